@@ -1,0 +1,233 @@
+"""GpuBackend: the one theory of a GPU that model and server code are written against.
+
+Three models implement it: CudaBackend (the real driver), HostBackend (numpy reference
+kernels on the CPU) and MockGpuBackend (records launches). Layers never know which one
+they hold; that is what lets the whole engine run and be tested without a GPU.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+DevicePtr = int
+Stream = int
+Dim3 = tuple[int, int, int]
+
+
+class ArgKind(enum.Enum):
+    """How a kernel parameter is passed: a device pointer or a 32/64-bit scalar."""
+
+    PTR = "ptr"
+    U32 = "u32"
+    I32 = "i32"
+    F32 = "f32"
+    U64 = "u64"
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    name: str
+    kind: ArgKind
+
+
+@dataclass(frozen=True, slots=True)
+class KernelSig:
+    """The ABI of one `extern "C" __global__` entry point: module, function, parameters.
+
+    The same signature drives the CUDA launch, the host reference call and the mock
+    record, so a kernel and its reference cannot disagree about argument order.
+    """
+
+    module: str
+    func: str
+    params: tuple[Param, ...]
+
+    @classmethod
+    def of(cls, module: str, func: str, spec: str) -> "KernelSig":
+        """Build from a compact spec: "x:ptr w:ptr rows:u32 eps:f32"."""
+        params = []
+        for item in spec.split():
+            name, kind = item.split(":")
+            params.append(Param(name, ArgKind(kind)))
+        return cls(module, func, tuple(params))
+
+    def pack(self, values: Sequence[Any]) -> tuple[tuple[ArgKind, Any], ...]:
+        """Check arity and types, returning (kind, value) pairs for GpuBackend.launch."""
+        if len(values) != len(self.params):
+            raise TypeError(f"{self.module}.{self.func} takes {len(self.params)} arguments "
+                            f"({', '.join(p.name for p in self.params)}), got {len(values)}")
+        out = []
+        for p, v in zip(self.params, values):
+            if p.kind is ArgKind.F32:
+                v = float(v)
+            else:
+                if isinstance(v, float) or not isinstance(v, (int, np.integer)):
+                    raise TypeError(f"{self.module}.{self.func}: {p.name} must be an integer "
+                                    f"({p.kind.value}), got {v!r}")
+                v = int(v)
+                lo, hi = {ArgKind.U32: (0, 2**32 - 1), ArgKind.I32: (-2**31, 2**31 - 1),
+                          ArgKind.PTR: (0, 2**64 - 1), ArgKind.U64: (0, 2**64 - 1)}[p.kind]
+                if not lo <= v <= hi:
+                    raise ValueError(f"{self.module}.{self.func}: {p.name}={v} does not fit "
+                                     f"{p.kind.value}")
+            out.append((p.kind, v))
+        return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class KernelHandle:
+    module: str
+    func: str
+    native: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class GraphHandle:
+    native: Any
+
+
+@dataclass(frozen=True, slots=True)
+class EventHandle:
+    native: Any
+
+
+class GpuError(RuntimeError):
+    """A device operation failed; the message names the call and the driver's error."""
+
+
+def dim3(v: int | Sequence[int]) -> Dim3:
+    if isinstance(v, (int, np.integer)):
+        return (int(v), 1, 1)
+    t = tuple(int(x) for x in v) + (1, 1, 1)
+    return (t[0], t[1], t[2])
+
+
+class GpuBackend(abc.ABC):
+    """Memory, kernel launch, streams, graphs and events of one device.
+
+    Host buffers passed to copies are numpy arrays (any dtype; their bytes are copied).
+    Optional methods (graphs, events, pinned memory) have working defaults where a
+    meaningful one exists.
+    """
+
+    name: str = "abstract"
+
+    # ---- memory -------------------------------------------------------------------
+    @abc.abstractmethod
+    def alloc(self, nbytes: int) -> DevicePtr: ...
+
+    @abc.abstractmethod
+    def free(self, ptr: DevicePtr) -> None: ...
+
+    @abc.abstractmethod
+    def copy_h2d(self, dst: DevicePtr, src: np.ndarray, stream: Stream | None = None) -> None: ...
+
+    @abc.abstractmethod
+    def copy_d2h(self, dst: np.ndarray, src: DevicePtr, stream: Stream | None = None) -> None: ...
+
+    @abc.abstractmethod
+    def copy_d2d(self, dst: DevicePtr, src: DevicePtr, nbytes: int,
+                 stream: Stream | None = None) -> None: ...
+
+    @abc.abstractmethod
+    def memset(self, ptr: DevicePtr, value: int, nbytes: int,
+               stream: Stream | None = None) -> None: ...
+
+    @abc.abstractmethod
+    def total_memory(self) -> int: ...
+
+    @abc.abstractmethod
+    def free_memory(self) -> int: ...
+
+    def alloc_host_pinned(self, nbytes: int) -> np.ndarray:
+        """Page-locked host memory for fast async copies; plain memory where none exists."""
+        return np.empty(nbytes, dtype=np.uint8)
+
+    # ---- kernels ------------------------------------------------------------------
+    @abc.abstractmethod
+    def kernel(self, module: str, func: str) -> KernelHandle: ...
+
+    @abc.abstractmethod
+    def launch(self, handle: KernelHandle, grid: Dim3, block: Dim3, shared_mem: int,
+               stream: Stream, args: Sequence[tuple[ArgKind, Any]]) -> None: ...
+
+    # ---- streams ------------------------------------------------------------------
+    def default_stream(self) -> Stream:
+        return 0
+
+    def create_stream(self) -> Stream:
+        return self.default_stream()
+
+    @abc.abstractmethod
+    def synchronize(self, stream: Stream | None = None) -> None: ...
+
+    # ---- graphs -------------------------------------------------------------------
+    @property
+    def supports_graphs(self) -> bool:
+        return False
+
+    def begin_capture(self, stream: Stream) -> None:
+        raise GpuError(f"{self.name} backend does not support graph capture")
+
+    def end_capture(self, stream: Stream) -> GraphHandle:
+        raise GpuError(f"{self.name} backend does not support graph capture")
+
+    def launch_graph(self, graph: GraphHandle, stream: Stream) -> None:
+        raise GpuError(f"{self.name} backend does not support graph launch")
+
+    def destroy_graph(self, graph: GraphHandle) -> None:
+        return None
+
+    # ---- events -------------------------------------------------------------------
+    def create_event(self) -> EventHandle:
+        raise GpuError(f"{self.name} backend has no events")
+
+    def record_event(self, event: EventHandle, stream: Stream) -> None:
+        raise GpuError(f"{self.name} backend has no events")
+
+    def stream_wait_event(self, stream: Stream, event: EventHandle) -> None:
+        raise GpuError(f"{self.name} backend has no events")
+
+    def event_elapsed_ms(self, start: EventHandle, end: EventHandle) -> float:
+        raise GpuError(f"{self.name} backend has no events")
+
+    # ---- convenience --------------------------------------------------------------
+    def upload(self, array: np.ndarray) -> DevicePtr:
+        """Allocate device memory holding a copy of `array`."""
+        arr = np.ascontiguousarray(array)
+        ptr = self.alloc(max(arr.nbytes, 1))
+        if arr.nbytes:
+            self.copy_h2d(ptr, arr)
+        return ptr
+
+    def download(self, ptr: DevicePtr, dtype: Any, shape: Sequence[int] | int) -> np.ndarray:
+        """Synchronously read a device buffer into a new numpy array."""
+        out = np.empty(shape, dtype=dtype)
+        if out.nbytes:
+            self.copy_d2h(out, ptr)
+        return out
+
+
+class KernelLaunch:
+    """Resolves a kernel once and launches it with checked, typed arguments.
+
+    Layers build these at load time (so handle lookup happens once) and call them on the
+    hot path; per-call work is arity/type checking of a short tuple.
+    """
+
+    __slots__ = ("backend", "sig", "handle")
+
+    def __init__(self, backend: GpuBackend, sig: KernelSig) -> None:
+        self.backend = backend
+        self.sig = sig
+        self.handle = backend.kernel(sig.module, sig.func)
+
+    def __call__(self, stream: Stream, grid: int | Sequence[int], block: int | Sequence[int],
+                 shared_mem: int, *values: Any) -> None:
+        self.backend.launch(self.handle, dim3(grid), dim3(block), shared_mem, stream,
+                            self.sig.pack(values))

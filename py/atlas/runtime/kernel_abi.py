@@ -1,0 +1,56 @@
+"""Every CUDA entry point Atlas launches, with its parameter list: the kernel ABI.
+
+One table, read by the ops launch builders, the host reference kernels, the mock backend
+and the GPU check script. A `.cu` file in any leaf that defines one of these functions
+must take exactly these parameters, in this order. Layouts (all row-major, contiguous):
+
+* activations and weights are bf16; logits are f32; token ids, positions, slots are i32.
+* GEMV/GEMM weights are [N, K] (PyTorch Linear layout): y[m, n] = sum_k x[m, k] * w[n, k].
+* the paged KV cache is one K and one V pool per layer, each [num_blocks, hkv, block_size,
+  head_dim]; a token's slot is block_id * block_size + offset; a negative slot is not written.
+* block_tables is i32 [num_seqs, max_blocks]; kv_lens is i32 [num_seqs], the number of
+  cached tokens of each sequence after this step's append.
+* cos_sin is f32 [max_positions, head_dim]: cos of the head_dim/2 frequencies, then sin.
+"""
+
+from __future__ import annotations
+
+from .gpu import KernelSig
+
+S = KernelSig.of
+
+# --- normalization -----------------------------------------------------------------------
+RMSNORM = S("rmsnorm", "rmsnorm_bf16", "x:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
+ADD_RMSNORM = S("rmsnorm", "add_rmsnorm_bf16",
+                "residual:ptr delta:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
+
+# --- activation, embedding, argmax -------------------------------------------------------
+SILU_MUL = S("silu_mul", "silu_mul_bf16", "gate_up:ptr out:ptr rows:u32 inter:u32")
+EMBEDDING = S("embedding", "embedding_bf16", "ids:ptr table:ptr out:ptr n:u32 dim:u32 vocab:u32")
+ARGMAX = S("argmax", "argmax_f32", "logits:ptr out:ptr rows:u32 n:u32")
+
+# --- matrix products ---------------------------------------------------------------------
+GEMV = S("gemv", "gemv_bf16", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
+GEMV_F32OUT = S("gemv", "gemv_bf16_f32", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
+GEMM = S("gemm", "gemm_bf16", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
+GEMM_F32OUT = S("gemm", "gemm_bf16_f32", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
+
+# --- rotary embedding + per-head q/k RMSNorm + paged KV append -----------------------------
+QK_NORM_ROPE_KV = S(
+    "rope_kv", "qk_norm_rope_kv_bf16",
+    "qkv:ptr q_out:ptr k_cache:ptr v_cache:ptr q_norm_w:ptr k_norm_w:ptr cos_sin:ptr "
+    "positions:ptr slots:ptr tokens:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 eps:f32")
+
+# --- attention ---------------------------------------------------------------------------
+PREFILL_ATTN = S(
+    "attention", "prefill_attn_bf16",
+    "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr cu_q:ptr kv_lens:ptr out:ptr "
+    "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 scale:f32")
+DECODE_ATTN = S(
+    "attention", "decode_attn_bf16",
+    "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr "
+    "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 num_splits:u32 "
+    "scale:f32")
+DECODE_ATTN_COMBINE = S(
+    "attention", "decode_attn_combine_bf16",
+    "part_o:ptr part_ml:ptr out:ptr num_seqs:u32 hq:u32 head_dim:u32 num_splits:u32")

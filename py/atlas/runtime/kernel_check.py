@@ -1,0 +1,152 @@
+"""Kernel cases: random inputs, a float64 oracle, and a runner for any GpuBackend.
+
+A case is written once per kernel and used twice: the CPU tests run it on HostBackend
+(reference kernel vs oracle) and the GPU check script runs it on CudaBackend (CUDA kernel vs
+the same oracle and vs the reference kernel's exact output). Outputs are poisoned before
+each run (0xFF bytes: NaN in bf16/f32), so an element the kernel never wrote fails.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ..core.dtype import DType
+from ..core.numerics import bf16_bits_to_f32
+from .gpu import DevicePtr, GpuBackend, Stream
+
+RunFn = Callable[[GpuBackend, Stream, dict[str, DevicePtr]], None]
+OracleFn = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
+
+#: default (atol, rtol) by output dtype, against a float64 oracle
+DEFAULT_TOL: dict[DType, tuple[float, float]] = {
+    DType.BF16: (2e-2, 2e-2),
+    DType.FP32: (1e-4, 1e-4),
+    DType.I32: (0.0, 0.0),
+    DType.U8: (0.0, 0.0),
+}
+
+
+@dataclass
+class OutputSpec:
+    dtype: DType
+    shape: tuple[int, ...]
+    tol: tuple[float, float] | None = None  # (atol, rtol); None uses DEFAULT_TOL
+
+
+@dataclass
+class KernelCase:
+    """One launch to check. `inputs` hold host arrays (bf16 as uint16 bits); buffers named
+    in both `inputs` and `outputs` are in/out and are uploaded, not poisoned."""
+
+    name: str
+    module: str
+    inputs: dict[str, np.ndarray]
+    outputs: dict[str, OutputSpec]
+    run: RunFn
+    oracle: OracleFn
+    compare_mask: dict[str, np.ndarray] = field(default_factory=dict)  # True = compared
+
+
+@dataclass
+class CaseResult:
+    name: str
+    module: str
+    passed: bool
+    max_abs_err: dict[str, float]
+    detail: str
+    outputs: dict[str, np.ndarray]
+
+
+CaseFactory = Callable[[np.random.Generator], list[KernelCase]]
+CASE_FACTORIES: dict[str, CaseFactory] = {}
+
+
+def kernel_cases(module: str) -> Callable[[CaseFactory], CaseFactory]:
+    """Register a factory producing the check cases of one kernel module."""
+
+    def register(fn: CaseFactory) -> CaseFactory:
+        CASE_FACTORIES[f"{module}:{fn.__name__}"] = fn
+        return fn
+
+    return register
+
+
+def _np_dtype(dt: DType) -> type:
+    return {DType.BF16: np.uint16, DType.FP32: np.float32, DType.I32: np.int32,
+            DType.U8: np.uint8, DType.FP16: np.float16}[dt]
+
+
+def as_float(arr: np.ndarray, dt: DType) -> np.ndarray:
+    """Host output -> float64 for comparison (bf16 bits are widened)."""
+    if dt is DType.BF16:
+        return bf16_bits_to_f32(arr).astype(np.float64)
+    return arr.astype(np.float64)
+
+
+def execute(backend: GpuBackend, case: KernelCase) -> dict[str, np.ndarray]:
+    """Upload inputs, poison outputs, launch, synchronize and read every output back."""
+    ptrs: dict[str, DevicePtr] = {}
+    try:
+        for name, arr in case.inputs.items():
+            ptrs[name] = backend.upload(arr)
+        for name, spec in case.outputs.items():
+            if name in ptrs:
+                continue
+            nbytes = max(spec.dtype.nbytes(int(np.prod(spec.shape))), 1)
+            ptrs[name] = backend.alloc(nbytes)
+            backend.memset(ptrs[name], 0xFF, nbytes)
+        stream = backend.default_stream()
+        case.run(backend, stream, ptrs)
+        backend.synchronize(stream)
+        return {name: backend.download(ptrs[name], _np_dtype(spec.dtype), spec.shape)
+                for name, spec in case.outputs.items()}
+    finally:
+        for ptr in ptrs.values():
+            backend.free(ptr)
+
+
+def compare(case: KernelCase, got: dict[str, np.ndarray],
+            expected: dict[str, np.ndarray]) -> CaseResult:
+    """Compare outputs with expected float arrays; NaN anywhere compared never passes."""
+    errs: dict[str, float] = {}
+    problems: list[str] = []
+    for name, spec in case.outputs.items():
+        g = as_float(got[name], spec.dtype)
+        e = np.asarray(expected[name], dtype=np.float64).reshape(spec.shape)
+        mask = case.compare_mask.get(name)
+        if mask is not None:
+            g, e = g[mask], e[mask]
+        atol, rtol = spec.tol or DEFAULT_TOL[spec.dtype]
+        if np.isnan(g).any():
+            problems.append(f"{name}: {int(np.isnan(g).sum())} NaN (unwritten or invalid)")
+            errs[name] = float("nan")
+            continue
+        diff = np.abs(g - e)
+        errs[name] = float(diff.max()) if diff.size else 0.0
+        bad = diff > atol + rtol * np.abs(e)
+        if bad.any():
+            idx = np.argwhere(bad)[0]
+            problems.append(f"{name}: {int(bad.sum())}/{bad.size} outside tol "
+                            f"(first at {tuple(int(i) for i in idx)}: got {g[tuple(idx)]}, "
+                            f"want {e[tuple(idx)]})")
+    return CaseResult(case.name, case.module, not problems, errs, "; ".join(problems), got)
+
+
+def check(backend: GpuBackend, case: KernelCase) -> CaseResult:
+    """Run a case on `backend` and compare it with its float64 oracle."""
+    got = execute(backend, case)
+    return compare(case, got, case.oracle(case.inputs))
+
+
+def all_cases(seed: int = 0) -> list[KernelCase]:
+    """Every registered case (imports the case modules first), with fresh random inputs."""
+    from . import cases  # noqa: F401  (registers factories)
+
+    rng = np.random.default_rng(seed)
+    out: list[KernelCase] = []
+    for _, factory in sorted(CASE_FACTORIES.items()):
+        out.extend(factory(rng))
+    return out
