@@ -1,0 +1,42 @@
+// Shared device helpers for Atlas kernels: bf16 conversion and warp/block reductions.
+// Header-only; every entry point stays `extern "C" __global__` in its own .cu file.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+namespace atlas {
+
+__device__ __forceinline__ float bf16_to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// Round-to-nearest-even, identical to atlas.core.numerics.f32_to_bf16_bits.
+__device__ __forceinline__ __nv_bfloat16 f32_to_bf16(float v) { return __float2bfloat16_rn(v); }
+
+// Round a float to bf16 precision and widen it back (models a torch bf16 op boundary).
+__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// Sum over the whole block; `scratch` needs blockDim.x / 32 floats. All threads get the sum.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float total = 0.f;
+  for (int i = 0; i < nwarps; ++i) total += scratch[i];
+  return total;
+}
+
+}  // namespace atlas

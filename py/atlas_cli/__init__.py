@@ -1,0 +1,1 @@
+"""The `atlas` command line: serve, generate, kernels, models, benchmark, gate."""
