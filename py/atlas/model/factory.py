@@ -1,0 +1,19 @@
+"""The single place where a checkpoint's model_type becomes a weight loader."""
+
+from __future__ import annotations
+
+from ..core.config import ModelConfig
+from .loaders.dense import DenseDecoderLoader, Qwen3Loader, UnsupportedModelError
+
+SUPPORTED_MODEL_TYPES = ("llama", "qwen3")
+
+
+def loader_for_config(cfg: ModelConfig) -> DenseDecoderLoader:
+    match cfg.model_type:
+        case "llama":
+            return DenseDecoderLoader()
+        case "qwen3":
+            return Qwen3Loader()
+        case other:
+            raise UnsupportedModelError(
+                f"unsupported model_type {other!r}; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")

@@ -1,0 +1,127 @@
+"""The weight plan of a dense decoder (Llama-style): which checkpoint tensors exist, what
+shape and dtype each must have, and where each lands in device memory.
+
+q/k/v projections are placed back to back in one fused [q|k|v] matrix and gate/up in one
+[gate|up] matrix, so a decode step runs one GEMV for each instead of three and two. The
+fusion costs nothing at load time: each tensor is uploaded straight to its offset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...core.config import ModelConfig
+from ...core.dtype import DType
+
+ALIGN = 256
+SUPPORTED_HEAD_DIMS = (64, 128)
+
+
+class UnsupportedModelError(ValueError):
+    """The checkpoint's architecture or a config value is outside what Atlas implements."""
+
+
+@dataclass(frozen=True, slots=True)
+class TensorSlot:
+    """A checkpoint tensor and its destination: `buffer` at `offset` bytes."""
+
+    name: str
+    dtype: DType
+    shape: tuple[int, ...]
+    buffer: str
+    offset: int
+
+    @property
+    def nbytes(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return self.dtype.nbytes(n)
+
+
+@dataclass
+class WeightPlan:
+    """Device buffers (name -> bytes) and the tensors that fill them."""
+
+    buffers: dict[str, int] = field(default_factory=dict)
+    slots: list[TensorSlot] = field(default_factory=list)
+
+    def add(self, buffer: str, parts: list[tuple[str, tuple[int, ...]]],
+            dtype: DType = DType.BF16) -> None:
+        """Create `buffer` holding `parts` back to back (a fused weight when len > 1)."""
+        offset = 0
+        for name, shape in parts:
+            slot = TensorSlot(name, dtype, shape, buffer, offset)
+            self.slots.append(slot)
+            offset += slot.nbytes
+        self.buffers[buffer] = offset
+
+    def expected(self) -> dict[str, tuple[DType, tuple[int, ...]]]:
+        return {s.name: (s.dtype, s.shape) for s in self.slots}
+
+    def layout(self) -> tuple[dict[str, int], int]:
+        """Byte offset of every buffer inside one allocation, and the allocation's size."""
+        offsets, total = {}, 0
+        for name, nbytes in self.buffers.items():
+            offsets[name] = total
+            total += (nbytes + ALIGN - 1) // ALIGN * ALIGN
+        return offsets, total
+
+
+class DenseDecoderLoader:
+    """Llama-family decoder: embedding, N x (attention + SwiGLU MLP), final norm, LM head."""
+
+    family = "llama"
+    has_qk_norm = False
+
+    def check_config(self, cfg: ModelConfig) -> None:
+        """Reject config values the kernels do not implement, naming the field."""
+        if cfg.head_dim not in SUPPORTED_HEAD_DIMS:
+            raise UnsupportedModelError(
+                f"head_dim={cfg.head_dim} is not supported (supported: {SUPPORTED_HEAD_DIMS})")
+        if cfg.num_attention_heads % cfg.num_key_value_heads:
+            raise UnsupportedModelError(
+                f"num_attention_heads={cfg.num_attention_heads} is not a multiple of "
+                f"num_key_value_heads={cfg.num_key_value_heads}")
+        for flag in ("attention_bias", "mlp_bias"):
+            if getattr(cfg, flag, False):
+                raise UnsupportedModelError(f"{flag}=true is not supported for {cfg.model_type}")
+        act = getattr(cfg, "hidden_act", "silu") or "silu"
+        if act != "silu":
+            raise UnsupportedModelError(f"hidden_act={act!r} is not supported (only 'silu')")
+        for name, value in (("hidden_size", cfg.hidden_size), ("intermediate_size",
+                                                               cfg.intermediate_size)):
+            if value % 16:
+                raise UnsupportedModelError(f"{name}={value} must be a multiple of 16")
+
+    def plan(self, cfg: ModelConfig) -> WeightPlan:
+        self.check_config(cfg)
+        h, d, inter, vocab = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size, cfg.vocab_size
+        q_rows, kv_rows = cfg.num_attention_heads * d, cfg.num_key_value_heads * d
+        plan = WeightPlan()
+        plan.add("embed", [("model.embed_tokens.weight", (vocab, h))])
+        for i in range(cfg.num_hidden_layers):
+            p = f"model.layers.{i}."
+            plan.add(f"l{i}.qkv", [(p + "self_attn.q_proj.weight", (q_rows, h)),
+                                   (p + "self_attn.k_proj.weight", (kv_rows, h)),
+                                   (p + "self_attn.v_proj.weight", (kv_rows, h))])
+            plan.add(f"l{i}.o", [(p + "self_attn.o_proj.weight", (h, q_rows))])
+            plan.add(f"l{i}.gate_up", [(p + "mlp.gate_proj.weight", (inter, h)),
+                                       (p + "mlp.up_proj.weight", (inter, h))])
+            plan.add(f"l{i}.down", [(p + "mlp.down_proj.weight", (h, inter))])
+            plan.add(f"l{i}.in_norm", [(p + "input_layernorm.weight", (h,))])
+            plan.add(f"l{i}.post_norm", [(p + "post_attention_layernorm.weight", (h,))])
+            if self.has_qk_norm:
+                plan.add(f"l{i}.q_norm", [(p + "self_attn.q_norm.weight", (d,))])
+                plan.add(f"l{i}.k_norm", [(p + "self_attn.k_norm.weight", (d,))])
+        plan.add("final_norm", [("model.norm.weight", (h,))])
+        if not cfg.tie_word_embeddings:
+            plan.add("lm_head", [("lm_head.weight", (vocab, h))])
+        return plan
+
+
+class Qwen3Loader(DenseDecoderLoader):
+    """Qwen3 dense: the Llama layout plus per-head RMSNorm on q and k before RoPE."""
+
+    family = "qwen3"
+    has_qk_norm = True

@@ -1,0 +1,151 @@
+"""The dense decoder forward pass, written once for eager prefill and captured decode.
+
+The residual stream stays in bf16 like transformers: `resid += delta` is rounded to bf16
+inside the fused add+RMSNorm kernel, and every layer reads `normed` and writes `delta`.
+The forward launches kernels only; the step's inputs (token ids, positions, KV slots,
+block tables) are already in device buffers, which is what makes it graph-capturable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..core.config import ModelConfig
+from ..runtime.gpu import DevicePtr, Stream
+from ..runtime.ops import KernelCache
+from ..runtime.ops import activation, attention, embedding, matmul, norm, rope
+
+
+@dataclass(frozen=True, slots=True)
+class Dims:
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    inter: int
+    vocab: int
+    layers: int
+    eps: float
+
+    @property
+    def q_width(self) -> int:
+        return self.heads * self.head_dim
+
+    @property
+    def qkv_width(self) -> int:
+        return (self.heads + 2 * self.kv_heads) * self.head_dim
+
+    @classmethod
+    def from_config(cls, cfg: ModelConfig) -> "Dims":
+        return cls(cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads,
+                   cfg.head_dim, cfg.intermediate_size, cfg.vocab_size, cfg.num_hidden_layers,
+                   float(cfg.rms_norm_eps))
+
+
+@dataclass(frozen=True, slots=True)
+class LayerWeights:
+    qkv: DevicePtr
+    o: DevicePtr
+    gate_up: DevicePtr
+    down: DevicePtr
+    in_norm: DevicePtr
+    post_norm: DevicePtr
+    q_norm: DevicePtr  # 0 when the family has no q/k norm
+    k_norm: DevicePtr
+    k_cache: DevicePtr
+    v_cache: DevicePtr
+
+
+@dataclass(frozen=True, slots=True)
+class StepBuffers:
+    """Device addresses of one step's inputs and scratch (carved from the BufferArena)."""
+
+    ids: DevicePtr
+    positions: DevicePtr
+    slots: DevicePtr
+    cu_q: DevicePtr
+    kv_lens: DevicePtr
+    sample_rows: DevicePtr
+    block_tables: DevicePtr
+    resid: DevicePtr
+    delta: DevicePtr
+    normed: DevicePtr
+    qkv: DevicePtr
+    q: DevicePtr
+    attn: DevicePtr
+    gate_up: DevicePtr
+    act: DevicePtr
+    sel: DevicePtr
+    logits: DevicePtr
+    part_o: DevicePtr
+    part_ml: DevicePtr
+
+
+@dataclass(frozen=True, slots=True)
+class AttentionPlan:
+    """How this step attends: prefill (packed variable-length queries) or decode (split-K)."""
+
+    decode: bool
+    num_seqs: int
+    max_q_len: int = 1
+    num_splits: int = 1
+
+
+class DenseDecoderModel:
+    """Embedding -> layers -> final norm -> LM head over pre-uploaded weights."""
+
+    def __init__(self, dims: Dims, kc: KernelCache, embed: DevicePtr, final_norm: DevicePtr,
+                 lm_head: DevicePtr, layers: list[LayerWeights], cos_sin: DevicePtr,
+                 block_size: int, max_blocks: int) -> None:
+        self.dims = dims
+        self.kc = kc
+        self.embed = embed
+        self.final_norm = final_norm
+        self.lm_head = lm_head
+        self.layers = layers
+        self.cos_sin = cos_sin
+        self.block_size = block_size
+        self.max_blocks = max_blocks
+        self.scale = dims.head_dim ** -0.5
+
+    def forward(self, s: Stream, b: StepBuffers, n_tokens: int, plan: AttentionPlan,
+                n_sample: int) -> None:
+        """Compute f32 logits [n_sample, vocab] into b.logits for the rows in sample_rows."""
+        d, kc, t = self.dims, self.kc, n_tokens
+        embedding.embedding(kc, s, b.ids, self.embed, b.resid, t, d.hidden, d.vocab)
+        for i, lw in enumerate(self.layers):
+            if i == 0:
+                norm.rmsnorm(kc, s, b.resid, lw.in_norm, b.normed, t, d.hidden, d.eps)
+            else:
+                norm.add_rmsnorm(kc, s, b.resid, b.delta, lw.in_norm, b.normed, t, d.hidden,
+                                 d.eps)
+            self._attention(s, b, lw, t, plan)
+            norm.add_rmsnorm(kc, s, b.resid, b.delta, lw.post_norm, b.normed, t, d.hidden, d.eps)
+            matmul.linear(kc, s, b.normed, lw.gate_up, b.gate_up, t, 2 * d.inter, d.hidden)
+            activation.silu_mul(kc, s, b.gate_up, b.act, t, d.inter)
+            matmul.linear(kc, s, b.act, lw.down, b.delta, t, d.hidden, d.inter)
+        norm.add_rmsnorm(kc, s, b.resid, b.delta, self.final_norm, b.normed, t, d.hidden, d.eps)
+        # Gather the rows that sample (last token of each sequence) with the embedding
+        # kernel: a row gather is an embedding lookup into the normed activations.
+        embedding.embedding(kc, s, b.sample_rows, b.normed, b.sel, n_sample, d.hidden, t)
+        matmul.linear(kc, s, b.sel, self.lm_head, b.logits, n_sample, d.vocab, d.hidden,
+                      out_f32=True)
+
+    def _attention(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
+                   plan: AttentionPlan) -> None:
+        d, kc = self.dims, self.kc
+        matmul.linear(kc, s, b.normed, lw.qkv, b.qkv, t, d.qkv_width, d.hidden)
+        rope.qk_norm_rope_kv(kc, s, b.qkv, b.q, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm,
+                             self.cos_sin, b.positions, b.slots, t, d.heads, d.kv_heads,
+                             d.head_dim, self.block_size, d.eps)
+        if plan.decode:
+            attention.decode_attention(kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables,
+                                       b.kv_lens, b.part_o, b.part_ml, b.attn, plan.num_seqs,
+                                       d.heads, d.kv_heads, d.head_dim, self.block_size,
+                                       self.max_blocks, plan.num_splits, self.scale)
+        else:
+            attention.prefill_attention(kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables,
+                                        b.cu_q, b.kv_lens, b.attn, plan.num_seqs, d.heads,
+                                        d.kv_heads, d.head_dim, self.block_size,
+                                        self.max_blocks, self.scale, plan.max_q_len)
+        matmul.linear(kc, s, b.attn, lw.o, b.delta, t, d.hidden, d.q_width)

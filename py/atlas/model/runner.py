@@ -1,0 +1,184 @@
+"""ModelRunner: a model bound to a device, executing scheduler steps (a StepExecutor).
+
+Prefill and mixed steps run eagerly; a step where every sequence decodes one token replays
+the CUDA graph captured for the smallest batch-size bucket that holds it. Per-step inputs
+are written into graph-stable device buffers first (two host-to-device copies), and only
+the sampled token ids come back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ..core.config import ModelConfig
+from ..core.dtype import DType
+from ..core.sampling import GREEDY
+from ..runtime.buffers import BufferArena
+from ..runtime.gpu import GpuBackend, GraphHandle
+from ..runtime.kv_cache import PagedKvCache
+from ..runtime.ops import KernelCache
+from ..runtime.sampler import Sampler
+from .batch import SeqStep
+from .model import AttentionPlan, DenseDecoderModel, Dims, StepBuffers
+from .step_inputs import StepLayout, decode_buckets, decode_splits, pack_step
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerLimits:
+    """What the runner is sized for; every buffer is allocated for these at startup."""
+
+    max_seq_len: int
+    max_batch_size: int
+    max_prefill_tokens: int
+    block_size: int = 16
+    num_sms: int = 132
+
+    @property
+    def max_tokens(self) -> int:
+        return max(self.max_prefill_tokens, self.max_batch_size)
+
+    @property
+    def max_blocks(self) -> int:
+        return -(-self.max_seq_len // self.block_size)
+
+
+def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
+                      layout: StepLayout, max_splits: int) -> None:
+    """Reserve every per-step buffer once, sized for the worst case the limits allow."""
+    t, b = limits.max_tokens, limits.max_batch_size
+    arena.reserve("step_i32", DType.I32, (layout.total,))
+    for name, width in (("resid", dims.hidden), ("delta", dims.hidden),
+                        ("normed", dims.hidden), ("qkv", dims.qkv_width), ("q", dims.q_width),
+                        ("attn", dims.q_width), ("gate_up", 2 * dims.inter),
+                        ("act", dims.inter)):
+        arena.reserve(name, DType.BF16, (t, width))
+    arena.reserve("sel", DType.BF16, (b, dims.hidden))
+    arena.reserve("logits", DType.FP32, (b, dims.vocab))
+    arena.reserve("part_o", DType.FP32, (b, dims.heads, max_splits, dims.head_dim))
+    arena.reserve("part_ml", DType.FP32, (b, dims.heads, max_splits, 2))
+
+
+class ModelRunner:
+    """Implements StepExecutor over a DenseDecoderModel, a paged KV cache and the sampler."""
+
+    def __init__(self, backend: GpuBackend, cfg: ModelConfig, model: DenseDecoderModel,
+                 kv: PagedKvCache, arena: BufferArena, sampler: Sampler,
+                 limits: RunnerLimits, use_graphs: bool) -> None:
+        self.backend = backend
+        self.cfg = cfg
+        self.model = model
+        self.kv = kv
+        self.arena = arena
+        self.sampler = sampler
+        self.limits = limits
+        self.block_size = limits.block_size
+        self.num_kv_blocks = kv.num_blocks
+        self.max_batch_size = limits.max_batch_size
+        self.max_seq_len = limits.max_seq_len
+        self.vocab_size = cfg.vocab_size
+        self.stream = backend.create_stream()
+        self.layout = StepLayout(limits.max_tokens, limits.max_batch_size, limits.max_blocks)
+        i32 = arena["step_i32"]
+        lay = self.layout
+        self.bufs = StepBuffers(
+            ids=i32 + 4 * lay.ids, positions=i32 + 4 * lay.positions, slots=i32 + 4 * lay.slots,
+            cu_q=i32 + 4 * lay.cu_q, kv_lens=i32 + 4 * lay.kv_lens,
+            sample_rows=i32 + 4 * lay.sample_rows, block_tables=i32 + 4 * lay.block_tables,
+            **{n: arena[n] for n in ("resid", "delta", "normed", "qkv", "q", "attn",
+                                     "gate_up", "act", "sel", "logits", "part_o", "part_ml")})
+        self.host_i32 = backend.alloc_host_pinned(4 * lay.total).view(np.int32)
+        self.host_ids = backend.alloc_host_pinned(4 * limits.max_batch_size).view(np.int32)
+        self.pad_slot = limits.max_batch_size  # sampler slot owned by graph padding rows
+        self._slot_of: dict[int, int] = {}
+        self._free_slots = list(range(limits.max_batch_size - 1, -1, -1))
+        self._sampled: dict[int, int] = {}
+        self.graphs: dict[int, GraphHandle] = {}
+        self.buckets = decode_buckets(limits.max_batch_size)
+        if use_graphs and backend.supports_graphs:
+            self.capture_graphs()
+
+    # ---- StepExecutor ------------------------------------------------------------------
+    def execute(self, steps: Sequence[SeqStep]) -> list[int | None]:
+        if not steps:
+            return []
+        sampling_steps = [st for st in steps if st.sample]
+        for st in steps:
+            self._ensure_slot(st)
+        decode = bool(self.graphs) and all(len(st.token_ids) == 1 and st.sample for st in steps)
+        bucket = next((b for b in self.buckets if b >= len(steps)), 0) if decode else 0
+        n_tokens, n_sample, max_q = pack_step(self.host_i32, self.layout, steps,
+                                              self.block_size, pad_to=bucket)
+        self._upload_inputs(n_seqs=max(len(steps), bucket))
+        pad = n_sample - len(sampling_steps)
+        self.sampler.prepare([self._slot_of[st.seq_id] for st in sampling_steps]
+                             + [self.pad_slot] * pad,
+                             [st.sampling for st in sampling_steps] + [GREEDY] * pad,
+                             [self._sampled.get(st.seq_id, 0) for st in sampling_steps]
+                             + [0] * pad)
+        if decode:
+            self.backend.launch_graph(self.graphs[bucket], self.stream)
+        else:
+            plan = AttentionPlan(decode=False, num_seqs=len(steps), max_q_len=max_q)
+            self.model.forward(self.stream, self.bufs, n_tokens, plan, n_sample)
+            if n_sample:
+                self.sampler.enqueue(self.stream, self.bufs.logits, n_sample)
+        out: list[int | None] = [None] * len(steps)
+        if sampling_steps:
+            k = len(sampling_steps)
+            self.backend.copy_d2h(self.host_ids[:k], self.sampler.out_ids, self.stream)
+        self.backend.synchronize(self.stream)
+        j = 0
+        for i, st in enumerate(steps):
+            if st.sample:
+                out[i] = int(self.host_ids[j])
+                self._sampled[st.seq_id] = self._sampled.get(st.seq_id, 0) + 1
+                j += 1
+        return out
+
+    def release(self, seq_id: int) -> None:
+        slot = self._slot_of.pop(seq_id, None)
+        self._sampled.pop(seq_id, None)
+        if slot is not None:
+            self._free_slots.append(slot)
+
+    # ---- internals ---------------------------------------------------------------------
+    def _ensure_slot(self, st: SeqStep) -> None:
+        if st.seq_id in self._slot_of:
+            return
+        if not self._free_slots:
+            raise RuntimeError(f"more than {self.max_batch_size} live sequences; release "
+                               "finished sequences before starting new ones")
+        slot = self._free_slots.pop()
+        self._slot_of[st.seq_id] = slot
+        self.sampler.assign(slot, st.prompt_ids or [], st.sampling)
+
+    def _upload_inputs(self, n_seqs: int) -> None:
+        lay = self.layout
+        self.backend.copy_h2d(self.bufs.ids, self.host_i32[:lay.front], self.stream)
+        rows = self.host_i32[lay.block_tables:lay.block_tables + n_seqs * lay.max_blocks]
+        self.backend.copy_h2d(self.bufs.block_tables, rows, self.stream)
+
+    def capture_graphs(self) -> None:
+        """Capture one decode graph per bucket, largest first (nano-vllm's order)."""
+        dims = self.model.dims
+        for bs in sorted(self.buckets, reverse=True):
+            dummy = [SeqStep(-1 - i, [0], 0, [0], GREEDY) for i in range(bs)]
+            pack_step(self.host_i32, self.layout, dummy, self.block_size)
+            for i in range(bs):  # padding-style rows: never write the KV cache
+                self.host_i32[self.layout.slots + i] = -1
+            self._upload_inputs(bs)
+            self.sampler.prepare([self.pad_slot] * bs, [GREEDY] * bs, [0] * bs)
+            splits = decode_splits(bs, dims.kv_heads, self.max_seq_len, self.limits.num_sms)
+            plan = AttentionPlan(decode=True, num_seqs=bs, num_splits=splits)
+            # Warm-up outside capture resolves every kernel before the graph is recorded.
+            self.model.forward(self.stream, self.bufs, bs, plan, bs)
+            self.sampler.enqueue(self.stream, self.bufs.logits, bs)
+            self.backend.synchronize(self.stream)
+            self.backend.begin_capture(self.stream)
+            self.model.forward(self.stream, self.bufs, bs, plan, bs)
+            self.sampler.enqueue(self.stream, self.bufs.logits, bs)
+            self.graphs[bs] = self.backend.end_capture(self.stream)
+        self.backend.synchronize(self.stream)

@@ -1,0 +1,144 @@
+"""Packing one step's host-side inputs into the layout the device buffers expect.
+
+All int32 inputs of a step live in one region (ids | positions | slots | cu_q | kv_lens |
+sample_rows | block_tables) so a step costs two host-to-device copies: the small front part
+and the block-table rows in use. Pure numpy; no device access.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .batch import SeqStep
+
+
+@dataclass(frozen=True, slots=True)
+class StepLayout:
+    """Element offsets of each input inside the int32 region."""
+
+    max_tokens: int
+    max_seqs: int
+    max_blocks: int
+
+    @property
+    def ids(self) -> int:
+        return 0
+
+    @property
+    def positions(self) -> int:
+        return self.max_tokens
+
+    @property
+    def slots(self) -> int:
+        return 2 * self.max_tokens
+
+    @property
+    def cu_q(self) -> int:
+        return 3 * self.max_tokens
+
+    @property
+    def kv_lens(self) -> int:
+        return self.cu_q + self.max_seqs + 1
+
+    @property
+    def sample_rows(self) -> int:
+        return self.kv_lens + self.max_seqs
+
+    @property
+    def block_tables(self) -> int:
+        return self.sample_rows + self.max_seqs
+
+    @property
+    def front(self) -> int:
+        """Elements before the block tables (copied whole every step)."""
+        return self.block_tables
+
+    @property
+    def total(self) -> int:
+        return self.block_tables + self.max_seqs * self.max_blocks
+
+
+class StepError(ValueError):
+    """A step asked for more than the runner was sized for, or is inconsistent."""
+
+
+def pack_step(buf: np.ndarray, layout: StepLayout, steps: Sequence[SeqStep], block_size: int,
+              pad_to: int = 0) -> tuple[int, int, int]:
+    """Fill `buf` (int32 [layout.total]) for `steps`; return (n_tokens, n_sample, max_q_len).
+
+    Rows past len(steps) up to `pad_to` are padding for a captured decode graph: token 0 at
+    position 0, KV slot -1 (not written), kv_len 1 reading block 0 (finite data), so they
+    compute harmless values that nobody reads.
+    """
+    n_seqs = max(len(steps), pad_to)
+    if n_seqs > layout.max_seqs:
+        raise StepError(f"{n_seqs} sequences in one step exceeds max batch {layout.max_seqs}")
+    lens = [len(st.token_ids) for st in steps]
+    n_tokens = sum(lens) + (n_seqs - len(steps))
+    if n_tokens > layout.max_tokens:
+        raise StepError(f"{n_tokens} tokens in one step exceeds the step budget "
+                        f"{layout.max_tokens}")
+    ids = buf[layout.ids:layout.ids + n_tokens]
+    pos = buf[layout.positions:layout.positions + n_tokens]
+    slots = buf[layout.slots:layout.slots + n_tokens]
+    cu_q = buf[layout.cu_q:layout.cu_q + n_seqs + 1]
+    kv_lens = buf[layout.kv_lens:layout.kv_lens + n_seqs]
+    tables = buf[layout.block_tables:layout.block_tables + n_seqs * layout.max_blocks].reshape(
+        n_seqs, layout.max_blocks)
+    sample_rows = buf[layout.sample_rows:layout.sample_rows + n_seqs]
+    cu_q[0] = 0
+    t = n_sample = 0
+    for i, st in enumerate(steps):
+        n = lens[i]
+        if n == 0:
+            raise StepError(f"sequence {st.seq_id}: a step must feed at least one token")
+        end = st.start_pos + n
+        nblocks = len(st.block_table)
+        if end > nblocks * block_size:
+            raise StepError(f"sequence {st.seq_id}: {end} tokens need "
+                            f"{-(-end // block_size)} KV blocks, block table has {nblocks}")
+        if nblocks > layout.max_blocks:
+            raise StepError(f"sequence {st.seq_id}: {nblocks} blocks exceed max "
+                            f"{layout.max_blocks} per sequence")
+        ids[t:t + n] = st.token_ids
+        p = np.arange(st.start_pos, end, dtype=np.int32)
+        pos[t:t + n] = p
+        table = np.asarray(st.block_table, dtype=np.int32)
+        slots[t:t + n] = table[p // block_size] * block_size + p % block_size
+        tables[i, :nblocks] = table
+        kv_lens[i] = end
+        t += n
+        cu_q[i + 1] = t
+        if st.sample:
+            sample_rows[n_sample] = t - 1
+            n_sample += 1
+    for i in range(len(steps), n_seqs):
+        ids[t] = 0
+        pos[t] = 0
+        slots[t] = -1
+        tables[i, 0] = 0
+        kv_lens[i] = 1
+        t += 1
+        cu_q[i + 1] = t
+        sample_rows[n_sample] = t - 1
+        n_sample += 1
+    return n_tokens, n_sample, max(lens) if lens else 1
+
+
+def decode_buckets(max_batch: int) -> list[int]:
+    """Batch sizes that get a captured decode graph: 1, 2, 4, 8, then every 16."""
+    sizes = [b for b in (1, 2, 4, 8) if b <= max_batch]
+    sizes += list(range(16, max_batch + 1, 16))
+    if not sizes or sizes[-1] != max_batch:
+        sizes.append(max_batch)
+    return sizes
+
+
+def decode_splits(batch: int, kv_heads: int, max_seq_len: int, num_sms: int) -> int:
+    """Split-K factor for decode attention: enough blocks to cover the GPU twice, but no
+    split shorter than 64 tokens at the longest allowed history."""
+    want = -(-2 * num_sms // max(batch * kv_heads, 1))
+    return max(1, min(want, max_seq_len // 64, 64))
