@@ -156,12 +156,24 @@ class GpuBackend(abc.ABC):
     def launch(self, handle: KernelHandle, grid: Dim3, block: Dim3, shared_mem: int,
                stream: Stream, args: Sequence[tuple[ArgKind, Any]]) -> None: ...
 
+    def set_max_dynamic_shared(self, handle: KernelHandle, nbytes: int) -> None:
+        """Let `handle` launch with up to `nbytes` of dynamic shared memory.
+
+        CUDA needs this opt-in above 48 KiB; backends without such a limit ignore it.
+        """
+        return None
+
     # ---- streams ------------------------------------------------------------------
     def default_stream(self) -> Stream:
         return 0
 
     def create_stream(self) -> Stream:
         return self.default_stream()
+
+    def bind_to_thread(self) -> None:
+        """Make this device current on the calling thread (engine steps run on their own
+        thread; CUDA contexts are per thread). A no-op where there is no such state."""
+        return None
 
     @abc.abstractmethod
     def synchronize(self, stream: Stream | None = None) -> None: ...
@@ -195,6 +207,11 @@ class GpuBackend(abc.ABC):
 
     def event_elapsed_ms(self, start: EventHandle, end: EventHandle) -> float:
         raise GpuError(f"{self.name} backend has no events")
+
+    # ---- lifetime -----------------------------------------------------------------
+    def close(self) -> None:
+        """Release what the backend holds (modules, streams, pinned memory); idempotent."""
+        return None
 
     # ---- convenience --------------------------------------------------------------
     def upload(self, array: np.ndarray) -> DevicePtr:
