@@ -1,0 +1,220 @@
+"""ModelConfig: the model's shape, read from a Hugging Face `config.json`.
+
+Every buffer, KV-cache and kernel-target decision derives from this one object, so it
+follows the PCND rule: a field that changes numerics (sizes, eps, rope base) has no
+implicit default; a missing or mistyped one is a `ConfigError` naming the field and the
+file. The only defaults are the ones Hugging Face itself documents (num_key_value_heads
+falls back to num_attention_heads, head_dim to hidden_size // num_attention_heads, the
+bias flags and tie_word_embeddings to False).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+#: model types whose attention applies a per-head RMSNorm to q and k before RoPE
+QK_NORM_MODEL_TYPES = frozenset({"qwen3", "qwen3_moe"})
+
+
+class ConfigError(ValueError):
+    """config.json is missing a field that changes correctness, or has a wrong type."""
+
+
+def canonical_model_type(name: str) -> str:
+    """`Qwen3`, `qwen-3.5` -> `qwen3`, `qwen_3_5`: one spelling for target selection."""
+    return name.strip().lower().replace("-", "_").replace(".", "_")
+
+
+class _Fields:
+    """Typed access to the merged config dict; every error names the field and the file."""
+
+    def __init__(self, data: Mapping[str, Any], source: str) -> None:
+        self.data = data
+        self.source = source
+
+    def error(self, key: str, problem: str) -> ConfigError:
+        return ConfigError(f"{self.source}: field {key!r} {problem}")
+
+    def present(self, key: str) -> bool:
+        return self.data.get(key) is not None
+
+    def int_(self, key: str, default: int | None = None, required: bool = True) -> int | None:
+        value = self.data.get(key)
+        if value is None:
+            if default is None and required:
+                raise self.error(key, "is required (it changes the model's shape or numerics)")
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(key, f"must be an integer, got {value!r}")
+        if value <= 0:
+            raise self.error(key, f"must be positive, got {value}")
+        return value
+
+    def float_(self, key: str, value: Any = None) -> float:
+        value = self.data.get(key) if value is None else value
+        if value is None:
+            raise self.error(key, "is required (it changes the model's numerics)")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.error(key, f"must be a number, got {value!r}")
+        return float(value)
+
+    def bool_(self, key: str, default: bool) -> bool:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self.error(key, f"must be true or false, got {value!r}")
+        return value
+
+    def str_(self, key: str) -> str | None:
+        value = self.data.get(key)
+        if value is not None and not isinstance(value, str):
+            raise self.error(key, f"must be a string, got {value!r}")
+        return value
+
+    def token_ids(self, key: str) -> tuple[int, ...]:
+        value = self.data.get(key)
+        if value is None:
+            return ()
+        items = value if isinstance(value, list) else [value]
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in items):
+            raise self.error(key, f"must be a token id or a list of token ids, got {value!r}")
+        return tuple(items)
+
+    def dict_(self, key: str) -> dict[str, Any] | None:
+        value = self.data.get(key)
+        if value is not None and not isinstance(value, dict):
+            raise self.error(key, f"must be an object or null, got {value!r}")
+        return dict(value) if value is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConfig:
+    """The dimensions and numerics of a decoder-only transformer checkpoint."""
+
+    model_type: str
+    architectures: tuple[str, ...]
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    rms_norm_eps: float
+    rope_theta: float
+    rope_scaling: dict[str, Any] | None
+    max_position_embeddings: int | None
+    tie_word_embeddings: bool
+    dtype: str | None
+    bos_token_id: int | None
+    eos_token_ids: tuple[int, ...]
+    attention_bias: bool
+    mlp_bias: bool
+    hidden_act: str
+    source: str = "<dict>"
+
+    @property
+    def has_qk_norm(self) -> bool:
+        """Qwen3-style attention normalizes q and k per head; implied by the model type."""
+        return self.model_type in QK_NORM_MODEL_TYPES
+
+    @property
+    def eos_token_id(self) -> int | None:
+        """The first end-of-sequence id (generation stops on any of `eos_token_ids`)."""
+        return self.eos_token_ids[0] if self.eos_token_ids else None
+
+    @classmethod
+    def from_hf(cls, path: str | Path) -> "ModelConfig":
+        """Read `config.json` from a model directory (or the file itself)."""
+        p = Path(path)
+        file = p / "config.json" if p.is_dir() else p
+        try:
+            text = file.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ConfigError(f"{file}: no config.json (is this a model directory?)") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{file}: not valid JSON: {exc}") from None
+        return cls.from_dict(data, source=str(file))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "<dict>") -> "ModelConfig":
+        """Build from a parsed config dict; a nested `text_config` overrides the top level."""
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{source}: top level must be a JSON object")
+        merged = dict(data)
+        text_config = merged.get("text_config")
+        if text_config is not None:
+            if not isinstance(text_config, Mapping):
+                raise ConfigError(f"{source}: field 'text_config' must be an object")
+            merged.update({k: v for k, v in text_config.items() if v is not None})
+        f = _Fields(merged, source)
+
+        model_type = f.str_("model_type")
+        if not model_type:
+            raise f.error("model_type", "is required (it selects the architecture)")
+        architectures = data.get("architectures") or merged.get("architectures") or []
+        if not isinstance(architectures, list) or not all(isinstance(a, str)
+                                                          for a in architectures):
+            raise f.error("architectures", f"must be a list of strings, got {architectures!r}")
+
+        heads = f.int_("num_attention_heads")
+        hidden = f.int_("hidden_size")
+        head_dim = f.int_("head_dim", required=False)
+        if head_dim is None:
+            if hidden % heads:
+                raise f.error("head_dim", f"is missing and hidden_size={hidden} is not a "
+                              f"multiple of num_attention_heads={heads}")
+            head_dim = hidden // heads
+        rope_theta, rope_scaling = _rope(f)
+        dtype = f.str_("torch_dtype") or f.str_("dtype")
+        return cls(
+            model_type=canonical_model_type(model_type),
+            architectures=tuple(architectures),
+            hidden_size=hidden,
+            num_hidden_layers=f.int_("num_hidden_layers"),
+            num_attention_heads=heads,
+            num_key_value_heads=f.int_("num_key_value_heads", default=heads),
+            head_dim=head_dim,
+            intermediate_size=f.int_("intermediate_size"),
+            vocab_size=f.int_("vocab_size"),
+            rms_norm_eps=f.float_("rms_norm_eps"),
+            rope_theta=rope_theta,
+            rope_scaling=rope_scaling,
+            max_position_embeddings=f.int_("max_position_embeddings", required=False),
+            tie_word_embeddings=f.bool_("tie_word_embeddings", False),
+            dtype=dtype,
+            bos_token_id=(f.token_ids("bos_token_id") or (None,))[0],
+            eos_token_ids=f.token_ids("eos_token_id"),
+            attention_bias=f.bool_("attention_bias", False),
+            mlp_bias=f.bool_("mlp_bias", False),
+            hidden_act=f.str_("hidden_act") or f.str_("hidden_activation") or "silu",
+            source=source,
+        )
+
+
+def _rope(f: _Fields) -> tuple[float, dict[str, Any] | None]:
+    """rope_theta and the scaling dict, from the classic keys or newer `rope_parameters`.
+
+    transformers >= 4.56 folds both into `rope_parameters` ({"rope_type": "default",
+    "rope_theta": ...}); a "default" rope_type means no scaling.
+    """
+    params = f.dict_("rope_parameters")
+    theta = f.data.get("rope_theta")
+    if theta is None and params is not None:
+        theta = params.get("rope_theta")
+    if theta is None:
+        raise f.error("rope_theta", "is required (also looked for rope_parameters.rope_theta)")
+    scaling = f.dict_("rope_scaling")
+    if scaling is None and params is not None:
+        rest = {k: v for k, v in params.items() if k != "rope_theta"}
+        if rest.get("rope_type", rest.get("type", "default")) != "default":
+            scaling = rest
+    if scaling is not None and "rope_type" not in scaling and "type" in scaling:
+        scaling["rope_type"] = scaling["type"]
+    return f.float_("rope_theta", theta), scaling

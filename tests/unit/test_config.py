@@ -1,0 +1,104 @@
+"""ModelConfig parsing: HF rules for defaults, PCND errors for fields that change numerics."""
+
+import json
+
+import pytest
+
+from atlas.core.config import ConfigError, ModelConfig, canonical_model_type
+
+SMOLLM2 = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 576,
+    "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9,
+    "num_key_value_heads": 3, "vocab_size": 49152, "rms_norm_eps": 1e-05,
+    "rope_theta": 100000.0, "max_position_embeddings": 8192, "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16", "bos_token_id": 1, "eos_token_id": 2,
+}
+
+
+def test_llama_config_from_file(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(SMOLLM2))
+    cfg = ModelConfig.from_hf(tmp_path)
+    assert cfg.model_type == "llama"
+    assert cfg.architectures == ("LlamaForCausalLM",)
+    assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads,
+            cfg.num_key_value_heads, cfg.vocab_size) == (576, 30, 9, 3, 49152)
+    assert cfg.head_dim == 64  # hidden_size // heads when head_dim is absent
+    assert cfg.rope_theta == 100000.0 and cfg.rope_scaling is None
+    assert cfg.tie_word_embeddings and cfg.dtype == "bfloat16"
+    assert cfg.bos_token_id == 1 and cfg.eos_token_ids == (2,) and cfg.eos_token_id == 2
+    assert not cfg.has_qk_norm and not cfg.attention_bias and cfg.hidden_act == "silu"
+    assert cfg.source.endswith("config.json")
+
+
+def test_hf_documented_defaults():
+    raw = {k: v for k, v in SMOLLM2.items()
+           if k not in ("num_key_value_heads", "tie_word_embeddings", "max_position_embeddings")}
+    cfg = ModelConfig.from_dict(raw)
+    assert cfg.num_key_value_heads == 9  # HF rule: missing kv heads -> MHA
+    assert cfg.tie_word_embeddings is False
+    assert cfg.max_position_embeddings is None
+
+
+def test_nested_text_config_wins():
+    raw = {"model_type": "Qwen3", "architectures": ["X"], "hidden_size": 1,
+           "text_config": {k: v for k, v in SMOLLM2.items() if k != "architectures"}
+           | {"model_type": "qwen3", "head_dim": 128, "eos_token_id": [151645, 151643]}}
+    cfg = ModelConfig.from_dict(raw)
+    assert cfg.model_type == "qwen3" and cfg.has_qk_norm
+    assert cfg.hidden_size == 576 and cfg.head_dim == 128
+    assert cfg.eos_token_ids == (151645, 151643)
+    assert cfg.architectures == ("X",)
+
+
+def test_rope_parameters_variant():
+    raw = {k: v for k, v in SMOLLM2.items() if k != "rope_theta"}
+    cfg = ModelConfig.from_dict(raw | {"rope_parameters": {"rope_type": "default",
+                                                           "rope_theta": 1e6}})
+    assert cfg.rope_theta == 1e6 and cfg.rope_scaling is None
+    yarn = {"rope_type": "yarn", "rope_theta": 5e5, "factor": 4.0}
+    cfg = ModelConfig.from_dict(raw | {"rope_parameters": yarn})
+    assert cfg.rope_theta == 5e5
+    assert cfg.rope_scaling == {"rope_type": "yarn", "factor": 4.0}
+
+
+def test_legacy_rope_scaling_type_key_normalized():
+    cfg = ModelConfig.from_dict(SMOLLM2 | {"rope_scaling": {"type": "linear", "factor": 2.0}})
+    assert cfg.rope_scaling["rope_type"] == "linear"
+
+
+@pytest.mark.parametrize("field", ["hidden_size", "num_hidden_layers", "num_attention_heads",
+                                   "intermediate_size", "vocab_size", "rms_norm_eps",
+                                   "rope_theta", "model_type"])
+def test_missing_critical_field_names_field_and_file(tmp_path, field):
+    raw = {k: v for k, v in SMOLLM2.items() if k != field}
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    with pytest.raises(ConfigError) as err:
+        ModelConfig.from_hf(tmp_path / "config.json")
+    assert repr(field) in str(err.value) and "config.json" in str(err.value)
+
+
+@pytest.mark.parametrize("field,value", [("hidden_size", "576"), ("hidden_size", 57.6),
+                                         ("num_hidden_layers", True), ("rms_norm_eps", "1e-5"),
+                                         ("tie_word_embeddings", "yes"),
+                                         ("eos_token_id", ["x"]), ("vocab_size", 0)])
+def test_wrong_types_rejected(field, value):
+    with pytest.raises(ConfigError, match=repr(field)):
+        ModelConfig.from_dict(SMOLLM2 | {field: value})
+
+
+def test_head_dim_unresolvable():
+    with pytest.raises(ConfigError, match="head_dim"):
+        ModelConfig.from_dict(SMOLLM2 | {"num_attention_heads": 7})
+
+
+def test_missing_file_and_bad_json(tmp_path):
+    with pytest.raises(ConfigError, match="no config.json"):
+        ModelConfig.from_hf(tmp_path)
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        ModelConfig.from_hf(tmp_path)
+
+
+def test_canonical_model_type():
+    assert canonical_model_type("Qwen3") == "qwen3"
+    assert canonical_model_type("qwen3-5.moe") == "qwen3_5_moe"
