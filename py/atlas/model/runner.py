@@ -144,6 +144,10 @@ class ModelRunner:
         if slot is not None:
             self._free_slots.append(slot)
 
+    def read_logits(self, rows: int) -> np.ndarray:
+        """f32 logits of the last step's first `rows` sampled rows (for parity checks)."""
+        return self.backend.download(self.bufs.logits, np.float32, (rows, self.vocab_size))
+
     # ---- internals ---------------------------------------------------------------------
     def _ensure_slot(self, st: SeqStep) -> None:
         if st.seq_id in self._slot_of:

@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""Decode/prefill benchmark of Atlas against transformers on one checkpoint (GPU machine).
+
+Prints a table and writes JSON: the measured device-copy bandwidth, Atlas batch-1/8/32
+decode tok/s (512-token prompt, 256 new tokens, greedy), Atlas prefill tok/s for a
+2,048-token prompt, the bandwidth fraction weights_bytes * tok/s / copy GB/s, and the same
+shapes through transformers eager and transformers + StaticCache + torch.compile.
+This is a benchmark script, not a test: it asserts nothing about speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "py"))
+
+from atlas.core.sampling import GREEDY  # noqa: E402
+from atlas.model.batch import SeqStep  # noqa: E402
+
+
+def copy_bandwidth_gbs() -> float:
+    """Device-to-device copy of 4 GiB, bytes read + written, median of 10 (torch events)."""
+    import torch
+
+    n = 4 << 30
+    a = torch.empty(n, dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+    a.random_(0, 255)
+    times = []
+    for _ in range(12):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        b.copy_(a)
+        e.record()
+        torch.cuda.synchronize()
+        times.append(s.elapsed_time(e) / 1e3)
+    del a, b
+    torch.cuda.empty_cache()
+    return 2 * n / statistics.median(times[2:]) / 1e9
+
+
+def atlas_bench(model_dir: Path, batches: list[int], prompt_len: int, new_tokens: int,
+                prefill_len: int, seed: int) -> dict:
+    from atlas.model.load import load_runner
+    from atlas.runtime.kv_cache import BlockAllocator
+
+    max_batch = max(batches)
+    runner = load_runner(model_dir, backend="cuda", max_seq_len=max(prompt_len + new_tokens,
+                                                                    prefill_len) + 16,
+                         max_batch_size=max_batch, max_prefill_tokens=prefill_len,
+                         gpu_memory_utilization=0.85, fast_load=True, progress=None)
+    rng = np.random.default_rng(seed)
+    vocab = runner.vocab_size
+    pool = BlockAllocator(runner.num_kv_blocks)
+    bs_ = runner.block_size
+    out: dict = {"weights_bytes": runner.weights_bytes, "decode": {}, "load_s": runner.load_s}
+    seq_counter = 0
+
+    def blocks_for(n: int) -> list[int]:
+        return pool.allocate(-(-n // bs_))
+
+    # prefill tok/s: one sequence of prefill_len tokens in one step
+    times = []
+    for _ in range(4):
+        seq_counter += 1
+        ids = rng.integers(100, vocab - 100, prefill_len).tolist()
+        bt = blocks_for(prefill_len)
+        t0 = time.perf_counter()
+        runner.execute([SeqStep(seq_counter, ids, 0, bt, GREEDY, prompt_ids=ids)])
+        times.append(time.perf_counter() - t0)
+        runner.release(seq_counter)
+        pool.free(bt)
+    out["prefill_tok_s"] = prefill_len / statistics.median(times[1:])
+
+    for b in batches:
+        seqs = []
+        for _ in range(b):
+            seq_counter += 1
+            ids = rng.integers(100, vocab - 100, prompt_len).tolist()
+            bt = blocks_for(prompt_len + new_tokens)
+            tok = runner.execute([SeqStep(seq_counter, ids, 0, bt, GREEDY, prompt_ids=ids)])[0]
+            seqs.append([seq_counter, bt, prompt_len, tok])
+        runner.execute([SeqStep(s[0], [s[3]], s[2], s[1], GREEDY) for s in seqs])  # warm
+        for s in seqs:
+            s[2] += 1
+        t0 = time.perf_counter()
+        for _ in range(new_tokens - 1):
+            toks = runner.execute([SeqStep(s[0], [s[3]], s[2], s[1], GREEDY) for s in seqs])
+            for s, t in zip(seqs, toks):
+                s[2] += 1
+                s[3] = t
+        dt = time.perf_counter() - t0
+        out["decode"][b] = b * (new_tokens - 1) / dt
+        for s in seqs:
+            runner.release(s[0])
+            pool.free(s[1])
+    return out
+
+
+def hf_bench(model_dir: Path, batches: list[int], prompt_len: int, new_tokens: int,
+             compiled: bool, seed: int) -> dict:
+    """transformers on the same weights: eager generate(), or StaticCache + torch.compile."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16).cuda().eval()
+    vocab = model.config.vocab_size
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    res: dict = {}
+    for b in batches:
+        ids = torch.randint(100, vocab - 100, (b, prompt_len), generator=g).cuda()
+        if not compiled:
+            with torch.inference_mode():
+                model.generate(ids, max_new_tokens=4, min_new_tokens=4, do_sample=False)
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                model(ids)
+                torch.cuda.synchronize()
+                t_prefill = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                model.generate(ids, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                               do_sample=False)
+                torch.cuda.synchronize()
+                dt = time.perf_counter() - t0 - t_prefill
+            res[b] = b * (new_tokens - 1) / dt
+        else:
+            res[b] = _compiled_decode(model, ids, new_tokens)
+    del model
+    torch.cuda.empty_cache()
+    return res
+
+
+def _compiled_decode(model, ids, new_tokens: int) -> float:
+    import torch
+    from transformers import StaticCache
+
+    b, p = ids.shape
+    try:
+        cache = StaticCache(config=model.config, max_cache_len=p + new_tokens + 8)
+    except TypeError:
+        cache = StaticCache(config=model.config, max_batch_size=b, max_cache_len=p + new_tokens + 8,
+                            device="cuda", dtype=torch.bfloat16)
+    fwd = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
+    with torch.inference_mode():
+        pos = torch.arange(p, device="cuda")
+        logits = model(ids, past_key_values=cache, cache_position=pos, use_cache=True).logits
+        tok = logits[:, -1].argmax(-1, keepdim=True)
+        t_compile = time.perf_counter()
+        for i in range(3):  # compile + warm
+            cp = torch.tensor([p + i], device="cuda")
+            tok = fwd(tok, past_key_values=cache, cache_position=cp,
+                      use_cache=True).logits[:, -1].argmax(-1, keepdim=True).clone()
+        torch.cuda.synchronize()
+        print(f"[hf-compiled] compile+warm {time.perf_counter() - t_compile:.1f}s", file=sys.stderr)
+        t0 = time.perf_counter()
+        for i in range(3, new_tokens):
+            cp = torch.tensor([p + i], device="cuda")
+            tok = fwd(tok, past_key_values=cache, cache_position=cp,
+                      use_cache=True).logits[:, -1].argmax(-1, keepdim=True).clone()
+        torch.cuda.synchronize()
+        return b * (new_tokens - 3) / (time.perf_counter() - t0)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--model", type=Path, required=True)
+    ap.add_argument("--batches", default="1,8,32")
+    ap.add_argument("--prompt", type=int, default=512)
+    ap.add_argument("--new", type=int, default=256)
+    ap.add_argument("--prefill", type=int, default=2048)
+    ap.add_argument("--hf", default="eager,compiled", help="comma list: eager,compiled or none")
+    ap.add_argument("--hf-batches", default="1")
+    ap.add_argument("--hf-new", type=int, default=64)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+    batches = [int(x) for x in a.batches.split(",")]
+    result: dict = {"model": str(a.model), "date": time.strftime("%Y-%m-%d"),
+                    "commit": os.environ.get("ATLAS_COMMIT", "unknown")}
+    result["copy_gbs"] = copy_bandwidth_gbs()
+    result["atlas"] = atlas_bench(a.model, batches, a.prompt, a.new, a.prefill, a.seed)
+    hf_modes = [m for m in a.hf.split(",") if m and m != "none"]
+    hf_batches = [int(x) for x in a.hf_batches.split(",")]
+    for mode in hf_modes:
+        result[f"hf_{mode}"] = hf_bench(a.model, hf_batches, a.prompt, a.hf_new,
+                                        mode == "compiled", a.seed)
+    wb = result["atlas"]["weights_bytes"]
+    print(f"\n== {a.model.name}: weights {wb / 1e9:.2f} GB, device copy "
+          f"{result['copy_gbs']:.0f} GB/s, Atlas prefill {a.prefill} tok: "
+          f"{result['atlas']['prefill_tok_s']:.0f} tok/s")
+    print(f"{'batch':>5} {'atlas tok/s':>12} {'% copy BW':>10} " +
+          " ".join(f"{'hf_' + m:>14}" for m in hf_modes))
+    for b in batches:
+        tps = result["atlas"]["decode"][b]
+        frac = wb * tps / b / (result["copy_gbs"] * 1e9) if b == 1 else float("nan")
+        hf_cols = " ".join(f"{result['hf_' + m].get(b, float('nan')):>14.1f}" for m in hf_modes)
+        print(f"{b:>5} {tps:>12.1f} {100 * frac:>9.1f}% {hf_cols}")
+    if a.out:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(json.dumps(result, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""Atlas vs transformers on one checkpoint with goldens (golden.npz from tools/make_fixtures.py).
+
+Compares the last-position logits of the prompt (max abs error, cosine similarity) and the
+greedy continuation token by token. Works on any backend (`--backend host` for the tiny CPU
+fixtures, `cuda` on the GPU machine). Prints one line per model and writes JSON with --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "py"))
+
+from atlas.model.parity import compare_with_golden  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--model", type=Path, action="append", required=True)
+    ap.add_argument("--backend", default="cuda")
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+    rows, ok = [], True
+    for model in a.model:
+        golden = dict(np.load(model / "golden.npz"))
+        r = compare_with_golden(model, golden, backend=a.backend)
+        rows.append(r)
+        ok &= r["passed"]
+        print(f"{model.name:<24} max|dlogit| {r['max_abs_err']:.4f}  cosine {r['cosine']:.6f}  "
+              f"argmax {'same' if r['argmax_match'] else 'DIFF'}  greedy "
+              f"{r['greedy_match']}/{r['greedy_total']} identical  "
+              f"{'PASS' if r['passed'] else 'FAIL'}")
+    if a.out:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(json.dumps(rows, indent=2))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
