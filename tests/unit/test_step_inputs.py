@@ -1,0 +1,65 @@
+"""Packing scheduler steps into the device input layout."""
+
+import numpy as np
+import pytest
+
+from atlas.core.sampling import GREEDY
+from atlas.model.batch import SeqStep
+from atlas.model.step_inputs import (StepError, StepLayout, decode_buckets, decode_splits,
+                                     pack_step)
+
+LAYOUT = StepLayout(max_tokens=64, max_seqs=4, max_blocks=8)
+
+
+def _unpack(buf, lay, n_tokens, n_seqs):
+    return (buf[lay.ids:lay.ids + n_tokens], buf[lay.positions:lay.positions + n_tokens],
+            buf[lay.slots:lay.slots + n_tokens], buf[lay.cu_q:lay.cu_q + n_seqs + 1],
+            buf[lay.kv_lens:lay.kv_lens + n_seqs],
+            buf[lay.block_tables:lay.block_tables + n_seqs * lay.max_blocks].reshape(n_seqs, -1))
+
+
+def test_mixed_prefill_and_decode_step():
+    buf = np.full(LAYOUT.total, -7, dtype=np.int32)
+    steps = [SeqStep(1, [5, 6, 7], 16, [3, 9], GREEDY, sample=False),  # chunk at pos 16..18
+             SeqStep(2, [8], 4, [2], GREEDY)]
+    n_tokens, n_sample, max_q = pack_step(buf, LAYOUT, steps, block_size=16)
+    assert (n_tokens, n_sample, max_q) == (4, 1, 3)
+    ids, pos, slots, cu_q, kv_lens, tables = _unpack(buf, LAYOUT, 4, 2)
+    assert ids.tolist() == [5, 6, 7, 8]
+    assert pos.tolist() == [16, 17, 18, 4]
+    # positions 16..18 live in the second block (id 9); position 4 in block 2
+    assert slots.tolist() == [9 * 16 + 0, 9 * 16 + 1, 9 * 16 + 2, 2 * 16 + 4]
+    assert cu_q.tolist() == [0, 3, 4]
+    assert kv_lens.tolist() == [19, 5]
+    assert tables[0, :2].tolist() == [3, 9] and tables[1, 0] == 2
+    assert buf[LAYOUT.sample_rows] == 3  # only the decode row samples
+
+
+def test_padding_rows_never_write_kv():
+    buf = np.zeros(LAYOUT.total, dtype=np.int32)
+    n_tokens, n_sample, _ = pack_step(buf, LAYOUT, [SeqStep(1, [4], 0, [1], GREEDY)], 16,
+                                      pad_to=4)
+    assert (n_tokens, n_sample) == (4, 4)
+    _, _, slots, _, kv_lens, _ = _unpack(buf, LAYOUT, 4, 4)
+    assert slots.tolist() == [16, -1, -1, -1]
+    assert kv_lens.tolist() == [1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("steps, message", [
+    ([SeqStep(1, [1] * 17, 0, [0], GREEDY)], "need 2 KV blocks"),
+    ([SeqStep(1, [1] * 65, 0, list(range(8)), GREEDY)], "step budget"),
+    ([SeqStep(i, [1], 0, [0], GREEDY) for i in range(5)], "max batch"),
+    ([SeqStep(1, [], 0, [0], GREEDY)], "at least one token"),
+])
+def test_inconsistent_steps_are_refused(steps, message):
+    with pytest.raises(StepError, match=message):
+        pack_step(np.zeros(LAYOUT.total, dtype=np.int32), LAYOUT, steps, 16)
+
+
+def test_decode_buckets_and_splits():
+    assert decode_buckets(1) == [1]
+    assert decode_buckets(8) == [1, 2, 4, 8]
+    assert decode_buckets(40) == [1, 2, 4, 8, 16, 32, 40]
+    assert decode_splits(1, 8, 4096, 132) == 33
+    assert decode_splits(64, 8, 4096, 132) == 1
+    assert decode_splits(1, 8, 128, 132) == 2  # never shorter than 64 tokens per split
