@@ -1,0 +1,78 @@
+"""The model's tokenizer: HF `tokenizers` for text <-> ids, its special tokens and EOS ids
+from tokenizer_config.json / generation_config.json, and its chat template.
+
+Built from the files' contents (read by app_assets), so this module does no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from tokenizers import Tokenizer
+
+from .chat_template import ChatTemplate, pick_template
+
+
+def _token_text(value: Any) -> str | None:
+    """A special token from tokenizer_config: a string or an AddedToken dict."""
+    if isinstance(value, dict):
+        return value.get("content")
+    return value if isinstance(value, str) else None
+
+
+class TextTokenizer:
+    def __init__(self, tokenizer_json: str, tokenizer_config: Mapping[str, Any] | None = None,
+                 generation_config: Mapping[str, Any] | None = None,
+                 chat_template_override: str | None = None) -> None:
+        self._tok = Tokenizer.from_str(tokenizer_json)
+        config = dict(tokenizer_config or {})
+        self.bos_token = _token_text(config.get("bos_token")) or ""
+        self.eos_token = _token_text(config.get("eos_token")) or ""
+        self._template_source = config.get("chat_template")
+        self._override = chat_template_override
+        self._templates: dict[bool, ChatTemplate | None] = {}
+        self.eos_token_ids = frozenset(self._eos_ids(generation_config or {}))
+
+    def _eos_ids(self, generation_config: Mapping[str, Any]) -> set[int]:
+        ids: set[int] = set()
+        eos = generation_config.get("eos_token_id")
+        if isinstance(eos, int):
+            ids.add(eos)
+        elif isinstance(eos, list):
+            ids.update(i for i in eos if isinstance(i, int))
+        if self.eos_token and (tid := self.token_id(self.eos_token)) is not None:
+            ids.add(tid)
+        return ids
+
+    @property
+    def vocab_size(self) -> int:
+        return self._tok.get_vocab_size(with_added_tokens=True)
+
+    def token_id(self, text: str) -> int | None:
+        return self._tok.token_to_id(text)
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return self._tok.encode(text, add_special_tokens=add_special_tokens).ids
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        return self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def is_valid_id(self, token_id: int) -> bool:
+        return 0 <= token_id < self.vocab_size
+
+    @property
+    def has_chat_template(self) -> bool:
+        return self._override is not None or self._template_source is not None
+
+    def chat_template(self, with_tools: bool) -> ChatTemplate:
+        """The compiled template (cached); ValueError when the model ships none."""
+        if with_tools not in self._templates:
+            source = self._override or pick_template(self._template_source, with_tools)
+            self._templates[with_tools] = (ChatTemplate(source, bos_token=self.bos_token,
+                                                        eos_token=self.eos_token)
+                                           if source else None)
+        template = self._templates[with_tools]
+        if template is None:
+            raise ValueError("this model has no chat template; use /v1/completions "
+                             "or start the server with --chat-template")
+        return template

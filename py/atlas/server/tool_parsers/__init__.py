@@ -1,0 +1,26 @@
+"""Tool-call parsers by wire format; `--tool-call-parser` and MODEL.toml name them."""
+
+from __future__ import annotations
+
+from .base import ToolCall, ToolCallDelta, ToolParser, ToolParseResult, ToolSchemas
+from .hermes import HermesToolParser
+from .mistral import MistralToolParser
+from .qwen3_coder import Qwen3CoderToolParser
+
+PARSERS: dict[str, type[ToolParser]] = {
+    "hermes": HermesToolParser,
+    "qwen3_coder": Qwen3CoderToolParser,
+    "mistral": MistralToolParser,
+}
+
+
+def parser_class(name: str) -> type[ToolParser]:
+    """The parser registered under `name`; ValueError lists the known ones."""
+    try:
+        return PARSERS[name]
+    except KeyError:
+        raise ValueError(f"unknown tool-call parser {name!r}; known: {', '.join(PARSERS)}") from None
+
+
+__all__ = ["PARSERS", "ToolCall", "ToolCallDelta", "ToolParseResult", "ToolParser",
+           "ToolSchemas", "parser_class"]

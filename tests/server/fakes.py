@@ -1,0 +1,220 @@
+"""Test doubles standing behind the server's real interfaces.
+
+* `FakeBlockPool` — the KV allocator interface (O(1) free list) with leak accounting.
+* `FakeExecutor` — a StepExecutor whose "model" is a deterministic function of the token
+  history it reads back *through the block tables* from its own fake KV store. A scheduler
+  that hands two sequences the same block, loses a block, or feeds wrong positions changes
+  the output, so concurrency tests can compare against solo runs. Scripts make it emit a
+  fixed token sequence (e.g. a tool call encoded by a real tokenizer) when the prompt
+  contains a trigger.
+* `build_tiny_model_dir` — a byte-level BPE tokenizer trained in the test plus a ChatML
+  chat template with tools and thinking, written as a model directory.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Sequence
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from atlas.model.batch import SeqStep
+
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+ADDED = ["<tool_call>", "</tool_call>", "<think>", "</think>"]
+
+CHATML_TEMPLATE = """\
+{%- if tools %}<|im_start|>system
+{% if messages[0].role == 'system' %}{{ messages[0].content }}
+
+{% endif %}You may call functions. Signatures:
+<tools>
+{% for tool in tools %}{{ tool | tojson }}
+{% endfor %}</tools>
+Answer with <tool_call>{"name": ..., "arguments": ...}</tool_call>.<|im_end|>
+{% elif messages[0].role == 'system' %}<|im_start|>system
+{{ messages[0].content }}<|im_end|>
+{% endif %}
+{%- for m in messages %}
+{%- if m.role == 'system' %}{% continue %}{% endif %}
+{%- if m.role == 'tool' %}<|im_start|>user
+<tool_response>
+{{ m.content }}
+</tool_response><|im_end|>
+{% elif m.role == 'assistant' and m.tool_calls %}<|im_start|>assistant
+{% if m.content %}{{ m.content }}
+{% endif %}{% for c in m.tool_calls %}<tool_call>
+{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments | tojson }}}
+</tool_call>{% endfor %}<|im_end|>
+{% else %}<|im_start|>{{ m.role }}
+{{ m.content }}<|im_end|>
+{% endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|im_start|>assistant
+{% if enable_thinking is false %}<think>
+
+</think>
+
+{% endif %}{% endif %}"""
+
+CORPUS = [
+    "The quick brown fox jumps over the lazy dog while the weather in Paris is cloudy.",
+    "Hello! How can I help you today? The capital of France is Paris, and Berlin is in Germany.",
+    "def add(a, b):\n    return a + b\n\nprint(add(2, 3))",
+    '{"name": "get_weather", "arguments": {"location": "Paris", "unit": "celsius"}}',
+    "Once upon a time there was a small model that answered questions about numbers 0123456789.",
+    "user assistant system tool function arguments location temperature result",
+]
+
+
+def build_tiny_tokenizer() -> Tokenizer:
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=SPECIAL,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(CORPUS * 4, trainer=trainer)
+    tok.add_tokens(ADDED)
+    return tok
+
+
+def build_tiny_model_dir(path: Path, *, max_position_embeddings: int = 512) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    tok = build_tiny_tokenizer()
+    (path / "tokenizer.json").write_text(tok.to_str())
+    (path / "tokenizer_config.json").write_text(json.dumps({
+        "bos_token": None, "eos_token": "<|im_end|>", "chat_template": CHATML_TEMPLATE}))
+    (path / "generation_config.json").write_text(json.dumps(
+        {"eos_token_id": [tok.token_to_id("<|im_end|>"), tok.token_to_id("<|endoftext|>")]}))
+    (path / "config.json").write_text(json.dumps({
+        "model_type": "llama", "vocab_size": tok.get_vocab_size(),
+        "max_position_embeddings": max_position_embeddings}))
+    return path
+
+
+class FakeBlockPool:
+    """allocate/free/num_free/can_allocate over a LIFO free list; tracks who holds what."""
+
+    def __init__(self, num_blocks: int) -> None:
+        self.num_blocks = num_blocks
+        self._free = list(range(num_blocks - 1, -1, -1))
+        self._held: set[int] = set()
+
+    @property
+    def num_free(self) -> int:
+        return len(self._free)
+
+    def can_allocate(self, n: int) -> bool:
+        return n <= len(self._free)
+
+    def allocate(self, n: int) -> list[int]:
+        if n > len(self._free):
+            raise RuntimeError(f"out of blocks: want {n}, have {len(self._free)}")
+        blocks = [self._free.pop() for _ in range(n)]
+        self._held.update(blocks)
+        return blocks
+
+    def free(self, blocks: Sequence[int]) -> None:
+        for b in blocks:
+            if b not in self._held:
+                raise RuntimeError(f"double free of block {b}")
+            self._held.remove(b)
+            self._free.append(b)
+
+
+def _mix(history: Sequence[int]) -> int:
+    h = 0xCBF29CE484222325
+    for t in history[-12:]:
+        h = ((h ^ (t + 1)) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return ((h ^ len(history)) * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+
+
+class FakeExecutor:
+    """Deterministic StepExecutor over a fake paged KV store (see module doc)."""
+
+    def __init__(self, *, vocab_ids: Sequence[int], vocab_size: int, eos_id: int,
+                 block_size: int = 4, num_kv_blocks: int = 256, max_batch_size: int = 32,
+                 max_seq_len: int = 512, step_delay_s: float = 0.0,
+                 scripts: Sequence[tuple[Sequence[int], Sequence[int]]] = ()) -> None:
+        self.vocab_ids = list(vocab_ids)
+        self.vocab_size = vocab_size
+        self.eos_id = eos_id
+        self.block_size = block_size
+        self.num_kv_blocks = num_kv_blocks
+        self.max_batch_size = max_batch_size
+        self.max_seq_len = max_seq_len
+        self.step_delay_s = step_delay_s
+        self.scripts = [(list(t), list(o)) for t, o in scripts]
+        self._kv: dict[int, list[int | None]] = {}
+        self._prompt_len: dict[int, int] = {}
+        self.released: list[int] = []
+        self.steps: list[list[SeqStep]] = []
+        self.lock = threading.Lock()
+
+    def execute(self, steps: Sequence[SeqStep]) -> list[int | None]:
+        if self.step_delay_s:
+            time.sleep(self.step_delay_s)
+        if len(steps) > self.max_batch_size:
+            raise AssertionError(f"batch {len(steps)} > max_batch_size {self.max_batch_size}")
+        seen: set[int] = set()
+        for st in steps:
+            overlap = seen.intersection(st.block_table)
+            if overlap:
+                raise AssertionError(f"blocks {overlap} shared between sequences in one step")
+            seen.update(st.block_table)
+        with self.lock:
+            self.steps.append(list(steps))
+        out: list[int | None] = []
+        for st in steps:
+            end = st.start_pos + len(st.token_ids)
+            if len(st.block_table) * self.block_size < end:
+                raise AssertionError("block table too short for the step")
+            if st.prompt_ids is not None:
+                self._prompt_len[st.seq_id] = len(st.prompt_ids)
+            for i, tok in enumerate(st.token_ids):
+                pos = st.start_pos + i
+                block = self._kv.setdefault(st.block_table[pos // self.block_size],
+                                            [None] * self.block_size)
+                block[pos % self.block_size] = tok
+            out.append(self._next(st, end) if st.sample else None)
+        return out
+
+    def _next(self, st: SeqStep, end: int) -> int:
+        history = []
+        for pos in range(end):
+            tok = self._kv[st.block_table[pos // self.block_size]][pos % self.block_size]
+            if tok is None:
+                raise AssertionError(f"seq {st.seq_id} reads unwritten KV at {pos}")
+            history.append(tok)
+        prompt_len = self._prompt_len[st.seq_id]
+        prompt, generated = history[:prompt_len], end - prompt_len
+        for trigger, output in self.scripts:
+            if _contains(prompt, trigger):
+                return output[generated] if generated < len(output) else self.eos_id
+        return self.vocab_ids[_mix(history) % len(self.vocab_ids)]
+
+    def release(self, seq_id: int) -> None:
+        self.released.append(seq_id)
+        self._prompt_len.pop(seq_id, None)
+
+
+def _contains(seq: Sequence[int], sub: Sequence[int]) -> bool:
+    n = len(sub)
+    return any(list(seq[i:i + n]) == list(sub) for i in range(len(seq) - n + 1))
+
+
+def ascii_vocab(tok: Tokenizer) -> list[int]:
+    """Ids of ordinary tokens that decode to printable ASCII without '<' (no markers)."""
+    ids = []
+    added = set(SPECIAL + ADDED)
+    for token, tid in sorted(tok.get_vocab().items(), key=lambda kv: kv[1]):
+        if token in added:
+            continue
+        text = tok.decode([tid])
+        if text and text.isascii() and text.isprintable() and "<" not in text:
+            ids.append(tid)
+    return ids
