@@ -1,0 +1,1 @@
+../../hopper/common/atlas_common.cuh

@@ -1,0 +1,1 @@
+../../hopper/common/bf16_vec.cuh

@@ -1,0 +1,1 @@
+../../hopper/common/silu_mul.cu
