@@ -15,6 +15,8 @@ must take exactly these parameters, in this order. Layouts (all row-major, conti
 
 from __future__ import annotations
 
+import numpy as np
+
 from .gpu import KernelSig
 
 S = KernelSig.of
@@ -34,6 +36,10 @@ GEMV = S("gemv", "gemv_bf16", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 GEMV_F32OUT = S("gemv", "gemv_bf16_f32", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 GEMM = S("gemm", "gemm_bf16", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 GEMM_F32OUT = S("gemm", "gemm_bf16_f32", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
+# the same products with a 64x32 tile, for few rows (decode batches > 8): more blocks
+# stream the weights in parallel than the 128x128 tile would give
+GEMM_SKINNY = S("gemm", "gemm_bf16_skinny", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
+GEMM_SKINNY_F32OUT = S("gemm", "gemm_bf16_f32_skinny", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 
 # --- rotary embedding + per-head q/k RMSNorm + paged KV append -----------------------------
 QK_NORM_ROPE_KV = S(
@@ -54,3 +60,28 @@ DECODE_ATTN = S(
 DECODE_ATTN_COMBINE = S(
     "attention", "decode_attn_combine_bf16",
     "part_o:ptr part_ml:ptr out:ptr num_seqs:u32 hq:u32 head_dim:u32 num_splits:u32")
+
+# --- sampler (kernels/<hw>/common/sampler.cu) ----------------------------------------------
+# Per-row inputs are one SAMPLE_ROW record per batch row, written by the host before each
+# step (so the launches can live in a CUDA graph). Per-sequence penalty state is indexed by
+# the row's slot: counts i32 [max_slots, vocab] (times each token was generated) and
+# prompt_mask u8 [max_slots, vocab] (1 where the token occurs in the prompt). logits are f32
+# [rows, vocab], penalized in place; out is i32 [rows].
+SAMPLE_ROW = np.dtype([
+    ("slot", "<i4"),          # penalty-state slot; < 0: no penalties, no counting
+    ("top_k", "<i4"),         # <= 0: off
+    ("seed_lo", "<u4"), ("seed_hi", "<u4"),
+    ("step", "<u4"),          # tokens generated so far: the RNG counter
+    ("temperature", "<f4"),   # <= 0: greedy
+    ("top_p", "<f4"),         # >= 1: off
+    ("min_p", "<f4"),         # <= 0: off
+    ("repetition", "<f4"),    # 1: off (<= 0 is treated as 1)
+    ("presence", "<f4"),
+    ("frequency", "<f4"),
+    ("pad", "<u4"),
+])
+SAMPLER_PENALTIES = S("sampler", "apply_penalties_f32",
+                      "logits:ptr row_params:ptr counts:ptr prompt_mask:ptr rows:u32 vocab:u32")
+SAMPLER_SAMPLE = S("sampler", "sample_f32", "logits:ptr row_params:ptr out:ptr rows:u32 vocab:u32")
+SAMPLER_COUNT = S("sampler", "count_tokens_i32",
+                  "tokens:ptr row_params:ptr counts:ptr rows:u32 vocab:u32")

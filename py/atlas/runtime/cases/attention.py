@@ -1,0 +1,187 @@
+"""Check cases for prefill and split-K decode attention over a scrambled paged KV cache.
+
+Cache slots that no sequence owns (tails of last blocks, unreferenced blocks) hold NaN, so
+a kernel that reads one key too many fails loudly. The float64 oracle gathers each key by
+its slot (block_table[p // block_size] * block_size + p % block_size) and applies an exact
+causal softmax; it shares no code with the reference kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...core.dtype import DType
+from ...core.numerics import bf16_bits_to_f32
+from ..gpu import DevicePtr, GpuBackend, Stream
+from ..kernel_check import KernelCase, OutputSpec, kernel_cases
+from ..ops import KernelCache, attention
+from .gemv import random_bf16
+
+_BF16_NAN = np.uint16(0x7FC0)
+#: bf16 attention outputs are O(1); P rounded to bf16 and the output rounding stay < 4e-3
+ATTN_TOL = (4e-3, 1e-2)
+
+
+@dataclass(frozen=True)
+class Geometry:
+    hq: int
+    hkv: int
+    head_dim: int
+    block_size: int
+
+    @property
+    def scale(self) -> float:
+        return self.head_dim ** -0.5
+
+
+def paged_cache(rng: np.random.Generator, kv_lens: list[int], g: Geometry
+                ) -> dict[str, np.ndarray]:
+    """K/V pools with each sequence's blocks at shuffled ids, NaN in every unowned slot, and
+    block tables padded with ids of other blocks (never dereferenced by a correct kernel)."""
+    need = [-(-n // g.block_size) for n in kv_lens]
+    num_blocks = sum(need) + 3
+    max_blocks = max(need) + 2
+    shape = (num_blocks, g.hkv, g.block_size, g.head_dim)
+    k = np.full(shape, _BF16_NAN, dtype=np.uint16)
+    v = np.full(shape, _BF16_NAN, dtype=np.uint16)
+    ids = rng.permutation(num_blocks).astype(np.int32)
+    tables = rng.integers(0, num_blocks, (len(kv_lens), max_blocks)).astype(np.int32)
+    used = 0
+    for b, n in enumerate(kv_lens):
+        own = ids[used:used + need[b]]
+        used += need[b]
+        tables[b, :need[b]] = own
+        for p in range(n):
+            blk, off = own[p // g.block_size], p % g.block_size
+            k[blk, :, off] = random_bf16(rng, (g.hkv, g.head_dim))
+            v[blk, :, off] = random_bf16(rng, (g.hkv, g.head_dim))
+    return {"k_cache": k, "v_cache": v, "block_tables": tables,
+            "kv_lens": np.asarray(kv_lens, dtype=np.int32)}
+
+
+def _token_kv(inputs: dict[str, np.ndarray], b: int, g: Geometry) -> tuple[np.ndarray, ...]:
+    """float64 K, V [kv_len, hkv, D] of sequence b, gathered slot by slot."""
+    n = int(inputs["kv_lens"][b])
+    kf = inputs["k_cache"].reshape(-1, g.hkv, g.block_size, g.head_dim)
+    vf = inputs["v_cache"].reshape(-1, g.hkv, g.block_size, g.head_dim)
+    k = np.empty((n, g.hkv, g.head_dim))
+    v = np.empty((n, g.hkv, g.head_dim))
+    for p in range(n):
+        blk = inputs["block_tables"][b, p // g.block_size]
+        k[p] = bf16_bits_to_f32(kf[blk, :, p % g.block_size])
+        v[p] = bf16_bits_to_f32(vf[blk, :, p % g.block_size])
+    return k, v
+
+
+def _softmax_rows(s: np.ndarray) -> np.ndarray:
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+# ---- prefill ------------------------------------------------------------------------------
+def prefill_case(rng: np.random.Generator, name: str, g: Geometry, q_lens: list[int],
+                 kv_lens: list[int]) -> KernelCase:
+    cu = np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32)
+    total = int(cu[-1])
+    inputs = paged_cache(rng, kv_lens, g)
+    inputs["q"] = random_bf16(rng, (total, g.hq, g.head_dim), 2.0)
+    inputs["cu_q"] = cu
+    num_seqs, max_blocks = len(q_lens), inputs["block_tables"].shape[1]
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        attention.prefill_attention(
+            KernelCache(backend), stream, p["q"], p["k_cache"], p["v_cache"],
+            p["block_tables"], p["cu_q"], p["kv_lens"], p["out"], num_seqs, g.hq, g.hkv,
+            g.head_dim, g.block_size, max_blocks, g.scale, max(q_lens))
+
+    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        q = bf16_bits_to_f32(x["q"]).astype(np.float64)
+        out = np.empty_like(q)
+        for b in range(num_seqs):
+            k, v = _token_kv(x, b, g)
+            q_len, kv_len = q_lens[b], kv_lens[b]
+            visible = (np.arange(kv_len)[None, :]
+                       <= (kv_len - q_len + np.arange(q_len))[:, None])
+            for h in range(g.hq):
+                kvh = h // (g.hq // g.hkv)
+                s = q[cu[b]:cu[b + 1], h] @ k[:, kvh].T * g.scale
+                out[cu[b]:cu[b + 1], h] = _softmax_rows(np.where(visible, s, -np.inf)) @ v[:, kvh]
+        return {"out": out}
+
+    spec = OutputSpec(DType.BF16, (total, g.hq, g.head_dim), ATTN_TOL)
+    return KernelCase(name, "attention", inputs, {"out": spec}, run, oracle)
+
+
+@kernel_cases("attention")
+def prefill_cases(rng: np.random.Generator) -> list[KernelCase]:
+    return [
+        # first prefill, chunked prefill (kv_len > q_len), single-token chunk; GQA 4, D 128
+        prefill_case(rng, "prefill D128 gqa4 bs16 mixed", Geometry(8, 2, 128, 16),
+                     [5, 70, 1], [5, 100, 37]),
+        # GQA 3, D 64, a query tile crossing two 64-row tiles, long history
+        prefill_case(rng, "prefill D64 gqa3 bs16 chunked", Geometry(6, 2, 64, 16),
+                     [64, 17], [64, 200]),
+        # MHA, odd block size
+        prefill_case(rng, "prefill D64 mha bs7", Geometry(2, 2, 64, 7), [33, 130], [40, 130]),
+        # GQA 1 and D 128 with block size 32 and a partial final block
+        prefill_case(rng, "prefill D128 mha bs32", Geometry(3, 3, 128, 32), [9], [75]),
+    ]
+
+
+# ---- decode -------------------------------------------------------------------------------
+def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
+                num_splits: int) -> KernelCase:
+    num_seqs = len(kv_lens)
+    inputs = paged_cache(rng, kv_lens, g)
+    inputs["q"] = random_bf16(rng, (num_seqs, g.hq, g.head_dim), 2.0)
+    max_blocks = inputs["block_tables"].shape[1]
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        attention.decode_attention(
+            KernelCache(backend), stream, p["q"], p["k_cache"], p["v_cache"],
+            p["block_tables"], p["kv_lens"], p["part_o"], p["part_ml"], p["out"], num_seqs,
+            g.hq, g.hkv, g.head_dim, g.block_size, max_blocks, num_splits, g.scale)
+
+    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        q = bf16_bits_to_f32(x["q"]).astype(np.float64)
+        out = np.empty_like(q)
+        part_o = np.zeros((num_seqs, g.hq, num_splits, g.head_dim))
+        part_ml = np.zeros((num_seqs, g.hq, num_splits, 2))
+        part_ml[..., 0] = -np.inf
+        for b in range(num_seqs):
+            k, v = _token_kv(x, b, g)
+            chunk = -(-kv_lens[b] // num_splits)
+            for h in range(g.hq):
+                kvh = h // (g.hq // g.hkv)
+                s = k[:, kvh] @ q[b, h] * g.scale
+                out[b, h] = _softmax_rows(s) @ v[:, kvh]
+                for i in range(num_splits):
+                    lo, hi = i * chunk, min((i + 1) * chunk, kv_lens[b])
+                    if lo >= hi:
+                        continue
+                    m = s[lo:hi].max()
+                    e = np.exp(s[lo:hi] - m)
+                    part_ml[b, h, i] = (m, e.sum())
+                    part_o[b, h, i] = e @ v[lo:hi, kvh] / e.sum()
+        return {"out": out, "part_o": part_o, "part_ml": part_ml}
+
+    outputs = {
+        "out": OutputSpec(DType.BF16, (num_seqs, g.hq, g.head_dim), ATTN_TOL),
+        "part_o": OutputSpec(DType.FP32, (num_seqs, g.hq, num_splits, g.head_dim), (1e-4, 1e-3)),
+        "part_ml": OutputSpec(DType.FP32, (num_seqs, g.hq, num_splits, 2), (1e-4, 1e-4)),
+    }
+    return KernelCase(name, "attention", inputs, outputs, run, oracle)
+
+
+@kernel_cases("attention")
+def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
+    return [
+        # kv_len 1 leaves 7 of 8 splits empty; 300 spreads over all of them
+        decode_case(rng, "decode D128 gqa4 bs16 splits8", Geometry(8, 2, 128, 16),
+                    [1, 50, 300], 8),
+        decode_case(rng, "decode D64 gqa3 bs16 splits4", Geometry(9, 3, 64, 16), [17, 33], 4),
+        decode_case(rng, "decode D128 mha bs7 splits3", Geometry(2, 2, 128, 7), [100], 3),
+        decode_case(rng, "decode D64 gqa8 bs32 splits1", Geometry(8, 1, 64, 32), [70, 5], 1),
+    ]

@@ -1,0 +1,75 @@
+"""Launch builders for attention over the paged KV cache (prefill and split-K decode).
+
+Geometry mirrors kernels/hopper/common/attention.cu: prefill runs one 4-warp block per
+(64-query tile, q head, sequence); decode runs one 4-warp block per (split, kv head,
+sequence) that serves every q head of the group, then a combine block per (q head, seq).
+"""
+
+from __future__ import annotations
+
+from ..gpu import DevicePtr, Stream
+from ..kernel_abi import DECODE_ATTN, DECODE_ATTN_COMBINE, PREFILL_ATTN
+from . import KernelCache
+
+#: head dimensions the kernels are compiled for
+HEAD_DIMS = (64, 128)
+#: query rows per prefill block (4 warps x 16 rows)
+PREFILL_QUERY_TILE = 64
+ATTN_THREADS = 128
+#: decode keeps the whole GQA group's queries and accumulators in registers
+DECODE_MAX_GROUP = 8
+
+
+def _check_heads(hq: int, hkv: int, head_dim: int, block_size: int) -> int:
+    if head_dim not in HEAD_DIMS:
+        raise ValueError(f"attention: head_dim={head_dim} unsupported (compiled: {HEAD_DIMS})")
+    if hkv < 1 or hq < hkv or hq % hkv:
+        raise ValueError(f"attention: hq={hq} must be a positive multiple of hkv={hkv}")
+    if block_size < 1:
+        raise ValueError(f"attention: block_size={block_size} must be >= 1")
+    return hq // hkv
+
+
+def prefill_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: DevicePtr,
+                      v_cache: DevicePtr, block_tables: DevicePtr, cu_q: DevicePtr,
+                      kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hq: int, hkv: int,
+                      head_dim: int, block_size: int, max_blocks: int, scale: float,
+                      max_q_len: int) -> None:
+    """Causal attention of packed query chunks (cu_q) against each sequence's cached keys.
+
+    max_q_len bounds every sequence's chunk length; it sizes the grid (a CUDA graph fixes
+    it, while cu_q and kv_lens may change between replays within that bound).
+    """
+    _check_heads(hq, hkv, head_dim, block_size)
+    if num_seqs < 1 or max_q_len < 1 or max_blocks < 1:
+        raise ValueError(f"prefill_attention: need num_seqs, max_q_len, max_blocks >= 1, got "
+                         f"{num_seqs}, {max_q_len}, {max_blocks}")
+    grid = (-(-max_q_len // PREFILL_QUERY_TILE), hq, num_seqs)
+    kc.get(PREFILL_ATTN)(stream, grid, ATTN_THREADS, 0, q, k_cache, v_cache, block_tables,
+                         cu_q, kv_lens, out, num_seqs, hq, hkv, head_dim, block_size,
+                         max_blocks, scale)
+
+
+def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: DevicePtr,
+                     v_cache: DevicePtr, block_tables: DevicePtr, kv_lens: DevicePtr,
+                     part_o: DevicePtr, part_ml: DevicePtr, out: DevicePtr, num_seqs: int,
+                     hq: int, hkv: int, head_dim: int, block_size: int, max_blocks: int,
+                     num_splits: int, scale: float) -> None:
+    """One query per sequence: split-K partials into part_o/part_ml, then the combine.
+
+    part_o is f32 [num_seqs, hq, num_splits, head_dim], part_ml f32 [num_seqs, hq,
+    num_splits, 2]. num_splits is fixed per captured graph; the kernel divides each step's
+    kv_len among the splits itself.
+    """
+    group = _check_heads(hq, hkv, head_dim, block_size)
+    if group > DECODE_MAX_GROUP:
+        raise ValueError(f"decode_attention: {group} q heads per kv head; at most "
+                         f"{DECODE_MAX_GROUP} are compiled")
+    if num_seqs < 1 or num_splits < 1 or max_blocks < 1:
+        raise ValueError(f"decode_attention: need num_seqs, num_splits, max_blocks >= 1, got "
+                         f"{num_seqs}, {num_splits}, {max_blocks}")
+    kc.get(DECODE_ATTN)(stream, (num_splits, hkv, num_seqs), ATTN_THREADS, 0, q, k_cache,
+                        v_cache, block_tables, kv_lens, part_o, part_ml, num_seqs, hq, hkv,
+                        head_dim, block_size, max_blocks, num_splits, scale)
+    kc.get(DECODE_ATTN_COMBINE)(stream, (hq, num_seqs), head_dim, 0, part_o, part_ml, out,
+                                num_seqs, hq, head_dim, num_splits)

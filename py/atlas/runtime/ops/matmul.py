@@ -1,0 +1,85 @@
+"""Launch builders for the matrix products y[m, n] = sum_k x[m, k] * w[n, k].
+
+`linear` owns the dispatch rule: up to GEMV_MAX_M rows stream the weights once through the
+GEMV (memory-bound decode); more rows go to the tensor-core GEMM, with the skinny 64x32
+tile whenever the 128x128 tile would leave SMs idle. The geometry constants here mirror
+the compile-time constants of kernels/hopper/common/{gemv,gemm}.cu.
+"""
+
+from __future__ import annotations
+
+from ..gpu import DevicePtr, Stream
+from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GEMV,
+                          GEMV_F32OUT)
+from . import KernelCache
+
+#: the GEMV keeps M accumulators per weight row in registers; more rows go to the GEMM
+GEMV_MAX_M = 8
+#: weight rows per GEMV block (gemv.cu ROWS_PER_BLOCK)
+GEMV_ROWS_PER_BLOCK = 4
+#: a GEMV block spreads K over at most this many threads (8 bf16 = 16 bytes each)
+GEMV_MAX_THREADS = 256
+
+#: (rows, cols, threads) of the GEMM tiles (gemm.cu)
+GEMM_TILE = (128, 128, 256)
+GEMM_SKINNY_TILE = (64, 32, 128)
+#: a grid of fewer 128x128 tiles than this leaves SMs of an H100/H200 (132 SMs) idle
+GEMM_FILL_BLOCKS = 132
+
+
+def _check_aligned(name: str, ptr: DevicePtr, align: int) -> None:
+    if ptr % align:
+        raise ValueError(f"{name} pointer {ptr:#x} is not {align}-byte aligned")
+
+
+def gemv_threads(k: int) -> int:
+    """Threads per GEMV block: one 16-byte chunk of each row per thread, up to 256."""
+    chunks = k // 8
+    return min(GEMV_MAX_THREADS, max(32, -(-chunks // 32) * 32))
+
+
+def gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr, m: int,
+         n: int, k: int, out_f32: bool = False) -> None:
+    """y = x @ w.T for 1 <= m <= 8 rows; every weight byte is read once."""
+    if not 1 <= m <= GEMV_MAX_M:
+        raise ValueError(f"gemv: m={m} must be in 1..{GEMV_MAX_M}")
+    if n < 1 or k < 8 or k % 8:
+        raise ValueError(f"gemv: need n >= 1 and k a positive multiple of 8, got n={n} k={k}")
+    _check_aligned("gemv x", x, 16)
+    _check_aligned("gemv w", w, 16)
+    _check_aligned("gemv y", y, 4)
+    grid = -(-n // GEMV_ROWS_PER_BLOCK)
+    kc.get(GEMV_F32OUT if out_f32 else GEMV)(stream, grid, gemv_threads(k), 0, x, w, y, m, n, k)
+
+
+def gemm(kc: KernelCache, stream: Stream, a: DevicePtr, w: DevicePtr, c: DevicePtr, m: int,
+         n: int, k: int, out_f32: bool = False, skinny: bool | None = None) -> None:
+    """c = a @ w.T on tensor cores; any m >= 1, n and k multiples of 16.
+
+    `skinny` forces the tile (None: the 64x32 tile when 128x128 tiles would not fill the GPU).
+    """
+    if m < 1 or n < 16 or k < 16 or n % 16 or k % 16:
+        raise ValueError(f"gemm: need m >= 1 and n, k positive multiples of 16, got "
+                         f"m={m} n={n} k={k}")
+    _check_aligned("gemm a", a, 16)
+    _check_aligned("gemm w", w, 16)
+    _check_aligned("gemm c", c, 8 if out_f32 else 4)
+    if skinny is None:
+        bm, bn, _ = GEMM_TILE
+        skinny = -(-m // bm) * -(-n // bn) < GEMM_FILL_BLOCKS
+    if skinny:
+        sig = GEMM_SKINNY_F32OUT if out_f32 else GEMM_SKINNY
+        bm, bn, threads = GEMM_SKINNY_TILE
+    else:
+        sig = GEMM_F32OUT if out_f32 else GEMM
+        bm, bn, threads = GEMM_TILE
+    kc.get(sig)(stream, (-(-n // bn), -(-m // bm), 1), threads, 0, a, w, c, m, n, k)
+
+
+def linear(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr, m: int,
+           n: int, k: int, out_f32: bool = False) -> None:
+    """y[m, n] = x[m, k] @ w[n, k].T (bf16 in; bf16 or f32 out), choosing GEMV or GEMM."""
+    if m <= GEMV_MAX_M:
+        gemv(kc, stream, x, w, y, m, n, k, out_f32)
+    else:
+        gemm(kc, stream, x, w, y, m, n, k, out_f32)

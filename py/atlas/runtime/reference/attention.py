@@ -1,0 +1,163 @@
+"""Reference for the attention kernels over the paged KV cache.
+
+Specification (all arithmetic float32 on bf16-widened inputs):
+
+* scores s = (q . k) * scale; causal: the query at absolute position p sees keys 0..p.
+* prefill: P = exp(s - max), l = sum P (unrounded), O = (bf16(P) @ V) / l, rounded once to
+  bf16. P is rounded to bf16 before the PV product because the tensor-core kernel feeds P
+  to mma as bf16; l stays float32. (The kernel's running max differs from the final max
+  only in which bf16 grid P lands on, well inside a bf16 ulp of O.)
+* decode: split-K. With c = ceil(kv_len / num_splits), split i covers keys
+  [i*c, min((i+1)*c, kv_len)). Each split writes m (max score, natural-log units), l (sum
+  of exp(s - m)) and o (its own softmax-weighted sum of V, already divided by l), all
+  float32 and with P unrounded (decode runs on CUDA cores). A split with no keys writes
+  m = -inf, l = 0, o = 0. The combine merges splits with weights l_i * exp(m_i - max m)
+  and rounds once to bf16; a sequence with no keys at all gets zeros.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
+from ..gpu import Dim3
+from ..kernel_abi import DECODE_ATTN, DECODE_ATTN_COMBINE, PREFILL_ATTN
+from . import HostMemory, reference
+
+#: queries attended per numpy pass in prefill: bounds the [heads, rows, keys] score array
+_QUERY_CHUNK = 256
+
+
+def gather_kv(mem: HostMemory, cache: int, table: np.ndarray, kv_len: int, hkv: int,
+              block_size: int, head_dim: int) -> np.ndarray:
+    """The first kv_len cached tokens of one sequence as float32 [hkv, kv_len, head_dim]."""
+    n_blocks = -(-kv_len // block_size)
+    if n_blocks > table.size:
+        raise ValueError(f"kv_len {kv_len} needs {n_blocks} blocks; block table has "
+                         f"{table.size}")
+    if n_blocks == 0:
+        return np.zeros((hkv, 0, head_dim), dtype=np.float32)
+    ids = table[:n_blocks].astype(np.int64)
+    if ids.min() < 0:
+        raise ValueError(f"negative block id in the first {n_blocks} block table entries")
+    per_block = hkv * block_size * head_dim
+    pool = mem.view(cache, np.uint16, (int(ids.max()) + 1) * per_block)
+    blocks = pool.reshape(-1, hkv, block_size, head_dim)[ids]        # [nb, hkv, bs, D]
+    tokens = blocks.transpose(1, 0, 2, 3).reshape(hkv, n_blocks * block_size, head_dim)
+    return bf16_bits_to_f32(tokens[:, :kv_len])
+
+
+def _tables(mem: HostMemory, block_tables: int, kv_lens: int, num_seqs: int,
+            max_blocks: int) -> tuple[np.ndarray, np.ndarray]:
+    tables = mem.view(block_tables, np.int32, num_seqs * max_blocks).reshape(num_seqs,
+                                                                             max_blocks)
+    return tables, mem.view(kv_lens, np.int32, num_seqs)
+
+
+def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.ndarray,
+                     scale: float) -> np.ndarray:
+    """Prefill attention of one sequence: q [T, hq, D], k/v [hkv, L, D] float32, query t at
+    absolute position positions[t]. Returns float32 [T, hq, D] (before output rounding)."""
+    t_all, hq, d = q.shape
+    hkv = k.shape[0]
+    g = hq // hkv
+    out = np.empty((t_all, hq, d), dtype=np.float32)
+    key_pos = np.arange(k.shape[1])
+    kt = k.transpose(0, 2, 1)[:, None]                                   # [hkv, 1, D, L]
+    for t0 in range(0, t_all, _QUERY_CHUNK):
+        qc = q[t0:t0 + _QUERY_CHUNK]
+        t = qc.shape[0]
+        qg = qc.reshape(t, hkv, g, d).transpose(1, 2, 0, 3)              # [hkv, G, t, D]
+        s = np.matmul(qg, kt) * np.float32(scale)                        # [hkv, G, t, L]
+        hidden = key_pos[None, :] > positions[t0:t0 + t, None]
+        s[:, :, hidden] = -np.inf
+        p = np.exp(s - s.max(axis=-1, keepdims=True))
+        l = p.sum(axis=-1, keepdims=True)
+        o = np.matmul(round_bf16(p), v[:, None]) / l                    # [hkv, G, t, D]
+        out[t0:t0 + t] = o.transpose(2, 0, 1, 3).reshape(t, hq, d)
+    return out
+
+
+@reference(PREFILL_ATTN)
+def prefill_attn_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: int,
+                      v_cache: int, block_tables: int, cu_q: int, kv_lens: int, out: int,
+                      num_seqs: int, hq: int, hkv: int, head_dim: int, block_size: int,
+                      max_blocks: int, scale: float) -> None:
+    cu = mem.view(cu_q, np.int32, num_seqs + 1).astype(np.int64)
+    tables, lens = _tables(mem, block_tables, kv_lens, num_seqs, max_blocks)
+    total = int(cu[-1])
+    qf = bf16_bits_to_f32(mem.view(q, np.uint16, total * hq * head_dim)).reshape(
+        total, hq, head_dim)
+    o = mem.view(out, np.uint16, total * hq * head_dim).reshape(total, hq, head_dim)
+    for b in range(num_seqs):
+        lo, hi, kv_len = int(cu[b]), int(cu[b + 1]), int(lens[b])
+        if hi == lo:
+            continue
+        if kv_len < hi - lo:
+            raise ValueError(f"sequence {b}: kv_len {kv_len} < q_len {hi - lo} (the chunk's "
+                             f"keys must already be in the cache)")
+        k = gather_kv(mem, k_cache, tables[b], kv_len, hkv, block_size, head_dim)
+        v = gather_kv(mem, v_cache, tables[b], kv_len, hkv, block_size, head_dim)
+        positions = np.arange(kv_len - (hi - lo), kv_len)
+        o[lo:hi] = f32_to_bf16_bits(causal_attention(qf[lo:hi], k, v, positions, scale))
+
+
+def split_partials(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
+                   num_splits: int) -> tuple[np.ndarray, np.ndarray]:
+    """Decode partials of one sequence: q [hq, D], k/v [hkv, L, D] float32.
+
+    Returns (o [hq, num_splits, D], ml [hq, num_splits, 2]) per the split rule above."""
+    hq, d = q.shape
+    hkv, kv_len = k.shape[0], k.shape[1]
+    chunk = -(-kv_len // num_splits)
+    padded = chunk * num_splits
+    kp = np.zeros((hkv, padded, d), dtype=np.float32)
+    vp = np.zeros((hkv, padded, d), dtype=np.float32)
+    kp[:, :kv_len], vp[:, :kv_len] = k, v
+    qg = q.reshape(hkv, hq // hkv, 1, d)
+    s = (np.matmul(qg, kp.transpose(0, 2, 1)[:, None]) * np.float32(scale))[:, :, 0]
+    s[:, :, kv_len:] = -np.inf                                          # [hkv, G, padded]
+    s = s.reshape(hkv, hq // hkv, num_splits, chunk)
+    m = s.max(axis=-1, initial=-np.inf)                                 # [hkv, G, ns]
+    p = np.exp(s - np.where(np.isfinite(m), m, 0)[..., None])
+    l = p.sum(axis=-1)
+    o = np.einsum("hgsc,hscd->hgsd", p, vp.reshape(hkv, num_splits, chunk, d))
+    o = np.divide(o, l[..., None], out=np.zeros_like(o), where=l[..., None] > 0)
+    ml = np.stack([m, l], axis=-1).astype(np.float32)
+    return o.reshape(hq, num_splits, d), ml.reshape(hq, num_splits, 2)
+
+
+@reference(DECODE_ATTN)
+def decode_attn_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: int,
+                     v_cache: int, block_tables: int, kv_lens: int, part_o: int, part_ml: int,
+                     num_seqs: int, hq: int, hkv: int, head_dim: int, block_size: int,
+                     max_blocks: int, num_splits: int, scale: float) -> None:
+    tables, lens = _tables(mem, block_tables, kv_lens, num_seqs, max_blocks)
+    qf = bf16_bits_to_f32(mem.view(q, np.uint16, num_seqs * hq * head_dim)).reshape(
+        num_seqs, hq, head_dim)
+    po = mem.view(part_o, np.float32, num_seqs * hq * num_splits * head_dim).reshape(
+        num_seqs, hq, num_splits, head_dim)
+    pml = mem.view(part_ml, np.float32, num_seqs * hq * num_splits * 2).reshape(
+        num_seqs, hq, num_splits, 2)
+    for b in range(num_seqs):
+        kv_len = int(lens[b])
+        k = gather_kv(mem, k_cache, tables[b], kv_len, hkv, block_size, head_dim)
+        v = gather_kv(mem, v_cache, tables[b], kv_len, hkv, block_size, head_dim)
+        po[b], pml[b] = split_partials(qf[b], k, v, scale, num_splits)
+
+
+@reference(DECODE_ATTN_COMBINE)
+def decode_attn_combine_bf16(mem: HostMemory, grid: Dim3, block: Dim3, part_o: int,
+                             part_ml: int, out: int, num_seqs: int, hq: int, head_dim: int,
+                             num_splits: int) -> None:
+    rows = num_seqs * hq
+    po = mem.view(part_o, np.float32, rows * num_splits * head_dim).reshape(
+        rows, num_splits, head_dim)
+    pml = mem.view(part_ml, np.float32, rows * num_splits * 2).reshape(rows, num_splits, 2)
+    m, l = pml[..., 0], pml[..., 1]
+    top = m.max(axis=-1, keepdims=True)
+    w = l * np.exp(m - np.where(np.isfinite(top), top, 0))              # empty split: 0
+    total = w.sum(axis=-1, keepdims=True)
+    acc = np.einsum("rs,rsd->rd", w, po)
+    o = np.divide(acc, total, out=np.zeros_like(acc), where=total > 0)
+    mem.view(out, np.uint16, rows * head_dim)[:] = f32_to_bf16_bits(o).reshape(-1)

@@ -1,0 +1,26 @@
+"""Reference for the tensor-core GEMM kernels: the same specification as the GEMV.
+
+Both tile variants (128x128 and skinny 64x32) compute y = x @ w.T with float32
+accumulation and one rounding at the output; tiling changes only the summation order.
+"""
+
+from __future__ import annotations
+
+from ..gpu import Dim3
+from ..kernel_abi import GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT
+from . import HostMemory, reference
+from .gemv import linear_bf16
+
+
+@reference(GEMM)
+@reference(GEMM_SKINNY)
+def gemm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: int, m: int,
+              n: int, k: int) -> None:
+    linear_bf16(mem, a, w, c, m, n, k, out_f32=False)
+
+
+@reference(GEMM_F32OUT)
+@reference(GEMM_SKINNY_F32OUT)
+def gemm_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: int, m: int,
+                  n: int, k: int) -> None:
+    linear_bf16(mem, a, w, c, m, n, k, out_f32=True)

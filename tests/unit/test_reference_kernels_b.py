@@ -1,0 +1,109 @@
+"""The matrix and attention reference kernels agree with their float64 oracles on the host,
+and the launch builders reject what the CUDA kernels cannot do."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from atlas.runtime.cases import attention as attention_cases  # noqa: F401 (registers)
+from atlas.runtime.cases import gemm as gemm_cases  # noqa: F401 (registers)
+from atlas.runtime.cases import gemv as gemv_cases  # noqa: F401 (registers)
+from atlas.runtime.host import HostBackend
+from atlas.runtime.kernel_check import CASE_FACTORIES, check
+from atlas.runtime.mock import MockGpuBackend
+from atlas.runtime.ops import KernelCache, attention, matmul
+
+MODULES = ("gemv", "gemm", "attention")
+
+
+def _cases():
+    rng = np.random.default_rng(1234)
+    out = []
+    for key, factory in sorted(CASE_FACTORIES.items()):
+        if key.split(":")[0] in MODULES:
+            out.extend(factory(rng))
+    return out
+
+
+CASES = _cases()
+
+
+@pytest.fixture(scope="module")
+def backend() -> HostBackend:
+    return HostBackend()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_reference_matches_oracle(backend: HostBackend, case) -> None:
+    result = check(backend, case)
+    assert result.passed, result.detail
+
+
+def test_every_module_has_cases() -> None:
+    assert {c.module for c in CASES} == set(MODULES)
+
+
+def _launches(fn, *args, **kwargs):
+    mock = MockGpuBackend()
+    fn(KernelCache(mock), 0, *args, **kwargs)
+    return mock.drain_launches()
+
+
+@pytest.mark.parametrize("m,n,func,grid,block", [
+    (1, 576, "gemv_bf16", (144, 1, 1), (96, 1, 1)),          # k=576: 72 chunks -> 3 warps
+    (8, 4097, "gemv_bf16", (1025, 1, 1), (96, 1, 1)),        # ragged n rounds the grid up
+    (9, 4096, "gemm_bf16_skinny", (128, 1, 1), (128, 1, 1)),  # 32 big tiles < 132 SMs
+    (2048, 4096, "gemm_bf16", (32, 16, 1), (256, 1, 1)),
+])
+def test_linear_dispatch_and_geometry(m, n, func, grid, block) -> None:
+    (rec,) = _launches(matmul.linear, 0x1000, 0x2000, 0x3000, m, n, 576)
+    assert (rec.func, rec.grid, rec.block) == (func, grid, block)
+    assert (rec.args["m"], rec.args["n"], rec.args["k"]) == (m, n, 576)
+
+
+def test_gemv_threads_cover_k() -> None:
+    assert [matmul.gemv_threads(k) for k in (64, 576, 1024, 4096, 12288)] == [
+        32, 96, 128, 256, 256]
+
+
+def test_f32_output_selects_the_f32_entry_points() -> None:
+    (rec,) = _launches(matmul.linear, 0x1000, 0x2000, 0x3000, 1, 151936, 1024, out_f32=True)
+    assert rec.func == "gemv_bf16_f32"
+    (rec,) = _launches(matmul.linear, 0x1000, 0x2000, 0x3000, 2048, 2048, 1024, out_f32=True)
+    assert rec.func == "gemm_bf16_f32"
+
+
+@pytest.mark.parametrize("fn,args,match", [
+    (matmul.gemv, (0x1000, 0x2000, 0x3000, 9, 64, 64), "m=9"),
+    (matmul.gemv, (0x1000, 0x2000, 0x3000, 1, 64, 100), "multiple of 8"),
+    (matmul.gemv, (0x1008, 0x2000, 0x3000, 1, 64, 64), "aligned"),
+    (matmul.gemm, (0x1000, 0x2000, 0x3000, 20, 72, 64), "multiples of 16"),
+    (matmul.gemm, (0x1000, 0x2000, 0x3000, 20, 64, 24), "multiples of 16"),
+])
+def test_matmul_preconditions(fn, args, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        _launches(fn, *args)
+
+
+def test_decode_attention_launches_partials_then_combine() -> None:
+    recs = _launches(attention.decode_attention, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000,
+                     0x6000, 0x7000, 0x8000, 4, 32, 8, 128, 16, 64, 16, 0.088)
+    assert [(r.func, r.grid, r.block) for r in recs] == [
+        ("decode_attn_bf16", (16, 8, 4), (128, 1, 1)),
+        ("decode_attn_combine_bf16", (32, 4, 1), (128, 1, 1))]
+    assert recs[1].args["num_splits"] == 16
+
+
+def test_prefill_attention_grid_comes_from_max_q_len() -> None:
+    (rec,) = _launches(attention.prefill_attention, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000,
+                       0x6000, 0x7000, 3, 16, 8, 64, 16, 32, 0.125, 130)
+    assert rec.grid == (3, 16, 3)
+
+
+@pytest.mark.parametrize("hq,hkv,d,match", [
+    (32, 8, 96, "head_dim=96"), (30, 8, 128, "multiple"), (64, 4, 128, "16 q heads")])
+def test_attention_preconditions(hq, hkv, d, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        _launches(attention.decode_attention, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000,
+                  0x7000, 0x8000, 1, hq, hkv, d, 16, 8, 4, 0.1)
