@@ -1,0 +1,48 @@
+"""Choosing a GpuBackend model at startup: the real GPU when there is one, else the CPU.
+
+The CLI and the server call `make_backend` once; nothing below it knows which model it got.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Mapping
+
+from .gpu import GpuBackend
+
+BackendKind = Literal["auto", "cuda", "host", "mock"]
+BACKEND_KINDS: tuple[str, ...] = ("auto", "cuda", "host", "mock")
+
+
+def cuda_available() -> bool:
+    """True when the CUDA driver loads and reports at least one device. Never raises."""
+    from .cuda import device_count
+
+    return device_count() > 0
+
+
+def resolve_kind(kind: str) -> str:
+    """The concrete model `kind` stands for ("auto" -> "cuda" or "host")."""
+    if kind not in BACKEND_KINDS:
+        raise ValueError(f"unknown backend {kind!r}; choose one of {', '.join(BACKEND_KINDS)}")
+    if kind == "auto":
+        return "cuda" if cuda_available() else "host"
+    return kind
+
+
+def make_backend(kind: BackendKind | str = "auto",
+                 ptx_modules: Mapping[str, bytes] | None = None,
+                 ordinal: int = 0) -> GpuBackend:
+    """Build the backend `kind` names. `ptx_modules` (module name -> PTX) is loaded by the
+    CUDA model; the host and mock models ignore it (their kernels are the references)."""
+    concrete = resolve_kind(kind)
+    if concrete == "cuda":
+        from .cuda import CudaBackend
+
+        return CudaBackend(ordinal=ordinal, modules=ptx_modules or {})
+    if concrete == "host":
+        from .host import HostBackend
+
+        return HostBackend()
+    from .mock import MockGpuBackend
+
+    return MockGpuBackend()

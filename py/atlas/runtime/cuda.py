@@ -1,0 +1,471 @@
+"""CudaBackend: the GpuBackend theory on a real NVIDIA GPU, through the cuda-bindings driver API.
+
+The only module in Atlas that imports `cuda.bindings`, and it does so lazily: importing this
+file never touches the driver, so CPU-only machines import it freely and fail only when a
+CudaBackend is constructed (with a message that says why and what to use instead).
+
+Every driver call returns `(CUresult, values...)`; `_ok` turns a failure into a GpuError
+naming the call and the error. The launch path is kept short because decode graphs are
+captured from it and eager prefill launches run through it: argument bytes are packed by a
+cached `struct.Struct` per (kernel, argument kinds) into one fixed parameter block whose
+slot addresses never change, and `cuLaunchKernel` gets the address of that pointer array.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import threading
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .gpu import (ArgKind, DevicePtr, Dim3, EventHandle, GpuBackend, GpuError, GraphHandle,
+                  KernelHandle, Stream)
+from .host import host_bytes
+
+#: most parameters one kernel may take (each gets an 8-byte slot in the parameter block)
+MAX_PARAMS = 64
+
+#: little-endian packing of one 8-byte slot per kind; the driver reads the first
+#: sizeof(param) bytes of a slot, which on a little-endian host is the value itself
+_SLOT_FORMAT = {ArgKind.PTR: "Q", ArgKind.U64: "Q", ArgKind.U32: "I4x", ArgKind.I32: "i4x",
+                ArgKind.F32: "f4x"}
+
+CAPTURE_MODES = ("global", "thread_local", "relaxed")
+
+
+def _load_driver() -> Any:
+    try:
+        from cuda.bindings import driver
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise GpuError("cuda-bindings is not installed (pip install cuda-bindings); use the "
+                       "host backend to run without a GPU") from exc
+    return driver
+
+
+def device_count() -> int:
+    """How many CUDA devices the driver reports; 0 when there is no usable driver. Never raises."""
+    try:
+        drv = _load_driver()
+        (err,) = drv.cuInit(0)
+        if err:
+            return 0
+        err, count = drv.cuDeviceGetCount()
+        return 0 if err else int(count)
+    except Exception:  # a missing libcuda raises from inside cuda-bindings
+        return 0
+
+
+def _describe(drv: Any, err: Any) -> str:
+    """'CUDA_ERROR_NAME (driver's description)' for a CUresult."""
+    name = getattr(err, "name", None) or str(err)
+    try:
+        e2, text = drv.cuGetErrorString(err)
+        if not e2 and text:
+            return f"{name} ({text.decode(errors='replace')})"
+    except Exception:  # the description is a nicety; the name is what matters
+        pass
+    return name
+
+
+class _Kernel:
+    """A resolved CUfunction plus its cached argument packers (one per kinds tuple)."""
+
+    __slots__ = ("func", "label", "packers")
+
+    def __init__(self, func: Any, label: str) -> None:
+        self.func = func
+        self.label = label
+        self.packers: dict[tuple[ArgKind, ...], struct.Struct] = {}
+
+    def packer(self, kinds: tuple[ArgKind, ...]) -> struct.Struct:
+        st = self.packers.get(kinds)
+        if st is None:
+            if len(kinds) > MAX_PARAMS:
+                raise GpuError(f"{self.label}: {len(kinds)} parameters exceed {MAX_PARAMS}")
+            st = self.packers[kinds] = struct.Struct(
+                "<" + "".join(_SLOT_FORMAT[k] for k in kinds))
+        return st
+
+
+class _Graph:
+    __slots__ = ("graph", "exec")
+
+    def __init__(self, graph: Any, exec_: Any) -> None:
+        self.graph = graph
+        self.exec = exec_
+
+
+class CudaBackend(GpuBackend):
+    """One CUDA device: its primary context, the given PTX modules, streams, graphs, events.
+
+    `modules` maps module name -> PTX text (bytes); each is loaded once with
+    cuModuleLoadData. Operations given `stream=None` are fully synchronous: ordered after
+    all earlier work on the device and complete on return. Operations given a stream are
+    asynchronous on it; with pinned host buffers a copy is complete only after a
+    synchronize. `capture_mode` is the default stream-capture mode for `begin_capture`.
+    """
+
+    name = "cuda"
+
+    def __init__(self, ordinal: int = 0, modules: Mapping[str, bytes | str] | None = None,
+                 capture_mode: str = "thread_local") -> None:
+        if capture_mode not in CAPTURE_MODES:
+            raise ValueError(f"capture_mode must be one of {CAPTURE_MODES}, got {capture_mode!r}")
+        try:
+            drv = _load_driver()
+            (err,) = drv.cuInit(0)
+        except GpuError:
+            raise
+        except Exception as exc:
+            raise GpuError(f"the CUDA driver could not be loaded ({exc}); use the host "
+                           "backend on machines without an NVIDIA GPU") from exc
+        self._drv = drv
+        self._ok((err,), "cuInit")
+        count = self._ok(drv.cuDeviceGetCount(), "cuDeviceGetCount")
+        if not 0 <= ordinal < count:
+            raise GpuError(f"CUDA device {ordinal} requested, but the driver reports {count}")
+        self.ordinal = ordinal
+        self._dev = self._ok(drv.cuDeviceGet(ordinal), "cuDeviceGet")
+        self._ctx = self._ok(drv.cuDevicePrimaryCtxRetain(self._dev), "cuDevicePrimaryCtxRetain")
+        self._tls = threading.local()
+        self._capture_mode = capture_mode
+        self._closed = False
+        self._modules: dict[str, Any] = {}
+        self._kernels: dict[tuple[str, str], KernelHandle] = {}
+        self._streams: dict[int, Any] = {0: drv.CUstream(0)}
+        self._events: list[Any] = []
+        self._graphs: set[_Graph] = set()
+        self._pinned: list[int] = []
+        self._allocs: set[int] = set()
+        # the fixed parameter block: MAX_PARAMS 8-byte slots and an array of their addresses
+        self._params = np.zeros(MAX_PARAMS * 8, dtype=np.uint8)
+        base = self._params.ctypes.data
+        self._param_ptrs = np.arange(MAX_PARAMS, dtype=np.uint64) * np.uint64(8) + np.uint64(base)
+        self._param_ptrs_addr = int(self._param_ptrs.ctypes.data)
+        self._launch_lock = threading.Lock()
+        self._cu_launch = drv.cuLaunchKernel
+        self.bind_to_thread()
+        for mod_name, ptx in (modules or {}).items():
+            self.load_module(mod_name, ptx)
+
+    # ---- driver plumbing ----------------------------------------------------------
+    def _ok(self, result: tuple, what: str) -> Any:
+        """Check a `(CUresult, values...)` tuple; return the value(s) or raise GpuError."""
+        err = result[0]
+        if err:
+            raise GpuError(f"{what} failed: {_describe(self._drv, err)}")
+        if len(result) == 1:
+            return None
+        return result[1] if len(result) == 2 else result[1:]
+
+    def bind_to_thread(self) -> None:
+        self._ok(self._drv.cuCtxSetCurrent(self._ctx), "cuCtxSetCurrent")
+        self._tls.bound = True
+
+    def _bound(self) -> None:
+        if not getattr(self._tls, "bound", False):
+            self.bind_to_thread()
+
+    def _cu_stream(self, stream: Stream) -> Any:
+        s = self._streams.get(stream)
+        return s if s is not None else self._drv.CUstream(stream)
+
+    def _synchronous(self, what: str, issue: Any) -> None:
+        """Run `issue(stream0)` ordered after, and completed before, everything else."""
+        drv = self._drv
+        self._ok(drv.cuCtxSynchronize(), f"{what}: cuCtxSynchronize")
+        issue(self._streams[0])
+        self._ok(drv.cuCtxSynchronize(), f"{what}: cuCtxSynchronize")
+
+    # ---- device facts -------------------------------------------------------------
+    def device_info(self) -> dict[str, Any]:
+        """Name, compute capability, SM count, memory and driver version of this device."""
+        drv = self._drv
+        attr = drv.CUdevice_attribute
+        raw = self._ok(drv.cuDeviceGetName(256, self._dev), "cuDeviceGetName")
+        major = self._ok(drv.cuDeviceGetAttribute(
+            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self._dev), "cuDeviceGetAttribute")
+        minor = self._ok(drv.cuDeviceGetAttribute(
+            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self._dev), "cuDeviceGetAttribute")
+        sms = self._ok(drv.cuDeviceGetAttribute(
+            attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, self._dev), "cuDeviceGetAttribute")
+        version = self._ok(drv.cuDriverGetVersion(), "cuDriverGetVersion")
+        return {"name": bytes(raw).split(b"\0", 1)[0].decode(errors="replace"),
+                "ordinal": self.ordinal, "compute_capability": f"{major}.{minor}",
+                "num_sms": int(sms), "total_memory": self.total_memory(),
+                "driver_cuda_version": f"{version // 1000}.{(version % 1000) // 10}"}
+
+    # ---- memory -------------------------------------------------------------------
+    def alloc(self, nbytes: int) -> DevicePtr:
+        self._bound()
+        ptr = int(self._ok(self._drv.cuMemAlloc(max(int(nbytes), 1)), f"cuMemAlloc({nbytes})"))
+        self._allocs.add(ptr)
+        return ptr
+
+    def free(self, ptr: DevicePtr) -> None:
+        self._bound()
+        if ptr not in self._allocs:
+            raise GpuError(f"free of {ptr:#x}: not a live allocation of this backend")
+        self._ok(self._drv.cuMemFree(ptr), "cuMemFree")
+        self._allocs.discard(ptr)
+
+    def copy_h2d(self, dst: DevicePtr, src: np.ndarray, stream: Stream | None = None) -> None:
+        self._bound()
+        data = host_bytes(src, "copy_h2d")
+        n, addr = data.size, data.ctypes.data
+        if not n:
+            return
+        copy = self._drv.cuMemcpyHtoDAsync
+        if stream is None:
+            self._synchronous("copy_h2d", lambda s: self._ok(copy(dst, addr, n, s),
+                                                             "cuMemcpyHtoDAsync"))
+        else:
+            self._ok(copy(dst, addr, n, self._cu_stream(stream)), "cuMemcpyHtoDAsync")
+
+    def copy_d2h(self, dst: np.ndarray, src: DevicePtr, stream: Stream | None = None) -> None:
+        self._bound()
+        out = host_bytes(dst, "copy_d2h")
+        n, addr = out.size, out.ctypes.data
+        if not n:
+            return
+        copy = self._drv.cuMemcpyDtoHAsync
+        if stream is None:
+            self._synchronous("copy_d2h", lambda s: self._ok(copy(addr, src, n, s),
+                                                             "cuMemcpyDtoHAsync"))
+        else:
+            self._ok(copy(addr, src, n, self._cu_stream(stream)), "cuMemcpyDtoHAsync")
+
+    def copy_d2d(self, dst: DevicePtr, src: DevicePtr, nbytes: int,
+                 stream: Stream | None = None) -> None:
+        self._bound()
+        if not nbytes:
+            return
+        copy = self._drv.cuMemcpyDtoDAsync
+        if stream is None:
+            self._synchronous("copy_d2d", lambda s: self._ok(copy(dst, src, nbytes, s),
+                                                             "cuMemcpyDtoDAsync"))
+        else:
+            self._ok(copy(dst, src, nbytes, self._cu_stream(stream)), "cuMemcpyDtoDAsync")
+
+    def memset(self, ptr: DevicePtr, value: int, nbytes: int,
+               stream: Stream | None = None) -> None:
+        self._bound()
+        if not nbytes:
+            return
+        fill = self._drv.cuMemsetD8Async
+        byte = int(value) & 0xFF
+        if stream is None:
+            self._synchronous("memset", lambda s: self._ok(fill(ptr, byte, nbytes, s),
+                                                           "cuMemsetD8Async"))
+        else:
+            self._ok(fill(ptr, byte, nbytes, self._cu_stream(stream)), "cuMemsetD8Async")
+
+    def total_memory(self) -> int:
+        self._bound()
+        _, total = self._ok(self._drv.cuMemGetInfo(), "cuMemGetInfo")
+        return int(total)
+
+    def free_memory(self) -> int:
+        self._bound()
+        free, _ = self._ok(self._drv.cuMemGetInfo(), "cuMemGetInfo")
+        return int(free)
+
+    def alloc_host_pinned(self, nbytes: int) -> np.ndarray:
+        """Page-locked host memory (cuMemAllocHost), valid until `close()`."""
+        self._bound()
+        n = max(int(nbytes), 1)
+        addr = int(self._ok(self._drv.cuMemAllocHost(n), f"cuMemAllocHost({n})"))
+        self._pinned.append(addr)
+        return np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(addr))[:int(nbytes)]
+
+    # ---- kernels ------------------------------------------------------------------
+    def load_module(self, name: str, ptx: bytes | str) -> None:
+        """Load one PTX module (NUL-terminated for cuModuleLoadData) under `name`."""
+        self._bound()
+        if name in self._modules:
+            raise GpuError(f"PTX module {name!r} is already loaded")
+        image = ptx.encode() if isinstance(ptx, str) else bytes(ptx)
+        if not image.endswith(b"\0"):
+            image += b"\0"
+        self._modules[name] = self._ok(self._drv.cuModuleLoadData(image),
+                                       f"cuModuleLoadData(module {name!r})")
+
+    @property
+    def module_names(self) -> list[str]:
+        return sorted(self._modules)
+
+    def kernel(self, module: str, func: str) -> KernelHandle:
+        handle = self._kernels.get((module, func))
+        if handle is not None:
+            return handle
+        self._bound()
+        mod = self._modules.get(module)
+        if mod is None:
+            raise GpuError(f"kernel {module}.{func}: no PTX module {module!r} is loaded "
+                           f"(loaded: {', '.join(self.module_names) or 'none'})")
+        err, fn = self._drv.cuModuleGetFunction(mod, func.encode())
+        if err:
+            raise GpuError(f"cuModuleGetFunction: kernel {func!r} not found in PTX module "
+                           f"{module!r}: {_describe(self._drv, err)}")
+        handle = self._kernels[(module, func)] = KernelHandle(module, func,
+                                                              _Kernel(fn, f"{module}.{func}"))
+        return handle
+
+    def set_max_dynamic_shared(self, handle: KernelHandle, nbytes: int) -> None:
+        self._bound()
+        attr = self._drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        self._ok(self._drv.cuFuncSetAttribute(handle.native.func, attr, int(nbytes)),
+                 f"cuFuncSetAttribute({handle.module}.{handle.func}, max dynamic smem {nbytes})")
+
+    def launch(self, handle: KernelHandle, grid: Dim3, block: Dim3, shared_mem: int,
+               stream: Stream, args: Sequence[tuple[ArgKind, Any]]) -> None:
+        if not getattr(self._tls, "bound", False):
+            self.bind_to_thread()
+        k: _Kernel = handle.native
+        kinds, values = zip(*args) if args else ((), ())
+        st = k.packers.get(kinds) or k.packer(kinds)
+        s = self._streams.get(stream)
+        if s is None:
+            s = self._drv.CUstream(stream)
+        with self._launch_lock:  # one parameter block: the driver copies it during the call
+            try:
+                st.pack_into(self._params, 0, *values)
+            except struct.error as exc:
+                raise GpuError(f"{k.label}: bad argument values {values}: {exc}") from None
+            (err,) = self._cu_launch(k.func, grid[0], grid[1], grid[2], block[0], block[1],
+                                     block[2], shared_mem, s, self._param_ptrs_addr, 0)
+        if err:
+            raise GpuError(f"cuLaunchKernel({k.label}, grid={tuple(grid)}, block={tuple(block)}, "
+                           f"smem={shared_mem}) failed: {_describe(self._drv, err)}")
+
+    # ---- streams ------------------------------------------------------------------
+    def create_stream(self) -> Stream:
+        """A non-blocking stream (no implicit synchronization with stream 0)."""
+        self._bound()
+        flags = int(self._drv.CUstream_flags.CU_STREAM_NON_BLOCKING)
+        s = self._ok(self._drv.cuStreamCreate(flags), "cuStreamCreate")
+        self._streams[int(s)] = s
+        return int(s)
+
+    def synchronize(self, stream: Stream | None = None) -> None:
+        self._bound()
+        if stream is None:
+            self._ok(self._drv.cuCtxSynchronize(), "cuCtxSynchronize")
+        else:
+            self._ok(self._drv.cuStreamSynchronize(self._cu_stream(stream)),
+                     f"cuStreamSynchronize(stream {stream:#x})")
+
+    # ---- graphs -------------------------------------------------------------------
+    @property
+    def supports_graphs(self) -> bool:
+        return True
+
+    def begin_capture(self, stream: Stream, mode: str | None = None) -> None:
+        """Start stream capture; `mode` is "global", "thread_local" or "relaxed"."""
+        self._bound()
+        if stream == 0:
+            raise GpuError("begin_capture: the legacy default stream cannot be captured; "
+                           "capture on a stream from create_stream()")
+        mode = mode or self._capture_mode
+        if mode not in CAPTURE_MODES:
+            raise ValueError(f"capture mode must be one of {CAPTURE_MODES}, got {mode!r}")
+        cm = getattr(self._drv.CUstreamCaptureMode, f"CU_STREAM_CAPTURE_MODE_{mode.upper()}")
+        self._ok(self._drv.cuStreamBeginCapture(self._cu_stream(stream), cm),
+                 "cuStreamBeginCapture")
+
+    def end_capture(self, stream: Stream) -> GraphHandle:
+        self._bound()
+        graph = self._ok(self._drv.cuStreamEndCapture(self._cu_stream(stream)),
+                         "cuStreamEndCapture")
+        try:
+            exec_ = self._ok(self._drv.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+        except GpuError:
+            self._drv.cuGraphDestroy(graph)
+            raise
+        g = _Graph(graph, exec_)
+        self._graphs.add(g)
+        return GraphHandle(g)
+
+    def launch_graph(self, graph: GraphHandle, stream: Stream) -> None:
+        if not getattr(self._tls, "bound", False):
+            self.bind_to_thread()
+        g: _Graph = graph.native
+        if g not in self._graphs:
+            raise GpuError("launch_graph: graph was destroyed or belongs to another backend")
+        self._ok(self._drv.cuGraphLaunch(g.exec, self._cu_stream(stream)), "cuGraphLaunch")
+
+    def destroy_graph(self, graph: GraphHandle) -> None:
+        g: _Graph = graph.native
+        if g in self._graphs:
+            self._bound()
+            self._graphs.discard(g)
+            self._ok(self._drv.cuGraphExecDestroy(g.exec), "cuGraphExecDestroy")
+            self._ok(self._drv.cuGraphDestroy(g.graph), "cuGraphDestroy")
+
+    # ---- events -------------------------------------------------------------------
+    def create_event(self) -> EventHandle:
+        self._bound()
+        flags = int(self._drv.CUevent_flags.CU_EVENT_DEFAULT)
+        ev = self._ok(self._drv.cuEventCreate(flags), "cuEventCreate")
+        self._events.append(ev)
+        return EventHandle(ev)
+
+    def record_event(self, event: EventHandle, stream: Stream) -> None:
+        self._bound()
+        self._ok(self._drv.cuEventRecord(event.native, self._cu_stream(stream)), "cuEventRecord")
+
+    def stream_wait_event(self, stream: Stream, event: EventHandle) -> None:
+        self._bound()
+        self._ok(self._drv.cuStreamWaitEvent(self._cu_stream(stream), event.native, 0),
+                 "cuStreamWaitEvent")
+
+    def event_elapsed_ms(self, start: EventHandle, end: EventHandle) -> float:
+        """Milliseconds between two recorded events; waits for `end` to complete."""
+        self._bound()
+        self._ok(self._drv.cuEventSynchronize(end.native), "cuEventSynchronize")
+        return float(self._ok(self._drv.cuEventElapsedTime(start.native, end.native),
+                              "cuEventElapsedTime"))
+
+    # ---- lifetime -----------------------------------------------------------------
+    def close(self) -> None:
+        """Destroy graphs, events and streams, free device and pinned memory, unload
+        modules and release the primary context. Arrays from alloc_host_pinned die here.
+
+        Every release is attempted even after one fails (a context with a sticky error
+        fails them all); the failures are then raised together.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        drv = self._drv
+        failures: list[str] = []
+
+        def attempt(result: tuple, what: str) -> None:
+            if result[0]:
+                failures.append(f"{what}: {_describe(drv, result[0])}")
+
+        attempt(drv.cuCtxSetCurrent(self._ctx), "cuCtxSetCurrent")
+        attempt(drv.cuCtxSynchronize(), "cuCtxSynchronize")
+        for g in self._graphs:
+            attempt(drv.cuGraphExecDestroy(g.exec), "cuGraphExecDestroy")
+            attempt(drv.cuGraphDestroy(g.graph), "cuGraphDestroy")
+        for ev in self._events:
+            attempt(drv.cuEventDestroy(ev), "cuEventDestroy")
+        for key, s in self._streams.items():
+            if key != 0:
+                attempt(drv.cuStreamDestroy(s), "cuStreamDestroy")
+        for ptr in self._allocs:
+            attempt(drv.cuMemFree(ptr), "cuMemFree")
+        for addr in self._pinned:
+            attempt(drv.cuMemFreeHost(addr), "cuMemFreeHost")
+        for mod in self._modules.values():
+            attempt(drv.cuModuleUnload(mod), "cuModuleUnload")
+        self._graphs, self._events, self._pinned, self._allocs = set(), [], [], set()
+        self._streams = {0: self._streams[0]}
+        self._modules.clear()
+        self._kernels.clear()
+        attempt(drv.cuDevicePrimaryCtxRelease(self._dev), "cuDevicePrimaryCtxRelease")
+        if failures:
+            raise GpuError("CudaBackend.close: " + "; ".join(failures))

@@ -1,0 +1,320 @@
+"""The paged KV cache: block accounting, pool sizing, and the device pools themselves.
+
+Three pieces, usable apart:
+
+* `BlockAllocator` — pure bookkeeping of block ids (the scheduler owns one). O(1) allocate
+  and free from a stack of free ids, with per-block reference counts so that prefix
+  caching can share a block between sequences.
+* `KvCacheConfig` — how many blocks a device can hold; `KvCacheConfig.plan` is the policy.
+* `PagedKvCache` — the device memory: per-layer K and V pools of
+  [num_blocks, num_kv_heads, block_size, head_dim] (the layout in `kernel_abi`), carved from
+  one allocation, and an i32 [max_batch_size, max_blocks_per_seq] block-table buffer with a
+  host mirror edited in place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ..core.dtype import DType
+from .gpu import DevicePtr, GpuBackend, Stream
+
+#: tokens per KV block, the default of every paged-attention engine and of our kernels
+DEFAULT_BLOCK_SIZE = 16
+_POOL_ALIGNMENT = 256
+
+
+class KvBlockError(RuntimeError):
+    """A block id was misused: double free, foreign id, or sharing a free block."""
+
+
+class OutOfBlocksError(KvBlockError):
+    """More blocks were requested than are free; check `can_allocate` first."""
+
+
+class KvCacheBudgetError(RuntimeError):
+    """The memory budget cannot hold even one sequence of max_seq_len tokens."""
+
+
+# ---- block accounting -------------------------------------------------------------------
+
+class BlockAllocator:
+    """KV block ids 0..num_blocks-1 with reference counts.
+
+    Free ids live on a stack (a Python list used with pop/append: O(1), no allocation per
+    call once built), so the most recently freed block is reused first. A fresh allocator
+    hands out 0, 1, 2, ... in order.
+    """
+
+    __slots__ = ("num_blocks", "_free", "_ref")
+
+    def __init__(self, num_blocks: int) -> None:
+        if num_blocks < 0:
+            raise ValueError(f"num_blocks must be >= 0, got {num_blocks}")
+        self.num_blocks = num_blocks
+        self._free: list[int] = list(range(num_blocks - 1, -1, -1))
+        self._ref: list[int] = [0] * num_blocks
+
+    @property
+    def num_free(self) -> int:
+        return len(self._free)
+
+    @property
+    def num_used(self) -> int:
+        return self.num_blocks - len(self._free)
+
+    def can_allocate(self, n: int) -> bool:
+        return n <= len(self._free)
+
+    def allocate_one(self) -> int:
+        if not self._free:
+            raise OutOfBlocksError(f"all {self.num_blocks} KV blocks are in use")
+        block = self._free.pop()
+        self._ref[block] = 1
+        return block
+
+    def allocate(self, n: int) -> list[int]:
+        """`n` fresh blocks (all or nothing), each with reference count 1."""
+        free = self._free
+        if n < 0:
+            raise ValueError(f"cannot allocate {n} blocks")
+        if n > len(free):
+            raise OutOfBlocksError(f"{n} KV blocks requested, {len(free)} of "
+                                   f"{self.num_blocks} free")
+        if n == 0:
+            return []
+        out = free[-n:]
+        del free[-n:]
+        out.reverse()
+        ref = self._ref
+        for b in out:
+            ref[b] = 1
+        return out
+
+    def incref(self, block: int) -> None:
+        """Share an allocated block (prefix caching): it is freed after one more `free`."""
+        self._check_id(block)
+        if self._ref[block] == 0:
+            raise KvBlockError(f"cannot share KV block {block}: it is not allocated")
+        self._ref[block] += 1
+
+    def free_one(self, block: int) -> None:
+        """Drop one reference; the block returns to the free stack at zero."""
+        self._check_id(block)
+        ref = self._ref[block]
+        if ref == 0:
+            raise KvBlockError(f"double free of KV block {block}")
+        self._ref[block] = ref - 1
+        if ref == 1:
+            self._free.append(block)
+
+    def free(self, blocks: Sequence[int]) -> None:
+        """Drop one reference on each of `blocks` (a finished sequence's block table)."""
+        for b in blocks:
+            self.free_one(b)
+
+    def ref_count(self, block: int) -> int:
+        self._check_id(block)
+        return self._ref[block]
+
+    def _check_id(self, block: int) -> None:
+        if not 0 <= block < self.num_blocks:
+            raise KvBlockError(f"KV block id {block} outside 0..{self.num_blocks - 1}")
+
+
+# ---- sizing -----------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class KvCacheConfig:
+    """Shape of the paged KV cache of one model on one device."""
+
+    num_layers: int
+    num_kv_heads: int
+    head_dim: int
+    num_blocks: int
+    max_batch_size: int
+    max_seq_len: int
+    block_size: int = DEFAULT_BLOCK_SIZE
+    dtype: DType = DType.BF16
+
+    @property
+    def max_blocks_per_seq(self) -> int:
+        return -(-self.max_seq_len // self.block_size)
+
+    @property
+    def layer_pool_bytes(self) -> int:
+        """Bytes of one layer's K (or V) pool, rounded up to the pool alignment."""
+        raw = self.dtype.nbytes(self.num_blocks * self.num_kv_heads * self.block_size
+                                * self.head_dim)
+        return -(-raw // _POOL_ALIGNMENT) * _POOL_ALIGNMENT
+
+    @property
+    def bytes_per_block(self) -> int:
+        """Device bytes one block costs across all layers, K and V."""
+        return kv_bytes_per_block(self.num_layers, self.num_kv_heads, self.head_dim,
+                                  self.block_size, self.dtype)
+
+    @property
+    def pool_bytes(self) -> int:
+        return 2 * self.num_layers * self.layer_pool_bytes
+
+    @property
+    def block_table_bytes(self) -> int:
+        return 4 * self.max_batch_size * self.max_blocks_per_seq
+
+    @property
+    def max_tokens(self) -> int:
+        return self.num_blocks * self.block_size
+
+    @classmethod
+    def plan(cls, *, num_layers: int, num_kv_heads: int, head_dim: int, max_batch_size: int,
+             max_seq_len: int, total_memory: int, weight_bytes: int, arena_bytes: int,
+             gpu_memory_utilization: float = 0.9, free_memory: int | None = None,
+             block_size: int = DEFAULT_BLOCK_SIZE, dtype: DType = DType.BF16,
+             max_num_blocks: int | None = None) -> "KvCacheConfig":
+        """Size the pool. The policy, in order:
+
+        1. budget = total_memory * gpu_memory_utilization - weight_bytes - arena_bytes
+           - block-table bytes. When `free_memory` (measured with weights and arena already
+           resident) is given, the budget is also at most that, so another process on the
+           device is never counted as ours.
+        2. blocks = budget // bytes_per_block (K and V, every layer).
+        3. capped at max_batch_size * ceil(max_seq_len / block_size): more blocks than
+           every batch slot at full length can never be used. `max_num_blocks`, when
+           given, caps further (an operator override, and small test pools).
+        4. fewer blocks than one max_seq_len sequence needs is an error naming needed vs
+           available bytes: the server could not finish a single long request.
+        """
+        for label, value in (("num_layers", num_layers), ("num_kv_heads", num_kv_heads),
+                             ("head_dim", head_dim), ("max_batch_size", max_batch_size),
+                             ("max_seq_len", max_seq_len), ("block_size", block_size)):
+            if value <= 0:
+                raise ValueError(f"{label} must be positive, got {value}")
+        if not 0.0 < gpu_memory_utilization <= 1.0:
+            raise ValueError("gpu_memory_utilization must be in (0, 1], got "
+                             f"{gpu_memory_utilization}")
+        per_block = kv_bytes_per_block(num_layers, num_kv_heads, head_dim, block_size, dtype)
+        per_seq = -(-max_seq_len // block_size)
+        table_bytes = 4 * max_batch_size * per_seq
+        budget = int(total_memory * gpu_memory_utilization) - weight_bytes - arena_bytes \
+            - table_bytes
+        if free_memory is not None:
+            budget = min(budget, free_memory - table_bytes)
+        fit = max(budget, 0) // per_block
+        num_blocks = min(fit, max_batch_size * per_seq)
+        if max_num_blocks is not None:
+            num_blocks = min(num_blocks, max_num_blocks)
+        if num_blocks < per_seq:
+            needed = per_seq * per_block
+            if max_num_blocks is not None and max_num_blocks < per_seq <= fit:
+                raise KvCacheBudgetError(
+                    f"max_num_blocks={max_num_blocks} holds fewer than the {per_seq} blocks "
+                    f"one {max_seq_len}-token sequence needs")
+            raise KvCacheBudgetError(
+                f"KV cache budget too small: one {max_seq_len}-token sequence needs "
+                f"{needed:,} bytes ({per_seq} blocks of {per_block:,}), but only "
+                f"{max(budget, 0):,} bytes are available (total {total_memory:,} x "
+                f"{gpu_memory_utilization} - weights {weight_bytes:,} - scratch "
+                f"{arena_bytes:,}{'' if free_memory is None else f', free {free_memory:,}'}); "
+                "lower --max-seq-len or raise --gpu-memory-utilization")
+        return cls(num_layers, num_kv_heads, head_dim, num_blocks, max_batch_size,
+                   max_seq_len, block_size, dtype)
+
+
+def kv_bytes_per_block(num_layers: int, num_kv_heads: int, head_dim: int, block_size: int,
+                       dtype: DType = DType.BF16) -> int:
+    """Bytes of K and V for `block_size` tokens across all layers."""
+    return 2 * num_layers * dtype.nbytes(num_kv_heads * block_size * head_dim)
+
+
+# ---- device pools -----------------------------------------------------------------------
+
+class PagedKvCache:
+    """The KV pools of every layer and the block-table buffer, on one device.
+
+    Pools are one allocation: layer l's K pool is at `k_cache(l)`, its V pool right after.
+    The block-table host mirror is pinned memory edited in place by `set_block_table`;
+    `upload_block_tables` copies only the rows changed since the last upload, in one copy.
+    Because the copy is asynchronous from pinned memory, the mirror must not be edited
+    again until the stream has passed that copy (the engine synchronizes every step).
+    """
+
+    def __init__(self, backend: GpuBackend, cfg: KvCacheConfig) -> None:
+        if cfg.dtype is not DType.BF16:
+            raise ValueError(f"PagedKvCache stores bf16 K/V; {cfg.dtype.label} is not supported")
+        self.backend = backend
+        self.cfg = cfg
+        self.num_blocks = cfg.num_blocks
+        self.block_size = cfg.block_size
+        self.max_blocks_per_seq = cfg.max_blocks_per_seq
+        stride = cfg.layer_pool_bytes
+        self._pools = backend.alloc(max(cfg.pool_bytes, 1))
+        self.k_ptrs: tuple[DevicePtr, ...] = tuple(self._pools + 2 * layer * stride
+                                                   for layer in range(cfg.num_layers))
+        self.v_ptrs: tuple[DevicePtr, ...] = tuple(p + stride for p in self.k_ptrs)
+        rows, cols = cfg.max_batch_size, cfg.max_blocks_per_seq
+        self.block_tables: DevicePtr = backend.alloc(4 * rows * cols)
+        self.block_tables_host = backend.alloc_host_pinned(4 * rows * cols).view(
+            np.int32).reshape(rows, cols)
+        self.block_tables_host.fill(0)
+        self._row_len = [0] * rows
+        backend.copy_h2d(self.block_tables, self.block_tables_host)
+        self._dirty_lo, self._dirty_hi = rows, 0
+
+    @property
+    def nbytes(self) -> int:
+        """Device bytes held: pools plus the block-table buffer."""
+        return self.cfg.pool_bytes + self.cfg.block_table_bytes
+
+    def k_cache(self, layer: int) -> DevicePtr:
+        return self.k_ptrs[layer]
+
+    def v_cache(self, layer: int) -> DevicePtr:
+        return self.v_ptrs[layer]
+
+    def set_block_table(self, row: int, blocks: Sequence[int]) -> None:
+        """Make batch row `row` list `blocks`; entries past them are zeroed."""
+        n = len(blocks)
+        if n > self.max_blocks_per_seq:
+            raise ValueError(f"block table of {n} blocks exceeds max_blocks_per_seq="
+                             f"{self.max_blocks_per_seq}")
+        line = self.block_tables_host[row]
+        if n:
+            seg = line[:n]
+            seg[:] = blocks
+            if int(seg.min()) < 0 or int(seg.max()) >= self.num_blocks:
+                bad = [b for b in blocks if not 0 <= b < self.num_blocks]
+                line[:n] = 0
+                raise KvBlockError(f"block ids {bad[:8]} outside 0..{self.num_blocks - 1}")
+        old = self._row_len[row]
+        if old > n:
+            line[n:old] = 0
+        self._row_len[row] = n
+        if row < self._dirty_lo:
+            self._dirty_lo = row
+        if row >= self._dirty_hi:
+            self._dirty_hi = row + 1
+
+    def clear_row(self, row: int) -> None:
+        self.set_block_table(row, ())
+
+    def upload_block_tables(self, stream: Stream | None = None) -> int:
+        """Copy the rows edited since the last upload (one contiguous copy); returns how many."""
+        lo, hi = self._dirty_lo, self._dirty_hi
+        if lo >= hi:
+            return 0
+        row_bytes = 4 * self.max_blocks_per_seq
+        self.backend.copy_h2d(self.block_tables + lo * row_bytes,
+                              self.block_tables_host[lo:hi], stream)
+        self._dirty_lo, self._dirty_hi = len(self._row_len), 0
+        return hi - lo
+
+    def release(self) -> None:
+        """Free the device memory (at shutdown)."""
+        if self._pools:
+            self.backend.free(self._pools)
+            self.backend.free(self.block_tables)
+            self._pools = 0
