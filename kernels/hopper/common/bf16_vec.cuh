@@ -1,0 +1,35 @@
+// 16-byte bf16 vectors: eight bf16 values moved as one uint4 and widened to f32 for math.
+// Private to the elementwise kernels (rmsnorm, silu_mul); loads stay 128-bit and coalesced.
+#pragma once
+
+#include "atlas_common.cuh"
+
+namespace atlas {
+
+constexpr int kBf16PerVec = 8;
+
+// Widening bf16 -> f32 is exact: the bf16 bits are the high half of the f32 bits.
+__device__ __forceinline__ void unpack_bf16x2(uint32_t w, float& lo, float& hi) {
+  lo = __uint_as_float(w << 16);
+  hi = __uint_as_float(w & 0xffff0000u);
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  return static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(lo))) |
+         (static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(hi))) << 16);
+}
+
+__device__ __forceinline__ void unpack_bf16x8(const uint4& v, float (&f)[8]) {
+  unpack_bf16x2(v.x, f[0], f[1]);
+  unpack_bf16x2(v.y, f[2], f[3]);
+  unpack_bf16x2(v.z, f[4], f[5]);
+  unpack_bf16x2(v.w, f[6], f[7]);
+}
+
+// Round each float to bf16 (nearest even) and pack eight of them into one uint4.
+__device__ __forceinline__ uint4 pack_bf16x8(const float (&f)[8]) {
+  return make_uint4(pack_bf16x2(f[0], f[1]), pack_bf16x2(f[2], f[3]), pack_bf16x2(f[4], f[5]),
+                    pack_bf16x2(f[6], f[7]));
+}
+
+}  // namespace atlas

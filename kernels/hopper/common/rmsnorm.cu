@@ -1,0 +1,84 @@
+// RMSNorm over bf16 rows, optionally fused with the residual add, in transformers' numerics:
+//   r   = bf16(residual + delta)                     (add_rmsnorm only; written back)
+//   out = bf16(w * bf16(r * rsqrt(mean(r^2) + eps))) (mean in f32 over the bf16 row)
+// The two roundings are the `hidden.to(bf16)` and `weight * hidden` op boundaries of HF's
+// LlamaRMSNorm/Qwen3RMSNorm.
+//
+// Launch: grid = rows, block = 32..1024 threads (multiple of 32), dim % 8 == 0 and
+// dim <= 8 * kMaxVecs * blockDim.x. Each thread keeps its (at most kMaxVecs) 16-byte vectors
+// (packed bf16, 4 registers each) between the reduction and the scaling, so the row is read
+// from DRAM once.
+#include "atlas_common.cuh"
+#include "bf16_vec.cuh"
+
+namespace {
+
+constexpr int kMaxVecs = 8;
+
+template <bool kAdd>
+__device__ __forceinline__ void rmsnorm_row(const __nv_bfloat16* x,  // may alias residual
+                                            const __nv_bfloat16* __restrict__ delta,
+                                            __nv_bfloat16* residual,
+                                            const __nv_bfloat16* __restrict__ w,
+                                            __nv_bfloat16* __restrict__ out, uint32_t dim,
+                                            float eps) {
+  const size_t base = static_cast<size_t>(blockIdx.x) * dim;
+  const int nvec = static_cast<int>(dim / atlas::kBf16PerVec);
+  const uint4* xv = reinterpret_cast<const uint4*>(x + base);
+  uint4 packed[kMaxVecs];
+  float sumsq = 0.f;
+#pragma unroll
+  for (int j = 0; j < kMaxVecs; ++j) {
+    const int i = threadIdx.x + j * blockDim.x;
+    if (i < nvec) {
+      float v[8];
+      packed[j] = xv[i];
+      atlas::unpack_bf16x8(packed[j], v);
+      if constexpr (kAdd) {
+        float d[8];
+        atlas::unpack_bf16x8(reinterpret_cast<const uint4*>(delta + base)[i], d);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[e] += d[e];
+        packed[j] = atlas::pack_bf16x8(v);  // bf16(residual + delta)
+        reinterpret_cast<uint4*>(residual + base)[i] = packed[j];
+        atlas::unpack_bf16x8(packed[j], v);
+      }
+#pragma unroll
+      for (int e = 0; e < 8; ++e) sumsq = fmaf(v[e], v[e], sumsq);
+    }
+  }
+  __shared__ float scratch[32];
+  const float total = atlas::block_sum(sumsq, scratch);
+  const float inv_rms = rsqrtf(total / static_cast<float>(dim) + eps);
+  const uint4* wv = reinterpret_cast<const uint4*>(w);
+  uint4* ov = reinterpret_cast<uint4*>(out + base);
+#pragma unroll
+  for (int j = 0; j < kMaxVecs; ++j) {
+    const int i = threadIdx.x + j * blockDim.x;
+    if (i < nvec) {
+      float wf[8], v[8], y[8];
+      atlas::unpack_bf16x8(wv[i], wf);
+      atlas::unpack_bf16x8(packed[j], v);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) y[e] = wf[e] * atlas::round_bf16(v[e] * inv_rms);
+      ov[i] = atlas::pack_bf16x8(y);
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(1024)
+rmsnorm_bf16(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
+             __nv_bfloat16* __restrict__ out, uint32_t rows, uint32_t dim, float eps) {
+  if (blockIdx.x >= rows) return;
+  rmsnorm_row<false>(x, nullptr, nullptr, w, out, dim, eps);
+}
+
+extern "C" __global__ void __launch_bounds__(1024)
+add_rmsnorm_bf16(__nv_bfloat16* __restrict__ residual, const __nv_bfloat16* __restrict__ delta,
+                 const __nv_bfloat16* __restrict__ w, __nv_bfloat16* __restrict__ out,
+                 uint32_t rows, uint32_t dim, float eps) {
+  if (blockIdx.x >= rows) return;
+  rmsnorm_row<true>(residual, delta, residual, w, out, dim, eps);
+}

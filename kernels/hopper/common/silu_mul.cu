@@ -1,0 +1,23 @@
+// SwiGLU activation: gate_up is [rows, 2*inter] = [gate | up], out is [rows, inter],
+//   out = bf16(bf16(silu(gate)) * up), silu(g) = g / (1 + exp(-g)) in f32,
+// i.e. transformers' `act_fn(gate_proj(x)) * up_proj(x)` with its bf16 op boundaries.
+//
+// Launch: grid = (rows, ceil(inter / 8 / blockDim.x)), block = 32..256 threads; inter % 8 == 0.
+// Each thread handles one 16-byte vector of gate and the matching vector of up.
+#include "atlas_common.cuh"
+#include "bf16_vec.cuh"
+
+extern "C" __global__ void __launch_bounds__(256)
+silu_mul_bf16(const __nv_bfloat16* __restrict__ gate_up, __nv_bfloat16* __restrict__ out,
+              uint32_t rows, uint32_t inter) {
+  const uint32_t row = blockIdx.x;
+  const uint32_t vec = blockIdx.y * blockDim.x + threadIdx.x;
+  if (row >= rows || vec >= inter / atlas::kBf16PerVec) return;
+  const __nv_bfloat16* gate = gate_up + static_cast<size_t>(row) * 2 * inter;
+  float g[8], u[8], y[8];
+  atlas::unpack_bf16x8(reinterpret_cast<const uint4*>(gate)[vec], g);
+  atlas::unpack_bf16x8(reinterpret_cast<const uint4*>(gate + inter)[vec], u);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) y[e] = atlas::round_bf16(g[e] / (1.f + expf(-g[e]))) * u[e];
+  reinterpret_cast<uint4*>(out + static_cast<size_t>(row) * inter)[vec] = atlas::pack_bf16x8(y);
+}

@@ -1,0 +1,41 @@
+"""Check cases for embedding_bf16: in-range ids, repeated ids, and out-of-range ids (zeros)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.dtype import DType
+from ...core.numerics import bf16_bits_to_f32
+from ..gpu import DevicePtr, GpuBackend, Stream
+from ..kernel_check import KernelCase, OutputSpec, kernel_cases
+from ..ops import KernelCache, embedding
+from .gemv import random_bf16
+
+#: (n, vocab, dim): one vector per row, SmolLM2 width, a width with a partial thread block
+SHAPES = [(1, 3, 8), (9, 50, 576), (6, 1000, 2056)]
+
+
+def _oracle(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    table = bf16_bits_to_f32(inputs["table"]).astype(np.float64)
+    rows = [table[i] if 0 <= i < table.shape[0] else np.zeros(table.shape[1])
+            for i in inputs["ids"].tolist()]
+    return {"out": np.stack(rows)}
+
+
+def _case(rng: np.random.Generator, n: int, vocab: int, dim: int) -> KernelCase:
+    ids = rng.integers(0, vocab, n).astype(np.int32)
+    if n > 3:
+        ids[1], ids[2], ids[3] = -1, vocab, ids[0]  # below, above, repeated
+    inputs = {"ids": ids, "table": random_bf16(rng, (vocab, dim), 2.0)}
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        embedding.embedding(KernelCache(backend), stream, p["ids"], p["table"], p["out"], n, dim,
+                            vocab)
+
+    return KernelCase(f"embedding_{n}x{vocab}x{dim}", "embedding", inputs,
+                      {"out": OutputSpec(DType.BF16, (n, dim), tol=(0.0, 0.0))}, run, _oracle)
+
+
+@kernel_cases("embedding")
+def embedding_cases(rng: np.random.Generator) -> list[KernelCase]:
+    return [_case(rng, *shape) for shape in SHAPES]

@@ -1,0 +1,61 @@
+"""Check cases for rmsnorm_bf16 / add_rmsnorm_bf16: model widths, odd widths, one vector."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.dtype import DType
+from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
+from ..gpu import DevicePtr, GpuBackend, Stream
+from ..kernel_check import KernelCase, OutputSpec, kernel_cases
+from ..ops import KernelCache, norm
+from .gemv import random_bf16
+
+#: (rows, dim): one 16-byte vector, SmolLM2 576, Qwen3-8B 4096, a width needing 2 vectors on
+#: some threads (8200 = 1025 vectors), and odd vector counts
+SHAPES = [(1, 8), (3, 576), (5, 72), (4, 4096), (2, 8200)]
+EPS = 1e-6
+
+
+def normed_f64(r: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    """float64 w * bf16(r / sqrt(mean(r^2) + eps)): HF's two roundings, the inner one modelled."""
+    inv = 1.0 / np.sqrt((r * r).mean(axis=-1, keepdims=True) + eps)
+    return w * round_bf16((r * inv).astype(np.float32)).astype(np.float64)
+
+
+def _oracle(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    w = bf16_bits_to_f32(inputs["w"]).astype(np.float64)
+    if "delta" in inputs:
+        total = (bf16_bits_to_f32(inputs["residual"]).astype(np.float64)
+                 + bf16_bits_to_f32(inputs["delta"]).astype(np.float64))
+        r = round_bf16(total.astype(np.float32)).astype(np.float64)
+        return {"residual": r, "out": normed_f64(r, w, EPS)}
+    return {"out": normed_f64(bf16_bits_to_f32(inputs["x"]).astype(np.float64), w, EPS)}
+
+
+def _case(rng: np.random.Generator, rows: int, dim: int, fused: bool) -> KernelCase:
+    inputs = {"w": f32_to_bf16_bits(rng.uniform(0.5, 1.5, dim).astype(np.float32))}
+    if fused:
+        inputs["residual"] = random_bf16(rng, (rows, dim), 4.0)
+        inputs["delta"] = random_bf16(rng, (rows, dim), 1.0)
+    else:
+        inputs["x"] = random_bf16(rng, (rows, dim), 4.0)
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        kc = KernelCache(backend)
+        if fused:
+            norm.add_rmsnorm(kc, stream, p["residual"], p["delta"], p["w"], p["out"], rows, dim,
+                             EPS)
+        else:
+            norm.rmsnorm(kc, stream, p["x"], p["w"], p["out"], rows, dim, EPS)
+
+    outputs = {"out": OutputSpec(DType.BF16, (rows, dim))}
+    if fused:  # bf16(r + d) is fully determined: no tolerance
+        outputs["residual"] = OutputSpec(DType.BF16, (rows, dim), tol=(0.0, 0.0))
+    kind = "add_rmsnorm" if fused else "rmsnorm"
+    return KernelCase(f"{kind}_{rows}x{dim}", "rmsnorm", inputs, outputs, run, _oracle)
+
+
+@kernel_cases("rmsnorm")
+def rmsnorm_cases(rng: np.random.Generator) -> list[KernelCase]:
+    return [_case(rng, rows, dim, fused) for rows, dim in SHAPES for fused in (False, True)]

@@ -1,0 +1,21 @@
+"""Precondition checks shared by the launch builders: fail in Python with a clear message
+instead of faulting (or silently misreading memory) on the device."""
+
+from __future__ import annotations
+
+from ..gpu import DevicePtr
+
+
+def require_aligned(kernel: str, name: str, ptr: DevicePtr, align: int) -> None:
+    if ptr % align:
+        raise ValueError(f"{kernel}: {name} pointer {ptr:#x} is not {align}-byte aligned")
+
+
+def require_multiple(kernel: str, name: str, value: int, multiple: int) -> None:
+    if value < multiple or value % multiple:
+        raise ValueError(f"{kernel}: {name}={value} must be a positive multiple of {multiple}")
+
+
+def warp_threads(work_items: int, cap: int) -> int:
+    """Threads for `work_items` parallel items: rounded up to whole warps, 32..cap."""
+    return min(cap, max(32, -(-work_items // 32) * 32))

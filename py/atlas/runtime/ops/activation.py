@@ -1,0 +1,24 @@
+"""Launch builder for the SwiGLU activation (silu_mul.cu): out = silu(gate) * up."""
+
+from __future__ import annotations
+
+from ..gpu import DevicePtr, Stream
+from ..kernel_abi import SILU_MUL
+from . import KernelCache
+from ._preconditions import require_aligned, require_multiple, warp_threads
+
+SILU_MUL_MAX_THREADS = 256
+
+
+def silu_mul(kc: KernelCache, stream: Stream, gate_up: DevicePtr, out: DevicePtr, rows: int,
+             inter: int) -> None:
+    """gate_up [rows, 2*inter] = [gate | up] (bf16) -> out [rows, inter] (bf16)."""
+    require_multiple("silu_mul", "inter", inter, 8)
+    require_aligned("silu_mul", "gate_up", gate_up, 16)
+    require_aligned("silu_mul", "out", out, 16)
+    if not rows:
+        return
+    vecs = inter // 8
+    threads = warp_threads(vecs, SILU_MUL_MAX_THREADS)
+    kc.get(SILU_MUL)(stream, (rows, -(-vecs // threads), 1), threads, 0, gate_up, out, rows,
+                     inter)

@@ -1,0 +1,51 @@
+"""Reference for rmsnorm_bf16 / add_rmsnorm_bf16 (kernels/*/common/rmsnorm.cu).
+
+Specification, in transformers' bf16 numerics (LlamaRMSNorm, Qwen3RMSNorm):
+    residual = bf16(residual + delta)                    (add_rmsnorm only, in place)
+    out      = bf16(w * bf16(r * rsqrt(mean(r^2) + eps)))
+with the mean taken in float32 over the bf16 row. The CUDA kernel sums squares in a
+different order, so the two agree to float32 rounding, not always bit for bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
+from ..gpu import Dim3
+from ..kernel_abi import ADD_RMSNORM, RMSNORM
+from . import HostMemory, reference
+
+
+def rms_norm_bf16(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    """Normalize the last axis of float32 `x` (bf16 values) and scale by `w`; bf16 bits.
+
+    Shared with the q/k norm of the rope kernel, which uses the same two roundings per head.
+    """
+    x = np.asarray(x, dtype=np.float32)
+    mean_sq = np.einsum("...i,...i->...", x, x, dtype=np.float32) / np.float32(x.shape[-1])
+    inv_rms = (np.float32(1.0) / np.sqrt(mean_sq + np.float32(eps))).astype(np.float32)
+    normed = round_bf16(x * inv_rms[..., None])
+    return f32_to_bf16_bits(np.asarray(w, dtype=np.float32) * normed)
+
+
+def _rows(mem: HostMemory, ptr: int, rows: int, dim: int) -> np.ndarray:
+    return mem.view(ptr, np.uint16, rows * dim).reshape(rows, dim)
+
+
+@reference(RMSNORM)
+def rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, out: int, rows: int,
+                 dim: int, eps: float) -> None:
+    xf = bf16_bits_to_f32(_rows(mem, x, rows, dim))
+    wf = bf16_bits_to_f32(mem.view(w, np.uint16, dim))
+    _rows(mem, out, rows, dim)[:] = rms_norm_bf16(xf, wf, eps)
+
+
+@reference(ADD_RMSNORM)
+def add_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, residual: int, delta: int, w: int,
+                     out: int, rows: int, dim: int, eps: float) -> None:
+    resid = _rows(mem, residual, rows, dim)
+    summed = f32_to_bf16_bits(bf16_bits_to_f32(resid) + bf16_bits_to_f32(_rows(mem, delta, rows, dim)))
+    resid[:] = summed
+    wf = bf16_bits_to_f32(mem.view(w, np.uint16, dim))
+    _rows(mem, out, rows, dim)[:] = rms_norm_bf16(bf16_bits_to_f32(summed), wf, eps)
