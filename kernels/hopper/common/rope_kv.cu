@@ -1,0 +1,95 @@
+// Fused attention prologue for one token per block:
+//   q, k  <- optional per-head RMSNorm (Qwen3 q_norm/k_norm), then rotary embedding;
+//   q     -> q_out [T, hq, D];  k, v -> the paged caches [num_blocks, hkv, block_size, D].
+//
+// Numerics follow transformers in bf16:
+//   norm:  x = bf16(w * bf16(x * rsqrt(mean(x^2) + eps)))   (mean in f32 over the head)
+//   rope:  q_embed = q * cos + rotate_half(q) * sin, each product and the sum rounded to bf16,
+//          with cos/sin rounded to bf16 first (HF casts them to the activation dtype). Since
+//          rotate_half(x) = [-x2, x1] and bf16(-a) = -bf16(a), for i < D/2:
+//            out[i]       = bf16(bf16(x1 * c) - bf16(x2 * s))
+//            out[i + D/2] = bf16(bf16(x2 * c) + bf16(x1 * s))
+//          with x1 = x[i], x2 = x[i + D/2], c = bf16(cos[pos, i]), s = bf16(sin[pos, i]).
+//
+// Layout: a qkv row is [q (hq*D) | k (hkv*D) | v (hkv*D)]; cos_sin is f32 [positions, D]
+// (cos of the D/2 frequencies, then sin). A negative slot skips the cache writes (padding).
+// Launch: grid = tokens, block = 32 * warps (1..32 warps); warp w handles heads w, w+warps, ..
+// of the hq + 2*hkv heads. head_dim even and <= 2 * 32 * kMaxPairs (256).
+#include "atlas_common.cuh"
+
+namespace {
+
+constexpr int kMaxPairs = 4;  // rotation pairs per lane: D/2 <= 32 * kMaxPairs
+
+__device__ __forceinline__ float bf(const __nv_bfloat16* p, int i) { return __bfloat162float(p[i]); }
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(1024)
+qk_norm_rope_kv_bf16(const __nv_bfloat16* __restrict__ qkv, __nv_bfloat16* __restrict__ q_out,
+                     __nv_bfloat16* __restrict__ k_cache, __nv_bfloat16* __restrict__ v_cache,
+                     const __nv_bfloat16* __restrict__ q_norm_w,
+                     const __nv_bfloat16* __restrict__ k_norm_w, const float* __restrict__ cos_sin,
+                     const int32_t* __restrict__ positions, const int32_t* __restrict__ slots,
+                     uint32_t tokens, uint32_t hq, uint32_t hkv, uint32_t head_dim,
+                     uint32_t block_size, float eps) {
+  const uint32_t t = blockIdx.x;
+  if (t >= tokens) return;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  const int D = static_cast<int>(head_dim), half = D / 2;
+  const int heads = static_cast<int>(hq + 2 * hkv);
+  const __nv_bfloat16* row = qkv + static_cast<size_t>(t) * heads * D;
+  const int32_t slot = slots[t];
+  const float* cosv = cos_sin + static_cast<size_t>(positions[t]) * D;
+  const float* sinv = cosv + half;
+  // Destination of head kh of this token in a paged cache.
+  const size_t cache_off =
+      slot < 0 ? 0
+               : (static_cast<size_t>(slot / block_size) * hkv * block_size + slot % block_size) * D;
+
+  for (int h = warp; h < heads; h += nwarps) {
+    const __nv_bfloat16* src = row + static_cast<size_t>(h) * D;
+    const bool is_q = h < static_cast<int>(hq);
+    const bool is_v = h >= static_cast<int>(hq + hkv);
+    if (!is_q && slot < 0) continue;  // padding token: no cache writes
+    const int kh = h - static_cast<int>(is_v ? hq + hkv : hq);
+    __nv_bfloat16* dst = is_q ? q_out + (static_cast<size_t>(t) * hq + h) * D
+                              : (is_v ? v_cache : k_cache) + cache_off +
+                                    static_cast<size_t>(kh) * block_size * D;
+    if (is_v) {
+      for (int i = lane; i < D; i += 32) dst[i] = src[i];
+      continue;
+    }
+    float x1[kMaxPairs], x2[kMaxPairs];
+    float sumsq = 0.f;
+#pragma unroll
+    for (int j = 0; j < kMaxPairs; ++j) {
+      const int i = lane + 32 * j;
+      x1[j] = i < half ? bf(src, i) : 0.f;
+      x2[j] = i < half ? bf(src, i + half) : 0.f;
+      sumsq = fmaf(x1[j], x1[j], fmaf(x2[j], x2[j], sumsq));
+    }
+    const __nv_bfloat16* norm_w = is_q ? q_norm_w : k_norm_w;
+    if (q_norm_w != nullptr) {
+      const float inv_rms = rsqrtf(atlas::warp_sum(sumsq) / static_cast<float>(D) + eps);
+#pragma unroll
+      for (int j = 0; j < kMaxPairs; ++j) {
+        const int i = lane + 32 * j;
+        if (i < half) {
+          x1[j] = atlas::round_bf16(bf(norm_w, i) * atlas::round_bf16(x1[j] * inv_rms));
+          x2[j] = atlas::round_bf16(bf(norm_w, i + half) * atlas::round_bf16(x2[j] * inv_rms));
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kMaxPairs; ++j) {
+      const int i = lane + 32 * j;
+      if (i < half) {
+        const float c = atlas::round_bf16(cosv[i]), s = atlas::round_bf16(sinv[i]);
+        dst[i] = atlas::f32_to_bf16(atlas::round_bf16(x1[j] * c) - atlas::round_bf16(x2[j] * s));
+        dst[i + half] = atlas::f32_to_bf16(atlas::round_bf16(x2[j] * c) + atlas::round_bf16(x1[j] * s));
+      }
+    }
+  }
+}

@@ -1,0 +1,111 @@
+"""Check cases for qk_norm_rope_kv_bf16: head dims 64/128 and an odd half (D = 6), with and
+without the q/k norm, GQA, scattered slots and a padding token (slot -1).
+
+The caches are in/out buffers with random contents: entries the kernel must not touch are
+compared against their original values, so a stray write fails.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.dtype import DType
+from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
+from ..gpu import DevicePtr, GpuBackend, Stream
+from ..kernel_check import KernelCase, OutputSpec, kernel_cases
+from ..ops import KernelCache, rope
+from .gemv import random_bf16
+
+EPS = 1e-6
+BLOCK_SIZE = 16
+MAX_POS = 97
+
+
+def _bf(a: np.ndarray) -> np.ndarray:
+    return bf16_bits_to_f32(a).astype(np.float64)
+
+
+def _rb(a: np.ndarray) -> np.ndarray:
+    """Round float64 values to bf16 precision (through float32, like the device)."""
+    return round_bf16(np.asarray(a, dtype=np.float32)).astype(np.float64)
+
+
+def _head_norm(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    inv = 1.0 / np.sqrt(np.mean(x ** 2, axis=-1, keepdims=True) + EPS)
+    return _rb(w * _rb(x * inv))
+
+
+def _rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """transformers' q * cos + rotate_half(q) * sin with cos/sin over the full head dim."""
+    half = x.shape[-1] // 2
+    rotated = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    c = np.concatenate([cos, cos], axis=-1)
+    s = np.concatenate([sin, sin], axis=-1)
+    return _rb(x * c) + _rb(rotated * s)
+
+
+def _make_oracle(hq: int, hkv: int, d: int, normed: bool):
+    def oracle(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        t = inputs["positions"].size
+        x = _bf(inputs["qkv"]).reshape(t, hq + 2 * hkv, d)
+        q, k, v = x[:, :hq], x[:, hq:hq + hkv], x[:, hq + hkv:]
+        if normed:
+            q, k = _head_norm(q, _bf(inputs["q_norm_w"])), _head_norm(k, _bf(inputs["k_norm_w"]))
+        table = inputs["cos_sin"][inputs["positions"]]
+        cos = _rb(table[:, None, : d // 2])
+        sin = _rb(table[:, None, d // 2:])
+        kc, vc = _bf(inputs["k_cache"]), _bf(inputs["v_cache"])
+        k_rot = _rotate(k, cos, sin)
+        for i, slot in enumerate(inputs["slots"].tolist()):
+            if slot >= 0:
+                kc[slot // BLOCK_SIZE, :, slot % BLOCK_SIZE] = k_rot[i]
+                vc[slot // BLOCK_SIZE, :, slot % BLOCK_SIZE] = v[i]
+        return {"q_out": _rotate(q, cos, sin), "k_cache": kc, "v_cache": vc}
+
+    return oracle
+
+
+def _cos_sin(d: int) -> np.ndarray:
+    freqs = 1.0 / (10000.0 ** (np.arange(0, d, 2) / d))
+    angles = np.arange(MAX_POS)[:, None] * freqs[None, :]
+    return np.concatenate([np.cos(angles), np.sin(angles)], axis=1).astype(np.float32)
+
+
+def _case(rng: np.random.Generator, tokens: int, hq: int, hkv: int, d: int, normed: bool,
+          num_blocks: int) -> KernelCase:
+    slots = rng.choice(num_blocks * BLOCK_SIZE, tokens, replace=False).astype(np.int32)
+    slots[tokens // 2] = -1
+    positions = rng.integers(0, MAX_POS, tokens).astype(np.int32)
+    positions[0] = 0
+    cache_shape = (num_blocks, hkv, BLOCK_SIZE, d)
+    inputs = {
+        "qkv": random_bf16(rng, (tokens, (hq + 2 * hkv) * d), 3.0),
+        "k_cache": random_bf16(rng, cache_shape), "v_cache": random_bf16(rng, cache_shape),
+        "cos_sin": _cos_sin(d), "positions": positions, "slots": slots,
+    }
+    if normed:
+        inputs["q_norm_w"] = f32_to_bf16_bits(rng.uniform(0.5, 1.5, d).astype(np.float32))
+        inputs["k_norm_w"] = f32_to_bf16_bits(rng.uniform(0.5, 1.5, d).astype(np.float32))
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        rope.qk_norm_rope_kv(KernelCache(backend), stream, p["qkv"], p["q_out"], p["k_cache"],
+                             p["v_cache"], p.get("q_norm_w", 0), p.get("k_norm_w", 0),
+                             p["cos_sin"], p["positions"], p["slots"], tokens, hq, hkv, d,
+                             BLOCK_SIZE, EPS)
+
+    outputs = {"q_out": OutputSpec(DType.BF16, (tokens, hq, d)),
+               "k_cache": OutputSpec(DType.BF16, cache_shape),
+               "v_cache": OutputSpec(DType.BF16, cache_shape, tol=(0.0, 0.0))}
+    name = f"rope_kv_t{tokens}_q{hq}_kv{hkv}_d{d}{'_norm' if normed else ''}"
+    return KernelCase(name, "rope_kv", inputs, outputs, run, _make_oracle(hq, hkv, d, normed))
+
+
+@kernel_cases("rope_kv")
+def rope_kv_cases(rng: np.random.Generator) -> list[KernelCase]:
+    return [
+        _case(rng, 5, 4, 2, 64, False, 2),
+        _case(rng, 7, 4, 2, 128, True, 3),
+        _case(rng, 3, 9, 3, 128, False, 1),   # more heads than warps per block
+        _case(rng, 4, 2, 1, 6, True, 1),      # odd half: 3 rotation pairs
+        _case(rng, 2, 2, 2, 256, True, 1),    # largest head dim: 4 pairs per lane
+    ]

@@ -1,0 +1,213 @@
+"""Check cases for the sampler kernels: penalties, sampling under every filter, count update.
+
+The sampling oracle is written from the rules in float64 with plain Python integers for the
+RNG (sorting for top-k/top-p instead of the kernel's radix select), so it shares no code with
+the numpy reference. A near-tie between two Gumbel scores (below float32 resolution) could in
+principle split them; the seeds below are fixed, so a case either always passes or never.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...core.dtype import DType
+from ..gpu import DevicePtr, GpuBackend, Stream
+from ..kernel_abi import SAMPLE_ROW
+from ..kernel_check import KernelCase, OutputSpec, kernel_cases
+from ..ops import KernelCache, sampling
+
+_M64 = (1 << 64) - 1
+
+
+def row_params(rows: list[dict[str, float | int]]) -> np.ndarray:
+    """SAMPLE_ROW records from dicts; omitted fields are neutral (greedy off, filters off)."""
+    out = np.zeros(len(rows), dtype=SAMPLE_ROW)
+    out["slot"] = -1
+    out["temperature"] = 1.0
+    out["top_p"] = 1.0
+    out["repetition"] = 1.0
+    for i, fields in enumerate(rows):
+        for name, value in fields.items():
+            out[name][i] = value
+    return out
+
+
+# ---- penalties ----------------------------------------------------------------------------
+
+def _penalty_oracle(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    logits = inputs["logits"].astype(np.float64).copy()
+    for r, p in enumerate(inputs["row_params"]):
+        slot = int(p["slot"])
+        if slot < 0:
+            continue
+        rep = float(p["repetition"]) if p["repetition"] > 0 else 1.0
+        for v in range(logits.shape[1]):
+            count = int(inputs["counts"][slot, v])
+            x = logits[r, v]
+            if count > 0 or inputs["prompt_mask"][slot, v]:
+                x = x / rep if x > 0 else x * rep
+            x -= float(p["presence"]) * (1 if count > 0 else 0) + float(p["frequency"]) * count
+            logits[r, v] = x
+    return {"logits": logits}
+
+
+def _penalty_case(rng: np.random.Generator, rows: int, vocab: int) -> KernelCase:
+    slots = 3
+    counts = rng.integers(0, 4, (slots, vocab)).astype(np.int32)
+    counts[rng.random((slots, vocab)) < 0.7] = 0
+    mask = (rng.random((slots, vocab)) < 0.2).astype(np.uint8)
+    settings = [dict(slot=0, repetition=1.3, presence=0.5, frequency=0.25),
+                dict(slot=-1, repetition=2.0, presence=1.0),         # no state: untouched
+                dict(slot=1, repetition=0.0, frequency=-0.4),        # rep 0 means 1
+                dict(slot=2, repetition=0.8),
+                dict(slot=1)]                                         # all neutral
+    params = row_params([settings[r % len(settings)] for r in range(rows)])
+    inputs = {"logits": (rng.standard_normal((rows, vocab)) * 4).astype(np.float32),
+              "row_params": params, "counts": counts, "prompt_mask": mask}
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        sampling.apply_penalties(KernelCache(backend), stream, p["logits"], p["row_params"],
+                                 p["counts"], p["prompt_mask"], rows, vocab)
+
+    return KernelCase(f"penalties_{rows}x{vocab}", "sampler", inputs,
+                      {"logits": OutputSpec(DType.FP32, (rows, vocab))}, run, _penalty_oracle)
+
+
+# ---- sampling -----------------------------------------------------------------------------
+
+def _mix(z: int) -> int:
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
+def _gumbel(seed: int, step: int, token: int) -> float:
+    base = _mix((seed ^ (step * 0xD1B54A32D192ED03)) & _M64)
+    bits = _mix((base + (token + 1) * 0x9E3779B97F4A7C15) & _M64) >> 41
+    return -math.log(-math.log((bits + 0.5) / 2 ** 23))
+
+
+def expected_token(x: np.ndarray, p: np.void) -> int:
+    """The token the sampler must pick from logits row x, from the rules in float64."""
+    ok = [i for i in range(x.size) if not math.isnan(x[i])]
+    if not ok:
+        return 0
+    best = max(float(x[i]) for i in ok)
+    first_best = min(i for i in ok if x[i] == best)
+    t = float(p["temperature"])
+    if t <= 0 or best == -math.inf:
+        return first_best
+    order = sorted(ok, key=lambda i: (-float(x[i]), i))
+    kept = order
+    k = int(p["top_k"])
+    if 0 < k < x.size and k <= len(order):
+        cut = float(x[order[k - 1]])
+        kept = [i for i in order if x[i] >= cut]
+    prob = {i: math.exp((float(x[i]) - best) / t) for i in kept}
+    if p["top_p"] < 1:
+        total = sum(prob.values())
+        acc = 0.0
+        for pos, i in enumerate(kept):
+            acc += prob[i]
+            if acc >= float(p["top_p"]) * total:
+                cut = float(x[i])
+                kept = [j for j in kept if x[j] >= cut]
+                break
+    if p["min_p"] > 0:
+        kept = [i for i in kept if prob[i] >= float(p["min_p"])]
+    seed = int(p["seed_lo"]) | (int(p["seed_hi"]) << 32)
+    scores = [((float(x[i]) - best) / t + _gumbel(seed, int(p["step"]), i), -i) for i in kept]
+    return -max(scores)[1]
+
+
+def _sample_oracle(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {"out": np.array([expected_token(row, p) for row, p in
+                             zip(inputs["logits"], inputs["row_params"])], dtype=np.float64)}
+
+
+SAMPLE_SETTINGS = [
+    dict(temperature=0.0),
+    dict(temperature=0.7),
+    dict(temperature=1.0, top_k=1),
+    dict(temperature=1.3, top_k=20),
+    dict(temperature=1.0, top_p=0.9),
+    dict(temperature=1.0, top_p=1e-6),
+    dict(temperature=0.8, min_p=0.1),
+    dict(temperature=1.1, top_k=50, top_p=0.8, min_p=0.05),
+    dict(temperature=2.0, top_k=5000),  # k beyond the vocabulary: no cut
+]
+
+
+def _sample_case(rng: np.random.Generator, name: str, logits: np.ndarray,
+                 settings: list[dict[str, float | int]]) -> KernelCase:
+    rows, vocab = logits.shape
+    params = row_params([dict(s, seed_lo=int(rng.integers(0, 2 ** 32)),
+                              seed_hi=int(rng.integers(0, 2 ** 32)),
+                              step=int(rng.integers(0, 1000))) for s in settings])
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        sampling.sample(KernelCache(backend), stream, p["logits"], p["row_params"], p["out"],
+                        rows, vocab)
+
+    return KernelCase(name, "sampler", {"logits": logits, "row_params": params},
+                      {"out": OutputSpec(DType.I32, (rows,))}, run, _sample_oracle)
+
+
+def _special_logits(vocab: int) -> np.ndarray:
+    """All equal; -inf except three; all -inf; NaN sprinkled; heavy ties at the top."""
+    rows = np.zeros((5, vocab), dtype=np.float32)
+    rows[1, :] = -np.inf
+    rows[1, [3, vocab // 2, vocab - 1]] = [1.0, 2.0, 2.0]
+    rows[2, :] = -np.inf
+    rows[3, :] = np.linspace(-3, 3, vocab, dtype=np.float32)
+    rows[3, ::7] = np.nan
+    rows[4, :] = np.round(np.linspace(-2, 2, vocab)).astype(np.float32)
+    return rows
+
+
+# ---- count update -------------------------------------------------------------------------
+
+def _count_oracle(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    counts = inputs["counts"].astype(np.float64).copy()
+    for tok, p in zip(inputs["tokens"].tolist(), inputs["row_params"]):
+        if p["slot"] >= 0 and 0 <= tok < counts.shape[1]:
+            counts[p["slot"], tok] += 1
+    return {"counts": counts}
+
+
+def _count_case(rng: np.random.Generator, rows: int, vocab: int) -> KernelCase:
+    slots = 4
+    params = row_params([dict(slot=int(s)) for s in rng.integers(-1, slots, rows)])
+    tokens = rng.integers(0, vocab, rows).astype(np.int32)
+    tokens[0] = vocab  # out of range: ignored
+    inputs = {"tokens": tokens, "row_params": params,
+              "counts": rng.integers(0, 3, (slots, vocab)).astype(np.int32)}
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        sampling.count_tokens(KernelCache(backend), stream, p["tokens"], p["row_params"],
+                              p["counts"], rows, vocab)
+
+    return KernelCase(f"count_tokens_{rows}x{vocab}", "sampler", inputs,
+                      {"counts": OutputSpec(DType.I32, (slots, vocab))}, run, _count_oracle)
+
+
+@kernel_cases("sampler")
+def sampler_cases(rng: np.random.Generator) -> list[KernelCase]:
+    n = len(SAMPLE_SETTINGS)
+    cases = [_penalty_case(rng, 5, 300), _penalty_case(rng, 7, 1503)]
+    for vocab in (1000, 4099):
+        logits = (rng.standard_normal((n, vocab)) * 3).astype(np.float32)
+        cases.append(_sample_case(rng, f"sample_{n}x{vocab}", logits, SAMPLE_SETTINGS))
+    special = _special_logits(777)
+    cases.append(_sample_case(rng, "sample_special_777", special,
+                              [dict(temperature=1.0), dict(temperature=0.5, top_p=0.5),
+                               dict(temperature=1.0, top_k=3), dict(temperature=0.9, min_p=0.2),
+                               dict(temperature=1.0, top_k=40, top_p=0.3)]))
+    wide = (rng.standard_normal((3, 151936)) * 2).astype(np.float32)
+    cases.append(_sample_case(rng, "sample_3x151936", wide,
+                              [dict(temperature=0.0), dict(temperature=1.0, top_k=1),
+                               dict(temperature=1.0, top_p=1e-6)]))
+    cases += [_count_case(rng, 9, 500), _count_case(rng, 130, 64)]
+    return cases

@@ -1,0 +1,43 @@
+"""Launch builder for q/k RMSNorm + rotary embedding + paged KV append (rope_kv.cu)."""
+
+from __future__ import annotations
+
+from ..gpu import DevicePtr, Stream
+from ..kernel_abi import QK_NORM_ROPE_KV
+from . import KernelCache
+from ._preconditions import require_aligned
+
+#: rope_kv.cu handles head_dim/2 <= 32 * kMaxPairs rotation pairs per warp
+ROPE_MAX_HEAD_DIM = 256
+#: warps per block; each warp takes whole heads
+ROPE_MAX_WARPS = 8
+
+
+def qk_norm_rope_kv(kc: KernelCache, stream: Stream, qkv: DevicePtr, q_out: DevicePtr,
+                    k_cache: DevicePtr, v_cache: DevicePtr, q_norm_w: DevicePtr,
+                    k_norm_w: DevicePtr, cos_sin: DevicePtr, positions: DevicePtr,
+                    slots: DevicePtr, tokens: int, hq: int, hkv: int, head_dim: int,
+                    block_size: int, eps: float) -> None:
+    """Split qkv [tokens, (hq + 2*hkv) * head_dim]: q -> q_out, k and v -> the paged caches.
+
+    q_norm_w == 0 skips the per-head norm (Llama); otherwise both q and k are normed (Qwen3).
+    """
+    if head_dim < 2 or head_dim % 2 or head_dim > ROPE_MAX_HEAD_DIM:
+        raise ValueError(f"qk_norm_rope_kv: head_dim={head_dim} must be even and <= "
+                         f"{ROPE_MAX_HEAD_DIM}")
+    if hq < 1 or hkv < 1 or block_size < 1:
+        raise ValueError(f"qk_norm_rope_kv: need hq, hkv, block_size >= 1, got {hq}, {hkv}, "
+                         f"{block_size}")
+    if bool(q_norm_w) != bool(k_norm_w):
+        raise ValueError("qk_norm_rope_kv: q_norm_w and k_norm_w must both be set or both be 0")
+    for name, ptr in (("qkv", qkv), ("q_out", q_out), ("k_cache", k_cache),
+                      ("v_cache", v_cache), ("q_norm_w", q_norm_w), ("k_norm_w", k_norm_w)):
+        require_aligned("qk_norm_rope_kv", name, ptr, 2)
+    for name, ptr in (("cos_sin", cos_sin), ("positions", positions), ("slots", slots)):
+        require_aligned("qk_norm_rope_kv", name, ptr, 4)
+    if not tokens:
+        return
+    warps = min(ROPE_MAX_WARPS, hq + 2 * hkv)
+    kc.get(QK_NORM_ROPE_KV)(stream, tokens, 32 * warps, 0, qkv, q_out, k_cache, v_cache,
+                            q_norm_w, k_norm_w, cos_sin, positions, slots, tokens, hq, hkv,
+                            head_dim, block_size, eps)

@@ -1,0 +1,55 @@
+"""Launch builders for the sampler kernels (sampler.cu); `runtime.sampler.Sampler` drives them.
+
+row_params is SAMPLE_ROW [rows]; counts i32 and prompt_mask u8 are [max_slots, vocab].
+"""
+
+from __future__ import annotations
+
+from ..gpu import DevicePtr, Stream
+from ..kernel_abi import SAMPLER_COUNT, SAMPLER_PENALTIES, SAMPLER_SAMPLE
+from . import KernelCache
+from ._preconditions import require_aligned
+
+#: sampler.cu: apply_penalties_f32 covers 1024 tokens per 256-thread block
+PENALTY_TOKENS_PER_BLOCK = 1024
+PENALTY_THREADS = 256
+#: sampler.cu kThreads: one block per row
+SAMPLE_THREADS = 1024
+COUNT_THREADS = 128
+
+
+def _check(kernel: str, vocab: int, **ptrs: DevicePtr) -> None:
+    if vocab < 1:
+        raise ValueError(f"{kernel}: vocab={vocab} must be positive")
+    for name, ptr in ptrs.items():
+        require_aligned(kernel, name, ptr, 4)
+
+
+def apply_penalties(kc: KernelCache, stream: Stream, logits: DevicePtr, row_params: DevicePtr,
+                    counts: DevicePtr, prompt_mask: DevicePtr, rows: int, vocab: int) -> None:
+    """Repetition, presence and frequency penalties on f32 logits [rows, vocab], in place."""
+    _check("apply_penalties", vocab, logits=logits, row_params=row_params, counts=counts)
+    if rows > 65535:
+        raise ValueError(f"apply_penalties: rows={rows} exceeds the grid's 65535 rows")
+    if rows:
+        grid = (-(-vocab // PENALTY_TOKENS_PER_BLOCK), rows, 1)
+        kc.get(SAMPLER_PENALTIES)(stream, grid, PENALTY_THREADS, 0, logits, row_params, counts,
+                                  prompt_mask, rows, vocab)
+
+
+def sample(kc: KernelCache, stream: Stream, logits: DevicePtr, row_params: DevicePtr,
+           out: DevicePtr, rows: int, vocab: int) -> None:
+    """out[r] (i32) = the token drawn from logits row r under row_params[r]."""
+    _check("sample", vocab, logits=logits, row_params=row_params, out=out)
+    if rows:
+        kc.get(SAMPLER_SAMPLE)(stream, rows, SAMPLE_THREADS, 0, logits, row_params, out, rows,
+                               vocab)
+
+
+def count_tokens(kc: KernelCache, stream: Stream, tokens: DevicePtr, row_params: DevicePtr,
+                 counts: DevicePtr, rows: int, vocab: int) -> None:
+    """counts[slot_r, tokens[r]] += 1 for every row with a slot (feeds the penalties)."""
+    _check("count_tokens", vocab, tokens=tokens, row_params=row_params, counts=counts)
+    if rows:
+        kc.get(SAMPLER_COUNT)(stream, -(-rows // COUNT_THREADS), COUNT_THREADS, 0, tokens,
+                              row_params, counts, rows, vocab)

@@ -1,0 +1,61 @@
+"""Reference for qk_norm_rope_kv_bf16 (kernels/*/common/rope_kv.cu).
+
+Per token t with qkv row [q (hq*D) | k (hkv*D) | v (hkv*D)]:
+* if q_norm_w != 0: q and k heads get RMSNorm over D with the two bf16 roundings of
+  reference.rmsnorm (Qwen3's q_norm/k_norm);
+* rotary embedding in transformers' op order, `x * cos + rotate_half(x) * sin` in bf16, with
+  cos/sin rounded to bf16 first; rotate_half(x) = [-x2, x1], so for i < D/2:
+      out[i]       = bf16(bf16(x1 * c) - bf16(x2 * s))
+      out[i + D/2] = bf16(bf16(x2 * c) + bf16(x1 * s))
+* q goes to q_out [T, hq, D]; rotated k and v go to the paged caches
+  [num_blocks, hkv, block_size, D] at slot (block = slot // block_size,
+  offset = slot % block_size); a negative slot writes nothing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
+from ..gpu import Dim3
+from ..kernel_abi import QK_NORM_ROPE_KV
+from . import HostMemory, reference
+from .rmsnorm import rms_norm_bf16
+
+
+def rotate_bf16(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """Rotate float32 heads x [..., D] by bf16-rounded cos/sin [..., D/2]; bf16 bits."""
+    half = x.shape[-1] // 2
+    c, s = round_bf16(cos), round_bf16(sin)
+    x1, x2 = x[..., :half], x[..., half:]
+    first = round_bf16(x1 * c) - round_bf16(x2 * s)
+    second = round_bf16(x2 * c) + round_bf16(x1 * s)
+    return f32_to_bf16_bits(np.concatenate([first, second], axis=-1))
+
+
+@reference(QK_NORM_ROPE_KV)
+def qk_norm_rope_kv_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: int, q_out: int,
+                         k_cache: int, v_cache: int, q_norm_w: int, k_norm_w: int, cos_sin: int,
+                         positions: int, slots: int, tokens: int, hq: int, hkv: int,
+                         head_dim: int, block_size: int, eps: float) -> None:
+    t, d, half = tokens, head_dim, head_dim // 2
+    heads = hq + 2 * hkv
+    x = bf16_bits_to_f32(mem.view(qkv, np.uint16, t * heads * d)).reshape(t, heads, d)
+    q, k, v = x[:, :hq], x[:, hq:hq + hkv], x[:, hq + hkv:]
+    if q_norm_w:
+        q = bf16_bits_to_f32(rms_norm_bf16(q, bf16_bits_to_f32(mem.view(q_norm_w, np.uint16, d)), eps))
+        k = bf16_bits_to_f32(rms_norm_bf16(k, bf16_bits_to_f32(mem.view(k_norm_w, np.uint16, d)), eps))
+    pos = mem.view(positions, np.int32, t).astype(np.int64)
+    table = mem.view(cos_sin, np.float32, (int(pos.max()) + 1) * d).reshape(-1, d)
+    cos, sin = table[pos, None, :half], table[pos, None, half:]
+    mem.view(q_out, np.uint16, t * hq * d)[:] = rotate_bf16(q, cos, sin).reshape(-1)
+    slot = mem.view(slots, np.int32, t).astype(np.int64)
+    live = slot >= 0
+    if not live.any():
+        return
+    blk, off = slot[live] // block_size, slot[live] % block_size
+    pool = (int(blk.max()) + 1) * hkv * block_size * d
+    kc = mem.view(k_cache, np.uint16, pool).reshape(-1, hkv, block_size, d)
+    vc = mem.view(v_cache, np.uint16, pool).reshape(-1, hkv, block_size, d)
+    kc[blk, :, off] = rotate_bf16(k[live], cos[live], sin[live])
+    vc[blk, :, off] = f32_to_bf16_bits(v[live])

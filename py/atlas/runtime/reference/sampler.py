@@ -1,0 +1,140 @@
+"""Reference for the sampler kernels (kernels/*/common/sampler.cu): the sampler's specification.
+
+Per-row inputs are SAMPLE_ROW records; penalty state is per slot (counts i32 [slots, V],
+prompt_mask u8 [slots, V]). All arithmetic is float32 like the kernel.
+
+* apply_penalties_f32, rows with slot >= 0: repetition penalty p (<= 0 means 1) on tokens seen
+  in the prompt or generated (logit > 0 ? logit / p : logit * p), then
+  logit -= presence * (count > 0) + frequency * count over generated tokens.
+* sample_f32: temperature <= 0 (or no finite logit) -> argmax (reference.argmax rule).
+  Otherwise z = (logit - max) / T, and a non-NaN token is kept when its order key
+  (`order_keys`) is >= the top-k key (the k-th largest, ties kept) and >= the top-p key (the
+  largest key whose kept mass within the top-k set reaches ceil(top_p * that set's mass), with
+  mass = trunc(2^31 * exp(z))), and z >= log(min_p). The token is the lowest index of the
+  largest z + gumbel(seed, step, token) over the kept set: an exact draw from the renormalized
+  softmax that depends on nothing but the row itself.
+* count_tokens_i32: counts[slot, token] += 1 for rows with slot >= 0 and a valid token.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..gpu import Dim3
+from ..kernel_abi import SAMPLE_ROW, SAMPLER_COUNT, SAMPLER_PENALTIES, SAMPLER_SAMPLE
+from . import HostMemory, reference
+from .argmax import argmax_rows
+
+MASS_SCALE = np.float32(2.0 ** 31)
+_M64 = (1 << 64) - 1
+_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_STEP_MUL, _TOKEN_MUL = 0xD1B54A32D192ED03, 0x9E3779B97F4A7C15
+
+
+def _mix64(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer over uint64 arrays (wrapping arithmetic)."""
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+def stream_base(seed: int, step: int) -> int:
+    """The per-(seed, step) key of the counter-based RNG."""
+    x = np.array([(seed ^ (step * _STEP_MUL)) & _M64], dtype=np.uint64)
+    return int(_mix64(x)[0])
+
+
+def gumbel(seed: int, step: int, tokens: np.ndarray) -> np.ndarray:
+    """float32 Gumbel noise -log(-log(u)) for each token id, u = (23 random bits + 0.5) / 2^23."""
+    base = np.uint64(stream_base(seed, step))
+    r = _mix64(base + (tokens.astype(np.uint64) + np.uint64(1)) * np.uint64(_TOKEN_MUL))
+    u = ((r >> np.uint64(41)).astype(np.float32) + np.float32(0.5)) * np.float32(2.0 ** -23)
+    return -np.log(-np.log(u))
+
+
+def order_keys(x: np.ndarray) -> np.ndarray:
+    """uint32 keys ordered like the float32 values (-0 sorts below +0)."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    return np.where(u & np.uint32(0x80000000), ~u, u | np.uint32(0x80000000))
+
+
+def _largest_key_reaching(keys: np.ndarray, weight: np.ndarray, need: int, default: int) -> int:
+    """The largest key t with sum(weight[keys >= t]) >= need; `default` when the total falls
+    short (the filter then cuts nothing)."""
+    order = np.argsort(keys, kind="stable")[::-1]
+    cum = np.cumsum(weight[order], dtype=np.uint64)
+    j = int(np.searchsorted(cum, np.uint64(need), side="left"))
+    return int(keys[order[j]]) if j < cum.size else default
+
+
+def sample_row(x: np.ndarray, p: np.void) -> int:
+    """The sampled token of one float32 logits row under row parameters `p`."""
+    temperature = np.float32(p["temperature"])
+    finite_max = np.where(np.isnan(x), -np.inf, x).max()
+    if temperature <= 0 or not finite_max > -np.inf:
+        return int(argmax_rows(x[None, :])[0])
+    valid = ~np.isnan(x)
+    keys = order_keys(x)
+    floor = 0
+    top_k = int(p["top_k"])
+    if 0 < top_k < x.size:
+        floor = _largest_key_reaching(keys[valid], np.ones(int(valid.sum()), np.uint64), top_k, 0)
+    with np.errstate(invalid="ignore"):
+        z = ((x - np.float32(finite_max)) / temperature).astype(np.float32)
+    top_p = np.float32(p["top_p"])
+    if top_p < 1:
+        cand = valid & (keys >= floor)
+        mass = (np.exp(z[cand]) * MASS_SCALE).astype(np.uint64)
+        need = max(1, math.ceil(float(top_p) * float(int(mass.sum(dtype=np.uint64)))))
+        floor = _largest_key_reaching(keys[cand], mass, need, floor)
+    kept = valid & (keys >= floor)
+    min_p = np.float32(p["min_p"])
+    if min_p > 0:
+        kept &= z >= np.log(min_p)
+    idx = np.flatnonzero(kept)
+    seed = int(p["seed_lo"]) | (int(p["seed_hi"]) << 32)
+    score = z[idx] + gumbel(seed, int(p["step"]), idx)
+    return int(idx[int(np.argmax(score))])
+
+
+def _params(mem: HostMemory, ptr: int, rows: int) -> np.ndarray:
+    return mem.view(ptr, SAMPLE_ROW, rows)
+
+
+@reference(SAMPLER_PENALTIES)
+def apply_penalties_f32(mem: HostMemory, grid: Dim3, block: Dim3, logits: int, row_params: int,
+                        counts: int, prompt_mask: int, rows: int, vocab: int) -> None:
+    params = _params(mem, row_params, rows)
+    x_all = mem.view(logits, np.float32, rows * vocab).reshape(rows, vocab)
+    for r, p in enumerate(params):
+        rep = np.float32(p["repetition"]) if p["repetition"] > 0 else np.float32(1.0)
+        presence, frequency = np.float32(p["presence"]), np.float32(p["frequency"])
+        slot = int(p["slot"])
+        if slot < 0 or (rep == 1 and presence == 0 and frequency == 0):
+            continue
+        c = mem.view(counts + 4 * slot * vocab, np.int32, vocab)
+        seen = (c > 0) | (mem.view(prompt_mask + slot * vocab, np.uint8, vocab) != 0)
+        x = x_all[r]
+        x = np.where(seen, np.where(x > 0, x / rep, x * rep), x)
+        x_all[r] = x - (presence * (c > 0).astype(np.float32) + frequency * c.astype(np.float32))
+
+
+@reference(SAMPLER_SAMPLE)
+def sample_f32(mem: HostMemory, grid: Dim3, block: Dim3, logits: int, row_params: int, out: int,
+               rows: int, vocab: int) -> None:
+    params = _params(mem, row_params, rows)
+    x = mem.view(logits, np.float32, rows * vocab).reshape(rows, vocab)
+    mem.view(out, np.int32, rows)[:] = [sample_row(x[r], params[r]) for r in range(rows)]
+
+
+@reference(SAMPLER_COUNT)
+def count_tokens_i32(mem: HostMemory, grid: Dim3, block: Dim3, tokens: int, row_params: int,
+                     counts: int, rows: int, vocab: int) -> None:
+    slots = _params(mem, row_params, rows)["slot"].astype(np.int64)
+    tok = mem.view(tokens, np.int32, rows).astype(np.int64)
+    ok = (slots >= 0) & (tok >= 0) & (tok < vocab)
+    if ok.any():
+        flat = mem.view(counts, np.int32, (int(slots[ok].max()) + 1) * vocab)
+        np.add.at(flat, slots[ok] * vocab + tok[ok], 1)

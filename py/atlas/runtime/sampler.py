@@ -1,0 +1,119 @@
+"""Sampler: token selection on the GPU for a batch of rows, graph-capturable.
+
+Each step the host writes one SAMPLE_ROW record per batch row (`prepare`, O(batch)), then
+`enqueue` issues three fixed launches on the logits: penalties (in place), sampling, and the
+count update that feeds the next step's penalties. Per-sequence penalty state (generated-token
+counts, prompt-token mask) lives on the device in rows indexed by a slot that the caller
+assigns per sequence (`assign`), so no step re-sends a sequence's history. Every buffer is
+allocated here once, so the addresses a captured graph holds stay valid.
+
+Sampling is keyed by (seed, step) through a counter-based RNG: a seeded request draws the same
+tokens whatever else shares its batch. Semantics: `atlas.runtime.reference.sampler`.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..core.sampling import SamplingParams
+from .gpu import DevicePtr, GpuBackend, Stream
+from .kernel_abi import SAMPLE_ROW
+from .ops import KernelCache, sampling
+
+_SEED_MASK = (1 << 64) - 1
+
+
+class Sampler:
+    """Device-side sampling state for up to `max_batch` rows and `max_slots` sequences."""
+
+    def __init__(self, backend: GpuBackend, kernels: KernelCache, max_batch: int,
+                 max_slots: int, vocab: int, seed: int | None = None) -> None:
+        if min(max_batch, max_slots, vocab) < 1:
+            raise ValueError(f"sampler: max_batch={max_batch}, max_slots={max_slots} and "
+                             f"vocab={vocab} must all be positive")
+        self.backend = backend
+        self.kernels = kernels
+        self.max_batch = max_batch
+        self.max_slots = max_slots
+        self.vocab = vocab
+        self.counts = self._zeroed(4 * max_slots * vocab)       # i32 [max_slots, vocab]
+        self.prompt_mask = self._zeroed(max_slots * vocab)      # u8  [max_slots, vocab]
+        self.row_params = self._zeroed(SAMPLE_ROW.itemsize * max_batch)
+        self.out_ids = self._zeroed(4 * max_batch)              # i32 [max_batch]
+        self._rows_np = backend.alloc_host_pinned(SAMPLE_ROW.itemsize * max_batch).view(SAMPLE_ROW)
+        self._seeds_np = np.zeros(max_slots, dtype=np.uint64)
+        # Seeds for requests that bring none: fresh per sequence, reproducible per sampler seed.
+        self._seed_rng = np.random.default_rng(seed)
+
+    def _zeroed(self, nbytes: int) -> DevicePtr:
+        ptr = self.backend.alloc(nbytes)
+        self.backend.memset(ptr, 0, nbytes)
+        return ptr
+
+    def _check_slot(self, slot: int) -> None:
+        if not 0 <= slot < self.max_slots:
+            raise ValueError(f"sampler slot {slot} is outside 0..{self.max_slots - 1}")
+
+    # ---- per sequence -------------------------------------------------------------------
+    def assign(self, slot: int, prompt_ids: Sequence[int], params: SamplingParams) -> None:
+        """Give `slot` to a new sequence: reset its counts, record its prompt and its seed.
+
+        Runs once per sequence (outside any graph); its O(vocab) work is device memsets and
+        one mask upload, only when the repetition penalty needs the prompt.
+        """
+        self._check_slot(slot)
+        params.validate()
+        seed = params.seed if params.seed is not None else int(self._seed_rng.integers(2 ** 63))
+        self._seeds_np[slot] = seed & _SEED_MASK
+        v = self.vocab
+        self.backend.memset(self.counts + 4 * slot * v, 0, 4 * v)
+        mask_ptr = self.prompt_mask + slot * v
+        ids = np.asarray(prompt_ids, dtype=np.int64)
+        ids = ids[(ids >= 0) & (ids < v)]
+        if params.effective_repetition_penalty != 1.0 and ids.size:
+            mask = np.zeros(v, dtype=np.uint8)
+            mask[ids] = 1
+            self.backend.copy_h2d(mask_ptr, mask)
+        else:
+            self.backend.memset(mask_ptr, 0, v)
+
+    # ---- per step -----------------------------------------------------------------------
+    def prepare(self, slots: Sequence[int], params: Sequence[SamplingParams],
+                steps: Sequence[int], stream: Stream | None = None) -> None:
+        """Upload this step's row records: row i samples for `slots[i]` under `params[i]`,
+        `steps[i]` being how many tokens that sequence has generated (the RNG counter)."""
+        n = len(slots)
+        if not len(params) == len(steps) == n:
+            raise ValueError(f"sampler.prepare: {n} slots, {len(params)} params, "
+                             f"{len(steps)} steps")
+        if n > self.max_batch:
+            raise ValueError(f"sampler.prepare: {n} rows exceed max_batch={self.max_batch}")
+        rows = self._rows_np
+        for i, (slot, p, step) in enumerate(zip(slots, params, steps)):
+            self._check_slot(slot)
+            seed = int(self._seeds_np[slot])
+            rows[i] = (slot, min(p.top_k, 2 ** 31 - 1), seed & 0xFFFFFFFF, seed >> 32,
+                       step & 0xFFFFFFFF, p.temperature, p.top_p, p.min_p, p.effective_repetition_penalty,
+                       p.presence_penalty, p.frequency_penalty, 0)
+        if n:
+            self.backend.copy_h2d(self.row_params, rows[:n], stream)
+
+    def enqueue(self, stream: Stream, logits: DevicePtr, rows: int) -> None:
+        """Penalize f32 logits [rows, vocab] in place, sample into `out_ids`, count the samples.
+
+        Issues launches only (no allocation, copy or synchronization): safe to capture.
+        """
+        if not 0 <= rows <= self.max_batch:
+            raise ValueError(f"sampler.enqueue: rows={rows} outside 0..{self.max_batch}")
+        kc, v = self.kernels, self.vocab
+        sampling.apply_penalties(kc, stream, logits, self.row_params, self.counts,
+                                 self.prompt_mask, rows, v)
+        sampling.sample(kc, stream, logits, self.row_params, self.out_ids, rows, v)
+        sampling.count_tokens(kc, stream, self.out_ids, self.row_params, self.counts, rows, v)
+
+    def close(self) -> None:
+        """Free the device buffers (the sampler is unusable afterwards)."""
+        for ptr in (self.counts, self.prompt_mask, self.row_params, self.out_ids):
+            self.backend.free(ptr)
