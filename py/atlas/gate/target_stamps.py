@@ -61,6 +61,8 @@ def fetch_server_targets(url: str, timeout_s: float = 10.0) -> tuple[TargetStamp
 
 def read_artifact_targets(path: Path) -> tuple[TargetStamp, ...]:
     """Stamps from PTX-set artifacts: one `*.ptxset.json` file, or every one in a directory."""
+    if not path.exists():
+        raise TargetsUnavailable(f"{path} does not exist")
     files = sorted(path.glob(f"*{PTXSET_SUFFIX}")) if path.is_dir() else [path]
     if not files:
         raise TargetsUnavailable(f"{path}: no *{PTXSET_SUFFIX} artifacts")
