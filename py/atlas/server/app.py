@@ -1,0 +1,228 @@
+"""The aiohttp application: routes, request guards (auth, rate limit, body size, JSON),
+error rendering in each API's shape, SSE helpers, and the per-request log line.
+
+Handlers for the two APIs live in app_openai.py and app_anthropic.py; this module holds
+what they share and the routes that belong to neither.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any, Awaitable, Callable
+
+import orjson
+import structlog
+from aiohttp import web
+
+from ..core.sampling import SamplingParams
+from .auth import presented_token
+from .context import ServerContext
+from .errors import ApiError, ErrorKind, invalid
+from .generation import Generation, Outcome, render_prompt
+from .protocol_openai import parse_messages
+from .request_spec import GenerationSpec
+from .validation import Fields, require_object
+
+CTX: web.AppKey[ServerContext] = web.AppKey("atlas_ctx", ServerContext)
+
+_log = structlog.get_logger("atlas.server")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+# --- responses -------------------------------------------------------------------------------
+
+def json_response(body: Any, status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(body), status=status,
+                        content_type="application/json")
+
+
+def error_response(err: ApiError, api: str) -> web.Response:
+    body = err.anthropic_body() if api == "anthropic" else err.openai_body()
+    return json_response(body, err.status)
+
+
+async def open_sse(request: web.Request) -> web.StreamResponse:
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                       "Cache-Control": "no-cache",
+                                       "X-Accel-Buffering": "no"})
+    await resp.prepare(request)
+    return resp
+
+
+async def send_sse(resp: web.StreamResponse, data: Any, event: str | None = None) -> None:
+    payload = data if isinstance(data, bytes) else orjson.dumps(data)
+    head = f"event: {event}\n".encode() if event else b""
+    await resp.write(head + b"data: " + payload + b"\n\n")
+
+
+# --- guards ----------------------------------------------------------------------------------
+
+def client_key(request: web.Request) -> str:
+    """Whom rate limits charge: the presented API key, else the peer address."""
+    return presented_token(request.headers) or f"ip:{request.remote}"
+
+
+def authorize(request: web.Request, ctx: ServerContext) -> str:
+    """Auth (401) then the request-rate bucket (429); returns the rate-limit key."""
+    if ctx.auth is not None and not ctx.auth.check(presented_token(request.headers)):
+        raise ApiError(ErrorKind.AUTHENTICATION, "invalid or missing API key",
+                       code="invalid_api_key")
+    key = client_key(request)
+    refusal = ctx.rate_limiter.admit(key, time.monotonic())
+    if refusal is not None:
+        raise ApiError(ErrorKind.RATE_LIMIT, refusal, code="rate_limit_exceeded")
+    return key
+
+
+async def read_json(request: web.Request, ctx: ServerContext) -> Any:
+    limit = ctx.options.max_body_bytes
+    if request.content_length is not None and request.content_length > limit:
+        raise _too_large(request.content_length, limit)
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise _too_large(None, limit) from None
+    if not raw:
+        raise invalid("the request body is empty; send a JSON object")
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise invalid(f"the request body is not valid JSON: {exc}") from None
+
+
+def _too_large(size: int | None, limit: int) -> ApiError:
+    got = f" ({size} bytes)" if size is not None else ""
+    return ApiError(ErrorKind.TOO_LARGE, f"request body{got} exceeds the {limit}-byte limit "
+                    "(ATLAS_MAX_BODY_BYTES)", code="request_too_large")
+
+
+def require_ready(ctx: ServerContext) -> None:
+    if not ctx.ready:
+        raise ApiError(ErrorKind.UNAVAILABLE, "the model is still loading",
+                       code="model_not_loaded")
+
+
+def api_route(api: str) -> Callable[[Handler], Handler]:
+    """Render ApiError (and any crash, as a 500) in `api`'s error shape; count requests."""
+    def wrap(handler: Handler) -> Handler:
+        @functools.wraps(handler)
+        async def run(request: web.Request) -> web.StreamResponse:
+            ctx = request.app[CTX]
+            try:
+                resp = await handler(request)
+            except ApiError as err:
+                resp = error_response(err, api)
+            except web.HTTPException:
+                raise
+            except Exception:  # never let a handler bug take the connection down silently
+                _log.exception("request failed", path=request.path)
+                resp = error_response(ApiError(ErrorKind.SERVER, "internal server error"), api)
+            ctx.metrics.record_request(api, resp.status)
+            return resp
+        return run
+    return wrap
+
+
+def start_generation(spec, ctx: ServerContext, key: str, started: float) -> Generation:
+    require_ready(ctx)
+    gen = Generation(spec, ctx, started)
+    ctx.metrics.record_prompt(gen.outcome.prompt_tokens)
+    ctx.rate_limiter.charge_tokens(key, gen.outcome.prompt_tokens, time.monotonic())
+    return gen
+
+
+def finish_generation(ctx: ServerContext, key: str, api: str, outcome: Outcome) -> None:
+    """The one log line per finished request (never per token)."""
+    ctx.rate_limiter.charge_tokens(key, outcome.completion_tokens, time.monotonic())
+    _log.info("request finished", api=api, model=ctx.options.model_name,
+              finish=outcome.finish_reason, prompt_tokens=outcome.prompt_tokens,
+              generated_tokens=outcome.completion_tokens,
+              ttft_ms=None if outcome.ttft_s is None else round(outcome.ttft_s * 1000, 1),
+              elapsed_ms=round(outcome.elapsed_s * 1000, 1),
+              tools=[c.name for c in outcome.tool_calls])
+
+
+# --- routes of neither API -------------------------------------------------------------------
+
+async def health(request: web.Request) -> web.Response:
+    ctx = request.app[CTX]
+    if not ctx.ready:
+        return json_response({"status": "loading"}, 503)
+    return json_response({"status": "ok"})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    return web.Response(text=request.app[CTX].metrics.render(),
+                        content_type="text/plain", charset="utf-8",
+                        headers={"X-Prometheus-Format": "0.0.4"})
+
+
+@api_route("openai")
+async def models(request: web.Request) -> web.Response:
+    ctx = request.app[CTX]
+    entry = {"id": ctx.options.model_name, "object": "model", "created": 0,
+             "owned_by": "atlas"}
+    if ctx.ready:
+        entry["max_model_len"] = ctx.context_limit
+    return json_response({"object": "list", "data": [entry]})
+
+
+@api_route("openai")
+async def tokenize(request: web.Request) -> web.Response:
+    ctx = request.app[CTX]
+    authorize(request, ctx)
+    f = Fields(require_object(await read_json(request, ctx)))
+    tok = ctx.tokenizer
+    if f.raw("messages") is not None:
+        spec = GenerationSpec(model=ctx.options.model_name, sampling=SamplingParams(),
+                              max_tokens=None, messages=parse_messages(f.array("messages")),
+                              add_generation_prompt=f.boolean("add_generation_prompt", True))
+        ids = render_prompt(spec, ctx).ids
+    else:
+        ids = tok.encode(f.string("prompt", required=True),
+                         add_special_tokens=f.boolean("add_special_tokens", True))
+    body: dict[str, Any] = {"tokens": ids, "count": len(ids)}
+    if ctx.ready:
+        body["max_model_len"] = ctx.context_limit
+    return json_response(body)
+
+
+@api_route("openai")
+async def detokenize(request: web.Request) -> web.Response:
+    ctx = request.app[CTX]
+    authorize(request, ctx)
+    f = Fields(require_object(await read_json(request, ctx)))
+    ids = f.array("tokens", required=True)
+    if not all(isinstance(t, int) and not isinstance(t, bool) and ctx.tokenizer.is_valid_id(t)
+               for t in ids):
+        raise invalid("tokens must be an array of token ids in the vocabulary", "tokens")
+    return json_response({"prompt": ctx.tokenizer.decode(ids, skip_special_tokens=False)})
+
+
+def build_app(ctx: ServerContext) -> web.Application:
+    from . import app_anthropic, app_openai
+    # aiohttp enforces the body limit itself too; read_json turns it into a JSON 413
+    app = web.Application(client_max_size=ctx.options.max_body_bytes)
+    app[CTX] = ctx
+    app.router.add_get("/health", health)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/tokenize", tokenize)
+    app.router.add_post("/detokenize", detokenize)
+    app.router.add_post("/v1/chat/completions", app_openai.chat_completions)
+    app.router.add_post("/v1/completions", app_openai.completions)
+    app.router.add_post("/v1/messages", app_anthropic.messages)
+    app.router.add_post("/v1/messages/count_tokens", app_anthropic.count_tokens)
+    return app
+
+
+async def start_server(app: web.Application, host: str, port: int) -> web.AppRunner:
+    """Bind and serve; a client that disconnects cancels its handler (which aborts the
+    sequence and frees its KV blocks)."""
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    return runner

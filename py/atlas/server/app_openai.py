@@ -1,0 +1,154 @@
+"""OpenAI routes: /v1/chat/completions and /v1/completions, streaming and not."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from aiohttp import web
+
+from . import protocol_openai as proto
+from .app import (CTX, api_route, authorize, finish_generation, json_response, open_sse,
+                  read_json, send_sse, start_generation)
+from .errors import ApiError, ErrorKind
+from .generation import Generation
+from .response_stream import StreamDelta
+
+_FINISH = {"stop_sequence": "stop"}
+
+
+def _finish_reason(reason: str) -> str:
+    return _FINISH.get(reason, reason)
+
+
+class _CallIds:
+    """OpenAI tool-call ids, one per call index of a response."""
+
+    def __init__(self) -> None:
+        self._ids: dict[int, str] = {}
+
+    def __call__(self, index: int) -> str:
+        return self._ids.setdefault(index, proto.new_id("call_"))
+
+
+def _tool_call_chunks(delta: StreamDelta, ids: _CallIds) -> list[dict[str, Any]]:
+    chunks = []
+    for d in delta.tool_calls:
+        if d.name is not None:
+            chunks.append({"index": d.index, "id": ids(d.index), "type": "function",
+                           "function": {"name": d.name, "arguments": d.arguments}})
+        else:
+            chunks.append({"index": d.index, "function": {"arguments": d.arguments}})
+    return chunks
+
+
+def _server_error() -> ApiError:
+    return ApiError(ErrorKind.SERVER, "generation failed in the engine")
+
+
+@api_route("openai")
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    ctx = request.app[CTX]
+    started = time.monotonic()
+    key = authorize(request, ctx)
+    spec = proto.parse_chat_request(await read_json(request, ctx))
+    gen = start_generation(spec, ctx, key, started)
+    rid, created, model = proto.new_id("chatcmpl-"), proto.now_s(), spec.model
+    ids = _CallIds()
+    try:
+        if spec.stream:
+            return await _stream_chat(request, gen, rid, created, model, ids)
+        content, reasoning = "", ""
+        async for delta in gen.deltas():
+            content += delta.content
+            reasoning += delta.reasoning
+        outcome = gen.outcome
+        if outcome.finish_reason == "error":
+            raise _server_error()
+        calls = [{"id": ids(i), "type": "function",
+                  "function": {"name": c.name, "arguments": c.arguments}}
+                 for i, c in enumerate(outcome.tool_calls)]
+        body = proto.chat_completion(
+            rid=rid, model=model, created=created,
+            content=None if calls and not content.strip() else content, reasoning=reasoning,
+            tool_calls=calls, finish_reason=_finish_reason(outcome.finish_reason),
+            prompt_tokens=outcome.prompt_tokens, completion_tokens=outcome.completion_tokens)
+        return json_response(body)
+    finally:
+        finish_generation(ctx, key, "openai", gen.outcome)
+
+
+async def _stream_chat(request: web.Request, gen: Generation, rid: str, created: int,
+                       model: str, ids: _CallIds) -> web.StreamResponse:
+    spec = gen.spec
+    resp = await open_sse(request)
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return proto.chat_chunk(rid=rid, model=model, created=created, delta=delta,
+                                finish_reason=finish, with_usage_field=spec.include_usage)
+
+    await send_sse(resp, chunk({"role": "assistant", "content": ""}))
+    async for delta in gen.deltas():
+        if delta.reasoning:
+            await send_sse(resp, chunk({"reasoning": delta.reasoning,
+                                        "reasoning_content": delta.reasoning}))
+        if delta.content:
+            await send_sse(resp, chunk({"content": delta.content}))
+        if delta.tool_calls:
+            await send_sse(resp, chunk({"tool_calls": _tool_call_chunks(delta, ids)}))
+    outcome = gen.outcome
+    if outcome.finish_reason == "error":
+        await send_sse(resp, _server_error().openai_body())
+    else:
+        await send_sse(resp, chunk({}, _finish_reason(outcome.finish_reason)))
+    if spec.include_usage:
+        await send_sse(resp, {"id": rid, "object": "chat.completion.chunk", "created": created,
+                              "model": model, "choices": [],
+                              "usage": proto.usage(outcome.prompt_tokens,
+                                                   outcome.completion_tokens)})
+    await resp.write(b"data: [DONE]\n\n")
+    await resp.write_eof()
+    return resp
+
+
+@api_route("openai")
+async def completions(request: web.Request) -> web.StreamResponse:
+    ctx = request.app[CTX]
+    started = time.monotonic()
+    key = authorize(request, ctx)
+    spec = proto.parse_completion_request(await read_json(request, ctx))
+    gen = start_generation(spec, ctx, key, started)
+    rid, created, model = proto.new_id("cmpl-"), proto.now_s(), spec.model
+    try:
+        if not spec.stream:
+            text = "".join([d.content async for d in gen.deltas()])
+            outcome = gen.outcome
+            if outcome.finish_reason == "error":
+                raise _server_error()
+            return json_response(proto.completion(
+                rid=rid, model=model, created=created, text=text,
+                finish_reason=_finish_reason(outcome.finish_reason),
+                prompt_tokens=outcome.prompt_tokens,
+                completion_tokens=outcome.completion_tokens))
+        resp = await open_sse(request)
+        async for delta in gen.deltas():
+            if delta.content:
+                await send_sse(resp, proto.completion(rid=rid, model=model, created=created,
+                                                      text=delta.content, finish_reason=None))
+        outcome = gen.outcome
+        if outcome.finish_reason == "error":
+            await send_sse(resp, _server_error().openai_body())
+        else:
+            await send_sse(resp, proto.completion(
+                rid=rid, model=model, created=created, text="",
+                finish_reason=_finish_reason(outcome.finish_reason)))
+        if spec.include_usage:
+            await send_sse(resp, {"id": rid, "object": "text_completion", "created": created,
+                                  "model": model, "choices": [],
+                                  "usage": proto.usage(outcome.prompt_tokens,
+                                                       outcome.completion_tokens)})
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+    finally:
+        finish_generation(ctx, key, "openai", gen.outcome)

@@ -1,0 +1,63 @@
+"""Startup glue: bind the listener first (so /health answers 503 while the model loads),
+build the model's executor off the event loop, start the engine thread, then report ready.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Callable
+
+from aiohttp import web
+
+from ..model.batch import StepExecutor
+from ..runtime.kv_cache import BlockAllocator
+from .app import build_app, start_server
+from .async_engine import AsyncEngine
+from .context import ServerContext
+from .engine_thread import EngineThread
+from .scheduler import BlockPool, Scheduler
+from .scheduling_policy import make_policy
+
+
+@dataclass(slots=True)
+class EngineLimits:
+    max_num_seqs: int = 64
+    max_seq_len: int = 4096
+    max_prefill_tokens: int = 8192
+    scheduling_policy: str = "fifo"
+    tbt_deadline_ms: float = 100.0
+
+
+def build_engine(executor: StepExecutor, limits: EngineLimits, ctx: ServerContext,
+                 loop: asyncio.AbstractEventLoop,
+                 pool_factory: Callable[[int], BlockPool] = BlockAllocator) -> AsyncEngine:
+    scheduler = Scheduler(
+        pool_factory(executor.num_kv_blocks),
+        make_policy(limits.scheduling_policy, limits.tbt_deadline_ms),
+        block_size=executor.block_size, num_kv_blocks=executor.num_kv_blocks,
+        max_num_seqs=min(limits.max_num_seqs, executor.max_batch_size),
+        max_seq_len=min(limits.max_seq_len, executor.max_seq_len),
+        max_prefill_tokens=limits.max_prefill_tokens)
+    return AsyncEngine(lambda sink: EngineThread(scheduler, executor, sink, ctx.metrics), loop)
+
+
+async def serve(ctx: ServerContext, host: str, port: int, load: Callable[[], StepExecutor],
+                limits: EngineLimits, on_ready: Callable[[], None],
+                pool_factory: Callable[[int], BlockPool] = BlockAllocator) -> web.AppRunner:
+    """Start listening, load the model in a worker thread, then start the engine and call
+    `on_ready`. Returns the runner; the caller keeps the loop alive and cleans up."""
+    runner = await start_server(build_app(ctx), host, port)
+    loop = asyncio.get_running_loop()
+    executor = await loop.run_in_executor(None, load)
+    engine = build_engine(executor, limits, ctx, loop, pool_factory)
+    engine.start()
+    ctx.engine = engine
+    on_ready()
+    return runner
+
+
+async def shutdown(ctx: ServerContext, runner: web.AppRunner) -> None:
+    await runner.cleanup()
+    if ctx.engine is not None:
+        ctx.engine.stop()

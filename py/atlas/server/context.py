@@ -1,0 +1,47 @@
+"""Everything a request handler needs, gathered once at startup."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .async_engine import AsyncEngine
+from .auth import TokenAuth
+from .metrics import ServerMetrics
+from .rate_limit import RateLimiter, RateLimits
+from .tokenizer import TextTokenizer
+
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class ServerOptions:
+    model_name: str
+    tool_parser: str | None = "hermes"     # None: the model has no tool-call format
+    request_timeout_s: float | None = None
+    disable_thinking: bool = False
+    max_thinking_budget: int | None = None
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    rate_limits: RateLimits = field(default_factory=RateLimits)
+
+
+@dataclass(slots=True)
+class ServerContext:
+    options: ServerOptions
+    tokenizer: TextTokenizer
+    metrics: ServerMetrics
+    auth: TokenAuth | None = None
+    engine: AsyncEngine | None = None       # None until the model is loaded
+    rate_limiter: RateLimiter = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rate_limiter = RateLimiter(self.options.rate_limits)
+
+    @property
+    def ready(self) -> bool:
+        return self.engine is not None
+
+    @property
+    def context_limit(self) -> int:
+        """Tokens one sequence may hold (prompt + output)."""
+        assert self.engine is not None
+        return self.engine.scheduler.token_limit

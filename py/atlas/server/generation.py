@@ -1,0 +1,175 @@
+"""One request's generation, API-neutral: prompt building, admission checks, and the
+stream of deltas with the outcome (finish reason, usage, timings) at the end.
+
+Pure logic over the tokenizer and the AsyncEngine; the handlers in app_*.py shape the
+deltas into each API's wire format.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import AsyncIterator
+
+from .chat_template import TemplateError
+from .context import ServerContext
+from .errors import ApiError, ErrorKind, invalid
+from .reasoning import THINK_CLOSE, THINK_OPEN, ReasoningParser, prompt_opens_thinking
+from .request_spec import GenerationSpec
+from .response_stream import ResponseStream, StreamDelta
+from .scheduler import FinishReason, SeqRequest, ThinkingBudget
+from .tool_parsers import ToolCall, parser_class
+
+
+@dataclass(slots=True)
+class Prompt:
+    ids: list[int]
+    text: str
+    forced_prefix: str = ""
+
+
+def render_prompt(spec: GenerationSpec, ctx: ServerContext) -> Prompt:
+    """Chat template (or raw prompt) -> token ids. A bad template or conversation is a 400."""
+    tok = ctx.tokenizer
+    if spec.messages is None:
+        if isinstance(spec.prompt, list):
+            bad = [t for t in spec.prompt if not tok.is_valid_id(t)]
+            if bad:
+                raise invalid(f"prompt token ids out of vocabulary: {bad[:5]}", "prompt")
+            return Prompt(list(spec.prompt), tok.decode(spec.prompt, skip_special_tokens=False))
+        text = spec.prompt or ""
+        return Prompt(tok.encode(text, add_special_tokens=True), text)
+    use_tools = bool(spec.tools) and spec.tool_choice.mode != "none"
+    if use_tools and ctx.options.tool_parser is None:
+        raise invalid("this model has no tool-call format; start the server with "
+                      "--tool-call-parser to enable tools", "tools")
+    thinking = thinking_enabled(spec, ctx)
+    try:
+        template = tok.chat_template(use_tools)
+        text = template.render(spec.messages, tools=spec.tools if use_tools else None,
+                               add_generation_prompt=spec.add_generation_prompt
+                               and not spec.continue_final_message,
+                               enable_thinking=thinking, extra=spec.template_kwargs)
+    except (TemplateError, ValueError) as exc:
+        raise invalid(str(exc), "messages") from None
+    if spec.continue_final_message and tok.eos_token:
+        cut = text.rfind(tok.eos_token)
+        text = text[:cut] if cut >= 0 else text
+    forced = ""
+    if use_tools and spec.tool_choice.forces_call:
+        forced = parser_class(ctx.options.tool_parser)().forced_prefix(spec.tool_choice.name)
+        text += forced
+    return Prompt(tok.encode(text, add_special_tokens=False), text, forced)
+
+
+def thinking_enabled(spec: GenerationSpec, ctx: ServerContext) -> bool:
+    if ctx.options.disable_thinking:
+        return False
+    return spec.enable_thinking if spec.enable_thinking is not None else True
+
+
+@dataclass(slots=True)
+class Outcome:
+    finish_reason: str = FinishReason.ERROR   # stop | length | tool_calls | stop_sequence | error
+    stop_sequence: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    ttft_s: float | None = None
+    elapsed_s: float = 0.0
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+
+class Generation:
+    """Prepare in the constructor (raising ApiError on bad input), then iterate `deltas()`;
+    `outcome` is complete once the iteration ends."""
+
+    def __init__(self, spec: GenerationSpec, ctx: ServerContext, started: float) -> None:
+        if ctx.engine is None:
+            raise ApiError(ErrorKind.UNAVAILABLE, "the model is still loading",
+                           code="model_not_loaded")
+        self.spec = spec
+        self.ctx = ctx
+        self.started = started
+        self.prompt = render_prompt(spec, ctx)
+        limit = ctx.context_limit
+        n = len(self.prompt.ids)
+        if n == 0:
+            raise invalid("the prompt is empty", "messages" if spec.messages else "prompt")
+        if n >= limit:
+            raise invalid(f"the prompt has {n} tokens; this model's context holds {limit} "
+                          "tokens including the completion", "messages" if spec.messages
+                          else "prompt")
+        self.max_tokens = min(spec.max_tokens or limit, limit - n)
+        self.outcome = Outcome(prompt_tokens=n)
+        self.stream = self._make_stream()
+        self.request = self._make_request()
+
+    def _make_stream(self) -> ResponseStream:
+        tok, spec = self.ctx.tokenizer, self.spec
+        reasoning = None
+        if spec.messages is not None and tok.token_id(THINK_OPEN) is not None:
+            reasoning = ReasoningParser(
+                starts_in_thinking=prompt_opens_thinking(self.prompt.text[-256:]),
+                emit_reasoning=thinking_enabled(spec, self.ctx))
+        tools = None
+        if spec.tools and spec.tool_choice.mode != "none" and self.ctx.options.tool_parser:
+            schemas = {t["function"]["name"]: t["function"]["parameters"] for t in spec.tools}
+            tools = parser_class(self.ctx.options.tool_parser)(schemas)
+        return ResponseStream(tok.decode, context_ids=self.prompt.ids, stops=spec.stop,
+                              hidden_ids=self._stop_ids(), reasoning=reasoning, tools=tools,
+                              forced_prefix=self.prompt.forced_prefix)
+
+    def _stop_ids(self) -> frozenset[int]:
+        return self.ctx.tokenizer.eos_token_ids | frozenset(self.spec.stop_token_ids)
+
+    def _make_request(self) -> SeqRequest:
+        timeout = self.ctx.options.request_timeout_s
+        return SeqRequest(self.prompt.ids, self.spec.sampling, self.max_tokens,
+                          stop_token_ids=self._stop_ids(),
+                          deadline=self.started + timeout if timeout else None,
+                          thinking=self._thinking_budget())
+
+    def _thinking_budget(self) -> ThinkingBudget | None:
+        tok, spec = self.ctx.tokenizer, self.spec
+        budgets = [b for b in (spec.thinking_budget, self.ctx.options.max_thinking_budget) if b]
+        close = tok.token_id(THINK_CLOSE)
+        if not budgets or close is None or spec.messages is None:
+            return None
+        return ThinkingBudget(open_id=tok.token_id(THINK_OPEN), close_ids=(close,),
+                              budget=min(budgets),
+                              starts_inside=prompt_opens_thinking(self.prompt.text[-256:]))
+
+    async def deltas(self) -> AsyncIterator[StreamDelta]:
+        assert self.ctx.engine is not None
+        outcome, reason = self.outcome, FinishReason.ERROR
+        # aclosing: leaving early (a stop string, a disconnect) aborts the sequence at once
+        async with aclosing(self.ctx.engine.generate(self.request)) as outputs:
+            async for out in outputs:
+                outcome.completion_tokens = out.num_output_tokens
+                if out.new_token_ids and outcome.ttft_s is None:
+                    outcome.ttft_s = time.monotonic() - self.started
+                    self.ctx.metrics.record_ttft(outcome.ttft_s)
+                delta = self.stream.push(out.new_token_ids)
+                done = out.finish_reason is not None or self.stream.matched_stop is not None
+                if done:
+                    reason = ("stop_sequence" if self.stream.matched_stop is not None
+                              else out.finish_reason)
+                    delta.extend(self.stream.finish())
+                if delta:
+                    yield delta
+                if done:
+                    break
+        outcome.elapsed_s = time.monotonic() - self.started
+        outcome.tool_calls = list(self.stream.tool_calls)
+        outcome.stop_sequence = self.stream.matched_stop
+        outcome.finish_reason = self._final_reason(reason)
+
+    def _final_reason(self, reason: str) -> str:
+        if reason == "stop_sequence":
+            return reason
+        if reason in (FinishReason.LENGTH, FinishReason.TIMEOUT):
+            return "length"
+        if reason == FinishReason.STOP:
+            return "tool_calls" if self.outcome.tool_calls else "stop"
+        return "error"

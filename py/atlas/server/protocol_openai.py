@@ -1,0 +1,334 @@
+"""OpenAI request validation and response shapes (chat completions and completions).
+
+Unknown top-level fields are rejected with 400 "Unrecognized request argument supplied",
+as the OpenAI API does, so a typo never silently changes nothing. Accepted beyond OpenAI's
+own fields are the common sampling extensions (top_k, min_p, repetition_penalty,
+stop_token_ids, chat_template_kwargs). Fields we know but do not implement (logprobs,
+logit_bias, JSON response formats, echo, best_of > 1) are 400s naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import time
+from typing import Any
+
+from ..core.sampling import SamplingParams
+from .errors import invalid
+from .request_spec import GenerationSpec, ToolChoice
+from .validation import Fields, require_object, string_list
+
+_SAMPLING_FIELDS = {"temperature", "top_p", "top_k", "min_p", "presence_penalty",
+                    "frequency_penalty", "repetition_penalty", "seed"}
+_COMMON_FIELDS = _SAMPLING_FIELDS | {
+    "model", "max_tokens", "stop", "stop_token_ids", "n", "stream", "stream_options", "user",
+    "logprobs", "top_logprobs", "logit_bias", "metadata", "store", "service_tier"}
+CHAT_FIELDS = _COMMON_FIELDS | {
+    "messages", "max_completion_tokens", "tools", "tool_choice", "parallel_tool_calls",
+    "response_format", "chat_template_kwargs", "reasoning_effort", "add_generation_prompt",
+    "continue_final_message"}
+COMPLETION_FIELDS = _COMMON_FIELDS | {"prompt", "echo", "suffix", "best_of"}
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+_ROLES = {"system", "developer", "user", "assistant", "tool"}
+
+
+def _reject_unknown(body: dict, allowed: set[str]) -> None:
+    for key in body:
+        if key not in allowed:
+            raise invalid(f"Unrecognized request argument supplied: {key}", key)
+
+
+def parse_sampling(f: Fields) -> SamplingParams:
+    top_k = f.integer("top_k", 0, lo=-1)
+    params = SamplingParams(
+        temperature=f.number("temperature", 1.0, lo=0.0, hi=2.0),
+        top_p=f.number("top_p", 1.0, lo=0.0, hi=1.0, lo_open=True),
+        top_k=max(top_k, 0),
+        min_p=f.number("min_p", 0.0, lo=0.0, hi=1.0),
+        repetition_penalty=f.number("repetition_penalty", 1.0, lo=0.0, hi=2.0, lo_open=True),
+        presence_penalty=f.number("presence_penalty", 0.0, lo=-2.0, hi=2.0),
+        frequency_penalty=f.number("frequency_penalty", 0.0, lo=-2.0, hi=2.0),
+        seed=f.integer("seed", None, lo=-(2**63), hi=2**64 - 1),
+    )
+    try:
+        params.validate()
+    except ValueError as exc:
+        raise invalid(str(exc)) from None
+    return params
+
+
+def _reject_unsupported(f: Fields) -> None:
+    if f.integer("n", 1) != 1:
+        raise invalid("only n=1 is supported", "n")
+    if f.raw("logprobs") not in (None, False):
+        raise invalid("logprobs are not supported by this server", "logprobs")
+    if f.raw("top_logprobs") is not None:
+        raise invalid("top_logprobs is not supported by this server", "top_logprobs")
+    if f.obj("logit_bias", {}):
+        raise invalid("logit_bias is not supported by this server", "logit_bias")
+    f.boolean("store")
+    f.string("user")
+    f.string("service_tier")
+    f.obj("metadata")
+
+
+def _common(body: Any, allowed: set[str]) -> tuple[Fields, dict]:
+    body = require_object(body)
+    _reject_unknown(body, allowed)
+    f = Fields(body)
+    f.string("model", required=True)
+    _reject_unsupported(f)
+    return f, body
+
+
+def _stream_options(f: Fields, stream: bool) -> bool:
+    options = f.obj("stream_options")
+    if options is None:
+        return False
+    if not stream:
+        raise invalid("stream_options is only allowed with stream=true", "stream_options")
+    return bool(Fields(options, "stream_options.").boolean("include_usage", False))
+
+
+def _stop_token_ids(f: Fields) -> list[int]:
+    ids = f.array("stop_token_ids", [])
+    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
+        raise invalid("stop_token_ids must be an array of non-negative integers",
+                      "stop_token_ids")
+    return ids
+
+
+# --- chat ------------------------------------------------------------------------------------
+
+def _content_text(content: Any, param: str) -> str | None:
+    if content is None or isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise invalid(f"{param} must be a string or an array of content parts", param)
+    texts = []
+    for i, part in enumerate(content):
+        pf = Fields(require_object(part, f"{param}[{i}]"), f"{param}[{i}].")
+        kind = pf.string("type", required=True)
+        if kind not in ("text", "input_text"):
+            raise invalid(f"content part type {kind!r} is not supported by this model",
+                          f"{param}[{i}].type")
+        texts.append(pf.string("text", required=True))
+    return "".join(texts)
+
+
+def _tool_call_arguments(text: Any, param: str) -> Any:
+    if not isinstance(text, str):
+        raise invalid(f"{param} must be a string", param)
+    try:
+        return json.loads(text) if text.strip() else {}
+    except ValueError:
+        return text  # the template renders it verbatim
+
+
+def parse_messages(messages: list) -> list[dict[str, Any]]:
+    if not messages:
+        raise invalid("messages must contain at least one message", "messages")
+    out = []
+    for i, raw in enumerate(messages):
+        param = f"messages[{i}]"
+        m = Fields(require_object(raw, param), f"{param}.")
+        role = m.string("role", required=True)
+        if role not in _ROLES:
+            raise invalid(f"{param}.role {role!r} is not one of {sorted(_ROLES)}", f"{param}.role")
+        msg: dict[str, Any] = {"role": "system" if role == "developer" else role,
+                               "content": _content_text(m.raw("content"), f"{param}.content")}
+        if m.string("name") is not None:
+            msg["name"] = m.string("name")
+        if role == "tool":
+            msg["tool_call_id"] = m.string("tool_call_id", "")
+        if role == "assistant":
+            reasoning = m.string("reasoning_content") or m.string("reasoning")
+            if reasoning:
+                msg["reasoning_content"] = reasoning
+            calls = m.array("tool_calls", [])
+            if calls:
+                msg["tool_calls"] = [_parse_history_call(c, f"{param}.tool_calls[{j}]")
+                                     for j, c in enumerate(calls)]
+        if msg["content"] is None and not msg.get("tool_calls"):
+            if role != "assistant":
+                raise invalid(f"{param}.content is required", f"{param}.content")
+            msg["content"] = ""
+        out.append(msg)
+    return out
+
+
+def _parse_history_call(raw: Any, param: str) -> dict[str, Any]:
+    c = Fields(require_object(raw, param), f"{param}.")
+    fn = Fields(c.obj("function", required=True), f"{param}.function.")
+    return {"id": c.string("id", ""), "type": "function",
+            "function": {"name": fn.string("name", required=True),
+                         "arguments": _tool_call_arguments(fn.raw("arguments") or "{}",
+                                                           f"{param}.function.arguments")}}
+
+
+def parse_tools(tools: list | None) -> list[dict[str, Any]] | None:
+    if not tools:
+        return None
+    out = []
+    for i, raw in enumerate(tools):
+        param = f"tools[{i}]"
+        t = Fields(require_object(raw, param), f"{param}.")
+        if t.string("type", "function") != "function":
+            raise invalid(f"{param}.type must be 'function'", f"{param}.type")
+        fn = Fields(t.obj("function", required=True), f"{param}.function.")
+        name = fn.string("name", required=True)
+        if not _TOOL_NAME.match(name):
+            raise invalid(f"{param}.function.name {name!r} must match {_TOOL_NAME.pattern}",
+                          f"{param}.function.name")
+        function = {"name": name,
+                    "parameters": fn.obj("parameters", {"type": "object", "properties": {}})}
+        if (description := fn.string("description")) is not None:
+            function["description"] = description
+        out.append({"type": "function", "function": function})
+    return out
+
+
+def parse_tool_choice(raw: Any, tools: list[dict[str, Any]] | None) -> ToolChoice:
+    names = [t["function"]["name"] for t in tools or ()]
+    if raw is None:
+        return ToolChoice("auto")
+    if isinstance(raw, str):
+        if raw not in ("auto", "none", "required"):
+            raise invalid(f"tool_choice {raw!r} must be auto, none, required or a named "
+                          "function", "tool_choice")
+        if raw == "required" and not names:
+            raise invalid("tool_choice 'required' needs tools", "tool_choice")
+        return ToolChoice(raw)
+    choice = Fields(require_object(raw, "tool_choice"), "tool_choice.")
+    if choice.string("type", "function") != "function":
+        raise invalid("tool_choice.type must be 'function'", "tool_choice.type")
+    name = Fields(choice.obj("function", required=True), "tool_choice.function.").string(
+        "name", required=True)
+    if name not in names:
+        raise invalid(f"tool_choice names function {name!r}, which is not in tools",
+                      "tool_choice.function.name")
+    return ToolChoice("named", name)
+
+
+def parse_chat_request(body: Any) -> GenerationSpec:
+    f, body = _common(body, CHAT_FIELDS)
+    stream = f.boolean("stream", False)
+    max_tokens = f.integer("max_completion_tokens", None, lo=1)
+    if max_tokens is None:
+        max_tokens = f.integer("max_tokens", None, lo=1)
+    response_format = f.obj("response_format")
+    if response_format is not None and response_format.get("type") != "text":
+        raise invalid("only response_format type 'text' is supported", "response_format.type")
+    tools = parse_tools(f.array("tools"))
+    kwargs = f.obj("chat_template_kwargs", {})
+    enable_thinking = kwargs.get("enable_thinking")
+    if enable_thinking is not None and not isinstance(enable_thinking, bool):
+        raise invalid("chat_template_kwargs.enable_thinking must be a boolean",
+                      "chat_template_kwargs.enable_thinking")
+    effort = f.string("reasoning_effort")
+    if effort is not None:
+        if effort not in ("none", "minimal", "low", "medium", "high"):
+            raise invalid(f"reasoning_effort {effort!r} is not valid", "reasoning_effort")
+        if enable_thinking is None:
+            enable_thinking = effort not in ("none", "minimal")
+    return GenerationSpec(
+        model=f.string("model"), sampling=parse_sampling(f), max_tokens=max_tokens,
+        messages=parse_messages(f.array("messages", required=True)),
+        stop=string_list(f.raw("stop"), "stop"), stop_token_ids=_stop_token_ids(f),
+        tools=tools, tool_choice=parse_tool_choice(f.raw("tool_choice"), tools),
+        parallel_tool_calls=f.boolean("parallel_tool_calls", True),
+        stream=stream, include_usage=_stream_options(f, stream),
+        enable_thinking=enable_thinking,
+        template_kwargs={k: v for k, v in kwargs.items() if k != "enable_thinking"},
+        add_generation_prompt=f.boolean("add_generation_prompt", True),
+        continue_final_message=f.boolean("continue_final_message", False),
+    )
+
+
+# --- completions -----------------------------------------------------------------------------
+
+def _prompt(raw: Any) -> str | list[int]:
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, list) and raw:
+        if all(isinstance(t, int) and not isinstance(t, bool) for t in raw):
+            return raw
+        if len(raw) == 1 and isinstance(raw[0], (str, list)):
+            return _prompt(raw[0])
+        raise invalid("only one prompt per request is supported (a string or token ids)",
+                      "prompt")
+    raise invalid("prompt must be a non-empty string or array of token ids", "prompt")
+
+
+def parse_completion_request(body: Any) -> GenerationSpec:
+    f, body = _common(body, COMPLETION_FIELDS)
+    if f.raw("prompt") is None:
+        raise invalid("prompt is required", "prompt")
+    if f.boolean("echo", False):
+        raise invalid("echo is not supported by this server", "echo")
+    if f.string("suffix"):
+        raise invalid("suffix is not supported by this server", "suffix")
+    if f.integer("best_of", 1) != 1:
+        raise invalid("only best_of=1 is supported", "best_of")
+    stream = f.boolean("stream", False)
+    return GenerationSpec(
+        model=f.string("model"), sampling=parse_sampling(f),
+        max_tokens=f.integer("max_tokens", 16, lo=1), prompt=_prompt(f.raw("prompt")),
+        stop=string_list(f.raw("stop"), "stop"), stop_token_ids=_stop_token_ids(f),
+        stream=stream, include_usage=_stream_options(f, stream))
+
+
+# --- responses -------------------------------------------------------------------------------
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}{secrets.token_hex(12)}"
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}
+
+
+def chat_completion(*, rid: str, model: str, created: int, content: str | None,
+                    reasoning: str, tool_calls: list[dict], finish_reason: str,
+                    prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if reasoning:
+        message["reasoning"] = message["reasoning_content"] = reasoning
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return {"id": rid, "object": "chat.completion", "created": created, "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason,
+                         "logprobs": None}],
+            "usage": usage(prompt_tokens, completion_tokens)}
+
+
+def chat_chunk(*, rid: str, model: str, created: int, delta: dict[str, Any],
+               finish_reason: str | None = None, with_usage_field: bool = False
+               ) -> dict[str, Any]:
+    chunk: dict[str, Any] = {"id": rid, "object": "chat.completion.chunk", "created": created,
+                             "model": model,
+                             "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                          "finish_reason": finish_reason}]}
+    if with_usage_field:
+        chunk["usage"] = None
+    return chunk
+
+
+def completion(*, rid: str, model: str, created: int, text: str, finish_reason: str | None,
+               prompt_tokens: int | None = None, completion_tokens: int | None = None
+               ) -> dict[str, Any]:
+    body: dict[str, Any] = {"id": rid, "object": "text_completion", "created": created,
+                            "model": model,
+                            "choices": [{"index": 0, "text": text, "logprobs": None,
+                                         "finish_reason": finish_reason}]}
+    if prompt_tokens is not None:
+        body["usage"] = usage(prompt_tokens, completion_tokens or 0)
+    return body
+
+
+def now_s() -> int:
+    return int(time.time())

@@ -1,0 +1,37 @@
+"""Fixtures: a tiny model directory (real BPE tokenizer + chat template) and a running
+server around the scripted fake executor."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.server.fakes import FakeExecutor, ascii_vocab, build_tiny_model_dir
+from tests.server.harness import ServerThread
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory):
+    return build_tiny_model_dir(tmp_path_factory.mktemp("tiny-model"))
+
+
+def make_executor(tokenizer, **kw) -> FakeExecutor:
+    from tokenizers import Tokenizer
+    raw = tokenizer._tok  # the tokenizers.Tokenizer inside TextTokenizer
+    assert isinstance(raw, Tokenizer)
+    return FakeExecutor(vocab_ids=ascii_vocab(raw), vocab_size=tokenizer.vocab_size,
+                        eos_id=tokenizer.token_id("<|im_end|>"), **kw)
+
+
+@pytest.fixture(scope="module")
+def server(model_dir):
+    from atlas.server.app_assets import load_assets
+    tok = load_assets(model_dir, behavior_lookup=lambda c: {}).tokenizer
+    script_text = ('<tool_call>\n{"name": "get_weather", "arguments": {"location": "Paris"}}'
+                   '\n</tool_call>')
+    executor = make_executor(tok, scripts=[
+        (tok.encode(" weather"), tok.encode(script_text)),
+        (tok.encode(" capital"), tok.encode("The capital of France is Paris.")),
+    ])
+    srv = ServerThread(model_dir, executor).start()
+    yield srv
+    srv.stop()

@@ -1,0 +1,118 @@
+"""The real server driven by the official `openai` SDK: chat (plain and streamed),
+completions, tool calls, usage equal to the tokenizer's counts."""
+
+from __future__ import annotations
+
+import json
+
+import openai
+import pytest
+
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather",
+    "parameters": {"type": "object", "properties": {"location": {"type": "string"}},
+                   "required": ["location"]}}}
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
+
+
+def chat_prompt_ids(server, messages, tools=None):
+    template = server.tokenizer.chat_template(bool(tools))
+    text = template.render(messages, tools=tools, add_generation_prompt=True)
+    return server.tokenizer.encode(text)
+
+
+def test_chat_non_streaming_answers_and_counts_usage(client, server):
+    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    resp = client.chat.completions.create(model="tiny", messages=messages, max_tokens=50)
+    choice = resp.choices[0]
+    assert choice.message.content == "The capital of France is Paris."
+    assert choice.finish_reason == "stop"
+    assert resp.usage.prompt_tokens == len(chat_prompt_ids(server, messages))
+    answer_ids = server.tokenizer.encode("The capital of France is Paris.")
+    assert resp.usage.completion_tokens == len(answer_ids) + 1  # + the eos token
+    assert resp.usage.total_tokens == resp.usage.prompt_tokens + resp.usage.completion_tokens
+
+
+def test_chat_streaming_matches_non_streaming(client):
+    messages = [{"role": "user", "content": "Tell me a story."}]
+    whole = client.chat.completions.create(model="tiny", messages=messages, max_tokens=12)
+    stream = client.chat.completions.create(model="tiny", messages=messages, max_tokens=12,
+                                            stream=True, stream_options={"include_usage": True})
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices]
+    assert text == whole.choices[0].message.content and text
+    assert finishes[-1] == "length" and whole.choices[0].finish_reason == "length"
+    assert chunks[-1].usage.completion_tokens == 12
+    assert chunks[-1].usage.prompt_tokens == whole.usage.prompt_tokens
+
+
+def test_stop_string_cuts_and_is_not_emitted(client):
+    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    resp = client.chat.completions.create(model="tiny", messages=messages, max_tokens=50,
+                                          stop=["France"])
+    assert resp.choices[0].message.content == "The capital of "
+    assert resp.choices[0].finish_reason == "stop"
+    stream = client.chat.completions.create(model="tiny", messages=messages, max_tokens=50,
+                                            stop=["France"], stream=True)
+    assert "".join(c.choices[0].delta.content or "" for c in stream) == "The capital of "
+
+
+def test_completions_plain_and_streamed(client, server):
+    prompt = "The capital of France"
+    resp = client.completions.create(model="tiny", prompt=prompt, max_tokens=8)
+    assert resp.choices[0].finish_reason in ("stop", "length")
+    assert resp.usage.prompt_tokens == len(server.tokenizer.encode(prompt, True))
+    streamed = "".join(c.choices[0].text for c in client.completions.create(
+        model="tiny", prompt=prompt, max_tokens=8, stream=True) if c.choices)
+    assert streamed == resp.choices[0].text
+
+
+def test_tool_call_non_streaming(client):
+    resp = client.chat.completions.create(
+        model="tiny", messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+        tools=[WEATHER_TOOL], max_tokens=60)
+    choice = resp.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.content is None
+    (call,) = choice.message.tool_calls
+    assert call.type == "function" and call.id.startswith("call_")
+    assert call.function.name == "get_weather"
+    assert json.loads(call.function.arguments) == {"location": "Paris"}
+
+
+def test_tool_call_streaming_deltas(client):
+    stream = client.chat.completions.create(
+        model="tiny", messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+        tools=[WEATHER_TOOL], max_tokens=60, stream=True)
+    name, args, ids, finish, content = None, "", set(), None, ""
+    for chunk in stream:
+        delta = chunk.choices[0].delta
+        content += delta.content or ""
+        for tc in delta.tool_calls or ():
+            assert tc.index == 0
+            if tc.id:
+                ids.add(tc.id)
+            if tc.function.name:
+                name = tc.function.name
+            args += tc.function.arguments or ""
+        finish = chunk.choices[0].finish_reason or finish
+    assert name == "get_weather" and len(ids) == 1 and finish == "tool_calls"
+    assert json.loads(args) == {"location": "Paris"}
+    assert "<tool_call>" not in content
+
+
+def test_tool_choice_none_returns_text(client):
+    resp = client.chat.completions.create(
+        model="tiny", messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+        tools=[WEATHER_TOOL], tool_choice="none", max_tokens=60)
+    assert resp.choices[0].message.tool_calls is None
+
+
+def test_models_lists_the_served_model(client):
+    models = client.models.list()
+    assert [m.id for m in models.data] == ["tiny"]
