@@ -95,8 +95,8 @@ class Sampler:
             self._check_slot(slot)
             seed = int(self._seeds_np[slot])
             rows[i] = (slot, min(p.top_k, 2 ** 31 - 1), seed & 0xFFFFFFFF, seed >> 32,
-                       step & 0xFFFFFFFF, p.temperature, p.top_p, p.min_p, p.effective_repetition_penalty,
-                       p.presence_penalty, p.frequency_penalty, 0)
+                       step & 0xFFFFFFFF, p.temperature, p.top_p, p.min_p,
+                       p.effective_repetition_penalty, p.presence_penalty, p.frequency_penalty, 0)
         if n:
             self.backend.copy_h2d(self.row_params, rows[:n], stream)
 

@@ -91,34 +91,32 @@ def _gumbel(seed: int, step: int, token: int) -> float:
 
 def expected_token(x: np.ndarray, p: np.void) -> int:
     """The token the sampler must pick from logits row x, from the rules in float64."""
-    ok = [i for i in range(x.size) if not math.isnan(x[i])]
-    if not ok:
+    ok = np.flatnonzero(~np.isnan(x))
+    if ok.size == 0:
         return 0
-    best = max(float(x[i]) for i in ok)
-    first_best = min(i for i in ok if x[i] == best)
+    vals = x[ok].astype(np.float64)
+    best = vals.max()
     t = float(p["temperature"])
     if t <= 0 or best == -math.inf:
-        return first_best
-    order = sorted(ok, key=lambda i: (-float(x[i]), i))
-    kept = order
+        return int(ok[np.flatnonzero(vals == best)[0]])
+    order = np.lexsort((ok, -vals))  # descending value, then ascending index
+    kept, kept_vals = ok[order], vals[order]
     k = int(p["top_k"])
-    if 0 < k < x.size and k <= len(order):
-        cut = float(x[order[k - 1]])
-        kept = [i for i in order if x[i] >= cut]
-    prob = {i: math.exp((float(x[i]) - best) / t) for i in kept}
+    if 0 < k < x.size and k <= kept.size:
+        keep = kept_vals >= kept_vals[k - 1]
+        kept, kept_vals = kept[keep], kept_vals[keep]
+    prob = np.exp((kept_vals - best) / t)
     if p["top_p"] < 1:
-        total = sum(prob.values())
-        acc = 0.0
-        for pos, i in enumerate(kept):
-            acc += prob[i]
-            if acc >= float(p["top_p"]) * total:
-                cut = float(x[i])
-                kept = [j for j in kept if x[j] >= cut]
-                break
+        # smallest prefix (by descending probability) holding top_p of the mass, ties kept
+        reach = np.cumsum(prob) >= float(p["top_p"]) * prob.sum()
+        keep = kept_vals >= kept_vals[int(np.argmax(reach))]
+        kept, kept_vals, prob = kept[keep], kept_vals[keep], prob[keep]
     if p["min_p"] > 0:
-        kept = [i for i in kept if prob[i] >= float(p["min_p"])]
+        keep = prob >= float(p["min_p"])
+        kept, kept_vals = kept[keep], kept_vals[keep]
     seed = int(p["seed_lo"]) | (int(p["seed_hi"]) << 32)
-    scores = [((float(x[i]) - best) / t + _gumbel(seed, int(p["step"]), i), -i) for i in kept]
+    scores = [((v - best) / t + _gumbel(seed, int(p["step"]), int(i)), -int(i))
+              for i, v in zip(kept.tolist(), kept_vals.tolist())]
     return -max(scores)[1]
 
 

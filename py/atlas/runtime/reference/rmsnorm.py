@@ -45,7 +45,8 @@ def rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, out: 
 def add_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, residual: int, delta: int, w: int,
                      out: int, rows: int, dim: int, eps: float) -> None:
     resid = _rows(mem, residual, rows, dim)
-    summed = f32_to_bf16_bits(bf16_bits_to_f32(resid) + bf16_bits_to_f32(_rows(mem, delta, rows, dim)))
+    delta_f = bf16_bits_to_f32(_rows(mem, delta, rows, dim))
+    summed = f32_to_bf16_bits(bf16_bits_to_f32(resid) + delta_f)
     resid[:] = summed
     wf = bf16_bits_to_f32(mem.view(w, np.uint16, dim))
     _rows(mem, out, rows, dim)[:] = rms_norm_bf16(bf16_bits_to_f32(summed), wf, eps)

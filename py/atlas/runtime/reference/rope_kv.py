@@ -43,8 +43,10 @@ def qk_norm_rope_kv_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: int, q_o
     x = bf16_bits_to_f32(mem.view(qkv, np.uint16, t * heads * d)).reshape(t, heads, d)
     q, k, v = x[:, :hq], x[:, hq:hq + hkv], x[:, hq + hkv:]
     if q_norm_w:
-        q = bf16_bits_to_f32(rms_norm_bf16(q, bf16_bits_to_f32(mem.view(q_norm_w, np.uint16, d)), eps))
-        k = bf16_bits_to_f32(rms_norm_bf16(k, bf16_bits_to_f32(mem.view(k_norm_w, np.uint16, d)), eps))
+        q_w = bf16_bits_to_f32(mem.view(q_norm_w, np.uint16, d))
+        k_w = bf16_bits_to_f32(mem.view(k_norm_w, np.uint16, d))
+        q = bf16_bits_to_f32(rms_norm_bf16(q, q_w, eps))
+        k = bf16_bits_to_f32(rms_norm_bf16(k, k_w, eps))
     pos = mem.view(positions, np.int32, t).astype(np.int64)
     table = mem.view(cos_sin, np.float32, (int(pos.max()) + 1) * d).reshape(-1, d)
     cos, sin = table[pos, None, :half], table[pos, None, half:]
