@@ -25,7 +25,9 @@ def free_port() -> int:
 class ServerThread:
     def __init__(self, model_dir: Path, executor, *, options: ServerOptions | None = None,
                  limits: EngineLimits | None = None, auth_tokens: list[str] | None = None,
-                 pool_factory=None) -> None:
+                 pool_factory=None, load_gate: threading.Event | None = None) -> None:
+        """`load_gate`, when given, holds model loading until it is set (the server is
+        listening meanwhile and must answer 503)."""
         assets = load_assets(model_dir, behavior_lookup=lambda cfg: {"tool_parser": "hermes"})
         self.tokenizer = assets.tokenizer
         self.options = options or ServerOptions(model_name="tiny")
@@ -36,6 +38,7 @@ class ServerThread:
         self.limits = limits or EngineLimits(max_num_seqs=32, max_seq_len=512,
                                              max_prefill_tokens=64)
         self.pool_factory = pool_factory
+        self.load_gate = load_gate
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._ready = threading.Event()
@@ -49,7 +52,7 @@ class ServerThread:
         kwargs = {"pool_factory": self.pool_factory} if self.pool_factory else {}
         try:
             self._runner = self._loop.run_until_complete(serve(
-                self.ctx, "127.0.0.1", self.port, lambda: self.executor, self.limits,
+                self.ctx, "127.0.0.1", self.port, self._load, self.limits,
                 self._ready.set, **kwargs))
         except BaseException as exc:  # surfaced by start()
             self._error = exc
@@ -57,8 +60,15 @@ class ServerThread:
             return
         self._loop.run_forever()
 
-    def start(self) -> "ServerThread":
+    def _load(self):
+        if self.load_gate is not None:
+            self.load_gate.wait(10)
+        return self.executor
+
+    def start(self, wait_ready: bool = True) -> "ServerThread":
         self._thread.start()
+        if not wait_ready:
+            return self
         if not self._ready.wait(10) or self._error is not None:
             raise RuntimeError(f"server did not start: {self._error!r}")
         return self
