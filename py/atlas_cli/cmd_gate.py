@@ -5,7 +5,7 @@
                      [--advisory]        a required gate is open (--advisory: always 0)
     atlas gate record GATE --url URL --model NAME [--checkpoint C] [--param k=v ...]
                                          run the gate's suite, write .benchmarks/<gate>/...
-    atlas gate thresholds                validate every BENCH.toml; exit 1 on any violation
+    atlas gate thresholds [--quiet]      validate every BENCH.toml; exit 1 on any violation
     atlas gate explain [--base REV]      advisory summary of a change (decides nothing)
 
 Exit codes of `record`: 0 pass or unmeasured, 1 the run could not be made, 2 a threshold
@@ -92,11 +92,12 @@ def check_cmd(ctx: click.Context, base: str | None, advisory: bool) -> None:
 
 
 @command.command("thresholds")
+@click.option("--quiet", "-q", is_flag=True, help="Print only errors and the summary.")
 @click.pass_context
-def thresholds_cmd(ctx: click.Context) -> None:
+def thresholds_cmd(ctx: click.Context, quiet: bool) -> None:
     """Validate every kernels/<hw>/<model>/BENCH.toml and list its entries."""
     bench = validate(store.read_bench_files(_root(ctx)))
-    for e in bench.entries:
+    for e in () if quiet else bench.entries:
         state = "measured" if e.measured else "unmeasured"
         default = " default" if e.default else ""
         click.echo(f"{e.gate:<18} {e.hw}/{e.model}/{e.quant} {e.checkpoint} "
