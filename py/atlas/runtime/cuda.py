@@ -7,8 +7,8 @@ CudaBackend is constructed (with a message that says why and what to use instead
 Every driver call returns `(CUresult, values...)`; `_ok` turns a failure into a GpuError
 naming the call and the error. The launch path is kept short because decode graphs are
 captured from it and eager prefill launches run through it: argument bytes are packed by a
-cached `struct.Struct` per (kernel, argument kinds) into one fixed parameter block whose
-slot addresses never change, and `cuLaunchKernel` gets the address of that pointer array.
+`struct.Struct` cached per kernel into one fixed parameter block whose slot addresses
+never change, and `cuLaunchKernel` gets the address of that pointer array.
 """
 
 from __future__ import annotations
@@ -70,23 +70,41 @@ def _describe(drv: Any, err: Any) -> str:
 
 
 class _Kernel:
-    """A resolved CUfunction plus its cached argument packers (one per kinds tuple)."""
+    """A resolved CUfunction and the packer for the argument kinds it was last launched with.
 
-    __slots__ = ("func", "label", "packers")
+    A kernel is launched with the same kinds every time (its KernelSig), so one cached
+    Struct suffices; the kinds tuple is compared, never hashed (hashing enums runs Python
+    code per element and would dominate the launch).
+    """
+
+    __slots__ = ("func", "label", "kinds", "struct")
 
     def __init__(self, func: Any, label: str) -> None:
         self.func = func
         self.label = label
-        self.packers: dict[tuple[ArgKind, ...], struct.Struct] = {}
+        self.kinds: tuple[ArgKind, ...] | None = None
+        self.struct = struct.Struct("")
 
-    def packer(self, kinds: tuple[ArgKind, ...]) -> struct.Struct:
-        st = self.packers.get(kinds)
-        if st is None:
-            if len(kinds) > MAX_PARAMS:
-                raise GpuError(f"{self.label}: {len(kinds)} parameters exceed {MAX_PARAMS}")
-            st = self.packers[kinds] = struct.Struct(
-                "<" + "".join(_SLOT_FORMAT[k] for k in kinds))
-        return st
+    def repack(self, kinds: tuple[ArgKind, ...]) -> struct.Struct:
+        if len(kinds) > MAX_PARAMS:
+            raise GpuError(f"{self.label}: {len(kinds)} parameters exceed {MAX_PARAMS}")
+        self.struct = struct.Struct("<" + "".join(_SLOT_FORMAT[k] for k in kinds))
+        self.kinds = kinds
+        return self.struct
+
+
+class _ThreadState:
+    """Per-thread launch state: proof the context is current here, and a parameter block
+    (MAX_PARAMS 8-byte slots plus the array of their addresses) that only this thread
+    writes, so launches from several threads never race on argument bytes."""
+
+    __slots__ = ("params", "ptrs", "ptrs_addr")
+
+    def __init__(self) -> None:
+        self.params = np.zeros(MAX_PARAMS * 8, dtype=np.uint8)
+        base = np.uint64(self.params.ctypes.data)
+        self.ptrs = np.arange(MAX_PARAMS, dtype=np.uint64) * np.uint64(8) + base
+        self.ptrs_addr = int(self.ptrs.ctypes.data)
 
 
 class _Graph:
@@ -139,12 +157,6 @@ class CudaBackend(GpuBackend):
         self._graphs: set[_Graph] = set()
         self._pinned: list[int] = []
         self._allocs: set[int] = set()
-        # the fixed parameter block: MAX_PARAMS 8-byte slots and an array of their addresses
-        self._params = np.zeros(MAX_PARAMS * 8, dtype=np.uint8)
-        base = self._params.ctypes.data
-        self._param_ptrs = np.arange(MAX_PARAMS, dtype=np.uint64) * np.uint64(8) + np.uint64(base)
-        self._param_ptrs_addr = int(self._param_ptrs.ctypes.data)
-        self._launch_lock = threading.Lock()
         self._cu_launch = drv.cuLaunchKernel
         self.bind_to_thread()
         for mod_name, ptx in (modules or {}).items():
@@ -162,11 +174,16 @@ class CudaBackend(GpuBackend):
 
     def bind_to_thread(self) -> None:
         self._ok(self._drv.cuCtxSetCurrent(self._ctx), "cuCtxSetCurrent")
-        self._tls.bound = True
+        if getattr(self._tls, "state", None) is None:
+            self._tls.state = _ThreadState()
 
-    def _bound(self) -> None:
-        if not getattr(self._tls, "bound", False):
+    def _bound(self) -> _ThreadState:
+        """This thread's launch state, binding the context on a thread's first call."""
+        ts = getattr(self._tls, "state", None)
+        if ts is None:
             self.bind_to_thread()
+            ts = self._tls.state
+        return ts
 
     def _cu_stream(self, stream: Stream) -> Any:
         s = self._streams.get(stream)
@@ -321,21 +338,20 @@ class CudaBackend(GpuBackend):
 
     def launch(self, handle: KernelHandle, grid: Dim3, block: Dim3, shared_mem: int,
                stream: Stream, args: Sequence[tuple[ArgKind, Any]]) -> None:
-        if not getattr(self._tls, "bound", False):
-            self.bind_to_thread()
+        ts = getattr(self._tls, "state", None) or self._bound()
         k: _Kernel = handle.native
         kinds, values = zip(*args) if args else ((), ())
-        st = k.packers.get(kinds) or k.packer(kinds)
+        st = k.struct if kinds == k.kinds else k.repack(kinds)
         s = self._streams.get(stream)
         if s is None:
             s = self._drv.CUstream(stream)
-        with self._launch_lock:  # one parameter block: the driver copies it during the call
-            try:
-                st.pack_into(self._params, 0, *values)
-            except struct.error as exc:
-                raise GpuError(f"{k.label}: bad argument values {values}: {exc}") from None
-            (err,) = self._cu_launch(k.func, grid[0], grid[1], grid[2], block[0], block[1],
-                                     block[2], shared_mem, s, self._param_ptrs_addr, 0)
+        try:
+            st.pack_into(ts.params, 0, *values)
+        except struct.error as exc:
+            raise GpuError(f"{k.label}: bad argument values {values}: {exc}") from None
+        # the driver copies the argument bytes before returning, so the block is reusable
+        (err,) = self._cu_launch(k.func, grid[0], grid[1], grid[2], block[0], block[1],
+                                 block[2], shared_mem, s, ts.ptrs_addr, 0)
         if err:
             raise GpuError(f"cuLaunchKernel({k.label}, grid={tuple(grid)}, block={tuple(block)}, "
                            f"smem={shared_mem}) failed: {_describe(self._drv, err)}")
@@ -389,8 +405,7 @@ class CudaBackend(GpuBackend):
         return GraphHandle(g)
 
     def launch_graph(self, graph: GraphHandle, stream: Stream) -> None:
-        if not getattr(self._tls, "bound", False):
-            self.bind_to_thread()
+        self._bound()
         g: _Graph = graph.native
         if g not in self._graphs:
             raise GpuError("launch_graph: graph was destroyed or belongs to another backend")

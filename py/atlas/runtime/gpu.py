@@ -29,6 +29,12 @@ class ArgKind(enum.Enum):
     U64 = "u64"
 
 
+#: inclusive value range of each integer ArgKind (F32 has none)
+_INT_BOUNDS: dict[ArgKind, tuple[int, int]] = {
+    ArgKind.U32: (0, 2**32 - 1), ArgKind.I32: (-2**31, 2**31 - 1),
+    ArgKind.PTR: (0, 2**64 - 1), ArgKind.U64: (0, 2**64 - 1)}
+
+
 @dataclass(frozen=True, slots=True)
 class Param:
     name: str
@@ -70,8 +76,7 @@ class KernelSig:
                     raise TypeError(f"{self.module}.{self.func}: {p.name} must be an integer "
                                     f"({p.kind.value}), got {v!r}")
                 v = int(v)
-                lo, hi = {ArgKind.U32: (0, 2**32 - 1), ArgKind.I32: (-2**31, 2**31 - 1),
-                          ArgKind.PTR: (0, 2**64 - 1), ArgKind.U64: (0, 2**64 - 1)}[p.kind]
+                lo, hi = _INT_BOUNDS[p.kind]
                 if not lo <= v <= hi:
                     raise ValueError(f"{self.module}.{self.func}: {p.name}={v} does not fit "
                                      f"{p.kind.value}")
@@ -101,6 +106,8 @@ class GpuError(RuntimeError):
 
 
 def dim3(v: int | Sequence[int]) -> Dim3:
+    if type(v) is int:  # the hot path: layers pass plain ints
+        return (v, 1, 1)
     if isinstance(v, (int, np.integer)):
         return (int(v), 1, 1)
     t = tuple(int(x) for x in v) + (1, 1, 1)
@@ -234,17 +241,36 @@ class KernelLaunch:
     """Resolves a kernel once and launches it with checked, typed arguments.
 
     Layers build these at load time (so handle lookup happens once) and call them on the
-    hot path; per-call work is arity/type checking of a short tuple.
+    hot path. Per-call work is a check of each value against precomputed bounds; anything
+    unusual (numpy scalars, ints for f32, bad values) takes `KernelSig.pack`, which
+    converts or raises the precise error.
     """
 
-    __slots__ = ("backend", "sig", "handle")
+    __slots__ = ("backend", "sig", "handle", "_kinds", "_bounds")
 
     def __init__(self, backend: GpuBackend, sig: KernelSig) -> None:
         self.backend = backend
         self.sig = sig
         self.handle = backend.kernel(sig.module, sig.func)
+        self._kinds = tuple(p.kind for p in sig.params)
+        self._bounds = tuple(_INT_BOUNDS.get(p.kind) for p in sig.params)
 
     def __call__(self, stream: Stream, grid: int | Sequence[int], block: int | Sequence[int],
                  shared_mem: int, *values: Any) -> None:
-        self.backend.launch(self.handle, dim3(grid), dim3(block), shared_mem, stream,
-                            self.sig.pack(values))
+        args = self._fast_pack(values)
+        if args is None:
+            args = self.sig.pack(values)
+        self.backend.launch(self.handle, dim3(grid), dim3(block), shared_mem, stream, args)
+
+    def _fast_pack(self, values: tuple[Any, ...]) -> tuple[tuple[ArgKind, Any], ...] | None:
+        """(kind, value) pairs when every value is already a plain in-range int/float."""
+        if len(values) != len(self._bounds):
+            return None
+        for bound, v in zip(self._bounds, values):
+            if bound is None:
+                if type(v) is not float:
+                    return None
+            elif type(v) is not int or not bound[0] <= v <= bound[1]:
+                return None
+        return tuple(zip(self._kinds, values))
+
