@@ -102,7 +102,8 @@ def test_prefill_attention_grid_comes_from_max_q_len() -> None:
 
 
 @pytest.mark.parametrize("hq,hkv,d,match", [
-    (32, 8, 96, "head_dim=96"), (30, 8, 128, "multiple"), (64, 4, 128, "16 q heads")])
+    (32, 8, 96, "head_dim=96"), (30, 8, 128, "multiple"), (4, 8, 128, "multiple"),
+    (8, 0, 64, "multiple")])
 def test_attention_preconditions(hq, hkv, d, match) -> None:
     with pytest.raises(ValueError, match=match):
         _launches(attention.decode_attention, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000,

@@ -183,5 +183,7 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
                     [1, 50, 300], 8),
         decode_case(rng, "decode D64 gqa3 bs16 splits4", Geometry(9, 3, 64, 16), [17, 33], 4),
         decode_case(rng, "decode D128 mha bs7 splits3", Geometry(2, 2, 128, 7), [100], 3),
+        # groups above 4 heads take two passes over the split (4 + 4, 4 + 2)
         decode_case(rng, "decode D64 gqa8 bs32 splits1", Geometry(8, 1, 64, 32), [70, 5], 1),
+        decode_case(rng, "decode D128 gqa6 bs16 splits5", Geometry(12, 2, 128, 16), [90], 5),
     ]

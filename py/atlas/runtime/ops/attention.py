@@ -2,7 +2,8 @@
 
 Geometry mirrors kernels/hopper/common/attention.cu: prefill runs one 4-warp block per
 (64-query tile, q head, sequence); decode runs one 4-warp block per (split, kv head,
-sequence) that serves every q head of the group, then a combine block per (q head, seq).
+sequence) that serves every q head of the group (in passes of 4 heads), then a combine
+block per (q head, seq).
 """
 
 from __future__ import annotations
@@ -16,18 +17,15 @@ HEAD_DIMS = (64, 128)
 #: query rows per prefill block (4 warps x 16 rows)
 PREFILL_QUERY_TILE = 64
 ATTN_THREADS = 128
-#: decode keeps the whole GQA group's queries and accumulators in registers
-DECODE_MAX_GROUP = 8
 
 
-def _check_heads(hq: int, hkv: int, head_dim: int, block_size: int) -> int:
+def _check_heads(hq: int, hkv: int, head_dim: int, block_size: int) -> None:
     if head_dim not in HEAD_DIMS:
         raise ValueError(f"attention: head_dim={head_dim} unsupported (compiled: {HEAD_DIMS})")
     if hkv < 1 or hq < hkv or hq % hkv:
         raise ValueError(f"attention: hq={hq} must be a positive multiple of hkv={hkv}")
     if block_size < 1:
         raise ValueError(f"attention: block_size={block_size} must be >= 1")
-    return hq // hkv
 
 
 def prefill_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: DevicePtr,
@@ -61,10 +59,7 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
     num_splits, 2]. num_splits is fixed per captured graph; the kernel divides each step's
     kv_len among the splits itself.
     """
-    group = _check_heads(hq, hkv, head_dim, block_size)
-    if group > DECODE_MAX_GROUP:
-        raise ValueError(f"decode_attention: {group} q heads per kv head; at most "
-                         f"{DECODE_MAX_GROUP} are compiled")
+    _check_heads(hq, hkv, head_dim, block_size)
     if num_seqs < 1 or num_splits < 1 or max_blocks < 1:
         raise ValueError(f"decode_attention: need num_seqs, num_splits, max_blocks >= 1, got "
                          f"{num_seqs}, {num_splits}, {max_blocks}")

@@ -1,0 +1,465 @@
+// Attention over the paged KV cache: flash-style prefill (tensor cores) and split-K decode.
+//
+// Cache layout (kernel_abi.py): K and V pools [num_blocks, hkv, block_size, head_dim] bf16;
+// token p of sequence b lives in block block_tables[b][p / block_size] at offset
+// p % block_size. kv_lens[b] counts the cached tokens including this step's.
+//
+// prefill_attn_bf16: grid (ceil(max_q_len / 64), hq, num_seqs), 128 threads. A block owns
+//   64 queries of one head of one sequence (16 per warp). Q is staged once into registers
+//   as mma A fragments; K/V tiles of kBKV keys stream through a 2-stage cp.async ring
+//   (gathered row by row through the block table, rows past the last visible key zero-filled
+//   and never read from the cache). S = Q K^T and O += P V run on mma.m16n8k16; the online
+//   softmax is f32 in log2 units; P is rounded to bf16 to feed the PV mma (the reference
+//   rounds it too); l sums the unrounded P. Query i of a chunk of q_len sits at absolute
+//   position kv_len - q_len + i and sees keys 0..that position, so first and chunked prefill
+//   are the same kernel.
+// decode_attn_bf16: grid (num_splits, hkv, num_seqs), 128 threads. A block reads the K/V
+//   rows of its split once and serves all hq / hkv query heads of the group (groups of more
+//   than 4 heads take several passes, the later ones hitting L2). With
+//   c = ceil(kv_len / num_splits), split i covers keys [i c, min((i + 1) c, kv_len)); the
+//   split is decided here from the live kv_len, so num_splits can stay fixed in a CUDA graph.
+//   head_dim / 8 lanes share a key (16 bytes each); partial results are merged across key
+//   groups by shuffles and across warps in shared memory, then written as
+//   part_o [seq, hq, split, D] (normalized by its own l) and part_ml [seq, hq, split, 2] =
+//   (max score in natural-log units, sum of exp(score - max)); an empty split writes
+//   (-inf, 0) and o = 0.
+// decode_attn_combine_bf16: grid (hq, num_seqs), head_dim threads: merges the splits.
+#include "atlas_common.cuh"
+#include "bf16_vec.cuh"
+#include "mma_util.cuh"
+
+namespace {
+
+constexpr int kThreads = 128;  // ops/attention.py ATTN_THREADS
+constexpr int kWarps = kThreads / 32;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// Element offset of the head_dim-long row of token p, kv head kvh, in a K or V pool.
+__device__ __forceinline__ size_t cache_row(const int* table, int p, int hkv, int kvh,
+                                            int block_size, int head_dim) {
+  const int blk = table[p / block_size];
+  return ((static_cast<size_t>(blk) * hkv + kvh) * block_size + p % block_size) * head_dim;
+}
+
+// ---- prefill ------------------------------------------------------------------------------
+template <int D>
+struct Prefill {
+  static constexpr int kBQ = 64;                 // ops/attention.py PREFILL_QUERY_TILE
+  static constexpr int kBKV = D == 128 ? 32 : 64;
+  static constexpr int kChunks = D / 8;          // 16-byte chunks per row
+  static constexpr int kTileElems = kBKV * D;    // one K or V tile [kBKV][D], swizzled
+  static constexpr int kStageElems = 2 * kTileElems;
+  static constexpr int kSmemElems = 2 * kStageElems;
+  static_assert(kBQ * D <= kSmemElems, "the Q tile is staged in the K/V ring");
+};
+constexpr int kPrefillSmemElems = Prefill<128>::kSmemElems;
+static_assert(Prefill<64>::kSmemElems == kPrefillSmemElems, "one static buffer serves both");
+
+template <int D>
+__device__ __forceinline__ void prefill_attn(
+    const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
+    const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
+    const int* __restrict__ cu_q, const int* __restrict__ kv_lens, __nv_bfloat16* __restrict__ out,
+    int hq, int hkv, int block_size, int max_blocks, float scale, __nv_bfloat16* smem) {
+  using P = Prefill<D>;
+  const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * P::kBQ;
+  const int seq_start = cu_q[b], q_len = cu_q[b + 1] - seq_start;
+  if (q0 >= q_len) return;  // uniform per block: this tile is past the sequence's chunk
+  const int kv_len = kv_lens[b];
+  const int first_pos = kv_len - q_len;  // absolute position of the chunk's query 0
+  const int kvh = h / (hq / hkv);
+  const int n_keys = first_pos + min(q0 + P::kBQ, q_len);  // keys any query here can see
+  const int n_tiles = (n_keys + P::kBKV - 1) / P::kBKV;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int* table = block_tables + static_cast<size_t>(b) * max_blocks;
+
+  // Q tile [kBQ][D] -> smem (rows past the chunk zero-filled) -> A fragments in registers.
+#pragma unroll
+  for (int it = 0; it < P::kBQ * P::kChunks / kThreads; ++it) {
+    const int i = tid + it * kThreads, r = i / P::kChunks, ch = i % P::kChunks;
+    const bool ok = q0 + r < q_len;
+    const __nv_bfloat16* src =
+        ok ? q + (static_cast<size_t>(seq_start + q0 + r) * hq + h) * D + ch * 8 : q;
+    atlas::cp_async_16(smem + atlas::swizzle_offset<P::kChunks>(r, ch), src, ok);
+  }
+  atlas::cp_async_commit();
+  atlas::cp_async_wait<0>();
+  __syncthreads();
+  uint32_t qf[D / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+    atlas::ldmatrix_x4(qf[kk], smem + atlas::swizzle_offset<P::kChunks>(warp * 16 + (lane & 15),
+                                                                          2 * kk + (lane >> 4)));
+  __syncthreads();  // the ring below overwrites the staged Q
+
+  // K/V tile `tile` -> ring stage `stage`: [K tile][V tile], rows = keys, swizzled chunks.
+  auto load_kv = [&](int stage, int tile) {
+    __nv_bfloat16* sk = smem + stage * P::kStageElems;
+    __nv_bfloat16* sv = sk + P::kTileElems;
+#pragma unroll
+    for (int it = 0; it < P::kBKV * P::kChunks / kThreads; ++it) {
+      const int i = tid + it * kThreads, r = i / P::kChunks, ch = i % P::kChunks;
+      const int p = tile * P::kBKV + r;
+      const bool ok = p < n_keys;
+      const size_t off = ok ? cache_row(table, p, hkv, kvh, block_size, D) + ch * 8 : 0;
+      const int dst = atlas::swizzle_offset<P::kChunks>(r, ch);
+      atlas::cp_async_16(sk + dst, k_cache + off, ok);
+      atlas::cp_async_16(sv + dst, v_cache + off, ok);
+    }
+  };
+
+  // This thread's two query rows (fragment rows g and g + 8 of its warp's 16) and the last
+  // key each may see. Rows past the chunk get kv_len - 1 (finite, never stored).
+  const int row_g = q0 + warp * 16 + (lane >> 2);
+  int limit[2];
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int qi = row_g + 8 * hh;
+    limit[hh] = qi < q_len ? first_pos + qi : kv_len - 1;
+  }
+  const float scale_log2 = scale * kLog2e;
+  float o[D / 8][4];
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[j][e] = 0.f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+
+  load_kv(0, 0);
+  atlas::cp_async_commit();
+  for (int t = 0; t < n_tiles; ++t) {
+    if (t + 1 < n_tiles) load_kv((t + 1) & 1, t + 1);
+    atlas::cp_async_commit();
+    atlas::cp_async_wait<1>();  // tile t has landed
+    __syncthreads();
+    const __nv_bfloat16* sk = smem + (t & 1) * P::kStageElems;
+    const __nv_bfloat16* sv = sk + P::kTileElems;
+
+    // S = Q K^T for this warp's 16 rows x kBKV keys.
+    float s[P::kBKV / 8][4];
+#pragma unroll
+    for (int j = 0; j < P::kBKV / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[j][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+      for (int j = 0; j < P::kBKV / 8; j += 2) {
+        // matrices: (keys 0-7, d lo), (keys 0-7, d hi), (keys 8-15, d lo), (keys 8-15, d hi)
+        const int r = j * 8 + (lane & 7) + ((lane >> 4) << 3);
+        uint32_t kb[4];
+        atlas::ldmatrix_x4(kb, sk + atlas::swizzle_offset<P::kChunks>(r, 2 * kk + ((lane >> 3) & 1)));
+        atlas::mma_bf16_16816(s[j], qf[kk], kb[0], kb[1]);
+        atlas::mma_bf16_16816(s[j + 1], qf[kk], kb[2], kb[3]);
+      }
+    }
+
+    // Causal mask and online softmax (a row's values live in the 4 lanes of a quad).
+    const int key0 = t * P::kBKV + (lane & 3) * 2;
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < P::kBKV / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& x = s[j][2 * hh + e];
+          x = key0 + j * 8 + e <= limit[hh] ? x * scale_log2 : -INFINITY;
+          mx = fmaxf(mx, x);
+        }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m_run[hh], mx);
+      const float base = m_new == -INFINITY ? 0.f : m_new;  // no key seen yet: keep zeros
+      const float corr = exp2f(m_run[hh] - base);
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < P::kBKV / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& x = s[j][2 * hh + e];
+          x = exp2f(x - base);
+          sum += x;
+        }
+      l_run[hh] = l_run[hh] * corr + sum;
+      m_run[hh] = m_new;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        o[j][2 * hh] *= corr;
+        o[j][2 * hh + 1] *= corr;
+      }
+    }
+
+    // O += P V: two S n-tiles (16 keys) form one bf16 A fragment; V via transposed ldmatrix.
+#pragma unroll
+    for (int kt = 0; kt < P::kBKV / 16; ++kt) {
+      const uint32_t pa[4] = {atlas::pack_bf16x2(s[2 * kt][0], s[2 * kt][1]),
+                              atlas::pack_bf16x2(s[2 * kt][2], s[2 * kt][3]),
+                              atlas::pack_bf16x2(s[2 * kt + 1][0], s[2 * kt + 1][1]),
+                              atlas::pack_bf16x2(s[2 * kt + 1][2], s[2 * kt + 1][3])};
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        // matrices: (keys 0-7, d lo), (keys 8-15, d lo), (keys 0-7, d hi), (keys 8-15, d hi)
+        const int r = kt * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+        uint32_t vb[4];
+        atlas::ldmatrix_x4_trans(vb, sv + atlas::swizzle_offset<P::kChunks>(r, 2 * dp + (lane >> 4)));
+        atlas::mma_bf16_16816(o[2 * dp], pa, vb[0], vb[1]);
+        atlas::mma_bf16_16816(o[2 * dp + 1], pa, vb[2], vb[3]);
+      }
+    }
+    __syncthreads();  // stage t & 1 is refilled by the next iteration's prefetch
+  }
+
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    float l = l_run[hh];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int qi = row_g + 8 * hh;
+    if (qi >= q_len) continue;
+    const float inv = 1.f / l;
+    __nv_bfloat16* dst = out + (static_cast<size_t>(seq_start + qi) * hq + h) * D + (lane & 3) * 2;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+      *reinterpret_cast<__nv_bfloat162*>(dst + j * 8) =
+          __floats2bfloat162_rn(o[j][2 * hh] * inv, o[j][2 * hh + 1] * inv);
+  }
+}
+
+// ---- decode -------------------------------------------------------------------------------
+constexpr int kDecodeHeadsPerPass = 4;  // q heads whose q/o live in registers at once
+constexpr int kDecodeMaxDim = 128;
+constexpr int kDecodeUnroll = 2;    // keys per key group in flight per iteration
+
+struct DecodeScratch {  // per-warp partials, merged by the whole block
+  float o[kWarps][kDecodeHeadsPerPass][kDecodeMaxDim];
+  float m[kWarps][kDecodeHeadsPerPass];
+  float l[kWarps][kDecodeHeadsPerPass];
+};
+
+// One pass over the split's keys for G consecutive q heads starting at h0 (all of one kv
+// head's group when it has <= kDecodeHeadsPerPass heads, so K/V are read once).
+template <int D, int G>
+__device__ __forceinline__ void decode_attn_pass(int h0,
+    const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
+    const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
+    const int* __restrict__ kv_lens, float* __restrict__ part_o, float* __restrict__ part_ml,
+    int hq, int hkv, int block_size, int max_blocks, int num_splits, float scale,
+    DecodeScratch& red) {
+  constexpr int kLanesPerKey = D / 8;
+  constexpr int kKeysPerWarp = 32 / kLanesPerKey;
+  constexpr int kKeyGroups = kWarps * kKeysPerWarp;
+  constexpr int kStep = kKeyGroups * kDecodeUnroll;
+  const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
+  const int kv_len = kv_lens[b];
+  const int chunk = (kv_len + num_splits - 1) / num_splits;
+  const int begin = min(split * chunk, kv_len), end = min(begin + chunk, kv_len);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int sub = lane % kLanesPerKey;  // this lane's 8 elements of head_dim
+  const int grp = warp * kKeysPerWarp + lane / kLanesPerKey;
+  const int* table = block_tables + static_cast<size_t>(b) * max_blocks;
+
+  float qf[G][8];
+  const float scale_log2 = scale * kLog2e;
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(q + (static_cast<size_t>(b) * hq + h0 + g) * D) + sub);
+    atlas::unpack_bf16x8(raw, qf[g]);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) qf[g][i] *= scale_log2;
+  }
+  float m[G], l[G], o[G][8];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) o[g][i] = 0.f;
+  }
+
+  for (int base = begin; base < end; base += kStep) {  // uniform trip count: shuffles are safe
+    uint4 kraw[kDecodeUnroll], vraw[kDecodeUnroll];
+    bool ok[kDecodeUnroll];
+#pragma unroll
+    for (int u = 0; u < kDecodeUnroll; ++u) {
+      const int p = base + u * kKeyGroups + grp;
+      ok[u] = p < end;
+      const size_t off = ok[u] ? cache_row(table, p, hkv, kvh, block_size, D) + sub * 8 : 0;
+      kraw[u] = ok[u] ? __ldg(reinterpret_cast<const uint4*>(k_cache + off)) : make_uint4(0u, 0u, 0u, 0u);
+      vraw[u] = ok[u] ? __ldg(reinterpret_cast<const uint4*>(v_cache + off)) : make_uint4(0u, 0u, 0u, 0u);
+    }
+    float s[kDecodeUnroll][G];
+#pragma unroll
+    for (int u = 0; u < kDecodeUnroll; ++u) {
+      float kf[8];
+      atlas::unpack_bf16x8(kraw[u], kf);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        float d = 0.f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) d = fmaf(qf[g][i], kf[i], d);
+#pragma unroll
+        for (int off = kLanesPerKey / 2; off >= 1; off >>= 1) d += __shfl_xor_sync(0xffffffffu, d, off);
+        s[u][g] = ok[u] ? d : -INFINITY;
+      }
+    }
+    float vf[kDecodeUnroll][8];
+#pragma unroll
+    for (int u = 0; u < kDecodeUnroll; ++u) atlas::unpack_bf16x8(vraw[u], vf[u]);
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float mx = m[g];
+#pragma unroll
+      for (int u = 0; u < kDecodeUnroll; ++u) mx = fmaxf(mx, s[u][g]);
+      const float ref = mx == -INFINITY ? 0.f : mx;
+      const float corr = exp2f(m[g] - ref);
+      l[g] *= corr;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) o[g][i] *= corr;
+#pragma unroll
+      for (int u = 0; u < kDecodeUnroll; ++u) {
+        const float p = exp2f(s[u][g] - ref);
+        l[g] += p;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) o[g][i] = fmaf(p, vf[u][i], o[g][i]);
+      }
+      m[g] = mx;
+    }
+  }
+
+  // Merge the key groups of each warp (lanes with the same `sub`), then the warps.
+#pragma unroll
+  for (int off = kLanesPerKey; off < 32; off <<= 1) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const float m_o = __shfl_xor_sync(0xffffffffu, m[g], off);
+      const float l_o = __shfl_xor_sync(0xffffffffu, l[g], off);
+      const float mx = fmaxf(m[g], m_o);
+      const float ref = mx == -INFINITY ? 0.f : mx;
+      const float c_self = exp2f(m[g] - ref), c_other = exp2f(m_o - ref);
+      l[g] = l[g] * c_self + l_o * c_other;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const float o_o = __shfl_xor_sync(0xffffffffu, o[g][i], off);
+        o[g][i] = o[g][i] * c_self + o_o * c_other;
+      }
+      m[g] = mx;
+    }
+  }
+  if (lane < kLanesPerKey) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) red.o[warp][g][sub * 8 + i] = o[g][i];
+      if (lane == 0) {
+        red.m[warp][g] = m[g];
+        red.l[warp][g] = l[g];
+      }
+    }
+  }
+  __syncthreads();
+  for (int idx = tid; idx < G * D; idx += kThreads) {
+    const int g = idx / D, d = idx % D;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, red.m[w][g]);
+    const float ref = mx == -INFINITY ? 0.f : mx;
+    float total = 0.f, acc = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float c = exp2f(red.m[w][g] - ref);
+      total += red.l[w][g] * c;
+      acc += red.o[w][g][d] * c;
+    }
+    const size_t row = (static_cast<size_t>(b) * hq + h0 + g) * num_splits + split;
+    part_o[row * D + d] = total > 0.f ? acc / total : 0.f;
+    if (d == 0) {
+      part_ml[row * 2] = mx * kLn2;  // -inf stays -inf for an empty split
+      part_ml[row * 2 + 1] = total;
+    }
+  }
+  __syncthreads();  // `red` is reused by the next pass
+}
+
+// The group's q heads in passes of up to kDecodeHeadsPerPass (later passes re-read the
+// split's K/V, normally from L2). Keeps registers at the 4-head level for every group size.
+template <int D>
+__device__ __forceinline__ void decode_attn(
+    const __nv_bfloat16* q, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
+    const int* block_tables, const int* kv_lens, float* part_o, float* part_ml, int hq, int hkv,
+    int block_size, int max_blocks, int num_splits, float scale, DecodeScratch& red) {
+  const int group = hq / hkv;
+  for (int first = 0; first < group; first += kDecodeHeadsPerPass) {
+    const int h0 = blockIdx.y * group + first;
+#define ATLAS_DECODE_PASS(G)                                                                 \
+  case G:                                                                                    \
+    decode_attn_pass<D, G>(h0, q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,  \
+                           hq, hkv, block_size, max_blocks, num_splits, scale, red);         \
+    break;
+    switch (min(group - first, kDecodeHeadsPerPass)) {
+      ATLAS_DECODE_PASS(1)
+      ATLAS_DECODE_PASS(2)
+      ATLAS_DECODE_PASS(3)
+      ATLAS_DECODE_PASS(4)
+    }
+#undef ATLAS_DECODE_PASS
+  }
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(kThreads)
+    prefill_attn_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
+                      const __nv_bfloat16* v_cache, const int* block_tables, const int* cu_q,
+                      const int* kv_lens, __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
+                      uint32_t hkv, uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
+                      float scale) {
+  // K/V ring: 2 stages x {K [kBKV][D], V [kBKV][D]} bf16, 16-byte chunks XOR-swizzled by row.
+  __shared__ __align__(128) __nv_bfloat16 smem[kPrefillSmemElems];
+  if (head_dim == 128)
+    prefill_attn<128>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq, hkv, block_size,
+                      max_blocks, scale, smem);
+  else if (head_dim == 64)
+    prefill_attn<64>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq, hkv, block_size,
+                     max_blocks, scale, smem);
+  else
+    __trap();  // ops/attention.py HEAD_DIMS
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads)
+    decode_attn_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
+                     const __nv_bfloat16* v_cache, const int* block_tables, const int* kv_lens,
+                     float* part_o, float* part_ml, uint32_t num_seqs, uint32_t hq, uint32_t hkv,
+                     uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
+                     uint32_t num_splits, float scale) {
+  __shared__ DecodeScratch red;
+  if (head_dim == 128)
+    decode_attn<128>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
+                     block_size, max_blocks, num_splits, scale, red);
+  else if (head_dim == 64)
+    decode_attn<64>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
+                    block_size, max_blocks, num_splits, scale, red);
+  else
+    __trap();
+}
+
+extern "C" __global__ void __launch_bounds__(kDecodeMaxDim)
+    decode_attn_combine_bf16(const float* part_o, const float* part_ml, __nv_bfloat16* out,
+                             uint32_t num_seqs, uint32_t hq, uint32_t head_dim,
+                             uint32_t num_splits) {
+  const size_t row = static_cast<size_t>(blockIdx.y) * hq + blockIdx.x;
+  const float* ml = part_ml + row * num_splits * 2;
+  float top = -INFINITY;
+  for (uint32_t s = 0; s < num_splits; ++s) top = fmaxf(top, ml[2 * s]);
+  const float ref = top == -INFINITY ? 0.f : top;
+  for (uint32_t d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float total = 0.f, acc = 0.f;
+    for (uint32_t s = 0; s < num_splits; ++s) {
+      const float w = ml[2 * s + 1] * expf(ml[2 * s] - ref);  // empty split: 0 * 0
+      total += w;
+      acc += w * part_o[(row * num_splits + s) * head_dim + d];
+    }
+    out[row * head_dim + d] = atlas::f32_to_bf16(total > 0.f ? acc / total : 0.f);
+  }
+}
