@@ -135,6 +135,8 @@ def test_validate_names_each_bad_tensor(single):
     assert "'model.embed_tokens.weight': dtype F32, want BF16" in msg
     assert "'model.norm.weight': shape [48], want [49]" in msg
     assert "missing tensor 'lm_head.weight'" in msg
+    with pytest.raises(WeightError, match="e2m1 has no safetensors dtype"):
+        store.validate({"odd": (DType.E2M1, (4097,))})
 
 
 def _raw_file(path, header, data_len):
@@ -246,6 +248,10 @@ def test_upload_into_given_destinations(single):
     assert report.ptrs == dst
     np.testing.assert_array_equal(backend.download(base + 100, np.uint8, 4097), t["odd"])
     np.testing.assert_array_equal(backend.download(base + 8192, np.int32, (3, 7)), t["ids"])
+    carve = iter([base + 20000, base + 40000])
+    report = store.upload(backend, names=["ids", "odd"], dst=lambda info: next(carve))
+    assert report.ptrs == {"ids": base + 20000, "odd": base + 40000}
+    np.testing.assert_array_equal(backend.download(base + 40000, np.uint8, 4097), t["odd"])
     with pytest.raises(WeightError, match="no destination for tensor 'odd'"):
         store.upload(backend, names=["odd"], dst={})
 

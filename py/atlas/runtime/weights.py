@@ -67,11 +67,13 @@ class WeightError(ValueError):
 
 def st_dtype_name(dtype: DType | str) -> str:
     """The safetensors spelling of a dtype given as DType, "bf16", "BF16" or "bfloat16"."""
-    if isinstance(dtype, DType):
-        return _DTYPE_TO_ST[dtype]
-    if dtype.upper() in ST_DTYPES:
+    if isinstance(dtype, str) and dtype.upper() in ST_DTYPES:
         return dtype.upper()
-    return _DTYPE_TO_ST[DType.parse(dtype)]
+    member = dtype if isinstance(dtype, DType) else DType.parse(dtype)
+    if member not in _DTYPE_TO_ST:
+        raise WeightError(f"{member.label} has no safetensors dtype (packed formats are "
+                          f"stored as U8)")
+    return _DTYPE_TO_ST[member]
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,8 +320,8 @@ class WeightStore:
                 if info.name not in dst:
                     raise WeightError(f"upload: no destination for tensor {info.name!r}")
                 ptrs[info.name] = dst[info.name]
-        loader = _Loader(backend, ptrs, wanted, progress, max(ALIGN, chunk_bytes // ALIGN
-                                                                * ALIGN))
+        chunk = max(ALIGN, chunk_bytes // ALIGN * ALIGN)
+        loader = _Loader(backend, ptrs, wanted, progress, chunk)
         modes = {}
         by_file: dict[Path, list[TensorInfo]] = {}
         for info in wanted:
