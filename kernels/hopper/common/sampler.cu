@@ -131,8 +131,8 @@ __device__ uint32_t radix_select(const float* __restrict__ row, uint32_t n, uint
       if (shift == 24 && need_frac > 0.0) {
         const unsigned long long total = __shfl_sync(0xffffffffu, incl, 31);
         target = static_cast<unsigned long long>(ceil(need_frac * static_cast<double>(total)));
-        if (target == 0) target = 1;
       }
+      if (target == 0) target = 1;  // the largest key always qualifies
       const unsigned reached = __ballot_sync(0xffffffffu, incl >= target);
       if (reached == 0) {
         if (lane == 0) s_found = 0;
