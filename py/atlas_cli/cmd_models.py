@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -18,7 +19,7 @@ def command() -> None:
 def _progress_printer() -> model_paths.ProgressFn:
     """Rewrites one status line on a terminal; prints only the final count otherwise."""
     t0 = time.perf_counter()
-    live = click.get_text_stream("stderr").isatty()
+    live = sys.stderr.isatty()
 
     def show(done: int, total: int) -> None:
         if live or done == total:

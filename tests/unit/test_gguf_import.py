@@ -344,6 +344,9 @@ def test_resolve_model_hf_cache_and_errors(tmp_path, monkeypatch):
     assert "models--Org--Other" in str(err.value) and "no such directory" in str(err.value)
     with pytest.raises(model_paths.ModelNotFoundError, match="looked at"):
         model_paths.resolve_model("../../etc")
+    (hub / "models--Org--Name" / "refs" / "main").write_text("../../../outside")
+    with pytest.raises(model_paths.ModelNotFoundError, match="not a revision"):
+        model_paths.resolve_model("Org/Name")
     monkeypatch.delenv("HF_HUB_CACHE")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hfhome"))
     assert model_paths.hf_hub_cache() == tmp_path / "hfhome" / "hub"
@@ -436,3 +439,28 @@ def test_default_model_knows_the_capital_of_france(smollm2):
     ids = tok.encode(prompt, add_special_tokens=False).ids
     logits = _llama_last_logits(WeightStore(smollm2), ModelConfig.from_hf(smollm2), ids)
     assert tok.decode([int(np.argmax(logits))]) == " Paris"
+
+
+# ---- the `atlas models` command -----------------------------------------------------
+
+def test_models_cli_import_list_path(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from atlas_cli.main import cli
+
+    src, _ = _tiny_llama(tmp_path)
+    monkeypatch.setenv("ATLAS_HOME", str(tmp_path / "home"))
+    runner = CliRunner()
+    done = runner.invoke(cli, ["models", "import", str(src)])
+    assert done.exit_code == 0, done.output
+    out = tmp_path / "home" / "models" / "tiny"
+    assert done.stdout.strip() == str(out) and (out / "tokenizer.json").is_file()
+    assert "converted 20/20 tensors" in done.stderr  # 2 layers x 9 + embeddings + norm
+    again = runner.invoke(cli, ["models", "import", str(src)])
+    assert again.exit_code != 0 and "--force" in again.output
+    listed = runner.invoke(cli, ["models", "list"])
+    assert listed.exit_code == 0 and listed.stdout.startswith("tiny ")
+    found = runner.invoke(cli, ["models", "path", "tiny"])
+    assert found.exit_code == 0 and found.stdout.strip() == str(out)
+    missing = runner.invoke(cli, ["models", "path", "nope"])
+    assert missing.exit_code != 0 and "looked at" in missing.output

@@ -164,6 +164,13 @@ class GGUFFile:
             if self.path.stat().st_size < 24:
                 raise GGUFError(f"{self.path}: too short to be a GGUF file")
             self._mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            self._parse()
+        except BaseException:
+            self._mm.close()
+            raise
+
+    def _parse(self) -> None:
         cur = _Cursor(self._mm, self.path)
         if bytes(cur.take(4)) != GGUF_MAGIC:
             raise GGUFError(f"{self.path}: not a GGUF file (bad magic)")
@@ -184,8 +191,9 @@ class GGUFFile:
                 raise GGUFError(f"{self.path}: tensor {name!r} has {n_dims} dimensions")
             dims = [cur.scalar("<Q") for _ in range(n_dims)]
             entries.append((name, tuple(reversed(dims)), cur.scalar("<I"), cur.scalar("<Q")))
-        self.alignment = int(self.metadata.get("general.alignment", DEFAULT_ALIGNMENT))
-        if self.alignment <= 0 or self.alignment & (self.alignment - 1):
+        self.alignment = self.metadata.get("general.alignment", DEFAULT_ALIGNMENT)
+        if (not isinstance(self.alignment, int) or self.alignment <= 0
+                or self.alignment & (self.alignment - 1)):
             raise GGUFError(f"{self.path}: general.alignment={self.alignment} is not a power "
                             f"of two")
         self.data_offset = -(-cur.pos // self.alignment) * self.alignment

