@@ -49,7 +49,11 @@ async def serve(ctx: ServerContext, host: str, port: int, load: Callable[[], Ste
     `on_ready`. Returns the runner; the caller keeps the loop alive and cleans up."""
     runner = await start_server(build_app(ctx), host, port)
     loop = asyncio.get_running_loop()
-    executor = await loop.run_in_executor(None, load)
+    try:
+        executor = await loop.run_in_executor(None, load)
+    except BaseException:
+        await runner.cleanup()
+        raise
     engine = build_engine(executor, limits, ctx, loop, pool_factory)
     engine.start()
     ctx.engine = engine

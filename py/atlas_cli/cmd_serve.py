@@ -1,0 +1,193 @@
+"""`atlas serve [MODEL]`: the OpenAI- and Anthropic-compatible server.
+
+Options are validated before anything loads; a combination that would be ignored is an
+error, not a silent no-op. The process binds first (GET /health answers 503 while the model
+loads), and prints exactly `Listening on <bind>:<port>` once requests can be served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import click
+import structlog
+
+from atlas.server.tool_parsers import PARSERS
+
+_LOOPBACK_NAMES = {"localhost", "ip6-localhost"}
+
+
+def _is_loopback(host: str) -> bool:
+    if host in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _configure_logging() -> None:
+    structlog.configure(
+        processors=[structlog.processors.add_log_level,
+                    structlog.processors.TimeStamper(fmt="iso"),
+                    structlog.processors.format_exc_info,
+                    structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())],
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
+
+
+def _resolve_model_dir(model: str | None, model_from_path: Path | None) -> Path:
+    from atlas.runtime import model_paths
+    if model is not None and model_from_path is not None:
+        raise click.UsageError("give MODEL or --model-from-path, not both")
+    try:
+        if model_from_path is not None:
+            return model_from_path
+        if model is None:
+            return model_paths.ensure_default_model()
+        return model_paths.resolve_model(model)
+    except (model_paths.ModelNotFoundError, FileNotFoundError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _check_options(p: dict) -> None:
+    source = click.get_current_context().get_parameter_source
+    if p["max_num_seqs"] is not None and p["max_num_seqs"] > p["max_batch_size"]:
+        raise click.UsageError("--max-num-seqs may not exceed --max-batch-size (the batch the "
+                               "model is sized for)")
+    if (p["scheduling_policy"] != "slai"
+            and source("tbt_deadline_ms") == click.core.ParameterSource.COMMANDLINE):
+        raise click.UsageError("--tbt-deadline-ms applies only to --scheduling-policy slai")
+    has_tokens = bool(p["auth_token"]) or p["auth_tokens_file"] is not None
+    if p["require_auth"] and not has_tokens:
+        raise click.UsageError("--require-auth needs --auth-token or --auth-tokens-file")
+    if has_tokens and not p["require_auth"]:
+        raise click.UsageError("--auth-token/--auth-tokens-file take effect only with "
+                               "--require-auth")
+    if p["disable_thinking"] and p["max_thinking_budget"] is not None:
+        raise click.UsageError("--max-thinking-budget has no effect with --disable-thinking")
+
+
+@click.command("serve")
+@click.argument("model", required=False)
+@click.option("--model-from-path", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Serve the model directory at this path.")
+@click.option("--backend", type=click.Choice(["auto", "cuda", "host"]), default="auto",
+              show_default=True, help="auto picks CUDA when a GPU is present.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8888, show_default=True)
+@click.option("--bind", default="127.0.0.1", show_default=True,
+              help="Address to listen on; anything but loopback exposes the server.")
+@click.option("--max-seq-len", type=click.IntRange(min=16), default=4096, show_default=True,
+              help="Tokens per sequence, prompt and completion together.")
+@click.option("--max-batch-size", type=click.IntRange(min=1), default=32, show_default=True,
+              help="Largest decode batch the model is sized for.")
+@click.option("--max-num-seqs", type=click.IntRange(min=1), default=None,
+              help="Sequences running at once (default: --max-batch-size).")
+@click.option("--max-prefill-tokens", type=click.IntRange(min=16), default=8192,
+              show_default=True, help="Prompt tokens per step; longer prompts are chunked.")
+@click.option("--gpu-memory-utilization", type=click.FloatRange(0.0, 1.0, min_open=True),
+              default=0.9, show_default=True, help="Fraction of GPU memory for weights + KV.")
+@click.option("--scheduling-policy", type=click.Choice(["fifo", "slai"]), default="fifo",
+              show_default=True)
+@click.option("--tbt-deadline-ms", type=click.FloatRange(0.0, min_open=True), default=100.0,
+              show_default=True, help="SLAI time-between-tokens deadline.")
+@click.option("--tool-call-parser", type=click.Choice([*PARSERS, "none"]), default=None,
+              help="Override the model's tool-call format (MODEL.toml).")
+@click.option("--chat-template", "chat_template", type=click.Path(
+    exists=True, dir_okay=False, path_type=Path), help="A jinja file replacing the model's.")
+@click.option("--disable-thinking", is_flag=True, help="Render prompts without thinking and "
+              "strip any reasoning from responses.")
+@click.option("--max-thinking-budget", type=click.IntRange(min=1), default=None,
+              help="Cap on reasoning tokens per response.")
+@click.option("--require-auth", is_flag=True, help="Require a bearer token on POST routes.")
+@click.option("--auth-token", multiple=True, help="An accepted token (repeatable).")
+@click.option("--auth-tokens-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Accepted tokens, one per line.")
+@click.option("--request-timeout", type=click.FloatRange(0.0, min_open=True), default=None,
+              help="Seconds a request may run before it is ended (finish_reason length).")
+def command(**p) -> None:
+    """Serve MODEL (a directory, or a name in the Hugging Face cache) over the OpenAI and
+    Anthropic APIs. Without MODEL, serves the embedded default model."""
+    _check_options(p)
+    _configure_logging()
+    log = structlog.get_logger("atlas.serve")
+    if not _is_loopback(p["bind"]):
+        log.warning("binding to a non-loopback address exposes the server to the network",
+                    bind=p["bind"], require_auth=p["require_auth"])
+    from atlas.runtime.backend_select import resolve_kind
+    from atlas.server.app_assets import load_assets, read_tokens_file
+    from atlas.server.auth import TokenAuth
+    from atlas.server.context import DEFAULT_MAX_BODY_BYTES, ServerContext, ServerOptions
+    from atlas.server.metrics import ServerMetrics
+    from atlas.server.rate_limit import RateLimits
+
+    model_dir = _resolve_model_dir(p["model"], p["model_from_path"])
+    try:
+        backend = resolve_kind(p["backend"])
+        assets = load_assets(model_dir, chat_template_file=p["chat_template"])
+        limits_env = RateLimits.from_env(os.environ)
+        max_body = int(os.environ.get("ATLAS_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES))
+    except (OSError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if max_body <= 0:
+        raise click.ClickException("ATLAS_MAX_BODY_BYTES must be positive")
+    parser = p["tool_call_parser"] or assets.behavior.get("tool_parser") or "hermes"
+    tokens = list(p["auth_token"])
+    if p["auth_tokens_file"] is not None:
+        tokens += read_tokens_file(p["auth_tokens_file"])
+    options = ServerOptions(
+        model_name=assets.name, tool_parser=None if parser == "none" else parser,
+        request_timeout_s=p["request_timeout"], disable_thinking=p["disable_thinking"],
+        max_thinking_budget=p["max_thinking_budget"], max_body_bytes=max_body,
+        rate_limits=limits_env)
+    try:
+        auth = TokenAuth(tokens) if p["require_auth"] else None
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    ctx = ServerContext(options, assets.tokenizer, ServerMetrics(assets.name), auth=auth)
+    log.info("loading model", model=str(model_dir), backend=backend, tool_parser=parser)
+    try:
+        asyncio.run(_serve(ctx, model_dir, backend, p))
+    except KeyboardInterrupt:
+        pass
+
+
+async def _serve(ctx, model_dir: Path, backend: str, p: dict) -> None:
+    from atlas.server.app_serve import EngineLimits, serve, shutdown
+
+    def load():
+        from atlas.model.runner import load_runner
+        return load_runner(model_dir, backend=backend, max_seq_len=p["max_seq_len"],
+                           max_batch_size=p["max_batch_size"],
+                           max_prefill_tokens=p["max_prefill_tokens"],
+                           gpu_memory_utilization=p["gpu_memory_utilization"],
+                           fast_load=True, progress=None)
+
+    def ready() -> None:
+        print(f"Listening on {p['bind']}:{p['port']}", flush=True)
+
+    limits = EngineLimits(max_num_seqs=p["max_num_seqs"] or p["max_batch_size"],
+                          max_seq_len=p["max_seq_len"],
+                          max_prefill_tokens=p["max_prefill_tokens"],
+                          scheduling_policy=p["scheduling_policy"],
+                          tbt_deadline_ms=p["tbt_deadline_ms"])
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        runner = await serve(ctx, p["bind"], p["port"], load, limits, ready)
+    except OSError as exc:
+        raise click.ClickException(f"cannot serve on {p['bind']}:{p['port']}: {exc}") from None
+    except Exception as exc:  # the model failed to load: say why, exit non-zero
+        raise click.ClickException(f"could not load {model_dir}: {exc}") from exc
+    try:
+        await stop.wait()
+    finally:
+        await shutdown(ctx, runner)

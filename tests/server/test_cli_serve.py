@@ -1,0 +1,75 @@
+"""`atlas serve` as a process: option validation, the readiness line, the LAN warning,
+/health, and a clean exit on SIGTERM. The model runner is replaced by the fake executor."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from atlas_cli.main import cli
+from tests.server.harness import free_port
+from tests.server.http import request
+
+REPO = Path(__file__).resolve().parents[2]
+
+LAUNCH = textwrap.dedent("""
+    import sys
+    import atlas.model.runner as runner
+    from atlas.server.app_assets import load_assets
+    from tests.server.conftest import make_executor
+
+    def load_runner(model_dir, **kw):
+        return make_executor(load_assets(model_dir, behavior_lookup=lambda c: {}).tokenizer)
+
+    runner.load_runner = load_runner
+    from atlas_cli.main import cli
+    cli(sys.argv[1:], prog_name="atlas")
+""")
+
+
+def test_serve_prints_readiness_line_and_stops_cleanly(model_dir):
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": f"{REPO / 'py'}{os.pathsep}{REPO}"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LAUNCH, "serve", "--model-from-path", str(model_dir),
+         "--bind", "0.0.0.0", "--port", str(port), "--backend", "host"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    try:
+        line = proc.stdout.readline()
+        assert line == f"Listening on 0.0.0.0:{port}\n"
+        assert request(f"http://127.0.0.1:{port}/health") == (200, {"status": "ok"})
+        status, body = request(f"http://127.0.0.1:{port}/v1/completions",
+                               {"model": "x", "prompt": "Hello", "max_tokens": 3})
+        assert status == 200 and body["usage"]["completion_tokens"] == 3
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert "exposes the server" in err
+
+
+def test_invalid_option_combinations_are_refused(model_dir):
+    runner = CliRunner()
+    base = ["serve", "--model-from-path", str(model_dir)]
+    cases = [
+        (["--frobnicate"], "No such option"),
+        (["--max-num-seqs", "64", "--max-batch-size", "8"], "--max-num-seqs"),
+        (["--tbt-deadline-ms", "50"], "slai"),
+        (["--require-auth"], "--auth-token"),
+        (["--auth-token", "abc"], "--require-auth"),
+        (["--scheduling-policy", "lottery"], "lottery"),
+        (["--tool-call-parser", "xml"], "xml"),
+        (["--gpu-memory-utilization", "1.5"], "gpu-memory-utilization"),
+        (["--disable-thinking", "--max-thinking-budget", "10"], "--max-thinking-budget"),
+        (["other-model"], "not both"),
+    ]
+    for extra, message in cases:
+        result = runner.invoke(cli, base + extra)
+        assert result.exit_code == 2, (extra, result.output)
+        assert message in result.output, (extra, result.output)
