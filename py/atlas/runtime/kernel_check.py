@@ -74,7 +74,8 @@ def kernel_cases(module: str) -> Callable[[CaseFactory], CaseFactory]:
     return register
 
 
-def _np_dtype(dt: DType) -> type:
+def host_dtype(dt: DType) -> type:
+    """The numpy type a host array of `dt` holds (bf16 as uint16 bit patterns)."""
     return {DType.BF16: np.uint16, DType.FP32: np.float32, DType.I32: np.int32,
             DType.U8: np.uint8, DType.FP16: np.float16}[dt]
 
@@ -101,7 +102,7 @@ def execute(backend: GpuBackend, case: KernelCase) -> dict[str, np.ndarray]:
         stream = backend.default_stream()
         case.run(backend, stream, ptrs)
         backend.synchronize(stream)
-        return {name: backend.download(ptrs[name], _np_dtype(spec.dtype), spec.shape)
+        return {name: backend.download(ptrs[name], host_dtype(spec.dtype), spec.shape)
                 for name, spec in case.outputs.items()}
     finally:
         for ptr in ptrs.values():
