@@ -3,6 +3,8 @@ and the launch builders reject what the CUDA kernels cannot do."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 
@@ -51,7 +53,7 @@ def _launches(fn, *args, **kwargs):
 
 
 @pytest.mark.parametrize("m,n,func,grid,block", [
-    (1, 576, "gemv_bf16", (144, 1, 1), (96, 1, 1)),          # k=576: 72 chunks -> 3 warps
+    (1, 576, "gemv_bf16_single", (144, 1, 1), (96, 1, 1)),   # k=576: 72 chunks -> 3 warps
     (8, 4097, "gemv_bf16", (1025, 1, 1), (96, 1, 1)),        # ragged n rounds the grid up
     (9, 4096, "gemm_bf16_skinny", (128, 1, 1), (128, 1, 1)),  # 32 big tiles < 132 SMs
     (2048, 4096, "gemm_bf16", (32, 16, 1), (256, 1, 1)),
@@ -69,6 +71,8 @@ def test_gemv_threads_cover_k() -> None:
 
 def test_f32_output_selects_the_f32_entry_points() -> None:
     (rec,) = _launches(matmul.linear, 0x1000, 0x2000, 0x3000, 1, 151936, 1024, out_f32=True)
+    assert rec.func == "gemv_bf16_f32_single"
+    (rec,) = _launches(matmul.linear, 0x1000, 0x2000, 0x3000, 2, 151936, 1024, out_f32=True)
     assert rec.func == "gemv_bf16_f32"
     (rec,) = _launches(matmul.linear, 0x1000, 0x2000, 0x3000, 2048, 2048, 1024, out_f32=True)
     assert rec.func == "gemm_bf16_f32"
@@ -78,6 +82,7 @@ def test_f32_output_selects_the_f32_entry_points() -> None:
     (matmul.gemv, (0x1000, 0x2000, 0x3000, 9, 64, 64), "m=9"),
     (matmul.gemv, (0x1000, 0x2000, 0x3000, 1, 64, 100), "multiple of 8"),
     (matmul.gemv, (0x1008, 0x2000, 0x3000, 1, 64, 64), "aligned"),
+    (partial(matmul.gemv, single=True), (0x1000, 0x2000, 0x3000, 2, 64, 64), "m=1"),
     (matmul.gemm, (0x1000, 0x2000, 0x3000, 20, 72, 64), "multiples of 16"),
     (matmul.gemm, (0x1000, 0x2000, 0x3000, 20, 64, 24), "multiples of 16"),
 ])

@@ -17,7 +17,6 @@ namespace {
 constexpr int kRowsPerBlock = 4;  // ops/matmul.py GEMV_ROWS_PER_BLOCK
 constexpr int kMaxThreads = 256;  // ops/matmul.py GEMV_MAX_THREADS
 constexpr int kMaxAcc = 8 * kRowsPerBlock;
-constexpr int kUnroll = 2;
 
 // Streamed 16-byte weight load: read-only path, no L1 allocation, 256-byte L2 prefetch.
 __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
@@ -59,6 +58,8 @@ __device__ __forceinline__ float warp_reduce_scatter(float (&a)[V], int lane) {
   for (int offset = 16 / V; offset >= 1; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
 }
+
+constexpr int kUnroll = 2;  // chunks per row each thread has in flight per iteration
 
 template <int M, bool kF32Out>
 __device__ __forceinline__ void gemv_rows(const __nv_bfloat16* __restrict__ x,
@@ -125,10 +126,12 @@ __device__ __forceinline__ void gemv_rows(const __nv_bfloat16* __restrict__ x,
   }
 }
 
+__shared__ float partial_sums[kMaxThreads / 32][kMaxAcc];  // [warp][m * 4 + r]
+
 template <bool kF32Out>
 __device__ __forceinline__ void gemv(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y,
                                      uint32_t m, uint32_t n, uint32_t k) {
-  __shared__ float partial[kMaxThreads / 32][kMaxAcc];  // [warp][m * 4 + r]
+  float(*partial)[kMaxAcc] = partial_sums;
   switch (m) {
     case 1: gemv_rows<1, kF32Out>(x, w, y, n, k, partial); break;
     case 2: gemv_rows<2, kF32Out>(x, w, y, n, k, partial); break;
@@ -154,4 +157,20 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
     gemv_bf16_f32(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, uint32_t m,
                   uint32_t n, uint32_t k) {
   gemv<true>(x, w, y, m, n, k);
+}
+
+// m == 1 only (ops/matmul.py picks it for batch-1 decode): without the 8-row instantiation
+// the kernel needs about a third of the registers, so more blocks stream weights per SM.
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
+    gemv_bf16_single(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
+                     uint32_t m, uint32_t n, uint32_t k) {
+  if (m != 1) __trap();
+  gemv_rows<1, false>(x, w, y, n, k, partial_sums);
+}
+
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
+    gemv_bf16_f32_single(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, uint32_t m,
+                         uint32_t n, uint32_t k) {
+  if (m != 1) __trap();
+  gemv_rows<1, true>(x, w, y, n, k, partial_sums);
 }

@@ -34,6 +34,10 @@ ARGMAX = S("argmax", "argmax_f32", "logits:ptr out:ptr rows:u32 n:u32")
 # --- matrix products ---------------------------------------------------------------------
 GEMV = S("gemv", "gemv_bf16", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 GEMV_F32OUT = S("gemv", "gemv_bf16_f32", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
+# the same products for m == 1 only (batch-1 decode): compiled without the 8-row
+# accumulators, so it needs a third of the registers and keeps more loads in flight
+GEMV_SINGLE = S("gemv", "gemv_bf16_single", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
+GEMV_SINGLE_F32OUT = S("gemv", "gemv_bf16_f32_single", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 GEMM = S("gemm", "gemm_bf16", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 GEMM_F32OUT = S("gemm", "gemm_bf16_f32", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 # the same products with a 64x32 tile, for few rows (decode batches > 8): more blocks

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable
 
 import numpy as np
@@ -59,6 +60,12 @@ GEMV_SHAPES = [
 
 @kernel_cases("gemv")
 def gemv_cases(rng: np.random.Generator) -> list[KernelCase]:
-    return [linear_case(rng, f"gemv m{m} n{n} k{k}{' f32' if f32 else ''}", "gemv", m, n, k,
-                        f32, matmul.gemv)
-            for m, n, k, f32 in GEMV_SHAPES]
+    cases = [linear_case(rng, f"gemv m{m} n{n} k{k}{' f32' if f32 else ''}", "gemv", m, n, k,
+                         f32, matmul.gemv)
+             for m, n, k, f32 in GEMV_SHAPES]
+    # the general entry point with one row (linear sends m=1 to the single-row kernel)
+    general = partial(matmul.gemv, single=False)
+    cases += [linear_case(rng, f"gemv general m1 n{n} k{k}{' f32' if f32 else ''}", "gemv", 1,
+                          n, k, f32, general)
+              for n, k, f32 in [(517, 1024, False), (300, 576, True)]]
+    return cases

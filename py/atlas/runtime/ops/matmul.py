@@ -1,7 +1,7 @@
 """Launch builders for the matrix products y[m, n] = sum_k x[m, k] * w[n, k].
 
 `linear` owns the dispatch rule: up to GEMV_MAX_M rows stream the weights once through the
-GEMV (memory-bound decode); more rows go to the tensor-core GEMM, with the skinny 64x32
+GEMV (memory-bound decode; one row takes the leaner single-row entry point); more rows go to the tensor-core GEMM, with the skinny 64x32
 tile whenever the 128x128 tile would leave SMs idle. The geometry constants here mirror
 the compile-time constants of kernels/hopper/common/{gemv,gemm}.cu.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GEMV,
-                          GEMV_F32OUT)
+                          GEMV_F32OUT, GEMV_SINGLE, GEMV_SINGLE_F32OUT)
 from . import KernelCache
 
 #: the GEMV keeps M accumulators per weight row in registers; more rows go to the GEMM
@@ -39,8 +39,11 @@ def gemv_threads(k: int) -> int:
 
 
 def gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr, m: int,
-         n: int, k: int, out_f32: bool = False) -> None:
-    """y = x @ w.T for 1 <= m <= 8 rows; every weight byte is read once."""
+         n: int, k: int, out_f32: bool = False, single: bool | None = None) -> None:
+    """y = x @ w.T for 1 <= m <= 8 rows; every weight byte is read once.
+
+    `single` forces (True) or avoids (False) the m == 1 entry point; None uses it for m == 1.
+    """
     if not 1 <= m <= GEMV_MAX_M:
         raise ValueError(f"gemv: m={m} must be in 1..{GEMV_MAX_M}")
     if n < 1 or k < 8 or k % 8:
@@ -48,8 +51,16 @@ def gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DeviceP
     _check_aligned("gemv x", x, 16)
     _check_aligned("gemv w", w, 16)
     _check_aligned("gemv y", y, 4)
+    if single is None:
+        single = m == 1
+    if single and m != 1:
+        raise ValueError(f"gemv: the single-row kernel needs m=1, got m={m}")
+    if single:
+        sig = GEMV_SINGLE_F32OUT if out_f32 else GEMV_SINGLE
+    else:
+        sig = GEMV_F32OUT if out_f32 else GEMV
     grid = -(-n // GEMV_ROWS_PER_BLOCK)
-    kc.get(GEMV_F32OUT if out_f32 else GEMV)(stream, grid, gemv_threads(k), 0, x, w, y, m, n, k)
+    kc.get(sig)(stream, grid, gemv_threads(k), 0, x, w, y, m, n, k)
 
 
 def gemm(kc: KernelCache, stream: Stream, a: DevicePtr, w: DevicePtr, c: DevicePtr, m: int,

@@ -12,7 +12,7 @@ import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
-from ..kernel_abi import GEMV, GEMV_F32OUT
+from ..kernel_abi import GEMV, GEMV_F32OUT, GEMV_SINGLE, GEMV_SINGLE_F32OUT
 from . import HostMemory, reference
 
 
@@ -29,12 +29,14 @@ def linear_bf16(mem: HostMemory, x: int, w: int, y: int, m: int, n: int, k: int,
 
 
 @reference(GEMV)
+@reference(GEMV_SINGLE)
 def gemv_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int, m: int,
               n: int, k: int) -> None:
     linear_bf16(mem, x, w, y, m, n, k, out_f32=False)
 
 
 @reference(GEMV_F32OUT)
+@reference(GEMV_SINGLE_F32OUT)
 def gemv_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int, m: int,
                   n: int, k: int) -> None:
     linear_bf16(mem, x, w, y, m, n, k, out_f32=True)
