@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 from ..holdback import find_first, partial_marker_len
 
 _FENCE_OPEN = re.compile(r"```[\w-]*\s*$")
+_FENCE_PARTIAL = re.compile(r"`{1,3}[\w-]*\s*$")   # may still grow into a fence opener
 _FENCE_CLOSE = "```"
 
 
@@ -157,7 +158,7 @@ class ToolParser(abc.ABC):
             return False
         keep = partial_marker_len(self._pending, self.start_markers)
         cut = len(self._pending) - keep
-        fence = _FENCE_OPEN.search(self._pending, 0, cut)
+        fence = _FENCE_PARTIAL.search(self._pending, 0, cut)
         if fence is not None:
             cut = fence.start()  # a trailing fence opener may wrap a call: hold it
         out.content += self._pending[:cut]

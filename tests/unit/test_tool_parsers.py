@@ -1,0 +1,146 @@
+"""Tool-call parsers: every format, streamed in chunks of every size, and the book's known
+malformations."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from atlas.server.tool_parsers import PARSERS, parser_class
+
+
+def run(name, text, step, schemas=None):
+    parser = parser_class(name)(schemas)
+    content, deltas = "", []
+    for i in range(0, len(text), step):
+        r = parser.feed(text[i:i + step])
+        content, deltas = content + r.content, deltas + r.calls
+    r = parser.flush()
+    content, deltas = content + r.content, deltas + r.calls
+    calls: dict[int, dict] = {}
+    for d in deltas:
+        call = calls.setdefault(d.index, {"name": None, "arguments": ""})
+        if d.name is not None:
+            assert call["name"] is None, "name streamed twice"
+            call["name"] = d.name
+        else:
+            assert call["name"] is not None, "arguments before the name"
+        call["arguments"] += d.arguments
+    out = [(c["name"], json.loads(c["arguments"])) for _, c in sorted(calls.items())]
+    assert out == [(c.name, json.loads(c.arguments)) for c in parser.calls]
+    return content, out
+
+
+STEPS = [1, 2, 3, 7, 1000]
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_hermes_text_and_two_calls(step):
+    text = ('Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": '
+            '{"location": "Paris"}}\n</tool_call>\n<tool_call>\n{"name": "get_time", '
+            '"arguments": {}}\n</tool_call>')
+    content, calls = run("hermes", text, step)
+    assert content == "Let me check.\n"
+    assert calls == [("get_weather", {"location": "Paris"}), ("get_time", {})]
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_hermes_literal_end_marker_inside_a_json_string(step):
+    text = ('<tool_call>{"name": "write", "arguments": {"text": "a </tool_call> b"}}'
+            '</tool_call>')
+    assert run("hermes", text, step) == ("", [("write", {"text": "a </tool_call> b"})])
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_hermes_empty_call_is_dropped_and_text_kept(step):
+    assert run("hermes", "<tool_call>{}</tool_call>Done.", step) == ("Done.", [])
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_hermes_markdown_fences_around_a_call_are_removed(step):
+    text = ('Here:\n```json\n<tool_call>{"name": "f", "arguments": {"x": 1}}</tool_call>\n```'
+            '\nok')
+    assert run("hermes", text, step) == ("Here:\nok", [("f", {"x": 1})])
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_text_that_only_looks_like_a_marker_passes_through(step):
+    text = "a < b, <tool and ```python\nprint(1)\n``` end"
+    assert run("hermes", text, step) == (text, [])
+
+
+def test_hermes_unclosed_call_is_completed_at_the_end():
+    assert run("hermes", '<tool_call>{"name": "f", "arguments": {"q": 2}}', 4) == (
+        "", [("f", {"q": 2})])
+
+
+def test_hermes_garbage_without_a_name_is_returned_as_text():
+    assert run("hermes", "<tool_call>not json", 3) == ("<tool_call>not json", [])
+
+
+def test_hermes_arguments_given_as_a_json_string():
+    text = '<tool_call>{"name": "f", "arguments": "{\\"a\\": [1, 2]}"}</tool_call>'
+    assert run("hermes", text, 5) == ("", [("f", {"a": [1, 2]})])
+
+
+SCHEMAS = {"get_weather": {"type": "object", "properties": {
+    "location": {"type": "string"}, "days": {"type": "integer"}, "zip": {"type": "string"}}}}
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_qwen3_coder_typed_parameters(step):
+    text = ("Checking <tool_call>\n<function=get_weather>\n<parameter=location>\nParis\n"
+            "</parameter>\n<parameter=days>\n3\n</parameter>\n<parameter=zip>\n75001\n"
+            "</parameter>\n</function>\n</tool_call>")
+    assert run("qwen3_coder", text, step, SCHEMAS) == (
+        "Checking ", [("get_weather", {"location": "Paris", "days": 3, "zip": "75001"})])
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_qwen3_coder_missing_parameter_close(step):
+    text = ("<tool_call>\n<function=get_weather>\n<parameter=location>\nParis\n"
+            "<parameter=days>\n2\n</function>\n</tool_call>")
+    assert run("qwen3_coder", text, step, SCHEMAS) == (
+        "", [("get_weather", {"location": "Paris", "days": 2})])
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_qwen3_coder_literal_tool_call_close_inside_a_value(step):
+    text = ("<tool_call>\n<function=write>\n<parameter=body>\nx </tool_call> y\n</parameter>\n"
+            "</function>\n</tool_call>")
+    assert run("qwen3_coder", text, step) == ("", [("write", {"body": "x </tool_call> y"})])
+
+
+def test_qwen3_coder_empty_call_and_bare_function():
+    assert run("qwen3_coder", "<tool_call>\n</tool_call>hi", 2) == ("hi", [])
+    text = "<function=f>\n<parameter=a>\n1\n</parameter>\n</function>"
+    assert run("qwen3_coder", text, 3) == ("", [("f", {"a": 1})])
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_mistral_list_form(step):
+    text = ('Sure [TOOL_CALLS][{"name": "f", "arguments": {"a": 1}}, '
+            '{"name": "g", "arguments": {}}]')
+    assert run("mistral", text, step) == ("Sure ", [("f", {"a": 1}), ("g", {})])
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_mistral_v11_form(step):
+    text = '[TOOL_CALLS]f[ARGS]{"a": [1, 2]}[TOOL_CALLS]g[ARGS]{}'
+    assert run("mistral", text, step) == ("", [("f", {"a": [1, 2]}), ("g", {})])
+
+
+@pytest.mark.parametrize("name", sorted(PARSERS))
+def test_forced_prefix_opens_a_call_the_parser_completes(name):
+    parser_cls = parser_class(name)
+    prefix = parser_cls().forced_prefix("f")
+    rest = {"hermes": '{"x": 1}}\n</tool_call>',
+            "qwen3_coder": "<parameter=x>\n1\n</parameter>\n</function>\n</tool_call>",
+            "mistral": '{"x": 1}'}[name]
+    assert run(name, prefix + rest, 3) == ("", [("f", {"x": 1})])
+
+
+def test_unknown_parser_name_lists_known():
+    with pytest.raises(ValueError, match="hermes"):
+        parser_class("xml")
