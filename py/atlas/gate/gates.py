@@ -1,7 +1,7 @@
 """The gates: named benchmark runs whose records a change must not silently outlive.
 
-A gate names the benchmark-harness suite it runs, the parameters it pins, and the metrics it
-scores (each with the direction a threshold bounds). Thresholds are not here: they are per
+A gate names the benchmark-harness suite it runs and the metrics it scores (each with the
+direction a threshold bounds). Thresholds are not here: they are per
 checkpoint, in `kernels/<hw>/<model>/BENCH.toml`, beside the model they describe.
 
 Every gate is either required (an open one fails `atlas gate check`) or excused with a written
@@ -12,7 +12,7 @@ does not exist.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Mapping
 
@@ -31,14 +31,14 @@ class Bound(enum.Enum):
 
 @dataclass(frozen=True)
 class Gate:
-    """One benchmark gate. `params` are the suite parameters the gate pins (BENCH.toml entries
-    may override them per checkpoint); `metrics` maps each scored metric to its bound."""
+    """One benchmark gate. `metrics` maps each scored metric to its bound; suite parameters
+    are the harness's defaults unless a BENCH.toml entry (per checkpoint) or the command line
+    overrides them, and the record stores the ones used."""
 
     name: str
     suite: str
     description: str
     metrics: Mapping[str, Bound]
-    params: Mapping[str, object] = field(default_factory=dict)
     required: bool = True
     excuse: str = ""
 
@@ -50,7 +50,6 @@ class Gate:
         if not self.required and not self.excuse.strip():
             raise ValueError(f"gate {self.name!r} is not required, so it must say why")
         object.__setattr__(self, "metrics", MappingProxyType(dict(self.metrics)))
-        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
 
 
 GATES: tuple[Gate, ...] = (
@@ -59,7 +58,6 @@ GATES: tuple[Gate, ...] = (
         suite="long-output",
         description="single-stream decode speed: median output tok/s at concurrency 1",
         metrics={"output_tok_s": Bound.AT_LEAST},
-        params={"concurrency": 1},
     ),
     Gate(
         name="concurrency-sweep",

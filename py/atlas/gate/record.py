@@ -86,7 +86,7 @@ def plan(gate: Gate, stamps: Sequence[TargetStamp], bench: BenchTree,
     if leaf not in measured:
         raise RecordRefused(f"{entry.source} is for {leaf}, but the measured targets are "
                             f"{', '.join(sorted(measured))}")
-    params = {**gate.params, **entry.params, **overrides}
+    params = {**entry.params, **overrides}
     return RecordPlan(gate, entry, tuple(stamps), params)
 
 

@@ -96,11 +96,6 @@ class Record:
         return record_filename(self.date, self.commit, None if self.is_default
                                else self.checkpoint)
 
-    @property
-    def discharges(self) -> bool:
-        """Can this record stand for its gate at all (before asking what changed since)?"""
-        return self.is_default and self.verdict is not Verdict.FAIL
-
     def to_json(self) -> dict[str, Any]:
         return {
             "schema": RECORD_SCHEMA, "gate": self.gate, "suite": self.suite,
