@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
+import types
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from atlas.core.target import KernelTarget
+from atlas.gate import record as gate_record
 from atlas.gate.check import GateInput, evaluate
 from atlas.gate.gates import gate_by_name
 from atlas.gate.records import Record, StoredRecord, TargetStamp, Verdict
@@ -263,3 +266,65 @@ def test_closure_attestation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     print(f"closure attestation: recomputed {checked} baked closure hashes from the tree "
           f"({len(built)} leaves)")
     assert checked >= len(built)
+
+
+# --- recording, end to end with a scripted harness ---------------------------------------
+
+class _ScriptedRunner:
+    """Stands in for the benchmark harness: returns fixed metrics and remembers the call."""
+
+    def __init__(self, output_tok_s: float) -> None:
+        self.output_tok_s = output_tok_s
+        self.calls: list[tuple] = []
+
+    def run(self, suite_id, url, model, params):
+        self.calls.append((suite_id, url, model, dict(params)))
+        return {"output_tok_s": self.output_tok_s, "ttft_ms": 12.0}
+
+
+def test_cli_record_then_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo, artifacts = tmp_path / "repo", tmp_path / "build"
+    repo.mkdir()
+    artifacts.mkdir()
+    _write_tree(repo)
+    (repo / "kernels/hopper/alpha/BENCH.toml").write_text(
+        '[[benchmarks]]\ngate = "decode-floor"\nquant = "bf16"\ncheckpoint = "org/alpha"\n'
+        'status = "measured"\ndefault = true\nparams = { max_tokens = 64 }\n'
+        '[benchmarks.metrics]\noutput_tok_s = 100.0\n')
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "tree")
+    commit = _git(repo, "rev-parse", "HEAD")
+    stamp = _stamp(repo, ALPHA)
+    (artifacts / "hopper__alpha__bf16.ptxset.json").write_text(
+        json.dumps({**stamp.to_json(), "modules": {}}))
+
+    runner = _ScriptedRunner(120.0)
+    harness = types.ModuleType("scripted_bench")
+    harness.suite_runner = lambda: runner  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "scripted_bench", harness)
+    monkeypatch.setattr(gate_record, "HARNESS_MODULE", "scripted_bench")
+
+    def record(*extra: str):
+        return CliRunner().invoke(cli, [
+            "gate", "--root", str(repo), "record", "decode-floor", "--url", "http://srv:1",
+            "--model", "alpha", "--targets-from", str(artifacts), *extra])
+
+    result = record("--param", "seed=3")
+    assert result.exit_code == 0, result.output
+    assert runner.calls == [("long-output", "http://srv:1", "alpha",
+                             {"max_tokens": 64, "seed": "3"})]
+    (written,) = (repo / ".benchmarks/decode-floor").glob("*.json")
+    assert written.name.endswith(f"-{commit[:10]}.json")
+    data = json.loads(written.read_text())
+    assert data["verdict"] == "pass" and data["metrics"] == {"output_tok_s": 120.0}
+    assert data["targets"] == [stamp.to_json()] and data["commit"] == commit
+    line = next(x for x in _check(repo).output.splitlines() if " decode-floor " in x)
+    assert line.startswith("VALID decode-floor")
+
+    runner.output_tok_s = 80.0
+    failed = record()
+    assert failed.exit_code == 2, failed.output
+    assert "output_tok_s 80 (needs >= 100)" in failed.output
+    line = next(x for x in _check(repo).output.splitlines() if " decode-floor " in x)
+    assert line.startswith("OPEN  decode-floor") and "it failed: output_tok_s 80" in line
