@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# The one script to run on the GPU machine: environment check, wheels, kernel build, every
+# kernel against its reference, the GPU-marked tests, then whatever stages are added below.
+# Each stage logs to its own file; a failing stage does not stop the next one (except the
+# environment check, which ends the run); a summary table prints last; the exit status is
+# non-zero if any stage failed.
+#
+#   tools/gpu/run_suite.sh                 # every stage
+#   tools/gpu/run_suite.sh check_kernels   # env_check plus the named stages only
+#
+# Environment:
+#   OUT                   logs go to $OUT/logs and results to $OUT/results (else ./gpu_suite/<time>)
+#   ATLAS_SUITE_REUSE_PTX=1  keep existing build/kernels/*.ptxset.json instead of rebuilding
+#   ATLAS_CHECK_SEED=N    fixed input seed for check_kernels (default: from the clock)
+set -uo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$REPO"
+
+STAMP="$(date -u +%Y%m%d-%H%M%S)"
+BASE="${OUT:-$REPO/gpu_suite/$STAMP}"
+LOGS="$BASE/logs"
+RESULTS="$BASE/results"
+mkdir -p "$LOGS" "$RESULTS"
+
+PY="${PYTHON:-python3}"
+export PYTHONPATH="$REPO/py${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONDONTWRITEBYTECODE=1
+
+# ---- stages -------------------------------------------------------------------------------
+# Each stage is a function `stage_<name>`; it returns non-zero on failure. Add new stages as
+# functions and list them in STAGES (order = run order).
+
+stage_env_check() {
+  command -v nvidia-smi >/dev/null || { echo "nvidia-smi not found"; return 1; }
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv || return 1
+  "$PY" --version || return 1
+  "$PY" - <<'EOF' || return 1
+from cuda.bindings import driver
+import cuda.bindings, numpy
+(err,) = driver.cuInit(0)
+assert not err, f"cuInit failed: {err}"
+err, n = driver.cuDeviceGetCount()
+assert not err and n > 0, f"no CUDA device ({err}, {n})"
+err, version = driver.cuDriverGetVersion()
+print(f"cuda-bindings {cuda.bindings.__version__}, numpy {numpy.__version__}, "
+      f"{n} device(s), driver CUDA {version // 1000}.{version % 1000 // 10}")
+EOF
+  command -v nvcc >/dev/null && nvcc --version | tail -n 2
+  git -C "$REPO" log -1 --oneline 2>/dev/null || true
+}
+
+stage_install_wheels() {
+  # Packages missing from the GPU image (orjson, structlog) travel as wheels in .whl/.
+  shopt -s nullglob
+  local wheels=("$REPO"/.whl/*.whl)
+  shopt -u nullglob
+  if [ ${#wheels[@]} -eq 0 ]; then
+    echo "no wheels in .whl/; nothing to install"
+    return 0
+  fi
+  local site=/tmp/site
+  "$PY" -m pip install --no-index --no-deps --quiet --target "$site" "${wheels[@]}" || return 1
+  echo "installed ${#wheels[@]} wheel(s) into $site"
+}
+
+stage_build_kernels() {
+  shopt -s nullglob
+  local sets=("$REPO"/build/kernels/*.ptxset.json)
+  shopt -u nullglob
+  if [ "${ATLAS_SUITE_REUSE_PTX:-0}" = 1 ] && [ ${#sets[@]} -gt 0 ]; then
+    echo "reusing ${#sets[@]} PTX set(s) in build/kernels (ATLAS_SUITE_REUSE_PTX=1)"
+    return 0
+  fi
+  command -v nvcc >/dev/null || { echo "nvcc not found and no reusable PTX sets"; return 1; }
+  ATLAS_TARGET_HW=hopper "$PY" -m atlas_cli.main kernels build -j "$(nproc)"
+}
+
+stage_check_kernels() {
+  local seed_args=()
+  [ -n "${ATLAS_CHECK_SEED:-}" ] && seed_args=(--seed "$ATLAS_CHECK_SEED")
+  "$PY" tools/gpu/check_kernels.py ${seed_args[@]+"${seed_args[@]}"} \
+    --out "$RESULTS/gpu_check-$STAMP.json"
+}
+
+stage_pytest_gpu() {
+  "$PY" -m pytest -m gpu -q -p no:cacheprovider tests \
+    --junitxml="$RESULTS/pytest_gpu-$STAMP.xml"
+}
+
+STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu)
+
+# ---- runner -------------------------------------------------------------------------------
+
+if [ -d /tmp/site ] || ls "$REPO"/.whl/*.whl >/dev/null 2>&1; then
+  export PYTHONPATH="/tmp/site:$PYTHONPATH"
+fi
+
+selected=("$@")
+declare -A STATUS=() SECONDS_TAKEN=()
+ORDER=()
+
+run_stage() {
+  local name="$1" log="$LOGS/$1.log" start rc
+  start=$(date +%s)
+  echo "=== $name (log: $log)"
+  "stage_$name" >"$log" 2>&1
+  rc=$?
+  tail -n 15 "$log" | sed 's/^/    /'
+  STATUS[$name]=$rc
+  SECONDS_TAKEN[$name]=$(( $(date +%s) - start ))
+  ORDER+=("$name")
+  return $rc
+}
+
+wanted() {
+  local name="$1" s
+  [ ${#selected[@]} -eq 0 ] && return 0
+  for s in "${selected[@]}"; do [ "$s" = "$name" ] && return 0; done
+  return 1
+}
+
+for s in ${selected[@]+"${selected[@]}"}; do
+  declare -F "stage_$s" >/dev/null || { echo "unknown stage '$s'; stages: ${STAGES[*]}"; exit 2; }
+done
+
+if ! run_stage env_check; then
+  echo "environment check failed; see $LOGS/env_check.log"
+  exit 1
+fi
+for name in "${STAGES[@]}"; do
+  [ "$name" = env_check ] && continue
+  wanted "$name" || continue
+  run_stage "$name"
+done
+
+echo
+printf '%-22s %-6s %8s  %s\n' stage status seconds log
+failed=0
+for name in "${ORDER[@]}"; do
+  rc=${STATUS[$name]}
+  if [ "$rc" -eq 0 ]; then word=PASS; else word="FAIL($rc)"; failed=1; fi
+  printf '%-22s %-6s %8s  %s\n' "$name" "$word" "${SECONDS_TAKEN[$name]}" "$LOGS/$name.log"
+done
+echo "results: $RESULTS"
+exit $failed
