@@ -9,8 +9,11 @@
 //   as mma A fragments; K/V tiles of kBKV keys stream through a 2-stage cp.async ring
 //   (gathered row by row through the block table, rows past the last visible key zero-filled
 //   and never read from the cache). S = Q K^T and O += P V run on mma.m16n8k16; the online
-//   softmax is f32 in log2 units; P is rounded to bf16 to feed the PV mma (the reference
-//   rounds it too); l sums the unrounded P. Query i of a chunk of q_len sits at absolute
+//   softmax is f32 in log2 units. P enters the PV product as two bf16 mmas, P = hi + lo with
+//   hi = bf16(P), lo = bf16(P - hi): P keeps ~16 significant bits, so the result matches the
+//   f32-probability reference to accumulation-order error (a single rounded P would differ
+//   from any reference by whole bf16 ulps wherever f32 noise flips a rounding). That costs
+//   one third more tensor-core work. Query i of a chunk of q_len sits at absolute
 //   position kv_len - q_len + i and sees keys 0..that position, so first and chunked prefill
 //   are the same kernel.
 // decode_attn_bf16: grid (num_splits, hkv, num_seqs), 128 threads. A block reads the K/V
@@ -43,6 +46,15 @@ __device__ __forceinline__ size_t cache_row(const int* table, int p, int hkv, in
 }
 
 // ---- prefill ------------------------------------------------------------------------------
+// Two f32 values as bf16x2 pairs hi = bf16(v) and lo = bf16(v - hi): hi + lo carries ~16
+// significant bits, enough for probabilities to act as f32 in the PV product.
+__device__ __forceinline__ void split_bf16x2(float a, float b, uint32_t& hi, uint32_t& lo) {
+  hi = atlas::pack_bf16x2(a, b);
+  float ha, hb;
+  atlas::unpack_bf16x2(hi, ha, hb);
+  lo = atlas::pack_bf16x2(a - ha, b - hb);
+}
+
 template <int D>
 struct Prefill {
   static constexpr int kBQ = 64;                 // ops/attention.py PREFILL_QUERY_TILE
@@ -191,21 +203,25 @@ __device__ __forceinline__ void prefill_attn(
       }
     }
 
-    // O += P V: two S n-tiles (16 keys) form one bf16 A fragment; V via transposed ldmatrix.
+    // O += P V: two S n-tiles (16 keys) form one A fragment (as hi + lo bf16 parts); V comes
+    // through transposed ldmatrix.
 #pragma unroll
     for (int kt = 0; kt < P::kBKV / 16; ++kt) {
-      const uint32_t pa[4] = {atlas::pack_bf16x2(s[2 * kt][0], s[2 * kt][1]),
-                              atlas::pack_bf16x2(s[2 * kt][2], s[2 * kt][3]),
-                              atlas::pack_bf16x2(s[2 * kt + 1][0], s[2 * kt + 1][1]),
-                              atlas::pack_bf16x2(s[2 * kt + 1][2], s[2 * kt + 1][3])};
+      uint32_t p_hi[4], p_lo[4];
+      split_bf16x2(s[2 * kt][0], s[2 * kt][1], p_hi[0], p_lo[0]);
+      split_bf16x2(s[2 * kt][2], s[2 * kt][3], p_hi[1], p_lo[1]);
+      split_bf16x2(s[2 * kt + 1][0], s[2 * kt + 1][1], p_hi[2], p_lo[2]);
+      split_bf16x2(s[2 * kt + 1][2], s[2 * kt + 1][3], p_hi[3], p_lo[3]);
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
         // matrices: (keys 0-7, d lo), (keys 8-15, d lo), (keys 0-7, d hi), (keys 8-15, d hi)
         const int r = kt * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
         uint32_t vb[4];
         atlas::ldmatrix_x4_trans(vb, sv + atlas::swizzle_offset<P::kChunks>(r, 2 * dp + (lane >> 4)));
-        atlas::mma_bf16_16816(o[2 * dp], pa, vb[0], vb[1]);
-        atlas::mma_bf16_16816(o[2 * dp + 1], pa, vb[2], vb[3]);
+        atlas::mma_bf16_16816(o[2 * dp], p_hi, vb[0], vb[1]);
+        atlas::mma_bf16_16816(o[2 * dp], p_lo, vb[0], vb[1]);
+        atlas::mma_bf16_16816(o[2 * dp + 1], p_hi, vb[2], vb[3]);
+        atlas::mma_bf16_16816(o[2 * dp + 1], p_lo, vb[2], vb[3]);
       }
     }
     __syncthreads();  // stage t & 1 is refilled by the next iteration's prefetch

@@ -20,8 +20,9 @@ from ..ops import KernelCache, attention
 from .gemv import random_bf16
 
 _BF16_NAN = np.uint16(0x7FC0)
-#: bf16 attention outputs are O(1); P rounded to bf16 and the output rounding stay < 4e-3
-ATTN_TOL = (4e-3, 1e-2)
+#: bf16 attention outputs lie in (-1, 1): the output rounding (half a bf16 ulp, 2^-9
+#: relative) dominates; float32 softmax error is orders of magnitude below it
+ATTN_TOL = (1e-3, 8e-3)
 
 
 @dataclass(frozen=True)

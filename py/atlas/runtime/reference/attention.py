@@ -3,10 +3,11 @@
 Specification (all arithmetic float32 on bf16-widened inputs):
 
 * scores s = (q . k) * scale; causal: the query at absolute position p sees keys 0..p.
-* prefill: P = exp(s - max), l = sum P (unrounded), O = (bf16(P) @ V) / l, rounded once to
-  bf16. P is rounded to bf16 before the PV product because the tensor-core kernel feeds P
-  to mma as bf16; l stays float32. (The kernel's running max differs from the final max
-  only in which bf16 grid P lands on, well inside a bf16 ulp of O.)
+* prefill: P = exp(s - max), l = sum P, O = (P @ V) / l, rounded once to bf16. P is NOT
+  rounded to bf16: the tensor-core kernel feeds P to its PV mma as two bf16 parts
+  (hi + lo, ~16 significant bits), so float32 P is its exact specification. (A single
+  bf16 P would leave kernel and reference whole bf16 ulps apart wherever float32 noise in
+  the scores flips a rounding, which no reference can reproduce.)
 * decode: split-K. With c = ceil(kv_len / num_splits), split i covers keys
   [i*c, min((i+1)*c, kv_len)). Each split writes m (max score, natural-log units), l (sum
   of exp(s - m)) and o (its own softmax-weighted sum of V, already divided by l), all
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
+from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
 from ..kernel_abi import DECODE_ATTN, DECODE_ATTN_COMBINE, PREFILL_ATTN
 from . import HostMemory, reference
@@ -73,7 +74,7 @@ def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.
         s[:, :, hidden] = -np.inf
         p = np.exp(s - s.max(axis=-1, keepdims=True))
         l = p.sum(axis=-1, keepdims=True)
-        o = np.matmul(round_bf16(p), v[:, None]) / l                    # [hkv, G, t, D]
+        o = np.matmul(p, v[:, None]) / l                                # [hkv, G, t, D]
         out[t0:t0 + t] = o.transpose(2, 0, 1, 3).reshape(t, hq, d)
     return out
 
