@@ -14,6 +14,9 @@ def model_dir(tmp_path_factory):
     return build_tiny_model_dir(tmp_path_factory.mktemp("tiny-model"))
 
 
+THINKING_SCRIPT = "<think>\nFrance is in Europe.\n</think>\n\nParis."
+
+
 def make_executor(tokenizer, **kw) -> FakeExecutor:
     from tokenizers import Tokenizer
     raw = tokenizer._tok  # the tokenizers.Tokenizer inside TextTokenizer
@@ -29,7 +32,12 @@ def server(model_dir):
     script_text = ('<tool_call>\n{"name": "get_weather", "arguments": {"location": "Paris"}}'
                    '\n</tool_call>')
     executor = make_executor(tok, scripts=[
+        # tool_choice forcing: the prompt ends in the parser's forced prefix
+        (tok.encode('assistant\n<tool_call>\n{"name": "get_weather", "arguments": '),
+         tok.encode('{"location": "Paris"}}\n</tool_call>')),
+        (tok.encode("assistant\n<tool_call>\n"), tok.encode(script_text[len("<tool_call>\n"):])),
         (tok.encode(" weather"), tok.encode(script_text)),
+        (tok.encode(" think"), tok.encode(THINKING_SCRIPT)),
         (tok.encode(" capital"), tok.encode("The capital of France is Paris.")),
     ])
     srv = ServerThread(model_dir, executor).start()

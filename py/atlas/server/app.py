@@ -114,8 +114,8 @@ def api_route(api: str) -> Callable[[Handler], Handler]:
                 resp = await handler(request)
             except ApiError as err:
                 resp = error_response(err, api)
-            except web.HTTPException:
-                raise
+            except (web.HTTPException, ConnectionError):
+                raise  # aiohttp's own responses; a client that went away
             except Exception:  # never let a handler bug take the connection down silently
                 _log.exception("request failed", path=request.path)
                 resp = error_response(ApiError(ErrorKind.SERVER, "internal server error"), api)
@@ -125,7 +125,7 @@ def api_route(api: str) -> Callable[[Handler], Handler]:
     return wrap
 
 
-def start_generation(spec, ctx: ServerContext, key: str, started: float) -> Generation:
+def start_generation(spec: GenerationSpec, ctx: ServerContext, key: str, started: float) -> Generation:
     require_ready(ctx)
     gen = Generation(spec, ctx, started)
     ctx.metrics.record_prompt(gen.outcome.prompt_tokens)

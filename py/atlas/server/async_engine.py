@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
-from .engine_thread import EngineThread
-from .scheduler import SeqOutput, SeqRequest
+from .engine_thread import EngineThread, OutputSink
+from .scheduler import Scheduler, SeqOutput, SeqRequest
 
 
 class AsyncEngine:
-    def __init__(self, engine_factory, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, engine_factory: Callable[[OutputSink], EngineThread],
+                 loop: asyncio.AbstractEventLoop) -> None:
         """`engine_factory(on_outputs)` builds the EngineThread around our output sink."""
         self._loop = loop
         self._queues: dict[int, asyncio.Queue[SeqOutput]] = {}
@@ -24,7 +25,7 @@ class AsyncEngine:
         self.thread: EngineThread = engine_factory(self._from_thread)
 
     @property
-    def scheduler(self):
+    def scheduler(self) -> Scheduler:
         return self.thread.scheduler
 
     def start(self) -> None:

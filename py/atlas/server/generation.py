@@ -48,14 +48,10 @@ def render_prompt(spec: GenerationSpec, ctx: ServerContext) -> Prompt:
     try:
         template = tok.chat_template(use_tools)
         text = template.render(spec.messages, tools=spec.tools if use_tools else None,
-                               add_generation_prompt=spec.add_generation_prompt
-                               and not spec.continue_final_message,
+                               add_generation_prompt=spec.add_generation_prompt,
                                enable_thinking=thinking, extra=spec.template_kwargs)
     except (TemplateError, ValueError) as exc:
         raise invalid(str(exc), "messages") from None
-    if spec.continue_final_message and tok.eos_token:
-        cut = text.rfind(tok.eos_token)
-        text = text[:cut] if cut >= 0 else text
     forced = ""
     if use_tools and spec.tool_choice.forces_call:
         forced = parser_class(ctx.options.tool_parser)().forced_prefix(spec.tool_choice.name)

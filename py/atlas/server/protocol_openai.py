@@ -27,8 +27,7 @@ _COMMON_FIELDS = _SAMPLING_FIELDS | {
     "logprobs", "top_logprobs", "logit_bias", "metadata", "store", "service_tier"}
 CHAT_FIELDS = _COMMON_FIELDS | {
     "messages", "max_completion_tokens", "tools", "tool_choice", "parallel_tool_calls",
-    "response_format", "chat_template_kwargs", "reasoning_effort", "add_generation_prompt",
-    "continue_final_message"}
+    "response_format", "chat_template_kwargs", "reasoning_effort", "add_generation_prompt"}
 COMPLETION_FIELDS = _COMMON_FIELDS | {"prompt", "echo", "suffix", "best_of"}
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
@@ -244,7 +243,6 @@ def parse_chat_request(body: Any) -> GenerationSpec:
         enable_thinking=enable_thinking,
         template_kwargs={k: v for k, v in kwargs.items() if k != "enable_thinking"},
         add_generation_prompt=f.boolean("add_generation_prompt", True),
-        continue_final_message=f.boolean("continue_final_message", False),
     )
 
 

@@ -42,7 +42,6 @@ class GenerationSpec:
     thinking_budget: int | None = None
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     add_generation_prompt: bool = True
-    continue_final_message: bool = False
 
     @property
     def tool_names(self) -> list[str]:
