@@ -278,6 +278,17 @@ def test_kernel_launch_checks_arity_and_types() -> None:
     assert mock.drain_launches() == []
 
 
+def test_kernel_launch_converts_numpy_scalars_and_ints_for_floats() -> None:
+    mock = MockGpuBackend()
+    rms = KernelLaunch(mock, kernel_abi.RMSNORM)
+    rms(0, 1, 32, 0, 1, 2, 3, 4, 8, 1e-6)                                  # fast path
+    rms(0, 1, 32, 0, np.uint64(1), 2, 3, np.int32(4), np.uint32(8), 1)     # converted
+    fast, slow = mock.drain_launches()
+    assert fast.args == slow.args
+    assert all(type(v) is int for k, v in slow.args.items() if k != "eps")
+    assert type(slow.args["eps"]) is float
+
+
 # ---- backend selection ------------------------------------------------------------------
 
 def test_make_backend_kinds(monkeypatch: pytest.MonkeyPatch) -> None:

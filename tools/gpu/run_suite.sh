@@ -9,7 +9,7 @@
 #   tools/gpu/run_suite.sh check_kernels   # env_check plus the named stages only
 #
 # Environment:
-#   OUT                   logs go to $OUT/logs and results to $OUT/results (else ./gpu_suite/<time>)
+#   OUT                   logs go to $OUT/logs, results to $OUT/results (else /tmp/atlas_gpu_suite/<time>)
 #   ATLAS_SUITE_REUSE_PTX=1  keep existing build/kernels/*.ptxset.json instead of rebuilding
 #   ATLAS_CHECK_SEED=N    fixed input seed for check_kernels (default: from the clock)
 set -uo pipefail
@@ -18,7 +18,7 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$REPO"
 
 STAMP="$(date -u +%Y%m%d-%H%M%S)"
-BASE="${OUT:-$REPO/gpu_suite/$STAMP}"
+BASE="${OUT:-/tmp/atlas_gpu_suite/$STAMP}"
 LOGS="$BASE/logs"
 RESULTS="$BASE/results"
 mkdir -p "$LOGS" "$RESULTS"

@@ -1,0 +1,89 @@
+"""tools/gpu/check_kernels.py: its reference tolerance (the GPU pass/fail judge) and its whole
+flow, run on the host backend."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from atlas.core.dtype import DType
+from atlas.core.numerics import f32_to_bf16_bits
+from atlas.runtime.kernel_check import KernelCase, OutputSpec
+
+SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "gpu" / "check_kernels.py"
+
+
+@pytest.fixture(scope="module")
+def ck():
+    spec = importlib.util.spec_from_file_location("check_kernels", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["check_kernels"] = module  # dataclasses resolve annotations through it
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules["check_kernels"]
+
+
+def _case(dtype: DType, shape: tuple[int, ...]) -> KernelCase:
+    return KernelCase("c", "m", {}, {"out": OutputSpec(dtype, shape)}, lambda *a: None,
+                      lambda inputs: {})
+
+
+def _bf16(values) -> np.ndarray:
+    return f32_to_bf16_bits(np.asarray(values, dtype=np.float32))
+
+
+def test_bf16_outputs_may_differ_by_two_ulps_not_three(ck) -> None:
+    case = _case(DType.BF16, (3,))
+    ref = _bf16([1.0, -3.0, 0.001])
+    two_ulps = _bf16([1.0 + 2 * 2**-7, -3.0 - 2 * 2**-6, 0.001])
+    three_ulps = _bf16([1.0 + 3 * 2**-7, -3.0, 0.001])
+    err, problems = ck.compare_to_reference(case, {"out": two_ulps}, {"out": ref})
+    assert not problems and err == pytest.approx(2 * 2**-6)
+    err, problems = ck.compare_to_reference(case, {"out": three_ulps}, {"out": ref})
+    assert "1/3 differ" in problems and err == pytest.approx(3 * 2**-7)
+
+
+def test_nan_and_integer_mismatches_fail(ck) -> None:
+    case = _case(DType.BF16, (2,))
+    _, problems = ck.compare_to_reference(case, {"out": np.array([0x7FC0, 0], np.uint16)},
+                                          {"out": np.array([0x3F80, 0], np.uint16)})
+    assert "NaN" in problems
+    ints = _case(DType.I32, (3,))
+    err, problems = ck.compare_to_reference(ints, {"out": np.array([1, 2, 4], np.int32)},
+                                            {"out": np.array([1, 2, 3], np.int32)})
+    assert err == 1.0 and "1/3 differ" in problems
+
+
+def test_f32_outputs_allow_accumulation_order_error_only(ck) -> None:
+    case = _case(DType.FP32, (2,))
+    ref = np.array([100.0, 1.0], np.float32)
+    _, ok = ck.compare_to_reference(case, {"out": ref * np.float32(1 + 2e-6)}, {"out": ref})
+    _, bad = ck.compare_to_reference(case, {"out": ref * np.float32(1 + 1e-3)}, {"out": ref})
+    assert not ok and bad
+
+
+def test_host_flow_checks_cases_and_a_graph_and_writes_json(ck, tmp_path: Path,
+                                                           capsys) -> None:
+    out = tmp_path / "result.json"
+    rc = ck.main(["--backend", "host", "--seed", "3", "-k", "argmax", "--out", str(out)])
+    assert rc == 0
+    record = json.loads(out.read_text())
+    names = [c["case"] for c in record["cases"]]
+    assert record["passed"] and record["seed"] == 3 and record["git_commit"]
+    assert any(n.startswith("argmax") for n in names)
+    assert any(n.startswith("graph x2") for n in names)
+    assert "PASS" in capsys.readouterr().out
+
+
+def test_ptx_dir_of_bare_modules(ck, tmp_path: Path) -> None:
+    (tmp_path / "gemv.ptx").write_bytes(b".version 9.0")
+    (tmp_path / "argmax.ptx").write_bytes(b".version 9.0")
+    (source,) = ck.load_sources(tmp_path, "hopper")
+    assert sorted(source.modules) == ["argmax", "gemv"]
