@@ -10,5 +10,8 @@ Two planes, and nothing crosses upward between them:
 
 Around them: `bench_toml` (threshold files beside each model), `verdict` (metrics against
 thresholds), `record` (running a gate's suite against a server and writing its record), and
-the thin I/O modules `git`, `store`, `server_targets` and `workspace`.
+the thin I/O modules `git`, `store`, `target_stamps` and `workspace`.
+
+Every module here but `explain` is a boundary file (`coverage.BOUNDARY_FILES`): editing the
+machinery re-opens every gate, so the machinery cannot excuse itself.
 """

@@ -16,7 +16,7 @@ from .coverage import (KERNELS_DIR, invalidated_by, is_bench_thresholds, is_boun
 
 #: categories in the order they are printed; the first whose test accepts a path wins
 CATEGORIES: tuple[str, ...] = (
-    "gate rules (re-open every gate)",
+    "gate machinery (re-opens every gate)",
     "thresholds (BENCH.toml)",
     "kernel sources and build inputs",
     "host code and build on the boundary",
