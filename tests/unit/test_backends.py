@@ -281,7 +281,7 @@ def test_kernel_launch_checks_arity_and_types() -> None:
 def test_kernel_launch_converts_numpy_scalars_and_ints_for_floats() -> None:
     mock = MockGpuBackend()
     rms = KernelLaunch(mock, kernel_abi.RMSNORM)
-    rms(0, 1, 32, 0, 1, 2, 3, 4, 8, 1e-6)                                  # fast path
+    rms(0, 1, 32, 0, 1, 2, 3, 4, 8, 1.0)                                   # fast path
     rms(0, 1, 32, 0, np.uint64(1), 2, 3, np.int32(4), np.uint32(8), 1)     # converted
     fast, slow = mock.drain_launches()
     assert fast.args == slow.args
