@@ -14,8 +14,7 @@ LAYOUT = StepLayout(max_tokens=64, max_seqs=4, max_blocks=8)
 def _unpack(buf, lay, n_tokens, n_seqs):
     return (buf[lay.ids:lay.ids + n_tokens], buf[lay.positions:lay.positions + n_tokens],
             buf[lay.slots:lay.slots + n_tokens], buf[lay.cu_q:lay.cu_q + n_seqs + 1],
-            buf[lay.kv_lens:lay.kv_lens + n_seqs],
-            buf[lay.block_tables:lay.block_tables + n_seqs * lay.max_blocks].reshape(n_seqs, -1))
+            buf[lay.kv_lens:lay.kv_lens + n_seqs])
 
 
 def test_mixed_prefill_and_decode_step():
@@ -24,14 +23,13 @@ def test_mixed_prefill_and_decode_step():
              SeqStep(2, [8], 4, [2], GREEDY)]
     n_tokens, n_sample, max_q = pack_step(buf, LAYOUT, steps, block_size=16)
     assert (n_tokens, n_sample, max_q) == (4, 1, 3)
-    ids, pos, slots, cu_q, kv_lens, tables = _unpack(buf, LAYOUT, 4, 2)
+    ids, pos, slots, cu_q, kv_lens = _unpack(buf, LAYOUT, 4, 2)
     assert ids.tolist() == [5, 6, 7, 8]
     assert pos.tolist() == [16, 17, 18, 4]
     # positions 16..18 live in the second block (id 9); position 4 in block 2
     assert slots.tolist() == [9 * 16 + 0, 9 * 16 + 1, 9 * 16 + 2, 2 * 16 + 4]
     assert cu_q.tolist() == [0, 3, 4]
     assert kv_lens.tolist() == [19, 5]
-    assert tables[0, :2].tolist() == [3, 9] and tables[1, 0] == 2
     assert buf[LAYOUT.sample_rows] == 3  # only the decode row samples
 
 
@@ -40,7 +38,7 @@ def test_padding_rows_never_write_kv():
     n_tokens, n_sample, _ = pack_step(buf, LAYOUT, [SeqStep(1, [4], 0, [1], GREEDY)], 16,
                                       pad_to=4)
     assert (n_tokens, n_sample) == (4, 4)
-    _, _, slots, _, kv_lens, _ = _unpack(buf, LAYOUT, 4, 4)
+    _, _, slots, _, kv_lens = _unpack(buf, LAYOUT, 4, 4)
     assert slots.tolist() == [16, -1, -1, -1]
     assert kv_lens.tolist() == [1, 1, 1, 1]
 

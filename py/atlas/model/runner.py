@@ -8,12 +8,14 @@ the sampled token ids come back.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
 
 import numpy as np
 
 from ..core.config import ModelConfig
+from ..core.target import KernelTarget
 from ..core.dtype import DType
 from ..core.sampling import GREEDY
 from ..runtime.buffers import BufferArena
@@ -45,6 +47,19 @@ class RunnerLimits:
         return -(-self.max_seq_len // self.block_size)
 
 
+@dataclass
+class RunnerInfo:
+    """Facts about how this runner was built, for logs, /metrics, gates and benchmarks."""
+
+    model_dir: Path
+    backend_kind: str
+    weights_bytes: int
+    target: KernelTarget | None = None
+    closure_hash: str | None = None
+    behavior: dict[str, Any] = field(default_factory=dict)
+    load_s: float = 0.0
+
+
 def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
                       layout: StepLayout, max_splits: int) -> None:
     """Reserve every per-step buffer once, sized for the worst case the limits allow."""
@@ -66,7 +81,7 @@ class ModelRunner:
 
     def __init__(self, backend: GpuBackend, cfg: ModelConfig, model: DenseDecoderModel,
                  kv: PagedKvCache, arena: BufferArena, sampler: Sampler,
-                 limits: RunnerLimits, use_graphs: bool) -> None:
+                 limits: RunnerLimits, info: RunnerInfo) -> None:
         self.backend = backend
         self.cfg = cfg
         self.model = model
@@ -74,6 +89,7 @@ class ModelRunner:
         self.arena = arena
         self.sampler = sampler
         self.limits = limits
+        self.info = info
         self.block_size = limits.block_size
         self.num_kv_blocks = kv.num_blocks
         self.max_batch_size = limits.max_batch_size
@@ -86,7 +102,7 @@ class ModelRunner:
         self.bufs = StepBuffers(
             ids=i32 + 4 * lay.ids, positions=i32 + 4 * lay.positions, slots=i32 + 4 * lay.slots,
             cu_q=i32 + 4 * lay.cu_q, kv_lens=i32 + 4 * lay.kv_lens,
-            sample_rows=i32 + 4 * lay.sample_rows, block_tables=i32 + 4 * lay.block_tables,
+            sample_rows=i32 + 4 * lay.sample_rows, block_tables=kv.block_tables,
             **{n: arena[n] for n in ("resid", "delta", "normed", "qkv", "q", "attn",
                                      "gate_up", "act", "sel", "logits", "part_o", "part_ml")})
         self.host_i32 = backend.alloc_host_pinned(4 * lay.total).view(np.int32)
@@ -95,10 +111,9 @@ class ModelRunner:
         self._slot_of: dict[int, int] = {}
         self._free_slots = list(range(limits.max_batch_size - 1, -1, -1))
         self._sampled: dict[int, int] = {}
+        self._row_state: list[tuple[int, int]] = [(-1, -1)] * limits.max_batch_size
         self.graphs: dict[int, GraphHandle] = {}
         self.buckets = decode_buckets(limits.max_batch_size)
-        if use_graphs and backend.supports_graphs:
-            self.capture_graphs()
 
     # ---- StepExecutor ------------------------------------------------------------------
     def execute(self, steps: Sequence[SeqStep]) -> list[int | None]:
@@ -111,7 +126,7 @@ class ModelRunner:
         bucket = next((b for b in self.buckets if b >= len(steps)), 0) if decode else 0
         n_tokens, n_sample, max_q = pack_step(self.host_i32, self.layout, steps,
                                               self.block_size, pad_to=bucket)
-        self._upload_inputs(n_seqs=max(len(steps), bucket))
+        self._upload_inputs(steps, n_rows=max(len(steps), bucket))
         pad = n_sample - len(sampling_steps)
         self.sampler.prepare([self._slot_of[st.seq_id] for st in sampling_steps]
                              + [self.pad_slot] * pad,
@@ -139,6 +154,9 @@ class ModelRunner:
         return out
 
     def release(self, seq_id: int) -> None:
+        """Forget a sequence. Its block-table rows are invalidated too: a live sequence's
+        table only grows, but a released one may come back with different blocks."""
+        self._row_state = [(-1, -1) if st[0] == seq_id else st for st in self._row_state]
         slot = self._slot_of.pop(seq_id, None)
         self._sampled.pop(seq_id, None)
         if slot is not None:
@@ -159,11 +177,23 @@ class ModelRunner:
         self._slot_of[st.seq_id] = slot
         self.sampler.assign(slot, st.prompt_ids or [], st.sampling)
 
-    def _upload_inputs(self, n_seqs: int) -> None:
-        lay = self.layout
-        self.backend.copy_h2d(self.bufs.ids, self.host_i32[:lay.front], self.stream)
-        rows = self.host_i32[lay.block_tables:lay.block_tables + n_seqs * lay.max_blocks]
-        self.backend.copy_h2d(self.bufs.block_tables, rows, self.stream)
+    def _upload_inputs(self, steps: Sequence[SeqStep], n_rows: int) -> None:
+        """Copy the packed step inputs, and the block-table rows whose contents changed.
+
+        A row is rewritten only when a different sequence occupies it or its sequence
+        grew a block, so steady decode uploads a row once every block_size tokens.
+        """
+        self.backend.copy_h2d(self.bufs.ids, self.host_i32, self.stream)
+        for row in range(n_rows):
+            if row < len(steps):
+                st = steps[row]
+                state, table = (st.seq_id, len(st.block_table)), st.block_table
+            else:
+                state, table = (-1, 1), [0]  # graph padding rows read block 0
+            if self._row_state[row] != state:
+                self.kv.set_block_table(row, table)
+                self._row_state[row] = state
+        self.kv.upload_block_tables(self.stream)
 
     def capture_graphs(self) -> None:
         """Capture one decode graph per bucket, largest first (nano-vllm's order)."""
@@ -173,7 +203,7 @@ class ModelRunner:
             pack_step(self.host_i32, self.layout, dummy, self.block_size)
             for i in range(bs):  # padding-style rows: never write the KV cache
                 self.host_i32[self.layout.slots + i] = -1
-            self._upload_inputs(bs)
+            self._upload_inputs([], bs)
             self.sampler.prepare([self.pad_slot] * bs, [GREEDY] * bs, [0] * bs)
             splits = decode_splits(bs, dims.kv_heads, self.max_seq_len, self.limits.num_sms)
             plan = AttentionPlan(decode=True, num_seqs=bs, num_splits=splits)

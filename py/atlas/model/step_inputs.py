@@ -1,8 +1,8 @@
 """Packing one step's host-side inputs into the layout the device buffers expect.
 
-All int32 inputs of a step live in one region (ids | positions | slots | cu_q | kv_lens |
-sample_rows | block_tables) so a step costs two host-to-device copies: the small front part
-and the block-table rows in use. Pure numpy; no device access.
+The per-step int32 inputs live in one region (ids | positions | slots | cu_q | kv_lens |
+sample_rows), so a step costs one host-to-device copy; block tables are kept by the paged
+KV cache, which re-uploads only rows that changed. Pure numpy; no device access.
 """
 
 from __future__ import annotations
@@ -48,17 +48,8 @@ class StepLayout:
         return self.kv_lens + self.max_seqs
 
     @property
-    def block_tables(self) -> int:
-        return self.sample_rows + self.max_seqs
-
-    @property
-    def front(self) -> int:
-        """Elements before the block tables (copied whole every step)."""
-        return self.block_tables
-
-    @property
     def total(self) -> int:
-        return self.block_tables + self.max_seqs * self.max_blocks
+        return self.sample_rows + self.max_seqs
 
 
 class StepError(ValueError):
@@ -70,8 +61,8 @@ def pack_step(buf: np.ndarray, layout: StepLayout, steps: Sequence[SeqStep], blo
     """Fill `buf` (int32 [layout.total]) for `steps`; return (n_tokens, n_sample, max_q_len).
 
     Rows past len(steps) up to `pad_to` are padding for a captured decode graph: token 0 at
-    position 0, KV slot -1 (not written), kv_len 1 reading block 0 (finite data), so they
-    compute harmless values that nobody reads.
+    position 0, KV slot -1 (not written), kv_len 1 (their block-table row must list block
+    0, which holds finite data), so they compute harmless values that nobody reads.
     """
     n_seqs = max(len(steps), pad_to)
     if n_seqs > layout.max_seqs:
@@ -86,8 +77,6 @@ def pack_step(buf: np.ndarray, layout: StepLayout, steps: Sequence[SeqStep], blo
     slots = buf[layout.slots:layout.slots + n_tokens]
     cu_q = buf[layout.cu_q:layout.cu_q + n_seqs + 1]
     kv_lens = buf[layout.kv_lens:layout.kv_lens + n_seqs]
-    tables = buf[layout.block_tables:layout.block_tables + n_seqs * layout.max_blocks].reshape(
-        n_seqs, layout.max_blocks)
     sample_rows = buf[layout.sample_rows:layout.sample_rows + n_seqs]
     cu_q[0] = 0
     t = n_sample = 0
@@ -108,7 +97,6 @@ def pack_step(buf: np.ndarray, layout: StepLayout, steps: Sequence[SeqStep], blo
         pos[t:t + n] = p
         table = np.asarray(st.block_table, dtype=np.int32)
         slots[t:t + n] = table[p // block_size] * block_size + p % block_size
-        tables[i, :nblocks] = table
         kv_lens[i] = end
         t += n
         cu_q[i + 1] = t
@@ -119,7 +107,6 @@ def pack_step(buf: np.ndarray, layout: StepLayout, steps: Sequence[SeqStep], blo
         ids[t] = 0
         pos[t] = 0
         slots[t] = -1
-        tables[i, 0] = 0
         kv_lens[i] = 1
         t += 1
         cu_q[i + 1] = t

@@ -1,0 +1,147 @@
+"""Startup: model directory -> a ready ModelRunner, in the order the design gives.
+
+config.json -> loader (the model_type match) -> kernel target -> backend with that PTX set
+-> weight validation (before any upload) -> weights -> scratch arena -> KV pool -> sampler
+-> preflight -> graphs. Every failure here is one clear line naming what is wrong.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ..core.config import ModelConfig
+from ..core.dtype import DType
+from ..core.target import KernelTarget
+from ..kernels.registry import KernelsNotFound, load_registry
+from ..runtime.backend_select import make_backend, resolve_kind
+from ..runtime.buffers import BufferArena
+from ..runtime.gpu import GpuBackend
+from ..runtime.kv_cache import KvCacheConfig, PagedKvCache
+from ..runtime.ops import KernelCache
+from ..runtime.sampler import Sampler
+from ..runtime.weights import WeightStore
+from .factory import loader_for_config
+from .model import DenseDecoderModel, Dims, LayerWeights
+from .preflight import preflight
+from .rope import cos_sin_table
+from .runner import ModelRunner, RunnerInfo, RunnerLimits, plan_step_buffers
+from .step_inputs import StepLayout, decode_splits
+
+#: compute capability major -> kernel-tree hardware directory
+HW_BY_CC_MAJOR = {9: "hopper", 12: "gb10"}
+QUANT = "bf16"
+
+ProgressFn = Callable[..., None]
+
+
+class StartupError(RuntimeError):
+    """The model cannot be served as configured (the message says why)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _LoadedTarget:
+    target: KernelTarget | None
+    closure_hash: str | None
+    behavior: dict
+
+
+def _select_kernels(backend_kind: str, cfg: ModelConfig,
+                    backend: GpuBackend) -> _LoadedTarget:
+    """Pick the PTX set for this device and checkpoint and load it into a CUDA backend.
+
+    The host and mock backends run reference kernels; they still use the set's MODEL.toml
+    behavior when a build exists, and need none otherwise.
+    """
+    hw = "hopper"
+    if backend_kind == "cuda":
+        cc = backend.device_info()["compute_capability"]  # type: ignore[attr-defined]
+        major = int(cc.split(".")[0])
+        if major not in HW_BY_CC_MAJOR:
+            raise StartupError(f"no kernel tree for compute capability {cc}; supported: "
+                               + ", ".join(f"{k}.x ({v})" for k, v in HW_BY_CC_MAJOR.items()))
+        hw = HW_BY_CC_MAJOR[major]
+    try:
+        ptx_set = load_registry().select_model_leaf(hw, cfg.model_type, cfg.hidden_size, QUANT)
+    except KernelsNotFound:
+        if backend_kind == "cuda":
+            raise
+        return _LoadedTarget(None, None, {})
+    if backend_kind == "cuda":
+        if ptx_set.skipped:
+            raise StartupError(f"PTX set {ptx_set.target} was built with ATLAS_SKIP_BUILD=1 "
+                               "(no PTX); rebuild with nvcc: atlas kernels build")
+        for name, module in ptx_set.modules.items():
+            backend.load_module(name, module.ptx)  # type: ignore[attr-defined]
+    return _LoadedTarget(ptx_set.target, ptx_set.closure_hash, dict(ptx_set.behavior))
+
+
+def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | None = None,
+                max_batch_size: int = 8, max_prefill_tokens: int = 2048,
+                gpu_memory_utilization: float = 0.9, fast_load: bool = True,
+                progress: ProgressFn | None = None, use_graphs: bool = True,
+                max_num_blocks: int | None = None) -> ModelRunner:
+    t0 = time.perf_counter()
+    model_dir = Path(model_dir)
+    cfg = ModelConfig.from_hf(model_dir)
+    loader = loader_for_config(cfg)
+    plan = loader.plan(cfg)
+    store = WeightStore(model_dir)
+    store.validate(plan.expected())  # every tensor checked before any device work
+    if max_seq_len is None:
+        max_seq_len = min(cfg.max_position_embeddings or 4096, 8192)
+    if cfg.max_position_embeddings and max_seq_len > cfg.max_position_embeddings:
+        raise StartupError(f"--max-seq-len {max_seq_len} exceeds the model's "
+                           f"max_position_embeddings {cfg.max_position_embeddings}")
+    kind = resolve_kind(backend)
+    dev = make_backend(kind)
+    kernels = _select_kernels(kind, cfg, dev)
+    num_sms = dev.device_info()["num_sms"] if kind == "cuda" else 132  # type: ignore[attr-defined]
+    limits = RunnerLimits(max_seq_len, max_batch_size, max_prefill_tokens, num_sms=num_sms)
+    dims = Dims.from_config(cfg)
+
+    offsets, total = plan.layout()
+    weights_base = dev.alloc(total)
+    dst = {s.name: weights_base + offsets[s.buffer] + s.offset for s in plan.slots}
+    store.upload(dev, list(dst), dst, progress=progress, fast=fast_load)
+    ptr = {name: weights_base + off for name, off in offsets.items()}
+
+    arena = BufferArena()
+    layout = StepLayout(limits.max_tokens, max_batch_size, limits.max_blocks)
+    max_splits = decode_splits(1, dims.kv_heads, max_seq_len, num_sms)
+    plan_step_buffers(arena, dims, limits, layout, max_splits)
+    arena.reserve("cos_sin", DType.FP32, (max_seq_len, dims.head_dim))
+    arena.allocate(dev)
+    dev.copy_h2d(arena["cos_sin"], cos_sin_table(dims.head_dim, cfg.rope_theta,
+                                                 cfg.rope_scaling, max_seq_len))
+    kv_cfg = KvCacheConfig.plan(
+        num_layers=dims.layers, num_kv_heads=dims.kv_heads, head_dim=dims.head_dim,
+        max_batch_size=max_batch_size, max_seq_len=max_seq_len,
+        total_memory=dev.total_memory(), weight_bytes=total, arena_bytes=arena.nbytes,
+        gpu_memory_utilization=gpu_memory_utilization, free_memory=dev.free_memory(),
+        block_size=limits.block_size, max_num_blocks=max_num_blocks)
+    kv = PagedKvCache(dev, kv_cfg)
+    dev.memset(kv.k_ptrs[0], 0, kv_cfg.pool_bytes)  # padding rows read block 0: keep it finite
+
+    kc = KernelCache(dev)
+    layers = [LayerWeights(
+        qkv=ptr[f"l{i}.qkv"], o=ptr[f"l{i}.o"], gate_up=ptr[f"l{i}.gate_up"],
+        down=ptr[f"l{i}.down"], in_norm=ptr[f"l{i}.in_norm"], post_norm=ptr[f"l{i}.post_norm"],
+        q_norm=ptr.get(f"l{i}.q_norm", 0), k_norm=ptr.get(f"l{i}.k_norm", 0),
+        k_cache=kv.k_cache(i), v_cache=kv.v_cache(i)) for i in range(dims.layers)]
+    model = DenseDecoderModel(dims, kc, ptr["embed"], ptr["final_norm"],
+                              ptr.get("lm_head", ptr["embed"]), layers, arena["cos_sin"],
+                              limits.block_size, kv.max_blocks_per_seq)
+    sampler = Sampler(dev, kc, max_batch_size, max_batch_size + 1, dims.vocab)
+    info = RunnerInfo(model_dir=model_dir, backend_kind=kind, weights_bytes=total,
+                      target=kernels.target, closure_hash=kernels.closure_hash,
+                      behavior=kernels.behavior)
+    runner = ModelRunner(dev, cfg, model, kv, arena, sampler, limits, info)
+    preflight(runner)
+    if use_graphs and dev.supports_graphs:
+        runner.capture_graphs()
+    info.load_s = time.perf_counter() - t0
+    return runner
+

@@ -1,0 +1,66 @@
+"""`atlas generate`: one prompt through the engine, printed to stdout (no server)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from atlas.core.sampling import SamplingParams
+
+
+@click.command("generate")
+@click.option("--model", "model", default=None,
+              help="Model directory or Hugging Face cache name (default: the embedded model).")
+@click.option("--prompt", required=True, help="The user message (or raw text with --raw).")
+@click.option("--raw", is_flag=True, help="Feed the prompt as-is, without the chat template.")
+@click.option("--backend", type=click.Choice(["auto", "cuda", "host"]), default="auto",
+              show_default=True)
+@click.option("--max-tokens", type=click.IntRange(1), default=128, show_default=True)
+@click.option("--temperature", type=click.FloatRange(0.0), default=0.0, show_default=True)
+@click.option("--top-p", type=click.FloatRange(0.0, 1.0, min_open=True), default=1.0)
+@click.option("--top-k", type=click.IntRange(0), default=0)
+@click.option("--seed", type=int, default=None)
+@click.option("--stop", multiple=True, help="Stop string (repeatable).")
+@click.option("--max-seq-len", type=click.IntRange(16), default=None)
+@click.option("--max-prefill-tokens", type=click.IntRange(1), default=2048, show_default=True)
+@click.option("--no-fast-load", is_flag=True, help="Read weights through mmap.")
+def command(model: str | None, prompt: str, raw: bool, backend: str, max_tokens: int,
+            temperature: float, top_p: float, top_k: int, seed: int | None, stop: tuple[str, ...],
+            max_seq_len: int | None, max_prefill_tokens: int, no_fast_load: bool) -> None:
+    """Generate a completion for PROMPT with the engine directly."""
+    from atlas.model.engine import GenerationRequest, generate
+    from atlas.model.load import load_runner
+    from atlas.runtime.kv_cache import BlockAllocator
+    from atlas.runtime.model_paths import ensure_default_model, resolve_model
+    from atlas.server.app_assets import load_assets
+
+    model_dir = Path(resolve_model(model)) if model else ensure_default_model()
+    assets = load_assets(model_dir)
+    tok = assets.tokenizer
+    text = prompt if raw else tok.chat_template(False).render(
+        [{"role": "user", "content": prompt}], add_generation_prompt=True)
+    ids = tok.encode(text)
+    runner = load_runner(model_dir, backend=backend, max_seq_len=max_seq_len, max_batch_size=1,
+                         max_prefill_tokens=max_prefill_tokens, fast_load=not no_fast_load)
+    params = SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
+    params.validate()
+
+    def stop_check(_: int, out: list[int]) -> bool:
+        return bool(stop) and any(s in tok.decode(out) for s in stop)
+
+    t0 = time.perf_counter()
+    result = generate(runner, BlockAllocator(runner.num_kv_blocks),
+                      [GenerationRequest(ids, params, max_tokens, tok.eos_token_ids)],
+                      max_prefill_tokens, stop_check)[0]
+    elapsed = time.perf_counter() - t0
+    out = tok.decode(result.token_ids)
+    for s in stop:
+        if s in out:
+            out = out[:out.index(s)]
+    click.echo(out)
+    click.echo(f"[{runner.info.backend_kind}] {len(ids)} prompt + {len(result.token_ids)} "
+               f"generated tokens in {elapsed:.2f}s, finish={result.finish_reason}", err=True)
+    sys.stdout.flush()
