@@ -350,6 +350,11 @@ class FakeDriver:
         CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
         CU_STREAM_CAPTURE_MODE_RELAXED = 2
 
+    class CUdevice_attribute:
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+        CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
+
     def __init__(self, functions: dict[str, list[ArgKind]]) -> None:
         self.functions = functions
         self.calls: list[tuple] = []
@@ -358,6 +363,7 @@ class FakeDriver:
         self.fail: dict[str, FakeResult] = {}
         self.next_ptr = 0x7000_0000
         self.current_threads: set[int] = set()
+        self.pinned: list = []
 
     def _r(self, name: str, *values):
         self.calls.append((name,) + values)
@@ -427,6 +433,50 @@ class FakeDriver:
 
     def cuMemsetD8Async(self, ptr, value, n, stream):
         return self._r("cuMemsetD8Async", ptr, value, n, int(stream))
+
+    def cuMemcpyDtoHAsync(self, dst, src, n, stream):
+        return self._r("cuMemcpyDtoHAsync", src, n, int(stream))
+
+    def cuMemGetInfo(self):
+        return self._r("cuMemGetInfo", 100 << 30, 141 << 30)
+
+    def cuDeviceGetName(self, length, dev):
+        return self._r("cuDeviceGetName", b"NVIDIA H200".ljust(length, b"\0"))
+
+    def cuDeviceGetAttribute(self, attr, dev):
+        return self._r("cuDeviceGetAttribute", {75: 9, 76: 0, 16: 132}[attr])
+
+    def cuDriverGetVersion(self):
+        return self._r("cuDriverGetVersion", 13000)
+
+    def cuMemAllocHost(self, n):
+        buf = ctypes.create_string_buffer(n)
+        self.pinned.append(buf)
+        return self._r("cuMemAllocHost", ctypes.addressof(buf))
+
+    def cuMemFreeHost(self, addr):
+        return self._r("cuMemFreeHost", addr)
+
+    def cuEventCreate(self, flags):
+        return self._r("cuEventCreate", FakeHandle(0x9000 + len(self.calls)))
+
+    def cuEventRecord(self, event, stream):
+        return self._r("cuEventRecord", int(event), int(stream))
+
+    def cuEventSynchronize(self, event):
+        return self._r("cuEventSynchronize", int(event))
+
+    def cuEventElapsedTime(self, start, end):
+        return self._r("cuEventElapsedTime", 1.5)
+
+    def cuEventDestroy(self, event):
+        return self._r("cuEventDestroy")
+
+    def cuStreamWaitEvent(self, stream, event, flags):
+        return self._r("cuStreamWaitEvent", int(stream), int(event), flags)
+
+    def cuStreamSynchronize(self, stream):
+        return self._r("cuStreamSynchronize", int(stream))
 
     def cuStreamCreate(self, flags):
         return self._r("cuStreamCreate", FakeHandle(0x5000 + len(self.calls)))
@@ -548,3 +598,30 @@ def test_cuda_set_max_dynamic_shared_and_close(fake: FakeDriver) -> None:
     for name in ("cuStreamDestroy", "cuMemFree", "cuModuleUnload", "cuDevicePrimaryCtxRelease"):
         assert name in closing
     be.close()  # idempotent
+
+
+def test_cuda_device_info_pinned_memory_and_events(fake: FakeDriver) -> None:
+    be = cuda.CudaBackend()
+    info = be.device_info()
+    assert info == {"name": "NVIDIA H200", "ordinal": 0, "compute_capability": "9.0",
+                    "num_sms": 132, "total_memory": 141 << 30, "driver_cuda_version": "13.0"}
+    assert be.free_memory() == 100 << 30
+    pinned = be.alloc_host_pinned(64)
+    assert pinned.dtype == np.uint8 and pinned.size == 64
+    pinned.view(np.float32)[:] = 2.5  # writable, and really the driver's buffer
+    assert np.frombuffer(fake.pinned[0], np.float32, 16).tolist() == [2.5] * 16
+    stream, other = be.create_stream(), be.create_stream()
+    start, end = be.create_event(), be.create_event()
+    be.record_event(start, stream)
+    be.record_event(end, stream)
+    be.stream_wait_event(other, end)
+    assert be.event_elapsed_ms(start, end) == 1.5
+    assert [c[0] for c in fake.calls[-2:]] == ["cuEventSynchronize", "cuEventElapsedTime"]
+    be.synchronize(other)
+    assert fake.calls[-1] == ("cuStreamSynchronize", other)
+    out = np.zeros(4, np.float32)
+    be.copy_d2h(out, 0x7000_1000, stream)
+    assert fake.calls[-1] == ("cuMemcpyDtoHAsync", 0x7000_1000, 16, stream)
+    be.close()
+    closing = [c[0] for c in fake.calls]
+    assert closing.count("cuEventDestroy") == 2 and "cuMemFreeHost" in closing
