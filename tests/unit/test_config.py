@@ -102,3 +102,10 @@ def test_missing_file_and_bad_json(tmp_path):
 def test_canonical_model_type():
     assert canonical_model_type("Qwen3") == "qwen3"
     assert canonical_model_type("qwen3-5.moe") == "qwen3_5_moe"
+
+
+def test_sliding_window_only_when_enabled():
+    assert ModelConfig.from_dict(SMOLLM2).sliding_window is None
+    qwen = SMOLLM2 | {"sliding_window": 32768, "use_sliding_window": False}
+    assert ModelConfig.from_dict(qwen).sliding_window is None
+    assert ModelConfig.from_dict(SMOLLM2 | {"sliding_window": 4096}).sliding_window == 4096

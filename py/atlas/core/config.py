@@ -115,6 +115,7 @@ class ModelConfig:
     attention_bias: bool
     mlp_bias: bool
     hidden_act: str
+    sliding_window: int | None = None
     source: str = "<dict>"
 
     @property
@@ -194,6 +195,7 @@ class ModelConfig:
             attention_bias=f.bool_("attention_bias", False),
             mlp_bias=f.bool_("mlp_bias", False),
             hidden_act=f.str_("hidden_act") or f.str_("hidden_activation") or "silu",
+            sliding_window=_sliding_window(f),
             source=source,
         )
 
@@ -218,3 +220,15 @@ def _rope(f: _Fields) -> tuple[float, dict[str, Any] | None]:
     if scaling is not None and "rope_type" not in scaling and "type" in scaling:
         scaling["rope_type"] = scaling["type"]
     return f.float_("rope_theta", theta), scaling
+
+
+def _sliding_window(f: _Fields) -> int | None:
+    """The attention window, or None for full attention.
+
+    Qwen configs carry a `sliding_window` size even when `use_sliding_window` is false; a
+    loader that implements only full attention must reject a non-None value rather than
+    silently attend too far.
+    """
+    if not f.bool_("use_sliding_window", True):
+        return None
+    return f.int_("sliding_window", required=False)
