@@ -9,6 +9,7 @@ argmax_f32(const float* __restrict__ logits, int32_t* __restrict__ out, uint32_t
            uint32_t n) {
   if (blockIdx.x >= rows) return;
   __shared__ atlas::ArgBest scratch[32];
-  const atlas::ArgBest best = atlas::row_argmax(logits + static_cast<size_t>(blockIdx.x) * n, n, scratch);
+  const float* row = logits + static_cast<size_t>(blockIdx.x) * n;
+  const atlas::ArgBest best = atlas::row_argmax(row, n, scratch);
   if (threadIdx.x == 0) out[blockIdx.x] = best.index == atlas::kNoIndex ? 0 : best.index;
 }

@@ -64,7 +64,8 @@ __device__ __forceinline__ ArgBest row_argmax(const float* __restrict__ row, uin
       arg_update(best, v.w, i + 3);
     }
   } else {
-    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) arg_update(best, row[i], static_cast<int>(i));
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
+      arg_update(best, row[i], static_cast<int>(i));
   }
   return block_argmax(best, scratch);
 }

@@ -13,7 +13,8 @@ embedding_bf16(const int32_t* __restrict__ ids, const __nv_bfloat16* __restrict_
   const int32_t id = ids[i];
   const bool valid = id >= 0 && static_cast<uint32_t>(id) < vocab;
   const uint32_t nvec = dim / 8;
-  const uint4* src = reinterpret_cast<const uint4*>(table + static_cast<size_t>(valid ? id : 0) * dim);
+  const size_t row = valid ? static_cast<size_t>(id) : 0;
+  const uint4* src = reinterpret_cast<const uint4*>(table + row * dim);
   uint4* dst = reinterpret_cast<uint4*>(out + static_cast<size_t>(i) * dim);
   for (uint32_t v = threadIdx.x; v < nvec; v += blockDim.x)
     dst[v] = valid ? src[v] : make_uint4(0u, 0u, 0u, 0u);

@@ -21,7 +21,9 @@ namespace {
 
 constexpr int kMaxPairs = 4;  // rotation pairs per lane: D/2 <= 32 * kMaxPairs
 
-__device__ __forceinline__ float bf(const __nv_bfloat16* p, int i) { return __bfloat162float(p[i]); }
+__device__ __forceinline__ float bf(const __nv_bfloat16* p, int i) {
+  return __bfloat162float(p[i]);
+}
 
 }  // namespace
 
@@ -46,7 +48,8 @@ qk_norm_rope_kv_bf16(const __nv_bfloat16* __restrict__ qkv, __nv_bfloat16* __res
   // Destination of head kh of this token in a paged cache.
   const size_t cache_off =
       slot < 0 ? 0
-               : (static_cast<size_t>(slot / block_size) * hkv * block_size + slot % block_size) * D;
+               : (static_cast<size_t>(slot / block_size) * hkv * block_size + slot % block_size) *
+                     D;
 
   for (int h = warp; h < heads; h += nwarps) {
     const __nv_bfloat16* src = row + static_cast<size_t>(h) * D;
@@ -87,8 +90,10 @@ qk_norm_rope_kv_bf16(const __nv_bfloat16* __restrict__ qkv, __nv_bfloat16* __res
       const int i = lane + 32 * j;
       if (i < half) {
         const float c = atlas::round_bf16(cosv[i]), s = atlas::round_bf16(sinv[i]);
-        dst[i] = atlas::f32_to_bf16(atlas::round_bf16(x1[j] * c) - atlas::round_bf16(x2[j] * s));
-        dst[i + half] = atlas::f32_to_bf16(atlas::round_bf16(x2[j] * c) + atlas::round_bf16(x1[j] * s));
+        const float p1c = atlas::round_bf16(x1[j] * c), p2s = atlas::round_bf16(x2[j] * s);
+        const float p2c = atlas::round_bf16(x2[j] * c), p1s = atlas::round_bf16(x1[j] * s);
+        dst[i] = atlas::f32_to_bf16(p1c - p2s);
+        dst[i + half] = atlas::f32_to_bf16(p2c + p1s);
       }
     }
   }
