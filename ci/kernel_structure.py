@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Kernel-structure check: the tree's rules, every module compiling, and register spills.
+
+    python3 ci/kernel_structure.py [--strict] [--no-compile] [--jobs N]
+
+1. Structure (atlas.kernels.structure): no shadow identical to its common file, no two
+   private byte-identical sources (share with a relative symlink), symlinks relative and
+   inside kernels/.
+2. Compile: every module of every leaf compiles for its leaf's arch with its leaf's flags
+   (the real build, so kernels/gb10/common is compiled for sm_121 through the gb10 leaves).
+3. Spills: each distinct PTX is assembled to SASS (`nvcc -cubin -Xptxas -v`) and every
+   function that spills registers is listed. Spills are reported, not failed, unless
+   --strict: whether a spill matters depends on the kernel, and a reviewer decides.
+
+Exit status is non-zero on any structure or compile violation (and on spills with --strict).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).absolute().parents[1]
+sys.path.insert(0, str(REPO_ROOT / "py"))
+
+from atlas.kernels.build import build_sets, default_jobs  # noqa: E402
+from atlas.kernels.compiler import CompilerError  # noqa: E402
+from atlas.kernels.ptxset import PtxSet  # noqa: E402
+from atlas.kernels.registry import DEFAULT_BUILD_DIR  # noqa: E402
+from atlas.kernels.structure import Spill, check_tree, parse_ptxas_spills  # noqa: E402
+from atlas.kernels.tree import list_targets  # noqa: E402
+
+
+def compile_all(jobs: int, cache_dir: Path) -> tuple[list[PtxSet], list[str]]:
+    """Build every leaf (leaf by leaf, so one failure does not hide the others)."""
+    sets, failures = [], []
+    for target in list_targets(REPO_ROOT):
+        try:
+            sets += build_sets(REPO_ROOT, [target], skip=False, jobs=jobs, cache_dir=cache_dir)
+        except CompilerError as exc:
+            failures.append(f"{target}: {exc}")
+    return sets, failures
+
+
+def ptxas_spills(ptx: str, arch: str) -> list[Spill]:
+    """Assemble one PTX module to SASS and return the functions that spill."""
+    with tempfile.TemporaryDirectory(prefix="atlas-sass-") as tmp:
+        src = Path(tmp) / "module.ptx"
+        src.write_text(ptx, encoding="utf-8")
+        cmd = ["nvcc", "-cubin", f"-arch={arch}", "-Xptxas", "-v", str(src),
+               "-o", str(Path(tmp) / "module.cubin")]
+        result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise CompilerError(f"ptxas failed ({arch}):\n{result.stderr.strip()}")
+    return parse_ptxas_spills(result.stdout + result.stderr)
+
+
+def spill_report(sets: list[PtxSet], jobs: int) -> list[str]:
+    """One line per spilling function, per distinct (arch, PTX); leaves sharing PTX share it."""
+    distinct: dict[str, tuple[str, str, list[str]]] = {}
+    for ptx_set in sets:
+        for module in ptx_set.modules.values():
+            key = hashlib.sha256(f"{ptx_set.arch}\0{module.sha256}".encode()).hexdigest()
+            entry = distinct.setdefault(key, (ptx_set.arch, module.ptx, []))
+            entry[2].append(f"{ptx_set.target}:{module.name}")
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        results = pool.map(lambda e: (e, ptxas_spills(e[1], e[0])), distinct.values())
+        lines = []
+        for (arch, _, users), spills in results:
+            for s in spills:
+                lines.append(f"{arch} {s.function}: {s.stores} B spill stores, {s.loads} B "
+                             f"spill loads (in {', '.join(users)})")
+    return sorted(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--strict", action="store_true", help="fail on register spills too")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="structure rules only (no nvcc)")
+    parser.add_argument("--jobs", "-j", type=int, default=default_jobs())
+    parser.add_argument("--cache-dir", type=Path, default=REPO_ROOT / DEFAULT_BUILD_DIR / ".cache",
+                        help="compiled-PTX cache shared with `atlas kernels build`")
+    args = parser.parse_args()
+
+    failed = False
+    violations = check_tree(REPO_ROOT)
+    for v in violations:
+        print(f"FAIL {v}")
+    failed |= bool(violations)
+    print(f"structure: {len(violations)} violation(s)")
+    if args.no_compile:
+        return int(failed)
+
+    sets, failures = compile_all(args.jobs, args.cache_dir)
+    for failure in failures:
+        print(f"FAIL compile {failure}")
+    failed |= bool(failures)
+    modules = sum(len(s.modules) for s in sets)
+    print(f"compile: {len(sets)} leaf/leaves, {modules} module(s) built, "
+          f"{len(failures)} leaf/leaves failed")
+
+    spills = spill_report(sets, args.jobs)
+    for line in spills:
+        print(f"{'FAIL' if args.strict else 'WARN'} spill {line}")
+    print(f"spills: {len(spills)} function(s) spill registers"
+          + ("" if args.strict else " (reported; --strict fails on them)"))
+    failed |= args.strict and bool(spills)
+    return int(failed)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""PTX-set build and registry: deterministic artifacts, ATLAS_SKIP_BUILD without nvcc,
+target selection at run time, and (slow) Bazel producing the same bytes as the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from atlas.core.target import KernelTarget
+from atlas.core.vendor import Vendor
+from atlas.kernels.build import build_into, build_sets
+from atlas.kernels.compiler import CompilerError, resolve_compute_target
+from atlas.kernels.ptxset import PtxSet, artifact_name
+from atlas.kernels.registry import KernelsNotFound, PtxRegistry, find_kernels_dir
+from atlas.kernels.sources import closure_hash
+from test_kernel_tree import BIG, FAM, SMALL, write, write_tree
+
+REPO = Path(__file__).absolute().parents[2]
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+
+
+def run_cli(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "atlas_cli.main", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, check=False)
+
+
+def env_without_nvcc(**extra: str) -> dict[str, str]:
+    """PATH holding only the Python interpreter's directory: no nvcc anywhere."""
+    return {"PATH": str(Path(sys.executable).parent), "PYTHONPATH": str(REPO / "py"), **extra}
+
+
+@needs_nvcc
+def test_build_is_deterministic_and_records_provenance(tmp_path: Path) -> None:
+    repo = write_tree(tmp_path / "repo")
+    first = build_into(repo, tmp_path / "out1", [BIG], skip=False, jobs=2)
+    second = build_into(repo, tmp_path / "out2", [BIG], skip=False, jobs=2)
+    assert [p.read_bytes() for p in first] == [p.read_bytes() for p in second]
+    doc = json.loads(first[0].read_bytes())
+    assert first[0].name == "hw__big__bf16.ptxset.json"
+    assert doc["arch"] == "sm_90a" and doc["flags"] == ["-O3", "-std=c++17", "-DATLAS_HIDDEN=64"]
+    assert doc["closure_hash"] == closure_hash(repo, BIG, "sm_90a", doc["compiler_version"],
+                                               doc["flags"])
+    assert set(doc["modules"]) == {"a", "b"}
+    assert doc["modules"]["b"]["source"] == "kernels/hw/big/bf16/b.cu"
+    assert ".entry b_big" in doc["modules"]["b"]["ptx"]  # the shadow's own kernel
+    assert ".entry b_kernel" in doc["modules"]["b"]["ptx"]  # and the common one it includes
+    assert str(tmp_path) not in first[0].read_text()  # no absolute paths
+
+
+@needs_nvcc
+def test_compile_error_names_the_source(tmp_path: Path) -> None:
+    repo = write_tree(tmp_path)
+    write(repo, "kernels/hw/small/bf16/a.cu", 'extern "C" __global__ void a_kernel() { oops; }\n')
+    with pytest.raises(CompilerError, match=r"nvcc failed on .*kernels/hw/small/bf16/a.cu"):
+        build_sets(repo, [SMALL], skip=False, jobs=1)
+
+
+def test_skip_build_needs_no_nvcc(tmp_path: Path) -> None:
+    repo = write_tree(tmp_path / "repo")
+    out = tmp_path / "out"
+    done = run_cli(["kernels", "build", "--out", str(out)], repo,
+                   env_without_nvcc(ATLAS_SKIP_BUILD="1", ATLAS_TARGET_MODEL="big"))
+    assert done.returncode == 0, done.stderr
+    ptx_set = PtxSet.from_json((out / "hw__big__bf16.ptxset.json").read_bytes())
+    assert ptx_set.skipped and dict(ptx_set.modules) == {}
+    assert ptx_set.closure_hash == closure_hash(repo, BIG, "sm_90a", "skipped", list(ptx_set.flags))
+    assert not (out / "hw__fam__bf16.ptxset.json").exists()  # ATLAS_TARGET_MODEL selected
+    refused = run_cli(["kernels", "build", "--out", str(out)], repo, env_without_nvcc())
+    assert refused.returncode != 0 and "nvcc not found" in refused.stderr
+
+
+def test_build_removes_sets_of_deleted_leaves_only(tmp_path: Path) -> None:
+    repo = write_tree(tmp_path / "repo")
+    out = tmp_path / "out"
+    build_into(repo, out, [BIG, FAM, SMALL], skip=True)
+    shutil.rmtree(repo / "kernels/hw/small")
+    build_into(repo, out, [BIG], skip=True)
+    assert sorted(p.name for p in out.glob("*.ptxset.json")) == [
+        "hw__big__bf16.ptxset.json", "hw__fam__bf16.ptxset.json"]
+
+
+def test_registry_selects_targets_and_lists_the_known_ones(tmp_path: Path) -> None:
+    repo = write_tree(tmp_path / "repo")
+    build_into(repo, tmp_path / "sets", [BIG, FAM, SMALL], skip=True)
+    registry = PtxRegistry.load(tmp_path / "sets")
+    assert registry.targets() == [BIG, FAM, SMALL]
+    assert registry.select_target("hw", "big", "bf16").target == BIG
+    with pytest.raises(KernelsNotFound) as err:
+        registry.select_target("hw", "nope", "bf16")
+    assert "built targets: hw/big/bf16, hw/fam/bf16, hw/small/bf16" in str(err.value)
+    assert registry.select_model_leaf("hw", "qwen3", 64, "bf16").target == BIG
+    assert registry.select_model_leaf("hw", "qwen3", 999, "bf16").target == FAM
+    fam = registry.select_target("hw", "fam", "bf16")
+    assert fam.presets["default"].temperature == 0.6
+
+
+def test_kernels_dir_search_order(tmp_path: Path) -> None:
+    runfiles, package_root = tmp_path / "runfiles", tmp_path / "root"
+    (runfiles / "atlas" / "kernels").mkdir(parents=True)
+    (runfiles / "atlas" / "kernels" / "x.ptxset.json").write_text("{}")
+    (package_root / "build" / "kernels").mkdir(parents=True)
+    (package_root / "build" / "kernels" / "y.ptxset.json").write_text("{}")
+    assert find_kernels_dir({"ATLAS_KERNELS_DIR": str(tmp_path)}, package_root) == tmp_path
+    assert find_kernels_dir({"RUNFILES_DIR": str(runfiles)}, package_root) == \
+        runfiles / "atlas" / "kernels"
+    assert find_kernels_dir({}, package_root) == package_root / "build" / "kernels"
+    with pytest.raises(KernelsNotFound, match="is not a directory"):
+        find_kernels_dir({"ATLAS_KERNELS_DIR": str(tmp_path / "missing")}, package_root)
+    with pytest.raises(KernelsNotFound, match="atlas kernels build"):
+        find_kernels_dir({}, tmp_path / "empty")
+
+
+def test_corrupted_module_is_rejected_on_load(tmp_path: Path) -> None:
+    repo = write_tree(tmp_path / "repo")
+    (ptx_set,) = build_sets(repo, [FAM], skip=True)
+    doc = json.loads(ptx_set.to_json())
+    doc["modules"] = {"a": {"source": "kernels/hw/common/a.cu", "ptx": "x", "sha256": "0" * 64}}
+    with pytest.raises(ValueError, match="module 'a' PTX does not match its sha256"):
+        PtxSet.from_json(json.dumps(doc).encode(), origin="test")
+
+
+def test_other_vendors_are_refused_at_resolution() -> None:
+    assert resolve_compute_target(Vendor.NVIDIA).output_extension == ".ptx"
+    for vendor in (Vendor.AMD, Vendor.APPLE, Vendor.INTEL):
+        with pytest.raises(CompilerError, match=f"not implemented for vendor '{vendor.value}'"):
+            resolve_compute_target(vendor)
+
+
+def test_artifact_name_is_flat() -> None:
+    assert artifact_name(KernelTarget("hopper", "qwen3-8b", "bf16")) == \
+        "hopper__qwen3-8b__bf16.ptxset.json"
+
+
+@pytest.mark.slow
+@needs_nvcc
+@pytest.mark.skipif(shutil.which("bazel") is None, reason="bazel not installed")
+def test_bazel_build_equals_cli_build_byte_for_byte(tmp_path: Path) -> None:
+    """A copy of the repo's Bazel files over the small test tree: `bazel build //kernels:all`
+    and `atlas kernels build` must write identical artifacts."""
+    repo = write_tree(tmp_path / "repo")
+    for rel in ["WORKSPACE.bazel", "BUILD.bazel", ".bazelrc", "kernels/BUILD.bazel"]:
+        shutil.copy(REPO / rel, repo / rel)
+    for rel in ["third_party", "tools/bazel", "py"]:
+        shutil.copytree(REPO / rel, repo / rel, symlinks=True,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "PYTHONPATH": str(repo / "py")}
+    env.pop("ATLAS_SKIP_BUILD", None)
+    cli = run_cli(["kernels", "build", "--out", str(tmp_path / "cli")], repo, env)
+    assert cli.returncode == 0, cli.stderr
+    output_root = tmp_path / "bazel-root"
+    bazel = ["bazel", f"--output_user_root={output_root}"]
+    try:
+        done = subprocess.run([*bazel, "build", "//kernels:all"], cwd=repo, env=env,
+                              capture_output=True, text=True, check=False, timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+        built = sorted((repo / "bazel-bin" / "kernels").glob("*.ptxset.json"))
+        assert [p.name for p in built] == sorted(p.name for p in (tmp_path / "cli").iterdir()
+                                                 if p.suffix == ".json")
+        for path in built:
+            assert path.read_bytes() == (tmp_path / "cli" / path.name).read_bytes(), path.name
+    finally:
+        subprocess.run([*bazel, "shutdown"], cwd=repo, capture_output=True, check=False)
