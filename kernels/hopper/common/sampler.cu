@@ -71,8 +71,10 @@ __device__ __forceinline__ float gumbel(uint64_t base, uint32_t token) {
   return -logf(-logf(u));
 }
 
+// trunc(2^31 * exp(z)); zero below z = -22 (2^31 * e^-22 < 0.6), which skips most expf calls.
 __device__ __forceinline__ uint32_t mass_of(float x, float max_logit, float temperature) {
-  return static_cast<uint32_t>(__float2uint_rz(expf((x - max_logit) / temperature) * kMassScale));
+  const float z = (x - max_logit) / temperature;
+  return z < -22.f ? 0u : static_cast<uint32_t>(__float2uint_rz(expf(z) * kMassScale));
 }
 
 // Radix select: the largest key t with weight(keys >= t) >= need, counting only non-NaN
@@ -99,8 +101,8 @@ __device__ uint32_t radix_select(const float* __restrict__ row, uint32_t n, uint
         const float x = row[i];
         const uint32_t key = order_key(x);
         if (!isnan(x) && key >= floor && (key & mask) == prefix) {
-          bin = (key >> shift) & (kBins - 1);
           w = by_mass ? mass_of(x, max_logit, temperature) : 1u;
+          if (w != 0) bin = (key >> shift) & (kBins - 1);
         }
       }
       // Lanes hitting the same bin add once through their group leader: logits cluster in
