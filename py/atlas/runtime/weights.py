@@ -37,7 +37,7 @@ from .gpu import DevicePtr, GpuBackend
 ALIGN = 4096
 #: above this many tensors in one shard, buffered reads beat O_DIRECT (per-syscall cost)
 BUFFERED_TENSOR_THRESHOLD = 5000
-#: largest single read; also the size of each of the two staging buffers
+#: largest single read; the two staging buffers are sized to the largest planned read
 DEFAULT_CHUNK_BYTES = 64 << 20
 #: a gap up to this size between two wanted tensors is read through rather than skipped
 MAX_GAP_BYTES = 1 << 20
@@ -321,18 +321,20 @@ class WeightStore:
                     raise WeightError(f"upload: no destination for tensor {info.name!r}")
                 ptrs[info.name] = dst[info.name]
         chunk = max(ALIGN, chunk_bytes // ALIGN * ALIGN)
-        loader = _Loader(backend, ptrs, wanted, progress, chunk)
-        modes = {}
         by_file: dict[Path, list[TensorInfo]] = {}
         for info in wanted:
             by_file.setdefault(info.file, []).append(info)
-        for file, infos in by_file.items():
+        plans = {file: _plan_spans(sorted(infos, key=lambda t: t.start), chunk)
+                 for file, infos in by_file.items()}
+        largest = max((_span_bytes(sp) for spans in plans.values() for sp in spans), default=0)
+        loader = _Loader(backend, ptrs, wanted, progress, largest)
+        modes = {}
+        for file, spans in plans.items():
             mode = "mmap"
             if fast:
                 mode = "buffered" if self._count_in(file) > BUFFERED_TENSOR_THRESHOLD \
                     else "direct"
-            modes[file.name] = loader.load_file(file, sorted(infos, key=lambda t: t.start),
-                                                mode)
+            modes[file.name] = loader.load_file(file, spans, mode)
         backend.synchronize()
         return LoadReport(ptrs, modes, loader.bytes_done, time.perf_counter() - loader.t0)
 
@@ -371,6 +373,11 @@ def _plan_spans(infos: Sequence[TensorInfo], chunk: int) -> list[list[_Piece]]:
                     continue
             spans.append([piece])
     return spans
+
+
+def _span_bytes(span: list[_Piece]) -> int:
+    """Bytes of the page-aligned read that covers a span."""
+    return _round_up(span[-1].end) - span[0].start // ALIGN * ALIGN
 
 
 def _round_up(n: int) -> int:
@@ -420,11 +427,11 @@ class _Loader:
 
     def __init__(self, backend: GpuBackend, ptrs: Mapping[str, DevicePtr],
                  wanted: Sequence[TensorInfo], progress: ProgressFn | None,
-                 chunk: int) -> None:
+                 staging_bytes: int) -> None:
         self.backend = backend
         self.ptrs = ptrs
         self.progress = progress
-        self.chunk = chunk
+        self.staging_bytes = staging_bytes
         self.total_tensors = len(wanted)
         self.total_bytes = sum(t.nbytes for t in wanted)
         self.remaining = {t.name: t.nbytes for t in wanted}
@@ -433,9 +440,8 @@ class _Loader:
         self.t0 = time.perf_counter()
         self._buffers: list[np.ndarray] | None = None
 
-    def load_file(self, file: Path, infos: list[TensorInfo], mode: str) -> str:
-        """Load `infos` from `file`; returns the mode that was actually used."""
-        spans = _plan_spans(infos, self.chunk)
+    def load_file(self, file: Path, spans: list[list[_Piece]], mode: str) -> str:
+        """Load the planned spans of `file`; returns the mode that was actually used."""
         if mode != "mmap":
             try:
                 fd = _open_direct(file) if mode == "direct" else os.open(file, os.O_RDONLY)
@@ -455,8 +461,8 @@ class _Loader:
         return mode
 
     def _staging(self) -> list[np.ndarray]:
-        if self._buffers is None:
-            size = self.chunk + 2 * ALIGN
+        if self._buffers is None:  # sized to the largest read, so small models pin little
+            size = max(self.staging_bytes, ALIGN)
             self._buffers = [_aligned(self.backend.alloc_host_pinned(size + ALIGN))[:size]
                              for _ in range(2)]
         return self._buffers
@@ -480,9 +486,9 @@ class _Loader:
                     if stop.is_set():
                         return
                     base = span[0].start // ALIGN * ALIGN
-                    length = _round_up(span[-1].end) - base
                     try:
-                        got = _read_fully(fd, buf[:length], base, span[-1].end - base)
+                        got = _read_fully(fd, buf[:_span_bytes(span)], base,
+                                          span[-1].end - base)
                     except OSError as exc:
                         if exc.errno == errno.EINVAL and i == 0:
                             filled.put(_DirectUnsupported())
