@@ -124,6 +124,8 @@ class DenseDecoderModel:
             matmul.linear(kc, s, b.normed, lw.gate_up, b.gate_up, t, 2 * d.inter, d.hidden)
             activation.silu_mul(kc, s, b.gate_up, b.act, t, d.inter)
             matmul.linear(kc, s, b.act, lw.down, b.delta, t, d.hidden, d.inter)
+        if n_sample == 0:  # a prefill chunk that is not a sequence's last: KV only
+            return
         norm.add_rmsnorm(kc, s, b.resid, b.delta, self.final_norm, b.normed, t, d.hidden, d.eps)
         # Gather the rows that sample (last token of each sequence) with the embedding
         # kernel: a row gather is an embedding lookup into the normed activations.
