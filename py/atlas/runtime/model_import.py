@@ -109,7 +109,8 @@ def hf_config(g: GGUFFile) -> dict[str, Any]:
     """config.json for a llama GGUF, from the `llama.*` metadata."""
     arch = g.require("general.architecture")
     if arch != "llama":
-        raise UnsupportedGGUFError(f"{g.path}: architecture {arch!r} is not supported (only llama)")
+        raise UnsupportedGGUFError(f"{g.path}: architecture {arch!r} is not supported "
+                                   f"(only llama)")
     hidden = int(g.require("llama.embedding_length"))
     heads = int(g.require("llama.attention.head_count"))
     kv_heads = int(g.get("llama.attention.head_count_kv", heads))
@@ -117,14 +118,17 @@ def hf_config(g: GGUFFile) -> dict[str, Any]:
     rope_dim = int(g.get("llama.rope.dimension_count", head_dim))
     if rope_dim != head_dim:
         raise UnsupportedGGUFError(f"{g.path}: partial rotary (rope dim {rope_dim} < head_dim "
-                           f"{head_dim}) is not supported")
-    if "rope_freqs.weight" in g.tensors or g.get("llama.rope.scaling.type") not in (None,
-                                                                                   "none"):
+                                   f"{head_dim}) is not supported")
+    scaling = g.get("llama.rope.scaling.type", "none")
+    if scaling != "none" or "rope_freqs.weight" in g.tensors:
         raise UnsupportedGGUFError(f"{g.path}: rope scaling is not supported by the importer")
     embed = g.tensors.get("token_embd.weight")
     if embed is None:
         raise UnsupportedGGUFError(f"{g.path}: no token_embd.weight tensor")
     vocab = int(g.get("llama.vocab_size", embed.shape[0]))
+    if embed.shape != (vocab, hidden):
+        raise UnsupportedGGUFError(f"{g.path}: token_embd.weight is {list(embed.shape)}, but "
+                                   f"vocab_size={vocab} and embedding_length={hidden}")
     eos = int(g.require("tokenizer.ggml.eos_token_id"))
     return {
         "architectures": ["LlamaForCausalLM"],
@@ -156,16 +160,17 @@ def hf_tokenizer(g: GGUFFile) -> dict[str, Any]:
     model = g.require("tokenizer.ggml.model")
     if model != "gpt2":
         raise UnsupportedGGUFError(f"{g.path}: tokenizer model {model!r} is not supported "
-                           f"(only byte-level BPE, 'gpt2')")
+                                   f"(only byte-level BPE, 'gpt2')")
     pre = g.get("tokenizer.ggml.pre", "default")
     if pre not in PRE_TOKENIZERS:
-        raise UnsupportedGGUFError(f"{g.path}: pre-tokenizer {pre!r} is not supported (known: "
-                           f"{', '.join(sorted(PRE_TOKENIZERS))})")
+        raise UnsupportedGGUFError(f"{g.path}: pre-tokenizer {pre!r} is not supported "
+                                   f"(known: {', '.join(sorted(PRE_TOKENIZERS))})")
     tokens = g.require("tokenizer.ggml.tokens")
     types = g.get("tokenizer.ggml.token_type", [1] * len(tokens))
     merges = g.require("tokenizer.ggml.merges")
     if len(types) != len(tokens):
-        raise UnsupportedGGUFError(f"{g.path}: {len(tokens)} tokens but {len(types)} token types")
+        raise UnsupportedGGUFError(f"{g.path}: {len(tokens)} tokens but {len(types)} "
+                                   f"token types")
     vocab = {tok: i for i, tok in enumerate(tokens)}
     if len(vocab) != len(tokens):
         raise UnsupportedGGUFError(f"{g.path}: the vocabulary has duplicate tokens")
@@ -232,8 +237,8 @@ def _tensor_plan(g: GGUFFile, config: dict[str, Any]) -> list[tuple[str, str]]:
     want_layers = config["num_hidden_layers"]
     got = {int(m.group(1)) for _, h in pairs if (m := re.match(r"model\.layers\.(\d+)\.", h))}
     if got != set(range(want_layers)):
-        raise UnsupportedGGUFError(f"{g.path}: block_count={want_layers} but tensors cover layers "
-                           f"{sorted(got)}")
+        raise UnsupportedGGUFError(f"{g.path}: block_count={want_layers} but tensors cover "
+                                   f"layers {sorted(got)}")
     return pairs
 
 
