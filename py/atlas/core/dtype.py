@@ -23,6 +23,8 @@ class DType(enum.Enum):
 
     def nbytes(self, count: int) -> int:
         """Bytes needed for `count` elements, rounding a sub-byte tail up."""
+        if count < 0:
+            raise ValueError(f"element count must be >= 0, got {count}")
         return (count * self.bits + 7) // 8
 
     @classmethod
@@ -31,7 +33,8 @@ class DType(enum.Enum):
         key = text.strip().lower()
         aliases = {"bfloat16": "bf16", "float16": "fp16", "f16": "fp16", "half": "fp16",
                    "float32": "fp32", "f32": "fp32", "float": "fp32", "int32": "i32",
-                   "uint8": "u8", "f8_e4m3": "fp8e4m3", "f8_e5m2": "fp8e5m2"}
+                   "uint8": "u8", "f8_e4m3": "fp8e4m3", "f8_e5m2": "fp8e5m2",
+                   "float8_e4m3fn": "fp8e4m3", "float8_e5m2": "fp8e5m2"}
         key = aliases.get(key, key)
         for member in cls:
             if member.label == key:

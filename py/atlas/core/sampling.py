@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -37,7 +38,15 @@ class SamplingParams:
         return 1.0 if self.repetition_penalty <= 0.0 else self.repetition_penalty
 
     def validate(self) -> None:
-        """Raise ValueError naming the first out-of-range field."""
+        """Raise ValueError naming the first out-of-range field.
+
+        Every float must be finite. Infinity passes the range checks below, yet an infinite
+        temperature scales logits by 1/inf = 0, and a masked (-inf) logit times 0 is NaN.
+        """
+        for name in ("temperature", "top_p", "min_p", "repetition_penalty",
+                     "presence_penalty", "frequency_penalty"):
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"{name}={getattr(self, name)!r} is not a finite number")
         checks = [
             ("temperature", self.temperature >= 0.0),
             ("top_p", 0.0 < self.top_p <= 1.0),

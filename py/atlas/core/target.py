@@ -22,7 +22,7 @@ class KernelTarget:
 
     @classmethod
     def parse(cls, text: str) -> "KernelTarget":
-        parts = text.strip("/").split("/")
+        parts = text.strip().strip("/").split("/")
         if len(parts) != 3 or not all(parts):
             raise ValueError(f"kernel target must be hw/model/quant, got {text!r}")
         return cls(*parts)
