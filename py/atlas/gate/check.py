@@ -86,8 +86,8 @@ def evaluate(item: GateInput, closure_now: ClosureNow) -> GateStatus:
     reopening = invalidating_paths(gate.name, changed)
     verdict = "" if record.verdict is Verdict.PASS else " (verdict UNMEASURED: no thresholds)"
     if not reopening:
-        return GateStatus(gate, False, f"{head}{verdict} — no change since re-opens it "
-                                       f"({len(changed)} changed paths)")
+        return GateStatus(gate, False, f"{head}{verdict} — none of the {len(changed)} changed "
+                                       f"paths re-opens it")
     if not _closure_rung_applies(reopening):
         return GateStatus(gate, True, f"{head} — invalidated by {_named(reopening)}")
     drifted = _drifted_targets(record.targets, closure_now)
