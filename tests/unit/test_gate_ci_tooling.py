@@ -54,6 +54,7 @@ def test_lint_catches(lint, tmp_path: Path, source: str, message: str) -> None:
     "from m import registered  # noqa: F401 (registers)\n",
     "__all__ = ['Path']\nfrom pathlib import Path\n",
     "s = 'TODO is fine inside a string'\n",
+    'ptx = """\n\t.param .u64 p,   \n\tret;\n"""\n',  # whitespace inside a string is data
 ])
 def test_lint_accepts(lint, tmp_path: Path, source: str) -> None:
     assert _findings(lint, tmp_path, source) == []
