@@ -162,7 +162,7 @@ async def _serve(ctx, model_dir: Path, backend: str, p: dict) -> None:
     from atlas.server.app_serve import EngineLimits, serve, shutdown
 
     def load():
-        from atlas.model.runner import load_runner
+        from atlas.model.load import load_runner
         return load_runner(model_dir, backend=backend, max_seq_len=p["max_seq_len"],
                            max_batch_size=p["max_batch_size"],
                            max_prefill_tokens=p["max_prefill_tokens"],

@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 LAUNCH = textwrap.dedent("""
     import sys
-    import atlas.model.runner as runner
+    import atlas.model.load as runner
     from atlas.server.app_assets import load_assets
     from tests.server.conftest import make_executor
 

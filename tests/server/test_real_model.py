@@ -1,0 +1,85 @@
+"""The server on HostBackend with the real default model (SmolLM2-135M-Instruct): greedy
+answers equal the engine's own generation loop, usage equals the tokenizer's counts, and
+concurrent streams equal their solo runs. Slow (the model loads on the CPU), so few and
+short."""
+
+from __future__ import annotations
+
+import asyncio
+
+import openai
+import pytest
+
+from atlas.core.sampling import GREEDY
+from atlas.runtime.kv_cache import BlockAllocator
+from atlas.server.app_serve import EngineLimits
+from tests.server.harness import ServerThread
+from tests.server.test_concurrency import stream_chat
+
+pytestmark = pytest.mark.slow
+
+QUESTIONS = ["What is the capital of France?", "Name a color."]
+MAX_TOKENS = 8
+
+
+@pytest.fixture(scope="module")
+def real():
+    from atlas.runtime import model_paths
+    try:
+        model_dir = model_paths.ensure_default_model()
+        from atlas.model.load import load_runner
+    except Exception as exc:  # no default model on this machine, or no runner yet
+        pytest.skip(f"default model unavailable: {exc}")
+    runner = load_runner(model_dir, backend="host", max_seq_len=512, max_batch_size=4,
+                         max_prefill_tokens=256, use_graphs=False)
+    srv = ServerThread(model_dir, runner, limits=EngineLimits(
+        max_num_seqs=4, max_seq_len=512, max_prefill_tokens=256))
+    srv.expected = engine_answers(srv)   # before the server's engine thread owns the runner
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def engine_answers(srv) -> list[list[int]]:
+    """The reference: each question through the model's own generation loop."""
+    from atlas.model.engine import GenerationRequest, generate
+    runner = srv.executor
+    answers = []
+    for q in QUESTIONS:
+        (res,) = generate(runner, BlockAllocator(runner.num_kv_blocks),
+                          [GenerationRequest(prompt_ids(srv, q), GREEDY, MAX_TOKENS,
+                                             srv.tokenizer.eos_token_ids)], 256)
+        answers.append(res.token_ids)
+    return answers
+
+
+def prompt_ids(srv, question):
+    text = srv.tokenizer.chat_template(False).render([{"role": "user", "content": question}])
+    return srv.tokenizer.encode(text)
+
+
+def test_greedy_answers_equal_the_engine_loop_and_usage_counts(real):
+    client = openai.OpenAI(base_url=real.url + "/v1", api_key="k", max_retries=0)
+    for q, ids in zip(QUESTIONS, real.expected):
+        resp = client.chat.completions.create(
+            model="smollm2", messages=[{"role": "user", "content": q}], max_tokens=MAX_TOKENS,
+            temperature=0)
+        visible = [t for t in ids if t not in real.tokenizer.eos_token_ids]
+        assert resp.choices[0].message.content == real.tokenizer.decode(visible)
+        assert resp.usage.prompt_tokens == len(prompt_ids(real, q))
+        assert resp.usage.completion_tokens == len(ids)
+        if "France" in q:
+            assert "Paris" in resp.choices[0].message.content
+
+
+def test_concurrent_streams_equal_solo_runs(real):
+    async def main():
+        import aiohttp
+        async with aiohttp.ClientSession() as session:
+            solo = [await stream_chat(session, real.url, q, MAX_TOKENS) for q in QUESTIONS]
+            together = await asyncio.gather(*(stream_chat(session, real.url, q, MAX_TOKENS)
+                                              for q in QUESTIONS))
+        return solo, together
+
+    solo, together = asyncio.run(main())
+    assert together == solo
