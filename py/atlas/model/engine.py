@@ -53,7 +53,8 @@ StopCheck = Callable[[int, list[int]], bool]
 
 
 def generate(executor: StepExecutor, pool: BlockPool, requests: Sequence[GenerationRequest],
-             max_prefill_tokens: int, stop_check: StopCheck | None = None) -> list[GenerationResult]:
+             max_prefill_tokens: int,
+             stop_check: StopCheck | None = None) -> list[GenerationResult]:
     """Run every request to completion; sequences decode together once prefilled.
 
     `stop_check(i, tokens)` lets a caller with a tokenizer end request i on a stop string.
@@ -131,7 +132,9 @@ def _decode_step(executor: StepExecutor, pool: BlockPool, group: list[_Seq],
 
 
 def _accept(s: _Seq, tok: int | None, stop_check: StopCheck | None) -> None:
-    assert tok is not None
+    if tok is None:
+        raise RuntimeError(f"sequence {s.seq_id}: the executor returned no token for a "
+                           "step that asked to sample")
     s.out.append(tok)
     if tok in s.req.stop_token_ids:
         s.finish = "stop"

@@ -21,7 +21,6 @@ from ..core.sampling import GREEDY
 from ..runtime.buffers import BufferArena
 from ..runtime.gpu import GpuBackend, GraphHandle
 from ..runtime.kv_cache import PagedKvCache
-from ..runtime.ops import KernelCache
 from ..runtime.sampler import Sampler
 from .batch import SeqStep
 from .model import AttentionPlan, DenseDecoderModel, Dims, StepBuffers
