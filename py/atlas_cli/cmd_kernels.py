@@ -31,13 +31,15 @@ def command() -> None:
 
 @command.command(name="build")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
-              default=DEFAULT_BUILD_DIR, show_default=True,
-              help="Directory for the <hw>__<model>__<quant>.ptxset.json files.")
+              default=None,
+              help=f"Directory for the <hw>__<model>__<quant>.ptxset.json files "
+                   f"[default: <repo>/{DEFAULT_BUILD_DIR.as_posix()}, where the runtime looks].")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Parallel compiler processes (default: min(8, CPUs)).")
-def build_cmd(out_dir: Path, jobs: int | None) -> None:
+def build_cmd(out_dir: Path | None, jobs: int | None) -> None:
     """Compile every selected leaf into one PTX-set artifact."""
     repo_root = _repo_root()
+    out_dir = out_dir or repo_root / DEFAULT_BUILD_DIR
     targets = selected_targets(repo_root)
     skip = skip_requested()
     started = time.monotonic()

@@ -51,6 +51,7 @@ def test_build_is_deterministic_and_records_provenance(tmp_path: Path) -> None:
     assert ".entry b_big" in doc["modules"]["b"]["ptx"]  # the shadow's own kernel
     assert ".entry b_kernel" in doc["modules"]["b"]["ptx"]  # and the common one it includes
     assert str(tmp_path) not in first[0].read_text()  # no absolute paths
+    assert "_GLOBAL__N_" in doc["modules"]["a"]["ptx"]  # salted names present, yet equal
 
 
 @needs_nvcc

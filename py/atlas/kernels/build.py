@@ -1,8 +1,9 @@
 """Build PTX-set artifacts for kernel leaves. `atlas kernels build` and the Bazel rule
 (tools/bazel/ptx.bzl) both run this code, so there is one build as well as one source list.
 
-Compiled modules are cached by content: the key is the module's root path, its whole include
-closure (paths + bytes), arch, compiler version and flags, so identical inputs (a common
+Compiled modules are cached by content: the key is the module's root path (and the real
+path nvcc salts symbol names with, see compiler.NvidiaTarget), its whole include closure
+(paths + bytes), arch, compiler version and flags, so identical inputs (a common
 kernel compiled for two leaves with the same flags) compile once per build, and with
 `cache_dir` once across builds. nvcc runs in a small thread pool (it is a subprocess; the GIL
 is not in the way).
@@ -64,7 +65,8 @@ class PtxCompiler:
 
     def job(self, source: str, closure: dict[str, bytes], arch: str, flags: list[str]) -> _Job:
         digest = digest_closure(closure, arch, self.version, flags)
-        key = hashlib.sha256(f"{source}\0{digest}".encode()).hexdigest()
+        real = os.path.realpath(self.repo_root / source)
+        key = hashlib.sha256(f"{source}\0{real}\0{digest}".encode()).hexdigest()
         return _Job(source, arch, tuple(flags), key)
 
     def submit(self, job: _Job) -> Future[str]:
@@ -78,7 +80,7 @@ class PtxCompiler:
         if cached is not None and cached.is_file():
             return cached.read_text(encoding="utf-8")
         ptx = self.compiler.compile_to_bytes(self.repo_root / job.source, job.arch,
-                                             list(job.flags)).decode("utf-8")
+                                             list(job.flags), seed=job.source).decode("utf-8")
         if cached is not None:
             _write_atomic(cached, ptx.encode())
         return ptx

@@ -39,19 +39,30 @@ class ComputeTarget(abc.ABC):
         """A string that changes whenever the compiler (and so its bundled headers) does."""
 
     @abc.abstractmethod
-    def compile(self, src: Path, out: Path, arch: str, flags: list[str]) -> None:
-        """Compile one source file to one module file; CompilerError on failure."""
+    def compile(self, src: Path, out: Path, arch: str, flags: list[str],
+                seed: str | None = None) -> None:
+        """Compile one source file to one module file; CompilerError on failure. `seed`
+        replaces whatever the compiler would otherwise randomize (symbol-name salts), so
+        equal inputs give equal bytes; pass something unique per source file."""
 
-    def compile_to_bytes(self, src: Path, arch: str, flags: list[str]) -> bytes:
+    def compile_to_bytes(self, src: Path, arch: str, flags: list[str],
+                         seed: str | None = None) -> bytes:
         """Compile and return the module's bytes (a scratch directory holds the output)."""
         with tempfile.TemporaryDirectory(prefix="atlas-kernel-") as tmp:
             out = Path(tmp) / f"{src.stem}{self.output_extension}"
-            self.compile(src, out, arch, flags)
+            self.compile(src, out, arch, flags, seed)
             return out.read_bytes()
 
 
 class NvidiaTarget(ComputeTarget):
-    """nvcc -ptx: PTX text, loaded at startup with cuModuleLoadData (JIT to the exact GPU)."""
+    """nvcc -ptx: PTX text, loaded at startup with cuModuleLoadData (JIT to the exact GPU).
+
+    nvcc salts the names of internal-linkage symbols (anonymous namespaces, function-local
+    __shared__ arrays) with a random number and a hash of the source's real absolute path.
+    `-frandom-seed` fixes the first; the second means PTX bytes are reproducible within one
+    checkout (Bazel's sandbox links resolve to it) but differ in those names between
+    checkouts. The closure hash is path-independent, so attestation is unaffected.
+    """
 
     vendor = Vendor.NVIDIA
     source_extension = ".cu"
@@ -71,8 +82,10 @@ class NvidiaTarget(ComputeTarget):
     def version(self) -> str:
         return _nvcc_version(str(self.find_compiler()))
 
-    def compile(self, src: Path, out: Path, arch: str, flags: list[str]) -> None:
-        cmd = [str(self.find_compiler()), "-ptx", f"-arch={arch}", *flags, str(src),
+    def compile(self, src: Path, out: Path, arch: str, flags: list[str],
+                seed: str | None = None) -> None:
+        salt = [] if seed is None else [f"-frandom-seed={seed}"]
+        cmd = [str(self.find_compiler()), "-ptx", f"-arch={arch}", *flags, *salt, str(src),
                "-o", str(out)]
         result = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if result.returncode != 0:
