@@ -15,6 +15,8 @@ from atlas.runtime.host import HostBackend
 from atlas.runtime.kernel_check import CASE_FACTORIES, check
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, attention, matmul
+# the elementwise kernels' check that a .cu file declares exactly its module's ABI entries
+from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
 
 MODULES = ("gemv", "gemm", "attention")
 
@@ -113,3 +115,8 @@ def test_attention_preconditions(hq, hkv, d, match) -> None:
     with pytest.raises(ValueError, match=match):
         _launches(attention.decode_attention, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000,
                   0x7000, 0x8000, 1, hq, hkv, d, 16, 8, 4, 0.1)
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_cuda_entry_points_declare_exactly_the_abi(module: str) -> None:
+    _declares_abi(module)
