@@ -31,6 +31,8 @@ def run(sched, ex, now=0.0, max_steps=10_000):
             break
         now += 1.0
         plan = sched.schedule(now)
+        assert sum(len(st.token_ids) for st in plan.steps) <= sched.step_token_budget
+        assert len(plan.steps) <= sched.max_num_seqs
         for seq_id in sched.take_released():
             ex.release(seq_id)
         outs = list(plan.finished)
@@ -70,7 +72,7 @@ def test_concurrent_equals_solo_with_chunking_and_preemption(num_blocks, max_pre
 
 
 def test_chunked_prefill_interleaves_with_decode():
-    _, ex, sched = make(max_prefill=5)
+    _, ex, sched = make(max_prefill=5, max_num_seqs=2)
     sched.add(0, SeqRequest(prompt(0, 3), GREEDY, 20), 0.0)
     run_steps = 0
     now = 0.0
@@ -88,7 +90,8 @@ def test_chunked_prefill_interleaves_with_decode():
         assert len(by_id[0].token_ids) == 1  # decode continues every step
         chunks.append((by_id[1].start_pos, len(by_id[1].token_ids), by_id[1].sample))
         sched.commit(plan, ex.execute(plan.steps), now)
-    assert chunks == [(0, 5, False), (5, 5, False), (10, 2, True)]
+    # the decode token is reserved first: 4 of the 5-token budget are left for the prompt
+    assert chunks == [(0, 4, False), (4, 4, False), (8, 4, True)]
 
 
 def test_stop_token_and_max_tokens_finish_reasons():

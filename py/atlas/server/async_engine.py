@@ -51,7 +51,10 @@ class AsyncEngine:
                 self.thread.abort(seq_id)
 
     def _from_thread(self, outputs: list[SeqOutput]) -> None:
-        self._loop.call_soon_threadsafe(self._route, outputs)
+        try:
+            self._loop.call_soon_threadsafe(self._route, outputs)
+        except RuntimeError:
+            pass  # the loop closed during shutdown: nobody is waiting for these outputs
 
     def _route(self, outputs: list[SeqOutput]) -> None:
         for out in outputs:

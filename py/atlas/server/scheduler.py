@@ -2,9 +2,11 @@
 
 Every step it decides which sequences advance by how many tokens, in the style of vLLM v1:
 there are no separate prefill and decode phases, each sequence's `num_computed` catches up
-to its length. Running sequences go first (in policy order), each taking one decode token
-or a prefill chunk from the `max_prefill_tokens` budget; then waiting sequences are
-admitted while the batch, the budget and the KV pool allow. When a running sequence cannot
+to its length. One token budget bounds a step, max(max_prefill_tokens, max_num_seqs), the
+same bound the model runner sizes its step buffers for. Decode tokens are reserved first so
+a long prompt never stalls running streams; prefill chunks of running sequences (in policy
+order) and then of newly admitted ones share the rest, while the batch and the KV pool
+allow. When a running sequence cannot
 get a block, the least urgent running sequence is preempted: its blocks are freed and it
 waits at the head of the queue to be recomputed from prompt + generated tokens. A
 preempted request is therefore resumed, never dropped.
@@ -134,6 +136,7 @@ class Scheduler:
         self.max_num_seqs = max_num_seqs
         self.max_seq_len = max_seq_len
         self.max_prefill_tokens = max_prefill_tokens
+        self.step_token_budget = max(max_prefill_tokens, max_num_seqs)
         self.token_limit = min(max_seq_len, num_kv_blocks * block_size)
         self.waiting: list[Sequence] = []     # sorted by arrival_index
         self.running: list[Sequence] = []
@@ -198,14 +201,15 @@ class Scheduler:
                     for s in [*self.running, *self.waiting]
                     if s.request.deadline is not None and s.request.deadline <= now]
         plan = StepPlan([], [], finished)
-        budget = self.max_prefill_tokens
+        decodes = sum(1 for s in self.running if s.num_tokens - s.num_computed == 1)
+        budget = self.step_token_budget - decodes   # what prefill chunks may use
         preempted_before = self.num_preemptions
         queue = self.policy.order(self.running, now)
         while queue:
             seq = queue.pop(0)
             need = seq.num_tokens - seq.num_computed
             chunk = need if need == 1 else min(need, budget)
-            if chunk == 0:
+            if chunk <= 0:
                 continue
             if not self._reserve(seq, chunk, queue):
                 continue  # seq itself was preempted
