@@ -1,0 +1,1 @@
+../../hopper/common/mma_util.cuh
