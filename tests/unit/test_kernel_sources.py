@@ -23,7 +23,8 @@ def hashes(root: Path) -> dict[str, str]:
 
 def test_leaf_file_shadows_common_and_renames_apply(tmp_path: Path) -> None:
     write_tree(tmp_path)
-    assert {n: p.relative_to(tmp_path).as_posix() for n, p in leaf_modules(tmp_path, BIG).items()} == {
+    modules = leaf_modules(tmp_path, BIG)
+    assert {n: p.relative_to(tmp_path).as_posix() for n, p in modules.items()} == {
         "a": "kernels/hw/common/a.cu", "b": "kernels/hw/big/bf16/b.cu"}
     write(tmp_path, "kernels/hw/fam/bf16/KERNEL.toml", '[modules]\na = "alpha"\n')
     assert list(leaf_modules(tmp_path, FAM)) == ["alpha", "b"]
@@ -91,7 +92,8 @@ def test_hash_depends_on_arch_compiler_flags_and_leaf_tomls(tmp_path: Path) -> N
                 closure_hash(tmp_path, BIG, "sm_90a", "v2", ["-O3"]),
                 closure_hash(tmp_path, BIG, "sm_90a", "v1", ["-O2"]),
                 closure_hash(tmp_path, BIG, "sm_90a", "v1", ["-O3", ""])}) == 5
-    write(tmp_path, "kernels/hw/big/MODEL.toml", "# edited\n" + (tmp_path / "kernels/hw/big/MODEL.toml").read_text())
+    model_toml = tmp_path / "kernels/hw/big/MODEL.toml"
+    model_toml.write_text("# edited\n" + model_toml.read_text())
     assert closure_hash(tmp_path, BIG, "sm_90a", "v1", ["-O3"]) != base
     edited = closure_hash(tmp_path, BIG, "sm_90a", "v1", ["-O3"])
     write(tmp_path, "kernels/hw/big/BENCH.toml", "benchmarks = []\n")
@@ -133,7 +135,8 @@ def test_symlinked_file_resolves_includes_beside_the_link_like_nvcc(tmp_path: Pa
     link(tmp_path, "kernels/hw/small/bf16/a.cu", "../../common/a.cu")
     closure = include_closure(tmp_path, "kernels/hw/small/bf16/a.cu")
     assert sorted(closure) == ["kernels/hw/small/bf16/a.cu", "kernels/hw/small/bf16/util.cuh"]
-    assert closure["kernels/hw/small/bf16/a.cu"] == (tmp_path / "kernels/hw/common/a.cu").read_bytes()
+    common_a = (tmp_path / "kernels/hw/common/a.cu").read_bytes()
+    assert closure["kernels/hw/small/bf16/a.cu"] == common_a
     assert "kernels/hw/common/a.cu" in closure_paths(tmp_path, SMALL)
 
 

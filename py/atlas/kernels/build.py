@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Mapping
 
 from atlas.core.target import KernelTarget
+from atlas.core.vendor import Vendor
 
 from .compiler import ComputeTarget, resolve_compute_target
 from .ptxset import PTXSET_SUFFIX, SKIPPED_COMPILER, PtxModule, PtxSet, artifact_name
@@ -107,7 +108,7 @@ def build_sets(repo_root: Path, targets: list[KernelTarget], *, skip: bool,
     leaves = [load_leaf(repo_root, t) for t in targets]
     if skip:
         return [skipped_set(repo_root, leaf) for leaf in leaves]
-    compilers: dict[object, PtxCompiler] = {}
+    compilers: dict[Vendor, PtxCompiler] = {}
     with ThreadPoolExecutor(max_workers=jobs or default_jobs()) as pool:
         pending = []
         for leaf in leaves:
@@ -160,7 +161,8 @@ def build_into(repo_root: Path, out_dir: Path, targets: list[KernelTarget], *, s
 
 def main(argv: list[str] | None = None) -> int:
     """Build one leaf into one file: the command the Bazel rule runs for each target."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description="Build one kernel leaf's PTX set into one file (the Bazel rule's action).")
     parser.add_argument("--repo-root", type=Path, default=Path.cwd())
     parser.add_argument("--target", required=True, type=KernelTarget.parse)
     parser.add_argument("--out-file", required=True, type=Path)
