@@ -51,14 +51,22 @@ def _split(regex: str) -> dict[str, Any]:
 #: `tokenizer.ggml.pre` -> the Hugging Face pre-tokenizer that splits text the same way.
 #: StarCoder-family vocabularies (SmolLM2 among them) isolate every digit, then apply the
 #: GPT-2 regex: llama.cpp's pair of regexes "\p{N}" + GPT-2, HF's Digits + ByteLevel.
+#: Checked against llama.cpp's tokenizer goldens (models/ggml-vocab-*.gguf.inp/.out).
 PRE_TOKENIZERS: dict[str, dict[str, Any]] = {
     **{name: {"type": "Sequence",
               "pretokenizers": [{"type": "Digits", "individual_digits": True}, _BYTE_LEVEL]}
-       for name in ("smollm", "starcoder", "refact", "codeshell")},
+       for name in ("smollm", "starcoder", "refact", "codeshell", "command-r")},
     **{name: _BYTE_LEVEL for name in ("gpt2", "gpt-2", "default", "mpt", "olmo")},
     "llama-bpe": {"type": "Sequence",
                   "pretokenizers": [_split(_LLAMA3_REGEX), _BYTE_LEVEL_NO_REGEX]},
+    "qwen2": {"type": "Sequence",
+              "pretokenizers": [_split(_LLAMA3_REGEX.replace(r"\p{N}{1,3}", r"\p{N}")),
+                                _BYTE_LEVEL_NO_REGEX]},
 }
+#: vocabularies whose BPE takes a whole pre-token that is in the vocabulary as one token,
+#: before trying merges (Llama 3's tokenizer.json sets `ignore_merges`)
+IGNORE_MERGES = frozenset({"llama-bpe"})
+
 
 _LAYER_NAMES = {
     "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
@@ -190,7 +198,8 @@ def hf_tokenizer(g: GGUFFile) -> dict[str, Any]:
                     "use_regex": True},
         "model": {"type": "BPE", "dropout": None, "unk_token": None,
                   "continuing_subword_prefix": None, "end_of_word_suffix": None,
-                  "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "fuse_unk": False, "byte_fallback": False,
+                  "ignore_merges": pre in IGNORE_MERGES,
                   "vocab": vocab, "merges": merges},
     }
 
