@@ -139,7 +139,9 @@ class FakeExecutor:
     def __init__(self, *, vocab_ids: Sequence[int], vocab_size: int, eos_id: int,
                  block_size: int = 4, num_kv_blocks: int = 256, max_batch_size: int = 32,
                  max_seq_len: int = 512, step_delay_s: float = 0.0,
-                 scripts: Sequence[tuple[Sequence[int], Sequence[int]]] = ()) -> None:
+                 scripts: Sequence[tuple[Sequence[int], Sequence[int]]] = (),
+                 fail_on: Sequence[int] = ()) -> None:
+        """`fail_on`: a step feeding this token sequence raises (a crashing model)."""
         self.vocab_ids = list(vocab_ids)
         self.vocab_size = vocab_size
         self.eos_id = eos_id
@@ -149,6 +151,7 @@ class FakeExecutor:
         self.max_seq_len = max_seq_len
         self.step_delay_s = step_delay_s
         self.scripts = [(list(t), list(o)) for t, o in scripts]
+        self.fail_on = list(fail_on)
         self._kv: dict[int, list[int | None]] = {}
         self._prompt_len: dict[int, int] = {}
         self.released: list[int] = []
@@ -166,6 +169,8 @@ class FakeExecutor:
             if overlap:
                 raise AssertionError(f"blocks {overlap} shared between sequences in one step")
             seen.update(st.block_table)
+        if self.fail_on and any(_contains(st.token_ids, self.fail_on) for st in steps):
+            raise RuntimeError("scripted model failure")
         with self.lock:
             self.steps.append(list(steps))
         out: list[int | None] = []

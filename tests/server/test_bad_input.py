@@ -209,3 +209,20 @@ def test_metrics_exposes_prometheus_text(guarded):
         assert name in text
     line = next(l for l in text.splitlines() if l.startswith("atlas_ttft_seconds_count"))
     assert float(line.split()[-1]) >= 1
+
+
+def test_engine_failure_is_a_500_and_the_server_recovers(model_dir):
+    from atlas.server.app_assets import load_assets
+    tok = load_assets(model_dir, behavior_lookup=lambda c: {}).tokenizer
+    srv = ServerThread(model_dir, make_executor(tok, fail_on=tok.encode(" explode"))).start()
+    try:
+        boom = {**GOOD_CHAT, "messages": [{"role": "user", "content": "please explode now"}]}
+        err = assert_openai_error(request(srv.url + CHAT, boom), 500)
+        assert err["type"] == "server_error"
+        assert_anthropic_error(request(srv.url + MESSAGES, {**GOOD_MESSAGES, "messages": boom[
+            "messages"]}), 500, "api_error")
+        still_serves(srv, headers={})
+        scheduler = srv.ctx.engine.scheduler
+        assert scheduler.pool.num_free == scheduler.num_kv_blocks
+    finally:
+        srv.stop()
