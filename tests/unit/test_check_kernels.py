@@ -13,7 +13,9 @@ import pytest
 
 from atlas.core.dtype import DType
 from atlas.core.numerics import f32_to_bf16_bits
-from atlas.runtime.kernel_check import KernelCase, OutputSpec
+from atlas.runtime.gpu import GpuError
+from atlas.runtime.host import HostBackend
+from atlas.runtime.kernel_check import KernelCase, OutputSpec, all_cases, execute
 
 SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "gpu" / "check_kernels.py"
 
@@ -87,3 +89,30 @@ def test_ptx_dir_of_bare_modules(ck, tmp_path: Path) -> None:
     (tmp_path / "argmax.ptx").write_bytes(b".version 9.0")
     (source,) = ck.load_sources(tmp_path, "hopper")
     assert sorted(source.modules) == ["argmax", "gemv"]
+
+
+class _DyingBackend(HostBackend):
+    """Every launch fails with a sticky error, as after an illegal address on a real GPU."""
+
+    def launch(self, *args, **kwargs):
+        raise GpuError("cuLaunchKernel failed: CUDA_ERROR_ILLEGAL_ADDRESS")
+
+    def synchronize(self, stream=None):
+        raise GpuError("cuCtxSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS")
+
+
+def test_a_dead_context_stops_the_run_after_the_guilty_case(ck) -> None:
+    cases = [c for c in all_cases(0) if c.module == "argmax"][:3]
+    rows, alive = ck.check_cases(_DyingBackend(), cases, {}, "set", {})
+    assert not alive and len(rows) == 1 and not rows[0].passed
+    assert "ILLEGAL_ADDRESS" in rows[0].detail and rows[0].case == cases[0].name
+
+
+def test_a_module_that_failed_to_load_fails_only_its_cases(ck) -> None:
+    cases = [c for c in all_cases(0) if c.module in ("argmax", "embedding")]
+    host = HostBackend()
+    refs = {c.name: execute(host, c) for c in cases}
+    rows, alive = ck.check_cases(host, cases, refs, "set", {"argmax": "CUDA_ERROR_INVALID_PTX"})
+    assert alive
+    assert all(r.passed == (r.module == "embedding") for r in rows)
+    assert all("INVALID_PTX" in r.detail for r in rows if r.module == "argmax")

@@ -13,7 +13,7 @@ from `--ptx-dir`: a directory of `*.ptxset.json` artifacts or of bare `<module>.
 Modules whose PTX is byte-identical across sets are checked once. `--backend host` runs the
 same flow on the CPU (it checks this script, not kernels).
 
-    python3 tools/gpu/check_kernels.py [--ptx-dir DIR] [--seed N] [--out FILE] [-k TEXT]
+    python3 tools/gpu/check_kernels.py [--ptx-dir DIR] [--seed N] [--out FILE] [-k TEXT] [-x TEXT]
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "py"))
 
 from atlas.core.dtype import DType  # noqa: E402
-from atlas.core.numerics import bf16_bits_to_f32  # noqa: E402
 from atlas.runtime.gpu import DevicePtr, GpuBackend, GpuError  # noqa: E402
 from atlas.runtime.host import HostBackend  # noqa: E402
 from atlas.runtime.kernel_check import (KernelCase, all_cases, as_float, compare,  # noqa: E402
@@ -147,15 +146,32 @@ def bf16_ulp(magnitude: np.ndarray) -> np.ndarray:
 
 # ---- running ----------------------------------------------------------------------------
 
+def healthy(device: GpuBackend) -> bool:
+    """False once the device context is unusable (a sticky error such as an illegal address)."""
+    try:
+        device.synchronize()
+        return True
+    except GpuError:
+        return False
+
+
 def check_cases(device: GpuBackend, cases: list[KernelCase], references: dict[str, dict],
-                set_name: str) -> list[Row]:
+                set_name: str, load_failures: dict[str, str]) -> tuple[list[Row], bool]:
+    """One row per case; stops launching (returns False) once the context has died, since
+    every later launch would fail for that one case's fault."""
     rows = []
     for case in cases:
+        if case.module in load_failures:
+            rows.append(Row(set_name, case.name, case.module, float("nan"), float("nan"),
+                            False, f"module load failed: {load_failures[case.module]}"))
+            continue
         try:
             got = execute(device, case)
-        except (GpuError, ValueError, TypeError) as exc:
+        except Exception as exc:  # recorded as this case's failure, never dropped
             rows.append(Row(set_name, case.name, case.module, float("nan"), float("nan"),
-                            False, f"launch failed: {exc}"))
+                            False, f"{type(exc).__name__}: {exc}"))
+            if isinstance(exc, GpuError) and not healthy(device):
+                return rows, False
             continue
         oracle = compare(case, got, case.oracle(case.inputs))
         ref_err, ref_problems = compare_to_reference(case, got, references[case.name])
@@ -163,7 +179,24 @@ def check_cases(device: GpuBackend, cases: list[KernelCase], references: dict[st
         detail = "; ".join(p for p in (oracle.detail, ref_problems) if p)
         rows.append(Row(set_name, case.name, case.module, err_oracle, ref_err,
                         oracle.passed and not ref_problems, detail))
-    return rows
+    return rows, True
+
+
+def open_device(kind: str, src: PtxSource) -> tuple[GpuBackend, dict[str, str]]:
+    """The device for one set, loading modules one by one so a bad module fails only its
+    own cases; returns the device and module -> load error."""
+    if kind == "host":
+        return HostBackend(), {}
+    from atlas.runtime.cuda import CudaBackend
+
+    device = CudaBackend()
+    failures = {}
+    for name, ptx in src.modules.items():
+        try:
+            device.load_module(name, ptx)
+        except GpuError as exc:
+            failures[name] = str(exc)
+    return device, failures
 
 
 def _prepare(backend: GpuBackend, case: KernelCase) -> dict[str, DevicePtr]:
@@ -225,8 +258,9 @@ def graph_check(device: GpuBackend, cases: list[KernelCase], set_name: str) -> R
         device.destroy_graph(graph)
         return Row(set_name, label, "graph", worst, float("nan"), not problems,
                    "; ".join(problems))
-    except GpuError as exc:
-        return Row(set_name, label, "graph", float("nan"), float("nan"), False, str(exc))
+    except Exception as exc:  # recorded as the graph check's failure
+        return Row(set_name, label, "graph", float("nan"), float("nan"), False,
+                   f"{type(exc).__name__}: {exc}")
     finally:
         for p in bufs:
             for ptr in p.values():
@@ -274,12 +308,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="JSON result path "
                     "(default bench/results/gpu_check-<date>-<commit>.json)")
     ap.add_argument("-k", dest="select", help="only cases whose name contains this text")
+    ap.add_argument("-x", dest="exclude", action="append", default=[],
+                    help="skip cases whose name contains this text (repeatable)")
     ap.add_argument("--backend", choices=("cuda", "host"), default="cuda",
                     help="host runs the flow on the CPU (a self-test of this script)")
     args = ap.parse_args(argv)
 
     seed = args.seed if args.seed is not None else int(time.time()) % 2**31
-    cases = [c for c in all_cases(seed) if not args.select or args.select in c.name]
+    cases = [c for c in all_cases(seed) if (not args.select or args.select in c.name)
+             and not any(x in c.name for x in args.exclude)]
+    duplicates = sorted({c.name for c in cases if [d.name for d in cases].count(c.name) > 1})
+    if duplicates:
+        raise SystemExit(f"case names must be unique: {', '.join(duplicates)}")
     print(f"seed {seed}: {len(cases)} cases")
     host = HostBackend()
     references = {c.name: execute(host, c) for c in cases}
@@ -293,13 +333,10 @@ def main(argv: list[str] | None = None) -> int:
     checked: dict[tuple[str, str], Row] = {}  # (case, module sha) -> first row
     info: dict[str, Any] = {"backend": args.backend}
     for src in sources:
-        if args.backend == "host":
-            device: GpuBackend = HostBackend()
-        else:
-            from atlas.runtime.cuda import CudaBackend
-
-            device = CudaBackend(modules=src.modules)
-            info.setdefault("device", device.device_info())
+        started = time.monotonic()
+        device, load_failures = open_device(args.backend, src)
+        if args.backend == "cuda":
+            info.setdefault("device", device.device_info())  # type: ignore[attr-defined]
         digests = {m: module_digest(p) for m, p in src.modules.items()}
         todo = []
         for case in cases:
@@ -310,15 +347,27 @@ def main(argv: list[str] | None = None) -> int:
                 first.shared_with.append(src.name)
             else:
                 todo.append(case)
-        new_rows = check_cases(device, todo, references, src.name)
+        new_rows, alive = check_cases(device, todo, references, src.name, load_failures)
         for case, row in zip(todo, new_rows):
             checked[(case.name, digests[case.module])] = row
-        g = graph_check(device, todo or [c for c in cases if c.module in src.modules], src.name)
-        rows.extend(new_rows + ([g] if g else []))
+        rows.extend(new_rows)
+        if not alive:
+            rows.append(Row(src.name, "ABORTED: device context lost", "-", float("nan"),
+                            float("nan"), False, f"after {new_rows[-1].case}; later cases "
+                            "and sets were not run (exclude it with -x to check the rest)"))
+            break
+        usable = [c for c in (todo or cases) if c.module in src.modules
+                  and c.module not in load_failures]
+        g = graph_check(device, usable, src.name)
+        rows.extend([g] if g else [])
         missing = sorted({c.module for c in cases} - set(src.modules))
         if missing:
             print(f"{src.name}: no module for cases of {', '.join(missing)}")
-        device.close()
+        try:
+            device.close()
+        except GpuError as exc:
+            print(f"{src.name}: closing the device failed: {exc}")
+        print(f"{src.name}: {len(todo)} cases run in {time.monotonic() - started:.1f}s")
 
     print_table(rows)
     failed = [r for r in rows if not r.passed]
