@@ -18,10 +18,7 @@ THINKING_SCRIPT = "<think>\nFrance is in Europe.\n</think>\n\nParis."
 
 
 def make_executor(tokenizer, **kw) -> FakeExecutor:
-    from tokenizers import Tokenizer
-    raw = tokenizer._tok  # the tokenizers.Tokenizer inside TextTokenizer
-    assert isinstance(raw, Tokenizer)
-    return FakeExecutor(vocab_ids=ascii_vocab(raw), vocab_size=tokenizer.vocab_size,
+    return FakeExecutor(vocab_ids=ascii_vocab(tokenizer), vocab_size=tokenizer.vocab_size,
                         eos_id=tokenizer.token_id("<|im_end|>"), **kw)
 
 

@@ -212,14 +212,16 @@ def _contains(seq: Sequence[int], sub: Sequence[int]) -> bool:
     return any(list(seq[i:i + n]) == list(sub) for i in range(len(seq) - n + 1))
 
 
-def ascii_vocab(tok: Tokenizer) -> list[int]:
-    """Ids of ordinary tokens that decode to printable ASCII without '<' (no markers)."""
+def ascii_vocab(tok) -> list[int]:
+    """Ids of ordinary tokens that decode to printable ASCII without '<' (no markers).
+
+    `tok` is a TextTokenizer (the server's wrapper) or a raw tokenizers.Tokenizer."""
+    size = tok.vocab_size if hasattr(tok, "vocab_size") else tok.get_vocab_size()
+    marked = set(SPECIAL + ADDED)
     ids = []
-    added = set(SPECIAL + ADDED)
-    for token, tid in sorted(tok.get_vocab().items(), key=lambda kv: kv[1]):
-        if token in added:
-            continue
-        text = tok.decode([tid])
-        if text and text.isascii() and text.isprintable() and "<" not in text:
+    for tid in range(size):
+        text = tok.decode([tid], skip_special_tokens=False)
+        if (text and text not in marked and text.isascii() and text.isprintable()
+                and "<" not in text):
             ids.append(tid)
     return ids
