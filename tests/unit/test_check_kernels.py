@@ -32,6 +32,11 @@ def ck():
         del sys.modules["check_kernels"]
 
 
+@pytest.fixture(scope="module")
+def small_cases() -> list[KernelCase]:
+    return [c for c in all_cases(0) if c.module in ("argmax", "embedding")]
+
+
 def _case(dtype: DType, shape: tuple[int, ...]) -> KernelCase:
     return KernelCase("c", "m", {}, {"out": OutputSpec(dtype, shape)}, lambda *a: None,
                       lambda inputs: {})
@@ -101,15 +106,15 @@ class _DyingBackend(HostBackend):
         raise GpuError("cuCtxSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS")
 
 
-def test_a_dead_context_stops_the_run_after_the_guilty_case(ck) -> None:
-    cases = [c for c in all_cases(0) if c.module == "argmax"][:3]
+def test_a_dead_context_stops_the_run_after_the_guilty_case(ck, small_cases) -> None:
+    cases = small_cases[:3]
     rows, alive = ck.check_cases(_DyingBackend(), cases, {}, "set", {})
     assert not alive and len(rows) == 1 and not rows[0].passed
     assert "ILLEGAL_ADDRESS" in rows[0].detail and rows[0].case == cases[0].name
 
 
-def test_a_module_that_failed_to_load_fails_only_its_cases(ck) -> None:
-    cases = [c for c in all_cases(0) if c.module in ("argmax", "embedding")]
+def test_a_module_that_failed_to_load_fails_only_its_cases(ck, small_cases) -> None:
+    cases = small_cases
     host = HostBackend()
     refs = {c.name: execute(host, c) for c in cases}
     rows, alive = ck.check_cases(host, cases, refs, "set", {"argmax": "CUDA_ERROR_INVALID_PTX"})
