@@ -105,7 +105,7 @@ def test_decode_attention_launches_partials_then_combine() -> None:
 def test_prefill_attention_grid_comes_from_max_q_len() -> None:
     (rec,) = _launches(attention.prefill_attention, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000,
                        0x6000, 0x7000, 3, 16, 8, 64, 16, 32, 0.125, 130)
-    assert rec.grid == (3, 16, 3)
+    assert rec.grid == (16, 3, 3)
 
 
 @pytest.mark.parametrize("hq,hkv,d,match", [

@@ -4,8 +4,10 @@
 // token p of sequence b lives in block block_tables[b][p / block_size] at offset
 // p % block_size. kv_lens[b] counts the cached tokens including this step's.
 //
-// prefill_attn_bf16: grid (ceil(max_q_len / 64), hq, num_seqs), 128 threads. A block owns
-//   64 queries of one head of one sequence (16 per warp). Q is staged once into registers
+// prefill_attn_bf16: grid (hq, ceil(max_q_len / 64), num_seqs), 128 threads. A block owns
+//   64 queries of one head of one sequence (16 per warp); query tiles are numbered from the
+//   end, so the blocks that see the most keys (causal) are scheduled first and the short
+//   ones fill the tail, and all heads of a tile run together (GQA siblings share K/V in L2). Q is staged once into registers
 //   as mma A fragments; K/V tiles of kBKV keys stream through a 2-stage cp.async ring
 //   (gathered row by row through the block table, rows past the last visible key zero-filled
 //   and never read from the cache). S = Q K^T and O += P V run on mma.m16n8k16; the online
@@ -75,7 +77,7 @@ __device__ __forceinline__ void prefill_attn(
     const int* __restrict__ cu_q, const int* __restrict__ kv_lens, __nv_bfloat16* __restrict__ out,
     int hq, int hkv, int block_size, int max_blocks, float scale, __nv_bfloat16* smem) {
   using P = Prefill<D>;
-  const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * P::kBQ;
+  const int b = blockIdx.z, h = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * P::kBQ;
   const int seq_start = cu_q[b], q_len = cu_q[b + 1] - seq_start;
   if (q0 >= q_len) return;  // uniform per block: this tile is past the sequence's chunk
   const int kv_len = kv_lens[b];

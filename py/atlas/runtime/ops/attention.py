@@ -1,7 +1,7 @@
 """Launch builders for attention over the paged KV cache (prefill and split-K decode).
 
 Geometry mirrors kernels/hopper/common/attention.cu: prefill runs one 4-warp block per
-(64-query tile, q head, sequence); decode runs one 4-warp block per (split, kv head,
+(q head, 64-query tile, sequence), heaviest (last) query tiles first; decode runs one 4-warp block per (split, kv head,
 sequence) that serves every q head of the group (in passes of 4 heads), then a combine
 block per (q head, seq).
 """
@@ -42,7 +42,10 @@ def prefill_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: De
     if num_seqs < 1 or max_q_len < 1 or max_blocks < 1:
         raise ValueError(f"prefill_attention: need num_seqs, max_q_len, max_blocks >= 1, got "
                          f"{num_seqs}, {max_q_len}, {max_blocks}")
-    grid = (-(-max_q_len // PREFILL_QUERY_TILE), hq, num_seqs)
+    grid = (hq, -(-max_q_len // PREFILL_QUERY_TILE), num_seqs)
+    if grid[1] > 65535:
+        raise ValueError(f"prefill_attention: max_q_len={max_q_len} exceeds the grid's y limit "
+                         f"({65535 * PREFILL_QUERY_TILE} queries per launch)")
     kc.get(PREFILL_ATTN)(stream, grid, ATTN_THREADS, 0, q, k_cache, v_cache, block_tables,
                          cu_q, kv_lens, out, num_seqs, hq, hkv, head_dim, block_size,
                          max_blocks, scale)
