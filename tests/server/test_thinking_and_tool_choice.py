@@ -85,3 +85,22 @@ def test_request_timeout_ends_generation(model_dir):
         assert 0 < resp.usage.completion_tokens < 400
     finally:
         srv.stop()
+
+
+def test_tools_on_a_model_without_a_tool_format_are_refused(model_dir):
+    from atlas.server.app_assets import load_assets
+    tok = load_assets(model_dir, behavior_lookup=lambda c: {}).tokenizer
+    srv = ServerThread(model_dir, make_executor(tok),
+                       options=ServerOptions(model_name="tiny", tool_parser=None)).start()
+    try:
+        client = openai.OpenAI(base_url=srv.url + "/v1", api_key="k", max_retries=0)
+        with pytest.raises(openai.BadRequestError, match="tool-call-parser"):
+            client.chat.completions.create(
+                model="tiny", messages=[{"role": "user", "content": "Hi"}],
+                tools=[WEATHER_TOOL], max_tokens=4)
+        ok = client.chat.completions.create(   # tool_choice none: tools are not used at all
+            model="tiny", messages=[{"role": "user", "content": "Hi"}], tools=[WEATHER_TOOL],
+            tool_choice="none", max_tokens=4)
+        assert ok.choices[0].finish_reason == "length"
+    finally:
+        srv.stop()
