@@ -44,6 +44,7 @@ def test_llama_tied_plan_has_no_lm_head_or_qk_norm():
     (dict(attention_bias=True), "attention_bias=true"),
     (dict(hidden_act="gelu"), "hidden_act='gelu'"),
     (dict(num_key_value_heads=3), "not a multiple"),
+    (dict(sliding_window=1024, use_sliding_window=True), "sliding_window=1024"),
 ])
 def test_unsupported_configs_name_the_problem(over, message):
     with pytest.raises(UnsupportedModelError, match=message):

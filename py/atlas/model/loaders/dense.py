@@ -86,7 +86,10 @@ class DenseDecoderLoader:
         for flag in ("attention_bias", "mlp_bias"):
             if getattr(cfg, flag, False):
                 raise UnsupportedModelError(f"{flag}=true is not supported for {cfg.model_type}")
-        act = getattr(cfg, "hidden_act", "silu") or "silu"
+        if cfg.sliding_window is not None:
+            raise UnsupportedModelError(
+                f"sliding_window={cfg.sliding_window} is not supported (full attention only)")
+        act = cfg.hidden_act
         if act != "silu":
             raise UnsupportedModelError(f"hidden_act={act!r} is not supported (only 'silu')")
         for name, value in (("hidden_size", cfg.hidden_size), ("intermediate_size",
