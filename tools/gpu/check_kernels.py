@@ -280,6 +280,17 @@ def git_commit() -> str:
         return "unknown"
 
 
+def nvidia_driver_version() -> str | None:
+    """The kernel driver's version as nvidia-smi reports it (the CUDA API only gives the
+    CUDA version it supports)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             text=True, capture_output=True, check=True, timeout=30).stdout
+        return out.strip().splitlines()[0] if out.strip() else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
 def fmt_err(x: float) -> str:
     return "-" if x != x else f"{x:.3e}"
 
@@ -335,8 +346,10 @@ def main(argv: list[str] | None = None) -> int:
     for src in sources:
         started = time.monotonic()
         device, load_failures = open_device(args.backend, src)
-        if args.backend == "cuda":
-            info.setdefault("device", device.device_info())  # type: ignore[attr-defined]
+        if args.backend == "cuda" and "device" not in info:
+            info["device"] = {**device.device_info(),  # type: ignore[attr-defined]
+                              "nvidia_driver": nvidia_driver_version()}
+            print(f"device: {info['device']}")
         digests = {m: module_digest(p) for m, p in src.modules.items()}
         todo = []
         for case in cases:
