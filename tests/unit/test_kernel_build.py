@@ -76,6 +76,18 @@ def test_skip_build_needs_no_nvcc(tmp_path: Path) -> None:
     assert refused.returncode != 0 and "nvcc not found" in refused.stderr
 
 
+def test_list_prints_each_target_with_its_hash_and_modules(tmp_path: Path) -> None:
+    repo = write_tree(tmp_path)
+    done = run_cli(["kernels", "list"], repo / "kernels" / "hw",
+                   env_without_nvcc(ATLAS_SKIP_BUILD="1", ATLAS_TARGET_MODEL="big"))
+    assert done.returncode == 0, done.stderr
+    flags = ["-O3", "-std=c++17", "-DATLAS_HIDDEN=64"]
+    assert done.stdout.splitlines() == [
+        f"hw/big/bf16  sm_90a  {closure_hash(repo, BIG, 'sm_90a', 'skipped', flags)}",
+        "    a                kernels/hw/common/a.cu",
+        "    b                kernels/hw/big/bf16/b.cu"]
+
+
 def test_build_removes_sets_of_deleted_leaves_only(tmp_path: Path) -> None:
     repo = write_tree(tmp_path / "repo")
     out = tmp_path / "out"
