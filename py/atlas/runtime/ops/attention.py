@@ -1,9 +1,9 @@
 """Launch builders for attention over the paged KV cache (prefill and split-K decode).
 
 Geometry mirrors kernels/hopper/common/attention.cu: prefill runs one 4-warp block per
-(q head, 64-query tile, sequence), heaviest (last) query tiles first; decode runs one 4-warp block per (split, kv head,
-sequence) that serves every q head of the group (in passes of 4 heads), then a combine
-block per (q head, seq).
+(q head, 64-query tile, sequence), heaviest (last) query tiles first; decode runs one
+4-warp block per (split, kv head, sequence) that serves every q head of the group (in
+passes of 4 heads), then a combine block per (q head, seq).
 """
 
 from __future__ import annotations

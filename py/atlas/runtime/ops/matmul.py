@@ -1,8 +1,9 @@
 """Launch builders for the matrix products y[m, n] = sum_k x[m, k] * w[n, k].
 
 `linear` owns the dispatch rule: up to GEMV_MAX_M rows stream the weights once through the
-GEMV (memory-bound decode; one row takes the leaner single-row entry point); more rows go to the tensor-core GEMM, with the skinny 64x32
-tile whenever the 128x128 tile would leave SMs idle. The geometry constants here mirror
+GEMV (memory-bound decode; one row takes the leaner single-row entry point); more rows go
+to the tensor-core GEMM, with the skinny 64x32 tile whenever the 128x128 tile would leave
+SMs idle. The geometry constants here mirror
 the compile-time constants of kernels/hopper/common/{gemv,gemm}.cu.
 """
 
