@@ -19,9 +19,11 @@ constexpr int kMaxThreads = 256;  // ops/matmul.py GEMV_MAX_THREADS
 constexpr int kMaxAcc = 8 * kRowsPerBlock;
 
 // Streamed 16-byte weight load: read-only path, no L1 allocation, 256-byte L2 prefetch.
+// volatile: callers guard it with a bounds check, and the compiler must not speculate an
+// asm load past that check (the tail chunk of the last row would read past the allocation).
 __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
   uint4 v;
-  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
       : "l"(p));
   return v;
