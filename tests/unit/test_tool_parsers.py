@@ -10,8 +10,8 @@ import pytest
 from atlas.server.tool_parsers import PARSERS, parser_class
 
 
-def run(name, text, step, schemas=None):
-    parser = parser_class(name)(schemas)
+def run(name, text, step, schemas=None, max_calls=None):
+    parser = parser_class(name)(schemas, max_calls=max_calls)
     content, deltas = "", []
     for i in range(0, len(text), step):
         r = parser.feed(text[i:i + step])
@@ -144,3 +144,10 @@ def test_forced_prefix_opens_a_call_the_parser_completes(name):
 def test_unknown_parser_name_lists_known():
     with pytest.raises(ValueError, match="hermes"):
         parser_class("xml")
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_single_call_limit_drops_later_calls_without_leaking_text(step):
+    text = ('<tool_call>{"name": "a", "arguments": {}}</tool_call>\n'
+            '<tool_call>{"name": "b", "arguments": {}}</tool_call>')
+    assert run("hermes", text, step, max_calls=1) == ("", [("a", {})])

@@ -125,7 +125,8 @@ def api_route(api: str) -> Callable[[Handler], Handler]:
     return wrap
 
 
-def start_generation(spec: GenerationSpec, ctx: ServerContext, key: str, started: float) -> Generation:
+def start_generation(spec: GenerationSpec, ctx: ServerContext, key: str,
+                     started: float) -> Generation:
     require_ready(ctx)
     gen = Generation(spec, ctx, started)
     ctx.metrics.record_prompt(gen.outcome.prompt_tokens)

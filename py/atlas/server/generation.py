@@ -111,7 +111,8 @@ class Generation:
         tools = None
         if spec.tools and spec.tool_choice.mode != "none" and self.ctx.options.tool_parser:
             schemas = {t["function"]["name"]: t["function"]["parameters"] for t in spec.tools}
-            tools = parser_class(self.ctx.options.tool_parser)(schemas)
+            tools = parser_class(self.ctx.options.tool_parser)(
+                schemas, max_calls=None if spec.parallel_tool_calls else 1)
         return ResponseStream(tok.decode, context_ids=self.prompt.ids, stops=spec.stop,
                               hidden_ids=self._stop_ids(), reasoning=reasoning, tools=tools,
                               forced_prefix=self.prompt.forced_prefix)

@@ -42,7 +42,3 @@ class GenerationSpec:
     thinking_budget: int | None = None
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     add_generation_prompt: bool = True
-
-    @property
-    def tool_names(self) -> list[str]:
-        return [t["function"]["name"] for t in self.tools or ()]

@@ -75,7 +75,6 @@ class Sequence:
     seq_id: int
     request: SeqRequest
     arrival_index: int
-    arrival_time: float
     token_limit: int
     output_ids: list[int] = field(default_factory=list)
     num_computed: int = 0
@@ -179,8 +178,7 @@ class Scheduler:
                              f"generate within {self.token_limit} tokens")
         if request.max_tokens <= 0:
             raise ValueError("max_tokens must be positive")
-        seq = Sequence(seq_id, request, self._arrivals, now, self.token_limit,
-                       last_emit_time=now)
+        seq = Sequence(seq_id, request, self._arrivals, self.token_limit, last_emit_time=now)
         if request.thinking is not None:
             seq.thinking_inside = request.thinking.starts_inside
         self._arrivals += 1

@@ -60,10 +60,6 @@ class TextTokenizer:
     def is_valid_id(self, token_id: int) -> bool:
         return 0 <= token_id < self.vocab_size
 
-    @property
-    def has_chat_template(self) -> bool:
-        return self._override is not None or self._template_source is not None
-
     def chat_template(self, with_tools: bool) -> ChatTemplate:
         """The compiled template (cached); ValueError when the model ships none."""
         if with_tools not in self._templates:

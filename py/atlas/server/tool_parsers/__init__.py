@@ -19,7 +19,8 @@ def parser_class(name: str) -> type[ToolParser]:
     try:
         return PARSERS[name]
     except KeyError:
-        raise ValueError(f"unknown tool-call parser {name!r}; known: {', '.join(PARSERS)}") from None
+        known = ", ".join(PARSERS)
+        raise ValueError(f"unknown tool-call parser {name!r}; known: {known}") from None
 
 
 __all__ = ["PARSERS", "ToolCall", "ToolCallDelta", "ToolParseResult", "ToolParser",

@@ -61,8 +61,11 @@ class ToolParser(abc.ABC):
 
     start_markers: tuple[str, ...] = ()
 
-    def __init__(self, schemas: ToolSchemas | None = None) -> None:
+    def __init__(self, schemas: ToolSchemas | None = None, max_calls: int | None = None) -> None:
+        """`max_calls` 1 is OpenAI's parallel_tool_calls=false: later calls are parsed (so
+        their text never leaks into the content) but dropped."""
         self.schemas: ToolSchemas = schemas or {}
+        self.max_calls = max_calls
         self.calls: list[ToolCall] = []
         self._pending = ""
         self._body: str | None = None      # not None while inside a call
@@ -118,7 +121,7 @@ class ToolParser(abc.ABC):
             else:
                 self._body += self._pending
                 self._pending = ""
-                if not self._named:
+                if not self._named and not self._full:
                     name = self.name_of(self._body)
                     if name:
                         out.calls.append(ToolCallDelta(len(self.calls), name=name))
@@ -175,8 +178,14 @@ class ToolParser(abc.ABC):
         else:
             out.content += self.start_markers[0] + body
 
+    @property
+    def _full(self) -> bool:
+        return self.max_calls is not None and len(self.calls) >= self.max_calls
+
     def _emit_calls(self, calls: Sequence[ToolCall], out: ToolParseResult) -> None:
         for call in calls:
+            if self._full:
+                break
             index = len(self.calls)
             if self._named:
                 self._named = False
