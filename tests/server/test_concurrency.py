@@ -1,5 +1,5 @@
-"""16 simultaneous streaming clients each get exactly their solo output; a client that
-disconnects mid-stream has its sequence aborted and its KV blocks freed."""
+"""16 (and 64) simultaneous streaming clients each get exactly their solo output; a client
+that disconnects mid-stream has its sequence aborted and its KV blocks freed."""
 
 from __future__ import annotations
 
@@ -66,11 +66,15 @@ def test_sixteen_streams_equal_their_solo_runs(tight):
             solo = [await stream_chat(session, tight.url, p) for p in prompts()]
             together = await asyncio.gather(*(stream_chat(session, tight.url, p)
                                               for p in prompts()))
-        return solo, together
+            # 64 streams (each prompt four times) queue behind a 16-sequence batch
+            crowd = await asyncio.gather(*(stream_chat(session, tight.url, p)
+                                           for p in prompts() * 4))
+        return solo, together, crowd
 
-    solo, together = asyncio.run(main())
+    solo, together, crowd = asyncio.run(main())
     assert len({t for t, _ in solo}) == NUM_CLIENTS      # different prompts, different text
     assert together == solo
+    assert crowd == solo * 4
     assert all(f == "length" for _, f in solo)
     assert tight.ctx.engine.scheduler.num_preemptions > 0   # the pool really was tight
     wait_for(lambda: tight.pool.num_free == tight.pool.num_blocks)
