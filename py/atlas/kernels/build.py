@@ -123,15 +123,17 @@ def build_sets(repo_root: Path, targets: list[KernelTarget], *, skip: bool,
             futures = {name: ptx_compiler.submit(ptx_compiler.job(
                 sources[name], closure, leaf.hardware.arch, flags))
                 for name, closure in module_closures(repo_root, leaf.target).items()}
-            pending.append((leaf, ptx_compiler.version, flags, sources, futures))
+            # Hashed as the compiles start, so the hash describes the bytes nvcc is reading.
+            digest = closure_hash(repo_root, leaf.target, leaf.hardware.arch,
+                                  ptx_compiler.version, flags)
+            pending.append((leaf, ptx_compiler.version, flags, digest, sources, futures))
         return [PtxSet(target=leaf.target, vendor=leaf.hardware.vendor,
                        arch=leaf.hardware.arch, compiler_version=version, flags=tuple(flags),
-                       closure_hash=closure_hash(repo_root, leaf.target, leaf.hardware.arch,
-                                                 version, flags),
+                       closure_hash=digest,
                        modules={name: PtxModule.of(name, sources[name], f.result())
                                 for name, f in futures.items()},
                        **_model_fields(leaf))
-                for leaf, version, flags, sources, futures in pending]
+                for leaf, version, flags, digest, sources, futures in pending]
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
