@@ -226,3 +226,20 @@ def test_engine_failure_is_a_500_and_the_server_recovers(model_dir):
         assert scheduler.pool.num_free == scheduler.num_kv_blocks
     finally:
         srv.stop()
+
+
+def test_a_scheduler_bug_ends_requests_instead_of_hanging_them(model_dir):
+    from atlas.server.app_assets import load_assets
+    from tests.server.fakes import FakeBlockPool
+
+    class BrokenPool(FakeBlockPool):
+        def allocate(self, n):
+            raise RuntimeError("allocator bug")
+
+    tok = load_assets(model_dir, behavior_lookup=lambda c: {}).tokenizer
+    srv = ServerThread(model_dir, make_executor(tok), pool_factory=BrokenPool).start()
+    try:
+        assert_openai_error(request(srv.url + CHAT, GOOD_CHAT), 500)
+        assert_openai_error(request(srv.url + CHAT, GOOD_CHAT), 500)  # the loop still runs
+    finally:
+        srv.stop()

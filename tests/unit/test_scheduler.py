@@ -176,3 +176,15 @@ def test_make_policy_rejects_unknown():
     assert make_policy("slai", 50).tbt_deadline_s == pytest.approx(0.05)
     with pytest.raises(ValueError):
         make_policy("lifo", 50)
+
+
+def test_fail_all_ends_running_and_waiting_and_frees_blocks():
+    pool, ex, sched = make(max_num_seqs=1)
+    sched.add(0, SeqRequest(prompt(0, 6), GREEDY, 10), 0.0)
+    sched.add(1, SeqRequest(prompt(1, 6), GREEDY, 10), 0.0)
+    plan = sched.schedule(1.0)
+    sched.commit(plan, ex.execute(plan.steps), 1.0)
+    outs = sched.fail_all()
+    assert sorted((o.seq_id, o.finish_reason) for o in outs) == [
+        (0, FinishReason.ERROR), (1, FinishReason.ERROR)]
+    assert pool.num_free == 64 and not sched.has_work and sched.take_released() == [0]

@@ -59,10 +59,15 @@ class EngineThread:
         if bind is not None:
             bind()
         while not self._stopping:
-            outputs = self._drain_commands(block=not self.scheduler.has_work)
-            if self.scheduler.has_work:
-                outputs.extend(self._step())
-            self._release()
+            try:
+                outputs = self._drain_commands(block=not self.scheduler.has_work)
+                if self.scheduler.has_work:
+                    outputs.extend(self._step())
+                self._release()
+            except Exception:  # a bug here must not leave every client waiting forever
+                _log.exception("engine loop failed; ending every request")
+                outputs = self.scheduler.fail_all()
+                self._release()
             if outputs:
                 self._on_outputs(outputs)
 

@@ -258,6 +258,10 @@ class Scheduler:
         """The executor raised: end every running sequence with an error."""
         return [self._finish(s, FinishReason.ERROR, ()) for s in list(self.running)]
 
+    def fail_all(self) -> list[SeqOutput]:
+        """Last resort of the engine loop: end every sequence, running or waiting."""
+        return [self._finish(s, FinishReason.ERROR, ()) for s in [*self.running, *self.waiting]]
+
     # --- internals -------------------------------------------------------------------------
 
     def _reserve(self, seq: Sequence, chunk: int, queue: list[Sequence]) -> bool:
