@@ -18,7 +18,9 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$REPO"
 
 STAMP="$(date -u +%Y%m%d-%H%M%S)"
-BASE="${OUT:-/tmp/atlas_gpu_suite/$STAMP}"
+# Logs and results live outside $OUT (which returns at most 8 files); a tarball of them
+# and the JSON results are copied into $OUT at the end.
+BASE="/tmp/atlas_gpu_suite/$STAMP"
 LOGS="$BASE/logs"
 RESULTS="$BASE/results"
 mkdir -p "$LOGS" "$RESULTS"
@@ -88,7 +90,37 @@ stage_pytest_gpu() {
     --junitxml="$RESULTS/pytest_gpu-$STAMP.xml"
 }
 
-STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu)
+CKPT="${ATLAS_CKPT_DIR:-/tmp/atlas_ckpt}"
+export ATLAS_COMMIT="${ATLAS_COMMIT:-$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+
+stage_tiny_parity() {
+  "$PY" tools/gpu/model_parity.py --backend cuda --model tests/fixtures/tiny-llama \
+    --model tests/fixtures/tiny-qwen3 --model tests/fixtures/tiny-llama3-rope \
+    --out "$RESULTS/parity_tiny.json"
+}
+
+# A random-weight checkpoint in a real config, with transformers goldens, made on this GPU.
+make_checkpoint() {
+  local name="$1"
+  [ -f "$CKPT/$name/golden.npz" ] && return 0
+  "$PY" tools/make_fixtures.py --config "$name" --device cuda --out "$CKPT/$name"
+}
+
+model_stage() {
+  local name="$1" hf="$2" rc=0
+  make_checkpoint "$name" || return 1
+  "$PY" tools/gpu/model_parity.py --backend cuda --model "$CKPT/$name" \
+    --out "$RESULTS/parity_$name.json" || rc=1
+  "$PY" tools/gpu/bench_decode.py --model "$CKPT/$name" --hf "$hf" \
+    --out "$RESULTS/bench_decode_$name.json" || rc=1
+  return $rc
+}
+
+stage_qwen3_0_6b() { model_stage qwen3-0.6b eager; }
+stage_qwen3_8b() { model_stage qwen3-8b eager,compiled; }
+
+STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity qwen3_0_6b
+        qwen3_8b)
 
 # ---- runner -------------------------------------------------------------------------------
 
@@ -143,4 +175,9 @@ for name in "${ORDER[@]}"; do
   printf '%-22s %-6s %8s  %s\n' "$name" "$word" "${SECONDS_TAKEN[$name]}" "$LOGS/$name.log"
 done
 echo "results: $RESULTS"
+if [ -n "${OUT:-}" ]; then
+  tar czf "$OUT/suite.tgz" -C "$BASE" logs results
+  cp "$RESULTS"/*.json "$OUT"/ 2>/dev/null
+  ls "$OUT"
+fi
 exit $failed
