@@ -98,3 +98,14 @@ def test_tool_result_round_trip_and_count_tokens(client, server):
     msg = client.messages.create(model="tiny", max_tokens=8, messages=messages,
                                  tools=[WEATHER_TOOL])
     assert msg.usage.input_tokens == count.input_tokens
+
+
+def test_streamed_message_equals_non_streamed(client):
+    kwargs = dict(model="tiny", max_tokens=30, temperature=0,
+                  messages=[{"role": "user", "content": "Tell me a story."}])
+    plain = client.messages.create(**kwargs)
+    with client.messages.stream(**kwargs) as s:
+        streamed = s.get_final_message()
+    assert [b.model_dump() for b in streamed.content] == [b.model_dump() for b in plain.content]
+    assert (streamed.stop_reason, streamed.usage.output_tokens) == ("max_tokens", 30)
+    assert plain.usage.output_tokens == 30

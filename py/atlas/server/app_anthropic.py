@@ -99,22 +99,31 @@ async def _stream(request: web.Request, gen: Generation, mid: str) -> web.Stream
                                    output_tokens=0)
     await send_sse(resp, {"type": "message_start", "message": start}, "message_start")
     blocks = _Blocks(resp)
+    blank = ""   # whitespace that opens a text block only if text follows (as non-streaming)
     async for delta in gen.deltas():
         if delta.reasoning:
             if blocks.kind != "thinking":
                 await blocks.open("thinking", {"type": "thinking", "thinking": "",
                                                "signature": ""})
             await blocks.delta({"type": "thinking_delta", "thinking": delta.reasoning})
-        if delta.content and (blocks.kind == "text" or delta.content.strip()):
-            if blocks.kind != "text":
-                await blocks.open("text", {"type": "text", "text": ""})
-            await blocks.delta({"type": "text_delta", "text": delta.content})
+        if delta.content:
+            if blocks.kind != "text" and not delta.content.strip():
+                blank += delta.content
+            else:
+                if blocks.kind != "text":
+                    await blocks.open("text", {"type": "text", "text": ""})
+                await blocks.delta({"type": "text_delta", "text": blank + delta.content})
+                blank = ""
         for call in delta.tool_calls:
             if call.name is not None:
+                blank = ""
                 await blocks.open("tool_use", {"type": "tool_use", "id": _tool_id(),
                                                "name": call.name, "input": {}})
             if call.arguments:
                 await blocks.delta({"type": "input_json_delta", "partial_json": call.arguments})
+    if blank and not outcome.tool_calls:
+        await blocks.open("text", {"type": "text", "text": ""})
+        await blocks.delta({"type": "text_delta", "text": blank})
     await blocks.close()
     if outcome.finish_reason == "error":
         await send_sse(resp, _server_error().anthropic_body(), "error")
