@@ -101,7 +101,7 @@ def test_tool_result_round_trip_and_count_tokens(client, server):
 
 
 def test_streamed_message_equals_non_streamed(client):
-    kwargs = dict(model="tiny", max_tokens=30, temperature=0,
+    kwargs = dict(model="tiny", max_tokens=30,
                   messages=[{"role": "user", "content": "Tell me a story."}])
     plain = client.messages.create(**kwargs)
     with client.messages.stream(**kwargs) as s:
