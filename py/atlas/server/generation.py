@@ -78,7 +78,12 @@ class Outcome:
 
 class Generation:
     """Prepare in the constructor (raising ApiError on bad input), then iterate `deltas()`;
-    `outcome` is complete once the iteration ends."""
+    `outcome` is complete once the iteration ends.
+
+    A prompt that leaves no room in the context is a 400. A `max_tokens` beyond what the
+    context has left is clamped (finish_reason "length"), not refused: agent clients ask
+    for more output than a small context holds and expect an answer.
+    """
 
     def __init__(self, spec: GenerationSpec, ctx: ServerContext, started: float) -> None:
         if ctx.engine is None:
