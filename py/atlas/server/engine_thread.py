@@ -55,9 +55,8 @@ class EngineThread:
     # --- the engine thread -----------------------------------------------------------------
 
     def _run(self) -> None:
-        bind = getattr(self.executor, "bind_to_thread", None)
-        if bind is not None:
-            bind()
+        # the CUDA backend makes its context current on a thread's first driver call, so
+        # the executor needs no binding step here
         while not self._stopping:
             try:
                 outputs = self._drain_commands(block=not self.scheduler.has_work)
