@@ -1,25 +1,42 @@
 #!/usr/bin/env python3
-"""Micro-benchmark of the matrix and attention kernels against their floors (GPU machine).
+"""Kernel table: every Atlas kernel family against its PyTorch equivalent on one GPU.
 
-Times each shape of docs/kernels.md as a CUDA graph of back-to-back launches (so Python
-launch cost is out of the numbers), rotating through enough weight copies that the working
-set exceeds L2, and prints time, achieved GB/s or TFLOP/s, and the fraction of the measured
-ceilings (4,267 GB/s copy, 790 TFLOP/s bf16 unless overridden). Inputs are random (never
-zeros). A benchmark, not a test: it asserts nothing about speed; correctness is
-tools/gpu/check_kernels.py's job.
+For each shape of `atlas.bench.kernel_shapes.table_shapes()` both sides compute the same
+thing on the same random (never zero) inputs. Ours is checked against PyTorch once (relative
+error, NaN never passes, our outputs poisoned first) before anything is timed, so a wrong
+kernel is never timed. Timing: each side's iteration is captured `iters` times into a CUDA
+graph (so the Python launch path is out of both numbers, and a multi-kernel PyTorch sequence
+pays its kernel-to-kernel gaps as it would in a captured engine), cycling through enough
+input sets that the bytes between two uses of one set exceed the L2 cache; the graph is
+warmed up, replayed `--repeats` times between CUDA events on one stream, and the median per
+iteration is reported. Ceilings are measured first: device copy bandwidth with 4 GiB
+buffers (bytes read + written) and a bf16 8192^3 torch.matmul.
 
-    python3 tools/gpu/bench_kernels.py [--model qwen3-8b] [--ptx-dir DIR] [--out FILE] [-k TEXT]
+One command runs the whole table; a failing shape prints FAIL with its error and the rest
+continue. The table prints last and is written as JSON + Markdown to --out-dir
+(`kernel_table-<date>-<commit>.{json,md}`) with GPU, driver, commit and date; the JSON's
+`metrics` (speedup_min, speedup_geomean) feed the `kernel-table` gate. Exit status 1 when
+any row failed.
+
+    python3 tools/gpu/bench_kernels.py [--quick] [-k TEXT] [--out-dir DIR] [--ptx-dir DIR]
+    python3 tools/gpu/bench_kernels.py --dry-run   # CPU: tiny shapes, HostBackend + CPU torch
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import importlib.util
 import json
+import math
 import statistics
 import sys
-from dataclasses import asdict, dataclass
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable
 
 import numpy as np
 
@@ -27,216 +44,920 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "py"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from atlas.model.step_inputs import decode_splits  # noqa: E402
 from atlas.runtime.gpu import DevicePtr, GpuBackend, Stream  # noqa: E402
-from atlas.runtime.ops import KernelCache, attention, matmul  # noqa: E402
+from atlas.runtime.kernel_abi import SAMPLE_ROW  # noqa: E402
+from atlas.runtime.ops import (KernelCache, activation, attention, embedding,  # noqa: E402
+                               matmul, norm, rope, sampling)
+from check_kernels import git_commit, load_sources, nvidia_driver_version  # noqa: E402
 
-#: working set per timed shape: weights rotate through copies until this many bytes
+
+def _load_kernel_shapes() -> Any:
+    """atlas.bench.kernel_shapes, also when the harness package's __init__ needs packages
+    the GPU image lacks (this module itself needs only the standard library)."""
+    try:
+        from atlas.bench import kernel_shapes
+        return kernel_shapes
+    except ImportError:
+        path = REPO / "py" / "atlas" / "bench" / "kernel_shapes.py"
+        spec = importlib.util.spec_from_file_location("atlas_bench_kernel_shapes", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses resolve annotations through it
+        spec.loader.exec_module(module)
+        return module
+
+
+ks = _load_kernel_shapes()
+
+#: bytes that pass between two uses of one input set (the H200's L2 is 50-60 MB)
 ROTATE_BYTES = 256 << 20
-LAUNCHES_PER_GRAPH = 20
+MAX_COPIES = 64
+#: a captured graph should run about this long, so the replay's own start is noise
+GRAPH_TARGET_US = 2000.0
+MAX_ITERS = 512
+EPS = 1e-6
+ROPE_THETA = 1e6
+#: relative error ||ours - torch|| / ||torch|| allowed per output dtype
+BF16_TOL = 2e-2
+F32_TOL = 5e-3
+#: top-p slack when checking that our sampled token lies in PyTorch's kept set
+TOP_P_SLACK = 1e-3
+#: shapes of the CPU dry run: small enough for the numpy reference kernels
+TINY = ks.ModelDims("tiny", hidden=64, heads=4, kv_heads=2, head_dim=64, intermediate=96,
+                    vocab=512)
 
-Launch = Callable[[KernelCache, Stream, int], None]  # (kc, stream, copy index)
+
+# ---- the device the table runs on -------------------------------------------------------
+
+class Env:
+    """Torch device, our kernels, and how a torch tensor becomes a pointer our ops take.
+
+    On CUDA our launches go onto torch's current stream and read torch's memory directly,
+    so both sides run on one stream and one set of buffers. In the CPU dry run the
+    HostBackend (numpy reference kernels) cannot read torch memory: each `ptr` mirrors the
+    tensor into a host-backend buffer, and `finish` copies every mirror back.
+    """
+
+    def __init__(self, torch: Any, backend: GpuBackend, cuda: bool, seed: int) -> None:
+        self.torch = torch
+        self.backend = backend
+        self.cuda = cuda
+        self.device = torch.device("cuda" if cuda else "cpu")
+        self.kc = KernelCache(backend)
+        self.gen = torch.Generator(device=self.device)
+        self.gen.manual_seed(seed)
+        self.num_sms = (torch.cuda.get_device_properties(0).multi_processor_count
+                        if cuda else 132)
+        self._mirrors: list[tuple[Any, DevicePtr]] = []
+
+    def stream(self) -> Stream:
+        if self.cuda:
+            return int(self.torch.cuda.current_stream().cuda_stream)
+        return self.backend.default_stream()
+
+    def ptr(self, t: Any) -> DevicePtr:
+        if not t.is_contiguous():
+            raise ValueError("kernel arguments must be contiguous tensors")
+        if self.cuda:
+            return int(t.data_ptr())
+        p = self.backend.upload(self.host_bytes(t))
+        self._mirrors.append((t, p))
+        return p
+
+    def host_bytes(self, t: Any) -> np.ndarray:
+        """The bytes of a contiguous CPU tensor as a writable uint8 numpy view."""
+        return t.view(-1).view(self.torch.uint8).numpy()
+
+    def finish(self) -> None:
+        """Make our last launches' results visible in the torch tensors."""
+        for t, p in self._mirrors:
+            raw = self.backend.download(p, np.uint8, t.numel() * t.element_size())
+            self.host_bytes(t)[:] = raw
+            self.backend.free(p)
+        self._mirrors.clear()
+
+    def sync(self) -> None:
+        if self.cuda:
+            self.torch.cuda.synchronize()
+
+    # ---- random inputs (uniform, never zero) ----
+    def uniform(self, shape: tuple[int, ...], lo: float = -1.0, hi: float = 1.0,
+                dtype: Any = None) -> Any:
+        t = self.torch.rand(shape, generator=self.gen, device=self.device)
+        return (t * (hi - lo) + lo).to(dtype or self.torch.bfloat16)
+
+    def normal(self, shape: tuple[int, ...], std: float) -> Any:
+        return self.torch.randn(shape, generator=self.gen, device=self.device) * std
+
+    def randperm(self, n: int) -> Any:
+        return self.torch.randperm(n, generator=self.gen, device=self.device)
+
+    def randint(self, high: int, shape: tuple[int, ...]) -> Any:
+        return self.torch.randint(0, high, shape, generator=self.gen, device=self.device)
+
+
+# ---- a case: one shape, our launch, PyTorch's equivalents ------------------------------
+
+Set = dict[str, Any]
 
 
 @dataclass
-class Row:
-    name: str
+class Variant:
+    """One PyTorch way of computing the shape; each variant is its own table row."""
+
+    label: str
+    run: Callable[[Set], Any]
+    note: str = ""
+
+
+@dataclass
+class Case:
+    """Input sets, our launch and PyTorch's variants for one shape.
+
+    `outputs` are poisoned before our checked run; `mutated` are inputs a side updates in
+    place (cloned for PyTorch's checked run so both start equal); `compare` pairs our
+    results with PyTorch's (ours set, torch set, torch's return) as (name, ours, theirs).
+    """
+
+    shape: Any
+    make_set: Callable[[], Set]
+    ours: Callable[[Set, Stream], None]
+    variants: list[Variant]
+    compare: Callable[[Set, Set, Any], list[tuple[str, Any, Any]]]
+    outputs: tuple[str, ...] = ()
+    mutated: tuple[str, ...] = ()
+    note: str = ""
+    #: token sampling: compare returns the fraction of rows outside the kept set
+    exact: bool = False
+    sets: list[Set] = field(default_factory=list)
+
+
+def rel_error(torch: Any, ours: Any, ref: Any) -> float:
+    a, b = ours.double().reshape(-1), ref.double().reshape(-1)
+    if bool(torch.isnan(a).any()) or bool(torch.isnan(b).any()):
+        return float("nan")
+    den = float(torch.linalg.vector_norm(b))
+    return float(torch.linalg.vector_norm(a - b)) / (den if den > 0 else 1.0)
+
+
+def tolerance(torch: Any, t: Any) -> float:
+    return F32_TOL if t.dtype == torch.float32 else BF16_TOL
+
+
+# ---- families ---------------------------------------------------------------------------
+
+def norm_case(env: Env, s: Any) -> Case:
+    torch, F = env.torch, env.torch.nn.functional
+    rows, dim = s.rows, s.dim
+
+    def make() -> Set:
+        st = {"x": env.uniform((rows, dim)), "w": env.uniform((dim,), 0.5, 1.5),
+              "out": torch.empty((rows, dim), dtype=torch.bfloat16, device=env.device)}
+        if s.residual:
+            st["delta"] = env.uniform((rows, dim))
+        return st
+
+    if s.residual:
+        def ours(st: Set, stream: Stream) -> None:
+            norm.add_rmsnorm(env.kc, stream, env.ptr(st["x"]), env.ptr(st["delta"]),
+                             env.ptr(st["w"]), env.ptr(st["out"]), rows, dim, EPS)
+
+        def theirs(st: Set) -> Any:
+            st["x"].add_(st["delta"])
+            return F.rms_norm(st["x"], (dim,), st["w"], EPS)
+
+        def compare(o: Set, t: Set, r: Any) -> list:
+            return [("out", o["out"], r), ("residual", o["x"], t["x"])]
+
+        return Case(s, make, ours, [Variant("x += r; F.rms_norm(x, w)", theirs)], compare,
+                    outputs=("out",), mutated=("x",))
+
+    def ours_plain(st: Set, stream: Stream) -> None:
+        norm.rmsnorm(env.kc, stream, env.ptr(st["x"]), env.ptr(st["w"]), env.ptr(st["out"]),
+                     rows, dim, EPS)
+
+    return Case(s, make, ours_plain,
+                [Variant("F.rms_norm(x, w)", lambda st: F.rms_norm(st["x"], (dim,), st["w"], EPS))],
+                lambda o, t, r: [("out", o["out"], r)], outputs=("out",))
+
+
+def rope_case(env: Env, s: Any) -> Case:
+    torch, F = env.torch, env.torch.nn.functional
+    t_, hq, hkv, d, bs = s.tokens, s.heads, s.kv_heads, s.head_dim, ks.KV_BLOCK_SIZE
+    heads, half = hq + 2 * hkv, d // 2
+    max_pos = max(4096, t_)
+    inv_freq = ROPE_THETA ** (-torch.arange(0, half, device=env.device).double() / half)
+    angles = torch.arange(max_pos, device=env.device).double()[:, None] * inv_freq[None, :]
+    cos_sin = torch.cat([angles.cos(), angles.sin()], dim=1).float().contiguous()
+    nb = -(-t_ // bs)
+    decode = t_ <= 64
+
+    def make() -> Set:
+        pos = (env.randint(max_pos, (t_,)) if decode
+               else torch.arange(t_, device=env.device)).to(torch.int32)
+        slots = env.randperm(nb * bs)[:t_].to(torch.int32)
+        ang = angles[pos.long()]
+        cos = torch.cat([ang.cos(), ang.cos()], dim=1)[:, None, :].to(torch.bfloat16)
+        sin = torch.cat([ang.sin(), ang.sin()], dim=1)[:, None, :].to(torch.bfloat16)
+        pool = (nb, hkv, bs, d)
+        return {"qkv": env.uniform((t_, heads * d)), "qw": env.uniform((d,), 0.5, 1.5),
+                "kw": env.uniform((d,), 0.5, 1.5), "cos_sin": cos_sin, "pos": pos,
+                "slots": slots, "blk": (slots // bs).long(), "off": (slots % bs).long(),
+                "cos": cos.contiguous(), "sin": sin.contiguous(),
+                "q_out": torch.empty((t_, hq, d), dtype=torch.bfloat16, device=env.device),
+                "k_cache": torch.zeros(pool, dtype=torch.bfloat16, device=env.device),
+                "v_cache": torch.zeros(pool, dtype=torch.bfloat16, device=env.device)}
+
+    def ours(st: Set, stream: Stream) -> None:
+        qw = env.ptr(st["qw"]) if s.qk_norm else 0
+        kw = env.ptr(st["kw"]) if s.qk_norm else 0
+        rope.qk_norm_rope_kv(env.kc, stream, env.ptr(st["qkv"]), env.ptr(st["q_out"]),
+                             env.ptr(st["k_cache"]), env.ptr(st["v_cache"]), qw, kw,
+                             env.ptr(st["cos_sin"]), env.ptr(st["pos"]), env.ptr(st["slots"]),
+                             t_, hq, hkv, d, bs, EPS)
+
+    def rotate(x: Any, cos: Any, sin: Any) -> Any:
+        return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+    def theirs(st: Set) -> Any:
+        x = st["qkv"].view(t_, heads, d)
+        q, k, v = x[:, :hq], x[:, hq:hq + hkv], x[:, hq + hkv:]
+        if s.qk_norm:
+            q = F.rms_norm(q, (d,), st["qw"], EPS)
+            k = F.rms_norm(k, (d,), st["kw"], EPS)
+        q = rotate(q, st["cos"], st["sin"])
+        st["k_cache"][st["blk"], :, st["off"]] = rotate(k, st["cos"], st["sin"])
+        st["v_cache"][st["blk"], :, st["off"]] = v
+        return q
+
+    def compare(o: Set, t: Set, r: Any) -> list:
+        return [("q", o["q_out"], r), ("k_cache", o["k_cache"], t["k_cache"]),
+                ("v_cache", o["v_cache"], t["v_cache"])]
+
+    ops_ = "F.rms_norm q,k; " if s.qk_norm else ""
+    return Case(s, make, ours, [Variant(ops_ + "rotate_half RoPE; index_put paged K/V", theirs,
+                                        "cos/sin gathered per position outside the timed "
+                                        "region (once per forward, as transformers does)")],
+                compare, outputs=("q_out",), mutated=("k_cache", "v_cache"))
+
+
+def silu_case(env: Env, s: Any) -> Case:
+    torch, F = env.torch, env.torch.nn.functional
+    rows, inter = s.rows, s.inter
+
+    def make() -> Set:
+        return {"gu": env.uniform((rows, 2 * inter), -4, 4),
+                "out": torch.empty((rows, inter), dtype=torch.bfloat16, device=env.device)}
+
+    def ours(st: Set, stream: Stream) -> None:
+        activation.silu_mul(env.kc, stream, env.ptr(st["gu"]), env.ptr(st["out"]), rows, inter)
+
+    def theirs(st: Set) -> Any:
+        g, u = st["gu"].chunk(2, dim=-1)
+        return F.silu(g) * u
+
+    return Case(s, make, ours, [Variant("F.silu(g) * u", theirs)],
+                lambda o, t, r: [("out", o["out"], r)], outputs=("out",))
+
+
+def embedding_case(env: Env, s: Any) -> Case:
+    torch, F = env.torch, env.torch.nn.functional
+    table = env.uniform((s.vocab, s.dim))
+
+    def make() -> Set:
+        ids = env.randint(s.vocab, (s.tokens,))
+        return {"table": table, "ids": ids.to(torch.int32), "ids64": ids,
+                "out": torch.empty((s.tokens, s.dim), dtype=torch.bfloat16, device=env.device)}
+
+    def ours(st: Set, stream: Stream) -> None:
+        embedding.embedding(env.kc, stream, env.ptr(st["ids"]), env.ptr(st["table"]),
+                            env.ptr(st["out"]), s.tokens, s.dim, s.vocab)
+
+    return Case(s, make, ours, [Variant("F.embedding", lambda st: F.embedding(st["ids64"],
+                                                                              st["table"]))],
+                lambda o, t, r: [("out", o["out"], r)], outputs=("out",),
+                note="one table shared by all input sets; the ids rotate")
+
+
+def linear_case(env: Env, s: Any) -> Case:
+    torch = env.torch
+    m, n, k = s.m, s.n, s.k
+    out_dtype = torch.float32 if s.out_f32 else torch.bfloat16
+    f32_mm = _f32_matmul(env) if s.out_f32 else None
+
+    def make() -> Set:
+        scale = 1.0 / math.sqrt(k)
+        return {"x": env.uniform((m, k)), "w": env.uniform((n, k), -scale * 3, scale * 3),
+                "y": torch.empty((m, n), dtype=out_dtype, device=env.device)}
+
+    def ours(st: Set, stream: Stream) -> None:
+        matmul.linear(env.kc, stream, env.ptr(st["x"]), env.ptr(st["w"]), env.ptr(st["y"]),
+                      m, n, k, s.out_f32)
+
+    if f32_mm is not None:
+        variant = Variant(f32_mm[0], lambda st: f32_mm[1](st["x"], st["w"]))
+    else:
+        variant = Variant("torch.matmul(x, w.T)", lambda st: torch.matmul(st["x"], st["w"].T))
+    kernel = ("gemv" if m <= matmul.GEMV_MAX_M else "gemm")
+    return Case(s, make, ours, [variant], lambda o, t, r: [("y", o["y"], r)], outputs=("y",),
+                note=f"ours: {kernel} (ops.matmul.linear's choice for m={m})")
+
+
+def _f32_matmul(env: Env) -> tuple[str, Callable[[Any, Any], Any]]:
+    """PyTorch's best bf16 x bf16 -> f32 product: mm(out_dtype=float32) where the installed
+    version has it, else a bf16 matmul then .float()."""
+    torch = env.torch
+    a = torch.ones((2, 16), dtype=torch.bfloat16, device=env.device)
+    try:
+        torch.mm(a, a.T, out_dtype=torch.float32)
+        return ("torch.mm(x, w.T, out_dtype=f32)",
+                lambda x, w: torch.mm(x, w.T, out_dtype=torch.float32))
+    except (TypeError, RuntimeError):
+        return "torch.matmul(x, w.T).float()", lambda x, w: torch.matmul(x, w.T).float()
+
+
+def paged_kv(env: Env, batch: int, length: int, hkv: int, d: int, bs: int) -> Set:
+    """Random K and V for `batch` sequences of `length` tokens, both as a paged pool of
+    shuffled 16-token blocks [blocks, hkv, bs, D] under one block table per sequence (what
+    ours reads) and as contiguous [batch, hkv, length, D] (what PyTorch's SDPA reads)."""
+    torch = env.torch
+    nb = -(-length // bs)
+    ids = env.randperm(batch * nb).view(batch, nb)
+    st: Set = {"tables": ids.to(torch.int32)}
+    for name in ("k", "v"):
+        tokens = env.uniform((batch, nb * bs, hkv, d))
+        pool = torch.empty((batch * nb, hkv, bs, d), dtype=torch.bfloat16, device=env.device)
+        pool[ids.reshape(-1)] = tokens.view(batch, nb, bs, hkv, d).permute(0, 1, 3, 2, 4) \
+            .reshape(batch * nb, hkv, bs, d)
+        st[f"{name}_pool"] = pool
+        st[f"{name}_c"] = tokens[:, :length].permute(0, 2, 1, 3).contiguous()
+        del tokens
+    return st
+
+
+def prefill_attention_case(env: Env, s: Any) -> Case:
+    torch, F = env.torch, env.torch.nn.functional
+    t_, hq, hkv, d, bs = s.seq, s.heads, s.kv_heads, s.head_dim, ks.KV_BLOCK_SIZE
+    padded = -(-t_ // bs) * bs
+
+    def make() -> Set:
+        st = paged_kv(env, 1, t_, hkv, d, bs)
+        st["q"] = env.uniform((t_, hq, d))
+        st["cu_q"] = torch.tensor([0, t_], dtype=torch.int32, device=env.device)
+        st["kv_lens"] = torch.tensor([t_], dtype=torch.int32, device=env.device)
+        st["out"] = torch.empty((t_, hq, d), dtype=torch.bfloat16, device=env.device)
+        return st
+
+    def ours(st: Set, stream: Stream) -> None:
+        attention.prefill_attention(env.kc, stream, env.ptr(st["q"]), env.ptr(st["k_pool"]),
+                                    env.ptr(st["v_pool"]), env.ptr(st["tables"]),
+                                    env.ptr(st["cu_q"]), env.ptr(st["kv_lens"]),
+                                    env.ptr(st["out"]), 1, hq, hkv, d, bs, padded // bs,
+                                    d ** -0.5, t_)
+
+    def theirs(st: Set) -> Any:
+        q = st["q"].view(1, t_, hq, d).transpose(1, 2)
+        return F.scaled_dot_product_attention(q, st["k_c"], st["v_c"], is_causal=True,
+                                              enable_gqa=True)
+
+    return Case(s, make, ours,
+                [Variant("F.sdpa(is_causal, enable_gqa), contiguous K/V", theirs,
+                         "ours reads K/V from the paged cache (16-token blocks, shuffled); "
+                         "PyTorch reads contiguous K/V")],
+                lambda o, t, r: [("out", o["out"], r[0].transpose(0, 1))], outputs=("out",))
+
+
+def decode_attention_case(env: Env, s: Any) -> Case:
+    torch, F = env.torch, env.torch.nn.functional
+    b, hist, hq, hkv, d, bs = s.batch, s.history, s.heads, s.kv_heads, s.head_dim, \
+        ks.KV_BLOCK_SIZE
+    padded = -(-hist // bs) * bs
+    nb = padded // bs
+    splits = decode_splits(b, hkv, hist, env.num_sms)
+
+    def make() -> Set:
+        st = paged_kv(env, b, hist, hkv, d, bs)
+        st["q"] = env.uniform((b, hq, d))
+        st["kv_lens"] = torch.full((b,), hist, dtype=torch.int32, device=env.device)
+        st["part_o"] = torch.empty((b, hq, splits, d), dtype=torch.float32, device=env.device)
+        st["part_ml"] = torch.empty((b, hq, splits, 2), dtype=torch.float32,
+                                    device=env.device)
+        st["out"] = torch.empty((b, hq, d), dtype=torch.bfloat16, device=env.device)
+        return st
+
+    def ours(st: Set, stream: Stream) -> None:
+        attention.decode_attention(env.kc, stream, env.ptr(st["q"]), env.ptr(st["k_pool"]),
+                                   env.ptr(st["v_pool"]), env.ptr(st["tables"]),
+                                   env.ptr(st["kv_lens"]), env.ptr(st["part_o"]),
+                                   env.ptr(st["part_ml"]), env.ptr(st["out"]), b, hq, hkv, d,
+                                   bs, nb, splits, d ** -0.5)
+
+    def contiguous(st: Set) -> Any:
+        return F.scaled_dot_product_attention(st["q"].view(b, hq, 1, d), st["k_c"], st["v_c"],
+                                              enable_gqa=True)
+
+    def gathered(st: Set) -> Any:
+        tables = st["tables"].long()
+
+        def gather(pool: Any) -> Any:
+            return pool[tables].transpose(1, 2).reshape(b, hkv, padded, d)[:, :, :hist]
+        return F.scaled_dot_product_attention(st["q"].view(b, hq, 1, d), gather(st["k_pool"]),
+                                              gather(st["v_pool"]), enable_gqa=True)
+
+    return Case(s, make, ours, [
+        Variant("F.sdpa(enable_gqa), contiguous K/V", contiguous,
+                "PyTorch reads one contiguous K/V per sequence; ours reads the paged cache"),
+        Variant("gather paged blocks + F.sdpa(enable_gqa)", gathered,
+                "what a paged engine on plain PyTorch does: gather the blocks, then SDPA"),
+    ], lambda o, t, r: [("out", o["out"], r.view(b, hq, d))], outputs=("out",),
+        note=f"ours: split-K decode with {splits} splits (model.step_inputs.decode_splits)")
+
+
+def sampling_case(env: Env, s: Any) -> Case:
+    torch = env.torch
+    rows, vocab = s.rows, s.vocab
+    records = np.zeros(rows, dtype=SAMPLE_ROW)
+    records["slot"] = -1
+    records["top_k"] = s.top_k
+    records["seed_lo"] = np.arange(rows) + 17
+    records["temperature"] = s.temperature
+    records["top_p"] = s.top_p
+    records["repetition"] = 1.0
+    params = torch.from_numpy(records.view(np.uint8).copy()).to(env.device)
+
+    def make() -> Set:
+        return {"logits": env.normal((rows, vocab), 3.0).contiguous(), "params": params,
+                "out": torch.empty((rows,), dtype=torch.int32, device=env.device)}
+
+    def ours(st: Set, stream: Stream) -> None:
+        sampling.sample(env.kc, stream, env.ptr(st["logits"]), env.ptr(st["params"]),
+                        env.ptr(st["out"]), rows, vocab)
+
+    if s.temperature <= 0:
+        return Case(s, make, ours, [Variant("torch.argmax", lambda st: st["logits"].argmax(-1))],
+                    lambda o, t, r: [("token", o["out"].long(), r)], outputs=("out",),
+                    exact=True, note="ours: sample_f32 at temperature 0 (the serving path)")
+
+    def theirs(st: Set) -> Any:
+        scaled = st["logits"] / s.temperature
+        if s.top_k > 0:
+            vals, idx = torch.topk(scaled, s.top_k, dim=-1)
+        else:
+            vals, idx = torch.sort(scaled, dim=-1, descending=True)
+        probs = vals.softmax(dim=-1)
+        drop = probs.cumsum(dim=-1) - probs > s.top_p
+        probs = probs.masked_fill(drop, 0.0)
+        choice = torch.multinomial(probs, 1)
+        return idx.gather(-1, choice).squeeze(-1)
+
+    def compare(o: Set, t: Set, r: Any) -> list:
+        kept = kept_tokens(torch, o["logits"], s.temperature, s.top_k, s.top_p + TOP_P_SLACK)
+        tokens = o["out"].long()
+        bad = (tokens < 0) | (tokens >= vocab)
+        inside = kept.gather(-1, tokens.clamp(0, vocab - 1)[:, None]).squeeze(-1) & ~bad
+        theirs_inside = kept.gather(-1, r[:, None]).squeeze(-1)
+        return [("token in kept set", inside.long(), torch.ones_like(inside).long()),
+                ("torch token in kept set", theirs_inside.long(),
+                 torch.ones_like(theirs_inside).long())]
+
+    sort = "topk" if s.top_k > 0 else "full sort"
+    return Case(s, make, ours, [Variant(f"{sort}; softmax; cumsum top-p; multinomial", theirs)],
+                compare, outputs=("out",), exact=True,
+                note="checked: every sampled token lies in the top-k/top-p set (float64)")
+
+
+def kept_tokens(torch: Any, logits: Any, temperature: float, top_k: int, top_p: float) -> Any:
+    """bool [rows, vocab]: the tokens top-k then top-p keep, in float64."""
+    z = logits.double() / temperature
+    vals, idx = torch.sort(z, dim=-1, descending=True)
+    if top_k > 0:
+        vals[:, top_k:] = -math.inf
+    probs = vals.softmax(dim=-1)
+    keep_sorted = probs.cumsum(dim=-1) - probs <= top_p
+    keep_sorted[:, 0] = True
+    kept = torch.zeros_like(keep_sorted)
+    return kept.scatter(-1, idx, keep_sorted)
+
+
+BUILDERS: dict[Any, Callable[[Env, Any], Case]] = {
+    ks.Family.RMSNORM: norm_case, ks.Family.ADD_RMSNORM: norm_case,
+    ks.Family.QK_NORM_ROPE_KV: rope_case, ks.Family.KV_APPEND: rope_case,
+    ks.Family.SILU_MUL: silu_case, ks.Family.EMBEDDING: embedding_case,
+    ks.Family.DECODE_GEMV: linear_case, ks.Family.PREFILL_GEMM: linear_case,
+    ks.Family.PREFILL_ATTENTION: prefill_attention_case,
+    ks.Family.DECODE_ATTENTION: decode_attention_case,
+    ks.Family.SAMPLING: sampling_case, ks.Family.GREEDY: sampling_case,
+}
+
+
+# ---- checking and timing ----------------------------------------------------------------
+
+def check(env: Env, case: Case, variant: Variant) -> float:
+    """Worst relative error of ours against one PyTorch variant on fresh copies of set 0;
+    raises when any output is off (NaN, an unwritten poisoned element, or past tolerance)."""
+    torch = env.torch
+    ours_set = {k: (v.clone() if k in case.mutated else v) for k, v in case.sets[0].items()}
+    theirs_set = {k: (v.clone() if k in case.mutated else v) for k, v in case.sets[0].items()}
+    for name in case.outputs:
+        t = ours_set[name] = ours_set[name].clone()
+        t.fill_(-1 if not t.is_floating_point() else float("nan"))
+    case.ours(ours_set, env.stream())
+    env.finish()
+    result = variant.run(theirs_set)
+    env.sync()
+    worst = 0.0
+    for name, ours, ref in case.compare(ours_set, theirs_set, result):
+        if case.exact:
+            bad = int((ours.reshape(-1) != ref.reshape(-1)).sum())
+            err = bad / max(ref.numel(), 1)
+            if bad:
+                raise AssertionError(f"{name}: {bad}/{ref.numel()} rows differ")
+        else:
+            err = rel_error(torch, ours, ref)
+            tol = tolerance(torch, ours)
+            if not err <= tol:
+                raise AssertionError(f"{name}: relative error {err:.3g} (tolerance {tol:g})")
+        worst = max(worst, err)
+    return worst
+
+
+@dataclass
+class Timing:
     us: float
-    floor_us: float
-    rate: float
-    unit: str
-    fraction: float
+    spread: float     # (p90 - p10) / median of the replays
+    iters: int
+    copies: int
+    graph: bool
 
 
-def random_fill(backend: GpuBackend, nbytes: int, rng: np.random.Generator) -> DevicePtr:
-    """A device buffer of small random bf16 values (uniform(-1, 1) bit patterns)."""
-    n = max(nbytes // 2, 1)
-    vals = rng.uniform(-1, 1, n).astype(np.float32).view(np.uint32) >> np.uint32(16)
-    return backend.upload(vals.astype(np.uint16))
+def time_cuda(env: Env, step: Callable[[int], None], copies: int, repeats: int) -> Timing:
+    """Median microseconds per iteration of `step(set index)` captured into a CUDA graph of
+    `iters` iterations that cycle through the input sets (eager if capture fails)."""
+    torch = env.torch
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up: library handles, workspaces, module loads
+        for i in range(max(3, copies)):
+            step(i % copies)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for i in range(copies):
+        step(i)
+    end.record()
+    torch.cuda.synchronize()
+    eager_us = max(start.elapsed_time(end) * 1e3 / copies, 1e-3)  # an upper bound
+    iters = min(MAX_ITERS, max(copies, math.ceil(GRAPH_TARGET_US / eager_us)))
+    iters = max(copies, iters // copies * copies)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            for i in range(iters):
+                step(i % copies)
+        run = graph.replay
+        captured = True
+    except Exception as exc:  # an op that cannot be captured: time it eagerly
+        print(f"    (graph capture failed, timing eagerly: {type(exc).__name__}: {exc})")
+        torch.cuda.synchronize()
+
+        def run() -> None:
+            for i in range(iters):
+                step(i % copies)
+        captured = False
+    run()
+    run()
+    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+             for _ in range(repeats)]
+    torch.cuda.synchronize()
+    for a, b in pairs:
+        a.record()
+        run()
+        b.record()
+    torch.cuda.synchronize()
+    times = sorted(a.elapsed_time(b) * 1e3 / iters for a, b in pairs)
+    del graph
+    return _timing(times, iters, copies, captured)
 
 
-def time_graph(backend: GpuBackend, kc: KernelCache, launch: Launch, copies: int,
-               repeats: int = 7) -> float:
-    """Median microseconds per launch of a captured graph of LAUNCHES_PER_GRAPH launches."""
-    stream = backend.create_stream()
-    for i in range(copies):  # warm up: module load, first-touch
-        launch(kc, stream, i)
-    backend.synchronize(stream)
-    backend.begin_capture(stream)
-    for i in range(LAUNCHES_PER_GRAPH):
-        launch(kc, stream, i % copies)
-    graph = backend.end_capture(stream)
-    start, end = backend.create_event(), backend.create_event()
+def time_host(env: Env, step: Callable[[int], None], copies: int, repeats: int) -> Timing:
+    """The dry run's timer: wall clock of eager calls (it exercises the flow, not speed)."""
     times = []
     for _ in range(repeats):
-        backend.record_event(start, stream)
-        backend.launch_graph(graph, stream)
-        backend.record_event(end, stream)
-        backend.synchronize(stream)
-        times.append(backend.event_elapsed_ms(start, end) * 1e3 / LAUNCHES_PER_GRAPH)
-    backend.destroy_graph(graph)
-    return statistics.median(times[1:])
+        t0 = time.perf_counter()
+        for i in range(copies):
+            step(i)
+        env.finish()
+        times.append((time.perf_counter() - t0) * 1e6 / copies)
+    return _timing(sorted(times), copies, copies, False)
 
 
-def bench_gemv(backend: GpuBackend, kc: KernelCache, rng: np.random.Generator, name: str,
-               m: int, n: int, k: int, out_f32: bool, bw: float) -> Row:
-    wbytes = n * k * 2
-    copies = max(1, min(8, -(-ROTATE_BYTES // wbytes)))
-    ws = [random_fill(backend, wbytes, rng) for _ in range(copies)]
-    x = random_fill(backend, m * k * 2, rng)
-    y = backend.alloc(m * n * 4)
+def _timing(times: list[float], iters: int, copies: int, graph: bool) -> Timing:
+    med = statistics.median(times)
+    p10, p90 = times[len(times) // 10], times[(len(times) * 9) // 10]
+    return Timing(med, (p90 - p10) / med if med > 0 else 0.0, iters, copies, graph)
+
+
+# ---- rows -------------------------------------------------------------------------------
+
+@dataclass
+class Row:
+    family: str
+    shape: str
+    dims: str
+    torch_op: str
+    passed: bool
+    error: str = ""
+    rel_err: float = float("nan")
+    ours_us: float = float("nan")
+    torch_us: float = float("nan")
+    speedup: float = float("nan")
+    ours_rate: float = float("nan")
+    torch_rate: float = float("nan")
+    unit: str = ""
+    ours_fraction: float = float("nan")
+    torch_fraction: float = float("nan")
+    floor_us: float = float("nan")
+    bytes: int = 0
+    flops: int = 0
+    copies: int = 0
+    iters: int = 0
+    cold: bool = True
+    ours_spread: float = float("nan")
+    torch_spread: float = float("nan")
+    graph: bool = True
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.family} {self.shape}"
+
+
+def run_case(env: Env, shape: Any, ceilings: Any, repeats: int, l2_bytes: int) -> list[Row]:
+    """Rows of one shape (one per PyTorch variant); a failure becomes FAIL rows."""
+    base = dict(family=shape.family.value, shape=shape.label, dims=shape.describe(),
+                bytes=shape.bytes_moved(), flops=shape.flops())
+    case = None
     try:
-        us = time_graph(backend, kc, lambda c, s, i: matmul.linear(c, s, x, ws[i], y, m, n, k,
-                                                                   out_f32), copies)
+        case = BUILDERS[shape.family](env, shape)
+        copies = ks.rotation_copies(shape.bytes_moved(), ROTATE_BYTES, MAX_COPIES)
+        case.sets = [case.make_set() for _ in range(copies)]
+        timer = time_cuda if env.cuda else time_host
+        errors = [check(env, case, v) for v in case.variants]
+        ours = timer(env, lambda i: case.ours(case.sets[i], env.stream()), copies, repeats)
+        rows = []
+        for variant, err in zip(case.variants, errors):
+            theirs = timer(env, lambda i, v=variant: v.run(case.sets[i]), copies, repeats)
+            a_ours = ks.achieved(shape, ours.us, ceilings)
+            a_theirs = ks.achieved(shape, theirs.us, ceilings)
+            rows.append(Row(**base, torch_op=variant.label, passed=True, rel_err=err,
+                            ours_us=ours.us, torch_us=theirs.us, speedup=theirs.us / ours.us,
+                            ours_rate=a_ours.rate, torch_rate=a_theirs.rate, unit=a_ours.unit,
+                            ours_fraction=a_ours.fraction, torch_fraction=a_theirs.fraction,
+                            floor_us=a_ours.floor_us, copies=copies, iters=ours.iters,
+                            cold=copies * shape.bytes_moved() > l2_bytes,
+                            ours_spread=ours.spread, torch_spread=theirs.spread,
+                            graph=ours.graph and theirs.graph,
+                            notes=[n for n in (case.note, variant.note) if n]))
+        return rows
+    except Exception as exc:  # recorded as this shape's failure; the table goes on
+        detail = f"{type(exc).__name__}: {exc}"
+        tb = traceback.extract_tb(exc.__traceback__)
+        if tb:
+            detail += f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})"
+        labels = [v.label for v in case.variants] if case else ["-"]
+        return [Row(**base, torch_op=label, passed=False, error=detail) for label in labels]
     finally:
-        for p in (*ws, x, y):
-            backend.free(p)
-    moved = wbytes + m * k * 2 + m * n * (4 if out_f32 else 2)
-    floor = moved / bw * 1e6
-    return Row(name, us, floor, moved / us / 1e3, "GB/s", floor / us)
+        if case is not None:
+            case.sets.clear()
+        if env.cuda:
+            env.torch.cuda.empty_cache()
 
 
-def bench_gemm(backend: GpuBackend, kc: KernelCache, rng: np.random.Generator, name: str,
-               m: int, n: int, k: int, bw: float, flops_peak: float) -> Row:
-    a = random_fill(backend, m * k * 2, rng)
-    w = random_fill(backend, n * k * 2, rng)
-    c = backend.alloc(m * n * 2)
-    try:
-        us = time_graph(backend, kc, lambda cc, s, i: matmul.linear(cc, s, a, w, c, m, n, k), 1)
-    finally:
-        for p in (a, w, c):
-            backend.free(p)
-    flops, moved = 2 * m * n * k, 2 * (m * k + n * k + m * n)
-    floor = max(flops / flops_peak, moved / bw) * 1e6
-    if flops / flops_peak >= moved / bw:
-        return Row(name, us, floor, flops / us / 1e6, "TFLOP/s", floor / us)
-    return Row(name, us, floor, moved / us / 1e3, "GB/s", floor / us)
+# ---- ceilings ---------------------------------------------------------------------------
+
+def measure_ceilings(env: Env, repeats: int) -> Any:
+    """Device copy bandwidth (4 GiB buffers, bytes read + written) and bf16 matmul rate
+    (8192^3 through torch.matmul), each the median of `repeats` timed runs."""
+    torch = env.torch
+    nbytes = 4 << 30
+    src = torch.empty(nbytes, dtype=torch.uint8, device=env.device).random_(1, 255,
+                                                                           generator=env.gen)
+    dst = torch.empty_like(src)
+    copy_us = _median_eager_us(torch, lambda: dst.copy_(src), repeats)
+    del src, dst
+    n = 8192
+    a, b = env.uniform((n, n)), env.uniform((n, n))
+    mm_us = _median_eager_us(torch, lambda: torch.matmul(a, b), repeats)
+    del a, b
+    torch.cuda.empty_cache()
+    return ks.Ceilings(2 * nbytes / (copy_us * 1e-6), 2 * n ** 3 / (mm_us * 1e-6))
 
 
-def paged(backend: GpuBackend, rng: np.random.Generator, kv_lens: list[int], hkv: int,
-          d: int, block_size: int) -> tuple[DevicePtr, DevicePtr, DevicePtr, DevicePtr, int]:
-    """K/V pools holding each sequence's history in shuffled blocks, its tables and lens."""
-    need = [-(-n // block_size) for n in kv_lens]
-    max_blocks = max(need)
-    ids = rng.permutation(sum(need)).astype(np.int32)
-    tables = np.zeros((len(kv_lens), max_blocks), dtype=np.int32)
-    at = 0
-    for b, nb in enumerate(need):
-        tables[b, :nb] = ids[at:at + nb]
-        at += nb
-    pool = sum(need) * hkv * block_size * d * 2
-    return (random_fill(backend, pool, rng), random_fill(backend, pool, rng),
-            backend.upload(tables), backend.upload(np.asarray(kv_lens, dtype=np.int32)),
-            max_blocks)
+def _median_eager_us(torch: Any, fn: Callable[[], Any], repeats: int) -> float:
+    for _ in range(3):
+        fn()
+    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+             for _ in range(repeats)]
+    for a, b in pairs:
+        a.record()
+        fn()
+        b.record()
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) * 1e3 for a, b in pairs)
 
 
-def bench_prefill(backend: GpuBackend, kc: KernelCache, rng: np.random.Generator, name: str,
-                  t: int, hq: int, hkv: int, d: int, flops_peak: float) -> Row:
-    k, v, tables, lens, max_blocks = paged(backend, rng, [t], hkv, d, 16)
-    q = random_fill(backend, t * hq * d * 2, rng)
-    out = backend.alloc(t * hq * d * 2)
-    cu = backend.upload(np.asarray([0, t], dtype=np.int32))
-    try:
-        us = time_graph(backend, kc, lambda c, s, i: attention.prefill_attention(
-            c, s, q, k, v, tables, cu, lens, out, 1, hq, hkv, d, 16, max_blocks, d ** -0.5, t), 1)
-    finally:
-        for p in (k, v, tables, lens, q, out, cu):
-            backend.free(p)
-    flops = 2 * d * t * (t + 1) * hq  # QK^T and PV over the causal half
-    floor = flops / flops_peak * 1e6
-    return Row(name, us, floor, flops / us / 1e6, "TFLOP/s", floor / us)
+# ---- output -----------------------------------------------------------------------------
+
+def _f(x: float, spec: str) -> str:
+    return "-" if x != x else format(x, spec)
 
 
-def bench_decode(backend: GpuBackend, kc: KernelCache, rng: np.random.Generator, name: str,
-                 batch: int, kv_len: int, hq: int, hkv: int, d: int, splits: int,
-                 bw: float) -> Row:
-    k, v, tables, lens, max_blocks = paged(backend, rng, [kv_len] * batch, hkv, d, 16)
-    q = random_fill(backend, batch * hq * d * 2, rng)
-    part_o = backend.alloc(batch * hq * splits * d * 4)
-    part_ml = backend.alloc(batch * hq * splits * 2 * 4)
-    out = backend.alloc(batch * hq * d * 2)
-    try:
-        us = time_graph(backend, kc, lambda c, s, i: attention.decode_attention(
-            c, s, q, k, v, tables, lens, part_o, part_ml, out, batch, hq, hkv, d, 16,
-            max_blocks, splits, d ** -0.5), 1)
-    finally:
-        for p in (k, v, tables, lens, q, part_o, part_ml, out):
-            backend.free(p)
-    moved = 2 * batch * kv_len * hkv * d * 2
-    floor = moved / bw * 1e6
-    return Row(name, us, floor, moved / us / 1e3, "GB/s", floor / us)
+def table_lines(rows: list[Row]) -> list[str]:
+    """The table as Markdown (also the console form): one line per row, notes as footnotes."""
+    notes: list[str] = []
+    lines = ["| kernel | shape | PyTorch | ours us | torch us | speedup | ours rate | "
+             "% ceil | torch % | note |", "|" + "---|" * 10]
+    for r in rows:
+        marks = []
+        for n in r.notes:
+            if n not in notes:
+                notes.append(n)
+            marks.append(str(notes.index(n) + 1))
+        if not r.cold:
+            marks.append("L2")
+        if not r.graph and r.passed:
+            marks.append("eager")
+        if r.passed:
+            lines.append(f"| {r.family} | {r.shape} | {r.torch_op} | {_f(r.ours_us, '.2f')} | "
+                         f"{_f(r.torch_us, '.2f')} | {_f(r.speedup, '.2f')}x | "
+                         f"{_f(r.ours_rate, '.1f')} {r.unit} | "
+                         f"{_f(100 * r.ours_fraction, '.0f')}% | "
+                         f"{_f(100 * r.torch_fraction, '.0f')}% | {','.join(marks)} |")
+        else:
+            lines.append(f"| {r.family} | {r.shape} | {r.torch_op} | FAIL | | | | | | "
+                         f"{r.error[:160]} |")
+    lines.append("")
+    lines += [f"[{i + 1}] {n}" for i, n in enumerate(notes)]
+    lines.append("[L2] the rotated input sets fit in L2: the time includes L2 hits "
+                 "(tiny kernels whose activations are L2-resident in a real step too)")
+    return lines
 
 
-def suite(backend: GpuBackend, rng: np.random.Generator, bw: float, peak: float
-          ) -> Iterator[tuple[str, Callable[[], Row]]]:
-    """(name, run) for every shape, so a name filter skips the work of unselected shapes."""
-    kc = KernelCache(backend)
-    gemv = [("qwen3-8b qkv", 6144, 4096), ("qwen3-8b o_proj", 4096, 4096),
-            ("qwen3-8b gate|up", 24576, 4096), ("qwen3-8b down", 4096, 12288),
-            ("qwen3-0.6b qkv", 4096, 1024), ("qwen3-0.6b o_proj", 1024, 2048),
-            ("qwen3-0.6b gate|up", 6144, 1024), ("qwen3-0.6b down", 1024, 3072),
-            ("smollm2 qkv", 960, 576), ("smollm2 o_proj", 576, 576),
-            ("smollm2 gate|up", 3072, 576), ("smollm2 down", 576, 1536)]
-    for label, n, k in gemv:
-        for m in (1, 4, 8):
-            name = f"gemv m{m} {label} {n}x{k}"
-            yield name, lambda name=name, n=n, k=k, m=m: bench_gemv(
-                backend, kc, rng, name, m, n, k, False, bw)
-    for label, n, k in [("qwen3-8b lm head", 151936, 4096), ("qwen3-0.6b lm head", 151936, 1024),
-                        ("smollm2 lm head", 49152, 576)]:
-        name = f"gemv m1 f32 {label} {n}x{k}"
-        yield name, lambda name=name, n=n, k=k: bench_gemv(backend, kc, rng, name, 1, n, k,
-                                                           True, bw)
-    for m in (16, 64, 256, 2048):
-        for label, n, k in [("qkv", 6144, 4096), ("gate|up", 24576, 4096), ("down", 4096, 12288)]:
-            name = f"gemm m{m} qwen3-8b {label} {n}x{k}"
-            yield name, lambda name=name, m=m, n=n, k=k: bench_gemm(
-                backend, kc, rng, name, m, n, k, bw, peak)
-    for t, hq, hkv, d in [(512, 32, 8, 128), (2048, 32, 8, 128), (8192, 32, 8, 128),
-                          (2048, 16, 8, 64)]:
-        name = f"prefill T{t} hq{hq} hkv{hkv} D{d}"
-        yield name, lambda name=name, t=t, hq=hq, hkv=hkv, d=d: bench_prefill(
-            backend, kc, rng, name, t, hq, hkv, d, peak)
-    for batch, kv_len, splits in [(1, 4096, 32), (8, 4096, 4), (32, 4096, 1), (1, 32768, 64)]:
-        name = f"decode b{batch} kv{kv_len} hq32 hkv8 D128 splits{splits}"
-        yield name, lambda name=name, b=batch, n=kv_len, s=splits: bench_decode(
-            backend, kc, rng, name, b, n, 32, 8, 128, s, bw)
+def summary(rows: list[Row]) -> dict[str, float]:
+    timed = [r.speedup for r in rows if r.passed]
+    metrics: dict[str, float] = {"rows_timed": len(timed),
+                                 "rows_failed": sum(not r.passed for r in rows)}
+    if timed:
+        metrics.update(ks.speedup_summary(timed))
+    return metrics
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--ptx-dir", type=Path, help="*.ptxset.json or *.ptx files (default: the "
-                    "built kernel registry)")
-    ap.add_argument("--model", default="qwen3-8b", help="leaf whose PTX set to time")
-    ap.add_argument("--bandwidth-gbs", type=float, default=4267.0)
-    ap.add_argument("--peak-tflops", type=float, default=790.0)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("-k", dest="select", help="only shapes whose name contains this text")
-    ap.add_argument("--out", type=Path, help="JSON result path")
-    args = ap.parse_args()
+def _json_value(x: Any) -> Any:
+    return None if isinstance(x, float) and x != x else x
 
+
+def write_results(out_dir: Path, record: dict[str, Any], rows: list[Row]) -> tuple[Path, Path]:
+    stamp = record["date"].replace("-", "").replace(":", "").replace("T", "-")[:15]
+    base = out_dir / f"kernel_table-{stamp}-{record['git_commit']}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data = {**record, "rows": [{k: _json_value(v) for k, v in vars(r).items()} for r in rows]}
+    json_path, md_path = base.with_suffix(".json"), base.with_suffix(".md")
+    json_path.write_text(json.dumps(data, indent=1) + "\n")
+    dev, c = record["device"], record["ceilings"]
+    losses = [r for r in rows if r.passed and r.speedup < 1]
+    md = [f"# Kernel table: Atlas vs PyTorch ({dev.get('name', '?')})", "",
+          f"* date {record['date']}, commit `{record['git_commit']}`, PTX set "
+          f"`{record['ptx_set']}`",
+          f"* GPU {dev.get('name')}, driver {dev.get('nvidia_driver')}, CUDA "
+          f"{dev.get('driver_cuda_version')}, torch {record['torch']}",
+          f"* ceilings{' (measured)' if record['ceilings_measured'] else ' (assumed)'}: "
+          f"copy {c['copy_gbs']:.0f} GB/s, bf16 matmul {c['bf16_tflops']:.0f} TFLOP/s",
+          f"* method: {record['method']}",
+          f"* speedup = torch us / ours us; metrics: "
+          + ", ".join(f"{k} {v:.3g}" for k, v in record["metrics"].items()), "",
+          *table_lines(rows), "", "## Losses (speedup < 1)", ""]
+    md += [f"* {r.name} vs {r.torch_op}: {r.speedup:.2f}x" for r in losses] or ["* none"]
+    md_path.write_text("\n".join(md) + "\n")
+    return json_path, md_path
+
+
+# ---- main -------------------------------------------------------------------------------
+
+def select_shapes(args: argparse.Namespace) -> list[Any]:
+    if args.dry_run:
+        shapes = ks.table_shapes(TINY, TINY, ks.TableScale(decode_batches=(1, 3),
+                                                           prefill_tokens=40,
+                                                           attention_seqs=(17, 64),
+                                                           histories=(20, 48)))
+    else:
+        shapes = ks.table_shapes()
+    if args.quick:
+        shapes = [s for s in shapes if s.quick]
+    if args.select:
+        shapes = [s for s in shapes if args.select in f"{s.family.value} {s.label} "
+                  f"{s.describe()}"]
+    return shapes
+
+
+def open_env(args: argparse.Namespace) -> tuple[Env, dict[str, Any], str]:
+    import torch
+
+    if args.dry_run:
+        from atlas.runtime.host import HostBackend
+        return (Env(torch, HostBackend(), False, args.seed),
+                {"name": "cpu (dry run: HostBackend reference kernels)"}, "host-reference")
+    if not torch.cuda.is_available():
+        raise SystemExit("no CUDA device visible to torch (use --dry-run on a CPU)")
     from atlas.runtime.cuda import CudaBackend
-    from check_kernels import load_sources
 
+    torch.empty(1, device="cuda")  # torch first: both then share the primary context
     sources = [s for s in load_sources(args.ptx_dir, "hopper")
                if args.ptx_dir is not None or s.name.split("/")[1] == args.model]
     if not sources:
         raise SystemExit(f"no hopper PTX set for model {args.model}")
     backend = CudaBackend(modules=sources[0].modules)
-    rng = np.random.default_rng(args.seed)
-    rows = []
-    print(f"PTX set {sources[0].name}; ceilings {args.bandwidth_gbs:.0f} GB/s, "
-          f"{args.peak_tflops:.0f} TFLOP/s")
-    for name, run in suite(backend, rng, args.bandwidth_gbs * 1e9, args.peak_tflops * 1e12):
-        if args.select and args.select not in name:
-            continue
-        row = run()
-        rows.append(row)
-        print(f"{row.name:<48} {row.us:>10.2f} us  floor {row.floor_us:>9.2f} us  "
-              f"{row.rate:>8.1f} {row.unit:<7} {100 * row.fraction:>5.1f}%", flush=True)
-    if args.out:
-        args.out.write_text(json.dumps([asdict(r) for r in rows], indent=1))
-    backend.close()
-    return 0
+    info = {**backend.device_info(), "nvidia_driver": nvidia_driver_version(),
+            "torch_cuda": torch.version.cuda}
+    return Env(torch, backend, True, args.seed), info, sources[0].name
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer shapes and repeats")
+    ap.add_argument("--repeats", type=int, help="timed graph replays per side (default 100, "
+                    "quick 30)")
+    ap.add_argument("-k", dest="select", help="only shapes whose family/label contains this")
+    ap.add_argument("--out-dir", type=Path, help="where the JSON and Markdown go (default "
+                    "bench/results; a temporary directory for --dry-run)")
+    ap.add_argument("--ptx-dir", type=Path, help="*.ptxset.json or *.ptx files (default: the "
+                    "built kernel registry)")
+    ap.add_argument("--model", default="qwen3-8b", help="leaf whose PTX set to time")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dry-run", action="store_true", help="CPU self-test of this script: tiny "
+                    "shapes, HostBackend kernels, CPU torch, wall-clock times")
+    args = ap.parse_args(argv)
+    repeats = args.repeats or (30 if args.quick else 100)
+    if args.dry_run:
+        repeats = args.repeats or 3
+
+    env, device, ptx_set = open_env(args)
+    shapes = select_shapes(args)
+    print(f"device: {device}\nPTX set: {ptx_set}; {len(shapes)} shapes, {repeats} repeats")
+    if env.cuda:
+        ceilings = measure_ceilings(env, 5 if args.quick else 20)
+        l2_bytes = int(getattr(env.torch.cuda.get_device_properties(0), "L2_cache_size",
+                               60 << 20))
+    else:
+        ceilings = ks.Ceilings(4267e9, 790e12)
+        l2_bytes = 60 << 20
+    print(f"ceilings: copy {ceilings.copy_bytes_per_s / 1e9:.0f} GB/s (read + write), "
+          f"bf16 matmul {ceilings.bf16_flops_per_s / 1e12:.0f} TFLOP/s; L2 {l2_bytes >> 20} MiB",
+          flush=True)
+
+    rows: list[Row] = []
+    for shape in shapes:
+        new = run_case(env, shape, ceilings, repeats, l2_bytes)
+        rows += new
+        for r in new:
+            print(f"  {r.name:<44} {r.torch_op[:40]:<40} " + (
+                f"ours {r.ours_us:9.2f} us  torch {r.torch_us:9.2f} us  {r.speedup:6.2f}x  "
+                f"{r.ours_rate:8.1f} {r.unit} ({100 * r.ours_fraction:.0f}%)"
+                if r.passed else f"FAIL {r.error}"), flush=True)
+        if env.cuda and not _alive(env):
+            rows.append(Row("ABORTED", "device context lost", "", "-", False,
+                            error=f"after {shape.label}; later shapes were not run"))
+            break
+
+    now = dt.datetime.now(dt.timezone.utc)
+    record = {
+        "suite": "kernel-table", "date": now.isoformat(timespec="seconds"),
+        "git_commit": git_commit(), "device": device, "ptx_set": ptx_set,
+        "torch": env.torch.__version__, "dry_run": args.dry_run, "quick": args.quick,
+        "ceilings": {"copy_gbs": ceilings.copy_bytes_per_s / 1e9,
+                     "bf16_tflops": ceilings.bf16_flops_per_s / 1e12},
+        "ceilings_measured": env.cuda, "l2_bytes": l2_bytes,
+        "method": (f"CUDA graph of back-to-back iterations per side on one stream, input sets "
+                   f"rotated past {ROTATE_BYTES >> 20} MiB (at most {MAX_COPIES} sets), "
+                   f"median of {repeats} replays between CUDA events; ours checked against "
+                   f"PyTorch before timing"),
+        "metrics": summary(rows),
+    }
+    out_dir = args.out_dir or (Path(tempfile.mkdtemp(prefix="kernel_table-")) if args.dry_run
+                               else REPO / "bench" / "results")
+    json_path, md_path = write_results(out_dir, record, rows)
+    print()
+    print("\n".join(table_lines(rows)))
+    print(f"\nmetrics: {record['metrics']}\nwrote {json_path} and {md_path}")
+    return 0 if rows and all(r.passed for r in rows) else 1
+
+
+def _alive(env: Env) -> bool:
+    try:
+        env.torch.cuda.synchronize()
+        return True
+    except Exception:  # a sticky CUDA error: every later launch would fail too
+        return False
 
 
 if __name__ == "__main__":

@@ -1,0 +1,467 @@
+"""Shapes of the kernel table and the bytes/FLOP model of each kernel family.
+
+The kernel table (tools/gpu/bench_kernels.py) times each Atlas kernel against its PyTorch
+equivalent on the shapes listed here and reports the achieved rate against the measured
+ceilings. The rate needs a model of the *least* work a kernel must do: the bytes it must
+move through device memory (every input read once, every output written once) and the
+floating-point operations it must perform. Those models live here as plain arithmetic so
+they can be checked by hand on a CPU; a wrong byte count would silently make every
+percentage in the table a lie.
+
+Conventions: bf16 activations and weights (2 bytes), f32 logits and cos/sin tables, i32 ids,
+positions and slots. Metadata smaller than a few KB (block tables, lengths, cu_q, sampling
+row records) is not counted. A multiply-add is 2 FLOPs. Only tensor-core work (matrix
+products and attention) counts FLOPs; everything else is memory-bound by construction.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from typing import Iterable, Protocol
+
+BF16 = 2
+F32 = 4
+I32 = 4
+
+#: the paged KV cache's tokens per block (runtime.kv_cache.DEFAULT_BLOCK_SIZE)
+KV_BLOCK_SIZE = 16
+
+
+class Family(enum.Enum):
+    """One row group of the kernel table: an Atlas entry point and what it computes."""
+
+    RMSNORM = "rmsnorm"
+    ADD_RMSNORM = "add_rmsnorm"
+    QK_NORM_ROPE_KV = "qk_norm_rope_kv"
+    KV_APPEND = "rope_kv_append"
+    SILU_MUL = "silu_mul"
+    EMBEDDING = "embedding"
+    DECODE_GEMV = "decode_gemv"
+    PREFILL_GEMM = "prefill_gemm"
+    PREFILL_ATTENTION = "prefill_attention"
+    DECODE_ATTENTION = "decode_attention"
+    SAMPLING = "sampling"
+    GREEDY = "greedy"
+
+
+#: the kernel families named by the issue (`issues show 5`, point 4) -> the table's families.
+#: Atlas has no stand-alone KV append: it is fused into the RoPE kernel, so "KV append" is
+#: measured as RoPE + append without the q/k norm (the Llama path) and inside the Qwen3 one.
+ISSUE_FAMILIES: dict[str, tuple[Family, ...]] = {
+    "RMSNorm": (Family.RMSNORM, Family.ADD_RMSNORM),
+    "RoPE/QK-norm": (Family.QK_NORM_ROPE_KV,),
+    "SiLU-mul": (Family.SILU_MUL,),
+    "embedding": (Family.EMBEDDING,),
+    "decode GEMV": (Family.DECODE_GEMV,),
+    "prefill GEMM": (Family.PREFILL_GEMM,),
+    "prefill attention": (Family.PREFILL_ATTENTION,),
+    "paged decode attention": (Family.DECODE_ATTENTION,),
+    "KV append": (Family.KV_APPEND, Family.QK_NORM_ROPE_KV),
+    "sampling": (Family.SAMPLING, Family.GREEDY),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ModelDims:
+    """The few sizes of a dense decoder that the kernel shapes derive from."""
+
+    name: str
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+
+    @property
+    def qkv_out(self) -> int:
+        """Output features of the fused q/k/v projection."""
+        return (self.heads + 2 * self.kv_heads) * self.head_dim
+
+    @property
+    def attn_out(self) -> int:
+        """Input features of o_proj (all q heads side by side)."""
+        return self.heads * self.head_dim
+
+
+QWEN3_8B = ModelDims("qwen3-8b", hidden=4096, heads=32, kv_heads=8, head_dim=128,
+                     intermediate=12288, vocab=151936)
+QWEN3_0_6B = ModelDims("qwen3-0.6b", hidden=1024, heads=16, kv_heads=8, head_dim=128,
+                       intermediate=3072, vocab=151936)
+
+
+class KernelShape(Protocol):
+    """What the table needs of every shape: who it is, and the least work it implies."""
+
+    label: str
+    quick: bool
+
+    @property
+    def family(self) -> Family: ...
+
+    def bytes_moved(self) -> int: ...
+
+    def flops(self) -> int: ...
+
+    def describe(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Norm:
+    """RMSNorm of rows x dim; with `residual`, first residual += delta in place."""
+
+    label: str
+    rows: int
+    dim: int
+    residual: bool = False
+    quick: bool = False
+
+    @property
+    def family(self) -> Family:
+        return Family.ADD_RMSNORM if self.residual else Family.RMSNORM
+
+    def bytes_moved(self) -> int:
+        # plain: read x, write out; residual: read residual + delta, write residual + out
+        activations = (4 if self.residual else 2) * self.rows * self.dim
+        return BF16 * (activations + self.dim)
+
+    def flops(self) -> int:
+        return 0
+
+    def describe(self) -> str:
+        return f"rows={self.rows} dim={self.dim}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SiluMul:
+    """out[rows, inter] = silu(gate) * up from gate_up [rows, 2 * inter]."""
+
+    label: str
+    rows: int
+    inter: int
+    quick: bool = False
+
+    @property
+    def family(self) -> Family:
+        return Family.SILU_MUL
+
+    def bytes_moved(self) -> int:
+        return BF16 * 3 * self.rows * self.inter
+
+    def flops(self) -> int:
+        return 0
+
+    def describe(self) -> str:
+        return f"rows={self.rows} inter={self.inter}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Embedding:
+    """out[i] = table[ids[i]]: only the gathered rows are read, not the whole table."""
+
+    label: str
+    tokens: int
+    dim: int
+    vocab: int
+    quick: bool = False
+
+    @property
+    def family(self) -> Family:
+        return Family.EMBEDDING
+
+    def bytes_moved(self) -> int:
+        return I32 * self.tokens + BF16 * 2 * self.tokens * self.dim
+
+    def flops(self) -> int:
+        return 0
+
+    def describe(self) -> str:
+        return f"tokens={self.tokens} dim={self.dim} vocab={self.vocab}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Linear:
+    """y[m, n] = x[m, k] @ w[n, k].T; `prefill` puts it in the GEMM family."""
+
+    label: str
+    m: int
+    n: int
+    k: int
+    out_f32: bool = False
+    prefill: bool = False
+    quick: bool = False
+
+    @property
+    def family(self) -> Family:
+        return Family.PREFILL_GEMM if self.prefill else Family.DECODE_GEMV
+
+    def bytes_moved(self) -> int:
+        out = (F32 if self.out_f32 else BF16) * self.m * self.n
+        return BF16 * (self.n * self.k + self.m * self.k) + out
+
+    def flops(self) -> int:
+        return 2 * self.m * self.n * self.k
+
+    def describe(self) -> str:
+        return f"m={self.m} n={self.n} k={self.k}" + (" f32-out" if self.out_f32 else "")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RopeKv:
+    """Split qkv rows into q (rotated, written out) and k/v (k rotated) appended to the
+    paged cache; `qk_norm` adds the per-head RMSNorm of q and k first (Qwen3)."""
+
+    label: str
+    tokens: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    qk_norm: bool = True
+    quick: bool = False
+
+    @property
+    def family(self) -> Family:
+        return Family.QK_NORM_ROPE_KV if self.qk_norm else Family.KV_APPEND
+
+    def bytes_moved(self) -> int:
+        t, d = self.tokens, self.head_dim
+        qkv = BF16 * t * (self.heads + 2 * self.kv_heads) * d          # read once
+        written = BF16 * t * (self.heads + 2 * self.kv_heads) * d      # q out, k and v cache
+        cos_sin = F32 * t * d                                          # one table row a token
+        indices = 2 * I32 * t                                          # positions, slots
+        weights = 2 * BF16 * d if self.qk_norm else 0
+        return qkv + written + cos_sin + indices + weights
+
+    def flops(self) -> int:
+        return 0
+
+    def describe(self) -> str:
+        return (f"tokens={self.tokens} hq={self.heads} hkv={self.kv_heads} D={self.head_dim}"
+                + (" qk-norm" if self.qk_norm else ""))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrefillAttention:
+    """Causal attention of one sequence of `seq` new tokens over its own keys (GQA)."""
+
+    label: str
+    seq: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    quick: bool = False
+
+    @property
+    def family(self) -> Family:
+        return Family.PREFILL_ATTENTION
+
+    def bytes_moved(self) -> int:
+        q_and_out = 2 * self.seq * self.heads * self.head_dim
+        k_and_v = 2 * self.seq * self.kv_heads * self.head_dim
+        return BF16 * (q_and_out + k_and_v)
+
+    def flops(self) -> int:
+        # QK^T and PV (2 FLOPs per multiply-add each) over the seq*(seq+1)/2 causal pairs
+        pairs = self.seq * (self.seq + 1) // 2
+        return 4 * self.head_dim * self.heads * pairs
+
+    def describe(self) -> str:
+        return f"T={self.seq} hq={self.heads} hkv={self.kv_heads} D={self.head_dim}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DecodeAttention:
+    """One query per sequence against `history` cached tokens, `batch` sequences."""
+
+    label: str
+    batch: int
+    history: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    quick: bool = False
+
+    @property
+    def family(self) -> Family:
+        return Family.DECODE_ATTENTION
+
+    def bytes_moved(self) -> int:
+        k_and_v = 2 * self.batch * self.history * self.kv_heads * self.head_dim
+        q_and_out = 2 * self.batch * self.heads * self.head_dim
+        return BF16 * (k_and_v + q_and_out)
+
+    def flops(self) -> int:
+        return 4 * self.batch * self.heads * self.history * self.head_dim
+
+    def describe(self) -> str:
+        return (f"batch={self.batch} history={self.history} hq={self.heads} "
+                f"hkv={self.kv_heads} D={self.head_dim}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sampling:
+    """One token per row of f32 logits [rows, vocab]; temperature <= 0 is greedy (argmax)."""
+
+    label: str
+    rows: int
+    vocab: int
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    quick: bool = False
+
+    @property
+    def family(self) -> Family:
+        return Family.GREEDY if self.temperature <= 0 else Family.SAMPLING
+
+    def bytes_moved(self) -> int:
+        return F32 * self.rows * self.vocab + I32 * self.rows
+
+    def flops(self) -> int:
+        return 0
+
+    def describe(self) -> str:
+        if self.temperature <= 0:
+            return f"rows={self.rows} vocab={self.vocab} greedy"
+        return (f"rows={self.rows} vocab={self.vocab} T={self.temperature:g} "
+                f"top_k={self.top_k} top_p={self.top_p:g}")
+
+
+# ---- the table ----------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class TableScale:
+    """The sizes the table sweeps: decode batches, the prefill chunk, the prefill
+    attention lengths and the decode attention histories."""
+
+    decode_batches: tuple[int, ...] = (1, 32)
+    prefill_tokens: int = 2048
+    attention_seqs: tuple[int, ...] = (256, 1024, 4096)
+    histories: tuple[int, ...] = (512, 4096, 16384)
+
+
+def _linears(dims: ModelDims) -> list[tuple[str, int, int]]:
+    """(name, n, k) of the projections of one layer."""
+    return [("qkv", dims.qkv_out, dims.hidden), ("o_proj", dims.hidden, dims.attn_out),
+            ("gate_up", 2 * dims.intermediate, dims.hidden),
+            ("down", dims.hidden, dims.intermediate)]
+
+
+def table_shapes(m: ModelDims = QWEN3_8B, small: ModelDims = QWEN3_0_6B,
+                 scale: TableScale = TableScale()) -> list[KernelShape]:
+    """Every shape of the kernel table, in table order; `quick` marks the short run's.
+
+    `m` gives every family's shapes; `small` adds batch-1 GEMVs of a small model, where
+    launch and fill costs weigh most. The middle entry of each sweep is the quick one.
+    """
+    first_batch, last_batch = scale.decode_batches[0], scale.decode_batches[-1]
+    mid_seq = scale.attention_seqs[len(scale.attention_seqs) // 2]
+    mid_hist = scale.histories[len(scale.histories) // 2]
+    tokens = [(f"decode b{b}", b) for b in scale.decode_batches] + [
+        (f"prefill {scale.prefill_tokens}", scale.prefill_tokens)]
+    shapes: list[KernelShape] = []
+    for residual in (False, True):
+        shapes += [Norm(label=f"{m.name} {phase}", rows=t, dim=m.hidden, residual=residual,
+                        quick=t != first_batch) for phase, t in tokens]
+    for qk_norm in (True, False):
+        shapes += [RopeKv(label=f"{m.name} {phase}", tokens=t, heads=m.heads,
+                          kv_heads=m.kv_heads, head_dim=m.head_dim, qk_norm=qk_norm,
+                          quick=t != first_batch) for phase, t in tokens]
+    shapes += [SiluMul(label=f"{m.name} {phase}", rows=t, inter=m.intermediate,
+                       quick=t != first_batch) for phase, t in tokens]
+    shapes += [Embedding(label=f"{m.name} {phase}", tokens=t, dim=m.hidden, vocab=m.vocab,
+                         quick=t != first_batch) for phase, t in tokens]
+    for b in scale.decode_batches:
+        shapes += [Linear(label=f"{m.name} {name} b{b}", m=b, n=n, k=k,
+                          quick=name in ("qkv", "gate_up")) for name, n, k in _linears(m)]
+        shapes.append(Linear(label=f"{m.name} lm_head b{b}", m=b, n=m.vocab, k=m.hidden,
+                             out_f32=True, quick=b == first_batch))
+    shapes += [Linear(label=f"{small.name} {name} b1", m=1, n=n, k=k)
+               for name, n, k in _linears(small)]
+    shapes.append(Linear(label=f"{small.name} lm_head b1", m=1, n=small.vocab, k=small.hidden,
+                         out_f32=True))
+    shapes += [Linear(label=f"{m.name} {name} prefill {scale.prefill_tokens}",
+                      m=scale.prefill_tokens, n=n, k=k, prefill=True, quick=name == "gate_up")
+               for name, n, k in _linears(m)]
+    shapes += [PrefillAttention(label=f"{m.name} T{t}", seq=t, heads=m.heads,
+                                kv_heads=m.kv_heads, head_dim=m.head_dim, quick=t == mid_seq)
+               for t in scale.attention_seqs]
+    shapes += [DecodeAttention(label=f"{m.name} b{b} hist{h}", batch=b, history=h,
+                               heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim,
+                               quick=h == mid_hist)
+               for b in scale.decode_batches for h in scale.histories]
+    for b in scale.decode_batches:
+        shapes += [
+            Sampling(label=f"{m.name} b{b}", rows=b, vocab=m.vocab, temperature=0.0,
+                     quick=True),
+            Sampling(label=f"{m.name} b{b}", rows=b, vocab=m.vocab, temperature=0.7,
+                     top_k=50, top_p=0.9, quick=True),
+            Sampling(label=f"{m.name} b{b}", rows=b, vocab=m.vocab, temperature=0.7,
+                     top_p=0.9, quick=b == last_batch),
+        ]
+    return shapes
+
+
+# ---- roofline -----------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Ceilings:
+    """The measured limits: device copy bandwidth (bytes read + written per second) and the
+    bf16 tensor-core rate of a large matrix product."""
+
+    copy_bytes_per_s: float
+    bf16_flops_per_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Achieved:
+    """A time against the roofline: the rate in the unit of the binding limit."""
+
+    rate: float           # GB/s or TFLOP/s
+    unit: str             # "GB/s" or "TFLOP/s"
+    fraction: float       # rate / ceiling
+    floor_us: float       # the roofline time: no version runs much faster
+
+
+def compute_bound(shape: KernelShape, ceilings: Ceilings) -> bool:
+    """True when the arithmetic, not the bytes, sets the floor."""
+    return (shape.flops() / ceilings.bf16_flops_per_s
+            > shape.bytes_moved() / ceilings.copy_bytes_per_s)
+
+
+def floor_us(shape: KernelShape, ceilings: Ceilings) -> float:
+    return 1e6 * max(shape.flops() / ceilings.bf16_flops_per_s,
+                     shape.bytes_moved() / ceilings.copy_bytes_per_s)
+
+
+def achieved(shape: KernelShape, us: float, ceilings: Ceilings) -> Achieved:
+    """The rate of a run taking `us` microseconds, in the unit of its binding limit."""
+    if us <= 0:
+        raise ValueError(f"time must be positive, got {us} us")
+    if compute_bound(shape, ceilings):
+        rate = shape.flops() / us / 1e6
+        return Achieved(rate, "TFLOP/s", rate * 1e12 / ceilings.bf16_flops_per_s,
+                        floor_us(shape, ceilings))
+    rate = shape.bytes_moved() / us / 1e3
+    return Achieved(rate, "GB/s", rate * 1e9 / ceilings.copy_bytes_per_s,
+                    floor_us(shape, ceilings))
+
+
+def rotation_copies(set_bytes: int, rotate_bytes: int, max_copies: int) -> int:
+    """Input sets to cycle through so that `rotate_bytes` pass between two uses of one set
+    (past the L2 cache), but never more than `max_copies`."""
+    if set_bytes <= 0 or rotate_bytes <= 0 or max_copies < 1:
+        raise ValueError(f"need positive sizes, got set={set_bytes} rotate={rotate_bytes} "
+                         f"max={max_copies}")
+    return max(1, min(max_copies, -(-rotate_bytes // set_bytes)))
+
+
+def speedup_summary(speedups: Iterable[float]) -> dict[str, float]:
+    """The gate's metrics over the timed rows: the worst speedup and the geometric mean."""
+    values = list(speedups)
+    if not values or any(not v > 0 for v in values):
+        raise ValueError(f"speedups must be a non-empty list of positive numbers: {values}")
+    return {"speedup_min": min(values),
+            "speedup_geomean": math.exp(sum(math.log(v) for v in values) / len(values))}
