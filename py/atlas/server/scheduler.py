@@ -295,7 +295,7 @@ class Scheduler:
             seq_id=seq.seq_id,
             token_ids=seq.token_at(start, start + chunk),
             start_pos=start,
-            block_table=list(seq.blocks),
+            block_table=seq.blocks,   # the live list: read during execute, never copied
             sampling=seq.request.sampling,
             sample=start + chunk == seq.num_tokens,
             prompt_ids=seq.request.prompt_ids if start == 0 else None,
