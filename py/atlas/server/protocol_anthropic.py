@@ -1,7 +1,8 @@
 """Anthropic Messages request validation and response shapes.
 
 The Messages API rejects unknown top-level fields ("Extra inputs are not permitted"), so we
-do too. Anthropic content blocks are mapped onto the OpenAI-shaped message list the chat
+do too. Inside messages, blocks and tools we read the fields we use and ignore the rest, so
+clients' annotations (`cache_control` from Claude Code, for one) never fail a request. Anthropic content blocks are mapped onto the OpenAI-shaped message list the chat
 templates expect: `tool_use` blocks become assistant `tool_calls`, `tool_result` blocks
 become `tool` messages, thinking blocks from earlier turns are dropped.
 """
