@@ -147,3 +147,14 @@ def test_count_tokens_rejects_generation_fields():
     bad(parse_count_tokens_request, MSG, "max_tokens", "Extra inputs are not permitted")
     spec = parse_count_tokens_request({k: v for k, v in MSG.items() if k != "max_tokens"})
     assert spec.messages == [{"role": "user", "content": "hi"}]
+
+
+def test_anthropic_nested_annotations_are_accepted():
+    cache = {"type": "ephemeral"}
+    spec = parse_messages_request({**MSG, "system": [{"type": "text", "text": "s",
+                                                      "cache_control": cache}],
+                                   "tools": [{"name": "f", "input_schema": {},
+                                              "cache_control": cache}],
+                                   "messages": [{"role": "user", "content": [
+                                       {"type": "text", "text": "q", "cache_control": cache}]}]})
+    assert spec.messages == [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
