@@ -125,7 +125,7 @@ def compare_to_reference(case: KernelCase, got: dict[str, np.ndarray],
             diff = np.abs(gf - rf)
             err = float(diff.max()) if diff.size else 0.0
             floor = REFERENCE_SCALE_FLOOR * (float(np.abs(rf).max()) if rf.size else 0.0)
-            if spec.dtype is DType.BF16:
+            if spec.precision is DType.BF16:
                 tol = REFERENCE_BF16_ULPS * bf16_ulp(np.maximum(np.abs(gf), np.abs(rf))) + floor
             else:
                 tol = REFERENCE_F32_RTOL * np.abs(rf) + floor

@@ -131,8 +131,10 @@ __device__ __forceinline__ void gemm_tile(const __nv_bfloat16* __restrict__ a,
         if (row >= m) continue;
         const size_t at = static_cast<size_t>(row) * n + col;
         if constexpr (kF32Out) {
+          // logits: bf16-rounded values, widened (transformers' bf16 LM head)
           *reinterpret_cast<float2*>(static_cast<float*>(c) + at) =
-              make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+              make_float2(atlas::round_bf16(acc[i][j][2 * h]),
+                          atlas::round_bf16(acc[i][j][2 * h + 1]));
         } else {
           *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(c) + at) =
               __floats2bfloat162_rn(acc[i][j][2 * h], acc[i][j][2 * h + 1]);

@@ -120,8 +120,8 @@ __device__ __forceinline__ void gemv_rows(const __nv_bfloat16* __restrict__ x,
     for (int i = 0; i < (blockDim.x >> 5); ++i) sum += partial[i][t];
     if (row < n) {
       const size_t at = static_cast<size_t>(m) * n + row;
-      if (kF32Out)
-        static_cast<float*>(y)[at] = sum;
+      if (kF32Out)  // logits: the bf16-rounded value, widened (transformers' bf16 LM head)
+        static_cast<float*>(y)[at] = atlas::round_bf16(sum);
       else
         static_cast<__nv_bfloat16*>(y)[at] = atlas::f32_to_bf16(sum);
     }

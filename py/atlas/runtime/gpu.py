@@ -151,6 +151,14 @@ class GpuBackend(abc.ABC):
     @abc.abstractmethod
     def free_memory(self) -> int: ...
 
+    def mark_constant(self, ptr: DevicePtr, nbytes: int) -> None:
+        """Promise that these bytes stay unchanged until freed (weights, after upload).
+
+        A backend may cache forms derived from them; HostBackend keeps widened weights so
+        its reference GEMMs do not re-convert every matrix on every step.
+        """
+        return None
+
     def alloc_host_pinned(self, nbytes: int) -> np.ndarray:
         """Page-locked host memory for fast async copies; plain memory where none exists."""
         return np.empty(nbytes, dtype=np.uint8)

@@ -79,6 +79,9 @@ class HostBackend(GpuBackend):
         # freed ranges, sorted by start, to tell a use-after-free from a wild pointer
         self._freed_starts: list[int] = []
         self._freed_ends: list[int] = []
+        # ranges promised constant (mark_constant) and forms derived from them
+        self._constants: list[tuple[int, int]] = []
+        self._derived: dict[tuple[int, int, str], np.ndarray] = {}
         self._captures: dict[Stream, list[Op]] = {}
         self._next_stream = 1
         self._lock = threading.Lock()
@@ -105,6 +108,7 @@ class HostBackend(GpuBackend):
             if i == len(self._starts) or self._starts[i] != ptr:
                 raise GpuError(f"host free of {ptr:#x}: {self._diagnose(ptr)}")
             size = self._bufs[i].size
+            self._forget_constant(ptr, size)
             del self._starts[i]
             del self._bufs[i]
             self._used -= size
@@ -134,6 +138,7 @@ class HostBackend(GpuBackend):
     def copy_h2d(self, dst: DevicePtr, src: np.ndarray, stream: Stream | None = None) -> None:
         data = host_bytes(src, "copy_h2d")
         target = self.resolve(dst, data.size)
+        self._forget_constant(dst, data.size)
 
         def op() -> None:
             target[:] = data
@@ -152,6 +157,7 @@ class HostBackend(GpuBackend):
     def copy_d2d(self, dst: DevicePtr, src: DevicePtr, nbytes: int,
                  stream: Stream | None = None) -> None:
         target, source = self.resolve(dst, nbytes), self.resolve(src, nbytes)
+        self._forget_constant(dst, nbytes)
 
         def op() -> None:
             target[:] = source  # numpy buffers overlapping ranges, so this is a memmove
@@ -161,11 +167,43 @@ class HostBackend(GpuBackend):
     def memset(self, ptr: DevicePtr, value: int, nbytes: int,
                stream: Stream | None = None) -> None:
         target, byte = self.resolve(ptr, nbytes), int(value) & 0xFF
+        self._forget_constant(ptr, nbytes)
 
         def op() -> None:
             target.fill(byte)
 
         self._issue(stream, op, "memset")
+
+    # ---- constant ranges and their derived forms -------------------------------------
+    def mark_constant(self, ptr: DevicePtr, nbytes: int) -> None:
+        self.resolve(ptr, nbytes)  # must be a live range
+        with self._lock:
+            self._constants.append((ptr, ptr + nbytes))
+
+    def derived(self, ptr: DevicePtr, count: int, dtype: Any, tag: str,
+                make: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """`make(view)` of `count` elements at ptr, cached when the range is constant.
+
+        Reference kernels use it for weights (e.g. bf16 widened to float64). Writing into a
+        constant range through this backend drops the promise and the cached forms.
+        """
+        nbytes = int(count) * np.dtype(dtype).itemsize
+        view = self.view(ptr, dtype, count)
+        if not any(lo <= ptr and ptr + nbytes <= hi for lo, hi in self._constants):
+            return make(view)
+        key = (ptr, nbytes, tag)
+        cached = self._derived.get(key)
+        if cached is None:
+            cached = self._derived[key] = make(view)
+        return cached
+
+    def _forget_constant(self, ptr: int, nbytes: int) -> None:
+        end = ptr + nbytes
+        if not self._constants or not any(lo < end and ptr < hi for lo, hi in self._constants):
+            return
+        self._constants = [(lo, hi) for lo, hi in self._constants if not (lo < end and ptr < hi)]
+        self._derived = {k: v for k, v in self._derived.items()
+                         if not (k[0] < end and ptr < k[0] + k[1])}
 
     def total_memory(self) -> int:
         return self._total

@@ -5,7 +5,8 @@ and the GPU check script. A `.cu` file in any leaf that defines one of these fun
 must take exactly these parameters, in this order. Layouts (all row-major, contiguous):
 
 * activations and weights are bf16; logits are f32; token ids, positions, slots are i32.
-* GEMV/GEMM weights are [N, K] (PyTorch Linear layout): y[m, n] = sum_k x[m, k] * w[n, k].
+* GEMV/GEMM weights are [N, K] (PyTorch Linear layout): y[m, n] = sum_k x[m, k] * w[n, k];
+  the *_f32 variants (logits) store the bf16-rounded result widened to f32.
 * the paged KV cache is one K and one V pool per layer, each [num_blocks, hkv, block_size,
   head_dim]; a token's slot is block_id * block_size + offset; a negative slot is not written.
 * block_tables is i32 [num_seqs, max_blocks]; kv_lens is i32 [num_seqs], the number of

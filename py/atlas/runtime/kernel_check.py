@@ -34,6 +34,13 @@ class OutputSpec:
     dtype: DType
     shape: tuple[int, ...]
     tol: tuple[float, float] | None = None  # (atol, rtol); None uses DEFAULT_TOL
+    #: f32 storage holding bf16-rounded values (logits): compared at bf16 precision
+    bf16_valued: bool = False
+
+    @property
+    def precision(self) -> DType:
+        """The precision the values carry (what tolerances are chosen by)."""
+        return DType.BF16 if self.bf16_valued else self.dtype
 
 
 @dataclass
@@ -120,7 +127,7 @@ def compare(case: KernelCase, got: dict[str, np.ndarray],
         mask = case.compare_mask.get(name)
         if mask is not None:
             g, e = g[mask], e[mask]
-        atol, rtol = spec.tol or DEFAULT_TOL[spec.dtype]
+        atol, rtol = spec.tol or DEFAULT_TOL[spec.precision]
         if np.isnan(g).any():
             problems.append(f"{name}: {int(np.isnan(g).sum())} NaN (unwritten or invalid)")
             errs[name] = float("nan")

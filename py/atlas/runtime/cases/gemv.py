@@ -39,7 +39,7 @@ def linear_case(rng: np.random.Generator, name: str, module: str, m: int, n: int
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         launch(KernelCache(backend), stream, p["x"], p["w"], p["y"], m, n, k, out_f32)
 
-    out = OutputSpec(DType.FP32 if out_f32 else DType.BF16, (m, n))
+    out = OutputSpec(DType.FP32 if out_f32 else DType.BF16, (m, n), bf16_valued=out_f32)
     return KernelCase(name, module, inputs, {"y": out}, run, linear_oracle)
 
 

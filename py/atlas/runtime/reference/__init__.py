@@ -20,6 +20,20 @@ class HostMemory(Protocol):
         """A writable 1-D view of `count` elements of `dtype` starting at device address ptr."""
 
 
+def widened_f64(mem: HostMemory, ptr: int, count: int) -> np.ndarray:
+    """bf16 elements at ptr as float64, cached by backends that keep derived forms of
+    constant memory (HostBackend.derived); converted afresh otherwise."""
+    from ...core.numerics import bf16_bits_to_f32
+
+    def make(view: np.ndarray) -> np.ndarray:
+        return bf16_bits_to_f32(view).astype(np.float64)
+
+    derived = getattr(mem, "derived", None)
+    if derived is None:
+        return make(mem.view(ptr, np.uint16, count))
+    return derived(ptr, count, np.uint16, "bf16->f64", make)
+
+
 ReferenceFn = Callable[..., None]  # fn(mem, grid, block, *values)
 
 REFERENCES: dict[tuple[str, str], ReferenceFn] = {}

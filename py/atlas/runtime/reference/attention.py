@@ -3,8 +3,10 @@
 Specification (all arithmetic float32 on bf16-widened inputs):
 
 * scores s = (q . k) * scale; causal: the query at absolute position p sees keys 0..p.
-* prefill: P = exp(s - max), l = sum P, O = (P @ V) / l, rounded once to bf16. P is NOT
-  rounded to bf16: the tensor-core kernel feeds P to its PV mma as two bf16 parts
+* prefill: P = exp(s - max), l = sum P, O = (P @ V) / l, rounded once to bf16. The
+  reference evaluates this in float64, i.e. as the exact softmax: a query's output then does
+  not depend on how its sequence was chunked or batched (float32 sums would, through their
+  order). P is NOT rounded to bf16: the tensor-core kernel feeds P to its PV mma as two bf16 parts
   (hi + lo, ~16 significant bits), so float32 P is its exact specification. (A single
   bf16 P would leave kernel and reference whole bf16 ulps apart wherever float32 noise in
   the scores flips a rounding, which no reference can reproduce.)
@@ -57,11 +59,13 @@ def _tables(mem: HostMemory, block_tables: int, kv_lens: int, num_seqs: int,
 
 def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.ndarray,
                      scale: float) -> np.ndarray:
-    """Prefill attention of one sequence: q [T, hq, D], k/v [hkv, L, D] float32, query t at
-    absolute position positions[t]. Returns float32 [T, hq, D] (before output rounding)."""
+    """Prefill attention of one sequence: q [T, hq, D], k/v [hkv, L, D], query t at absolute
+    position positions[t], computed in float64. Returns float32 [T, hq, D] (before output
+    rounding)."""
     t_all, hq, d = q.shape
     hkv = k.shape[0]
     g = hq // hkv
+    q, k, v = (a.astype(np.float64) for a in (q, k, v))
     out = np.empty((t_all, hq, d), dtype=np.float32)
     key_pos = np.arange(k.shape[1])
     kt = k.transpose(0, 2, 1)[:, None]                                   # [hkv, 1, D, L]
@@ -69,7 +73,7 @@ def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.
         qc = q[t0:t0 + _QUERY_CHUNK]
         t = qc.shape[0]
         qg = qc.reshape(t, hkv, g, d).transpose(1, 2, 0, 3)              # [hkv, G, t, D]
-        s = np.matmul(qg, kt) * np.float32(scale)                        # [hkv, G, t, L]
+        s = np.matmul(qg, kt) * scale                                    # [hkv, G, t, L]
         hidden = key_pos[None, :] > positions[t0:t0 + t, None]
         s[:, :, hidden] = -np.inf
         p = np.exp(s - s.max(axis=-1, keepdims=True))

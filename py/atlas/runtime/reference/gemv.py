@@ -1,9 +1,14 @@
 """Reference for the decode GEMV kernels: y[m, n] = sum_k x[m, k] * w[n, k].
 
-Specification: bf16 inputs widened exactly to float32, products accumulated in float32,
-one rounding at the output (round-to-nearest-even to bf16, or none for the f32 variant).
-The CUDA kernel sums in a different order, so the two agree to float32 accumulation error
-(far below one bf16 ulp), not bit for bit. The same function specifies the GEMM kernels.
+Specification: the exact sum of the bf16 products, rounded once to bf16 at the output. The
+f32 variants (logits) store that same bf16-rounded value widened to float32, as a bf16
+model's LM head does in transformers, so greedy ties break the same way.
+
+The reference accumulates in float64 (products of bf16 values are exact; the float64 sum is
+within ~1e-13 of exact), so its output does not depend on how rows are batched: a row gives
+the same bits whether it runs alone, in a GEMV or in a GEMM. The CUDA kernels accumulate in
+float32 in their own order and agree to well under one bf16 ulp, not bit for bit. The same
+function specifies the GEMM kernels.
 """
 
 from __future__ import annotations
@@ -13,19 +18,19 @@ import numpy as np
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
 from ..kernel_abi import GEMV, GEMV_F32OUT, GEMV_SINGLE, GEMV_SINGLE_F32OUT
-from . import HostMemory, reference
+from . import HostMemory, reference, widened_f64
 
 
 def linear_bf16(mem: HostMemory, x: int, w: int, y: int, m: int, n: int, k: int,
                 out_f32: bool) -> None:
     """y = x @ w.T with x [m, k], w [n, k] bf16; y [m, n] bf16 or f32."""
-    xf = bf16_bits_to_f32(mem.view(x, np.uint16, m * k)).reshape(m, k)
-    wf = bf16_bits_to_f32(mem.view(w, np.uint16, n * k)).reshape(n, k)
-    acc = np.matmul(xf, wf.T, dtype=np.float32)
+    xf = bf16_bits_to_f32(mem.view(x, np.uint16, m * k)).reshape(m, k).astype(np.float64)
+    wf = widened_f64(mem, w, n * k).reshape(n, k)
+    bits = f32_to_bf16_bits((xf @ wf.T).astype(np.float32)).reshape(-1)
     if out_f32:
-        mem.view(y, np.float32, m * n)[:] = acc.reshape(-1)
+        mem.view(y, np.float32, m * n)[:] = bf16_bits_to_f32(bits)
     else:
-        mem.view(y, np.uint16, m * n)[:] = f32_to_bf16_bits(acc).reshape(-1)
+        mem.view(y, np.uint16, m * n)[:] = bits
 
 
 @reference(GEMV)
