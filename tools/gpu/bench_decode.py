@@ -61,7 +61,8 @@ def atlas_bench(model_dir: Path, batches: list[int], prompt_len: int, new_tokens
     vocab = runner.vocab_size
     pool = BlockAllocator(runner.num_kv_blocks)
     bs_ = runner.block_size
-    out: dict = {"weights_bytes": runner.weights_bytes, "decode": {}, "load_s": runner.load_s}
+    out: dict = {"weights_bytes": runner.info.weights_bytes, "decode": {},
+                 "load_s": runner.info.load_s}
     seq_counter = 0
 
     def blocks_for(n: int) -> list[int]:

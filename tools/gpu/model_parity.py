@@ -31,10 +31,14 @@ def main() -> int:
         golden = dict(np.load(model / "golden.npz"))
         r = compare_with_golden(model, golden, backend=a.backend)
         rows.append(r)
+        for miss in r["teacher_forced_misses"]:
+            print(f"    step {miss['step']}: ours {miss['ours']} vs {miss['want']} "
+                  f"(transformers' top-2 margin {miss['golden_margin']:.4f})")
         ok &= r["passed"]
         print(f"{model.name:<24} max|dlogit| {r['max_abs_err']:.4f}  cosine {r['cosine']:.6f}  "
               f"argmax {'same' if r['argmax_match'] else 'DIFF'}  greedy "
-              f"{r['greedy_match']}/{r['greedy_total']} identical  "
+              f"{r['greedy_match']}/{r['greedy_total']} identical  teacher-forced "
+              f"{r['teacher_forced_match']}/{r['teacher_forced_total']}  "
               f"{'PASS' if r['passed'] else 'FAIL'}")
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)

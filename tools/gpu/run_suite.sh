@@ -86,7 +86,7 @@ stage_check_kernels() {
 }
 
 stage_pytest_gpu() {
-  "$PY" -m pytest -m gpu -q -p no:cacheprovider tests \
+  "$PY" -m pytest -m gpu -q -p no:cacheprovider tests/gpu \
     --junitxml="$RESULTS/pytest_gpu-$STAMP.xml"
 }
 

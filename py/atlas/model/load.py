@@ -28,7 +28,7 @@ from .model import DenseDecoderModel, Dims, LayerWeights
 from .preflight import preflight
 from .rope import cos_sin_table
 from .runner import ModelRunner, RunnerInfo, RunnerLimits, plan_step_buffers
-from .step_inputs import StepLayout, decode_splits
+from .step_inputs import StepLayout
 
 #: compute capability major -> kernel-tree hardware directory
 HW_BY_CC_MAJOR = {9: "hopper", 12: "gb10"}
@@ -82,7 +82,10 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                 max_batch_size: int = 8, max_prefill_tokens: int = 2048,
                 gpu_memory_utilization: float = 0.9, fast_load: bool = True,
                 progress: ProgressFn | None = None, use_graphs: bool = True,
-                max_num_blocks: int | None = None) -> ModelRunner:
+                max_num_blocks: int | None = None,
+                batch_invariant: bool | None = None) -> ModelRunner:
+    """Build a ready runner. `batch_invariant` (default: on for the CPU reference backend,
+    off on CUDA) fixes the decode split count across batch sizes; see RunnerLimits."""
     t0 = time.perf_counter()
     model_dir = Path(model_dir)
     cfg = ModelConfig.from_hf(model_dir)
@@ -99,18 +102,22 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     dev = make_backend(kind)
     kernels = _select_kernels(kind, cfg, dev)
     num_sms = dev.device_info()["num_sms"] if kind == "cuda" else 132  # type: ignore[attr-defined]
-    limits = RunnerLimits(max_seq_len, max_batch_size, max_prefill_tokens, num_sms=num_sms)
+    if batch_invariant is None:
+        batch_invariant = kind != "cuda"
+    limits = RunnerLimits(max_seq_len, max_batch_size, max_prefill_tokens, num_sms=num_sms,
+                          batch_invariant=batch_invariant)
     dims = Dims.from_config(cfg)
 
     offsets, total = plan.layout()
     weights_base = dev.alloc(total)
     dst = {s.name: weights_base + offsets[s.buffer] + s.offset for s in plan.slots}
     store.upload(dev, list(dst), dst, progress=progress, fast=fast_load)
+    dev.mark_constant(weights_base, total)
     ptr = {name: weights_base + off for name, off in offsets.items()}
 
     arena = BufferArena()
     layout = StepLayout(limits.max_tokens, max_batch_size, limits.max_blocks)
-    max_splits = decode_splits(1, dims.kv_heads, max_seq_len, num_sms)
+    max_splits = limits.decode_splits(1, dims.kv_heads)
     plan_step_buffers(arena, dims, limits, layout, max_splits)
     arena.reserve("cos_sin", DType.FP32, (max_seq_len, dims.head_dim))
     arena.allocate(dev)

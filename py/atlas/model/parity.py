@@ -1,8 +1,11 @@
 """Numerical parity of a loaded model against transformers goldens.
 
-A golden holds `input_ids`, transformers' `logits` for them (all positions or the last one)
-and its greedy continuation `greedy`. We prefill the same ids, read our last-position
-logits, then decode greedily for as many tokens and count how many are identical.
+A golden holds `input_ids`, transformers' `logits` for them (all positions or the last one),
+its greedy continuation `greedy` and the top-2 margin of each greedy step. We prefill the
+same ids and compare last-position logits; then (teacher forcing) feed transformers' greedy
+tokens one decode step at a time and check that our argmax picks its next token each time,
+noting the golden margin wherever we differ (a sub-ulp margin is a near-tie, not a bug);
+finally we decode freely and count identical greedy tokens.
 """
 
 from __future__ import annotations
@@ -38,6 +41,18 @@ def compare_with_golden(model_dir: Path, golden: dict[str, np.ndarray], backend:
     blocks = pool.allocate(-(-len(ids) // runner.block_size))
     runner.execute([SeqStep(0, ids, 0, blocks, GREEDY, prompt_ids=ids)])
     got_last = runner.read_logits(1)[0].astype(np.float64)
+    margins = np.asarray(golden.get("greedy_margin", np.full(len(want_greedy), np.nan)))
+    forced_miss = []
+    pos = len(ids)
+    for i, tok in enumerate(want_greedy[:-1]):
+        if pos + 1 > len(blocks) * runner.block_size:
+            blocks += pool.allocate(1)
+        runner.execute([SeqStep(0, [tok], pos, blocks, GREEDY)])
+        pos += 1
+        ours = int(runner.read_logits(1)[0].argmax())
+        if ours != want_greedy[i + 1]:
+            forced_miss.append({"step": i + 1, "ours": ours, "want": want_greedy[i + 1],
+                                "golden_margin": float(margins[i + 1])})
     runner.release(0)
     pool.free(blocks)
     result = generate(runner, pool, [GenerationRequest(ids, GREEDY, len(want_greedy))],
@@ -57,6 +72,9 @@ def compare_with_golden(model_dir: Path, golden: dict[str, np.ndarray], backend:
         "greedy_match": same,
         "greedy_total": len(want_greedy),
         "got_greedy": got_greedy,
+        "teacher_forced_match": len(want_greedy) - 1 - len(forced_miss),
+        "teacher_forced_total": len(want_greedy) - 1,
+        "teacher_forced_misses": forced_miss,
     }
     out["passed"] = cosine >= MIN_COSINE and same == len(want_greedy)
     return out

@@ -36,6 +36,14 @@ class RunnerLimits:
     max_prefill_tokens: int
     block_size: int = 16
     num_sms: int = 132
+    #: decode split-K factor fixed for every batch size, so a sequence's attention is computed
+    #: the same way however many others share its step (with exact reference kernels this
+    #: makes outputs independent of batching; the CUDA path trades that for speed)
+    batch_invariant: bool = False
+
+    def decode_splits(self, batch: int, kv_heads: int) -> int:
+        return decode_splits(1 if self.batch_invariant else batch, kv_heads, self.max_seq_len,
+                             self.num_sms)
 
     @property
     def max_tokens(self) -> int:
@@ -204,7 +212,7 @@ class ModelRunner:
                 self.host_i32[self.layout.slots + i] = -1
             self._upload_inputs([], bs)
             self.sampler.prepare([self.pad_slot] * bs, [GREEDY] * bs, [0] * bs)
-            splits = decode_splits(bs, dims.kv_heads, self.max_seq_len, self.limits.num_sms)
+            splits = self.limits.decode_splits(bs, dims.kv_heads)
             plan = AttentionPlan(decode=True, num_seqs=bs, num_splits=splits)
             # Warm-up outside capture resolves every kernel before the graph is recorded.
             self.model.forward(self.stream, self.bufs, bs, plan, bs)
