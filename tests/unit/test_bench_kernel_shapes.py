@@ -1,0 +1,198 @@
+"""atlas.bench.kernel_shapes (the kernel table's shapes and bytes/FLOP model, checked by hand)
+and tools/gpu/bench_kernels.py's whole flow as a CPU dry run (HostBackend + CPU torch)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from atlas.bench import kernel_shapes as ks
+from atlas.bench.kernel_shapes import (QWEN3_0_6B, QWEN3_8B, Ceilings, DecodeAttention,
+                                       Embedding, Family, Linear, Norm, PrefillAttention, RopeKv,
+                                       Sampling, SiluMul)
+
+SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "gpu" / "bench_kernels.py"
+
+
+# ---- the bytes/FLOP model against hand counts -------------------------------------------
+
+def test_norm_bytes_read_and_write_every_row_once_plus_the_weight() -> None:
+    # x read + out written (2 * 32 * 4096 bf16) + the weight (4096 bf16)
+    assert Norm(label="", rows=32, dim=4096).bytes_moved() == 2 * (2 * 32 * 4096 + 4096)
+    # residual and delta read, residual and out written
+    assert Norm(label="", rows=32, dim=4096, residual=True).bytes_moved() == 1_056_768
+    assert Norm(label="", rows=1, dim=8).flops() == 0
+
+
+def test_silu_mul_and_embedding_bytes() -> None:
+    assert SiluMul(label="", rows=1, inter=12288).bytes_moved() == 73_728  # 2 in + 1 out
+    # 32 i32 ids + 32 gathered rows read + 32 rows written; the rest of the table is untouched
+    assert Embedding(label="", tokens=32, dim=4096, vocab=151936).bytes_moved() == 524_416
+
+
+def test_linear_bytes_and_flops() -> None:
+    qkv = Linear(label="", m=1, n=6144, k=4096)
+    assert qkv.bytes_moved() == 50_352_128   # weights 50,331,648 + x 8,192 + y 12,288
+    assert qkv.flops() == 50_331_648
+    head = Linear(label="", m=1, n=151936, k=4096, out_f32=True)
+    assert head.bytes_moved() == 2 * (151936 * 4096 + 4096) + 4 * 151936
+    assert head.family is Family.DECODE_GEMV
+    assert Linear(label="", m=2048, n=16, k=16, prefill=True).family is Family.PREFILL_GEMM
+
+
+def test_rope_kv_bytes_count_qkv_both_ways_cos_sin_indices_and_norm_weights() -> None:
+    # 48 heads x 128 read (12,288 B) and written as q out + k/v cache (12,288 B), one f32
+    # cos/sin row (512 B), position + slot (8 B), q and k norm weights (512 B)
+    qwen = RopeKv(label="", tokens=1, heads=32, kv_heads=8, head_dim=128)
+    assert qwen.bytes_moved() == 25_608
+    assert qwen.family is Family.QK_NORM_ROPE_KV
+    llama = RopeKv(label="", tokens=1, heads=32, kv_heads=8, head_dim=128, qk_norm=False)
+    assert llama.bytes_moved() == 25_096
+    assert llama.family is Family.KV_APPEND
+
+
+def test_prefill_attention_counts_only_the_causal_pairs() -> None:
+    s = PrefillAttention(label="", seq=4, heads=2, kv_heads=1, head_dim=8)
+    # 10 causal (query, key) pairs per head, each an 8-wide QK dot and an 8-wide PV update
+    # (2 FLOPs per multiply-add): 10 * 2 heads * 32
+    assert s.flops() == 640
+    assert s.bytes_moved() == 2 * (2 * 4 * 2 * 8 + 2 * 4 * 1 * 8)
+
+
+def test_decode_attention_reads_each_cached_token_once_per_kv_head() -> None:
+    s = DecodeAttention(label="", batch=2, history=3, heads=4, kv_heads=2, head_dim=8)
+    assert s.bytes_moved() == 2 * (2 * 2 * 3 * 2 * 8 + 2 * 2 * 4 * 8)
+    assert s.flops() == 4 * 2 * 4 * 3 * 8
+
+
+def test_sampling_reads_the_logits_once() -> None:
+    assert Sampling(label="", rows=2, vocab=10, temperature=0.7).bytes_moved() == 88
+    assert Sampling(label="", rows=2, vocab=10, temperature=0.0).family is Family.GREEDY
+    assert Sampling(label="", rows=2, vocab=10, temperature=0.7).family is Family.SAMPLING
+
+
+def test_model_dims() -> None:
+    assert QWEN3_8B.qkv_out == 6144 and QWEN3_8B.attn_out == 4096
+    assert QWEN3_0_6B.qkv_out == 4096 and QWEN3_0_6B.attn_out == 2048
+
+
+# ---- roofline and summary -----------------------------------------------------------------
+
+def test_memory_bound_rate_at_the_floor_is_the_ceiling() -> None:
+    ceilings = Ceilings(copy_bytes_per_s=1e12, bf16_flops_per_s=1e15)
+    qkv = Linear(label="", m=1, n=6144, k=4096)
+    at_floor = ks.achieved(qkv, 50.352128, ceilings)
+    assert at_floor.unit == "GB/s"
+    assert at_floor.rate == pytest.approx(1000.0)
+    assert at_floor.fraction == pytest.approx(1.0)
+    assert at_floor.floor_us == pytest.approx(50.352128)
+    assert ks.achieved(qkv, 2 * 50.352128, ceilings).fraction == pytest.approx(0.5)
+
+
+def test_compute_bound_rate_is_in_tflops() -> None:
+    ceilings = Ceilings(copy_bytes_per_s=4e12, bf16_flops_per_s=1e15)
+    gemm = Linear(label="", m=2048, n=4096, k=4096, prefill=True)
+    assert ks.compute_bound(gemm, ceilings)
+    floor = gemm.flops() / 1e15 * 1e6
+    got = ks.achieved(gemm, 2 * floor, ceilings)
+    assert (got.unit, got.fraction) == ("TFLOP/s", pytest.approx(0.5))
+    assert got.rate == pytest.approx(500.0)
+    with pytest.raises(ValueError):
+        ks.achieved(gemm, 0.0, ceilings)
+
+
+def test_rotation_copies_pass_the_cache_within_the_cap() -> None:
+    assert ks.rotation_copies(50_352_128, 256 << 20, 64) == 6   # 5.33 sets -> 6
+    assert ks.rotation_copies(1 << 30, 256 << 20, 64) == 1
+    assert ks.rotation_copies(8 << 10, 256 << 20, 64) == 64
+    with pytest.raises(ValueError):
+        ks.rotation_copies(0, 256 << 20, 64)
+
+
+def test_speedup_summary() -> None:
+    got = ks.speedup_summary([2.0, 0.5, 1.0])
+    assert got["speedup_min"] == 0.5
+    assert got["speedup_geomean"] == pytest.approx(1.0)
+    assert ks.speedup_summary([4.0, 1.0])["speedup_geomean"] == pytest.approx(2.0)
+    for bad in ([], [1.0, 0.0], [math.nan]):
+        with pytest.raises(ValueError):
+            ks.speedup_summary(bad)
+
+
+# ---- the table ----------------------------------------------------------------------------
+
+def test_every_issue_family_has_full_and_quick_shapes() -> None:
+    shapes = ks.table_shapes()
+    for issue_name, families in ks.ISSUE_FAMILIES.items():
+        for family in families:
+            assert any(s.family is family for s in shapes), (issue_name, family)
+            assert any(s.family is family and s.quick for s in shapes), (issue_name, family)
+    assert {f for fams in ks.ISSUE_FAMILIES.values() for f in fams} == set(Family)
+
+
+def test_table_sweeps_the_issue_sizes() -> None:
+    shapes = ks.table_shapes()
+    seqs = {s.seq for s in shapes if s.family is Family.PREFILL_ATTENTION}
+    hists = {s.history for s in shapes if s.family is Family.DECODE_ATTENTION}
+    assert seqs == {256, 1024, 4096} and hists == {512, 4096, 16384}
+    gemv_batches = {s.m for s in shapes if s.family is Family.DECODE_GEMV}
+    assert gemv_batches == {1, 32}
+    assert {s.m for s in shapes if s.family is Family.PREFILL_GEMM} == {2048}
+    assert any(s.family is Family.DECODE_GEMV and s.k == QWEN3_0_6B.hidden for s in shapes)
+    keys = [(s.family, s.label, s.describe()) for s in shapes]
+    assert len(keys) == len(set(keys))
+
+
+# ---- the script, as a CPU dry run ---------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_kernels", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_kernels"] = module  # dataclasses resolve annotations through it
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules["bench_kernels"]
+
+
+def test_every_family_has_a_benchmark(bench) -> None:
+    assert set(bench.BUILDERS) == set(Family)
+
+
+@pytest.mark.parametrize("select", ["b3", "prefill"])
+def test_dry_run_checks_and_times_every_row_and_writes_the_record(bench, tmp_path,
+                                                                  select) -> None:
+    pytest.importorskip("torch")
+    assert bench.main(["--dry-run", "-k", select, "--out-dir", str(tmp_path)]) == 0
+    (json_path,) = tmp_path.glob("kernel_table-*.json")
+    record = json.loads(json_path.read_text())
+    assert record["suite"] == "kernel-table" and record["dry_run"] is True
+    rows = record["rows"]
+    assert rows and all(r["passed"] and r["ours_us"] > 0 and r["torch_us"] > 0 for r in rows)
+    assert record["metrics"]["rows_failed"] == 0
+    assert record["metrics"]["speedup_min"] == pytest.approx(min(r["speedup"] for r in rows))
+    md = json_path.with_suffix(".md").read_text()
+    assert md.count("\n| ") == len(rows) + 1   # header + one line per row
+
+
+def test_a_failing_row_is_reported_and_the_rest_still_run(bench, monkeypatch, tmp_path) -> None:
+    pytest.importorskip("torch")
+
+    def broken(env, shape):
+        raise RuntimeError("kernel exploded")
+
+    monkeypatch.setitem(bench.BUILDERS, Family.SILU_MUL, broken)
+    assert bench.main(["--dry-run", "-k", "b3", "--out-dir", str(tmp_path)]) == 1
+    (json_path,) = tmp_path.glob("kernel_table-*.json")
+    rows = json.loads(json_path.read_text())["rows"]
+    failed = [r for r in rows if not r["passed"]]
+    assert [r["family"] for r in failed] == ["silu_mul"]
+    assert "kernel exploded" in failed[0]["error"]
+    assert any(r["passed"] for r in rows)
