@@ -120,8 +120,9 @@ def command(**p) -> None:
     if not _is_loopback(p["bind"]):
         log.warning("binding to a non-loopback address exposes the server to the network",
                     bind=p["bind"], require_auth=p["require_auth"])
+    from atlas.core.sampling import SamplingParams
     from atlas.runtime.backend_select import resolve_kind
-    from atlas.server.app_assets import load_assets, read_tokens_file
+    from atlas.server.app_assets import load_assets, model_default_sampling, read_tokens_file
     from atlas.server.auth import TokenAuth
     from atlas.server.context import DEFAULT_MAX_BODY_BYTES, ServerContext, ServerOptions
     from atlas.server.metrics import ServerMetrics
@@ -145,7 +146,8 @@ def command(**p) -> None:
         model_name=assets.name, tool_parser=None if parser == "none" else parser,
         request_timeout_s=p["request_timeout"], disable_thinking=p["disable_thinking"],
         max_thinking_budget=p["max_thinking_budget"], max_body_bytes=max_body,
-        rate_limits=limits_env)
+        rate_limits=limits_env,
+        default_sampling=model_default_sampling(assets.config) or SamplingParams())
     try:
         auth = TokenAuth(tokens) if p["require_auth"] else None
     except ValueError as exc:

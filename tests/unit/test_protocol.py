@@ -158,3 +158,20 @@ def test_anthropic_nested_annotations_are_accepted():
                                    "messages": [{"role": "user", "content": [
                                        {"type": "text", "text": "q", "cache_control": cache}]}]})
     assert spec.messages == [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
+
+
+def test_model_preset_fills_only_the_fields_a_request_leaves_out():
+    from atlas.core.sampling import SamplingParams
+    preset = SamplingParams(temperature=0.6, top_p=0.95, top_k=20, min_p=0.05)
+    s = parse_chat_request({**CHAT, "temperature": 0.1}, preset).sampling
+    assert (s.temperature, s.top_p, s.top_k, s.min_p) == (0.1, 0.95, 20, 0.05)
+    a = parse_messages_request({**MSG, "top_k": 3}, preset).sampling
+    assert (a.temperature, a.top_p, a.top_k, a.min_p) == (0.6, 0.95, 3, 0.05)
+    assert parse_completion_request({"model": "m", "prompt": "x"}, preset).sampling == preset
+
+
+def test_model_default_sampling_reads_the_matching_model_toml():
+    from atlas.server.app_assets import model_default_sampling
+    qwen = model_default_sampling({"model_type": "qwen3", "hidden_size": 4096})
+    assert qwen is not None and (qwen.temperature, qwen.top_k) == (0.6, 20)
+    assert model_default_sampling({"model_type": "unknown-family"}) is None

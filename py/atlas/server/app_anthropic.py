@@ -34,7 +34,8 @@ async def messages(request: web.Request) -> web.StreamResponse:
     ctx = request.app[CTX]
     started = time.monotonic()
     key = authorize(request, ctx)
-    spec = proto.parse_messages_request(await read_json(request, ctx))
+    spec = proto.parse_messages_request(await read_json(request, ctx),
+                                        ctx.options.default_sampling)
     gen = start_generation(spec, ctx, key, started)
     mid = new_id("msg_")
     try:

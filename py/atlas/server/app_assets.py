@@ -10,9 +10,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from ..core.sampling import SamplingParams
 from .tokenizer import TextTokenizer
+
+if TYPE_CHECKING:
+    from ..kernels.tree import ModelSpec
 
 BehaviorLookup = Callable[[Mapping[str, Any]], Mapping[str, Any]]
 
@@ -47,16 +51,16 @@ def load_assets(model_dir: Path, *, chat_template_file: Path | None = None,
     return ModelAssets(model_dir.name, config, tokenizer, behavior)
 
 
-def model_behavior(config: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The `[behavior]` table of the MODEL.toml whose `[[model_types]]` match this checkpoint
-    (any hardware, any quantization); {} when no kernel tree or no leaf matches."""
+def _model_spec(config: Mapping[str, Any]) -> "ModelSpec | None":
+    """The MODEL.toml whose `[[model_types]]` match this checkpoint (any hardware, any
+    quantization); None when there is no kernel tree or no leaf matches."""
     from ..kernels.tree import (KernelTreeError, find_repo_root, list_targets, load_model,
                                 select_model_leaf)
     try:
         root = find_repo_root(Path(__file__).resolve().parent)
         targets = list_targets(root)
     except KernelTreeError:
-        return {}
+        return None
     model_type = str(config.get("model_type", ""))
     hidden = int(config.get("hidden_size") or 0)
     for hw, quant in sorted({(t.hw, t.quant) for t in targets}):
@@ -64,8 +68,20 @@ def model_behavior(config: Mapping[str, Any]) -> Mapping[str, Any]:
             leaf = select_model_leaf(root, hw, model_type, hidden, quant)
         except KernelTreeError:
             continue
-        return load_model(root, leaf.hw, leaf.model).behavior
-    return {}
+        return load_model(root, leaf.hw, leaf.model)
+    return None
+
+
+def model_behavior(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """MODEL.toml's `[behavior]` (tool parser, thinking); {} when no leaf matches."""
+    spec = _model_spec(config)
+    return spec.behavior if spec is not None else {}
+
+
+def model_default_sampling(config: Mapping[str, Any]) -> SamplingParams | None:
+    """MODEL.toml's `[presets.default]`: what a request gets for fields it leaves out."""
+    spec = _model_spec(config)
+    return spec.presets.get("default") if spec is not None else None
 
 
 def read_tokens_file(path: Path) -> list[str]:

@@ -51,7 +51,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     ctx = request.app[CTX]
     started = time.monotonic()
     key = authorize(request, ctx)
-    spec = proto.parse_chat_request(await read_json(request, ctx))
+    spec = proto.parse_chat_request(await read_json(request, ctx),
+                                   ctx.options.default_sampling)
     gen = start_generation(spec, ctx, key, started)
     rid, created, model = proto.new_id("chatcmpl-"), proto.now_s(), spec.model
     ids = _CallIds()
@@ -116,7 +117,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
     ctx = request.app[CTX]
     started = time.monotonic()
     key = authorize(request, ctx)
-    spec = proto.parse_completion_request(await read_json(request, ctx))
+    spec = proto.parse_completion_request(await read_json(request, ctx),
+                                         ctx.options.default_sampling)
     gen = start_generation(spec, ctx, key, started)
     rid, created, model = proto.new_id("cmpl-"), proto.now_s(), spec.model
     try:

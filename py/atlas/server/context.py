@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..core.sampling import SamplingParams
 from .async_engine import AsyncEngine
 from .auth import TokenAuth
 from .metrics import ServerMetrics
@@ -22,6 +23,7 @@ class ServerOptions:
     max_thinking_budget: int | None = None
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     rate_limits: RateLimits = field(default_factory=RateLimits)
+    default_sampling: SamplingParams = field(default_factory=SamplingParams)
 
 
 @dataclass(slots=True)

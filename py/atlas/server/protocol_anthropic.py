@@ -2,14 +2,16 @@
 
 The Messages API rejects unknown top-level fields ("Extra inputs are not permitted"), so we
 do too. Inside messages, blocks and tools we read the fields we use and ignore the rest, so
-clients' annotations (`cache_control` from Claude Code, for one) never fail a request. Anthropic content blocks are mapped onto the OpenAI-shaped message list the chat
-templates expect: `tool_use` blocks become assistant `tool_calls`, `tool_result` blocks
+clients' annotations (`cache_control` from Claude Code, for one) never fail a request.
+Anthropic content blocks are mapped onto the OpenAI-shaped message list the chat templates
+expect: `tool_use` blocks become assistant `tool_calls`, `tool_result` blocks
 become `tool` messages, thinking blocks from earlier turns are dropped.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from ..core.sampling import SamplingParams
@@ -161,17 +163,19 @@ def _thinking(body: Fields) -> tuple[bool | None, int | None]:
     raise invalid("thinking.type must be 'enabled' or 'disabled'", "thinking.type")
 
 
-def parse_messages_request(body: Any) -> GenerationSpec:
+def parse_messages_request(body: Any, defaults: SamplingParams = SamplingParams()
+                           ) -> GenerationSpec:
+    """`defaults`: the model's sampling preset, for every field the request leaves out."""
     body = require_object(body)
     _reject_unknown(body, MESSAGES_FIELDS)
     f = Fields(body)
     f.string("model", required=True)
     f.obj("metadata")
     f.string("service_tier")
-    top_k = f.integer("top_k", 0, lo=0)
-    sampling = SamplingParams(temperature=f.number("temperature", 1.0, lo=0.0, hi=1.0),
-                              top_p=f.number("top_p", 1.0, lo=0.0, hi=1.0, lo_open=True),
-                              top_k=top_k)
+    sampling = replace(defaults,
+                       temperature=f.number("temperature", defaults.temperature, lo=0.0, hi=1.0),
+                       top_p=f.number("top_p", defaults.top_p, lo=0.0, hi=1.0, lo_open=True),
+                       top_k=f.integer("top_k", defaults.top_k, lo=0))
     tools = _tools(f)
     choice, parallel = _tool_choice(f, tools)
     enable_thinking, budget = _thinking(f)

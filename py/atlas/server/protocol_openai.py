@@ -40,17 +40,20 @@ def _reject_unknown(body: dict, allowed: set[str]) -> None:
             raise invalid(f"Unrecognized request argument supplied: {key}", key)
 
 
-def parse_sampling(f: Fields) -> SamplingParams:
-    top_k = f.integer("top_k", 0, lo=-1)
+def parse_sampling(f: Fields, defaults: SamplingParams) -> SamplingParams:
+    """Sampling fields; each one left out takes the model's preset (`defaults`)."""
+    d = defaults
+    top_k = f.integer("top_k", d.top_k, lo=-1)
     params = SamplingParams(
-        temperature=f.number("temperature", 1.0, lo=0.0, hi=2.0),
-        top_p=f.number("top_p", 1.0, lo=0.0, hi=1.0, lo_open=True),
+        temperature=f.number("temperature", d.temperature, lo=0.0, hi=2.0),
+        top_p=f.number("top_p", d.top_p, lo=0.0, hi=1.0, lo_open=True),
         top_k=max(top_k, 0),
-        min_p=f.number("min_p", 0.0, lo=0.0, hi=1.0),
-        repetition_penalty=f.number("repetition_penalty", 1.0, lo=0.0, hi=2.0, lo_open=True),
-        presence_penalty=f.number("presence_penalty", 0.0, lo=-2.0, hi=2.0),
-        frequency_penalty=f.number("frequency_penalty", 0.0, lo=-2.0, hi=2.0),
-        seed=f.integer("seed", None, lo=-(2**63), hi=2**64 - 1),
+        min_p=f.number("min_p", d.min_p, lo=0.0, hi=1.0),
+        repetition_penalty=f.number("repetition_penalty", d.repetition_penalty, lo=0.0, hi=2.0,
+                                    lo_open=True),
+        presence_penalty=f.number("presence_penalty", d.presence_penalty, lo=-2.0, hi=2.0),
+        frequency_penalty=f.number("frequency_penalty", d.frequency_penalty, lo=-2.0, hi=2.0),
+        seed=f.integer("seed", d.seed, lo=-(2**63), hi=2**64 - 1),
     )
     try:
         params.validate()
@@ -212,7 +215,8 @@ def parse_tool_choice(raw: Any, tools: list[dict[str, Any]] | None) -> ToolChoic
     return ToolChoice("named", name)
 
 
-def parse_chat_request(body: Any) -> GenerationSpec:
+def parse_chat_request(body: Any, defaults: SamplingParams = SamplingParams()
+                       ) -> GenerationSpec:
     f, body = _common(body, CHAT_FIELDS)
     stream = f.boolean("stream", False)
     max_tokens = f.integer("max_completion_tokens", None, lo=1)
@@ -234,7 +238,7 @@ def parse_chat_request(body: Any) -> GenerationSpec:
         if enable_thinking is None:
             enable_thinking = effort not in ("none", "minimal")
     return GenerationSpec(
-        model=f.string("model"), sampling=parse_sampling(f), max_tokens=max_tokens,
+        model=f.string("model"), sampling=parse_sampling(f, defaults), max_tokens=max_tokens,
         messages=parse_messages(f.array("messages", required=True)),
         stop=string_list(f.raw("stop"), "stop"), stop_token_ids=_stop_token_ids(f),
         tools=tools, tool_choice=parse_tool_choice(f.raw("tool_choice"), tools),
@@ -261,7 +265,8 @@ def _prompt(raw: Any) -> str | list[int]:
     raise invalid("prompt must be a non-empty string or array of token ids", "prompt")
 
 
-def parse_completion_request(body: Any) -> GenerationSpec:
+def parse_completion_request(body: Any, defaults: SamplingParams = SamplingParams()
+                             ) -> GenerationSpec:
     f, body = _common(body, COMPLETION_FIELDS)
     if f.raw("prompt") is None:
         raise invalid("prompt is required", "prompt")
@@ -273,7 +278,7 @@ def parse_completion_request(body: Any) -> GenerationSpec:
         raise invalid("only best_of=1 is supported", "best_of")
     stream = f.boolean("stream", False)
     return GenerationSpec(
-        model=f.string("model"), sampling=parse_sampling(f),
+        model=f.string("model"), sampling=parse_sampling(f, defaults),
         max_tokens=f.integer("max_tokens", 16, lo=1), prompt=_prompt(f.raw("prompt")),
         stop=string_list(f.raw("stop"), "stop"), stop_token_ids=_stop_token_ids(f),
         stream=stream, include_usage=_stream_options(f, stream))
