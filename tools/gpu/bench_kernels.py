@@ -829,8 +829,8 @@ def _f(x: float, spec: str) -> str:
 def table_lines(rows: list[Row]) -> list[str]:
     """The table as Markdown (also the console form): one line per row, notes as footnotes."""
     notes: list[str] = []
-    lines = ["| kernel | shape | PyTorch | ours us | torch us | speedup | ours rate | "
-             "% ceil | torch % | note |", "|" + "---|" * 10]
+    lines = ["| kernel | shape | dims | PyTorch | ours us | torch us | speedup | ours rate | "
+             "% ceil | torch % | note |", "|" + "---|" * 11]
     for r in rows:
         marks = []
         for n in r.notes:
@@ -842,13 +842,14 @@ def table_lines(rows: list[Row]) -> list[str]:
         if not r.graph and r.passed:
             marks.append("eager")
         if r.passed:
-            lines.append(f"| {r.family} | {r.shape} | {r.torch_op} | {_f(r.ours_us, '.2f')} | "
+            lines.append(f"| {r.family} | {r.shape} | {r.dims} | {r.torch_op} | "
+                         f"{_f(r.ours_us, '.2f')} | "
                          f"{_f(r.torch_us, '.2f')} | {_f(r.speedup, '.2f')}x | "
                          f"{_f(r.ours_rate, '.1f')} {r.unit} | "
                          f"{_f(100 * r.ours_fraction, '.0f')}% | "
                          f"{_f(100 * r.torch_fraction, '.0f')}% | {','.join(marks)} |")
         else:
-            lines.append(f"| {r.family} | {r.shape} | {r.torch_op} | FAIL | | | | | | "
+            lines.append(f"| {r.family} | {r.shape} | {r.dims} | {r.torch_op} | FAIL | | | | | | "
                          f"{r.error[:160]} |")
     lines.append("")
     lines += [f"[{i + 1}] {n}" for i, n in enumerate(notes)]
@@ -890,7 +891,12 @@ def write_results(out_dir: Path, record: dict[str, Any], rows: list[Row]) -> tup
           f"* speedup = torch us / ours us; metrics: "
           + ", ".join(f"{k} {v:.3g}" for k, v in record["metrics"].items()), "",
           *table_lines(rows), "", "## Losses (speedup < 1)", ""]
-    md += [f"* {r.name} vs {r.torch_op}: {r.speedup:.2f}x" for r in losses] or ["* none"]
+    md += [f"* {r.name} vs {r.torch_op}: {r.speedup:.2f}x (ours {r.ours_us:.2f} us, "
+           f"{100 * r.ours_fraction:.0f}% of the {r.unit} ceiling; torch "
+           f"{100 * r.torch_fraction:.0f}%)" for r in losses] or ["* none"]
+    failed = [r for r in rows if not r.passed]
+    md += ["", "## Failures", ""] + [f"* {r.name} vs {r.torch_op}: {r.error}"
+                                      for r in failed] if failed else []
     md_path.write_text("\n".join(md) + "\n")
     return json_path, md_path
 
@@ -994,7 +1000,9 @@ def main(argv: list[str] | None = None) -> int:
         "method": (f"CUDA graph of back-to-back iterations per side on one stream, input sets "
                    f"rotated past {ROTATE_BYTES >> 20} MiB (at most {MAX_COPIES} sets), "
                    f"median of {repeats} replays between CUDA events; ours checked against "
-                   f"PyTorch before timing"),
+                   f"PyTorch before timing" if env.cuda else
+                   f"dry run: eager calls timed by the host clock, median of {repeats}; ours "
+                   f"(numpy reference kernels) checked against CPU PyTorch"),
         "metrics": summary(rows),
     }
     out_dir = args.out_dir or (Path(tempfile.mkdtemp(prefix="kernel_table-")) if args.dry_run
