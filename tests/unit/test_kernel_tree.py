@@ -44,13 +44,15 @@ def write_tree(root: Path) -> Path:
     k = "kernels/hw"
     write(root, f"{k}/HARDWARE.toml", HARDWARE.format(arch="sm_90a"))
     write(root, f"{k}/common/util.cuh", "#pragma once\n#define UTIL_VALUE 1.0f\n")
-    # An anonymous namespace and a function-local __shared__ array: nvcc salts their
-    # names, so a.cu is what catches a non-deterministic build.
+    # A kernel whose parameter type has internal linkage: nvcc then salts the names in the
+    # anonymous namespace with a random number, so a.cu catches a non-deterministic build.
     write(root, f"{k}/common/a.cu", '#include "util.cuh"\n#include <stdint.h>\n'
-          'namespace { __device__ __noinline__ float twice(float v) {\n'
+          'namespace { struct Row { float a; };\n'
+          '__device__ __noinline__ float twice(float v) {\n'
           '  __shared__ float s[32]; s[threadIdx.x & 31] = v; __syncthreads();\n'
           '  return 2.0f * s[0]; } }\n'
-          'extern "C" __global__ void a_kernel(float* x) { x[0] = twice(UTIL_VALUE); }\n')
+          'extern "C" __global__ void a_kernel(const Row* r, float* x) {\n'
+          '  x[0] = twice(r->a + UTIL_VALUE); }\n')
     write(root, f"{k}/common/b_impl.cuh", "#pragma once\n#define B_VALUE 2.0f\n")
     write(root, f"{k}/common/b.cu", '#include "b_impl.cuh"\n'
           'extern "C" __global__ void b_kernel(float* x) { x[0] = B_VALUE; }\n')
