@@ -77,6 +77,8 @@ MAX_COPIES = 64
 GRAPH_TARGET_US = 2000.0
 MAX_ITERS = 512
 EPS = 1e-6
+#: the engine's default max_seq_len (model.load): decode attention's split count follows it
+ENGINE_MAX_SEQ_LEN = 8192
 ROPE_THETA = 1e6
 #: relative error ||ours - torch|| / ||torch|| allowed per output dtype
 BF16_TOL = 2e-2
@@ -479,7 +481,8 @@ def decode_attention_case(env: Env, s: Any) -> Case:
         ks.KV_BLOCK_SIZE
     padded = -(-hist // bs) * bs
     nb = padded // bs
-    splits = decode_splits(b, hkv, hist, env.num_sms)
+    max_seq_len = max(ENGINE_MAX_SEQ_LEN, hist)
+    splits = decode_splits(b, hkv, max_seq_len, env.num_sms)
 
     def make() -> Set:
         st = paged_kv(env, b, hist, hkv, d, bs)
@@ -522,7 +525,8 @@ def decode_attention_case(env: Env, s: Any) -> Case:
                 "what a paged engine on plain PyTorch does: gather the blocks, then SDPA",
                 sdpa_gathered),
     ], lambda o, t, r: [("out", o["out"], r.reshape(b, hq, d))], outputs=("out",),
-        note=f"ours: split-K decode with {splits} splits (model.step_inputs.decode_splits)")
+        note=f"ours: {splits} split-K splits, the engine's choice (model.step_inputs."
+             f"decode_splits) at max_seq_len {max_seq_len}")
 
 
 def sampling_case(env: Env, s: Any) -> Case:
