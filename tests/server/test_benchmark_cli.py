@@ -20,6 +20,7 @@ import atlas
 from atlas.gate.gates import GATES
 from atlas.gate.record import load_suite_runner
 from atlas.server.app_assets import load_assets
+from atlas.server.app_serve import EngineLimits
 from atlas_cli.main import cli
 from tests.server.conftest import make_executor
 from tests.server.harness import ServerThread, free_port
@@ -258,3 +259,30 @@ def test_gate_interface_reports_the_metrics_the_gates_score(bench_server, home):
         assert all(metrics[name] > 0 for name in gate.metrics), gate.name
     stored = orjson.loads(bench("history", "--format", "json").stdout)
     assert stored and all(r["source"] == "gate" for r in stored)
+
+
+@pytest.mark.slow
+def test_short_suite_against_the_real_default_model(home):
+    """The real SmolLM2 on HostBackend: the harness's numbers come from a real model's
+    streams (two tokens, one request: the CPU forward pass is slow)."""
+    from atlas.runtime import model_paths
+    try:
+        model_dir = model_paths.ensure_default_model()
+        from atlas.model.load import load_runner
+    except Exception as exc:  # no default model on this machine, or no runner yet
+        pytest.skip(f"default model unavailable: {exc}")
+    runner = load_runner(model_dir, backend="host", max_seq_len=256, max_batch_size=1,
+                         max_prefill_tokens=128, use_graphs=False)
+    srv = ServerThread(model_dir, runner, limits=EngineLimits(
+        max_num_seqs=1, max_seq_len=256, max_prefill_tokens=128)).start()
+    try:
+        result = bench("run", "short", "--url", srv.url, "--model", "smollm2", "--format",
+                       "json", "--param", "max_tokens=2", "--param", "requests=1",
+                       "--param", "warmup_requests=0")
+    finally:
+        srv.stop()
+    assert result.exit_code == 0, result.output
+    run = orjson.loads(result.stdout)
+    (req,) = run["requests"]
+    assert req["completion_tokens"] == 2 and req["prompt_tokens"] > 5
+    assert run["metrics"]["output_tok_s"] == pytest.approx(1 / req["tpot_s"])
