@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from atlas.bench import kernel_shapes as ks
-from atlas.bench.kernel_shapes import (QWEN3_0_6B, QWEN3_8B, Ceilings, DecodeAttention,
-                                       Embedding, Family, Linear, Norm, PrefillAttention, RopeKv,
-                                       Sampling, SiluMul)
+from atlas.bench.kernel_shapes import (QWEN3_0_6B, QWEN3_8B, SMOLLM2_135M, Ceilings,
+                                       DecodeAttention, Embedding, Family, Linear, Norm,
+                                       PrefillAttention, RopeKv, Sampling, SiluMul)
 
 SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "gpu" / "bench_kernels.py"
 
@@ -79,6 +79,8 @@ def test_sampling_reads_the_logits_once() -> None:
 def test_model_dims() -> None:
     assert QWEN3_8B.qkv_out == 6144 and QWEN3_8B.attn_out == 4096
     assert QWEN3_0_6B.qkv_out == 4096 and QWEN3_0_6B.attn_out == 2048
+    # docs/kernels.md's SmolLM2 GEMV shapes: qkv 960 x 576, o_proj 576 x 576
+    assert SMOLLM2_135M.qkv_out == 960 and SMOLLM2_135M.attn_out == 576
 
 
 # ---- roofline and summary -----------------------------------------------------------------
@@ -143,7 +145,8 @@ def test_table_sweeps_the_issue_sizes() -> None:
     gemv_batches = {s.m for s in shapes if s.family is Family.DECODE_GEMV}
     assert gemv_batches == {1, 32}
     assert {s.m for s in shapes if s.family is Family.PREFILL_GEMM} == {2048}
-    assert any(s.family is Family.DECODE_GEMV and s.k == QWEN3_0_6B.hidden for s in shapes)
+    for small in (QWEN3_0_6B, SMOLLM2_135M):
+        assert any(s.family is Family.DECODE_GEMV and s.k == small.hidden for s in shapes)
     keys = [(s.family, s.label, s.describe()) for s in shapes]
     assert len(keys) == len(set(keys))
 
@@ -189,7 +192,7 @@ def test_a_failing_row_is_reported_and_the_rest_still_run(bench, monkeypatch, tm
         raise RuntimeError("kernel exploded")
 
     monkeypatch.setitem(bench.BUILDERS, Family.SILU_MUL, broken)
-    assert bench.main(["--dry-run", "-k", "b3", "--out-dir", str(tmp_path)]) == 1
+    assert bench.main(["--dry-run", "-k", "decode b3", "--out-dir", str(tmp_path)]) == 1
     (json_path,) = tmp_path.glob("kernel_table-*.json")
     rows = json.loads(json_path.read_text())["rows"]
     failed = [r for r in rows if not r["passed"]]

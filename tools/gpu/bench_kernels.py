@@ -909,7 +909,7 @@ def write_results(out_dir: Path, record: dict[str, Any], rows: list[Row]) -> tup
 
 def select_shapes(args: argparse.Namespace) -> list[Any]:
     if args.dry_run:
-        shapes = ks.table_shapes(TINY, TINY, ks.TableScale(decode_batches=(1, 3),
+        shapes = ks.table_shapes(TINY, (TINY,), ks.TableScale(decode_batches=(1, 3),
                                                            prefill_tokens=40,
                                                            attention_seqs=(17, 64),
                                                            histories=(48, 200)))

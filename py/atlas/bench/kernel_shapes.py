@@ -90,6 +90,8 @@ QWEN3_8B = ModelDims("qwen3-8b", hidden=4096, heads=32, kv_heads=8, head_dim=128
                      intermediate=12288, vocab=151936)
 QWEN3_0_6B = ModelDims("qwen3-0.6b", hidden=1024, heads=16, kv_heads=8, head_dim=128,
                        intermediate=3072, vocab=151936)
+SMOLLM2_135M = ModelDims("smollm2-135m", hidden=576, heads=9, kv_heads=3, head_dim=64,
+                         intermediate=1536, vocab=49152)
 
 
 class KernelShape(Protocol):
@@ -349,12 +351,14 @@ def _linears(dims: ModelDims) -> list[tuple[str, int, int]]:
             ("down", dims.hidden, dims.intermediate)]
 
 
-def table_shapes(m: ModelDims = QWEN3_8B, small: ModelDims = QWEN3_0_6B,
+def table_shapes(m: ModelDims = QWEN3_8B,
+                 small_models: tuple[ModelDims, ...] = (QWEN3_0_6B, SMOLLM2_135M),
                  scale: TableScale = TableScale()) -> list[KernelShape]:
     """Every shape of the kernel table, in table order; `quick` marks the short run's.
 
-    `m` gives every family's shapes; `small` adds batch-1 GEMVs of a small model, where
-    launch and fill costs weigh most. The middle entry of each sweep is the quick one.
+    `m` gives every family's shapes; `small_models` add batch-1 GEMVs of small models (the
+    embedded default among them), where launch and fill costs weigh most. The middle entry
+    of each sweep is the quick one.
     """
     first_batch, last_batch = scale.decode_batches[0], scale.decode_batches[-1]
     mid_seq = scale.attention_seqs[len(scale.attention_seqs) // 2]
@@ -378,10 +382,11 @@ def table_shapes(m: ModelDims = QWEN3_8B, small: ModelDims = QWEN3_0_6B,
                           quick=name in ("qkv", "gate_up")) for name, n, k in _linears(m)]
         shapes.append(Linear(label=f"{m.name} lm_head b{b}", m=b, n=m.vocab, k=m.hidden,
                              out_f32=True, quick=b == first_batch))
-    shapes += [Linear(label=f"{small.name} {name} b1", m=1, n=n, k=k)
-               for name, n, k in _linears(small)]
-    shapes.append(Linear(label=f"{small.name} lm_head b1", m=1, n=small.vocab, k=small.hidden,
-                         out_f32=True))
+    for small in small_models:
+        shapes += [Linear(label=f"{small.name} {name} b1", m=1, n=n, k=k)
+                   for name, n, k in _linears(small)]
+        shapes.append(Linear(label=f"{small.name} lm_head b1", m=1, n=small.vocab,
+                             k=small.hidden, out_f32=True))
     shapes += [Linear(label=f"{m.name} {name} prefill {scale.prefill_tokens}",
                       m=scale.prefill_tokens, n=n, k=k, prefill=True, quick=name == "gate_up")
                for name, n, k in _linears(m)]
