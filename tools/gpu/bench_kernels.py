@@ -462,16 +462,26 @@ def prefill_attention_case(env: Env, s: Any) -> Case:
                                     env.ptr(st["out"]), 1, hq, hkv, d, bs, padded // bs,
                                     d ** -0.5, t_)
 
-    sdpa = Sdpa(torch)
+    sdpa_gqa, sdpa_repeated = Sdpa(torch), Sdpa(torch)
+    group = hq // hkv
 
-    def theirs(st: Set) -> Any:
+    def gqa(st: Set) -> Any:
         q = st["q"].view(1, t_, hq, d).transpose(1, 2)
-        return sdpa(q, st["k_c"], st["v_c"], is_causal=True, enable_gqa=True)
+        return sdpa_gqa(q, st["k_c"], st["v_c"], is_causal=True, enable_gqa=True)
 
+    def repeated(st: Set) -> Any:
+        q = st["q"].view(1, t_, hq, d).transpose(1, 2)
+        k = st["k_c"].repeat_interleave(group, dim=1)
+        v = st["v_c"].repeat_interleave(group, dim=1)
+        return sdpa_repeated(q, k, v, is_causal=True)
+
+    paged_note = ("ours reads K/V from the paged cache (16-token blocks, shuffled); PyTorch "
+                  "reads contiguous K/V")
     return Case(s, make, ours,
-                [Variant("F.sdpa(is_causal, enable_gqa), contiguous K/V", theirs,
-                         "ours reads K/V from the paged cache (16-token blocks, shuffled); "
-                         "PyTorch reads contiguous K/V", sdpa)],
+                [Variant("F.sdpa(is_causal, enable_gqa), contiguous K/V", gqa, paged_note,
+                         sdpa_gqa),
+                 Variant("repeat_kv + F.sdpa(is_causal) (transformers)", repeated, paged_note,
+                         sdpa_repeated)],
                 lambda o, t, r: [("out", o["out"], r[0].transpose(0, 1))], outputs=("out",))
 
 
