@@ -283,7 +283,8 @@ class BenchClient:
                 tail = decoder.close()
                 if tail is not None:
                     recorder.on_event(time.perf_counter(), tail)
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
+            # ValueError: aiohttp refuses a line longer than its buffer (not an SSE stream)
             return RequestResult(sent_s=sent, latency_s=time.perf_counter() - sent,
                                  error=f"{type(exc).__name__}: {exc}")
         return recorder.result(time.perf_counter())

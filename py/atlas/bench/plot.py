@@ -14,8 +14,8 @@ from xml.sax.saxutils import escape
 
 from .errors import BenchError
 
-WIDTH, PANEL_HEIGHT = 760, 300
-LEFT, RIGHT, TOP, BOTTOM = 80, 200, 50, 50
+WIDTH, PANEL_HEIGHT = 840, 300
+LEFT, RIGHT, TOP, BOTTOM = 80, 250, 50, 50
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf")
 
 

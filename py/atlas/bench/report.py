@@ -92,7 +92,7 @@ def history_text(runs: Sequence[Mapping[str, Any]]) -> str:
         metrics = run.get("metrics") or {}
         headline = next((m for m in HEADLINE if m in metrics), None)
         rows.append((run["run_id"], run.get("created_at", ""), run["suite"],
-                     run.get("target", {}).get("model", ""),
+                     run.get("source", ""), run.get("target", {}).get("model", ""),
                      (run.get("verdict") or {}).get("status", "none"),
                      f"{headline}={fmt(metrics[headline])}" if headline else "-"))
-    return table(("run", "created", "suite", "model", "verdict", "headline"), rows)
+    return table(("run", "created", "suite", "source", "model", "verdict", "headline"), rows)

@@ -23,7 +23,7 @@ import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .errors import BenchError
 from .params import ParamSpec
@@ -36,6 +36,9 @@ _REPO_ROOT = Path(__file__).absolute().parents[3]  # <root>/py/atlas/bench/suite
 
 _SUITE_KEYS = {"description", "workload", "params", "verdict"}
 _PARAM_KEYS = {"type", "default", "description", "min"}
+
+
+Refuse = Callable[[str], BenchError]
 
 
 @dataclass(frozen=True)
@@ -107,14 +110,14 @@ def parse_suite(suite_id: str, raw: Mapping[str, Any], source: Path) -> SuiteDef
     return SuiteDef(suite_id, description.strip(), workload, params, thresholds, source)
 
 
-def _table(raw: Mapping[str, Any], key: str, refuse) -> dict[str, Any]:
+def _table(raw: Mapping[str, Any], key: str, refuse: Refuse) -> dict[str, Any]:
     table = raw.get(key, {})
     if not isinstance(table, dict):
         raise refuse(f"[{key}] must be a table")
     return table
 
 
-def _param(name: str, spec: Any, refuse) -> ParamSpec:
+def _param(name: str, spec: Any, refuse: Refuse) -> ParamSpec:
     if not isinstance(spec, dict):
         raise refuse(f"[params.{name}] must be a table")
     unknown = sorted(set(spec) - _PARAM_KEYS)
@@ -133,7 +136,7 @@ def _param(name: str, spec: Any, refuse) -> ParamSpec:
         raise refuse(f"[params.{name}] default: {exc}") from None
 
 
-def _threshold(metric: str, bound: Any, refuse) -> Threshold:
+def _threshold(metric: str, bound: Any, refuse: Refuse) -> Threshold:
     if not isinstance(bound, dict) or not bound or set(bound) - {"min", "max"}:
         raise refuse(f"[verdict] {metric} must be {{ min = x }}, {{ max = y }} or both")
     if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in bound.values()):
