@@ -198,7 +198,7 @@ class Case:
     outputs: tuple[str, ...] = ()
     mutated: tuple[str, ...] = ()
     note: str = ""
-    #: token sampling: compare returns the fraction of rows outside the kept set
+    #: compare for equality (token ids, membership flags), not by relative error
     exact: bool = False
     sets: list[Set] = field(default_factory=list)
 
