@@ -110,6 +110,8 @@ def run_cmd(suite_id: str, url: str, model: str, params: tuple[str, ...], fmt: s
         path = RunStore().save(run)
     except BenchError as exc:
         _broken(exc)
+    except OSError as exc:  # the run happened, but the store is not writable
+        _broken(BenchError(f"cannot store the run: {exc}"))
     click.echo(_json(run) if fmt == "json" else run_text(run))
     click.echo(f"stored {run['run_id']} -> {path}", err=True)
     if run["verdict"]["status"] == FAIL and not no_fail_on_verdict:
@@ -151,5 +153,8 @@ def plot_cmd(run_id: str, out: Path | None) -> None:
     except BenchError as exc:
         _broken(exc)
     target = out or Path(f"{run_id}.svg")
-    target.write_text(svg, encoding="utf-8")
+    try:
+        target.write_text(svg, encoding="utf-8")
+    except OSError as exc:
+        _broken(BenchError(f"cannot write {target}: {exc}"))
     click.echo(str(target))

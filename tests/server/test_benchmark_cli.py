@@ -32,7 +32,7 @@ TOOL_CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"location": "Par
 SMALL = {
     "short": ["max_tokens=6", "requests=2"],
     "long-output": ["max_tokens=12", "requests=2", "warmup_requests=0"],
-    "concurrency-sweep": ["concurrencies=1,2,4", "isls=16,32", "osl=6"],
+    "concurrency-sweep": ["concurrencies=1,2,4", "isls=16,32", "osl=6", "rounds=2"],
     "prefix-warmup": ["system_prompt_words=40", "rounds=2", "warm_requests=2",
                       "max_tokens=4"],
     "tool-call": ["requests=2"],

@@ -124,3 +124,14 @@ def test_progress_bar_into_a_file_writes_tenths():
 
 def test_provenance_outside_a_checkout(tmp_path):
     assert git_state(tmp_path) == (None, None)
+
+
+def test_store_refuses_ids_that_are_not_one_path_component(tmp_path):
+    store = RunStore(tmp_path / "runs")
+    for bad in ("../x", "*", "a/b", ""):
+        with pytest.raises(BenchError):
+            store.load(bad)
+    with pytest.raises(BenchError):
+        store.save({"run_id": "run-1", "suite": "../escape"})
+    with pytest.raises(BenchError):
+        store.history("../..")

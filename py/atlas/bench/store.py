@@ -9,6 +9,7 @@ a reader never sees half a run.
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any, Mapping
@@ -18,6 +19,7 @@ import orjson
 from .errors import BenchError
 
 HOME_ENV = "ATLAS_HOME"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a suite or run id: one path component
 
 
 def atlas_home(env: Mapping[str, str] | None = None) -> Path:
@@ -36,6 +38,8 @@ class RunStore:
 
     def save(self, run: Mapping[str, Any]) -> Path:
         """Write `run` (it carries `suite` and `run_id`); returns the file written."""
+        if not (_NAME.match(run["suite"]) and _NAME.match(run["run_id"])):
+            raise BenchError(f"cannot store run {run['run_id']!r} of suite {run['suite']!r}")
         directory = self.root / run["suite"]
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"{run['run_id']}.json"
@@ -45,6 +49,8 @@ class RunStore:
         return path
 
     def load(self, run_id: str) -> dict[str, Any]:
+        if not _NAME.match(run_id):
+            raise BenchError(f"{run_id!r} is not a run id (run-<digits>)")
         matches = sorted(self.root.glob(f"*/{run_id}.json")) if self.root.is_dir() else []
         if not matches:
             raise BenchError(f"no stored run {run_id!r} under {self.root}")
@@ -53,6 +59,8 @@ class RunStore:
     def history(self, suite: str | None = None, limit: int | None = None
                 ) -> list[dict[str, Any]]:
         """Stored runs, newest first, optionally of one suite only."""
+        if suite is not None and not _NAME.match(suite):
+            raise BenchError(f"{suite!r} is not a suite id")
         if not self.root.is_dir():
             return []
         pattern = f"{suite}/run-*.json" if suite else "*/run-*.json"
