@@ -3,10 +3,12 @@ and tools/gpu/bench_kernels.py's whole flow as a CPU dry run (HostBackend + CPU 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import math
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -199,3 +201,86 @@ def test_a_failing_row_is_reported_and_the_rest_still_run(bench, monkeypatch, tm
     assert [r["family"] for r in failed] == ["silu_mul"]
     assert "kernel exploded" in failed[0]["error"]
     assert any(r["passed"] for r in rows)
+
+
+# ---- the CUDA timer, on a scripted stand-in for torch.cuda --------------------------------
+
+class _ScriptedCuda:
+    """Just enough of torch.cuda for time_cuda: a clock that work advances, events that read
+    it, and graphs that record the steps issued while capturing and replay them."""
+
+    def __init__(self, fail_capture: bool = False) -> None:
+        self.clock_ms = 0.0
+        self.capture: list | None = None
+        self.fail_capture = fail_capture
+        cuda = self
+
+        class Event:
+            def __init__(self, enable_timing: bool = False) -> None:
+                self.t = 0.0
+
+            def record(self) -> None:
+                self.t = cuda.clock_ms
+
+            def elapsed_time(self, end: "Event") -> float:
+                return end.t - self.t
+
+        class CUDAGraph:
+            def __init__(self) -> None:
+                self.calls: list = []
+
+            def replay(self) -> None:
+                for call in self.calls:
+                    call()
+
+        class Stream:
+            cuda_stream = 7
+
+            def wait_stream(self, other: object) -> None:
+                return None
+
+        self.Event, self.CUDAGraph, self.Stream = Event, CUDAGraph, Stream
+
+    def current_stream(self):
+        return self.Stream()
+
+    def stream(self, s):
+        return contextlib.nullcontext()
+
+    def synchronize(self) -> None:
+        return None
+
+    @contextlib.contextmanager
+    def graph(self, g):
+        self.capture = g.calls
+        try:
+            if self.fail_capture:
+                raise RuntimeError("operation not permitted when stream is capturing")
+            yield
+        finally:
+            self.capture = None
+
+
+@pytest.mark.parametrize("fail_capture", [False, True])
+def test_time_cuda_cycles_the_sets_and_reports_time_per_iteration(bench, fail_capture) -> None:
+    cuda = _ScriptedCuda(fail_capture)
+    env = types.SimpleNamespace(torch=types.SimpleNamespace(cuda=cuda))
+    used: list[int] = []
+
+    def work(i: int) -> None:
+        used.append(i)
+        cuda.clock_ms += 0.005  # 5 us of device time per iteration
+
+    def step(i: int) -> None:
+        if cuda.capture is not None:
+            cuda.capture.append(lambda: work(i))
+        else:
+            work(i)
+
+    timing = bench.time_cuda(env, step, copies=4, repeats=7)
+    assert timing.us == pytest.approx(5.0)
+    assert timing.graph is not fail_capture
+    assert timing.iters % 4 == 0 and timing.iters == 400   # 2 ms of 5 us iterations
+    timed = used[-7 * timing.iters:]
+    assert timed[:8] == [0, 1, 2, 3, 0, 1, 2, 3]
+    assert all(timed.count(i) == 7 * timing.iters // 4 for i in range(4))
