@@ -15,7 +15,7 @@ from atlas.bench.errors import BenchError
 from atlas.bench.plot import nice_ceiling, sweep_svg
 from atlas.bench.progress import ProgressBar
 from atlas.bench.provenance import git_state
-from atlas.bench.results import LevelStats
+from atlas.bench.results import LevelStats, request_metrics
 from atlas.bench.store import RunStore, atlas_home
 from atlas.bench.workload_throughput import weighted_score
 
@@ -66,6 +66,17 @@ def test_level_aggregates_by_hand():
     assert m["c2.aggregate_output_tok_s"] == pytest.approx(20.0)
     # decode rate per stream: (50 - 1) tokens in 1.5 s and (30 - 1) in 2.8 s
     assert m["c2.decode_mean_tok_s"] == pytest.approx((49 / 1.5 + 29 / 2.8) / 2)
+
+
+def test_request_metrics_aggregate_over_the_wall_time():
+    rs = [result(0.0, 1.0, 10, 20, 0.1), result(1.0, 3.0, 10, 40, 0.3)]
+    m = request_metrics(rs)
+    assert m["aggregate_output_tok_s"] == pytest.approx(60 / 4.0)
+    assert m["aggregate_total_tok_s"] == pytest.approx(80 / 4.0)
+    assert m["completion_tokens_mean"] == 30 and m["requests"] == 2
+    assert m["ttft_p50_ms"] == pytest.approx(200.0)
+    # time per output token: 0.9 s / 19 and 2.7 s / 39
+    assert m["tpot_mean_ms"] == pytest.approx(1e3 * (0.9 / 19 + 2.7 / 39) / 2)
 
 
 def test_weighted_score():

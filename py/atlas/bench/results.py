@@ -20,12 +20,18 @@ from .stats import Summary
 
 def request_metrics(results: Sequence[RequestResult]) -> dict[str, float]:
     """Flat latency and rate metrics over a set of requests (TTFT, time per output token,
-    inter-chunk latency, end-to-end latency in ms; per-stream decode tok/s)."""
+    inter-chunk latency, end-to-end latency in ms; per-stream decode tok/s; the run's
+    aggregate tok/s over its wall time)."""
     metrics: dict[str, float] = {"requests": float(len(results))}
     for name, summary in request_summaries(results).items():
         metrics.update(summary.as_metrics(name))
     metrics["prompt_tokens_mean"] = _mean([r.prompt_tokens for r in results])
     metrics["completion_tokens_mean"] = _mean([r.completion_tokens for r in results])
+    wall = wall_time_s(results)
+    completion = sum(r.completion_tokens for r in results)
+    prompt = sum(r.prompt_tokens for r in results)
+    metrics["aggregate_output_tok_s"] = completion / wall if wall > 0 else math.nan
+    metrics["aggregate_total_tok_s"] = (prompt + completion) / wall if wall > 0 else math.nan
     return metrics
 
 
