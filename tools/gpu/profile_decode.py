@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Where a decode step's time goes (GPU machine): per-kernel times inside the captured graph,
+GPU time per step, and host time per step.
+
+* GPU time per step: CUDA events around back-to-back replays of one decode graph (no host
+  work between them), so launch gaps inside the graph are included but host work is not.
+* Host time per step: wall time of `runner.execute` minus the GPU time (the runner is
+  synchronous, so the GPU idles for about that long every step).
+* Per kernel: CUPTI kernel records collected by torch.profiler over a few replays, grouped
+  by kernel name, with the bytes each GEMV must move turned into GB/s.
+Prints a table; writes JSON with --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "py"))
+
+from atlas.core.sampling import GREEDY  # noqa: E402
+from atlas.model.batch import SeqStep  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--model", type=Path, required=True)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from atlas.model.load import load_runner
+    from atlas.runtime.kv_cache import BlockAllocator
+
+    runner = load_runner(a.model, backend="cuda", max_seq_len=a.context + 256,
+                         max_batch_size=max(a.batch, 1), max_prefill_tokens=a.context,
+                         gpu_memory_utilization=0.85)
+    pool = BlockAllocator(runner.num_kv_blocks)
+    rng = np.random.default_rng(0)
+    seqs = []
+    for i in range(a.batch):
+        ids = rng.integers(100, runner.vocab_size - 100, a.context).tolist()
+        bt = pool.allocate(-(-(a.context + 200) // runner.block_size))
+        tok = runner.execute([SeqStep(i, ids, 0, bt, GREEDY, prompt_ids=ids)])[0]
+        seqs.append([i, bt, a.context, tok])
+
+    def step() -> None:
+        toks = runner.execute([SeqStep(s[0], [s[3]], s[2], s[1], GREEDY) for s in seqs])
+        for s, t in zip(seqs, toks):
+            s[2] += 1
+            s[3] = t
+
+    for _ in range(5):
+        step()
+    walls = []
+    for _ in range(50):
+        t0 = time.perf_counter()
+        step()
+        walls.append(time.perf_counter() - t0)
+    wall_ms = statistics.median(walls) * 1e3
+
+    dev, stream = runner.backend, runner.stream
+    bucket = next(b for b in runner.buckets if b >= a.batch)
+    graph = runner.graphs[bucket]
+    e0, e1 = dev.create_event(), dev.create_event()
+    reps = 50
+    dev.record_event(e0, stream)
+    for _ in range(reps):
+        dev.launch_graph(graph, stream)
+    dev.record_event(e1, stream)
+    dev.synchronize(stream)
+    gpu_ms = dev.event_elapsed_ms(e0, e1) / reps
+
+    prof_reps = 5
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(prof_reps):
+            dev.launch_graph(graph, stream)
+        dev.synchronize(stream)
+    per_kernel: dict[str, list[float]] = defaultdict(list)
+    for ev in prof.events():
+        if ev.device_type == torch.autograd.DeviceType.CUDA and ev.name:
+            per_kernel[ev.name].append(ev.device_time_total if hasattr(ev, "device_time_total")
+                                       else ev.cuda_time_total)
+    rows = []
+    kernel_total = 0.0
+    for name, times in per_kernel.items():
+        total_us = sum(times) / prof_reps
+        kernel_total += total_us
+        rows.append({"kernel": name, "calls_per_step": len(times) / prof_reps,
+                     "us_per_step": total_us, "us_per_call": total_us / (len(times) / prof_reps)})
+    rows.sort(key=lambda r: -r["us_per_step"])
+    weights_gb = runner.info.weights_bytes / 1e9
+    print(f"\n== {a.model.name} decode batch {a.batch}, context {a.context}")
+    print(f"wall per step {wall_ms:.3f} ms | GPU per step (graph replay) {gpu_ms:.3f} ms | "
+          f"host per step ~{wall_ms - gpu_ms:.3f} ms | kernel busy {kernel_total / 1e3:.3f} ms "
+          f"| gaps {gpu_ms - kernel_total / 1e3:.3f} ms")
+    print(f"weights {weights_gb:.2f} GB -> {weights_gb / gpu_ms:.0f} GB/s over GPU time, "
+          f"{weights_gb / wall_ms:.0f} GB/s over wall time")
+    print(f"{'kernel':<44} {'calls':>6} {'us/step':>9} {'us/call':>8} {'share':>6}")
+    for r in rows:
+        print(f"{r['kernel'][:44]:<44} {r['calls_per_step']:>6.0f} {r['us_per_step']:>9.1f} "
+              f"{r['us_per_call']:>8.2f} {100 * r['us_per_step'] / kernel_total:>5.1f}%")
+    if a.out:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(json.dumps({"model": a.model.name, "batch": a.batch,
+                                     "context": a.context, "wall_ms": wall_ms,
+                                     "gpu_ms": gpu_ms, "kernel_busy_ms": kernel_total / 1e3,
+                                     "kernels": rows}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
