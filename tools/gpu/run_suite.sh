@@ -119,8 +119,29 @@ model_stage() {
 stage_qwen3_0_6b() { model_stage qwen3-0.6b eager; }
 stage_qwen3_8b() { model_stage qwen3-8b eager,compiled; }
 
+stage_profile() {
+  local name rc=0
+  for name in qwen3-0.6b qwen3-8b; do
+    make_checkpoint "$name" || return 1
+    "$PY" tools/gpu/profile_decode.py --model "$CKPT/$name" \
+      --out "$RESULTS/profile_decode_$name.json" || rc=1
+  done
+  return $rc
+}
+
+stage_kernel_table() {
+  "$PY" tools/gpu/bench_kernels.py ${ATLAS_KERNEL_TABLE_ARGS:-} --out-dir "$RESULTS"
+}
+
+# The 8B checkpoint served over HTTP; the Qwen3 tokenizer files travel in .device/qwen3-tok.
+stage_server_sweep() {
+  make_checkpoint qwen3-8b || return 1
+  cp "$REPO"/.device/qwen3-tok/tokenizer*.json "$CKPT/qwen3-8b/" || return 1
+  bash tools/gpu/server_sweep.sh "$CKPT/qwen3-8b" "$RESULTS/server_sweep_qwen3-8b.json"
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity qwen3_0_6b
-        qwen3_8b)
+        qwen3_8b profile kernel_table server_sweep)
 
 # ---- runner -------------------------------------------------------------------------------
 

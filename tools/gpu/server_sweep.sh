@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Serve one checkpoint on the CUDA backend and drive it with the benchmark harness's
+# concurrency sweep (GPU machine). Usage: server_sweep.sh MODEL_DIR OUT_JSON [CONCURRENCIES]
+# The server's own log goes beside OUT_JSON; the harness's JSON result to OUT_JSON.
+set -uo pipefail
+model="$1" out="$2" levels="${3:-1,4,16,64}"
+port="${ATLAS_SWEEP_PORT:-8899}"
+py="${PYTHON:-python3}"
+log="${out%.json}.server.log"
+"$py" -m atlas_cli.main serve "$model" --backend cuda --port "$port" --max-batch-size 64 \
+  --max-seq-len 2048 --max-prefill-tokens 4096 >"$log" 2>&1 &
+pid=$!
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null' EXIT
+for _ in $(seq 1 600); do
+  grep -q "Listening on" "$log" && break
+  kill -0 $pid 2>/dev/null || { echo "server exited:"; tail -n 30 "$log"; exit 1; }
+  sleep 0.5
+done
+grep -q "Listening on" "$log" || { echo "server not ready after 300 s"; tail -n 30 "$log"; exit 1; }
+"$py" -m atlas_cli.main benchmark run concurrency-sweep --url "http://127.0.0.1:$port" \
+  --model "$(basename "$model")" --param "concurrencies=$levels" --param isls=512 \
+  --param osl=128 --param rounds=2 --format json --no-fail-on-verdict >"$out"
+rc=$?
+tail -n 5 "$log"
+exit $rc
