@@ -26,6 +26,7 @@ from tests.server.conftest import make_executor
 from tests.server.harness import ServerThread, free_port
 
 REPO = Path(__file__).resolve().parents[2]
+ANSWER = "The capital of France is Paris."
 TOOL_CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"location": "Paris"}}\n</tool_call>'
 
 # Small enough for the tiny model's 512-token context and a fast run.
@@ -63,9 +64,11 @@ def tokenizer(model_dir):
 
 @pytest.fixture(scope="module")
 def bench_server(model_dir, tokenizer):
-    """Calls get_weather whenever the prompt mentions weather (the tool's schema does)."""
-    executor = make_executor(tokenizer, scripts=[(tokenizer.encode(" weather"),
-                                                  tokenizer.encode(TOOL_CALL))])
+    """Calls get_weather whenever the prompt mentions weather (the tool's schema does) and
+    answers the capital question."""
+    executor = make_executor(tokenizer, scripts=[
+        (tokenizer.encode(" weather"), tokenizer.encode(TOOL_CALL)),
+        (tokenizer.encode(" capital"), tokenizer.encode(ANSWER))])
     srv = ServerThread(model_dir, executor).start()
     yield srv
     srv.stop()
@@ -122,6 +125,8 @@ def test_run_records_every_parameter_not_only_overrides(bench_server, home):
     assert run["params"] == {"prompt": "What is the capital of France?", "max_tokens": 6,
                              "temperature": 0.0, "requests": 2, "warmup_requests": 1}
     assert len(run["requests"]) == 2  # the warm-up request is not measured
+    preview = run["requests"][0]["text_preview"]  # 6 tokens of the scripted answer
+    assert preview and ANSWER.startswith(preview)
     assert run["verdict"]["status"] == "none"
 
 

@@ -23,6 +23,9 @@ from .errors import BenchError
 from .sse import SseDecoder
 
 
+TEXT_PREVIEW_CHARS = 200  # enough to see what a run answered, small enough to store always
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """One complete tool call as assembled from its streamed deltas."""
@@ -85,6 +88,7 @@ class RequestResult:
                 "decode_tok_s": self.decode_tok_s,
                 "tool_calls": [{"name": c.name, "arguments": c.arguments}
                                for c in self.tool_calls],
+                "text_preview": self.text[:TEXT_PREVIEW_CHARS],
                 "error": self.error}
 
 
@@ -112,7 +116,9 @@ class StreamRecorder:
         self.done = False
 
     def on_event(self, now_s: float, data: str) -> None:
-        """One event's data; `[DONE]` ends the stream."""
+        """One event's data; `[DONE]` ends the stream. The first error is the one kept."""
+        if self._error is not None:
+            return
         if data.strip() == "[DONE]":
             self.done = True
             return
