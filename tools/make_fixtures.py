@@ -1,0 +1,298 @@
+#!/usr/bin/env python3
+"""Make random-weight checkpoints in real architectures, with transformers goldens.
+
+transformers is Atlas's numerics reference for every model family (DESIGN.md), but its
+weights cannot ship in the repo and real weights cannot be downloaded in CI. So this
+script builds checkpoints whose *architecture* is exact (config.json in the published
+style, safetensors with the real tensor names, bf16) and whose weights are random, then
+records what transformers computes from them:
+
+``golden.npz``
+    ``input_ids``   int64 [T]        the prompt (token ids; no tokenizer is involved)
+    ``logits``      float32 [T, V]   every position of one full forward (tiny fixtures), or
+                    float32 [1, V]   the last position only (full-size configs)
+    ``greedy``      int64 [G]        greedy continuation, each token from a fresh full
+                                     forward over prompt + previous tokens (no KV cache)
+    ``greedy_margin`` float32 [G]    top-1 minus top-2 logit at each greedy step, so a
+                                     parity check can tell a near-tie from a real bug
+    ``seed``, ``transformers_version``, ``torch_version``
+
+Everything runs in bf16 with eager attention, on CPU for the tiny fixtures (committed under
+tests/fixtures/) and on the GPU for full-size configs::
+
+    python tools/make_fixtures.py                              # the three tiny fixtures
+    python tools/make_fixtures.py --config tiny-qwen3 --out /tmp/q
+    python tools/make_fixtures.py --config qwen3-8b --device cuda --out /data/qwen3-8b-rand
+
+Random weights are scaled so activations stay in a realistic range and nothing trivially
+dominates. Linear layers draw from N(0, 1 / fan_in), which keeps a projection's output at
+the scale of its (normalized) input, so attention scores have a std near 1 (far from
+uniform: a wrong rope, mask or GQA mapping changes the logits visibly). The two
+projections that write the residual stream (o_proj, down_proj) get twice that std, so, as
+in trained models, the layers rather than the token embedding dominate the residual;
+otherwise a tied-embedding model mostly repeats its last input token. Embeddings and
+lm_head draw from N(0, (1.6 / sqrt(hidden))^2), giving logits with a std near 1.6.
+RMSNorm weights are 1 + N(0, 0.1^2).
+
+Greedy decoding of bf16 logits can hit near-ties that differ between two correct engines,
+and a random model can fall into repeating one token, which tests little. For tiny
+fixtures the prompt is re-drawn (deterministically) until every greedy step wins by at
+least MIN_MARGIN_ULPS bf16 ulps, at least MIN_DISTINCT_FRACTION of the greedy tokens are
+distinct, and none is an EOS id (an engine that stops at EOS still produces them all).
+Full-size configs take the first prompt and record the margins.
+
+Requires torch and transformers (not Atlas dependencies). Tested with torch 2.13 CPU +
+transformers 5.24 here and torch 2.11 + transformers 5.17 on the GPU machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import transformers
+from transformers import AutoConfig, AutoModelForCausalLM
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures"
+
+#: a greedy step must beat the runner-up by this many bf16 ulps of the winning logit
+MIN_MARGIN_ULPS = 4
+#: share of distinct tokens a greedy continuation needs to count as non-degenerate
+MIN_DISTINCT_FRACTION = 0.75
+#: std multiplier for the projections that write the residual stream
+RESIDUAL_WRITE_GAIN = 2.0
+#: full-size checkpoints are sharded like the published ones (with an index file)
+MAX_SHARD_SIZE = "4GB"
+
+_COMMON = {"hidden_act": "silu", "attention_bias": False, "attention_dropout": 0.0,
+           "initializer_range": 0.02, "torch_dtype": "bfloat16", "use_cache": True}
+_LLAMA = {**_COMMON, "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+          "mlp_bias": False, "pretraining_tp": 1, "bos_token_id": 1, "eos_token_id": 2}
+_QWEN3 = {**_COMMON, "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+          "bos_token_id": 151643, "eos_token_id": 151645, "sliding_window": None,
+          "use_sliding_window": False, "rope_scaling": None}
+_TINY_SPECIAL_IDS = {"bos_token_id": 1, "eos_token_id": 2}  # inside a 512-token vocab
+
+# Tiny shapes are chosen so each fixture directory stays under 2 MB while every matrix
+# dimension differs from the others where the architecture allows (a transposed weight
+# cannot pass by accident) and head_dim is one the attention kernels support (64, 128).
+_TINY_LLAMA = {**_LLAMA, **_TINY_SPECIAL_IDS, "hidden_size": 256, "intermediate_size": 192,
+               "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+               "head_dim": 64, "vocab_size": 512, "max_position_embeddings": 256,
+               "rms_norm_eps": 1e-5, "rope_theta": 100000.0, "rope_scaling": None,
+               "tie_word_embeddings": True}
+
+CONFIGS: dict[str, dict[str, Any]] = {
+    # SmolLM2-like: tied embeddings, GQA 4/2, head_dim 64.
+    "tiny-llama": _TINY_LLAMA,
+    # Llama 3.1-style rope scaling; original_max_position_embeddings is small enough that
+    # the scaling changes most frequency bands within the sequence lengths used here.
+    "tiny-llama3-rope": {**_TINY_LLAMA, "rope_theta": 500000.0, "rope_scaling": {
+        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 64}},
+    # Qwen3: q/k RMSNorm, untied lm_head, head_dim 128 independent of hidden / heads
+    # (4 * 128 = 512 != 128), as in every Qwen3 size.
+    "tiny-qwen3": {**_QWEN3, **_TINY_SPECIAL_IDS, "hidden_size": 128, "intermediate_size": 384,
+                   "num_hidden_layers": 2, "num_attention_heads": 4,
+                   "num_key_value_heads": 2, "head_dim": 128, "vocab_size": 512,
+                   "max_position_embeddings": 256, "max_window_layers": 2,
+                   "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+                   "tie_word_embeddings": False},
+    # The published Qwen/Qwen3-0.6B and Qwen/Qwen3-8B configs.
+    "qwen3-0.6b": {**_QWEN3, "hidden_size": 1024, "intermediate_size": 3072,
+                   "num_hidden_layers": 28, "num_attention_heads": 16,
+                   "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
+                   "max_position_embeddings": 40960, "max_window_layers": 28,
+                   "rms_norm_eps": 1e-6, "rope_theta": 1000000, "tie_word_embeddings": True},
+    "qwen3-8b": {**_QWEN3, "hidden_size": 4096, "intermediate_size": 12288,
+                 "num_hidden_layers": 36, "num_attention_heads": 32,
+                 "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
+                 "max_position_embeddings": 40960, "max_window_layers": 36,
+                 "rms_norm_eps": 1e-6, "rope_theta": 1000000, "tie_word_embeddings": False},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class GoldenPlan:
+    """What to record for one checkpoint."""
+
+    prompt_len: int
+    greedy_len: int
+    all_positions: bool  # logits of every prompt position, or only the last one
+    prompt_tries: int    # prompts drawn until the greedy margins are comfortable
+
+
+TINY_PLAN = GoldenPlan(prompt_len=24, greedy_len=16, all_positions=True, prompt_tries=256)
+FULL_PLAN = GoldenPlan(prompt_len=512, greedy_len=64, all_positions=False, prompt_tries=1)
+TINY = ("tiny-llama", "tiny-qwen3", "tiny-llama3-rope")
+
+
+def plan_for(name: str) -> GoldenPlan:
+    return TINY_PLAN if name.startswith("tiny-") else FULL_PLAN
+
+
+# --------------------------------------------------------------------------------------
+# Model construction
+# --------------------------------------------------------------------------------------
+
+
+def build_model(config_path: Path, device: torch.device) -> torch.nn.Module:
+    """Instantiate the architecture from the config.json we ship, directly on `device` in
+    bf16 (a full-size model is never materialized on the CPU or in f32)."""
+    config = AutoConfig.from_pretrained(config_path.parent)
+    with device:
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16,
+                                                 attn_implementation="eager")
+    return model.eval()
+
+
+def _init_std(name: str, param: torch.Tensor, hidden: int) -> float | None:
+    """Standard deviation for a weight, or None for an RMSNorm weight (1 + noise)."""
+    if param.ndim == 1:
+        if not name.endswith("norm.weight"):
+            raise ValueError(f"unexpected 1-D parameter {name}: these architectures have no biases")
+        return None
+    if name.endswith(("embed_tokens.weight", "lm_head.weight")):
+        return 1.6 / math.sqrt(hidden)
+    gain = RESIDUAL_WRITE_GAIN if name.endswith(("o_proj.weight", "down_proj.weight")) else 1.0
+    return gain / math.sqrt(param.shape[1])
+
+
+@torch.no_grad()
+def init_weights(model: torch.nn.Module, seed: int) -> None:
+    """Overwrite every parameter deterministically (per seed and device)."""
+    hidden = model.config.hidden_size
+    params = list(model.named_parameters())  # tied weights appear once
+    gen = torch.Generator(device=params[0][1].device).manual_seed(seed)
+    for name, param in params:
+        std = _init_std(name, param, hidden)
+        noise = torch.randn(param.shape, generator=gen, device=param.device, dtype=torch.float32)
+        param.copy_(1.0 + 0.1 * noise if std is None else std * noise)
+
+
+# --------------------------------------------------------------------------------------
+# Goldens
+# --------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def forward_logits(model: torch.nn.Module, ids: list[int], all_positions: bool) -> torch.Tensor:
+    """float32 logits [T or 1, V] of one full forward (no KV cache)."""
+    device = next(model.parameters()).device
+    x = torch.tensor([ids], dtype=torch.long, device=device)
+    out = model(input_ids=x, use_cache=False, logits_to_keep=0 if all_positions else 1)
+    return out.logits[0].float()
+
+
+def bf16_ulp(value: float) -> float:
+    """Spacing of bf16 numbers at `value` (8 significant bits)."""
+    return 2.0 ** (math.floor(math.log2(max(abs(value), 2.0 ** -126))) - 7)
+
+
+@torch.no_grad()
+def greedy_tokens(model: torch.nn.Module, ids: list[int], count: int,
+                  first_logits: torch.Tensor) -> tuple[list[int], list[float], float]:
+    """Greedy continuation by repeated full forwards; also each step's top-2 margin and
+    the worst margin measured in bf16 ulps of the winner."""
+    seq, margins, worst_ulps = list(ids), [], math.inf
+    last = first_logits[-1]
+    for _ in range(count):
+        top = torch.topk(last, 2)
+        winner, runner_up = float(top.values[0]), float(top.values[1])
+        margins.append(winner - runner_up)
+        worst_ulps = min(worst_ulps, (winner - runner_up) / bf16_ulp(winner))
+        seq.append(int(top.indices[0]))
+        if len(seq) < len(ids) + count:
+            last = forward_logits(model, seq, all_positions=False)[-1]
+    return seq[len(ids):], margins, worst_ulps
+
+
+def _eos_ids(config: Any) -> set[int]:
+    eos = config.eos_token_id
+    return set() if eos is None else {eos} if isinstance(eos, int) else set(eos)
+
+
+def make_golden(model: torch.nn.Module, plan: GoldenPlan, seed: int) -> dict[str, np.ndarray]:
+    """Draw prompts until one's greedy continuation has comfortable margins, enough
+    distinct tokens and no EOS (or the tries run out: then the best one seen), and record
+    its goldens."""
+    vocab, eos = model.config.vocab_size, _eos_ids(model.config)
+    best: dict[str, np.ndarray] = {}
+    best_score = -math.inf
+    for attempt in range(plan.prompt_tries):
+        rng = np.random.default_rng([seed, attempt])
+        ids = rng.integers(0, vocab, size=plan.prompt_len).tolist()
+        logits = forward_logits(model, ids, plan.all_positions)
+        greedy, margins, worst_ulps = greedy_tokens(model, ids, plan.greedy_len, logits)
+        degenerate = len(set(greedy)) < MIN_DISTINCT_FRACTION * len(greedy)
+        score = -math.inf if eos & set(greedy) or degenerate else worst_ulps
+        if not best or score > best_score:
+            best_score = score
+            best = {"input_ids": np.array(ids, dtype=np.int64),
+                    "logits": logits.cpu().numpy().astype(np.float32),
+                    "greedy": np.array(greedy, dtype=np.int64),
+                    "greedy_margin": np.array(margins, dtype=np.float32)}
+        if score >= MIN_MARGIN_ULPS:
+            break
+    print(f"  {attempt + 1} prompt(s) drawn: worst greedy margin {best_score:.1f} bf16 ulps",
+          file=sys.stderr)
+    best.update(seed=np.array(seed), transformers_version=np.array(transformers.__version__),
+                torch_version=np.array(torch.__version__))
+    return best
+
+
+# --------------------------------------------------------------------------------------
+# Writing a checkpoint
+# --------------------------------------------------------------------------------------
+
+
+def write_checkpoint(name: str, out: Path, device: torch.device, seed: int) -> None:
+    """config.json + safetensors (bf16) + golden.npz for one config into `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    config_path = out / "config.json"
+    config_path.write_text(json.dumps(CONFIGS[name], indent=2, sort_keys=True) + "\n")
+    print(f"{name}: building on {device}", file=sys.stderr)
+    model = build_model(config_path, device)
+    init_weights(model, seed)
+    # save_pretrained writes the weights (dropping a tied lm_head, sharding big models);
+    # its config.json is in transformers' own current spelling, so ours is put back.
+    model.save_pretrained(out, max_shard_size=MAX_SHARD_SIZE)
+    config_path.write_text(json.dumps(CONFIGS[name], indent=2, sort_keys=True) + "\n")
+    (out / "generation_config.json").unlink(missing_ok=True)
+    print(f"{name}: computing goldens", file=sys.stderr)
+    np.savez(out / "golden.npz", **make_golden(model, plan_for(name), seed))
+    print(f"{name}: wrote {out}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", choices=sorted(CONFIGS),
+                        help="one checkpoint to make (default: all tiny fixtures)")
+    parser.add_argument("--out", type=Path,
+                        help="output directory (default: tests/fixtures/<config>)")
+    parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.out is not None and args.config is None:
+        parser.error("--out needs --config")
+    torch.manual_seed(args.seed)  # transformers' own init draws before ours overwrites it
+    device = torch.device(args.device)
+    for name in [args.config] if args.config else TINY:
+        out = args.out or FIXTURES / name
+        if out.exists() and name.startswith("tiny-") and args.out is None:
+            shutil.rmtree(out)  # regenerate committed fixtures from scratch
+        write_checkpoint(name, out, device, args.seed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
