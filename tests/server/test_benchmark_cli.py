@@ -291,3 +291,19 @@ def test_short_suite_against_the_real_default_model(home):
     (req,) = run["requests"]
     assert req["completion_tokens"] == 2 and req["prompt_tokens"] > 5
     assert run["metrics"]["output_tok_s"] == pytest.approx(1 / req["tpot_s"])
+
+
+def test_shapes_beyond_the_servers_context_are_refused_before_sending(bench_server, home):
+    steps = len(bench_server.executor.steps)
+    result = bench("run", "throughput", "--url", bench_server.url, "--model", "tiny",
+                   "--param", "input_tokens=500", "--param", "max_tokens=100")
+    assert result.exit_code == 1
+    assert "500 prompt + 100 output tokens exceed the server's context of 512" in result.stderr
+    assert len(bench_server.executor.steps) == steps  # no request reached the model
+
+
+def test_word_prompts_when_asked(bench_server, home):
+    result, run = run_json(bench_server.url, "concurrency-sweep", "--param", "prompt_mode=words")
+    assert result.exit_code == 0, result.output
+    assert run["info"]["prompt_mode"] == "words"
+    assert all(r["prompt_tokens"] >= 16 for r in run["requests"])  # >= 1 token per word
