@@ -70,7 +70,11 @@ def _json(value: Any) -> str:
 
 @click.group("benchmark", cls=_UsageErrorsBreak)
 def command() -> None:
-    """HTTP benchmark suites against a running server, and their stored runs."""
+    """HTTP benchmark suites against a running server, and their stored runs.
+
+    Exit codes: 0 ok; 1 the harness broke (no server, bad parameter, failed request);
+    2 a suite threshold failed. Runs are stored under $ATLAS_HOME/runs (default ~/.atlas).
+    """
 
 
 @command.command("list")
