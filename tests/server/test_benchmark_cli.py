@@ -307,3 +307,25 @@ def test_word_prompts_when_asked(bench_server, home):
     assert result.exit_code == 0, result.output
     assert run["info"]["prompt_mode"] == "words"
     assert all(r["prompt_tokens"] >= 16 for r in run["requests"])  # >= 1 token per word
+
+
+def test_a_failed_request_breaks_the_run_with_the_servers_message(model_dir, tokenizer,
+                                                                   home):
+    srv = ServerThread(model_dir, make_executor(tokenizer), auth_tokens=["sesame"]).start()
+    try:
+        refused = bench("run", "short", "--url", srv.url, "--model", "tiny",
+                        "--param", "requests=1")
+        allowed = bench("run", "short", "--url", srv.url, "--model", "tiny",
+                        "--param", "requests=1", "--api-key", "sesame")
+    finally:
+        srv.stop()
+    assert refused.exit_code == 1 and "HTTP 401" in refused.stderr
+    assert "request 1 of 1 failed" in refused.stderr
+    assert allowed.exit_code == 0, allowed.output
+    assert len(list((home / "runs").rglob("run-*.json"))) == 1  # broken runs are not stored
+
+
+def test_one_weight_per_throughput_level(bench_server, home):
+    result = bench("run", "throughput", "--url", bench_server.url, "--model", "tiny",
+                   "--param", "concurrencies=1,2", "--param", "weights=1,2,4")
+    assert result.exit_code == 1 and "3 weights for 2 concurrency levels" in result.stderr
