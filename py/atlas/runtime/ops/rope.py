@@ -9,8 +9,9 @@ from ._preconditions import require_aligned
 
 #: rope_kv.cu handles head_dim/2 <= 32 * kMaxPairs rotation pairs per warp
 ROPE_MAX_HEAD_DIM = 256
-#: warps per block; each warp takes whole heads
-ROPE_MAX_WARPS = 8
+#: warps per block (each takes whole heads): one warp per head up to 32 heads, so a decode
+#: token (tens of heads, one block) does not walk its heads serially
+ROPE_MAX_WARPS = 32
 
 
 def qk_norm_rope_kv(kc: KernelCache, stream: Stream, qkv: DevicePtr, q_out: DevicePtr,
