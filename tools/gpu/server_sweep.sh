@@ -11,7 +11,7 @@ port="${ATLAS_SWEEP_PORT:-8899}"
 py="${PYTHON:-python3}"
 log="${out%.json}.server.log"
 "$py" -m atlas_cli.main serve "$model" --backend cuda --port "$port" --max-batch-size 64 \
-  --max-seq-len 2048 --max-prefill-tokens 4096 >"$log" 2>&1 &
+  --max-seq-len 2304 --max-prefill-tokens 4096 >"$log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null' EXIT
 for _ in $(seq 1 600); do
