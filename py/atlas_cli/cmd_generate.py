@@ -36,6 +36,7 @@ def command(model: str | None, prompt: str, raw: bool, backend: str, max_tokens:
     from atlas.runtime.kv_cache import BlockAllocator
     from atlas.runtime.model_paths import ensure_default_model, resolve_model
     from atlas.server.app_assets import load_assets
+    from atlas_cli.load_progress import LoadProgress
 
     model_dir = Path(resolve_model(model)) if model else ensure_default_model()
     assets = load_assets(model_dir)
@@ -44,7 +45,8 @@ def command(model: str | None, prompt: str, raw: bool, backend: str, max_tokens:
         [{"role": "user", "content": prompt}], add_generation_prompt=True)
     ids = tok.encode(text)
     runner = load_runner(model_dir, backend=backend, max_seq_len=max_seq_len, max_batch_size=1,
-                         max_prefill_tokens=max_prefill_tokens, fast_load=not no_fast_load)
+                         max_prefill_tokens=max_prefill_tokens, fast_load=not no_fast_load,
+                         progress=LoadProgress())
     params = SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
     params.validate()
 

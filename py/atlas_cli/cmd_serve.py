@@ -111,6 +111,8 @@ def _check_options(p: dict) -> None:
               help="Accepted tokens, one per line.")
 @click.option("--request-timeout", type=click.FloatRange(0.0, min_open=True), default=None,
               help="Seconds a request may run before it is ended (finish_reason length).")
+@click.option("--no-fast-load", is_flag=True,
+              help="Read weights through mmap instead of the O_DIRECT reader thread.")
 def command(**p) -> None:
     """Serve MODEL (a directory, or a name in the Hugging Face cache) over the OpenAI and
     Anthropic APIs. Without MODEL, serves the embedded default model."""
@@ -165,11 +167,12 @@ async def _serve(ctx, model_dir: Path, backend: str, p: dict) -> None:
 
     def load():
         from atlas.model.load import load_runner
+        from atlas_cli.load_progress import LoadProgress
         return load_runner(model_dir, backend=backend, max_seq_len=p["max_seq_len"],
                            max_batch_size=p["max_batch_size"],
                            max_prefill_tokens=p["max_prefill_tokens"],
                            gpu_memory_utilization=p["gpu_memory_utilization"],
-                           fast_load=True, progress=None)
+                           fast_load=not p["no_fast_load"], progress=LoadProgress())
 
     def ready() -> None:
         print(f"Listening on {p['bind']}:{p['port']}", flush=True)
