@@ -1,0 +1,83 @@
+"""A bad checkpoint fails at load with one clear line naming the problem (CPU backend)."""
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from atlas.core.config import ConfigError
+from atlas.model.load import load_runner
+from atlas.model.loaders.dense import UnsupportedModelError
+from atlas.runtime.kv_cache import KvCacheBudgetError
+from atlas.runtime.weights import WeightError, WeightStore, write_safetensors
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
+
+
+def _copy(tmp_path: Path) -> Path:
+    d = tmp_path / "model"
+    shutil.copytree(FIXTURE, d)
+    return d
+
+
+def _edit_tensors(model: Path, edit) -> None:
+    """Rewrite the checkpoint after `edit` changes its {name: (dtype, array)} map."""
+    store = WeightStore(model)
+    tensors = {n: (i.dtype, store.read(n)) for n, i in store.tensors.items()}
+    edit(tensors)
+    write_safetensors(model / "model.safetensors",
+                      [(n, dt, a.shape) for n, (dt, a) in tensors.items()],
+                      (a for _, a in tensors.values()))
+
+
+def _load(model: Path, **kw):
+    return load_runner(model, backend="host", max_seq_len=64, max_batch_size=2,
+                       max_prefill_tokens=32, **kw)
+
+
+def test_wrong_shape_names_the_tensor(tmp_path):
+    model = _copy(tmp_path)
+    name = "model.layers.1.mlp.down_proj.weight"
+    _edit_tensors(model, lambda t: t.__setitem__(name, (t[name][0], t[name][1][:, :-16].copy())))
+    with pytest.raises(WeightError, match=rf"tensor '{name}': shape \[128, 368\], want "
+                                          r"\[128, 384\]"):
+        _load(model)
+
+
+def test_missing_tensor_names_it(tmp_path):
+    model = _copy(tmp_path)
+    name = "model.layers.0.self_attn.k_norm.weight"
+    _edit_tensors(model, lambda t: t.pop(name))
+    with pytest.raises(WeightError, match=f"missing tensor '{name}'"):
+        _load(model)
+
+
+def test_unknown_model_type(tmp_path):
+    model = _copy(tmp_path)
+    cfg = json.loads((model / "config.json").read_text())
+    cfg["model_type"] = "mamba2"
+    (model / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(UnsupportedModelError, match="unsupported model_type 'mamba2'"):
+        _load(model)
+
+
+def test_missing_config_field(tmp_path):
+    model = _copy(tmp_path)
+    cfg = json.loads((model / "config.json").read_text())
+    del cfg["rms_norm_eps"]
+    (model / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ConfigError, match="'rms_norm_eps' is required"):
+        _load(model)
+
+
+def test_too_little_memory_for_the_kv_pool(tmp_path):
+    with pytest.raises(KvCacheBudgetError, match="one 64-token sequence needs"):
+        _load(_copy(tmp_path), gpu_memory_utilization=1e-6)
+
+
+def test_a_good_checkpoint_still_loads(tmp_path):
+    runner = _load(_copy(tmp_path))
+    assert runner.num_kv_blocks >= 4 and runner.vocab_size == 512
+    assert np.isfinite(runner.read_logits(1)).all()
