@@ -29,6 +29,12 @@
 //   (max score in natural-log units, sum of exp(score - max)); an empty split writes
 //   (-inf, 0) and o = 0.
 // decode_attn_combine_bf16: grid (hq, num_seqs), head_dim threads: merges the splits.
+// decode_attn_fused_bf16: decode_attn_bf16's grid and partials, plus the combine in the same
+//   launch: after writing its partials a block fences them and counts itself in on the
+//   group's counter (u32 per (sequence, kv head)); the block that arrives last merges the
+//   group's q heads, reading every split's partials in split order with the combine's own
+//   arithmetic (combine_element), so out matches the two-kernel path bit for bit whatever
+//   order the splits finished in. It then resets the counter to 0 for the next launch.
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
 #include "mma_util.cuh"
@@ -425,6 +431,32 @@ __device__ __forceinline__ void decode_attn(
   }
 }
 
+// ---- split combine --------------------------------------------------------------------------
+// One (sequence, q head) row's partials: ml [num_splits][2] = (m, l), o [num_splits][D].
+// Loads bypass L1 (ld.global.cg): in the fused kernel other blocks wrote them this launch.
+
+// The largest split max of a row (the reference point of the merge); 0 if every split is empty.
+__device__ __forceinline__ float combine_ref(const float* ml, uint32_t num_splits) {
+  float top = -INFINITY;
+  for (uint32_t s = 0; s < num_splits; ++s) top = fmaxf(top, __ldcg(ml + 2 * s));
+  return top == -INFINITY ? 0.f : top;
+}
+
+// Element d of a row's merged output, sum_s w_s o_s[d] / sum_s w_s with w_s = l_s e^(m_s - ref),
+// accumulated in split order. The rounding of every step is pinned (no contraction choices
+// left to the compiler), so both kernels that call this produce the same bits.
+__device__ __forceinline__ __nv_bfloat16 combine_element(const float* ml, const float* o,
+                                                         uint32_t d, uint32_t head_dim,
+                                                         uint32_t num_splits, float ref) {
+  float total = 0.f, acc = 0.f;
+  for (uint32_t s = 0; s < num_splits; ++s) {
+    const float w = __fmul_rn(__ldcg(ml + 2 * s + 1), expf(__ldcg(ml + 2 * s) - ref));  // empty: 0
+    total = __fadd_rn(total, w);
+    acc = __fmaf_rn(w, __ldcg(o + s * head_dim + d), acc);
+  }
+  return atlas::f32_to_bf16(total > 0.f ? __fdiv_rn(acc, total) : 0.f);
+}
+
 }  // namespace
 
 // Two blocks per SM (8 warps): the register budget this implies (<= 255) keeps the Q and O
@@ -470,16 +502,47 @@ extern "C" __global__ void __launch_bounds__(kDecodeMaxDim)
                              uint32_t num_splits) {
   const size_t row = static_cast<size_t>(blockIdx.y) * hq + blockIdx.x;
   const float* ml = part_ml + row * num_splits * 2;
-  float top = -INFINITY;
-  for (uint32_t s = 0; s < num_splits; ++s) top = fmaxf(top, ml[2 * s]);
-  const float ref = top == -INFINITY ? 0.f : top;
-  for (uint32_t d = threadIdx.x; d < head_dim; d += blockDim.x) {
-    float total = 0.f, acc = 0.f;
-    for (uint32_t s = 0; s < num_splits; ++s) {
-      const float w = ml[2 * s + 1] * expf(ml[2 * s] - ref);  // empty split: 0 * 0
-      total += w;
-      acc += w * part_o[(row * num_splits + s) * head_dim + d];
-    }
-    out[row * head_dim + d] = atlas::f32_to_bf16(total > 0.f ? acc / total : 0.f);
+  const float* o = part_o + row * num_splits * head_dim;
+  const float ref = combine_ref(ml, num_splits);
+  for (uint32_t d = threadIdx.x; d < head_dim; d += blockDim.x)
+    out[row * head_dim + d] = combine_element(ml, o, d, head_dim, num_splits, ref);
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads)
+    decode_attn_fused_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
+                           const __nv_bfloat16* v_cache, const int* block_tables,
+                           const int* kv_lens, float* part_o, float* part_ml, __nv_bfloat16* out,
+                           uint32_t* counters, uint32_t num_seqs, uint32_t hq, uint32_t hkv,
+                           uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
+                           uint32_t num_splits, float scale) {
+  __shared__ DecodeScratch red;
+  __shared__ bool is_last;
+  if (head_dim == 128)
+    decode_attn<128>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
+                     block_size, max_blocks, num_splits, scale, red);
+  else if (head_dim == 64)
+    decode_attn<64>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
+                    block_size, max_blocks, num_splits, scale, red);
+  else
+    __trap();
+
+  // Release this block's partials, then count it in (threadFenceReduction pattern).
+  uint32_t* counter = counters + static_cast<size_t>(blockIdx.z) * hkv + blockIdx.y;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) is_last = atomicAdd(counter, 1u) == num_splits - 1;
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();  // acquire: the other splits' partials are read after their count
+
+  const uint32_t group = hq / hkv;
+  const size_t row0 = static_cast<size_t>(blockIdx.z) * hq + blockIdx.y * group;
+  for (uint32_t idx = threadIdx.x; idx < group * head_dim; idx += blockDim.x) {
+    const size_t row = row0 + idx / head_dim;
+    const uint32_t d = idx % head_dim;
+    const float* ml = part_ml + row * num_splits * 2;
+    out[row * head_dim + d] = combine_element(ml, part_o + row * num_splits * head_dim, d,
+                                              head_dim, num_splits, combine_ref(ml, num_splits));
   }
+  if (threadIdx.x == 0) *counter = 0u;  // every split has counted in: nobody else touches it
 }

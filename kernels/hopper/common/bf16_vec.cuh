@@ -1,5 +1,5 @@
 // 16-byte bf16 vectors: eight bf16 values moved as one uint4 and widened to f32 for math.
-// Private to the elementwise kernels (rmsnorm, silu_mul); loads stay 128-bit and coalesced.
+// Shared by the elementwise kernels and the GEMV; loads stay 128-bit and coalesced.
 #pragma once
 
 #include "atlas_common.cuh"
@@ -30,6 +30,18 @@ __device__ __forceinline__ void unpack_bf16x8(const uint4& v, float (&f)[8]) {
 __device__ __forceinline__ uint4 pack_bf16x8(const float (&f)[8]) {
   return make_uint4(pack_bf16x2(f[0], f[1]), pack_bf16x2(f[2], f[3]), pack_bf16x2(f[4], f[5]),
                     pack_bf16x2(f[6], f[7]));
+}
+
+// SwiGLU of eight (gate, up) pairs with transformers' bf16 op boundaries:
+// bf16(bf16(silu(g)) * u), silu(g) = g / (1 + exp(-g)) in f32. The one definition behind
+// silu_mul_bf16 and the down-projection GEMV that fuses it, so both round identically.
+__device__ __forceinline__ uint4 swiglu_bf16x8(const uint4& gate, const uint4& up) {
+  float g[8], u[8], y[8];
+  unpack_bf16x8(gate, g);
+  unpack_bf16x8(up, u);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) y[e] = round_bf16(g[e] / (1.f + expf(-g[e]))) * u[e];
+  return pack_bf16x8(y);
 }
 
 }  // namespace atlas

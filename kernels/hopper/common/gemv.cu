@@ -1,5 +1,11 @@
 // Decode GEMV: y[m, n] = sum_k x[m, k] * w[n, k] for 1 <= m <= 8 rows of x.
 //
+// x comes from a load policy: `PlainX` reads it, `SwigluX` computes it on the fly from the
+// MLP's gate_up [m, 2k] = [gate | up] as silu_mul_bf16 would (atlas::swiglu_bf16x8, the same
+// bf16 roundings), so the down projection needs no separate activation kernel or buffer.
+// Every block recomputes the activation of the whole row (k / 8 chunks per thread at most a
+// few dozen expf): cheap next to the launch it saves.
+//
 // Memory-bound: every weight byte is streamed from HBM exactly once. A block owns
 // kRowsPerBlock consecutive weight rows and spreads K over its threads, one 16-byte chunk
 // (8 bf16) per thread per row, kUnroll chunks per row in flight before the first use
@@ -8,7 +14,7 @@
 // block reduces them deterministically (warp reduce-scatter, then a fixed-order sum over
 // warps in shared memory), and the output is rounded once.
 // Launch (ops/matmul.py): grid = ceil(n / 4), block = min(256, roundup32(k / 8)) threads.
-// Preconditions: k % 8 == 0, x and w 16-byte aligned.
+// Preconditions: k % 8 == 0, x (or gate_up) and w 16-byte aligned.
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
 
@@ -63,15 +69,32 @@ __device__ __forceinline__ float warp_reduce_scatter(float (&a)[V], int lane) {
 
 constexpr int kUnroll = 2;  // chunks per row each thread has in flight per iteration
 
-template <int M, bool kF32Out>
-__device__ __forceinline__ void gemv_rows(const __nv_bfloat16* __restrict__ x,
-                                          const __nv_bfloat16* __restrict__ w, void* __restrict__ y,
-                                          int n, int k, float (*partial)[kMaxAcc]) {
+// x load policies: chunk c (8 bf16) of row m of the GEMV's input, widened to f32.
+struct PlainX {  // x [m, k] bf16
+  const uint4* x;
+  int kc;  // 16-byte chunks per row
+  __device__ __forceinline__ void load(int m, int c, float (&xf)[8]) const {
+    atlas::unpack_bf16x8(__ldg(x + static_cast<size_t>(m) * kc + c), xf);
+  }
+};
+
+struct SwigluX {  // x = bf16(bf16(silu(gate)) * up), gate_up [m, 2k] = [gate | up] bf16
+  const uint4* gate_up;
+  int kc;
+  __device__ __forceinline__ void load(int m, int c, float (&xf)[8]) const {
+    const uint4* gate = gate_up + static_cast<size_t>(m) * 2 * kc;
+    atlas::unpack_bf16x8(atlas::swiglu_bf16x8(__ldg(gate + c), __ldg(gate + kc + c)), xf);
+  }
+};
+
+template <int M, bool kF32Out, class XLoad>
+__device__ __forceinline__ void gemv_rows(XLoad xload, const __nv_bfloat16* __restrict__ w,
+                                          void* __restrict__ y, int n, int k,
+                                          float (*partial)[kMaxAcc]) {
   constexpr int V = pow2_at_least(M) * kRowsPerBlock;  // accumulator (m, r) at m * 4 + r
   const int kc = k >> 3;
   const int row0 = blockIdx.x * kRowsPerBlock;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const uint4* xv = reinterpret_cast<const uint4*>(x);
   const uint4* wrow[kRowsPerBlock];
 #pragma unroll
   for (int r = 0; r < kRowsPerBlock; ++r)  // rows past n re-read row n-1; never stored
@@ -100,7 +123,7 @@ __device__ __forceinline__ void gemv_rows(const __nv_bfloat16* __restrict__ x,
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         float xf[8];
-        atlas::unpack_bf16x8(__ldg(xv + static_cast<size_t>(m) * kc + c), xf);
+        xload.load(m, c, xf);
 #pragma unroll
         for (int r = 0; r < kRowsPerBlock; ++r)
 #pragma unroll
@@ -130,21 +153,29 @@ __device__ __forceinline__ void gemv_rows(const __nv_bfloat16* __restrict__ x,
 
 __shared__ float partial_sums[kMaxThreads / 32][kMaxAcc];  // [warp][m * 4 + r]
 
-template <bool kF32Out>
-__device__ __forceinline__ void gemv(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y,
-                                     uint32_t m, uint32_t n, uint32_t k) {
+template <bool kF32Out, class XLoad>
+__device__ __forceinline__ void gemv(XLoad xload, const __nv_bfloat16* w, void* y, uint32_t m,
+                                     uint32_t n, uint32_t k) {
   float(*partial)[kMaxAcc] = partial_sums;
   switch (m) {
-    case 1: gemv_rows<1, kF32Out>(x, w, y, n, k, partial); break;
-    case 2: gemv_rows<2, kF32Out>(x, w, y, n, k, partial); break;
-    case 3: gemv_rows<3, kF32Out>(x, w, y, n, k, partial); break;
-    case 4: gemv_rows<4, kF32Out>(x, w, y, n, k, partial); break;
-    case 5: gemv_rows<5, kF32Out>(x, w, y, n, k, partial); break;
-    case 6: gemv_rows<6, kF32Out>(x, w, y, n, k, partial); break;
-    case 7: gemv_rows<7, kF32Out>(x, w, y, n, k, partial); break;
-    case 8: gemv_rows<8, kF32Out>(x, w, y, n, k, partial); break;
+    case 1: gemv_rows<1, kF32Out>(xload, w, y, n, k, partial); break;
+    case 2: gemv_rows<2, kF32Out>(xload, w, y, n, k, partial); break;
+    case 3: gemv_rows<3, kF32Out>(xload, w, y, n, k, partial); break;
+    case 4: gemv_rows<4, kF32Out>(xload, w, y, n, k, partial); break;
+    case 5: gemv_rows<5, kF32Out>(xload, w, y, n, k, partial); break;
+    case 6: gemv_rows<6, kF32Out>(xload, w, y, n, k, partial); break;
+    case 7: gemv_rows<7, kF32Out>(xload, w, y, n, k, partial); break;
+    case 8: gemv_rows<8, kF32Out>(xload, w, y, n, k, partial); break;
     default: __trap();  // ops/matmul.py routes m > 8 to the GEMM
   }
+}
+
+__device__ __forceinline__ PlainX plain_x(const __nv_bfloat16* x, uint32_t k) {
+  return {reinterpret_cast<const uint4*>(x), static_cast<int>(k >> 3)};
+}
+
+__device__ __forceinline__ SwigluX swiglu_x(const __nv_bfloat16* gate_up, uint32_t k) {
+  return {reinterpret_cast<const uint4*>(gate_up), static_cast<int>(k >> 3)};
 }
 
 }  // namespace
@@ -152,13 +183,13 @@ __device__ __forceinline__ void gemv(const __nv_bfloat16* x, const __nv_bfloat16
 extern "C" __global__ void __launch_bounds__(kMaxThreads)
     gemv_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, uint32_t m,
               uint32_t n, uint32_t k) {
-  gemv<false>(x, w, y, m, n, k);
+  gemv<false>(plain_x(x, k), w, y, m, n, k);
 }
 
 extern "C" __global__ void __launch_bounds__(kMaxThreads)
     gemv_bf16_f32(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, uint32_t m,
                   uint32_t n, uint32_t k) {
-  gemv<true>(x, w, y, m, n, k);
+  gemv<true>(plain_x(x, k), w, y, m, n, k);
 }
 
 // m == 1 only (ops/matmul.py picks it for batch-1 decode): without the 8-row instantiation
@@ -167,12 +198,29 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
     gemv_bf16_single(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
                      uint32_t m, uint32_t n, uint32_t k) {
   if (m != 1) __trap();
-  gemv_rows<1, false>(x, w, y, n, k, partial_sums);
+  gemv_rows<1, false>(plain_x(x, k), w, y, n, k, partial_sums);
 }
 
 extern "C" __global__ void __launch_bounds__(kMaxThreads)
     gemv_bf16_f32_single(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, uint32_t m,
                          uint32_t n, uint32_t k) {
   if (m != 1) __trap();
-  gemv_rows<1, true>(x, w, y, n, k, partial_sums);
+  gemv_rows<1, true>(plain_x(x, k), w, y, n, k, partial_sums);
+}
+
+// The MLP down projection with its activation fused: y = swiglu(gate_up) @ w.T, where
+// gate_up is [m, 2k] = [gate | up] and k is the intermediate size (w is [n, k]).
+// Minimum 1 block per SM: the IEEE division in silu has a slow-path subroutine call, and
+// without this bound ptxas caps registers (64 / 128) around it and spills on sm_90a.
+extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
+    gemv_silu_bf16(const __nv_bfloat16* gate_up, const __nv_bfloat16* w, __nv_bfloat16* y,
+                   uint32_t m, uint32_t n, uint32_t k) {
+  gemv<false>(swiglu_x(gate_up, k), w, y, m, n, k);
+}
+
+extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
+    gemv_silu_bf16_single(const __nv_bfloat16* gate_up, const __nv_bfloat16* w,
+                          __nv_bfloat16* y, uint32_t m, uint32_t n, uint32_t k) {
+  if (m != 1) __trap();
+  gemv_rows<1, false>(swiglu_x(gate_up, k), w, y, n, k, partial_sums);
 }

@@ -14,10 +14,7 @@ silu_mul_bf16(const __nv_bfloat16* __restrict__ gate_up, __nv_bfloat16* __restri
   const uint32_t vec = blockIdx.y * blockDim.x + threadIdx.x;
   if (row >= rows || vec >= inter / atlas::kBf16PerVec) return;
   const __nv_bfloat16* gate = gate_up + static_cast<size_t>(row) * 2 * inter;
-  float g[8], u[8], y[8];
-  atlas::unpack_bf16x8(reinterpret_cast<const uint4*>(gate)[vec], g);
-  atlas::unpack_bf16x8(reinterpret_cast<const uint4*>(gate + inter)[vec], u);
-#pragma unroll
-  for (int e = 0; e < 8; ++e) y[e] = atlas::round_bf16(g[e] / (1.f + expf(-g[e]))) * u[e];
-  reinterpret_cast<uint4*>(out + static_cast<size_t>(row) * inter)[vec] = atlas::pack_bf16x8(y);
+  reinterpret_cast<uint4*>(out + static_cast<size_t>(row) * inter)[vec] =
+      atlas::swiglu_bf16x8(reinterpret_cast<const uint4*>(gate)[vec],
+                           reinterpret_cast<const uint4*>(gate + inter)[vec]);
 }

@@ -39,6 +39,12 @@ GEMV_F32OUT = S("gemv", "gemv_bf16_f32", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 # accumulators, so it needs a third of the registers and keeps more loads in flight
 GEMV_SINGLE = S("gemv", "gemv_bf16_single", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 GEMV_SINGLE_F32OUT = S("gemv", "gemv_bf16_f32_single", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
+# the MLP down projection with SwiGLU fused into its x load: gate_up is bf16 [m, 2k] =
+# [gate | up] and the product's x[i, j] = bf16(bf16(silu(gate[i, j])) * up[i, j]), exactly
+# SILU_MUL's output, so these equal SILU_MUL followed by GEMV / GEMV_SINGLE (m <= 8)
+GEMV_SILU = S("gemv", "gemv_silu_bf16", "gate_up:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
+GEMV_SILU_SINGLE = S("gemv", "gemv_silu_bf16_single",
+                     "gate_up:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 GEMM = S("gemm", "gemm_bf16", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 GEMM_F32OUT = S("gemm", "gemm_bf16_f32", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 # the same products with a 64x32 tile, for few rows (decode batches > 8): more blocks
@@ -62,6 +68,15 @@ DECODE_ATTN = S(
     "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr "
     "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 num_splits:u32 "
     "scale:f32")
+# DECODE_ATTN with DECODE_ATTN_COMBINE fused in: each split block writes its partials, then
+# the last block of each (sequence, kv head) to finish merges that group's q heads into out.
+# counters is u32 [num_seqs, hkv], zeroed by the caller once; every launch leaves it zero
+# (CUDA-graph replays need no reset). out equals the two-kernel path's bit for bit.
+DECODE_ATTN_FUSED = S(
+    "attention", "decode_attn_fused_bf16",
+    "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr "
+    "out:ptr counters:ptr num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 "
+    "max_blocks:u32 num_splits:u32 scale:f32")
 DECODE_ATTN_COMBINE = S(
     "attention", "decode_attn_combine_bf16",
     "part_o:ptr part_ml:ptr out:ptr num_seqs:u32 hq:u32 head_dim:u32 num_splits:u32")

@@ -4,6 +4,10 @@ Cache slots that no sequence owns (tails of last blocks, unreferenced blocks) ho
 a kernel that reads one key too many fails loudly. The float64 oracle gathers each key by
 its slot (block_table[p // block_size] * block_size + p % block_size) and applies an exact
 causal softmax; it shares no code with the reference kernel.
+
+Fused decode cases launch decode_attn_fused (some twice in a row: its counters must be back
+to zero, which `counters` checks) and then the two-kernel path into `out_unfused`, which a
+device run requires to equal `out` bit for bit.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from ...core.numerics import bf16_bits_to_f32
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, attention
-from .gemv import random_bf16
+from .gemv import UNFUSED, random_bf16
 
 _BF16_NAN = np.uint16(0x7FC0)
 #: bf16 attention outputs lie in (-1, 1): the output rounding (half a bf16 ulp, 2^-9
@@ -133,17 +137,31 @@ def prefill_cases(rng: np.random.Generator) -> list[KernelCase]:
 
 # ---- decode -------------------------------------------------------------------------------
 def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
-                num_splits: int) -> KernelCase:
+                num_splits: int, fused_launches: int = 0) -> KernelCase:
+    """The two-kernel decode, or (fused_launches > 0) the fused kernel launched that many
+    times on the same buffers followed by the two-kernel path into `out_unfused`."""
     num_seqs = len(kv_lens)
     inputs = paged_cache(rng, kv_lens, g)
     inputs["q"] = random_bf16(rng, (num_seqs, g.hq, g.head_dim), 2.0)
     max_blocks = inputs["block_tables"].shape[1]
+    part_o_shape = (num_seqs, g.hq, num_splits, g.head_dim)
+    part_ml_shape = (num_seqs, g.hq, num_splits, 2)
+    if fused_launches:
+        inputs["counters"] = np.zeros((num_seqs, g.hkv), np.int32)
+        inputs["part_o" + UNFUSED] = np.zeros(part_o_shape, np.float32)
+        inputs["part_ml" + UNFUSED] = np.zeros(part_ml_shape, np.float32)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        attention.decode_attention(
-            KernelCache(backend), stream, p["q"], p["k_cache"], p["v_cache"],
-            p["block_tables"], p["kv_lens"], p["part_o"], p["part_ml"], p["out"], num_seqs,
-            g.hq, g.hkv, g.head_dim, g.block_size, max_blocks, num_splits, g.scale)
+        kc = KernelCache(backend)
+        common = (stream, p["q"], p["k_cache"], p["v_cache"], p["block_tables"], p["kv_lens"])
+        shape = (num_seqs, g.hq, g.hkv, g.head_dim, g.block_size, max_blocks, num_splits,
+                 g.scale)
+        for _ in range(fused_launches):
+            attention.decode_attention_fused(kc, *common, p["part_o"], p["part_ml"], p["out"],
+                                             p["counters"], *shape)
+        suffix = UNFUSED if fused_launches else ""
+        attention.decode_attention(kc, *common, p["part_o" + suffix], p["part_ml" + suffix],
+                                   p["out" + suffix], *shape)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         q = bf16_bits_to_f32(x["q"]).astype(np.float64)
@@ -166,13 +184,17 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
                     e = np.exp(s[lo:hi] - m)
                     part_ml[b, h, i] = (m, e.sum())
                     part_o[b, h, i] = e @ v[lo:hi, kvh] / e.sum()
-        return {"out": out, "part_o": part_o, "part_ml": part_ml}
+        return {"out": out, "part_o": part_o, "part_ml": part_ml, "out" + UNFUSED: out,
+                "counters": np.zeros((num_seqs, g.hkv))}
 
     outputs = {
         "out": OutputSpec(DType.BF16, (num_seqs, g.hq, g.head_dim), ATTN_TOL),
-        "part_o": OutputSpec(DType.FP32, (num_seqs, g.hq, num_splits, g.head_dim), (1e-4, 1e-3)),
-        "part_ml": OutputSpec(DType.FP32, (num_seqs, g.hq, num_splits, 2), (1e-4, 1e-4)),
+        "part_o": OutputSpec(DType.FP32, part_o_shape, (1e-4, 1e-3)),
+        "part_ml": OutputSpec(DType.FP32, part_ml_shape, (1e-4, 1e-4)),
     }
+    if fused_launches:
+        outputs["out" + UNFUSED] = outputs["out"]
+        outputs["counters"] = OutputSpec(DType.I32, (num_seqs, g.hkv))
     return KernelCase(name, "attention", inputs, outputs, run, oracle)
 
 
@@ -187,4 +209,25 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
         # groups above 4 heads take two passes over the split (4 + 4, 4 + 2)
         decode_case(rng, "decode D64 gqa8 bs32 splits1", Geometry(8, 1, 64, 32), [70, 5], 1),
         decode_case(rng, "decode D128 gqa6 bs16 splits5", Geometry(12, 2, 128, 16), [90], 5),
+    ]
+
+
+@kernel_cases("attention")
+def decode_fused_cases(rng: np.random.Generator) -> list[KernelCase]:
+    return [
+        # Qwen3-0.6B's heads (GQA 2, D 128); kv_len 1 and 3 leave most of the 8 splits
+        # empty; launched twice on one counter buffer
+        decode_case(rng, "decode fused D128 gqa2 bs16 splits8 x2", Geometry(16, 8, 128, 16),
+                    [1, 3, 300], 8, fused_launches=2),
+        decode_case(rng, "decode fused D64 gqa3 bs16 splits4", Geometry(9, 3, 64, 16),
+                    [17, 33, 64, 5], 4, fused_launches=1),
+        decode_case(rng, "decode fused D128 gqa4 bs7 splits3 x2", Geometry(8, 2, 128, 7),
+                    [100, 2], 3, fused_launches=2),
+        # a group of 8 heads: two passes per split before the last block merges all 8
+        decode_case(rng, "decode fused D64 gqa8 bs32 splits6", Geometry(16, 2, 64, 32),
+                    [70, 200], 6, fused_launches=1),
+        decode_case(rng, "decode fused D128 gqa8 bs16 splits1 x2", Geometry(8, 1, 128, 16),
+                    [40], 1, fused_launches=2),
+        decode_case(rng, "decode fused D64 gqa1 bs16 splits16", Geometry(4, 4, 64, 16),
+                    [513], 16, fused_launches=1),
     ]

@@ -1,4 +1,6 @@
-"""Check cases for the decode GEMV: ragged N, every interesting M, short and long K."""
+"""Check cases for the decode GEMV: ragged N, every interesting M, short and long K; and the
+down projection with SwiGLU fused in (gemv_silu), which also runs its unfused twin (silu_mul,
+then gemv) into `<output>_unfused` so a device run can assert the two agree bit for bit."""
 
 from __future__ import annotations
 
@@ -8,10 +10,14 @@ from typing import Callable
 import numpy as np
 
 from ...core.dtype import DType
-from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
+from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
-from ..ops import KernelCache, matmul
+from ..ops import KernelCache, activation, matmul
+
+#: suffix of an output written by the unfused path of a fused kernel's case: the device
+#: check requires it to equal the fused output bit for bit
+UNFUSED = "_unfused"
 
 #: launch(kc, stream, x, w, y, m, n, k, out_f32)
 Launcher = Callable[[KernelCache, Stream, DevicePtr, DevicePtr, DevicePtr, int, int, int, bool],
@@ -68,4 +74,69 @@ def gemv_cases(rng: np.random.Generator) -> list[KernelCase]:
     cases += [linear_case(rng, f"gemv general m1 n{n} k{k}{' f32' if f32 else ''}", "gemv", 1,
                           n, k, f32, general)
               for n, k, f32 in [(517, 1024, False), (300, 576, True)]]
+    return cases
+
+
+# ---- down projection with SwiGLU fused in ------------------------------------------------
+def swiglu_oracle(gate_up: np.ndarray) -> np.ndarray:
+    """bf16(bf16(silu(gate)) * up) from bf16 bits [m, 2k], silu in float64 (sigmoid through
+    tanh, which cannot overflow); returned as float64 [m, k]."""
+    gu = bf16_bits_to_f32(gate_up).astype(np.float64)
+    k = gu.shape[1] // 2
+    gate, up = gu[:, :k], gu[:, k:]
+    silu = round_bf16((gate * (0.5 + 0.5 * np.tanh(0.5 * gate))).astype(np.float32))
+    return round_bf16((silu.astype(np.float64) * up).astype(np.float32)).astype(np.float64)
+
+
+def silu_linear_case(rng: np.random.Generator, name: str, m: int, n: int, k: int,
+                     single: bool | None = None) -> KernelCase:
+    """y = swiglu(gate_up) @ w.T through `linear_silu` (m > 8: its silu_mul + GEMM fallback,
+    whose scratch is checked too) or `gemv_silu` forced to an entry point (`single`)."""
+    gate_up = random_bf16(rng, (m, 2 * k), 4.0)
+    gate_up[0, :2] = f32_to_bf16_bits(np.array([-120.0, 95.0], np.float32))  # exp saturates
+    inputs = {"gate_up": gate_up, "w": random_bf16(rng, (n, k), k ** -0.5)}
+    outputs = {"y": OutputSpec(DType.BF16, (m, n))}
+    fused = m <= matmul.GEMV_MAX_M
+    if fused:  # the unfused twin: silu_mul into x, then the plain GEMV
+        inputs["x"] = np.zeros((m, k), np.uint16)
+        outputs["y" + UNFUSED] = OutputSpec(DType.BF16, (m, n))
+    else:
+        outputs["scratch"] = OutputSpec(DType.BF16, (m, k))
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        kc = KernelCache(backend)
+        if not fused:
+            matmul.linear_silu(kc, stream, p["gate_up"], p["w"], p["y"], m, n, k,
+                               scratch=p["scratch"])
+            return
+        if single is None:
+            matmul.linear_silu(kc, stream, p["gate_up"], p["w"], p["y"], m, n, k)
+        else:
+            matmul.gemv_silu(kc, stream, p["gate_up"], p["w"], p["y"], m, n, k, single=single)
+        activation.silu_mul(kc, stream, p["gate_up"], p["x"], m, k)
+        matmul.gemv(kc, stream, p["x"], p["w"], p["y" + UNFUSED], m, n, k,
+                    single=m == 1 if single is None else single)
+
+    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        act = swiglu_oracle(x["gate_up"])
+        y = act @ bf16_bits_to_f32(x["w"]).astype(np.float64).T
+        return {"y": y, "y" + UNFUSED: y, "scratch": act}
+
+    return KernelCase(name, "gemv", inputs, outputs, run, oracle)
+
+
+#: (m, n, k): Qwen3-0.6B and SmolLM2 down projections at batch 1, M of 2, 3, 5 and 8 with
+#: ragged N, a K of 1000 (125 chunks: a partial last warp) and K = 128 (16 chunks)
+GEMV_SILU_SHAPES = [(1, 1024, 3072), (1, 576, 1536), (2, 130, 1000), (5, 257, 2048),
+                    (8, 64, 4096), (3, 33, 128)]
+
+
+@kernel_cases("gemv")
+def gemv_silu_cases(rng: np.random.Generator) -> list[KernelCase]:
+    cases = [silu_linear_case(rng, f"gemv_silu m{m} n{n} k{k}", m, n, k)
+             for m, n, k in GEMV_SILU_SHAPES]
+    cases.append(silu_linear_case(rng, "gemv_silu general m1 n300 k576", 1, 300, 576,
+                                  single=False))
+    # beyond the GEMV: silu_mul into the caller's scratch, then the GEMM
+    cases.append(silu_linear_case(rng, "linear_silu fallback m12 n256 k1024", 12, 256, 1024))
     return cases

@@ -3,13 +3,14 @@
 Geometry mirrors kernels/hopper/common/attention.cu: prefill runs one 4-warp block per
 (q head, 64-query tile, sequence), heaviest (last) query tiles first; decode runs one
 4-warp block per (split, kv head, sequence) that serves every q head of the group (in
-passes of 4 heads), then a combine block per (q head, seq).
+passes of 4 heads), then a combine block per (q head, seq); the fused decode does that
+combine in the same launch, in the last split block of each (kv head, seq) to finish.
 """
 
 from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import DECODE_ATTN, DECODE_ATTN_COMBINE, PREFILL_ATTN
+from ..kernel_abi import DECODE_ATTN, DECODE_ATTN_COMBINE, DECODE_ATTN_FUSED, PREFILL_ATTN
 from . import KernelCache
 
 #: head dimensions the kernels are compiled for
@@ -51,6 +52,14 @@ def prefill_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: De
                          max_blocks, scale)
 
 
+def _check_decode(name: str, hq: int, hkv: int, head_dim: int, block_size: int,
+                  num_seqs: int, num_splits: int, max_blocks: int) -> None:
+    _check_heads(hq, hkv, head_dim, block_size)
+    if num_seqs < 1 or num_splits < 1 or max_blocks < 1:
+        raise ValueError(f"{name}: need num_seqs, num_splits, max_blocks >= 1, got "
+                         f"{num_seqs}, {num_splits}, {max_blocks}")
+
+
 def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: DevicePtr,
                      v_cache: DevicePtr, block_tables: DevicePtr, kv_lens: DevicePtr,
                      part_o: DevicePtr, part_ml: DevicePtr, out: DevicePtr, num_seqs: int,
@@ -62,12 +71,32 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
     num_splits, 2]. num_splits is fixed per captured graph; the kernel divides each step's
     kv_len among the splits itself.
     """
-    _check_heads(hq, hkv, head_dim, block_size)
-    if num_seqs < 1 or num_splits < 1 or max_blocks < 1:
-        raise ValueError(f"decode_attention: need num_seqs, num_splits, max_blocks >= 1, got "
-                         f"{num_seqs}, {num_splits}, {max_blocks}")
+    _check_decode("decode_attention", hq, hkv, head_dim, block_size, num_seqs, num_splits,
+                  max_blocks)
     kc.get(DECODE_ATTN)(stream, (num_splits, hkv, num_seqs), ATTN_THREADS, 0, q, k_cache,
                         v_cache, block_tables, kv_lens, part_o, part_ml, num_seqs, hq, hkv,
                         head_dim, block_size, max_blocks, num_splits, scale)
     kc.get(DECODE_ATTN_COMBINE)(stream, (hq, num_seqs), head_dim, 0, part_o, part_ml, out,
                                 num_seqs, hq, head_dim, num_splits)
+
+
+def decode_attention_fused(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: DevicePtr,
+                           v_cache: DevicePtr, block_tables: DevicePtr, kv_lens: DevicePtr,
+                           part_o: DevicePtr, part_ml: DevicePtr, out: DevicePtr,
+                           counters: DevicePtr, num_seqs: int, hq: int, hkv: int,
+                           head_dim: int, block_size: int, max_blocks: int, num_splits: int,
+                           scale: float) -> None:
+    """`decode_attention` in one launch: the last split block of each (sequence, kv head)
+    merges the group's partials into out (bit-identical to the two-kernel path).
+
+    counters is u32 [num_seqs, hkv], zeroed by the caller once when it is allocated; each
+    launch leaves it zero again, so graph replays need no reset. It must not be shared by
+    launches that can run concurrently (one buffer per stream; reusing it across layers in
+    stream order is fine).
+    """
+    _check_decode("decode_attention_fused", hq, hkv, head_dim, block_size, num_seqs,
+                  num_splits, max_blocks)
+    kc.get(DECODE_ATTN_FUSED)(stream, (num_splits, hkv, num_seqs), ATTN_THREADS, 0, q, k_cache,
+                              v_cache, block_tables, kv_lens, part_o, part_ml, out, counters,
+                              num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits,
+                              scale)

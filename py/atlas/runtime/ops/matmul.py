@@ -3,16 +3,20 @@
 `linear` owns the dispatch rule: up to GEMV_MAX_M rows stream the weights once through the
 GEMV (memory-bound decode; one row takes the leaner single-row entry point); more rows go
 to the tensor-core GEMM, with the skinny 64x32 tile whenever the 128x128 tile would leave
-SMs idle. The geometry constants here mirror
-the compile-time constants of kernels/hopper/common/{gemv,gemm}.cu.
+SMs idle. `linear_silu` is the MLP down projection with the SwiGLU activation fused into
+the GEMV's x load (one launch and no activation buffer for decode batches of up to 8); for
+more rows it runs silu_mul into a caller-provided scratch buffer, then `linear`. The geometry
+constants here mirror the compile-time constants of kernels/hopper/common/{gemv,gemm}.cu.
 """
 
 from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GEMV,
-                          GEMV_F32OUT, GEMV_SINGLE, GEMV_SINGLE_F32OUT)
+                          GEMV_F32OUT, GEMV_SILU, GEMV_SILU_SINGLE, GEMV_SINGLE,
+                          GEMV_SINGLE_F32OUT)
 from . import KernelCache
+from .activation import silu_mul
 
 #: the GEMV keeps M accumulators per weight row in registers; more rows go to the GEMM
 GEMV_MAX_M = 8
@@ -39,29 +43,49 @@ def gemv_threads(k: int) -> int:
     return min(GEMV_MAX_THREADS, max(32, -(-chunks // 32) * 32))
 
 
+def _check_gemv(name: str, x: DevicePtr, w: DevicePtr, y: DevicePtr, m: int, n: int, k: int,
+                single: bool) -> None:
+    if not 1 <= m <= GEMV_MAX_M:
+        raise ValueError(f"{name}: m={m} must be in 1..{GEMV_MAX_M}")
+    if n < 1 or k < 8 or k % 8:
+        raise ValueError(f"{name}: need n >= 1 and k a positive multiple of 8, got n={n} k={k}")
+    _check_aligned(f"{name} x", x, 16)
+    _check_aligned(f"{name} w", w, 16)
+    _check_aligned(f"{name} y", y, 4)
+    if single and m != 1:
+        raise ValueError(f"{name}: the single-row kernel needs m=1, got m={m}")
+
+
 def gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr, m: int,
          n: int, k: int, out_f32: bool = False, single: bool | None = None) -> None:
     """y = x @ w.T for 1 <= m <= 8 rows; every weight byte is read once.
 
     `single` forces (True) or avoids (False) the m == 1 entry point; None uses it for m == 1.
     """
-    if not 1 <= m <= GEMV_MAX_M:
-        raise ValueError(f"gemv: m={m} must be in 1..{GEMV_MAX_M}")
-    if n < 1 or k < 8 or k % 8:
-        raise ValueError(f"gemv: need n >= 1 and k a positive multiple of 8, got n={n} k={k}")
-    _check_aligned("gemv x", x, 16)
-    _check_aligned("gemv w", w, 16)
-    _check_aligned("gemv y", y, 4)
     if single is None:
         single = m == 1
-    if single and m != 1:
-        raise ValueError(f"gemv: the single-row kernel needs m=1, got m={m}")
+    _check_gemv("gemv", x, w, y, m, n, k, single)
     if single:
         sig = GEMV_SINGLE_F32OUT if out_f32 else GEMV_SINGLE
     else:
         sig = GEMV_F32OUT if out_f32 else GEMV
     grid = -(-n // GEMV_ROWS_PER_BLOCK)
     kc.get(sig)(stream, grid, gemv_threads(k), 0, x, w, y, m, n, k)
+
+
+def gemv_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr, y: DevicePtr,
+              m: int, n: int, k: int, single: bool | None = None) -> None:
+    """y = swiglu(gate_up) @ w.T for 1 <= m <= 8 rows, gate_up [m, 2k] = [gate | up] bf16.
+
+    Equal to silu_mul (into x [m, k]) followed by `gemv` on x, in one launch. `single` as
+    for `gemv`.
+    """
+    if single is None:
+        single = m == 1
+    _check_gemv("gemv_silu", gate_up, w, y, m, n, k, single)
+    sig = GEMV_SILU_SINGLE if single else GEMV_SILU
+    grid = -(-n // GEMV_ROWS_PER_BLOCK)
+    kc.get(sig)(stream, grid, gemv_threads(k), 0, gate_up, w, y, m, n, k)
 
 
 def gemm(kc: KernelCache, stream: Stream, a: DevicePtr, w: DevicePtr, c: DevicePtr, m: int,
@@ -95,3 +119,22 @@ def linear(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: Devic
         gemv(kc, stream, x, w, y, m, n, k, out_f32)
     else:
         gemm(kc, stream, x, w, y, m, n, k, out_f32)
+
+
+def linear_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr,
+                y: DevicePtr, m: int, n: int, k: int, scratch: DevicePtr | None = None) -> None:
+    """y[m, n] = swiglu(gate_up[m, 2k]) @ w[n, k].T: the MLP down projection with its
+    activation (bf16 in, bf16 out), equal to silu_mul followed by `linear`.
+
+    Up to GEMV_MAX_M rows run the fused GEMV (one launch, no activation buffer). More rows
+    run silu_mul into `scratch` (bf16 [m, k], 16-byte aligned; the caller owns it so that its
+    address is graph-stable) and then the GEMM; scratch is required only then.
+    """
+    if m <= GEMV_MAX_M:
+        gemv_silu(kc, stream, gate_up, w, y, m, n, k)
+        return
+    if scratch is None:
+        raise ValueError(f"linear_silu: m={m} > {GEMV_MAX_M} needs a scratch buffer of "
+                         f"[m, k] bf16 for the activation")
+    silu_mul(kc, stream, gate_up, scratch, m, k)
+    linear(kc, stream, scratch, w, y, m, n, k)

@@ -16,6 +16,9 @@ Specification (all arithmetic float32 on bf16-widened inputs):
   float32 and with P unrounded (decode runs on CUDA cores). A split with no keys writes
   m = -inf, l = 0, o = 0. The combine merges splits with weights l_i * exp(m_i - max m)
   and rounds once to bf16; a sequence with no keys at all gets zeros.
+* fused decode: the partials and the combine above in one launch, with a counter per
+  (sequence, kv head) that the caller zeroes once and every launch leaves zero (a non-zero
+  counter on entry is a caller bug: the CUDA kernel would combine at the wrong block).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
-from ..kernel_abi import DECODE_ATTN, DECODE_ATTN_COMBINE, PREFILL_ATTN
+from ..kernel_abi import DECODE_ATTN, DECODE_ATTN_COMBINE, DECODE_ATTN_FUSED, PREFILL_ATTN
 from . import HostMemory, reference
 
 #: queries attended per numpy pass in prefill: bounds the [heads, rows, keys] score array
@@ -166,3 +169,20 @@ def decode_attn_combine_bf16(mem: HostMemory, grid: Dim3, block: Dim3, part_o: i
     acc = np.einsum("rs,rsd->rd", w, po)
     o = np.divide(acc, total, out=np.zeros_like(acc), where=total > 0)
     mem.view(out, np.uint16, rows * head_dim)[:] = f32_to_bf16_bits(o).reshape(-1)
+
+
+@reference(DECODE_ATTN_FUSED)
+def decode_attn_fused_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: int,
+                           v_cache: int, block_tables: int, kv_lens: int, part_o: int,
+                           part_ml: int, out: int, counters: int, num_seqs: int, hq: int,
+                           hkv: int, head_dim: int, block_size: int, max_blocks: int,
+                           num_splits: int, scale: float) -> None:
+    count = mem.view(counters, np.uint32, num_seqs * hkv)
+    if count.any():
+        raise ValueError(f"decode_attn_fused: counters must be zero on entry, got "
+                         f"{int(np.count_nonzero(count))} non-zero of {count.size}")
+    decode_attn_bf16(mem, grid, block, q, k_cache, v_cache, block_tables, kv_lens, part_o,
+                     part_ml, num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits,
+                     scale)
+    decode_attn_combine_bf16(mem, grid, block, part_o, part_ml, out, num_seqs, hq, head_dim,
+                             num_splits)
