@@ -46,6 +46,7 @@ class _LoadedTarget:
     target: KernelTarget | None
     closure_hash: str | None
     behavior: dict
+    stamps: tuple[dict, ...] = ()
 
 
 def _select_kernels(backend_kind: str, cfg: ModelConfig,
@@ -75,7 +76,11 @@ def _select_kernels(backend_kind: str, cfg: ModelConfig,
                                "(no PTX); rebuild with nvcc: atlas kernels build")
         for name, module in ptx_set.modules.items():
             backend.load_module(name, module.ptx)  # type: ignore[attr-defined]
-    return _LoadedTarget(ptx_set.target, ptx_set.closure_hash, dict(ptx_set.behavior))
+    stamp = {"target": ptx_set.target.name, "arch": ptx_set.arch,
+             "compiler_version": ptx_set.compiler_version, "flags": list(ptx_set.flags),
+             "closure_hash": ptx_set.closure_hash}
+    return _LoadedTarget(ptx_set.target, ptx_set.closure_hash, dict(ptx_set.behavior),
+                         (stamp,))
 
 
 def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | None = None,
@@ -144,7 +149,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     sampler = Sampler(dev, kc, max_batch_size, max_batch_size + 1, dims.vocab)
     info = RunnerInfo(model_dir=model_dir, backend_kind=kind, weights_bytes=total,
                       target=kernels.target, closure_hash=kernels.closure_hash,
-                      behavior=kernels.behavior)
+                      behavior=kernels.behavior, kernel_stamps=kernels.stamps)
     runner = ModelRunner(dev, cfg, model, kv, arena, sampler, limits, info)
     preflight(runner)
     if use_graphs and dev.supports_graphs:

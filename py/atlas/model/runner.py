@@ -64,6 +64,9 @@ class RunnerInfo:
     target: KernelTarget | None = None
     closure_hash: str | None = None
     behavior: dict[str, Any] = field(default_factory=dict)
+    #: the PTX sets in use, as built (target, arch, compiler_version, flags, closure_hash):
+    #: what a benchmark record attests it measured
+    kernel_stamps: tuple[dict[str, Any], ...] = ()
     load_s: float = 0.0
 
 

@@ -170,6 +170,14 @@ async def models(request: web.Request) -> web.Response:
     return json_response({"object": "list", "data": [entry]})
 
 
+async def kernel_targets(request: web.Request) -> web.Response:
+    """The PTX sets serving this model, as built (the merge-lattice gate records these)."""
+    ctx = request.app[CTX]
+    if not ctx.ready:
+        return json_response({"status": "loading"}, 503)
+    return json_response({"targets": ctx.kernel_targets})
+
+
 @api_route("openai")
 async def tokenize(request: web.Request) -> web.Response:
     ctx = request.app[CTX]
@@ -210,6 +218,7 @@ def build_app(ctx: ServerContext) -> web.Application:
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/v1/models", models)
+    app.router.add_get("/v1/atlas/targets", kernel_targets)
     app.router.add_post("/tokenize", tokenize)
     app.router.add_post("/detokenize", detokenize)
     app.router.add_post("/v1/chat/completions", app_openai.chat_completions)

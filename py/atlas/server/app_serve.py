@@ -56,6 +56,8 @@ async def serve(ctx: ServerContext, host: str, port: int, load: Callable[[], Ste
         raise
     engine = build_engine(executor, limits, ctx, loop, pool_factory)
     engine.start()
+    info = getattr(executor, "info", None)  # a ModelRunner's build facts; fakes have none
+    ctx.kernel_targets = [dict(s) for s in getattr(info, "kernel_stamps", ())]
     ctx.engine = engine
     on_ready()
     return runner

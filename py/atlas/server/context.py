@@ -33,6 +33,8 @@ class ServerContext:
     metrics: ServerMetrics
     auth: TokenAuth | None = None
     engine: AsyncEngine | None = None       # None until the model is loaded
+    #: the PTX sets the loaded model runs (GET /v1/atlas/targets; benchmark records cite them)
+    kernel_targets: list[dict] = field(default_factory=list)
     rate_limiter: RateLimiter = field(init=False)
 
     def __post_init__(self) -> None:
