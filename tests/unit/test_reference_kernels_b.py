@@ -1,5 +1,7 @@
 """The matrix and attention reference kernels agree with their float64 oracles on the host,
-and the launch builders reject what the CUDA kernels cannot do."""
+and the launch builders reject what the CUDA kernels cannot do. Fused kernels (gemv_silu,
+decode_attn_fused) equal their unfused twins bit for bit: on the host here, and on the GPU
+in the `gpu`-marked test at the end."""
 
 from __future__ import annotations
 
@@ -11,8 +13,9 @@ import pytest
 from atlas.runtime.cases import attention as attention_cases  # noqa: F401 (registers)
 from atlas.runtime.cases import gemm as gemm_cases  # noqa: F401 (registers)
 from atlas.runtime.cases import gemv as gemv_cases  # noqa: F401 (registers)
+from atlas.runtime.cases.gemv import UNFUSED
 from atlas.runtime.host import HostBackend
-from atlas.runtime.kernel_check import CASE_FACTORIES, check
+from atlas.runtime.kernel_check import CASE_FACTORIES, KernelCase, check, execute
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, attention, matmul
 # the elementwise kernels' check that a .cu file declares exactly its module's ABI entries
@@ -31,6 +34,16 @@ def _cases():
 
 
 CASES = _cases()
+#: cases that also run the unfused path into `<output>_unfused`
+TWINNED = [c for c in CASES if any(name.endswith(UNFUSED) for name in c.outputs)]
+
+
+def _assert_twins_identical(case: KernelCase, got: dict[str, np.ndarray]) -> None:
+    pairs = [(n[:-len(UNFUSED)], n) for n in case.outputs if n.endswith(UNFUSED)]
+    assert pairs
+    for fused, unfused in pairs:
+        diff = np.count_nonzero(got[fused] != got[unfused])
+        assert diff == 0, f"{case.name}: {fused} differs from {unfused} in {diff} elements"
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +59,22 @@ def test_reference_matches_oracle(backend: HostBackend, case) -> None:
 
 def test_every_module_has_cases() -> None:
     assert {c.module for c in CASES} == set(MODULES)
+    assert {c.module for c in TWINNED} == {"gemv", "attention"}
+
+
+@pytest.mark.parametrize("case", TWINNED, ids=[c.name for c in TWINNED])
+def test_fused_references_equal_their_unfused_twins(backend: HostBackend, case) -> None:
+    _assert_twins_identical(case, execute(backend, case))
+
+
+def test_fused_decode_reference_rejects_nonzero_counters(backend: HostBackend) -> None:
+    case = next(c for c in TWINNED if "counters" in c.inputs)
+    counters = case.inputs["counters"].copy()
+    counters.flat[-1] = 1
+    stale = KernelCase(case.name, case.module, {**case.inputs, "counters": counters},
+                       case.outputs, case.run, case.oracle)
+    with pytest.raises(ValueError, match="counters must be zero"):
+        execute(backend, stale)
 
 
 def _launches(fn, *args, **kwargs):
@@ -93,6 +122,44 @@ def test_matmul_preconditions(fn, args, match) -> None:
         _launches(fn, *args)
 
 
+@pytest.mark.parametrize("m,scratch,funcs", [
+    (1, None, ["gemv_silu_bf16_single"]),
+    (8, None, ["gemv_silu_bf16"]),
+    (12, 0x9000, ["silu_mul_bf16", "gemm_bf16_skinny"]),  # beyond the GEMV: the fallback
+])
+def test_linear_silu_dispatch(m, scratch, funcs) -> None:
+    recs = _launches(matmul.linear_silu, 0x1000, 0x2000, 0x3000, m, 1024, 3072,
+                     scratch=scratch)
+    assert [r.func for r in recs] == funcs
+    if scratch is None:
+        assert (recs[0].grid, recs[0].block) == ((256, 1, 1), (256, 1, 1))
+        assert (recs[0].args["gate_up"], recs[0].args["k"]) == (0x1000, 3072)
+    else:  # silu_mul writes the scratch, the GEMM reads it
+        assert recs[0].args["out"] == recs[1].args["a"] == scratch
+        assert recs[1].args["c"] == 0x3000
+
+
+@pytest.mark.parametrize("fn,args,kwargs,match", [
+    (matmul.linear_silu, (0x1000, 0x2000, 0x3000, 9, 64, 64), {}, "scratch"),
+    (matmul.gemv_silu, (0x1000, 0x2000, 0x3000, 2, 64, 64), {"single": True}, "m=1"),
+    (matmul.gemv_silu, (0x1000, 0x2000, 0x3000, 1, 64, 60), {}, "multiple of 8"),
+    (matmul.gemv_silu, (0x1008, 0x2000, 0x3000, 1, 64, 64), {}, "aligned"),
+])
+def test_fused_gemv_preconditions(fn, args, kwargs, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        _launches(fn, *args, **kwargs)
+
+
+def test_decode_attention_fused_is_one_launch_with_the_decode_grid() -> None:
+    (rec,) = _launches(attention.decode_attention_fused, 0x1000, 0x2000, 0x3000, 0x4000,
+                       0x5000, 0x6000, 0x7000, 0x8000, 0x9000, 4, 32, 8, 128, 16, 64, 16,
+                       0.088)
+    assert (rec.func, rec.grid, rec.block) == ("decode_attn_fused_bf16", (16, 8, 4),
+                                               (128, 1, 1))
+    assert (rec.args["out"], rec.args["counters"], rec.args["num_splits"]) == (
+        0x8000, 0x9000, 16)
+
+
 def test_decode_attention_launches_partials_then_combine() -> None:
     recs = _launches(attention.decode_attention, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000,
                      0x6000, 0x7000, 0x8000, 4, 32, 8, 128, 16, 64, 16, 0.088)
@@ -120,3 +187,26 @@ def test_attention_preconditions(hq, hkv, d, match) -> None:
 @pytest.mark.parametrize("module", MODULES)
 def test_cuda_entry_points_declare_exactly_the_abi(module: str) -> None:
     _declares_abi(module)
+
+
+@pytest.mark.gpu
+def test_fused_kernels_equal_their_unfused_twins_on_the_gpu() -> None:
+    """The CUDA fused kernels against silu_mul + gemv and decode_attn + combine, bit for bit
+    (the check script compares each with the reference only to a couple of ulps)."""
+    from atlas.kernels.registry import KernelsNotFound, load_registry
+    from atlas.runtime.cuda import CudaBackend
+
+    try:
+        registry = load_registry()
+    except KernelsNotFound as exc:
+        pytest.skip(f"no PTX sets built: {exc}")
+    targets = [t for t in registry.targets() if t.hw == "hopper"]
+    if not targets:
+        pytest.skip("no hopper PTX set built")
+    ptx_set = registry.select_target(targets[0].hw, targets[0].model, targets[0].quant)
+    gpu = CudaBackend(modules={n: m.image() for n, m in ptx_set.modules.items()})
+    try:
+        for case in TWINNED:
+            _assert_twins_identical(case, execute(gpu, case))
+    finally:
+        gpu.close()
