@@ -1,0 +1,57 @@
+"""The launch sequence of the dense decoder, recorded by MockGpuBackend (no GPU, no numerics):
+what one decode step replays and what a prefill step launches, per layer and in order."""
+
+from pathlib import Path
+
+import pytest
+
+from atlas.core.sampling import GREEDY
+from atlas.model.batch import SeqStep
+from atlas.model.load import load_runner
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
+
+DECODE_LAYER = ["gemv_bf16_single", "qk_norm_rope_kv_bf16", "decode_attn_fused_bf16",
+                "gemv_bf16_single", "add_rmsnorm_bf16", "gemv_bf16_single",
+                "gemv_silu_bf16_single", "add_rmsnorm_bf16"]
+
+
+@pytest.fixture(scope="module")
+def runner():
+    return load_runner(FIXTURE, backend="mock", max_seq_len=64, max_batch_size=4,
+                       max_prefill_tokens=32)
+
+
+def test_decode_graph_is_one_launch_with_the_layer_sequence(runner):
+    dev = runner.backend
+    dev.drain_launches()
+    dev.graph_launches.clear()
+    runner.execute([SeqStep(7, [3], 5, [0], GREEDY, prompt_ids=[1, 2, 3, 4, 5])])
+    assert dev.drain_launches() == []  # nothing launched outside the graph
+    (replay,) = dev.graph_launches
+    names = [r.func for r in replay.graph]
+    layers = runner.cfg.num_hidden_layers
+    assert names[:2] == ["embedding_bf16", "rmsnorm_bf16"]
+    body = names[2:2 + 8 * layers]
+    assert body == DECODE_LAYER * layers
+    assert names[2 + 8 * layers:] == ["embedding_bf16", "gemv_bf16_f32_single",
+                                      "apply_penalties_f32", "sample_f32", "count_tokens_i32"]
+    runner.release(7)
+
+
+def test_prefill_step_launches_eagerly_with_packed_attention(runner):
+    dev = runner.backend
+    dev.drain_launches()
+    runner.execute([SeqStep(8, list(range(1, 21)), 0, [1, 2], GREEDY,
+                            prompt_ids=list(range(1, 21)))])
+    launches = dev.drain_launches()
+    attn = [r for r in launches if r.func == "prefill_attn_bf16"]
+    assert len(attn) == runner.cfg.num_hidden_layers
+    assert attn[0].args["num_seqs"] == 1 and attn[0].grid[2] == 1
+    # 20 prompt rows go through the tensor-core GEMM; only the sampled row hits the LM head
+    assert {r.func for r in launches if r.func.startswith("gemm")} == {"gemm_bf16_skinny"}
+    lm_head = [r for r in launches if r.func == "gemv_bf16_f32_single"]
+    assert len(lm_head) == 1 and lm_head[0].args["m"] == 1
+    rope = [r for r in launches if r.func == "qk_norm_rope_kv_bf16"]
+    assert rope[0].args["tokens"] == 20 and rope[0].args["q_norm_w"] != 0
+    runner.release(8)
