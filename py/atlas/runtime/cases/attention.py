@@ -5,9 +5,10 @@ a kernel that reads one key too many fails loudly. The float64 oracle gathers ea
 its slot (block_table[p // block_size] * block_size + p % block_size) and applies an exact
 causal softmax; it shares no code with the reference kernel.
 
-Fused decode cases launch decode_attn_fused (some twice in a row: its counters must be back
-to zero, which `counters` checks) and then the two-kernel path into `out_unfused`, which a
-device run requires to equal `out` bit for bit.
+Fused decode cases launch decode_attn_fused (some twice in a row, the first time on other
+queries: a second launch that found its counters non-zero would not combine and leave the
+first launch's output, and `counters` must be zero at the end) and then the two-kernel path
+into `out_unfused`, which a device run requires to equal `out` bit for bit.
 """
 
 from __future__ import annotations
@@ -139,7 +140,8 @@ def prefill_cases(rng: np.random.Generator) -> list[KernelCase]:
 def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
                 num_splits: int, fused_launches: int = 0) -> KernelCase:
     """The two-kernel decode, or (fused_launches > 0) the fused kernel launched that many
-    times on the same buffers followed by the two-kernel path into `out_unfused`."""
+    times on the same buffers (all but the last on `q_before`) followed by the two-kernel
+    path into `out_unfused`."""
     num_seqs = len(kv_lens)
     inputs = paged_cache(rng, kv_lens, g)
     inputs["q"] = random_bf16(rng, (num_seqs, g.hq, g.head_dim), 2.0)
@@ -150,18 +152,20 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
         inputs["counters"] = np.zeros((num_seqs, g.hkv), np.int32)
         inputs["part_o" + UNFUSED] = np.zeros(part_o_shape, np.float32)
         inputs["part_ml" + UNFUSED] = np.zeros(part_ml_shape, np.float32)
+        inputs["q_before"] = random_bf16(rng, (num_seqs, g.hq, g.head_dim), 2.0)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = KernelCache(backend)
-        common = (stream, p["q"], p["k_cache"], p["v_cache"], p["block_tables"], p["kv_lens"])
+        cache = (p["k_cache"], p["v_cache"], p["block_tables"], p["kv_lens"])
         shape = (num_seqs, g.hq, g.hkv, g.head_dim, g.block_size, max_blocks, num_splits,
                  g.scale)
-        for _ in range(fused_launches):
-            attention.decode_attention_fused(kc, *common, p["part_o"], p["part_ml"], p["out"],
-                                             p["counters"], *shape)
+        for i in range(fused_launches):
+            q = p["q"] if i == fused_launches - 1 else p["q_before"]
+            attention.decode_attention_fused(kc, stream, q, *cache, p["part_o"], p["part_ml"],
+                                             p["out"], p["counters"], *shape)
         suffix = UNFUSED if fused_launches else ""
-        attention.decode_attention(kc, *common, p["part_o" + suffix], p["part_ml" + suffix],
-                                   p["out" + suffix], *shape)
+        attention.decode_attention(kc, stream, p["q"], *cache, p["part_o" + suffix],
+                                   p["part_ml" + suffix], p["out" + suffix], *shape)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         q = bf16_bits_to_f32(x["q"]).astype(np.float64)
