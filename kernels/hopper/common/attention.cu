@@ -431,6 +431,22 @@ __device__ __forceinline__ void decode_attn(
   }
 }
 
+// decode_attn for the run-time head_dim (ops/attention.py HEAD_DIMS): this block's partials.
+__device__ __forceinline__ void decode_attn_partials(
+    const __nv_bfloat16* q, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
+    const int* block_tables, const int* kv_lens, float* part_o, float* part_ml, int hq, int hkv,
+    uint32_t head_dim, int block_size, int max_blocks, int num_splits, float scale) {
+  __shared__ DecodeScratch red;
+  if (head_dim == 128)
+    decode_attn<128>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
+                     block_size, max_blocks, num_splits, scale, red);
+  else if (head_dim == 64)
+    decode_attn<64>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
+                    block_size, max_blocks, num_splits, scale, red);
+  else
+    __trap();
+}
+
 // ---- split combine --------------------------------------------------------------------------
 // One (sequence, q head) row's partials: ml [num_splits][2] = (m, l), o [num_splits][D].
 // Loads bypass L1 (ld.global.cg): in the fused kernel other blocks wrote them this launch.
@@ -485,15 +501,8 @@ extern "C" __global__ void __launch_bounds__(kThreads)
                      float* part_o, float* part_ml, uint32_t num_seqs, uint32_t hq, uint32_t hkv,
                      uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
                      uint32_t num_splits, float scale) {
-  __shared__ DecodeScratch red;
-  if (head_dim == 128)
-    decode_attn<128>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
-                     block_size, max_blocks, num_splits, scale, red);
-  else if (head_dim == 64)
-    decode_attn<64>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
-                    block_size, max_blocks, num_splits, scale, red);
-  else
-    __trap();
+  decode_attn_partials(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
+                       head_dim, block_size, max_blocks, num_splits, scale);
 }
 
 extern "C" __global__ void __launch_bounds__(kDecodeMaxDim)
@@ -515,16 +524,9 @@ extern "C" __global__ void __launch_bounds__(kThreads)
                            uint32_t* counters, uint32_t num_seqs, uint32_t hq, uint32_t hkv,
                            uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
                            uint32_t num_splits, float scale) {
-  __shared__ DecodeScratch red;
   __shared__ bool is_last;
-  if (head_dim == 128)
-    decode_attn<128>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
-                     block_size, max_blocks, num_splits, scale, red);
-  else if (head_dim == 64)
-    decode_attn<64>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
-                    block_size, max_blocks, num_splits, scale, red);
-  else
-    __trap();
+  decode_attn_partials(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
+                       head_dim, block_size, max_blocks, num_splits, scale);
 
   // Release this block's partials, then count it in (threadFenceReduction pattern).
   uint32_t* counter = counters + static_cast<size_t>(blockIdx.z) * hkv + blockIdx.y;
