@@ -11,9 +11,9 @@ from atlas.model.load import load_runner
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
 
-DECODE_LAYER = ["gemv_bf16_single", "qk_norm_rope_kv_bf16", "decode_attn_fused_bf16",
-                "gemv_bf16_single", "add_rmsnorm_bf16", "gemv_bf16_single",
-                "gemv_silu_bf16_single", "add_rmsnorm_bf16"]
+DECODE_LAYER = ["gemv_bf16_single", "qk_norm_rope_kv_bf16", "decode_attn_bf16",
+                "decode_attn_combine_bf16", "gemv_bf16_single", "add_rmsnorm_bf16",
+                "gemv_bf16_single", "gemv_silu_bf16_single", "add_rmsnorm_bf16"]
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +32,9 @@ def test_decode_graph_is_one_launch_with_the_layer_sequence(runner):
     names = [r.func for r in replay.graph]
     layers = runner.cfg.num_hidden_layers
     assert names[:2] == ["embedding_bf16", "rmsnorm_bf16"]
-    body = names[2:2 + 8 * layers]
+    body = names[2:2 + 9 * layers]
     assert body == DECODE_LAYER * layers
-    assert names[2 + 8 * layers:] == ["embedding_bf16", "gemv_bf16_f32_single",
+    assert names[2 + 9 * layers:] == ["embedding_bf16", "gemv_bf16_f32_single",
                                       "apply_penalties_f32", "sample_f32", "count_tokens_i32"]
     runner.release(7)
 

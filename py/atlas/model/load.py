@@ -126,8 +126,6 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     plan_step_buffers(arena, dims, limits, layout, max_splits)
     arena.reserve("cos_sin", DType.FP32, (max_seq_len, dims.head_dim))
     arena.allocate(dev)
-    counters = arena.slice("attn_counters")
-    dev.memset(arena["attn_counters"], 0, counters.nbytes)  # fused decode attention: zero
     dev.copy_h2d(arena["cos_sin"], cos_sin_table(dims.head_dim, cfg.rope_theta,
                                                  cfg.rope_scaling, max_seq_len))
     kv_cfg = KvCacheConfig.plan(

@@ -84,7 +84,6 @@ def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
     arena.reserve("logits", DType.FP32, (b, dims.vocab))
     arena.reserve("part_o", DType.FP32, (b, dims.heads, max_splits, dims.head_dim))
     arena.reserve("part_ml", DType.FP32, (b, dims.heads, max_splits, 2))
-    arena.reserve("attn_counters", DType.I32, (b, dims.kv_heads))  # zeroed once at load
 
 
 class ModelRunner:
@@ -115,8 +114,7 @@ class ModelRunner:
             cu_q=i32 + 4 * lay.cu_q, kv_lens=i32 + 4 * lay.kv_lens,
             sample_rows=i32 + 4 * lay.sample_rows, block_tables=kv.block_tables,
             **{n: arena[n] for n in ("resid", "delta", "normed", "qkv", "q", "attn",
-                                     "gate_up", "act", "sel", "logits", "part_o", "part_ml",
-                                     "attn_counters")})
+                                     "gate_up", "act", "sel", "logits", "part_o", "part_ml")})
         self.host_i32 = backend.alloc_host_pinned(4 * lay.total).view(np.int32)
         self.host_ids = backend.alloc_host_pinned(4 * limits.max_batch_size).view(np.int32)
         self.pad_slot = limits.max_batch_size  # sampler slot owned by graph padding rows
@@ -144,7 +142,7 @@ class ModelRunner:
                              + [self.pad_slot] * pad,
                              [st.sampling for st in sampling_steps] + [GREEDY] * pad,
                              [self._sampled.get(st.seq_id, 0) for st in sampling_steps]
-                             + [0] * pad)
+                             + [0] * pad, self.stream)
         if decode:
             self.backend.launch_graph(self.graphs[bucket], self.stream)
         else:

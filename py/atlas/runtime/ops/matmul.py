@@ -121,16 +121,23 @@ def linear(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: Devic
         gemm(kc, stream, x, w, y, m, n, k, out_f32)
 
 
+#: Largest k the fused SwiGLU GEMV is used for. Measured on the H200 (batch-1 decode graph,
+#: 2026-11-30): k=3072 (Qwen3-0.6B) 4.58 us fused vs 3.95 + 1.62 us unfused; k=12288
+#: (Qwen3-8B) 30.97 us fused vs 24.7 + 1.6 us unfused (the fused x-load costs bandwidth there).
+FUSED_SILU_MAX_K = 4096
+
+
 def linear_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr,
                 y: DevicePtr, m: int, n: int, k: int, scratch: DevicePtr | None = None) -> None:
     """y[m, n] = swiglu(gate_up[m, 2k]) @ w[n, k].T: the MLP down projection with its
     activation (bf16 in, bf16 out), equal to silu_mul followed by `linear`.
 
-    Up to GEMV_MAX_M rows run the fused GEMV (one launch, no activation buffer). More rows
-    run silu_mul into `scratch` (bf16 [m, k], 16-byte aligned; the caller owns it so that its
-    address is graph-stable) and then the GEMM; scratch is required only then.
+    Up to GEMV_MAX_M rows with k <= FUSED_SILU_MAX_K run the fused GEMV (one launch, no
+    activation buffer). Otherwise silu_mul runs into `scratch` (bf16 [m, k], 16-byte aligned;
+    the caller owns it so that its address is graph-stable) and then `linear`; scratch is
+    required only then.
     """
-    if m <= GEMV_MAX_M:
+    if m <= GEMV_MAX_M and k <= FUSED_SILU_MAX_K:
         gemv_silu(kc, stream, gate_up, w, y, m, n, k)
         return
     if scratch is None:
