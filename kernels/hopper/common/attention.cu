@@ -452,23 +452,35 @@ __device__ __forceinline__ void decode_attn_partials(
 // Loads bypass L1 (ld.global.cg): in the fused kernel other blocks wrote them this launch.
 
 // The largest split max of a row (the reference point of the merge); 0 if every split is empty.
+// Partials written by other blocks of the same launch (the fused kernel) must bypass L1;
+// the standalone combine reads a finished kernel's output and keeps L1 (its threads all
+// read the same (m, l) pairs: L1 broadcasts them, L2 would serialize them).
+template <bool kSameLaunch>
+__device__ __forceinline__ float load_partial(const float* p) {
+  if constexpr (kSameLaunch) return __ldcg(p);
+  return *p;
+}
+
+template <bool kSameLaunch>
 __device__ __forceinline__ float combine_ref(const float* ml, uint32_t num_splits) {
   float top = -INFINITY;
-  for (uint32_t s = 0; s < num_splits; ++s) top = fmaxf(top, __ldcg(ml + 2 * s));
+  for (uint32_t s = 0; s < num_splits; ++s) top = fmaxf(top, load_partial<kSameLaunch>(ml + 2 * s));
   return top == -INFINITY ? 0.f : top;
 }
 
 // Element d of a row's merged output, sum_s w_s o_s[d] / sum_s w_s with w_s = l_s e^(m_s - ref),
 // accumulated in split order. The rounding of every step is pinned (no contraction choices
 // left to the compiler), so both kernels that call this produce the same bits.
+template <bool kSameLaunch>
 __device__ __forceinline__ __nv_bfloat16 combine_element(const float* ml, const float* o,
                                                          uint32_t d, uint32_t head_dim,
                                                          uint32_t num_splits, float ref) {
   float total = 0.f, acc = 0.f;
   for (uint32_t s = 0; s < num_splits; ++s) {
-    const float w = __fmul_rn(__ldcg(ml + 2 * s + 1), expf(__ldcg(ml + 2 * s) - ref));  // empty: 0
+    const float m = load_partial<kSameLaunch>(ml + 2 * s);
+    const float w = __fmul_rn(load_partial<kSameLaunch>(ml + 2 * s + 1), expf(m - ref));  // empty: 0
     total = __fadd_rn(total, w);
-    acc = __fmaf_rn(w, __ldcg(o + s * head_dim + d), acc);
+    acc = __fmaf_rn(w, load_partial<kSameLaunch>(o + s * head_dim + d), acc);
   }
   return atlas::f32_to_bf16(total > 0.f ? __fdiv_rn(acc, total) : 0.f);
 }
@@ -512,9 +524,9 @@ extern "C" __global__ void __launch_bounds__(kDecodeMaxDim)
   const size_t row = static_cast<size_t>(blockIdx.y) * hq + blockIdx.x;
   const float* ml = part_ml + row * num_splits * 2;
   const float* o = part_o + row * num_splits * head_dim;
-  const float ref = combine_ref(ml, num_splits);
+  const float ref = combine_ref<false>(ml, num_splits);
   for (uint32_t d = threadIdx.x; d < head_dim; d += blockDim.x)
-    out[row * head_dim + d] = combine_element(ml, o, d, head_dim, num_splits, ref);
+    out[row * head_dim + d] = combine_element<false>(ml, o, d, head_dim, num_splits, ref);
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads)
@@ -543,8 +555,9 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     const size_t row = row0 + idx / head_dim;
     const uint32_t d = idx % head_dim;
     const float* ml = part_ml + row * num_splits * 2;
-    out[row * head_dim + d] = combine_element(ml, part_o + row * num_splits * head_dim, d,
-                                              head_dim, num_splits, combine_ref(ml, num_splits));
+    out[row * head_dim + d] = combine_element<true>(ml, part_o + row * num_splits * head_dim,
+                                                    d, head_dim, num_splits,
+                                                    combine_ref<true>(ml, num_splits));
   }
   if (threadIdx.x == 0) *counter = 0u;  // every split has counted in: nobody else touches it
 }
