@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from .capture import StreamCaptures
 from .gpu import (ArgKind, DevicePtr, Dim3, EventHandle, GpuBackend, GpuError, GraphHandle,
                   KernelHandle, Stream)
 from .reference import ReferenceFn, load_all
@@ -82,7 +83,7 @@ class HostBackend(GpuBackend):
         # ranges promised constant (mark_constant) and forms derived from them
         self._constants: list[tuple[int, int]] = []
         self._derived: dict[tuple[int, int, str], np.ndarray] = {}
-        self._captures: dict[Stream, list[Op]] = {}
+        self._captures: StreamCaptures[Op] = StreamCaptures()
         self._next_stream = 1
         self._lock = threading.Lock()
 
@@ -263,14 +264,10 @@ class HostBackend(GpuBackend):
         return True
 
     def begin_capture(self, stream: Stream) -> None:
-        if stream in self._captures:
-            raise GpuError(f"stream {stream} is already being captured")
-        self._captures[stream] = []
+        self._captures.begin(stream)
 
     def end_capture(self, stream: Stream) -> GraphHandle:
-        ops = self._captures.pop(stream, None)
-        if ops is None:
-            raise GpuError(f"end_capture on stream {stream}, which is not being captured")
+        ops = self._captures.end(stream)
         return GraphHandle(_HostGraph(ops))
 
     def launch_graph(self, graph: GraphHandle, stream: Stream) -> None:

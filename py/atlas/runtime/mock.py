@@ -19,6 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import kernel_abi
+from .capture import StreamCaptures
 from .gpu import (ArgKind, DevicePtr, Dim3, EventHandle, GpuBackend, GpuError, GraphHandle,
                   KernelHandle, KernelSig, Stream)
 from .host import ALIGNMENT, host_bytes
@@ -66,7 +67,7 @@ class MockGpuBackend(GpuBackend):
         self.launches: list[LaunchRecord] = []
         self.graph_launches: list[GraphLaunchRecord] = []
         self.op_counts: collections.Counter[str] = collections.Counter()
-        self._captures: dict[Stream, list[LaunchRecord]] = {}
+        self._captures: StreamCaptures[LaunchRecord] = StreamCaptures()
         self._next_stream = 1
 
     # ---- memory -------------------------------------------------------------------
@@ -184,14 +185,10 @@ class MockGpuBackend(GpuBackend):
         return True
 
     def begin_capture(self, stream: Stream) -> None:
-        if stream in self._captures:
-            raise GpuError(f"stream {stream} is already being captured")
-        self._captures[stream] = []
+        self._captures.begin(stream)
 
     def end_capture(self, stream: Stream) -> GraphHandle:
-        records = self._captures.pop(stream, None)
-        if records is None:
-            raise GpuError(f"end_capture on stream {stream}, which is not being captured")
+        records = self._captures.end(stream)
         return GraphHandle(tuple(records))
 
     def launch_graph(self, graph: GraphHandle, stream: Stream) -> None:
