@@ -125,6 +125,20 @@ def api_route(api: str) -> Callable[[Handler], Handler]:
     return wrap
 
 
+SpecParser = Callable[[Any, SamplingParams], GenerationSpec]
+
+
+async def begin_generation(request: web.Request, parse: SpecParser
+                           ) -> tuple[ServerContext, str, GenerationSpec, Generation]:
+    """The opening every generation route shares: authorize, parse the body with the
+    route's protocol parser, admit the request. Returns (ctx, key, spec, generation)."""
+    ctx = request.app[CTX]
+    started = time.monotonic()
+    key = authorize(request, ctx)
+    spec = parse(await read_json(request, ctx), ctx.options.default_sampling)
+    return ctx, key, spec, start_generation(spec, ctx, key, started)
+
+
 def start_generation(spec: GenerationSpec, ctx: ServerContext, key: str,
                      started: float) -> Generation:
     require_ready(ctx)

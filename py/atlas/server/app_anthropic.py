@@ -8,15 +8,14 @@ stop_sequence and output usage, and message_stop.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from aiohttp import web
 
 from . import protocol_anthropic as proto
-from .app import (CTX, api_route, authorize, finish_generation, json_response, open_sse,
-                  read_json, send_sse, start_generation)
-from .errors import ApiError, ErrorKind
+from .app import (CTX, api_route, authorize, begin_generation, finish_generation,
+                  json_response, open_sse, read_json, send_sse)
+from .errors import engine_failure
 from .generation import Generation, render_prompt
 from .protocol_openai import new_id
 
@@ -25,18 +24,9 @@ def _tool_id() -> str:
     return new_id("toolu_")
 
 
-def _server_error() -> ApiError:
-    return ApiError(ErrorKind.SERVER, "generation failed in the engine")
-
-
 @api_route("anthropic")
 async def messages(request: web.Request) -> web.StreamResponse:
-    ctx = request.app[CTX]
-    started = time.monotonic()
-    key = authorize(request, ctx)
-    spec = proto.parse_messages_request(await read_json(request, ctx),
-                                        ctx.options.default_sampling)
-    gen = start_generation(spec, ctx, key, started)
+    ctx, key, spec, gen = await begin_generation(request, proto.parse_messages_request)
     mid = new_id("msg_")
     try:
         if spec.stream:
@@ -47,7 +37,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
             text += delta.content
         outcome = gen.outcome
         if outcome.finish_reason == "error":
-            raise _server_error()
+            raise engine_failure()
         content: list[dict[str, Any]] = []
         if reasoning:
             content.append({"type": "thinking", "thinking": reasoning, "signature": ""})
@@ -127,7 +117,7 @@ async def _stream(request: web.Request, gen: Generation, mid: str) -> web.Stream
         await blocks.delta({"type": "text_delta", "text": blank})
     await blocks.close()
     if outcome.finish_reason == "error":
-        await send_sse(resp, _server_error().anthropic_body(), "error")
+        await send_sse(resp, engine_failure().anthropic_body(), "error")
     else:
         await send_sse(resp, {"type": "message_delta",
                               "delta": {"stop_reason": proto.STOP_REASONS[outcome.finish_reason],

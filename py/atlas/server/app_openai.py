@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from aiohttp import web
 
 from . import protocol_openai as proto
-from .app import (CTX, api_route, authorize, finish_generation, json_response, open_sse,
-                  read_json, send_sse, start_generation)
-from .errors import ApiError, ErrorKind
+from .app import api_route, begin_generation, finish_generation, json_response, open_sse, send_sse
+from .errors import engine_failure
 from .generation import Generation
 from .response_stream import StreamDelta
 
@@ -42,18 +40,9 @@ def _tool_call_chunks(delta: StreamDelta, ids: _CallIds) -> list[dict[str, Any]]
     return chunks
 
 
-def _server_error() -> ApiError:
-    return ApiError(ErrorKind.SERVER, "generation failed in the engine")
-
-
 @api_route("openai")
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    ctx = request.app[CTX]
-    started = time.monotonic()
-    key = authorize(request, ctx)
-    spec = proto.parse_chat_request(await read_json(request, ctx),
-                                   ctx.options.default_sampling)
-    gen = start_generation(spec, ctx, key, started)
+    ctx, key, spec, gen = await begin_generation(request, proto.parse_chat_request)
     rid, created, model = proto.new_id("chatcmpl-"), proto.now_s(), spec.model
     ids = _CallIds()
     try:
@@ -65,7 +54,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
             reasoning += delta.reasoning
         outcome = gen.outcome
         if outcome.finish_reason == "error":
-            raise _server_error()
+            raise engine_failure()
         calls = [{"id": ids(i), "type": "function",
                   "function": {"name": c.name, "arguments": c.arguments}}
                  for i, c in enumerate(outcome.tool_calls)]
@@ -99,7 +88,7 @@ async def _stream_chat(request: web.Request, gen: Generation, rid: str, created:
             await send_sse(resp, chunk({"tool_calls": _tool_call_chunks(delta, ids)}))
     outcome = gen.outcome
     if outcome.finish_reason == "error":
-        await send_sse(resp, _server_error().openai_body())
+        await send_sse(resp, engine_failure().openai_body())
     else:
         await send_sse(resp, chunk({}, _finish_reason(outcome.finish_reason)))
     if spec.include_usage:
@@ -114,19 +103,14 @@ async def _stream_chat(request: web.Request, gen: Generation, rid: str, created:
 
 @api_route("openai")
 async def completions(request: web.Request) -> web.StreamResponse:
-    ctx = request.app[CTX]
-    started = time.monotonic()
-    key = authorize(request, ctx)
-    spec = proto.parse_completion_request(await read_json(request, ctx),
-                                         ctx.options.default_sampling)
-    gen = start_generation(spec, ctx, key, started)
+    ctx, key, spec, gen = await begin_generation(request, proto.parse_completion_request)
     rid, created, model = proto.new_id("cmpl-"), proto.now_s(), spec.model
     try:
         if not spec.stream:
             text = "".join([d.content async for d in gen.deltas()])
             outcome = gen.outcome
             if outcome.finish_reason == "error":
-                raise _server_error()
+                raise engine_failure()
             return json_response(proto.completion(
                 rid=rid, model=model, created=created, text=text,
                 finish_reason=_finish_reason(outcome.finish_reason),
@@ -139,7 +123,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
                                                       text=delta.content, finish_reason=None))
         outcome = gen.outcome
         if outcome.finish_reason == "error":
-            await send_sse(resp, _server_error().openai_body())
+            await send_sse(resp, engine_failure().openai_body())
         else:
             await send_sse(resp, proto.completion(
                 rid=rid, model=model, created=created, text="",

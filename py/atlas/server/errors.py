@@ -69,3 +69,8 @@ class ApiError(Exception):
 def invalid(message: str, param: str | None = None) -> ApiError:
     """Shorthand for the common 400."""
     return ApiError(ErrorKind.INVALID_REQUEST, message, param=param)
+
+
+def engine_failure() -> ApiError:
+    """A request the engine failed to finish (its step raised): a 500 in each API's shape."""
+    return ApiError(ErrorKind.SERVER, "generation failed in the engine")
