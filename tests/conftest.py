@@ -20,3 +20,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip = pytest.mark.skip(reason="needs a CUDA device (none usable: no driver or no GPU)")
     for item in gpu_items:
         item.add_marker(skip)
+
+
+@pytest.fixture
+def hopper_ptx_backend():
+    """(PTX set, CudaBackend with that set loaded) for the first built hopper target; the
+    backend is closed afterwards. For `gpu` tests that run real kernels from a built set."""
+    from atlas.kernels.registry import KernelsNotFound, load_registry
+    from atlas.runtime.cuda import CudaBackend
+
+    try:
+        registry = load_registry()
+    except KernelsNotFound as exc:
+        pytest.skip(f"no PTX sets built: {exc}")
+    targets = [t for t in registry.targets() if t.hw == "hopper"]
+    if not targets:
+        pytest.skip("no hopper PTX set built")
+    ptx_set = registry.select_target(targets[0].hw, targets[0].model, targets[0].quant)
+    backend = CudaBackend(modules={n: m.image() for n, m in ptx_set.modules.items()})
+    try:
+        yield ptx_set, backend
+    finally:
+        backend.close()

@@ -285,27 +285,15 @@ def test_launches_from_another_thread_bind_the_context(gpu: CudaBackend) -> None
                                   np.arange(n, dtype=np.float32) + 5)
 
 
-def test_a_real_ptx_set_runs_its_check_cases() -> None:
-    from atlas.kernels.registry import KernelsNotFound, load_registry
+def test_a_real_ptx_set_runs_its_check_cases(hopper_ptx_backend) -> None:
     from atlas.runtime.kernel_check import all_cases, check
 
-    try:
-        registry = load_registry()
-    except KernelsNotFound as exc:
-        pytest.skip(f"no PTX sets built: {exc}")
-    targets = [t for t in registry.targets() if t.hw == "hopper"]
-    if not targets:
-        pytest.skip("no hopper PTX set built")
-    ptx_set = registry.select_target(targets[0].hw, targets[0].model, targets[0].quant)
-    backend = CudaBackend(modules={n: m.image() for n, m in ptx_set.modules.items()})
-    try:
-        first_of_module = {}
-        for case in all_cases(seed=0):
-            if case.module in ptx_set.modules:
-                first_of_module.setdefault(case.module, case)
-        assert first_of_module
-        for case in first_of_module.values():
-            result = check(backend, case)
-            assert result.passed, f"{case.name}: {result.detail}"
-    finally:
-        backend.close()
+    ptx_set, backend = hopper_ptx_backend
+    first_of_module = {}
+    for case in all_cases(seed=0):
+        if case.module in ptx_set.modules:
+            first_of_module.setdefault(case.module, case)
+    assert first_of_module
+    for case in first_of_module.values():
+        result = check(backend, case)
+        assert result.passed, f"{case.name}: {result.detail}"

@@ -190,23 +190,9 @@ def test_cuda_entry_points_declare_exactly_the_abi(module: str) -> None:
 
 
 @pytest.mark.gpu
-def test_fused_kernels_equal_their_unfused_twins_on_the_gpu() -> None:
+def test_fused_kernels_equal_their_unfused_twins_on_the_gpu(hopper_ptx_backend) -> None:
     """The CUDA fused kernels against silu_mul + gemv and decode_attn + combine, bit for bit
     (the check script compares each with the reference only to a couple of ulps)."""
-    from atlas.kernels.registry import KernelsNotFound, load_registry
-    from atlas.runtime.cuda import CudaBackend
-
-    try:
-        registry = load_registry()
-    except KernelsNotFound as exc:
-        pytest.skip(f"no PTX sets built: {exc}")
-    targets = [t for t in registry.targets() if t.hw == "hopper"]
-    if not targets:
-        pytest.skip("no hopper PTX set built")
-    ptx_set = registry.select_target(targets[0].hw, targets[0].model, targets[0].quant)
-    gpu = CudaBackend(modules={n: m.image() for n, m in ptx_set.modules.items()})
-    try:
-        for case in TWINNED:
-            _assert_twins_identical(case, execute(gpu, case))
-    finally:
-        gpu.close()
+    _, gpu = hopper_ptx_backend
+    for case in TWINNED:
+        _assert_twins_identical(case, execute(gpu, case))
