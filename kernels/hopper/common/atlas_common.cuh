@@ -7,6 +7,34 @@
 
 namespace atlas {
 
+// Programmatic dependent launch (sm_90+). The runtime launches a kernel whose PTX contains
+// `griddepcontrol.wait` with programmatic stream serialization, so it may start while the
+// kernel before it in the stream is still running. The contract every entry point keeps:
+//   * before pdl_wait() it reads only memory no kernel writes (weights, constant tables)
+//     and writes nothing; pdl_wait() returns once the previous kernel has completed and its
+//     writes are visible;
+//   * pdl_launch_dependents() comes after pdl_wait() (so at most two kernels overlap, and
+//     the next one's pre-wait prologue never races the one before this).
+// Without the launch attribute both are no-ops, so eager and graph launches agree.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" :::);
+#endif
+}
+
+// The usual entry prologue of a kernel with nothing to prefetch: wait for the previous
+// kernel, then let the next one start launching.
+__device__ __forceinline__ void pdl_enter() {
+  pdl_wait();
+  pdl_launch_dependents();
+}
+
 __device__ __forceinline__ float bf16_to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 // Round-to-nearest-even, identical to atlas.core.numerics.f32_to_bf16_bits.
