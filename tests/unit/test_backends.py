@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import enum
 import threading
+import types
 
 import numpy as np
 import pytest
@@ -350,6 +351,18 @@ class FakeDriver:
         CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
         CU_STREAM_CAPTURE_MODE_RELAXED = 2
 
+    class CUlaunchAttributeID:
+        CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 3
+
+    class CUlaunchAttribute:
+        def __init__(self) -> None:
+            self.id = None
+            self.value = types.SimpleNamespace(programmaticStreamSerializationAllowed=0)
+
+    class CUlaunchConfig:
+        attrs: list = []
+        numAttrs = 0
+
     class CUdevice_attribute:
         CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
         CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
@@ -420,6 +433,16 @@ class FakeDriver:
             values.append(ctype.from_address(slot).value)
         self.launches.append((f, (gx, gy, gz), (bx, by, bz), smem, int(stream), values))
         return self._r("cuLaunchKernel")
+
+    def cuLaunchKernelEx(self, config, f, params, extra):
+        (attr,) = config.attrs[:config.numAttrs]
+        assert attr.id == self.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        assert attr.value.programmaticStreamSerializationAllowed == 1
+        self.cuLaunchKernel(f, config.gridDimX, config.gridDimY, config.gridDimZ,
+                            config.blockDimX, config.blockDimY, config.blockDimZ,
+                            config.sharedMemBytes, config.hStream, params, extra)
+        self.calls[-1] = ("cuLaunchKernelEx",)
+        return (self.fail.get("cuLaunchKernelEx", FakeResult.CUDA_SUCCESS),)
 
     def cuMemAlloc(self, n):
         self.next_ptr += 1 << 20
@@ -528,6 +551,50 @@ def test_cuda_launch_packs_every_argument_kind(fake: FakeDriver) -> None:
     assert (f, grid, block, smem, stream) == ("wide", (3, 2, 1), (128, 1, 1), 4096, 0)
     assert values == [0xDEAD_BEEF_F00D, 2**64 - 1, -7, 0.25, 2**32 - 1]
     assert second[-1] == [1, 2, 3, -1.5, 4]
+
+
+# Two entries in one module: only the first waits on its programmatic dependency.
+_PDL_PTX = b"""
+.visible .entry axpy_f32(
+  .param .u64 p0
+)
+{
+  griddepcontrol.wait;
+  ret;
+}
+.func (.reg .b32 r) helper(
+)
+{
+  ret;
+}
+.visible .entry wide(
+  .param .u64 p0
+)
+{
+  ret;
+}
+"""
+
+
+def test_cuda_launches_only_waiting_kernels_with_pdl(fake: FakeDriver) -> None:
+    be = cuda.CudaBackend(modules={"toy": _PDL_PTX})
+    assert be.pdl  # compute capability 9.0 in the fake
+    KernelLaunch(be, AXPY)(0, (2, 1), 64, 0, 1, 2, 3, 4, 5.0)
+    KernelLaunch(be, KernelSig("toy", "wide", ()))(0, 1, 1, 0)
+    assert [c[0] for c in fake.calls if c[0].startswith("cuLaunch")] == [
+        "cuLaunchKernelEx", "cuLaunchKernel"]
+    assert fake.launches[0][:4] == ("axpy_f32", (2, 1, 1), (64, 1, 1), 0)
+    assert fake.launches[0][5] == [1, 2, 3, 4, 5.0]  # same argument block either way
+    fake.fail["cuLaunchKernelEx"] = FakeResult.CUDA_ERROR_INVALID_VALUE
+    with pytest.raises(GpuError, match=r"cuLaunchKernelEx\(toy.axpy_f32"):
+        KernelLaunch(be, AXPY)(0, 1, 1, 0, 1, 2, 3, 4, 5.0)
+
+
+def test_cuda_pdl_off_launches_everything_plainly(fake: FakeDriver) -> None:
+    be = cuda.CudaBackend(modules={"toy": _PDL_PTX}, pdl=False)
+    KernelLaunch(be, AXPY)(0, 1, 1, 0, 1, 2, 3, 4, 5.0)
+    assert not be.pdl and [c[0] for c in fake.calls if c[0].startswith("cuLaunch")] == [
+        "cuLaunchKernel"]
 
 
 def test_cuda_errors_name_the_call_and_the_result(fake: FakeDriver) -> None:

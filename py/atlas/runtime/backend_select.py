@@ -5,6 +5,7 @@ The CLI and the server call `make_backend` once; nothing below it knows which mo
 
 from __future__ import annotations
 
+import os
 from typing import Literal, Mapping
 
 from .gpu import GpuBackend
@@ -29,6 +30,12 @@ def resolve_kind(kind: str) -> str:
     return kind
 
 
+def pdl_enabled() -> bool:
+    """Programmatic dependent launch is on unless ATLAS_PDL=0 (kept for A/B benchmarks and
+    as an escape hatch should a driver mishandle it)."""
+    return os.environ.get("ATLAS_PDL", "1").strip() not in ("0", "false", "off", "no")
+
+
 def make_backend(kind: BackendKind | str = "auto",
                  ptx_modules: Mapping[str, bytes] | None = None,
                  ordinal: int = 0) -> GpuBackend:
@@ -38,7 +45,7 @@ def make_backend(kind: BackendKind | str = "auto",
     if concrete == "cuda":
         from .cuda import CudaBackend
 
-        return CudaBackend(ordinal=ordinal, modules=ptx_modules or {})
+        return CudaBackend(ordinal=ordinal, modules=ptx_modules or {}, pdl=pdl_enabled())
     if concrete == "host":
         from .host import HostBackend
 

@@ -9,6 +9,12 @@ naming the call and the error. The launch path is kept short because decode grap
 captured from it and eager prefill launches run through it: argument bytes are packed by a
 `struct.Struct` cached per kernel into one fixed parameter block whose slot addresses
 never change, and `cuLaunchKernel` gets the address of that pointer array.
+
+Kernels whose PTX waits on `griddepcontrol.wait` (ptx_entries.pdl_entries) are launched
+with programmatic stream serialization through `cuLaunchKernelEx`: inside a captured decode
+graph each one may start while its predecessor drains, which hides the launch and the first
+DRAM round trip of ~300 small kernels per step. `pdl=False` (or a pre-Hopper device) turns
+that off, for A/B measurements.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import numpy as np
 from .gpu import (ArgKind, DevicePtr, Dim3, EventHandle, GpuBackend, GpuError, GraphHandle,
                   KernelHandle, Stream)
 from .host import host_bytes
+from .ptx_entries import pdl_entries
 
 #: most parameters one kernel may take (each gets an 8-byte slot in the parameter block)
 MAX_PARAMS = 64
@@ -77,11 +84,12 @@ class _Kernel:
     code per element and would dominate the launch).
     """
 
-    __slots__ = ("func", "label", "kinds", "struct")
+    __slots__ = ("func", "label", "kinds", "struct", "pdl")
 
-    def __init__(self, func: Any, label: str) -> None:
+    def __init__(self, func: Any, label: str, pdl: bool) -> None:
         self.func = func
         self.label = label
+        self.pdl = pdl  # launched with programmatic stream serialization
         self.kinds: tuple[ArgKind, ...] | None = None
         self.struct = struct.Struct("")
 
@@ -98,13 +106,26 @@ class _ThreadState:
     (MAX_PARAMS 8-byte slots plus the array of their addresses) that only this thread
     writes, so launches from several threads never race on argument bytes."""
 
-    __slots__ = ("params", "ptrs", "ptrs_addr")
+    __slots__ = ("params", "ptrs", "ptrs_addr", "pdl_config")
 
     def __init__(self) -> None:
         self.params = np.zeros(MAX_PARAMS * 8, dtype=np.uint8)
         base = np.uint64(self.params.ctypes.data)
         self.ptrs = np.arange(MAX_PARAMS, dtype=np.uint64) * np.uint64(8) + base
         self.ptrs_addr = int(self.ptrs.ctypes.data)
+        self.pdl_config: Any = None  # CUlaunchConfig, made on this thread's first PDL launch
+
+
+def _pdl_config(drv: Any) -> Any:
+    """A CUlaunchConfig carrying the programmatic-stream-serialization attribute; the
+    launch fills in grid, block, shared memory and stream each time."""
+    attr = drv.CUlaunchAttribute()
+    attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    attr.value.programmaticStreamSerializationAllowed = 1
+    config = drv.CUlaunchConfig()
+    config.attrs = [attr]
+    config.numAttrs = 1
+    return config
 
 
 class _Graph:
@@ -128,7 +149,7 @@ class CudaBackend(GpuBackend):
     name = "cuda"
 
     def __init__(self, ordinal: int = 0, modules: Mapping[str, bytes | str] | None = None,
-                 capture_mode: str = "thread_local") -> None:
+                 capture_mode: str = "thread_local", pdl: bool = True) -> None:
         if capture_mode not in CAPTURE_MODES:
             raise ValueError(f"capture_mode must be one of {CAPTURE_MODES}, got {capture_mode!r}")
         try:
@@ -151,6 +172,7 @@ class CudaBackend(GpuBackend):
         self._capture_mode = capture_mode
         self._closed = False
         self._modules: dict[str, Any] = {}
+        self._pdl_entries: dict[str, frozenset[str]] = {}
         self._kernels: dict[tuple[str, str], KernelHandle] = {}
         self._streams: dict[int, Any] = {0: drv.CUstream(0)}
         self._events: list[Any] = []
@@ -159,6 +181,10 @@ class CudaBackend(GpuBackend):
         self._allocs: set[int] = set()
         self._cu_launch = drv.cuLaunchKernel
         self.bind_to_thread()
+        major = self._ok(drv.cuDeviceGetAttribute(
+            drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self._dev),
+            "cuDeviceGetAttribute(compute capability)")
+        self.pdl = bool(pdl) and int(major) >= 9
         for mod_name, ptx in (modules or {}).items():
             self.load_module(mod_name, ptx)
 
@@ -308,6 +334,7 @@ class CudaBackend(GpuBackend):
             image += b"\0"
         self._modules[name] = self._ok(self._drv.cuModuleLoadData(image),
                                        f"cuModuleLoadData(module {name!r})")
+        self._pdl_entries[name] = pdl_entries(image)
 
     @property
     def module_names(self) -> list[str]:
@@ -326,8 +353,9 @@ class CudaBackend(GpuBackend):
         if err:
             raise GpuError(f"cuModuleGetFunction: kernel {func!r} not found in PTX module "
                            f"{module!r}: {_describe(self._drv, err)}")
-        handle = self._kernels[(module, func)] = KernelHandle(module, func,
-                                                              _Kernel(fn, f"{module}.{func}"))
+        pdl = self.pdl and func in self._pdl_entries[module]
+        handle = self._kernels[(module, func)] = KernelHandle(
+            module, func, _Kernel(fn, f"{module}.{func}", pdl))
         return handle
 
     def set_max_dynamic_shared(self, handle: KernelHandle, nbytes: int) -> None:
@@ -350,11 +378,26 @@ class CudaBackend(GpuBackend):
         except struct.error as exc:
             raise GpuError(f"{k.label}: bad argument values {values}: {exc}") from None
         # the driver copies the argument bytes before returning, so the block is reusable
-        (err,) = self._cu_launch(k.func, grid[0], grid[1], grid[2], block[0], block[1],
-                                 block[2], shared_mem, s, ts.ptrs_addr, 0)
+        if k.pdl:
+            err = self._launch_pdl(ts, k, grid, block, shared_mem, s)
+        else:
+            (err,) = self._cu_launch(k.func, grid[0], grid[1], grid[2], block[0], block[1],
+                                     block[2], shared_mem, s, ts.ptrs_addr, 0)
         if err:
-            raise GpuError(f"cuLaunchKernel({k.label}, grid={tuple(grid)}, block={tuple(block)}, "
+            raise GpuError(f"{'cuLaunchKernelEx' if k.pdl else 'cuLaunchKernel'}({k.label}, grid={tuple(grid)}, block={tuple(block)}, "
                            f"smem={shared_mem}) failed: {_describe(self._drv, err)}")
+
+    def _launch_pdl(self, ts: _ThreadState, k: _Kernel, grid: Dim3, block: Dim3,
+                    shared_mem: int, s: Any) -> Any:
+        c = ts.pdl_config
+        if c is None:
+            c = ts.pdl_config = _pdl_config(self._drv)
+        c.gridDimX, c.gridDimY, c.gridDimZ = grid[0], grid[1], grid[2]
+        c.blockDimX, c.blockDimY, c.blockDimZ = block[0], block[1], block[2]
+        c.sharedMemBytes = shared_mem
+        c.hStream = s
+        (err,) = self._drv.cuLaunchKernelEx(c, k.func, ts.ptrs_addr, 0)
+        return err
 
     # ---- streams ------------------------------------------------------------------
     def create_stream(self) -> Stream:
@@ -480,6 +523,7 @@ class CudaBackend(GpuBackend):
         self._graphs, self._events, self._pinned, self._allocs = set(), [], [], set()
         self._streams = {0: self._streams[0]}
         self._modules.clear()
+        self._pdl_entries.clear()
         self._kernels.clear()
         attempt(drv.cuDevicePrimaryCtxRelease(self._dev), "cuDevicePrimaryCtxRelease")
         if failures:
