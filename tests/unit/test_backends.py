@@ -436,7 +436,8 @@ class FakeDriver:
 
     def cuLaunchKernelEx(self, config, f, params, extra):
         (attr,) = config.attrs[:config.numAttrs]
-        assert attr.id == self.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        ids = self.CUlaunchAttributeID
+        assert attr.id == ids.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
         assert attr.value.programmaticStreamSerializationAllowed == 1
         self.cuLaunchKernel(f, config.gridDimX, config.gridDimY, config.gridDimZ,
                             config.blockDimX, config.blockDimY, config.blockDimZ,

@@ -384,7 +384,8 @@ class CudaBackend(GpuBackend):
             (err,) = self._cu_launch(k.func, grid[0], grid[1], grid[2], block[0], block[1],
                                      block[2], shared_mem, s, ts.ptrs_addr, 0)
         if err:
-            raise GpuError(f"{'cuLaunchKernelEx' if k.pdl else 'cuLaunchKernel'}({k.label}, grid={tuple(grid)}, block={tuple(block)}, "
+            call = "cuLaunchKernelEx" if k.pdl else "cuLaunchKernel"
+            raise GpuError(f"{call}({k.label}, grid={tuple(grid)}, block={tuple(block)}, "
                            f"smem={shared_mem}) failed: {_describe(self._drv, err)}")
 
     def _launch_pdl(self, ts: _ThreadState, k: _Kernel, grid: Dim3, block: Dim3,
