@@ -10,6 +10,7 @@ embedding_bf16(const int32_t* __restrict__ ids, const __nv_bfloat16* __restrict_
                __nv_bfloat16* __restrict__ out, uint32_t n, uint32_t dim, uint32_t vocab) {
   const uint32_t i = blockIdx.x;
   if (i >= n) return;
+  atlas::pdl_enter();  // ids and (for the row gather) the table come from earlier kernels
   const int32_t id = ids[i];
   const bool valid = id >= 0 && static_cast<uint32_t>(id) < vocab;
   const uint32_t nvec = dim / 8;

@@ -152,23 +152,27 @@ __device__ __forceinline__ void gemm_tile(const __nv_bfloat16* __restrict__ a,
 extern "C" __global__ void __launch_bounds__(256)
     gemm_bf16(const __nv_bfloat16* a, const __nv_bfloat16* w, __nv_bfloat16* c, uint32_t m,
               uint32_t n, uint32_t k) {
+  atlas::pdl_enter();
   gemm_tile<ATLAS_GEMM_LARGE, false>(a, w, c, m, n, k);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
     gemm_bf16_f32(const __nv_bfloat16* a, const __nv_bfloat16* w, float* c, uint32_t m,
                   uint32_t n, uint32_t k) {
+  atlas::pdl_enter();
   gemm_tile<ATLAS_GEMM_LARGE, true>(a, w, c, m, n, k);
 }
 
 extern "C" __global__ void __launch_bounds__(128)
     gemm_bf16_skinny(const __nv_bfloat16* a, const __nv_bfloat16* w, __nv_bfloat16* c,
                      uint32_t m, uint32_t n, uint32_t k) {
+  atlas::pdl_enter();
   gemm_tile<ATLAS_GEMM_SKINNY, false>(a, w, c, m, n, k);
 }
 
 extern "C" __global__ void __launch_bounds__(128)
     gemm_bf16_f32_skinny(const __nv_bfloat16* a, const __nv_bfloat16* w, float* c,
                          uint32_t m, uint32_t n, uint32_t k) {
+  atlas::pdl_enter();
   gemm_tile<ATLAS_GEMM_SKINNY, true>(a, w, c, m, n, k);
 }

@@ -87,6 +87,19 @@ struct SwigluX {  // x = bf16(bf16(silu(gate)) * up), gate_up [m, 2k] = [gate | 
   }
 };
 
+// kUnroll chunks of each of the block's rows, starting at chunk c0 (zeros past the row end).
+__device__ __forceinline__ void load_weight_tile(uint4 (&wv)[kUnroll][kRowsPerBlock],
+                                                 const uint4* const (&wrow)[kRowsPerBlock],
+                                                 int c0, int kc) {
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int c = c0 + u * static_cast<int>(blockDim.x);
+#pragma unroll
+    for (int r = 0; r < kRowsPerBlock; ++r)
+      wv[u][r] = c < kc ? ld_stream(wrow[r] + c) : make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
 template <int M, bool kF32Out, class XLoad>
 __device__ __forceinline__ void gemv_rows(XLoad xload, const __nv_bfloat16* __restrict__ w,
                                           void* __restrict__ y, int n, int k,
@@ -104,15 +117,13 @@ __device__ __forceinline__ void gemv_rows(XLoad xload, const __nv_bfloat16* __re
 #pragma unroll
   for (int i = 0; i < V; ++i) acc[i] = 0.f;
 
+  // The first tile of weights is requested before waiting on the previous kernel (weights
+  // are never written by a kernel), so its DRAM round trip overlaps that kernel's tail.
+  uint4 wv[kUnroll][kRowsPerBlock];
+  load_weight_tile(wv, wrow, threadIdx.x, kc);
+  atlas::pdl_enter();
   for (int c0 = threadIdx.x; c0 < kc; c0 += kUnroll * blockDim.x) {
-    uint4 wv[kUnroll][kRowsPerBlock];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int c = c0 + u * blockDim.x;
-#pragma unroll
-      for (int r = 0; r < kRowsPerBlock; ++r)
-        wv[u][r] = c < kc ? ld_stream(wrow[r] + c) : make_uint4(0u, 0u, 0u, 0u);
-    }
+    if (c0 != static_cast<int>(threadIdx.x)) load_weight_tile(wv, wrow, c0, kc);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int c = c0 + u * blockDim.x;

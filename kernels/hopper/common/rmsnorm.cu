@@ -72,6 +72,7 @@ extern "C" __global__ void __launch_bounds__(1024)
 rmsnorm_bf16(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
              __nv_bfloat16* __restrict__ out, uint32_t rows, uint32_t dim, float eps) {
   if (blockIdx.x >= rows) return;
+  atlas::pdl_enter();
   rmsnorm_row<false>(x, nullptr, nullptr, w, out, dim, eps);
 }
 
@@ -80,5 +81,6 @@ add_rmsnorm_bf16(__nv_bfloat16* __restrict__ residual, const __nv_bfloat16* __re
                  const __nv_bfloat16* __restrict__ w, __nv_bfloat16* __restrict__ out,
                  uint32_t rows, uint32_t dim, float eps) {
   if (blockIdx.x >= rows) return;
+  atlas::pdl_enter();
   rmsnorm_row<true>(residual, delta, residual, w, out, dim, eps);
 }

@@ -13,6 +13,7 @@ silu_mul_bf16(const __nv_bfloat16* __restrict__ gate_up, __nv_bfloat16* __restri
   const uint32_t row = blockIdx.x;
   const uint32_t vec = blockIdx.y * blockDim.x + threadIdx.x;
   if (row >= rows || vec >= inter / atlas::kBf16PerVec) return;
+  atlas::pdl_enter();
   const __nv_bfloat16* gate = gate_up + static_cast<size_t>(row) * 2 * inter;
   reinterpret_cast<uint4*>(out + static_cast<size_t>(row) * inter)[vec] =
       atlas::swiglu_bf16x8(reinterpret_cast<const uint4*>(gate)[vec],
