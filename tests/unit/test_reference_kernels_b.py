@@ -1,7 +1,7 @@
 """The matrix and attention reference kernels agree with their float64 oracles on the host,
-and the launch builders reject what the CUDA kernels cannot do. Fused kernels (gemv_silu,
-decode_attn_fused) equal their unfused twins bit for bit: on the host here, and on the GPU
-in the `gpu`-marked test at the end."""
+and the launch builders reject what the CUDA kernels cannot do. Fused kernels (gemv_silu)
+equal their unfused twins bit for bit: on the host here, and on the GPU in the
+`gpu`-marked test at the end."""
 
 from __future__ import annotations
 
@@ -59,22 +59,12 @@ def test_reference_matches_oracle(backend: HostBackend, case) -> None:
 
 def test_every_module_has_cases() -> None:
     assert {c.module for c in CASES} == set(MODULES)
-    assert {c.module for c in TWINNED} == {"gemv", "attention"}
+    assert {c.module for c in TWINNED} == {"gemv"}
 
 
 @pytest.mark.parametrize("case", TWINNED, ids=[c.name for c in TWINNED])
 def test_fused_references_equal_their_unfused_twins(backend: HostBackend, case) -> None:
     _assert_twins_identical(case, execute(backend, case))
-
-
-def test_fused_decode_reference_rejects_nonzero_counters(backend: HostBackend) -> None:
-    case = next(c for c in TWINNED if "counters" in c.inputs)
-    counters = case.inputs["counters"].copy()
-    counters.flat[-1] = 1
-    stale = KernelCase(case.name, case.module, {**case.inputs, "counters": counters},
-                       case.outputs, case.run, case.oracle)
-    with pytest.raises(ValueError, match="counters must be zero"):
-        execute(backend, stale)
 
 
 def _launches(fn, *args, **kwargs):
@@ -150,23 +140,14 @@ def test_fused_gemv_preconditions(fn, args, kwargs, match) -> None:
         _launches(fn, *args, **kwargs)
 
 
-def test_decode_attention_fused_is_one_launch_with_the_decode_grid() -> None:
-    (rec,) = _launches(attention.decode_attention_fused, 0x1000, 0x2000, 0x3000, 0x4000,
-                       0x5000, 0x6000, 0x7000, 0x8000, 0x9000, 4, 32, 8, 128, 16, 64, 16,
-                       0.088)
-    assert (rec.func, rec.grid, rec.block) == ("decode_attn_fused_bf16", (16, 8, 4),
-                                               (128, 1, 1))
-    assert (rec.args["out"], rec.args["counters"], rec.args["num_splits"]) == (
-        0x8000, 0x9000, 16)
-
-
 def test_decode_attention_launches_partials_then_combine() -> None:
     recs = _launches(attention.decode_attention, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000,
                      0x6000, 0x7000, 0x8000, 4, 32, 8, 128, 16, 64, 16, 0.088)
     assert [(r.func, r.grid, r.block) for r in recs] == [
         ("decode_attn_bf16", (16, 8, 4), (128, 1, 1)),
         ("decode_attn_combine_bf16", (32, 4, 1), (128, 1, 1))]
-    assert recs[1].args["num_splits"] == 16
+    # the combine takes kv_lens to merge only the splits that hold keys
+    assert (recs[1].args["kv_lens"], recs[1].args["num_splits"]) == (0x5000, 16)
 
 
 def test_prefill_attention_grid_comes_from_max_q_len() -> None:
@@ -191,8 +172,19 @@ def test_cuda_entry_points_declare_exactly_the_abi(module: str) -> None:
 
 @pytest.mark.gpu
 def test_fused_kernels_equal_their_unfused_twins_on_the_gpu(hopper_ptx_backend) -> None:
-    """The CUDA fused kernels against silu_mul + gemv and decode_attn + combine, bit for bit
+    """The CUDA fused kernels against silu_mul + gemv, bit for bit
     (the check script compares each with the reference only to a couple of ulps)."""
     _, gpu = hopper_ptx_backend
     for case in TWINNED:
         _assert_twins_identical(case, execute(gpu, case))
+
+
+@pytest.mark.parametrize("kv_len,num_splits,rule", [
+    (1, 33, (32, 1)), (0, 8, (32, 0)),           # the minimum split: one active
+    (32, 33, (32, 1)), (33, 33, (32, 2)),        # one key past the minimum opens a split
+    (512, 33, (32, 16)), (1056, 33, (32, 33)),   # 33 x 32 keys fill every split
+    (1057, 33, (33, 33)), (300, 8, (38, 8)),     # beyond that, ceil(kv_len / num_splits)
+    (2000, 1, (2000, 1)),
+])
+def test_decode_split_rule(kv_len: int, num_splits: int, rule: tuple[int, int]) -> None:
+    assert attention.decode_split_rule(kv_len, num_splits) == rule

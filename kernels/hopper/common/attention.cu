@@ -20,21 +20,21 @@
 //   are the same kernel.
 // decode_attn_bf16: grid (num_splits, hkv, num_seqs), 128 threads. A block reads the K/V
 //   rows of its split once and serves all hq / hkv query heads of the group (groups of more
-//   than 4 heads take several passes, the later ones hitting L2). With
-//   c = ceil(kv_len / num_splits), split i covers keys [i c, min((i + 1) c, kv_len)); the
-//   split is decided here from the live kv_len, so num_splits can stay fixed in a CUDA graph.
-//   head_dim / 8 lanes share a key (16 bytes each); partial results are merged across key
-//   groups by shuffles and across warps in shared memory, then written as
-//   part_o [seq, hq, split, D] (normalized by its own l) and part_ml [seq, hq, split, 2] =
-//   (max score in natural-log units, sum of exp(score - max)); an empty split writes
-//   (-inf, 0) and o = 0.
-// decode_attn_combine_bf16: grid (hq, num_seqs), head_dim threads: merges the splits.
-// decode_attn_fused_bf16: decode_attn_bf16's grid and partials, plus the combine in the same
-//   launch: after writing its partials a block fences them and counts itself in on the
-//   group's counter (u32 per (sequence, kv head)); the block that arrives last merges the
-//   group's q heads, reading every split's partials in split order with the combine's own
-//   arithmetic (combine_element), so out matches the two-kernel path bit for bit whatever
-//   order the splits finished in. It then resets the counter to 0 for the next launch.
+//   than 4 heads take several passes, the later ones hitting L2). num_splits is only the
+//   grid size (fixed in a CUDA graph); the split is decided here from the live kv_len:
+//   c = max(ceil(kv_len / num_splits), kMinKeysPerSplit), split i covers keys
+//   [i c, min((i + 1) c, kv_len)), and the ceil(kv_len / c) splits with keys are the active
+//   ones. An inactive split's block exits at once and writes nothing, so a short context
+//   costs a few blocks of one K/V round trip each, not num_splits blocks of a few keys.
+//   head_dim / 8 lanes share a key (16 bytes each), kDecodeUnroll keys per lane are loaded
+//   per iteration and the next iteration's rows are in flight while one is computed.
+//   Partial results are merged across key groups by shuffles and across warps in shared
+//   memory, then written as part_o [seq, hq, split, D] (normalized by its own l) and
+//   part_ml [seq, hq, split, 2] = (max score in natural-log units, sum of exp(score - max)).
+// decode_attn_combine_bf16: grid (hq, num_seqs), head_dim threads: merges the active splits
+//   of the row (the same rule from kv_lens); a sequence with no keys gets zeros.
+// Every entry point waits for the previous kernel (programmatic dependent launch) before it
+// reads anything: q, the cache, the tables and kv_lens are all written by earlier work.
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
 #include "mma_util.cuh"
@@ -254,7 +254,23 @@ __device__ __forceinline__ void prefill_attn(
 // ---- decode -------------------------------------------------------------------------------
 constexpr int kDecodeHeadsPerPass = 4;  // q heads whose q/o live in registers at once
 constexpr int kDecodeMaxDim = 128;
-constexpr int kDecodeUnroll = 2;    // keys per key group in flight per iteration
+constexpr int kDecodeUnroll = 4;        // keys per key group in flight per iteration
+// The shortest split (ops/attention.py DECODE_MIN_KEYS_PER_SPLIT): one iteration of the
+// D = 128 loop (8 key groups x kDecodeUnroll), so a short context is one K/V round trip per
+// block instead of num_splits blocks of a few keys each and num_splits partials to merge.
+constexpr int kMinKeysPerSplit = 32;
+
+// Keys per split for a live kv_len: ceil(kv_len / num_splits), at least kMinKeysPerSplit.
+// Depends on (kv_len, num_splits) only, so a sequence's result does not depend on its batch.
+__device__ __forceinline__ int decode_chunk(int kv_len, int num_splits) {
+  return max((kv_len + num_splits - 1) / num_splits, kMinKeysPerSplit);
+}
+
+// Splits that hold keys: ceil(kv_len / chunk) (<= num_splits); the rest write nothing.
+__device__ __forceinline__ int decode_active_splits(int kv_len, int num_splits) {
+  const int chunk = decode_chunk(kv_len, num_splits);
+  return (kv_len + chunk - 1) / chunk;
+}
 
 struct DecodeScratch {  // per-warp partials, merged by the whole block
   float o[kWarps][kDecodeHeadsPerPass][kDecodeMaxDim];
@@ -262,28 +278,53 @@ struct DecodeScratch {  // per-warp partials, merged by the whole block
   float l[kWarps][kDecodeHeadsPerPass];
 };
 
-// One pass over the split's keys for G consecutive q heads starting at h0 (all of one kv
-// head's group when it has <= kDecodeHeadsPerPass heads, so K/V are read once).
+// One iteration's K and V rows: kDecodeUnroll keys of this lane's key group, 16 bytes each.
+struct DecodeKv {
+  uint4 k[kDecodeUnroll], v[kDecodeUnroll];
+};
+
+// Issue the loads of the keys base + u * key_groups + grp (u < kDecodeUnroll) below end;
+// the block-table reads of all u go out together, then all K/V reads.
+template <int D>
+__device__ __forceinline__ DecodeKv load_kv_rows(
+    const __nv_bfloat16* __restrict__ k_cache, const __nv_bfloat16* __restrict__ v_cache,
+    const int* __restrict__ table, int base, int end, int grp, int sub, int hkv, int kvh,
+    int block_size) {
+  constexpr int kKeyGroups = kWarps * (32 / (D / 8));
+  DecodeKv kv;
+#pragma unroll
+  for (int u = 0; u < kDecodeUnroll; ++u) {
+    const int p = base + u * kKeyGroups + grp;
+    const bool ok = p < end;
+    const size_t off = ok ? cache_row(table, p, hkv, kvh, block_size, D) + sub * 8 : 0;
+    kv.k[u] = ok ? __ldg(reinterpret_cast<const uint4*>(k_cache + off)) : make_uint4(0u, 0u, 0u, 0u);
+    kv.v[u] = ok ? __ldg(reinterpret_cast<const uint4*>(v_cache + off)) : make_uint4(0u, 0u, 0u, 0u);
+  }
+  return kv;
+}
+
+// One pass over the split's keys [begin, end) for G consecutive q heads starting at h0 (all
+// of one kv head's group when it has <= kDecodeHeadsPerPass heads, so K/V are read once).
+// The next iteration's K/V rows are loaded before this one's are used (a register double
+// buffer), so a long split keeps one round trip in flight while it computes.
 template <int D, int G>
-__device__ __forceinline__ void decode_attn_pass(int h0,
+__device__ __forceinline__ void decode_attn_pass(int h0, int begin, int end,
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
     const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
-    const int* __restrict__ kv_lens, float* __restrict__ part_o, float* __restrict__ part_ml,
-    int hq, int hkv, int block_size, int max_blocks, int num_splits, float scale,
-    DecodeScratch& red) {
+    float* __restrict__ part_o, float* __restrict__ part_ml, int hq, int hkv, int block_size,
+    int max_blocks, int num_splits, float scale, DecodeScratch& red) {
   constexpr int kLanesPerKey = D / 8;
   constexpr int kKeysPerWarp = 32 / kLanesPerKey;
   constexpr int kKeyGroups = kWarps * kKeysPerWarp;
   constexpr int kStep = kKeyGroups * kDecodeUnroll;
   const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
-  const int kv_len = kv_lens[b];
-  const int chunk = (kv_len + num_splits - 1) / num_splits;
-  const int begin = min(split * chunk, kv_len), end = min(begin + chunk, kv_len);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int sub = lane % kLanesPerKey;  // this lane's 8 elements of head_dim
   const int grp = warp * kKeysPerWarp + lane / kLanesPerKey;
   const int* table = block_tables + static_cast<size_t>(b) * max_blocks;
 
+  DecodeKv cur = load_kv_rows<D>(k_cache, v_cache, table, begin, end, grp, sub, hkv, kvh,
+                                 block_size);
   float qf[G][8];
   const float scale_log2 = scale * kLog2e;
 #pragma unroll
@@ -303,21 +344,14 @@ __device__ __forceinline__ void decode_attn_pass(int h0,
   }
 
   for (int base = begin; base < end; base += kStep) {  // uniform trip count: shuffles are safe
-    uint4 kraw[kDecodeUnroll], vraw[kDecodeUnroll];
-    bool ok[kDecodeUnroll];
-#pragma unroll
-    for (int u = 0; u < kDecodeUnroll; ++u) {
-      const int p = base + u * kKeyGroups + grp;
-      ok[u] = p < end;
-      const size_t off = ok[u] ? cache_row(table, p, hkv, kvh, block_size, D) + sub * 8 : 0;
-      kraw[u] = ok[u] ? __ldg(reinterpret_cast<const uint4*>(k_cache + off)) : make_uint4(0u, 0u, 0u, 0u);
-      vraw[u] = ok[u] ? __ldg(reinterpret_cast<const uint4*>(v_cache + off)) : make_uint4(0u, 0u, 0u, 0u);
-    }
+    const DecodeKv next = load_kv_rows<D>(k_cache, v_cache, table, base + kStep, end, grp, sub,
+                                          hkv, kvh, block_size);
     float s[kDecodeUnroll][G];
 #pragma unroll
     for (int u = 0; u < kDecodeUnroll; ++u) {
+      const bool ok = base + u * kKeyGroups + grp < end;
       float kf[8];
-      atlas::unpack_bf16x8(kraw[u], kf);
+      atlas::unpack_bf16x8(cur.k[u], kf);
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         float d = 0.f;
@@ -325,12 +359,12 @@ __device__ __forceinline__ void decode_attn_pass(int h0,
         for (int i = 0; i < 8; ++i) d = fmaf(qf[g][i], kf[i], d);
 #pragma unroll
         for (int off = kLanesPerKey / 2; off >= 1; off >>= 1) d += __shfl_xor_sync(0xffffffffu, d, off);
-        s[u][g] = ok[u] ? d : -INFINITY;
+        s[u][g] = ok ? d : -INFINITY;
       }
     }
     float vf[kDecodeUnroll][8];
 #pragma unroll
-    for (int u = 0; u < kDecodeUnroll; ++u) atlas::unpack_bf16x8(vraw[u], vf[u]);
+    for (int u = 0; u < kDecodeUnroll; ++u) atlas::unpack_bf16x8(cur.v[u], vf[u]);
 #pragma unroll
     for (int g = 0; g < G; ++g) {
       float mx = m[g];
@@ -350,6 +384,7 @@ __device__ __forceinline__ void decode_attn_pass(int h0,
       }
       m[g] = mx;
     }
+    cur = next;
   }
 
   // Merge the key groups of each warp (lanes with the same `sub`), then the warps.
@@ -397,9 +432,9 @@ __device__ __forceinline__ void decode_attn_pass(int h0,
       acc += red.o[w][g][d] * c;
     }
     const size_t row = (static_cast<size_t>(b) * hq + h0 + g) * num_splits + split;
-    part_o[row * D + d] = total > 0.f ? acc / total : 0.f;
+    part_o[row * D + d] = acc / total;  // an active split has >= 1 key: total >= 1
     if (d == 0) {
-      part_ml[row * 2] = mx * kLn2;  // -inf stays -inf for an empty split
+      part_ml[row * 2] = mx * kLn2;
       part_ml[row * 2 + 1] = total;
     }
   }
@@ -410,16 +445,17 @@ __device__ __forceinline__ void decode_attn_pass(int h0,
 // split's K/V, normally from L2). Keeps registers at the 4-head level for every group size.
 template <int D>
 __device__ __forceinline__ void decode_attn(
-    const __nv_bfloat16* q, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
-    const int* block_tables, const int* kv_lens, float* part_o, float* part_ml, int hq, int hkv,
-    int block_size, int max_blocks, int num_splits, float scale, DecodeScratch& red) {
+    int begin, int end, const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
+    const __nv_bfloat16* v_cache, const int* block_tables, float* part_o, float* part_ml,
+    int hq, int hkv, int block_size, int max_blocks, int num_splits, float scale,
+    DecodeScratch& red) {
   const int group = hq / hkv;
   for (int first = 0; first < group; first += kDecodeHeadsPerPass) {
     const int h0 = blockIdx.y * group + first;
-#define ATLAS_DECODE_PASS(G)                                                                 \
-  case G:                                                                                    \
-    decode_attn_pass<D, G>(h0, q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,  \
-                           hq, hkv, block_size, max_blocks, num_splits, scale, red);         \
+#define ATLAS_DECODE_PASS(G)                                                                \
+  case G:                                                                                   \
+    decode_attn_pass<D, G>(h0, begin, end, q, k_cache, v_cache, block_tables, part_o,       \
+                           part_ml, hq, hkv, block_size, max_blocks, num_splits, scale, red); \
     break;
     switch (min(group - first, kDecodeHeadsPerPass)) {
       ATLAS_DECODE_PASS(1)
@@ -431,58 +467,33 @@ __device__ __forceinline__ void decode_attn(
   }
 }
 
-// decode_attn for the run-time head_dim (ops/attention.py HEAD_DIMS): this block's partials.
-__device__ __forceinline__ void decode_attn_partials(
-    const __nv_bfloat16* q, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
-    const int* block_tables, const int* kv_lens, float* part_o, float* part_ml, int hq, int hkv,
-    uint32_t head_dim, int block_size, int max_blocks, int num_splits, float scale) {
-  __shared__ DecodeScratch red;
-  if (head_dim == 128)
-    decode_attn<128>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
-                     block_size, max_blocks, num_splits, scale, red);
-  else if (head_dim == 64)
-    decode_attn<64>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
-                    block_size, max_blocks, num_splits, scale, red);
-  else
-    __trap();
-}
-
 // ---- split combine --------------------------------------------------------------------------
-// One (sequence, q head) row's partials: ml [num_splits][2] = (m, l), o [num_splits][D].
-// Loads bypass L1 (ld.global.cg): in the fused kernel other blocks wrote them this launch.
+// The standalone combine reads a finished kernel's output and keeps L1: its threads all read
+// the same (m, l) pairs, which L1 broadcasts. Loops are unrolled so independent split loads
+// go out together rather than one round trip per split.
+constexpr int kCombineUnroll = 4;
 
-// The largest split max of a row (the reference point of the merge); 0 if every split is empty.
-// Partials written by other blocks of the same launch (the fused kernel) must bypass L1;
-// the standalone combine reads a finished kernel's output and keeps L1 (its threads all
-// read the same (m, l) pairs: L1 broadcasts them, L2 would serialize them).
-template <bool kSameLaunch>
-__device__ __forceinline__ float load_partial(const float* p) {
-  if constexpr (kSameLaunch) return __ldcg(p);
-  return *p;
-}
-
-template <bool kSameLaunch>
-__device__ __forceinline__ float combine_ref(const float* ml, uint32_t num_splits) {
+// The largest split max of a row (the reference point of the merge); 0 if no split is active.
+__device__ __forceinline__ float combine_ref(const float* ml, int active) {
   float top = -INFINITY;
-  for (uint32_t s = 0; s < num_splits; ++s) top = fmaxf(top, load_partial<kSameLaunch>(ml + 2 * s));
+#pragma unroll kCombineUnroll
+  for (int s = 0; s < active; ++s) top = fmaxf(top, ml[2 * s]);
   return top == -INFINITY ? 0.f : top;
 }
 
-// Element d of a row's merged output, sum_s w_s o_s[d] / sum_s w_s with w_s = l_s e^(m_s - ref),
-// accumulated in split order. The rounding of every step is pinned (no contraction choices
-// left to the compiler), so both kernels that call this produce the same bits.
-template <bool kSameLaunch>
+// Element d of a row's merged output, sum_s w_s o_s[d] / sum_s w_s with w_s = l_s e^(m_s - ref)
+// over the active splits, accumulated in split order.
 __device__ __forceinline__ __nv_bfloat16 combine_element(const float* ml, const float* o,
                                                          uint32_t d, uint32_t head_dim,
-                                                         uint32_t num_splits, float ref) {
+                                                         int active, float ref) {
   float total = 0.f, acc = 0.f;
-  for (uint32_t s = 0; s < num_splits; ++s) {
-    const float m = load_partial<kSameLaunch>(ml + 2 * s);
-    const float w = __fmul_rn(load_partial<kSameLaunch>(ml + 2 * s + 1), expf(m - ref));  // empty: 0
-    total = __fadd_rn(total, w);
-    acc = __fmaf_rn(w, load_partial<kSameLaunch>(o + s * head_dim + d), acc);
+#pragma unroll kCombineUnroll
+  for (int s = 0; s < active; ++s) {
+    const float w = ml[2 * s + 1] * expf(ml[2 * s] - ref);
+    total += w;
+    acc = fmaf(w, o[s * head_dim + d], acc);
   }
-  return atlas::f32_to_bf16(total > 0.f ? __fdiv_rn(acc, total) : 0.f);
+  return atlas::f32_to_bf16(total > 0.f ? acc / total : 0.f);
 }
 
 }  // namespace
@@ -495,6 +506,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                       const int* kv_lens, __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
                       uint32_t hkv, uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
                       float scale) {
+  atlas::pdl_enter();  // q, cu_q, kv_lens and the cache come from the kernels before this one
   // K/V ring: 2 stages x {K [kBKV][D], V [kBKV][D]} bf16, 16-byte chunks XOR-swizzled by row.
   __shared__ __align__(128) __nv_bfloat16 smem[kPrefillSmemElems];
   if (head_dim == 128)
@@ -513,51 +525,34 @@ extern "C" __global__ void __launch_bounds__(kThreads)
                      float* part_o, float* part_ml, uint32_t num_seqs, uint32_t hq, uint32_t hkv,
                      uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
                      uint32_t num_splits, float scale) {
-  decode_attn_partials(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
-                       head_dim, block_size, max_blocks, num_splits, scale);
+  __shared__ DecodeScratch red;
+  atlas::pdl_enter();  // q, kv_lens and the cache come from the kernels before this one
+  const int ns = static_cast<int>(num_splits);
+  const int kv_len = kv_lens[blockIdx.z];
+  const int chunk = decode_chunk(kv_len, ns);
+  const int begin = static_cast<int>(blockIdx.x) * chunk;
+  if (begin >= kv_len) return;  // an inactive split: the combine never reads its partials
+  const int end = min(begin + chunk, kv_len);
+  if (head_dim == 128)
+    decode_attn<128>(begin, end, q, k_cache, v_cache, block_tables, part_o, part_ml, hq, hkv,
+                     block_size, max_blocks, ns, scale, red);
+  else if (head_dim == 64)
+    decode_attn<64>(begin, end, q, k_cache, v_cache, block_tables, part_o, part_ml, hq, hkv,
+                    block_size, max_blocks, ns, scale, red);
+  else
+    __trap();  // ops/attention.py HEAD_DIMS
 }
 
 extern "C" __global__ void __launch_bounds__(kDecodeMaxDim)
-    decode_attn_combine_bf16(const float* part_o, const float* part_ml, __nv_bfloat16* out,
-                             uint32_t num_seqs, uint32_t hq, uint32_t head_dim,
-                             uint32_t num_splits) {
+    decode_attn_combine_bf16(const float* part_o, const float* part_ml, const int* kv_lens,
+                             __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
+                             uint32_t head_dim, uint32_t num_splits) {
+  atlas::pdl_enter();  // the partials and kv_lens come from the kernels before this one
   const size_t row = static_cast<size_t>(blockIdx.y) * hq + blockIdx.x;
+  const int active = decode_active_splits(kv_lens[blockIdx.y], static_cast<int>(num_splits));
   const float* ml = part_ml + row * num_splits * 2;
   const float* o = part_o + row * num_splits * head_dim;
-  const float ref = combine_ref<false>(ml, num_splits);
+  const float ref = combine_ref(ml, active);
   for (uint32_t d = threadIdx.x; d < head_dim; d += blockDim.x)
-    out[row * head_dim + d] = combine_element<false>(ml, o, d, head_dim, num_splits, ref);
-}
-
-extern "C" __global__ void __launch_bounds__(kThreads)
-    decode_attn_fused_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
-                           const __nv_bfloat16* v_cache, const int* block_tables,
-                           const int* kv_lens, float* part_o, float* part_ml, __nv_bfloat16* out,
-                           uint32_t* counters, uint32_t num_seqs, uint32_t hq, uint32_t hkv,
-                           uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
-                           uint32_t num_splits, float scale) {
-  __shared__ bool is_last;
-  decode_attn_partials(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
-                       head_dim, block_size, max_blocks, num_splits, scale);
-
-  // Release this block's partials, then count it in (threadFenceReduction pattern).
-  uint32_t* counter = counters + static_cast<size_t>(blockIdx.z) * hkv + blockIdx.y;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) is_last = atomicAdd(counter, 1u) == num_splits - 1;
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();  // acquire: the other splits' partials are read after their count
-
-  const uint32_t group = hq / hkv;
-  const size_t row0 = static_cast<size_t>(blockIdx.z) * hq + blockIdx.y * group;
-  for (uint32_t idx = threadIdx.x; idx < group * head_dim; idx += blockDim.x) {
-    const size_t row = row0 + idx / head_dim;
-    const uint32_t d = idx % head_dim;
-    const float* ml = part_ml + row * num_splits * 2;
-    out[row * head_dim + d] = combine_element<true>(ml, part_o + row * num_splits * head_dim,
-                                                    d, head_dim, num_splits,
-                                                    combine_ref<true>(ml, num_splits));
-  }
-  if (threadIdx.x == 0) *counter = 0u;  // every split has counted in: nobody else touches it
+    out[row * head_dim + d] = combine_element(ml, o, d, head_dim, active, ref);
 }

@@ -63,23 +63,20 @@ PREFILL_ATTN = S(
     "attention", "prefill_attn_bf16",
     "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr cu_q:ptr kv_lens:ptr out:ptr "
     "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 scale:f32")
+# split-K decode: num_splits is the grid size (fixed per CUDA graph); each launch splits
+# a sequence's live kv_len into ceil(kv_len / c) active splits of
+# c = max(ceil(kv_len / num_splits), ops.attention.DECODE_MIN_KEYS_PER_SPLIT) keys. Only
+# active splits write part_o f32 [num_seqs, hq, num_splits, head_dim] and part_ml f32
+# [num_seqs, hq, num_splits, 2]; the combine reads kv_lens to merge exactly those.
 DECODE_ATTN = S(
     "attention", "decode_attn_bf16",
     "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr "
     "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 num_splits:u32 "
     "scale:f32")
-# DECODE_ATTN with DECODE_ATTN_COMBINE fused in: each split block writes its partials, then
-# the last block of each (sequence, kv head) to finish merges that group's q heads into out.
-# counters is u32 [num_seqs, hkv], zeroed by the caller once; every launch leaves it zero
-# (CUDA-graph replays need no reset). out equals the two-kernel path's bit for bit.
-DECODE_ATTN_FUSED = S(
-    "attention", "decode_attn_fused_bf16",
-    "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr "
-    "out:ptr counters:ptr num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 "
-    "max_blocks:u32 num_splits:u32 scale:f32")
 DECODE_ATTN_COMBINE = S(
     "attention", "decode_attn_combine_bf16",
-    "part_o:ptr part_ml:ptr out:ptr num_seqs:u32 hq:u32 head_dim:u32 num_splits:u32")
+    "part_o:ptr part_ml:ptr kv_lens:ptr out:ptr num_seqs:u32 hq:u32 head_dim:u32 "
+    "num_splits:u32")
 
 # --- sampler (kernels/<hw>/common/sampler.cu) ----------------------------------------------
 # Per-row inputs are one SAMPLE_ROW record per batch row, written by the host before each

@@ -5,10 +5,8 @@ a kernel that reads one key too many fails loudly. The float64 oracle gathers ea
 its slot (block_table[p // block_size] * block_size + p % block_size) and applies an exact
 causal softmax; it shares no code with the reference kernel.
 
-Fused decode cases launch decode_attn_fused (some twice in a row, the first time on other
-queries: a second launch that found its counters non-zero would not combine and leave the
-first launch's output, and `counters` must be zero at the end) and then the two-kernel path
-into `out_unfused`, which a device run requires to equal `out` bit for bit.
+Decode partials are compared on the active splits only: the other splits' rows stay
+poisoned (NaN), so a combine that read one of them would fail on `out`.
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from ...core.numerics import bf16_bits_to_f32
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, attention
-from .gemv import UNFUSED, random_bf16
+from .gemv import random_bf16
 
 _BF16_NAN = np.uint16(0x7FC0)
 #: bf16 attention outputs lie in (-1, 1): the output rounding (half a bf16 ulp, 2^-9
@@ -138,100 +136,78 @@ def prefill_cases(rng: np.random.Generator) -> list[KernelCase]:
 
 # ---- decode -------------------------------------------------------------------------------
 def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
-                num_splits: int, fused_launches: int = 0) -> KernelCase:
-    """The two-kernel decode, or (fused_launches > 0) the fused kernel launched that many
-    times on the same buffers (all but the last on `q_before`) followed by the two-kernel
-    path into `out_unfused`."""
+                num_splits: int) -> KernelCase:
+    """Partials and combine of one query per sequence, launched on a num_splits grid."""
     num_seqs = len(kv_lens)
     inputs = paged_cache(rng, kv_lens, g)
     inputs["q"] = random_bf16(rng, (num_seqs, g.hq, g.head_dim), 2.0)
     max_blocks = inputs["block_tables"].shape[1]
     part_o_shape = (num_seqs, g.hq, num_splits, g.head_dim)
     part_ml_shape = (num_seqs, g.hq, num_splits, 2)
-    if fused_launches:
-        inputs["counters"] = np.zeros((num_seqs, g.hkv), np.int32)
-        inputs["part_o" + UNFUSED] = np.zeros(part_o_shape, np.float32)
-        inputs["part_ml" + UNFUSED] = np.zeros(part_ml_shape, np.float32)
-        inputs["q_before"] = random_bf16(rng, (num_seqs, g.hq, g.head_dim), 2.0)
+    # the split rule, restated: chunk = max(ceil(kv_len / splits), minimum), active splits
+    # are those starting below kv_len
+    chunks = [max(-(-n // num_splits), attention.DECODE_MIN_KEYS_PER_SPLIT) for n in kv_lens]
+    active = np.zeros((num_seqs, g.hq, num_splits), dtype=bool)
+    for b, (n, c) in enumerate(zip(kv_lens, chunks)):
+        active[b, :, :] = np.arange(num_splits)[None, :] * c < n
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        kc = KernelCache(backend)
-        cache = (p["k_cache"], p["v_cache"], p["block_tables"], p["kv_lens"])
-        shape = (num_seqs, g.hq, g.hkv, g.head_dim, g.block_size, max_blocks, num_splits,
-                 g.scale)
-        for i in range(fused_launches):
-            q = p["q"] if i == fused_launches - 1 else p["q_before"]
-            attention.decode_attention_fused(kc, stream, q, *cache, p["part_o"], p["part_ml"],
-                                             p["out"], p["counters"], *shape)
-        suffix = UNFUSED if fused_launches else ""
-        attention.decode_attention(kc, stream, p["q"], *cache, p["part_o" + suffix],
-                                   p["part_ml" + suffix], p["out" + suffix], *shape)
+        attention.decode_attention(KernelCache(backend), stream, p["q"], p["k_cache"],
+                                   p["v_cache"], p["block_tables"], p["kv_lens"], p["part_o"],
+                                   p["part_ml"], p["out"], num_seqs, g.hq, g.hkv, g.head_dim,
+                                   g.block_size, max_blocks, num_splits, g.scale)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         q = bf16_bits_to_f32(x["q"]).astype(np.float64)
-        out = np.empty_like(q)
-        part_o = np.zeros((num_seqs, g.hq, num_splits, g.head_dim))
-        part_ml = np.zeros((num_seqs, g.hq, num_splits, 2))
-        part_ml[..., 0] = -np.inf
+        out = np.zeros_like(q)
+        part_o = np.zeros(part_o_shape)
+        part_ml = np.zeros(part_ml_shape)
         for b in range(num_seqs):
             k, v = _token_kv(x, b, g)
-            chunk = -(-kv_lens[b] // num_splits)
             for h in range(g.hq):
                 kvh = h // (g.hq // g.hkv)
                 s = k[:, kvh] @ q[b, h] * g.scale
-                out[b, h] = _softmax_rows(s) @ v[:, kvh]
-                for i in range(num_splits):
-                    lo, hi = i * chunk, min((i + 1) * chunk, kv_lens[b])
-                    if lo >= hi:
-                        continue
+                if kv_lens[b]:
+                    out[b, h] = _softmax_rows(s) @ v[:, kvh]
+                for i in np.flatnonzero(active[b, h]):
+                    lo, hi = i * chunks[b], min((i + 1) * chunks[b], kv_lens[b])
                     m = s[lo:hi].max()
                     e = np.exp(s[lo:hi] - m)
                     part_ml[b, h, i] = (m, e.sum())
                     part_o[b, h, i] = e @ v[lo:hi, kvh] / e.sum()
-        return {"out": out, "part_o": part_o, "part_ml": part_ml, "out" + UNFUSED: out,
-                "counters": np.zeros((num_seqs, g.hkv))}
+        return {"out": out, "part_o": part_o, "part_ml": part_ml}
 
     outputs = {
         "out": OutputSpec(DType.BF16, (num_seqs, g.hq, g.head_dim), ATTN_TOL),
         "part_o": OutputSpec(DType.FP32, part_o_shape, (1e-4, 1e-3)),
         "part_ml": OutputSpec(DType.FP32, part_ml_shape, (1e-4, 1e-4)),
     }
-    if fused_launches:
-        outputs["out" + UNFUSED] = outputs["out"]
-        outputs["counters"] = OutputSpec(DType.I32, (num_seqs, g.hkv))
-    return KernelCase(name, "attention", inputs, outputs, run, oracle)
+    mask = {"part_o": np.broadcast_to(active[..., None], part_o_shape),
+            "part_ml": np.broadcast_to(active[..., None], part_ml_shape)}
+    return KernelCase(name, "attention", inputs, outputs, run, oracle, mask)
 
 
 @kernel_cases("attention")
 def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
+    qwen3_8b, qwen3_06b = Geometry(32, 8, 128, 16), Geometry(16, 8, 128, 16)
     return [
-        # kv_len 1 leaves 7 of 8 splits empty; 300 spreads over all of them
-        decode_case(rng, "decode D128 gqa4 bs16 splits8", Geometry(8, 2, 128, 16),
+        # kv_len 1 (one active split of 8); 50 (2 active: below 8 x 32 keys); 300 (all 8,
+        # 38 keys each, a second load round for the last 6)
+        decode_case(rng, "decode D128 gqa4 bs16 splits8 few active", Geometry(8, 2, 128, 16),
                     [1, 50, 300], 8),
         decode_case(rng, "decode D64 gqa3 bs16 splits4", Geometry(9, 3, 64, 16), [17, 33], 4),
         decode_case(rng, "decode D128 mha bs7 splits3", Geometry(2, 2, 128, 7), [100], 3),
         # groups above 4 heads take two passes over the split (4 + 4, 4 + 2)
         decode_case(rng, "decode D64 gqa8 bs32 splits1", Geometry(8, 1, 64, 32), [70, 5], 1),
         decode_case(rng, "decode D128 gqa6 bs16 splits5", Geometry(12, 2, 128, 16), [90], 5),
-    ]
-
-
-@kernel_cases("attention")
-def decode_fused_cases(rng: np.random.Generator) -> list[KernelCase]:
-    return [
-        # Qwen3-0.6B's heads (GQA 2, D 128); kv_len 1 and 3 leave most of the 8 splits
-        # empty; launched twice on one counter buffer
-        decode_case(rng, "decode fused D128 gqa2 bs16 splits8 x2", Geometry(16, 8, 128, 16),
-                    [1, 3, 300], 8, fused_launches=2),
-        decode_case(rng, "decode fused D64 gqa3 bs16 splits4", Geometry(9, 3, 64, 16),
-                    [17, 33, 64, 5], 4, fused_launches=1),
-        decode_case(rng, "decode fused D128 gqa4 bs7 splits3 x2", Geometry(8, 2, 128, 7),
-                    [100, 2], 3, fused_launches=2),
-        # a group of 8 heads: two passes per split before the last block merges all 8
-        decode_case(rng, "decode fused D64 gqa8 bs32 splits6", Geometry(16, 2, 64, 32),
-                    [70, 200], 6, fused_launches=1),
-        decode_case(rng, "decode fused D128 gqa8 bs16 splits1 x2", Geometry(8, 1, 128, 16),
-                    [40], 1, fused_launches=2),
-        decode_case(rng, "decode fused D64 gqa1 bs16 splits16", Geometry(4, 4, 64, 16),
-                    [513], 16, fused_launches=1),
+        # split boundaries: 32 and 64 keys exactly fill 1 and 2 minimum splits, 33 spills one
+        # key into a second; 33 x 32 = 1056 fills all 33 splits (Qwen3-8B's heads at batch 1)
+        decode_case(rng, "decode D128 gqa2 bs16 splits32 boundaries", qwen3_06b,
+                    [32, 64, 33, 31], 32),
+        decode_case(rng, "decode D128 gqa4 bs16 splits33 full", qwen3_8b, [1056], 33),
+        # one long split per sequence (4 load rounds), beside a kv_len 1 sequence
+        decode_case(rng, "decode D64 gqa2 bs16 splits2 long", Geometry(4, 2, 64, 16),
+                    [1, 500], 2),
+        # Qwen3-8B at context 512 on 33 splits: 16 active splits of 32 keys
+        decode_case(rng, "decode D128 gqa4 bs16 splits33 ctx512", qwen3_8b, [512], 33),
     ]

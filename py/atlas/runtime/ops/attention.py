@@ -3,14 +3,14 @@
 Geometry mirrors kernels/hopper/common/attention.cu: prefill runs one 4-warp block per
 (q head, 64-query tile, sequence), heaviest (last) query tiles first; decode runs one
 4-warp block per (split, kv head, sequence) that serves every q head of the group (in
-passes of 4 heads), then a combine block per (q head, seq); the fused decode does that
-combine in the same launch, in the last split block of each (kv head, seq) to finish.
+passes of 4 heads), then a combine block per (q head, seq). Only the splits the live
+kv_len needs (`decode_split_rule`) do work; the others exit at once.
 """
 
 from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import DECODE_ATTN, DECODE_ATTN_COMBINE, DECODE_ATTN_FUSED, PREFILL_ATTN
+from ..kernel_abi import DECODE_ATTN, DECODE_ATTN_COMBINE, PREFILL_ATTN
 from . import KernelCache
 
 #: head dimensions the kernels are compiled for
@@ -18,6 +18,17 @@ HEAD_DIMS = (64, 128)
 #: query rows per prefill block (4 warps x 16 rows)
 PREFILL_QUERY_TILE = 64
 ATTN_THREADS = 128
+#: the shortest decode split (attention.cu kMinKeysPerSplit): one load round of a block, so
+#: a short context runs a few one-round-trip blocks however many splits the grid has
+DECODE_MIN_KEYS_PER_SPLIT = 32
+
+
+def decode_split_rule(kv_len: int, num_splits: int) -> tuple[int, int]:
+    """(keys per split, active splits) of a decode launch for one sequence: split i covers
+    keys [i * chunk, min((i + 1) * chunk, kv_len)) for i < active; splits >= active are
+    empty and write nothing. Depends on (kv_len, num_splits) only, never on the batch."""
+    chunk = max(-(-kv_len // num_splits), DECODE_MIN_KEYS_PER_SPLIT)
+    return chunk, -(-kv_len // chunk)
 
 
 def _check_heads(hq: int, hkv: int, head_dim: int, block_size: int) -> None:
@@ -52,14 +63,6 @@ def prefill_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: De
                          max_blocks, scale)
 
 
-def _check_decode(name: str, hq: int, hkv: int, head_dim: int, block_size: int,
-                  num_seqs: int, num_splits: int, max_blocks: int) -> None:
-    _check_heads(hq, hkv, head_dim, block_size)
-    if num_seqs < 1 or num_splits < 1 or max_blocks < 1:
-        raise ValueError(f"{name}: need num_seqs, num_splits, max_blocks >= 1, got "
-                         f"{num_seqs}, {num_splits}, {max_blocks}")
-
-
 def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: DevicePtr,
                      v_cache: DevicePtr, block_tables: DevicePtr, kv_lens: DevicePtr,
                      part_o: DevicePtr, part_ml: DevicePtr, out: DevicePtr, num_seqs: int,
@@ -68,35 +71,17 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
     """One query per sequence: split-K partials into part_o/part_ml, then the combine.
 
     part_o is f32 [num_seqs, hq, num_splits, head_dim], part_ml f32 [num_seqs, hq,
-    num_splits, 2]. num_splits is fixed per captured graph; the kernel divides each step's
-    kv_len among the splits itself.
+    num_splits, 2]. num_splits is fixed per captured graph (the grid size); each step's
+    kv_len decides how many of them hold keys (`decode_split_rule`), and the combine merges
+    only those.
     """
-    _check_decode("decode_attention", hq, hkv, head_dim, block_size, num_seqs, num_splits,
-                  max_blocks)
+    _check_heads(hq, hkv, head_dim, block_size)
+    if num_seqs < 1 or num_splits < 1 or max_blocks < 1:
+        raise ValueError(f"decode_attention: need num_seqs, num_splits, max_blocks >= 1, got "
+                         f"{num_seqs}, {num_splits}, {max_blocks}")
     kc.get(DECODE_ATTN)(stream, (num_splits, hkv, num_seqs), ATTN_THREADS, 0, q, k_cache,
                         v_cache, block_tables, kv_lens, part_o, part_ml, num_seqs, hq, hkv,
                         head_dim, block_size, max_blocks, num_splits, scale)
-    kc.get(DECODE_ATTN_COMBINE)(stream, (hq, num_seqs), head_dim, 0, part_o, part_ml, out,
-                                num_seqs, hq, head_dim, num_splits)
+    kc.get(DECODE_ATTN_COMBINE)(stream, (hq, num_seqs), head_dim, 0, part_o, part_ml,
+                                kv_lens, out, num_seqs, hq, head_dim, num_splits)
 
-
-def decode_attention_fused(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: DevicePtr,
-                           v_cache: DevicePtr, block_tables: DevicePtr, kv_lens: DevicePtr,
-                           part_o: DevicePtr, part_ml: DevicePtr, out: DevicePtr,
-                           counters: DevicePtr, num_seqs: int, hq: int, hkv: int,
-                           head_dim: int, block_size: int, max_blocks: int, num_splits: int,
-                           scale: float) -> None:
-    """`decode_attention` in one launch: the last split block of each (sequence, kv head)
-    merges the group's partials into out (bit-identical to the two-kernel path).
-
-    counters is u32 [num_seqs, hkv], zeroed by the caller once when it is allocated; each
-    launch leaves it zero again, so graph replays need no reset. It must not be shared by
-    launches that can run concurrently (one buffer per stream; reusing it across layers in
-    stream order is fine).
-    """
-    _check_decode("decode_attention_fused", hq, hkv, head_dim, block_size, num_seqs,
-                  num_splits, max_blocks)
-    kc.get(DECODE_ATTN_FUSED)(stream, (num_splits, hkv, num_seqs), ATTN_THREADS, 0, q, k_cache,
-                              v_cache, block_tables, kv_lens, part_o, part_ml, out, counters,
-                              num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits,
-                              scale)

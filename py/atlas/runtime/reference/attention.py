@@ -10,15 +10,14 @@ Specification (all arithmetic float32 on bf16-widened inputs):
   (hi + lo, ~16 significant bits), so float32 P is its exact specification. (A single
   bf16 P would leave kernel and reference whole bf16 ulps apart wherever float32 noise in
   the scores flips a rounding, which no reference can reproduce.)
-* decode: split-K. With c = ceil(kv_len / num_splits), split i covers keys
-  [i*c, min((i+1)*c, kv_len)). Each split writes m (max score, natural-log units), l (sum
-  of exp(s - m)) and o (its own softmax-weighted sum of V, already divided by l), all
-  float32 and with P unrounded (decode runs on CUDA cores). A split with no keys writes
-  m = -inf, l = 0, o = 0. The combine merges splits with weights l_i * exp(m_i - max m)
-  and rounds once to bf16; a sequence with no keys at all gets zeros.
-* fused decode: the partials and the combine above in one launch, with a counter per
-  (sequence, kv head) that the caller zeroes once and every launch leaves zero (a non-zero
-  counter on entry is a caller bug: the CUDA kernel would combine at the wrong block).
+* decode: split-K by ops.attention.decode_split_rule: with
+  c = max(ceil(kv_len / num_splits), DECODE_MIN_KEYS_PER_SPLIT), active split i covers
+  keys [i*c, min((i+1)*c, kv_len)) for i < ceil(kv_len / c). Each active split writes m
+  (max score, natural-log units), l (sum of exp(s - m)) and o (its own softmax-weighted
+  sum of V, already divided by l), all float32 and with P unrounded (decode runs on CUDA
+  cores); inactive splits write nothing. The combine reads kv_lens, merges the active
+  splits with weights l_i * exp(m_i - max m) and rounds once to bf16; a sequence with no
+  keys at all gets zeros.
 """
 
 from __future__ import annotations
@@ -27,7 +26,8 @@ import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
-from ..kernel_abi import DECODE_ATTN, DECODE_ATTN_COMBINE, DECODE_ATTN_FUSED, PREFILL_ATTN
+from ..kernel_abi import DECODE_ATTN, DECODE_ATTN_COMBINE, PREFILL_ATTN
+from ..ops.attention import decode_split_rule
 from . import HostMemory, reference
 
 #: queries attended per numpy pass in prefill: bounds the [heads, rows, keys] score array
@@ -112,27 +112,26 @@ def prefill_attn_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache:
 
 def split_partials(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
                    num_splits: int) -> tuple[np.ndarray, np.ndarray]:
-    """Decode partials of one sequence: q [hq, D], k/v [hkv, L, D] float32.
+    """Decode partials of one sequence's active splits: q [hq, D], k/v [hkv, L, D] float32.
 
-    Returns (o [hq, num_splits, D], ml [hq, num_splits, 2]) per the split rule above."""
+    Returns (o [hq, active, D], ml [hq, active, 2]) per the split rule above."""
     hq, d = q.shape
     hkv, kv_len = k.shape[0], k.shape[1]
-    chunk = -(-kv_len // num_splits)
-    padded = chunk * num_splits
+    chunk, active = decode_split_rule(kv_len, num_splits)
+    padded = chunk * active
     kp = np.zeros((hkv, padded, d), dtype=np.float32)
     vp = np.zeros((hkv, padded, d), dtype=np.float32)
     kp[:, :kv_len], vp[:, :kv_len] = k, v
     qg = q.reshape(hkv, hq // hkv, 1, d)
     s = (np.matmul(qg, kp.transpose(0, 2, 1)[:, None]) * np.float32(scale))[:, :, 0]
     s[:, :, kv_len:] = -np.inf                                          # [hkv, G, padded]
-    s = s.reshape(hkv, hq // hkv, num_splits, chunk)
-    m = s.max(axis=-1, initial=-np.inf)                                 # [hkv, G, ns]
-    p = np.exp(s - np.where(np.isfinite(m), m, 0)[..., None])
+    s = s.reshape(hkv, hq // hkv, active, chunk)
+    m = s.max(axis=-1)                                                  # [hkv, G, active]
+    p = np.exp(s - m[..., None])                                        # every split has a key
     l = p.sum(axis=-1)
-    o = np.einsum("hgsc,hscd->hgsd", p, vp.reshape(hkv, num_splits, chunk, d))
-    o = np.divide(o, l[..., None], out=np.zeros_like(o), where=l[..., None] > 0)
+    o = np.einsum("hgsc,hscd->hgsd", p, vp.reshape(hkv, active, chunk, d)) / l[..., None]
     ml = np.stack([m, l], axis=-1).astype(np.float32)
-    return o.reshape(hq, num_splits, d), ml.reshape(hq, num_splits, 2)
+    return o.reshape(hq, active, d), ml.reshape(hq, active, 2)
 
 
 @reference(DECODE_ATTN)
@@ -151,38 +150,25 @@ def decode_attn_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: 
         kv_len = int(lens[b])
         k = gather_kv(mem, k_cache, tables[b], kv_len, hkv, block_size, head_dim)
         v = gather_kv(mem, v_cache, tables[b], kv_len, hkv, block_size, head_dim)
-        po[b], pml[b] = split_partials(qf[b], k, v, scale, num_splits)
+        o, ml = split_partials(qf[b], k, v, scale, num_splits)
+        po[b, :, :o.shape[1]], pml[b, :, :ml.shape[1]] = o, ml
 
 
 @reference(DECODE_ATTN_COMBINE)
 def decode_attn_combine_bf16(mem: HostMemory, grid: Dim3, block: Dim3, part_o: int,
-                             part_ml: int, out: int, num_seqs: int, hq: int, head_dim: int,
-                             num_splits: int) -> None:
-    rows = num_seqs * hq
-    po = mem.view(part_o, np.float32, rows * num_splits * head_dim).reshape(
-        rows, num_splits, head_dim)
-    pml = mem.view(part_ml, np.float32, rows * num_splits * 2).reshape(rows, num_splits, 2)
-    m, l = pml[..., 0], pml[..., 1]
-    top = m.max(axis=-1, keepdims=True)
-    w = l * np.exp(m - np.where(np.isfinite(top), top, 0))              # empty split: 0
-    total = w.sum(axis=-1, keepdims=True)
-    acc = np.einsum("rs,rsd->rd", w, po)
-    o = np.divide(acc, total, out=np.zeros_like(acc), where=total > 0)
-    mem.view(out, np.uint16, rows * head_dim)[:] = f32_to_bf16_bits(o).reshape(-1)
-
-
-@reference(DECODE_ATTN_FUSED)
-def decode_attn_fused_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: int,
-                           v_cache: int, block_tables: int, kv_lens: int, part_o: int,
-                           part_ml: int, out: int, counters: int, num_seqs: int, hq: int,
-                           hkv: int, head_dim: int, block_size: int, max_blocks: int,
-                           num_splits: int, scale: float) -> None:
-    count = mem.view(counters, np.uint32, num_seqs * hkv)
-    if count.any():
-        raise ValueError(f"decode_attn_fused: counters must be zero on entry, got "
-                         f"{int(np.count_nonzero(count))} non-zero of {count.size}")
-    decode_attn_bf16(mem, grid, block, q, k_cache, v_cache, block_tables, kv_lens, part_o,
-                     part_ml, num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits,
-                     scale)
-    decode_attn_combine_bf16(mem, grid, block, part_o, part_ml, out, num_seqs, hq, head_dim,
-                             num_splits)
+                             part_ml: int, kv_lens: int, out: int, num_seqs: int, hq: int,
+                             head_dim: int, num_splits: int) -> None:
+    po = mem.view(part_o, np.float32, num_seqs * hq * num_splits * head_dim).reshape(
+        num_seqs, hq, num_splits, head_dim)
+    pml = mem.view(part_ml, np.float32, num_seqs * hq * num_splits * 2).reshape(
+        num_seqs, hq, num_splits, 2)
+    lens = mem.view(kv_lens, np.int32, num_seqs)
+    o = np.zeros((num_seqs, hq, head_dim), dtype=np.float32)
+    for b in range(num_seqs):
+        active = decode_split_rule(int(lens[b]), num_splits)[1]
+        if active == 0:
+            continue                                                    # no keys: zeros
+        m, l = pml[b, :, :active, 0], pml[b, :, :active, 1]
+        w = l * np.exp(m - m.max(axis=-1, keepdims=True))               # [hq, active]
+        o[b] = np.einsum("hs,hsd->hd", w, po[b, :, :active]) / w.sum(axis=-1)[:, None]
+    mem.view(out, np.uint16, num_seqs * hq * head_dim)[:] = f32_to_bf16_bits(o).reshape(-1)
