@@ -39,7 +39,10 @@ and a random model can fall into repeating one token, which tests little. For ti
 fixtures the prompt is re-drawn (deterministically) until every greedy step wins by at
 least MIN_MARGIN_ULPS bf16 ulps, at least MIN_DISTINCT_FRACTION of the greedy tokens are
 distinct, and none is an EOS id (an engine that stops at EOS still produces them all).
-Full-size configs take the first prompt and record the margins.
+Full-size configs take the first prompt and record the margins, plus controls that show
+how far transformers is from itself on that prompt (`reference_controls`: SDPA instead of
+eager attention, and float32): with random weights, top-2 margins of a few bf16 ulps are
+common, so two correct bf16 implementations part ways at the first near-tie.
 
 Requires torch and transformers (not Atlas dependencies). Tested with torch 2.13 CPU +
 transformers 5.24 here and torch 2.11 + transformers 5.17 on the GPU machine.
@@ -250,6 +253,30 @@ def make_golden(model: torch.nn.Module, plan: GoldenPlan, seed: int) -> dict[str
     return best
 
 
+@torch.no_grad()
+def reference_controls(model: torch.nn.Module, golden: dict[str, np.ndarray]) -> dict[str, Any]:
+    """How far transformers is from itself on the golden prompt, to read parity against:
+
+    ``sdpa_logits`` / ``sdpa_greedy``  the same bf16 weights through SDPA attention instead
+                                     of eager (fp32 scores vs bf16-rounded scores)
+    ``f32_logits``                   the same weights in float32 (eager): the closest thing
+                                     to exact, so each bf16 engine's distance from it can be
+                                     compared with the others'
+
+    Leaves the model in float32 (call it last).
+    """
+    ids = [int(x) for x in golden["input_ids"]]
+    model.set_attn_implementation("sdpa")
+    first = forward_logits(model, ids, all_positions=False)
+    greedy, _, _ = greedy_tokens(model, ids, len(golden["greedy"]), first)
+    model.set_attn_implementation("eager")
+    model.float()
+    f32 = forward_logits(model, ids, all_positions=False)
+    return {"sdpa_logits": first[-1:].cpu().numpy().astype(np.float32),
+            "sdpa_greedy": np.array(greedy, dtype=np.int64),
+            "f32_logits": f32[-1:].cpu().numpy().astype(np.float32)}
+
+
 # --------------------------------------------------------------------------------------
 # Writing a checkpoint
 # --------------------------------------------------------------------------------------
@@ -269,7 +296,11 @@ def write_checkpoint(name: str, out: Path, device: torch.device, seed: int) -> N
     config_path.write_text(json.dumps(CONFIGS[name], indent=2, sort_keys=True) + "\n")
     (out / "generation_config.json").unlink(missing_ok=True)
     print(f"{name}: computing goldens", file=sys.stderr)
-    np.savez(out / "golden.npz", **make_golden(model, plan_for(name), seed))
+    golden = make_golden(model, plan_for(name), seed)
+    if not name.startswith("tiny-"):
+        print(f"{name}: computing transformers-vs-transformers controls", file=sys.stderr)
+        golden.update(reference_controls(model, golden))
+    np.savez(out / "golden.npz", **golden)
     print(f"{name}: wrote {out}", file=sys.stderr)
 
 

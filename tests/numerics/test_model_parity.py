@@ -70,3 +70,20 @@ def test_default_model_knows_the_capital_of_france(default_model_dir):
     answer = tok.decode(out.token_ids)
     assert "Paris" in answer, answer
     assert out.finish_reason == "stop"
+
+
+def test_reference_distances_reads_the_transformers_controls():
+    from atlas.model.parity import reference_distances
+
+    f32 = np.array([[1.0, 2.0, 3.0, 4.0]], np.float32)
+    golden = {"logits": f32 + [[0.0, 0.0, 0.0, 0.5]], "sdpa_logits": f32 * 2.0,
+              "f32_logits": f32, "greedy": np.array([5, 6, 7]),
+              "sdpa_greedy": np.array([5, 9, 7])}
+    assert reference_distances({"logits": f32, "greedy": np.array([1])}, f32[0], [1]) == {}
+    r = reference_distances(golden, f32[0] - [0.25, 0.0, 0.0, 0.0], [5, 6, 8])
+    assert r["cosine_vs_f32"]["transformers_sdpa"] == pytest.approx(1.0)  # a pure rescale
+    assert r["cosine_vs_f32"]["transformers_eager"] < 1.0
+    assert r["max_abs_err_vs_f32"] == pytest.approx(
+        {"atlas": 0.25, "transformers_eager": 0.5, "transformers_sdpa": 4.0})
+    assert r["greedy_identical_prefix"] == {"atlas_vs_eager": 2, "atlas_vs_sdpa": 1,
+                                            "sdpa_vs_eager": 1}

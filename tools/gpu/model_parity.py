@@ -40,6 +40,11 @@ def main() -> int:
               f"{r['greedy_match']}/{r['greedy_total']} identical  teacher-forced "
               f"{r['teacher_forced_match']}/{r['teacher_forced_total']}  "
               f"{'PASS' if r['passed'] else 'FAIL'}")
+        if "cosine_vs_f32" in r:
+            c, e, g = r["cosine_vs_f32"], r["max_abs_err_vs_f32"], r["greedy_identical_prefix"]
+            print("    vs transformers float32: " + ", ".join(
+                f"{k} cosine {c[k]:.6f} max {e[k]:.4f}" for k in c))
+            print("    greedy identical prefix: " + ", ".join(f"{k} {v}" for k, v in g.items()))
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(json.dumps(rows, indent=2))

@@ -58,11 +58,7 @@ def compare_with_golden(model_dir: Path, golden: dict[str, np.ndarray], backend:
     result = generate(runner, pool, [GenerationRequest(ids, GREEDY, len(want_greedy))],
                       max_prefill_tokens=kwargs["max_prefill_tokens"])[0]
     got_greedy = result.token_ids
-    same = 0
-    for a, b in zip(got_greedy, want_greedy):
-        if a != b:
-            break
-        same += 1
+    same = _common_prefix(got_greedy, want_greedy)
     cosine = float(got_last @ want_last / (np.linalg.norm(got_last) * np.linalg.norm(want_last)))
     out = {
         "model": model_dir.name,
@@ -76,5 +72,46 @@ def compare_with_golden(model_dir: Path, golden: dict[str, np.ndarray], backend:
         "teacher_forced_total": len(want_greedy) - 1,
         "teacher_forced_misses": forced_miss,
     }
+    out.update(reference_distances(golden, got_last, got_greedy))
     out["passed"] = cosine >= MIN_COSINE and same == len(want_greedy)
     return out
+
+
+def _cos(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = np.asarray(a, np.float64).reshape(-1), np.asarray(b, np.float64).reshape(-1)
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def reference_distances(golden: dict[str, np.ndarray], got_last: np.ndarray,
+                        got_greedy: list[int]) -> dict[str, Any]:
+    """Where the golden carries transformers-vs-transformers controls (full-size configs,
+    tools/make_fixtures.py reference_controls): each bf16 engine's distance from the
+    float32 forward, and how long each pair of greedy continuations stays identical."""
+    if "f32_logits" not in golden:
+        return {}
+    f32 = golden["f32_logits"].reshape(-1)
+    eager = np.asarray(golden["logits"]).reshape(-1, f32.size)[-1]
+    sdpa = golden["sdpa_logits"].reshape(-1)
+    want = [int(x) for x in golden["greedy"]]
+    sdpa_greedy = [int(x) for x in golden["sdpa_greedy"]]
+    return {
+        "cosine_vs_f32": {"atlas": _cos(got_last, f32), "transformers_eager": _cos(eager, f32),
+                          "transformers_sdpa": _cos(sdpa, f32)},
+        "max_abs_err_vs_f32": {
+            "atlas": float(np.abs(np.asarray(got_last, np.float64) - f32).max()),
+            "transformers_eager": float(np.abs(eager.astype(np.float64) - f32).max()),
+            "transformers_sdpa": float(np.abs(sdpa.astype(np.float64) - f32).max())},
+        "greedy_identical_prefix": {
+            "atlas_vs_eager": _common_prefix(got_greedy, want),
+            "atlas_vs_sdpa": _common_prefix(got_greedy, sdpa_greedy),
+            "sdpa_vs_eager": _common_prefix(sdpa_greedy, want)},
+    }
