@@ -153,7 +153,8 @@ def test_launch_geometry() -> None:
     rec = _one_launch(activation.silu_mul, p, p, 3, 12288)
     assert (rec.grid, rec.block) == ((3, 6, 1), (256, 1, 1))
     rec = _one_launch(rope.qk_norm_rope_kv, p, p, p, p, 0, 0, p, p, p, 5, 32, 8, 128, 16, 1e-6)
-    assert (rec.grid, rec.block) == ((5, 1, 1), (1024, 1, 1))  # one warp per head, 32 max
+    # one warp per head, 4 heads per block: 48 heads -> 12 blocks per token
+    assert (rec.grid, rec.block) == ((5, 12, 1), (128, 1, 1))
     rec = _one_launch(sampling.apply_penalties, p, p, p, p, 4, 151936)
     assert rec.grid == (149, 4, 1)
     rec = _one_launch(sampling.sample, p, p, p, 4, 151936)

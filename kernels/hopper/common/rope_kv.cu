@@ -1,4 +1,4 @@
-// Fused attention prologue for one token per block:
+// Fused attention prologue, one warp per (token, head):
 //   q, k  <- optional per-head RMSNorm (Qwen3 q_norm/k_norm), then rotary embedding;
 //   q     -> q_out [T, hq, D];  k, v -> the paged caches [num_blocks, hkv, block_size, D].
 //
@@ -13,13 +13,18 @@
 //
 // Layout: a qkv row is [q (hq*D) | k (hkv*D) | v (hkv*D)]; cos_sin is f32 [positions, D]
 // (cos of the D/2 frequencies, then sin). A negative slot skips the cache writes (padding).
-// Launch: grid = tokens, block = 32 * warps (1..32 warps); warp w handles heads w, w+warps, ..
-// of the hq + 2*hkv heads. head_dim even and <= 2 * 32 * kMaxPairs (256).
+// Launch: grid (tokens, ceil(heads / warps)), block = 32 * warps; warp w of block (t, y)
+// handles head y * warps + w of token t's hq + 2*hkv heads (q heads, then k, then v). One head
+// per warp spreads a batch-1 decode token over many SMs (Qwen3-8B: 48 heads, 12 blocks of 4
+// warps) instead of one block walking all its heads; prefill's tokens x head groups fill the
+// GPU the same way. head_dim even and <= 2 * 32 * kMaxPairs (256).
+// The norm weights are read before waiting on the previous kernel (PDL): nothing writes them.
 #include "atlas_common.cuh"
 
 namespace {
 
 constexpr int kMaxPairs = 4;  // rotation pairs per lane: D/2 <= 32 * kMaxPairs
+constexpr int kMaxWarps = 4;  // warps (heads) per block: ops/rope.py ROPE_WARPS
 
 __device__ __forceinline__ float bf(const __nv_bfloat16* p, int i) {
   return __bfloat162float(p[i]);
@@ -27,7 +32,7 @@ __device__ __forceinline__ float bf(const __nv_bfloat16* p, int i) {
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(1024)
+extern "C" __global__ void __launch_bounds__(32 * kMaxWarps)
 qk_norm_rope_kv_bf16(const __nv_bfloat16* __restrict__ qkv, __nv_bfloat16* __restrict__ q_out,
                      __nv_bfloat16* __restrict__ k_cache, __nv_bfloat16* __restrict__ v_cache,
                      const __nv_bfloat16* __restrict__ q_norm_w,
@@ -36,65 +41,67 @@ qk_norm_rope_kv_bf16(const __nv_bfloat16* __restrict__ qkv, __nv_bfloat16* __res
                      uint32_t tokens, uint32_t hq, uint32_t hkv, uint32_t head_dim,
                      uint32_t block_size, float eps) {
   const uint32_t t = blockIdx.x;
-  if (t >= tokens) return;
   const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  const int h = static_cast<int>(blockIdx.y * (blockDim.x >> 5) + (threadIdx.x >> 5));
   const int D = static_cast<int>(head_dim), half = D / 2;
   const int heads = static_cast<int>(hq + 2 * hkv);
-  const __nv_bfloat16* row = qkv + static_cast<size_t>(t) * heads * D;
+  const bool is_q = h < static_cast<int>(hq);
+  const bool is_v = h >= static_cast<int>(hq + hkv);
+  const bool normed = q_norm_w != nullptr && !is_v;
+
+  // This lane's norm weights (weights only: safe before the wait).
+  float w1[kMaxPairs], w2[kMaxPairs];
+  const __nv_bfloat16* norm_w = is_q ? q_norm_w : k_norm_w;
+#pragma unroll
+  for (int j = 0; j < kMaxPairs; ++j) {
+    const int i = lane + 32 * j;
+    const bool ok = normed && h < heads && i < half;
+    w1[j] = ok ? bf(norm_w, i) : 0.f;
+    w2[j] = ok ? bf(norm_w, i + half) : 0.f;
+  }
+  atlas::pdl_enter();  // qkv, positions and slots come from the kernels before this one
+  if (t >= tokens || h >= heads) return;  // warp-uniform; no block-wide sync below
   const int32_t slot = slots[t];
+  if (!is_q && slot < 0) return;  // padding token: no cache writes
+  const __nv_bfloat16* src = qkv + (static_cast<size_t>(t) * heads + h) * D;
+  const int kh = h - static_cast<int>(is_v ? hq + hkv : hq);
+  __nv_bfloat16* dst =
+      is_q ? q_out + (static_cast<size_t>(t) * hq + h) * D
+           : (is_v ? v_cache : k_cache) +
+                 ((static_cast<size_t>(slot / block_size) * hkv + kh) * block_size +
+                  slot % block_size) * D;
+  if (is_v) {
+    for (int i = lane; i < D; i += 32) dst[i] = src[i];
+    return;
+  }
   const float* cosv = cos_sin + static_cast<size_t>(positions[t]) * D;
   const float* sinv = cosv + half;
-  // Destination of head kh of this token in a paged cache.
-  const size_t cache_off =
-      slot < 0 ? 0
-               : (static_cast<size_t>(slot / block_size) * hkv * block_size + slot % block_size) *
-                     D;
-
-  for (int h = warp; h < heads; h += nwarps) {
-    const __nv_bfloat16* src = row + static_cast<size_t>(h) * D;
-    const bool is_q = h < static_cast<int>(hq);
-    const bool is_v = h >= static_cast<int>(hq + hkv);
-    if (!is_q && slot < 0) continue;  // padding token: no cache writes
-    const int kh = h - static_cast<int>(is_v ? hq + hkv : hq);
-    __nv_bfloat16* dst = is_q ? q_out + (static_cast<size_t>(t) * hq + h) * D
-                              : (is_v ? v_cache : k_cache) + cache_off +
-                                    static_cast<size_t>(kh) * block_size * D;
-    if (is_v) {
-      for (int i = lane; i < D; i += 32) dst[i] = src[i];
-      continue;
-    }
-    float x1[kMaxPairs], x2[kMaxPairs];
-    float sumsq = 0.f;
+  float x1[kMaxPairs], x2[kMaxPairs];
+  float sumsq = 0.f;
+#pragma unroll
+  for (int j = 0; j < kMaxPairs; ++j) {
+    const int i = lane + 32 * j;
+    x1[j] = i < half ? bf(src, i) : 0.f;
+    x2[j] = i < half ? bf(src, i + half) : 0.f;
+    sumsq = fmaf(x1[j], x1[j], fmaf(x2[j], x2[j], sumsq));
+  }
+  if (normed) {
+    const float inv_rms = rsqrtf(atlas::warp_sum(sumsq) / static_cast<float>(D) + eps);
 #pragma unroll
     for (int j = 0; j < kMaxPairs; ++j) {
-      const int i = lane + 32 * j;
-      x1[j] = i < half ? bf(src, i) : 0.f;
-      x2[j] = i < half ? bf(src, i + half) : 0.f;
-      sumsq = fmaf(x1[j], x1[j], fmaf(x2[j], x2[j], sumsq));
+      x1[j] = atlas::round_bf16(w1[j] * atlas::round_bf16(x1[j] * inv_rms));
+      x2[j] = atlas::round_bf16(w2[j] * atlas::round_bf16(x2[j] * inv_rms));
     }
-    const __nv_bfloat16* norm_w = is_q ? q_norm_w : k_norm_w;
-    if (q_norm_w != nullptr) {
-      const float inv_rms = rsqrtf(atlas::warp_sum(sumsq) / static_cast<float>(D) + eps);
+  }
 #pragma unroll
-      for (int j = 0; j < kMaxPairs; ++j) {
-        const int i = lane + 32 * j;
-        if (i < half) {
-          x1[j] = atlas::round_bf16(bf(norm_w, i) * atlas::round_bf16(x1[j] * inv_rms));
-          x2[j] = atlas::round_bf16(bf(norm_w, i + half) * atlas::round_bf16(x2[j] * inv_rms));
-        }
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < kMaxPairs; ++j) {
-      const int i = lane + 32 * j;
-      if (i < half) {
-        const float c = atlas::round_bf16(cosv[i]), s = atlas::round_bf16(sinv[i]);
-        const float p1c = atlas::round_bf16(x1[j] * c), p2s = atlas::round_bf16(x2[j] * s);
-        const float p2c = atlas::round_bf16(x2[j] * c), p1s = atlas::round_bf16(x1[j] * s);
-        dst[i] = atlas::f32_to_bf16(p1c - p2s);
-        dst[i + half] = atlas::f32_to_bf16(p2c + p1s);
-      }
+  for (int j = 0; j < kMaxPairs; ++j) {
+    const int i = lane + 32 * j;
+    if (i < half) {
+      const float c = atlas::round_bf16(cosv[i]), s = atlas::round_bf16(sinv[i]);
+      const float p1c = atlas::round_bf16(x1[j] * c), p2s = atlas::round_bf16(x2[j] * s);
+      const float p2c = atlas::round_bf16(x2[j] * c), p1s = atlas::round_bf16(x1[j] * s);
+      dst[i] = atlas::f32_to_bf16(p1c - p2s);
+      dst[i + half] = atlas::f32_to_bf16(p2c + p1s);
     }
   }
 }

@@ -9,9 +9,9 @@ from ._preconditions import require_aligned
 
 #: rope_kv.cu handles head_dim/2 <= 32 * kMaxPairs rotation pairs per warp
 ROPE_MAX_HEAD_DIM = 256
-#: warps per block (each takes whole heads): one warp per head up to 32 heads, so a decode
-#: token (tens of heads, one block) does not walk its heads serially
-ROPE_MAX_WARPS = 32
+#: warps per block, one head each: a token's heads spread over ceil(heads / 4) blocks, so a
+#: batch-1 decode step runs on ~a dozen SMs rather than one (rope_kv.cu kMaxWarps)
+ROPE_WARPS = 4
 
 
 def qk_norm_rope_kv(kc: KernelCache, stream: Stream, qkv: DevicePtr, q_out: DevicePtr,
@@ -38,7 +38,8 @@ def qk_norm_rope_kv(kc: KernelCache, stream: Stream, qkv: DevicePtr, q_out: Devi
         require_aligned("qk_norm_rope_kv", name, ptr, 4)
     if not tokens:
         return
-    warps = min(ROPE_MAX_WARPS, hq + 2 * hkv)
-    kc.get(QK_NORM_ROPE_KV)(stream, tokens, 32 * warps, 0, qkv, q_out, k_cache, v_cache,
+    heads = hq + 2 * hkv
+    warps = min(ROPE_WARPS, heads)
+    kc.get(QK_NORM_ROPE_KV)(stream, (tokens, -(-heads // warps)), 32 * warps, 0, qkv, q_out, k_cache, v_cache,
                             q_norm_w, k_norm_w, cos_sin, positions, slots, tokens, hq, hkv,
                             head_dim, block_size, eps)
