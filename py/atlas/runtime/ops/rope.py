@@ -40,6 +40,6 @@ def qk_norm_rope_kv(kc: KernelCache, stream: Stream, qkv: DevicePtr, q_out: Devi
         return
     heads = hq + 2 * hkv
     warps = min(ROPE_WARPS, heads)
-    kc.get(QK_NORM_ROPE_KV)(stream, (tokens, -(-heads // warps)), 32 * warps, 0, qkv, q_out, k_cache, v_cache,
-                            q_norm_w, k_norm_w, cos_sin, positions, slots, tokens, hq, hkv,
-                            head_dim, block_size, eps)
+    kc.get(QK_NORM_ROPE_KV)(stream, (tokens, -(-heads // warps)), 32 * warps, 0, qkv, q_out,
+                            k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots,
+                            tokens, hq, hkv, head_dim, block_size, eps)
