@@ -72,46 +72,43 @@ def pack_step(buf: np.ndarray, layout: StepLayout, steps: Sequence[SeqStep], blo
     if n_tokens > layout.max_tokens:
         raise StepError(f"{n_tokens} tokens in one step exceeds the step budget "
                         f"{layout.max_tokens}")
-    ids = buf[layout.ids:layout.ids + n_tokens]
-    pos = buf[layout.positions:layout.positions + n_tokens]
-    slots = buf[layout.slots:layout.slots + n_tokens]
-    cu_q = buf[layout.cu_q:layout.cu_q + n_seqs + 1]
-    kv_lens = buf[layout.kv_lens:layout.kv_lens + n_seqs]
-    sample_rows = buf[layout.sample_rows:layout.sample_rows + n_seqs]
-    cu_q[0] = 0
-    t = n_sample = 0
-    for i, st in enumerate(steps):
-        n = lens[i]
+    # Built as Python lists and stored with one slice assignment per field: a decode step
+    # touches a handful of ints per sequence, and per-element numpy stores would dominate.
+    ids: list[int] = []
+    pos: list[int] = []
+    slots: list[int] = []
+    cu_q, kv_lens, sample_rows = [0], [], []
+    for st, n in zip(steps, lens):
         if n == 0:
             raise StepError(f"sequence {st.seq_id}: a step must feed at least one token")
         end = st.start_pos + n
-        nblocks = len(st.block_table)
-        if end > nblocks * block_size:
+        table = st.block_table
+        if end > len(table) * block_size:
             raise StepError(f"sequence {st.seq_id}: {end} tokens need "
-                            f"{-(-end // block_size)} KV blocks, block table has {nblocks}")
-        if nblocks > layout.max_blocks:
-            raise StepError(f"sequence {st.seq_id}: {nblocks} blocks exceed max "
+                            f"{-(-end // block_size)} KV blocks, block table has {len(table)}")
+        if len(table) > layout.max_blocks:
+            raise StepError(f"sequence {st.seq_id}: {len(table)} blocks exceed max "
                             f"{layout.max_blocks} per sequence")
-        ids[t:t + n] = st.token_ids
-        p = np.arange(st.start_pos, end, dtype=np.int32)
-        pos[t:t + n] = p
-        table = np.asarray(st.block_table, dtype=np.int32)
-        slots[t:t + n] = table[p // block_size] * block_size + p % block_size
-        kv_lens[i] = end
-        t += n
-        cu_q[i + 1] = t
+        ids += st.token_ids
+        positions = range(st.start_pos, end)
+        pos += positions
+        slots += [table[p // block_size] * block_size + p % block_size for p in positions]
+        kv_lens.append(end)
+        cu_q.append(len(ids))
         if st.sample:
-            sample_rows[n_sample] = t - 1
-            n_sample += 1
-    for i in range(len(steps), n_seqs):
-        ids[t] = 0
-        pos[t] = 0
-        slots[t] = -1
-        kv_lens[i] = 1
-        t += 1
-        cu_q[i + 1] = t
-        sample_rows[n_sample] = t - 1
-        n_sample += 1
+            sample_rows.append(len(ids) - 1)
+    for _ in range(len(steps), n_seqs):  # graph padding rows
+        ids.append(0)
+        pos.append(0)
+        slots.append(-1)
+        kv_lens.append(1)
+        cu_q.append(len(ids))
+        sample_rows.append(len(ids) - 1)
+    for offset, values in ((layout.ids, ids), (layout.positions, pos), (layout.slots, slots),
+                           (layout.cu_q, cu_q), (layout.kv_lens, kv_lens),
+                           (layout.sample_rows, sample_rows)):
+        buf[offset:offset + len(values)] = values
+    n_sample = len(sample_rows)
     return n_tokens, n_sample, max(lens) if lens else 1
 
 
