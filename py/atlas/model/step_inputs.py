@@ -92,7 +92,11 @@ def pack_step(buf: np.ndarray, layout: StepLayout, steps: Sequence[SeqStep], blo
         ids += st.token_ids
         positions = range(st.start_pos, end)
         pos += positions
-        slots += [table[p // block_size] * block_size + p % block_size for p in positions]
+        if n <= 32:  # decode and short chunks: plain ints
+            slots += [table[p // block_size] * block_size + p % block_size for p in positions]
+        else:
+            p = np.arange(st.start_pos, end)
+            slots += (np.asarray(table)[p // block_size] * block_size + p % block_size).tolist()
         kv_lens.append(end)
         cu_q.append(len(ids))
         if st.sample:
