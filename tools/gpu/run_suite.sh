@@ -10,7 +10,11 @@
 #
 # Environment:
 #   OUT                   logs go to $OUT/logs, results to $OUT/results (else /tmp/atlas_gpu_suite/<time>)
-#   ATLAS_SUITE_REUSE_PTX=1  keep existing build/kernels/*.ptxset.json instead of rebuilding
+#   ATLAS_SUITE_REUSE_PTX=1  keep existing PTX sets ($ATLAS_KERNELS_DIR or build/kernels)
+#                         instead of rebuilding (PTX built on the CPU machine and carried)
+#   ATLAS_8B_HF=eager,compiled  transformers baselines of the qwen3_8b stage
+#   ATLAS_THROUGHPUT_LEVELS=1,2,4,8,16,32,64  levels of the throughput stage (weights follow
+#                         the suite's 1,1,2,2,4,4,8 for those levels)
 #   ATLAS_CHECK_SEED=N    fixed input seed for check_kernels (default: from the clock)
 set -uo pipefail
 
@@ -68,10 +72,11 @@ stage_install_wheels() {
 
 stage_build_kernels() {
   shopt -s nullglob
-  local sets=("$REPO"/build/kernels/*.ptxset.json)
+  local dir="${ATLAS_KERNELS_DIR:-$REPO/build/kernels}"
+  local sets=("$dir"/*.ptxset.json)
   shopt -u nullglob
   if [ "${ATLAS_SUITE_REUSE_PTX:-0}" = 1 ] && [ ${#sets[@]} -gt 0 ]; then
-    echo "reusing ${#sets[@]} PTX set(s) in build/kernels (ATLAS_SUITE_REUSE_PTX=1)"
+    echo "reusing ${#sets[@]} PTX set(s) in $dir (ATLAS_SUITE_REUSE_PTX=1)"
     return 0
   fi
   command -v nvcc >/dev/null || { echo "nvcc not found and no reusable PTX sets"; return 1; }
@@ -128,7 +133,18 @@ stage_decode_bench() {
 }
 
 stage_qwen3_0_6b() { model_stage qwen3-0.6b eager; }
-stage_qwen3_8b() { model_stage qwen3-8b eager,compiled; }
+stage_qwen3_8b() { model_stage qwen3-8b "${ATLAS_8B_HF:-eager,compiled}"; }
+
+# The same decode benchmark with programmatic dependent launch off: the A/B of PDL.
+stage_decode_bench_nopdl() {
+  local name rc=0
+  for name in qwen3-0.6b qwen3-8b; do
+    make_checkpoint "$name" || return 1
+    ATLAS_PDL=0 "$PY" tools/gpu/bench_decode.py --model "$CKPT/$name" --hf none \
+      --out "$RESULTS/bench_decode_${name}_nopdl.json" || rc=1
+  done
+  return $rc
+}
 
 stage_profile() {
   local name rc=0
@@ -151,8 +167,21 @@ stage_server_sweep() {
   bash tools/gpu/server_sweep.sh "$CKPT/qwen3-8b" "$RESULTS/server_sweep_qwen3-8b.json"
 }
 
+# The contest-shaped `throughput` suite against the 8B server, at ATLAS_THROUGHPUT_LEVELS
+# (the whole 1..64 sweep takes ~10 min: split it over calls and merge the JSONs).
+stage_throughput() {
+  make_checkpoint qwen3-8b || return 1
+  cp "$REPO"/.device/qwen3-tok/tokenizer*.json "$CKPT/qwen3-8b/" || return 1
+  local levels="${ATLAS_THROUGHPUT_LEVELS:-1,2,4,8,16,32,64}" weights=() c
+  declare -A w=([1]=1 [2]=1 [4]=2 [8]=2 [16]=4 [32]=4 [64]=8)
+  for c in ${levels//,/ }; do weights+=("${w[$c]:-1}"); done
+  ATLAS_THROUGHPUT_LEVELS="$levels" ATLAS_THROUGHPUT_WEIGHTS="$(IFS=,; echo "${weights[*]}")" \
+    bash tools/gpu/server_sweep.sh "$CKPT/qwen3-8b" \
+    "$RESULTS/throughput_qwen3-8b_c${levels//,/-}.json" none
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity qwen3_0_6b
-        qwen3_8b decode_bench profile kernel_table server_sweep)
+        qwen3_8b decode_bench decode_bench_nopdl profile kernel_table server_sweep throughput)
 
 # ---- runner -------------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 # Serve one checkpoint on the CUDA backend and drive it with the benchmark harness's
 # concurrency sweep (GPU machine). Usage: server_sweep.sh MODEL_DIR OUT_JSON [CONCURRENCIES]
 # The server's own log goes beside OUT_JSON; the harness's JSON result to OUT_JSON.
+# CONCURRENCIES=none skips the sweep (the throughput suite alone).
 # With ATLAS_THROUGHPUT_LEVELS=16,32,64 (and ATLAS_THROUGHPUT_WEIGHTS to match) the same
 # server then runs the contest-shaped `throughput` suite at those levels into
 # ${OUT_JSON%.json}.throughput.json (the full 1..64 sweep takes over ten minutes).
@@ -20,16 +21,20 @@ for _ in $(seq 1 600); do
   sleep 0.5
 done
 grep -q "Listening on" "$log" || { echo "server not ready after 300 s"; tail -n 30 "$log"; exit 1; }
-"$py" -m atlas_cli.main benchmark run concurrency-sweep --url "http://127.0.0.1:$port" \
-  --model "$(basename "$model")" --param "concurrencies=$levels" --param isls=512 \
-  --param osl=128 --param rounds=2 --format json --no-fail-on-verdict >"$out"
-rc=$?
+rc=0
+if [ "$levels" != none ]; then
+  "$py" -m atlas_cli.main benchmark run concurrency-sweep --url "http://127.0.0.1:$port" \
+    --model "$(basename "$model")" --param "concurrencies=$levels" --param isls=512 \
+    --param osl=128 --param rounds=2 --format json --no-fail-on-verdict >"$out"
+  rc=$?
+fi
 if [ $rc -eq 0 ] && [ -n "${ATLAS_THROUGHPUT_LEVELS:-}" ]; then
   "$py" -m atlas_cli.main benchmark run throughput --url "http://127.0.0.1:$port" \
     --model "$(basename "$model")" --param "concurrencies=$ATLAS_THROUGHPUT_LEVELS" \
     --param "weights=${ATLAS_THROUGHPUT_WEIGHTS:-4,4,8}" --format json \
     --no-fail-on-verdict >"${out%.json}.throughput.json"
   rc=$?
+  if [ "$levels" = none ]; then mv "${out%.json}.throughput.json" "$out"; fi
 fi
 tail -n 5 "$log"
 exit $rc
