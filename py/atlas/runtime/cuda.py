@@ -29,7 +29,7 @@ import numpy as np
 from .gpu import (ArgKind, DevicePtr, Dim3, EventHandle, GpuBackend, GpuError, GraphHandle,
                   KernelHandle, Stream)
 from .host import host_bytes
-from .ptx_entries import pdl_entries
+from ..kernels.ptx_entries import pdl_entries
 
 #: most parameters one kernel may take (each gets an 8-byte slot in the parameter block)
 MAX_PARAMS = 64

@@ -16,8 +16,8 @@ PDL_WAIT = "griddepcontrol.wait"
 
 # A top-level function header: `.entry name(` or `.func (ret) name(`, optionally preceded by
 # linkage directives. Entries are what the driver launches; `.func` bodies end an entry's span.
-_HEADER = re.compile(rb"^[ \t]*(?:\.(?:visible|weak|extern)[ \t]+)*\.(entry|func)\b[^\n(]*?"
-                     rb"([A-Za-z_$][\w$]*)[ \t]*\(", re.M)
+_HEADER = re.compile(rb"^[ \t]*(?:\.(?:visible|weak|extern)[ \t]+)*\.(entry|func)[ \t]+"
+                     rb"(?:\([^)]*\)[ \t]*)?([A-Za-z_$][\w$]*)[ \t]*\(", re.M)
 
 
 def entry_bodies(ptx: bytes | str) -> dict[str, bytes]:
@@ -38,3 +38,9 @@ def pdl_entries(ptx: bytes | str) -> frozenset[str]:
     kernel in the stream completes)."""
     return frozenset(name for name, body in entry_bodies(ptx).items()
                      if PDL_WAIT.encode() in body)
+
+
+def entries_without_pdl(ptx: bytes | str) -> list[str]:
+    """Entries that never wait on their programmatic dependency, sorted: the kernel
+    structure check requires none (each would serialize the decode graph around it)."""
+    return sorted(set(entry_bodies(ptx)) - pdl_entries(ptx))
