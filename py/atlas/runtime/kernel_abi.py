@@ -51,6 +51,10 @@ GEMM_F32OUT = S("gemm", "gemm_bf16_f32", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 # stream the weights in parallel than the 128x128 tile would give
 GEMM_SKINNY = S("gemm", "gemm_bf16_skinny", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 GEMM_SKINNY_F32OUT = S("gemm", "gemm_bf16_f32_skinny", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
+# the same products for decode batches of 1..64 rows on tensor cores (weights as the MMA's M
+# dimension, streamed once like the GEMV; hopper only: gb10 has no gemv_mma module)
+GEMV_MMA = S("gemv_mma", "gemv_mma_bf16", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
+GEMV_MMA_F32OUT = S("gemv_mma", "gemv_mma_bf16_f32", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 # the same products with Hopper warpgroup MMA (kernels/hopper/common/gemm_sm90.cu, sm_90a
 # only): 128x256 tiles for prefill, launched with GEMM_SM90_SMEM bytes of dynamic shared memory
 GEMM_SM90 = S("gemm_sm90", "gemm_sm90_bf16", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")

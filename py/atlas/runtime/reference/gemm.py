@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from ..gpu import Dim3
 from ..kernel_abi import GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT
+from ..kernel_abi import GEMV_MMA, GEMV_MMA_F32OUT
 from . import HostMemory, reference
 from .gemv import linear_bf16
 
 
 @reference(GEMM)
 @reference(GEMM_SKINNY)
+@reference(GEMV_MMA)
 def gemm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: int, m: int,
               n: int, k: int) -> None:
     linear_bf16(mem, a, w, c, m, n, k, out_f32=False)
@@ -21,6 +23,7 @@ def gemm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: int, 
 
 @reference(GEMM_F32OUT)
 @reference(GEMM_SKINNY_F32OUT)
+@reference(GEMV_MMA_F32OUT)
 def gemm_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: int, m: int,
                   n: int, k: int) -> None:
     linear_bf16(mem, a, w, c, m, n, k, out_f32=True)

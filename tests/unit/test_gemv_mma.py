@@ -1,0 +1,175 @@
+"""The batched decode GEMV on tensor cores (gemv_mma): its reference and check cases, the
+launch builder's geometry and preconditions, and a numpy model of the kernel's fragment
+index math (lane loads -> mma.m16n8k16 operands per the PTX ISA layouts -> warp split of K
+-> output scatter) checked against float64 x @ w.T. There is no GPU in CI; the device check
+of the kernel itself is tools/gpu/check_kernels.py over the same cases."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from atlas.runtime.cases import gemv_mma as gemv_mma_case_defs
+from atlas.runtime.host import HostBackend
+from atlas.runtime.kernel_check import check
+from atlas.runtime.mock import MockGpuBackend
+from atlas.runtime.ops import KernelCache, matmul_batched
+# the elementwise kernels' check that a .cu file declares exactly its module's ABI entries
+from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
+
+SOURCE = Path(__file__).resolve().parents[2] / "kernels/hopper/common/gemv_mma.cu"
+CASES = gemv_mma_case_defs.gemv_mma_cases(np.random.default_rng(64))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_reference_matches_oracle(case) -> None:
+    result = check(HostBackend(), case)
+    assert result.passed, result.detail
+
+
+def test_cases_cover_the_layout_edges() -> None:
+    shapes = gemv_mma_case_defs.GEMV_MMA_SHAPES
+    assert {c.module for c in CASES} == {"gemv_mma"}
+    assert {9, 16, 17, 33, 64} <= {m for m, _, _, _ in shapes}
+    assert any(n % 32 == 16 for _, n, _, _ in shapes)  # n = 16 * odd
+    assert any(k % 32 for _, _, k, _ in shapes)  # a partial k-step
+    assert any(f32 for *_, f32 in shapes)
+
+
+def test_cuda_entry_points_declare_exactly_the_abi() -> None:
+    _declares_abi("gemv_mma")
+
+
+def _constant(name: str) -> int:
+    (value,) = re.findall(rf"constexpr int {name} = (\d+);", SOURCE.read_text())
+    return int(value)
+
+
+def test_launch_constants_match_the_kernel() -> None:
+    assert matmul_batched.BATCHED_THREADS == 32 * _constant("kWarps")
+    assert matmul_batched.BATCHED_ROWS_PER_BLOCK == 16 * _constant("kTilesPerBlock")
+    assert matmul_batched.BATCHED_MAX_M == 8 * _constant("kMaxBTiles")
+
+
+# ---- launch builder ----------------------------------------------------------------------
+
+def _launch(m: int, n: int, k: int, out_f32: bool = False, offset: int = 0):
+    dev = MockGpuBackend()
+    x, w, y = dev.alloc(m * k * 2), dev.alloc(n * k * 2), dev.alloc(m * n * 4)
+    matmul_batched.batched_gemv(KernelCache(dev), 0, x + offset, w, y, m, n, k, out_f32)
+    (record,) = dev.drain_launches()
+    return record, (x, w, y)
+
+
+@pytest.mark.parametrize("m, n, k, f32, func, grid", [
+    (32, 4096, 4096, False, "gemv_mma_bf16", 128),
+    (9, 151936, 4096, True, "gemv_mma_bf16_f32", 4748),
+    (64, 48, 16, False, "gemv_mma_bf16", 2),
+    (1, 33, 8, True, "gemv_mma_bf16_f32", 2),
+])
+def test_geometry_and_entry_point(m, n, k, f32, func, grid) -> None:
+    record, (x, w, y) = _launch(m, n, k, f32)
+    assert (record.module, record.func) == ("gemv_mma", func)
+    assert record.grid == (grid, 1, 1) and record.block == (256, 1, 1) and record.shared == 0
+    assert record.args == {"x": x, "w": w, "y": y, "m": m, "n": n, "k": k}
+
+
+@pytest.mark.parametrize("m, n, k, offset, match", [
+    (0, 64, 64, 0, "m=0"), (65, 64, 64, 0, "m=65"), (16, 0, 64, 0, "n=0"),
+    (16, 64, 60, 0, "k=60"), (16, 64, 0, 0, "k=0"), (16, 64, 64, 8, "x pointer")])
+def test_preconditions(m, n, k, offset, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        _launch(m, n, k, offset=offset)
+
+
+class _HopperMock(MockGpuBackend):
+    """A mock device whose loaded PTX set includes gemv_mma, as a hopper leaf's does."""
+
+    @property
+    def module_names(self) -> list[str]:
+        return ["gemm", "gemv", "gemv_mma"]
+
+
+def test_available_only_where_the_module_is_loaded() -> None:
+    assert matmul_batched.available(KernelCache(_HopperMock()))
+    assert not matmul_batched.available(KernelCache(MockGpuBackend()))
+
+
+# ---- numpy model of the kernel's index math ----------------------------------------------
+# Fragment layouts of mma.m16n8k16 from the PTX ISA (g = lane // 4, c = lane % 4; each
+# register holds two consecutive-column elements, the lower column in the low half):
+#   A a0: [g][2c..]  a1: [g+8][2c..]  a2: [g][2c+8..]  a3: [g+8][2c+8..]
+#   B b0: [k 2c..][n g]  b1: [k 2c+8..][n g]
+#   D d0, d1: [g][2c], [g][2c+1]   d2, d3: [g+8][2c], [g+8][2c+1]
+LANES = np.arange(32)
+G, C = LANES // 4, LANES % 4
+
+
+def _mma(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """D [32 lanes, 4] of A @ B from per-lane registers a [32, 4, 2] and b [32, 2, 2]."""
+    am, bm = np.zeros((16, 16)), np.zeros((16, 8))
+    for reg, (dr, dc) in enumerate([(0, 0), (8, 0), (0, 8), (8, 8)]):
+        for e in range(2):
+            am[G + dr, 2 * C + dc + e] = a[:, reg, e]
+    for reg in range(2):
+        for e in range(2):
+            bm[2 * C + 8 * reg + e, G] = b[:, reg, e]
+    d = am @ bm
+    return np.stack([d[G, 2 * C], d[G, 2 * C + 1], d[G + 8, 2 * C], d[G + 8, 2 * C + 1]], 1)
+
+
+def _chunks(mat: np.ndarray, rows: np.ndarray, chunk: np.ndarray) -> np.ndarray:
+    """Per lane, the 8 values of 16-byte chunk `chunk` of row `rows` (zeros past the row)."""
+    kc = mat.shape[1] // 8
+    out = np.zeros((32, 8))
+    ok = chunk < kc
+    for lane in LANES[ok]:
+        out[lane] = mat[rows[lane], 8 * chunk[lane]:8 * chunk[lane] + 8]
+    return out
+
+
+def _word(v: np.ndarray, i: int) -> np.ndarray:
+    return v[:, 2 * i:2 * i + 2]
+
+
+def model_gemv_mma(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """y = x @ w.T computed the way gemv_mma.cu indexes it; unwritten outputs stay NaN."""
+    warps, tiles = _constant("kWarps"), _constant("kTilesPerBlock")
+    (m, k), n = x.shape, w.shape[0]
+    kc = k // 8
+    steps, btiles = -(-kc // 4), -(-m // 8)
+    y = np.full((m, n), np.nan)
+    for row0 in range(0, n, 16 * tiles):
+        total = np.zeros((tiles, btiles, 32, 4))
+        for warp in range(warps):
+            for s in range(steps * warp // warps, steps * (warp + 1) // warps):
+                chunk = 4 * s + C
+                a = [[_chunks(w, np.minimum(row0 + 16 * t + 8 * h + G, n - 1), chunk)
+                      for h in range(2)] for t in range(tiles)]
+                xv = [_chunks(x, np.minimum(8 * b + G, m - 1), chunk) for b in range(btiles)]
+                for j in range(2):
+                    for t in range(tiles):
+                        af = np.stack([_word(a[t][0], 2 * j), _word(a[t][1], 2 * j),
+                                       _word(a[t][0], 2 * j + 1), _word(a[t][1], 2 * j + 1)], 1)
+                        for b in range(btiles):
+                            bf = np.stack([_word(xv[b], 2 * j), _word(xv[b], 2 * j + 1)], 1)
+                            total[t, b] += _mma(af, bf)
+        for t in range(tiles):
+            for b in range(btiles):
+                for i in range(4):
+                    mi, r = 8 * b + 2 * C + (i & 1), 16 * t + G + 8 * (i >> 1)
+                    keep = (mi < m) & (row0 + r < n)
+                    y[mi[keep], row0 + r[keep]] = total[t, b][keep, i]
+    return y
+
+
+@pytest.mark.parametrize("m, n, k", [(17, 48, 200), (9, 33, 16), (64, 80, 96), (24, 16, 264)])
+def test_fragment_index_model_computes_the_product(m: int, n: int, k: int) -> None:
+    rng = np.random.default_rng(m * n + k)
+    x, w = rng.standard_normal((m, k)), rng.standard_normal((n, k))
+    got = model_gemv_mma(x, w)
+    assert not np.isnan(got).any()
+    np.testing.assert_allclose(got, x @ w.T, rtol=1e-12, atol=1e-12)
