@@ -171,6 +171,13 @@ class GpuBackend(abc.ABC):
     def launch(self, handle: KernelHandle, grid: Dim3, block: Dim3, shared_mem: int,
                stream: Stream, args: Sequence[tuple[ArgKind, Any]]) -> None: ...
 
+    @property
+    def module_names(self) -> list[str]:
+        """Names of the compiled kernel modules loaded (sorted). Ops use it to pick kernels
+        that only some targets build (gemm_sm90); backends that resolve kernels otherwise
+        (references, mocks) load none, so they take the paths every target has."""
+        return []
+
     def set_max_dynamic_shared(self, handle: KernelHandle, nbytes: int) -> None:
         """Let `handle` launch with up to `nbytes` of dynamic shared memory.
 

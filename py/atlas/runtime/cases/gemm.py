@@ -1,4 +1,12 @@
-"""Check cases for the tensor-core GEMM: masked M, N below a tile, K with a half tile."""
+"""Check cases for the tensor-core GEMMs: masked M, N below a tile, K with a partial tile.
+
+The wgmma kernel (module gemm_sm90, sm_90a sets only) gets its own cases, each forcing it
+whatever the dispatch rule says: M not a multiple of its 128-row tile (1, 77, 200, 1000) and
+more than GROUP_M = 8 row tiles (a partial raster group), N = 16 * odd (a 256-column tile
+mostly masked), K ending in a partial 64-column tile or shorter than the pipeline, and the
+Qwen3 projections at a few rows (Qwen3-8B's with fewer columns, to keep the host tests fast;
+the prefill GEMM family of tools/gpu/bench_kernels.py compares the full shapes with PyTorch).
+"""
 
 from __future__ import annotations
 
@@ -22,13 +30,39 @@ GEMM_SHAPES = [
     (200, 48, 80, True, True),
 ]
 
+#: (m, n, k, out_f32) for gemm_sm90
+GEMM_SM90_SHAPES = [
+    (1, 256, 64, False),        # one row, one exact tile of n and k
+    (77, 144, 208, False),      # n = 16 * 9, k = 3.25 k-tiles
+    (200, 528, 80, True),       # n = 16 * 33 (3 column tiles, the last 1/16 full), f32 out
+    (1000, 272, 1040, False),   # 8 row tiles (the last one 104 rows), k = 16.25 k-tiles
+    (1157, 512, 128, False),    # 10 row tiles: one full raster group of 8, one of 2
+    (130, 16, 16, False),       # smallest n and k: one k-tile, fewer than the prefetch depth
+    (129, 48, 112, True),       # two k-tiles, the last one 48 columns; row 129 alone
+    (256, 768, 4096, False),    # exact tiles, a long K (64 k-tiles through the ring)
+    (24, 4096, 1024, False),    # Qwen3-0.6B qkv
+    (40, 1024, 2048, False),    # Qwen3-0.6B o
+    (33, 6144, 1024, True),     # Qwen3-0.6B gate_up, f32 out
+    (17, 1024, 3072, False),    # Qwen3-0.6B down
+    (20, 1536, 4096, False),    # Qwen3-8B k (qkv, o, gate_up) with a quarter of qkv's n
+    (9, 512, 12288, False),     # Qwen3-8B down's k (192 k-tiles)
+]
+
 
 @kernel_cases("gemm")
 def gemm_cases(rng: np.random.Generator) -> list[KernelCase]:
     cases = []
     for m, n, k, f32, skinny in GEMM_SHAPES:
         tile = {None: "auto", True: "skinny", False: "128x128"}[skinny]
-        launch = partial(matmul.gemm, skinny=skinny)
+        launch = partial(matmul.gemm, skinny=skinny, sm90=False)
         cases.append(linear_case(rng, f"gemm {tile} m{m} n{n} k{k}{' f32' if f32 else ''}",
                                  "gemm", m, n, k, f32, launch))
     return cases
+
+
+@kernel_cases("gemm_sm90")
+def gemm_sm90_cases(rng: np.random.Generator) -> list[KernelCase]:
+    launch = partial(matmul.gemm, sm90=True)
+    return [linear_case(rng, f"gemm_sm90 m{m} n{n} k{k}{' f32' if f32 else ''}", "gemm_sm90",
+                        m, n, k, f32, launch)
+            for m, n, k, f32 in GEMM_SM90_SHAPES]

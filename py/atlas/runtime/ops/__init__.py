@@ -15,9 +15,19 @@ class KernelCache:
     def __init__(self, backend: GpuBackend) -> None:
         self.backend = backend
         self._launches: dict[KernelSig, KernelLaunch] = {}
+        self._shared_opt_in: dict[KernelSig, int] = {}
 
     def get(self, sig: KernelSig) -> KernelLaunch:
         launch = self._launches.get(sig)
         if launch is None:
             launch = self._launches[sig] = KernelLaunch(self.backend, sig)
+        return launch
+
+    def get_with_shared(self, sig: KernelSig, nbytes: int) -> KernelLaunch:
+        """`get` for a kernel launched with `nbytes` of dynamic shared memory: the backend's
+        opt-in (needed above 48 KiB) is made once per signature, not on every launch."""
+        launch = self.get(sig)
+        if self._shared_opt_in.get(sig, -1) < nbytes:
+            self.backend.set_max_dynamic_shared(launch.handle, nbytes)
+            self._shared_opt_in[sig] = nbytes
         return launch

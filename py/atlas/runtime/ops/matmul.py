@@ -2,19 +2,21 @@
 
 `linear` owns the dispatch rule: up to GEMV_MAX_M rows stream the weights once through the
 GEMV (memory-bound decode; one row takes the leaner single-row entry point); more rows go
-to the tensor-core GEMM, with the skinny 64x32 tile whenever the 128x128 tile would leave
-SMs idle. `linear_silu` is the MLP down projection with the SwiGLU activation fused into
-the GEMV's x load (one launch and no activation buffer for decode batches of up to 8); for
-more rows it runs silu_mul into a caller-provided scratch buffer, then `linear`. The geometry
-constants here mirror the compile-time constants of kernels/hopper/common/{gemv,gemm}.cu.
+to the tensor-core GEMM: the Hopper wgmma kernel (gemm_sm90) where the loaded PTX set has it
+and its 128x256 tiles give at least GEMM_SM90_MIN_BLOCKS blocks (prefill), else the mma.sync
+kernel, with the skinny 64x32 tile whenever the 128x128 tile would leave SMs idle.
+`linear_silu` is the MLP down projection with the SwiGLU activation fused into the GEMV's x
+load (one launch and no activation buffer for decode batches of up to 8); for more rows it
+runs silu_mul into a caller-provided scratch buffer, then `linear`. The geometry constants
+here mirror the compile-time constants of kernels/hopper/common/{gemv,gemm,gemm_sm90}.cu.
 """
 
 from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GEMV,
-                          GEMV_F32OUT, GEMV_SILU, GEMV_SILU_SINGLE, GEMV_SINGLE,
-                          GEMV_SINGLE_F32OUT)
+from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GEMM_SM90,
+                          GEMM_SM90_F32OUT, GEMV, GEMV_F32OUT, GEMV_SILU, GEMV_SILU_SINGLE,
+                          GEMV_SINGLE, GEMV_SINGLE_F32OUT)
 from . import KernelCache
 from .activation import silu_mul
 
@@ -30,6 +32,21 @@ GEMM_TILE = (128, 128, 256)
 GEMM_SKINNY_TILE = (64, 32, 128)
 #: a grid of fewer 128x128 tiles than this leaves SMs of an H100/H200 (132 SMs) idle
 GEMM_FILL_BLOCKS = 132
+
+#: Route GEMMs to the wgmma kernel where the PTX set has the gemm_sm90 module. The one
+#: switch: off until tools/gpu/check_kernels.py has passed the gemm_sm90 cases on an H200
+#: (the kernel was written without a GPU); with it off, gemm_sm90 runs only when asked for.
+GEMM_SM90_ENABLED = False
+#: (rows, cols, threads) of the wgmma tile and its dynamic shared memory: 4 stages of a
+#: [128][64] A and a [256][64] W bf16 tile, plus 1 KiB to align the base (gemm_sm90.cu)
+GEMM_SM90_TILE = (128, 256, 256)
+GEMM_SM90_SMEM = 4 * (128 + 256) * 64 * 2 + 1024
+#: fewest 128x256 tiles worth the wgmma kernel: half the H200's SMs. A wgmma tile runs at
+#: roughly twice the mma.sync tile's rate, so half the SMs busy with it still beat the
+#: mma.sync kernel on all of them; fewer rows (decode batches, short chunks) stay on the
+#: mma.sync tiles, whose smaller blocks spread better. Untuned: measure with
+#: `tools/gpu/bench_kernels.py` on the prefill GEMM family.
+GEMM_SM90_MIN_BLOCKS = 66
 
 
 def _check_aligned(name: str, ptr: DevicePtr, align: int) -> None:
@@ -88,11 +105,25 @@ def gemv_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr,
     kc.get(sig)(stream, grid, gemv_threads(k), 0, gate_up, w, y, m, n, k)
 
 
+def _blocks(m: int, n: int, tile: tuple[int, int, int]) -> int:
+    return -(-m // tile[0]) * -(-n // tile[1])
+
+
+def gemm_uses_sm90(kc: KernelCache, m: int, n: int) -> bool:
+    """The wgmma dispatch rule: switched on, the gemm_sm90 module loaded (sm_90a PTX sets
+    only; not gb10, the host references or the mock) and enough 128x256 tiles."""
+    return (GEMM_SM90_ENABLED and _blocks(m, n, GEMM_SM90_TILE) >= GEMM_SM90_MIN_BLOCKS
+            and GEMM_SM90.module in kc.backend.module_names)
+
+
 def gemm(kc: KernelCache, stream: Stream, a: DevicePtr, w: DevicePtr, c: DevicePtr, m: int,
-         n: int, k: int, out_f32: bool = False, skinny: bool | None = None) -> None:
+         n: int, k: int, out_f32: bool = False, skinny: bool | None = None,
+         sm90: bool | None = None) -> None:
     """c = a @ w.T on tensor cores; any m >= 1, n and k multiples of 16.
 
-    `skinny` forces the tile (None: the 64x32 tile when 128x128 tiles would not fill the GPU).
+    `sm90` forces (True) or avoids (False) the wgmma kernel; None applies `gemm_uses_sm90`
+    unless `skinny` is given. `skinny` forces the mma.sync tile (None: the 64x32 tile when
+    128x128 tiles would not fill the GPU).
     """
     if m < 1 or n < 16 or k < 16 or n % 16 or k % 16:
         raise ValueError(f"gemm: need m >= 1 and n, k positive multiples of 16, got "
@@ -100,9 +131,15 @@ def gemm(kc: KernelCache, stream: Stream, a: DevicePtr, w: DevicePtr, c: DeviceP
     _check_aligned("gemm a", a, 16)
     _check_aligned("gemm w", w, 16)
     _check_aligned("gemm c", c, 8 if out_f32 else 4)
+    if sm90 is None:
+        sm90 = skinny is None and gemm_uses_sm90(kc, m, n)
+    if sm90:
+        launch = kc.get_with_shared(GEMM_SM90_F32OUT if out_f32 else GEMM_SM90, GEMM_SM90_SMEM)
+        launch(stream, _blocks(m, n, GEMM_SM90_TILE), GEMM_SM90_TILE[2], GEMM_SM90_SMEM,
+               a, w, c, m, n, k)
+        return
     if skinny is None:
-        bm, bn, _ = GEMM_TILE
-        skinny = -(-m // bm) * -(-n // bn) < GEMM_FILL_BLOCKS
+        skinny = _blocks(m, n, GEMM_TILE) < GEMM_FILL_BLOCKS
     if skinny:
         sig = GEMM_SKINNY_F32OUT if out_f32 else GEMM_SKINNY
         bm, bn, threads = GEMM_SKINNY_TILE

@@ -1,13 +1,14 @@
 """Reference for the tensor-core GEMM kernels: the same specification as the GEMV.
 
-Both tile variants (128x128 and skinny 64x32) compute y = x @ w.T with float32
-accumulation and one rounding at the output; tiling changes only the summation order.
+Every variant (mma.sync 128x128 and skinny 64x32, wgmma 128x256) computes y = x @ w.T with
+float32 accumulation and one rounding at the output; tiling changes only the summation order.
 """
 
 from __future__ import annotations
 
 from ..gpu import Dim3
-from ..kernel_abi import GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT
+from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GEMM_SM90,
+                          GEMM_SM90_F32OUT)
 from ..kernel_abi import GEMV_MMA, GEMV_MMA_F32OUT
 from . import HostMemory, reference
 from .gemv import linear_bf16
@@ -15,6 +16,7 @@ from .gemv import linear_bf16
 
 @reference(GEMM)
 @reference(GEMM_SKINNY)
+@reference(GEMM_SM90)
 @reference(GEMV_MMA)
 def gemm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: int, m: int,
               n: int, k: int) -> None:
@@ -23,6 +25,7 @@ def gemm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: int, 
 
 @reference(GEMM_F32OUT)
 @reference(GEMM_SKINNY_F32OUT)
+@reference(GEMM_SM90_F32OUT)
 @reference(GEMV_MMA_F32OUT)
 def gemm_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: int, m: int,
                   n: int, k: int) -> None:

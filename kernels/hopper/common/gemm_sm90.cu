@@ -1,0 +1,225 @@
+// Hopper warpgroup-MMA GEMM for prefill: c[m, n] = sum_k a[m, k] * w[n, k] (bf16 in, f32
+// accumulate, bf16 or bf16-valued f32 out). The same contract as gemm.cu's gemm_bf16; this
+// one issues wgmma.mma_async from shared-memory descriptors, which mma.sync cannot match on
+// sm_90a (the tensor cores are fed at full rate only through wgmma).
+//
+// Block: 128 x 256 tile of c, 256 threads = two warpgroups; warpgroup g owns rows
+// [64g, 64g + 64) of the tile and all 256 columns (one m64n256k16 wgmma per 16 of K, 128 f32
+// accumulators per thread). K advances in BK = 64 tiles through a 4-stage ring in dynamic
+// shared memory (48 KiB a stage: A [128][64] then W [256][64], bf16). Every thread fills the
+// ring with 16-byte cp.async; rows past m or n and columns past k are zero-filled (src-size
+// 0), so any m works and n, k need only be multiples of 16.
+//
+// Shared layout = wgmma's K-major 128-byte swizzle: a tile row (64 bf16 = 128 bytes) sits at
+// row * 128 and its 16-byte chunk j at chunk j ^ (row % 8); eight rows form a 1024-byte core
+// group (the descriptor's stride byte offset). Stage bases are 1024-byte aligned, so the
+// hardware's address-bit XOR and ours agree and the descriptor's base offset is 0. The k-th
+// 16-column slice of a tile starts 32 bytes further (descriptor start address + 2).
+//
+// Pipeline (prefetch distance STAGES - 2): iteration kt waits for tile kt's copies, makes them
+// visible to the async proxy (fence.proxy.async) and to all threads (barrier), issues copies
+// of tile kt + 2 into the slot tile kt - 2 used, then the four wgmmas of tile kt, and waits
+// until at most this group is in flight. So the wgmmas of tile kt overlap the next
+// iteration's barrier and copy issue, and a slot is refilled only after the wgmmas that read
+// it (two groups back) have completed in every warpgroup (they passed the barrier after
+// their wait).
+//
+// PDL: the weight copies of the first tiles are issued before griddepcontrol.wait (weights
+// are never written by a kernel); `a` is read and `c` written only after it.
+//
+// Grid: 1-D, ceil(m / 128) * ceil(n / 256) blocks, mapped to tiles GROUP_M m-tiles at a time
+// (column-major inside a group) so that the blocks resident together share A row panels and
+// W column panels in L2. Dynamic shared memory: SMEM_BYTES (ops/matmul.py GEMM_SM90_SMEM).
+#include "atlas_common.cuh"
+#include "mma_util.cuh"
+
+namespace {
+
+constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4, THREADS = 256, GROUP_M = 8;
+constexpr int kChunks = BK / 8;                  // 16-byte chunks per tile row (8 = 128 bytes)
+constexpr int kStageA = BM * BK * 2;             // bytes
+constexpr int kStageBytes = kStageA + BN * BK * 2;
+constexpr int kAlign = 1024;                     // 128-byte swizzle atom
+constexpr int SMEM_BYTES = STAGES * kStageBytes + kAlign;  // + slack to align the base
+static_assert(kChunks == 8, "the 128-byte swizzle needs 128-byte tile rows");
+static_assert(kStageA % kAlign == 0 && kStageBytes % kAlign == 0, "stage bases stay aligned");
+static_assert((BM + BN) * kChunks % THREADS == 0, "copies divide evenly over the threads");
+static_assert(STAGES >= 3, "prefetch distance STAGES - 2 must be at least 1");
+static_assert(SMEM_BYTES <= 227 * 1024, "sm_90 allows 227 KiB of shared memory per block");
+
+// Byte offset of 16-byte chunk `chunk` of tile row `row` (K-major, 128-byte swizzle).
+__device__ __forceinline__ uint32_t swizzle128(int row, int chunk) {
+  return static_cast<uint32_t>(row * 128 + ((chunk ^ (row & 7)) << 4));
+}
+
+// wgmma shared-memory matrix descriptor: start address >> 4 (bits 0-13), leading byte offset
+// (bits 16-29; unused for swizzled K-major, 1 by convention), stride byte offset >> 4 (bits
+// 32-45: 1024 bytes between 8-row core groups), base offset 0 (bits 49-51), swizzle mode 1 =
+// 128 bytes (bits 62-63).
+__device__ __forceinline__ uint64_t smem_desc(uint32_t smem_byte_addr) {
+  return static_cast<uint64_t>((smem_byte_addr & 0x3FFFF) >> 4) | (1ull << 16) |
+         (static_cast<uint64_t>(1024 >> 4) << 32) | (1ull << 62);
+}
+
+// Copy k-tile `kt` of rows [row0, row0 + ROWS) of `src` ([rows, k] row-major) into the
+// swizzled tile at shared address `dst`, zero-filling rows >= rows and columns >= k.
+template <int ROWS>
+__device__ __forceinline__ void load_tile(uint32_t dst, const __nv_bfloat16* __restrict__ src,
+                                          int row0, int rows, int k, int kt) {
+#pragma unroll
+  for (int it = 0; it < ROWS * kChunks / THREADS; ++it) {
+    const int i = threadIdx.x + it * THREADS;
+    const int r = i / kChunks, ch = i % kChunks;
+    const int gr = row0 + r, gk = kt * BK + ch * 8;
+    const bool ok = gr < rows && gk < k;
+    const __nv_bfloat16* p = ok ? src + static_cast<size_t>(gr) * k + gk : src;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + swizzle128(r, ch)),
+                 "l"(p), "r"(ok ? 16 : 0)
+                 : "memory");
+  }
+}
+
+// Keep the compiler from moving accumulator reads or writes across wgmma boundaries.
+__device__ __forceinline__ void fence_acc(float (&d)[128]) {
+#pragma unroll
+  for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+// d[64 x 256] += A[64 x 16] * B[256 x 16]^T, both K-major in shared memory (transpose flags 0).
+// Accumulator fragment: d[j] of lane l in warp q of the warpgroup holds row
+// 16q + l/4 + 8 * ((j/2) % 2), column 8 * (j/4) + 2 * (l%4) + j%2.
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_a, uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+      "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+
+template <bool kF32Out>
+__device__ __forceinline__ void gemm_sm90_tile(const __nv_bfloat16* __restrict__ a,
+                                               const __nv_bfloat16* __restrict__ w,
+                                               void* __restrict__ c, int m, int n, int k) {
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t smem = (atlas::smem_addr(smem_raw) + kAlign - 1) & ~uint32_t(kAlign - 1);
+
+  // tile of this block: GROUP_M m-tiles share a group, walked m-fastest
+  const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN;
+  const int per_group = GROUP_M * tiles_n;
+  const int group = blockIdx.x / per_group, first_m = group * GROUP_M;
+  const int group_m = min(tiles_m - first_m, GROUP_M);
+  const int in_group = blockIdx.x % per_group;
+  const int bm = (first_m + in_group % group_m) * BM, bn = (in_group / group_m) * BN;
+  const int k_tiles = (k + BK - 1) / BK;
+
+  auto stage_a = [&](int s) { return smem + s * kStageBytes; };
+  auto stage_w = [&](int s) { return smem + s * kStageBytes + kStageA; };
+
+  // prologue: weights first (legal before the PDL wait), then activations; group s holds
+  // tile s's A (and group 0 every prologue W), so "groups 0..s done" means tile s landed
+#pragma unroll
+  for (int s = 0; s < STAGES - 2; ++s)
+    if (s < k_tiles) load_tile<BN>(stage_w(s), w, bn, n, k, s);
+  atlas::pdl_enter();
+#pragma unroll
+  for (int s = 0; s < STAGES - 2; ++s) {
+    if (s < k_tiles) load_tile<BM>(stage_a(s), a, bm, m, k, s);
+    atlas::cp_async_commit();  // always commit: the waits below count groups
+  }
+
+  float acc[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) acc[i] = 0.f;
+
+  const int wg = threadIdx.x / 128;
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    atlas::cp_async_wait<STAGES - 3>();                         // tile kt landed (this thread)
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // visible to wgmma
+    __syncthreads();                                            // ... of every thread
+    const int next = kt + STAGES - 2;
+    if (next < k_tiles) {
+      load_tile<BM>(stage_a(next % STAGES), a, bm, m, k, next);
+      load_tile<BN>(stage_w(next % STAGES), w, bn, n, k, next);
+    }
+    atlas::cp_async_commit();
+
+    const int s = kt % STAGES;
+    const uint64_t da = smem_desc(stage_a(s) + wg * 64 * 128), db = smem_desc(stage_w(s));
+    fence_acc(acc);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) wgmma_m64n256k16(acc, da + 2 * kk, db + 2 * kk);
+    wgmma_commit();
+    wgmma_wait<1>();  // tile kt - 1's wgmmas are done: its slot may be refilled
+    fence_acc(acc);
+  }
+  wgmma_wait<0>();
+  fence_acc(acc);
+  atlas::cp_async_wait<0>();  // no copy may outlive the block (only empty groups remain)
+
+  const int lane = threadIdx.x & 31, warp_in_wg = (threadIdx.x >> 5) & 3;
+  const int row_base = bm + wg * 64 + warp_in_wg * 16 + (lane >> 2);
+  const int col_base = bn + (lane & 3) * 2;
+#pragma unroll
+  for (int j = 0; j < 128; j += 2) {
+    const int col = col_base + (j >> 2) * 8;
+    const int row = row_base + ((j >> 1) & 1) * 8;
+    if (col >= n || row >= m) continue;  // n % 16 == 0: col < n implies col + 1 < n
+    const size_t at = static_cast<size_t>(row) * n + col;
+    if constexpr (kF32Out) {
+      // logits: bf16-rounded values, widened (transformers' bf16 LM head)
+      *reinterpret_cast<float2*>(static_cast<float*>(c) + at) =
+          make_float2(atlas::round_bf16(acc[j]), atlas::round_bf16(acc[j + 1]));
+    } else {
+      *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(c) + at) =
+          __floats2bfloat162_rn(acc[j], acc[j + 1]);
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+    gemm_sm90_bf16(const __nv_bfloat16* a, const __nv_bfloat16* w, __nv_bfloat16* c, uint32_t m,
+                   uint32_t n, uint32_t k) {
+  gemm_sm90_tile<false>(a, w, c, m, n, k);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+    gemm_sm90_bf16_f32(const __nv_bfloat16* a, const __nv_bfloat16* w, float* c, uint32_t m,
+                       uint32_t n, uint32_t k) {
+  gemm_sm90_tile<true>(a, w, c, m, n, k);
+}
