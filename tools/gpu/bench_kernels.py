@@ -369,7 +369,8 @@ def linear_case(env: Env, s: Any) -> Case:
         variant = Variant(f32_mm[0], lambda st: f32_mm[1](st["x"], st["w"]))
     else:
         variant = Variant("torch.matmul(x, w.T)", lambda st: torch.matmul(st["x"], st["w"].T))
-    kernel = ("gemv" if m <= matmul.GEMV_MAX_M else "gemm")
+    kernel = ("gemv" if m <= matmul.GEMV_MAX_M
+              else "gemm_sm90" if matmul.gemm_uses_sm90(env.kc, m, n) else "gemm")
     return Case(s, make, ours, [variant], lambda o, t, r: [("y", o["y"], r)], outputs=("y",),
                 note=f"ours: {kernel} (ops.matmul.linear's choice for m={m})")
 
