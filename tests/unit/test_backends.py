@@ -231,10 +231,10 @@ def test_mock_capture_records_the_graph_not_the_launch_log() -> None:
     mock = MockGpuBackend()
     stream = mock.create_stream()
     launch = KernelLaunch(mock, kernel_abi.ARGMAX)
-    launch(stream, 1, 32, 0, 0x1000, 0x2000, 1, 10)  # eager
+    launch(stream, 1, 32, 0, 0x1000, 0x2000, 0x3000, 0x4000, 1, 10)  # eager
     mock.begin_capture(stream)
-    launch(stream, 2, 32, 0, 0x1000, 0x2000, 2, 10)
-    launch(stream, 3, 32, 0, 0x1000, 0x2000, 3, 10)
+    launch(stream, 2, 32, 0, 0x1000, 0x2000, 0x3000, 0x4000, 2, 10)
+    launch(stream, 3, 32, 0, 0x1000, 0x2000, 0x3000, 0x4000, 3, 10)
     graph = mock.end_capture(stream)
     assert [r.args["rows"] for r in graph.native] == [2, 3]
     assert [r.args["rows"] for r in mock.drain_launches()] == [1]

@@ -63,7 +63,8 @@ def test_argmax_lowest_index_wins_and_nan_is_ignored(backend: HostBackend) -> No
     logits = np.array([[1, 3, 3, 2], [np.nan, -1, 5, 5], [np.nan] * 4,
                        [-np.inf, -np.inf, np.nan, -np.inf]], dtype=np.float32)
     src, out = backend.upload(logits), backend.alloc(16)
-    argmax.argmax(KernelCache(backend), 0, src, out, 4, 4)
+    partials, counters = (backend.alloc(n) for n in argmax.argmax_scratch_bytes(4, 4))
+    argmax.argmax(KernelCache(backend), 0, src, out, partials, counters, 4, 4)
     assert backend.download(out, np.int32, 4).tolist() == [1, 2, 0, 0]
 
 
@@ -157,8 +158,10 @@ def test_launch_geometry() -> None:
     assert (rec.grid, rec.block) == ((5, 12, 1), (128, 1, 1))
     rec = _one_launch(sampling.apply_penalties, p, p, p, p, 4, 151936)
     assert rec.grid == (149, 4, 1)
-    rec = _one_launch(sampling.sample, p, p, p, 4, 151936)
-    assert (rec.grid, rec.block) == ((4, 1, 1), (1024, 1, 1))
+    rec = _one_launch(sampling.sample, p, p, p, p, p, 4, 151936)
+    assert (rec.grid, rec.block) == ((38, 4, 1), (512, 1, 1))  # 4096 logits per block
+    rec = _one_launch(argmax.argmax, p, p, p, p, 3, 151936)
+    assert (rec.grid, rec.block) == ((38, 3, 1), (256, 1, 1))
 
 
 @pytest.mark.parametrize("call, message", [

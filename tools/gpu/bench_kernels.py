@@ -551,6 +551,10 @@ def sampling_case(env: Env, s: Any) -> Case:
     records["top_p"] = s.top_p
     records["repetition"] = 1.0
     params = torch.from_numpy(records.view(np.uint8).copy()).to(env.device)
+    # the multi-block workspace: allocated once like Sampler's (each launch re-zeroes counters)
+    scratch_bytes, counter_bytes = sampling.sample_scratch_bytes(rows, vocab)
+    scratch = torch.empty((scratch_bytes,), dtype=torch.uint8, device=env.device)
+    counters = torch.zeros((counter_bytes,), dtype=torch.uint8, device=env.device)
 
     def make() -> Set:
         return {"logits": env.normal((rows, vocab), 3.0).contiguous(), "params": params,
@@ -558,7 +562,7 @@ def sampling_case(env: Env, s: Any) -> Case:
 
     def ours(st: Set, stream: Stream) -> None:
         sampling.sample(env.kc, stream, env.ptr(st["logits"]), env.ptr(st["params"]),
-                        env.ptr(st["out"]), rows, vocab)
+                        env.ptr(st["out"]), env.ptr(scratch), env.ptr(counters), rows, vocab)
 
     if s.temperature <= 0:
         return Case(s, make, ours, [Variant("torch.argmax", lambda st: st["logits"].argmax(-1))],

@@ -17,7 +17,19 @@
 //   Probability mass for the nucleus is 2^31 * exp(z) truncated to an integer, so the
 //   threshold search sums integers: deterministic and order-independent.
 // * thresholds are found by radix select over the order-preserving 32-bit image of the f32
-//   logits (4 passes of 8 bits over the row) instead of a sort.
+//   logits (4 passes of 8 bits) instead of a sort.
+//
+// How sample_f32 is fast: a row is split into chunks of kChunk logits, one block each. Every
+// block publishes its chunk's argmax; a sampling (non-greedy) block also publishes its chunk's
+// candidates: every token whose key is >= a cutoff chosen so that at most kCand qualify
+// (two radix passes over the chunk, in registers). The last block of the row to arrive
+// (arrive_last) finishes alone. Let H be the largest cutoff: every token with key >= H is a
+// candidate, so any threshold search whose answer is >= H is exact over the candidates alone,
+// and once the kept floor is >= H the draw is too. Only when an answer falls below H (a
+// huge top_k, a flat nucleus, no filter at all) does the finisher read the whole row, and
+// then only for the step that needs it (the old single-block path, now with batched loads).
+// The result is a pure function of the row: candidate order (set by block arrival and smem
+// atomics) never matters, since every consumer is an integer sum or a total-order argmax.
 #include <math.h>
 
 #include "argmax_reduce.cuh"
@@ -41,17 +53,39 @@ struct SampleRow {
 };
 static_assert(sizeof(SampleRow) == 48, "SampleRow must match SAMPLE_ROW");
 
-constexpr int kThreads = 1024;  // sample_f32 block size (one block per row)
+constexpr int kThreads = 512;                      // sample_f32 block size
+constexpr int kVec = 2;                            // float4 loads per thread per chunk
+constexpr uint32_t kChunk = 4u * kVec * kThreads;  // 4096 logits per block
+constexpr uint32_t kCand = 64;                     // candidates a chunk may publish
+constexpr uint32_t kMaxChunks = 128;               // vocab <= 524288
+constexpr uint32_t kPool = 4096;                   // candidates of a row, gathered in smem
 constexpr int kBins = 256;
 constexpr float kMassScale = 2147483648.f;  // 2^31: exp(z) <= 1 maps into 32 bits
 // Gumbel noise -log(-log(u)) with u in [2^-24, 1 - 2^-24] lies in [-2.82, 16.64]; a token
 // with z + kGumbelSpan below the best score so far cannot win.
 constexpr float kGumbelSpan = 19.5f;
 
-// Order-preserving map of an f32 to u32 (larger float -> larger key; -0 < +0).
+// One chunk's published state (mirrored by atlas.runtime.ops.sampling.SAMPLE_CHUNK_BYTES).
+struct ChunkScratch {
+  float value;      // chunk argmax
+  int32_t index;
+  uint32_t cutoff;  // every non-NaN token of the chunk with key >= cutoff is a candidate
+  uint32_t count;   // candidates published
+  uint32_t key[kCand];
+  int32_t token[kCand];
+};
+static_assert(sizeof(ChunkScratch) == 528, "ChunkScratch must match SAMPLE_CHUNK_BYTES");
+
+// Order-preserving map of an f32 to u32 (larger float -> larger key; -0 < +0). Only a NaN
+// maps to 0 (0xffffffff), and every NaN is sent there: key 0 means "not a candidate".
 __device__ __forceinline__ uint32_t order_key(float x) {
   const uint32_t u = __float_as_uint(x);
+  if (isnan(x)) return 0u;
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+__device__ __forceinline__ float key_value(uint32_t key) {
+  return __uint_as_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
 }
 
 __device__ __forceinline__ uint64_t mix64(uint64_t z) {
@@ -77,87 +111,248 @@ __device__ __forceinline__ uint32_t mass_of(float x, float max_logit, float temp
   return z < -22.f ? 0u : static_cast<uint32_t>(__float2uint_rz(expf(z) * kMassScale));
 }
 
-// Radix select: the largest key t with weight(keys >= t) >= need, counting only non-NaN
-// entries with key >= floor; weight is 1 per entry, or its mass when `by_mass`. When
-// `need_frac` > 0 the target is ceil(need_frac * total weight). Returns `floor` when the
-// target exceeds the total (nothing to cut).
-__device__ uint32_t radix_select(const float* __restrict__ row, uint32_t n, uint32_t floor,
-                                 bool by_mass, uint64_t need, double need_frac,
-                                 float max_logit, float temperature) {
-  __shared__ unsigned long long hist[kBins];
-  __shared__ uint32_t s_prefix;
-  __shared__ unsigned long long s_need;
-  __shared__ int s_found;
+// hist[bin] += w, for the lanes of the warp with bin < kBins (all lanes call it together).
+// Lanes hitting the same bin add once through their group leader: logits cluster in a few
+// bins, and unaggregated shared atomics there serialize.
+__device__ __forceinline__ void hist_add(unsigned long long* hist, uint32_t bin, uint32_t w) {
+  const unsigned active = __ballot_sync(0xffffffffu, bin < kBins);
+  if (bin < kBins) {
+    const unsigned peers = __match_any_sync(active, bin);
+    const uint32_t lo = __reduce_add_sync(peers, w & 0xffffu);  // 32 * 2^31 overflows u32
+    const uint32_t hi = __reduce_add_sync(peers, w >> 16);
+    if ((threadIdx.x & 31) == __ffs(peers) - 1)
+      atomicAdd(&hist[bin], (static_cast<unsigned long long>(hi) << 16) + lo);
+  }
+}
+
+struct BinHit {
+  int bin;                   // < 0: the whole histogram weighs less than the target
+  unsigned long long above;  // weight of the bins above `bin`
+};
+
+// Warp 0 only: the largest bin b with weight(bins >= b) >= target, walking from bin 255 down.
+// Lane l owns bins 255-8l .. 248-8l, so a prefix sum over lanes walks the histogram.
+__device__ __forceinline__ BinHit find_bin(const unsigned long long* hist,
+                                           unsigned long long target) {
   const int lane = threadIdx.x & 31;
-  uint32_t prefix = 0, mask = 0;
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int b = threadIdx.x; b < kBins; b += blockDim.x) hist[b] = 0ull;
-    __syncthreads();
-    for (uint32_t i0 = 0; i0 < n; i0 += blockDim.x) {
-      const uint32_t i = i0 + threadIdx.x;
-      uint32_t bin = kBins;  // kBins: contributes nothing
-      uint32_t w = 0;
-      if (i < n) {
-        const float x = row[i];
-        const uint32_t key = order_key(x);
-        if (!isnan(x) && key >= floor && (key & mask) == prefix) {
-          w = by_mass ? mass_of(x, max_logit, temperature) : 1u;
-          if (w != 0) bin = (key >> shift) & (kBins - 1);
+  unsigned long long own = 0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) own += hist[kBins - 1 - 8 * lane - j];
+  unsigned long long incl = own;
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    const unsigned long long o = __shfl_up_sync(0xffffffffu, incl, off);
+    if (lane >= off) incl += o;
+  }
+  const unsigned reached = __ballot_sync(0xffffffffu, incl >= target);
+  if (reached == 0) return {-1, 0ull};
+  const int src = __ffs(reached) - 1;
+  int bin = kBins - 1 - 8 * lane;
+  unsigned long long acc = incl - own;
+  if (lane == src) {
+    for (int j = 0; j < 8; ++j, --bin) {
+      if (acc + hist[bin] >= target) break;
+      acc += hist[bin];
+    }
+  }
+  return {__shfl_sync(0xffffffffu, bin, src), __shfl_sync(0xffffffffu, acc, src)};
+}
+
+// ---- key sources the finisher searches: the whole row, or the published candidates ------
+
+// Every token of the row. visit(f) calls f(key, token) for each, all lanes together.
+struct RowKeys {
+  const float* row;
+  uint32_t n;
+
+  template <class F>
+  __device__ __forceinline__ void visit(F&& f) const {
+    constexpr int kU = 4;  // batched loads in flight per thread
+    const uint32_t t = threadIdx.x, step = blockDim.x;
+    if ((n & 3u) == 0 && (reinterpret_cast<uintptr_t>(row) & 15u) == 0) {
+      const float4* row4 = reinterpret_cast<const float4*>(row);
+      const uint32_t n4 = n / 4;
+      for (uint32_t q0 = 0; q0 < n4; q0 += kU * step) {
+        float4 v[kU];
+#pragma unroll
+        for (int u = 0; u < kU; ++u) {
+          const uint32_t q = q0 + u * step + t;
+          v[u] = q < n4 ? row4[q] : make_float4(atlas::absent(), atlas::absent(),
+                                                atlas::absent(), atlas::absent());
+        }
+#pragma unroll
+        for (int u = 0; u < kU; ++u) {
+          const uint32_t i = 4 * (q0 + u * step + t);
+          f(order_key(v[u].x), i);
+          f(order_key(v[u].y), i + 1);
+          f(order_key(v[u].z), i + 2);
+          f(order_key(v[u].w), i + 3);
         }
       }
-      // Lanes hitting the same bin add once through their group leader: logits cluster in
-      // a few high-byte bins, and unaggregated shared atomics there would serialize.
-      const unsigned active = __ballot_sync(0xffffffffu, bin < kBins);
-      if (bin < kBins) {
-        const unsigned peers = __match_any_sync(active, bin);
-        const uint32_t lo = __reduce_add_sync(peers, w & 0xffffu);
-        const uint32_t hi = __reduce_add_sync(peers, w >> 16);
-        if (lane == __ffs(peers) - 1)
-          atomicAdd(&hist[bin], (static_cast<unsigned long long>(hi) << 16) + lo);
+    } else {
+      for (uint32_t i0 = 0; i0 < n; i0 += 4 * kU * step) {
+        float v[4 * kU];
+#pragma unroll
+        for (int u = 0; u < 4 * kU; ++u) {
+          const uint32_t i = i0 + u * step + t;
+          v[u] = i < n ? row[i] : atlas::absent();
+        }
+#pragma unroll
+        for (int u = 0; u < 4 * kU; ++u) f(order_key(v[u]), i0 + u * step + t);
       }
+    }
+  }
+};
+
+// The candidates of the row, gathered from every chunk into shared memory.
+struct CandKeys {
+  const uint32_t* key;
+  const uint32_t* token;
+  uint32_t n;
+
+  template <class F>
+  __device__ __forceinline__ void visit(F&& f) const {
+    for (uint32_t s0 = 0; s0 < n; s0 += blockDim.x) {
+      const uint32_t s = s0 + threadIdx.x;
+      f(s < n ? key[s] : 0u, s < n ? token[s] : 0u);
+    }
+  }
+};
+
+struct Scratch {
+  unsigned long long hist[kBins];
+  unsigned long long sum[kThreads / 32];
+  BinHit hit;
+};
+
+// Radix select: the largest key t >= floor with weight(keys >= t) >= need, counting only
+// keys >= floor (key 0, NaN, never counts); weight is 1 per entry, or its mass when `by_mass`.
+// Returns false when the total weight falls short of `need` (need >= 1).
+template <class Src>
+__device__ bool radix_select(const Src& src, uint32_t floor, bool by_mass, uint64_t need,
+                             float max_logit, float temperature, Scratch& sh, uint32_t& out) {
+  floor = max(floor, 1u);
+  uint32_t prefix = 0, mask = 0;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int b = threadIdx.x; b < kBins; b += blockDim.x) sh.hist[b] = 0ull;
+    __syncthreads();
+    src.visit([&](uint32_t key, uint32_t) {
+      uint32_t bin = kBins, w = 0;
+      if (key >= floor && (key & mask) == prefix) {
+        w = by_mass ? mass_of(key_value(key), max_logit, temperature) : 1u;
+        if (w != 0) bin = (key >> shift) & (kBins - 1);
+      }
+      hist_add(sh.hist, bin, w);
+    });
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      const BinHit hit = find_bin(sh.hist, need);
+      if (threadIdx.x == 0) sh.hit = hit;
+    }
+    __syncthreads();
+    const BinHit hit = sh.hit;
+    __syncthreads();  // sh.hit and sh.hist are rewritten by the next pass
+    if (hit.bin < 0) return false;
+    prefix |= static_cast<uint32_t>(hit.bin) << shift;
+    mask |= static_cast<uint32_t>(kBins - 1) << shift;
+    need -= hit.above;
+  }
+  out = prefix;
+  return true;
+}
+
+// Total mass of the keys >= floor (every thread gets it).
+template <class Src>
+__device__ uint64_t mass_total(const Src& src, uint32_t floor, float max_logit,
+                               float temperature, Scratch& sh) {
+  floor = max(floor, 1u);
+  unsigned long long own = 0;
+  src.visit([&](uint32_t key, uint32_t) {
+    if (key >= floor) own += mass_of(key_value(key), max_logit, temperature);
+  });
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) own += __shfl_xor_sync(0xffffffffu, own, off);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) sh.sum[threadIdx.x >> 5] = own;
+  __syncthreads();
+  unsigned long long total = 0;
+  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) total += sh.sum[w];
+  return total;
+}
+
+// This thread's best z + gumbel over the kept keys (>= floor, z >= z_min), starting from the
+// row max's score, which every filter keeps and which bounds the winner's score from below.
+template <class Src>
+__device__ atlas::ArgBest draw(const Src& src, uint32_t floor, float z_min, float max_logit,
+                               float temperature, uint64_t base, atlas::ArgBest start) {
+  floor = max(floor, 1u);
+  atlas::ArgBest best = start;
+  src.visit([&](uint32_t key, uint32_t token) {
+    if (key < floor) return;
+    const float z = (key_value(key) - max_logit) / temperature;
+    if (z < z_min || z + kGumbelSpan < start.value) return;
+    atlas::arg_update(best, z + gumbel(base, token), static_cast<int>(token));
+  });
+  return best;
+}
+
+// Phase 1 of a sampling row: publish the chunk's tokens with key >= a cutoff that at most
+// `cap` of them reach (cutoff 0: the whole chunk fits). Two radix passes fix the cutoff to
+// 16 bits of key (sign, exponent and 7 mantissa bits), fine enough for any real logits.
+__device__ void publish_candidates(const float (&x)[4 * kVec], uint32_t begin, uint32_t cap,
+                                   ChunkScratch& mine, Scratch& sh, uint32_t* s_count) {
+  uint32_t keys[4 * kVec];
+#pragma unroll
+  for (int e = 0; e < 4 * kVec; ++e) keys[e] = order_key(x[e]);
+  uint32_t cutoff = 0;
+  unsigned long long target = cap + 1;  // the first 16-bit bin at which more than cap qualify
+  for (int shift = 24; shift >= 16; shift -= 8) {
+    for (int b = threadIdx.x; b < kBins; b += blockDim.x) sh.hist[b] = 0ull;
+    __syncthreads();
+#pragma unroll
+    for (int e = 0; e < 4 * kVec; ++e) {
+      const uint32_t k = keys[e];
+      const bool in = k != 0 && (shift == 24 || (k >> 24) == (cutoff >> 24));
+      hist_add(sh.hist, in ? (k >> shift) & (kBins - 1) : kBins, 1u);
     }
     __syncthreads();
     if (threadIdx.x < 32) {
-      // Lane l owns bins 255-8l .. 248-8l (descending), so a prefix sum over lanes walks
-      // the histogram from the largest keys down.
-      unsigned long long own = 0;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) own += hist[kBins - 1 - 8 * lane - j];
-      unsigned long long incl = own;
-#pragma unroll
-      for (int off = 1; off < 32; off <<= 1) {
-        const unsigned long long o = __shfl_up_sync(0xffffffffu, incl, off);
-        if (lane >= off) incl += o;
-      }
-      unsigned long long target = need;
-      if (shift == 24 && need_frac > 0.0) {
-        const unsigned long long total = __shfl_sync(0xffffffffu, incl, 31);
-        target = static_cast<unsigned long long>(ceil(need_frac * static_cast<double>(total)));
-      }
-      if (target == 0) target = 1;  // the largest key always qualifies
-      const unsigned reached = __ballot_sync(0xffffffffu, incl >= target);
-      if (reached == 0) {
-        if (lane == 0) s_found = 0;
-      } else if (lane == __ffs(reached) - 1) {
-        unsigned long long acc = incl - own;
-        int bin = kBins - 1 - 8 * lane;
-        for (int j = 0; j < 8; ++j, --bin) {
-          if (acc + hist[bin] >= target) break;
-          acc += hist[bin];
-        }
-        s_found = 1;
-        s_prefix = prefix | (static_cast<uint32_t>(bin) << shift);
-        s_need = target - acc;
-      }
+      const BinHit hit = find_bin(sh.hist, target);
+      if (threadIdx.x == 0) sh.hit = hit;
     }
     __syncthreads();
-    if (!s_found) return floor;
-    prefix = s_prefix;
-    need = s_need;
-    mask |= static_cast<uint32_t>(kBins - 1) << shift;
-    __syncthreads();  // s_* are rewritten by the next pass
+    const BinHit hit = sh.hit;
+    __syncthreads();
+    // At shift 24 a miss means at most cap valid tokens: publish them all (cutoff 0). At
+    // shift 16 the target lies inside the bin found at 24, so it is always reached.
+    if (hit.bin < 0) break;
+    cutoff |= static_cast<uint32_t>(hit.bin) << shift;
+    target -= hit.above;
+    // The tokens strictly above the bin where the count first exceeds cap are at most cap.
+    // (No valid key reaches 16-bit bin 0xffff: +inf is 0xff800000.)
+    if (shift == 16) cutoff += 1u << 16;
   }
-  return prefix;
+  if (threadIdx.x == 0) *s_count = 0;
+  __syncthreads();
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int e = 0; e < 4 * kVec; ++e) {
+    const bool take = keys[e] != 0 && keys[e] >= cutoff;
+    const unsigned takers = __ballot_sync(0xffffffffu, take);
+    uint32_t base = 0;
+    if (lane == 0 && takers) base = atomicAdd(s_count, static_cast<uint32_t>(__popc(takers)));
+    base = __shfl_sync(0xffffffffu, base, 0);
+    if (take) {
+      const uint32_t slot = base + __popc(takers & ((1u << lane) - 1u));
+      mine.key[slot] = keys[e];
+      mine.token[slot] = static_cast<int32_t>(atlas::chunk_index(begin, e / 4, e % 4));
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    mine.cutoff = cutoff;
+    mine.count = *s_count;
+  }
 }
 
 }  // namespace
@@ -169,6 +364,7 @@ apply_penalties_f32(float* __restrict__ logits, const SampleRow* __restrict__ ro
                     uint32_t rows, uint32_t vocab) {
   const uint32_t r = blockIdx.y;
   if (r >= rows) return;
+  atlas::pdl_enter();
   const SampleRow p = row_params[r];
   const float rep = p.repetition > 0.f ? p.repetition : 1.f;
   if (p.slot < 0 || (rep == 1.f && p.presence == 0.f && p.frequency == 0.f)) return;
@@ -187,39 +383,101 @@ apply_penalties_f32(float* __restrict__ logits, const SampleRow* __restrict__ ro
   }
 }
 
-// Launch: grid = rows, block = 1024.
-extern "C" __global__ void __launch_bounds__(kThreads)
+// Launch: grid = (ceil(vocab / 4096), rows), block = 512.
+// scratch: ChunkScratch [rows, ceil(vocab / 4096)]; counters: u32 [rows], zero before the
+// launch and left zero after it.
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
 sample_f32(const float* __restrict__ logits, const SampleRow* __restrict__ row_params,
-           int32_t* __restrict__ out, uint32_t rows, uint32_t vocab) {
-  const uint32_t r = blockIdx.x;
-  if (r >= rows) return;
-  __shared__ atlas::ArgBest scratch[32];
+           int32_t* __restrict__ out, ChunkScratch* __restrict__ scratch,
+           unsigned* __restrict__ counters, uint32_t rows, uint32_t vocab) {
+  const uint32_t r = blockIdx.y, nchunks = (vocab + kChunk - 1) / kChunk;
+  if (r >= rows || blockIdx.x >= nchunks || nchunks > kMaxChunks) return;
+  // Each chunk's share of the pool (the pool is the finisher's shared-memory copy).
+  const uint32_t cap = min(kCand, kPool / nchunks);
+  __shared__ Scratch sh;
+  __shared__ atlas::ArgBest arg_scratch[32];
+  __shared__ uint32_t s_key[kPool], s_token[kPool];
+  __shared__ uint32_t s_offset[kMaxChunks + 1];
+  __shared__ uint32_t s_published, s_horizon;
+  __shared__ int s_last;
+  atlas::pdl_enter();
   const SampleRow p = row_params[r];
+  const bool greedy = p.temperature <= 0.f;
   const float* row = logits + static_cast<size_t>(r) * vocab;
-  const atlas::ArgBest top = atlas::row_argmax(row, vocab, scratch);
-  if (p.temperature <= 0.f || !(top.value > -INFINITY)) {  // greedy, or nothing finite
+  ChunkScratch* chunks = scratch + static_cast<size_t>(r) * nchunks;
+
+  // ---- phase 1, every block: this chunk's argmax and (sampling rows) candidates ----------
+  const uint32_t begin = blockIdx.x * kChunk;
+  float x[4 * kVec];
+  atlas::load_chunk<kVec>(row, vocab, begin, x);
+  const atlas::ArgBest local =
+      atlas::block_argmax(atlas::thread_argmax<kVec>(x, begin), arg_scratch);
+  ChunkScratch& mine = chunks[blockIdx.x];
+  if (!greedy) publish_candidates(x, begin, cap, mine, sh, &s_published);
+  if (threadIdx.x == 0) {
+    mine.value = local.value;
+    mine.index = local.index;
+  }
+  if (!atlas::arrive_last(counters + r, nchunks, &s_last)) return;
+
+  // ---- phase 2, the row's last block: reduce, gather candidates, filter and draw ---------
+  atlas::ArgBest top = atlas::arg_none();
+  for (uint32_t c = threadIdx.x; c < nchunks; c += blockDim.x)
+    top = atlas::arg_merge(top, {__ldcg(&chunks[c].value), __ldcg(&chunks[c].index)});
+  top = atlas::block_argmax(top, arg_scratch);
+  if (greedy || !(top.value > -INFINITY)) {  // greedy, or nothing finite
     if (threadIdx.x == 0) out[r] = top.index == atlas::kNoIndex ? 0 : top.index;
     return;
   }
+  if (threadIdx.x == 0) {  // at most 128 chunks: a serial prefix sum is cheapest
+    uint32_t off = 0, horizon = 0;
+    for (uint32_t c = 0; c < nchunks; ++c) {
+      s_offset[c] = off;
+      off += __ldcg(&chunks[c].count);
+      horizon = max(horizon, __ldcg(&chunks[c].cutoff));
+    }
+    s_offset[nchunks] = off;
+    s_horizon = horizon;
+  }
+  __syncthreads();
+  for (uint32_t c = threadIdx.x >> 5; c < nchunks; c += blockDim.x >> 5) {
+    const uint32_t off = s_offset[c], n = s_offset[c + 1] - off;
+    for (uint32_t j = threadIdx.x & 31; j < n; j += 32) {
+      s_key[off + j] = __ldcg(&chunks[c].key[j]);
+      s_token[off + j] = static_cast<uint32_t>(__ldcg(&chunks[c].token[j]));
+    }
+  }
+  __syncthreads();
   const float m = top.value, T = p.temperature;
+  const uint32_t horizon = s_horizon;
+  const CandKeys cands{s_key, s_token, s_offset[nchunks]};
+  const RowKeys full{row, vocab};
   uint32_t keep = 0;  // keys >= keep survive top-k / top-p
-  if (p.top_k > 0 && static_cast<uint32_t>(p.top_k) < vocab)
-    keep = radix_select(row, vocab, keep, false, static_cast<uint64_t>(p.top_k), 0.0, m, T);
-  if (p.top_p < 1.f)
-    keep = radix_select(row, vocab, keep, true, 0, static_cast<double>(p.top_p), m, T);
+  uint32_t t;
+  if (p.top_k > 0 && static_cast<uint32_t>(p.top_k) < vocab) {
+    const uint64_t k = static_cast<uint64_t>(p.top_k);
+    const bool found = radix_select(cands, 0, false, k, m, T, sh, t);
+    if (found ? t >= horizon : horizon == 0)
+      keep = found ? t : 0;  // exact: or every chunk published all, and fewer than k exist
+    else
+      keep = radix_select(full, 0, false, k, m, T, sh, t) ? t : 0;
+  }
+  if (p.top_p < 1.f) {
+    const uint64_t total = keep >= horizon ? mass_total(cands, keep, m, T, sh)
+                                           : mass_total(full, keep, m, T, sh);
+    const double want = ceil(static_cast<double>(p.top_p) * static_cast<double>(total));
+    const uint64_t need = want < 1.0 ? 1ull : static_cast<uint64_t>(want);
+    if (radix_select(cands, keep, true, need, m, T, sh, t) && t >= horizon)
+      keep = t;
+    else if (radix_select(full, keep, true, need, m, T, sh, t))
+      keep = t;
+  }
   const float z_min = p.min_p > 0.f ? logf(p.min_p) : -INFINITY;
   const uint64_t base = stream_base((static_cast<uint64_t>(p.seed_hi) << 32) | p.seed_lo, p.step);
-  // The max token always survives every filter; its score bounds the winner's from below.
-  const float floor_score = gumbel(base, static_cast<uint32_t>(top.index));
-  atlas::ArgBest best = {floor_score, top.index};
-  for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
-    const float x = row[i];
-    if (isnan(x) || order_key(x) < keep) continue;
-    const float z = (x - m) / T;
-    if (z < z_min || z + kGumbelSpan < floor_score) continue;
-    atlas::arg_update(best, z + gumbel(base, i), static_cast<int>(i));
-  }
-  best = atlas::block_argmax(best, scratch);
+  const atlas::ArgBest start = {gumbel(base, static_cast<uint32_t>(top.index)), top.index};
+  atlas::ArgBest best = keep >= horizon ? draw(cands, keep, z_min, m, T, base, start)
+                                        : draw(full, keep, z_min, m, T, base, start);
+  best = atlas::block_argmax(best, arg_scratch);
   if (threadIdx.x == 0) out[r] = best.index;
 }
 
@@ -227,6 +485,7 @@ sample_f32(const float* __restrict__ logits, const SampleRow* __restrict__ row_p
 extern "C" __global__ void __launch_bounds__(128)
 count_tokens_i32(const int32_t* __restrict__ tokens, const SampleRow* __restrict__ row_params,
                  int32_t* __restrict__ counts, uint32_t rows, uint32_t vocab) {
+  atlas::pdl_enter();
   const uint32_t r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= rows) return;
   const int32_t slot = row_params[r].slot, tok = tokens[r];

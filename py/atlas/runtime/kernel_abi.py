@@ -30,7 +30,9 @@ ADD_RMSNORM = S("rmsnorm", "add_rmsnorm_bf16",
 # --- activation, embedding, argmax -------------------------------------------------------
 SILU_MUL = S("silu_mul", "silu_mul_bf16", "gate_up:ptr out:ptr rows:u32 inter:u32")
 EMBEDDING = S("embedding", "embedding_bf16", "ids:ptr table:ptr out:ptr n:u32 dim:u32 vocab:u32")
-ARGMAX = S("argmax", "argmax_f32", "logits:ptr out:ptr rows:u32 n:u32")
+# argmax splits a row over blocks: partials is scratch (8 bytes per block, ops.argmax sizes
+# it); counters u32 [rows] must be zero before a launch and are left zero after it.
+ARGMAX = S("argmax", "argmax_f32", "logits:ptr out:ptr partials:ptr counters:ptr rows:u32 n:u32")
 
 # --- matrix products ---------------------------------------------------------------------
 GEMV = S("gemv", "gemv_bf16", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
@@ -107,6 +109,9 @@ SAMPLE_ROW = np.dtype([
 ])
 SAMPLER_PENALTIES = S("sampler", "apply_penalties_f32",
                       "logits:ptr row_params:ptr counts:ptr prompt_mask:ptr rows:u32 vocab:u32")
-SAMPLER_SAMPLE = S("sampler", "sample_f32", "logits:ptr row_params:ptr out:ptr rows:u32 vocab:u32")
+# sample_f32 splits a row over blocks: scratch holds their partials and candidates
+# (ops.sampling.sample_scratch_bytes); counters u32 [rows] are zero before and after a launch.
+SAMPLER_SAMPLE = S("sampler", "sample_f32",
+                   "logits:ptr row_params:ptr out:ptr scratch:ptr counters:ptr rows:u32 vocab:u32")
 SAMPLER_COUNT = S("sampler", "count_tokens_i32",
                   "tokens:ptr row_params:ptr counts:ptr rows:u32 vocab:u32")

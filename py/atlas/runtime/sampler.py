@@ -2,7 +2,9 @@
 
 Each step the host writes one SAMPLE_ROW record per batch row (`prepare`, O(batch)), then
 `enqueue` issues three fixed launches on the logits: penalties (in place), sampling, and the
-count update that feeds the next step's penalties. Per-sequence penalty state (generated-token
+count update that feeds the next step's penalties. Sampling splits each row over many blocks,
+which share a scratch area and per-row arrival counters (zeroed here once; every launch leaves
+them zero, so graph replays start clean). Per-sequence penalty state (generated-token
 counts, prompt-token mask) lives on the device in rows indexed by a slot that the caller
 assigns per sequence (`assign`), so no step re-sends a sequence's history. Every buffer is
 allocated here once, so the addresses a captured graph holds stay valid.
@@ -33,6 +35,8 @@ class Sampler:
         if min(max_batch, max_slots, vocab) < 1:
             raise ValueError(f"sampler: max_batch={max_batch}, max_slots={max_slots} and "
                              f"vocab={vocab} must all be positive")
+        if vocab > sampling.SAMPLE_MAX_VOCAB:
+            raise ValueError(f"sampler: vocab={vocab} exceeds {sampling.SAMPLE_MAX_VOCAB}")
         self.backend = backend
         self.kernels = kernels
         self.max_batch = max_batch
@@ -42,6 +46,9 @@ class Sampler:
         self.prompt_mask = self._zeroed(max_slots * vocab)      # u8  [max_slots, vocab]
         self.row_params = self._zeroed(SAMPLE_ROW.itemsize * max_batch)
         self.out_ids = self._zeroed(4 * max_batch)              # i32 [max_batch]
+        scratch_bytes, counter_bytes = sampling.sample_scratch_bytes(max_batch, vocab)
+        self.scratch = self.backend.alloc(scratch_bytes)
+        self.counters = self._zeroed(counter_bytes)             # u32 [max_batch]
         self._rows_np = backend.alloc_host_pinned(SAMPLE_ROW.itemsize * max_batch).view(SAMPLE_ROW)
         self._seeds_np = np.zeros(max_slots, dtype=np.uint64)
         # Seeds for requests that bring none: fresh per sequence, reproducible per sampler seed.
@@ -110,10 +117,12 @@ class Sampler:
         kc, v = self.kernels, self.vocab
         sampling.apply_penalties(kc, stream, logits, self.row_params, self.counts,
                                  self.prompt_mask, rows, v)
-        sampling.sample(kc, stream, logits, self.row_params, self.out_ids, rows, v)
+        sampling.sample(kc, stream, logits, self.row_params, self.out_ids, self.scratch,
+                        self.counters, rows, v)
         sampling.count_tokens(kc, stream, self.out_ids, self.row_params, self.counts, rows, v)
 
     def close(self) -> None:
         """Free the device buffers (the sampler is unusable afterwards)."""
-        for ptr in (self.counts, self.prompt_mask, self.row_params, self.out_ids):
+        for ptr in (self.counts, self.prompt_mask, self.row_params, self.out_ids, self.scratch,
+                    self.counters):
             self.backend.free(ptr)

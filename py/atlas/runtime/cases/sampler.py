@@ -4,6 +4,11 @@ The sampling oracle is written from the rules in float64 with plain Python integ
 RNG (sorting for top-k/top-p instead of the kernel's radix select), so it shares no code with
 the numpy reference. A near-tie between two Gumbel scores (below float32 resolution) could in
 principle split them; the seeds below are fixed, so a case either always passes or never.
+
+sample_f32 splits a row into 4096-logit blocks whose candidates usually settle every filter;
+the wide cases also force each fallback to the whole row (a top_k beyond the candidates, a
+flat nucleus, no filter, all-equal rows) and put ties and NaN across block boundaries. Every
+sampling case checks that the launch leaves its arrival counters zero (graph replays).
 """
 
 from __future__ import annotations
@@ -122,7 +127,8 @@ def expected_token(x: np.ndarray, p: np.void) -> int:
 
 def _sample_oracle(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {"out": np.array([expected_token(row, p) for row, p in
-                             zip(inputs["logits"], inputs["row_params"])], dtype=np.float64)}
+                             zip(inputs["logits"], inputs["row_params"])], dtype=np.float64),
+            "counters": np.zeros(len(inputs["logits"]))}
 
 
 SAMPLE_SETTINGS = [
@@ -145,12 +151,18 @@ def _sample_case(rng: np.random.Generator, name: str, logits: np.ndarray,
                               seed_hi=int(rng.integers(0, 2 ** 32)),
                               step=int(rng.integers(0, 1000))) for s in settings])
 
+    scratch_bytes, _ = sampling.sample_scratch_bytes(rows, vocab)
+    inputs = {"logits": logits, "row_params": params,
+              "scratch": np.full(scratch_bytes, 0xFF, dtype=np.uint8),  # needs no init
+              "counters": np.zeros(rows, dtype=np.int32)}
+
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         sampling.sample(KernelCache(backend), stream, p["logits"], p["row_params"], p["out"],
-                        rows, vocab)
+                        p["scratch"], p["counters"], rows, vocab)
 
-    return KernelCase(name, "sampler", {"logits": logits, "row_params": params},
-                      {"out": OutputSpec(DType.I32, (rows,))}, run, _sample_oracle)
+    return KernelCase(name, "sampler", inputs,
+                      {"out": OutputSpec(DType.I32, (rows,)),
+                       "counters": OutputSpec(DType.I32, (rows,))}, run, _sample_oracle)
 
 
 def _special_logits(vocab: int) -> np.ndarray:
@@ -162,6 +174,25 @@ def _special_logits(vocab: int) -> np.ndarray:
     rows[3, :] = np.linspace(-3, 3, vocab, dtype=np.float32)
     rows[3, ::7] = np.nan
     rows[4, :] = np.round(np.linspace(-2, 2, vocab)).astype(np.float32)
+    return rows
+
+
+def _block_boundary_logits(rng: np.random.Generator, vocab: int) -> np.ndarray:
+    """Wide rows for the multi-block path: ties at the top spread over blocks (and straddling
+    a block boundary), NaN and -inf blocks, all -inf, integer-valued (tied) logits, and a
+    peaked row."""
+    c = sampling.SAMPLE_CHUNK
+    rows = (rng.standard_normal((6, vocab)) * 2).astype(np.float32)
+    ties = np.array([c - 1, c, 3 * c + 7, vocab - 1])
+    rows[0, ties] = 12.0                     # four tied maxima in four blocks
+    rows[1, :c] = np.nan                     # a NaN-only block, a -inf-only block
+    rows[1, c:2 * c] = -np.inf
+    rows[1, rng.integers(2 * c, vocab, 500)] = np.nan
+    rows[2, :] = -np.inf                     # nothing finite: token 0
+    rows[3, ties] = 9.0
+    rows[3, ties[:2] + 1] = 8.5
+    rows[4, :] = np.round(rows[4])           # ties at every level, within and across blocks
+    rows[5, :] = (rng.standard_normal(vocab) * 3).astype(np.float32)
     return rows
 
 
@@ -207,5 +238,25 @@ def sampler_cases(rng: np.random.Generator) -> list[KernelCase]:
     cases.append(_sample_case(rng, "sample_3x151936", wide,
                               [dict(temperature=0.0), dict(temperature=1.0, top_k=1),
                                dict(temperature=1.0, top_p=1e-6)]))
+    # the bench's rows (logits * 3, T 0.7): greedy, top-k + top-p, top-p alone; plus min-p,
+    # a top_k beyond what the blocks publish (full-row radix) and top-k 1
+    bench = (rng.standard_normal((6, 151936)) * 3).astype(np.float32)
+    cases.append(_sample_case(rng, "sample_mixed_6x151936", bench,
+                              [dict(temperature=0.0), dict(temperature=0.7, top_k=50, top_p=0.9),
+                               dict(temperature=0.7, top_p=0.9),
+                               dict(temperature=0.7, top_k=1000, min_p=0.02),
+                               dict(temperature=1.0, top_k=5000), dict(temperature=1.0, top_k=1)]))
+    edges = _block_boundary_logits(rng, 151936)
+    cases.append(_sample_case(rng, "sample_blocks_6x151936", edges,
+                              [dict(temperature=1.0, top_k=3), dict(temperature=0.8, top_p=0.5),
+                               dict(temperature=1.0, top_p=0.9), dict(temperature=1.0, top_k=4),
+                               dict(temperature=1.0, top_k=10), dict(temperature=0.0)]))
+    # whole-row fallbacks whose oracles walk most of the row (a flat nucleus, no filter, all
+    # equal: no block can publish a cutoff below it): a smaller (5-block) vocabulary
+    flat = (rng.standard_normal((3, 20000)) * 0.1).astype(np.float32)
+    flat[2, :] = np.float32(-1.5)
+    cases.append(_sample_case(rng, "sample_fallback_3x20000", flat,
+                              [dict(temperature=1.0, top_p=0.9), dict(temperature=0.6),
+                               dict(temperature=1.0, top_k=7, top_p=0.5)]))
     cases += [_count_case(rng, 9, 500), _count_case(rng, 130, 64)]
     return cases

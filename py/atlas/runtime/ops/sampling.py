@@ -13,8 +13,14 @@ from ._preconditions import require_aligned
 #: sampler.cu: apply_penalties_f32 covers 1024 tokens per 256-thread block
 PENALTY_TOKENS_PER_BLOCK = 1024
 PENALTY_THREADS = 256
-#: sampler.cu kThreads: one block per row
-SAMPLE_THREADS = 1024
+#: sampler.cu kChunk / kThreads: sample_f32 splits a row into 4096-logit chunks, one
+#: 512-thread block each; the last block of a row to finish completes it
+SAMPLE_CHUNK = 4096
+SAMPLE_THREADS = 512
+#: sampler.cu ChunkScratch: one chunk's argmax, cutoff, count and up to 64 candidates
+SAMPLE_CHUNK_BYTES = 528
+#: sampler.cu kMaxChunks
+SAMPLE_MAX_VOCAB = 128 * SAMPLE_CHUNK
 COUNT_THREADS = 128
 
 
@@ -37,13 +43,32 @@ def apply_penalties(kc: KernelCache, stream: Stream, logits: DevicePtr, row_para
                                   prompt_mask, rows, vocab)
 
 
+def sample_chunks(vocab: int) -> int:
+    """Blocks per row of sample_f32."""
+    return -(-vocab // SAMPLE_CHUNK)
+
+
+def sample_scratch_bytes(rows: int, vocab: int) -> tuple[int, int]:
+    """(scratch, counters) bytes for sample launches of up to `rows` rows. The counters must
+    start zeroed (each launch leaves them zero); the scratch needs no initialization."""
+    return rows * sample_chunks(vocab) * SAMPLE_CHUNK_BYTES, 4 * rows
+
+
 def sample(kc: KernelCache, stream: Stream, logits: DevicePtr, row_params: DevicePtr,
-           out: DevicePtr, rows: int, vocab: int) -> None:
-    """out[r] (i32) = the token drawn from logits row r under row_params[r]."""
-    _check("sample", vocab, logits=logits, row_params=row_params, out=out)
+           out: DevicePtr, scratch: DevicePtr, counters: DevicePtr, rows: int,
+           vocab: int) -> None:
+    """out[r] (i32) = the token drawn from logits row r under row_params[r].
+
+    `scratch` and `counters` are sized by sample_scratch_bytes (at least `rows` rows)."""
+    _check("sample", vocab, logits=logits, row_params=row_params, out=out, scratch=scratch,
+           counters=counters)
+    if vocab > SAMPLE_MAX_VOCAB:
+        raise ValueError(f"sample: vocab={vocab} exceeds {SAMPLE_MAX_VOCAB}")
+    if rows > 65535:
+        raise ValueError(f"sample: rows={rows} exceeds the grid's 65535 rows")
     if rows:
-        kc.get(SAMPLER_SAMPLE)(stream, rows, SAMPLE_THREADS, 0, logits, row_params, out, rows,
-                               vocab)
+        kc.get(SAMPLER_SAMPLE)(stream, (sample_chunks(vocab), rows, 1), SAMPLE_THREADS, 0,
+                               logits, row_params, out, scratch, counters, rows, vocab)
 
 
 def count_tokens(kc: KernelCache, stream: Stream, tokens: DevicePtr, row_params: DevicePtr,

@@ -22,7 +22,9 @@ def argmax_rows(x: np.ndarray) -> np.ndarray:
 
 
 @reference(ARGMAX)
-def argmax_f32(mem: HostMemory, grid: Dim3, block: Dim3, logits: int, out: int, rows: int,
-               n: int) -> None:
+def argmax_f32(mem: HostMemory, grid: Dim3, block: Dim3, logits: int, out: int, partials: int,
+               counters: int, rows: int, n: int) -> None:
+    # partials and counters are the kernel's block-to-block workspace: nothing to model (the
+    # counters stay zero, as the kernel leaves them).
     x = mem.view(logits, np.float32, rows * n).reshape(rows, n)
     mem.view(out, np.int32, rows)[:] = argmax_rows(x)

@@ -123,7 +123,9 @@ def apply_penalties_f32(mem: HostMemory, grid: Dim3, block: Dim3, logits: int, r
 
 @reference(SAMPLER_SAMPLE)
 def sample_f32(mem: HostMemory, grid: Dim3, block: Dim3, logits: int, row_params: int, out: int,
-               rows: int, vocab: int) -> None:
+               scratch: int, counters: int, rows: int, vocab: int) -> None:
+    # scratch and counters are the kernel's block-to-block workspace: nothing to model (the
+    # counters stay zero, as the kernel leaves them).
     params = _params(mem, row_params, rows)
     x = mem.view(logits, np.float32, rows * vocab).reshape(rows, vocab)
     mem.view(out, np.int32, rows)[:] = [sample_row(x[r], params[r]) for r in range(rows)]
