@@ -52,12 +52,41 @@ def test_launch_constants_match_the_kernel() -> None:
     assert matmul_batched.BATCHED_THREADS == 32 * _constant("kWarps")
     assert matmul_batched.BATCHED_ROWS_PER_BLOCK == 16 * _constant("kTilesPerBlock")
     assert matmul_batched.BATCHED_MAX_M == 8 * _constant("kMaxBTiles")
+    assert matmul_batched.BATCHED_MAX_STAGES == _constant("kMaxStages")
+    assert matmul_batched.BATCHED_RING_BUDGET == _constant("kRingBudget")
+
+
+@pytest.mark.parametrize("m, stages", [(1, 8), (9, 8), (16, 8), (17, 6), (32, 6), (33, 5),
+                                       (41, 4), (64, 4)])
+def test_ring_bytes(m: int, stages: int) -> None:
+    """8 warps x stages x (4 weight + ceil(m / 8) x chunks) x 32 lanes x 16 bytes, with as
+    many stages (<= 8) as fit in 192 KiB; the opt-in covers every m and Hopper's 227 KiB."""
+    stage = (4 + -(-m // 8)) * 512
+    assert matmul_batched.ring_bytes(m) == 8 * stages * stage <= 192 * 1024
+    assert 8 * (stages + 1) * stage > 192 * 1024 or stages == 8
+    assert matmul_batched.ring_bytes(m) <= matmul_batched.BATCHED_MAX_SHARED <= 227 * 1024
 
 
 # ---- launch builder ----------------------------------------------------------------------
 
+class _HopperMock(MockGpuBackend):
+    """A mock device whose loaded PTX set includes gemv_mma, as a hopper leaf's does, and
+    that records the dynamic shared memory opt-ins."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.opt_ins: list[tuple[str, int]] = []
+
+    @property
+    def module_names(self) -> list[str]:
+        return ["gemm", "gemv", "gemv_mma"]
+
+    def set_max_dynamic_shared(self, handle, nbytes: int) -> None:
+        self.opt_ins.append((handle.func, nbytes))
+
+
 def _launch(m: int, n: int, k: int, out_f32: bool = False, offset: int = 0):
-    dev = MockGpuBackend()
+    dev = _HopperMock()
     x, w, y = dev.alloc(m * k * 2), dev.alloc(n * k * 2), dev.alloc(m * n * 4)
     matmul_batched.batched_gemv(KernelCache(dev), 0, x + offset, w, y, m, n, k, out_f32)
     (record,) = dev.drain_launches()
@@ -73,7 +102,8 @@ def _launch(m: int, n: int, k: int, out_f32: bool = False, offset: int = 0):
 def test_geometry_and_entry_point(m, n, k, f32, func, grid) -> None:
     record, (x, w, y) = _launch(m, n, k, f32)
     assert (record.module, record.func) == ("gemv_mma", func)
-    assert record.grid == (grid, 1, 1) and record.block == (256, 1, 1) and record.shared == 0
+    assert record.grid == (grid, 1, 1) and record.block == (256, 1, 1)
+    assert record.shared == matmul_batched.ring_bytes(m)
     assert record.args == {"x": x, "w": w, "y": y, "m": m, "n": n, "k": k}
 
 
@@ -85,12 +115,16 @@ def test_preconditions(m, n, k, offset, match) -> None:
         _launch(m, n, k, offset=offset)
 
 
-class _HopperMock(MockGpuBackend):
-    """A mock device whose loaded PTX set includes gemv_mma, as a hopper leaf's does."""
-
-    @property
-    def module_names(self) -> list[str]:
-        return ["gemm", "gemv", "gemv_mma"]
+def test_shared_memory_opt_in_happens_once_per_entry_point() -> None:
+    dev = _HopperMock()
+    kc = KernelCache(dev)
+    x, w, y = dev.alloc(64 * 1024 * 2), dev.alloc(512 * 1024 * 2), dev.alloc(64 * 512 * 4)
+    for m, f32 in [(9, False), (64, False), (33, True), (17, False)]:
+        matmul_batched.batched_gemv(kc, 0, x, w, y, m, 512, 1024, f32)
+    assert [r.shared for r in dev.drain_launches()] == [
+        matmul_batched.ring_bytes(m) for m in (9, 64, 33, 17)]
+    assert dev.opt_ins == [("gemv_mma_bf16", matmul_batched.BATCHED_MAX_SHARED),
+                           ("gemv_mma_bf16_f32", matmul_batched.BATCHED_MAX_SHARED)]
 
 
 def test_available_only_where_the_module_is_loaded() -> None:

@@ -1,116 +1,129 @@
 // Batched decode GEMV on tensor cores: y[m, n] = sum_k x[m, k] * w[n, k] for 1 <= m <= 64.
 //
 // Decode at 9..64 rows is still memory-bound (each weight byte feeds at most 64 FMAs), so the
-// kernel is built like the GEMV: every weight byte is streamed from HBM once, straight into
-// registers, many 16-byte loads in flight per thread. What changes is the math: the product is
-// computed transposed, C^T[n, m] = W[n, k] . X^T, with mma.m16n8k16 taking 16 weight rows as
-// its A operand and 8 activation rows as each B tile, so the weight rows fill the MMA's M
-// dimension and no tile is padding at m = 16..64 (only the last 8-row B tile may be partial).
+// kernel is built like the GEMV: every weight byte is streamed from HBM once, many 16-byte
+// loads in flight per warp. What changes is the math: the product is computed transposed,
+// C^T[n, m] = W[n, k] . X^T, with mma.m16n8k16 taking 16 weight rows as its A operand and 8
+// activation rows as each B tile, so the weight rows fill the MMA's M dimension and no tile is
+// padding at m = 16..64 (only the last 8-row B tile may be partial).
 //
-// Fragments without shared memory. The sum over k does not care in which order the k values
-// are fed, as long as A and B agree. Lane (g = lane / 4, c = lane % 4) loads 16 bytes (8 bf16,
+// Fragments without ldmatrix. The sum over k does not care in which order the k values are
+// fed, as long as A and B agree. Lane (g = lane / 4, c = lane % 4) loads 16 bytes (8 bf16,
 // k = 32 s + 8 c .. + 7 of k-step s) from weight rows g and g + 8 of a 16-row tile and from
 // activation row g of each 8-row B tile. Element pairs (0,1) (2,3) feed the first MMA's k
 // slots (2c, 2c+1) (2c+8, 2c+9) and pairs (4,5) (6,7) the second MMA's: the slot -> k map
-// depends on c only, so A and B see the same permutation of k. Both operands are then plain
-// 16-byte loads: weights with ld.global.nc.L1::no_allocate (read once), activations through
-// the read-only cache (x is re-read by every block and stays in L2).
+// depends on c only, so A and B see the same permutation of k, and every fragment is one
+// plain 16-byte load per lane (x is re-read by every block and stays in L2).
 //
 // A block owns kRowsPerBlock = 32 weight rows (two A tiles, so each activation fragment feeds
 // two MMAs and L2 traffic for x is m / 32 of the weight bytes) and splits K into kWarps
-// contiguous slices, one per warp. A warp double-buffers the weight fragments of kStepsAhead
-// k-steps in registers: the next batch of loads is issued before the current one's MMAs. The
-// warps' partial sums are reduced in a fixed pairwise tree through shared memory (bit
-// reproducible, no atomics), then written out coalesced and rounded once.
+// contiguous slices, one per warp. Loads go through a per-warp ring of kStages k-steps in
+// dynamic shared memory filled with cp.async (16 bytes per lane per fragment, L2 only), so
+// the bytes in flight are not bounded by registers: each lane reads back exactly the slots it
+// filled, so the ring needs no barrier, only cp.async.wait_group. The warps' partial sums are
+// reduced in a fixed pairwise tree through shared memory (bit reproducible, no atomics), then
+// written out coalesced and rounded once.
 //
 // Weight rows past n re-read row n - 1 and activation rows past m re-read row m - 1; neither
-// is stored. Chunks past k are zero in both operands.
-// Launch (ops/matmul_batched.py): grid = ceil(n / 32), block = 256 threads, no dynamic smem.
+// is stored. Chunks past k are zero-filled in both operands.
+// Launch (ops/matmul_batched.py): grid = ceil(n / 32), block = 256 threads, dynamic shared
+// memory ring_bytes(ceil(m / 8)) (up to 192 KiB: the caller opts in).
 // Preconditions: 1 <= m <= 64, n >= 1, k % 8 == 0, x and w 16-byte aligned.
 #include "mma_util.cuh"
 
 namespace {
 
-constexpr int kWarps = 8;              // ops/matmul_batched.py BATCHED_THREADS / 32
-constexpr int kTilesPerBlock = 2;      // 16-row A tiles per block
+constexpr int kWarps = 8;          // ops/matmul_batched.py BATCHED_THREADS / 32
+constexpr int kTilesPerBlock = 2;  // 16-row A tiles per block
 constexpr int kRowsPerBlock = 16 * kTilesPerBlock;  // ops/matmul_batched.py BATCHED_ROWS_PER_BLOCK
-constexpr int kMaxBTiles = 8;          // 8-row B tiles: m <= 64
-constexpr int kStepsAhead = 2;         // k-steps (32 k each) per register buffer
-constexpr int kMaxValues = kTilesPerBlock * kMaxBTiles * 4;  // f32 partials per lane
+constexpr int kMaxBTiles = 8;      // 8-row B tiles: m <= 64
+constexpr int kMaxStages = 8;      // ops/matmul_batched.py BATCHED_MAX_STAGES
+constexpr int kRingBudget = 196608;  // 192 KiB; ops/matmul_batched.py BATCHED_RING_BUDGET
 
-// Streamed 16-byte weight load (read once): no L1 allocation, 256-byte L2 prefetch. volatile
-// keeps it behind the caller's bounds check.
-__device__ __forceinline__ uint4 ld_weights(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
+// 16-byte slots of one warp's ring stage (one 32-k step): per lane, the weight chunks of rows
+// g and g + 8 of each A tile, then the activation chunk of each B tile.
+__host__ __device__ constexpr int stage_slots(int btiles) {
+  return (2 * kTilesPerBlock + btiles) * 32;
+}
+
+// As many k-steps in flight per warp as the budget holds, at most kMaxStages.
+__host__ __device__ constexpr int ring_stages(int btiles) {
+  return kRingBudget / (kWarps * stage_slots(btiles) * 16) < kMaxStages
+             ? kRingBudget / (kWarps * stage_slots(btiles) * 16)
+             : kMaxStages;
+}
+
+__host__ __device__ constexpr int ring_bytes(int btiles) {
+  return kWarps * ring_stages(btiles) * stage_slots(btiles) * 16;
 }
 
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-// Weight fragments of kStepsAhead k-steps: [step][tile][half: row g or g + 8].
-using WeightFrags = uint4[kStepsAhead][kTilesPerBlock][2];
+// One lane's sources: the starts of its weight rows and activation rows.
+template <int kBTiles>
+struct LaneSources {
+  const uint4* wrow[kTilesPerBlock][2];
+  const uint4* xrow[kBTiles];
+  int kc;  // 16-byte chunks per row (k / 8)
+  int c;
 
-// One warp's view of the problem: where its lane reads and which k-steps it owns.
-struct WarpSlice {
-  const uint4* wrow[kTilesPerBlock][2];  // this lane's weight rows, at chunk c
-  const uint4* x;                        // activations, chunk c of row 0
-  int kc;                                // 16-byte chunks per row (k / 8)
-  int c;                                 // lane % 4: the chunk within a k-step
-  int step_end;                          // one past the warp's last k-step
-
-  // Chunk index of this lane in k-step s, or -1 past the row's end.
+  // Chunk index of this lane in k-step s; past the row's end, -1 (the slot is zero-filled
+  // and the row start, always mapped, stands in as the unread source address).
   __device__ __forceinline__ int chunk(int s) const {
     const int ch = 4 * s + c;
     return ch < kc ? ch : -1;
   }
 
-  __device__ __forceinline__ void load_weights(WeightFrags& a, int s0) const {
+  // The weight slots of k-step s into `stage` (may run before the PDL wait).
+  __device__ __forceinline__ void fill_weights(uint4* stage, int lane, int s) const {
+    const int ch = chunk(s);
 #pragma unroll
-    for (int u = 0; u < kStepsAhead; ++u) {
-      const int ch = s0 + u < step_end ? chunk(s0 + u) : -1;
+    for (int t = 0; t < kTilesPerBlock; ++t)
 #pragma unroll
-      for (int t = 0; t < kTilesPerBlock; ++t)
+      for (int h = 0; h < 2; ++h)
+        atlas::cp_async_16(stage + (2 * t + h) * 32 + lane,
+                           ch >= 0 ? wrow[t][h] + ch : wrow[t][h], ch >= 0);
+  }
+
+  // The activation slots of k-step s into `stage` (only after the PDL wait).
+  __device__ __forceinline__ void fill_x(uint4* stage, int lane, int s) const {
+    const int ch = chunk(s);
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-          a[u][t][h] = ch >= 0 ? ld_weights(wrow[t][h] + ch) : make_uint4(0u, 0u, 0u, 0u);
-    }
+    for (int b = 0; b < kBTiles; ++b)
+      atlas::cp_async_16(stage + (2 * kTilesPerBlock + b) * 32 + lane,
+                         ch >= 0 ? xrow[b] + ch : xrow[b], ch >= 0);
   }
 };
 
-// acc[t][b][i] += the k-steps s0 .. s0 + kStepsAhead - 1 of A tile t times B tile b.
+// acc[t][b] += one k-step (two k16 halves) of A tile t times B tile b, from this lane's slots.
 template <int kBTiles>
-__device__ __forceinline__ void mma_steps(const WarpSlice& ws, const WeightFrags& a, int s0,
-                                          const int (&xrow)[kBTiles],
-                                          float (&acc)[kTilesPerBlock][kBTiles][4]) {
-  uint4 xv[kStepsAhead][kBTiles];
+__device__ __forceinline__ void mma_step(const uint4* stage, int lane,
+                                         float (&acc)[kTilesPerBlock][kBTiles][4]) {
+  uint4 a[kTilesPerBlock][2], xv[kBTiles];
 #pragma unroll
-  for (int u = 0; u < kStepsAhead; ++u) {
-    const int ch = s0 + u < ws.step_end ? ws.chunk(s0 + u) : -1;
+  for (int t = 0; t < kTilesPerBlock; ++t)
 #pragma unroll
-    for (int b = 0; b < kBTiles; ++b)
-      xv[u][b] = ch >= 0 ? __ldg(ws.x + static_cast<size_t>(xrow[b]) * ws.kc + ch)
-                         : make_uint4(0u, 0u, 0u, 0u);
-  }
+    for (int h = 0; h < 2; ++h) a[t][h] = stage[(2 * t + h) * 32 + lane];
 #pragma unroll
-  for (int u = 0; u < kStepsAhead; ++u)
+  for (int b = 0; b < kBTiles; ++b) xv[b] = stage[(2 * kTilesPerBlock + b) * 32 + lane];
 #pragma unroll
-    for (int j = 0; j < 2; ++j)  // the two k16 halves of the 32-k step
+  for (int j = 0; j < 2; ++j)
 #pragma unroll
-      for (int t = 0; t < kTilesPerBlock; ++t) {
-        const uint32_t af[4] = {word(a[u][t][0], 2 * j), word(a[u][t][1], 2 * j),
-                                word(a[u][t][0], 2 * j + 1), word(a[u][t][1], 2 * j + 1)};
+    for (int t = 0; t < kTilesPerBlock; ++t) {
+      const uint32_t af[4] = {word(a[t][0], 2 * j), word(a[t][1], 2 * j),
+                              word(a[t][0], 2 * j + 1), word(a[t][1], 2 * j + 1)};
 #pragma unroll
-        for (int b = 0; b < kBTiles; ++b)
-          atlas::mma_bf16_16816(acc[t][b], af, word(xv[u][b], 2 * j), word(xv[u][b], 2 * j + 1));
-      }
+      for (int b = 0; b < kBTiles; ++b)
+        atlas::mma_bf16_16816(acc[t][b], af, word(xv[b], 2 * j), word(xv[b], 2 * j + 1));
+    }
 }
 
-// Shared memory of a block: the reduction's exchange buffer, later the output tile.
+constexpr int kMaxValues = kTilesPerBlock * kMaxBTiles * 4;  // f32 partials per lane
+
+// After the loop the rings' shared memory is reused: the reduction's exchange buffer, then
+// the output tile.
 struct Smem {
   union {
     float exchange[kWarps / 2][kMaxValues][32];  // [sending warp - half][value][lane]
@@ -151,28 +164,34 @@ __device__ __forceinline__ void reduce_over_warps(float (&acc)[kTilesPerBlock][k
 template <int kBTiles, bool kF32Out>
 __device__ __forceinline__ void gemv_mma(const __nv_bfloat16* __restrict__ x,
                                          const __nv_bfloat16* __restrict__ w,
-                                         void* __restrict__ y, int m, int n, int k, Smem& sm) {
+                                         void* __restrict__ y, int m, int n, int k,
+                                         uint4* smem) {
+  constexpr int kStages = ring_stages(kBTiles), kSlots = stage_slots(kBTiles);
+  static_assert(kStages >= 2 && ring_bytes(kBTiles) >= static_cast<int>(sizeof(Smem)),
+                "the ring must double-buffer and hold the reduction's buffers");
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2;
   const int row0 = blockIdx.x * kRowsPerBlock;
   const int kc = k >> 3, steps = (kc + 3) >> 2;
 
-  WarpSlice ws;
-  ws.kc = kc;
-  ws.c = lane & 3;
-  ws.x = reinterpret_cast<const uint4*>(x) + ws.c;
+  LaneSources<kBTiles> src;
+  src.kc = kc;
+  src.c = lane & 3;
 #pragma unroll
   for (int t = 0; t < kTilesPerBlock; ++t)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = min(row0 + 16 * t + 8 * h + g, n - 1);
-      ws.wrow[t][h] = reinterpret_cast<const uint4*>(w) + static_cast<size_t>(row) * kc + ws.c;
+      src.wrow[t][h] = reinterpret_cast<const uint4*>(w) + static_cast<size_t>(row) * kc;
     }
-  const int step_begin = steps * warp / kWarps;
-  ws.step_end = steps * (warp + 1) / kWarps;
-  int xrow[kBTiles];
 #pragma unroll
-  for (int b = 0; b < kBTiles; ++b) xrow[b] = min(8 * b + g, m - 1);
+  for (int b = 0; b < kBTiles; ++b) {
+    const int row = min(8 * b + g, m - 1);
+    src.xrow[b] = reinterpret_cast<const uint4*>(x) + static_cast<size_t>(row) * kc;
+  }
+  const int step0 = steps * warp / kWarps;
+  const int count = steps * (warp + 1) / kWarps - step0;  // k-steps of this warp
+  uint4* ring = smem + warp * kStages * kSlots;
 
   float acc[kTilesPerBlock][kBTiles][4];
 #pragma unroll
@@ -182,19 +201,36 @@ __device__ __forceinline__ void gemv_mma(const __nv_bfloat16* __restrict__ x,
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[t][b][i] = 0.f;
 
-  // The first weights are requested before waiting on the previous kernel (no kernel writes
-  // them), so their DRAM round trip overlaps that kernel's tail; x is read only after.
-  WeightFrags a0, a1;
-  ws.load_weights(a0, step_begin);
+  // Prologue: the weights of the first kStages - 1 steps are requested before waiting on the
+  // previous kernel (no kernel writes them), so their DRAM round trip overlaps its tail; x
+  // only after. Commit group i then holds everything step i needs (group 0 also the later
+  // steps' weights), and the loop commits one group per step, possibly empty.
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i)
+    if (i < count) src.fill_weights(ring + i * kSlots, lane, step0 + i);
   atlas::pdl_enter();
-  for (int s = step_begin; s < ws.step_end; s += 2 * kStepsAhead) {
-    ws.load_weights(a1, s + kStepsAhead);
-    mma_steps(ws, a0, s, xrow, acc);
-    if (s + kStepsAhead >= ws.step_end) break;
-    ws.load_weights(a0, s + 2 * kStepsAhead);
-    mma_steps(ws, a1, s + kStepsAhead, xrow, acc);
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (i < count) src.fill_x(ring + i * kSlots, lane, step0 + i);
+    atlas::cp_async_commit();
   }
+  // Step i sits in slot i % kStages; the slot refilled in iteration i (with step
+  // i + kStages - 1) is the one step i - 1 used, whose values already fed its MMAs.
+  for (int i = 0, slot = 0, refill = kStages - 1; i < count; ++i) {
+    atlas::cp_async_wait<kStages - 2>();  // groups 0..i are complete: step i has landed
+    mma_step(ring + slot * kSlots, lane, acc);
+    if (i + kStages - 1 < count) {
+      src.fill_weights(ring + refill * kSlots, lane, step0 + i + kStages - 1);
+      src.fill_x(ring + refill * kSlots, lane, step0 + i + kStages - 1);
+    }
+    atlas::cp_async_commit();
+    slot = slot + 1 == kStages ? 0 : slot + 1;
+    refill = slot == 0 ? kStages - 1 : slot - 1;
+  }
+  atlas::cp_async_wait<0>();
+  __syncthreads();  // every warp is done with its ring before the exchange buffer reuses it
 
+  Smem& sm = *reinterpret_cast<Smem*>(smem);
   reduce_over_warps(acc, sm, warp, lane);
 
   // Warp 0 scatters the C^T fragments into the [batch row][weight row] tile:
@@ -225,17 +261,17 @@ __device__ __forceinline__ void gemv_mma(const __nv_bfloat16* __restrict__ x,
 template <bool kF32Out>
 __device__ __forceinline__ void dispatch(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y,
                                          uint32_t m, uint32_t n, uint32_t k) {
-  __shared__ Smem sm;
+  extern __shared__ uint4 smem[];
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
   switch ((mi + 7) / 8) {
-    case 1: gemv_mma<1, kF32Out>(x, w, y, mi, ni, ki, sm); break;
-    case 2: gemv_mma<2, kF32Out>(x, w, y, mi, ni, ki, sm); break;
-    case 3: gemv_mma<3, kF32Out>(x, w, y, mi, ni, ki, sm); break;
-    case 4: gemv_mma<4, kF32Out>(x, w, y, mi, ni, ki, sm); break;
-    case 5: gemv_mma<5, kF32Out>(x, w, y, mi, ni, ki, sm); break;
-    case 6: gemv_mma<6, kF32Out>(x, w, y, mi, ni, ki, sm); break;
-    case 7: gemv_mma<7, kF32Out>(x, w, y, mi, ni, ki, sm); break;
-    case 8: gemv_mma<8, kF32Out>(x, w, y, mi, ni, ki, sm); break;
+    case 1: gemv_mma<1, kF32Out>(x, w, y, mi, ni, ki, smem); break;
+    case 2: gemv_mma<2, kF32Out>(x, w, y, mi, ni, ki, smem); break;
+    case 3: gemv_mma<3, kF32Out>(x, w, y, mi, ni, ki, smem); break;
+    case 4: gemv_mma<4, kF32Out>(x, w, y, mi, ni, ki, smem); break;
+    case 5: gemv_mma<5, kF32Out>(x, w, y, mi, ni, ki, smem); break;
+    case 6: gemv_mma<6, kF32Out>(x, w, y, mi, ni, ki, smem); break;
+    case 7: gemv_mma<7, kF32Out>(x, w, y, mi, ni, ki, smem); break;
+    case 8: gemv_mma<8, kF32Out>(x, w, y, mi, ni, ki, smem); break;
     default: __trap();  // ops/matmul_batched.py checks 1 <= m <= 64
   }
 }

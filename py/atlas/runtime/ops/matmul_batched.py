@@ -1,9 +1,10 @@
-"""Launch builder for the batched decode GEMV on tensor cores (kernels/hopper/common/gemv_mma.cu).
+"""Launch builder for the batched decode GEMV on tensor cores (hopper/common/gemv_mma.cu).
 
 y[m, n] = x[m, k] @ w[n, k].T for decode batches too large for the GEMV's per-row registers
 (m > 8) and too small for a GEMM tile to be anything but padding: weights stream from HBM
-once, 32 weight rows per block as the MMA's M dimension, the batch rows as its N. Only
-hopper sets build the module; `available` says whether the loaded kernels have it.
+once, 32 weight rows per block as the MMA's M dimension, the batch rows as its N, through a
+per-warp cp.async ring in dynamic shared memory. Only hopper sets build the module;
+`available` says whether the loaded kernels have it.
 """
 
 from __future__ import annotations
@@ -19,13 +20,29 @@ BATCHED_MAX_M = 64
 BATCHED_ROWS_PER_BLOCK = 32
 #: threads per block: eight warps splitting K (gemv_mma.cu kWarps * 32)
 BATCHED_THREADS = 256
+#: a warp's ring holds at most this many 32-k steps in flight (gemv_mma.cu kMaxStages)
+BATCHED_MAX_STAGES = 8
+#: the rings of a block use at most this many bytes of shared memory (gemv_mma.cu kRingBudget)
+BATCHED_RING_BUDGET = 192 * 1024
+
+
+def ring_bytes(m: int) -> int:
+    """Dynamic shared memory of a launch for m rows (gemv_mma.cu ring_bytes): each warp's
+    ring stage holds, per lane, four 16-byte weight chunks and one x chunk per 8-row tile."""
+    warps = BATCHED_THREADS // 32
+    stage = (4 + -(-m // 8)) * 32 * 16
+    stages = min(BATCHED_MAX_STAGES, BATCHED_RING_BUDGET // (warps * stage))
+    return warps * stages * stage
+
+
+#: the most dynamic shared memory any m needs: what the kernels opt in to (<= 227 KiB)
+BATCHED_MAX_SHARED = max(ring_bytes(m) for m in range(1, BATCHED_MAX_M + 1))
 
 
 def available(kc: KernelCache) -> bool:
     """Whether the backend's loaded kernels include gemv_mma (hopper sets do; gb10 sets,
     and backends that load no compiled modules, do not)."""
-    # getattr: GpuBackend.module_names is optional for backends without compiled modules
-    return GEMV_MMA.module in getattr(kc.backend, "module_names", ())
+    return GEMV_MMA.module in kc.backend.module_names
 
 
 def batched_gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr,
@@ -34,7 +51,8 @@ def batched_gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y:
     value as f32, out); every weight byte is read once.
 
     Preconditions: n >= 1, k a positive multiple of 8, x and w 16-byte aligned, y aligned
-    to its element; the module must be loaded (`available`).
+    to its element; the module must be loaded (`available`). Launched with `ring_bytes(m)`
+    of dynamic shared memory (the kernel is opted in to BATCHED_MAX_SHARED once).
     """
     if not 1 <= m <= BATCHED_MAX_M:
         raise ValueError(f"batched_gemv: m={m} must be in 1..{BATCHED_MAX_M}")
@@ -46,4 +64,6 @@ def batched_gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y:
     require_aligned("batched_gemv", "y", y, 4 if out_f32 else 2)
     sig = GEMV_MMA_F32OUT if out_f32 else GEMV_MMA
     grid = -(-n // BATCHED_ROWS_PER_BLOCK)
-    kc.get(sig)(stream, grid, BATCHED_THREADS, 0, x, w, y, m, n, k)
+    # opt in once to the largest ring, whatever m the first launch has
+    launch = kc.get_with_shared(sig, BATCHED_MAX_SHARED)
+    launch(stream, grid, BATCHED_THREADS, ring_bytes(m), x, w, y, m, n, k)
