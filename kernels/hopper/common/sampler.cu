@@ -27,7 +27,9 @@
 // candidate, so any threshold search whose answer is >= H is exact over the candidates alone,
 // and once the kept floor is >= H the draw is too. Only when an answer falls below H (a
 // huge top_k, a flat nucleus, no filter at all) does the finisher read the whole row, and
-// then only for the step that needs it (the old single-block path, now with batched loads).
+// then only for the step that needs it, with batched loads, skipping every chunk whose
+// published maximum already rules all its tokens out (no mass, below the floor, or unable
+// to beat the row max's Gumbel score): on peaked real logits that is most of the row.
 // The result is a pure function of the row: candidate order (set by block arrival and smem
 // atomics) never matters, since every consumer is an integer sum or a total-order argmax.
 #include <math.h>
@@ -160,10 +162,13 @@ __device__ __forceinline__ BinHit find_bin(const unsigned long long* hist,
 
 // ---- key sources the finisher searches: the whole row, or the published candidates ------
 
-// Every token of the row. visit(f) calls f(key, token) for each, all lanes together.
+// Every token of the row. visit(f) calls f(key, token) for each, all lanes together. Chunks
+// marked in `skip` are not read: their tokens are passed as NaN (key 0), which every consumer
+// ignores. The finisher marks the chunks whose maximum already rules all of them out.
 struct RowKeys {
   const float* row;
   uint32_t n;
+  const uint8_t* skip;  // shared: per chunk
 
   template <class F>
   __device__ __forceinline__ void visit(F&& f) const {
@@ -177,8 +182,10 @@ struct RowKeys {
 #pragma unroll
         for (int u = 0; u < kU; ++u) {
           const uint32_t q = q0 + u * step + t;
-          v[u] = q < n4 ? row4[q] : make_float4(atlas::absent(), atlas::absent(),
-                                                atlas::absent(), atlas::absent());
+          v[u] = q < n4 && !skip[4 * q / kChunk]
+                     ? row4[q]
+                     : make_float4(atlas::absent(), atlas::absent(), atlas::absent(),
+                                   atlas::absent());
         }
 #pragma unroll
         for (int u = 0; u < kU; ++u) {
@@ -195,7 +202,7 @@ struct RowKeys {
 #pragma unroll
         for (int u = 0; u < 4 * kU; ++u) {
           const uint32_t i = i0 + u * step + t;
-          v[u] = i < n ? row[i] : atlas::absent();
+          v[u] = i < n && !skip[i / kChunk] ? row[i] : atlas::absent();
         }
 #pragma unroll
         for (int u = 0; u < 4 * kU; ++u) f(order_key(v[u]), i0 + u * step + t);
@@ -398,6 +405,8 @@ sample_f32(const float* __restrict__ logits, const SampleRow* __restrict__ row_p
   __shared__ atlas::ArgBest arg_scratch[32];
   __shared__ uint32_t s_key[kPool], s_token[kPool];
   __shared__ uint32_t s_offset[kMaxChunks + 1];
+  __shared__ float s_chunk_max[kMaxChunks];
+  __shared__ uint8_t s_skip[kMaxChunks];
   __shared__ uint32_t s_published, s_horizon;
   __shared__ int s_last;
   atlas::pdl_enter();
@@ -422,9 +431,11 @@ sample_f32(const float* __restrict__ logits, const SampleRow* __restrict__ row_p
 
   // ---- phase 2, the row's last block: reduce, gather candidates, filter and draw ---------
   atlas::ArgBest top = atlas::arg_none();
-  for (uint32_t c = threadIdx.x; c < nchunks; c += blockDim.x)
-    top = atlas::arg_merge(top, {__ldcg(&chunks[c].value), __ldcg(&chunks[c].index)});
-  top = atlas::block_argmax(top, arg_scratch);
+  for (uint32_t c = threadIdx.x; c < nchunks; c += blockDim.x) {
+    s_chunk_max[c] = __ldcg(&chunks[c].value);
+    top = atlas::arg_merge(top, {s_chunk_max[c], __ldcg(&chunks[c].index)});
+  }
+  top = atlas::block_argmax(top, arg_scratch);  // its barriers publish s_chunk_max
   if (greedy || !(top.value > -INFINITY)) {  // greedy, or nothing finite
     if (threadIdx.x == 0) out[r] = top.index == atlas::kNoIndex ? 0 : top.index;
     return;
@@ -451,32 +462,60 @@ sample_f32(const float* __restrict__ logits, const SampleRow* __restrict__ row_p
   const float m = top.value, T = p.temperature;
   const uint32_t horizon = s_horizon;
   const CandKeys cands{s_key, s_token, s_offset[nchunks]};
-  const RowKeys full{row, vocab};
+  const RowKeys full{row, vocab, s_skip};
+  // Before a whole-row pass: skip the chunks whose maximum v already rules out every token
+  // (x <= v gives z(x) <= z(v): the subtraction and division round monotonically).
+  auto skip_chunks = [&](auto&& dead) {
+    __syncthreads();  // the previous pass may still read s_skip
+    for (uint32_t c = threadIdx.x; c < nchunks; c += blockDim.x) s_skip[c] = dead(s_chunk_max[c]);
+    __syncthreads();
+  };
   uint32_t keep = 0;  // keys >= keep survive top-k / top-p
   uint32_t t;
   if (p.top_k > 0 && static_cast<uint32_t>(p.top_k) < vocab) {
     const uint64_t k = static_cast<uint64_t>(p.top_k);
     const bool found = radix_select(cands, 0, false, k, m, T, sh, t);
-    if (found ? t >= horizon : horizon == 0)
+    if (found ? t >= horizon : horizon == 0) {
       keep = found ? t : 0;  // exact: or every chunk published all, and fewer than k exist
-    else
+    } else {
+      skip_chunks([](float) { return false; });
       keep = radix_select(full, 0, false, k, m, T, sh, t) ? t : 0;
+    }
   }
   if (p.top_p < 1.f) {
-    const uint64_t total = keep >= horizon ? mass_total(cands, keep, m, T, sh)
-                                           : mass_total(full, keep, m, T, sh);
+    const uint32_t floor = keep;
+    const auto massless = [&](float v) {
+      return order_key(v) < floor || mass_of(v, m, T) == 0u;
+    };
+    uint64_t total;
+    if (keep >= horizon) {
+      total = mass_total(cands, keep, m, T, sh);
+    } else {
+      skip_chunks(massless);
+      total = mass_total(full, keep, m, T, sh);
+    }
     const double want = ceil(static_cast<double>(p.top_p) * static_cast<double>(total));
     const uint64_t need = want < 1.0 ? 1ull : static_cast<uint64_t>(want);
-    if (radix_select(cands, keep, true, need, m, T, sh, t) && t >= horizon)
+    if (radix_select(cands, keep, true, need, m, T, sh, t) && t >= horizon) {
       keep = t;
-    else if (radix_select(full, keep, true, need, m, T, sh, t))
-      keep = t;
+    } else {
+      skip_chunks(massless);
+      if (radix_select(full, keep, true, need, m, T, sh, t)) keep = t;
+    }
   }
   const float z_min = p.min_p > 0.f ? logf(p.min_p) : -INFINITY;
   const uint64_t base = stream_base((static_cast<uint64_t>(p.seed_hi) << 32) | p.seed_lo, p.step);
   const atlas::ArgBest start = {gumbel(base, static_cast<uint32_t>(top.index)), top.index};
-  atlas::ArgBest best = keep >= horizon ? draw(cands, keep, z_min, m, T, base, start)
-                                        : draw(full, keep, z_min, m, T, base, start);
+  atlas::ArgBest best;
+  if (keep >= horizon) {
+    best = draw(cands, keep, z_min, m, T, base, start);
+  } else {
+    skip_chunks([&](float v) {
+      const float z = (v - m) / T;
+      return order_key(v) < keep || z < z_min || z + kGumbelSpan < start.value;
+    });
+    best = draw(full, keep, z_min, m, T, base, start);
+  }
   best = atlas::block_argmax(best, arg_scratch);
   if (threadIdx.x == 0) out[r] = best.index;
 }
