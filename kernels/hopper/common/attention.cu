@@ -468,32 +468,35 @@ __device__ __forceinline__ void decode_attn(
 }
 
 // ---- split combine --------------------------------------------------------------------------
-// The standalone combine reads a finished kernel's output and keeps L1: its threads all read
-// the same (m, l) pairs, which L1 broadcasts. Loops are unrolled so independent split loads
-// go out together rather than one round trip per split.
-constexpr int kCombineUnroll = 4;
-
-// The largest split max of a row (the reference point of the merge); 0 if no split is active.
-__device__ __forceinline__ float combine_ref(const float* ml, int active) {
+// Every warp of the combine block merges the same row: lane j holds split s0 + j's (m, l) (one
+// parallel load per 32 splits instead of a serial walk), and the splits' weights reach the
+// lanes by shuffles while each lane accumulates its own elements of o. The partials come from
+// a finished kernel, so plain (L1-cached) loads are right.
+__device__ __forceinline__ float decode_combine_ref(const float* ml, int active, int lane) {
   float top = -INFINITY;
-#pragma unroll kCombineUnroll
-  for (int s = 0; s < active; ++s) top = fmaxf(top, ml[2 * s]);
-  return top == -INFINITY ? 0.f : top;
+  for (int s = lane; s < active; s += 32) top = fmaxf(top, ml[2 * s]);
+  top = atlas::warp_max(top);
+  return top == -INFINITY ? 0.f : top;  // no active split: every weight is 0
 }
 
-// Element d of a row's merged output, sum_s w_s o_s[d] / sum_s w_s with w_s = l_s e^(m_s - ref)
-// over the active splits, accumulated in split order.
-__device__ __forceinline__ __nv_bfloat16 combine_element(const float* ml, const float* o,
-                                                         uint32_t d, uint32_t head_dim,
-                                                         int active, float ref) {
+// Element d of a row's merged output, sum_s w_s o_s[d] / sum_s w_s over the active splits with
+// w_s = l_s e^(m_s - ref), accumulated in split order.
+__device__ __forceinline__ float decode_combine_element(const float* ml, const float* o, int d,
+                                                        int head_dim, int active, int lane) {
+  const float ref = decode_combine_ref(ml, active, lane);
   float total = 0.f, acc = 0.f;
-#pragma unroll kCombineUnroll
-  for (int s = 0; s < active; ++s) {
-    const float w = ml[2 * s + 1] * expf(ml[2 * s] - ref);
-    total += w;
-    acc = fmaf(w, o[s * head_dim + d], acc);
+  for (int s0 = 0; s0 < active; s0 += 32) {  // warp-uniform trip counts: shuffles are safe
+    const int s = s0 + lane;
+    const float w = s < active ? ml[2 * s + 1] * expf(ml[2 * s] - ref) : 0.f;
+    const int n = min(32, active - s0);
+#pragma unroll 8
+    for (int j = 0; j < n; ++j) {
+      const float wj = __shfl_sync(0xffffffffu, w, j);
+      total += wj;
+      acc = fmaf(wj, o[static_cast<size_t>(s0 + j) * head_dim + d], acc);
+    }
   }
-  return atlas::f32_to_bf16(total > 0.f ? acc / total : 0.f);
+  return total > 0.f ? acc / total : 0.f;
 }
 
 }  // namespace
@@ -519,7 +522,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
     __trap();  // ops/attention.py HEAD_DIMS
 }
 
-extern "C" __global__ void __launch_bounds__(kThreads)
+// Three blocks per SM: the double-buffered K/V rows fit in the <= 168 registers this allows
+// without spills (162 on sm_90a), and a large batch keeps 12 warps of loads per SM in flight.
+extern "C" __global__ void __launch_bounds__(kThreads, 3)
     decode_attn_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
                      const __nv_bfloat16* v_cache, const int* block_tables, const int* kv_lens,
                      float* part_o, float* part_ml, uint32_t num_seqs, uint32_t hq, uint32_t hkv,
@@ -552,7 +557,7 @@ extern "C" __global__ void __launch_bounds__(kDecodeMaxDim)
   const int active = decode_active_splits(kv_lens[blockIdx.y], static_cast<int>(num_splits));
   const float* ml = part_ml + row * num_splits * 2;
   const float* o = part_o + row * num_splits * head_dim;
-  const float ref = combine_ref(ml, active);
-  for (uint32_t d = threadIdx.x; d < head_dim; d += blockDim.x)
-    out[row * head_dim + d] = combine_element(ml, o, d, head_dim, active, ref);
+  const int d = threadIdx.x;  // blockDim.x == head_dim (ops/attention.py), a multiple of 32
+  out[row * head_dim + d] = atlas::f32_to_bf16(
+      decode_combine_element(ml, o, d, static_cast<int>(head_dim), active, d & 31));
 }
