@@ -193,6 +193,9 @@ def test_enqueue_is_three_fixed_launches_and_capturable() -> None:
     recs = mock.drain_launches()
     assert [r.func for r in recs] == ["apply_penalties_f32", "sample_f32", "count_tokens_i32"]
     assert recs[1].args["out"] == s.out_ids == recs[2].args["tokens"]
+    # the multi-block workspace is the sampler's own, allocated once (graph-stable addresses)
+    assert (recs[1].args["scratch"], recs[1].args["counters"]) == (s.scratch, s.counters)
+    assert recs[1].grid == (1, 3, 1)  # 1000 logits: one 4096-logit block per row
     assert all(r.args["rows"] == 3 and r.args["vocab"] == 1000 for r in recs)
 
     h = Harness()
@@ -221,3 +224,6 @@ def test_prepare_and_assign_reject_bad_inputs() -> None:
         h.sampler.prepare([0, 0, 0], [GREEDY] * 3, [0] * 3)
     with pytest.raises(ValueError, match="top_p"):
         h.sampler.assign(0, [], SamplingParams(top_p=0.0))
+    mock = MockGpuBackend()
+    with pytest.raises(ValueError, match="exceeds"):  # sample_f32 handles 128 blocks a row
+        Sampler(mock, KernelCache(mock), 1, 1, 128 * 4096 + 1)
