@@ -49,7 +49,7 @@ from atlas.model.step_inputs import decode_splits  # noqa: E402
 from atlas.runtime.gpu import DevicePtr, GpuBackend, Stream  # noqa: E402
 from atlas.runtime.kernel_abi import SAMPLE_ROW  # noqa: E402
 from atlas.runtime.ops import (KernelCache, activation, attention, embedding,  # noqa: E402
-                               matmul, norm, rope, sampling)
+                               matmul, matmul_batched, norm, rope, sampling)
 from check_kernels import git_commit, load_sources, nvidia_driver_version  # noqa: E402
 
 
@@ -361,18 +361,24 @@ def linear_case(env: Env, s: Any) -> Case:
         return {"x": env.uniform((m, k)), "w": env.uniform((n, k), -scale * 3, scale * 3),
                 "y": torch.empty((m, n), dtype=out_dtype, device=env.device)}
 
+    launch = matmul_batched.batched_gemv if s.batched else matmul.linear
+
     def ours(st: Set, stream: Stream) -> None:
-        matmul.linear(env.kc, stream, env.ptr(st["x"]), env.ptr(st["w"]), env.ptr(st["y"]),
-                      m, n, k, s.out_f32)
+        launch(env.kc, stream, env.ptr(st["x"]), env.ptr(st["w"]), env.ptr(st["y"]), m, n, k,
+               s.out_f32)
 
     if f32_mm is not None:
         variant = Variant(f32_mm[0], lambda st: f32_mm[1](st["x"], st["w"]))
     else:
         variant = Variant("torch.matmul(x, w.T)", lambda st: torch.matmul(st["x"], st["w"].T))
-    kernel = ("gemv" if m <= matmul.GEMV_MAX_M
-              else "gemm_sm90" if matmul.gemm_uses_sm90(env.kc, m, n) else "gemm")
+    if s.batched:
+        note = "ours: gemv_mma (ops.matmul_batched.batched_gemv, forced)"
+    else:
+        kernel = ("gemv" if m <= matmul.GEMV_MAX_M
+                  else "gemm_sm90" if matmul.gemm_uses_sm90(env.kc, m, n) else "gemm")
+        note = f"ours: {kernel} (ops.matmul.linear's choice for m={m})"
     return Case(s, make, ours, [variant], lambda o, t, r: [("y", o["y"], r)], outputs=("y",),
-                note=f"ours: {kernel} (ops.matmul.linear's choice for m={m})")
+                note=note)
 
 
 def _f32_matmul(env: Env) -> tuple[str, Callable[[Any, Any], Any]]:
@@ -536,8 +542,9 @@ def decode_attention_case(env: Env, s: Any) -> Case:
                 "what a paged engine on plain PyTorch does: gather the blocks, then SDPA",
                 sdpa_gathered),
     ], lambda o, t, r: [("out", o["out"], r.reshape(b, hq, d))], outputs=("out",),
-        note=f"ours: {splits} split-K splits, the engine's choice (model.step_inputs."
-             f"decode_splits) at max_seq_len {max_seq_len}")
+        note=f"ours: a {splits}-split grid, the engine's choice (model.step_inputs."
+             f"decode_splits) at max_seq_len {max_seq_len}, of which "
+             f"{attention.decode_split_rule(hist, splits)[1]} hold keys at this history")
 
 
 def sampling_case(env: Env, s: Any) -> Case:
@@ -615,6 +622,7 @@ BUILDERS: dict[Any, Callable[[Env, Any], Case]] = {
     ks.Family.QK_NORM_ROPE_KV: rope_case, ks.Family.KV_APPEND: rope_case,
     ks.Family.SILU_MUL: silu_case, ks.Family.EMBEDDING: embedding_case,
     ks.Family.DECODE_GEMV: linear_case, ks.Family.PREFILL_GEMM: linear_case,
+    ks.Family.DECODE_BATCHED_GEMV: linear_case,
     ks.Family.PREFILL_ATTENTION: prefill_attention_case,
     ks.Family.DECODE_ATTENTION: decode_attention_case,
     ks.Family.SAMPLING: sampling_case, ks.Family.GREEDY: sampling_case,

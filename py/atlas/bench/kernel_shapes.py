@@ -39,6 +39,7 @@ class Family(enum.Enum):
     SILU_MUL = "silu_mul"
     EMBEDDING = "embedding"
     DECODE_GEMV = "decode_gemv"
+    DECODE_BATCHED_GEMV = "decode_batched_gemv"
     PREFILL_GEMM = "prefill_gemm"
     PREFILL_ATTENTION = "prefill_attention"
     DECODE_ATTENTION = "decode_attention"
@@ -54,7 +55,7 @@ ISSUE_FAMILIES: dict[str, tuple[Family, ...]] = {
     "RoPE/QK-norm": (Family.QK_NORM_ROPE_KV,),
     "SiLU-mul": (Family.SILU_MUL,),
     "embedding": (Family.EMBEDDING,),
-    "decode GEMV": (Family.DECODE_GEMV,),
+    "decode GEMV": (Family.DECODE_GEMV, Family.DECODE_BATCHED_GEMV),
     "prefill GEMM": (Family.PREFILL_GEMM,),
     "prefill attention": (Family.PREFILL_ATTENTION,),
     "paged decode attention": (Family.DECODE_ATTENTION,),
@@ -185,7 +186,9 @@ class Embedding:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Linear:
-    """y[m, n] = x[m, k] @ w[n, k].T; `prefill` puts it in the GEMM family."""
+    """y[m, n] = x[m, k] @ w[n, k].T; `prefill` puts it in the GEMM family, `batched` in
+    the family of the tensor-core decode GEMV (ops.matmul_batched), run whatever `linear`
+    would choose for m."""
 
     label: str
     m: int
@@ -193,11 +196,14 @@ class Linear:
     k: int
     out_f32: bool = False
     prefill: bool = False
+    batched: bool = False
     quick: bool = False
 
     @property
     def family(self) -> Family:
-        return Family.PREFILL_GEMM if self.prefill else Family.DECODE_GEMV
+        if self.prefill:
+            return Family.PREFILL_GEMM
+        return Family.DECODE_BATCHED_GEMV if self.batched else Family.DECODE_GEMV
 
     def bytes_moved(self) -> int:
         out = (F32 if self.out_f32 else BF16) * self.m * self.n
@@ -339,6 +345,9 @@ class TableScale:
     attention lengths and the decode attention histories."""
 
     decode_batches: tuple[int, ...] = (1, 32)
+    #: decode batches of the tensor-core batched GEMV rows (9..64 rows: 16 concurrent
+    #: streams, 32, and its largest batch)
+    batched_batches: tuple[int, ...] = (16, 32, 64)
     prefill_tokens: int = 2048
     attention_seqs: tuple[int, ...] = (256, 1024, 4096)
     histories: tuple[int, ...] = (512, 4096, 16384)
@@ -382,6 +391,12 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                           quick=name in ("qkv", "gate_up")) for name, n, k in _linears(m)]
         shapes.append(Linear(label=f"{m.name} lm_head b{b}", m=b, n=m.vocab, k=m.hidden,
                              out_f32=True, quick=b == first_batch))
+    for b in scale.batched_batches:
+        shapes += [Linear(label=f"{m.name} {name} b{b}", m=b, n=n, k=k, batched=True,
+                          quick=b == 32 and name in ("qkv", "gate_up"))
+                   for name, n, k in _linears(m)]
+        shapes.append(Linear(label=f"{m.name} lm_head b{b}", m=b, n=m.vocab, k=m.hidden,
+                             out_f32=True, batched=True))
     for small in small_models:
         shapes += [Linear(label=f"{small.name} {name} b1", m=1, n=n, k=k)
                    for name, n, k in _linears(small)]
