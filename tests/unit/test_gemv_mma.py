@@ -207,3 +207,12 @@ def test_fragment_index_model_computes_the_product(m: int, n: int, k: int) -> No
     got = model_gemv_mma(x, w)
     assert not np.isnan(got).any()
     np.testing.assert_allclose(got, x @ w.T, rtol=1e-12, atol=1e-12)
+
+
+def test_kernel_table_has_batched_rows_the_kernel_takes() -> None:
+    from atlas.bench import kernel_shapes as ks
+
+    rows = [s for s in ks.table_shapes() if s.family is ks.Family.DECODE_BATCHED_GEMV]
+    assert {s.m for s in rows} == {16, 32, 64}
+    assert any(s.out_f32 and s.n == 151936 for s in rows)
+    assert all(s.m <= matmul_batched.BATCHED_MAX_M and s.k % 8 == 0 for s in rows)
