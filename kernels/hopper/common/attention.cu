@@ -283,20 +283,47 @@ struct DecodeKv {
   uint4 k[kDecodeUnroll], v[kDecodeUnroll];
 };
 
-// Issue the loads of the keys base + u * key_groups + grp (u < kDecodeUnroll) below end;
-// the block-table reads of all u go out together, then all K/V reads.
+// The cache block ids of one iteration's keys (the block-table entries).
+struct DecodeBlocks {
+  int id[kDecodeUnroll];
+};
+
+// Key groups of a decode block (D / 8 lanes per key) and this thread's group.
+template <int D>
+__host__ __device__ constexpr int decode_key_groups() { return kWarps * (32 / (D / 8)); }
+
+template <int D>
+__device__ __forceinline__ int decode_key_group() {
+  return (threadIdx.x >> 5) * (32 / (D / 8)) + (threadIdx.x & 31) / (D / 8);
+}
+
+// Block-table entries of this lane's keys base + u * key_groups + grp (u < kDecodeUnroll);
+// keys at or past `limit` get 0 (never dereferenced: the K/V loads stop at the split's end).
+template <int D>
+__device__ __forceinline__ DecodeBlocks lookup_blocks(const int* __restrict__ table, int base,
+                                                      int limit, int grp, int block_size) {
+  DecodeBlocks blocks;
+#pragma unroll
+  for (int u = 0; u < kDecodeUnroll; ++u) {
+    const int p = base + u * decode_key_groups<D>() + grp;
+    blocks.id[u] = p < limit ? table[p / block_size] : 0;
+  }
+  return blocks;
+}
+
+// Issue the K and V loads of the same keys below end.
 template <int D>
 __device__ __forceinline__ DecodeKv load_kv_rows(
     const __nv_bfloat16* __restrict__ k_cache, const __nv_bfloat16* __restrict__ v_cache,
-    const int* __restrict__ table, int base, int end, int grp, int sub, int hkv, int kvh,
+    const DecodeBlocks& blocks, int base, int end, int grp, int sub, int hkv, int kvh,
     int block_size) {
-  constexpr int kKeyGroups = kWarps * (32 / (D / 8));
   DecodeKv kv;
 #pragma unroll
   for (int u = 0; u < kDecodeUnroll; ++u) {
-    const int p = base + u * kKeyGroups + grp;
+    const int p = base + u * decode_key_groups<D>() + grp;
     const bool ok = p < end;
-    const size_t off = ok ? cache_row(table, p, hkv, kvh, block_size, D) + sub * 8 : 0;
+    const size_t row = (static_cast<size_t>(blocks.id[u]) * hkv + kvh) * block_size + p % block_size;
+    const size_t off = ok ? row * D + sub * 8 : 0;
     kv.k[u] = ok ? __ldg(reinterpret_cast<const uint4*>(k_cache + off)) : make_uint4(0u, 0u, 0u, 0u);
     kv.v[u] = ok ? __ldg(reinterpret_cast<const uint4*>(v_cache + off)) : make_uint4(0u, 0u, 0u, 0u);
   }
@@ -307,23 +334,22 @@ __device__ __forceinline__ DecodeKv load_kv_rows(
 // of one kv head's group when it has <= kDecodeHeadsPerPass heads, so K/V are read once).
 // The next iteration's K/V rows are loaded before this one's are used (a register double
 // buffer), so a long split keeps one round trip in flight while it computes.
+// `first` holds the block-table entries of the split's first iteration.
 template <int D, int G>
 __device__ __forceinline__ void decode_attn_pass(int h0, int begin, int end,
-    const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
-    const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
-    float* __restrict__ part_o, float* __restrict__ part_ml, int hq, int hkv, int block_size,
-    int max_blocks, int num_splits, float scale, DecodeScratch& red) {
+    const DecodeBlocks& first, const __nv_bfloat16* __restrict__ q,
+    const __nv_bfloat16* __restrict__ k_cache, const __nv_bfloat16* __restrict__ v_cache,
+    const int* __restrict__ table, float* __restrict__ part_o, float* __restrict__ part_ml,
+    int hq, int hkv, int block_size, int num_splits, float scale, DecodeScratch& red) {
   constexpr int kLanesPerKey = D / 8;
-  constexpr int kKeysPerWarp = 32 / kLanesPerKey;
-  constexpr int kKeyGroups = kWarps * kKeysPerWarp;
+  constexpr int kKeyGroups = decode_key_groups<D>();
   constexpr int kStep = kKeyGroups * kDecodeUnroll;
   const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int sub = lane % kLanesPerKey;  // this lane's 8 elements of head_dim
-  const int grp = warp * kKeysPerWarp + lane / kLanesPerKey;
-  const int* table = block_tables + static_cast<size_t>(b) * max_blocks;
+  const int grp = decode_key_group<D>();
 
-  DecodeKv cur = load_kv_rows<D>(k_cache, v_cache, table, begin, end, grp, sub, hkv, kvh,
+  DecodeKv cur = load_kv_rows<D>(k_cache, v_cache, first, begin, end, grp, sub, hkv, kvh,
                                  block_size);
   float qf[G][8];
   const float scale_log2 = scale * kLog2e;
@@ -344,8 +370,9 @@ __device__ __forceinline__ void decode_attn_pass(int h0, int begin, int end,
   }
 
   for (int base = begin; base < end; base += kStep) {  // uniform trip count: shuffles are safe
-    const DecodeKv next = load_kv_rows<D>(k_cache, v_cache, table, base + kStep, end, grp, sub,
-                                          hkv, kvh, block_size);
+    const DecodeKv next = load_kv_rows<D>(
+        k_cache, v_cache, lookup_blocks<D>(table, base + kStep, end, grp, block_size),
+        base + kStep, end, grp, sub, hkv, kvh, block_size);
     float s[kDecodeUnroll][G];
 #pragma unroll
     for (int u = 0; u < kDecodeUnroll; ++u) {
@@ -441,23 +468,37 @@ __device__ __forceinline__ void decode_attn_pass(int h0, int begin, int end,
   __syncthreads();  // `red` is reused by the next pass
 }
 
-// The group's q heads in passes of up to kDecodeHeadsPerPass (later passes re-read the
-// split's K/V, normally from L2). Keeps registers at the 4-head level for every group size.
+// This block's split of sequence blockIdx.z, then the group's q heads in passes of up to
+// kDecodeHeadsPerPass (later passes re-read the split's K/V, normally from L2). Keeps
+// registers at the 4-head level for every group size.
 template <int D>
 __device__ __forceinline__ void decode_attn(
-    int begin, int end, const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
-    const __nv_bfloat16* v_cache, const int* block_tables, float* part_o, float* part_ml,
-    int hq, int hkv, int block_size, int max_blocks, int num_splits, float scale,
-    DecodeScratch& red) {
+    const __nv_bfloat16* q, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
+    const int* block_tables, const int* kv_lens, float* part_o, float* part_ml, int hq,
+    int hkv, int block_size, int max_blocks, int num_splits, float scale, DecodeScratch& red) {
+  const int grp = decode_key_group<D>();
+  const int* table = block_tables + static_cast<size_t>(blockIdx.z) * max_blocks;
+  // The first iteration's table entries are requested together with kv_len, guessing the
+  // minimum chunk (right for every context up to num_splits * kMinKeysPerSplit keys, the
+  // latency-bound ones); a longer context's splits start elsewhere and look them up again.
+  const int guess = static_cast<int>(blockIdx.x) * kMinKeysPerSplit;
+  DecodeBlocks first = lookup_blocks<D>(table, guess, max_blocks * block_size, grp, block_size);
+  const int kv_len = kv_lens[blockIdx.z];
+  const int chunk = decode_chunk(kv_len, num_splits);
+  const int begin = static_cast<int>(blockIdx.x) * chunk;
+  if (begin >= kv_len) return;  // an inactive split: the combine never reads its partials
+  const int end = min(begin + chunk, kv_len);
+  if (begin != guess) first = lookup_blocks<D>(table, begin, end, grp, block_size);
+
   const int group = hq / hkv;
-  for (int first = 0; first < group; first += kDecodeHeadsPerPass) {
-    const int h0 = blockIdx.y * group + first;
-#define ATLAS_DECODE_PASS(G)                                                                \
-  case G:                                                                                   \
-    decode_attn_pass<D, G>(h0, begin, end, q, k_cache, v_cache, block_tables, part_o,       \
-                           part_ml, hq, hkv, block_size, max_blocks, num_splits, scale, red); \
+  for (int lead = 0; lead < group; lead += kDecodeHeadsPerPass) {
+    const int h0 = blockIdx.y * group + lead;
+#define ATLAS_DECODE_PASS(G)                                                                 \
+  case G:                                                                                    \
+    decode_attn_pass<D, G>(h0, begin, end, first, q, k_cache, v_cache, table, part_o,        \
+                           part_ml, hq, hkv, block_size, num_splits, scale, red);            \
     break;
-    switch (min(group - first, kDecodeHeadsPerPass)) {
+    switch (min(group - lead, kDecodeHeadsPerPass)) {
       ATLAS_DECODE_PASS(1)
       ATLAS_DECODE_PASS(2)
       ATLAS_DECODE_PASS(3)
@@ -522,27 +563,24 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
     __trap();  // ops/attention.py HEAD_DIMS
 }
 
-// Three blocks per SM: the double-buffered K/V rows fit in the <= 168 registers this allows
-// without spills (162 on sm_90a), and a large batch keeps 12 warps of loads per SM in flight.
-extern "C" __global__ void __launch_bounds__(kThreads, 3)
+// Two blocks per SM, as model.step_inputs.decode_splits sizes the grid (2 blocks per SM of
+// work): the double-buffered K/V rows and the early block-table reads need ~210 registers
+// (a 168 cap for 3 blocks spills), and 2 blocks x 128 lanes x 8 loads of 16 bytes in
+// flight (32 KB per SM) cover the H200's bandwidth-latency product (~30 KB per SM).
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
     decode_attn_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
                      const __nv_bfloat16* v_cache, const int* block_tables, const int* kv_lens,
                      float* part_o, float* part_ml, uint32_t num_seqs, uint32_t hq, uint32_t hkv,
                      uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
                      uint32_t num_splits, float scale) {
   __shared__ DecodeScratch red;
-  atlas::pdl_enter();  // q, kv_lens and the cache come from the kernels before this one
+  atlas::pdl_enter();  // q, kv_lens, the tables and the cache come from earlier work
   const int ns = static_cast<int>(num_splits);
-  const int kv_len = kv_lens[blockIdx.z];
-  const int chunk = decode_chunk(kv_len, ns);
-  const int begin = static_cast<int>(blockIdx.x) * chunk;
-  if (begin >= kv_len) return;  // an inactive split: the combine never reads its partials
-  const int end = min(begin + chunk, kv_len);
   if (head_dim == 128)
-    decode_attn<128>(begin, end, q, k_cache, v_cache, block_tables, part_o, part_ml, hq, hkv,
+    decode_attn<128>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
                      block_size, max_blocks, ns, scale, red);
   else if (head_dim == 64)
-    decode_attn<64>(begin, end, q, k_cache, v_cache, block_tables, part_o, part_ml, hq, hkv,
+    decode_attn<64>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
                     block_size, max_blocks, ns, scale, red);
   else
     __trap();  // ops/attention.py HEAD_DIMS
