@@ -215,4 +215,5 @@ def test_kernel_table_has_batched_rows_the_kernel_takes() -> None:
     rows = [s for s in ks.table_shapes() if s.family is ks.Family.DECODE_BATCHED_GEMV]
     assert {s.m for s in rows} == {16, 32, 64}
     assert any(s.out_f32 and s.n == 151936 for s in rows)
+    assert any(s.n == 1024 and s.k == 3072 for s in rows)  # Qwen3-0.6B down: 32 blocks
     assert all(s.m <= matmul_batched.BATCHED_MAX_M and s.k % 8 == 0 for s in rows)

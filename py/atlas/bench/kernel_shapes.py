@@ -400,6 +400,9 @@ def table_shapes(m: ModelDims = QWEN3_8B,
     for small in small_models:
         shapes += [Linear(label=f"{small.name} {name} b1", m=1, n=n, k=k)
                    for name, n, k in _linears(small)]
+        # small N (o_proj, down) gives the batched GEMV few 32-row blocks: measured, not assumed
+        shapes += [Linear(label=f"{small.name} {name} b32", m=32, n=n, k=k, batched=True)
+                   for name, n, k in _linears(small)]
         shapes.append(Linear(label=f"{small.name} lm_head b1", m=1, n=small.vocab,
                              k=small.hidden, out_f32=True))
     shapes += [Linear(label=f"{m.name} {name} prefill {scale.prefill_tokens}",
