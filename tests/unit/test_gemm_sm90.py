@@ -180,3 +180,32 @@ def test_copies_cover_each_stage_once() -> None:
         offsets = _swizzle128(i // 8, i % 8).ravel()
         assert sorted(offsets) == list(range(0, rows * 128, 16))
 
+
+
+class _HopperMock(_Sm90Mock):
+    """A mock whose PTX set also has the tensor-core batched GEMV (a hopper leaf)."""
+
+    @property
+    def module_names(self) -> list[str]:
+        return ["gemm", "gemm_sm90", "gemv", "gemv_mma"]
+
+
+@pytest.mark.parametrize("m, module", [(8, "gemv"), (9, "gemv_mma"), (64, "gemv_mma"),
+                                       (65, "gemm")])
+def test_linear_sends_decode_batches_to_the_batched_gemv(m: int, module: str) -> None:
+    assert _launch(_HopperMock(), m, 4096, 4096).module == module
+
+
+def test_batched_gemv_switch_and_absence_fall_back_to_the_gemm(monkeypatch) -> None:
+    assert _launch(_Sm90Mock(), 32, 4096, 4096).module == "gemm"  # no gemv_mma module
+    monkeypatch.setattr(matmul, "BATCHED_GEMV_ENABLED", False)
+    assert _launch(_HopperMock(), 32, 4096, 4096).module == "gemm"
+
+
+def test_env_switch_reads_zero_and_one(monkeypatch) -> None:
+    monkeypatch.setenv("ATLAS_X", "0")
+    assert matmul.env_switch("ATLAS_X", True) is False
+    monkeypatch.setenv("ATLAS_X", "1")
+    assert matmul.env_switch("ATLAS_X", False) is True
+    monkeypatch.delenv("ATLAS_X")
+    assert matmul.env_switch("ATLAS_X", True) is True

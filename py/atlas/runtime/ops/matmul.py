@@ -1,10 +1,12 @@
 """Launch builders for the matrix products y[m, n] = sum_k x[m, k] * w[n, k].
 
 `linear` owns the dispatch rule: up to GEMV_MAX_M rows stream the weights once through the
-GEMV (memory-bound decode; one row takes the leaner single-row entry point); more rows go
-to the tensor-core GEMM: the Hopper wgmma kernel (gemm_sm90) where the loaded PTX set has it
-and its 128x256 tiles give at least GEMM_SM90_MIN_BLOCKS blocks (prefill), else the mma.sync
-kernel, with the skinny 64x32 tile whenever the 128x128 tile would leave SMs idle.
+GEMV (memory-bound decode; one row takes the leaner single-row entry point); decode batches
+up to BATCHED_MAX_M rows take the tensor-core batched GEMV (gemv_mma) where the PTX set has
+it; more rows go to the tensor-core GEMM: the Hopper wgmma kernel (gemm_sm90) where the
+loaded PTX set has it and its 128x256 tiles give at least GEMM_SM90_MIN_BLOCKS blocks
+(prefill), else the mma.sync kernel, with the skinny 64x32 tile whenever the 128x128 tile
+would leave SMs idle. ATLAS_GEMM_SM90=0 / ATLAS_BATCHED_GEMV=0 switch the new paths off.
 `linear_silu` is the MLP down projection with the SwiGLU activation fused into the GEMV's x
 load (one launch and no activation buffer for decode batches of up to 8); for more rows it
 runs silu_mul into a caller-provided scratch buffer, then `linear`. The geometry constants
@@ -13,12 +15,16 @@ here mirror the compile-time constants of kernels/hopper/common/{gemv,gemm,gemm_
 
 from __future__ import annotations
 
+import os
+
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GEMM_SM90,
                           GEMM_SM90_F32OUT, GEMV, GEMV_F32OUT, GEMV_SILU, GEMV_SILU_SINGLE,
                           GEMV_SINGLE, GEMV_SINGLE_F32OUT)
 from . import KernelCache
 from .activation import silu_mul
+from .matmul_batched import BATCHED_MAX_M, batched_gemv
+from .matmul_batched import available as batched_available
 
 #: the GEMV keeps M accumulators per weight row in registers; more rows go to the GEMM
 GEMV_MAX_M = 8
@@ -33,10 +39,18 @@ GEMM_SKINNY_TILE = (64, 32, 128)
 #: a grid of fewer 128x128 tiles than this leaves SMs of an H100/H200 (132 SMs) idle
 GEMM_FILL_BLOCKS = 132
 
-#: Route GEMMs to the wgmma kernel where the PTX set has the gemm_sm90 module. The one
-#: switch: off until tools/gpu/check_kernels.py has passed the gemm_sm90 cases on an H200
-#: (the kernel was written without a GPU); with it off, gemm_sm90 runs only when asked for.
-GEMM_SM90_ENABLED = False
+def env_switch(name: str, default: bool) -> bool:
+    """A kernel-path switch the environment may override (NAME=0 or 1), for A/B runs."""
+    value = os.environ.get(name, "").strip().lower()
+    return default if not value else value not in ("0", "false", "off", "no")
+
+
+#: Route GEMMs to the wgmma kernel where the PTX set has the gemm_sm90 module
+#: (ATLAS_GEMM_SM90=0 keeps every GEMM on the mma.sync kernel).
+GEMM_SM90_ENABLED = env_switch("ATLAS_GEMM_SM90", True)
+#: Route decode batches of GEMV_MAX_M < m <= BATCHED_MAX_M rows to the tensor-core batched
+#: GEMV where the PTX set has the gemv_mma module (ATLAS_BATCHED_GEMV=0: the skinny GEMM).
+BATCHED_GEMV_ENABLED = env_switch("ATLAS_BATCHED_GEMV", True)
 #: (rows, cols, threads) of the wgmma tile and its dynamic shared memory: 4 stages of a
 #: [128][64] A and a [256][64] W bf16 tile, plus 1 KiB to align the base (gemm_sm90.cu)
 GEMM_SM90_TILE = (128, 256, 256)
@@ -151,9 +165,12 @@ def gemm(kc: KernelCache, stream: Stream, a: DevicePtr, w: DevicePtr, c: DeviceP
 
 def linear(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr, m: int,
            n: int, k: int, out_f32: bool = False) -> None:
-    """y[m, n] = x[m, k] @ w[n, k].T (bf16 in; bf16 or f32 out), choosing GEMV or GEMM."""
+    """y[m, n] = x[m, k] @ w[n, k].T (bf16 in; bf16 or f32 out), choosing GEMV, batched
+    GEMV or GEMM."""
     if m <= GEMV_MAX_M:
         gemv(kc, stream, x, w, y, m, n, k, out_f32)
+    elif BATCHED_GEMV_ENABLED and m <= BATCHED_MAX_M and batched_available(kc):
+        batched_gemv(kc, stream, x, w, y, m, n, k, out_f32)
     else:
         gemm(kc, stream, x, w, y, m, n, k, out_f32)
 
