@@ -8,7 +8,9 @@
    inside kernels/.
 2. Compile: every module of every leaf compiles for its leaf's arch with its leaf's flags
    (the real build, so kernels/gb10/common is compiled for sm_121 through the gb10 leaves).
-3. Spills: each distinct PTX is assembled to SASS (`nvcc -cubin -Xptxas -v`) and every
+3. PDL: every entry point of every module executes `griddepcontrol.wait` (atlas::pdl_wait);
+   one that does not is launched fully serialized and breaks the decode graph's overlap.
+4. Spills: each distinct PTX is assembled to SASS (`nvcc -cubin -Xptxas -v`) and every
    function that spills registers is listed. Spills are reported, not failed, unless
    --strict: whether a spill matters depends on the kernel, and a reviewer decides.
 
@@ -30,6 +32,7 @@ sys.path.insert(0, str(REPO_ROOT / "py"))
 
 from atlas.kernels.build import build_sets, default_jobs  # noqa: E402
 from atlas.kernels.compiler import CompilerError  # noqa: E402
+from atlas.kernels.ptx_entries import entries_without_pdl  # noqa: E402
 from atlas.kernels.ptxset import PtxSet  # noqa: E402
 from atlas.kernels.registry import DEFAULT_BUILD_DIR  # noqa: E402
 from atlas.kernels.structure import Spill, check_tree, parse_ptxas_spills  # noqa: E402
@@ -78,6 +81,13 @@ def spill_report(sets: list[PtxSet], jobs: int) -> list[str]:
     return sorted(lines)
 
 
+def pdl_report(sets: list[PtxSet]) -> list[str]:
+    """`target:module.entry` for every entry point that never waits on its dependency."""
+    return sorted(f"{ptx_set.target}:{module.name}.{entry}"
+                  for ptx_set in sets for module in ptx_set.modules.values()
+                  for entry in entries_without_pdl(module.ptx))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--strict", action="store_true", help="fail on register spills too")
@@ -104,6 +114,12 @@ def main() -> int:
     modules = sum(len(s.modules) for s in sets)
     print(f"compile: {len(sets)} leaf/leaves, {modules} module(s) built, "
           f"{len(failures)} leaf/leaves failed")
+
+    no_pdl = pdl_report(sets)
+    for line in no_pdl:
+        print(f"FAIL pdl {line}: no griddepcontrol.wait (call atlas::pdl_enter() first)")
+    print(f"pdl: {len(no_pdl)} entry point(s) without a programmatic-dependency wait")
+    failed |= bool(no_pdl)
 
     spills = spill_report(sets, args.jobs)
     for line in spills:
