@@ -124,7 +124,8 @@ def compare_to_reference(case: KernelCase, got: dict[str, np.ndarray],
                 continue
             diff = np.abs(gf - rf)
             err = float(diff.max()) if diff.size else 0.0
-            floor = REFERENCE_SCALE_FLOOR * (float(np.abs(rf).max()) if rf.size else 0.0)
+            floor = (REFERENCE_SCALE_FLOOR * (float(np.abs(rf).max()) if rf.size else 0.0)
+                     + case.reference_abs_tol)
             if spec.precision is DType.BF16:
                 tol = REFERENCE_BF16_ULPS * bf16_ulp(np.maximum(np.abs(gf), np.abs(rf))) + floor
             else:

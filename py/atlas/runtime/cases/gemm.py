@@ -56,7 +56,7 @@ def gemm_cases(rng: np.random.Generator) -> list[KernelCase]:
         tile = {None: "auto", True: "skinny", False: "128x128"}[skinny]
         launch = partial(matmul.gemm, skinny=skinny, sm90=False)
         cases.append(linear_case(rng, f"gemm {tile} m{m} n{n} k{k}{' f32' if f32 else ''}",
-                                 "gemm", m, n, k, f32, launch))
+                                 "gemm", m, n, k, f32, launch, tensor_core=True))
     return cases
 
 
@@ -64,5 +64,5 @@ def gemm_cases(rng: np.random.Generator) -> list[KernelCase]:
 def gemm_sm90_cases(rng: np.random.Generator) -> list[KernelCase]:
     launch = partial(matmul.gemm, sm90=True)
     return [linear_case(rng, f"gemm_sm90 m{m} n{n} k{k}{' f32' if f32 else ''}", "gemm_sm90",
-                        m, n, k, f32, launch)
+                        m, n, k, f32, launch, tensor_core=True)
             for m, n, k, f32 in GEMM_SM90_SHAPES]

@@ -34,5 +34,5 @@ GEMV_MMA_SHAPES = [
 @kernel_cases("gemv_mma")
 def gemv_mma_cases(rng: np.random.Generator) -> list[KernelCase]:
     return [linear_case(rng, f"gemv_mma m{m} n{n} k{k}{' f32' if f32 else ''}", "gemv_mma", m,
-                        n, k, f32, matmul_batched.batched_gemv)
+                        n, k, f32, matmul_batched.batched_gemv, tensor_core=True)
             for m, n, k, f32 in GEMV_MMA_SHAPES]
