@@ -209,3 +209,12 @@ def test_env_switch_reads_zero_and_one(monkeypatch) -> None:
     assert matmul.env_switch("ATLAS_X", False) is True
     monkeypatch.delenv("ATLAS_X")
     assert matmul.env_switch("ATLAS_X", True) is True
+
+
+def test_batched_gemv_min_m_moves_small_batches_off_the_cuda_core_gemv(monkeypatch) -> None:
+    monkeypatch.setattr(matmul, "BATCHED_GEMV_MIN_M", 5)
+    kc = KernelCache(_HopperMock())
+    assert [matmul.linear_route(kc, m, 4096) for m in (1, 4, 5, 8, 64, 65)] == [
+        "gemv", "gemv", "gemv_mma", "gemv_mma", "gemv_mma", "gemm"]
+    assert matmul.linear_route(KernelCache(_Sm90Mock()), 5, 4096) == "gemv"  # no gemv_mma
+    assert _launch(_HopperMock(), 6, 4096, 4096).module == "gemv_mma"

@@ -374,9 +374,7 @@ def linear_case(env: Env, s: Any) -> Case:
     if s.batched:
         note = "ours: gemv_mma (ops.matmul_batched.batched_gemv, forced)"
     else:
-        kernel = ("gemv" if m <= matmul.GEMV_MAX_M
-                  else "gemm_sm90" if matmul.gemm_uses_sm90(env.kc, m, n) else "gemm")
-        note = f"ours: {kernel} (ops.matmul.linear's choice for m={m})"
+        note = f"ours: {matmul.linear_route(env.kc, m, n)} (ops.matmul.linear's choice for m={m})"
     return Case(s, make, ours, [variant], lambda o, t, r: [("y", o["y"], r)], outputs=("y",),
                 note=note)
 

@@ -51,6 +51,11 @@ GEMM_SM90_ENABLED = env_switch("ATLAS_GEMM_SM90", True)
 #: Route decode batches of GEMV_MAX_M < m <= BATCHED_MAX_M rows to the tensor-core batched
 #: GEMV where the PTX set has the gemv_mma module (ATLAS_BATCHED_GEMV=0: the skinny GEMM).
 BATCHED_GEMV_ENABLED = env_switch("ATLAS_BATCHED_GEMV", True)
+#: fewest rows routed to the batched GEMV where it is available: the CUDA-core GEMV keeps
+#: up to GEMV_MAX_M rows in registers but becomes FMA-bound before that (measured H200
+#: 8B decode: 8 rows 8.0 ms/step vs 32 rows through gemv_mma 8.5 ms); override with
+#: ATLAS_BATCHED_GEMV_MIN_M for A/B runs
+BATCHED_GEMV_MIN_M = int(os.environ.get("ATLAS_BATCHED_GEMV_MIN_M", "") or GEMV_MAX_M + 1)
 #: (rows, cols, threads) of the wgmma tile and its dynamic shared memory: 4 stages of a
 #: [128][64] A and a [256][64] W bf16 tile, plus 1 KiB to align the base (gemm_sm90.cu)
 GEMM_SM90_TILE = (128, 256, 256)
@@ -165,14 +170,27 @@ def gemm(kc: KernelCache, stream: Stream, a: DevicePtr, w: DevicePtr, c: DeviceP
 
 def linear(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr, m: int,
            n: int, k: int, out_f32: bool = False) -> None:
-    """y[m, n] = x[m, k] @ w[n, k].T (bf16 in; bf16 or f32 out), choosing GEMV, batched
-    GEMV or GEMM."""
-    if m <= GEMV_MAX_M:
+    """y[m, n] = x[m, k] @ w[n, k].T (bf16 in; bf16 or f32 out), on the kernel
+    `linear_route` names."""
+    route = linear_route(kc, m, n)
+    if route == "gemv":
         gemv(kc, stream, x, w, y, m, n, k, out_f32)
-    elif BATCHED_GEMV_ENABLED and m <= BATCHED_MAX_M and batched_available(kc):
+    elif route == "gemv_mma":
         batched_gemv(kc, stream, x, w, y, m, n, k, out_f32)
     else:
-        gemm(kc, stream, x, w, y, m, n, k, out_f32)
+        gemm(kc, stream, x, w, y, m, n, k, out_f32, sm90=route == "gemm_sm90")
+
+
+def linear_route(kc: KernelCache, m: int, n: int) -> str:
+    """The module `linear` runs an m-row product with n outputs on: "gemv", "gemv_mma",
+    "gemm_sm90" or "gemm" (the dispatch rule in one place, for the benchmarks' labels too)."""
+    batched = (BATCHED_GEMV_ENABLED and BATCHED_GEMV_MIN_M <= m <= BATCHED_MAX_M
+               and batched_available(kc))
+    if m <= GEMV_MAX_M and not batched:
+        return "gemv"
+    if batched:
+        return "gemv_mma"
+    return "gemm_sm90" if gemm_uses_sm90(kc, m, n) else "gemm"
 
 
 #: Largest k the fused SwiGLU GEMV is used for. Measured on the H200 (batch-1 decode graph,
@@ -191,7 +209,7 @@ def linear_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePt
     the caller owns it so that its address is graph-stable) and then `linear`; scratch is
     required only then.
     """
-    if m <= GEMV_MAX_M and k <= FUSED_SILU_MAX_K:
+    if k <= FUSED_SILU_MAX_K and linear_route(kc, m, n) == "gemv":
         gemv_silu(kc, stream, gate_up, w, y, m, n, k)
         return
     if scratch is None:
