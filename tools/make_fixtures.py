@@ -282,8 +282,10 @@ def reference_controls(model: torch.nn.Module, golden: dict[str, np.ndarray]) ->
 # --------------------------------------------------------------------------------------
 
 
-def write_checkpoint(name: str, out: Path, device: torch.device, seed: int) -> None:
-    """config.json + safetensors (bf16) + golden.npz for one config into `out`."""
+def write_checkpoint(name: str, out: Path, device: torch.device, seed: int,
+                     golden: bool = True) -> None:
+    """config.json + safetensors (bf16) + golden.npz (unless golden=False: benchmarks need
+    only the weights) for one config into `out`."""
     out.mkdir(parents=True, exist_ok=True)
     config_path = out / "config.json"
     config_path.write_text(json.dumps(CONFIGS[name], indent=2, sort_keys=True) + "\n")
@@ -295,6 +297,9 @@ def write_checkpoint(name: str, out: Path, device: torch.device, seed: int) -> N
     model.save_pretrained(out, max_shard_size=MAX_SHARD_SIZE)
     config_path.write_text(json.dumps(CONFIGS[name], indent=2, sort_keys=True) + "\n")
     (out / "generation_config.json").unlink(missing_ok=True)
+    if not golden:
+        print(f"{name}: wrote {out} (weights only)", file=sys.stderr)
+        return
     print(f"{name}: computing goldens", file=sys.stderr)
     golden = make_golden(model, plan_for(name), seed)
     if not name.startswith("tiny-"):
@@ -312,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="output directory (default: tests/fixtures/<config>)")
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-golden", action="store_true",
+                        help="write the checkpoint only (for benchmarks), no transformers goldens")
     args = parser.parse_args(argv)
     if args.out is not None and args.config is None:
         parser.error("--out needs --config")
@@ -321,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         out = args.out or FIXTURES / name
         if out.exists() and name.startswith("tiny-") and args.out is None:
             shutil.rmtree(out)  # regenerate committed fixtures from scratch
-        write_checkpoint(name, out, device, args.seed)
+        write_checkpoint(name, out, device, args.seed, golden=not args.no_golden)
     return 0
 
 

@@ -105,9 +105,15 @@ stage_tiny_parity() {
 }
 
 # A random-weight checkpoint in a real config, with transformers goldens, made on this GPU.
+# Benchmark-only stages call it with "weights" (no goldens: faster on a fresh machine).
 make_checkpoint() {
-  local name="$1"
+  local name="$1" need="${2:-golden}"
   [ -f "$CKPT/$name/golden.npz" ] && return 0
+  if [ "$need" = weights ]; then
+    [ -f "$CKPT/$name/config.json" ] && ls "$CKPT/$name"/*.safetensors >/dev/null 2>&1 && return 0
+    "$PY" tools/make_fixtures.py --config "$name" --device cuda --out "$CKPT/$name" --no-golden
+    return
+  fi
   "$PY" tools/make_fixtures.py --config "$name" --device cuda --out "$CKPT/$name"
 }
 
@@ -125,7 +131,7 @@ model_stage() {
 stage_decode_bench() {
   local name rc=0
   for name in qwen3-0.6b qwen3-8b; do
-    make_checkpoint "$name" || return 1
+    make_checkpoint "$name" weights || return 1
     "$PY" tools/gpu/bench_decode.py --model "$CKPT/$name" --hf none \
       --out "$RESULTS/bench_decode_$name.json" || rc=1
   done
@@ -139,7 +145,7 @@ stage_qwen3_8b() { model_stage qwen3-8b "${ATLAS_8B_HF:-eager,compiled}"; }
 stage_decode_bench_nopdl() {
   local name rc=0
   for name in qwen3-0.6b qwen3-8b; do
-    make_checkpoint "$name" || return 1
+    make_checkpoint "$name" weights || return 1
     ATLAS_PDL=0 "$PY" tools/gpu/bench_decode.py --model "$CKPT/$name" --hf none \
       --out "$RESULTS/bench_decode_${name}_nopdl.json" || rc=1
   done
@@ -149,7 +155,7 @@ stage_decode_bench_nopdl() {
 stage_profile() {
   local name rc=0
   for name in qwen3-0.6b qwen3-8b; do
-    make_checkpoint "$name" || return 1
+    make_checkpoint "$name" weights || return 1
     "$PY" tools/gpu/profile_decode.py --model "$CKPT/$name" \
       --out "$RESULTS/profile_decode_$name.json" || rc=1
   done
@@ -162,7 +168,7 @@ stage_kernel_table() {
 
 # The 8B checkpoint served over HTTP; the Qwen3 tokenizer files travel in .device/qwen3-tok.
 stage_server_sweep() {
-  make_checkpoint qwen3-8b || return 1
+  make_checkpoint qwen3-8b weights || return 1
   cp "$REPO"/.device/qwen3-tok/tokenizer*.json "$CKPT/qwen3-8b/" || return 1
   bash tools/gpu/server_sweep.sh "$CKPT/qwen3-8b" "$RESULTS/server_sweep_qwen3-8b.json"
 }
@@ -170,7 +176,7 @@ stage_server_sweep() {
 # The contest-shaped `throughput` suite against the 8B server, at ATLAS_THROUGHPUT_LEVELS
 # (the whole 1..64 sweep takes ~10 min: split it over calls and merge the JSONs).
 stage_throughput() {
-  make_checkpoint qwen3-8b || return 1
+  make_checkpoint qwen3-8b weights || return 1
   cp "$REPO"/.device/qwen3-tok/tokenizer*.json "$CKPT/qwen3-8b/" || return 1
   local levels="${ATLAS_THROUGHPUT_LEVELS:-1,2,4,8,16,32,64}" weights=() c
   declare -A w=([1]=1 [2]=1 [4]=2 [8]=2 [16]=4 [32]=4 [64]=8)
@@ -180,8 +186,22 @@ stage_throughput() {
     "$RESULTS/throughput_qwen3-8b_c${levels//,/-}.json" none
 }
 
+# Decode batches 2..16 with the batched tensor-core GEMV from 2 rows vs the default routing
+# (CUDA-core GEMV up to 8 rows): where the crossover lies.
+stage_batched_min_m() {
+  local rc=0
+  make_checkpoint qwen3-8b weights || return 1
+  "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b" --hf none --batches 2,4,8,16 \
+    --prefill 512 --out "$RESULTS/bench_decode_qwen3-8b_routing_default.json" || rc=1
+  ATLAS_BATCHED_GEMV_MIN_M=2 "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b" \
+    --hf none --batches 2,4,8,16 --prefill 512 \
+    --out "$RESULTS/bench_decode_qwen3-8b_routing_min2.json" || rc=1
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity qwen3_0_6b
-        qwen3_8b decode_bench decode_bench_nopdl profile kernel_table server_sweep throughput)
+        qwen3_8b decode_bench decode_bench_nopdl batched_min_m profile kernel_table server_sweep
+        throughput)
 
 # ---- runner -------------------------------------------------------------------------------
 
