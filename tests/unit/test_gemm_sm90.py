@@ -190,7 +190,7 @@ class _HopperMock(_Sm90Mock):
         return ["gemm", "gemm_sm90", "gemv", "gemv_mma"]
 
 
-@pytest.mark.parametrize("m, module", [(8, "gemv"), (9, "gemv_mma"), (64, "gemv_mma"),
+@pytest.mark.parametrize("m, module", [(7, "gemv"), (8, "gemv_mma"), (64, "gemv_mma"),
                                        (65, "gemm")])
 def test_linear_sends_decode_batches_to_the_batched_gemv(m: int, module: str) -> None:
     assert _launch(_HopperMock(), m, 4096, 4096).module == module

@@ -52,10 +52,11 @@ GEMM_SM90_ENABLED = env_switch("ATLAS_GEMM_SM90", True)
 #: GEMV where the PTX set has the gemv_mma module (ATLAS_BATCHED_GEMV=0: the skinny GEMM).
 BATCHED_GEMV_ENABLED = env_switch("ATLAS_BATCHED_GEMV", True)
 #: fewest rows routed to the batched GEMV where it is available: the CUDA-core GEMV keeps
-#: up to GEMV_MAX_M rows in registers but becomes FMA-bound before that (measured H200
-#: 8B decode: 8 rows 8.0 ms/step vs 32 rows through gemv_mma 8.5 ms); override with
-#: ATLAS_BATCHED_GEMV_MIN_M for A/B runs
-BATCHED_GEMV_MIN_M = int(os.environ.get("ATLAS_BATCHED_GEMV_MIN_M", "") or GEMV_MAX_M + 1)
+#: up to GEMV_MAX_M rows in registers but is FMA-bound at 8. Measured on the H200 (Qwen3-8B
+#: decode, 2026-11-30, tools/gpu/run_suite.sh batched_min_m): batch 2 / 4 / 8 at 403.7 /
+#: 690.7 / 983.8 tok/s on the CUDA-core GEMV vs 324.0 / 623.3 / 1,217.0 on gemv_mma; 5..7
+#: not measured. ATLAS_BATCHED_GEMV_MIN_M overrides it for A/B runs.
+BATCHED_GEMV_MIN_M = int(os.environ.get("ATLAS_BATCHED_GEMV_MIN_M", "") or 8)
 #: (rows, cols, threads) of the wgmma tile and its dynamic shared memory: 4 stages of a
 #: [128][64] A and a [256][64] W bf16 tile, plus 1 KiB to align the base (gemm_sm90.cu)
 GEMM_SM90_TILE = (128, 256, 256)
