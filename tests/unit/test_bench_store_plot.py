@@ -14,7 +14,7 @@ from atlas.bench.client import RequestResult
 from atlas.bench.errors import BenchError
 from atlas.bench.plot import nice_ceiling, sweep_svg
 from atlas.bench.progress import ProgressBar
-from atlas.bench.provenance import git_state
+from atlas.bench.provenance import commit_label, git_state
 from atlas.bench.results import LevelStats, request_metrics
 from atlas.bench.store import RunStore, atlas_home
 from atlas.bench.workload_throughput import weighted_score
@@ -133,8 +133,16 @@ def test_progress_bar_into_a_file_writes_tenths():
     assert len(lines) == 11  # 0/10 .. 10/10 of the way, no line per request
 
 
-def test_provenance_outside_a_checkout(tmp_path):
+def test_provenance_outside_a_checkout(tmp_path, monkeypatch):
+    monkeypatch.delenv("ATLAS_COMMIT", raising=False)
     assert git_state(tmp_path) == (None, None)
+    assert commit_label(tmp_path) == "unknown"
+
+
+def test_atlas_commit_names_the_tree_when_set(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATLAS_COMMIT", "0123456789abcdef0123")
+    assert git_state(tmp_path) == ("0123456789abcdef0123", None)
+    assert commit_label(tmp_path) == "0123456789ab"
 
 
 def test_store_refuses_ids_that_are_not_one_path_component(tmp_path):

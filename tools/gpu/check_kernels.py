@@ -37,6 +37,7 @@ sys.path.insert(0, str(REPO / "py"))
 from atlas.core.dtype import DType  # noqa: E402
 from atlas.runtime.gpu import DevicePtr, GpuBackend, GpuError  # noqa: E402
 from atlas.runtime.host import HostBackend  # noqa: E402
+from atlas.bench.provenance import commit_label  # noqa: E402
 from atlas.runtime.kernel_check import (KernelCase, all_cases, as_float, compare,  # noqa: E402
                                         execute, host_dtype)
 
@@ -271,14 +272,7 @@ def graph_check(device: GpuBackend, cases: list[KernelCase], set_name: str) -> R
 # ---- reporting --------------------------------------------------------------------------
 
 def git_commit() -> str:
-    try:
-        sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, text=True,
-                             capture_output=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=REPO, text=True, capture_output=True).stdout.strip()
-        return sha + ("-dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    return commit_label(REPO)
 
 
 def nvidia_driver_version() -> str | None:
