@@ -1,7 +1,8 @@
 """The batched decode GEMV on tensor cores (gemv_mma): its reference and check cases, the
 launch builder's geometry and preconditions, and a numpy model of the kernel's fragment
 index math (lane loads -> mma.m16n8k16 operands per the PTX ISA layouts -> warp split of K
--> output scatter) checked against float64 x @ w.T. There is no GPU in CI; the device check
+-> output scatter, for 32- and 64-row blocks) checked against float64 x @ w.T, and the rule
+by which the kernel recovers the host's row choice from the grid. There is no GPU in CI; the device check
 of the kernel itself is tools/gpu/check_kernels.py over the same cases."""
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ from atlas.runtime.ops import KernelCache, matmul_batched
 from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
 
 SOURCE = Path(__file__).resolve().parents[2] / "kernels/hopper/common/gemv_mma.cu"
-CASES = gemv_mma_case_defs.gemv_mma_cases(np.random.default_rng(64))
+#: the host reference of the small shapes (the wide cases' 10..50M-element inputs would take
+#: seconds to draw and multiply here, and exercise nothing the small ones do not on the host)
+CASES = [gemv_mma_case_defs.gemv_mma_case(np.random.default_rng(64), *shape)
+         for shape in gemv_mma_case_defs.GEMV_MMA_SHAPES if shape[1] * shape[2] <= 2 ** 21]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -33,10 +37,18 @@ def test_reference_matches_oracle(case) -> None:
 def test_cases_cover_the_layout_edges() -> None:
     shapes = gemv_mma_case_defs.GEMV_MMA_SHAPES
     assert {c.module for c in CASES} == {"gemv_mma"}
+    assert len(CASES) >= 10
     assert {9, 16, 17, 33, 64} <= {m for m, _, _, _ in shapes}
     assert any(n % 32 == 16 for _, n, _, _ in shapes)  # n = 16 * odd
     assert any(k % 32 for _, _, k, _ in shapes)  # a partial k-step
     assert any(f32 for *_, f32 in shapes)
+    wide = [(m, n, k, f32) for m, n, k, f32 in shapes
+            if matmul_batched.rows_per_block(m, n) == matmul_batched.WIDE_ROWS]
+    assert {33, 48, 64} <= {m for m, *_ in wide}
+    assert {n % 64 // 16 for _, n, _, _ in wide} >= {0, 1}  # 1..3 A tiles wholly past n
+    assert any(k % 32 for _, _, k, _ in wide) and any(k >= 3072 for _, _, k, _ in wide)
+    assert any(k < 8 * 32 for _, _, k, _ in wide)  # warps without k-steps
+    assert any(f32 for *_, f32 in wide)
 
 
 def test_cuda_entry_points_declare_exactly_the_abi() -> None:
@@ -50,21 +62,52 @@ def _constant(name: str) -> int:
 
 def test_launch_constants_match_the_kernel() -> None:
     assert matmul_batched.BATCHED_THREADS == 32 * _constant("kWarps")
-    assert matmul_batched.BATCHED_ROWS_PER_BLOCK == 16 * _constant("kTilesPerBlock")
+    assert matmul_batched.NARROW_ROWS == 16 * _constant("kNarrowTiles")
+    assert matmul_batched.WIDE_ROWS == 16 * _constant("kWideTiles")
     assert matmul_batched.BATCHED_MAX_M == 8 * _constant("kMaxBTiles")
     assert matmul_batched.BATCHED_MAX_STAGES == _constant("kMaxStages")
     assert matmul_batched.BATCHED_RING_BUDGET == _constant("kRingBudget")
 
 
-@pytest.mark.parametrize("m, stages", [(1, 8), (9, 8), (16, 8), (17, 6), (32, 6), (33, 5),
-                                       (41, 4), (64, 4)])
-def test_ring_bytes(m: int, stages: int) -> None:
-    """8 warps x stages x (4 weight + ceil(m / 8) x chunks) x 32 lanes x 16 bytes, with as
-    many stages (<= 8) as fit in 192 KiB; the opt-in covers every m and Hopper's 227 KiB."""
-    stage = (4 + -(-m // 8)) * 512
-    assert matmul_batched.ring_bytes(m) == 8 * stages * stage <= 192 * 1024
+@pytest.mark.parametrize("m, rows, stages", [
+    (1, 32, 8), (9, 32, 8), (16, 32, 8), (17, 32, 6), (32, 32, 6), (33, 32, 5), (41, 32, 4),
+    (64, 32, 4), (17, 64, 4), (32, 64, 4), (33, 64, 3), (64, 64, 3), (1, 64, 5)])
+def test_ring_bytes(m: int, rows: int, stages: int) -> None:
+    """8 warps x stages x (rows / 8 weight + ceil(m / 8) x chunks) x 32 lanes x 16 bytes,
+    with as many stages (<= 8) as fit in 192 KiB; the opt-in covers every launch and
+    Hopper's 227 KiB."""
+    stage = (rows // 8 + -(-m // 8)) * 512
+    assert matmul_batched.ring_bytes(m, rows) == 8 * stages * stage <= 192 * 1024
     assert 8 * (stages + 1) * stage > 192 * 1024 or stages == 8
-    assert matmul_batched.ring_bytes(m) <= matmul_batched.BATCHED_MAX_SHARED <= 227 * 1024
+    assert matmul_batched.ring_bytes(m, rows) <= matmul_batched.BATCHED_MAX_SHARED <= 227 * 1024
+
+
+@pytest.mark.parametrize("m, n, rows", [
+    (16, 6144, 32),     # m <= 16 keeps the narrow blocks
+    (17, 6144, 64),     # qkv: 192 narrow blocks are two waves of 132, 96 wide ones one
+    (32, 6144, 64),
+    (64, 6144, 64),
+    (32, 24576, 64),    # gate_up: 6 narrow waves x (32 + 32) rows > 3 wide x (64 + 32)
+    (64, 151936, 64),   # lm_head
+    (64, 4096, 32),     # down: 128 narrow blocks are one wave; wide would idle 68 SMs
+    (32, 4096, 32),
+    (64, 1024, 32),     # Qwen3-0.6B down: one wave either way
+    (64, 64, 32),       # n <= 64: the grid could not tell the variants apart
+    (64, 4224, 32),     # exactly one narrow wave
+    (64, 4225, 64),
+])
+def test_rows_per_block(m: int, n: int, rows: int) -> None:
+    assert matmul_batched.rows_per_block(m, n) == rows
+
+
+def test_kernel_recovers_the_row_choice_from_the_grid() -> None:
+    """gemv_mma.cu dispatch: 32-row blocks iff gridDim.x * 32 >= n; the blocks cover n."""
+    for m in (1, 16, 17, 33, 64):
+        for n in [*range(1, 300), 4224, 4225, 6144, 151936]:
+            rows = matmul_batched.rows_per_block(m, n)
+            grid = -(-n // rows)
+            assert (grid * 32 >= n) == (rows == 32), (m, n)
+            assert grid * rows >= n > (grid - 1) * rows
 
 
 # ---- launch builder ----------------------------------------------------------------------
@@ -93,17 +136,19 @@ def _launch(m: int, n: int, k: int, out_f32: bool = False, offset: int = 0):
     return record, (x, w, y)
 
 
-@pytest.mark.parametrize("m, n, k, f32, func, grid", [
-    (32, 4096, 4096, False, "gemv_mma_bf16", 128),
-    (9, 151936, 4096, True, "gemv_mma_bf16_f32", 4748),
-    (64, 48, 16, False, "gemv_mma_bf16", 2),
-    (1, 33, 8, True, "gemv_mma_bf16_f32", 2),
+@pytest.mark.parametrize("m, n, k, f32, func, grid, rows", [
+    (32, 4096, 4096, False, "gemv_mma_bf16", 128, 32),
+    (9, 151936, 4096, True, "gemv_mma_bf16_f32", 4748, 32),
+    (64, 151936, 4096, True, "gemv_mma_bf16_f32", 2374, 64),
+    (48, 6144, 4096, False, "gemv_mma_bf16", 96, 64),
+    (64, 48, 16, False, "gemv_mma_bf16", 2, 32),
+    (1, 33, 8, True, "gemv_mma_bf16_f32", 2, 32),
 ])
-def test_geometry_and_entry_point(m, n, k, f32, func, grid) -> None:
+def test_geometry_and_entry_point(m, n, k, f32, func, grid, rows) -> None:
     record, (x, w, y) = _launch(m, n, k, f32)
     assert (record.module, record.func) == ("gemv_mma", func)
     assert record.grid == (grid, 1, 1) and record.block == (256, 1, 1)
-    assert record.shared == matmul_batched.ring_bytes(m)
+    assert record.shared == matmul_batched.ring_bytes(m, rows)
     assert record.args == {"x": x, "w": w, "y": y, "m": m, "n": n, "k": k}
 
 
@@ -123,6 +168,7 @@ def test_shared_memory_opt_in_happens_once_per_entry_point() -> None:
         matmul_batched.batched_gemv(kc, 0, x, w, y, m, 512, 1024, f32)
     assert [r.shared for r in dev.drain_launches()] == [
         matmul_batched.ring_bytes(m) for m in (9, 64, 33, 17)]
+    assert matmul_batched.BATCHED_MAX_SHARED == 192 * 1024
     assert dev.opt_ins == [("gemv_mma_bf16", matmul_batched.BATCHED_MAX_SHARED),
                            ("gemv_mma_bf16_f32", matmul_batched.BATCHED_MAX_SHARED)]
 
@@ -169,14 +215,17 @@ def _word(v: np.ndarray, i: int) -> np.ndarray:
     return v[:, 2 * i:2 * i + 2]
 
 
-def model_gemv_mma(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """y = x @ w.T computed the way gemv_mma.cu indexes it; unwritten outputs stay NaN."""
-    warps, tiles = _constant("kWarps"), _constant("kTilesPerBlock")
+def model_gemv_mma(x: np.ndarray, w: np.ndarray, grid: int) -> np.ndarray:
+    """y = x @ w.T computed the way gemv_mma.cu indexes it for a launch of `grid` blocks
+    (the row count per block follows from it, as in the kernel's dispatch); unwritten
+    outputs stay NaN."""
     (m, k), n = x.shape, w.shape[0]
+    warps = _constant("kWarps")
+    tiles = _constant("kNarrowTiles") if grid * 32 >= n else _constant("kWideTiles")
     kc = k // 8
     steps, btiles = -(-kc // 4), -(-m // 8)
     y = np.full((m, n), np.nan)
-    for row0 in range(0, n, 16 * tiles):
+    for row0 in range(0, 16 * tiles * grid, 16 * tiles):
         total = np.zeros((tiles, btiles, 32, 4))
         for warp in range(warps):
             for s in range(steps * warp // warps, steps * (warp + 1) // warps):
@@ -184,8 +233,8 @@ def model_gemv_mma(x: np.ndarray, w: np.ndarray) -> np.ndarray:
                 a = [[_chunks(w, np.minimum(row0 + 16 * t + 8 * h + G, n - 1), chunk)
                       for h in range(2)] for t in range(tiles)]
                 xv = [_chunks(x, np.minimum(8 * b + G, m - 1), chunk) for b in range(btiles)]
-                for j in range(2):
-                    for t in range(tiles):
+                for t in range(tiles):
+                    for j in range(2):
                         af = np.stack([_word(a[t][0], 2 * j), _word(a[t][1], 2 * j),
                                        _word(a[t][0], 2 * j + 1), _word(a[t][1], 2 * j + 1)], 1)
                         for b in range(btiles):
@@ -200,11 +249,13 @@ def model_gemv_mma(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return y
 
 
-@pytest.mark.parametrize("m, n, k", [(17, 48, 200), (9, 33, 16), (64, 80, 96), (24, 16, 264)])
-def test_fragment_index_model_computes_the_product(m: int, n: int, k: int) -> None:
+@pytest.mark.parametrize("m, n, k, rows", [
+    (17, 48, 200, 32), (9, 33, 16, 32), (64, 80, 96, 32), (24, 16, 264, 32),
+    (17, 76, 200, 64), (33, 200, 96, 64), (64, 144, 48, 64), (1, 65, 16, 64)])
+def test_fragment_index_model_computes_the_product(m: int, n: int, k: int, rows: int) -> None:
     rng = np.random.default_rng(m * n + k)
     x, w = rng.standard_normal((m, k)), rng.standard_normal((n, k))
-    got = model_gemv_mma(x, w)
+    got = model_gemv_mma(x, w, -(-n // rows))
     assert not np.isnan(got).any()
     np.testing.assert_allclose(got, x @ w.T, rtol=1e-12, atol=1e-12)
 

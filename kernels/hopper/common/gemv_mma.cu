@@ -15,46 +15,52 @@
 // depends on c only, so A and B see the same permutation of k, and every fragment is one
 // plain 16-byte load per lane (x is re-read by every block and stays in L2).
 //
-// A block owns kRowsPerBlock = 32 weight rows (two A tiles, so each activation fragment feeds
-// two MMAs and L2 traffic for x is m / 32 of the weight bytes) and splits K into kWarps
-// contiguous slices, one per warp. Loads go through a per-warp ring of kStages k-steps in
-// dynamic shared memory filled with cp.async (16 bytes per lane per fragment, L2 only), so
-// the bytes in flight are not bounded by registers: each lane reads back exactly the slots it
-// filled, so the ring needs no barrier, only cp.async.wait_group. The warps' partial sums are
-// reduced in a fixed pairwise tree through shared memory (bit reproducible, no atomics), then
-// written out coalesced and rounded once.
+// A block owns 16 * kTiles weight rows (kTiles = 2 or 4 A tiles: each activation fragment
+// feeds kTiles MMAs, so the L2 -> SM traffic for x is m / (16 kTiles) of the weight bytes) and
+// splits K into kWarps contiguous slices, one per warp. Loads go through a per-warp ring of
+// kStages k-steps in dynamic shared memory filled with cp.async (16 bytes per lane per
+// fragment, L2 only), so the bytes in flight are not bounded by registers: each lane reads
+// back exactly the slots it filled, so the ring needs no barrier, only cp.async.wait_group.
+// The warps' partial sums are reduced in a fixed pairwise tree through shared memory (bit
+// reproducible, no atomics), then written out coalesced and rounded once.
+//
+// 32 or 64 rows per block. At m = 64 and 32 rows per block every block streams twice as many
+// x bytes as weight bytes through L2 and its ring; 64 rows halve that, but also halve the
+// grid, which leaves SMs idle on narrow projections. The caller picks per (m, n) and says
+// which through the grid: ceil(n / 32) blocks mean 32 rows each, fewer mean 64 (the caller
+// takes 64 only for n > 64, where ceil(n / 64) < ceil(n / 32)).
 //
 // Weight rows past n re-read row n - 1 and activation rows past m re-read row m - 1; neither
 // is stored. Chunks past k are zero-filled in both operands.
-// Launch (ops/matmul_batched.py): grid = ceil(n / 32), block = 256 threads, dynamic shared
-// memory ring_bytes(ceil(m / 8)) (up to 192 KiB: the caller opts in).
+// Launch (ops/matmul_batched.py): grid = ceil(n / rows), block = 256 threads, dynamic shared
+// memory ring_bytes(rows / 16, ceil(m / 8)) (up to 192 KiB: the caller opts in).
 // Preconditions: 1 <= m <= 64, n >= 1, k % 8 == 0, x and w 16-byte aligned.
 #include "mma_util.cuh"
 
 namespace {
 
 constexpr int kWarps = 8;          // ops/matmul_batched.py BATCHED_THREADS / 32
-constexpr int kTilesPerBlock = 2;  // 16-row A tiles per block
-constexpr int kRowsPerBlock = 16 * kTilesPerBlock;  // ops/matmul_batched.py BATCHED_ROWS_PER_BLOCK
+constexpr int kNarrowTiles = 2;    // 16-row A tiles per block; ops/matmul_batched.py NARROW_ROWS / 16
+constexpr int kWideTiles = 4;      // ops/matmul_batched.py WIDE_ROWS / 16
 constexpr int kMaxBTiles = 8;      // 8-row B tiles: m <= 64
 constexpr int kMaxStages = 8;      // ops/matmul_batched.py BATCHED_MAX_STAGES
 constexpr int kRingBudget = 196608;  // 192 KiB; ops/matmul_batched.py BATCHED_RING_BUDGET
 
 // 16-byte slots of one warp's ring stage (one 32-k step): per lane, the weight chunks of rows
 // g and g + 8 of each A tile, then the activation chunk of each B tile.
-__host__ __device__ constexpr int stage_slots(int btiles) {
-  return (2 * kTilesPerBlock + btiles) * 32;
+__host__ __device__ constexpr int stage_slots(int tiles, int btiles) {
+  return (2 * tiles + btiles) * 32;
 }
 
 // As many k-steps in flight per warp as the budget holds, at most kMaxStages.
-__host__ __device__ constexpr int ring_stages(int btiles) {
-  return kRingBudget / (kWarps * stage_slots(btiles) * 16) < kMaxStages
-             ? kRingBudget / (kWarps * stage_slots(btiles) * 16)
+__host__ __device__ constexpr int ring_stages(int tiles, int btiles) {
+  return kRingBudget / (kWarps * stage_slots(tiles, btiles) * 16) < kMaxStages
+             ? kRingBudget / (kWarps * stage_slots(tiles, btiles) * 16)
              : kMaxStages;
 }
 
-__host__ __device__ constexpr int ring_bytes(int btiles) {
-  return kWarps * ring_stages(btiles) * stage_slots(btiles) * 16;
+__host__ __device__ constexpr int ring_bytes(int tiles, int btiles) {
+  return kWarps * ring_stages(tiles, btiles) * stage_slots(tiles, btiles) * 16;
 }
 
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
@@ -62,9 +68,9 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
 }
 
 // One lane's sources: the starts of its weight rows and activation rows.
-template <int kBTiles>
+template <int kTiles, int kBTiles>
 struct LaneSources {
-  const uint4* wrow[kTilesPerBlock][2];
+  const uint4* wrow[kTiles][2];
   const uint4* xrow[kBTiles];
   int kc;  // 16-byte chunks per row (k / 8)
   int c;
@@ -80,7 +86,7 @@ struct LaneSources {
   __device__ __forceinline__ void fill_weights(uint4* stage, int lane, int s) const {
     const int ch = chunk(s);
 #pragma unroll
-    for (int t = 0; t < kTilesPerBlock; ++t)
+    for (int t = 0; t < kTiles; ++t)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
         atlas::cp_async_16(stage + (2 * t + h) * 32 + lane,
@@ -92,55 +98,55 @@ struct LaneSources {
     const int ch = chunk(s);
 #pragma unroll
     for (int b = 0; b < kBTiles; ++b)
-      atlas::cp_async_16(stage + (2 * kTilesPerBlock + b) * 32 + lane,
+      atlas::cp_async_16(stage + (2 * kTiles + b) * 32 + lane,
                          ch >= 0 ? xrow[b] + ch : xrow[b], ch >= 0);
   }
 };
 
 // acc[t][b] += one k-step (two k16 halves) of A tile t times B tile b, from this lane's slots.
-template <int kBTiles>
+// The activation fragments stay in registers while each A tile's are loaded in turn, so the
+// wide block's 128 accumulators leave room for operands without spilling.
+template <int kTiles, int kBTiles>
 __device__ __forceinline__ void mma_step(const uint4* stage, int lane,
-                                         float (&acc)[kTilesPerBlock][kBTiles][4]) {
-  uint4 a[kTilesPerBlock][2], xv[kBTiles];
+                                         float (&acc)[kTiles][kBTiles][4]) {
+  uint4 xv[kBTiles];
 #pragma unroll
-  for (int t = 0; t < kTilesPerBlock; ++t)
+  for (int b = 0; b < kBTiles; ++b) xv[b] = stage[(2 * kTiles + b) * 32 + lane];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) a[t][h] = stage[(2 * t + h) * 32 + lane];
+  for (int t = 0; t < kTiles; ++t) {
+    const uint4 a0 = stage[(2 * t) * 32 + lane], a1 = stage[(2 * t + 1) * 32 + lane];
 #pragma unroll
-  for (int b = 0; b < kBTiles; ++b) xv[b] = stage[(2 * kTilesPerBlock + b) * 32 + lane];
-#pragma unroll
-  for (int j = 0; j < 2; ++j)
-#pragma unroll
-    for (int t = 0; t < kTilesPerBlock; ++t) {
-      const uint32_t af[4] = {word(a[t][0], 2 * j), word(a[t][1], 2 * j),
-                              word(a[t][0], 2 * j + 1), word(a[t][1], 2 * j + 1)};
+    for (int j = 0; j < 2; ++j) {
+      const uint32_t af[4] = {word(a0, 2 * j), word(a1, 2 * j), word(a0, 2 * j + 1),
+                              word(a1, 2 * j + 1)};
 #pragma unroll
       for (int b = 0; b < kBTiles; ++b)
         atlas::mma_bf16_16816(acc[t][b], af, word(xv[b], 2 * j), word(xv[b], 2 * j + 1));
     }
+  }
 }
 
-constexpr int kMaxValues = kTilesPerBlock * kMaxBTiles * 4;  // f32 partials per lane
+constexpr int kMaxValues = kWideTiles * kMaxBTiles * 4;  // f32 partials per lane
 
 // After the loop the rings' shared memory is reused: the reduction's exchange buffer, then
 // the output tile.
 struct Smem {
   union {
-    float exchange[kWarps / 2][kMaxValues][32];  // [sending warp - half][value][lane]
-    float tile[kMaxBTiles * 8][kRowsPerBlock];   // [batch row][weight row in block]
+    float exchange[kWarps / 2][kMaxValues][32];    // [sending warp - half][value][lane]
+    float tile[kMaxBTiles * 8][16 * kWideTiles];   // [batch row][weight row in block]
   };
 };
 
 // Sum the warps' partials in a fixed tree (warp w += warp w + half, half = 4, 2, 1); warp 0
 // ends with the block's totals.
-template <int kBTiles>
-__device__ __forceinline__ void reduce_over_warps(float (&acc)[kTilesPerBlock][kBTiles][4],
-                                                  Smem& sm, int warp, int lane) {
+template <int kTiles, int kBTiles>
+__device__ __forceinline__ void reduce_over_warps(float (&acc)[kTiles][kBTiles][4], Smem& sm,
+                                                  int warp, int lane) {
 #pragma unroll
   for (int half = kWarps / 2; half >= 1; half >>= 1) {
     if (warp >= half && warp < 2 * half) {
 #pragma unroll
-      for (int t = 0; t < kTilesPerBlock; ++t)
+      for (int t = 0; t < kTiles; ++t)
 #pragma unroll
         for (int b = 0; b < kBTiles; ++b)
 #pragma unroll
@@ -150,7 +156,7 @@ __device__ __forceinline__ void reduce_over_warps(float (&acc)[kTilesPerBlock][k
     __syncthreads();
     if (warp < half) {
 #pragma unroll
-      for (int t = 0; t < kTilesPerBlock; ++t)
+      for (int t = 0; t < kTiles; ++t)
 #pragma unroll
         for (int b = 0; b < kBTiles; ++b)
 #pragma unroll
@@ -161,24 +167,25 @@ __device__ __forceinline__ void reduce_over_warps(float (&acc)[kTilesPerBlock][k
   }
 }
 
-template <int kBTiles, bool kF32Out>
+template <int kTiles, int kBTiles, bool kF32Out>
 __device__ __forceinline__ void gemv_mma(const __nv_bfloat16* __restrict__ x,
                                          const __nv_bfloat16* __restrict__ w,
                                          void* __restrict__ y, int m, int n, int k,
                                          uint4* smem) {
-  constexpr int kStages = ring_stages(kBTiles), kSlots = stage_slots(kBTiles);
-  static_assert(kStages >= 2 && ring_bytes(kBTiles) >= static_cast<int>(sizeof(Smem)),
+  constexpr int kRows = 16 * kTiles;
+  constexpr int kStages = ring_stages(kTiles, kBTiles), kSlots = stage_slots(kTiles, kBTiles);
+  static_assert(kStages >= 2 && ring_bytes(kTiles, kBTiles) >= static_cast<int>(sizeof(Smem)),
                 "the ring must double-buffer and hold the reduction's buffers");
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2;
-  const int row0 = blockIdx.x * kRowsPerBlock;
+  const int row0 = blockIdx.x * kRows;
   const int kc = k >> 3, steps = (kc + 3) >> 2;
 
-  LaneSources<kBTiles> src;
+  LaneSources<kTiles, kBTiles> src;
   src.kc = kc;
   src.c = lane & 3;
 #pragma unroll
-  for (int t = 0; t < kTilesPerBlock; ++t)
+  for (int t = 0; t < kTiles; ++t)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = min(row0 + 16 * t + 8 * h + g, n - 1);
@@ -193,9 +200,9 @@ __device__ __forceinline__ void gemv_mma(const __nv_bfloat16* __restrict__ x,
   const int count = steps * (warp + 1) / kWarps - step0;  // k-steps of this warp
   uint4* ring = smem + warp * kStages * kSlots;
 
-  float acc[kTilesPerBlock][kBTiles][4];
+  float acc[kTiles][kBTiles][4];
 #pragma unroll
-  for (int t = 0; t < kTilesPerBlock; ++t)
+  for (int t = 0; t < kTiles; ++t)
 #pragma unroll
     for (int b = 0; b < kBTiles; ++b)
 #pragma unroll
@@ -239,7 +246,7 @@ __device__ __forceinline__ void gemv_mma(const __nv_bfloat16* __restrict__ x,
   if (warp == 0) {
     const int c = lane & 3;
 #pragma unroll
-    for (int t = 0; t < kTilesPerBlock; ++t)
+    for (int t = 0; t < kTiles; ++t)
 #pragma unroll
       for (int b = 0; b < kBTiles; ++b)
 #pragma unroll
@@ -247,8 +254,8 @@ __device__ __forceinline__ void gemv_mma(const __nv_bfloat16* __restrict__ x,
           sm.tile[8 * b + 2 * c + (i & 1)][16 * t + g + 8 * (i >> 1)] = acc[t][b][i];
   }
   __syncthreads();
-  for (int e = threadIdx.x; e < m * kRowsPerBlock; e += kWarps * 32) {
-    const int mi = e / kRowsPerBlock, r = e % kRowsPerBlock, row = row0 + r;
+  for (int e = threadIdx.x; e < m * kRows; e += kWarps * 32) {
+    const int mi = e / kRows, r = e % kRows, row = row0 + r;
     if (row >= n) continue;
     const size_t at = static_cast<size_t>(mi) * n + row;
     if (kF32Out)  // logits: the bf16-rounded value, widened (transformers' bf16 LM head)
@@ -258,22 +265,33 @@ __device__ __forceinline__ void gemv_mma(const __nv_bfloat16* __restrict__ x,
   }
 }
 
+template <int kTiles, bool kF32Out>
+__device__ __forceinline__ void dispatch_m(const __nv_bfloat16* x, const __nv_bfloat16* w,
+                                           void* y, int m, int n, int k, uint4* smem) {
+  switch ((m + 7) / 8) {
+    case 1: gemv_mma<kTiles, 1, kF32Out>(x, w, y, m, n, k, smem); break;
+    case 2: gemv_mma<kTiles, 2, kF32Out>(x, w, y, m, n, k, smem); break;
+    case 3: gemv_mma<kTiles, 3, kF32Out>(x, w, y, m, n, k, smem); break;
+    case 4: gemv_mma<kTiles, 4, kF32Out>(x, w, y, m, n, k, smem); break;
+    case 5: gemv_mma<kTiles, 5, kF32Out>(x, w, y, m, n, k, smem); break;
+    case 6: gemv_mma<kTiles, 6, kF32Out>(x, w, y, m, n, k, smem); break;
+    case 7: gemv_mma<kTiles, 7, kF32Out>(x, w, y, m, n, k, smem); break;
+    case 8: gemv_mma<kTiles, 8, kF32Out>(x, w, y, m, n, k, smem); break;
+    default: __trap();  // ops/matmul_batched.py checks 1 <= m <= 64
+  }
+}
+
+// The block's row count follows from the grid (see the header): a grid that covers n with
+// 32-row blocks has 32-row blocks, a smaller one 64-row blocks.
 template <bool kF32Out>
 __device__ __forceinline__ void dispatch(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y,
                                          uint32_t m, uint32_t n, uint32_t k) {
   extern __shared__ uint4 smem[];
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
-  switch ((mi + 7) / 8) {
-    case 1: gemv_mma<1, kF32Out>(x, w, y, mi, ni, ki, smem); break;
-    case 2: gemv_mma<2, kF32Out>(x, w, y, mi, ni, ki, smem); break;
-    case 3: gemv_mma<3, kF32Out>(x, w, y, mi, ni, ki, smem); break;
-    case 4: gemv_mma<4, kF32Out>(x, w, y, mi, ni, ki, smem); break;
-    case 5: gemv_mma<5, kF32Out>(x, w, y, mi, ni, ki, smem); break;
-    case 6: gemv_mma<6, kF32Out>(x, w, y, mi, ni, ki, smem); break;
-    case 7: gemv_mma<7, kF32Out>(x, w, y, mi, ni, ki, smem); break;
-    case 8: gemv_mma<8, kF32Out>(x, w, y, mi, ni, ki, smem); break;
-    default: __trap();  // ops/matmul_batched.py checks 1 <= m <= 64
-  }
+  if (static_cast<int64_t>(gridDim.x) * (16 * kNarrowTiles) >= ni)
+    dispatch_m<kNarrowTiles, kF32Out>(x, w, y, mi, ni, ki, smem);
+  else
+    dispatch_m<kWideTiles, kF32Out>(x, w, y, mi, ni, ki, smem);
 }
 
 }  // namespace

@@ -4,7 +4,10 @@ Shapes chosen to catch fragment-layout bugs: every count of 8-row B tiles with a
 one (m = 9, 17, 33, 57) and full ones (16, 24, 64); N = 16 * odd (the block's second 16-row
 tile partly or wholly past n) and N not a multiple of 16; K shorter than the eight warps'
 k-steps, K ending inside a 32-wide k-step (k % 32 != 0), and the Qwen3 K values (1024 to
-12288) with small N slices of the real projections, f32 out as the LM head.
+12288) with small N slices of the real projections, f32 out as the LM head. The last five
+take the wide variant (64 weight rows per block, chosen only for n > 4224, so their inputs
+are kept to K <= 3072 to keep drawing them fast): one to three A tiles past n in the last
+block, a partial k-step, warps without k-steps, several laps of the 3-stage ring.
 """
 
 from __future__ import annotations
@@ -28,11 +31,21 @@ GEMV_MMA_SHAPES = [
     (57, 33, 2048, True),      # n not a multiple of 16, Qwen3-0.6B o_proj K
     (1, 176, 512, False),      # one row: a single B tile, seven rows re-reading row 0
     (8, 16, 16, False),        # smallest: one k-step, half its chunks past k
+    # wide blocks (matmul_batched.rows_per_block == 64)
+    (20, 4300, 200, False),    # three B tiles, the last k-step a quarter full, n % 64 = 12
+    (33, 4250, 1024, True),    # f32 logits, one row in the last B tile, n % 64 = 26
+    (40, 4233, 64, False),     # two k-steps: six of the eight warps own none, n % 64 = 9
+    (48, 4240, 1024, False),   # n % 64 = 16: the last block's tiles 1..3 wholly past n
+    (64, 4300, 3072, False),   # the largest batch; 12 k-steps per warp: 4 laps of its ring
 ]
+
+
+def gemv_mma_case(rng: np.random.Generator, m: int, n: int, k: int, f32: bool) -> KernelCase:
+    """One y = x @ w.T case through matmul_batched.batched_gemv."""
+    return linear_case(rng, f"gemv_mma m{m} n{n} k{k}{' f32' if f32 else ''}", "gemv_mma", m, n,
+                       k, f32, matmul_batched.batched_gemv, tensor_core=True)
 
 
 @kernel_cases("gemv_mma")
 def gemv_mma_cases(rng: np.random.Generator) -> list[KernelCase]:
-    return [linear_case(rng, f"gemv_mma m{m} n{n} k{k}{' f32' if f32 else ''}", "gemv_mma", m,
-                        n, k, f32, matmul_batched.batched_gemv, tensor_core=True)
-            for m, n, k, f32 in GEMV_MMA_SHAPES]
+    return [gemv_mma_case(rng, *shape) for shape in GEMV_MMA_SHAPES]

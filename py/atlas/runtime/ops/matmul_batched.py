@@ -2,8 +2,8 @@
 
 y[m, n] = x[m, k] @ w[n, k].T for decode batches too large for the GEMV's per-row registers
 (m > 8) and too small for a GEMM tile to be anything but padding: weights stream from HBM
-once, 32 weight rows per block as the MMA's M dimension, the batch rows as its N, through a
-per-warp cp.async ring in dynamic shared memory. Only hopper sets build the module;
+once, 32 or 64 weight rows per block as the MMA's M dimension, the batch rows as its N, through
+a per-warp cp.async ring in dynamic shared memory. Only hopper sets build the module;
 `available` says whether the loaded kernels have it.
 """
 
@@ -16,8 +16,15 @@ from ._preconditions import require_aligned, require_multiple
 
 #: largest batch the kernel takes (eight 8-row MMA B tiles; gemv_mma.cu kMaxBTiles * 8)
 BATCHED_MAX_M = 64
-#: weight rows per block (gemv_mma.cu kRowsPerBlock)
-BATCHED_ROWS_PER_BLOCK = 32
+#: weight rows per block of the narrow and the wide variant (gemv_mma.cu kNarrowTiles and
+#: kWideTiles 16-row A tiles); the kernel tells them apart by the grid
+NARROW_ROWS = 32
+WIDE_ROWS = 64
+#: fewest rows that may take the wide variant: below, x is at most half the weight stream
+#: and the narrow blocks measured 64..85% of copy bandwidth (H200, 2026-11-30)
+WIDE_MIN_M = 17
+#: SMs of the H100 SXM / H200 (hopper sets only): one block per SM, so a wave is this many
+HOPPER_SMS = 132
 #: threads per block: eight warps splitting K (gemv_mma.cu kWarps * 32)
 BATCHED_THREADS = 256
 #: a warp's ring holds at most this many 32-k steps in flight (gemv_mma.cu kMaxStages)
@@ -26,17 +33,37 @@ BATCHED_MAX_STAGES = 8
 BATCHED_RING_BUDGET = 192 * 1024
 
 
-def ring_bytes(m: int) -> int:
-    """Dynamic shared memory of a launch for m rows (gemv_mma.cu ring_bytes): each warp's
-    ring stage holds, per lane, four 16-byte weight chunks and one x chunk per 8-row tile."""
+def rows_per_block(m: int, n: int) -> int:
+    """NARROW_ROWS or WIDE_ROWS for an m x n product, whichever streams fewer bytes through
+    the busiest SM. A block streams its weight rows plus all m (padded to 8) activation rows
+    over its k-range, one block per SM, so the time goes as waves x (rows + padded m): wide
+    blocks halve the x share but also the grid, which on narrow projections (down_proj,
+    n = 4096: 128 -> 64 blocks) leaves SMs idle. Ties keep the narrow block; wide needs
+    n > WIDE_ROWS, so that the grid says which variant runs (gemv_mma.cu dispatch)."""
+    if m < WIDE_MIN_M or n <= WIDE_ROWS:
+        return NARROW_ROWS
+    padded = 8 * -(-m // 8)
+
+    def cost(rows: int) -> int:
+        waves = -(-(-(-n // rows)) // HOPPER_SMS)
+        return waves * (rows + padded)
+
+    return WIDE_ROWS if cost(WIDE_ROWS) < cost(NARROW_ROWS) else NARROW_ROWS
+
+
+def ring_bytes(m: int, rows: int = NARROW_ROWS) -> int:
+    """Dynamic shared memory of a launch for m rows and `rows` weight rows per block
+    (gemv_mma.cu ring_bytes): each warp's ring stage holds, per lane, two 16-byte weight
+    chunks per 16-row A tile and one x chunk per 8-row B tile."""
     warps = BATCHED_THREADS // 32
-    stage = (4 + -(-m // 8)) * 32 * 16
+    stage = (rows // 8 + -(-m // 8)) * 32 * 16
     stages = min(BATCHED_MAX_STAGES, BATCHED_RING_BUDGET // (warps * stage))
     return warps * stages * stage
 
 
-#: the most dynamic shared memory any m needs: what the kernels opt in to (<= 227 KiB)
-BATCHED_MAX_SHARED = max(ring_bytes(m) for m in range(1, BATCHED_MAX_M + 1))
+#: the most dynamic shared memory any launch needs: what the kernels opt in to (<= 227 KiB)
+BATCHED_MAX_SHARED = max(ring_bytes(m, rows) for m in range(1, BATCHED_MAX_M + 1)
+                         for rows in (NARROW_ROWS, WIDE_ROWS))
 
 
 def available(kc: KernelCache) -> bool:
@@ -51,8 +78,9 @@ def batched_gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y:
     value as f32, out); every weight byte is read once.
 
     Preconditions: n >= 1, k a positive multiple of 8, x and w 16-byte aligned, y aligned
-    to its element; the module must be loaded (`available`). Launched with `ring_bytes(m)`
-    of dynamic shared memory (the kernel is opted in to BATCHED_MAX_SHARED once).
+    to its element; the module must be loaded (`available`). Launched with ceil(n / rows)
+    blocks of `rows_per_block(m, n)` weight rows and `ring_bytes(m, rows)` of dynamic shared
+    memory (the kernel is opted in to BATCHED_MAX_SHARED once).
     """
     if not 1 <= m <= BATCHED_MAX_M:
         raise ValueError(f"batched_gemv: m={m} must be in 1..{BATCHED_MAX_M}")
@@ -63,7 +91,7 @@ def batched_gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y:
     require_aligned("batched_gemv", "w", w, 16)
     require_aligned("batched_gemv", "y", y, 4 if out_f32 else 2)
     sig = GEMV_MMA_F32OUT if out_f32 else GEMV_MMA
-    grid = -(-n // BATCHED_ROWS_PER_BLOCK)
+    rows = rows_per_block(m, n)
     # opt in once to the largest ring, whatever m the first launch has
     launch = kc.get_with_shared(sig, BATCHED_MAX_SHARED)
-    launch(stream, grid, BATCHED_THREADS, ring_bytes(m), x, w, y, m, n, k)
+    launch(stream, -(-n // rows), BATCHED_THREADS, ring_bytes(m, rows), x, w, y, m, n, k)
