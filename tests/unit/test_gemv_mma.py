@@ -2,8 +2,8 @@
 launch builder's geometry and preconditions, and a numpy model of the kernel's fragment
 index math (lane loads -> mma.m16n8k16 operands per the PTX ISA layouts -> warp split of K
 -> output scatter, for 32- and 64-row blocks) checked against float64 x @ w.T, and the rule
-by which the kernel recovers the host's row choice from the grid. There is no GPU in CI; the device check
-of the kernel itself is tools/gpu/check_kernels.py over the same cases."""
+by which the kernel recovers the host's row choice from the grid. There is no GPU in CI;
+the device check of the kernel itself is tools/gpu/check_kernels.py over the same cases."""
 
 from __future__ import annotations
 
