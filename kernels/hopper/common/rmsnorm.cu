@@ -7,13 +7,15 @@
 // Launch: grid = rows, block = 32..1024 threads (multiple of 32), dim % 8 == 0 and
 // dim <= 8 * kMaxVecs * blockDim.x. Each thread keeps its (at most kMaxVecs) 16-byte vectors
 // (packed bf16, 4 registers each) between the reduction and the scaling, so the row is read
-// from DRAM once.
+// from DRAM once. All of a thread's row loads are issued before the first is used, so a
+// block with few threads per row (ops/norm.py uses them for many rows, to fit every row of a
+// prefill on the GPU at once) still keeps its whole row in flight.
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
 
 namespace {
 
-constexpr int kMaxVecs = 8;
+constexpr int kMaxVecs = 4;
 
 template <bool kAdd>
 __device__ __forceinline__ void rmsnorm_row(const __nv_bfloat16* x,  // may alias residual
@@ -26,23 +28,34 @@ __device__ __forceinline__ void rmsnorm_row(const __nv_bfloat16* x,  // may alia
   const int nvec = static_cast<int>(dim / atlas::kBf16PerVec);
   const uint4* xv = reinterpret_cast<const uint4*>(x + base);
   uint4 packed[kMaxVecs];
-  float sumsq = 0.f;
 #pragma unroll
   for (int j = 0; j < kMaxVecs; ++j) {
     const int i = threadIdx.x + j * blockDim.x;
-    if (i < nvec) {
-      float v[8];
-      packed[j] = xv[i];
-      atlas::unpack_bf16x8(packed[j], v);
-      if constexpr (kAdd) {
-        float d[8];
-        atlas::unpack_bf16x8(reinterpret_cast<const uint4*>(delta + base)[i], d);
+    if (i < nvec) packed[j] = xv[i];
+  }
+  if constexpr (kAdd) {
+    const uint4* dv = reinterpret_cast<const uint4*>(delta + base);
+    uint4* rv = reinterpret_cast<uint4*>(residual + base);
+#pragma unroll
+    for (int j = 0; j < kMaxVecs; ++j) {
+      const int i = threadIdx.x + j * blockDim.x;
+      if (i < nvec) {
+        float v[8], d[8];
+        atlas::unpack_bf16x8(packed[j], v);
+        atlas::unpack_bf16x8(dv[i], d);
 #pragma unroll
         for (int e = 0; e < 8; ++e) v[e] += d[e];
         packed[j] = atlas::pack_bf16x8(v);  // bf16(residual + delta)
-        reinterpret_cast<uint4*>(residual + base)[i] = packed[j];
-        atlas::unpack_bf16x8(packed[j], v);
+        rv[i] = packed[j];
       }
+    }
+  }
+  float sumsq = 0.f;
+#pragma unroll
+  for (int j = 0; j < kMaxVecs; ++j) {
+    if (threadIdx.x + j * blockDim.x < nvec) {
+      float v[8];
+      atlas::unpack_bf16x8(packed[j], v);
 #pragma unroll
       for (int e = 0; e < 8; ++e) sumsq = fmaf(v[e], v[e], sumsq);
     }

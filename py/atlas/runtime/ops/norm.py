@@ -2,6 +2,13 @@
 
 One block per row; each thread holds up to RMSNORM_MAX_VECS 16-byte vectors of the row in
 registers, so dim is limited to 8 * RMSNORM_MAX_VECS * 1024 elements.
+
+Two block sizes: a decode batch (few rows, latency-bound) gives each thread one vector, so
+the row is loaded, reduced and stored in the fewest steps. Many rows (prefill) would then run
+as a few large blocks per SM, each waiting out its load, reduce and store in turn (measured
+at 43% of the H200's bandwidth); there each thread takes RMSNORM_MAX_VECS vectors instead,
+so a 4096-wide row is a 128-thread block and an SM holds 16 rows at once (at rmsnorm.cu's 32
+registers a thread): a 2048-token prefill is one wave on the H200's 132 SMs.
 """
 
 from __future__ import annotations
@@ -12,14 +19,18 @@ from . import KernelCache
 from ._preconditions import require_aligned, require_multiple, warp_threads
 
 #: rmsnorm.cu kMaxVecs: 16-byte vectors per thread
-RMSNORM_MAX_VECS = 8
+RMSNORM_MAX_VECS = 4
 RMSNORM_MAX_THREADS = 1024
 RMSNORM_MAX_DIM = 8 * RMSNORM_MAX_VECS * RMSNORM_MAX_THREADS
+#: above this many rows the launch is throughput-bound and takes the many-rows block size
+RMSNORM_LATENCY_ROWS = 64
 
 
-def rmsnorm_threads(dim: int) -> int:
-    """One thread per 16-byte vector (fewest registers per thread), up to 1024."""
-    return warp_threads(dim // 8, RMSNORM_MAX_THREADS)
+def rmsnorm_threads(dim: int, rows: int) -> int:
+    """Block size for `rows` rows of `dim`: one vector per thread for a decode batch,
+    RMSNORM_MAX_VECS per thread (a smaller block per row) for many rows."""
+    per_thread = RMSNORM_MAX_VECS if rows > RMSNORM_LATENCY_ROWS else 1
+    return warp_threads(-(-(dim // 8) // per_thread), RMSNORM_MAX_THREADS)
 
 
 def _check(kernel: str, dim: int, ptrs: dict[str, DevicePtr]) -> None:
@@ -35,7 +46,7 @@ def rmsnorm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, out: De
     """out[rows, dim] = RMSNorm(x) * w, all bf16."""
     _check("rmsnorm", dim, {"x": x, "w": w, "out": out})
     if rows:
-        kc.get(RMSNORM)(stream, rows, rmsnorm_threads(dim), 0, x, w, out, rows, dim, eps)
+        kc.get(RMSNORM)(stream, rows, rmsnorm_threads(dim, rows), 0, x, w, out, rows, dim, eps)
 
 
 def add_rmsnorm(kc: KernelCache, stream: Stream, residual: DevicePtr, delta: DevicePtr,
@@ -43,5 +54,5 @@ def add_rmsnorm(kc: KernelCache, stream: Stream, residual: DevicePtr, delta: Dev
     """residual += delta (bf16, in place); out = RMSNorm(residual) * w."""
     _check("add_rmsnorm", dim, {"residual": residual, "delta": delta, "w": w, "out": out})
     if rows:
-        kc.get(ADD_RMSNORM)(stream, rows, rmsnorm_threads(dim), 0, residual, delta, w, out,
+        kc.get(ADD_RMSNORM)(stream, rows, rmsnorm_threads(dim, rows), 0, residual, delta, w, out,
                             rows, dim, eps)
