@@ -11,8 +11,11 @@ from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, embedding
 from .gemv import random_bf16
 
-#: (n, vocab, dim): one vector per row, SmolLM2 width, a width with a partial thread block
-SHAPES = [(1, 3, 8), (9, 50, 576), (6, 1000, 2056)]
+#: (n, vocab, dim): one vector per row, SmolLM2 width, a width with a partial thread block;
+#: decode batches whose 4096 / 1024-wide rows split over several blocks; then rows above
+#: ops.embedding.EMBEDDING_LATENCY_ROWS (a block per row, or several for 8200 = 1025 vectors)
+SHAPES = [(1, 3, 8), (9, 50, 576), (6, 1000, 2056), (1, 64, 4096), (33, 100, 1024),
+          (65, 70, 576), (70, 40, 8200), (2048, 300, 4096)]
 
 
 def _oracle(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
