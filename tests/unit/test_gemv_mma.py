@@ -43,7 +43,7 @@ def test_cases_cover_the_layout_edges() -> None:
     assert any(k % 32 for _, _, k, _ in shapes)  # a partial k-step
     assert any(f32 for *_, f32 in shapes)
     wide = [(m, n, k, f32) for m, n, k, f32 in shapes
-            if matmul_batched.rows_per_block(m, n) == matmul_batched.WIDE_ROWS]
+            if matmul_batched.rows_per_block(m, n, None) == matmul_batched.WIDE_ROWS]
     assert {33, 48, 64} <= {m for m, *_ in wide}
     assert {n % 64 // 16 for _, n, _, _ in wide} >= {0, 1}  # 1..3 A tiles wholly past n
     assert any(k % 32 for _, _, k, _ in wide) and any(k >= 3072 for _, _, k, _ in wide)
@@ -97,17 +97,24 @@ def test_ring_bytes(m: int, rows: int, stages: int) -> None:
     (64, 4225, 64),
 ])
 def test_rows_per_block(m: int, n: int, rows: int) -> None:
-    assert matmul_batched.rows_per_block(m, n) == rows
+    assert matmul_batched.rows_per_block(m, n, override=None) == rows
+
+
+@pytest.mark.parametrize("m, n, override, rows", [
+    (64, 4096, True, 64), (8, 6144, True, 64), (64, 64, True, 32), (64, 6144, False, 32)])
+def test_rows_per_block_override(m: int, n: int, override: bool, rows: int) -> None:
+    """The A/B switch forces a variant, except where the grid could not tell them apart."""
+    assert matmul_batched.rows_per_block(m, n, override) == rows
 
 
 def test_kernel_recovers_the_row_choice_from_the_grid() -> None:
     """gemv_mma.cu dispatch: 32-row blocks iff gridDim.x * 32 >= n; the blocks cover n."""
     for m in (1, 16, 17, 33, 64):
         for n in [*range(1, 300), 4224, 4225, 6144, 151936]:
-            rows = matmul_batched.rows_per_block(m, n)
-            grid = -(-n // rows)
-            assert (grid * 32 >= n) == (rows == 32), (m, n)
-            assert grid * rows >= n > (grid - 1) * rows
+            for rows in {matmul_batched.rows_per_block(m, n, o) for o in (None, True, False)}:
+                grid = -(-n // rows)
+                assert (grid * 32 >= n) == (rows == 32), (m, n)
+                assert grid * rows >= n > (grid - 1) * rows
 
 
 # ---- launch builder ----------------------------------------------------------------------

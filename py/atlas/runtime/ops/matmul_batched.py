@@ -9,6 +9,8 @@ a per-warp cp.async ring in dynamic shared memory. Only hopper sets build the mo
 
 from __future__ import annotations
 
+import os
+
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import GEMV_MMA, GEMV_MMA_F32OUT
 from . import KernelCache
@@ -25,6 +27,10 @@ WIDE_ROWS = 64
 WIDE_MIN_M = 17
 #: SMs of the H100 SXM / H200 (hopper sets only): one block per SM, so a wave is this many
 HOPPER_SMS = 132
+#: A/B override of rows_per_block's choice: ATLAS_GEMV_MMA_WIDE=1 takes the wide blocks for
+#: every n > WIDE_ROWS, =0 never; unset or empty, the wave model decides
+WIDE_OVERRIDE: bool | None = {"1": True, "0": False}.get(
+    os.environ.get("ATLAS_GEMV_MMA_WIDE", "").strip(), None)
 #: threads per block: eight warps splitting K (gemv_mma.cu kWarps * 32)
 BATCHED_THREADS = 256
 #: a warp's ring holds at most this many 32-k steps in flight (gemv_mma.cu kMaxStages)
@@ -33,14 +39,19 @@ BATCHED_MAX_STAGES = 8
 BATCHED_RING_BUDGET = 192 * 1024
 
 
-def rows_per_block(m: int, n: int) -> int:
+def rows_per_block(m: int, n: int, override: bool | None = WIDE_OVERRIDE) -> int:
     """NARROW_ROWS or WIDE_ROWS for an m x n product, whichever streams fewer bytes through
     the busiest SM. A block streams its weight rows plus all m (padded to 8) activation rows
     over its k-range, one block per SM, so the time goes as waves x (rows + padded m): wide
     blocks halve the x share but also the grid, which on narrow projections (down_proj,
     n = 4096: 128 -> 64 blocks) leaves SMs idle. Ties keep the narrow block; wide needs
-    n > WIDE_ROWS, so that the grid says which variant runs (gemv_mma.cu dispatch)."""
-    if m < WIDE_MIN_M or n <= WIDE_ROWS:
+    n > WIDE_ROWS, so that the grid says which variant runs (gemv_mma.cu dispatch).
+    `override` True / False forces the wide / narrow blocks (where n allows) for A/B runs."""
+    if n <= WIDE_ROWS or override is False:
+        return NARROW_ROWS
+    if override:
+        return WIDE_ROWS
+    if m < WIDE_MIN_M:
         return NARROW_ROWS
     padded = 8 * -(-m // 8)
 
