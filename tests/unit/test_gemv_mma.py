@@ -275,3 +275,39 @@ def test_kernel_table_has_batched_rows_the_kernel_takes() -> None:
     assert any(s.out_f32 and s.n == 151936 for s in rows)
     assert any(s.n == 1024 and s.k == 3072 for s in rows)  # Qwen3-0.6B down: 32 blocks
     assert all(s.m <= matmul_batched.BATCHED_MAX_M and s.k % 8 == 0 for s in rows)
+
+
+def _ring_schedule(stages: int, count: int) -> None:
+    """Replays gemv_mma.cu's per-warp ring (prologue, then one commit per step) and checks
+    that step i is complete and in slot i % stages when its MMAs read it, and that no refill
+    lands in a slot whose step is still unread."""
+    slots: list[int | None] = [None] * stages  # step held by each slot
+    groups: list[list[int]] = []  # steps whose copies each commit group carries
+    for i in range(stages - 1):
+        if i < count:
+            slots[i] = i
+        groups.append([i] if i < count else [])
+    consumed = -1
+    slot, refill = 0, stages - 1
+    for i in range(count):
+        complete = len(groups) - (stages - 2)  # cp.async.wait_group stages - 2
+        assert i in [s for g in groups[:complete] for s in g]
+        assert slots[slot] == i
+        consumed = i
+        if i + stages - 1 < count:
+            assert slots[refill] is None or slots[refill] <= consumed
+            slots[refill] = i + stages - 1
+            groups.append([i + stages - 1])
+        else:
+            groups.append([])
+        slot = 0 if slot + 1 == stages else slot + 1
+        refill = stages - 1 if slot == 0 else slot - 1
+
+
+@pytest.mark.parametrize("m", [1, 9, 17, 33, 48, 64])
+@pytest.mark.parametrize("rows", [32, 64])
+def test_ring_schedule_for_every_stage_count(m: int, rows: int) -> None:
+    stage = (rows // 8 + -(-m // 8)) * 512
+    stages = matmul_batched.ring_bytes(m, rows) // (8 * stage)
+    for count in range(0, 3 * stages + 2):
+        _ring_schedule(stages, count)
