@@ -7,15 +7,27 @@
 // Launch: grid = rows, block = 32..1024 threads (multiple of 32), dim % 8 == 0 and
 // dim <= 8 * kMaxVecs * blockDim.x. Each thread keeps its (at most kMaxVecs) 16-byte vectors
 // (packed bf16, 4 registers each) between the reduction and the scaling, so the row is read
-// from DRAM once. All of a thread's row loads are issued before the first is used, so a
-// block with few threads per row (ops/norm.py uses them for many rows, to fit every row of a
-// prefill on the GPU at once) still keeps its whole row in flight.
+// from DRAM once. A thread issues all of its row loads (x, then delta) before using the
+// first, so a small block with several vectors a thread (ops/norm.py's block size for many
+// rows, which lets an SM hold many rows at once) waits for DRAM once per row, not per vector.
+// w stays loaded inside the scaling loop: every block on an SM reads the same w, so those
+// loads hit L1 and holding them in registers would only cost occupancy.
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
 
 namespace {
 
 constexpr int kMaxVecs = 4;
+
+// dst[j] = src[threadIdx.x + j * blockDim.x] for the vectors below nvec, all loads issued
+// before any result is used.
+__device__ __forceinline__ void load_vecs(const uint4* src, int nvec, uint4 (&dst)[kMaxVecs]) {
+#pragma unroll
+  for (int j = 0; j < kMaxVecs; ++j) {
+    const int i = threadIdx.x + j * blockDim.x;
+    if (i < nvec) dst[j] = src[i];
+  }
+}
 
 template <bool kAdd>
 __device__ __forceinline__ void rmsnorm_row(const __nv_bfloat16* x,  // may alias residual
@@ -26,15 +38,11 @@ __device__ __forceinline__ void rmsnorm_row(const __nv_bfloat16* x,  // may alia
                                             float eps) {
   const size_t base = static_cast<size_t>(blockIdx.x) * dim;
   const int nvec = static_cast<int>(dim / atlas::kBf16PerVec);
-  const uint4* xv = reinterpret_cast<const uint4*>(x + base);
   uint4 packed[kMaxVecs];
-#pragma unroll
-  for (int j = 0; j < kMaxVecs; ++j) {
-    const int i = threadIdx.x + j * blockDim.x;
-    if (i < nvec) packed[j] = xv[i];
-  }
+  load_vecs(reinterpret_cast<const uint4*>(x + base), nvec, packed);
   if constexpr (kAdd) {
-    const uint4* dv = reinterpret_cast<const uint4*>(delta + base);
+    uint4 dpacked[kMaxVecs];
+    load_vecs(reinterpret_cast<const uint4*>(delta + base), nvec, dpacked);
     uint4* rv = reinterpret_cast<uint4*>(residual + base);
 #pragma unroll
     for (int j = 0; j < kMaxVecs; ++j) {
@@ -42,7 +50,7 @@ __device__ __forceinline__ void rmsnorm_row(const __nv_bfloat16* x,  // may alia
       if (i < nvec) {
         float v[8], d[8];
         atlas::unpack_bf16x8(packed[j], v);
-        atlas::unpack_bf16x8(dv[i], d);
+        atlas::unpack_bf16x8(dpacked[j], d);
 #pragma unroll
         for (int e = 0; e < 8; ++e) v[e] += d[e];
         packed[j] = atlas::pack_bf16x8(v);  // bf16(residual + delta)

@@ -7,8 +7,9 @@ Two block sizes: a decode batch (few rows, latency-bound) gives each thread one 
 the row is loaded, reduced and stored in the fewest steps. Many rows (prefill) would then run
 as a few large blocks per SM, each waiting out its load, reduce and store in turn (measured
 at 43% of the H200's bandwidth); there each thread takes RMSNORM_MAX_VECS vectors instead,
-so a 4096-wide row is a 128-thread block and an SM holds 16 rows at once (at rmsnorm.cu's 32
-registers a thread): a 2048-token prefill is one wave on the H200's 132 SMs.
+so a 4096-wide row is a 128-thread block and an SM holds 16 rows of rmsnorm at once (32
+registers a thread; a 2048-token prefill is one wave on the H200's 132 SMs) or 9 of
+add_rmsnorm (54 registers: the delta row is in flight too).
 """
 
 from __future__ import annotations
