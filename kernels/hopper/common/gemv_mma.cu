@@ -40,8 +40,8 @@
 namespace {
 
 constexpr int kWarps = 8;          // ops/matmul_batched.py BATCHED_THREADS / 32
-constexpr int kNarrowTiles = 2;    // 16-row A tiles per block; ops/matmul_batched.py NARROW_ROWS / 16
-constexpr int kWideTiles = 4;      // ops/matmul_batched.py WIDE_ROWS / 16
+constexpr int kNarrowTiles = 2;    // 16-row A tiles per block; matmul_batched.py NARROW_ROWS / 16
+constexpr int kWideTiles = 4;      // matmul_batched.py WIDE_ROWS / 16
 constexpr int kMaxBTiles = 8;      // 8-row B tiles: m <= 64
 constexpr int kMaxStages = 8;      // ops/matmul_batched.py BATCHED_MAX_STAGES
 constexpr int kRingBudget = 196608;  // 192 KiB; ops/matmul_batched.py BATCHED_RING_BUDGET
