@@ -152,10 +152,10 @@ def test_launch_geometry() -> None:
     rec = _one_launch(norm.add_rmsnorm, p, p, p, p, 3, 16384, 1e-6)
     assert rec.block == (1024, 1, 1)  # two 16-byte vectors per thread
     # a decode batch keeps one vector per thread; a prefill takes four (smaller blocks)
-    assert _one_launch(norm.rmsnorm, p, p, p, 64, 4096, 1e-6).block == (512, 1, 1)
+    assert _one_launch(norm.rmsnorm, p, p, p, 256, 4096, 1e-6).block == (512, 1, 1)
     rec = _one_launch(norm.add_rmsnorm, p, p, p, p, 2048, 4096, 1e-6)
     assert (rec.grid, rec.block) == ((2048, 1, 1), (128, 1, 1))
-    assert _one_launch(norm.rmsnorm, p, p, p, 65, 576, 1e-6).block == (32, 1, 1)
+    assert _one_launch(norm.rmsnorm, p, p, p, 257, 576, 1e-6).block == (32, 1, 1)
     # embedding: a decode batch splits 4096-wide rows over four warps; a prefill row is a block
     rec = _one_launch(embedding.embedding, p, p, p, 32, 4096, 151936)
     assert (rec.grid, rec.block) == ((32, 4, 1), (32, 1, 1))

@@ -12,11 +12,11 @@ from ..ops import KernelCache, norm
 from .gemv import random_bf16
 
 #: (rows, dim): one 16-byte vector, SmolLM2 576, Qwen3-8B 4096, a width needing 2 vectors on
-#: some threads (8200 = 1025 vectors), and odd vector counts; then rows above
-#: ops.norm.RMSNORM_LATENCY_ROWS (up to 4 vectors a thread): 576 = 72 vectors on 32 threads,
-#: 8200 with 3 or 4 vectors a thread, and a Qwen3-8B 2048-token prefill
+#: some threads (8200 = 1025 vectors), odd vector counts, and 256 rows (the last one-vector
+#: launch); then rows above ops.norm.RMSNORM_LATENCY_ROWS (up to 4 vectors a thread): 576 =
+#: 72 vectors on 32 threads, 8200 with 3 or 4 vectors a thread, a Qwen3-8B 2048-token prefill
 SHAPES = [(1, 8), (3, 576), (5, 72), (4, 4096), (2, 8200), (33, 1024), (1, 4096),
-          (65, 576), (66, 1024), (129, 8200), (2048, 4096)]
+          (256, 576), (257, 576), (300, 1024), (257, 8200), (2048, 4096)]
 EPS = 1e-6
 
 

@@ -23,8 +23,10 @@ from ._preconditions import require_aligned, require_multiple, warp_threads
 RMSNORM_MAX_VECS = 4
 RMSNORM_MAX_THREADS = 1024
 RMSNORM_MAX_DIM = 8 * RMSNORM_MAX_VECS * RMSNORM_MAX_THREADS
-#: above this many rows the launch is throughput-bound and takes the many-rows block size
-RMSNORM_LATENCY_ROWS = 64
+#: above this many rows the launch is throughput-bound and takes the many-rows block size.
+#: Up to 2 rows per SM of an H200 (132 SMs) every row's block is resident at once in either
+#: geometry, and the one-vector block's shorter chain (one w load a thread) is the faster.
+RMSNORM_LATENCY_ROWS = 256
 
 
 def rmsnorm_threads(dim: int, rows: int) -> int:
