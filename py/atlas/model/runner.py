@@ -1,4 +1,4 @@
-"""ModelRunner: a model bound to a device, executing scheduler steps (a StepExecutor).
+"""ModelRunner: a model bound to a device, executing engine steps (a StepExecutor).
 
 Prefill and mixed steps run eagerly; a step where every sequence decodes one token replays
 the CUDA graph captured for the smallest batch-size bucket that holds it. Per-step inputs
@@ -22,7 +22,7 @@ from ..runtime.buffers import BufferArena
 from ..runtime.gpu import GpuBackend, GraphHandle
 from ..runtime.kv_cache import PagedKvCache
 from ..runtime.sampler import Sampler
-from .batch import SeqStep
+from .batch import SeqChunk
 from .model import AttentionPlan, DenseDecoderModel, Dims, StepBuffers
 from .step_inputs import StepLayout, decode_buckets, decode_splits, pack_step
 
@@ -80,7 +80,7 @@ def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
                         ("attn", dims.q_width), ("gate_up", 2 * dims.inter),
                         ("act", dims.inter)):
         arena.reserve(name, DType.BF16, (t, width))
-    arena.reserve("sel", DType.BF16, (b, dims.hidden))
+    arena.reserve("sample_hidden", DType.BF16, (b, dims.hidden))
     arena.reserve("logits", DType.FP32, (b, dims.vocab))
     arena.reserve("part_o", DType.FP32, (b, dims.heads, max_splits, dims.head_dim))
     arena.reserve("part_ml", DType.FP32, (b, dims.heads, max_splits, 2))
@@ -114,61 +114,52 @@ class ModelRunner:
             cu_q=i32 + 4 * lay.cu_q, kv_lens=i32 + 4 * lay.kv_lens,
             sample_rows=i32 + 4 * lay.sample_rows, block_tables=kv.block_tables,
             **{n: arena[n] for n in ("resid", "delta", "normed", "qkv", "q", "attn",
-                                     "gate_up", "act", "sel", "logits", "part_o", "part_ml")})
+                                     "gate_up", "act", "sample_hidden", "logits", "part_o",
+                                     "part_ml")})
         self.host_i32 = backend.alloc_host_pinned(4 * lay.total).view(np.int32)
         self.host_ids = backend.alloc_host_pinned(4 * limits.max_batch_size).view(np.int32)
         self.pad_slot = limits.max_batch_size  # sampler slot owned by graph padding rows
         self._slot_of: dict[int, int] = {}
         self._free_slots = list(range(limits.max_batch_size - 1, -1, -1))
-        self._sampled: dict[int, int] = {}
         self._row_state: list[tuple[int, int]] = [(-1, -1)] * limits.max_batch_size
         self.graphs: dict[int, GraphHandle] = {}
         self.buckets = decode_buckets(limits.max_batch_size)
 
     # ---- StepExecutor ------------------------------------------------------------------
-    def execute(self, steps: Sequence[SeqStep]) -> list[int | None]:
-        if not steps:
+    def execute(self, chunks: Sequence[SeqChunk]) -> list[int | None]:
+        if not chunks:
             return []
-        sampling_steps = [st for st in steps if st.sample]
-        for st in steps:
-            self._ensure_slot(st)
-        decode = bool(self.graphs) and all(len(st.token_ids) == 1 and st.sample for st in steps)
-        bucket = next((b for b in self.buckets if b >= len(steps)), 0) if decode else 0
-        n_tokens, n_sample, max_q = pack_step(self.host_i32, self.layout, steps,
+        sampling = [c for c in chunks if c.sample]
+        for c in chunks:
+            self._ensure_slot(c)
+        decode = bool(self.graphs) and all(len(c.token_ids) == 1 and c.sample for c in chunks)
+        bucket = next((b for b in self.buckets if b >= len(chunks)), 0) if decode else 0
+        n_tokens, n_sample, max_q = pack_step(self.host_i32, self.layout, chunks,
                                               self.block_size, pad_to=bucket)
-        self._upload_inputs(steps, n_rows=max(len(steps), bucket))
-        pad = n_sample - len(sampling_steps)
-        self.sampler.prepare([self._slot_of[st.seq_id] for st in sampling_steps]
-                             + [self.pad_slot] * pad,
-                             [st.sampling for st in sampling_steps] + [GREEDY] * pad,
-                             [self._sampled.get(st.seq_id, 0) for st in sampling_steps]
-                             + [0] * pad, self.stream)
+        self._upload_inputs(chunks, n_rows=max(len(chunks), bucket))
+        pad = n_sample - len(sampling)
+        self.sampler.prepare([self._slot_of[c.seq_id] for c in sampling] + [self.pad_slot] * pad,
+                             [c.sampling for c in sampling] + [GREEDY] * pad,
+                             [c.rng_position for c in sampling] + [0] * pad, self.stream)
         if decode:
             self.backend.launch_graph(self.graphs[bucket], self.stream)
         else:
-            plan = AttentionPlan(decode=False, num_seqs=len(steps), max_q_len=max_q)
+            plan = AttentionPlan(decode=False, num_seqs=len(chunks), max_q_len=max_q)
             self.model.forward(self.stream, self.bufs, n_tokens, plan, n_sample)
             if n_sample:
                 self.sampler.enqueue(self.stream, self.bufs.logits, n_sample)
-        out: list[int | None] = [None] * len(steps)
-        if sampling_steps:
-            k = len(sampling_steps)
-            self.backend.copy_d2h(self.host_ids[:k], self.sampler.out_ids, self.stream)
+        if sampling:
+            self.backend.copy_d2h(self.host_ids[:len(sampling)], self.sampler.out_ids,
+                                  self.stream)
         self.backend.synchronize(self.stream)
-        j = 0
-        for i, st in enumerate(steps):
-            if st.sample:
-                out[i] = int(self.host_ids[j])
-                self._sampled[st.seq_id] = self._sampled.get(st.seq_id, 0) + 1
-                j += 1
-        return out
+        drawn = iter(self.host_ids[:len(sampling)].tolist())
+        return [next(drawn) if c.sample else None for c in chunks]
 
     def release(self, seq_id: int) -> None:
         """Forget a sequence. Its block-table rows are invalidated too: a live sequence's
         table only grows, but a released one may come back with different blocks."""
         self._row_state = [(-1, -1) if st[0] == seq_id else st for st in self._row_state]
         slot = self._slot_of.pop(seq_id, None)
-        self._sampled.pop(seq_id, None)
         if slot is not None:
             self._free_slots.append(slot)
 
@@ -177,17 +168,24 @@ class ModelRunner:
         return self.backend.download(self.bufs.logits, np.float32, (rows, self.vocab_size))
 
     # ---- internals ---------------------------------------------------------------------
-    def _ensure_slot(self, st: SeqStep) -> None:
-        if st.seq_id in self._slot_of:
+    def _ensure_slot(self, chunk: SeqChunk) -> None:
+        """Give a sequence its sampler slot, rebuilt from the history its chunk carries."""
+        slot = self._slot_of.get(chunk.seq_id)
+        if chunk.history is None:
+            if slot is None:
+                raise ValueError(f"sequence {chunk.seq_id} is new to the runner: its first "
+                                 "chunk must carry its penalty history")
             return
-        if not self._free_slots:
-            raise RuntimeError(f"more than {self.max_batch_size} live sequences; release "
-                               "finished sequences before starting new ones")
-        slot = self._free_slots.pop()
-        self._slot_of[st.seq_id] = slot
-        self.sampler.assign(slot, st.prompt_ids or [], st.sampling)
+        if slot is None:
+            if not self._free_slots:
+                raise RuntimeError(f"more than {self.max_batch_size} live sequences; release "
+                                   "finished sequences before starting new ones")
+            slot = self._free_slots.pop()
+            self._slot_of[chunk.seq_id] = slot
+        self.sampler.assign(slot, chunk.history.prompt_ids, chunk.sampling,
+                            chunk.history.drawn_counts)
 
-    def _upload_inputs(self, steps: Sequence[SeqStep], n_rows: int) -> None:
+    def _upload_inputs(self, chunks: Sequence[SeqChunk], n_rows: int) -> None:
         """Copy the packed step inputs, and the block-table rows whose contents changed.
 
         A row is rewritten only when a different sequence occupies it or its sequence
@@ -195,9 +193,9 @@ class ModelRunner:
         """
         self.backend.copy_h2d(self.bufs.ids, self.host_i32, self.stream)
         for row in range(n_rows):
-            if row < len(steps):
-                st = steps[row]
-                state, table = (st.seq_id, len(st.block_table)), st.block_table
+            if row < len(chunks):
+                c = chunks[row]
+                state, table = (c.seq_id, len(c.block_table)), c.block_table
             else:
                 state, table = (-1, 1), [0]  # graph padding rows read block 0
             if self._row_state[row] != state:
@@ -209,7 +207,7 @@ class ModelRunner:
         """Capture one decode graph per bucket, largest first (nano-vllm's order)."""
         dims = self.model.dims
         for bs in sorted(self.buckets, reverse=True):
-            dummy = [SeqStep(-1 - i, [0], 0, [0], GREEDY) for i in range(bs)]
+            dummy = [SeqChunk(-1 - i, [0], 0, [0], GREEDY) for i in range(bs)]
             pack_step(self.host_i32, self.layout, dummy, self.block_size)
             for i in range(bs):  # padding-style rows: never write the KV cache
                 self.host_i32[self.layout.slots + i] = -1

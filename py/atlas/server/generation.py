@@ -12,13 +12,13 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import AsyncIterator
 
+from ..engine.request import EngineRequest, FinishReason, ThinkingBudget
 from .chat_template import TemplateError
 from .context import ServerContext
 from .errors import ApiError, ErrorKind, invalid
 from .reasoning import THINK_CLOSE, THINK_OPEN, ReasoningParser, prompt_opens_thinking
 from .request_spec import GenerationSpec
 from .response_stream import ResponseStream, StreamDelta
-from .scheduler import FinishReason, SeqRequest, ThinkingBudget
 from .tool_parsers import ToolCall, parser_class
 
 
@@ -125,12 +125,12 @@ class Generation:
     def _stop_ids(self) -> frozenset[int]:
         return self.ctx.tokenizer.eos_token_ids | frozenset(self.spec.stop_token_ids)
 
-    def _make_request(self) -> SeqRequest:
+    def _make_request(self) -> EngineRequest:
         timeout = self.ctx.options.request_timeout_s
-        return SeqRequest(self.prompt.ids, self.spec.sampling, self.max_tokens,
-                          stop_token_ids=self._stop_ids(),
-                          deadline=self.started + timeout if timeout else None,
-                          thinking=self._thinking_budget())
+        return EngineRequest(self.prompt.ids, self.spec.sampling, self.max_tokens,
+                             stop_token_ids=self._stop_ids(),
+                             deadline=self.started + timeout if timeout else None,
+                             thinking=self._thinking_budget())
 
     def _thinking_budget(self) -> ThinkingBudget | None:
         tok, spec = self.ctx.tokenizer, self.spec
