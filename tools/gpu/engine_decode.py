@@ -12,9 +12,10 @@ import numpy as np
 from atlas.core.sampling import GREEDY
 from atlas.engine.core import EngineCore
 from atlas.engine.request import EngineRequest, FinishReason
+from atlas.model.runner import ModelRunner
 
 
-def start_decoding(runner, batch: int, prompt_len: int, max_tokens: int,
+def start_decoding(runner: ModelRunner, batch: int, prompt_len: int, max_tokens: int,
                    rng: np.random.Generator) -> EngineCore:
     """A core whose `batch` sequences have all finished prefill (each sampled >= 1 token)."""
     core = EngineCore.build(runner, max_prefill_tokens=runner.limits.max_prefill_tokens,
