@@ -126,34 +126,42 @@ class ModelRunner:
         self.buckets = decode_buckets(limits.max_batch_size)
 
     # ---- StepExecutor ------------------------------------------------------------------
-    def execute(self, chunks: Sequence[SeqChunk]) -> list[int | None]:
-        if not chunks:
+    def execute(self, steps: Sequence[SeqChunk]) -> list[int | None]:
+        """Run one step's chunks; each sampling chunk draws at its own RNG position."""
+        if not steps:
             return []
-        sampling = [c for c in chunks if c.sample]
-        for c in chunks:
-            self._ensure_slot(c)
-        decode = bool(self.graphs) and all(len(c.token_ids) == 1 and c.sample for c in chunks)
-        bucket = next((b for b in self.buckets if b >= len(chunks)), 0) if decode else 0
-        n_tokens, n_sample, max_q = pack_step(self.host_i32, self.layout, chunks,
+        sampling_steps = [st for st in steps if st.sample]
+        for st in steps:
+            self._ensure_slot(st)
+        decode = bool(self.graphs) and all(len(st.token_ids) == 1 and st.sample for st in steps)
+        bucket = next((b for b in self.buckets if b >= len(steps)), 0) if decode else 0
+        n_tokens, n_sample, max_q = pack_step(self.host_i32, self.layout, steps,
                                               self.block_size, pad_to=bucket)
-        self._upload_inputs(chunks, n_rows=max(len(chunks), bucket))
-        pad = n_sample - len(sampling)
-        self.sampler.prepare([self._slot_of[c.seq_id] for c in sampling] + [self.pad_slot] * pad,
-                             [c.sampling for c in sampling] + [GREEDY] * pad,
-                             [c.rng_position for c in sampling] + [0] * pad, self.stream)
+        self._upload_inputs(steps, n_rows=max(len(steps), bucket))
+        pad = n_sample - len(sampling_steps)
+        self.sampler.prepare([self._slot_of[st.seq_id] for st in sampling_steps]
+                             + [self.pad_slot] * pad,
+                             [st.sampling for st in sampling_steps] + [GREEDY] * pad,
+                             [st.rng_position for st in sampling_steps]
+                             + [0] * pad, self.stream)
         if decode:
             self.backend.launch_graph(self.graphs[bucket], self.stream)
         else:
-            plan = AttentionPlan(decode=False, num_seqs=len(chunks), max_q_len=max_q)
+            plan = AttentionPlan(decode=False, num_seqs=len(steps), max_q_len=max_q)
             self.model.forward(self.stream, self.bufs, n_tokens, plan, n_sample)
             if n_sample:
                 self.sampler.enqueue(self.stream, self.bufs.logits, n_sample)
-        if sampling:
-            self.backend.copy_d2h(self.host_ids[:len(sampling)], self.sampler.out_ids,
-                                  self.stream)
+        out: list[int | None] = [None] * len(steps)
+        if sampling_steps:
+            k = len(sampling_steps)
+            self.backend.copy_d2h(self.host_ids[:k], self.sampler.out_ids, self.stream)
         self.backend.synchronize(self.stream)
-        drawn = iter(self.host_ids[:len(sampling)].tolist())
-        return [next(drawn) if c.sample else None for c in chunks]
+        j = 0
+        for i, st in enumerate(steps):
+            if st.sample:
+                out[i] = int(self.host_ids[j])
+                j += 1
+        return out
 
     def release(self, seq_id: int) -> None:
         """Forget a sequence. Its block-table rows are invalidated too: a live sequence's
@@ -168,24 +176,23 @@ class ModelRunner:
         return self.backend.download(self.bufs.logits, np.float32, (rows, self.vocab_size))
 
     # ---- internals ---------------------------------------------------------------------
-    def _ensure_slot(self, chunk: SeqChunk) -> None:
-        """Give a sequence its sampler slot, rebuilt from the history its chunk carries."""
-        slot = self._slot_of.get(chunk.seq_id)
-        if chunk.history is None:
-            if slot is None:
-                raise ValueError(f"sequence {chunk.seq_id} is new to the runner: its first "
-                                 "chunk must carry its penalty history")
+    def _ensure_slot(self, st: SeqChunk) -> None:
+        """Give a sequence its sampler slot, (re)built from the history its chunk carries
+        (its first chunk, and the first after a release)."""
+        if st.seq_id in self._slot_of and st.history is None:
             return
+        if st.history is None:
+            raise ValueError(f"sequence {st.seq_id} is new to the runner: its first chunk "
+                             "must carry its penalty history")
+        slot = self._slot_of.get(st.seq_id)
         if slot is None:
             if not self._free_slots:
                 raise RuntimeError(f"more than {self.max_batch_size} live sequences; release "
                                    "finished sequences before starting new ones")
-            slot = self._free_slots.pop()
-            self._slot_of[chunk.seq_id] = slot
-        self.sampler.assign(slot, chunk.history.prompt_ids, chunk.sampling,
-                            chunk.history.drawn_counts)
+            slot = self._slot_of[st.seq_id] = self._free_slots.pop()
+        self.sampler.assign(slot, st.history.prompt_ids, st.sampling, st.history.drawn_counts)
 
-    def _upload_inputs(self, chunks: Sequence[SeqChunk], n_rows: int) -> None:
+    def _upload_inputs(self, steps: Sequence[SeqChunk], n_rows: int) -> None:
         """Copy the packed step inputs, and the block-table rows whose contents changed.
 
         A row is rewritten only when a different sequence occupies it or its sequence
@@ -193,9 +200,9 @@ class ModelRunner:
         """
         self.backend.copy_h2d(self.bufs.ids, self.host_i32, self.stream)
         for row in range(n_rows):
-            if row < len(chunks):
-                c = chunks[row]
-                state, table = (c.seq_id, len(c.block_table)), c.block_table
+            if row < len(steps):
+                st = steps[row]
+                state, table = (st.seq_id, len(st.block_table)), st.block_table
             else:
                 state, table = (-1, 1), [0]  # graph padding rows read block 0
             if self._row_state[row] != state:
