@@ -55,3 +55,8 @@ def test_prefill_step_launches_eagerly_with_packed_attention(runner):
     rope = [r for r in launches if r.func == "qk_norm_rope_kv_bf16"]
     assert rope[0].args["tokens"] == 20 and rope[0].args["q_norm_w"] != 0
     runner.release(8)
+
+
+def test_a_sequence_new_to_the_runner_must_bring_its_history(runner):
+    with pytest.raises(ValueError, match="new to the runner"):
+        runner.execute([SeqChunk(9, [3], 0, [0], GREEDY)])
