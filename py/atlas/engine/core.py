@@ -37,6 +37,8 @@ class StepReport:
 
 
 class EngineCore:
+    """A scheduler and an executor stepped together; drivers call `add`, `abort`, `step`."""
+
     def __init__(self, scheduler: Scheduler, executor: StepExecutor, seed: int | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         """`seed` seeds the seeds given to requests that bring none; `clock` stamps

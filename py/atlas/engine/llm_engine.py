@@ -30,6 +30,9 @@ class Completion:
 
 
 class LLMEngine:
+    """An `EngineCore` over one executor, run to completion per `generate` call. Sequence ids
+    count up across calls, so several calls may share an executor."""
+
     def __init__(self, executor: StepExecutor, *, max_prefill_tokens: int,
                  max_num_seqs: int | None = None, policy: SchedulingPolicy | None = None,
                  seed: int | None = None) -> None:
