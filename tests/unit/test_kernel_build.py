@@ -107,10 +107,10 @@ def test_registry_selects_targets_and_lists_the_known_ones(tmp_path: Path) -> No
     with pytest.raises(KernelsNotFound) as err:
         registry.select_target("hw", "nope", "bf16")
     assert "built targets: hw/big/bf16, hw/fam/bf16, hw/small/bf16" in str(err.value)
-    assert registry.select_model_leaf("hw", "qwen3", 64, "bf16").target == BIG
-    assert registry.select_model_leaf("hw", "qwen3", 999, "bf16").target == FAM
-    fam = registry.select_target("hw", "fam", "bf16")
-    assert fam.presets["default"].temperature == 0.6
+    ptx_set, served = registry.select_model("hw", "qwen3", 64, "bf16")
+    assert ptx_set.target == BIG and served.model == "big"
+    ptx_set, served = registry.select_model("hw", "qwen3", 999, "bf16")
+    assert ptx_set.target == FAM and served.spec.presets["default"].temperature == 0.6
 
 
 def test_kernels_dir_search_order(tmp_path: Path) -> None:

@@ -87,11 +87,6 @@ class PtxCompiler:
         return ptx
 
 
-def _model_fields(leaf: Leaf) -> dict:
-    return {"model_matches": leaf.model.matches, "presets": leaf.model.presets,
-            "behavior": leaf.model.behavior}
-
-
 def skipped_set(repo_root: Path, leaf: Leaf) -> PtxSet:
     """The ATLAS_SKIP_BUILD set: no modules, compiler version "skipped"."""
     flags = leaf.flags
@@ -99,7 +94,7 @@ def skipped_set(repo_root: Path, leaf: Leaf) -> PtxSet:
                   compiler_version=SKIPPED_COMPILER, flags=tuple(flags),
                   closure_hash=closure_hash(repo_root, leaf.target, leaf.hardware.arch,
                                             SKIPPED_COMPILER, flags),
-                  modules={}, **_model_fields(leaf))
+                  modules={}, models=leaf.models)
 
 
 def build_sets(repo_root: Path, targets: list[KernelTarget], *, skip: bool,
@@ -132,7 +127,7 @@ def build_sets(repo_root: Path, targets: list[KernelTarget], *, skip: bool,
                        closure_hash=digest,
                        modules={name: PtxModule.of(name, sources[name], f.result())
                                 for name, f in futures.items()},
-                       **_model_fields(leaf))
+                       models=leaf.models)
                 for leaf, version, flags, digest, sources, futures in pending]
 
 
