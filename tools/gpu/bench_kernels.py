@@ -111,8 +111,7 @@ class Env:
         self.kc = KernelCache(backend)
         self.gen = torch.Generator(device=self.device)
         self.gen.manual_seed(seed)
-        self.num_sms = (torch.cuda.get_device_properties(0).multi_processor_count
-                        if cuda else 132)
+        self.num_sms = self.kc.facts.sm_count  # the driver's; H200 defaults on the host
         self._mirrors: list[tuple[Any, DevicePtr]] = []
 
     def stream(self) -> Stream:
