@@ -37,8 +37,9 @@ def rows_per_block(m: int, n: int, override: bool | None = None,
     the busiest SM. A block streams its weight rows plus all m (padded to 8) activation rows
     over its k-range, one block per SM, so the time goes as waves x (rows + padded m): wide
     blocks halve the x share but also the grid, which on narrow projections (down_proj,
-    n = 4096: 128 -> 64 blocks) leaves SMs idle; a wave is `sm_count` blocks (the device's). Ties keep the narrow block; wide needs
-    n > WIDE_ROWS, so that the grid says which variant runs (gemv_mma.cu dispatch).
+    n = 4096: 128 -> 64 blocks) leaves SMs idle; a wave is `sm_count` blocks (the device's).
+    Ties keep the narrow block; wide needs n > WIDE_ROWS, so that the grid says which variant
+    runs (gemv_mma.cu dispatch).
     `override` True / False forces the wide / narrow blocks (where n allows) for A/B runs
     (KernelRoutes.gemv_mma_wide, ATLAS_GEMV_MMA_WIDE)."""
     if n <= WIDE_ROWS or override is False:
