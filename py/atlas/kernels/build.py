@@ -27,7 +27,7 @@ from typing import Callable, Mapping
 from atlas.core.target import KernelTarget
 from atlas.core.vendor import Vendor
 
-from .compiler import ComputeTarget, resolve_compute_target
+from .compiler import CompilerError, ComputeTarget, resolve_compute_target
 from .ptxset import PTXSET_SUFFIX, SKIPPED_COMPILER, PtxModule, PtxSet, artifact_name
 from .sources import digest_closure, leaf_modules, module_closures, closure_hash
 from .tree import Leaf, list_targets, load_leaf, select_targets, selection_from_env
@@ -246,6 +246,25 @@ def main(argv: list[str] | None = None) -> int:
 def selected_targets(repo_root: Path, env: Mapping[str, str] | None = None) -> list[KernelTarget]:
     """The leaves the ATLAS_TARGET_* wildcards select."""
     return select_targets(repo_root, *selection_from_env(env))
+
+
+def package_sets(repo_root: Path, dest: Path, env: Mapping[str, str] | None = None,
+                 log: Callable[[str], None] = print) -> list[Path]:
+    """The PTX sets a wheel ships in `atlas/kernels/ptxsets/` (setup.py's build_py): the
+    ATLAS_TARGET_* selection, compiled when nvcc is present, else ATLAS_SKIP_BUILD sets. Even
+    those carry every MODEL.toml (tool parser, presets), so an installed wheel serves on the
+    host backend with the model's behavior; on CUDA it says to rebuild with nvcc."""
+    targets = selected_targets(repo_root, env)
+    skip = skip_requested(env)
+    if not skip:
+        try:
+            for vendor in {load_leaf(repo_root, t).hardware.vendor for t in targets}:
+                resolve_compute_target(vendor).find_compiler()
+        except CompilerError as exc:
+            log(f"atlas: packaging PTX sets without PTX (host backend only): {exc}")
+            skip = True
+    return build_into(repo_root, dest, targets, skip=skip, cache_dir=default_cache_dir(env),
+                      progress=lambda built: log(built.line()))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ Where the sets are, first match wins:
 1. `$ATLAS_KERNELS_DIR` (an explicit choice; it must exist);
 2. Bazel runfiles: `$RUNFILES_DIR/<workspace>/kernels/`, or the `kernels/` directory beside
    this package when it runs from a runfiles tree (`bazel run //py/atlas_cli:serve`);
-3. the default build directory `<repo>/build/kernels` (`atlas kernels build`).
+3. the default build directory `<repo>/build/kernels` (`atlas kernels build`);
+4. the sets packaged in an installed wheel, `atlas/kernels/ptxsets/` (build.package_sets).
 A source tree's `kernels/` never holds `*.ptxset.json`, so (2) cannot mistake it for sets.
 """
 
@@ -25,6 +26,8 @@ KERNELS_DIR_ENV = "ATLAS_KERNELS_DIR"
 #: shipped, tested one.
 DEFAULT_HOST_HARDWARE = "hopper"
 DEFAULT_BUILD_DIR = Path("build") / "kernels"
+#: Where a wheel carries its PTX sets, inside this package (setup.py writes them there).
+PACKAGED_DIR = Path(__file__).absolute().parent / "ptxsets"
 # Not resolved: in a Bazel runfiles tree this file is a symlink into the source tree.
 _PACKAGE_ROOT = Path(__file__).absolute().parents[3]  # <root>/py/atlas/kernels/registry.py
 
@@ -38,7 +41,8 @@ def _has_sets(directory: Path) -> bool:
 
 
 def find_kernels_dir(env: Mapping[str, str] | None = None,
-                     package_root: Path = _PACKAGE_ROOT) -> Path:
+                     package_root: Path = _PACKAGE_ROOT,
+                     packaged: Path = PACKAGED_DIR) -> Path:
     """The directory holding the PTX sets, by the search order in the module docstring."""
     env = os.environ if env is None else env
     explicit = env.get(KERNELS_DIR_ENV)
@@ -49,7 +53,7 @@ def find_kernels_dir(env: Mapping[str, str] | None = None,
     candidates = []
     if env.get("RUNFILES_DIR"):
         candidates += sorted(Path(env["RUNFILES_DIR"]).glob("*/kernels"))
-    candidates += [package_root / "kernels", package_root / DEFAULT_BUILD_DIR]
+    candidates += [package_root / "kernels", package_root / DEFAULT_BUILD_DIR, packaged]
     for directory in candidates:
         if _has_sets(directory):
             return directory
