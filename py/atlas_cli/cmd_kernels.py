@@ -66,7 +66,8 @@ def build_cmd(out_dir: Path | None, jobs: int | None, cache_dir: Path | None,
 
 @command.command(name="list")
 def list_cmd() -> None:
-    """Print each selected target with its closure hash and modules.
+    """Print each selected target with its closure hash, the model directories it runs, and
+    its modules.
 
     The hash is computed with the installed compiler's version, as a build would bake it
     (with "skipped" under ATLAS_SKIP_BUILD=1).
@@ -80,5 +81,6 @@ def list_cmd() -> None:
         digest = closure_hash(repo_root, target, leaf.hardware.arch, version, leaf.flags)
         modules = leaf_modules(repo_root, target)
         click.echo(f"{target}  {leaf.hardware.arch}  {digest}")
+        click.echo(f"    runs models      {', '.join(m.model for m in leaf.models) or '(none)'}")
         for name, path in modules.items():
             click.echo(f"    {name:<16} {path.relative_to(repo_root).as_posix()}")

@@ -88,6 +88,7 @@ def test_list_prints_each_target_with_its_hash_and_modules(tmp_path: Path) -> No
     flags = ["-O3", "-std=c++17", "-DATLAS_HIDDEN=64"]
     assert done.stdout.splitlines() == [
         f"hw/big/bf16  sm_90a  {closure_hash(repo, BIG, 'sm_90a', 'skipped', flags)}",
+        "    runs models      big",
         "    a                kernels/hw/common/a.cu",
         "    b                kernels/hw/big/bf16/b.cu"]
 

@@ -178,6 +178,13 @@ def test_a_model_without_its_own_leaf_runs_on_the_baseline_leaf(tmp_path: Path) 
         "kernels/hw/common/bf16/KERNEL.toml"]
 
 
+def test_selecting_a_model_selects_the_leaf_that_runs_it(tmp_path: Path) -> None:
+    write_baseline(write_tree(tmp_path))
+    assert select_targets(tmp_path, "*", "tiny", "*") == [BASE]
+    assert select_targets(tmp_path, "*", "big", "*") == [BIG]
+    assert select_targets(tmp_path, "*", "common", "*") == [BASE]
+
+
 def test_a_model_leaf_needs_its_model_toml(tmp_path: Path) -> None:
     write_tree(tmp_path)
     write(tmp_path, "kernels/hw/orphan/bf16/KERNEL.toml", "")

@@ -185,10 +185,17 @@ def selection_from_env(env: Mapping[str, str] | None = None) -> tuple[str, str, 
 
 def select_targets(repo_root: Path, hw: str = "*", model: str = "*",
                    quant: str = "*") -> list[KernelTarget]:
-    """The leaves matching the three wildcards; none matching is an error listing the leaves."""
+    """The leaves matching the three wildcards; none matching is an error listing the leaves.
+    `model` matches a leaf's own directory or any model directory it runs, so selecting
+    `smollm2-135m` selects the baseline leaf that runs it (a slim build for one model)."""
     every = list_targets(repo_root)
+
+    def model_matches(t: KernelTarget) -> bool:
+        return any(fnmatch.fnmatchcase(m, model)
+                   for m in (t.model, *served_model_dirs(repo_root, t)))
+
     chosen = [t for t in every if fnmatch.fnmatchcase(t.hw, hw)
-              and fnmatch.fnmatchcase(t.model, model) and fnmatch.fnmatchcase(t.quant, quant)]
+              and fnmatch.fnmatchcase(t.quant, quant) and model_matches(t)]
     if not chosen:
         raise KernelTreeError(f"no kernel leaf matches {hw}/{model}/{quant}; leaves: "
                               f"{', '.join(t.name for t in every) or '(none)'}")
