@@ -12,6 +12,7 @@ This is the server's file I/O; everything it returns is plain data for the pure 
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,20 +62,35 @@ def load_assets(model_dir: Path, *, chat_template_file: Path | None = None,
 def _served_model(config: Mapping[str, Any], backend: str) -> "ServedModel | None":
     """The built model directory serving this checkpoint on the hardware `backend` runs (any
     quantization the loader uses); None, logged, when no PTX set is built or none serves it."""
-    from ..kernels.registry import KernelsNotFound, load_registry
+    from ..kernels.registry import KernelsNotFound, find_kernels_dir
+
+    try:
+        directory = find_kernels_dir()
+    except KernelsNotFound as exc:
+        structlog.get_logger("atlas.assets").warning(
+            "no MODEL.toml behavior or presets for this model", reason=str(exc))
+        return None
+    return _served_model_in(directory, str(config.get("model_type", "")),
+                            int(config.get("hidden_size") or 0), backend)
+
+
+@functools.lru_cache(maxsize=8)
+def _served_model_in(directory: Path, model_type: str, hidden: int,
+                     backend: str) -> "ServedModel | None":
+    """`_served_model` for the sets in `directory`; cached, so the sets are read and the
+    choice is logged once however many settings a startup asks for."""
+    from ..kernels.registry import KernelsNotFound, PtxRegistry
     from ..kernels.tree import KernelTreeError
     from ..model.load import QUANT
     from ..runtime.backend_select import kernel_hardware, resolve_kind
 
     log = structlog.get_logger("atlas.assets")
-    model_type = str(config.get("model_type", ""))
-    hidden = int(config.get("hidden_size") or 0)
+    registry = PtxRegistry.load(directory)
     try:
-        registry = load_registry()
         kind = resolve_kind(backend)
         hw = kernel_hardware(kind, None, registry.hardware_archs())
         _, served = registry.select_model(hw, model_type, hidden, QUANT)
-    except (KernelsNotFound, KernelTreeError, ValueError) as exc:
+    except (KernelTreeError, KernelsNotFound, ValueError) as exc:
         log.warning("no MODEL.toml behavior or presets for this model", reason=str(exc))
         return None
     why = "the device's compute capability" if kind == "cuda" else \
