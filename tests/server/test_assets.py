@@ -69,7 +69,7 @@ def test_behavior_is_read_from_the_built_sets_for_the_backends_hardware(tmp_path
     monkeypatch.setenv("ATLAS_KERNELS_DIR", str(tmp_path / "sets"))
     assert model_behavior({"model_type": "qwen3", "hidden_size": 8}, "host") == \
         {"tool_parser": "hermes"}
-    log = capsys.readouterr().out
+    log = capsys.readouterr().err  # stderr: `atlas generate` prints its text on stdout
     assert "ptx_set=hopper/common/bf16" in log and "host backend's default hardware" in log
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
@@ -59,6 +60,12 @@ def load_assets(model_dir: Path, *, chat_template_file: Path | None = None,
     return ModelAssets(model_dir.name, config, tokenizer, behavior)
 
 
+def _log() -> Any:
+    """A logger writing to stderr with the process's structlog processors: `atlas generate`
+    prints its completion on stdout, which a log line must not interleave."""
+    return structlog.wrap_logger(structlog.PrintLogger(sys.stderr), logger_name="atlas.assets")
+
+
 def _served_model(config: Mapping[str, Any], backend: str) -> "ServedModel | None":
     """The built model directory serving this checkpoint on the hardware `backend` runs (any
     quantization the loader uses); None, logged, when no PTX set is built or none serves it."""
@@ -67,8 +74,7 @@ def _served_model(config: Mapping[str, Any], backend: str) -> "ServedModel | Non
     try:
         directory = find_kernels_dir()
     except KernelsNotFound as exc:
-        structlog.get_logger("atlas.assets").warning(
-            "no MODEL.toml behavior or presets for this model", reason=str(exc))
+        _log().warning("no MODEL.toml behavior or presets for this model", reason=str(exc))
         return None
     return _served_model_in(directory, str(config.get("model_type", "")),
                             int(config.get("hidden_size") or 0), backend)
@@ -84,7 +90,7 @@ def _served_model_in(directory: Path, model_type: str, hidden: int,
     from ..model.load import QUANT
     from ..runtime.backend_select import kernel_hardware, resolve_kind
 
-    log = structlog.get_logger("atlas.assets")
+    log = _log()
     registry = PtxRegistry.load(directory)
     try:
         kind = resolve_kind(backend)
