@@ -239,7 +239,7 @@ def test_structure_check_fails_on_a_planted_pair_of_identical_leaves(tmp_path: P
     repo = write_tree(tmp_path / "repo")
     shutil.rmtree(repo / "kernels/hw/small")  # its define changes nothing: fam's twin
     cmd = [sys.executable, str(REPO / "ci" / "kernel_structure.py"), "--repo-root", str(repo),
-           "--no-cache", "--jobs", "2"]
+           "--cache-dir", str(tmp_path / "cache"), "--jobs", "2"]  # the 2nd run compiles nothing
     clean = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert "identical PTX: 0 leaf/leaves" in clean.stdout, clean.stdout + clean.stderr
     write_baseline(repo)
