@@ -45,8 +45,10 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def load_assets(model_dir: Path, *, chat_template_file: Path | None = None,
-                behavior_lookup: BehaviorLookup | None = None) -> ModelAssets:
-    """Everything the server needs from `model_dir`; FileNotFoundError names what is missing."""
+                behavior_lookup: BehaviorLookup | None = None,
+                backend: str = "auto") -> ModelAssets:
+    """Everything the server needs from `model_dir`; FileNotFoundError names what is missing.
+    `backend` (auto, cuda, host) decides whose hardware's MODEL.toml behavior applies."""
     tokenizer_path = model_dir / "tokenizer.json"
     if not tokenizer_path.is_file():
         raise FileNotFoundError(f"{model_dir} has no tokenizer.json")
@@ -56,7 +58,8 @@ def load_assets(model_dir: Path, *, chat_template_file: Path | None = None,
                               _read_json(model_dir / "tokenizer_config.json"),
                               _read_json(model_dir / "generation_config.json"),
                               chat_template_override=override)
-    behavior = (behavior_lookup or model_behavior)(config)
+    behavior = (behavior_lookup(config) if behavior_lookup is not None
+                else model_behavior(config, backend))
     return ModelAssets(model_dir.name, config, tokenizer, behavior)
 
 
