@@ -7,8 +7,8 @@ which share a scratch area and per-row arrival counters (zeroed here once; every
 them zero, so graph replays start clean). Per-sequence penalty state (generated-token
 counts, prompt-token mask) lives on the device in rows indexed by a slot that the caller
 assigns per sequence (`assign`, which also restores the counts of a sequence back from
-preemption), so no step re-sends a sequence's history. Every buffer is
-allocated here once, so the addresses a captured graph holds stay valid.
+preemption), so no step re-sends a sequence's history. Every buffer is allocated here once,
+so the addresses a captured graph holds stay valid.
 
 Sampling is keyed by (seed, step) through a counter-based RNG: a seeded request draws the same
 tokens whatever else shares its batch. Semantics: `atlas.runtime.reference.sampler`.
