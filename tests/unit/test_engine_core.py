@@ -67,6 +67,18 @@ def test_thinking_budget_tokens_are_forced_without_a_draw():
     assert samples == [True, True, False, False, True, True]
 
 
+def test_thinking_budget_state_survives_preemption():
+    budget = ThinkingBudget(open_id=None, close_ids=(7, 8), budget=3, starts_inside=True)
+    script = [([99], list(range(40, 60)))]
+    reqs = [EngineRequest([99, i], GREEDY, 12, thinking=budget) for i in range(3)]
+    tight = LLMEngine(executor(num_blocks=6, scripts=script), max_prefill_tokens=16)
+    together = [c.token_ids for c in tight.generate(reqs)]
+    assert tight.core.scheduler.num_preemptions > 0
+    alone = [LLMEngine(executor(scripts=script), max_prefill_tokens=16).generate([r])[0]
+             .token_ids for r in reqs]
+    assert together == alone == [[40, 41, 42, 7, 8] + list(range(45, 52))] * 3
+
+
 def test_unseeded_requests_get_a_seed_from_the_engine_seed():
     def seeds(engine_seed):
         ex = executor()
