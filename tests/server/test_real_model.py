@@ -76,7 +76,9 @@ MANY = [f"Write one short sentence about the number {i}." for i in range(14)] + 
 def test_concurrent_streams_equal_solo_runs(real):
     async def main():
         import aiohttp
-        async with aiohttp.ClientSession() as session:
+        # the CPU model is slow on a shared CI machine: 16 queued streams may outlast
+        # aiohttp's default 5-minute total timeout without anything being wrong
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=1800)) as session:
             solo = [await stream_chat(session, real.url, q, MAX_TOKENS) for q in MANY]
             together = await asyncio.gather(*(stream_chat(session, real.url, q, MAX_TOKENS)
                                               for q in MANY))
