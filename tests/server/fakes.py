@@ -3,8 +3,8 @@
 * `FakeBlockPool` — the KV allocator interface (O(1) free list) with leak accounting.
 * `FakeExecutor` — a StepExecutor whose "model" is a deterministic function of the token
   history it reads back *through the block tables* from its own fake KV store. A scheduler
-  that hands two sequences the same block, loses a block, or feeds wrong positions changes
-  the output, so concurrency tests can compare against solo runs. Scripts make it emit a
+  that lets a sequence write a block another one reads, loses a block, or feeds wrong
+  positions changes the output (or fails the step), so concurrency tests can compare against solo runs. Scripts make it emit a
   fixed token sequence (e.g. a tool call encoded by a real tokenizer) when the prompt
   contains a trigger.
 * `build_tiny_model_dir` — a byte-level BPE tokenizer trained in the test plus a ChatML
@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
@@ -163,12 +164,15 @@ class FakeExecutor:
             time.sleep(self.step_delay_s)
         if len(chunks) > self.max_batch_size:
             raise AssertionError(f"batch {len(chunks)} > max_batch_size {self.max_batch_size}")
-        seen: set[int] = set()
-        for st in chunks:
-            overlap = seen.intersection(st.block_table)
-            if overlap:
-                raise AssertionError(f"blocks {overlap} shared between sequences in one step")
-            seen.update(st.block_table)
+        readers = Counter(b for st in chunks for b in st.block_table)
+        for st in chunks:  # prefix-cached blocks are shared read-only; written ones never
+            bs = self.block_size
+            written = st.block_table[st.start_pos // bs:
+                                     -(-(st.start_pos + len(st.token_ids)) // bs)]
+            shared = [b for b in written if readers[b] > 1]
+            if shared:
+                raise AssertionError(f"seq {st.seq_id} writes blocks {shared} that another "
+                                     "sequence reads in the same step")
         if self.fail_on and any(_contains(st.token_ids, self.fail_on) for st in chunks):
             raise RuntimeError("scripted model failure")
         with self.lock:

@@ -53,11 +53,11 @@ class EngineCore:
               max_num_seqs: int | None = None, max_seq_len: int | None = None,
               policy: SchedulingPolicy | None = None,
               pool_factory: Callable[[int], BlockPool] = BlockAllocator,
-              seed: int | None = None,
+              seed: int | None = None, prefix_caching: bool = True,
               clock: Callable[[], float] = time.monotonic) -> "EngineCore":
         """A core whose scheduler is sized by the executor (limits beyond it are capped)."""
         blocks = BlockManager(pool_factory(executor.num_kv_blocks), executor.num_kv_blocks,
-                              executor.block_size)
+                              executor.block_size, prefix_caching=prefix_caching)
         scheduler = Scheduler(
             blocks, policy or FifoPolicy(),
             max_num_seqs=min(max_num_seqs or executor.max_batch_size, executor.max_batch_size),

@@ -35,9 +35,10 @@ class LLMEngine:
 
     def __init__(self, executor: StepExecutor, *, max_prefill_tokens: int,
                  max_num_seqs: int | None = None, policy: SchedulingPolicy | None = None,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, prefix_caching: bool = True) -> None:
         self.core = EngineCore.build(executor, max_prefill_tokens=max_prefill_tokens,
-                                     max_num_seqs=max_num_seqs, policy=policy, seed=seed)
+                                     max_num_seqs=max_num_seqs, policy=policy, seed=seed,
+                                     prefix_caching=prefix_caching)
         self._ids = itertools.count()
 
     def generate(self, requests: Seq[EngineRequest],

@@ -9,7 +9,10 @@ order) and then of newly admitted ones share the rest, while the batch and the K
 allow. When a running sequence cannot get a block, the least urgent running sequence is
 preempted: its blocks are freed and it waits at the head of the queue to be recomputed from
 prompt + generated tokens, with its sampling state intact (see `sequence`). A preempted
-request is therefore resumed, never dropped.
+request is therefore resumed, never dropped. Admission starts a sequence after the part of
+its tokens the prefix cache holds (`BlockManager.admit`), and every committed chunk offers
+the blocks it filled to that cache, so a preempted sequence usually resumes from its own
+cached blocks instead of recomputing them.
 
 No I/O and no device: `EngineCore` feeds `plan.chunks` to a StepExecutor and hands the
 sampled tokens back to `commit`.
@@ -138,10 +141,9 @@ class Scheduler:
         while (self.waiting and len(self.running) < self.max_num_seqs and budget > 0
                and self.num_preemptions == preempted_before):
             seq = self.waiting[0]
-            chunk = min(seq.num_tokens - seq.num_computed, budget)
-            if not self.blocks.can_reserve(seq, seq.num_computed + chunk):
+            chunk = self.blocks.admit(seq, budget)
+            if not chunk:
                 break
-            self.blocks.reserve(seq, seq.num_computed + chunk)
             self.waiting.pop(0)
             self.running.append(seq)
             budget -= chunk
@@ -158,6 +160,7 @@ class Scheduler:
             if seq.seq_id not in self._by_id:
                 continue  # aborted while the step ran
             seq.num_computed = chunk.start_pos + len(chunk.token_ids)
+            self.blocks.cache_computed(seq)
             if seq.num_computed < seq.num_tokens:
                 continue  # a prefill chunk that is not the last
             if chunk.sample:
@@ -246,4 +249,5 @@ class Scheduler:
 
     @staticmethod
     def _output(seq: Sequence, new: tuple[int, ...], reason: str | None) -> EngineOutput:
-        return EngineOutput(seq.seq_id, new, reason, seq.num_prompt_tokens, len(seq.output_ids))
+        return EngineOutput(seq.seq_id, new, reason, seq.num_prompt_tokens, len(seq.output_ids),
+                            seq.num_cached_tokens)

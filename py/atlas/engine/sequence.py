@@ -86,6 +86,12 @@ class Sequence:
     #: the executor holds no state for this sequence (new, or released at preemption): its
     #: next chunk carries the history to rebuild it from
     needs_history: bool = True
+    #: prefix-cache chain keys of the first full blocks (see `block_manager`)
+    block_keys: list[int] = field(default_factory=list)
+    #: leading blocks of `block_table` already offered to the prefix cache
+    num_cached_blocks: int = 0
+    #: prompt tokens found in the prefix cache at first admission (the usage field)
+    num_cached_tokens: int = 0
 
     @property
     def num_prompt_tokens(self) -> int:
