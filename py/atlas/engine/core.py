@@ -69,6 +69,17 @@ class EngineCore:
     def has_work(self) -> bool:
         return self.scheduler.has_work
 
+    def counters(self) -> dict[str, float]:
+        """Feature counters for /metrics (the server names them in its ENGINE_COUNTERS)."""
+        out: dict[str, float] = {}
+        stats = self.scheduler.blocks.prefix_cache_stats()
+        if stats is not None:
+            out.update(prefix_cache_queries_total=stats.query_tokens,
+                       prefix_cache_hits_total=stats.hit_tokens,
+                       prefix_cache_blocks=stats.cached_blocks,
+                       prefix_cache_evictions_total=stats.evictions)
+        return out
+
     def add(self, seq_id: int, request: EngineRequest, now: float | None = None) -> None:
         """Queue a request (arrived at `now`, default the clock); ValueError when it can
         never run."""

@@ -28,6 +28,7 @@ class EngineLimits:
     max_prefill_tokens: int = 8192
     scheduling_policy: str = "fifo"
     tbt_deadline_ms: float = 100.0
+    prefix_caching: bool = True
 
 
 def build_engine(executor: StepExecutor, limits: EngineLimits, ctx: ServerContext,
@@ -37,7 +38,7 @@ def build_engine(executor: StepExecutor, limits: EngineLimits, ctx: ServerContex
         executor, max_prefill_tokens=limits.max_prefill_tokens,
         max_num_seqs=limits.max_num_seqs, max_seq_len=limits.max_seq_len,
         policy=make_policy(limits.scheduling_policy, limits.tbt_deadline_ms),
-        pool_factory=pool_factory)
+        pool_factory=pool_factory, prefix_caching=limits.prefix_caching)
     return AsyncEngine(lambda sink: EngineThread(core, sink, ctx.metrics), loop)
 
 
