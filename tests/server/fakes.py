@@ -191,7 +191,10 @@ class FakeExecutor:
                 block = self._kv.setdefault(st.block_table[pos // self.block_size],
                                             [None] * self.block_size)
                 block[pos % self.block_size] = tok
-            out.append(self._next(st, end) if st.sample else None)
+            if st.num_draft:   # a verification: the token after each of the last n + 1
+                out.append(tuple(self._next(st, p) for p in range(end - st.num_draft, end + 1)))
+            else:
+                out.append(self._next(st, end) if st.sample else None)
         return out
 
     def _next(self, st: SeqChunk, end: int) -> int:

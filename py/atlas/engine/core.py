@@ -20,6 +20,7 @@ from .block_manager import BlockManager, BlockPool
 from .request import EngineOutput, EngineRequest
 from .scheduler import Scheduler
 from .scheduling_policy import FifoPolicy, SchedulingPolicy
+from .speculative import Speculator
 
 
 @dataclass(slots=True)
@@ -54,6 +55,7 @@ class EngineCore:
               policy: SchedulingPolicy | None = None,
               pool_factory: Callable[[int], BlockPool] = BlockAllocator,
               seed: int | None = None, prefix_caching: bool = True,
+              speculator: Speculator | None = None,
               clock: Callable[[], float] = time.monotonic) -> "EngineCore":
         """A core whose scheduler is sized by the executor (limits beyond it are capped)."""
         blocks = BlockManager(pool_factory(executor.num_kv_blocks), executor.num_kv_blocks,
@@ -62,7 +64,7 @@ class EngineCore:
             blocks, policy or FifoPolicy(),
             max_num_seqs=min(max_num_seqs or executor.max_batch_size, executor.max_batch_size),
             max_seq_len=min(max_seq_len or executor.max_seq_len, executor.max_seq_len),
-            max_prefill_tokens=max_prefill_tokens)
+            max_prefill_tokens=max_prefill_tokens, speculator=speculator)
         return cls(scheduler, executor, seed, clock)
 
     @property
@@ -78,6 +80,12 @@ class EngineCore:
                        prefix_cache_hits_total=stats.hit_tokens,
                        prefix_cache_blocks=stats.cached_blocks,
                        prefix_cache_evictions_total=stats.evictions)
+        spec = self.scheduler.speculator
+        if spec is not None:
+            out.update(spec_draft_tokens_total=spec.drafted,
+                       spec_accepted_tokens_total=spec.accepted,
+                       spec_verify_steps_total=spec.verify_steps,
+                       spec_mean_accepted_length=spec.mean_accepted_length)
         return out
 
     def add(self, seq_id: int, request: EngineRequest, now: float | None = None) -> None:

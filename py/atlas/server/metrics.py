@@ -15,6 +15,10 @@ ENGINE_COUNTERS = {
     "prefix_cache_hits_total": ("counter", "Prompt tokens found in the prefix cache."),
     "prefix_cache_blocks": ("gauge", "KV blocks held by the prefix cache."),
     "prefix_cache_evictions_total": ("counter", "Cached KV blocks evicted for space."),
+    "spec_draft_tokens_total": ("counter", "Tokens proposed by the speculative drafter."),
+    "spec_accepted_tokens_total": ("counter", "Drafted tokens the verification accepted."),
+    "spec_verify_steps_total": ("counter", "Speculative verification chunks run."),
+    "spec_mean_accepted_length": ("gauge", "Drafts accepted per verification step."),
 }
 
 TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
