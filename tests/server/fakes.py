@@ -22,7 +22,7 @@ from typing import Sequence
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from atlas.model.batch import SeqChunk
+from atlas.model.batch import SeqChunk, StepResult
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 ADDED = ["<tool_call>", "</tool_call>", "<think>", "</think>"]
@@ -150,6 +150,7 @@ class FakeExecutor:
         self.num_kv_blocks = num_kv_blocks
         self.max_batch_size = max_batch_size
         self.max_seq_len = max_seq_len
+        self.max_num_draft_tokens = 8
         self.step_delay_s = step_delay_s
         self.scripts = [(list(t), list(o)) for t, o in scripts]
         self.fail_on = list(fail_on)
@@ -159,7 +160,7 @@ class FakeExecutor:
         self.steps: list[list[SeqChunk]] = []
         self.lock = threading.Lock()
 
-    def execute(self, chunks: Sequence[SeqChunk]) -> list[int | None]:
+    def execute(self, chunks: Sequence[SeqChunk]) -> list[StepResult]:
         if self.step_delay_s:
             time.sleep(self.step_delay_s)
         if len(chunks) > self.max_batch_size:

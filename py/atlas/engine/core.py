@@ -58,6 +58,9 @@ class EngineCore:
               speculator: Speculator | None = None,
               clock: Callable[[], float] = time.monotonic) -> "EngineCore":
         """A core whose scheduler is sized by the executor (limits beyond it are capped)."""
+        if speculator is not None and speculator.num_draft_tokens > executor.max_num_draft_tokens:
+            raise ValueError(f"{speculator.num_draft_tokens} draft tokens per step, but the "
+                             f"executor was sized for {executor.max_num_draft_tokens}")
         blocks = BlockManager(pool_factory(executor.num_kv_blocks), executor.num_kv_blocks,
                               executor.block_size, prefix_caching=prefix_caching)
         scheduler = Scheduler(

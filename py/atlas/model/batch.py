@@ -73,6 +73,8 @@ class StepExecutor(Protocol):
     max_batch_size: int
     max_seq_len: int
     vocab_size: int
+    #: the most drafts one verification chunk may carry (the sampled rows it is sized for)
+    max_num_draft_tokens: int
 
     def execute(self, chunks: Sequence[SeqChunk]) -> list[StepResult]:
         """Run one step; return the sampled token per chunk (None where sample=False, a
