@@ -199,9 +199,25 @@ stage_batched_min_m() {
   return $rc
 }
 
+# Speculative decoding on the 8B config: verification step cost for K = 1..4 against a plain
+# step, and tok/s with the oracle drafter (K = 3, 70% nominal acceptance) at batch 1/8/32.
+stage_spec_bench() {
+  make_checkpoint qwen3-8b weights || return 1
+  "$PY" tools/gpu/bench_spec.py --model "$CKPT/qwen3-8b" --batches 1,8,32 --max-k 4 --k 3 \
+    --accept 0.7 --out "$RESULTS/bench_spec_qwen3-8b.json"
+}
+
+# Prefix cache on the 8B config: an 8,192-token shared prefix + a 64-token new turn, warm
+# TTFT against cold (bar: warm <= 10% of cold).
+stage_prefix_bench() {
+  make_checkpoint qwen3-8b weights || return 1
+  "$PY" tools/gpu/bench_prefix.py --model "$CKPT/qwen3-8b" --prefix 8192 --turn 64 \
+    --out "$RESULTS/bench_prefix_qwen3-8b.json"
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity qwen3_0_6b
         qwen3_8b decode_bench decode_bench_nopdl batched_min_m profile kernel_table server_sweep
-        throughput)
+        throughput spec_bench prefix_bench)
 
 # ---- runner -------------------------------------------------------------------------------
 
