@@ -4,9 +4,10 @@
 * `FakeExecutor` — a StepExecutor whose "model" is a deterministic function of the token
   history it reads back *through the block tables* from its own fake KV store. A scheduler
   that lets a sequence write a block another one reads, loses a block, or feeds wrong
-  positions changes the output (or fails the step), so concurrency tests can compare against solo runs. Scripts make it emit a
-  fixed token sequence (e.g. a tool call encoded by a real tokenizer) when the prompt
-  contains a trigger.
+  positions changes the output (or fails the step), so concurrency tests can compare
+  against solo runs. A verification chunk (speculative drafts) gets the next token after
+  each of its last num_draft + 1 positions. Scripts make it emit a fixed token sequence
+  (e.g. a tool call encoded by a real tokenizer) when the prompt contains a trigger.
 * `build_tiny_model_dir` — a byte-level BPE tokenizer trained in the test plus a ChatML
   chat template with tools and thinking, written as a model directory.
 """
