@@ -52,12 +52,13 @@ def conv1d_silu(kc: KernelCache, stream: Stream, x: DevicePtr, x_pitch: int, w: 
 
 
 def delta_chunk_smem_bytes(dk: int) -> int:
-    """Dynamic shared memory of the chunked kernel (gated_delta.cu ChunkSmem): normalized
-    q and k of a chunk [CHUNK, dk], the two [CHUNK, CHUNK + 1] triangular matrices, the state
-    tile [dk, kDvTile], the chunk's new values and outputs [CHUNK, kDvTile], and the chunk's
-    gamma / beta / decay vectors, all f32."""
-    floats = (2 * CHUNK * dk + 2 * CHUNK * (CHUNK + 1) + dk * DELTA_DV_TILE
-              + 2 * CHUNK * DELTA_DV_TILE + 4 * CHUNK)
+    """Dynamic shared memory of the chunked kernel (gated_delta.cu's carve-up): normalized
+    q and k of a chunk [CHUNK, dk + 1], the two [CHUNK, CHUNK + 1] triangular matrices, the
+    state tile [dk, DELTA_DV_TILE], the chunk's new values and outputs [CHUNK,
+    DELTA_DV_TILE + 1], and four per-token vectors, all f32 (rows padded against bank
+    conflicts). 130.5 KiB at dk = 128: the launch opts in above 48 KiB."""
+    floats = (2 * CHUNK * (dk + 1) + 2 * CHUNK * (CHUNK + 1) + dk * DELTA_DV_TILE
+              + 2 * CHUNK * (DELTA_DV_TILE + 1) + 4 * CHUNK)
     return 4 * floats
 
 
