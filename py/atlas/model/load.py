@@ -7,6 +7,7 @@ config.json -> loader (the model_type match) -> kernel target -> backend with th
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,7 @@ HW_BY_CC_MAJOR = {9: "hopper", 12: "gb10"}
 QUANT = "bf16"
 
 ProgressFn = Callable[..., None]
+_log = logging.getLogger(__name__)
 
 
 class StartupError(RuntimeError):
@@ -100,8 +102,9 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     store = WeightStore(model_dir)
     unused = store.validate(plan.expected())  # every tensor checked before any device work
     vision = [n for n in unused if n.startswith(("model.visual.", "visual."))]
-    if vision and progress is not None:
-        progress(f"ignoring {len(vision)} vision-tower tensors (text-only serving)")
+    if vision:
+        _log.warning("%s: ignoring %d vision-tower tensors (text-only serving)", model_dir,
+                     len(vision))
     if max_seq_len is None:
         max_seq_len = min(cfg.max_position_embeddings or 4096, 8192)
     if cfg.max_position_embeddings and max_seq_len > cfg.max_position_embeddings:
