@@ -78,7 +78,8 @@ def test_recurrence_matches_the_naive_per_head_oracle() -> None:
     heads = gated_delta_cases.Heads(hk=1, hv=2, dk=8, dv=4)
     t = 40
     q, k = rng.standard_normal((t, 1, 8)), rng.standard_normal((t, 1, 8))
-    v, b, a = rng.standard_normal((t, 2, 4)), rng.standard_normal((t, 2)), rng.standard_normal((t, 2))
+    v = rng.standard_normal((t, 2, 4))
+    b, a = rng.standard_normal((t, 2)), rng.standard_normal((t, 2))
     a_log, dt_bias, s0 = np.log([0.1, 0.3]), np.array([1.0, 0.5]), rng.standard_normal((2, 8, 4))
     want_o, want_s = gated_delta_cases.naive_delta_rule(q, k, v, b, a, a_log, dt_bias, s0, heads)
     from atlas.runtime.reference.gated_delta import gate_terms

@@ -1,8 +1,8 @@
 """Packing one step's host-side inputs into the layout the device buffers expect.
 
 The per-step int32 inputs live in one region (ids | positions | slots | cu_q | kv_lens |
-sample_rows | state_slots), so a step costs one host-to-device copy; block tables are kept by the paged
-KV cache, which re-uploads only rows that changed. Pure numpy; no device access.
+sample_rows | state_slots), so a step costs one host-to-device copy; block tables are kept
+by the paged KV cache, which re-uploads only rows that changed. Pure numpy; no device access.
 """
 
 from __future__ import annotations
