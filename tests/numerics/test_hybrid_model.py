@@ -142,3 +142,15 @@ def test_multimodal_checkpoint_loads_its_language_model(tmp_path, caplog):
         r = compare_with_golden(tmp_path, golden, backend="host")
     assert r["cosine"] >= 0.9999 and r["greedy_match"] == 16, r
     assert [m for m in caplog.messages if "ignoring 1 vision-tower tensors" in m], caplog.messages
+
+
+def test_state_pools_are_planned_beside_a_kv_cache_of_attention_layers_only(runner):
+    """One KV pool layer per full-attention layer; conv and delta-rule state for every linear
+    layer and every slot (max_batch_size + the padding rows') inside the planned arena."""
+    assert runner.kv.cfg.num_layers == 1  # layer 2 of ("linear", "linear", "full")
+    slots = runner.max_batch_size + 1
+    conv, delta = runner.arena.slice("conv_state"), runner.arena.slice("delta_state")
+    assert conv.nbytes == 2 * slots * 2 * (4 - 1) * (2 * 64 + 256)   # bf16 [k - 1, conv_dim]
+    assert delta.nbytes == 2 * slots * 4 * 8 * 32 * 32             # f32 [hv, dk, dv]
+    assert conv.offset + conv.nbytes <= runner.arena.nbytes
+    assert delta.offset + delta.nbytes <= runner.arena.nbytes

@@ -145,8 +145,11 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     arena.allocate(dev)
     dev.copy_h2d(arena["cos_sin"], cos_sin_table(rotary_dim, cfg.rope_theta,
                                                  cfg.rope_scaling, max_seq_len))
+    # only full-attention layers have a KV cache (a hybrid model's linear layers keep state)
+    attn_layers = [i for i in range(dims.layers) if i not in linear_layers]
+    kv_index = {layer: n for n, layer in enumerate(attn_layers)}
     kv_cfg = KvCacheConfig.plan(
-        num_layers=dims.layers, num_kv_heads=dims.kv_heads, head_dim=dims.head_dim,
+        num_layers=len(attn_layers), num_kv_heads=dims.kv_heads, head_dim=dims.head_dim,
         max_batch_size=max_batch_size, max_seq_len=max_seq_len,
         total_memory=dev.total_memory(), weight_bytes=total, arena_bytes=arena.nbytes,
         gpu_memory_utilization=gpu_memory_utilization, free_memory=dev.free_memory(),
@@ -161,7 +164,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
         qkv=ptr.get(f"l{i}.qkv", 0), o=ptr.get(f"l{i}.o", 0), gate_up=ptr[f"l{i}.gate_up"],
         down=ptr[f"l{i}.down"], in_norm=ptr[f"l{i}.in_norm"], post_norm=ptr[f"l{i}.post_norm"],
         q_norm=ptr.get(f"l{i}.q_norm", 0), k_norm=ptr.get(f"l{i}.k_norm", 0),
-        k_cache=kv.k_cache(i), v_cache=kv.v_cache(i), linear=linear.get(i))
+        k_cache=kv.k_cache(kv_index[i]) if i in kv_index else 0,
+        v_cache=kv.v_cache(kv_index[i]) if i in kv_index else 0, linear=linear.get(i))
         for i in range(dims.layers)]
     model = DenseDecoderModel(dims, kc, ptr["embed"], ptr["final_norm"],
                               ptr.get("lm_head", ptr["embed"]), layers, arena["cos_sin"],
