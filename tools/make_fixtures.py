@@ -142,7 +142,21 @@ def _hybrid_configs() -> dict[str, dict[str, Any]]:
             "linear_value_head_dim": 32, "linear_conv_kernel_dim": 4,
             "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0,
                                 "partial_rotary_factor": 0.25}}
-    return {"tiny-qwen3_5": base}
+    # transformers' Qwen3_5TextConfig defaults ("Qwen3.5-9B style"), cut to 8 layers (two
+    # rounds of three linear-attention layers and one full-attention layer) for GPU parity
+    nine_b = {**_COMMON, "architectures": ["Qwen3_5ForCausalLM"], "model_type": "qwen3_5_text",
+              "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 8,
+              "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 256,
+              "vocab_size": 248320, "max_position_embeddings": 32768, "rms_norm_eps": 1e-6,
+              "tie_word_embeddings": False, "bos_token_id": None, "eos_token_id": 248044,
+              "layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 2,
+              "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+              "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+              "linear_conv_kernel_dim": 4,
+              "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0,
+                                  "partial_rotary_factor": 0.25,
+                                  "mrope_section": [11, 11, 10], "mrope_interleaved": True}}
+    return {"tiny-qwen3_5": base, "qwen3_5-9b-8l": nine_b}
 
 
 def hybrid_param(name: str, param: torch.Tensor, gen: torch.Generator) -> torch.Tensor | None:
