@@ -188,10 +188,10 @@ def _reference(inp, d: Heads, chunked: bool):
     ptr = {k: up(f32_to_bf16_bits(inp[k])) for k in ("qkv", "ba", "a_log", "dt_bias")}
     ptr.update({k: up(inp[k]) for k in ("state", "slots", "cu_q", "kv_lens")})
     out = be.alloc(2 * inp["total"] * d.hv * d.dv)
-    rule = linear_attention.gated_delta_chunk if chunked else linear_attention.gated_delta_step
-    rule(KernelCache(be), 0, ptr["qkv"], inp["qkv_pitch"], ptr["ba"], inp["ba_pitch"],
-         ptr["a_log"], ptr["dt_bias"], ptr["state"], ptr["slots"], ptr["cu_q"], ptr["kv_lens"],
-         out, inp["num_seqs"], d.hk, d.hv, d.dk, d.dv)
+    linear_attention.gated_delta_rule(
+        KernelCache(be), 0, ptr["qkv"], inp["qkv_pitch"], ptr["ba"], inp["ba_pitch"],
+        ptr["a_log"], ptr["dt_bias"], ptr["state"], ptr["slots"], ptr["cu_q"], ptr["kv_lens"],
+        out, inp["num_seqs"], d.hk, d.hv, d.dk, d.dv, recurrent=not chunked)
     return (bf16_bits_to_f32(be.download(out, np.uint16, inp["total"] * d.hv * d.dv)),
             be.download(ptr["state"], np.float32, inp["state"].size))
 

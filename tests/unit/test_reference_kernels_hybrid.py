@@ -97,10 +97,10 @@ def _launch(fn, *args):
 
 
 def test_delta_rule_geometry_and_shared_memory() -> None:
-    chunk = _launch(linear_attention.gated_delta_chunk, 0x100, 8320, 0x200, 80, 0x300, 0x400,
-                    0x500, 0x600, 0x700, 0x800, 0x900, 3, 16, 32, 128, 128)
-    step = _launch(linear_attention.gated_delta_step, 0x100, 8320, 0x200, 80, 0x300, 0x400,
-                   0x500, 0x600, 0x700, 0x800, 0x900, 5, 16, 32, 128, 128)
+    chunk = _launch(linear_attention.gated_delta_rule, 0x100, 8320, 0x200, 80, 0x300, 0x400,
+                    0x500, 0x600, 0x700, 0x800, 0x900, 3, 16, 32, 128, 128, False)
+    step = _launch(linear_attention.gated_delta_rule, 0x100, 8320, 0x200, 80, 0x300, 0x400,
+                   0x500, 0x600, 0x700, 0x800, 0x900, 5, 16, 32, 128, 128, True)
     assert (chunk[0].grid, chunk[0].block) == ((4, 32, 3), (128, 1, 1))
     assert chunk[0].shared == linear_attention.delta_chunk_smem_bytes(128) == 133632
     assert (step[0].grid, step[0].block, step[0].shared) == ((4, 32, 5), (128, 1, 1), 0)
@@ -124,7 +124,7 @@ def test_conv_geometry_covers_channels_and_token_tiles() -> None:
 ])
 def test_delta_rule_rejects_unsupported_shapes(args, match) -> None:
     with pytest.raises(ValueError, match=match):
-        _launch(linear_attention.gated_delta_chunk, *args)
+        _launch(linear_attention.gated_delta_rule, *args, False)
 
 
 def test_conv_rejects_a_kernel_wider_than_the_registers_hold() -> None:

@@ -686,12 +686,11 @@ def delta_rule_case(env: Env, s: Any) -> Case:
                 "out": torch.empty((b * t_, hv * dv), dtype=torch.bfloat16, device=env.device)}
 
     def ours(st: Set, stream: Stream) -> None:
-        rule = (linear_attention.gated_delta_chunk if s.chunked
-                else linear_attention.gated_delta_step)
-        rule(env.kc, stream, env.ptr(st["qkv"]), row, env.ptr(st["ba"]), 2 * hv,
-             env.ptr(st["a_log"]), env.ptr(st["dt_bias"]), env.ptr(st["state"]),
-             env.ptr(st["slots"]), env.ptr(st["cu_q"]), env.ptr(st["kv_lens"]),
-             env.ptr(st["out"]), b, hk, hv, dk, dv)
+        linear_attention.gated_delta_rule(
+            env.kc, stream, env.ptr(st["qkv"]), row, env.ptr(st["ba"]), 2 * hv,
+            env.ptr(st["a_log"]), env.ptr(st["dt_bias"]), env.ptr(st["state"]),
+            env.ptr(st["slots"]), env.ptr(st["cu_q"]), env.ptr(st["kv_lens"]),
+            env.ptr(st["out"]), b, hk, hv, dk, dv, recurrent=not s.chunked)
 
     def theirs(st: Set) -> Any:
         """Qwen3_5GatedDeltaNet.forward from the conv output to the rule's output."""

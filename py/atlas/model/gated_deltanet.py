@@ -63,11 +63,11 @@ def gated_deltanet(kc: KernelCache, s: Stream, b: "StepBuffers", w: GatedDeltaNe
     linear_attention.conv1d_silu(kc, s, b.lin_proj, width, w.conv, w.conv_state, b.state_slots,
                                  b.cu_q, b.kv_lens, b.lin_conv, num_seqs, la.conv_dim,
                                  la.conv_kernel, 1 if decode else max_q_len)
-    rule = linear_attention.gated_delta_step if decode else linear_attention.gated_delta_chunk
     ba = b.lin_proj + 2 * (la.conv_dim + la.value_dim)  # b at +h, a at +hv in each row
-    rule(kc, s, b.lin_conv, la.conv_dim, ba, width, w.a_log, w.dt_bias, w.delta_state,
-         b.state_slots, b.cu_q, b.kv_lens, b.lin_core, num_seqs, la.num_key_heads,
-         la.num_value_heads, la.key_head_dim, la.value_head_dim)
+    linear_attention.gated_delta_rule(
+        kc, s, b.lin_conv, la.conv_dim, ba, width, w.a_log, w.dt_bias, w.delta_state,
+        b.state_slots, b.cu_q, b.kv_lens, b.lin_core, num_seqs, la.num_key_heads,
+        la.num_value_heads, la.key_head_dim, la.value_head_dim, recurrent=decode)
     gating.gated_rmsnorm(kc, s, b.lin_core, b.lin_proj + 2 * la.conv_dim, width, w.norm,
                          b.lin_gated, t, la.num_value_heads, la.value_head_dim, eps)
     matmul.linear(kc, s, b.lin_gated, w.out_proj, b.delta, t, hidden, la.value_dim)

@@ -99,16 +99,16 @@ def _case(rng: np.random.Generator, name: str, h: Heads, lens: list[int], starts
         kc = KernelCache(backend)
         args = (p["a_log"], p["dt_bias"], p["state"], p["state_slots"])
         if mode != "loop":
-            rule = (linear_attention.gated_delta_chunk if mode == "chunk"
-                    else linear_attention.gated_delta_step)
-            rule(kc, stream, p["qkv"], qkv_pitch, p["ba"], ba_pitch, *args, p["cu_q"],
-                 p["kv_lens"], p["out"], n, h.hk, h.hv, h.dk, h.dv)
+            linear_attention.gated_delta_rule(kc, stream, p["qkv"], qkv_pitch, p["ba"],
+                                              ba_pitch, *args, p["cu_q"], p["kv_lens"],
+                                              p["out"], n, h.hk, h.hv, h.dk, h.dv,
+                                              recurrent=mode == "step")
             return
         for t in range(total):
-            linear_attention.gated_delta_step(
+            linear_attention.gated_delta_rule(
                 kc, stream, p["qkv"] + 2 * t * qkv_pitch, qkv_pitch, p["ba"] + 2 * t * ba_pitch,
                 ba_pitch, *args, p["cu_q"], p["kv_lens"] + 4 * t,
-                p["out"] + 2 * t * h.hv * h.dv, 1, h.hk, h.hv, h.dk, h.dv)
+                p["out"] + 2 * t * h.hv * h.dv, 1, h.hk, h.hv, h.dk, h.dv, recurrent=True)
 
     def oracle(inp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         x = bf16_bits_to_f32(inp["qkv"]).astype(np.float64)

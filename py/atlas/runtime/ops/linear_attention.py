@@ -77,33 +77,23 @@ def _check_delta(kernel: str, qkv_pitch: int, ba_pitch: int, hk: int, hv: int, d
         require_aligned(kernel, name, ptr, 4 if name == "state" else 2)
 
 
-def gated_delta_chunk(kc: KernelCache, stream: Stream, qkv: DevicePtr, qkv_pitch: int,
-                      ba: DevicePtr, ba_pitch: int, a_log: DevicePtr, dt_bias: DevicePtr,
-                      state: DevicePtr, state_slots: DevicePtr, cu_q: DevicePtr,
-                      kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hk: int, hv: int,
-                      dk: int, dv: int) -> None:
-    """The chunked (prefill) form over every sequence's tokens of the step."""
-    _check_delta("gated_delta_chunk", qkv_pitch, ba_pitch, hk, hv, dk, dv,
-                 {"qkv": qkv, "ba": ba, "state": state, "out": out})
-    if num_seqs < 1:
-        raise ValueError(f"gated_delta_chunk: num_seqs={num_seqs} must be >= 1")
-    smem = delta_chunk_smem_bytes(dk)
-    launch = kc.get_with_shared(GATED_DELTA_CHUNK, smem)
-    launch(stream, (dv // DELTA_DV_TILE, hv, num_seqs), DELTA_THREADS, smem, qkv, qkv_pitch, ba,
-           ba_pitch, a_log, dt_bias, state, state_slots, cu_q, kv_lens, out, num_seqs, hk, hv,
-           dk, dv)
-
-
-def gated_delta_step(kc: KernelCache, stream: Stream, qkv: DevicePtr, qkv_pitch: int,
+def gated_delta_rule(kc: KernelCache, stream: Stream, qkv: DevicePtr, qkv_pitch: int,
                      ba: DevicePtr, ba_pitch: int, a_log: DevicePtr, dt_bias: DevicePtr,
                      state: DevicePtr, state_slots: DevicePtr, cu_q: DevicePtr,
                      kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hk: int, hv: int,
-                     dk: int, dv: int) -> None:
-    """The recurrent (decode) form: exactly one token per sequence (cu_q[b] == b)."""
-    _check_delta("gated_delta_step", qkv_pitch, ba_pitch, hk, hv, dk, dv,
+                     dk: int, dv: int, recurrent: bool) -> None:
+    """The delta rule over every sequence's tokens of the step: the chunked (prefill) form,
+    or with `recurrent` the decode form (exactly one token per sequence, cu_q[b] == b)."""
+    kernel = "gated_delta_step" if recurrent else "gated_delta_chunk"
+    _check_delta(kernel, qkv_pitch, ba_pitch, hk, hv, dk, dv,
                  {"qkv": qkv, "ba": ba, "state": state, "out": out})
     if num_seqs < 1:
-        raise ValueError(f"gated_delta_step: num_seqs={num_seqs} must be >= 1")
-    kc.get(GATED_DELTA_STEP)(stream, (dv // DELTA_DV_TILE, hv, num_seqs), DELTA_THREADS, 0, qkv,
-                             qkv_pitch, ba, ba_pitch, a_log, dt_bias, state, state_slots, cu_q,
-                             kv_lens, out, num_seqs, hk, hv, dk, dv)
+        raise ValueError(f"{kernel}: num_seqs={num_seqs} must be >= 1")
+    if recurrent:
+        smem, launch = 0, kc.get(GATED_DELTA_STEP)
+    else:
+        smem = delta_chunk_smem_bytes(dk)
+        launch = kc.get_with_shared(GATED_DELTA_CHUNK, smem)
+    launch(stream, (dv // DELTA_DV_TILE, hv, num_seqs), DELTA_THREADS, smem, qkv, qkv_pitch, ba,
+           ba_pitch, a_log, dt_bias, state, state_slots, cu_q, kv_lens, out, num_seqs, hk, hv,
+           dk, dv)

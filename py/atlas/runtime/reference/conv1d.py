@@ -19,7 +19,7 @@ import numpy as np
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from ..gpu import Dim3
 from ..kernel_abi import CONV1D
-from . import HostMemory, reference
+from . import HostMemory, pitched_rows, reference, step_sequences
 
 
 def conv_silu(xs: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -38,25 +38,19 @@ def conv_silu(xs: np.ndarray, w: np.ndarray) -> np.ndarray:
 def causal_conv1d_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, x_pitch: int,
                             w: int, conv_state: int, state_slots: int, cu_q: int, kv_lens: int,
                             out: int, num_seqs: int, channels: int, kernel: int) -> None:
-    cu = mem.view(cu_q, np.int32, num_seqs + 1).astype(np.int64)
-    lens = mem.view(kv_lens, np.int32, num_seqs).astype(np.int64)
-    slots = mem.view(state_slots, np.int32, num_seqs).astype(np.int64)
-    total = int(cu[-1])
-    if total == 0:
+    seqs = step_sequences(mem, cu_q, kv_lens, state_slots, num_seqs)
+    if not seqs:
         return
-    rows = mem.view(x, np.uint16, (total - 1) * x_pitch + channels)
-    xin = rows[np.arange(total)[:, None] * x_pitch + np.arange(channels)[None, :]]
+    total = seqs[-1][1]
+    xin = pitched_rows(mem, x, total, x_pitch, channels)
     wf = bf16_bits_to_f32(mem.view(w, np.uint16, channels * kernel)).reshape(channels, kernel)
     o = mem.view(out, np.uint16, total * channels).reshape(total, channels)
     hist_len = kernel - 1
     per_slot = hist_len * channels
-    for b in range(num_seqs):
-        lo, hi = int(cu[b]), int(cu[b + 1])
-        if hi == lo:
-            continue
-        sv = mem.view(conv_state + 2 * int(slots[b]) * per_slot, np.uint16,
+    for lo, hi, fresh, slot in seqs:
+        sv = mem.view(conv_state + 2 * slot * per_slot, np.uint16,
                       per_slot).reshape(hist_len, channels)
-        hist = sv.copy() if lens[b] > hi - lo else np.zeros_like(sv)
+        hist = np.zeros_like(sv) if fresh else sv.copy()
         xs = np.concatenate([hist, xin[lo:hi]], axis=0)
         o[lo:hi] = f32_to_bf16_bits(conv_silu(bf16_bits_to_f32(xs), wf))
         if hist_len:

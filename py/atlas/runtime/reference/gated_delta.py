@@ -31,7 +31,7 @@ import numpy as np
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from ..gpu import Dim3
 from ..kernel_abi import GATED_DELTA_CHUNK, GATED_DELTA_STEP
-from . import HostMemory, reference
+from . import HostMemory, pitched_rows, reference, step_sequences
 
 #: tokens per chunk of the prefill form (gated_delta.cu kChunk)
 CHUNK = 64
@@ -106,23 +106,16 @@ def recurrent_form(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray,
 def _run(mem: HostMemory, qkv: int, qkv_pitch: int, ba: int, ba_pitch: int, a_log: int,
          dt_bias: int, state: int, state_slots: int, cu_q: int, kv_lens: int, out: int,
          num_seqs: int, hk: int, hv: int, dk: int, dv: int, recurrent: bool) -> None:
-    cu = mem.view(cu_q, np.int32, num_seqs + 1).astype(np.int64)
-    lens = mem.view(kv_lens, np.int32, num_seqs).astype(np.int64)
-    slots = mem.view(state_slots, np.int32, num_seqs).astype(np.int64)
-    total = int(cu[-1])
-    if total == 0:
+    seqs = step_sequences(mem, cu_q, kv_lens, state_slots, num_seqs)
+    if not seqs:
         return
-    rows = bf16_bits_to_f32(mem.view(qkv, np.uint16, (total - 1) * qkv_pitch
-                                     + 2 * hk * dk + hv * dv))
-    idx = np.arange(total)[:, None] * qkv_pitch
-    x = rows[idx + np.arange(2 * hk * dk + hv * dv)[None, :]]
+    total = seqs[-1][1]
+    x = bf16_bits_to_f32(pitched_rows(mem, qkv, total, qkv_pitch, 2 * hk * dk + hv * dv))
     group = hv // hk
     q = np.repeat(x[:, :hk * dk].reshape(total, hk, dk), group, axis=1)
     k = np.repeat(x[:, hk * dk:2 * hk * dk].reshape(total, hk, dk), group, axis=1)
     v = x[:, 2 * hk * dk:].reshape(total, hv, dv).astype(np.float64)
-    bav = bf16_bits_to_f32(mem.view(ba, np.uint16, (total - 1) * ba_pitch + 2 * hv))
-    bidx = np.arange(total)[:, None] * ba_pitch + np.arange(2 * hv)[None, :]
-    b_a = bav[bidx]
+    b_a = bf16_bits_to_f32(pitched_rows(mem, ba, total, ba_pitch, 2 * hv))
     a_w = bf16_bits_to_f32(mem.view(a_log, np.uint16, hv))
     dt_w = bf16_bits_to_f32(mem.view(dt_bias, np.uint16, hv))
     g, beta = gate_terms(b_a[:, :hv], b_a[:, hv:], a_w, dt_w)
@@ -130,12 +123,9 @@ def _run(mem: HostMemory, qkv: int, qkv_pitch: int, ba: int, ba_pitch: int, a_lo
     o = mem.view(out, np.uint16, total * hv * dv).reshape(total, hv, dv)
     per_slot = hv * dk * dv
     form = recurrent_form if recurrent else chunk_form
-    for b in range(num_seqs):
-        lo, hi = int(cu[b]), int(cu[b + 1])
-        if hi == lo:
-            continue
-        sv = mem.view(state + 4 * int(slots[b]) * per_slot, np.float32, per_slot)
-        s0 = sv.reshape(hv, dk, dv) if lens[b] > hi - lo else np.zeros((hv, dk, dv))
+    for lo, hi, fresh, slot in seqs:
+        sv = mem.view(state + 4 * slot * per_slot, np.float32, per_slot)
+        s0 = np.zeros((hv, dk, dv)) if fresh else sv.reshape(hv, dk, dv)
         ob, s1 = form(qn[lo:hi], kn[lo:hi], v[lo:hi], g[lo:hi], beta[lo:hi], s0)
         o[lo:hi] = f32_to_bf16_bits(ob.astype(np.float32))
         sv[:] = s1.astype(np.float32).reshape(-1)

@@ -13,7 +13,7 @@ import numpy as np
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from ..gpu import Dim3
 from ..kernel_abi import GATED_RMSNORM
-from . import HostMemory, reference
+from . import HostMemory, pitched_rows, reference
 from .rmsnorm import rms_norm_bf16
 
 
@@ -30,8 +30,7 @@ def gated_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, z: int,
                        w: int, out: int, tokens: int, heads: int, dim: int, eps: float) -> None:
     width = heads * dim
     xf = bf16_bits_to_f32(mem.view(x, np.uint16, tokens * width)).reshape(tokens, heads, dim)
-    zrows = mem.view(z, np.uint16, (tokens - 1) * z_pitch + width)
-    zf = bf16_bits_to_f32(zrows[np.arange(tokens)[:, None] * z_pitch
-                                + np.arange(width)[None, :]]).reshape(tokens, heads, dim)
+    zf = bf16_bits_to_f32(pitched_rows(mem, z, tokens, z_pitch, width)).reshape(tokens, heads,
+                                                                                dim)
     wf = bf16_bits_to_f32(mem.view(w, np.uint16, dim))
     mem.view(out, np.uint16, tokens * width)[:] = gated_rms_norm(xf, zf, wf, eps).reshape(-1)
