@@ -31,7 +31,7 @@ namespace {
 constexpr int kThreads = 128;  // ops/linear_attention.py DELTA_THREADS
 constexpr int kWarps = kThreads / 32;
 constexpr int kDvTile = 32;    // ops/linear_attention.py DELTA_DV_TILE
-constexpr int kChunk = 64;     // reference/gated_delta.py CHUNK
+constexpr int kChunk = 64;     // ops/linear_attention.py CHUNK
 constexpr int kMaxDk = 256;    // ops/linear_attention.py DELTA_MAX_DK
 constexpr float kL2Eps = 1e-6f;
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import CONV1D, GATED_DELTA_CHUNK, GATED_DELTA_STEP
-from ..reference.gated_delta import CHUNK
 from . import KernelCache
 from ._preconditions import require_aligned, require_multiple
 
@@ -26,6 +25,8 @@ CONV_TOKEN_TILE = 64
 #: conv widths the kernel keeps in registers (conv1d.cu kMaxKernel)
 CONV_MAX_KERNEL = 8
 DELTA_THREADS = 128
+#: tokens per chunk of the prefill form (gated_delta.cu kChunk)
+CHUNK = 64
 #: value columns per delta-rule block (gated_delta.cu kDvTile)
 DELTA_DV_TILE = 32
 #: largest key head dim (gated_delta.cu kMaxDk: the step kernel's q/k staging)

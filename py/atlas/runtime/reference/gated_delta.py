@@ -31,10 +31,9 @@ import numpy as np
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from ..gpu import Dim3
 from ..kernel_abi import GATED_DELTA_CHUNK, GATED_DELTA_STEP
+from ..ops.linear_attention import CHUNK
 from . import HostMemory, pitched_rows, reference, step_sequences
 
-#: tokens per chunk of the prefill form (gated_delta.cu kChunk)
-CHUNK = 64
 L2_EPS = 1e-6
 
 
