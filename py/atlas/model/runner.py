@@ -116,9 +116,11 @@ class ModelRunner:
         i32 = arena["step_i32"]
         lay = self.layout
         #: hybrid models keep recurrent state per sequence in slot-indexed pools (one slot per
-        #: sampler slot, plus the padding rows' slot); dense models have none
-        self.has_state = model.dims.linear is not None
-        lin = ("lin_proj", "lin_conv", "lin_core", "lin_gated") if self.has_state else ()
+        #: sampler slot, plus the padding rows' slot); dense models have none. Such a
+        #: sequence must start at position 0 (a scheduler must not prefix-cache it)
+        self.has_recurrent_state = model.dims.linear is not None
+        lin = (("lin_proj", "lin_conv", "lin_core", "lin_gated") if self.has_recurrent_state
+               else ())
         self.bufs = StepBuffers(
             ids=i32 + 4 * lay.ids, positions=i32 + 4 * lay.positions, slots=i32 + 4 * lay.slots,
             cu_q=i32 + 4 * lay.cu_q, kv_lens=i32 + 4 * lay.kv_lens,
@@ -192,7 +194,7 @@ class ModelRunner:
     # ---- internals ---------------------------------------------------------------------
     def _pack_state_slots(self, steps: Sequence[SeqStep], n_rows: int) -> None:
         """Each row's recurrent-state slot (its sampler slot; padding rows the pad slot)."""
-        if not self.has_state:
+        if not self.has_recurrent_state:
             return
         base = self.layout.state_slots
         self.host_i32[base:base + n_rows] = ([self._slot_of[st.seq_id] for st in steps]
@@ -201,7 +203,7 @@ class ModelRunner:
     def _ensure_slot(self, st: SeqStep) -> None:
         if st.seq_id in self._slot_of:
             return
-        if self.has_state and st.start_pos != 0:
+        if self.has_recurrent_state and st.start_pos != 0:
             # the recurrent state of positions < start_pos exists nowhere (no snapshots yet)
             raise RuntimeError(f"sequence {st.seq_id} starts at position {st.start_pos}: a "
                                "hybrid model's recurrent state must be computed from "
