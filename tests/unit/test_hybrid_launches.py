@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from atlas.core.sampling import GREEDY
-from atlas.model.batch import SeqStep
+from atlas.model.batch import PenaltyHistory, SeqChunk
 from atlas.model.load import load_runner
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3_5"
@@ -30,11 +30,12 @@ def runner():
 
 def test_decode_graph_holds_both_mixers_per_layer_type(runner):
     dev = runner.backend
-    runner.execute([SeqStep(7, [1, 2, 3, 4, 5], 0, [0], GREEDY, prompt_ids=[1, 2, 3, 4, 5]),
-                    SeqStep(9, [1, 2], 0, [1], GREEDY, prompt_ids=[1, 2])])
+    runner.execute([SeqChunk(7, [1, 2, 3, 4, 5], 0, [0], GREEDY,
+                             history=PenaltyHistory([1, 2, 3, 4, 5])),
+                    SeqChunk(9, [1, 2], 0, [1], GREEDY, history=PenaltyHistory([1, 2]))])
     dev.drain_launches()
     dev.graph_launches.clear()
-    runner.execute([SeqStep(7, [3], 5, [0], GREEDY), SeqStep(9, [4], 2, [1], GREEDY)])
+    runner.execute([SeqChunk(7, [3], 5, [0], GREEDY), SeqChunk(9, [4], 2, [1], GREEDY)])
     assert dev.drain_launches() == []  # nothing launched outside the graph
     (replay,) = dev.graph_launches
     names = [r.func for r in replay.graph]
@@ -52,8 +53,8 @@ def test_decode_graph_holds_both_mixers_per_layer_type(runner):
 def test_prefill_runs_the_chunked_rule_and_skips_the_kv_cache_of_linear_layers(runner):
     dev = runner.backend
     dev.drain_launches()
-    runner.execute([SeqStep(8, list(range(1, 21)), 0, [1, 2], GREEDY,
-                            prompt_ids=list(range(1, 21)))])
+    runner.execute([SeqChunk(8, list(range(1, 21)), 0, [1, 2], GREEDY,
+                             history=PenaltyHistory(list(range(1, 21))))])
     launches = dev.drain_launches()
     chunk = [r for r in launches if r.func == "gated_delta_chunk_bf16"]
     assert len(chunk) == 2 and chunk[0].shared > 0
