@@ -60,3 +60,19 @@ def test_default_model_warm_equals_cold(default_model_dir):
     want, got, stats = warm_and_cold(runner, prompts, 12)
     assert got == want
     assert stats.hit_tokens == shared // runner.block_size * runner.block_size > 32
+
+
+def test_hybrid_model_gets_no_prefix_hits_and_refuses_speculation():
+    """Its recurrent state is built by prefill from position 0 (no snapshots yet): a cache
+    hit would skip that, so the engine turns the cache off for it."""
+    from atlas.engine.speculative import NgramDrafter, Speculator
+
+    runner = load_runner(FIXTURES / "tiny-qwen3_5", backend="host", max_seq_len=96,
+                         max_batch_size=2, max_prefill_tokens=64, num_draft_tokens=2)
+    prompt = [(5 * j + 1) % 200 + 4 for j in range(40)]
+    engine = LLMEngine(runner, max_prefill_tokens=64)
+    first, again = (engine.generate([EngineRequest(prompt, GREEDY, 6)])[0].token_ids
+                    for _ in range(2))
+    assert first == again and engine.core.scheduler.blocks.prefix_cache_stats() is None
+    with pytest.raises(ValueError, match="recurrent"):
+        LLMEngine(runner, max_prefill_tokens=64, speculator=Speculator(NgramDrafter(), 2))

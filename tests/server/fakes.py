@@ -152,6 +152,7 @@ class FakeExecutor:
         self.max_batch_size = max_batch_size
         self.max_seq_len = max_seq_len
         self.max_num_draft_tokens = 8
+        self.has_recurrent_state = False
         self.step_delay_s = step_delay_s
         self.scripts = [(list(t), list(o)) for t, o in scripts]
         self.fail_on = list(fail_on)

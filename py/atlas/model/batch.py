@@ -75,6 +75,10 @@ class StepExecutor(Protocol):
     vocab_size: int
     #: the most drafts one verification chunk may carry (the sampled rows it is sized for)
     max_num_draft_tokens: int
+    #: per-sequence recurrent state (hybrid models): a sequence must be computed from
+    #: position 0 and cannot roll back, so no prefix-cache hits and no speculation (until
+    #: state snapshots exist)
+    has_recurrent_state: bool
 
     def execute(self, chunks: Sequence[SeqChunk]) -> list[StepResult]:
         """Run one step; return the sampled token per chunk (None where sample=False, a
