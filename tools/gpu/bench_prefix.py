@@ -15,7 +15,6 @@ Prints a table and writes JSON. A benchmark, not a test: it asserts nothing abou
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -29,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "py"))
 from atlas.core.sampling import GREEDY  # noqa: E402
 from atlas.engine.core import EngineCore  # noqa: E402
 from atlas.engine.request import EngineRequest  # noqa: E402
+from engine_decode import write_json  # noqa: E402
 
 
 def ttft_s(core: EngineCore, seq_id: int, ids: list[int]) -> float:
@@ -91,9 +91,7 @@ def main() -> int:
           f"{result['warm_over_cold']:.1%} of cold (bar: <= 10%)")
     print(f"warm hit {hit:.0f} of {total} prompt tokens; cache hit rate {stats.hit_rate:.1%}, "
           f"{stats.cached_blocks} blocks cached, {stats.evictions} evictions")
-    if a.out:
-        a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(json.dumps(result, indent=2))
+    write_json(a.out, result)
     return 0
 
 

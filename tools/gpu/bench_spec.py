@@ -18,7 +18,6 @@ Prints tables and writes JSON. A benchmark, not a test: it asserts nothing about
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -31,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "py"))
 
 from atlas.engine.core import EngineCore  # noqa: E402
 from atlas.engine.speculative import OracleDrafter, Speculator  # noqa: E402
-from engine_decode import random_prompts, start_decoding, stop_all  # noqa: E402
+from engine_decode import random_prompts, start_decoding, stop_all, write_json  # noqa: E402
 
 
 def median_step_s(core: EngineCore, steps: int) -> float:
@@ -156,9 +155,7 @@ def main() -> int:
             print(f"{b:>5} {row['plain_tok_s']:>9.1f} {p['tok_s']:>9.1f} {p['speedup']:>7.2f}x "
                   f"{p['acceptance']:>7.2f} {p['mean_accepted_length']:>8.2f} "
                   f"{p['same_as_plain']:>7.2f}")
-    if a.out:
-        a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(json.dumps(result, indent=2, default=str))
+    write_json(a.out, result)
     return 0
 
 

@@ -7,6 +7,9 @@ token stops a sequence, so every step of a full batch generates `batch` tokens.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 
 from atlas.core.sampling import GREEDY
@@ -38,6 +41,13 @@ def start_decoding(runner: ModelRunner, batch: int, prompt_len: int, max_tokens:
         raise RuntimeError(f"only {len(scheduler.running)} of {batch} sequences are decoding "
                            "(KV pool or max_tokens too small for the benchmark)")
     return core
+
+
+def write_json(path: Path | None, result: dict) -> None:
+    """The benchmark's JSON record, when an output path was given."""
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=2, default=str))
 
 
 def stop_all(core: EngineCore) -> None:
