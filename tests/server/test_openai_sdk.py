@@ -132,11 +132,11 @@ def test_a_repeated_prefix_reports_cached_tokens_and_counts_hits(client, server)
     block = server.executor.block_size
     cached = second.usage.prompt_tokens_details.cached_tokens
     shared = len(chat_prompt_ids(server, [system]))   # the system turn's tokens, at least
-    # earlier tests' prompts share the template's first tokens at most
-    assert first.usage.prompt_tokens_details.cached_tokens < block
+    # earlier tests' prompts share the template's first block at most
+    assert first.usage.prompt_tokens_details.cached_tokens <= block
     assert cached % block == 0 and shared - block < cached < second.usage.prompt_tokens
     # a raw completion of the same text lacks the chat template's opening tokens
-    assert list(stream)[-1].usage.prompt_tokens_details.cached_tokens < block
+    assert list(stream)[-1].usage.prompt_tokens_details.cached_tokens <= block
     status, text = request(server.url + "/metrics")
     hits = next(l for l in text.splitlines() if l.startswith("atlas_prefix_cache_hits_total"))
     assert status == 200 and int(hits.split()[-1]) >= cached
