@@ -20,7 +20,7 @@ records what transformers computes from them:
 Everything runs in bf16 with eager attention, on CPU for the tiny fixtures (committed under
 tests/fixtures/) and on the GPU for full-size configs::
 
-    python tools/make_fixtures.py                              # the three tiny fixtures
+    python tools/make_fixtures.py                              # every tiny fixture
     python tools/make_fixtures.py --config tiny-qwen3 --out /tmp/q
     python tools/make_fixtures.py --config qwen3-8b --device cuda --out /data/qwen3-8b-rand
 
@@ -32,7 +32,14 @@ projections that write the residual stream (o_proj, down_proj) get twice that st
 in trained models, the layers rather than the token embedding dominate the residual;
 otherwise a tied-embedding model mostly repeats its last input token. Embeddings and
 lm_head draw from N(0, (1.6 / sqrt(hidden))^2), giving logits with a std near 1.6.
-RMSNorm weights are 1 + N(0, 0.1^2).
+RMSNorm weights are 1 + N(0, 0.1^2). Mixture-of-experts weights follow the same rule per
+expert (fan_in is the last dimension of the stacked [E, out, in] expert tensors); the router
+and the shared-expert gate are plain projections, so router logits have a std near 1 and
+every expert is chosen by some tokens.
+
+MoE checkpoints are written in both expert layouts found in the wild: `EXPERTS_FUSED`
+configs with transformers 5's stacked `mlp.experts.gate_up_proj` / `down_proj` tensors
+(`save_original_format=False`), the others one tensor per expert (the published layout).
 
 Greedy decoding of bf16 logits can hit near-ties that differ between two correct engines,
 and a random model can fall into repeating one token, which tests little. For tiny
@@ -83,7 +90,21 @@ _LLAMA = {**_COMMON, "architectures": ["LlamaForCausalLM"], "model_type": "llama
 _QWEN3 = {**_COMMON, "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
           "bos_token_id": 151643, "eos_token_id": 151645, "sliding_window": None,
           "use_sliding_window": False, "rope_scaling": None}
+_QWEN3_MOE = {**_QWEN3, "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe",
+              "decoder_sparse_step": 1, "mlp_only_layers": [], "norm_topk_prob": True,
+              "output_router_logits": False, "router_aux_loss_coef": 0.001}
+_QWEN2_MOE = {**_COMMON, "architectures": ["Qwen2MoeForCausalLM"], "model_type": "qwen2_moe",
+              "bos_token_id": 151643, "eos_token_id": 151643, "sliding_window": None,
+              "use_sliding_window": False, "rope_scaling": None, "qkv_bias": False,
+              "output_router_logits": False, "router_aux_loss_coef": 0.001}
 _TINY_SPECIAL_IDS = {"bos_token_id": 1, "eos_token_id": 2}  # inside a 512-token vocab
+#: the published Qwen/Qwen3-30B-A3B config
+_QWEN3_30B_A3B = {**_QWEN3_MOE, "hidden_size": 2048, "intermediate_size": 6144,
+                  "moe_intermediate_size": 768, "num_experts": 128, "num_experts_per_tok": 8,
+                  "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4,
+                  "head_dim": 128, "vocab_size": 151936, "max_position_embeddings": 40960,
+                  "max_window_layers": 48, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+                  "tie_word_embeddings": False}
 
 # Tiny shapes are chosen so each fixture directory stays under 2 MB while every matrix
 # dimension differs from the others where the architecture allows (a transposed weight
@@ -110,6 +131,33 @@ CONFIGS: dict[str, dict[str, Any]] = {
                    "max_position_embeddings": 256, "max_window_layers": 2,
                    "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
                    "tie_word_embeddings": False},
+    # Qwen3-MoE: 16 experts, top-3 (not a power of two), stacked expert tensors; layer 1
+    # is dense through mlp_only_layers, with an intermediate size of its own.
+    "tiny-qwen3-moe": {**_QWEN3_MOE, **_TINY_SPECIAL_IDS, "hidden_size": 128,
+                       "intermediate_size": 160, "moe_intermediate_size": 48,
+                       "num_experts": 16, "num_experts_per_tok": 3, "mlp_only_layers": [1],
+                       "num_hidden_layers": 2, "num_attention_heads": 2,
+                       "num_key_value_heads": 1, "head_dim": 128, "vocab_size": 512,
+                       "max_position_embeddings": 256, "max_window_layers": 2,
+                       "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+                       "tie_word_embeddings": False},
+    # Qwen2-MoE style: a shared expert beside 6 routed ones (top-2, weights not
+    # renormalized), one tensor per expert, decoder_sparse_step 2 (layer 0 dense, layer 1
+    # sparse), no q/k norm, head_dim = hidden / heads.
+    "tiny-qwen2-moe": {**_QWEN2_MOE, **_TINY_SPECIAL_IDS, "hidden_size": 128,
+                       "intermediate_size": 160, "moe_intermediate_size": 64,
+                       "shared_expert_intermediate_size": 96, "num_experts": 6,
+                       "num_experts_per_tok": 2, "norm_topk_prob": False,
+                       "decoder_sparse_step": 2, "mlp_only_layers": [],
+                       "num_hidden_layers": 2, "num_attention_heads": 2,
+                       "num_key_value_heads": 1, "vocab_size": 512,
+                       "max_position_embeddings": 256, "max_window_layers": 2,
+                       "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+                       "tie_word_embeddings": False},
+    # Qwen3-30B-A3B: the published config (synthetic weights only: 61 GB in bf16), and the
+    # same with 8 layers (every per-layer shape unchanged) for parity with transformers.
+    "qwen3-30b-a3b": _QWEN3_30B_A3B,
+    "qwen3-30b-a3b-8l": {**_QWEN3_30B_A3B, "num_hidden_layers": 8, "max_window_layers": 8},
     # The published Qwen/Qwen3-0.6B and Qwen/Qwen3-8B configs.
     "qwen3-0.6b": {**_QWEN3, "hidden_size": 1024, "intermediate_size": 3072,
                    "num_hidden_layers": 28, "num_attention_heads": 16,
@@ -136,7 +184,9 @@ class GoldenPlan:
 
 TINY_PLAN = GoldenPlan(prompt_len=24, greedy_len=16, all_positions=True, prompt_tries=256)
 FULL_PLAN = GoldenPlan(prompt_len=512, greedy_len=64, all_positions=False, prompt_tries=1)
-TINY = ("tiny-llama", "tiny-qwen3", "tiny-llama3-rope")
+TINY = ("tiny-llama", "tiny-qwen3", "tiny-llama3-rope", "tiny-qwen3-moe", "tiny-qwen2-moe")
+#: configs written with stacked expert tensors (transformers 5's in-memory layout)
+EXPERTS_FUSED = frozenset({"tiny-qwen3-moe"})
 
 
 def plan_for(name: str) -> GoldenPlan:
@@ -166,8 +216,9 @@ def _init_std(name: str, param: torch.Tensor, hidden: int) -> float | None:
         return None
     if name.endswith(("embed_tokens.weight", "lm_head.weight")):
         return 1.6 / math.sqrt(hidden)
-    gain = RESIDUAL_WRITE_GAIN if name.endswith(("o_proj.weight", "down_proj.weight")) else 1.0
-    return gain / math.sqrt(param.shape[1])
+    residual_write = name.endswith(("o_proj.weight", "down_proj.weight", "experts.down_proj"))
+    gain = RESIDUAL_WRITE_GAIN if residual_write else 1.0
+    return gain / math.sqrt(param.shape[-1])  # [out, in] or stacked experts [E, out, in]
 
 
 @torch.no_grad()
@@ -294,7 +345,8 @@ def write_checkpoint(name: str, out: Path, device: torch.device, seed: int,
     init_weights(model, seed)
     # save_pretrained writes the weights (dropping a tied lm_head, sharding big models);
     # its config.json is in transformers' own current spelling, so ours is put back.
-    model.save_pretrained(out, max_shard_size=MAX_SHARD_SIZE)
+    model.save_pretrained(out, max_shard_size=MAX_SHARD_SIZE,
+                          save_original_format=name not in EXPERTS_FUSED)
     config_path.write_text(json.dumps(CONFIGS[name], indent=2, sort_keys=True) + "\n")
     (out / "generation_config.json").unlink(missing_ok=True)
     if not golden:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from ..core.config import ModelConfig
 from .loaders.dense import DenseDecoderLoader, Qwen3Loader, UnsupportedModelError
+from .loaders.moe import MoeDecoderLoader, Qwen3MoeLoader
 
-SUPPORTED_MODEL_TYPES = ("llama", "qwen3")
+SUPPORTED_MODEL_TYPES = ("llama", "qwen3", "qwen2_moe", "qwen3_moe")
 
 
 def loader_for_config(cfg: ModelConfig) -> DenseDecoderLoader:
@@ -14,6 +15,10 @@ def loader_for_config(cfg: ModelConfig) -> DenseDecoderLoader:
             return DenseDecoderLoader()
         case "qwen3":
             return Qwen3Loader()
+        case "qwen2_moe":
+            return MoeDecoderLoader()
+        case "qwen3_moe":
+            return Qwen3MoeLoader()
         case other:
             raise UnsupportedModelError(
                 f"unsupported model_type {other!r}; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")

@@ -25,6 +25,7 @@ from ..runtime.sampler import Sampler
 from ..runtime.weights import WeightStore
 from .factory import loader_for_config
 from .model import DenseDecoderModel, Dims, LayerWeights
+from .moe import MoeBuffers, build_mlp
 from .preflight import preflight
 from .rope import cos_sin_table
 from .runner import ModelRunner, RunnerInfo, RunnerLimits, plan_step_buffers
@@ -95,8 +96,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     model_dir = Path(model_dir)
     cfg = ModelConfig.from_hf(model_dir)
     loader = loader_for_config(cfg)
-    plan = loader.plan(cfg)
     store = WeightStore(model_dir)
+    plan = loader.plan(cfg, store)
     store.validate(plan.expected())  # every tensor checked before any device work
     if max_seq_len is None:
         max_seq_len = min(cfg.max_position_embeddings or 4096, 8192)
@@ -115,6 +116,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
 
     offsets, total = plan.layout()
     weights_base = dev.alloc(total)
+    dev.memset(weights_base, 0, total)  # padding rows of a padded weight (WeightPlan.add) read 0
     dst = {s.name: weights_base + offsets[s.buffer] + s.offset for s in plan.slots}
     store.upload(dev, list(dst), dst, progress=progress, fast=fast_load)
     dev.mark_constant(weights_base, total)
@@ -124,6 +126,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     layout = StepLayout(limits.max_tokens, max_batch_size, limits.max_blocks)
     max_splits = limits.decode_splits(1, dims.kv_heads)
     plan_step_buffers(arena, dims, limits, layout, max_splits)
+    MoeBuffers.reserve(arena, cfg, limits.max_tokens)
     arena.reserve("cos_sin", DType.FP32, (max_seq_len, dims.head_dim))
     arena.allocate(dev)
     dev.copy_h2d(arena["cos_sin"], cos_sin_table(dims.head_dim, cfg.rope_theta,
@@ -138,9 +141,10 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     dev.memset(kv.k_ptrs[0], 0, kv_cfg.pool_bytes)  # padding rows read block 0: keep it finite
 
     kc = KernelCache(dev)
+    moe_bufs = MoeBuffers.bind(arena, limits.max_tokens) if cfg.moe else None
     layers = [LayerWeights(
-        qkv=ptr[f"l{i}.qkv"], o=ptr[f"l{i}.o"], gate_up=ptr[f"l{i}.gate_up"],
-        down=ptr[f"l{i}.down"], in_norm=ptr[f"l{i}.in_norm"], post_norm=ptr[f"l{i}.post_norm"],
+        qkv=ptr[f"l{i}.qkv"], o=ptr[f"l{i}.o"], mlp=build_mlp(cfg, i, ptr, moe_bufs),
+        in_norm=ptr[f"l{i}.in_norm"], post_norm=ptr[f"l{i}.post_norm"],
         q_norm=ptr.get(f"l{i}.q_norm", 0), k_norm=ptr.get(f"l{i}.k_norm", 0),
         k_cache=kv.k_cache(i), v_cache=kv.v_cache(i)) for i in range(dims.layers)]
     model = DenseDecoderModel(dims, kc, ptr["embed"], ptr["final_norm"],
