@@ -4,6 +4,9 @@ builders compute the geometry the CUDA kernels expect and reject what they canno
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -179,3 +182,16 @@ def test_heavy_cases_exist_for_the_leaf_shapes() -> None:
     heavy = [c.name for key, f in CASE_FACTORIES.items() if key.split(":")[0] in MODULES
              for c in f(rng) if moe_cases.is_heavy(c)]
     assert len(heavy) == 2
+
+
+def _constant(stem: str, name: str) -> int:
+    source = (Path(__file__).resolve().parents[2] / "kernels/hopper/common" / f"{stem}.cu")
+    (value,) = re.findall(rf"constexpr int {name} = (\d+);", source.read_text())
+    return int(value)
+
+
+def test_launch_constants_match_the_kernels() -> None:
+    assert moe.DECODE_ROWS_PER_BLOCK == _constant("moe_decode", "kWarps")
+    assert moe.DECODE_THREADS == 32 * moe.DECODE_ROWS_PER_BLOCK
+    assert moe.ROUTER_TOKENS_PER_BLOCK == _constant("moe_router", "kWarpsPerBlock")
+    assert moe.ROUTER_MAX_EXPERTS == 32 * _constant("moe_router", "kMaxPerLane")

@@ -40,7 +40,8 @@ namespace {
 constexpr int kTileM = 64;       // ops/moe.py MOE_TILE_M
 constexpr int kTileN = 128;      // ops/moe.py MOE_TILE_N
 constexpr int kThreads = 128;    // ops/moe.py MOE_GROUPED_THREADS: 4 warps, 2 x 2
-constexpr int kBK = 32, kStages = 3;
+constexpr int kBK = 32;
+constexpr int kStages = 3;
 constexpr int kChunks = kBK / 8;  // 16-byte chunks per tile row
 constexpr int kWarpM = kTileM / 2, kWarpN = kTileN / 2;
 constexpr int kMTiles = kWarpM / 16, kNTiles = kWarpN / 8;
