@@ -252,3 +252,140 @@ def test_grouped_gemm_model_matches_the_oracle(tokens: int, shape: moe.MoeShape)
     assert not np.isnan(y[valid]).any() and np.isnan(y[~valid]).all()
     np.testing.assert_allclose(y[valid], want["y"].reshape(len(flat), -1)[valid],
                                atol=1e-2, rtol=1e-2)
+
+
+# ---- the wgmma kernels (moe_grouped_sm90.cu) ----------------------------------------------
+SM90_SOURCE = SOURCE.with_name("moe_grouped_sm90.cu")
+
+
+def _sm90_constant(name: str) -> int:
+    (value,) = re.findall(rf"constexpr int {name} = (\d+);", SM90_SOURCE.read_text())
+    return int(value)
+
+
+SM90_N, SM90_THREADS, SM90_BK = (_sm90_constant(n) for n in ("kTileN", "kThreads", "kBK"))
+
+
+def test_sm90_launch_constants_match_the_kernel() -> None:
+    assert _sm90_constant("kTileM") == moe.MOE_TILE_M
+    assert (moe.MOE_SM90_TILE_N, moe.MOE_SM90_THREADS) == (SM90_N, SM90_THREADS)
+    stages = _sm90_constant("kStages")
+    assert moe.MOE_SM90_SMEM == stages * (TILE_M + SM90_N) * SM90_BK * 2 + 1024
+
+
+def _sm90_copies(nrows: int) -> list[list[int]]:
+    """Tile rows each thread copies (chunk tid % 8 of rows tid / 8 + 16 it); every (row,
+    chunk) of the tile exactly once."""
+    chunks, step = SM90_BK // 8, SM90_THREADS // (SM90_BK // 8)
+    rows = [[tid // chunks + it * step for it in range(nrows * chunks // SM90_THREADS)]
+            for tid in range(SM90_THREADS)]
+    seen = sorted((r, tid % chunks) for tid in range(SM90_THREADS) for r in rows[tid])
+    assert seen == [(r, c) for r in range(nrows) for c in range(chunks)]
+    return rows
+
+
+def _sm90_block(a_tile: np.ndarray, b_tile: np.ndarray) -> np.ndarray:
+    """acc [128 threads, 128 registers] of a 64 x 256 block, placed by the documented wgmma
+    accumulator fragment layout (wgmma_util.cuh)."""
+    prod = a_tile @ b_tile.T
+    acc = np.zeros((SM90_THREADS, 128))
+    for tid in range(SM90_THREADS):
+        lane, warp = tid % 32, tid // 32
+        for j in range(128):
+            acc[tid, j] = prod[16 * warp + lane // 4 + 8 * ((j >> 1) & 1),
+                               8 * (j >> 2) + 2 * (lane % 4) + (j & 1)]
+    return acc
+
+
+def _sm90_row(tid: int, j: int) -> int:
+    return 16 * (tid // 32) + (tid % 32) // 4 + 8 * ((j >> 1) & 1)
+
+
+def model_grouped_sm90(x, w_gu, w_d, ids, shape: moe.MoeShape):
+    """(act, y) of the wgmma kernels' row pointers, B row maps and epilogues (the main loop's
+    shared layout is gemm_sm90's, modelled in test_gemm_sm90)."""
+    flat = ids.reshape(-1)
+    tiles = moe.max_tiles(len(flat), shape.experts)
+    sorted_slots, tile_expert = moe_cases.oracle_align(flat, shape.experts, tiles)
+    inter, hidden, top_k = shape.inter, shape.hidden, shape.top_k
+    act = np.full((tiles * TILE_M, inter), np.nan)
+    y = np.full((len(flat), hidden), np.nan)
+    a_copy, b_copy = _sm90_copies(TILE_M), _sm90_copies(SM90_N)
+
+    def tile_of(rows_of, nrows: int, width: int, fetch) -> np.ndarray:
+        tile = np.full((nrows, width), np.nan)
+        for tid in range(SM90_THREADS):
+            for r in rows_of[tid]:
+                src = fetch(tid, r)
+                tile[r] = src if src is not None else 0.0
+        return tile
+
+    for tile in range(tiles):
+        e = tile_expert[tile]
+        if e < 0:
+            continue
+        p0 = tile * TILE_M
+
+        def x_row(tid: int, r: int):
+            slot = sorted_slots[p0 + r]
+            return x[slot // top_k] if slot >= 0 else None
+
+        a_tile = tile_of(a_copy, TILE_M, hidden, x_row)
+        for bx in range(-(-2 * inter // SM90_N)):
+            col0 = bx * (SM90_N // 2)
+
+            def gu_row(tid: int, r: int):
+                col = col0 + (r >> 4) * 8 + (r & 7)
+                return w_gu[e][((r >> 3) & 1) * inter + col] if col < inter else None
+
+            acc = _sm90_block(a_tile, tile_of(b_copy, SM90_N, hidden, gu_row))
+            for tid in range(SM90_THREADS):
+                for j in range(0, 128, 2):
+                    if (j >> 2) & 1:
+                        continue
+                    col = col0 + (j >> 3) * 8 + 2 * (tid & 3)
+                    if col >= inter:
+                        continue
+                    g = _bf16(acc[tid, j:j + 2]).astype(np.float32)
+                    u = _bf16(acc[tid, j + 4:j + 6])
+                    act[p0 + _sm90_row(tid, j), col:col + 2] = _bf16(
+                        _bf16(g / (np.float32(1) + np.exp(-g))) * u)
+        act_tile = tile_of(a_copy, TILE_M, inter, lambda tid, r: act[p0 + r])
+        for bx in range(-(-hidden // SM90_N)):
+            n0 = bx * SM90_N
+            acc = _sm90_block(act_tile, tile_of(
+                b_copy, SM90_N, inter,
+                lambda tid, r: w_d[e][n0 + r] if n0 + r < hidden else None))
+            for tid in range(SM90_THREADS):
+                lo, hi = (sorted_slots[p0 + _sm90_row(tid, j)] for j in (0, 2))
+                for j in range(0, 128, 2):
+                    slot = hi if (j >> 1) & 1 else lo
+                    col = n0 + 8 * (j >> 2) + 2 * (tid & 3)
+                    if slot >= 0 and col < hidden:
+                        y[slot, col:col + 2] = _bf16(acc[tid, j:j + 2])
+    return act, y, sorted_slots, tile_expert
+
+
+@pytest.mark.parametrize("tokens, shape", [
+    (20, moe.MoeShape(experts=3, top_k=2, hidden=320, inter=208)),  # partial column blocks
+    (9, moe.MoeShape(experts=4, top_k=4, hidden=48, inter=144)),
+])
+def test_sm90_model_matches_the_oracle(tokens: int, shape: moe.MoeShape) -> None:
+    rng = np.random.default_rng(tokens + 100)
+    ids = moe_cases.random_ids(rng, tokens, shape.experts, shape.top_k)
+    ids[1, 0] = -1
+    w_gu_bits, w_d_bits = moe_cases.expert_weights(rng, shape)
+    x_bits = moe_cases.random_bf16(rng, (tokens, shape.hidden))
+    f64 = [bf16_bits_to_f32(b).astype(np.float64) for b in (x_bits, w_gu_bits, w_d_bits)]
+    act, y, sorted_slots, tile_expert = model_grouped_sm90(*f64, ids, shape)
+    want = moe_cases.oracle_experts(*f64, ids, np.ones(ids.shape, np.float32))
+    flat = ids.reshape(-1)
+    live = sorted_slots >= 0
+    used_rows = np.repeat(tile_expert >= 0, TILE_M)
+    assert not np.isnan(act[used_rows]).any() and (act[used_rows & ~live] == 0).all()
+    np.testing.assert_allclose(act[live], want["act"].reshape(len(flat), -1)[sorted_slots[live]],
+                               atol=1e-2, rtol=1e-2)
+    valid = flat >= 0
+    assert not np.isnan(y[valid]).any() and np.isnan(y[~valid]).all()
+    np.testing.assert_allclose(y[valid], want["y"].reshape(len(flat), -1)[valid],
+                               atol=1e-2, rtol=1e-2)

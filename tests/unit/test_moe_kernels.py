@@ -18,7 +18,7 @@ from atlas.runtime.ops import KernelCache, moe
 from atlas.runtime.reference import moe as moe_ref
 from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
 
-MODULES = ("moe_router", "moe_decode", "moe_grouped")
+MODULES = ("moe_router", "moe_decode", "moe_grouped", "moe_grouped_sm90")
 
 
 def _cases():
@@ -149,6 +149,30 @@ def test_grouped_path_grid_is_sized_for_the_worst_case() -> None:
                    ("moe_combine_bf16", (1, 256, 1), (256, 1, 1))]
 
 
+class _HopperMock(MockGpuBackend):
+    """A mock whose PTX set has the wgmma grouped GEMMs, as the hopper leaves do."""
+
+    @property
+    def module_names(self) -> list[str]:
+        return ["moe_grouped", "moe_grouped_sm90"]
+
+
+def test_grouped_gemms_take_wgmma_where_the_module_is_loaded(monkeypatch) -> None:
+    scratch = moe.MoeScratch(0x1000, 0x2000, 0x3000, 0x4000, max_tokens=256)
+    mock = _HopperMock()
+    moe.experts(KernelCache(mock), 0, 0x10000, 0x20000, 0x30000, 0x40000, 0x50000, 0x60000,
+                256, QWEN3_30B, scratch)
+    got = [(r.func, tuple(r.grid), tuple(r.block), r.shared) for r in mock.drain_launches()]
+    assert got[1:3] == [("moe_grouped_gate_up_silu_sm90_bf16", (6, 160, 1), (128, 1, 1),
+                         moe.MOE_SM90_SMEM),
+                        ("moe_grouped_down_sm90_bf16", (8, 160, 1), (128, 1, 1),
+                         moe.MOE_SM90_SMEM)]
+    monkeypatch.setattr(moe, "MOE_SM90_ENABLED", False)
+    moe.experts(KernelCache(mock), 0, 0x10000, 0x20000, 0x30000, 0x40000, 0x50000, 0x60000,
+                256, QWEN3_30B, scratch)
+    assert [r.func for r in mock.drain_launches()][1] == "moe_grouped_gate_up_silu_bf16"
+
+
 def test_router_geometry_and_sigmoid_launch() -> None:
     got = _launches(moe.route, 0x100, 0x200, 0x300, 0x400, 0x500, 9, QWEN3_30B,
                     moe.Routing("sigmoid", bias=0x600))
@@ -181,7 +205,7 @@ def test_heavy_cases_exist_for_the_leaf_shapes() -> None:
     rng = np.random.default_rng(0)
     heavy = [c.name for key, f in CASE_FACTORIES.items() if key.split(":")[0] in MODULES
              for c in f(rng) if moe_cases.is_heavy(c)]
-    assert len(heavy) == 2
+    assert len(heavy) == 3
 
 
 def _constant(stem: str, name: str) -> int:

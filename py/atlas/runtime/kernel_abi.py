@@ -160,6 +160,15 @@ MOE_GROUPED_DOWN = S("moe_grouped", "moe_grouped_down_bf16",
 MOE_COMBINE = S("moe_grouped", "moe_combine_bf16",
                 "y:ptr topk_ids:ptr topk_weights:ptr out:ptr tokens:u32 top_k:u32 hidden:u32 "
                 "experts:u32")
+# the same two products on Hopper warpgroup MMA (kernels/hopper/common/moe_grouped_sm90.cu,
+# sm_90a only; 64 x 256 tiles over the same align layout), launched with ops.moe.MOE_SM90_SMEM
+# bytes of dynamic shared memory
+MOE_GROUPED_GATE_UP_SM90 = S("moe_grouped_sm90", "moe_grouped_gate_up_silu_sm90_bf16",
+                             "x:ptr w_gate_up:ptr sorted_slots:ptr tile_expert:ptr act:ptr "
+                             "top_k:u32 hidden:u32 inter:u32 experts:u32 max_tiles:u32")
+MOE_GROUPED_DOWN_SM90 = S("moe_grouped_sm90", "moe_grouped_down_sm90_bf16",
+                          "act:ptr w_down:ptr sorted_slots:ptr tile_expert:ptr y:ptr hidden:u32 "
+                          "inter:u32 experts:u32 max_tiles:u32")
 
 # --- shared expert (kernels/<hw>/common/moe_shared.cu) --------------------------------------
 # out bf16 [tokens, hidden] = bf16(routed + bf16(bf16(sigmoid(gate[t * gate_stride])) * shared)):

@@ -258,10 +258,11 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
 
 
 # ---- grouped path -------------------------------------------------------------------------
-def pipeline_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.ndarray
-                  ) -> KernelCase:
+def pipeline_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.ndarray,
+                  sm90: bool = False) -> KernelCase:
     """ops.moe.experts end to end (decode kernels or align + grouped GEMMs + combine, by the
-    token count), with every intermediate buffer checked where it is defined."""
+    token count), with every intermediate buffer checked where it is defined; `sm90` runs the
+    grouped GEMMs on the wgmma kernels (module moe_grouped_sm90), else on mma.sync."""
     tokens = len(ids)
     slots = tokens * shape.top_k
     layout = moe.scratch_layout(shape, tokens)
@@ -288,7 +289,7 @@ def pipeline_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids:
         scratch = moe.MoeScratch(p["act"], p.get("y", 0), p.get("sorted_slots", 0),
                                  p.get("tile_expert", 0), max_tokens=tokens)
         moe.experts(KernelCache(backend), stream, p["x"], p["w_gate_up"], p["w_down"],
-                    p["topk_ids"], p["topk_weights"], p["out"], tokens, shape, scratch)
+                    p["topk_ids"], p["topk_weights"], p["out"], tokens, shape, scratch, sm90)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         r = oracle_experts(_f64(x["x"]), _f64(x["w_gate_up"]), _f64(x["w_down"]),
@@ -305,8 +306,9 @@ def pipeline_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids:
             out["act"] = act_slots
         return out
 
-    return KernelCase(name, "moe_grouped" if grouped else "moe_decode", inputs, outputs, run,
-                      oracle, compare_mask=masks, reference_abs_tol=ACT_REFERENCE_TOL)
+    module = ("moe_grouped_sm90" if sm90 else "moe_grouped") if grouped else "moe_decode"
+    return KernelCase(name, module, inputs, outputs, run, oracle, compare_mask=masks,
+                      reference_abs_tol=ACT_REFERENCE_TOL)
 
 
 def combine_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.ndarray
@@ -335,8 +337,9 @@ def combine_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: 
                       {"out": OutputSpec(DType.BF16, (tokens, shape.hidden))}, run, oracle)
 
 
-@kernel_cases("moe_grouped")
-def grouped_cases(rng: np.random.Generator) -> list[KernelCase]:
+def _grouped_pipelines(rng: np.random.Generator, sm90: bool) -> list[KernelCase]:
+    """The grouped path's edge cases, on the mma.sync or the wgmma GEMMs."""
+    tag = "sm90" if sm90 else "grouped"
     small = moe.MoeShape(experts=16, top_k=4, hidden=256, inter=96)
     skewed = random_ids(rng, 40, 16, 4)
     skewed[:, 0] = 3  # expert 3 gets every token (40 slots): several tokens per tile row set
@@ -344,22 +347,38 @@ def grouped_cases(rng: np.random.Generator) -> list[KernelCase]:
     bad = random_ids(rng, 20, 16, 4)
     bad[::3, 1] = -1
     one = np.tile(np.arange(4, dtype=np.int32) + 9, (70, 1))  # 70 tokens, the same 4 experts
-    cases = [pipeline_case(rng, "moe_experts grouped t40 e16 k4 (skewed)", small, skewed),
-             pipeline_case(rng, "moe_experts grouped t24 e64 k2 (60 empty experts)",
-                           moe.MoeShape(64, 2, 128, 64), sparse),
-             pipeline_case(rng, "moe_experts grouped t20 invalid ids", small, bad),
-             pipeline_case(rng, "moe_experts grouped t70 every token to the same 4 experts",
-                           small, one),
-             pipeline_case(rng, "moe_experts grouped t17 k=e=4 h208 i144",
-                           moe.MoeShape(4, 4, 208, 144), random_ids(rng, 17, 4, 4)),
-             pipeline_case(rng, "moe_experts decode t6 e16 k4", small, random_ids(rng, 6, 16, 4)),
-             combine_case(rng, "moe_combine t9 k4 h264 invalid ids", moe.MoeShape(16, 4, 264, 16),
-                          bad[:9])]
-    # the leaf shape through the grouped path (hidden 2048, inter 768, top-8), 8 experts
+    # the leaf shape (hidden 2048, inter 768, top-8) with 8 experts
     leaf = moe.MoeShape(experts=8, top_k=8, hidden=2048, inter=768)
-    cases.append(pipeline_case(rng, "moe_experts leaf grouped t16 h2048 i768 k8", leaf,
-                               random_ids(rng, 16, 8, 8)))
-    return cases
+    return [pipeline_case(rng, f"moe_experts {tag} t40 e16 k4 (skewed)", small, skewed, sm90),
+            pipeline_case(rng, f"moe_experts {tag} t24 e64 k2 (60 empty experts)",
+                          moe.MoeShape(64, 2, 128, 64), sparse, sm90),
+            pipeline_case(rng, f"moe_experts {tag} t20 invalid ids", small, bad, sm90),
+            pipeline_case(rng, f"moe_experts {tag} t70 every token to the same 4 experts",
+                          small, one, sm90),
+            pipeline_case(rng, f"moe_experts {tag} t17 k=e=4 h208 i144",
+                          moe.MoeShape(4, 4, 208, 144), random_ids(rng, 17, 4, 4), sm90),
+            # inter 608: the last gate/up column block is partly past inter in both kernels;
+            # hidden 320: a partial down column block; h208: K ends inside a k-tile
+            pipeline_case(rng, f"moe_experts {tag} t33 e6 k3 h320 i608",
+                          moe.MoeShape(6, 3, 320, 608), random_ids(rng, 33, 6, 3), sm90),
+            pipeline_case(rng, f"moe_experts leaf {tag} t16 h2048 i768 k8", leaf,
+                          random_ids(rng, 16, 8, 8), sm90)]
+
+
+@kernel_cases("moe_grouped")
+def grouped_cases(rng: np.random.Generator) -> list[KernelCase]:
+    small = moe.MoeShape(experts=16, top_k=4, hidden=256, inter=96)
+    bad = random_ids(rng, 9, 16, 4)
+    bad[::3, 1] = -1
+    return _grouped_pipelines(rng, sm90=False) + [
+        pipeline_case(rng, "moe_experts decode t6 e16 k4", small, random_ids(rng, 6, 16, 4)),
+        combine_case(rng, "moe_combine t9 k4 h264 invalid ids", moe.MoeShape(16, 4, 264, 16),
+                     bad)]
+
+
+@kernel_cases("moe_grouped_sm90")
+def grouped_sm90_cases(rng: np.random.Generator) -> list[KernelCase]:
+    return _grouped_pipelines(rng, sm90=True)
 
 
 def is_heavy(case: KernelCase) -> bool:

@@ -20,6 +20,8 @@ atomics, bit-reproducible). More tokens take the grouped path: moe_align_i32 sor
 slots t * top_k + j by expert into MOE_TILE_M-row tiles on the device, the grouped GEMM
 computes the gate/up product with SwiGLU in its epilogue (act in sorted order), the grouped
 down GEMM writes each slot's y un-permuted, and moe_combine_bf16 forms the weighted sums.
+The grouped GEMMs run on Hopper wgmma (moe_grouped_sm90) where the PTX set has it, else on
+mma.sync (moe_grouped, every target).
 Grids of the grouped launches are sized for the worst case (`max_tiles`); tiles with no
 expert exit at once, so experts without tokens cost nothing. Neither path synchronizes with
 the host or reads routing on the host: both are capturable in a CUDA graph.
@@ -32,13 +34,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..gpu import DevicePtr, Stream
+from ..gpu import DevicePtr, KernelLaunch, KernelSig, Stream
 from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_SUM, MOE_GATE_UP_SILU,
-                          MOE_GROUPED_DOWN, MOE_GROUPED_GATE_UP, MOE_TOPK_SIGMOID,
-                          MOE_TOPK_SOFTMAX)
+                          MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90, MOE_GROUPED_GATE_UP,
+                          MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
 from . import KernelCache
 from ._preconditions import require_aligned, require_multiple
-from .matmul import linear
+from .matmul import env_switch, linear
 
 #: rows of one grouped-GEMM M-tile (moe_grouped.cu kTileM)
 MOE_TILE_M = 64
@@ -46,6 +48,14 @@ MOE_TILE_M = 64
 #: kTileN / 2 intermediate columns (their gate and up rows side by side)
 MOE_TILE_N = 128
 MOE_GROUPED_THREADS = 128
+#: the Hopper wgmma grouped GEMMs (moe_grouped_sm90.cu): 64 x 256 tiles of one warpgroup,
+#: a 4-stage ring of A [64][64] + B [256][64] bf16 plus 1 KiB to align its base
+MOE_SM90_TILE_N = 256
+MOE_SM90_THREADS = 128
+MOE_SM90_SMEM = 4 * (64 + 256) * 64 * 2 + 1024
+#: route the grouped GEMMs to the wgmma kernels where the PTX set has moe_grouped_sm90
+#: (ATLAS_MOE_SM90=0 keeps them on the mma.sync kernels, e.g. if the GPU check fails them)
+MOE_SM90_ENABLED = env_switch("ATLAS_MOE_SM90", True)
 #: tokens at or below this take the decode kernels (their grids grow with tokens * top_k)
 DECODE_MAX_TOKENS = 8
 #: the decode kernels give each warp one output row; 8 warps per block
@@ -213,26 +223,44 @@ def align(kc: KernelCache, stream: Stream, topk_ids: DevicePtr, sorted_slots: De
                       tile_expert, slots, experts, tiles)
 
 
+def grouped_uses_sm90(kc: KernelCache) -> bool:
+    """The grouped GEMMs' dispatch rule: switched on and the moe_grouped_sm90 module loaded
+    (sm_90a PTX sets only; not gb10, the host references or the mock)."""
+    return MOE_SM90_ENABLED and MOE_GROUPED_GATE_UP_SM90.module in kc.backend.module_names
+
+
+def _grouped_launch(kc: KernelCache, sm90: bool | None, sigs: tuple[KernelSig, KernelSig],
+                    out_cols: int) -> tuple[KernelLaunch, int, int, int]:
+    """(launch, columns per block, threads, shared bytes) of one grouped GEMM."""
+    if sm90 is None:
+        sm90 = grouped_uses_sm90(kc)
+    if sm90:
+        return (kc.get_with_shared(sigs[1], MOE_SM90_SMEM), -(-out_cols // MOE_SM90_TILE_N),
+                MOE_SM90_THREADS, MOE_SM90_SMEM)
+    return kc.get(sigs[0]), -(-out_cols // MOE_TILE_N), MOE_GROUPED_THREADS, 0
+
+
 def grouped_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: DevicePtr,
                     sorted_slots: DevicePtr, tile_expert: DevicePtr, act: DevicePtr,
-                    shape: MoeShape, tiles: int) -> None:
-    """act [tiles * MOE_TILE_M, inter] (sorted order) = swiglu(x[slot // top_k] gate/up)."""
+                    shape: MoeShape, tiles: int, sm90: bool | None = None) -> None:
+    """act [tiles * MOE_TILE_M, inter] (sorted order) = swiglu(x[slot // top_k] gate/up).
+    `sm90` forces (True) or avoids (False) the wgmma kernel; None: `grouped_uses_sm90`."""
     _check_weights("moe_grouped_gate_up", x, w_gate_up, act)
-    cols = -(-2 * shape.inter // MOE_TILE_N)
-    kc.get(MOE_GROUPED_GATE_UP)(stream, (cols, tiles, 1), MOE_GROUPED_THREADS, 0, x, w_gate_up,
-                                sorted_slots, tile_expert, act, shape.top_k, shape.hidden,
-                                shape.inter, shape.experts, tiles)
+    launch, cols, threads, smem = _grouped_launch(
+        kc, sm90, (MOE_GROUPED_GATE_UP, MOE_GROUPED_GATE_UP_SM90), 2 * shape.inter)
+    launch(stream, (cols, tiles, 1), threads, smem, x, w_gate_up, sorted_slots, tile_expert,
+           act, shape.top_k, shape.hidden, shape.inter, shape.experts, tiles)
 
 
 def grouped_down(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DevicePtr,
                  sorted_slots: DevicePtr, tile_expert: DevicePtr, y: DevicePtr,
-                 shape: MoeShape, tiles: int) -> None:
+                 shape: MoeShape, tiles: int, sm90: bool | None = None) -> None:
     """y [slots, hidden]: each routed slot's bf16 down product, written un-permuted."""
     _check_weights("moe_grouped_down", act, w_down)
-    cols = -(-shape.hidden // MOE_TILE_N)
-    kc.get(MOE_GROUPED_DOWN)(stream, (cols, tiles, 1), MOE_GROUPED_THREADS, 0, act, w_down,
-                             sorted_slots, tile_expert, y, shape.hidden, shape.inter,
-                             shape.experts, tiles)
+    launch, cols, threads, smem = _grouped_launch(
+        kc, sm90, (MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90), shape.hidden)
+    launch(stream, (cols, tiles, 1), threads, smem, act, w_down, sorted_slots, tile_expert, y,
+           shape.hidden, shape.inter, shape.experts, tiles)
 
 
 def combine(kc: KernelCache, stream: Stream, y: DevicePtr, topk_ids: DevicePtr,
@@ -253,8 +281,10 @@ def uses_decode_kernels(tokens: int) -> bool:
 
 def experts(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: DevicePtr,
             w_down: DevicePtr, topk_ids: DevicePtr, topk_weights: DevicePtr, out: DevicePtr,
-            tokens: int, shape: MoeShape, scratch: MoeScratch) -> None:
-    """out [tokens, hidden] = the routed experts' weighted sum (see the module docstring)."""
+            tokens: int, shape: MoeShape, scratch: MoeScratch, sm90: bool | None = None
+            ) -> None:
+    """out [tokens, hidden] = the routed experts' weighted sum (see the module docstring);
+    `sm90` as for `grouped_gate_up`."""
     shape.validate()
     if not tokens:
         return
@@ -274,7 +304,7 @@ def experts(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: DevicePtr,
     align(kc, stream, topk_ids, scratch.sorted_slots, scratch.tile_expert, slots,
           shape.experts, tiles)
     grouped_gate_up(kc, stream, x, w_gate_up, scratch.sorted_slots, scratch.tile_expert,
-                    scratch.act, shape, tiles)
+                    scratch.act, shape, tiles, sm90)
     grouped_down(kc, stream, scratch.act, w_down, scratch.sorted_slots, scratch.tile_expert,
-                 scratch.y, shape, tiles)
+                 scratch.y, shape, tiles, sm90)
     combine(kc, stream, scratch.y, topk_ids, topk_weights, out, tokens, shape)

@@ -28,8 +28,8 @@ import numpy as np
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
 from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_SUM, MOE_GATE_UP_SILU,
-                          MOE_GROUPED_DOWN, MOE_GROUPED_GATE_UP, MOE_TOPK_SIGMOID,
-                          MOE_TOPK_SOFTMAX)
+                          MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90, MOE_GROUPED_GATE_UP,
+                          MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
 from ..ops.moe import MOE_TILE_M
 from . import HostMemory, reference, widened_f64
 
@@ -234,6 +234,7 @@ def _sorted_ids(mem: HostMemory, sorted_slots: int, tile_expert: int, tiles: int
 
 
 @reference(MOE_GROUPED_GATE_UP)
+@reference(MOE_GROUPED_GATE_UP_SM90)
 def moe_grouped_gate_up_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int,
                                   w_gate_up: int, sorted_slots: int, tile_expert: int, act: int,
                                   top_k: int, hidden: int, inter: int, experts: int,
@@ -251,6 +252,7 @@ def moe_grouped_gate_up_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: i
 
 
 @reference(MOE_GROUPED_DOWN)
+@reference(MOE_GROUPED_DOWN_SM90)
 def moe_grouped_down_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w_down: int,
                           sorted_slots: int, tile_expert: int, y: int, hidden: int, inter: int,
                           experts: int, max_tiles_: int) -> None:
