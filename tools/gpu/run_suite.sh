@@ -199,9 +199,21 @@ stage_batched_min_m() {
   return $rc
 }
 
+# MoE kernels (issue 10): every MoE check case, then the MoE rows of the kernel table with the
+# grouped GEMMs on wgmma (the default where moe_grouped_sm90 loads) and, for the A/B, on
+# mma.sync (ATLAS_MOE_SM90=0).
+stage_moe_kernels() {
+  local rc=0
+  "$PY" tools/gpu/check_kernels.py -k moe_ --out "$RESULTS/gpu_check_moe-$STAMP.json" || rc=1
+  "$PY" tools/gpu/bench_kernels.py -k moe --out-dir "$RESULTS" || rc=1
+  ATLAS_MOE_SM90=0 "$PY" tools/gpu/bench_kernels.py -k moe_grouped \
+    --out-dir "$RESULTS/moe_mma_sync" || rc=1
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity qwen3_0_6b
         qwen3_8b decode_bench decode_bench_nopdl batched_min_m profile kernel_table server_sweep
-        throughput)
+        throughput moe_kernels)
 
 # ---- runner -------------------------------------------------------------------------------
 
