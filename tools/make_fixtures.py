@@ -73,13 +73,15 @@ from transformers import AutoConfig, AutoModelForCausalLM
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
+sys.path.insert(0, str(REPO / "py"))
+
+# the weight distribution, shared with the benchmark-only synthetic weights
+from atlas.runtime.synthetic_weights import NORM_STD, init_std  # noqa: E402
 
 #: a greedy step must beat the runner-up by this many bf16 ulps of the winning logit
 MIN_MARGIN_ULPS = 4
 #: share of distinct tokens a greedy continuation needs to count as non-degenerate
 MIN_DISTINCT_FRACTION = 0.75
-#: std multiplier for the projections that write the residual stream
-RESIDUAL_WRITE_GAIN = 2.0
 #: full-size checkpoints are sharded like the published ones (with an index file)
 MAX_SHARD_SIZE = "4GB"
 
@@ -208,19 +210,6 @@ def build_model(config_path: Path, device: torch.device) -> torch.nn.Module:
     return model.eval()
 
 
-def _init_std(name: str, param: torch.Tensor, hidden: int) -> float | None:
-    """Standard deviation for a weight, or None for an RMSNorm weight (1 + noise)."""
-    if param.ndim == 1:
-        if not name.endswith("norm.weight"):
-            raise ValueError(f"unexpected 1-D parameter {name}: these architectures have no biases")
-        return None
-    if name.endswith(("embed_tokens.weight", "lm_head.weight")):
-        return 1.6 / math.sqrt(hidden)
-    residual_write = name.endswith(("o_proj.weight", "down_proj.weight", "experts.down_proj"))
-    gain = RESIDUAL_WRITE_GAIN if residual_write else 1.0
-    return gain / math.sqrt(param.shape[-1])  # [out, in] or stacked experts [E, out, in]
-
-
 @torch.no_grad()
 def init_weights(model: torch.nn.Module, seed: int) -> None:
     """Overwrite every parameter deterministically (per seed and device)."""
@@ -228,9 +217,9 @@ def init_weights(model: torch.nn.Module, seed: int) -> None:
     params = list(model.named_parameters())  # tied weights appear once
     gen = torch.Generator(device=params[0][1].device).manual_seed(seed)
     for name, param in params:
-        std = _init_std(name, param, hidden)
+        std = init_std(name, tuple(param.shape), hidden)
         noise = torch.randn(param.shape, generator=gen, device=param.device, dtype=torch.float32)
-        param.copy_(1.0 + 0.1 * noise if std is None else std * noise)
+        param.copy_(1.0 + NORM_STD * noise if std is None else std * noise)
 
 
 # --------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from ..runtime.gpu import GpuBackend
 from ..runtime.kv_cache import KvCacheConfig, PagedKvCache
 from ..runtime.ops import KernelCache
 from ..runtime.sampler import Sampler
+from ..runtime.synthetic_weights import SyntheticWeights
 from ..runtime.weights import WeightStore
 from .factory import loader_for_config
 from .model import DenseDecoderModel, Dims, LayerWeights
@@ -89,14 +90,18 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                 gpu_memory_utilization: float = 0.9, fast_load: bool = True,
                 progress: ProgressFn | None = None, use_graphs: bool = True,
                 max_num_blocks: int | None = None,
-                batch_invariant: bool | None = None) -> ModelRunner:
+                batch_invariant: bool | None = None,
+                synthetic_seed: int | None = None) -> ModelRunner:
     """Build a ready runner. `batch_invariant` (default: on for the CPU reference backend,
-    off on CUDA) fixes the decode split count across batch sizes; see RunnerLimits."""
+    off on CUDA) fixes the decode split count across batch sizes; see RunnerLimits.
+    `synthetic_seed` (benchmarks only) generates the weights on the device from that seed
+    instead of reading them: the model directory needs only its config.json."""
     t0 = time.perf_counter()
     model_dir = Path(model_dir)
     cfg = ModelConfig.from_hf(model_dir)
     loader = loader_for_config(cfg)
-    store = WeightStore(model_dir)
+    store = (WeightStore(model_dir) if synthetic_seed is None
+             else SyntheticWeights(cfg.hidden_size, synthetic_seed))
     plan = loader.plan(cfg, store)
     store.validate(plan.expected())  # every tensor checked before any device work
     if max_seq_len is None:

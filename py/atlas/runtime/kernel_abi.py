@@ -176,3 +176,9 @@ MOE_GROUPED_DOWN_SM90 = S("moe_grouped_sm90", "moe_grouped_down_sm90_bf16",
 # f32 (a bf16-rounded logit, as the f32-output linear writes it); out may alias routed.
 MOE_SHARED_ADD = S("moe_shared", "moe_shared_add_bf16",
                    "routed:ptr shared:ptr gate:ptr out:ptr tokens:u32 hidden:u32 gate_stride:u32")
+
+# --- benchmark-only synthetic weights (kernels/<hw>/common/fill_random.cu) ---------------------
+# out bf16 [n] = bf16(mean + std * z_i), z_i ~ N(0, 1): Box-Muller over SplitMix64 of the
+# counter (key_hi:key_lo) + (i + 1) * golden, a pure function of (key, i)
+FILL_NORMAL = S("fill_random", "fill_normal_bf16",
+                "out:ptr n:u32 key_lo:u32 key_hi:u32 mean:f32 std:f32")
