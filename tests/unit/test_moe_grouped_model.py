@@ -228,32 +228,6 @@ def model_grouped(x, w_gu, w_d, ids, shape: moe.MoeShape):
     return act, y, sorted_slots, tile_expert
 
 
-@pytest.mark.parametrize("tokens, shape", [
-    (40, moe.MoeShape(experts=3, top_k=2, hidden=80, inter=80)),   # partial column tiles
-    (9, moe.MoeShape(experts=4, top_k=4, hidden=48, inter=144)),   # k = experts, K = 1.5 tiles
-])
-def test_grouped_gemm_model_matches_the_oracle(tokens: int, shape: moe.MoeShape) -> None:
-    rng = np.random.default_rng(tokens)
-    ids = moe_cases.random_ids(rng, tokens, shape.experts, shape.top_k)
-    ids[2, 0] = -1
-    w_gu_bits, w_d_bits = moe_cases.expert_weights(rng, shape)
-    x_bits = moe_cases.random_bf16(rng, (tokens, shape.hidden))
-    f64 = [bf16_bits_to_f32(b).astype(np.float64) for b in (x_bits, w_gu_bits, w_d_bits)]
-    act, y, sorted_slots, tile_expert = model_grouped(*f64, ids, shape)
-    want = moe_cases.oracle_experts(*f64, ids, np.ones(ids.shape, np.float32))
-    flat = ids.reshape(-1)
-    live = sorted_slots >= 0
-    used_rows = np.repeat(tile_expert >= 0, TILE_M)
-    assert not np.isnan(act[used_rows]).any()          # every row of a used tile written
-    assert (act[used_rows & ~live] == 0).all()         # padding rows compute zeros
-    np.testing.assert_allclose(act[live], want["act"].reshape(len(flat), -1)[sorted_slots[live]],
-                               atol=1e-2, rtol=1e-2)
-    valid = flat >= 0
-    assert not np.isnan(y[valid]).any() and np.isnan(y[~valid]).all()
-    np.testing.assert_allclose(y[valid], want["y"].reshape(len(flat), -1)[valid],
-                               atol=1e-2, rtol=1e-2)
-
-
 # ---- the wgmma kernels (moe_grouped_sm90.cu) ----------------------------------------------
 SM90_SOURCE = SOURCE.with_name("moe_grouped_sm90.cu")
 
@@ -366,18 +340,24 @@ def model_grouped_sm90(x, w_gu, w_d, ids, shape: moe.MoeShape):
     return act, y, sorted_slots, tile_expert
 
 
-@pytest.mark.parametrize("tokens, shape", [
-    (20, moe.MoeShape(experts=3, top_k=2, hidden=320, inter=208)),  # partial column blocks
-    (9, moe.MoeShape(experts=4, top_k=4, hidden=48, inter=144)),
+@pytest.mark.parametrize("model, tokens, shape", [
+    ("mma.sync", 40, moe.MoeShape(experts=3, top_k=2, hidden=80, inter=80)),  # partial tiles
+    ("mma.sync", 9, moe.MoeShape(experts=4, top_k=4, hidden=48, inter=144)),  # K 1.5 tiles
+    ("wgmma", 20, moe.MoeShape(experts=3, top_k=2, hidden=320, inter=208)),  # partial blocks
+    ("wgmma", 9, moe.MoeShape(experts=4, top_k=4, hidden=48, inter=144)),
 ])
-def test_sm90_model_matches_the_oracle(tokens: int, shape: moe.MoeShape) -> None:
-    rng = np.random.default_rng(tokens + 100)
+def test_grouped_gemm_models_match_the_oracle(model: str, tokens: int, shape: moe.MoeShape
+                                              ) -> None:
+    """Both grouped GEMMs' index models: every row of a used tile written (padding rows
+    zero), act and the un-permuted y equal to the oracle, rows of invalid slots untouched."""
+    rng = np.random.default_rng(tokens)
     ids = moe_cases.random_ids(rng, tokens, shape.experts, shape.top_k)
-    ids[1, 0] = -1
+    ids[2, 0] = -1
     w_gu_bits, w_d_bits = moe_cases.expert_weights(rng, shape)
     x_bits = moe_cases.random_bf16(rng, (tokens, shape.hidden))
     f64 = [bf16_bits_to_f32(b).astype(np.float64) for b in (x_bits, w_gu_bits, w_d_bits)]
-    act, y, sorted_slots, tile_expert = model_grouped_sm90(*f64, ids, shape)
+    run = model_grouped if model == "mma.sync" else model_grouped_sm90
+    act, y, sorted_slots, tile_expert = run(*f64, ids, shape)
     want = moe_cases.oracle_experts(*f64, ids, np.ones(ids.shape, np.float32))
     flat = ids.reshape(-1)
     live = sorted_slots >= 0

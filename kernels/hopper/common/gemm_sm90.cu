@@ -46,6 +46,7 @@ static_assert(kChunks == 8, "the 128-byte swizzle needs 128-byte tile rows");
 static_assert(kStageA % kAlign == 0 && kStageBytes % kAlign == 0, "stage bases stay aligned");
 static_assert((BM + BN) * kChunks % THREADS == 0, "copies divide evenly over the threads");
 static_assert(STAGES >= 3, "prefetch distance STAGES - 2 must be at least 1");
+static_assert(BK == 64, "atlas::wgmma_k64_tile issues the wgmmas of 64-column k-tiles");
 static_assert(SMEM_BYTES <= 227 * 1024, "sm_90 allows 227 KiB of shared memory per block");
 
 // Copy k-tile `kt` of rows [row0, row0 + ROWS) of `src` ([rows, k] row-major) into the
@@ -116,13 +117,7 @@ __device__ __forceinline__ void gemm_sm90_tile(const __nv_bfloat16* __restrict__
     const int s = kt % STAGES;
     const uint64_t da = atlas::smem_desc(stage_a(s) + wg * 64 * 128);
     const uint64_t db = atlas::smem_desc(stage_w(s));
-    atlas::fence_acc(acc);
-    atlas::wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) atlas::wgmma_m64n256k16(acc, da + 2 * kk, db + 2 * kk);
-    atlas::wgmma_commit();
-    atlas::wgmma_wait<1>();  // tile kt - 1's wgmmas are done: its slot may be refilled
-    atlas::fence_acc(acc);
+    atlas::wgmma_k64_tile(acc, da, db);  // tile kt - 1's wgmmas are done after it
   }
   atlas::wgmma_wait<0>();
   atlas::fence_acc(acc);

@@ -155,7 +155,7 @@ __device__ __forceinline__ void grouped_mainloop(const __nv_bfloat16* const (&a_
                                                  const __nv_bfloat16* fallback, int k,
                                                  float (&acc)[kMTiles][kNTiles][4]) {
   __shared__ __align__(128) __nv_bfloat16 smem[kStages * kStageElems];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int warp = threadIdx.x >> 5;
   const int wm = warp / 2, wn = warp % 2;
   const int k_tiles = (k + kBK - 1) / kBK;
 
@@ -187,29 +187,8 @@ __device__ __forceinline__ void grouped_mainloop(const __nv_bfloat16* const (&a_
     const __nv_bfloat16* sa = smem + (kt % kStages) * kStageElems;
     const __nv_bfloat16* sb = sa + kTileM * kBK;
 #pragma unroll
-    for (int kk = 0; kk < kBK / 16; ++kk) {
-      uint32_t af[kMTiles][4];
-      uint32_t bf[kNTiles][2];
-#pragma unroll
-      for (int i = 0; i < kMTiles; ++i) {
-        const int r = wm * kWarpM + i * 16 + (lane & 15);
-        atlas::ldmatrix_x4(af[i], sa + atlas::swizzle_offset<kChunks>(r, 2 * kk + (lane >> 4)));
-      }
-#pragma unroll
-      for (int j = 0; j < kNTiles; j += 2) {
-        const int r = wn * kWarpN + j * 8 + (lane & 7) + ((lane >> 4) << 3);
-        uint32_t t[4];
-        atlas::ldmatrix_x4(t, sb + atlas::swizzle_offset<kChunks>(r, 2 * kk + ((lane >> 3) & 1)));
-        bf[j][0] = t[0];
-        bf[j][1] = t[1];
-        bf[j + 1][0] = t[2];
-        bf[j + 1][1] = t[3];
-      }
-#pragma unroll
-      for (int i = 0; i < kMTiles; ++i)
-#pragma unroll
-        for (int j = 0; j < kNTiles; ++j) atlas::mma_bf16_16816(acc[i][j], af[i], bf[j][0], bf[j][1]);
-    }
+    for (int kk = 0; kk < kBK / 16; ++kk)
+      atlas::warp_mma_k16<kMTiles, kNTiles, kChunks>(acc, sa, sb, wm * kWarpM, wn * kWarpN, kk);
   }
   atlas::cp_async_wait<0>();  // no copy may outlive the block (only empty groups remain)
 }

@@ -39,6 +39,7 @@ constexpr int kRowsA = kTileM * kChunks / kThreads;
 constexpr int kRowsB = kTileN * kChunks / kThreads;
 constexpr int kRowStep = kThreads / kChunks;  // tile rows between a thread's copies
 static_assert(kChunks == 8, "the 128-byte swizzle needs 128-byte tile rows");
+static_assert(kBK == 64, "atlas::wgmma_k64_tile issues the wgmmas of 64-column k-tiles");
 static_assert(kStageA % kAlign == 0 && kStageBytes % kAlign == 0, "stage bases stay aligned");
 static_assert(kSmemBytes <= 227 * 1024, "sm_90 allows 227 KiB of shared memory per block");
 
@@ -95,13 +96,7 @@ __device__ __forceinline__ void sm90_mainloop(const __nv_bfloat16* const (&a_row
 
     const uint32_t sa = smem + (kt % kStages) * kStageBytes;
     const uint64_t da = atlas::smem_desc(sa), db = atlas::smem_desc(sa + kStageA);
-    atlas::fence_acc(acc);
-    atlas::wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kBK / 16; ++kk) atlas::wgmma_m64n256k16(acc, da + 2 * kk, db + 2 * kk);
-    atlas::wgmma_commit();
-    atlas::wgmma_wait<1>();  // tile kt - 1's wgmmas are done: its slot may be refilled
-    atlas::fence_acc(acc);
+    atlas::wgmma_k64_tile(acc, da, db);  // tile kt - 1's wgmmas are done after it
   }
   atlas::wgmma_wait<0>();
   atlas::fence_acc(acc);

@@ -88,6 +88,20 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_
       : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
+// The four k16 wgmmas of one 64-column k-tile (descriptors at its start) as one commit group,
+// then a wait until at most that group is in flight: the previous tile's wgmmas are done, so
+// the slot they read may be refilled.
+__device__ __forceinline__ void wgmma_k64_tile(float (&acc)[128], uint64_t desc_a,
+                                               uint64_t desc_b) {
+  fence_acc(acc);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) wgmma_m64n256k16(acc, desc_a + 2 * kk, desc_b + 2 * kk);
+  wgmma_commit();
+  wgmma_wait<1>();
+  fence_acc(acc);
+}
+
 // Make this thread's generic-proxy shared-memory writes (cp.async) visible to wgmma's async
 // proxy; a barrier then makes every thread's visible.
 __device__ __forceinline__ void fence_proxy_async() {
