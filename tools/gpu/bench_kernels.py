@@ -674,11 +674,14 @@ def _grouped_mm(env: Env) -> Callable[..., Any] | None:
     fn = getattr(torch, "_grouped_mm", None)
     if fn is None:
         return None
-    a = torch.ones((32, 16), dtype=torch.bfloat16, device=env.device)
-    b = torch.ones((2, 16, 16), dtype=torch.bfloat16, device=env.device)
+    # the call shapes of moe_experts_case: [N, K] weights transposed, an empty group
+    a = torch.ones((32, 64), dtype=torch.bfloat16, device=env.device)
+    w = torch.ones((3, 48, 64), dtype=torch.bfloat16, device=env.device)
     try:
-        fn(a, b.transpose(-2, -1), offs=torch.tensor([16, 32], dtype=torch.int32,
-                                                      device=env.device))
+        out = fn(a, w.transpose(-2, -1), offs=torch.tensor([16, 16, 32], dtype=torch.int32,
+                                                           device=env.device))
+        if tuple(out.shape) != (32, 48) or float(out[0, 0]) != 64.0:
+            return None
         return fn
     except (RuntimeError, NotImplementedError, TypeError):
         return None
