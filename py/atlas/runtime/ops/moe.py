@@ -5,7 +5,7 @@ Contract (row-major, contiguous; reference/moe.py is the executable specificatio
 * x bf16 [tokens, hidden]: the normalized hidden states entering the MoE block.
 * w_gate bf16 [experts, hidden]: the router (a Linear); its logits are f32 [tokens, experts]
   holding the bf16-rounded products (matmul.linear(out_f32=True), like transformers' bf16
-  gate followed by softmax(dtype=float)).
+  gate followed by softmax(dtype=float)), the input of `topk`.
 * w_gate_up bf16 [experts, 2 * inter, hidden]: per expert the gate rows, then the up rows
   (transformers 5's fused `experts.gate_up_proj`); w_down bf16 [experts, hidden, inter].
 * topk_ids i32 [tokens, top_k], best expert first; topk_weights f32 [tokens, top_k].
@@ -40,7 +40,7 @@ from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_SUM, MOE_GATE_UP_SILU
                           MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
 from . import KernelCache
 from ._preconditions import require_aligned, require_multiple
-from .matmul import env_switch, linear
+from .matmul import env_switch
 
 #: rows of one grouped-GEMM M-tile (moe_grouped.cu kTileM)
 MOE_TILE_M = 64
@@ -169,17 +169,6 @@ def topk(kc: KernelCache, stream: Stream, logits: DevicePtr, topk_ids: DevicePtr
     else:
         kc.get(MOE_TOPK_SIGMOID)(stream, grid, block, 0, logits, routing.bias, topk_ids,
                                  topk_weights, tokens, experts, top_k, renorm, scale)
-
-
-def route(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr, logits: DevicePtr,
-          topk_ids: DevicePtr, topk_weights: DevicePtr, tokens: int, shape: MoeShape,
-          routing: Routing = Routing()) -> None:
-    """The router: logits = x @ w_gate.T (bf16 product widened to f32, into the caller's
-    [tokens, experts] f32 buffer) on the dense linear kernels, then `topk`."""
-    if not tokens:
-        return
-    linear(kc, stream, x, w_gate, logits, tokens, shape.experts, shape.hidden, out_f32=True)
-    topk(kc, stream, logits, topk_ids, topk_weights, tokens, shape.experts, shape.top_k, routing)
 
 
 # ---- experts: decode ----------------------------------------------------------------------
