@@ -80,6 +80,8 @@ from atlas.runtime.synthetic_weights import NORM_STD, init_std  # noqa: E402
 
 #: a greedy step must beat the runner-up by this many bf16 ulps of the winning logit
 MIN_MARGIN_ULPS = 4
+#: MoE prompts also avoid router ties (see RouterTies): this many times the tries
+MOE_TRIES_FACTOR = 8
 #: share of distinct tokens a greedy continuation needs to count as non-degenerate
 MIN_DISTINCT_FRACTION = 0.75
 #: full-size checkpoints are sharded like the published ones (with an index file)
@@ -264,20 +266,56 @@ def _eos_ids(config: Any) -> set[int]:
     return set() if eos is None else {eos} if isinstance(eos, int) else set(eos)
 
 
+def _is_moe(config: Any) -> bool:
+    return bool(getattr(config, "num_experts", 0))
+
+
+class RouterTies:
+    """Watches every MoE router of a model during forwards: `found` turns true when some
+    token's k-th and (k+1)-th router logits are equal. The logits are bf16, so exact ties
+    are common, and which of the tied experts torch.topk keeps is unspecified (on the CPU
+    it is not always the lower index), so no other engine can be asked to agree there."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.routers = [m for m in model.modules()
+                        if type(m).__name__.endswith("TopKRouter") and hasattr(m, "top_k")]
+        self.handles: list[Any] = []
+        self.found = False
+
+    def _hook(self, module: torch.nn.Module, _inputs: Any, output: Any) -> None:
+        top = torch.topk(output[0].float(), module.top_k + 1, dim=-1).values
+        if module.top_k < top.shape[-1] and bool((top[:, -2] == top[:, -1]).any()):
+            self.found = True
+
+    def __enter__(self) -> "RouterTies":
+        self.handles = [r.register_forward_hook(self._hook) for r in self.routers]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for h in self.handles:
+            h.remove()
+
+
 def make_golden(model: torch.nn.Module, plan: GoldenPlan, seed: int) -> dict[str, np.ndarray]:
     """Draw prompts until one's greedy continuation has comfortable margins, enough
-    distinct tokens and no EOS (or the tries run out: then the best one seen), and record
-    its goldens."""
+    distinct tokens and no EOS, and (MoE models) no router tie at the k-th place in any
+    forward (or the tries run out: then the best one seen), and record its goldens."""
     vocab, eos = model.config.vocab_size, _eos_ids(model.config)
     best: dict[str, np.ndarray] = {}
     best_score = -math.inf
-    for attempt in range(plan.prompt_tries):
+    screen_moe = _is_moe(model.config) and plan.prompt_tries > 1
+    tries = plan.prompt_tries * (MOE_TRIES_FACTOR if screen_moe else 1)
+    for attempt in range(tries):
         rng = np.random.default_rng([seed, attempt])
         ids = rng.integers(0, vocab, size=plan.prompt_len).tolist()
-        logits = forward_logits(model, ids, plan.all_positions)
-        greedy, margins, worst_ulps = greedy_tokens(model, ids, plan.greedy_len, logits)
+        with RouterTies(model) as ties:
+            logits = forward_logits(model, ids, plan.all_positions)
+            if ties.found and best and screen_moe:
+                continue  # a tie in the prompt already: no need for its greedy run
+            greedy, margins, worst_ulps = greedy_tokens(model, ids, plan.greedy_len, logits)
         degenerate = len(set(greedy)) < MIN_DISTINCT_FRACTION * len(greedy)
-        score = -math.inf if eos & set(greedy) or degenerate else worst_ulps
+        tied = ties.found and screen_moe
+        score = -math.inf if eos & set(greedy) or degenerate or tied else worst_ulps
         if not best or score > best_score:
             best_score = score
             best = {"input_ids": np.array(ids, dtype=np.int64),
@@ -322,13 +360,20 @@ def reference_controls(model: torch.nn.Module, golden: dict[str, np.ndarray]) ->
 # --------------------------------------------------------------------------------------
 
 
+def write_config(name: str, out: Path) -> Path:
+    """`out`/config.json for config `name` (alone, it is a synthetic-weights model directory:
+    `load_runner(out, synthetic_seed=N)`, `tools/gpu/profile_decode.py --synthetic-seed N`)."""
+    out.mkdir(parents=True, exist_ok=True)
+    config_path = out / "config.json"
+    config_path.write_text(json.dumps(CONFIGS[name], indent=2, sort_keys=True) + "\n")
+    return config_path
+
+
 def write_checkpoint(name: str, out: Path, device: torch.device, seed: int,
                      golden: bool = True) -> None:
     """config.json + safetensors (bf16) + golden.npz (unless golden=False: benchmarks need
     only the weights) for one config into `out`."""
-    out.mkdir(parents=True, exist_ok=True)
-    config_path = out / "config.json"
-    config_path.write_text(json.dumps(CONFIGS[name], indent=2, sort_keys=True) + "\n")
+    config_path = write_config(name, out)
     print(f"{name}: building on {device}", file=sys.stderr)
     model = build_model(config_path, device)
     init_weights(model, seed)
@@ -336,7 +381,7 @@ def write_checkpoint(name: str, out: Path, device: torch.device, seed: int,
     # its config.json is in transformers' own current spelling, so ours is put back.
     model.save_pretrained(out, max_shard_size=MAX_SHARD_SIZE,
                           save_original_format=name not in EXPERTS_FUSED)
-    config_path.write_text(json.dumps(CONFIGS[name], indent=2, sort_keys=True) + "\n")
+    write_config(name, out)
     (out / "generation_config.json").unlink(missing_ok=True)
     if not golden:
         print(f"{name}: wrote {out} (weights only)", file=sys.stderr)
@@ -358,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="output directory (default: tests/fixtures/<config>)")
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--config-only", action="store_true",
+                        help="write config.json only (a synthetic-weights model directory)")
     parser.add_argument("--no-golden", action="store_true",
                         help="write the checkpoint only (for benchmarks), no transformers goldens")
     args = parser.parse_args(argv)
@@ -369,6 +416,9 @@ def main(argv: list[str] | None = None) -> int:
         out = args.out or FIXTURES / name
         if out.exists() and name.startswith("tiny-") and args.out is None:
             shutil.rmtree(out)  # regenerate committed fixtures from scratch
+        if args.config_only:
+            write_config(name, out)
+            continue
         write_checkpoint(name, out, device, args.seed, golden=not args.no_golden)
     return 0
 

@@ -48,7 +48,8 @@ def copy_bandwidth_gbs() -> float:
 
 
 def atlas_bench(model_dir: Path, batches: list[int], prompt_len: int, new_tokens: int,
-                prefill_len: int, seed: int) -> dict:
+                prefill_len: int, seed: int, **load_kwargs) -> dict:
+    """Atlas prefill and decode tok/s; `load_kwargs` go to load_runner (e.g. synthetic_seed)."""
     from atlas.model.load import load_runner
     from atlas.runtime.kv_cache import BlockAllocator
 
@@ -56,7 +57,8 @@ def atlas_bench(model_dir: Path, batches: list[int], prompt_len: int, new_tokens
     runner = load_runner(model_dir, backend="cuda", max_seq_len=max(prompt_len + new_tokens,
                                                                     prefill_len) + 16,
                          max_batch_size=max_batch, max_prefill_tokens=prefill_len,
-                         gpu_memory_utilization=0.85, fast_load=True, progress=None)
+                         gpu_memory_utilization=0.85, fast_load=True, progress=None,
+                         **load_kwargs)
     rng = np.random.default_rng(seed)
     vocab = runner.vocab_size
     pool = BlockAllocator(runner.num_kv_blocks)
@@ -103,6 +105,7 @@ def atlas_bench(model_dir: Path, batches: list[int], prompt_len: int, new_tokens
         for s in seqs:
             runner.release(s[0])
             pool.free(s[1])
+    runner.backend.close()  # its memory goes back before the transformers baselines load
     return out
 
 
