@@ -113,6 +113,10 @@ def _check_options(p: dict) -> None:
               help="Seconds a request may run before it is ended (finish_reason length).")
 @click.option("--no-fast-load", is_flag=True,
               help="Read weights through mmap instead of the O_DIRECT reader thread.")
+@click.option("--synthetic-weights", "synthetic_seed", type=click.IntRange(min=0), default=None,
+              metavar="SEED", help="Benchmarks only: generate random weights on the device "
+              "from SEED instead of reading them (the model directory needs only config.json "
+              "and the tokenizer files; the answers are gibberish).")
 def command(**p) -> None:
     """Serve MODEL (a directory, or a name in the Hugging Face cache) over the OpenAI and
     Anthropic APIs. Without MODEL, serves the embedded default model."""
@@ -172,7 +176,8 @@ async def _serve(ctx, model_dir: Path, backend: str, p: dict) -> None:
                            max_batch_size=p["max_batch_size"],
                            max_prefill_tokens=p["max_prefill_tokens"],
                            gpu_memory_utilization=p["gpu_memory_utilization"],
-                           fast_load=not p["no_fast_load"], progress=LoadProgress())
+                           fast_load=not p["no_fast_load"], progress=LoadProgress(),
+                           synthetic_seed=p["synthetic_seed"])
 
     def ready() -> None:
         print(f"Listening on {p['bind']}:{p['port']}", flush=True)
