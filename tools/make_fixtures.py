@@ -58,13 +58,14 @@ transformers 5.24 here and torch 2.11 + transformers 5.17 on the GPU machine.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import torch
@@ -80,8 +81,6 @@ from atlas.runtime.synthetic_weights import NORM_STD, init_std  # noqa: E402
 
 #: a greedy step must beat the runner-up by this many bf16 ulps of the winning logit
 MIN_MARGIN_ULPS = 4
-#: MoE prompts also avoid router ties (see RouterTies): this many times the tries
-MOE_TRIES_FACTOR = 8
 #: share of distinct tokens a greedy continuation needs to count as non-degenerate
 MIN_DISTINCT_FRACTION = 0.75
 #: full-size checkpoints are sharded like the published ones (with an index file)
@@ -266,56 +265,42 @@ def _eos_ids(config: Any) -> set[int]:
     return set() if eos is None else {eos} if isinstance(eos, int) else set(eos)
 
 
-def _is_moe(config: Any) -> bool:
-    return bool(getattr(config, "num_experts", 0))
+@contextlib.contextmanager
+def lower_index_ties() -> Iterator[None]:
+    """torch.topk keeps, among exactly equal scores, whichever it likes (on the CPU not always
+    the lower index), and MoE router logits are bf16, so exact ties between the k-th and
+    (k+1)-th expert are common. Within this block topk is a stable descending sort, so ties
+    go to the lower expert index, the order Atlas's router (and the issue) specifies; the
+    goldens are transformers' forward with that one choice made deterministic."""
+    original = torch.topk
 
+    def stable_topk(input: torch.Tensor, k: int, dim: int = -1, largest: bool = True,
+                    sorted: bool = True) -> Any:
+        values, indices = torch.sort(input, dim=dim, descending=largest, stable=True)
+        return torch.return_types.topk((values.narrow(dim, 0, k), indices.narrow(dim, 0, k)))
 
-class RouterTies:
-    """Watches every MoE router of a model during forwards: `found` turns true when some
-    token's k-th and (k+1)-th router logits are equal. The logits are bf16, so exact ties
-    are common, and which of the tied experts torch.topk keeps is unspecified (on the CPU
-    it is not always the lower index), so no other engine can be asked to agree there."""
-
-    def __init__(self, model: torch.nn.Module) -> None:
-        self.routers = [m for m in model.modules()
-                        if type(m).__name__.endswith("TopKRouter") and hasattr(m, "top_k")]
-        self.handles: list[Any] = []
-        self.found = False
-
-    def _hook(self, module: torch.nn.Module, _inputs: Any, output: Any) -> None:
-        top = torch.topk(output[0].float(), module.top_k + 1, dim=-1).values
-        if module.top_k < top.shape[-1] and bool((top[:, -2] == top[:, -1]).any()):
-            self.found = True
-
-    def __enter__(self) -> "RouterTies":
-        self.handles = [r.register_forward_hook(self._hook) for r in self.routers]
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for h in self.handles:
-            h.remove()
+    torch.topk = stable_topk
+    try:
+        yield
+    finally:
+        torch.topk = original
 
 
 def make_golden(model: torch.nn.Module, plan: GoldenPlan, seed: int) -> dict[str, np.ndarray]:
     """Draw prompts until one's greedy continuation has comfortable margins, enough
-    distinct tokens and no EOS, and (MoE models) no router tie at the k-th place in any
-    forward (or the tries run out: then the best one seen), and record its goldens."""
+    distinct tokens and no EOS (or the tries run out: then the best one seen), and record
+    its goldens (router ties broken by `lower_index_ties`)."""
     vocab, eos = model.config.vocab_size, _eos_ids(model.config)
     best: dict[str, np.ndarray] = {}
     best_score = -math.inf
-    screen_moe = _is_moe(model.config) and plan.prompt_tries > 1
-    tries = plan.prompt_tries * (MOE_TRIES_FACTOR if screen_moe else 1)
-    for attempt in range(tries):
+    for attempt in range(plan.prompt_tries):
         rng = np.random.default_rng([seed, attempt])
         ids = rng.integers(0, vocab, size=plan.prompt_len).tolist()
-        with RouterTies(model) as ties:
+        with lower_index_ties():
             logits = forward_logits(model, ids, plan.all_positions)
-            if ties.found and best and screen_moe:
-                continue  # a tie in the prompt already: no need for its greedy run
             greedy, margins, worst_ulps = greedy_tokens(model, ids, plan.greedy_len, logits)
         degenerate = len(set(greedy)) < MIN_DISTINCT_FRACTION * len(greedy)
-        tied = ties.found and screen_moe
-        score = -math.inf if eos & set(greedy) or degenerate or tied else worst_ulps
+        score = -math.inf if eos & set(greedy) or degenerate else worst_ulps
         if not best or score > best_score:
             best_score = score
             best = {"input_ids": np.array(ids, dtype=np.int64),
@@ -390,7 +375,8 @@ def write_checkpoint(name: str, out: Path, device: torch.device, seed: int,
     golden = make_golden(model, plan_for(name), seed)
     if not name.startswith("tiny-"):
         print(f"{name}: computing transformers-vs-transformers controls", file=sys.stderr)
-        golden.update(reference_controls(model, golden))
+        with lower_index_ties():
+            golden.update(reference_controls(model, golden))
     np.savez(out / "golden.npz", **golden)
     print(f"{name}: wrote {out}", file=sys.stderr)
 
