@@ -135,3 +135,15 @@ def test_moe_dims_must_suit_the_kernels():
     c = cfg(moe_intermediate_size=72)
     with pytest.raises(UnsupportedModelError, match="moe_intermediate_size=72"):
         loader_for_config(c).plan(c)
+
+
+@pytest.mark.parametrize("model_type, model", [("qwen3_moe", "qwen3"), ("qwen2_moe", "llama")])
+def test_moe_model_types_have_a_kernel_leaf(model_type, model):
+    """The tiny fixtures' shapes select a family leaf on the GPU (common/ MoE kernels)."""
+    from pathlib import Path
+
+    from atlas.kernels.tree import select_model
+
+    repo = Path(__file__).resolve().parents[2]
+    served = select_model(repo, "hopper", model_type, 128, "bf16")
+    assert served.model == model and served.target.model == "common"
