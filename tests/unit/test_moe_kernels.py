@@ -15,6 +15,7 @@ from atlas.runtime.host import HostBackend
 from atlas.runtime.kernel_check import CASE_FACTORIES, check
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, moe
+from atlas.runtime.ops.routes import KernelRoutes
 from atlas.runtime.reference import moe as moe_ref
 from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
 
@@ -157,7 +158,7 @@ class _HopperMock(MockGpuBackend):
         return ["moe_grouped", "moe_grouped_sm90"]
 
 
-def test_grouped_gemms_take_wgmma_where_the_module_is_loaded(monkeypatch) -> None:
+def test_grouped_gemms_take_wgmma_where_the_module_is_loaded() -> None:
     scratch = moe.MoeScratch(0x1000, 0x2000, 0x3000, 0x4000, max_tokens=256)
     mock = _HopperMock()
     moe.experts(KernelCache(mock), 0, 0x10000, 0x20000, 0x30000, 0x40000, 0x50000, 0x60000,
@@ -167,8 +168,8 @@ def test_grouped_gemms_take_wgmma_where_the_module_is_loaded(monkeypatch) -> Non
                          moe.MOE_SM90_SMEM),
                         ("moe_grouped_down_sm90_bf16", (8, 160, 1), (128, 1, 1),
                          moe.MOE_SM90_SMEM)]
-    monkeypatch.setattr(moe, "MOE_SM90_ENABLED", False)
-    moe.experts(KernelCache(mock), 0, 0x10000, 0x20000, 0x30000, 0x40000, 0x50000, 0x60000,
+    assert not KernelRoutes.from_env({"ATLAS_MOE_SM90": "0"}).moe_sm90
+    moe.experts(KernelCache(mock, KernelRoutes(moe_sm90=False)), 0, 0x10000, 0x20000, 0x30000, 0x40000, 0x50000, 0x60000,
                 256, QWEN3_30B, scratch)
     assert [r.func for r in mock.drain_launches()][1] == "moe_grouped_gate_up_silu_bf16"
 

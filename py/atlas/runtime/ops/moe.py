@@ -40,7 +40,6 @@ from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_SUM, MOE_GATE_UP_SILU
                           MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
 from . import KernelCache
 from ._preconditions import require_aligned, require_multiple
-from .matmul import env_switch
 
 #: rows of one grouped-GEMM M-tile (moe_grouped.cu kTileM)
 MOE_TILE_M = 64
@@ -53,9 +52,6 @@ MOE_GROUPED_THREADS = 128
 MOE_SM90_TILE_N = 256
 MOE_SM90_THREADS = 128
 MOE_SM90_SMEM = 4 * (64 + 256) * 64 * 2 + 1024
-#: route the grouped GEMMs to the wgmma kernels where the PTX set has moe_grouped_sm90
-#: (ATLAS_MOE_SM90=0 keeps them on the mma.sync kernels, e.g. if the GPU check fails them)
-MOE_SM90_ENABLED = env_switch("ATLAS_MOE_SM90", True)
 #: tokens at or below this take the decode kernels (their grids grow with tokens * top_k)
 DECODE_MAX_TOKENS = 8
 #: the decode kernels give each warp one output row; 8 warps per block
@@ -213,9 +209,10 @@ def align(kc: KernelCache, stream: Stream, topk_ids: DevicePtr, sorted_slots: De
 
 
 def grouped_uses_sm90(kc: KernelCache) -> bool:
-    """The grouped GEMMs' dispatch rule: switched on and the moe_grouped_sm90 module loaded
-    (sm_90a PTX sets only; not gb10, the host references or the mock)."""
-    return MOE_SM90_ENABLED and MOE_GROUPED_GATE_UP_SM90.module in kc.backend.module_names
+    """The grouped GEMMs' dispatch rule: switched on (kc.routes.moe_sm90; ATLAS_MOE_SM90=0
+    keeps them on mma.sync) and the moe_grouped_sm90 module loaded (sm_90a PTX sets only;
+    not gb10, the host references or the mock)."""
+    return kc.routes.moe_sm90 and MOE_GROUPED_GATE_UP_SM90.module in kc.backend.module_names
 
 
 def _grouped_launch(kc: KernelCache, sm90: bool | None, sigs: tuple[KernelSig, KernelSig],
