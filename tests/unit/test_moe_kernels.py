@@ -169,8 +169,8 @@ def test_grouped_gemms_take_wgmma_where_the_module_is_loaded() -> None:
                         ("moe_grouped_down_sm90_bf16", (8, 160, 1), (128, 1, 1),
                          moe.MOE_SM90_SMEM)]
     assert not KernelRoutes.from_env({"ATLAS_MOE_SM90": "0"}).moe_sm90
-    moe.experts(KernelCache(mock, KernelRoutes(moe_sm90=False)), 0, 0x10000, 0x20000, 0x30000, 0x40000, 0x50000, 0x60000,
-                256, QWEN3_30B, scratch)
+    moe.experts(KernelCache(mock, KernelRoutes(moe_sm90=False)), 0, 0x10000, 0x20000, 0x30000,
+                0x40000, 0x50000, 0x60000, 256, QWEN3_30B, scratch)
     assert [r.func for r in mock.drain_launches()][1] == "moe_grouped_gate_up_silu_bf16"
 
 
