@@ -200,15 +200,18 @@ stage_batched_min_m() {
   return $rc
 }
 
-# MoE kernels (issue 10): every MoE check case, then the MoE rows of the kernel table with the
-# grouped GEMMs on wgmma (the default where moe_grouped_sm90 loads) and, for the A/B, on
-# mma.sync (ATLAS_MOE_SM90=0).
+# MoE kernels (issue 10): every MoE check case (on every hopper set, the qwen3-30b-a3b leaf's
+# compile-time shapes included), then the MoE rows of the kernel table: on the baseline set
+# with the grouped GEMMs on wgmma (the default where moe_grouped_sm90 loads), on mma.sync
+# (ATLAS_MOE_SM90=0), and the Qwen3-30B-A3B rows on its own leaf (the specialization's gain).
 stage_moe_kernels() {
   local rc=0
   "$PY" tools/gpu/check_kernels.py -k moe_ --out "$RESULTS/gpu_check_moe-$STAMP.json" || rc=1
   "$PY" tools/gpu/bench_kernels.py -k moe --out-dir "$RESULTS" || rc=1
   ATLAS_MOE_SM90=0 "$PY" tools/gpu/bench_kernels.py -k moe_grouped \
     --out-dir "$RESULTS/moe_mma_sync" || rc=1
+  "$PY" tools/gpu/bench_kernels.py --model qwen3-30b-a3b -k qwen3-30b-a3b \
+    --out-dir "$RESULTS/moe_leaf" || rc=1
   return $rc
 }
 

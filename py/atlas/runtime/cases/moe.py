@@ -170,6 +170,8 @@ def router_cases(rng: np.random.Generator) -> list[KernelCase]:
     bias = bf16_bits_to_f32(random_bf16(rng, (256,), 0.5))
     cases += [router_case("moe_topk sigmoid bias e256 k8 scale 2.5",
                           _bf16_logits(rng, 6, 256), 8, True, bias, True, 2.5),
+              router_case("moe_topk sigmoid leaf t5 e128 k8 (the size leaf's shape)",
+                          _bf16_logits(rng, 5, 128), 8, True, bias[:128], True, 1.0),
               router_case("moe_topk sigmoid no bias k=e=16 no renorm",
                           _bf16_logits(rng, 3, 16), 16, True, None, False)]
     # sigmoid ties: equal logits and equal biases give equal keys; -200 underflows to 0
