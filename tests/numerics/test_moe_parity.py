@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from atlas.core.sampling import GREEDY
-from atlas.model.engine import GenerationRequest, generate
+from atlas.engine.llm_engine import LLMEngine
+from atlas.engine.parity import compare_with_golden
+from atlas.engine.request import EngineRequest
 from atlas.model.load import load_runner
-from atlas.model.parity import compare_with_golden
-from atlas.runtime.kv_cache import BlockAllocator
 from atlas.runtime.ops.moe import DECODE_MAX_TOKENS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -45,14 +45,14 @@ def _runner(name: str, max_batch_size: int = 4, max_prefill_tokens: int = 32):
 def test_moe_batched_decode_matches_solo_runs(name):
     """Sequences decoded together (routing of several tokens in one step, graph buckets with
     padding rows) give exactly what each gives alone."""
-    runner = _runner(name)
-    pool = BlockAllocator(runner.num_kv_blocks)
+    engine = LLMEngine(_runner(name), max_prefill_tokens=32)
     prompts = [[5, 9, 200, 17], [300, 2, 7, 7, 7, 7, 9], [44], list(range(60, 72))]
-    reqs = [GenerationRequest(p, GREEDY, 8) for p in prompts]
-    together = [r.token_ids for r in generate(runner, pool, reqs, max_prefill_tokens=32)]
-    alone = [generate(runner, pool, [r], max_prefill_tokens=32)[0].token_ids for r in reqs]
+    reqs = [EngineRequest(p, GREEDY, 8) for p in prompts]
+    together = [r.token_ids for r in engine.generate(reqs)]
+    alone = [engine.generate([r])[0].token_ids for r in reqs]
     assert together == alone
-    assert pool.num_free == runner.num_kv_blocks
+    blocks = engine.core.scheduler.blocks
+    assert blocks.pool.num_free == blocks.num_blocks
 
 
 @pytest.mark.parametrize("name", MOE_FIXTURES)
@@ -60,8 +60,7 @@ def test_moe_chunked_prefill_equals_one_shot(name):
     """A 37-token prompt in one grouped-path step, or in chunks of 5 (decode kernels) and
     11 (grouped), continues identically."""
     runner = _runner(name, max_batch_size=2, max_prefill_tokens=48)
-    pool = BlockAllocator(runner.num_kv_blocks)
-    req = GenerationRequest(list(range(3, 40)), GREEDY, 8)
-    one_shot = generate(runner, pool, [req], max_prefill_tokens=48)[0].token_ids
-    assert generate(runner, pool, [req], max_prefill_tokens=5)[0].token_ids == one_shot
-    assert generate(runner, pool, [req], max_prefill_tokens=11)[0].token_ids == one_shot
+    req = EngineRequest(list(range(3, 40)), GREEDY, 8)
+    one_shot = LLMEngine(runner, max_prefill_tokens=48).generate([req])[0].token_ids
+    for chunk in (5, 11):
+        assert LLMEngine(runner, max_prefill_tokens=chunk).generate([req])[0].token_ids == one_shot

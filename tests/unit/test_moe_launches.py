@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from atlas.core.sampling import GREEDY
-from atlas.model.batch import SeqStep
+from atlas.model.batch import PenaltyHistory, SeqChunk
 from atlas.model.load import load_runner
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -43,7 +43,7 @@ def test_decode_graph_routes_on_the_device(name, sparse_layer, shared):
     dev = runner.backend
     dev.drain_launches()
     dev.graph_launches.clear()
-    runner.execute([SeqStep(7, [3], 5, [0], GREEDY, prompt_ids=[1, 2, 3, 4, 5])])
+    runner.execute([SeqChunk(7, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3, 4, 5]))])
     assert dev.drain_launches() == []  # nothing outside the graph: no host sync on routing
     (replay,) = dev.graph_launches
     mlps = _mlp_launches([r.func for r in replay.graph])
@@ -56,8 +56,8 @@ def test_prefill_takes_the_grouped_path():
     runner = _runner("tiny-qwen2-moe")
     dev = runner.backend
     dev.drain_launches()
-    runner.execute([SeqStep(8, list(range(1, 21)), 0, [1, 2], GREEDY,
-                            prompt_ids=list(range(1, 21)))])
+    runner.execute([SeqChunk(8, list(range(1, 21)), 0, [1, 2], GREEDY,
+                             history=PenaltyHistory(list(range(1, 21))))])
     names = [r.func for r in dev.drain_launches()]
     mlp = _mlp_launches(names)[1]
     # 6 experts (n not a multiple of 16): the router logits of 20 rows come from the GEMV in
