@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from ..core.config import ModelConfig
 from .loaders.dense import DenseDecoderLoader, Qwen3Loader, UnsupportedModelError
+from .loaders.hybrid import Qwen35Loader
 from .loaders.moe import MoeDecoderLoader, Qwen3MoeLoader
 
-SUPPORTED_MODEL_TYPES = ("llama", "qwen3", "qwen2_moe", "qwen3_moe")
+SUPPORTED_MODEL_TYPES = ("llama", "qwen3", "qwen2_moe", "qwen3_moe", "qwen3_5")
 
 
 def loader_for_config(cfg: ModelConfig) -> DenseDecoderLoader:
@@ -19,6 +20,8 @@ def loader_for_config(cfg: ModelConfig) -> DenseDecoderLoader:
             return MoeDecoderLoader()
         case "qwen3_moe":
             return Qwen3MoeLoader()
+        case "qwen3_5":
+            return Qwen35Loader()
         case other:
             raise UnsupportedModelError(
                 f"unsupported model_type {other!r}; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
