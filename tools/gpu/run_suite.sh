@@ -228,6 +228,9 @@ stage_moe_parity() {
   make_checkpoint qwen3-30b-a3b-8l || return 1
   "$PY" tools/gpu/model_parity.py --backend cuda --model "$CKPT/qwen3-30b-a3b-8l" \
     --out "$RESULTS/parity_qwen3-30b-a3b-8l.json" || rc=1
+  # each sparse layer of the same prefill against the references, from the device's inputs
+  "$PY" tools/gpu/moe_layer_check.py --model "$CKPT/qwen3-30b-a3b-8l" \
+    --out "$RESULTS/moe_layer_check_qwen3-30b-a3b-8l.json" || rc=1
   return $rc
 }
 
