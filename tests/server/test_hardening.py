@@ -266,7 +266,11 @@ def test_disconnect_mid_stream_counts_as_abort_not_error(srv):
             s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
                       + TOKEN.encode() + b"\r\nContent-Type: application/json\r\n"
                       b"Content-Length: %d\r\n\r\n" % len(body) + body)
-            assert b"data: " in s.recv(4096)
+            received = b""
+            while b"data: " not in received:
+                chunk = s.recv(4096)
+                assert chunk, received
+                received += chunk
         for _ in range(200):
             if _finished(srv, "abort") > aborts:
                 break
