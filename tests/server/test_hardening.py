@@ -33,7 +33,8 @@ LIMITS = ConnectionLimits(header_timeout_s=0.5, keepalive_timeout_s=1.0, max_con
 def _server(model_dir, **options) -> ServerThread:
     from atlas.server.app_assets import load_assets
     tok = load_assets(model_dir, behavior_lookup=lambda c: {}).tokenizer
-    return ServerThread(model_dir, make_executor(tok, step_delay_s=0.01),
+    executor = make_executor(tok, step_delay_s=0.01, fail_on=tok.encode(" explode"))
+    return ServerThread(model_dir, executor,
                         options=ServerOptions(model_name="tiny", connection_limits=LIMITS,
                                               **options),
                         auth_tokens=[TOKEN]).start()
@@ -279,4 +280,8 @@ def test_disconnect_mid_stream_counts_as_abort_not_error(srv):
     assert _finished(srv, "error") == errors
     finished = [e for e in logs if e["event"] == "request finished"]
     assert [e["finish"] for e in finished] == ["abort"]
+    # an engine failure is the other counter
+    boom = {**GOOD_CHAT, "messages": [{"role": "user", "content": "please explode now"}]}
+    assert request(srv.url + CHAT, boom, AUTH)[0] == 500
+    assert (_finished(srv, "abort"), _finished(srv, "error")) == (aborts + 1, errors + 1)
     still_serves(srv)

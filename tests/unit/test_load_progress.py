@@ -1,28 +1,38 @@
-"""The weight-loading progress line."""
+"""Progress lines for long startup steps, as written to a log (not a terminal)."""
+
+from __future__ import annotations
 
 import io
+import time
 
-from atlas_cli.load_progress import LoadProgress
+import pytest
+
+from atlas_cli.load_progress import conversion_progress, step
 
 
-def test_non_tty_writes_only_the_final_line():
+def test_step_announces_beats_and_times_a_step():
     out = io.StringIO()
-    p = LoadProgress(out)
-    p(1, 3, 100, 3_000_000_000, 0.5)
-    p(2, 3, 200, 3_000_000_000, 0.6)
-    p(3, 3, 3_000_000_000, 3_000_000_000, 1.5)
-    assert out.getvalue() == "loading weights: 3/3 tensors, 3.00/3.00 GB, 2.00 GB/s\n"
+    with step("preflight", stream=out, heartbeat_s=0.05):
+        deadline = time.monotonic() + 10
+        while "still running" not in out.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "preflight ..."
+    assert any(line.startswith("preflight: still running") for line in lines[1:-1])
+    assert lines[-1].startswith("preflight: done in ")
 
 
-class _Tty(io.StringIO):
-    def isatty(self) -> bool:
-        return True
+def test_step_reports_a_failure():
+    out = io.StringIO()
+    with pytest.raises(RuntimeError), step("graph capture", stream=out, heartbeat_s=10):
+        raise RuntimeError("boom")
+    assert out.getvalue().splitlines()[-1].startswith("graph capture: failed after ")
 
 
-def test_tty_redraws_in_place_and_ends_the_line():
-    out = _Tty()
-    p = LoadProgress(out, interval_s=0.0)
-    p(1, 2, 10**9, 2 * 10**9, 1.0)
-    p(2, 2, 2 * 10**9, 2 * 10**9, 2.0)
-    assert out.getvalue() == ("\rloading weights: 1/2 tensors, 1.00/2.00 GB, 1.00 GB/s"
-                              "\rloading weights: 2/2 tensors, 2.00/2.00 GB, 1.00 GB/s\n")
+def test_conversion_progress_prints_the_final_count_and_heartbeats_only():
+    out = io.StringIO()
+    show = conversion_progress(stream=out, heartbeat_s=3600)
+    for i in range(1, 101):
+        show(i, 100)
+    assert out.getvalue().splitlines() == [out.getvalue().splitlines()[-1]]
+    assert "converted 100/100 tensors" in out.getvalue()
