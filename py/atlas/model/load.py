@@ -160,7 +160,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     with announce(f"preflight (one prefill and decode step on {kind})"):
         preflight(runner)
     if use_graphs and dev.supports_graphs:
-        with announce("capturing CUDA graphs"):
+        with announce(f"capturing decode graphs ({kind})"):
             runner.capture_graphs()
     info.load_s = time.perf_counter() - t0
     return runner

@@ -162,6 +162,7 @@ def finishing(ctx: ServerContext, key: str, api: str, gen: Generation) -> Iterat
         yield
     except (asyncio.CancelledError, ConnectionError):
         gen.outcome.finish_reason = ABORTED
+        gen.outcome.elapsed_s = time.monotonic() - gen.started
         raise
     finally:
         finish_generation(ctx, key, api, gen.outcome)
