@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from atlas_cli.load_progress import conversion_progress
+from atlas_cli.model_setup import default_model
 
 
 @click.group("models")
@@ -57,8 +58,7 @@ def path_cmd(name: str | None) -> None:
     on first use)."""
     from atlas.runtime import model_paths
     try:
-        path = (model_paths.ensure_default_model(progress=conversion_progress()) if name is None
-                else model_paths.resolve_model(name))
+        path = default_model() if name is None else model_paths.resolve_model(name)
     except (model_paths.ModelNotFoundError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(str(path))

@@ -23,8 +23,8 @@ class LoadProgress:
     written, so logs stay one line per load.
     """
 
-    def __init__(self, stream: TextIO = sys.stderr, interval_s: float = 0.2) -> None:
-        self.stream = stream
+    def __init__(self, stream: TextIO | None = None, interval_s: float = 0.2) -> None:
+        self.stream = stream or sys.stderr
         self.interval_s = interval_s
         self.tty = stream.isatty()
         self._last = 0.0
@@ -43,10 +43,11 @@ class LoadProgress:
         self.stream.flush()
 
 
-def conversion_progress(stream: TextIO = sys.stderr,
+def conversion_progress(stream: TextIO | None = None,
                         heartbeat_s: float = 5.0) -> Callable[[int, int], None]:
     """A model-import progress callback (tensors converted): redrawn on a terminal, one
     line every `heartbeat_s` and the final count otherwise."""
+    stream = stream or sys.stderr
     t0 = time.perf_counter()
     tty = stream.isatty()
     last = [t0]
@@ -65,10 +66,13 @@ def conversion_progress(stream: TextIO = sys.stderr,
 
 
 @contextmanager
-def step(label: str, stream: TextIO = sys.stderr, heartbeat_s: float = 5.0) -> Iterator[None]:
-    """Announce a step with no natural progress count (preflight, graph capture, a pip
-    download): its label, a ticking elapsed time (terminal) or heartbeat lines (logs), and
-    its duration at the end."""
+def step(label: str, stream: TextIO | None = None, heartbeat_s: float = 5.0,
+         detail: Callable[[], str] = lambda: "") -> Iterator[None]:
+    """Announce a step (preflight, graph capture, a pip download, a conversion): its label,
+    a ticking elapsed time (terminal) or heartbeat lines (logs) with `detail()` (e.g. a
+    count the step updates), and its duration at the end. (The stream is looked up when
+    the step runs, so a redirected sys.stderr is honoured.)"""
+    stream = stream or sys.stderr
     tty = stream.isatty()
     t0 = time.perf_counter()
     stop = threading.Event()
@@ -79,8 +83,9 @@ def step(label: str, stream: TextIO = sys.stderr, heartbeat_s: float = 5.0) -> I
         interval = 0.5 if tty else heartbeat_s
         while not stop.wait(interval):
             elapsed = time.perf_counter() - t0
-            stream.write(f"\r{label} ... {elapsed:.0f} s" if tty
-                         else f"{label}: still running ({elapsed:.0f} s)\n")
+            more = f", {detail()}" if detail() else ""
+            stream.write(f"\r{label} ... {elapsed:.0f} s{more}" if tty
+                         else f"{label}: still running ({elapsed:.0f} s{more})\n")
             stream.flush()
 
     ticker = threading.Thread(target=tick, daemon=True, name=f"progress: {label}")
@@ -94,5 +99,6 @@ def step(label: str, stream: TextIO = sys.stderr, heartbeat_s: float = 5.0) -> I
         ticker.join()
         elapsed = time.perf_counter() - t0
         end = f"done in {elapsed:.1f} s" if ok else f"failed after {elapsed:.1f} s"
+        end += f" ({detail()})" if detail() else ""
         stream.write(f"\r{label} ... {end}\n" if tty else f"{label}: {end}\n")
         stream.flush()

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import click
 
-from atlas_cli.load_progress import conversion_progress, step
+from atlas_cli.load_progress import step
 
 if TYPE_CHECKING:
     from atlas.core.sampling import SamplingParams
@@ -22,12 +22,22 @@ def model_directory(model: str | None) -> Path:
     default model; its serving files are checked before anything else loads. Failures
     raise the model_paths errors, which the CLI prints as short messages."""
     from atlas.runtime import model_paths
-    if model is None:
-        model_dir = model_paths.ensure_default_model(progress=conversion_progress(), step=step)
-    else:
-        model_dir = model_paths.resolve_model(model)
+    model_dir = default_model() if model is None else model_paths.resolve_model(model)
     model_paths.check_model_files(model_dir)
     return model_dir
+
+
+def default_model() -> Path:
+    """The embedded default model's directory; on first use its download and conversion
+    show as steps, the conversion with its tensor count."""
+    from atlas.runtime import model_paths
+    converted = {"count": ""}
+
+    def count(done: int, total: int) -> None:
+        converted["count"] = f"{done}/{total} tensors"
+
+    return model_paths.ensure_default_model(
+        progress=count, step=lambda label: step(label, detail=lambda: converted["count"]))
 
 
 def request_defaults(model_dir: Path, config: Mapping[str, Any]) -> tuple["SamplingParams", str]:

@@ -22,6 +22,17 @@ def test_step_announces_beats_and_times_a_step():
     assert lines[-1].startswith("preflight: done in ")
 
 
+def test_step_shows_the_detail_it_is_given():
+    out = io.StringIO()
+    count = ["3/10 tensors"]
+    with step("converting", stream=out, heartbeat_s=0.01, detail=lambda: count[0]):
+        while "still running" not in out.getvalue():
+            time.sleep(0.01)
+        count[0] = "10/10 tensors"
+    assert "3/10 tensors" in out.getvalue() or "10/10 tensors" in out.getvalue()
+    assert out.getvalue().splitlines()[-1].endswith("(10/10 tensors)")
+
+
 def test_step_reports_a_failure():
     out = io.StringIO()
     with pytest.raises(RuntimeError), step("graph capture", stream=out, heartbeat_s=10):

@@ -202,13 +202,15 @@ def _no_step(_label: str) -> ContextManager[None]:
 def ensure_default_model(progress: ProgressFn | None = None,
                          step: StepFn | None = None) -> Path:
     """The default model's directory, importing it on first use (`progress` counts the
-    converted tensors, `step` wraps the download)."""
+    converted tensors, `step` wraps the download and the conversion)."""
     out = default_model_dir()
     if _is_model_dir(out):
         return out
     with _import_lock(out):
         if not _is_model_dir(out):  # another process may have finished meanwhile
-            import_gguf(default_gguf(step), out, force=True, progress=progress)
+            gguf = default_gguf(step)
+            with (step or _no_step)(f"converting {gguf.name} to safetensors"):
+                import_gguf(gguf, out, force=True, progress=progress)
     return out
 
 
