@@ -40,6 +40,14 @@ _ANTHROPIC_REQUEST_LINE = re.compile(rb"[A-Z]{3,10} /v1/messages(?:[/?# ]|$)")
 MAX_LINE_BYTES = 8190   # aiohttp's limits on the request line and on one header
 MAX_HEADERS = 128
 
+#: the RequestHandler state this layer reads (aiohttp 3.14's slots); checked at import so an
+#: aiohttp without them fails at startup with this message, not on the first request
+_HANDLER_STATE = ("_request_in_progress", "_messages", "_request_count")
+_missing = [a for a in _HANDLER_STATE if a not in web_protocol.RequestHandler.__slots__]
+if _missing:
+    raise ImportError(f"atlas's HTTP connection layer needs aiohttp's RequestHandler state "
+                      f"{_missing} (aiohttp 3.14); upgrade aiohttp")
+
 
 def parser_error(exc: BaseException | None, status: int) -> ApiError:
     """What to tell a client whose request aiohttp refused before routing it. The
