@@ -26,7 +26,7 @@ class LoadProgress:
     def __init__(self, stream: TextIO | None = None, interval_s: float = 0.2) -> None:
         self.stream = stream or sys.stderr
         self.interval_s = interval_s
-        self.tty = stream.isatty()
+        self.tty = self.stream.isatty()
         self._last = 0.0
 
     def __call__(self, tensors_done: int, tensors_total: int, bytes_done: int,

@@ -68,3 +68,17 @@ def test_conversion_progress_prints_the_final_count_and_heartbeats_only():
         show(i, 100)
     assert out.getvalue().splitlines() == [out.getvalue().splitlines()[-1]]
     assert "converted 100/100 tensors" in out.getvalue()
+
+
+def test_default_stream_is_the_current_stderr(monkeypatch):
+    out = io.StringIO()
+    monkeypatch.setattr("sys.stderr", out)
+    LoadProgress()(1, 1, 10**9, 10**9, 1.0)
+    conversion_progress()(2, 2)
+    with step("capture"):
+        pass
+    assert out.getvalue().splitlines() == [
+        "loading weights: 1/1 tensors, 1.00/1.00 GB, 1.00 GB/s",
+        "converting the model: converted 2/2 tensors (0.0 s)", "capture ...",
+        out.getvalue().splitlines()[-1]]
+    assert out.getvalue().splitlines()[-1].startswith("capture: done in ")
