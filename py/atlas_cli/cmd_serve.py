@@ -185,7 +185,7 @@ def command(**p) -> None:
     tokens = list(p["auth_token"])
     if p["auth_tokens_file"] is not None:
         tokens += read_tokens_file(p["auth_tokens_file"])
-    sampling, sampling_source = request_defaults(model_dir, assets.config)
+    sampling, sampling_source = request_defaults(model_dir, assets.config, backend)
     options = ServerOptions(
         model_name=assets.name, tool_parser=None if parser == "none" else parser,
         request_timeout_s=p["request_timeout"], disable_thinking=p["disable_thinking"],

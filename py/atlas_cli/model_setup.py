@@ -40,15 +40,17 @@ def default_model() -> Path:
         progress=count, step=lambda label: step(label, detail=lambda: converted["count"]))
 
 
-def request_defaults(model_dir: Path, config: Mapping[str, Any]) -> tuple["SamplingParams", str]:
+def request_defaults(model_dir: Path, config: Mapping[str, Any],
+                     backend: str = "auto") -> tuple["SamplingParams", str]:
     """The sampling a request gets for fields it leaves out (generation_config.json, else
-    MODEL.toml's default preset, else greedy) and where that came from."""
+    MODEL.toml's default preset for the hardware `backend` runs, else greedy) and where
+    that came from."""
     from atlas.server.app_assets import model_default_sampling
     from atlas.server.request_spec import request_defaults as resolve
     path = model_dir / "generation_config.json"
     generation_config = json.loads(path.read_bytes()) if path.is_file() else {}
     try:
-        return resolve(generation_config, model_default_sampling(config))
+        return resolve(generation_config, model_default_sampling(config, backend))
     except ValueError as exc:
         raise click.ClickException(f"{path}: {exc}") from None
 

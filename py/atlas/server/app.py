@@ -18,9 +18,10 @@ import structlog
 from aiohttp import web
 
 from ..core.sampling import SamplingParams
+from ..engine.request import FinishReason
+from .app_protocol import LimitedAppRunner
 from .auth import presented_token
 from .context import ConnectionLimits, ServerContext
-from .app_protocol import LimitedAppRunner
 from .errors import ApiError, ErrorKind, api_for_path, invalid, kind_for_status
 from .generation import Generation, Outcome, render_prompt
 from .protocol_openai import parse_messages
@@ -30,9 +31,6 @@ from .validation import Fields, require_object
 CTX: web.AppKey[ServerContext] = web.AppKey("atlas_ctx", ServerContext)
 
 _log = structlog.get_logger("atlas.server")
-
-#: the finish reason of a request whose client disconnected before it finished
-ABORTED = "abort"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -161,7 +159,7 @@ def finishing(ctx: ServerContext, key: str, api: str, gen: Generation) -> Iterat
     try:
         yield
     except (asyncio.CancelledError, ConnectionError):
-        gen.outcome.finish_reason = ABORTED
+        gen.outcome.finish_reason = FinishReason.ABORT
         gen.outcome.elapsed_s = time.monotonic() - gen.started
         raise
     finally:
