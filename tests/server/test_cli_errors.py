@@ -33,7 +33,9 @@ def atlas(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
 def assert_short_failure(done: subprocess.CompletedProcess, *needles: str) -> None:
     assert done.returncode == 1, done
     assert "Traceback" not in done.stderr, done.stderr
-    lines = [line for line in done.stderr.splitlines() if not line.startswith("(run `atlas")]
+    # the failure is the `Error:` line and what follows it (progress and log lines may precede)
+    err = done.stderr[done.stderr.index("Error: "):].splitlines()
+    lines = [line for line in err if not line.startswith("(run `atlas")]
     assert 1 <= len(lines) <= 5, done.stderr
     for needle in needles:
         assert needle in done.stderr, done.stderr
