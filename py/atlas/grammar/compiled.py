@@ -1,0 +1,175 @@
+"""A grammar compiled against one vocabulary: token masks per parse state.
+
+The adaptive token mask cache (XGrammar's idea): for every byte-class position p of the
+automaton, walk the whole vocabulary trie once from a stack holding only p. A token is
+
+* accepted — some stack is still inside p's frame after the token's last byte: valid
+  whatever lies below p on the real stack;
+* rejected — every stack died without the frame ever finishing: invalid in any context;
+* uncertain — the frame could finish part-way (the rest of the token then belongs to the
+  unknown caller): only these need the real stack.
+
+At run time a state's mask is the union of its top positions' accepted sets plus an exact
+walk from the real configuration restricted to the trie paths leading to uncertain tokens.
+Masks are memoized per state, so a loop (string content, digits) costs one lookup per
+token after its first visit.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import GrammarDeadEndError
+from .pda import Automaton
+from .state_table import DEAD, StateTable
+from .token_trie import TokenTrie
+from .vocab import Vocabulary
+
+
+def bitmask_words(vocab_size: int) -> int:
+    """uint32 words of a packed token mask (bit i of word i // 32 is token i)."""
+    return (vocab_size + 31) // 32
+
+
+@dataclass(frozen=True, slots=True)
+class PositionMask:
+    """One position's context-independent result; `accepted_words` is set when the accepted
+    set is large (packed bits), `accepted_ids` otherwise; uncertain as rank ranges."""
+    accepted_ids: np.ndarray
+    accepted_words: np.ndarray | None
+    uncertain_lo: np.ndarray
+    uncertain_hi: np.ndarray
+
+    @property
+    def num_uncertain(self) -> int:
+        return int((self.uncertain_hi - self.uncertain_lo).sum())
+
+
+class CompiledGrammar:
+    def __init__(self, automaton: Automaton, vocab: Vocabulary, trie: TokenTrie,
+                 precompute: bool = True, mask_cache_size: int = 512) -> None:
+        self.automaton = automaton
+        self.vocab = vocab
+        self.trie = trie
+        self.states = StateTable(automaton)
+        self.num_words = bitmask_words(vocab.size)
+        self._eos = np.array(sorted(vocab.eos_token_ids), dtype=np.int64)
+        self._positions: dict[int, PositionMask] = {}
+        self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._mask_cache_size = mask_cache_size
+        if precompute:
+            for position in automaton.char_positions:
+                self.position_mask(position)
+
+    # -- walks --------------------------------------------------------------------------
+
+    def _walk(self, start: int, escape: bool, relevant: np.ndarray | None = None,
+              ) -> tuple[np.ndarray, np.ndarray]:
+        """(alive nodes, dead-after-escape nodes) of a breadth-first walk from `start`.
+
+        `escape`: track whether the start frame may have finished before each byte.
+        `relevant`: prefix sums over ranks; only subtrees holding a counted rank are walked.
+        """
+        trie, table = self.trie, self.states
+        nodes, _ = trie.children(np.zeros(1, dtype=np.int32))
+        states = np.full(nodes.size, start, dtype=np.int32)
+        escaped = np.full(nodes.size, escape and bool(table.accepting[start]))
+        alive_parts, escaped_parts = [], []
+        while nodes.size:
+            if relevant is not None:
+                keep = relevant[trie.hi[nodes]] > relevant[trie.lo[nodes]]
+                nodes, states, escaped = nodes[keep], states[keep], escaped[keep]
+            nxt = table.step_many(states, trie.byte[nodes])
+            alive = nxt != DEAD
+            if escape:
+                escaped_parts.append(nodes[~alive & escaped])
+            nodes, nxt, escaped = nodes[alive], nxt[alive], escaped[alive]
+            alive_parts.append(nodes)
+            if escape:
+                escaped = escaped | table.accepting[nxt]
+            nodes, owner = trie.children(nodes)
+            states, escaped = nxt[owner], escaped[owner]
+        empty = np.zeros(0, dtype=np.int32)
+        return (np.concatenate(alive_parts) if alive_parts else empty,
+                np.concatenate(escaped_parts) if escaped_parts else empty)
+
+    def position_mask(self, position: int) -> PositionMask:
+        """The context-independent split for a stack whose top is `position` (cached)."""
+        cached = self._positions.get(position)
+        if cached is not None:
+            return cached
+        start = self.states.intern(frozenset({(position,)}))
+        alive, escaped = self._walk(start, escape=True)
+        ids = self.trie.rank_token[self.trie.exact_ranks(alive)]
+        words = None
+        if ids.size > self.num_words:
+            words = self._pack(ids)
+            ids = ids[:0]
+        mask = PositionMask(ids, words, self.trie.lo[escaped], self.trie.hi[escaped])
+        self._positions[position] = mask
+        return mask
+
+    # -- masks --------------------------------------------------------------------------
+
+    def _pack(self, ids: np.ndarray) -> np.ndarray:
+        flags = np.zeros(self.num_words * 32, dtype=bool)
+        flags[ids] = True
+        return np.packbits(flags, bitorder="little").view("<u4").astype(np.uint32)
+
+    def mask_words(self, state: int) -> np.ndarray:
+        """The packed mask of tokens allowed in `state` (read-only; memoized)."""
+        words = self._masks.get(state)
+        if words is not None:
+            self._masks.move_to_end(state)
+            return words
+        words = self._compute_mask(state)
+        words.flags.writeable = False
+        self._masks[state] = words
+        if len(self._masks) > self._mask_cache_size:
+            self._masks.popitem(last=False)
+        return words
+
+    def _compute_mask(self, state: int) -> np.ndarray:
+        parts = [self.position_mask(p) for p in sorted(self.states.tops(state))]
+        words = np.zeros(self.num_words, dtype=np.uint32)
+        for part in parts:
+            if part.accepted_words is not None:
+                words |= part.accepted_words
+        ids = [part.accepted_ids for part in parts if part.accepted_ids.size]
+        uncertain_lo = np.concatenate([p.uncertain_lo for p in parts] or [np.zeros(0, int)])
+        if uncertain_lo.size:
+            uncertain_hi = np.concatenate([p.uncertain_hi for p in parts])
+            cover = np.zeros(self.trie.num_ranks + 1, dtype=np.int32)
+            np.add.at(cover, uncertain_lo, 1)
+            np.add.at(cover, uncertain_hi, -1)
+            counted = np.concatenate([[0], np.cumsum(np.cumsum(cover)[:-1] > 0)])
+            alive, _ = self._walk(state, escape=False, relevant=counted)
+            ids.append(self.trie.rank_token[self.trie.exact_ranks(alive)])
+        if self.states.accepting[state] and self._eos.size:
+            ids.append(self._eos)
+        if ids:
+            words |= self._pack(np.concatenate(ids))
+        if not words.any():
+            raise GrammarDeadEndError(
+                "no token of the vocabulary can continue the output here, and the grammar "
+                "may not end here (a grammar that needs a character no token spells?)")
+        return words
+
+    def allowed_token_ids(self, state: int) -> np.ndarray:
+        """The allowed ids of `state`, decoded from its mask (tests, debugging)."""
+        bits = np.unpackbits(self.mask_words(state).view(np.uint8), bitorder="little")
+        return np.flatnonzero(bits[:self.vocab.size])
+
+    def advance(self, state: int, token_id: int) -> int:
+        """The state after a (non-EOS) token; DEAD when the token is not allowed."""
+        data = self.vocab.token_bytes[token_id]
+        if data is None:
+            return DEAD
+        for byte in data:
+            state = self.states.step(state, byte)
+            if state == DEAD:
+                return DEAD
+        return state
