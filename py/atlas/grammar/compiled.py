@@ -29,6 +29,13 @@ from .token_trie import TokenTrie
 from .vocab import Vocabulary
 
 
+def _joined(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    if not parts:
+        empty = np.zeros(0, dtype=np.int32)
+        return empty, empty
+    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+
+
 def bitmask_words(vocab_size: int) -> int:
     """uint32 words of a packed token mask (bit i of word i // 32 is token i)."""
     return (vocab_size + 31) // 32
@@ -61,56 +68,74 @@ class CompiledGrammar:
         self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
         self._mask_cache_size = mask_cache_size
         if precompute:
-            for position in automaton.char_positions:
-                self.position_mask(position)
+            self.precompute_positions(automaton.char_positions)
 
     # -- walks --------------------------------------------------------------------------
 
-    def _walk(self, start: int, escape: bool, relevant: np.ndarray | None = None,
-              ) -> tuple[np.ndarray, np.ndarray]:
-        """(alive nodes, dead-after-escape nodes) of a breadth-first walk from `start`.
+    def _walk(self, starts: np.ndarray, escape: bool, relevant: np.ndarray | None = None,
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Breadth-first walk of the trie from each start state at once.
 
-        `escape`: track whether the start frame may have finished before each byte.
+        Returns (alive nodes, their source index, dead-after-escape nodes, their source
+        index). `escape`: track whether the start frame may have finished before each byte.
         `relevant`: prefix sums over ranks; only subtrees holding a counted rank are walked.
+        Walking many sources together pays numpy's per-call overhead once per trie level.
         """
         trie, table = self.trie, self.states
-        nodes, _ = trie.children(np.zeros(1, dtype=np.int32))
-        states = np.full(nodes.size, start, dtype=np.int32)
-        escaped = np.full(nodes.size, escape and bool(table.accepting[start]))
+        roots = np.zeros(starts.size, dtype=np.int32)
+        nodes, source = trie.children(roots)
+        states = starts[source]
+        escaped = table.accepting[states] if escape else np.zeros(nodes.size, dtype=bool)
         alive_parts, escaped_parts = [], []
         while nodes.size:
             if relevant is not None:
                 keep = relevant[trie.hi[nodes]] > relevant[trie.lo[nodes]]
-                nodes, states, escaped = nodes[keep], states[keep], escaped[keep]
+                nodes, source, states, escaped = (nodes[keep], source[keep], states[keep],
+                                                  escaped[keep])
             nxt = table.step_many(states, trie.byte[nodes])
             alive = nxt != DEAD
             if escape:
-                escaped_parts.append(nodes[~alive & escaped])
-            nodes, nxt, escaped = nodes[alive], nxt[alive], escaped[alive]
-            alive_parts.append(nodes)
+                out = ~alive & escaped
+                escaped_parts.append((nodes[out], source[out]))
+            nodes, source, nxt, escaped = nodes[alive], source[alive], nxt[alive], escaped[alive]
+            alive_parts.append((nodes, source))
             if escape:
                 escaped = escaped | table.accepting[nxt]
             nodes, owner = trie.children(nodes)
-            states, escaped = nxt[owner], escaped[owner]
-        empty = np.zeros(0, dtype=np.int32)
-        return (np.concatenate(alive_parts) if alive_parts else empty,
-                np.concatenate(escaped_parts) if escaped_parts else empty)
+            source, states, escaped = source[owner], nxt[owner], escaped[owner]
+        return (*_joined(alive_parts), *_joined(escaped_parts))
 
-    def position_mask(self, position: int) -> PositionMask:
-        """The context-independent split for a stack whose top is `position` (cached)."""
-        cached = self._positions.get(position)
-        if cached is not None:
-            return cached
-        start = self.states.intern(frozenset({(position,)}))
-        alive, escaped = self._walk(start, escape=True)
+    def precompute_positions(self, positions: list[int], batch: int = 64) -> None:
+        """Fill the position cache for many positions with a few multi-source walks."""
+        todo = [p for p in positions if p not in self._positions]
+        for i in range(0, len(todo), batch):
+            chunk = todo[i:i + batch]
+            starts = np.array([self.states.intern(frozenset({(p,)})) for p in chunk],
+                              dtype=np.int32)
+            alive, alive_src, escaped, escaped_src = self._walk(starts, escape=True)
+            alive_order, escaped_order = np.argsort(alive_src, kind="stable"), \
+                np.argsort(escaped_src, kind="stable")
+            alive, alive_src = alive[alive_order], alive_src[alive_order]
+            escaped, escaped_src = escaped[escaped_order], escaped_src[escaped_order]
+            a_cut = np.searchsorted(alive_src, np.arange(len(chunk) + 1))
+            e_cut = np.searchsorted(escaped_src, np.arange(len(chunk) + 1))
+            for k, position in enumerate(chunk):
+                self._positions[position] = self._position_result(
+                    alive[a_cut[k]:a_cut[k + 1]], escaped[e_cut[k]:e_cut[k + 1]])
+
+    def _position_result(self, alive: np.ndarray, escaped: np.ndarray) -> PositionMask:
         ids = self.trie.rank_token[self.trie.exact_ranks(alive)]
         words = None
         if ids.size > self.num_words:
             words = self._pack(ids)
             ids = ids[:0]
-        mask = PositionMask(ids, words, self.trie.lo[escaped], self.trie.hi[escaped])
-        self._positions[position] = mask
-        return mask
+        return PositionMask(ids, words, self.trie.lo[escaped], self.trie.hi[escaped])
+
+    def position_mask(self, position: int) -> PositionMask:
+        """The context-independent split for a stack whose top is `position` (cached)."""
+        if position not in self._positions:
+            self.precompute_positions([position])
+        return self._positions[position]
 
     # -- masks --------------------------------------------------------------------------
 
@@ -146,7 +171,8 @@ class CompiledGrammar:
             np.add.at(cover, uncertain_lo, 1)
             np.add.at(cover, uncertain_hi, -1)
             counted = np.concatenate([[0], np.cumsum(np.cumsum(cover)[:-1] > 0)])
-            alive, _ = self._walk(state, escape=False, relevant=counted)
+            alive, _, _, _ = self._walk(np.array([state], dtype=np.int32), escape=False,
+                                        relevant=counted)
             ids.append(self.trie.rank_token[self.trie.exact_ranks(alive)])
         if self.states.accepting[state] and self._eos.size:
             ids.append(self._eos)

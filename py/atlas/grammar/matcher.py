@@ -20,7 +20,8 @@ class GrammarMatcher:
         self._history: list[tuple[int, bool]] = [(grammar.states.initial, False)]
 
     @property
-    def _state(self) -> int:
+    def state(self) -> int:
+        """The current parse state of the compiled grammar's state table."""
         return self._history[-1][0]
 
     def is_terminated(self) -> bool:
@@ -29,7 +30,7 @@ class GrammarMatcher:
 
     def can_end(self) -> bool:
         """Whether the output so far is a complete sentence of the grammar."""
-        return bool(self.grammar.states.accepting[self._state])
+        return bool(self.grammar.states.accepting[self.state])
 
     def accept_token(self, token_id: int) -> bool:
         """Advance by one sampled token; False (and no change) if the grammar forbids it."""
@@ -38,9 +39,9 @@ class GrammarMatcher:
         if token_id in self.grammar.vocab.eos_token_ids:
             if not self.can_end():
                 return False
-            self._history.append((self._state, True))
+            self._history.append((self.state, True))
             return True
-        state = self.grammar.advance(self._state, token_id)
+        state = self.grammar.advance(self.state, token_id)
         if state == DEAD:
             return False
         self._history.append((state, False))
@@ -56,7 +57,7 @@ class GrammarMatcher:
         if self.is_terminated():
             row[:] = 0
             return
-        row[:] = self.grammar.mask_words(self._state)
+        row[:] = self.grammar.mask_words(self.state)
 
     def rollback(self, num_tokens: int) -> None:
         """Undo the last `num_tokens` accepted tokens (an accepted EOS counts as one)."""

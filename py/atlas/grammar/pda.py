@@ -58,15 +58,28 @@ class Automaton:
             self._expand((start,), out, seen)
         return frozenset(out)
 
-    def step(self, config: Config, byte: int) -> Config:
-        """The configuration after one byte (empty: the byte is not allowed)."""
-        out: set[Stack] = set()
-        seen: set[Stack] = set()
+    def successors(self, config: Config) -> list[tuple[int, Config]]:
+        """Every byte's successor at once: (byte mask, configuration) pairs for the bytes
+        some stack accepts; bytes in no mask lead to the dead (empty) configuration.
+
+        A stack's successor does not depend on which byte of its class was read, so each
+        stack is expanded once and the byte space is split by which stacks accept it."""
+        parts: list[tuple[int, frozenset[Stack]]] = [(_ALL_BYTES, frozenset())]
         arg = self.arg
         for stack in config:
-            if stack and (arg[stack[-1]] >> byte) & 1:
-                self._expand(stack[:-1] + (stack[-1] + 1,), out, seen)
-        return frozenset(out)
+            if not stack:
+                continue
+            mask = arg[stack[-1]]
+            out: set[Stack] = set()
+            self._expand(stack[:-1] + (stack[-1] + 1,), out, set())
+            refined = []
+            for part, succ in parts:
+                if part & mask:
+                    refined.append((part & mask, succ | out))
+                if part & ~mask:
+                    refined.append((part & ~mask, succ))
+            parts = refined
+        return [(part, succ) for part, succ in parts if succ]
 
     def _expand(self, stack: Stack, out: set[Stack], seen: set[Stack]) -> None:
         """Follow calls and returns until every stack waits on a byte class (or is empty)."""

@@ -58,11 +58,19 @@ class StateTable:
         """The byte-class positions the configuration's stacks wait on."""
         return {stack[-1] for stack in self._configs[state] if stack}
 
+    def _fill_row(self, state: int) -> None:
+        row = np.full(256, DEAD, dtype=np.int32)
+        for mask, config in self.automaton.successors(self._configs[state]):
+            hits = np.unpackbits(np.frombuffer(mask.to_bytes(32, "little"), dtype=np.uint8),
+                                 bitorder="little").astype(bool)
+            row[hits] = self.intern(config)
+        self._table[state] = row
+
     def step(self, state: int, byte: int) -> int:
         nxt = int(self._table[state, byte])
         if nxt == UNKNOWN:
-            nxt = self.intern(self.automaton.step(self._configs[state], byte))
-            self._table[state, byte] = nxt
+            self._fill_row(state)
+            nxt = int(self._table[state, byte])
         return nxt
 
     def step_many(self, states: np.ndarray, data: np.ndarray) -> np.ndarray:
@@ -70,8 +78,7 @@ class StateTable:
         nxt = self._table[states, data]
         missing = nxt == UNKNOWN
         if missing.any():
-            keys = np.unique(states[missing].astype(np.int64) * 256 + data[missing])
-            for key in keys.tolist():
-                self.step(key >> 8, key & 255)
+            for state in np.unique(states[missing]).tolist():
+                self._fill_row(state)
             nxt = self._table[states, data]
         return nxt
