@@ -5,7 +5,7 @@ Supported: literals and escapes (``\\d \\w \\s`` and their negations, ``\\n \\t 
 a newline), groups (capturing, ``(?:``, named), alternation, quantifiers ``* + ? {m} {m,}
 {m,n}`` (a lazy ``?`` suffix is accepted: generation has no match preference). The match
 is whole-string: ``^`` at the start and ``$`` at the end are implied and may be written.
-Classes ``\d \w \s`` are ASCII, as in JSON Schema's ECMA-262 dialect.
+Classes ``\\d \\w \\s`` are ASCII, as in JSON Schema's ECMA-262 dialect.
 Backreferences, lookaround and word boundaries cannot be expressed by the automaton and
 are errors.
 """
