@@ -21,8 +21,10 @@ class TokenTrie:
         entries = sorted((b, i) for i, b in enumerate(vocab.token_bytes) if b)
         self.vocab_size = vocab.size
         self.rank_token = np.array([i for _, i in entries], dtype=np.int32)
-        prefixes = {b[:k] for b, _ in entries for k in range(1, len(b) + 1)}
-        nodes = [b""] + sorted(prefixes, key=lambda p: (len(p), p))
+        prefixes = sorted({b[:k] for b, _ in entries for k in range(1, len(b) + 1)})
+        by_length = np.argsort(np.fromiter(map(len, prefixes), dtype=np.int32,
+                                           count=len(prefixes)), kind="stable")
+        nodes = [b""] + [prefixes[i] for i in by_length.tolist()]
         index = {p: n for n, p in enumerate(nodes)}
         count = len(nodes)
         self.num_nodes = count

@@ -35,14 +35,19 @@ def byte_level_alphabet() -> dict[str, int]:
 
 
 _BYTE_LEVEL = byte_level_alphabet()
+# str.translate table: alphabet character -> the Latin-1 character of its byte; any other
+# character below U+0100 -> U+FFFF, which (like every character above U+00FF) then fails
+# the Latin-1 encoding, so foreign text is refused rather than mis-decoded.
+_TRANSLATE = {c: "\uffff" for c in range(256)} | {ord(c): chr(b) for c, b in _BYTE_LEVEL.items()}
 
 
 def decode_byte_level(piece: str) -> bytes:
     try:
-        return bytes(_BYTE_LEVEL[c] for c in piece)
-    except KeyError as err:
+        return piece.translate(_TRANSLATE).encode("latin-1")
+    except UnicodeEncodeError:
+        bad = next(c for c in piece if c not in _BYTE_LEVEL)
         raise GrammarError(f"token {piece!r} is not byte-level BPE text "
-                           f"(character {err.args[0]!r})") from None
+                           f"(character {bad!r})") from None
 
 
 def decode_sentencepiece(piece: str) -> bytes:
@@ -66,11 +71,10 @@ class Vocabulary:
             raise GrammarError(f"end-of-sequence ids {sorted(bad)} are outside the "
                                f"vocabulary of {len(self.token_bytes)}")
         if not self.fingerprint:
-            digest = hashlib.sha256()
-            for token in self.token_bytes:
-                digest.update(b"\xff" if token is None else len(token).to_bytes(2, "little"))
-                digest.update(token or b"")
-            digest.update(json.dumps(sorted(self.eos_token_ids)).encode())
+            digest = hashlib.sha256(json.dumps(sorted(self.eos_token_ids)).encode())
+            digest.update(json.dumps([len(t) if t is not None else -1
+                                      for t in self.token_bytes]).encode())
+            digest.update(b"".join(t for t in self.token_bytes if t is not None))
             object.__setattr__(self, "fingerprint", digest.hexdigest())
 
     @property
@@ -82,19 +86,8 @@ class Vocabulary:
                     special_ids: Iterable[int] = (), vocab_size: int | None = None,
                     ) -> "Vocabulary":
         """From token texts by id; style is "byte_level", "sentencepiece" or "raw" (UTF-8)."""
-        decoders = {"byte_level": decode_byte_level, "sentencepiece": decode_sentencepiece,
-                    "raw": lambda p: p.encode("utf-8")}
-        if style not in decoders:
-            raise GrammarError(f"unknown vocabulary style {style!r}; expected one of "
-                               f"{sorted(decoders)}")
-        decode = decoders[style]
-        special = set(special_ids)
-        size = max(vocab_size or 0, len(pieces))
-        out: list[bytes | None] = [None] * size
-        for i, piece in enumerate(pieces):
-            if piece is not None and i not in special:
-                out[i] = decode(piece) or None
-        return Vocabulary(tuple(out), frozenset(eos_token_ids))
+        return Vocabulary(_decode_pieces(pieces, style, set(special_ids), vocab_size),
+                          frozenset(eos_token_ids))
 
     @staticmethod
     def from_tokenizer_json(tokenizer: Mapping[str, Any] | str, eos_token_ids: Iterable[int],
@@ -118,12 +111,27 @@ class Vocabulary:
                 special.add(int(token["id"]))
         size = max([*by_id, *added, -1]) + 1
         pieces: list[str | None] = [by_id.get(i) for i in range(size)]
-        style = tokenizer_style(data)
-        vocabulary = Vocabulary.from_pieces(pieces, style, eos_token_ids, special, vocab_size)
-        token_bytes = list(vocabulary.token_bytes)
-        for i, content in added.items():               # added tokens are literal text
+        for i in added:                                 # added tokens are literal text
+            pieces[i] = None
+        token_bytes = list(_decode_pieces(pieces, tokenizer_style(data), special, vocab_size))
+        for i, content in added.items():
             token_bytes[i] = None if i in special else content.encode("utf-8") or None
-        return Vocabulary(tuple(token_bytes), vocabulary.eos_token_ids)
+        return Vocabulary(tuple(token_bytes), frozenset(eos_token_ids))
+
+
+def _decode_pieces(pieces: Sequence[str | None], style: str, special: set[int],
+                   vocab_size: int | None) -> tuple[bytes | None, ...]:
+    decoders = {"byte_level": decode_byte_level, "sentencepiece": decode_sentencepiece,
+                "raw": lambda p: p.encode("utf-8")}
+    if style not in decoders:
+        raise GrammarError(f"unknown vocabulary style {style!r}; expected one of "
+                           f"{sorted(decoders)}")
+    decode = decoders[style]
+    out: list[bytes | None] = [None] * max(vocab_size or 0, len(pieces))
+    for i, piece in enumerate(pieces):
+        if piece is not None and i not in special:
+            out[i] = decode(piece) or None
+    return tuple(out)
 
 
 def _components(node: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
