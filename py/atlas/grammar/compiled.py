@@ -70,6 +70,11 @@ class CompiledGrammar:
         if precompute:
             self.precompute_positions(automaton.char_positions)
 
+    @property
+    def num_position_masks(self) -> int:
+        """Positions whose context-independent split is computed so far."""
+        return len(self._positions)
+
     # -- walks --------------------------------------------------------------------------
 
     def _walk(self, starts: np.ndarray, escape: bool, relevant: np.ndarray | None = None,

@@ -3,6 +3,11 @@
 The cache key is (kind, canonical source text, options, vocabulary fingerprint), so two
 requests with the same schema share one CompiledGrammar — its position masks, its state
 table and its memoized masks — and a different tokenizer never sees another's entries.
+
+Position masks are computed at compile time for grammars of up to `precompute_limit`
+byte-class positions. Larger ones (long bounded repetitions: ``maxLength: 500`` unrolls into
+500 positions, most never visited by one output) compute each position's mask on first use
+and keep it, so compiling stays in milliseconds and the cost moves to first visits.
 """
 
 from __future__ import annotations
@@ -24,11 +29,11 @@ from .vocab import Vocabulary
 
 
 class GrammarCompiler:
-    def __init__(self, vocab: Vocabulary, cache_size: int = 32, precompute: bool = True,
+    def __init__(self, vocab: Vocabulary, cache_size: int = 32, precompute_limit: int = 600,
                  max_whitespace: int | None = None) -> None:
         self.vocab = vocab
         self.trie = TokenTrie(vocab)
-        self.precompute = precompute
+        self.precompute_limit = precompute_limit
         self.max_whitespace = max_whitespace
         self._cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
         self._cache_size = cache_size
@@ -43,8 +48,9 @@ class GrammarCompiler:
                 self._cache.move_to_end(key)
                 self.hits += 1
                 return found
-        compiled = CompiledGrammar(compile_automaton(build()), self.vocab, self.trie,
-                                   precompute=self.precompute)
+        automaton = compile_automaton(build())
+        eager = len(automaton.char_positions) <= self.precompute_limit
+        compiled = CompiledGrammar(automaton, self.vocab, self.trie, precompute=eager)
         with self._lock:
             self.misses += 1
             self._cache[key] = compiled

@@ -51,7 +51,8 @@ _JSON_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"
 
 # Sound regular expressions for the string formats whose validity the grammar can carry.
 _DATE = r"[1-9][0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])"
-_TIME = r"([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
+_HOUR_MINUTE = r"([01][0-9]|2[0-3]):[0-5][0-9]"
+_TIME = _HOUR_MINUTE + r":[0-5][0-9](\.[0-9]{1,6})?(Z|[+-]" + _HOUR_MINUTE + ")"
 _OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 _LABEL = r"[a-zA-Z0-9]+(-[a-zA-Z0-9]+)*"
 FORMATS = {
