@@ -163,7 +163,9 @@ class CompiledGrammar:
         return words
 
     def _compute_mask(self, state: int) -> np.ndarray:
-        parts = [self.position_mask(p) for p in sorted(self.states.tops(state))]
+        tops = sorted(self.states.tops(state))
+        self.precompute_positions(tops)                  # new positions: one batched walk
+        parts = [self._positions[p] for p in tops]
         words = np.zeros(self.num_words, dtype=np.uint32)
         for part in parts:
             if part.accepted_words is not None:
