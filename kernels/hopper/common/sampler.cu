@@ -531,3 +531,25 @@ count_tokens_i32(const int32_t* __restrict__ tokens, const SampleRow* __restrict
   if (slot < 0 || tok < 0 || static_cast<uint32_t>(tok) >= vocab) return;
   atomicAdd(counts + static_cast<size_t>(slot) * vocab + tok, 1);
 }
+
+
+// Grammar masks (structured output): logits[r, t] = -inf where bit t of mask row
+// mask_rows[r] of `bitmask` is 0. bitmask is u32 [mask rows, words], bit t % 32 of word
+// t / 32, 1 = allowed; tokens at or past 32 * words count as disallowed; rows with
+// mask_rows[r] < 0 are left alone. Launched before the penalties, so a masked token stays
+// -inf through them and sample_f32 never keeps it. One thread per logit: a warp's 32
+// threads share one mask word (a broadcast load) and write 32 contiguous logits.
+extern "C" __global__ void __launch_bounds__(256)
+apply_token_bitmask_f32(float* __restrict__ logits, const uint32_t* __restrict__ bitmask,
+                        const int32_t* __restrict__ mask_rows, uint32_t rows, uint32_t vocab,
+                        uint32_t words) {
+  atlas::pdl_enter();
+  const uint32_t r = blockIdx.y;
+  const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= rows || t >= vocab) return;
+  const int32_t m = mask_rows[r];
+  if (m < 0) return;
+  const uint32_t word = t >> 5;
+  const uint32_t bits = word < words ? bitmask[static_cast<size_t>(m) * words + word] : 0u;
+  if (!((bits >> (t & 31u)) & 1u)) logits[static_cast<size_t>(r) * vocab + t] = -INFINITY;
+}

@@ -115,3 +115,7 @@ SAMPLER_SAMPLE = S("sampler", "sample_f32",
                    "logits:ptr row_params:ptr out:ptr scratch:ptr counters:ptr rows:u32 vocab:u32")
 SAMPLER_COUNT = S("sampler", "count_tokens_i32",
                   "tokens:ptr row_params:ptr counts:ptr rows:u32 vocab:u32")
+# Grammar masks: bitmask u32 [mask rows, words] (bit t % 32 of word t / 32; 1 = allowed);
+# mask_rows i32 [rows] picks each logits row's mask row (< 0: unconstrained).
+SAMPLER_TOKEN_BITMASK = S("sampler", "apply_token_bitmask_f32",
+                          "logits:ptr bitmask:ptr mask_rows:ptr rows:u32 vocab:u32 words:u32")

@@ -11,6 +11,11 @@ allocated here once, so the addresses a captured graph holds stay valid.
 
 Sampling is keyed by (seed, step) through a counter-based RNG: a seeded request draws the same
 tokens whatever else shares its batch. Semantics: `atlas.runtime.reference.sampler`.
+
+With `token_masks=True` (structured output) a fourth launch comes first: rows that carry a
+grammar mask get -inf on every disallowed token. The host writes the masks straight into
+the pinned `host_bitmask` rows (a grammar matcher's `fill_next_token_bitmask`, while the
+forward pass runs), then `upload_token_masks` copies them and each row's mask index.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ class Sampler:
     """Device-side sampling state for up to `max_batch` rows and `max_slots` sequences."""
 
     def __init__(self, backend: GpuBackend, kernels: KernelCache, max_batch: int,
-                 max_slots: int, vocab: int, seed: int | None = None) -> None:
+                 max_slots: int, vocab: int, seed: int | None = None,
+                 token_masks: bool = False) -> None:
         if min(max_batch, max_slots, vocab) < 1:
             raise ValueError(f"sampler: max_batch={max_batch}, max_slots={max_slots} and "
                              f"vocab={vocab} must all be positive")
@@ -53,6 +59,18 @@ class Sampler:
         self._seeds_np = np.zeros(max_slots, dtype=np.uint64)
         # Seeds for requests that bring none: fresh per sequence, reproducible per sampler seed.
         self._seed_rng = np.random.default_rng(seed)
+        self.mask_words = sampling.bitmask_words(vocab)
+        self.token_bitmask: DevicePtr | None = None
+        self.mask_rows: DevicePtr | None = None
+        if token_masks:
+            mask_bytes = 4 * self.mask_words * max_batch
+            self.token_bitmask = self._zeroed(mask_bytes)         # u32 [max_batch, words]
+            self.mask_rows = backend.alloc(4 * max_batch)         # i32 [max_batch]
+            backend.memset(self.mask_rows, 0xFF, 4 * max_batch)   # -1: no mask
+            self.host_bitmask = backend.alloc_host_pinned(mask_bytes).view(np.uint32).reshape(
+                max_batch, self.mask_words)
+            self.host_bitmask[:] = 0
+            self._mask_rows_np = backend.alloc_host_pinned(4 * max_batch).view(np.int32)
 
     def _zeroed(self, nbytes: int) -> DevicePtr:
         ptr = self.backend.alloc(nbytes)
@@ -107,14 +125,36 @@ class Sampler:
         if n:
             self.backend.copy_h2d(self.row_params, rows[:n], stream)
 
+    def upload_token_masks(self, constrained: Sequence[bool], stream: Stream | None = None,
+                           ) -> None:
+        """This step's grammar masks: row i uses `host_bitmask[i]` when `constrained[i]`,
+        no mask otherwise; rows past len(constrained) have none. Copies only the rows used."""
+        if self.token_bitmask is None or self.mask_rows is None:
+            raise ValueError("sampler: token masks need Sampler(..., token_masks=True)")
+        n = len(constrained)
+        if n > self.max_batch:
+            raise ValueError(f"sampler.upload_token_masks: {n} rows exceed "
+                             f"max_batch={self.max_batch}")
+        which = self._mask_rows_np
+        which[:] = -1
+        which[:n] = np.where(np.asarray(constrained, dtype=bool), np.arange(n), -1)
+        used = int(np.flatnonzero(which >= 0).max()) + 1 if (which >= 0).any() else 0
+        if used:
+            self.backend.copy_h2d(self.token_bitmask, self.host_bitmask[:used], stream)
+        self.backend.copy_h2d(self.mask_rows, which, stream)
+
     def enqueue(self, stream: Stream, logits: DevicePtr, rows: int) -> None:
-        """Penalize f32 logits [rows, vocab] in place, sample into `out_ids`, count the samples.
+        """Mask (when enabled), penalize f32 logits [rows, vocab] in place, sample into
+        `out_ids`, count the samples.
 
         Issues launches only (no allocation, copy or synchronization): safe to capture.
         """
         if not 0 <= rows <= self.max_batch:
             raise ValueError(f"sampler.enqueue: rows={rows} outside 0..{self.max_batch}")
         kc, v = self.kernels, self.vocab
+        if self.token_bitmask is not None and self.mask_rows is not None:
+            sampling.apply_token_bitmask(kc, stream, logits, self.token_bitmask, self.mask_rows,
+                                         rows, v, self.mask_words)
         sampling.apply_penalties(kc, stream, logits, self.row_params, self.counts,
                                  self.prompt_mask, rows, v)
         sampling.sample(kc, stream, logits, self.row_params, self.out_ids, self.scratch,
@@ -124,5 +164,6 @@ class Sampler:
     def close(self) -> None:
         """Free the device buffers (the sampler is unusable afterwards)."""
         for ptr in (self.counts, self.prompt_mask, self.row_params, self.out_ids, self.scratch,
-                    self.counters):
-            self.backend.free(ptr)
+                    self.counters, self.token_bitmask, self.mask_rows):
+            if ptr is not None:
+                self.backend.free(ptr)

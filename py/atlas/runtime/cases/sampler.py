@@ -222,6 +222,42 @@ def _count_case(rng: np.random.Generator, rows: int, vocab: int) -> KernelCase:
                       {"counts": OutputSpec(DType.I32, (slots, vocab))}, run, _count_oracle)
 
 
+# ---- grammar masks ------------------------------------------------------------------------
+
+def _bitmask_oracle(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    logits = inputs["logits"].astype(np.float64).copy()
+    words = inputs["bitmask"].shape[1]
+    for r, m in enumerate(inputs["mask_rows"].tolist()):
+        if m < 0:
+            continue
+        for t in range(logits.shape[1]):
+            word = t // 32
+            bit = (int(inputs["bitmask"][m, word]) >> (t % 32)) & 1 if word < words else 0
+            if not bit:
+                logits[r, t] = -math.inf
+    return {"logits": logits}
+
+
+def _bitmask_case(rng: np.random.Generator, rows: int, vocab: int, words: int) -> KernelCase:
+    """Random bits, plus all-allowed, all-masked and sparse rows; unconstrained rows; a mask
+    row used twice; `words` may fall short of the vocabulary (the tail is masked)."""
+    masks = rng.integers(0, 2 ** 32, (4, words), dtype=np.uint64).astype(np.uint32)
+    masks[1] = 0xFFFFFFFF
+    masks[2] = 0
+    masks[3] = 0
+    masks[3, rng.integers(0, words, 5)] = np.uint32(1) << rng.integers(0, 32, 5).astype(np.uint32)
+    mask_rows = np.array([[0, -1, 1, 2, 3, 0, -1][r % 7] for r in range(rows)], dtype=np.int32)
+    inputs = {"logits": (rng.standard_normal((rows, vocab)) * 3).astype(np.float32),
+              "bitmask": masks, "mask_rows": mask_rows}
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        sampling.apply_token_bitmask(KernelCache(backend), stream, p["logits"], p["bitmask"],
+                                     p["mask_rows"], rows, vocab, words)
+
+    return KernelCase(f"token_bitmask_{rows}x{vocab}_w{words}", "sampler", inputs,
+                      {"logits": OutputSpec(DType.FP32, (rows, vocab))}, run, _bitmask_oracle)
+
+
 @kernel_cases("sampler")
 def sampler_cases(rng: np.random.Generator) -> list[KernelCase]:
     n = len(SAMPLE_SETTINGS)
@@ -259,4 +295,7 @@ def sampler_cases(rng: np.random.Generator) -> list[KernelCase]:
                               [dict(temperature=1.0, top_p=0.9), dict(temperature=0.6),
                                dict(temperature=1.0, top_k=7, top_p=0.5)]))
     cases += [_count_case(rng, 9, 500), _count_case(rng, 130, 64)]
+    cases += [_bitmask_case(rng, 7, 1003, sampling.bitmask_words(1003)),
+              _bitmask_case(rng, 9, 151936, sampling.bitmask_words(151936)),
+              _bitmask_case(rng, 3, 700, 20)]
     return cases

@@ -14,6 +14,8 @@ prompt_mask u8 [slots, V]). All arithmetic is float32 like the kernel.
   largest z + gumbel(seed, step, token) over the kept set: an exact draw from the renormalized
   softmax that depends on nothing but the row itself.
 * count_tokens_i32: counts[slot, token] += 1 for rows with slot >= 0 and a valid token.
+* apply_token_bitmask_f32: logits[r, t] = -inf where bit t of mask row mask_rows[r] is 0
+  (tokens past the mask's words count as 0); rows with mask_rows[r] < 0 are untouched.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ import math
 import numpy as np
 
 from ..gpu import Dim3
-from ..kernel_abi import SAMPLE_ROW, SAMPLER_COUNT, SAMPLER_PENALTIES, SAMPLER_SAMPLE
+from ..kernel_abi import (SAMPLE_ROW, SAMPLER_COUNT, SAMPLER_PENALTIES, SAMPLER_SAMPLE,
+                          SAMPLER_TOKEN_BITMASK)
 from . import HostMemory, reference
 from .argmax import argmax_rows
 
@@ -140,3 +143,15 @@ def count_tokens_i32(mem: HostMemory, grid: Dim3, block: Dim3, tokens: int, row_
     if ok.any():
         flat = mem.view(counts, np.int32, (int(slots[ok].max()) + 1) * vocab)
         np.add.at(flat, slots[ok] * vocab + tok[ok], 1)
+
+
+@reference(SAMPLER_TOKEN_BITMASK)
+def apply_token_bitmask_f32(mem: HostMemory, grid: Dim3, block: Dim3, logits: int, bitmask: int,
+                            mask_rows: int, rows: int, vocab: int, words: int) -> None:
+    x = mem.view(logits, np.float32, rows * vocab).reshape(rows, vocab)
+    which = mem.view(mask_rows, np.int32, rows)
+    for r in np.flatnonzero(which >= 0).tolist():
+        row = mem.view(bitmask + 4 * int(which[r]) * words, np.uint32, words)
+        allowed = np.zeros(max(vocab, 32 * words), dtype=bool)
+        allowed[:32 * words] = np.unpackbits(row.view(np.uint8), bitorder="little").astype(bool)
+        x[r, ~allowed[:vocab]] = -np.inf
