@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 
-from .errors import GrammarSyntaxError
-from .ir import Cls, Expr, Grammar, Lit, Ref, Rep, alt, seq
+from .cursor import TextCursor
+from .ir import SIMPLE_QUANTIFIERS, Cls, Expr, Grammar, Lit, Ref, Rep, alt, seq
 from .regex import _Parser as _RegexParser
 from .utf8 import MAX_CODE_POINT
 
@@ -26,13 +26,8 @@ _LITERAL_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": 
                     "[": "[", "]": "]", "0": "\0", "f": "\f", "v": "\v"}
 
 
-class _Parser:
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.pos = 0
-
-    def error(self, message: str) -> GrammarSyntaxError:
-        return GrammarSyntaxError(f"EBNF grammar: {message}", self.text, self.pos)
+class _Parser(TextCursor):
+    LANGUAGE = "EBNF grammar"
 
     def skip_space(self) -> None:
         while self.pos < len(self.text):
@@ -44,9 +39,6 @@ class _Parser:
                 self.pos += 1
             else:
                 return
-
-    def peek(self) -> str:
-        return self.text[self.pos] if self.pos < len(self.text) else ""
 
     def at_rule_start(self) -> bool:
         return bool(_RULE_START.match(self.text, self.pos))
@@ -142,12 +134,8 @@ class _Parser:
     def postfix(self, item: Expr) -> Expr:
         while True:
             ch = self.peek()
-            if ch == "*":
-                item = Rep(item, 0, None)
-            elif ch == "+":
-                item = Rep(item, 1, None)
-            elif ch == "?":
-                item = Rep(item, 0, 1)
+            if ch in SIMPLE_QUANTIFIERS:
+                item = Rep(item, *SIMPLE_QUANTIFIERS[ch])
             elif ch == "{":
                 match = re.compile(r"\{\s*(\d+)\s*(,\s*(\d*)\s*)?\}").match(self.text, self.pos)
                 if not match:

@@ -126,6 +126,11 @@ def alt(*options: Expr) -> Expr:
     return unique[0] if len(unique) == 1 else Alt(unique)
 
 
+#: postfix operators shared by EBNF and regular expressions -> (min, max) repetitions
+SIMPLE_QUANTIFIERS: dict[str, tuple[int, int | None]] = {"*": (0, None), "+": (1, None),
+                                                         "?": (0, 1)}
+
+
 def opt(item: Expr) -> Expr:
     return Rep(item, 0, 1)
 

@@ -19,6 +19,7 @@ no left recursion (expansion would not terminate), no rule that can never finish
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from .errors import GrammarError
 from .ir import Alt, Cls, Expr, Grammar, Lit, Ref, Rep, Seq
@@ -234,31 +235,28 @@ class _Lowerer:
         raise GrammarError(f"cannot lower {item!r}")
 
 
-def _productive_rules(rules: list[list[list[Element]]]) -> set[int]:
-    productive: set[int] = set()
+def _fixpoint(rules: list[list[list[Element]]],
+              holds: Callable[[list[Element], set[int]], bool]) -> set[int]:
+    """The least set of rules having an alternative for which `holds(alt, set)` is true."""
+    found: set[int] = set()
     changed = True
     while changed:
         changed = False
         for rid, alts in enumerate(rules):
-            if rid in productive:
-                continue
-            if any(all(k != REF or a in productive for k, a in alt) for alt in alts):
-                productive.add(rid)
+            if rid not in found and any(holds(alt, found) for alt in alts):
+                found.add(rid)
                 changed = True
-    return productive
+    return found
+
+
+def _productive_rules(rules: list[list[list[Element]]]) -> set[int]:
+    """Rules that can finish: some alternative calls only rules that can."""
+    return _fixpoint(rules, lambda alt, done: all(k != REF or a in done for k, a in alt))
 
 
 def _nullable_rules(rules: list[list[list[Element]]]) -> set[int]:
-    nullable: set[int] = set()
-    changed = True
-    while changed:
-        changed = False
-        for rid, alts in enumerate(rules):
-            if rid not in nullable and any(all(k == REF and a in nullable for k, a in alt)
-                                           for alt in alts):
-                nullable.add(rid)
-                changed = True
-    return nullable
+    """Rules that can finish without reading a byte."""
+    return _fixpoint(rules, lambda alt, done: all(k == REF and a in done for k, a in alt))
 
 
 def _check_left_recursion(rules: list[list[list[Element]]], names: list[str]) -> None:

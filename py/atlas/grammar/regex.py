@@ -12,8 +12,9 @@ are errors.
 
 from __future__ import annotations
 
-from .errors import GrammarSyntaxError
-from .ir import CodeRange, Cls, Expr, Lit, Rep, alt, complement_ranges, normalize_ranges, seq
+from .cursor import TextCursor
+from .ir import (SIMPLE_QUANTIFIERS, CodeRange, Cls, Expr, Lit, Rep, alt, complement_ranges,
+                 normalize_ranges, seq)
 
 DIGIT: tuple[CodeRange, ...] = ((0x30, 0x39),)
 WORD: tuple[CodeRange, ...] = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
@@ -24,16 +25,8 @@ CHAR_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "0": "\0"
 ANY_BUT_NEWLINE = complement_ranges(((0x0A, 0x0A),))
 
 
-class _Parser:
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.pos = 0
-
-    def error(self, message: str) -> GrammarSyntaxError:
-        return GrammarSyntaxError(f"regular expression: {message}", self.text, self.pos)
-
-    def peek(self) -> str:
-        return self.text[self.pos] if self.pos < len(self.text) else ""
+class _Parser(TextCursor):
+    LANGUAGE = "regular expression"
 
     def take(self) -> str:
         if self.pos >= len(self.text):
@@ -71,12 +64,8 @@ class _Parser:
         while self.peek() in ("*", "+", "?", "{"):
             start = self.pos
             ch = self.take()
-            if ch == "*":
-                atom = Rep(atom, 0, None)
-            elif ch == "+":
-                atom = Rep(atom, 1, None)
-            elif ch == "?":
-                atom = Rep(atom, 0, 1)
+            if ch in SIMPLE_QUANTIFIERS:
+                atom = Rep(atom, *SIMPLE_QUANTIFIERS[ch])
             else:
                 bounds = self.bounds()
                 if bounds is None:           # a literal '{'
