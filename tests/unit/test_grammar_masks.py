@@ -179,3 +179,37 @@ def test_walks_terminate_on_a_recursive_grammar_with_the_full_vocabulary() -> No
     for seed in range(3):
         text = random_walk(grammar, seed).decode()
         assert text.startswith("[") and text.endswith("]")
+
+
+def test_matchers_on_several_threads_share_one_grammar() -> None:
+    """Four threads walk one fresh CompiledGrammar at once (its tables grow under a lock);
+    each thread's masks equal those of a single-threaded walk on a separate compile."""
+    import threading
+
+    vocab = small_vocabulary(800, 3)
+    shared = GrammarCompiler(vocab).compile_json_schema(load_schema("task_list"))
+    alone = GrammarCompiler(vocab).compile_json_schema(load_schema("task_list"))
+    results: dict[int, list[bytes]] = {}
+
+    def walk(seed: int, grammar, out: dict[int, list[bytes]]) -> None:
+        rng = random.Random(seed)
+        matcher = GrammarMatcher(grammar)
+        mask = np.zeros(grammar.num_words, dtype=np.uint32)
+        seen = []
+        for _ in range(80):
+            if matcher.is_terminated():
+                break
+            matcher.fill_next_token_bitmask(mask)
+            seen.append(mask.tobytes())
+            assert matcher.accept_token(int(rng.choice(allowed_ids(mask, vocab.size))))
+        out[seed] = seen
+
+    threads = [threading.Thread(target=walk, args=(seed, shared, results)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    expected: dict[int, list[bytes]] = {}
+    for seed in range(4):
+        walk(seed, alone, expected)
+    assert results == expected

@@ -13,10 +13,14 @@ At run time a state's mask is the union of its top positions' accepted sets plus
 walk from the real configuration restricted to the trie paths leading to uncertain tokens.
 Masks are memoized per state, so a loop (string content, digits) costs one lookup per
 token after its first visit.
+
+One CompiledGrammar serves every request with the same grammar; its tables grow as new
+states are met, under a lock, so matchers may run on several threads.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -67,6 +71,7 @@ class CompiledGrammar:
         self._positions: dict[int, PositionMask] = {}
         self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
         self._mask_cache_size = mask_cache_size
+        self._lock = threading.RLock()
         if precompute:
             self.precompute_positions(automaton.char_positions)
 
@@ -112,6 +117,10 @@ class CompiledGrammar:
 
     def precompute_positions(self, positions: list[int], batch: int = 64) -> None:
         """Fill the position cache for many positions with a few multi-source walks."""
+        with self._lock:
+            self._precompute_positions(positions, batch)
+
+    def _precompute_positions(self, positions: list[int], batch: int) -> None:
         todo = [p for p in positions if p not in self._positions]
         for i in range(0, len(todo), batch):
             chunk = todo[i:i + batch]
@@ -151,16 +160,17 @@ class CompiledGrammar:
 
     def mask_words(self, state: int) -> np.ndarray:
         """The packed mask of tokens allowed in `state` (read-only; memoized)."""
-        words = self._masks.get(state)
-        if words is not None:
-            self._masks.move_to_end(state)
+        with self._lock:
+            words = self._masks.get(state)
+            if words is not None:
+                self._masks.move_to_end(state)
+                return words
+            words = self._compute_mask(state)
+            words.flags.writeable = False
+            self._masks[state] = words
+            if len(self._masks) > self._mask_cache_size:
+                self._masks.popitem(last=False)
             return words
-        words = self._compute_mask(state)
-        words.flags.writeable = False
-        self._masks[state] = words
-        if len(self._masks) > self._mask_cache_size:
-            self._masks.popitem(last=False)
-        return words
 
     def _compute_mask(self, state: int) -> np.ndarray:
         tops = sorted(self.states.tops(state))
@@ -201,8 +211,9 @@ class CompiledGrammar:
         data = self.vocab.token_bytes[token_id]
         if data is None:
             return DEAD
-        for byte in data:
-            state = self.states.step(state, byte)
-            if state == DEAD:
-                return DEAD
+        with self._lock:
+            for byte in data:
+                state = self.states.step(state, byte)
+                if state == DEAD:
+                    return DEAD
         return state
