@@ -74,6 +74,8 @@ def test_sentencepiece_style_pieces_and_byte_fallback() -> None:
     assert vocab.token_bytes[tokenizer.token_to_id("<0x0A>")] == b"\n"
     assert vocab.token_bytes[tokenizer.token_to_id("\u2581{\"")] == b' {"'
     assert vocab.token_bytes[eos] is None and vocab.token_bytes[1] is None
+    marked = Vocabulary.from_tokenizer_json(data, [eos], literal_special=["<s>"])
+    assert marked.token_bytes[1] == b"<s>" and marked.token_bytes[eos] is None
     for token_id, data_bytes in enumerate(vocab.token_bytes):
         if data_bytes is not None and token_id >= 3 + 256:
             assert tokenizer.decode([token_id]) == data_bytes.decode("utf-8")

@@ -111,9 +111,13 @@ class SchemaConverter:
 
     SHARE_ABOVE = 40         # IR nodes: a larger repeated item becomes a named rule
 
-    def __init__(self, schema: Any, max_whitespace: int | None = None) -> None:
+    def __init__(self, schema: Any, max_whitespace: int | None = None,
+                 grammar: Grammar | None = None, prefix: str = "") -> None:
+        """`grammar`/`prefix`: add the rules to an existing grammar (several schemas in one,
+        e.g. one per tool), their names prefixed so they cannot collide."""
         self.root_schema = schema
-        self.grammar = Grammar()
+        self.grammar = grammar if grammar is not None else Grammar()
+        self.prefix = prefix
         if max_whitespace is None:
             self.ws_sep: Expr = opt(Lit(" "))
             self.ws_edge: Expr = EMPTY
@@ -129,7 +133,7 @@ class SchemaConverter:
 
     def _rule(self, hint: str, expr: Expr | None = None) -> str:
         self._counter += 1
-        name = f"{hint}#{self._counter}"
+        name = f"{self.prefix}{hint}#{self._counter}"
         if expr is not None:
             self.grammar.add(name, expr)
         return name

@@ -91,9 +91,12 @@ class Vocabulary:
 
     @staticmethod
     def from_tokenizer_json(tokenizer: Mapping[str, Any] | str, eos_token_ids: Iterable[int],
-                            vocab_size: int | None = None) -> "Vocabulary":
+                            vocab_size: int | None = None,
+                            literal_special: Iterable[str] = ()) -> "Vocabulary":
         """From a Hugging Face tokenizer.json (parsed, or its text). `vocab_size` pads to
-        the model's embedding rows (Qwen3: 151,936 rows for 151,669 tokens)."""
+        the model's embedding rows (Qwen3: 151,936 rows for 151,669 tokens).
+        `literal_special`: special tokens whose text grammars may produce (a tool-call
+        marker such as Mistral's ``[TOOL_CALLS]``)."""
         data = json.loads(tokenizer) if isinstance(tokenizer, str) else tokenizer
         model = data.get("model") or {}
         vocab = model.get("vocab")
@@ -105,9 +108,10 @@ class Vocabulary:
             raise GrammarError("tokenizer.json has no model.vocab")
         special: set[int] = set()
         added: dict[int, str] = {}
+        keep = set(literal_special)
         for token in data.get("added_tokens") or []:
             added[int(token["id"])] = token["content"]
-            if token.get("special"):
+            if token.get("special") and token["content"] not in keep:
                 special.add(int(token["id"]))
         size = max([*by_id, *added, -1]) + 1
         pieces: list[str | None] = [by_id.get(i) for i in range(size)]
