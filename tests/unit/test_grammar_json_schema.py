@@ -155,3 +155,15 @@ def test_compiled_grammars_are_cached_by_schema_and_vocabulary() -> None:
     assert compiler.compile_json_schema({**WEATHER, "required": []}) is not first
     other = GrammarCompiler(qwen3_compiler().vocab)
     assert other.compile_json_schema(WEATHER) is not first
+
+
+def test_non_strict_schemas_allow_extra_properties() -> None:
+    schema = {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}
+    lenient = smollm2_compiler().compile_json_schema(schema, strict=False)
+    assert accepts(lenient, '{"id":1,"note":"x","tags":[1,{"a":null}]}')
+    assert not accepts(lenient, '{"id":1,"id":2}')
+    assert not accepts(_grammar(schema), '{"id":1,"note":"x"}')
+    assert smollm2_compiler().compile_json_schema(schema) is not lenient
+    for seed in range(3):
+        value = json.loads(random_walk(lenient, seed))
+        jsonschema.validate(value, schema)

@@ -58,16 +58,17 @@ class GrammarCompiler:
                 self._cache.popitem(last=False)
         return compiled
 
-    def compile_json_schema(self, schema: Any) -> CompiledGrammar:
-        """`schema`: parsed JSON Schema (dict/bool) or its JSON text."""
+    def compile_json_schema(self, schema: Any, strict: bool = True) -> CompiledGrammar:
+        """`schema`: parsed JSON Schema (dict/bool) or its JSON text. `strict`: absent
+        additionalProperties means false (OpenAI strict); False: JSON Schema's true."""
         if isinstance(schema, str):
             try:
                 schema = json.loads(schema)
             except json.JSONDecodeError as err:
                 raise GrammarError(f"the JSON schema is not valid JSON: {err}") from None
         text = json.dumps(schema, sort_keys=False, separators=(",", ":"))
-        return self._cached(("json_schema", text),
-                            lambda: json_schema_grammar(schema, self.max_whitespace))
+        return self._cached(("json_schema", text, strict),
+                            lambda: json_schema_grammar(schema, self.max_whitespace, strict))
 
     def compile_json_object(self) -> CompiledGrammar:
         return self._cached(("json_object",), lambda: json_object_grammar(self.max_whitespace))

@@ -5,8 +5,9 @@ need more than a grammar (``not``, ``uniqueItems``, ``multipleOf``...) are refus
 UnsupportedSchemaError rather than ignored; annotations (``title``, ``description``...)
 are ignored. Choices made for generation, as in OpenAI's strict mode:
 
-* properties come in schema order; ``additionalProperties`` absent means false (strict);
-  extra keys, where allowed, are plain strings that differ from the named keys;
+* properties come in schema order; ``additionalProperties`` absent means false (strict
+  mode, the default) or true (``strict=False``); extra keys, where allowed, come after the
+  named ones and are plain strings that differ from them;
 * whitespace is bounded: by default one optional space after ``:`` and ``,`` and nowhere
   else (``max_whitespace=n``: up to n of space/newline/tab at every separator), so a model
   cannot loop on whitespace forever;
@@ -112,10 +113,12 @@ class SchemaConverter:
     SHARE_ABOVE = 40         # IR nodes: a larger repeated item becomes a named rule
 
     def __init__(self, schema: Any, max_whitespace: int | None = None,
-                 grammar: Grammar | None = None, prefix: str = "") -> None:
+                 grammar: Grammar | None = None, prefix: str = "", strict: bool = True) -> None:
         """`grammar`/`prefix`: add the rules to an existing grammar (several schemas in one,
-        e.g. one per tool), their names prefixed so they cannot collide."""
+        e.g. one per tool), their names prefixed so they cannot collide. `strict`: an absent
+        additionalProperties means false (OpenAI strict mode); otherwise true (JSON Schema)."""
         self.root_schema = schema
+        self.strict = strict
         self.grammar = grammar if grammar is not None else Grammar()
         self.prefix = prefix
         if max_whitespace is None:
@@ -318,7 +321,7 @@ class SchemaConverter:
     def object(self, schema: Mapping[str, Any], path: str) -> Expr:
         props: Mapping[str, Any] = schema.get("properties") or {}
         required = list(schema.get("required") or [])
-        additional = schema.get("additionalProperties", False)
+        additional = schema.get("additionalProperties", not self.strict)
         missing = [name for name in required if name not in props]
         if missing:
             raise UnsupportedSchemaError(f"{path}: required properties {missing} have no "
@@ -450,9 +453,10 @@ class SchemaConverter:
         return "json-value"
 
 
-def json_schema_grammar(schema: Any, max_whitespace: int | None = None) -> Grammar:
+def json_schema_grammar(schema: Any, max_whitespace: int | None = None,
+                        strict: bool = True) -> Grammar:
     """The grammar of JSON documents valid under `schema` (a parsed JSON Schema)."""
-    return SchemaConverter(schema, max_whitespace).convert()
+    return SchemaConverter(schema, max_whitespace, strict=strict).convert()
 
 
 def json_object_grammar(max_whitespace: int | None = None) -> Grammar:
