@@ -2,8 +2,8 @@
 
 Tests use walks to show every finished output is valid; the mask benchmark uses them to
 time `fill_next_token_bitmask` per token. A walk explores with uniformly random allowed
-tokens for a while, then finishes: EOS when allowed, else the single-byte token that starts
-a shortest completion of the grammar (so loops and recursion end), else a random allowed
+tokens for a while, then finishes: EOS when allowed, else the single-byte token that most
+shortens the completion of the grammar (so loops and recursion end), else a random allowed
 token. Every sampled token must be accepted: a mask that allows a token the matcher then
 refuses fails the walk.
 """
@@ -18,7 +18,7 @@ import numpy as np
 
 from .compiled import CompiledGrammar
 from .matcher import GrammarMatcher
-from .state_table import DEAD
+from .pda import CHAR, END, Automaton
 
 
 @dataclass(slots=True)
@@ -33,26 +33,28 @@ def allowed_ids(bitmask: np.ndarray, vocab_size: int) -> np.ndarray:
     return np.flatnonzero(bits[:vocab_size])
 
 
-def shortest_completion_byte(grammar: CompiledGrammar, state: int) -> int | None:
-    """The first byte of a shortest byte string that completes the grammar from `state`
-    (breadth first over the state table); None when `state` already accepts."""
-    table = grammar.states
-    frontier = [(state, -1)]
-    seen = {state}
-    every_byte = np.arange(256, dtype=np.int32)
-    while frontier:
-        following = []
-        for current, first in frontier:
-            if table.accepting[current]:
-                return None if first < 0 else first
-            successors = table.step_many(np.full(256, current, dtype=np.int32), every_byte)
-            for byte in np.flatnonzero(successors != DEAD).tolist():
-                nxt = int(successors[byte])
-                if nxt not in seen:
-                    seen.add(nxt)
-                    following.append((nxt, byte if first < 0 else first))
-        frontier = following
-    raise AssertionError("no completion: the grammar has a dead state")
+def completion_lengths(automaton: Automaton) -> list[int]:
+    """For each position, the fewest bytes that finish its rule from there (a fixpoint over
+    rule minimum lengths, then sums along each alternative)."""
+    inf = float("inf")
+    kind, arg, starts = automaton.kind, automaton.arg, automaton.rule_starts
+
+    def rest(pos: int, shortest: list[float]) -> float:
+        total = 0.0
+        while kind[pos] != END:
+            total += 1 if kind[pos] == CHAR else shortest[arg[pos]]
+            pos += 1
+        return total
+
+    shortest = [inf] * len(starts)
+    changed = True
+    while changed:
+        changed = False
+        for rule, alternatives in enumerate(starts):
+            best = min((rest(p, shortest) for p in alternatives), default=inf)
+            if best < shortest[rule]:
+                shortest[rule], changed = best, True
+    return [0 if k == END else int(rest(p, shortest)) for p, k in enumerate(kind)]
 
 
 class RandomWalker:
@@ -62,15 +64,27 @@ class RandomWalker:
         self.grammar = grammar
         self._single = {data[0]: i for i, data in enumerate(grammar.vocab.token_bytes)
                         if data is not None and len(data) == 1}
+        self._rest = completion_lengths(grammar.automaton)
+        self._cost: dict[int, int] = {}
+
+    def _completion_cost(self, state: int) -> int:
+        """Fewest bytes that complete the grammar from `state` (each frame finishes)."""
+        if state not in self._cost:
+            rest = self._rest
+            self._cost[state] = min(sum(rest[p] for p in stack)
+                                    for stack in self.grammar.states.config(state))
+        return self._cost[state]
 
     def _finishing_choice(self, state: int, allowed: np.ndarray, rng: random.Random) -> int:
+        """EOS if allowed, else the single-byte token that most shortens the completion (the
+        cost falls by one per byte along a shortest completion, so finishing terminates)."""
         allowed_set = set(allowed.tolist())
         eos = sorted(allowed_set & self.grammar.vocab.eos_token_ids)
         if eos:
             return eos[0]
-        byte = shortest_completion_byte(self.grammar, state)
-        token = self._single.get(byte) if byte is not None else None
-        return token if token in allowed_set else int(rng.choice(allowed))
+        options = [(self._completion_cost(self.grammar.advance(state, token)), byte, token)
+                   for byte, token in self._single.items() if token in allowed_set]
+        return min(options)[2] if options else int(rng.choice(allowed))
 
     def walk(self, seed: int, explore: int | None = None, max_steps: int = 3000,
              timings: WalkTimings | None = None) -> bytes:
