@@ -21,17 +21,17 @@ class TokenTrie:
         entries = sorted((b, i) for i, b in enumerate(vocab.token_bytes) if b)
         self.vocab_size = vocab.size
         self.rank_token = np.array([i for _, i in entries], dtype=np.int32)
-        prefixes = sorted({b[:k] for b, _ in entries for k in range(1, len(b) + 1)})
-        by_length = np.argsort(np.fromiter(map(len, prefixes), dtype=np.int32,
-                                           count=len(prefixes)), kind="stable")
-        nodes = [b""] + [prefixes[i] for i in by_length.tolist()]
-        index = {p: n for n, p in enumerate(nodes)}
-        count = len(nodes)
-        self.num_nodes = count
-        self.parent = np.array([0] + [index[p[:-1]] for p in nodes[1:]], dtype=np.int32)
-        self.byte = np.array([0] + [p[-1] for p in nodes[1:]], dtype=np.int32)
-        depth = np.array([len(p) for p in nodes], dtype=np.int32)
-        token_node = np.array([index[b] for b, _ in entries], dtype=np.int32)
+        lex_parent, lex_byte, lex_depth, lex_of_rank = _prefix_nodes([b for b, _ in entries])
+        # breadth-first ids: by depth, then (stable) by the lexicographic creation order
+        order = np.argsort(lex_depth, kind="stable")
+        bfs_of_lex = np.empty_like(order)
+        bfs_of_lex[order] = np.arange(order.size)
+        count = self.num_nodes = int(order.size)
+        self.parent = bfs_of_lex[lex_parent[order]].astype(np.int32)
+        self.parent[0] = 0
+        self.byte = lex_byte[order].astype(np.int32)
+        depth = lex_depth[order]
+        token_node = bfs_of_lex[lex_of_rank].astype(np.int32)
         ranks = np.arange(len(entries), dtype=np.int32)
         self.num_exact = np.bincount(token_node, minlength=count).astype(np.int32)
         lo = np.full(count, len(entries), dtype=np.int32)
@@ -75,3 +75,28 @@ def _expand_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int32)
     offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
     return (np.repeat(starts, counts) + offsets).astype(np.int32)
+
+
+def _prefix_nodes(tokens: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The trie of sorted `tokens` in creation (= lexicographic) order, root first: each
+    node's parent, last byte and depth, and each token's node. One pass: a token shares its
+    first `common` bytes' nodes with the previous token and adds one node per byte after."""
+    parent, last, depth = [0], [0], [0]
+    token_node = []
+    path = [0]                                   # node ids along the previous token
+    previous = b""
+    for token in tokens:
+        common = 0
+        limit = min(len(previous), len(token))
+        while common < limit and previous[common] == token[common]:
+            common += 1
+        del path[common + 1:]
+        for k in range(common, len(token)):
+            path.append(len(parent))
+            parent.append(path[k])
+            last.append(token[k])
+            depth.append(k + 1)
+        token_node.append(path[len(token)])
+        previous = token
+    return (np.array(parent, dtype=np.int64), np.array(last, dtype=np.int64),
+            np.array(depth, dtype=np.int32), np.array(token_node, dtype=np.int64))
