@@ -16,6 +16,11 @@ With `token_masks=True` (structured output) a fourth launch comes first: rows th
 grammar mask get -inf on every disallowed token. The host writes the masks straight into
 the pinned `host_bitmask` rows (a grammar matcher's `fill_next_token_bitmask`, while the
 forward pass runs), then `upload_token_masks` copies them and each row's mask index.
+
+With `max_logprobs=K` a launch after sampling reports, for rows that ask
+(`prepare_logprobs`), the sampled token's log-probability and the top-n (n <= K) tokens
+with theirs, computed on the device from the logits the token was drawn from (after
+penalties and grammar masks, before temperature): only rows x (1 + 2K) numbers come back.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ class Sampler:
 
     def __init__(self, backend: GpuBackend, kernels: KernelCache, max_batch: int,
                  max_slots: int, vocab: int, seed: int | None = None,
-                 token_masks: bool = False) -> None:
+                 token_masks: bool = False, max_logprobs: int = 0) -> None:
         if min(max_batch, max_slots, vocab) < 1:
             raise ValueError(f"sampler: max_batch={max_batch}, max_slots={max_slots} and "
                              f"vocab={vocab} must all be positive")
@@ -71,6 +76,17 @@ class Sampler:
                 max_batch, self.mask_words)
             self.host_bitmask[:] = 0
             self._mask_rows_np = backend.alloc_host_pinned(4 * max_batch).view(np.int32)
+        self.max_logprobs = max_logprobs
+        self._logprob_buffers: tuple[DevicePtr, ...] = ()
+        if max_logprobs > 0:
+            self.top_n = backend.alloc(4 * max_batch)                  # i32 [max_batch]
+            backend.memset(self.top_n, 0xFF, 4 * max_batch)            # -1: no logprobs
+            self.out_logprob = self._zeroed(4 * max_batch)             # f32 [max_batch]
+            self.top_ids = self._zeroed(4 * max_batch * max_logprobs)  # i32 [max_batch, K]
+            self.top_logprobs = self._zeroed(4 * max_batch * max_logprobs)
+            self._logprob_buffers = (self.top_n, self.out_logprob, self.top_ids,
+                                     self.top_logprobs)
+            self._top_n_np = backend.alloc_host_pinned(4 * max_batch).view(np.int32)
 
     def _zeroed(self, nbytes: int) -> DevicePtr:
         ptr = self.backend.alloc(nbytes)
@@ -143,9 +159,32 @@ class Sampler:
             self.backend.copy_h2d(self.token_bitmask, self.host_bitmask[:used], stream)
         self.backend.copy_h2d(self.mask_rows, which, stream)
 
+    def prepare_logprobs(self, top_n: Sequence[int], stream: Stream | None = None) -> None:
+        """Row i reports logprobs when top_n[i] >= 0 (0: the sampled token's alone), with
+        its top_n[i] best alternatives; rows past len(top_n) report none."""
+        if not self._logprob_buffers:
+            raise ValueError("sampler: logprobs need Sampler(..., max_logprobs=K)")
+        if len(top_n) > self.max_batch:
+            raise ValueError(f"sampler.prepare_logprobs: {len(top_n)} rows exceed "
+                             f"max_batch={self.max_batch}")
+        if any(n > self.max_logprobs for n in top_n):
+            raise ValueError(f"sampler.prepare_logprobs: top_n {max(top_n)} exceeds "
+                             f"max_logprobs={self.max_logprobs}")
+        self._top_n_np[:] = -1
+        self._top_n_np[:len(top_n)] = np.maximum(np.asarray(top_n, dtype=np.int64), -1)
+        self.backend.copy_h2d(self.top_n, self._top_n_np, stream)
+
+    def read_logprobs(self, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(sampled-token logprob [rows], top ids [rows, K], top logprobs [rows, K]) of the
+        last step, copied to the host (synchronously); only columns < top_n are valid."""
+        k = self.max_logprobs
+        return (self.backend.download(self.out_logprob, np.float32, rows),
+                self.backend.download(self.top_ids, np.int32, (rows, k)),
+                self.backend.download(self.top_logprobs, np.float32, (rows, k)))
+
     def enqueue(self, stream: Stream, logits: DevicePtr, rows: int) -> None:
         """Mask (when enabled), penalize f32 logits [rows, vocab] in place, sample into
-        `out_ids`, count the samples.
+        `out_ids`, report logprobs (when enabled), count the samples.
 
         Issues launches only (no allocation, copy or synchronization): safe to capture.
         """
@@ -159,11 +198,15 @@ class Sampler:
                                  self.prompt_mask, rows, v)
         sampling.sample(kc, stream, logits, self.row_params, self.out_ids, self.scratch,
                         self.counters, rows, v)
+        if self._logprob_buffers:
+            sampling.logprobs(kc, stream, logits, self.out_ids, self.top_n, self.out_logprob,
+                              self.top_ids, self.top_logprobs, rows, v, self.max_logprobs)
         sampling.count_tokens(kc, stream, self.out_ids, self.row_params, self.counts, rows, v)
 
     def close(self) -> None:
         """Free the device buffers (the sampler is unusable afterwards)."""
         for ptr in (self.counts, self.prompt_mask, self.row_params, self.out_ids, self.scratch,
-                    self.counters, self.token_bitmask, self.mask_rows):
+                    self.counters, self.token_bitmask, self.mask_rows,
+                    *self._logprob_buffers):
             if ptr is not None:
                 self.backend.free(ptr)
