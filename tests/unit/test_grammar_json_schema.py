@@ -151,7 +151,9 @@ def test_schema_text_that_is_not_json_is_an_error() -> None:
 def test_compiled_grammars_are_cached_by_schema_and_vocabulary() -> None:
     compiler = smollm2_compiler()
     first = compiler.compile_json_schema(WEATHER)
+    hits = compiler.hits
     assert compiler.compile_json_schema(json.dumps(WEATHER)) is first
+    assert compiler.hits == hits + 1
     assert compiler.compile_json_schema({**WEATHER, "required": []}) is not first
     other = GrammarCompiler(qwen3_compiler().vocab)
     assert other.compile_json_schema(WEATHER) is not first

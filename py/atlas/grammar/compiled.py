@@ -203,11 +203,6 @@ class CompiledGrammar:
                 "may not end here (a grammar that needs a character no token spells?)")
         return words
 
-    def allowed_token_ids(self, state: int) -> np.ndarray:
-        """The allowed ids of `state`, decoded from its mask (tests, debugging)."""
-        bits = np.unpackbits(self.mask_words(state).view(np.uint8), bitorder="little")
-        return np.flatnonzero(bits[:self.vocab.size])
-
     def advance(self, state: int, token_id: int) -> int:
         """The state after a (non-EOS) token; DEAD when the token is not allowed."""
         data = self.vocab.token_bytes[token_id]

@@ -19,7 +19,6 @@ from .vocab import Vocabulary
 class TokenTrie:
     def __init__(self, vocab: Vocabulary) -> None:
         entries = sorted((b, i) for i, b in enumerate(vocab.token_bytes) if b)
-        self.vocab_size = vocab.size
         self.rank_token = np.array([i for _, i in entries], dtype=np.int32)
         lex_parent, lex_byte, lex_depth, lex_of_rank = _prefix_nodes([b for b, _ in entries])
         # breadth-first ids: by depth, then (stable) by the lexicographic creation order
@@ -62,9 +61,6 @@ class TokenTrie:
     def exact_ranks(self, nodes: np.ndarray) -> np.ndarray:
         """Ranks of the tokens that end exactly at `nodes`."""
         return _expand_ranges(self.lo[nodes], self.num_exact[nodes])
-
-    def subtree_ranks(self, nodes: np.ndarray) -> np.ndarray:
-        return _expand_ranges(self.lo[nodes], self.hi[nodes] - self.lo[nodes])
 
 
 def _expand_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
