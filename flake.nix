@@ -23,13 +23,17 @@
 
       # tools/image/requirements.lock (`name==version --hash=sha256:HEX  # file.whl`): the
       # CPython 3.11 wheels the OCI image installs; packages nixpkgs lacks come from here.
-      lockLines = builtins.filter (l: builtins.isString l && l != "" && builtins.substring 0 1 l != "#")
+      isPin = l: builtins.isString l && l != "" && builtins.substring 0 1 l != "#";
+      lockLines = builtins.filter isPin
         (builtins.split "\n" (builtins.readFile ./tools/image/requirements.lock));
       parseLock = line:
-        let m = builtins.match "([A-Za-z0-9._-]+)==([^ ]+) --hash=sha256:([0-9a-f]+) +# +([^ ]+)" line;
+        let
+          m = builtins.match
+            "([A-Za-z0-9._-]+)==([^ ]+) --hash=sha256:([0-9a-f]+) +# +([^ ]+)" line;
+          at = builtins.elemAt m;
         in {
-          name = builtins.elemAt m 0;
-          value = { version = builtins.elemAt m 1; sha256 = builtins.elemAt m 2; file = builtins.elemAt m 3; };
+          name = at 0;
+          value = { version = at 1; sha256 = at 2; file = at 3; };
         };
       wheelLock = builtins.listToAttrs (map parseLock lockLines);
 
@@ -56,10 +60,13 @@
             url = let
               parts = builtins.match "([^-]+)-[^-]+-([^-]+)-[^-]+-[^-]+[.]whl" pin.file;
               dist = builtins.elemAt parts 0;
-            in "https://files.pythonhosted.org/packages/${builtins.elemAt parts 1}/${builtins.substring 0 1 dist}/${dist}/${pin.file}";
+              tag = builtins.elemAt parts 1;
+            in "https://files.pythonhosted.org/packages/${tag}/${builtins.substring 0 1 dist}/"
+              + "${dist}/${pin.file}";
             inherit (pin) sha256;
           };
-          dependencies = if name == "cuda-bindings" then [ (pythonPackage ps "cuda-pathfinder") ] else [ ];
+          dependencies =
+            if name == "cuda-bindings" then [ (pythonPackage ps "cuda-pathfinder") ] else [ ];
           nativeBuildInputs = [ pkgs.autoPatchelfHook ];
           buildInputs = [ pkgs.stdenv.cc.cc.lib ];
           # the driver's library is loaded at run time (absent: the CPU backend)
@@ -95,7 +102,7 @@
         dontInstall = true;
       };
 
-      atlas = python.pkgs.buildPythonApplication {
+      atlasApp = python.pkgs.buildPythonApplication {
         pname = "atlas";
         inherit version src;
         pyproject = true;
@@ -108,31 +115,44 @@
         passthru = { inherit ptxSets; };
       };
 
+      # A derivation whose name, type and description are known without evaluating nixpkgs,
+      # so `nix flake show` lists the outputs offline; building it forces the real one
+      # (drvPath, outPath).
+      lazyDerivation = name: description: drv: {
+        type = "derivation";
+        inherit name;
+        inherit (drv) drvPath outPath outputs;
+        outputName = "out";
+        meta = { inherit description; };
+      };
+
       serve = pkgs.writeShellScriptBin "atlas-serve" ''
-        exec ${atlas}/bin/atlas serve "$@"
+        exec ${atlasApp}/bin/atlas serve "$@"
       '';
     in {
       lib = {
         inherit version pythonDependencies wheelLock ptxTargetHw;
       };
 
-      packages.${system} = {
-        inherit atlas;
+      packages.${system} = rec {
+        atlas = lazyDerivation "atlas-${version}" "Atlas with its PTX sets" atlasApp;
         default = atlas;
-        ptx-sets = ptxSets;
-        # the same entry point and environment as `atlas image build` (py/atlas/image)
-        oci = pkgs.dockerTools.streamLayeredImage {
+        ptx-sets = lazyDerivation "atlas-ptx-sets-${version}" "PTX sets (${ptxTargetHw})" ptxSets;
+        # the same entry point and environment as `atlas image build` (py/atlas/image);
+        # the result is a script that streams the image: `./result | podman load`
+        oci = lazyDerivation "stream-atlas" "Atlas OCI image (streamed)"
+          (pkgs.dockerTools.streamLayeredImage {
           name = "atlas";
           tag = version;
-          contents = [ atlas pkgs.bashInteractive pkgs.coreutils ];
+          contents = [ atlasApp pkgs.bashInteractive pkgs.coreutils ];
           config = {
-            Entrypoint = [ "${atlas}/bin/atlas" "serve" ];
+            Entrypoint = [ "${atlasApp}/bin/atlas" "serve" ];
             Cmd = [ "--bind" "0.0.0.0" ];
             Env = [ "HOME=/root" "PYTHONUNBUFFERED=1" "NVIDIA_VISIBLE_DEVICES=all"
                     "NVIDIA_DRIVER_CAPABILITIES=compute,utility" ];
             ExposedPorts = { "8888/tcp" = { }; };
           };
-        };
+        });
       };
 
       apps.${system} = {
@@ -140,7 +160,8 @@
         default = self.apps.${system}.atlas;
       };
 
-      devShells.${system}.default = pkgs.mkShell {
+      devShells.${system}.default = lazyDerivation "atlas-dev-shell" "Atlas toolchain"
+        (pkgs.mkShell {
         # the README's toolchain: Python 3.11 with Atlas's dependencies and test tools, nvcc
         # for `atlas kernels build`, mmdebstrap for `atlas image build`
         packages = [
@@ -153,6 +174,6 @@
         # Bazel: the README's is Debian's bazel-bootstrap 4.2.3, which nixos-24.11 does not
         # package (its Bazels are 6 and 7, whose defaults differ); use the system's.
         shellHook = ''export PYTHONPATH=$PWD/py''${PYTHONPATH:+:$PYTHONPATH}'';
-      };
+      });
     };
 }

@@ -1,6 +1,7 @@
 """flake.nix and flake.lock: nixpkgs is pinned to one revision with its content hash, and the
 flake's Python package list is pyproject.toml's dependencies. The evaluation tests run Nix
-(Debian's nix-bin, flakes enabled, offline): only the `lib` outputs, which need no nixpkgs."""
+(Debian's nix-bin, flakes enabled, offline): `nix flake show` and the `lib` outputs, which
+need no nixpkgs (building any package fetches it)."""
 
 from __future__ import annotations
 
@@ -37,13 +38,29 @@ def test_the_lock_pins_the_input_the_flake_names() -> None:
     assert isinstance(locked["lastModified"], int)
 
 
-def _nix_eval(attr: str) -> object:
+def _nix_json(*args: str) -> object:
+    """`nix <args> --offline --json` in the repository, flakes on, no substituters."""
     env = {**os.environ, "NIX_CONFIG": "experimental-features = nix-command flakes\n"
            "sandbox = false\nsubstituters =\n"}
-    done = subprocess.run(["nix", "eval", "--offline", "--json", f".#{attr}"], cwd=REPO,
-                          env=env, capture_output=True, text=True, check=False, timeout=120)
+    done = subprocess.run(["nix", *args, "--offline", "--json"], cwd=REPO, env=env,
+                          capture_output=True, text=True, check=False, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)
+
+
+def _nix_eval(attr: str) -> object:
+    return _nix_json("eval", f".#{attr}")
+
+
+@needs_nix
+def test_flake_show_lists_every_output_without_nixpkgs() -> None:
+    shown = _nix_json("flake", "show")
+    packages = shown["packages"]["x86_64-linux"]
+    assert {name: p["name"] for name, p in packages.items()} == {
+        "atlas": "atlas-0.1.0", "default": "atlas-0.1.0", "oci": "stream-atlas",
+        "ptx-sets": "atlas-ptx-sets-0.1.0"}
+    assert shown["apps"]["x86_64-linux"]["atlas"] == {"type": "app"}
+    assert shown["devShells"]["x86_64-linux"]["default"]["type"] == "derivation"
 
 
 @needs_nix

@@ -161,7 +161,7 @@ def build_image(repo_root: Path, out_dir: Path, targets: list[KernelTarget], *,
     try:
         log(f"base: mmdebstrap {deb_lock.base.variant} {deb_lock.base.suite} "
             f"+ {', '.join(deb_lock.base.include)}")
-        debian.run_mmdebstrap(deb_lock.base, rootfs)
+        debian.run_mmdebstrap(deb_lock.base, rootfs, epoch)
         debian.check_against_lock(deb_lock, debian.packages_in_tar(rootfs))
         with rootfs.open("rb") as src:
             writer.add_layer(lambda out: rewrite_tar(src, out, epoch),

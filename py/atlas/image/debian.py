@@ -143,9 +143,11 @@ def check_against_lock(lock: DebianLock, installed: dict[str, str]) -> None:
             + "\nReview and record the new set with `atlas image lock`.")
 
 
-def run_mmdebstrap(spec: BaseSpec, out_tar: Path) -> None:
-    """Build the root filesystem tar; DebianLockError carries mmdebstrap's own message."""
-    env = {**os.environ, "SOURCE_DATE_EPOCH": str(spec.source_date_epoch)}
+def run_mmdebstrap(spec: BaseSpec, out_tar: Path, epoch: int | None = None) -> None:
+    """Build the root filesystem tar with file times at most `epoch` (default: the lock's);
+    DebianLockError carries mmdebstrap's own message."""
+    stamp = spec.source_date_epoch if epoch is None else epoch
+    env = {**os.environ, "SOURCE_DATE_EPOCH": str(stamp)}
     try:
         done = subprocess.run(spec.mmdebstrap_command(out_tar), env=env,
                               capture_output=True, text=True, check=False)
