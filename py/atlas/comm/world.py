@@ -1,0 +1,42 @@
+"""Who a worker is in its group, and the rendezvous that turns that into a `CommBackend`.
+
+`atlas serve --tensor-parallel-size N` gives each worker process its `WorldSpec`; the same
+fields (`--rank`, `--world-size`, `--master-addr`, `--master-port`) let workers on several
+hosts form one group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..runtime.gpu import GpuBackend
+from .backend import CommBackend
+from .host import HostComm
+from .single import SingleComm
+from .transport import Star
+
+
+@dataclass(frozen=True, slots=True)
+class WorldSpec:
+    rank: int = 0
+    world_size: int = 1
+    master_addr: str = "127.0.0.1"
+    master_port: int = 29511
+    timeout_s: float = 120.0
+
+    def __post_init__(self) -> None:
+        if self.world_size < 1 or not 0 <= self.rank < self.world_size:
+            raise ValueError(f"rank {self.rank} outside a world of {self.world_size}")
+
+
+def connect_world(spec: WorldSpec, gpu: GpuBackend) -> CommBackend:
+    """The group's backend for this rank: NCCL on the CUDA backend, the host collectives on
+    any other; a world of one needs no rendezvous."""
+    if spec.world_size == 1:
+        return SingleComm(gpu)
+    star = Star.connect(spec.rank, spec.world_size, spec.master_addr, spec.master_port,
+                        spec.timeout_s)
+    if gpu.name == "cuda":
+        from .nccl import NcclComm
+        return NcclComm(star)
+    return HostComm(gpu, star)
