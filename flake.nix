@@ -4,9 +4,9 @@
   # compiled by nixpkgs' nvcc, `nix build .#oci` the OCI image (dockerTools), and
   # `nix develop` the README's toolchain.
   #
-  # `lib` needs nothing but this tree: it is what CI evaluates offline (Debian's nix-bin, no
-  # substituters), and `lib.pythonDependencies` is read from pyproject.toml, so the Python
-  # package list cannot drift from it (tests/unit/test_flake.py checks the evaluation).
+  # `nix flake show` and `lib` need nothing but this tree: they are what CI evaluates offline
+  # (Debian's nix-bin, no substituters), and `lib.pythonDependencies` is read from
+  # pyproject.toml, so the Python package list cannot drift from it (tests/unit/test_flake.py).
   description = "Atlas: an LLM inference engine with per-target CUDA kernels compiled to PTX";
 
   inputs.nixpkgs.url = "github:NixOS/nixpkgs/nixos-24.11";
