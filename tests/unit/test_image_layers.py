@@ -106,6 +106,12 @@ def test_rewrite_sorts_drops_devices_and_copies_hard_links() -> None:
     assert got["etc/x"][0].uid == 5
 
 
+def test_a_hard_link_to_nothing_is_an_error() -> None:
+    src = _source_tar([(_info("a", tarfile.LNKTYPE, link="missing"), None)])
+    with pytest.raises(LayerError, match="hard link a -> missing"):
+        rewrite_tar(src, io.BytesIO(), EPOCH)
+
+
 def _write_image(out_dir: Path, compress: bool = False) -> str:
     writer = LayoutWriter(out_dir, EPOCH, compress=compress)
     base = _entries([("etc/os-release", b"ID=test\n")])

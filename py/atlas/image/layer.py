@@ -134,7 +134,10 @@ def rewrite_tar(src: BinaryIO, out: BinaryIO, epoch: int,
             for name in sorted(members):
                 member = members[name]
                 if member.islnk():
-                    target = members[_member_name(member.linkname) or ""]
+                    target = members.get(_member_name(member.linkname) or "")
+                    if target is None or not target.isreg():
+                        raise LayerError(f"hard link {name} -> {member.linkname}: no such "
+                                         "regular file in the tar")
                     info = _normalized(target, epoch)
                     info.name, info.mode = name, member.mode & 0o7777
                     tar.addfile(info, source.extractfile(target))
