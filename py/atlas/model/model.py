@@ -75,7 +75,7 @@ class StepBuffers:
     attn: DevicePtr
     gate_up: DevicePtr
     act: DevicePtr
-    sel: DevicePtr
+    sample_hidden: DevicePtr   # normed hidden rows of the tokens that sample
     logits: DevicePtr
     part_o: DevicePtr
     part_ml: DevicePtr
@@ -131,8 +131,8 @@ class DenseDecoderModel:
         norm.add_rmsnorm(kc, s, b.resid, b.delta, self.final_norm, b.normed, t, d.hidden, d.eps)
         # Gather the rows that sample (last token of each sequence) with the embedding
         # kernel: a row gather is an embedding lookup into the normed activations.
-        embedding.embedding(kc, s, b.sample_rows, b.normed, b.sel, n_sample, d.hidden, t)
-        matmul.linear(kc, s, b.sel, self.lm_head, b.logits, n_sample, d.vocab, d.hidden,
+        embedding.embedding(kc, s, b.sample_rows, b.normed, b.sample_hidden, n_sample, d.hidden, t)
+        matmul.linear(kc, s, b.sample_hidden, self.lm_head, b.logits, n_sample, d.vocab, d.hidden,
                       out_f32=True)
 
     def _attention(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
