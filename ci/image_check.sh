@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # CI's image check (root, Linux, no GPU; needs mmdebstrap and the Debian mirror the lock
-# names): builds the image of the default CPU target (hopper/smollm2-135m/bf16, the leaf the
-# CPU backend reads the default model's settings from, PTX sets without modules) twice from
-# scratch, compares the digests, unpacks it, checks it holds only that target's PTX set,
+# names): builds the image of the default CPU target (hardware hopper, the CPU backend's
+# default, for the default model smollm2-135m in bf16: the leaf that runs it, PTX sets
+# without modules) twice from scratch, compares the digests, unpacks it, checks it holds
+# only that leaf's PTX set,
 # and runs its entry point in a chroot (new mount + PID namespaces) against the default
 # model mounted read-only: "What is the capital of France?" must be answered with "Paris".
 # Prints image size and build times. Takes 3-6 minutes on 2 cores, most of it mmdebstrap.
@@ -24,5 +25,5 @@ for name in first second; do
   echo "image build ($name): $((SECONDS - start))s"
 done
 du -sh "$work/first" | sed 's/^/image layout on disk: /'
-python3 tools/image/check_image.py "$work/first" "$work/second" \
-  --targets hopper/smollm2-135m/bf16 --models "$models" --rootfs "$work/rootfs"
+python3 tools/image/check_image.py "$work/first" "$work/second" "${target[@]}" \
+  --models "$models" --rootfs "$work/rootfs"

@@ -15,6 +15,8 @@ import pytest
 
 from atlas.core.target import KernelTarget
 from atlas.image import build, debian, wheels
+from atlas.kernels.ptxset import PtxSet, artifact_name
+from atlas.kernels.tree import select_targets
 from atlas.image.layer import LayerEntries
 
 REPO = Path(__file__).absolute().parents[2]
@@ -149,16 +151,13 @@ def test_atlas_layer_is_the_sources_the_pth_and_the_command() -> None:
     assert data["usr/local/bin/atlas"].startswith(b"#!/usr/bin/python3\n")
 
 
-def test_kernel_layer_holds_only_the_selected_targets(tmp_path: Path) -> None:
-    target = KernelTarget("hopper", "smollm2-135m", "bf16")
+def test_kernel_layer_holds_only_the_selected_sets(tmp_path: Path) -> None:
+    (target,) = select_targets(REPO, "hopper", "smollm2-135m", "bf16")
     entries, compiler = build.kernel_entries(REPO, [target], skip_ptx=True, cache_dir=tmp_path)
     assert compiler == "skipped"
-    assert set(entries.paths()) == {
-        "opt/atlas/build/kernels/hopper__smollm2-135m__bf16.ptxset.json",
-        "opt/atlas/kernels/hopper/HARDWARE.toml",
-        "opt/atlas/kernels/hopper/smollm2-135m/MODEL.toml",
-        "opt/atlas/kernels/hopper/smollm2-135m/BENCH.toml",
-        "opt/atlas/kernels/hopper/smollm2-135m/bf16/KERNEL.toml"}
+    assert entries.paths() == [f"opt/atlas/build/kernels/{artifact_name(target)}"]
+    (ptx_set,) = [PtxSet.from_json(e.data) for e in entries.entries() if e.kind == "file"]
+    assert "smollm2-135m" in {m.model for m in ptx_set.models}  # it carries the MODEL.toml
 
 
 def test_run_config_serves_on_all_interfaces_inside_the_container() -> None:

@@ -7,8 +7,9 @@ but the last:
 3. Atlas: `py/atlas`, `py/atlas_cli` and the benchmark suites under /opt/atlas, put on the
    interpreter's path by a .pth file (the layout of an editable install, so the runtime finds
    its data the same way as in a checkout), and /usr/local/bin/atlas;
-4. the selected targets only: their PTX sets in /opt/atlas/build/kernels (where the registry
-   looks) and the leaves' TOML files (the server reads model behaviour from them).
+4. the selected targets only: their PTX sets in /opt/atlas/build/kernels, where the registry
+   looks (each set carries the MODEL.toml of every model it serves, so no kernel tree is
+   needed at run time).
 No model weights: they are mounted at /root/.atlas/models, or the default model is imported
 on first use. The entry point is `atlas serve`, whose `--backend auto` picks CUDA when the
 container runtime provides the driver and the CPU reference backend otherwise.
@@ -27,8 +28,6 @@ import atlas
 from atlas.core.target import KernelTarget
 from atlas.kernels.build import build_sets
 from atlas.kernels.ptxset import SKIPPED_COMPILER, artifact_name
-from atlas.kernels.tree import (BENCH_TOML, HARDWARE_TOML, KERNEL_TOML, KERNELS_DIR,
-                                MODEL_TOML)
 
 from . import debian, wheels
 from .layer import LayerEntries, rewrite_tar, write_entries
@@ -94,19 +93,11 @@ def atlas_entries(repo_root: Path) -> LayerEntries:
 
 def kernel_entries(repo_root: Path, targets: list[KernelTarget], *, skip_ptx: bool,
                    cache_dir: Path) -> tuple[LayerEntries, str]:
-    """The selected leaves' PTX sets and TOML files; also the compiler version used."""
+    """The selected leaves' PTX sets; also the compiler version used."""
     entries = LayerEntries()
     sets = build_sets(repo_root, targets, skip=skip_ptx, cache_dir=cache_dir / "ptx")
     for ptx_set in sets:
         entries.add_file(f"{PTX_DIR}/{artifact_name(ptx_set.target)}", ptx_set.to_json())
-    for target in targets:
-        leaf_files = [f"{target.hw}/{HARDWARE_TOML}", f"{target.hw}/{target.model}/{MODEL_TOML}",
-                      f"{target.hw}/{target.model}/{BENCH_TOML}",
-                      f"{target.hw}/{target.model}/{target.quant}/{KERNEL_TOML}"]
-        for relative in leaf_files:
-            path = repo_root / KERNELS_DIR / relative
-            if path.is_file():
-                entries.add_file(f"{ATLAS_ROOT}/{KERNELS_DIR}/{relative}", path.read_bytes())
     versions = sorted({s.compiler_version for s in sets})
     return entries, ", ".join(versions) or SKIPPED_COMPILER
 
