@@ -78,7 +78,8 @@
 
       src = pkgs.lib.fileset.toSource {
         root = ./.;
-        fileset = pkgs.lib.fileset.unions [ ./py ./kernels ./bench/suites ./pyproject.toml ];
+        fileset = pkgs.lib.fileset.unions
+          [ ./py ./kernels ./bench/suites ./pyproject.toml ./setup.py ];
       };
 
       ptxSets = pkgs.cudaPackages.backendStdenv.mkDerivation {
