@@ -6,7 +6,8 @@
 # only that leaf's PTX set,
 # and runs its entry point in a chroot (new mount + PID namespaces) against the default
 # model mounted read-only: "What is the capital of France?" must be answered with "Paris".
-# Prints image size and build times. Takes 3-6 minutes on 2 cores, most of it mmdebstrap.
+# Prints image size and build times. Took 7-10 minutes here on 2 cores shared with other
+# jobs (load average about 20), most of it mmdebstrap; less on an idle CI machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD/py${PYTHONPATH:+:$PYTHONPATH}"
