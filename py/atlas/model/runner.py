@@ -23,6 +23,7 @@ from ..runtime.gpu import H200_FACTS, GpuBackend, GraphHandle
 from ..runtime.kv_cache import PagedKvCache
 from ..runtime.sampler import Sampler
 from .batch import SeqChunk
+from .gated_deltanet import proj_width
 from .model import AttentionPlan, DenseDecoderModel, Dims, StepBuffers
 from .step_inputs import StepLayout, decode_buckets, decode_splits, pack_step
 
@@ -84,6 +85,11 @@ def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
     arena.reserve("logits", DType.FP32, (b, dims.vocab))
     arena.reserve("part_o", DType.FP32, (b, dims.heads, max_splits, dims.head_dim))
     arena.reserve("part_ml", DType.FP32, (b, dims.heads, max_splits, 2))
+    if dims.linear is not None:
+        la = dims.linear
+        for name, width in (("lin_proj", proj_width(la)), ("lin_conv", la.conv_dim),
+                            ("lin_core", la.value_dim), ("lin_gated", la.value_dim)):
+            arena.reserve(name, DType.BF16, (t, width))
 
 
 class ModelRunner:
@@ -109,13 +115,20 @@ class ModelRunner:
         self.layout = StepLayout(limits.max_tokens, limits.max_batch_size, limits.max_blocks)
         i32 = arena["step_i32"]
         lay = self.layout
+        #: hybrid models keep recurrent state per sequence in slot-indexed pools (one slot per
+        #: sampler slot, plus the padding rows' slot); dense models have none. Such a
+        #: sequence must start at position 0 (a scheduler must not prefix-cache it)
+        self.has_recurrent_state = model.dims.linear is not None
+        lin = (("lin_proj", "lin_conv", "lin_core", "lin_gated") if self.has_recurrent_state
+               else ())
         self.bufs = StepBuffers(
             ids=i32 + 4 * lay.ids, positions=i32 + 4 * lay.positions, slots=i32 + 4 * lay.slots,
             cu_q=i32 + 4 * lay.cu_q, kv_lens=i32 + 4 * lay.kv_lens,
             sample_rows=i32 + 4 * lay.sample_rows, block_tables=kv.block_tables,
+            state_slots=i32 + 4 * lay.state_slots,
             **{n: arena[n] for n in ("resid", "delta", "normed", "qkv", "q", "attn",
                                      "gate_up", "act", "sample_hidden", "logits", "part_o",
-                                     "part_ml")})
+                                     "part_ml") + lin})
         self.host_i32 = backend.alloc_host_pinned(4 * lay.total).view(np.int32)
         self.host_ids = backend.alloc_host_pinned(4 * limits.max_batch_size).view(np.int32)
         self.pad_slot = limits.max_batch_size  # sampler slot owned by graph padding rows
@@ -137,6 +150,7 @@ class ModelRunner:
         bucket = next((b for b in self.buckets if b >= len(steps)), 0) if decode else 0
         n_tokens, n_sample, max_q = pack_step(self.host_i32, self.layout, steps,
                                               self.block_size, pad_to=bucket)
+        self._pack_state_slots(steps, max(len(steps), bucket))
         self._upload_inputs(steps, n_rows=max(len(steps), bucket))
         pad = n_sample - len(sampling_steps)
         self.sampler.prepare([self._slot_of[st.seq_id] for st in sampling_steps]
@@ -176,6 +190,14 @@ class ModelRunner:
         return self.backend.download(self.bufs.logits, np.float32, (rows, self.vocab_size))
 
     # ---- internals ---------------------------------------------------------------------
+    def _pack_state_slots(self, steps: Sequence[SeqChunk], n_rows: int) -> None:
+        """Each row's recurrent-state slot (its sampler slot; padding rows the pad slot)."""
+        if not self.has_recurrent_state:
+            return
+        base = self.layout.state_slots
+        self.host_i32[base:base + n_rows] = ([self._slot_of[st.seq_id] for st in steps]
+                                             + [self.pad_slot] * (n_rows - len(steps)))
+
     def _ensure_slot(self, st: SeqChunk) -> None:
         """Give a sequence its sampler slot, (re)built from the history its chunk carries
         (its first chunk, and the first after a release)."""
@@ -186,6 +208,11 @@ class ModelRunner:
                              "must carry its penalty history")
         slot = self._slot_of.get(st.seq_id)
         if slot is None:
+            if self.has_recurrent_state and st.start_pos != 0:
+                # the recurrent state of positions < start_pos exists nowhere (no snapshots)
+                raise RuntimeError(f"sequence {st.seq_id} starts at position {st.start_pos}: "
+                                   "a hybrid model's recurrent state must be computed from "
+                                   "position 0 (prefix caching needs state snapshots)")
             if not self._free_slots:
                 raise RuntimeError(f"more than {self.max_batch_size} live sequences; release "
                                    "finished sequences before starting new ones")
@@ -218,6 +245,7 @@ class ModelRunner:
             pack_step(self.host_i32, self.layout, dummy, self.block_size)
             for i in range(bs):  # padding-style rows: never write the KV cache
                 self.host_i32[self.layout.slots + i] = -1
+                self.host_i32[self.layout.state_slots + i] = self.pad_slot
             self._upload_inputs([], bs)
             self.sampler.prepare([self.pad_slot] * bs, [GREEDY] * bs, [0] * bs)
             splits = self.limits.decode_splits(bs, dims.kv_heads)

@@ -1,8 +1,8 @@
 """Packing one step's host-side inputs into the layout the device buffers expect.
 
 The per-step int32 inputs live in one region (ids | positions | slots | cu_q | kv_lens |
-sample_rows), so a step costs one host-to-device copy; block tables are kept by the paged
-KV cache, which re-uploads only rows that changed. Pure numpy; no device access.
+sample_rows | state_slots), so a step costs one host-to-device copy; block tables are kept
+by the paged KV cache, which re-uploads only rows that changed. Pure numpy; no device access.
 """
 
 from __future__ import annotations
@@ -48,8 +48,13 @@ class StepLayout:
         return self.kv_lens + self.max_seqs
 
     @property
-    def total(self) -> int:
+    def state_slots(self) -> int:
+        """Recurrent-state slot of each sequence (hybrid models; written by the runner)."""
         return self.sample_rows + self.max_seqs
+
+    @property
+    def total(self) -> int:
+        return self.state_slots + self.max_seqs
 
 
 class StepError(ValueError):
