@@ -234,6 +234,16 @@ stage_moe_parity() {
   return $rc
 }
 
+# The same 8-layer checkpoint and golden on the host backend (every kernel its numpy
+# reference, on this machine's CPU: a few minutes, ~50 GB of RAM): where its cosine vs the
+# float32 forward is transformers-like and the cuda one is not, a device kernel is wrong.
+stage_moe_host_parity() {
+  make_checkpoint qwen3-30b-a3b-8l || return 1
+  ATLAS_HOST_MEMORY_GIB=64 "$PY" tools/gpu/model_parity.py --backend host \
+    --model "$CKPT/qwen3-30b-a3b-8l" \
+    --out "$RESULTS/parity_qwen3-30b-a3b-8l_host.json"
+}
+
 # Qwen3-30B-A3B at full size from synthetic weights (61 GB in bf16 does not fit the disk):
 # batch 1/8/32/64 decode, 2,048-token prefill, the bandwidth fraction over the bytes read per
 # token; Atlas vs transformers (ATLAS_MOE_HF, default eager,compiled) on the 8-layer
@@ -251,7 +261,7 @@ stage_moe_bench() {
 
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity qwen3_0_6b
         qwen3_5 qwen3_8b decode_bench decode_bench_nopdl batched_min_m profile kernel_table
-        server_sweep throughput moe_kernels moe_parity moe_bench)
+        server_sweep throughput moe_kernels moe_parity moe_host_parity moe_bench)
 
 # ---- runner -------------------------------------------------------------------------------
 
