@@ -7,11 +7,12 @@ config.json -> loader (the model_type match) -> kernel target -> backend with th
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, ContextManager
 
 from ..core.config import ModelConfig
 from ..core.dtype import DType
@@ -23,10 +24,12 @@ from ..runtime.gpu import GpuBackend
 from ..runtime.kv_cache import KvCacheConfig, PagedKvCache
 from ..runtime.ops import KernelCache
 from ..runtime.sampler import Sampler
+from ..runtime.synthetic_weights import SyntheticWeights
 from ..runtime.weights import WeightStore
 from .factory import loader_for_config
 from .gated_deltanet import GatedDeltaNetWeights, conv_state_bytes, delta_state_bytes
 from .model import DenseDecoderModel, Dims, LayerWeights
+from .moe import MoeBuffers, build_mlp
 from .preflight import preflight
 from .rope import cos_sin_table
 from .runner import ModelRunner, RunnerInfo, RunnerLimits, plan_step_buffers
@@ -35,6 +38,9 @@ from .step_inputs import StepLayout
 QUANT = "bf16"
 
 ProgressFn = Callable[..., None]
+#: wraps a long startup step without a progress count ("preflight", graph capture) so the
+#: caller can show that it runs; the CLI draws it, tests and tools pass nothing
+StepFn = Callable[[str], ContextManager[None]]
 _log = logging.getLogger(__name__)
 
 
@@ -84,16 +90,21 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                 gpu_memory_utilization: float = 0.9, fast_load: bool = True,
                 progress: ProgressFn | None = None, use_graphs: bool = True,
                 max_num_blocks: int | None = None,
-                batch_invariant: bool | None = None, num_draft_tokens: int = 0) -> ModelRunner:
+                batch_invariant: bool | None = None,
+                step: StepFn | None = None,
+                synthetic_seed: int | None = None, num_draft_tokens: int = 0) -> ModelRunner:
     """Build a ready runner. `batch_invariant` (default: on for the CPU reference backend,
     off on CUDA) fixes the decode split count across batch sizes; see RunnerLimits.
+    `synthetic_seed` (benchmarks only) generates the weights on the device from that seed
+    instead of reading them: the model directory needs only its config.json.
     `num_draft_tokens`: the most drafts a speculative verification chunk may carry."""
     t0 = time.perf_counter()
     model_dir = Path(model_dir)
     cfg = ModelConfig.from_hf(model_dir)
     loader = loader_for_config(cfg)
-    plan = loader.plan(cfg)
-    store = WeightStore(model_dir)
+    store = (WeightStore(model_dir) if synthetic_seed is None
+             else SyntheticWeights(cfg.hidden_size, synthetic_seed))
+    plan = loader.plan(cfg, store)
     unused = store.validate(plan.expected())  # every tensor checked before any device work
     vision = [n for n in unused if n.startswith(("model.visual.", "visual."))]
     if vision:
@@ -116,6 +127,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
 
     offsets, total = plan.layout()
     weights_base = dev.alloc(total)
+    dev.memset(weights_base, 0, total)  # padding rows of a padded weight (WeightPlan.add) read 0
     dst = {s.name: weights_base + offsets[s.buffer] + s.offset for s in plan.slots}
     store.upload(dev, list(dst), dst, progress=progress, fast=fast_load)
     dev.mark_constant(weights_base, total)
@@ -126,6 +138,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                         limits.max_sample_rows)
     max_splits = limits.decode_splits(1, dims.kv_heads)
     plan_step_buffers(arena, dims, limits, layout, max_splits)
+    MoeBuffers.reserve(arena, cfg, limits.max_tokens)
     rotary_dim = cfg.rotary_dim
     arena.reserve("cos_sin", DType.FP32, (max_seq_len, rotary_dim))
     linear_layers = [i for i, kind in enumerate(cfg.layer_types) if kind == "linear_attention"]
@@ -153,11 +166,13 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     dev.memset(kv.k_ptrs[0], 0, kv_cfg.pool_bytes)  # padding rows read block 0: keep it finite
 
     kc = KernelCache(dev)
+    moe_bufs = MoeBuffers.bind(arena, limits.max_tokens) if cfg.moe else None
     linear = {i: _linear_weights(ptr, arena, cfg, i, n, state_slots)
               for n, i in enumerate(linear_layers)}
     layers = [LayerWeights(
-        qkv=ptr.get(f"l{i}.qkv", 0), o=ptr.get(f"l{i}.o", 0), gate_up=ptr[f"l{i}.gate_up"],
-        down=ptr[f"l{i}.down"], in_norm=ptr[f"l{i}.in_norm"], post_norm=ptr[f"l{i}.post_norm"],
+        qkv=ptr.get(f"l{i}.qkv", 0), o=ptr.get(f"l{i}.o", 0),
+        mlp=build_mlp(cfg, i, ptr, moe_bufs), in_norm=ptr[f"l{i}.in_norm"],
+        post_norm=ptr[f"l{i}.post_norm"],
         q_norm=ptr.get(f"l{i}.q_norm", 0), k_norm=ptr.get(f"l{i}.k_norm", 0),
         k_cache=kv.k_cache(kv_index[i]) if i in kv_index else 0,
         v_cache=kv.v_cache(kv_index[i]) if i in kv_index else 0, linear=linear.get(i))
@@ -170,9 +185,12 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                       target=kernels.target, closure_hash=kernels.closure_hash,
                       behavior=kernels.behavior, kernel_stamps=kernels.stamps)
     runner = ModelRunner(dev, cfg, model, kv, arena, sampler, limits, info)
-    preflight(runner)
+    announce = step or (lambda _label: contextlib.nullcontext())
+    with announce(f"preflight (one prefill and decode step on {kind})"):
+        preflight(runner)
     if use_graphs and dev.supports_graphs:
-        runner.capture_graphs()
+        with announce(f"capturing decode graphs ({kind})"):
+            runner.capture_graphs()
     info.load_s = time.perf_counter() - t0
     return runner
 
