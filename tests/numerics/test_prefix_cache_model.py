@@ -31,8 +31,9 @@ def warm_and_cold(runner, prompts: list[list[int]], max_tokens: int):
     return want, got, stats
 
 
-@pytest.mark.parametrize("fixture", ["tiny-qwen3", "tiny-llama"])
-def test_tiny_dense_warm_equals_cold(fixture):
+@pytest.mark.parametrize("fixture", ["tiny-qwen3", "tiny-llama", "tiny-qwen3-moe",
+                                     "tiny-qwen2-moe"])
+def test_tiny_dense_and_moe_warm_equals_cold(fixture):
     runner = load_runner(FIXTURES / fixture, backend="host", max_seq_len=96, max_batch_size=2,
                          max_prefill_tokens=64)
     prefix = [(7 * j + 3) % 250 + 4 for j in range(37)]
