@@ -1,0 +1,66 @@
+"""Weight quantization formats: how a quantized tensor's scales map onto its elements, and
+the exact dequantization every kernel, reference and tool agrees on.
+
+FP8 E4M3 weights carry float32 scales in one of three published layouts, all expressed by
+one index map so one kernel serves them:
+
+    s(n, k) = scale[(n >> row_shift) * row_stride + (k >> col_shift) * col_stride]
+
+* block (`weight_scale_inv`, `weight_block_size` [128, 128]: the Qwen3 FP8 releases);
+* per output channel (`weight_scale` [N] or [N, 1]: compressed-tensors "channel");
+* per tensor (`weight_scale` scalar: ModelOpt FP8, compressed-tensors "tensor").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .numerics import fp8_e4m3_to_f32
+
+#: shift used for "every row (or column) maps to scale row 0": larger than any u32 index
+_ALL = 31
+
+
+@dataclass(frozen=True, slots=True)
+class Fp8ScaleMap:
+    """The scale index map above; `shape` is the scale tensor's expected shape."""
+
+    row_shift: int
+    row_stride: int
+    col_shift: int
+    col_stride: int
+    shape: tuple[int, ...]
+
+    @classmethod
+    def block(cls, n: int, k: int, block_rows: int = 128, block_cols: int = 128
+              ) -> "Fp8ScaleMap":
+        for name, b in (("rows", block_rows), ("cols", block_cols)):
+            if b < 16 or b & (b - 1):
+                raise ValueError(f"FP8 block {name} must be a power of two >= 16, got {b}")
+        rows, cols = -(-n // block_rows), -(-k // block_cols)
+        return cls(block_rows.bit_length() - 1, cols, block_cols.bit_length() - 1, 1,
+                   (rows, cols))
+
+    @classmethod
+    def channel(cls, n: int) -> "Fp8ScaleMap":
+        return cls(0, 1, _ALL, 0, (n,))
+
+    @classmethod
+    def tensor(cls) -> "Fp8ScaleMap":
+        return cls(_ALL, 0, _ALL, 0, ())
+
+    def expand(self, scale: np.ndarray, n: int, k: int) -> np.ndarray:
+        """The [n, k] float32 scale of every element (for references and tests)."""
+        flat = np.asarray(scale, dtype=np.float32).reshape(-1)
+        rows = (np.arange(n, dtype=np.int64) >> self.row_shift) * self.row_stride
+        cols = (np.arange(k, dtype=np.int64) >> self.col_shift) * self.col_stride
+        return flat[rows[:, None] + cols[None, :]]
+
+
+def dequantize_fp8(codes: np.ndarray, scale: np.ndarray, smap: Fp8ScaleMap) -> np.ndarray:
+    """float64 [n, k] = e4m3(codes) * s(n, k), exact (both factors are float32 values)."""
+    n, k = codes.shape
+    return (fp8_e4m3_to_f32(codes).astype(np.float64)
+            * smap.expand(scale, n, k).astype(np.float64))

@@ -1,0 +1,107 @@
+"""Launch builders for products with quantized weights: y[m, n] = x[m, k] @ dequant(w)[n, k].T.
+
+FP8 E4M3 weights (any `Fp8ScaleMap` layout): decode batches of up to GEMV_MAX_M rows stream
+the one-byte weights through `gemv_fp8` (dequantized in registers: half the bytes of bf16);
+larger batches dequantize the tensor into a bf16 scratch buffer the caller owns and run the
+bf16 `linear` on it. The down projection has the same SwiGLU fusion as the bf16 GEMV.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...core.quant import Fp8ScaleMap
+from ..gpu import DevicePtr, Stream
+from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_SINGLE, GEMV_SILU_FP8,
+                          GEMV_SILU_FP8_SINGLE)
+from . import KernelCache
+from .activation import silu_mul
+from .matmul import GEMV_MAX_M, GEMV_MAX_THREADS, GEMV_ROWS_PER_BLOCK, linear
+
+
+@dataclass(frozen=True, slots=True)
+class Fp8Weight:
+    """A device FP8 weight: codes [n, k] (one byte each), float32 scales, their index map."""
+
+    codes: DevicePtr
+    scales: DevicePtr
+    n: int
+    k: int
+    smap: Fp8ScaleMap
+
+    def __post_init__(self) -> None:
+        if self.n < 1 or self.k < 16 or self.k % 16:
+            raise ValueError(f"FP8 weight [{self.n}, {self.k}]: k must be a positive "
+                             "multiple of 16")
+        if self.smap.col_stride and self.smap.col_shift < 4:
+            raise ValueError("FP8 scale blocks must span at least 16 columns")
+        if self.codes % 16:
+            raise ValueError(f"FP8 codes pointer {self.codes:#x} is not 16-byte aligned")
+
+    @property
+    def map_args(self) -> tuple[int, int, int, int]:
+        s = self.smap
+        return (s.row_shift, s.row_stride, s.col_shift, s.col_stride)
+
+
+def gemv_fp8_threads(k: int) -> int:
+    """Threads per block: one 16-value chunk of each row per thread, up to 256."""
+    return min(GEMV_MAX_THREADS, max(32, -(-(k // 16) // 32) * 32))
+
+
+def _check_rows(name: str, m: int) -> None:
+    if not 1 <= m <= GEMV_MAX_M:
+        raise ValueError(f"{name}: m={m} must be in 1..{GEMV_MAX_M}")
+
+
+def gemv_fp8(kc: KernelCache, stream: Stream, x: DevicePtr, w: Fp8Weight, y: DevicePtr,
+             m: int, single: bool | None = None) -> None:
+    """y[m, n] = x[m, k] @ dequant(w).T for 1 <= m <= 8 (bf16 x and y)."""
+    _check_rows("gemv_fp8", m)
+    single = m == 1 if single is None else single
+    sig = GEMV_FP8_SINGLE if single else GEMV_FP8
+    kc.get(sig)(stream, -(-w.n // GEMV_ROWS_PER_BLOCK), gemv_fp8_threads(w.k), 0, x, w.codes,
+                w.scales, y, m, w.n, w.k, *w.map_args)
+
+
+def gemv_silu_fp8(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: Fp8Weight,
+                  y: DevicePtr, m: int, single: bool | None = None) -> None:
+    """y = swiglu(gate_up[m, 2k]) @ dequant(w).T for 1 <= m <= 8, in one launch."""
+    _check_rows("gemv_silu_fp8", m)
+    single = m == 1 if single is None else single
+    sig = GEMV_SILU_FP8_SINGLE if single else GEMV_SILU_FP8
+    kc.get(sig)(stream, -(-w.n // GEMV_ROWS_PER_BLOCK), gemv_fp8_threads(w.k), 0, gate_up,
+                w.codes, w.scales, y, m, w.n, w.k, *w.map_args)
+
+
+def dequant_fp8(kc: KernelCache, stream: Stream, w: Fp8Weight, out: DevicePtr) -> None:
+    """out[n, k] bf16 = bf16(e4m3(codes) * scale), for the GEMM path."""
+    chunks = w.n * (w.k // 16)
+    kc.get(DEQUANT_FP8)(stream, -(-chunks // 256), 256, 0, w.codes, w.scales, out, w.n, w.k,
+                        *w.map_args)
+
+
+def linear_fp8(kc: KernelCache, stream: Stream, x: DevicePtr, w: Fp8Weight, y: DevicePtr,
+               m: int, scratch: DevicePtr | None = None) -> None:
+    """y = x @ dequant(w).T for any m; m > 8 needs `scratch` (bf16 [n, k], graph-stable)."""
+    if m <= GEMV_MAX_M:
+        gemv_fp8(kc, stream, x, w, y, m)
+        return
+    if scratch is None:
+        raise ValueError(f"linear_fp8: m={m} > {GEMV_MAX_M} needs a bf16 [n, k] scratch buffer")
+    dequant_fp8(kc, stream, w, scratch)
+    linear(kc, stream, x, scratch, y, m, w.n, w.k)
+
+
+def linear_silu_fp8(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: Fp8Weight,
+                    y: DevicePtr, m: int, act_scratch: DevicePtr | None = None,
+                    w_scratch: DevicePtr | None = None) -> None:
+    """The down projection: fused for m <= 8, else silu_mul into `act_scratch` ([m, k]
+    bf16) and `linear_fp8` through `w_scratch`."""
+    if m <= GEMV_MAX_M:
+        gemv_silu_fp8(kc, stream, gate_up, w, y, m)
+        return
+    if act_scratch is None:
+        raise ValueError(f"linear_silu_fp8: m={m} needs an activation scratch buffer")
+    silu_mul(kc, stream, gate_up, act_scratch, m, w.k)
+    linear_fp8(kc, stream, act_scratch, w, y, m, w_scratch)
