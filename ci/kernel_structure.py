@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Kernel-structure check: the tree's rules, every module compiling, and register spills.
 
-    python3 ci/kernel_structure.py [--strict] [--no-compile] [--jobs N]
+    python3 ci/kernel_structure.py [--strict] [--no-compile] [--jobs N] [--repo-root DIR]
 
 1. Structure (atlas.kernels.structure): no shadow identical to its common file, no two
    private byte-identical sources (share with a relative symlink), symlinks relative and
-   inside kernels/.
+   inside kernels/, every model directory run by some leaf.
 2. Compile: every module of every leaf compiles for its leaf's arch with its leaf's flags
    (the real build, so kernels/gb10/common is compiled for sm_121 through the gb10 leaves).
+   Two leaves whose PTX sets hold byte-identical modules fail: the second leaf specializes
+   nothing, so it is five minutes of CI compiling the same thing (fold it into the other).
 3. PDL: every entry point of every module executes `griddepcontrol.wait` (atlas::pdl_wait);
    one that does not is launched fully serialized and breaks the decode graph's overlap.
 4. Spills: each distinct PTX is assembled to SASS (`nvcc -cubin -Xptxas -v`) and every
@@ -27,24 +29,30 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).absolute().parents[1]
-sys.path.insert(0, str(REPO_ROOT / "py"))
+sys.path.insert(0, str(Path(__file__).absolute().parents[1] / "py"))
 
-from atlas.kernels.build import build_sets, default_jobs  # noqa: E402
+from atlas.kernels.build import build_sets, default_cache_dir, default_jobs  # noqa: E402
 from atlas.kernels.compiler import CompilerError  # noqa: E402
 from atlas.kernels.ptx_entries import entries_without_pdl  # noqa: E402
 from atlas.kernels.ptxset import PtxSet  # noqa: E402
-from atlas.kernels.registry import DEFAULT_BUILD_DIR  # noqa: E402
-from atlas.kernels.structure import Spill, check_tree, parse_ptxas_spills  # noqa: E402
+from atlas.kernels.structure import (Spill, check_tree, identical_ptx_sets,  # noqa: E402
+                                     parse_ptxas_spills)
 from atlas.kernels.tree import list_targets  # noqa: E402
 
 
-def compile_all(jobs: int, cache_dir: Path) -> tuple[list[PtxSet], list[str]]:
-    """Build every leaf (leaf by leaf, so one failure does not hide the others)."""
+def compile_all(repo_root: Path, jobs: int,
+                cache_dir: Path | None) -> tuple[list[PtxSet], list[str]]:
+    """Build every leaf at once (one pool over all modules); on a compile error, leaf by
+    leaf, so one failure does not hide the others."""
+    targets = list_targets(repo_root)
+    try:
+        return build_sets(repo_root, targets, skip=False, jobs=jobs, cache_dir=cache_dir), []
+    except CompilerError:
+        pass
     sets, failures = [], []
-    for target in list_targets(REPO_ROOT):
+    for target in targets:
         try:
-            sets += build_sets(REPO_ROOT, [target], skip=False, jobs=jobs, cache_dir=cache_dir)
+            sets += build_sets(repo_root, [target], skip=False, jobs=jobs, cache_dir=cache_dir)
         except CompilerError as exc:
             failures.append(f"{target}: {exc}")
     return sets, failures
@@ -94,12 +102,16 @@ def main() -> int:
     parser.add_argument("--no-compile", action="store_true",
                         help="structure rules only (no nvcc)")
     parser.add_argument("--jobs", "-j", type=int, default=default_jobs())
-    parser.add_argument("--cache-dir", type=Path, default=REPO_ROOT / DEFAULT_BUILD_DIR / ".cache",
+    parser.add_argument("--cache-dir", type=Path, default=default_cache_dir(),
                         help="compiled-PTX cache shared with `atlas kernels build`")
+    parser.add_argument("--no-cache", action="store_true", help="compile every module")
+    parser.add_argument("--repo-root", type=Path, default=Path(__file__).absolute().parents[1],
+                        help="the checkout whose kernels/ to check (default: this one)")
     args = parser.parse_args()
+    repo_root = args.repo_root.absolute()
 
     failed = False
-    violations = check_tree(REPO_ROOT)
+    violations = check_tree(repo_root)
     for v in violations:
         print(f"FAIL {v}")
     failed |= bool(violations)
@@ -107,13 +119,19 @@ def main() -> int:
     if args.no_compile:
         return int(failed)
 
-    sets, failures = compile_all(args.jobs, args.cache_dir)
+    sets, failures = compile_all(repo_root, args.jobs, None if args.no_cache else args.cache_dir)
     for failure in failures:
         print(f"FAIL compile {failure}")
     failed |= bool(failures)
     modules = sum(len(s.modules) for s in sets)
     print(f"compile: {len(sets)} leaf/leaves, {modules} module(s) built, "
           f"{len(failures)} leaf/leaves failed")
+
+    twins = identical_ptx_sets(sets)
+    for v in twins:
+        print(f"FAIL {v}")
+    print(f"identical PTX: {len(twins)} leaf/leaves with the same PTX as another")
+    failed |= bool(twins)
 
     no_pdl = pdl_report(sets)
     for line in no_pdl:

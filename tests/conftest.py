@@ -42,3 +42,20 @@ def hopper_ptx_backend():
         yield ptx_set, backend
     finally:
         backend.close()
+
+
+@pytest.fixture(scope="session")
+def skip_built_kernels(tmp_path_factory: pytest.TempPathFactory):
+    """The repository's PTX sets built with ATLAS_SKIP_BUILD (no nvcc, no PTX, every set's
+    MODEL.toml data) into a fresh directory: what tests of serving behavior read, so they do
+    not depend on whether `atlas kernels build` ran. Use with `monkeypatch.setenv(
+    "ATLAS_KERNELS_DIR", str(skip_built_kernels))`."""
+    from pathlib import Path
+
+    from atlas.kernels.build import build_into
+    from atlas.kernels.tree import list_targets
+
+    repo = Path(__file__).absolute().parents[1]
+    out = tmp_path_factory.mktemp("ptxsets")
+    build_into(repo, out, list_targets(repo), skip=True)
+    return out

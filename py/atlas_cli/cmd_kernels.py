@@ -12,7 +12,8 @@ from pathlib import Path
 
 import click
 
-from atlas.kernels.build import build_into, selected_targets, skip_requested
+from atlas.kernels.build import (ModuleBuilt, build_into, default_cache_dir, selected_targets,
+                                 skip_requested)
 from atlas.kernels.compiler import resolve_compute_target
 from atlas.kernels.ptxset import SKIPPED_COMPILER
 from atlas.kernels.sources import closure_hash, leaf_modules
@@ -36,14 +37,27 @@ def command() -> None:
                    f"[default: <repo>/{DEFAULT_BUILD_DIR.as_posix()}, where the runtime looks].")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Parallel compiler processes (default: min(8, CPUs)).")
-def build_cmd(out_dir: Path | None, jobs: int | None) -> None:
-    """Compile every selected leaf into one PTX-set artifact."""
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Compiled-module cache, keyed by content and shared by every checkout "
+                   "[default: $ATLAS_PTX_CACHE, else ~/.cache/atlas/ptx].")
+@click.option("--no-cache", is_flag=True, help="Compile every module (reads and writes no "
+              "cache).")
+def build_cmd(out_dir: Path | None, jobs: int | None, cache_dir: Path | None,
+              no_cache: bool) -> None:
+    """Compile every selected leaf into one PTX-set artifact, printing one line per distinct
+    module as it finishes."""
     repo_root = _repo_root()
     out_dir = out_dir or repo_root / DEFAULT_BUILD_DIR
     targets = selected_targets(repo_root)
     skip = skip_requested()
     started = time.monotonic()
-    written = build_into(repo_root, out_dir, targets, skip=skip, jobs=jobs)
+
+    def progress(built: ModuleBuilt) -> None:
+        click.echo(built.line())
+
+    written = build_into(repo_root, out_dir, targets, skip=skip, jobs=jobs,
+                         cache_dir=None if no_cache else cache_dir or default_cache_dir(),
+                         progress=progress)
     for path in written:
         click.echo(f"{path}  {path.stat().st_size:,} bytes")
     mode = " (ATLAS_SKIP_BUILD: no modules)" if skip else ""
@@ -52,7 +66,8 @@ def build_cmd(out_dir: Path | None, jobs: int | None) -> None:
 
 @command.command(name="list")
 def list_cmd() -> None:
-    """Print each selected target with its closure hash and modules.
+    """Print each selected target with its closure hash, the model directories it runs, and
+    its modules.
 
     The hash is computed with the installed compiler's version, as a build would bake it
     (with "skipped" under ATLAS_SKIP_BUILD=1).
@@ -66,5 +81,6 @@ def list_cmd() -> None:
         digest = closure_hash(repo_root, target, leaf.hardware.arch, version, leaf.flags)
         modules = leaf_modules(repo_root, target)
         click.echo(f"{target}  {leaf.hardware.arch}  {digest}")
+        click.echo(f"    runs models      {', '.join(m.model for m in leaf.models) or '(none)'}")
         for name, path in modules.items():
             click.echo(f"    {name:<16} {path.relative_to(repo_root).as_posix()}")

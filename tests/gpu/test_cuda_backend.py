@@ -156,6 +156,17 @@ def test_device_facts(gpu: CudaBackend) -> None:
     info = gpu.device_info()
     assert info["name"] and info["num_sms"] > 0
     assert 0 < gpu.free_memory() <= gpu.total_memory() == info["total_memory"]
+    facts = gpu.device_facts()
+    print(f"device facts: {facts}")  # the run's log shows what the driver reported
+    assert facts.sm_count == info["num_sms"]
+    assert f"{facts.compute_capability[0]}.{facts.compute_capability[1]}" == \
+        info["compute_capability"]
+    assert 48 << 10 < facts.shared_memory_per_block <= facts.shared_memory_per_sm
+    assert facts.l2_cache_bytes >= 1 << 20
+    if facts.compute_capability == (9, 0):  # the H100/H200 test machine: sm_90a sets run here
+        from atlas.runtime.backend_select import kernel_hardware
+        assert kernel_hardware("cuda", gpu, {"gb10": "sm_121", "hopper": "sm_90a"}) == "hopper"
+        assert facts.shared_memory_per_block == 227 << 10
 
 
 def test_memory_round_trips(gpu: CudaBackend) -> None:

@@ -98,7 +98,7 @@ def test_kernel_targets_name_the_ptx_set_in_use(real):
 
     with urllib.request.urlopen(real.url + "/v1/atlas/targets") as resp:
         targets = json.loads(resp.read())["targets"]
-    assert [t["target"] for t in targets] == ["hopper/smollm2-135m/bf16"]
-    built = load_registry().select_target("hopper", "smollm2-135m", "bf16")
+    assert [t["target"] for t in targets] == ["hopper/common/bf16"]
+    built = load_registry().select_model_dir("hopper", "smollm2-135m", "bf16")[0]
     assert targets[0]["closure_hash"] == built.closure_hash
     assert targets[0]["arch"] == built.arch and targets[0]["flags"] == list(built.flags)

@@ -11,8 +11,11 @@ import types
 import numpy as np
 import pytest
 
+from atlas.kernels.registry import KernelsNotFound, hardware_for_capability
 from atlas.runtime import backend_select, cuda, kernel_abi
-from atlas.runtime.gpu import ArgKind, GpuError, KernelLaunch, KernelSig, Param
+from atlas.runtime.backend_select import kernel_hardware
+from atlas.runtime.gpu import (H200_FACTS, ArgKind, DeviceFacts, GpuError, KernelLaunch,
+                               KernelSig, Param)
 from atlas.runtime.host import ALIGNMENT, HostBackend
 from atlas.runtime.mock import GraphLaunchRecord, MockGpuBackend
 
@@ -367,6 +370,12 @@ class FakeDriver:
         CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
         CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
         CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
+        CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38
+        CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR = 81
+        CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
+
+    #: attribute id -> value: an H200 as its driver reports it
+    attributes = {75: 9, 76: 0, 16: 132, 38: 50 << 20, 81: 228 << 10, 97: 227 << 10}
 
     def __init__(self, functions: dict[str, list[ArgKind]]) -> None:
         self.functions = functions
@@ -468,7 +477,7 @@ class FakeDriver:
         return self._r("cuDeviceGetName", b"NVIDIA H200".ljust(length, b"\0"))
 
     def cuDeviceGetAttribute(self, attr, dev):
-        return self._r("cuDeviceGetAttribute", {75: 9, 76: 0, 16: 132}[attr])
+        return self._r("cuDeviceGetAttribute", self.attributes[attr])
 
     def cuDriverGetVersion(self):
         return self._r("cuDriverGetVersion", 13000)
@@ -666,6 +675,37 @@ def test_cuda_set_max_dynamic_shared_and_close(fake: FakeDriver) -> None:
     for name in ("cuStreamDestroy", "cuMemFree", "cuModuleUnload", "cuDevicePrimaryCtxRelease"):
         assert name in closing
     be.close()  # idempotent
+
+
+def test_cuda_device_facts_come_from_the_driver(fake: FakeDriver) -> None:
+    fake.attributes = {**fake.attributes, 75: 12, 76: 1, 16: 48, 38: 24 << 20}  # a GB10
+    facts = cuda.CudaBackend().device_facts()
+    assert facts == DeviceFacts(name="NVIDIA H200", compute_capability=(12, 1), sm_count=48,
+                                shared_memory_per_block=227 << 10,
+                                shared_memory_per_sm=228 << 10, l2_cache_bytes=24 << 20)
+    assert cuda.device_capability(0) == (12, 1)
+    archs = {"gb10": "sm_121", "hopper": "sm_90a"}
+    assert kernel_hardware("cuda", None, archs) == "gb10"
+    assert kernel_hardware("host", None, archs) == "hopper"  # the default, not the first
+
+
+def test_backends_without_a_device_report_the_documented_h200_facts() -> None:
+    for backend in (HostBackend(), MockGpuBackend()):
+        assert backend.device_facts() is H200_FACTS
+    assert (H200_FACTS.sm_count, H200_FACTS.compute_capability) == (132, (9, 0))
+
+
+@pytest.mark.parametrize("capability, hw", [
+    ((9, 0), "hopper"), ((12, 1), "gb10"), ((12, 3), "gb10"), ((8, 6), None), ((9, 1), None),
+    ((10, 0), None)])
+def test_hardware_for_capability(capability: tuple[int, int], hw: str | None) -> None:
+    """sm_90a (arch-specific) runs only on 9.0; plain sm_121 on later 12.x minors too."""
+    archs = {"gb10": "sm_121", "hopper": "sm_90a"}
+    if hw is None:
+        with pytest.raises(KernelsNotFound, match="built: gb10 \\(sm_121\\), hopper"):
+            hardware_for_capability(archs, capability)
+    else:
+        assert hardware_for_capability(archs, capability) == hw
 
 
 def test_cuda_device_info_pinned_memory_and_events(fake: FakeDriver) -> None:

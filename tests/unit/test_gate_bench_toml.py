@@ -165,3 +165,23 @@ def test_store_reads_every_bench_file_with_its_quant_leaves(tmp_path: Path) -> N
     tree = validate(files)
     assert len(tree.entries) == 1
     assert len(tree.errors) == 1 and "bf16/BENCH.toml" in tree.errors[0]
+
+
+def test_a_model_without_its_own_leaf_is_measured_on_the_baseline_leaf(tmp_path: Path) -> None:
+    hw = tmp_path / "kernels" / "hopper"
+    (hw / "common" / "bf16").mkdir(parents=True)
+    (hw / "common" / "bf16" / "KERNEL.toml").write_text("")
+    (hw / "qwen3-8b").mkdir()
+    (hw / "qwen3-8b" / "BENCH.toml").write_text(MEASURED_DECODE)
+    (files,) = read_bench_files(tmp_path)
+    assert list(files.quants) == ["bf16"]
+    (entry,) = validate([files]).entries
+    assert entry.leaf == "hopper/common/bf16" and entry.model == "qwen3-8b"
+
+
+def test_the_shipped_bench_files_validate_and_name_the_leaf_they_measure() -> None:
+    tree = validate(read_bench_files(Path(__file__).absolute().parents[2]))
+    assert tree.errors == ()
+    default = tree.default_entry("decode-floor", "hopper")
+    assert default is not None and default.checkpoint == "Qwen/Qwen3-8B"
+    assert default.leaf == "hopper/common/bf16"

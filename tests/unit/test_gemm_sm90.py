@@ -5,14 +5,18 @@ the kernel itself is tools/gpu/check_kernels.py)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from atlas.runtime.cases import gemm as gemm_case_defs
+from atlas.runtime.gpu import H200_FACTS, DeviceFacts
 from atlas.runtime.host import HostBackend
 from atlas.runtime.kernel_check import check
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, matmul
+from atlas.runtime.ops.routes import KernelRoutes, env_switch
 # the elementwise kernels' check that a .cu file declares exactly its module's ABI entries
 from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
 
@@ -54,7 +58,7 @@ class _Sm90Mock(MockGpuBackend):
 
 @pytest.fixture
 def enabled(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(matmul, "GEMM_SM90_ENABLED", True)
+    monkeypatch.delenv("ATLAS_GEMM_SM90", raising=False)
 
 
 def _launch(backend: MockGpuBackend, m: int, n: int, k: int, **kw):
@@ -87,7 +91,7 @@ def test_f32_output_uses_the_f32_entry(enabled) -> None:
 
 @pytest.mark.parametrize("m, n, sm90", [
     (8192, 1024, True),    # 64 x 4 = 256 tiles
-    (2048, 1024, False),   # 16 x 4 = 64 tiles: below GEMM_SM90_MIN_BLOCKS
+    (2048, 1024, False),   # 16 x 4 = 64 tiles: below half the H200's 132 SMs
     (2112, 1024, True),    # 17 x 4 = 68 tiles
     (512, 6144, True),     # a 512-token chunk of Qwen3-8B qkv: 4 x 24 = 96 tiles
     (256, 4096, False),    # 2 x 16 = 32 tiles
@@ -95,14 +99,14 @@ def test_f32_output_uses_the_f32_entry(enabled) -> None:
 ])
 def test_minimum_grid(enabled, m: int, n: int, sm90: bool) -> None:
     blocks = -(-m // 128) * -(-n // 256)
-    assert (blocks >= matmul.GEMM_SM90_MIN_BLOCKS) == sm90
+    assert (blocks >= matmul.gemm_sm90_min_blocks(132)) == sm90
     assert (_launch(_Sm90Mock(), m, n, 1024).module == "gemm_sm90") == sm90
 
 
 def test_falls_back_without_the_module_or_the_switch(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(matmul, "GEMM_SM90_ENABLED", False)
+    monkeypatch.setenv("ATLAS_GEMM_SM90", "0")  # read when the KernelCache is built
     assert _launch(_Sm90Mock(), 4096, 6144, 4096).func == "gemm_bf16"
-    monkeypatch.setattr(matmul, "GEMM_SM90_ENABLED", True)
+    monkeypatch.setenv("ATLAS_GEMM_SM90", "1")
     # the gb10 sets, the host references and the plain mock have no gemm_sm90 module
     assert MockGpuBackend().module_names == [] and HostBackend().module_names == []
     assert _launch(MockGpuBackend(), 4096, 6144, 4096).func == "gemm_bf16"
@@ -198,21 +202,50 @@ def test_linear_sends_decode_batches_to_the_batched_gemv(m: int, module: str) ->
 
 def test_batched_gemv_switch_and_absence_fall_back_to_the_gemm(monkeypatch) -> None:
     assert _launch(_Sm90Mock(), 32, 4096, 4096).module == "gemm"  # no gemv_mma module
-    monkeypatch.setattr(matmul, "BATCHED_GEMV_ENABLED", False)
+    monkeypatch.setenv("ATLAS_BATCHED_GEMV", "0")
     assert _launch(_HopperMock(), 32, 4096, 4096).module == "gemm"
 
 
-def test_env_switch_reads_zero_and_one(monkeypatch) -> None:
-    monkeypatch.setenv("ATLAS_X", "0")
-    assert matmul.env_switch("ATLAS_X", True) is False
-    monkeypatch.setenv("ATLAS_X", "1")
-    assert matmul.env_switch("ATLAS_X", False) is True
-    monkeypatch.delenv("ATLAS_X")
-    assert matmul.env_switch("ATLAS_X", True) is True
+def test_env_switch_reads_zero_and_one() -> None:
+    assert env_switch({"ATLAS_X": "0"}, "ATLAS_X", True) is False
+    assert env_switch({"ATLAS_X": "1"}, "ATLAS_X", False) is True
+    assert env_switch({}, "ATLAS_X", True) is True
+
+
+def test_switches_are_read_when_the_kernel_cache_is_built_not_at_import(monkeypatch) -> None:
+    monkeypatch.setenv("ATLAS_GEMV_MMA_WIDE", "1")
+    monkeypatch.setenv("ATLAS_BATCHED_GEMV_MIN_M", "3")
+    routes = KernelCache(_HopperMock()).routes
+    assert routes == KernelRoutes(gemm_sm90=True, batched_gemv=True, batched_gemv_min_m=3,
+                                  gemv_mma_wide=True)
+    monkeypatch.delenv("ATLAS_GEMV_MMA_WIDE")
+    monkeypatch.delenv("ATLAS_BATCHED_GEMV_MIN_M")
+    assert KernelCache(_HopperMock()).routes == KernelRoutes()
+    with pytest.raises(ValueError, match="ATLAS_GEMV_MMA_WIDE='2'"):
+        KernelRoutes.from_env({"ATLAS_GEMV_MMA_WIDE": "2"})
+    with pytest.raises(ValueError, match="ATLAS_BATCHED_GEMV_MIN_M='x'"):
+        KernelRoutes.from_env({"ATLAS_BATCHED_GEMV_MIN_M": "x"})
+
+
+class _SmallGpu(_HopperMock):
+    """A Hopper-like device with a third of the H200's SMs (its facts from the "driver")."""
+
+    def device_facts(self) -> DeviceFacts:
+        return dataclasses.replace(H200_FACTS, sm_count=44)
+
+
+def test_grids_are_sized_by_the_devices_sm_count() -> None:
+    """128x128 tiles fill a 44-SM device sooner, and half of 44 SMs of wgmma tiles is enough:
+    the same product takes different kernels than on an H200."""
+    m, n = 1024, 2048  # 8 x 16 = 128 mma.sync tiles, 8 x 8 = 64 wgmma tiles
+    assert _launch(_Sm90Mock(), m, n, 1024).func == "gemm_bf16_skinny"  # 64 < 66, 128 < 132
+    small = _SmallGpu()
+    assert KernelCache(small).facts.sm_count == 44
+    assert _launch(small, m, n, 1024).func == "gemm_sm90_bf16"  # 64 >= 22
 
 
 def test_batched_gemv_min_m_moves_small_batches_off_the_cuda_core_gemv(monkeypatch) -> None:
-    monkeypatch.setattr(matmul, "BATCHED_GEMV_MIN_M", 5)
+    monkeypatch.setenv("ATLAS_BATCHED_GEMV_MIN_M", "5")
     kc = KernelCache(_HopperMock())
     assert [matmul.linear_route(kc, m, 4096) for m in (1, 4, 5, 8, 64, 65)] == [
         "gemv", "gemv", "gemv_mma", "gemv_mma", "gemv_mma", "gemm"]

@@ -14,12 +14,13 @@ import pytest
 
 from atlas.core.target import KernelTarget
 from atlas.core.vendor import Vendor
-from atlas.kernels.build import build_into, build_sets
+from atlas.kernels.build import ModuleBuilt, build_into, build_sets, default_cache_dir
 from atlas.kernels.compiler import CompilerError, resolve_compute_target
-from atlas.kernels.ptxset import PtxSet, artifact_name
+from atlas.kernels.ptxset import PtxModule, PtxSet, artifact_name
 from atlas.kernels.registry import KernelsNotFound, PtxRegistry, find_kernels_dir
 from atlas.kernels.sources import closure_hash
-from test_kernel_tree import BIG, FAM, SMALL, write, write_tree
+from atlas.kernels.structure import identical_ptx_sets
+from test_kernel_tree import BIG, FAM, SMALL, write, write_baseline, write_tree
 
 REPO = Path(__file__).absolute().parents[2]
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
@@ -37,9 +38,12 @@ def env_without_nvcc(**extra: str) -> dict[str, str]:
 
 @needs_nvcc
 def test_build_is_deterministic_and_records_provenance(tmp_path: Path) -> None:
+    """Two checkouts at different paths (no cache between them) give byte-equal artifacts,
+    although nvcc salts internal symbol names with the source's absolute path."""
     repo = write_tree(tmp_path / "repo")
+    other = write_tree(tmp_path / "a" / "much" / "longer" / "checkout")
     first = build_into(repo, tmp_path / "out1", [BIG], skip=False, jobs=2)
-    second = build_into(repo, tmp_path / "out2", [BIG], skip=False, jobs=2)
+    second = build_into(other, tmp_path / "out2", [BIG], skip=False, jobs=2)
     assert [p.read_bytes() for p in first] == [p.read_bytes() for p in second]
     doc = json.loads(first[0].read_bytes())
     assert first[0].name == "hw__big__bf16.ptxset.json"
@@ -84,6 +88,7 @@ def test_list_prints_each_target_with_its_hash_and_modules(tmp_path: Path) -> No
     flags = ["-O3", "-std=c++17", "-DATLAS_HIDDEN=64"]
     assert done.stdout.splitlines() == [
         f"hw/big/bf16  sm_90a  {closure_hash(repo, BIG, 'sm_90a', 'skipped', flags)}",
+        "    runs models      big",
         "    a                kernels/hw/common/a.cu",
         "    b                kernels/hw/big/bf16/b.cu"]
 
@@ -107,10 +112,10 @@ def test_registry_selects_targets_and_lists_the_known_ones(tmp_path: Path) -> No
     with pytest.raises(KernelsNotFound) as err:
         registry.select_target("hw", "nope", "bf16")
     assert "built targets: hw/big/bf16, hw/fam/bf16, hw/small/bf16" in str(err.value)
-    assert registry.select_model_leaf("hw", "qwen3", 64, "bf16").target == BIG
-    assert registry.select_model_leaf("hw", "qwen3", 999, "bf16").target == FAM
-    fam = registry.select_target("hw", "fam", "bf16")
-    assert fam.presets["default"].temperature == 0.6
+    ptx_set, served = registry.select_model("hw", "qwen3", 64, "bf16")
+    assert ptx_set.target == BIG and served.model == "big"
+    ptx_set, served = registry.select_model("hw", "qwen3", 999, "bf16")
+    assert ptx_set.target == FAM and served.spec.presets["default"].temperature == 0.6
 
 
 def test_kernels_dir_search_order(tmp_path: Path) -> None:
@@ -182,3 +187,69 @@ def test_bazel_build_equals_cli_build_byte_for_byte(tmp_path: Path) -> None:
             assert path.read_bytes() == (tmp_path / "cli" / path.name).read_bytes(), path.name
     finally:
         subprocess.run([*bazel, "shutdown"], cwd=repo, capture_output=True, check=False)
+
+
+@needs_nvcc
+def test_modules_compile_once_and_report_progress_as_they_finish(tmp_path: Path) -> None:
+    """big and small share common a.cu but not its flags (different defines): 2 + 2 distinct
+    modules; fam's flags equal the baseline's, so common/bf16 adds nothing to compile. A
+    rebuild with the cache compiles nothing and leaves the artifacts untouched."""
+    repo = write_baseline(write_tree(tmp_path / "repo"))
+    base = KernelTarget("hw", "common", "bf16")
+    lines: list[ModuleBuilt] = []
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    written = build_into(repo, out, [BIG, FAM, SMALL, base], skip=False, jobs=2,
+                         cache_dir=cache, progress=lines.append)
+    assert len(lines) == 6 and not any(b.cached for b in lines)
+    assert sorted(b.done for b in lines) == list(range(1, 7))
+    assert {b.source for b in lines} == {"kernels/hw/common/a.cu", "kernels/hw/common/b.cu",
+                                         "kernels/hw/big/bf16/b.cu"}
+    assert lines[-1].line().startswith("[  6/6] sm_90a   kernels/hw/")
+    stamps = [p.stat().st_mtime_ns for p in written]
+    again: list[ModuleBuilt] = []
+    build_into(repo, out, [BIG, FAM, SMALL, base], skip=False, jobs=2, cache_dir=cache,
+               progress=again.append)
+    assert len(again) == 6 and all(b.cached for b in again)
+    assert [p.stat().st_mtime_ns for p in written] == stamps
+    sets = [PtxSet.from_json(p.read_bytes()) for p in written]
+    # small's define is read by no kernel: it, and fam, compile to the baseline's PTX
+    assert [v.path for v in identical_ptx_sets(sets)] == ["kernels/hw/fam/bf16",
+                                                          "kernels/hw/small/bf16"]
+
+
+def test_identical_ptx_sets_are_reported_per_arch() -> None:
+    def ptx_set(target: KernelTarget, arch: str, ptx: str, compiler: str = "nvcc 13") -> PtxSet:
+        return PtxSet(target=target, vendor=Vendor.NVIDIA, arch=arch,
+                      compiler_version=compiler, flags=(), closure_hash="h",
+                      modules={"a": PtxModule.of("a", "kernels/a.cu", ptx)}, models=())
+
+    sets = [ptx_set(BIG, "sm_90a", "x"), ptx_set(FAM, "sm_90a", "x"),
+            ptx_set(SMALL, "sm_90a", "y"), ptx_set(KernelTarget("gb", "f", "bf16"), "sm_121", "x")]
+    (twin,) = identical_ptx_sets(sets)
+    assert twin.path == "kernels/hw/fam/bf16" and twin.rule == "identical-ptx"
+    assert "same PTX as kernels/hw/big/bf16" in twin.message
+    skipped = [ptx_set(BIG, "sm_90a", "", "skipped"), ptx_set(FAM, "sm_90a", "", "skipped")]
+    assert identical_ptx_sets(skipped) == []
+
+
+@needs_nvcc
+def test_structure_check_fails_on_a_planted_pair_of_identical_leaves(tmp_path: Path) -> None:
+    """ci/kernel_structure.py on a tree where fam/bf16 specializes nothing over the baseline
+    common/bf16: the identical-PTX rule fires; without the baseline it does not."""
+    repo = write_tree(tmp_path / "repo")
+    shutil.rmtree(repo / "kernels/hw/small")  # its define changes nothing: fam's twin
+    cmd = [sys.executable, str(REPO / "ci" / "kernel_structure.py"), "--repo-root", str(repo),
+           "--cache-dir", str(tmp_path / "cache"), "--jobs", "2"]  # the 2nd run compiles nothing
+    clean = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert "identical PTX: 0 leaf/leaves" in clean.stdout, clean.stdout + clean.stderr
+    write_baseline(repo)
+    planted = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert planted.returncode != 0
+    assert "FAIL kernels/hw/fam/bf16: [identical-ptx] compiles to the same PTX as " \
+           "kernels/hw/common/bf16" in planted.stdout, planted.stdout + planted.stderr
+
+
+def test_default_cache_dir_is_per_user_and_overridable(tmp_path: Path) -> None:
+    assert default_cache_dir({"ATLAS_PTX_CACHE": str(tmp_path)}) == tmp_path
+    assert default_cache_dir({"XDG_CACHE_HOME": "/x"}) == Path("/x/atlas/ptx")
+    assert default_cache_dir({}) == Path.home() / ".cache" / "atlas" / "ptx"

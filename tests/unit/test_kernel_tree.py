@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from atlas.core.target import KernelTarget
-from atlas.kernels.tree import (KernelTreeError, find_repo_root, list_targets, load_leaf,
-                                select_model_leaf, select_targets, selection_from_env)
+from atlas.kernels.tree import (KernelTreeError, find_repo_root, kernel_target_for,
+                                leaf_toml_paths, list_targets, load_leaf, select_model,
+                                select_targets, selection_from_env)
 
 HARDWARE = 'vendor = "nvidia"\narch = "{arch}"\n\n[compiler]\nflags = ["-O3", "-std=c++17"]\n'
 FAMILY_MODEL = '[[model_types]]\nmodel_type = "qwen3"\n\n[presets.default]\ntemperature = 0.6\n'
@@ -104,7 +105,8 @@ def test_leaf_flags_are_hardware_then_sorted_defines_then_extras(tmp_path: Path)
     leaf = load_leaf(tmp_path, BIG)
     assert leaf.flags == ["-O3", "-std=c++17", "-DATLAS_A=x", "-DATLAS_Z=1", "-Xptxas=-O3"]
     assert leaf.hardware.arch == "sm_90a"
-    assert leaf.model.behavior["tool_parser"] == "hermes"
+    assert [m.model for m in leaf.models] == ["big"]
+    assert leaf.models[0].spec.behavior["tool_parser"] == "hermes"
 
 
 def test_bad_preset_is_rejected_with_the_file(tmp_path: Path) -> None:
@@ -117,28 +119,29 @@ def test_bad_preset_is_rejected_with_the_file(tmp_path: Path) -> None:
 
 def test_exact_hidden_size_wins_over_family_default(tmp_path: Path) -> None:
     write_tree(tmp_path)
-    assert select_model_leaf(tmp_path, "hw", "qwen3", 64, "bf16") == BIG
-    assert select_model_leaf(tmp_path, "hw", "Qwen3", 32, "bf16") == SMALL
-    assert select_model_leaf(tmp_path, "hw", "qwen3", 4096, "bf16") == FAM
+    assert select_model(tmp_path, "hw", "qwen3", 64, "bf16").target == BIG
+    assert select_model(tmp_path, "hw", "Qwen3", 32, "bf16").target == SMALL
+    assert select_model(tmp_path, "hw", "qwen3", 4096, "bf16").target == FAM
 
 
 def test_no_matching_model_leaf_lists_what_exists(tmp_path: Path) -> None:
     write_tree(tmp_path)
     with pytest.raises(KernelTreeError) as err:
-        select_model_leaf(tmp_path, "hw", "llama", 64, "bf16")
+        select_model(tmp_path, "hw", "llama", 64, "bf16")
     message = str(err.value)
     assert "'llama'" in message and "hw/big/bf16 serves qwen3@64" in message
     assert "hw/fam/bf16 serves qwen3@any" in message
     with pytest.raises(KernelTreeError, match="no kernel leaf serves"):
-        select_model_leaf(tmp_path, "hw", "qwen3", 64, "fp8")
+        select_model(tmp_path, "hw", "qwen3", 64, "fp8")
 
 
 def test_two_family_defaults_are_ambiguous(tmp_path: Path) -> None:
     write_tree(tmp_path)
     write(tmp_path, "kernels/hw/fam2/MODEL.toml", FAMILY_MODEL)
     write(tmp_path, "kernels/hw/fam2/bf16/KERNEL.toml", "")
-    with pytest.raises(KernelTreeError, match="several leaves: hw/fam/bf16, hw/fam2/bf16"):
-        select_model_leaf(tmp_path, "hw", "qwen3", 100, "bf16")
+    with pytest.raises(KernelTreeError,
+                       match="several model directories: hw/fam/bf16, hw/fam2/bf16"):
+        select_model(tmp_path, "hw", "qwen3", 100, "bf16")
 
 
 def test_repo_root_is_found_from_a_subdirectory(tmp_path: Path) -> None:
@@ -148,13 +151,61 @@ def test_repo_root_is_found_from_a_subdirectory(tmp_path: Path) -> None:
         find_repo_root(tmp_path)
 
 
+def write_baseline(root: Path) -> Path:
+    """Add to `write_tree`'s tree the hardware's baseline leaf `common/bf16` and a model
+    directory `tiny` (hidden 16) with no leaf of its own, so the baseline runs it."""
+    write(root, "kernels/hw/common/bf16/KERNEL.toml", "[defines]\n")
+    write(root, "kernels/hw/tiny/MODEL.toml", SIZE_MODEL.replace("64", "16"))
+    return root
+
+
+BASE = KernelTarget("hw", "common", "bf16")
+
+
+def test_a_model_without_its_own_leaf_runs_on_the_baseline_leaf(tmp_path: Path) -> None:
+    write_baseline(write_tree(tmp_path))
+    assert BASE in list_targets(tmp_path)
+    assert kernel_target_for(tmp_path, "hw", "tiny", "bf16") == BASE
+    assert kernel_target_for(tmp_path, "hw", "big", "bf16") == BIG  # its own leaf wins
+    assert kernel_target_for(tmp_path, "hw", "tiny", "fp8") is None
+    served = select_model(tmp_path, "hw", "qwen3", 16, "bf16")
+    assert (served.model, served.target) == ("tiny", BASE)
+    leaf = load_leaf(tmp_path, BASE)
+    assert [m.model for m in leaf.models] == ["tiny"]  # big, fam, small have their own
+    # the baseline's closure covers the MODEL.toml it carries, not those of other leaves
+    assert leaf_toml_paths(tmp_path, BASE) == [
+        "kernels/hw/HARDWARE.toml", "kernels/hw/tiny/MODEL.toml",
+        "kernels/hw/common/bf16/KERNEL.toml"]
+
+
+def test_selecting_a_model_selects_the_leaf_that_runs_it(tmp_path: Path) -> None:
+    write_baseline(write_tree(tmp_path))
+    assert select_targets(tmp_path, "*", "tiny", "*") == [BASE]
+    assert select_targets(tmp_path, "*", "big", "*") == [BIG]
+    assert select_targets(tmp_path, "*", "common", "*") == [BASE]
+
+
+def test_a_model_leaf_needs_its_model_toml(tmp_path: Path) -> None:
+    write_tree(tmp_path)
+    write(tmp_path, "kernels/hw/orphan/bf16/KERNEL.toml", "")
+    with pytest.raises(KernelTreeError, match="leaf hw/orphan/bf16 has no kernels/hw/orphan/"):
+        load_leaf(tmp_path, KernelTarget("hw", "orphan", "bf16"))
+
+
 def test_real_tree_model_leaves() -> None:
-    """The shipped tree: each size leaf serves its checkpoint, family defaults the rest."""
+    """The shipped tree: no size leaf specializes anything yet, so every model directory runs
+    on its hardware's baseline leaf, and the exact hidden size picks its MODEL.toml."""
     repo = Path(__file__).absolute().parents[2]
-    pick = lambda mt, hidden: select_model_leaf(repo, "hopper", mt, hidden, "bf16").name  # noqa: E731
-    assert pick("llama", 576) == "hopper/smollm2-135m/bf16"
-    assert pick("llama", 2048) == "hopper/llama/bf16"
-    assert pick("qwen3", 1024) == "hopper/qwen3-0.6b/bf16"
-    assert pick("qwen3", 4096) == "hopper/qwen3-8b/bf16"
-    assert pick("qwen3", 2560) == "hopper/qwen3/bf16"
-    assert select_model_leaf(repo, "gb10", "qwen3", 4096, "bf16").name == "gb10/qwen3/bf16"
+
+    def pick(model_type: str, hidden: int, hw: str = "hopper") -> tuple[str, str]:
+        served = select_model(repo, hw, model_type, hidden, "bf16")
+        return served.model, served.target.name
+
+    assert pick("llama", 576) == ("smollm2-135m", "hopper/common/bf16")
+    assert pick("llama", 2048) == ("llama", "hopper/common/bf16")
+    assert pick("qwen3", 1024) == ("qwen3-0.6b", "hopper/common/bf16")
+    assert pick("qwen3", 4096) == ("qwen3-8b", "hopper/common/bf16")
+    assert pick("qwen3", 2560) == ("qwen3", "hopper/common/bf16")
+    assert pick("qwen3", 4096, "gb10") == ("qwen3", "gb10/common/bf16")
+    assert list_targets(repo) == [KernelTarget("gb10", "common", "bf16"),
+                                  KernelTarget("hopper", "common", "bf16")]

@@ -170,8 +170,11 @@ def test_model_preset_fills_only_the_fields_a_request_leaves_out():
     assert parse_completion_request({"model": "m", "prompt": "x"}, preset).sampling == preset
 
 
-def test_model_default_sampling_reads_the_matching_model_toml():
+def test_model_default_sampling_reads_the_matching_model_toml(skip_built_kernels, monkeypatch):
     from atlas.server.app_assets import model_default_sampling
-    qwen = model_default_sampling({"model_type": "qwen3", "hidden_size": 4096})
+    monkeypatch.setenv("ATLAS_KERNELS_DIR", str(skip_built_kernels))
+    qwen = model_default_sampling({"model_type": "qwen3", "hidden_size": 4096}, "host")
     assert qwen is not None and (qwen.temperature, qwen.top_k) == (0.6, 20)
-    assert model_default_sampling({"model_type": "unknown-family"}) is None
+    smol = model_default_sampling({"model_type": "llama", "hidden_size": 576}, "host")
+    assert smol is not None and (smol.temperature, smol.top_p) == (0.2, 0.9)  # its own preset
+    assert model_default_sampling({"model_type": "unknown-family"}, "host") is None

@@ -111,8 +111,7 @@ class Env:
         self.kc = KernelCache(backend)
         self.gen = torch.Generator(device=self.device)
         self.gen.manual_seed(seed)
-        self.num_sms = (torch.cuda.get_device_properties(0).multi_processor_count
-                        if cuda else 132)
+        self.num_sms = self.kc.facts.sm_count  # the driver's; H200 defaults on the host
         self._mirrors: list[tuple[Any, DevicePtr]] = []
 
     def stream(self) -> Stream:
@@ -956,8 +955,11 @@ def open_env(args: argparse.Namespace) -> tuple[Env, dict[str, Any], str]:
     from atlas.runtime.cuda import CudaBackend
 
     torch.empty(1, device="cuda")  # torch first: both then share the primary context
-    sources = [s for s in load_sources(args.ptx_dir, "hopper")
-               if args.ptx_dir is not None or s.name.split("/")[1] == args.model]
+    wanted = None
+    if args.ptx_dir is None:  # the set running model directory --model (own or baseline leaf)
+        from atlas.kernels.registry import load_registry
+        wanted = load_registry().select_model_dir("hopper", args.model, "bf16")[0].target.name
+    sources = [s for s in load_sources(args.ptx_dir, "hopper") if wanted in (None, s.name)]
     if not sources:
         raise SystemExit(f"no hopper PTX set for model {args.model}")
     backend = CudaBackend(modules=sources[0].modules)
@@ -976,7 +978,8 @@ def main(argv: list[str] | None = None) -> int:
                     "bench/results; a temporary directory for --dry-run)")
     ap.add_argument("--ptx-dir", type=Path, help="*.ptxset.json or *.ptx files (default: the "
                     "built kernel registry)")
-    ap.add_argument("--model", default="qwen3-8b", help="leaf whose PTX set to time")
+    ap.add_argument("--model", default="qwen3-8b", help="model directory (kernels/hopper/"
+                    "<model>) whose PTX set to time")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dry-run", action="store_true", help="CPU self-test of this script: tiny "
                     "shapes, HostBackend kernels, CPU torch, wall-clock times")

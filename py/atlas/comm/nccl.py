@@ -81,7 +81,8 @@ class NcclLibrary:
     def unique_id(self) -> bytes:
         uid = _UniqueId()
         self.call("ncclGetUniqueId", ctypes.byref(uid))
-        return bytes(uid.internal)
+        # the raw 128 bytes: `uid.internal` as a c_char array would stop at the first NUL
+        return ctypes.string_at(ctypes.addressof(uid), UNIQUE_ID_BYTES)
 
     def init_rank(self, world_size: int, uid: bytes, rank: int) -> ctypes.c_void_p:
         if len(uid) != UNIQUE_ID_BYTES:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import tomllib
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Collection, Iterable, Mapping
 
 from .coverage import BENCH_FILENAME, KERNELS_DIR
@@ -46,11 +46,14 @@ _OPTIONAL_KEYS = ("default", "metrics", "params")
 
 @dataclass(frozen=True)
 class BenchFile:
-    """One BENCH.toml as read from the tree: its path, text, and the quant leaves beside it."""
+    """One BENCH.toml as read from the tree: its path, text, the quantizations its model runs
+    in, and for each the leaf whose kernels run it (`hw/model/quant` of the model's own leaf,
+    or the hardware's baseline `hw/common/quant`; absent: the model's own)."""
 
     path: str
     text: str
     quants: Collection[str]
+    kernel_leaves: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,12 @@ class BenchEntry:
     default: bool
     metrics: Mapping[str, float]
     params: Mapping[str, Any]
+    target: str = ""  # the leaf whose PTX set a run of this entry measures; "" = hw/model/quant
+
+    @property
+    def leaf(self) -> str:
+        """`hw/model/quant` of the leaf a run measures (see BenchFile.kernel_leaves)."""
+        return self.target or f"{self.hw}/{self.model}/{self.quant}"
 
 
 @dataclass(frozen=True)
@@ -110,7 +119,7 @@ def parse_bench_file(bench_file: BenchFile) -> tuple[list[BenchEntry], list[str]
     entries: list[BenchEntry] = []
     seen: dict[tuple[str, str, str], str] = {}
     for index, raw in enumerate(raw_entries):
-        entry, entry_errors = _parse_entry(path, index, raw, hw, model, bench_file.quants)
+        entry, entry_errors = _parse_entry(path, index, raw, hw, model, bench_file)
         errors += entry_errors
         if entry is None:
             continue
@@ -142,7 +151,8 @@ def check_defaults(entries: Iterable[BenchEntry]) -> list[str]:
 
 
 def _parse_entry(path: str, index: int, raw: Any, hw: str, model: str,
-                 quants: Collection[str]) -> tuple[BenchEntry | None, list[str]]:
+                 bench_file: BenchFile) -> tuple[BenchEntry | None, list[str]]:
+    quants = bench_file.quants
     where = f"{path}: benchmarks[{index}]"
     if not isinstance(raw, dict):
         return None, [f"{where}: must be a table"]
@@ -162,7 +172,8 @@ def _parse_entry(path: str, index: int, raw: Any, hw: str, model: str,
         errors.append(f"{where}: unknown gate {gate!r}; gates: {', '.join(GATE_NAMES)}")
     if quant not in quants:
         known = ", ".join(sorted(quants)) or "none"
-        errors.append(f"{where}: no quant leaf kernels/{hw}/{model}/{quant}/ (leaves: {known})")
+        errors.append(f"{where}: no quant leaf kernels/{hw}/{model}/{quant}/ nor baseline "
+                      f"kernels/{hw}/common/{quant}/ runs this model (runs in: {known})")
     if status not in (MEASURED, UNMEASURED):
         errors.append(f"{where}: status must be {MEASURED!r} or {UNMEASURED!r}, "
                       f"got {status!r}")
@@ -182,7 +193,7 @@ def _parse_entry(path: str, index: int, raw: Any, hw: str, model: str,
     if errors:
         return None, errors
     return BenchEntry(where, hw, model, quant, gate, raw["checkpoint"], status == MEASURED,
-                      default, metrics, params), []
+                      default, metrics, params, bench_file.kernel_leaves.get(quant, "")), []
 
 
 def _parse_metrics(where: str, gate: str, raw: Any) -> tuple[dict[str, float], list[str]]:

@@ -82,9 +82,8 @@ def plan(gate: Gate, stamps: Sequence[TargetStamp], bench: BenchTree,
                             f"is for one hardware")
     entry = _pick_entry(gate, hws[0], bench, checkpoint)
     measured = {s.target.name for s in stamps}
-    leaf = f"{entry.hw}/{entry.model}/{entry.quant}"
-    if leaf not in measured:
-        raise RecordRefused(f"{entry.source} is for {leaf}, but the measured targets are "
+    if entry.leaf not in measured:
+        raise RecordRefused(f"{entry.source} is for {entry.leaf}, but the measured targets are "
                             f"{', '.join(sorted(measured))}")
     params = {**entry.params, **overrides}
     return RecordPlan(gate, entry, tuple(stamps), params)

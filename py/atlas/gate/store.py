@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from atlas.kernels.tree import COMMON_DIR, KERNEL_TOML
+
 from .bench_toml import BenchFile
 from .coverage import BENCH_FILENAME, KERNELS_DIR
 from .records import Record, RecordError, StoredRecord
 
 BENCHMARKS_DIR = ".benchmarks"
-KERNEL_TOML = "KERNEL.toml"
+
 
 
 def gate_dir(repo_root: Path, gate: str) -> Path:
@@ -54,9 +56,14 @@ def write_record(repo_root: Path, record: Record) -> Path:
 
 def read_bench_files(repo_root: Path) -> list[BenchFile]:
     """Every file named BENCH.toml under kernels/ (a misplaced one is reported by the schema
-    check, not skipped), with the quant leaves beside it."""
+    check, not skipped), with the quantizations its model runs in and the leaf running each:
+    the model's own `<quant>/` leaf, else the hardware's baseline `common/<quant>/`."""
     files: list[BenchFile] = []
     for path in sorted((repo_root / KERNELS_DIR).rglob(BENCH_FILENAME)):
-        quants = sorted(p.parent.name for p in path.parent.glob(f"*/{KERNEL_TOML}"))
-        files.append(BenchFile(path.relative_to(repo_root).as_posix(), path.read_text(), quants))
+        own = {p.parent.name for p in path.parent.glob(f"*/{KERNEL_TOML}")}
+        common = path.parent.parent / COMMON_DIR
+        baseline = {p.parent.name for p in common.glob(f"*/{KERNEL_TOML}")}
+        leaves = {q: f"{path.parent.parent.name}/{COMMON_DIR}/{q}" for q in baseline - own}
+        files.append(BenchFile(path.relative_to(repo_root).as_posix(), path.read_text(),
+                               sorted(own | baseline), leaves))
     return files

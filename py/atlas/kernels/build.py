@@ -1,12 +1,14 @@
 """Build PTX-set artifacts for kernel leaves. `atlas kernels build` and the Bazel rule
 (tools/bazel/ptx.bzl) both run this code, so there is one build as well as one source list.
 
-Compiled modules are cached by content: the key is the module's root path (and the real
-path nvcc salts symbol names with, see compiler.NvidiaTarget), its whole include closure
-(paths + bytes), arch, compiler version and flags, so identical inputs (a common
-kernel compiled for two leaves with the same flags) compile once per build, and with
-`cache_dir` once across builds. nvcc runs in a small thread pool (it is a subprocess; the GIL
-is not in the way).
+Compiled modules are cached by content: the key is the module's repo-relative source path
+and the digest of its whole include closure (paths + bytes), arch, compiler version and
+flags. Identical inputs (a common kernel compiled for two leaves with the same flags, or the
+same tree in another checkout) compile once per build, and with a cache directory once ever:
+`default_cache_dir()` is per user and shared by every checkout, which is safe because PTX
+bytes do not depend on the checkout's path (compiler.FIXED_SOURCE_ROOT). nvcc runs in a
+thread pool over the cores (it is a subprocess; the GIL is not in the way), and `progress`
+hears of each module as it finishes.
 """
 
 from __future__ import annotations
@@ -15,20 +17,26 @@ import argparse
 import hashlib
 import os
 import sys
+import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 from atlas.core.target import KernelTarget
 from atlas.core.vendor import Vendor
 
-from .compiler import ComputeTarget, resolve_compute_target
+from .compiler import CompilerError, ComputeTarget, resolve_compute_target
 from .ptxset import PTXSET_SUFFIX, SKIPPED_COMPILER, PtxModule, PtxSet, artifact_name
 from .sources import digest_closure, leaf_modules, module_closures, closure_hash
 from .tree import Leaf, list_targets, load_leaf, select_targets, selection_from_env
 
 SKIP_ENV = "ATLAS_SKIP_BUILD"
+CACHE_ENV = "ATLAS_PTX_CACHE"
+#: Enters every cache key: change it when how a module is compiled changes in a way its
+#: inputs do not show (e.g. the directory it is compiled from), so old entries stop matching.
+COMPILE_SCHEME = "fixed-source-root-v1"
 
 
 def skip_requested(env: Mapping[str, str] | None = None) -> bool:
@@ -41,6 +49,35 @@ def default_jobs() -> int:
     return max(1, min(8, os.cpu_count() or 1))
 
 
+def default_cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """The compiled-module cache: $ATLAS_PTX_CACHE, else $XDG_CACHE_HOME/atlas/ptx, else
+    ~/.cache/atlas/ptx. Keyed by content, so every checkout of every branch shares it."""
+    env = os.environ if env is None else env
+    if env.get(CACHE_ENV):
+        return Path(env[CACHE_ENV])
+    base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    return base / "atlas" / "ptx"
+
+
+@dataclass(frozen=True)
+class ModuleBuilt:
+    """One distinct module compile finished (or was found in the cache)."""
+
+    source: str  # repo-relative .cu
+    arch: str
+    seconds: float
+    cached: bool
+    done: int  # distinct modules finished so far in this build
+    total: int  # distinct modules submitted so far
+
+    def line(self) -> str:
+        how = "cached" if self.cached else f"{self.seconds:6.1f}s"
+        return f"[{self.done:>3}/{self.total}] {self.arch:<8} {self.source}  {how}"
+
+
+ProgressFn = Callable[[ModuleBuilt], None]
+
+
 @dataclass(frozen=True)
 class _Job:
     """One module compile: where its source sits and everything its PTX depends on."""
@@ -48,27 +85,40 @@ class _Job:
     source: str
     arch: str
     flags: tuple[str, ...]
-    key: str
+    key: str  # everything the PTX depends on: the cache key
+    layout: str  # the source closure alone: where compile_closure lays it out
+    closure: Mapping[str, bytes] = field(compare=False, repr=False)
+
+    @property
+    def size(self) -> int:
+        """Bytes of source the compiler reads."""
+        return sum(len(data) for data in self.closure.values())
 
 
 class PtxCompiler:
     """Compiles modules at most once per content key, in a thread pool, optionally backed by
     an on-disk cache directory of `<key>.ptx` files."""
 
-    def __init__(self, repo_root: Path, compiler: ComputeTarget, pool: ThreadPoolExecutor,
-                 cache_dir: Path | None) -> None:
-        self.repo_root = repo_root
+    def __init__(self, compiler: ComputeTarget, pool: ThreadPoolExecutor,
+                 cache_dir: Path | None, progress: ProgressFn | None = None) -> None:
         self.compiler = compiler
         self.version = compiler.version()
         self.pool = pool
         self.cache_dir = cache_dir
+        self.progress = progress
         self._futures: dict[str, Future[str]] = {}
+        self._lock = threading.Lock()
+        self._done = 0
+        self.planned = 0  # distinct modules this build will submit (for progress lines)
 
     def job(self, source: str, closure: dict[str, bytes], arch: str, flags: list[str]) -> _Job:
         digest = digest_closure(closure, arch, self.version, flags)
-        real = os.path.realpath(self.repo_root / source)
-        key = hashlib.sha256(f"{source}\0{real}\0{digest}".encode()).hexdigest()
-        return _Job(source, arch, tuple(flags), key)
+        key = hashlib.sha256(f"{COMPILE_SCHEME}\0{source}\0{digest}".encode()).hexdigest()
+        # Not keyed by flags or arch: the same sources compile at the same absolute path
+        # whatever the leaf, so a leaf whose defines no kernel reads compiles to the same
+        # bytes as the baseline, and the identical-PTX check can see it.
+        layout = hashlib.sha256(f"{source}\0{digest_closure(closure, '', '', [])}".encode())
+        return _Job(source, arch, tuple(flags), key, layout.hexdigest(), closure)
 
     def submit(self, job: _Job) -> Future[str]:
         future = self._futures.get(job.key)
@@ -77,19 +127,23 @@ class PtxCompiler:
         return future
 
     def _compile(self, job: _Job) -> str:
+        started = time.monotonic()
         cached = self.cache_dir / f"{job.key}.ptx" if self.cache_dir else None
-        if cached is not None and cached.is_file():
-            return cached.read_text(encoding="utf-8")
-        ptx = self.compiler.compile_to_bytes(self.repo_root / job.source, job.arch,
-                                             list(job.flags), seed=job.source).decode("utf-8")
-        if cached is not None:
-            _write_atomic(cached, ptx.encode())
+        hit = cached is not None and cached.is_file()
+        if hit:
+            ptx = cached.read_text(encoding="utf-8")
+        else:
+            ptx = self.compiler.compile_closure(job.closure, job.source, job.layout,
+                                                job.arch, list(job.flags)).decode("utf-8")
+            if cached is not None:
+                _write_atomic(cached, ptx.encode())
+        if self.progress is not None:
+            with self._lock:
+                self._done += 1
+                self.progress(ModuleBuilt(job.source, job.arch, time.monotonic() - started,
+                                          hit, self._done,
+                                          max(self.planned, len(self._futures))))
         return ptx
-
-
-def _model_fields(leaf: Leaf) -> dict:
-    return {"model_matches": leaf.model.matches, "presets": leaf.model.presets,
-            "behavior": leaf.model.behavior}
 
 
 def skipped_set(repo_root: Path, leaf: Leaf) -> PtxSet:
@@ -99,12 +153,15 @@ def skipped_set(repo_root: Path, leaf: Leaf) -> PtxSet:
                   compiler_version=SKIPPED_COMPILER, flags=tuple(flags),
                   closure_hash=closure_hash(repo_root, leaf.target, leaf.hardware.arch,
                                             SKIPPED_COMPILER, flags),
-                  modules={}, **_model_fields(leaf))
+                  modules={}, models=leaf.models)
 
 
 def build_sets(repo_root: Path, targets: list[KernelTarget], *, skip: bool,
-               jobs: int | None = None, cache_dir: Path | None = None) -> list[PtxSet]:
-    """Build the PTX set of every target (in the order given)."""
+               jobs: int | None = None, cache_dir: Path | None = None,
+               progress: ProgressFn | None = None) -> list[PtxSet]:
+    """Build the PTX set of every target (in the order given). Every distinct module of every
+    target is queued before any result is awaited, largest include closure first (a rough
+    proxy for compile time), so the pool stays full and the slowest compile is not the tail."""
     leaves = [load_leaf(repo_root, t) for t in targets]
     if skip:
         return [skipped_set(repo_root, leaf) for leaf in leaves]
@@ -114,26 +171,32 @@ def build_sets(repo_root: Path, targets: list[KernelTarget], *, skip: bool,
         for leaf in leaves:
             vendor = leaf.hardware.vendor
             if vendor not in compilers:
-                compilers[vendor] = PtxCompiler(repo_root, resolve_compute_target(vendor),
-                                                pool, cache_dir)
+                compilers[vendor] = PtxCompiler(resolve_compute_target(vendor), pool,
+                                                cache_dir, progress)
             ptx_compiler = compilers[vendor]
             flags = leaf.flags
             sources = {name: path.relative_to(repo_root).as_posix()
                        for name, path in leaf_modules(repo_root, leaf.target).items()}
-            futures = {name: ptx_compiler.submit(ptx_compiler.job(
-                sources[name], closure, leaf.hardware.arch, flags))
-                for name, closure in module_closures(repo_root, leaf.target).items()}
+            leaf_jobs = {name: ptx_compiler.job(sources[name], closure, leaf.hardware.arch,
+                                                flags)
+                         for name, closure in module_closures(repo_root, leaf.target).items()}
             # Hashed as the compiles start, so the hash describes the bytes nvcc is reading.
             digest = closure_hash(repo_root, leaf.target, leaf.hardware.arch,
                                   ptx_compiler.version, flags)
-            pending.append((leaf, ptx_compiler.version, flags, digest, sources, futures))
+            pending.append((leaf, ptx_compiler, flags, digest, sources, leaf_jobs))
+        everything = [(c, j) for _, c, _, _, _, leaf_jobs in pending for j in leaf_jobs.values()]
+        for ptx_compiler in compilers.values():
+            ptx_compiler.planned = len({j.key for c, j in everything if c is ptx_compiler})
+        for ptx_compiler, job in sorted(everything, key=lambda cj: -cj[1].size):
+            ptx_compiler.submit(job)
         return [PtxSet(target=leaf.target, vendor=leaf.hardware.vendor,
-                       arch=leaf.hardware.arch, compiler_version=version, flags=tuple(flags),
-                       closure_hash=digest,
-                       modules={name: PtxModule.of(name, sources[name], f.result())
-                                for name, f in futures.items()},
-                       **_model_fields(leaf))
-                for leaf, version, flags, digest, sources, futures in pending]
+                       arch=leaf.hardware.arch, compiler_version=ptx_compiler.version,
+                       flags=tuple(flags), closure_hash=digest,
+                       modules={name: PtxModule.of(name, sources[name],
+                                                   ptx_compiler.submit(job).result())
+                                for name, job in leaf_jobs.items()},
+                       models=leaf.models)
+                for leaf, ptx_compiler, flags, digest, sources, leaf_jobs in pending]
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -144,15 +207,20 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 
 def build_into(repo_root: Path, out_dir: Path, targets: list[KernelTarget], *, skip: bool,
-               jobs: int | None = None) -> list[Path]:
-    """Write one artifact per target into `out_dir` (PTX cached under `out_dir/.cache`), and
+               jobs: int | None = None, cache_dir: Path | None = None,
+               progress: ProgressFn | None = None) -> list[Path]:
+    """Write one artifact per target into `out_dir` (modules cached in `cache_dir`), and
     delete artifacts of leaves that no longer exist in the tree, so the runtime can never
-    pick up a target whose sources are gone. Artifacts of existing but unselected leaves stay."""
-    sets = build_sets(repo_root, targets, skip=skip, jobs=jobs, cache_dir=out_dir / ".cache")
+    pick up a target whose sources are gone. Artifacts of existing but unselected leaves stay.
+    An artifact whose bytes are unchanged is not rewritten (its mtime stays)."""
+    sets = build_sets(repo_root, targets, skip=skip, jobs=jobs, cache_dir=cache_dir,
+                      progress=progress)
     written = []
     for ptx_set in sets:
         path = out_dir / artifact_name(ptx_set.target)
-        _write_atomic(path, ptx_set.to_json())
+        data = ptx_set.to_json()
+        if not (path.is_file() and path.read_bytes() == data):
+            _write_atomic(path, data)
         written.append(path)
     alive = {artifact_name(t) for t in list_targets(repo_root)}
     for stale in out_dir.glob(f"*{PTXSET_SUFFIX}"):
@@ -178,6 +246,25 @@ def main(argv: list[str] | None = None) -> int:
 def selected_targets(repo_root: Path, env: Mapping[str, str] | None = None) -> list[KernelTarget]:
     """The leaves the ATLAS_TARGET_* wildcards select."""
     return select_targets(repo_root, *selection_from_env(env))
+
+
+def package_sets(repo_root: Path, dest: Path, env: Mapping[str, str] | None = None,
+                 log: Callable[[str], None] = print) -> list[Path]:
+    """The PTX sets a wheel ships in `atlas/kernels/ptxsets/` (setup.py's build_py): the
+    ATLAS_TARGET_* selection, compiled when nvcc is present, else ATLAS_SKIP_BUILD sets. Even
+    those carry every MODEL.toml (tool parser, presets), so an installed wheel serves on the
+    host backend with the model's behavior; on CUDA it says to rebuild with nvcc."""
+    targets = selected_targets(repo_root, env)
+    skip = skip_requested(env)
+    if not skip:
+        try:
+            for vendor in {load_leaf(repo_root, t).hardware.vendor for t in targets}:
+                resolve_compute_target(vendor).find_compiler()
+        except CompilerError as exc:
+            log(f"atlas: packaging PTX sets without PTX (host backend only): {exc}")
+            skip = True
+    return build_into(repo_root, dest, targets, skip=skip, cache_dir=default_cache_dir(env),
+                      progress=lambda built: log(built.line()))
 
 
 if __name__ == "__main__":

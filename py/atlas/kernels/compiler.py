@@ -9,13 +9,22 @@ tree that names them fails before any work starts rather than half-way through a
 from __future__ import annotations
 
 import abc
+import fcntl
 import functools
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Mapping
 
 from atlas.core.vendor import Vendor
+
+
+#: Where `compile_closure` lays a module's sources out before compiling them. Fixed, and the
+#: same on every machine (not $TMPDIR, which Bazel and users vary), because nvcc salts symbol
+#: names with the source's absolute path: compiled from here, a module's PTX depends on its
+#: bytes alone, whichever checkout or sandbox they came from.
+FIXED_SOURCE_ROOT = Path("/tmp/atlas-kernel-src")
 
 
 class CompilerError(RuntimeError):
@@ -53,15 +62,36 @@ class ComputeTarget(abc.ABC):
             self.compile(src, out, arch, flags, seed)
             return out.read_bytes()
 
+    def compile_closure(self, closure: Mapping[str, bytes], source: str, key: str, arch: str,
+                        flags: list[str]) -> bytes:
+        """Compile `source` from its include closure (repo-relative path -> bytes) laid out
+        under FIXED_SOURCE_ROOT/<key>/, so the output depends on the bytes, never on where
+        the checkout is. `key` names the layout (a digest of the files it holds); a lock
+        file serializes compiles of one layout (within a process and across processes), so
+        none reads a half-written tree."""
+        root = FIXED_SOURCE_ROOT / key
+        FIXED_SOURCE_ROOT.mkdir(parents=True, exist_ok=True)
+        with open(FIXED_SOURCE_ROOT / f"{key}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                shutil.rmtree(root, ignore_errors=True)
+                for rel, data in closure.items():
+                    path = root / rel
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_bytes(data)
+                return self.compile_to_bytes(root / source, arch, flags, seed=source)
+            finally:
+                shutil.rmtree(root, ignore_errors=True)
+
 
 class NvidiaTarget(ComputeTarget):
     """nvcc -ptx: PTX text, loaded at startup with cuModuleLoadData (JIT to the exact GPU).
 
     nvcc salts the names of internal-linkage symbols (anonymous namespaces, function-local
-    __shared__ arrays) with a random number and a hash of the source's real absolute path.
-    `-frandom-seed` fixes the first; the second means PTX bytes are reproducible within one
-    checkout (Bazel's sandbox links resolve to it) but differ in those names between
-    checkouts. The closure hash is path-independent, so attestation is unaffected.
+    __shared__ arrays) with a random number and a hash of the source's real absolute path
+    (not the path given, not the working directory: measured with nvcc 13.0).
+    `-frandom-seed` fixes the first; `compile_closure` fixes the second by compiling from
+    FIXED_SOURCE_ROOT, so PTX bytes are equal in any two checkouts and in Bazel's sandbox.
     """
 
     vendor = Vendor.NVIDIA

@@ -1,8 +1,9 @@
 """The PTX-set artifact: one JSON file per leaf holding every module's PTX and its provenance.
 
 `<hw>__<model>__<quant>.ptxset.json` carries the target, arch, compiler version, flags, the
-include-closure hash baked at compile time, each module's PTX text and sha256, and the leaf's
-MODEL.toml content the server needs (model_types, sampling presets, behavior).
+include-closure hash baked at compile time, each module's PTX text and sha256, and the
+MODEL.toml content (model_types, sampling presets, behavior) of every model directory the leaf
+runs, so serving needs the artifact and nothing from the source tree.
 
 The bytes are deterministic: sorted keys, no timestamps, no absolute paths. Bazel and
 `atlas kernels build` therefore produce identical files, and a rebuild of an unchanged tree
@@ -26,9 +27,9 @@ from atlas.core.sampling import SamplingParams
 from atlas.core.target import KernelTarget
 from atlas.core.vendor import Vendor
 
-from .tree import ModelMatch
+from .tree import ModelMatch, ModelSpec, ServedModel
 
-PTXSET_SCHEMA = 1
+PTXSET_SCHEMA = 2  # 2: `models` (every served model directory) replaced `model`
 PTXSET_SUFFIX = ".ptxset.json"
 SKIPPED_COMPILER = "skipped"
 
@@ -57,7 +58,8 @@ class PtxModule:
 
 @dataclass(frozen=True)
 class PtxSet:
-    """Everything one target needs at startup: its modules and its MODEL.toml settings."""
+    """Everything one target needs at startup: its modules and the MODEL.toml settings of the
+    model directories it runs."""
 
     target: KernelTarget
     vendor: Vendor
@@ -66,9 +68,7 @@ class PtxSet:
     flags: tuple[str, ...]
     closure_hash: str
     modules: Mapping[str, PtxModule]
-    model_matches: tuple[ModelMatch, ...]
-    presets: Mapping[str, SamplingParams]
-    behavior: Mapping[str, Any]
+    models: tuple[ServedModel, ...]
 
     @property
     def skipped(self) -> bool:
@@ -93,11 +93,7 @@ class PtxSet:
             "closure_hash": self.closure_hash,
             "modules": {m.name: {"source": m.source, "sha256": m.sha256, "ptx": m.ptx}
                         for m in self.modules.values()},
-            "model": {
-                "model_types": [dataclasses.asdict(m) for m in self.model_matches],
-                "presets": {k: dataclasses.asdict(p) for k, p in self.presets.items()},
-                "behavior": dict(self.behavior),
-            },
+            "models": {m.model: _spec_json(m.spec) for m in self.models},
         }
         return (json.dumps(doc, sort_keys=True, indent=1, ensure_ascii=True) + "\n").encode()
 
@@ -115,17 +111,28 @@ class PtxSet:
             if module.sha256 != m["sha256"]:
                 raise ValueError(f"{origin}: module {name!r} PTX does not match its sha256")
             modules[name] = module
-        model = doc["model"]
+        target = KernelTarget.parse(doc["target"])
         return cls(
-            target=KernelTarget.parse(doc["target"]),
+            target=target,
             vendor=Vendor.parse(doc["vendor"]),
             arch=doc["arch"],
             compiler_version=doc["compiler_version"],
             flags=tuple(doc["flags"]),
             closure_hash=doc["closure_hash"],
             modules=MappingProxyType(modules),
-            model_matches=tuple(ModelMatch(**m) for m in model["model_types"]),
-            presets=MappingProxyType({k: SamplingParams(**v)
-                                      for k, v in model["presets"].items()}),
-            behavior=MappingProxyType(model["behavior"]),
+            models=tuple(ServedModel(name, target, _spec_from_json(spec))
+                         for name, spec in sorted(doc["models"].items())),
         )
+
+
+def _spec_json(spec: ModelSpec) -> dict[str, Any]:
+    return {"model_types": [dataclasses.asdict(m) for m in spec.matches],
+            "presets": {k: dataclasses.asdict(p) for k, p in spec.presets.items()},
+            "behavior": dict(spec.behavior)}
+
+
+def _spec_from_json(doc: Mapping[str, Any]) -> ModelSpec:
+    return ModelSpec(matches=tuple(ModelMatch(**m) for m in doc["model_types"]),
+                     presets=MappingProxyType({k: SamplingParams(**v)
+                                               for k, v in doc["presets"].items()}),
+                     behavior=MappingProxyType(dict(doc["behavior"])))

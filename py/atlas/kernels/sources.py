@@ -119,7 +119,7 @@ def closure_files(repo_root: Path, target: KernelTarget) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
     for closure in module_closures(repo_root, target).values():
         files.update(closure)
-    for rel in leaf_toml_paths(target):
+    for rel in leaf_toml_paths(repo_root, target):
         files[rel] = (repo_root / rel).read_bytes()
     return dict(sorted(files.items()))
 

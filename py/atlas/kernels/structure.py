@@ -7,6 +7,10 @@
 * Symlinks inside `kernels/` are relative, point at a file inside `kernels/`, and are never
   directories (a directory symlink makes quoted-include resolution ambiguous; see
   `sources.py`).
+* Every model directory (MODEL.toml) is run by some leaf: its own `<quant>/` or the
+  hardware's baseline `common/<quant>/`; otherwise its MODEL.toml reaches no PTX set.
+* (Over built sets, `identical_ptx_sets`) no two leaves of one arch compile to the same
+  modules: such a leaf specializes nothing and only costs compile time.
 
 `ci/kernel_structure.py` runs these and adds the compiler checks (every module compiles for
 its leaf's arch, ptxas spill report); `parse_ptxas_spills` reads ptxas's `-v` output.
@@ -20,7 +24,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from .tree import COMMON_DIR, KERNELS_DIR, list_targets, leaf_dir, hw_dir
+from .ptxset import PtxSet
+from .tree import (COMMON_DIR, HARDWARE_TOML, KERNELS_DIR, MODEL_TOML, hw_dir, leaf_dir,
+                   list_targets, served_model_dirs)
 
 SOURCE_SUFFIXES = (".cu", ".cuh")
 
@@ -105,11 +111,44 @@ def _check_private_copies(repo_root: Path) -> list[Violation]:
     return found
 
 
+def _check_unserved_models(repo_root: Path) -> list[Violation]:
+    served = {(t.hw, m) for t in list_targets(repo_root)
+              for m in served_model_dirs(repo_root, t)}
+    found = []
+    for model_toml in sorted((repo_root / KERNELS_DIR).glob(f"*/*/{MODEL_TOML}")):
+        hw, model = model_toml.parent.parent.name, model_toml.parent.name
+        if (model_toml.parent.parent / HARDWARE_TOML).is_file() and (hw, model) not in served:
+            found.append(Violation(_rel(repo_root, model_toml), "unserved-model",
+                                   f"no leaf runs this model: add {KERNELS_DIR}/{hw}/"
+                                   f"{COMMON_DIR}/<quant>/KERNEL.toml or a <quant>/ leaf here"))
+    return found
+
+
 def check_tree(repo_root: Path) -> list[Violation]:
     """Every structural violation in the kernel tree at `repo_root`, sorted by path."""
     found = (_check_symlinks(repo_root) + _check_identical_shadows(repo_root)
-             + _check_private_copies(repo_root))
+             + _check_private_copies(repo_root) + _check_unserved_models(repo_root))
     return sorted(found, key=lambda v: (v.path, v.rule))
+
+
+def identical_ptx_sets(sets: list[PtxSet]) -> list[Violation]:
+    """A violation for every leaf whose modules (names and PTX bytes) equal an earlier
+    leaf's of the same arch: it specializes nothing. Skip-build sets (no PTX) are ignored."""
+    first: dict[tuple[str, tuple[tuple[str, str], ...]], PtxSet] = {}
+    found = []
+    for ptx_set in sorted(sets, key=lambda s: s.target.name):
+        if ptx_set.skipped:
+            continue
+        key = (ptx_set.arch, tuple(sorted((n, m.sha256) for n, m in ptx_set.modules.items())))
+        twin = first.setdefault(key, ptx_set)
+        if twin is not ptx_set:
+            path = f"{KERNELS_DIR}/{ptx_set.target.name}"
+            found.append(Violation(path, "identical-ptx",
+                                   f"compiles to the same PTX as {KERNELS_DIR}/"
+                                   f"{twin.target.name} ({len(ptx_set.modules)} modules): it "
+                                   "specializes nothing; fold it into that leaf (keep its "
+                                   "MODEL.toml and BENCH.toml, drop its <quant>/ directory)"))
+    return found
 
 
 _FUNCTION = re.compile(r"Function properties for (\S+)")

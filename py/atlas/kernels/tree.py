@@ -1,9 +1,15 @@
 """The kernel tree: leaves `kernels/<hw>/<model>/<quant>/` and the TOML files that describe them.
 
 A leaf is a directory holding KERNEL.toml. Its hardware directory holds HARDWARE.toml (vendor,
-arch, compiler flags, facts) and `common/` (the baseline kernels); its model directory holds
-MODEL.toml (which checkpoints it serves, sampling presets, behavior) and BENCH.toml (gate
-thresholds, read by `atlas.gate`, never by the build).
+arch, compiler flags, facts) and `common/` (the baseline kernels). `common/<quant>/` is the
+hardware's baseline leaf: the common kernels, every shape taken at run time.
+
+A model directory `kernels/<hw>/<model>/` holds MODEL.toml (which checkpoints it serves,
+sampling presets, behavior) and BENCH.toml (gate thresholds, read by `atlas.gate`, never by the
+build). It has a `<quant>/` leaf of its own only where its kernels diverge (a kernel reads the
+leaf's defines, or a file shadows a common one); otherwise the baseline leaf `common/<quant>/`
+runs it. Either way the MODEL.toml travels in the PTX set of the leaf that runs the model
+(`served_models`), so a built artifact carries the behavior of every model it serves.
 
 Leaf selection follows the ATLAS_TARGET_HW / ATLAS_TARGET_MODEL / ATLAS_TARGET_QUANT
 wildcards (fnmatch). Every one defaults to `*`: a plain build covers every hardware directory,
@@ -21,7 +27,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping, Protocol
+from typing import Any, Iterable, Mapping
 
 from atlas.core.config import canonical_model_type
 from atlas.core.sampling import SamplingParams
@@ -72,6 +78,16 @@ class ModelSpec:
 
 
 @dataclass(frozen=True)
+class ServedModel:
+    """A model directory as a leaf serves it: the directory's name, the leaf whose kernels run
+    it, and its MODEL.toml."""
+
+    model: str
+    target: KernelTarget
+    spec: ModelSpec
+
+
+@dataclass(frozen=True)
 class KernelSpec:
     """KERNEL.toml: compile-time shape constants, extra flags, and module renames."""
 
@@ -86,7 +102,7 @@ class Leaf:
 
     target: KernelTarget
     hardware: HardwareSpec
-    model: ModelSpec
+    models: tuple[ServedModel, ...]  # the model directories this leaf's PTX set runs
     kernel: KernelSpec
 
     @property
@@ -107,11 +123,14 @@ def leaf_dir(repo_root: Path, target: KernelTarget) -> Path:
     return repo_root / KERNELS_DIR / target.hw / target.model / target.quant
 
 
-def leaf_toml_paths(target: KernelTarget) -> list[str]:
-    """Repo-relative paths of the TOML files that enter a leaf's closure hash (not BENCH.toml:
-    nothing compiles it, and raising a bar must not invalidate the run that proved it)."""
+def leaf_toml_paths(repo_root: Path, target: KernelTarget) -> list[str]:
+    """Repo-relative paths of the TOML files that enter a leaf's closure hash: HARDWARE.toml,
+    KERNEL.toml and the MODEL.toml of every model the leaf serves (its PTX set carries them).
+    Not BENCH.toml: nothing compiles it, and raising a bar must not invalidate the run that
+    proved it."""
     base = f"{KERNELS_DIR}/{target.hw}"
-    return [f"{base}/{HARDWARE_TOML}", f"{base}/{target.model}/{MODEL_TOML}",
+    models = [f"{base}/{m}/{MODEL_TOML}" for m in served_model_dirs(repo_root, target)]
+    return [f"{base}/{HARDWARE_TOML}", *models,
             f"{base}/{target.model}/{target.quant}/{KERNEL_TOML}"]
 
 
@@ -126,7 +145,7 @@ def find_repo_root(start: Path) -> Path:
 # --- enumeration and selection -------------------------------------------------------------
 
 def list_targets(repo_root: Path) -> list[KernelTarget]:
-    """Every leaf in the tree, sorted. `common/` is never a model directory."""
+    """Every leaf in the tree (baseline `common/<quant>` leaves included), sorted."""
     root = repo_root / KERNELS_DIR
     if not root.is_dir():
         raise KernelTreeError(f"no kernel tree at {root}")
@@ -134,9 +153,28 @@ def list_targets(repo_root: Path) -> list[KernelTarget]:
     for kernel_toml in root.glob(f"*/*/*/{KERNEL_TOML}"):
         quant_dir = kernel_toml.parent
         model_dir = quant_dir.parent
-        if model_dir.name != COMMON_DIR:
-            targets.append(KernelTarget(model_dir.parent.name, model_dir.name, quant_dir.name))
+        targets.append(KernelTarget(model_dir.parent.name, model_dir.name, quant_dir.name))
     return sorted(targets, key=lambda t: t.name)
+
+
+def model_dirs(repo_root: Path, hw: str) -> list[str]:
+    """The model directories of one hardware (those holding MODEL.toml), sorted."""
+    return sorted(p.parent.name for p in hw_dir(repo_root, hw).glob(f"*/{MODEL_TOML}"))
+
+
+def kernel_target_for(repo_root: Path, hw: str, model: str, quant: str) -> KernelTarget | None:
+    """The leaf whose kernels run model directory `model` in `quant`: its own `<quant>/`
+    leaf where it has one, else the hardware's baseline `common/<quant>/`; None if neither."""
+    for candidate in (KernelTarget(hw, model, quant), KernelTarget(hw, COMMON_DIR, quant)):
+        if (leaf_dir(repo_root, candidate) / KERNEL_TOML).is_file():
+            return candidate
+    return None
+
+
+def served_model_dirs(repo_root: Path, target: KernelTarget) -> list[str]:
+    """The model directories whose kernels `target` provides (see `kernel_target_for`)."""
+    return [m for m in model_dirs(repo_root, target.hw)
+            if kernel_target_for(repo_root, target.hw, m, target.quant) == target]
 
 
 def selection_from_env(env: Mapping[str, str] | None = None) -> tuple[str, str, str]:
@@ -147,10 +185,17 @@ def selection_from_env(env: Mapping[str, str] | None = None) -> tuple[str, str, 
 
 def select_targets(repo_root: Path, hw: str = "*", model: str = "*",
                    quant: str = "*") -> list[KernelTarget]:
-    """The leaves matching the three wildcards; none matching is an error listing the leaves."""
+    """The leaves matching the three wildcards; none matching is an error listing the leaves.
+    `model` matches a leaf's own directory or any model directory it runs, so selecting
+    `smollm2-135m` selects the baseline leaf that runs it (a slim build for one model)."""
     every = list_targets(repo_root)
+
+    def model_matches(t: KernelTarget) -> bool:
+        return any(fnmatch.fnmatchcase(m, model)
+                   for m in (t.model, *served_model_dirs(repo_root, t)))
+
     chosen = [t for t in every if fnmatch.fnmatchcase(t.hw, hw)
-              and fnmatch.fnmatchcase(t.model, model) and fnmatch.fnmatchcase(t.quant, quant)]
+              and fnmatch.fnmatchcase(t.quant, quant) and model_matches(t)]
     if not chosen:
         raise KernelTreeError(f"no kernel leaf matches {hw}/{model}/{quant}; leaves: "
                               f"{', '.join(t.name for t in every) or '(none)'}")
@@ -235,58 +280,65 @@ def load_kernel(repo_root: Path, target: KernelTarget) -> KernelSpec:
 
 
 def load_leaf(repo_root: Path, target: KernelTarget) -> Leaf:
-    """Parse the three TOML files of `target`; a missing leaf names the leaves that exist."""
+    """Parse the TOML files of `target`; a missing leaf names the leaves that exist. A model
+    leaf without MODEL.toml beside it is an error (it would serve nothing)."""
     if not (leaf_dir(repo_root, target) / KERNEL_TOML).is_file():
         known = ", ".join(t.name for t in list_targets(repo_root)) or "(none)"
         raise KernelTreeError(f"no kernel leaf {target}; leaves: {known}")
+    if target.model != COMMON_DIR and \
+            not (hw_dir(repo_root, target.hw) / target.model / MODEL_TOML).is_file():
+        raise KernelTreeError(f"leaf {target} has no {KERNELS_DIR}/{target.hw}/{target.model}/"
+                              f"{MODEL_TOML}: a model leaf serves the model described there")
     return Leaf(target=target, hardware=load_hardware(repo_root, target.hw),
-                model=load_model(repo_root, target.hw, target.model),
-                kernel=load_kernel(repo_root, target))
+                models=served_models(repo_root, target), kernel=load_kernel(repo_root, target))
 
 
-# --- which leaf serves a checkpoint --------------------------------------------------------
+def served_models(repo_root: Path, target: KernelTarget) -> tuple[ServedModel, ...]:
+    """Every model directory `target` runs, with its parsed MODEL.toml."""
+    return tuple(ServedModel(m, target, load_model(repo_root, target.hw, m))
+                 for m in served_model_dirs(repo_root, target))
 
-def pick_model_leaf(candidates: Mapping[KernelTarget, tuple[ModelMatch, ...]], hw: str,
-                    model_type: str, hidden_size: int, quant: str) -> KernelTarget:
-    """The leaf of `hw`/`quant` serving (model_type, hidden_size): an entry naming this exact
-    hidden size wins over a family default (an entry with no hidden size). No match, or two
-    equally good ones, is an error listing what exists."""
+
+# --- which model directory serves a checkpoint ------------------------------------------------
+
+def pick_model(candidates: Iterable[ServedModel], hw: str, model_type: str, hidden_size: int,
+               quant: str) -> ServedModel:
+    """The model directory of `hw` serving (model_type, hidden_size) in `quant`: an entry
+    naming this exact hidden size wins over a family default (an entry with no hidden size).
+    No match, or two equally good ones, is an error listing what exists."""
     wanted = canonical_model_type(model_type)
-    exact, family = [], []
-    for target, matches in candidates.items():
-        if target.hw != hw or target.quant != quant:
-            continue
-        for m in matches:
-            if m.model_type == wanted and m.hidden_size == hidden_size:
-                exact.append(target)
-            elif m.model_type == wanted and m.hidden_size is None:
-                family.append(target)
+    every = [c for c in candidates if c.target.hw == hw and c.target.quant == quant]
+    exact = [c for c in every if any(m.model_type == wanted and m.hidden_size == hidden_size
+                                     for m in c.spec.matches)]
+    family = [c for c in every if any(m.model_type == wanted and m.hidden_size is None
+                                      for m in c.spec.matches)]
     for found in (exact, family):
         if len(found) == 1:
             return found[0]
         if len(found) > 1:
             raise KernelTreeError(
                 f"model_type {wanted!r} hidden_size {hidden_size} on {hw}/{quant} matches "
-                f"several leaves: {', '.join(sorted(t.name for t in found))}")
-    listing = "; ".join(
-        f"{t.name} serves " + ", ".join(
+                f"several model directories: {', '.join(sorted(_label(c) for c in found))}")
+    listing = "; ".join(sorted(
+        f"{_label(c)} serves " + ", ".join(
             f"{m.model_type}" + (f"@{m.hidden_size}" if m.hidden_size else "@any")
-            for m in ms)
-        for t, ms in sorted(candidates.items(), key=lambda kv: kv[0].name)) or "(no leaves)"
+            for m in c.spec.matches)
+        for c in candidates)) or "(no models)"
     raise KernelTreeError(f"no kernel leaf serves model_type {wanted!r} with hidden_size "
                           f"{hidden_size} on {hw} in {quant}; known: {listing}")
 
 
-def select_model_leaf(source: Path | "HasModelMatches", hw: str, model_type: str,
-                      hidden_size: int, quant: str) -> KernelTarget:
-    """`pick_model_leaf` over the leaves of a kernel tree (a repo root path) or over built
-    PTX sets (a `registry.PtxRegistry`, which carries each leaf's MODEL.toml matches)."""
-    if isinstance(source, Path):
-        candidates = {t: load_model(source, t.hw, t.model).matches for t in list_targets(source)}
-    else:
-        candidates = source.model_matches()
-    return pick_model_leaf(candidates, hw, model_type, hidden_size, quant)
+def _label(served: ServedModel) -> str:
+    """`hw/model (kernels hw/common/quant)`, or `hw/model/quant` for a model's own leaf."""
+    t = served.target
+    if t.model == served.model:
+        return t.name
+    return f"{t.hw}/{served.model} (kernels {t.name})"
 
 
-class HasModelMatches(Protocol):
-    def model_matches(self) -> Mapping[KernelTarget, tuple[ModelMatch, ...]]: ...
+def select_model(repo_root: Path, hw: str, model_type: str, hidden_size: int,
+                 quant: str) -> ServedModel:
+    """`pick_model` over every model the leaves of a kernel tree serve (the build's view; at
+    run time `registry.PtxRegistry.select_model` asks the built PTX sets instead)."""
+    candidates = [s for t in list_targets(repo_root) for s in served_models(repo_root, t)]
+    return pick_model(candidates, hw, model_type, hidden_size, quant)

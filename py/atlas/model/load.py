@@ -16,7 +16,7 @@ from ..core.config import ModelConfig
 from ..core.dtype import DType
 from ..core.target import KernelTarget
 from ..kernels.registry import KernelsNotFound, load_registry
-from ..runtime.backend_select import make_backend, resolve_kind
+from ..runtime.backend_select import kernel_hardware, make_backend, resolve_kind
 from ..runtime.buffers import BufferArena
 from ..runtime.gpu import GpuBackend
 from ..runtime.kv_cache import KvCacheConfig, PagedKvCache
@@ -30,8 +30,6 @@ from .rope import cos_sin_table
 from .runner import ModelRunner, RunnerInfo, RunnerLimits, plan_step_buffers
 from .step_inputs import StepLayout
 
-#: compute capability major -> kernel-tree hardware directory
-HW_BY_CC_MAJOR = {9: "hopper", 12: "gb10"}
 QUANT = "bf16"
 
 ProgressFn = Callable[..., None]
@@ -53,23 +51,18 @@ def _select_kernels(backend_kind: str, cfg: ModelConfig,
                     backend: GpuBackend) -> _LoadedTarget:
     """Pick the PTX set for this device and checkpoint and load it into a CUDA backend.
 
-    The host and mock backends run reference kernels; they still use the set's MODEL.toml
+    The hardware is the device's (compute capability -> the set compiled for it); the host
+    and mock backends run reference kernels and use the default hardware's MODEL.toml
     behavior when a build exists, and need none otherwise.
     """
-    hw = "hopper"
-    if backend_kind == "cuda":
-        cc = backend.device_info()["compute_capability"]  # type: ignore[attr-defined]
-        major = int(cc.split(".")[0])
-        if major not in HW_BY_CC_MAJOR:
-            raise StartupError(f"no kernel tree for compute capability {cc}; supported: "
-                               + ", ".join(f"{k}.x ({v})" for k, v in HW_BY_CC_MAJOR.items()))
-        hw = HW_BY_CC_MAJOR[major]
     try:
-        ptx_set = load_registry().select_model_leaf(hw, cfg.model_type, cfg.hidden_size, QUANT)
+        registry = load_registry()
     except KernelsNotFound:
         if backend_kind == "cuda":
             raise
         return _LoadedTarget(None, None, {})
+    hw = kernel_hardware(backend_kind, backend, registry.hardware_archs())
+    ptx_set, served = registry.select_model(hw, cfg.model_type, cfg.hidden_size, QUANT)
     if backend_kind == "cuda":
         if ptx_set.skipped:
             raise StartupError(f"PTX set {ptx_set.target} was built with ATLAS_SKIP_BUILD=1 "
@@ -79,7 +72,7 @@ def _select_kernels(backend_kind: str, cfg: ModelConfig,
     stamp = {"target": ptx_set.target.name, "arch": ptx_set.arch,
              "compiler_version": ptx_set.compiler_version, "flags": list(ptx_set.flags),
              "closure_hash": ptx_set.closure_hash}
-    return _LoadedTarget(ptx_set.target, ptx_set.closure_hash, dict(ptx_set.behavior),
+    return _LoadedTarget(ptx_set.target, ptx_set.closure_hash, dict(served.spec.behavior),
                          (stamp,))
 
 
@@ -106,7 +99,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     kind = resolve_kind(backend)
     dev = make_backend(kind)
     kernels = _select_kernels(kind, cfg, dev)
-    num_sms = dev.device_info()["num_sms"] if kind == "cuda" else 132  # type: ignore[attr-defined]
+    num_sms = dev.device_facts().sm_count
     if batch_invariant is None:
         batch_invariant = kind != "cuda"
     limits = RunnerLimits(max_seq_len, max_batch_size, max_prefill_tokens, num_sms=num_sms,

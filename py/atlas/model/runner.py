@@ -19,7 +19,7 @@ from ..core.target import KernelTarget
 from ..core.dtype import DType
 from ..core.sampling import GREEDY
 from ..runtime.buffers import BufferArena
-from ..runtime.gpu import GpuBackend, GraphHandle
+from ..runtime.gpu import H200_FACTS, GpuBackend, GraphHandle
 from ..runtime.kv_cache import PagedKvCache
 from ..runtime.sampler import Sampler
 from .batch import SeqStep
@@ -35,7 +35,7 @@ class RunnerLimits:
     max_batch_size: int
     max_prefill_tokens: int
     block_size: int = 16
-    num_sms: int = 132
+    num_sms: int = H200_FACTS.sm_count  # load_runner passes the device's (device_facts)
     #: decode split-K factor fixed for every batch size, so a sequence's attention is computed
     #: the same way however many others share its step (with exact reference kernels this
     #: makes outputs independent of batching; the CUDA path trades that for speed)

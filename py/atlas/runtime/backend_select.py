@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from typing import Literal, Mapping
 
+from ..kernels.registry import DEFAULT_HOST_HARDWARE, hardware_for_capability
 from .gpu import GpuBackend
 
 BackendKind = Literal["auto", "cuda", "host", "mock"]
@@ -28,6 +29,26 @@ def resolve_kind(kind: str) -> str:
     if kind == "auto":
         return "cuda" if cuda_available() else "host"
     return kind
+
+
+def kernel_hardware(kind: str, backend: GpuBackend | None,
+                    archs: Mapping[str, str]) -> str:
+    """The kernel-tree hardware whose PTX sets (and MODEL.toml behavior) a backend of the
+    concrete `kind` uses: on CUDA the one compiled for the device's compute capability (read
+    from `backend`, or from device 0 when none is built yet); on the host and mock backends
+    DEFAULT_HOST_HARDWARE, the shipped one. `archs` maps hardware -> arch of the built sets."""
+    if kind != "cuda":
+        return DEFAULT_HOST_HARDWARE
+    if backend is not None:
+        capability = backend.device_facts().compute_capability
+    else:
+        from .cuda import device_capability
+
+        found = device_capability()
+        if found is None:
+            raise ValueError("the CUDA backend was requested but no CUDA device answers")
+        capability = found
+    return hardware_for_capability(archs, capability)
 
 
 def pdl_enabled() -> bool:

@@ -26,8 +26,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .gpu import (ArgKind, DevicePtr, Dim3, EventHandle, GpuBackend, GpuError, GraphHandle,
-                  KernelHandle, Stream)
+from .gpu import (ArgKind, DeviceFacts, DevicePtr, Dim3, EventHandle, GpuBackend, GpuError,
+                  GraphHandle, KernelHandle, Stream)
 from .host import host_bytes
 from ..kernels.ptx_entries import pdl_entries
 
@@ -62,6 +62,30 @@ def device_count() -> int:
         return 0 if err else int(count)
     except Exception:  # a missing libcuda raises from inside cuda-bindings
         return 0
+
+
+def device_capability(ordinal: int = 0) -> tuple[int, int] | None:
+    """Compute capability of device `ordinal`, without creating a context; None when there
+    is no usable driver or no such device. Never raises (startup asks it before choosing)."""
+    try:
+        drv = _load_driver()
+        (err,) = drv.cuInit(0)
+        if err:
+            return None
+        err, dev = drv.cuDeviceGet(ordinal)
+        if err:
+            return None
+        attr = drv.CUdevice_attribute
+        values = []
+        for which in (attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                      attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR):
+            err, value = drv.cuDeviceGetAttribute(which, dev)
+            if err:
+                return None
+            values.append(int(value))
+        return values[0], values[1]
+    except Exception:  # a missing libcuda raises from inside cuda-bindings
+        return None
 
 
 def _describe(drv: Any, err: Any) -> str:
@@ -171,6 +195,7 @@ class CudaBackend(GpuBackend):
         self._tls = threading.local()
         self._capture_mode = capture_mode
         self._closed = False
+        self._facts: DeviceFacts | None = None
         self._modules: dict[str, Any] = {}
         self._pdl_entries: dict[str, frozenset[str]] = {}
         self._kernels: dict[tuple[str, str], KernelHandle] = {}
@@ -223,6 +248,28 @@ class CudaBackend(GpuBackend):
         self._ok(drv.cuCtxSynchronize(), f"{what}: cuCtxSynchronize")
 
     # ---- device facts -------------------------------------------------------------
+    def _attribute(self, name: str) -> int:
+        """One cuDeviceGetAttribute value, by its CU_DEVICE_ATTRIBUTE_ suffix."""
+        attr = getattr(self._drv.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}")
+        return int(self._ok(self._drv.cuDeviceGetAttribute(attr, self._dev),
+                            f"cuDeviceGetAttribute({name})"))
+
+    def device_facts(self) -> DeviceFacts:
+        """The device's SM count, shared memory (per block opt-in, per SM) and L2 size, read
+        once from the driver."""
+        if self._facts is None:
+            raw = self._ok(self._drv.cuDeviceGetName(256, self._dev), "cuDeviceGetName")
+            self._facts = DeviceFacts(
+                name=bytes(raw).split(b"\0", 1)[0].decode(errors="replace"),
+                compute_capability=(self._attribute("COMPUTE_CAPABILITY_MAJOR"),
+                                    self._attribute("COMPUTE_CAPABILITY_MINOR")),
+                sm_count=self._attribute("MULTIPROCESSOR_COUNT"),
+                shared_memory_per_block=self._attribute(
+                    "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
+                shared_memory_per_sm=self._attribute("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"),
+                l2_cache_bytes=self._attribute("L2_CACHE_SIZE"))
+        return self._facts
+
     def device_info(self) -> dict[str, Any]:
         """Name, compute capability, SM count, memory and driver version of this device."""
         drv = self._drv

@@ -114,6 +114,35 @@ def dim3(v: int | Sequence[int]) -> Dim3:
     return (t[0], t[1], t[2])
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceFacts:
+    """The device properties launch geometry depends on, read from the driver on CUDA.
+
+    Launch builders size grids in waves of `sm_count` blocks and opt kernels in to dynamic
+    shared memory up to `shared_memory_per_block`; the model runner sizes decode splits by
+    `sm_count`. Reading them from the device (not a constant) keeps an H100 PCIe (114 SMs)
+    or a GB10 (48 SMs) from being planned as an H200.
+    """
+
+    name: str
+    compute_capability: tuple[int, int]
+    sm_count: int
+    shared_memory_per_block: int  # bytes a block may opt in to (cudaFuncSetAttribute max)
+    shared_memory_per_sm: int  # bytes
+    l2_cache_bytes: int
+
+
+#: What backends without a device report (HostBackend, MockGpuBackend): an H200's facts, so
+#: CPU runs plan the same grids, splits and batch routes as the shipped hardware and their
+#: launch records match a real H200 run. Not measured: the datasheet values of the H200 SXM
+#: (132 SMs, 227 KiB opt-in shared memory per block, 228 KiB per SM, 50 MiB L2 as the driver
+#: reports it).
+H200_FACTS = DeviceFacts(name="NVIDIA H200 (modelled by a backend without a device)",
+                         compute_capability=(9, 0), sm_count=132,
+                         shared_memory_per_block=227 * 1024, shared_memory_per_sm=228 * 1024,
+                         l2_cache_bytes=50 * 1024 * 1024)
+
+
 class GpuBackend(abc.ABC):
     """Memory, kernel launch, streams, graphs and events of one device.
 
@@ -123,6 +152,12 @@ class GpuBackend(abc.ABC):
     """
 
     name: str = "abstract"
+
+    # ---- device facts -------------------------------------------------------------
+    def device_facts(self) -> DeviceFacts:
+        """SM count, shared memory and L2 of the device. Backends without a device report
+        H200_FACTS (documented there); CudaBackend asks the driver."""
+        return H200_FACTS
 
     # ---- memory -------------------------------------------------------------------
     @abc.abstractmethod

@@ -7,13 +7,18 @@ they never assemble raw argument lists themselves.
 from __future__ import annotations
 
 from ..gpu import GpuBackend, KernelLaunch, KernelSig
+from .routes import KernelRoutes
 
 
 class KernelCache:
-    """Per-backend cache of resolved kernels (one `backend.kernel` lookup per signature)."""
+    """Per-backend cache of resolved kernels (one `backend.kernel` lookup per signature), with
+    what the launch builders size and route by: the device's facts (SM count, shared memory)
+    and the kernel-path switches, both fixed when the cache is built (with the runner)."""
 
-    def __init__(self, backend: GpuBackend) -> None:
+    def __init__(self, backend: GpuBackend, routes: KernelRoutes | None = None) -> None:
         self.backend = backend
+        self.facts = backend.device_facts()
+        self.routes = KernelRoutes.from_env() if routes is None else routes
         self._launches: dict[KernelSig, KernelLaunch] = {}
         self._shared_opt_in: dict[KernelSig, int] = {}
 

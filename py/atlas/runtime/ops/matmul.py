@@ -6,7 +6,8 @@ up to BATCHED_MAX_M rows take the tensor-core batched GEMV (gemv_mma) where the 
 it; more rows go to the tensor-core GEMM: the Hopper wgmma kernel (gemm_sm90) where the
 loaded PTX set has it and its 128x256 tiles give at least GEMM_SM90_MIN_BLOCKS blocks
 (prefill), else the mma.sync kernel, with the skinny 64x32 tile whenever the 128x128 tile
-would leave SMs idle. ATLAS_GEMM_SM90=0 / ATLAS_BATCHED_GEMV=0 switch the new paths off.
+would leave SMs idle (SM count from the device: KernelCache.facts). The kernel-path switches
+(ATLAS_GEMM_SM90, ATLAS_BATCHED_GEMV, ...) are KernelCache.routes (ops/routes.py).
 `linear_silu` is the MLP down projection with the SwiGLU activation fused into the GEMV's x
 load (one launch and no activation buffer for decode batches of up to 8); for more rows it
 runs silu_mul into a caller-provided scratch buffer, then `linear`. The geometry constants
@@ -14,8 +15,6 @@ here mirror the compile-time constants of kernels/hopper/common/{gemv,gemm,gemm_
 """
 
 from __future__ import annotations
-
-import os
 
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GEMM_SM90,
@@ -36,37 +35,19 @@ GEMV_MAX_THREADS = 256
 #: (rows, cols, threads) of the GEMM tiles (gemm.cu)
 GEMM_TILE = (128, 128, 256)
 GEMM_SKINNY_TILE = (64, 32, 128)
-#: a grid of fewer 128x128 tiles than this leaves SMs of an H100/H200 (132 SMs) idle
-GEMM_FILL_BLOCKS = 132
-
-def env_switch(name: str, default: bool) -> bool:
-    """A kernel-path switch the environment may override (NAME=0 or 1), for A/B runs."""
-    value = os.environ.get(name, "").strip().lower()
-    return default if not value else value not in ("0", "false", "off", "no")
-
-
-#: Route GEMMs to the wgmma kernel where the PTX set has the gemm_sm90 module
-#: (ATLAS_GEMM_SM90=0 keeps every GEMM on the mma.sync kernel).
-GEMM_SM90_ENABLED = env_switch("ATLAS_GEMM_SM90", True)
-#: Route decode batches of GEMV_MAX_M < m <= BATCHED_MAX_M rows to the tensor-core batched
-#: GEMV where the PTX set has the gemv_mma module (ATLAS_BATCHED_GEMV=0: the skinny GEMM).
-BATCHED_GEMV_ENABLED = env_switch("ATLAS_BATCHED_GEMV", True)
-#: fewest rows routed to the batched GEMV where it is available: the CUDA-core GEMV keeps
-#: up to GEMV_MAX_M rows in registers but is FMA-bound at 8. Measured on the H200 (Qwen3-8B
-#: decode, 2026-11-30, tools/gpu/run_suite.sh batched_min_m): batch 2 / 4 / 8 at 403.7 /
-#: 690.7 / 983.8 tok/s on the CUDA-core GEMV vs 324.0 / 623.3 / 1,217.0 on gemv_mma; 5..7
-#: not measured. ATLAS_BATCHED_GEMV_MIN_M overrides it for A/B runs.
-BATCHED_GEMV_MIN_M = int(os.environ.get("ATLAS_BATCHED_GEMV_MIN_M", "") or 8)
 #: (rows, cols, threads) of the wgmma tile and its dynamic shared memory: 4 stages of a
 #: [128][64] A and a [256][64] W bf16 tile, plus 1 KiB to align the base (gemm_sm90.cu)
 GEMM_SM90_TILE = (128, 256, 256)
 GEMM_SM90_SMEM = 4 * (128 + 256) * 64 * 2 + 1024
-#: fewest 128x256 tiles worth the wgmma kernel: half the H200's SMs. A wgmma tile runs at
-#: roughly twice the mma.sync tile's rate, so half the SMs busy with it still beat the
-#: mma.sync kernel on all of them; fewer rows (decode batches, short chunks) stay on the
-#: mma.sync tiles, whose smaller blocks spread better. Untuned: measure with
-#: `tools/gpu/bench_kernels.py` on the prefill GEMM family.
-GEMM_SM90_MIN_BLOCKS = 66
+
+
+def gemm_sm90_min_blocks(sm_count: int) -> int:
+    """Fewest 128x256 tiles worth the wgmma kernel: half the SMs (66 on an H200). A wgmma
+    tile runs at roughly twice the mma.sync tile's rate, so half the SMs busy with it still
+    beat the mma.sync kernel on all of them; fewer rows (decode batches, short chunks) stay
+    on the mma.sync tiles, whose smaller blocks spread better. Untuned: measure with
+    `tools/gpu/bench_kernels.py` on the prefill GEMM family."""
+    return sm_count // 2
 
 
 def _check_aligned(name: str, ptr: DevicePtr, align: int) -> None:
@@ -132,7 +113,8 @@ def _blocks(m: int, n: int, tile: tuple[int, int, int]) -> int:
 def gemm_uses_sm90(kc: KernelCache, m: int, n: int) -> bool:
     """The wgmma dispatch rule: switched on, the gemm_sm90 module loaded (sm_90a PTX sets
     only; not gb10, the host references or the mock) and enough 128x256 tiles."""
-    return (GEMM_SM90_ENABLED and _blocks(m, n, GEMM_SM90_TILE) >= GEMM_SM90_MIN_BLOCKS
+    return (kc.routes.gemm_sm90
+            and _blocks(m, n, GEMM_SM90_TILE) >= gemm_sm90_min_blocks(kc.facts.sm_count)
             and GEMM_SM90.module in kc.backend.module_names)
 
 
@@ -143,7 +125,7 @@ def gemm(kc: KernelCache, stream: Stream, a: DevicePtr, w: DevicePtr, c: DeviceP
 
     `sm90` forces (True) or avoids (False) the wgmma kernel; None applies `gemm_uses_sm90`
     unless `skinny` is given. `skinny` forces the mma.sync tile (None: the 64x32 tile when
-    128x128 tiles would not fill the GPU).
+    128x128 tiles would not give every SM of the device a block).
     """
     if m < 1 or n < 16 or k < 16 or n % 16 or k % 16:
         raise ValueError(f"gemm: need m >= 1 and n, k positive multiples of 16, got "
@@ -159,7 +141,7 @@ def gemm(kc: KernelCache, stream: Stream, a: DevicePtr, w: DevicePtr, c: DeviceP
                a, w, c, m, n, k)
         return
     if skinny is None:
-        skinny = _blocks(m, n, GEMM_TILE) < GEMM_FILL_BLOCKS
+        skinny = _blocks(m, n, GEMM_TILE) < kc.facts.sm_count
     if skinny:
         sig = GEMM_SKINNY_F32OUT if out_f32 else GEMM_SKINNY
         bm, bn, threads = GEMM_SKINNY_TILE
@@ -185,7 +167,7 @@ def linear(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: Devic
 def linear_route(kc: KernelCache, m: int, n: int) -> str:
     """The module `linear` runs an m-row product with n outputs on: "gemv", "gemv_mma",
     "gemm_sm90" or "gemm" (the dispatch rule in one place, for the benchmarks' labels too)."""
-    batched = (BATCHED_GEMV_ENABLED and BATCHED_GEMV_MIN_M <= m <= BATCHED_MAX_M
+    batched = (kc.routes.batched_gemv and kc.routes.batched_gemv_min_m <= m <= BATCHED_MAX_M
                and batched_available(kc))
     if m <= GEMV_MAX_M and not batched:
         return "gemv"

@@ -9,9 +9,7 @@ a per-warp cp.async ring in dynamic shared memory. Only hopper sets build the mo
 
 from __future__ import annotations
 
-import os
-
-from ..gpu import DevicePtr, Stream
+from ..gpu import H200_FACTS, DevicePtr, Stream
 from ..kernel_abi import GEMV_MMA, GEMV_MMA_F32OUT
 from . import KernelCache
 from ._preconditions import require_aligned, require_multiple
@@ -25,12 +23,6 @@ WIDE_ROWS = 64
 #: fewest rows that may take the wide variant: below, x is at most half the weight stream
 #: and the narrow blocks measured 64..85% of copy bandwidth (H200, 2026-11-30)
 WIDE_MIN_M = 17
-#: SMs of the H100 SXM / H200 (hopper sets only): one block per SM, so a wave is this many
-HOPPER_SMS = 132
-#: A/B override of rows_per_block's choice: ATLAS_GEMV_MMA_WIDE=1 takes the wide blocks for
-#: every n > WIDE_ROWS, =0 never; unset or empty, the wave model decides
-WIDE_OVERRIDE: bool | None = {"1": True, "0": False}.get(
-    os.environ.get("ATLAS_GEMV_MMA_WIDE", "").strip(), None)
 #: threads per block: eight warps splitting K (gemv_mma.cu kWarps * 32)
 BATCHED_THREADS = 256
 #: a warp's ring holds at most this many 32-k steps in flight (gemv_mma.cu kMaxStages)
@@ -39,14 +31,17 @@ BATCHED_MAX_STAGES = 8
 BATCHED_RING_BUDGET = 192 * 1024
 
 
-def rows_per_block(m: int, n: int, override: bool | None = WIDE_OVERRIDE) -> int:
+def rows_per_block(m: int, n: int, override: bool | None = None,
+                   sm_count: int = H200_FACTS.sm_count) -> int:
     """NARROW_ROWS or WIDE_ROWS for an m x n product, whichever streams fewer bytes through
     the busiest SM. A block streams its weight rows plus all m (padded to 8) activation rows
     over its k-range, one block per SM, so the time goes as waves x (rows + padded m): wide
     blocks halve the x share but also the grid, which on narrow projections (down_proj,
-    n = 4096: 128 -> 64 blocks) leaves SMs idle. Ties keep the narrow block; wide needs
-    n > WIDE_ROWS, so that the grid says which variant runs (gemv_mma.cu dispatch).
-    `override` True / False forces the wide / narrow blocks (where n allows) for A/B runs."""
+    n = 4096: 128 -> 64 blocks) leaves SMs idle; a wave is `sm_count` blocks (the device's).
+    Ties keep the narrow block; wide needs n > WIDE_ROWS, so that the grid says which variant
+    runs (gemv_mma.cu dispatch).
+    `override` True / False forces the wide / narrow blocks (where n allows) for A/B runs
+    (KernelRoutes.gemv_mma_wide, ATLAS_GEMV_MMA_WIDE)."""
     if n <= WIDE_ROWS or override is False:
         return NARROW_ROWS
     if override:
@@ -56,7 +51,7 @@ def rows_per_block(m: int, n: int, override: bool | None = WIDE_OVERRIDE) -> int
     padded = 8 * -(-m // 8)
 
     def cost(rows: int) -> int:
-        waves = -(-(-(-n // rows)) // HOPPER_SMS)
+        waves = -(-(-(-n // rows)) // sm_count)
         return waves * (rows + padded)
 
     return WIDE_ROWS if cost(WIDE_ROWS) < cost(NARROW_ROWS) else NARROW_ROWS
@@ -102,7 +97,7 @@ def batched_gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y:
     require_aligned("batched_gemv", "w", w, 16)
     require_aligned("batched_gemv", "y", y, 4 if out_f32 else 2)
     sig = GEMV_MMA_F32OUT if out_f32 else GEMV_MMA
-    rows = rows_per_block(m, n)
+    rows = rows_per_block(m, n, kc.routes.gemv_mma_wide, kc.facts.sm_count)
     # opt in once to the largest ring, whatever m the first launch has
     launch = kc.get_with_shared(sig, BATCHED_MAX_SHARED)
     launch(stream, -(-n // rows), BATCHED_THREADS, ring_bytes(m, rows), x, w, y, m, n, k)
