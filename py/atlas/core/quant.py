@@ -64,3 +64,47 @@ def dequantize_fp8(codes: np.ndarray, scale: np.ndarray, smap: Fp8ScaleMap) -> n
     n, k = codes.shape
     return (fp8_e4m3_to_f32(codes).astype(np.float64)
             * smap.expand(scale, n, k).astype(np.float64))
+
+
+def fused_fp8_scales(layout: str, scales: list[np.ndarray], rows: list[int], k: int,
+                     block: tuple[int, int] = (128, 128)) -> tuple[np.ndarray, Fp8ScaleMap]:
+    """One scale tensor and map for weights fused by stacking rows (q|k|v, gate|up).
+
+    `scales[i]` is part i's float32 scale in `layout` ('block', 'channel', 'tensor') for
+    its `rows[i]` x k weight. Channel scales concatenate. Per-tensor scales of several parts
+    become a per-channel vector (each row carries its part's scale). Block scales
+    concatenate when every part but the last starts a fresh block row; otherwise they are
+    re-laid on the largest power-of-two row block (>= 16) that divides those parts, each
+    fine block repeating its part's coarse scale — exact, for 8x the (tiny) scale bytes,
+    and the fused GEMV keeps one launch.
+    """
+    smap = fused_fp8_scale_map(layout, rows, k, block)
+    flat = [np.asarray(s, np.float32).reshape(-1) for s in scales]
+    if layout == "channel":
+        return np.concatenate(flat), smap
+    if layout == "tensor":
+        if len(flat) == 1:
+            return flat[0], smap
+        return np.concatenate([np.full(r, s[0], np.float32) for s, r in zip(flat, rows)]), smap
+    cols, fine = -(-k // block[1]), 1 << smap.row_shift
+    out = [np.repeat(s.reshape(-1, cols), block[0] // fine, axis=0)[:-(-r // fine)]
+           for s, r in zip(flat, rows)]
+    return np.concatenate(out).reshape(-1), smap
+
+
+def fused_fp8_scale_map(layout: str, rows: list[int], k: int,
+                        block: tuple[int, int] = (128, 128)) -> Fp8ScaleMap:
+    """The map `fused_fp8_scales` produces (known from shapes alone, for buffer planning)."""
+    n = sum(rows)
+    if layout == "channel" or (layout == "tensor" and len(rows) > 1):
+        return Fp8ScaleMap.channel(n)
+    if layout == "tensor":
+        return Fp8ScaleMap.tensor()
+    if layout != "block":
+        raise ValueError(f"unknown FP8 scale layout {layout!r}")
+    fine = block[0]
+    while fine > 16 and any(r % fine for r in rows[:-1]):
+        fine //= 2
+    if any(r % fine for r in rows[:-1]):
+        raise ValueError(f"fused parts of {rows} rows do not align to 16-row scale blocks")
+    return Fp8ScaleMap.block(n, k, fine, block[1])

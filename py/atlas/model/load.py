@@ -14,6 +14,7 @@ from typing import Callable
 
 from ..core.config import ModelConfig
 from ..core.dtype import DType
+from ..core.quant_config import CheckpointQuant
 from ..core.target import KernelTarget
 from ..kernels.registry import KernelsNotFound, load_registry
 from ..runtime.backend_select import kernel_hardware, make_backend, resolve_kind
@@ -24,6 +25,7 @@ from ..runtime.ops import KernelCache
 from ..runtime.sampler import Sampler
 from ..runtime.weights import WeightStore
 from .factory import loader_for_config
+from .loaders.linear_plan import build_linear, read_fp8_scales
 from .model import DenseDecoderModel, Dims, LayerWeights
 from .preflight import preflight
 from .rope import cos_sin_table
@@ -88,9 +90,12 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     model_dir = Path(model_dir)
     cfg = ModelConfig.from_hf(model_dir)
     loader = loader_for_config(cfg)
-    plan = loader.plan(cfg)
+    quant = CheckpointQuant.from_dir(model_dir)
     store = WeightStore(model_dir)
+    plan = loader.plan(cfg, quant, {n: t.dtype for n, t in store.tensors.items()})
     store.validate(plan.expected())  # every tensor checked before any device work
+    scales = {lp.scale_buffer: read_fp8_scales(store, lp, quant)
+              for lp in plan.linears.values() if lp.smap is not None}
     if max_seq_len is None:
         max_seq_len = min(cfg.max_position_embeddings or 4096, 8192)
     if cfg.max_position_embeddings and max_seq_len > cfg.max_position_embeddings:
@@ -110,13 +115,18 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     weights_base = dev.alloc(total)
     dst = {s.name: weights_base + offsets[s.buffer] + s.offset for s in plan.slots}
     store.upload(dev, list(dst), dst, progress=progress, fast=fast_load)
-    dev.mark_constant(weights_base, total)
     ptr = {name: weights_base + off for name, off in offsets.items()}
+    for buffer, scale in scales.items():
+        dev.copy_h2d(ptr[buffer], scale)
+    dev.mark_constant(weights_base, total)
+    linears = {name: build_linear(lp, ptr) for name, lp in plan.linears.items()}
+    weight_scratch = max((w.scratch_bytes(limits.max_tokens) for w in linears.values()),
+                         default=0)
 
     arena = BufferArena()
     layout = StepLayout(limits.max_tokens, max_batch_size, limits.max_blocks)
     max_splits = limits.decode_splits(1, dims.kv_heads)
-    plan_step_buffers(arena, dims, limits, layout, max_splits)
+    plan_step_buffers(arena, dims, limits, layout, max_splits, weight_scratch)
     arena.reserve("cos_sin", DType.FP32, (max_seq_len, dims.head_dim))
     arena.allocate(dev)
     dev.copy_h2d(arena["cos_sin"], cos_sin_table(dims.head_dim, cfg.rope_theta,
@@ -132,8 +142,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
 
     kc = KernelCache(dev)
     layers = [LayerWeights(
-        qkv=ptr[f"l{i}.qkv"], o=ptr[f"l{i}.o"], gate_up=ptr[f"l{i}.gate_up"],
-        down=ptr[f"l{i}.down"], in_norm=ptr[f"l{i}.in_norm"], post_norm=ptr[f"l{i}.post_norm"],
+        qkv=linears[f"l{i}.qkv"], o=linears[f"l{i}.o"], gate_up=linears[f"l{i}.gate_up"],
+        down=linears[f"l{i}.down"], in_norm=ptr[f"l{i}.in_norm"], post_norm=ptr[f"l{i}.post_norm"],
         q_norm=ptr.get(f"l{i}.q_norm", 0), k_norm=ptr.get(f"l{i}.k_norm", 0),
         k_cache=kv.k_cache(i), v_cache=kv.v_cache(i)) for i in range(dims.layers)]
     model = DenseDecoderModel(dims, kc, ptr["embed"], ptr["final_norm"],

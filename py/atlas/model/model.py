@@ -14,6 +14,7 @@ from ..core.config import ModelConfig
 from ..runtime.gpu import DevicePtr, Stream
 from ..runtime.ops import KernelCache
 from ..runtime.ops import attention, embedding, matmul, norm, rope
+from ..runtime.ops.matmul_quant import LinearWeight
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,10 +45,10 @@ class Dims:
 
 @dataclass(frozen=True, slots=True)
 class LayerWeights:
-    qkv: DevicePtr
-    o: DevicePtr
-    gate_up: DevicePtr
-    down: DevicePtr
+    qkv: LinearWeight
+    o: LinearWeight
+    gate_up: LinearWeight
+    down: LinearWeight
     in_norm: DevicePtr
     post_norm: DevicePtr
     q_norm: DevicePtr  # 0 when the family has no q/k norm
@@ -79,6 +80,8 @@ class StepBuffers:
     logits: DevicePtr
     part_o: DevicePtr
     part_ml: DevicePtr
+    #: bf16 [n, k] scratch a quantized weight dequantizes into for GEMM-sized steps (0: none)
+    w_scratch: DevicePtr = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,11 +124,11 @@ class DenseDecoderModel:
                                  d.eps)
             self._attention(s, b, lw, t, plan)
             norm.add_rmsnorm(kc, s, b.resid, b.delta, lw.post_norm, b.normed, t, d.hidden, d.eps)
-            matmul.linear(kc, s, b.normed, lw.gate_up, b.gate_up, t, 2 * d.inter, d.hidden)
+            lw.gate_up.linear(kc, s, b.normed, b.gate_up, t, w_scratch=b.w_scratch)
             # SwiGLU fused into the down projection's input where that measured faster
             # (small decode steps, k <= 4096); otherwise silu_mul into `act`, then the GEMM
-            matmul.linear_silu(kc, s, b.gate_up, lw.down, b.delta, t, d.hidden, d.inter,
-                               scratch=b.act)
+            lw.down.linear_silu(kc, s, b.gate_up, b.delta, t, act_scratch=b.act,
+                                w_scratch=b.w_scratch)
         if n_sample == 0:  # a prefill chunk that is not a sequence's last: KV only
             return
         norm.add_rmsnorm(kc, s, b.resid, b.delta, self.final_norm, b.normed, t, d.hidden, d.eps)
@@ -138,7 +141,7 @@ class DenseDecoderModel:
     def _attention(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
                    plan: AttentionPlan) -> None:
         d, kc = self.dims, self.kc
-        matmul.linear(kc, s, b.normed, lw.qkv, b.qkv, t, d.qkv_width, d.hidden)
+        lw.qkv.linear(kc, s, b.normed, b.qkv, t, w_scratch=b.w_scratch)
         rope.qk_norm_rope_kv(kc, s, b.qkv, b.q, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm,
                              self.cos_sin, b.positions, b.slots, t, d.heads, d.kv_heads,
                              d.head_dim, self.block_size, d.eps)
@@ -154,4 +157,4 @@ class DenseDecoderModel:
                                         b.cu_q, b.kv_lens, b.attn, plan.num_seqs, d.heads,
                                         d.kv_heads, d.head_dim, self.block_size,
                                         self.max_blocks, self.scale, plan.max_q_len)
-        matmul.linear(kc, s, b.attn, lw.o, b.delta, t, d.hidden, d.q_width)
+        lw.o.linear(kc, s, b.attn, b.delta, t, w_scratch=b.w_scratch)

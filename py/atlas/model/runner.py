@@ -71,8 +71,11 @@ class RunnerInfo:
 
 
 def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
-                      layout: StepLayout, max_splits: int) -> None:
-    """Reserve every per-step buffer once, sized for the worst case the limits allow."""
+                      layout: StepLayout, max_splits: int, weight_scratch_bytes: int = 0) -> None:
+    """Reserve every per-step buffer once, sized for the worst case the limits allow.
+
+    `weight_scratch_bytes`: the largest bf16 copy a quantized weight dequantizes into for a
+    step of `limits.max_tokens` rows (0 for bf16 checkpoints)."""
     t, b = limits.max_tokens, limits.max_batch_size
     arena.reserve("step_i32", DType.I32, (layout.total,))
     for name, width in (("resid", dims.hidden), ("delta", dims.hidden),
@@ -84,6 +87,7 @@ def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
     arena.reserve("logits", DType.FP32, (b, dims.vocab))
     arena.reserve("part_o", DType.FP32, (b, dims.heads, max_splits, dims.head_dim))
     arena.reserve("part_ml", DType.FP32, (b, dims.heads, max_splits, 2))
+    arena.reserve("w_scratch", DType.BF16, (-(-weight_scratch_bytes // 2),))
 
 
 class ModelRunner:
@@ -114,7 +118,8 @@ class ModelRunner:
             cu_q=i32 + 4 * lay.cu_q, kv_lens=i32 + 4 * lay.kv_lens,
             sample_rows=i32 + 4 * lay.sample_rows, block_tables=kv.block_tables,
             **{n: arena[n] for n in ("resid", "delta", "normed", "qkv", "q", "attn",
-                                     "gate_up", "act", "sel", "logits", "part_o", "part_ml")})
+                                     "gate_up", "act", "sel", "logits", "part_o", "part_ml",
+                                     "w_scratch")})
         self.host_i32 = backend.alloc_host_pinned(4 * lay.total).view(np.int32)
         self.host_ids = backend.alloc_host_pinned(4 * limits.max_batch_size).view(np.int32)
         self.pad_slot = limits.max_batch_size  # sampler slot owned by graph padding rows

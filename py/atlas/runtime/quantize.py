@@ -141,6 +141,14 @@ def quantization_config(scheme: str, kept: list[str]) -> tuple[dict, dict | None
             {"producer": {"name": "atlas"}, "quantization": body})
 
 
+def copy_side_files(src: Path, dst: Path) -> None:
+    """Copy what is not weights or config (tokenizer, templates, generation config)."""
+    for extra in src.iterdir():
+        if extra.is_file() and not extra.name.endswith(".safetensors") and extra.name not in (
+                "config.json", "model.safetensors.index.json", "hf_quant_config.json"):
+            shutil.copy2(extra, dst / extra.name)
+
+
 def quantize_checkpoint(src: Path, dst: Path, scheme: str,
                         progress: Callable[[str, int, int], None] | None = None
                         ) -> QuantizeReport:
@@ -189,10 +197,7 @@ def quantize_checkpoint(src: Path, dst: Path, scheme: str,
     if hf_quant is not None:
         (dst / "hf_quant_config.json").write_text(json.dumps(hf_quant, indent=2) + "\n",
                                                   encoding="utf-8")
-    for extra in src.iterdir():
-        if extra.is_file() and not extra.name.endswith(".safetensors") and extra.name not in (
-                "config.json", "model.safetensors.index.json", "hf_quant_config.json"):
-            shutil.copy2(extra, dst / extra.name)
+    copy_side_files(src, dst)
     bytes_out = (dst / "model.safetensors").stat().st_size
     return QuantizeReport(scheme, len(names) - len(kept), len(kept),
                           sum(t.nbytes for t in store.tensors.values()), bytes_out)

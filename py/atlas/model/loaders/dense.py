@@ -9,9 +9,12 @@ fusion costs nothing at load time: each tensor is uploaded straight to its offse
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from ...core.config import ModelConfig
 from ...core.dtype import DType
+from ...core.quant_config import CheckpointQuant
+from .linear_plan import LinearPlan, add_linear
 
 ALIGN = 256
 SUPPORTED_HEAD_DIMS = (64, 128)
@@ -41,10 +44,12 @@ class TensorSlot:
 
 @dataclass
 class WeightPlan:
-    """Device buffers (name -> bytes) and the tensors that fill them."""
+    """Device buffers (name -> bytes), the tensors uploaded into them, and the linear
+    weights (whose scale buffers, if quantized, are filled on the host: see linear_plan)."""
 
     buffers: dict[str, int] = field(default_factory=dict)
     slots: list[TensorSlot] = field(default_factory=list)
+    linears: dict[str, LinearPlan] = field(default_factory=dict)
 
     def add(self, buffer: str, parts: list[tuple[str, tuple[int, ...]]],
             dtype: DType = DType.BF16) -> None:
@@ -97,21 +102,26 @@ class DenseDecoderLoader:
             if value % 16:
                 raise UnsupportedModelError(f"{name}={value} must be a multiple of 16")
 
-    def plan(self, cfg: ModelConfig) -> WeightPlan:
+    def plan(self, cfg: ModelConfig, quant: CheckpointQuant = CheckpointQuant(),
+             stored: Mapping[str, str] | None = None) -> WeightPlan:
+        """The plan for `cfg`; `stored` (tensor name -> safetensors dtype) says which linear
+        weights a quantized checkpoint (`quant`) actually holds quantized."""
         self.check_config(cfg)
         h, d, inter, vocab = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size, cfg.vocab_size
         q_rows, kv_rows = cfg.num_attention_heads * d, cfg.num_key_value_heads * d
         plan = WeightPlan()
+        stored = stored or {}
         plan.add("embed", [("model.embed_tokens.weight", (vocab, h))])
         for i in range(cfg.num_hidden_layers):
             p = f"model.layers.{i}."
-            plan.add(f"l{i}.qkv", [(p + "self_attn.q_proj.weight", (q_rows, h)),
-                                   (p + "self_attn.k_proj.weight", (kv_rows, h)),
-                                   (p + "self_attn.v_proj.weight", (kv_rows, h))])
-            plan.add(f"l{i}.o", [(p + "self_attn.o_proj.weight", (h, q_rows))])
-            plan.add(f"l{i}.gate_up", [(p + "mlp.gate_proj.weight", (inter, h)),
-                                       (p + "mlp.up_proj.weight", (inter, h))])
-            plan.add(f"l{i}.down", [(p + "mlp.down_proj.weight", (h, inter))])
+            for buf, parts, k in (
+                    ("qkv", [("self_attn.q_proj", q_rows), ("self_attn.k_proj", kv_rows),
+                             ("self_attn.v_proj", kv_rows)], h),
+                    ("o", [("self_attn.o_proj", h)], q_rows),
+                    ("gate_up", [("mlp.gate_proj", inter), ("mlp.up_proj", inter)], h),
+                    ("down", [("mlp.down_proj", h)], inter)):
+                add_linear(plan, f"l{i}.{buf}", [(f"{p}{m}.weight", r) for m, r in parts], k,
+                           quant, stored)
             plan.add(f"l{i}.in_norm", [(p + "input_layernorm.weight", (h,))])
             plan.add(f"l{i}.post_norm", [(p + "post_attention_layernorm.weight", (h,))])
             if self.has_qk_norm:

@@ -16,7 +16,7 @@ from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_SINGLE, GEMV_SILU_FP8,
                           GEMV_SILU_FP8_SINGLE)
 from . import KernelCache
 from .activation import silu_mul
-from .matmul import GEMV_MAX_M, GEMV_MAX_THREADS, GEMV_ROWS_PER_BLOCK, linear
+from .matmul import GEMV_MAX_M, GEMV_MAX_THREADS, GEMV_ROWS_PER_BLOCK, linear, linear_silu
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,3 +105,59 @@ def linear_silu_fp8(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: Fp8W
         raise ValueError(f"linear_silu_fp8: m={m} needs an activation scratch buffer")
     silu_mul(kc, stream, gate_up, act_scratch, m, w.k)
     linear_fp8(kc, stream, act_scratch, w, y, m, w_scratch)
+
+
+@dataclass(frozen=True, slots=True)
+class Bf16Linear:
+    """A bf16 weight [n, k] behind the same interface as the quantized ones."""
+
+    ptr: DevicePtr
+    n: int
+    k: int
+
+    def scratch_bytes(self, m: int) -> int:
+        return 0
+
+    def linear(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
+               out_f32: bool = False, w_scratch: DevicePtr | None = None) -> None:
+        linear(kc, stream, x, self.ptr, y, m, self.n, self.k, out_f32)
+
+    def linear_silu(self, kc: KernelCache, stream: Stream, gate_up: DevicePtr, y: DevicePtr,
+                    m: int, act_scratch: DevicePtr | None = None,
+                    w_scratch: DevicePtr | None = None) -> None:
+        linear_silu(kc, stream, gate_up, self.ptr, y, m, self.n, self.k, scratch=act_scratch)
+
+
+@dataclass(frozen=True, slots=True)
+class Fp8Linear:
+    """An FP8 weight: the GEMV reads its codes for decode batches; larger row counts
+    dequantize it into the caller's bf16 [n, k] scratch first."""
+
+    w: Fp8Weight
+
+    @property
+    def n(self) -> int:
+        return self.w.n
+
+    @property
+    def k(self) -> int:
+        return self.w.k
+
+    def scratch_bytes(self, m: int) -> int:
+        return 0 if m <= GEMV_MAX_M else 2 * self.w.n * self.w.k
+
+    def linear(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
+               out_f32: bool = False, w_scratch: DevicePtr | None = None) -> None:
+        if out_f32:
+            raise ValueError("FP8 weights produce bf16 outputs (the LM head stays bf16)")
+        linear_fp8(kc, stream, x, self.w, y, m, w_scratch)
+
+    def linear_silu(self, kc: KernelCache, stream: Stream, gate_up: DevicePtr, y: DevicePtr,
+                    m: int, act_scratch: DevicePtr | None = None,
+                    w_scratch: DevicePtr | None = None) -> None:
+        linear_silu_fp8(kc, stream, gate_up, self.w, y, m, act_scratch, w_scratch)
+
+
+#: what a model layer holds for a projection: it calls linear() / linear_silu() and never
+#: needs to know the weight format
+LinearWeight = Bf16Linear | Fp8Linear

@@ -1,0 +1,84 @@
+"""A quantized checkpoint -> the bf16 checkpoint its weights stand for.
+
+This is the reference side of every quantized-model check: the engine runs the quantized
+checkpoint (kernels dequantizing in registers), the bf16 path runs this one, and their
+logits must agree to the bf16 rounding of the dequantized weights. Each quantized weight
+becomes bf16(codes * scales) computed exactly in float64 from its own (unfused) scale
+tensors, independently of the loader's fusion and re-laying; scale tensors, input scales
+and the quantization config are dropped, every other tensor and file is copied.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from ..core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
+from ..core.quant import Fp8ScaleMap, dequantize_fp8
+from ..core.quant_config import CheckpointQuant
+from .quantize import QuantizeError, copy_side_files, dequantize_nvfp4
+from .weights import WeightStore, write_safetensors
+
+
+def _fp8_map(quant: CheckpointQuant, n: int, k: int) -> Fp8ScaleMap:
+    layout = quant.fp8_layout
+    if layout == "block":
+        return Fp8ScaleMap.block(n, k, *quant.block)
+    return Fp8ScaleMap.channel(n) if layout == "channel" else Fp8ScaleMap.tensor()
+
+
+def dequantize_checkpoint(src: Path, dst: Path) -> int:
+    """Write `dst` (new directory) = `src` with every quantized weight in bf16; returns how
+    many weights were dequantized."""
+    src, dst = Path(src), Path(dst)
+    quant = CheckpointQuant.from_dir(src)
+    if not quant.quantized:
+        raise QuantizeError(f"{src}: the checkpoint is not quantized")
+    store = WeightStore(src)
+    codes_suffix = "." + quant.codes_name
+    quantized = [n for n, t in store.tensors.items() if n.endswith(codes_suffix)
+                 and t.dtype == ("U8" if quant.format == "nvfp4" else "F8_E4M3")]
+    drop = set()
+    for name in quantized:
+        base = name[: -len(quant.codes_name)]
+        drop |= {base + s for s in (quant.scale_name, quant.global_name, "input_scale",
+                                    "input_global_scale") if s}
+    names = sorted(n for n in store.tensors if n not in drop)
+    layout = []
+    for name in names:
+        info = store.info(name)
+        if name in quantized:
+            n, k = info.shape[0], info.shape[1] * (2 if quant.format == "nvfp4" else 1)
+            layout.append((name[: -len(quant.codes_name)] + "weight", "BF16", (n, k)))
+        else:
+            layout.append((name, info.dtype, info.shape))
+
+    def arrays() -> Iterator[np.ndarray]:
+        for name in names:
+            if name not in quantized:
+                yield store.read(name)
+                continue
+            base = name[: -len(quant.codes_name)]
+            scale = store.read(base + quant.scale_name)
+            if store.info(base + quant.scale_name).dtype == "BF16":
+                scale = bf16_bits_to_f32(scale)
+            if quant.format == "nvfp4":
+                g = float(np.asarray(store.read(base + quant.global_name)).reshape(-1)[0])
+                w = dequantize_nvfp4(store.read(name), scale,
+                                     1.0 / g if quant.global_reciprocal else g)
+            else:
+                codes = store.read(name)
+                w = dequantize_fp8(codes, scale.astype(np.float32),
+                                   _fp8_map(quant, *codes.shape))
+            yield f32_to_bf16_bits(w.astype(np.float32))
+
+    dst.mkdir(parents=True, exist_ok=False)
+    write_safetensors(dst / "model.safetensors", layout, arrays())
+    config = json.loads((src / "config.json").read_text(encoding="utf-8"))
+    config.pop("quantization_config", None)
+    (dst / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    copy_side_files(src, dst)
+    return len(quantized)
