@@ -1,4 +1,5 @@
-"""`atlas models`: import GGUF models, list imported ones, resolve a name to its directory."""
+"""`atlas models`: import GGUF models, list imported ones, resolve a name to its directory,
+quantize a bf16 checkpoint."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from atlas.runtime import model_paths
+from atlas.runtime import model_paths, quantize
 
 
 @click.group("models")
@@ -74,3 +75,25 @@ def path_cmd(name: str | None) -> None:
     except (model_paths.ModelNotFoundError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(str(path))
+
+
+@command.command("quantize")
+@click.argument("src", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("dst", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--to", "scheme", required=True, type=click.Choice(quantize.SCHEMES),
+              help="fp8-block (Qwen3 FP8 layout), fp8-tensor (ModelOpt FP8) or nvfp4 "
+                   "(ModelOpt NVFP4).")
+def quantize_cmd(src: Path, dst: Path, scheme: str) -> None:
+    """Quantize a bf16 checkpoint SRC into a new directory DST, in the published layout."""
+    t0 = time.perf_counter()
+
+    def show(name: str, done: int, total: int) -> None:
+        click.echo(f"  [{done}/{total}] {name} ({time.perf_counter() - t0:.1f}s)", err=True)
+
+    try:
+        report = quantize.quantize_checkpoint(src, dst, scheme, progress=show)
+    except (ValueError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"{dst}: {report.quantized} weights quantized to {scheme}, {report.kept} kept; "
+               f"{report.bytes_in / 1e6:.1f} MB -> {report.bytes_out / 1e6:.1f} MB", err=True)
+    click.echo(str(dst))

@@ -96,3 +96,26 @@ def test_quantize_refuses_what_it_cannot_do(tmp_path: Path) -> None:
     (tmp_path / "d" / "x").write_text("x")
     with pytest.raises(QuantizeError, match="not empty"):
         quantize_checkpoint(FIXTURE, tmp_path / "d", "fp8-block")
+
+
+def test_models_quantize_cli(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from atlas_cli.main import cli
+
+    runner = CliRunner()
+    dst = tmp_path / "q"
+    done = runner.invoke(cli, ["models", "quantize", str(FIXTURE), str(dst), "--to", "fp8-block"])
+    assert done.exit_code == 0, done.output
+    assert done.stdout.strip() == str(dst)
+    total = len(WeightStore(FIXTURE).tensors)
+    lines = [ln for ln in done.stderr.splitlines() if ln.strip().startswith("[")]
+    assert len(lines) == total and lines[-1].strip().startswith(f"[{total}/{total}] ")
+    assert "weights quantized to fp8-block" in done.stderr
+    cfg = json.loads((dst / "config.json").read_text())["quantization_config"]
+    assert cfg["quant_method"] == "fp8"
+    again = runner.invoke(cli, ["models", "quantize", str(FIXTURE), str(dst), "--to", "nvfp4"])
+    assert again.exit_code != 0 and "not empty" in again.output
+    bad = runner.invoke(cli, ["models", "quantize", str(FIXTURE), str(tmp_path / "x"),
+                              "--to", "int3"])
+    assert bad.exit_code != 0 and "fp8-block" in bad.output
