@@ -9,8 +9,10 @@
 // fixed-order sum over warps in shared memory), and the output is rounded once.
 //
 // A weight format (policy `W`) says how many 8-value x chunks one 16-byte weight chunk
-// covers (kSub: 1 for bf16, 2 for FP8), how to widen a chunk to f32 and, if kScaled, the
-// scale of a (row, chunk): the chunk's dot product is multiplied by it before accumulation.
+// covers (kSub: 1 for bf16, 2 for FP8, 4 for NVFP4), how to widen a chunk to f32 and, if
+// kScaled, the scales of a (row, chunk): the chunk splits into kGroups equal scale groups
+// (1, or 2 for NVFP4's 16-value groups) and each group's dot product is multiplied by its
+// scale before accumulation.
 // An x policy (`XLoad`) loads 8 values of row m at x chunk c (plain, or SwiGLU computed on
 // the fly from gate_up).
 #pragma once
@@ -97,11 +99,12 @@ __device__ __forceinline__ SwigluX swiglu_x(const __nv_bfloat16* gate_up, uint32
 // ---- weight formats ---------------------------------------------------------------------
 struct Bf16W {  // w [n, k] bf16: 8 values a chunk, no scale
   static constexpr int kSub = 1;
+  static constexpr int kGroups = 1;
   static constexpr bool kScaled = false;
-  __device__ __forceinline__ void widen(const uint4& v, float (&wf)[8]) const {
+  __device__ __forceinline__ void widen(const uint4& v, int, float (&wf)[8]) const {
     atlas::unpack_bf16x8(v, wf);
   }
-  __device__ __forceinline__ float scale(int, int) const { return 1.f; }
+  __device__ __forceinline__ void chunk_scales(int, int, float (&s)[1]) const { s[0] = 1.f; }
 };
 
 // kUnroll chunks of each of the block's rows, starting at chunk c0 (zeros past the row end).
@@ -123,6 +126,8 @@ __device__ __forceinline__ void gemv_rows(XLoad xload, W fmt, const void* __rest
                                           float (*partial)[kMaxAcc]) {
   constexpr int V = pow2_at_least(M) * kRowsPerBlock;  // accumulator (m, r) at m * 4 + r
   constexpr int kVals = 8 * W::kSub;                   // weight values per 16-byte chunk
+  constexpr int kSubPerGroup = W::kSub / W::kGroups;   // x chunks under one scale
+  static_assert(W::kSub % W::kGroups == 0, "scale groups must split a chunk evenly");
   const int kc = k >> log2_exact(kVals);
   const int row0 = blockIdx.x * kRowsPerBlock;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -146,31 +151,42 @@ __device__ __forceinline__ void gemv_rows(XLoad xload, W fmt, const void* __rest
     for (int u = 0; u < kUnroll; ++u) {
       const int c = c0 + u * blockDim.x;
       if (c >= kc) break;
-      float wf[kRowsPerBlock][kVals];
-      float sc[kRowsPerBlock];
+      // One scale group's values widened at a time (all of the chunk when kGroups == 1),
+      // used by every x row before the next group's: bounds the f32 weights in registers.
+      float wf[kRowsPerBlock][kVals / W::kGroups];
+      float sc[kRowsPerBlock][W::kGroups];
 #pragma unroll
       for (int r = 0; r < kRowsPerBlock; ++r) {
-        fmt.widen(wv[u][r], wf[r]);
-        sc[r] = fmt.scale(min(row0 + r, n - 1), c);
+        fmt.widen(wv[u][r], 0, wf[r]);
+        fmt.chunk_scales(min(row0 + r, n - 1), c, sc[r]);
       }
 #pragma unroll
-      for (int m = 0; m < M; ++m) {
-        float dot[kRowsPerBlock];
+      for (int g = 0; g < W::kGroups; ++g) {
+        if (g > 0) {
 #pragma unroll
-        for (int r = 0; r < kRowsPerBlock; ++r) dot[r] = W::kScaled ? 0.f : acc[m * kRowsPerBlock + r];
-#pragma unroll
-        for (int j = 0; j < W::kSub; ++j) {
-          float xf[8];
-          xload.load(m, c * W::kSub + j, xf);
-#pragma unroll
-          for (int r = 0; r < kRowsPerBlock; ++r)
-#pragma unroll
-            for (int e = 0; e < 8; ++e) dot[r] = fmaf(xf[e], wf[r][8 * j + e], dot[r]);
+          for (int r = 0; r < kRowsPerBlock; ++r) fmt.widen(wv[u][r], g, wf[r]);
         }
 #pragma unroll
-        for (int r = 0; r < kRowsPerBlock; ++r)
-          acc[m * kRowsPerBlock + r] =
-              W::kScaled ? fmaf(dot[r], sc[r], acc[m * kRowsPerBlock + r]) : dot[r];
+        for (int m = 0; m < M; ++m) {
+          float dot[kRowsPerBlock];
+#pragma unroll
+          for (int r = 0; r < kRowsPerBlock; ++r)
+            dot[r] = W::kScaled ? 0.f : acc[m * kRowsPerBlock + r];
+#pragma unroll
+          for (int jj = 0; jj < kSubPerGroup; ++jj) {
+            const int j = g * kSubPerGroup + jj;
+            float xf[8];
+            xload.load(m, c * W::kSub + j, xf);
+#pragma unroll
+            for (int r = 0; r < kRowsPerBlock; ++r)
+#pragma unroll
+              for (int e = 0; e < 8; ++e) dot[r] = fmaf(xf[e], wf[r][8 * jj + e], dot[r]);
+          }
+#pragma unroll
+          for (int r = 0; r < kRowsPerBlock; ++r)
+            acc[m * kRowsPerBlock + r] =
+                W::kScaled ? fmaf(dot[r], sc[r][g], acc[m * kRowsPerBlock + r]) : dot[r];
+        }
       }
     }
   }

@@ -29,10 +29,11 @@ __device__ __forceinline__ void e4m3x4_scaled_down(uint32_t w, float* f) {
 
 struct Fp8W {  // w [n, k] E4M3 bytes, 16 values a chunk, one scale a chunk
   static constexpr int kSub = 2;
+  static constexpr int kGroups = 1;
   static constexpr bool kScaled = true;
   const float* scales;
   uint32_t row_shift, row_stride, col_shift, col_stride;
-  __device__ __forceinline__ void widen(const uint4& v, float (&wf)[16]) const {
+  __device__ __forceinline__ void widen(const uint4& v, int, float (&wf)[16]) const {
     e4m3x4_scaled_down(v.x, wf);
     e4m3x4_scaled_down(v.y, wf + 4);
     e4m3x4_scaled_down(v.z, wf + 8);
@@ -42,6 +43,9 @@ struct Fp8W {  // w [n, k] E4M3 bytes, 16 values a chunk, one scale a chunk
     const uint32_t col = static_cast<uint32_t>(c) << 4;
     return __ldg(scales + (static_cast<uint32_t>(row) >> row_shift) * row_stride +
                  (col >> col_shift) * col_stride) * 0x1p120f;
+  }
+  __device__ __forceinline__ void chunk_scales(int row, int c, float (&s)[1]) const {
+    s[0] = scale(row, c);
   }
 };
 
@@ -91,7 +95,7 @@ extern "C" __global__ void __launch_bounds__(256)
   const int row = static_cast<int>(i / kc), c = static_cast<int>(i % kc);
   const Fp8W fmt{scale, row_shift, row_stride, col_shift, col_stride};
   float wf[16];
-  fmt.widen(__ldg(reinterpret_cast<const uint4*>(w) + i), wf);
+  fmt.widen(__ldg(reinterpret_cast<const uint4*>(w) + i), 0, wf);
   const float s = fmt.scale(row, c);
 #pragma unroll
   for (int e = 0; e < 16; ++e) wf[e] *= s;

@@ -17,7 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .numerics import fp8_e4m3_to_f32
+from .numerics import e2m1_to_f32, fp8_e4m3_to_f32, unpack_e2m1
+
+#: NVFP4: values per E4M3 group scale
+NVFP4_GROUP = 16
 
 #: shift used for "every row (or column) maps to scale row 0": larger than any u32 index
 _ALL = 31
@@ -64,6 +67,18 @@ def dequantize_fp8(codes: np.ndarray, scale: np.ndarray, smap: Fp8ScaleMap) -> n
     n, k = codes.shape
     return (fp8_e4m3_to_f32(codes).astype(np.float64)
             * smap.expand(scale, n, k).astype(np.float64))
+
+
+def dequantize_nvfp4(packed: np.ndarray, s_codes: np.ndarray,
+                     global_scale: float | np.ndarray) -> np.ndarray:
+    """float64 [n, k] = e2m1(codes) * e4m3(group scale) * global, exact. `packed` is
+    [n, k / 2] (element 2i in the low nibble), `s_codes` E4M3 [n, k / 16], `global_scale` a
+    scalar or one value per row ([n]: fused parts keep their own tensor's global)."""
+    n = packed.shape[0]
+    s = np.repeat(fp8_e4m3_to_f32(s_codes).astype(np.float64), NVFP4_GROUP, axis=1)
+    g = np.asarray(global_scale, np.float64)
+    g = g.reshape(n, 1) if g.size == n and g.ndim == 1 else g.reshape(())
+    return e2m1_to_f32(unpack_e2m1(packed)).astype(np.float64) * s * g
 
 
 def fused_fp8_scales(layout: str, scales: list[np.ndarray], rows: list[int], k: int,

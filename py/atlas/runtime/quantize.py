@@ -28,15 +28,15 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from ..core.numerics import (bf16_bits_to_f32, e2m1_to_f32, f32_to_e2m1, f32_to_fp8_e4m3,
-                             fp8_e4m3_to_f32, pack_e2m1)
+from ..core.numerics import (bf16_bits_to_f32, f32_to_e2m1, f32_to_fp8_e4m3, fp8_e4m3_to_f32,
+                             pack_e2m1)
+from ..core.quant import NVFP4_GROUP, dequantize_nvfp4  # noqa: F401  (re-exported)
 from .weights import WeightStore, write_safetensors
 
 SCHEMES = ("fp8-block", "fp8-tensor", "nvfp4")
 E4M3_MAX = 448.0
 E2M1_MAX = 6.0
 FP8_BLOCK = 128
-NVFP4_GROUP = 16
 
 _QUANTIZED = re.compile(r"^model\.layers\.\d+\..*_proj\.weight$")
 _KEPT = re.compile(r"(\.gate\.|shared_expert_gate|\.router\.)")
@@ -91,17 +91,6 @@ def quantize_nvfp4(w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     s = np.where(s > 0, s, 1.0).astype(np.float32)
     codes = f32_to_e2m1((groups / s[:, :, None]).reshape(n, k))
     return pack_e2m1(codes), s_codes, np.array(global_scale, np.float32)
-
-
-def dequantize_nvfp4(packed: np.ndarray, s_codes: np.ndarray, global_scale: float
-                     ) -> np.ndarray:
-    """float64 [n, k]: e2m1 * e4m3(group scale) * global scale (exact)."""
-    n = packed.shape[0]
-    codes = np.empty((n, packed.shape[1] * 2), np.uint8)
-    codes[:, 0::2] = packed & 0xF
-    codes[:, 1::2] = packed >> 4
-    s = np.repeat(fp8_e4m3_to_f32(s_codes).astype(np.float64), NVFP4_GROUP, axis=1)
-    return e2m1_to_f32(codes).astype(np.float64) * s * float(global_scale)
 
 
 def _quantized_layout(scheme: str, name: str, shape: tuple[int, ...]

@@ -20,7 +20,7 @@ from ...core.dtype import DType
 from ...core.numerics import bf16_bits_to_f32
 from ...core.quant import Fp8ScaleMap, fused_fp8_scale_map, fused_fp8_scales
 from ...core.quant_config import CheckpointQuant, QuantConfigError
-from ...runtime.ops.matmul_quant import Bf16Linear, Fp8Linear, Fp8Weight, LinearWeight
+from ...runtime.ops.matmul_quant import Bf16Linear, Fp8Weight, LinearWeight, QuantLinear
 from ...runtime.weights import WeightError, WeightStore
 
 if TYPE_CHECKING:
@@ -118,4 +118,4 @@ def build_linear(lp: LinearPlan, ptr: Mapping[str, int]) -> LinearWeight:
     """The device-side weight object of a planned linear, once its buffers have addresses."""
     if lp.smap is None:
         return Bf16Linear(ptr[lp.buffer], lp.n, lp.k)
-    return Fp8Linear(Fp8Weight(ptr[lp.buffer], ptr[lp.scale_buffer], lp.n, lp.k, lp.smap))
+    return QuantLinear(Fp8Weight(ptr[lp.buffer], ptr[lp.scale_buffer], lp.n, lp.k, lp.smap))

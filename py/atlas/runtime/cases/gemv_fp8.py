@@ -44,10 +44,10 @@ def fp8_linear_case(rng: np.random.Generator, layout: str, m: int, n: int, k: in
         kc = KernelCache(backend)
         w = Fp8Weight(p["w"], p["s"], n, k, smap)
         if silu:
-            matmul_quant.linear_silu_fp8(kc, stream, p["gate_up"], w, p["y"], m,
-                                         p.get("act"), p.get("scratch"))
+            matmul_quant.linear_silu_quant(kc, stream, p["gate_up"], w, p["y"], m,
+                                           p.get("act"), p.get("scratch"))
         else:
-            matmul_quant.linear_fp8(kc, stream, p["x"], w, p["y"], m, p.get("scratch"))
+            matmul_quant.linear_quant(kc, stream, p["x"], w, p["y"], m, p.get("scratch"))
 
     def oracle(v: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         xf = swiglu_oracle(v["gate_up"]) if silu else bf16_bits_to_f32(v["x"]).astype(np.float64)

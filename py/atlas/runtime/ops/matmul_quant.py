@@ -1,14 +1,17 @@
 """Launch builders for products with quantized weights: y[m, n] = x[m, k] @ dequant(w)[n, k].T.
 
-FP8 E4M3 weights (any `Fp8ScaleMap` layout): decode batches of up to GEMV_MAX_M rows stream
-the one-byte weights through `gemv_fp8` (dequantized in registers: half the bytes of bf16);
-larger batches dequantize the tensor into a bf16 scratch buffer the caller owns and run the
-bf16 `linear` on it. The down projection has the same SwiGLU fusion as the bf16 GEMV.
+Every format (FP8 E4M3 here, in any `Fp8ScaleMap` layout; NVFP4 in matmul_nvfp4.py) works
+the same way: decode batches of up to GEMV_MAX_M rows stream the quantized bytes through the
+format's GEMV (dequantized in registers); larger batches dequantize the tensor into a bf16
+scratch buffer the caller owns and run the bf16 `linear` on it. The down projection has the
+same SwiGLU fusion as the bf16 GEMV. `QuantLinear` wraps any format behind the interface
+of `Bf16Linear`, so model layers never see the format.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from ...core.quant import Fp8ScaleMap
 from ..gpu import DevicePtr, Stream
@@ -42,6 +45,13 @@ class Fp8Weight:
     def map_args(self) -> tuple[int, int, int, int]:
         s = self.smap
         return (s.row_shift, s.row_stride, s.col_shift, s.col_stride)
+
+    def gemv(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
+             silu: bool = False) -> None:
+        (gemv_silu_fp8 if silu else gemv_fp8)(kc, stream, x, self, y, m)
+
+    def dequant(self, kc: KernelCache, stream: Stream, out: DevicePtr) -> None:
+        dequant_fp8(kc, stream, self, out)
 
 
 def gemv_fp8_threads(k: int) -> int:
@@ -81,30 +91,44 @@ def dequant_fp8(kc: KernelCache, stream: Stream, w: Fp8Weight, out: DevicePtr) -
                         *w.map_args)
 
 
-def linear_fp8(kc: KernelCache, stream: Stream, x: DevicePtr, w: Fp8Weight, y: DevicePtr,
-               m: int, scratch: DevicePtr | None = None) -> None:
+class QuantWeight(Protocol):
+    """What a quantized weight format provides: its GEMV (plain or with the SwiGLU input
+    fused) for decode rows, and a dequantize into bf16 [n, k] for the GEMM path."""
+
+    n: int
+    k: int
+
+    def gemv(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
+             silu: bool = False) -> None: ...
+
+    def dequant(self, kc: KernelCache, stream: Stream, out: DevicePtr) -> None: ...
+
+
+def linear_quant(kc: KernelCache, stream: Stream, x: DevicePtr, w: QuantWeight, y: DevicePtr,
+                 m: int, scratch: DevicePtr | None = None) -> None:
     """y = x @ dequant(w).T for any m; m > 8 needs `scratch` (bf16 [n, k], graph-stable)."""
     if m <= GEMV_MAX_M:
-        gemv_fp8(kc, stream, x, w, y, m)
+        w.gemv(kc, stream, x, y, m)
         return
-    if scratch is None:
-        raise ValueError(f"linear_fp8: m={m} > {GEMV_MAX_M} needs a bf16 [n, k] scratch buffer")
-    dequant_fp8(kc, stream, w, scratch)
+    if not scratch:
+        raise ValueError(f"quantized linear: m={m} > {GEMV_MAX_M} needs a bf16 [n, k] "
+                         "scratch buffer")
+    w.dequant(kc, stream, scratch)
     linear(kc, stream, x, scratch, y, m, w.n, w.k)
 
 
-def linear_silu_fp8(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: Fp8Weight,
-                    y: DevicePtr, m: int, act_scratch: DevicePtr | None = None,
-                    w_scratch: DevicePtr | None = None) -> None:
+def linear_silu_quant(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: QuantWeight,
+                      y: DevicePtr, m: int, act_scratch: DevicePtr | None = None,
+                      w_scratch: DevicePtr | None = None) -> None:
     """The down projection: fused for m <= 8, else silu_mul into `act_scratch` ([m, k]
-    bf16) and `linear_fp8` through `w_scratch`."""
+    bf16) and `linear_quant` through `w_scratch`."""
     if m <= GEMV_MAX_M:
-        gemv_silu_fp8(kc, stream, gate_up, w, y, m)
+        w.gemv(kc, stream, gate_up, y, m, silu=True)
         return
-    if act_scratch is None:
-        raise ValueError(f"linear_silu_fp8: m={m} needs an activation scratch buffer")
+    if not act_scratch:
+        raise ValueError(f"quantized linear_silu: m={m} needs an activation scratch buffer")
     silu_mul(kc, stream, gate_up, act_scratch, m, w.k)
-    linear_fp8(kc, stream, act_scratch, w, y, m, w_scratch)
+    linear_quant(kc, stream, act_scratch, w, y, m, w_scratch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,11 +153,11 @@ class Bf16Linear:
 
 
 @dataclass(frozen=True, slots=True)
-class Fp8Linear:
-    """An FP8 weight: the GEMV reads its codes for decode batches; larger row counts
-    dequantize it into the caller's bf16 [n, k] scratch first."""
+class QuantLinear:
+    """A quantized weight (FP8, NVFP4): the GEMV reads its codes for decode batches; larger
+    row counts dequantize it into the caller's bf16 [n, k] scratch first."""
 
-    w: Fp8Weight
+    w: QuantWeight
 
     @property
     def n(self) -> int:
@@ -149,15 +173,15 @@ class Fp8Linear:
     def linear(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
                out_f32: bool = False, w_scratch: DevicePtr | None = None) -> None:
         if out_f32:
-            raise ValueError("FP8 weights produce bf16 outputs (the LM head stays bf16)")
-        linear_fp8(kc, stream, x, self.w, y, m, w_scratch)
+            raise ValueError("quantized weights produce bf16 outputs (the LM head stays bf16)")
+        linear_quant(kc, stream, x, self.w, y, m, w_scratch)
 
     def linear_silu(self, kc: KernelCache, stream: Stream, gate_up: DevicePtr, y: DevicePtr,
                     m: int, act_scratch: DevicePtr | None = None,
                     w_scratch: DevicePtr | None = None) -> None:
-        linear_silu_fp8(kc, stream, gate_up, self.w, y, m, act_scratch, w_scratch)
+        linear_silu_quant(kc, stream, gate_up, self.w, y, m, act_scratch, w_scratch)
 
 
 #: what a model layer holds for a projection: it calls linear() / linear_silu() and never
 #: needs to know the weight format
-LinearWeight = Bf16Linear | Fp8Linear
+LinearWeight = Bf16Linear | QuantLinear
