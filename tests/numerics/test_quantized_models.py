@@ -64,8 +64,9 @@ def _assert_matches_dequantized(qdir: Path, tmp_path: Path) -> None:
 # tiny-llama's gate|up parts are 192 rows, so its block scales are re-laid on 64-row blocks
 @pytest.mark.parametrize("fixture,scheme", [("tiny-qwen3", "fp8-block"),
                                             ("tiny-qwen3", "fp8-tensor"),
-                                            ("tiny-llama", "fp8-block")])
-def test_fp8_checkpoint_matches_its_dequantized_weights(fixture: str, scheme: str,
+                                            ("tiny-llama", "fp8-block"),
+                                            ("tiny-qwen3", "nvfp4"), ("tiny-llama", "nvfp4")])
+def test_quantized_checkpoint_matches_its_dequantized_weights(fixture: str, scheme: str,
                                                         tmp_path: Path) -> None:
     qdir = tmp_path / "q"
     quantize_checkpoint(FIXTURES / fixture, qdir, scheme)
@@ -108,10 +109,38 @@ def test_compressed_tensors_per_channel_checkpoint_matches(tmp_path: Path) -> No
     _assert_matches_dequantized(qdir, tmp_path)
 
 
+def test_compressed_tensors_nvfp4_checkpoint_matches(tmp_path: Path) -> None:
+    """llm-compressor's NVFP4 spelling: `weight_packed`, `weight_global_scale` (which
+    divides), `format: nvfp4-pack-quantized`; rewritten from the ModelOpt layout."""
+    modelopt = tmp_path / "modelopt"
+    quantize_checkpoint(FIXTURES / "tiny-qwen3", modelopt, "nvfp4")
+
+    def edit(n: str, d: str, s: tuple[int, ...], a: np.ndarray):
+        if n.endswith(".input_scale"):
+            return None
+        if n.endswith(".weight_scale_2"):
+            return ("weight_global_scale", d, (1,), (1.0 / a).astype(np.float32).reshape(1))
+        if d == "U8" and n.endswith(".weight"):
+            return ("weight_packed", d, s, a)
+        return (None, d, s, a)
+    qdir = tmp_path / "ct"
+    _rewrite(modelopt, qdir, edit)
+    (qdir / "hf_quant_config.json").unlink()
+    config = json.loads((qdir / "config.json").read_text())
+    config["quantization_config"] = {
+        "quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
+        "ignore": ["lm_head"], "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+            "num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}}}}
+    (qdir / "config.json").write_text(json.dumps(config))
+    assert "model.layers.0.mlp.up_proj.weight_packed" in WeightStore(qdir)
+    _assert_matches_dequantized(qdir, tmp_path)
+
+
 def _rewrite(src: Path, dst: Path,
              edit: Callable[[str, str, tuple[int, ...], np.ndarray],
-                            tuple[str, tuple[int, ...], np.ndarray] | None]) -> None:
-    """Copy a checkpoint, passing every tensor through `edit` (None drops it)."""
+                            tuple[str | None, str, tuple[int, ...], np.ndarray] | None]) -> None:
+    """Copy a checkpoint, passing every tensor through `edit`: None drops it, else (new last
+    name component or None to keep it, dtype, shape, data)."""
     shutil.copytree(src, dst)
     store = WeightStore(src)
     layout, arrays = [], []
@@ -119,8 +148,10 @@ def _rewrite(src: Path, dst: Path,
         info = store.info(name)
         out = edit(name, info.dtype, info.shape, store.read(name))
         if out is not None:
-            layout.append((name, out[0], out[1]))
-            arrays.append(out[2])
+            rename, dtype, shape, data = out
+            new = name if rename is None else name.rsplit(".", 1)[0] + "." + rename
+            layout.append((new, dtype, shape))
+            arrays.append(data)
     write_safetensors(dst / "model.safetensors", layout, arrays)
 
 
@@ -136,7 +167,7 @@ SCALE = "model.layers.1.self_attn.k_proj.weight_scale_inv"
 
 def test_missing_scale_fails_naming_the_tensor(fp8_block_dir: Path, tmp_path: Path) -> None:
     _rewrite(fp8_block_dir, tmp_path / "bad",
-             lambda n, d, s, a: None if n == SCALE else (d, s, a))
+             lambda n, d, s, a: None if n == SCALE else (None, d, s, a))
     with pytest.raises(WeightError, match=f"missing scale tensor '{SCALE}'"):
         load_runner(tmp_path / "bad", backend="host", max_seq_len=32)
 
@@ -144,7 +175,7 @@ def test_missing_scale_fails_naming_the_tensor(fp8_block_dir: Path, tmp_path: Pa
 def test_wrong_scale_shape_fails_naming_the_tensor(fp8_block_dir: Path,
                                                    tmp_path: Path) -> None:
     def edit(n: str, d: str, s: tuple[int, ...], a: np.ndarray):
-        return (d, (1, 2), a.reshape(1, 2)) if n == SCALE else (d, s, a)  # want [2, 1]
+        return (None, d, (1, 2), a.reshape(1, 2)) if n == SCALE else (None, d, s, a)  # [2, 1]
     _rewrite(fp8_block_dir, tmp_path / "bad", edit)
     with pytest.raises(WeightError, match=rf"'{SCALE}' has shape \[1, 2\].*\[2, 1\]"):
         load_runner(tmp_path / "bad", backend="host", max_seq_len=32)
@@ -155,17 +186,53 @@ def test_bf16_codes_in_an_fp8_fusion_fail_naming_the_parts(fp8_block_dir: Path,
     part = "model.layers.0.mlp.up_proj.weight"
 
     def edit(n: str, d: str, s: tuple[int, ...], a: np.ndarray):
-        return ("BF16", s, a.astype(np.uint16)) if n == part else (d, s, a)
+        return (None, "BF16", s, a.astype(np.uint16)) if n == part else (None, d, s, a)
     _rewrite(fp8_block_dir, tmp_path / "bad", edit)
-    with pytest.raises(WeightError, match=f"{part}: BF16"):
+    with pytest.raises(WeightError, match=f"{part}: bf16"):
         load_runner(tmp_path / "bad", backend="host", max_seq_len=32)
+
+
+@pytest.fixture(scope="module")
+def nvfp4_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    qdir = tmp_path_factory.mktemp("nvfp4") / "q"
+    quantize_checkpoint(FIXTURES / "tiny-qwen3", qdir, "nvfp4")
+    return qdir
+
+
+def test_nvfp4_missing_global_scale_fails_naming_it(nvfp4_dir: Path, tmp_path: Path) -> None:
+    name = "model.layers.0.self_attn.v_proj.weight_scale_2"
+    _rewrite(nvfp4_dir, tmp_path / "bad", lambda n, d, s, a: None if n == name else (None, d, s, a))
+    with pytest.raises(WeightError, match=f"missing scale tensor '{name}'"):
+        load_runner(tmp_path / "bad", backend="host", max_seq_len=32)
+
+
+def test_nvfp4_wrong_group_scale_shape_fails_naming_it(nvfp4_dir: Path,
+                                                       tmp_path: Path) -> None:
+    name = "model.layers.1.mlp.down_proj.weight_scale"  # [128, 384 / 16 = 24]
+
+    def edit(n: str, d: str, s: tuple[int, ...], a: np.ndarray):
+        return (None, d, (256, 12), a.reshape(256, 12)) if n == name else (None, d, s, a)
+    _rewrite(nvfp4_dir, tmp_path / "bad", edit)
+    with pytest.raises(WeightError, match=rf"'{name}': shape \[256, 12\], want \[128, 24\]"):
+        load_runner(tmp_path / "bad", backend="host", max_seq_len=32)
+
+
+def test_fp8_codes_under_an_nvfp4_config_fail_naming_the_parts(fp8_block_dir: Path,
+                                                               tmp_path: Path) -> None:
+    bad = tmp_path / "bad"
+    shutil.copytree(fp8_block_dir, bad)
+    config = json.loads((bad / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "NVFP4"}
+    (bad / "config.json").write_text(json.dumps(config))
+    with pytest.raises(WeightError, match="must all be nvfp4.*q_proj.weight: missing"):
+        load_runner(bad, backend="host", max_seq_len=32)
 
 
 @pytest.mark.parametrize("qcfg,match", [
     ({"quant_method": "modelopt", "quant_algo": "INT4_AWQ"}, "unknown quant_algo 'INT4_AWQ'"),
     ({"quant_method": "gptq", "bits": 4}, "quant_method 'gptq' is not supported"),
     ({"quant_method": "fp8", "weight_block_size": [128, 96]}, "powers of two"),
-    ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "NVFP4 weights are not supported"),
+    ({"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 32}, "group_size 32"),
 ])
 def test_unsupported_quantization_configs_fail_at_load(fp8_block_dir: Path, tmp_path: Path,
                                                        qcfg: dict, match: str) -> None:

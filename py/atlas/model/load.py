@@ -25,7 +25,7 @@ from ..runtime.ops import KernelCache
 from ..runtime.sampler import Sampler
 from ..runtime.weights import WeightStore
 from .factory import loader_for_config
-from .loaders.linear_plan import build_linear, read_fp8_scales
+from .loaders.linear_plan import build_linear, read_host_scales
 from .model import DenseDecoderModel, Dims, LayerWeights
 from .preflight import preflight
 from .rope import cos_sin_table
@@ -94,8 +94,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     store = WeightStore(model_dir)
     plan = loader.plan(cfg, quant, {n: t.dtype for n, t in store.tensors.items()})
     store.validate(plan.expected())  # every tensor checked before any device work
-    scales = {lp.scale_buffer: read_fp8_scales(store, lp, quant)
-              for lp in plan.linears.values() if lp.smap is not None}
+    scales = {buf: data for lp in plan.linears.values()
+              for buf, data in read_host_scales(store, lp, quant).items()}
     if max_seq_len is None:
         max_seq_len = min(cfg.max_position_embeddings or 4096, 8192)
     if cfg.max_position_embeddings and max_seq_len > cfg.max_position_embeddings:
