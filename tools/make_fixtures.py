@@ -124,6 +124,69 @@ CONFIGS: dict[str, dict[str, Any]] = {
 }
 
 
+def _hybrid_configs() -> dict[str, dict[str, Any]]:
+    """The hybrid Gated-DeltaNet family (Qwen3.5 text models, `qwen3_5_text`).
+
+    tiny-qwen3_5: two linear-attention layers then one gated full-attention layer, head_dim
+    128 with a quarter of it rotating (partial_rotary_factor 0.25 as published), 2 key and 8
+    value heads of dim 32 in the linear layers (GQA-style sharing of key heads), conv
+    kernel 4. The fused [qkv | z | b | a] projection is 656 wide (a multiple of 16).
+    """
+    base = {**_COMMON, **_TINY_SPECIAL_IDS, "architectures": ["Qwen3_5ForCausalLM"],
+            "model_type": "qwen3_5_text", "hidden_size": 64, "intermediate_size": 96,
+            "num_hidden_layers": 3, "num_attention_heads": 2, "num_key_value_heads": 1,
+            "head_dim": 128, "vocab_size": 512, "max_position_embeddings": 1024,
+            "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
+            "layer_types": ["linear_attention", "linear_attention", "full_attention"],
+            "linear_num_key_heads": 2, "linear_num_value_heads": 8, "linear_key_head_dim": 32,
+            "linear_value_head_dim": 32, "linear_conv_kernel_dim": 4,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0,
+                                "partial_rotary_factor": 0.25}}
+    # transformers' Qwen3_5TextConfig defaults ("Qwen3.5-9B style"), cut to 8 layers (two
+    # rounds of three linear-attention layers and one full-attention layer) for GPU parity
+    nine_b = {**_COMMON, "architectures": ["Qwen3_5ForCausalLM"], "model_type": "qwen3_5_text",
+              "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 8,
+              "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 256,
+              "vocab_size": 248320, "max_position_embeddings": 32768, "rms_norm_eps": 1e-6,
+              "tie_word_embeddings": False, "bos_token_id": None, "eos_token_id": 248044,
+              "layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 2,
+              "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+              "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+              "linear_conv_kernel_dim": 4,
+              "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0,
+                                  "partial_rotary_factor": 0.25,
+                                  "mrope_section": [11, 11, 10], "mrope_interleaved": True}}
+    return {"tiny-qwen3_5": base, "qwen3_5-9b-8l": nine_b}
+
+
+def hybrid_param(name: str, param: torch.Tensor, gen: torch.Generator) -> torch.Tensor | None:
+    """Random values for the hybrid family's own parameters (None: the generic rule).
+
+    Zero-centred RMSNorms (applied as 1 + w) get N(0, 0.1^2); the gated norm inside the
+    linear attention is a plain weight (1 + noise). A = exp(A_log) is drawn in [0.02, 0.5]
+    so the per-token decay exp(-A * softplus(a + dt_bias)) keeps state over tens of tokens
+    (transformers' own init, A up to 16, forgets within a few); dt_bias is 1 + noise; the
+    depthwise conv taps get std 1/sqrt(kernel)."""
+    def noise() -> torch.Tensor:
+        return torch.randn(param.shape, generator=gen, device=param.device, dtype=torch.float32)
+
+    if name.endswith("linear_attn.norm.weight"):
+        return 1.0 + 0.1 * noise()
+    if name.endswith("norm.weight"):
+        return 0.1 * noise()
+    if name.endswith("A_log"):
+        u = torch.rand(param.shape, generator=gen, device=param.device, dtype=torch.float32)
+        return torch.log(0.02 + 0.48 * u)
+    if name.endswith("dt_bias"):
+        return 1.0 + 0.1 * noise()
+    if name.endswith("conv1d.weight"):
+        return noise() / math.sqrt(param.shape[-1])
+    return None
+
+
+CONFIGS.update(_hybrid_configs())
+
+
 @dataclass(frozen=True, slots=True)
 class GoldenPlan:
     """What to record for one checkpoint."""
@@ -136,7 +199,7 @@ class GoldenPlan:
 
 TINY_PLAN = GoldenPlan(prompt_len=24, greedy_len=16, all_positions=True, prompt_tries=256)
 FULL_PLAN = GoldenPlan(prompt_len=512, greedy_len=64, all_positions=False, prompt_tries=1)
-TINY = ("tiny-llama", "tiny-qwen3", "tiny-llama3-rope")
+TINY = ("tiny-llama", "tiny-qwen3", "tiny-llama3-rope", "tiny-qwen3_5")
 
 
 def plan_for(name: str) -> GoldenPlan:
@@ -176,7 +239,12 @@ def init_weights(model: torch.nn.Module, seed: int) -> None:
     hidden = model.config.hidden_size
     params = list(model.named_parameters())  # tied weights appear once
     gen = torch.Generator(device=params[0][1].device).manual_seed(seed)
+    hybrid = model.config.model_type.startswith("qwen3_5")
     for name, param in params:
+        special = hybrid_param(name, param, gen) if hybrid else None
+        if special is not None:
+            param.copy_(special)
+            continue
         std = _init_std(name, param, hidden)
         noise = torch.randn(param.shape, generator=gen, device=param.device, dtype=torch.float32)
         param.copy_(1.0 + 0.1 * noise if std is None else std * noise)

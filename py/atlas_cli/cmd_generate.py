@@ -1,4 +1,5 @@
-"""`atlas generate`: one prompt through the engine, printed to stdout (no server)."""
+"""`atlas generate`: one prompt through the engine core (`LLMEngine`, the loop the server
+runs too), printed to stdout (no server)."""
 
 from __future__ import annotations
 
@@ -31,9 +32,9 @@ def command(model: str | None, prompt: str, raw: bool, backend: str, max_tokens:
             temperature: float, top_p: float, top_k: int, seed: int | None, stop: tuple[str, ...],
             max_seq_len: int | None, max_prefill_tokens: int, no_fast_load: bool) -> None:
     """Generate a completion for PROMPT with the engine directly."""
-    from atlas.model.engine import GenerationRequest, generate
+    from atlas.engine.llm_engine import LLMEngine
+    from atlas.engine.request import EngineRequest
     from atlas.model.load import load_runner
-    from atlas.runtime.kv_cache import BlockAllocator
     from atlas.runtime.model_paths import ensure_default_model, resolve_model
     from atlas.server.app_assets import load_assets
     from atlas_cli.load_progress import LoadProgress
@@ -54,9 +55,12 @@ def command(model: str | None, prompt: str, raw: bool, backend: str, max_tokens:
         return bool(stop) and any(s in tok.decode(out) for s in stop)
 
     t0 = time.perf_counter()
-    result = generate(runner, BlockAllocator(runner.num_kv_blocks),
-                      [GenerationRequest(ids, params, max_tokens, tok.eos_token_ids)],
-                      max_prefill_tokens, stop_check)[0]
+    engine = LLMEngine(runner, max_prefill_tokens=max_prefill_tokens)
+    try:
+        (result,) = engine.generate([EngineRequest(ids, params, max_tokens, tok.eos_token_ids)],
+                                    stop_check)
+    except ValueError as exc:  # the prompt does not fit the context
+        raise click.ClickException(str(exc)) from None
     elapsed = time.perf_counter() - t0
     out = tok.decode(result.token_ids)
     for s in stop:

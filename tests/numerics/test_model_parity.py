@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from atlas.core.sampling import GREEDY
-from atlas.model.engine import GenerationRequest, generate
+from atlas.engine.llm_engine import LLMEngine
+from atlas.engine.parity import compare_with_golden
+from atlas.engine.request import EngineRequest
 from atlas.model.load import load_runner
-from atlas.model.parity import compare_with_golden
-from atlas.runtime.kv_cache import BlockAllocator
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -35,23 +35,23 @@ def test_batched_decode_matches_solo_runs():
     model = FIXTURES / "tiny-qwen3"
     runner = load_runner(model, backend="host", max_seq_len=64, max_batch_size=4,
                          max_prefill_tokens=32)
-    pool = BlockAllocator(runner.num_kv_blocks)
+    engine = LLMEngine(runner, max_prefill_tokens=32)
     prompts = [[5, 9, 200, 17], [300, 2, 2, 2, 2, 2, 9], [44]]
-    reqs = [GenerationRequest(p, GREEDY, 10) for p in prompts]
-    together = [r.token_ids for r in generate(runner, pool, reqs, max_prefill_tokens=32)]
-    alone = [generate(runner, pool, [r], max_prefill_tokens=32)[0].token_ids for r in reqs]
+    reqs = [EngineRequest(p, GREEDY, 10) for p in prompts]
+    together = [r.token_ids for r in engine.generate(reqs)]
+    alone = [engine.generate([r])[0].token_ids for r in reqs]
     assert together == alone
-    assert pool.num_free == runner.num_kv_blocks
+    blocks = engine.core.scheduler.blocks
+    assert blocks.pool.num_free == blocks.num_blocks
 
 
 def test_chunked_prefill_equals_one_shot():
     model = FIXTURES / "tiny-llama"
     runner = load_runner(model, backend="host", max_seq_len=64, max_batch_size=2,
                          max_prefill_tokens=32)
-    pool = BlockAllocator(runner.num_kv_blocks)
-    req = GenerationRequest(list(range(3, 40)), GREEDY, 8)
-    one_shot = generate(runner, pool, [req], max_prefill_tokens=32)[0].token_ids
-    chunked = generate(runner, pool, [req], max_prefill_tokens=5)[0].token_ids
+    req = EngineRequest(list(range(3, 40)), GREEDY, 8)
+    one_shot = LLMEngine(runner, max_prefill_tokens=32).generate([req])[0].token_ids
+    chunked = LLMEngine(runner, max_prefill_tokens=5).generate([req])[0].token_ids
     assert chunked == one_shot
 
 
@@ -64,16 +64,15 @@ def test_default_model_knows_the_capital_of_france(default_model_dir):
         [{"role": "user", "content": "What is the capital of France?"}])
     runner = load_runner(default_model_dir, backend="host", max_seq_len=128, max_batch_size=1,
                          max_prefill_tokens=64)
-    out = generate(runner, BlockAllocator(runner.num_kv_blocks),
-                   [GenerationRequest(tok.encode(text), GREEDY, 24, tok.eos_token_ids)],
-                   max_prefill_tokens=64)[0]
+    (out,) = LLMEngine(runner, max_prefill_tokens=64).generate(
+        [EngineRequest(tok.encode(text), GREEDY, 24, tok.eos_token_ids)])
     answer = tok.decode(out.token_ids)
     assert "Paris" in answer, answer
     assert out.finish_reason == "stop"
 
 
 def test_reference_distances_reads_the_transformers_controls():
-    from atlas.model.parity import reference_distances
+    from atlas.engine.parity import reference_distances
 
     f32 = np.array([[1.0, 2.0, 3.0, 4.0]], np.float32)
     golden = {"logits": f32 + [[0.0, 0.0, 0.0, 0.5]], "sdpa_logits": f32 * 2.0,

@@ -22,7 +22,7 @@ import pytest
 from atlas.core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, f32_to_fp8_e4m3
 from atlas.core.quant_config import QuantConfigError
 from atlas.core.sampling import GREEDY
-from atlas.model.batch import SeqStep
+from atlas.model.batch import PenaltyHistory, SeqChunk
 from atlas.model.load import load_runner
 from atlas.runtime.dequantize import dequantize_checkpoint
 from atlas.runtime.quantize import is_quantized_name, quantize_checkpoint
@@ -39,10 +39,10 @@ def _step_logits(model_dir: Path) -> list[np.ndarray]:
                          max_prefill_tokens=16)
     blocks = [0, 1]
     out = []
-    runner.execute([SeqStep(0, PROMPT, 0, blocks, GREEDY, prompt_ids=PROMPT)])
+    runner.execute([SeqChunk(0, PROMPT, 0, blocks, GREEDY, history=PenaltyHistory(PROMPT))])
     out.append(runner.read_logits(1)[0].astype(np.float64))
     for i, tok in enumerate(DECODE):
-        runner.execute([SeqStep(0, [tok], len(PROMPT) + i, blocks, GREEDY)])
+        runner.execute([SeqChunk(0, [tok], len(PROMPT) + i, blocks, GREEDY, rng_position=i + 1)])
         out.append(runner.read_logits(1)[0].astype(np.float64))
     return out
 

@@ -21,7 +21,7 @@ from typing import Sequence
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from atlas.model.batch import SeqStep
+from atlas.model.batch import SeqChunk
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 ADDED = ["<tool_call>", "</tool_call>", "<think>", "</think>"]
@@ -155,31 +155,33 @@ class FakeExecutor:
         self._kv: dict[int, list[int | None]] = {}
         self._prompt_len: dict[int, int] = {}
         self.released: list[int] = []
-        self.steps: list[list[SeqStep]] = []
+        self.steps: list[list[SeqChunk]] = []
         self.lock = threading.Lock()
 
-    def execute(self, steps: Sequence[SeqStep]) -> list[int | None]:
+    def execute(self, chunks: Sequence[SeqChunk]) -> list[int | None]:
         if self.step_delay_s:
             time.sleep(self.step_delay_s)
-        if len(steps) > self.max_batch_size:
-            raise AssertionError(f"batch {len(steps)} > max_batch_size {self.max_batch_size}")
+        if len(chunks) > self.max_batch_size:
+            raise AssertionError(f"batch {len(chunks)} > max_batch_size {self.max_batch_size}")
         seen: set[int] = set()
-        for st in steps:
+        for st in chunks:
             overlap = seen.intersection(st.block_table)
             if overlap:
                 raise AssertionError(f"blocks {overlap} shared between sequences in one step")
             seen.update(st.block_table)
-        if self.fail_on and any(_contains(st.token_ids, self.fail_on) for st in steps):
+        if self.fail_on and any(_contains(st.token_ids, self.fail_on) for st in chunks):
             raise RuntimeError("scripted model failure")
         with self.lock:
-            self.steps.append(list(steps))
+            self.steps.append(list(chunks))
         out: list[int | None] = []
-        for st in steps:
+        for st in chunks:
             end = st.start_pos + len(st.token_ids)
             if len(st.block_table) * self.block_size < end:
                 raise AssertionError("block table too short for the step")
-            if st.prompt_ids is not None:
-                self._prompt_len[st.seq_id] = len(st.prompt_ids)
+            if st.history is not None:
+                self._prompt_len[st.seq_id] = len(st.history.prompt_ids)
+            elif st.seq_id not in self._prompt_len:
+                raise AssertionError(f"seq {st.seq_id}: first chunk without its history")
             for i, tok in enumerate(st.token_ids):
                 pos = st.start_pos + i
                 block = self._kv.setdefault(st.block_table[pos // self.block_size],
@@ -188,7 +190,7 @@ class FakeExecutor:
             out.append(self._next(st, end) if st.sample else None)
         return out
 
-    def _next(self, st: SeqStep, end: int) -> int:
+    def _next(self, st: SeqChunk, end: int) -> int:
         history = []
         for pos in range(end):
             tok = self._kv[st.block_table[pos // self.block_size]][pos % self.block_size]

@@ -222,8 +222,8 @@ def test_engine_failure_is_a_500_and_the_server_recovers(model_dir):
         assert_anthropic_error(request(srv.url + MESSAGES, {**GOOD_MESSAGES, "messages": boom[
             "messages"]}), 500, "api_error")
         still_serves(srv, headers={})
-        scheduler = srv.ctx.engine.scheduler
-        assert scheduler.pool.num_free == scheduler.num_kv_blocks
+        blocks = srv.ctx.engine.scheduler.blocks
+        assert blocks.pool.num_free == blocks.num_blocks
     finally:
         srv.stop()
 

@@ -284,3 +284,27 @@ def test_time_cuda_cycles_the_sets_and_reports_time_per_iteration(bench, fail_ca
     timed = used[-7 * timing.iters:]
     assert timed[:8] == [0, 1, 2, 3, 0, 1, 2, 3]
     assert all(timed.count(i) == 7 * timing.iters // 4 for i in range(4))
+
+
+def test_hybrid_bytes_count_activations_once_and_the_state_both_ways() -> None:
+    # Qwen3.5: conv of 8192 channels; one decode token: x + out rows, 3 state rows read and
+    # written, the 8192 x 4 taps
+    conv = ks.Conv1d(label="", seqs=1, tokens=1, channels=8192, kernel=4)
+    assert conv.bytes_moved() == 2 * (2 * 8192 + 2 * 3 * 8192 + 8192 * 4)
+    # delta rule, one token: q|k|v row (8192) + b, a (64) + out (4096) bf16, and the f32 state
+    # [32, 128, 128] read and written
+    step = ks.DeltaRule(label="", seqs=1, tokens=1, key_heads=16, value_heads=32, key_dim=128,
+                        value_dim=128, chunked=False)
+    assert step.bytes_moved() == 2 * (8192 + 64 + 4096) + 2 * 4 * 32 * 128 * 128
+    assert step.family is Family.DELTA_STEP and step.flops() == 0
+    assert ks.GatedNorm(label="", tokens=2, heads=32, dim=128).bytes_moved() == 2 * (
+        3 * 2 * 4096 + 128)
+
+
+def test_table_has_the_hybrid_families_at_qwen3_5_shapes() -> None:
+    shapes = ks.table_shapes()
+    for fam in (Family.CONV1D, Family.DELTA_CHUNK, Family.DELTA_STEP, Family.GATED_RMSNORM):
+        assert any(s.family is fam and s.quick for s in shapes), fam
+    d256 = [s for s in shapes if s.family in (Family.PREFILL_ATTENTION, Family.DECODE_ATTENTION)
+            and s.head_dim == 256]
+    assert {s.family for s in d256} == {Family.PREFILL_ATTENTION, Family.DECODE_ATTENTION}

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from atlas.core.sampling import GREEDY
-from atlas.model.batch import SeqStep
+from atlas.model.batch import PenaltyHistory, SeqChunk
 from atlas.model.load import load_runner
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
@@ -26,7 +26,7 @@ def test_decode_graph_is_one_launch_with_the_layer_sequence(runner):
     dev = runner.backend
     dev.drain_launches()
     dev.graph_launches.clear()
-    runner.execute([SeqStep(7, [3], 5, [0], GREEDY, prompt_ids=[1, 2, 3, 4, 5])])
+    runner.execute([SeqChunk(7, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3, 4, 5]))])
     assert dev.drain_launches() == []  # nothing launched outside the graph
     (replay,) = dev.graph_launches
     names = [r.func for r in replay.graph]
@@ -42,8 +42,8 @@ def test_decode_graph_is_one_launch_with_the_layer_sequence(runner):
 def test_prefill_step_launches_eagerly_with_packed_attention(runner):
     dev = runner.backend
     dev.drain_launches()
-    runner.execute([SeqStep(8, list(range(1, 21)), 0, [1, 2], GREEDY,
-                            prompt_ids=list(range(1, 21)))])
+    runner.execute([SeqChunk(8, list(range(1, 21)), 0, [1, 2], GREEDY,
+                             history=PenaltyHistory(list(range(1, 21))))])
     launches = dev.drain_launches()
     attn = [r for r in launches if r.func == "prefill_attn_bf16"]
     assert len(attn) == runner.cfg.num_hidden_layers
@@ -55,3 +55,8 @@ def test_prefill_step_launches_eagerly_with_packed_attention(runner):
     rope = [r for r in launches if r.func == "qk_norm_rope_kv_bf16"]
     assert rope[0].args["tokens"] == 20 and rope[0].args["q_norm_w"] != 0
     runner.release(8)
+
+
+def test_a_sequence_new_to_the_runner_must_bring_its_history(runner):
+    with pytest.raises(ValueError, match="new to the runner"):
+        runner.execute([SeqChunk(9, [3], 0, [0], GREEDY)])

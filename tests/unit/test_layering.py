@@ -1,14 +1,14 @@
 """The house layering rules, enforced by reading the source with `ast` (nothing is imported).
 
-1. SBIO: business logic does no I/O. Modules under ``py/atlas/model`` and ``py/atlas/server``
-   (except the aiohttp handler modules ``server/app*.py``) must not import ``cuda``,
-   ``ctypes`` or ``socket``, nor open files (builtin ``open``, ``io.open``, ``os.open`` or
-   pathlib's ``read_text``/``read_bytes``/``write_text``/``write_bytes``). GPU work goes
-   through GpuBackend, bytes through WeightStore.
-2. Dependencies point one way: ``core <- kernels <- runtime <- comm <- model <- server <-
-   atlas_cli``. A package may import its own layer and lower ones. ``bench`` and ``gate``
-   sit beside the stack: they import only ``core`` and ``kernels``, and only ``atlas_cli``
-   imports them.
+1. SBIO: business logic does no I/O. Modules under ``py/atlas/model``, ``py/atlas/engine``
+   and ``py/atlas/server`` (except the aiohttp handler modules ``server/app*.py``) must not
+   import ``cuda``, ``ctypes`` or ``socket``, nor open files (builtin ``open``, ``io.open``,
+   ``os.open`` or pathlib's ``read_text``/``read_bytes``/``write_text``/``write_bytes``). GPU
+   work goes through GpuBackend, bytes through WeightStore.
+2. Dependencies point one way: ``core <- kernels <- runtime <- comm <- model <- engine <-
+   server <- atlas_cli``. A package may import its own layer and lower ones. ``bench`` and
+   ``gate`` sit beside the stack: they import only ``core`` and ``kernels``, and only
+   ``atlas_cli`` imports them.
 3. ``aiohttp`` belongs to the HTTP edges: ``server``, ``bench`` (its HTTP client) and
    ``atlas_cli``.
 
@@ -25,11 +25,11 @@ import pytest
 
 PY_ROOT = Path(__file__).resolve().parents[2] / "py"
 
-STACK = ("core", "kernels", "runtime", "comm", "model", "server", "atlas_cli")
+STACK = ("core", "kernels", "runtime", "comm", "model", "engine", "server", "atlas_cli")
 SIDE_PACKAGES = ("bench", "gate")
 SIDE_MAY_IMPORT = frozenset({"core", "kernels"})
 
-SBIO_PACKAGES = ("model", "server")
+SBIO_PACKAGES = ("model", "engine", "server")
 SBIO_FORBIDDEN_MODULES = frozenset({"cuda", "ctypes", "socket"})
 FILE_OPENING_FUNCTIONS = frozenset({"io.open", "os.open"})
 FILE_IO_METHODS = frozenset({"read_text", "read_bytes", "write_text", "write_bytes"})
@@ -162,8 +162,9 @@ def dependency_violations(path: Path, root: Path) -> list[Violation]:
                 seen.add((line, imported))
                 out.append(Violation(path, line, f"{importer} imports {name!r} ({imported}): "
                                                  "dependencies point core <- kernels <- "
-                                                 "runtime <- comm <- model <- server <- "
-                                                 "atlas_cli; bench/gate use core/kernels"))
+                                                 "runtime <- comm <- model <- engine <- "
+                                                 "server <- atlas_cli; bench/gate use "
+                                                 "core/kernels"))
         if name.split(".")[0] == "aiohttp" and importer not in AIOHTTP_ALLOWED:
             out.append(Violation(path, line, f"{importer} imports aiohttp: HTTP belongs to "
                                              "server, bench and atlas_cli"))
@@ -175,7 +176,7 @@ def sources(root: Path, *packages: str) -> list[Path]:
 
 
 def sbio_sources(root: Path) -> list[Path]:
-    """model/** and server/**, minus the aiohttp handler modules server/app*.py."""
+    """model/**, engine/** and server/**, minus the aiohttp handler modules server/app*.py."""
     files = sources(root / "atlas", *SBIO_PACKAGES)
     handlers = root / "atlas" / "server"
     return [p for p in files if not (p.parent == handlers and p.name.startswith("app"))]
@@ -198,6 +199,7 @@ def test_the_tree_has_sources_to_scan() -> None:
     """Guards against a moved tree making every other test here pass vacuously."""
     assert (PY_ROOT / "atlas" / "core" / "dtype.py") in all_sources(PY_ROOT)
     assert (PY_ROOT / "atlas" / "model" / "batch.py") in sbio_sources(PY_ROOT)
+    assert (PY_ROOT / "atlas" / "engine" / "scheduler.py") in sbio_sources(PY_ROOT)
 
 
 def test_business_logic_does_no_io() -> None:
@@ -251,7 +253,7 @@ def test_sbio_scanner_catches_planted_violations(tmp_path: Path) -> None:
 
 def test_sbio_exempts_only_the_aiohttp_handler_modules(tmp_path: Path) -> None:
     handler = _plant(tmp_path, "atlas/server/app_files.py", "import socket\n")
-    logic = _plant(tmp_path, "atlas/server/scheduler.py", "import socket\n")
+    logic = _plant(tmp_path, "atlas/server/engine_thread.py", "import socket\n")
     nested = _plant(tmp_path, "atlas/server/parsers/app_like.py", "import socket\n")
     scanned = sbio_sources(tmp_path)
     assert handler not in scanned
@@ -269,7 +271,9 @@ def test_sbio_scanner_passes_clean_code(tmp_path: Path) -> None:
     ("atlas/core/x.py", "from atlas.runtime import gpu\n", 1),
     ("atlas/core/x.py", "from ..kernels import tree\n", 1),
     ("atlas/runtime/sub/x.py", "import json\nfrom ... import model\n", 2),
-    ("atlas/model/x.py", "from ..server.scheduler import Scheduler\n", 1),
+    ("atlas/model/x.py", "from ..engine.scheduler import Scheduler\n", 1),
+    ("atlas/engine/x.py", "from ..server.generation import Generation\n", 1),
+    ("atlas/engine/x.py", "import aiohttp\n", 1),
     ("atlas/server/x.py", "import atlas_cli.main\n", 1),
     ("atlas/runtime/x.py", "from ..gate import records\n", 1),
     ("atlas/gate/x.py", "from ..runtime import host\n", 1),
@@ -287,7 +291,8 @@ def test_dependency_scanner_catches_upward_imports(tmp_path: Path, relative: str
     ("atlas/model/x.py", "from ..runtime.gpu import GpuBackend\nfrom ..core import dtype\n"),
     ("atlas/model/sub/x.py", "from .. import batch\nfrom ...comm import y\n"),
     ("atlas/core/__init__.py", "from .dtype import DType\n"),
-    ("atlas/server/x.py", "import aiohttp\nfrom atlas.model.batch import SeqStep\n"),
+    ("atlas/server/x.py", "import aiohttp\nfrom atlas.model.batch import SeqChunk\n"),
+    ("atlas/engine/x.py", "from ..model.batch import SeqChunk\nfrom ..runtime import kv_cache\n"),
     ("atlas/bench/x.py", "import aiohttp\nfrom ..kernels import tree\nfrom ..core import dtype\n"),
     ("atlas/gate/x.py", "from atlas.kernels.tree import KernelTree\n"),
     ("atlas_cli/cmd_x.py", "from atlas.gate import records\nfrom atlas.server import app\n"),

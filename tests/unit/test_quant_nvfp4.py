@@ -55,7 +55,8 @@ def _prmt(a: np.ndarray, b: np.ndarray, sel: np.ndarray) -> np.ndarray:
 
 def test_kernel_prmt_decode_is_exact_for_every_input() -> None:
     src = KERNEL.read_text()
-    const = {name: int(v, 16) for name, v in re.findall(r"(k(?:Hi|Lo)(?:03|47)) = (0x[0-9A-Fa-f]+)u", src)}
+    const = {name: int(v, 16)
+             for name, v in re.findall(r"(k(?:Hi|Lo)(?:03|47)) = (0x[0-9A-Fa-f]+)u", src)}
     sign_sel = int(re.search(r"prmt\(q << 4, q, (0x[0-9A-Fa-f]+)u\)", src).group(1), 16)
     p01_sel, p23_sel = (int(v, 16) for v in re.findall(r"prmt\(lo, hs, (0x[0-9A-Fa-f]+)u\)", src))
     q = np.arange(1 << 16, dtype=np.uint64) | np.uint64(0xBEEF0000)  # upper bits ignored

@@ -164,6 +164,31 @@ def test_reassigning_a_slot_forgets_the_previous_sequence() -> None:
     assert h.penalized(1)[0, 9] == pytest.approx(1.0)  # fresh counts
 
 
+def test_restored_counts_penalize_like_the_counts_they_restore() -> None:
+    """A sequence back from preemption gets its counts from the engine (`drawn_counts`):
+    the slot must penalize exactly as the slot that counted the draws on the device."""
+    h = Harness()
+    p = SamplingParams(temperature=0.0, repetition_penalty=1.2, presence_penalty=0.5,
+                       frequency_penalty=0.7)
+    prompt = [4, 8]
+    h.sampler.assign(0, prompt, p)
+    drawn = [11, 12, 11, 30, 11]
+    for k, tok in enumerate(drawn):
+        forced = np.full((1, VOCAB), -10.0, dtype=np.float32)
+        forced[0, tok] = 10.0
+        h.step(forced, [0], [p], [k])
+    h.sampler.assign(3, prompt, p, drawn_counts={11: 3, 12: 1, 30: 1})
+    logits = _logits(1, seed=4)
+    h.step(logits, [0], [p], [5])
+    counted = h.penalized(1)[0].copy()
+    h.step(logits, [3], [p], [5])
+    np.testing.assert_array_equal(h.penalized(1)[0], counted)
+    assert counted[11] != logits[0, 11]  # the counts really penalize
+    h.sampler.assign(1, prompt, GREEDY, drawn_counts={11: 3})  # no penalties: counts unused
+    with pytest.raises(ValueError, match="vocabulary"):
+        h.sampler.assign(2, prompt, p, drawn_counts={VOCAB: 1})
+
+
 def test_guards_produce_tokens_never_nan() -> None:
     h = Harness()
     for s in range(4):

@@ -1,10 +1,10 @@
-"""Packing scheduler steps into the device input layout."""
+"""Packing a step's chunks into the device input layout."""
 
 import numpy as np
 import pytest
 
 from atlas.core.sampling import GREEDY
-from atlas.model.batch import SeqStep
+from atlas.model.batch import SeqChunk
 from atlas.model.step_inputs import (StepError, StepLayout, decode_buckets, decode_splits,
                                      pack_step)
 
@@ -19,9 +19,9 @@ def _unpack(buf, lay, n_tokens, n_seqs):
 
 def test_mixed_prefill_and_decode_step():
     buf = np.full(LAYOUT.total, -7, dtype=np.int32)
-    steps = [SeqStep(1, [5, 6, 7], 16, [3, 9], GREEDY, sample=False),  # chunk at pos 16..18
-             SeqStep(2, [8], 4, [2], GREEDY)]
-    n_tokens, n_sample, max_q = pack_step(buf, LAYOUT, steps, block_size=16)
+    chunks = [SeqChunk(1, [5, 6, 7], 16, [3, 9], GREEDY, sample=False),  # pos 16..18
+              SeqChunk(2, [8], 4, [2], GREEDY)]
+    n_tokens, n_sample, max_q = pack_step(buf, LAYOUT, chunks, block_size=16)
     assert (n_tokens, n_sample, max_q) == (4, 1, 3)
     ids, pos, slots, cu_q, kv_lens = _unpack(buf, LAYOUT, 4, 2)
     assert ids.tolist() == [5, 6, 7, 8]
@@ -35,7 +35,7 @@ def test_mixed_prefill_and_decode_step():
 
 def test_padding_rows_never_write_kv():
     buf = np.zeros(LAYOUT.total, dtype=np.int32)
-    n_tokens, n_sample, _ = pack_step(buf, LAYOUT, [SeqStep(1, [4], 0, [1], GREEDY)], 16,
+    n_tokens, n_sample, _ = pack_step(buf, LAYOUT, [SeqChunk(1, [4], 0, [1], GREEDY)], 16,
                                       pad_to=4)
     assert (n_tokens, n_sample) == (4, 4)
     _, _, slots, _, kv_lens = _unpack(buf, LAYOUT, 4, 4)
@@ -43,15 +43,15 @@ def test_padding_rows_never_write_kv():
     assert kv_lens.tolist() == [1, 1, 1, 1]
 
 
-@pytest.mark.parametrize("steps, message", [
-    ([SeqStep(1, [1] * 17, 0, [0], GREEDY)], "need 2 KV blocks"),
-    ([SeqStep(1, [1] * 65, 0, list(range(8)), GREEDY)], "step budget"),
-    ([SeqStep(i, [1], 0, [0], GREEDY) for i in range(5)], "max batch"),
-    ([SeqStep(1, [], 0, [0], GREEDY)], "at least one token"),
+@pytest.mark.parametrize("chunks, message", [
+    ([SeqChunk(1, [1] * 17, 0, [0], GREEDY)], "need 2 KV blocks"),
+    ([SeqChunk(1, [1] * 65, 0, list(range(8)), GREEDY)], "step budget"),
+    ([SeqChunk(i, [1], 0, [0], GREEDY) for i in range(5)], "max batch"),
+    ([SeqChunk(1, [], 0, [0], GREEDY)], "at least one token"),
 ])
-def test_inconsistent_steps_are_refused(steps, message):
+def test_inconsistent_chunks_are_refused(chunks, message):
     with pytest.raises(StepError, match=message):
-        pack_step(np.zeros(LAYOUT.total, dtype=np.int32), LAYOUT, steps, 16)
+        pack_step(np.zeros(LAYOUT.total, dtype=np.int32), LAYOUT, chunks, 16)
 
 
 def test_decode_buckets_and_splits():

@@ -2,7 +2,8 @@
 """Decode/prefill benchmark of Atlas against transformers on one checkpoint (GPU machine).
 
 Prints a table and writes JSON: the measured device-copy bandwidth, Atlas batch-1/8/32
-decode tok/s (512-token prompt, 256 new tokens, greedy), Atlas prefill tok/s for a
+decode tok/s (512-token prompt, 256 new tokens, greedy; each step is `EngineCore.step`, the
+scheduler included, as the server runs it), Atlas prefill tok/s for a
 2,048-token prompt, the bandwidth fraction weights_bytes * tok/s / copy GB/s, and the same
 shapes through transformers eager and transformers + StaticCache + torch.compile.
 This is a benchmark script, not a test: it asserts nothing about speed.
@@ -23,7 +24,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "py"))
 
 from atlas.core.sampling import GREEDY  # noqa: E402
-from atlas.model.batch import SeqStep  # noqa: E402
+from atlas.engine.request import EngineRequest  # noqa: E402
+from engine_decode import start_decoding, stop_all  # noqa: E402
 
 
 def copy_bandwidth_gbs() -> float:
@@ -48,61 +50,44 @@ def copy_bandwidth_gbs() -> float:
 
 
 def atlas_bench(model_dir: Path, batches: list[int], prompt_len: int, new_tokens: int,
-                prefill_len: int, seed: int) -> dict:
+                prefill_len: int, seed: int, backend: str = "cuda") -> dict:
+    """Prefill and decode tok/s through the engine core (what the server runs per step)."""
+    from atlas.engine.core import EngineCore
     from atlas.model.load import load_runner
-    from atlas.runtime.kv_cache import BlockAllocator
 
     max_batch = max(batches)
-    runner = load_runner(model_dir, backend="cuda", max_seq_len=max(prompt_len + new_tokens,
-                                                                    prefill_len) + 16,
+    # slack past prompt + new tokens: sequences prefilled early decode while later ones fill
+    runner = load_runner(model_dir, backend=backend,
+                         max_seq_len=max(prompt_len + new_tokens + 64, prefill_len + 16),
                          max_batch_size=max_batch, max_prefill_tokens=prefill_len,
                          gpu_memory_utilization=0.85, fast_load=True, progress=None)
     rng = np.random.default_rng(seed)
     vocab = runner.vocab_size
-    pool = BlockAllocator(runner.num_kv_blocks)
-    bs_ = runner.block_size
     out: dict = {"weights_bytes": runner.info.weights_bytes, "decode": {},
                  "load_s": runner.info.load_s}
-    seq_counter = 0
 
-    def blocks_for(n: int) -> list[int]:
-        return pool.allocate(-(-n // bs_))
-
-    # prefill tok/s: one sequence of prefill_len tokens in one step
+    # prefill tok/s: one sequence of prefill_len tokens, one step (it samples one token)
+    core = EngineCore.build(runner, max_prefill_tokens=prefill_len, max_num_seqs=1)
     times = []
     for _ in range(4):
-        seq_counter += 1
         ids = rng.integers(100, vocab - 100, prefill_len).tolist()
-        bt = blocks_for(prefill_len)
+        core.add(len(times), EngineRequest(ids, GREEDY, 1))
         t0 = time.perf_counter()
-        runner.execute([SeqStep(seq_counter, ids, 0, bt, GREEDY, prompt_ids=ids)])
+        core.step()
         times.append(time.perf_counter() - t0)
-        runner.release(seq_counter)
-        pool.free(bt)
+        assert not core.has_work
     out["prefill_tok_s"] = prefill_len / statistics.median(times[1:])
 
     for b in batches:
-        seqs = []
-        for _ in range(b):
-            seq_counter += 1
-            ids = rng.integers(100, vocab - 100, prompt_len).tolist()
-            bt = blocks_for(prompt_len + new_tokens)
-            tok = runner.execute([SeqStep(seq_counter, ids, 0, bt, GREEDY, prompt_ids=ids)])[0]
-            seqs.append([seq_counter, bt, prompt_len, tok])
-        runner.execute([SeqStep(s[0], [s[3]], s[2], s[1], GREEDY) for s in seqs])  # warm
-        for s in seqs:
-            s[2] += 1
+        core = start_decoding(runner, b, prompt_len, new_tokens + 64, rng)
+        core.step()  # warm
+        generated = 0
         t0 = time.perf_counter()
         for _ in range(new_tokens - 1):
-            toks = runner.execute([SeqStep(s[0], [s[3]], s[2], s[1], GREEDY) for s in seqs])
-            for s, t in zip(seqs, toks):
-                s[2] += 1
-                s[3] = t
+            generated += core.step().num_generated
         dt = time.perf_counter() - t0
-        out["decode"][b] = b * (new_tokens - 1) / dt
-        for s in seqs:
-            runner.release(s[0])
-            pool.free(s[1])
+        out["decode"][b] = generated / dt
+        stop_all(core)
     return out
 
 

@@ -49,7 +49,8 @@ from atlas.model.step_inputs import decode_splits  # noqa: E402
 from atlas.runtime.gpu import DevicePtr, GpuBackend, Stream  # noqa: E402
 from atlas.runtime.kernel_abi import SAMPLE_ROW  # noqa: E402
 from atlas.runtime.ops import (KernelCache, activation, attention, embedding,  # noqa: E402
-                               matmul, matmul_batched, norm, rope, sampling)
+                               gating, linear_attention, matmul, matmul_batched, norm, rope,
+                               sampling)
 from check_kernels import git_commit, load_sources, nvidia_driver_version  # noqa: E402
 
 
@@ -90,6 +91,8 @@ DRY_RUN_COPIES = 2
 #: shapes of the CPU dry run: small enough for the numpy reference kernels
 TINY = ks.ModelDims("tiny", hidden=64, heads=4, kv_heads=2, head_dim=64, intermediate=96,
                     vocab=512)
+TINY_HYBRID = ks.HybridDims("tiny-hybrid", heads=4, kv_heads=2, head_dim=64, key_heads=2,
+                            value_heads=4, key_dim=32, value_dim=32, conv_kernel=4)
 
 
 # ---- the device the table runs on -------------------------------------------------------
@@ -614,6 +617,136 @@ def kept_tokens(torch: Any, logits: Any, temperature: float, top_k: int, top_p: 
     return kept.scatter(-1, idx, keep_sorted)
 
 
+# ---- the hybrid (Gated-DeltaNet) families: transformers' torch implementations as baseline -
+
+def _qwen3_5_torch() -> Any:
+    """transformers' Qwen3.5 module: its torch fallbacks of the conv, the delta rule and the
+    gated norm are the baseline (flash-linear-attention / causal-conv1d are not installed)."""
+    warnings.filterwarnings("ignore", message=".*falling back to its reference PyTorch.*")
+    from transformers.models.qwen3_5 import modeling_qwen3_5
+    return modeling_qwen3_5
+
+
+def conv1d_case(env: Env, s: Any) -> Case:
+    torch, F = env.torch, env.torch.nn.functional
+    hf = _qwen3_5_torch()
+    b, t_, c, k = s.seqs, s.tokens, s.channels, s.kernel
+    decode = t_ == 1
+
+    def make() -> Set:
+        # ours: state [slots, k - 1, C]; transformers: [batch, C, k - 1] (the same values)
+        state = env.uniform((b, k - 1, c))
+        return {"x": env.uniform((b * t_, c)), "w": env.uniform((c, k), -0.5, 0.5),
+                "state": state, "hf_state": state.transpose(1, 2).contiguous(),
+                "slots": torch.arange(b, dtype=torch.int32, device=env.device),
+                "cu_q": torch.arange(0, b * t_ + 1, t_, dtype=torch.int32, device=env.device),
+                "kv_lens": torch.full((b,), 100 * decode + t_, dtype=torch.int32,
+                                      device=env.device),
+                "out": torch.empty((b * t_, c), dtype=torch.bfloat16, device=env.device)}
+
+    def ours(st: Set, stream: Stream) -> None:
+        linear_attention.conv1d_silu(env.kc, stream, env.ptr(st["x"]), c, env.ptr(st["w"]),
+                                     env.ptr(st["state"]), env.ptr(st["slots"]),
+                                     env.ptr(st["cu_q"]), env.ptr(st["kv_lens"]),
+                                     env.ptr(st["out"]), b, c, k, t_)
+
+    def theirs(st: Set) -> Any:
+        x = st["x"].view(b, t_, c).transpose(1, 2)
+        if decode:  # causal_conv1d_update: state rolls in place
+            return hf.causal_conv1d_update(x, st["hf_state"], st["w"], None, "silu")
+        return F.silu(F.conv1d(x, st["w"].unsqueeze(1), padding=k - 1, groups=c)[..., :t_])
+
+    def compare(o: Set, t: Set, r: Any) -> list:
+        out = [("out", o["out"], r.transpose(1, 2).reshape(b * t_, c))]
+        if decode:
+            out.append(("state", o["state"], t["hf_state"].transpose(1, 2)))
+        return out
+
+    label = ("causal_conv1d_update (transformers torch fallback)" if decode
+             else "F.conv1d(groups=C) + F.silu (transformers causal_conv1d_fn fallback)")
+    return Case(s, make, ours, [Variant(label, theirs)], compare, outputs=("out",),
+                mutated=("state", "hf_state"))
+
+
+def delta_rule_case(env: Env, s: Any) -> Case:
+    torch, F = env.torch, env.torch.nn.functional
+    hf = _qwen3_5_torch()
+    b, t_, hk, hv, dk, dv = s.seqs, s.tokens, s.key_heads, s.value_heads, s.key_dim, s.value_dim
+    row = 2 * hk * dk + hv * dv
+    start = 0 if s.chunked else 100  # prefill starts fresh; decode continues a state
+
+    def make() -> Set:
+        return {"qkv": env.uniform((b * t_, row)), "ba": env.uniform((b * t_, 2 * hv), -2, 2),
+                "a_log": env.uniform((hv,), -4.0, -0.7), "dt_bias": env.uniform((hv,), 0.5, 1.5),
+                "state": env.normal((b, hv, dk, dv), 0.1).float().contiguous(),
+                "slots": torch.arange(b, dtype=torch.int32, device=env.device),
+                "cu_q": torch.arange(0, b * t_ + 1, t_, dtype=torch.int32, device=env.device),
+                "kv_lens": torch.full((b,), start + t_, dtype=torch.int32, device=env.device),
+                "out": torch.empty((b * t_, hv * dv), dtype=torch.bfloat16, device=env.device)}
+
+    def ours(st: Set, stream: Stream) -> None:
+        linear_attention.gated_delta_rule(
+            env.kc, stream, env.ptr(st["qkv"]), row, env.ptr(st["ba"]), 2 * hv,
+            env.ptr(st["a_log"]), env.ptr(st["dt_bias"]), env.ptr(st["state"]),
+            env.ptr(st["slots"]), env.ptr(st["cu_q"]), env.ptr(st["kv_lens"]),
+            env.ptr(st["out"]), b, hk, hv, dk, dv, recurrent=not s.chunked)
+
+    def theirs(st: Set) -> Any:
+        """Qwen3_5GatedDeltaNet.forward from the conv output to the rule's output."""
+        x = st["qkv"].view(b, t_, row)
+        q = x[..., :hk * dk].reshape(b, t_, hk, dk)
+        k = x[..., hk * dk:2 * hk * dk].reshape(b, t_, hk, dk)
+        v = x[..., 2 * hk * dk:].reshape(b, t_, hv, dv)
+        ba = st["ba"].view(b, t_, 2 * hv)
+        beta = ba[..., :hv].sigmoid()
+        g = -st["a_log"].float().exp() * F.softplus(ba[..., hv:].float() + st["dt_bias"])
+        q = q.repeat_interleave(hv // hk, dim=2)
+        k = k.repeat_interleave(hv // hk, dim=2)
+        if s.chunked:
+            return hf.torch_chunk_gated_delta_rule(q, k, v, g=g, beta=beta, initial_state=None,
+                                                   output_final_state=True,
+                                                   use_qk_l2norm_in_kernel=True)
+        return hf.torch_recurrent_gated_delta_rule(q, k, v, g=g, beta=beta,
+                                                   initial_state=st["state"],
+                                                   output_final_state=True,
+                                                   use_qk_l2norm_in_kernel=True)
+
+    def compare(o: Set, t: Set, r: Any) -> list:
+        out, state = r
+        return [("out", o["out"], out.reshape(b * t_, hv * dv)), ("state", o["state"], state)]
+
+    name = ("torch_chunk_gated_delta_rule" if s.chunked
+            else "torch_recurrent_gated_delta_rule")
+    return Case(s, make, ours,
+                [Variant(f"{name} (transformers; gates + repeat_interleave included)", theirs)],
+                compare, outputs=("out",), mutated=("state",),
+                note="ours on CUDA cores (not yet tensor cores)" if s.chunked else "")
+
+
+def gated_norm_case(env: Env, s: Any) -> Case:
+    torch = env.torch
+    hf = _qwen3_5_torch()
+    t_, h, d = s.tokens, s.heads, s.dim
+    module = hf.Qwen3_5RMSNormGated(d, eps=EPS).to(device=env.device, dtype=torch.bfloat16)
+
+    def make() -> Set:
+        return {"x": env.uniform((t_, h * d)), "z": env.uniform((t_, h * d), -3, 3),
+                "w": env.uniform((d,), 0.5, 1.5),
+                "out": torch.empty((t_, h * d), dtype=torch.bfloat16, device=env.device)}
+
+    def ours(st: Set, stream: Stream) -> None:
+        gating.gated_rmsnorm(env.kc, stream, env.ptr(st["x"]), env.ptr(st["z"]), h * d,
+                             env.ptr(st["w"]), env.ptr(st["out"]), t_, h, d, EPS)
+
+    def theirs(st: Set) -> Any:
+        with torch.no_grad():
+            module.weight.copy_(st["w"])
+            return module(st["x"].view(-1, d), st["z"].view(-1, d))
+
+    return Case(s, make, ours, [Variant("Qwen3_5RMSNormGated (transformers)", theirs)],
+                lambda o, t, r: [("out", o["out"], r.view(t_, h * d))], outputs=("out",))
+
+
 BUILDERS: dict[Any, Callable[[Env, Any], Case]] = {
     ks.Family.RMSNORM: norm_case, ks.Family.ADD_RMSNORM: norm_case,
     ks.Family.QK_NORM_ROPE_KV: rope_case, ks.Family.KV_APPEND: rope_case,
@@ -623,6 +756,8 @@ BUILDERS: dict[Any, Callable[[Env, Any], Case]] = {
     ks.Family.PREFILL_ATTENTION: prefill_attention_case,
     ks.Family.DECODE_ATTENTION: decode_attention_case,
     ks.Family.SAMPLING: sampling_case, ks.Family.GREEDY: sampling_case,
+    ks.Family.CONV1D: conv1d_case, ks.Family.DELTA_CHUNK: delta_rule_case,
+    ks.Family.DELTA_STEP: delta_rule_case, ks.Family.GATED_RMSNORM: gated_norm_case,
 }
 
 
@@ -932,7 +1067,8 @@ def select_shapes(args: argparse.Namespace) -> list[Any]:
         shapes = ks.table_shapes(TINY, (TINY,), ks.TableScale(decode_batches=(1, 3),
                                                            prefill_tokens=40,
                                                            attention_seqs=(17, 64),
-                                                           histories=(48, 200)))
+                                                           histories=(48, 200)),
+                                 hybrid=TINY_HYBRID)
     else:
         shapes = ks.table_shapes()
     if args.quick:

@@ -17,7 +17,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "py"))
 
-from atlas.model.parity import compare_with_golden  # noqa: E402
+from atlas.engine.parity import compare_with_golden  # noqa: E402
 
 
 def main() -> int:

@@ -4,8 +4,9 @@ GPU time per step, and host time per step.
 
 * GPU time per step: CUDA events around back-to-back replays of one decode graph (no host
   work between them), so launch gaps inside the graph are included but host work is not.
-* Host time per step: wall time of `runner.execute` minus the GPU time (the runner is
-  synchronous, so the GPU idles for about that long every step).
+* Host time per step: wall time of `EngineCore.step` (scheduler + runner, as the server
+  runs it) minus the GPU time (the step is synchronous, so the GPU idles for about that
+  long every step).
 * Per kernel: CUPTI kernel records collected by torch.profiler over a few replays, grouped
   by kernel name, with the bytes each GEMV must move turned into GB/s. With programmatic
   dependent launch (the default) consecutive kernels overlap and each record includes the
@@ -27,8 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "py"))
 
-from atlas.core.sampling import GREEDY  # noqa: E402
-from atlas.model.batch import SeqStep  # noqa: E402
+from engine_decode import start_decoding, stop_all  # noqa: E402
 
 
 def main() -> int:
@@ -43,34 +43,20 @@ def main() -> int:
     from torch.profiler import ProfilerActivity, profile
 
     from atlas.model.load import load_runner
-    from atlas.runtime.kv_cache import BlockAllocator
 
     runner = load_runner(a.model, backend="cuda", max_seq_len=a.context + 256,
                          max_batch_size=max(a.batch, 1), max_prefill_tokens=a.context,
                          gpu_memory_utilization=0.85)
-    pool = BlockAllocator(runner.num_kv_blocks)
-    rng = np.random.default_rng(0)
-    seqs = []
-    for i in range(a.batch):
-        ids = rng.integers(100, runner.vocab_size - 100, a.context).tolist()
-        bt = pool.allocate(-(-(a.context + 200) // runner.block_size))
-        tok = runner.execute([SeqStep(i, ids, 0, bt, GREEDY, prompt_ids=ids)])[0]
-        seqs.append([i, bt, a.context, tok])
-
-    def step() -> None:
-        toks = runner.execute([SeqStep(s[0], [s[3]], s[2], s[1], GREEDY) for s in seqs])
-        for s, t in zip(seqs, toks):
-            s[2] += 1
-            s[3] = t
-
+    core = start_decoding(runner, a.batch, a.context, 200, np.random.default_rng(0))
     for _ in range(5):
-        step()
+        core.step()
     walls = []
     for _ in range(50):
         t0 = time.perf_counter()
-        step()
+        core.step()
         walls.append(time.perf_counter() - t0)
     wall_ms = statistics.median(walls) * 1e3
+    stop_all(core)
 
     dev, stream = runner.backend, runner.stream
     bucket = next(b for b in runner.buckets if b >= a.batch)

@@ -101,7 +101,7 @@ export ATLAS_COMMIT="${ATLAS_COMMIT:-$(git -C "$REPO" rev-parse --short HEAD 2>/
 stage_tiny_parity() {
   "$PY" tools/gpu/model_parity.py --backend cuda --model tests/fixtures/tiny-llama \
     --model tests/fixtures/tiny-qwen3 --model tests/fixtures/tiny-llama3-rope \
-    --out "$RESULTS/parity_tiny.json"
+    --model tests/fixtures/tiny-qwen3_5 --out "$RESULTS/parity_tiny.json"
 }
 
 # A random-weight checkpoint in a real config, with transformers goldens, made on this GPU.
@@ -139,6 +139,9 @@ stage_decode_bench() {
 }
 
 stage_qwen3_0_6b() { model_stage qwen3-0.6b eager; }
+# The hybrid dense Qwen3.5 (Gated-DeltaNet + gated attention, head_dim 256) in its published
+# default shapes, 8 layers: parity with transformers, then Atlas's decode/prefill numbers.
+stage_qwen3_5() { model_stage qwen3_5-9b-8l none; }
 stage_qwen3_8b() { model_stage qwen3-8b "${ATLAS_8B_HF:-eager,compiled}"; }
 
 # The same decode benchmark with programmatic dependent launch off: the A/B of PDL.
@@ -200,8 +203,8 @@ stage_batched_min_m() {
 }
 
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity qwen3_0_6b
-        qwen3_8b decode_bench decode_bench_nopdl batched_min_m profile kernel_table server_sweep
-        throughput)
+        qwen3_5 qwen3_8b decode_bench decode_bench_nopdl batched_min_m profile kernel_table
+        server_sweep throughput)
 
 # ---- runner -------------------------------------------------------------------------------
 

@@ -66,7 +66,9 @@ __device__ __forceinline__ void split_bf16x2(float a, float b, uint32_t& hi, uin
 template <int D>
 struct Prefill {
   static constexpr int kBQ = 64;                 // ops/attention.py PREFILL_QUERY_TILE
-  static constexpr int kBKV = D == 128 ? 32 : 64;
+  // keys per K/V tile: the ring is the same 32 KiB for every D (D = 256 keeps its 16 x 4
+  // Q fragments and 32 x 4 O accumulators in registers, so its S tile is the smallest)
+  static constexpr int kBKV = D == 256 ? 16 : D == 128 ? 32 : 64;
   static constexpr int kChunks = D / 8;          // 16-byte chunks per row
   static constexpr int kTileElems = kBKV * D;    // one K or V tile [kBKV][D], swizzled
   static constexpr int kStageElems = 2 * kTileElems;
@@ -74,7 +76,9 @@ struct Prefill {
   static_assert(kBQ * D <= kSmemElems, "the Q tile is staged in the K/V ring");
 };
 constexpr int kPrefillSmemElems = Prefill<128>::kSmemElems;
-static_assert(Prefill<64>::kSmemElems == kPrefillSmemElems, "one static buffer serves both");
+static_assert(Prefill<64>::kSmemElems == kPrefillSmemElems &&
+                  Prefill<256>::kSmemElems == kPrefillSmemElems,
+              "one static buffer serves every head dim");
 
 template <int D>
 __device__ __forceinline__ void prefill_attn(
@@ -253,7 +257,7 @@ __device__ __forceinline__ void prefill_attn(
 
 // ---- decode -------------------------------------------------------------------------------
 constexpr int kDecodeHeadsPerPass = 4;  // q heads whose q/o live in registers at once
-constexpr int kDecodeMaxDim = 128;
+constexpr int kDecodeMaxDim = 256;
 constexpr int kDecodeUnroll = 4;        // keys per key group in flight per iteration
 // The shortest split (ops/attention.py DECODE_MIN_KEYS_PER_SPLIT): one iteration of the
 // D = 128 loop (8 key groups x kDecodeUnroll), so a short context is one K/V round trip per
@@ -543,7 +547,8 @@ __device__ __forceinline__ float decode_combine_element(const float* ml, const f
 }  // namespace
 
 // Two blocks per SM (8 warps): the register budget this implies (<= 255) keeps the Q and O
-// fragments of D = 128 resident without spills on both sm_90a and sm_121.
+// fragments of D = 128 and 256 (16 x 4 Q, 32 x 4 O a thread; 255 registers) resident without
+// spills on both sm_90a and sm_121.
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
     prefill_attn_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
                       const __nv_bfloat16* v_cache, const int* block_tables, const int* cu_q,
@@ -555,6 +560,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
   __shared__ __align__(128) __nv_bfloat16 smem[kPrefillSmemElems];
   if (head_dim == 128)
     prefill_attn<128>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq, hkv, block_size,
+                      max_blocks, scale, smem);
+  else if (head_dim == 256)
+    prefill_attn<256>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq, hkv, block_size,
                       max_blocks, scale, smem);
   else if (head_dim == 64)
     prefill_attn<64>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq, hkv, block_size,
@@ -578,6 +586,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
   const int ns = static_cast<int>(num_splits);
   if (head_dim == 128)
     decode_attn<128>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
+                     block_size, max_blocks, ns, scale, red);
+  else if (head_dim == 256)
+    decode_attn<256>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
                      block_size, max_blocks, ns, scale, red);
   else if (head_dim == 64)
     decode_attn<64>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,

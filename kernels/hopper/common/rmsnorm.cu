@@ -2,7 +2,8 @@
 //   r   = bf16(residual + delta)                     (add_rmsnorm only; written back)
 //   out = bf16(w * bf16(r * rsqrt(mean(r^2) + eps))) (mean in f32 over the bf16 row)
 // The two roundings are the `hidden.to(bf16)` and `weight * hidden` op boundaries of HF's
-// LlamaRMSNorm/Qwen3RMSNorm.
+// LlamaRMSNorm/Qwen3RMSNorm. The *_offset_* entry points take zero-centred weights
+// (Qwen3.5/Qwen3-Next): out = bf16((r * rsqrt(mean(r^2) + eps)) * (1 + w)), all f32, one rounding.
 //
 // Launch: grid = rows, block = 32..1024 threads (multiple of 32), dim % 8 == 0 and
 // dim <= 8 * kMaxVecs * blockDim.x. Each thread keeps its (at most kMaxVecs) 16-byte vectors
@@ -29,7 +30,7 @@ __device__ __forceinline__ void load_vecs(const uint4* src, int nvec, uint4 (&ds
   }
 }
 
-template <bool kAdd>
+template <bool kAdd, bool kOffset>
 __device__ __forceinline__ void rmsnorm_row(const __nv_bfloat16* x,  // may alias residual
                                             const __nv_bfloat16* __restrict__ delta,
                                             __nv_bfloat16* residual,
@@ -81,7 +82,8 @@ __device__ __forceinline__ void rmsnorm_row(const __nv_bfloat16* x,  // may alia
       atlas::unpack_bf16x8(wv[i], wf);
       atlas::unpack_bf16x8(packed[j], v);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) y[e] = wf[e] * atlas::round_bf16(v[e] * inv_rms);
+      for (int e = 0; e < 8; ++e)
+        y[e] = kOffset ? (v[e] * inv_rms) * (1.f + wf[e]) : wf[e] * atlas::round_bf16(v[e] * inv_rms);
       ov[i] = atlas::pack_bf16x8(y);
     }
   }
@@ -94,7 +96,7 @@ rmsnorm_bf16(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restric
              __nv_bfloat16* __restrict__ out, uint32_t rows, uint32_t dim, float eps) {
   if (blockIdx.x >= rows) return;
   atlas::pdl_enter();
-  rmsnorm_row<false>(x, nullptr, nullptr, w, out, dim, eps);
+  rmsnorm_row<false, false>(x, nullptr, nullptr, w, out, dim, eps);
 }
 
 extern "C" __global__ void __launch_bounds__(1024)
@@ -103,5 +105,23 @@ add_rmsnorm_bf16(__nv_bfloat16* __restrict__ residual, const __nv_bfloat16* __re
                  uint32_t rows, uint32_t dim, float eps) {
   if (blockIdx.x >= rows) return;
   atlas::pdl_enter();
-  rmsnorm_row<true>(residual, delta, residual, w, out, dim, eps);
+  rmsnorm_row<true, false>(residual, delta, residual, w, out, dim, eps);
+}
+
+extern "C" __global__ void __launch_bounds__(1024)
+rmsnorm_offset_bf16(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
+                    __nv_bfloat16* __restrict__ out, uint32_t rows, uint32_t dim, float eps) {
+  if (blockIdx.x >= rows) return;
+  atlas::pdl_enter();
+  rmsnorm_row<false, true>(x, nullptr, nullptr, w, out, dim, eps);
+}
+
+extern "C" __global__ void __launch_bounds__(1024)
+add_rmsnorm_offset_bf16(__nv_bfloat16* __restrict__ residual,
+                        const __nv_bfloat16* __restrict__ delta,
+                        const __nv_bfloat16* __restrict__ w, __nv_bfloat16* __restrict__ out,
+                        uint32_t rows, uint32_t dim, float eps) {
+  if (blockIdx.x >= rows) return;
+  atlas::pdl_enter();
+  rmsnorm_row<true, true>(residual, delta, residual, w, out, dim, eps);
 }

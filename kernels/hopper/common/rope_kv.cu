@@ -19,38 +19,48 @@
 // warps) instead of one block walking all its heads; prefill's tokens x head groups fill the
 // GPU the same way. head_dim even and <= 2 * 32 * kMaxPairs (256).
 // The norm weights are read before waiting on the previous kernel (PDL): nothing writes them.
+//
+// qk_norm_rope_kv_partial_bf16 is the general form (Qwen3.5 / Qwen3-Next gated attention):
+// q heads sit q_pitch elements apart in the row (each followed by its output gate, which this
+// kernel leaves alone), only the first rotary_dim elements of a head rotate (pairs (i,
+// i + rotary_dim/2), cos_sin f32 [positions, rotary_dim]) and the rest pass through, and
+// norm_offset selects zero-centred weights: x = bf16((x * rsqrt(mean(x^2) + eps)) * (1 + w)).
+// Each lane holds up to kMaxPairs rotation pairs and kMaxPass pass-through elements.
 #include "atlas_common.cuh"
 
 namespace {
 
 constexpr int kMaxPairs = 4;  // rotation pairs per lane: D/2 <= 32 * kMaxPairs
 constexpr int kMaxWarps = 4;  // warps (heads) per block: ops/rope.py ROPE_WARPS
+constexpr int kMaxPass = 8;   // pass-through elements per lane: D - rotary_dim <= 256
 
 __device__ __forceinline__ float bf(const __nv_bfloat16* p, int i) {
   return __bfloat162float(p[i]);
 }
 
-}  // namespace
-
-extern "C" __global__ void __launch_bounds__(32 * kMaxWarps)
-qk_norm_rope_kv_bf16(const __nv_bfloat16* __restrict__ qkv, __nv_bfloat16* __restrict__ q_out,
-                     __nv_bfloat16* __restrict__ k_cache, __nv_bfloat16* __restrict__ v_cache,
-                     const __nv_bfloat16* __restrict__ q_norm_w,
-                     const __nv_bfloat16* __restrict__ k_norm_w, const float* __restrict__ cos_sin,
-                     const int32_t* __restrict__ positions, const int32_t* __restrict__ slots,
-                     uint32_t tokens, uint32_t hq, uint32_t hkv, uint32_t head_dim,
-                     uint32_t block_size, float eps) {
+// One (token, head) of the fused prologue. kPartial = false is the classic layout
+// (q_pitch = rot = D, plain weights) with the pass-through code compiled out.
+template <bool kPartial>
+__device__ __forceinline__ void rope_head(
+    const __nv_bfloat16* __restrict__ qkv, __nv_bfloat16* __restrict__ q_out,
+    __nv_bfloat16* __restrict__ k_cache, __nv_bfloat16* __restrict__ v_cache,
+    const __nv_bfloat16* __restrict__ q_norm_w, const __nv_bfloat16* __restrict__ k_norm_w,
+    const float* __restrict__ cos_sin, const int32_t* __restrict__ positions,
+    const int32_t* __restrict__ slots, uint32_t tokens, uint32_t hq, uint32_t hkv,
+    uint32_t head_dim, uint32_t q_pitch, uint32_t rotary_dim, bool offset, uint32_t block_size,
+    float eps) {
   const uint32_t t = blockIdx.x;
   const int lane = threadIdx.x & 31;
   const int h = static_cast<int>(blockIdx.y * (blockDim.x >> 5) + (threadIdx.x >> 5));
-  const int D = static_cast<int>(head_dim), half = D / 2;
+  const int D = static_cast<int>(head_dim);
+  const int rot = kPartial ? static_cast<int>(rotary_dim) : D, half = rot / 2;
   const int heads = static_cast<int>(hq + 2 * hkv);
   const bool is_q = h < static_cast<int>(hq);
   const bool is_v = h >= static_cast<int>(hq + hkv);
   const bool normed = q_norm_w != nullptr && !is_v;
 
   // This lane's norm weights (weights only: safe before the wait).
-  float w1[kMaxPairs], w2[kMaxPairs];
+  float w1[kMaxPairs], w2[kMaxPairs], wp[kMaxPass];
   const __nv_bfloat16* norm_w = is_q ? q_norm_w : k_norm_w;
 #pragma unroll
   for (int j = 0; j < kMaxPairs; ++j) {
@@ -59,11 +69,20 @@ qk_norm_rope_kv_bf16(const __nv_bfloat16* __restrict__ qkv, __nv_bfloat16* __res
     w1[j] = ok ? bf(norm_w, i) : 0.f;
     w2[j] = ok ? bf(norm_w, i + half) : 0.f;
   }
+#pragma unroll
+  for (int j = 0; j < kMaxPass; ++j) {
+    const int e = rot + lane + 32 * j;
+    wp[j] = kPartial && normed && h < heads && e < D ? bf(norm_w, e) : 0.f;
+  }
   atlas::pdl_enter();  // qkv, positions and slots come from the kernels before this one
   if (t >= tokens || h >= heads) return;  // warp-uniform; no block-wide sync below
   const int32_t slot = slots[t];
   if (!is_q && slot < 0) return;  // padding token: no cache writes
-  const __nv_bfloat16* src = qkv + (static_cast<size_t>(t) * heads + h) * D;
+  const size_t row = static_cast<size_t>(t) * (hq * (kPartial ? q_pitch : head_dim) + 2 * hkv * head_dim);
+  const __nv_bfloat16* src =
+      qkv + row + (is_q ? static_cast<size_t>(h) * (kPartial ? q_pitch : head_dim)
+                        : static_cast<size_t>(hq) * (kPartial ? q_pitch : head_dim) +
+                              static_cast<size_t>(h - static_cast<int>(hq)) * D);
   const int kh = h - static_cast<int>(is_v ? hq + hkv : hq);
   __nv_bfloat16* dst =
       is_q ? q_out + (static_cast<size_t>(t) * hq + h) * D
@@ -74,9 +93,9 @@ qk_norm_rope_kv_bf16(const __nv_bfloat16* __restrict__ qkv, __nv_bfloat16* __res
     for (int i = lane; i < D; i += 32) dst[i] = src[i];
     return;
   }
-  const float* cosv = cos_sin + static_cast<size_t>(positions[t]) * D;
+  const float* cosv = cos_sin + static_cast<size_t>(positions[t]) * rot;
   const float* sinv = cosv + half;
-  float x1[kMaxPairs], x2[kMaxPairs];
+  float x1[kMaxPairs], x2[kMaxPairs], xp[kMaxPass];
   float sumsq = 0.f;
 #pragma unroll
   for (int j = 0; j < kMaxPairs; ++j) {
@@ -85,12 +104,30 @@ qk_norm_rope_kv_bf16(const __nv_bfloat16* __restrict__ qkv, __nv_bfloat16* __res
     x2[j] = i < half ? bf(src, i + half) : 0.f;
     sumsq = fmaf(x1[j], x1[j], fmaf(x2[j], x2[j], sumsq));
   }
+#pragma unroll
+  for (int j = 0; j < kMaxPass; ++j) {
+    const int e = rot + lane + 32 * j;
+    xp[j] = kPartial && e < D ? bf(src, e) : 0.f;
+    sumsq = fmaf(xp[j], xp[j], sumsq);
+  }
   if (normed) {
     const float inv_rms = rsqrtf(atlas::warp_sum(sumsq) / static_cast<float>(D) + eps);
+    if (kPartial && offset) {
 #pragma unroll
-    for (int j = 0; j < kMaxPairs; ++j) {
-      x1[j] = atlas::round_bf16(w1[j] * atlas::round_bf16(x1[j] * inv_rms));
-      x2[j] = atlas::round_bf16(w2[j] * atlas::round_bf16(x2[j] * inv_rms));
+      for (int j = 0; j < kMaxPairs; ++j) {
+        x1[j] = atlas::round_bf16((x1[j] * inv_rms) * (1.f + w1[j]));
+        x2[j] = atlas::round_bf16((x2[j] * inv_rms) * (1.f + w2[j]));
+      }
+#pragma unroll
+      for (int j = 0; j < kMaxPass; ++j) xp[j] = atlas::round_bf16((xp[j] * inv_rms) * (1.f + wp[j]));
+    } else {
+#pragma unroll
+      for (int j = 0; j < kMaxPairs; ++j) {
+        x1[j] = atlas::round_bf16(w1[j] * atlas::round_bf16(x1[j] * inv_rms));
+        x2[j] = atlas::round_bf16(w2[j] * atlas::round_bf16(x2[j] * inv_rms));
+      }
+#pragma unroll
+      for (int j = 0; j < kMaxPass; ++j) xp[j] = atlas::round_bf16(wp[j] * atlas::round_bf16(xp[j] * inv_rms));
     }
   }
 #pragma unroll
@@ -104,4 +141,43 @@ qk_norm_rope_kv_bf16(const __nv_bfloat16* __restrict__ qkv, __nv_bfloat16* __res
       dst[i + half] = atlas::f32_to_bf16(p2c + p1s);
     }
   }
+  if (kPartial) {
+#pragma unroll
+    for (int j = 0; j < kMaxPass; ++j) {
+      const int e = rot + lane + 32 * j;
+      if (e < D) dst[e] = atlas::f32_to_bf16(xp[j]);
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(32 * kMaxWarps)
+qk_norm_rope_kv_bf16(const __nv_bfloat16* __restrict__ qkv, __nv_bfloat16* __restrict__ q_out,
+                     __nv_bfloat16* __restrict__ k_cache, __nv_bfloat16* __restrict__ v_cache,
+                     const __nv_bfloat16* __restrict__ q_norm_w,
+                     const __nv_bfloat16* __restrict__ k_norm_w, const float* __restrict__ cos_sin,
+                     const int32_t* __restrict__ positions, const int32_t* __restrict__ slots,
+                     uint32_t tokens, uint32_t hq, uint32_t hkv, uint32_t head_dim,
+                     uint32_t block_size, float eps) {
+  rope_head<false>(qkv, q_out, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots,
+                   tokens, hq, hkv, head_dim, head_dim, head_dim, false, block_size, eps);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * kMaxWarps)
+qk_norm_rope_kv_partial_bf16(const __nv_bfloat16* __restrict__ qkv,
+                             __nv_bfloat16* __restrict__ q_out,
+                             __nv_bfloat16* __restrict__ k_cache,
+                             __nv_bfloat16* __restrict__ v_cache,
+                             const __nv_bfloat16* __restrict__ q_norm_w,
+                             const __nv_bfloat16* __restrict__ k_norm_w,
+                             const float* __restrict__ cos_sin,
+                             const int32_t* __restrict__ positions,
+                             const int32_t* __restrict__ slots, uint32_t tokens, uint32_t hq,
+                             uint32_t hkv, uint32_t head_dim, uint32_t q_pitch,
+                             uint32_t rotary_dim, uint32_t norm_offset, uint32_t block_size,
+                             float eps) {
+  rope_head<true>(qkv, q_out, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots,
+                  tokens, hq, hkv, head_dim, q_pitch, rotary_dim, norm_offset != 0, block_size,
+                  eps);
 }

@@ -45,6 +45,10 @@ class Family(enum.Enum):
     DECODE_ATTENTION = "decode_attention"
     SAMPLING = "sampling"
     GREEDY = "greedy"
+    CONV1D = "conv1d"
+    DELTA_CHUNK = "gated_delta_chunk"
+    DELTA_STEP = "gated_delta_step"
+    GATED_RMSNORM = "gated_rmsnorm"
 
 
 #: the kernel families named by the issue (`issues show 5`, point 4) -> the table's families.
@@ -61,6 +65,11 @@ ISSUE_FAMILIES: dict[str, tuple[Family, ...]] = {
     "paged decode attention": (Family.DECODE_ATTENTION,),
     "KV append": (Family.KV_APPEND, Family.QK_NORM_ROPE_KV),
     "sampling": (Family.SAMPLING, Family.GREEDY),
+    # issue 11: the hybrid models' kernels (head_dim-256 attention is in the attention rows)
+    "conv1d": (Family.CONV1D,),
+    "chunked delta rule": (Family.DELTA_CHUNK,),
+    "recurrent delta rule": (Family.DELTA_STEP,),
+    "gated RMSNorm": (Family.GATED_RMSNORM,),
 }
 
 
@@ -93,6 +102,31 @@ QWEN3_0_6B = ModelDims("qwen3-0.6b", hidden=1024, heads=16, kv_heads=8, head_dim
                        intermediate=3072, vocab=151936)
 SMOLLM2_135M = ModelDims("smollm2-135m", hidden=576, heads=9, kv_heads=3, head_dim=64,
                          intermediate=1536, vocab=49152)
+
+
+@dataclass(frozen=True, slots=True)
+class HybridDims:
+    """The Gated-DeltaNet and gated-attention sizes of a hybrid model (Qwen3.5)."""
+
+    name: str
+    heads: int
+    kv_heads: int
+    head_dim: int
+    key_heads: int
+    value_heads: int
+    key_dim: int
+    value_dim: int
+    conv_kernel: int
+
+    @property
+    def conv_channels(self) -> int:
+        """q, k and v side by side: the conv's channels and the delta rule's input row."""
+        return 2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
+
+
+#: Qwen3.5-35B-A3B's (transformers' Qwen3_5MoeTextConfig defaults) attention and linear layers
+QWEN3_5_35B = HybridDims("qwen3.5-35b-a3b", heads=16, kv_heads=2, head_dim=256, key_heads=16,
+                         value_heads=32, key_dim=128, value_dim=128, conv_kernel=4)
 
 
 class KernelShape(Protocol):
@@ -337,6 +371,93 @@ class Sampling:
                 f"top_k={self.top_k} top_p={self.top_p:g}")
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Conv1d:
+    """Causal depthwise conv1d + SiLU of `seqs` sequences of `tokens` each, with a rolling
+    state of kernel - 1 inputs per sequence read and written."""
+
+    label: str
+    seqs: int
+    tokens: int
+    channels: int
+    kernel: int
+    quick: bool = False
+
+    @property
+    def family(self) -> Family:
+        return Family.CONV1D
+
+    def bytes_moved(self) -> int:
+        rows = 2 * self.seqs * self.tokens * self.channels             # x read, out written
+        state = 2 * self.seqs * (self.kernel - 1) * self.channels      # read + written
+        return BF16 * (rows + state + self.channels * self.kernel)
+
+    def flops(self) -> int:
+        return 0
+
+    def describe(self) -> str:
+        return f"seqs={self.seqs} T={self.tokens} C={self.channels} K={self.kernel}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeltaRule:
+    """The gated delta rule over `seqs` sequences of `tokens`: chunked (prefill) or
+    recurrent (decode, tokens == 1), fp32 state [hv, dk, dv] per sequence read and written.
+    Memory-bound as counted here (its matrix work runs on CUDA cores: no tensor-core FLOPs)."""
+
+    label: str
+    seqs: int
+    tokens: int
+    key_heads: int
+    value_heads: int
+    key_dim: int
+    value_dim: int
+    chunked: bool
+    quick: bool = False
+
+    @property
+    def family(self) -> Family:
+        return Family.DELTA_CHUNK if self.chunked else Family.DELTA_STEP
+
+    def bytes_moved(self) -> int:
+        t = self.seqs * self.tokens
+        qkv = 2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
+        acts = BF16 * t * (qkv + 2 * self.value_heads + self.value_heads * self.value_dim)
+        state = 2 * F32 * self.seqs * self.value_heads * self.key_dim * self.value_dim
+        return acts + state
+
+    def flops(self) -> int:
+        return 0
+
+    def describe(self) -> str:
+        return (f"seqs={self.seqs} T={self.tokens} hk={self.key_heads} hv={self.value_heads} "
+                f"dk={self.key_dim} dv={self.value_dim}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GatedNorm:
+    """RMSNorm(x) * w * silu(z) per (token, head) row: x and z read, out written."""
+
+    label: str
+    tokens: int
+    heads: int
+    dim: int
+    quick: bool = False
+
+    @property
+    def family(self) -> Family:
+        return Family.GATED_RMSNORM
+
+    def bytes_moved(self) -> int:
+        return BF16 * (3 * self.tokens * self.heads * self.dim + self.dim)
+
+    def flops(self) -> int:
+        return 0
+
+    def describe(self) -> str:
+        return f"tokens={self.tokens} heads={self.heads} dim={self.dim}"
+
+
 # ---- the table ----------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
@@ -360,9 +481,44 @@ def _linears(dims: ModelDims) -> list[tuple[str, int, int]]:
             ("down", dims.hidden, dims.intermediate)]
 
 
+def hybrid_shapes(h: HybridDims, scale: TableScale) -> list[KernelShape]:
+    """The hybrid layers' kernels: conv1d, both delta-rule forms, the gated norm, and
+    attention at the family's head dim (256 for Qwen3.5), at the table's decode batches and
+    prefill length (one sequence)."""
+    first_batch = scale.decode_batches[0]
+    mid_seq = scale.attention_seqs[len(scale.attention_seqs) // 2]
+    mid_hist = scale.histories[len(scale.histories) // 2]
+    lin = dict(key_heads=h.key_heads, value_heads=h.value_heads, key_dim=h.key_dim,
+               value_dim=h.value_dim)
+    t = scale.prefill_tokens
+    shapes: list[KernelShape] = []
+    for b in scale.decode_batches:
+        shapes += [Conv1d(label=f"{h.name} decode b{b}", seqs=b, tokens=1,
+                          channels=h.conv_channels, kernel=h.conv_kernel, quick=b == first_batch),
+                   DeltaRule(label=f"{h.name} decode b{b}", seqs=b, tokens=1, chunked=False,
+                             quick=b == first_batch, **lin),
+                   GatedNorm(label=f"{h.name} decode b{b}", tokens=b, heads=h.value_heads,
+                             dim=h.value_dim)]
+    shapes += [Conv1d(label=f"{h.name} prefill {t}", seqs=1, tokens=t, channels=h.conv_channels,
+                      kernel=h.conv_kernel, quick=True),
+               DeltaRule(label=f"{h.name} prefill {t}", seqs=1, tokens=t, chunked=True,
+                         quick=True, **lin),
+               GatedNorm(label=f"{h.name} prefill {t}", tokens=t, heads=h.value_heads,
+                         dim=h.value_dim, quick=True)]
+    shapes += [PrefillAttention(label=f"{h.name} T{s}", seq=s, heads=h.heads,
+                                kv_heads=h.kv_heads, head_dim=h.head_dim, quick=s == mid_seq)
+               for s in scale.attention_seqs]
+    shapes += [DecodeAttention(label=f"{h.name} b{b} hist{hist}", batch=b, history=hist,
+                               heads=h.heads, kv_heads=h.kv_heads, head_dim=h.head_dim,
+                               quick=hist == mid_hist and b == first_batch)
+               for b in scale.decode_batches for hist in scale.histories]
+    return shapes
+
+
 def table_shapes(m: ModelDims = QWEN3_8B,
                  small_models: tuple[ModelDims, ...] = (QWEN3_0_6B, SMOLLM2_135M),
-                 scale: TableScale = TableScale()) -> list[KernelShape]:
+                 scale: TableScale = TableScale(),
+                 hybrid: HybridDims | None = QWEN3_5_35B) -> list[KernelShape]:
     """Every shape of the kernel table, in table order; `quick` marks the short run's.
 
     `m` gives every family's shapes; `small_models` add batch-1 GEMVs of small models (the
@@ -424,6 +580,8 @@ def table_shapes(m: ModelDims = QWEN3_8B,
             Sampling(label=f"{m.name} b{b}", rows=b, vocab=m.vocab, temperature=0.7,
                      top_p=0.9, quick=b == last_batch),
         ]
+    if hybrid is not None:
+        shapes += hybrid_shapes(hybrid, scale)
     return shapes
 
 

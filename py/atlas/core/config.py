@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any, Mapping
 
 #: model types whose attention applies a per-head RMSNorm to q and k before RoPE
-QK_NORM_MODEL_TYPES = frozenset({"qwen3", "qwen3_moe"})
+QK_NORM_MODEL_TYPES = frozenset({"qwen3", "qwen3_moe", "qwen3_5", "qwen3_5_moe", "qwen3_next"})
+#: hybrid families: Gated-DeltaNet and gated full-attention layers (`layer_types`), RMSNorm
+#: weights stored zero-centred and applied as (1 + w), partial rotary embeddings
+HYBRID_MODEL_TYPES = frozenset({"qwen3_5", "qwen3_5_moe", "qwen3_next"})
+#: the text model's own model_type inside a multimodal wrapper -> the family name
+_TEXT_MODEL_TYPES = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe_text": "qwen3_5_moe"}
+LAYER_TYPES = ("full_attention", "linear_attention")
 
 
 class ConfigError(ValueError):
@@ -24,8 +30,10 @@ class ConfigError(ValueError):
 
 
 def canonical_model_type(name: str) -> str:
-    """`Qwen3`, `qwen-3.5` -> `qwen3`, `qwen_3_5`: one spelling for target selection."""
-    return name.strip().lower().replace("-", "_").replace(".", "_")
+    """`Qwen3`, `qwen-3.5` -> `qwen3`, `qwen_3_5`: one spelling for target selection; a
+    multimodal checkpoint's text model type (`qwen3_5_text`) names its family."""
+    name = name.strip().lower().replace("-", "_").replace(".", "_")
+    return _TEXT_MODEL_TYPES.get(name, name)
 
 
 class _Fields:
@@ -92,6 +100,30 @@ class _Fields:
 
 
 @dataclass(frozen=True, slots=True)
+class LinearAttentionConfig:
+    """The Gated-DeltaNet mixer of a hybrid model's `linear_attention` layers."""
+
+    num_key_heads: int
+    num_value_heads: int
+    key_head_dim: int
+    value_head_dim: int
+    conv_kernel: int
+
+    @property
+    def key_dim(self) -> int:
+        return self.num_key_heads * self.key_head_dim
+
+    @property
+    def value_dim(self) -> int:
+        return self.num_value_heads * self.value_head_dim
+
+    @property
+    def conv_dim(self) -> int:
+        """Channels of the causal conv: q, k and v side by side."""
+        return 2 * self.key_dim + self.value_dim
+
+
+@dataclass(frozen=True, slots=True)
 class ModelConfig:
     """The dimensions and numerics of a decoder-only transformer checkpoint."""
 
@@ -116,12 +148,29 @@ class ModelConfig:
     mlp_bias: bool
     hidden_act: str
     sliding_window: int | None = None
+    #: hybrid models: "full_attention" / "linear_attention" per layer; () for dense ones
+    layer_types: tuple[str, ...] = ()
+    linear_attention: LinearAttentionConfig | None = None
+    #: share of each attention head's dims that rotate (Qwen3.5: 0.25)
+    partial_rotary_factor: float = 1.0
+    #: the checkpoint wraps the text model in a multimodal one (config `text_config`,
+    #: tensors under model.language_model.*)
+    multimodal_wrapper: bool = False
     source: str = "<dict>"
 
     @property
     def has_qk_norm(self) -> bool:
         """Qwen3-style attention normalizes q and k per head; implied by the model type."""
         return self.model_type in QK_NORM_MODEL_TYPES
+
+    @property
+    def is_hybrid(self) -> bool:
+        return self.model_type in HYBRID_MODEL_TYPES
+
+    @property
+    def rotary_dim(self) -> int:
+        """Leading dims of each head that rotate (all of them unless partial rotary)."""
+        return int(self.head_dim * self.partial_rotary_factor)
 
     @property
     def eos_token_id(self) -> int | None:
@@ -174,11 +223,14 @@ class ModelConfig:
             head_dim = hidden // heads
         rope_theta, rope_scaling = _rope(f)
         dtype = f.str_("torch_dtype") or f.str_("dtype")
+        canonical = canonical_model_type(model_type)
+        hybrid = canonical in HYBRID_MODEL_TYPES
+        layers = f.int_("num_hidden_layers")
         return cls(
-            model_type=canonical_model_type(model_type),
+            model_type=canonical,
             architectures=tuple(architectures),
             hidden_size=hidden,
-            num_hidden_layers=f.int_("num_hidden_layers"),
+            num_hidden_layers=layers,
             num_attention_heads=heads,
             num_key_value_heads=f.int_("num_key_value_heads", default=heads),
             head_dim=head_dim,
@@ -196,6 +248,10 @@ class ModelConfig:
             mlp_bias=f.bool_("mlp_bias", False),
             hidden_act=f.str_("hidden_act") or f.str_("hidden_activation") or "silu",
             sliding_window=_sliding_window(f),
+            layer_types=_layer_types(f, layers) if hybrid else (),
+            linear_attention=_linear_attention(f) if hybrid else None,
+            partial_rotary_factor=_partial_rotary(f),
+            multimodal_wrapper=text_config is not None,
             source=source,
         )
 
@@ -220,6 +276,42 @@ def _rope(f: _Fields) -> tuple[float, dict[str, Any] | None]:
     if scaling is not None and "rope_type" not in scaling and "type" in scaling:
         scaling["rope_type"] = scaling["type"]
     return f.float_("rope_theta", theta), scaling
+
+
+def _layer_types(f: _Fields, layers: int) -> tuple[str, ...]:
+    """Per-layer mixer of a hybrid model; without `layer_types`, transformers' default of a
+    full-attention layer every `full_attention_interval` (4) layers."""
+    value = f.data.get("layer_types")
+    if value is None:
+        interval = f.int_("full_attention_interval", default=4)
+        return tuple("full_attention" if (i + 1) % interval == 0 else "linear_attention"
+                     for i in range(layers))
+    if not isinstance(value, list) or len(value) != layers or any(
+            v not in LAYER_TYPES for v in value):
+        raise f.error("layer_types", f"must list one of {LAYER_TYPES} per layer "
+                      f"({layers} layers), got {value!r}")
+    return tuple(value)
+
+
+def _linear_attention(f: _Fields) -> LinearAttentionConfig:
+    return LinearAttentionConfig(
+        num_key_heads=f.int_("linear_num_key_heads"),
+        num_value_heads=f.int_("linear_num_value_heads"),
+        key_head_dim=f.int_("linear_key_head_dim"),
+        value_head_dim=f.int_("linear_value_head_dim"),
+        conv_kernel=f.int_("linear_conv_kernel_dim"))
+
+
+def _partial_rotary(f: _Fields) -> float:
+    """`partial_rotary_factor` at the top level or inside rope_parameters (default 1)."""
+    params = f.dict_("rope_parameters") or {}
+    value = f.data.get("partial_rotary_factor", params.get("partial_rotary_factor"))
+    if value is None:
+        return 1.0
+    factor = f.float_("partial_rotary_factor", value)
+    if not 0.0 < factor <= 1.0:
+        raise f.error("partial_rotary_factor", f"must be in (0, 1], got {factor}")
+    return factor
 
 
 def _sliding_window(f: _Fields) -> int | None:

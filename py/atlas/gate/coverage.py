@@ -68,6 +68,7 @@ PERF_PATHS: tuple[str, ...] = (
     "py/atlas/runtime",
     "py/atlas/comm",
     "py/atlas/model",
+    "py/atlas/engine",
     "py/atlas/server",
     "py/atlas/bench",
     "py/atlas_cli",
@@ -111,6 +112,11 @@ _MODEL_LAYERS = Exclusion(
     "the kernel table launches each kernel directly through the runtime on fixed shapes; "
     "model layers, loader and engine loop are not on its path")
 
+_ENGINE_CORE = Exclusion(
+    "py/atlas/engine",
+    "the kernel table launches each kernel directly through the runtime on fixed shapes; "
+    "the scheduler and the engine loop are not on its path")
+
 _RESULTS = Exclusion(
     "bench/results",
     "recorded outputs of past benchmark runs (JSON/Markdown); no code reads them while a "
@@ -124,7 +130,7 @@ EXCLUSIONS: Mapping[str, tuple[Exclusion, ...]] = MappingProxyType({
     "concurrency-sweep": _NOT_MEASURED_ANYWHERE,
     "ttft-cold": _NOT_MEASURED_ANYWHERE,
     "ttft-warm": _NOT_MEASURED_ANYWHERE,
-    "kernel-table": (*_NOT_MEASURED_ANYWHERE, _MODEL_LAYERS),
+    "kernel-table": (*_NOT_MEASURED_ANYWHERE, _MODEL_LAYERS, _ENGINE_CORE),
 })
 
 

@@ -1,27 +1,44 @@
-"""The contract between a scheduler and the model: what one engine step computes.
+"""The contract between the engine core and the model: what one engine step computes.
 
-The scheduler (pure logic) decides, every step, which sequences advance by how many tokens
-and which KV blocks they own; the `StepExecutor` runs that on a device and returns the
-sampled token of every sequence that asked for one. Nothing else crosses the boundary, so
-a scripted executor can stand in for the model in scheduler and server tests.
+The scheduler (pure logic, `atlas.engine`) decides every step which sequences advance by how
+many tokens and which KV blocks they own; a `StepExecutor` runs that on a device and returns
+the sampled token of every chunk that asked for one. Nothing else crosses the boundary, so a
+scripted executor can stand in for the model in scheduler and server tests.
+
+Device state per sequence (the sampler's penalty counts and seed) is a cache of what the
+sequence owns: the first chunk an executor sees of a sequence, and the first after it was
+released (finished or preempted), carries the `PenaltyHistory` to rebuild it from. That is
+how a preempted sequence resumes sampling exactly where it stopped.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol, Sequence
+from dataclasses import dataclass, field
+from typing import Mapping, Protocol, Sequence
 
 from ..core.sampling import SamplingParams
 
 
+@dataclass(frozen=True, slots=True)
+class PenaltyHistory:
+    """What a sequence's penalties have seen so far: its prompt (the repetition penalty's
+    mask) and how often the sampler drew each token (presence/frequency counts)."""
+
+    prompt_ids: Sequence[int]
+    drawn_counts: Mapping[int, int] = field(default_factory=dict)
+
+
 @dataclass(slots=True)
-class SeqStep:
+class SeqChunk:
     """One sequence's share of a step.
 
     `token_ids` are fed at positions start_pos .. start_pos+len-1 (a prefill chunk, or one
-    decode token). `block_table` lists the KV blocks of the whole sequence so far, enough
-    to hold start_pos + len(token_ids) tokens. `sample` is False for a prefill chunk that is
-    not the last one. `prompt_ids` is set on a sequence's first step (penalties need it).
+    decode token). `block_table` lists the KV blocks of the whole sequence so far, enough to
+    hold start_pos + len(token_ids) tokens. `sample` is False for a prefill chunk that is not
+    the last one (and where the engine forces the next token instead of drawing it).
+    `rng_position` is how many tokens the sequence had generated before this chunk: with the
+    seed in `sampling`, it keys the sampler's counter-based RNG. `history` is set when the
+    executor holds no state for the sequence yet (see the module doc).
     """
 
     seq_id: int
@@ -30,11 +47,17 @@ class SeqStep:
     block_table: list[int]
     sampling: SamplingParams
     sample: bool = True
-    prompt_ids: list[int] | None = None
+    rng_position: int = 0
+    history: PenaltyHistory | None = None
 
 
 class StepExecutor(Protocol):
-    """A model bound to a device. Implemented by ModelRunner and by scripted fakes."""
+    """A model bound to a device. Implemented by ModelRunner and by scripted fakes.
+
+    This is also where tensor parallelism will plug in: a multi-GPU executor broadcasts
+    the chunks to one worker per GPU and returns rank 0's tokens; the engine core above it
+    stays single.
+    """
 
     block_size: int
     num_kv_blocks: int
@@ -42,8 +65,8 @@ class StepExecutor(Protocol):
     max_seq_len: int
     vocab_size: int
 
-    def execute(self, steps: Sequence[SeqStep]) -> list[int | None]:
-        """Run one step; return the sampled token per step (None where sample=False)."""
+    def execute(self, chunks: Sequence[SeqChunk]) -> list[int | None]:
+        """Run one step; return the sampled token per chunk (None where sample=False)."""
 
     def release(self, seq_id: int) -> None:
         """Forget per-sequence device state (penalty counts, sampler slot)."""

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from ..core.config import ModelConfig
 from .loaders.dense import DenseDecoderLoader, Qwen3Loader, UnsupportedModelError
+from .loaders.hybrid import Qwen35Loader
 
-SUPPORTED_MODEL_TYPES = ("llama", "qwen3")
+SUPPORTED_MODEL_TYPES = ("llama", "qwen3", "qwen3_5")
 
 
 def loader_for_config(cfg: ModelConfig) -> DenseDecoderLoader:
@@ -14,6 +15,8 @@ def loader_for_config(cfg: ModelConfig) -> DenseDecoderLoader:
             return DenseDecoderLoader()
         case "qwen3":
             return Qwen3Loader()
+        case "qwen3_5":
+            return Qwen35Loader()
         case other:
             raise UnsupportedModelError(
                 f"unsupported model_type {other!r}; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")

@@ -7,6 +7,7 @@ config.json -> loader (the model_type match) -> kernel target -> backend with th
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from ..runtime.ops import KernelCache
 from ..runtime.sampler import Sampler
 from ..runtime.weights import WeightStore
 from .factory import loader_for_config
+from .gated_deltanet import GatedDeltaNetWeights, conv_state_bytes, delta_state_bytes
 from .loaders.linear_plan import build_linear, read_host_scales
 from .model import DenseDecoderModel, Dims, LayerWeights
 from .preflight import preflight
@@ -35,6 +37,7 @@ from .step_inputs import StepLayout
 QUANT = "bf16"
 
 ProgressFn = Callable[..., None]
+_log = logging.getLogger(__name__)
 
 
 class StartupError(RuntimeError):
@@ -93,9 +96,13 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     quant = CheckpointQuant.from_dir(model_dir)
     store = WeightStore(model_dir)
     plan = loader.plan(cfg, quant, {n: t.dtype for n, t in store.tensors.items()})
-    store.validate(plan.expected())  # every tensor checked before any device work
+    unused = store.validate(plan.expected())  # every tensor checked before any device work
     scales = {buf: data for lp in plan.linears.values()
               for buf, data in read_host_scales(store, lp, quant).items()}
+    vision = [n for n in unused if n.startswith(("model.visual.", "visual."))]
+    if vision:
+        _log.warning("%s: ignoring %d vision-tower tensors (text-only serving)", model_dir,
+                     len(vision))
     if max_seq_len is None:
         max_seq_len = min(cfg.max_position_embeddings or 4096, 8192)
     if cfg.max_position_embeddings and max_seq_len > cfg.max_position_embeddings:
@@ -127,12 +134,25 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     layout = StepLayout(limits.max_tokens, max_batch_size, limits.max_blocks)
     max_splits = limits.decode_splits(1, dims.kv_heads)
     plan_step_buffers(arena, dims, limits, layout, max_splits, weight_scratch)
-    arena.reserve("cos_sin", DType.FP32, (max_seq_len, dims.head_dim))
+    rotary_dim = cfg.rotary_dim
+    arena.reserve("cos_sin", DType.FP32, (max_seq_len, rotary_dim))
+    linear_layers = [i for i, kind in enumerate(cfg.layer_types) if kind == "linear_attention"]
+    state_slots = max_batch_size + 1  # one per sampler slot, plus the graph padding rows'
+    if linear_layers:  # the recurrent-state pools: counted in arena.nbytes by the KV planner
+        la = cfg.linear_attention
+        assert la is not None
+        arena.reserve("conv_state", DType.U8,
+                      (len(linear_layers), state_slots * conv_state_bytes(la)))
+        arena.reserve("delta_state", DType.U8,
+                      (len(linear_layers), state_slots * delta_state_bytes(la)))
     arena.allocate(dev)
-    dev.copy_h2d(arena["cos_sin"], cos_sin_table(dims.head_dim, cfg.rope_theta,
+    dev.copy_h2d(arena["cos_sin"], cos_sin_table(rotary_dim, cfg.rope_theta,
                                                  cfg.rope_scaling, max_seq_len))
+    # only full-attention layers have a KV cache (a hybrid model's linear layers keep state)
+    attn_layers = [i for i in range(dims.layers) if i not in linear_layers]
+    kv_index = {layer: n for n, layer in enumerate(attn_layers)}
     kv_cfg = KvCacheConfig.plan(
-        num_layers=dims.layers, num_kv_heads=dims.kv_heads, head_dim=dims.head_dim,
+        num_layers=len(attn_layers), num_kv_heads=dims.kv_heads, head_dim=dims.head_dim,
         max_batch_size=max_batch_size, max_seq_len=max_seq_len,
         total_memory=dev.total_memory(), weight_bytes=total, arena_bytes=arena.nbytes,
         gpu_memory_utilization=gpu_memory_utilization, free_memory=dev.free_memory(),
@@ -141,11 +161,16 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     dev.memset(kv.k_ptrs[0], 0, kv_cfg.pool_bytes)  # padding rows read block 0: keep it finite
 
     kc = KernelCache(dev)
+    linear = {i: _linear_weights(ptr, arena, cfg, i, n, state_slots)
+              for n, i in enumerate(linear_layers)}
     layers = [LayerWeights(
-        qkv=linears[f"l{i}.qkv"], o=linears[f"l{i}.o"], gate_up=linears[f"l{i}.gate_up"],
-        down=linears[f"l{i}.down"], in_norm=ptr[f"l{i}.in_norm"], post_norm=ptr[f"l{i}.post_norm"],
+        qkv=linears.get(f"l{i}.qkv"), o=linears.get(f"l{i}.o"),
+        gate_up=linears[f"l{i}.gate_up"], down=linears[f"l{i}.down"],
+        in_norm=ptr[f"l{i}.in_norm"], post_norm=ptr[f"l{i}.post_norm"],
         q_norm=ptr.get(f"l{i}.q_norm", 0), k_norm=ptr.get(f"l{i}.k_norm", 0),
-        k_cache=kv.k_cache(i), v_cache=kv.v_cache(i)) for i in range(dims.layers)]
+        k_cache=kv.k_cache(kv_index[i]) if i in kv_index else 0,
+        v_cache=kv.v_cache(kv_index[i]) if i in kv_index else 0, linear=linear.get(i))
+        for i in range(dims.layers)]
     model = DenseDecoderModel(dims, kc, ptr["embed"], ptr["final_norm"],
                               ptr.get("lm_head", ptr["embed"]), layers, arena["cos_sin"],
                               limits.block_size, kv.max_blocks_per_seq)
@@ -160,3 +185,17 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     info.load_s = time.perf_counter() - t0
     return runner
 
+
+
+def _linear_weights(ptr: dict[str, int], arena: BufferArena, cfg: ModelConfig, layer: int,
+                    index: int, slots: int) -> GatedDeltaNetWeights:
+    """Layer `layer`'s Gated-DeltaNet weights and its share (the index-th linear layer's) of
+    the recurrent-state pools."""
+    la = cfg.linear_attention
+    assert la is not None
+    return GatedDeltaNetWeights(
+        in_proj=ptr[f"l{layer}.in_proj"], conv=ptr[f"l{layer}.conv"],
+        a_log=ptr[f"l{layer}.a_log"], dt_bias=ptr[f"l{layer}.dt_bias"],
+        norm=ptr[f"l{layer}.gdn_norm"], out_proj=ptr[f"l{layer}.out_proj"],
+        conv_state=arena["conv_state"] + index * slots * conv_state_bytes(la),
+        delta_state=arena["delta_state"] + index * slots * delta_state_bytes(la))

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.config import ModelConfig
+from ..core.config import LinearAttentionConfig, ModelConfig
 from ..runtime.gpu import DevicePtr, Stream
 from ..runtime.ops import KernelCache
-from ..runtime.ops import attention, embedding, matmul, norm, rope
+from ..runtime.ops import attention, embedding, gating, matmul, norm, rope
 from ..runtime.ops.matmul_quant import LinearWeight
+from .gated_deltanet import GatedDeltaNetWeights, gated_deltanet
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +28,17 @@ class Dims:
     vocab: int
     layers: int
     eps: float
+    #: hybrid families: each q head is followed by its sigmoid output gate in the q
+    #: projection, RMSNorm weights apply as (1 + w), only rotary_dim dims of a head rotate
+    gated_attn: bool = False
+    norm_offset: bool = False
+    rotary_dim: int = 0
+    linear: LinearAttentionConfig | None = None
+
+    @property
+    def q_pitch(self) -> int:
+        """Distance between q heads in the qkv row (a gated head carries its gate)."""
+        return 2 * self.head_dim if self.gated_attn else self.head_dim
 
     @property
     def q_width(self) -> int:
@@ -34,19 +46,20 @@ class Dims:
 
     @property
     def qkv_width(self) -> int:
-        return (self.heads + 2 * self.kv_heads) * self.head_dim
+        return self.heads * self.q_pitch + 2 * self.kv_heads * self.head_dim
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> "Dims":
         return cls(cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads,
                    cfg.head_dim, cfg.intermediate_size, cfg.vocab_size, cfg.num_hidden_layers,
-                   float(cfg.rms_norm_eps))
+                   float(cfg.rms_norm_eps), gated_attn=cfg.is_hybrid, norm_offset=cfg.is_hybrid,
+                   rotary_dim=cfg.rotary_dim, linear=cfg.linear_attention)
 
 
 @dataclass(frozen=True, slots=True)
 class LayerWeights:
-    qkv: LinearWeight
-    o: LinearWeight
+    qkv: LinearWeight | None  # attention weights (None) and caches (0) are absent on a
+    o: LinearWeight | None    # linear-attention layer
     gate_up: LinearWeight
     down: LinearWeight
     in_norm: DevicePtr
@@ -55,6 +68,8 @@ class LayerWeights:
     k_norm: DevicePtr
     k_cache: DevicePtr
     v_cache: DevicePtr
+    #: a hybrid model's linear-attention (Gated-DeltaNet) layer: its weights and state pools
+    linear: GatedDeltaNetWeights | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,12 +91,19 @@ class StepBuffers:
     attn: DevicePtr
     gate_up: DevicePtr
     act: DevicePtr
-    sel: DevicePtr
+    sample_hidden: DevicePtr   # normed hidden rows of the tokens that sample
     logits: DevicePtr
     part_o: DevicePtr
     part_ml: DevicePtr
     #: bf16 [n, k] scratch a quantized weight dequantizes into for GEMM-sized steps (0: none)
     w_scratch: DevicePtr = 0
+    #: hybrid models: i32 [max_seqs] recurrent-state slot per sequence, and the
+    #: linear-attention scratch (see gated_deltanet.LinearScratch); 0 for dense models
+    state_slots: DevicePtr = 0
+    lin_proj: DevicePtr = 0
+    lin_conv: DevicePtr = 0
+    lin_core: DevicePtr = 0
+    lin_gated: DevicePtr = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,15 +137,22 @@ class DenseDecoderModel:
                 n_sample: int) -> None:
         """Compute f32 logits [n_sample, vocab] into b.logits for the rows in sample_rows."""
         d, kc, t = self.dims, self.kc, n_tokens
+        off = d.norm_offset
         embedding.embedding(kc, s, b.ids, self.embed, b.resid, t, d.hidden, d.vocab)
         for i, lw in enumerate(self.layers):
             if i == 0:
-                norm.rmsnorm(kc, s, b.resid, lw.in_norm, b.normed, t, d.hidden, d.eps)
+                norm.rmsnorm(kc, s, b.resid, lw.in_norm, b.normed, t, d.hidden, d.eps, off)
             else:
                 norm.add_rmsnorm(kc, s, b.resid, b.delta, lw.in_norm, b.normed, t, d.hidden,
-                                 d.eps)
-            self._attention(s, b, lw, t, plan)
-            norm.add_rmsnorm(kc, s, b.resid, b.delta, lw.post_norm, b.normed, t, d.hidden, d.eps)
+                                 d.eps, off)
+            if lw.linear is not None:
+                assert d.linear is not None
+                gated_deltanet(kc, s, b, lw.linear, d.linear, t, d.hidden, d.eps, plan.decode,
+                               plan.num_seqs, plan.max_q_len)
+            else:
+                self._attention(s, b, lw, t, plan)
+            norm.add_rmsnorm(kc, s, b.resid, b.delta, lw.post_norm, b.normed, t, d.hidden, d.eps,
+                             off)
             lw.gate_up.linear(kc, s, b.normed, b.gate_up, t, w_scratch=b.w_scratch)
             # SwiGLU fused into the down projection's input where that measured faster
             # (small decode steps, k <= 4096); otherwise silu_mul into `act`, then the GEMM
@@ -131,20 +160,23 @@ class DenseDecoderModel:
                                 w_scratch=b.w_scratch)
         if n_sample == 0:  # a prefill chunk that is not a sequence's last: KV only
             return
-        norm.add_rmsnorm(kc, s, b.resid, b.delta, self.final_norm, b.normed, t, d.hidden, d.eps)
+        norm.add_rmsnorm(kc, s, b.resid, b.delta, self.final_norm, b.normed, t, d.hidden, d.eps,
+                         off)
         # Gather the rows that sample (last token of each sequence) with the embedding
         # kernel: a row gather is an embedding lookup into the normed activations.
-        embedding.embedding(kc, s, b.sample_rows, b.normed, b.sel, n_sample, d.hidden, t)
-        matmul.linear(kc, s, b.sel, self.lm_head, b.logits, n_sample, d.vocab, d.hidden,
+        embedding.embedding(kc, s, b.sample_rows, b.normed, b.sample_hidden, n_sample, d.hidden, t)
+        matmul.linear(kc, s, b.sample_hidden, self.lm_head, b.logits, n_sample, d.vocab, d.hidden,
                       out_f32=True)
 
     def _attention(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
                    plan: AttentionPlan) -> None:
         d, kc = self.dims, self.kc
+        assert lw.qkv is not None and lw.o is not None
         lw.qkv.linear(kc, s, b.normed, b.qkv, t, w_scratch=b.w_scratch)
         rope.qk_norm_rope_kv(kc, s, b.qkv, b.q, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm,
                              self.cos_sin, b.positions, b.slots, t, d.heads, d.kv_heads,
-                             d.head_dim, self.block_size, d.eps)
+                             d.head_dim, self.block_size, d.eps, q_pitch=d.q_pitch,
+                             rotary_dim=d.rotary_dim or d.head_dim, norm_offset=d.norm_offset)
         if plan.decode:
             # split-K partials, then the combine (the fused one-launch variant measured
             # slower on the H200: 17.4 vs 9.2 + 3.1 us per layer on the 8B at 512 context)
@@ -157,4 +189,7 @@ class DenseDecoderModel:
                                         b.cu_q, b.kv_lens, b.attn, plan.num_seqs, d.heads,
                                         d.kv_heads, d.head_dim, self.block_size,
                                         self.max_blocks, self.scale, plan.max_q_len)
+        if d.gated_attn:  # the gate of head h follows its query in the qkv row
+            gating.sigmoid_gate_mul(kc, s, b.attn, b.qkv + 2 * d.head_dim, b.attn, t, d.heads,
+                                    d.head_dim, d.qkv_width, d.q_pitch)
         lw.o.linear(kc, s, b.attn, b.delta, t, w_scratch=b.w_scratch)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..core.sampling import GREEDY
-from .batch import SeqStep
+from .batch import PenaltyHistory, SeqChunk
 
 if TYPE_CHECKING:
     from .runner import ModelRunner
@@ -29,10 +29,10 @@ def preflight(runner: "ModelRunner") -> None:
                              f"{n + 1}-token sequence")
     prompt = [(7 * i + 1) % runner.vocab_size for i in range(n)]
     try:
-        first = runner.execute([SeqStep(PREFLIGHT_SEQ, prompt, 0, blocks, GREEDY,
-                                        prompt_ids=prompt)])[0]
-        second = runner.execute([SeqStep(PREFLIGHT_SEQ, [int(first or 0)], n, blocks,
-                                         GREEDY)])[0]
+        first = runner.execute([SeqChunk(PREFLIGHT_SEQ, prompt, 0, blocks, GREEDY,
+                                         history=PenaltyHistory(prompt))])[0]
+        second = runner.execute([SeqChunk(PREFLIGHT_SEQ, [int(first or 0)], n, blocks,
+                                          GREEDY, rng_position=1)])[0]
     except Exception as exc:  # re-raised with context: the caller sees one clear line
         raise PreflightError(f"preflight step failed: {type(exc).__name__}: {exc}") from exc
     finally:

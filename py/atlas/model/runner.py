@@ -1,4 +1,4 @@
-"""ModelRunner: a model bound to a device, executing scheduler steps (a StepExecutor).
+"""ModelRunner: a model bound to a device, executing engine steps (a StepExecutor).
 
 Prefill and mixed steps run eagerly; a step where every sequence decodes one token replays
 the CUDA graph captured for the smallest batch-size bucket that holds it. Per-step inputs
@@ -22,7 +22,8 @@ from ..runtime.buffers import BufferArena
 from ..runtime.gpu import H200_FACTS, GpuBackend, GraphHandle
 from ..runtime.kv_cache import PagedKvCache
 from ..runtime.sampler import Sampler
-from .batch import SeqStep
+from .batch import SeqChunk
+from .gated_deltanet import proj_width
 from .model import AttentionPlan, DenseDecoderModel, Dims, StepBuffers
 from .step_inputs import StepLayout, decode_buckets, decode_splits, pack_step
 
@@ -83,11 +84,16 @@ def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
                         ("attn", dims.q_width), ("gate_up", 2 * dims.inter),
                         ("act", dims.inter)):
         arena.reserve(name, DType.BF16, (t, width))
-    arena.reserve("sel", DType.BF16, (b, dims.hidden))
+    arena.reserve("sample_hidden", DType.BF16, (b, dims.hidden))
     arena.reserve("logits", DType.FP32, (b, dims.vocab))
     arena.reserve("part_o", DType.FP32, (b, dims.heads, max_splits, dims.head_dim))
     arena.reserve("part_ml", DType.FP32, (b, dims.heads, max_splits, 2))
     arena.reserve("w_scratch", DType.BF16, (-(-weight_scratch_bytes // 2),))
+    if dims.linear is not None:
+        la = dims.linear
+        for name, width in (("lin_proj", proj_width(la)), ("lin_conv", la.conv_dim),
+                            ("lin_core", la.value_dim), ("lin_gated", la.value_dim)):
+            arena.reserve(name, DType.BF16, (t, width))
 
 
 class ModelRunner:
@@ -113,25 +119,32 @@ class ModelRunner:
         self.layout = StepLayout(limits.max_tokens, limits.max_batch_size, limits.max_blocks)
         i32 = arena["step_i32"]
         lay = self.layout
+        #: hybrid models keep recurrent state per sequence in slot-indexed pools (one slot per
+        #: sampler slot, plus the padding rows' slot); dense models have none. Such a
+        #: sequence must start at position 0 (a scheduler must not prefix-cache it)
+        self.has_recurrent_state = model.dims.linear is not None
+        lin = (("lin_proj", "lin_conv", "lin_core", "lin_gated") if self.has_recurrent_state
+               else ())
         self.bufs = StepBuffers(
             ids=i32 + 4 * lay.ids, positions=i32 + 4 * lay.positions, slots=i32 + 4 * lay.slots,
             cu_q=i32 + 4 * lay.cu_q, kv_lens=i32 + 4 * lay.kv_lens,
             sample_rows=i32 + 4 * lay.sample_rows, block_tables=kv.block_tables,
+            state_slots=i32 + 4 * lay.state_slots,
             **{n: arena[n] for n in ("resid", "delta", "normed", "qkv", "q", "attn",
-                                     "gate_up", "act", "sel", "logits", "part_o", "part_ml",
-                                     "w_scratch")})
+                                     "gate_up", "act", "sample_hidden", "logits", "part_o",
+                                     "part_ml", "w_scratch") + lin})
         self.host_i32 = backend.alloc_host_pinned(4 * lay.total).view(np.int32)
         self.host_ids = backend.alloc_host_pinned(4 * limits.max_batch_size).view(np.int32)
         self.pad_slot = limits.max_batch_size  # sampler slot owned by graph padding rows
         self._slot_of: dict[int, int] = {}
         self._free_slots = list(range(limits.max_batch_size - 1, -1, -1))
-        self._sampled: dict[int, int] = {}
         self._row_state: list[tuple[int, int]] = [(-1, -1)] * limits.max_batch_size
         self.graphs: dict[int, GraphHandle] = {}
         self.buckets = decode_buckets(limits.max_batch_size)
 
     # ---- StepExecutor ------------------------------------------------------------------
-    def execute(self, steps: Sequence[SeqStep]) -> list[int | None]:
+    def execute(self, steps: Sequence[SeqChunk]) -> list[int | None]:
+        """Run one step's chunks; each sampling chunk draws at its own RNG position."""
         if not steps:
             return []
         sampling_steps = [st for st in steps if st.sample]
@@ -141,12 +154,13 @@ class ModelRunner:
         bucket = next((b for b in self.buckets if b >= len(steps)), 0) if decode else 0
         n_tokens, n_sample, max_q = pack_step(self.host_i32, self.layout, steps,
                                               self.block_size, pad_to=bucket)
+        self._pack_state_slots(steps, max(len(steps), bucket))
         self._upload_inputs(steps, n_rows=max(len(steps), bucket))
         pad = n_sample - len(sampling_steps)
         self.sampler.prepare([self._slot_of[st.seq_id] for st in sampling_steps]
                              + [self.pad_slot] * pad,
                              [st.sampling for st in sampling_steps] + [GREEDY] * pad,
-                             [self._sampled.get(st.seq_id, 0) for st in sampling_steps]
+                             [st.rng_position for st in sampling_steps]
                              + [0] * pad, self.stream)
         if decode:
             self.backend.launch_graph(self.graphs[bucket], self.stream)
@@ -164,7 +178,6 @@ class ModelRunner:
         for i, st in enumerate(steps):
             if st.sample:
                 out[i] = int(self.host_ids[j])
-                self._sampled[st.seq_id] = self._sampled.get(st.seq_id, 0) + 1
                 j += 1
         return out
 
@@ -173,7 +186,6 @@ class ModelRunner:
         table only grows, but a released one may come back with different blocks."""
         self._row_state = [(-1, -1) if st[0] == seq_id else st for st in self._row_state]
         slot = self._slot_of.pop(seq_id, None)
-        self._sampled.pop(seq_id, None)
         if slot is not None:
             self._free_slots.append(slot)
 
@@ -182,17 +194,36 @@ class ModelRunner:
         return self.backend.download(self.bufs.logits, np.float32, (rows, self.vocab_size))
 
     # ---- internals ---------------------------------------------------------------------
-    def _ensure_slot(self, st: SeqStep) -> None:
-        if st.seq_id in self._slot_of:
+    def _pack_state_slots(self, steps: Sequence[SeqChunk], n_rows: int) -> None:
+        """Each row's recurrent-state slot (its sampler slot; padding rows the pad slot)."""
+        if not self.has_recurrent_state:
             return
-        if not self._free_slots:
-            raise RuntimeError(f"more than {self.max_batch_size} live sequences; release "
-                               "finished sequences before starting new ones")
-        slot = self._free_slots.pop()
-        self._slot_of[st.seq_id] = slot
-        self.sampler.assign(slot, st.prompt_ids or [], st.sampling)
+        base = self.layout.state_slots
+        self.host_i32[base:base + n_rows] = ([self._slot_of[st.seq_id] for st in steps]
+                                             + [self.pad_slot] * (n_rows - len(steps)))
 
-    def _upload_inputs(self, steps: Sequence[SeqStep], n_rows: int) -> None:
+    def _ensure_slot(self, st: SeqChunk) -> None:
+        """Give a sequence its sampler slot, (re)built from the history its chunk carries
+        (its first chunk, and the first after a release)."""
+        if st.seq_id in self._slot_of and st.history is None:
+            return
+        if st.history is None:
+            raise ValueError(f"sequence {st.seq_id} is new to the runner: its first chunk "
+                             "must carry its penalty history")
+        slot = self._slot_of.get(st.seq_id)
+        if slot is None:
+            if self.has_recurrent_state and st.start_pos != 0:
+                # the recurrent state of positions < start_pos exists nowhere (no snapshots)
+                raise RuntimeError(f"sequence {st.seq_id} starts at position {st.start_pos}: "
+                                   "a hybrid model's recurrent state must be computed from "
+                                   "position 0 (prefix caching needs state snapshots)")
+            if not self._free_slots:
+                raise RuntimeError(f"more than {self.max_batch_size} live sequences; release "
+                                   "finished sequences before starting new ones")
+            slot = self._slot_of[st.seq_id] = self._free_slots.pop()
+        self.sampler.assign(slot, st.history.prompt_ids, st.sampling, st.history.drawn_counts)
+
+    def _upload_inputs(self, steps: Sequence[SeqChunk], n_rows: int) -> None:
         """Copy the packed step inputs, and the block-table rows whose contents changed.
 
         A row is rewritten only when a different sequence occupies it or its sequence
@@ -214,10 +245,11 @@ class ModelRunner:
         """Capture one decode graph per bucket, largest first (nano-vllm's order)."""
         dims = self.model.dims
         for bs in sorted(self.buckets, reverse=True):
-            dummy = [SeqStep(-1 - i, [0], 0, [0], GREEDY) for i in range(bs)]
+            dummy = [SeqChunk(-1 - i, [0], 0, [0], GREEDY) for i in range(bs)]
             pack_step(self.host_i32, self.layout, dummy, self.block_size)
             for i in range(bs):  # padding-style rows: never write the KV cache
                 self.host_i32[self.layout.slots + i] = -1
+                self.host_i32[self.layout.state_slots + i] = self.pad_slot
             self._upload_inputs([], bs)
             self.sampler.prepare([self.pad_slot] * bs, [GREEDY] * bs, [0] * bs)
             splits = self.limits.decode_splits(bs, dims.kv_heads)

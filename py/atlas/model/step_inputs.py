@@ -1,8 +1,8 @@
 """Packing one step's host-side inputs into the layout the device buffers expect.
 
 The per-step int32 inputs live in one region (ids | positions | slots | cu_q | kv_lens |
-sample_rows), so a step costs one host-to-device copy; block tables are kept by the paged
-KV cache, which re-uploads only rows that changed. Pure numpy; no device access.
+sample_rows | state_slots), so a step costs one host-to-device copy; block tables are kept
+by the paged KV cache, which re-uploads only rows that changed. Pure numpy; no device access.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .batch import SeqStep
+from .batch import SeqChunk
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,27 +48,32 @@ class StepLayout:
         return self.kv_lens + self.max_seqs
 
     @property
-    def total(self) -> int:
+    def state_slots(self) -> int:
+        """Recurrent-state slot of each sequence (hybrid models; written by the runner)."""
         return self.sample_rows + self.max_seqs
+
+    @property
+    def total(self) -> int:
+        return self.state_slots + self.max_seqs
 
 
 class StepError(ValueError):
     """A step asked for more than the runner was sized for, or is inconsistent."""
 
 
-def pack_step(buf: np.ndarray, layout: StepLayout, steps: Sequence[SeqStep], block_size: int,
+def pack_step(buf: np.ndarray, layout: StepLayout, chunks: Sequence[SeqChunk], block_size: int,
               pad_to: int = 0) -> tuple[int, int, int]:
-    """Fill `buf` (int32 [layout.total]) for `steps`; return (n_tokens, n_sample, max_q_len).
+    """Fill `buf` (int32 [layout.total]) for `chunks`; return (n_tokens, n_sample, max_q_len).
 
-    Rows past len(steps) up to `pad_to` are padding for a captured decode graph: token 0 at
+    Rows past len(chunks) up to `pad_to` are padding for a captured decode graph: token 0 at
     position 0, KV slot -1 (not written), kv_len 1 (their block-table row must list block
     0, which holds finite data), so they compute harmless values that nobody reads.
     """
-    n_seqs = max(len(steps), pad_to)
+    n_seqs = max(len(chunks), pad_to)
     if n_seqs > layout.max_seqs:
         raise StepError(f"{n_seqs} sequences in one step exceeds max batch {layout.max_seqs}")
-    lens = [len(st.token_ids) for st in steps]
-    n_tokens = sum(lens) + (n_seqs - len(steps))
+    lens = [len(c.token_ids) for c in chunks]
+    n_tokens = sum(lens) + (n_seqs - len(chunks))
     if n_tokens > layout.max_tokens:
         raise StepError(f"{n_tokens} tokens in one step exceeds the step budget "
                         f"{layout.max_tokens}")
@@ -78,30 +83,30 @@ def pack_step(buf: np.ndarray, layout: StepLayout, steps: Sequence[SeqStep], blo
     pos: list[int] = []
     slots: list[int] = []
     cu_q, kv_lens, sample_rows = [0], [], []
-    for st, n in zip(steps, lens):
+    for c, n in zip(chunks, lens):
         if n == 0:
-            raise StepError(f"sequence {st.seq_id}: a step must feed at least one token")
-        end = st.start_pos + n
-        table = st.block_table
+            raise StepError(f"sequence {c.seq_id}: a step must feed at least one token")
+        end = c.start_pos + n
+        table = c.block_table
         if end > len(table) * block_size:
-            raise StepError(f"sequence {st.seq_id}: {end} tokens need "
+            raise StepError(f"sequence {c.seq_id}: {end} tokens need "
                             f"{-(-end // block_size)} KV blocks, block table has {len(table)}")
         if len(table) > layout.max_blocks:
-            raise StepError(f"sequence {st.seq_id}: {len(table)} blocks exceed max "
+            raise StepError(f"sequence {c.seq_id}: {len(table)} blocks exceed max "
                             f"{layout.max_blocks} per sequence")
-        ids += st.token_ids
-        positions = range(st.start_pos, end)
+        ids += c.token_ids
+        positions = range(c.start_pos, end)
         pos += positions
         if n <= 32:  # decode and short chunks: plain ints
             slots += [table[p // block_size] * block_size + p % block_size for p in positions]
         else:
-            p = np.arange(st.start_pos, end)
+            p = np.arange(c.start_pos, end)
             slots += (np.asarray(table)[p // block_size] * block_size + p % block_size).tolist()
         kv_lens.append(end)
         cu_q.append(len(ids))
-        if st.sample:
+        if c.sample:
             sample_rows.append(len(ids) - 1)
-    for _ in range(len(steps), n_seqs):  # graph padding rows
+    for _ in range(len(chunks), n_seqs):  # graph padding rows
         ids.append(0)
         pos.append(0)
         slots.append(-1)

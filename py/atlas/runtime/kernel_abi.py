@@ -26,6 +26,17 @@ S = KernelSig.of
 RMSNORM = S("rmsnorm", "rmsnorm_bf16", "x:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
 ADD_RMSNORM = S("rmsnorm", "add_rmsnorm_bf16",
                 "residual:ptr delta:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
+# the same with zero-centred weights (Qwen3.5/Qwen3-Next): out = bf16(r * rsqrt(mean(r^2) +
+# eps) * (1 + w)), all in f32 with one rounding (transformers' Qwen3_5RMSNorm)
+RMSNORM_OFFSET = S("rmsnorm", "rmsnorm_offset_bf16",
+                   "x:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
+ADD_RMSNORM_OFFSET = S("rmsnorm", "add_rmsnorm_offset_bf16",
+                       "residual:ptr delta:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
+# Gated-DeltaNet output norm (gated_rmsnorm.cu): per (token, head) row of `dim`,
+# out = bf16(bf16(w * bf16(x * rsqrt(mean(x^2) + eps))) * silu(f32 z)); x and out are
+# [tokens, heads * dim], z's (t, h) row starts at z + t * z_pitch + h * dim (elements).
+GATED_RMSNORM = S("gated_rmsnorm", "gated_rmsnorm_bf16",
+                  "x:ptr z:ptr z_pitch:u32 w:ptr out:ptr tokens:u32 heads:u32 dim:u32 eps:f32")
 
 # --- activation, embedding, argmax -------------------------------------------------------
 SILU_MUL = S("silu_mul", "silu_mul_bf16", "gate_up:ptr out:ptr rows:u32 inter:u32")
@@ -90,6 +101,50 @@ QK_NORM_ROPE_KV = S(
     "rope_kv", "qk_norm_rope_kv_bf16",
     "qkv:ptr q_out:ptr k_cache:ptr v_cache:ptr q_norm_w:ptr k_norm_w:ptr cos_sin:ptr "
     "positions:ptr slots:ptr tokens:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 eps:f32")
+
+# the general form (rope_kv.cu): q heads sit q_pitch elements apart in the qkv row (2 * D
+# when each head is followed by its output gate, Qwen3.5/Qwen3-Next), only the first
+# rotary_dim elements of a head rotate (cos_sin is f32 [positions, rotary_dim]), and
+# norm_offset = 1 applies zero-centred norm weights, bf16(x * rsqrt(mean(x^2) + eps) * (1 + w))
+# with one rounding. A qkv row is [hq * q_pitch | k (hkv*D) | v (hkv*D)].
+QK_NORM_ROPE_KV_PARTIAL = S(
+    "rope_kv", "qk_norm_rope_kv_partial_bf16",
+    "qkv:ptr q_out:ptr k_cache:ptr v_cache:ptr q_norm_w:ptr k_norm_w:ptr cos_sin:ptr "
+    "positions:ptr slots:ptr tokens:u32 hq:u32 hkv:u32 head_dim:u32 q_pitch:u32 "
+    "rotary_dim:u32 norm_offset:u32 block_size:u32 eps:f32")
+# the sigmoid output gate of gated full attention (attn_gate.cu):
+# out[t, h*D + d] = bf16(x[t, h*D + d] * bf16(sigmoid(gate[t * gate_pitch + h * head_pitch + d])))
+ATTN_GATE = S("attn_gate", "sigmoid_gate_mul_bf16",
+              "x:ptr gate:ptr out:ptr tokens:u32 heads:u32 head_dim:u32 gate_pitch:u32 "
+              "head_pitch:u32")
+
+# --- Gated-DeltaNet (linear attention) ------------------------------------------------------
+# Per-sequence recurrent state lives in slot-indexed pools: state_slots i32 [num_seqs]; a
+# sequence whose chunk starts at position 0 (kv_lens[b] == its q_len, from cu_q) starts from
+# zero state and ignores what the slot held. conv_state is bf16 [slots, kernel - 1, channels]
+# (the last kernel - 1 inputs, oldest first); the delta-rule state is f32 [slots, hv, dk, dv].
+# causal depthwise conv1d + SiLU over channels = the first `channels` columns of x's rows
+# (x_pitch elements apart); w is bf16 [channels, kernel]; out bf16 [tokens, channels]:
+# out[t, c] = bf16(silu(bf16(sum_j w[c, j] * x[t - kernel + 1 + j, c]))), history from the state.
+CONV1D = S("conv1d", "causal_conv1d_silu_bf16",
+           "x:ptr x_pitch:u32 w:ptr conv_state:ptr state_slots:ptr cu_q:ptr kv_lens:ptr "
+           "out:ptr num_seqs:u32 channels:u32 kernel:u32")
+# gated delta rule (gated_delta.cu), q/k/v from the conv output rows [q (hk*dk) | k (hk*dk) |
+# v (hv*dv)] (qkv_pitch apart), b and a from ba rows (b at +h, a at +hv; ba_pitch apart),
+# A_log and dt_bias bf16 [hv]; out bf16 [tokens, hv * dv]. Value head h reads key head
+# h / (hv / hk). Per token: q, k L2-normalized (eps 1e-6) in f32, q scaled by dk^-0.5,
+# beta = bf16(sigmoid(b)), g = -exp(A_log) * softplus(a + dt_bias), then
+#   S = exp(g) S;  S += k (beta (v - k^T S))^T;  o = q^T S.
+# The chunked form (prefill, chunks of 64 in each sequence's step) and the recurrent form
+# (decode: one token per sequence) compute the same function.
+GATED_DELTA_CHUNK = S(
+    "gated_delta", "gated_delta_chunk_bf16",
+    "qkv:ptr qkv_pitch:u32 ba:ptr ba_pitch:u32 a_log:ptr dt_bias:ptr state:ptr "
+    "state_slots:ptr cu_q:ptr kv_lens:ptr out:ptr num_seqs:u32 hk:u32 hv:u32 dk:u32 dv:u32")
+GATED_DELTA_STEP = S(
+    "gated_delta", "gated_delta_step_bf16",
+    "qkv:ptr qkv_pitch:u32 ba:ptr ba_pitch:u32 a_log:ptr dt_bias:ptr state:ptr "
+    "state_slots:ptr cu_q:ptr kv_lens:ptr out:ptr num_seqs:u32 hk:u32 hv:u32 dk:u32 dv:u32")
 
 # --- attention ---------------------------------------------------------------------------
 PREFILL_ATTN = S(

@@ -6,8 +6,9 @@ count update that feeds the next step's penalties. Sampling splits each row over
 which share a scratch area and per-row arrival counters (zeroed here once; every launch leaves
 them zero, so graph replays start clean). Per-sequence penalty state (generated-token
 counts, prompt-token mask) lives on the device in rows indexed by a slot that the caller
-assigns per sequence (`assign`), so no step re-sends a sequence's history. Every buffer is
-allocated here once, so the addresses a captured graph holds stay valid.
+assigns per sequence (`assign`, which also restores the counts of a sequence back from
+preemption), so no step re-sends a sequence's history. Every buffer is allocated here once,
+so the addresses a captured graph holds stay valid.
 
 Sampling is keyed by (seed, step) through a counter-based RNG: a seeded request draws the same
 tokens whatever else shares its batch. Semantics: `atlas.runtime.reference.sampler`.
@@ -15,7 +16,7 @@ tokens whatever else shares its batch. Semantics: `atlas.runtime.reference.sampl
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -64,18 +65,31 @@ class Sampler:
             raise ValueError(f"sampler slot {slot} is outside 0..{self.max_slots - 1}")
 
     # ---- per sequence -------------------------------------------------------------------
-    def assign(self, slot: int, prompt_ids: Sequence[int], params: SamplingParams) -> None:
-        """Give `slot` to a new sequence: reset its counts, record its prompt and its seed.
+    def assign(self, slot: int, prompt_ids: Sequence[int], params: SamplingParams,
+               drawn_counts: Mapping[int, int] | None = None) -> None:
+        """Give `slot` to a sequence: record its prompt, its seed and its penalty counts.
 
-        Runs once per sequence (outside any graph); its O(vocab) work is device memsets and
-        one mask upload, only when the repetition penalty needs the prompt.
+        `drawn_counts` (token -> times drawn) restores the counts of a sequence that resumes
+        after preemption; a new sequence starts from zero. Runs once per (re)admission,
+        outside any graph: its O(vocab) work is device memsets and at most two uploads, only
+        when the request has penalties.
         """
         self._check_slot(slot)
         params.validate()
         seed = params.seed if params.seed is not None else int(self._seed_rng.integers(2 ** 63))
         self._seeds_np[slot] = seed & _SEED_MASK
         v = self.vocab
-        self.backend.memset(self.counts + 4 * slot * v, 0, 4 * v)
+        counts_ptr = self.counts + 4 * slot * v
+        if drawn_counts and params.has_penalties:
+            counts = np.zeros(v, dtype=np.int32)
+            for token, n in drawn_counts.items():
+                if not 0 <= token < v:
+                    raise ValueError(f"sampler: drawn token {token} is outside the vocabulary "
+                                     f"0..{v - 1}")
+                counts[token] = n
+            self.backend.copy_h2d(counts_ptr, counts)
+        else:
+            self.backend.memset(counts_ptr, 0, 4 * v)
         mask_ptr = self.prompt_mask + slot * v
         ids = np.asarray(prompt_ids, dtype=np.int64)
         ids = ids[(ids >= 0) & (ids < v)]
@@ -90,7 +104,8 @@ class Sampler:
     def prepare(self, slots: Sequence[int], params: Sequence[SamplingParams],
                 steps: Sequence[int], stream: Stream | None = None) -> None:
         """Upload this step's row records: row i samples for `slots[i]` under `params[i]`,
-        `steps[i]` being how many tokens that sequence has generated (the RNG counter)."""
+        `steps[i]` being how many tokens that sequence has generated (the RNG counter, which
+        the caller owns so that it survives the slot)."""
         n = len(slots)
         if not len(params) == len(steps) == n:
             raise ValueError(f"sampler.prepare: {n} slots, {len(params)} params, "

@@ -10,14 +10,15 @@ from typing import Callable
 
 from aiohttp import web
 
+from ..engine.block_manager import BlockPool
+from ..engine.core import EngineCore
+from ..engine.scheduling_policy import make_policy
 from ..model.batch import StepExecutor
 from ..runtime.kv_cache import BlockAllocator
 from .app import build_app, start_server
 from .async_engine import AsyncEngine
 from .context import ServerContext
 from .engine_thread import EngineThread
-from .scheduler import BlockPool, Scheduler
-from .scheduling_policy import make_policy
 
 
 @dataclass(slots=True)
@@ -32,14 +33,12 @@ class EngineLimits:
 def build_engine(executor: StepExecutor, limits: EngineLimits, ctx: ServerContext,
                  loop: asyncio.AbstractEventLoop,
                  pool_factory: Callable[[int], BlockPool] = BlockAllocator) -> AsyncEngine:
-    scheduler = Scheduler(
-        pool_factory(executor.num_kv_blocks),
-        make_policy(limits.scheduling_policy, limits.tbt_deadline_ms),
-        block_size=executor.block_size, num_kv_blocks=executor.num_kv_blocks,
-        max_num_seqs=min(limits.max_num_seqs, executor.max_batch_size),
-        max_seq_len=min(limits.max_seq_len, executor.max_seq_len),
-        max_prefill_tokens=limits.max_prefill_tokens)
-    return AsyncEngine(lambda sink: EngineThread(scheduler, executor, sink, ctx.metrics), loop)
+    core = EngineCore.build(
+        executor, max_prefill_tokens=limits.max_prefill_tokens,
+        max_num_seqs=limits.max_num_seqs, max_seq_len=limits.max_seq_len,
+        policy=make_policy(limits.scheduling_policy, limits.tbt_deadline_ms),
+        pool_factory=pool_factory)
+    return AsyncEngine(lambda sink: EngineThread(core, sink, ctx.metrics), loop)
 
 
 async def serve(ctx: ServerContext, host: str, port: int, load: Callable[[], StepExecutor],

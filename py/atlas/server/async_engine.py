@@ -11,8 +11,9 @@ import asyncio
 import itertools
 from typing import AsyncIterator, Callable
 
+from ..engine.request import EngineOutput, EngineRequest
+from ..engine.scheduler import Scheduler
 from .engine_thread import EngineThread, OutputSink
-from .scheduler import Scheduler, SeqOutput, SeqRequest
 
 
 class AsyncEngine:
@@ -20,13 +21,13 @@ class AsyncEngine:
                  loop: asyncio.AbstractEventLoop) -> None:
         """`engine_factory(on_outputs)` builds the EngineThread around our output sink."""
         self._loop = loop
-        self._queues: dict[int, asyncio.Queue[SeqOutput]] = {}
+        self._queues: dict[int, asyncio.Queue[EngineOutput]] = {}
         self._ids = itertools.count(1)
         self.thread: EngineThread = engine_factory(self._from_thread)
 
     @property
     def scheduler(self) -> Scheduler:
-        return self.thread.scheduler
+        return self.thread.core.scheduler
 
     def start(self) -> None:
         self.thread.start()
@@ -34,9 +35,9 @@ class AsyncEngine:
     def stop(self) -> None:
         self.thread.stop()
 
-    async def generate(self, request: SeqRequest) -> AsyncIterator[SeqOutput]:
+    async def generate(self, request: EngineRequest) -> AsyncIterator[EngineOutput]:
         seq_id = next(self._ids)
-        outputs: asyncio.Queue[SeqOutput] = asyncio.Queue()
+        outputs: asyncio.Queue[EngineOutput] = asyncio.Queue()
         self._queues[seq_id] = outputs
         finished = False
         try:
@@ -50,13 +51,13 @@ class AsyncEngine:
             if not finished:
                 self.thread.abort(seq_id)
 
-    def _from_thread(self, outputs: list[SeqOutput]) -> None:
+    def _from_thread(self, outputs: list[EngineOutput]) -> None:
         try:
             self._loop.call_soon_threadsafe(self._route, outputs)
         except RuntimeError:
             pass  # the loop closed during shutdown: nobody is waiting for these outputs
 
-    def _route(self, outputs: list[SeqOutput]) -> None:
+    def _route(self, outputs: list[EngineOutput]) -> None:
         for out in outputs:
             target = self._queues.get(out.seq_id)
             if target is not None:

@@ -1,8 +1,9 @@
-"""The engine loop on its own thread: schedule -> execute -> commit, forever.
+"""The engine core on its own thread: `EngineCore.step`, forever.
 
 The asyncio loop never blocks on the model and the model never waits for the event loop.
 Requests and aborts arrive through a command queue drained between steps; outputs of a step
-leave in one batch through `on_outputs` (the async bridge hops them onto the loop).
+leave in one batch through `on_outputs` (the async bridge hops them onto the loop). All the
+scheduling lives in `atlas.engine`; this module only feeds it and keeps it alive.
 """
 
 from __future__ import annotations
@@ -14,24 +15,21 @@ from typing import Callable
 
 import structlog
 
-from ..model.batch import StepExecutor
+from ..engine.core import EngineCore
+from ..engine.request import EngineOutput, EngineRequest, FinishReason
 from .metrics import ServerMetrics
-from .scheduler import FinishReason, Scheduler, SeqOutput, SeqRequest
 
-OutputSink = Callable[[list[SeqOutput]], None]
+OutputSink = Callable[[list[EngineOutput]], None]
 
 _log = structlog.get_logger("atlas.engine")
 
 
 class EngineThread:
-    def __init__(self, scheduler: Scheduler, executor: StepExecutor, on_outputs: OutputSink,
-                 metrics: ServerMetrics | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.scheduler = scheduler
-        self.executor = executor
+    def __init__(self, core: EngineCore, on_outputs: OutputSink,
+                 metrics: ServerMetrics | None = None) -> None:
+        self.core = core
         self._on_outputs = on_outputs
         self._metrics = metrics
-        self._clock = clock
         self._commands: queue.SimpleQueue[tuple] = queue.SimpleQueue()
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="atlas-engine", daemon=True)
@@ -46,8 +44,8 @@ class EngineThread:
         self._commands.put(("wake",))
         self._thread.join(timeout)
 
-    def submit(self, seq_id: int, request: SeqRequest) -> None:
-        self._commands.put(("add", seq_id, request, self._clock()))
+    def submit(self, seq_id: int, request: EngineRequest) -> None:
+        self._commands.put(("add", seq_id, request, self.core.clock()))
 
     def abort(self, seq_id: int, reason: str = FinishReason.ABORT) -> None:
         self._commands.put(("abort", seq_id, reason))
@@ -59,19 +57,17 @@ class EngineThread:
         # the executor needs no binding step here
         while not self._stopping:
             try:
-                outputs = self._drain_commands(block=not self.scheduler.has_work)
-                if self.scheduler.has_work:
+                outputs = self._drain_commands(block=not self.core.has_work)
+                if self.core.has_work:
                     outputs.extend(self._step())
-                self._release()
             except Exception:  # a bug here must not leave every client waiting forever
                 _log.exception("engine loop failed; ending every request")
-                outputs = self.scheduler.fail_all()
-                self._release()
+                outputs = self.core.fail_all()
             if outputs:
                 self._on_outputs(outputs)
 
-    def _drain_commands(self, block: bool) -> list[SeqOutput]:
-        outputs: list[SeqOutput] = []
+    def _drain_commands(self, block: bool) -> list[EngineOutput]:
+        outputs: list[EngineOutput] = []
         try:
             command = self._commands.get(timeout=0.5) if block else self._commands.get_nowait()
         except queue.Empty:
@@ -81,13 +77,13 @@ class EngineThread:
             if kind == "add":
                 _, seq_id, request, when = command
                 try:
-                    self.scheduler.add(seq_id, request, when)
+                    self.core.add(seq_id, request, when)
                 except ValueError as exc:
                     _log.warning("request rejected by scheduler", seq_id=seq_id, error=str(exc))
-                    outputs.append(SeqOutput(seq_id, (), FinishReason.ERROR,
-                                             len(request.prompt_ids), 0))
+                    outputs.append(EngineOutput(seq_id, (), FinishReason.ERROR,
+                                                len(request.prompt_ids), 0))
             elif kind == "abort":
-                out = self.scheduler.abort(command[1], command[2])
+                out = self.core.abort(command[1], command[2])
                 if out is not None:
                     outputs.append(out)
             try:
@@ -95,32 +91,20 @@ class EngineThread:
             except queue.Empty:
                 return outputs
 
-    def _step(self) -> list[SeqOutput]:
-        start = self._clock()
-        plan = self.scheduler.schedule(start)
-        self._release()
-        outputs = list(plan.finished)
-        if plan.is_empty:
-            if not outputs:
+    def _step(self) -> list[EngineOutput]:
+        start = time.perf_counter()
+        report = self.core.step()
+        if report.error is not None:  # the model failed: that batch ended, keep serving
+            _log.error("engine step failed", batch=report.num_chunks, exc_info=report.error)
+            return report.outputs
+        if report.num_chunks == 0:
+            if not report.outputs:
                 time.sleep(0.001)  # everything waits on blocks held by nobody running
-            return outputs
-        try:
-            sampled = self.executor.execute(plan.steps)
-        except Exception:  # the model failed: end the batch, keep serving
-            _log.exception("engine step failed", batch=len(plan.steps))
-            outputs.extend(self.scheduler.fail_running())
-            return outputs
-        now = self._clock()
-        produced = self.scheduler.commit(plan, sampled, now)
-        outputs.extend(produced)
+            return report.outputs
         if self._metrics is not None:
+            scheduler = self.core.scheduler
             self._metrics.record_step(
-                generated=sum(len(o.new_token_ids) for o in produced), seconds=now - start,
-                kv_utilization=self.scheduler.kv_utilization,
-                running=len(self.scheduler.running), waiting=len(self.scheduler.waiting),
-                preemptions=self.scheduler.num_preemptions)
-        return outputs
-
-    def _release(self) -> None:
-        for seq_id in self.scheduler.take_released():
-            self.executor.release(seq_id)
+                generated=report.num_generated, seconds=time.perf_counter() - start,
+                kv_utilization=scheduler.kv_utilization, running=len(scheduler.running),
+                waiting=len(scheduler.waiting), preemptions=scheduler.num_preemptions)
+        return report.outputs

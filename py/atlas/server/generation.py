@@ -12,24 +12,27 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import AsyncIterator
 
+from ..engine.request import EngineRequest, FinishReason, ThinkingBudget
 from .chat_template import TemplateError
 from .context import ServerContext
 from .errors import ApiError, ErrorKind, invalid
 from .reasoning import THINK_CLOSE, THINK_OPEN, ReasoningParser, prompt_opens_thinking
 from .request_spec import GenerationSpec
 from .response_stream import ResponseStream, StreamDelta
-from .scheduler import FinishReason, SeqRequest, ThinkingBudget
 from .tool_parsers import ToolCall, parser_class
 
 
 @dataclass(slots=True)
-class Prompt:
+class RenderedPrompt:
+    """The prompt after the chat template: its token ids, its text, and the assistant text
+    appended to force a tool call (the response stream parses it as the output's start)."""
+
     ids: list[int]
     text: str
     forced_prefix: str = ""
 
 
-def render_prompt(spec: GenerationSpec, ctx: ServerContext) -> Prompt:
+def render_prompt(spec: GenerationSpec, ctx: ServerContext) -> RenderedPrompt:
     """Chat template (or raw prompt) -> token ids. A bad template or conversation is a 400."""
     tok = ctx.tokenizer
     if spec.messages is None:
@@ -37,9 +40,10 @@ def render_prompt(spec: GenerationSpec, ctx: ServerContext) -> Prompt:
             bad = [t for t in spec.prompt if not tok.is_valid_id(t)]
             if bad:
                 raise invalid(f"prompt token ids out of vocabulary: {bad[:5]}", "prompt")
-            return Prompt(list(spec.prompt), tok.decode(spec.prompt, skip_special_tokens=False))
+            return RenderedPrompt(list(spec.prompt),
+                                  tok.decode(spec.prompt, skip_special_tokens=False))
         text = spec.prompt or ""
-        return Prompt(tok.encode(text, add_special_tokens=True), text)
+        return RenderedPrompt(tok.encode(text, add_special_tokens=True), text)
     use_tools = bool(spec.tools) and spec.tool_choice.mode != "none"
     if use_tools and ctx.options.tool_parser is None:
         raise invalid("this model has no tool-call format; start the server with "
@@ -56,7 +60,7 @@ def render_prompt(spec: GenerationSpec, ctx: ServerContext) -> Prompt:
     if use_tools and spec.tool_choice.forces_call:
         forced = parser_class(ctx.options.tool_parser)().forced_prefix(spec.tool_choice.name)
         text += forced
-    return Prompt(tok.encode(text, add_special_tokens=False), text, forced)
+    return RenderedPrompt(tok.encode(text, add_special_tokens=False), text, forced)
 
 
 def thinking_enabled(spec: GenerationSpec, ctx: ServerContext) -> bool:
@@ -67,6 +71,9 @@ def thinking_enabled(spec: GenerationSpec, ctx: ServerContext) -> bool:
 
 @dataclass(slots=True)
 class Outcome:
+    """How a generation ended, for the response's usage and finish fields, metrics and the
+    one log line per request."""
+
     finish_reason: str = FinishReason.ERROR   # stop | length | tool_calls | stop_sequence | error
     stop_sequence: str | None = None
     prompt_tokens: int = 0
@@ -125,12 +132,12 @@ class Generation:
     def _stop_ids(self) -> frozenset[int]:
         return self.ctx.tokenizer.eos_token_ids | frozenset(self.spec.stop_token_ids)
 
-    def _make_request(self) -> SeqRequest:
+    def _make_request(self) -> EngineRequest:
         timeout = self.ctx.options.request_timeout_s
-        return SeqRequest(self.prompt.ids, self.spec.sampling, self.max_tokens,
-                          stop_token_ids=self._stop_ids(),
-                          deadline=self.started + timeout if timeout else None,
-                          thinking=self._thinking_budget())
+        return EngineRequest(self.prompt.ids, self.spec.sampling, self.max_tokens,
+                             stop_token_ids=self._stop_ids(),
+                             deadline=self.started + timeout if timeout else None,
+                             thinking=self._thinking_budget())
 
     def _thinking_budget(self) -> ThinkingBudget | None:
         tok, spec = self.ctx.tokenizer, self.spec

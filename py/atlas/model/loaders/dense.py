@@ -78,12 +78,14 @@ class DenseDecoderLoader:
 
     family = "llama"
     has_qk_norm = False
+    #: attention head dims the kernels are compiled for
+    head_dims: tuple[int, ...] = SUPPORTED_HEAD_DIMS
 
     def check_config(self, cfg: ModelConfig) -> None:
         """Reject config values the kernels do not implement, naming the field."""
-        if cfg.head_dim not in SUPPORTED_HEAD_DIMS:
+        if cfg.head_dim not in self.head_dims:
             raise UnsupportedModelError(
-                f"head_dim={cfg.head_dim} is not supported (supported: {SUPPORTED_HEAD_DIMS})")
+                f"head_dim={cfg.head_dim} is not supported (supported: {self.head_dims})")
         if cfg.num_attention_heads % cfg.num_key_value_heads:
             raise UnsupportedModelError(
                 f"num_attention_heads={cfg.num_attention_heads} is not a multiple of "

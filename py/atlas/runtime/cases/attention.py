@@ -131,6 +131,10 @@ def prefill_cases(rng: np.random.Generator) -> list[KernelCase]:
         prefill_case(rng, "prefill D64 mha bs7", Geometry(2, 2, 64, 7), [33, 130], [40, 130]),
         # GQA 1 and D 128 with block size 32 and a partial final block
         prefill_case(rng, "prefill D128 mha bs32", Geometry(3, 3, 128, 32), [9], [75]),
+        # D 256 (Qwen3.5 / Qwen3-Next full attention: 16 q heads on 2 kv heads): first and
+        # chunked prefill, a one-token chunk, query tiles crossing 64-row tiles
+        prefill_case(rng, "prefill D256 gqa8 bs16 mixed", Geometry(16, 2, 256, 16),
+                     [70, 1, 130], [70, 40, 200]),
     ]
 
 
@@ -210,4 +214,7 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
                     [1, 500], 2),
         # Qwen3-8B at context 512 on 33 splits: 16 active splits of 32 keys
         decode_case(rng, "decode D128 gqa4 bs16 splits33 ctx512", qwen3_8b, [512], 33),
+        # D 256, a group of 8 heads (two passes), 1 to all 8 active splits
+        decode_case(rng, "decode D256 gqa8 bs16 splits8", Geometry(16, 2, 256, 16),
+                    [1, 50, 300, 700], 8),
     ]

@@ -26,18 +26,31 @@ def normed_f64(r: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     return w * round_bf16((r * inv).astype(np.float32)).astype(np.float64)
 
 
-def _oracle(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    w = bf16_bits_to_f32(inputs["w"]).astype(np.float64)
-    if "delta" in inputs:
-        total = (bf16_bits_to_f32(inputs["residual"]).astype(np.float64)
-                 + bf16_bits_to_f32(inputs["delta"]).astype(np.float64))
-        r = round_bf16(total.astype(np.float32)).astype(np.float64)
-        return {"residual": r, "out": normed_f64(r, w, EPS)}
-    return {"out": normed_f64(bf16_bits_to_f32(inputs["x"]).astype(np.float64), w, EPS)}
+def offset_normed_f64(r: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    """float64 r / sqrt(mean(r^2) + eps) * (1 + w): Qwen3.5's one-rounding form, unrounded."""
+    return r / np.sqrt((r * r).mean(axis=-1, keepdims=True) + eps) * (1.0 + w)
 
 
-def _case(rng: np.random.Generator, rows: int, dim: int, fused: bool) -> KernelCase:
-    inputs = {"w": f32_to_bf16_bits(rng.uniform(0.5, 1.5, dim).astype(np.float32))}
+def _make_oracle(offset: bool):
+    norm = offset_normed_f64 if offset else normed_f64
+
+    def oracle(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        w = bf16_bits_to_f32(inputs["w"]).astype(np.float64)
+        if "delta" in inputs:
+            total = (bf16_bits_to_f32(inputs["residual"]).astype(np.float64)
+                     + bf16_bits_to_f32(inputs["delta"]).astype(np.float64))
+            r = round_bf16(total.astype(np.float32)).astype(np.float64)
+            return {"residual": r, "out": norm(r, w, EPS)}
+        return {"out": norm(bf16_bits_to_f32(inputs["x"]).astype(np.float64), w, EPS)}
+
+    return oracle
+
+
+def _case(rng: np.random.Generator, rows: int, dim: int, fused: bool,
+          offset: bool = False) -> KernelCase:
+    # zero-centred weights (offset) are small around 0, as Qwen3.5 stores them
+    w = rng.normal(0.0, 0.1, dim) if offset else rng.uniform(0.5, 1.5, dim)
+    inputs = {"w": f32_to_bf16_bits(w.astype(np.float32))}
     if fused:
         inputs["residual"] = random_bf16(rng, (rows, dim), 4.0)
         inputs["delta"] = random_bf16(rng, (rows, dim), 1.0)
@@ -48,17 +61,24 @@ def _case(rng: np.random.Generator, rows: int, dim: int, fused: bool) -> KernelC
         kc = KernelCache(backend)
         if fused:
             norm.add_rmsnorm(kc, stream, p["residual"], p["delta"], p["w"], p["out"], rows, dim,
-                             EPS)
+                             EPS, offset)
         else:
-            norm.rmsnorm(kc, stream, p["x"], p["w"], p["out"], rows, dim, EPS)
+            norm.rmsnorm(kc, stream, p["x"], p["w"], p["out"], rows, dim, EPS, offset)
 
     outputs = {"out": OutputSpec(DType.BF16, (rows, dim))}
     if fused:  # bf16(r + d) is fully determined: no tolerance
         outputs["residual"] = OutputSpec(DType.BF16, (rows, dim), tol=(0.0, 0.0))
-    kind = "add_rmsnorm" if fused else "rmsnorm"
-    return KernelCase(f"{kind}_{rows}x{dim}", "rmsnorm", inputs, outputs, run, _oracle)
+    kind = ("add_rmsnorm" if fused else "rmsnorm") + ("_offset" if offset else "")
+    return KernelCase(f"{kind}_{rows}x{dim}", "rmsnorm", inputs, outputs, run,
+                      _make_oracle(offset))
+
+
+#: the (1 + w) variants: Qwen3.5 hidden 2048 / 4096 rows in decode and prefill, odd widths
+OFFSET_SHAPES = [(1, 2048), (3, 72), (300, 2048), (2, 8200)]
 
 
 @kernel_cases("rmsnorm")
 def rmsnorm_cases(rng: np.random.Generator) -> list[KernelCase]:
-    return [_case(rng, rows, dim, fused) for rows, dim in SHAPES for fused in (False, True)]
+    return ([_case(rng, rows, dim, fused) for rows, dim in SHAPES for fused in (False, True)]
+            + [_case(rng, rows, dim, fused, True) for rows, dim in OFFSET_SHAPES
+               for fused in (False, True)])

@@ -30,30 +30,42 @@ def _rb(a: np.ndarray) -> np.ndarray:
     return round_bf16(np.asarray(a, dtype=np.float32)).astype(np.float64)
 
 
-def _head_norm(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+def _head_norm(x: np.ndarray, w: np.ndarray, offset: bool = False) -> np.ndarray:
     inv = 1.0 / np.sqrt(np.mean(x ** 2, axis=-1, keepdims=True) + EPS)
+    if offset:  # Qwen3.5: (1 + w), one rounding
+        return _rb(x * inv * (1.0 + w))
     return _rb(w * _rb(x * inv))
 
 
 def _rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    """transformers' q * cos + rotate_half(q) * sin with cos/sin over the full head dim."""
-    half = x.shape[-1] // 2
-    rotated = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    """transformers' q * cos + rotate_half(q) * sin on the first 2 * cos.shape[-1] dims (the
+    rest pass through: partial rotary)."""
+    rot = 2 * cos.shape[-1]
+    xr, rest = x[..., :rot], x[..., rot:]
+    half = rot // 2
+    rotated = np.concatenate([-xr[..., half:], xr[..., :half]], axis=-1)
     c = np.concatenate([cos, cos], axis=-1)
     s = np.concatenate([sin, sin], axis=-1)
-    return _rb(x * c) + _rb(rotated * s)
+    return np.concatenate([_rb(xr * c) + _rb(rotated * s), rest], axis=-1)
 
 
-def _make_oracle(hq: int, hkv: int, d: int, normed: bool):
+def _make_oracle(hq: int, hkv: int, d: int, normed: bool, q_pitch: int | None = None,
+                 rot: int | None = None, offset: bool = False):
+    q_pitch = q_pitch or d
+    rot = rot or d
+
     def oracle(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         t = inputs["positions"].size
-        x = _bf(inputs["qkv"]).reshape(t, hq + 2 * hkv, d)
-        q, k, v = x[:, :hq], x[:, hq:hq + hkv], x[:, hq + hkv:]
+        x = _bf(inputs["qkv"]).reshape(t, -1)
+        q = x[:, :hq * q_pitch].reshape(t, hq, q_pitch)[:, :, :d]
+        k = x[:, hq * q_pitch:hq * q_pitch + hkv * d].reshape(t, hkv, d)
+        v = x[:, hq * q_pitch + hkv * d:].reshape(t, hkv, d)
         if normed:
-            q, k = _head_norm(q, _bf(inputs["q_norm_w"])), _head_norm(k, _bf(inputs["k_norm_w"]))
+            q = _head_norm(q, _bf(inputs["q_norm_w"]), offset)
+            k = _head_norm(k, _bf(inputs["k_norm_w"]), offset)
         table = inputs["cos_sin"][inputs["positions"]]
-        cos = _rb(table[:, None, : d // 2])
-        sin = _rb(table[:, None, d // 2:])
+        cos = _rb(table[:, None, : rot // 2])
+        sin = _rb(table[:, None, rot // 2:])
         kc, vc = _bf(inputs["k_cache"]), _bf(inputs["v_cache"])
         k_rot = _rotate(k, cos, sin)
         for i, slot in enumerate(inputs["slots"].tolist()):
@@ -72,32 +84,40 @@ def _cos_sin(d: int) -> np.ndarray:
 
 
 def _case(rng: np.random.Generator, tokens: int, hq: int, hkv: int, d: int, normed: bool,
-          num_blocks: int) -> KernelCase:
+          num_blocks: int, partial: tuple[int, int, bool] | None = None) -> KernelCase:
+    """partial = (q_pitch, rotary_dim, norm_offset) selects the general kernel."""
+    q_pitch, rot, offset = partial or (d, d, False)
     slots = rng.choice(num_blocks * BLOCK_SIZE, tokens, replace=False).astype(np.int32)
     slots[tokens // 2] = -1
     positions = rng.integers(0, MAX_POS, tokens).astype(np.int32)
     positions[0] = 0
     cache_shape = (num_blocks, hkv, BLOCK_SIZE, d)
     inputs = {
-        "qkv": random_bf16(rng, (tokens, (hq + 2 * hkv) * d), 3.0),
+        "qkv": random_bf16(rng, (tokens, hq * q_pitch + 2 * hkv * d), 3.0),
         "k_cache": random_bf16(rng, cache_shape), "v_cache": random_bf16(rng, cache_shape),
-        "cos_sin": _cos_sin(d), "positions": positions, "slots": slots,
+        "cos_sin": _cos_sin(rot), "positions": positions, "slots": slots,
     }
     if normed:
-        inputs["q_norm_w"] = f32_to_bf16_bits(rng.uniform(0.5, 1.5, d).astype(np.float32))
-        inputs["k_norm_w"] = f32_to_bf16_bits(rng.uniform(0.5, 1.5, d).astype(np.float32))
+        lo, hi = (-0.3, 0.3) if offset else (0.5, 1.5)
+        inputs["q_norm_w"] = f32_to_bf16_bits(rng.uniform(lo, hi, d).astype(np.float32))
+        inputs["k_norm_w"] = f32_to_bf16_bits(rng.uniform(lo, hi, d).astype(np.float32))
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        extra = ({"q_pitch": q_pitch, "rotary_dim": rot, "norm_offset": offset}
+                 if partial else {})
         rope.qk_norm_rope_kv(KernelCache(backend), stream, p["qkv"], p["q_out"], p["k_cache"],
                              p["v_cache"], p.get("q_norm_w", 0), p.get("k_norm_w", 0),
                              p["cos_sin"], p["positions"], p["slots"], tokens, hq, hkv, d,
-                             BLOCK_SIZE, EPS)
+                             BLOCK_SIZE, EPS, **extra)
 
     outputs = {"q_out": OutputSpec(DType.BF16, (tokens, hq, d)),
                "k_cache": OutputSpec(DType.BF16, cache_shape),
                "v_cache": OutputSpec(DType.BF16, cache_shape, tol=(0.0, 0.0))}
     name = f"rope_kv_t{tokens}_q{hq}_kv{hkv}_d{d}{'_norm' if normed else ''}"
-    return KernelCase(name, "rope_kv", inputs, outputs, run, _make_oracle(hq, hkv, d, normed))
+    if partial:
+        name += f"_pitch{q_pitch}_rot{rot}{'_offset' if offset else ''}"
+    return KernelCase(name, "rope_kv", inputs, outputs, run,
+                      _make_oracle(hq, hkv, d, normed, q_pitch, rot, offset))
 
 
 @kernel_cases("rope_kv")
@@ -110,4 +130,11 @@ def rope_kv_cases(rng: np.random.Generator) -> list[KernelCase]:
         _case(rng, 2, 1, 1, 64, True, 1),     # 3 heads: fewer than one block's warps
         _case(rng, 4, 2, 1, 6, True, 1),      # odd half: 3 rotation pairs
         _case(rng, 2, 2, 2, 256, True, 1),    # largest head dim: 4 pairs per lane
+        # the general kernel: Qwen3.5 full attention (gated q heads 2 * D apart, a quarter of
+        # the head rotating, (1 + w) norm weights), head dims 256 and 128, and partial
+        # rotary without the gate or the norm
+        _case(rng, 5, 16, 2, 256, True, 2, (512, 64, True)),
+        _case(rng, 3, 4, 1, 128, True, 1, (256, 32, True)),
+        _case(rng, 4, 4, 2, 64, False, 1, (64, 16, False)),
+        _case(rng, 2, 2, 2, 256, True, 1, (256, 256, True)),   # whole-head rotation, offset
     ]

@@ -14,7 +14,7 @@ from ..kernel_abi import DECODE_ATTN, DECODE_ATTN_COMBINE, PREFILL_ATTN
 from . import KernelCache
 
 #: head dimensions the kernels are compiled for
-HEAD_DIMS = (64, 128)
+HEAD_DIMS = (64, 128, 256)
 #: query rows per prefill block (4 warps x 16 rows)
 PREFILL_QUERY_TILE = 64
 ATTN_THREADS = 128

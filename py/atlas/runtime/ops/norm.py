@@ -15,7 +15,7 @@ add_rmsnorm (54 registers: the delta row is in flight too).
 from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import ADD_RMSNORM, RMSNORM
+from ..kernel_abi import ADD_RMSNORM, ADD_RMSNORM_OFFSET, RMSNORM, RMSNORM_OFFSET
 from . import KernelCache
 from ._preconditions import require_aligned, require_multiple, warp_threads
 
@@ -45,17 +45,21 @@ def _check(kernel: str, dim: int, ptrs: dict[str, DevicePtr]) -> None:
 
 
 def rmsnorm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, out: DevicePtr,
-            rows: int, dim: int, eps: float) -> None:
-    """out[rows, dim] = RMSNorm(x) * w, all bf16."""
+            rows: int, dim: int, eps: float, offset: bool = False) -> None:
+    """out[rows, dim] = RMSNorm(x) * w, all bf16 (* (1 + w) with `offset`, zero-centred
+    weights as Qwen3.5 stores them)."""
     _check("rmsnorm", dim, {"x": x, "w": w, "out": out})
     if rows:
-        kc.get(RMSNORM)(stream, rows, rmsnorm_threads(dim, rows), 0, x, w, out, rows, dim, eps)
+        kc.get(RMSNORM_OFFSET if offset else RMSNORM)(stream, rows, rmsnorm_threads(dim, rows),
+                                                      0, x, w, out, rows, dim, eps)
 
 
 def add_rmsnorm(kc: KernelCache, stream: Stream, residual: DevicePtr, delta: DevicePtr,
-                w: DevicePtr, out: DevicePtr, rows: int, dim: int, eps: float) -> None:
-    """residual += delta (bf16, in place); out = RMSNorm(residual) * w."""
+                w: DevicePtr, out: DevicePtr, rows: int, dim: int, eps: float,
+                offset: bool = False) -> None:
+    """residual += delta (bf16, in place); out = RMSNorm(residual) * w (or * (1 + w))."""
     _check("add_rmsnorm", dim, {"residual": residual, "delta": delta, "w": w, "out": out})
     if rows:
-        kc.get(ADD_RMSNORM)(stream, rows, rmsnorm_threads(dim, rows), 0, residual, delta, w, out,
-                            rows, dim, eps)
+        sig = ADD_RMSNORM_OFFSET if offset else ADD_RMSNORM
+        kc.get(sig)(stream, rows, rmsnorm_threads(dim, rows), 0, residual, delta, w, out, rows,
+                    dim, eps)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import QK_NORM_ROPE_KV
+from ..kernel_abi import QK_NORM_ROPE_KV, QK_NORM_ROPE_KV_PARTIAL
 from . import KernelCache
 from ._preconditions import require_aligned
 
@@ -18,11 +18,22 @@ def qk_norm_rope_kv(kc: KernelCache, stream: Stream, qkv: DevicePtr, q_out: Devi
                     k_cache: DevicePtr, v_cache: DevicePtr, q_norm_w: DevicePtr,
                     k_norm_w: DevicePtr, cos_sin: DevicePtr, positions: DevicePtr,
                     slots: DevicePtr, tokens: int, hq: int, hkv: int, head_dim: int,
-                    block_size: int, eps: float) -> None:
-    """Split qkv [tokens, (hq + 2*hkv) * head_dim]: q -> q_out, k and v -> the paged caches.
+                    block_size: int, eps: float, *, q_pitch: int | None = None,
+                    rotary_dim: int | None = None, norm_offset: bool = False) -> None:
+    """Split qkv [tokens, hq * q_pitch + 2*hkv*head_dim]: q -> q_out, k and v -> the caches.
 
     q_norm_w == 0 skips the per-head norm (Llama); otherwise both q and k are normed (Qwen3).
+    q_pitch (default head_dim; 2 * head_dim when each q head is followed by its output gate),
+    rotary_dim (default head_dim: the leading elements that rotate, cos_sin being
+    [positions, rotary_dim]) and norm_offset ((1 + w) norm weights) select the general kernel.
     """
+    q_pitch = head_dim if q_pitch is None else q_pitch
+    rotary_dim = head_dim if rotary_dim is None else rotary_dim
+    general = (q_pitch, rotary_dim, norm_offset) != (head_dim, head_dim, False)
+    if general and (rotary_dim < 2 or rotary_dim % 2 or rotary_dim > head_dim
+                    or q_pitch < head_dim):
+        raise ValueError(f"qk_norm_rope_kv: rotary_dim={rotary_dim} must be even and <= "
+                         f"head_dim={head_dim}, q_pitch={q_pitch} >= head_dim")
     if head_dim < 2 or head_dim % 2 or head_dim > ROPE_MAX_HEAD_DIM:
         raise ValueError(f"qk_norm_rope_kv: head_dim={head_dim} must be even and <= "
                          f"{ROPE_MAX_HEAD_DIM}")
@@ -40,6 +51,13 @@ def qk_norm_rope_kv(kc: KernelCache, stream: Stream, qkv: DevicePtr, q_out: Devi
         return
     heads = hq + 2 * hkv
     warps = min(ROPE_WARPS, heads)
-    kc.get(QK_NORM_ROPE_KV)(stream, (tokens, -(-heads // warps)), 32 * warps, 0, qkv, q_out,
-                            k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots,
-                            tokens, hq, hkv, head_dim, block_size, eps)
+    grid = (tokens, -(-heads // warps))
+    if general:
+        kc.get(QK_NORM_ROPE_KV_PARTIAL)(stream, grid, 32 * warps, 0, qkv, q_out, k_cache,
+                                        v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots,
+                                        tokens, hq, hkv, head_dim, q_pitch, rotary_dim,
+                                        int(norm_offset), block_size, eps)
+        return
+    kc.get(QK_NORM_ROPE_KV)(stream, grid, 32 * warps, 0, qkv, q_out, k_cache, v_cache,
+                            q_norm_w, k_norm_w, cos_sin, positions, slots, tokens, hq, hkv,
+                            head_dim, block_size, eps)

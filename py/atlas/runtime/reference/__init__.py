@@ -34,6 +34,25 @@ def widened_f64(mem: HostMemory, ptr: int, count: int) -> np.ndarray:
     return derived(ptr, count, np.uint16, "bf16->f64", make)
 
 
+def pitched_rows(mem: HostMemory, ptr: int, rows: int, pitch: int, width: int,
+                 dtype: Any = np.uint16) -> np.ndarray:
+    """The first `width` elements of `rows` rows that start `pitch` elements apart (a
+    column range of a wider buffer, e.g. one part of a fused projection), as a copy."""
+    flat = mem.view(ptr, dtype, (rows - 1) * pitch + width) if rows else np.empty(0, dtype)
+    return flat[np.arange(rows)[:, None] * pitch + np.arange(width)[None, :]]
+
+
+def step_sequences(mem: HostMemory, cu_q: int, kv_lens: int, state_slots: int,
+                   num_seqs: int) -> list[tuple[int, int, bool, int]]:
+    """(first token row, end row, starts at position 0, state slot) of each sequence of a
+    step with recurrent state; sequences without tokens are left out."""
+    cu = mem.view(cu_q, np.int32, num_seqs + 1).astype(np.int64)
+    lens = mem.view(kv_lens, np.int32, num_seqs).astype(np.int64)
+    slots = mem.view(state_slots, np.int32, num_seqs).astype(np.int64)
+    return [(int(cu[b]), int(cu[b + 1]), bool(lens[b] == cu[b + 1] - cu[b]), int(slots[b]))
+            for b in range(num_seqs) if cu[b + 1] > cu[b]]
+
+
 ReferenceFn = Callable[..., None]  # fn(mem, grid, block, *values)
 
 REFERENCES: dict[tuple[str, str], ReferenceFn] = {}

@@ -13,7 +13,7 @@ import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from ..gpu import Dim3
-from ..kernel_abi import ADD_RMSNORM, RMSNORM
+from ..kernel_abi import ADD_RMSNORM, ADD_RMSNORM_OFFSET, RMSNORM, RMSNORM_OFFSET
 from . import HostMemory, reference
 
 
@@ -27,6 +27,16 @@ def rms_norm_bf16(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     inv_rms = (np.float32(1.0) / np.sqrt(mean_sq + np.float32(eps))).astype(np.float32)
     normed = round_bf16(x * inv_rms[..., None])
     return f32_to_bf16_bits(np.asarray(w, dtype=np.float32) * normed)
+
+
+def rms_norm_offset_bf16(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    """Zero-centred weights (Qwen3_5RMSNorm): bf16(x * rsqrt(mean(x^2) + eps) * (1 + w)),
+    all float32 with one rounding; bf16 bits. Shared with the rope kernel's q/k norm."""
+    x = np.asarray(x, dtype=np.float32)
+    mean_sq = np.einsum("...i,...i->...", x, x, dtype=np.float32) / np.float32(x.shape[-1])
+    inv_rms = (np.float32(1.0) / np.sqrt(mean_sq + np.float32(eps))).astype(np.float32)
+    scale = np.float32(1.0) + np.asarray(w, dtype=np.float32)
+    return f32_to_bf16_bits((x * inv_rms[..., None]) * scale)
 
 
 def _rows(mem: HostMemory, ptr: int, rows: int, dim: int) -> np.ndarray:
@@ -50,3 +60,22 @@ def add_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, residual: int, de
     resid[:] = summed
     wf = bf16_bits_to_f32(mem.view(w, np.uint16, dim))
     _rows(mem, out, rows, dim)[:] = rms_norm_bf16(bf16_bits_to_f32(summed), wf, eps)
+
+
+@reference(RMSNORM_OFFSET)
+def rmsnorm_offset_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, out: int,
+                        rows: int, dim: int, eps: float) -> None:
+    xf = bf16_bits_to_f32(_rows(mem, x, rows, dim))
+    wf = bf16_bits_to_f32(mem.view(w, np.uint16, dim))
+    _rows(mem, out, rows, dim)[:] = rms_norm_offset_bf16(xf, wf, eps)
+
+
+@reference(ADD_RMSNORM_OFFSET)
+def add_rmsnorm_offset_bf16(mem: HostMemory, grid: Dim3, block: Dim3, residual: int, delta: int,
+                            w: int, out: int, rows: int, dim: int, eps: float) -> None:
+    resid = _rows(mem, residual, rows, dim)
+    summed = f32_to_bf16_bits(bf16_bits_to_f32(resid)
+                              + bf16_bits_to_f32(_rows(mem, delta, rows, dim)))
+    resid[:] = summed
+    wf = bf16_bits_to_f32(mem.view(w, np.uint16, dim))
+    _rows(mem, out, rows, dim)[:] = rms_norm_offset_bf16(bf16_bits_to_f32(summed), wf, eps)

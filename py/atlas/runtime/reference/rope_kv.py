@@ -18,9 +18,9 @@ import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from ..gpu import Dim3
-from ..kernel_abi import QK_NORM_ROPE_KV
+from ..kernel_abi import QK_NORM_ROPE_KV, QK_NORM_ROPE_KV_PARTIAL
 from . import HostMemory, reference
-from .rmsnorm import rms_norm_bf16
+from .rmsnorm import rms_norm_bf16, rms_norm_offset_bf16
 
 
 def rotate_bf16(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
@@ -38,19 +38,39 @@ def qk_norm_rope_kv_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: int, q_o
                          k_cache: int, v_cache: int, q_norm_w: int, k_norm_w: int, cos_sin: int,
                          positions: int, slots: int, tokens: int, hq: int, hkv: int,
                          head_dim: int, block_size: int, eps: float) -> None:
-    t, d, half = tokens, head_dim, head_dim // 2
-    heads = hq + 2 * hkv
-    x = bf16_bits_to_f32(mem.view(qkv, np.uint16, t * heads * d)).reshape(t, heads, d)
-    q, k, v = x[:, :hq], x[:, hq:hq + hkv], x[:, hq + hkv:]
+    qk_norm_rope_kv_partial_bf16(mem, grid, block, qkv, q_out, k_cache, v_cache, q_norm_w,
+                                 k_norm_w, cos_sin, positions, slots, tokens, hq, hkv, head_dim,
+                                 head_dim, head_dim, 0, block_size, eps)
+
+
+@reference(QK_NORM_ROPE_KV_PARTIAL)
+def qk_norm_rope_kv_partial_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: int, q_out: int,
+                                 k_cache: int, v_cache: int, q_norm_w: int, k_norm_w: int,
+                                 cos_sin: int, positions: int, slots: int, tokens: int, hq: int,
+                                 hkv: int, head_dim: int, q_pitch: int, rotary_dim: int,
+                                 norm_offset: int, block_size: int, eps: float) -> None:
+    t, d, rot = tokens, head_dim, rotary_dim
+    width = hq * q_pitch + 2 * hkv * d
+    x = bf16_bits_to_f32(mem.view(qkv, np.uint16, t * width)).reshape(t, width)
+    q = x[:, :hq * q_pitch].reshape(t, hq, q_pitch)[:, :, :d]
+    k = x[:, hq * q_pitch:hq * q_pitch + hkv * d].reshape(t, hkv, d)
+    v = x[:, hq * q_pitch + hkv * d:].reshape(t, hkv, d)
     if q_norm_w:
+        norm = rms_norm_offset_bf16 if norm_offset else rms_norm_bf16
         q_w = bf16_bits_to_f32(mem.view(q_norm_w, np.uint16, d))
         k_w = bf16_bits_to_f32(mem.view(k_norm_w, np.uint16, d))
-        q = bf16_bits_to_f32(rms_norm_bf16(q, q_w, eps))
-        k = bf16_bits_to_f32(rms_norm_bf16(k, k_w, eps))
+        q = bf16_bits_to_f32(norm(q, q_w, eps))
+        k = bf16_bits_to_f32(norm(k, k_w, eps))
     pos = mem.view(positions, np.int32, t).astype(np.int64)
-    table = mem.view(cos_sin, np.float32, (int(pos.max()) + 1) * d).reshape(-1, d)
-    cos, sin = table[pos, None, :half], table[pos, None, half:]
-    mem.view(q_out, np.uint16, t * hq * d)[:] = rotate_bf16(q, cos, sin).reshape(-1)
+    table = mem.view(cos_sin, np.float32, (int(pos.max()) + 1) * rot).reshape(-1, rot)
+    cos, sin = table[pos, None, :rot // 2], table[pos, None, rot // 2:]
+
+    def rotate(h: np.ndarray, c: np.ndarray, s: np.ndarray) -> np.ndarray:
+        """Rotate the first rotary_dim elements; the rest pass through (partial rotary)."""
+        return np.concatenate([rotate_bf16(h[..., :rot], c, s),
+                               f32_to_bf16_bits(h[..., rot:])], axis=-1)
+
+    mem.view(q_out, np.uint16, t * hq * d)[:] = rotate(q, cos, sin).reshape(-1)
     slot = mem.view(slots, np.int32, t).astype(np.int64)
     live = slot >= 0
     if not live.any():
@@ -59,5 +79,5 @@ def qk_norm_rope_kv_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: int, q_o
     pool = (int(blk.max()) + 1) * hkv * block_size * d
     kc = mem.view(k_cache, np.uint16, pool).reshape(-1, hkv, block_size, d)
     vc = mem.view(v_cache, np.uint16, pool).reshape(-1, hkv, block_size, d)
-    kc[blk, :, off] = rotate_bf16(k[live], cos[live], sin[live])
+    kc[blk, :, off] = rotate(k[live], cos[live], sin[live])
     vc[blk, :, off] = f32_to_bf16_bits(v[live])

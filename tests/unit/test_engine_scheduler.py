@@ -1,12 +1,16 @@
-"""The continuous-batching scheduler driven against the fake paged-KV executor."""
+"""The continuous-batching scheduler (and the engine core stepping it) driven against the
+fake paged-KV executor."""
 
 from __future__ import annotations
 
 import pytest
 
 from atlas.core.sampling import GREEDY
-from atlas.server.scheduler import FinishReason, Scheduler, SeqRequest, ThinkingBudget
-from atlas.server.scheduling_policy import FifoPolicy, SlaiPolicy, make_policy
+from atlas.engine.block_manager import BlockManager
+from atlas.engine.core import EngineCore
+from atlas.engine.request import EngineRequest, FinishReason
+from atlas.engine.scheduler import Scheduler
+from atlas.engine.scheduling_policy import FifoPolicy, SlaiPolicy, make_policy
 from tests.server.fakes import FakeBlockPool, FakeExecutor
 
 VOCAB = list(range(10, 60))
@@ -17,33 +21,31 @@ def make(num_blocks=64, block_size=4, max_num_seqs=8, max_prefill=16, policy=Non
     pool = FakeBlockPool(num_blocks)
     ex = FakeExecutor(vocab_ids=VOCAB, vocab_size=64, eos_id=EOS, block_size=block_size,
                       num_kv_blocks=num_blocks, **kw)
-    sched = Scheduler(pool, policy or FifoPolicy(), block_size=block_size,
-                      num_kv_blocks=num_blocks, max_num_seqs=max_num_seqs, max_seq_len=512,
+    sched = Scheduler(BlockManager(pool, num_blocks, block_size), policy or FifoPolicy(),
+                      max_num_seqs=max_num_seqs, max_seq_len=512,
                       max_prefill_tokens=max_prefill)
     return pool, ex, sched
 
 
-def run(sched, ex, now=0.0, max_steps=10_000):
-    """Drive to completion; return {seq_id: (tokens, finish_reason)}."""
+def run(sched, ex, max_steps=10_000):
+    """Step an engine core to completion (the clock reads 1.0, 2.0, ... at each step); return
+    {seq_id: (tokens, finish_reason)}."""
+    now = [0.0]
+    core = EngineCore(sched, ex, clock=lambda: now[0])
     results: dict[int, list] = {}
     for _ in range(max_steps):
-        if not sched.has_work:
+        if not core.has_work:
             break
-        now += 1.0
-        plan = sched.schedule(now)
-        assert sum(len(st.token_ids) for st in plan.steps) <= sched.step_token_budget
-        assert len(plan.steps) <= sched.max_num_seqs
-        for seq_id in sched.take_released():
-            ex.release(seq_id)
-        outs = list(plan.finished)
-        if not plan.is_empty:
-            outs += sched.commit(plan, ex.execute(plan.steps), now)
-        for seq_id in sched.take_released():
-            ex.release(seq_id)
-        for o in outs:
+        now[0] += 1.0
+        report = core.step()
+        assert report.error is None
+        chunks = ex.steps[-1] if report.num_chunks else []
+        assert sum(len(c.token_ids) for c in chunks) <= sched.step_token_budget
+        assert len(chunks) <= sched.max_num_seqs
+        for o in report.outputs:
             toks, _ = results.get(o.seq_id, ([], None))
             results[o.seq_id] = (toks + list(o.new_token_ids), o.finish_reason)
-    assert not sched.has_work
+    assert not core.has_work
     return results
 
 
@@ -53,7 +55,7 @@ def prompt(i, n):
 
 def solo(p, max_tokens):
     _, ex, sched = make()
-    sched.add(0, SeqRequest(p, GREEDY, max_tokens), 0.0)
+    sched.add(0, EngineRequest(p, GREEDY, max_tokens), 0.0)
     return run(sched, ex)[0][0]
 
 
@@ -62,7 +64,7 @@ def test_concurrent_equals_solo_with_chunking_and_preemption(num_blocks, max_pre
     pool, ex, sched = make(num_blocks=num_blocks, max_prefill=max_prefill)
     prompts = {i: prompt(i, 3 + (i * 5) % 17) for i in range(12)}
     for i, p in prompts.items():
-        sched.add(i, SeqRequest(p, GREEDY, 9), 0.0)
+        sched.add(i, EngineRequest(p, GREEDY, 9), 0.0)
     results = run(sched, ex)
     for i, p in prompts.items():
         assert results[i] == (solo(p, 9), FinishReason.LENGTH), i
@@ -73,31 +75,31 @@ def test_concurrent_equals_solo_with_chunking_and_preemption(num_blocks, max_pre
 
 def test_chunked_prefill_interleaves_with_decode():
     _, ex, sched = make(max_prefill=5, max_num_seqs=2)
-    sched.add(0, SeqRequest(prompt(0, 3), GREEDY, 20), 0.0)
+    sched.add(0, EngineRequest(prompt(0, 3), GREEDY, 20), 0.0)
     run_steps = 0
     now = 0.0
     while run_steps < 3:  # get seq 0 decoding
         now += 1
         plan = sched.schedule(now)
-        sched.commit(plan, ex.execute(plan.steps), now)
+        sched.commit(plan, ex.execute(plan.chunks), now)
         run_steps += 1
-    sched.add(1, SeqRequest(prompt(1, 12), GREEDY, 5), now)
+    sched.add(1, EngineRequest(prompt(1, 12), GREEDY, 5), now)
     chunks = []
     for _ in range(3):
         now += 1
         plan = sched.schedule(now)
-        by_id = {st.seq_id: st for st in plan.steps}
+        by_id = {st.seq_id: st for st in plan.chunks}
         assert len(by_id[0].token_ids) == 1  # decode continues every step
         chunks.append((by_id[1].start_pos, len(by_id[1].token_ids), by_id[1].sample))
-        sched.commit(plan, ex.execute(plan.steps), now)
+        sched.commit(plan, ex.execute(plan.chunks), now)
     # the decode token is reserved first: 4 of the 5-token budget are left for the prompt
     assert chunks == [(0, 4, False), (4, 4, False), (8, 4, True)]
 
 
 def test_stop_token_and_max_tokens_finish_reasons():
     _, ex, sched = make(scripts=[([99], [11, 12, EOS, 13])])
-    sched.add(0, SeqRequest([5, 99, 6], GREEDY, 10, stop_token_ids=frozenset({EOS})), 0.0)
-    sched.add(1, SeqRequest([5, 6, 7], GREEDY, 4, stop_token_ids=frozenset({EOS})), 0.0)
+    sched.add(0, EngineRequest([5, 99, 6], GREEDY, 10, stop_token_ids=frozenset({EOS})), 0.0)
+    sched.add(1, EngineRequest([5, 6, 7], GREEDY, 4, stop_token_ids=frozenset({EOS})), 0.0)
     results = run(sched, ex)
     assert results[0] == ([11, 12, EOS], FinishReason.STOP)
     assert len(results[1][0]) == 4 and results[1][1] == FinishReason.LENGTH
@@ -105,9 +107,9 @@ def test_stop_token_and_max_tokens_finish_reasons():
 
 def test_abort_frees_blocks_and_releases_executor_state():
     pool, ex, sched = make()
-    sched.add(0, SeqRequest(prompt(0, 10), GREEDY, 100), 0.0)
+    sched.add(0, EngineRequest(prompt(0, 10), GREEDY, 100), 0.0)
     plan = sched.schedule(1.0)
-    sched.commit(plan, ex.execute(plan.steps), 1.0)
+    sched.commit(plan, ex.execute(plan.chunks), 1.0)
     assert pool.num_free < 64
     out = sched.abort(0)
     assert out is not None and out.finish_reason == FinishReason.ABORT
@@ -117,8 +119,8 @@ def test_abort_frees_blocks_and_releases_executor_state():
 
 def test_request_timeout_finishes_waiting_and_running():
     _, ex, sched = make(max_num_seqs=1)
-    sched.add(0, SeqRequest(prompt(0, 4), GREEDY, 100, deadline=5.0), 0.0)
-    sched.add(1, SeqRequest(prompt(1, 4), GREEDY, 100, deadline=3.0), 0.0)
+    sched.add(0, EngineRequest(prompt(0, 4), GREEDY, 100, deadline=5.0), 0.0)
+    sched.add(1, EngineRequest(prompt(1, 4), GREEDY, 100, deadline=3.0), 0.0)
     results = run(sched, ex)
     assert results[1] == ([], FinishReason.TIMEOUT)   # never admitted: the batch was full
     assert results[0][1] == FinishReason.TIMEOUT and len(results[0][0]) == 4
@@ -127,13 +129,13 @@ def test_request_timeout_finishes_waiting_and_running():
 def test_prompt_that_cannot_fit_is_rejected():
     _, _, sched = make(num_blocks=4, block_size=4)
     with pytest.raises(ValueError):
-        sched.add(0, SeqRequest(list(range(16)), GREEDY, 1), 0.0)
-    sched.add(1, SeqRequest(list(range(15)), GREEDY, 50), 0.0)  # capped to length instead
+        sched.add(0, EngineRequest(list(range(16)), GREEDY, 1), 0.0)
+    sched.add(1, EngineRequest(list(range(15)), GREEDY, 50), 0.0)  # capped to length instead
 
 
 def test_context_limit_ends_with_length():
     pool, ex, sched = make(num_blocks=4, block_size=4)
-    sched.add(0, SeqRequest(prompt(0, 10), GREEDY, 50), 0.0)
+    sched.add(0, EngineRequest(prompt(0, 10), GREEDY, 50), 0.0)
     tokens, reason = run(sched, ex)[0]
     assert reason == FinishReason.LENGTH and len(tokens) == 6
     assert pool.num_free == 4
@@ -142,9 +144,9 @@ def test_context_limit_ends_with_length():
 def test_slai_orders_by_time_between_tokens_slack():
     _, ex, sched = make(policy=SlaiPolicy(0.1))
     for i in range(3):
-        sched.add(i, SeqRequest(prompt(i, 3), GREEDY, 50), 0.0)
+        sched.add(i, EngineRequest(prompt(i, 3), GREEDY, 50), 0.0)
     plan = sched.schedule(0.0)
-    sched.commit(plan, ex.execute(plan.steps), 0.0)
+    sched.commit(plan, ex.execute(plan.chunks), 0.0)
     seqs = {s.seq_id: s for s in sched.running}
     seqs[0].last_emit_time, seqs[1].last_emit_time, seqs[2].last_emit_time = 0.5, 0.2, 0.9
     assert [s.seq_id for s in sched.policy.order(sched.running, 1.0)] == [1, 0, 2]
@@ -153,23 +155,15 @@ def test_slai_orders_by_time_between_tokens_slack():
 
 def test_slai_preempts_the_sequence_with_most_slack():
     pool, ex, sched = make(num_blocks=3, block_size=4, policy=SlaiPolicy(1.0))
-    sched.add(0, SeqRequest(prompt(0, 4), GREEDY, 8), 0.0)
-    sched.add(1, SeqRequest(prompt(1, 4), GREEDY, 8), 0.0)
+    sched.add(0, EngineRequest(prompt(0, 4), GREEDY, 8), 0.0)
+    sched.add(1, EngineRequest(prompt(1, 4), GREEDY, 8), 0.0)
     plan = sched.schedule(0.0)
-    sched.commit(plan, ex.execute(plan.steps), 0.0)
+    sched.commit(plan, ex.execute(plan.chunks), 0.0)
     assert len(sched.running) == 2 and pool.num_free == 1
     sched.running[0].last_emit_time = 5.0   # seq 0 has the most slack
     plan = sched.schedule(5.5)
-    assert [st.seq_id for st in plan.steps] == [1]
+    assert [st.seq_id for st in plan.chunks] == [1]
     assert sched.waiting[0].seq_id == 0 and sched.take_released() == [0]
-
-
-def test_thinking_budget_forces_the_close_tokens():
-    _, ex, sched = make(scripts=[([99], [40, 41, 42, 43, 44, 45])])
-    budget = ThinkingBudget(open_id=None, close_ids=(7, 8), budget=2, starts_inside=True)
-    sched.add(0, SeqRequest([99, 5], GREEDY, 6, thinking=budget), 0.0)
-    tokens, _ = run(sched, ex)[0]
-    assert tokens == [40, 41, 7, 8, 44, 45]
 
 
 def test_make_policy_rejects_unknown():
@@ -180,10 +174,10 @@ def test_make_policy_rejects_unknown():
 
 def test_fail_all_ends_running_and_waiting_and_frees_blocks():
     pool, ex, sched = make(max_num_seqs=1)
-    sched.add(0, SeqRequest(prompt(0, 6), GREEDY, 10), 0.0)
-    sched.add(1, SeqRequest(prompt(1, 6), GREEDY, 10), 0.0)
+    sched.add(0, EngineRequest(prompt(0, 6), GREEDY, 10), 0.0)
+    sched.add(1, EngineRequest(prompt(1, 6), GREEDY, 10), 0.0)
     plan = sched.schedule(1.0)
-    sched.commit(plan, ex.execute(plan.steps), 1.0)
+    sched.commit(plan, ex.execute(plan.chunks), 1.0)
     outs = sched.fail_all()
     assert sorted((o.seq_id, o.finish_reason) for o in outs) == [
         (0, FinishReason.ERROR), (1, FinishReason.ERROR)]

@@ -7,17 +7,16 @@ are the preemption victims.
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING, Sequence as Seq
+from typing import Sequence as Seq
 
-if TYPE_CHECKING:
-    from .scheduler import Sequence
+from .sequence import Sequence
 
 
 class SchedulingPolicy(abc.ABC):
     name: str
 
     @abc.abstractmethod
-    def order(self, running: Seq["Sequence"], now: float) -> list["Sequence"]:
+    def order(self, running: Seq[Sequence], now: float) -> list[Sequence]:
         """Most urgent first."""
 
 
@@ -26,7 +25,7 @@ class FifoPolicy(SchedulingPolicy):
 
     name = "fifo"
 
-    def order(self, running: Seq["Sequence"], now: float) -> list["Sequence"]:
+    def order(self, running: Seq[Sequence], now: float) -> list[Sequence]:
         return sorted(running, key=lambda s: s.arrival_index)
 
 
@@ -45,7 +44,7 @@ class SlaiPolicy(SchedulingPolicy):
             raise ValueError("tbt deadline must be positive")
         self.tbt_deadline_s = tbt_deadline_s
 
-    def order(self, running: Seq["Sequence"], now: float) -> list["Sequence"]:
+    def order(self, running: Seq[Sequence], now: float) -> list[Sequence]:
         return sorted(running, key=lambda s: (s.last_emit_time + self.tbt_deadline_s - now,
                                               s.arrival_index))
 

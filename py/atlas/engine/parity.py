@@ -5,7 +5,9 @@ its greedy continuation `greedy` and the top-2 margin of each greedy step. We pr
 same ids and compare last-position logits; then (teacher forcing) feed transformers' greedy
 tokens one decode step at a time and check that our argmax picks its next token each time,
 noting the golden margin wherever we differ (a sub-ulp margin is a near-tie, not a bug);
-finally we decode freely and count identical greedy tokens.
+finally we decode freely through the engine core (`LLMEngine`, the loop every driver shares)
+and count identical greedy tokens. The first two parts drive the runner directly: they need
+the logits of each step, not a sampled token.
 """
 
 from __future__ import annotations
@@ -16,8 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..core.sampling import GREEDY
-from .batch import SeqStep
-from .engine import GenerationRequest, generate
+from ..model.batch import PenaltyHistory, SeqChunk
 
 #: bf16 end-to-end tolerance: cosine of the logit vectors and identical greedy tokens
 MIN_COSINE = 0.999
@@ -25,8 +26,10 @@ MIN_COSINE = 0.999
 
 def compare_with_golden(model_dir: Path, golden: dict[str, np.ndarray], backend: str,
                         **runner_kwargs: Any) -> dict[str, Any]:
-    from .load import load_runner
+    from ..model.load import load_runner
     from ..runtime.kv_cache import BlockAllocator
+    from .llm_engine import LLMEngine
+    from .request import EngineRequest
 
     ids = [int(x) for x in np.asarray(golden["input_ids"]).reshape(-1)]
     want_greedy = [int(x) for x in np.asarray(golden["greedy"]).reshape(-1)]
@@ -39,7 +42,7 @@ def compare_with_golden(model_dir: Path, golden: dict[str, np.ndarray], backend:
     runner = load_runner(model_dir, backend=backend, **kwargs)
     pool = BlockAllocator(runner.num_kv_blocks)
     blocks = pool.allocate(-(-len(ids) // runner.block_size))
-    runner.execute([SeqStep(0, ids, 0, blocks, GREEDY, prompt_ids=ids)])
+    runner.execute([SeqChunk(0, ids, 0, blocks, GREEDY, history=PenaltyHistory(ids))])
     got_last = runner.read_logits(1)[0].astype(np.float64)
     margins = np.asarray(golden.get("greedy_margin", np.full(len(want_greedy), np.nan)))
     forced_miss = []
@@ -47,7 +50,7 @@ def compare_with_golden(model_dir: Path, golden: dict[str, np.ndarray], backend:
     for i, tok in enumerate(want_greedy[:-1]):
         if pos + 1 > len(blocks) * runner.block_size:
             blocks += pool.allocate(1)
-        runner.execute([SeqStep(0, [tok], pos, blocks, GREEDY)])
+        runner.execute([SeqChunk(0, [tok], pos, blocks, GREEDY, rng_position=i + 1)])
         pos += 1
         ours = int(runner.read_logits(1)[0].argmax())
         if ours != want_greedy[i + 1]:
@@ -55,9 +58,8 @@ def compare_with_golden(model_dir: Path, golden: dict[str, np.ndarray], backend:
                                 "golden_margin": float(margins[i + 1])})
     runner.release(0)
     pool.free(blocks)
-    result = generate(runner, pool, [GenerationRequest(ids, GREEDY, len(want_greedy))],
-                      max_prefill_tokens=kwargs["max_prefill_tokens"])[0]
-    got_greedy = result.token_ids
+    engine = LLMEngine(runner, max_prefill_tokens=kwargs["max_prefill_tokens"])
+    got_greedy = engine.generate([EngineRequest(ids, GREEDY, len(want_greedy))])[0].token_ids
     same = _common_prefix(got_greedy, want_greedy)
     cosine = float(got_last @ want_last / (np.linalg.norm(got_last) * np.linalg.norm(want_last)))
     out = {

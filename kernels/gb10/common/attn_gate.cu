@@ -1,0 +1,1 @@
+../../hopper/common/attn_gate.cu

@@ -1,0 +1,1 @@
+../../hopper/common/conv1d.cu

@@ -1,0 +1,1 @@
+../../hopper/common/gated_rmsnorm.cu

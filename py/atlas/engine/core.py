@@ -1,0 +1,110 @@
+"""EngineCore: one step of schedule -> execute -> commit, the loop every driver shares.
+
+The server's engine thread calls `step` forever (requests arrive through its command queue);
+`LLMEngine.generate` calls it until its requests finish; tests drive either. The core keeps
+the executor's per-sequence state in step with the scheduler (released sequences are
+forgotten before the next execute) and fixes each request's seed on admission, so a
+sampled request is reproducible across preemption whether or not the client gave a seed.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from ..model.batch import StepExecutor
+from ..runtime.kv_cache import BlockAllocator
+from .block_manager import BlockManager, BlockPool
+from .request import EngineOutput, EngineRequest
+from .scheduler import Scheduler
+from .scheduling_policy import FifoPolicy, SchedulingPolicy
+
+
+@dataclass(slots=True)
+class StepReport:
+    """What one step did. `num_chunks` 0: nothing could run (every sequence waits for
+    blocks). `error`: the executor raised; the running sequences ended with "error"."""
+
+    outputs: list[EngineOutput] = field(default_factory=list)
+    num_chunks: int = 0
+    error: Exception | None = None
+
+    @property
+    def num_generated(self) -> int:
+        return sum(len(o.new_token_ids) for o in self.outputs)
+
+
+class EngineCore:
+    """A scheduler and an executor stepped together; drivers call `add`, `abort`, `step`."""
+
+    def __init__(self, scheduler: Scheduler, executor: StepExecutor, seed: int | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """`seed` seeds the seeds given to requests that bring none; `clock` stamps
+        arrivals, deadlines and emit times (the SLO-aware policy reads them)."""
+        self.scheduler = scheduler
+        self.executor = executor
+        self.clock = clock
+        self._seeds = random.Random(seed)
+
+    @classmethod
+    def build(cls, executor: StepExecutor, *, max_prefill_tokens: int,
+              max_num_seqs: int | None = None, max_seq_len: int | None = None,
+              policy: SchedulingPolicy | None = None,
+              pool_factory: Callable[[int], BlockPool] = BlockAllocator,
+              seed: int | None = None,
+              clock: Callable[[], float] = time.monotonic) -> "EngineCore":
+        """A core whose scheduler is sized by the executor (limits beyond it are capped)."""
+        blocks = BlockManager(pool_factory(executor.num_kv_blocks), executor.num_kv_blocks,
+                              executor.block_size)
+        scheduler = Scheduler(
+            blocks, policy or FifoPolicy(),
+            max_num_seqs=min(max_num_seqs or executor.max_batch_size, executor.max_batch_size),
+            max_seq_len=min(max_seq_len or executor.max_seq_len, executor.max_seq_len),
+            max_prefill_tokens=max_prefill_tokens)
+        return cls(scheduler, executor, seed, clock)
+
+    @property
+    def has_work(self) -> bool:
+        return self.scheduler.has_work
+
+    def add(self, seq_id: int, request: EngineRequest, now: float | None = None) -> None:
+        """Queue a request (arrived at `now`, default the clock); ValueError when it can
+        never run."""
+        params = request.sampling
+        if params.seed is None and not params.is_greedy:
+            request = replace(request, sampling=replace(params,
+                                                        seed=self._seeds.getrandbits(63)))
+        self.scheduler.add(seq_id, request, self.clock() if now is None else now)
+
+    def abort(self, seq_id: int, reason: str) -> EngineOutput | None:
+        out = self.scheduler.abort(seq_id, reason)
+        self._release()
+        return out
+
+    def step(self) -> StepReport:
+        plan = self.scheduler.schedule(self.clock())
+        self._release()   # preempted sequences, before the executor sees the next chunks
+        report = StepReport(list(plan.finished), len(plan.chunks))
+        if plan.is_empty:
+            return report
+        try:
+            sampled = self.executor.execute(plan.chunks)
+        except Exception as exc:  # the model failed: end the batch, keep the engine usable
+            report.error = exc
+            report.outputs += self.scheduler.fail_running()
+        else:
+            report.outputs += self.scheduler.commit(plan, sampled, self.clock())
+        self._release()
+        return report
+
+    def fail_all(self) -> list[EngineOutput]:
+        """End every sequence with an error (the driver's loop itself failed)."""
+        outputs = self.scheduler.fail_all()
+        self._release()
+        return outputs
+
+    def _release(self) -> None:
+        for seq_id in self.scheduler.take_released():
+            self.executor.release(seq_id)

@@ -1,0 +1,49 @@
+"""What a caller hands the engine (`EngineRequest`) and what it gets back (`EngineOutput`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..core.sampling import SamplingParams
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingBudget:
+    """Cap on reasoning tokens: after `budget` tokens inside a think block, the close tokens
+    are forced in place of what the model would sample."""
+
+    open_id: int | None
+    close_ids: tuple[int, ...]
+    budget: int
+    starts_inside: bool = False
+
+
+@dataclass(slots=True)
+class EngineRequest:
+    """One request as the engine sees it: tokens, sampling, limits, and when to give up."""
+
+    prompt_ids: list[int]
+    sampling: SamplingParams
+    max_tokens: int
+    stop_token_ids: frozenset[int] = frozenset()
+    deadline: float | None = None
+    thinking: ThinkingBudget | None = None
+
+
+class FinishReason:
+    STOP = "stop"          # a stop token id (or the caller's stop check)
+    LENGTH = "length"      # max_tokens or the context limit
+    ABORT = "abort"        # the client went away
+    TIMEOUT = "timeout"    # --request-timeout
+    ERROR = "error"        # the executor failed
+
+
+@dataclass(frozen=True, slots=True)
+class EngineOutput:
+    """What one step produced for one request: its new tokens, and the reason once it ends."""
+
+    seq_id: int
+    new_token_ids: tuple[int, ...]
+    finish_reason: str | None
+    num_prompt_tokens: int
+    num_output_tokens: int

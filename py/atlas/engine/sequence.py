@@ -1,0 +1,109 @@
+"""One request's live state inside the engine: everything that must survive preemption.
+
+Preemption frees device memory (KV blocks, the executor's sampler slot), never request
+state: the tokens so far, the seed, what the penalties have counted and where a thinking
+budget stands all live here, so a recomputed sequence continues exactly as if it had never
+been interrupted. Grammar state will join `SamplingState`; speculative decoding adds the
+draft tokens a chunk proposes after `output_ids`, which `commit` then verifies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..core.sampling import SamplingParams
+from ..model.batch import PenaltyHistory
+from .request import EngineRequest, ThinkingBudget
+
+
+@dataclass(slots=True)
+class ThinkingState:
+    """Where a sequence stands against its thinking budget."""
+
+    budget: ThinkingBudget
+    inside: bool
+    num_tokens: int = 0
+    forced: list[int] = field(default_factory=list)
+
+    def observe(self, token: int) -> None:
+        """Count `token`; once the budget is spent, queue the close tokens to be forced."""
+        b = self.budget
+        if token == b.open_id:
+            self.inside, self.num_tokens = True, 0
+        elif b.close_ids and token == b.close_ids[0]:
+            self.inside = False
+        elif self.inside:
+            self.num_tokens += 1
+            if self.num_tokens >= b.budget and not self.forced:
+                self.forced = list(b.close_ids)
+
+
+@dataclass(slots=True)
+class SamplingState:
+    """What a sequence's next token depends on besides the logits.
+
+    `params` carry the seed fixed at admission, so the counter-based RNG (keyed by seed and
+    output position) draws the same token after a recompute. `drawn_counts` mirrors the
+    executor's penalty counts (kept only when the request has penalties) so they can be
+    rebuilt when the sequence returns from preemption. A token forced by the thinking budget
+    is not drawn: it neither advances the sampler nor counts as drawn.
+    """
+
+    params: SamplingParams
+    drawn_counts: dict[int, int] = field(default_factory=dict)
+    thinking: ThinkingState | None = None
+
+    @property
+    def forced_next(self) -> bool:
+        return self.thinking is not None and bool(self.thinking.forced)
+
+    def take_forced(self) -> int:
+        assert self.thinking is not None and self.thinking.forced
+        return self.thinking.forced.pop(0)
+
+    def record(self, token: int, drawn: bool) -> None:
+        if drawn and self.params.has_penalties:
+            self.drawn_counts[token] = self.drawn_counts.get(token, 0) + 1
+        if self.thinking is not None:
+            self.thinking.observe(token)
+
+
+@dataclass(slots=True, eq=False)
+class Sequence:
+    """A request being generated: prompt + output tokens, how many of them the KV cache
+    holds (`num_computed`), the blocks holding them, and its sampling state."""
+
+    seq_id: int
+    request: EngineRequest
+    arrival_index: int
+    token_limit: int
+    sampling: SamplingState
+    output_ids: list[int] = field(default_factory=list)
+    num_computed: int = 0
+    block_table: list[int] = field(default_factory=list)
+    last_emit_time: float = 0.0
+    num_preemptions: int = 0
+    #: the executor holds no state for this sequence (new, or released at preemption): its
+    #: next chunk carries the history to rebuild it from
+    needs_history: bool = True
+
+    @property
+    def num_prompt_tokens(self) -> int:
+        return len(self.request.prompt_ids)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.request.prompt_ids) + len(self.output_ids)
+
+    def token_slice(self, start: int, stop: int) -> list[int]:
+        """Tokens start..stop-1 of prompt + output, without concatenating the two."""
+        prompt = self.request.prompt_ids
+        n = len(prompt)
+        if stop <= n:
+            return prompt[start:stop]
+        if start >= n:
+            return self.output_ids[start - n:stop - n]
+        return prompt[start:] + self.output_ids[:stop - n]
+
+    def penalty_history(self) -> PenaltyHistory:
+        return PenaltyHistory(self.request.prompt_ids, dict(self.sampling.drawn_counts))

@@ -1,0 +1,73 @@
+"""The Gated-DeltaNet mixer of a hybrid model's linear-attention layers (Qwen3.5).
+
+    proj  = normed @ [W_qkv | W_z | W_b | W_a]^T          one GEMM, row [qkv | z | b | a]
+    conv  = SiLU(causal depthwise conv1d(qkv))            rolling state per sequence slot
+    core  = gated delta rule(conv q, k, v; b, a)          fp32 state per sequence slot
+    out   = (RMSNorm(core) * w * silu(z)) @ W_out^T        into `delta` (the residual update)
+
+A step's sequences each own one recurrent-state slot (the step buffer `state_slots`); the
+kernels start a sequence from zero state when its step begins at position 0 and otherwise
+continue from the slot, so chunked prefill and decode at mixed positions compose. Prefill
+steps run the chunked form of the delta rule, decode steps the recurrent one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..core.config import LinearAttentionConfig
+from ..runtime.gpu import DevicePtr, Stream
+from ..runtime.ops import KernelCache, gating, linear_attention, matmul
+
+if TYPE_CHECKING:
+    from .model import StepBuffers
+
+
+@dataclass(frozen=True, slots=True)
+class GatedDeltaNetWeights:
+    """One linear-attention layer: weights, and its conv / delta-rule state pools (every
+    slot of the layer: [slots, kernel - 1, conv_dim] bf16 and [slots, hv, dk, dv] f32)."""
+
+    in_proj: DevicePtr
+    conv: DevicePtr
+    a_log: DevicePtr
+    dt_bias: DevicePtr
+    norm: DevicePtr
+    out_proj: DevicePtr
+    conv_state: DevicePtr
+    delta_state: DevicePtr
+
+
+def proj_width(la: LinearAttentionConfig) -> int:
+    """Columns of the fused input projection [qkv | z | b | a]."""
+    return la.conv_dim + la.value_dim + 2 * la.num_value_heads
+
+
+def conv_state_bytes(la: LinearAttentionConfig) -> int:
+    """One slot's conv state of one layer (bf16)."""
+    return 2 * (la.conv_kernel - 1) * la.conv_dim
+
+
+def delta_state_bytes(la: LinearAttentionConfig) -> int:
+    """One slot's delta-rule state of one layer (f32)."""
+    return 4 * la.num_value_heads * la.key_head_dim * la.value_head_dim
+
+
+def gated_deltanet(kc: KernelCache, s: Stream, b: "StepBuffers", w: GatedDeltaNetWeights,
+                   la: LinearAttentionConfig, t: int, hidden: int, eps: float, decode: bool,
+                   num_seqs: int, max_q_len: int) -> None:
+    """The mixer over the step's t tokens: reads b.normed, writes b.delta."""
+    width = proj_width(la)
+    matmul.linear(kc, s, b.normed, w.in_proj, b.lin_proj, t, width, hidden)
+    linear_attention.conv1d_silu(kc, s, b.lin_proj, width, w.conv, w.conv_state, b.state_slots,
+                                 b.cu_q, b.kv_lens, b.lin_conv, num_seqs, la.conv_dim,
+                                 la.conv_kernel, 1 if decode else max_q_len)
+    ba = b.lin_proj + 2 * (la.conv_dim + la.value_dim)  # b at +h, a at +hv in each row
+    linear_attention.gated_delta_rule(
+        kc, s, b.lin_conv, la.conv_dim, ba, width, w.a_log, w.dt_bias, w.delta_state,
+        b.state_slots, b.cu_q, b.kv_lens, b.lin_core, num_seqs, la.num_key_heads,
+        la.num_value_heads, la.key_head_dim, la.value_head_dim, recurrent=decode)
+    gating.gated_rmsnorm(kc, s, b.lin_core, b.lin_proj + 2 * la.conv_dim, width, w.norm,
+                         b.lin_gated, t, la.num_value_heads, la.value_head_dim, eps)
+    matmul.linear(kc, s, b.lin_gated, w.out_proj, b.delta, t, hidden, la.value_dim)

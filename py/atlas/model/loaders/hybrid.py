@@ -1,0 +1,121 @@
+"""The weight plan of the hybrid Qwen3.5 family: Gated-DeltaNet and gated full-attention
+layers (config `layer_types`), each followed by a SwiGLU MLP.
+
+Fusions, as in the dense plan: a full-attention layer's q_proj (each head's query followed
+by its output gate), k_proj and v_proj form one matrix; a linear-attention layer's four input
+projections form one [qkv | z | b | a] matrix, so a step runs one GEMM for them. Checkpoints
+that wrap the text model in a multimodal one keep it under `model.language_model.`; their
+vision tower is not loaded.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from ...core.config import ModelConfig
+from ...core.quant_config import CheckpointQuant
+from ...runtime.ops.linear_attention import CONV_MAX_KERNEL, DELTA_DV_TILE, DELTA_MAX_DK
+from .dense import DenseDecoderLoader, UnsupportedModelError, WeightPlan
+from .linear_plan import add_linear
+
+#: head dims of the hybrid family's full attention (attention.cu instantiations)
+HYBRID_HEAD_DIMS = (64, 128, 256)
+
+
+def text_prefix(cfg: ModelConfig) -> str:
+    """Where the text model's tensors live in the checkpoint."""
+    return "model.language_model." if cfg.multimodal_wrapper else "model."
+
+
+def in_proj_width(cfg: ModelConfig) -> int:
+    """Columns of the fused linear-attention input projection [qkv | z | b | a]."""
+    la = cfg.linear_attention
+    assert la is not None
+    return la.conv_dim + la.value_dim + 2 * la.num_value_heads
+
+
+class Qwen35Loader(DenseDecoderLoader):
+    """Qwen3.5 dense (`qwen3_5`): hybrid layers, (1 + w) RMSNorm weights, partial rotary."""
+
+    family = "qwen3_5"
+    has_qk_norm = True
+    head_dims = HYBRID_HEAD_DIMS
+
+    def check_config(self, cfg: ModelConfig) -> None:
+        la = cfg.linear_attention
+        if la is None or not cfg.layer_types:
+            raise UnsupportedModelError(f"{cfg.model_type}: config has no linear-attention "
+                                        "fields (linear_num_key_heads, ...)")
+        if cfg.rotary_dim < 2 or cfg.rotary_dim % 2:
+            raise UnsupportedModelError(
+                f"partial_rotary_factor={cfg.partial_rotary_factor} gives rotary dim "
+                f"{cfg.rotary_dim}; it must be even and >= 2")
+        if la.num_value_heads % la.num_key_heads:
+            raise UnsupportedModelError(
+                f"linear_num_value_heads={la.num_value_heads} is not a multiple of "
+                f"linear_num_key_heads={la.num_key_heads}")
+        if la.value_head_dim % DELTA_DV_TILE or la.key_head_dim % 8 or (
+                la.key_head_dim > DELTA_MAX_DK):
+            raise UnsupportedModelError(
+                f"linear head dims key={la.key_head_dim}, value={la.value_head_dim}: need "
+                f"value % {DELTA_DV_TILE} == 0, key % 8 == 0 and key <= {DELTA_MAX_DK}")
+        if not 2 <= la.conv_kernel <= CONV_MAX_KERNEL:
+            raise UnsupportedModelError(
+                f"linear_conv_kernel_dim={la.conv_kernel} must be in 2..{CONV_MAX_KERNEL}")
+        if in_proj_width(cfg) % 16:
+            raise UnsupportedModelError(
+                f"the fused linear-attention projection width {in_proj_width(cfg)} must be "
+                "a multiple of 16")
+        super().check_config(cfg)
+
+    def plan(self, cfg: ModelConfig, quant: CheckpointQuant = CheckpointQuant(),
+             stored: Mapping[str, str] | None = None) -> WeightPlan:
+        """As DenseDecoderLoader.plan; attention and MLP projections may be quantized (the
+        linear-attention projections load as bf16)."""
+        self.check_config(cfg)
+        stored = stored or {}
+        la = cfg.linear_attention
+        assert la is not None
+        h, d, vocab = cfg.hidden_size, cfg.head_dim, cfg.vocab_size
+        pre = text_prefix(cfg)
+        plan = WeightPlan()
+        plan.add("embed", [(pre + "embed_tokens.weight", (vocab, h))])
+        for i, kind in enumerate(cfg.layer_types):
+            p = f"{pre}layers.{i}."
+            if kind == "full_attention":
+                q_rows, kv_rows = 2 * cfg.num_attention_heads * d, cfg.num_key_value_heads * d
+                add_linear(plan, f"l{i}.qkv", [(p + "self_attn.q_proj.weight", q_rows),
+                                               (p + "self_attn.k_proj.weight", kv_rows),
+                                               (p + "self_attn.v_proj.weight", kv_rows)], h,
+                           quant, stored)
+                add_linear(plan, f"l{i}.o", [(p + "self_attn.o_proj.weight", h)],
+                           cfg.num_attention_heads * d, quant, stored)
+                plan.add(f"l{i}.q_norm", [(p + "self_attn.q_norm.weight", (d,))])
+                plan.add(f"l{i}.k_norm", [(p + "self_attn.k_norm.weight", (d,))])
+            else:
+                a = p + "linear_attn."
+                plan.add(f"l{i}.in_proj", [(a + "in_proj_qkv.weight", (la.conv_dim, h)),
+                                           (a + "in_proj_z.weight", (la.value_dim, h)),
+                                           (a + "in_proj_b.weight", (la.num_value_heads, h)),
+                                           (a + "in_proj_a.weight", (la.num_value_heads, h))])
+                plan.add(f"l{i}.conv", [(a + "conv1d.weight", (la.conv_dim, 1, la.conv_kernel))])
+                plan.add(f"l{i}.a_log", [(a + "A_log", (la.num_value_heads,))])
+                plan.add(f"l{i}.dt_bias", [(a + "dt_bias", (la.num_value_heads,))])
+                plan.add(f"l{i}.gdn_norm", [(a + "norm.weight", (la.value_head_dim,))])
+                plan.add(f"l{i}.out_proj", [(a + "out_proj.weight", (h, la.value_dim))])
+            self.plan_mlp(plan, cfg, i, p, quant, stored)
+            plan.add(f"l{i}.in_norm", [(p + "input_layernorm.weight", (h,))])
+            plan.add(f"l{i}.post_norm", [(p + "post_attention_layernorm.weight", (h,))])
+        plan.add("final_norm", [(pre + "norm.weight", (h,))])
+        if not cfg.tie_word_embeddings:
+            plan.add("lm_head", [("lm_head.weight", (vocab, h))])
+        return plan
+
+    def plan_mlp(self, plan: WeightPlan, cfg: ModelConfig, i: int, p: str,
+                 quant: CheckpointQuant, stored: Mapping[str, str]) -> None:
+        """The dense SwiGLU MLP of layer i (an MoE family overrides this)."""
+        h, inter = cfg.hidden_size, cfg.intermediate_size
+        add_linear(plan, f"l{i}.gate_up", [(p + "mlp.gate_proj.weight", inter),
+                                           (p + "mlp.up_proj.weight", inter)], h, quant, stored)
+        add_linear(plan, f"l{i}.down", [(p + "mlp.down_proj.weight", h)], inter, quant, stored)
+

@@ -1,0 +1,100 @@
+"""Launch builders for the Gated-DeltaNet mixer: causal conv1d and the gated delta rule.
+
+Geometry mirrors kernels/hopper/common/conv1d.cu and gated_delta.cu:
+* conv1d: one CONV_THREADS-thread block per (channel tile, token tile, sequence); the block
+  owning a sequence's first token tile also moves the conv state forward.
+* chunked delta rule (prefill): one DELTA_THREADS-thread block per (DELTA_DV_TILE value
+  columns, value head, sequence) walks the sequence's tokens in chunks of CHUNK, keeping its
+  state columns in shared memory (dynamic, `delta_chunk_smem_bytes`).
+* recurrent delta rule (decode): one block per (DELTA_DV_TILE columns, value head, sequence);
+  its warps split the key dimension, the state is read and written in place.
+Both delta-rule forms take the step's cu_q / kv_lens (a sequence starting at position 0
+starts from zero state) and one state slot per sequence.
+"""
+
+from __future__ import annotations
+
+from ..gpu import DevicePtr, Stream
+from ..kernel_abi import CONV1D, GATED_DELTA_CHUNK, GATED_DELTA_STEP
+from . import KernelCache
+from ._preconditions import require_aligned, require_multiple
+
+CONV_THREADS = 128
+#: tokens per conv block (conv1d.cu kTokenTile)
+CONV_TOKEN_TILE = 64
+#: conv widths the kernel keeps in registers (conv1d.cu kMaxKernel)
+CONV_MAX_KERNEL = 8
+DELTA_THREADS = 128
+#: tokens per chunk of the prefill form (gated_delta.cu kChunk)
+CHUNK = 64
+#: value columns per delta-rule block (gated_delta.cu kDvTile)
+DELTA_DV_TILE = 32
+#: largest key head dim (gated_delta.cu kMaxDk: the step kernel's q/k staging)
+DELTA_MAX_DK = 256
+
+
+def conv1d_silu(kc: KernelCache, stream: Stream, x: DevicePtr, x_pitch: int, w: DevicePtr,
+                conv_state: DevicePtr, state_slots: DevicePtr, cu_q: DevicePtr,
+                kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, channels: int, kernel: int,
+                max_q_len: int) -> None:
+    """out [tokens, channels] = SiLU(causal depthwise conv of x's first `channels` columns),
+    with each sequence's history from (and written back to) its conv-state slot."""
+    if not 2 <= kernel <= CONV_MAX_KERNEL:
+        raise ValueError(f"conv1d: kernel={kernel} must be in 2..{CONV_MAX_KERNEL}")
+    if channels < 1 or x_pitch < channels:
+        raise ValueError(f"conv1d: need 1 <= channels <= x_pitch, got {channels}, {x_pitch}")
+    if num_seqs < 1 or max_q_len < 1:
+        raise ValueError(f"conv1d: need num_seqs, max_q_len >= 1, got {num_seqs}, {max_q_len}")
+    for name, ptr in (("x", x), ("w", w), ("conv_state", conv_state), ("out", out)):
+        require_aligned("conv1d", name, ptr, 2)
+    grid = (-(-channels // CONV_THREADS), -(-max_q_len // CONV_TOKEN_TILE), num_seqs)
+    kc.get(CONV1D)(stream, grid, CONV_THREADS, 0, x, x_pitch, w, conv_state, state_slots, cu_q,
+                   kv_lens, out, num_seqs, channels, kernel)
+
+
+def delta_chunk_smem_bytes(dk: int) -> int:
+    """Dynamic shared memory of the chunked kernel (gated_delta.cu's carve-up): normalized
+    q and k of a chunk [CHUNK, dk + 1], the two [CHUNK, CHUNK + 1] triangular matrices, the
+    state tile [dk, DELTA_DV_TILE], the chunk's new values and outputs [CHUNK,
+    DELTA_DV_TILE + 1], and four per-token vectors, all f32 (rows padded against bank
+    conflicts). 130.5 KiB at dk = 128: the launch opts in above 48 KiB."""
+    floats = (2 * CHUNK * (dk + 1) + 2 * CHUNK * (CHUNK + 1) + dk * DELTA_DV_TILE
+              + 2 * CHUNK * (DELTA_DV_TILE + 1) + 4 * CHUNK)
+    return 4 * floats
+
+
+def _check_delta(kernel: str, qkv_pitch: int, ba_pitch: int, hk: int, hv: int, dk: int,
+                 dv: int, ptrs: dict[str, DevicePtr]) -> None:
+    if hk < 1 or hv < hk or hv % hk:
+        raise ValueError(f"{kernel}: hv={hv} must be a positive multiple of hk={hk}")
+    require_multiple(kernel, "dv", dv, DELTA_DV_TILE)
+    require_multiple(kernel, "dk", dk, 8)
+    if dk > DELTA_MAX_DK:
+        raise ValueError(f"{kernel}: dk={dk} exceeds {DELTA_MAX_DK}")
+    if qkv_pitch < 2 * hk * dk + hv * dv or ba_pitch < 2 * hv:
+        raise ValueError(f"{kernel}: row pitches {qkv_pitch}, {ba_pitch} are narrower than "
+                         "the q|k|v and b|a rows they hold")
+    for name, ptr in ptrs.items():
+        require_aligned(kernel, name, ptr, 4 if name == "state" else 2)
+
+
+def gated_delta_rule(kc: KernelCache, stream: Stream, qkv: DevicePtr, qkv_pitch: int,
+                     ba: DevicePtr, ba_pitch: int, a_log: DevicePtr, dt_bias: DevicePtr,
+                     state: DevicePtr, state_slots: DevicePtr, cu_q: DevicePtr,
+                     kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hk: int, hv: int,
+                     dk: int, dv: int, recurrent: bool) -> None:
+    """The delta rule over every sequence's tokens of the step: the chunked (prefill) form,
+    or with `recurrent` the decode form (exactly one token per sequence, cu_q[b] == b)."""
+    kernel = "gated_delta_step" if recurrent else "gated_delta_chunk"
+    _check_delta(kernel, qkv_pitch, ba_pitch, hk, hv, dk, dv,
+                 {"qkv": qkv, "ba": ba, "state": state, "out": out})
+    if num_seqs < 1:
+        raise ValueError(f"{kernel}: num_seqs={num_seqs} must be >= 1")
+    if recurrent:
+        smem, launch = 0, kc.get(GATED_DELTA_STEP)
+    else:
+        smem = delta_chunk_smem_bytes(dk)
+        launch = kc.get_with_shared(GATED_DELTA_CHUNK, smem)
+    launch(stream, (dv // DELTA_DV_TILE, hv, num_seqs), DELTA_THREADS, smem, qkv, qkv_pitch, ba,
+           ba_pitch, a_log, dt_bias, state, state_slots, cu_q, kv_lens, out, num_seqs, hk, hv,
+           dk, dv)

@@ -1,0 +1,61 @@
+"""Config of the hybrid Qwen3.5 family: layer types, linear-attention dims, partial rotary,
+the multimodal wrapper, and errors that name the field."""
+
+from __future__ import annotations
+
+import pytest
+
+from atlas.core.config import ConfigError, ModelConfig
+from atlas.model.factory import loader_for_config
+from atlas.model.loaders.dense import UnsupportedModelError
+from atlas.model.loaders.hybrid import Qwen35Loader
+
+TEXT = {"model_type": "qwen3_5_text", "hidden_size": 2048, "num_hidden_layers": 8,
+        "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+        "intermediate_size": 6144, "vocab_size": 248320, "rms_norm_eps": 1e-6,
+        "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000000,
+                            "partial_rotary_factor": 0.25, "mrope_section": [11, 11, 10],
+                            "mrope_interleaved": True}}
+
+
+def test_text_config_defaults_to_full_attention_every_fourth_layer():
+    cfg = ModelConfig.from_dict(TEXT)
+    assert cfg.model_type == "qwen3_5" and cfg.is_hybrid and not cfg.multimodal_wrapper
+    assert cfg.layer_types == ("linear_attention",) * 3 + ("full_attention",) + (
+        "linear_attention",) * 3 + ("full_attention",)
+    la = cfg.linear_attention
+    assert (la.key_dim, la.value_dim, la.conv_dim) == (2048, 4096, 8192)
+    assert cfg.rotary_dim == 64 and cfg.rope_scaling is None and cfg.has_qk_norm
+    assert isinstance(loader_for_config(cfg), Qwen35Loader)
+
+
+def test_multimodal_wrapper_reads_its_text_config():
+    cfg = ModelConfig.from_dict({"model_type": "qwen3_5", "text_config": TEXT,
+                                 "vision_config": {"depth": 27}})
+    assert cfg.model_type == "qwen3_5" and cfg.multimodal_wrapper
+    plan = Qwen35Loader().plan(cfg)
+    names = {s.name for s in plan.slots}
+    assert "model.language_model.layers.0.linear_attn.in_proj_qkv.weight" in names
+    assert "model.language_model.layers.3.self_attn.q_proj.weight" in names
+    assert not any("visual" in n for n in names)
+    assert plan.buffers["l0.in_proj"] == 2 * 2048 * (8192 + 4096 + 64)  # [qkv | z | b | a]
+    assert plan.buffers["l3.qkv"] == 2 * 2048 * (2 * 16 + 2 * 2) * 256  # q and its gate, k, v
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("layer_types", ["full_attention"] * 3, "one of"),
+    ("layer_types", ["linear_attention"] * 7 + ["mamba"], "one of"),
+    ("linear_num_value_heads", None, "linear_num_value_heads"),
+    ("partial_rotary_factor", 1.5, "partial_rotary_factor"),
+])
+def test_bad_hybrid_fields_name_the_field(field, value, match):
+    with pytest.raises(ConfigError, match=match):
+        ModelConfig.from_dict({**TEXT, field: value})
+
+
+def test_unsupported_linear_head_dims_are_rejected_before_loading():
+    cfg = ModelConfig.from_dict({**TEXT, "linear_value_head_dim": 48})
+    with pytest.raises(UnsupportedModelError, match="value % 32"):
+        Qwen35Loader().plan(cfg)
