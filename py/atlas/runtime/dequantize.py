@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
 from ..core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..core.quant import Fp8ScaleMap, dequantize_fp8
 from ..core.quant_config import CheckpointQuant
-from .quantize import QuantizeError, copy_side_files, dequantize_nvfp4
+from .quantize import QuantizeError, copy_side_files, dequantize_nvfp4, ordered_map
 from .weights import WeightStore, write_safetensors
 
 
@@ -56,27 +55,23 @@ def dequantize_checkpoint(src: Path, dst: Path) -> int:
         else:
             layout.append((name, info.dtype, info.shape))
 
-    def arrays() -> Iterator[np.ndarray]:
-        for name in names:
-            if name not in quantized:
-                yield store.read(name)
-                continue
-            base = name[: -len(quant.codes_name)]
-            scale = store.read(base + quant.scale_name)
-            if store.info(base + quant.scale_name).dtype == "BF16":
-                scale = bf16_bits_to_f32(scale)
-            if quant.format == "nvfp4":
-                g = float(np.asarray(store.read(base + quant.global_name)).reshape(-1)[0])
-                w = dequantize_nvfp4(store.read(name), scale,
-                                     1.0 / g if quant.global_reciprocal else g)
-            else:
-                codes = store.read(name)
-                w = dequantize_fp8(codes, scale.astype(np.float32),
-                                   _fp8_map(quant, *codes.shape))
-            yield f32_to_bf16_bits(w.astype(np.float32))
+    def convert(name: str) -> np.ndarray:
+        if name not in quantized:
+            return store.read(name)
+        base = name[: -len(quant.codes_name)]
+        scale = store.read(base + quant.scale_name)
+        if store.info(base + quant.scale_name).dtype == "BF16":
+            scale = bf16_bits_to_f32(scale)
+        if quant.format == "nvfp4":
+            g = float(np.asarray(store.read(base + quant.global_name)).reshape(-1)[0])
+            w = dequantize_nvfp4(store.read(name), scale, 1.0 / g if quant.global_reciprocal else g)
+        else:
+            codes = store.read(name)
+            w = dequantize_fp8(codes, scale.astype(np.float32), _fp8_map(quant, *codes.shape))
+        return f32_to_bf16_bits(w.astype(np.float32))
 
     dst.mkdir(parents=True, exist_ok=False)
-    write_safetensors(dst / "model.safetensors", layout, arrays())
+    write_safetensors(dst / "model.safetensors", layout, ordered_map(convert, names))
     config = json.loads((src / "config.json").read_text(encoding="utf-8"))
     config.pop("quantization_config", None)
     (dst / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")

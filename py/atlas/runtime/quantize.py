@@ -20,11 +20,14 @@ Rounding: E4M3 round-to-nearest-even with saturation and the branchless E2M1 rul
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence, TypeVar
 
 import numpy as np
 
@@ -38,6 +41,7 @@ E4M3_MAX = 448.0
 E2M1_MAX = 6.0
 FP8_BLOCK = 128
 
+T = TypeVar("T")
 _QUANTIZED = re.compile(r"^model\.layers\.\d+\..*_proj\.weight$")
 _KEPT = re.compile(r"(\.gate\.|shared_expert_gate|\.router\.)")
 
@@ -130,6 +134,22 @@ def quantization_config(scheme: str, kept: list[str]) -> tuple[dict, dict | None
             {"producer": {"name": "atlas"}, "quantization": body})
 
 
+def ordered_map(fn: Callable[[str], T], items: Sequence[str],
+                window: int | None = None) -> Iterator[T]:
+    """fn over items on worker threads (numpy's array ops release the GIL), results in
+    order, at most `window` in flight: a checkpoint converts at the machine's core count
+    while only that many tensors are in memory at once."""
+    window = window or min(8, os.cpu_count() or 1)
+    with ThreadPoolExecutor(max_workers=window) as pool:
+        pending: deque[Future[T]] = deque()
+        for item in items:
+            pending.append(pool.submit(fn, item))
+            if len(pending) >= window:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
 def copy_side_files(src: Path, dst: Path) -> None:
     """Copy what is not weights or config (tokenizer, templates, generation config)."""
     for extra in src.iterdir():
@@ -170,14 +190,16 @@ def quantize_checkpoint(src: Path, dst: Path, scheme: str,
         layout += ([(name, info.dtype, info.shape)] if name in kept
                    else _quantized_layout(scheme, name, info.shape))
 
-    def arrays() -> Iterator[np.ndarray]:  # one source tensor in memory at a time
-        for i, name in enumerate(names):
+    def convert(name: str) -> list[np.ndarray]:
+        if name in kept:
+            return [store.read(name)]
+        return _quantize(scheme, bf16_bits_to_f32(store.read(name)))
+
+    def arrays() -> Iterator[np.ndarray]:
+        for i, (name, out) in enumerate(zip(names, ordered_map(convert, names))):
             if progress is not None:
                 progress(name, i + 1, len(names))
-            if name in kept:
-                yield store.read(name)
-            else:
-                yield from _quantize(scheme, bf16_bits_to_f32(store.read(name)))
+            yield from out
 
     write_safetensors(dst / "model.safetensors", layout, arrays())
     qcfg, hf_quant = quantization_config(scheme, kept)
