@@ -21,8 +21,7 @@ import pytest
 
 from atlas.core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, f32_to_fp8_e4m3
 from atlas.core.quant_config import QuantConfigError
-from atlas.core.sampling import GREEDY
-from atlas.model.batch import PenaltyHistory, SeqChunk
+from atlas.engine.quant_parity import MIN_COSINE, compare_quantized
 from atlas.model.load import load_runner
 from atlas.runtime.dequantize import dequantize_checkpoint
 from atlas.runtime.quantize import is_quantized_name, quantize_checkpoint
@@ -31,33 +30,13 @@ from atlas.runtime.weights import WeightError, WeightStore, write_safetensors
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PROMPT = [5, 9, 200, 17, 300, 2, 44, 81, 123, 7, 64, 19]  # 12 rows: the dequantize+GEMM path
 DECODE = [33, 250, 3]  # one row each: the FP8 GEMV path
-MIN_COSINE = 0.9999
-
-
-def _step_logits(model_dir: Path) -> list[np.ndarray]:
-    runner = load_runner(model_dir, backend="host", max_seq_len=64, max_batch_size=1,
-                         max_prefill_tokens=16)
-    blocks = [0, 1]
-    out = []
-    runner.execute([SeqChunk(0, PROMPT, 0, blocks, GREEDY, history=PenaltyHistory(PROMPT))])
-    out.append(runner.read_logits(1)[0].astype(np.float64))
-    for i, tok in enumerate(DECODE):
-        runner.execute([SeqChunk(0, [tok], len(PROMPT) + i, blocks, GREEDY, rng_position=i + 1)])
-        out.append(runner.read_logits(1)[0].astype(np.float64))
-    return out
-
-
-def _cosine(a: np.ndarray, b: np.ndarray) -> float:
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
 def _assert_matches_dequantized(qdir: Path, tmp_path: Path) -> None:
     ref_dir = tmp_path / "dequantized"
     assert dequantize_checkpoint(qdir, ref_dir) > 0
-    got, want = _step_logits(qdir), _step_logits(ref_dir)
-    cosines = [_cosine(g, w) for g, w in zip(got, want)]
-    assert min(cosines) >= MIN_COSINE, cosines
-    assert [int(g.argmax()) for g in got] == [int(w.argmax()) for w in want]
+    r = compare_quantized(qdir, ref_dir, PROMPT, DECODE, "host")
+    assert r["min_cosine"] >= MIN_COSINE and r["passed"], r
 
 
 # tiny-qwen3 fuses parts of 512/256/256 and 384/384 rows (128-row block scales concatenate);
