@@ -7,13 +7,13 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.dtype import DType
-from ...core.numerics import bf16_bits_to_f32, f32_to_fp8_e4m3, round_bf16
+from ...core.numerics import f32_to_fp8_e4m3
 from ...core.quant import Fp8ScaleMap, dequantize_fp8
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, matmul_quant
 from ..ops.matmul_quant import Fp8Weight
-from .gemv import TENSOR_CORE_K_TOL, random_bf16, swiglu_oracle
+from .quant_linear import quant_linear_case
 
 
 def random_fp8(rng: np.random.Generator, n: int, k: int, layout: str
@@ -30,35 +30,11 @@ def random_fp8(rng: np.random.Generator, n: int, k: int, layout: str
 def fp8_linear_case(rng: np.random.Generator, layout: str, m: int, n: int, k: int,
                     silu: bool = False) -> KernelCase:
     codes, scales, smap = random_fp8(rng, n, k, layout)
-    x_name = "gate_up" if silu else "x"
-    x = random_bf16(rng, (m, 2 * k if silu else k), 4.0 if silu else 1.0)
-    inputs = {x_name: x, "w": codes, "s": scales.reshape(-1)}
-    outputs = {"y": OutputSpec(DType.BF16, (m, n))}
-    gemm = m > matmul_quant.GEMV_MAX_M
-    if gemm:
-        inputs["scratch"] = np.zeros((n, k), np.uint16)
-        if silu:
-            inputs["act"] = np.zeros((m, k), np.uint16)
-
-    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        kc = KernelCache(backend)
-        w = Fp8Weight(p["w"], p["s"], n, k, smap)
-        if silu:
-            matmul_quant.linear_silu_quant(kc, stream, p["gate_up"], w, p["y"], m,
-                                           p.get("act"), p.get("scratch"))
-        else:
-            matmul_quant.linear_quant(kc, stream, p["x"], w, p["y"], m, p.get("scratch"))
-
-    def oracle(v: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        xf = swiglu_oracle(v["gate_up"]) if silu else bf16_bits_to_f32(v["x"]).astype(np.float64)
-        w = dequantize_fp8(v["w"], v["s"].reshape(smap.shape), smap)
-        if gemm:  # the GEMM path's specification: weights dequantized to bf16 first
-            w = round_bf16(w.astype(np.float32)).astype(np.float64)
-        return {"y": xf @ w.T}
-
-    name = f"gemv_fp8{'_silu' if silu else ''} {layout} m{m} n{n} k{k}"
-    return KernelCase(name, "gemv_fp8", inputs, outputs, run, oracle,
-                      reference_abs_tol=TENSOR_CORE_K_TOL * k if gemm else 0.0)
+    return quant_linear_case(
+        rng, f"gemv_fp8{'_silu' if silu else ''} {layout} m{m} n{n} k{k}", "gemv_fp8", m, n, k,
+        silu, {"w": codes, "s": scales.reshape(-1)},
+        lambda p: Fp8Weight(p["w"], p["s"], n, k, smap),
+        lambda v: dequantize_fp8(v["w"], v["s"].reshape(smap.shape), smap))
 
 
 def dequant_case(rng: np.random.Generator, n: int, k: int) -> KernelCase:

@@ -8,13 +8,12 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.dtype import DType
-from ...core.numerics import bf16_bits_to_f32, round_bf16
 from ...core.quant import NVFP4_GROUP, dequantize_nvfp4
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
-from ..ops import KernelCache, matmul_quant
+from ..ops import KernelCache
 from ..ops.matmul_nvfp4 import Nvfp4Weight
-from .gemv import TENSOR_CORE_K_TOL, random_bf16, swiglu_oracle
+from .quant_linear import quant_linear_case
 
 
 def random_nvfp4(rng: np.random.Generator, n: int, k: int, parts: int = 1
@@ -36,34 +35,11 @@ def random_nvfp4(rng: np.random.Generator, n: int, k: int, parts: int = 1
 def nvfp4_linear_case(rng: np.random.Generator, m: int, n: int, k: int, silu: bool = False,
                       parts: int = 1) -> KernelCase:
     packed, s_codes, row = random_nvfp4(rng, n, k, parts)
-    x_name = "gate_up" if silu else "x"
-    x = random_bf16(rng, (m, 2 * k if silu else k), 4.0 if silu else 1.0)
-    inputs = {x_name: x, "w": packed, "s": s_codes, "g": row}
-    gemm = m > matmul_quant.GEMV_MAX_M
-    if gemm:
-        inputs["scratch"] = np.zeros((n, k), np.uint16)
-        if silu:
-            inputs["act"] = np.zeros((m, k), np.uint16)
-
-    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        kc = KernelCache(backend)
-        w = Nvfp4Weight(p["w"], p["s"], p["g"], n, k)
-        if silu:
-            matmul_quant.linear_silu_quant(kc, stream, p["gate_up"], w, p["y"], m,
-                                           p.get("act"), p.get("scratch"))
-        else:
-            matmul_quant.linear_quant(kc, stream, p["x"], w, p["y"], m, p.get("scratch"))
-
-    def oracle(v: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        xf = swiglu_oracle(v["gate_up"]) if silu else bf16_bits_to_f32(v["x"]).astype(np.float64)
-        w = dequantize_nvfp4(v["w"], v["s"], v["g"])
-        if gemm:  # the GEMM path's specification: weights dequantized to bf16 first
-            w = round_bf16(w.astype(np.float32)).astype(np.float64)
-        return {"y": xf @ w.T}
-
-    name = f"gemv_nvfp4{'_silu' if silu else ''} m{m} n{n} k{k} parts{parts}"
-    return KernelCase(name, "gemv_nvfp4", inputs, {"y": OutputSpec(DType.BF16, (m, n))}, run,
-                      oracle, reference_abs_tol=TENSOR_CORE_K_TOL * k if gemm else 0.0)
+    return quant_linear_case(
+        rng, f"gemv_nvfp4{'_silu' if silu else ''} m{m} n{n} k{k} parts{parts}", "gemv_nvfp4",
+        m, n, k, silu, {"w": packed, "s": s_codes, "g": row},
+        lambda p: Nvfp4Weight(p["w"], p["s"], p["g"], n, k),
+        lambda v: dequantize_nvfp4(v["w"], v["s"], v["g"]))
 
 
 def dequant_nvfp4_case(rng: np.random.Generator, n: int, k: int) -> KernelCase:
