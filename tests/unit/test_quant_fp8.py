@@ -52,6 +52,7 @@ def test_e4m3_codes_cover_subnormals_and_saturate() -> None:
 @pytest.mark.parametrize("layout,m,n,k,silu", [
     ("block", 1, 260, 1040, False), ("block", 8, 67, 512, True), ("channel", 3, 130, 256, False),
     ("tensor", 5, 33, 512, False), ("block", 12, 128, 256, False), ("channel", 16, 64, 256, True),
+    ("block", 40, 128, 256, False), ("tensor", 48, 64, 256, True),  # dequantize + GEMM
 ])
 def test_fp8_linear_on_the_host_backend(layout: str, m: int, n: int, k: int, silu: bool) -> None:
     case = fp8_linear_case(np.random.default_rng(7), layout, m, n, k, silu)

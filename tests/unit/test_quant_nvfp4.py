@@ -17,6 +17,7 @@ from atlas.runtime.cases.gemv_nvfp4 import dequant_nvfp4_case, nvfp4_linear_case
 from atlas.runtime.host import HostBackend
 from atlas.runtime.kernel_check import check
 from atlas.runtime.ops.matmul_nvfp4 import Nvfp4Weight
+from atlas.runtime.ops.matmul_quant import gemv_passes
 
 KERNEL = Path(__file__).parents[2] / "kernels" / "hopper" / "common" / "gemv_nvfp4.cu"
 
@@ -76,7 +77,7 @@ def test_kernel_prmt_decode_is_exact_for_every_input() -> None:
 
 @pytest.mark.parametrize("m,n,k,silu,parts", [
     (1, 36, 96, False, 1), (3, 33, 64, False, 3), (8, 20, 128, True, 2), (12, 16, 64, False, 2),
-    (16, 32, 64, True, 1),
+    (16, 32, 64, True, 1), (61, 16, 512, True, 2), (72, 32, 64, False, 1), (80, 16, 64, True, 1),
 ])
 def test_nvfp4_linear_on_the_host_backend(m: int, n: int, k: int, silu: bool,
                                           parts: int) -> None:
@@ -88,6 +89,15 @@ def test_nvfp4_linear_on_the_host_backend(m: int, n: int, k: int, silu: bool,
 def test_nvfp4_dequantize_kernel_on_the_host_backend() -> None:
     result = check(HostBackend(), dequant_nvfp4_case(np.random.default_rng(2), 40, 96))
     assert result.passed, result.detail
+
+
+def test_gemv_passes_run_while_they_move_fewer_bytes() -> None:
+    n, k = 4096, 4096
+    fp8 = n * k + 4 * 32 * 32
+    nvfp4 = Nvfp4Weight(0, 0, 0, n, k).nbytes
+    assert nvfp4 == n * k // 2 + n * k // 16 + 4 * n
+    assert [gemv_passes(fp8, n, k, m) for m in (1, 8, 9, 32, 33, 2048)] == [1, 1, 2, 4, 0, 0]
+    assert [gemv_passes(nvfp4, n, k, m) for m in (8, 64, 65)] == [1, 8, 0]
 
 
 def test_nvfp4_weight_preconditions() -> None:

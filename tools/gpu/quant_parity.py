@@ -3,9 +3,10 @@
 
     python3 tools/gpu/quant_parity.py --quantized DIR --reference DIR [--backend cuda] [--out F]
 
-Prefills a 64-token prompt (the dequantize + GEMM path) and feeds 8 tokens one step at a
-time (the quantized GEMV), comparing every step's logits: cosine >= 0.9999 and the same
-argmax pass. Prints one line; exit status 1 on failure.
+Prefills a 128-token prompt (the dequantize + GEMM route: must match to cosine 0.99999)
+and feeds 8 tokens one step at a time (the quantized GEMV: cosine >= 0.9995, see
+atlas.engine.quant_parity for why); argmax agreement is reported. Prints one line; exit
+status 1 on failure.
 """
 
 from __future__ import annotations
@@ -32,11 +33,12 @@ def main() -> int:
     a = ap.parse_args()
     vocab = json.loads((a.reference / "config.json").read_text())["vocab_size"]
     rng = np.random.default_rng(a.seed)
-    prompt = rng.integers(100, vocab - 100, 64).tolist()
+    prompt = rng.integers(100, vocab - 100, 128).tolist()
     decode = rng.integers(100, vocab - 100, 8).tolist()
     r = compare_quantized(a.quantized, a.reference, prompt, decode, a.backend,
                           max_num_blocks=64, gpu_memory_utilization=0.5)
-    print(f"{r['model']:<28} vs {r['reference']}: min cosine {r['min_cosine']:.6f}  "
+    print(f"{r['model']:<28} vs {r['reference']}: prefill cosine {r['prefill_cosine']:.7f}  "
+          f"decode min cosine {r['decode_min_cosine']:.6f}  "
           f"argmax {sum(r['argmax_match'])}/{len(r['argmax_match'])}  max|dlogit| "
           f"{r['max_abs_err']:.4f}  {'PASS' if r['passed'] else 'FAIL'}")
     if a.out:

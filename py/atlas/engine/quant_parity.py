@@ -3,9 +3,13 @@
 Both checkpoints hold the same weights (`atlas.runtime.dequantize.dequantize_checkpoint`
 writes bf16(codes x scales)); the engine runs one with the quantized kernels (GEMV in
 registers for decode rows, dequantize + GEMM for prefill) and the other with the bf16 ones.
-Per step the logit vectors must agree to cosine >= MIN_COSINE: the only difference is the
-bf16 rounding of the dequantized weight on the reference side (the GEMV multiplies by the
-exact f32 product code x scale), well below the quantization error itself.
+A prompt long enough for the dequantize + GEMM route runs the same bf16 weights on both
+sides (the reference is rounded as the kernels round): its logits must match to
+PREFILL_MIN_COSINE. Decode steps run the quantized GEMV, which multiplies by the f32 weight
+the reference rounds to bf16: a one-ulp-scale difference per weight. On the tiny random
+fixtures a random one-ulp bf16 perturbation of every weight alone costs cosine
+0.9997-0.9999 over a few steps (measured), so decode steps pass at DECODE_MIN_COSINE; a
+wrong scale, nibble or group gives cosines far below (bf16 vs NVFP4 weights: ~0.95).
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ import numpy as np
 from ..core.sampling import GREEDY
 from ..model.batch import PenaltyHistory, SeqChunk
 
-#: weight-only quantization, same weights on both sides
-MIN_COSINE = 0.9999
+#: GEMM-route steps: identical bf16 weights on both sides
+PREFILL_MIN_COSINE = 0.99999
+#: GEMV steps: f32 weights against their bf16 rounding (see the module doc)
+DECODE_MIN_COSINE = 0.9995
 
 
 def step_logits(model_dir: Path, prompt: list[int], decode: list[int], backend: str,
@@ -49,12 +55,16 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 def compare_quantized(quantized: Path, reference: Path, prompt: list[int], decode: list[int],
                       backend: str, **runner_kwargs: Any) -> dict[str, Any]:
-    """Per-step cosines and argmax agreement of `quantized` against `reference`."""
+    """Per-step cosines and argmax agreement of `quantized` against `reference`; `prompt`
+    should be long enough for the GEMM route (> 64 rows; see matmul_quant.gemv_passes)."""
     got = step_logits(quantized, prompt, decode, backend, **runner_kwargs)
     want = step_logits(reference, prompt, decode, backend, **runner_kwargs)
     cosines = [_cosine(g, w) for g, w in zip(got, want)]
     argmax = [int(g.argmax()) == int(w.argmax()) for g, w in zip(got, want)]
     return {"model": Path(quantized).name, "reference": Path(reference).name,
-            "cosines": cosines, "min_cosine": min(cosines), "argmax_match": argmax,
+            "cosines": cosines, "prefill_cosine": cosines[0],
+            "decode_min_cosine": min(cosines[1:], default=1.0), "argmax_match": argmax,
             "max_abs_err": max(float(np.abs(g - w).max()) for g, w in zip(got, want)),
-            "passed": min(cosines) >= MIN_COSINE and all(argmax)}
+            # argmax agreement is reported, not required: random-weight logits have near-ties
+            "passed": (cosines[0] >= PREFILL_MIN_COSINE
+                       and min(cosines[1:], default=1.0) >= DECODE_MIN_COSINE)}

@@ -3,9 +3,11 @@
 This is the reference side of every quantized-model check: the engine runs the quantized
 checkpoint (kernels dequantizing in registers), the bf16 path runs this one, and their
 logits must agree to the bf16 rounding of the dequantized weights. Each quantized weight
-becomes bf16(codes * scales) computed exactly in float64 from its own (unfused) scale
-tensors, independently of the loader's fusion and re-laying; scale tensors, input scales
-and the quantization config are dropped, every other tensor and file is copied.
+becomes bf16 of the float32 value the kernels' dequantization forms (code x f32 scale; for
+NVFP4 code x f32(e4m3 group scale x global)), computed from its own (unfused) scale tensors,
+independently of the loader's fusion and re-laying, so a GEMM-sized step must match the
+quantized engine exactly. Scale tensors, input scales and the quantization config are
+dropped, every other tensor and file is copied.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
-from ..core.quant import Fp8ScaleMap, dequantize_fp8
+from ..core.numerics import (bf16_bits_to_f32, e2m1_to_f32, f32_to_bf16_bits,
+                             fp8_e4m3_to_f32, unpack_e2m1)
+from ..core.quant import NVFP4_GROUP, Fp8ScaleMap
 from ..core.quant_config import CheckpointQuant
-from .quantize import QuantizeError, copy_side_files, dequantize_nvfp4, ordered_map
+from .quantize import QuantizeError, copy_side_files, ordered_map
 from .weights import WeightStore, write_safetensors
 
 
@@ -62,12 +65,15 @@ def dequantize_checkpoint(src: Path, dst: Path) -> int:
         scale = store.read(base + quant.scale_name)
         if store.info(base + quant.scale_name).dtype == "BF16":
             scale = bf16_bits_to_f32(scale)
+        codes = store.read(name)
         if quant.format == "nvfp4":
             g = float(np.asarray(store.read(base + quant.global_name)).reshape(-1)[0])
-            w = dequantize_nvfp4(store.read(name), scale, 1.0 / g if quant.global_reciprocal else g)
+            g32 = np.float32(1.0 / g if quant.global_reciprocal else g)
+            s = fp8_e4m3_to_f32(scale) * g32  # f32 group scale, as the kernels form it
+            w = e2m1_to_f32(unpack_e2m1(codes)) * np.repeat(s, NVFP4_GROUP, axis=1)
         else:
-            codes = store.read(name)
-            w = dequantize_fp8(codes, scale.astype(np.float32), _fp8_map(quant, *codes.shape))
+            smap = _fp8_map(quant, *codes.shape)
+            w = fp8_e4m3_to_f32(codes) * smap.expand(scale, *codes.shape)
         return f32_to_bf16_bits(w.astype(np.float32))
 
     dst.mkdir(parents=True, exist_ok=False)

@@ -64,7 +64,9 @@ def gemv_fp8_cases(rng: np.random.Generator) -> list[KernelCase]:
     cases = [fp8_linear_case(rng, *shape) for shape in FP8_SHAPES]
     cases += [fp8_linear_case(rng, "block", 1, 1024, 3072, silu=True),
               fp8_linear_case(rng, "channel", 8, 257, 2048, silu=True),
-              fp8_linear_case(rng, "block", 12, 256, 1024),
+              fp8_linear_case(rng, "block", 12, 256, 1024),  # two GEMV passes
               fp8_linear_case(rng, "block", 16, 384, 1024, silu=True),
+              fp8_linear_case(rng, "block", 40, 256, 1024),  # dequantize + GEMM
+              fp8_linear_case(rng, "channel", 48, 384, 1024, silu=True),
               dequant_case(rng, 300, 1040)]
     return cases

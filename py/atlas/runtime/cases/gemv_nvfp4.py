@@ -69,7 +69,9 @@ def gemv_nvfp4_cases(rng: np.random.Generator) -> list[KernelCase]:
     cases = [nvfp4_linear_case(rng, m, n, k, parts=parts) for m, n, k, parts in NVFP4_SHAPES]
     cases += [nvfp4_linear_case(rng, 1, 4096, 12288, silu=True),
               nvfp4_linear_case(rng, 8, 257, 2048, silu=True),
-              nvfp4_linear_case(rng, 12, 256, 1024),
-              nvfp4_linear_case(rng, 16, 384, 1024, silu=True),
+              nvfp4_linear_case(rng, 12, 256, 1024),  # GEMV passes
+              nvfp4_linear_case(rng, 61, 384, 1024, silu=True, parts=2),
+              nvfp4_linear_case(rng, 72, 256, 1024),  # dequantize + GEMM
+              nvfp4_linear_case(rng, 80, 384, 1024, silu=True),
               dequant_nvfp4_case(rng, 300, 1056)]
     return cases

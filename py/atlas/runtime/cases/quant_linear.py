@@ -1,6 +1,8 @@
 """The check case of a quantized linear, whatever the format: y = x @ dequant(w).T through
-`matmul_quant.linear_quant` (or `linear_silu_quant` with the SwiGLU input), the GEMV for
-up to 8 rows and dequantize + GEMM beyond, against a float64 oracle."""
+`matmul_quant.linear_quant` (or `linear_silu_quant` with the SwiGLU input), GEMV passes of
+up to 8 rows or dequantize + GEMM (`gemv_passes` decides), against a float64 oracle.
+`weight_inputs` are the weight's host arrays: their bytes are what the device weight
+streams, so the case predicts the route the launch builder takes."""
 
 from __future__ import annotations
 
@@ -27,7 +29,8 @@ def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, 
     x_name = "gate_up" if silu else "x"
     inputs = {x_name: random_bf16(rng, (m, 2 * k if silu else k), 4.0 if silu else 1.0),
               **weight_inputs}
-    gemm = m > matmul_quant.GEMV_MAX_M
+    wbytes = sum(a.nbytes for a in weight_inputs.values())
+    gemm = not matmul_quant.gemv_passes(wbytes, n, k, m)
     if gemm:
         inputs["scratch"] = np.zeros((n, k), np.uint16)
         if silu:

@@ -39,6 +39,10 @@ class Nvfp4Weight:
                              f"{self.scales:#x} 2-byte, row scales {self.row_scales:#x} "
                              "4-byte aligned")
 
+    @property
+    def nbytes(self) -> int:
+        return self.n * self.k // 2 + self.n * self.k // 16 + 4 * self.n
+
     def gemv(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
              silu: bool = False) -> None:
         """y[m, n] = x @ dequant(w).T (x = swiglu(gate_up) when `silu`), 1 <= m <= 8."""

@@ -1,9 +1,10 @@
 """Launch builders for products with quantized weights: y[m, n] = x[m, k] @ dequant(w)[n, k].T.
 
 Every format (FP8 E4M3 here, in any `Fp8ScaleMap` layout; NVFP4 in matmul_nvfp4.py) works
-the same way: decode batches of up to GEMV_MAX_M rows stream the quantized bytes through the
-format's GEMV (dequantized in registers); larger batches dequantize the tensor into a bf16
-scratch buffer the caller owns and run the bf16 `linear` on it. The down projection has the
+the same way: decode batches stream the quantized bytes through the format's GEMV
+(dequantized in registers), 8 rows a pass while passes move fewer bytes than the other
+route (`gemv_passes`); larger row counts dequantize the tensor into a bf16 scratch buffer
+the caller owns and run the bf16 `linear` on it. The down projection has the
 same SwiGLU fusion as the bf16 GEMV. `QuantLinear` wraps any format behind the interface
 of `Bf16Linear`, so model layers never see the format.
 """
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Protocol
+
+import numpy as np
 
 from ...core.quant import Fp8ScaleMap
 from ..gpu import DevicePtr, Stream
@@ -45,6 +48,11 @@ class Fp8Weight:
     def map_args(self) -> tuple[int, int, int, int]:
         s = self.smap
         return (s.row_shift, s.row_stride, s.col_shift, s.col_stride)
+
+    @property
+    def nbytes(self) -> int:
+        shape = self.smap.shape
+        return self.n * self.k + 4 * (int(np.prod(shape)) if shape else 1)
 
     def gemv(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
              silu: bool = False) -> None:
@@ -98,17 +106,37 @@ class QuantWeight(Protocol):
     n: int
     k: int
 
+    @property
+    def nbytes(self) -> int: ...  # codes and scales: what one GEMV pass streams
+
     def gemv(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
              silu: bool = False) -> None: ...
 
     def dequant(self, kc: KernelCache, stream: Stream, out: DevicePtr) -> None: ...
 
 
+def gemv_passes(weight_bytes: int, n: int, k: int, m: int) -> int:
+    """How many GEMV launches of up to 8 rows compute m rows; 0: dequantize + GEMM instead.
+
+    Each pass streams the quantized weight once; the GEMM path streams it once, then writes
+    and reads a bf16 copy (4 bytes a value). Passes run while they move no more bytes: up to
+    40 rows for FP8, 64 for NVFP4 (decode batches), never for prefill chunks."""
+    passes = -(-m // GEMV_MAX_M)
+    return passes if passes * weight_bytes <= weight_bytes + 4 * n * k else 0
+
+
+def _gemv_rows(kc: KernelCache, stream: Stream, x: DevicePtr, x_row_bytes: int,
+               w: QuantWeight, y: DevicePtr, m: int, silu: bool) -> None:
+    for r in range(0, m, GEMV_MAX_M):
+        w.gemv(kc, stream, x + r * x_row_bytes, y + r * 2 * w.n, min(GEMV_MAX_M, m - r), silu)
+
+
 def linear_quant(kc: KernelCache, stream: Stream, x: DevicePtr, w: QuantWeight, y: DevicePtr,
                  m: int, scratch: DevicePtr | None = None) -> None:
-    """y = x @ dequant(w).T for any m; m > 8 needs `scratch` (bf16 [n, k], graph-stable)."""
-    if m <= GEMV_MAX_M:
-        w.gemv(kc, stream, x, y, m)
+    """y = x @ dequant(w).T for any m: GEMV passes (`gemv_passes`), else dequantize into
+    `scratch` (bf16 [n, k], graph-stable) and the bf16 GEMM."""
+    if gemv_passes(w.nbytes, w.n, w.k, m):
+        _gemv_rows(kc, stream, x, 2 * w.k, w, y, m, silu=False)
         return
     if not scratch:
         raise ValueError(f"quantized linear: m={m} > {GEMV_MAX_M} needs a bf16 [n, k] "
@@ -120,10 +148,10 @@ def linear_quant(kc: KernelCache, stream: Stream, x: DevicePtr, w: QuantWeight, 
 def linear_silu_quant(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: QuantWeight,
                       y: DevicePtr, m: int, act_scratch: DevicePtr | None = None,
                       w_scratch: DevicePtr | None = None) -> None:
-    """The down projection: fused for m <= 8, else silu_mul into `act_scratch` ([m, k]
-    bf16) and `linear_quant` through `w_scratch`."""
-    if m <= GEMV_MAX_M:
-        w.gemv(kc, stream, gate_up, y, m, silu=True)
+    """The down projection: SwiGLU fused into the GEMV passes, else silu_mul into
+    `act_scratch` ([m, k] bf16) and `linear_quant` through `w_scratch`."""
+    if gemv_passes(w.nbytes, w.n, w.k, m):
+        _gemv_rows(kc, stream, gate_up, 4 * w.k, w, y, m, silu=True)
         return
     if not act_scratch:
         raise ValueError(f"quantized linear_silu: m={m} needs an activation scratch buffer")
@@ -168,7 +196,7 @@ class QuantLinear:
         return self.w.k
 
     def scratch_bytes(self, m: int) -> int:
-        return 0 if m <= GEMV_MAX_M else 2 * self.w.n * self.w.k
+        return 0 if gemv_passes(self.w.nbytes, self.n, self.k, m) else 2 * self.n * self.k
 
     def linear(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
                out_f32: bool = False, w_scratch: DevicePtr | None = None) -> None:
