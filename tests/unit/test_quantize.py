@@ -101,8 +101,11 @@ def test_quantize_refuses_what_it_cannot_do(tmp_path: Path) -> None:
 def test_models_quantize_cli(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
+    from atlas_cli.cmd_models import QUANT_SCHEMES
     from atlas_cli.main import cli
+    from atlas.runtime.quantize import SCHEMES
 
+    assert QUANT_SCHEMES == SCHEMES
     runner = CliRunner()
     dst = tmp_path / "q"
     done = runner.invoke(cli, ["models", "quantize", str(FIXTURE), str(dst), "--to", "fp8-block"])
