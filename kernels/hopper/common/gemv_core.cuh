@@ -3,7 +3,7 @@
 //
 // A block owns kRowsPerBlock consecutive weight rows and spreads K over its threads, one
 // 16-byte weight chunk per thread per row, kUnroll chunks per row in flight before the
-// first use (ld.global.nc with L1::no_allocate: weights are never re-read). x is small and
+// first use (atlas::ld_stream: weights are never re-read). x is small and
 // re-read by every block through L1/L2. Each thread keeps M x kRowsPerBlock f32
 // accumulators; the block reduces them deterministically (warp reduce-scatter, then a
 // fixed-order sum over warps in shared memory), and the output is rounded once.
@@ -26,17 +26,6 @@ constexpr int kRowsPerBlock = 4;  // ops/matmul.py GEMV_ROWS_PER_BLOCK
 constexpr int kMaxThreads = 256;  // ops/matmul.py GEMV_MAX_THREADS
 constexpr int kMaxAcc = 8 * kRowsPerBlock;
 constexpr int kUnroll = 2;  // chunks per row each thread has in flight per iteration
-
-// Streamed 16-byte weight load: read-only path, no L1 allocation, 256-byte L2 prefetch.
-// volatile: callers guard it with a bounds check, and the compiler must not speculate an
-// asm load past that check (the tail chunk of the last row would read past the allocation).
-__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
 
 __host__ __device__ constexpr int pow2_at_least(int v) { return v <= 1 ? 1 : 2 * pow2_at_least((v + 1) / 2); }
 __host__ __device__ constexpr int log2_exact(int v) { return v <= 1 ? 0 : 1 + log2_exact(v / 2); }
@@ -116,7 +105,7 @@ __device__ __forceinline__ void load_weight_tile(uint4 (&wv)[kUnroll][kRowsPerBl
     const int c = c0 + u * static_cast<int>(blockDim.x);
 #pragma unroll
     for (int r = 0; r < kRowsPerBlock; ++r)
-      wv[u][r] = c < kc ? ld_stream(wrow[r] + c) : make_uint4(0u, 0u, 0u, 0u);
+      wv[u][r] = c < kc ? atlas::ld_stream(wrow[r] + c) : make_uint4(0u, 0u, 0u, 0u);
   }
 }
 

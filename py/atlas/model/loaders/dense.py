@@ -8,13 +8,13 @@ fusion costs nothing at load time: each tensor is uploaded straight to its offse
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from ...core.config import ModelConfig
 from ...core.dtype import DType
 from ...core.quant_config import CheckpointQuant
-from .linear_plan import LinearPlan, add_linear
+from .linear_plan import LinearPlan, add_linear, stored_dtypes
 
 ALIGN = 256
 SUPPORTED_HEAD_DIMS = (64, 128)
@@ -44,22 +44,29 @@ class TensorSlot:
 
 @dataclass
 class WeightPlan:
-    """Device buffers (name -> bytes), the tensors uploaded into them, and the linear
-    weights (whose scale buffers, if quantized, are filled on the host: see linear_plan)."""
+    """Device buffers (name -> bytes) and the tensors that fill them."""
 
     buffers: dict[str, int] = field(default_factory=dict)
     slots: list[TensorSlot] = field(default_factory=list)
+    #: the linear weights (bf16 or quantized: see linear_plan), the checkpoint's
+    #: quantization and stored dtypes (tensor name -> safetensors dtype) they are planned by
     linears: dict[str, LinearPlan] = field(default_factory=dict)
+    quant: CheckpointQuant = field(default_factory=CheckpointQuant)
+    stored: dict[str, str] = field(default_factory=dict)
 
     def add(self, buffer: str, parts: list[tuple[str, tuple[int, ...]]],
-            dtype: DType = DType.BF16) -> None:
-        """Create `buffer` holding `parts` back to back (a fused weight when len > 1)."""
+            dtype: DType = DType.BF16, min_bytes: int = 0) -> None:
+        """Create `buffer` holding `parts` back to back (a fused weight when len > 1).
+
+        `min_bytes` sizes the buffer past its parts: the rest stays zero (the loader
+        zero-fills the weight allocation), for a weight a kernel reads with padding rows.
+        """
         offset = 0
         for name, shape in parts:
             slot = TensorSlot(name, dtype, shape, buffer, offset)
             self.slots.append(slot)
             offset += slot.nbytes
-        self.buffers[buffer] = offset
+        self.buffers[buffer] = max(offset, min_bytes)
 
     def expected(self) -> dict[str, tuple[DType, tuple[int, ...]]]:
         return {s.name: (s.dtype, s.shape) for s in self.slots}
@@ -104,26 +111,23 @@ class DenseDecoderLoader:
             if value % 16:
                 raise UnsupportedModelError(f"{name}={value} must be a multiple of 16")
 
-    def plan(self, cfg: ModelConfig, quant: CheckpointQuant = CheckpointQuant(),
-             stored: Mapping[str, str] | None = None) -> WeightPlan:
-        """The plan for `cfg`; `stored` (tensor name -> safetensors dtype) says which linear
-        weights a quantized checkpoint (`quant`) actually holds quantized."""
+    def plan(self, cfg: ModelConfig, names: Container[str] = (),
+             quant: CheckpointQuant = CheckpointQuant()) -> WeightPlan:
+        """Every tensor the model needs and its device buffer. `names` (the checkpoint's
+        tensor names) lets a loader pick between layouts the wild has for the same weights;
+        with `quant`, its dtypes say which projections are stored quantized."""
         self.check_config(cfg)
-        h, d, inter, vocab = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size, cfg.vocab_size
+        h, d, vocab = cfg.hidden_size, cfg.head_dim, cfg.vocab_size
         q_rows, kv_rows = cfg.num_attention_heads * d, cfg.num_key_value_heads * d
-        plan = WeightPlan()
-        stored = stored or {}
+        plan = WeightPlan(quant=quant, stored=stored_dtypes(names))
         plan.add("embed", [("model.embed_tokens.weight", (vocab, h))])
         for i in range(cfg.num_hidden_layers):
             p = f"model.layers.{i}."
-            for buf, parts, k in (
-                    ("qkv", [("self_attn.q_proj", q_rows), ("self_attn.k_proj", kv_rows),
-                             ("self_attn.v_proj", kv_rows)], h),
-                    ("o", [("self_attn.o_proj", h)], q_rows),
-                    ("gate_up", [("mlp.gate_proj", inter), ("mlp.up_proj", inter)], h),
-                    ("down", [("mlp.down_proj", h)], inter)):
-                add_linear(plan, f"l{i}.{buf}", [(f"{p}{m}.weight", r) for m, r in parts], k,
-                           quant, stored)
+            add_linear(plan, f"l{i}.qkv", [(p + "self_attn.q_proj.weight", q_rows),
+                                           (p + "self_attn.k_proj.weight", kv_rows),
+                                           (p + "self_attn.v_proj.weight", kv_rows)], h)
+            add_linear(plan, f"l{i}.o", [(p + "self_attn.o_proj.weight", h)], q_rows)
+            self.plan_mlp(plan, cfg, i, names)
             plan.add(f"l{i}.in_norm", [(p + "input_layernorm.weight", (h,))])
             plan.add(f"l{i}.post_norm", [(p + "post_attention_layernorm.weight", (h,))])
             if self.has_qk_norm:
@@ -133,6 +137,27 @@ class DenseDecoderLoader:
         if not cfg.tie_word_embeddings:
             plan.add("lm_head", [("lm_head.weight", (vocab, h))])
         return plan
+
+    def plan_mlp(self, plan: WeightPlan, cfg: ModelConfig, layer: int,
+                 names: Container[str]) -> None:
+        """Layer `layer`'s MLP: SwiGLU with gate and up fused into one [gate|up] matrix."""
+        add_swiglu(plan, f"l{layer}.", f"model.layers.{layer}.mlp.", cfg.intermediate_size,
+                   cfg.hidden_size, quantizable=True)
+
+
+def add_swiglu(plan: WeightPlan, buffer: str, prefix: str, inter: int, hidden: int,
+               quantizable: bool = False) -> None:
+    """A SwiGLU MLP's `gate_up` [2 * inter, hidden] and `down` [hidden, inter] buffers;
+    `quantizable`: planned as linears (a dense layer's MLP), else bf16 only (MoE shared
+    experts: their kernels read bf16)."""
+    if quantizable:
+        add_linear(plan, buffer + "gate_up", [(prefix + "gate_proj.weight", inter),
+                                              (prefix + "up_proj.weight", inter)], hidden)
+        add_linear(plan, buffer + "down", [(prefix + "down_proj.weight", hidden)], inter)
+        return
+    plan.add(buffer + "gate_up", [(prefix + "gate_proj.weight", (inter, hidden)),
+                                  (prefix + "up_proj.weight", (inter, hidden))])
+    plan.add(buffer + "down", [(prefix + "down_proj.weight", (hidden, inter))])
 
 
 class Qwen3Loader(DenseDecoderLoader):

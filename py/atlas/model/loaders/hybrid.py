@@ -10,13 +10,13 @@ vision tower is not loaded.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Container
 
 from ...core.config import ModelConfig
-from ...core.quant_config import CheckpointQuant
 from ...runtime.ops.linear_attention import CONV_MAX_KERNEL, DELTA_DV_TILE, DELTA_MAX_DK
+from ...core.quant_config import CheckpointQuant
 from .dense import DenseDecoderLoader, UnsupportedModelError, WeightPlan
-from .linear_plan import add_linear
+from .linear_plan import add_linear, stored_dtypes
 
 #: head dims of the hybrid family's full attention (attention.cu instantiations)
 HYBRID_HEAD_DIMS = (64, 128, 256)
@@ -68,17 +68,16 @@ class Qwen35Loader(DenseDecoderLoader):
                 "a multiple of 16")
         super().check_config(cfg)
 
-    def plan(self, cfg: ModelConfig, quant: CheckpointQuant = CheckpointQuant(),
-             stored: Mapping[str, str] | None = None) -> WeightPlan:
+    def plan(self, cfg: ModelConfig, names: Container[str] = (),
+             quant: CheckpointQuant = CheckpointQuant()) -> WeightPlan:
         """As DenseDecoderLoader.plan; attention and MLP projections may be quantized (the
         linear-attention projections load as bf16)."""
         self.check_config(cfg)
-        stored = stored or {}
         la = cfg.linear_attention
         assert la is not None
         h, d, vocab = cfg.hidden_size, cfg.head_dim, cfg.vocab_size
         pre = text_prefix(cfg)
-        plan = WeightPlan()
+        plan = WeightPlan(quant=quant, stored=stored_dtypes(names))
         plan.add("embed", [(pre + "embed_tokens.weight", (vocab, h))])
         for i, kind in enumerate(cfg.layer_types):
             p = f"{pre}layers.{i}."
@@ -86,10 +85,9 @@ class Qwen35Loader(DenseDecoderLoader):
                 q_rows, kv_rows = 2 * cfg.num_attention_heads * d, cfg.num_key_value_heads * d
                 add_linear(plan, f"l{i}.qkv", [(p + "self_attn.q_proj.weight", q_rows),
                                                (p + "self_attn.k_proj.weight", kv_rows),
-                                               (p + "self_attn.v_proj.weight", kv_rows)], h,
-                           quant, stored)
+                                               (p + "self_attn.v_proj.weight", kv_rows)], h)
                 add_linear(plan, f"l{i}.o", [(p + "self_attn.o_proj.weight", h)],
-                           cfg.num_attention_heads * d, quant, stored)
+                           cfg.num_attention_heads * d)
                 plan.add(f"l{i}.q_norm", [(p + "self_attn.q_norm.weight", (d,))])
                 plan.add(f"l{i}.k_norm", [(p + "self_attn.k_norm.weight", (d,))])
             else:
@@ -103,7 +101,7 @@ class Qwen35Loader(DenseDecoderLoader):
                 plan.add(f"l{i}.dt_bias", [(a + "dt_bias", (la.num_value_heads,))])
                 plan.add(f"l{i}.gdn_norm", [(a + "norm.weight", (la.value_head_dim,))])
                 plan.add(f"l{i}.out_proj", [(a + "out_proj.weight", (h, la.value_dim))])
-            self.plan_mlp(plan, cfg, i, p, quant, stored)
+            self.plan_mlp(plan, cfg, i, p)
             plan.add(f"l{i}.in_norm", [(p + "input_layernorm.weight", (h,))])
             plan.add(f"l{i}.post_norm", [(p + "post_attention_layernorm.weight", (h,))])
         plan.add("final_norm", [(pre + "norm.weight", (h,))])
@@ -111,11 +109,10 @@ class Qwen35Loader(DenseDecoderLoader):
             plan.add("lm_head", [("lm_head.weight", (vocab, h))])
         return plan
 
-    def plan_mlp(self, plan: WeightPlan, cfg: ModelConfig, i: int, p: str,
-                 quant: CheckpointQuant, stored: Mapping[str, str]) -> None:
+    def plan_mlp(self, plan: WeightPlan, cfg: ModelConfig, i: int, p: str) -> None:
         """The dense SwiGLU MLP of layer i (an MoE family overrides this)."""
         h, inter = cfg.hidden_size, cfg.intermediate_size
         add_linear(plan, f"l{i}.gate_up", [(p + "mlp.gate_proj.weight", inter),
-                                           (p + "mlp.up_proj.weight", inter)], h, quant, stored)
-        add_linear(plan, f"l{i}.down", [(p + "mlp.down_proj.weight", h)], inter, quant, stored)
+                                           (p + "mlp.up_proj.weight", inter)], h)
+        add_linear(plan, f"l{i}.down", [(p + "mlp.down_proj.weight", h)], inter)
 

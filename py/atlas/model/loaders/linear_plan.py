@@ -51,11 +51,19 @@ class LinearPlan:
         return sum(rows for _, rows in self.parts)
 
 
-def add_linear(plan: "WeightPlan", buffer: str, parts: list[tuple[str, int]], k: int,
-               quant: CheckpointQuant, stored: Mapping[str, str]) -> None:
-    """Plan `buffer` = parts stacked by rows, in the format the checkpoint stores them.
-    `parts` name each part's bf16 spelling (`...weight`); quantized spellings derive from it."""
-    fmt = _part_format(parts, quant, stored)
+def stored_dtypes(names: object) -> dict[str, str]:
+    """Tensor name -> safetensors dtype of a WeightStore (empty for anything else: a
+    synthetic source or a name list holds no quantized tensors)."""
+    tensors = getattr(names, "tensors", None)
+    return {n: t.dtype for n, t in tensors.items()} if isinstance(tensors, dict) else {}
+
+
+def add_linear(plan: "WeightPlan", buffer: str, parts: list[tuple[str, int]], k: int) -> None:
+    """Plan `buffer` = parts stacked by rows, in the format the checkpoint stores them
+    (`plan.quant`, `plan.stored`). `parts` name each part's bf16 spelling (`...weight`);
+    quantized spellings derive from it."""
+    quant = plan.quant
+    fmt = _part_format(parts, quant, plan.stored)
     if fmt == "bf16":
         plan.add(buffer, [(name, (rows, k)) for name, rows in parts])
         plan.linears[buffer] = LinearPlan(buffer, tuple(parts), k)
