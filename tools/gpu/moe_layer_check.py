@@ -127,9 +127,12 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(r), flush=True)
 
     moe_model.MoeMlp.forward = hooked  # type: ignore[method-assign]
-    pool = BlockAllocator(runner.num_kv_blocks)
-    blocks = pool.allocate(-(-len(ids) // runner.block_size))
-    runner.execute([SeqChunk(0, ids, 0, blocks, GREEDY, history=PenaltyHistory(ids))])
+    try:  # the class is patched for this prefill only (callers in-process keep theirs)
+        pool = BlockAllocator(runner.num_kv_blocks)
+        blocks = pool.allocate(-(-len(ids) // runner.block_size))
+        runner.execute([SeqChunk(0, ids, 0, blocks, GREEDY, history=PenaltyHistory(ids))])
+    finally:
+        moe_model.MoeMlp.forward = original  # type: ignore[method-assign]
     if a.out:
         a.out.write_text(json.dumps(results, indent=1) + "\n")
     worst = max(r["experts_out_rel_err"] for r in results)
