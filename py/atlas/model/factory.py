@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from ..core.config import ModelConfig
 from .loaders.dense import DenseDecoderLoader, Qwen3Loader, UnsupportedModelError
-from .loaders.hybrid import Qwen35Loader
+from .loaders.hybrid import Qwen35Loader, Qwen3NextLoader
 
-SUPPORTED_MODEL_TYPES = ("llama", "qwen3", "qwen3_5")
+SUPPORTED_MODEL_TYPES = ("llama", "qwen3", "qwen3_5", "qwen3_next")
 
 
 def loader_for_config(cfg: ModelConfig) -> DenseDecoderLoader:
@@ -17,6 +17,8 @@ def loader_for_config(cfg: ModelConfig) -> DenseDecoderLoader:
             return Qwen3Loader()
         case "qwen3_5":
             return Qwen35Loader()
+        case "qwen3_next":
+            return Qwen3NextLoader()
         case other:
             raise UnsupportedModelError(
                 f"unsupported model_type {other!r}; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")

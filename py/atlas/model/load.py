@@ -26,6 +26,7 @@ from ..runtime.sampler import Sampler
 from ..runtime.weights import WeightStore
 from .factory import loader_for_config
 from .gated_deltanet import GatedDeltaNetWeights, conv_state_bytes, delta_state_bytes
+from .loaders.hybrid import Qwen35Loader, RowMove
 from .model import DenseDecoderModel, Dims, LayerWeights
 from .preflight import preflight
 from .rope import cos_sin_table
@@ -117,8 +118,10 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     weights_base = dev.alloc(total)
     dst = {s.name: weights_base + offsets[s.buffer] + s.offset for s in plan.slots}
     store.upload(dev, list(dst), dst, progress=progress, fast=fast_load)
-    dev.mark_constant(weights_base, total)
     ptr = {name: weights_base + off for name, off in offsets.items()}
+    if isinstance(loader, Qwen35Loader):
+        _permute_rows(dev, ptr, plan.buffers, loader.row_moves(cfg), 2 * cfg.hidden_size)
+    dev.mark_constant(weights_base, total)
 
     arena = BufferArena()
     layout = StepLayout(limits.max_tokens, max_batch_size, limits.max_blocks)
@@ -174,6 +177,23 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     info.load_s = time.perf_counter() - t0
     return runner
 
+
+
+def _permute_rows(dev: GpuBackend, ptr: dict[str, int], sizes: dict[str, int],
+                  moves: dict[str, list[RowMove]], row_bytes: int) -> None:
+    """Apply each buffer's row permutation in place, through one device scratch copy."""
+    if not moves:
+        return
+    scratch = dev.alloc(max(sizes[name] for name in moves))
+    try:
+        for name, buffer_moves in moves.items():
+            dev.copy_d2d(scratch, ptr[name], sizes[name])
+            for m in buffer_moves:
+                dev.copy_d2d(ptr[name] + m.dst * row_bytes, scratch + m.src * row_bytes,
+                             m.rows * row_bytes)
+        dev.synchronize()
+    finally:
+        dev.free(scratch)
 
 
 def _linear_weights(ptr: dict[str, int], arena: BufferArena, cfg: ModelConfig, layer: int,
