@@ -239,7 +239,7 @@ def init_weights(model: torch.nn.Module, seed: int) -> None:
     hidden = model.config.hidden_size
     params = list(model.named_parameters())  # tied weights appear once
     gen = torch.Generator(device=params[0][1].device).manual_seed(seed)
-    hybrid = model.config.model_type.startswith("qwen3_5")
+    hybrid = model.config.model_type.startswith(("qwen3_5", "qwen3_next"))
     for name, param in params:
         special = hybrid_param(name, param, gen) if hybrid else None
         if special is not None:
