@@ -40,6 +40,8 @@ class ServerMetrics:
         self.kv_utilization = 0.0
         self.running = 0
         self.waiting = 0
+        self.state_slots_used = 0
+        self.state_slots_total = 0
 
     def record_request(self, api: str, status: int) -> None:
         with self._lock:
@@ -54,9 +56,11 @@ class ServerMetrics:
             self.prompt_tokens += tokens
 
     def record_step(self, *, generated: int, seconds: float, kv_utilization: float,
-                    running: int, waiting: int, preemptions: int) -> None:
+                    running: int, waiting: int, preemptions: int,
+                    state_slots: tuple[int, int] = (0, 0)) -> None:
         """One engine step. Decode throughput is an exponential moving average of the
-        tokens each step produced over its duration."""
+        tokens each step produced over its duration. `state_slots`: (held, total) of a
+        hybrid model's recurrent-state pool, which bounds its running batch like KV blocks."""
         with self._lock:
             self.generated_tokens += generated
             if seconds > 0 and generated:
@@ -67,6 +71,7 @@ class ServerMetrics:
             self.running = running
             self.waiting = waiting
             self.preemptions = preemptions
+            self.state_slots_used, self.state_slots_total = state_slots
 
     def render(self) -> str:
         m = f'model="{_escape(self.model)}"'
@@ -104,6 +109,14 @@ class ServerMetrics:
                 "# HELP atlas_preemptions_total Sequences preempted for KV space.",
                 "# TYPE atlas_preemptions_total counter",
                 f"atlas_preemptions_total {self.preemptions}",
+                "# HELP atlas_state_slots_in_use Recurrent-state slots held by sequences "
+                "(hybrid models).",
+                "# TYPE atlas_state_slots_in_use gauge",
+                f"atlas_state_slots_in_use {self.state_slots_used}",
+                "# HELP atlas_state_slots_total Recurrent-state slots in the pool (0: the "
+                "model keeps no recurrent state).",
+                "# TYPE atlas_state_slots_total gauge",
+                f"atlas_state_slots_total {self.state_slots_total}",
             ]
         return "\n".join(lines) + "\n"
 
