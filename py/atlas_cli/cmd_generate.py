@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import click
-
-from atlas.core.sampling import SamplingParams
 
 
 @click.command("generate")
@@ -20,26 +17,31 @@ from atlas.core.sampling import SamplingParams
 @click.option("--backend", type=click.Choice(["auto", "cuda", "host"]), default="auto",
               show_default=True)
 @click.option("--max-tokens", type=click.IntRange(1), default=128, show_default=True)
-@click.option("--temperature", type=click.FloatRange(0.0), default=0.0, show_default=True)
-@click.option("--top-p", type=click.FloatRange(0.0, 1.0, min_open=True), default=1.0)
-@click.option("--top-k", type=click.IntRange(0), default=0)
+@click.option("--temperature", type=click.FloatRange(0.0), default=None,
+              help="Default: the model's, as `atlas serve` gives requests (see its --help).")
+@click.option("--top-p", type=click.FloatRange(0.0, 1.0, min_open=True), default=None)
+@click.option("--top-k", type=click.IntRange(0), default=None)
 @click.option("--seed", type=int, default=None)
 @click.option("--stop", multiple=True, help="Stop string (repeatable).")
 @click.option("--max-seq-len", type=click.IntRange(16), default=None)
 @click.option("--max-prefill-tokens", type=click.IntRange(1), default=2048, show_default=True)
 @click.option("--no-fast-load", is_flag=True, help="Read weights through mmap.")
 def command(model: str | None, prompt: str, raw: bool, backend: str, max_tokens: int,
-            temperature: float, top_p: float, top_k: int, seed: int | None, stop: tuple[str, ...],
-            max_seq_len: int | None, max_prefill_tokens: int, no_fast_load: bool) -> None:
-    """Generate a completion for PROMPT with the engine directly."""
+            temperature: float | None, top_p: float | None, top_k: int | None,
+            seed: int | None, stop: tuple[str, ...], max_seq_len: int | None,
+            max_prefill_tokens: int, no_fast_load: bool) -> None:
+    """Generate a completion for PROMPT with the engine directly. Sampling options left
+    out take the model's defaults, the same ones `atlas serve` gives requests."""
+    from dataclasses import replace
+
     from atlas.engine.llm_engine import LLMEngine
     from atlas.engine.request import EngineRequest
     from atlas.model.load import load_runner
-    from atlas.runtime.model_paths import ensure_default_model, resolve_model
     from atlas.server.app_assets import load_assets
-    from atlas_cli.load_progress import LoadProgress
+    from atlas_cli.load_progress import LoadProgress, step
+    from atlas_cli.model_setup import model_directory, request_defaults
 
-    model_dir = Path(resolve_model(model)) if model else ensure_default_model()
+    model_dir = model_directory(model)
     assets = load_assets(model_dir)
     tok = assets.tokenizer
     text = prompt if raw else tok.chat_template(False).render(
@@ -47,8 +49,10 @@ def command(model: str | None, prompt: str, raw: bool, backend: str, max_tokens:
     ids = tok.encode(text)
     runner = load_runner(model_dir, backend=backend, max_seq_len=max_seq_len, max_batch_size=1,
                          max_prefill_tokens=max_prefill_tokens, fast_load=not no_fast_load,
-                         progress=LoadProgress())
-    params = SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
+                         progress=LoadProgress(), step=step)
+    given = {"temperature": temperature, "top_p": top_p, "top_k": top_k, "seed": seed}
+    params = replace(request_defaults(model_dir, assets.config, backend)[0],
+                     **{k: v for k, v in given.items() if v is not None})
     params.validate()
 
     def stop_check(_: int, out: list[int]) -> bool:
