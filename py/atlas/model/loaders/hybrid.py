@@ -16,6 +16,7 @@ at load) put the rows in the [q | k | v | z | b | a] order the kernels take.
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass
 
 from ...core.config import LinearAttentionConfig, ModelConfig
@@ -100,7 +101,7 @@ class Qwen35Loader(DenseDecoderLoader):
                 "a multiple of 16")
         super().check_config(cfg)
 
-    def plan(self, cfg: ModelConfig) -> WeightPlan:
+    def plan(self, cfg: ModelConfig, names: Container[str] = ()) -> WeightPlan:
         self.check_config(cfg)
         la = cfg.linear_attention
         assert la is not None
