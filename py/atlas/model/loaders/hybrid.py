@@ -1,5 +1,7 @@
 """The weight plan of the hybrid Qwen3.5 family: Gated-DeltaNet and gated full-attention
-layers (config `layer_types`), each followed by a SwiGLU MLP.
+layers (config `layer_types`), each followed by a SwiGLU MLP (`qwen3_5`) or a
+mixture-of-experts one (`qwen3_5_moe`, `qwen3_next`: loaders/moe.py's plan under the
+layer's prefix).
 
 Fusions, as in the dense plan: a full-attention layer's q_proj (each head's query followed
 by its output gate), k_proj and v_proj form one matrix; a linear-attention layer's four input
@@ -21,7 +23,8 @@ from dataclasses import dataclass
 
 from ...core.config import LinearAttentionConfig, ModelConfig
 from ...runtime.ops.linear_attention import CONV_MAX_KERNEL, DELTA_DV_TILE, DELTA_MAX_DK
-from .dense import DenseDecoderLoader, UnsupportedModelError, WeightPlan
+from .dense import DenseDecoderLoader, UnsupportedModelError, WeightPlan, add_swiglu
+from .moe import add_moe_mlp, check_moe_config
 
 #: head dims of the hybrid family's full attention (attention.cu instantiations)
 HYBRID_HEAD_DIMS = (64, 128, 256)
@@ -128,7 +131,7 @@ class Qwen35Loader(DenseDecoderLoader):
                 plan.add(f"l{i}.dt_bias", [(a + "dt_bias", (la.num_value_heads,))])
                 plan.add(f"l{i}.gdn_norm", [(a + "norm.weight", (la.value_head_dim,))])
                 plan.add(f"l{i}.out_proj", [(a + "out_proj.weight", (h, la.value_dim))])
-            self.plan_mlp(plan, cfg, i, p)
+            self.plan_layer_mlp(plan, cfg, i, p, names)
             plan.add(f"l{i}.in_norm", [(p + "input_layernorm.weight", (h,))])
             plan.add(f"l{i}.post_norm", [(p + "post_attention_layernorm.weight", (h,))])
         plan.add("final_norm", [(pre + "norm.weight", (h,))])
@@ -148,18 +151,37 @@ class Qwen35Loader(DenseDecoderLoader):
         """Per plan buffer, the row permutation to apply after upload (none here)."""
         return {}
 
-    def plan_mlp(self, plan: WeightPlan, cfg: ModelConfig, i: int, p: str) -> None:
-        """The dense SwiGLU MLP of layer i (an MoE family overrides this)."""
-        h, inter = cfg.hidden_size, cfg.intermediate_size
-        plan.add(f"l{i}.gate_up", [(p + "mlp.gate_proj.weight", (inter, h)),
-                                   (p + "mlp.up_proj.weight", (inter, h))])
-        plan.add(f"l{i}.down", [(p + "mlp.down_proj.weight", (h, inter))])
+    def plan_layer_mlp(self, plan: WeightPlan, cfg: ModelConfig, i: int, p: str,
+                       names: Container[str]) -> None:
+        """Layer i's MLP from the tensors under `p` (the layer's prefix): dense SwiGLU here,
+        and wherever an MoE family's config makes the layer dense."""
+        add_swiglu(plan, f"l{i}.", p + "mlp.", cfg.intermediate_size, cfg.hidden_size)
 
 
 
-class Qwen3NextLoader(Qwen35Loader):
-    """Qwen3-Next (`qwen3_next`): Qwen3.5's layers with key-head-grouped input projections
-    (permuted at load, see the module docstring)."""
+class Qwen35MoeLoader(Qwen35Loader):
+    """Qwen3.5-MoE (`qwen3_5_moe`): the hybrid layers, each with routed experts and a gated
+    shared expert (loaders/moe.py; either expert layout), multimodal wrapper names too."""
+
+    family = "qwen3_5_moe"
+
+    def check_config(self, cfg: ModelConfig) -> None:
+        super().check_config(cfg)
+        check_moe_config(cfg)
+
+    def plan_layer_mlp(self, plan: WeightPlan, cfg: ModelConfig, i: int, p: str,
+                       names: Container[str]) -> None:
+        assert cfg.moe is not None  # check_config
+        if cfg.moe.is_sparse(i):
+            add_moe_mlp(plan, cfg, i, p + "mlp.", names)
+        else:
+            super().plan_layer_mlp(plan, cfg, i, p, names)
+
+
+class Qwen3NextLoader(Qwen35MoeLoader):
+    """Qwen3-Next (`qwen3_next`): Qwen3.5-MoE's layers (dense where mlp_only_layers /
+    decoder_sparse_step say) with key-head-grouped input projections (permuted at load, see
+    the module docstring)."""
 
     family = "qwen3_next"
 
