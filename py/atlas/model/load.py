@@ -103,7 +103,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     cfg = ModelConfig.from_hf(model_dir)
     loader = loader_for_config(cfg)
     store = (WeightStore(model_dir) if synthetic_seed is None
-             else SyntheticWeights(cfg.hidden_size, synthetic_seed))
+             else SyntheticWeights(cfg.hidden_size, synthetic_seed, cfg.is_hybrid))
     plan = loader.plan(cfg, store)
     unused = store.validate(plan.expected())  # every tensor checked before any device work
     vision = [n for n in unused if n.startswith(("model.visual.", "visual."))]
