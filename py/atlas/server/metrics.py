@@ -54,12 +54,9 @@ class ServerMetrics:
         self.kv_utilization = 0.0
         self.running = 0
         self.waiting = 0
-<<<<<<< HEAD
         self.state_slots_used = 0
         self.state_slots_total = 0
-=======
         self.engine_counters: dict[str, float] = {}
->>>>>>> main
 
     def record_request(self, api: str, status: int) -> None:
         with self._lock:
