@@ -23,7 +23,9 @@ from dataclasses import dataclass
 
 from ...core.config import LinearAttentionConfig, ModelConfig
 from ...runtime.ops.linear_attention import CONV_MAX_KERNEL, DELTA_DV_TILE, DELTA_MAX_DK
+from ...core.quant_config import CheckpointQuant
 from .dense import DenseDecoderLoader, UnsupportedModelError, WeightPlan, add_swiglu
+from .linear_plan import add_linear, stored_dtypes
 from .moe import add_moe_mlp, check_moe_config
 
 #: head dims of the hybrid family's full attention (attention.cu instantiations)
@@ -104,23 +106,26 @@ class Qwen35Loader(DenseDecoderLoader):
                 "a multiple of 16")
         super().check_config(cfg)
 
-    def plan(self, cfg: ModelConfig, names: Container[str] = ()) -> WeightPlan:
+    def plan(self, cfg: ModelConfig, names: Container[str] = (),
+             quant: CheckpointQuant = CheckpointQuant()) -> WeightPlan:
+        """As DenseDecoderLoader.plan; attention and MLP projections may be quantized (the
+        linear-attention projections load as bf16)."""
         self.check_config(cfg)
         la = cfg.linear_attention
         assert la is not None
         h, d, vocab = cfg.hidden_size, cfg.head_dim, cfg.vocab_size
         pre = text_prefix(cfg)
-        plan = WeightPlan()
+        plan = WeightPlan(quant=quant, stored=stored_dtypes(names))
         plan.add("embed", [(pre + "embed_tokens.weight", (vocab, h))])
         for i, kind in enumerate(cfg.layer_types):
             p = f"{pre}layers.{i}."
             if kind == "full_attention":
                 q_rows, kv_rows = 2 * cfg.num_attention_heads * d, cfg.num_key_value_heads * d
-                plan.add(f"l{i}.qkv", [(p + "self_attn.q_proj.weight", (q_rows, h)),
-                                       (p + "self_attn.k_proj.weight", (kv_rows, h)),
-                                       (p + "self_attn.v_proj.weight", (kv_rows, h))])
-                plan.add(f"l{i}.o", [(p + "self_attn.o_proj.weight",
-                                      (h, cfg.num_attention_heads * d))])
+                add_linear(plan, f"l{i}.qkv", [(p + "self_attn.q_proj.weight", q_rows),
+                                               (p + "self_attn.k_proj.weight", kv_rows),
+                                               (p + "self_attn.v_proj.weight", kv_rows)], h)
+                add_linear(plan, f"l{i}.o", [(p + "self_attn.o_proj.weight", h)],
+                           cfg.num_attention_heads * d)
                 plan.add(f"l{i}.q_norm", [(p + "self_attn.q_norm.weight", (d,))])
                 plan.add(f"l{i}.k_norm", [(p + "self_attn.k_norm.weight", (d,))])
             else:
@@ -155,7 +160,8 @@ class Qwen35Loader(DenseDecoderLoader):
                        names: Container[str]) -> None:
         """Layer i's MLP from the tensors under `p` (the layer's prefix): dense SwiGLU here,
         and wherever an MoE family's config makes the layer dense."""
-        add_swiglu(plan, f"l{i}.", p + "mlp.", cfg.intermediate_size, cfg.hidden_size)
+        add_swiglu(plan, f"l{i}.", p + "mlp.", cfg.intermediate_size, cfg.hidden_size,
+                   quantizable=True)
 
 
 
