@@ -235,7 +235,61 @@ def hybrid_param(name: str, param: torch.Tensor, gen: torch.Generator) -> torch.
     return None
 
 
+def _hybrid_moe_configs() -> dict[str, dict[str, Any]]:
+    """The hybrid family with mixture-of-experts MLPs: Qwen3.5-MoE (`qwen3_5_moe_text`, stacked
+    expert tensors, every layer sparse with a gated shared expert) and Qwen3-Next
+    (`qwen3_next`, key-head-grouped linear-attention projections, one tensor per expert).
+
+    The tiny ones keep tiny-qwen3_5's attention and linear-attention shapes (2 key heads
+    shared by 8 value heads, so Qwen3-Next's grouping is not the identity) with 8 experts,
+    top-3; tiny-qwen3_next makes layer 1 dense through mlp_only_layers. The full-size ones
+    are transformers' Qwen3_5MoeTextConfig defaults (Qwen3.5-35B-A3B) and the published
+    Qwen3-Next-80B-A3B config; their `-8l` cuts keep every per-layer shape (two rounds of
+    three linear-attention layers and one full-attention layer) for GPU parity.
+    """
+    tiny_hybrid = CONFIGS["tiny-qwen3_5"]
+    tiny_moe = {"num_experts": 8, "num_experts_per_tok": 3, "moe_intermediate_size": 32,
+                "shared_expert_intermediate_size": 48, "output_router_logits": False,
+                "router_aux_loss_coef": 0.001}
+    tiny_35 = {k: v for k, v in tiny_hybrid.items() if k != "intermediate_size"}
+    rope = {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25}
+    linear = {"linear_num_key_heads": 16, "linear_num_value_heads": 32,
+              "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+              "linear_conv_kernel_dim": 4}
+    a3b = {**_COMMON, **linear, "hidden_size": 2048, "num_attention_heads": 16,
+           "num_key_value_heads": 2, "head_dim": 256, "rms_norm_eps": 1e-6,
+           "tie_word_embeddings": False, "max_position_embeddings": 262144,
+           "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
+           "output_router_logits": False, "router_aux_loss_coef": 0.001}
+    qwen35_35b = {**a3b, "architectures": ["Qwen3_5MoeForCausalLM"],
+                  "model_type": "qwen3_5_moe_text", "num_hidden_layers": 40,
+                  "vocab_size": 248320, "num_experts": 256, "num_experts_per_tok": 8,
+                  "bos_token_id": None, "eos_token_id": 248044,
+                  "layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 10,
+                  "rope_parameters": {**rope, "mrope_section": [11, 11, 10],
+                                      "mrope_interleaved": True}}
+    next_80b = {**a3b, "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next",
+                "num_hidden_layers": 48, "vocab_size": 151936, "intermediate_size": 5120,
+                "num_experts": 512, "num_experts_per_tok": 10, "norm_topk_prob": True,
+                "decoder_sparse_step": 1, "mlp_only_layers": [], "bos_token_id": 151643,
+                "eos_token_id": 151645, "full_attention_interval": 4,
+                "rope_parameters": rope}
+    return {
+        "tiny-qwen3_5_moe": {**tiny_35, **tiny_moe, "architectures": ["Qwen3_5MoeForCausalLM"],
+                             "model_type": "qwen3_5_moe_text"},
+        "tiny-qwen3_next": {**tiny_hybrid, **tiny_moe, "architectures": ["Qwen3NextForCausalLM"],
+                            "model_type": "qwen3_next", "norm_topk_prob": True,
+                            "decoder_sparse_step": 1, "mlp_only_layers": [1]},
+        "qwen3_5-35b-a3b": qwen35_35b,
+        "qwen3_5-35b-a3b-8l": {**qwen35_35b, "num_hidden_layers": 8,
+                               "layer_types": qwen35_35b["layer_types"][:8]},
+        "qwen3-next-80b-a3b": next_80b,
+        "qwen3-next-80b-a3b-8l": {**next_80b, "num_hidden_layers": 8},
+    }
+
+
 CONFIGS.update(_hybrid_configs())
+CONFIGS.update(_hybrid_moe_configs())
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,9 +305,9 @@ class GoldenPlan:
 TINY_PLAN = GoldenPlan(prompt_len=24, greedy_len=16, all_positions=True, prompt_tries=256)
 FULL_PLAN = GoldenPlan(prompt_len=512, greedy_len=64, all_positions=False, prompt_tries=1)
 TINY = ("tiny-llama", "tiny-qwen3", "tiny-llama3-rope", "tiny-qwen3_5", "tiny-qwen3-moe",
-        "tiny-qwen2-moe")
+        "tiny-qwen2-moe", "tiny-qwen3_5_moe", "tiny-qwen3_next")
 #: configs written with stacked expert tensors (transformers 5's in-memory layout)
-EXPERTS_FUSED = frozenset({"tiny-qwen3-moe"})
+EXPERTS_FUSED = frozenset({"tiny-qwen3-moe", "tiny-qwen3_5_moe"})
 
 
 def plan_for(name: str) -> GoldenPlan:
@@ -281,7 +335,7 @@ def init_weights(model: torch.nn.Module, seed: int) -> None:
     hidden = model.config.hidden_size
     params = list(model.named_parameters())  # tied weights appear once
     gen = torch.Generator(device=params[0][1].device).manual_seed(seed)
-    hybrid = model.config.model_type.startswith("qwen3_5")
+    hybrid = model.config.model_type.startswith(("qwen3_5", "qwen3_next"))
     for name, param in params:
         special = hybrid_param(name, param, gen) if hybrid else None
         if special is not None:

@@ -3,10 +3,13 @@ reference backend, against transformers and against itself.
 
 tests/fixtures/tiny-qwen3_5 (tools/make_fixtures.py, transformers 5.17) has two
 linear-attention layers and one gated full-attention layer with partial rotary and (1 + w)
-norms. The recurrent state lives in per-sequence slots, so the tests here check what could
-break it: chunk boundaries inside and at the edges of the delta rule's 64-token chunks,
-sequences sharing a decode batch at different positions, a slot reused after release
-(preemption) and the multimodal checkpoint layout.
+norms; tiny-qwen3_5_moe has the same layers with a mixture-of-experts MLP (8 experts, top-3,
+gated shared expert) in each, tiny-qwen3_next too, with key-head-grouped linear-attention
+projections (permuted at load) and one dense layer. The recurrent state lives in
+per-sequence slots, so the tests here check what could break it on each: chunk boundaries
+inside and at the edges of the delta rule's 64-token chunks, sequences sharing a decode
+batch at different positions, a slot reused after release (preemption) and the multimodal
+checkpoint layout.
 """
 
 from __future__ import annotations
@@ -25,13 +28,20 @@ from atlas.model.batch import PenaltyHistory, SeqChunk
 from atlas.model.load import load_runner
 from atlas.runtime.weights import WeightStore, write_safetensors
 
-MODEL = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3_5"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+MODEL = FIXTURES / "tiny-qwen3_5"
+MODELS = [MODEL, FIXTURES / "tiny-qwen3_5_moe", FIXTURES / "tiny-qwen3_next"]
 PROMPT = [(37 * i + 11) % 512 for i in range(150)]
 
 
+@pytest.fixture(scope="module", params=MODELS, ids=lambda p: p.name)
+def model(request) -> Path:
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def runner():
-    return load_runner(MODEL, backend="host", max_seq_len=256, max_batch_size=4,
+def runner(model):
+    return load_runner(model, backend="host", max_seq_len=256, max_batch_size=4,
                        max_prefill_tokens=256)
 
 
@@ -40,9 +50,9 @@ def _greedy(runner, prompts: list[list[int]], n: int, chunk: int) -> list[list[i
     return [c.token_ids for c in engine.generate([EngineRequest(p, GREEDY, n) for p in prompts])]
 
 
-def test_matches_transformers():
-    golden = dict(np.load(MODEL / "golden.npz"))
-    r = compare_with_golden(MODEL, golden, backend="host")
+def test_matches_transformers(model):
+    golden = dict(np.load(model / "golden.npz"))
+    r = compare_with_golden(model, golden, backend="host")
     assert r["cosine"] >= 0.9999, r
     assert r["argmax_match"], r
     assert r["greedy_match"] == r["greedy_total"] == 16, r
@@ -65,11 +75,11 @@ def test_batched_decode_matches_solo_runs(runner):
     assert together == alone
 
 
-def test_preempted_sequences_recompute_their_state():
+def test_preempted_sequences_recompute_their_state(model):
     """A KV pool of 7 blocks cannot hold three 60-token sequences at once (4 blocks each), so
     the engine preempts and recomputes: each sequence's conv and delta-rule state is rebuilt
     from position 0 in a slot another sequence used, and the tokens equal the solo runs'."""
-    tight = load_runner(MODEL, backend="host", max_seq_len=64, max_batch_size=3,
+    tight = load_runner(model, backend="host", max_seq_len=64, max_batch_size=3,
                         max_prefill_tokens=64, max_num_blocks=7)
     prompts = [PROMPT[i * 40:i * 40 + 30] for i in range(3)]
     engine = LLMEngine(tight, max_prefill_tokens=64)
@@ -80,38 +90,59 @@ def test_preempted_sequences_recompute_their_state():
                         for p in prompts]
 
 
-def test_a_sequence_must_start_at_position_zero(runner):
+def test_state_slot_usage_follows_sequences_and_releases(runner):
+    """What /metrics reports as atlas_state_slots_in_use / _total: a slot per live sequence
+    out of max_batch_size; released sequences give theirs back."""
+    assert runner.state_slot_usage() == (0, 4)
+    runner.execute([SeqChunk(s, [1, 2, 3], 0, [s], GREEDY, history=PenaltyHistory([1, 2, 3]))
+                    for s in (0, 1)])
+    assert runner.state_slot_usage() == (2, 4)
+    runner.release(0)
+    runner.release(1)
+    assert runner.state_slot_usage() == (0, 4)
+
+
+def test_a_sequence_must_start_at_position_zero():
+    runner = load_runner(MODEL, backend="host", max_seq_len=64, max_batch_size=2,
+                         max_prefill_tokens=64)
     with pytest.raises(RuntimeError, match="position 0"):
         runner.execute([SeqChunk(9, [1, 2], 16, [0, 1], GREEDY,
                                  history=PenaltyHistory([1, 2]))])
     runner.release(9)
 
 
-def test_multimodal_checkpoint_loads_its_language_model(tmp_path, caplog):
+@pytest.mark.parametrize("name", ["tiny-qwen3_5", "tiny-qwen3_5_moe"])
+def test_multimodal_checkpoint_loads_its_language_model(tmp_path, caplog, name):
     """config with text_config + vision_config and tensors under model.language_model.*: the
     text model loads, the vision tower is skipped with a notice, the logits are the same."""
-    text = json.loads((MODEL / "config.json").read_text())
-    config = {"model_type": "qwen3_5", "architectures": ["Qwen3_5ForConditionalGeneration"],
-              "text_config": text, "vision_config": {"model_type": "qwen3_5", "depth": 1},
+    src = FIXTURES / name
+    text = json.loads((src / "config.json").read_text())
+    family = text["model_type"].removesuffix("_text")
+    config = {"model_type": family, "architectures": [text["architectures"][0].replace(
+              "ForCausalLM", "ForConditionalGeneration")],
+              "text_config": text, "vision_config": {"model_type": family, "depth": 1},
               "tie_word_embeddings": False}
     (tmp_path / "config.json").write_text(json.dumps(config))
-    store = WeightStore(MODEL)
+    store = WeightStore(src)
     names = sorted(store.tensors)
     layout = [(n.replace("model.", "model.language_model.", 1) if n.startswith("model.") else n,
                store.tensors[n].dtype, store.tensors[n].shape) for n in names]
     layout.append(("model.visual.patch_embed.proj.weight", "F32", (4, 3)))
     write_safetensors(tmp_path / "model.safetensors", layout,
                       [store.read(n) for n in names] + [np.zeros((4, 3), np.float32)])
-    golden = dict(np.load(MODEL / "golden.npz"))
+    golden = dict(np.load(src / "golden.npz"))
     with caplog.at_level("WARNING", logger="atlas.model.load"):
         r = compare_with_golden(tmp_path, golden, backend="host")
     assert r["cosine"] >= 0.9999 and r["greedy_match"] == 16, r
     assert [m for m in caplog.messages if "ignoring 1 vision-tower tensors" in m], caplog.messages
 
 
-def test_state_pools_are_planned_beside_a_kv_cache_of_attention_layers_only(runner):
-    """One KV pool layer per full-attention layer; conv and delta-rule state for every linear
-    layer and every slot (max_batch_size + the padding rows') inside the planned arena."""
+def test_state_pools_are_planned_beside_a_kv_cache_of_attention_layers_only():
+    """tiny-qwen3_5: one KV pool layer per full-attention layer; conv and delta-rule state
+    for every linear layer and every slot (max_batch_size + the padding rows') inside the
+    planned arena."""
+    runner = load_runner(MODEL, backend="host", max_seq_len=256, max_batch_size=4,
+                         max_prefill_tokens=256)
     assert runner.kv.cfg.num_layers == 1  # layer 2 of ("linear", "linear", "full")
     slots = runner.max_batch_size + 1
     conv, delta = runner.arena.slice("conv_state"), runner.arena.slice("delta_state")

@@ -218,6 +218,9 @@ class FakeExecutor:
         self.released.append(seq_id)
         self._prompt_len.pop(seq_id, None)
 
+    def state_slot_usage(self) -> tuple[int, int]:
+        return 0, 0  # a scripted model keeps no recurrent state
+
 
 def _contains(seq: Sequence[int], sub: Sequence[int]) -> bool:
     n = len(sub)

@@ -205,7 +205,8 @@ def test_metrics_exposes_prometheus_text(guarded):
     assert status == 200
     for name in ("atlas_requests_total", "atlas_tokens_generated_total", "atlas_ttft_seconds_count",
                  "atlas_decode_throughput_tok_per_sec", "atlas_kv_pool_utilization_ratio",
-                 "atlas_active_sequences"):
+                 "atlas_active_sequences", "atlas_state_slots_in_use 0",
+                 "atlas_state_slots_total 0"):
         assert name in text
     line = next(l for l in text.splitlines() if l.startswith("atlas_ttft_seconds_count"))
     assert float(line.split()[-1]) >= 1

@@ -31,3 +31,31 @@ def test_batches_read_the_expected_distinct_experts():
     assert expected_distinct_experts(128, 8, 1) == pytest.approx(8)
     assert expected_distinct_experts(128, 8, 64) == pytest.approx(128 * (1 - (120 / 128) ** 64))
     assert expected_distinct_experts(4, 4, 3) == pytest.approx(4)
+
+
+def test_qwen3_5_35b_a3b_batch_1_counts_the_hybrid_layers():
+    """Qwen3.5-35B-A3B (transformers' Qwen3_5MoeTextConfig defaults): 10 gated full-attention
+    layers with a KV cache, 30 Gated-DeltaNet layers whose state is read and written back,
+    8 of 256 experts and the shared expert in all 40."""
+    layer_types = (["linear_attention"] * 3 + ["full_attention"]) * 10
+    raw = {"model_type": "qwen3_5_moe_text", "hidden_size": 2048, "num_hidden_layers": 40,
+           "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+           "vocab_size": 248320, "rms_norm_eps": 1e-6, "layer_types": layer_types,
+           "rope_parameters": {"rope_type": "default", "rope_theta": 1e7,
+                               "partial_rotary_factor": 0.25},
+           "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+           "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+           "linear_conv_kernel_dim": 4, "num_experts": 256, "num_experts_per_tok": 8,
+           "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512}
+    b = decode_bytes_per_step(ModelConfig.from_dict(raw), context=640)
+    assert b["attention"] == 10 * ((2 * 4096 + 2 * 512) * 2048 + 2048 * 4096) * 2
+    assert b["kv_cache"] == 10 * 2 * 640 * 512 * 2
+    conv_dim = 2 * 2048 + 4096
+    assert b["linear_attention"] == 30 * ((conv_dim + 4096 + 64) * 2048 + conv_dim * 4 + 64
+                                          + 128 + 2048 * 4096) * 2
+    assert b["linear_state"] == 30 * 2 * (3 * conv_dim * 2 + 32 * 128 * 128 * 4)
+    assert b["experts"] == 40 * 8 * 3 * 512 * 2048 * 2
+    assert b["router"] == 40 * 256 * 2048 * 2
+    assert b["shared_experts"] == 40 * (3 * 512 + 1) * 2048 * 2
+    assert b["norms"] == 2048 * 2 + 40 * 2 * 2048 * 2 + 10 * 2 * 256 * 2
+    assert b["dense_mlp"] == 0

@@ -70,3 +70,24 @@ def test_distribution_follows_make_fixtures(tmp_path):
 def test_unsupported_dtype_is_refused():
     with pytest.raises(WeightError, match="tensor 'x' is .*only bf16 and float32"):
         SyntheticWeights(16, 0).validate({"x": ("I32", (4,))})
+
+
+@pytest.mark.parametrize("name", ["tiny-qwen3_5_moe", "tiny-qwen3_next"])
+def test_hybrid_moe_config_loads_with_finite_logits(tmp_path, name):
+    """The flagship benchmark's path: a hybrid MoE config alone, its Gated-DeltaNet scalars
+    (A_log, dt_bias) and zero-centred norms drawn by name, the model runs to finite logits."""
+    d = tmp_path / name
+    d.mkdir()
+    shutil.copy(FIXTURE.parent / name / "config.json", d / "config.json")
+    logits = _load(d, 3).read_logits(1)
+    assert np.isfinite(logits).all() and logits.std() > 0
+
+
+def test_hybrid_scalars_and_zero_centred_norms_have_their_own_draw():
+    w = SyntheticWeights(64, 0, zero_centred_norms=True)
+    a_mean, _ = w.normal_params("model.layers.0.linear_attn.A_log", (8,))
+    assert a_mean == pytest.approx(math.log(0.1))
+    assert w.normal_params("model.layers.0.linear_attn.dt_bias", (8,))[0] == 1.0
+    assert w.normal_params("model.layers.0.input_layernorm.weight", (64,))[0] == 0.0
+    assert w.normal_params("model.layers.0.linear_attn.norm.weight", (32,))[0] == 1.0
+    assert SyntheticWeights(64, 0).normal_params("model.norm.weight", (64,))[0] == 1.0

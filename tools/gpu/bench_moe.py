@@ -15,6 +15,11 @@ transformers on the 8-layer config with the same weights.
    StaticCache + torch.compile where it runs; the failure is recorded otherwise) on the
    same weights and shapes.
 
+`--config` benchmarks another tools/make_fixtures.py config the same way: the hybrid flagship
+Qwen3.5-35B-A3B is `--config qwen3_5-35b-a3b --extra-prefill 16384 --target-tok-s 450 --hf
+none` (its bytes add the linear-attention weights and recurrent state; `--extra-prefill`
+lengths are measured in loads of their own, the step buffers sized for each).
+
 A benchmark, not a test: it prints a table, writes JSON with --out, asserts nothing.
 """
 
@@ -67,8 +72,10 @@ def hf_modes(model_dir: Path, modes: list[str], prompt: int, new: int, seed: int
 def print_table(result: dict, batches: list[int]) -> None:
     copy = result["copy_gbs"]
     full = result["full"]
-    print(f"\n== {FULL_CONFIG} (synthetic weights, seed {result['seed']}): device copy "
+    print(f"\n== {result['config']} (synthetic weights, seed {result['seed']}): device copy "
           f"{copy:.0f} GB/s, prefill {result['prefill']} tok: {full['prefill_tok_s']:.0f} tok/s")
+    for n, tps in full.get("prefill_extra", {}).items():
+        print(f"prefill {n} tok: {tps:.0f} tok/s")
     print(f"{'batch':>5} {'tok/s':>9} {'GB/token':>9} {'GB/s':>8} {'% copy BW':>10}  bytes")
     for b in batches:
         tps = full["decode"][b]
@@ -79,6 +86,11 @@ def print_table(result: dict, batches: list[int]) -> None:
               f"{100 * gbs / copy:>9.1f}%  {note}")
     print("batch-1 bytes per token: " + ", ".join(
         f"{k} {v / 1e9:.3f} GB" for k, v in result["bytes"][1].items() if v))
+    target = result.get("target_tok_s")
+    if target and 1 in full["decode"]:
+        tps = full["decode"][1]
+        print(f"batch-1 decode target {target:.0f} tok/s: "
+              f"{'met' if tps >= target else 'NOT met'} ({tps:.1f})")
     small = result.get("small")
     if small:
         print(f"\n== {small['model']}: Atlas vs transformers, batch 1, prompt "
@@ -93,6 +105,10 @@ def print_table(result: dict, batches: list[int]) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--config", default=FULL_CONFIG, help="a tools/make_fixtures.py config")
+    ap.add_argument("--extra-prefill", default="",
+                    help="comma list of further prefill lengths (a load each)")
+    ap.add_argument("--target-tok-s", type=float, help="batch-1 decode target to report")
     ap.add_argument("--batches", default="1,8,32,64")
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--new", type=int, default=256)
@@ -105,16 +121,21 @@ def main() -> int:
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     batches = [int(x) for x in a.batches.split(",")]
-    result: dict = {"date": time.strftime("%Y-%m-%d"), "seed": a.seed, "prompt": a.prompt,
+    result: dict = {"config": a.config, "target_tok_s": a.target_tok_s,
+                    "date": time.strftime("%Y-%m-%d"), "seed": a.seed, "prompt": a.prompt,
                     "new": a.new, "prefill": a.prefill,
                     "commit": os.environ.get("ATLAS_COMMIT", "unknown")}
     result["copy_gbs"] = copy_bandwidth_gbs()
     with tempfile.TemporaryDirectory() as tmp:
-        full_dir = synthetic_model_dir(FULL_CONFIG, Path(tmp))
+        full_dir = synthetic_model_dir(a.config, Path(tmp))
         # the mean context over the decoded tokens
         result["bytes"] = traffic(full_dir, a.prompt + a.new // 2, batches)
         result["full"] = atlas_bench(full_dir, batches, a.prompt, a.new, a.prefill, a.seed,
                                      synthetic_seed=a.seed)
+        result["full"]["prefill_extra"] = {
+            n: atlas_bench(full_dir, [1], a.prompt, 8, n, a.seed,
+                           synthetic_seed=a.seed)["prefill_tok_s"]
+            for n in (int(x) for x in a.extra_prefill.split(",") if x)}
     if a.small_model is not None:
         small = {"model": a.small_model.name,
                  "atlas": atlas_bench(a.small_model, [1], a.prompt, a.hf_new, a.prefill,

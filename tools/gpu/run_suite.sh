@@ -102,7 +102,8 @@ export ATLAS_COMMIT="${ATLAS_COMMIT:-$(git -C "$REPO" rev-parse --short HEAD 2>/
 stage_tiny_parity() {
   "$PY" tools/gpu/model_parity.py --backend cuda --model tests/fixtures/tiny-llama \
     --model tests/fixtures/tiny-qwen3 --model tests/fixtures/tiny-llama3-rope \
-    --model tests/fixtures/tiny-qwen3_5 --out "$RESULTS/parity_tiny.json"
+    --model tests/fixtures/tiny-qwen3_5 --model tests/fixtures/tiny-qwen3_5_moe \
+    --model tests/fixtures/tiny-qwen3_next --out "$RESULTS/parity_tiny.json"
 }
 
 # A random-weight checkpoint in a real config, with transformers goldens, made on this GPU.
@@ -143,6 +144,28 @@ stage_qwen3_0_6b() { model_stage qwen3-0.6b eager; }
 # The hybrid dense Qwen3.5 (Gated-DeltaNet + gated attention, head_dim 256) in its published
 # default shapes, 8 layers: parity with transformers, then Atlas's decode/prefill numbers.
 stage_qwen3_5() { model_stage qwen3_5-9b-8l none; }
+# The hybrid MoE flagships in their exact per-layer shapes, 8 layers each (Qwen3.5-35B-A3B:
+# 256 experts, stacked tensors; Qwen3-Next-80B-A3B: 512 experts, key-head-grouped linear
+# projections): parity with transformers (cosine, max error, transformers' own SDPA and f32
+# controls). Each checkpoint (~9 and ~14 GB) is removed after its check (the disk is small).
+stage_flagship_parity() {
+  local name rc=0
+  for name in qwen3_5-35b-a3b-8l qwen3-next-80b-a3b-8l; do
+    make_checkpoint "$name" || { rc=1; continue; }
+    "$PY" tools/gpu/model_parity.py --backend cuda --model "$CKPT/$name" \
+      --out "$RESULTS/parity_$name.json" || rc=1
+    rm -rf "${CKPT:?}/$name"
+  done
+  return $rc
+}
+
+# Qwen3.5-35B-A3B at full size (synthetic weights made on the device): batch-1/8/32/64
+# decode with bytes per token and the copy-bandwidth fraction, 2,048 and 16,384-token prefill.
+stage_flagship_bench() {
+  "$PY" tools/gpu/bench_moe.py --config qwen3_5-35b-a3b --batches 1,8,32,64 --prefill 2048 \
+    --extra-prefill 16384 --target-tok-s 450 --hf none --out "$RESULTS/bench_flagship.json"
+}
+
 stage_qwen3_8b() { model_stage qwen3-8b "${ATLAS_8B_HF:-eager,compiled}"; }
 
 # The same decode benchmark with programmatic dependent launch off: the A/B of PDL.
@@ -309,7 +332,7 @@ stage_moe_bench() {
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity qwen3_0_6b
         qwen3_5 qwen3_8b decode_bench decode_bench_nopdl batched_min_m profile kernel_table
         quant_bench server_sweep throughput moe_kernels moe_parity moe_host_parity moe_bench spec_bench
-        prefix_bench)
+        prefix_bench flagship_parity flagship_bench)
 
 # ---- runner -------------------------------------------------------------------------------
 

@@ -11,6 +11,12 @@ context length, every tensor the step must read once:
   gate/up/down (sparse layers) or the dense MLP; the shared expert and its gate;
 * the final norm and the LM head.
 
+A hybrid model (Qwen3.5, Qwen3-Next) has attention and a KV cache in its full-attention layers
+only (their q_proj twice as wide: each head's output gate); each linear-attention layer reads
+its fused input projection, conv taps, per-head scalars, gated-norm weight and output
+projection, and per sequence its recurrent state (conv window and delta-rule matrix), which it
+reads and writes back: counted twice (`linear_state`).
+
 Activations and the KV append are a few KB and not counted. For batch B > 1 the experts term
 uses the expected number of distinct experts B tokens select under uniform routing,
 E * (1 - (1 - k/E)^B), an estimate (real routing is not uniform), labelled as such.
@@ -18,7 +24,7 @@ E * (1 - (1 - k/E)^B), an estimate (real routing is not uniform), labelled as su
 
 from __future__ import annotations
 
-from ..core.config import ModelConfig
+from ..core.config import LinearAttentionConfig, ModelConfig
 
 BF16 = 2
 
@@ -33,13 +39,20 @@ def decode_bytes_per_step(cfg: ModelConfig, context: int, batch: int = 1) -> dic
     h, d = cfg.hidden_size, cfg.head_dim
     q_rows, kv_rows = cfg.num_attention_heads * d, cfg.num_key_value_heads * d
     out = {"embedding": float(batch * h * BF16), "norms": float(h * BF16),  # + final norm
-           "attention": 0.0, "kv_cache": 0.0, "router": 0.0, "experts": 0.0,
-           "shared_experts": 0.0, "dense_mlp": 0.0, "lm_head": float(cfg.vocab_size * h * BF16)}
-    moe = cfg.moe
+           "attention": 0.0, "kv_cache": 0.0, "linear_attention": 0.0, "linear_state": 0.0,
+           "router": 0.0, "experts": 0.0, "shared_experts": 0.0, "dense_mlp": 0.0,
+           "lm_head": float(cfg.vocab_size * h * BF16)}
+    moe, la = cfg.moe, cfg.linear_attention
     for layer in range(cfg.num_hidden_layers):
-        out["norms"] += (2 * h + (2 * d if cfg.has_qk_norm else 0)) * BF16
-        out["attention"] += ((q_rows + 2 * kv_rows) * h + h * q_rows) * BF16
-        out["kv_cache"] += batch * 2 * context * kv_rows * BF16
+        out["norms"] += 2 * h * BF16
+        if la is not None and cfg.layer_types[layer] == "linear_attention":
+            out["linear_attention"] += linear_layer_weight_bytes(la, h)
+            out["linear_state"] += 2 * batch * linear_state_bytes(la)
+        else:
+            gate_rows = q_rows if cfg.is_hybrid else 0  # gated attention: [query | gate]
+            out["norms"] += (2 * d if cfg.has_qk_norm else 0) * BF16
+            out["attention"] += ((q_rows + gate_rows + 2 * kv_rows) * h + h * q_rows) * BF16
+            out["kv_cache"] += batch * 2 * context * kv_rows * BF16
         if moe is None or not moe.is_sparse(layer):
             out["dense_mlp"] += 3 * cfg.intermediate_size * h * BF16
             continue
@@ -50,3 +63,17 @@ def decode_bytes_per_step(cfg: ModelConfig, context: int, batch: int = 1) -> dic
         if moe.shared_intermediate_size:
             out["shared_experts"] += (3 * moe.shared_intermediate_size + 1) * h * BF16
     return out
+
+
+def linear_layer_weight_bytes(la: LinearAttentionConfig, hidden: int) -> float:
+    """A Gated-DeltaNet layer's weights: [qkv | z | b | a] projection, conv taps, A_log and
+    dt_bias, the gated norm, the output projection (all bf16)."""
+    in_rows = la.conv_dim + la.value_dim + 2 * la.num_value_heads
+    return float((in_rows * hidden + la.conv_dim * la.conv_kernel + 2 * la.num_value_heads
+                  + la.value_head_dim + hidden * la.value_dim) * BF16)
+
+
+def linear_state_bytes(la: LinearAttentionConfig) -> float:
+    """One sequence's recurrent state in one layer: bf16 conv window, f32 delta-rule matrix."""
+    return float((la.conv_kernel - 1) * la.conv_dim * BF16
+                 + la.num_value_heads * la.key_head_dim * la.value_head_dim * 4)

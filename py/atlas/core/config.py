@@ -31,6 +31,14 @@ QKV_BIAS_MODEL_TYPES = frozenset({"qwen2_moe"})
 #: config keys that name the routed-expert count, by family (Qwen, Mixtral/MiniMax, DeepSeek)
 NUM_EXPERTS_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
 ROUTER_SCORINGS = ("softmax", "sigmoid")
+#: families whose router renormalizes the top-k weights unless the config says otherwise (HF
+#: Qwen3NextConfig: norm_topk_prob = True), and those whose router always does (Qwen3.5-MoE's
+#: has no switch)
+NORM_TOPK_BY_DEFAULT = frozenset({"qwen3_next"})
+NORM_TOPK_ALWAYS = frozenset({"qwen3_5_moe"})
+#: families whose every layer routes through experts: config.json has no dense
+#: `intermediate_size` (it falls back to moe_intermediate_size and sizes nothing)
+ALL_SPARSE_MODEL_TYPES = frozenset({"qwen3_5_moe"})
 
 
 class ConfigError(ValueError):
@@ -136,8 +144,10 @@ class MoeConfig:
         return layer not in self.mlp_only_layers and (layer + 1) % self.decoder_sparse_step == 0
 
     @classmethod
-    def from_fields(cls, f: "_Fields", num_layers: int) -> "MoeConfig | None":
-        """The MoE fields, or None for a dense config (no expert count, or zero experts)."""
+    def from_fields(cls, f: "_Fields", num_layers: int,
+                    model_type: str = "") -> "MoeConfig | None":
+        """The MoE fields, or None for a dense config (no expert count, or zero experts).
+        `model_type` (canonical) picks the family's norm_topk_prob default."""
         key = next((k for k in NUM_EXPERTS_KEYS if f.data.get(k) not in (None, 0)), None)
         if key is None:
             return None
@@ -158,7 +168,8 @@ class MoeConfig:
         return cls(
             num_experts=num_experts, top_k=top_k,
             intermediate_size=f.int_("moe_intermediate_size"),
-            norm_topk_prob=f.bool_("norm_topk_prob", False),
+            norm_topk_prob=(model_type in NORM_TOPK_ALWAYS
+                            or f.bool_("norm_topk_prob", model_type in NORM_TOPK_BY_DEFAULT)),
             decoder_sparse_step=f.int_("decoder_sparse_step", default=1),
             mlp_only_layers=tuple(sorted(set(only))),
             shared_intermediate_size=0 if shared in (None, 0)
@@ -299,6 +310,12 @@ class ModelConfig:
         canonical = canonical_model_type(model_type)
         hybrid = canonical in HYBRID_MODEL_TYPES
         layers = f.int_("num_hidden_layers")
+        moe = MoeConfig.from_fields(f, layers, canonical)
+        intermediate = f.int_("intermediate_size", required=not (
+            canonical in ALL_SPARSE_MODEL_TYPES and moe is not None))
+        if intermediate is None:  # an all-sparse family's config without the field
+            assert moe is not None
+            intermediate = moe.intermediate_size
         return cls(
             model_type=canonical,
             architectures=tuple(architectures),
@@ -307,7 +324,7 @@ class ModelConfig:
             num_attention_heads=heads,
             num_key_value_heads=f.int_("num_key_value_heads", default=heads),
             head_dim=head_dim,
-            intermediate_size=f.int_("intermediate_size"),
+            intermediate_size=intermediate,
             vocab_size=f.int_("vocab_size"),
             rms_norm_eps=f.float_("rms_norm_eps"),
             rope_theta=rope_theta,
@@ -322,7 +339,7 @@ class ModelConfig:
             mlp_bias=f.bool_("mlp_bias", False),
             hidden_act=f.str_("hidden_act") or f.str_("hidden_activation") or "silu",
             sliding_window=_sliding_window(f),
-            moe=MoeConfig.from_fields(f, layers),
+            moe=moe,
             layer_types=_layer_types(f, layers) if hybrid else (),
             linear_attention=_linear_attention(f) if hybrid else None,
             partial_rotary_factor=_partial_rotary(f),

@@ -86,3 +86,6 @@ class StepExecutor(Protocol):
 
     def release(self, seq_id: int) -> None:
         """Forget per-sequence device state (penalty counts, sampler slot)."""
+
+    def state_slot_usage(self) -> tuple[int, int]:
+        """(held, total) recurrent-state slots (hybrid models; (0, 0) otherwise)."""

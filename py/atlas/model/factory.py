@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from ..core.config import ModelConfig
 from .loaders.dense import DenseDecoderLoader, Qwen3Loader, UnsupportedModelError
-from .loaders.hybrid import Qwen35Loader
+from .loaders.hybrid import Qwen35Loader, Qwen35MoeLoader, Qwen3NextLoader
 from .loaders.moe import MoeDecoderLoader, Qwen3MoeLoader
 
-SUPPORTED_MODEL_TYPES = ("llama", "qwen3", "qwen2_moe", "qwen3_moe", "qwen3_5")
+SUPPORTED_MODEL_TYPES = ("llama", "qwen3", "qwen2_moe", "qwen3_moe", "qwen3_5", "qwen3_5_moe",
+                         "qwen3_next")
 
 
 def loader_for_config(cfg: ModelConfig) -> DenseDecoderLoader:
@@ -22,6 +23,10 @@ def loader_for_config(cfg: ModelConfig) -> DenseDecoderLoader:
             return Qwen3MoeLoader()
         case "qwen3_5":
             return Qwen35Loader()
+        case "qwen3_5_moe":
+            return Qwen35MoeLoader()
+        case "qwen3_next":
+            return Qwen3NextLoader()
         case other:
             raise UnsupportedModelError(
                 f"unsupported model_type {other!r}; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")

@@ -29,6 +29,7 @@ from ..runtime.synthetic_weights import SyntheticWeights
 from ..runtime.weights import WeightStore
 from .factory import loader_for_config
 from .gated_deltanet import GatedDeltaNetWeights, conv_state_bytes, delta_state_bytes
+from .loaders.hybrid import Qwen35Loader, RowMove
 from .loaders.linear_plan import build_linear, read_host_scales
 from .model import DenseDecoderModel, DenseMlp, Dims, LayerWeights
 from .moe import MoeBuffers, build_mlp
@@ -106,7 +107,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     loader = loader_for_config(cfg)
     quant = CheckpointQuant.from_dir(model_dir) if synthetic_seed is None else CheckpointQuant()
     store = (WeightStore(model_dir) if synthetic_seed is None
-             else SyntheticWeights(cfg.hidden_size, synthetic_seed))
+             else SyntheticWeights(cfg.hidden_size, synthetic_seed, cfg.is_hybrid))
     plan = loader.plan(cfg, store, quant)
     unused = store.validate(plan.expected())  # every tensor checked before any device work
     scales = {buf: data for lp in plan.linears.values()
@@ -136,6 +137,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     dst = {s.name: weights_base + offsets[s.buffer] + s.offset for s in plan.slots}
     store.upload(dev, list(dst), dst, progress=progress, fast=fast_load)
     ptr = {name: weights_base + off for name, off in offsets.items()}
+    if isinstance(loader, Qwen35Loader):
+        _permute_rows(dev, ptr, plan.buffers, loader.row_moves(cfg), 2 * cfg.hidden_size)
     for buffer, scale in scales.items():
         dev.copy_h2d(ptr[buffer], scale)
     dev.mark_constant(weights_base, total)
@@ -205,6 +208,23 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     info.load_s = time.perf_counter() - t0
     return runner
 
+
+
+def _permute_rows(dev: GpuBackend, ptr: dict[str, int], sizes: dict[str, int],
+                  moves: dict[str, list[RowMove]], row_bytes: int) -> None:
+    """Apply each buffer's row permutation in place, through one device scratch copy."""
+    if not moves:
+        return
+    scratch = dev.alloc(max(sizes[name] for name in moves))
+    try:
+        for name, buffer_moves in moves.items():
+            dev.copy_d2d(scratch, ptr[name], sizes[name])
+            for m in buffer_moves:
+                dev.copy_d2d(ptr[name] + m.dst * row_bytes, scratch + m.src * row_bytes,
+                             m.rows * row_bytes)
+        dev.synchronize()
+    finally:
+        dev.free(scratch)
 
 
 def _linear_weights(ptr: dict[str, int], arena: BufferArena, cfg: ModelConfig, layer: int,

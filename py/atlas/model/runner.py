@@ -199,6 +199,14 @@ class ModelRunner:
         if slot is not None:
             self._free_slots.append(slot)
 
+    def state_slot_usage(self) -> tuple[int, int]:
+        """(slots held, slots in the pool) of the recurrent-state pools: a hybrid model's
+        sequences each hold one from their first chunk to their release; (0, 0) for a model
+        without recurrent state."""
+        if not self.has_recurrent_state:
+            return 0, 0
+        return len(self._slot_of), self.max_batch_size
+
     def read_logits(self, rows: int) -> np.ndarray:
         """f32 logits of the last step's first `rows` sampled rows (for parity checks)."""
         return self.backend.download(self.bufs.logits, np.float32, (rows, self.vocab_size))

@@ -35,6 +35,12 @@ RESIDUAL_WRITE_GAIN = 2.0
 RESIDUAL_WRITERS = ("o_proj.weight", "down_proj.weight", "experts.down_proj")
 EMBEDDING_NAMES = ("embed_tokens.weight", "lm_head.weight")
 NORM_STD = 0.1
+#: a hybrid model's Gated-DeltaNet per-head scalars, (mean, std) of their normal draw: decay
+#: A = exp(A_log) around 0.1 (state kept over tens of tokens, like make_fixtures'
+#: hybrid_param) and dt_bias 1 + noise
+HYBRID_SCALARS = {"A_log": (math.log(0.1), 0.5), "dt_bias": (1.0, NORM_STD)}
+#: the one RMSNorm weight of a hybrid model applied as w, not (1 + w)
+PLAIN_GATED_NORM = "linear_attn.norm.weight"
 
 
 def init_std(name: str, shape: Sequence[int], hidden: int) -> float | None:
@@ -61,9 +67,12 @@ def tensor_key(seed: int, name: str) -> int:
 class SyntheticWeights:
     """Stands in for `WeightStore`: every planned tensor exists, made on the device."""
 
-    def __init__(self, hidden_size: int, seed: int) -> None:
+    def __init__(self, hidden_size: int, seed: int, zero_centred_norms: bool = False) -> None:
+        """`zero_centred_norms`: the model applies its RMSNorm weights as (1 + w) (the hybrid
+        families), so they are drawn around 0 instead of 1."""
         self.hidden_size = hidden_size
         self.seed = seed
+        self.zero_centred_norms = zero_centred_norms
         self._expected: dict[str, tuple[DType | str, tuple[int, ...]]] = {}
 
     def __contains__(self, name: object) -> bool:
@@ -96,8 +105,7 @@ class SyntheticWeights:
             if st_dtype_name(dtype) == "F32":
                 backend.memset(dst[name], 0, 4 * count, stream)
             else:
-                std = init_std(name, shape, self.hidden_size)
-                mean, std = (1.0, NORM_STD) if std is None else (0.0, std)
+                mean, std = self.normal_params(name, shape)
                 fill_normal(kc, stream, dst[name], count, tensor_key(self.seed, name), mean, std)
             done += self._nbytes(name)
             if progress is not None:
@@ -105,6 +113,17 @@ class SyntheticWeights:
         backend.synchronize(stream)
         return LoadReport({n: dst[n] for n in wanted}, {"synthetic": "device"}, done,
                           time.perf_counter() - t0)
+
+    def normal_params(self, name: str, shape: Sequence[int]) -> tuple[float, float]:
+        """(mean, std) of a bf16 tensor's normal draw."""
+        for suffix, params in HYBRID_SCALARS.items():
+            if name.endswith(suffix):
+                return params
+        std = init_std(name, shape, self.hidden_size)
+        if std is not None:
+            return 0.0, std
+        centred = self.zero_centred_norms and not name.endswith(PLAIN_GATED_NORM)
+        return (0.0 if centred else 1.0), NORM_STD
 
     def _nbytes(self, name: str) -> int:
         dtype, shape = self._expected[name]

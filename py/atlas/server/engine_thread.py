@@ -106,6 +106,7 @@ class EngineThread:
             self._metrics.record_step(
                 generated=report.num_generated, seconds=time.perf_counter() - start,
                 kv_utilization=scheduler.kv_utilization, running=len(scheduler.running),
-                waiting=len(scheduler.waiting), preemptions=scheduler.num_preemptions)
+                waiting=len(scheduler.waiting), preemptions=scheduler.num_preemptions,
+                state_slots=self.core.executor.state_slot_usage())
             self._metrics.record_engine_counters(self.core.counters())
         return report.outputs

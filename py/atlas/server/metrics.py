@@ -54,6 +54,8 @@ class ServerMetrics:
         self.kv_utilization = 0.0
         self.running = 0
         self.waiting = 0
+        self.state_slots_used = 0
+        self.state_slots_total = 0
         self.engine_counters: dict[str, float] = {}
 
     def record_request(self, api: str, status: int) -> None:
@@ -75,9 +77,11 @@ class ServerMetrics:
             self.prompt_tokens += tokens
 
     def record_step(self, *, generated: int, seconds: float, kv_utilization: float,
-                    running: int, waiting: int, preemptions: int) -> None:
+                    running: int, waiting: int, preemptions: int,
+                    state_slots: tuple[int, int] = (0, 0)) -> None:
         """One engine step. Decode throughput is an exponential moving average of the
-        tokens each step produced over its duration."""
+        tokens each step produced over its duration. `state_slots`: (held, total) of a
+        hybrid model's recurrent-state pool, which bounds its running batch like KV blocks."""
         with self._lock:
             self.generated_tokens += generated
             if seconds > 0 and generated:
@@ -88,6 +92,7 @@ class ServerMetrics:
             self.running = running
             self.waiting = waiting
             self.preemptions = preemptions
+            self.state_slots_used, self.state_slots_total = state_slots
 
     def record_engine_counters(self, counters: dict[str, float]) -> None:
         """The engine core's feature counters (names in ENGINE_COUNTERS), after a step."""
@@ -135,6 +140,14 @@ class ServerMetrics:
                 "# HELP atlas_preemptions_total Sequences preempted for KV space.",
                 "# TYPE atlas_preemptions_total counter",
                 f"atlas_preemptions_total {self.preemptions}",
+                "# HELP atlas_state_slots_in_use Recurrent-state slots held by sequences "
+                "(hybrid models).",
+                "# TYPE atlas_state_slots_in_use gauge",
+                f"atlas_state_slots_in_use {self.state_slots_used}",
+                "# HELP atlas_state_slots_total Recurrent-state slots in the pool (0: the "
+                "model keeps no recurrent state).",
+                "# TYPE atlas_state_slots_total gauge",
+                f"atlas_state_slots_total {self.state_slots_total}",
             ]
             for name, value in self.engine_counters.items():
                 kind, text = ENGINE_COUNTERS[name]

@@ -52,43 +52,56 @@ class MoeDecoderLoader(DenseDecoderLoader):
 
     def check_config(self, cfg: ModelConfig) -> None:
         super().check_config(cfg)
-        moe = _moe(cfg)
-        for name, value in (("moe_intermediate_size", moe.intermediate_size),
-                            ("shared_expert_intermediate_size", moe.shared_intermediate_size)):
-            if value % 16:
-                raise UnsupportedModelError(f"{name}={value} must be a multiple of 16")
+        check_moe_config(cfg)
 
     def plan_mlp(self, plan: WeightPlan, cfg: ModelConfig, layer: int,
                  names: Container[str]) -> None:
-        moe = _moe(cfg)
-        if not moe.is_sparse(layer):
+        if not _moe(cfg).is_sparse(layer):
             super().plan_mlp(plan, cfg, layer, names)
             return
-        h, inter, e = cfg.hidden_size, moe.intermediate_size, moe.num_experts
-        b, p = f"l{layer}.", f"model.layers.{layer}.mlp."
-        plan.add(b + "router", [(p + "gate.weight", (e, h))])
-        if moe.score_bias:
-            plan.add(b + "score_bias", [(p + "gate.e_score_correction_bias", (e,))],
-                     dtype=DType.FP32)
-        if p + "experts.gate_up_proj" in names:
-            plan.add(b + "experts_gate_up", [(p + "experts.gate_up_proj", (e, 2 * inter, h))])
-            plan.add(b + "experts_down", [(p + "experts.down_proj", (e, h, inter))])
-        else:
-            _check_expert_count(cfg, layer, names)
-            q = p + "experts."
-            plan.add(b + "experts_gate_up", [
-                part for x in range(e) for part in ((f"{q}{x}.gate_proj.weight", (inter, h)),
-                                                    (f"{q}{x}.up_proj.weight", (inter, h)))])
-            plan.add(b + "experts_down", [(f"{q}{x}.down_proj.weight", (h, inter))
-                                          for x in range(e)])
-        if moe.shared_intermediate_size:
-            add_swiglu(plan, b + "shared_", p + "shared_expert.", moe.shared_intermediate_size, h)
-            # zero rows up to the GEMM's n granularity (see model/moe.py GATE_PAD_ROWS)
-            plan.add(b + "shared_gate", [(p + "shared_expert_gate.weight", (1, h))],
-                     min_bytes=DType.BF16.nbytes(SHARED_GATE_ROWS * h))
+        add_moe_mlp(plan, cfg, layer, f"model.layers.{layer}.mlp.", names)
 
 
-def _check_expert_count(cfg: ModelConfig, layer: int, names: Container[str]) -> None:
+def check_moe_config(cfg: ModelConfig) -> None:
+    """Reject expert sizes the MoE kernels do not take (the GEMMs' n granularity)."""
+    moe = _moe(cfg)
+    for name, value in (("moe_intermediate_size", moe.intermediate_size),
+                        ("shared_expert_intermediate_size", moe.shared_intermediate_size)):
+        if value % 16:
+            raise UnsupportedModelError(f"{name}={value} must be a multiple of 16")
+
+
+def add_moe_mlp(plan: WeightPlan, cfg: ModelConfig, layer: int, p: str,
+                names: Container[str]) -> None:
+    """Sparse layer `layer`'s router, packed experts and shared expert, from the checkpoint
+    tensors under `p` (its `...mlp.` prefix), in whichever expert layout `names` holds."""
+    moe = _moe(cfg)
+    h, inter, e = cfg.hidden_size, moe.intermediate_size, moe.num_experts
+    b = f"l{layer}."
+    plan.add(b + "router", [(p + "gate.weight", (e, h))])
+    if moe.score_bias:
+        plan.add(b + "score_bias", [(p + "gate.e_score_correction_bias", (e,))],
+                 dtype=DType.FP32)
+    if p + "experts.gate_up_proj" in names:
+        plan.add(b + "experts_gate_up", [(p + "experts.gate_up_proj", (e, 2 * inter, h))])
+        plan.add(b + "experts_down", [(p + "experts.down_proj", (e, h, inter))])
+    else:
+        _check_expert_count(cfg, layer, p, names)
+        q = p + "experts."
+        plan.add(b + "experts_gate_up", [
+            part for x in range(e) for part in ((f"{q}{x}.gate_proj.weight", (inter, h)),
+                                                (f"{q}{x}.up_proj.weight", (inter, h)))])
+        plan.add(b + "experts_down", [(f"{q}{x}.down_proj.weight", (h, inter))
+                                      for x in range(e)])
+    if moe.shared_intermediate_size:
+        add_swiglu(plan, b + "shared_", p + "shared_expert.", moe.shared_intermediate_size, h)
+        # zero rows up to the GEMM's n granularity (see model/moe.py GATE_PAD_ROWS)
+        plan.add(b + "shared_gate", [(p + "shared_expert_gate.weight", (1, h))],
+                 min_bytes=DType.BF16.nbytes(SHARED_GATE_ROWS * h))
+
+
+def _check_expert_count(cfg: ModelConfig, layer: int, p: str,
+                        names: Container[str]) -> None:
     """One-tensor-per-expert layout: the checkpoint's expert count must be the config's.
 
     More experts than configured would be silently ignored, fewer would surface as a list of
@@ -96,7 +109,7 @@ def _check_expert_count(cfg: ModelConfig, layer: int, names: Container[str]) -> 
     tensor of an expert in range is left to `WeightStore.validate`, which names it.)
     """
     e = _moe(cfg).num_experts
-    q = f"model.layers.{layer}.mlp.experts."
+    q = p + "experts."
 
     def has(x: int) -> bool:
         return any(f"{q}{x}.{proj}.weight" in names for proj in ("gate_proj", "up_proj",
