@@ -30,6 +30,9 @@ class CommBackend(abc.ABC):
 
     rank: int
     world_size: int
+    #: whether the collectives can be recorded into a CUDA graph (stream-ordered device
+    #: work); the host transport is not, so a runner over it runs decode eagerly
+    capturable: bool = True
 
     @abc.abstractmethod
     def all_reduce(self, buf: DevicePtr, count: int, dtype: DType, stream: Stream,

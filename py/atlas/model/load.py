@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ..comm import WorldSpec, connect_world
 from ..core.config import ModelConfig
 from ..core.dtype import DType
 from ..core.target import KernelTarget
@@ -27,6 +28,8 @@ from ..runtime.weights import WeightStore
 from .factory import loader_for_config
 from .gated_deltanet import GatedDeltaNetWeights, conv_state_bytes, delta_state_bytes
 from .model import DenseDecoderModel, Dims, LayerWeights
+from .parallel import (TensorParallel, check_tensor_parallel, shard_dims, shard_plan,
+                       upload_shards)
 from .preflight import preflight
 from .rope import cos_sin_table
 from .runner import ModelRunner, RunnerInfo, RunnerLimits, plan_step_buffers
@@ -84,14 +87,21 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                 gpu_memory_utilization: float = 0.9, fast_load: bool = True,
                 progress: ProgressFn | None = None, use_graphs: bool = True,
                 max_num_blocks: int | None = None,
-                batch_invariant: bool | None = None) -> ModelRunner:
+                batch_invariant: bool | None = None,
+                world: WorldSpec | None = None) -> ModelRunner:
     """Build a ready runner. `batch_invariant` (default: on for the CPU reference backend,
-    off on CUDA) fixes the decode split count across batch sizes; see RunnerLimits."""
+    off on CUDA) fixes the decode split count across batch sizes; see RunnerLimits.
+
+    With `world` of size > 1 this process is one tensor-parallel rank: it joins the group
+    (the rendezvous blocks until every rank arrives), loads only its weight slices, and
+    uses CUDA device `world.rank` on the CUDA backend."""
     t0 = time.perf_counter()
     model_dir = Path(model_dir)
     cfg = ModelConfig.from_hf(model_dir)
     loader = loader_for_config(cfg)
     plan = loader.plan(cfg)
+    world = world or WorldSpec()
+    check_tensor_parallel(cfg, world.world_size)
     store = WeightStore(model_dir)
     unused = store.validate(plan.expected())  # every tensor checked before any device work
     vision = [n for n in unused if n.startswith(("model.visual.", "visual."))]
@@ -104,19 +114,25 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
         raise StartupError(f"--max-seq-len {max_seq_len} exceeds the model's "
                            f"max_position_embeddings {cfg.max_position_embeddings}")
     kind = resolve_kind(backend)
-    dev = make_backend(kind)
+    dev = make_backend(kind, ordinal=world.rank if kind == "cuda" else 0)
+    comm = connect_world(world, dev)
     kernels = _select_kernels(kind, cfg, dev)
     num_sms = dev.device_facts().sm_count
     if batch_invariant is None:
         batch_invariant = kind != "cuda"
     limits = RunnerLimits(max_seq_len, max_batch_size, max_prefill_tokens, num_sms=num_sms,
                           batch_invariant=batch_invariant)
-    dims = Dims.from_config(cfg)
+    dims = shard_dims(Dims.from_config(cfg), world.world_size)
 
-    offsets, total = plan.layout()
+    sharded = shard_plan(plan, world.rank, world.world_size) if world.world_size > 1 else None
+    local_plan = sharded.plan if sharded else plan
+    offsets, total = local_plan.layout()
     weights_base = dev.alloc(total)
-    dst = {s.name: weights_base + offsets[s.buffer] + s.offset for s in plan.slots}
-    store.upload(dev, list(dst), dst, progress=progress, fast=fast_load)
+    dst = {s.name: weights_base + offsets[s.buffer] + s.offset for s in local_plan.slots}
+    if sharded:
+        upload_shards(store, dev, sharded, dst)
+    else:
+        store.upload(dev, list(dst), dst, progress=progress, fast=fast_load)
     dev.mark_constant(weights_base, total)
     ptr = {name: weights_base + off for name, off in offsets.items()}
 
@@ -126,6 +142,9 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     plan_step_buffers(arena, dims, limits, layout, max_splits)
     rotary_dim = cfg.rotary_dim
     arena.reserve("cos_sin", DType.FP32, (max_seq_len, rotary_dim))
+    vocab_local = dims.vocab // world.world_size
+    if world.world_size > 1:
+        arena.reserve("tp_logits", DType.FP32, (max_batch_size, vocab_local))
     linear_layers = [i for i, kind in enumerate(cfg.layer_types) if kind == "linear_attention"]
     state_slots = max_batch_size + 1  # one per sampler slot, plus the graph padding rows'
     if linear_layers:  # the recurrent-state pools: counted in arena.nbytes by the KV planner
@@ -160,16 +179,20 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
         k_cache=kv.k_cache(kv_index[i]) if i in kv_index else 0,
         v_cache=kv.v_cache(kv_index[i]) if i in kv_index else 0, linear=linear.get(i))
         for i in range(dims.layers)]
-    model = DenseDecoderModel(dims, kc, ptr["embed"], ptr["final_norm"],
-                              ptr.get("lm_head", ptr["embed"]), layers, arena["cos_sin"],
-                              limits.block_size, kv.max_blocks_per_seq)
+    # tied embeddings: the rank's LM-head shard is its vocabulary rows of the whole table
+    lm_head = ptr.get("lm_head", ptr["embed"] + DType.BF16.nbytes(
+        world.rank * vocab_local * dims.hidden))
+    tp = (TensorParallel(comm, vocab_local, arena["tp_logits"]) if world.world_size > 1
+          else None)
+    model = DenseDecoderModel(dims, kc, ptr["embed"], ptr["final_norm"], lm_head, layers,
+                              arena["cos_sin"], limits.block_size, kv.max_blocks_per_seq, tp)
     sampler = Sampler(dev, kc, max_batch_size, max_batch_size + 1, dims.vocab)
     info = RunnerInfo(model_dir=model_dir, backend_kind=kind, weights_bytes=total,
                       target=kernels.target, closure_hash=kernels.closure_hash,
                       behavior=kernels.behavior, kernel_stamps=kernels.stamps)
     runner = ModelRunner(dev, cfg, model, kv, arena, sampler, limits, info)
     preflight(runner)
-    if use_graphs and dev.supports_graphs:
+    if use_graphs and dev.supports_graphs and comm.capturable:
         runner.capture_graphs()
     info.load_s = time.perf_counter() - t0
     return runner
