@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from atlas.core.sampling import SamplingParams
+from atlas_cli.tp_launch import ParallelOptions, WorkerWatch, parallel_flags, run_worker
 
 
 @click.command("generate")
@@ -28,12 +29,14 @@ from atlas.core.sampling import SamplingParams
 @click.option("--max-seq-len", type=click.IntRange(16), default=None)
 @click.option("--max-prefill-tokens", type=click.IntRange(1), default=2048, show_default=True)
 @click.option("--no-fast-load", is_flag=True, help="Read weights through mmap.")
+@parallel_flags
 def command(model: str | None, prompt: str, raw: bool, backend: str, max_tokens: int,
             temperature: float, top_p: float, top_k: int, seed: int | None, stop: tuple[str, ...],
-            max_seq_len: int | None, max_prefill_tokens: int, no_fast_load: bool) -> None:
+            max_seq_len: int | None, max_prefill_tokens: int, no_fast_load: bool,
+            **parallel: object) -> None:
     """Generate a completion for PROMPT with the engine directly."""
-    from atlas.engine.llm_engine import LLMEngine
-    from atlas.engine.request import EngineRequest
+    from atlas.comm import CommError
+    from atlas.model.parallel_executor import TensorParallelExecutor
     from atlas.model.load import load_runner
     from atlas.runtime.model_paths import ensure_default_model, resolve_model
     from atlas.server.app_assets import load_assets
@@ -45,9 +48,37 @@ def command(model: str | None, prompt: str, raw: bool, backend: str, max_tokens:
     text = prompt if raw else tok.chat_template(False).render(
         [{"role": "user", "content": prompt}], add_generation_prompt=True)
     ids = tok.encode(text)
-    runner = load_runner(model_dir, backend=backend, max_seq_len=max_seq_len, max_batch_size=1,
-                         max_prefill_tokens=max_prefill_tokens, fast_load=not no_fast_load,
-                         progress=LoadProgress())
+    opts = ParallelOptions.from_cli(parallel)
+    world = opts.world()
+    load_kwargs = dict(backend=backend, max_seq_len=max_seq_len, max_batch_size=1,
+                       max_prefill_tokens=max_prefill_tokens, fast_load=not no_fast_load)
+    if world.rank != 0:  # a multi-host worker: rank 0 runs the engine and prints
+        run_worker(model_dir, world, load_kwargs)
+        return
+    workers = WorkerWatch.spawn(model_dir, opts, load_kwargs)
+    try:
+        runner = load_runner(model_dir, world=world, progress=LoadProgress(), **load_kwargs)
+        executor = TensorParallelExecutor(runner) if world.world_size > 1 else runner
+        try:
+            _generate(executor, tok, ids, max_tokens, temperature, top_p, top_k, seed, stop,
+                      max_prefill_tokens)
+        finally:
+            if isinstance(executor, TensorParallelExecutor):
+                executor.close()
+    except (CommError, RuntimeError) as exc:
+        cause = exc if isinstance(exc, CommError) else exc.__cause__
+        if not isinstance(cause, CommError):
+            raise
+        raise click.ClickException(f"tensor-parallel group failed: {cause}") from None
+    finally:
+        workers.stop()
+
+
+def _generate(runner, tok, ids: list[int], max_tokens: int, temperature: float, top_p: float,
+              top_k: int, seed: int | None, stop: tuple[str, ...],
+              max_prefill_tokens: int) -> None:
+    from atlas.engine.llm_engine import LLMEngine
+    from atlas.engine.request import EngineRequest
     params = SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
     params.validate()
 

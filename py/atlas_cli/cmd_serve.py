@@ -19,6 +19,7 @@ import click
 import structlog
 
 from atlas.server.tool_parsers import PARSERS
+from atlas_cli.tp_launch import ParallelOptions, WorkerWatch, parallel_flags, run_worker
 
 _LOOPBACK_NAMES = {"localhost", "ip6-localhost"}
 
@@ -113,10 +114,12 @@ def _check_options(p: dict) -> None:
               help="Seconds a request may run before it is ended (finish_reason length).")
 @click.option("--no-fast-load", is_flag=True,
               help="Read weights through mmap instead of the O_DIRECT reader thread.")
+@parallel_flags
 def command(**p) -> None:
     """Serve MODEL (a directory, or a name in the Hugging Face cache) over the OpenAI and
     Anthropic APIs. Without MODEL, serves the embedded default model."""
     _check_options(p)
+    parallel = ParallelOptions.from_cli(p)
     _configure_logging()
     log = structlog.get_logger("atlas.serve")
     if not _is_loopback(p["bind"]):
@@ -131,6 +134,9 @@ def command(**p) -> None:
     from atlas.server.rate_limit import RateLimits
 
     model_dir = _resolve_model_dir(p["model"], p["model_from_path"])
+    if parallel.world().rank != 0:  # a multi-host worker: rank 0 serves
+        run_worker(model_dir, parallel.world(), _load_kwargs(resolve_backend(p), p))
+        return
     try:
         backend = resolve_kind(p["backend"])
         assets = load_assets(model_dir, chat_template_file=p["chat_template"])
@@ -157,22 +163,43 @@ def command(**p) -> None:
     ctx = ServerContext(options, assets.tokenizer, ServerMetrics(assets.name), auth=auth)
     log.info("loading model", model=str(model_dir), backend=backend, tool_parser=parser)
     try:
-        asyncio.run(_serve(ctx, model_dir, backend, p))
+        asyncio.run(_serve(ctx, model_dir, backend, p, parallel))
     except KeyboardInterrupt:
         pass
 
 
-async def _serve(ctx, model_dir: Path, backend: str, p: dict) -> None:
+def resolve_backend(p: dict) -> str:
+    from atlas.runtime.backend_select import resolve_kind
+    return resolve_kind(p["backend"])
+
+
+def _load_kwargs(backend: str, p: dict) -> dict:
+    """What every rank loads with (rank 0 adds its progress display)."""
+    return dict(backend=backend, max_seq_len=p["max_seq_len"],
+                max_batch_size=p["max_batch_size"], max_prefill_tokens=p["max_prefill_tokens"],
+                gpu_memory_utilization=p["gpu_memory_utilization"],
+                fast_load=not p["no_fast_load"])
+
+
+async def _serve(ctx, model_dir: Path, backend: str, p: dict,
+                 parallel: ParallelOptions) -> None:
     from atlas.server.app_serve import EngineLimits, serve, shutdown
+
+    log = structlog.get_logger("atlas.serve")
+    world = parallel.world()
+    workers = WorkerWatch.spawn(model_dir, parallel, _load_kwargs(backend, p))
+    fatal: list[str] = []
+    made: list = []  # the executor, once loaded: closing it tells the workers to exit
 
     def load():
         from atlas.model.load import load_runner
+        from atlas.model.parallel_executor import TensorParallelExecutor
         from atlas_cli.load_progress import LoadProgress
-        return load_runner(model_dir, backend=backend, max_seq_len=p["max_seq_len"],
-                           max_batch_size=p["max_batch_size"],
-                           max_prefill_tokens=p["max_prefill_tokens"],
-                           gpu_memory_utilization=p["gpu_memory_utilization"],
-                           fast_load=not p["no_fast_load"], progress=LoadProgress())
+        runner = load_runner(model_dir, world=world, progress=LoadProgress(),
+                             **_load_kwargs(backend, p))
+        executor = TensorParallelExecutor(runner) if world.world_size > 1 else runner
+        made.append(executor)
+        return executor
 
     def ready() -> None:
         print(f"Listening on {p['bind']}:{p['port']}", flush=True)
@@ -186,13 +213,33 @@ async def _serve(ctx, model_dir: Path, backend: str, p: dict) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+
+    def worker_died(message: str) -> None:  # on the watch thread
+        log.error(message)
+        if not made:  # rank 0 may be blocked in the rendezvous: nothing to shut down yet
+            print(f"Error: {message}", file=sys.stderr, flush=True)
+            os._exit(1)
+        fatal.append(message)
+        loop.call_soon_threadsafe(stop.set)
+
+    workers.watch(worker_died)
     try:
-        runner = await serve(ctx, p["bind"], p["port"], load, limits, ready)
-    except OSError as exc:
-        raise click.ClickException(f"cannot serve on {p['bind']}:{p['port']}: {exc}") from None
-    except Exception as exc:  # the model failed to load: say why, exit non-zero
-        raise click.ClickException(f"could not load {model_dir}: {exc}") from exc
-    try:
-        await stop.wait()
+        try:
+            runner = await serve(ctx, p["bind"], p["port"], load, limits, ready)
+        except OSError as exc:
+            raise click.ClickException(
+                f"cannot serve on {p['bind']}:{p['port']}: {exc}") from None
+        except Exception as exc:  # the model failed to load: say why, exit non-zero
+            reason = fatal[0] if fatal else str(exc)
+            raise click.ClickException(f"could not load {model_dir}: {reason}") from exc
+        try:
+            await stop.wait()
+        finally:
+            await shutdown(ctx, runner)
+            close = getattr(made[0], "close", None)
+            if close is not None and not fatal:
+                close()
     finally:
-        await shutdown(ctx, runner)
+        workers.stop(timeout=5.0)
+    if fatal:
+        raise click.ClickException(fatal[0])
