@@ -195,7 +195,13 @@ def _allreduce_rank(backend: str, world: WorldSpec, hidden: int, tokens: list[in
                     iters: int, out: "mp.Queue | None") -> None:
     from atlas.runtime.backend_select import make_backend
     gpu = make_backend(backend, ordinal=world.rank if backend == "cuda" else 0)
-    comm = connect_world(world, gpu)
+    if backend == "cuda":  # NCCL even for one rank (connect_world would give SingleComm)
+        from atlas.comm.nccl import NcclComm
+        from atlas.comm.transport import Star
+        comm = NcclComm(Star.connect(world.rank, world.world_size, world.master_addr,
+                                     world.master_port, world.timeout_s))
+    else:
+        comm = connect_world(world, gpu)
     s = gpu.create_stream()
     rows = []
     for t in tokens:

@@ -214,7 +214,16 @@ stage_allreduce_1gpu() {
 
 # Two GPUs: TP=2 vs TP=1 on the Qwen3-8B config: prefill-logit cosine >= 0.9999 and the
 # greedy tokens (exit 1 below the cosine).
+two_gpus() {
+  local n
+  n=$(nvidia-smi -L | wc -l)
+  [ "$n" -ge 2 ] && return 0
+  echo "SKIP: needs 2 GPUs, this machine has $n (run on the nvidia-h200-x2 kind)"
+  return 1
+}
+
 stage_tp_check() {
+  two_gpus || return 0
   make_checkpoint qwen3-8b weights || return 1
   "$PY" tools/gpu/bench_tp.py decode --model "$CKPT/qwen3-8b" --tp 1,2 --steps 32 \
     --min-cosine 0.9999 --out "$RESULTS/tp_check_qwen3-8b.json"
@@ -224,6 +233,7 @@ stage_tp_check() {
 # (ATLAS_TP_LAYERS of its 64 layers, default 16: 19 GB, loads in seconds), the fraction of
 # one GPU's copy bandwidth per rank, and the NCCL all-reduce latency at decode sizes.
 stage_tp_bench() {
+  two_gpus || return 0
   local layers="${ATLAS_TP_LAYERS:-16}" rc=0
   local dir="$CKPT/qwen3-32b-${layers}l"
   [ -f "$dir/model.safetensors" ] || "$PY" tools/gpu/bench_tp.py checkpoint --out "$dir" \
