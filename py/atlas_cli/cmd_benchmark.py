@@ -19,22 +19,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-import orjson
 
-from atlas.bench import API_KEY_ENV
-from atlas.bench.errors import BenchError
-from atlas.bench.params import parse_assignments
-from atlas.bench.plot import sweep_svg
-from atlas.bench.progress import ProgressBar
-from atlas.bench.report import history_text, run_text, suite_text, suites_text
-from atlas.bench.runner import run_suite
-from atlas.bench.store import RunStore
-from atlas.bench.suites import find_suite, load_suites
-from atlas.bench.verdict import FAIL
+if TYPE_CHECKING:
+    from atlas.bench.errors import BenchError
 
+# atlas.bench (aiohttp, the runner) is imported inside the commands so that `--help` is fast
+API_KEY_ENV = "ATLAS_BENCH_API_KEY"   # == atlas.bench.API_KEY_ENV (a unit test checks)
 EXIT_BROKEN = 1
 EXIT_VERDICT = 2
 DEFAULT_URL = "http://127.0.0.1:8888"
@@ -65,6 +58,7 @@ def _broken(exc: BenchError) -> NoReturn:
 
 
 def _json(value: Any) -> str:
+    import orjson
     return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
 
 
@@ -81,6 +75,9 @@ def command() -> None:
 @click.argument("suite_id", metavar="[ID]", required=False)
 def list_cmd(suite_id: str | None) -> None:
     """The suites, or one suite's parameters, defaults and thresholds."""
+    from atlas.bench.errors import BenchError
+    from atlas.bench.report import suite_text, suites_text
+    from atlas.bench.suites import find_suite, load_suites
     try:
         text = suite_text(find_suite(suite_id)) if suite_id else suites_text(load_suites())
     except BenchError as exc:
@@ -106,6 +103,14 @@ def list_cmd(suite_id: str | None) -> None:
 def run_cmd(suite_id: str, url: str, model: str, params: tuple[str, ...], fmt: str,
             no_fail_on_verdict: bool, api_key: str | None, timeout_s: float) -> None:
     """Run suite ID against the server at --url and store the run."""
+    from atlas.bench.errors import BenchError
+    from atlas.bench.params import parse_assignments
+    from atlas.bench.progress import ProgressBar
+    from atlas.bench.report import run_text
+    from atlas.bench.runner import run_suite
+    from atlas.bench.store import RunStore
+    from atlas.bench.suites import find_suite
+    from atlas.bench.verdict import FAIL
     try:
         suite = find_suite(suite_id)
         run = run_suite(suite, url, model, parse_assignments(params),
@@ -131,6 +136,9 @@ def run_cmd(suite_id: str, url: str, model: str, params: tuple[str, ...], fmt: s
               show_default=True)
 def history_cmd(suite_id: str | None, run_id: str | None, limit: int, fmt: str) -> None:
     """Stored runs, newest first (or one run with --run)."""
+    from atlas.bench.errors import BenchError
+    from atlas.bench.report import history_text, run_text
+    from atlas.bench.store import RunStore
     store = RunStore()
     try:
         if run_id is not None:
@@ -152,6 +160,9 @@ def history_cmd(suite_id: str | None, run_id: str | None, limit: int, fmt: str) 
               help="SVG file to write (default: ./<RUN>.svg).")
 def plot_cmd(run_id: str, out: Path | None) -> None:
     """Chart a stored sweep: tok/s and TTFT against concurrency, as SVG."""
+    from atlas.bench.errors import BenchError
+    from atlas.bench.plot import sweep_svg
+    from atlas.bench.store import RunStore
     try:
         svg = sweep_svg(RunStore().load(run_id))
     except BenchError as exc:

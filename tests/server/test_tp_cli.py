@@ -42,7 +42,7 @@ def _atlas(*args: str) -> list[str]:
 def _generate(model: Path, tp: int) -> str:
     out = subprocess.run(
         _atlas("generate", "--model", str(model), "--prompt", PROMPT, "--raw", "--backend",
-               "host", "--max-tokens", "8", "--tensor-parallel-size", str(tp),
+               "host", "--max-tokens", "8", "--temperature", "0", "--tensor-parallel-size", str(tp),
                "--master-port", str(free_port())),
         capture_output=True, text=True, env=ENV, cwd=REPO, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -304,7 +304,7 @@ def test_ensure_default_model_imports_once(tmp_path, monkeypatch):
     src, _ = _tiny_llama(tmp_path)
     monkeypatch.setenv("ATLAS_HOME", str(tmp_path / "home"))
     calls = []
-    monkeypatch.setattr(model_paths, "default_gguf", lambda: calls.append(1) or src)
+    monkeypatch.setattr(model_paths, "default_gguf", lambda step=None: calls.append(1) or src)
     out = model_paths.ensure_default_model()
     assert out == tmp_path / "home" / "models" / "smollm2-135m-instruct"
     assert ModelConfig.from_hf(out).num_hidden_layers == 2
@@ -316,7 +316,7 @@ def test_ensure_default_model_imports_once(tmp_path, monkeypatch):
 def test_failed_default_import_leaves_nothing_that_looks_ready(tmp_path, monkeypatch):
     src, _ = _tiny_llama(tmp_path)
     monkeypatch.setenv("ATLAS_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(model_paths, "default_gguf", lambda: src)
+    monkeypatch.setattr(model_paths, "default_gguf", lambda step=None: src)
 
     def crash(*a, **k):
         raise RuntimeError("disk full")

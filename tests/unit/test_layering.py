@@ -1,14 +1,16 @@
 """The house layering rules, enforced by reading the source with `ast` (nothing is imported).
 
-1. SBIO: business logic does no I/O. Modules under ``py/atlas/model``, ``py/atlas/engine``
-   and ``py/atlas/server`` (except the aiohttp handler modules ``server/app*.py``) must not
-   import ``cuda``, ``ctypes`` or ``socket``, nor open files (builtin ``open``, ``io.open``,
-   ``os.open`` or pathlib's ``read_text``/``read_bytes``/``write_text``/``write_bytes``). GPU
-   work goes through GpuBackend, bytes through WeightStore.
+1. SBIO: business logic does no I/O. Modules under ``py/atlas/model``, ``py/atlas/engine``,
+   ``py/atlas/grammar`` and ``py/atlas/server`` (except the aiohttp handler modules
+   ``server/app*.py``) must not import ``cuda``, ``ctypes`` or ``socket``, nor open files
+   (builtin ``open``, ``io.open``, ``os.open`` or pathlib's
+   ``read_text``/``read_bytes``/``write_text``/``write_bytes``). GPU work goes through
+   GpuBackend, bytes through WeightStore.
 2. Dependencies point one way: ``core <- kernels <- runtime <- comm <- model <- engine <-
    server <- atlas_cli``. A package may import its own layer and lower ones. ``bench`` and
    ``gate`` sit beside the stack: they import only ``core`` and ``kernels``, and only
-   ``atlas_cli`` imports them.
+   ``atlas_cli`` imports them. ``grammar`` imports only ``core``; ``model`` and the layers
+   above use it.
 3. ``aiohttp`` belongs to the HTTP edges: ``server``, ``bench`` (its HTTP client) and
    ``atlas_cli``.
 
@@ -28,8 +30,11 @@ PY_ROOT = Path(__file__).resolve().parents[2] / "py"
 STACK = ("core", "kernels", "runtime", "comm", "model", "engine", "server", "atlas_cli")
 SIDE_PACKAGES = ("bench", "gate")
 SIDE_MAY_IMPORT = frozenset({"core", "kernels"})
+GRAMMAR = "grammar"
+GRAMMAR_MAY_IMPORT = frozenset({"core"})
+GRAMMAR_USERS_FROM = "model"
 
-SBIO_PACKAGES = ("model", "engine", "server")
+SBIO_PACKAGES = ("model", "engine", "server", GRAMMAR)
 SBIO_FORBIDDEN_MODULES = frozenset({"cuda", "ctypes", "socket"})
 FILE_OPENING_FUNCTIONS = frozenset({"io.open", "os.open"})
 FILE_IO_METHODS = frozenset({"read_text", "read_bytes", "write_text", "write_bytes"})
@@ -92,7 +97,7 @@ def layer_of(dotted: str) -> str | None:
     parts = dotted.split(".")
     if parts[0] == "atlas_cli":
         return "atlas_cli"
-    if parts[0] == "atlas" and len(parts) > 1 and parts[1] in STACK + SIDE_PACKAGES:
+    if parts[0] == "atlas" and len(parts) > 1 and parts[1] in STACK + SIDE_PACKAGES + (GRAMMAR,):
         return parts[1]
     return None
 
@@ -100,6 +105,10 @@ def layer_of(dotted: str) -> str | None:
 def may_import(importer: str, imported: str) -> bool:
     if importer == imported or importer == "atlas_cli":
         return True
+    if importer == GRAMMAR:
+        return imported in GRAMMAR_MAY_IMPORT
+    if imported == GRAMMAR:
+        return importer in STACK and STACK.index(importer) >= STACK.index(GRAMMAR_USERS_FROM)
     if importer in SIDE_PACKAGES:
         return imported in SIDE_MAY_IMPORT
     if imported in SIDE_PACKAGES:
@@ -183,7 +192,8 @@ def sbio_sources(root: Path) -> list[Path]:
 
 
 def all_sources(root: Path) -> list[Path]:
-    return sources(root / "atlas", *(STACK[:-1] + SIDE_PACKAGES)) + sources(root, "atlas_cli")
+    return (sources(root / "atlas", *(STACK[:-1] + SIDE_PACKAGES + (GRAMMAR,)))
+            + sources(root, "atlas_cli"))
 
 
 def _report(violations: list[Violation]) -> str:
@@ -200,6 +210,8 @@ def test_the_tree_has_sources_to_scan() -> None:
     assert (PY_ROOT / "atlas" / "core" / "dtype.py") in all_sources(PY_ROOT)
     assert (PY_ROOT / "atlas" / "model" / "batch.py") in sbio_sources(PY_ROOT)
     assert (PY_ROOT / "atlas" / "engine" / "scheduler.py") in sbio_sources(PY_ROOT)
+    assert (PY_ROOT / "atlas" / "grammar" / "pda.py") in sbio_sources(PY_ROOT)
+    assert (PY_ROOT / "atlas" / "grammar" / "pda.py") in all_sources(PY_ROOT)
 
 
 def test_business_logic_does_no_io() -> None:
@@ -280,6 +292,9 @@ def test_sbio_scanner_passes_clean_code(tmp_path: Path) -> None:
     ("atlas/bench/x.py", "def f():\n    from atlas.model import engine\n", 2),
     ("atlas/gate/x.py", "import aiohttp\n", 1),
     ("atlas/model/x.py", "from aiohttp import web\n", 1),
+    ("atlas/grammar/x.py", "from ..runtime import host\n", 1),
+    ("atlas/runtime/x.py", "from atlas.grammar import GrammarMatcher\n", 1),
+    ("atlas/bench/x.py", "from ..grammar import compiler\n", 1),
 ])
 def test_dependency_scanner_catches_upward_imports(tmp_path: Path, relative: str, source: str,
                                                    line: int) -> None:
@@ -296,6 +311,9 @@ def test_dependency_scanner_catches_upward_imports(tmp_path: Path, relative: str
     ("atlas/bench/x.py", "import aiohttp\nfrom ..kernels import tree\nfrom ..core import dtype\n"),
     ("atlas/gate/x.py", "from atlas.kernels.tree import KernelTree\n"),
     ("atlas_cli/cmd_x.py", "from atlas.gate import records\nfrom atlas.server import app\n"),
+    ("atlas/grammar/x.py", "from ..core.sampling import SamplingParams\nfrom . import pda\n"),
+    ("atlas/server/x.py", "from atlas.grammar import GrammarMatcher\n"),
+    ("atlas/model/x.py", "from ..grammar.compiler import GrammarCompiler\n"),
 ])
 def test_dependency_scanner_passes_allowed_imports(tmp_path: Path, relative: str,
                                                    source: str) -> None:

@@ -176,5 +176,5 @@ def test_model_default_sampling_reads_the_matching_model_toml(skip_built_kernels
     qwen = model_default_sampling({"model_type": "qwen3", "hidden_size": 4096}, "host")
     assert qwen is not None and (qwen.temperature, qwen.top_k) == (0.6, 20)
     smol = model_default_sampling({"model_type": "llama", "hidden_size": 576}, "host")
-    assert smol is not None and (smol.temperature, smol.top_p) == (0.2, 0.9)  # its own preset
+    assert smol is not None and (smol.temperature, smol.top_p) == (0.0, 1.0)  # its own: greedy
     assert model_default_sampling({"model_type": "unknown-family"}, "host") is None

@@ -44,6 +44,6 @@ def test_wheel_ships_ptx_sets_with_model_behavior(tmp_path: Path) -> None:
     ptx_set, served = PtxRegistry.load(packaged).select_model("hopper", "llama", 576, "bf16")
     assert (ptx_set.target.name, served.model) == ("hopper/common/bf16", "smollm2-135m")
     assert served.spec.behavior["tool_parser"] == "none"
-    assert served.spec.presets["default"].temperature == 0.2
+    assert served.spec.presets["default"].temperature == 0.0  # greedy, its MODEL.toml
     _, qwen = PtxRegistry.load(packaged).select_model("hopper", "qwen3", 4096, "bf16")
     assert qwen.model == "qwen3-8b" and qwen.spec.behavior["tool_parser"] == "hermes"

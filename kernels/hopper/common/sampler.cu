@@ -531,3 +531,92 @@ count_tokens_i32(const int32_t* __restrict__ tokens, const SampleRow* __restrict
   if (slot < 0 || tok < 0 || static_cast<uint32_t>(tok) >= vocab) return;
   atomicAdd(counts + static_cast<size_t>(slot) * vocab + tok, 1);
 }
+
+
+// Grammar masks (structured output): logits[r, t] = -inf where bit t of mask row
+// mask_rows[r] of `bitmask` is 0. bitmask is u32 [mask rows, words], bit t % 32 of word
+// t / 32, 1 = allowed; tokens at or past 32 * words count as disallowed; rows with
+// mask_rows[r] < 0 are left alone. Launched before the penalties, so a masked token stays
+// -inf through them and sample_f32 never keeps it. One thread per logit: a warp's 32
+// threads share one mask word (a broadcast load) and write 32 contiguous logits.
+extern "C" __global__ void __launch_bounds__(256)
+apply_token_bitmask_f32(float* __restrict__ logits, const uint32_t* __restrict__ bitmask,
+                        const int32_t* __restrict__ mask_rows, uint32_t rows, uint32_t vocab,
+                        uint32_t words) {
+  atlas::pdl_enter();
+  const uint32_t r = blockIdx.y;
+  const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= rows || t >= vocab) return;
+  const int32_t m = mask_rows[r];
+  if (m < 0) return;
+  const uint32_t word = t >> 5;
+  const uint32_t bits = word < words ? bitmask[static_cast<size_t>(m) * words + word] : 0u;
+  if (!((bits >> (t & 31u)) & 1u)) logits[static_cast<size_t>(r) * vocab + t] = -INFINITY;
+}
+
+// Log-probabilities (logprobs / top_logprobs), launched after sample_f32 on the logits it
+// sampled from (penalized and grammar-masked in place; temperature is not applied). For
+// rows with top_n[r] >= 0: lse = log(sum(exp(logits))) over non-NaN logits,
+// out_logprob[r] = logits[r, tokens[r]] - lse (-inf for a NaN logit or a bad id), and the
+// min(top_n[r], max_top, vocab) largest logits (ties: lower index first; NaN never) go to
+// top_ids[r, k] / top_logprobs[r, k]
+// (max_top columns per row; -1 / -inf once no token is left). Columns past the count are
+// not written. A row with no finite logit reports -inf throughout. One block per row: a
+// max pass, a sum-of-exp pass, then one block argmax per rank, each taking the best token
+// strictly after the previous rank's in the (value desc, index asc) total order.
+constexpr int kLogprobThreads = 512;
+
+extern "C" __global__ void __launch_bounds__(kLogprobThreads)
+logprobs_f32(const float* __restrict__ logits, const int32_t* __restrict__ tokens,
+             const int32_t* __restrict__ top_n, float* __restrict__ out_logprob,
+             int32_t* __restrict__ top_ids, float* __restrict__ top_logprobs, uint32_t rows,
+             uint32_t vocab, uint32_t max_top) {
+  __shared__ atlas::ArgBest arg_scratch[32];
+  __shared__ float sum_scratch[32];
+  atlas::pdl_enter();
+  const uint32_t r = blockIdx.x;
+  if (r >= rows) return;
+  const int32_t wanted = top_n[r];
+  if (wanted < 0) return;
+  const float* row = logits + static_cast<size_t>(r) * vocab;
+
+  atlas::ArgBest best = atlas::arg_none();
+  for (uint32_t t = threadIdx.x; t < vocab; t += blockDim.x) {
+    atlas::arg_update(best, row[t], static_cast<int>(t));
+  }
+  const float m = atlas::block_argmax(best, arg_scratch).value;
+  float s = 0.f;
+  if (m > -INFINITY) {
+    for (uint32_t t = threadIdx.x; t < vocab; t += blockDim.x) {
+      const float x = row[t];
+      if (!isnan(x)) s += expf(x - m);
+    }
+  }
+  s = atlas::block_sum(s, sum_scratch);
+  const float lse = m > -INFINITY ? m + logf(s) : -INFINITY;
+  if (threadIdx.x == 0) {
+    const int32_t tok = tokens[r];
+    const bool ok = tok >= 0 && static_cast<uint32_t>(tok) < vocab && !isnan(row[tok]);
+    out_logprob[r] = !ok || lse == -INFINITY ? -INFINITY : row[tok] - lse;
+  }
+
+  const uint32_t count = min(static_cast<uint32_t>(wanted), min(max_top, vocab));
+  atlas::ArgBest prev = {INFINITY, -1};
+  for (uint32_t k = 0; k < count; ++k) {
+    atlas::ArgBest b = atlas::arg_none();
+    for (uint32_t t = threadIdx.x; t < vocab; t += blockDim.x) {
+      const float x = row[t];
+      if (x < prev.value || (x == prev.value && static_cast<int>(t) > prev.index)) {
+        atlas::arg_update(b, x, static_cast<int>(t));
+      }
+    }
+    b = atlas::block_argmax(b, arg_scratch);
+    if (threadIdx.x == 0) {
+      const size_t at = static_cast<size_t>(r) * max_top + k;
+      const bool found = b.index != atlas::kNoIndex;
+      top_ids[at] = found ? b.index : -1;
+      top_logprobs[at] = found && lse > -INFINITY ? b.value - lse : -INFINITY;
+    }
+    prev = b;
+  }
+}

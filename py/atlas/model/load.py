@@ -7,11 +7,12 @@ config.json -> loader (the model_type match) -> kernel target -> backend with th
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, ContextManager
 
 from ..comm import WorldSpec, connect_world
 from ..core.config import ModelConfig
@@ -38,6 +39,9 @@ from .step_inputs import StepLayout
 QUANT = "bf16"
 
 ProgressFn = Callable[..., None]
+#: wraps a long startup step without a progress count ("preflight", graph capture) so the
+#: caller can show that it runs; the CLI draws it, tests and tools pass nothing
+StepFn = Callable[[str], ContextManager[None]]
 _log = logging.getLogger(__name__)
 
 
@@ -88,6 +92,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                 progress: ProgressFn | None = None, use_graphs: bool = True,
                 max_num_blocks: int | None = None,
                 batch_invariant: bool | None = None,
+                step: StepFn | None = None,
                 world: WorldSpec | None = None) -> ModelRunner:
     """Build a ready runner. `batch_invariant` (default: on for the CPU reference backend,
     off on CUDA) fixes the decode split count across batch sizes; see RunnerLimits.
@@ -191,9 +196,12 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                       target=kernels.target, closure_hash=kernels.closure_hash,
                       behavior=kernels.behavior, kernel_stamps=kernels.stamps)
     runner = ModelRunner(dev, cfg, model, kv, arena, sampler, limits, info)
-    preflight(runner)
+    announce = step or (lambda _label: contextlib.nullcontext())
+    with announce(f"preflight (one prefill and decode step on {kind})"):
+        preflight(runner)
     if use_graphs and dev.supports_graphs and comm.capturable:
-        runner.capture_graphs()
+        with announce(f"capturing decode graphs ({kind})"):
+            runner.capture_graphs()
     info.load_s = time.perf_counter() - t0
     return runner
 

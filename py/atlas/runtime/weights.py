@@ -65,6 +65,21 @@ class WeightError(ValueError):
     """A checkpoint file is malformed or does not match what the model expects."""
 
 
+#: problems a checkpoint mismatch names before it counts the rest (a wrong layer count
+#: would otherwise print a line per tensor of every missing layer)
+SHOWN_PROBLEMS = 3
+
+
+def mismatch_message(model_dir: Path, problems: Sequence[str]) -> str:
+    """The first few problems and how many there are, with the usual cause."""
+    head = (f"{model_dir}: {len(problems)} tensor(s) do not match config.json (is it the "
+            "config of this checkpoint? compare num_hidden_layers, hidden_size, vocab_size):")
+    shown = [f"  {p}" for p in problems[:SHOWN_PROBLEMS]]
+    if len(problems) > SHOWN_PROBLEMS:
+        shown.append(f"  ... and {len(problems) - SHOWN_PROBLEMS} more")
+    return "\n".join([head, *shown])
+
+
 def st_dtype_name(dtype: DType | str) -> str:
     """The safetensors spelling of a dtype given as DType, "bf16", "BF16" or "bfloat16"."""
     if isinstance(dtype, str) and dtype.upper() in ST_DTYPES:
@@ -282,8 +297,7 @@ class WeightStore:
                 problems.append(f"tensor {name!r}: shape {list(info.shape)}, want "
                                 f"{list(shape)}")
         if problems:
-            raise WeightError(f"{self.model_dir}: checkpoint does not match the model:\n  "
-                              + "\n  ".join(problems))
+            raise WeightError(mismatch_message(self.model_dir, problems))
         return sorted(set(self.tensors) - set(expected))
 
     def read(self, name: str) -> np.ndarray:

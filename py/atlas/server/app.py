@@ -7,18 +7,22 @@ what they share and the routes that belong to neither.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterator
 
 import orjson
 import structlog
 from aiohttp import web
 
 from ..core.sampling import SamplingParams
+from ..engine.request import FinishReason
+from .app_protocol import LimitedAppRunner
 from .auth import presented_token
-from .context import ServerContext
-from .errors import ApiError, ErrorKind, invalid
+from .context import ConnectionLimits, ServerContext
+from .errors import ApiError, ErrorKind, api_for_path, invalid, kind_for_status
 from .generation import Generation, Outcome, render_prompt
 from .protocol_openai import parse_messages
 from .request_spec import GenerationSpec
@@ -39,8 +43,7 @@ def json_response(body: Any, status: int = 200) -> web.Response:
 
 
 def error_response(err: ApiError, api: str) -> web.Response:
-    body = err.anthropic_body() if api == "anthropic" else err.openai_body()
-    return json_response(body, err.status)
+    return json_response(err.body(api), err.status)
 
 
 async def open_sse(request: web.Request) -> web.StreamResponse:
@@ -148,9 +151,25 @@ def start_generation(spec: GenerationSpec, ctx: ServerContext, key: str,
     return gen
 
 
+@contextlib.contextmanager
+def finishing(ctx: ServerContext, key: str, api: str, gen: Generation) -> Iterator[None]:
+    """Wrap a generation's response: a client that went away (the handler is cancelled, or
+    a write finds the socket closed) finishes it as "abort", not "error"; either way the
+    request's one log line and its finish counter follow."""
+    try:
+        yield
+    except (asyncio.CancelledError, ConnectionError):
+        gen.outcome.finish_reason = FinishReason.ABORT
+        gen.outcome.elapsed_s = time.monotonic() - gen.started
+        raise
+    finally:
+        finish_generation(ctx, key, api, gen.outcome)
+
+
 def finish_generation(ctx: ServerContext, key: str, api: str, outcome: Outcome) -> None:
     """The one log line per finished request (never per token)."""
     ctx.rate_limiter.charge_tokens(key, outcome.completion_tokens, time.monotonic())
+    ctx.metrics.record_finish(outcome.finish_reason)
     _log.info("request finished", api=api, model=ctx.options.model_name,
               finish=outcome.finish_reason, prompt_tokens=outcome.prompt_tokens,
               generated_tokens=outcome.completion_tokens,
@@ -224,10 +243,39 @@ async def detokenize(request: web.Request) -> web.Response:
     return json_response({"prompt": ctx.tokenizer.decode(ids, skip_special_tokens=False)})
 
 
+@web.middleware
+async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """aiohttp's own HTTP errors (no route: 404, wrong method: 405, body over the limit:
+    413) in the JSON shape of the API the path belongs to; redirects and successes pass."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        api = api_for_path(request.path)
+        err = ApiError(kind_for_status(exc.status), _http_error_message(exc, request),
+                       code=exc.reason.lower().replace(" ", "_"))
+        resp = error_response(err, api)
+        if "Allow" in exc.headers:
+            resp.headers["Allow"] = exc.headers["Allow"]
+        request.app[CTX].metrics.record_request(api, resp.status)
+        return resp
+
+
+def _http_error_message(exc: web.HTTPException, request: web.Request) -> str:
+    if exc.status == 404:
+        return f"no route {request.path!r}; see GET /v1/models and the API docs"
+    if exc.status == 405:
+        allowed = exc.headers.get("Allow", "")
+        return f"{request.method} is not allowed on {request.path!r} (allowed: {allowed})"
+    return exc.reason
+
+
 def build_app(ctx: ServerContext) -> web.Application:
     from . import app_anthropic, app_openai
     # aiohttp enforces the body limit itself too; read_json turns it into a JSON 413
-    app = web.Application(client_max_size=ctx.options.max_body_bytes)
+    app = web.Application(client_max_size=ctx.options.max_body_bytes,
+                          middlewares=[json_errors])
     app[CTX] = ctx
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)
@@ -242,10 +290,12 @@ def build_app(ctx: ServerContext) -> web.Application:
     return app
 
 
-async def start_server(app: web.Application, host: str, port: int) -> web.AppRunner:
-    """Bind and serve; a client that disconnects cancels its handler (which aborts the
-    sequence and frees its KV blocks)."""
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+async def start_server(app: web.Application, host: str, port: int,
+                       limits: ConnectionLimits | None = None) -> web.AppRunner:
+    """Bind and serve under the connection limits; a client that disconnects cancels its
+    handler (which aborts the sequence and frees its KV blocks)."""
+    runner = LimitedAppRunner(app, limits or ConnectionLimits(), handler_cancellation=True,
+                              access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()

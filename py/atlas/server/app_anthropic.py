@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from . import protocol_anthropic as proto
-from .app import (CTX, api_route, authorize, begin_generation, finish_generation,
+from .app import (CTX, api_route, authorize, begin_generation, finishing,
                   json_response, open_sse, read_json, send_sse)
 from .errors import engine_failure
 from .generation import Generation, render_prompt
@@ -28,7 +28,7 @@ def _tool_id() -> str:
 async def messages(request: web.Request) -> web.StreamResponse:
     ctx, key, spec, gen = await begin_generation(request, proto.parse_messages_request)
     mid = new_id("msg_")
-    try:
+    with finishing(ctx, key, "anthropic", gen):
         if spec.stream:
             return await _stream(request, gen, mid)
         reasoning, text = "", ""
@@ -50,8 +50,6 @@ async def messages(request: web.Request) -> web.StreamResponse:
             stop_reason=proto.STOP_REASONS[outcome.finish_reason],
             stop_sequence=outcome.stop_sequence, input_tokens=outcome.prompt_tokens,
             output_tokens=outcome.completion_tokens))
-    finally:
-        finish_generation(ctx, key, "anthropic", gen.outcome)
 
 
 class _Blocks:

@@ -7,7 +7,7 @@ from typing import Any
 from aiohttp import web
 
 from . import protocol_openai as proto
-from .app import api_route, begin_generation, finish_generation, json_response, open_sse, send_sse
+from .app import api_route, begin_generation, finishing, json_response, open_sse, send_sse
 from .errors import engine_failure
 from .generation import Generation
 from .response_stream import StreamDelta
@@ -45,7 +45,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     ctx, key, spec, gen = await begin_generation(request, proto.parse_chat_request)
     rid, created, model = proto.new_id("chatcmpl-"), proto.now_s(), spec.model
     ids = _CallIds()
-    try:
+    with finishing(ctx, key, "openai", gen):
         if spec.stream:
             return await _stream_chat(request, gen, rid, created, model, ids)
         content, reasoning = "", ""
@@ -64,8 +64,6 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
             tool_calls=calls, finish_reason=_finish_reason(outcome.finish_reason),
             prompt_tokens=outcome.prompt_tokens, completion_tokens=outcome.completion_tokens)
         return json_response(body)
-    finally:
-        finish_generation(ctx, key, "openai", gen.outcome)
 
 
 async def _stream_chat(request: web.Request, gen: Generation, rid: str, created: int,
@@ -105,7 +103,7 @@ async def _stream_chat(request: web.Request, gen: Generation, rid: str, created:
 async def completions(request: web.Request) -> web.StreamResponse:
     ctx, key, spec, gen = await begin_generation(request, proto.parse_completion_request)
     rid, created, model = proto.new_id("cmpl-"), proto.now_s(), spec.model
-    try:
+    with finishing(ctx, key, "openai", gen):
         if not spec.stream:
             text = "".join([d.content async for d in gen.deltas()])
             outcome = gen.outcome
@@ -136,5 +134,3 @@ async def completions(request: web.Request) -> web.StreamResponse:
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
         return resp
-    finally:
-        finish_generation(ctx, key, "openai", gen.outcome)

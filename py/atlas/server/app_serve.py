@@ -46,7 +46,7 @@ async def serve(ctx: ServerContext, host: str, port: int, load: Callable[[], Ste
                 pool_factory: Callable[[int], BlockPool] = BlockAllocator) -> web.AppRunner:
     """Start listening, load the model in a worker thread, then start the engine and call
     `on_ready`. Returns the runner; the caller keeps the loop alive and cleans up."""
-    runner = await start_server(build_app(ctx), host, port)
+    runner = await start_server(build_app(ctx), host, port, ctx.options.connection_limits)
     loop = asyncio.get_running_loop()
     try:
         executor = await loop.run_in_executor(None, load)

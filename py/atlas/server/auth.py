@@ -2,6 +2,9 @@
 
 Accepts `Authorization: Bearer <key>` (OpenAI SDKs) and `x-api-key: <key>` (Anthropic SDKs).
 Every configured token is compared, so timing does not reveal which one matched.
+Header values arrive as str decoded by aiohttp with surrogateescape, so a header holding
+invalid UTF-8 carries lone surrogates; "surrogatepass" encodes any str, so such a key fails to
+match (a 401), never raises.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ class TokenAuth:
             raise ValueError("auth is required but no tokens were given")
 
     def check(self, presented: str | None) -> bool:
-        candidate = (presented or "").encode()
+        candidate = (presented or "").encode("utf-8", "surrogatepass")
         ok = False
         for token in self._tokens:
             ok |= hmac.compare_digest(candidate, token)

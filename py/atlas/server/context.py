@@ -14,6 +14,16 @@ from .tokenizer import TextTokenizer
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """Per-connection deadlines (seconds) and the cap on open connections; app_protocol
+    enforces them. The cap stays well under the usual 1,024 file-descriptor limit."""
+
+    header_timeout_s: float = 15.0
+    keepalive_timeout_s: float = 30.0
+    max_connections: int = 512
+
+
 @dataclass(slots=True)
 class ServerOptions:
     model_name: str
@@ -24,6 +34,9 @@ class ServerOptions:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     rate_limits: RateLimits = field(default_factory=RateLimits)
     default_sampling: SamplingParams = field(default_factory=SamplingParams)
+    connection_limits: ConnectionLimits = field(default_factory=ConnectionLimits)
+    #: special-token strings in user/system/tool text become control tokens (role injection)
+    allow_special_tokens_in_content: bool = False
 
 
 @dataclass(slots=True)

@@ -49,9 +49,12 @@ def render_prompt(spec: GenerationSpec, ctx: ServerContext) -> RenderedPrompt:
         raise invalid("this model has no tool-call format; start the server with "
                       "--tool-call-parser to enable tools", "tools")
     thinking = thinking_enabled(spec, ctx)
+    # special-token strings in message text stay text unless the server allows them
+    protected = tok.protect(spec.messages,
+                            escape=not ctx.options.allow_special_tokens_in_content)
     try:
         template = tok.chat_template(use_tools)
-        text = template.render(spec.messages, tools=spec.tools if use_tools else None,
+        text = template.render(protected.messages, tools=spec.tools if use_tools else None,
                                add_generation_prompt=spec.add_generation_prompt,
                                enable_thinking=thinking, extra=spec.template_kwargs)
     except (TemplateError, ValueError) as exc:
@@ -60,7 +63,8 @@ def render_prompt(spec: GenerationSpec, ctx: ServerContext) -> RenderedPrompt:
     if use_tools and spec.tool_choice.forces_call:
         forced = parser_class(ctx.options.tool_parser)().forced_prefix(spec.tool_choice.name)
         text += forced
-    return RenderedPrompt(tok.encode(text, add_special_tokens=False), text, forced)
+    return RenderedPrompt(tok.encode_rendered(text, protected), protected.restore(text),
+                          forced)
 
 
 def thinking_enabled(spec: GenerationSpec, ctx: ServerContext) -> bool:

@@ -32,6 +32,8 @@ class ServerMetrics:
         self.model = model
         self._lock = threading.Lock()
         self._requests: dict[tuple[str, str], int] = defaultdict(int)
+        # rendered from the start, so a dashboard can alert on them before the first one
+        self._finishes: dict[str, int] = defaultdict(int, {"abort": 0, "error": 0})
         self.prompt_tokens = 0
         self.generated_tokens = 0
         self.preemptions = 0
@@ -44,6 +46,12 @@ class ServerMetrics:
     def record_request(self, api: str, status: int) -> None:
         with self._lock:
             self._requests[(api, str(status))] += 1
+
+    def record_finish(self, reason: str) -> None:
+        """A generation ended: stop, length, tool_calls, stop_sequence, abort (the client
+        went away) or error (the engine failed it)."""
+        with self._lock:
+            self._finishes[reason] += 1
 
     def record_ttft(self, seconds: float) -> None:
         with self._lock:
@@ -76,6 +84,11 @@ class ServerMetrics:
                 "# TYPE atlas_requests_total counter",
                 *(f'atlas_requests_total{{api="{api}",status="{status}",{m}}} {n}'
                   for (api, status), n in sorted(self._requests.items())),
+                "# HELP atlas_generations_finished_total Generations by finish reason; abort: "
+                "the client disconnected, error: the engine failed the request.",
+                "# TYPE atlas_generations_finished_total counter",
+                *(f'atlas_generations_finished_total{{finish="{reason}",{m}}} {n}'
+                  for reason, n in sorted(self._finishes.items())),
                 "# HELP atlas_prompt_tokens_total Prompt tokens admitted.",
                 "# TYPE atlas_prompt_tokens_total counter",
                 f"atlas_prompt_tokens_total{{{m}}} {self.prompt_tokens}",

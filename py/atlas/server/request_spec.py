@@ -1,13 +1,14 @@
 """What a validated request asks for, independent of which API it came through.
 
 The OpenAI and Anthropic protocol modules both produce a `GenerationSpec`; everything after
-(templating, tokenizing, scheduling, parsing the output) is shared.
+(templating, tokenizing, scheduling, parsing the output) is shared. Also here: the sampling
+defaults a request gets for the fields it leaves out.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
 
 from ..core.sampling import SamplingParams
 
@@ -42,3 +43,33 @@ class GenerationSpec:
     thinking_budget: int | None = None
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     add_generation_prompt: bool = True
+
+
+#: sampling fields a model's generation_config.json may set (Hugging Face names = ours)
+GENERATION_CONFIG_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+#: what a request gets when neither the checkpoint nor MODEL.toml says: greedy, the same
+#: default `atlas generate` has, so the server and the CLI answer a question the same way
+ATLAS_DEFAULT_SAMPLING = SamplingParams(temperature=0.0)
+
+
+def request_defaults(generation_config: Mapping[str, Any],
+                     preset: SamplingParams | None) -> tuple[SamplingParams, str]:
+    """The sampling a request gets for fields it leaves out, and where it came from.
+
+    The checkpoint's generation_config.json wins (its author's choice for this checkpoint),
+    on top of MODEL.toml's `[presets.default]` (the family's), on top of greedy. A
+    generation_config with sampling fields but `do_sample: false` means greedy, as in
+    transformers; one without sampling fields (token ids only) says nothing.
+    """
+    base, source = ((preset, "MODEL.toml [presets.default]") if preset is not None
+                    else (ATLAS_DEFAULT_SAMPLING, "the Atlas default (greedy)"))
+    fields = {k: generation_config[k] for k in GENERATION_CONFIG_FIELDS
+              if isinstance(generation_config.get(k), (int, float))
+              and not isinstance(generation_config.get(k), bool)}
+    if not fields:
+        return base, source
+    if generation_config.get("do_sample") is False:
+        fields["temperature"] = 0.0
+    params = replace(base, **fields)
+    params.validate()
+    return params, "generation_config.json"

@@ -11,6 +11,7 @@ from typing import Any, Mapping, Sequence
 from tokenizers import Tokenizer
 
 from .chat_template import ChatTemplate, pick_template
+from .special_tokens import ProtectedContent
 
 
 def _token_text(value: Any) -> str | None:
@@ -53,6 +54,33 @@ class TextTokenizer:
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return self._tok.encode(text, add_special_tokens=add_special_tokens).ids
+
+    @property
+    def special_tokens(self) -> list[str]:
+        """The strings of the tokens marked special (control tokens such as <|im_end|>)."""
+        return [t.content for t in self._tok.get_added_tokens_decoder().values() if t.special]
+
+    def protect(self, messages: Sequence[Mapping[str, Any]], escape: bool = True
+                ) -> ProtectedContent:
+        """`messages` with special-token strings in user/system/tool text escaped (as
+        they are, when `escape` is off)."""
+        return ProtectedContent(self.special_tokens if escape else [], messages)
+
+    def encode_rendered(self, text: str, protected: ProtectedContent) -> list[int]:
+        """A prompt rendered from `protected.messages`: the template's own special tokens
+        are control tokens, the escaped strings from message text are plain text.
+        Without escaped strings this is exactly `encode(text)`."""
+        ids: list[int] = []
+        for segment, plain in protected.segments(text):
+            if not plain:
+                ids += self.encode(segment)
+                continue
+            self._tok.encode_special_tokens = True
+            try:
+                ids += self.encode(segment)
+            finally:
+                self._tok.encode_special_tokens = False
+        return ids
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)

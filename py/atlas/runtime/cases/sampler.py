@@ -222,6 +222,110 @@ def _count_case(rng: np.random.Generator, rows: int, vocab: int) -> KernelCase:
                       {"counts": OutputSpec(DType.I32, (slots, vocab))}, run, _count_oracle)
 
 
+# ---- grammar masks ------------------------------------------------------------------------
+
+def _bitmask_oracle(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    logits = inputs["logits"].astype(np.float64).copy()
+    words = inputs["bitmask"].shape[1]
+    for r, m in enumerate(inputs["mask_rows"].tolist()):
+        if m < 0:
+            continue
+        for t in range(logits.shape[1]):
+            word = t // 32
+            bit = (int(inputs["bitmask"][m, word]) >> (t % 32)) & 1 if word < words else 0
+            if not bit:
+                logits[r, t] = -math.inf
+    return {"logits": logits}
+
+
+def _bitmask_case(rng: np.random.Generator, rows: int, vocab: int, words: int) -> KernelCase:
+    """Random bits, plus all-allowed, all-masked and sparse rows; unconstrained rows; a mask
+    row used twice; `words` may fall short of the vocabulary (the tail is masked)."""
+    masks = rng.integers(0, 2 ** 32, (4, words), dtype=np.uint64).astype(np.uint32)
+    masks[1] = 0xFFFFFFFF
+    masks[2] = 0
+    masks[3] = 0
+    masks[3, rng.integers(0, words, 5)] = np.uint32(1) << rng.integers(0, 32, 5).astype(np.uint32)
+    mask_rows = np.array([[0, -1, 1, 2, 3, 0, -1][r % 7] for r in range(rows)], dtype=np.int32)
+    inputs = {"logits": (rng.standard_normal((rows, vocab)) * 3).astype(np.float32),
+              "bitmask": masks, "mask_rows": mask_rows}
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        sampling.apply_token_bitmask(KernelCache(backend), stream, p["logits"], p["bitmask"],
+                                     p["mask_rows"], rows, vocab, words)
+
+    return KernelCase(f"token_bitmask_{rows}x{vocab}_w{words}", "sampler", inputs,
+                      {"logits": OutputSpec(DType.FP32, (rows, vocab))}, run, _bitmask_oracle)
+
+
+# ---- logprobs -----------------------------------------------------------------------------
+
+def _logprob_oracle(max_top: int):
+    def oracle(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        logits = inputs["logits"]
+        rows, vocab = logits.shape
+        out = np.full(rows, np.nan)
+        ids = np.full((rows, max_top), np.nan)
+        lps = np.full((rows, max_top), np.nan)
+        for r in range(rows):
+            if inputs["top_n"][r] < 0:
+                continue
+            row = [(float(v), i) for i, v in enumerate(logits[r].tolist()) if not math.isnan(v)]
+            best = max((v for v, _ in row), default=-math.inf)
+            lse = (best + math.log(math.fsum(math.exp(v - best) for v, _ in row))
+                   if best > -math.inf else -math.inf)
+
+            def logprob(v: float) -> float:
+                return v - lse if lse > -math.inf else -math.inf
+
+            sampled = float(logits[r, inputs["tokens"][r]])
+            out[r] = -math.inf if math.isnan(sampled) else logprob(sampled)
+            ranked = sorted(row, key=lambda vi: (-vi[0], vi[1]))
+            for k in range(min(int(inputs["top_n"][r]), max_top, vocab)):
+                ids[r, k], lps[r, k] = ((ranked[k][1], logprob(ranked[k][0])) if k < len(ranked)
+                                        else (-1, -math.inf))
+        return {"out_logprob": out, "top_ids": ids, "top_logprobs": lps}
+    return oracle
+
+
+def _logprob_case(rng: np.random.Generator, name: str, logits: np.ndarray, top_n: list[int],
+                  max_top: int) -> KernelCase:
+    rows, vocab = logits.shape
+    wanted = np.array(top_n, dtype=np.int32)
+    inputs = {"logits": logits, "tokens": rng.integers(0, vocab, rows).astype(np.int32),
+              "top_n": wanted}
+    written = np.array([[0 <= k < min(n, max_top, vocab) for k in range(max_top)]
+                        for n in top_n])
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        sampling.logprobs(KernelCache(backend), stream, p["logits"], p["tokens"], p["top_n"],
+                          p["out_logprob"], p["top_ids"], p["top_logprobs"], rows, vocab,
+                          max_top)
+
+    return KernelCase(name, "sampler", inputs,
+                      {"out_logprob": OutputSpec(DType.FP32, (rows,)),
+                       "top_ids": OutputSpec(DType.I32, (rows, max_top)),
+                       "top_logprobs": OutputSpec(DType.FP32, (rows, max_top))},
+                      run, _logprob_oracle(max_top),
+                      compare_mask={"out_logprob": wanted >= 0, "top_ids": written,
+                                    "top_logprobs": written})
+
+
+def _logprob_cases(rng: np.random.Generator) -> list[KernelCase]:
+    """Random rows at the Qwen3 vocabulary; then ties, NaN, -inf (a grammar-masked row),
+    all -inf, and fewer candidates than asked for, on a small vocabulary."""
+    wide = (rng.standard_normal((4, 151936)) * 3).astype(np.float32)
+    small = (rng.standard_normal((6, 37)) * 2).astype(np.float32)
+    small[0, [3, 9, 20]] = small[0].max() + 1.0          # a three-way tie at the top
+    small[1, ::3] = np.nan
+    small[2, :] = -np.inf
+    small[2, [5, 6]] = [0.5, 0.25]                         # only two tokens allowed
+    small[3, :] = -np.inf
+    small[4, 1:] = np.nan                                  # a single candidate
+    return [_logprob_case(rng, "logprobs_4x151936", wide, [20, 0, -1, 5], 20),
+            _logprob_case(rng, "logprobs_special_6x37", small, [5, 8, 4, 3, 3, 37], 40)]
+
+
 @kernel_cases("sampler")
 def sampler_cases(rng: np.random.Generator) -> list[KernelCase]:
     n = len(SAMPLE_SETTINGS)
@@ -259,4 +363,7 @@ def sampler_cases(rng: np.random.Generator) -> list[KernelCase]:
                               [dict(temperature=1.0, top_p=0.9), dict(temperature=0.6),
                                dict(temperature=1.0, top_k=7, top_p=0.5)]))
     cases += [_count_case(rng, 9, 500), _count_case(rng, 130, 64)]
-    return cases
+    cases += [_bitmask_case(rng, 7, 1003, sampling.bitmask_words(1003)),
+              _bitmask_case(rng, 9, 151936, sampling.bitmask_words(151936)),
+              _bitmask_case(rng, 3, 700, 20)]
+    return cases + _logprob_cases(rng)

@@ -6,7 +6,8 @@ row_params is SAMPLE_ROW [rows]; counts i32 and prompt_mask u8 are [max_slots, v
 from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import SAMPLER_COUNT, SAMPLER_PENALTIES, SAMPLER_SAMPLE
+from ..kernel_abi import (SAMPLER_COUNT, SAMPLER_LOGPROBS, SAMPLER_PENALTIES, SAMPLER_SAMPLE,
+                          SAMPLER_TOKEN_BITMASK)
 from . import KernelCache
 from ._preconditions import require_aligned
 
@@ -22,6 +23,10 @@ SAMPLE_CHUNK_BYTES = 528
 #: sampler.cu kMaxChunks
 SAMPLE_MAX_VOCAB = 128 * SAMPLE_CHUNK
 COUNT_THREADS = 128
+#: sampler.cu apply_token_bitmask_f32: one thread per logit
+BITMASK_THREADS = 256
+#: sampler.cu logprobs_f32: one 512-thread block per row
+LOGPROB_THREADS = 512
 
 
 def _check(kernel: str, vocab: int, **ptrs: DevicePtr) -> None:
@@ -78,3 +83,37 @@ def count_tokens(kc: KernelCache, stream: Stream, tokens: DevicePtr, row_params:
     if rows:
         kc.get(SAMPLER_COUNT)(stream, -(-rows // COUNT_THREADS), COUNT_THREADS, 0, tokens,
                               row_params, counts, rows, vocab)
+
+
+def bitmask_words(vocab: int) -> int:
+    """uint32 words per token-mask row (bit t % 32 of word t // 32 is token t)."""
+    return -(-vocab // 32)
+
+
+def apply_token_bitmask(kc: KernelCache, stream: Stream, logits: DevicePtr, bitmask: DevicePtr,
+                        mask_rows: DevicePtr, rows: int, vocab: int, words: int) -> None:
+    """logits[r, t] = -inf where token t is not allowed by mask row mask_rows[r] (u32 words,
+    1 = allowed); rows whose mask_rows entry is negative are untouched."""
+    _check("apply_token_bitmask", vocab, logits=logits, bitmask=bitmask, mask_rows=mask_rows)
+    if words < 1:
+        raise ValueError(f"apply_token_bitmask: words={words} must be positive")
+    if rows > 65535:
+        raise ValueError(f"apply_token_bitmask: rows={rows} exceeds the grid's 65535 rows")
+    if rows:
+        grid = (-(-vocab // BITMASK_THREADS), rows, 1)
+        kc.get(SAMPLER_TOKEN_BITMASK)(stream, grid, BITMASK_THREADS, 0, logits, bitmask,
+                                      mask_rows, rows, vocab, words)
+
+
+def logprobs(kc: KernelCache, stream: Stream, logits: DevicePtr, tokens: DevicePtr,
+             top_n: DevicePtr, out_logprob: DevicePtr, top_ids: DevicePtr,
+             top_logprobs: DevicePtr, rows: int, vocab: int, max_top: int) -> None:
+    """For rows with top_n[r] >= 0: the sampled token's log-probability under logits row r
+    and the top_n[r] (at most max_top) most likely tokens with theirs."""
+    _check("logprobs", vocab, logits=logits, tokens=tokens, top_n=top_n,
+           out_logprob=out_logprob, top_ids=top_ids, top_logprobs=top_logprobs)
+    if max_top < 1:
+        raise ValueError(f"logprobs: max_top={max_top} must be positive")
+    if rows:
+        kc.get(SAMPLER_LOGPROBS)(stream, rows, LOGPROB_THREADS, 0, logits, tokens, top_n,
+                                 out_logprob, top_ids, top_logprobs, rows, vocab, max_top)

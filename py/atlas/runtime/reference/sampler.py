@@ -14,6 +14,13 @@ prompt_mask u8 [slots, V]). All arithmetic is float32 like the kernel.
   largest z + gumbel(seed, step, token) over the kept set: an exact draw from the renormalized
   softmax that depends on nothing but the row itself.
 * count_tokens_i32: counts[slot, token] += 1 for rows with slot >= 0 and a valid token.
+* apply_token_bitmask_f32: logits[r, t] = -inf where bit t of mask row mask_rows[r] is 0
+  (tokens past the mask's words count as 0); rows with mask_rows[r] < 0 are untouched.
+* logprobs_f32, rows with top_n[r] >= 0: lse = log(sum(exp(x))) over non-NaN logits,
+  out_logprob[r] = x[tokens[r]] - lse (-inf for a NaN logit or a bad id), and the
+  min(top_n, max_top, vocab) largest logits
+  (ties to the lower index, NaN never; id -1 and -inf once none is left) with x - lse.
+  A row without a finite logit reports -inf.
 """
 
 from __future__ import annotations
@@ -23,7 +30,8 @@ import math
 import numpy as np
 
 from ..gpu import Dim3
-from ..kernel_abi import SAMPLE_ROW, SAMPLER_COUNT, SAMPLER_PENALTIES, SAMPLER_SAMPLE
+from ..kernel_abi import (SAMPLE_ROW, SAMPLER_COUNT, SAMPLER_LOGPROBS, SAMPLER_PENALTIES,
+                          SAMPLER_SAMPLE, SAMPLER_TOKEN_BITMASK)
 from . import HostMemory, reference
 from .argmax import argmax_rows
 
@@ -140,3 +148,44 @@ def count_tokens_i32(mem: HostMemory, grid: Dim3, block: Dim3, tokens: int, row_
     if ok.any():
         flat = mem.view(counts, np.int32, (int(slots[ok].max()) + 1) * vocab)
         np.add.at(flat, slots[ok] * vocab + tok[ok], 1)
+
+
+@reference(SAMPLER_TOKEN_BITMASK)
+def apply_token_bitmask_f32(mem: HostMemory, grid: Dim3, block: Dim3, logits: int, bitmask: int,
+                            mask_rows: int, rows: int, vocab: int, words: int) -> None:
+    x = mem.view(logits, np.float32, rows * vocab).reshape(rows, vocab)
+    which = mem.view(mask_rows, np.int32, rows)
+    for r in np.flatnonzero(which >= 0).tolist():
+        row = mem.view(bitmask + 4 * int(which[r]) * words, np.uint32, words)
+        allowed = np.zeros(max(vocab, 32 * words), dtype=bool)
+        allowed[:32 * words] = np.unpackbits(row.view(np.uint8), bitorder="little").astype(bool)
+        x[r, ~allowed[:vocab]] = -np.inf
+
+
+@reference(SAMPLER_LOGPROBS)
+def logprobs_f32(mem: HostMemory, grid: Dim3, block: Dim3, logits: int, tokens: int, top_n: int,
+                 out_logprob: int, top_ids: int, top_logprobs: int, rows: int, vocab: int,
+                 max_top: int) -> None:
+    x_all = mem.view(logits, np.float32, rows * vocab).reshape(rows, vocab)
+    wanted = mem.view(top_n, np.int32, rows)
+    tok = mem.view(tokens, np.int32, rows)
+    out = mem.view(out_logprob, np.float32, rows)
+    ids = mem.view(top_ids, np.int32, rows * max_top).reshape(rows, max_top)
+    lps = mem.view(top_logprobs, np.float32, rows * max_top).reshape(rows, max_top)
+    for r in np.flatnonzero(wanted >= 0).tolist():
+        x = x_all[r]
+        valid = np.flatnonzero(~np.isnan(x))
+        m = np.float32(x[valid].max()) if valid.size else np.float32(-np.inf)
+        finite = bool(m > -np.inf)
+        lse = np.float32(m + np.log(np.exp(x[valid] - m).sum(dtype=np.float32))) if finite \
+            else np.float32(-np.inf)
+        t = int(tok[r])
+        out[r] = x[t] - lse if finite and 0 <= t < vocab and not np.isnan(x[t]) else -np.inf
+        order = valid[np.lexsort((valid, -x[valid]))]
+        count = min(int(wanted[r]), max_top, vocab)
+        for k in range(count):
+            if k < order.size:
+                ids[r, k] = order[k]
+                lps[r, k] = x[order[k]] - lse if finite else -np.inf
+            else:
+                ids[r, k], lps[r, k] = -1, -np.inf
