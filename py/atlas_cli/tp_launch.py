@@ -16,11 +16,12 @@ import multiprocessing.connection
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
-from atlas.comm import WorldSpec
+if TYPE_CHECKING:  # imported lazily: `atlas ... --help` must not load numpy
+    from atlas.comm import WorldSpec
 
 _log = logging.getLogger("atlas.tp")
 
@@ -37,6 +38,7 @@ class ParallelOptions:
 
     def world(self) -> WorldSpec:
         """This process's place in the group."""
+        from atlas.comm import WorldSpec
         if self.world_size is None:
             return WorldSpec(0, self.tensor_parallel_size, self.master_addr, self.master_port)
         return WorldSpec(self.rank or 0, self.world_size, self.master_addr, self.master_port)
@@ -96,6 +98,7 @@ class WorkerWatch:
     @classmethod
     def spawn(cls, model_dir: Path, opts: ParallelOptions,
               load_kwargs: dict[str, Any]) -> "WorkerWatch":
+        from atlas.comm import WorldSpec
         ctx = mp.get_context("spawn")
         procs: dict[int, mp.process.BaseProcess] = {}
         for rank in opts.local_workers:
