@@ -240,7 +240,8 @@ async def _serve(ctx, model_dir: Path, backend: str, p: dict,
         from atlas_cli.load_progress import LoadProgress, step
         runner = load_runner(model_dir, world=world, progress=LoadProgress(), step=step,
                              **_load_kwargs(backend, p))
-        executor = TensorParallelExecutor(runner) if world.world_size > 1 else runner
+        executor = (TensorParallelExecutor(runner, on_failure=group_failed)
+                    if world.world_size > 1 else runner)
         made.append(executor)
         return executor
 
@@ -257,13 +258,16 @@ async def _serve(ctx, model_dir: Path, backend: str, p: dict,
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
 
-    def worker_died(message: str) -> None:  # on the watch thread
+    def group_failed(message: str) -> None:  # any thread: stop serving, exit 1 with it
         log.error(message)
+        fatal.append(message)
+        loop.call_soon_threadsafe(stop.set)
+
+    def worker_died(message: str) -> None:  # on the watch thread
         if not made:  # rank 0 may be blocked in the rendezvous: nothing to shut down yet
             print(f"Error: {message}", file=sys.stderr, flush=True)
             os._exit(1)
-        fatal.append(message)
-        loop.call_soon_threadsafe(stop.set)
+        group_failed(message)
 
     workers.watch(worker_died)
     try:

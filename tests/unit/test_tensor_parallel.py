@@ -5,13 +5,14 @@ splits each tensor on the right axis, and a split the model cannot take is refus
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import socket
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from atlas.comm import WorldSpec
+from atlas.comm import CommError, WorldSpec
 from atlas.core.config import ModelConfig
 from atlas.core.sampling import GREEDY
 from atlas.model.batch import PenaltyHistory, SeqChunk
@@ -19,6 +20,7 @@ from atlas.model.factory import loader_for_config
 from atlas.model.load import load_runner
 from atlas.model.loaders.dense import UnsupportedModelError
 from atlas.model.parallel import check_tensor_parallel, shard_plan
+from atlas.model.parallel_executor import TensorParallelExecutor
 from atlas.runtime.weights import WeightStore
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -110,3 +112,30 @@ def test_hybrid_model_is_refused() -> None:
     cfg = ModelConfig.from_hf(FIXTURES / "tiny-qwen3_5")
     with pytest.raises(UnsupportedModelError, match="linear-attention"):
         check_tensor_parallel(cfg, 2)
+
+
+def _load_then_exit(model: str, port: int) -> None:
+    """A worker that joins the group and loads its shard, then dies without serving."""
+    load_runner(FIXTURES / model, backend="host", max_seq_len=64, max_batch_size=2,
+                world=WorldSpec(1, 2, "127.0.0.1", port, timeout_s=60))
+    os._exit(3)
+
+
+def test_lost_worker_fails_the_executor_with_its_rank() -> None:
+    ctx = mp.get_context("fork")
+    port = _free_port()
+    worker = ctx.Process(target=_load_then_exit, args=("tiny-qwen3", port))
+    worker.start()
+    runner = load_runner(FIXTURES / "tiny-qwen3", backend="host", max_seq_len=64,
+                         max_batch_size=2, world=WorldSpec(0, 2, "127.0.0.1", port, 60))
+    worker.join(timeout=30)
+    assert worker.exitcode == 3
+    failures: list[str] = []
+    exe = TensorParallelExecutor(runner, on_failure=failures.append)
+    prompt = PROMPTS[0]
+    with pytest.raises(CommError, match="rank 1"):
+        exe.execute([SeqChunk(0, prompt, 0, [0, 1], GREEDY, history=PenaltyHistory(prompt))])
+    assert len(failures) == 1 and "rank 1" in failures[0]
+    with pytest.raises(CommError, match="group failed"):  # no step runs on a broken group
+        exe.release(0)
+    exe.close()  # no stop message to a dead group: returns

@@ -11,9 +11,10 @@ next collective raises `CommError` naming it.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import contextlib
+from typing import Any, Callable, Iterator, Sequence
 
-from ..comm import CommBackend
+from ..comm import CommBackend, CommError
 from .batch import SeqChunk
 from .runner import ModelRunner
 
@@ -30,12 +31,20 @@ def runner_comm(runner: ModelRunner) -> CommBackend:
 
 
 class TensorParallelExecutor:
-    """Rank 0's executor; every other attribute is its runner's (limits, info, cfg...)."""
+    """Rank 0's executor; every other attribute is its runner's (limits, info, cfg...).
 
-    def __init__(self, runner: ModelRunner) -> None:
+    `on_failure(message)` is called once when the group breaks (a `CommError`: a peer went
+    away, here or on another host), before the error propagates to the engine, so the
+    server can shut down instead of serving from a group that can no longer step.
+    """
+
+    def __init__(self, runner: ModelRunner,
+                 on_failure: Callable[[str], None] | None = None) -> None:
         self._runner = runner
         self._comm = runner_comm(runner)
         self._closed = False
+        self.on_failure = on_failure
+        self.failed: str | None = None
         if self._comm.rank != 0:
             raise ValueError(f"rank {self._comm.rank} is a worker; only rank 0 drives steps")
 
@@ -47,22 +56,38 @@ class TensorParallelExecutor:
         return self._comm.world_size
 
     def execute(self, chunks: Sequence[SeqChunk]) -> list[int | None]:
-        self._comm.broadcast_object((_EXECUTE, list(chunks)))
-        return self._runner.execute(chunks)
+        with self._group_call():
+            self._comm.broadcast_object((_EXECUTE, list(chunks)))
+            return self._runner.execute(chunks)
 
     def release(self, seq_id: int) -> None:
-        self._comm.broadcast_object((_RELEASE, seq_id))
-        self._runner.release(seq_id)
+        with self._group_call():
+            self._comm.broadcast_object((_RELEASE, seq_id))
+            self._runner.release(seq_id)
 
     def close(self) -> None:
-        """Tell the workers to exit and drop the transport; idempotent."""
+        """Tell the workers to exit (unless the group already broke) and drop the
+        transport; idempotent."""
         if self._closed:
             return
         self._closed = True
         try:
-            self._comm.broadcast_object((_STOP, None))
+            if self.failed is None:
+                self._comm.broadcast_object((_STOP, None))
         finally:
             self._comm.close()
+
+    @contextlib.contextmanager
+    def _group_call(self) -> Iterator[None]:
+        if self.failed is not None:
+            raise CommError(self.failed)
+        try:
+            yield
+        except CommError as exc:
+            self.failed = f"tensor-parallel group failed: {exc}"
+            if self.on_failure is not None:
+                self.on_failure(self.failed)
+            raise
 
 
 def serve_worker(runner: ModelRunner) -> None:
