@@ -29,7 +29,7 @@ from ..runtime.weights import WeightStore
 from .factory import loader_for_config
 from .gated_deltanet import GatedDeltaNetWeights, conv_state_bytes, delta_state_bytes
 from .model import DenseDecoderModel, Dims, LayerWeights
-from .parallel import (TensorParallel, check_tensor_parallel, shard_dims, shard_plan,
+from .parallel import (TensorParallel, check_tensor_parallel, shard_config, shard_plan,
                        upload_shards)
 from .preflight import preflight
 from .rope import cos_sin_table
@@ -127,7 +127,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
         batch_invariant = kind != "cuda"
     limits = RunnerLimits(max_seq_len, max_batch_size, max_prefill_tokens, num_sms=num_sms,
                           batch_invariant=batch_invariant)
-    dims = shard_dims(Dims.from_config(cfg), world.world_size)
+    dims = Dims.from_config(shard_config(cfg, world.world_size))  # this rank's layers
 
     sharded = shard_plan(plan, world.rank, world.world_size) if world.world_size > 1 else None
     local_plan = sharded.plan if sharded else plan

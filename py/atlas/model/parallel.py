@@ -32,7 +32,6 @@ from ..core.dtype import DType
 from ..runtime.gpu import DevicePtr, GpuBackend, Stream
 from ..runtime.weights import WeightStore
 from .loaders.dense import TensorSlot, UnsupportedModelError, WeightPlan
-from .model import Dims
 
 #: checkpoint tensor suffix -> which axis is split ("rows" = output features)
 _ROW_SPLIT = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
@@ -51,6 +50,10 @@ def check_tensor_parallel(cfg: ModelConfig, world: int) -> None:
         raise UnsupportedModelError(
             f"tensor parallelism supports dense attention models; {cfg.model_type} has "
             "linear-attention layers")
+    if getattr(cfg, "moe", None) is not None:  # the MoE config lands with the MoE loader
+        raise UnsupportedModelError(
+            f"tensor parallelism supports dense models; {cfg.model_type} is a mixture of "
+            "experts (expert parallelism is not built yet: docs/parallel.md)")
     rules = (("num_key_value_heads", cfg.num_key_value_heads,
               "each rank must own whole KV heads (and so whole GQA groups)"),
              ("num_attention_heads", cfg.num_attention_heads, "each rank owns whole q heads"),
@@ -65,13 +68,19 @@ def check_tensor_parallel(cfg: ModelConfig, world: int) -> None:
             f"{world} must be a whole multiple of 16 (the GEMM tile)")
 
 
-def shard_dims(dims: Dims, world: int) -> Dims:
-    """The rank-local dims: heads, KV heads and the MLP width divided; hidden and vocab
-    (embedding and full logits) stay whole."""
+def shard_config(cfg: ModelConfig, world: int) -> ModelConfig:
+    """The rank-local view of the config the layers are built from: heads, KV heads and the
+    MLP width divided; hidden and vocabulary (embedding, full logits) stay whole.
+
+    Sharding the config rather than the derived dims means every block built from it
+    (the attention dims, each layer's MLP width) is the rank's without knowing about TP.
+    The weight plan and the checkpoint check keep using the whole config.
+    """
     if world == 1:
-        return dims
-    return dataclasses.replace(dims, heads=dims.heads // world, kv_heads=dims.kv_heads // world,
-                               inter=dims.inter // world)
+        return cfg
+    return dataclasses.replace(cfg, num_attention_heads=cfg.num_attention_heads // world,
+                               num_key_value_heads=cfg.num_key_value_heads // world,
+                               intermediate_size=cfg.intermediate_size // world)
 
 
 @dataclass(frozen=True, slots=True)
