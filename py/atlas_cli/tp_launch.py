@@ -3,7 +3,8 @@
 `--tensor-parallel-size N` on one host: this process is rank 0 (it runs the engine and its
 own shard) and spawns ranks 1..N-1 (multiprocessing spawn: CUDA cannot survive a fork;
 rank r uses CUDA device r). `--rank R --world-size W --master-addr A --master-port P` runs
-one rank of a group spread over hosts: rank 0 serves, every other rank only works.
+one rank of a group spread over hosts: rank 0 serves, every other rank only works, and each
+process uses CUDA device 0 of what CUDA_VISIBLE_DEVICES shows it.
 A worker that exits early is reported by a `WorkerWatch` with its rank and exit code, so
 the server shuts down with that message instead of waiting on a dead peer.
 """
@@ -41,7 +42,9 @@ class ParallelOptions:
         from atlas.comm import WorldSpec
         if self.world_size is None:
             return WorldSpec(0, self.tensor_parallel_size, self.master_addr, self.master_port)
-        return WorldSpec(self.rank or 0, self.world_size, self.master_addr, self.master_port)
+        # several hosts: each process sees its GPU as device 0 (CUDA_VISIBLE_DEVICES)
+        return WorldSpec(self.rank or 0, self.world_size, self.master_addr, self.master_port,
+                         device=0)
 
     @property
     def local_workers(self) -> list[int]:
@@ -99,6 +102,14 @@ class WorkerWatch:
     def spawn(cls, model_dir: Path, opts: ParallelOptions,
               load_kwargs: dict[str, Any]) -> "WorkerWatch":
         from atlas.comm import WorldSpec
+        from atlas.core.config import ModelConfig
+        from atlas.model.loaders.dense import UnsupportedModelError
+        from atlas.model.parallel import check_tensor_parallel
+        if opts.local_workers:  # refuse a split the model cannot take before any spawn
+            try:
+                check_tensor_parallel(ModelConfig.from_hf(model_dir), opts.tensor_parallel_size)
+            except UnsupportedModelError as exc:
+                raise click.ClickException(str(exc)) from None
         ctx = mp.get_context("spawn")
         procs: dict[int, mp.process.BaseProcess] = {}
         for rank in opts.local_workers:

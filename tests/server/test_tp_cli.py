@@ -98,3 +98,29 @@ def test_serve_tp2_answers_and_dies_with_its_worker(tiny_qwen3: Path, tp1_text: 
             proc.wait()
     assert proc.returncode == 1, err
     assert "tensor-parallel worker rank 1" in err and "exited with code -9" in err, err
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--rank", "1"], "--rank and --world-size go together"),
+    (["--rank", "2", "--world-size", "2"], "--rank 2 outside --world-size 2"),
+    (["--tensor-parallel-size", "4", "--rank", "0", "--world-size", "2"], "disagree"),
+])
+def test_parallel_flags_are_checked_before_loading(tiny_qwen3: Path, extra: list[str],
+                                                   message: str) -> None:
+    from click.testing import CliRunner
+
+    from atlas_cli.main import cli
+    result = CliRunner().invoke(cli, ["serve", "--model-from-path", str(tiny_qwen3), *extra])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+
+
+def test_indivisible_split_is_a_clear_startup_error(tiny_qwen3: Path) -> None:
+    out = subprocess.run(
+        _atlas("generate", "--model", str(tiny_qwen3), "--prompt", PROMPT, "--raw",
+               "--backend", "host", "--max-tokens", "2", "--tensor-parallel-size", "4",
+               "--master-port", str(free_port())),
+        capture_output=True, text=True, env=ENV, cwd=REPO, timeout=120)
+    assert out.returncode == 1
+    assert "--tensor-parallel-size 4 does not divide num_key_value_heads=2" in out.stderr
+    assert "Traceback" not in out.stderr  # refused before any worker was spawned

@@ -194,7 +194,7 @@ def copy_bandwidth_gbs(nbytes: int = 2 << 30) -> float:
 def _allreduce_rank(backend: str, world: WorldSpec, hidden: int, tokens: list[int],
                     iters: int, out: "mp.Queue | None") -> None:
     from atlas.runtime.backend_select import make_backend
-    gpu = make_backend(backend, ordinal=world.rank if backend == "cuda" else 0)
+    gpu = make_backend(backend, ordinal=world.cuda_device if backend == "cuda" else 0)
     if backend == "cuda":  # NCCL even for one rank (connect_world would give SingleComm)
         from atlas.comm.nccl import NcclComm
         from atlas.comm.transport import Star

@@ -99,7 +99,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
 
     With `world` of size > 1 this process is one tensor-parallel rank: it joins the group
     (the rendezvous blocks until every rank arrives), loads only its weight slices, and
-    uses CUDA device `world.rank` on the CUDA backend."""
+    uses CUDA device `world.cuda_device` on the CUDA backend."""
     t0 = time.perf_counter()
     model_dir = Path(model_dir)
     cfg = ModelConfig.from_hf(model_dir)
@@ -119,7 +119,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
         raise StartupError(f"--max-seq-len {max_seq_len} exceeds the model's "
                            f"max_position_embeddings {cfg.max_position_embeddings}")
     kind = resolve_kind(backend)
-    dev = make_backend(kind, ordinal=world.rank if kind == "cuda" else 0)
+    dev = make_backend(kind, ordinal=world.cuda_device if kind == "cuda" else 0)
     comm = connect_world(world, dev)
     kernels = _select_kernels(kind, cfg, dev)
     num_sms = dev.device_facts().sm_count
