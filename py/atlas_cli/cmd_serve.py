@@ -146,6 +146,10 @@ def _check_options(p: dict) -> None:
               help="Tokenize special-token strings (<|im_end|>...) in user, system and tool "
               "text as control tokens. Off: they are plain text, so users cannot forge "
               "role boundaries.")
+@click.option("--synthetic-weights", "synthetic_seed", type=click.IntRange(min=0), default=None,
+              metavar="SEED", help="Benchmarks only: generate random weights on the device "
+              "from SEED instead of reading them (the model directory needs only config.json "
+              "and the tokenizer files; the answers are gibberish).")
 @parallel_flags
 def command(**p) -> None:
     """Serve MODEL (a directory, an Atlas model name, or a name in the Hugging Face cache)
@@ -219,7 +223,7 @@ def _load_kwargs(backend: str, p: dict) -> dict:
     return dict(backend=backend, max_seq_len=p["max_seq_len"],
                 max_batch_size=p["max_batch_size"], max_prefill_tokens=p["max_prefill_tokens"],
                 gpu_memory_utilization=p["gpu_memory_utilization"],
-                fast_load=not p["no_fast_load"])
+                fast_load=not p["no_fast_load"], synthetic_seed=p["synthetic_seed"])
 
 
 async def _serve(ctx, model_dir: Path, backend: str, p: dict,

@@ -139,3 +139,9 @@ def test_lost_worker_fails_the_executor_with_its_rank() -> None:
     with pytest.raises(CommError, match="group failed"):  # no step runs on a broken group
         exe.release(0)
     exe.close()  # no stop message to a dead group: returns
+
+
+def test_moe_model_is_refused_until_expert_parallelism() -> None:
+    cfg = ModelConfig.from_hf(FIXTURES / "tiny-qwen3-moe")
+    with pytest.raises(UnsupportedModelError, match="mixture of experts"):
+        check_tensor_parallel(cfg, 2)

@@ -25,10 +25,12 @@ from ..runtime.gpu import GpuBackend
 from ..runtime.kv_cache import KvCacheConfig, PagedKvCache
 from ..runtime.ops import KernelCache
 from ..runtime.sampler import Sampler
+from ..runtime.synthetic_weights import SyntheticWeights
 from ..runtime.weights import WeightStore
 from .factory import loader_for_config
 from .gated_deltanet import GatedDeltaNetWeights, conv_state_bytes, delta_state_bytes
 from .model import DenseDecoderModel, Dims, LayerWeights
+from .moe import MoeBuffers, build_mlp
 from .parallel import (TensorParallel, check_tensor_parallel, shard_config, shard_plan,
                        upload_shards)
 from .preflight import preflight
@@ -93,9 +95,12 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                 max_num_blocks: int | None = None,
                 batch_invariant: bool | None = None,
                 step: StepFn | None = None,
+                synthetic_seed: int | None = None,
                 world: WorldSpec | None = None) -> ModelRunner:
     """Build a ready runner. `batch_invariant` (default: on for the CPU reference backend,
     off on CUDA) fixes the decode split count across batch sizes; see RunnerLimits.
+    `synthetic_seed` (benchmarks only) generates the weights on the device from that seed
+    instead of reading them: the model directory needs only its config.json.
 
     With `world` of size > 1 this process is one tensor-parallel rank: it joins the group
     (the rendezvous blocks until every rank arrives), loads only its weight slices, and
@@ -104,10 +109,14 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     model_dir = Path(model_dir)
     cfg = ModelConfig.from_hf(model_dir)
     loader = loader_for_config(cfg)
-    plan = loader.plan(cfg)
     world = world or WorldSpec()
     check_tensor_parallel(cfg, world.world_size)
-    store = WeightStore(model_dir)
+    if synthetic_seed is not None and world.world_size > 1:
+        raise StartupError("--synthetic-weights is not supported with tensor parallelism "
+                           "(each rank reads its slices of a checkpoint)")
+    store = (WeightStore(model_dir) if synthetic_seed is None
+             else SyntheticWeights(cfg.hidden_size, synthetic_seed))
+    plan = loader.plan(cfg, store)
     unused = store.validate(plan.expected())  # every tensor checked before any device work
     vision = [n for n in unused if n.startswith(("model.visual.", "visual."))]
     if vision:
@@ -127,12 +136,14 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
         batch_invariant = kind != "cuda"
     limits = RunnerLimits(max_seq_len, max_batch_size, max_prefill_tokens, num_sms=num_sms,
                           batch_invariant=batch_invariant)
-    dims = Dims.from_config(shard_config(cfg, world.world_size))  # this rank's layers
+    local_cfg = shard_config(cfg, world.world_size)  # this rank's heads and MLP width
+    dims = Dims.from_config(local_cfg)
 
     sharded = shard_plan(plan, world.rank, world.world_size) if world.world_size > 1 else None
     local_plan = sharded.plan if sharded else plan
     offsets, total = local_plan.layout()
     weights_base = dev.alloc(total)
+    dev.memset(weights_base, 0, total)  # padding rows of a padded weight (WeightPlan.add) read 0
     dst = {s.name: weights_base + offsets[s.buffer] + s.offset for s in local_plan.slots}
     if sharded:
         upload_shards(store, dev, sharded, dst)
@@ -145,6 +156,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     layout = StepLayout(limits.max_tokens, max_batch_size, limits.max_blocks)
     max_splits = limits.decode_splits(1, dims.kv_heads)
     plan_step_buffers(arena, dims, limits, layout, max_splits)
+    MoeBuffers.reserve(arena, cfg, limits.max_tokens)
     rotary_dim = cfg.rotary_dim
     arena.reserve("cos_sin", DType.FP32, (max_seq_len, rotary_dim))
     vocab_local = dims.vocab // world.world_size
@@ -175,11 +187,13 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     dev.memset(kv.k_ptrs[0], 0, kv_cfg.pool_bytes)  # padding rows read block 0: keep it finite
 
     kc = KernelCache(dev)
+    moe_bufs = MoeBuffers.bind(arena, limits.max_tokens) if cfg.moe else None
     linear = {i: _linear_weights(ptr, arena, cfg, i, n, state_slots)
               for n, i in enumerate(linear_layers)}
     layers = [LayerWeights(
-        qkv=ptr.get(f"l{i}.qkv", 0), o=ptr.get(f"l{i}.o", 0), gate_up=ptr[f"l{i}.gate_up"],
-        down=ptr[f"l{i}.down"], in_norm=ptr[f"l{i}.in_norm"], post_norm=ptr[f"l{i}.post_norm"],
+        qkv=ptr.get(f"l{i}.qkv", 0), o=ptr.get(f"l{i}.o", 0),
+        mlp=build_mlp(local_cfg, i, ptr, moe_bufs), in_norm=ptr[f"l{i}.in_norm"],
+        post_norm=ptr[f"l{i}.post_norm"],
         q_norm=ptr.get(f"l{i}.q_norm", 0), k_norm=ptr.get(f"l{i}.k_norm", 0),
         k_cache=kv.k_cache(kv_index[i]) if i in kv_index else 0,
         v_cache=kv.v_cache(kv_index[i]) if i in kv_index else 0, linear=linear.get(i))
