@@ -243,6 +243,55 @@ stage_tp_bench() {
     --out "$RESULTS/tp_bench_qwen3-32b-${layers}l.json" || rc=1
   "$PY" tools/gpu/bench_tp.py allreduce --world 2 --hidden 5120 \
     --out "$RESULTS/allreduce_2gpu.json" || rc=1
+  return $rc
+}
+
+# Speculative decoding on the 8B config: verification step cost for K = 1..4 against a plain
+# step, and tok/s with the oracle drafter (K = 3, 70% nominal acceptance) at batch 1/8/32.
+stage_spec_bench() {
+  make_checkpoint qwen3-8b weights || return 1
+  "$PY" tools/gpu/bench_spec.py --model "$CKPT/qwen3-8b" --batches 1,8,32 --max-k 4 --k 3 \
+    --accept 0.7 --out "$RESULTS/bench_spec_qwen3-8b.json"
+}
+
+# Prefix cache on the 8B config: an 8,192-token shared prefix + a 64-token new turn, warm
+# TTFT against cold (bar: warm <= 10% of cold).
+stage_prefix_bench() {
+  make_checkpoint qwen3-8b weights || return 1
+  "$PY" tools/gpu/bench_prefix.py --model "$CKPT/qwen3-8b" --prefix 8192 --turn 64 \
+    --out "$RESULTS/bench_prefix_qwen3-8b.json"
+}
+
+# Issue 12: the Qwen3-8B-config random checkpoint quantized by `atlas models quantize` to
+# FP8-block and NVFP4, each checked against its dequantized bf16 twin (every step's logits,
+# tools/gpu/quant_parity.py), then decode (batches 1/8/32/64) and prefill tok/s with weight
+# bytes and the copy-bandwidth fraction for bf16, FP8-block and NVFP4 in the same run.
+# Targets (batch 1): FP8-block >= 1.75x and NVFP4 >= 2.6x the bf16 tok/s.
+stage_quant_bench() {
+  local rc=0 fmt q name
+  make_checkpoint qwen3-8b weights || return 1
+  for fmt in fp8-block nvfp4; do
+    q="$CKPT/qwen3-8b-$fmt"
+    if [ ! -f "$q/config.json" ]; then
+      rm -rf "$q"
+      "$PY" -m atlas_cli.main models quantize "$CKPT/qwen3-8b" "$q" --to "$fmt" \
+        2>"$LOGS/quantize_$fmt.log" || { echo "quantize $fmt failed"; rc=1; continue; }
+      tail -n 1 "$LOGS/quantize_$fmt.log"
+    fi
+    rm -rf "$q-dequantized"
+    "$PY" -c 'import sys; from atlas.runtime.dequantize import dequantize_checkpoint as d
+print(d(sys.argv[1], sys.argv[2]), "weights dequantized")' "$q" "$q-dequantized" || rc=1
+    "$PY" tools/gpu/quant_parity.py --quantized "$q" --reference "$q-dequantized" \
+      --out "$RESULTS/quant_parity_$fmt.json" || rc=1
+    rm -rf "$q-dequantized"  # 16 GB of disk
+  done
+  for name in qwen3-8b qwen3-8b-fp8-block qwen3-8b-nvfp4; do
+    [ -f "$CKPT/$name/config.json" ] || continue
+    "$PY" tools/gpu/bench_decode.py --model "$CKPT/$name" --hf none --batches 1,8,32,64 \
+      --out "$RESULTS/bench_decode_$name.json" || rc=1
+  done
+  return $rc
+}
 
 # MoE kernels (issue 10): every MoE check case (on every hopper set, the qwen3-30b-a3b leaf's
 # compile-time shapes included), then the MoE rows of the kernel table: on the baseline set
@@ -269,7 +318,20 @@ stage_moe_parity() {
   make_checkpoint qwen3-30b-a3b-8l || return 1
   "$PY" tools/gpu/model_parity.py --backend cuda --model "$CKPT/qwen3-30b-a3b-8l" \
     --out "$RESULTS/parity_qwen3-30b-a3b-8l.json" || rc=1
+  # each sparse layer of the same prefill against the references, from the device's inputs
+  "$PY" tools/gpu/moe_layer_check.py --model "$CKPT/qwen3-30b-a3b-8l" \
+    --out "$RESULTS/moe_layer_check_qwen3-30b-a3b-8l.json" || rc=1
   return $rc
+}
+
+# The same 8-layer checkpoint and golden on the host backend (every kernel its numpy
+# reference, on this machine's CPU: a few minutes, ~50 GB of RAM): where its cosine vs the
+# float32 forward is transformers-like and the cuda one is not, a device kernel is wrong.
+stage_moe_host_parity() {
+  make_checkpoint qwen3-30b-a3b-8l || return 1
+  ATLAS_HOST_MEMORY_GIB=64 "$PY" tools/gpu/model_parity.py --backend host \
+    --model "$CKPT/qwen3-30b-a3b-8l" \
+    --out "$RESULTS/parity_qwen3-30b-a3b-8l_host.json"
 }
 
 # Qwen3-30B-A3B at full size from synthetic weights (61 GB in bf16 does not fit the disk):
@@ -289,8 +351,8 @@ stage_moe_bench() {
 
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity qwen3_0_6b
         qwen3_5 qwen3_8b decode_bench decode_bench_nopdl batched_min_m profile kernel_table
-        server_sweep throughput moe_kernels moe_parity moe_bench
-        allreduce_1gpu tp_check tp_bench)
+        quant_bench server_sweep throughput moe_kernels moe_parity moe_host_parity moe_bench spec_bench
+        prefix_bench allreduce_1gpu tp_check tp_bench)
 
 # ---- runner -------------------------------------------------------------------------------
 

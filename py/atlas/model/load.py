@@ -17,6 +17,7 @@ from typing import Callable, ContextManager
 from ..comm import WorldSpec, connect_world
 from ..core.config import ModelConfig
 from ..core.dtype import DType
+from ..core.quant_config import CheckpointQuant
 from ..core.target import KernelTarget
 from ..kernels.registry import KernelsNotFound, load_registry
 from ..runtime.backend_select import kernel_hardware, make_backend, resolve_kind
@@ -29,7 +30,8 @@ from ..runtime.synthetic_weights import SyntheticWeights
 from ..runtime.weights import WeightStore
 from .factory import loader_for_config
 from .gated_deltanet import GatedDeltaNetWeights, conv_state_bytes, delta_state_bytes
-from .model import DenseDecoderModel, Dims, LayerWeights
+from .loaders.linear_plan import build_linear, read_host_scales
+from .model import DenseDecoderModel, DenseMlp, Dims, LayerWeights
 from .moe import MoeBuffers, build_mlp
 from .parallel import (TensorParallel, check_tensor_parallel, shard_config, shard_plan,
                        upload_shards)
@@ -95,12 +97,13 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                 max_num_blocks: int | None = None,
                 batch_invariant: bool | None = None,
                 step: StepFn | None = None,
-                synthetic_seed: int | None = None,
+                synthetic_seed: int | None = None, num_draft_tokens: int = 0,
                 world: WorldSpec | None = None) -> ModelRunner:
     """Build a ready runner. `batch_invariant` (default: on for the CPU reference backend,
     off on CUDA) fixes the decode split count across batch sizes; see RunnerLimits.
     `synthetic_seed` (benchmarks only) generates the weights on the device from that seed
     instead of reading them: the model directory needs only its config.json.
+    `num_draft_tokens`: the most drafts a speculative verification chunk may carry.
 
     With `world` of size > 1 this process is one tensor-parallel rank: it joins the group
     (the rendezvous blocks until every rank arrives), loads only its weight slices, and
@@ -114,10 +117,13 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     if synthetic_seed is not None and world.world_size > 1:
         raise StartupError("--synthetic-weights is not supported with tensor parallelism "
                            "(each rank reads its slices of a checkpoint)")
+    quant = CheckpointQuant.from_dir(model_dir) if synthetic_seed is None else CheckpointQuant()
     store = (WeightStore(model_dir) if synthetic_seed is None
              else SyntheticWeights(cfg.hidden_size, synthetic_seed))
-    plan = loader.plan(cfg, store)
+    plan = loader.plan(cfg, store, quant)
     unused = store.validate(plan.expected())  # every tensor checked before any device work
+    scales = {buf: data for lp in plan.linears.values()
+              for buf, data in read_host_scales(store, lp, quant).items()}
     vision = [n for n in unused if n.startswith(("model.visual.", "visual."))]
     if vision:
         _log.warning("%s: ignoring %d vision-tower tensors (text-only serving)", model_dir,
@@ -135,7 +141,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     if batch_invariant is None:
         batch_invariant = kind != "cuda"
     limits = RunnerLimits(max_seq_len, max_batch_size, max_prefill_tokens, num_sms=num_sms,
-                          batch_invariant=batch_invariant)
+                          batch_invariant=batch_invariant, num_draft_tokens=num_draft_tokens)
     local_cfg = shard_config(cfg, world.world_size)  # this rank's heads and MLP width
     dims = Dims.from_config(local_cfg)
 
@@ -149,19 +155,25 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
         upload_shards(store, dev, sharded, dst)
     else:
         store.upload(dev, list(dst), dst, progress=progress, fast=fast_load)
-    dev.mark_constant(weights_base, total)
     ptr = {name: weights_base + off for name, off in offsets.items()}
+    for buffer, scale in scales.items():
+        dev.copy_h2d(ptr[buffer], scale)
+    dev.mark_constant(weights_base, total)
+    linears = {name: build_linear(lp, ptr) for name, lp in local_plan.linears.items()}
+    weight_scratch = max((w.scratch_bytes(limits.max_tokens) for w in linears.values()),
+                         default=0)
 
     arena = BufferArena()
-    layout = StepLayout(limits.max_tokens, max_batch_size, limits.max_blocks)
+    layout = StepLayout(limits.max_tokens, max_batch_size, limits.max_blocks,
+                        limits.max_sample_rows)
     max_splits = limits.decode_splits(1, dims.kv_heads)
-    plan_step_buffers(arena, dims, limits, layout, max_splits)
+    plan_step_buffers(arena, dims, limits, layout, max_splits, weight_scratch)
     MoeBuffers.reserve(arena, cfg, limits.max_tokens)
     rotary_dim = cfg.rotary_dim
     arena.reserve("cos_sin", DType.FP32, (max_seq_len, rotary_dim))
     vocab_local = dims.vocab // world.world_size
     if world.world_size > 1:
-        arena.reserve("tp_logits", DType.FP32, (max_batch_size, vocab_local))
+        arena.reserve("tp_logits", DType.FP32, (limits.max_sample_rows, vocab_local))
     linear_layers = [i for i, kind in enumerate(cfg.layer_types) if kind == "linear_attention"]
     state_slots = max_batch_size + 1  # one per sampler slot, plus the graph padding rows'
     if linear_layers:  # the recurrent-state pools: counted in arena.nbytes by the KV planner
@@ -191,9 +203,10 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     linear = {i: _linear_weights(ptr, arena, cfg, i, n, state_slots)
               for n, i in enumerate(linear_layers)}
     layers = [LayerWeights(
-        qkv=ptr.get(f"l{i}.qkv", 0), o=ptr.get(f"l{i}.o", 0),
-        mlp=build_mlp(local_cfg, i, ptr, moe_bufs), in_norm=ptr[f"l{i}.in_norm"],
-        post_norm=ptr[f"l{i}.post_norm"],
+        qkv=linears.get(f"l{i}.qkv"), o=linears.get(f"l{i}.o"),
+        mlp=(DenseMlp(linears[f"l{i}.gate_up"], linears[f"l{i}.down"])
+             if f"l{i}.gate_up" in linears else build_mlp(local_cfg, i, ptr, moe_bufs)),
+        in_norm=ptr[f"l{i}.in_norm"], post_norm=ptr[f"l{i}.post_norm"],
         q_norm=ptr.get(f"l{i}.q_norm", 0), k_norm=ptr.get(f"l{i}.k_norm", 0),
         k_cache=kv.k_cache(kv_index[i]) if i in kv_index else 0,
         v_cache=kv.v_cache(kv_index[i]) if i in kv_index else 0, linear=linear.get(i))
@@ -205,7 +218,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
           else None)
     model = DenseDecoderModel(dims, kc, ptr["embed"], ptr["final_norm"], lm_head, layers,
                               arena["cos_sin"], limits.block_size, kv.max_blocks_per_seq, tp)
-    sampler = Sampler(dev, kc, max_batch_size, max_batch_size + 1, dims.vocab)
+    sampler = Sampler(dev, kc, limits.max_sample_rows, max_batch_size + 1, dims.vocab)
     info = RunnerInfo(model_dir=model_dir, backend_kind=kind, weights_bytes=total,
                       target=kernels.target, closure_hash=kernels.closure_hash,
                       behavior=kernels.behavior, kernel_stamps=kernels.stamps)

@@ -119,6 +119,15 @@ def shard_plan(full: WeightPlan, rank: int, world: int) -> ShardedPlan:
             slices[s.name] = sl
             shapes.append((s.name, shape))
         local.add(buffer, shapes, parts[0].dtype)
+    for name, lp in full.linears.items():  # each projection's [n, k] as this rank holds it
+        if lp.format != "bf16":
+            raise UnsupportedModelError(
+                f"tensor parallelism supports bf16 checkpoints; {name} is stored as {lp.format}")
+        col_split = any(part.endswith(_COL_SPLIT) for part, _ in lp.parts)
+        local.linears[name] = dataclasses.replace(
+            lp, parts=tuple((part, rows // world if part.endswith(_ROW_SPLIT) else rows)
+                            for part, rows in lp.parts),
+            k=lp.k // world if col_split else lp.k)
     return ShardedPlan(local, slices)
 
 

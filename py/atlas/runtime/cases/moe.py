@@ -351,6 +351,12 @@ def _grouped_pipelines(rng: np.random.Generator, sm90: bool) -> list[KernelCase]
     one = np.tile(np.arange(4, dtype=np.int32) + 9, (70, 1))  # 70 tokens, the same 4 experts
     # the leaf shape (hidden 2048, inter 768, top-8) with 8 experts
     leaf = moe.MoeShape(experts=8, top_k=8, hidden=2048, inter=768)
+    # a 512-token prefill chunk routed over the leaf's 128 experts, top-8 (4096 slots, up to
+    # 192 tiles, expert ids past 64): every token's first choice among experts 120..127, so
+    # those take ~64-130 slots each (several tiles) while the rest share the others
+    wide = moe.MoeShape(experts=128, top_k=8, hidden=256, inter=96)
+    chunk = np.stack([np.concatenate([[f], rng.permutation(np.delete(np.arange(128), f))[:7]])
+                      for f in 120 + rng.integers(0, 8, 512)]).astype(np.int32)
     return [pipeline_case(rng, f"moe_experts {tag} t40 e16 k4 (skewed)", small, skewed, sm90),
             pipeline_case(rng, f"moe_experts {tag} t24 e64 k2 (60 empty experts)",
                           moe.MoeShape(64, 2, 128, 64), sparse, sm90),
@@ -364,7 +370,9 @@ def _grouped_pipelines(rng: np.random.Generator, sm90: bool) -> list[KernelCase]
             pipeline_case(rng, f"moe_experts {tag} t33 e6 k3 h320 i608",
                           moe.MoeShape(6, 3, 320, 608), random_ids(rng, 33, 6, 3), sm90),
             pipeline_case(rng, f"moe_experts leaf {tag} t16 h2048 i768 k8", leaf,
-                          random_ids(rng, 16, 8, 8), sm90)]
+                          random_ids(rng, 16, 8, 8), sm90),
+            pipeline_case(rng, f"moe_experts {tag} t512 e128 k8 (a prefill chunk)", wide, chunk,
+                          sm90)]
 
 
 @kernel_cases("moe_grouped")
