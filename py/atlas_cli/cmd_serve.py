@@ -21,6 +21,7 @@ from pathlib import Path
 import click
 
 from atlas.server.tool_parsers import PARSERS
+from atlas_cli.tp_launch import ParallelOptions, WorkerWatch, parallel_flags, run_worker
 
 _LOOPBACK_NAMES = {"localhost", "ip6-localhost"}
 _BIND_ERRORS = {errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES}
@@ -158,6 +159,7 @@ def _check_options(p: dict) -> None:
               metavar="SEED", help="Benchmarks only: generate random weights on the device "
               "from SEED instead of reading them (the model directory needs only config.json "
               "and the tokenizer files; the answers are gibberish).")
+@parallel_flags
 def command(**p) -> None:
     """Serve MODEL (a directory, an Atlas model name, or a name in the Hugging Face cache)
     over the OpenAI and Anthropic APIs. Without MODEL, serves the embedded default model.
@@ -168,6 +170,7 @@ def command(**p) -> None:
     `atlas generate` uses. The startup log shows which applied.
     """
     _check_options(p)
+    parallel = ParallelOptions.from_cli(p)
     _check_port_free(p["bind"], p["port"])
     _configure_logging()
     import structlog
@@ -185,6 +188,9 @@ def command(**p) -> None:
     from atlas_cli.model_setup import describe, request_defaults
 
     model_dir = _resolve_model_dir(p["model"], p["model_from_path"])
+    if parallel.world().rank != 0:  # a multi-host worker: rank 0 serves
+        run_worker(model_dir, parallel.world(), _load_kwargs(resolve_kind(p["backend"]), p))
+        return
     try:
         backend = resolve_kind(p["backend"])
         assets = load_assets(model_dir, chat_template_file=p["chat_template"])
@@ -216,25 +222,42 @@ def command(**p) -> None:
     log.info("loading model", model=str(model_dir), backend=backend, tool_parser=parser,
              request_defaults=f"{describe(sampling)} ({sampling_source})")
     try:
-        asyncio.run(_serve(ctx, model_dir, backend, p))
+        asyncio.run(_serve(ctx, model_dir, backend, p, parallel))
     except KeyboardInterrupt:
         pass
 
 
-async def _serve(ctx, model_dir: Path, backend: str, p: dict) -> None:
+def _load_kwargs(backend: str, p: dict) -> dict:
+    """What every rank loads with (rank 0 adds its progress display)."""
+    return dict(backend=backend, max_seq_len=p["max_seq_len"],
+                max_batch_size=p["max_batch_size"], max_prefill_tokens=p["max_prefill_tokens"],
+                gpu_memory_utilization=p["gpu_memory_utilization"],
+                fast_load=not p["no_fast_load"], synthetic_seed=p["synthetic_seed"],
+                num_draft_tokens=p["num_draft_tokens"] if p["speculative"] else 0)
+
+
+async def _serve(ctx, model_dir: Path, backend: str, p: dict,
+                 parallel: ParallelOptions) -> None:
+    import structlog
+
     from atlas.server.app_serve import EngineLimits, serve, shutdown
+
+    log = structlog.get_logger("atlas.serve")
+    world = parallel.world()
+    workers = WorkerWatch.spawn(model_dir, parallel, _load_kwargs(backend, p))
+    fatal: list[str] = []
+    made: list = []  # the executor, once loaded: closing it tells the workers to exit
 
     def load():
         from atlas.model.load import load_runner
+        from atlas.model.parallel_executor import TensorParallelExecutor
         from atlas_cli.load_progress import LoadProgress, step
-        return load_runner(model_dir, backend=backend, max_seq_len=p["max_seq_len"],
-                           max_batch_size=p["max_batch_size"],
-                           max_prefill_tokens=p["max_prefill_tokens"],
-                           gpu_memory_utilization=p["gpu_memory_utilization"],
-                           fast_load=not p["no_fast_load"], progress=LoadProgress(),
-                           step=step,
-                           synthetic_seed=p["synthetic_seed"],
-                           num_draft_tokens=p["num_draft_tokens"] if p["speculative"] else 0)
+        runner = load_runner(model_dir, world=world, progress=LoadProgress(), step=step,
+                             **_load_kwargs(backend, p))
+        executor = (TensorParallelExecutor(runner, on_failure=group_failed)
+                    if world.world_size > 1 else runner)
+        made.append(executor)
+        return executor
 
     def ready() -> None:
         print(f"Listening on {p['bind']}:{p['port']}", flush=True)
@@ -250,14 +273,35 @@ async def _serve(ctx, model_dir: Path, backend: str, p: dict) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+
+    def group_failed(message: str) -> None:  # any thread: stop serving, exit 1 with it
+        log.error(message)
+        fatal.append(message)
+        loop.call_soon_threadsafe(stop.set)
+
+    def worker_died(message: str) -> None:  # on the watch thread
+        if not made:  # rank 0 may be blocked in the rendezvous: nothing to shut down yet
+            print(f"Error: {message}", file=sys.stderr, flush=True)
+            os._exit(1)
+        group_failed(message)
+
+    workers.watch(worker_died)
     try:
-        runner = await serve(ctx, p["bind"], p["port"], load, limits, ready)
-    except OSError as exc:
-        if exc.errno in _BIND_ERRORS:  # taken since the check at startup
-            raise click.ClickException(f"cannot serve on {p['bind']}:{p['port']}: "
-                                       f"{exc.strerror}") from None
-        raise click.ClickException(f"could not load {model_dir}: {exc}") from exc
-    try:
-        await stop.wait()
+        try:
+            runner = await serve(ctx, p["bind"], p["port"], load, limits, ready)
+        except OSError as exc:
+            if exc.errno in _BIND_ERRORS:  # taken since the check at startup
+                raise click.ClickException(f"cannot serve on {p['bind']}:{p['port']}: "
+                                           f"{exc.strerror}") from None
+            raise click.ClickException(f"could not load {model_dir}: {exc}") from exc
+        try:
+            await stop.wait()
+        finally:
+            await shutdown(ctx, runner)
+            close = getattr(made[0], "close", None)
+            if close is not None and not fatal:
+                close()
     finally:
-        await shutdown(ctx, runner)
+        workers.stop(timeout=5.0)
+    if fatal:
+        raise click.ClickException(fatal[0])

@@ -226,6 +226,49 @@ stage_batched_min_m() {
   return $rc
 }
 
+# ---- multi-GPU (issue 16) --------------------------------------------------------------------
+# NVLink multicast stays off: it can take shared GPUs out of service.
+export NCCL_NVLS_ENABLE=0
+
+# One GPU: NCCL with one rank, so the all-reduce harness runs before the two-GPU machine.
+stage_allreduce_1gpu() {
+  "$PY" tools/gpu/bench_tp.py allreduce --world 1 --hidden 5120 \
+    --out "$RESULTS/allreduce_1gpu.json"
+}
+
+# Two GPUs: TP=2 vs TP=1 on the Qwen3-8B config: prefill-logit cosine >= 0.9999 and the
+# greedy tokens (exit 1 below the cosine).
+two_gpus() {
+  local n
+  n=$(nvidia-smi -L | wc -l)
+  [ "$n" -ge 2 ] && return 0
+  echo "SKIP: needs 2 GPUs, this machine has $n (run on the nvidia-h200-x2 kind)"
+  return 1
+}
+
+stage_tp_check() {
+  two_gpus || return 0
+  make_checkpoint qwen3-8b weights || return 1
+  "$PY" tools/gpu/bench_tp.py decode --model "$CKPT/qwen3-8b" --tp 1,2 --steps 32 \
+    --min-cosine 0.9999 --out "$RESULTS/tp_check_qwen3-8b.json"
+}
+
+# Two GPUs: batch-1 decode, TP=2 vs TP=1, on random weights in the Qwen3-32B shapes
+# (ATLAS_TP_LAYERS of its 64 layers, default 16: 19 GB, loads in seconds), the fraction of
+# one GPU's copy bandwidth per rank, and the NCCL all-reduce latency at decode sizes.
+stage_tp_bench() {
+  two_gpus || return 0
+  local layers="${ATLAS_TP_LAYERS:-16}" rc=0
+  local dir="$CKPT/qwen3-32b-${layers}l"
+  [ -f "$dir/model.safetensors" ] || "$PY" tools/gpu/bench_tp.py checkpoint --out "$dir" \
+    --layers "$layers" || return 1
+  "$PY" tools/gpu/bench_tp.py decode --model "$dir" --tp 1,2 --steps 128 \
+    --out "$RESULTS/tp_bench_qwen3-32b-${layers}l.json" || rc=1
+  "$PY" tools/gpu/bench_tp.py allreduce --world 2 --hidden 5120 \
+    --out "$RESULTS/allreduce_2gpu.json" || rc=1
+  return $rc
+}
+
 # Speculative decoding on the 8B config: verification step cost for K = 1..4 against a plain
 # step, and tok/s with the oracle drafter (K = 3, 70% nominal acceptance) at batch 1/8/32.
 stage_spec_bench() {
@@ -332,7 +375,7 @@ stage_moe_bench() {
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity qwen3_0_6b
         qwen3_5 qwen3_8b decode_bench decode_bench_nopdl batched_min_m profile kernel_table
         quant_bench server_sweep throughput moe_kernels moe_parity moe_host_parity moe_bench spec_bench
-        prefix_bench flagship_parity flagship_bench)
+        prefix_bench flagship_parity flagship_bench allreduce_1gpu tp_check tp_bench)
 
 # ---- runner -------------------------------------------------------------------------------
 

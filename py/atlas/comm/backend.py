@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import enum
+import pickle
 from typing import Sequence
 
 from ..core.dtype import DType
@@ -30,6 +31,9 @@ class CommBackend(abc.ABC):
 
     rank: int
     world_size: int
+    #: whether the collectives can be recorded into a CUDA graph (stream-ordered device
+    #: work); the host transport is not, so a runner over it runs decode eagerly
+    capturable: bool = True
 
     @abc.abstractmethod
     def all_reduce(self, buf: DevicePtr, count: int, dtype: DType, stream: Stream,
@@ -64,6 +68,19 @@ class CommBackend(abc.ABC):
 
     def close(self) -> None:
         """Release the transport; idempotent."""
+
+    def broadcast_object(self, obj: object = None) -> object:
+        """Rank 0's `obj` on every rank (the others pass nothing), over the host transport,
+        outside any stream: how the driver rank hands each step's chunks to the workers.
+
+        Pickled: the workers trust rank 0, the process they dialed (rank 0 unpickles
+        nothing it receives). A one-rank group has no transport and returns `obj`.
+        """
+        star = getattr(self, "_star", None)
+        if star is None or self.world_size == 1:
+            return obj
+        payload = pickle.dumps(obj) if self.rank == 0 else b""
+        return pickle.loads(star.exchange(payload, lambda parts: [parts[0]] * len(parts)))
 
 
 def check_counts(world_size: int, send_counts: Sequence[int],

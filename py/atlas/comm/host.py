@@ -24,6 +24,8 @@ _STORAGE = {DType.BF16: np.uint16, DType.FP16: np.float16, DType.FP32: np.float3
 
 
 class HostComm(CommBackend):
+    capturable = False  # TCP transfers between synchronizations, not stream work
+
     def __init__(self, gpu: GpuBackend, star: Star) -> None:
         self._gpu = gpu
         self._star = star

@@ -23,6 +23,13 @@ class WorldSpec:
     master_addr: str = "127.0.0.1"
     master_port: int = 29511
     timeout_s: float = 120.0
+    #: CUDA device ordinal of this rank; -1: the rank (one host, one GPU per rank). A group
+    #: over several hosts pins each process's GPU with CUDA_VISIBLE_DEVICES and uses 0.
+    device: int = -1
+
+    @property
+    def cuda_device(self) -> int:
+        return self.rank if self.device < 0 else self.device
 
     def __post_init__(self) -> None:
         if self.world_size < 1 or not 0 <= self.rank < self.world_size:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ContextManager
 
+from ..comm import WorldSpec, connect_world
 from ..core.config import ModelConfig
 from ..core.dtype import DType
 from ..core.quant_config import CheckpointQuant
@@ -33,6 +34,8 @@ from .loaders.hybrid import Qwen35Loader, RowMove
 from .loaders.linear_plan import build_linear, read_host_scales
 from .model import DenseDecoderModel, DenseMlp, Dims, LayerWeights
 from .moe import MoeBuffers, build_mlp
+from .parallel import (TensorParallel, check_tensor_parallel, shard_config, shard_plan,
+                       upload_shards)
 from .preflight import preflight
 from .rope import cos_sin_table
 from .runner import ModelRunner, RunnerInfo, RunnerLimits, plan_step_buffers
@@ -95,16 +98,26 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                 max_num_blocks: int | None = None,
                 batch_invariant: bool | None = None,
                 step: StepFn | None = None,
-                synthetic_seed: int | None = None, num_draft_tokens: int = 0) -> ModelRunner:
+                synthetic_seed: int | None = None, num_draft_tokens: int = 0,
+                world: WorldSpec | None = None) -> ModelRunner:
     """Build a ready runner. `batch_invariant` (default: on for the CPU reference backend,
     off on CUDA) fixes the decode split count across batch sizes; see RunnerLimits.
     `synthetic_seed` (benchmarks only) generates the weights on the device from that seed
     instead of reading them: the model directory needs only its config.json.
-    `num_draft_tokens`: the most drafts a speculative verification chunk may carry."""
+    `num_draft_tokens`: the most drafts a speculative verification chunk may carry.
+
+    With `world` of size > 1 this process is one tensor-parallel rank: it joins the group
+    (the rendezvous blocks until every rank arrives), loads only its weight slices, and
+    uses CUDA device `world.cuda_device` on the CUDA backend."""
     t0 = time.perf_counter()
     model_dir = Path(model_dir)
     cfg = ModelConfig.from_hf(model_dir)
     loader = loader_for_config(cfg)
+    world = world or WorldSpec()
+    check_tensor_parallel(cfg, world.world_size)
+    if synthetic_seed is not None and world.world_size > 1:
+        raise StartupError("--synthetic-weights is not supported with tensor parallelism "
+                           "(each rank reads its slices of a checkpoint)")
     quant = CheckpointQuant.from_dir(model_dir) if synthetic_seed is None else CheckpointQuant()
     store = (WeightStore(model_dir) if synthetic_seed is None
              else SyntheticWeights(cfg.hidden_size, synthetic_seed, cfg.is_hybrid))
@@ -122,27 +135,34 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
         raise StartupError(f"--max-seq-len {max_seq_len} exceeds the model's "
                            f"max_position_embeddings {cfg.max_position_embeddings}")
     kind = resolve_kind(backend)
-    dev = make_backend(kind)
+    dev = make_backend(kind, ordinal=world.cuda_device if kind == "cuda" else 0)
+    comm = connect_world(world, dev)
     kernels = _select_kernels(kind, cfg, dev)
     num_sms = dev.device_facts().sm_count
     if batch_invariant is None:
         batch_invariant = kind != "cuda"
     limits = RunnerLimits(max_seq_len, max_batch_size, max_prefill_tokens, num_sms=num_sms,
                           batch_invariant=batch_invariant, num_draft_tokens=num_draft_tokens)
-    dims = Dims.from_config(cfg)
+    local_cfg = shard_config(cfg, world.world_size)  # this rank's heads and MLP width
+    dims = Dims.from_config(local_cfg)
 
-    offsets, total = plan.layout()
+    sharded = shard_plan(plan, world.rank, world.world_size) if world.world_size > 1 else None
+    local_plan = sharded.plan if sharded else plan
+    offsets, total = local_plan.layout()
     weights_base = dev.alloc(total)
     dev.memset(weights_base, 0, total)  # padding rows of a padded weight (WeightPlan.add) read 0
-    dst = {s.name: weights_base + offsets[s.buffer] + s.offset for s in plan.slots}
-    store.upload(dev, list(dst), dst, progress=progress, fast=fast_load)
+    dst = {s.name: weights_base + offsets[s.buffer] + s.offset for s in local_plan.slots}
+    if sharded:
+        upload_shards(store, dev, sharded, dst)
+    else:
+        store.upload(dev, list(dst), dst, progress=progress, fast=fast_load)
     ptr = {name: weights_base + off for name, off in offsets.items()}
     if isinstance(loader, Qwen35Loader):
         _permute_rows(dev, ptr, plan.buffers, loader.row_moves(cfg), 2 * cfg.hidden_size)
     for buffer, scale in scales.items():
         dev.copy_h2d(ptr[buffer], scale)
     dev.mark_constant(weights_base, total)
-    linears = {name: build_linear(lp, ptr) for name, lp in plan.linears.items()}
+    linears = {name: build_linear(lp, ptr) for name, lp in local_plan.linears.items()}
     weight_scratch = max((w.scratch_bytes(limits.max_tokens) for w in linears.values()),
                          default=0)
 
@@ -154,6 +174,9 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     MoeBuffers.reserve(arena, cfg, limits.max_tokens)
     rotary_dim = cfg.rotary_dim
     arena.reserve("cos_sin", DType.FP32, (max_seq_len, rotary_dim))
+    vocab_local = dims.vocab // world.world_size
+    if world.world_size > 1:
+        arena.reserve("tp_logits", DType.FP32, (limits.max_sample_rows, vocab_local))
     linear_layers = [i for i, kind in enumerate(cfg.layer_types) if kind == "linear_attention"]
     state_slots = max_batch_size + 1  # one per sampler slot, plus the graph padding rows'
     if linear_layers:  # the recurrent-state pools: counted in arena.nbytes by the KV planner
@@ -185,15 +208,19 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     layers = [LayerWeights(
         qkv=linears.get(f"l{i}.qkv"), o=linears.get(f"l{i}.o"),
         mlp=(DenseMlp(linears[f"l{i}.gate_up"], linears[f"l{i}.down"])
-             if f"l{i}.gate_up" in linears else build_mlp(cfg, i, ptr, moe_bufs)),
+             if f"l{i}.gate_up" in linears else build_mlp(local_cfg, i, ptr, moe_bufs)),
         in_norm=ptr[f"l{i}.in_norm"], post_norm=ptr[f"l{i}.post_norm"],
         q_norm=ptr.get(f"l{i}.q_norm", 0), k_norm=ptr.get(f"l{i}.k_norm", 0),
         k_cache=kv.k_cache(kv_index[i]) if i in kv_index else 0,
         v_cache=kv.v_cache(kv_index[i]) if i in kv_index else 0, linear=linear.get(i))
         for i in range(dims.layers)]
-    model = DenseDecoderModel(dims, kc, ptr["embed"], ptr["final_norm"],
-                              ptr.get("lm_head", ptr["embed"]), layers, arena["cos_sin"],
-                              limits.block_size, kv.max_blocks_per_seq)
+    # tied embeddings: the rank's LM-head shard is its vocabulary rows of the whole table
+    lm_head = ptr.get("lm_head", ptr["embed"] + DType.BF16.nbytes(
+        world.rank * vocab_local * dims.hidden))
+    tp = (TensorParallel(comm, vocab_local, arena["tp_logits"]) if world.world_size > 1
+          else None)
+    model = DenseDecoderModel(dims, kc, ptr["embed"], ptr["final_norm"], lm_head, layers,
+                              arena["cos_sin"], limits.block_size, kv.max_blocks_per_seq, tp)
     sampler = Sampler(dev, kc, limits.max_sample_rows, max_batch_size + 1, dims.vocab)
     info = RunnerInfo(model_dir=model_dir, backend_kind=kind, weights_bytes=total,
                       target=kernels.target, closure_hash=kernels.closure_hash,
@@ -202,7 +229,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     announce = step or (lambda _label: contextlib.nullcontext())
     with announce(f"preflight (one prefill and decode step on {kind})"):
         preflight(runner)
-    if use_graphs and dev.supports_graphs:
+    if use_graphs and dev.supports_graphs and comm.capturable:
         with announce(f"capturing decode graphs ({kind})"):
             runner.capture_graphs()
     info.load_s = time.perf_counter() - t0

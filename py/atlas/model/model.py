@@ -11,7 +11,7 @@ Each layer's MLP is a block chosen by the config (`DenseMlp` here, the mixture o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..core.config import LinearAttentionConfig, ModelConfig
 from ..runtime.gpu import DevicePtr, Stream
@@ -19,6 +19,9 @@ from ..runtime.ops import KernelCache
 from ..runtime.ops import attention, embedding, gating, matmul, norm, rope
 from ..runtime.ops.matmul_quant import LinearWeight
 from .gated_deltanet import GatedDeltaNetWeights, gated_deltanet
+
+if TYPE_CHECKING:
+    from .parallel import TensorParallel
 
 
 def dense_mlp_width(cfg: ModelConfig) -> int:
@@ -163,11 +166,16 @@ class AttentionPlan:
 
 
 class DenseDecoderModel:
-    """Embedding -> layers -> final norm -> LM head over pre-uploaded weights."""
+    """Embedding -> layers -> final norm -> LM head over pre-uploaded weights.
+
+    With `tp` set this is one rank of a tensor-parallel group: `dims` are the rank's
+    (its heads and MLP shard), the projections after attention and the MLP are followed by
+    an all-reduce, and `lm_head` is the rank's vocabulary slice (see parallel.py).
+    """
 
     def __init__(self, dims: Dims, kc: KernelCache, embed: DevicePtr, final_norm: DevicePtr,
                  lm_head: DevicePtr, layers: list[LayerWeights], cos_sin: DevicePtr,
-                 block_size: int, max_blocks: int) -> None:
+                 block_size: int, max_blocks: int, tp: "TensorParallel | None" = None) -> None:
         self.dims = dims
         self.kc = kc
         self.embed = embed
@@ -178,6 +186,7 @@ class DenseDecoderModel:
         self.block_size = block_size
         self.max_blocks = max_blocks
         self.scale = dims.head_dim ** -0.5
+        self.tp = tp
 
     def forward(self, s: Stream, b: StepBuffers, n_tokens: int, plan: AttentionPlan,
                 n_sample: int) -> None:
@@ -200,6 +209,8 @@ class DenseDecoderModel:
             norm.add_rmsnorm(kc, s, b.resid, b.delta, lw.post_norm, b.normed, t, d.hidden, d.eps,
                              off)
             lw.mlp.forward(kc, s, b, t)
+            if self.tp is not None:  # row-parallel down: sum the ranks' partials
+                self.tp.reduce_delta(s, b.delta, t, d.hidden)
         if n_sample == 0:  # a prefill chunk that is not a sequence's last: KV only
             return
         norm.add_rmsnorm(kc, s, b.resid, b.delta, self.final_norm, b.normed, t, d.hidden, d.eps,
@@ -207,8 +218,13 @@ class DenseDecoderModel:
         # Gather the rows that sample (last token of each sequence) with the embedding
         # kernel: a row gather is an embedding lookup into the normed activations.
         embedding.embedding(kc, s, b.sample_rows, b.normed, b.sample_hidden, n_sample, d.hidden, t)
-        matmul.linear(kc, s, b.sample_hidden, self.lm_head, b.logits, n_sample, d.vocab, d.hidden,
-                      out_f32=True)
+        if self.tp is None:
+            matmul.linear(kc, s, b.sample_hidden, self.lm_head, b.logits, n_sample, d.vocab,
+                          d.hidden, out_f32=True)
+            return
+        matmul.linear(kc, s, b.sample_hidden, self.lm_head, self.tp.logits_local, n_sample,
+                      self.tp.vocab_local, d.hidden, out_f32=True)
+        self.tp.gather_logits(s, b.logits, n_sample)
 
     def _attention(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
                    plan: AttentionPlan) -> None:
@@ -235,3 +251,5 @@ class DenseDecoderModel:
             gating.sigmoid_gate_mul(kc, s, b.attn, b.qkv + 2 * d.head_dim, b.attn, t, d.heads,
                                     d.head_dim, d.qkv_width, d.q_pitch)
         lw.o.linear(kc, s, b.attn, b.delta, t, w_scratch=b.w_scratch)
+        if self.tp is not None:  # row-parallel o_proj: sum the ranks' partials
+            self.tp.reduce_delta(s, b.delta, t, d.hidden)

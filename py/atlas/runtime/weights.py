@@ -306,12 +306,39 @@ class WeightStore:
         out = np.empty(info.shape, dtype=ST_DTYPES[info.dtype][1])
         fd = os.open(info.file, os.O_RDONLY)
         try:
-            got = os.preadv(fd, [memoryview(out.reshape(-1).view(np.uint8))], info.start)
+            _read_exact(fd, out, info.start, name, info.file)
         finally:
             os.close(fd)
-        if got != info.nbytes:
-            raise WeightError(f"{info.file}: short read of {name!r} ({got} of {info.nbytes})")
         return out
+
+    def read_slice(self, name: str, rows: slice, cols: slice | None = None) -> np.ndarray:
+        """A host copy of `tensor[rows, cols]` reading only those bytes from the file.
+
+        Tensor-parallel ranks load their shard this way: a row range of a row-major tensor
+        is one contiguous read, a column range one read per row (never the whole tensor).
+        """
+        info = self.info(name)
+        storage = ST_DTYPES[info.dtype][1]
+        n_rows = info.shape[0]
+        width = int(np.prod(info.shape[1:], dtype=np.int64)) if len(info.shape) > 1 else 1
+        r0, r1, rstep = rows.indices(n_rows)
+        c0, c1, cstep = (cols or slice(None)).indices(width)
+        if rstep != 1 or cstep != 1 or r1 <= r0 or c1 <= c0:
+            raise WeightError(f"{name}: slice [{r0}:{r1}, {c0}:{c1}] of shape {info.shape} "
+                              "is empty or strided")
+        itemsize = np.dtype(storage).itemsize
+        out = np.empty((r1 - r0, c1 - c0), dtype=storage)
+        fd = os.open(info.file, os.O_RDONLY)
+        try:
+            if c0 == 0 and c1 == width:  # whole rows: one contiguous range
+                _read_exact(fd, out, info.start + r0 * width * itemsize, name, info.file)
+            else:
+                for i, row in enumerate(range(r0, r1)):
+                    _read_exact(fd, out[i], info.start + (row * width + c0) * itemsize, name,
+                                info.file)
+        finally:
+            os.close(fd)
+        return out if len(info.shape) > 1 else out.reshape(-1)
 
     # ---- upload ------------------------------------------------------------------
     def upload(self, backend: GpuBackend, names: Iterable[str] | None = None,
@@ -357,6 +384,14 @@ class WeightStore:
 
 
 # ---- the pipelined reader ---------------------------------------------------------
+
+def _read_exact(fd: int, out: np.ndarray, offset: int, name: str, file: Path) -> None:
+    """Fill the contiguous array `out` from `offset`, or raise naming the tensor."""
+    view = memoryview(out.reshape(-1).view(np.uint8))
+    got = os.preadv(fd, [view], offset)
+    if got != out.nbytes:
+        raise WeightError(f"{file}: short read of {name!r} ({got} of {out.nbytes} bytes)")
+
 
 @dataclass(frozen=True, slots=True)
 class _Piece:

@@ -1,0 +1,150 @@
+"""Launch and watch tensor-parallel worker processes for `atlas serve` / `atlas generate`.
+
+`--tensor-parallel-size N` on one host: this process is rank 0 (it runs the engine and its
+own shard) and spawns ranks 1..N-1 (multiprocessing spawn: CUDA cannot survive a fork;
+rank r uses CUDA device r). `--rank R --world-size W --master-addr A --master-port P` runs
+one rank of a group spread over hosts: rank 0 serves, every other rank only works, and each
+process uses CUDA device 0 of what CUDA_VISIBLE_DEVICES shows it.
+A worker that exits early is reported by a `WorkerWatch` with its rank and exit code, so
+the server shuts down with that message instead of waiting on a dead peer.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import multiprocessing.connection
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+import click
+
+if TYPE_CHECKING:  # imported lazily: `atlas ... --help` must not load numpy
+    from atlas.comm import WorldSpec
+
+_log = logging.getLogger("atlas.tp")
+
+
+@dataclass(frozen=True)
+class ParallelOptions:
+    """The CLI's parallel flags, checked once."""
+
+    tensor_parallel_size: int = 1
+    rank: int | None = None
+    world_size: int | None = None
+    master_addr: str = "127.0.0.1"
+    master_port: int = 29511
+
+    def world(self) -> WorldSpec:
+        """This process's place in the group."""
+        from atlas.comm import WorldSpec
+        if self.world_size is None:
+            return WorldSpec(0, self.tensor_parallel_size, self.master_addr, self.master_port)
+        # several hosts: each process sees its GPU as device 0 (CUDA_VISIBLE_DEVICES)
+        return WorldSpec(self.rank or 0, self.world_size, self.master_addr, self.master_port,
+                         device=0)
+
+    @property
+    def local_workers(self) -> list[int]:
+        """Ranks this process spawns (only the single-host form spawns)."""
+        return list(range(1, self.tensor_parallel_size)) if self.world_size is None else []
+
+    @classmethod
+    def from_cli(cls, p: dict[str, Any]) -> "ParallelOptions":
+        tp, rank, world = p["tensor_parallel_size"], p["rank"], p["world_size"]
+        if (rank is None) != (world is None):
+            raise click.UsageError("--rank and --world-size go together")
+        if world is not None:
+            if tp != 1 and tp != world:
+                raise click.UsageError("--tensor-parallel-size and --world-size disagree")
+            if not 0 <= rank < world:
+                raise click.UsageError(f"--rank {rank} outside --world-size {world}")
+        return cls(tp, rank, world, p["master_addr"], p["master_port"])
+
+
+def parallel_flags(fn: Callable) -> Callable:
+    """The four click options every command that loads a model for serving shares."""
+    for opt in reversed([
+        click.option("--tensor-parallel-size", type=click.IntRange(1), default=1,
+                     show_default=True, help="Ranks on this host (one per GPU)."),
+        click.option("--rank", type=click.IntRange(0), default=None,
+                     help="This process's rank in a multi-host group."),
+        click.option("--world-size", type=click.IntRange(1), default=None,
+                     help="Ranks in a multi-host group."),
+        click.option("--master-addr", default="127.0.0.1", show_default=True,
+                     help="Rank 0's address for the rendezvous."),
+        click.option("--master-port", type=click.IntRange(1, 65535), default=29511,
+                     show_default=True, help="Rank 0's rendezvous port.")]):
+        fn = opt(fn)
+    return fn
+
+
+def run_worker(model_dir: Path, world: WorldSpec, load_kwargs: dict[str, Any]) -> None:
+    """A worker rank: load its shard (joining the group), then replay rank 0's steps."""
+    from atlas.model.load import load_runner
+    from atlas.model.parallel_executor import serve_worker
+    runner = load_runner(model_dir, world=world, **load_kwargs)
+    serve_worker(runner)
+
+
+@dataclass
+class WorkerWatch:
+    """Spawned workers and a thread that calls `on_death(message)` if one exits while the
+    group is live."""
+
+    procs: dict[int, mp.process.BaseProcess]
+    on_death: Callable[[str], None] = lambda _msg: None
+    _stopping: threading.Event = field(default_factory=threading.Event)
+
+    @classmethod
+    def spawn(cls, model_dir: Path, opts: ParallelOptions,
+              load_kwargs: dict[str, Any]) -> "WorkerWatch":
+        from atlas.comm import WorldSpec
+        from atlas.core.config import ModelConfig
+        from atlas.model.loaders.dense import UnsupportedModelError
+        from atlas.model.parallel import check_tensor_parallel
+        if opts.local_workers:  # refuse a split the model cannot take before any spawn
+            try:
+                check_tensor_parallel(ModelConfig.from_hf(model_dir), opts.tensor_parallel_size)
+            except UnsupportedModelError as exc:
+                raise click.ClickException(str(exc)) from None
+        ctx = mp.get_context("spawn")
+        procs: dict[int, mp.process.BaseProcess] = {}
+        for rank in opts.local_workers:
+            world = WorldSpec(rank, opts.tensor_parallel_size, opts.master_addr,
+                              opts.master_port)
+            proc = ctx.Process(target=run_worker, args=(model_dir, world, load_kwargs),
+                               name=f"atlas-tp-rank{rank}", daemon=True)
+            proc.start()
+            procs[rank] = proc
+        return cls(procs)
+
+    def watch(self, on_death: Callable[[str], None]) -> None:
+        """Start reporting deaths (after the group formed: a load failure surfaces on rank 0
+        as the rendezvous or a collective failing)."""
+        self.on_death = on_death
+        threading.Thread(target=self._run, name="atlas-tp-watch", daemon=True).start()
+
+    def _run(self) -> None:
+        sentinels = {p.sentinel: rank for rank, p in self.procs.items()}
+        if not sentinels:
+            return
+        ready = multiprocessing.connection.wait(list(sentinels))
+        if self._stopping.is_set():
+            return
+        rank = sentinels[ready[0]]  # type: ignore[index]
+        proc = self.procs[rank]
+        proc.join(1.0)
+        self.on_death(f"tensor-parallel worker rank {rank} (pid {proc.pid}) exited with code "
+                      f"{proc.exitcode}; shutting down")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Wait for workers told to stop; terminate any that do not exit."""
+        self._stopping.set()
+        for proc in self.procs.values():
+            proc.join(timeout)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(timeout)
