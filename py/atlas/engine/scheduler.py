@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from ..model.batch import SeqChunk
 from .block_manager import BlockManager
+from .grammar_state import GrammarState
 from .request import EngineOutput, EngineRequest, FinishReason
 from .scheduling_policy import SchedulingPolicy
 from .sequence import SamplingState, Sequence, ThinkingState
@@ -97,7 +98,9 @@ class Scheduler:
         self.check(request)
         thinking = request.thinking
         state = SamplingState(request.sampling, thinking=None if thinking is None else
-                              ThinkingState(thinking, inside=thinking.starts_inside))
+                              ThinkingState(thinking, inside=thinking.starts_inside),
+                              grammar=None if request.grammar is None else
+                              GrammarState(request.grammar))
         seq = Sequence(seq_id, request, self._arrivals, self.token_limit, state,
                        last_emit_time=now)
         self._arrivals += 1
@@ -208,6 +211,7 @@ class Scheduler:
     def _add_chunk(self, plan: StepPlan, seq: Sequence, chunk: int) -> None:
         start = seq.num_computed
         completes = start + chunk == seq.num_tokens
+        grammar = seq.sampling.grammar if completes else None
         plan.seqs.append(seq)
         plan.chunks.append(SeqChunk(
             seq_id=seq.seq_id,
@@ -216,6 +220,8 @@ class Scheduler:
             block_table=seq.block_table,   # the live list: read during execute, never copied
             sampling=seq.sampling.params,
             sample=completes and not seq.sampling.forced_next,
+            token_mask=grammar.fill_mask if grammar is not None and grammar.constrains_next
+            else None,
             rng_position=len(seq.output_ids),
             history=seq.penalty_history() if seq.needs_history else None,
         ))
@@ -225,7 +231,13 @@ class Scheduler:
         seq.output_ids.append(token)
         seq.last_emit_time = now
         reason = None
-        if token in seq.request.stop_token_ids:
+        grammar = seq.sampling.grammar
+        if grammar is not None and grammar.error is not None:
+            # the token was drawn without a valid mask: drop it
+            seq.output_ids.pop()
+            return self._finish(seq, FinishReason.ERROR, (), grammar.error)
+        if token in seq.request.stop_token_ids or (grammar is not None
+                                                    and grammar.is_terminated):
             reason = FinishReason.STOP
         elif (len(seq.output_ids) >= seq.request.max_tokens
               or seq.num_tokens >= seq.token_limit):
@@ -234,7 +246,8 @@ class Scheduler:
             return self._finish(seq, reason, (token,))
         return self._output(seq, (token,), None)
 
-    def _finish(self, seq: Sequence, reason: str, new: tuple[int, ...]) -> EngineOutput:
+    def _finish(self, seq: Sequence, reason: str, new: tuple[int, ...],
+                error: str | None = None) -> EngineOutput:
         if seq in self.running:
             self.running.remove(seq)
             self._released.append(seq.seq_id)
@@ -242,8 +255,10 @@ class Scheduler:
             self.waiting.remove(seq)  # its executor state went at preemption, if it had any
         self.blocks.release(seq)
         del self._by_id[seq.seq_id]
-        return self._output(seq, new, reason)
+        return self._output(seq, new, reason, error)
 
     @staticmethod
-    def _output(seq: Sequence, new: tuple[int, ...], reason: str | None) -> EngineOutput:
-        return EngineOutput(seq.seq_id, new, reason, seq.num_prompt_tokens, len(seq.output_ids))
+    def _output(seq: Sequence, new: tuple[int, ...], reason: str | None,
+                error: str | None = None) -> EngineOutput:
+        return EngineOutput(seq.seq_id, new, reason, seq.num_prompt_tokens, len(seq.output_ids),
+                            error)

@@ -3,7 +3,7 @@
 Preemption frees device memory (KV blocks, the executor's sampler slot), never request
 state: the tokens so far, the seed, what the penalties have counted and where a thinking
 budget stands all live here, so a recomputed sequence continues exactly as if it had never
-been interrupted. Grammar state will join `SamplingState`; speculative decoding adds the
+been interrupted. The grammar matcher lives in `SamplingState` too; speculative decoding adds the
 draft tokens a chunk proposes after `output_ids`, which `commit` then verifies.
 """
 
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from ..core.sampling import SamplingParams
 from ..model.batch import PenaltyHistory
+from .grammar_state import GrammarState
 from .request import EngineRequest, ThinkingBudget
 
 
@@ -46,12 +47,14 @@ class SamplingState:
     output position) draws the same token after a recompute. `drawn_counts` mirrors the
     executor's penalty counts (kept only when the request has penalties) so they can be
     rebuilt when the sequence returns from preemption. A token forced by the thinking budget
-    is not drawn: it neither advances the sampler nor counts as drawn.
+    is not drawn: it neither advances the sampler nor counts as drawn. `grammar` advances
+    with every token, drawn or forced.
     """
 
     params: SamplingParams
     drawn_counts: dict[int, int] = field(default_factory=dict)
     thinking: ThinkingState | None = None
+    grammar: GrammarState | None = None
 
     @property
     def forced_next(self) -> bool:
@@ -66,6 +69,8 @@ class SamplingState:
             self.drawn_counts[token] = self.drawn_counts.get(token, 0) + 1
         if self.thinking is not None:
             self.thinking.observe(token)
+        if self.grammar is not None:
+            self.grammar.observe(token)
 
 
 @dataclass(slots=True, eq=False)

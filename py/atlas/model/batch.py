@@ -14,9 +14,14 @@ how a preempted sequence resumes sampling exactly where it stopped.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
+
+import numpy as np
 
 from ..core.sampling import SamplingParams
+
+#: writes a sampling row's allowed-token bitmask: (the [rows, words] uint32 host rows, row)
+TokenMaskFiller = Callable[[np.ndarray, int], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +43,8 @@ class SeqChunk:
     the last one (and where the engine forces the next token instead of drawing it).
     `rng_position` is how many tokens the sequence had generated before this chunk: with the
     seed in `sampling`, it keys the sampler's counter-based RNG. `history` is set when the
-    executor holds no state for the sequence yet (see the module doc).
+    executor holds no state for the sequence yet (see the module doc). `token_mask`, on a
+    sampling chunk under a grammar, fills the row's allowed-token bitmask before sampling.
     """
 
     seq_id: int
@@ -49,6 +55,7 @@ class SeqChunk:
     sample: bool = True
     rng_position: int = 0
     history: PenaltyHistory | None = None
+    token_mask: TokenMaskFiller | None = None
 
 
 class StepExecutor(Protocol):

@@ -136,6 +136,7 @@ class ModelRunner:
         self._free_slots = list(range(limits.max_batch_size - 1, -1, -1))
         self._row_state: list[tuple[int, int]] = [(-1, -1)] * limits.max_batch_size
         self.graphs: dict[int, GraphHandle] = {}
+        self._masked_last = False  # the last step uploaded a grammar mask
         self.buckets = decode_buckets(limits.max_batch_size)
 
     # ---- StepExecutor ------------------------------------------------------------------
@@ -158,6 +159,7 @@ class ModelRunner:
                              [st.sampling for st in sampling_steps] + [GREEDY] * pad,
                              [st.rng_position for st in sampling_steps]
                              + [0] * pad, self.stream)
+        self._upload_token_masks(sampling_steps)
         if decode:
             self.backend.launch_graph(self.graphs[bucket], self.stream)
         else:
@@ -190,6 +192,23 @@ class ModelRunner:
         return self.backend.download(self.bufs.logits, np.float32, (rows, self.vocab_size))
 
     # ---- internals ---------------------------------------------------------------------
+    def _upload_token_masks(self, sampling_steps: Sequence[SeqChunk]) -> None:
+        """Grammar masks of this step's sampling rows (row j = j-th sampling chunk), filled
+        into the sampler's pinned rows; rows without one sample unmasked."""
+        fills = [st.token_mask for st in sampling_steps]
+        if self.sampler.token_bitmask is None:
+            if any(fills):
+                raise RuntimeError("a chunk carries a grammar mask, but the sampler was built "
+                                   "without token_masks")
+            return
+        if not any(fills) and not self._masked_last:
+            return  # the device's mask rows already say "none"
+        self._masked_last = any(fills)
+        for row, fill in enumerate(fills):
+            if fill is not None:
+                fill(self.sampler.host_bitmask, row)
+        self.sampler.upload_token_masks([f is not None for f in fills], self.stream)
+
     def _pack_state_slots(self, steps: Sequence[SeqChunk], n_rows: int) -> None:
         """Each row's recurrent-state slot (its sampler slot; padding rows the pad slot)."""
         if not self.has_recurrent_state:
