@@ -62,7 +62,7 @@ class StructuredOutputs:
                 markers = [m for m in _TOOL_MARKERS if tok.token_id(m) is not None]
                 vocab = Vocabulary.from_tokenizer_json(
                     tok.tokenizer_json, tok.eos_token_ids,
-                    vocab_size=max(self.vocab_size, tok.vocab_size), literal_special=markers)
+                    vocab_size=self.vocab_size, literal_special=markers)
                 self._compiler = GrammarCompiler(vocab)
             return self._compiler
 
