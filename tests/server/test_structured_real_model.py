@@ -1,6 +1,7 @@
 """Structured output from the real default model (SmolLM2-135M-Instruct) on the host
 backend, over HTTP with the openai SDK, sampled at temperature 1: the JSON answer
-validates against its schema. Slow (the model runs on the CPU, ~70 s here), so one; tests/server/test_structured_output.py covers the rest on a tiny model."""
+validates against its schema. Slow (the model runs on the CPU, ~70 s here), so one;
+tests/server/test_structured_output.py covers the rest on a tiny model."""
 
 from __future__ import annotations
 
@@ -10,8 +11,7 @@ import jsonschema
 import openai
 import pytest
 
-from atlas.server.app_serve import EngineLimits
-from tests.server.harness import ServerThread
+from tests.server.harness import default_model_server
 from tests.unit.grammar_support import load_schema
 
 pytestmark = pytest.mark.slow
@@ -19,13 +19,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def client():
-    from atlas.model.load import load_runner
-    from atlas.runtime import model_paths
-    model_dir = model_paths.ensure_default_model()
-    runner = load_runner(model_dir, backend="host", max_seq_len=1024, max_batch_size=2,
-                         max_prefill_tokens=512, use_graphs=False)
-    srv = ServerThread(model_dir, runner, limits=EngineLimits(
-        max_num_seqs=2, max_seq_len=1024, max_prefill_tokens=512)).start()
+    srv = default_model_server(max_seq_len=1024, max_batch_size=2,
+                               max_prefill_tokens=512).start()
     yield openai.OpenAI(base_url=srv.url + "/v1", api_key="k", max_retries=0)
     srv.stop()
 
