@@ -101,3 +101,27 @@ def test_the_reasoning_block_is_unconstrained(engine, compiler):
     # noise while thinking: not every thinking token is one the grammar allows first
     thinking = ids[:ids.index(THINK_CLOSE)] if THINK_CLOSE in ids else ids
     assert len(thinking) > 0 and not np.all([t in (121, 110) for t in thinking])
+
+
+def test_the_model_may_open_its_reasoning_block_first(compiler):
+    from atlas.engine.grammar_state import GrammarState
+    state = GrammarState(GrammarRequest(compiler.compile_regex("yes|no"),
+                                        think_close_id=THINK_CLOSE, think_open_id=THINK_OPEN))
+    mask = np.zeros((1, state.request.grammar.num_words), dtype=np.uint32)
+
+    def allowed() -> set[int]:
+        state.fill_mask(mask, 0)
+        bits = np.unpackbits(mask[0].view(np.uint8), bitorder="little")
+        return set(np.flatnonzero(bits).tolist())
+
+    yes_no = {i for i, b in enumerate(compiler.vocab.token_bytes)
+              if b and (b"yes".startswith(b) or b"no".startswith(b))}
+    assert allowed() == yes_no | {THINK_OPEN}
+    state.observe(THINK_OPEN)
+    assert not state.constrains_next
+    state.observe(40)               # anything while thinking
+    state.observe(THINK_CLOSE)
+    assert state.constrains_next and allowed() == yes_no   # no second reasoning block
+    state.observe(compiler.vocab.token_bytes.index(b"n"))
+    state.observe(compiler.vocab.token_bytes.index(b"y"))   # "ny": not in the grammar
+    assert state.error is not None and "does not continue the grammar" in state.error
