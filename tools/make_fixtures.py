@@ -20,7 +20,7 @@ records what transformers computes from them:
 Everything runs in bf16 with eager attention, on CPU for the tiny fixtures (committed under
 tests/fixtures/) and on the GPU for full-size configs::
 
-    python tools/make_fixtures.py                              # the three tiny fixtures
+    python tools/make_fixtures.py                              # every tiny fixture
     python tools/make_fixtures.py --config tiny-qwen3 --out /tmp/q
     python tools/make_fixtures.py --config qwen3-8b --device cuda --out /data/qwen3-8b-rand
 
@@ -32,7 +32,14 @@ projections that write the residual stream (o_proj, down_proj) get twice that st
 in trained models, the layers rather than the token embedding dominate the residual;
 otherwise a tied-embedding model mostly repeats its last input token. Embeddings and
 lm_head draw from N(0, (1.6 / sqrt(hidden))^2), giving logits with a std near 1.6.
-RMSNorm weights are 1 + N(0, 0.1^2).
+RMSNorm weights are 1 + N(0, 0.1^2). Mixture-of-experts weights follow the same rule per
+expert (fan_in is the last dimension of the stacked [E, out, in] expert tensors); the router
+and the shared-expert gate are plain projections, so router logits have a std near 1 and
+every expert is chosen by some tokens.
+
+MoE checkpoints are written in both expert layouts found in the wild: `EXPERTS_FUSED`
+configs with transformers 5's stacked `mlp.experts.gate_up_proj` / `down_proj` tensors
+(`save_original_format=False`), the others one tensor per expert (the published layout).
 
 Greedy decoding of bf16 logits can hit near-ties that differ between two correct engines,
 and a random model can fall into repeating one token, which tests little. For tiny
@@ -51,13 +58,14 @@ transformers 5.24 here and torch 2.11 + transformers 5.17 on the GPU machine.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import torch
@@ -66,13 +74,15 @@ from transformers import AutoConfig, AutoModelForCausalLM
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
+sys.path.insert(0, str(REPO / "py"))
+
+# the weight distribution, shared with the benchmark-only synthetic weights
+from atlas.runtime.synthetic_weights import NORM_STD, init_std  # noqa: E402
 
 #: a greedy step must beat the runner-up by this many bf16 ulps of the winning logit
 MIN_MARGIN_ULPS = 4
 #: share of distinct tokens a greedy continuation needs to count as non-degenerate
 MIN_DISTINCT_FRACTION = 0.75
-#: std multiplier for the projections that write the residual stream
-RESIDUAL_WRITE_GAIN = 2.0
 #: full-size checkpoints are sharded like the published ones (with an index file)
 MAX_SHARD_SIZE = "4GB"
 
@@ -83,7 +93,21 @@ _LLAMA = {**_COMMON, "architectures": ["LlamaForCausalLM"], "model_type": "llama
 _QWEN3 = {**_COMMON, "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
           "bos_token_id": 151643, "eos_token_id": 151645, "sliding_window": None,
           "use_sliding_window": False, "rope_scaling": None}
+_QWEN3_MOE = {**_QWEN3, "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe",
+              "decoder_sparse_step": 1, "mlp_only_layers": [], "norm_topk_prob": True,
+              "output_router_logits": False, "router_aux_loss_coef": 0.001}
+_QWEN2_MOE = {**_COMMON, "architectures": ["Qwen2MoeForCausalLM"], "model_type": "qwen2_moe",
+              "bos_token_id": 151643, "eos_token_id": 151643, "sliding_window": None,
+              "use_sliding_window": False, "rope_scaling": None, "qkv_bias": False,
+              "output_router_logits": False, "router_aux_loss_coef": 0.001}
 _TINY_SPECIAL_IDS = {"bos_token_id": 1, "eos_token_id": 2}  # inside a 512-token vocab
+#: the published Qwen/Qwen3-30B-A3B config
+_QWEN3_30B_A3B = {**_QWEN3_MOE, "hidden_size": 2048, "intermediate_size": 6144,
+                  "moe_intermediate_size": 768, "num_experts": 128, "num_experts_per_tok": 8,
+                  "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4,
+                  "head_dim": 128, "vocab_size": 151936, "max_position_embeddings": 40960,
+                  "max_window_layers": 48, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+                  "tie_word_embeddings": False}
 
 # Tiny shapes are chosen so each fixture directory stays under 2 MB while every matrix
 # dimension differs from the others where the architecture allows (a transposed weight
@@ -110,6 +134,33 @@ CONFIGS: dict[str, dict[str, Any]] = {
                    "max_position_embeddings": 256, "max_window_layers": 2,
                    "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
                    "tie_word_embeddings": False},
+    # Qwen3-MoE: 16 experts, top-3 (not a power of two), stacked expert tensors; layer 1
+    # is dense through mlp_only_layers, with an intermediate size of its own.
+    "tiny-qwen3-moe": {**_QWEN3_MOE, **_TINY_SPECIAL_IDS, "hidden_size": 128,
+                       "intermediate_size": 160, "moe_intermediate_size": 48,
+                       "num_experts": 16, "num_experts_per_tok": 3, "mlp_only_layers": [1],
+                       "num_hidden_layers": 2, "num_attention_heads": 2,
+                       "num_key_value_heads": 1, "head_dim": 128, "vocab_size": 512,
+                       "max_position_embeddings": 256, "max_window_layers": 2,
+                       "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+                       "tie_word_embeddings": False},
+    # Qwen2-MoE style: a shared expert beside 6 routed ones (top-2, weights not
+    # renormalized), one tensor per expert, decoder_sparse_step 2 (layer 0 dense, layer 1
+    # sparse), no q/k norm, head_dim = hidden / heads.
+    "tiny-qwen2-moe": {**_QWEN2_MOE, **_TINY_SPECIAL_IDS, "hidden_size": 128,
+                       "intermediate_size": 160, "moe_intermediate_size": 64,
+                       "shared_expert_intermediate_size": 96, "num_experts": 6,
+                       "num_experts_per_tok": 2, "norm_topk_prob": False,
+                       "decoder_sparse_step": 2, "mlp_only_layers": [],
+                       "num_hidden_layers": 2, "num_attention_heads": 2,
+                       "num_key_value_heads": 1, "vocab_size": 512,
+                       "max_position_embeddings": 256, "max_window_layers": 2,
+                       "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+                       "tie_word_embeddings": False},
+    # Qwen3-30B-A3B: the published config (synthetic weights only: 61 GB in bf16), and the
+    # same with 8 layers (every per-layer shape unchanged) for parity with transformers.
+    "qwen3-30b-a3b": _QWEN3_30B_A3B,
+    "qwen3-30b-a3b-8l": {**_QWEN3_30B_A3B, "num_hidden_layers": 8, "max_window_layers": 8},
     # The published Qwen/Qwen3-0.6B and Qwen/Qwen3-8B configs.
     "qwen3-0.6b": {**_QWEN3, "hidden_size": 1024, "intermediate_size": 3072,
                    "num_hidden_layers": 28, "num_attention_heads": 16,
@@ -199,7 +250,10 @@ class GoldenPlan:
 
 TINY_PLAN = GoldenPlan(prompt_len=24, greedy_len=16, all_positions=True, prompt_tries=256)
 FULL_PLAN = GoldenPlan(prompt_len=512, greedy_len=64, all_positions=False, prompt_tries=1)
-TINY = ("tiny-llama", "tiny-qwen3", "tiny-llama3-rope", "tiny-qwen3_5")
+TINY = ("tiny-llama", "tiny-qwen3", "tiny-llama3-rope", "tiny-qwen3_5", "tiny-qwen3-moe",
+        "tiny-qwen2-moe")
+#: configs written with stacked expert tensors (transformers 5's in-memory layout)
+EXPERTS_FUSED = frozenset({"tiny-qwen3-moe"})
 
 
 def plan_for(name: str) -> GoldenPlan:
@@ -221,18 +275,6 @@ def build_model(config_path: Path, device: torch.device) -> torch.nn.Module:
     return model.eval()
 
 
-def _init_std(name: str, param: torch.Tensor, hidden: int) -> float | None:
-    """Standard deviation for a weight, or None for an RMSNorm weight (1 + noise)."""
-    if param.ndim == 1:
-        if not name.endswith("norm.weight"):
-            raise ValueError(f"unexpected 1-D parameter {name}: these architectures have no biases")
-        return None
-    if name.endswith(("embed_tokens.weight", "lm_head.weight")):
-        return 1.6 / math.sqrt(hidden)
-    gain = RESIDUAL_WRITE_GAIN if name.endswith(("o_proj.weight", "down_proj.weight")) else 1.0
-    return gain / math.sqrt(param.shape[1])
-
-
 @torch.no_grad()
 def init_weights(model: torch.nn.Module, seed: int) -> None:
     """Overwrite every parameter deterministically (per seed and device)."""
@@ -245,9 +287,9 @@ def init_weights(model: torch.nn.Module, seed: int) -> None:
         if special is not None:
             param.copy_(special)
             continue
-        std = _init_std(name, param, hidden)
+        std = init_std(name, tuple(param.shape), hidden)
         noise = torch.randn(param.shape, generator=gen, device=param.device, dtype=torch.float32)
-        param.copy_(1.0 + 0.1 * noise if std is None else std * noise)
+        param.copy_(1.0 + NORM_STD * noise if std is None else std * noise)
 
 
 # --------------------------------------------------------------------------------------
@@ -292,18 +334,40 @@ def _eos_ids(config: Any) -> set[int]:
     return set() if eos is None else {eos} if isinstance(eos, int) else set(eos)
 
 
+@contextlib.contextmanager
+def lower_index_ties() -> Iterator[None]:
+    """torch.topk keeps, among exactly equal scores, whichever it likes (on the CPU not always
+    the lower index), and MoE router logits are bf16, so exact ties between the k-th and
+    (k+1)-th expert are common. Within this block topk is a stable descending sort, so ties
+    go to the lower expert index, the order Atlas's router (and the issue) specifies; the
+    goldens are transformers' forward with that one choice made deterministic."""
+    original = torch.topk
+
+    def stable_topk(input: torch.Tensor, k: int, dim: int = -1, largest: bool = True,
+                    sorted: bool = True) -> Any:
+        values, indices = torch.sort(input, dim=dim, descending=largest, stable=True)
+        return torch.return_types.topk((values.narrow(dim, 0, k), indices.narrow(dim, 0, k)))
+
+    torch.topk = stable_topk
+    try:
+        yield
+    finally:
+        torch.topk = original
+
+
 def make_golden(model: torch.nn.Module, plan: GoldenPlan, seed: int) -> dict[str, np.ndarray]:
     """Draw prompts until one's greedy continuation has comfortable margins, enough
     distinct tokens and no EOS (or the tries run out: then the best one seen), and record
-    its goldens."""
+    its goldens (router ties broken by `lower_index_ties`)."""
     vocab, eos = model.config.vocab_size, _eos_ids(model.config)
     best: dict[str, np.ndarray] = {}
     best_score = -math.inf
     for attempt in range(plan.prompt_tries):
         rng = np.random.default_rng([seed, attempt])
         ids = rng.integers(0, vocab, size=plan.prompt_len).tolist()
-        logits = forward_logits(model, ids, plan.all_positions)
-        greedy, margins, worst_ulps = greedy_tokens(model, ids, plan.greedy_len, logits)
+        with lower_index_ties():
+            logits = forward_logits(model, ids, plan.all_positions)
+            greedy, margins, worst_ulps = greedy_tokens(model, ids, plan.greedy_len, logits)
         degenerate = len(set(greedy)) < MIN_DISTINCT_FRACTION * len(greedy)
         score = -math.inf if eos & set(greedy) or degenerate else worst_ulps
         if not best or score > best_score:
@@ -350,20 +414,28 @@ def reference_controls(model: torch.nn.Module, golden: dict[str, np.ndarray]) ->
 # --------------------------------------------------------------------------------------
 
 
+def write_config(name: str, out: Path) -> Path:
+    """`out`/config.json for config `name` (alone, it is a synthetic-weights model directory:
+    `load_runner(out, synthetic_seed=N)`, `tools/gpu/profile_decode.py --synthetic-seed N`)."""
+    out.mkdir(parents=True, exist_ok=True)
+    config_path = out / "config.json"
+    config_path.write_text(json.dumps(CONFIGS[name], indent=2, sort_keys=True) + "\n")
+    return config_path
+
+
 def write_checkpoint(name: str, out: Path, device: torch.device, seed: int,
                      golden: bool = True) -> None:
     """config.json + safetensors (bf16) + golden.npz (unless golden=False: benchmarks need
     only the weights) for one config into `out`."""
-    out.mkdir(parents=True, exist_ok=True)
-    config_path = out / "config.json"
-    config_path.write_text(json.dumps(CONFIGS[name], indent=2, sort_keys=True) + "\n")
+    config_path = write_config(name, out)
     print(f"{name}: building on {device}", file=sys.stderr)
     model = build_model(config_path, device)
     init_weights(model, seed)
     # save_pretrained writes the weights (dropping a tied lm_head, sharding big models);
     # its config.json is in transformers' own current spelling, so ours is put back.
-    model.save_pretrained(out, max_shard_size=MAX_SHARD_SIZE)
-    config_path.write_text(json.dumps(CONFIGS[name], indent=2, sort_keys=True) + "\n")
+    model.save_pretrained(out, max_shard_size=MAX_SHARD_SIZE,
+                          save_original_format=name not in EXPERTS_FUSED)
+    write_config(name, out)
     (out / "generation_config.json").unlink(missing_ok=True)
     if not golden:
         print(f"{name}: wrote {out} (weights only)", file=sys.stderr)
@@ -372,7 +444,8 @@ def write_checkpoint(name: str, out: Path, device: torch.device, seed: int,
     golden = make_golden(model, plan_for(name), seed)
     if not name.startswith("tiny-"):
         print(f"{name}: computing transformers-vs-transformers controls", file=sys.stderr)
-        golden.update(reference_controls(model, golden))
+        with lower_index_ties():
+            golden.update(reference_controls(model, golden))
     np.savez(out / "golden.npz", **golden)
     print(f"{name}: wrote {out}", file=sys.stderr)
 
@@ -385,6 +458,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="output directory (default: tests/fixtures/<config>)")
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--config-only", action="store_true",
+                        help="write config.json only (a synthetic-weights model directory)")
     parser.add_argument("--no-golden", action="store_true",
                         help="write the checkpoint only (for benchmarks), no transformers goldens")
     args = parser.parse_args(argv)
@@ -396,6 +471,9 @@ def main(argv: list[str] | None = None) -> int:
         out = args.out or FIXTURES / name
         if out.exists() and name.startswith("tiny-") and args.out is None:
             shutil.rmtree(out)  # regenerate committed fixtures from scratch
+        if args.config_only:
+            write_config(name, out)
+            continue
         write_checkpoint(name, out, device, args.seed, golden=not args.no_golden)
     return 0
 

@@ -145,6 +145,10 @@ def _check_options(p: dict) -> None:
               help="Tokenize special-token strings (<|im_end|>...) in user, system and tool "
               "text as control tokens. Off: they are plain text, so users cannot forge "
               "role boundaries.")
+@click.option("--synthetic-weights", "synthetic_seed", type=click.IntRange(min=0), default=None,
+              metavar="SEED", help="Benchmarks only: generate random weights on the device "
+              "from SEED instead of reading them (the model directory needs only config.json "
+              "and the tokenizer files; the answers are gibberish).")
 def command(**p) -> None:
     """Serve MODEL (a directory, an Atlas model name, or a name in the Hugging Face cache)
     over the OpenAI and Anthropic APIs. Without MODEL, serves the embedded default model.
@@ -219,7 +223,8 @@ async def _serve(ctx, model_dir: Path, backend: str, p: dict) -> None:
                            max_prefill_tokens=p["max_prefill_tokens"],
                            gpu_memory_utilization=p["gpu_memory_utilization"],
                            fast_load=not p["no_fast_load"], progress=LoadProgress(),
-                           step=step)
+                           step=step,
+                           synthetic_seed=p["synthetic_seed"])
 
     def ready() -> None:
         print(f"Listening on {p['bind']}:{p['port']}", flush=True)

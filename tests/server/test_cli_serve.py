@@ -73,3 +73,35 @@ def test_invalid_option_combinations_are_refused(model_dir):
         result = runner.invoke(cli, base + extra)
         assert result.exit_code == 2, (extra, result.output)
         assert message in result.output, (extra, result.output)
+
+
+def test_serve_synthetic_moe_weights(tmp_path):
+    """`--synthetic-weights SEED`: a directory with config.json and tokenizer files only
+    serves a mixture-of-experts model (real runner, CPU backend) with device-made weights."""
+    import json
+
+    from tests.server.fakes import build_tiny_model_dir
+
+    model = build_tiny_model_dir(tmp_path / "synthetic-moe")
+    vocab = json.loads((model / "config.json").read_text())["vocab_size"]
+    moe = json.loads((REPO / "tests/fixtures/tiny-qwen3-moe/config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**moe, "vocab_size": vocab}))
+    assert not list(model.glob("*.safetensors"))
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": f"{REPO / 'py'}{os.pathsep}{REPO}"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "atlas_cli.main", "serve", "--model-from-path", str(model),
+         "--port", str(port), "--backend", "host", "--max-seq-len", "64",
+         "--max-batch-size", "2", "--max-prefill-tokens", "32", "--synthetic-weights", "5"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    try:
+        assert proc.stdout.readline() == f"Listening on 127.0.0.1:{port}\n"
+        status, body = request(f"http://127.0.0.1:{port}/v1/completions",
+                               {"model": "x", "prompt": "Hello", "max_tokens": 3})
+        assert status == 200, body
+        assert 1 <= body["usage"]["completion_tokens"] <= 3  # random weights may stop early
+        assert body["choices"][0]["finish_reason"] in ("length", "stop")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err

@@ -733,3 +733,16 @@ def test_cuda_device_info_pinned_memory_and_events(fake: FakeDriver) -> None:
     be.close()
     closing = [c[0] for c in fake.calls]
     assert closing.count("cuEventDestroy") == 2 and "cuMemFreeHost" in closing
+
+
+def test_host_memory_follows_atlas_host_memory_gib(monkeypatch) -> None:
+    from atlas.runtime.backend_select import host_memory_bytes, make_backend
+
+    monkeypatch.delenv("ATLAS_HOST_MEMORY_GIB", raising=False)
+    assert host_memory_bytes() == 8 << 30
+    monkeypatch.setenv("ATLAS_HOST_MEMORY_GIB", "0.5")
+    assert make_backend("host").total_memory() == 1 << 29
+    for bad in ("lots", "0", "-2"):
+        monkeypatch.setenv("ATLAS_HOST_MEMORY_GIB", bad)
+        with pytest.raises(ValueError, match="ATLAS_HOST_MEMORY_GIB"):
+            host_memory_bytes()

@@ -78,6 +78,25 @@ def test_sampling_reads_the_logits_once() -> None:
     assert Sampling(label="", rows=2, vocab=10, temperature=0.7).family is Family.SAMPLING
 
 
+def test_moe_router_reads_the_logits_and_writes_k_ids_and_weights() -> None:
+    r = ks.MoeRouter(label="", tokens=3, dims=ks.QWEN3_30B_A3B)
+    assert r.bytes_moved() == 4 * 3 * 128 + 8 * 3 * 8 and r.family is Family.MOE_ROUTER
+    sig = ks.MoeRouter(label="", tokens=1, dims=ks.MINIMAX_M2_ROUTER)
+    assert sig.bytes_moved() == 4 * 256 + 8 * 8 + 4 * 256  # + the bias
+
+
+def test_moe_experts_move_the_hit_experts_weights_once() -> None:
+    d = ks.QWEN3_30B_A3B
+    b1 = ks.MoeExperts(label="", tokens=1, dims=d)
+    expert = 2 * 3 * 768 * 2048  # gate, up and down of one expert, bf16
+    assert b1.experts_hit == 8 and b1.family is Family.MOE_DECODE
+    assert b1.bytes_moved() == 8 * expert + 2 * 2 * 2048 + 8 * 8
+    assert b1.flops() == 2 * 8 * 3 * 768 * 2048
+    b64 = ks.MoeExperts(label="", tokens=64, dims=d)
+    assert b64.experts_hit == 128 and b64.family is Family.MOE_GROUPED
+    assert ks.MoeExperts(label="", tokens=8, dims=d).family is Family.MOE_DECODE
+
+
 def test_model_dims() -> None:
     assert QWEN3_8B.qkv_out == 6144 and QWEN3_8B.attn_out == 4096
     assert QWEN3_0_6B.qkv_out == 4096 and QWEN3_0_6B.attn_out == 2048

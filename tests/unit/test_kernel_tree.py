@@ -193,8 +193,9 @@ def test_a_model_leaf_needs_its_model_toml(tmp_path: Path) -> None:
 
 
 def test_real_tree_model_leaves() -> None:
-    """The shipped tree: no size leaf specializes anything yet, so every model directory runs
-    on its hardware's baseline leaf, and the exact hidden size picks its MODEL.toml."""
+    """The shipped tree: one size leaf specializes (qwen3-30b-a3b: the MoE kernels' shapes as
+    compile-time constants), every other model directory runs on its hardware's baseline
+    leaf, and the exact hidden size picks its MODEL.toml."""
     repo = Path(__file__).absolute().parents[2]
 
     def pick(model_type: str, hidden: int, hw: str = "hopper") -> tuple[str, str]:
@@ -207,5 +208,8 @@ def test_real_tree_model_leaves() -> None:
     assert pick("qwen3", 4096) == ("qwen3-8b", "hopper/common/bf16")
     assert pick("qwen3", 2560) == ("qwen3", "hopper/common/bf16")
     assert pick("qwen3", 4096, "gb10") == ("qwen3", "gb10/common/bf16")
+    assert pick("qwen3_moe", 2048) == ("qwen3-30b-a3b", "hopper/qwen3-30b-a3b/bf16")
+    assert pick("qwen3_moe", 4096) == ("qwen3", "hopper/common/bf16")
     assert list_targets(repo) == [KernelTarget("gb10", "common", "bf16"),
-                                  KernelTarget("hopper", "common", "bf16")]
+                                  KernelTarget("hopper", "common", "bf16"),
+                                  KernelTarget("hopper", "qwen3-30b-a3b", "bf16")]

@@ -16,9 +16,9 @@ from atlas.runtime.weights import WeightError, WeightStore, write_safetensors
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
 
 
-def _copy(tmp_path: Path) -> Path:
-    d = tmp_path / "model"
-    shutil.copytree(FIXTURE, d)
+def _copy(tmp_path: Path, fixture: Path = FIXTURE) -> Path:
+    d = tmp_path / fixture.name
+    shutil.copytree(fixture, d)
     return d
 
 
@@ -46,11 +46,13 @@ def test_wrong_shape_names_the_tensor(tmp_path):
         _load(model)
 
 
-def test_missing_tensor_names_it(tmp_path):
-    model = _copy(tmp_path)
-    name = "model.layers.0.self_attn.k_norm.weight"
+@pytest.mark.parametrize("fixture, name", [
+    ("tiny-qwen3", "model.layers.0.self_attn.k_norm.weight"),
+    ("tiny-qwen2-moe", "model.layers.1.mlp.experts.4.down_proj.weight")])
+def test_missing_tensor_names_it(tmp_path, fixture, name):
+    model = _copy(tmp_path, FIXTURE.parent / fixture)
     _edit_tensors(model, lambda t: t.pop(name))
-    with pytest.raises(WeightError, match=f"missing tensor '{name}'"):
+    with pytest.raises(WeightError, match=f"missing tensor '{name}'$"):
         _load(model)
 
 
@@ -81,3 +83,49 @@ def test_a_good_checkpoint_still_loads(tmp_path):
     runner = _load(_copy(tmp_path))
     assert runner.num_kv_blocks >= 4 and runner.vocab_size == 512
     assert np.isfinite(runner.read_logits(1)).all()
+
+
+MOE_FIXTURE = FIXTURE.parent / "tiny-qwen2-moe"
+
+
+def test_config_with_more_experts_than_the_checkpoint(tmp_path):
+    model = _copy(tmp_path, MOE_FIXTURE)
+    cfg = json.loads((model / "config.json").read_text())
+    cfg["num_experts"] = 8
+    (model / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(WeightError, match=r"layer 1 has 6 experts \(model\.layers\.1\.mlp\."
+                                          r"experts\.0\.\.5\) but num_experts = 8"):
+        _load(model)
+
+
+def _fuse_experts(t: dict, experts: int) -> None:
+    """Rewrite layer 1's per-expert tensors as transformers 5's stacked ones, keeping the
+    first `experts` of them."""
+    p = "model.layers.1.mlp.experts."
+    gu = [np.concatenate([t.pop(f"{p}{x}.gate_proj.weight")[1],
+                          t.pop(f"{p}{x}.up_proj.weight")[1]]) for x in range(6)]
+    down = [t.pop(f"{p}{x}.down_proj.weight")[1] for x in range(6)]
+    t[p + "gate_up_proj"] = ("BF16", np.stack(gu[:experts]))
+    t[p + "down_proj"] = ("BF16", np.stack(down[:experts]))
+
+
+def test_stacked_experts_of_the_wrong_count_name_the_tensor(tmp_path):
+    """The fused layout with 5 experts where the config says 6: the tensor is named."""
+    model = _copy(tmp_path, MOE_FIXTURE)
+    _edit_tensors(model, lambda t: _fuse_experts(t, 5))
+    p = "model.layers.1.mlp.experts."
+    with pytest.raises(WeightError, match=rf"tensor '{p}gate_up_proj': shape \[5, 128, 128\], "
+                                          r"want \[6, 128, 128\]"):
+        _load(model)
+
+
+def test_both_expert_layouts_load_the_same_weights(tmp_path):
+    """Stacked and per-expert tensors pack into the same device bytes: same logits, bit for bit."""
+    per_expert = _load(_copy(tmp_path, MOE_FIXTURE))
+    fused_dir = tmp_path / "fused"
+    shutil.copytree(MOE_FIXTURE, fused_dir)
+    _edit_tensors(fused_dir, lambda t: _fuse_experts(t, 6))
+    assert "model.layers.1.mlp.experts.gate_up_proj" in WeightStore(fused_dir)
+    fused = _load(fused_dir)
+    assert np.array_equal(per_expert.read_logits(1), fused.read_logits(1))
+    assert np.isfinite(fused.read_logits(1)).all()

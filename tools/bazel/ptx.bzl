@@ -20,7 +20,8 @@ def _ptx_set_impl(ctx):
         outputs = [out],
         mnemonic = "PtxSet",
         progress_message = "Building PTX set %s" % ctx.attr.leaf,
-        # PATH (for nvcc) and ATLAS_SKIP_BUILD arrive through --action_env (.bazelrc).
+        # The fixed action env (.bazelrc): PATH is /bin:/usr/bin:/usr/local/bin whatever the
+        # shell's is (ptxset_tool adds the CUDA toolkit's bin), ATLAS_SKIP_BUILD passes.
         use_default_shell_env = True,
     )
     return [DefaultInfo(files = depset([out]), runfiles = ctx.runfiles(files = [out]))]

@@ -50,8 +50,9 @@ def copy_bandwidth_gbs() -> float:
 
 
 def atlas_bench(model_dir: Path, batches: list[int], prompt_len: int, new_tokens: int,
-                prefill_len: int, seed: int, backend: str = "cuda") -> dict:
-    """Prefill and decode tok/s through the engine core (what the server runs per step)."""
+                prefill_len: int, seed: int, backend: str = "cuda", **load_kwargs) -> dict:
+    """Prefill and decode tok/s through the engine core (what the server runs per step);
+    `load_kwargs` go to load_runner (e.g. synthetic_seed)."""
     from atlas.engine.core import EngineCore
     from atlas.model.load import load_runner
 
@@ -60,7 +61,8 @@ def atlas_bench(model_dir: Path, batches: list[int], prompt_len: int, new_tokens
     runner = load_runner(model_dir, backend=backend,
                          max_seq_len=max(prompt_len + new_tokens + 64, prefill_len + 16),
                          max_batch_size=max_batch, max_prefill_tokens=prefill_len,
-                         gpu_memory_utilization=0.85, fast_load=True, progress=None)
+                         gpu_memory_utilization=0.85, fast_load=True, progress=None,
+                         **load_kwargs)
     rng = np.random.default_rng(seed)
     vocab = runner.vocab_size
     out: dict = {"weights_bytes": runner.info.weights_bytes, "decode": {},
@@ -88,6 +90,8 @@ def atlas_bench(model_dir: Path, batches: list[int], prompt_len: int, new_tokens
         dt = time.perf_counter() - t0
         out["decode"][b] = generated / dt
         stop_all(core)
+    if backend == "cuda":
+        runner.backend.close()  # its memory goes back before the transformers baselines load
     return out
 
 

@@ -49,8 +49,8 @@ from atlas.model.step_inputs import decode_splits  # noqa: E402
 from atlas.runtime.gpu import DevicePtr, GpuBackend, Stream  # noqa: E402
 from atlas.runtime.kernel_abi import SAMPLE_ROW  # noqa: E402
 from atlas.runtime.ops import (KernelCache, activation, attention, embedding,  # noqa: E402
-                               gating, linear_attention, matmul, matmul_batched, norm, rope,
-                               sampling)
+                               gating, linear_attention, matmul, matmul_batched, moe, norm,
+                               rope, sampling)
 from check_kernels import git_commit, load_sources, nvidia_driver_version  # noqa: E402
 
 
@@ -91,6 +91,9 @@ DRY_RUN_COPIES = 2
 #: shapes of the CPU dry run: small enough for the numpy reference kernels
 TINY = ks.ModelDims("tiny", hidden=64, heads=4, kv_heads=2, head_dim=64, intermediate=96,
                     vocab=512)
+TINY_MOE = ks.MoeDims("tiny-moe", hidden=64, experts=8, top_k=2, inter=32)
+TINY_MOE_ROUTER = ks.MoeDims("tiny-moe-sigmoid", hidden=64, experts=40, top_k=4, inter=32,
+                             scoring="sigmoid")
 TINY_HYBRID = ks.HybridDims("tiny-hybrid", heads=4, kv_heads=2, head_dim=64, key_heads=2,
                             value_heads=4, key_dim=32, value_dim=32, conv_kernel=4)
 
@@ -616,6 +619,141 @@ def kept_tokens(torch: Any, logits: Any, temperature: float, top_k: int, top_p: 
     kept = torch.zeros_like(keep_sorted)
     return kept.scatter(-1, idx, keep_sorted)
 
+# ---- mixture of experts -----------------------------------------------------------------
+
+def moe_router_case(env: Env, s: Any) -> Case:
+    torch = env.torch
+    d, t = s.dims, s.tokens
+    sigmoid = d.scoring == "sigmoid"
+
+    def make() -> Set:
+        # float32 logits: bf16-valued ones tie often, and torch.topk's order among equal
+        # values is unspecified on the GPU (ours: lower expert first)
+        st = {"logits": env.uniform((t, d.experts), -4, 4, torch.float32),
+              "ids": torch.empty((t, d.top_k), dtype=torch.int32, device=env.device),
+              "weights": torch.empty((t, d.top_k), dtype=torch.float32, device=env.device)}
+        if sigmoid:
+            st["bias"] = env.uniform((d.experts,), -0.1, 0.1, torch.float32)
+        return st
+
+    def ours(st: Set, stream: Stream) -> None:
+        routing = moe.Routing(d.scoring, True, 1.0, env.ptr(st["bias"]) if sigmoid else 0)
+        moe.topk(env.kc, stream, env.ptr(st["logits"]), env.ptr(st["ids"]),
+                 env.ptr(st["weights"]), t, d.experts, d.top_k, routing)
+
+    def theirs(st: Set) -> Any:
+        if sigmoid:
+            scores = st["logits"].sigmoid()
+            ids = torch.topk(scores + st["bias"], d.top_k, dim=-1).indices
+            w = scores.gather(1, ids)
+        else:
+            w, ids = torch.topk(torch.softmax(st["logits"], dim=-1), d.top_k, dim=-1)
+        return ids, w / w.sum(dim=-1, keepdim=True)
+
+    def dense(ids: Any, w: Any) -> Any:
+        """Weights scattered into [tokens, experts]: a wrong expert is a large error."""
+        return torch.zeros((t, d.experts), device=env.device).scatter_(1, ids.long(), w)
+
+    label = ("sigmoid + bias, topk, gather, w / sum" if sigmoid
+             else "softmax, topk, w / sum")
+    return Case(s, make, ours, [Variant(label, theirs)],
+                lambda o, th, r: [("weights", dense(o["ids"], o["weights"]), dense(*r))],
+                outputs=("ids", "weights"))
+
+
+def _moe_routing(env: Env, d: Any, t: int) -> tuple[Any, Any]:
+    """(ids i32 [t, k], weights f32 [t, k]) of kernel_shapes.MoeExperts' balanced routing."""
+    torch = env.torch
+    offset = int(env.randint(d.experts, (1,)).item())
+    ids = (torch.arange(t * d.top_k, device=env.device) + offset) % d.experts
+    w = env.uniform((t, d.top_k), 0.1, 1.0, torch.float32)
+    return ids.view(t, d.top_k).to(torch.int32), w / w.sum(dim=-1, keepdim=True)
+
+
+def _grouped_mm(env: Env) -> Callable[..., Any] | None:
+    """torch._grouped_mm where this torch has it and it runs here (bf16, sm_90), else None."""
+    torch = env.torch
+    fn = getattr(torch, "_grouped_mm", None)
+    if fn is None:
+        return None
+    # the call shapes of moe_experts_case: [N, K] weights transposed, an empty group
+    a = torch.ones((32, 64), dtype=torch.bfloat16, device=env.device)
+    w = torch.ones((3, 48, 64), dtype=torch.bfloat16, device=env.device)
+    try:
+        out = fn(a, w.transpose(-2, -1), offs=torch.tensor([16, 16, 32], dtype=torch.int32,
+                                                           device=env.device))
+        if tuple(out.shape) != (32, 48) or float(out[0, 0]) != 64.0:
+            return None
+        return fn
+    except (RuntimeError, NotImplementedError, TypeError):
+        return None
+
+
+def moe_experts_case(env: Env, s: Any) -> Case:
+    torch, F = env.torch, env.torch.nn.functional
+    d, t = s.dims, s.tokens
+    shape = moe.MoeShape(d.experts, d.top_k, d.hidden, d.inter)
+    layout = moe.scratch_layout(shape, t)
+    grouped_mm = _grouped_mm(env)
+
+    def make() -> Set:
+        ids, w = _moe_routing(env, d, t)
+        st = {"x": env.uniform((t, d.hidden)), "ids": ids, "weights": w,
+              "w_bf16": w.to(torch.bfloat16),
+              "w_gu": env.uniform((d.experts, 2 * d.inter, d.hidden),
+                                  -3 / math.sqrt(d.hidden), 3 / math.sqrt(d.hidden)),
+              "w_d": env.uniform((d.experts, d.hidden, d.inter),
+                                 -3 / math.sqrt(d.inter), 3 / math.sqrt(d.inter)),
+              "out": torch.empty((t, d.hidden), dtype=torch.bfloat16, device=env.device)}
+        for name in ("act", "y", "sorted_slots", "tile_expert"):
+            st[name] = torch.empty(max(getattr(layout, name), 16), dtype=torch.uint8,
+                                   device=env.device)
+        # PyTorch's dispatch, built here (outside the timed region) from the known routing:
+        # per hit expert its tokens and their slot positions; and the expert-sorted order
+        flat = ids.reshape(-1).long()
+        order = torch.sort(flat, stable=True).indices
+        st["tok_sorted"] = order // d.top_k
+        st["w_sorted"] = w.reshape(-1)[order].to(torch.bfloat16)
+        st["offs"] = torch.cumsum(torch.bincount(flat, minlength=d.experts), 0).to(torch.int32)
+        st["dispatch"] = [(e, (flat == e).nonzero().squeeze(1) // d.top_k,
+                           (flat == e).nonzero().squeeze(1) % d.top_k)
+                          for e in flat.unique().tolist()]
+        return st
+
+    def ours(st: Set, stream: Stream) -> None:
+        p = {name: env.ptr(st[name]) for name in ("act", "y", "sorted_slots", "tile_expert")}
+        scratch = moe.MoeScratch(p["act"], p["y"], p["sorted_slots"], p["tile_expert"],
+                                 max_tokens=t)
+        moe.experts(env.kc, stream, env.ptr(st["x"]), env.ptr(st["w_gu"]), env.ptr(st["w_d"]),
+                    env.ptr(st["ids"]), env.ptr(st["weights"]), env.ptr(st["out"]), t, shape,
+                    scratch)
+
+    def loop(st: Set) -> Any:  # transformers' Qwen3MoeExperts.forward, dispatch precomputed
+        out = torch.zeros((t, d.hidden), dtype=torch.bfloat16, device=env.device)
+        for e, tok, pos in st["dispatch"]:
+            g, u = F.linear(st["x"][tok], st["w_gu"][e]).chunk(2, dim=-1)
+            y = F.linear(F.silu(g) * u, st["w_d"][e]) * st["w_bf16"][tok, pos, None]
+            out.index_add_(0, tok, y)
+        return out
+
+    variants = [Variant("loop over experts: torch.mm per expert, index_add_", loop,
+                        "PyTorch's routing dispatch (per-expert token lists, sort order) is "
+                        "built outside the timed region; ours aligns on the device")]
+    if grouped_mm is not None:
+        def grouped(st: Set) -> Any:
+            gu = grouped_mm(st["x"][st["tok_sorted"]], st["w_gu"].transpose(-2, -1),
+                            offs=st["offs"])
+            g, u = gu.chunk(2, dim=-1)
+            y = grouped_mm(F.silu(g) * u, st["w_d"].transpose(-2, -1), offs=st["offs"])
+            out = torch.zeros((t, d.hidden), dtype=torch.bfloat16, device=env.device)
+            return out.index_add_(0, st["tok_sorted"], y * st["w_sorted"][:, None])
+
+        variants.append(Variant("torch._grouped_mm x2, gather, index_add_", grouped,
+                                variants[0].note))
+    route = "decode kernels" if moe.uses_decode_kernels(t) else "align + grouped GEMMs + combine"
+    return Case(s, make, ours, variants, lambda o, th, r: [("out", o["out"], r)],
+                outputs=("out",), note=f"ours: ops.moe.experts ({route})")
+
 
 # ---- the hybrid (Gated-DeltaNet) families: transformers' torch implementations as baseline -
 
@@ -756,6 +894,8 @@ BUILDERS: dict[Any, Callable[[Env, Any], Case]] = {
     ks.Family.PREFILL_ATTENTION: prefill_attention_case,
     ks.Family.DECODE_ATTENTION: decode_attention_case,
     ks.Family.SAMPLING: sampling_case, ks.Family.GREEDY: sampling_case,
+    ks.Family.MOE_ROUTER: moe_router_case, ks.Family.MOE_DECODE: moe_experts_case,
+    ks.Family.MOE_GROUPED: moe_experts_case,
     ks.Family.CONV1D: conv1d_case, ks.Family.DELTA_CHUNK: delta_rule_case,
     ks.Family.DELTA_STEP: delta_rule_case, ks.Family.GATED_RMSNORM: gated_norm_case,
 }
@@ -1067,8 +1207,9 @@ def select_shapes(args: argparse.Namespace) -> list[Any]:
         shapes = ks.table_shapes(TINY, (TINY,), ks.TableScale(decode_batches=(1, 3),
                                                            prefill_tokens=40,
                                                            attention_seqs=(17, 64),
-                                                           histories=(48, 200)),
-                                 hybrid=TINY_HYBRID)
+                                                           histories=(48, 200),
+                                                           moe_batches=(1, 3, 20)),
+                                (TINY_MOE,), (TINY_MOE_ROUTER,), hybrid=TINY_HYBRID)
     else:
         shapes = ks.table_shapes()
     if args.quick:

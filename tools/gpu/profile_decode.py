@@ -36,6 +36,8 @@ def main() -> int:
     ap.add_argument("--model", type=Path, required=True)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--synthetic-seed", type=int,
+                    help="generate the weights on the device (--model holds only config.json)")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
 
@@ -46,7 +48,7 @@ def main() -> int:
 
     runner = load_runner(a.model, backend="cuda", max_seq_len=a.context + 256,
                          max_batch_size=max(a.batch, 1), max_prefill_tokens=a.context,
-                         gpu_memory_utilization=0.85)
+                         gpu_memory_utilization=0.85, synthetic_seed=a.synthetic_seed)
     core = start_decoding(runner, a.batch, a.context, 200, np.random.default_rng(0))
     for _ in range(5):
         core.step()

@@ -16,6 +16,7 @@
 #   ATLAS_THROUGHPUT_LEVELS=1,2,4,8,16,32,64  levels of the throughput stage (weights follow
 #                         the suite's 1,1,2,2,4,4,8 for those levels)
 #   ATLAS_CHECK_SEED=N    fixed input seed for check_kernels (default: from the clock)
+#   ATLAS_MOE_HF=eager,compiled  transformers baselines of the moe_bench stage (or none)
 set -uo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -202,9 +203,65 @@ stage_batched_min_m() {
   return $rc
 }
 
+# MoE kernels (issue 10): every MoE check case (on every hopper set, the qwen3-30b-a3b leaf's
+# compile-time shapes included), then the MoE rows of the kernel table: on the baseline set
+# with the grouped GEMMs on wgmma (the default where moe_grouped_sm90 loads), on mma.sync
+# (ATLAS_MOE_SM90=0), and the Qwen3-30B-A3B rows on its own leaf (the specialization's gain).
+stage_moe_kernels() {
+  local rc=0
+  "$PY" tools/gpu/check_kernels.py -k moe_ --out "$RESULTS/gpu_check_moe-$STAMP.json" || rc=1
+  "$PY" tools/gpu/bench_kernels.py -k moe --out-dir "$RESULTS" || rc=1
+  ATLAS_MOE_SM90=0 "$PY" tools/gpu/bench_kernels.py -k moe_grouped \
+    --out-dir "$RESULTS/moe_mma_sync" || rc=1
+  "$PY" tools/gpu/bench_kernels.py --model qwen3-30b-a3b -k qwen3-30b-a3b \
+    --out-dir "$RESULTS/moe_leaf" || rc=1
+  return $rc
+}
+
+# MoE models (issue 10): the tiny MoE fixtures, then the 8-layer Qwen3-30B-A3B config (every
+# per-layer shape of the published one) against transformers, with goldens and
+# transformers-vs-transformers controls made on this GPU.
+stage_moe_parity() {
+  local rc=0
+  "$PY" tools/gpu/model_parity.py --backend cuda --model tests/fixtures/tiny-qwen3-moe \
+    --model tests/fixtures/tiny-qwen2-moe --out "$RESULTS/parity_tiny_moe.json" || rc=1
+  make_checkpoint qwen3-30b-a3b-8l || return 1
+  "$PY" tools/gpu/model_parity.py --backend cuda --model "$CKPT/qwen3-30b-a3b-8l" \
+    --out "$RESULTS/parity_qwen3-30b-a3b-8l.json" || rc=1
+  # each sparse layer of the same prefill against the references, from the device's inputs
+  "$PY" tools/gpu/moe_layer_check.py --model "$CKPT/qwen3-30b-a3b-8l" \
+    --out "$RESULTS/moe_layer_check_qwen3-30b-a3b-8l.json" || rc=1
+  return $rc
+}
+
+# The same 8-layer checkpoint and golden on the host backend (every kernel its numpy
+# reference, on this machine's CPU: a few minutes, ~50 GB of RAM): where its cosine vs the
+# float32 forward is transformers-like and the cuda one is not, a device kernel is wrong.
+stage_moe_host_parity() {
+  make_checkpoint qwen3-30b-a3b-8l || return 1
+  ATLAS_HOST_MEMORY_GIB=64 "$PY" tools/gpu/model_parity.py --backend host \
+    --model "$CKPT/qwen3-30b-a3b-8l" \
+    --out "$RESULTS/parity_qwen3-30b-a3b-8l_host.json"
+}
+
+# Qwen3-30B-A3B at full size from synthetic weights (61 GB in bf16 does not fit the disk):
+# batch 1/8/32/64 decode, 2,048-token prefill, the bandwidth fraction over the bytes read per
+# token; Atlas vs transformers (ATLAS_MOE_HF, default eager,compiled) on the 8-layer
+# checkpoint; the per-kernel breakdown of a batch-1 decode step.
+stage_moe_bench() {
+  local rc=0 cfg="$CKPT/qwen3-30b-a3b-synthetic"
+  make_checkpoint qwen3-30b-a3b-8l weights || return 1
+  "$PY" tools/gpu/bench_moe.py --small-model "$CKPT/qwen3-30b-a3b-8l" \
+    --hf "${ATLAS_MOE_HF:-eager,compiled}" --out "$RESULTS/bench_moe.json" || rc=1
+  "$PY" tools/make_fixtures.py --config qwen3-30b-a3b --out "$cfg" --config-only || return 1
+  "$PY" tools/gpu/profile_decode.py --model "$cfg" --synthetic-seed 0 \
+    --out "$RESULTS/profile_decode_qwen3-30b-a3b.json" || rc=1
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity qwen3_0_6b
         qwen3_5 qwen3_8b decode_bench decode_bench_nopdl batched_min_m profile kernel_table
-        server_sweep throughput)
+        server_sweep throughput moe_kernels moe_parity moe_host_parity moe_bench)
 
 # ---- runner -------------------------------------------------------------------------------
 

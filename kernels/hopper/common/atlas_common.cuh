@@ -35,6 +35,17 @@ __device__ __forceinline__ void pdl_enter() {
   pdl_launch_dependents();
 }
 
+// Streamed 16-byte weight load: read-only path, no L1 allocation, 256-byte L2 prefetch.
+// volatile: callers guard it with a bounds check, and the compiler must not speculate an
+// asm load past that check (the tail chunk of the last row would read past the allocation).
+__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
 __device__ __forceinline__ float bf16_to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 // Round-to-nearest-even, identical to atlas.core.numerics.f32_to_bf16_bits.

@@ -91,31 +91,9 @@ __device__ __forceinline__ void gemm_tile(const __nv_bfloat16* __restrict__ a,
     const __nv_bfloat16* sa = smem + (kt % STAGES) * T::kStageElems;
     const __nv_bfloat16* sb = sa + BM * BK;
 #pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {
-      uint32_t af[T::kMTiles][4];
-      uint32_t bf[T::kNTiles][2];
-#pragma unroll
-      for (int i = 0; i < T::kMTiles; ++i) {
-        // matrices: rows 0-7 / 8-15 (lanes 0-15) at k-chunk 2kk, then at 2kk+1 (lanes 16-31)
-        const int r = wm * T::kWarpM + i * 16 + (lane & 15);
-        atlas::ldmatrix_x4(af[i], sa + atlas::swizzle_offset<T::kChunks>(r, 2 * kk + (lane >> 4)));
-      }
-#pragma unroll
-      for (int j = 0; j < T::kNTiles; j += 2) {
-        // matrices: (n 0-7, k lo), (n 0-7, k hi), (n 8-15, k lo), (n 8-15, k hi)
-        const int r = wn * T::kWarpN + j * 8 + (lane & 7) + ((lane >> 4) << 3);
-        uint32_t t[4];
-        atlas::ldmatrix_x4(t, sb + atlas::swizzle_offset<T::kChunks>(r, 2 * kk + ((lane >> 3) & 1)));
-        bf[j][0] = t[0];
-        bf[j][1] = t[1];
-        bf[j + 1][0] = t[2];
-        bf[j + 1][1] = t[3];
-      }
-#pragma unroll
-      for (int i = 0; i < T::kMTiles; ++i)
-#pragma unroll
-        for (int j = 0; j < T::kNTiles; ++j) atlas::mma_bf16_16816(acc[i][j], af[i], bf[j][0], bf[j][1]);
-    }
+    for (int kk = 0; kk < BK / 16; ++kk)
+      atlas::warp_mma_k16<T::kMTiles, T::kNTiles, T::kChunks>(acc, sa, sb, wm * T::kWarpM,
+                                                              wn * T::kWarpN, kk);
   }
   atlas::cp_async_wait<0>();  // no copy may outlive the block (only empty groups remain)
 

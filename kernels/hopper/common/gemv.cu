@@ -24,17 +24,6 @@ constexpr int kRowsPerBlock = 4;  // ops/matmul.py GEMV_ROWS_PER_BLOCK
 constexpr int kMaxThreads = 256;  // ops/matmul.py GEMV_MAX_THREADS
 constexpr int kMaxAcc = 8 * kRowsPerBlock;
 
-// Streamed 16-byte weight load: read-only path, no L1 allocation, 256-byte L2 prefetch.
-// volatile: callers guard it with a bounds check, and the compiler must not speculate an
-// asm load past that check (the tail chunk of the last row would read past the allocation).
-__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
-
 __host__ __device__ constexpr int pow2_at_least(int v) { return v <= 1 ? 1 : 2 * pow2_at_least((v + 1) / 2); }
 __host__ __device__ constexpr int log2_exact(int v) { return v <= 1 ? 0 : 1 + log2_exact(v / 2); }
 
@@ -96,7 +85,7 @@ __device__ __forceinline__ void load_weight_tile(uint4 (&wv)[kUnroll][kRowsPerBl
     const int c = c0 + u * static_cast<int>(blockDim.x);
 #pragma unroll
     for (int r = 0; r < kRowsPerBlock; ++r)
-      wv[u][r] = c < kc ? ld_stream(wrow[r] + c) : make_uint4(0u, 0u, 0u, 0u);
+      wv[u][r] = c < kc ? atlas::ld_stream(wrow[r] + c) : make_uint4(0u, 0u, 0u, 0u);
   }
 }
 

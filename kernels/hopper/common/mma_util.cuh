@@ -75,4 +75,38 @@ __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// One k16 step of a warp's MT x NT grid of m16n8k16 tiles: acc[i][j] += A[a_row0 + 16 i ..]
+// x B[b_row0 + 8 j ..]^T, both operands [rows][CPR * 8] bf16 shared tiles swizzled by
+// swizzle_offset<CPR>, at 16-byte chunks 2 kk and 2 kk + 1. A fragments: matrices rows 0-7 /
+// 8-15 (lanes 0-15) at chunk 2 kk, then at 2 kk + 1 (lanes 16-31); B fragments, two n-tiles a
+// load: (n 0-7, k lo), (n 0-7, k hi), (n 8-15, k lo), (n 8-15, k hi).
+template <int MT, int NT, int CPR>
+__device__ __forceinline__ void warp_mma_k16(float (&acc)[MT][NT][4], const __nv_bfloat16* sa,
+                                             const __nv_bfloat16* sb, int a_row0, int b_row0,
+                                             int kk) {
+  static_assert(NT % 2 == 0, "B fragments load two n-tiles at a time");
+  const int lane = threadIdx.x & 31;
+  uint32_t af[MT][4];
+  uint32_t bf[NT][2];
+#pragma unroll
+  for (int i = 0; i < MT; ++i) {
+    const int r = a_row0 + i * 16 + (lane & 15);
+    ldmatrix_x4(af[i], sa + swizzle_offset<CPR>(r, 2 * kk + (lane >> 4)));
+  }
+#pragma unroll
+  for (int j = 0; j < NT; j += 2) {
+    const int r = b_row0 + j * 8 + (lane & 7) + ((lane >> 4) << 3);
+    uint32_t t[4];
+    ldmatrix_x4(t, sb + swizzle_offset<CPR>(r, 2 * kk + ((lane >> 3) & 1)));
+    bf[j][0] = t[0];
+    bf[j][1] = t[1];
+    bf[j + 1][0] = t[2];
+    bf[j + 1][1] = t[3];
+  }
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j) mma_bf16_16816(acc[i][j], af[i], bf[j][0], bf[j][1]);
+}
+
 }  // namespace atlas

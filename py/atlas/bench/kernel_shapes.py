@@ -45,6 +45,9 @@ class Family(enum.Enum):
     DECODE_ATTENTION = "decode_attention"
     SAMPLING = "sampling"
     GREEDY = "greedy"
+    MOE_ROUTER = "moe_router"
+    MOE_DECODE = "moe_decode_experts"
+    MOE_GROUPED = "moe_grouped_experts"
     CONV1D = "conv1d"
     DELTA_CHUNK = "gated_delta_chunk"
     DELTA_STEP = "gated_delta_step"
@@ -65,6 +68,10 @@ ISSUE_FAMILIES: dict[str, tuple[Family, ...]] = {
     "paged decode attention": (Family.DECODE_ATTENTION,),
     "KV append": (Family.KV_APPEND, Family.QK_NORM_ROPE_KV),
     "sampling": (Family.SAMPLING, Family.GREEDY),
+    # issue 10: the router, the decode expert kernel and the grouped GEMM
+    "MoE router": (Family.MOE_ROUTER,),
+    "MoE decode experts": (Family.MOE_DECODE,),
+    "MoE grouped GEMM": (Family.MOE_GROUPED,),
     # issue 11: the hybrid models' kernels (head_dim-256 attention is in the attention rows)
     "conv1d": (Family.CONV1D,),
     "chunked delta rule": (Family.DELTA_CHUNK,),
@@ -102,6 +109,28 @@ QWEN3_0_6B = ModelDims("qwen3-0.6b", hidden=1024, heads=16, kv_heads=8, head_dim
                        intermediate=3072, vocab=151936)
 SMOLLM2_135M = ModelDims("smollm2-135m", hidden=576, heads=9, kv_heads=3, head_dim=64,
                          intermediate=1536, vocab=49152)
+
+
+@dataclass(frozen=True, slots=True)
+class MoeDims:
+    """The sizes of a mixture-of-experts block (per-expert SwiGLU FFN of width `inter`)."""
+
+    name: str
+    hidden: int
+    experts: int
+    top_k: int
+    inter: int
+    scoring: str = "softmax"
+
+
+#: Qwen3-30B-A3B and Qwen3.5-35B-A3B (published configs), and MiniMax-M2's sigmoid router
+#: (256 experts, top-8, e_score_correction_bias)
+QWEN3_30B_A3B = MoeDims("qwen3-30b-a3b", hidden=2048, experts=128, top_k=8, inter=768)
+QWEN3_5_35B_A3B = MoeDims("qwen3.5-35b-a3b", hidden=2048, experts=256, top_k=8, inter=512)
+MINIMAX_M2_ROUTER = MoeDims("minimax-m2", hidden=3072, experts=256, top_k=8, inter=1536,
+                            scoring="sigmoid")
+#: tokens up to this take the decode expert kernels (atlas.runtime.ops.moe.DECODE_MAX_TOKENS)
+MOE_DECODE_MAX_TOKENS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,6 +401,86 @@ class Sampling:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MoeRouter:
+    """Top-k routing of `tokens` rows of f32 logits [tokens, experts] into ids and weights
+    (the gate's product itself is a Linear row)."""
+
+    label: str
+    tokens: int
+    dims: MoeDims
+    quick: bool = False
+
+    @property
+    def family(self) -> Family:
+        return Family.MOE_ROUTER
+
+    def bytes_moved(self) -> int:
+        d = self.dims
+        bias = F32 * d.experts if d.scoring == "sigmoid" else 0
+        return F32 * self.tokens * d.experts + (I32 + F32) * self.tokens * d.top_k + bias
+
+    def flops(self) -> int:
+        return 0
+
+    def describe(self) -> str:
+        d = self.dims
+        return f"tokens={self.tokens} E={d.experts} k={d.top_k} {d.scoring}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MoeExperts:
+    """The routed expert FFN of `tokens` tokens: out = sum_j w_j * down_e(swiglu(gate_up_e x)).
+
+    The table routes slot (t, j) to expert (t * top_k + j + offset) % experts (offset random
+    per input set): each token's experts are distinct, loads are balanced, and exactly
+    min(experts, tokens * top_k) experts are hit, whose weights are the bytes that must move
+    (plus x in and out once); real routing is less balanced, which only helps the grouped
+    GEMM's tiles less. FLOPs: 6 * hidden * inter per routed slot.
+    """
+
+    label: str
+    tokens: int
+    dims: MoeDims
+    quick: bool = False
+
+    @property
+    def family(self) -> Family:
+        return Family.MOE_DECODE if self.tokens <= MOE_DECODE_MAX_TOKENS else Family.MOE_GROUPED
+
+    @property
+    def experts_hit(self) -> int:
+        return min(self.dims.experts, self.tokens * self.dims.top_k)
+
+    def bytes_moved(self) -> int:
+        d = self.dims
+        weights = BF16 * self.experts_hit * 3 * d.inter * d.hidden
+        return weights + BF16 * 2 * self.tokens * d.hidden + (I32 + F32) * self.tokens * d.top_k
+
+    def flops(self) -> int:
+        return 6 * self.tokens * self.dims.top_k * self.dims.inter * self.dims.hidden
+
+    def describe(self) -> str:
+        d = self.dims
+        return (f"tokens={self.tokens} E={d.experts} k={d.top_k} H={d.hidden} I={d.inter} "
+                f"hit={self.experts_hit}")
+
+
+def moe_shapes(models: tuple[MoeDims, ...], routers: tuple[MoeDims, ...],
+               batches: tuple[int, ...], prefill_tokens: int) -> list[KernelShape]:
+    """Router and expert rows: every model at every decode batch and the prefill chunk; the
+    first model's expert rows and its first-batch router row are the quick ones."""
+    shapes: list[KernelShape] = []
+    tokens = [(f"b{b}", b) for b in batches] + [(f"prefill {prefill_tokens}", prefill_tokens)]
+    for i, d in enumerate(models + routers):
+        shapes += [MoeRouter(label=f"{d.name} {phase}", tokens=t, dims=d,
+                             quick=i == 0 and t == batches[0]) for phase, t in tokens]
+    for i, d in enumerate(models):
+        shapes += [MoeExperts(label=f"{d.name} experts {phase}", tokens=t, dims=d,
+                              quick=i == 0) for phase, t in tokens]
+    return shapes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Conv1d:
     """Causal depthwise conv1d + SiLU of `seqs` sequences of `tokens` each, with a rolling
     state of kernel - 1 inputs per sequence read and written."""
@@ -472,6 +581,8 @@ class TableScale:
     prefill_tokens: int = 2048
     attention_seqs: tuple[int, ...] = (256, 1024, 4096)
     histories: tuple[int, ...] = (512, 4096, 16384)
+    #: MoE expert batches: 1 and 8 on the decode kernels, 64 and 256 on the grouped path
+    moe_batches: tuple[int, ...] = (1, 8, 64, 256)
 
 
 def _linears(dims: ModelDims) -> list[tuple[str, int, int]]:
@@ -518,6 +629,8 @@ def hybrid_shapes(h: HybridDims, scale: TableScale) -> list[KernelShape]:
 def table_shapes(m: ModelDims = QWEN3_8B,
                  small_models: tuple[ModelDims, ...] = (QWEN3_0_6B, SMOLLM2_135M),
                  scale: TableScale = TableScale(),
+                 moe_models: tuple[MoeDims, ...] = (QWEN3_30B_A3B, QWEN3_5_35B_A3B),
+                 moe_routers: tuple[MoeDims, ...] = (MINIMAX_M2_ROUTER,),
                  hybrid: HybridDims | None = QWEN3_5_35B) -> list[KernelShape]:
     """Every shape of the kernel table, in table order; `quick` marks the short run's.
 
@@ -580,6 +693,7 @@ def table_shapes(m: ModelDims = QWEN3_8B,
             Sampling(label=f"{m.name} b{b}", rows=b, vocab=m.vocab, temperature=0.7,
                      top_p=0.9, quick=b == last_batch),
         ]
+    shapes += moe_shapes(moe_models, moe_routers, scale.moe_batches, scale.prefill_tokens)
     if hybrid is not None:
         shapes += hybrid_shapes(hybrid, scale)
     return shapes

@@ -5,7 +5,9 @@ follows the PCND rule: a field that changes numerics (sizes, eps, rope base) has
 implicit default; a missing or mistyped one is a `ConfigError` naming the field and the
 file. The only defaults are the ones Hugging Face itself documents (num_key_value_heads
 falls back to num_attention_heads, head_dim to hidden_size // num_attention_heads, the
-bias flags and tie_word_embeddings to False).
+bias flags and tie_word_embeddings to False; for mixture-of-experts configs
+decoder_sparse_step to 1, mlp_only_layers to none, norm_topk_prob to False, softmax
+scoring and routed_scaling_factor to 1).
 """
 
 from __future__ import annotations
@@ -23,6 +25,12 @@ HYBRID_MODEL_TYPES = frozenset({"qwen3_5", "qwen3_5_moe", "qwen3_next"})
 #: the text model's own model_type inside a multimodal wrapper -> the family name
 _TEXT_MODEL_TYPES = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe_text": "qwen3_5_moe"}
 LAYER_TYPES = ("full_attention", "linear_attention")
+#: model types whose q/k/v projections carry a bias unless `qkv_bias` says otherwise (HF
+#: Qwen2-MoE default: qkv_bias = true)
+QKV_BIAS_MODEL_TYPES = frozenset({"qwen2_moe"})
+#: config keys that name the routed-expert count, by family (Qwen, Mixtral/MiniMax, DeepSeek)
+NUM_EXPERTS_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
+ROUTER_SCORINGS = ("softmax", "sigmoid")
 
 
 class ConfigError(ValueError):
@@ -100,6 +108,70 @@ class _Fields:
 
 
 @dataclass(frozen=True, slots=True)
+class MoeConfig:
+    """The mixture-of-experts part of a config: routing, expert sizes, which layers are sparse.
+
+    Layer i has a routed-expert MLP when i is not in `mlp_only_layers` and (i + 1) is a
+    multiple of `decoder_sparse_step` (the Qwen2-MoE / Qwen3-MoE rule); the other layers
+    keep a dense MLP of the model's `intermediate_size`.
+    """
+
+    num_experts: int
+    top_k: int
+    intermediate_size: int
+    norm_topk_prob: bool
+    decoder_sparse_step: int
+    mlp_only_layers: tuple[int, ...]
+    #: width of the shared-expert MLP every token also runs (Qwen2-MoE style, scaled by
+    #: sigmoid(shared_expert_gate(x))); 0 when the model has none
+    shared_intermediate_size: int
+    #: "softmax" (Qwen, Mixtral) or "sigmoid" (DeepSeek-V3, MiniMax) router scores
+    scoring: str
+    #: a per-expert `e_score_correction_bias` is added to the scores for selection only
+    score_bias: bool
+    routed_scaling_factor: float
+
+    def is_sparse(self, layer: int) -> bool:
+        """Whether layer `layer` routes its MLP through the experts."""
+        return layer not in self.mlp_only_layers and (layer + 1) % self.decoder_sparse_step == 0
+
+    @classmethod
+    def from_fields(cls, f: "_Fields", num_layers: int) -> "MoeConfig | None":
+        """The MoE fields, or None for a dense config (no expert count, or zero experts)."""
+        key = next((k for k in NUM_EXPERTS_KEYS if f.data.get(k) not in (None, 0)), None)
+        if key is None:
+            return None
+        num_experts = f.int_(key)
+        top_k = f.int_("num_experts_per_tok")
+        if top_k > num_experts:
+            raise f.error("num_experts_per_tok", f"= {top_k} exceeds {key} = {num_experts}")
+        only = f.data.get("mlp_only_layers") or []
+        if not (isinstance(only, list) and all(isinstance(i, int) and not isinstance(i, bool)
+                                               and 0 <= i < num_layers for i in only)):
+            raise f.error("mlp_only_layers", f"must be a list of layer indices below "
+                          f"num_hidden_layers = {num_layers}, got {only!r}")
+        scoring = f.str_("scoring_func") or "softmax"
+        if scoring not in ROUTER_SCORINGS:
+            raise f.error("scoring_func", f"must be one of {ROUTER_SCORINGS}, got {scoring!r}")
+        shared = f.data.get("shared_expert_intermediate_size")
+        scale = f.data.get("routed_scaling_factor")
+        return cls(
+            num_experts=num_experts, top_k=top_k,
+            intermediate_size=f.int_("moe_intermediate_size"),
+            norm_topk_prob=f.bool_("norm_topk_prob", False),
+            decoder_sparse_step=f.int_("decoder_sparse_step", default=1),
+            mlp_only_layers=tuple(sorted(set(only))),
+            shared_intermediate_size=0 if shared in (None, 0)
+            else f.int_("shared_expert_intermediate_size"),
+            scoring=scoring,
+            score_bias=(f.bool_("use_routing_bias", False)
+                        or f.str_("topk_method") == "noaux_tc"),
+            routed_scaling_factor=f.float_("routed_scaling_factor",
+                                           1.0 if scale is None else scale),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class LinearAttentionConfig:
     """The Gated-DeltaNet mixer of a hybrid model's `linear_attention` layers."""
 
@@ -148,6 +220,7 @@ class ModelConfig:
     mlp_bias: bool
     hidden_act: str
     sliding_window: int | None = None
+    moe: MoeConfig | None = None
     #: hybrid models: "full_attention" / "linear_attention" per layer; () for dense ones
     layer_types: tuple[str, ...] = ()
     linear_attention: LinearAttentionConfig | None = None
@@ -244,10 +317,12 @@ class ModelConfig:
             dtype=dtype,
             bos_token_id=(f.token_ids("bos_token_id") or (None,))[0],
             eos_token_ids=f.token_ids("eos_token_id"),
-            attention_bias=f.bool_("attention_bias", False),
+            attention_bias=(f.bool_("attention_bias", False)
+                            or (canonical in QKV_BIAS_MODEL_TYPES and f.bool_("qkv_bias", True))),
             mlp_bias=f.bool_("mlp_bias", False),
             hidden_act=f.str_("hidden_act") or f.str_("hidden_activation") or "silu",
             sliding_window=_sliding_window(f),
+            moe=MoeConfig.from_fields(f, layers),
             layer_types=_layer_types(f, layers) if hybrid else (),
             linear_attention=_linear_attention(f) if hybrid else None,
             partial_rotary_factor=_partial_rotary(f),

@@ -5,8 +5,9 @@ from __future__ import annotations
 from ..core.config import ModelConfig
 from .loaders.dense import DenseDecoderLoader, Qwen3Loader, UnsupportedModelError
 from .loaders.hybrid import Qwen35Loader
+from .loaders.moe import MoeDecoderLoader, Qwen3MoeLoader
 
-SUPPORTED_MODEL_TYPES = ("llama", "qwen3", "qwen3_5")
+SUPPORTED_MODEL_TYPES = ("llama", "qwen3", "qwen2_moe", "qwen3_moe", "qwen3_5")
 
 
 def loader_for_config(cfg: ModelConfig) -> DenseDecoderLoader:
@@ -15,6 +16,10 @@ def loader_for_config(cfg: ModelConfig) -> DenseDecoderLoader:
             return DenseDecoderLoader()
         case "qwen3":
             return Qwen3Loader()
+        case "qwen2_moe":
+            return MoeDecoderLoader()
+        case "qwen3_moe":
+            return Qwen3MoeLoader()
         case "qwen3_5":
             return Qwen35Loader()
         case other:

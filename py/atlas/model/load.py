@@ -24,10 +24,12 @@ from ..runtime.gpu import GpuBackend
 from ..runtime.kv_cache import KvCacheConfig, PagedKvCache
 from ..runtime.ops import KernelCache
 from ..runtime.sampler import Sampler
+from ..runtime.synthetic_weights import SyntheticWeights
 from ..runtime.weights import WeightStore
 from .factory import loader_for_config
 from .gated_deltanet import GatedDeltaNetWeights, conv_state_bytes, delta_state_bytes
 from .model import DenseDecoderModel, Dims, LayerWeights
+from .moe import MoeBuffers, build_mlp
 from .preflight import preflight
 from .rope import cos_sin_table
 from .runner import ModelRunner, RunnerInfo, RunnerLimits, plan_step_buffers
@@ -89,15 +91,19 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                 progress: ProgressFn | None = None, use_graphs: bool = True,
                 max_num_blocks: int | None = None,
                 batch_invariant: bool | None = None,
-                step: StepFn | None = None) -> ModelRunner:
+                step: StepFn | None = None,
+                synthetic_seed: int | None = None) -> ModelRunner:
     """Build a ready runner. `batch_invariant` (default: on for the CPU reference backend,
-    off on CUDA) fixes the decode split count across batch sizes; see RunnerLimits."""
+    off on CUDA) fixes the decode split count across batch sizes; see RunnerLimits.
+    `synthetic_seed` (benchmarks only) generates the weights on the device from that seed
+    instead of reading them: the model directory needs only its config.json."""
     t0 = time.perf_counter()
     model_dir = Path(model_dir)
     cfg = ModelConfig.from_hf(model_dir)
     loader = loader_for_config(cfg)
-    plan = loader.plan(cfg)
-    store = WeightStore(model_dir)
+    store = (WeightStore(model_dir) if synthetic_seed is None
+             else SyntheticWeights(cfg.hidden_size, synthetic_seed))
+    plan = loader.plan(cfg, store)
     unused = store.validate(plan.expected())  # every tensor checked before any device work
     vision = [n for n in unused if n.startswith(("model.visual.", "visual."))]
     if vision:
@@ -120,6 +126,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
 
     offsets, total = plan.layout()
     weights_base = dev.alloc(total)
+    dev.memset(weights_base, 0, total)  # padding rows of a padded weight (WeightPlan.add) read 0
     dst = {s.name: weights_base + offsets[s.buffer] + s.offset for s in plan.slots}
     store.upload(dev, list(dst), dst, progress=progress, fast=fast_load)
     dev.mark_constant(weights_base, total)
@@ -129,6 +136,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     layout = StepLayout(limits.max_tokens, max_batch_size, limits.max_blocks)
     max_splits = limits.decode_splits(1, dims.kv_heads)
     plan_step_buffers(arena, dims, limits, layout, max_splits)
+    MoeBuffers.reserve(arena, cfg, limits.max_tokens)
     rotary_dim = cfg.rotary_dim
     arena.reserve("cos_sin", DType.FP32, (max_seq_len, rotary_dim))
     linear_layers = [i for i, kind in enumerate(cfg.layer_types) if kind == "linear_attention"]
@@ -156,11 +164,13 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     dev.memset(kv.k_ptrs[0], 0, kv_cfg.pool_bytes)  # padding rows read block 0: keep it finite
 
     kc = KernelCache(dev)
+    moe_bufs = MoeBuffers.bind(arena, limits.max_tokens) if cfg.moe else None
     linear = {i: _linear_weights(ptr, arena, cfg, i, n, state_slots)
               for n, i in enumerate(linear_layers)}
     layers = [LayerWeights(
-        qkv=ptr.get(f"l{i}.qkv", 0), o=ptr.get(f"l{i}.o", 0), gate_up=ptr[f"l{i}.gate_up"],
-        down=ptr[f"l{i}.down"], in_norm=ptr[f"l{i}.in_norm"], post_norm=ptr[f"l{i}.post_norm"],
+        qkv=ptr.get(f"l{i}.qkv", 0), o=ptr.get(f"l{i}.o", 0),
+        mlp=build_mlp(cfg, i, ptr, moe_bufs), in_norm=ptr[f"l{i}.in_norm"],
+        post_norm=ptr[f"l{i}.post_norm"],
         q_norm=ptr.get(f"l{i}.q_norm", 0), k_norm=ptr.get(f"l{i}.k_norm", 0),
         k_cache=kv.k_cache(kv_index[i]) if i in kv_index else 0,
         v_cache=kv.v_cache(kv_index[i]) if i in kv_index else 0, linear=linear.get(i))

@@ -1,14 +1,17 @@
-"""The dense decoder forward pass, written once for eager prefill and captured decode.
+"""The decoder forward pass, written once for eager prefill and captured decode.
 
 The residual stream stays in bf16 like transformers: `resid += delta` is rounded to bf16
 inside the fused add+RMSNorm kernel, and every layer reads `normed` and writes `delta`.
 The forward launches kernels only; the step's inputs (token ids, positions, KV slots,
 block tables) are already in device buffers, which is what makes it graph-capturable.
+Each layer's MLP is a block chosen by the config (`DenseMlp` here, the mixture of experts in
+`moe.py`); attention and the residual path are the same for all of them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..core.config import LinearAttentionConfig, ModelConfig
 from ..runtime.gpu import DevicePtr, Stream
@@ -17,12 +20,26 @@ from ..runtime.ops import attention, embedding, gating, matmul, norm, rope
 from .gated_deltanet import GatedDeltaNetWeights, gated_deltanet
 
 
+def dense_mlp_width(cfg: ModelConfig) -> int:
+    """The widest SwiGLU MLP run through the step's `gate_up`/`act` buffers: the dense
+    layers' intermediate size, and in a mixture-of-experts model only where some layer is
+    dense, or the shared expert's (the routed experts have scratch of their own)."""
+    moe = cfg.moe
+    if moe is None:
+        return cfg.intermediate_size
+    widths = [moe.shared_intermediate_size]
+    if any(not moe.is_sparse(i) for i in range(cfg.num_hidden_layers)):
+        widths.append(cfg.intermediate_size)
+    return max(widths) or moe.intermediate_size  # never a zero-width buffer
+
+
 @dataclass(frozen=True, slots=True)
 class Dims:
     hidden: int
     heads: int
     kv_heads: int
     head_dim: int
+    #: width of the dense SwiGLU scratch (see dense_mlp_width)
     inter: int
     vocab: int
     layers: int
@@ -50,17 +67,44 @@ class Dims:
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> "Dims":
         return cls(cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads,
-                   cfg.head_dim, cfg.intermediate_size, cfg.vocab_size, cfg.num_hidden_layers,
+                   cfg.head_dim, dense_mlp_width(cfg), cfg.vocab_size, cfg.num_hidden_layers,
                    float(cfg.rms_norm_eps), gated_attn=cfg.is_hybrid, norm_offset=cfg.is_hybrid,
                    rotary_dim=cfg.rotary_dim, linear=cfg.linear_attention)
+
+
+class MlpBlock(Protocol):
+    """A layer's MLP: reads the step's `normed` rows and writes its `delta` rows."""
+
+    def forward(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int) -> None: ...
+
+
+def swiglu(kc: KernelCache, s: Stream, b: "StepBuffers", w_gate_up: DevicePtr,
+           w_down: DevicePtr, out: DevicePtr, t: int, hidden: int, inter: int) -> None:
+    """out = down(silu(gate(normed)) * up(normed)) through the step's gate_up/act scratch."""
+    matmul.linear(kc, s, b.normed, w_gate_up, b.gate_up, t, 2 * inter, hidden)
+    # SwiGLU fused into the down projection's input where that measured faster (small
+    # decode steps, k <= 4096); otherwise silu_mul into `act`, then the GEMM
+    matmul.linear_silu(kc, s, b.gate_up, w_down, out, t, hidden, inter, scratch=b.act)
+
+
+@dataclass(frozen=True, slots=True)
+class DenseMlp:
+    """The SwiGLU MLP of a dense layer: [gate|up] fused weight [2I, H], down [H, I]."""
+
+    gate_up: DevicePtr
+    down: DevicePtr
+    hidden: int
+    inter: int
+
+    def forward(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int) -> None:
+        swiglu(kc, s, b, self.gate_up, self.down, b.delta, t, self.hidden, self.inter)
 
 
 @dataclass(frozen=True, slots=True)
 class LayerWeights:
     qkv: DevicePtr  # attention weights and caches are 0 on a linear-attention layer
     o: DevicePtr
-    gate_up: DevicePtr
-    down: DevicePtr
+    mlp: MlpBlock
     in_norm: DevicePtr
     post_norm: DevicePtr
     q_norm: DevicePtr  # 0 when the family has no q/k norm
@@ -150,11 +194,7 @@ class DenseDecoderModel:
                 self._attention(s, b, lw, t, plan)
             norm.add_rmsnorm(kc, s, b.resid, b.delta, lw.post_norm, b.normed, t, d.hidden, d.eps,
                              off)
-            matmul.linear(kc, s, b.normed, lw.gate_up, b.gate_up, t, 2 * d.inter, d.hidden)
-            # SwiGLU fused into the down projection's input where that measured faster
-            # (small decode steps, k <= 4096); otherwise silu_mul into `act`, then the GEMM
-            matmul.linear_silu(kc, s, b.gate_up, lw.down, b.delta, t, d.hidden, d.inter,
-                               scratch=b.act)
+            lw.mlp.forward(kc, s, b, t)
         if n_sample == 0:  # a prefill chunk that is not a sequence's last: KV only
             return
         norm.add_rmsnorm(kc, s, b.resid, b.delta, self.final_norm, b.normed, t, d.hidden, d.eps,

@@ -2,6 +2,9 @@
 
 Shape mismatches, kernels missing from the PTX set, launch-configuration errors and
 out-of-range outputs show up here as one clear error at startup, not on the first request.
+A mixture-of-experts model prefills the largest chunk the runner takes (what the KV pool
+holds of it): its routing scratch is sized for that step, and only steps of more than
+`ops.moe.DECODE_MAX_TOKENS` tokens run the grouped expert kernels.
 """
 
 from __future__ import annotations
@@ -21,8 +24,16 @@ class PreflightError(RuntimeError):
     """The synthetic step failed; the message says which part."""
 
 
+def preflight_tokens(runner: "ModelRunner") -> int:
+    """Prompt length of the synthetic prefill (see the module docstring)."""
+    if runner.cfg.moe is None:
+        return min(8, runner.limits.max_prefill_tokens, runner.max_seq_len - 1)
+    return max(1, min(runner.limits.max_prefill_tokens, runner.max_seq_len - 1,
+                      runner.num_kv_blocks * runner.block_size - 1))
+
+
 def preflight(runner: "ModelRunner") -> None:
-    n = min(8, runner.limits.max_prefill_tokens, runner.max_seq_len - 1)
+    n = preflight_tokens(runner)
     blocks = list(range(-(-(n + 1) // runner.block_size)))
     if len(blocks) > runner.num_kv_blocks:
         raise PreflightError(f"KV pool of {runner.num_kv_blocks} blocks cannot hold a "

@@ -57,6 +57,23 @@ def pdl_enabled() -> bool:
     return os.environ.get("ATLAS_PDL", "1").strip() not in ("0", "false", "off", "no")
 
 
+#: the host backend's emulated device memory unless ATLAS_HOST_MEMORY_GIB says otherwise
+HOST_MEMORY_GIB = 8
+
+
+def host_memory_bytes() -> int:
+    """The host backend's memory: 8 GiB keeps the tests' models honest about sizing; a
+    layer-reduced full-size config (tens of GB) on the host needs ATLAS_HOST_MEMORY_GIB."""
+    raw = os.environ.get("ATLAS_HOST_MEMORY_GIB", "").strip()
+    try:
+        gib = float(raw) if raw else HOST_MEMORY_GIB
+    except ValueError:
+        raise ValueError(f"ATLAS_HOST_MEMORY_GIB={raw!r} is not a number of GiB") from None
+    if gib <= 0:
+        raise ValueError(f"ATLAS_HOST_MEMORY_GIB={raw!r} must be positive")
+    return int(gib * (1 << 30))
+
+
 def make_backend(kind: BackendKind | str = "auto",
                  ptx_modules: Mapping[str, bytes] | None = None,
                  ordinal: int = 0) -> GpuBackend:
@@ -70,7 +87,7 @@ def make_backend(kind: BackendKind | str = "auto",
     if concrete == "host":
         from .host import HostBackend
 
-        return HostBackend()
+        return HostBackend(total_memory=host_memory_bytes())
     from .mock import MockGpuBackend
 
     return MockGpuBackend()

@@ -180,3 +180,70 @@ SAMPLER_TOKEN_BITMASK = S("sampler", "apply_token_bitmask_f32",
 SAMPLER_LOGPROBS = S("sampler", "logprobs_f32",
                      "logits:ptr tokens:ptr top_n:ptr out_logprob:ptr top_ids:ptr "
                      "top_logprobs:ptr rows:u32 vocab:u32 max_top:u32")
+
+# --- mixture of experts (kernels/<hw>/common/moe_*.cu; contract in ops/moe.py) -------------
+# Router: logits f32 [tokens, experts] (the gate's bf16 product widened, as GEMV_F32OUT
+# writes it) -> topk_ids i32 [tokens, top_k] (best first, ties to the lower expert index) and
+# topk_weights f32 [tokens, top_k]. renormalize != 0 divides the k weights by their sum
+# (norm_topk_prob); every weight is then multiplied by scale (routed_scaling_factor).
+MOE_TOPK_SOFTMAX = S("moe_router", "moe_topk_softmax_f32",
+                     "logits:ptr topk_ids:ptr topk_weights:ptr tokens:u32 experts:u32 "
+                     "top_k:u32 renormalize:u32 scale:f32")
+# sigmoid scoring: experts are chosen by sigmoid(logit) + bias[e] (bias f32 [experts],
+# e_score_correction_bias; a null pointer means no bias), weighted by the unbiased sigmoid
+MOE_TOPK_SIGMOID = S("moe_router", "moe_topk_sigmoid_f32",
+                     "logits:ptr bias:ptr topk_ids:ptr topk_weights:ptr tokens:u32 experts:u32 "
+                     "top_k:u32 renormalize:u32 scale:f32")
+# Decode (1..8 tokens), one launch per projection over all selected experts. Weights:
+# w_gate_up bf16 [experts, 2 inter, hidden] (gate rows, then up rows), w_down bf16
+# [experts, hidden, inter]. act bf16 [tokens, top_k, inter] = swiglu of the selected
+# expert's gate/up products (each rounded to bf16 first); an id outside [0, experts) gives
+# zeros there and nothing in the sum.
+MOE_GATE_UP_SILU = S("moe_decode", "moe_gate_up_silu_bf16",
+                     "x:ptr w_gate_up:ptr topk_ids:ptr act:ptr tokens:u32 top_k:u32 hidden:u32 "
+                     "inter:u32 experts:u32")
+# out bf16 [tokens, hidden] = bf16(sum_j topk_weights[t, j] * bf16(act[t, j] . w_down[e_j]))
+MOE_DOWN_SUM = S("moe_decode", "moe_down_sum_bf16",
+                 "act:ptr w_down:ptr topk_ids:ptr topk_weights:ptr out:ptr tokens:u32 "
+                 "top_k:u32 hidden:u32 inter:u32 experts:u32")
+# Grouped path (more tokens): the slots s = t * top_k + j are sorted by expert into M-tiles
+# of ops.moe.MOE_TILE_M rows. sorted_slots i32 [max_tiles * MOE_TILE_M] (-1 = padding),
+# tile_expert i32 [max_tiles] (-1 = unused tile). Slots of one expert keep ascending order.
+MOE_ALIGN = S("moe_grouped", "moe_align_i32",
+              "topk_ids:ptr sorted_slots:ptr tile_expert:ptr slots:u32 experts:u32 "
+              "max_tiles:u32")
+# act bf16 [max_tiles * MOE_TILE_M, inter], row p for slot sorted_slots[p] (padding rows 0)
+MOE_GROUPED_GATE_UP = S("moe_grouped", "moe_grouped_gate_up_silu_bf16",
+                        "x:ptr w_gate_up:ptr sorted_slots:ptr tile_expert:ptr act:ptr "
+                        "top_k:u32 hidden:u32 inter:u32 experts:u32 max_tiles:u32")
+# y bf16 [slots, hidden]: y[sorted_slots[p]] = bf16(act[p] . w_down[expert of p's tile])
+MOE_GROUPED_DOWN = S("moe_grouped", "moe_grouped_down_bf16",
+                     "act:ptr w_down:ptr sorted_slots:ptr tile_expert:ptr y:ptr hidden:u32 "
+                     "inter:u32 experts:u32 max_tiles:u32")
+# out bf16 [tokens, hidden] = bf16(sum_j topk_weights[t, j] * y[t * top_k + j]), j in order,
+# skipping ids outside [0, experts)
+MOE_COMBINE = S("moe_grouped", "moe_combine_bf16",
+                "y:ptr topk_ids:ptr topk_weights:ptr out:ptr tokens:u32 top_k:u32 hidden:u32 "
+                "experts:u32")
+# the same two products on Hopper warpgroup MMA (kernels/hopper/common/moe_grouped_sm90.cu,
+# sm_90a only; 64 x 256 tiles over the same align layout), launched with ops.moe.MOE_SM90_SMEM
+# bytes of dynamic shared memory
+MOE_GROUPED_GATE_UP_SM90 = S("moe_grouped_sm90", "moe_grouped_gate_up_silu_sm90_bf16",
+                             "x:ptr w_gate_up:ptr sorted_slots:ptr tile_expert:ptr act:ptr "
+                             "top_k:u32 hidden:u32 inter:u32 experts:u32 max_tiles:u32")
+MOE_GROUPED_DOWN_SM90 = S("moe_grouped_sm90", "moe_grouped_down_sm90_bf16",
+                          "act:ptr w_down:ptr sorted_slots:ptr tile_expert:ptr y:ptr hidden:u32 "
+                          "inter:u32 experts:u32 max_tiles:u32")
+
+# --- shared expert (kernels/<hw>/common/moe_shared.cu) --------------------------------------
+# out bf16 [tokens, hidden] = bf16(routed + bf16(bf16(sigmoid(gate[t * gate_stride])) * shared)):
+# the Qwen2-MoE shared expert scaled by its sigmoid gate and added to the routed sum; gate is
+# f32 (a bf16-rounded logit, as the f32-output linear writes it); out may alias routed.
+MOE_SHARED_ADD = S("moe_shared", "moe_shared_add_bf16",
+                   "routed:ptr shared:ptr gate:ptr out:ptr tokens:u32 hidden:u32 gate_stride:u32")
+
+# --- benchmark-only synthetic weights (kernels/<hw>/common/fill_random.cu) ---------------------
+# out bf16 [n] = bf16(mean + std * z_i), z_i ~ N(0, 1): Box-Muller over SplitMix64 of the
+# counter (key_hi:key_lo) + (i + 1) * golden, a pure function of (key, i)
+FILL_NORMAL = S("fill_random", "fill_normal_bf16",
+                "out:ptr n:u32 key_lo:u32 key_hi:u32 mean:f32 std:f32")

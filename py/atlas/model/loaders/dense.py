@@ -8,6 +8,7 @@ fusion costs nothing at load time: each tensor is uploaded straight to its offse
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass, field
 
 from ...core.config import ModelConfig
@@ -47,14 +48,18 @@ class WeightPlan:
     slots: list[TensorSlot] = field(default_factory=list)
 
     def add(self, buffer: str, parts: list[tuple[str, tuple[int, ...]]],
-            dtype: DType = DType.BF16) -> None:
-        """Create `buffer` holding `parts` back to back (a fused weight when len > 1)."""
+            dtype: DType = DType.BF16, min_bytes: int = 0) -> None:
+        """Create `buffer` holding `parts` back to back (a fused weight when len > 1).
+
+        `min_bytes` sizes the buffer past its parts: the rest stays zero (the loader
+        zero-fills the weight allocation), for a weight a kernel reads with padding rows.
+        """
         offset = 0
         for name, shape in parts:
             slot = TensorSlot(name, dtype, shape, buffer, offset)
             self.slots.append(slot)
             offset += slot.nbytes
-        self.buffers[buffer] = offset
+        self.buffers[buffer] = max(offset, min_bytes)
 
     def expected(self) -> dict[str, tuple[DType, tuple[int, ...]]]:
         return {s.name: (s.dtype, s.shape) for s in self.slots}
@@ -99,9 +104,11 @@ class DenseDecoderLoader:
             if value % 16:
                 raise UnsupportedModelError(f"{name}={value} must be a multiple of 16")
 
-    def plan(self, cfg: ModelConfig) -> WeightPlan:
+    def plan(self, cfg: ModelConfig, names: Container[str] = ()) -> WeightPlan:
+        """Every tensor the model needs and its device buffer. `names` (the checkpoint's
+        tensor names) lets a loader pick between layouts the wild has for the same weights."""
         self.check_config(cfg)
-        h, d, inter, vocab = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size, cfg.vocab_size
+        h, d, vocab = cfg.hidden_size, cfg.head_dim, cfg.vocab_size
         q_rows, kv_rows = cfg.num_attention_heads * d, cfg.num_key_value_heads * d
         plan = WeightPlan()
         plan.add("embed", [("model.embed_tokens.weight", (vocab, h))])
@@ -111,9 +118,7 @@ class DenseDecoderLoader:
                                    (p + "self_attn.k_proj.weight", (kv_rows, h)),
                                    (p + "self_attn.v_proj.weight", (kv_rows, h))])
             plan.add(f"l{i}.o", [(p + "self_attn.o_proj.weight", (h, q_rows))])
-            plan.add(f"l{i}.gate_up", [(p + "mlp.gate_proj.weight", (inter, h)),
-                                       (p + "mlp.up_proj.weight", (inter, h))])
-            plan.add(f"l{i}.down", [(p + "mlp.down_proj.weight", (h, inter))])
+            self.plan_mlp(plan, cfg, i, names)
             plan.add(f"l{i}.in_norm", [(p + "input_layernorm.weight", (h,))])
             plan.add(f"l{i}.post_norm", [(p + "post_attention_layernorm.weight", (h,))])
             if self.has_qk_norm:
@@ -123,6 +128,19 @@ class DenseDecoderLoader:
         if not cfg.tie_word_embeddings:
             plan.add("lm_head", [("lm_head.weight", (vocab, h))])
         return plan
+
+    def plan_mlp(self, plan: WeightPlan, cfg: ModelConfig, layer: int,
+                 names: Container[str]) -> None:
+        """Layer `layer`'s MLP: SwiGLU with gate and up fused into one [gate|up] matrix."""
+        add_swiglu(plan, f"l{layer}.", f"model.layers.{layer}.mlp.", cfg.intermediate_size,
+                   cfg.hidden_size)
+
+
+def add_swiglu(plan: WeightPlan, buffer: str, prefix: str, inter: int, hidden: int) -> None:
+    """A SwiGLU MLP's `gate_up` [2 * inter, hidden] and `down` [hidden, inter] buffers."""
+    plan.add(buffer + "gate_up", [(prefix + "gate_proj.weight", (inter, hidden)),
+                                  (prefix + "up_proj.weight", (inter, hidden))])
+    plan.add(buffer + "down", [(prefix + "down_proj.weight", (hidden, inter))])
 
 
 class Qwen3Loader(DenseDecoderLoader):

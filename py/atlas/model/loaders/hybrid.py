@@ -10,6 +10,8 @@ vision tower is not loaded.
 
 from __future__ import annotations
 
+from collections.abc import Container
+
 from ...core.config import ModelConfig
 from ...runtime.ops.linear_attention import CONV_MAX_KERNEL, DELTA_DV_TILE, DELTA_MAX_DK
 from .dense import DenseDecoderLoader, UnsupportedModelError, WeightPlan
@@ -64,7 +66,7 @@ class Qwen35Loader(DenseDecoderLoader):
                 "a multiple of 16")
         super().check_config(cfg)
 
-    def plan(self, cfg: ModelConfig) -> WeightPlan:
+    def plan(self, cfg: ModelConfig, names: Container[str] = ()) -> WeightPlan:
         self.check_config(cfg)
         la = cfg.linear_attention
         assert la is not None

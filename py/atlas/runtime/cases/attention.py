@@ -135,6 +135,10 @@ def prefill_cases(rng: np.random.Generator) -> list[KernelCase]:
         # chunked prefill, a one-token chunk, query tiles crossing 64-row tiles
         prefill_case(rng, "prefill D256 gqa8 bs16 mixed", Geometry(16, 2, 256, 16),
                      [70, 1, 130], [70, 40, 200]),
+        # Qwen3-30B-A3B's heads (32 q on 4 kv heads of D 128: the only D-128 group of 8):
+        # its parity prompt (512 tokens in one chunk) beside a chunked and a one-token chunk
+        prefill_case(rng, "prefill D128 gqa8 bs16 (qwen3-30b-a3b)", Geometry(32, 4, 128, 16),
+                     [512, 1, 70], [512, 40, 200]),
     ]
 
 
@@ -217,4 +221,7 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
         # D 256, a group of 8 heads (two passes), 1 to all 8 active splits
         decode_case(rng, "decode D256 gqa8 bs16 splits8", Geometry(16, 2, 256, 16),
                     [1, 50, 300, 700], 8),
+        # Qwen3-30B-A3B's heads: D 128, a group of 8 (two passes), context 512 on 33 splits
+        decode_case(rng, "decode D128 gqa8 bs16 splits33 (qwen3-30b-a3b)",
+                    Geometry(32, 4, 128, 16), [512, 1], 33),
     ]

@@ -28,6 +28,7 @@ GEMM_SHAPES = [
     (20, 16, 16, False, False),
     (64, 96, 1536, False, None),
     (200, 48, 80, True, True),
+    (512, 128, 2048, True, None),  # Qwen3-30B-A3B router logits of a 512-token chunk
 ]
 
 #: (m, n, k, out_f32) for gemm_sm90

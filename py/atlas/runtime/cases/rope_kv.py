@@ -127,6 +127,7 @@ def rope_kv_cases(rng: np.random.Generator) -> list[KernelCase]:
         _case(rng, 7, 4, 2, 128, True, 3),
         _case(rng, 3, 9, 3, 128, False, 1),   # 15 heads: the last block has 3 warps of work
         _case(rng, 2, 32, 8, 128, True, 1),   # Qwen3-8B heads (12 blocks a token), one padded
+        _case(rng, 3, 32, 4, 128, True, 1),   # Qwen3-30B-A3B heads: 36 a token, 4 of them kv
         _case(rng, 2, 1, 1, 64, True, 1),     # 3 heads: fewer than one block's warps
         _case(rng, 4, 2, 1, 6, True, 1),      # odd half: 3 rotation pairs
         _case(rng, 2, 2, 2, 256, True, 1),    # largest head dim: 4 pairs per lane

@@ -11,6 +11,8 @@ what it asked for each time, and importing Atlas never depends on the environmen
   DEFAULT_BATCHED_GEMV_MIN_M).
 * ATLAS_GEMV_MMA_WIDE=1 / 0: the batched GEMV's wide / narrow blocks for every product that
   allows them; unset, its wave model decides.
+* ATLAS_MOE_SM90=0: the MoE grouped GEMMs on the mma.sync kernels (moe_grouped), never the
+  Hopper wgmma ones (moe_grouped_sm90).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class KernelRoutes:
     batched_gemv: bool = True
     batched_gemv_min_m: int = DEFAULT_BATCHED_GEMV_MIN_M
     gemv_mma_wide: bool | None = None
+    moe_sm90: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "KernelRoutes":
@@ -54,4 +57,5 @@ class KernelRoutes:
         return cls(gemm_sm90=env_switch(env, "ATLAS_GEMM_SM90", True),
                    batched_gemv=env_switch(env, "ATLAS_BATCHED_GEMV", True),
                    batched_gemv_min_m=int(min_m) if min_m else DEFAULT_BATCHED_GEMV_MIN_M,
-                   gemv_mma_wide={"1": True, "0": False}.get(wide))
+                   gemv_mma_wide={"1": True, "0": False}.get(wide),
+                   moe_sm90=env_switch(env, "ATLAS_MOE_SM90", True))

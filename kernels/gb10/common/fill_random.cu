@@ -1,0 +1,1 @@
+../../hopper/common/fill_random.cu

@@ -1,0 +1,118 @@
+"""The weight plan of a mixture-of-experts decoder (Qwen3-MoE, Qwen2-MoE with shared experts).
+
+Attention is the dense decoder's; a sparse layer's MLP becomes a router `[E, H]` plus the
+experts, packed into one contiguous buffer per projection so a kernel indexes any expert
+by pointer arithmetic: `experts_gate_up` `[E, 2I, H]` (expert e's gate rows, then its up
+rows) and `experts_down` `[E, H, I]`, bf16 row-major.
+
+Two checkpoint layouts exist in the wild and both land in those same bytes:
+
+* one tensor per expert (`mlp.experts.{e}.gate_proj.weight` [I, H], `up_proj`, `down_proj`
+  [H, I]): the published Qwen checkpoints and transformers' default `save_pretrained`;
+* the fused layout transformers 5 keeps in memory and writes with
+  `save_pretrained(save_original_format=False)`: `mlp.experts.gate_up_proj` [E, 2I, H]
+  (gate rows then up rows, `Concatenate(dim=1)` in its conversion mapping) and
+  `mlp.experts.down_proj` [E, H, I].
+
+Each upload goes straight to its offset (the per-expert layout is E * 3 tensors placed back
+to back), so packing costs no host copy. The layout is chosen per layer from the names the
+checkpoint holds; an expert the config does not know is an error, not silently ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container
+
+from ...core.config import ModelConfig, MoeConfig
+from ...core.dtype import DType
+from ...runtime.weights import WeightError
+from .dense import DenseDecoderLoader, UnsupportedModelError, WeightPlan, add_swiglu
+
+#: rows of the shared-expert gate's device buffer: its one row, then zeros, so the
+#: tensor-core GEMM (n a multiple of 16) can compute the gate logit of a prefill chunk
+SHARED_GATE_ROWS = 16
+
+
+class MoeLoaderError(WeightError):
+    """The checkpoint's experts disagree with the config (count or layout)."""
+
+
+def _moe(cfg: ModelConfig) -> MoeConfig:
+    if cfg.moe is None:
+        raise UnsupportedModelError(f"{cfg.source}: model_type {cfg.model_type!r} needs "
+                                    "num_experts, num_experts_per_tok and moe_intermediate_size")
+    return cfg.moe
+
+
+class MoeDecoderLoader(DenseDecoderLoader):
+    """Dense attention + per-layer MLP: routed experts where `MoeConfig.is_sparse`, else SwiGLU."""
+
+    family = "qwen2_moe"
+    has_qk_norm = False
+
+    def check_config(self, cfg: ModelConfig) -> None:
+        super().check_config(cfg)
+        moe = _moe(cfg)
+        for name, value in (("moe_intermediate_size", moe.intermediate_size),
+                            ("shared_expert_intermediate_size", moe.shared_intermediate_size)):
+            if value % 16:
+                raise UnsupportedModelError(f"{name}={value} must be a multiple of 16")
+
+    def plan_mlp(self, plan: WeightPlan, cfg: ModelConfig, layer: int,
+                 names: Container[str]) -> None:
+        moe = _moe(cfg)
+        if not moe.is_sparse(layer):
+            super().plan_mlp(plan, cfg, layer, names)
+            return
+        h, inter, e = cfg.hidden_size, moe.intermediate_size, moe.num_experts
+        b, p = f"l{layer}.", f"model.layers.{layer}.mlp."
+        plan.add(b + "router", [(p + "gate.weight", (e, h))])
+        if moe.score_bias:
+            plan.add(b + "score_bias", [(p + "gate.e_score_correction_bias", (e,))],
+                     dtype=DType.FP32)
+        if p + "experts.gate_up_proj" in names:
+            plan.add(b + "experts_gate_up", [(p + "experts.gate_up_proj", (e, 2 * inter, h))])
+            plan.add(b + "experts_down", [(p + "experts.down_proj", (e, h, inter))])
+        else:
+            _check_expert_count(cfg, layer, names)
+            q = p + "experts."
+            plan.add(b + "experts_gate_up", [
+                part for x in range(e) for part in ((f"{q}{x}.gate_proj.weight", (inter, h)),
+                                                    (f"{q}{x}.up_proj.weight", (inter, h)))])
+            plan.add(b + "experts_down", [(f"{q}{x}.down_proj.weight", (h, inter))
+                                          for x in range(e)])
+        if moe.shared_intermediate_size:
+            add_swiglu(plan, b + "shared_", p + "shared_expert.", moe.shared_intermediate_size, h)
+            # zero rows up to the GEMM's n granularity (see model/moe.py GATE_PAD_ROWS)
+            plan.add(b + "shared_gate", [(p + "shared_expert_gate.weight", (1, h))],
+                     min_bytes=DType.BF16.nbytes(SHARED_GATE_ROWS * h))
+
+
+def _check_expert_count(cfg: ModelConfig, layer: int, names: Container[str]) -> None:
+    """One-tensor-per-expert layout: the checkpoint's expert count must be the config's.
+
+    More experts than configured would be silently ignored, fewer would surface as a list of
+    missing tensors; both become one line naming the layer and the counts. (A single missing
+    tensor of an expert in range is left to `WeightStore.validate`, which names it.)
+    """
+    e = _moe(cfg).num_experts
+    q = f"model.layers.{layer}.mlp.experts."
+
+    def has(x: int) -> bool:
+        return any(f"{q}{x}.{proj}.weight" in names for proj in ("gate_proj", "up_proj",
+                                                                  "down_proj"))
+
+    if has(e):
+        raise MoeLoaderError(f"{cfg.source}: checkpoint has tensor {q}{e}.* but num_experts = "
+                             f"{e} (experts are numbered 0..{e - 1})")
+    present = next((x for x in range(e) if not has(x)), e)
+    if 0 < present < e and not any(has(x) for x in range(present, e)):
+        raise MoeLoaderError(f"{cfg.source}: layer {layer} has {present} experts "
+                             f"({q}0..{present - 1}) but num_experts = {e}")
+
+
+class Qwen3MoeLoader(MoeDecoderLoader):
+    """Qwen3-MoE: Qwen3 attention (q/k RMSNorm) with routed experts."""
+
+    family = "qwen3_moe"
+    has_qk_norm = True

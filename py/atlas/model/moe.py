@@ -1,0 +1,157 @@
+"""The mixture-of-experts MLP block: router, routed experts, optional gated shared expert.
+
+One `MoeMlp` per sparse layer, all sharing one set of graph-stable scratch buffers
+(`MoeBuffers`, reserved in the step arena for the largest step the runner allows, so a
+captured decode graph and the largest prefill chunk both fit). A forward is launches only:
+
+  normed -> router logits (f32) -> top-k ids / weights (device) -> experts -> delta
+         -> [shared expert: SwiGLU -> shared_out; gate logit; delta += sigmoid(gate) * shared_out]
+
+`runtime.ops.moe.experts` picks the decode kernels (few tokens: only the selected experts'
+weights are read) or the grouped path (align, grouped GEMMs, combine); neither syncs with the
+host, so decode steps are captured in CUDA graphs like the dense model's.
+
+Two products have a narrow output the tensor-core GEMM cannot take (its n must be a multiple
+of 16): the shared-expert gate (n = 1) reads a weight buffer padded with zero rows to
+`GATE_PAD_ROWS` and the shared-add kernel reads column 0 at that stride; a router whose
+expert count is not a multiple of 16 (Mixtral's 8, Qwen1.5-MoE's 60) computes its logits
+with the GEMV in chunks of GEMV_MAX_M rows when a step has more rows than that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from ..core.config import ModelConfig, MoeConfig
+from ..core.dtype import DType
+from ..runtime.buffers import BufferArena
+from ..runtime.gpu import DevicePtr, Stream
+from ..runtime.ops import KernelCache, matmul
+from ..runtime.ops import moe as moe_ops
+from ..runtime.ops.moe_shared import shared_add
+from .loaders.moe import SHARED_GATE_ROWS
+from .model import DenseMlp, MlpBlock, StepBuffers, swiglu
+
+#: rows of the zero-padded shared-expert gate weight (the GEMM's n granularity)
+GATE_PAD_ROWS = SHARED_GATE_ROWS
+#: the GEMM needs n to be a multiple of this (ops.matmul.gemm)
+GEMM_N_MULTIPLE = 16
+
+
+def moe_shape(cfg: ModelConfig, moe: MoeConfig) -> moe_ops.MoeShape:
+    return moe_ops.MoeShape(moe.num_experts, moe.top_k, cfg.hidden_size, moe.intermediate_size)
+
+
+@dataclass(frozen=True, slots=True)
+class MoeBuffers:
+    """Scratch shared by every MoE layer of a step (only one layer runs at a time)."""
+
+    logits: DevicePtr        # f32 [tokens, experts]
+    topk_ids: DevicePtr      # i32 [tokens, top_k]
+    topk_weights: DevicePtr  # f32 [tokens, top_k]
+    scratch: moe_ops.MoeScratch
+    shared_out: DevicePtr = 0   # bf16 [tokens, hidden], shared-expert models only
+    shared_gate: DevicePtr = 0  # f32 [tokens, GATE_PAD_ROWS]
+
+    @classmethod
+    def reserve(cls, arena: BufferArena, cfg: ModelConfig, max_tokens: int) -> None:
+        """Reserve the buffers for steps of up to `max_tokens` rows (before allocate)."""
+        moe = cfg.moe
+        if moe is None:
+            return
+        layout = moe_ops.scratch_layout(moe_shape(cfg, moe), max_tokens)
+        arena.reserve("moe_logits", DType.FP32, (max_tokens, moe.num_experts))
+        arena.reserve("moe_topk_ids", DType.I32, (max_tokens, moe.top_k))
+        arena.reserve("moe_topk_weights", DType.FP32, (max_tokens, moe.top_k))
+        for name in ("act", "y", "sorted_slots", "tile_expert"):
+            nbytes = getattr(layout, name)
+            if nbytes:
+                arena.reserve(f"moe_{name}", DType.U8, (nbytes,))
+        if moe.shared_intermediate_size:
+            arena.reserve("moe_shared_out", DType.BF16, (max_tokens, cfg.hidden_size))
+            arena.reserve("moe_shared_gate", DType.FP32, (max_tokens, GATE_PAD_ROWS))
+
+    @classmethod
+    def bind(cls, arena: BufferArena, max_tokens: int) -> "MoeBuffers":
+        """The reserved buffers' addresses (after allocate)."""
+        def opt(name: str) -> DevicePtr:
+            return arena[name] if name in arena else 0
+
+        scratch = moe_ops.MoeScratch(act=arena["moe_act"], y=opt("moe_y"),
+                                     sorted_slots=opt("moe_sorted_slots"),
+                                     tile_expert=opt("moe_tile_expert"), max_tokens=max_tokens)
+        return cls(arena["moe_logits"], arena["moe_topk_ids"], arena["moe_topk_weights"],
+                   scratch, opt("moe_shared_out"), opt("moe_shared_gate"))
+
+
+@dataclass(frozen=True, slots=True)
+class SharedExpert:
+    """A SwiGLU MLP every token runs, scaled by sigmoid(gate . x) (Qwen2-MoE, Qwen3-Next)."""
+
+    gate_up: DevicePtr
+    down: DevicePtr
+    gate: DevicePtr  # bf16 [GATE_PAD_ROWS, hidden]: row 0 the gate, the rest zeros
+    inter: int
+
+
+@dataclass(frozen=True, slots=True)
+class MoeMlp:
+    """A sparse layer's MLP (see the module docstring)."""
+
+    shape: moe_ops.MoeShape
+    routing: moe_ops.Routing
+    router: DevicePtr
+    gate_up: DevicePtr
+    down: DevicePtr
+    bufs: MoeBuffers
+    shared: SharedExpert | None = None
+
+    def forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int) -> None:
+        sh, bf = self.shape, self.bufs
+        self._router_logits(kc, s, b.normed, t)
+        moe_ops.topk(kc, s, bf.logits, bf.topk_ids, bf.topk_weights, t, sh.experts, sh.top_k,
+                     self.routing)
+        moe_ops.experts(kc, s, b.normed, self.gate_up, self.down, bf.topk_ids, bf.topk_weights,
+                        b.delta, t, sh, bf.scratch)
+        if self.shared is not None:
+            se = self.shared
+            swiglu(kc, s, b, se.gate_up, se.down, bf.shared_out, t, sh.hidden, se.inter)
+            matmul.linear(kc, s, b.normed, se.gate, bf.shared_gate, t, GATE_PAD_ROWS, sh.hidden,
+                          out_f32=True)
+            shared_add(kc, s, b.delta, bf.shared_out, bf.shared_gate, b.delta, t, sh.hidden,
+                       GATE_PAD_ROWS)
+
+    def _router_logits(self, kc: KernelCache, s: Stream, x: DevicePtr, t: int) -> None:
+        """logits f32 [t, experts] = x @ router.T, as the bf16 product widened."""
+        e, h = self.shape.experts, self.shape.hidden
+        if e % GEMM_N_MULTIPLE == 0 or t <= matmul.GEMV_MAX_M:
+            matmul.linear(kc, s, x, self.router, self.bufs.logits, t, e, h, out_f32=True)
+            return
+        for r0 in range(0, t, matmul.GEMV_MAX_M):  # the GEMM cannot take this n
+            rows = min(matmul.GEMV_MAX_M, t - r0)
+            matmul.gemv(kc, s, x + 2 * r0 * h, self.router, self.bufs.logits + 4 * r0 * e,
+                        rows, e, h, out_f32=True)
+
+
+def routing_for(moe: MoeConfig, score_bias: DevicePtr) -> moe_ops.Routing:
+    return moe_ops.Routing(scoring=moe.scoring, renormalize=moe.norm_topk_prob,
+                           scale=moe.routed_scaling_factor, bias=score_bias)
+
+
+def build_mlp(cfg: ModelConfig, layer: int, ptr: Mapping[str, DevicePtr],
+              bufs: MoeBuffers | None) -> MlpBlock:
+    """Layer `layer`'s MLP block over the uploaded weight buffers `ptr` (WeightPlan names)."""
+    b, moe = f"l{layer}.", cfg.moe
+    if moe is None or not moe.is_sparse(layer):
+        return DenseMlp(ptr[b + "gate_up"], ptr[b + "down"], cfg.hidden_size,
+                        cfg.intermediate_size)
+    if bufs is None:
+        raise ValueError(f"layer {layer} is sparse but no MoE buffers were reserved")
+    shared = None
+    if moe.shared_intermediate_size:
+        shared = SharedExpert(ptr[b + "shared_gate_up"], ptr[b + "shared_down"],
+                              ptr[b + "shared_gate"], moe.shared_intermediate_size)
+    return MoeMlp(moe_shape(cfg, moe), routing_for(moe, ptr.get(b + "score_bias", 0)),
+                  ptr[b + "router"], ptr[b + "experts_gate_up"], ptr[b + "experts_down"], bufs,
+                  shared)

@@ -1,0 +1,397 @@
+"""Check cases for the mixture-of-experts kernels (router, decode experts, grouped path).
+
+Every oracle here is written independently of reference/moe.py: per-token Python loops in
+float64 (top-k by sorting (-key, index) pairs, sigmoid as 1 / (1 + exp(-x))), so the host
+tests compare two formulations and the GPU check compares the kernels with both. Edge cases:
+exact ties in router scores (every expert tied, ties at the k-th place), experts with zero
+tokens, every token routed to one expert, top_k == experts, ids outside [0, experts) (expert
+parallelism's "not mine"), and the Qwen3-30B-A3B / Qwen3.5-35B-A3B shapes that a size leaf
+compiles in as constants (cases named "... leaf ...").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.dtype import DType
+from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
+from ..gpu import DevicePtr, GpuBackend, Stream
+from ..kernel_check import KernelCase, OutputSpec, kernel_cases
+from ..ops import KernelCache, moe
+from .gemv import random_bf16
+
+#: act comes from two bf16-rounded products: a float32 sum that lands on the other side of a
+#: rounding boundary than the exact one moves g or u by an ulp, and act by up to ~1% of its
+#: scale; rare, and allowed against the host reference as against the oracle's own tolerance
+ACT_REFERENCE_TOL = 2e-2
+#: the same flip seen through a down projection (weights ~ inter ** -0.5)
+OUT_REFERENCE_TOL = 2e-3
+
+
+# ---- float64 oracles ----------------------------------------------------------------------
+def _bf16(v: np.ndarray | float) -> np.ndarray:
+    return bf16_bits_to_f32(f32_to_bf16_bits(np.asarray(v, np.float32))).astype(np.float64)
+
+
+def oracle_topk(keys: np.ndarray, top_k: int) -> np.ndarray:
+    """Per row, the indices of the top_k keys ordered by (-key, index)."""
+    return np.array([[i for _, i in sorted((-float(v), i) for i, v in enumerate(row))[:top_k]]
+                     for row in keys], dtype=np.int32).reshape(len(keys), top_k)
+
+
+def oracle_router(logits: np.ndarray, top_k: int, sigmoid: bool, bias: np.ndarray | None,
+                  renormalize: bool, scale: float) -> dict[str, np.ndarray]:
+    ids = np.zeros((len(logits), top_k), np.int32)
+    weights = np.zeros((len(logits), top_k))
+    for t, row in enumerate(logits.astype(np.float64)):
+        if sigmoid:
+            score = 1.0 / (1.0 + np.exp(-row))
+            key = score.astype(np.float32) + (0 if bias is None else bias.astype(np.float32))
+        else:
+            score = np.exp(row - row.max())
+            score /= score.sum()
+            key = row
+        ids[t] = oracle_topk(key[None, :], top_k)[0]
+        w = score[ids[t]]
+        if renormalize:
+            w = w / (w.sum() + 1e-20)
+        weights[t] = w * float(np.float32(scale))
+    return {"topk_ids": ids, "topk_weights": weights}
+
+
+def oracle_slot(x: np.ndarray, w_gate_up: np.ndarray, w_down: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(act [inter], y [hidden]) of one slot: x [hidden] through one expert, in float64."""
+    inter = w_down.shape[1]
+    g = _bf16(w_gate_up[:inter] @ x).astype(np.float32)
+    u = _bf16(w_gate_up[inter:] @ x)
+    with np.errstate(over="ignore"):
+        silu = _bf16(g / (np.float32(1) + np.exp(-g)))
+    act = _bf16(silu * u)
+    return act, _bf16(w_down @ act)
+
+
+def oracle_experts(x: np.ndarray, w_gate_up: np.ndarray, w_down: np.ndarray, ids: np.ndarray,
+                   weights: np.ndarray) -> dict[str, np.ndarray]:
+    """act [tokens, top_k, inter], y [tokens, top_k, hidden] and out [tokens, hidden]."""
+    experts, hidden, inter = w_down.shape
+    tokens, top_k = ids.shape
+    act = np.zeros((tokens, top_k, inter))
+    y = np.zeros((tokens, top_k, hidden))
+    out = np.zeros((tokens, hidden))
+    for t in range(tokens):
+        for j in range(top_k):
+            e = int(ids[t, j])
+            if 0 <= e < experts:
+                act[t, j], y[t, j] = oracle_slot(x[t], w_gate_up[e], w_down[e])
+                out[t] += float(weights[t, j]) * y[t, j]
+    return {"act": act, "y": y, "out": out}
+
+
+def oracle_align(flat_ids: np.ndarray, experts: int, tiles: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    sorted_slots, tile_expert = [], []
+    for e in range(experts):
+        mine = [s for s, v in enumerate(flat_ids) if v == e]
+        pad = -len(mine) % moe.MOE_TILE_M
+        sorted_slots += mine + [-1] * pad
+        tile_expert += [e] * ((len(mine) + pad) // moe.MOE_TILE_M)
+    sorted_slots += [-1] * (tiles * moe.MOE_TILE_M - len(sorted_slots))
+    tile_expert += [-1] * (tiles - len(tile_expert))
+    return np.array(sorted_slots, np.int32), np.array(tile_expert, np.int32)
+
+
+# ---- inputs -------------------------------------------------------------------------------
+def random_ids(rng: np.random.Generator, tokens: int, experts: int, top_k: int) -> np.ndarray:
+    """Distinct experts per token, as a router picks them."""
+    return np.stack([rng.permutation(experts)[:top_k] for _ in range(tokens)]).astype(np.int32)
+
+
+def expert_weights(rng: np.random.Generator, shape: moe.MoeShape
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """bf16 bits of w_gate_up [E, 2I, H] and w_down [E, H, I], outputs O(1)."""
+    e, h, i = shape.experts, shape.hidden, shape.inter
+    return random_bf16(rng, (e, 2 * i, h), h ** -0.5), random_bf16(rng, (e, h, i), i ** -0.5)
+
+
+def _f64(bits: np.ndarray) -> np.ndarray:
+    return bf16_bits_to_f32(bits).astype(np.float64)
+
+
+def _routing_weights(rng: np.random.Generator, tokens: int, top_k: int) -> np.ndarray:
+    w = rng.uniform(0.05, 1.0, (tokens, top_k)).astype(np.float32)
+    return (w / w.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+# ---- router -------------------------------------------------------------------------------
+def router_case(name: str, logits: np.ndarray, top_k: int, sigmoid: bool = False,
+                bias: np.ndarray | None = None, renormalize: bool = True,
+                scale: float = 1.0) -> KernelCase:
+    tokens, experts = logits.shape
+    inputs = {"logits": logits.astype(np.float32)}
+    if bias is not None:
+        inputs["bias"] = bias.astype(np.float32)
+    outputs = {"topk_ids": OutputSpec(DType.I32, (tokens, top_k)),
+               "topk_weights": OutputSpec(DType.FP32, (tokens, top_k))}
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        routing = moe.Routing("sigmoid" if sigmoid else "softmax", renormalize, scale,
+                              p.get("bias", 0))
+        moe.topk(KernelCache(backend), stream, p["logits"], p["topk_ids"], p["topk_weights"],
+                 tokens, experts, top_k, routing)
+
+    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return oracle_router(x["logits"], top_k, sigmoid, x.get("bias"), renormalize, scale)
+
+    return KernelCase(name, "moe_router", inputs, outputs, run, oracle)
+
+
+def _bf16_logits(rng: np.random.Generator, tokens: int, experts: int, scale: float = 3.0
+                 ) -> np.ndarray:
+    """Router logits as the gate writes them: bf16 values widened to f32."""
+    return bf16_bits_to_f32(random_bf16(rng, (tokens, experts), scale))
+
+
+@kernel_cases("moe_router")
+def router_cases(rng: np.random.Generator) -> list[KernelCase]:
+    cases = [router_case("moe_topk softmax t5 e128 k8", _bf16_logits(rng, 5, 128), 8),
+             router_case("moe_topk softmax leaf t7 e128 k8 (qwen3-30b-a3b)",
+                         _bf16_logits(rng, 7, 128), 8),
+             router_case("moe_topk softmax leaf t3 e256 k8 (qwen3.5-35b-a3b)",
+                         _bf16_logits(rng, 3, 256), 8),
+             router_case("moe_topk softmax k=e=8 no renorm", _bf16_logits(rng, 4, 8), 8,
+                         renormalize=False),
+             router_case("moe_topk softmax e60 k4 scale 2.5", _bf16_logits(rng, 9, 60), 4,
+                         scale=2.5),
+             router_case("moe_topk softmax all tied e64 k6", np.zeros((3, 64), np.float32), 6)]
+    # ties at the k-th place: logits on a coarse grid, many equal values per row
+    coarse = np.round(rng.uniform(-2, 2, (6, 32)) * 2) / 2
+    cases.append(router_case("moe_topk softmax coarse ties e32 k5", coarse, 5))
+    bias = bf16_bits_to_f32(random_bf16(rng, (256,), 0.5))
+    cases += [router_case("moe_topk sigmoid bias e256 k8 scale 2.5",
+                          _bf16_logits(rng, 6, 256), 8, True, bias, True, 2.5),
+              router_case("moe_topk sigmoid leaf t5 e128 k8 (the size leaf's shape)",
+                          _bf16_logits(rng, 5, 128), 8, True, bias[:128], True, 1.0),
+              router_case("moe_topk sigmoid no bias k=e=16 no renorm",
+                          _bf16_logits(rng, 3, 16), 16, True, None, False)]
+    # sigmoid ties: equal logits and equal biases give equal keys; -200 underflows to 0
+    tied = np.round(rng.uniform(-2, 2, (5, 48)))
+    tied[0] = -200.0
+    cases.append(router_case("moe_topk sigmoid ties + underflow e48 k6", tied, 6, True,
+                             np.repeat(np.array([0.0, 0.25], np.float32), 24), True))
+    return cases
+
+
+# ---- decode experts -----------------------------------------------------------------------
+def decode_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.ndarray
+                ) -> KernelCase:
+    """moe_gate_up_silu then moe_down_sum, act checked on its own (it is the first kernel's
+    output and the second one's input)."""
+    tokens = len(ids)
+    w_gu, w_d = expert_weights(rng, shape)
+    inputs = {"x": random_bf16(rng, (tokens, shape.hidden)), "w_gate_up": w_gu, "w_down": w_d,
+              "topk_ids": ids.astype(np.int32),
+              "topk_weights": _routing_weights(rng, tokens, shape.top_k)}
+    outputs = {"act": OutputSpec(DType.BF16, (tokens, shape.top_k, shape.inter)),
+               "out": OutputSpec(DType.BF16, (tokens, shape.hidden))}
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        kc = KernelCache(backend)
+        moe.decode_gate_up(kc, stream, p["x"], p["w_gate_up"], p["topk_ids"], p["act"], tokens,
+                           shape)
+        moe.decode_down(kc, stream, p["act"], p["w_down"], p["topk_ids"], p["topk_weights"],
+                        p["out"], tokens, shape)
+
+    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return oracle_experts(_f64(x["x"]), _f64(x["w_gate_up"]), _f64(x["w_down"]),
+                              x["topk_ids"], x["topk_weights"])
+
+    return KernelCase(name, "moe_decode", inputs, outputs, run, oracle,
+                      reference_abs_tol=ACT_REFERENCE_TOL)
+
+
+def down_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.ndarray
+              ) -> KernelCase:
+    """moe_down_sum alone from a given act: one rounding per expert and one at the end, so
+    it is held to the tight reference tolerance."""
+    tokens = len(ids)
+    _, w_d = expert_weights(rng, shape)
+    inputs = {"act": random_bf16(rng, (tokens, shape.top_k, shape.inter)), "w_down": w_d,
+              "topk_ids": ids.astype(np.int32),
+              "topk_weights": _routing_weights(rng, tokens, shape.top_k)}
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        moe.decode_down(KernelCache(backend), stream, p["act"], p["w_down"], p["topk_ids"],
+                        p["topk_weights"], p["out"], tokens, shape)
+
+    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        act, wd = _f64(x["act"]), _f64(x["w_down"])
+        out = np.zeros((tokens, shape.hidden))
+        for t in range(tokens):
+            for j, e in enumerate(x["topk_ids"][t]):
+                if 0 <= e < shape.experts:
+                    out[t] += float(x["topk_weights"][t, j]) * _bf16(wd[e] @ act[t, j])
+        return {"out": out}
+
+    return KernelCase(name, "moe_decode", inputs,
+                      {"out": OutputSpec(DType.BF16, (tokens, shape.hidden))}, run, oracle)
+
+
+@kernel_cases("moe_decode")
+def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
+    small = moe.MoeShape(experts=16, top_k=4, hidden=256, inter=96)
+    ids3 = random_ids(rng, 3, 16, 4)
+    ids3[1, 2] = -1  # an expert held by another rank
+    ids3[2, 0] = 16  # out of range: ignored the same way
+    cases = [decode_case(rng, "moe_decode t1 e16 k4 h256 i96", small, random_ids(rng, 1, 16, 4)),
+             decode_case(rng, "moe_decode t3 invalid ids", small, ids3),
+             decode_case(rng, "moe_decode t8 all tokens one expert", small,
+                         np.stack([np.roll(np.arange(4), t) + 5 for t in range(8)])),
+             decode_case(rng, "moe_decode t5 k=e=4 h128 i1008",
+                         moe.MoeShape(4, 4, 128, 1008), random_ids(rng, 5, 4, 4)),
+             down_case(rng, "moe_down_sum t4 e8 k2 h320 i64", moe.MoeShape(8, 2, 320, 64),
+                       random_ids(rng, 4, 8, 2))]
+    # the Qwen3-30B-A3B per-expert shape (hidden 2048, inter 768, top-8) that the size leaf
+    # compiles in; 8 experts keep the host reference small
+    leaf = moe.MoeShape(experts=8, top_k=8, hidden=2048, inter=768)
+    cases.append(decode_case(rng, "moe_decode leaf t2 h2048 i768 k8", leaf,
+                             random_ids(rng, 2, 8, 8)))
+    return cases
+
+
+# ---- grouped path -------------------------------------------------------------------------
+def pipeline_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.ndarray,
+                  sm90: bool = False) -> KernelCase:
+    """ops.moe.experts end to end (decode kernels or align + grouped GEMMs + combine, by the
+    token count), with every intermediate buffer checked where it is defined; `sm90` runs the
+    grouped GEMMs on the wgmma kernels (module moe_grouped_sm90), else on mma.sync."""
+    tokens = len(ids)
+    slots = tokens * shape.top_k
+    layout = moe.scratch_layout(shape, tokens)
+    grouped = not moe.uses_decode_kernels(tokens)
+    tiles = moe.max_tiles(slots, shape.experts)
+    w_gu, w_d = expert_weights(rng, shape)
+    inputs = {"x": random_bf16(rng, (tokens, shape.hidden)), "w_gate_up": w_gu, "w_down": w_d,
+              "topk_ids": ids.astype(np.int32),
+              "topk_weights": _routing_weights(rng, tokens, shape.top_k)}
+    outputs = {"out": OutputSpec(DType.BF16, (tokens, shape.hidden)),
+               "act": OutputSpec(DType.BF16, (layout.act // 2 // shape.inter, shape.inter))}
+    masks: dict[str, np.ndarray] = {}
+    sorted_slots, tile_expert = oracle_align(ids.reshape(-1), shape.experts, tiles)
+    valid = ((ids >= 0) & (ids < shape.experts)).reshape(-1)
+    if grouped:
+        outputs["y"] = OutputSpec(DType.BF16, (slots, shape.hidden))
+        outputs["sorted_slots"] = OutputSpec(DType.I32, (tiles * moe.MOE_TILE_M,))
+        outputs["tile_expert"] = OutputSpec(DType.I32, (tiles,))
+        used = np.repeat(tile_expert >= 0, moe.MOE_TILE_M)  # rows of unused tiles: unwritten
+        masks["act"] = np.repeat(used[:, None], shape.inter, axis=1)
+        masks["y"] = np.repeat(valid[:, None], shape.hidden, axis=1)
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        scratch = moe.MoeScratch(p["act"], p.get("y", 0), p.get("sorted_slots", 0),
+                                 p.get("tile_expert", 0), max_tokens=tokens)
+        moe.experts(KernelCache(backend), stream, p["x"], p["w_gate_up"], p["w_down"],
+                    p["topk_ids"], p["topk_weights"], p["out"], tokens, shape, scratch, sm90)
+
+    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        r = oracle_experts(_f64(x["x"]), _f64(x["w_gate_up"]), _f64(x["w_down"]),
+                           x["topk_ids"], x["topk_weights"])
+        out = {"out": r["out"], "y": r["y"].reshape(slots, shape.hidden),
+               "sorted_slots": sorted_slots, "tile_expert": tile_expert}
+        act_slots = r["act"].reshape(slots, shape.inter)
+        if grouped:
+            act = np.zeros((tiles * moe.MOE_TILE_M, shape.inter))
+            live = sorted_slots >= 0
+            act[live] = act_slots[sorted_slots[live]]
+            out["act"] = act
+        else:
+            out["act"] = act_slots
+        return out
+
+    module = ("moe_grouped_sm90" if sm90 else "moe_grouped") if grouped else "moe_decode"
+    return KernelCase(name, module, inputs, outputs, run, oracle, compare_mask=masks,
+                      reference_abs_tol=ACT_REFERENCE_TOL)
+
+
+def combine_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.ndarray
+                 ) -> KernelCase:
+    """moe_combine alone: y rows of invalid slots hold NaN and must not leak into out."""
+    tokens = len(ids)
+    y = random_bf16(rng, (tokens * shape.top_k, shape.hidden))
+    y[~((ids >= 0) & (ids < shape.experts)).reshape(-1)] = 0x7FC0  # bf16 NaN
+    inputs = {"y": y, "topk_ids": ids.astype(np.int32),
+              "topk_weights": _routing_weights(rng, tokens, shape.top_k)}
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        moe.combine(KernelCache(backend), stream, p["y"], p["topk_ids"], p["topk_weights"],
+                    p["out"], tokens, shape)
+
+    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        ys = _f64(x["y"]).reshape(tokens, shape.top_k, shape.hidden)
+        out = np.zeros((tokens, shape.hidden))
+        for t in range(tokens):
+            for j, e in enumerate(x["topk_ids"][t]):
+                if 0 <= e < shape.experts:
+                    out[t] += float(x["topk_weights"][t, j]) * ys[t, j]
+        return {"out": out}
+
+    return KernelCase(name, "moe_grouped", inputs,
+                      {"out": OutputSpec(DType.BF16, (tokens, shape.hidden))}, run, oracle)
+
+
+def _grouped_pipelines(rng: np.random.Generator, sm90: bool) -> list[KernelCase]:
+    """The grouped path's edge cases, on the mma.sync or the wgmma GEMMs."""
+    tag = "sm90" if sm90 else "grouped"
+    small = moe.MoeShape(experts=16, top_k=4, hidden=256, inter=96)
+    skewed = random_ids(rng, 40, 16, 4)
+    skewed[:, 0] = 3  # expert 3 gets every token (40 slots): several tokens per tile row set
+    sparse = np.stack([rng.permutation(4)[:2] * 17 for _ in range(24)])  # 4 of 64 experts
+    bad = random_ids(rng, 20, 16, 4)
+    bad[::3, 1] = -1
+    one = np.tile(np.arange(4, dtype=np.int32) + 9, (70, 1))  # 70 tokens, the same 4 experts
+    # the leaf shape (hidden 2048, inter 768, top-8) with 8 experts
+    leaf = moe.MoeShape(experts=8, top_k=8, hidden=2048, inter=768)
+    # a 512-token prefill chunk routed over the leaf's 128 experts, top-8 (4096 slots, up to
+    # 192 tiles, expert ids past 64): every token's first choice among experts 120..127, so
+    # those take ~64-130 slots each (several tiles) while the rest share the others
+    wide = moe.MoeShape(experts=128, top_k=8, hidden=256, inter=96)
+    chunk = np.stack([np.concatenate([[f], rng.permutation(np.delete(np.arange(128), f))[:7]])
+                      for f in 120 + rng.integers(0, 8, 512)]).astype(np.int32)
+    return [pipeline_case(rng, f"moe_experts {tag} t40 e16 k4 (skewed)", small, skewed, sm90),
+            pipeline_case(rng, f"moe_experts {tag} t24 e64 k2 (60 empty experts)",
+                          moe.MoeShape(64, 2, 128, 64), sparse, sm90),
+            pipeline_case(rng, f"moe_experts {tag} t20 invalid ids", small, bad, sm90),
+            pipeline_case(rng, f"moe_experts {tag} t70 every token to the same 4 experts",
+                          small, one, sm90),
+            pipeline_case(rng, f"moe_experts {tag} t17 k=e=4 h208 i144",
+                          moe.MoeShape(4, 4, 208, 144), random_ids(rng, 17, 4, 4), sm90),
+            # inter 608: the last gate/up column block is partly past inter in both kernels;
+            # hidden 320: a partial down column block; h208: K ends inside a k-tile
+            pipeline_case(rng, f"moe_experts {tag} t33 e6 k3 h320 i608",
+                          moe.MoeShape(6, 3, 320, 608), random_ids(rng, 33, 6, 3), sm90),
+            pipeline_case(rng, f"moe_experts leaf {tag} t16 h2048 i768 k8", leaf,
+                          random_ids(rng, 16, 8, 8), sm90),
+            pipeline_case(rng, f"moe_experts {tag} t512 e128 k8 (a prefill chunk)", wide, chunk,
+                          sm90)]
+
+
+@kernel_cases("moe_grouped")
+def grouped_cases(rng: np.random.Generator) -> list[KernelCase]:
+    small = moe.MoeShape(experts=16, top_k=4, hidden=256, inter=96)
+    bad = random_ids(rng, 9, 16, 4)
+    bad[::3, 1] = -1
+    return _grouped_pipelines(rng, sm90=False) + [
+        pipeline_case(rng, "moe_experts decode t6 e16 k4", small, random_ids(rng, 6, 16, 4)),
+        combine_case(rng, "moe_combine t9 k4 h264 invalid ids", moe.MoeShape(16, 4, 264, 16),
+                     bad)]
+
+
+@kernel_cases("moe_grouped_sm90")
+def grouped_sm90_cases(rng: np.random.Generator) -> list[KernelCase]:
+    return _grouped_pipelines(rng, sm90=True)
+
+
+def is_heavy(case: KernelCase) -> bool:
+    """Cases whose host reference takes seconds (the leaf shapes): CPU tests may skip them."""
+    return " leaf " in case.name and case.module != "moe_router"
+

@@ -1,0 +1,296 @@
+"""Launch builders for mixture-of-experts layers: router, expert FFN (decode and grouped).
+
+Contract (row-major, contiguous; reference/moe.py is the executable specification):
+
+* x bf16 [tokens, hidden]: the normalized hidden states entering the MoE block.
+* w_gate bf16 [experts, hidden]: the router (a Linear); its logits are f32 [tokens, experts]
+  holding the bf16-rounded products (matmul.linear(out_f32=True), like transformers' bf16
+  gate followed by softmax(dtype=float)), the input of `topk`.
+* w_gate_up bf16 [experts, 2 * inter, hidden]: per expert the gate rows, then the up rows
+  (transformers 5's fused `experts.gate_up_proj`); w_down bf16 [experts, hidden, inter].
+* topk_ids i32 [tokens, top_k], best expert first; topk_weights f32 [tokens, top_k].
+* out bf16 [tokens, hidden] = bf16(sum_j topk_weights[t, j] * y[t, j]) with
+  y[t, j] = bf16(swiglu(x[t] w_gate_up[e]^T) w_down[e]^T), e = topk_ids[t, j]; the gate and
+  up products and the activation are bf16-rounded as in the dense MLP.
+
+Paths (`experts`): up to DECODE_MAX_TOKENS tokens take two launches that read only the
+selected experts' weights (moe_gate_up_silu_bf16 into act [tokens, top_k, inter], then
+moe_down_sum_bf16 which applies the weights and sums over k in float32, in slot order: no
+atomics, bit-reproducible). More tokens take the grouped path: moe_align_i32 sorts the
+slots t * top_k + j by expert into MOE_TILE_M-row tiles on the device, the grouped GEMM
+computes the gate/up product with SwiGLU in its epilogue (act in sorted order), the grouped
+down GEMM writes each slot's y un-permuted, and moe_combine_bf16 forms the weighted sums.
+The grouped GEMMs run on Hopper wgmma (moe_grouped_sm90) where the PTX set has it, else on
+mma.sync (moe_grouped, every target).
+Grids of the grouped launches are sized for the worst case (`max_tiles`); tiles with no
+expert exit at once, so experts without tokens cost nothing. Neither path synchronizes with
+the host or reads routing on the host: both are capturable in a CUDA graph.
+
+Every scratch buffer comes from `MoeScratch` (sized once by `scratch_layout` for the largest
+batch, so graph replays see fixed addresses).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..gpu import DevicePtr, KernelLaunch, KernelSig, Stream
+from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_SUM, MOE_GATE_UP_SILU,
+                          MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90, MOE_GROUPED_GATE_UP,
+                          MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
+from . import KernelCache
+from ._preconditions import require_aligned, require_multiple
+
+#: rows of one grouped-GEMM M-tile (moe_grouped.cu kTileM)
+MOE_TILE_M = 64
+#: output columns of one grouped-GEMM block (moe_grouped.cu kTileN): for gate_up that is
+#: kTileN / 2 intermediate columns (their gate and up rows side by side)
+MOE_TILE_N = 128
+MOE_GROUPED_THREADS = 128
+#: the Hopper wgmma grouped GEMMs (moe_grouped_sm90.cu): 64 x 256 tiles of one warpgroup,
+#: a 4-stage ring of A [64][64] + B [256][64] bf16 plus 1 KiB to align its base
+MOE_SM90_TILE_N = 256
+MOE_SM90_THREADS = 128
+MOE_SM90_SMEM = 4 * (64 + 256) * 64 * 2 + 1024
+#: tokens at or below this take the decode kernels (their grids grow with tokens * top_k)
+DECODE_MAX_TOKENS = 8
+#: the decode kernels give each warp one output row; 8 warps per block
+DECODE_ROWS_PER_BLOCK = 8
+DECODE_THREADS = 256
+#: the router keeps each token's scores in one warp's registers (moe_router.cu)
+ROUTER_MAX_EXPERTS = 512
+ROUTER_MAX_TOP_K = 32
+ROUTER_TOKENS_PER_BLOCK = 4
+#: the align kernel counts experts in shared memory; one warp per expert
+ALIGN_MAX_EXPERTS = 1024
+ALIGN_EXPERTS_PER_BLOCK = 8
+
+
+@dataclass(frozen=True, slots=True)
+class MoeShape:
+    """The sizes every MoE launch derives from."""
+
+    experts: int
+    top_k: int
+    hidden: int
+    inter: int
+
+    def validate(self) -> None:
+        if not 1 <= self.top_k <= min(self.experts, ROUTER_MAX_TOP_K):
+            raise ValueError(f"moe: top_k={self.top_k} must be in 1..min(experts="
+                             f"{self.experts}, {ROUTER_MAX_TOP_K})")
+        if not 1 <= self.experts <= ROUTER_MAX_EXPERTS:
+            raise ValueError(f"moe: experts={self.experts} must be in 1..{ROUTER_MAX_EXPERTS}")
+        require_multiple("moe", "hidden", self.hidden, 16)
+        require_multiple("moe", "inter", self.inter, 16)
+
+
+@dataclass(frozen=True, slots=True)
+class Routing:
+    """How the router turns logits into (ids, weights): `scoring` "softmax" (Qwen-MoE,
+    Mixtral) or "sigmoid" (DeepSeek-V3, MiniMax-M2: chosen by sigmoid + bias, weighted by
+    the sigmoid); `renormalize` is norm_topk_prob; `scale` the routed_scaling_factor; `bias`
+    the device address of e_score_correction_bias, f32 [experts] (0: none; sigmoid only)."""
+
+    scoring: str = "softmax"
+    renormalize: bool = True
+    scale: float = 1.0
+    bias: DevicePtr = 0
+
+    def __post_init__(self) -> None:
+        if self.scoring not in ("softmax", "sigmoid"):
+            raise ValueError(f"moe routing: scoring must be 'softmax' or 'sigmoid', got "
+                             f"{self.scoring!r}")
+        if self.bias and self.scoring != "sigmoid":
+            raise ValueError("moe routing: a score-correction bias needs sigmoid scoring")
+
+
+def max_tiles(slots: int, experts: int) -> int:
+    """Most M-tiles `slots` routed slots can occupy (each non-empty expert pads to whole
+    tiles): ceil(slots / MOE_TILE_M) + min(experts, slots)."""
+    return -(-slots // MOE_TILE_M) + min(experts, slots)
+
+
+@dataclass(frozen=True, slots=True)
+class MoeScratchLayout:
+    """Byte sizes of the scratch buffers for batches of up to `max_tokens` tokens."""
+
+    act: int
+    y: int
+    sorted_slots: int
+    tile_expert: int
+
+    @property
+    def total(self) -> int:
+        return self.act + self.y + self.sorted_slots + self.tile_expert
+
+
+def scratch_layout(shape: MoeShape, max_tokens: int) -> MoeScratchLayout:
+    """Scratch for `experts` with up to max_tokens tokens (grouped buffers only when
+    max_tokens > DECODE_MAX_TOKENS)."""
+    slots = max_tokens * shape.top_k
+    if max_tokens <= DECODE_MAX_TOKENS:
+        return MoeScratchLayout(act=2 * slots * shape.inter, y=0, sorted_slots=0, tile_expert=0)
+    tiles = max_tiles(slots, shape.experts)
+    return MoeScratchLayout(act=2 * tiles * MOE_TILE_M * shape.inter, y=2 * slots * shape.hidden,
+                            sorted_slots=4 * tiles * MOE_TILE_M, tile_expert=4 * tiles)
+
+
+@dataclass(frozen=True, slots=True)
+class MoeScratch:
+    """Device buffers of `scratch_layout` (16-byte aligned); y, sorted_slots and
+    tile_expert may be 0 when only decode batches run."""
+
+    act: DevicePtr
+    y: DevicePtr = 0
+    sorted_slots: DevicePtr = 0
+    tile_expert: DevicePtr = 0
+    max_tokens: int = DECODE_MAX_TOKENS
+
+
+# ---- router -------------------------------------------------------------------------------
+def topk(kc: KernelCache, stream: Stream, logits: DevicePtr, topk_ids: DevicePtr,
+         topk_weights: DevicePtr, tokens: int, experts: int, top_k: int,
+         routing: Routing = Routing()) -> None:
+    """logits f32 [tokens, experts] -> topk_ids i32 and topk_weights f32 [tokens, top_k]."""
+    MoeShape(experts, top_k, 16, 16).validate()
+    if not tokens:
+        return
+    grid = -(-tokens // ROUTER_TOKENS_PER_BLOCK)
+    block = 32 * ROUTER_TOKENS_PER_BLOCK
+    renorm, scale = int(routing.renormalize), float(routing.scale)
+    if routing.scoring == "softmax":
+        kc.get(MOE_TOPK_SOFTMAX)(stream, grid, block, 0, logits, topk_ids, topk_weights,
+                                 tokens, experts, top_k, renorm, scale)
+    else:
+        kc.get(MOE_TOPK_SIGMOID)(stream, grid, block, 0, logits, routing.bias, topk_ids,
+                                 topk_weights, tokens, experts, top_k, renorm, scale)
+
+
+# ---- experts: decode ----------------------------------------------------------------------
+def _check_weights(name: str, *ptrs: DevicePtr) -> None:
+    for i, p in enumerate(ptrs):
+        require_aligned(name, f"argument {i}", p, 16)
+
+
+def decode_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: DevicePtr,
+                   topk_ids: DevicePtr, act: DevicePtr, tokens: int, shape: MoeShape) -> None:
+    """act [tokens, top_k, inter] = swiglu of each selected expert's gate/up products."""
+    _check_weights("moe_gate_up_silu", x, w_gate_up)
+    rows = -(-shape.inter // DECODE_ROWS_PER_BLOCK)
+    kc.get(MOE_GATE_UP_SILU)(stream, (rows, tokens * shape.top_k, 1), DECODE_THREADS, 0, x,
+                             w_gate_up, topk_ids, act, tokens, shape.top_k, shape.hidden,
+                             shape.inter, shape.experts)
+
+
+def decode_down(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DevicePtr,
+                topk_ids: DevicePtr, topk_weights: DevicePtr, out: DevicePtr, tokens: int,
+                shape: MoeShape) -> None:
+    """out [tokens, hidden] = the weighted sum over k of each expert's down product."""
+    _check_weights("moe_down_sum", act, w_down)
+    rows = -(-shape.hidden // DECODE_ROWS_PER_BLOCK)
+    kc.get(MOE_DOWN_SUM)(stream, (rows, tokens, 1), DECODE_THREADS, 0, act, w_down, topk_ids,
+                         topk_weights, out, tokens, shape.top_k, shape.hidden, shape.inter,
+                         shape.experts)
+
+
+# ---- experts: grouped ---------------------------------------------------------------------
+def align(kc: KernelCache, stream: Stream, topk_ids: DevicePtr, sorted_slots: DevicePtr,
+          tile_expert: DevicePtr, slots: int, experts: int, tiles: int) -> None:
+    """Sort the slots by expert into tiles (sorted_slots [tiles * MOE_TILE_M], tile_expert
+    [tiles]); `tiles` must be at least max_tiles(slots, experts)."""
+    if not 1 <= experts <= ALIGN_MAX_EXPERTS:
+        raise ValueError(f"moe_align: experts={experts} must be in 1..{ALIGN_MAX_EXPERTS}")
+    if tiles < max_tiles(slots, experts):
+        raise ValueError(f"moe_align: {tiles} tiles < max_tiles({slots}, {experts})")
+    grid = -(-experts // ALIGN_EXPERTS_PER_BLOCK)
+    kc.get(MOE_ALIGN)(stream, grid, 32 * ALIGN_EXPERTS_PER_BLOCK, 0, topk_ids, sorted_slots,
+                      tile_expert, slots, experts, tiles)
+
+
+def grouped_uses_sm90(kc: KernelCache) -> bool:
+    """The grouped GEMMs' dispatch rule: switched on (kc.routes.moe_sm90; ATLAS_MOE_SM90=0
+    keeps them on mma.sync) and the moe_grouped_sm90 module loaded (sm_90a PTX sets only;
+    not gb10, the host references or the mock)."""
+    return kc.routes.moe_sm90 and MOE_GROUPED_GATE_UP_SM90.module in kc.backend.module_names
+
+
+def _grouped_launch(kc: KernelCache, sm90: bool | None, sigs: tuple[KernelSig, KernelSig],
+                    out_cols: int) -> tuple[KernelLaunch, int, int, int]:
+    """(launch, columns per block, threads, shared bytes) of one grouped GEMM."""
+    if sm90 is None:
+        sm90 = grouped_uses_sm90(kc)
+    if sm90:
+        return (kc.get_with_shared(sigs[1], MOE_SM90_SMEM), -(-out_cols // MOE_SM90_TILE_N),
+                MOE_SM90_THREADS, MOE_SM90_SMEM)
+    return kc.get(sigs[0]), -(-out_cols // MOE_TILE_N), MOE_GROUPED_THREADS, 0
+
+
+def grouped_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: DevicePtr,
+                    sorted_slots: DevicePtr, tile_expert: DevicePtr, act: DevicePtr,
+                    shape: MoeShape, tiles: int, sm90: bool | None = None) -> None:
+    """act [tiles * MOE_TILE_M, inter] (sorted order) = swiglu(x[slot // top_k] gate/up).
+    `sm90` forces (True) or avoids (False) the wgmma kernel; None: `grouped_uses_sm90`."""
+    _check_weights("moe_grouped_gate_up", x, w_gate_up, act)
+    launch, cols, threads, smem = _grouped_launch(
+        kc, sm90, (MOE_GROUPED_GATE_UP, MOE_GROUPED_GATE_UP_SM90), 2 * shape.inter)
+    launch(stream, (cols, tiles, 1), threads, smem, x, w_gate_up, sorted_slots, tile_expert,
+           act, shape.top_k, shape.hidden, shape.inter, shape.experts, tiles)
+
+
+def grouped_down(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DevicePtr,
+                 sorted_slots: DevicePtr, tile_expert: DevicePtr, y: DevicePtr,
+                 shape: MoeShape, tiles: int, sm90: bool | None = None) -> None:
+    """y [slots, hidden]: each routed slot's bf16 down product, written un-permuted."""
+    _check_weights("moe_grouped_down", act, w_down)
+    launch, cols, threads, smem = _grouped_launch(
+        kc, sm90, (MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90), shape.hidden)
+    launch(stream, (cols, tiles, 1), threads, smem, act, w_down, sorted_slots, tile_expert, y,
+           shape.hidden, shape.inter, shape.experts, tiles)
+
+
+def combine(kc: KernelCache, stream: Stream, y: DevicePtr, topk_ids: DevicePtr,
+            topk_weights: DevicePtr, out: DevicePtr, tokens: int, shape: MoeShape) -> None:
+    """out [tokens, hidden] = bf16(sum_j topk_weights[t, j] * y[t * top_k + j])."""
+    _check_weights("moe_combine", y, out)
+    vecs = shape.hidden // 8
+    threads = min(256, -(-vecs // 32) * 32)
+    kc.get(MOE_COMBINE)(stream, (-(-vecs // threads), tokens, 1), threads, 0, y, topk_ids,
+                        topk_weights, out, tokens, shape.top_k, shape.hidden, shape.experts)
+
+
+# ---- the whole expert FFN -----------------------------------------------------------------
+def uses_decode_kernels(tokens: int) -> bool:
+    """The dispatch rule of `experts` (for the benchmarks' labels too)."""
+    return tokens <= DECODE_MAX_TOKENS
+
+
+def experts(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: DevicePtr,
+            w_down: DevicePtr, topk_ids: DevicePtr, topk_weights: DevicePtr, out: DevicePtr,
+            tokens: int, shape: MoeShape, scratch: MoeScratch, sm90: bool | None = None
+            ) -> None:
+    """out [tokens, hidden] = the routed experts' weighted sum (see the module docstring);
+    `sm90` as for `grouped_gate_up`."""
+    shape.validate()
+    if not tokens:
+        return
+    if tokens > scratch.max_tokens:
+        raise ValueError(f"moe experts: {tokens} tokens exceed the scratch's "
+                         f"{scratch.max_tokens}")
+    if uses_decode_kernels(tokens):
+        decode_gate_up(kc, stream, x, w_gate_up, topk_ids, scratch.act, tokens, shape)
+        decode_down(kc, stream, scratch.act, w_down, topk_ids, topk_weights, out, tokens,
+                    shape)
+        return
+    if not (scratch.y and scratch.sorted_slots and scratch.tile_expert):
+        raise ValueError(f"moe experts: {tokens} tokens need the grouped scratch buffers "
+                         f"(scratch_layout with max_tokens > {DECODE_MAX_TOKENS})")
+    slots = tokens * shape.top_k
+    tiles = max_tiles(slots, shape.experts)
+    align(kc, stream, topk_ids, scratch.sorted_slots, scratch.tile_expert, slots,
+          shape.experts, tiles)
+    grouped_gate_up(kc, stream, x, w_gate_up, scratch.sorted_slots, scratch.tile_expert,
+                    scratch.act, shape, tiles, sm90)
+    grouped_down(kc, stream, scratch.act, w_down, scratch.sorted_slots, scratch.tile_expert,
+                 scratch.y, shape, tiles, sm90)
+    combine(kc, stream, scratch.y, topk_ids, topk_weights, out, tokens, shape)

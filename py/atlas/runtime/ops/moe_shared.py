@@ -1,0 +1,29 @@
+"""Launch builder for the gated shared-expert add (moe_shared.cu)."""
+
+from __future__ import annotations
+
+from ..gpu import DevicePtr, Stream
+from ..kernel_abi import MOE_SHARED_ADD
+from . import KernelCache
+from ._preconditions import require_aligned, require_multiple, warp_threads
+
+SHARED_ADD_MAX_THREADS = 256
+
+
+def shared_add(kc: KernelCache, stream: Stream, routed: DevicePtr, shared: DevicePtr,
+               gate: DevicePtr, out: DevicePtr, tokens: int, hidden: int,
+               gate_stride: int = 1) -> None:
+    """out [tokens, hidden] = routed + sigmoid(gate[t * gate_stride]) * shared (bf16, with
+    transformers' rounding); gate is f32; out may be routed itself."""
+    require_multiple("moe_shared_add", "hidden", hidden, 8)
+    if gate_stride < 1:
+        raise ValueError(f"moe_shared_add: gate_stride={gate_stride} must be >= 1")
+    for name, ptr in (("routed", routed), ("shared", shared), ("out", out)):
+        require_aligned("moe_shared_add", name, ptr, 16)
+    require_aligned("moe_shared_add", "gate", gate, 4)
+    if not tokens:
+        return
+    vecs = hidden // 8
+    threads = warp_threads(vecs, SHARED_ADD_MAX_THREADS)
+    kc.get(MOE_SHARED_ADD)(stream, (tokens, -(-vecs // threads), 1), threads, 0, routed,
+                           shared, gate, out, tokens, hidden, gate_stride)

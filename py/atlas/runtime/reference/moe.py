@@ -1,0 +1,282 @@
+"""References for the mixture-of-experts kernels (kernels/*/common/moe_*.cu).
+
+The contract (shapes, layouts, the two expert paths) is written out in `ops/moe.py`; this
+module is its executable form. In short:
+
+* Router: the k experts with the largest selection keys, best first, equal keys to the lower
+  expert index (torch.topk's order). Softmax scoring selects on the logit itself (softmax is
+  strictly increasing, so this is the top-k of the exact probabilities) and weights by
+  softmax over all experts; sigmoid scoring selects on float32(sigmoid(logit)) + bias and
+  weights by the unbiased sigmoid. With `renormalize` the k weights are divided by
+  (their sum + 1e-20) (norm_topk_prob; the 1e-20 keeps an all-underflowed sigmoid row at
+  zero instead of NaN and cannot change a softmax sum, which is at least k / experts); then
+  every weight is multiplied by `scale`. Computed in float64, stored as float32.
+* Experts: g and u are the bf16-rounded products of x with the expert's gate and up rows,
+  act = bf16(bf16(silu(g)) * u) (the dense MLP's gate_up GEMV + silu_mul), each expert's down
+  product is rounded to bf16 (what transformers' per-expert Linear returns), and the token's
+  output is bf16(sum_j weight_j * y_j), summed exactly (float64; the kernels use float32 in
+  slot order). The decode kernels and the grouped path compute the same values, so a token
+  gives the same result in a batch of 1 and of 100 here.
+* An expert id outside [0, experts) contributes nothing (zeros in act, skipped in sums, not
+  placed by the align kernel): routing never produces one, expert parallelism may.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
+from ..gpu import Dim3
+from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_SUM, MOE_GATE_UP_SILU,
+                          MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90, MOE_GROUPED_GATE_UP,
+                          MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
+from ..ops.moe import MOE_TILE_M
+from . import HostMemory, reference, widened_f64
+
+#: added to the sum of the selected weights before renormalizing
+RENORM_EPS = 1e-20
+
+
+# ---- router -------------------------------------------------------------------------------
+def select_topk(keys: np.ndarray, top_k: int) -> np.ndarray:
+    """i32 [tokens, top_k]: indices of the top_k largest keys per row, best first, equal
+    keys in ascending index order (a stable sort of the negated keys)."""
+    return np.argsort(-keys, axis=1, kind="stable")[:, :top_k].astype(np.int32)
+
+
+def finish_weights(chosen: np.ndarray, renormalize: bool, scale: float) -> np.ndarray:
+    """float32 routing weights from the float64 scores of the chosen experts."""
+    if renormalize:
+        chosen = chosen / (chosen.sum(axis=1, keepdims=True) + RENORM_EPS)
+    return (chosen * np.float64(np.float32(scale))).astype(np.float32)
+
+
+def topk_softmax(logits: np.ndarray, top_k: int, renormalize: bool, scale: float
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, weights) of softmax routing from float32 logits [tokens, experts]."""
+    ids = select_topk(logits, top_k)
+    x = logits.astype(np.float64)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    probs = e / e.sum(axis=1, keepdims=True)
+    return ids, finish_weights(np.take_along_axis(probs, ids, axis=1), renormalize, scale)
+
+
+def sigmoid_scores(logits: np.ndarray) -> np.ndarray:
+    """float64 sigmoid of float32 logits, through tanh (no overflow for any input)."""
+    return 0.5 + 0.5 * np.tanh(0.5 * logits.astype(np.float64))
+
+
+def topk_sigmoid(logits: np.ndarray, bias: np.ndarray | None, top_k: int, renormalize: bool,
+                 scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, weights) of sigmoid routing: chosen by f32(sigmoid) + bias (f32 arithmetic, as
+    transformers adds the float32 bias to the float32 scores), weighted by the sigmoid."""
+    scores = sigmoid_scores(logits)
+    keys = scores.astype(np.float32)
+    if bias is not None:
+        keys = keys + bias.astype(np.float32)[None, :]
+    ids = select_topk(keys, top_k)
+    return ids, finish_weights(np.take_along_axis(scores, ids, axis=1), renormalize, scale)
+
+
+@reference(MOE_TOPK_SOFTMAX)
+def moe_topk_softmax_f32(mem: HostMemory, grid: Dim3, block: Dim3, logits: int, topk_ids: int,
+                         topk_weights: int, tokens: int, experts: int, top_k: int,
+                         renormalize: int, scale: float) -> None:
+    x = mem.view(logits, np.float32, tokens * experts).reshape(tokens, experts)
+    ids, w = topk_softmax(x, top_k, bool(renormalize), scale)
+    mem.view(topk_ids, np.int32, tokens * top_k)[:] = ids.reshape(-1)
+    mem.view(topk_weights, np.float32, tokens * top_k)[:] = w.reshape(-1)
+
+
+@reference(MOE_TOPK_SIGMOID)
+def moe_topk_sigmoid_f32(mem: HostMemory, grid: Dim3, block: Dim3, logits: int, bias: int,
+                         topk_ids: int, topk_weights: int, tokens: int, experts: int,
+                         top_k: int, renormalize: int, scale: float) -> None:
+    x = mem.view(logits, np.float32, tokens * experts).reshape(tokens, experts)
+    b = mem.view(bias, np.float32, experts) if bias else None
+    ids, w = topk_sigmoid(x, b, top_k, bool(renormalize), scale)
+    mem.view(topk_ids, np.int32, tokens * top_k)[:] = ids.reshape(-1)
+    mem.view(topk_weights, np.float32, tokens * top_k)[:] = w.reshape(-1)
+
+
+# ---- expert products ----------------------------------------------------------------------
+def _bf16(x: np.ndarray) -> np.ndarray:
+    """float64 values rounded to bf16 (through float32: the kernels' f32 result rounded)."""
+    return bf16_bits_to_f32(f32_to_bf16_bits(x.astype(np.float32))).astype(np.float64)
+
+
+def swiglu_rows(x: np.ndarray, w_gate_up: np.ndarray) -> np.ndarray:
+    """bf16-valued float64 act [rows, inter] of float64 x [rows, hidden] through one
+    expert's gate/up weights [2 inter, hidden]."""
+    inter = w_gate_up.shape[0] // 2
+    gu = _bf16(x @ w_gate_up.T)
+    g, u = gu[:, :inter].astype(np.float32), gu[:, inter:]
+    with np.errstate(over="ignore"):  # exp(-g) -> inf gives silu = -0, as on the GPU
+        silu = _bf16(g / (np.float32(1.0) + np.exp(-g)))
+    return _bf16(silu * u)
+
+
+def _valid(ids: np.ndarray, experts: int) -> np.ndarray:
+    return (ids >= 0) & (ids < experts)
+
+
+class ExpertWeights:
+    """Widened views of the packed expert weights at two device addresses."""
+
+    def __init__(self, mem: HostMemory, w_gate_up: int, w_down: int, experts: int, hidden: int,
+                 inter: int) -> None:
+        self.gate_up = (widened_f64(mem, w_gate_up, experts * 2 * inter * hidden)
+                        .reshape(experts, 2 * inter, hidden) if w_gate_up else None)
+        self.down = (widened_f64(mem, w_down, experts * hidden * inter)
+                     .reshape(experts, hidden, inter) if w_down else None)
+
+
+def expert_act(x: np.ndarray, ids: np.ndarray, w_gate_up: np.ndarray, inter: int
+               ) -> np.ndarray:
+    """act [slots, inter] for slot rows x [slots, hidden] routed to ids [slots]."""
+    act = np.zeros((len(ids), inter))
+    for e in np.unique(ids[_valid(ids, len(w_gate_up))]):
+        rows = np.nonzero(ids == e)[0]
+        act[rows] = swiglu_rows(x[rows], w_gate_up[e])
+    return act
+
+
+def expert_down(act: np.ndarray, ids: np.ndarray, w_down: np.ndarray) -> np.ndarray:
+    """bf16-valued y [slots, hidden] = act @ w_down[id].T per slot (zeros for invalid ids)."""
+    y = np.zeros((len(ids), w_down.shape[1]))
+    for e in np.unique(ids[_valid(ids, len(w_down))]):
+        rows = np.nonzero(ids == e)[0]
+        y[rows] = _bf16(act[rows] @ w_down[e].T)
+    return y
+
+
+def weighted_sum(y: np.ndarray, ids: np.ndarray, weights: np.ndarray, experts: int
+                 ) -> np.ndarray:
+    """bf16 bits [tokens, hidden] of sum_j weights[t, j] * y[t, j] over valid ids."""
+    w = np.where(_valid(ids, experts), weights.astype(np.float64), 0.0)
+    out = np.einsum("tj,tjh->th", w, y)
+    return f32_to_bf16_bits(out.astype(np.float32))
+
+
+def _act_in(mem: HostMemory, ptr: int, rows: int, inter: int) -> np.ndarray:
+    return bf16_bits_to_f32(mem.view(ptr, np.uint16, rows * inter)).reshape(rows, inter
+                                                                           ).astype(np.float64)
+
+
+@reference(MOE_GATE_UP_SILU)
+def moe_gate_up_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_gate_up: int,
+                          topk_ids: int, act: int, tokens: int, top_k: int, hidden: int,
+                          inter: int, experts: int) -> None:
+    w = ExpertWeights(mem, w_gate_up, 0, experts, hidden, inter)
+    xs = _act_in(mem, x, tokens, hidden)
+    ids = mem.view(topk_ids, np.int32, tokens * top_k)
+    out = expert_act(np.repeat(xs, top_k, axis=0), ids, w.gate_up, inter)
+    mem.view(act, np.uint16, tokens * top_k * inter)[:] = f32_to_bf16_bits(
+        out.astype(np.float32)).reshape(-1)
+
+
+@reference(MOE_DOWN_SUM)
+def moe_down_sum_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w_down: int,
+                      topk_ids: int, topk_weights: int, out: int, tokens: int, top_k: int,
+                      hidden: int, inter: int, experts: int) -> None:
+    w = ExpertWeights(mem, 0, w_down, experts, hidden, inter)
+    ids = mem.view(topk_ids, np.int32, tokens * top_k)
+    y = expert_down(_act_in(mem, act, tokens * top_k, inter), ids, w.down)
+    weights = mem.view(topk_weights, np.float32, tokens * top_k).reshape(tokens, top_k)
+    mem.view(out, np.uint16, tokens * hidden)[:] = weighted_sum(
+        y.reshape(tokens, top_k, hidden), ids.reshape(tokens, top_k), weights,
+        experts).reshape(-1)
+
+
+# ---- grouped path -------------------------------------------------------------------------
+def max_tiles(slots: int, experts: int) -> int:
+    """Most M-tiles the slots can occupy: each non-empty expert pads to whole tiles, so
+    sum_e ceil(c_e / T) <= ceil(slots / T) + min(experts, slots)."""
+    return -(-slots // MOE_TILE_M) + min(experts, slots)
+
+
+def align(ids: np.ndarray, experts: int, tiles: int) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted_slots [tiles * MOE_TILE_M], tile_expert [tiles]) for flat ids [slots]: expert
+    by expert in ascending order, each expert's slots ascending and padded to whole tiles
+    with -1; tiles past the last used one are -1."""
+    sorted_slots = np.full(tiles * MOE_TILE_M, -1, np.int32)
+    tile_expert = np.full(tiles, -1, np.int32)
+    tile = 0
+    for e in range(experts):
+        mine = np.nonzero(ids == e)[0]
+        if not len(mine):
+            continue
+        n = -(-len(mine) // MOE_TILE_M)
+        if tile + n > tiles:
+            raise ValueError(f"moe_align: {tiles} tiles cannot hold the routed slots")
+        sorted_slots[tile * MOE_TILE_M: tile * MOE_TILE_M + len(mine)] = mine
+        tile_expert[tile: tile + n] = e
+        tile += n
+    return sorted_slots, tile_expert
+
+
+@reference(MOE_ALIGN)
+def moe_align_i32(mem: HostMemory, grid: Dim3, block: Dim3, topk_ids: int, sorted_slots: int,
+                  tile_expert: int, slots: int, experts: int, max_tiles_: int) -> None:
+    ids = mem.view(topk_ids, np.int32, slots)
+    s, t = align(ids, experts, max_tiles_)
+    mem.view(sorted_slots, np.int32, max_tiles_ * MOE_TILE_M)[:] = s
+    mem.view(tile_expert, np.int32, max_tiles_)[:] = t
+
+
+def _sorted_ids(mem: HostMemory, sorted_slots: int, tile_expert: int, tiles: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(slot, expert) of every row of the sorted layout; -1 for padding rows."""
+    slots = mem.view(sorted_slots, np.int32, tiles * MOE_TILE_M).copy()
+    experts = np.repeat(mem.view(tile_expert, np.int32, tiles), MOE_TILE_M)
+    experts = np.where(slots >= 0, experts, -1)
+    return slots, experts
+
+
+@reference(MOE_GROUPED_GATE_UP)
+@reference(MOE_GROUPED_GATE_UP_SM90)
+def moe_grouped_gate_up_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int,
+                                  w_gate_up: int, sorted_slots: int, tile_expert: int, act: int,
+                                  top_k: int, hidden: int, inter: int, experts: int,
+                                  max_tiles_: int) -> None:
+    slots, slot_experts = _sorted_ids(mem, sorted_slots, tile_expert, max_tiles_)
+    rows = max_tiles_ * MOE_TILE_M
+    out = np.zeros((rows, inter))
+    live = slots >= 0
+    if live.any():
+        w = ExpertWeights(mem, w_gate_up, 0, experts, hidden, inter)
+        xs = _act_in(mem, x, int(slots.max()) // top_k + 1, hidden)
+        out[live] = expert_act(xs[slots[live] // top_k], slot_experts[live], w.gate_up, inter)
+    mem.view(act, np.uint16, rows * inter)[:] = f32_to_bf16_bits(out.astype(np.float32)
+                                                                ).reshape(-1)
+
+
+@reference(MOE_GROUPED_DOWN)
+@reference(MOE_GROUPED_DOWN_SM90)
+def moe_grouped_down_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w_down: int,
+                          sorted_slots: int, tile_expert: int, y: int, hidden: int, inter: int,
+                          experts: int, max_tiles_: int) -> None:
+    slots, slot_experts = _sorted_ids(mem, sorted_slots, tile_expert, max_tiles_)
+    live = slots >= 0
+    if not live.any():
+        return
+    w = ExpertWeights(mem, 0, w_down, experts, hidden, inter)
+    a = _act_in(mem, act, max_tiles_ * MOE_TILE_M, inter)
+    out = expert_down(a[live], slot_experts[live], w.down)
+    n_slots = int(slots.max()) + 1
+    view = mem.view(y, np.uint16, n_slots * hidden).reshape(n_slots, hidden)
+    view[slots[live]] = f32_to_bf16_bits(out.astype(np.float32))
+
+
+@reference(MOE_COMBINE)
+def moe_combine_bf16(mem: HostMemory, grid: Dim3, block: Dim3, y: int, topk_ids: int,
+                     topk_weights: int, out: int, tokens: int, top_k: int, hidden: int,
+                     experts: int) -> None:
+    ids = mem.view(topk_ids, np.int32, tokens * top_k).reshape(tokens, top_k)
+    weights = mem.view(topk_weights, np.float32, tokens * top_k).reshape(tokens, top_k)
+    valid = _valid(ids, experts)
+    ys = bf16_bits_to_f32(mem.view(y, np.uint16, tokens * top_k * hidden)).reshape(
+        tokens, top_k, hidden).astype(np.float64)
+    ys = np.where(valid[:, :, None], ys, 0.0)  # rows of invalid slots were never written
+    mem.view(out, np.uint16, tokens * hidden)[:] = weighted_sum(ys, ids, weights,
+                                                                experts).reshape(-1)

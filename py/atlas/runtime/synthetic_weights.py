@@ -1,0 +1,111 @@
+"""Benchmark-only synthetic weights: a model from its `config.json` and a seed, generated on
+the device at load.
+
+A full-size checkpoint does not always fit the benchmark machine's disk (Qwen3-30B-A3B is
+61 GB in bf16; a fresh one-GPU machine has about 60 GB free), and its numbers would not
+change a throughput measurement. This source stands in for `WeightStore` in the loader:
+`validate` accepts the plan, `upload` fills each tensor with the `fill_normal_bf16` kernel
+(nothing is read from disk, nothing crosses PCIe). It is never used unless asked for by
+name (`load_runner(..., synthetic_seed=N)`, `atlas serve --synthetic-weights N`, the
+benchmark scripts); a model served from it answers gibberish by construction.
+
+The distribution is tools/make_fixtures.py's (which imports `init_std` from here, so the
+two cannot drift): linear weights N(0, 1 / fan_in), twice that std for the projections that
+write the residual stream, embeddings and LM head N(0, (1.6 / sqrt(hidden))^2), RMSNorm
+weights 1 + N(0, 0.1^2); float32 tensors (a router's score-correction bias) are zeros, as
+transformers initializes them. Each tensor's values are a pure function of (seed, name).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from typing import Callable, Iterable, Mapping, Sequence
+
+from ..core.dtype import DType
+from .gpu import DevicePtr, GpuBackend
+from .ops import KernelCache
+from .ops.fill_random import fill_normal
+from .weights import LoadReport, ProgressFn, WeightError, st_dtype_name
+
+#: std multiplier for the projections that write the residual stream
+RESIDUAL_WRITE_GAIN = 2.0
+#: names of the projections that write the residual stream (per-expert or stacked)
+RESIDUAL_WRITERS = ("o_proj.weight", "down_proj.weight", "experts.down_proj")
+EMBEDDING_NAMES = ("embed_tokens.weight", "lm_head.weight")
+NORM_STD = 0.1
+
+
+def init_std(name: str, shape: Sequence[int], hidden: int) -> float | None:
+    """Standard deviation of a random weight, or None for an RMSNorm weight (1 + noise).
+
+    fan_in is the last dimension: [out, in] matrices and stacked experts [E, out, in] alike.
+    """
+    if len(shape) == 1:
+        if not name.endswith("norm.weight"):
+            raise ValueError(f"unexpected 1-D parameter {name}: these architectures have no "
+                             "biases")
+        return None
+    if name.endswith(EMBEDDING_NAMES):
+        return 1.6 / math.sqrt(hidden)
+    gain = RESIDUAL_WRITE_GAIN if name.endswith(RESIDUAL_WRITERS) else 1.0
+    return gain / math.sqrt(shape[-1])
+
+
+def tensor_key(seed: int, name: str) -> int:
+    """The 64-bit RNG stream of one tensor: independent of load order and of other tensors."""
+    return int.from_bytes(hashlib.sha256(f"{seed}:{name}".encode()).digest()[:8], "little")
+
+
+class SyntheticWeights:
+    """Stands in for `WeightStore`: every planned tensor exists, made on the device."""
+
+    def __init__(self, hidden_size: int, seed: int) -> None:
+        self.hidden_size = hidden_size
+        self.seed = seed
+        self._expected: dict[str, tuple[DType | str, tuple[int, ...]]] = {}
+
+    def __contains__(self, name: object) -> bool:
+        """Any tensor can be made, so the loader picks the stacked expert layout (one fill
+        per projection instead of one per expert)."""
+        return isinstance(name, str)
+
+    def validate(self, expected: Mapping[str, tuple[DType | str, Sequence[int]]]) -> list[str]:
+        """Record the plan's tensors; only bf16 and float32 can be made."""
+        for name, (dtype, shape) in expected.items():
+            if st_dtype_name(dtype) not in ("BF16", "F32"):
+                raise WeightError(f"synthetic weights: tensor {name!r} is {dtype}; only bf16 "
+                                  "and float32 tensors can be generated")
+            self._expected[name] = (dtype, tuple(shape))
+        return []
+
+    def upload(self, backend: GpuBackend, names: Iterable[str] | None = None,
+               dst: Mapping[str, DevicePtr] | Callable | None = None,
+               progress: ProgressFn | None = None, fast: bool = True) -> LoadReport:
+        """Fill each tensor at `dst[name]` (a mapping: the loader places every tensor)."""
+        if not isinstance(dst, Mapping):
+            raise WeightError("synthetic weights: upload needs each tensor's destination")
+        wanted = list(self._expected if names is None else names)
+        kc, stream = KernelCache(backend), backend.default_stream()
+        t0, done = time.perf_counter(), 0
+        total = sum(self._nbytes(n) for n in wanted)
+        for i, name in enumerate(wanted):
+            dtype, shape = self._expected[name]
+            count = math.prod(shape)
+            if st_dtype_name(dtype) == "F32":
+                backend.memset(dst[name], 0, 4 * count, stream)
+            else:
+                std = init_std(name, shape, self.hidden_size)
+                mean, std = (1.0, NORM_STD) if std is None else (0.0, std)
+                fill_normal(kc, stream, dst[name], count, tensor_key(self.seed, name), mean, std)
+            done += self._nbytes(name)
+            if progress is not None:
+                progress(i + 1, len(wanted), done, total, time.perf_counter() - t0)
+        backend.synchronize(stream)
+        return LoadReport({n: dst[n] for n in wanted}, {"synthetic": "device"}, done,
+                          time.perf_counter() - t0)
+
+    def _nbytes(self, name: str) -> int:
+        dtype, shape = self._expected[name]
+        return (4 if st_dtype_name(dtype) == "F32" else 2) * math.prod(shape)

@@ -1,0 +1,220 @@
+"""The mixture-of-experts reference kernels agree with independent float64 oracles on the
+host (cases/moe.py), the decode and grouped paths compute the same values, and the launch
+builders compute the geometry the CUDA kernels expect and reject what they cannot do."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from atlas.runtime.cases import moe as moe_cases
+from atlas.runtime.host import HostBackend
+from atlas.runtime.kernel_check import CASE_FACTORIES, check
+from atlas.runtime.mock import MockGpuBackend
+from atlas.runtime.ops import KernelCache, moe
+from atlas.runtime.ops.routes import KernelRoutes
+from atlas.runtime.reference import moe as moe_ref
+from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
+
+MODULES = ("moe_router", "moe_decode", "moe_grouped", "moe_grouped_sm90")
+
+
+def _cases():
+    rng = np.random.default_rng(97)
+    return [case for key, factory in sorted(CASE_FACTORIES.items())
+            if key.split(":")[0] in MODULES for case in factory(rng)
+            if not moe_cases.is_heavy(case)]
+
+
+CASES = _cases()
+
+
+@pytest.fixture(scope="module")
+def backend() -> HostBackend:
+    return HostBackend()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_reference_matches_oracle(backend: HostBackend, case) -> None:
+    result = check(backend, case)
+    assert result.passed, result.detail
+
+
+def test_every_module_has_cases() -> None:
+    assert {c.module for c in CASES} == set(MODULES)
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_cuda_entry_points_match_the_abi(module: str) -> None:
+    _declares_abi(module)
+
+
+# ---- router rules ---------------------------------------------------------------------------
+def test_ties_go_to_the_lower_expert_like_torch_topk() -> None:
+    logits = np.array([[1.0, 3.0, 3.0, 0.5, 3.0, 2.0]], np.float32)
+    ids, w = moe_ref.topk_softmax(logits, 4, renormalize=True, scale=1.0)
+    assert ids.tolist() == [[1, 2, 4, 5]]
+    assert w[0, 0] == w[0, 1] == w[0, 2] and abs(float(w.sum()) - 1.0) < 1e-6
+
+
+def test_sigmoid_bias_moves_selection_but_not_weights() -> None:
+    logits = np.array([[0.0, 1.0, 2.0]], np.float32)
+    bias = np.array([5.0, 0.0, 0.0], np.float32)
+    ids, w = moe_ref.topk_sigmoid(logits, bias, 2, renormalize=False, scale=1.0)
+    assert ids.tolist() == [[0, 2]]  # expert 0 wins only through its bias
+    np.testing.assert_allclose(w[0], [0.5, 1 / (1 + np.exp(-2.0))], rtol=1e-7)
+
+
+def test_all_underflowed_sigmoid_row_gives_zero_weights_not_nan() -> None:
+    ids, w = moe_ref.topk_sigmoid(np.full((1, 8), -300.0, np.float32), None, 3, True, 1.0)
+    assert ids.tolist() == [[0, 1, 2]] and not np.isnan(w).any() and (w == 0).all()
+
+
+# ---- the two expert paths agree -------------------------------------------------------------
+def _run_experts(backend: HostBackend, shape: moe.MoeShape, x, w_gu, w_d, ids, weights,
+                 max_tokens: int) -> np.ndarray:
+    tokens = len(ids)
+    layout = moe.scratch_layout(shape, max_tokens)
+    p = {name: backend.upload(a) for name, a in
+         dict(x=x, w_gu=w_gu, w_d=w_d, ids=ids, weights=weights).items()}
+    out = backend.alloc(2 * tokens * shape.hidden)
+    scratch = moe.MoeScratch(*(backend.alloc(max(n, 1)) for n in
+                               (layout.act, layout.y, layout.sorted_slots, layout.tile_expert)),
+                             max_tokens=max_tokens)
+    moe.experts(KernelCache(backend), 0, p["x"], p["w_gu"], p["w_d"], p["ids"], p["weights"],
+                out, tokens, shape, scratch)
+    return backend.download(out, np.uint16, (tokens, shape.hidden))
+
+
+def test_a_token_gives_the_same_bits_alone_and_in_a_grouped_batch(backend) -> None:
+    rng = np.random.default_rng(5)
+    shape = moe.MoeShape(experts=12, top_k=3, hidden=64, inter=48)
+    w_gu, w_d = moe_cases.expert_weights(rng, shape)
+    x = moe_cases.random_bf16(rng, (30, shape.hidden))
+    ids = moe_cases.random_ids(rng, 30, shape.experts, shape.top_k)
+    weights = rng.uniform(0.1, 1, (30, shape.top_k)).astype(np.float32)
+    batched = _run_experts(backend, shape, x, w_gu, w_d, ids, weights, 30)
+    for t in (0, 17, 29):
+        solo = _run_experts(backend, shape, x[t:t + 1], w_gu, w_d, ids[t:t + 1],
+                            weights[t:t + 1], 1)
+        assert (solo[0] == batched[t]).all()
+
+
+def test_align_layout_matches_its_bound() -> None:
+    rng = np.random.default_rng(3)
+    for slots, experts in [(1, 1), (64, 1), (65, 2), (2048, 128), (300, 512)]:
+        ids = rng.integers(0, experts, slots).astype(np.int32)
+        tiles = moe.max_tiles(slots, experts)
+        sorted_slots, tile_expert = moe_ref.align(ids, experts, tiles)
+        live = sorted_slots >= 0
+        assert sorted(sorted_slots[live].tolist()) == list(range(slots))
+        row_expert = np.repeat(tile_expert, moe.MOE_TILE_M)
+        assert (row_expert[live] == ids[sorted_slots[live]]).all()
+    # the worst case fills the bound exactly: every expert one slot past a whole tile
+    ids = np.repeat(np.arange(4, dtype=np.int32), moe.MOE_TILE_M + 1)
+    tiles = moe.max_tiles(len(ids), 4)
+    _, tile_expert = moe_ref.align(ids, 4, tiles)
+    assert (tile_expert >= 0).sum() == 8 and tiles == 9
+
+
+# ---- launch geometry and preconditions ------------------------------------------------------
+def _launches(fn, *args, **kwargs):
+    mock = MockGpuBackend()
+    fn(KernelCache(mock), 0, *args, **kwargs)
+    return [(r.func, tuple(r.grid), tuple(r.block)) for r in mock.drain_launches()]
+
+
+QWEN3_30B = moe.MoeShape(experts=128, top_k=8, hidden=2048, inter=768)
+
+
+def test_decode_path_is_two_launches_over_the_selected_experts() -> None:
+    scratch = moe.MoeScratch(act=0x1000)
+    got = _launches(moe.experts, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 3, QWEN3_30B,
+                    scratch)
+    assert got == [("moe_gate_up_silu_bf16", (96, 24, 1), (256, 1, 1)),
+                   ("moe_down_sum_bf16", (256, 3, 1), (256, 1, 1))]
+
+
+def test_grouped_path_grid_is_sized_for_the_worst_case() -> None:
+    layout = moe.scratch_layout(QWEN3_30B, 256)
+    assert layout.act == 2 * (32 + 128) * 64 * 768 and layout.y == 2 * 2048 * 2048
+    scratch = moe.MoeScratch(0x1000, 0x2000, 0x3000, 0x4000, max_tokens=256)
+    got = _launches(moe.experts, 0x10000, 0x20000, 0x30000, 0x40000, 0x50000, 0x60000, 256,
+                    QWEN3_30B, scratch)
+    assert got == [("moe_align_i32", (16, 1, 1), (256, 1, 1)),
+                   ("moe_grouped_gate_up_silu_bf16", (12, 160, 1), (128, 1, 1)),
+                   ("moe_grouped_down_bf16", (16, 160, 1), (128, 1, 1)),
+                   ("moe_combine_bf16", (1, 256, 1), (256, 1, 1))]
+
+
+class _HopperMock(MockGpuBackend):
+    """A mock whose PTX set has the wgmma grouped GEMMs, as the hopper leaves do."""
+
+    @property
+    def module_names(self) -> list[str]:
+        return ["moe_grouped", "moe_grouped_sm90"]
+
+
+def test_grouped_gemms_take_wgmma_where_the_module_is_loaded() -> None:
+    scratch = moe.MoeScratch(0x1000, 0x2000, 0x3000, 0x4000, max_tokens=256)
+    mock = _HopperMock()
+    moe.experts(KernelCache(mock), 0, 0x10000, 0x20000, 0x30000, 0x40000, 0x50000, 0x60000,
+                256, QWEN3_30B, scratch)
+    got = [(r.func, tuple(r.grid), tuple(r.block), r.shared) for r in mock.drain_launches()]
+    assert got[1:3] == [("moe_grouped_gate_up_silu_sm90_bf16", (6, 160, 1), (128, 1, 1),
+                         moe.MOE_SM90_SMEM),
+                        ("moe_grouped_down_sm90_bf16", (8, 160, 1), (128, 1, 1),
+                         moe.MOE_SM90_SMEM)]
+    assert not KernelRoutes.from_env({"ATLAS_MOE_SM90": "0"}).moe_sm90
+    moe.experts(KernelCache(mock, KernelRoutes(moe_sm90=False)), 0, 0x10000, 0x20000, 0x30000,
+                0x40000, 0x50000, 0x60000, 256, QWEN3_30B, scratch)
+    assert [r.func for r in mock.drain_launches()][1] == "moe_grouped_gate_up_silu_bf16"
+
+
+def test_router_geometry_and_sigmoid_launch() -> None:
+    got = _launches(moe.topk, 0x100, 0x200, 0x300, 9, 128, 8, moe.Routing("sigmoid", bias=0x600))
+    assert got == [("moe_topk_sigmoid_f32", (3, 1, 1), (128, 1, 1))]
+
+
+@pytest.mark.parametrize("shape,match", [
+    (moe.MoeShape(8, 9, 64, 64), "top_k"),
+    (moe.MoeShape(1024, 8, 64, 64), "experts"),
+    (moe.MoeShape(8, 2, 72, 64), "hidden"),
+    (moe.MoeShape(8, 2, 64, 40), "inter"),
+])
+def test_bad_shapes_are_refused(shape, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        _launches(moe.experts, 0, 0, 0, 0, 0, 0, 1, shape, moe.MoeScratch(0))
+
+
+def test_grouped_batch_without_grouped_scratch_is_refused() -> None:
+    with pytest.raises(ValueError, match="grouped scratch"):
+        _launches(moe.experts, 0, 0, 0, 0, 0, 0, 9, QWEN3_30B, moe.MoeScratch(0, max_tokens=9))
+
+
+def test_bias_needs_sigmoid_scoring() -> None:
+    with pytest.raises(ValueError, match="sigmoid"):
+        moe.Routing("softmax", bias=0x100)
+
+
+def test_heavy_cases_exist_for_the_leaf_shapes() -> None:
+    rng = np.random.default_rng(0)
+    heavy = [c.name for key, f in CASE_FACTORIES.items() if key.split(":")[0] in MODULES
+             for c in f(rng) if moe_cases.is_heavy(c)]
+    assert len(heavy) == 3
+
+
+def _constant(stem: str, name: str) -> int:
+    source = (Path(__file__).resolve().parents[2] / "kernels/hopper/common" / f"{stem}.cu")
+    (value,) = re.findall(rf"constexpr int {name} = (\d+);", source.read_text())
+    return int(value)
+
+
+def test_launch_constants_match_the_kernels() -> None:
+    assert moe.DECODE_ROWS_PER_BLOCK == _constant("moe_decode", "kWarps")
+    assert moe.DECODE_THREADS == 32 * moe.DECODE_ROWS_PER_BLOCK
+    assert moe.ROUTER_TOKENS_PER_BLOCK == _constant("moe_router", "kWarpsPerBlock")
+    assert moe.ROUTER_MAX_EXPERTS == 32 * _constant("moe_router", "kMaxPerLane")

@@ -1,0 +1,69 @@
+"""The launch sequence of the mixture-of-experts layers, recorded by MockGpuBackend: a decode
+step is one graph replay that routes on the device and runs the decode expert kernels; a
+prefill chunk runs the grouped path; the shared expert's gate and add follow the experts."""
+
+from pathlib import Path
+
+import pytest
+
+from atlas.core.sampling import GREEDY
+from atlas.model.batch import PenaltyHistory, SeqChunk
+from atlas.model.load import load_runner
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+ROUTED_DECODE = ["gemv_bf16_f32_single", "moe_topk_softmax_f32", "moe_gate_up_silu_bf16",
+                 "moe_down_sum_bf16"]
+SHARED = ["gemv_bf16_single", "gemv_silu_bf16_single", "gemv_bf16_f32_single",
+          "moe_shared_add_bf16"]
+
+
+def _runner(name: str):
+    return load_runner(FIXTURES / name, backend="mock", max_seq_len=64, max_batch_size=4,
+                       max_prefill_tokens=32)
+
+
+def _mlp_launches(names: list[str]) -> list[list[str]]:
+    """Each layer's launches between its post-attention norm and the next norm."""
+    out, cur = [], None
+    for n in names:
+        if n in ("add_rmsnorm_bf16", "rmsnorm_bf16"):
+            if cur is not None:
+                out.append(cur)
+            cur = []
+        elif cur is not None:
+            cur.append(n)
+    return out[1::2]  # every other segment: [attention, mlp, attention, mlp, ...]
+
+
+@pytest.mark.parametrize("name, sparse_layer, shared", [("tiny-qwen3-moe", 0, False),
+                                                        ("tiny-qwen2-moe", 1, True)])
+def test_decode_graph_routes_on_the_device(name, sparse_layer, shared):
+    runner = _runner(name)
+    dev = runner.backend
+    dev.drain_launches()
+    dev.graph_launches.clear()
+    runner.execute([SeqChunk(7, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3, 4, 5]))])
+    assert dev.drain_launches() == []  # nothing outside the graph: no host sync on routing
+    (replay,) = dev.graph_launches
+    mlps = _mlp_launches([r.func for r in replay.graph])
+    assert len(mlps) == runner.cfg.num_hidden_layers
+    assert mlps[sparse_layer] == ROUTED_DECODE + (SHARED if shared else [])
+    assert mlps[1 - sparse_layer] == ["gemv_bf16_single", "gemv_silu_bf16_single"]  # dense
+
+
+def test_prefill_takes_the_grouped_path():
+    runner = _runner("tiny-qwen2-moe")
+    dev = runner.backend
+    dev.drain_launches()
+    runner.execute([SeqChunk(8, list(range(1, 21)), 0, [1, 2], GREEDY,
+                             history=PenaltyHistory(list(range(1, 21))))])
+    names = [r.func for r in dev.drain_launches()]
+    mlp = _mlp_launches(names)[1]
+    # 6 experts (n not a multiple of 16): the router logits of 20 rows come from the GEMV in
+    # chunks of 8; the shared expert's gate is a GEMM over its zero-padded 16-row weight
+    assert mlp == ["gemv_bf16_f32"] * 3 + [
+        "moe_topk_softmax_f32", "moe_align_i32", "moe_grouped_gate_up_silu_bf16",
+        "moe_grouped_down_bf16", "moe_combine_bf16",
+        "gemm_bf16_skinny", "silu_mul_bf16", "gemm_bf16_skinny",  # shared expert SwiGLU
+        "gemm_bf16_f32_skinny", "moe_shared_add_bf16"]
