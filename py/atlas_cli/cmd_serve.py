@@ -83,6 +83,9 @@ def _check_options(p: dict) -> None:
     if (p["scheduling_policy"] != "slai"
             and source("tbt_deadline_ms") == click.core.ParameterSource.COMMANDLINE):
         raise click.UsageError("--tbt-deadline-ms applies only to --scheduling-policy slai")
+    if (p["speculative"] is None
+            and source("num_draft_tokens") == click.core.ParameterSource.COMMANDLINE):
+        raise click.UsageError("--num-draft-tokens applies only with --speculative")
     has_tokens = bool(p["auth_token"]) or p["auth_tokens_file"] is not None
     if p["require_auth"] and not has_tokens:
         raise click.UsageError("--require-auth needs --auth-token or --auth-tokens-file")
@@ -116,6 +119,12 @@ def _check_options(p: dict) -> None:
               show_default=True)
 @click.option("--tbt-deadline-ms", type=click.FloatRange(0.0, min_open=True), default=100.0,
               show_default=True, help="SLAI time-between-tokens deadline.")
+@click.option("--no-prefix-caching", is_flag=True,
+              help="Recompute every prompt instead of reusing cached KV blocks of its prefix.")
+@click.option("--speculative", type=click.Choice(["ngram"]), default=None,
+              help="Speculative decoding: ngram drafts from the sequence's own tokens.")
+@click.option("--num-draft-tokens", type=click.IntRange(1, 16), default=3, show_default=True,
+              help="Tokens drafted per step with --speculative.")
 @click.option("--tool-call-parser", type=click.Choice([*PARSERS, "none"]), default=None,
               help="Override the model's tool-call format (MODEL.toml).")
 @click.option("--chat-template", "chat_template", type=click.Path(
@@ -224,7 +233,8 @@ async def _serve(ctx, model_dir: Path, backend: str, p: dict) -> None:
                            gpu_memory_utilization=p["gpu_memory_utilization"],
                            fast_load=not p["no_fast_load"], progress=LoadProgress(),
                            step=step,
-                           synthetic_seed=p["synthetic_seed"])
+                           synthetic_seed=p["synthetic_seed"],
+                           num_draft_tokens=p["num_draft_tokens"] if p["speculative"] else 0)
 
     def ready() -> None:
         print(f"Listening on {p['bind']}:{p['port']}", flush=True)
@@ -233,7 +243,9 @@ async def _serve(ctx, model_dir: Path, backend: str, p: dict) -> None:
                           max_seq_len=p["max_seq_len"],
                           max_prefill_tokens=p["max_prefill_tokens"],
                           scheduling_policy=p["scheduling_policy"],
-                          tbt_deadline_ms=p["tbt_deadline_ms"])
+                          tbt_deadline_ms=p["tbt_deadline_ms"],
+                          prefix_caching=not p["no_prefix_caching"],
+                          speculative=p["speculative"], num_draft_tokens=p["num_draft_tokens"])
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

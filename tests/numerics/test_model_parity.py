@@ -42,7 +42,7 @@ def test_batched_decode_matches_solo_runs():
     alone = [engine.generate([r])[0].token_ids for r in reqs]
     assert together == alone
     blocks = engine.core.scheduler.blocks
-    assert blocks.pool.num_free == blocks.num_blocks
+    assert blocks.num_available == blocks.num_blocks
 
 
 def test_chunked_prefill_equals_one_shot():

@@ -3,10 +3,11 @@
 * `FakeBlockPool` — the KV allocator interface (O(1) free list) with leak accounting.
 * `FakeExecutor` — a StepExecutor whose "model" is a deterministic function of the token
   history it reads back *through the block tables* from its own fake KV store. A scheduler
-  that hands two sequences the same block, loses a block, or feeds wrong positions changes
-  the output, so concurrency tests can compare against solo runs. Scripts make it emit a
-  fixed token sequence (e.g. a tool call encoded by a real tokenizer) when the prompt
-  contains a trigger.
+  that lets a sequence write a block another one reads, loses a block, or feeds wrong
+  positions changes the output (or fails the step), so concurrency tests can compare
+  against solo runs. A verification chunk (speculative drafts) gets the next token after
+  each of its last num_draft + 1 positions. Scripts make it emit a fixed token sequence
+  (e.g. a tool call encoded by a real tokenizer) when the prompt contains a trigger.
 * `build_tiny_model_dir` — a byte-level BPE tokenizer trained in the test plus a ChatML
   chat template with tools and thinking, written as a model directory.
 """
@@ -16,12 +17,13 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from atlas.model.batch import SeqChunk
+from atlas.model.batch import SeqChunk, StepResult
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 ADDED = ["<tool_call>", "</tool_call>", "<think>", "</think>"]
@@ -150,6 +152,8 @@ class FakeExecutor:
         self.num_kv_blocks = num_kv_blocks
         self.max_batch_size = max_batch_size
         self.max_seq_len = max_seq_len
+        self.max_num_draft_tokens = 8
+        self.has_recurrent_state = False
         self.step_delay_s = step_delay_s
         self.scripts = [(list(t), list(o)) for t, o in scripts]
         self.fail_on = list(fail_on)
@@ -159,17 +163,20 @@ class FakeExecutor:
         self.steps: list[list[SeqChunk]] = []
         self.lock = threading.Lock()
 
-    def execute(self, chunks: Sequence[SeqChunk]) -> list[int | None]:
+    def execute(self, chunks: Sequence[SeqChunk]) -> list[StepResult]:
         if self.step_delay_s:
             time.sleep(self.step_delay_s)
         if len(chunks) > self.max_batch_size:
             raise AssertionError(f"batch {len(chunks)} > max_batch_size {self.max_batch_size}")
-        seen: set[int] = set()
-        for st in chunks:
-            overlap = seen.intersection(st.block_table)
-            if overlap:
-                raise AssertionError(f"blocks {overlap} shared between sequences in one step")
-            seen.update(st.block_table)
+        readers = Counter(b for st in chunks for b in st.block_table)
+        for st in chunks:  # prefix-cached blocks are shared read-only; written ones never
+            bs = self.block_size
+            written = st.block_table[st.start_pos // bs:
+                                     -(-(st.start_pos + len(st.token_ids)) // bs)]
+            shared = [b for b in written if readers[b] > 1]
+            if shared:
+                raise AssertionError(f"seq {st.seq_id} writes blocks {shared} that another "
+                                     "sequence reads in the same step")
         if self.fail_on and any(_contains(st.token_ids, self.fail_on) for st in chunks):
             raise RuntimeError("scripted model failure")
         with self.lock:
@@ -188,7 +195,10 @@ class FakeExecutor:
                 block = self._kv.setdefault(st.block_table[pos // self.block_size],
                                             [None] * self.block_size)
                 block[pos % self.block_size] = tok
-            out.append(self._next(st, end) if st.sample else None)
+            if st.num_draft:   # a verification: the token after each of the last n + 1
+                out.append(tuple(self._next(st, p) for p in range(end - st.num_draft, end + 1)))
+            else:
+                out.append(self._next(st, end) if st.sample else None)
         return out
 
     def _next(self, st: SeqChunk, end: int) -> int:

@@ -223,7 +223,7 @@ def test_engine_failure_is_a_500_and_the_server_recovers(model_dir):
             "messages"]}), 500, "api_error")
         still_serves(srv, headers={})
         blocks = srv.ctx.engine.scheduler.blocks
-        assert blocks.pool.num_free == blocks.num_blocks
+        assert blocks.num_available == blocks.num_blocks
     finally:
         srv.stop()
 

@@ -116,3 +116,27 @@ def test_tool_choice_none_returns_text(client):
 def test_models_lists_the_served_model(client):
     models = client.models.list()
     assert [m.id for m in models.data] == ["tiny"]
+
+
+def test_a_repeated_prefix_reports_cached_tokens_and_counts_hits(client, server):
+    from tests.server.http import request
+
+    system = {"role": "system", "content": "You answer questions about the alphabet. " * 8}
+    first = client.chat.completions.create(
+        model="tiny", max_tokens=4, messages=[system, {"role": "user", "content": "Why A?"}])
+    second = client.chat.completions.create(
+        model="tiny", max_tokens=4, messages=[system, {"role": "user", "content": "Why B?"}])
+    stream = client.completions.create(model="tiny", max_tokens=2, stream=True,
+                                       prompt=system["content"] + "Z",
+                                       stream_options={"include_usage": True})
+    block = server.executor.block_size
+    cached = second.usage.prompt_tokens_details.cached_tokens
+    shared = len(chat_prompt_ids(server, [system]))   # the system turn's tokens, at least
+    # earlier tests' prompts share the template's first block at most
+    assert first.usage.prompt_tokens_details.cached_tokens <= block
+    assert cached % block == 0 and shared - block < cached < second.usage.prompt_tokens
+    # a raw completion of the same text lacks the chat template's opening tokens
+    assert list(stream)[-1].usage.prompt_tokens_details.cached_tokens <= block
+    status, text = request(server.url + "/metrics")
+    hits = next(l for l in text.splitlines() if l.startswith("atlas_prefix_cache_hits_total"))
+    assert status == 200 and int(hits.split()[-1]) >= cached

@@ -43,10 +43,12 @@ def test_a_resumed_sequence_carries_its_sampling_history():
     assert resumed, "no sequence resumed after preemption"
     for c in first_chunks:
         generated = outputs[c.seq_id][:c.rng_position]
-        assert c.start_pos == 0 and list(c.history.prompt_ids) == prompt(c.seq_id, 5)
+        assert list(c.history.prompt_ids) == prompt(c.seq_id, 5)
         assert dict(c.history.drawn_counts) == dict(Counter(generated))
-        # a resumed sequence recomputes prompt + output in order
-        assert c.token_ids == (prompt(c.seq_id, 5) + generated)[:len(c.token_ids)]
+        # a resumed sequence recomputes prompt + output in order, after its cached blocks
+        start = c.start_pos
+        assert c.token_ids == (prompt(c.seq_id, 5) + generated)[start:start + len(c.token_ids)]
+    assert any(c.start_pos > 0 for c in resumed), "no resumed sequence hit the prefix cache"
     for step in ex.steps:  # every sampling chunk draws at the sequence's output position
         for c in step:
             if c.sample:
@@ -105,7 +107,7 @@ def test_llm_engine_preempts_instead_of_running_out_of_blocks():
     assert all(c.finish_reason == FinishReason.LENGTH and len(c.token_ids) == 12
                for c in together)
     blocks = engine.core.scheduler.blocks
-    assert blocks.pool.num_free == blocks.num_blocks
+    assert blocks.num_available == blocks.num_blocks
 
 
 def test_llm_engine_stop_check_ends_one_request_and_keeps_the_others():
@@ -133,4 +135,4 @@ def test_llm_engine_reraises_an_executor_failure_and_frees_everything():
         engine.generate([EngineRequest([12, 13, 14], GREEDY, 4),
                          EngineRequest(prompt(1, 3), GREEDY, 4)])
     blocks = engine.core.scheduler.blocks
-    assert not engine.core.has_work and blocks.pool.num_free == blocks.num_blocks
+    assert not engine.core.has_work and blocks.num_available == blocks.num_blocks

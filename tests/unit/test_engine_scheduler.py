@@ -68,7 +68,7 @@ def test_concurrent_equals_solo_with_chunking_and_preemption(num_blocks, max_pre
     results = run(sched, ex)
     for i, p in prompts.items():
         assert results[i] == (solo(p, 9), FinishReason.LENGTH), i
-    assert pool.num_free == num_blocks
+    assert sched.blocks.num_available == num_blocks  # cached, none held
     if num_blocks == 12:
         assert sched.num_preemptions > 0
 
@@ -113,7 +113,7 @@ def test_abort_frees_blocks_and_releases_executor_state():
     assert pool.num_free < 64
     out = sched.abort(0)
     assert out is not None and out.finish_reason == FinishReason.ABORT
-    assert pool.num_free == 64 and sched.take_released() == [0]
+    assert sched.blocks.num_available == 64 and sched.take_released() == [0]
     assert sched.abort(0) is None and not sched.has_work
 
 
@@ -138,7 +138,7 @@ def test_context_limit_ends_with_length():
     sched.add(0, EngineRequest(prompt(0, 10), GREEDY, 50), 0.0)
     tokens, reason = run(sched, ex)[0]
     assert reason == FinishReason.LENGTH and len(tokens) == 6
-    assert pool.num_free == 4
+    assert sched.blocks.num_available == 4
 
 
 def test_slai_orders_by_time_between_tokens_slack():
@@ -181,4 +181,4 @@ def test_fail_all_ends_running_and_waiting_and_frees_blocks():
     outs = sched.fail_all()
     assert sorted((o.seq_id, o.finish_reason) for o in outs) == [
         (0, FinishReason.ERROR), (1, FinishReason.ERROR)]
-    assert pool.num_free == 64 and not sched.has_work and sched.take_released() == [0]
+    assert sched.blocks.num_available == 64 and not sched.has_work and sched.take_released() == [0]

@@ -7,21 +7,32 @@ token stops a sequence, so every step of a full batch generates `batch` tokens.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 
 from atlas.core.sampling import GREEDY
 from atlas.engine.core import EngineCore
 from atlas.engine.request import EngineRequest, FinishReason
+from atlas.engine.speculative import Speculator
 from atlas.model.runner import ModelRunner
 
 
+def random_prompts(runner: ModelRunner, batch: int, prompt_len: int,
+                   rng: np.random.Generator) -> list[list[int]]:
+    return [rng.integers(100, runner.vocab_size - 100, prompt_len).tolist()
+            for _ in range(batch)]
+
+
 def start_decoding(runner: ModelRunner, batch: int, prompt_len: int, max_tokens: int,
-                   rng: np.random.Generator) -> EngineCore:
-    """A core whose `batch` sequences have all finished prefill (each sampled >= 1 token)."""
+                   rng: np.random.Generator, prompts: list[list[int]] | None = None,
+                   speculator: Speculator | None = None) -> EngineCore:
+    """A core whose `batch` sequences have all finished prefill (each sampled >= 1 token).
+    `prompts` (default: random ids) and `speculator` serve the speculative benchmark."""
     core = EngineCore.build(runner, max_prefill_tokens=runner.limits.max_prefill_tokens,
-                            max_num_seqs=batch)
-    for i in range(batch):
-        ids = rng.integers(100, runner.vocab_size - 100, prompt_len).tolist()
+                            max_num_seqs=batch, speculator=speculator)
+    for i, ids in enumerate(prompts or random_prompts(runner, batch, prompt_len, rng)):
         core.add(i, EngineRequest(ids, GREEDY, max_tokens))
     scheduler = core.scheduler
     while scheduler.waiting or any(not s.output_ids for s in scheduler.running):
@@ -30,6 +41,13 @@ def start_decoding(runner: ModelRunner, batch: int, prompt_len: int, max_tokens:
         raise RuntimeError(f"only {len(scheduler.running)} of {batch} sequences are decoding "
                            "(KV pool or max_tokens too small for the benchmark)")
     return core
+
+
+def write_json(path: Path | None, result: dict) -> None:
+    """The benchmark's JSON record, when an output path was given."""
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=2, default=str))
 
 
 def stop_all(core: EngineCore) -> None:

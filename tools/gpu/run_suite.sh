@@ -203,6 +203,22 @@ stage_batched_min_m() {
   return $rc
 }
 
+# Speculative decoding on the 8B config: verification step cost for K = 1..4 against a plain
+# step, and tok/s with the oracle drafter (K = 3, 70% nominal acceptance) at batch 1/8/32.
+stage_spec_bench() {
+  make_checkpoint qwen3-8b weights || return 1
+  "$PY" tools/gpu/bench_spec.py --model "$CKPT/qwen3-8b" --batches 1,8,32 --max-k 4 --k 3 \
+    --accept 0.7 --out "$RESULTS/bench_spec_qwen3-8b.json"
+}
+
+# Prefix cache on the 8B config: an 8,192-token shared prefix + a 64-token new turn, warm
+# TTFT against cold (bar: warm <= 10% of cold).
+stage_prefix_bench() {
+  make_checkpoint qwen3-8b weights || return 1
+  "$PY" tools/gpu/bench_prefix.py --model "$CKPT/qwen3-8b" --prefix 8192 --turn 64 \
+    --out "$RESULTS/bench_prefix_qwen3-8b.json"
+}
+
 # MoE kernels (issue 10): every MoE check case (on every hopper set, the qwen3-30b-a3b leaf's
 # compile-time shapes included), then the MoE rows of the kernel table: on the baseline set
 # with the grouped GEMMs on wgmma (the default where moe_grouped_sm90 loads), on mma.sync
@@ -261,7 +277,8 @@ stage_moe_bench() {
 
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity qwen3_0_6b
         qwen3_5 qwen3_8b decode_bench decode_bench_nopdl batched_min_m profile kernel_table
-        server_sweep throughput moe_kernels moe_parity moe_host_parity moe_bench)
+        server_sweep throughput moe_kernels moe_parity moe_host_parity moe_bench spec_bench
+        prefix_bench)
 
 # ---- runner -------------------------------------------------------------------------------
 

@@ -2,16 +2,19 @@
 
 `BlockPool` is the one allocator interface (`atlas.runtime.kv_cache.BlockAllocator`
 implements it; tests inject fakes with leak accounting). `BlockManager` grows and frees each
-sequence's block table. Prefix caching belongs here: a lookup of the full-block hash chain of
-a prompt before admission, shared blocks through the pool's reference counts, and unreferenced
-cached blocks kept in LRU order until the pool runs short. Recurrent-state slots of hybrid
-models sit beside this manager, sized by the same memory plan.
+sequence's block table, and (unless turned off) keeps full blocks in the `PrefixCache`:
+admission looks up the full-block key chain of a sequence's tokens and starts it after the
+hit, and every block a sequence fills is offered to the cache. A sequence's table holds its
+own blocks and cache-owned ones; releasing it frees the former to the pool and drops one
+user of the latter. Recurrent-state slots of hybrid models sit beside this manager, sized by
+the same memory plan.
 """
 
 from __future__ import annotations
 
 from typing import Protocol, Sequence as Seq
 
+from .prefix_cache import PrefixCache, PrefixCacheStats, chain_key
 from .sequence import Sequence
 
 
@@ -31,32 +34,108 @@ class BlockPool(Protocol):
 class BlockManager:
     """Reserves blocks for a sequence's next tokens and returns them when it leaves."""
 
-    def __init__(self, pool: BlockPool, num_blocks: int, block_size: int) -> None:
+    def __init__(self, pool: BlockPool, num_blocks: int, block_size: int,
+                 prefix_caching: bool = True) -> None:
         if min(num_blocks, block_size) <= 0:
             raise ValueError(f"num_blocks={num_blocks} and block_size={block_size} must be "
                              "positive")
         self.pool = pool
         self.num_blocks = num_blocks
         self.block_size = block_size
+        self.cache = PrefixCache() if prefix_caching else None
+
+    @property
+    def num_available(self) -> int:
+        """Blocks a reservation may take: free ones and unused cached ones (evicted then)."""
+        return self.pool.num_free + (self.cache.num_evictable if self.cache else 0)
 
     @property
     def utilization(self) -> float:
-        return 1.0 - self.pool.num_free / self.num_blocks
+        return 1.0 - self.num_available / self.num_blocks
+
+    def prefix_cache_stats(self) -> PrefixCacheStats | None:
+        return self.cache.stats() if self.cache else None
 
     def blocks_missing(self, seq: Sequence, num_tokens: int) -> int:
         """How many more blocks `seq` needs to hold `num_tokens` tokens (0 when it has them)."""
         return max(-(-num_tokens // self.block_size) - len(seq.block_table), 0)
 
     def can_reserve(self, seq: Sequence, num_tokens: int) -> bool:
-        return self.pool.can_allocate(self.blocks_missing(seq, num_tokens))
+        return self.blocks_missing(seq, num_tokens) <= self.num_available
 
     def reserve(self, seq: Sequence, num_tokens: int) -> None:
         """Grow `seq`'s block table to hold `num_tokens` (check `can_reserve` first)."""
         missing = self.blocks_missing(seq, num_tokens)
-        if missing:
-            seq.block_table.extend(self.pool.allocate(missing))
+        if not missing:
+            return
+        short = missing - self.pool.num_free
+        if short > 0 and self.cache is not None:
+            self.pool.free(self.cache.evict(short))
+        seq.block_table.extend(self.pool.allocate(missing))
+
+    def admit(self, seq: Sequence, budget: int) -> int:
+        """Start a waiting sequence (no blocks, nothing computed): take its cached prefix,
+        then reserve its first chunk of at most `budget` tokens. Returns that chunk's size,
+        0 (nothing changed) when the pool cannot hold it yet.
+
+        At least one token is always left to compute, so the step that ends the prompt
+        samples: a prompt cached whole recomputes its last block."""
+        hits: list[int] = []
+        if self.cache is not None:
+            full = (seq.num_tokens - 1) // self.block_size
+            keys = self._chain_keys(seq, full)
+            hits = self.cache.match(keys, lambda i: self._block_tokens(seq, i))
+        start = len(hits) * self.block_size
+        chunk = min(seq.num_tokens - start, budget)
+        missing = -(-(start + chunk) // self.block_size) - len(hits)
+        taken = self.cache.num_unused_among(hits) if self.cache else 0
+        if missing > self.num_available - taken:
+            return 0
+        if self.cache is not None:
+            self.cache.acquire(hits)
+            self.cache.query_tokens += seq.num_tokens
+            self.cache.hit_tokens += start
+        seq.block_table = hits
+        seq.num_cached_blocks = len(hits)
+        seq.num_computed = start
+        if seq.num_preemptions == 0:
+            seq.num_cached_tokens = start
+        self.reserve(seq, start + chunk)
+        return chunk
+
+    def cache_computed(self, seq: Sequence) -> None:
+        """Offer the blocks `seq` has filled since the last call to the prefix cache."""
+        if self.cache is None:
+            return
+        full = seq.num_computed // self.block_size
+        if full <= seq.num_cached_blocks:
+            return
+        keys = self._chain_keys(seq, full)
+        for i in range(seq.num_cached_blocks, full):
+            self.cache.insert(seq.block_table[i], keys[i], self._block_tokens(seq, i))
+        seq.num_cached_blocks = full
 
     def release(self, seq: Sequence) -> None:
-        """Return all of `seq`'s blocks to the pool (finished or preempted)."""
-        self.pool.free(seq.block_table)
+        """Return `seq`'s blocks (finished or preempted): its own to the pool, one user of
+        each cached one to the cache (newest first, so a chain's tail is evicted first)."""
+        cache = self.cache
+        own = seq.block_table
+        if cache is not None:
+            own = [b for b in seq.block_table if b not in cache]
+            for b in reversed(seq.block_table):
+                if b in cache:
+                    cache.release(b)
+        self.pool.free(own)
         seq.block_table = []
+        seq.num_cached_blocks = 0
+
+    def _chain_keys(self, seq: Sequence, n: int) -> list[int]:
+        """The chain keys of `seq`'s first `n` full blocks, computed once per sequence
+        (its tokens never change once written)."""
+        keys = seq.block_keys
+        for i in range(len(keys), n):
+            keys.append(chain_key(keys[-1] if keys else 0, self._block_tokens(seq, i)))
+        return keys
+
+    def _block_tokens(self, seq: Sequence, i: int) -> list[int]:
+        return seq.token_slice(i * self.block_size, (i + 1) * self.block_size)

@@ -20,6 +20,7 @@ from .block_manager import BlockManager, BlockPool
 from .request import EngineOutput, EngineRequest
 from .scheduler import Scheduler
 from .scheduling_policy import FifoPolicy, SchedulingPolicy
+from .speculative import Speculator
 
 
 @dataclass(slots=True)
@@ -53,21 +54,51 @@ class EngineCore:
               max_num_seqs: int | None = None, max_seq_len: int | None = None,
               policy: SchedulingPolicy | None = None,
               pool_factory: Callable[[int], BlockPool] = BlockAllocator,
-              seed: int | None = None,
+              seed: int | None = None, prefix_caching: bool = True,
+              speculator: Speculator | None = None,
               clock: Callable[[], float] = time.monotonic) -> "EngineCore":
-        """A core whose scheduler is sized by the executor (limits beyond it are capped)."""
+        """A core whose scheduler is sized by the executor (limits beyond it are capped).
+
+        An executor with recurrent state (a hybrid model) gets no prefix cache: a hit would
+        skip the prefill that builds the state. Speculation on it is refused: rejected
+        drafts would stay in the state."""
+        if executor.has_recurrent_state:
+            prefix_caching = False
+            if speculator is not None:
+                raise ValueError("speculative decoding needs recurrent-state rollback, which "
+                                 "this (hybrid) model does not have yet")
+        if speculator is not None and speculator.num_draft_tokens > executor.max_num_draft_tokens:
+            raise ValueError(f"{speculator.num_draft_tokens} draft tokens per step, but the "
+                             f"executor was sized for {executor.max_num_draft_tokens}")
         blocks = BlockManager(pool_factory(executor.num_kv_blocks), executor.num_kv_blocks,
-                              executor.block_size)
+                              executor.block_size, prefix_caching=prefix_caching)
         scheduler = Scheduler(
             blocks, policy or FifoPolicy(),
             max_num_seqs=min(max_num_seqs or executor.max_batch_size, executor.max_batch_size),
             max_seq_len=min(max_seq_len or executor.max_seq_len, executor.max_seq_len),
-            max_prefill_tokens=max_prefill_tokens)
+            max_prefill_tokens=max_prefill_tokens, speculator=speculator)
         return cls(scheduler, executor, seed, clock)
 
     @property
     def has_work(self) -> bool:
         return self.scheduler.has_work
+
+    def counters(self) -> dict[str, float]:
+        """Feature counters for /metrics (the server names them in its ENGINE_COUNTERS)."""
+        out: dict[str, float] = {}
+        stats = self.scheduler.blocks.prefix_cache_stats()
+        if stats is not None:
+            out.update(prefix_cache_queries_total=stats.query_tokens,
+                       prefix_cache_hits_total=stats.hit_tokens,
+                       prefix_cache_blocks=stats.cached_blocks,
+                       prefix_cache_evictions_total=stats.evictions)
+        spec = self.scheduler.speculator
+        if spec is not None:
+            out.update(spec_draft_tokens_total=spec.drafted,
+                       spec_accepted_tokens_total=spec.accepted,
+                       spec_verify_steps_total=spec.verify_steps,
+                       spec_mean_accepted_length=spec.mean_accepted_length)
+        return out
 
     def add(self, seq_id: int, request: EngineRequest, now: float | None = None) -> None:
         """Queue a request (arrived at `now`, default the clock); ValueError when it can

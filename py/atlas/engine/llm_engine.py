@@ -15,6 +15,7 @@ from ..model.batch import StepExecutor
 from .core import EngineCore
 from .request import EngineRequest, FinishReason
 from .scheduling_policy import SchedulingPolicy
+from .speculative import Speculator
 
 #: `stop_check(i, output_ids)`: True ends request i now (a caller with a tokenizer uses it
 #: for stop strings)
@@ -35,9 +36,11 @@ class LLMEngine:
 
     def __init__(self, executor: StepExecutor, *, max_prefill_tokens: int,
                  max_num_seqs: int | None = None, policy: SchedulingPolicy | None = None,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, prefix_caching: bool = True,
+                 speculator: Speculator | None = None) -> None:
         self.core = EngineCore.build(executor, max_prefill_tokens=max_prefill_tokens,
-                                     max_num_seqs=max_num_seqs, policy=policy, seed=seed)
+                                     max_num_seqs=max_num_seqs, policy=policy, seed=seed,
+                                     prefix_caching=prefix_caching, speculator=speculator)
         self._ids = itertools.count()
 
     def generate(self, requests: Seq[EngineRequest],

@@ -50,5 +50,6 @@ class EngineOutput:
     finish_reason: str | None
     num_prompt_tokens: int
     num_output_tokens: int
+    num_cached_tokens: int = 0
     #: why a request ended with "error", when the engine knows (a grammar dead end)
     error: str | None = None

@@ -9,7 +9,10 @@ order) and then of newly admitted ones share the rest, while the batch and the K
 allow. When a running sequence cannot get a block, the least urgent running sequence is
 preempted: its blocks are freed and it waits at the head of the queue to be recomputed from
 prompt + generated tokens, with its sampling state intact (see `sequence`). A preempted
-request is therefore resumed, never dropped.
+request is therefore resumed, never dropped. Admission starts a sequence after the part of
+its tokens the prefix cache holds (`BlockManager.admit`), and every committed chunk offers
+the blocks it filled to that cache, so a preempted sequence usually resumes from its own
+cached blocks instead of recomputing them.
 
 No I/O and no device: `EngineCore` feeds `plan.chunks` to a StepExecutor and hands the
 sampled tokens back to `commit`.
@@ -20,12 +23,13 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from ..model.batch import SeqChunk
+from ..model.batch import SeqChunk, StepResult
 from .block_manager import BlockManager
 from .grammar_state import GrammarState
 from .request import EngineOutput, EngineRequest, FinishReason
 from .scheduling_policy import SchedulingPolicy
 from .sequence import SamplingState, Sequence, ThinkingState
+from .speculative import Speculator, accept
 
 
 @dataclass(slots=True)
@@ -44,11 +48,13 @@ class StepPlan:
 
 class Scheduler:
     def __init__(self, blocks: BlockManager, policy: SchedulingPolicy, *, max_num_seqs: int,
-                 max_seq_len: int, max_prefill_tokens: int) -> None:
+                 max_seq_len: int, max_prefill_tokens: int,
+                 speculator: Speculator | None = None) -> None:
         if min(max_num_seqs, max_seq_len, max_prefill_tokens) <= 0:
             raise ValueError("scheduler limits must be positive")
         self.blocks = blocks
         self.policy = policy
+        self.speculator = speculator
         self.max_num_seqs = max_num_seqs
         self.max_seq_len = max_seq_len
         self.max_prefill_tokens = max_prefill_tokens
@@ -131,27 +137,28 @@ class Scheduler:
             chunk = need if need == 1 else min(need, budget)
             if chunk <= 0:
                 continue
-            if not self._reserve(seq, chunk, queue):
+            drafts = self._drafts(seq, budget) if need == 1 else []
+            if drafts and not self.blocks.can_reserve(seq, seq.num_tokens + len(drafts)):
+                drafts = []   # never preempt for a guess
+            if not self._reserve(seq, chunk + len(drafts), queue):
                 continue  # seq itself was preempted
-            if need > 1:
-                budget -= chunk
-            self._add_chunk(plan, seq, chunk)
+            budget -= len(drafts) + (chunk if need > 1 else 0)
+            self._add_chunk(plan, seq, chunk, drafts)
         # admit only when nothing was preempted for space in this step: re-admitting a
         # victim at once would thrash
         while (self.waiting and len(self.running) < self.max_num_seqs and budget > 0
                and self.num_preemptions == preempted_before):
             seq = self.waiting[0]
-            chunk = min(seq.num_tokens - seq.num_computed, budget)
-            if not self.blocks.can_reserve(seq, seq.num_computed + chunk):
+            chunk = self.blocks.admit(seq, budget)
+            if not chunk:
                 break
-            self.blocks.reserve(seq, seq.num_computed + chunk)
             self.waiting.pop(0)
             self.running.append(seq)
             budget -= chunk
             self._add_chunk(plan, seq, chunk)
         return plan
 
-    def commit(self, plan: StepPlan, sampled: list[int | None],
+    def commit(self, plan: StepPlan, sampled: list[StepResult],
                now: float) -> list[EngineOutput]:
         """Apply the executor's sampled tokens; return one output per sequence that got a
         token. A chunk that completes its sequence's known tokens yields the next token:
@@ -160,7 +167,11 @@ class Scheduler:
         for seq, chunk, token in zip(plan.seqs, plan.chunks, sampled, strict=True):
             if seq.seq_id not in self._by_id:
                 continue  # aborted while the step ran
+            if chunk.num_draft:
+                outputs.append(self._commit_verified(seq, chunk, token, now))
+                continue
             seq.num_computed = chunk.start_pos + len(chunk.token_ids)
+            self.blocks.cache_computed(seq)
             if seq.num_computed < seq.num_tokens:
                 continue  # a prefill chunk that is not the last
             if chunk.sample:
@@ -171,7 +182,7 @@ class Scheduler:
             else:
                 token = seq.sampling.take_forced()
                 seq.sampling.record(token, drawn=False)
-            outputs.append(self._append(seq, token, now))
+            outputs.append(self._append(seq, [token], now))
         return outputs
 
     def fail_running(self) -> list[EngineOutput]:
@@ -208,14 +219,47 @@ class Scheduler:
         keys = [s.arrival_index for s in self.waiting]
         self.waiting.insert(bisect.bisect(keys, seq.arrival_index), seq)
 
-    def _add_chunk(self, plan: StepPlan, seq: Sequence, chunk: int) -> None:
+    def _drafts(self, seq: Sequence, budget: int) -> list[int]:
+        """Draft tokens for a decoding sequence, within the step budget and such that every
+        token the verification may emit fits its max_tokens and context."""
+        spec = self.speculator
+        if (spec is None or not spec.applies_to(seq) or seq.sampling.forced_next
+                or seq.sampling.grammar is not None):   # drafts would need masks per row
+            return []
+        room = min(spec.num_draft_tokens, budget,
+                   seq.request.max_tokens - len(seq.output_ids) - 1,
+                   seq.token_limit - seq.num_tokens - 1)
+        return spec.drafter.propose(seq, room)[:room] if room > 0 else []
+
+    def _commit_verified(self, seq: Sequence, chunk: SeqChunk, sampled: StepResult,
+                         now: float) -> EngineOutput:
+        """Keep the accepted drafts' KV and emit the tokens the verification produced.
+
+        Rollback is `num_computed`: the rejected positions' KV is dead and the next steps
+        overwrite it. Their blocks stay in the table (at most ceil(K / block_size) per
+        sequence) and are reused as the sequence grows; a table never shrinks while its
+        sequence runs, which the runner's block-table upload relies on."""
+        assert self.speculator is not None
+        if not isinstance(sampled, tuple) or len(sampled) != chunk.num_draft + 1:
+            raise RuntimeError(f"sequence {seq.seq_id}: the executor returned {sampled!r} for "
+                               f"a verification of {chunk.num_draft} drafts")
+        emitted = accept(chunk.token_ids[1:], sampled)
+        self.speculator.record(chunk.num_draft, len(emitted) - 1)
+        seq.num_computed = chunk.start_pos + len(emitted)
+        self.blocks.cache_computed(seq)
+        for token in emitted:
+            seq.sampling.record(token, drawn=True)
+        return self._append(seq, emitted, now)
+
+    def _add_chunk(self, plan: StepPlan, seq: Sequence, chunk: int,
+                   drafts: list[int] | None = None) -> None:
         start = seq.num_computed
         completes = start + chunk == seq.num_tokens
         grammar = seq.sampling.grammar if completes else None
         plan.seqs.append(seq)
         plan.chunks.append(SeqChunk(
             seq_id=seq.seq_id,
-            token_ids=seq.token_slice(start, start + chunk),
+            token_ids=seq.token_slice(start, start + chunk) + (drafts or []),
             start_pos=start,
             block_table=seq.block_table,   # the live list: read during execute, never copied
             sampling=seq.sampling.params,
@@ -224,27 +268,29 @@ class Scheduler:
             else None,
             rng_position=len(seq.output_ids),
             history=seq.penalty_history() if seq.needs_history else None,
+            num_draft=len(drafts or ()),
         ))
         seq.needs_history = False
 
-    def _append(self, seq: Sequence, token: int, now: float) -> EngineOutput:
-        seq.output_ids.append(token)
+    def _append(self, seq: Sequence, tokens: list[int], now: float) -> EngineOutput:
+        """Append generated tokens up to the first that ends the sequence."""
         seq.last_emit_time = now
-        reason = None
         grammar = seq.sampling.grammar
         if grammar is not None and grammar.error is not None:
-            # the token was drawn without a valid mask: drop it
-            seq.output_ids.pop()
+            # drawn without a valid mask (a constrained sequence never drafts): dropped
             return self._finish(seq, FinishReason.ERROR, (), grammar.error)
-        if token in seq.request.stop_token_ids or (grammar is not None
-                                                    and grammar.is_terminated):
-            reason = FinishReason.STOP
-        elif (len(seq.output_ids) >= seq.request.max_tokens
-              or seq.num_tokens >= seq.token_limit):
-            reason = FinishReason.LENGTH
-        if reason is not None:
-            return self._finish(seq, reason, (token,))
-        return self._output(seq, (token,), None)
+        for i, token in enumerate(tokens):
+            seq.output_ids.append(token)
+            reason = None
+            if token in seq.request.stop_token_ids or (grammar is not None
+                                                        and grammar.is_terminated):
+                reason = FinishReason.STOP
+            elif (len(seq.output_ids) >= seq.request.max_tokens
+                  or seq.num_tokens >= seq.token_limit):
+                reason = FinishReason.LENGTH
+            if reason is not None:
+                return self._finish(seq, reason, tuple(tokens[:i + 1]))
+        return self._output(seq, tuple(tokens), None)
 
     def _finish(self, seq: Sequence, reason: str, new: tuple[int, ...],
                 error: str | None = None) -> EngineOutput:
@@ -261,4 +307,4 @@ class Scheduler:
     def _output(seq: Sequence, new: tuple[int, ...], reason: str | None,
                 error: str | None = None) -> EngineOutput:
         return EngineOutput(seq.seq_id, new, reason, seq.num_prompt_tokens, len(seq.output_ids),
-                            error)
+                            seq.num_cached_tokens, error)

@@ -3,8 +3,9 @@
 Preemption frees device memory (KV blocks, the executor's sampler slot), never request
 state: the tokens so far, the seed, what the penalties have counted and where a thinking
 budget stands all live here, so a recomputed sequence continues exactly as if it had never
-been interrupted. The grammar matcher lives in `SamplingState` too; speculative decoding adds the
-draft tokens a chunk proposes after `output_ids`, which `commit` then verifies.
+been interrupted. The grammar matcher lives in `SamplingState` too. Speculative decoding's
+drafter keeps its per-sequence index in `draft_state`; the drafts themselves live only in
+the step's chunk, and `commit` keeps what the verification accepted.
 """
 
 from __future__ import annotations
@@ -91,6 +92,14 @@ class Sequence:
     #: the executor holds no state for this sequence (new, or released at preemption): its
     #: next chunk carries the history to rebuild it from
     needs_history: bool = True
+    #: prefix-cache chain keys of the first full blocks (see `block_manager`)
+    block_keys: list[int] = field(default_factory=list)
+    #: leading blocks of `block_table` already offered to the prefix cache
+    num_cached_blocks: int = 0
+    #: prompt tokens found in the prefix cache at first admission (the usage field)
+    num_cached_tokens: int = 0
+    #: the drafter's incremental state for this sequence (see `speculative`)
+    draft_state: object | None = None
 
     @property
     def num_prompt_tokens(self) -> int:

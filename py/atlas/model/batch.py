@@ -33,6 +33,10 @@ class PenaltyHistory:
     drawn_counts: Mapping[int, int] = field(default_factory=dict)
 
 
+#: what a step returns per chunk: None, the sampled token, or a verification's samples
+StepResult = int | tuple[int, ...] | None
+
+
 @dataclass(slots=True)
 class SeqChunk:
     """One sequence's share of a step.
@@ -44,7 +48,12 @@ class SeqChunk:
     `rng_position` is how many tokens the sequence had generated before this chunk: with the
     seed in `sampling`, it keys the sampler's counter-based RNG. `history` is set when the
     executor holds no state for the sequence yet (see the module doc). `token_mask`, on a
-    sampling chunk under a grammar, fills the row's allowed-token bitmask before sampling.
+    sampling chunk under a grammar, fills the row's allowed-token bitmask before sampling
+    (never on a verification chunk: a constrained sequence does not draft).
+
+    `num_draft` > 0 makes it a speculative verification chunk: its last `num_draft` tokens
+    are drafts, and the executor samples at each of its last num_draft + 1 positions (row i
+    at RNG position rng_position + i), returning those tokens as a tuple.
     """
 
     seq_id: int
@@ -55,6 +64,7 @@ class SeqChunk:
     sample: bool = True
     rng_position: int = 0
     history: PenaltyHistory | None = None
+    num_draft: int = 0
     token_mask: TokenMaskFiller | None = None
 
 
@@ -71,9 +81,16 @@ class StepExecutor(Protocol):
     max_batch_size: int
     max_seq_len: int
     vocab_size: int
+    #: the most drafts one verification chunk may carry (the sampled rows it is sized for)
+    max_num_draft_tokens: int
+    #: per-sequence recurrent state (hybrid models): a sequence must be computed from
+    #: position 0 and cannot roll back, so no prefix-cache hits and no speculation (until
+    #: state snapshots exist)
+    has_recurrent_state: bool
 
-    def execute(self, chunks: Sequence[SeqChunk]) -> list[int | None]:
-        """Run one step; return the sampled token per chunk (None where sample=False)."""
+    def execute(self, chunks: Sequence[SeqChunk]) -> list[StepResult]:
+        """Run one step; return the sampled token per chunk (None where sample=False, a
+        tuple of num_draft + 1 tokens for a verification chunk)."""
 
     def release(self, seq_id: int) -> None:
         """Forget per-sequence device state (penalty counts, sampler slot)."""

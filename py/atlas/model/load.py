@@ -92,11 +92,12 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                 max_num_blocks: int | None = None,
                 batch_invariant: bool | None = None,
                 step: StepFn | None = None,
-                synthetic_seed: int | None = None) -> ModelRunner:
+                synthetic_seed: int | None = None, num_draft_tokens: int = 0) -> ModelRunner:
     """Build a ready runner. `batch_invariant` (default: on for the CPU reference backend,
     off on CUDA) fixes the decode split count across batch sizes; see RunnerLimits.
     `synthetic_seed` (benchmarks only) generates the weights on the device from that seed
-    instead of reading them: the model directory needs only its config.json."""
+    instead of reading them: the model directory needs only its config.json.
+    `num_draft_tokens`: the most drafts a speculative verification chunk may carry."""
     t0 = time.perf_counter()
     model_dir = Path(model_dir)
     cfg = ModelConfig.from_hf(model_dir)
@@ -121,7 +122,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     if batch_invariant is None:
         batch_invariant = kind != "cuda"
     limits = RunnerLimits(max_seq_len, max_batch_size, max_prefill_tokens, num_sms=num_sms,
-                          batch_invariant=batch_invariant)
+                          batch_invariant=batch_invariant, num_draft_tokens=num_draft_tokens)
     dims = Dims.from_config(cfg)
 
     offsets, total = plan.layout()
@@ -133,7 +134,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     ptr = {name: weights_base + off for name, off in offsets.items()}
 
     arena = BufferArena()
-    layout = StepLayout(limits.max_tokens, max_batch_size, limits.max_blocks)
+    layout = StepLayout(limits.max_tokens, max_batch_size, limits.max_blocks,
+                        limits.max_sample_rows)
     max_splits = limits.decode_splits(1, dims.kv_heads)
     plan_step_buffers(arena, dims, limits, layout, max_splits)
     MoeBuffers.reserve(arena, cfg, limits.max_tokens)
@@ -178,7 +180,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     model = DenseDecoderModel(dims, kc, ptr["embed"], ptr["final_norm"],
                               ptr.get("lm_head", ptr["embed"]), layers, arena["cos_sin"],
                               limits.block_size, kv.max_blocks_per_seq)
-    sampler = Sampler(dev, kc, max_batch_size, max_batch_size + 1, dims.vocab,
+    sampler = Sampler(dev, kc, limits.max_sample_rows, max_batch_size + 1, dims.vocab,
                       token_masks=True)
     info = RunnerInfo(model_dir=model_dir, backend_kind=kind, weights_bytes=total,
                       target=kernels.target, closure_hash=kernels.closure_hash,

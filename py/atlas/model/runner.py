@@ -22,7 +22,7 @@ from ..runtime.buffers import BufferArena
 from ..runtime.gpu import H200_FACTS, GpuBackend, GraphHandle
 from ..runtime.kv_cache import PagedKvCache
 from ..runtime.sampler import Sampler
-from .batch import SeqChunk
+from .batch import SeqChunk, StepResult
 from .gated_deltanet import proj_width
 from .model import AttentionPlan, DenseDecoderModel, Dims, StepBuffers
 from .step_inputs import StepLayout, decode_buckets, decode_splits, pack_step
@@ -41,6 +41,8 @@ class RunnerLimits:
     #: the same way however many others share its step (with exact reference kernels this
     #: makes outputs independent of batching; the CUDA path trades that for speed)
     batch_invariant: bool = False
+    #: speculative drafts per sequence a verification step may carry (0: no speculation)
+    num_draft_tokens: int = 0
 
     def decode_splits(self, batch: int, kv_heads: int) -> int:
         return decode_splits(1 if self.batch_invariant else batch, kv_heads, self.max_seq_len,
@@ -49,6 +51,11 @@ class RunnerLimits:
     @property
     def max_tokens(self) -> int:
         return max(self.max_prefill_tokens, self.max_batch_size)
+
+    @property
+    def max_sample_rows(self) -> int:
+        """Rows sampled in one step: one per sequence, K + 1 per verifying sequence."""
+        return self.max_batch_size * (1 + self.num_draft_tokens)
 
     @property
     def max_blocks(self) -> int:
@@ -81,8 +88,8 @@ def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
                         ("attn", dims.q_width), ("gate_up", 2 * dims.inter),
                         ("act", dims.inter)):
         arena.reserve(name, DType.BF16, (t, width))
-    arena.reserve("sample_hidden", DType.BF16, (b, dims.hidden))
-    arena.reserve("logits", DType.FP32, (b, dims.vocab))
+    arena.reserve("sample_hidden", DType.BF16, (limits.max_sample_rows, dims.hidden))
+    arena.reserve("logits", DType.FP32, (limits.max_sample_rows, dims.vocab))
     arena.reserve("part_o", DType.FP32, (b, dims.heads, max_splits, dims.head_dim))
     arena.reserve("part_ml", DType.FP32, (b, dims.heads, max_splits, 2))
     if dims.linear is not None:
@@ -111,8 +118,10 @@ class ModelRunner:
         self.max_batch_size = limits.max_batch_size
         self.max_seq_len = limits.max_seq_len
         self.vocab_size = cfg.vocab_size
+        self.max_num_draft_tokens = limits.num_draft_tokens
         self.stream = backend.create_stream()
-        self.layout = StepLayout(limits.max_tokens, limits.max_batch_size, limits.max_blocks)
+        self.layout = StepLayout(limits.max_tokens, limits.max_batch_size, limits.max_blocks,
+                                 limits.max_sample_rows)
         i32 = arena["step_i32"]
         lay = self.layout
         #: hybrid models keep recurrent state per sequence in slot-indexed pools (one slot per
@@ -130,7 +139,7 @@ class ModelRunner:
                                      "gate_up", "act", "sample_hidden", "logits", "part_o",
                                      "part_ml") + lin})
         self.host_i32 = backend.alloc_host_pinned(4 * lay.total).view(np.int32)
-        self.host_ids = backend.alloc_host_pinned(4 * limits.max_batch_size).view(np.int32)
+        self.host_ids = backend.alloc_host_pinned(4 * limits.max_sample_rows).view(np.int32)
         self.pad_slot = limits.max_batch_size  # sampler slot owned by graph padding rows
         self._slot_of: dict[int, int] = {}
         self._free_slots = list(range(limits.max_batch_size - 1, -1, -1))
@@ -140,8 +149,9 @@ class ModelRunner:
         self.buckets = decode_buckets(limits.max_batch_size)
 
     # ---- StepExecutor ------------------------------------------------------------------
-    def execute(self, steps: Sequence[SeqChunk]) -> list[int | None]:
-        """Run one step's chunks; each sampling chunk draws at its own RNG position."""
+    def execute(self, steps: Sequence[SeqChunk]) -> list[StepResult]:
+        """Run one step's chunks; each sampling chunk draws at its own RNG position (a
+        verification chunk at each of its num_draft + 1 positions, on consecutive rows)."""
         if not steps:
             return []
         sampling_steps = [st for st in steps if st.sample]
@@ -153,13 +163,12 @@ class ModelRunner:
                                               self.block_size, pad_to=bucket)
         self._pack_state_slots(steps, max(len(steps), bucket))
         self._upload_inputs(steps, n_rows=max(len(steps), bucket))
-        pad = n_sample - len(sampling_steps)
-        self.sampler.prepare([self._slot_of[st.seq_id] for st in sampling_steps]
-                             + [self.pad_slot] * pad,
-                             [st.sampling for st in sampling_steps] + [GREEDY] * pad,
-                             [st.rng_position for st in sampling_steps]
-                             + [0] * pad, self.stream)
-        self._upload_token_masks(sampling_steps)
+        rows = [(st, i) for st in sampling_steps for i in range(st.num_draft + 1)]
+        pad = n_sample - len(rows)
+        self.sampler.prepare([self._slot_of[st.seq_id] for st, _ in rows] + [self.pad_slot] * pad,
+                             [st.sampling for st, _ in rows] + [GREEDY] * pad,
+                             [st.rng_position + i for st, i in rows] + [0] * pad, self.stream)
+        self._upload_token_masks([st for st, _ in rows])
         if decode:
             self.backend.launch_graph(self.graphs[bucket], self.stream)
         else:
@@ -167,16 +176,17 @@ class ModelRunner:
             self.model.forward(self.stream, self.bufs, n_tokens, plan, n_sample)
             if n_sample:
                 self.sampler.enqueue(self.stream, self.bufs.logits, n_sample)
-        out: list[int | None] = [None] * len(steps)
-        if sampling_steps:
-            k = len(sampling_steps)
-            self.backend.copy_d2h(self.host_ids[:k], self.sampler.out_ids, self.stream)
+        out: list[StepResult] = [None] * len(steps)
+        if rows:
+            self.backend.copy_d2h(self.host_ids[:len(rows)], self.sampler.out_ids, self.stream)
         self.backend.synchronize(self.stream)
         j = 0
         for i, st in enumerate(steps):
             if st.sample:
-                out[i] = int(self.host_ids[j])
-                j += 1
+                n = st.num_draft + 1
+                got = [int(t) for t in self.host_ids[j:j + n]]
+                out[i] = tuple(got) if st.num_draft else got[0]
+                j += n
         return out
 
     def release(self, seq_id: int) -> None:
@@ -192,10 +202,10 @@ class ModelRunner:
         return self.backend.download(self.bufs.logits, np.float32, (rows, self.vocab_size))
 
     # ---- internals ---------------------------------------------------------------------
-    def _upload_token_masks(self, sampling_steps: Sequence[SeqChunk]) -> None:
-        """Grammar masks of this step's sampling rows (row j = j-th sampling chunk), filled
-        into the sampler's pinned rows; rows without one sample unmasked."""
-        fills = [st.token_mask for st in sampling_steps]
+    def _upload_token_masks(self, row_chunks: Sequence[SeqChunk]) -> None:
+        """Grammar masks of this step's sampling rows (row j samples for row_chunks[j]),
+        filled into the sampler's pinned rows; rows without one sample unmasked."""
+        fills = [st.token_mask for st in row_chunks]
         if self.sampler.token_bitmask is None:
             if any(fills):
                 raise RuntimeError("a chunk carries a grammar mask, but the sampler was built "

@@ -22,6 +22,13 @@ class StepLayout:
     max_tokens: int
     max_seqs: int
     max_blocks: int
+    #: sampled rows per step beyond one per sequence (speculative verification samples
+    #: num_draft + 1 rows of one sequence); at least max_seqs
+    max_sample_rows: int = 0
+
+    @property
+    def sample_capacity(self) -> int:
+        return max(self.max_sample_rows, self.max_seqs)
 
     @property
     def ids(self) -> int:
@@ -50,7 +57,7 @@ class StepLayout:
     @property
     def state_slots(self) -> int:
         """Recurrent-state slot of each sequence (hybrid models; written by the runner)."""
-        return self.sample_rows + self.max_seqs
+        return self.sample_rows + self.sample_capacity
 
     @property
     def total(self) -> int:
@@ -104,8 +111,8 @@ def pack_step(buf: np.ndarray, layout: StepLayout, chunks: Sequence[SeqChunk], b
             slots += (np.asarray(table)[p // block_size] * block_size + p % block_size).tolist()
         kv_lens.append(end)
         cu_q.append(len(ids))
-        if c.sample:
-            sample_rows.append(len(ids) - 1)
+        if c.sample:   # the last token's row, and each draft's before it in a verification
+            sample_rows += range(len(ids) - 1 - c.num_draft, len(ids))
     for _ in range(len(chunks), n_seqs):  # graph padding rows
         ids.append(0)
         pos.append(0)
@@ -113,6 +120,9 @@ def pack_step(buf: np.ndarray, layout: StepLayout, chunks: Sequence[SeqChunk], b
         kv_lens.append(1)
         cu_q.append(len(ids))
         sample_rows.append(len(ids) - 1)
+    if len(sample_rows) > layout.sample_capacity:
+        raise StepError(f"{len(sample_rows)} sampled rows in one step exceed "
+                        f"{layout.sample_capacity}; size the runner for the draft count")
     for offset, values in ((layout.ids, ids), (layout.positions, pos), (layout.slots, slots),
                            (layout.cu_q, cu_q), (layout.kv_lens, kv_lens),
                            (layout.sample_rows, sample_rows)):

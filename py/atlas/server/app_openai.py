@@ -62,7 +62,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
             rid=rid, model=model, created=created,
             content=None if calls and not content.strip() else content, reasoning=reasoning,
             tool_calls=calls, finish_reason=_finish_reason(outcome.finish_reason),
-            prompt_tokens=outcome.prompt_tokens, completion_tokens=outcome.completion_tokens)
+            prompt_tokens=outcome.prompt_tokens, completion_tokens=outcome.completion_tokens,
+            cached_tokens=outcome.cached_tokens)
         return json_response(body)
 
 
@@ -93,7 +94,8 @@ async def _stream_chat(request: web.Request, gen: Generation, rid: str, created:
         await send_sse(resp, {"id": rid, "object": "chat.completion.chunk", "created": created,
                               "model": model, "choices": [],
                               "usage": proto.usage(outcome.prompt_tokens,
-                                                   outcome.completion_tokens)})
+                                                   outcome.completion_tokens,
+                                                   outcome.cached_tokens)})
     await resp.write(b"data: [DONE]\n\n")
     await resp.write_eof()
     return resp
@@ -113,7 +115,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
                 rid=rid, model=model, created=created, text=text,
                 finish_reason=_finish_reason(outcome.finish_reason),
                 prompt_tokens=outcome.prompt_tokens,
-                completion_tokens=outcome.completion_tokens))
+                completion_tokens=outcome.completion_tokens,
+                cached_tokens=outcome.cached_tokens))
         resp = await open_sse(request)
         async for delta in gen.deltas():
             if delta.content:
@@ -130,7 +133,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
             await send_sse(resp, {"id": rid, "object": "text_completion", "created": created,
                                   "model": model, "choices": [],
                                   "usage": proto.usage(outcome.prompt_tokens,
-                                                       outcome.completion_tokens)})
+                                                       outcome.completion_tokens,
+                                                       outcome.cached_tokens)})
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
         return resp

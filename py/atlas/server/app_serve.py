@@ -13,6 +13,7 @@ from aiohttp import web
 from ..engine.block_manager import BlockPool
 from ..engine.core import EngineCore
 from ..engine.scheduling_policy import make_policy
+from ..engine.speculative import Speculator, make_drafter
 from ..model.batch import StepExecutor
 from ..runtime.kv_cache import BlockAllocator
 from .app import build_app, start_server
@@ -29,6 +30,9 @@ class EngineLimits:
     max_prefill_tokens: int = 8192
     scheduling_policy: str = "fifo"
     tbt_deadline_ms: float = 100.0
+    prefix_caching: bool = True
+    speculative: str | None = None   # a drafter name ("ngram"); None: no speculation
+    num_draft_tokens: int = 3
 
 
 def build_engine(executor: StepExecutor, limits: EngineLimits, ctx: ServerContext,
@@ -38,7 +42,9 @@ def build_engine(executor: StepExecutor, limits: EngineLimits, ctx: ServerContex
         executor, max_prefill_tokens=limits.max_prefill_tokens,
         max_num_seqs=limits.max_num_seqs, max_seq_len=limits.max_seq_len,
         policy=make_policy(limits.scheduling_policy, limits.tbt_deadline_ms),
-        pool_factory=pool_factory)
+        pool_factory=pool_factory, prefix_caching=limits.prefix_caching,
+        speculator=Speculator(make_drafter(limits.speculative), limits.num_draft_tokens)
+        if limits.speculative else None)
     return AsyncEngine(lambda sink: EngineThread(core, sink, ctx.metrics), loop)
 
 

@@ -107,4 +107,5 @@ class EngineThread:
                 generated=report.num_generated, seconds=time.perf_counter() - start,
                 kv_utilization=scheduler.kv_utilization, running=len(scheduler.running),
                 waiting=len(scheduler.waiting), preemptions=scheduler.num_preemptions)
+            self._metrics.record_engine_counters(self.core.counters())
         return report.outputs

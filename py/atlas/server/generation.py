@@ -85,6 +85,7 @@ class Outcome:
     stop_sequence: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0   # prompt tokens the prefix cache held
     ttft_s: float | None = None
     elapsed_s: float = 0.0
     tool_calls: list[ToolCall] = field(default_factory=list)
@@ -176,6 +177,7 @@ class Generation:
         async with aclosing(self.ctx.engine.generate(self.request)) as outputs:
             async for out in outputs:
                 outcome.completion_tokens = out.num_output_tokens
+                outcome.cached_tokens = out.num_cached_tokens
                 outcome.error = out.error
                 if out.new_token_ids and outcome.ttft_s is None:
                     outcome.ttft_s = time.monotonic() - self.started

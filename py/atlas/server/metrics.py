@@ -9,6 +9,18 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 
+#: counters the engine core reports (`EngineCore.counters`): name -> (type, help)
+ENGINE_COUNTERS = {
+    "prefix_cache_queries_total": ("counter", "Prompt tokens looked up in the prefix cache."),
+    "prefix_cache_hits_total": ("counter", "Prompt tokens found in the prefix cache."),
+    "prefix_cache_blocks": ("gauge", "KV blocks held by the prefix cache."),
+    "prefix_cache_evictions_total": ("counter", "Cached KV blocks evicted for space."),
+    "spec_draft_tokens_total": ("counter", "Tokens proposed by the speculative drafter."),
+    "spec_accepted_tokens_total": ("counter", "Drafted tokens the verification accepted."),
+    "spec_verify_steps_total": ("counter", "Speculative verification chunks run."),
+    "spec_mean_accepted_length": ("gauge", "Drafts accepted per verification step."),
+}
+
 TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -42,6 +54,7 @@ class ServerMetrics:
         self.kv_utilization = 0.0
         self.running = 0
         self.waiting = 0
+        self.engine_counters: dict[str, float] = {}
 
     def record_request(self, api: str, status: int) -> None:
         with self._lock:
@@ -75,6 +88,11 @@ class ServerMetrics:
             self.running = running
             self.waiting = waiting
             self.preemptions = preemptions
+
+    def record_engine_counters(self, counters: dict[str, float]) -> None:
+        """The engine core's feature counters (names in ENGINE_COUNTERS), after a step."""
+        with self._lock:
+            self.engine_counters = dict(counters)
 
     def render(self) -> str:
         m = f'model="{_escape(self.model)}"'
@@ -118,6 +136,10 @@ class ServerMetrics:
                 "# TYPE atlas_preemptions_total counter",
                 f"atlas_preemptions_total {self.preemptions}",
             ]
+            for name, value in self.engine_counters.items():
+                kind, text = ENGINE_COUNTERS[name]
+                lines += [f"# HELP atlas_{name} {text}", f"# TYPE atlas_{name} {kind}",
+                          f"atlas_{name} {value:g}"]
         return "\n".join(lines) + "\n"
 
 

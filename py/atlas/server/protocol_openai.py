@@ -313,14 +313,18 @@ def new_id(prefix: str) -> str:
     return f"{prefix}{secrets.token_hex(12)}"
 
 
-def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0
+          ) -> dict[str, Any]:
+    """OpenAI usage; `cached_tokens`: prompt tokens served from the prefix cache."""
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}
+            "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached_tokens}}
 
 
 def chat_completion(*, rid: str, model: str, created: int, content: str | None,
                     reasoning: str, tool_calls: list[dict], finish_reason: str,
-                    prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+                    prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0
+                    ) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if reasoning:
         message["reasoning"] = message["reasoning_content"] = reasoning
@@ -329,7 +333,7 @@ def chat_completion(*, rid: str, model: str, created: int, content: str | None,
     return {"id": rid, "object": "chat.completion", "created": created, "model": model,
             "choices": [{"index": 0, "message": message, "finish_reason": finish_reason,
                          "logprobs": None}],
-            "usage": usage(prompt_tokens, completion_tokens)}
+            "usage": usage(prompt_tokens, completion_tokens, cached_tokens)}
 
 
 def chat_chunk(*, rid: str, model: str, created: int, delta: dict[str, Any],
@@ -345,14 +349,14 @@ def chat_chunk(*, rid: str, model: str, created: int, delta: dict[str, Any],
 
 
 def completion(*, rid: str, model: str, created: int, text: str, finish_reason: str | None,
-               prompt_tokens: int | None = None, completion_tokens: int | None = None
-               ) -> dict[str, Any]:
+               prompt_tokens: int | None = None, completion_tokens: int | None = None,
+               cached_tokens: int = 0) -> dict[str, Any]:
     body: dict[str, Any] = {"id": rid, "object": "text_completion", "created": created,
                             "model": model,
                             "choices": [{"index": 0, "text": text, "logprobs": None,
                                          "finish_reason": finish_reason}]}
     if prompt_tokens is not None:
-        body["usage"] = usage(prompt_tokens, completion_tokens or 0)
+        body["usage"] = usage(prompt_tokens, completion_tokens or 0, cached_tokens)
     return body
 
 

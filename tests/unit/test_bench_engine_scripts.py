@@ -1,0 +1,39 @@
+"""The GPU engine benchmarks (speculative decoding, prefix cache) run end to end on the host
+backend with the tiny fixture, so the GPU session's one call does not fail on a script bug."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = ROOT / "tests" / "fixtures" / "tiny-qwen3"
+
+
+def run(script: str, out: Path, *args: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "py")}
+    subprocess.run([sys.executable, str(ROOT / "tools" / "gpu" / script), "--model",
+                    str(FIXTURE), "--backend", "host", "--out", str(out), *args],
+                   check=True, env=env, capture_output=True, timeout=300)
+    return json.loads(out.read_text())
+
+
+def test_bench_spec_reports_step_costs_and_oracle_passes(tmp_path):
+    res = run("bench_spec.py", tmp_path / "spec.json", "--batches", "1,2", "--prompt", "16",
+              "--new", "10", "--steps", "2", "--passes", "2", "--max-k", "2", "--k", "2")
+    assert set(res["step_cost"]) == {"1", "2"}
+    assert {"plain_ms", "k1_ratio", "k2_ratio"} <= set(res["step_cost"]["1"])
+    for row in res["throughput"].values():
+        assert len(row["passes"]) == 2 and row["plain_tok_s"] > 0
+        assert all(0 < p["acceptance"] <= 1 and p["same_as_plain"] == 1.0
+                   for p in row["passes"])
+
+
+def test_bench_prefix_warm_turns_hit_the_whole_prefix(tmp_path):
+    res = run("bench_prefix.py", tmp_path / "prefix.json", "--prefix", "96", "--turn", "8",
+              "--reps", "1")
+    assert res["warm_hit_tokens"] == 96 and len(res["cold_ttft_ms"]) == 1
+    assert res["warm_over_cold"] > 0

@@ -1,0 +1,112 @@
+"""Speculative decoding in the engine: drafters, acceptance, and verification steps driven
+against the fake paged-KV executor (which samples each verified position from the history
+it reads back through the block tables, so a wrong rollback changes the output)."""
+
+from __future__ import annotations
+
+import pytest
+
+from atlas.core.sampling import GREEDY, SamplingParams
+from atlas.engine.core import EngineCore
+from atlas.engine.request import EngineRequest, FinishReason
+from atlas.engine.speculative import (NgramDrafter, OracleDrafter, Speculator, accept,
+                                      make_drafter)
+from tests.server.fakes import FakeBlockPool, FakeExecutor
+
+VOCAB = list(range(10, 60))
+COPY_TRIGGER = 99
+
+
+def executor(num_blocks=64, **kw):
+    return FakeExecutor(vocab_ids=VOCAB, vocab_size=128, eos_id=2, block_size=4,
+                        num_kv_blocks=num_blocks, **kw)
+
+
+def generate(requests, speculator=None, num_blocks=64, max_prefill=16, **kw):
+    ex = executor(num_blocks, **kw)
+    core = EngineCore.build(ex, max_prefill_tokens=max_prefill, pool_factory=FakeBlockPool,
+                            speculator=speculator)
+    for i, r in enumerate(requests):
+        core.add(i, r)
+    out: dict[int, list[int]] = {i: [] for i in range(len(requests))}
+    reasons = {}
+    while core.has_work:
+        report = core.step()
+        assert report.error is None and report.num_chunks
+        for o in report.outputs:
+            out[o.seq_id] += o.new_token_ids
+            if o.finish_reason is not None:
+                reasons[o.seq_id] = o.finish_reason
+    blocks = core.scheduler.blocks
+    assert blocks.num_available == blocks.num_blocks   # nothing held, no leak
+    return [out[i] for i in range(len(requests))], reasons, ex, core
+
+
+def prompt(i, n):
+    return [10 + (i * 7 + j) % 50 for j in range(n)]
+
+
+def test_ngram_drafter_proposes_what_followed_the_longest_recent_match():
+    seq = _seq([5, 1, 2, 9, 4, 7, 2, 8, 6, 1, 2])
+    assert NgramDrafter(max_n=3).propose(seq, 3) == [9, 4, 7]   # "1 2" beats "2"
+    assert NgramDrafter(max_n=1).propose(seq, 2) == [8, 6]      # latest "2"
+    assert NgramDrafter().propose(_seq([3, 4, 5]), 4) == []
+    seq.output_ids += [9, 4]   # the index grows with the sequence
+    assert NgramDrafter(max_n=3).propose(seq, 2) == [7, 2]
+    with pytest.raises(ValueError):
+        make_drafter("medusa")
+
+
+def test_accept_keeps_agreeing_drafts_then_the_target_token():
+    assert accept([5, 6, 7], [5, 6, 7, 8]) == [5, 6, 7, 8]
+    assert accept([5, 6, 7], [5, 9, 7, 8]) == [5, 9]
+    assert accept([5], [4, 4]) == [4]
+
+
+@pytest.mark.parametrize("k", [1, 3, 5])
+def test_oracle_speculation_emits_exactly_the_plain_greedy_tokens(k):
+    reqs = [EngineRequest(prompt(i, 3 + (i * 5) % 17), GREEDY, 14) for i in range(6)]
+    plain, plain_reasons, _, _ = generate(reqs)
+    oracle = OracleDrafter({tuple(r.prompt_ids): t for r, t in zip(reqs, plain)},
+                           accept_rate=0.7, vocab_size=128, seed=k)
+    spec = Speculator(oracle, k)
+    got, reasons, ex, core = generate(reqs, spec, num_blocks=24, max_prefill=8)
+    assert got == plain and reasons == plain_reasons
+    assert all(len(t) == 14 for t in got)
+    verify = [c for step in ex.steps for c in step if c.num_draft]
+    assert verify and max(c.num_draft for c in verify) == k
+    assert 0 < spec.accepted < spec.drafted and spec.verify_steps == len(verify)
+    counters = core.counters()
+    assert counters["spec_mean_accepted_length"] == spec.accepted / spec.verify_steps
+    # fewer steps than one per token
+    assert len(ex.steps) < sum(len(t) for t in got)
+
+
+def test_ngram_speculation_accepts_copied_text_and_changes_nothing():
+    body = prompt(3, 20)
+    reqs = [EngineRequest([COPY_TRIGGER] + body, GREEDY, 20, stop_token_ids=frozenset({2})),
+            EngineRequest(prompt(5, 9), GREEDY, 10, stop_token_ids=frozenset({2}))]
+    script = [([COPY_TRIGGER], body[:15] + [2])]   # copies the prompt, then eos
+    plain, plain_reasons, _, _ = generate(reqs, scripts=script)
+    spec = Speculator(NgramDrafter(), 4)
+    got, reasons, ex, _ = generate(reqs, spec, scripts=script)
+    assert got == plain and reasons == plain_reasons
+    assert reasons[0] == FinishReason.STOP and got[0][-1] == 2
+    assert spec.accepted >= 10   # the copied run is drafted and accepted
+
+
+def test_penalized_and_budgeted_requests_are_not_speculated():
+    penalized = SamplingParams(temperature=1.0, frequency_penalty=0.5, seed=3)
+    reqs = [EngineRequest(prompt(1, 6), penalized, 8)]
+    plain, _, _, _ = generate(reqs)
+    oracle = OracleDrafter({tuple(reqs[0].prompt_ids): plain[0]}, 1.0, 128)
+    spec = Speculator(oracle, 3)
+    got, _, ex, _ = generate(reqs, spec)
+    assert got == plain and spec.drafted == 0
+    assert not any(c.num_draft for step in ex.steps for c in step)
+
+
+def _seq(tokens):
+    from atlas.engine.sequence import SamplingState, Sequence
+    return Sequence(0, EngineRequest(list(tokens), GREEDY, 8), 0, 100,
+                    SamplingState(GREEDY))
