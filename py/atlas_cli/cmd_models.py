@@ -1,4 +1,5 @@
-"""`atlas models`: import GGUF models, list imported ones, resolve a name to its directory."""
+"""`atlas models`: import GGUF models, list imported ones, resolve a name to its directory,
+quantize a bf16 checkpoint."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import click
 
 from atlas_cli.load_progress import conversion_progress
 from atlas_cli.model_setup import default_model
+
+#: atlas.runtime.quantize.SCHEMES, spelled here so `atlas --help` imports no numpy
+QUANT_SCHEMES = ("fp8-block", "fp8-tensor", "nvfp4")
 
 
 @click.group("models")
@@ -62,3 +66,28 @@ def path_cmd(name: str | None) -> None:
     except (model_paths.ModelNotFoundError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(str(path))
+
+
+@command.command("quantize")
+@click.argument("src", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("dst", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--to", "scheme", required=True, type=click.Choice(QUANT_SCHEMES),
+              help="fp8-block (Qwen3 FP8 layout), fp8-tensor (ModelOpt FP8) or nvfp4 "
+                   "(ModelOpt NVFP4).")
+def quantize_cmd(src: Path, dst: Path, scheme: str) -> None:
+    """Quantize a bf16 checkpoint SRC into a new directory DST, in the published layout."""
+    import time
+
+    from atlas.runtime import quantize
+    t0 = time.perf_counter()
+
+    def show(name: str, done: int, total: int) -> None:
+        click.echo(f"  [{done}/{total}] {name} ({time.perf_counter() - t0:.1f}s)", err=True)
+
+    try:
+        report = quantize.quantize_checkpoint(src, dst, scheme, progress=show)
+    except (ValueError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"{dst}: {report.quantized} weights quantized to {scheme}, {report.kept} kept; "
+               f"{report.bytes_in / 1e6:.1f} MB -> {report.bytes_out / 1e6:.1f} MB", err=True)
+    click.echo(str(dst))

@@ -327,3 +327,18 @@ def test_table_has_the_hybrid_families_at_qwen3_5_shapes() -> None:
     d256 = [s for s in shapes if s.family in (Family.PREFILL_ATTENTION, Family.DECODE_ATTENTION)
             and s.head_dim == 256]
     assert {s.family for s in d256} == {Family.PREFILL_ATTENTION, Family.DECODE_ATTENTION}
+
+
+def test_quantized_gemv_bytes_are_the_formats() -> None:
+    fp8 = ks.QuantLinear(label="q", m=2, n=300, k=256, fmt="fp8-block")
+    # codes 1 byte each + f32 per 128x128 block (3 x 2 blocks) + x and y in bf16
+    assert fp8.bytes_moved() == 300 * 256 + 4 * 3 * 2 + 2 * (2 * 256 + 2 * 300)
+    nv = ks.QuantLinear(label="q", m=1, n=64, k=4096, fmt="nvfp4")
+    # half a byte per value + one E4M3 byte per 16 values + f32 per row
+    assert nv.bytes_moved() == 64 * 2048 + 64 * 256 + 4 * 64 + 2 * (4096 + 64)
+    assert fp8.family is Family.DECODE_GEMV_FP8 and nv.family is Family.DECODE_GEMV_NVFP4
+    table = [s for s in ks.table_shapes() if isinstance(s, ks.QuantLinear)]
+    assert {(s.fmt, s.m) for s in table} == {(f, b) for f in ("fp8-block", "nvfp4")
+                                             for b in (1, 8)}
+    assert {(s.n, s.k) for s in table} == {(6144, 4096), (4096, 4096), (24576, 4096),
+                                           (4096, 12288)}  # Qwen3-8B projections

@@ -45,12 +45,15 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "py"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from atlas.core.quant import Fp8ScaleMap  # noqa: E402
 from atlas.model.step_inputs import decode_splits  # noqa: E402
 from atlas.runtime.gpu import DevicePtr, GpuBackend, Stream  # noqa: E402
 from atlas.runtime.kernel_abi import SAMPLE_ROW  # noqa: E402
 from atlas.runtime.ops import (KernelCache, activation, attention, embedding,  # noqa: E402
-                               gating, linear_attention, matmul, matmul_batched, moe, norm,
-                               rope, sampling)
+                               gating, linear_attention, matmul, matmul_batched,
+                               matmul_quant, moe, norm, rope, sampling)
+from atlas.runtime.ops.matmul_nvfp4 import Nvfp4Weight  # noqa: E402
+from atlas.runtime.ops.matmul_quant import Fp8Weight  # noqa: E402
 from check_kernels import git_commit, load_sources, nvidia_driver_version  # noqa: E402
 
 
@@ -180,6 +183,9 @@ class Variant:
     note: str = ""
     #: the attention backend this variant runs on, once its first call picked it
     sdpa: Sdpa | None = None
+    #: relative-error tolerance when this variant computes something else on purpose (an
+    #: FP8 activation quantization); None: the output dtype's
+    tol: float | None = None
 
     @property
     def full_label(self) -> str:
@@ -382,6 +388,81 @@ def linear_case(env: Env, s: Any) -> Case:
         note = f"ours: {matmul.linear_route(env.kc, m, n)} (ops.matmul.linear's choice for m={m})"
     return Case(s, make, ours, [variant], lambda o, t, r: [("y", o["y"], r)], outputs=("y",),
                 note=note)
+
+
+#: E2M1 code -> value (sign in bit 3), for PyTorch's NVFP4 dequantization
+E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0,
+               -4.0, -6.0)
+#: x quantized to FP8 for torch._scaled_mm: E4M3's 3 mantissa bits cost ~4% rms per element
+SCALED_MM_TOL = 6e-2
+
+
+def quant_linear_case(env: Env, s: Any) -> Case:
+    """Our quantized decode GEMV (matmul_quant.QuantLinear, what a model layer calls) against
+    PyTorch dequantizing the same weights then torch.matmul, and for FP8 torch._scaled_mm
+    (per-tensor scales, x quantized to FP8 inside the timed op) where it runs at this M.
+    Block scales are all equal here so _scaled_mm computes the same weights; the GPU check
+    cases cover varying scales."""
+    torch = env.torch
+    m, n, k = s.m, s.n, s.k
+    fp8 = s.fmt == "fp8-block"
+    lut = torch.tensor(E2M1_VALUES, dtype=torch.float32, device=env.device)
+
+    def make() -> Set:
+        st: Set = {"x": env.uniform((m, k)),
+                   "y": torch.empty((m, n), dtype=torch.bfloat16, device=env.device)}
+        if fp8:
+            codes = env.randint(256, (n, k)).to(torch.uint8)
+            codes = torch.where((codes & 0x7F) == 0x7F, codes ^ 1, codes)  # no NaN codes
+            w_scale = 1.0 / (100.0 * math.sqrt(k))
+            st.update(codes=codes, scale=torch.full((-(-n // 128), -(-k // 128)), w_scale,
+                                                    dtype=torch.float32, device=env.device),
+                      w_scale=torch.tensor(w_scale, dtype=torch.float32, device=env.device))
+        else:
+            st.update(codes=env.randint(256, (n, k // 2)).to(torch.uint8),
+                      scale=(env.randint(0x18, (n, k // 16)) + 0x30).to(torch.uint8),
+                      rows=torch.full((n,), 1.0 / (4.0 * math.sqrt(k)), dtype=torch.float32,
+                                      device=env.device))
+        return st
+
+    def weight(st: Set) -> Any:
+        if fp8:
+            return Fp8Weight(env.ptr(st["codes"]), env.ptr(st["scale"]), n, k,
+                             Fp8ScaleMap.block(n, k))
+        return Nvfp4Weight(env.ptr(st["codes"]), env.ptr(st["scale"]), env.ptr(st["rows"]),
+                           n, k)
+
+    def ours(st: Set, stream: Stream) -> None:
+        matmul_quant.QuantLinear(weight(st)).linear(env.kc, stream, env.ptr(st["x"]),
+                                                     env.ptr(st["y"]), m)
+
+    def dequant(st: Set) -> Any:
+        if fp8:
+            s_full = st["scale"].repeat_interleave(128, 0)[:n].repeat_interleave(128, 1)[:, :k]
+            w = st["codes"].view(torch.float8_e4m3fn).float() * s_full
+        else:
+            c = st["codes"].long()
+            vals = torch.stack((lut[c & 0xF], lut[c >> 4]), dim=-1).reshape(n, k)
+            s_full = st["scale"].view(torch.float8_e4m3fn).float().repeat_interleave(16, 1)
+            w = vals * s_full * st["rows"][:, None]
+        return torch.matmul(st["x"], w.to(torch.bfloat16).T)
+
+    variants = [Variant("dequantize to bf16 + torch.matmul", dequant)]
+    note = ""
+    if fp8:
+        def scaled_mm(st: Set) -> Any:
+            sx = st["x"].abs().amax().float() / 448.0
+            xq = (st["x"].float() / sx).to(torch.float8_e4m3fn)
+            return torch._scaled_mm(xq, st["codes"].view(torch.float8_e4m3fn).T, scale_a=sx,
+                                    scale_b=st["w_scale"], out_dtype=torch.bfloat16)
+        try:
+            scaled_mm(make())
+            variants.append(Variant("torch._scaled_mm (x to FP8 per tensor)", scaled_mm,
+                                    tol=SCALED_MM_TOL))
+        except (RuntimeError, NotImplementedError, TypeError) as exc:
+            note = f"torch._scaled_mm does not run at m={m}: {str(exc).splitlines()[0][:120]}"
+    return Case(s, make, ours, variants, lambda o, t, r: [("y", o["y"], r)], outputs=("y",),
+                note=note or f"ours: gemv_{'fp8' if fp8 else 'nvfp4'} (QuantLinear, m={m})")
 
 
 def _f32_matmul(env: Env) -> tuple[str, Callable[[Any, Any], Any]]:
@@ -891,6 +972,7 @@ BUILDERS: dict[Any, Callable[[Env, Any], Case]] = {
     ks.Family.SILU_MUL: silu_case, ks.Family.EMBEDDING: embedding_case,
     ks.Family.DECODE_GEMV: linear_case, ks.Family.PREFILL_GEMM: linear_case,
     ks.Family.DECODE_BATCHED_GEMV: linear_case,
+    ks.Family.DECODE_GEMV_FP8: quant_linear_case, ks.Family.DECODE_GEMV_NVFP4: quant_linear_case,
     ks.Family.PREFILL_ATTENTION: prefill_attention_case,
     ks.Family.DECODE_ATTENTION: decode_attention_case,
     ks.Family.SAMPLING: sampling_case, ks.Family.GREEDY: sampling_case,
@@ -925,7 +1007,7 @@ def check(env: Env, case: Case, variant: Variant) -> float:
                 raise AssertionError(f"{name}: {bad}/{ref.numel()} rows differ")
         else:
             err = rel_error(torch, ours, ref)
-            tol = tolerance(torch, ours)
+            tol = variant.tol if variant.tol is not None else tolerance(torch, ours)
             if not err <= tol:
                 raise AssertionError(f"{name}: relative error {err:.3g} (tolerance {tol:g})")
         worst = max(worst, err)

@@ -219,6 +219,37 @@ stage_prefix_bench() {
     --out "$RESULTS/bench_prefix_qwen3-8b.json"
 }
 
+# Issue 12: the Qwen3-8B-config random checkpoint quantized by `atlas models quantize` to
+# FP8-block and NVFP4, each checked against its dequantized bf16 twin (every step's logits,
+# tools/gpu/quant_parity.py), then decode (batches 1/8/32/64) and prefill tok/s with weight
+# bytes and the copy-bandwidth fraction for bf16, FP8-block and NVFP4 in the same run.
+# Targets (batch 1): FP8-block >= 1.75x and NVFP4 >= 2.6x the bf16 tok/s.
+stage_quant_bench() {
+  local rc=0 fmt q name
+  make_checkpoint qwen3-8b weights || return 1
+  for fmt in fp8-block nvfp4; do
+    q="$CKPT/qwen3-8b-$fmt"
+    if [ ! -f "$q/config.json" ]; then
+      rm -rf "$q"
+      "$PY" -m atlas_cli.main models quantize "$CKPT/qwen3-8b" "$q" --to "$fmt" \
+        2>"$LOGS/quantize_$fmt.log" || { echo "quantize $fmt failed"; rc=1; continue; }
+      tail -n 1 "$LOGS/quantize_$fmt.log"
+    fi
+    rm -rf "$q-dequantized"
+    "$PY" -c 'import sys; from atlas.runtime.dequantize import dequantize_checkpoint as d
+print(d(sys.argv[1], sys.argv[2]), "weights dequantized")' "$q" "$q-dequantized" || rc=1
+    "$PY" tools/gpu/quant_parity.py --quantized "$q" --reference "$q-dequantized" \
+      --out "$RESULTS/quant_parity_$fmt.json" || rc=1
+    rm -rf "$q-dequantized"  # 16 GB of disk
+  done
+  for name in qwen3-8b qwen3-8b-fp8-block qwen3-8b-nvfp4; do
+    [ -f "$CKPT/$name/config.json" ] || continue
+    "$PY" tools/gpu/bench_decode.py --model "$CKPT/$name" --hf none --batches 1,8,32,64 \
+      --out "$RESULTS/bench_decode_$name.json" || rc=1
+  done
+  return $rc
+}
+
 # MoE kernels (issue 10): every MoE check case (on every hopper set, the qwen3-30b-a3b leaf's
 # compile-time shapes included), then the MoE rows of the kernel table: on the baseline set
 # with the grouped GEMMs on wgmma (the default where moe_grouped_sm90 loads), on mma.sync
@@ -277,7 +308,7 @@ stage_moe_bench() {
 
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity qwen3_0_6b
         qwen3_5 qwen3_8b decode_bench decode_bench_nopdl batched_min_m profile kernel_table
-        server_sweep throughput moe_kernels moe_parity moe_host_parity moe_bench spec_bench
+        quant_bench server_sweep throughput moe_kernels moe_parity moe_host_parity moe_bench spec_bench
         prefix_bench)
 
 # ---- runner -------------------------------------------------------------------------------

@@ -40,6 +40,8 @@ class Family(enum.Enum):
     EMBEDDING = "embedding"
     DECODE_GEMV = "decode_gemv"
     DECODE_BATCHED_GEMV = "decode_batched_gemv"
+    DECODE_GEMV_FP8 = "decode_gemv_fp8"
+    DECODE_GEMV_NVFP4 = "decode_gemv_nvfp4"
     PREFILL_GEMM = "prefill_gemm"
     PREFILL_ATTENTION = "prefill_attention"
     DECODE_ATTENTION = "decode_attention"
@@ -63,6 +65,8 @@ ISSUE_FAMILIES: dict[str, tuple[Family, ...]] = {
     "SiLU-mul": (Family.SILU_MUL,),
     "embedding": (Family.EMBEDDING,),
     "decode GEMV": (Family.DECODE_GEMV, Family.DECODE_BATCHED_GEMV),
+    # issue 12: GEMVs reading FP8 (128x128 block scales) and NVFP4 weights
+    "quantized decode GEMV": (Family.DECODE_GEMV_FP8, Family.DECODE_GEMV_NVFP4),
     "prefill GEMM": (Family.PREFILL_GEMM,),
     "prefill attention": (Family.PREFILL_ATTENTION,),
     "paged decode attention": (Family.DECODE_ATTENTION,),
@@ -277,6 +281,39 @@ class Linear:
 
     def describe(self) -> str:
         return f"m={self.m} n={self.n} k={self.k}" + (" f32-out" if self.out_f32 else "")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QuantLinear:
+    """y[m, n] = x[m, k] @ dequant(w)[n, k].T over quantized weights: `fmt` 'fp8-block'
+    (E4M3 codes + float32 per 128x128 block) or 'nvfp4' (packed E2M1 + E4M3 per 16 values +
+    float32 per row). The bytes are the format's: that is the point of quantizing."""
+
+    label: str
+    m: int
+    n: int
+    k: int
+    fmt: str
+    quick: bool = False
+
+    @property
+    def family(self) -> Family:
+        return Family.DECODE_GEMV_FP8 if self.fmt == "fp8-block" else Family.DECODE_GEMV_NVFP4
+
+    def weight_bytes(self) -> int:
+        n, k = self.n, self.k
+        if self.fmt == "fp8-block":
+            return n * k + F32 * -(-n // 128) * -(-k // 128)
+        return n * k // 2 + n * k // 16 + F32 * n
+
+    def bytes_moved(self) -> int:
+        return self.weight_bytes() + BF16 * (self.m * self.k + self.m * self.n)
+
+    def flops(self) -> int:
+        return 2 * self.m * self.n * self.k
+
+    def describe(self) -> str:
+        return f"m={self.m} n={self.n} k={self.k} {self.fmt}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -581,6 +618,8 @@ class TableScale:
     prefill_tokens: int = 2048
     attention_seqs: tuple[int, ...] = (256, 1024, 4096)
     histories: tuple[int, ...] = (512, 4096, 16384)
+    #: decode batches of the quantized GEMV rows (the GEMV takes up to 8 rows)
+    quant_batches: tuple[int, ...] = (1, 8)
     #: MoE expert batches: 1 and 8 on the decode kernels, 64 and 256 on the grouped path
     moe_batches: tuple[int, ...] = (1, 8, 64, 256)
 
@@ -666,6 +705,10 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                    for name, n, k in _linears(m)]
         shapes.append(Linear(label=f"{m.name} lm_head b{b}", m=b, n=m.vocab, k=m.hidden,
                              out_f32=True, batched=True))
+    for fmt in ("fp8-block", "nvfp4"):
+        shapes += [QuantLinear(label=f"{m.name} {name} b{b} {fmt}", m=b, n=n, k=k, fmt=fmt,
+                               quick=b == scale.quant_batches[0] and name in ("qkv", "gate_up"))
+                   for b in scale.quant_batches for name, n, k in _linears(m)]
     for small in small_models:
         shapes += [Linear(label=f"{small.name} {name} b1", m=1, n=n, k=k)
                    for name, n, k in _linears(small)]

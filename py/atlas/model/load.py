@@ -16,6 +16,7 @@ from typing import Callable, ContextManager
 
 from ..core.config import ModelConfig
 from ..core.dtype import DType
+from ..core.quant_config import CheckpointQuant
 from ..core.target import KernelTarget
 from ..kernels.registry import KernelsNotFound, load_registry
 from ..runtime.backend_select import kernel_hardware, make_backend, resolve_kind
@@ -28,7 +29,8 @@ from ..runtime.synthetic_weights import SyntheticWeights
 from ..runtime.weights import WeightStore
 from .factory import loader_for_config
 from .gated_deltanet import GatedDeltaNetWeights, conv_state_bytes, delta_state_bytes
-from .model import DenseDecoderModel, Dims, LayerWeights
+from .loaders.linear_plan import build_linear, read_host_scales
+from .model import DenseDecoderModel, DenseMlp, Dims, LayerWeights
 from .moe import MoeBuffers, build_mlp
 from .preflight import preflight
 from .rope import cos_sin_table
@@ -102,10 +104,13 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     model_dir = Path(model_dir)
     cfg = ModelConfig.from_hf(model_dir)
     loader = loader_for_config(cfg)
+    quant = CheckpointQuant.from_dir(model_dir) if synthetic_seed is None else CheckpointQuant()
     store = (WeightStore(model_dir) if synthetic_seed is None
              else SyntheticWeights(cfg.hidden_size, synthetic_seed))
-    plan = loader.plan(cfg, store)
+    plan = loader.plan(cfg, store, quant)
     unused = store.validate(plan.expected())  # every tensor checked before any device work
+    scales = {buf: data for lp in plan.linears.values()
+              for buf, data in read_host_scales(store, lp, quant).items()}
     vision = [n for n in unused if n.startswith(("model.visual.", "visual."))]
     if vision:
         _log.warning("%s: ignoring %d vision-tower tensors (text-only serving)", model_dir,
@@ -130,14 +135,19 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     dev.memset(weights_base, 0, total)  # padding rows of a padded weight (WeightPlan.add) read 0
     dst = {s.name: weights_base + offsets[s.buffer] + s.offset for s in plan.slots}
     store.upload(dev, list(dst), dst, progress=progress, fast=fast_load)
-    dev.mark_constant(weights_base, total)
     ptr = {name: weights_base + off for name, off in offsets.items()}
+    for buffer, scale in scales.items():
+        dev.copy_h2d(ptr[buffer], scale)
+    dev.mark_constant(weights_base, total)
+    linears = {name: build_linear(lp, ptr) for name, lp in plan.linears.items()}
+    weight_scratch = max((w.scratch_bytes(limits.max_tokens) for w in linears.values()),
+                         default=0)
 
     arena = BufferArena()
     layout = StepLayout(limits.max_tokens, max_batch_size, limits.max_blocks,
                         limits.max_sample_rows)
     max_splits = limits.decode_splits(1, dims.kv_heads)
-    plan_step_buffers(arena, dims, limits, layout, max_splits)
+    plan_step_buffers(arena, dims, limits, layout, max_splits, weight_scratch)
     MoeBuffers.reserve(arena, cfg, limits.max_tokens)
     rotary_dim = cfg.rotary_dim
     arena.reserve("cos_sin", DType.FP32, (max_seq_len, rotary_dim))
@@ -170,9 +180,10 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     linear = {i: _linear_weights(ptr, arena, cfg, i, n, state_slots)
               for n, i in enumerate(linear_layers)}
     layers = [LayerWeights(
-        qkv=ptr.get(f"l{i}.qkv", 0), o=ptr.get(f"l{i}.o", 0),
-        mlp=build_mlp(cfg, i, ptr, moe_bufs), in_norm=ptr[f"l{i}.in_norm"],
-        post_norm=ptr[f"l{i}.post_norm"],
+        qkv=linears.get(f"l{i}.qkv"), o=linears.get(f"l{i}.o"),
+        mlp=(DenseMlp(linears[f"l{i}.gate_up"], linears[f"l{i}.down"])
+             if f"l{i}.gate_up" in linears else build_mlp(cfg, i, ptr, moe_bufs)),
+        in_norm=ptr[f"l{i}.in_norm"], post_norm=ptr[f"l{i}.post_norm"],
         q_norm=ptr.get(f"l{i}.q_norm", 0), k_norm=ptr.get(f"l{i}.k_norm", 0),
         k_cache=kv.k_cache(kv_index[i]) if i in kv_index else 0,
         v_cache=kv.v_cache(kv_index[i]) if i in kv_index else 0, linear=linear.get(i))

@@ -17,6 +17,7 @@ from ..core.config import LinearAttentionConfig, ModelConfig
 from ..runtime.gpu import DevicePtr, Stream
 from ..runtime.ops import KernelCache
 from ..runtime.ops import attention, embedding, gating, matmul, norm, rope
+from ..runtime.ops.matmul_quant import LinearWeight
 from .gated_deltanet import GatedDeltaNetWeights, gated_deltanet
 
 
@@ -89,21 +90,23 @@ def swiglu(kc: KernelCache, s: Stream, b: "StepBuffers", w_gate_up: DevicePtr,
 
 @dataclass(frozen=True, slots=True)
 class DenseMlp:
-    """The SwiGLU MLP of a dense layer: [gate|up] fused weight [2I, H], down [H, I]."""
+    """The SwiGLU MLP of a dense layer: [gate|up] fused weight [2I, H], down [H, I], each
+    bf16 or quantized (the LinearWeight interface)."""
 
-    gate_up: DevicePtr
-    down: DevicePtr
-    hidden: int
-    inter: int
+    gate_up: LinearWeight
+    down: LinearWeight
 
     def forward(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int) -> None:
-        swiglu(kc, s, b, self.gate_up, self.down, b.delta, t, self.hidden, self.inter)
+        self.gate_up.linear(kc, s, b.normed, b.gate_up, t, w_scratch=b.w_scratch)
+        # SwiGLU fused into the down projection's input where that measured faster
+        self.down.linear_silu(kc, s, b.gate_up, b.delta, t, act_scratch=b.act,
+                              w_scratch=b.w_scratch)
 
 
 @dataclass(frozen=True, slots=True)
 class LayerWeights:
-    qkv: DevicePtr  # attention weights and caches are 0 on a linear-attention layer
-    o: DevicePtr
+    qkv: LinearWeight | None  # attention weights (None) and caches (0) are absent on a
+    o: LinearWeight | None    # linear-attention layer
     mlp: MlpBlock
     in_norm: DevicePtr
     post_norm: DevicePtr
@@ -138,6 +141,8 @@ class StepBuffers:
     logits: DevicePtr
     part_o: DevicePtr
     part_ml: DevicePtr
+    #: bf16 [n, k] scratch a quantized weight dequantizes into for GEMM-sized steps (0: none)
+    w_scratch: DevicePtr = 0
     #: hybrid models: i32 [max_seqs] recurrent-state slot per sequence, and the
     #: linear-attention scratch (see gated_deltanet.LinearScratch); 0 for dense models
     state_slots: DevicePtr = 0
@@ -208,7 +213,8 @@ class DenseDecoderModel:
     def _attention(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
                    plan: AttentionPlan) -> None:
         d, kc = self.dims, self.kc
-        matmul.linear(kc, s, b.normed, lw.qkv, b.qkv, t, d.qkv_width, d.hidden)
+        assert lw.qkv is not None and lw.o is not None
+        lw.qkv.linear(kc, s, b.normed, b.qkv, t, w_scratch=b.w_scratch)
         rope.qk_norm_rope_kv(kc, s, b.qkv, b.q, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm,
                              self.cos_sin, b.positions, b.slots, t, d.heads, d.kv_heads,
                              d.head_dim, self.block_size, d.eps, q_pitch=d.q_pitch,
@@ -228,4 +234,4 @@ class DenseDecoderModel:
         if d.gated_attn:  # the gate of head h follows its query in the qkv row
             gating.sigmoid_gate_mul(kc, s, b.attn, b.qkv + 2 * d.head_dim, b.attn, t, d.heads,
                                     d.head_dim, d.qkv_width, d.q_pitch)
-        matmul.linear(kc, s, b.attn, lw.o, b.delta, t, d.hidden, d.q_width)
+        lw.o.linear(kc, s, b.attn, b.delta, t, w_scratch=b.w_scratch)

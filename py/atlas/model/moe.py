@@ -28,6 +28,7 @@ from ..core.dtype import DType
 from ..runtime.buffers import BufferArena
 from ..runtime.gpu import DevicePtr, Stream
 from ..runtime.ops import KernelCache, matmul
+from ..runtime.ops.matmul_quant import Bf16Linear
 from ..runtime.ops import moe as moe_ops
 from ..runtime.ops.moe_shared import shared_add
 from .loaders.moe import SHARED_GATE_ROWS
@@ -144,8 +145,9 @@ def build_mlp(cfg: ModelConfig, layer: int, ptr: Mapping[str, DevicePtr],
     """Layer `layer`'s MLP block over the uploaded weight buffers `ptr` (WeightPlan names)."""
     b, moe = f"l{layer}.", cfg.moe
     if moe is None or not moe.is_sparse(layer):
-        return DenseMlp(ptr[b + "gate_up"], ptr[b + "down"], cfg.hidden_size,
-                        cfg.intermediate_size)
+        h, inter = cfg.hidden_size, cfg.intermediate_size
+        return DenseMlp(Bf16Linear(ptr[b + "gate_up"], 2 * inter, h),
+                        Bf16Linear(ptr[b + "down"], h, inter))
     if bufs is None:
         raise ValueError(f"layer {layer} is sparse but no MoE buffers were reserved")
     shared = None

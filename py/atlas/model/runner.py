@@ -79,8 +79,11 @@ class RunnerInfo:
 
 
 def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
-                      layout: StepLayout, max_splits: int) -> None:
-    """Reserve every per-step buffer once, sized for the worst case the limits allow."""
+                      layout: StepLayout, max_splits: int, weight_scratch_bytes: int = 0) -> None:
+    """Reserve every per-step buffer once, sized for the worst case the limits allow.
+
+    `weight_scratch_bytes`: the largest bf16 copy a quantized weight dequantizes into for a
+    step of `limits.max_tokens` rows (0 for bf16 checkpoints)."""
     t, b = limits.max_tokens, limits.max_batch_size
     arena.reserve("step_i32", DType.I32, (layout.total,))
     for name, width in (("resid", dims.hidden), ("delta", dims.hidden),
@@ -92,6 +95,7 @@ def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
     arena.reserve("logits", DType.FP32, (limits.max_sample_rows, dims.vocab))
     arena.reserve("part_o", DType.FP32, (b, dims.heads, max_splits, dims.head_dim))
     arena.reserve("part_ml", DType.FP32, (b, dims.heads, max_splits, 2))
+    arena.reserve("w_scratch", DType.BF16, (-(-weight_scratch_bytes // 2),))
     if dims.linear is not None:
         la = dims.linear
         for name, width in (("lin_proj", proj_width(la)), ("lin_conv", la.conv_dim),
@@ -137,7 +141,7 @@ class ModelRunner:
             state_slots=i32 + 4 * lay.state_slots,
             **{n: arena[n] for n in ("resid", "delta", "normed", "qkv", "q", "attn",
                                      "gate_up", "act", "sample_hidden", "logits", "part_o",
-                                     "part_ml") + lin})
+                                     "part_ml", "w_scratch") + lin})
         self.host_i32 = backend.alloc_host_pinned(4 * lay.total).view(np.int32)
         self.host_ids = backend.alloc_host_pinned(4 * limits.max_sample_rows).view(np.int32)
         self.pad_slot = limits.max_batch_size  # sampler slot owned by graph padding rows

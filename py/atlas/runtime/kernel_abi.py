@@ -68,6 +68,29 @@ GEMM_SKINNY_F32OUT = S("gemm", "gemm_bf16_f32_skinny", "a:ptr w:ptr c:ptr m:u32 
 # dimension, streamed once like the GEMV; hopper only: gb10 has no gemv_mma module)
 GEMV_MMA = S("gemv_mma", "gemv_mma_bf16", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 GEMV_MMA_F32OUT = S("gemv_mma", "gemv_mma_bf16_f32", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
+# FP8 E4M3 weights [N, K] (one byte each) with f32 scales under the index map
+# scale[(n >> row_shift) * row_stride + (k >> col_shift) * col_stride] (block, per-channel or
+# per-tensor layouts; ops/matmul_quant.py builds the map), dequantized in registers.
+_FP8_SCALE = ("scale:ptr y:ptr m:u32 n:u32 k:u32 row_shift:u32 row_stride:u32 col_shift:u32 "
+              "col_stride:u32")
+GEMV_FP8 = S("gemv_fp8", "gemv_fp8_bf16", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_FP8_SINGLE = S("gemv_fp8", "gemv_fp8_bf16_single", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_SILU_FP8 = S("gemv_fp8", "gemv_silu_fp8_bf16", "gate_up:ptr w:ptr " + _FP8_SCALE)
+GEMV_SILU_FP8_SINGLE = S("gemv_fp8", "gemv_silu_fp8_bf16_single",
+                         "gate_up:ptr w:ptr " + _FP8_SCALE)
+DEQUANT_FP8 = S("gemv_fp8", "dequant_fp8_bf16",
+                "w:ptr scale:ptr w_out:ptr n:u32 k:u32 row_shift:u32 row_stride:u32 "
+                "col_shift:u32 col_stride:u32")
+# NVFP4 weights: E2M1 codes packed [N, K/2] (element 2i in the low nibble), E4M3 group scales
+# [N, K/16] (bytes), one f32 per output row (the tensor's global scale), dequantized in registers
+_NVFP4 = "scale:ptr row_scale:ptr y:ptr m:u32 n:u32 k:u32"
+GEMV_NVFP4 = S("gemv_nvfp4", "gemv_nvfp4_bf16", "x:ptr w:ptr " + _NVFP4)
+GEMV_NVFP4_SINGLE = S("gemv_nvfp4", "gemv_nvfp4_bf16_single", "x:ptr w:ptr " + _NVFP4)
+GEMV_SILU_NVFP4 = S("gemv_nvfp4", "gemv_silu_nvfp4_bf16", "gate_up:ptr w:ptr " + _NVFP4)
+GEMV_SILU_NVFP4_SINGLE = S("gemv_nvfp4", "gemv_silu_nvfp4_bf16_single",
+                           "gate_up:ptr w:ptr " + _NVFP4)
+DEQUANT_NVFP4 = S("gemv_nvfp4", "dequant_nvfp4_bf16",
+                  "w:ptr scale:ptr row_scale:ptr w_out:ptr n:u32 k:u32")
 # the same products with Hopper warpgroup MMA (kernels/hopper/common/gemm_sm90.cu, sm_90a
 # only): 128x256 tiles for prefill, launched with GEMM_SM90_SMEM bytes of dynamic shared memory
 GEMM_SM90 = S("gemm_sm90", "gemm_sm90_bf16", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")

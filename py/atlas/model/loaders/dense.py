@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from ...core.config import ModelConfig
 from ...core.dtype import DType
+from ...core.quant_config import CheckpointQuant
+from .linear_plan import LinearPlan, add_linear, stored_dtypes
 
 ALIGN = 256
 SUPPORTED_HEAD_DIMS = (64, 128)
@@ -46,6 +48,11 @@ class WeightPlan:
 
     buffers: dict[str, int] = field(default_factory=dict)
     slots: list[TensorSlot] = field(default_factory=list)
+    #: the linear weights (bf16 or quantized: see linear_plan), the checkpoint's
+    #: quantization and stored dtypes (tensor name -> safetensors dtype) they are planned by
+    linears: dict[str, LinearPlan] = field(default_factory=dict)
+    quant: CheckpointQuant = field(default_factory=CheckpointQuant)
+    stored: dict[str, str] = field(default_factory=dict)
 
     def add(self, buffer: str, parts: list[tuple[str, tuple[int, ...]]],
             dtype: DType = DType.BF16, min_bytes: int = 0) -> None:
@@ -104,20 +111,22 @@ class DenseDecoderLoader:
             if value % 16:
                 raise UnsupportedModelError(f"{name}={value} must be a multiple of 16")
 
-    def plan(self, cfg: ModelConfig, names: Container[str] = ()) -> WeightPlan:
+    def plan(self, cfg: ModelConfig, names: Container[str] = (),
+             quant: CheckpointQuant = CheckpointQuant()) -> WeightPlan:
         """Every tensor the model needs and its device buffer. `names` (the checkpoint's
-        tensor names) lets a loader pick between layouts the wild has for the same weights."""
+        tensor names) lets a loader pick between layouts the wild has for the same weights;
+        with `quant`, its dtypes say which projections are stored quantized."""
         self.check_config(cfg)
         h, d, vocab = cfg.hidden_size, cfg.head_dim, cfg.vocab_size
         q_rows, kv_rows = cfg.num_attention_heads * d, cfg.num_key_value_heads * d
-        plan = WeightPlan()
+        plan = WeightPlan(quant=quant, stored=stored_dtypes(names))
         plan.add("embed", [("model.embed_tokens.weight", (vocab, h))])
         for i in range(cfg.num_hidden_layers):
             p = f"model.layers.{i}."
-            plan.add(f"l{i}.qkv", [(p + "self_attn.q_proj.weight", (q_rows, h)),
-                                   (p + "self_attn.k_proj.weight", (kv_rows, h)),
-                                   (p + "self_attn.v_proj.weight", (kv_rows, h))])
-            plan.add(f"l{i}.o", [(p + "self_attn.o_proj.weight", (h, q_rows))])
+            add_linear(plan, f"l{i}.qkv", [(p + "self_attn.q_proj.weight", q_rows),
+                                           (p + "self_attn.k_proj.weight", kv_rows),
+                                           (p + "self_attn.v_proj.weight", kv_rows)], h)
+            add_linear(plan, f"l{i}.o", [(p + "self_attn.o_proj.weight", h)], q_rows)
             self.plan_mlp(plan, cfg, i, names)
             plan.add(f"l{i}.in_norm", [(p + "input_layernorm.weight", (h,))])
             plan.add(f"l{i}.post_norm", [(p + "post_attention_layernorm.weight", (h,))])
@@ -133,11 +142,19 @@ class DenseDecoderLoader:
                  names: Container[str]) -> None:
         """Layer `layer`'s MLP: SwiGLU with gate and up fused into one [gate|up] matrix."""
         add_swiglu(plan, f"l{layer}.", f"model.layers.{layer}.mlp.", cfg.intermediate_size,
-                   cfg.hidden_size)
+                   cfg.hidden_size, quantizable=True)
 
 
-def add_swiglu(plan: WeightPlan, buffer: str, prefix: str, inter: int, hidden: int) -> None:
-    """A SwiGLU MLP's `gate_up` [2 * inter, hidden] and `down` [hidden, inter] buffers."""
+def add_swiglu(plan: WeightPlan, buffer: str, prefix: str, inter: int, hidden: int,
+               quantizable: bool = False) -> None:
+    """A SwiGLU MLP's `gate_up` [2 * inter, hidden] and `down` [hidden, inter] buffers;
+    `quantizable`: planned as linears (a dense layer's MLP), else bf16 only (MoE shared
+    experts: their kernels read bf16)."""
+    if quantizable:
+        add_linear(plan, buffer + "gate_up", [(prefix + "gate_proj.weight", inter),
+                                              (prefix + "up_proj.weight", inter)], hidden)
+        add_linear(plan, buffer + "down", [(prefix + "down_proj.weight", hidden)], inter)
+        return
     plan.add(buffer + "gate_up", [(prefix + "gate_proj.weight", (inter, hidden)),
                                   (prefix + "up_proj.weight", (inter, hidden))])
     plan.add(buffer + "down", [(prefix + "down_proj.weight", (hidden, inter))])

@@ -14,7 +14,9 @@ from collections.abc import Container
 
 from ...core.config import ModelConfig
 from ...runtime.ops.linear_attention import CONV_MAX_KERNEL, DELTA_DV_TILE, DELTA_MAX_DK
+from ...core.quant_config import CheckpointQuant
 from .dense import DenseDecoderLoader, UnsupportedModelError, WeightPlan
+from .linear_plan import add_linear, stored_dtypes
 
 #: head dims of the hybrid family's full attention (attention.cu instantiations)
 HYBRID_HEAD_DIMS = (64, 128, 256)
@@ -66,23 +68,26 @@ class Qwen35Loader(DenseDecoderLoader):
                 "a multiple of 16")
         super().check_config(cfg)
 
-    def plan(self, cfg: ModelConfig, names: Container[str] = ()) -> WeightPlan:
+    def plan(self, cfg: ModelConfig, names: Container[str] = (),
+             quant: CheckpointQuant = CheckpointQuant()) -> WeightPlan:
+        """As DenseDecoderLoader.plan; attention and MLP projections may be quantized (the
+        linear-attention projections load as bf16)."""
         self.check_config(cfg)
         la = cfg.linear_attention
         assert la is not None
         h, d, vocab = cfg.hidden_size, cfg.head_dim, cfg.vocab_size
         pre = text_prefix(cfg)
-        plan = WeightPlan()
+        plan = WeightPlan(quant=quant, stored=stored_dtypes(names))
         plan.add("embed", [(pre + "embed_tokens.weight", (vocab, h))])
         for i, kind in enumerate(cfg.layer_types):
             p = f"{pre}layers.{i}."
             if kind == "full_attention":
                 q_rows, kv_rows = 2 * cfg.num_attention_heads * d, cfg.num_key_value_heads * d
-                plan.add(f"l{i}.qkv", [(p + "self_attn.q_proj.weight", (q_rows, h)),
-                                       (p + "self_attn.k_proj.weight", (kv_rows, h)),
-                                       (p + "self_attn.v_proj.weight", (kv_rows, h))])
-                plan.add(f"l{i}.o", [(p + "self_attn.o_proj.weight",
-                                      (h, cfg.num_attention_heads * d))])
+                add_linear(plan, f"l{i}.qkv", [(p + "self_attn.q_proj.weight", q_rows),
+                                               (p + "self_attn.k_proj.weight", kv_rows),
+                                               (p + "self_attn.v_proj.weight", kv_rows)], h)
+                add_linear(plan, f"l{i}.o", [(p + "self_attn.o_proj.weight", h)],
+                           cfg.num_attention_heads * d)
                 plan.add(f"l{i}.q_norm", [(p + "self_attn.q_norm.weight", (d,))])
                 plan.add(f"l{i}.k_norm", [(p + "self_attn.k_norm.weight", (d,))])
             else:
@@ -107,7 +112,7 @@ class Qwen35Loader(DenseDecoderLoader):
     def plan_mlp(self, plan: WeightPlan, cfg: ModelConfig, i: int, p: str) -> None:
         """The dense SwiGLU MLP of layer i (an MoE family overrides this)."""
         h, inter = cfg.hidden_size, cfg.intermediate_size
-        plan.add(f"l{i}.gate_up", [(p + "mlp.gate_proj.weight", (inter, h)),
-                                   (p + "mlp.up_proj.weight", (inter, h))])
-        plan.add(f"l{i}.down", [(p + "mlp.down_proj.weight", (h, inter))])
+        add_linear(plan, f"l{i}.gate_up", [(p + "mlp.gate_proj.weight", inter),
+                                           (p + "mlp.up_proj.weight", inter)], h)
+        add_linear(plan, f"l{i}.down", [(p + "mlp.down_proj.weight", h)], inter)
 

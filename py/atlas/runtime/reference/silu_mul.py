@@ -14,11 +14,17 @@ from ..kernel_abi import SILU_MUL
 from . import HostMemory, reference
 
 
-@reference(SILU_MUL)
-def silu_mul_bf16(mem: HostMemory, grid: Dim3, block: Dim3, gate_up: int, out: int, rows: int,
-                  inter: int) -> None:
-    gu = bf16_bits_to_f32(mem.view(gate_up, np.uint16, rows * 2 * inter)).reshape(rows, 2 * inter)
+def swiglu_rows(gate_up: np.ndarray, inter: int) -> np.ndarray:
+    """bf16 bits [rows, inter] of SwiGLU over bf16 bits [rows, 2 * inter] = [gate | up]."""
+    gu = bf16_bits_to_f32(gate_up).reshape(-1, 2 * inter)
     gate, up = gu[:, :inter], gu[:, inter:]
     with np.errstate(over="ignore"):  # exp(-g) -> inf gives silu = -0, as on the GPU
         silu = gate / (np.float32(1.0) + np.exp(-gate))
-    mem.view(out, np.uint16, rows * inter)[:] = f32_to_bf16_bits(round_bf16(silu) * up).reshape(-1)
+    return f32_to_bf16_bits(round_bf16(silu) * up)
+
+
+@reference(SILU_MUL)
+def silu_mul_bf16(mem: HostMemory, grid: Dim3, block: Dim3, gate_up: int, out: int, rows: int,
+                  inter: int) -> None:
+    bits = swiglu_rows(mem.view(gate_up, np.uint16, rows * 2 * inter), inter)
+    mem.view(out, np.uint16, rows * inter)[:] = bits.reshape(-1)

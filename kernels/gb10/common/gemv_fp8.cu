@@ -1,0 +1,1 @@
+../../hopper/common/gemv_fp8.cu

@@ -1,0 +1,1 @@
+../../hopper/common/gemv_nvfp4.cu

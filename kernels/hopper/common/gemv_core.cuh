@@ -1,0 +1,220 @@
+// The decode GEMV's machinery, shared by every weight format: y[m, n] = sum_k x[m, k] *
+// w[n, k] for 1 <= m <= 8 rows of x, w streamed from HBM exactly once.
+//
+// A block owns kRowsPerBlock consecutive weight rows and spreads K over its threads, one
+// 16-byte weight chunk per thread per row, kUnroll chunks per row in flight before the
+// first use (atlas::ld_stream: weights are never re-read). x is small and
+// re-read by every block through L1/L2. Each thread keeps M x kRowsPerBlock f32
+// accumulators; the block reduces them deterministically (warp reduce-scatter, then a
+// fixed-order sum over warps in shared memory), and the output is rounded once.
+//
+// A weight format (policy `W`) says how many 8-value x chunks one 16-byte weight chunk
+// covers (kSub: 1 for bf16, 2 for FP8, 4 for NVFP4), how to widen a chunk to f32 and, if
+// kScaled, the scales of a (row, chunk): the chunk splits into kGroups equal scale groups
+// (1, or 2 for NVFP4's 16-value groups) and each group's dot product is multiplied by its
+// scale before accumulation.
+// An x policy (`XLoad`) loads 8 values of row m at x chunk c (plain, or SwiGLU computed on
+// the fly from gate_up).
+#pragma once
+
+#include "atlas_common.cuh"
+#include "bf16_vec.cuh"
+
+namespace atlas::gemv {
+
+constexpr int kRowsPerBlock = 4;  // ops/matmul.py GEMV_ROWS_PER_BLOCK
+constexpr int kMaxThreads = 256;  // ops/matmul.py GEMV_MAX_THREADS
+constexpr int kMaxAcc = 8 * kRowsPerBlock;
+constexpr int kUnroll = 2;  // chunks per row each thread has in flight per iteration
+
+__host__ __device__ constexpr int pow2_at_least(int v) { return v <= 1 ? 1 : 2 * pow2_at_least((v + 1) / 2); }
+__host__ __device__ constexpr int log2_exact(int v) { return v <= 1 ? 0 : 1 + log2_exact(v / 2); }
+
+// One halving stage of warp_reduce_scatter: lanes with `kOffset` set keep values
+// [kHalf, 2 kHalf) and send [0, kHalf) to their partner, which keeps the other half; the
+// kept half moves to a[0, kHalf). Recurses with compile-time indices (no local memory).
+template <int kHalf, int kOffset, int V>
+__device__ __forceinline__ void reduce_scatter_stage(float (&a)[V], int lane) {
+  if constexpr (kHalf >= 1) {
+    const bool upper = (lane & kOffset) != 0;
+#pragma unroll
+    for (int i = 0; i < kHalf; ++i) {
+      const float send = upper ? a[i] : a[i + kHalf];
+      const float keep = upper ? a[i + kHalf] : a[i];
+      a[i] = keep + __shfl_xor_sync(0xffffffffu, send, kOffset);
+    }
+    reduce_scatter_stage<kHalf / 2, kOffset / 2>(a, lane);
+  }
+}
+
+// Sum V values over the warp in V - 1 + (5 - log2 V) shuffles instead of 5 V. Lane l ends
+// with the warp total of value l >> (5 - log2 V).
+template <int V>
+__device__ __forceinline__ float warp_reduce_scatter(float (&a)[V], int lane) {
+  static_assert(V >= 1 && V <= 32 && (V & (V - 1)) == 0, "V must be a power of two <= 32");
+  reduce_scatter_stage<V / 2, 16>(a, lane);
+  float v = a[0];
+#pragma unroll
+  for (int offset = 16 / V; offset >= 1; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// ---- x load policies: chunk c (8 bf16) of row m of the GEMV's input, widened to f32 ----
+struct PlainX {  // x [m, k] bf16
+  const uint4* x;
+  int kc;  // 16-byte chunks per row
+  __device__ __forceinline__ void load(int m, int c, float (&xf)[8]) const {
+    atlas::unpack_bf16x8(__ldg(x + static_cast<size_t>(m) * kc + c), xf);
+  }
+};
+
+struct SwigluX {  // x = bf16(bf16(silu(gate)) * up), gate_up [m, 2k] = [gate | up] bf16
+  const uint4* gate_up;
+  int kc;
+  __device__ __forceinline__ void load(int m, int c, float (&xf)[8]) const {
+    const uint4* gate = gate_up + static_cast<size_t>(m) * 2 * kc;
+    atlas::unpack_bf16x8(atlas::swiglu_bf16x8(__ldg(gate + c), __ldg(gate + kc + c)), xf);
+  }
+};
+
+__device__ __forceinline__ PlainX plain_x(const __nv_bfloat16* x, uint32_t k) {
+  return {reinterpret_cast<const uint4*>(x), static_cast<int>(k >> 3)};
+}
+
+__device__ __forceinline__ SwigluX swiglu_x(const __nv_bfloat16* gate_up, uint32_t k) {
+  return {reinterpret_cast<const uint4*>(gate_up), static_cast<int>(k >> 3)};
+}
+
+// ---- weight formats ---------------------------------------------------------------------
+struct Bf16W {  // w [n, k] bf16: 8 values a chunk, no scale
+  static constexpr int kSub = 1;
+  static constexpr int kGroups = 1;
+  static constexpr bool kScaled = false;
+  __device__ __forceinline__ void widen(const uint4& v, int, float (&wf)[8]) const {
+    atlas::unpack_bf16x8(v, wf);
+  }
+  __device__ __forceinline__ void chunk_scales(int, int, float (&s)[1]) const { s[0] = 1.f; }
+};
+
+// kUnroll chunks of each of the block's rows, starting at chunk c0 (zeros past the row end).
+__device__ __forceinline__ void load_weight_tile(uint4 (&wv)[kUnroll][kRowsPerBlock],
+                                                 const uint4* const (&wrow)[kRowsPerBlock],
+                                                 int c0, int kc) {
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int c = c0 + u * static_cast<int>(blockDim.x);
+#pragma unroll
+    for (int r = 0; r < kRowsPerBlock; ++r)
+      wv[u][r] = c < kc ? atlas::ld_stream(wrow[r] + c) : make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
+template <int M, bool kF32Out, class XLoad, class W>
+__device__ __forceinline__ void gemv_rows(XLoad xload, W fmt, const void* __restrict__ w,
+                                          void* __restrict__ y, int n, int k,
+                                          float (*partial)[kMaxAcc]) {
+  constexpr int V = pow2_at_least(M) * kRowsPerBlock;  // accumulator (m, r) at m * 4 + r
+  constexpr int kVals = 8 * W::kSub;                   // weight values per 16-byte chunk
+  constexpr int kSubPerGroup = W::kSub / W::kGroups;   // x chunks under one scale
+  static_assert(W::kSub % W::kGroups == 0, "scale groups must split a chunk evenly");
+  const int kc = k >> log2_exact(kVals);
+  const int row0 = blockIdx.x * kRowsPerBlock;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const uint4* wrow[kRowsPerBlock];
+#pragma unroll
+  for (int r = 0; r < kRowsPerBlock; ++r)  // rows past n re-read row n-1; never stored
+    wrow[r] = reinterpret_cast<const uint4*>(w) + static_cast<size_t>(min(row0 + r, n - 1)) * kc;
+
+  float acc[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) acc[i] = 0.f;
+
+  // The first tile of weights is requested before waiting on the previous kernel (weights
+  // are never written by a kernel), so its DRAM round trip overlaps that kernel's tail.
+  uint4 wv[kUnroll][kRowsPerBlock];
+  load_weight_tile(wv, wrow, threadIdx.x, kc);
+  atlas::pdl_enter();
+  for (int c0 = threadIdx.x; c0 < kc; c0 += kUnroll * blockDim.x) {
+    if (c0 != static_cast<int>(threadIdx.x)) load_weight_tile(wv, wrow, c0, kc);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int c = c0 + u * blockDim.x;
+      if (c >= kc) break;
+      // One scale group's values widened at a time (all of the chunk when kGroups == 1),
+      // used by every x row before the next group's: bounds the f32 weights in registers.
+      float wf[kRowsPerBlock][kVals / W::kGroups];
+      float sc[kRowsPerBlock][W::kGroups];
+#pragma unroll
+      for (int r = 0; r < kRowsPerBlock; ++r) {
+        fmt.widen(wv[u][r], 0, wf[r]);
+        fmt.chunk_scales(min(row0 + r, n - 1), c, sc[r]);
+      }
+#pragma unroll
+      for (int g = 0; g < W::kGroups; ++g) {
+        if (g > 0) {
+#pragma unroll
+          for (int r = 0; r < kRowsPerBlock; ++r) fmt.widen(wv[u][r], g, wf[r]);
+        }
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          float dot[kRowsPerBlock];
+#pragma unroll
+          for (int r = 0; r < kRowsPerBlock; ++r)
+            dot[r] = W::kScaled ? 0.f : acc[m * kRowsPerBlock + r];
+#pragma unroll
+          for (int jj = 0; jj < kSubPerGroup; ++jj) {
+            const int j = g * kSubPerGroup + jj;
+            float xf[8];
+            xload.load(m, c * W::kSub + j, xf);
+#pragma unroll
+            for (int r = 0; r < kRowsPerBlock; ++r)
+#pragma unroll
+              for (int e = 0; e < 8; ++e) dot[r] = fmaf(xf[e], wf[r][8 * jj + e], dot[r]);
+          }
+#pragma unroll
+          for (int r = 0; r < kRowsPerBlock; ++r)
+            acc[m * kRowsPerBlock + r] =
+                W::kScaled ? fmaf(dot[r], sc[r][g], acc[m * kRowsPerBlock + r]) : dot[r];
+        }
+      }
+    }
+  }
+
+  const float v = warp_reduce_scatter<V>(acc, lane);
+  constexpr int kLanesPerValue = 32 / V;
+  if ((lane & (kLanesPerValue - 1)) == 0) partial[warp][lane >> log2_exact(kLanesPerValue)] = v;
+  __syncthreads();
+  const int t = threadIdx.x;
+  if (t < M * kRowsPerBlock) {
+    const int m = t / kRowsPerBlock, row = row0 + t % kRowsPerBlock;
+    float sum = 0.f;
+    for (int i = 0; i < (blockDim.x >> 5); ++i) sum += partial[i][t];
+    if (row < n) {
+      const size_t at = static_cast<size_t>(m) * n + row;
+      if (kF32Out)  // logits: the bf16-rounded value, widened (transformers' bf16 LM head)
+        static_cast<float*>(y)[at] = atlas::round_bf16(sum);
+      else
+        static_cast<__nv_bfloat16*>(y)[at] = atlas::f32_to_bf16(sum);
+    }
+  }
+}
+
+// One instantiation per row count, chosen at run time (the batch size of the step).
+template <bool kF32Out, class XLoad, class W>
+__device__ __forceinline__ void gemv_any_m(XLoad xload, W fmt, const void* w, void* y,
+                                           uint32_t m, uint32_t n, uint32_t k,
+                                           float (*partial)[kMaxAcc]) {
+  switch (m) {
+    case 1: gemv_rows<1, kF32Out>(xload, fmt, w, y, n, k, partial); break;
+    case 2: gemv_rows<2, kF32Out>(xload, fmt, w, y, n, k, partial); break;
+    case 3: gemv_rows<3, kF32Out>(xload, fmt, w, y, n, k, partial); break;
+    case 4: gemv_rows<4, kF32Out>(xload, fmt, w, y, n, k, partial); break;
+    case 5: gemv_rows<5, kF32Out>(xload, fmt, w, y, n, k, partial); break;
+    case 6: gemv_rows<6, kF32Out>(xload, fmt, w, y, n, k, partial); break;
+    case 7: gemv_rows<7, kF32Out>(xload, fmt, w, y, n, k, partial); break;
+    case 8: gemv_rows<8, kF32Out>(xload, fmt, w, y, n, k, partial); break;
+    default: __trap();  // ops/matmul.py routes m > 8 to the GEMM
+  }
+}
+
+}  // namespace atlas::gemv

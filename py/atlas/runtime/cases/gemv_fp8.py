@@ -1,0 +1,72 @@
+"""Check cases for the FP8-weight GEMV: the three scale layouts (128x128 blocks, per channel,
+per tensor), every M from 1 to 8, ragged N and partial scale blocks, the fused SwiGLU down
+projection, the dequantize kernel and the GEMM fallback for more rows."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.dtype import DType
+from ...core.numerics import f32_to_fp8_e4m3
+from ...core.quant import Fp8ScaleMap, dequantize_fp8
+from ..gpu import DevicePtr, GpuBackend, Stream
+from ..kernel_check import KernelCase, OutputSpec, kernel_cases
+from ..ops import KernelCache, matmul_quant
+from ..ops.matmul_quant import Fp8Weight
+from .quant_linear import quant_linear_case
+
+
+def random_fp8(rng: np.random.Generator, n: int, k: int, layout: str
+               ) -> tuple[np.ndarray, np.ndarray, Fp8ScaleMap]:
+    """Codes spanning E4M3's range (subnormals included) and positive scales that keep
+    outputs O(1): (codes uint8 [n, k], scales float32, map)."""
+    smap = {"block": lambda: Fp8ScaleMap.block(n, k), "channel": lambda: Fp8ScaleMap.channel(n),
+            "tensor": Fp8ScaleMap.tensor}[layout]()
+    codes = f32_to_fp8_e4m3(rng.standard_normal((n, k)).astype(np.float32) * 60.0)
+    scales = (rng.uniform(0.5, 2.0, smap.shape or (1,)) / (60.0 * k ** 0.5)).astype(np.float32)
+    return codes, scales.reshape(smap.shape), smap
+
+
+def fp8_linear_case(rng: np.random.Generator, layout: str, m: int, n: int, k: int,
+                    silu: bool = False) -> KernelCase:
+    codes, scales, smap = random_fp8(rng, n, k, layout)
+    return quant_linear_case(
+        rng, f"gemv_fp8{'_silu' if silu else ''} {layout} m{m} n{n} k{k}", "gemv_fp8", m, n, k,
+        silu, {"w": codes, "s": scales.reshape(-1)},
+        lambda p: Fp8Weight(p["w"], p["s"], n, k, smap),
+        lambda v: dequantize_fp8(v["w"], v["s"].reshape(smap.shape), smap))
+
+
+def dequant_case(rng: np.random.Generator, n: int, k: int) -> KernelCase:
+    codes, scales, smap = random_fp8(rng, n, k, "block")
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        matmul_quant.dequant_fp8(KernelCache(backend), stream,
+                                 Fp8Weight(p["w"], p["s"], n, k, smap), p["out"])
+
+    def oracle(v: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {"out": dequantize_fp8(v["w"], v["s"].reshape(smap.shape), smap)}
+
+    return KernelCase(f"dequant_fp8 block n{n} k{k}", "gemv_fp8",
+                      {"w": codes, "s": scales.reshape(-1)},
+                      {"out": OutputSpec(DType.BF16, (n, k))}, run, oracle)
+
+
+#: (layout, m, n, k): Qwen3-8B and -0.6B projection widths, ragged N, a K that ends inside a
+#: 128-column scale block (k = 1040), N not a multiple of the 128-row blocks, every M
+FP8_SHAPES = [("block", 1, 4096, 4096), ("block", 3, 1001, 1040), ("block", 8, 259, 2048),
+              ("channel", 1, 2048, 1024), ("channel", 5, 130, 4096), ("tensor", 2, 515, 512),
+              ("tensor", 7, 33, 3072), ("block", 4, 6144, 4096), ("block", 6, 64, 16)]
+
+
+@kernel_cases("gemv_fp8")
+def gemv_fp8_cases(rng: np.random.Generator) -> list[KernelCase]:
+    cases = [fp8_linear_case(rng, *shape) for shape in FP8_SHAPES]
+    cases += [fp8_linear_case(rng, "block", 1, 1024, 3072, silu=True),
+              fp8_linear_case(rng, "channel", 8, 257, 2048, silu=True),
+              fp8_linear_case(rng, "block", 12, 256, 1024),  # two GEMV passes
+              fp8_linear_case(rng, "block", 16, 384, 1024, silu=True),
+              fp8_linear_case(rng, "block", 40, 256, 1024),  # dequantize + GEMM
+              fp8_linear_case(rng, "channel", 48, 384, 1024, silu=True),
+              dequant_case(rng, 300, 1040)]
+    return cases

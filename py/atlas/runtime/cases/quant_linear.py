@@ -1,0 +1,56 @@
+"""The check case of a quantized linear, whatever the format: y = x @ dequant(w).T through
+`matmul_quant.linear_quant` (or `linear_silu_quant` with the SwiGLU input), GEMV passes of
+up to 8 rows or dequantize + GEMM (`gemv_passes` decides), against a float64 oracle.
+`weight_inputs` are the weight's host arrays: their bytes are what the device weight
+streams, so the case predicts the route the launch builder takes."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ...core.dtype import DType
+from ...core.numerics import bf16_bits_to_f32, round_bf16
+from ..gpu import DevicePtr, GpuBackend, Stream
+from ..kernel_check import KernelCase, OutputSpec
+from ..ops import KernelCache, matmul_quant
+from .gemv import TENSOR_CORE_K_TOL, random_bf16, swiglu_oracle
+
+#: the device weight from the case's buffers (p: name -> device pointer)
+WeightFn = Callable[[dict[str, DevicePtr]], matmul_quant.QuantWeight]
+#: the exact float64 [n, k] weight from the case's host inputs
+DequantFn = Callable[[dict[str, np.ndarray]], np.ndarray]
+
+
+def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, n: int,
+                      k: int, silu: bool, weight_inputs: dict[str, np.ndarray],
+                      weight: WeightFn, dequant: DequantFn) -> KernelCase:
+    x_name = "gate_up" if silu else "x"
+    inputs = {x_name: random_bf16(rng, (m, 2 * k if silu else k), 4.0 if silu else 1.0),
+              **weight_inputs}
+    wbytes = sum(a.nbytes for a in weight_inputs.values())
+    gemm = not matmul_quant.gemv_passes(wbytes, n, k, m)
+    if gemm:
+        inputs["scratch"] = np.zeros((n, k), np.uint16)
+        if silu:
+            inputs["act"] = np.zeros((m, k), np.uint16)
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        kc = KernelCache(backend)
+        if silu:
+            matmul_quant.linear_silu_quant(kc, stream, p["gate_up"], weight(p), p["y"], m,
+                                           p.get("act"), p.get("scratch"))
+        else:
+            matmul_quant.linear_quant(kc, stream, p["x"], weight(p), p["y"], m,
+                                      p.get("scratch"))
+
+    def oracle(v: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        xf = swiglu_oracle(v["gate_up"]) if silu else bf16_bits_to_f32(v["x"]).astype(np.float64)
+        w = dequant(v)
+        if gemm:  # the GEMM path's specification: weights dequantized to bf16 first
+            w = round_bf16(w.astype(np.float32)).astype(np.float64)
+        return {"y": xf @ w.T}
+
+    return KernelCase(name, module, inputs, {"y": OutputSpec(DType.BF16, (m, n))}, run, oracle,
+                      reference_abs_tol=TENSOR_CORE_K_TOL * k if gemm else 0.0)

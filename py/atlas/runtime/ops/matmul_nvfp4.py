@@ -1,0 +1,61 @@
+"""Launch builders for NVFP4 weights (kernels/hopper/common/gemv_nvfp4.cu).
+
+An NVFP4 weight [n, k] is three device tensors: E2M1 codes packed two a byte [n, k / 2],
+E4M3 group scales [n, k / 16] and a float32 scale per output row (the checkpoint's
+per-tensor global scale, repeated over that tensor's rows so fused parts keep their own).
+`Nvfp4Weight` is a `QuantWeight`: wrap it in `matmul_quant.QuantLinear` for model layers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..gpu import DevicePtr, Stream
+from ..kernel_abi import (DEQUANT_NVFP4, GEMV_NVFP4, GEMV_NVFP4_SINGLE, GEMV_SILU_NVFP4,
+                          GEMV_SILU_NVFP4_SINGLE)
+from . import KernelCache
+from .matmul import GEMV_MAX_M, GEMV_MAX_THREADS, GEMV_ROWS_PER_BLOCK
+
+#: values per 16-byte chunk of packed codes (one chunk per thread per row)
+CHUNK_VALUES = 32
+
+
+@dataclass(frozen=True, slots=True)
+class Nvfp4Weight:
+    """Device NVFP4 weight: packed codes, E4M3 group scales, float32 row scales."""
+
+    codes: DevicePtr
+    scales: DevicePtr
+    row_scales: DevicePtr
+    n: int
+    k: int
+
+    def __post_init__(self) -> None:
+        if self.n < 1 or self.k < CHUNK_VALUES or self.k % CHUNK_VALUES:
+            raise ValueError(f"NVFP4 weight [{self.n}, {self.k}]: k must be a positive "
+                             f"multiple of {CHUNK_VALUES}")
+        if self.codes % 16 or self.scales % 2 or self.row_scales % 4:
+            raise ValueError(f"NVFP4 weight: codes {self.codes:#x} must be 16-byte, scales "
+                             f"{self.scales:#x} 2-byte, row scales {self.row_scales:#x} "
+                             "4-byte aligned")
+
+    @property
+    def nbytes(self) -> int:
+        return self.n * self.k // 2 + self.n * self.k // 16 + 4 * self.n
+
+    def gemv(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
+             silu: bool = False) -> None:
+        """y[m, n] = x @ dequant(w).T (x = swiglu(gate_up) when `silu`), 1 <= m <= 8."""
+        if not 1 <= m <= GEMV_MAX_M:
+            raise ValueError(f"gemv_nvfp4: m={m} must be in 1..{GEMV_MAX_M}")
+        sig = ((GEMV_SILU_NVFP4_SINGLE if m == 1 else GEMV_SILU_NVFP4) if silu
+               else (GEMV_NVFP4_SINGLE if m == 1 else GEMV_NVFP4))
+        threads = min(GEMV_MAX_THREADS, max(32, -(-(self.k // CHUNK_VALUES) // 32) * 32))
+        kc.get(sig)(stream, -(-self.n // GEMV_ROWS_PER_BLOCK), threads, 0, x, self.codes,
+                    self.scales, self.row_scales, y, m, self.n, self.k)
+
+    def dequant(self, kc: KernelCache, stream: Stream, out: DevicePtr) -> None:
+        """out[n, k] bf16 = bf16(e2m1 * f32(e4m3(scale) * row scale)), for the GEMM path."""
+        chunks = self.n * (self.k // CHUNK_VALUES)
+        kc.get(DEQUANT_NVFP4)(stream, -(-chunks // 256), 256, 0, self.codes, self.scales,
+                              self.row_scales, out, self.n, self.k)

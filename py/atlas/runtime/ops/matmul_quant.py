@@ -1,0 +1,215 @@
+"""Launch builders for products with quantized weights: y[m, n] = x[m, k] @ dequant(w)[n, k].T.
+
+Every format (FP8 E4M3 here, in any `Fp8ScaleMap` layout; NVFP4 in matmul_nvfp4.py) works
+the same way: decode batches stream the quantized bytes through the format's GEMV
+(dequantized in registers), 8 rows a pass while passes move fewer bytes than the other
+route (`gemv_passes`); larger row counts dequantize the tensor into a bf16 scratch buffer
+the caller owns and run the bf16 `linear` on it. The down projection has the
+same SwiGLU fusion as the bf16 GEMV. `QuantLinear` wraps any format behind the interface
+of `Bf16Linear`, so model layers never see the format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from ...core.quant import Fp8ScaleMap
+from ..gpu import DevicePtr, Stream
+from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_SINGLE, GEMV_SILU_FP8,
+                          GEMV_SILU_FP8_SINGLE)
+from . import KernelCache
+from .activation import silu_mul
+from .matmul import GEMV_MAX_M, GEMV_MAX_THREADS, GEMV_ROWS_PER_BLOCK, linear, linear_silu
+
+
+@dataclass(frozen=True, slots=True)
+class Fp8Weight:
+    """A device FP8 weight: codes [n, k] (one byte each), float32 scales, their index map."""
+
+    codes: DevicePtr
+    scales: DevicePtr
+    n: int
+    k: int
+    smap: Fp8ScaleMap
+
+    def __post_init__(self) -> None:
+        if self.n < 1 or self.k < 16 or self.k % 16:
+            raise ValueError(f"FP8 weight [{self.n}, {self.k}]: k must be a positive "
+                             "multiple of 16")
+        if self.smap.col_stride and self.smap.col_shift < 4:
+            raise ValueError("FP8 scale blocks must span at least 16 columns")
+        if self.codes % 16:
+            raise ValueError(f"FP8 codes pointer {self.codes:#x} is not 16-byte aligned")
+
+    @property
+    def map_args(self) -> tuple[int, int, int, int]:
+        s = self.smap
+        return (s.row_shift, s.row_stride, s.col_shift, s.col_stride)
+
+    @property
+    def nbytes(self) -> int:
+        shape = self.smap.shape
+        return self.n * self.k + 4 * (int(np.prod(shape)) if shape else 1)
+
+    def gemv(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
+             silu: bool = False) -> None:
+        (gemv_silu_fp8 if silu else gemv_fp8)(kc, stream, x, self, y, m)
+
+    def dequant(self, kc: KernelCache, stream: Stream, out: DevicePtr) -> None:
+        dequant_fp8(kc, stream, self, out)
+
+
+def gemv_fp8_threads(k: int) -> int:
+    """Threads per block: one 16-value chunk of each row per thread, up to 256."""
+    return min(GEMV_MAX_THREADS, max(32, -(-(k // 16) // 32) * 32))
+
+
+def _check_rows(name: str, m: int) -> None:
+    if not 1 <= m <= GEMV_MAX_M:
+        raise ValueError(f"{name}: m={m} must be in 1..{GEMV_MAX_M}")
+
+
+def gemv_fp8(kc: KernelCache, stream: Stream, x: DevicePtr, w: Fp8Weight, y: DevicePtr,
+             m: int, single: bool | None = None) -> None:
+    """y[m, n] = x[m, k] @ dequant(w).T for 1 <= m <= 8 (bf16 x and y)."""
+    _check_rows("gemv_fp8", m)
+    single = m == 1 if single is None else single
+    sig = GEMV_FP8_SINGLE if single else GEMV_FP8
+    kc.get(sig)(stream, -(-w.n // GEMV_ROWS_PER_BLOCK), gemv_fp8_threads(w.k), 0, x, w.codes,
+                w.scales, y, m, w.n, w.k, *w.map_args)
+
+
+def gemv_silu_fp8(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: Fp8Weight,
+                  y: DevicePtr, m: int, single: bool | None = None) -> None:
+    """y = swiglu(gate_up[m, 2k]) @ dequant(w).T for 1 <= m <= 8, in one launch."""
+    _check_rows("gemv_silu_fp8", m)
+    single = m == 1 if single is None else single
+    sig = GEMV_SILU_FP8_SINGLE if single else GEMV_SILU_FP8
+    kc.get(sig)(stream, -(-w.n // GEMV_ROWS_PER_BLOCK), gemv_fp8_threads(w.k), 0, gate_up,
+                w.codes, w.scales, y, m, w.n, w.k, *w.map_args)
+
+
+def dequant_fp8(kc: KernelCache, stream: Stream, w: Fp8Weight, out: DevicePtr) -> None:
+    """out[n, k] bf16 = bf16(e4m3(codes) * scale), for the GEMM path."""
+    chunks = w.n * (w.k // 16)
+    kc.get(DEQUANT_FP8)(stream, -(-chunks // 256), 256, 0, w.codes, w.scales, out, w.n, w.k,
+                        *w.map_args)
+
+
+class QuantWeight(Protocol):
+    """What a quantized weight format provides: its GEMV (plain or with the SwiGLU input
+    fused) for decode rows, and a dequantize into bf16 [n, k] for the GEMM path."""
+
+    n: int
+    k: int
+
+    @property
+    def nbytes(self) -> int: ...  # codes and scales: what one GEMV pass streams
+
+    def gemv(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
+             silu: bool = False) -> None: ...
+
+    def dequant(self, kc: KernelCache, stream: Stream, out: DevicePtr) -> None: ...
+
+
+def gemv_passes(weight_bytes: int, n: int, k: int, m: int) -> int:
+    """How many GEMV launches of up to 8 rows compute m rows; 0: dequantize + GEMM instead.
+
+    Each pass streams the quantized weight once; the GEMM path streams it once, then writes
+    and reads a bf16 copy (4 bytes a value). Passes run while they move no more bytes: up to
+    40 rows for FP8, 64 for NVFP4 (decode batches), never for prefill chunks."""
+    passes = -(-m // GEMV_MAX_M)
+    return passes if passes * weight_bytes <= weight_bytes + 4 * n * k else 0
+
+
+def _gemv_rows(kc: KernelCache, stream: Stream, x: DevicePtr, x_row_bytes: int,
+               w: QuantWeight, y: DevicePtr, m: int, silu: bool) -> None:
+    for r in range(0, m, GEMV_MAX_M):
+        w.gemv(kc, stream, x + r * x_row_bytes, y + r * 2 * w.n, min(GEMV_MAX_M, m - r), silu)
+
+
+def linear_quant(kc: KernelCache, stream: Stream, x: DevicePtr, w: QuantWeight, y: DevicePtr,
+                 m: int, scratch: DevicePtr | None = None) -> None:
+    """y = x @ dequant(w).T for any m: GEMV passes (`gemv_passes`), else dequantize into
+    `scratch` (bf16 [n, k], graph-stable) and the bf16 GEMM."""
+    if gemv_passes(w.nbytes, w.n, w.k, m):
+        _gemv_rows(kc, stream, x, 2 * w.k, w, y, m, silu=False)
+        return
+    if not scratch:
+        raise ValueError(f"quantized linear: m={m} > {GEMV_MAX_M} needs a bf16 [n, k] "
+                         "scratch buffer")
+    w.dequant(kc, stream, scratch)
+    linear(kc, stream, x, scratch, y, m, w.n, w.k)
+
+
+def linear_silu_quant(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: QuantWeight,
+                      y: DevicePtr, m: int, act_scratch: DevicePtr | None = None,
+                      w_scratch: DevicePtr | None = None) -> None:
+    """The down projection: SwiGLU fused into the GEMV passes, else silu_mul into
+    `act_scratch` ([m, k] bf16) and `linear_quant` through `w_scratch`."""
+    if gemv_passes(w.nbytes, w.n, w.k, m):
+        _gemv_rows(kc, stream, gate_up, 4 * w.k, w, y, m, silu=True)
+        return
+    if not act_scratch:
+        raise ValueError(f"quantized linear_silu: m={m} needs an activation scratch buffer")
+    silu_mul(kc, stream, gate_up, act_scratch, m, w.k)
+    linear_quant(kc, stream, act_scratch, w, y, m, w_scratch)
+
+
+@dataclass(frozen=True, slots=True)
+class Bf16Linear:
+    """A bf16 weight [n, k] behind the same interface as the quantized ones."""
+
+    ptr: DevicePtr
+    n: int
+    k: int
+
+    def scratch_bytes(self, m: int) -> int:
+        return 0
+
+    def linear(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
+               out_f32: bool = False, w_scratch: DevicePtr | None = None) -> None:
+        linear(kc, stream, x, self.ptr, y, m, self.n, self.k, out_f32)
+
+    def linear_silu(self, kc: KernelCache, stream: Stream, gate_up: DevicePtr, y: DevicePtr,
+                    m: int, act_scratch: DevicePtr | None = None,
+                    w_scratch: DevicePtr | None = None) -> None:
+        linear_silu(kc, stream, gate_up, self.ptr, y, m, self.n, self.k, scratch=act_scratch)
+
+
+@dataclass(frozen=True, slots=True)
+class QuantLinear:
+    """A quantized weight (FP8, NVFP4): the GEMV reads its codes for decode batches; larger
+    row counts dequantize it into the caller's bf16 [n, k] scratch first."""
+
+    w: QuantWeight
+
+    @property
+    def n(self) -> int:
+        return self.w.n
+
+    @property
+    def k(self) -> int:
+        return self.w.k
+
+    def scratch_bytes(self, m: int) -> int:
+        return 0 if gemv_passes(self.w.nbytes, self.n, self.k, m) else 2 * self.n * self.k
+
+    def linear(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
+               out_f32: bool = False, w_scratch: DevicePtr | None = None) -> None:
+        if out_f32:
+            raise ValueError("quantized weights produce bf16 outputs (the LM head stays bf16)")
+        linear_quant(kc, stream, x, self.w, y, m, w_scratch)
+
+    def linear_silu(self, kc: KernelCache, stream: Stream, gate_up: DevicePtr, y: DevicePtr,
+                    m: int, act_scratch: DevicePtr | None = None,
+                    w_scratch: DevicePtr | None = None) -> None:
+        linear_silu_quant(kc, stream, gate_up, self.w, y, m, act_scratch, w_scratch)
+
+
+#: what a model layer holds for a projection: it calls linear() / linear_silu() and never
+#: needs to know the weight format
+LinearWeight = Bf16Linear | QuantLinear

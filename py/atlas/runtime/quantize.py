@@ -1,0 +1,214 @@
+"""`atlas models quantize`: a bf16 checkpoint -> FP8 or NVFP4, in the published layouts.
+
+Which tensors: every 2-D linear weight of a decoder layer (`model.layers.N.*_proj.weight`,
+experts included) whose dims the kernels take (multiples of 16). The embedding, LM head,
+norms, MoE routers and shared-expert gates stay bf16, as the official releases keep them.
+
+* `fp8-block`: E4M3 codes + `weight_scale_inv` float32 [ceil(N/128), ceil(K/128)], each
+  block's amax mapped to 448; `quantization_config` {"quant_method": "fp8",
+  "weight_block_size": [128, 128]} (the Qwen3 FP8 releases' format).
+* `fp8-tensor`: E4M3 codes + `weight_scale` float32 scalar (amax / 448); ModelOpt's
+  spelling (`quant_method` "modelopt", `quant_algo` "FP8", and hf_quant_config.json).
+* `nvfp4`: E2M1 codes packed two per byte (element 2i in the low nibble) [N, K/2],
+  `weight_scale` E4M3 [N, K/16] per 16 values and `weight_scale_2` float32 per tensor
+  (amax / (448 * 6)); ModelOpt's `quant_algo` "NVFP4", `group_size` 16.
+
+Rounding: E4M3 round-to-nearest-even with saturation and the branchless E2M1 rule of
+`atlas.core.numerics`, the same encoders the kernels' references decode.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Sequence, TypeVar
+
+import numpy as np
+
+from ..core.numerics import (bf16_bits_to_f32, f32_to_e2m1, f32_to_fp8_e4m3, fp8_e4m3_to_f32,
+                             pack_e2m1)
+from ..core.quant import NVFP4_GROUP, dequantize_nvfp4  # noqa: F401  (re-exported)
+from .weights import WeightStore, write_safetensors
+
+SCHEMES = ("fp8-block", "fp8-tensor", "nvfp4")
+E4M3_MAX = 448.0
+E2M1_MAX = 6.0
+FP8_BLOCK = 128
+
+T = TypeVar("T")
+_QUANTIZED = re.compile(r"^model\.layers\.\d+\..*_proj\.weight$")
+_KEPT = re.compile(r"(\.gate\.|shared_expert_gate|\.router\.)")
+
+class QuantizeError(ValueError):
+    """The source cannot be quantized as asked; the message names the file or tensor."""
+
+
+@dataclass(frozen=True, slots=True)
+class QuantizeReport:
+    scheme: str
+    quantized: int
+    kept: int
+    bytes_in: int
+    bytes_out: int
+
+
+def is_quantized_name(name: str, shape: tuple[int, ...]) -> bool:
+    """Whether `scheme` quantizes this tensor (linear weights of decoder layers only)."""
+    return (len(shape) == 2 and bool(_QUANTIZED.match(name)) and not _KEPT.search(name)
+            and shape[0] % 16 == 0 and shape[1] % 16 == 0)
+
+
+def quantize_fp8_block(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes uint8 [n, k], scale_inv float32 [ceil(n/128), ceil(k/128)])."""
+    n, k = w.shape
+    rows, cols = -(-n // FP8_BLOCK), -(-k // FP8_BLOCK)
+    padded = np.zeros((rows * FP8_BLOCK, cols * FP8_BLOCK), np.float32)
+    padded[:n, :k] = np.abs(w)
+    amax = padded.reshape(rows, FP8_BLOCK, cols, FP8_BLOCK).max(axis=(1, 3))
+    scale = np.where(amax > 0, amax / E4M3_MAX, 1.0).astype(np.float32)
+    full = np.repeat(np.repeat(scale, FP8_BLOCK, 0), FP8_BLOCK, 1)[:n, :k]
+    return f32_to_fp8_e4m3(w / full), scale
+
+
+def quantize_fp8_tensor(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes uint8 [n, k], scale float32 scalar)."""
+    amax = float(np.abs(w).max())
+    scale = np.float32(amax / E4M3_MAX if amax > 0 else 1.0)
+    return f32_to_fp8_e4m3(w / scale), np.array(scale, np.float32)
+
+
+def quantize_nvfp4(w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(packed uint8 [n, k/2], group scales E4M3 codes [n, k/16], global float32 scalar)."""
+    n, k = w.shape
+    amax = float(np.abs(w).max())
+    global_scale = np.float32(amax / (E4M3_MAX * E2M1_MAX) if amax > 0 else 1.0)
+    groups = w.reshape(n, k // NVFP4_GROUP, NVFP4_GROUP)
+    group_amax = np.abs(groups).max(axis=2)
+    s_codes = f32_to_fp8_e4m3(group_amax / E2M1_MAX / global_scale)
+    s = fp8_e4m3_to_f32(s_codes) * global_scale
+    s = np.where(s > 0, s, 1.0).astype(np.float32)
+    codes = f32_to_e2m1((groups / s[:, :, None]).reshape(n, k))
+    return pack_e2m1(codes), s_codes, np.array(global_scale, np.float32)
+
+
+def _quantized_layout(scheme: str, name: str, shape: tuple[int, ...]
+                      ) -> list[tuple[str, str, tuple[int, ...]]]:
+    """The tensors `scheme` writes for one bf16 weight, in the order `_quantize` yields."""
+    base, (n, k) = name[: -len(".weight")], shape
+    if scheme == "fp8-block":
+        return [(name, "F8_E4M3", (n, k)),
+                (base + ".weight_scale_inv", "F32", (-(-n // FP8_BLOCK), -(-k // FP8_BLOCK)))]
+    if scheme == "fp8-tensor":
+        return [(name, "F8_E4M3", (n, k)), (base + ".weight_scale", "F32", ()),
+                (base + ".input_scale", "F32", ())]
+    return [(name, "U8", (n, k // 2)), (base + ".weight_scale", "F8_E4M3", (n, k // NVFP4_GROUP)),
+            (base + ".weight_scale_2", "F32", ()), (base + ".input_scale", "F32", ())]
+
+
+def _quantize(scheme: str, w: np.ndarray) -> list[np.ndarray]:
+    one = np.array(1.0, np.float32)  # input_scale: activations stay bf16 (weight-only)
+    if scheme == "fp8-block":
+        return list(quantize_fp8_block(w))
+    if scheme == "fp8-tensor":
+        return [*quantize_fp8_tensor(w), one]
+    return [*quantize_nvfp4(w), one]
+
+
+def quantization_config(scheme: str, kept: list[str]) -> tuple[dict, dict | None]:
+    """(config.json's quantization_config, hf_quant_config.json or None)."""
+    if scheme == "fp8-block":
+        return ({"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                 "weight_block_size": [FP8_BLOCK, FP8_BLOCK]}, None)
+    algo = "FP8" if scheme == "fp8-tensor" else "NVFP4"
+    modules = sorted({n[: -len(".weight")] for n in kept if n.endswith(".weight")})
+    body = {"quant_algo": algo, "kv_cache_quant_algo": None, "exclude_modules": modules}
+    if algo == "NVFP4":
+        body["group_size"] = NVFP4_GROUP
+    return ({"quant_method": "modelopt", **body},
+            {"producer": {"name": "atlas"}, "quantization": body})
+
+
+def ordered_map(fn: Callable[[str], T], items: Sequence[str],
+                window: int | None = None) -> Iterator[T]:
+    """fn over items on worker threads (numpy's array ops release the GIL), results in
+    order, at most `window` in flight: a checkpoint converts at the machine's core count
+    while only that many tensors are in memory at once."""
+    window = window or min(8, os.cpu_count() or 1)
+    with ThreadPoolExecutor(max_workers=window) as pool:
+        pending: deque[Future[T]] = deque()
+        for item in items:
+            pending.append(pool.submit(fn, item))
+            if len(pending) >= window:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+def copy_side_files(src: Path, dst: Path) -> None:
+    """Copy what is not weights or config (tokenizer, templates, generation config)."""
+    for extra in src.iterdir():
+        if extra.is_file() and not extra.name.endswith(".safetensors") and extra.name not in (
+                "config.json", "model.safetensors.index.json", "hf_quant_config.json"):
+            shutil.copy2(extra, dst / extra.name)
+
+
+def quantize_checkpoint(src: Path, dst: Path, scheme: str,
+                        progress: Callable[[str, int, int], None] | None = None
+                        ) -> QuantizeReport:
+    """Write `dst` (a new directory) holding `src` quantized with `scheme`; non-weight files
+    (tokenizer, templates, generation config) are copied as they are."""
+    if scheme not in SCHEMES:
+        raise QuantizeError(f"unknown scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
+    src, dst = Path(src), Path(dst)
+    cfg_path = src / "config.json"
+    try:
+        config = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise QuantizeError(f"{cfg_path}: cannot read the model config ({exc})") from None
+    if "quantization_config" in config:
+        raise QuantizeError(f"{cfg_path}: the checkpoint is already quantized "
+                            f"({config['quantization_config'].get('quant_method')})")
+    store = WeightStore(src)
+    for name, info in store.tensors.items():
+        if info.dtype != "BF16" and is_quantized_name(name, info.shape):
+            raise QuantizeError(f"{info.file}: tensor {name!r} is {info.dtype}; "
+                                "quantize takes bf16 checkpoints")
+    if dst.exists() and any(dst.iterdir()):
+        raise QuantizeError(f"{dst}: destination exists and is not empty")
+    dst.mkdir(parents=True, exist_ok=True)
+    names = sorted(store.tensors)
+    kept = [n for n in names if not is_quantized_name(n, store.info(n).shape)]
+    layout: list[tuple[str, str, tuple[int, ...]]] = []
+    for name in names:
+        info = store.info(name)
+        layout += ([(name, info.dtype, info.shape)] if name in kept
+                   else _quantized_layout(scheme, name, info.shape))
+
+    def convert(name: str) -> list[np.ndarray]:
+        if name in kept:
+            return [store.read(name)]
+        return _quantize(scheme, bf16_bits_to_f32(store.read(name)))
+
+    def arrays() -> Iterator[np.ndarray]:
+        for i, (name, out) in enumerate(zip(names, ordered_map(convert, names))):
+            if progress is not None:
+                progress(name, i + 1, len(names))
+            yield from out
+
+    write_safetensors(dst / "model.safetensors", layout, arrays())
+    qcfg, hf_quant = quantization_config(scheme, kept)
+    config["quantization_config"] = qcfg
+    (dst / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    if hf_quant is not None:
+        (dst / "hf_quant_config.json").write_text(json.dumps(hf_quant, indent=2) + "\n",
+                                                  encoding="utf-8")
+    copy_side_files(src, dst)
+    bytes_out = (dst / "model.safetensors").stat().st_size
+    return QuantizeReport(scheme, len(names) - len(kept), len(kept),
+                          sum(t.nbytes for t in store.tensors.values()), bytes_out)

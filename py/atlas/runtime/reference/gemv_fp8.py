@@ -1,0 +1,71 @@
+"""Reference for the FP8-weight GEMV kernels (kernels/hopper/common/gemv_fp8.cu).
+
+Specification: y = bf16(sum_k x[m, k] * e4m3(q[n, k]) * s(n, k)), the exact sum rounded once,
+where s is the scale index map of `atlas.core.quant.Fp8ScaleMap`. The CUDA kernel accumulates
+in float32 and scales each 16-value chunk's partial sum, agreeing to well under a bf16 ulp.
+`dequant_fp8_bf16` is bf16(float32(e4m3(q) * s)): the f32 product rounded, then bf16-rounded,
+as the kernel computes it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, fp8_e4m3_to_f32
+from ...core.quant import Fp8ScaleMap
+from ..gpu import Dim3
+from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_SINGLE, GEMV_SILU_FP8,
+                          GEMV_SILU_FP8_SINGLE)
+from . import HostMemory, reference
+from .silu_mul import swiglu_rows
+
+
+def _scale_map(n: int, k: int, row_shift: int, row_stride: int, col_shift: int,
+               col_stride: int) -> tuple[Fp8ScaleMap, int]:
+    """The map and the number of scale elements it reads."""
+    smap = Fp8ScaleMap(row_shift, row_stride, col_shift, col_stride, ())
+    last = ((n - 1) >> row_shift) * row_stride + ((k - 1) >> col_shift) * col_stride
+    return smap, last + 1
+
+
+def _weights_f64(mem: HostMemory, w: int, scale: int, n: int, k: int,
+                 shifts: tuple[int, int, int, int]) -> np.ndarray:
+    smap, count = _scale_map(n, k, *shifts)
+    codes = mem.view(w, np.uint8, n * k).reshape(n, k)
+    s = mem.view(scale, np.float32, count)
+    return fp8_e4m3_to_f32(codes).astype(np.float64) * smap.expand(s, n, k).astype(np.float64)
+
+
+def _linear(mem: HostMemory, xf: np.ndarray, w: int, scale: int, y: int, m: int, n: int,
+            k: int, shifts: tuple[int, int, int, int]) -> None:
+    wf = _weights_f64(mem, w, scale, n, k, shifts)
+    mem.view(y, np.uint16, m * n)[:] = f32_to_bf16_bits((xf @ wf.T).astype(np.float32)).reshape(-1)
+
+
+@reference(GEMV_FP8)
+@reference(GEMV_FP8_SINGLE)
+def gemv_fp8_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int, y: int,
+                  m: int, n: int, k: int, row_shift: int, row_stride: int, col_shift: int,
+                  col_stride: int) -> None:
+    xf = bf16_bits_to_f32(mem.view(x, np.uint16, m * k)).reshape(m, k).astype(np.float64)
+    _linear(mem, xf, w, scale, y, m, n, k, (row_shift, row_stride, col_shift, col_stride))
+
+
+@reference(GEMV_SILU_FP8)
+@reference(GEMV_SILU_FP8_SINGLE)
+def gemv_silu_fp8_bf16(mem: HostMemory, grid: Dim3, block: Dim3, gate_up: int, w: int,
+                       scale: int, y: int, m: int, n: int, k: int, row_shift: int,
+                       row_stride: int, col_shift: int, col_stride: int) -> None:
+    act = swiglu_rows(mem.view(gate_up, np.uint16, m * 2 * k).reshape(m, 2 * k), k)
+    xf = bf16_bits_to_f32(act).astype(np.float64)
+    _linear(mem, xf, w, scale, y, m, n, k, (row_shift, row_stride, col_shift, col_stride))
+
+
+@reference(DEQUANT_FP8)
+def dequant_fp8_bf16(mem: HostMemory, grid: Dim3, block: Dim3, w: int, scale: int,
+                     w_out: int, n: int, k: int, row_shift: int, row_stride: int,
+                     col_shift: int, col_stride: int) -> None:
+    smap, count = _scale_map(n, k, row_shift, row_stride, col_shift, col_stride)
+    codes = mem.view(w, np.uint8, n * k).reshape(n, k)
+    prod = fp8_e4m3_to_f32(codes) * smap.expand(mem.view(scale, np.float32, count), n, k)
+    mem.view(w_out, np.uint16, n * k)[:] = f32_to_bf16_bits(prod.astype(np.float32)).reshape(-1)

@@ -1,0 +1,59 @@
+"""Reference for the NVFP4-weight GEMV kernels (kernels/hopper/common/gemv_nvfp4.cu).
+
+Specification: y = bf16(sum_k x[m, k] * e2m1(q[n, k]) * e4m3(s[n, k / 16]) * g[n]), the exact
+sum rounded once (`atlas.core.quant.dequantize_nvfp4`). The CUDA kernel accumulates in
+float32, scales each 16-value group's partial sum by f32(e4m3(s) * g), and agrees to well
+under a bf16 ulp. `dequant_nvfp4_bf16` is bf16(e2m1 * f32(e4m3(s) * g)), as the kernel
+computes it (the product with an E2M1 value is exact in f32 before the bf16 rounding).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.numerics import (bf16_bits_to_f32, e2m1_to_f32, f32_to_bf16_bits,
+                              fp8_e4m3_to_f32, unpack_e2m1)
+from ...core.quant import NVFP4_GROUP, dequantize_nvfp4
+from ..gpu import Dim3
+from ..kernel_abi import (DEQUANT_NVFP4, GEMV_NVFP4, GEMV_NVFP4_SINGLE, GEMV_SILU_NVFP4,
+                          GEMV_SILU_NVFP4_SINGLE)
+from . import HostMemory, reference
+from .silu_mul import swiglu_rows
+
+
+def _operands(mem: HostMemory, w: int, scale: int, row_scale: int, n: int, k: int
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return (mem.view(w, np.uint8, n * k // 2).reshape(n, k // 2),
+            mem.view(scale, np.uint8, n * k // NVFP4_GROUP).reshape(n, k // NVFP4_GROUP),
+            mem.view(row_scale, np.float32, n))
+
+
+def _linear(mem: HostMemory, xf: np.ndarray, w: int, scale: int, row_scale: int, y: int,
+            m: int, n: int, k: int) -> None:
+    wf = dequantize_nvfp4(*_operands(mem, w, scale, row_scale, n, k))
+    mem.view(y, np.uint16, m * n)[:] = f32_to_bf16_bits((xf @ wf.T).astype(np.float32)).reshape(-1)
+
+
+@reference(GEMV_NVFP4)
+@reference(GEMV_NVFP4_SINGLE)
+def gemv_nvfp4_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int,
+                    row_scale: int, y: int, m: int, n: int, k: int) -> None:
+    xf = bf16_bits_to_f32(mem.view(x, np.uint16, m * k)).reshape(m, k).astype(np.float64)
+    _linear(mem, xf, w, scale, row_scale, y, m, n, k)
+
+
+@reference(GEMV_SILU_NVFP4)
+@reference(GEMV_SILU_NVFP4_SINGLE)
+def gemv_silu_nvfp4_bf16(mem: HostMemory, grid: Dim3, block: Dim3, gate_up: int, w: int,
+                         scale: int, row_scale: int, y: int, m: int, n: int, k: int) -> None:
+    act = swiglu_rows(mem.view(gate_up, np.uint16, m * 2 * k).reshape(m, 2 * k), k)
+    _linear(mem, bf16_bits_to_f32(act).astype(np.float64), w, scale, row_scale, y, m, n, k)
+
+
+@reference(DEQUANT_NVFP4)
+def dequant_nvfp4_bf16(mem: HostMemory, grid: Dim3, block: Dim3, w: int, scale: int,
+                       row_scale: int, w_out: int, n: int, k: int) -> None:
+    packed, s_codes, g = _operands(mem, w, scale, row_scale, n, k)
+    s = (fp8_e4m3_to_f32(s_codes) * g[:, None]).astype(np.float32)  # f32 product, rounded
+    prod = e2m1_to_f32(unpack_e2m1(packed)) * np.repeat(s, NVFP4_GROUP, axis=1)
+    mem.view(w_out, np.uint16, n * k)[:] = f32_to_bf16_bits(prod.astype(np.float32)).reshape(-1)
