@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                    "re-opens."),
     "generate": ("atlas_cli.cmd_generate", "Generate a completion for PROMPT with the engine "
                                            "directly (no server)."),
+    "image": ("atlas_cli.cmd_image", "Build a hermetic OCI image of Atlas (no daemon)."),
     "kernels": ("atlas_cli.cmd_kernels", "Build and list the PTX sets of the kernel tree."),
     "models": ("atlas_cli.cmd_models", "Manage local models (the embedded default model and "
                                        "imported GGUFs)."),
