@@ -72,11 +72,11 @@ CORPUS = [
 ]
 
 
-def build_tiny_tokenizer() -> Tokenizer:
+def build_tiny_tokenizer(vocab_size: int = 600) -> Tokenizer:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=SPECIAL,
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False)
     tok.train_from_iterator(CORPUS * 4, trainer=trainer)
@@ -84,9 +84,10 @@ def build_tiny_tokenizer() -> Tokenizer:
     return tok
 
 
-def build_tiny_model_dir(path: Path, *, max_position_embeddings: int = 512) -> Path:
+def build_tiny_model_dir(path: Path, *, max_position_embeddings: int = 512,
+                         tokenizer_vocab: int = 600) -> Path:
     path.mkdir(parents=True, exist_ok=True)
-    tok = build_tiny_tokenizer()
+    tok = build_tiny_tokenizer(tokenizer_vocab)
     (path / "tokenizer.json").write_text(tok.to_str())
     (path / "tokenizer_config.json").write_text(json.dumps({
         "bos_token": None, "eos_token": "<|im_end|>", "chat_template": CHATML_TEMPLATE}))

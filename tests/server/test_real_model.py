@@ -11,8 +11,7 @@ import openai
 import pytest
 
 from atlas.core.sampling import GREEDY
-from atlas.server.app_serve import EngineLimits
-from tests.server.harness import ServerThread
+from tests.server.harness import default_model_server
 from tests.server.test_concurrency import stream_chat
 
 pytestmark = pytest.mark.slow
@@ -23,13 +22,7 @@ MAX_TOKENS = 8
 
 @pytest.fixture(scope="module")
 def real():
-    from atlas.model.load import load_runner
-    from atlas.runtime import model_paths
-    model_dir = model_paths.ensure_default_model()
-    runner = load_runner(model_dir, backend="host", max_seq_len=512, max_batch_size=4,
-                         max_prefill_tokens=256, use_graphs=False)
-    srv = ServerThread(model_dir, runner, limits=EngineLimits(
-        max_num_seqs=4, max_seq_len=512, max_prefill_tokens=256))
+    srv = default_model_server(max_seq_len=512, max_batch_size=4, max_prefill_tokens=256)
     srv.expected = engine_answers(srv)   # before the server's engine thread owns the runner
     srv.start()
     yield srv

@@ -110,3 +110,26 @@ def _seq(tokens):
     from atlas.engine.sequence import SamplingState, Sequence
     return Sequence(0, EngineRequest(list(tokens), GREEDY, 8), 0, 100,
                     SamplingState(GREEDY))
+
+
+def test_a_constrained_sequence_does_not_draft():
+    """Drafts would need one grammar mask per verified position: a sequence under a
+    grammar decodes one token per step, with its mask, beside drafting neighbours."""
+    from atlas.engine.grammar_state import GrammarRequest
+    from atlas.grammar import GrammarCompiler, Vocabulary
+    # the fake emits ids 10..59: here the letters "A".."r", which the grammar allows
+    vocab = Vocabulary.from_pieces([None] * 10 + [chr(c) for c in range(65, 65 + 118)], "raw",
+                                   eos_token_ids=[2])
+    anything = GrammarCompiler(vocab).compile_regex("[A-r]*")
+    reqs = [EngineRequest(prompt(i, 12), GREEDY, 14) for i in range(2)]
+    oracle_plain, _, _, _ = generate(reqs)
+    oracle = OracleDrafter({tuple(r.prompt_ids): t for r, t in zip(reqs, oracle_plain)},
+                           accept_rate=1.0, vocab_size=128, seed=0)
+    reqs[1] = EngineRequest(reqs[1].prompt_ids, GREEDY, 14,
+                            grammar=GrammarRequest(anything))
+    got, reasons, ex, _ = generate(reqs, Speculator(oracle, 3))
+    assert got == oracle_plain and reasons == {0: FinishReason.LENGTH, 1: FinishReason.LENGTH}
+    chunks = [c for step in ex.steps for c in step]
+    assert any(c.num_draft for c in chunks if c.seq_id == 0)
+    masked = [c for c in chunks if c.seq_id == 1 and c.sample]
+    assert masked and all(c.num_draft == 0 and c.token_mask is not None for c in masked)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.sampling import SamplingParams
+from .grammar_state import GrammarRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +29,8 @@ class EngineRequest:
     stop_token_ids: frozenset[int] = frozenset()
     deadline: float | None = None
     thinking: ThinkingBudget | None = None
+    #: structured output: every generated token follows this grammar
+    grammar: GrammarRequest | None = None
 
 
 class FinishReason:
@@ -35,7 +38,7 @@ class FinishReason:
     LENGTH = "length"      # max_tokens or the context limit
     ABORT = "abort"        # the client went away
     TIMEOUT = "timeout"    # --request-timeout
-    ERROR = "error"        # the executor failed
+    ERROR = "error"        # the executor failed, or the grammar reached a dead end
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,3 +51,5 @@ class EngineOutput:
     num_prompt_tokens: int
     num_output_tokens: int
     num_cached_tokens: int = 0
+    #: why a request ended with "error", when the engine knows (a grammar dead end)
+    error: str | None = None

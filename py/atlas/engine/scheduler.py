@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from ..model.batch import SeqChunk, StepResult
 from .block_manager import BlockManager
+from .grammar_state import GrammarState
 from .request import EngineOutput, EngineRequest, FinishReason
 from .scheduling_policy import SchedulingPolicy
 from .sequence import SamplingState, Sequence, ThinkingState
@@ -103,7 +104,9 @@ class Scheduler:
         self.check(request)
         thinking = request.thinking
         state = SamplingState(request.sampling, thinking=None if thinking is None else
-                              ThinkingState(thinking, inside=thinking.starts_inside))
+                              ThinkingState(thinking, inside=thinking.starts_inside),
+                              grammar=None if request.grammar is None else
+                              GrammarState(request.grammar))
         seq = Sequence(seq_id, request, self._arrivals, self.token_limit, state,
                        last_emit_time=now)
         self._arrivals += 1
@@ -220,7 +223,8 @@ class Scheduler:
         """Draft tokens for a decoding sequence, within the step budget and such that every
         token the verification may emit fits its max_tokens and context."""
         spec = self.speculator
-        if spec is None or not spec.applies_to(seq) or seq.sampling.forced_next:
+        if (spec is None or not spec.applies_to(seq) or seq.sampling.forced_next
+                or seq.sampling.grammar is not None):   # drafts would need masks per row
             return []
         room = min(spec.num_draft_tokens, budget,
                    seq.request.max_tokens - len(seq.output_ids) - 1,
@@ -251,6 +255,7 @@ class Scheduler:
                    drafts: list[int] | None = None) -> None:
         start = seq.num_computed
         completes = start + chunk == seq.num_tokens
+        grammar = seq.sampling.grammar if completes else None
         plan.seqs.append(seq)
         plan.chunks.append(SeqChunk(
             seq_id=seq.seq_id,
@@ -259,6 +264,8 @@ class Scheduler:
             block_table=seq.block_table,   # the live list: read during execute, never copied
             sampling=seq.sampling.params,
             sample=completes and not seq.sampling.forced_next,
+            token_mask=grammar.fill_mask if grammar is not None and grammar.constrains_next
+            else None,
             rng_position=len(seq.output_ids),
             history=seq.penalty_history() if seq.needs_history else None,
             num_draft=len(drafts or ()),
@@ -268,10 +275,15 @@ class Scheduler:
     def _append(self, seq: Sequence, tokens: list[int], now: float) -> EngineOutput:
         """Append generated tokens up to the first that ends the sequence."""
         seq.last_emit_time = now
+        grammar = seq.sampling.grammar
+        if grammar is not None and grammar.error is not None:
+            # drawn without a valid mask (a constrained sequence never drafts): dropped
+            return self._finish(seq, FinishReason.ERROR, (), grammar.error)
         for i, token in enumerate(tokens):
             seq.output_ids.append(token)
             reason = None
-            if token in seq.request.stop_token_ids:
+            if token in seq.request.stop_token_ids or (grammar is not None
+                                                        and grammar.is_terminated):
                 reason = FinishReason.STOP
             elif (len(seq.output_ids) >= seq.request.max_tokens
                   or seq.num_tokens >= seq.token_limit):
@@ -280,7 +292,8 @@ class Scheduler:
                 return self._finish(seq, reason, tuple(tokens[:i + 1]))
         return self._output(seq, tuple(tokens), None)
 
-    def _finish(self, seq: Sequence, reason: str, new: tuple[int, ...]) -> EngineOutput:
+    def _finish(self, seq: Sequence, reason: str, new: tuple[int, ...],
+                error: str | None = None) -> EngineOutput:
         if seq in self.running:
             self.running.remove(seq)
             self._released.append(seq.seq_id)
@@ -288,9 +301,10 @@ class Scheduler:
             self.waiting.remove(seq)  # its executor state went at preemption, if it had any
         self.blocks.release(seq)
         del self._by_id[seq.seq_id]
-        return self._output(seq, new, reason)
+        return self._output(seq, new, reason, error)
 
     @staticmethod
-    def _output(seq: Sequence, new: tuple[int, ...], reason: str | None) -> EngineOutput:
+    def _output(seq: Sequence, new: tuple[int, ...], reason: str | None,
+                error: str | None = None) -> EngineOutput:
         return EngineOutput(seq.seq_id, new, reason, seq.num_prompt_tokens, len(seq.output_ids),
-                            seq.num_cached_tokens)
+                            seq.num_cached_tokens, error)

@@ -3,9 +3,9 @@
 Preemption frees device memory (KV blocks, the executor's sampler slot), never request
 state: the tokens so far, the seed, what the penalties have counted and where a thinking
 budget stands all live here, so a recomputed sequence continues exactly as if it had never
-been interrupted. Grammar state will join `SamplingState`. Speculative decoding's drafter
-keeps its per-sequence index in `draft_state`; the drafts themselves live only in the step's
-chunk, and `commit` keeps what the verification accepted.
+been interrupted. The grammar matcher lives in `SamplingState` too. Speculative decoding's
+drafter keeps its per-sequence index in `draft_state`; the drafts themselves live only in
+the step's chunk, and `commit` keeps what the verification accepted.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from ..core.sampling import SamplingParams
 from ..model.batch import PenaltyHistory
+from .grammar_state import GrammarState
 from .request import EngineRequest, ThinkingBudget
 
 
@@ -47,12 +48,14 @@ class SamplingState:
     output position) draws the same token after a recompute. `drawn_counts` mirrors the
     executor's penalty counts (kept only when the request has penalties) so they can be
     rebuilt when the sequence returns from preemption. A token forced by the thinking budget
-    is not drawn: it neither advances the sampler nor counts as drawn.
+    is not drawn: it neither advances the sampler nor counts as drawn. `grammar` advances
+    with every token, drawn or forced.
     """
 
     params: SamplingParams
     drawn_counts: dict[int, int] = field(default_factory=dict)
     thinking: ThinkingState | None = None
+    grammar: GrammarState | None = None
 
     @property
     def forced_next(self) -> bool:
@@ -67,6 +70,8 @@ class SamplingState:
             self.drawn_counts[token] = self.drawn_counts.get(token, 0) + 1
         if self.thinking is not None:
             self.thinking.observe(token)
+        if self.grammar is not None:
+            self.grammar.observe(token)
 
 
 @dataclass(slots=True, eq=False)

@@ -14,9 +14,14 @@ how a preempted sequence resumes sampling exactly where it stopped.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
+
+import numpy as np
 
 from ..core.sampling import SamplingParams
+
+#: writes a sampling row's allowed-token bitmask: (the [rows, words] uint32 host rows, row)
+TokenMaskFiller = Callable[[np.ndarray, int], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +47,9 @@ class SeqChunk:
     the last one (and where the engine forces the next token instead of drawing it).
     `rng_position` is how many tokens the sequence had generated before this chunk: with the
     seed in `sampling`, it keys the sampler's counter-based RNG. `history` is set when the
-    executor holds no state for the sequence yet (see the module doc).
+    executor holds no state for the sequence yet (see the module doc). `token_mask`, on a
+    sampling chunk under a grammar, fills the row's allowed-token bitmask before sampling
+    (never on a verification chunk: a constrained sequence does not draft).
 
     `num_draft` > 0 makes it a speculative verification chunk: its last `num_draft` tokens
     are drafts, and the executor samples at each of its last num_draft + 1 positions (row i
@@ -58,6 +65,7 @@ class SeqChunk:
     rng_position: int = 0
     history: PenaltyHistory | None = None
     num_draft: int = 0
+    token_mask: TokenMaskFiller | None = None
 
 
 class StepExecutor(Protocol):

@@ -221,7 +221,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
           else None)
     model = DenseDecoderModel(dims, kc, ptr["embed"], ptr["final_norm"], lm_head, layers,
                               arena["cos_sin"], limits.block_size, kv.max_blocks_per_seq, tp)
-    sampler = Sampler(dev, kc, limits.max_sample_rows, max_batch_size + 1, dims.vocab)
+    sampler = Sampler(dev, kc, limits.max_sample_rows, max_batch_size + 1, dims.vocab,
+                      token_masks=True)
     info = RunnerInfo(model_dir=model_dir, backend_kind=kind, weights_bytes=total,
                       target=kernels.target, closure_hash=kernels.closure_hash,
                       behavior=kernels.behavior, kernel_stamps=kernels.stamps)

@@ -149,6 +149,7 @@ class ModelRunner:
         self._free_slots = list(range(limits.max_batch_size - 1, -1, -1))
         self._row_state: list[tuple[int, int]] = [(-1, -1)] * limits.max_batch_size
         self.graphs: dict[int, GraphHandle] = {}
+        self._masked_last = False  # the last step uploaded a grammar mask
         self.buckets = decode_buckets(limits.max_batch_size)
 
     # ---- StepExecutor ------------------------------------------------------------------
@@ -171,6 +172,7 @@ class ModelRunner:
         self.sampler.prepare([self._slot_of[st.seq_id] for st, _ in rows] + [self.pad_slot] * pad,
                              [st.sampling for st, _ in rows] + [GREEDY] * pad,
                              [st.rng_position + i for st, i in rows] + [0] * pad, self.stream)
+        self._upload_token_masks([st for st, _ in rows])
         if decode:
             self.backend.launch_graph(self.graphs[bucket], self.stream)
         else:
@@ -212,6 +214,23 @@ class ModelRunner:
         return self.backend.download(self.bufs.logits, np.float32, (rows, self.vocab_size))
 
     # ---- internals ---------------------------------------------------------------------
+    def _upload_token_masks(self, row_chunks: Sequence[SeqChunk]) -> None:
+        """Grammar masks of this step's sampling rows (row j samples for row_chunks[j]),
+        filled into the sampler's pinned rows; rows without one sample unmasked."""
+        fills = [st.token_mask for st in row_chunks]
+        if self.sampler.token_bitmask is None:
+            if any(fills):
+                raise RuntimeError("a chunk carries a grammar mask, but the sampler was built "
+                                   "without token_masks")
+            return
+        if not any(fills) and not self._masked_last:
+            return  # the device's mask rows already say "none"
+        self._masked_last = any(fills)
+        for row, fill in enumerate(fills):
+            if fill is not None:
+                fill(self.sampler.host_bitmask, row)
+        self.sampler.upload_token_masks([f is not None for f in fills], self.stream)
+
     def _pack_state_slots(self, steps: Sequence[SeqChunk], n_rows: int) -> None:
         """Each row's recurrent-state slot (its sampler slot; padding rows the pad slot)."""
         if not self.has_recurrent_state:

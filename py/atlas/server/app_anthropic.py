@@ -37,7 +37,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
             text += delta.content
         outcome = gen.outcome
         if outcome.finish_reason == "error":
-            raise engine_failure()
+            raise engine_failure(outcome.error)
         content: list[dict[str, Any]] = []
         if reasoning:
             content.append({"type": "thinking", "thinking": reasoning, "signature": ""})
@@ -115,7 +115,7 @@ async def _stream(request: web.Request, gen: Generation, mid: str) -> web.Stream
         await blocks.delta({"type": "text_delta", "text": blank})
     await blocks.close()
     if outcome.finish_reason == "error":
-        await send_sse(resp, engine_failure().anthropic_body(), "error")
+        await send_sse(resp, engine_failure(outcome.error).anthropic_body(), "error")
     else:
         await send_sse(resp, {"type": "message_delta",
                               "delta": {"stop_reason": proto.STOP_REASONS[outcome.finish_reason],

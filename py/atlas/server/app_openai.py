@@ -54,7 +54,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
             reasoning += delta.reasoning
         outcome = gen.outcome
         if outcome.finish_reason == "error":
-            raise engine_failure()
+            raise engine_failure(outcome.error)
         calls = [{"id": ids(i), "type": "function",
                   "function": {"name": c.name, "arguments": c.arguments}}
                  for i, c in enumerate(outcome.tool_calls)]
@@ -87,7 +87,7 @@ async def _stream_chat(request: web.Request, gen: Generation, rid: str, created:
             await send_sse(resp, chunk({"tool_calls": _tool_call_chunks(delta, ids)}))
     outcome = gen.outcome
     if outcome.finish_reason == "error":
-        await send_sse(resp, engine_failure().openai_body())
+        await send_sse(resp, engine_failure(outcome.error).openai_body())
     else:
         await send_sse(resp, chunk({}, _finish_reason(outcome.finish_reason)))
     if spec.include_usage:
@@ -110,7 +110,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
             text = "".join([d.content async for d in gen.deltas()])
             outcome = gen.outcome
             if outcome.finish_reason == "error":
-                raise engine_failure()
+                raise engine_failure(outcome.error)
             return json_response(proto.completion(
                 rid=rid, model=model, created=created, text=text,
                 finish_reason=_finish_reason(outcome.finish_reason),
@@ -124,7 +124,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
                                                       text=delta.content, finish_reason=None))
         outcome = gen.outcome
         if outcome.finish_reason == "error":
-            await send_sse(resp, engine_failure().openai_body())
+            await send_sse(resp, engine_failure(outcome.error).openai_body())
         else:
             await send_sse(resp, proto.completion(
                 rid=rid, model=model, created=created, text="",

@@ -20,6 +20,7 @@ from .app import build_app, start_server
 from .async_engine import AsyncEngine
 from .context import ServerContext
 from .engine_thread import EngineThread
+from .structured import StructuredOutputs
 
 
 @dataclass(slots=True)
@@ -63,6 +64,8 @@ async def serve(ctx: ServerContext, host: str, port: int, load: Callable[[], Ste
     engine.start()
     info = getattr(executor, "info", None)  # a ModelRunner's build facts; fakes have none
     ctx.kernel_targets = [dict(s) for s in getattr(info, "kernel_stamps", ())]
+    ctx.structured = StructuredOutputs(ctx.tokenizer, executor.vocab_size,
+                                       ctx.options.tool_parser)
     ctx.engine = engine
     on_ready()
     return runner

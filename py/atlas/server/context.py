@@ -9,6 +9,7 @@ from .async_engine import AsyncEngine
 from .auth import TokenAuth
 from .metrics import ServerMetrics
 from .rate_limit import RateLimiter, RateLimits
+from .structured import StructuredOutputs
 from .tokenizer import TextTokenizer
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
@@ -46,6 +47,8 @@ class ServerContext:
     metrics: ServerMetrics
     auth: TokenAuth | None = None
     engine: AsyncEngine | None = None       # None until the model is loaded
+    #: grammars over the loaded model's vocabulary; set with `engine`
+    structured: StructuredOutputs | None = None
     #: the PTX sets the loaded model runs (GET /v1/atlas/targets; benchmark records cite them)
     kernel_targets: list[dict] = field(default_factory=list)
     rate_limiter: RateLimiter = field(init=False)

@@ -104,6 +104,7 @@ def invalid(message: str, param: str | None = None) -> ApiError:
     return ApiError(ErrorKind.INVALID_REQUEST, message, param=param)
 
 
-def engine_failure() -> ApiError:
-    """A request the engine failed to finish (its step raised): a 500 in each API's shape."""
-    return ApiError(ErrorKind.SERVER, "generation failed in the engine")
+def engine_failure(detail: str | None = None) -> ApiError:
+    """A request the engine failed to finish (its step raised, or its grammar reached a
+    dead end: `detail` says so): a 500 in each API's shape."""
+    return ApiError(ErrorKind.SERVER, detail or "generation failed in the engine")

@@ -12,6 +12,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import AsyncIterator
 
+from ..engine.grammar_state import GrammarRequest
 from ..engine.request import EngineRequest, FinishReason, ThinkingBudget
 from .chat_template import TemplateError
 from .context import ServerContext
@@ -60,7 +61,9 @@ def render_prompt(spec: GenerationSpec, ctx: ServerContext) -> RenderedPrompt:
     except (TemplateError, ValueError) as exc:
         raise invalid(str(exc), "messages") from None
     forced = ""
-    if use_tools and spec.tool_choice.forces_call:
+    enforced = ctx.structured is not None and ctx.structured.enforces_tool_calls
+    if use_tools and spec.tool_choice.forces_call and not enforced:
+        # no grammar for this tool-call format: commit the model by writing its opening
         forced = parser_class(ctx.options.tool_parser)().forced_prefix(spec.tool_choice.name)
         text += forced
     return RenderedPrompt(tok.encode_rendered(text, protected), protected.restore(text),
@@ -86,6 +89,7 @@ class Outcome:
     ttft_s: float | None = None
     elapsed_s: float = 0.0
     tool_calls: list[ToolCall] = field(default_factory=list)
+    error: str | None = None    # why the engine ended it with "error", when it says
 
 
 class Generation:
@@ -142,7 +146,19 @@ class Generation:
         return EngineRequest(self.prompt.ids, self.spec.sampling, self.max_tokens,
                              stop_token_ids=self._stop_ids(),
                              deadline=self.started + timeout if timeout else None,
-                             thinking=self._thinking_budget())
+                             thinking=self._thinking_budget(), grammar=self._grammar())
+
+    def _grammar(self) -> GrammarRequest | None:
+        """The grammar this request's output must follow (response_format, forced tool
+        calls); it starts after the reasoning block when thinking is on."""
+        structured, spec = self.ctx.structured, self.spec
+        grammar = structured.grammar_for(spec) if structured is not None else None
+        if grammar is None:
+            return None
+        assert structured is not None
+        thinking = spec.messages is not None and thinking_enabled(spec, self.ctx)
+        return structured.request(grammar, thinking,
+                                  prompt_opens_thinking(self.prompt.text[-256:]))
 
     def _thinking_budget(self) -> ThinkingBudget | None:
         tok, spec = self.ctx.tokenizer, self.spec
@@ -162,6 +178,7 @@ class Generation:
             async for out in outputs:
                 outcome.completion_tokens = out.num_output_tokens
                 outcome.cached_tokens = out.num_cached_tokens
+                outcome.error = out.error
                 if out.new_token_ids and outcome.ttft_s is None:
                     outcome.ttft_s = time.monotonic() - self.started
                     self.ctx.metrics.record_ttft(outcome.ttft_s)

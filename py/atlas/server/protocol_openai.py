@@ -18,6 +18,7 @@ from typing import Any
 from ..core.sampling import SamplingParams
 from .errors import invalid
 from .request_spec import GenerationSpec, ToolChoice
+from .structured import ResponseFormat
 from .validation import Fields, require_object, string_list
 
 _SAMPLING_FIELDS = {"temperature", "top_p", "top_k", "min_p", "presence_penalty",
@@ -222,9 +223,6 @@ def parse_chat_request(body: Any, defaults: SamplingParams = SamplingParams()
     max_tokens = f.integer("max_completion_tokens", None, lo=1)
     if max_tokens is None:
         max_tokens = f.integer("max_tokens", None, lo=1)
-    response_format = f.obj("response_format")
-    if response_format is not None and response_format.get("type") != "text":
-        raise invalid("only response_format type 'text' is supported", "response_format.type")
     tools = parse_tools(f.array("tools"))
     kwargs = f.obj("chat_template_kwargs", {})
     enable_thinking = kwargs.get("enable_thinking")
@@ -247,7 +245,32 @@ def parse_chat_request(body: Any, defaults: SamplingParams = SamplingParams()
         enable_thinking=enable_thinking,
         template_kwargs={k: v for k, v in kwargs.items() if k != "enable_thinking"},
         add_generation_prompt=f.boolean("add_generation_prompt", True),
+        response_format=parse_response_format(f.raw("response_format")),
     )
+
+
+def parse_response_format(raw: Any) -> ResponseFormat | None:
+    """`response_format`: None for text; json_object; json_schema {name, schema, strict}."""
+    if raw is None:
+        return None
+    f = Fields(require_object(raw, "response_format"), "response_format.")
+    kind = f.string("type", required=True)
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return ResponseFormat("json_object")
+    if kind != "json_schema":
+        raise invalid(f"response_format.type {kind!r} must be text, json_object or "
+                      "json_schema", "response_format.type")
+    js = Fields(f.obj("json_schema", required=True), "response_format.json_schema.")
+    js.string("name", required=True)
+    schema = js.raw("schema")
+    if schema is None:
+        schema = {}
+    if not isinstance(schema, (dict, bool)):
+        raise invalid("response_format.json_schema.schema must be an object",
+                      "response_format.json_schema.schema")
+    return ResponseFormat("json_schema", schema, bool(js.boolean("strict", False)))
 
 
 # --- completions -----------------------------------------------------------------------------

@@ -8,9 +8,12 @@ defaults a request gets for the fields it leaves out.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..core.sampling import SamplingParams
+
+if TYPE_CHECKING:
+    from .structured import ResponseFormat
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +46,7 @@ class GenerationSpec:
     thinking_budget: int | None = None
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     add_generation_prompt: bool = True
+    response_format: "ResponseFormat | None" = None   # None: text
 
 
 #: sampling fields a model's generation_config.json may set (Hugging Face names = ours)

@@ -26,6 +26,8 @@ class TextTokenizer:
                  generation_config: Mapping[str, Any] | None = None,
                  chat_template_override: str | None = None) -> None:
         self._tok = Tokenizer.from_str(tokenizer_json)
+        #: the text itself, for the grammar compiler's vocabulary (structured output)
+        self.tokenizer_json = tokenizer_json
         config = dict(tokenizer_config or {})
         self.bos_token = _token_text(config.get("bos_token")) or ""
         self.eos_token = _token_text(config.get("eos_token")) or ""
