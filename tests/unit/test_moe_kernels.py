@@ -12,7 +12,7 @@ import pytest
 
 from atlas.runtime.cases import moe as moe_cases
 from atlas.runtime.host import HostBackend
-from atlas.runtime.kernel_check import CASE_FACTORIES, check
+from atlas.runtime.kernel_check import check, module_cases
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, moe
 from atlas.runtime.ops.routes import KernelRoutes
@@ -22,14 +22,7 @@ from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _de
 MODULES = ("moe_router", "moe_decode", "moe_grouped", "moe_grouped_sm90")
 
 
-def _cases():
-    rng = np.random.default_rng(97)
-    return [case for key, factory in sorted(CASE_FACTORIES.items())
-            if key.split(":")[0] in MODULES for case in factory(rng)
-            if not moe_cases.is_heavy(case)]
-
-
-CASES = _cases()
+CASES = module_cases(MODULES, 97, keep=lambda case: not moe_cases.is_heavy(case))
 
 
 @pytest.fixture(scope="module")
@@ -201,9 +194,7 @@ def test_bias_needs_sigmoid_scoring() -> None:
 
 
 def test_heavy_cases_exist_for_the_leaf_shapes() -> None:
-    rng = np.random.default_rng(0)
-    heavy = [c.name for key, f in CASE_FACTORIES.items() if key.split(":")[0] in MODULES
-             for c in f(rng) if moe_cases.is_heavy(c)]
+    heavy = module_cases(MODULES, 0, keep=moe_cases.is_heavy)
     assert len(heavy) == 3
 
 

@@ -21,7 +21,7 @@ from atlas.runtime.cases import sampler as sampler_cases  # noqa: F401 (register
 from atlas.runtime.cases import silu_mul as silu_mul_cases  # noqa: F401 (registers)
 from atlas.runtime.gpu import ArgKind, KernelSig
 from atlas.runtime.host import HostBackend
-from atlas.runtime.kernel_check import CASE_FACTORIES, check
+from atlas.runtime.kernel_check import check, module_cases
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, activation, argmax, embedding, norm, rope, sampling
 
@@ -29,13 +29,7 @@ MODULES = ("rmsnorm", "silu_mul", "embedding", "argmax", "rope_kv", "sampler")
 KERNEL_DIR = Path(__file__).resolve().parents[2] / "kernels" / "hopper" / "common"
 
 
-def _cases():
-    rng = np.random.default_rng(4321)
-    return [case for key, factory in sorted(CASE_FACTORIES.items())
-            if key.split(":")[0] in MODULES for case in factory(rng)]
-
-
-CASES = _cases()
+CASES = module_cases(MODULES, 4321)
 
 
 @pytest.fixture(scope="module")

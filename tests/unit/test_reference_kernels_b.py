@@ -15,7 +15,7 @@ from atlas.runtime.cases import gemm as gemm_cases  # noqa: F401 (registers)
 from atlas.runtime.cases import gemv as gemv_cases  # noqa: F401 (registers)
 from atlas.runtime.cases.gemv import UNFUSED
 from atlas.runtime.host import HostBackend
-from atlas.runtime.kernel_check import CASE_FACTORIES, KernelCase, check, execute
+from atlas.runtime.kernel_check import KernelCase, check, execute, module_cases
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, attention, matmul
 # the elementwise kernels' check that a .cu file declares exactly its module's ABI entries
@@ -24,16 +24,9 @@ from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _de
 MODULES = ("gemv", "gemm", "attention")
 
 
-def _cases():
-    rng = np.random.default_rng(1234)
-    out = []
-    for key, factory in sorted(CASE_FACTORIES.items()):
-        if key.split(":")[0] in MODULES:
-            out.extend(factory(rng))
-    return out
 
 
-CASES = _cases()
+CASES = module_cases(MODULES, 1234)
 #: cases that also run the unfused path into `<output>_unfused`
 TWINNED = [c for c in CASES if any(name.endswith(UNFUSED) for name in c.outputs)]
 

@@ -13,7 +13,7 @@ from atlas.runtime.cases import conv1d as conv1d_cases  # noqa: F401 (registers)
 from atlas.runtime.cases import gated_delta as gated_delta_cases
 from atlas.runtime.cases import gated_rmsnorm as gated_rmsnorm_cases  # noqa: F401 (registers)
 from atlas.runtime.host import HostBackend
-from atlas.runtime.kernel_check import CASE_FACTORIES, check
+from atlas.runtime.kernel_check import check, module_cases
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, linear_attention
 from atlas.runtime.reference.gated_delta import chunk_form, normalized_qk, recurrent_form
@@ -22,14 +22,8 @@ from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _de
 MODULES = ("conv1d", "gated_delta", "gated_rmsnorm", "attn_gate")
 
 
-def _cases():
-    rng = np.random.default_rng(2024)
-    return [case for key, factory in sorted(CASE_FACTORIES.items())
-            if key.split(":")[0] in MODULES for case in factory(rng)
-            if gated_delta_cases.LONG not in case.name]  # the 4,096-token case: GPU suite
-
-
-CASES = _cases()
+# the 4,096-token case runs in the GPU suite
+CASES = module_cases(MODULES, 2024, keep=lambda case: gated_delta_cases.LONG not in case.name)
 
 
 @pytest.fixture(scope="module")

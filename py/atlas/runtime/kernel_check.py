@@ -9,7 +9,7 @@ each run (0xFF bytes: NaN in bf16/f32), so an element the kernel never wrote fai
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable
 
 import numpy as np
 
@@ -152,6 +152,18 @@ def check(backend: GpuBackend, case: KernelCase) -> CaseResult:
     """Run a case on `backend` and compare it with its float64 oracle."""
     got = execute(backend, case)
     return compare(case, got, case.oracle(case.inputs))
+
+
+def module_cases(modules: Iterable[str], seed: int,
+                 keep: Callable[[KernelCase], bool] | None = None) -> list[KernelCase]:
+    """The registered cases of `modules` (their case modules imported by the caller), from
+    one generator seeded with `seed`; `keep` drops cases (every factory still draws its
+    inputs, so the others do not change). The host-reference tests' parametrization."""
+    wanted = set(modules)
+    rng = np.random.default_rng(seed)
+    return [case for key, factory in sorted(CASE_FACTORIES.items())
+            if key.split(":")[0] in wanted for case in factory(rng)
+            if keep is None or keep(case)]
 
 
 def all_cases(seed: int = 0) -> list[KernelCase]:
