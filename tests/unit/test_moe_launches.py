@@ -1,6 +1,8 @@
 """The launch sequence of the mixture-of-experts layers, recorded by MockGpuBackend: a decode
-step is one graph replay that routes on the device and runs the decode expert kernels; a
-prefill chunk runs the grouped path; the shared expert's gate and add follow the experts."""
+step is one graph replay that routes on the device and runs the decode expert kernels, whose
+down launch also does the next residual add + RMSNorm (no add_rmsnorm launch after a routed
+layer); a prefill chunk runs the grouped path; the shared expert's gate and add follow the
+experts (and keep the separate add_rmsnorm)."""
 
 from pathlib import Path
 
@@ -12,8 +14,8 @@ from atlas.model.load import load_runner
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
-ROUTED_DECODE = ["gemv_bf16_f32_single", "moe_topk_softmax_f32", "moe_gate_up_silu_bf16",
-                 "moe_down_sum_bf16"]
+ROUTER = ["gemv_bf16_f32_single", "moe_topk_softmax_f32", "moe_gate_up_silu_bf16"]
+FUSED_NORM = "moe_down_add_rmsnorm_bf16"
 SHARED = ["gemv_bf16_single", "gemv_silu_bf16_single", "gemv_bf16_f32_single",
           "moe_shared_add_bf16"]
 
@@ -24,10 +26,13 @@ def _runner(name: str):
 
 
 def _mlp_launches(names: list[str]) -> list[list[str]]:
-    """Each layer's launches between its post-attention norm and the next norm."""
+    """Each layer's launches between its post-attention norm and the next norm (a fused
+    down + norm launch ends its segment and is kept in it)."""
     out, cur = [], None
     for n in names:
-        if n in ("add_rmsnorm_bf16", "rmsnorm_bf16"):
+        if n in ("add_rmsnorm_bf16", "rmsnorm_bf16", FUSED_NORM):
+            if n == FUSED_NORM and cur is not None:
+                cur.append(n)
             if cur is not None:
                 out.append(cur)
             cur = []
@@ -46,9 +51,14 @@ def test_decode_graph_routes_on_the_device(name, sparse_layer, shared):
     runner.execute([SeqChunk(7, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3, 4, 5]))])
     assert dev.drain_launches() == []  # nothing outside the graph: no host sync on routing
     (replay,) = dev.graph_launches
-    mlps = _mlp_launches([r.func for r in replay.graph])
-    assert len(mlps) == runner.cfg.num_hidden_layers
-    assert mlps[sparse_layer] == ROUTED_DECODE + (SHARED if shared else [])
+    names = [r.func for r in replay.graph]
+    mlps = _mlp_launches(names)
+    layers = runner.cfg.num_hidden_layers
+    assert len(mlps) == layers
+    routed = ROUTER + (["moe_down_sum_bf16"] + SHARED if shared else [FUSED_NORM])
+    assert mlps[sparse_layer] == routed
+    # post-attention norms + the next layers' input norms + the final norm, less the fused
+    assert names.count("add_rmsnorm_bf16") == 2 * layers - (0 if shared else 1)
     assert mlps[1 - sparse_layer] == ["gemv_bf16_single", "gemv_silu_bf16_single"]  # dense
 
 

@@ -7,6 +7,10 @@ captured decode graph and the largest prefill chunk both fit). A forward is laun
   normed -> router logits (f32) -> top-k ids / weights (device) -> experts -> delta
          -> [shared expert: SwiGLU -> shared_out; gate logit; delta += sigmoid(gate) * shared_out]
 
+A decode step without a shared expert fuses the residual add and the next RMSNorm into the
+experts' down launch (`then_norm`: resid += the experts' sum, normed = the next norm), so
+the layer after it starts from `normed` with no add_rmsnorm launch between.
+
 `runtime.ops.moe.experts` picks the decode kernels (few tokens: only the selected experts'
 weights are read) or the grouped path (align, grouped GEMMs, combine); neither syncs with the
 host, so decode steps are captured in CUDA graphs like the dense model's.
@@ -26,13 +30,13 @@ from typing import Mapping
 from ..core.config import ModelConfig, MoeConfig
 from ..core.dtype import DType
 from ..runtime.buffers import BufferArena
-from ..runtime.gpu import DevicePtr, Stream
+from ..runtime.gpu import DevicePtr, GpuBackend, Stream
 from ..runtime.ops import KernelCache, matmul
 from ..runtime.ops.matmul_quant import Bf16Linear
 from ..runtime.ops import moe as moe_ops
 from ..runtime.ops.moe_shared import shared_add
 from .loaders.moe import SHARED_GATE_ROWS
-from .model import DenseMlp, MlpBlock, StepBuffers, swiglu
+from .model import DenseMlp, MlpBlock, NextNorm, StepBuffers, swiglu
 
 #: rows of the zero-padded shared-expert gate weight (the GEMM's n granularity)
 GATE_PAD_ROWS = SHARED_GATE_ROWS
@@ -52,6 +56,9 @@ class MoeBuffers:
     topk_ids: DevicePtr      # i32 [tokens, top_k]
     topk_weights: DevicePtr  # f32 [tokens, top_k]
     scratch: moe_ops.MoeScratch
+    #: u32 [DECODE_MAX_TOKENS] tickets of the fused down + add + RMSNorm launch; zeroed at
+    #: bind, left zero by every launch
+    counters: DevicePtr
     shared_out: DevicePtr = 0   # bf16 [tokens, hidden], shared-expert models only
     shared_gate: DevicePtr = 0  # f32 [tokens, GATE_PAD_ROWS]
 
@@ -65,6 +72,7 @@ class MoeBuffers:
         arena.reserve("moe_logits", DType.FP32, (max_tokens, moe.num_experts))
         arena.reserve("moe_topk_ids", DType.I32, (max_tokens, moe.top_k))
         arena.reserve("moe_topk_weights", DType.FP32, (max_tokens, moe.top_k))
+        arena.reserve("moe_counters", DType.I32, (moe_ops.DECODE_MAX_TOKENS,))
         for name in ("act", "y", "sorted_slots", "tile_expert"):
             nbytes = getattr(layout, name)
             if nbytes:
@@ -74,16 +82,19 @@ class MoeBuffers:
             arena.reserve("moe_shared_gate", DType.FP32, (max_tokens, GATE_PAD_ROWS))
 
     @classmethod
-    def bind(cls, arena: BufferArena, max_tokens: int) -> "MoeBuffers":
-        """The reserved buffers' addresses (after allocate)."""
+    def bind(cls, arena: BufferArena, max_tokens: int, backend: GpuBackend) -> "MoeBuffers":
+        """The reserved buffers' addresses (after allocate); zeroes the launch counters."""
         def opt(name: str) -> DevicePtr:
             return arena[name] if name in arena else 0
 
         scratch = moe_ops.MoeScratch(act=arena["moe_act"], y=opt("moe_y"),
                                      sorted_slots=opt("moe_sorted_slots"),
                                      tile_expert=opt("moe_tile_expert"), max_tokens=max_tokens)
+        counters = arena.slice("moe_counters")
+        backend.memset(arena["moe_counters"], 0, counters.nbytes)
         return cls(arena["moe_logits"], arena["moe_topk_ids"], arena["moe_topk_weights"],
-                   scratch, opt("moe_shared_out"), opt("moe_shared_gate"))
+                   scratch, arena["moe_counters"], opt("moe_shared_out"),
+                   opt("moe_shared_gate"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,13 +119,20 @@ class MoeMlp:
     bufs: MoeBuffers
     shared: SharedExpert | None = None
 
-    def forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int) -> None:
+    def forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
+                then_norm: NextNorm | None = None) -> bool:
         sh, bf = self.shape, self.bufs
         self._router_logits(kc, s, b.normed, t)
         moe_ops.topk(kc, s, bf.logits, bf.topk_ids, bf.topk_weights, t, sh.experts, sh.top_k,
                      self.routing)
+        finish = None
+        if then_norm is not None and self.shared is None and moe_ops.uses_decode_kernels(t):
+            # the experts' input (normed) is read by the gate/up launch, before the down
+            # launch overwrites it with the next layer's input
+            finish = moe_ops.AddRmsNorm(b.resid, then_norm.weight, b.normed, bf.counters,
+                                        then_norm.eps, then_norm.offset)
         moe_ops.experts(kc, s, b.normed, self.gate_up, self.down, bf.topk_ids, bf.topk_weights,
-                        b.delta, t, sh, bf.scratch)
+                        b.delta, t, sh, bf.scratch, then_norm=finish)
         if self.shared is not None:
             se = self.shared
             swiglu(kc, s, b, se.gate_up, se.down, bf.shared_out, t, sh.hidden, se.inter)
@@ -122,6 +140,7 @@ class MoeMlp:
                           out_f32=True)
             shared_add(kc, s, b.delta, bf.shared_out, bf.shared_gate, b.delta, t, sh.hidden,
                        GATE_PAD_ROWS)
+        return finish is not None
 
     def _router_logits(self, kc: KernelCache, s: Stream, x: DevicePtr, t: int) -> None:
         """logits f32 [t, experts] = x @ router.T, as the bf16 product widened."""

@@ -225,10 +225,23 @@ MOE_TOPK_SIGMOID = S("moe_router", "moe_topk_sigmoid_f32",
 MOE_GATE_UP_SILU = S("moe_decode", "moe_gate_up_silu_bf16",
                      "x:ptr w_gate_up:ptr topk_ids:ptr act:ptr tokens:u32 top_k:u32 hidden:u32 "
                      "inter:u32 experts:u32")
-# out bf16 [tokens, hidden] = bf16(sum_j topk_weights[t, j] * bf16(act[t, j] . w_down[e_j]))
+# out bf16 [tokens, hidden] = bf16(sum_j topk_weights[t, j] * bf16(act[t, j] . w_down[e_j]));
+# a block covers rows_per_block rows of one token for all its slots (ops.moe.down_rows)
 MOE_DOWN_SUM = S("moe_decode", "moe_down_sum_bf16",
                  "act:ptr w_down:ptr topk_ids:ptr topk_weights:ptr out:ptr tokens:u32 "
-                 "top_k:u32 hidden:u32 inter:u32 experts:u32")
+                 "top_k:u32 hidden:u32 inter:u32 experts:u32 rows_per_block:u32")
+# the same sum s, then the residual add and the next RMSNorm (add_rmsnorm's numerics):
+# residual = bf16(residual + bf16(s)) in place, normed = RMSNorm(residual) * w; the last
+# block of each token normalizes its row (counters u32 [tokens]: zero before, zero after)
+MOE_DOWN_ADD_RMSNORM = S("moe_decode", "moe_down_add_rmsnorm_bf16",
+                         "act:ptr w_down:ptr topk_ids:ptr topk_weights:ptr residual:ptr w:ptr "
+                         "normed:ptr counters:ptr tokens:u32 top_k:u32 hidden:u32 inter:u32 "
+                         "experts:u32 rows_per_block:u32 eps:f32")
+# ... with zero-centred norm weights (RMSNorm(residual) * (1 + w), as ADD_RMSNORM_OFFSET)
+MOE_DOWN_ADD_RMSNORM_OFFSET = S("moe_decode", "moe_down_add_rmsnorm_offset_bf16",
+                                "act:ptr w_down:ptr topk_ids:ptr topk_weights:ptr residual:ptr "
+                                "w:ptr normed:ptr counters:ptr tokens:u32 top_k:u32 hidden:u32 "
+                                "inter:u32 experts:u32 rows_per_block:u32 eps:f32")
 # Grouped path (more tokens): the slots s = t * top_k + j are sorted by expert into M-tiles
 # of ops.moe.MOE_TILE_M rows. sorted_slots i32 [max_tiles * MOE_TILE_M] (-1 = padding),
 # tile_expert i32 [max_tiles] (-1 = unused tile). Slots of one expert keep ascending order.

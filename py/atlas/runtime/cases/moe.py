@@ -237,8 +237,64 @@ def down_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.
                       {"out": OutputSpec(DType.BF16, (tokens, shape.hidden))}, run, oracle)
 
 
+def oracle_add_rmsnorm(resid: np.ndarray, delta: np.ndarray, w: np.ndarray, eps: float,
+                       offset: bool) -> dict[str, np.ndarray]:
+    """float64 residual = bf16(resid + bf16(delta)) and the RMSNorm of it with transformers'
+    op boundaries (bf16(w * bf16(r / rms)), or bf16(r / rms * (1 + w)) for offset weights)."""
+    r = _bf16(resid + _bf16(delta))
+    inv = 1.0 / np.sqrt((r * r).mean(axis=1, keepdims=True) + eps)
+    normed = _bf16(r * inv * (1.0 + w)) if offset else _bf16(w * _bf16(r * inv))
+    return {"residual": r, "normed": normed}
+
+
+def down_add_rmsnorm_case(rng: np.random.Generator, name: str, shape: moe.MoeShape,
+                          ids: np.ndarray, offset: bool = False) -> KernelCase:
+    """moe_down_add_rmsnorm(_offset) launched twice over the same counters (into two residual
+    rows sets): the second launch finds its last blocks only if the first left the counters
+    at zero, as a graph replay needs; the counters are checked to be zero after."""
+    tokens, eps = len(ids), 1e-6
+    _, w_d = expert_weights(rng, shape)
+    resid = random_bf16(rng, (tokens, shape.hidden), 3.0)
+    inputs = {"act": random_bf16(rng, (tokens, shape.top_k, shape.inter)), "w_down": w_d,
+              "topk_ids": ids.astype(np.int32),
+              "topk_weights": _routing_weights(rng, tokens, shape.top_k),
+              "residual": resid, "residual2": resid.copy(),
+              "norm_w": random_bf16(rng, (shape.hidden,), 1.0),
+              "counters": np.zeros(tokens, np.int32)}
+    spec = OutputSpec(DType.BF16, (tokens, shape.hidden))
+    outputs = {"residual": spec, "normed": spec, "residual2": spec, "normed2": spec,
+               "counters": OutputSpec(DType.I32, (tokens,))}
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        kc = KernelCache(backend)
+        for suffix in ("", "2"):
+            norm = moe.AddRmsNorm(p["residual" + suffix], p["norm_w"], p["normed" + suffix],
+                                  p["counters"], eps, offset)
+            moe.decode_down_add_rmsnorm(kc, stream, p["act"], p["w_down"], p["topk_ids"],
+                                        p["topk_weights"], norm, tokens, shape)
+
+    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        act, wd = _f64(x["act"]), _f64(x["w_down"])
+        delta = np.zeros((tokens, shape.hidden))
+        for t in range(tokens):
+            for j, e in enumerate(x["topk_ids"][t]):
+                if 0 <= e < shape.experts:
+                    delta[t] += float(x["topk_weights"][t, j]) * _bf16(wd[e] @ act[t, j])
+        r = oracle_add_rmsnorm(_f64(x["residual"]), delta, _f64(x["norm_w"]), eps, offset)
+        return {"residual": r["residual"], "normed": r["normed"],
+                "residual2": r["residual"], "normed2": r["normed"],
+                "counters": np.zeros(tokens)}
+
+    return KernelCase(name, "moe_decode", inputs, outputs, run, oracle)
+
+
 @kernel_cases("moe_decode")
 def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
+    # first: the case the GPU check captures into a CUDA graph (first of its module): the
+    # fused down + add + RMSNorm at the Qwen3-30B-A3B leaf's shape (8 of its 128 experts)
+    leaf = moe.MoeShape(experts=8, top_k=8, hidden=2048, inter=768)
+    fused = [down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm leaf t2 h2048 i768 k8", leaf,
+                                   random_ids(rng, 2, 8, 8))]
     small = moe.MoeShape(experts=16, top_k=4, hidden=256, inter=96)
     ids3 = random_ids(rng, 3, 16, 4)
     ids3[1, 2] = -1  # an expert held by another rank
@@ -253,10 +309,23 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
                        random_ids(rng, 4, 8, 2))]
     # the Qwen3-30B-A3B per-expert shape (hidden 2048, inter 768, top-8) that the size leaf
     # compiles in; 8 experts keep the host reference small
-    leaf = moe.MoeShape(experts=8, top_k=8, hidden=2048, inter=768)
     cases.append(decode_case(rng, "moe_decode leaf t2 h2048 i768 k8", leaf,
                              random_ids(rng, 2, 8, 8)))
-    return cases
+    ids_bad = random_ids(rng, 3, 16, 4)
+    ids_bad[0, 3] = -1  # another rank's expert: nothing in the sum
+    # top_k 3: 5 rows a block, hidden 336 = 67 blocks and one of a single row
+    odd = moe.MoeShape(experts=12, top_k=3, hidden=336, inter=64)
+    # top_k 20 > one pass of 16 items: a block of one row takes two passes
+    wide = moe.MoeShape(experts=24, top_k=20, hidden=128, inter=32)
+    fused += [down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm t3 e16 k4 invalid id", small,
+                                    ids_bad),
+              down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm_offset t5 e12 k3 h336", odd,
+                                    random_ids(rng, 5, 12, 3), offset=True),
+              down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm t8 e24 k20 (two passes)", wide,
+                                    random_ids(rng, 8, 24, 20)),
+              down_case(rng, "moe_down_sum t2 e24 k20 (two passes) h128 i32", wide,
+                        random_ids(rng, 2, 24, 20))]
+    return fused + cases
 
 
 # ---- grouped path -------------------------------------------------------------------------

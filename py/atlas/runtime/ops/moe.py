@@ -16,7 +16,12 @@ Contract (row-major, contiguous; reference/moe.py is the executable specificatio
 Paths (`experts`): up to DECODE_MAX_TOKENS tokens take two launches that read only the
 selected experts' weights (moe_gate_up_silu_bf16 into act [tokens, top_k, inter], then
 moe_down_sum_bf16 which applies the weights and sums over k in float32, in slot order: no
-atomics, bit-reproducible). More tokens take the grouped path: moe_align_i32 sorts the
+atomics, bit-reproducible). The down launch spreads (row tile, slot) items over every SM: a
+block holds `down_rows(top_k)` output rows of one token for all k slots (neighbouring warps
+stream different experts' rows), and sums its rows' slots in shared memory. Given an
+`AddRmsNorm`, the same launch (moe_down_add_rmsnorm_*) adds the sum into the residual stream
+and the last block of each token applies the next RMSNorm, so a decode layer needs no
+separate add_rmsnorm launch after its MoE block. More tokens take the grouped path: moe_align_i32 sorts the
 slots t * top_k + j by expert into MOE_TILE_M-row tiles on the device, the grouped GEMM
 computes the gate/up product with SwiGLU in its epilogue (act in sorted order), the grouped
 down GEMM writes each slot's y un-permuted, and moe_combine_bf16 forms the weighted sums.
@@ -35,7 +40,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..gpu import DevicePtr, KernelLaunch, KernelSig, Stream
-from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_SUM, MOE_GATE_UP_SILU,
+from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM,
+                          MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_UP_SILU,
                           MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90, MOE_GROUPED_GATE_UP,
                           MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
 from . import KernelCache
@@ -54,9 +60,12 @@ MOE_SM90_THREADS = 128
 MOE_SM90_SMEM = 4 * (64 + 256) * 64 * 2 + 1024
 #: tokens at or below this take the decode kernels (their grids grow with tokens * top_k)
 DECODE_MAX_TOKENS = 8
-#: the decode kernels give each warp one output row; 8 warps per block
+#: the gate/up decode kernel gives each warp one intermediate column; 8 warps per block
 DECODE_ROWS_PER_BLOCK = 8
 DECODE_THREADS = 256
+#: the down decode kernel's (row, slot) items per block pass: 8 warps x 2 items
+#: (moe_decode.cu kItemsPerPass), the most rows a block takes
+DOWN_ITEMS_PER_PASS = 16
 #: the router keeps each token's scores in one warp's registers (moe_router.cu)
 ROUTER_MAX_EXPERTS = 512
 ROUTER_MAX_TOP_K = 32
@@ -183,15 +192,49 @@ def decode_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: Dev
                              shape.inter, shape.experts)
 
 
+def down_rows(top_k: int) -> int:
+    """Output rows per block of the down kernels: as many as fill one pass of items
+    (top_k * rows <= DOWN_ITEMS_PER_PASS), at least one (top_k > 16 takes two passes)."""
+    return max(1, DOWN_ITEMS_PER_PASS // top_k)
+
+
+@dataclass(frozen=True, slots=True)
+class AddRmsNorm:
+    """The residual add + RMSNorm that follows an MoE block, fused into its down launch:
+    residual += the block's output (bf16, in place), out = RMSNorm(residual) * w (* (1 + w)
+    with `offset`). counters: u32 [max tokens] the launch's last-block tickets, zeroed once
+    at allocation (every launch leaves them zero)."""
+
+    residual: DevicePtr
+    weight: DevicePtr
+    out: DevicePtr
+    counters: DevicePtr
+    eps: float
+    offset: bool = False
+
+
 def decode_down(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DevicePtr,
                 topk_ids: DevicePtr, topk_weights: DevicePtr, out: DevicePtr, tokens: int,
                 shape: MoeShape) -> None:
     """out [tokens, hidden] = the weighted sum over k of each expert's down product."""
     _check_weights("moe_down_sum", act, w_down)
-    rows = -(-shape.hidden // DECODE_ROWS_PER_BLOCK)
-    kc.get(MOE_DOWN_SUM)(stream, (rows, tokens, 1), DECODE_THREADS, 0, act, w_down, topk_ids,
-                         topk_weights, out, tokens, shape.top_k, shape.hidden, shape.inter,
-                         shape.experts)
+    rows = down_rows(shape.top_k)
+    kc.get(MOE_DOWN_SUM)(stream, (-(-shape.hidden // rows), tokens, 1), DECODE_THREADS, 0, act,
+                         w_down, topk_ids, topk_weights, out, tokens, shape.top_k, shape.hidden,
+                         shape.inter, shape.experts, rows)
+
+
+def decode_down_add_rmsnorm(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DevicePtr,
+                            topk_ids: DevicePtr, topk_weights: DevicePtr, norm: AddRmsNorm,
+                            tokens: int, shape: MoeShape) -> None:
+    """norm.residual += the weighted sum (as decode_down), then norm.out = the RMSNorm."""
+    _check_weights("moe_down_add_rmsnorm", act, w_down, norm.residual, norm.weight, norm.out)
+    require_aligned("moe_down_add_rmsnorm", "counters", norm.counters, 4)
+    rows = down_rows(shape.top_k)
+    sig = MOE_DOWN_ADD_RMSNORM_OFFSET if norm.offset else MOE_DOWN_ADD_RMSNORM
+    kc.get(sig)(stream, (-(-shape.hidden // rows), tokens, 1), DECODE_THREADS, 0, act, w_down,
+                topk_ids, topk_weights, norm.residual, norm.weight, norm.out, norm.counters,
+                tokens, shape.top_k, shape.hidden, shape.inter, shape.experts, rows, norm.eps)
 
 
 # ---- experts: grouped ---------------------------------------------------------------------
@@ -267,10 +310,11 @@ def uses_decode_kernels(tokens: int) -> bool:
 
 def experts(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: DevicePtr,
             w_down: DevicePtr, topk_ids: DevicePtr, topk_weights: DevicePtr, out: DevicePtr,
-            tokens: int, shape: MoeShape, scratch: MoeScratch, sm90: bool | None = None
-            ) -> None:
+            tokens: int, shape: MoeShape, scratch: MoeScratch, sm90: bool | None = None,
+            then_norm: AddRmsNorm | None = None) -> None:
     """out [tokens, hidden] = the routed experts' weighted sum (see the module docstring);
-    `sm90` as for `grouped_gate_up`."""
+    `sm90` as for `grouped_gate_up`. With `then_norm` (decode batches only) the sum goes
+    into then_norm.residual and then_norm.out gets the RMSNorm; `out` is not written."""
     shape.validate()
     if not tokens:
         return
@@ -279,9 +323,16 @@ def experts(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: DevicePtr,
                          f"{scratch.max_tokens}")
     if uses_decode_kernels(tokens):
         decode_gate_up(kc, stream, x, w_gate_up, topk_ids, scratch.act, tokens, shape)
-        decode_down(kc, stream, scratch.act, w_down, topk_ids, topk_weights, out, tokens,
-                    shape)
+        if then_norm is None:
+            decode_down(kc, stream, scratch.act, w_down, topk_ids, topk_weights, out, tokens,
+                        shape)
+        else:
+            decode_down_add_rmsnorm(kc, stream, scratch.act, w_down, topk_ids, topk_weights,
+                                    then_norm, tokens, shape)
         return
+    if then_norm is not None:
+        raise ValueError(f"moe experts: the fused residual add + RMSNorm is a decode-path "
+                         f"launch (<= {DECODE_MAX_TOKENS} tokens), not {tokens}")
     if not (scratch.y and scratch.sorted_slots and scratch.tile_expert):
         raise ValueError(f"moe experts: {tokens} tokens need the grouped scratch buffers "
                          f"(scratch_layout with max_tokens > {DECODE_MAX_TOKENS})")

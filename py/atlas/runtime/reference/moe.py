@@ -27,11 +27,13 @@ import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
-from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_SUM, MOE_GATE_UP_SILU,
+from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM,
+                          MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_UP_SILU,
                           MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90, MOE_GROUPED_GATE_UP,
                           MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
 from ..ops.moe import MOE_TILE_M
 from . import HostMemory, reference, widened_f64
+from .rmsnorm import rms_norm_bf16, rms_norm_offset_bf16
 
 #: added to the sum of the selected weights before renormalizing
 RENORM_EPS = 1e-20
@@ -175,17 +177,58 @@ def moe_gate_up_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_ga
         out.astype(np.float32)).reshape(-1)
 
 
-@reference(MOE_DOWN_SUM)
-def moe_down_sum_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w_down: int,
-                      topk_ids: int, topk_weights: int, out: int, tokens: int, top_k: int,
-                      hidden: int, inter: int, experts: int) -> None:
+def _down_sum(mem: HostMemory, act: int, w_down: int, topk_ids: int, topk_weights: int,
+              tokens: int, top_k: int, hidden: int, inter: int, experts: int) -> np.ndarray:
+    """bf16 bits [tokens, hidden] of the decode down kernels' weighted sum."""
     w = ExpertWeights(mem, 0, w_down, experts, hidden, inter)
     ids = mem.view(topk_ids, np.int32, tokens * top_k)
     y = expert_down(_act_in(mem, act, tokens * top_k, inter), ids, w.down)
     weights = mem.view(topk_weights, np.float32, tokens * top_k).reshape(tokens, top_k)
-    mem.view(out, np.uint16, tokens * hidden)[:] = weighted_sum(
-        y.reshape(tokens, top_k, hidden), ids.reshape(tokens, top_k), weights,
+    return weighted_sum(y.reshape(tokens, top_k, hidden), ids.reshape(tokens, top_k), weights,
+                        experts)
+
+
+@reference(MOE_DOWN_SUM)
+def moe_down_sum_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w_down: int,
+                      topk_ids: int, topk_weights: int, out: int, tokens: int, top_k: int,
+                      hidden: int, inter: int, experts: int, rows_per_block: int) -> None:
+    mem.view(out, np.uint16, tokens * hidden)[:] = _down_sum(
+        mem, act, w_down, topk_ids, topk_weights, tokens, top_k, hidden, inter,
         experts).reshape(-1)
+
+
+def _down_add_rmsnorm(mem: HostMemory, act: int, w_down: int, topk_ids: int, topk_weights: int,
+                      residual: int, w: int, normed: int, tokens: int, top_k: int, hidden: int,
+                      inter: int, experts: int, eps: float, offset: bool) -> None:
+    """residual = bf16(residual + sum), normed = add_rmsnorm's norm of it; the counters are
+    the device's bookkeeping (zero before and after) and are not touched here."""
+    s = bf16_bits_to_f32(_down_sum(mem, act, w_down, topk_ids, topk_weights, tokens, top_k,
+                                   hidden, inter, experts))
+    resid = mem.view(residual, np.uint16, tokens * hidden).reshape(tokens, hidden)
+    resid[:] = f32_to_bf16_bits(bf16_bits_to_f32(resid) + s)
+    wf = bf16_bits_to_f32(mem.view(w, np.uint16, hidden))
+    norm = rms_norm_offset_bf16 if offset else rms_norm_bf16
+    mem.view(normed, np.uint16, tokens * hidden)[:] = norm(bf16_bits_to_f32(resid), wf,
+                                                          eps).reshape(-1)
+
+
+@reference(MOE_DOWN_ADD_RMSNORM)
+def moe_down_add_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w_down: int,
+                              topk_ids: int, topk_weights: int, residual: int, w: int,
+                              normed: int, counters: int, tokens: int, top_k: int, hidden: int,
+                              inter: int, experts: int, rows_per_block: int, eps: float) -> None:
+    _down_add_rmsnorm(mem, act, w_down, topk_ids, topk_weights, residual, w, normed, tokens,
+                      top_k, hidden, inter, experts, eps, offset=False)
+
+
+@reference(MOE_DOWN_ADD_RMSNORM_OFFSET)
+def moe_down_add_rmsnorm_offset_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int,
+                                     w_down: int, topk_ids: int, topk_weights: int,
+                                     residual: int, w: int, normed: int, counters: int,
+                                     tokens: int, top_k: int, hidden: int, inter: int,
+                                     experts: int, rows_per_block: int, eps: float) -> None:
+    _down_add_rmsnorm(mem, act, w_down, topk_ids, topk_weights, residual, w, normed, tokens,
+                      top_k, hidden, inter, experts, eps, offset=True)
 
 
 # ---- grouped path -------------------------------------------------------------------------
