@@ -14,7 +14,7 @@ from atlas.model.load import load_runner
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
-ROUTER = ["gemv_bf16_f32_single", "moe_topk_softmax_f32", "moe_gate_up_silu_bf16"]
+ROUTE_AND_GATE_UP = ["moe_gate_topk_softmax_bf16", "moe_gate_up_silu_bf16"]
 FUSED_NORM = "moe_down_add_rmsnorm_bf16"
 SHARED = ["gemv_bf16_single", "gemv_silu_bf16_single", "gemv_bf16_f32_single",
           "moe_shared_add_bf16"]
@@ -55,7 +55,7 @@ def test_decode_graph_routes_on_the_device(name, sparse_layer, shared):
     mlps = _mlp_launches(names)
     layers = runner.cfg.num_hidden_layers
     assert len(mlps) == layers
-    routed = ROUTER + (["moe_down_sum_bf16"] + SHARED if shared else [FUSED_NORM])
+    routed = ROUTE_AND_GATE_UP + (["moe_down_sum_bf16"] + SHARED if shared else [FUSED_NORM])
     assert mlps[sparse_layer] == routed
     # post-attention norms + the next layers' input norms + the final norm, less the fused
     assert names.count("add_rmsnorm_bf16") == 2 * layers - (0 if shared else 1)

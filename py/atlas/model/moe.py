@@ -5,6 +5,7 @@ One `MoeMlp` per sparse layer, all sharing one set of graph-stable scratch buffe
 captured decode graph and the largest prefill chunk both fit). A forward is launches only:
 
   normed -> router logits (f32) -> top-k ids / weights (device) -> experts -> delta
+  (a decode step computes the logits and the top-k in one launch, moe_gate_topk)
          -> [shared expert: SwiGLU -> shared_out; gate logit; delta += sigmoid(gate) * shared_out]
 
 A decode step without a shared expert fuses the residual add and the next RMSNorm into the
@@ -56,8 +57,9 @@ class MoeBuffers:
     topk_ids: DevicePtr      # i32 [tokens, top_k]
     topk_weights: DevicePtr  # f32 [tokens, top_k]
     scratch: moe_ops.MoeScratch
-    #: u32 [DECODE_MAX_TOKENS] tickets of the fused down + add + RMSNorm launch; zeroed at
-    #: bind, left zero by every launch
+    #: u32 [DECODE_MAX_TOKENS + 1] last-block tickets: one per token of the fused down + add
+    #: + RMSNorm launch, then the fused router's (`router_counter`); zeroed at bind, left
+    #: zero by every launch
     counters: DevicePtr
     shared_out: DevicePtr = 0   # bf16 [tokens, hidden], shared-expert models only
     shared_gate: DevicePtr = 0  # f32 [tokens, GATE_PAD_ROWS]
@@ -72,7 +74,7 @@ class MoeBuffers:
         arena.reserve("moe_logits", DType.FP32, (max_tokens, moe.num_experts))
         arena.reserve("moe_topk_ids", DType.I32, (max_tokens, moe.top_k))
         arena.reserve("moe_topk_weights", DType.FP32, (max_tokens, moe.top_k))
-        arena.reserve("moe_counters", DType.I32, (moe_ops.DECODE_MAX_TOKENS,))
+        arena.reserve("moe_counters", DType.I32, (moe_ops.DECODE_MAX_TOKENS + 1,))
         for name in ("act", "y", "sorted_slots", "tile_expert"):
             nbytes = getattr(layout, name)
             if nbytes:
@@ -80,6 +82,10 @@ class MoeBuffers:
         if moe.shared_intermediate_size:
             arena.reserve("moe_shared_out", DType.BF16, (max_tokens, cfg.hidden_size))
             arena.reserve("moe_shared_gate", DType.FP32, (max_tokens, GATE_PAD_ROWS))
+
+    @property
+    def router_counter(self) -> DevicePtr:
+        return self.counters + 4 * moe_ops.DECODE_MAX_TOKENS
 
     @classmethod
     def bind(cls, arena: BufferArena, max_tokens: int, backend: GpuBackend) -> "MoeBuffers":
@@ -122,9 +128,13 @@ class MoeMlp:
     def forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
                 then_norm: NextNorm | None = None) -> bool:
         sh, bf = self.shape, self.bufs
-        self._router_logits(kc, s, b.normed, t)
-        moe_ops.topk(kc, s, bf.logits, bf.topk_ids, bf.topk_weights, t, sh.experts, sh.top_k,
-                     self.routing)
+        if moe_ops.uses_decode_kernels(t):  # gate GEMV + top-k in one launch
+            moe_ops.gate_topk(kc, s, b.normed, self.router, bf.logits, bf.topk_ids,
+                              bf.topk_weights, bf.router_counter, t, sh, self.routing)
+        else:
+            self._router_logits(kc, s, b.normed, t)
+            moe_ops.topk(kc, s, bf.logits, bf.topk_ids, bf.topk_weights, t, sh.experts,
+                         sh.top_k, self.routing)
         finish = None
         if then_norm is not None and self.shared is None and moe_ops.uses_decode_kernels(t):
             # the experts' input (normed) is read by the gate/up launch, before the down

@@ -217,6 +217,18 @@ MOE_TOPK_SOFTMAX = S("moe_router", "moe_topk_softmax_f32",
 MOE_TOPK_SIGMOID = S("moe_router", "moe_topk_sigmoid_f32",
                      "logits:ptr bias:ptr topk_ids:ptr topk_weights:ptr tokens:u32 experts:u32 "
                      "top_k:u32 renormalize:u32 scale:f32")
+# Decode router (1..8 tokens) in one launch: logits f32 [tokens, experts] = the bf16 product
+# x bf16 [tokens, hidden] . w_gate bf16 [experts, hidden] widened (as GEMV_F32OUT writes it),
+# then the top-k of the kernels above from them; the last block routes (counter: one u32,
+# zero before and after)
+MOE_GATE_TOPK_SOFTMAX = S("moe_router", "moe_gate_topk_softmax_bf16",
+                          "x:ptr w_gate:ptr logits:ptr topk_ids:ptr topk_weights:ptr "
+                          "counter:ptr tokens:u32 experts:u32 hidden:u32 top_k:u32 "
+                          "renormalize:u32 scale:f32")
+MOE_GATE_TOPK_SIGMOID = S("moe_router", "moe_gate_topk_sigmoid_bf16",
+                          "x:ptr w_gate:ptr bias:ptr logits:ptr topk_ids:ptr topk_weights:ptr "
+                          "counter:ptr tokens:u32 experts:u32 hidden:u32 top_k:u32 "
+                          "renormalize:u32 scale:f32")
 # Decode (1..8 tokens), one launch per projection over all selected experts. Weights:
 # w_gate_up bf16 [experts, 2 inter, hidden] (gate rows, then up rows), w_down bf16
 # [experts, hidden, inter]. act bf16 [tokens, top_k, inter] = swiglu of the selected

@@ -152,6 +152,71 @@ def _bf16_logits(rng: np.random.Generator, tokens: int, experts: int, scale: flo
     return bf16_bits_to_f32(random_bf16(rng, (tokens, experts), scale))
 
 
+def gate_case(name: str, x: np.ndarray, w_gate: np.ndarray, top_k: int, sigmoid: bool = False,
+              bias: np.ndarray | None = None, renormalize: bool = True, scale: float = 1.0
+              ) -> KernelCase:
+    """The fused decode router (gate GEMV + top-k) on bf16 bits x [tokens, hidden] and
+    w_gate [experts, hidden], launched twice over one counter (the second launch routes
+    only if the first left it at zero, as a graph replay needs)."""
+    tokens, hidden = x.shape
+    experts = len(w_gate)
+    shape = moe.MoeShape(experts, top_k, hidden, 16)
+    inputs = {"x": x, "w_gate": w_gate, "counter": np.zeros(1, np.int32)}
+    if bias is not None:
+        inputs["bias"] = bias.astype(np.float32)
+    outputs = {"counter": OutputSpec(DType.I32, (1,))}
+    for sfx in ("", "2"):
+        outputs |= {"logits" + sfx: OutputSpec(DType.FP32, (tokens, experts), bf16_valued=True),
+                    "topk_ids" + sfx: OutputSpec(DType.I32, (tokens, top_k)),
+                    "topk_weights" + sfx: OutputSpec(DType.FP32, (tokens, top_k))}
+    scoring = "sigmoid" if sigmoid else "softmax"
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        routing = moe.Routing(scoring, renormalize, scale, p.get("bias", 0))
+        for sfx in ("", "2"):
+            moe.gate_topk(KernelCache(backend), stream, p["x"], p["w_gate"], p["logits" + sfx],
+                          p["topk_ids" + sfx], p["topk_weights" + sfx], p["counter"], tokens,
+                          shape, routing)
+
+    def oracle(inp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        logits = _bf16(_f64(inp["x"]) @ _f64(inp["w_gate"]).T)
+        r = oracle_router(logits, top_k, sigmoid, inp.get("bias"), renormalize, scale)
+        out = {"counter": np.zeros(1)}
+        for sfx in ("", "2"):
+            out |= {"logits" + sfx: logits, "topk_ids" + sfx: r["topk_ids"],
+                    "topk_weights" + sfx: r["topk_weights"]}
+        return out
+
+    return KernelCase(name, "moe_router", inputs, outputs, run, oracle)
+
+
+def _exact_gate(rng: np.random.Generator, tokens: int, experts: int, hidden: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """x, w_gate on small integer grids (w in 1/16 steps): every dot product is exact in
+    float32 whatever the summation order, and equal logits (ties) are frequent."""
+    x = rng.integers(-2, 3, (tokens, hidden)).astype(np.float32)
+    w = rng.integers(-2, 3, (experts, hidden)).astype(np.float32) / 16
+    return f32_to_bf16_bits(x), f32_to_bf16_bits(w)
+
+
+def _gate_cases(rng: np.random.Generator) -> list[KernelCase]:
+    """Fused router cases: the leaf shapes (Qwen3-30B-A3B: 128 experts, hidden 2048, top-8;
+    Qwen3.5-35B-A3B: 256 experts) at 1 and 8 tokens, exact ties, sigmoid with a bias, an
+    expert count not a multiple of the block's 8 rows."""
+    def rand(t: int, e: int, h: int) -> tuple[np.ndarray, np.ndarray]:
+        return random_bf16(rng, (t, h)), random_bf16(rng, (e, h), 2 * h ** -0.5)
+
+    bias = bf16_bits_to_f32(random_bf16(rng, (64,), 0.5))
+    return [gate_case("moe_gate_topk softmax leaf t1 e128 h2048 k8", *rand(1, 128, 2048), 8),
+            gate_case("moe_gate_topk softmax leaf t8 e128 h2048 k8", *rand(8, 128, 2048), 8),
+            gate_case("moe_gate_topk softmax t3 e256 h2048 k8 (qwen3.5-35b-a3b)",
+                      *rand(3, 256, 2048), 8),
+            gate_case("moe_gate_topk softmax exact ties t5 e60 h512 k4",
+                      *_exact_gate(rng, 5, 60, 512), 4),
+            gate_case("moe_gate_topk sigmoid bias t4 e64 h256 k6 scale 2.5",
+                      *rand(4, 64, 256), 6, True, bias, True, 2.5)]
+
+
 @kernel_cases("moe_router")
 def router_cases(rng: np.random.Generator) -> list[KernelCase]:
     cases = [router_case("moe_topk softmax t5 e128 k8", _bf16_logits(rng, 5, 128), 8),
@@ -179,7 +244,7 @@ def router_cases(rng: np.random.Generator) -> list[KernelCase]:
     tied[0] = -200.0
     cases.append(router_case("moe_topk sigmoid ties + underflow e48 k6", tied, 6, True,
                              np.repeat(np.array([0.0, 0.25], np.float32), 24), True))
-    return cases
+    return cases + _gate_cases(rng)
 
 
 # ---- decode experts -----------------------------------------------------------------------

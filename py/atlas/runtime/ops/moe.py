@@ -41,7 +41,8 @@ from dataclasses import dataclass
 
 from ..gpu import DevicePtr, KernelLaunch, KernelSig, Stream
 from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM,
-                          MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_UP_SILU,
+                          MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_TOPK_SIGMOID,
+                          MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_SILU,
                           MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90, MOE_GROUPED_GATE_UP,
                           MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
 from . import KernelCache
@@ -70,6 +71,9 @@ DOWN_ITEMS_PER_PASS = 16
 ROUTER_MAX_EXPERTS = 512
 ROUTER_MAX_TOP_K = 32
 ROUTER_TOKENS_PER_BLOCK = 4
+#: the fused decode router (gate GEMV + top-k): one warp per expert row, 8 per block; its
+#: last block routes one token per warp, so it takes up to DECODE_MAX_TOKENS tokens
+ROUTER_GATE_THREADS = 256
 #: the align kernel counts experts in shared memory; one warp per expert
 ALIGN_MAX_EXPERTS = 1024
 ALIGN_EXPERTS_PER_BLOCK = 8
@@ -174,6 +178,32 @@ def topk(kc: KernelCache, stream: Stream, logits: DevicePtr, topk_ids: DevicePtr
     else:
         kc.get(MOE_TOPK_SIGMOID)(stream, grid, block, 0, logits, routing.bias, topk_ids,
                                  topk_weights, tokens, experts, top_k, renorm, scale)
+
+
+def gate_topk(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr,
+              logits: DevicePtr, topk_ids: DevicePtr, topk_weights: DevicePtr,
+              counter: DevicePtr, tokens: int, shape: MoeShape, routing: Routing = Routing()
+              ) -> None:
+    """The decode router in one launch: logits f32 [tokens, experts] = bf16(x . w_gate)
+    (what the f32-output linear writes), then `topk` of them; counter: one u32, zero."""
+    shape.validate()
+    if not 1 <= tokens <= DECODE_MAX_TOKENS:
+        raise ValueError(f"moe_gate_topk: {tokens} tokens; the fused router takes "
+                         f"1..{DECODE_MAX_TOKENS} (more: linear + topk)")
+    require_aligned("moe_gate_topk", "x", x, 16)
+    require_aligned("moe_gate_topk", "w_gate", w_gate, 16)
+    require_aligned("moe_gate_topk", "counter", counter, 4)
+    grid = -(-shape.experts // (ROUTER_GATE_THREADS // 32))
+    renorm, scale = int(routing.renormalize), float(routing.scale)
+    if routing.scoring == "softmax":
+        kc.get(MOE_GATE_TOPK_SOFTMAX)(stream, grid, ROUTER_GATE_THREADS, 0, x, w_gate, logits,
+                                      topk_ids, topk_weights, counter, tokens, shape.experts,
+                                      shape.hidden, shape.top_k, renorm, scale)
+    else:
+        kc.get(MOE_GATE_TOPK_SIGMOID)(stream, grid, ROUTER_GATE_THREADS, 0, x, w_gate,
+                                      routing.bias, logits, topk_ids, topk_weights, counter,
+                                      tokens, shape.experts, shape.hidden, shape.top_k, renorm,
+                                      scale)
 
 
 # ---- experts: decode ----------------------------------------------------------------------

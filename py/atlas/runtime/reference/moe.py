@@ -28,7 +28,8 @@ import numpy as np
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
 from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM,
-                          MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_UP_SILU,
+                          MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_TOPK_SIGMOID,
+                          MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_SILU,
                           MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90, MOE_GROUPED_GATE_UP,
                           MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
 from ..ops.moe import MOE_TILE_M
@@ -99,6 +100,36 @@ def moe_topk_sigmoid_f32(mem: HostMemory, grid: Dim3, block: Dim3, logits: int, 
     ids, w = topk_sigmoid(x, b, top_k, bool(renormalize), scale)
     mem.view(topk_ids, np.int32, tokens * top_k)[:] = ids.reshape(-1)
     mem.view(topk_weights, np.float32, tokens * top_k)[:] = w.reshape(-1)
+
+
+def _gate_logits(mem: HostMemory, x: int, w_gate: int, logits: int, tokens: int,
+                 experts: int, hidden: int) -> None:
+    """float32 logits [tokens, experts] = bf16(x . w_gate) (exact sums, rounded once),
+    stored at `logits` as the fused router's kernel leaves them."""
+    xs = _act_in(mem, x, tokens, hidden)
+    w = widened_f64(mem, w_gate, experts * hidden).reshape(experts, hidden)
+    mem.view(logits, np.float32, tokens * experts)[:] = _bf16(xs @ w.T).astype(
+        np.float32).reshape(-1)
+
+
+@reference(MOE_GATE_TOPK_SOFTMAX)
+def moe_gate_topk_softmax_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_gate: int,
+                               logits: int, topk_ids: int, topk_weights: int, counter: int,
+                               tokens: int, experts: int, hidden: int, top_k: int,
+                               renormalize: int, scale: float) -> None:
+    _gate_logits(mem, x, w_gate, logits, tokens, experts, hidden)
+    moe_topk_softmax_f32(mem, grid, block, logits, topk_ids, topk_weights, tokens, experts,
+                         top_k, renormalize, scale)
+
+
+@reference(MOE_GATE_TOPK_SIGMOID)
+def moe_gate_topk_sigmoid_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_gate: int,
+                               bias: int, logits: int, topk_ids: int, topk_weights: int,
+                               counter: int, tokens: int, experts: int, hidden: int,
+                               top_k: int, renormalize: int, scale: float) -> None:
+    _gate_logits(mem, x, w_gate, logits, tokens, experts, hidden)
+    moe_topk_sigmoid_f32(mem, grid, block, logits, bias, topk_ids, topk_weights, tokens,
+                         experts, top_k, renormalize, scale)
 
 
 # ---- expert products ----------------------------------------------------------------------
