@@ -65,6 +65,16 @@ __device__ __forceinline__ bool valid_expert(int e, uint32_t experts) {
   return e >= 0 && e < static_cast<int>(experts);
 }
 
+// The shared expert of a block (Qwen2-MoE / Qwen3-Next style), as `shared_slots` more slots
+// after the top_k routed ones: slot top_k + c is chunk c of the shared expert's intermediate
+// columns [c inter, (c + 1) inter) (past shared_inter: zero act). w_gate_up [2 shared_inter,
+// hidden] (gate rows, then up rows), w_down [hidden, shared_inter].
+struct SharedExpert {
+  const __nv_bfloat16* w_gate_up;
+  const __nv_bfloat16* w_down;
+  int slots, inter;
+};
+
 // kHidden: 0 = run-time hidden.
 template <int kHidden>
 __device__ __forceinline__ void gate_up_row(const __nv_bfloat16* __restrict__ x,
@@ -72,23 +82,36 @@ __device__ __forceinline__ void gate_up_row(const __nv_bfloat16* __restrict__ x,
                                             const int32_t* __restrict__ topk_ids,
                                             __nv_bfloat16* __restrict__ act, uint32_t top_k,
                                             uint32_t hidden_arg, uint32_t inter,
-                                            uint32_t experts) {
+                                            uint32_t experts, const SharedExpert& sh) {
   const int hidden = kHidden > 0 ? kHidden : static_cast<int>(hidden_arg);
   const int lane = threadIdx.x & 31;
   const int row = blockIdx.x * kWarps + (threadIdx.x >> 5);
-  const int pair = blockIdx.y, token = pair / static_cast<int>(top_k);
+  const int slots = static_cast<int>(top_k) + sh.slots;
+  const int pair = blockIdx.y, token = pair / slots, j = pair - token * slots;
   if (row >= static_cast<int>(inter)) return;
   __nv_bfloat16* dst = act + static_cast<size_t>(pair) * inter + row;
-  const int e = topk_ids[pair];
-  if (!valid_expert(e, experts)) {
-    if (lane == 0) *dst = atlas::f32_to_bf16(0.f);
-    return;
-  }
   const int kc = hidden / 8;
+  const uint4* wg;
+  size_t up_rows;  // distance from a gate row to its up row, in rows
+  if (j < static_cast<int>(top_k)) {
+    const int e = topk_ids[pair];
+    if (!valid_expert(e, experts)) {
+      if (lane == 0) *dst = atlas::f32_to_bf16(0.f);
+      return;
+    }
+    wg = reinterpret_cast<const uint4*>(w + (static_cast<size_t>(e) * 2 * inter + row) * hidden);
+    up_rows = inter;
+  } else {
+    const int col = (j - static_cast<int>(top_k)) * static_cast<int>(inter) + row;
+    if (col >= sh.inter) {
+      if (lane == 0) *dst = atlas::f32_to_bf16(0.f);
+      return;
+    }
+    wg = reinterpret_cast<const uint4*>(sh.w_gate_up + static_cast<size_t>(col) * hidden);
+    up_rows = sh.inter;
+  }
   const uint4* xv = reinterpret_cast<const uint4*>(x + static_cast<size_t>(token) * hidden);
-  const uint4* wg = reinterpret_cast<const uint4*>(
-      w + (static_cast<size_t>(e) * 2 * inter + row) * hidden);
-  const uint4* wu = wg + static_cast<size_t>(inter) * kc;
+  const uint4* wu = wg + up_rows * kc;
   float g = 0.f, u = 0.f;
 #pragma unroll(kHidden > 0 ? 8 : 4)
   for (int c = lane; c < kc; c += 32) {
@@ -114,12 +137,13 @@ constexpr int kMaxBlockItems = 32;
 struct DownArgs {
   const __nv_bfloat16* act;      // [tokens, top_k, inter]
   const __nv_bfloat16* w;        // [experts, hidden, inter]
-  const int32_t* topk_ids;       // [tokens, top_k]
-  const float* topk_weights;     // [tokens, top_k]
+  const int32_t* topk_ids;       // [tokens, slots] (slots = top_k + shared slots)
+  const float* topk_weights;     // [tokens, slots]
   __nv_bfloat16* out;            // [tokens, hidden]: the weighted sum (delta), or the residual
   const __nv_bfloat16* norm_w;   // finish only: RMSNorm weight [hidden]
   __nv_bfloat16* normed;         // finish only: [tokens, hidden]
   uint32_t* counters;            // finish only: [tokens], zero between launches
+  SharedExpert shared;           // slots past top_k: the shared expert's chunks (w_down)
   int tokens, top_k, hidden, inter, experts, rows;
   float eps;
 };
@@ -162,38 +186,53 @@ __device__ __forceinline__ void finish_norm(const DownArgs& a, int token) {
   }
 }
 
-// kInter, kTopK, kRows: 0 = run-time values. kFinish: add the sum into the residual (a.out)
-// and normalize (finish_norm) instead of writing it to a.out.
+// kInter, kTopK, kRows: 0 = run-time values (a leaf instantiation has no shared slots).
+// kFinish: add the sum into the residual (a.out) and normalize (finish_norm) instead of
+// writing it to a.out.
 template <int kInter, int kTopK, int kRows, bool kFinish, bool kOffset>
 __device__ __forceinline__ void down_block(const DownArgs& a) {
   const int inter = kInter > 0 ? kInter : a.inter;
   const int top_k = kTopK > 0 ? kTopK : a.top_k;
   const int rows = kRows > 0 ? kRows : a.rows;
-  const int items = top_k * rows, kc = inter / 8;
+  const int n_shared = kTopK > 0 ? 0 : a.shared.slots, slots = top_k + n_shared;
+  const int items = slots * rows, kc = inter / 8;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int token = blockIdx.y, row0 = blockIdx.x * rows;
-  const int32_t* ids = a.topk_ids + static_cast<size_t>(token) * top_k;
-  const uint4* act = reinterpret_cast<const uint4*>(a.act) + static_cast<size_t>(token) * top_k * kc;
+  const int32_t* ids = a.topk_ids + static_cast<size_t>(token) * slots;
+  const uint4* act = reinterpret_cast<const uint4*>(a.act) + static_cast<size_t>(token) * slots * kc;
   const uint4* w = reinterpret_cast<const uint4*>(a.w);
-  __shared__ float ys[kMaxBlockItems];  // bf16-rounded down product of each item
+  __shared__ float ys[kMaxBlockItems];  // float32 down product of each item
 
   for (int base = 0; base < items; base += kItemsPerPass) {
     const uint4* wp[kItemsPerWarp];
     const uint4* xp[kItemsPerWarp];
+    int last[kItemsPerWarp];  // the item's last weight chunk (a shared chunk may be partial)
     bool live[kItemsPerWarp];
     float d[kItemsPerWarp];
 #pragma unroll
     for (int m = 0; m < kItemsPerWarp; ++m) {
-      const int i = base + warp + kWarps * m, r = i / top_k, j = i - r * top_k;
+      const int i = base + warp + kWarps * m, r = i / slots, j = i - r * slots;
       const int row = row0 + r;
-      const int e = i < items && row < a.hidden ? ids[j] : -1;
-      live[m] = valid_expert(e, a.experts);
-      // a dead item (past the rows, or an expert id outside [0, experts)) streams expert 0's
-      // row 0 (an L2 hit after the first) so the loads need no branch; its sum is dropped
-      wp[m] = w + (static_cast<size_t>(live[m] ? e : 0) * a.hidden + (live[m] ? row : 0)) * kc;
+      const bool in = i < items && row < a.hidden;
+      last[m] = kc - 1;
+      if (in && j >= top_k) {  // shared chunk c: columns [c inter, ...) of the shared row
+        const int c = j - top_k, sh_kc = a.shared.inter / 8;
+        live[m] = true;
+        wp[m] = reinterpret_cast<const uint4*>(a.shared.w_down) +
+                static_cast<size_t>(row) * sh_kc + c * kc;
+        last[m] = min(kc, sh_kc - c * kc) - 1;
+      } else {
+        // a dead item (past the rows, or an expert id outside [0, experts)) streams expert
+        // 0's row 0 (an L2 hit after the first) so the loads need no branch; it is dropped
+        const int e = in ? ids[j] : -1;
+        live[m] = valid_expert(e, a.experts);
+        wp[m] = w + (static_cast<size_t>(live[m] ? e : 0) * a.hidden + (live[m] ? row : 0)) * kc;
+      }
       xp[m] = act + static_cast<size_t>(live[m] ? j : 0) * kc;
       d[m] = 0.f;
     }
+    // a partial shared chunk re-reads its last weight chunk past its end: the act there is
+    // zero (the gate/up kernel writes zeros past the shared width), so it adds nothing
     if constexpr (kInter > 0) {  // every chunk of the pass in flight at once
       constexpr int kSteps = (kInter / 8 + 31) / 32;
       uint4 wc[kSteps][kItemsPerWarp], xc[kSteps][kItemsPerWarp];
@@ -218,7 +257,7 @@ __device__ __forceinline__ void down_block(const DownArgs& a) {
         uint4 wc[kItemsPerWarp], xc[kItemsPerWarp];  // every load of the step, then the math
 #pragma unroll
         for (int m = 0; m < kItemsPerWarp; ++m) {
-          wc[m] = atlas::ld_stream(wp[m] + c);
+          wc[m] = atlas::ld_stream(wp[m] + min(c, last[m]));
           xc[m] = __ldg(xp[m] + c);
         }
 #pragma unroll
@@ -228,17 +267,25 @@ __device__ __forceinline__ void down_block(const DownArgs& a) {
 #pragma unroll
     for (int m = 0; m < kItemsPerWarp; ++m) {
       const int i = base + warp + kWarps * m;
-      const float y = atlas::round_bf16(atlas::warp_sum(d[m]));
+      const float y = atlas::warp_sum(d[m]);
       if (lane == 0 && i < items) ys[i] = live[m] ? y : 0.f;
     }
   }
   __syncthreads();
   const int r = threadIdx.x, row = row0 + r;
-  if (r < rows && row < a.hidden) {  // the weighted sum over the slots, in slot order
-    const float* weights = a.topk_weights + static_cast<size_t>(token) * top_k;
+  if (r < rows && row < a.hidden) {
+    // the routed slots' weighted sum in slot order, each expert's product rounded to bf16
+    const float* weights = a.topk_weights + static_cast<size_t>(token) * slots;
+    const float* y = ys + r * slots;
     float acc = 0.f;
     for (int j = 0; j < top_k; ++j)
-      if (valid_expert(ids[j], a.experts)) acc = fmaf(weights[j], ys[r * top_k + j], acc);
+      if (valid_expert(ids[j], a.experts)) acc = fmaf(weights[j], atlas::round_bf16(y[j]), acc);
+    if (n_shared > 0) {  // transformers' routed + bf16(gate * shared), each op in bf16
+      float shared = 0.f;
+      for (int c = 0; c < n_shared; ++c) shared += y[top_k + c];
+      acc = atlas::round_bf16(acc) +
+            atlas::round_bf16(weights[top_k] * atlas::round_bf16(shared));
+    }
     __nv_bfloat16* dst = a.out + static_cast<size_t>(token) * a.hidden + row;
     *dst = atlas::f32_to_bf16(kFinish ? atlas::bf16_to_f32(*dst) + atlas::round_bf16(acc) : acc);
   }
@@ -249,8 +296,11 @@ __device__ __forceinline__ DownArgs down_args(
     const __nv_bfloat16* act, const __nv_bfloat16* w, const int32_t* topk_ids,
     const float* topk_weights, __nv_bfloat16* out, const __nv_bfloat16* norm_w,
     __nv_bfloat16* normed, uint32_t* counters, uint32_t tokens, uint32_t top_k, uint32_t hidden,
-    uint32_t inter, uint32_t experts, uint32_t rows, float eps) {
+    uint32_t inter, uint32_t experts, uint32_t rows, const __nv_bfloat16* shared_down,
+    uint32_t shared_slots, uint32_t shared_inter, float eps) {
   return DownArgs{act, w, topk_ids, topk_weights, out, norm_w, normed, counters,
+                  SharedExpert{nullptr, shared_down, static_cast<int>(shared_slots),
+                               static_cast<int>(shared_inter)},
                   static_cast<int>(tokens), static_cast<int>(top_k), static_cast<int>(hidden),
                   static_cast<int>(inter), static_cast<int>(experts), static_cast<int>(rows), eps};
 }
@@ -262,7 +312,7 @@ __device__ __forceinline__ void down_dispatch(const DownArgs& a) {
   constexpr int kLeafRows =  // ops/moe.py down_rows(top_k)
       kLeafTopK > 0 && kLeafTopK < kItemsPerPass ? kItemsPerPass / kLeafTopK : 1;
   if (kLeaf && a.hidden == kLeafHidden && a.inter == kLeafInter && a.top_k == kLeafTopK &&
-      a.rows == kLeafRows)
+      a.rows == kLeafRows && a.shared.slots == 0)
     down_block<kLeafInter, kLeafTopK, kLeafRows, kFinish, kOffset>(a);
   else
     down_block<0, 0, 0, kFinish, kOffset>(a);
@@ -275,23 +325,29 @@ __device__ __forceinline__ void down_dispatch(const DownArgs& a) {
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
     moe_gate_up_silu_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w_gate_up,
                           const int32_t* topk_ids, __nv_bfloat16* act, uint32_t tokens,
-                          uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts) {
+                          uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts,
+                          const __nv_bfloat16* shared_gate_up, uint32_t shared_slots,
+                          uint32_t shared_inter) {
   atlas::pdl_enter();
-  if (blockIdx.y >= tokens * top_k) return;
+  if (blockIdx.y >= tokens * (top_k + shared_slots)) return;
+  const SharedExpert sh{shared_gate_up, nullptr, static_cast<int>(shared_slots),
+                        static_cast<int>(shared_inter)};
   if (kLeaf && hidden == kLeafHidden && inter == kLeafInter && top_k == kLeafTopK)
-    gate_up_row<kLeafHidden>(x, w_gate_up, topk_ids, act, top_k, hidden, inter, experts);
+    gate_up_row<kLeafHidden>(x, w_gate_up, topk_ids, act, top_k, hidden, inter, experts, sh);
   else
-    gate_up_row<0>(x, w_gate_up, topk_ids, act, top_k, hidden, inter, experts);
+    gate_up_row<0>(x, w_gate_up, topk_ids, act, top_k, hidden, inter, experts, sh);
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads, 4)
     moe_down_sum_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
                       const int32_t* topk_ids, const float* topk_weights, __nv_bfloat16* out,
                       uint32_t tokens, uint32_t top_k, uint32_t hidden, uint32_t inter,
-                      uint32_t experts, uint32_t rows_per_block) {
+                      uint32_t experts, uint32_t rows_per_block, const __nv_bfloat16* shared_down,
+                      uint32_t shared_slots, uint32_t shared_inter) {
   down_dispatch<false, false>(down_args(act, w_down, topk_ids, topk_weights, out, nullptr,
                                         nullptr, nullptr, tokens, top_k, hidden, inter, experts,
-                                        rows_per_block, 0.f));
+                                        rows_per_block, shared_down, shared_slots, shared_inter,
+                                        0.f));
 }
 
 // The same sum added into the residual stream, then the next RMSNorm (see the header).
@@ -301,10 +357,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 4)
                               __nv_bfloat16* residual, const __nv_bfloat16* w,
                               __nv_bfloat16* normed, uint32_t* counters, uint32_t tokens,
                               uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts,
-                              uint32_t rows_per_block, float eps) {
+                              uint32_t rows_per_block, const __nv_bfloat16* shared_down,
+                              uint32_t shared_slots, uint32_t shared_inter, float eps) {
   down_dispatch<true, false>(down_args(act, w_down, topk_ids, topk_weights, residual, w, normed,
                                        counters, tokens, top_k, hidden, inter, experts,
-                                       rows_per_block, eps));
+                                       rows_per_block, shared_down, shared_slots, shared_inter,
+                                       eps));
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads, 4)
@@ -313,8 +371,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, 4)
                                      __nv_bfloat16* residual, const __nv_bfloat16* w,
                                      __nv_bfloat16* normed, uint32_t* counters, uint32_t tokens,
                                      uint32_t top_k, uint32_t hidden, uint32_t inter,
-                                     uint32_t experts, uint32_t rows_per_block, float eps) {
+                                     uint32_t experts, uint32_t rows_per_block,
+                                     const __nv_bfloat16* shared_down, uint32_t shared_slots,
+                                     uint32_t shared_inter, float eps) {
   down_dispatch<true, true>(down_args(act, w_down, topk_ids, topk_weights, residual, w, normed,
                                       counters, tokens, top_k, hidden, inter, experts,
-                                      rows_per_block, eps));
+                                      rows_per_block, shared_down, shared_slots, shared_inter,
+                                      eps));
 }

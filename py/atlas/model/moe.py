@@ -5,12 +5,15 @@ One `MoeMlp` per sparse layer, all sharing one set of graph-stable scratch buffe
 captured decode graph and the largest prefill chunk both fit). A forward is launches only:
 
   normed -> router logits (f32) -> top-k ids / weights (device) -> experts -> delta
-  (a decode step computes the logits and the top-k in one launch, moe_gate_topk)
          -> [shared expert: SwiGLU -> shared_out; gate logit; delta += sigmoid(gate) * shared_out]
 
-A decode step without a shared expert fuses the residual add and the next RMSNorm into the
-experts' down launch (`then_norm`: resid += the experts' sum, normed = the next norm), so
-the layer after it starts from `normed` with no add_rmsnorm launch between.
+A decode step (up to DECODE_MAX_TOKENS rows) is three launches: the router (gate GEMV and
+top-k, the shared expert's gate as one more row), gate/up and down, where the shared expert
+is more slots of the same launches (its columns in chunks of the routed width, weighted by
+bf16(sigmoid(gate))); the down launch also does the residual add and the next RMSNorm
+(`then_norm`: resid += the block's output, normed = the next norm), so the layer after it
+starts from `normed` with no add_rmsnorm launch between. Prefill chunks take the grouped
+path and the shared expert's own SwiGLU, gate and add launches.
 
 `runtime.ops.moe.experts` picks the decode kernels (few tokens: only the selected experts'
 weights are read) or the grouped path (align, grouped GEMMs, combine); neither syncs with the
@@ -46,7 +49,9 @@ GEMM_N_MULTIPLE = 16
 
 
 def moe_shape(cfg: ModelConfig, moe: MoeConfig) -> moe_ops.MoeShape:
-    return moe_ops.MoeShape(moe.num_experts, moe.top_k, cfg.hidden_size, moe.intermediate_size)
+    """The layer's shape, its shared expert (if any) folded into the decode launches."""
+    return moe_ops.MoeShape(moe.num_experts, moe.top_k, cfg.hidden_size, moe.intermediate_size,
+                            moe.shared_intermediate_size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +77,9 @@ class MoeBuffers:
             return
         layout = moe_ops.scratch_layout(moe_shape(cfg, moe), max_tokens)
         arena.reserve("moe_logits", DType.FP32, (max_tokens, moe.num_experts))
-        arena.reserve("moe_topk_ids", DType.I32, (max_tokens, moe.top_k))
-        arena.reserve("moe_topk_weights", DType.FP32, (max_tokens, moe.top_k))
+        slots = moe_shape(cfg, moe).slots  # decode rows carry the shared expert's slots too
+        arena.reserve("moe_topk_ids", DType.I32, (max_tokens, slots))
+        arena.reserve("moe_topk_weights", DType.FP32, (max_tokens, slots))
         arena.reserve("moe_counters", DType.I32, (moe_ops.DECODE_MAX_TOKENS + 1,))
         for name in ("act", "y", "sorted_slots", "tile_expert"):
             nbytes = getattr(layout, name)
@@ -127,22 +133,14 @@ class MoeMlp:
 
     def forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
                 then_norm: NextNorm | None = None) -> bool:
-        sh, bf = self.shape, self.bufs
-        if moe_ops.uses_decode_kernels(t):  # gate GEMV + top-k in one launch
-            moe_ops.gate_topk(kc, s, b.normed, self.router, bf.logits, bf.topk_ids,
-                              bf.topk_weights, bf.router_counter, t, sh, self.routing)
-        else:
-            self._router_logits(kc, s, b.normed, t)
-            moe_ops.topk(kc, s, bf.logits, bf.topk_ids, bf.topk_weights, t, sh.experts,
-                         sh.top_k, self.routing)
-        finish = None
-        if then_norm is not None and self.shared is None and moe_ops.uses_decode_kernels(t):
-            # the experts' input (normed) is read by the gate/up launch, before the down
-            # launch overwrites it with the next layer's input
-            finish = moe_ops.AddRmsNorm(b.resid, then_norm.weight, b.normed, bf.counters,
-                                        then_norm.eps, then_norm.offset)
+        if moe_ops.uses_decode_kernels(t):
+            return self._decode(kc, s, b, t, then_norm)
+        sh, bf = self.shape.routed_only, self.bufs
+        self._router_logits(kc, s, b.normed, t)
+        moe_ops.topk(kc, s, bf.logits, bf.topk_ids, bf.topk_weights, t, sh.experts, sh.top_k,
+                     self.routing)
         moe_ops.experts(kc, s, b.normed, self.gate_up, self.down, bf.topk_ids, bf.topk_weights,
-                        b.delta, t, sh, bf.scratch, then_norm=finish)
+                        b.delta, t, sh, bf.scratch)
         if self.shared is not None:
             se = self.shared
             swiglu(kc, s, b, se.gate_up, se.down, bf.shared_out, t, sh.hidden, se.inter)
@@ -150,6 +148,28 @@ class MoeMlp:
                           out_f32=True)
             shared_add(kc, s, b.delta, bf.shared_out, bf.shared_gate, b.delta, t, sh.hidden,
                        GATE_PAD_ROWS)
+        return False
+
+    def _decode(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
+                then_norm: NextNorm | None) -> bool:
+        """Three launches: the router (gate GEMV + top-k, the shared expert's gate as one
+        more row), gate/up and down over the routed slots and the shared expert's slots,
+        the down launch also doing `then_norm` when given."""
+        sh, bf = self.shape, self.bufs
+        shared = None
+        if self.shared is not None:
+            shared = moe_ops.SharedExpertWeights(self.shared.gate_up, self.shared.down,
+                                                 self.shared.gate)
+        moe_ops.gate_topk(kc, s, b.normed, self.router, bf.logits, bf.topk_ids, bf.topk_weights,
+                          bf.router_counter, t, sh, self.routing, shared, bf.shared_gate)
+        finish = None
+        if then_norm is not None:
+            # the experts' input (normed) is read by the gate/up launch, before the down
+            # launch overwrites it with the next layer's input
+            finish = moe_ops.AddRmsNorm(b.resid, then_norm.weight, b.normed, bf.counters,
+                                        then_norm.eps, then_norm.offset)
+        moe_ops.experts(kc, s, b.normed, self.gate_up, self.down, bf.topk_ids, bf.topk_weights,
+                        b.delta, t, sh, bf.scratch, then_norm=finish, shared=shared)
         return finish is not None
 
     def _router_logits(self, kc: KernelCache, s: Stream, x: DevicePtr, t: int) -> None:
