@@ -360,14 +360,20 @@ stage_moe_host_parity() {
 # Where the device parts from the host backend on the 8-layer Qwen3-30B-A3B config: the
 # residual stream at every sublayer boundary of the golden prefill on both, compared.
 stage_layer_diff() {
-  local ck="$CKPT/qwen3-30b-a3b-8l" rc=0
+  local ck="$CKPT/qwen3-30b-a3b-8l" rc=0 b
   make_checkpoint qwen3-30b-a3b-8l || return 1
-  "$PY" tools/gpu/layer_diff.py capture --model "$ck" --backend cuda \
-    --out "$RESULTS/layer_diff_cuda.npz" || return 1
-  ATLAS_HOST_MEMORY_GIB=64 "$PY" tools/gpu/layer_diff.py capture --model "$ck" --backend host \
-    --out "$RESULTS/layer_diff_host.npz" || return 1
-  "$PY" tools/gpu/layer_diff.py compare "$RESULTS/layer_diff_host.npz" \
-    "$RESULTS/layer_diff_cuda.npz" | tee "$RESULTS/layer_diff_qwen3-30b-a3b-8l.txt" || rc=1
+  for b in cuda transformers host; do
+    [ "$b" = host ] && export ATLAS_HOST_MEMORY_GIB=64
+    "$PY" tools/gpu/layer_diff.py capture --model "$ck" --backend "$b" \
+      --out "$RESULTS/layer_diff_$b.npz" || return 1
+  done
+  unset ATLAS_HOST_MEMORY_GIB
+  for b in "host cuda" "transformers cuda" "transformers host"; do
+    set -- $b
+    echo "== $1 vs $2"
+    "$PY" tools/gpu/layer_diff.py compare "$RESULTS/layer_diff_$1.npz" \
+      "$RESULTS/layer_diff_$2.npz" || rc=1
+  done | tee "$RESULTS/layer_diff_qwen3-30b-a3b-8l.txt"
   rm -f "$RESULTS"/layer_diff_*.npz
   return $rc
 }
