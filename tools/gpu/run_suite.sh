@@ -200,7 +200,8 @@ stage_server_sweep() {
   bash tools/gpu/server_sweep.sh "$CKPT/qwen3-8b" "$RESULTS/server_sweep_qwen3-8b.json"
 }
 
-# The contest-shaped `throughput` suite against the 8B server, at ATLAS_THROUGHPUT_LEVELS
+# The contest-shaped `throughput` suite against the 8B server started with default flags, at
+# ATLAS_THROUGHPUT_LEVELS
 # (the whole 1..64 sweep takes ~10 min: split it over calls and merge the JSONs).
 stage_throughput() {
   make_checkpoint qwen3-8b weights || return 1
@@ -208,8 +209,8 @@ stage_throughput() {
   local levels="${ATLAS_THROUGHPUT_LEVELS:-1,2,4,8,16,32,64}" weights=() c
   declare -A w=([1]=1 [2]=1 [4]=2 [8]=2 [16]=4 [32]=4 [64]=8)
   for c in ${levels//,/ }; do weights+=("${w[$c]:-1}"); done
-  ATLAS_THROUGHPUT_LEVELS="$levels" ATLAS_THROUGHPUT_WEIGHTS="$(IFS=,; echo "${weights[*]}")" \
-    bash tools/gpu/server_sweep.sh "$CKPT/qwen3-8b" \
+  ATLAS_SERVE_ARGS="" ATLAS_THROUGHPUT_LEVELS="$levels" \
+    ATLAS_THROUGHPUT_WEIGHTS="$(IFS=,; echo "${weights[*]}")" bash tools/gpu/server_sweep.sh "$CKPT/qwen3-8b" \
     "$RESULTS/throughput_qwen3-8b_c${levels//,/-}.json" none
 }
 
