@@ -227,6 +227,32 @@ stage_batched_min_m() {
   return $rc
 }
 
+# The required benchmark gates (decode-floor, concurrency-sweep, ttft-cold, ttft-warm) on the
+# Qwen3-8B-config checkpoint served with default flags: `atlas gate record` writes each record
+# under .benchmarks/ (scored by kernels/hopper/qwen3-8b/BENCH.toml) and they come back in
+# results/benchmarks/. Records name the commit, so the tree needs git: a shallow clone's .git
+# travels as .device/git when the checkout has none.
+stage_gates() {
+  local port=8897 log="$LOGS/gates_server.log" pid g rc=0
+  make_checkpoint qwen3-8b weights || return 1
+  cp "$REPO"/.device/qwen3-tok/tokenizer*.json "$CKPT/qwen3-8b/" || return 1
+  [ -d "$REPO/.git" ] || cp -r "$REPO/.device/git" "$REPO/.git" || return 1
+  "$PY" -m atlas_cli.main serve "$CKPT/qwen3-8b" --backend cuda --port "$port" >"$log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 600); do
+    grep -q "Listening on" "$log" && break
+    kill -0 $pid 2>/dev/null || { tail -n 30 "$log"; return 1; }
+    sleep 0.5
+  done
+  for g in decode-floor concurrency-sweep ttft-cold ttft-warm; do
+    "$PY" -m atlas_cli.main gate record "$g" --url "http://127.0.0.1:$port" --model qwen3-8b \
+      --checkpoint Qwen/Qwen3-8B || rc=1
+  done
+  kill $pid; wait $pid 2>/dev/null
+  mkdir -p "$RESULTS/benchmarks" && cp -r "$REPO/.benchmarks/." "$RESULTS/benchmarks/"
+  return $rc
+}
+
 # ---- multi-GPU (issue 16) --------------------------------------------------------------------
 # NVLink multicast stays off: it can take shared GPUs out of service.
 export NCCL_NVLS_ENABLE=0
@@ -417,7 +443,7 @@ stage_decode_profiles() {
 
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity qwen3_0_6b
         qwen3_5 qwen3_8b decode_bench decode_bench_nopdl batched_min_m profile decode_profiles kernel_table
-        quant_bench server_sweep throughput moe_kernels moe_parity moe_host_parity layer_diff moe_bench spec_bench
+        quant_bench server_sweep throughput gates moe_kernels moe_parity moe_host_parity layer_diff moe_bench spec_bench
         prefix_bench flagship_parity flagship_bench allreduce_1gpu tp_check tp_bench)
 
 # ---- runner -------------------------------------------------------------------------------
