@@ -57,11 +57,12 @@ def capture(model: Path, backend: str, tokens: int) -> dict[str, np.ndarray]:
     original_moe = moe_model.MoeMlp.forward
     routers: list[np.ndarray] = []
 
-    def hooked_moe(self: Any, kc: Any, s: Any, b: Any, t: int) -> None:
-        original_moe(self, kc, s, b, t)
+    def hooked_moe(self: Any, kc: Any, s: Any, b: Any, t: int, then_norm: Any = None) -> bool:
+        original_moe(self, kc, s, b, t)  # unfused: every residual add goes through `hooked`
         kc.backend.synchronize(s)
         routers.append(kc.backend.download(self.bufs.logits, np.float32,
                                            (t, self.shape.experts)).copy())
+        return False
 
     def hooked(kc: Any, stream: Any, residual: int, delta: int, w: int, out: int, rows: int,
                dim: int, eps: float, offset: bool = False) -> None:
