@@ -12,8 +12,9 @@ top-k, the shared expert's gate as one more row), gate/up and down, where the sh
 is more slots of the same launches (its columns in chunks of the routed width, weighted by
 bf16(sigmoid(gate))); the down launch also does the residual add and the next RMSNorm
 (`then_norm`: resid += the block's output, normed = the next norm), so the layer after it
-starts from `normed` with no add_rmsnorm launch between. Prefill chunks take the grouped
-path and the shared expert's own SwiGLU, gate and add launches.
+starts from `normed` with no add_rmsnorm launch between. Prefill chunks (and decode steps
+with ATLAS_MOE_FUSED_DECODE=0) take the separate launches: router GEMV/GEMM, top-k, the
+experts, the shared expert's own SwiGLU, gate and add, and the model's add_rmsnorm.
 
 `runtime.ops.moe.experts` picks the decode kernels (few tokens: only the selected experts'
 weights are read) or the grouped path (align, grouped GEMMs, combine); neither syncs with the
@@ -133,7 +134,7 @@ class MoeMlp:
 
     def forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
                 then_norm: NextNorm | None = None) -> bool:
-        if moe_ops.uses_decode_kernels(t):
+        if moe_ops.uses_decode_kernels(t) and kc.routes.moe_fused_decode:
             return self._decode(kc, s, b, t, then_norm)
         sh, bf = self.shape.routed_only, self.bufs
         self._router_logits(kc, s, b.normed, t)
