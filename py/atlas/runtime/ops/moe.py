@@ -30,8 +30,10 @@ slots per token after the top_k routed ones. Slot top_k + c computes the shared 
 intermediate columns [c inter, (c + 1) inter) (zeros past shared_inter), the router writes
 its weight bf16(sigmoid(bf16(x . shared_gate))) into those slots, and the down launch forms
 bf16(routed sum) + bf16(weight * bf16(shared product)): transformers' rounding, the same
-values as the separate shared-expert launches the grouped (prefill) path keeps. More tokens take the grouped path: moe_align_i32 sorts the
-slots t * top_k + j by expert into MOE_TILE_M-row tiles on the device, the grouped GEMM
+values as the separate shared-expert launches the grouped (prefill) path keeps.
+
+More tokens take the grouped path: moe_align_i32 sorts the slots t * top_k + j by expert
+into MOE_TILE_M-row tiles on the device, the grouped GEMM
 computes the gate/up product with SwiGLU in its epilogue (act in sorted order), the grouped
 down GEMM writes each slot's y un-permuted, and moe_combine_bf16 forms the weighted sums.
 The grouped GEMMs run on Hopper wgmma (moe_grouped_sm90) where the PTX set has it, else on
