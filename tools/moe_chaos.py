@@ -15,9 +15,10 @@ set), so both pairs diverge the way layer_diff saw, and the last-position cosine
 prompt is a draw from a wide distribution (printed over every position).
 
 Measured 2026-12-01 (3 layers, 512 tokens, noise on 30% of elements): MoE sublayer 1-cos
-(b) 1.7e-3, 1.0e-2, 1.8e-2 (layer_diff device vs host: 1.25e-3, 1.0e-2, 1.7e-2); per-position
-logits 1-cos (b) median 1.9e-4, 90th percentile 5.8e-3, 21% of positions above the device's
-3.4e-3; (a) median 4.4e-3. So the parity gap is routing chaos, not a device defect.
+(b) 2.6e-3, 9.9e-3, 1.4e-2 (layer_diff device vs host: 1.25e-3, 1.0e-2, 1.7e-2); per-position
+logits 1-cos (b) median 2.4e-4, 90th percentile 6.4e-3, 20% of positions above the device's
+3.4e-3; (a) median 4.1e-3, 54% above. So the parity gap is routing chaos, not a device
+defect.
 
     python3 tools/moe_chaos.py [--layers 3] [--tokens 512] [--noise 0.3]
 """
