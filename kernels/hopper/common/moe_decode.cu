@@ -320,9 +320,11 @@ __device__ __forceinline__ void down_dispatch(const DownArgs& a) {
 
 }  // namespace
 
-// Minimum 1 block per SM: the IEEE division in silu has a slow-path subroutine call, around
-// which ptxas otherwise caps the registers and spills on sm_121 (as for gemv_silu_bf16).
-extern "C" __global__ void __launch_bounds__(kThreads, 1)
+// At least 2 blocks per SM (at most 128 registers): the leaf's fully unrolled loads took 126
+// without the bound, one more register away from halving the occupancy. No spills on sm_90a
+// or sm_121 (the IEEE division in silu has a slow-path call that once made ptxas spill under
+// a tighter cap).
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
     moe_gate_up_silu_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w_gate_up,
                           const int32_t* topk_ids, __nv_bfloat16* act, uint32_t tokens,
                           uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts,
