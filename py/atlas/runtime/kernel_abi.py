@@ -91,6 +91,13 @@ GEMV_SILU_NVFP4_SINGLE = S("gemv_nvfp4", "gemv_silu_nvfp4_bf16_single",
                            "gate_up:ptr w:ptr " + _NVFP4)
 DEQUANT_NVFP4 = S("gemv_nvfp4", "dequant_nvfp4_bf16",
                   "w:ptr scale:ptr row_scale:ptr w_out:ptr n:u32 k:u32")
+# the same FP8 / NVFP4 products on tensor cores for decode batches of 1..64 rows
+# (kernels/hopper/common/gemv_mma_quant.cu): the quantized bytes stream once for any m; the
+# _SMALL entry points take m <= 8 only (fewer registers: two blocks per SM)
+GEMV_MMA_FP8 = S("gemv_mma_quant", "gemv_mma_fp8_bf16", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_MMA_FP8_SMALL = S("gemv_mma_quant", "gemv_mma_fp8_bf16_small", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_MMA_NVFP4 = S("gemv_mma_quant", "gemv_mma_nvfp4_bf16", "x:ptr w:ptr " + _NVFP4)
+GEMV_MMA_NVFP4_SMALL = S("gemv_mma_quant", "gemv_mma_nvfp4_bf16_small", "x:ptr w:ptr " + _NVFP4)
 # the same products with Hopper warpgroup MMA (kernels/hopper/common/gemm_sm90.cu, sm_90a
 # only): 128x256 tiles for prefill, launched with GEMM_SM90_SMEM bytes of dynamic shared memory
 GEMM_SM90 = S("gemm_sm90", "gemm_sm90_bf16", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")

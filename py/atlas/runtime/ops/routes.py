@@ -11,6 +11,8 @@ what it asked for each time, and importing Atlas never depends on the environmen
   DEFAULT_BATCHED_GEMV_MIN_M).
 * ATLAS_GEMV_MMA_WIDE=1 / 0: the batched GEMV's wide / narrow blocks for every product that
   allows them; unset, its wave model decides.
+* ATLAS_QUANT_MMA=0: FP8 / NVFP4 decode batches on the CUDA-core GEMV passes (gemv_fp8,
+  gemv_nvfp4), never on the tensor-core GEMV (gemv_mma_quant).
 * ATLAS_MOE_SM90=0: the MoE grouped GEMMs on the mma.sync kernels (moe_grouped), never the
   Hopper wgmma ones (moe_grouped_sm90).
 """
@@ -43,6 +45,7 @@ class KernelRoutes:
     batched_gemv_min_m: int = DEFAULT_BATCHED_GEMV_MIN_M
     gemv_mma_wide: bool | None = None
     moe_sm90: bool = True
+    quant_mma: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "KernelRoutes":
@@ -58,4 +61,5 @@ class KernelRoutes:
                    batched_gemv=env_switch(env, "ATLAS_BATCHED_GEMV", True),
                    batched_gemv_min_m=int(min_m) if min_m else DEFAULT_BATCHED_GEMV_MIN_M,
                    gemv_mma_wide={"1": True, "0": False}.get(wide),
-                   moe_sm90=env_switch(env, "ATLAS_MOE_SM90", True))
+                   moe_sm90=env_switch(env, "ATLAS_MOE_SM90", True),
+                   quant_mma=env_switch(env, "ATLAS_QUANT_MMA", True))
