@@ -397,6 +397,16 @@ E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -
 SCALED_MM_TOL = 6e-2
 
 
+def quant_route(env: Env, w: Any, m: int) -> str:
+    """The kernel QuantLinear runs an m-row product on (matmul_quant's dispatch)."""
+    if matmul_quant.uses_mma(env.kc, w, m):
+        return "gemv_mma_quant (tensor cores)"
+    fmt = "fp8" if isinstance(w, Fp8Weight) else "nvfp4"
+    if matmul_quant.gemv_passes(w.nbytes, w.n, w.k, m):
+        return f"gemv_{fmt} x{-(-m // matmul.GEMV_MAX_M)} passes"
+    return f"dequant_{fmt} + {matmul.linear_route(env.kc, m, w.n)}"
+
+
 def quant_linear_case(env: Env, s: Any) -> Case:
     """Our quantized decode GEMV (matmul_quant.QuantLinear, what a model layer calls) against
     PyTorch dequantizing the same weights then torch.matmul, and for FP8 torch._scaled_mm
@@ -449,6 +459,8 @@ def quant_linear_case(env: Env, s: Any) -> Case:
 
     variants = [Variant("dequantize to bf16 + torch.matmul", dequant)]
     note = ""
+    probe = (Fp8Weight(0, 0, n, k, Fp8ScaleMap.block(n, k)) if fp8  # for the route's name
+             else Nvfp4Weight(0, 0, 0, n, k))
     if fp8:
         def scaled_mm(st: Set) -> Any:
             sx = st["x"].abs().amax().float() / 448.0
@@ -462,7 +474,7 @@ def quant_linear_case(env: Env, s: Any) -> Case:
         except (RuntimeError, NotImplementedError, TypeError) as exc:
             note = f"torch._scaled_mm does not run at m={m}: {str(exc).splitlines()[0][:120]}"
     return Case(s, make, ours, variants, lambda o, t, r: [("y", o["y"], r)], outputs=("y",),
-                note=note or f"ours: gemv_{'fp8' if fp8 else 'nvfp4'} (QuantLinear, m={m})")
+                note=note or f"ours: {quant_route(env, probe, m)} (QuantLinear, m={m})")
 
 
 def _f32_matmul(env: Env) -> tuple[str, Callable[[Any, Any], Any]]:
@@ -1297,8 +1309,8 @@ def select_shapes(args: argparse.Namespace) -> list[Any]:
     if args.quick:
         shapes = [s for s in shapes if s.quick]
     if args.select:
-        shapes = [s for s in shapes if args.select in f"{s.family.value} {s.label} "
-                  f"{s.describe()}"]
+        shapes = [s for s in shapes if any(sel in f"{s.family.value} {s.label} {s.describe()}"
+                                           for sel in args.select)]
     return shapes
 
 
@@ -1332,7 +1344,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer shapes and repeats")
     ap.add_argument("--repeats", type=int, help="timed graph replays per side (default 100, "
                     "quick 30)")
-    ap.add_argument("-k", dest="select", help="only shapes whose family/label contains this")
+    ap.add_argument("-k", dest="select", action="append", help="only shapes whose family/label "
+                    "contains this (repeat -k for any of several)")
     ap.add_argument("--out-dir", type=Path, help="where the JSON and Markdown go (default "
                     "bench/results; a temporary directory for --dry-run)")
     ap.add_argument("--ptx-dir", type=Path, help="*.ptxset.json or *.ptx files (default: the "

@@ -618,8 +618,8 @@ class TableScale:
     prefill_tokens: int = 2048
     attention_seqs: tuple[int, ...] = (256, 1024, 4096)
     histories: tuple[int, ...] = (512, 4096, 16384)
-    #: decode batches of the quantized GEMV rows (the GEMV takes up to 8 rows)
-    quant_batches: tuple[int, ...] = (1, 8)
+    #: decode batches of the quantized GEMV rows (the tensor-core GEMV takes 1..64 rows)
+    quant_batches: tuple[int, ...] = (1, 8, 32)
     #: MoE expert batches: 1 and 8 on the decode kernels, 64 and 256 on the grouped path
     moe_batches: tuple[int, ...] = (1, 8, 64, 256)
 
