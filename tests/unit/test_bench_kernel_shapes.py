@@ -339,6 +339,6 @@ def test_quantized_gemv_bytes_are_the_formats() -> None:
     assert fp8.family is Family.DECODE_GEMV_FP8 and nv.family is Family.DECODE_GEMV_NVFP4
     table = [s for s in ks.table_shapes() if isinstance(s, ks.QuantLinear)]
     assert {(s.fmt, s.m) for s in table} == {(f, b) for f in ("fp8-block", "nvfp4")
-                                             for b in (1, 8)}
+                                             for b in (1, 8, 32)}
     assert {(s.n, s.k) for s in table} == {(6144, 4096), (4096, 4096), (24576, 4096),
                                            (4096, 12288)}  # Qwen3-8B projections
