@@ -7,8 +7,8 @@
 // at 4.3 TB/s an SM receives ~16 weight bytes a cycle, i.e. 16 FP8 / 32 NVFP4 values, and
 // issues 128 thread-instructions a cycle: 8 / 4 instructions per value is the whole budget,
 // so those kernels were issue-bound at 45% / 30% of copy bandwidth. Here a weight costs
-// its decode into a bf16 pair half (FP8: 2 instructions a value, NVFP4: 2.5 with the scale)
-// and 1/8 of an mma.m16n8k16, which also takes over the f32 accumulation.
+// its decode into half a bf16 pair (FP8: 2 instructions a value, NVFP4: 2.5 with the
+// scale) and 1/8 of an mma.m16n8k16, which also takes over the f32 accumulation.
 //
 // Mapping (as gemv_mma.cu): C^T[n, m] = W[n, k] . X^T, weight rows are the MMA's A operand
 // (16 per tile, kTiles = 2 tiles a block), batch rows its B operand (8 per tile, kBTiles =
@@ -19,9 +19,10 @@
 // (2c+8, 2c+9) of both operands, so A and B see the same permutation of k and every
 // fragment is the lane's own bytes. The 16 values of a lane are one NVFP4 scale group.
 //
-// Scales. NVFP4: the E2M1 pair times its E4M3 group scale is exact in bf16 (at most 2 x 4
-// significant bits, 2^-10 .. 2688), so the scale is applied to the A fragment with one
-// bf16x2 multiply and the row's f32 scale once at the end. FP8: decoded pairs are the
+// Scales. NVFP4: an E2M1 value times its E4M3 group scale is exact in bf16 (at most 2 x 4
+// significant bits, 2^-10 .. 2688), so each (row, group) gets byte tables of its eight
+// scaled magnitudes (4 bf16x2 multiplies + 4 PRMTs per 16 values) and the codes are looked
+// up in them; the row's f32 scale multiplies the result once at the end. FP8: decoded pairs are the
 // values times 2^-112 (quant_decode.cuh); each step's MMAs start from zero and their sum
 // is added times s(row, 64 s) * 2^56, the result times 2^56 at the end. A step must lie in
 // one scale column block: col_stride = 0 or col_shift >= 6. Products under 2^-126 after
@@ -194,10 +195,10 @@ __device__ __forceinline__ void fp8_step(const uint8_t* stage, int lane, int g, 
   }
 }
 
-// One NVFP4 step: A = E2M1 pairs times their group scale (exact in bf16).
+// One NVFP4 step: A = E2M1 codes times their group scale, looked up in tables made per
+// (row, group) from the scale (exact in bf16, E2m1Lut).
 template <int kBTiles>
 __device__ __forceinline__ void nvfp4_step(const uint8_t* stage, int lane, int g, int c,
-                                           const E2m1Tables& tab,
                                            float (&acc)[kTiles][kBTiles][4]) {
   const uint8_t* scales = stage + 2 * kTiles * 32 * Nvfp4::kWBytes;
   uint4 xv[kBTiles][2];
@@ -206,17 +207,18 @@ __device__ __forceinline__ void nvfp4_step(const uint8_t* stage, int lane, int g
   for (int t = 0; t < kTiles; ++t) {
     const uint2 wa = reinterpret_cast<const uint2*>(stage)[(2 * t) * 32 + lane];
     const uint2 wb = reinterpret_cast<const uint2*>(stage)[(2 * t + 1) * 32 + lane];
-    const uint32_t sa = e4m3_to_bf16_pair(scales[(16 * t + g) * 4 + c]);
-    const uint32_t sb = e4m3_to_bf16_pair(scales[(16 * t + 8 + g) * 4 + c]);
+    uint32_t sa, sb;  // this lane's group scales of rows g and g + 8
+    e4m3x2_to_bf16_pairs(scales[(16 * t + g) * 4 + c] | (scales[(16 * t + 8 + g) * 4 + c] << 8),
+                         sa, sb);
+    const E2m1Lut la = E2m1Lut::scaled(sa), lb = E2m1Lut::scaled(sb);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {  // word `half`: values 8 half .. 8 half + 7
       uint32_t pa[4], pb[4];
-      e2m1x8_to_bf16x2(half ? wa.y : wa.x, tab, pa);
-      e2m1x8_to_bf16x2(half ? wb.y : wb.x, tab, pb);
+      e2m1x8_to_bf16x2(half ? wa.y : wa.x, la, pa);
+      e2m1x8_to_bf16x2(half ? wb.y : wb.x, lb, pb);
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj) {  // MMA 2 half + jj: pairs 2 jj, 2 jj + 1 of the word
-        const uint32_t a[4] = {mul_bf16x2(pa[2 * jj], sa), mul_bf16x2(pb[2 * jj], sb),
-                               mul_bf16x2(pa[2 * jj + 1], sa), mul_bf16x2(pb[2 * jj + 1], sb)};
+        const uint32_t a[4] = {pa[2 * jj], pb[2 * jj], pa[2 * jj + 1], pb[2 * jj + 1]};
         mma_pairs(acc[t], a, xv, 2 * half + jj);
       }
     }
@@ -255,7 +257,6 @@ __device__ __forceinline__ void gemv_mma_quant(const __nv_bfloat16* __restrict__
   const int count = steps * (warp + 1) / kWarps - step0;
   uint8_t* ring = smem + warp * kStages * kStage;
 
-  const E2m1Tables tab = E2m1Tables::make();
   float acc[kTiles][kBTiles][4];
 #pragma unroll
   for (int t = 0; t < kTiles; ++t)
@@ -283,7 +284,7 @@ __device__ __forceinline__ void gemv_mma_quant(const __nv_bfloat16* __restrict__
     if constexpr (F::kScaleBytes == 0)
       fp8_step<kBTiles>(stage, lane, g, row0, (step0 + i) * kStepK, fp8, n, acc);
     else
-      nvfp4_step<kBTiles>(stage, lane, g, c, tab, acc);
+      nvfp4_step<kBTiles>(stage, lane, g, c, acc);
     const int refill = slot == 0 ? kStages - 1 : slot - 1;  // the slot step i - 1 used
     if (i + kStages - 1 < count) {
       src.fill_weights(ring + refill * kStage, step0 + i + kStages - 1);

@@ -42,58 +42,57 @@ __device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint32_t codes) {
   return t + 7u * (t & 0x10001000u);
 }
 
-// byte m of {kHi47:kHi03} / {kLo47:kLo03} = byte 3 / byte 2 of the f32 (= the bf16) of
-// E2M1 magnitude m in {0, 0.5, 1, 1.5, 2, 3, 4, 6}
-constexpr uint32_t kE2m1Hi03 = 0x3F3F3F00u, kE2m1Hi47 = 0x40404040u;
-constexpr uint32_t kE2m1Lo03 = 0xC0800000u, kE2m1Lo47 = 0xC0804000u;
+// E2M1 magnitudes {0, 0.5, 1, 1.5, 2, 3, 4, 6} as bf16 pairs (value 2i low, 2i + 1 high)
+__device__ __forceinline__ constexpr uint32_t e2m1_pair(int i) {
+  return i == 0 ? 0x3F000000u : i == 1 ? 0x3FC03F80u : i == 2 ? 0x40404000u : 0x40C04080u;
+}
 
-// The two table registers of the E2M1 lookups. PRMT takes one table half as an immediate
-// but the other from a register; a constant would sit in a uniform register and be copied
-// into a regular one before every lookup, so the tables are made per lane (OR-ed with
-// laneid >> 5, always 0, opaque to the compiler) and stay in two registers.
-struct E2m1Tables {
-  uint32_t hi03, lo03;
-  __device__ __forceinline__ static E2m1Tables make() {
-    E2m1Tables t;
-    asm volatile("{\n .reg .u32 l;\n mov.u32 l, %%laneid;\n shr.u32 l, l, 5;\n"
-                 " or.b32 %0, l, %2;\n or.b32 %1, l, %3;\n}"
-                 : "=r"(t.hi03), "=r"(t.lo03) : "n"(kE2m1Hi03), "n"(kE2m1Lo03));
-    return t;
+// Byte tables of the eight E2M1 magnitudes times a scale s, as bf16: byte j of
+// {hi47:hi03} / {lo47:lo03} is the high / low byte of bf16(|e2m1_j| * s). A PRMT looks up
+// four values at once in such a table (E2M1 has no hardware convert before sm_100).
+struct E2m1Lut {
+  uint32_t hi03, hi47, lo03, lo47;
+
+  // For s given as a bf16 pair (s, s): four bf16x2 products (exact whenever |e2m1| * s fits
+  // bf16's 8 significant bits: always for an E4M3 s, at most 2 x 4 bits) split into bytes.
+  __device__ __forceinline__ static E2m1Lut scaled(uint32_t s_pair) {
+    uint32_t p[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(p[i]) : "r"(e2m1_pair(i)), "r"(s_pair));
+    return {prmt(p[0], p[1], 0x7531u), prmt(p[2], p[3], 0x7531u), prmt(p[0], p[1], 0x6420u),
+            prmt(p[2], p[3], 0x6420u)};
   }
 };
 
-// Eight E2M1 codes (q, value j in bits 4j..4j+3) -> four exact bf16 pairs (v0, v1) ..
-// (v6, v7). E2M1 has no hardware convert before sm_100: PRMT byte lookups in 8-entry
-// tables give each value's bf16 high and low bytes (four values a lookup), PRMTs in
-// sign-replicate mode spread the signs to byte msbs, and two PRMTs per four values
-// interleave the bytes into pairs. 16 instructions for 8 values.
-__device__ __forceinline__ void e2m1x8_to_bf16x2(uint32_t q, const E2m1Tables& tab,
+// Eight E2M1 codes (q, value j in bits 4j..4j+3) -> four bf16 pairs (v0, v1) .. (v6, v7) of
+// e2m1 * s through `lut`. Per four values: two table lookups (high and low bytes), a PRMT in
+// sign-replicate mode spreading the code signs to byte msbs, one XOR giving each value the
+// sign of code and scale, and two PRMTs interleaving the bytes into pairs. 16 instructions
+// for 8 values, every result exact (the table's).
+__device__ __forceinline__ void e2m1x8_to_bf16x2(uint32_t q, const E2m1Lut& lut,
                                                  uint32_t (&p)[4]) {
   const uint32_t idx = q & 0x77777777u;  // magnitudes; selector bit 3 (replicate) clear
-  const uint32_t q4 = q << 4;             // byte msbs of q4 / q: signs of even / odd values
+  const uint32_t q4 = q << 4;             // byte msbs of q4 / q: signs of even / odd codes
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const uint32_t sel = half ? idx >> 16 : idx;
-    const uint32_t sg = prmt(q4, q, half ? 0xFBEAu : 0xD9C8u);  // byte j: 0xFF if v < 0
-    const uint32_t hs = prmt(tab.hi03, kE2m1Hi47, sel) | (sg & 0x80808080u);
-    const uint32_t lo = prmt(tab.lo03, kE2m1Lo47, sel);
+    const uint32_t sg = prmt(q4, q, half ? 0xFBEAu : 0xD9C8u);  // byte j: 0xFF if code < 0
+    const uint32_t hs = prmt(lut.hi03, lut.hi47, sel) ^ (sg & 0x80808080u);
+    const uint32_t lo = prmt(lut.lo03, lut.lo47, sel);
     p[2 * half] = prmt(lo, hs, 0x5140u);
     p[2 * half + 1] = prmt(lo, hs, 0x7362u);
   }
 }
 
-// bf16x2 product, one rounding per half (exact when the product fits bf16's 8 bits).
-__device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-
-// An E4M3 code as a bf16 pair (the value in both halves), exactly: E4M3's 4 significant
-// bits and range 2^-9 .. 448 fit bf16's normals.
-__device__ __forceinline__ uint32_t e4m3_to_bf16_pair(uint32_t b) {
-  const uint32_t v = __float_as_uint(e4m3_to_f32(b)) >> 16;  // exact: low 16 bits are zero
-  return v | (v << 16);
+// Two E4M3 codes (bits 0..7 and 8..15) -> bf16 pairs (s0, s0) and (s1, s1), exactly: the
+// hardware convert to f16 is exact, and so are f16 -> f32 -> bf16 for E4M3's 4 bits.
+__device__ __forceinline__ void e4m3x2_to_bf16_pairs(uint32_t codes, uint32_t& s0,
+                                                     uint32_t& s1) {
+  asm("{\n .reg .b16 c, h0, h1;\n .reg .f32 f0, f1;\n .reg .b32 h;\n cvt.u16.u32 c, %2;\n"
+      " cvt.rn.f16x2.e4m3x2 h, c;\n mov.b32 {h0, h1}, h;\n cvt.f32.f16 f0, h0;\n"
+      " cvt.f32.f16 f1, h1;\n cvt.rn.bf16x2.f32 %0, f0, f0;\n cvt.rn.bf16x2.f32 %1, f1, f1;\n}"
+      : "=r"(s0), "=r"(s1) : "r"(codes));
 }
 
 }  // namespace atlas::quant

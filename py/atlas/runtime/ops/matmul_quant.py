@@ -7,8 +7,8 @@ meets its preconditions (`uses_mma`); elsewhere they stream the quantized bytes 
 format's CUDA-core GEMV, 8 rows a pass while passes move fewer bytes than the other route
 (`gemv_passes`). Larger row counts dequantize the tensor into a bf16 scratch buffer the
 caller owns and run the bf16 `linear` on it. The CUDA-core GEMV passes have the same
-SwiGLU fusion as the bf16 GEMV; the tensor-core route runs silu_mul first. `QuantLinear` wraps any format behind the interface
-of `Bf16Linear`, so model layers never see the format.
+SwiGLU fusion as the bf16 GEMV; the tensor-core route runs silu_mul first. `QuantLinear`
+wraps any format behind the interface of `Bf16Linear`, so model layers never see the format.
 """
 
 from __future__ import annotations
