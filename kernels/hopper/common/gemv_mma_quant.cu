@@ -231,7 +231,7 @@ __device__ __forceinline__ void gemv_mma_quant(const __nv_bfloat16* __restrict__
                                                Nvfp4Scales nvfp4, __nv_bfloat16* __restrict__ y,
                                                int m, int n, int k, uint8_t* smem) {
   constexpr int kStages = ring_stages<F>(kBTiles), kStage = stage_bytes<F>(kBTiles);
-  constexpr int kPartials = kWarps * kTiles * kBTiles * 4 * 32;  // f32, [warp][t][b][i][lane]
+  constexpr int kPartials = kWarps * kTiles * kBTiles * 4 * 32;  // f32 partial sums
   static_assert(kWarps * kStages * kStage >= kPartials * 4, "partials must fit the ring");
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, c = lane & 3;
@@ -253,57 +253,46 @@ __device__ __forceinline__ void gemv_mma_quant(const __nv_bfloat16* __restrict__
                   static_cast<size_t>(min(8 * b + g, m - 1)) * (k / 8);
   src.srow = nvfp4.group + static_cast<size_t>(min(row0 + lane, n - 1)) * (k / 16);
 
-  const int step0 = steps * warp / kWarps;
-  const int count = steps * (warp + 1) / kWarps - step0;
-  uint8_t* ring = smem + warp * kStages * kStage;
+  // This warp's k-steps [first, first + count) stream through its ring: slot j holds step
+  // first + i for i % kStages == j; commit group i holds what step i needs.
+  const int first = steps * warp / kWarps, count = steps * (warp + 1) / kWarps - first;
+  uint8_t* const ring = smem + warp * kStages * kStage;
+  float acc[kTiles][kBTiles][4] = {};
 
-  float acc[kTiles][kBTiles][4];
-#pragma unroll
-  for (int t = 0; t < kTiles; ++t)
-#pragma unroll
-    for (int b = 0; b < kBTiles; ++b)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[t][b][i] = 0.f;
-
-  // Weights (and group scales) of the first stages before the PDL wait: no kernel writes
-  // them. Commit group i then holds everything step i needs.
-#pragma unroll
-  for (int i = 0; i < kStages - 1; ++i)
-    if (i < count) src.fill_weights(ring + i * kStage, step0 + i);
+  // The weights (and group scales) of the first kStages - 1 steps are requested before the
+  // PDL wait, since no kernel writes them; the activations after it.
+  const int primed = min(count, kStages - 1);
+  for (int i = 0; i < primed; ++i) src.fill_weights(ring + i * kStage, first + i);
   atlas::pdl_enter();
-#pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {
-    if (i < count) src.fill_x(ring + i * kStage, step0 + i);
-    atlas::cp_async_commit();
+    if (i < primed) src.fill_x(ring + i * kStage, first + i);
+    atlas::cp_async_commit();  // empty groups past `count` keep the group arithmetic
   }
-  for (int i = 0, slot = 0; i < count; ++i) {
-    atlas::cp_async_wait<kStages - 2>();
-    __syncwarp();  // group scales are read by other lanes than the one that copied them;
-                   // and every lane is past step i - 1 before its slot is refilled below
-    const uint8_t* stage = ring + slot * kStage;
+  for (int i = 0; i < count; ++i) {
+    atlas::cp_async_wait<kStages - 2>();  // groups 0..i have landed (this lane's copies)
+    __syncwarp();  // ... and every lane's: group scales are read by other lanes than the
+                   // one that copied them; every lane is also done with step i - 1's slot
+    const uint8_t* stage = ring + (i % kStages) * kStage;
     if constexpr (F::kScaleBytes == 0)
-      fp8_step<kBTiles>(stage, lane, g, row0, (step0 + i) * kStepK, fp8, n, acc);
+      fp8_step<kBTiles>(stage, lane, g, row0, (first + i) * kStepK, fp8, n, acc);
     else
       nvfp4_step<kBTiles>(stage, lane, g, c, acc);
-    const int refill = slot == 0 ? kStages - 1 : slot - 1;  // the slot step i - 1 used
-    if (i + kStages - 1 < count) {
-      src.fill_weights(ring + refill * kStage, step0 + i + kStages - 1);
-      src.fill_x(ring + refill * kStage, step0 + i + kStages - 1);
+    const int next = i + kStages - 1;  // into the slot step i - 1 used
+    if (next < count) {
+      src.fill_weights(ring + (next % kStages) * kStage, first + next);
+      src.fill_x(ring + (next % kStages) * kStage, first + next);
     }
     atlas::cp_async_commit();
-    slot = slot + 1 == kStages ? 0 : slot + 1;
   }
   atlas::cp_async_wait<0>();
   __syncthreads();  // every warp is done with its ring before the partials reuse it
 
+  // Partials as [warp][v][lane], v = (t * kBTiles + b) * 4 + i the flat fragment index.
+  constexpr int kValues = kTiles * kBTiles * 4;
   float* part = reinterpret_cast<float*>(smem);
+  const float* flat = &acc[0][0][0];
 #pragma unroll
-  for (int t = 0; t < kTiles; ++t)
-#pragma unroll
-    for (int b = 0; b < kBTiles; ++b)
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        part[(((warp * kTiles + t) * kBTiles + b) * 4 + i) * 32 + lane] = acc[t][b][i];
+  for (int v = 0; v < kValues; ++v) part[(warp * kValues + v) * 32 + lane] = flat[v];
   __syncthreads();
   // Output (mi, r): value i = 2 h + (mi & 1) of lane 4 (r % 8) + (mi % 8) / 2 of
   // (tile r / 16, B tile mi / 8), h = (r % 16) / 8; warps summed in order.
@@ -314,7 +303,7 @@ __device__ __forceinline__ void gemv_mma_quant(const __nv_bfloat16* __restrict__
     const int at = ((t * kBTiles + b) * 4 + 2 * h + (col & 1)) * 32 + 4 * gl + (col >> 1);
     float sum = 0.f;
 #pragma unroll
-    for (int v = 0; v < kWarps; ++v) sum += part[v * kTiles * kBTiles * 4 * 32 + at];
+    for (int w = 0; w < kWarps; ++w) sum += part[w * kValues * 32 + at];
     sum *= F::kScaleBytes == 0 ? 0x1p56f : __ldg(nvfp4.row + row);
     y[static_cast<size_t>(mi) * n + row] = atlas::f32_to_bf16(sum);
   }
