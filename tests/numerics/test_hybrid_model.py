@@ -146,7 +146,7 @@ def test_state_pools_are_planned_beside_a_kv_cache_of_attention_layers_only():
     assert runner.kv.cfg.num_layers == 1  # layer 2 of ("linear", "linear", "full")
     slots = runner.max_batch_size + 1
     conv, delta = runner.arena.slice("conv_state"), runner.arena.slice("delta_state")
-    assert conv.nbytes == 2 * slots * 2 * (4 - 1) * (2 * 64 + 256)   # bf16 [k - 1, conv_dim]
+    assert conv.nbytes == 2 * slots * 2 * 4 * (2 * 64 + 256)   # bf16 ring [k, conv_dim]
     assert delta.nbytes == 2 * slots * 4 * 8 * 32 * 32             # f32 [hv, dk, dv]
     assert conv.offset + conv.nbytes <= runner.arena.nbytes
     assert delta.offset + delta.nbytes <= runner.arena.nbytes

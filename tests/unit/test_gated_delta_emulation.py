@@ -240,8 +240,8 @@ def emulate_conv(x, x_pitch, w, conv_state, slots, cu_q, kv_lens, out, num_seqs,
                 t0 = by * K_TOKEN_TILE
                 if t0 >= q_len:
                     continue
-                fresh = kv_lens[b] == q_len
-                st = slots[b] * hist * channels + c
+                start = kv_lens[b] - q_len
+                st = slots[b] * kernel * channels + c
                 win = []
                 for j in range(win_n):
                     p = t0 - win_n + j
@@ -249,8 +249,8 @@ def emulate_conv(x, x_pitch, w, conv_state, slots, cu_q, kv_lens, out, num_seqs,
                     if p >= t0 - hist:
                         if p >= 0:
                             v = x[(seq_start + p) * x_pitch + c]
-                        elif not fresh:
-                            v = conv_state[st + (hist + p) * channels]
+                        elif start + p >= 0:
+                            v = conv_state[st + ((start + p) % kernel) * channels]
                     win.append(v)
                 for t in range(t0, min(t0 + K_TOKEN_TILE, q_len)):
                     xt = x[(seq_start + t) * x_pitch + c]
@@ -263,22 +263,18 @@ def emulate_conv(x, x_pitch, w, conv_state, slots, cu_q, kv_lens, out, num_seqs,
                     win = win[1:] + [xt]
                 if by != 0:
                     continue
-                for r in range(hist):
-                    p = q_len - hist + r
-                    if p >= 0:
-                        v = x[(seq_start + p) * x_pitch + c]
-                    else:
-                        v = 0.0 if fresh else conv_state[st + (q_len + r) * channels]
-                    conv_state[st + r * channels] = v
+                for p in range(max(q_len - hist, 0), q_len):
+                    conv_state[st + ((start + p) % kernel) * channels] = \
+                        x[(seq_start + p) * x_pitch + c]
 
 
 def test_conv_kernel_transliteration_matches_the_reference():
     rng = np.random.default_rng(5)
-    lens, starts, channels, kernel = [1, 2, 70, 3], [5, 0, 0, 9], 24, 4
+    lens, starts, channels, kernel = [1, 2, 70, 3, 1], [5, 0, 0, 9, 1], 24, 4
     n, total, pitch = len(lens), sum(lens), 40
     bf = lambda a: round_bf16(a.astype(np.float32))  # noqa: E731
     x, w = bf(rng.standard_normal(total * pitch)), bf(0.5 * rng.standard_normal(channels * kernel))
-    state = bf(rng.standard_normal((n + 1) * (kernel - 1) * channels))
+    state = bf(rng.standard_normal((n + 1) * kernel * channels))
     slots = np.array(rng.permutation(n + 1)[:n], np.int32)
     cu_q = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
     kv_lens = (np.asarray(starts) + np.asarray(lens)).astype(np.int32)

@@ -1,7 +1,8 @@
 """The launch sequence of the hybrid Qwen3.5 decoder, recorded by MockGpuBackend: the decode
-graph holds the recurrent delta rule and the conv of every linear layer and the gated
-attention of every full layer; prefill runs the chunked form; the state slot of each row and
-the padding rows' slot reach the kernels."""
+graph holds the fused decode step of every linear layer between its two projections (the
+conv, recurrent delta rule and gated norm as three launches under ATLAS_GDN_FUSED=0) and the
+gated attention of every full layer; prefill runs the chunked form; the state slot of each
+row and the padding rows' slot reach the kernels."""
 
 from pathlib import Path
 
@@ -15,8 +16,9 @@ from atlas.model.load import load_runner
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3_5"
 
 # a decode bucket of 2 rows: the multi-row GEMV
-LINEAR_DECODE = ["gemv_bf16", "causal_conv1d_silu_bf16", "gated_delta_step_bf16",
-                 "gated_rmsnorm_bf16", "gemv_bf16"]
+LINEAR_DECODE = ["gemv_bf16", "gated_deltanet_decode_bf16", "gemv_bf16"]
+LINEAR_DECODE_UNFUSED = ["gemv_bf16", "causal_conv1d_silu_bf16", "gated_delta_step_bf16",
+                         "gated_rmsnorm_bf16", "gemv_bf16"]
 FULL_DECODE = ["gemv_bf16", "qk_norm_rope_kv_partial_bf16", "decode_attn_bf16",
                "decode_attn_combine_bf16", "sigmoid_gate_mul_bf16", "gemv_bf16"]
 MLP = ["add_rmsnorm_offset_bf16", "gemv_bf16", "gemv_silu_bf16", "add_rmsnorm_offset_bf16"]
@@ -28,7 +30,8 @@ def runner():
                        max_prefill_tokens=32)
 
 
-def test_decode_graph_holds_both_mixers_per_layer_type(runner):
+def _decode_graph(runner) -> list[str]:
+    """The kernels of the decode graph a 2-sequence step replays."""
     dev = runner.backend
     runner.execute([SeqChunk(7, [1, 2, 3, 4, 5], 0, [0], GREEDY,
                              history=PenaltyHistory([1, 2, 3, 4, 5])),
@@ -38,16 +41,34 @@ def test_decode_graph_holds_both_mixers_per_layer_type(runner):
     runner.execute([SeqChunk(7, [3], 5, [0], GREEDY), SeqChunk(9, [4], 2, [1], GREEDY)])
     assert dev.drain_launches() == []  # nothing launched outside the graph
     (replay,) = dev.graph_launches
-    names = [r.func for r in replay.graph]
+    return [r.func for r in replay.graph]
+
+
+def test_decode_graph_holds_both_mixers_per_layer_type(runner):
+    names = _decode_graph(runner)
     assert names[:2] == ["embedding_bf16", "rmsnorm_offset_bf16"]
     body = LINEAR_DECODE + MLP + LINEAR_DECODE + MLP + FULL_DECODE + MLP
     assert names[2:2 + len(body)] == body
+    fused = [r for r in runner.backend.graph_launches[0].graph
+             if r.func == "gated_deltanet_decode_bf16"]
+    # one block per (value head, row) of (dk / 16) * (dv / 4) threads in whole warps:
+    # tiny-qwen3_5's 8 value heads of 32 and key dim 32 give 2 * 8 = 16, one warp
+    assert [(r.grid, r.block, r.args["num_seqs"]) for r in fused] == [((8, 2, 1), (32, 1, 1),
+                                                                        2)] * 2
     # the bucket of 2 rows: each row's state slot is its sampler slot, and graph padding
     # would use the pad slot (max_batch_size)
     base = runner.layout.state_slots
     assert runner.host_i32[base:base + 2].tolist() == [runner._slot_of[7], runner._slot_of[9]]
     runner.release(7)
     runner.release(9)
+
+
+def test_unfused_route_runs_conv_rule_and_norm_as_three_launches(monkeypatch):
+    monkeypatch.setenv("ATLAS_GDN_FUSED", "0")
+    unfused = load_runner(FIXTURE, backend="mock", max_seq_len=64, max_batch_size=4,
+                          max_prefill_tokens=32)
+    body = LINEAR_DECODE_UNFUSED + MLP + LINEAR_DECODE_UNFUSED + MLP + FULL_DECODE + MLP
+    assert _decode_graph(unfused)[2:2 + len(body)] == body
 
 
 def test_prefill_runs_the_chunked_rule_and_skips_the_kv_cache_of_linear_layers(runner):

@@ -1,6 +1,6 @@
 """The hybrid models' kernels on the host: conv1d, the gated delta rule (chunked and
-recurrent), the gated RMSNorm and the attention output gate agree with their float64
-oracles; the two delta-rule forms compute one function however a sequence is split; the
+recurrent), the gated RMSNorm, the attention output gate and the fused decode step agree
+with their float64 oracles; the two delta-rule forms compute one function however a sequence is split; the
 launch builders give the CUDA geometry and reject what the kernels cannot do; and the CUDA
 entry points declare exactly the ABI's parameters."""
 
@@ -12,6 +12,7 @@ import pytest
 from atlas.runtime.cases import conv1d as conv1d_cases  # noqa: F401 (registers)
 from atlas.runtime.cases import gated_delta as gated_delta_cases
 from atlas.runtime.cases import gated_rmsnorm as gated_rmsnorm_cases  # noqa: F401 (registers)
+from atlas.runtime.cases import gdn_decode as gdn_decode_cases  # noqa: F401 (registers)
 from atlas.runtime.host import HostBackend
 from atlas.runtime.kernel_check import check, module_cases
 from atlas.runtime.mock import MockGpuBackend
@@ -19,7 +20,7 @@ from atlas.runtime.ops import KernelCache, linear_attention
 from atlas.runtime.reference.gated_delta import chunk_form, normalized_qk, recurrent_form
 from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
 
-MODULES = ("conv1d", "gated_delta", "gated_rmsnorm", "attn_gate")
+MODULES = ("conv1d", "gated_delta", "gated_rmsnorm", "attn_gate", "gdn_decode")
 
 
 # the 4,096-token case runs in the GPU suite

@@ -25,6 +25,7 @@
 // which is the token-by-token recurrence regrouped (the WY/UT form). Shared arrays are padded
 // (rows of dk + 1 and kDvTile + 1 floats) so the column walks do not hit one bank.
 #include "atlas_common.cuh"
+#include "gated_delta_gate.cuh"
 
 namespace {
 
@@ -33,21 +34,9 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kDvTile = 32;    // ops/linear_attention.py DELTA_DV_TILE
 constexpr int kChunk = 64;     // ops/linear_attention.py CHUNK
 constexpr int kMaxDk = 256;    // ops/linear_attention.py DELTA_MAX_DK
-constexpr float kL2Eps = 1e-6f;
-
-struct GateTerms {
-  float beta, decay_log;
-};
-
-// beta and g of token row t, head h (transformers' bf16 sigmoid, f32 softplus).
-__device__ __forceinline__ GateTerms gate_terms(const __nv_bfloat16* ba, uint32_t ba_pitch,
-                                                int t, int h, int hv, float a_log, float dt_bias) {
-  const __nv_bfloat16* r = ba + static_cast<size_t>(t) * ba_pitch;
-  const float b = atlas::bf16_to_f32(r[h]);
-  const float x = atlas::bf16_to_f32(r[hv + h]) + dt_bias;
-  const float softplus = x > 20.f ? x : log1pf(expf(x));
-  return {atlas::round_bf16(1.f / (1.f + expf(-b))), -expf(a_log) * softplus};
-}
+constexpr float kL2Eps = atlas::kDeltaL2Eps;
+using atlas::GateTerms;
+using atlas::gate_terms;
 
 struct Dims {
   int hk, hv, dk, dv;
