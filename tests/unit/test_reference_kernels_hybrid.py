@@ -1,8 +1,8 @@
 """The hybrid models' kernels on the host: conv1d, the gated delta rule (chunked and
 recurrent), the gated RMSNorm, the attention output gate and the fused decode step agree
-with their float64 oracles; the two delta-rule forms compute one function however a sequence is split; the
-launch builders give the CUDA geometry and reject what the kernels cannot do; and the CUDA
-entry points declare exactly the ABI's parameters."""
+with their float64 oracles; the two delta-rule forms compute one function however a
+sequence is split; the launch builders give the CUDA geometry and reject what the kernels
+cannot do; and the CUDA entry points declare exactly the ABI's parameters."""
 
 from __future__ import annotations
 
