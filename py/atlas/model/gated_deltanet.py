@@ -10,7 +10,8 @@ kernels start a sequence from zero state when its step begins at position 0 and 
 continue from the slot, so chunked prefill and decode at mixed positions compose. Prefill
 steps run the conv, the chunked form of the delta rule and the gated norm as three kernels;
 decode steps run all three in one (gdn_decode: the layer is three launches, the two
-projections around it), or as three with the recurrent form under ATLAS_GDN_FUSED=0.
+projections around it) where the head shapes fit it, else (and under ATLAS_GDN_FUSED=0) as
+three with the recurrent form.
 """
 
 from __future__ import annotations
@@ -63,7 +64,9 @@ def gated_deltanet(kc: KernelCache, s: Stream, b: "StepBuffers", w: GatedDeltaNe
     """The mixer over the step's t tokens: reads b.normed, writes b.delta."""
     width = proj_width(la)
     matmul.linear(kc, s, b.normed, w.in_proj, b.lin_proj, t, width, hidden)
-    if decode and kc.routes.gdn_fused:
+    if (decode and kc.routes.gdn_fused
+            and linear_attention.gdn_decode_fits(la.key_head_dim, la.value_head_dim,
+                                                 la.conv_kernel)):
         linear_attention.gdn_decode(
             kc, s, b.lin_proj, width, w.conv, w.conv_state, w.a_log, w.dt_bias, w.norm,
             w.delta_state, b.state_slots, b.cu_q, b.kv_lens, b.lin_gated, num_seqs,

@@ -109,8 +109,8 @@ def gated_delta_rule(kc: KernelCache, stream: Stream, qkv: DevicePtr, qkv_pitch:
 
 #: state rows per thread of the fused decode kernel (gdn_decode.cu kRows)
 GDN_DECODE_ROWS = 16
-#: its largest block (gdn_decode.cu kMaxThreads, the __launch_bounds__)
-GDN_DECODE_MAX_THREADS = 512
+#: its largest block (gdn_decode.cu kMaxThreads, the __launch_bounds__): dk * dv <= 16,384
+GDN_DECODE_MAX_THREADS = 256
 #: dynamic shared memory a launch may use without the opt-in
 _SMEM_DEFAULT_LIMIT = 48 * 1024
 
@@ -133,6 +133,15 @@ def _pad4(n: int) -> int:
     return -(-n // 4) * 4
 
 
+def gdn_decode_fits(dk: int, dv: int, kernel: int) -> bool:
+    """Whether the fused decode kernel takes these head dims and conv width (larger heads
+    run the three unfused kernels)."""
+    return (dk >= GDN_DECODE_ROWS and dk % GDN_DECODE_ROWS == 0 and dv >= 4 and dv % 4 == 0
+            and gdn_decode_threads(dk, dv) <= GDN_DECODE_MAX_THREADS
+            and 2 <= kernel <= CONV_MAX_KERNEL
+            and gdn_decode_smem_bytes(dk, dv, kernel) <= _SMEM_DEFAULT_LIMIT)
+
+
 def gdn_decode(kc: KernelCache, stream: Stream, proj: DevicePtr, proj_pitch: int,
                conv_w: DevicePtr, conv_state: DevicePtr, a_log: DevicePtr, dt_bias: DevicePtr,
                norm_w: DevicePtr, state: DevicePtr, state_slots: DevicePtr, cu_q: DevicePtr,
@@ -143,14 +152,11 @@ def gdn_decode(kc: KernelCache, stream: Stream, proj: DevicePtr, proj_pitch: int
     gating.gated_rmsnorm in turn; both states are updated in place."""
     name = "gdn_decode"
     _check_heads(name, hk, hv)
-    require_multiple(name, "dk", dk, GDN_DECODE_ROWS)
-    require_multiple(name, "dv", dv, 4)
-    threads = gdn_decode_threads(dk, dv)
-    if threads > GDN_DECODE_MAX_THREADS:
-        raise ValueError(f"{name}: dk={dk} dv={dv} need {threads} threads, more than "
-                         f"{GDN_DECODE_MAX_THREADS} ((dk / {GDN_DECODE_ROWS}) * (dv / 4))")
-    if not 2 <= kernel <= CONV_MAX_KERNEL:
-        raise ValueError(f"{name}: kernel={kernel} must be in 2..{CONV_MAX_KERNEL}")
+    if not gdn_decode_fits(dk, dv, kernel):
+        raise ValueError(f"{name}: dk={dk} dv={dv} kernel={kernel} do not fit the kernel (dk "
+                         f"a multiple of {GDN_DECODE_ROWS}, dv of 4, (dk / {GDN_DECODE_ROWS}) "
+                         f"* (dv / 4) <= {GDN_DECODE_MAX_THREADS} threads, kernel in "
+                         f"2..{CONV_MAX_KERNEL})")
     row = 2 * hk * dk + 2 * hv * dv + 2 * hv
     if proj_pitch < row:
         raise ValueError(f"{name}: proj_pitch={proj_pitch} is narrower than the "
@@ -158,14 +164,11 @@ def gdn_decode(kc: KernelCache, stream: Stream, proj: DevicePtr, proj_pitch: int
     if num_seqs < 1:
         raise ValueError(f"{name}: num_seqs={num_seqs} must be >= 1")
     smem = gdn_decode_smem_bytes(dk, dv, kernel)
-    if smem > _SMEM_DEFAULT_LIMIT:
-        raise ValueError(f"{name}: {smem} bytes of shared memory for dk={dk} dv={dv} "
-                         f"kernel={kernel} exceed {_SMEM_DEFAULT_LIMIT}")
     for ptr_name, ptr in (("proj", proj), ("conv_w", conv_w), ("conv_state", conv_state),
                           ("a_log", a_log), ("dt_bias", dt_bias), ("norm_w", norm_w),
                           ("out", out)):
         require_aligned(name, ptr_name, ptr, 2)
     require_aligned(name, "state", state, 16)
-    kc.get(GDN_DECODE)(stream, (hv, num_seqs), threads, smem, proj, proj_pitch, conv_w,
-                       conv_state, a_log, dt_bias, norm_w, state, state_slots, cu_q, kv_lens,
-                       out, num_seqs, hk, hv, dk, dv, kernel, eps)
+    kc.get(GDN_DECODE)(stream, (hv, num_seqs), gdn_decode_threads(dk, dv), smem, proj,
+                       proj_pitch, conv_w, conv_state, a_log, dt_bias, norm_w, state,
+                       state_slots, cu_q, kv_lens, out, num_seqs, hk, hv, dk, dv, kernel, eps)
