@@ -63,12 +63,18 @@ def test_decode_graph_holds_both_mixers_per_layer_type(runner):
     runner.release(9)
 
 
-def test_unfused_route_runs_conv_rule_and_norm_as_three_launches(monkeypatch):
+def test_switched_off_paths_run_the_unfused_step_and_the_cuda_core_chunks(monkeypatch):
     monkeypatch.setenv("ATLAS_GDN_FUSED", "0")
+    monkeypatch.setenv("ATLAS_GDN_CHUNK_TC", "0")
     unfused = load_runner(FIXTURE, backend="mock", max_seq_len=64, max_batch_size=4,
                           max_prefill_tokens=32)
     body = LINEAR_DECODE_UNFUSED + MLP + LINEAR_DECODE_UNFUSED + MLP + FULL_DECODE + MLP
     assert _decode_graph(unfused)[2:2 + len(body)] == body
+    unfused.backend.drain_launches()
+    unfused.execute([SeqChunk(3, list(range(1, 9)), 0, [2], GREEDY,
+                              history=PenaltyHistory(list(range(1, 9))))])
+    chunks = {r.func for r in unfused.backend.drain_launches()}
+    assert "gated_delta_chunk_bf16" in chunks and "gated_delta_chunk_tc_bf16" not in chunks
 
 
 def test_prefill_runs_the_chunked_rule_and_skips_the_kv_cache_of_linear_layers(runner):
@@ -77,7 +83,8 @@ def test_prefill_runs_the_chunked_rule_and_skips_the_kv_cache_of_linear_layers(r
     runner.execute([SeqChunk(8, list(range(1, 21)), 0, [1, 2], GREEDY,
                              history=PenaltyHistory(list(range(1, 21))))])
     launches = dev.drain_launches()
-    chunk = [r for r in launches if r.func == "gated_delta_chunk_bf16"]
+    # key dim 32: the chunked rule's products on tensor cores
+    chunk = [r for r in launches if r.func == "gated_delta_chunk_tc_bf16"]
     assert len(chunk) == 2 and chunk[0].shared > 0
     conv = [r for r in launches if r.func == "causal_conv1d_silu_bf16"]
     assert [r.grid for r in conv] == [(3, 1, 1)] * 2  # 384 channels, 20 tokens, 1 sequence
@@ -85,6 +92,7 @@ def test_prefill_runs_the_chunked_rule_and_skips_the_kv_cache_of_linear_layers(r
     assert len(rope) == 1
     assert (rope[0].args["q_pitch"], rope[0].args["rotary_dim"], rope[0].args["norm_offset"]) \
         == (256, 32, 1)
-    assert not [r for r in launches if r.func == "gated_delta_step_bf16"]
+    assert not [r for r in launches if r.func in ("gated_delta_step_bf16",
+                                                   "gated_delta_chunk_bf16")]
     runner.release(8)
     assert np.array_equal(sorted(runner._free_slots), list(range(runner.max_batch_size)))

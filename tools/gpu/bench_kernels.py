@@ -945,10 +945,12 @@ def delta_rule_case(env: Env, s: Any) -> Case:
 
     name = ("torch_chunk_gated_delta_rule" if s.chunked
             else "torch_recurrent_gated_delta_rule")
+    cores = ("tensor cores" if linear_attention.chunk_uses_tensor_cores(env.kc, dk)
+             else "CUDA cores")
     return Case(s, make, ours,
                 [Variant(f"{name} (transformers; gates + repeat_interleave included)", theirs)],
                 compare, outputs=("out",), mutated=("state",),
-                note="ours on CUDA cores (not yet tensor cores)" if s.chunked else "")
+                note=f"ours: products on {cores} (ATLAS_GDN_CHUNK_TC)" if s.chunked else "")
 
 
 def gated_norm_case(env: Env, s: Any) -> Case:

@@ -552,7 +552,7 @@ class Conv1d:
 class DeltaRule:
     """The gated delta rule over `seqs` sequences of `tokens`: chunked (prefill) or
     recurrent (decode, tokens == 1), fp32 state [hv, dk, dv] per sequence read and written.
-    Memory-bound as counted here (its matrix work runs on CUDA cores: no tensor-core FLOPs)."""
+    Counted as memory-bound (no FLOPs): the chunked form's products are small per chunk."""
 
     label: str
     seqs: int

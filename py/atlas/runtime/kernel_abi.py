@@ -142,6 +142,12 @@ GATED_DELTA_CHUNK = S(
     "gated_delta", "gated_delta_chunk_bf16",
     "qkv:ptr qkv_pitch:u32 ba:ptr ba_pitch:u32 a_log:ptr dt_bias:ptr state:ptr "
     "state_slots:ptr cu_q:ptr kv_lens:ptr out:ptr num_seqs:u32 hk:u32 hv:u32 dk:u32 dv:u32")
+# the chunked form with its K K^T, Q K^T, K S, Q S and K^T V' products on tensor cores (f32
+# operands split into bf16 hi + lo parts: near-f32 products); dk a multiple of 16
+GATED_DELTA_CHUNK_TC = S(
+    "gated_delta", "gated_delta_chunk_tc_bf16",
+    "qkv:ptr qkv_pitch:u32 ba:ptr ba_pitch:u32 a_log:ptr dt_bias:ptr state:ptr "
+    "state_slots:ptr cu_q:ptr kv_lens:ptr out:ptr num_seqs:u32 hk:u32 hv:u32 dk:u32 dv:u32")
 GATED_DELTA_STEP = S(
     "gated_delta", "gated_delta_step_bf16",
     "qkv:ptr qkv_pitch:u32 ba:ptr ba_pitch:u32 a_log:ptr dt_bias:ptr state:ptr "

@@ -5,7 +5,8 @@ Geometry mirrors kernels/hopper/common/conv1d.cu and gated_delta.cu:
   owning a sequence's first token tile also moves the conv state forward.
 * chunked delta rule (prefill): one DELTA_THREADS-thread block per (DELTA_DV_TILE value
   columns, value head, sequence) walks the sequence's tokens in chunks of CHUNK, keeping its
-  state columns in shared memory (dynamic, `delta_chunk_smem_bytes`).
+  state columns in shared memory (dynamic, `delta_chunk_smem_bytes`); its products run on
+  tensor cores (gated_delta_chunk_tc) when dk is a multiple of 16, unless switched off.
 * recurrent delta rule (decode): one block per (DELTA_DV_TILE columns, value head, sequence);
   its warps split the key dimension, the state is read and written in place.
 * fused decode step (gdn_decode.cu): one block per (value head, sequence) of
@@ -18,7 +19,8 @@ zero state) and one state slot per sequence.
 from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import CONV1D, GATED_DELTA_CHUNK, GATED_DELTA_STEP, GDN_DECODE
+from ..kernel_abi import (CONV1D, GATED_DELTA_CHUNK, GATED_DELTA_CHUNK_TC,
+                          GATED_DELTA_STEP, GDN_DECODE)
 from . import KernelCache
 from ._preconditions import require_aligned, require_multiple
 
@@ -66,6 +68,12 @@ def delta_chunk_smem_bytes(dk: int) -> int:
     return 4 * floats
 
 
+def chunk_uses_tensor_cores(kc: KernelCache, dk: int) -> bool:
+    """The chunked form's dispatch rule: on tensor cores unless switched off
+    (ATLAS_GDN_CHUNK_TC=0), for key dims the m16n8k16 tiles cover (multiples of 16)."""
+    return kc.routes.gdn_chunk_tc and dk % 16 == 0
+
+
 def _check_heads(kernel: str, hk: int, hv: int) -> None:
     if hk < 1 or hv < hk or hv % hk:
         raise ValueError(f"{kernel}: hv={hv} must be a positive multiple of hk={hk}")
@@ -89,19 +97,28 @@ def gated_delta_rule(kc: KernelCache, stream: Stream, qkv: DevicePtr, qkv_pitch:
                      ba: DevicePtr, ba_pitch: int, a_log: DevicePtr, dt_bias: DevicePtr,
                      state: DevicePtr, state_slots: DevicePtr, cu_q: DevicePtr,
                      kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hk: int, hv: int,
-                     dk: int, dv: int, recurrent: bool) -> None:
+                     dk: int, dv: int, recurrent: bool,
+                     tensor_cores: bool | None = None) -> None:
     """The delta rule over every sequence's tokens of the step: the chunked (prefill) form,
-    or with `recurrent` the decode form (exactly one token per sequence, cu_q[b] == b)."""
+    or with `recurrent` the decode form (exactly one token per sequence, cu_q[b] == b).
+
+    `tensor_cores` forces (True) or avoids (False) the chunked form's tensor-core kernel;
+    None takes it where `chunk_uses_tensor_cores` says."""
     kernel = "gated_delta_step" if recurrent else "gated_delta_chunk"
     _check_delta(kernel, qkv_pitch, ba_pitch, hk, hv, dk, dv,
                  {"qkv": qkv, "ba": ba, "state": state, "out": out})
     if num_seqs < 1:
         raise ValueError(f"{kernel}: num_seqs={num_seqs} must be >= 1")
+    if tensor_cores is None:
+        tensor_cores = chunk_uses_tensor_cores(kc, dk)
+    elif tensor_cores and dk % 16:
+        raise ValueError(f"gated_delta_chunk_tc: dk={dk} must be a multiple of 16")
     if recurrent:
         smem, launch = 0, kc.get(GATED_DELTA_STEP)
     else:
         smem = delta_chunk_smem_bytes(dk)
-        launch = kc.get_with_shared(GATED_DELTA_CHUNK, smem)
+        launch = kc.get_with_shared(GATED_DELTA_CHUNK_TC if tensor_cores else GATED_DELTA_CHUNK,
+                                    smem)
     launch(stream, (dv // DELTA_DV_TILE, hv, num_seqs), DELTA_THREADS, smem, qkv, qkv_pitch, ba,
            ba_pitch, a_log, dt_bias, state, state_slots, cu_q, kv_lens, out, num_seqs, hk, hv,
            dk, dv)

@@ -15,6 +15,8 @@ what it asked for each time, and importing Atlas never depends on the environmen
   Hopper wgmma ones (moe_grouped_sm90).
 * ATLAS_GDN_FUSED=0: a Gated-DeltaNet layer's decode step as three launches (conv1d, the
   recurrent delta rule, the gated RMSNorm) instead of the fused gdn_decode kernel.
+* ATLAS_GDN_CHUNK_TC=0: the chunked (prefill) delta rule on CUDA cores only, never the
+  tensor-core kernel (gated_delta_chunk_tc).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class KernelRoutes:
     gemv_mma_wide: bool | None = None
     moe_sm90: bool = True
     gdn_fused: bool = True
+    gdn_chunk_tc: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "KernelRoutes":
@@ -62,4 +65,5 @@ class KernelRoutes:
                    batched_gemv_min_m=int(min_m) if min_m else DEFAULT_BATCHED_GEMV_MIN_M,
                    gemv_mma_wide={"1": True, "0": False}.get(wide),
                    moe_sm90=env_switch(env, "ATLAS_MOE_SM90", True),
-                   gdn_fused=env_switch(env, "ATLAS_GDN_FUSED", True))
+                   gdn_fused=env_switch(env, "ATLAS_GDN_FUSED", True),
+                   gdn_chunk_tc=env_switch(env, "ATLAS_GDN_CHUNK_TC", True))
