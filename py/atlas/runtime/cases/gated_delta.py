@@ -154,7 +154,7 @@ def gated_delta_cases(rng: np.random.Generator) -> list[KernelCase]:
         _case(rng, "gdn_chunk_tc_mixed", small, [1, 63, 64, 65, 130], [0, 7, 0, 200, 0],
               "chunk_tc"),
         _case(rng, "gdn_chunk_tc_model_dims", model, [70, 3], [0, 12], "chunk_tc"),
-        _case(rng, "gdn_chunk_tc_qwen3.5-35b-a3b", Heads(hk=16, hv=32, dk=128, dv=128), [100],
+        _case(rng, "gdn_chunk_tc_qwen3.5-35b-a3b", Heads(hk=16, hv=32, dk=128, dv=128), [24],
               [30], "chunk_tc"),
         _case(rng, f"gdn_chunk_tc_4096_{LONG}", model, [4096], [0], "chunk_tc",
               (0.001, 0.02)),
