@@ -166,6 +166,13 @@ stage_flagship_bench() {
     --extra-prefill 16384 --target-tok-s 450 --hf none --out "$RESULTS/bench_flagship.json"
 }
 
+# The same flagship decode with each Gated-DeltaNet decode step as three kernels (conv1d,
+# recurrent delta rule, gated RMSNorm) instead of the fused gdn_decode: the A/B of the fusion.
+stage_flagship_bench_unfused() {
+  ATLAS_GDN_FUSED=0 "$PY" tools/gpu/bench_moe.py --config qwen3_5-35b-a3b --batches 1,8,32,64 \
+    --target-tok-s 450 --hf none --out "$RESULTS/bench_flagship_unfused.json"
+}
+
 stage_qwen3_8b() { model_stage qwen3-8b "${ATLAS_8B_HF:-eager,compiled}"; }
 
 # The same decode benchmark with programmatic dependent launch off: the A/B of PDL.
@@ -191,6 +198,12 @@ stage_profile() {
 
 stage_kernel_table() {
   "$PY" tools/gpu/bench_kernels.py ${ATLAS_KERNEL_TABLE_ARGS:-} --out-dir "$RESULTS"
+}
+
+# The hybrid decode rows alone (a minute): Qwen3.5-35B-A3B's conv1d, recurrent delta rule and
+# gated RMSNorm kernels and the fused step that replaces the three, each against transformers.
+stage_gdn_table() {
+  "$PY" tools/gpu/bench_kernels.py -k "qwen3.5-35b-a3b decode" --out-dir "$RESULTS"
 }
 
 # The 8B checkpoint served over HTTP; the Qwen3 tokenizer files travel in .device/qwen3-tok.
@@ -441,10 +454,11 @@ stage_decode_profiles() {
   return $rc
 }
 
-STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity qwen3_0_6b
-        qwen3_5 qwen3_8b decode_bench decode_bench_nopdl batched_min_m profile decode_profiles kernel_table
-        quant_bench server_sweep throughput gates moe_kernels moe_parity moe_host_parity layer_diff moe_bench spec_bench
-        prefix_bench flagship_parity flagship_bench allreduce_1gpu tp_check tp_bench)
+STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity
+        decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
+        qwen3_8b decode_bench_nopdl profile kernel_table gdn_table server_sweep throughput
+        batched_min_m gates spec_bench prefix_bench quant_bench moe_kernels moe_parity
+        moe_host_parity layer_diff moe_bench decode_profiles allreduce_1gpu tp_check tp_bench)
 
 # ---- runner -------------------------------------------------------------------------------
 

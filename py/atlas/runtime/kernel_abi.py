@@ -121,8 +121,9 @@ ATTN_GATE = S("attn_gate", "sigmoid_gate_mul_bf16",
 # --- Gated-DeltaNet (linear attention) ------------------------------------------------------
 # Per-sequence recurrent state lives in slot-indexed pools: state_slots i32 [num_seqs]; a
 # sequence whose chunk starts at position 0 (kv_lens[b] == its q_len, from cu_q) starts from
-# zero state and ignores what the slot held. conv_state is bf16 [slots, kernel - 1, channels]
-# (the last kernel - 1 inputs, oldest first); the delta-rule state is f32 [slots, hv, dk, dv].
+# zero state and ignores what the slot held. conv_state is bf16 [slots, kernel, channels], a
+# ring holding the input at position p in row p % kernel (history below position 0 reads
+# zero); the delta-rule state is f32 [slots, hv, dk, dv].
 # causal depthwise conv1d + SiLU over channels = the first `channels` columns of x's rows
 # (x_pitch elements apart); w is bf16 [channels, kernel]; out bf16 [tokens, channels]:
 # out[t, c] = bf16(silu(bf16(sum_j w[c, j] * x[t - kernel + 1 + j, c]))), history from the state.
@@ -141,10 +142,27 @@ GATED_DELTA_CHUNK = S(
     "gated_delta", "gated_delta_chunk_bf16",
     "qkv:ptr qkv_pitch:u32 ba:ptr ba_pitch:u32 a_log:ptr dt_bias:ptr state:ptr "
     "state_slots:ptr cu_q:ptr kv_lens:ptr out:ptr num_seqs:u32 hk:u32 hv:u32 dk:u32 dv:u32")
+# the chunked form with its K K^T, Q K^T, K S, Q S and K^T V' products on tensor cores (f32
+# operands split into bf16 hi + lo parts: near-f32 products); dk a multiple of 16
+GATED_DELTA_CHUNK_TC = S(
+    "gated_delta", "gated_delta_chunk_tc_bf16",
+    "qkv:ptr qkv_pitch:u32 ba:ptr ba_pitch:u32 a_log:ptr dt_bias:ptr state:ptr "
+    "state_slots:ptr cu_q:ptr kv_lens:ptr out:ptr num_seqs:u32 hk:u32 hv:u32 dk:u32 dv:u32")
 GATED_DELTA_STEP = S(
     "gated_delta", "gated_delta_step_bf16",
     "qkv:ptr qkv_pitch:u32 ba:ptr ba_pitch:u32 a_log:ptr dt_bias:ptr state:ptr "
     "state_slots:ptr cu_q:ptr kv_lens:ptr out:ptr num_seqs:u32 hk:u32 hv:u32 dk:u32 dv:u32")
+
+# a Gated-DeltaNet layer's decode step between its projections, in one launch (gdn_decode.cu):
+# conv1d update + SiLU, q/k L2 norms, the recurrent delta-rule step and the gated RMSNorm,
+# equal to CONV1D, GATED_DELTA_STEP and GATED_RMSNORM in turn. proj rows (proj_pitch apart)
+# are the fused input projection [q | k | v | z | b | a]; conv_w bf16 [conv_dim, kernel];
+# norm_w bf16 [dv]; out bf16 [tokens, hv * dv]; one token per sequence.
+GDN_DECODE = S(
+    "gdn_decode", "gated_deltanet_decode_bf16",
+    "proj:ptr proj_pitch:u32 conv_w:ptr conv_state:ptr a_log:ptr dt_bias:ptr norm_w:ptr "
+    "state:ptr state_slots:ptr cu_q:ptr kv_lens:ptr out:ptr num_seqs:u32 hk:u32 hv:u32 dk:u32 "
+    "dv:u32 kernel:u32 eps:f32")
 
 # --- attention ---------------------------------------------------------------------------
 PREFILL_ATTN = S(
