@@ -15,6 +15,13 @@ what it asked for each time, and importing Atlas never depends on the environmen
   gemv_nvfp4), never on the tensor-core GEMV (gemv_mma_quant).
 * ATLAS_MOE_SM90=0: the MoE grouped GEMMs on the mma.sync kernels (moe_grouped), never the
   Hopper wgmma ones (moe_grouped_sm90).
+* ATLAS_MOE_FUSED_DECODE=0: a decode MoE layer as separate launches (router GEMV, top-k,
+  routed experts, the shared expert's SwiGLU / gate / add, then add_rmsnorm), not the
+  three-launch fused path (model/moe.py): the A/B of the fusion, the same values.
+* ATLAS_GDN_FUSED=0: a Gated-DeltaNet layer's decode step as three launches (conv1d, the
+  recurrent delta rule, the gated RMSNorm) instead of the fused gdn_decode kernel.
+* ATLAS_GDN_CHUNK_TC=0: the chunked (prefill) delta rule on CUDA cores only, never the
+  tensor-core kernel (gated_delta_chunk_tc).
 """
 
 from __future__ import annotations
@@ -45,6 +52,9 @@ class KernelRoutes:
     batched_gemv_min_m: int = DEFAULT_BATCHED_GEMV_MIN_M
     gemv_mma_wide: bool | None = None
     moe_sm90: bool = True
+    moe_fused_decode: bool = True
+    gdn_fused: bool = True
+    gdn_chunk_tc: bool = True
     quant_mma: bool = True
 
     @classmethod
@@ -62,4 +72,7 @@ class KernelRoutes:
                    batched_gemv_min_m=int(min_m) if min_m else DEFAULT_BATCHED_GEMV_MIN_M,
                    gemv_mma_wide={"1": True, "0": False}.get(wide),
                    moe_sm90=env_switch(env, "ATLAS_MOE_SM90", True),
+                   moe_fused_decode=env_switch(env, "ATLAS_MOE_FUSED_DECODE", True),
+                   gdn_fused=env_switch(env, "ATLAS_GDN_FUSED", True),
+                   gdn_chunk_tc=env_switch(env, "ATLAS_GDN_CHUNK_TC", True),
                    quant_mma=env_switch(env, "ATLAS_QUANT_MMA", True))
