@@ -51,7 +51,7 @@ from atlas.runtime.gpu import DevicePtr, GpuBackend, Stream  # noqa: E402
 from atlas.runtime.kernel_abi import SAMPLE_ROW  # noqa: E402
 from atlas.runtime.ops import (KernelCache, activation, attention, embedding,  # noqa: E402
                                gating, linear_attention, matmul, matmul_batched,
-                               matmul_quant, moe, norm, rope, sampling)
+                               matmul_decode, matmul_quant, moe, norm, rope, sampling)
 from atlas.runtime.ops.matmul_nvfp4 import Nvfp4Weight  # noqa: E402
 from atlas.runtime.ops.matmul_quant import Fp8Weight  # noqa: E402
 from check_kernels import git_commit, load_sources, nvidia_driver_version  # noqa: E402
@@ -372,7 +372,8 @@ def linear_case(env: Env, s: Any) -> Case:
         return {"x": env.uniform((m, k)), "w": env.uniform((n, k), -scale * 3, scale * 3),
                 "y": torch.empty((m, n), dtype=out_dtype, device=env.device)}
 
-    launch = matmul_batched.batched_gemv if s.batched else matmul.linear
+    launch = (matmul_decode.decode_gemm if s.decode_sm90
+              else matmul_batched.batched_gemv if s.batched else matmul.linear)
 
     def ours(st: Set, stream: Stream) -> None:
         launch(env.kc, stream, env.ptr(st["x"]), env.ptr(st["w"]), env.ptr(st["y"]), m, n, k,
@@ -382,7 +383,12 @@ def linear_case(env: Env, s: Any) -> Case:
         variant = Variant(f32_mm[0], lambda st: f32_mm[1](st["x"], st["w"]))
     else:
         variant = Variant("torch.matmul(x, w.T)", lambda st: torch.matmul(st["x"], st["w"].T))
-    if s.batched:
+    if s.decode_sm90:
+        split = matmul_decode.decode_split(m, n, k, env.kc.facts.sm_count,
+                                           env.kc.routes.decode_gemm_split)
+        note = (f"ours: gemm_decode_sm90 (ops.matmul_decode.decode_gemm, forced), "
+                f"cluster split {split}")
+    elif s.batched:
         note = "ours: gemv_mma (ops.matmul_batched.batched_gemv, forced)"
     else:
         note = f"ours: {matmul.linear_route(env.kc, m, n)} (ops.matmul.linear's choice for m={m})"
@@ -972,6 +978,7 @@ BUILDERS: dict[Any, Callable[[Env, Any], Case]] = {
     ks.Family.SILU_MUL: silu_case, ks.Family.EMBEDDING: embedding_case,
     ks.Family.DECODE_GEMV: linear_case, ks.Family.PREFILL_GEMM: linear_case,
     ks.Family.DECODE_BATCHED_GEMV: linear_case,
+    ks.Family.DECODE_GEMM_SM90: linear_case,
     ks.Family.DECODE_GEMV_FP8: quant_linear_case, ks.Family.DECODE_GEMV_NVFP4: quant_linear_case,
     ks.Family.PREFILL_ATTENTION: prefill_attention_case,
     ks.Family.DECODE_ATTENTION: decode_attention_case,

@@ -40,6 +40,7 @@ class Family(enum.Enum):
     EMBEDDING = "embedding"
     DECODE_GEMV = "decode_gemv"
     DECODE_BATCHED_GEMV = "decode_batched_gemv"
+    DECODE_GEMM_SM90 = "decode_gemm_sm90"
     DECODE_GEMV_FP8 = "decode_gemv_fp8"
     DECODE_GEMV_NVFP4 = "decode_gemv_nvfp4"
     PREFILL_GEMM = "prefill_gemm"
@@ -64,7 +65,7 @@ ISSUE_FAMILIES: dict[str, tuple[Family, ...]] = {
     "RoPE/QK-norm": (Family.QK_NORM_ROPE_KV,),
     "SiLU-mul": (Family.SILU_MUL,),
     "embedding": (Family.EMBEDDING,),
-    "decode GEMV": (Family.DECODE_GEMV, Family.DECODE_BATCHED_GEMV),
+    "decode GEMV": (Family.DECODE_GEMV, Family.DECODE_BATCHED_GEMV, Family.DECODE_GEMM_SM90),
     # issue 12: GEMVs reading FP8 (128x128 block scales) and NVFP4 weights
     "quantized decode GEMV": (Family.DECODE_GEMV_FP8, Family.DECODE_GEMV_NVFP4),
     "prefill GEMM": (Family.PREFILL_GEMM,),
@@ -254,7 +255,8 @@ class Embedding:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Linear:
     """y[m, n] = x[m, k] @ w[n, k].T; `prefill` puts it in the GEMM family, `batched` in
-    the family of the tensor-core decode GEMV (ops.matmul_batched), run whatever `linear`
+    the family of the tensor-core decode GEMV (ops.matmul_batched), `decode_sm90` in that of
+    the skinny wgmma GEMM (ops.matmul_decode), each forced; the others run whatever `linear`
     would choose for m."""
 
     label: str
@@ -264,12 +266,15 @@ class Linear:
     out_f32: bool = False
     prefill: bool = False
     batched: bool = False
+    decode_sm90: bool = False
     quick: bool = False
 
     @property
     def family(self) -> Family:
         if self.prefill:
             return Family.PREFILL_GEMM
+        if self.decode_sm90:
+            return Family.DECODE_GEMM_SM90
         return Family.DECODE_BATCHED_GEMV if self.batched else Family.DECODE_GEMV
 
     def bytes_moved(self) -> int:
@@ -615,6 +620,9 @@ class TableScale:
     #: decode batches of the tensor-core batched GEMV rows (9..64 rows: 16 concurrent
     #: streams, 32, and its largest batch)
     batched_batches: tuple[int, ...] = (16, 32, 64)
+    #: decode batches of the skinny wgmma GEMM rows (9..256 rows: up to the serving
+    #: scheduler's largest decode batches)
+    decode_gemm_batches: tuple[int, ...] = (16, 32, 64, 128, 256)
     prefill_tokens: int = 2048
     attention_seqs: tuple[int, ...] = (256, 1024, 4096)
     histories: tuple[int, ...] = (512, 4096, 16384)
@@ -705,6 +713,12 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                    for name, n, k in _linears(m)]
         shapes.append(Linear(label=f"{m.name} lm_head b{b}", m=b, n=m.vocab, k=m.hidden,
                              out_f32=True, batched=True))
+    for b in scale.decode_gemm_batches:
+        shapes += [Linear(label=f"{m.name} {name} b{b}", m=b, n=n, k=k, decode_sm90=True,
+                          quick=b == 32 and name in ("qkv", "gate_up"))
+                   for name, n, k in _linears(m)]
+        shapes.append(Linear(label=f"{m.name} lm_head b{b}", m=b, n=m.vocab, k=m.hidden,
+                             out_f32=True, decode_sm90=True))
     for fmt in ("fp8-block", "nvfp4"):
         shapes += [QuantLinear(label=f"{m.name} {name} b{b} {fmt}", m=b, n=n, k=k, fmt=fmt,
                                quick=b == scale.quant_batches[0] and name in ("qkv", "gate_up"))
@@ -714,6 +728,8 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                    for name, n, k in _linears(small)]
         # small N (o_proj, down) gives the batched GEMV few 32-row blocks: measured, not assumed
         shapes += [Linear(label=f"{small.name} {name} b32", m=32, n=n, k=k, batched=True)
+                   for name, n, k in _linears(small)]
+        shapes += [Linear(label=f"{small.name} {name} b32", m=32, n=n, k=k, decode_sm90=True)
                    for name, n, k in _linears(small)]
         shapes.append(Linear(label=f"{small.name} lm_head b1", m=1, n=small.vocab,
                              k=small.hidden, out_f32=True))

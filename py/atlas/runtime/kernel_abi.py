@@ -68,6 +68,22 @@ GEMM_SKINNY_F32OUT = S("gemm", "gemm_bf16_f32_skinny", "a:ptr w:ptr c:ptr m:u32 
 # dimension, streamed once like the GEMV; hopper only: gb10 has no gemv_mma module)
 GEMV_MMA = S("gemv_mma", "gemv_mma_bf16", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 GEMV_MMA_F32OUT = S("gemv_mma", "gemv_mma_bf16_f32", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
+# the same products for decode batches of 1..256 rows on Hopper wgmma (kernels/hopper/common/
+# gemm_decode_sm90.cu, sm_90a only): the weight as wgmma's M = 64 operand, streamed once. The
+# *_splitS entries are compiled for S-block clusters that split K and sum the partials through
+# distributed shared memory; their grid is ceil(n / 64) * S (ops/matmul_decode.py)
+_DECODE_GEMM = "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32"
+GEMM_DECODE_SM90 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16", _DECODE_GEMM)
+GEMM_DECODE_SM90_F32OUT = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_f32", _DECODE_GEMM)
+GEMM_DECODE_SM90_SPLIT2 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_split2", _DECODE_GEMM)
+GEMM_DECODE_SM90_F32OUT_SPLIT2 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_f32_split2",
+                                   _DECODE_GEMM)
+GEMM_DECODE_SM90_SPLIT4 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_split4", _DECODE_GEMM)
+GEMM_DECODE_SM90_F32OUT_SPLIT4 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_f32_split4",
+                                   _DECODE_GEMM)
+GEMM_DECODE_SM90_SPLIT8 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_split8", _DECODE_GEMM)
+GEMM_DECODE_SM90_F32OUT_SPLIT8 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_f32_split8",
+                                   _DECODE_GEMM)
 # FP8 E4M3 weights [N, K] (one byte each) with f32 scales under the index map
 # scale[(n >> row_shift) * row_stride + (k >> col_shift) * col_stride] (block, per-channel or
 # per-tensor layouts; ops/matmul_quant.py builds the map), dequantized in registers.
