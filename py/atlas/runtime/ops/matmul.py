@@ -6,9 +6,10 @@ in the routes' decode-GEMM range (9..256 rows by default) take the Hopper skinny
 (gemm_decode_sm90) where the PTX set has it, else up to BATCHED_MAX_M rows the tensor-core
 batched GEMV (gemv_mma) where the PTX set has it; more rows go to the tensor-core GEMM: the
 Hopper wgmma kernel (gemm_sm90) where the loaded PTX set has it and its 128x256 tiles give at
-least GEMM_SM90_MIN_BLOCKS blocks (prefill), else the mma.sync kernel, with the skinny 64x32 tile whenever the 128x128 tile
-would leave SMs idle (SM count from the device: KernelCache.facts). The kernel-path switches
-(ATLAS_GEMM_SM90, ATLAS_BATCHED_GEMV, ...) are KernelCache.routes (ops/routes.py).
+least GEMM_SM90_MIN_BLOCKS blocks (prefill), else the mma.sync kernel, with the skinny 64x32
+tile whenever the 128x128 tile would leave SMs idle (SM count from the device:
+KernelCache.facts). The kernel-path switches (ATLAS_GEMM_SM90, ATLAS_BATCHED_GEMV,
+ATLAS_DECODE_GEMM, ...) are KernelCache.routes (ops/routes.py).
 `linear_silu` is the MLP down projection with the SwiGLU activation fused into the GEMV's x
 load (one launch and no activation buffer for decode batches of up to 8); for more rows it
 runs silu_mul into a caller-provided scratch buffer, then `linear`. The geometry constants
