@@ -181,6 +181,14 @@ DECODE_ATTN_COMBINE = S(
     "attention", "decode_attn_combine_bf16",
     "part_o:ptr part_ml:ptr kv_lens:ptr out:ptr num_seqs:u32 hq:u32 head_dim:u32 "
     "num_splits:u32")
+# the same partials for long contexts on tensor cores (kernels/hopper/common/attention_long.cu,
+# hopper only): head_dim 64 or 128, hq / hkv <= 16, launched with dynamic shared memory
+# (ops/attention_long.py); decode_attn_combine_bf16 merges them
+DECODE_ATTN_LONG = S(
+    "attention_long", "decode_attn_long_bf16",
+    "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr "
+    "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 num_splits:u32 "
+    "scale:f32")
 
 # --- sampler (kernels/<hw>/common/sampler.cu) ----------------------------------------------
 # Per-row inputs are one SAMPLE_ROW record per batch row, written by the host before each

@@ -17,6 +17,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (defaults DEFAULT_DECODE_GEMM_MIN_M..DEFAULT_DECODE_GEMM_MAX_M).
 * ATLAS_DECODE_GEMM_SPLIT=1|2|4|8: its cluster split of K for every product (unset: the
   launch builder's occupancy rule, ops/matmul_decode.decode_split).
+* ATLAS_DECODE_ATTN_LONG=0: decode attention never on the long-context tensor-core kernel
+  (attention_long); ATLAS_DECODE_ATTN_LONG_MIN_KEYS=N: the shortest block-table reach (keys)
+  that takes it (default ops/attention_long.LONG_CONTEXT_KEYS).
 * ATLAS_MOE_SM90=0: the MoE grouped GEMMs on the mma.sync kernels (moe_grouped), never the
   Hopper wgmma ones (moe_grouped_sm90).
 """
@@ -39,11 +42,15 @@ DEFAULT_BATCHED_GEMV_MIN_M = 8
 #: and the GEMMs (65..256) when set: A/B with the switches above (tools/gpu/run_suite.sh).
 DEFAULT_DECODE_GEMM_MIN_M = 9
 DEFAULT_DECODE_GEMM_MAX_M = 256
+#: block tables reaching this many keys route decode attention to the long-context kernel
+#: (ops/attention_long.LONG_CONTEXT_KEYS, restated here: routes import no ops module)
+DEFAULT_DECODE_ATTN_LONG_MIN_KEYS = 16384
 #: the cluster splits gemm_decode_sm90 is compiled for
 DECODE_GEMM_SPLITS = (1, 2, 4, 8)
 
 
 def _env_count(env: Mapping[str, str], name: str, default: int) -> int:
+    """A count the environment may override; a malformed value is a ValueError naming it."""
     value = env.get(name, "").strip()
     if value and not value.isdigit():
         raise ValueError(f"{name}={value!r} is not a row count")
@@ -69,6 +76,8 @@ class KernelRoutes:
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
     decode_gemm_max_m: int = DEFAULT_DECODE_GEMM_MAX_M
     decode_gemm_split: int | None = None
+    decode_attn_long: bool = True
+    decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "KernelRoutes":
@@ -92,4 +101,7 @@ class KernelRoutes:
                                                 DEFAULT_DECODE_GEMM_MIN_M),
                    decode_gemm_max_m=_env_count(env, "ATLAS_DECODE_GEMM_MAX_M",
                                                 DEFAULT_DECODE_GEMM_MAX_M),
-                   decode_gemm_split=int(split) if split else None)
+                   decode_gemm_split=int(split) if split else None,
+                   decode_attn_long=env_switch(env, "ATLAS_DECODE_ATTN_LONG", True),
+                   decode_attn_long_min_keys=_env_count(env, "ATLAS_DECODE_ATTN_LONG_MIN_KEYS",
+                                                        DEFAULT_DECODE_ATTN_LONG_MIN_KEYS))
