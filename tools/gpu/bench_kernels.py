@@ -49,7 +49,8 @@ from atlas.core.quant import Fp8ScaleMap  # noqa: E402
 from atlas.model.step_inputs import decode_splits  # noqa: E402
 from atlas.runtime.gpu import DevicePtr, GpuBackend, Stream  # noqa: E402
 from atlas.runtime.kernel_abi import SAMPLE_ROW  # noqa: E402
-from atlas.runtime.ops import (KernelCache, activation, attention, embedding,  # noqa: E402
+from atlas.runtime.ops import (KernelCache, activation, attention,  # noqa: E402
+                               attention_long, embedding,
                                gating, linear_attention, matmul, matmul_batched,
                                matmul_decode, matmul_quant, moe, norm, rope, sampling)
 from atlas.runtime.ops.matmul_nvfp4 import Nvfp4Weight  # noqa: E402
@@ -590,6 +591,8 @@ def decode_attention_case(env: Env, s: Any) -> Case:
     nb = padded // bs
     max_seq_len = max(ENGINE_MAX_SEQ_LEN, hist)
     splits = decode_splits(b, hkv, max_seq_len, env.num_sms)
+    kernel = ("decode_attn_long" if attention_long.uses_long(env.kc, hq, hkv, d, nb * bs)
+              else "decode_attn")
 
     def make() -> Set:
         st = paged_kv(env, b, hist, hkv, d, bs)
@@ -632,7 +635,7 @@ def decode_attention_case(env: Env, s: Any) -> Case:
                 "what a paged engine on plain PyTorch does: gather the blocks, then SDPA",
                 sdpa_gathered),
     ], lambda o, t, r: [("out", o["out"], r.reshape(b, hq, d))], outputs=("out",),
-        note=f"ours: a {splits}-split grid, the engine's choice (model.step_inputs."
+        note=f"ours: {kernel}, a {splits}-split grid, the engine's choice (model.step_inputs."
              f"decode_splits) at max_seq_len {max_seq_len}, of which "
              f"{attention.decode_split_rule(hist, splits)[1]} hold keys at this history")
 
@@ -1297,6 +1300,7 @@ def select_shapes(args: argparse.Namespace) -> list[Any]:
                                                            prefill_tokens=40,
                                                            attention_seqs=(17, 64),
                                                            histories=(48, 200),
+                                                           long_decode=((2, 300),),
                                                            moe_batches=(1, 3, 20)),
                                 (TINY_MOE,), (TINY_MOE_ROUTER,), hybrid=TINY_HYBRID)
     else:

@@ -226,6 +226,32 @@ stage_batched_min_m() {
   return $rc
 }
 
+# Issue 15's long contexts on Qwen3-8B (synthetic weights, no checkpoint): a 32,000-token
+# prefill as % of the bf16 matmul peak (attention FLOPs counted), batch-8 decode at 16k and
+# 32k contexts as % of the (weights + KV) bandwidth; then the decode A/B with the
+# long-context attention kernel off (ATLAS_DECODE_ATTN_LONG=0, no prefill).
+stage_long_context() {
+  local rc=0
+  "$PY" tools/gpu/bench_long_context.py --config qwen3-8b \
+    --out "$RESULTS/long_context_qwen3-8b.json" || rc=1
+  ATLAS_DECODE_ATTN_LONG=0 "$PY" tools/gpu/bench_long_context.py --config qwen3-8b --prefill 0 \
+    --out "$RESULTS/long_context_qwen3-8b_nolong.json" || rc=1
+  return $rc
+}
+
+# The skinny wgmma decode GEMM (gemm_decode_sm90, the default for 9..256 rows) against the
+# routes before it (ATLAS_DECODE_GEMM=0: gemv_mma up to 64 rows, the GEMMs above), Qwen3-8B
+# decode at batches 8..128.
+stage_decode_gemm_ab() {
+  local rc=0
+  make_checkpoint qwen3-8b weights || return 1
+  "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b" --hf none --batches 8,16,32,64,128 \
+    --out "$RESULTS/bench_decode_qwen3-8b_decode_gemm.json" || rc=1
+  ATLAS_DECODE_GEMM=0 "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b" --hf none \
+    --batches 8,16,32,64,128 --out "$RESULTS/bench_decode_qwen3-8b_no_decode_gemm.json" || rc=1
+  return $rc
+}
+
 # ---- multi-GPU (issue 16) --------------------------------------------------------------------
 # NVLink multicast stays off: it can take shared GPUs out of service.
 export NCCL_NVLS_ENABLE=0
@@ -373,7 +399,8 @@ stage_moe_bench() {
 }
 
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity qwen3_0_6b
-        qwen3_5 qwen3_8b decode_bench decode_bench_nopdl batched_min_m profile kernel_table
+        qwen3_5 qwen3_8b decode_bench decode_bench_nopdl batched_min_m decode_gemm_ab long_context
+        profile kernel_table
         quant_bench server_sweep throughput moe_kernels moe_parity moe_host_parity moe_bench spec_bench
         prefix_bench flagship_parity flagship_bench allreduce_1gpu tp_check tp_bench)
 

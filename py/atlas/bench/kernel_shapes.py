@@ -626,6 +626,9 @@ class TableScale:
     prefill_tokens: int = 2048
     attention_seqs: tuple[int, ...] = (256, 1024, 4096)
     histories: tuple[int, ...] = (512, 4096, 16384)
+    #: long-context decode attention (issue 15: batch-8 decode at 16k and 32k histories, the
+    #: engines that take the long-context kernel): (batch, history) pairs
+    long_decode: tuple[tuple[int, int], ...] = ((8, 16384), (8, 32768))
     #: decode batches of the quantized GEMV rows (the GEMV takes up to 8 rows)
     quant_batches: tuple[int, ...] = (1, 8)
     #: MoE expert batches: 1 and 8 on the decode kernels, 64 and 256 on the grouped path
@@ -743,6 +746,9 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                                heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim,
                                quick=h == mid_hist)
                for b in scale.decode_batches for h in scale.histories]
+    shapes += [DecodeAttention(label=f"{m.name} b{b} hist{h}", batch=b, history=h,
+                               heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim)
+               for b, h in scale.long_decode]
     for b in scale.decode_batches:
         shapes += [
             Sampling(label=f"{m.name} b{b}", rows=b, vocab=m.vocab, temperature=0.0,
