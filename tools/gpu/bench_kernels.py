@@ -558,7 +558,7 @@ def prefill_attention_case(env: Env, s: Any) -> Case:
                                     env.ptr(st["v_pool"]), env.ptr(st["tables"]),
                                     env.ptr(st["cu_q"]), env.ptr(st["kv_lens"]),
                                     env.ptr(st["out"]), 1, hq, hkv, d, bs, padded // bs,
-                                    d ** -0.5, t_)
+                                    d ** -0.5, t_, sm90=True if s.sm90 else None)
 
     sdpa_gqa, sdpa_repeated = Sdpa(torch), Sdpa(torch)
     group = hq // hkv
@@ -580,7 +580,8 @@ def prefill_attention_case(env: Env, s: Any) -> Case:
                          sdpa_gqa),
                  Variant("repeat_kv + F.sdpa(is_causal) (transformers)", repeated, paged_note,
                          sdpa_repeated)],
-                lambda o, t, r: [("out", o["out"], r[0].transpose(0, 1))], outputs=("out",))
+                lambda o, t, r: [("out", o["out"], r[0].transpose(0, 1))], outputs=("out",),
+                note="ours: prefill_attn_sm90 (ops.attention_sm90, forced)" if s.sm90 else "")
 
 
 def decode_attention_case(env: Env, s: Any) -> Case:

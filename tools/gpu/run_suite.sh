@@ -229,13 +229,16 @@ stage_batched_min_m() {
 # Issue 15's long contexts on Qwen3-8B (synthetic weights, no checkpoint): a 32,000-token
 # prefill as % of the bf16 matmul peak (attention FLOPs counted), batch-8 decode at 16k and
 # 32k contexts as % of the (weights + KV) bandwidth; then the decode A/B with the
-# long-context attention kernel off (ATLAS_DECODE_ATTN_LONG=0, no prefill).
+# long-context attention kernel off (ATLAS_DECODE_ATTN_LONG=0, no prefill) and the prefill
+# with the wgmma prefill attention on (ATLAS_PREFILL_ATTN_SM90=1, no decode).
 stage_long_context() {
   local rc=0
   "$PY" tools/gpu/bench_long_context.py --config qwen3-8b \
     --out "$RESULTS/long_context_qwen3-8b.json" || rc=1
   ATLAS_DECODE_ATTN_LONG=0 "$PY" tools/gpu/bench_long_context.py --config qwen3-8b --prefill 0 \
     --out "$RESULTS/long_context_qwen3-8b_nolong.json" || rc=1
+  ATLAS_PREFILL_ATTN_SM90=1 "$PY" tools/gpu/bench_long_context.py --config qwen3-8b --contexts "" \
+    --out "$RESULTS/long_context_qwen3-8b_prefill_sm90.json" || rc=1
   return $rc
 }
 

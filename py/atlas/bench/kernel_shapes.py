@@ -357,13 +357,15 @@ class RopeKv:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PrefillAttention:
-    """Causal attention of one sequence of `seq` new tokens over its own keys (GQA)."""
+    """Causal attention of one sequence of `seq` new tokens over its own keys (GQA);
+    `sm90` forces the Hopper wgmma kernel (ops.attention_sm90, head_dim 128)."""
 
     label: str
     seq: int
     heads: int
     kv_heads: int
     head_dim: int
+    sm90: bool = False
     quick: bool = False
 
     @property
@@ -742,6 +744,11 @@ def table_shapes(m: ModelDims = QWEN3_8B,
     shapes += [PrefillAttention(label=f"{m.name} T{t}", seq=t, heads=m.heads,
                                 kv_heads=m.kv_heads, head_dim=m.head_dim, quick=t == mid_seq)
                for t in scale.attention_seqs]
+    if m.head_dim == 128:  # the wgmma kernel's head dim
+        shapes += [PrefillAttention(label=f"{m.name} T{t} sm90", seq=t, heads=m.heads,
+                                    kv_heads=m.kv_heads, head_dim=m.head_dim, sm90=True,
+                                    quick=t == mid_seq)
+                   for t in scale.attention_seqs]
     shapes += [DecodeAttention(label=f"{m.name} b{b} hist{h}", batch=b, history=h,
                                heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim,
                                quick=h == mid_hist)

@@ -167,6 +167,12 @@ PREFILL_ATTN = S(
     "attention", "prefill_attn_bf16",
     "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr cu_q:ptr kv_lens:ptr out:ptr "
     "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 scale:f32")
+# the same on Hopper warpgroup MMA (kernels/hopper/common/attention_sm90.cu, sm_90a only):
+# head_dim 128, launched with dynamic shared memory (ops/attention_sm90.py)
+PREFILL_ATTN_SM90 = S(
+    "attention_sm90", "prefill_attn_sm90_bf16",
+    "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr cu_q:ptr kv_lens:ptr out:ptr "
+    "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 scale:f32")
 # split-K decode: num_splits is the grid size (fixed per CUDA graph); each launch splits
 # a sequence's live kv_len into ceil(kv_len / c) active splits of
 # c = max(ceil(kv_len / num_splits), ops.attention.DECODE_MIN_KEYS_PER_SPLIT) keys. Only

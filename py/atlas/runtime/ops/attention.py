@@ -13,6 +13,7 @@ from ..gpu import DevicePtr, Stream
 from ..kernel_abi import DECODE_ATTN, DECODE_ATTN_COMBINE, PREFILL_ATTN
 from . import KernelCache
 from .attention_long import decode_attention_long, uses_long
+from .attention_sm90 import prefill_attention_sm90, uses_sm90
 
 #: head dimensions the kernels are compiled for
 HEAD_DIMS = (64, 128, 256)
@@ -45,11 +46,13 @@ def prefill_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: De
                       v_cache: DevicePtr, block_tables: DevicePtr, cu_q: DevicePtr,
                       kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hq: int, hkv: int,
                       head_dim: int, block_size: int, max_blocks: int, scale: float,
-                      max_q_len: int) -> None:
+                      max_q_len: int, sm90: bool | None = None) -> None:
     """Causal attention of packed query chunks (cu_q) against each sequence's cached keys.
 
     max_q_len bounds every sequence's chunk length; it sizes the grid (a CUDA graph fixes
-    it, while cu_q and kv_lens may change between replays within that bound).
+    it, while cu_q and kv_lens may change between replays within that bound). The Hopper
+    wgmma kernel runs where `attention_sm90.uses_sm90` says so; `sm90` forces (True) or
+    avoids (False) it.
     """
     _check_heads(hq, hkv, head_dim, block_size)
     if num_seqs < 1 or max_q_len < 1 or max_blocks < 1:
@@ -59,6 +62,13 @@ def prefill_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: De
     if grid[1] > 65535:
         raise ValueError(f"prefill_attention: max_q_len={max_q_len} exceeds the grid's y limit "
                          f"({65535 * PREFILL_QUERY_TILE} queries per launch)")
+    if sm90 is None:
+        sm90 = uses_sm90(kc, head_dim)
+    if sm90:
+        prefill_attention_sm90(kc, stream, grid, q, k_cache, v_cache, block_tables, cu_q,
+                               kv_lens, out, num_seqs, hq, hkv, head_dim, block_size,
+                               max_blocks, scale)
+        return
     kc.get(PREFILL_ATTN)(stream, grid, ATTN_THREADS, 0, q, k_cache, v_cache, block_tables,
                          cu_q, kv_lens, out, num_seqs, hq, hkv, head_dim, block_size,
                          max_blocks, scale)
