@@ -23,7 +23,7 @@
 // bf16 (96 KiB at D = 128: two blocks per SM; ops/attention_long.py long_smem_bytes).
 // Preconditions: head_dim 64 or 128, hq / hkv <= 16.
 #include "atlas_common.cuh"
-#include "bf16_vec.cuh"
+#include "attention_tile.cuh"
 #include "mma_util.cuh"
 
 namespace {
@@ -34,7 +34,6 @@ constexpr int kBKV = 64;         // keys per tile, 16 per warp (attention_long.p
 constexpr int kStages = 3;       // ring depth: two tiles in flight while one is computed
 constexpr int kMaxGroup = 16;    // q heads per kv head: the rows of one mma A tile
 constexpr int kMinKeysPerSplit = 32;  // attention.cu's split rule (ops/attention.py)
-constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
 template <int D>
@@ -51,14 +50,6 @@ struct LongTile {
   static_assert(kBKV * kChunks % kThreads == 0, "copies divide evenly over the threads");
   static_assert(kThreads % kChunks == 0, "a thread copies the same chunk of each of its rows");
 };
-
-// Two f32 values as bf16x2 pairs hi = bf16(v) and lo = bf16(v - hi).
-__device__ __forceinline__ void split_bf16x2(float a, float b, uint32_t& hi, uint32_t& lo) {
-  hi = atlas::pack_bf16x2(a, b);
-  float ha, hb;
-  atlas::unpack_bf16x2(hi, ha, hb);
-  lo = atlas::pack_bf16x2(a - ha, b - hb);
-}
 
 template <int D>
 __device__ __forceinline__ void decode_attn_long(
@@ -134,7 +125,8 @@ __device__ __forceinline__ void decode_attn_long(
       }
   }
 
-  const float scale_log2 = scale * kLog2e;
+  const float scale_log2 = scale * atlas::kAttnLog2e;
+  const int last[2] = {end - 1, end - 1};  // both rows see every key of the split
   float o[D / 8][4];
 #pragma unroll
   for (int j = 0; j < D / 8; ++j)
@@ -169,59 +161,19 @@ __device__ __forceinline__ void decode_attn_long(
       atlas::mma_bf16_16816(s[1], qf[kk], kb[2], kb[3]);
     }
 
-    // Mask keys past the split; online softmax per row (a row's values live in one quad).
-    const int key0 = begin + t * kBKV + warp * 16 + 2 * c;
+    // Mask keys past the split; online softmax per row (attention_tile.cuh).
+    float corr[2];
+    atlas::online_softmax_tile(s, begin + t * kBKV + warp * 16 + 2 * c, last, scale_log2,
+                               m_run, l_run, corr);
 #pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      float mx = -INFINITY;
+    for (int j = 0; j < D / 8; ++j)
 #pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& x = s[j][2 * hh + e];
-          x = key0 + j * 8 + e < end ? x * scale_log2 : -INFINITY;
-          mx = fmaxf(mx, x);
-        }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m_run[hh], mx);
-      const float base = m_new == -INFINITY ? 0.f : m_new;  // no key seen yet: keep zeros
-      const float corr = exp2f(m_run[hh] - base);
-      float sum = 0.f;
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& x = s[j][2 * hh + e];
-          x = exp2f(x - base);
-          sum += x;
-        }
-      l_run[hh] = l_run[hh] * corr + sum;
-      m_run[hh] = m_new;
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        o[j][2 * hh] *= corr;
-        o[j][2 * hh + 1] *= corr;
-      }
-    }
+      for (int e = 0; e < 4; ++e) o[j][e] *= corr[e >> 1];
 
     // O += P V over the warp's 16 keys: the two S n-tiles form one A fragment (hi + lo).
     uint32_t p_hi[4], p_lo[4];
-    split_bf16x2(s[0][0], s[0][1], p_hi[0], p_lo[0]);
-    split_bf16x2(s[0][2], s[0][3], p_hi[1], p_lo[1]);
-    split_bf16x2(s[1][0], s[1][1], p_hi[2], p_lo[2]);
-    split_bf16x2(s[1][2], s[1][3], p_hi[3], p_lo[3]);
-#pragma unroll
-    for (int dp = 0; dp < D / 16; ++dp) {
-      // matrices: (keys 0-7, d lo), (keys 8-15, d lo), (keys 0-7, d hi), (keys 8-15, d hi)
-      const int r = warp * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-      uint32_t vb[4];
-      atlas::ldmatrix_x4_trans(vb, sv + atlas::swizzle_offset<T::kChunks>(r, 2 * dp + (lane >> 4)));
-      atlas::mma_bf16_16816(o[2 * dp], p_hi, vb[0], vb[1]);
-      atlas::mma_bf16_16816(o[2 * dp], p_lo, vb[0], vb[1]);
-      atlas::mma_bf16_16816(o[2 * dp + 1], p_hi, vb[2], vb[3]);
-      atlas::mma_bf16_16816(o[2 * dp + 1], p_lo, vb[2], vb[3]);
-    }
+    atlas::prob_fragments(s, 0, p_hi, p_lo);
+    atlas::pv_slice_mma<D>(o, p_hi, p_lo, sv, warp * 16, lane);
   }
   atlas::cp_async_wait<0>();  // only empty groups remain; none may outlive the ring
   __syncthreads();            // every warp is done with the ring before the merge reuses it

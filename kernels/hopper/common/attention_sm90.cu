@@ -26,7 +26,7 @@
 // Launch (ops/attention.py prefill_attention, route `prefill_attn_sm90`): 128 threads,
 // dynamic shared memory SMEM_BYTES (ops/attention_sm90.py PREFILL_SM90_SMEM).
 #include "atlas_common.cuh"
-#include "bf16_vec.cuh"
+#include "attention_tile.cuh"
 #include "mma_util.cuh"
 #include "wgmma_util.cuh"
 
@@ -42,7 +42,6 @@ constexpr int kTileBytes = 2 * kHalfBytes;     // a [64][128] tile: two d-halves
 constexpr int kStageBytes = 2 * kTileBytes;    // K tile, then V tile
 constexpr int kAlign = 1024;
 constexpr int SMEM_BYTES = kTileBytes + 2 * kStageBytes + kAlign;  // Q + 2 stages + slack
-constexpr float kLog2e = 1.4426950408889634f;
 static_assert(kBQ * kChunks % kThreads == 0 && kBKV * kChunks % kThreads == 0,
               "copies divide evenly over the threads");
 static_assert(2 * (SMEM_BYTES + 1024) <= 228 * 1024, "two blocks fit on an SM");
@@ -56,14 +55,6 @@ __device__ __forceinline__ void cp16(uint32_t dst, const void* src, bool ok) {
 // Shared address of 16-byte chunk `ch` (0..15) of row `r` of a [64][128] tile at `tile`.
 __device__ __forceinline__ uint32_t tile_chunk(uint32_t tile, int r, int ch) {
   return tile + (ch >> 3) * kHalfBytes + atlas::swizzle128(r, ch & 7);
-}
-
-// Two f32 values as bf16x2 pairs hi = bf16(v) and lo = bf16(v - hi).
-__device__ __forceinline__ void split_bf16x2(float a, float b, uint32_t& hi, uint32_t& lo) {
-  hi = atlas::pack_bf16x2(a, b);
-  float ha, hb;
-  atlas::unpack_bf16x2(hi, ha, hb);
-  lo = atlas::pack_bf16x2(a - ha, b - hb);
 }
 
 __device__ __forceinline__ void prefill_attn_sm90(
@@ -123,7 +114,7 @@ __device__ __forceinline__ void prefill_attn_sm90(
     const int qi = row_g + 8 * hh;
     limit[hh] = qi < q_len ? first_pos + qi : kv_len - 1;
   }
-  const float scale_log2 = scale * kLog2e;
+  const float scale_log2 = scale * atlas::kAttnLog2e;
   float o[2][32];  // d-half, then the m64n64 accumulator fragment
 #pragma unroll
   for (int dh = 0; dh < 2; ++dh)
@@ -141,68 +132,37 @@ __device__ __forceinline__ void prefill_attn_sm90(
     __syncthreads();             // ... for every thread
     const uint32_t kt_tile = k_tile(t & 1), vt_tile = v_tile(t & 1);
 
-    // S = Q K^T: s[4 j + e] is row g + 8 (e / 2), key 8 j + 2c + e % 2 of this warp's rows.
-    float s[32];
+    // S = Q K^T: s[j][e] is row g + 8 (e / 2), key 8 j + 2c + e % 2 of this warp's rows
+    // (the m64n64 accumulator's d[4 j + e]).
+    float s[kBKV / 8][4];
+    float (&s_acc)[kBKV / 2] = *reinterpret_cast<float (*)[kBKV / 2]>(&s[0][0]);
 #pragma unroll
-    for (int j = 0; j < 32; ++j) s[j] = 0.f;
-    atlas::fence_acc(s);
+    for (int j = 0; j < kBKV / 2; ++j) s_acc[j] = 0.f;
+    atlas::fence_acc(s_acc);
     atlas::wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const int half = kk >> 2, slice = kk & 3;
-      atlas::wgmma_bf16_k16(s, atlas::smem_desc(q_tile + half * kHalfBytes) + 2 * slice,
+      atlas::wgmma_bf16_k16(s_acc, atlas::smem_desc(q_tile + half * kHalfBytes) + 2 * slice,
                             atlas::smem_desc(kt_tile + half * kHalfBytes) + 2 * slice);
     }
     atlas::wgmma_commit();
     atlas::wgmma_wait<0>();
-    atlas::fence_acc(s);
+    atlas::fence_acc(s_acc);
 
-    // Causal mask and online softmax (a row's values live in the 4 lanes of a quad).
-    const int key0 = t * kBKV + 2 * c;
+    // Causal mask and online softmax (attention_tile.cuh).
+    float corr[2];
+    atlas::online_softmax_tile(s, t * kBKV + 2 * c, limit, scale_log2, m_run, l_run, corr);
 #pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      float mx = -INFINITY;
+    for (int dh = 0; dh < 2; ++dh)
 #pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& x = s[4 * j + 2 * hh + e];
-          x = key0 + 8 * j + e <= limit[hh] ? x * scale_log2 : -INFINITY;
-          mx = fmaxf(mx, x);
-        }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m_run[hh], mx);
-      const float base = m_new == -INFINITY ? 0.f : m_new;  // no key seen yet: keep zeros
-      const float corr = exp2f(m_run[hh] - base);
-      float sum = 0.f;
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& x = s[4 * j + 2 * hh + e];
-          x = exp2f(x - base);
-          sum += x;
-        }
-      l_run[hh] = l_run[hh] * corr + sum;
-      m_run[hh] = m_new;
-#pragma unroll
-      for (int dh = 0; dh < 2; ++dh)
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          o[dh][4 * j + 2 * hh] *= corr;
-          o[dh][4 * j + 2 * hh + 1] *= corr;
-        }
-    }
+      for (int j = 0; j < 32; ++j) o[dh][j] *= corr[(j >> 1) & 1];
 
     // O += P V: key slice kt is S n-tiles 2kt, 2kt + 1 as one A fragment (hi + lo parts),
     // all built before the fence (wgmma reads its A registers asynchronously).
     uint32_t p_hi[kBKV / 16][4], p_lo[kBKV / 16][4];
 #pragma unroll
-    for (int kt = 0; kt < kBKV / 16; ++kt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        split_bf16x2(s[8 * kt + 2 * i], s[8 * kt + 2 * i + 1], p_hi[kt][i], p_lo[kt][i]);
+    for (int kt = 0; kt < kBKV / 16; ++kt) atlas::prob_fragments(s, kt, p_hi[kt], p_lo[kt]);
     atlas::fence_acc(o[0]);
     atlas::fence_acc(o[1]);
     atlas::wgmma_fence();
