@@ -245,7 +245,8 @@ stage_long_context() {
 
 # The skinny wgmma decode GEMM (gemm_decode_sm90, the default for 9..256 rows) against the
 # routes before it (ATLAS_DECODE_GEMM=0: gemv_mma up to 64 rows, the GEMMs above), Qwen3-8B
-# decode at batches 8..128.
+# decode at batches 8..128; then batches 2..8 with it from 2 rows (ATLAS_DECODE_GEMM_MIN_M=2)
+# against the default run's batch 8 (gemv_mma) and decode_bench's CUDA-core GEMV rows.
 stage_decode_gemm_ab() {
   local rc=0
   make_checkpoint qwen3-8b weights || return 1
@@ -253,6 +254,8 @@ stage_decode_gemm_ab() {
     --out "$RESULTS/bench_decode_qwen3-8b_decode_gemm.json" || rc=1
   ATLAS_DECODE_GEMM=0 "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b" --hf none \
     --batches 8,16,32,64,128 --out "$RESULTS/bench_decode_qwen3-8b_no_decode_gemm.json" || rc=1
+  ATLAS_DECODE_GEMM_MIN_M=2 "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b" --hf none \
+    --batches 2,4,8 --out "$RESULTS/bench_decode_qwen3-8b_decode_gemm_min2.json" || rc=1
   return $rc
 }
 
