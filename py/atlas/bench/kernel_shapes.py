@@ -622,9 +622,9 @@ class TableScale:
     #: decode batches of the tensor-core batched GEMV rows (9..64 rows: 16 concurrent
     #: streams, 32, and its largest batch)
     batched_batches: tuple[int, ...] = (16, 32, 64)
-    #: decode batches of the skinny wgmma GEMM rows (9..256 rows: up to the serving
-    #: scheduler's largest decode batches)
-    decode_gemm_batches: tuple[int, ...] = (16, 32, 64, 128, 256)
+    #: decode batches of the skinny wgmma GEMM rows (linear routes 9..256 rows to it; 8 is
+    #: the A/B against gemv_mma's best case; 256 the serving default's largest batch)
+    decode_gemm_batches: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
     prefill_tokens: int = 2048
     attention_seqs: tuple[int, ...] = (256, 1024, 4096)
     histories: tuple[int, ...] = (512, 4096, 16384)
