@@ -62,6 +62,8 @@ def test_launch_constants_match_the_kernel() -> None:
     assert "__launch_bounds__(kThreads, 2)" in SOURCE.read_text()
     assert attention_long.LONG_BLOCKS_PER_SM == 2
     assert DEFAULT_DECODE_ATTN_LONG_MIN_KEYS == attention_long.LONG_CONTEXT_KEYS
+    from atlas.bench.kernel_shapes import LONG_CONTEXT_KEYS
+    assert LONG_CONTEXT_KEYS == attention_long.LONG_CONTEXT_KEYS
 
 
 @pytest.mark.parametrize("d, nbytes", [(64, 48 * 1024), (128, 96 * 1024)])

@@ -592,8 +592,9 @@ def decode_attention_case(env: Env, s: Any) -> Case:
     nb = padded // bs
     max_seq_len = max(ENGINE_MAX_SEQ_LEN, hist)
     splits = decode_splits(b, hkv, max_seq_len, env.num_sms)
-    kernel = ("decode_attn_long" if attention_long.uses_long(env.kc, hq, hkv, d, nb * bs)
-              else "decode_attn")
+    long = True if s.long_kernel else None
+    kernel = ("decode_attn_long" if s.long_kernel or attention_long.uses_long(
+        env.kc, hq, hkv, d, nb * bs) else "decode_attn")
 
     def make() -> Set:
         st = paged_kv(env, b, hist, hkv, d, bs)
@@ -610,7 +611,7 @@ def decode_attention_case(env: Env, s: Any) -> Case:
                                    env.ptr(st["v_pool"]), env.ptr(st["tables"]),
                                    env.ptr(st["kv_lens"]), env.ptr(st["part_o"]),
                                    env.ptr(st["part_ml"]), env.ptr(st["out"]), b, hq, hkv, d,
-                                   bs, nb, splits, d ** -0.5)
+                                   bs, nb, splits, d ** -0.5, long=long)
 
     # the q heads sharing a kv head become that head's query rows: exact GQA decode with
     # no K/V expansion, which every fused SDPA backend accepts

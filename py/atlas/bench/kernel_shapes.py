@@ -27,6 +27,9 @@ I32 = 4
 
 #: the paged KV cache's tokens per block (runtime.kv_cache.DEFAULT_BLOCK_SIZE)
 KV_BLOCK_SIZE = 16
+#: the history from which decode attention routes to the long-context kernel
+#: (runtime/ops/attention_long.LONG_CONTEXT_KEYS; restated: this module imports no runtime)
+LONG_CONTEXT_KEYS = 16384
 
 
 class Family(enum.Enum):
@@ -388,7 +391,9 @@ class PrefillAttention:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DecodeAttention:
-    """One query per sequence against `history` cached tokens, `batch` sequences."""
+    """One query per sequence against `history` cached tokens, `batch` sequences;
+    `long_kernel` forces the long-context kernel (ops.attention_long) below its route's
+    threshold."""
 
     label: str
     batch: int
@@ -396,6 +401,7 @@ class DecodeAttention:
     heads: int
     kv_heads: int
     head_dim: int
+    long_kernel: bool = False
     quick: bool = False
 
     @property
@@ -756,6 +762,12 @@ def table_shapes(m: ModelDims = QWEN3_8B,
     shapes += [DecodeAttention(label=f"{m.name} b{b} hist{h}", batch=b, history=h,
                                heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim)
                for b, h in scale.long_decode]
+    # the long-context kernel below its route's threshold: the A/B for lowering it
+    shapes += [DecodeAttention(label=f"{m.name} b{b} hist{h} long", batch=b, history=h,
+                               heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim,
+                               long_kernel=True)
+               for b in scale.decode_batches for h in scale.histories
+               if h < LONG_CONTEXT_KEYS]
     for b in scale.decode_batches:
         shapes += [
             Sampling(label=f"{m.name} b{b}", rows=b, vocab=m.vocab, temperature=0.0,
