@@ -240,6 +240,38 @@ stage_batched_min_m() {
   return $rc
 }
 
+# Issue 15's long contexts on Qwen3-8B (synthetic weights, no checkpoint): a 32,000-token
+# prefill as % of the bf16 matmul peak (attention FLOPs counted), batch-8 decode at 16k and
+# 32k contexts as % of the (weights + KV) bandwidth; then the decode A/B with the
+# long-context attention kernel off (ATLAS_DECODE_ATTN_LONG=0, no prefill) and the prefill
+# with the wgmma prefill attention on (ATLAS_PREFILL_ATTN_SM90=1, no decode).
+stage_long_context() {
+  local rc=0
+  "$PY" tools/gpu/bench_long_context.py --config qwen3-8b \
+    --out "$RESULTS/long_context_qwen3-8b.json" || rc=1
+  ATLAS_DECODE_ATTN_LONG=0 "$PY" tools/gpu/bench_long_context.py --config qwen3-8b --prefill 0 \
+    --out "$RESULTS/long_context_qwen3-8b_nolong.json" || rc=1
+  ATLAS_PREFILL_ATTN_SM90=1 "$PY" tools/gpu/bench_long_context.py --config qwen3-8b --contexts "" \
+    --out "$RESULTS/long_context_qwen3-8b_prefill_sm90.json" || rc=1
+  return $rc
+}
+
+# The skinny wgmma decode GEMM (gemm_decode_sm90, the default for 9..256 rows) against the
+# routes before it (ATLAS_DECODE_GEMM=0: gemv_mma up to 64 rows, the GEMMs above), Qwen3-8B
+# decode at batches 8..128; then batches 2..8 with it from 2 rows (ATLAS_DECODE_GEMM_MIN_M=2)
+# against the default run's batch 8 (gemv_mma) and decode_bench's CUDA-core GEMV rows.
+stage_decode_gemm_ab() {
+  local rc=0
+  make_checkpoint qwen3-8b weights || return 1
+  "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b" --hf none --batches 8,16,32,64,128 \
+    --out "$RESULTS/bench_decode_qwen3-8b_decode_gemm.json" || rc=1
+  ATLAS_DECODE_GEMM=0 "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b" --hf none \
+    --batches 8,16,32,64,128 --out "$RESULTS/bench_decode_qwen3-8b_no_decode_gemm.json" || rc=1
+  ATLAS_DECODE_GEMM_MIN_M=2 "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b" --hf none \
+    --batches 2,4,8 --out "$RESULTS/bench_decode_qwen3-8b_decode_gemm_min2.json" || rc=1
+  return $rc
+}
+
 # The required benchmark gates (decode-floor, concurrency-sweep, ttft-cold, ttft-warm) on the
 # Qwen3-8B-config checkpoint served with default flags: `atlas gate record` writes each record
 # under .benchmarks/ (scored by kernels/hopper/qwen3-8b/BENCH.toml) and they come back in
@@ -457,8 +489,14 @@ stage_decode_profiles() {
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity
         decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         qwen3_8b decode_bench_nopdl profile kernel_table gdn_table server_sweep throughput
-        batched_min_m gates spec_bench prefix_bench quant_bench moe_kernels moe_parity
-        moe_host_parity layer_diff moe_bench decode_profiles allreduce_1gpu tp_check tp_bench)
+        batched_min_m long_context decode_gemm_ab gates spec_bench prefix_bench quant_bench
+        moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles
+        allreduce_1gpu tp_check tp_bench)
+STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity qwen3_0_6b
+        qwen3_5 qwen3_8b decode_bench decode_bench_nopdl batched_min_m decode_gemm_ab long_context
+        profile decode_profiles kernel_table
+        quant_bench server_sweep throughput gates moe_kernels moe_parity moe_host_parity layer_diff moe_bench spec_bench
+        prefix_bench flagship_parity flagship_bench allreduce_1gpu tp_check tp_bench)
 
 # ---- runner -------------------------------------------------------------------------------
 

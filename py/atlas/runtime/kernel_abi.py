@@ -68,6 +68,22 @@ GEMM_SKINNY_F32OUT = S("gemm", "gemm_bf16_f32_skinny", "a:ptr w:ptr c:ptr m:u32 
 # dimension, streamed once like the GEMV; hopper only: gb10 has no gemv_mma module)
 GEMV_MMA = S("gemv_mma", "gemv_mma_bf16", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 GEMV_MMA_F32OUT = S("gemv_mma", "gemv_mma_bf16_f32", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
+# the same products for decode batches of 1..256 rows on Hopper wgmma (kernels/hopper/common/
+# gemm_decode_sm90.cu, sm_90a only): the weight as wgmma's M = 64 operand, streamed once. The
+# *_splitS entries are compiled for S-block clusters that split K and sum the partials through
+# distributed shared memory; their grid is ceil(n / 64) * S (ops/matmul_decode.py)
+_DECODE_GEMM = "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32"
+GEMM_DECODE_SM90 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16", _DECODE_GEMM)
+GEMM_DECODE_SM90_F32OUT = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_f32", _DECODE_GEMM)
+GEMM_DECODE_SM90_SPLIT2 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_split2", _DECODE_GEMM)
+GEMM_DECODE_SM90_F32OUT_SPLIT2 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_f32_split2",
+                                   _DECODE_GEMM)
+GEMM_DECODE_SM90_SPLIT4 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_split4", _DECODE_GEMM)
+GEMM_DECODE_SM90_F32OUT_SPLIT4 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_f32_split4",
+                                   _DECODE_GEMM)
+GEMM_DECODE_SM90_SPLIT8 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_split8", _DECODE_GEMM)
+GEMM_DECODE_SM90_F32OUT_SPLIT8 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_f32_split8",
+                                   _DECODE_GEMM)
 # FP8 E4M3 weights [N, K] (one byte each) with f32 scales under the index map
 # scale[(n >> row_shift) * row_stride + (k >> col_shift) * col_stride] (block, per-channel or
 # per-tensor layouts; ops/matmul_quant.py builds the map), dequantized in registers.
@@ -176,6 +192,12 @@ PREFILL_ATTN = S(
     "attention", "prefill_attn_bf16",
     "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr cu_q:ptr kv_lens:ptr out:ptr "
     "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 scale:f32")
+# the same on Hopper warpgroup MMA (kernels/hopper/common/attention_sm90.cu, sm_90a only):
+# head_dim 128, launched with dynamic shared memory (ops/attention_sm90.py)
+PREFILL_ATTN_SM90 = S(
+    "attention_sm90", "prefill_attn_sm90_bf16",
+    "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr cu_q:ptr kv_lens:ptr out:ptr "
+    "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 scale:f32")
 # split-K decode: num_splits is the grid size (fixed per CUDA graph); each launch splits
 # a sequence's live kv_len into ceil(kv_len / c) active splits of
 # c = max(ceil(kv_len / num_splits), ops.attention.DECODE_MIN_KEYS_PER_SPLIT) keys. Only
@@ -190,6 +212,14 @@ DECODE_ATTN_COMBINE = S(
     "attention", "decode_attn_combine_bf16",
     "part_o:ptr part_ml:ptr kv_lens:ptr out:ptr num_seqs:u32 hq:u32 head_dim:u32 "
     "num_splits:u32")
+# the same partials for long contexts on tensor cores (kernels/hopper/common/attention_long.cu,
+# hopper only): head_dim 64 or 128, hq / hkv <= 16, launched with dynamic shared memory
+# (ops/attention_long.py); decode_attn_combine_bf16 merges them
+DECODE_ATTN_LONG = S(
+    "attention_long", "decode_attn_long_bf16",
+    "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr "
+    "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 num_splits:u32 "
+    "scale:f32")
 
 # --- sampler (kernels/<hw>/common/sampler.cu) ----------------------------------------------
 # Per-row inputs are one SAMPLE_ROW record per batch row, written by the host before each
