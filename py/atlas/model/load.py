@@ -38,8 +38,7 @@ from .parallel import (TensorParallel, check_tensor_parallel, shard_config, shar
                        upload_shards)
 from .preflight import preflight
 from .rope import cos_sin_table
-from .runner import ModelRunner, RunnerInfo, RunnerLimits, plan_step_buffers
-from .step_inputs import StepLayout
+from .runner import ModelRunner, RunnerInfo, RunnerLimits, plan_step_buffers, step_layout
 
 QUANT = "bf16"
 
@@ -167,8 +166,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                          default=0)
 
     arena = BufferArena()
-    layout = StepLayout(limits.max_tokens, max_batch_size, limits.max_blocks,
-                        limits.max_sample_rows)
+    layout = step_layout(limits)
     max_splits = limits.decode_splits(1, dims.kv_heads)
     plan_step_buffers(arena, dims, limits, layout, max_splits, weight_scratch)
     MoeBuffers.reserve(arena, cfg, limits.max_tokens)
@@ -197,7 +195,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
         max_batch_size=max_batch_size, max_seq_len=max_seq_len,
         total_memory=dev.total_memory(), weight_bytes=total, arena_bytes=arena.nbytes,
         gpu_memory_utilization=gpu_memory_utilization, free_memory=dev.free_memory(),
-        block_size=limits.block_size, max_num_blocks=max_num_blocks)
+        block_size=limits.block_size, max_num_blocks=max_num_blocks,
+        table_rows=limits.max_sample_rows)
     kv = PagedKvCache(dev, kv_cfg)
     dev.memset(kv.k_ptrs[0], 0, kv_cfg.pool_bytes)  # padding rows read block 0: keep it finite
 

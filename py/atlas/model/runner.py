@@ -1,7 +1,10 @@
 """ModelRunner: a model bound to a device, executing engine steps (a StepExecutor).
 
-Prefill and mixed steps run eagerly; a step where every sequence decodes one token replays
-the CUDA graph captured for the smallest batch-size bucket that holds it. Per-step inputs
+Prefill and mixed steps run eagerly. A decode-shaped step (every sequence feeds its last
+token, plus its speculative drafts when it verifies) replays the CUDA graph captured for
+the smallest row-count bucket that holds its rows: each token is a decode attention row
+with its own context length and block-table row, so a verification of K drafts for B
+sequences is a decode step of B * (K + 1) rows, reading the weights once. Per-step inputs
 are written into graph-stable device buffers first (two host-to-device copies), and only
 the sampled token ids come back.
 """
@@ -25,7 +28,7 @@ from ..runtime.sampler import Sampler
 from .batch import SeqChunk, StepResult
 from .gated_deltanet import proj_width
 from .model import AttentionPlan, DenseDecoderModel, Dims, StepBuffers
-from .step_inputs import StepLayout, decode_buckets, decode_splits, pack_step
+from .step_inputs import StepLayout, decode_buckets, decode_splits, pack_step, row_owners
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +53,7 @@ class RunnerLimits:
 
     @property
     def max_tokens(self) -> int:
-        return max(self.max_prefill_tokens, self.max_batch_size)
+        return max(self.max_prefill_tokens, self.max_sample_rows)
 
     @property
     def max_sample_rows(self) -> int:
@@ -60,6 +63,13 @@ class RunnerLimits:
     @property
     def max_blocks(self) -> int:
         return -(-self.max_seq_len // self.block_size)
+
+
+def step_layout(limits: RunnerLimits) -> StepLayout:
+    """The per-step input layout: a step has up to max_tokens tokens, and up to
+    max_sample_rows attention rows (a decode-shaped verification step has one per token)."""
+    return StepLayout(limits.max_tokens, limits.max_sample_rows, limits.max_blocks,
+                      limits.max_sample_rows)
 
 
 @dataclass
@@ -84,7 +94,7 @@ def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
 
     `weight_scratch_bytes`: the largest bf16 copy a quantized weight dequantizes into for a
     step of `limits.max_tokens` rows (0 for bf16 checkpoints)."""
-    t, b = limits.max_tokens, limits.max_batch_size
+    t, b = limits.max_tokens, limits.max_sample_rows  # b: decode attention rows
     arena.reserve("step_i32", DType.I32, (layout.total,))
     for name, width in (("resid", dims.hidden), ("delta", dims.hidden),
                         ("normed", dims.hidden), ("qkv", dims.qkv_width), ("q", dims.q_width),
@@ -124,8 +134,7 @@ class ModelRunner:
         self.vocab_size = cfg.vocab_size
         self.max_num_draft_tokens = limits.num_draft_tokens
         self.stream = backend.create_stream()
-        self.layout = StepLayout(limits.max_tokens, limits.max_batch_size, limits.max_blocks,
-                                 limits.max_sample_rows)
+        self.layout = step_layout(limits)
         i32 = arena["step_i32"]
         lay = self.layout
         #: hybrid models keep recurrent state per sequence in slot-indexed pools (one slot per
@@ -147,10 +156,12 @@ class ModelRunner:
         self.pad_slot = limits.max_batch_size  # sampler slot owned by graph padding rows
         self._slot_of: dict[int, int] = {}
         self._free_slots = list(range(limits.max_batch_size - 1, -1, -1))
-        self._row_state: list[tuple[int, int]] = [(-1, -1)] * limits.max_batch_size
+        #: (sequence, table length) each block-table row holds, to skip unchanged uploads
+        self._row_state: list[tuple[int, int]] = [(-1, -1)] * limits.max_sample_rows
         self.graphs: dict[int, GraphHandle] = {}
         self._masked_last = False  # the last step uploaded a grammar mask
-        self.buckets = decode_buckets(limits.max_batch_size)
+        #: row counts with a captured graph: batch sizes, and verification rows beyond them
+        self.buckets = decode_buckets(limits.max_sample_rows)
 
     # ---- StepExecutor ------------------------------------------------------------------
     def execute(self, steps: Sequence[SeqChunk]) -> list[StepResult]:
@@ -161,19 +172,20 @@ class ModelRunner:
         sampling_steps = [st for st in steps if st.sample]
         for st in steps:
             self._ensure_slot(st)
-        decode = bool(self.graphs) and all(len(st.token_ids) == 1 and st.sample for st in steps)
-        bucket = next((b for b in self.buckets if b >= len(steps)), 0) if decode else 0
+        bucket = self._graph_bucket(steps)
         n_tokens, n_sample, max_q = pack_step(self.host_i32, self.layout, steps,
-                                              self.block_size, pad_to=bucket)
-        self._pack_state_slots(steps, max(len(steps), bucket))
-        self._upload_inputs(steps, n_rows=max(len(steps), bucket))
+                                              self.block_size, pad_to=bucket,
+                                              per_row=bucket > 0)
+        owners = row_owners(steps, per_row=bucket > 0)
+        self._pack_state_slots(owners, max(len(owners), bucket))
+        self._upload_inputs(owners, n_rows=max(len(owners), bucket))
         rows = [(st, i) for st in sampling_steps for i in range(st.num_draft + 1)]
         pad = n_sample - len(rows)
         self.sampler.prepare([self._slot_of[st.seq_id] for st, _ in rows] + [self.pad_slot] * pad,
                              [st.sampling for st, _ in rows] + [GREEDY] * pad,
                              [st.rng_position + i for st, i in rows] + [0] * pad, self.stream)
         self._upload_token_masks([st for st, _ in rows])
-        if decode:
+        if bucket:
             self.backend.launch_graph(self.graphs[bucket], self.stream)
         else:
             plan = AttentionPlan(decode=False, num_seqs=len(steps), max_q_len=max_q)
@@ -214,6 +226,22 @@ class ModelRunner:
         return self.backend.download(self.bufs.logits, np.float32, (rows, self.vocab_size))
 
     # ---- internals ---------------------------------------------------------------------
+    def _graph_bucket(self, steps: Sequence[SeqChunk]) -> int:
+        """Rows of the captured graph that runs this step, 0 to run it eagerly: a step
+        qualifies when every chunk samples its last token and its drafts' positions. A
+        hybrid model verifies eagerly: its recurrent state must advance token by token
+        within a sequence, which the decode form (one state step per row) does not do."""
+        if not self.graphs:
+            return 0
+        rows = 0
+        for st in steps:
+            if not st.sample or len(st.token_ids) != st.num_draft + 1:
+                return 0
+            if st.num_draft and self.has_recurrent_state:
+                return 0
+            rows += len(st.token_ids)
+        return next((b for b in self.buckets if b >= rows), 0)
+
     def _upload_token_masks(self, row_chunks: Sequence[SeqChunk]) -> None:
         """Grammar masks of this step's sampling rows (row j samples for row_chunks[j]),
         filled into the sampler's pinned rows; rows without one sample unmasked."""
@@ -231,13 +259,13 @@ class ModelRunner:
                 fill(self.sampler.host_bitmask, row)
         self.sampler.upload_token_masks([f is not None for f in fills], self.stream)
 
-    def _pack_state_slots(self, steps: Sequence[SeqChunk], n_rows: int) -> None:
+    def _pack_state_slots(self, owners: Sequence[SeqChunk], n_rows: int) -> None:
         """Each row's recurrent-state slot (its sampler slot; padding rows the pad slot)."""
         if not self.has_recurrent_state:
             return
         base = self.layout.state_slots
-        self.host_i32[base:base + n_rows] = ([self._slot_of[st.seq_id] for st in steps]
-                                             + [self.pad_slot] * (n_rows - len(steps)))
+        self.host_i32[base:base + n_rows] = ([self._slot_of[st.seq_id] for st in owners]
+                                             + [self.pad_slot] * (n_rows - len(owners)))
 
     def _ensure_slot(self, st: SeqChunk) -> None:
         """Give a sequence its sampler slot, (re)built from the history its chunk carries
@@ -260,16 +288,17 @@ class ModelRunner:
             slot = self._slot_of[st.seq_id] = self._free_slots.pop()
         self.sampler.assign(slot, st.history.prompt_ids, st.sampling, st.history.drawn_counts)
 
-    def _upload_inputs(self, steps: Sequence[SeqChunk], n_rows: int) -> None:
-        """Copy the packed step inputs, and the block-table rows whose contents changed.
+    def _upload_inputs(self, owners: Sequence[SeqChunk], n_rows: int) -> None:
+        """Copy the packed step inputs, and the block-table rows whose contents changed
+        (row i lists the blocks of `owners[i]`).
 
         A row is rewritten only when a different sequence occupies it or its sequence
         grew a block, so steady decode uploads a row once every block_size tokens.
         """
         self.backend.copy_h2d(self.bufs.ids, self.host_i32, self.stream)
         for row in range(n_rows):
-            if row < len(steps):
-                st = steps[row]
+            if row < len(owners):
+                st = owners[row]
                 state, table = (st.seq_id, len(st.block_table)), st.block_table
             else:
                 state, table = (-1, 1), [0]  # graph padding rows read block 0
