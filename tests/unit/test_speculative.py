@@ -9,8 +9,8 @@ import pytest
 from atlas.core.sampling import GREEDY, SamplingParams
 from atlas.engine.core import EngineCore
 from atlas.engine.request import EngineRequest, FinishReason
-from atlas.engine.speculative import (NgramDrafter, OracleDrafter, Speculator, accept,
-                                      make_drafter)
+from atlas.engine.speculative import NgramDrafter, OracleDrafter, Speculator, make_drafter
+from atlas.model.batch import accept
 from tests.server.fakes import FakeBlockPool, FakeExecutor
 
 VOCAB = list(range(10, 60))

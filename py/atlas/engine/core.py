@@ -60,13 +60,10 @@ class EngineCore:
         """A core whose scheduler is sized by the executor (limits beyond it are capped).
 
         An executor with recurrent state (a hybrid model) gets no prefix cache: a hit would
-        skip the prefill that builds the state. Speculation on it is refused: rejected
-        drafts would stay in the state."""
+        skip the prefill that builds the state. It speculates like any other: the executor
+        rolls its recurrent state back past rejected drafts (see ModelRunner.execute)."""
         if executor.has_recurrent_state:
             prefix_caching = False
-            if speculator is not None:
-                raise ValueError("speculative decoding needs recurrent-state rollback, which "
-                                 "this (hybrid) model does not have yet")
         if speculator is not None and speculator.num_draft_tokens > executor.max_num_draft_tokens:
             raise ValueError(f"{speculator.num_draft_tokens} draft tokens per step, but the "
                              f"executor was sized for {executor.max_num_draft_tokens}")

@@ -23,13 +23,13 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from ..model.batch import SeqChunk, StepResult
+from ..model.batch import SeqChunk, StepResult, accept
 from .block_manager import BlockManager
 from .grammar_state import GrammarState
 from .request import EngineOutput, EngineRequest, FinishReason
 from .scheduling_policy import SchedulingPolicy
 from .sequence import SamplingState, Sequence, ThinkingState
-from .speculative import Speculator, accept
+from .speculative import Speculator
 
 
 @dataclass(slots=True)

@@ -102,15 +102,6 @@ class OracleDrafter:
         return out
 
 
-def accept(drafts: Seq[int], sampled: Seq[int]) -> list[int]:
-    """The tokens a verification emits: the drafts the target's samples agree with, then
-    the first sample that disagrees (or the one after the last draft)."""
-    n = 0
-    while n < len(drafts) and sampled[n] == drafts[n]:
-        n += 1
-    return list(sampled[:n + 1])
-
-
 @dataclass(slots=True)
 class Speculator:
     """A drafter, how many tokens it may propose per step, and what it achieved."""

@@ -68,6 +68,16 @@ class SeqChunk:
     token_mask: TokenMaskFiller | None = None
 
 
+def accept(drafts: Sequence[int], sampled: Sequence[int]) -> list[int]:
+    """The tokens a verification emits: the drafts the target's samples agree with, then
+    the first sample that disagrees (or the one after the last draft). The scheduler
+    commits by it; a hybrid model's executor rolls its recurrent state back by it."""
+    n = 0
+    while n < len(drafts) and sampled[n] == drafts[n]:
+        n += 1
+    return list(sampled[:n + 1])
+
+
 class StepExecutor(Protocol):
     """A model bound to a device. Implemented by ModelRunner and by scripted fakes.
 
@@ -84,8 +94,8 @@ class StepExecutor(Protocol):
     #: the most drafts one verification chunk may carry (the sampled rows it is sized for)
     max_num_draft_tokens: int
     #: per-sequence recurrent state (hybrid models): a sequence must be computed from
-    #: position 0 and cannot roll back, so no prefix-cache hits and no speculation (until
-    #: state snapshots exist)
+    #: position 0, so no prefix-cache hits (until state snapshots exist); a verification
+    #: chunk's executor restores the state past rejected drafts itself (by `accept`)
     has_recurrent_state: bool
 
     def execute(self, chunks: Sequence[SeqChunk]) -> list[StepResult]:

@@ -176,7 +176,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     if world.world_size > 1:
         arena.reserve("tp_logits", DType.FP32, (limits.max_sample_rows, vocab_local))
     linear_layers = [i for i, kind in enumerate(cfg.layer_types) if kind == "linear_attention"]
-    state_slots = max_batch_size + 1  # one per sampler slot, plus the graph padding rows'
+    state_slots = limits.num_state_slots
     if linear_layers:  # the recurrent-state pools: counted in arena.nbytes by the KV planner
         la = cfg.linear_attention
         assert la is not None

@@ -25,9 +25,10 @@ from ..runtime.buffers import BufferArena
 from ..runtime.gpu import H200_FACTS, GpuBackend, GraphHandle
 from ..runtime.kv_cache import PagedKvCache
 from ..runtime.sampler import Sampler
-from .batch import SeqChunk, StepResult
+from .batch import SeqChunk, StepResult, accept
 from .gated_deltanet import proj_width
 from .model import AttentionPlan, DenseDecoderModel, Dims, StepBuffers
+from .state_pools import RecurrentStatePools
 from .step_inputs import StepLayout, decode_buckets, decode_splits, pack_step, row_owners
 
 
@@ -59,6 +60,13 @@ class RunnerLimits:
     def max_sample_rows(self) -> int:
         """Rows sampled in one step: one per sequence, K + 1 per verifying sequence."""
         return self.max_batch_size * (1 + self.num_draft_tokens)
+
+    @property
+    def num_state_slots(self) -> int:
+        """Recurrent-state slots of a hybrid model: one per sequence, the graph padding
+        rows', and with speculation one per sequence that holds its state from before a
+        verification (restored when a draft is rejected)."""
+        return (2 if self.num_draft_tokens else 1) * self.max_batch_size + 1
 
     @property
     def max_blocks(self) -> int:
@@ -141,6 +149,10 @@ class ModelRunner:
         #: sampler slot, plus the padding rows' slot); dense models have none. Such a
         #: sequence must start at position 0 (a scheduler must not prefix-cache it)
         self.has_recurrent_state = model.dims.linear is not None
+        self.state_pools = (RecurrentStatePools(
+            backend, tuple(lw.linear for lw in model.layers if lw.linear is not None),
+            model.dims.linear, limits.num_state_slots) if model.dims.linear is not None
+            else None)
         lin = (("lin_proj", "lin_conv", "lin_core", "lin_gated") if self.has_recurrent_state
                else ())
         self.bufs = StepBuffers(
@@ -161,37 +173,28 @@ class ModelRunner:
         self.graphs: dict[int, GraphHandle] = {}
         self._masked_last = False  # the last step uploaded a grammar mask
         #: row counts with a captured graph: batch sizes, and verification rows beyond them
-        self.buckets = decode_buckets(limits.max_sample_rows)
+        #: (a hybrid model verifies eagerly, see _graph_bucket)
+        self.buckets = decode_buckets(limits.max_batch_size if self.has_recurrent_state
+                                      else limits.max_sample_rows)
 
     # ---- StepExecutor ------------------------------------------------------------------
     def execute(self, steps: Sequence[SeqChunk]) -> list[StepResult]:
         """Run one step's chunks; each sampling chunk draws at its own RNG position (a
-        verification chunk at each of its num_draft + 1 positions, on consecutive rows)."""
+        verification chunk at each of its num_draft + 1 positions, on consecutive rows).
+
+        On a hybrid model a verification first copies its sequence's recurrent state aside;
+        when a draft is rejected the copy comes back and the accepted tokens run again
+        (`_roll_back`), so the state ends after the last accepted token, as the KV does."""
         if not steps:
             return []
-        sampling_steps = [st for st in steps if st.sample]
         for st in steps:
             self._ensure_slot(st)
-        bucket = self._graph_bucket(steps)
-        n_tokens, n_sample, max_q = pack_step(self.host_i32, self.layout, steps,
-                                              self.block_size, pad_to=bucket,
-                                              per_row=bucket > 0)
-        owners = row_owners(steps, per_row=bucket > 0)
-        self._pack_state_slots(owners, max(len(owners), bucket))
-        self._upload_inputs(owners, n_rows=max(len(owners), bucket))
-        rows = [(st, i) for st in sampling_steps for i in range(st.num_draft + 1)]
-        pad = n_sample - len(rows)
-        self.sampler.prepare([self._slot_of[st.seq_id] for st, _ in rows] + [self.pad_slot] * pad,
-                             [st.sampling for st, _ in rows] + [GREEDY] * pad,
-                             [st.rng_position + i for st, i in rows] + [0] * pad, self.stream)
-        self._upload_token_masks([st for st, _ in rows])
-        if bucket:
-            self.backend.launch_graph(self.graphs[bucket], self.stream)
-        else:
-            plan = AttentionPlan(decode=False, num_seqs=len(steps), max_q_len=max_q)
-            self.model.forward(self.stream, self.bufs, n_tokens, plan, n_sample)
-            if n_sample:
-                self.sampler.enqueue(self.stream, self.bufs.logits, n_sample)
+        rows = [(st, i) for st in steps if st.sample for i in range(st.num_draft + 1)]
+        verifying = [st for st in steps if st.num_draft] if self.state_pools else []
+        for st in verifying:
+            self.state_pools.copy(self._rollback_slot(st), self._slot_of[st.seq_id],
+                                  self.stream)
+        self._forward(steps, rows)
         out: list[StepResult] = [None] * len(steps)
         if rows:
             self.backend.copy_d2h(self.host_ids[:len(rows)], self.sampler.out_ids, self.stream)
@@ -203,6 +206,8 @@ class ModelRunner:
                 got = [int(t) for t in self.host_ids[j:j + n]]
                 out[i] = tuple(got) if st.num_draft else got[0]
                 j += n
+        if verifying:
+            self._roll_back([(st, got) for st, got in zip(steps, out) if st.num_draft])
         return out
 
     def release(self, seq_id: int) -> None:
@@ -226,6 +231,55 @@ class ModelRunner:
         return self.backend.download(self.bufs.logits, np.float32, (rows, self.vocab_size))
 
     # ---- internals ---------------------------------------------------------------------
+    def _forward(self, steps: Sequence[SeqChunk], rows: Sequence[tuple[SeqChunk, int]]) -> None:
+        """Upload the step's inputs and enqueue its forward and sampling: the captured graph
+        of its row count when it is decode-shaped, else eagerly. `rows` are the sampled
+        rows in order: (chunk, i) draws at the chunk's RNG position + i."""
+        bucket = self._graph_bucket(steps)
+        n_tokens, n_sample, max_q = pack_step(self.host_i32, self.layout, steps,
+                                              self.block_size, pad_to=bucket,
+                                              per_row=bucket > 0)
+        owners = row_owners(steps, per_row=bucket > 0)
+        self._pack_state_slots(owners, max(len(owners), bucket))
+        self._upload_inputs(owners, n_rows=max(len(owners), bucket))
+        pad = n_sample - len(rows)
+        self.sampler.prepare([self._slot_of[st.seq_id] for st, _ in rows] + [self.pad_slot] * pad,
+                             [st.sampling for st, _ in rows] + [GREEDY] * pad,
+                             [st.rng_position + i for st, i in rows] + [0] * pad, self.stream)
+        self._upload_token_masks([st for st, _ in rows])
+        if bucket:
+            self.backend.launch_graph(self.graphs[bucket], self.stream)
+            return
+        plan = AttentionPlan(decode=False, num_seqs=len(steps), max_q_len=max_q)
+        self.model.forward(self.stream, self.bufs, n_tokens, plan, n_sample)
+        if n_sample:
+            self.sampler.enqueue(self.stream, self.bufs.logits, n_sample)
+
+    def _rollback_slot(self, st: SeqChunk) -> int:
+        """Where a verifying sequence's recurrent state waits while its drafts are checked:
+        the slots after the sampler slots and the padding rows' (RunnerLimits.num_state_slots)."""
+        return self.pad_slot + 1 + self._slot_of[st.seq_id]
+
+    def _roll_back(self, verified: Sequence[tuple[SeqChunk, StepResult]]) -> None:
+        """Hybrid models: the verification forward advanced each sequence's recurrent state
+        over all its drafts. Where the engine keeps fewer (`accept`, the rule the scheduler
+        commits by), restore the saved state and run the kept tokens again, without sampling,
+        in one eager step; the KV they rewrite is what the verification wrote."""
+        assert self.state_pools is not None
+        redo = []
+        for st, got in verified:
+            assert isinstance(got, tuple)
+            kept = len(st.token_ids) - st.num_draft - 1 + len(accept(st.token_ids[-st.num_draft:],
+                                                                     got))
+            if kept < len(st.token_ids):
+                self.state_pools.copy(self._slot_of[st.seq_id], self._rollback_slot(st),
+                                      self.stream)
+                redo.append(SeqChunk(st.seq_id, st.token_ids[:kept], st.start_pos,
+                                     st.block_table, st.sampling, sample=False))
+        if redo:
+            self._forward(redo, ())
+            self.backend.synchronize(self.stream)
+
     def _graph_bucket(self, steps: Sequence[SeqChunk]) -> int:
         """Rows of the captured graph that runs this step, 0 to run it eagerly: a step
         qualifies when every chunk samples its last token and its drafts' positions. A
