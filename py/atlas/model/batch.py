@@ -54,6 +54,11 @@ class SeqChunk:
     `num_draft` > 0 makes it a speculative verification chunk: its last `num_draft` tokens
     are drafts, and the executor samples at each of its last num_draft + 1 positions (row i
     at RNG position rng_position + i), returning those tokens as a tuple.
+
+    Hybrid models with a prefix cache: `state_restore` names the recurrent-state snapshot
+    (0 .. num_state_snapshots - 1) to load into the sequence's state before the chunk (a
+    prefix-cache hit that starts it at start_pos > 0), `state_save` the snapshot to store
+    its state into after the chunk (the state at start_pos + len(token_ids)).
     """
 
     seq_id: int
@@ -66,6 +71,8 @@ class SeqChunk:
     history: PenaltyHistory | None = None
     num_draft: int = 0
     token_mask: TokenMaskFiller | None = None
+    state_restore: int | None = None
+    state_save: int | None = None
 
 
 def accept(drafts: Sequence[int], sampled: Sequence[int]) -> list[int]:
@@ -93,10 +100,12 @@ class StepExecutor(Protocol):
     vocab_size: int
     #: the most drafts one verification chunk may carry (the sampled rows it is sized for)
     max_num_draft_tokens: int
-    #: per-sequence recurrent state (hybrid models): a sequence must be computed from
-    #: position 0, so no prefix-cache hits (until state snapshots exist); a verification
-    #: chunk's executor restores the state past rejected drafts itself (by `accept`)
+    #: per-sequence recurrent state (hybrid models): a sequence starts at position 0 or
+    #: from a state snapshot (`SeqChunk.state_restore`); a verification chunk's executor
+    #: restores the state past rejected drafts itself (by `accept`)
     has_recurrent_state: bool
+    #: recurrent-state snapshot slots the prefix cache may use (0: none, or no state)
+    num_state_snapshots: int
 
     def execute(self, chunks: Sequence[SeqChunk]) -> list[StepResult]:
         """Run one step; return the sampled token per chunk (None where sample=False, a

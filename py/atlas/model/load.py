@@ -41,6 +41,8 @@ from .rope import cos_sin_table
 from .runner import ModelRunner, RunnerInfo, RunnerLimits, plan_step_buffers, step_layout
 
 QUANT = "bf16"
+#: prefix-cache state snapshots of a hybrid model (the book's --ssm-cache-slots default)
+DEFAULT_SSM_CACHE_SLOTS = 16
 
 ProgressFn = Callable[..., None]
 #: wraps a long startup step without a progress count ("preflight", graph capture) so the
@@ -98,12 +100,15 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                 batch_invariant: bool | None = None,
                 step: StepFn | None = None,
                 synthetic_seed: int | None = None, num_draft_tokens: int = 0,
+                ssm_cache_slots: int = DEFAULT_SSM_CACHE_SLOTS,
                 world: WorldSpec | None = None) -> ModelRunner:
     """Build a ready runner. `batch_invariant` (default: on for the CPU reference backend,
     off on CUDA) fixes the decode split count across batch sizes; see RunnerLimits.
     `synthetic_seed` (benchmarks only) generates the weights on the device from that seed
     instead of reading them: the model directory needs only its config.json.
     `num_draft_tokens`: the most drafts a speculative verification chunk may carry.
+    `ssm_cache_slots`: recurrent-state snapshots a hybrid model keeps for its prefix cache
+    (each costs the state of one sequence; 0 turns prefix caching off for it).
 
     With `world` of size > 1 this process is one tensor-parallel rank: it joins the group
     (the rendezvous blocks until every rank arrives), loads only its weight slices, and
@@ -141,7 +146,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     if batch_invariant is None:
         batch_invariant = kind != "cuda"
     limits = RunnerLimits(max_seq_len, max_batch_size, max_prefill_tokens, num_sms=num_sms,
-                          batch_invariant=batch_invariant, num_draft_tokens=num_draft_tokens)
+                          batch_invariant=batch_invariant, num_draft_tokens=num_draft_tokens,
+                          ssm_cache_slots=ssm_cache_slots if cfg.is_hybrid else 0)
     local_cfg = shard_config(cfg, world.world_size)  # this rank's heads and MLP width
     dims = Dims.from_config(local_cfg)
 

@@ -47,6 +47,8 @@ class RunnerLimits:
     batch_invariant: bool = False
     #: speculative drafts per sequence a verification step may carry (0: no speculation)
     num_draft_tokens: int = 0
+    #: hybrid models: recurrent-state snapshots kept for the prefix cache (--ssm-cache-slots)
+    ssm_cache_slots: int = 0
 
     def decode_splits(self, batch: int, kv_heads: int) -> int:
         return decode_splits(1 if self.batch_invariant else batch, kv_heads, self.max_seq_len,
@@ -62,11 +64,22 @@ class RunnerLimits:
         return self.max_batch_size * (1 + self.num_draft_tokens)
 
     @property
+    def rollback_slots(self) -> int:
+        """First recurrent-state slot of the per-sequence copies a verification restores
+        when a draft is rejected (after the sequences' slots and the padding rows')."""
+        return self.max_batch_size + 1
+
+    @property
+    def snapshot_slots(self) -> int:
+        """First recurrent-state slot of the prefix cache's snapshots."""
+        return self.rollback_slots + (self.max_batch_size if self.num_draft_tokens else 0)
+
+    @property
     def num_state_slots(self) -> int:
         """Recurrent-state slots of a hybrid model: one per sequence, the graph padding
-        rows', and with speculation one per sequence that holds its state from before a
-        verification (restored when a draft is rejected)."""
-        return (2 if self.num_draft_tokens else 1) * self.max_batch_size + 1
+        rows', with speculation one per sequence that holds its state from before a
+        verification, and the prefix cache's snapshots."""
+        return self.snapshot_slots + self.ssm_cache_slots
 
     @property
     def max_blocks(self) -> int:
@@ -153,6 +166,7 @@ class ModelRunner:
             backend, tuple(lw.linear for lw in model.layers if lw.linear is not None),
             model.dims.linear, limits.num_state_slots) if model.dims.linear is not None
             else None)
+        self.num_state_snapshots = limits.ssm_cache_slots if self.state_pools else 0
         lin = (("lin_proj", "lin_conv", "lin_core", "lin_gated") if self.has_recurrent_state
                else ())
         self.bufs = StepBuffers(
@@ -184,7 +198,8 @@ class ModelRunner:
 
         On a hybrid model a verification first copies its sequence's recurrent state aside;
         when a draft is rejected the copy comes back and the accepted tokens run again
-        (`_roll_back`), so the state ends after the last accepted token, as the KV does."""
+        (`_roll_back`), so the state ends after the last accepted token, as the KV does.
+        Prefix-cache state snapshots are loaded before the forward and taken after it."""
         if not steps:
             return []
         for st in steps:
@@ -194,7 +209,9 @@ class ModelRunner:
         for st in verifying:
             self.state_pools.copy(self._rollback_slot(st), self._slot_of[st.seq_id],
                                   self.stream)
+        self._copy_snapshots(steps, restore=True)
         self._forward(steps, rows)
+        self._copy_snapshots(steps, restore=False)
         out: list[StepResult] = [None] * len(steps)
         if rows:
             self.backend.copy_d2h(self.host_ids[:len(rows)], self.sampler.out_ids, self.stream)
@@ -256,9 +273,22 @@ class ModelRunner:
             self.sampler.enqueue(self.stream, self.bufs.logits, n_sample)
 
     def _rollback_slot(self, st: SeqChunk) -> int:
-        """Where a verifying sequence's recurrent state waits while its drafts are checked:
-        the slots after the sampler slots and the padding rows' (RunnerLimits.num_state_slots)."""
-        return self.pad_slot + 1 + self._slot_of[st.seq_id]
+        """Where a verifying sequence's recurrent state waits while its drafts are checked."""
+        return self.limits.rollback_slots + self._slot_of[st.seq_id]
+
+    def _copy_snapshots(self, steps: Sequence[SeqChunk], restore: bool) -> None:
+        """Load (`restore`) or take the prefix-cache state snapshots the chunks name."""
+        for st in steps:
+            snapshot = st.state_restore if restore else st.state_save
+            if snapshot is None:
+                continue
+            if not 0 <= snapshot < self.num_state_snapshots:
+                raise ValueError(f"sequence {st.seq_id}: state snapshot {snapshot} outside "
+                                 f"0..{self.num_state_snapshots - 1}")
+            assert self.state_pools is not None
+            seq_slot, snap_slot = self._slot_of[st.seq_id], self.limits.snapshot_slots + snapshot
+            self.state_pools.copy(*((seq_slot, snap_slot) if restore else (snap_slot, seq_slot)),
+                                  self.stream)
 
     def _roll_back(self, verified: Sequence[tuple[SeqChunk, StepResult]]) -> None:
         """Hybrid models: the verification forward advanced each sequence's recurrent state
@@ -331,11 +361,11 @@ class ModelRunner:
                              "must carry its penalty history")
         slot = self._slot_of.get(st.seq_id)
         if slot is None:
-            if self.has_recurrent_state and st.start_pos != 0:
-                # the recurrent state of positions < start_pos exists nowhere (no snapshots)
+            if self.has_recurrent_state and st.start_pos != 0 and st.state_restore is None:
+                # the recurrent state of positions < start_pos exists nowhere
                 raise RuntimeError(f"sequence {st.seq_id} starts at position {st.start_pos}: "
                                    "a hybrid model's recurrent state must be computed from "
-                                   "position 0 (prefix caching needs state snapshots)")
+                                   "position 0 or restored from a state snapshot")
             if not self._free_slots:
                 raise RuntimeError(f"more than {self.max_batch_size} live sequences; release "
                                    "finished sequences before starting new ones")
