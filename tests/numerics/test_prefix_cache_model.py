@@ -17,12 +17,12 @@ from atlas.model.load import load_runner
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
-def warm_and_cold(runner, prompts: list[list[int]], max_tokens: int):
+def warm_and_cold(runner, prompts: list[list[int]], max_tokens: int, **warm_options):
     """Greedy outputs of `prompts` all cold, and one after another with the cache on."""
     cold = LLMEngine(runner, max_prefill_tokens=64, prefix_caching=False)
     want = [c.token_ids for c in cold.generate(
         [EngineRequest(p, GREEDY, max_tokens) for p in prompts])]
-    warm = LLMEngine(runner, max_prefill_tokens=64)
+    warm = LLMEngine(runner, max_prefill_tokens=64, **warm_options)
     got = [warm.generate([EngineRequest(p, GREEDY, max_tokens)])[0].token_ids
            for p in prompts]
     stats = warm.core.scheduler.blocks.prefix_cache_stats()
@@ -65,16 +65,18 @@ def test_default_model_warm_equals_cold(default_model_dir):
 
 @pytest.mark.parametrize("fixture", ["tiny-qwen3_5", "tiny-qwen3_5_moe"])
 def test_hybrid_warm_equals_cold_through_state_snapshots(fixture):
-    """A hybrid hit restores the recurrent state snapshotted where the prefix ended (the
-    prompt's last full block, every `snapshot_interval` tokens): without the restore the
-    warm turns would continue from another sequence's state."""
+    """A hybrid hit restores the recurrent state snapshotted where a chunk ended on a
+    checkpoint (every `snapshot_interval` = 16 tokens here, each 64-token budget cut at the
+    last one it crosses): without the restore the warm turns would continue from another
+    sequence's state."""
     runner = load_runner(FIXTURES / fixture, backend="host", max_seq_len=128,
                          max_batch_size=2, max_prefill_tokens=64)
     prefix = [(7 * j + 3) % 250 + 4 for j in range(37)]
     turns = [[5, 9, 200, 17], [44, 45, 46], [44, 45, 46, 2, 2, 9, 11]]
-    want, got, stats = warm_and_cold(runner, [prefix + t for t in turns], 10)
+    want, got, stats = warm_and_cold(runner, [prefix + t for t in turns], 10,
+                                     snapshot_interval=16)
     assert got == want
-    assert stats.hit_tokens == 2 * 32   # the snapshot at 32 = (41 - 1) // 16 * 16
+    assert stats.hit_tokens == 2 * 32   # 41 tokens: the first chunk stops at 32
 
 
 def test_hybrid_snapshot_pool_of_one_evicts_and_stays_right():

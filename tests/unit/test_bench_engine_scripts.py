@@ -27,7 +27,9 @@ def test_bench_spec_reports_step_costs_and_oracle_passes(tmp_path):
     assert set(res["step_cost"]) == {"1", "2"}
     assert {"plain_ms", "k1_ratio", "k2_ratio"} <= set(res["step_cost"]["1"])
     for row in res["throughput"].values():
-        assert [p["reference"] for p in row["passes"]] == ["plain", "verifier"]
+        assert [p["reference"] for p in row["passes"]] == ["plain", "verifier"] * 2
+        # the second rate is the one whose expected draft acceptance is 0.7
+        assert [round(p["expected_acceptance"], 3) for p in row["passes"]][2:] == [0.7, 0.7]
         assert row["plain_tok_s"] > 0
         assert all(0 < p["acceptance"] <= 1 and p["same_as_plain"] == 1.0
                    for p in row["passes"])

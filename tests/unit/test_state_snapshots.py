@@ -17,13 +17,13 @@ from tests.server.fakes import FakeBlockPool
 BS = 4
 
 
-def test_checkpoints_are_interval_multiples_and_the_prompt_s_last_full_block():
+def test_checkpoints_are_the_last_interval_multiple_a_chunk_crosses():
     snaps = StateSnapshots(2, interval=8)
-    assert snaps.checkpoint(0, 20, num_prompt=30, block_size=BS) == 16
-    assert snaps.checkpoint(16, 30, num_prompt=30, block_size=BS) == 28   # (30 - 1) // 4 * 4
-    assert snaps.checkpoint(0, 7, num_prompt=30, block_size=BS) == 0
-    assert snaps.checkpoint(16, 17, num_prompt=30, block_size=BS) == 0    # end excluded start
-    assert snaps.checkpoint(30, 32, num_prompt=30, block_size=BS) == 32   # decode on interval
+    assert snaps.checkpoint(0, 20) == 16
+    assert snaps.checkpoint(16, 30) == 24
+    assert snaps.checkpoint(0, 7) == 0
+    assert snaps.checkpoint(16, 23) == 0      # 16 is the start, not crossed
+    assert snaps.checkpoint(30, 32) == 32     # a decode token landing on one
 
 
 def test_index_is_lru_and_never_evicts_a_pending_snapshot():
@@ -65,16 +65,18 @@ def _finish(sched: Scheduler, seq_id: int, prompt: list[int]) -> list:
 def test_prefill_is_cut_on_checkpoints_and_a_hit_restores_the_snapshot():
     snaps = StateSnapshots(4, interval=8)
     sched = _scheduler(snaps, budget=12)
-    prompt = list(range(100, 122))                         # 22 tokens: checkpoints 8, 16, 20
+    prompt = list(range(100, 122))                         # 22 tokens: checkpoints 8, 16
     chunks = _finish(sched, 0, prompt)
-    # each 12-token budget stops at the last checkpoint it crosses (8, then 20 not 16)
-    assert [(c.start_pos, len(c.token_ids)) for c in chunks] == [(0, 8), (8, 12), (20, 2)]
+    # each 12-token budget stops at the last checkpoint it crosses
+    assert [(c.start_pos, len(c.token_ids)) for c in chunks] == [(0, 8), (8, 8), (16, 6)]
     saves = [c.state_save for c in chunks]
     assert None not in saves[:2] and saves[2] is None and snaps.stats().held == 2
-    for seq_id, shared, start, slot in ((1, 20, 20, saves[1]), (2, 9, 8, saves[0])):
+    for seq_id, shared, start, slot in ((1, 20, 16, saves[1]), (2, 9, 8, saves[0])):
         again = _finish(sched, seq_id, prompt[:shared] + [5, 6, 7])
         assert (again[0].start_pos, again[0].state_restore) == (start, slot)
-    other = _finish(sched, 3, [9] + prompt[1:])            # no KV hit, no snapshot
+    # a prefill budget that crosses no checkpoint runs whole
+    assert [len(c.token_ids) for c in _finish(sched, 3, prompt[:16] + [1] * 7)] == [7]
+    other = _finish(sched, 4, [9] + prompt[1:])            # no KV hit, no snapshot
     assert other[0].start_pos == 0 and other[0].state_restore is None
     assert sched.blocks.num_available == 64
 

@@ -174,7 +174,7 @@ class BlockManager:
         only with snapshots on, and only where the prefix has none yet."""
         if self.snapshots is None:
             return 0
-        point = self.snapshots.checkpoint(start, end, seq.num_prompt_tokens, self.block_size)
+        point = self.snapshots.checkpoint(start, end)
         if not point or self.snapshots.has(self._prefix_key(seq, point)):
             return 0
         return point

@@ -24,8 +24,9 @@ from .scheduling_policy import FifoPolicy, SchedulingPolicy
 from .speculative import Speculator
 
 
-#: tokens between a hybrid model's prefill state snapshots (a multiple of the block size)
-DEFAULT_SNAPSHOT_INTERVAL = 1024
+#: tokens between a hybrid model's state-snapshot checkpoints (a multiple of the block size;
+#: the book's --ssm-checkpoint-interval default)
+DEFAULT_SNAPSHOT_INTERVAL = 256
 
 
 @dataclass(slots=True)
@@ -67,8 +68,8 @@ class EngineCore:
 
         An executor with recurrent state (a hybrid model) caches prefixes only with state
         snapshots (`executor.num_state_snapshots` > 0): a hit must restore the state at its
-        end, so hits stop at snapshots, taken every `snapshot_interval` tokens and at each
-        prompt's last full block. It speculates like any other: the executor rolls its
+        end, so hits stop at snapshots, taken where chunks end on a multiple of
+        `snapshot_interval` tokens. It speculates like any other: the executor rolls its
         recurrent state back past rejected drafts (see ModelRunner.execute)."""
         snapshots = None
         if executor.has_recurrent_state:

@@ -143,8 +143,11 @@ class StateSnapshots:
     need their state at the hit's end. The executor keeps `num_slots` state snapshots; this
     index maps a prefix (the chain key of its last full block) to the slot holding the state
     after it, least recently used first out. Admission rule: a snapshot is taken where a
-    prefill chunk ends on a checkpoint, every `interval` tokens and at the prompt's last full
-    block (`checkpoint`); the scheduler cuts prefill chunks there (`BlockManager.cut_chunk`).
+    chunk ends on a checkpoint, a multiple of `interval` tokens, and the prefix there has
+    none yet; the scheduler cuts each prefill chunk at the last checkpoint it crosses
+    (`BlockManager.cut_chunk`), so a hit loses less than `interval` tokens to recompute.
+    Checkpoints that fall inside one chunk get no snapshot: the state exists only at a
+    step's end (a delta-rule kernel that wrote it at chunk boundaries would lift that).
     A claimed slot is pending (never evicted, never matched) until the step that fills it
     commits; a slot being restored in a step may be reclaimed by a save in the same step,
     since the executor restores before the forward and saves after it.
@@ -164,14 +167,10 @@ class StateSnapshots:
     def stats(self) -> SnapshotStats:
         return SnapshotStats(len(self._slot_of), self.hits, self.saves, self.evictions)
 
-    def checkpoint(self, start: int, end: int, num_prompt: int, block_size: int) -> int:
-        """The last checkpoint in (start, end], 0 when none: multiples of `interval`, and
-        the prompt's last full block boundary before its final token."""
-        last_block = (num_prompt - 1) // block_size * block_size
-        best = end // self.interval * self.interval
-        if start < last_block <= end:
-            best = max(best, last_block)
-        return best if best > start else 0
+    def checkpoint(self, start: int, end: int) -> int:
+        """The last checkpoint (a multiple of `interval`) in (start, end], 0 when none."""
+        point = end // self.interval * self.interval
+        return point if point > start else 0
 
     def find(self, keys: Seq[int]) -> tuple[int, int]:
         """(n, slot): the longest prefix keys[:n] with a snapshot after its last block, and
