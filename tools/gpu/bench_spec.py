@@ -8,8 +8,8 @@ tiny fixture and small sizes runs it on a CPU as a smoke test).
 2. Throughput: greedy tok/s of plain decoding, and with the oracle drafter (K drafts at the
    per-token rate `--accept`, and at the rate whose expected fraction of drafts accepted is
    `--draft-acceptance`: with independent per-token errors a rate p accepts (p + ... + p^K)
-   / K of the drafts, 0.51 at p = 0.7 and K = 3). A verification step is a decode step of B * (K + 1) rows
-   in its own captured graph; its row i computes what a decode step at that position does
+   / K of the drafts, 0.51 at p = 0.7 and K = 3). A verification step is a decode step of
+   B * (K + 1) rows in its own captured graph; its row i computes what a decode step at that position does
    only as far as the kernels are independent of the row count (the GEMMs route by rows,
    the decode attention's split count follows the bucket on CUDA), so the random model's
    argmax may flip at a near-tie and leave a fixed reference wrong for the rest of the run.
