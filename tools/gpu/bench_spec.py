@@ -9,10 +9,10 @@ tiny fixture and small sizes runs it on a CPU as a smoke test).
    per-token rate `--accept`, and at the rate whose expected fraction of drafts accepted is
    `--draft-acceptance`: with independent per-token errors a rate p accepts (p + ... + p^K)
    / K of the drafts, 0.51 at p = 0.7 and K = 3). A verification step is a decode step of
-   B * (K + 1) rows in its own captured graph; its row i computes what a decode step at that position does
-   only as far as the kernels are independent of the row count (the GEMMs route by rows,
-   the decode attention's split count follows the bucket on CUDA), so the random model's
-   argmax may flip at a near-tie and leave a fixed reference wrong for the rest of the run.
+   B * (K + 1) rows in its own captured graph; its row i computes what a decode step at
+   that position does only as far as the kernels are independent of the row count (the
+   GEMMs route by rows, the decode attention's split count follows the bucket on CUDA), so
+   the random model's argmax may flip at a near-tie and leave a fixed reference wrong for the rest of the run.
    Pass 1's oracle therefore drafts the plain run's greedy output ("plain" reference: the
    acceptance that reference really gets), and each later pass drafts the previous pass's
    output ("verifier" reference: the verifier's own greedy path, whose acceptance is the
