@@ -12,12 +12,12 @@ tiny fixture and small sizes runs it on a CPU as a smoke test).
    B * (K + 1) rows in its own captured graph; its row i computes what a decode step at
    that position does only as far as the kernels are independent of the row count (the
    GEMMs route by rows, the decode attention's split count follows the bucket on CUDA), so
-   the random model's argmax may flip at a near-tie and leave a fixed reference wrong for the rest of the run.
-   Pass 1's oracle therefore drafts the plain run's greedy output ("plain" reference: the
-   acceptance that reference really gets), and each later pass drafts the previous pass's
-   output ("verifier" reference: the verifier's own greedy path, whose acceptance is the
-   expected one). Every pass reports its measured acceptance and whether it matched plain
-   greedy.
+   the random model's argmax may flip at a near-tie and leave a fixed reference wrong for
+   the rest of the run. Pass 1's oracle therefore drafts the plain run's greedy output
+   ("plain" reference: the acceptance that reference really gets), and each later pass
+   drafts the previous pass's output ("verifier" reference: the verifier's own greedy
+   path, whose acceptance is the expected one). Every pass reports its measured acceptance
+   and whether it matched plain greedy.
 
 Prints tables and writes JSON. A benchmark, not a test: it asserts nothing about speed.
 """
