@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol, Sequence as Seq
+from typing import Callable, Mapping, Protocol, Sequence as Seq
 
 from .sequence import Sequence
 
@@ -102,6 +102,21 @@ class OracleDrafter:
         return out
 
 
+class MtpDrafter:
+    """The model's own multi-token-prediction head (Qwen3.5 / Qwen3-Next `mtp.*`): the
+    executor ran it after the step that produced the sequence's last token, one MTP layer
+    drafting K tokens autoregressively (model/mtp.py); `source(seq_id)` returns them.
+    Greedy drafts: q is one-hot, so the verification's accept rule stays exact."""
+
+    name = "mtp"
+
+    def __init__(self, source: Callable[[int], list[int]]) -> None:
+        self.source = source
+
+    def propose(self, seq: Sequence, k: int) -> list[int]:
+        return self.source(seq.seq_id)[:k]
+
+
 @dataclass(slots=True)
 class Speculator:
     """A drafter, how many tokens it may propose per step, and what it achieved."""
@@ -132,10 +147,13 @@ class Speculator:
 
 
 def make_drafter(name: str, **options) -> Drafter:
-    """A drafter by name: "ngram" (options max_n, min_n) or the benchmark's "oracle"
-    (options continuations, accept_rate, vocab_size, seed)."""
+    """A drafter by name: "ngram" (options max_n, min_n), "mtp" (option source: the
+    executor's `mtp_drafts`) or the benchmark's "oracle" (options continuations,
+    accept_rate, vocab_size, seed)."""
     if name == "ngram":
         return NgramDrafter(**options)
+    if name == "mtp":
+        return MtpDrafter(**options)
     if name == "oracle":
         return OracleDrafter(**options)
-    raise ValueError(f"unknown drafter {name!r}; known: ngram, oracle")
+    raise ValueError(f"unknown drafter {name!r}; known: ngram, mtp, oracle")

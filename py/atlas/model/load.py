@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ContextManager
@@ -35,6 +36,8 @@ from .loaders.hybrid import Qwen35Loader, RowMove
 from .loaders.linear_plan import build_linear, read_host_scales
 from .model import DenseDecoderModel, DenseMlp, Dims, LayerWeights
 from .moe import MoeBuffers, build_mlp
+from .mtp import (MtpHead, MtpProposer, bind_mtp_buffers, fc_half_moves, mtp_layer_index,
+                  plan_mtp, reserve_mtp_buffers)
 from .parallel import (TensorParallel, check_tensor_parallel, shard_config, shard_plan,
                        upload_shards)
 from .preflight import preflight
@@ -101,7 +104,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                 batch_invariant: bool | None = None,
                 step: StepFn | None = None,
                 synthetic_seed: int | None = None, num_draft_tokens: int = 0,
-                ssm_cache_slots: int = DEFAULT_SSM_CACHE_SLOTS,
+                ssm_cache_slots: int = DEFAULT_SSM_CACHE_SLOTS, mtp: bool = False,
                 world: WorldSpec | None = None) -> ModelRunner:
     """Build a ready runner. `batch_invariant` (default: on for the CPU reference backend,
     off on CUDA) fixes the decode split count across batch sizes; see RunnerLimits.
@@ -111,6 +114,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     `ssm_cache_slots`: recurrent-state snapshots a hybrid model keeps for its prefix cache
     (each costs the state of one sequence; 0 turns prefix caching off for it).
     `max_batch_size=None` sizes the runner for `capacity.auto_max_batch_size` sequences.
+    `mtp`: load the checkpoint's multi-token-prediction head and draft with it after every
+    step (`num_draft_tokens` drafts; see mtp.py).
 
     With `world` of size > 1 this process is one tensor-parallel rank: it joins the group
     (the rendezvous blocks until every rank arrives), loads only its weight slices, and
@@ -128,6 +133,10 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     store = (WeightStore(model_dir) if synthetic_seed is None
              else SyntheticWeights(cfg.hidden_size, synthetic_seed, cfg.is_hybrid))
     plan = loader.plan(cfg, store, quant)
+    if mtp:
+        _check_mtp(cfg, loader, store, num_draft_tokens, world)
+        assert isinstance(loader, Qwen35Loader)
+        plan_mtp(loader, plan, cfg, store)
     unused = store.validate(plan.expected())  # every tensor checked before any device work
     scales = {buf: data for lp in plan.linears.values()
               for buf, data in read_host_scales(store, lp, quant).items()}
@@ -177,7 +186,10 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
         store.upload(dev, list(dst), dst, progress=progress, fast=fast_load)
     ptr = {name: weights_base + off for name, off in offsets.items()}
     if isinstance(loader, Qwen35Loader):
-        _permute_rows(dev, ptr, plan.buffers, loader.row_moves(cfg), 2 * cfg.hidden_size)
+        moves = loader.row_moves(cfg)
+        if mtp:   # fc's two column halves, as half rows of the same row bytes
+            moves["mtp.fc"] = fc_half_moves(cfg.hidden_size)
+        _permute_rows(dev, ptr, plan.buffers, moves, 2 * cfg.hidden_size)
     for buffer, scale in scales.items():
         dev.copy_h2d(ptr[buffer], scale)
     dev.mark_constant(weights_base, total)
@@ -203,6 +215,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                       (len(linear_layers), state_slots * conv_state_bytes(la)))
         arena.reserve("delta_state", DType.U8,
                       (len(linear_layers), state_slots * delta_state_bytes(la)))
+    if mtp:
+        reserve_mtp_buffers(arena, limits, dims.hidden, dims.vocab)
     arena.allocate(dev)
     dev.copy_h2d(arena["cos_sin"], cos_sin_table(rotary_dim, cfg.rope_theta,
                                                  cfg.rope_scaling, max_seq_len))
@@ -210,7 +224,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     attn_layers = [i for i in range(dims.layers) if i not in linear_layers]
     kv_index = {layer: n for n, layer in enumerate(attn_layers)}
     kv_cfg = KvCacheConfig.plan(
-        num_layers=len(attn_layers), num_kv_heads=dims.kv_heads, head_dim=dims.head_dim,
+        num_layers=len(attn_layers) + mtp, num_kv_heads=dims.kv_heads, head_dim=dims.head_dim,
         max_batch_size=max_batch_size, max_seq_len=max_seq_len,
         total_memory=dev.total_memory(), weight_bytes=total, arena_bytes=arena.nbytes,
         gpu_memory_utilization=gpu_memory_utilization, free_memory=dev.free_memory(),
@@ -223,15 +237,20 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     moe_bufs = MoeBuffers.bind(arena, limits.max_tokens) if cfg.moe else None
     linear = {i: _linear_weights(ptr, arena, cfg, i, n, state_slots)
               for n, i in enumerate(linear_layers)}
-    layers = [LayerWeights(
-        qkv=linears.get(f"l{i}.qkv"), o=linears.get(f"l{i}.o"),
-        mlp=(DenseMlp(linears[f"l{i}.gate_up"], linears[f"l{i}.down"])
-             if f"l{i}.gate_up" in linears else build_mlp(local_cfg, i, ptr, moe_bufs)),
-        in_norm=ptr[f"l{i}.in_norm"], post_norm=ptr[f"l{i}.post_norm"],
-        q_norm=ptr.get(f"l{i}.q_norm", 0), k_norm=ptr.get(f"l{i}.k_norm", 0),
-        k_cache=kv.k_cache(kv_index[i]) if i in kv_index else 0,
-        v_cache=kv.v_cache(kv_index[i]) if i in kv_index else 0, linear=linear.get(i))
-        for i in range(dims.layers)]
+    if mtp:   # the MTP layer's KV pool follows the main attention layers'
+        kv_index[mtp_layer_index(cfg)] = len(attn_layers)
+
+    def layer_weights(i: int) -> LayerWeights:
+        return LayerWeights(
+            qkv=linears.get(f"l{i}.qkv"), o=linears.get(f"l{i}.o"),
+            mlp=(DenseMlp(linears[f"l{i}.gate_up"], linears[f"l{i}.down"])
+                 if f"l{i}.gate_up" in linears else build_mlp(local_cfg, i, ptr, moe_bufs)),
+            in_norm=ptr[f"l{i}.in_norm"], post_norm=ptr[f"l{i}.post_norm"],
+            q_norm=ptr.get(f"l{i}.q_norm", 0), k_norm=ptr.get(f"l{i}.k_norm", 0),
+            k_cache=kv.k_cache(kv_index[i]) if i in kv_index else 0,
+            v_cache=kv.v_cache(kv_index[i]) if i in kv_index else 0, linear=linear.get(i))
+
+    layers = [layer_weights(i) for i in range(dims.layers)]
     # tied embeddings: the rank's LM-head shard is its vocabulary rows of the whole table
     lm_head = ptr.get("lm_head", ptr["embed"] + DType.BF16.nbytes(
         world.rank * vocab_local * dims.hidden))
@@ -244,7 +263,11 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     info = RunnerInfo(model_dir=model_dir, backend_kind=kind, weights_bytes=total,
                       target=kernels.target, closure_hash=kernels.closure_hash,
                       behavior=kernels.behavior, kernel_stamps=kernels.stamps)
-    runner = ModelRunner(dev, cfg, model, kv, arena, sampler, limits, info)
+    proposer = (MtpProposer(dev, model, MtpHead(
+        ptr["mtp.fc"], ptr["mtp.norm_embed"], ptr["mtp.norm_hidden"],
+        layer_weights(mtp_layer_index(cfg)), ptr["mtp.norm"]), bind_mtp_buffers(arena, dev, limits),
+        num_draft_tokens, limits.block_size) if mtp else None)
+    runner = ModelRunner(dev, cfg, model, kv, arena, sampler, limits, info, mtp=proposer)
     announce = step or (lambda _label: contextlib.nullcontext())
     with announce(f"preflight (one prefill and decode step on {kind})"):
         preflight(runner)
@@ -254,6 +277,22 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     info.load_s = time.perf_counter() - t0
     return runner
 
+
+
+def _check_mtp(cfg: ModelConfig, loader: object, names: Container[str],
+               num_draft_tokens: int, world: WorldSpec) -> None:
+    """MTP drafting needs a checkpoint with an MTP head, drafts, and one GPU."""
+    if not isinstance(loader, Qwen35Loader) or not cfg.mtp_layers:
+        raise StartupError(f"{cfg.model_type}: the config declares no MTP layers "
+                           "(mtp_num_hidden_layers); --speculative mtp needs a Qwen3.5 / "
+                           "Qwen3-Next checkpoint with its MTP head")
+    if "mtp.fc.weight" not in names:
+        raise StartupError("the config declares MTP layers but the checkpoint has no "
+                           "mtp.fc.weight (was the MTP head stripped?)")
+    if num_draft_tokens < 1:
+        raise StartupError("MTP drafting needs num_draft_tokens >= 1")
+    if world.world_size > 1:
+        raise StartupError("MTP drafting is not supported with tensor parallelism")
 
 
 def _permute_rows(dev: GpuBackend, ptr: dict[str, int], sizes: dict[str, int],

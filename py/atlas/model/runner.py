@@ -22,12 +22,14 @@ from ..core.target import KernelTarget
 from ..core.dtype import DType
 from ..core.sampling import GREEDY
 from ..runtime.buffers import BufferArena
-from ..runtime.gpu import H200_FACTS, GpuBackend, GraphHandle
+from ..runtime.gpu import H200_FACTS, DevicePtr, GpuBackend, GraphHandle
 from ..runtime.kv_cache import PagedKvCache
+from ..runtime.ops import argmax, embedding
 from ..runtime.sampler import Sampler
 from .batch import SeqChunk, StepResult, accept
 from .gated_deltanet import proj_width
 from .model import AttentionPlan, DenseDecoderModel, Dims, StepBuffers
+from .mtp import MtpProposer
 from .state_pools import RecurrentStatePools
 from .step_inputs import StepLayout, decode_buckets, decode_splits, pack_step, row_owners
 
@@ -139,7 +141,8 @@ class ModelRunner:
 
     def __init__(self, backend: GpuBackend, cfg: ModelConfig, model: DenseDecoderModel,
                  kv: PagedKvCache, arena: BufferArena, sampler: Sampler,
-                 limits: RunnerLimits, info: RunnerInfo) -> None:
+                 limits: RunnerLimits, info: RunnerInfo, mtp: MtpProposer | None = None) -> None:
+        """`mtp`: the checkpoint's MTP head, drafting after every step (`mtp_drafts`)."""
         self.backend = backend
         self.cfg = cfg
         self.model = model
@@ -148,6 +151,7 @@ class ModelRunner:
         self.sampler = sampler
         self.limits = limits
         self.info = info
+        self.mtp = mtp
         self.block_size = limits.block_size
         self.num_kv_blocks = kv.num_blocks
         self.max_batch_size = limits.max_batch_size
@@ -179,6 +183,9 @@ class ModelRunner:
                                      "part_ml", "w_scratch") + lin})
         self.host_i32 = backend.alloc_host_pinned(4 * lay.total).view(np.int32)
         self.host_ids = backend.alloc_host_pinned(4 * limits.max_sample_rows).view(np.int32)
+        #: an MTP pass's gather rows, then its drafted ids
+        self.host_mtp = (backend.alloc_host_pinned(4 * limits.max_tokens).view(np.int32)
+                         if mtp is not None else np.zeros(0, np.int32))
         self.pad_slot = limits.max_batch_size  # sampler slot owned by graph padding rows
         self._slot_of: dict[int, int] = {}
         self._free_slots = list(range(limits.max_batch_size - 1, -1, -1))
@@ -210,8 +217,10 @@ class ModelRunner:
             self.state_pools.copy(self._rollback_slot(st), self._slot_of[st.seq_id],
                                   self.stream)
         self._copy_snapshots(steps, restore=True)
-        self._forward(steps, rows)
+        n_tokens, n_sample = self._forward(steps, rows)
         self._copy_snapshots(steps, restore=False)
+        if self.mtp is not None:
+            self.mtp.save_hidden(self.stream, self.bufs, n_tokens, normed_final=n_sample > 0)
         out: list[StepResult] = [None] * len(steps)
         if rows:
             self.backend.copy_d2h(self.host_ids[:len(rows)], self.sampler.out_ids, self.stream)
@@ -225,6 +234,8 @@ class ModelRunner:
                 j += n
         if verifying:
             self._roll_back([(st, got) for st, got in zip(steps, out) if st.num_draft])
+        if self.mtp is not None:
+            self.mtp.propose(self._mtp_pass, self.stream, self.bufs, steps, out, self._slot_of)
         return out
 
     def release(self, seq_id: int) -> None:
@@ -234,6 +245,13 @@ class ModelRunner:
         slot = self._slot_of.pop(seq_id, None)
         if slot is not None:
             self._free_slots.append(slot)
+        if self.mtp is not None:
+            self.mtp.forget(seq_id)
+
+    def mtp_drafts(self, seq_id: int) -> list[int]:
+        """The MTP head's drafts to follow the sequence's last token ([] before its first
+        sampled token, or without an MTP head)."""
+        return self.mtp.drafts.get(seq_id, []) if self.mtp is not None else []
 
     def state_slot_usage(self) -> tuple[int, int]:
         """(slots held, slots in the pool) of the recurrent-state pools: a hybrid model's
@@ -248,10 +266,12 @@ class ModelRunner:
         return self.backend.download(self.bufs.logits, np.float32, (rows, self.vocab_size))
 
     # ---- internals ---------------------------------------------------------------------
-    def _forward(self, steps: Sequence[SeqChunk], rows: Sequence[tuple[SeqChunk, int]]) -> None:
+    def _forward(self, steps: Sequence[SeqChunk],
+                 rows: Sequence[tuple[SeqChunk, int]]) -> tuple[int, int]:
         """Upload the step's inputs and enqueue its forward and sampling: the captured graph
         of its row count when it is decode-shaped, else eagerly. `rows` are the sampled
-        rows in order: (chunk, i) draws at the chunk's RNG position + i."""
+        rows in order: (chunk, i) draws at the chunk's RNG position + i. Returns the rows
+        run and sampled (graph padding included)."""
         bucket = self._graph_bucket(steps)
         n_tokens, n_sample, max_q = pack_step(self.host_i32, self.layout, steps,
                                               self.block_size, pad_to=bucket,
@@ -266,11 +286,36 @@ class ModelRunner:
         self._upload_token_masks([st for st, _ in rows])
         if bucket:
             self.backend.launch_graph(self.graphs[bucket], self.stream)
-            return
+            return n_tokens, n_sample
         plan = AttentionPlan(decode=False, num_seqs=len(steps), max_q_len=max_q)
         self.model.forward(self.stream, self.bufs, n_tokens, plan, n_sample)
         if n_sample:
             self.sampler.enqueue(self.stream, self.bufs.logits, n_sample)
+        return n_tokens, n_sample
+
+    def _mtp_pass(self, chunks: Sequence[SeqChunk], table: DevicePtr,
+                  rows: Sequence[int]) -> list[int]:
+        """One MTP pass (see mtp.MtpProposer): gather each row's main hidden state from
+        `table`, run the head eagerly, return the argmax of each sampling chunk's row."""
+        assert self.mtp is not None
+        mb, s, h = self.mtp.bufs, self.stream, self.model.dims.hidden
+        n_tokens, n_sample, max_q = pack_step(self.host_i32, self.layout, chunks,
+                                              self.block_size)
+        self._upload_inputs(chunks, len(chunks))
+        self.host_mtp[:len(rows)] = rows
+        self.backend.copy_h2d(mb.rows, self.host_mtp[:len(rows)], s)
+        bound = mb.max_tokens + self.max_batch_size if table == mb.hidden else n_tokens
+        embedding.embedding(self.model.kc, s, mb.rows, table, mb.hidden_in, len(rows), h, bound)
+        plan = AttentionPlan(decode=False, num_seqs=len(chunks), max_q_len=max_q)
+        self.mtp.head.forward(self.model, s, self.bufs, mb.hidden_in, n_tokens, plan, n_sample)
+        if not n_sample:
+            self.backend.synchronize(s)
+            return []
+        argmax.argmax(self.model.kc, s, self.bufs.logits, mb.ids, mb.argmax_partials,
+                      mb.argmax_counters, n_sample, self.vocab_size)
+        self.backend.copy_d2h(self.host_mtp[:n_sample], mb.ids, s)
+        self.backend.synchronize(s)
+        return [int(t) for t in self.host_mtp[:n_sample]]
 
     def _rollback_slot(self, st: SeqChunk) -> int:
         """Where a verifying sequence's recurrent state waits while its drafts are checked."""
