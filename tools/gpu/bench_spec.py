@@ -36,7 +36,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "py"))
 
 from atlas.engine.core import EngineCore  # noqa: E402
-from atlas.engine.speculative import OracleDrafter, Speculator  # noqa: E402
+from atlas.engine.speculative import MtpDrafter, OracleDrafter, Speculator  # noqa: E402
 from engine_decode import random_prompts, start_decoding, stop_all, write_json  # noqa: E402
 
 
@@ -134,6 +134,29 @@ def throughput(runner, batches: list[int], k: int, rates: list[float], prompt_le
     return out
 
 
+def mtp_throughput(runner, batches: list[int], k: int, prompt_len: int, new: int,
+                   rng: np.random.Generator, plain_tok_s: dict) -> dict:
+    """tok/s and acceptance with the checkpoint's own MTP head drafting (a random head on
+    random weights accepts little: this measures the drafting cost honestly)."""
+    out: dict = {}
+    for b in batches:
+        prompts = random_prompts(runner, b, prompt_len, rng)
+        runner.draft_with_mtp = False
+        plain, _, _ = run_to_end(start_decoding(runner, b, prompt_len, new, rng,
+                                                prompts=prompts), b)
+        runner.draft_with_mtp = True
+        spec = Speculator(MtpDrafter(runner.mtp_drafts), k)
+        core = start_decoding(runner, b, prompt_len, new, rng, prompts=prompts,
+                              speculator=spec)
+        got, dt, n = run_to_end(core, b)
+        runner.draft_with_mtp = False
+        out[b] = {"tok_s": n / dt, "speedup": n / dt / plain_tok_s[b],
+                  "acceptance": spec.accepted / max(spec.drafted, 1),
+                  "mean_accepted_length": spec.mean_accepted_length,
+                  "same_as_plain": sum(g == p for g, p in zip(got, plain)) / b}
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", type=Path, required=True)
@@ -150,6 +173,8 @@ def main() -> int:
     ap.add_argument("--new", type=int, default=256)
     ap.add_argument("--steps", type=int, default=30, help="timed steps per step-cost cell")
     ap.add_argument("--passes", type=int, default=3)
+    ap.add_argument("--mtp", action="store_true",
+                    help="also draft with the checkpoint's MTP head (Qwen3.5 / Qwen3-Next)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
@@ -161,7 +186,8 @@ def main() -> int:
                          max_seq_len=a.prompt + max(a.steps + 16, a.new) + max_k + 64,
                          max_prefill_tokens=max(2048, max(batches) * (max_k + 1)),
                          gpu_memory_utilization=0.85, fast_load=True, progress=None,
-                         num_draft_tokens=max_k)
+                         num_draft_tokens=max_k, mtp=a.mtp)
+    runner.draft_with_mtp = False   # the plain and oracle runs measure without the head
     rng = np.random.default_rng(a.seed)
     rates = [a.accept] + ([token_rate_for(a.draft_acceptance, a.k)] if a.draft_acceptance
                           else [])
@@ -189,6 +215,17 @@ def main() -> int:
                   f"{p['speedup']:>7.2f}x "
                   f"{p['acceptance']:>7.2f} {p['mean_accepted_length']:>8.2f} "
                   f"{p['same_as_plain']:>7.2f}")
+    if a.mtp:
+        result["mtp"] = mtp_throughput(runner, batches, a.k, a.prompt, a.new, rng,
+                                       {b: row["plain_tok_s"]
+                                        for b, row in result["throughput"].items()})
+        print(f"\n== MTP head drafting K={a.k} (random head: low acceptance expected)")
+        print(f"{'batch':>5} {'spec':>9} {'speedup':>8} {'accept':>7} {'acc/step':>8} "
+              f"{'=plain':>7}")
+        for b, row in result["mtp"].items():
+            print(f"{b:>5} {row['tok_s']:>9.1f} {row['speedup']:>7.2f}x "
+                  f"{row['acceptance']:>7.2f} {row['mean_accepted_length']:>8.2f} "
+                  f"{row['same_as_plain']:>7.2f}")
     write_json(a.out, result)
     return 0
 

@@ -291,11 +291,15 @@ stage_prefix_bench() {
 }
 
 # Speculation on the 8-layer hybrid Qwen3.5 config (verification eager, recurrent state
-# rolled back past rejected drafts): step cost and oracle tok/s at batch 1 and 8.
+# rolled back past rejected drafts): step cost and oracle tok/s at batch 1 and 8, then the
+# checkpoint's (random) MTP head as the drafter: its acceptance and tok/s.
 stage_spec_bench_hybrid() {
+  local dir="$CKPT/qwen3_5-9b-8l"
+  # a checkpoint made before the config carried its MTP head is made again
+  [ -f "$dir/config.json" ] && ! grep -q mtp_num_hidden_layers "$dir/config.json" && rm -rf "$dir"
   make_checkpoint qwen3_5-9b-8l weights || return 1
-  "$PY" tools/gpu/bench_spec.py --model "$CKPT/qwen3_5-9b-8l" --batches 1,8 --max-k 3 --k 3 \
-    --accept 0.7 --passes 2 --out "$RESULTS/bench_spec_qwen3_5-9b-8l.json"
+  "$PY" tools/gpu/bench_spec.py --model "$dir" --batches 1,8 --max-k 3 --k 3 \
+    --accept 0.7 --passes 2 --mtp --out "$RESULTS/bench_spec_qwen3_5-9b-8l.json"
 }
 
 # Issue 12: the Qwen3-8B-config random checkpoint quantized by `atlas models quantize` to

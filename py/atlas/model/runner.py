@@ -152,6 +152,9 @@ class ModelRunner:
         self.limits = limits
         self.info = info
         self.mtp = mtp
+        #: run the MTP head after each step (a benchmark turns it off for its baselines,
+        #: between batches: drafts and carried rows are per live sequence)
+        self.draft_with_mtp = mtp is not None
         self.block_size = limits.block_size
         self.num_kv_blocks = kv.num_blocks
         self.max_batch_size = limits.max_batch_size
@@ -219,7 +222,7 @@ class ModelRunner:
         self._copy_snapshots(steps, restore=True)
         n_tokens, n_sample = self._forward(steps, rows)
         self._copy_snapshots(steps, restore=False)
-        if self.mtp is not None:
+        if self.mtp is not None and self.draft_with_mtp:
             self.mtp.save_hidden(self.stream, self.bufs, n_tokens, normed_final=n_sample > 0)
         out: list[StepResult] = [None] * len(steps)
         if rows:
@@ -234,7 +237,7 @@ class ModelRunner:
                 j += n
         if verifying:
             self._roll_back([(st, got) for st, got in zip(steps, out) if st.num_draft])
-        if self.mtp is not None:
+        if self.mtp is not None and self.draft_with_mtp:
             self.mtp.propose(self._mtp_pass, self.stream, self.bufs, steps, out, self._slot_of)
         return out
 
