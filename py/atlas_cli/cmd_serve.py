@@ -115,8 +115,10 @@ def _check_options(p: dict) -> None:
               "left after the weights; 8 on the CPU reference backend).")
 @click.option("--max-num-seqs", type=click.IntRange(min=1), default=None,
               help="Sequences running at once (default: the batch the model is sized for).")
-@click.option("--max-prefill-tokens", type=click.IntRange(min=16), default=8192,
-              show_default=True, help="Prompt tokens per step; longer prompts are chunked.")
+@click.option("--max-prefill-tokens", type=click.IntRange(min=16), default=2048,
+              show_default=True, help="Tokens per step (prompt chunks plus decodes); longer "
+              "prompts are chunked. Smaller bounds the inter-token latency of running "
+              "sequences while a prompt is prefilled; larger cuts time to first token.")
 @click.option("--gpu-memory-utilization", type=click.FloatRange(0.0, 1.0, min_open=True),
               default=0.9, show_default=True, help="Fraction of GPU memory for weights + KV.")
 @click.option("--scheduling-policy", type=click.Choice(["fifo", "slai"]), default="fifo",
