@@ -57,6 +57,13 @@ def test_ngram_drafter_proposes_what_followed_the_longest_recent_match():
         make_drafter("medusa")
 
 
+def test_mtp_drafter_proposes_the_executor_s_drafts_for_the_sequence():
+    seq = _seq([5, 1, 2])
+    asked = []
+    drafter = make_drafter("mtp", source=lambda seq_id: asked.append(seq_id) or [7, 8, 9])
+    assert drafter.propose(seq, 2) == [7, 8] and asked == [seq.seq_id]
+
+
 def test_accept_keeps_agreeing_drafts_then_the_target_token():
     assert accept([5, 6, 7], [5, 6, 7, 8]) == [5, 6, 7, 8]
     assert accept([5, 6, 7], [5, 9, 7, 8]) == [5, 9]
