@@ -350,11 +350,28 @@ stage_spec_bench() {
 }
 
 # Prefix cache on the 8B config: an 8,192-token shared prefix + a 64-token new turn, warm
-# TTFT against cold (bar: warm <= 10% of cold).
+# TTFT against cold (bar: warm <= 10% of cold); then the same on the 8-layer hybrid Qwen3.5
+# config, whose hits restore recurrent-state snapshots.
 stage_prefix_bench() {
-  make_checkpoint qwen3-8b weights || return 1
-  "$PY" tools/gpu/bench_prefix.py --model "$CKPT/qwen3-8b" --prefix 8192 --turn 64 \
-    --out "$RESULTS/bench_prefix_qwen3-8b.json"
+  local name rc=0
+  for name in qwen3-8b qwen3_5-9b-8l; do
+    make_checkpoint "$name" weights || return 1
+    "$PY" tools/gpu/bench_prefix.py --model "$CKPT/$name" --prefix 8192 --turn 64 \
+      --out "$RESULTS/bench_prefix_$name.json" || rc=1
+  done
+  return $rc
+}
+
+# Speculation on the 8-layer hybrid Qwen3.5 config (verification eager, recurrent state
+# rolled back past rejected drafts): step cost and oracle tok/s at batch 1 and 8, then the
+# checkpoint's (random) MTP head as the drafter: its acceptance and tok/s.
+stage_spec_bench_hybrid() {
+  local dir="$CKPT/qwen3_5-9b-8l"
+  # a checkpoint made before the config carried its MTP head is made again
+  [ -f "$dir/config.json" ] && ! grep -q mtp_num_hidden_layers "$dir/config.json" && rm -rf "$dir"
+  make_checkpoint qwen3_5-9b-8l weights || return 1
+  "$PY" tools/gpu/bench_spec.py --model "$dir" --batches 1,8 --max-k 3 --k 3 \
+    --accept 0.7 --passes 2 --mtp --out "$RESULTS/bench_spec_qwen3_5-9b-8l.json"
 }
 
 # Issue 12: the Qwen3-8B-config random checkpoint quantized by `atlas models quantize` to
@@ -496,7 +513,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         qwen3_5 qwen3_8b decode_bench decode_bench_nopdl batched_min_m decode_gemm_ab long_context
         profile decode_profiles kernel_table
         quant_bench server_sweep throughput gates moe_kernels moe_parity moe_host_parity layer_diff moe_bench spec_bench
-        prefix_bench flagship_parity flagship_bench allreduce_1gpu tp_check tp_bench)
+        spec_bench_hybrid prefix_bench flagship_parity flagship_bench allreduce_1gpu tp_check tp_bench)
 
 # ---- runner -------------------------------------------------------------------------------
 
