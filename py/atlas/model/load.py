@@ -28,6 +28,8 @@ from ..runtime.ops import KernelCache
 from ..runtime.sampler import Sampler
 from ..runtime.synthetic_weights import SyntheticWeights
 from ..runtime.weights import WeightStore
+from .expert_parallel import (ExpertShard, check_expert_parallel, expert_shard_plan,
+                              upload_experts)
 from .factory import loader_for_config
 from .gated_deltanet import GatedDeltaNetWeights, conv_state_bytes, delta_state_bytes
 from .loaders.hybrid import Qwen35Loader, RowMove
@@ -99,7 +101,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                 batch_invariant: bool | None = None,
                 step: StepFn | None = None,
                 synthetic_seed: int | None = None, num_draft_tokens: int = 0,
-                world: WorldSpec | None = None) -> ModelRunner:
+                world: WorldSpec | None = None, expert_parallel: bool = False) -> ModelRunner:
     """Build a ready runner. `batch_invariant` (default: on for the CPU reference backend,
     off on CUDA) fixes the decode split count across batch sizes; see RunnerLimits.
     `synthetic_seed` (benchmarks only) generates the weights on the device from that seed
@@ -108,14 +110,19 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
 
     With `world` of size > 1 this process is one tensor-parallel rank: it joins the group
     (the rendezvous blocks until every rank arrives), loads only its weight slices, and
-    uses CUDA device `world.cuda_device` on the CUDA backend."""
+    uses CUDA device `world.cuda_device` on the CUDA backend. `expert_parallel`: the group
+    splits the routed experts and replicates everything else (expert_parallel.py) instead
+    of splitting heads, MLP width and vocabulary."""
     t0 = time.perf_counter()
     model_dir = Path(model_dir)
     cfg = ModelConfig.from_hf(model_dir)
     loader = loader_for_config(cfg)
     world = world or WorldSpec()
-    check_tensor_parallel(cfg, world.world_size)
-    if synthetic_seed is not None and world.world_size > 1:
+    ep_size = world.world_size if expert_parallel else 1
+    tp_size = 1 if expert_parallel else world.world_size
+    check_tensor_parallel(cfg, tp_size)
+    check_expert_parallel(cfg, ep_size)
+    if synthetic_seed is not None and tp_size > 1:
         raise StartupError("--synthetic-weights is not supported with tensor parallelism "
                            "(each rank reads its slices of a checkpoint)")
     quant = CheckpointQuant.from_dir(model_dir) if synthetic_seed is None else CheckpointQuant()
@@ -143,17 +150,20 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
         batch_invariant = kind != "cuda"
     limits = RunnerLimits(max_seq_len, max_batch_size, max_prefill_tokens, num_sms=num_sms,
                           batch_invariant=batch_invariant, num_draft_tokens=num_draft_tokens)
-    local_cfg = shard_config(cfg, world.world_size)  # this rank's heads and MLP width
+    local_cfg = shard_config(cfg, tp_size)  # this rank's heads and MLP width
     dims = Dims.from_config(local_cfg)
 
-    sharded = shard_plan(plan, world.rank, world.world_size) if world.world_size > 1 else None
-    local_plan = sharded.plan if sharded else plan
+    sharded = shard_plan(plan, world.rank, tp_size) if tp_size > 1 else None
+    experts = expert_shard_plan(plan, cfg, world.rank, ep_size) if ep_size > 1 else None
+    local_plan = sharded.plan if sharded else experts.plan if experts else plan
     offsets, total = local_plan.layout()
     weights_base = dev.alloc(total)
     dev.memset(weights_base, 0, total)  # padding rows of a padded weight (WeightPlan.add) read 0
     dst = {s.name: weights_base + offsets[s.buffer] + s.offset for s in local_plan.slots}
     if sharded:
         upload_shards(store, dev, sharded, dst)
+    elif experts:
+        upload_experts(store, dev, experts, dst, progress=progress, fast=fast_load)
     else:
         store.upload(dev, list(dst), dst, progress=progress, fast=fast_load)
     ptr = {name: weights_base + off for name, off in offsets.items()}
@@ -174,8 +184,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     MoeBuffers.reserve(arena, cfg, limits.max_tokens)
     rotary_dim = cfg.rotary_dim
     arena.reserve("cos_sin", DType.FP32, (max_seq_len, rotary_dim))
-    vocab_local = dims.vocab // world.world_size
-    if world.world_size > 1:
+    vocab_local = dims.vocab // tp_size
+    if tp_size > 1:
         arena.reserve("tp_logits", DType.FP32, (limits.max_sample_rows, vocab_local))
     linear_layers = [i for i, kind in enumerate(cfg.layer_types) if kind == "linear_attention"]
     state_slots = max_batch_size + 1  # one per sampler slot, plus the graph padding rows'
@@ -203,22 +213,23 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
 
     kc = KernelCache(dev)
     moe_bufs = MoeBuffers.bind(arena, limits.max_tokens) if cfg.moe else None
+    ep = ExpertShard.of(comm, cfg.moe.num_experts) if ep_size > 1 and cfg.moe else None
     linear = {i: _linear_weights(ptr, arena, cfg, i, n, state_slots)
               for n, i in enumerate(linear_layers)}
     layers = [LayerWeights(
         qkv=linears.get(f"l{i}.qkv"), o=linears.get(f"l{i}.o"),
         mlp=(DenseMlp(linears[f"l{i}.gate_up"], linears[f"l{i}.down"])
-             if f"l{i}.gate_up" in linears else build_mlp(local_cfg, i, ptr, moe_bufs)),
+             if f"l{i}.gate_up" in linears else build_mlp(local_cfg, i, ptr, moe_bufs, ep)),
         in_norm=ptr[f"l{i}.in_norm"], post_norm=ptr[f"l{i}.post_norm"],
         q_norm=ptr.get(f"l{i}.q_norm", 0), k_norm=ptr.get(f"l{i}.k_norm", 0),
         k_cache=kv.k_cache(kv_index[i]) if i in kv_index else 0,
         v_cache=kv.v_cache(kv_index[i]) if i in kv_index else 0, linear=linear.get(i))
         for i in range(dims.layers)]
     # tied embeddings: the rank's LM-head shard is its vocabulary rows of the whole table
+    tp_rank = world.rank if tp_size > 1 else 0
     lm_head = ptr.get("lm_head", ptr["embed"] + DType.BF16.nbytes(
-        world.rank * vocab_local * dims.hidden))
-    tp = (TensorParallel(comm, vocab_local, arena["tp_logits"]) if world.world_size > 1
-          else None)
+        tp_rank * vocab_local * dims.hidden))
+    tp = TensorParallel(comm, vocab_local, arena["tp_logits"]) if tp_size > 1 else None
     model = DenseDecoderModel(dims, kc, ptr["embed"], ptr["final_norm"], lm_head, layers,
                               arena["cos_sin"], limits.block_size, kv.max_blocks_per_seq, tp)
     sampler = Sampler(dev, kc, limits.max_sample_rows, max_batch_size + 1, dims.vocab,
@@ -226,7 +237,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     info = RunnerInfo(model_dir=model_dir, backend_kind=kind, weights_bytes=total,
                       target=kernels.target, closure_hash=kernels.closure_hash,
                       behavior=kernels.behavior, kernel_stamps=kernels.stamps)
-    runner = ModelRunner(dev, cfg, model, kv, arena, sampler, limits, info)
+    runner = ModelRunner(dev, cfg, model, kv, arena, sampler, limits, info,
+                         comm if world.world_size > 1 else None)
     announce = step or (lambda _label: contextlib.nullcontext())
     with announce(f"preflight (one prefill and decode step on {kind})"):
         preflight(runner)

@@ -21,7 +21,7 @@ with the GEMV in chunks of GEMV_MAX_M rows when a step has more rows than that.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from ..core.config import ModelConfig, MoeConfig
 from ..core.dtype import DType
@@ -33,6 +33,9 @@ from ..runtime.ops import moe as moe_ops
 from ..runtime.ops.moe_shared import shared_add
 from .loaders.moe import SHARED_GATE_ROWS
 from .model import DenseMlp, MlpBlock, StepBuffers, swiglu
+
+if TYPE_CHECKING:
+    from .expert_parallel import ExpertShard
 
 #: rows of the zero-padded shared-expert gate weight (the GEMM's n granularity)
 GATE_PAD_ROWS = SHARED_GATE_ROWS
@@ -107,14 +110,17 @@ class MoeMlp:
     down: DevicePtr
     bufs: MoeBuffers
     shared: SharedExpert | None = None
+    #: expert parallelism (expert_parallel.py): this rank's block of experts; None: all
+    ep: "ExpertShard | None" = None
 
     def forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int) -> None:
         sh, bf = self.shape, self.bufs
         self._router_logits(kc, s, b.normed, t)
         moe_ops.topk(kc, s, bf.logits, bf.topk_ids, bf.topk_weights, t, sh.experts, sh.top_k,
                      self.routing)
+        local = sh if self.ep is None else self.ep.select(kc, s, bf.topk_ids, t, sh)
         moe_ops.experts(kc, s, b.normed, self.gate_up, self.down, bf.topk_ids, bf.topk_weights,
-                        b.delta, t, sh, bf.scratch)
+                        b.delta, t, local, bf.scratch)
         if self.shared is not None:
             se = self.shared
             swiglu(kc, s, b, se.gate_up, se.down, bf.shared_out, t, sh.hidden, se.inter)
@@ -122,6 +128,8 @@ class MoeMlp:
                           out_f32=True)
             shared_add(kc, s, b.delta, bf.shared_out, bf.shared_gate, b.delta, t, sh.hidden,
                        GATE_PAD_ROWS)
+        if self.ep is not None:  # the ranks' partial sums -> the whole output, everywhere
+            self.ep.combine(s, b.delta, t, sh.hidden)
 
     def _router_logits(self, kc: KernelCache, s: Stream, x: DevicePtr, t: int) -> None:
         """logits f32 [t, experts] = x @ router.T, as the bf16 product widened."""
@@ -141,8 +149,10 @@ def routing_for(moe: MoeConfig, score_bias: DevicePtr) -> moe_ops.Routing:
 
 
 def build_mlp(cfg: ModelConfig, layer: int, ptr: Mapping[str, DevicePtr],
-              bufs: MoeBuffers | None) -> MlpBlock:
-    """Layer `layer`'s MLP block over the uploaded weight buffers `ptr` (WeightPlan names)."""
+              bufs: MoeBuffers | None, ep: "ExpertShard | None" = None) -> MlpBlock:
+    """Layer `layer`'s MLP block over the uploaded weight buffers `ptr` (WeightPlan names);
+    with `ep`, a sparse layer runs only that rank's experts (and its shared expert only
+    where the rank holds it)."""
     b, moe = f"l{layer}.", cfg.moe
     if moe is None or not moe.is_sparse(layer):
         h, inter = cfg.hidden_size, cfg.intermediate_size
@@ -151,9 +161,9 @@ def build_mlp(cfg: ModelConfig, layer: int, ptr: Mapping[str, DevicePtr],
     if bufs is None:
         raise ValueError(f"layer {layer} is sparse but no MoE buffers were reserved")
     shared = None
-    if moe.shared_intermediate_size:
+    if moe.shared_intermediate_size and (ep is None or ep.holds_shared):
         shared = SharedExpert(ptr[b + "shared_gate_up"], ptr[b + "shared_down"],
                               ptr[b + "shared_gate"], moe.shared_intermediate_size)
     return MoeMlp(moe_shape(cfg, moe), routing_for(moe, ptr.get(b + "score_bias", 0)),
                   ptr[b + "router"], ptr[b + "experts_gate_up"], ptr[b + "experts_down"], bufs,
-                  shared)
+                  shared, ep)

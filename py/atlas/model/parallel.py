@@ -50,10 +50,10 @@ def check_tensor_parallel(cfg: ModelConfig, world: int) -> None:
         raise UnsupportedModelError(
             f"tensor parallelism supports dense attention models; {cfg.model_type} has "
             "linear-attention layers")
-    if getattr(cfg, "moe", None) is not None:  # the MoE config lands with the MoE loader
+    if cfg.moe is not None:
         raise UnsupportedModelError(
             f"tensor parallelism supports dense models; {cfg.model_type} is a mixture of "
-            "experts (expert parallelism is not built yet: docs/parallel.md)")
+            f"experts: split its experts with --expert-parallel-size {world}")
     rules = (("num_key_value_heads", cfg.num_key_value_heads,
               "each rank must own whole KV heads (and so whole GQA groups)"),
              ("num_attention_heads", cfg.num_attention_heads, "each rank owns whole q heads"),

@@ -23,11 +23,10 @@ _EXECUTE, _RELEASE, _STOP = "execute", "release", "stop"
 
 
 def runner_comm(runner: ModelRunner) -> CommBackend:
-    """The group a tensor-parallel runner was loaded into."""
-    tp = runner.model.tp
-    if tp is None:
-        raise ValueError("the runner was loaded without a tensor-parallel world")
-    return tp.comm
+    """The group a tensor- or expert-parallel runner was loaded into."""
+    if runner.comm is None:
+        raise ValueError("the runner was loaded without a parallel world")
+    return runner.comm
 
 
 class TensorParallelExecutor:

@@ -265,6 +265,11 @@ MOE_GROUPED_DOWN_SM90 = S("moe_grouped_sm90", "moe_grouped_down_sm90_bf16",
 MOE_SHARED_ADD = S("moe_shared", "moe_shared_add_bf16",
                    "routed:ptr shared:ptr gate:ptr out:ptr tokens:u32 hidden:u32 gate_stride:u32")
 
+# --- expert parallelism (kernels/<hw>/common/moe_ep.cu) ---------------------------------------
+# in place over ids i32 [n] (a top-k id list): ids[i] - first where first <= ids[i] < first +
+# count (an expert this rank holds, as its local index), else -1 (skipped by the expert kernels)
+MOE_EP_LOCALIZE = S("moe_ep", "moe_ep_localize_i32", "ids:ptr n:u32 first:u32 count:u32")
+
 # --- benchmark-only synthetic weights (kernels/<hw>/common/fill_random.cu) ---------------------
 # out bf16 [n] = bf16(mean + std * z_i), z_i ~ N(0, 1): Box-Muller over SplitMix64 of the
 # counter (key_hi:key_lo) + (i + 1) * golden, a pure function of (key, i)

@@ -1,0 +1,146 @@
+"""Expert parallelism for mixture-of-experts decoders: which experts a rank holds, the slice
+of the weight plan it loads, and the two calls its MoE layers add to the forward pass.
+
+`--expert-parallel-size N` runs N ranks that split the routed experts and replicate the rest:
+* rank r holds experts [r*E/N, (r+1)*E/N) of every sparse layer (one contiguous block of the
+  packed `[E, 2I, H]` / `[E, H, I]` buffers, so the expert kernels index it unchanged);
+* attention, norms, dense MLP layers, the router, embedding and LM head are replicated: every
+  rank computes the same hidden rows, so the router picks the same experts everywhere and no
+  token has to be dispatched (the tiny MoE fixtures and many MoE checkpoints have fewer KV
+  heads than ranks, which a tensor-parallel attention split cannot take);
+* a sparse layer runs the router and top-k on every rank, rewrites the top-k ids to the
+  rank's local indices (-1 for another rank's expert: the expert kernels skip it), runs its
+  experts, and one bf16 all-reduce of the partial weighted sums gives every rank the layer's
+  output (the all-reduce scheme of docs/parallel.md, right for decode-sized batches);
+* the shared expert (Qwen2-MoE, Qwen3.5-MoE) runs on rank 0 only, as one more expert of its
+  share, so the all-reduce adds it exactly once; the other ranks do not load it.
+Every rank ends a step with the same full logits and samples the same ids (as under tensor
+parallelism), so rank 0's tokens are the answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..comm import CommBackend
+from ..core.config import ModelConfig
+from ..core.dtype import DType
+from ..runtime.gpu import DevicePtr, GpuBackend, Stream
+from ..runtime.ops import KernelCache
+from ..runtime.ops.moe import MoeShape
+from ..runtime.ops.moe_ep import localize_ids
+from ..runtime.weights import WeightStore
+from .loaders.dense import TensorSlot, UnsupportedModelError, WeightPlan
+
+#: WeightPlan buffers of a sparse layer (l{i}.<suffix>) holding the packed routed experts
+EXPERT_BUFFERS = ("experts_gate_up", "experts_down")
+#: ... and its shared expert, which only rank 0 loads
+SHARED_BUFFERS = ("shared_gate_up", "shared_down", "shared_gate")
+
+
+def check_expert_parallel(cfg: ModelConfig, world: int) -> None:
+    """Reject a model or split expert parallelism cannot serve, naming the value."""
+    if world == 1:
+        return
+    moe = cfg.moe
+    if moe is None:
+        raise UnsupportedModelError(
+            f"--expert-parallel-size {world}: {cfg.model_type} has no experts (use "
+            "--tensor-parallel-size for a dense model)")
+    if moe.num_experts % world:
+        raise UnsupportedModelError(
+            f"--expert-parallel-size {world} does not divide num_experts={moe.num_experts}: "
+            "each rank holds an equal block of experts")
+    if moe.num_experts // world < moe.top_k:
+        raise UnsupportedModelError(
+            f"--expert-parallel-size {world}: {moe.num_experts // world} experts per rank is "
+            f"fewer than num_experts_per_tok={moe.top_k}")
+
+
+@dataclass(frozen=True, slots=True)
+class ExpertShard:
+    """One rank's block of experts and the group it combines partial outputs over."""
+
+    comm: CommBackend
+    first: int
+    count: int
+
+    @classmethod
+    def of(cls, comm: CommBackend, num_experts: int) -> "ExpertShard":
+        count = num_experts // comm.world_size
+        return cls(comm, comm.rank * count, count)
+
+    @property
+    def holds_shared(self) -> bool:
+        """The shared expert runs on rank 0 alone (the all-reduce adds it once)."""
+        return self.comm.rank == 0
+
+    def select(self, kc: KernelCache, s: Stream, topk_ids: DevicePtr, tokens: int,
+               shape: MoeShape) -> MoeShape:
+        """Rewrite the step's top-k ids to this rank's local experts (in place) and return
+        the shape the expert kernels run with (its expert count the rank's)."""
+        localize_ids(kc, s, topk_ids, tokens * shape.top_k, self.first, self.count)
+        return replace(shape, experts=self.count)
+
+    def combine(self, s: Stream, delta: DevicePtr, tokens: int, hidden: int) -> None:
+        """Sum the ranks' partial MoE outputs (in place): every rank gets the whole output."""
+        self.comm.all_reduce(delta, tokens * hidden, DType.BF16, s)
+
+
+@dataclass(frozen=True, slots=True)
+class ExpertPlan:
+    """The rank's weight plan and, per tensor, the leading-axis rows of the checkpoint
+    tensor it holds (None: the whole tensor)."""
+
+    plan: WeightPlan
+    rows: dict[str, slice | None]
+
+
+def expert_shard_plan(full: WeightPlan, cfg: ModelConfig, rank: int, world: int) -> ExpertPlan:
+    """Rank `rank`'s share of `full`: its experts' part of each packed expert buffer, the
+    shared expert on rank 0 only, every other buffer whole."""
+    assert cfg.moe is not None  # check_expert_parallel
+    experts = cfg.moe.num_experts
+    count = experts // world
+    first = rank * count
+    local = WeightPlan(linears=dict(full.linears), quant=full.quant, stored=dict(full.stored))
+    rows: dict[str, slice | None] = {}
+    by_buffer: dict[str, list[TensorSlot]] = {}
+    for s in full.slots:
+        by_buffer.setdefault(s.buffer, []).append(s)
+    for buffer, parts in by_buffer.items():
+        kind = buffer.split(".", 1)[-1]
+        if kind in SHARED_BUFFERS and rank != 0:
+            continue
+        if kind not in EXPERT_BUFFERS:
+            local.add(buffer, [(s.name, s.shape) for s in parts], parts[0].dtype,
+                      min_bytes=full.buffers[buffer])
+            rows.update({s.name: None for s in parts})
+            continue
+        if len(parts) == 1:  # fused layout: one [E, rows, cols] tensor, a block of experts
+            (s,) = parts
+            local.add(buffer, [(s.name, (count,) + s.shape[1:])], s.dtype)
+            rows[s.name] = slice(first, first + count)
+            continue
+        if len(parts) % experts:
+            raise UnsupportedModelError(f"expert parallelism: {buffer} has {len(parts)} "
+                                        f"tensors, not a multiple of num_experts={experts}")
+        per = len(parts) // experts  # tensors per expert, in expert order
+        mine = parts[first * per:(first + count) * per]
+        local.add(buffer, [(s.name, s.shape) for s in mine], mine[0].dtype)
+        rows.update({s.name: None for s in mine})
+    return ExpertPlan(local, rows)
+
+
+def upload_experts(store: WeightStore, dev: GpuBackend, eplan: ExpertPlan,
+                   dst: dict[str, DevicePtr], **upload_kwargs: object) -> None:
+    """Whole tensors through the store's upload (fast path, progress, synthetic weights);
+    a fused expert tensor's block of experts as one contiguous row read."""
+    whole = [name for name, rows in eplan.rows.items() if rows is None]
+    store.upload(dev, whole, {n: dst[n] for n in whole}, **upload_kwargs)
+    for name, rows in eplan.rows.items():
+        if rows is not None:
+            dev.copy_h2d(dst[name], np.ascontiguousarray(store.read_slice(name, rows)))
+    dev.synchronize()
