@@ -233,7 +233,8 @@ def _load_kwargs(backend: str, p: dict) -> dict:
                 max_batch_size=p["max_batch_size"], max_prefill_tokens=p["max_prefill_tokens"],
                 gpu_memory_utilization=p["gpu_memory_utilization"],
                 fast_load=not p["no_fast_load"], synthetic_seed=p["synthetic_seed"],
-                num_draft_tokens=p["num_draft_tokens"] if p["speculative"] else 0)
+                num_draft_tokens=p["num_draft_tokens"] if p["speculative"] else 0,
+                **ParallelOptions.from_cli(p).load_kwargs())
 
 
 async def _serve(ctx, model_dir: Path, backend: str, p: dict,
@@ -301,6 +302,8 @@ async def _serve(ctx, model_dir: Path, backend: str, p: dict,
             close = getattr(made[0], "close", None)
             if close is not None and not fatal:
                 close()
+        if fatal:  # a broken group: name the dead worker if one died
+            fatal.insert(0, workers.death_report() or fatal[0])
     finally:
         workers.stop(timeout=5.0)
     if fatal:
