@@ -88,7 +88,9 @@ def test_lost_worker_fails_the_executor_with_its_rank() -> None:
         exe.execute([SeqChunk(0, prompt, 0, [0, 1], GREEDY, history=PenaltyHistory(prompt))])
     assert len(failures) == 1 and "rank 1" in failures[0]
     with pytest.raises(CommError, match="group failed"):  # no step runs on a broken group
-        exe.release(0)
+        exe.execute([SeqChunk(0, prompt, 0, [0, 1], GREEDY, history=PenaltyHistory(prompt))])
+    exe.release(0)  # the engine ends the failed batch: local state only, no group call
+    assert len(failures) == 1
     exe.close()  # no stop message to a dead group: returns
 
 
