@@ -357,6 +357,21 @@ stage_moe_host_parity() {
     --out "$RESULTS/parity_qwen3-30b-a3b-8l_host.json"
 }
 
+# Where the device parts from the host backend on the 8-layer Qwen3-30B-A3B config: the
+# residual stream at every sublayer boundary of the golden prefill on both, compared.
+stage_layer_diff() {
+  local ck="$CKPT/qwen3-30b-a3b-8l" rc=0
+  make_checkpoint qwen3-30b-a3b-8l || return 1
+  "$PY" tools/gpu/layer_diff.py capture --model "$ck" --backend cuda \
+    --out "$RESULTS/layer_diff_cuda.npz" || return 1
+  ATLAS_HOST_MEMORY_GIB=64 "$PY" tools/gpu/layer_diff.py capture --model "$ck" --backend host \
+    --out "$RESULTS/layer_diff_host.npz" || return 1
+  "$PY" tools/gpu/layer_diff.py compare "$RESULTS/layer_diff_host.npz" \
+    "$RESULTS/layer_diff_cuda.npz" | tee "$RESULTS/layer_diff_qwen3-30b-a3b-8l.txt" || rc=1
+  rm -f "$RESULTS"/layer_diff_*.npz
+  return $rc
+}
+
 # Qwen3-30B-A3B at full size from synthetic weights (61 GB in bf16 does not fit the disk):
 # batch 1/8/32/64 decode, 2,048-token prefill, the bandwidth fraction over the bytes read per
 # token; Atlas vs transformers (ATLAS_MOE_HF, default eager,compiled) on the 8-layer
@@ -372,9 +387,30 @@ stage_moe_bench() {
   return $rc
 }
 
+# Per-kernel decode profiles (batch 1, graph replay) with PDL on and off (off: each row is
+# the kernel's own time, not overlapped with its neighbours' waits): Qwen3-0.6B, and the
+# full-size Qwen3-30B-A3B and Qwen3.5-35B-A3B from synthetic weights.
+stage_decode_profiles() {
+  local rc=0 name cfg pdl
+  make_checkpoint qwen3-0.6b weights || return 1
+  for pdl in 1 0; do
+    ATLAS_PDL=$pdl "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-0.6b" \
+      --out "$RESULTS/profile_decode_qwen3-0.6b_pdl$pdl.json" || rc=1
+  done
+  for name in qwen3-30b-a3b qwen3_5-35b-a3b; do
+    cfg="$CKPT/$name-synthetic"
+    "$PY" tools/make_fixtures.py --config "$name" --out "$cfg" --config-only || return 1
+    for pdl in 1 0; do
+      ATLAS_PDL=$pdl "$PY" tools/gpu/profile_decode.py --model "$cfg" --synthetic-seed 0 \
+        --out "$RESULTS/profile_decode_${name}_pdl$pdl.json" || rc=1
+    done
+  done
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity qwen3_0_6b
-        qwen3_5 qwen3_8b decode_bench decode_bench_nopdl batched_min_m profile kernel_table
-        quant_bench server_sweep throughput moe_kernels moe_parity moe_host_parity moe_bench spec_bench
+        qwen3_5 qwen3_8b decode_bench decode_bench_nopdl batched_min_m profile decode_profiles kernel_table
+        quant_bench server_sweep throughput moe_kernels moe_parity moe_host_parity layer_diff moe_bench spec_bench
         prefix_bench flagship_parity flagship_bench allreduce_1gpu tp_check tp_bench)
 
 # ---- runner -------------------------------------------------------------------------------
