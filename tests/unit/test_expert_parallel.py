@@ -33,6 +33,14 @@ def test_ep2_matches_one_process(model: str) -> None:
     assert all(run[2] < ref[2] for run in got.values())
 
 
+def test_ep2_synthetic_weights_match_one_process() -> None:
+    """Benchmark weights made on the device: each rank's block of a stacked expert tensor
+    holds the values one process makes for the whole tensor."""
+    ref = generate("tiny-qwen3-moe", 1, 0, 0, synthetic_seed=1)
+    got = run_two_ranks("tiny-qwen3-moe", expert_parallel=True, synthetic_seed=1)
+    assert_same_as_one_process(got, ref)
+
+
 def test_shard_plan_gives_each_rank_its_experts() -> None:
     for model in ("tiny-qwen3-moe", "tiny-qwen2-moe"):
         cfg = ModelConfig.from_hf(FIXTURES / model)

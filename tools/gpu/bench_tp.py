@@ -5,6 +5,8 @@
     bench_tp.py checkpoint --out /tmp/atlas_ckpt/qwen3-32b-16l --layers 16
     # batch-1 greedy decode, TP=1 then TP=2, same checkpoint, same process tree
     bench_tp.py decode --model DIR --tp 1,2 --out tp_decode.json
+    # expert parallelism: a MoE config, one GPU then EP=2, synthetic weights from seed 0
+    bench_tp.py decode --model CFG_DIR --ep --synthetic-seed 0 --tp 1,2 --batch 1
     # all-reduce latency at decode message sizes (bf16 [tokens, hidden]); --world 1 runs
     # NCCL with one rank, so the harness is exercised on a one-GPU machine
     bench_tp.py allreduce --world 2 --hidden 5120 --out allreduce.json
@@ -27,6 +29,7 @@ import socket
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -90,83 +93,117 @@ def make_checkpoint(out: Path, layers: int, seed: int) -> None:
 
 # ---- decode -----------------------------------------------------------------------------
 
-def _decode_rank(model: str, backend: str, world: WorldSpec, prompt_len: int, steps: int,
-                 out: "mp.Queue | None") -> None:
-    """One rank: load its shard; rank 0 drives prefill + timed greedy decode."""
+@dataclass(frozen=True)
+class DecodeSpec:
+    """What every rank of one decode measurement loads and runs."""
+
+    model: str
+    backend: str
+    prompt_len: int
+    steps: int
+    batch: int = 1
+    #: the group splits experts (a MoE model) instead of heads, MLPs and vocabulary
+    expert_parallel: bool = False
+    #: weights generated on the device from this seed (the model dir needs only config.json)
+    synthetic_seed: int | None = None
+
+
+def _decode_rank(spec: DecodeSpec, world: WorldSpec, out: "mp.Queue | None") -> None:
+    """One rank: load its shard; rank 0 drives prefill + timed greedy decode of `batch`
+    sequences (distinct prompts, one prefill step each, then decode steps of all)."""
     from atlas.core.sampling import GREEDY
     from atlas.model.batch import PenaltyHistory, SeqChunk
     from atlas.model.load import load_runner
     from atlas.model.parallel_executor import TensorParallelExecutor, serve_worker
 
-    max_seq = prompt_len + steps + 16
-    runner = load_runner(Path(model), backend=backend, max_seq_len=max_seq, max_batch_size=1,
-                         max_prefill_tokens=max(prompt_len, 16), world=world)
+    max_seq = spec.prompt_len + spec.steps + 16
+    runner = load_runner(Path(spec.model), backend=spec.backend, max_seq_len=max_seq,
+                         max_batch_size=spec.batch, max_prefill_tokens=max(spec.prompt_len, 16),
+                         world=world, expert_parallel=spec.expert_parallel,
+                         synthetic_seed=spec.synthetic_seed)
     if world.rank != 0:
         serve_worker(runner)
         return
     exe: Any = TensorParallelExecutor(runner) if world.world_size > 1 else runner
-    prompt = [(7 * i + 3) % runner.vocab_size for i in range(prompt_len)]
-    blocks = list(range(-(-max_seq // runner.block_size)))
-    tok = exe.execute([SeqChunk(1, prompt, 0, blocks, GREEDY,
-                                history=PenaltyHistory(prompt))])[0]
-    prefill_logits = runner.read_logits(1)[0].copy()
-    tokens, times = [tok], []
-    for i in range(steps):
+    per_seq = -(-max_seq // runner.block_size)
+    seqs = range(spec.batch)
+    prompts = [[(7 * i + 3 + 11 * b) % runner.vocab_size for i in range(spec.prompt_len)]
+               for b in seqs]
+    blocks = [list(range(b * per_seq, (b + 1) * per_seq)) for b in seqs]
+    last = []
+    for b in seqs:
+        last += exe.execute([SeqChunk(b, prompts[b], 0, blocks[b], GREEDY,
+                                      history=PenaltyHistory(prompts[b]))])
+        if b == 0:
+            prefill_logits = runner.read_logits(1)[0].copy()
+    tokens, times = [last[0]], []
+    for i in range(spec.steps):
         t0 = time.perf_counter()
-        tok = exe.execute([SeqChunk(1, [tok], prompt_len + i, blocks, GREEDY,
-                                    rng_position=i + 1)])[0]
+        last = exe.execute([SeqChunk(b, [last[b]], spec.prompt_len + i, blocks[b], GREEDY,
+                                     rng_position=i + 1) for b in seqs])
         times.append(time.perf_counter() - t0)
-        tokens.append(tok)
-    exe.release(1)
+        tokens.append(last[0])
+    for b in seqs:
+        exe.release(b)
     if world.world_size > 1:
         exe.close()
     warm = times[min(8, len(times) // 4):]
-    result = {"tp": world.world_size, "tok_s": 1.0 / statistics.median(warm),
-              "step_ms_median": 1e3 * statistics.median(warm),
+    step_s = statistics.median(warm)
+    result = {"world": world.world_size, "split": "ep" if spec.expert_parallel else "tp",
+              "batch": spec.batch, "tok_s": spec.batch / step_s, "step_ms_median": 1e3 * step_s,
               "weights_bytes_per_rank": runner.info.weights_bytes, "tokens": tokens}
     if out is not None:
         out.put((result, prefill_logits))
 
 
-def decode(model: str, backend: str, tps: list[int], prompt_len: int, steps: int) -> dict:
+def decode(spec: DecodeSpec, sizes: list[int]) -> dict:
+    """Each group size in turn (1: one process, no collectives), same weights and prompts;
+    speedups, greedy-token agreement and prefill-logit cosine against size 1."""
     ctx = mp.get_context("spawn")
     results, logits = [], {}
-    for tp in tps:
+    split = "EP" if spec.expert_parallel else "TP"
+    for size in sizes:
         q: mp.Queue = ctx.Queue()
         port = _free_port()
-        procs = [ctx.Process(target=_decode_rank, args=(model, backend, WorldSpec(
-            r, tp, "127.0.0.1", port, 600.0), prompt_len, steps, q if r == 0 else None))
-            for r in range(tp)]
+        procs = [ctx.Process(target=_decode_rank, args=(
+            spec, WorldSpec(r, size, "127.0.0.1", port, 600.0), q if r == 0 else None))
+            for r in range(size)]
         for p in procs:
             p.start()
-        res, logits[tp] = q.get(timeout=1200)
+        res, logits[size] = q.get(timeout=1200)
         for p in procs:
             p.join(120)
             if p.exitcode != 0:
-                raise SystemExit(f"TP={tp} rank process exited with {p.exitcode}")
+                raise SystemExit(f"{split}={size} rank process exited with {p.exitcode}")
         results.append(res)
-        print(f"TP={tp}: {res['tok_s']:.1f} tok/s ({res['step_ms_median']:.3f} ms/step), "
+        print(f"{split}={size} batch {spec.batch}: {res['tok_s']:.1f} tok/s "
+              f"({res['step_ms_median']:.3f} ms/step), "
               f"{res['weights_bytes_per_rank'] / 1e9:.2f} GB weights per rank", flush=True)
-    report: dict[str, Any] = {"model": model, "backend": backend, "prompt_len": prompt_len,
-                              "steps": steps, "runs": results}
-    if backend == "cuda":
+    report: dict[str, Any] = {"model": spec.model, "backend": spec.backend,
+                              "split": split.lower(), "batch": spec.batch,
+                              "synthetic_seed": spec.synthetic_seed,
+                              "prompt_len": spec.prompt_len, "steps": spec.steps, "runs": results}
+    if spec.backend == "cuda":
         bw = copy_bandwidth_gbs()
         report["copy_gbs_one_gpu"] = bw
         for r in results:
-            r["bandwidth_fraction"] = r["weights_bytes_per_rank"] * r["tok_s"] / (bw * 1e9)
-            print(f"TP={r['tp']}: {100 * r['bandwidth_fraction']:.1f}% of one GPU's copy "
-                  f"bandwidth ({bw:.0f} GB/s) per rank")
-    by_tp = {r["tp"]: r for r in results}
-    if 1 in by_tp:
-        for tp, r in by_tp.items():
-            if tp != 1:
-                report[f"speedup_tp{tp}"] = r["tok_s"] / by_tp[1]["tok_s"]
-                same = r["tokens"] == by_tp[1]["tokens"]
-                a, b = logits[1].astype(np.float64), logits[tp].astype(np.float64)
+            r["bandwidth_fraction"] = r["weights_bytes_per_rank"] * r["tok_s"] / (
+                spec.batch * bw * 1e9)
+            print(f"{split}={r['world']}: {100 * r['bandwidth_fraction']:.1f}% of one GPU's "
+                  f"copy bandwidth ({bw:.0f} GB/s) per rank, counting every weight byte "
+                  "once per step")
+    by_size = {r["world"]: r for r in results}
+    if 1 in by_size:
+        key = split.lower()
+        for size, r in by_size.items():
+            if size != 1:
+                report[f"speedup_{key}{size}"] = r["tok_s"] / by_size[1]["tok_s"]
+                same = r["tokens"] == by_size[1]["tokens"]
+                a, b = logits[1].astype(np.float64), logits[size].astype(np.float64)
                 cos = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
-                report[f"tokens_match_tp{tp}"] = same
-                report[f"prefill_logits_cosine_tp{tp}"] = cos
-                print(f"TP={tp} / TP=1 speedup {report[f'speedup_tp{tp}']:.2f}x; "
+                report[f"tokens_match_{key}{size}"] = same
+                report[f"prefill_logits_cosine_{key}{size}"] = cos
+                print(f"{split}={size} / one GPU speedup {report[f'speedup_{key}{size}']:.2f}x; "
                       f"greedy tokens {'identical' if same else 'DIFFER'}; prefill logits "
                       f"cosine {cos:.6f}")
     return report
@@ -254,7 +291,14 @@ def main(argv: list[str] | None = None) -> int:
     de = sub.add_parser("decode")
     de.add_argument("--model", required=True)
     de.add_argument("--backend", default="cuda", choices=["cuda", "host"])
-    de.add_argument("--tp", default="1,2")
+    de.add_argument("--tp", default="1,2", help="group sizes to run (1: one process)")
+    de.add_argument("--ep", action="store_true",
+                    help="split experts (a MoE model: --expert-parallel-size) instead of "
+                    "heads, MLPs and vocabulary")
+    de.add_argument("--synthetic-seed", type=int, default=None,
+                    help="generate the weights on the device (the model dir needs only "
+                    "config.json)")
+    de.add_argument("--batch", type=int, default=1)
     de.add_argument("--prompt-len", type=int, default=128)
     de.add_argument("--steps", type=int, default=128)
     de.add_argument("--out", type=Path)
@@ -272,8 +316,9 @@ def main(argv: list[str] | None = None) -> int:
         make_checkpoint(args.out, args.layers, args.seed)
         return 0
     if args.cmd == "decode":
-        report = decode(args.model, args.backend, [int(x) for x in args.tp.split(",")],
-                        args.prompt_len, args.steps)
+        spec = DecodeSpec(args.model, args.backend, args.prompt_len, args.steps, args.batch,
+                          args.ep, args.synthetic_seed)
+        report = decode(spec, [int(x) for x in args.tp.split(",")])
     else:
         report = allreduce(args.backend, args.world, args.hidden,
                            [int(x) for x in args.tokens.split(",")], args.iters)

@@ -268,6 +268,35 @@ stage_tp_bench() {
     --out "$RESULTS/allreduce_2gpu.json" || rc=1
   return $rc
 }
+# Two GPUs: the contest-shaped `throughput` suite at 64 streams against the 8B server with
+# TP=1 and with --tensor-parallel-size 2, same checkpoint, one after the other.
+stage_tp_throughput() {
+  two_gpus || return 0
+  local tp rc=0
+  make_checkpoint qwen3-8b weights || return 1
+  cp "$REPO"/.device/qwen3-tok/tokenizer*.json "$CKPT/qwen3-8b/" || return 1
+  for tp in 1 2; do
+    ATLAS_SERVE_ARGS="--tensor-parallel-size $tp" ATLAS_THROUGHPUT_LEVELS=64 \
+      ATLAS_THROUGHPUT_WEIGHTS=8 bash tools/gpu/server_sweep.sh "$CKPT/qwen3-8b" \
+      "$RESULTS/throughput_qwen3-8b_c64_tp$tp.json" none || rc=1
+  done
+  return $rc
+}
+# Two GPUs: expert parallelism on the full Qwen3-30B-A3B config from synthetic weights
+# (61 GB: one GPU holds it all, each EP=2 rank half of every layer's experts), batch 1 and
+# ATLAS_EP_BATCH (default 32) decode, one GPU then EP=2: tok/s, speedup, greedy tokens and
+# prefill-logit cosine against one GPU (exit 1 below 0.999).
+stage_ep_bench() {
+  two_gpus || return 0
+  local cfg="$CKPT/qwen3-30b-a3b-synthetic" rc=0 b
+  "$PY" tools/make_fixtures.py --config qwen3-30b-a3b --out "$cfg" --config-only || return 1
+  for b in 1 "${ATLAS_EP_BATCH:-32}"; do
+    "$PY" tools/gpu/bench_tp.py decode --model "$cfg" --ep --synthetic-seed 0 --tp 1,2 \
+      --batch "$b" --steps 64 --min-cosine 0.999 \
+      --out "$RESULTS/ep_bench_qwen3-30b-a3b_b$b.json" || rc=1
+  done
+  return $rc
+}
 
 # Speculative decoding on the 8B config: verification step cost for K = 1..4 against a plain
 # step, and tok/s with the oracle drafter (K = 3, 70% nominal acceptance) at batch 1/8/32.
@@ -411,7 +440,8 @@ stage_decode_profiles() {
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity qwen3_0_6b
         qwen3_5 qwen3_8b decode_bench decode_bench_nopdl batched_min_m profile decode_profiles kernel_table
         quant_bench server_sweep throughput moe_kernels moe_parity moe_host_parity layer_diff moe_bench spec_bench
-        prefix_bench flagship_parity flagship_bench allreduce_1gpu tp_check tp_bench)
+        prefix_bench flagship_parity flagship_bench allreduce_1gpu tp_check tp_bench tp_throughput
+        ep_bench)
 
 # ---- runner -------------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from ..runtime.gpu import DevicePtr, GpuBackend, Stream
 from ..runtime.ops import KernelCache
 from ..runtime.ops.moe import MoeShape
 from ..runtime.ops.moe_ep import localize_ids
+from ..runtime.synthetic_weights import SyntheticWeights
 from ..runtime.weights import WeightStore
 from .loaders.dense import TensorSlot, UnsupportedModelError, WeightPlan
 
@@ -134,13 +135,18 @@ def expert_shard_plan(full: WeightPlan, cfg: ModelConfig, rank: int, world: int)
     return ExpertPlan(local, rows)
 
 
-def upload_experts(store: WeightStore, dev: GpuBackend, eplan: ExpertPlan,
+def upload_experts(store: WeightStore | SyntheticWeights, dev: GpuBackend, eplan: ExpertPlan,
                    dst: dict[str, DevicePtr], **upload_kwargs: object) -> None:
     """Whole tensors through the store's upload (fast path, progress, synthetic weights);
-    a fused expert tensor's block of experts as one contiguous row read."""
+    a fused expert tensor's block of experts as one contiguous row read (or, synthetic,
+    made whole on the device and cut)."""
     whole = [name for name, rows in eplan.rows.items() if rows is None]
     store.upload(dev, whole, {n: dst[n] for n in whole}, **upload_kwargs)
     for name, rows in eplan.rows.items():
-        if rows is not None:
+        if rows is None:
+            continue
+        if isinstance(store, SyntheticWeights):
+            store.upload_rows(dev, name, rows, dst[name])
+        else:
             dev.copy_h2d(dst[name], np.ascontiguousarray(store.read_slice(name, rows)))
     dev.synchronize()

@@ -114,6 +114,21 @@ class SyntheticWeights:
         return LoadReport({n: dst[n] for n in wanted}, {"synthetic": "device"}, done,
                           time.perf_counter() - t0)
 
+    def upload_rows(self, backend: GpuBackend, name: str, rows: slice, dst: DevicePtr) -> None:
+        """Rows `rows` of the leading axis of tensor `name` (an expert-parallel rank's block
+        of a stacked expert tensor) at `dst`: the whole tensor is made in scratch and the
+        block copied, so the rank holds exactly the values one process would."""
+        dtype, shape = self._expected[name]
+        start, stop, _ = rows.indices(shape[0])
+        row_bytes = self._nbytes(name) // shape[0]
+        scratch = backend.alloc(self._nbytes(name))
+        try:
+            self.upload(backend, [name], {name: scratch})
+            backend.copy_d2d(dst, scratch + start * row_bytes, (stop - start) * row_bytes)
+            backend.synchronize()
+        finally:
+            backend.free(scratch)
+
     def normal_params(self, name: str, shape: Sequence[int]) -> tuple[float, float]:
         """(mean, std) of a bf16 tensor's normal draw."""
         for suffix, params in HYBRID_SCALARS.items():
