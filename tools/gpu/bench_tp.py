@@ -7,9 +7,10 @@
     bench_tp.py decode --model DIR --tp 1,2 --out tp_decode.json
     # expert parallelism: a MoE config, one GPU then EP=2, synthetic weights from seed 0
     bench_tp.py decode --model CFG_DIR --ep --synthetic-seed 0 --tp 1,2 --batch 1
-    # all-reduce latency at decode message sizes (bf16 [tokens, hidden]); --world 1 runs
-    # NCCL with one rank, so the harness is exercised on a one-GPU machine
-    bench_tp.py allreduce --world 2 --hidden 5120 --out allreduce.json
+    # all-reduce latency at decode message sizes (bf16 [tokens, hidden]), NCCL and the
+    # one-shot peer-memory kernel side by side, each call's sum checked once; --world 1 runs
+    # both with one rank, so the harness is exercised on a one-GPU machine
+    bench_tp.py allreduce --world 2 --hidden 5120 --impl nccl,oneshot --out allreduce.json
 
 `decode` prints, per TP size, tok/s and the fraction of copy bandwidth the rank's weight
 bytes imply (weights_per_rank * tok/s / one GPU's copy GB/s), the TP=2/TP=1 speedup, and
@@ -38,8 +39,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "py"))
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 
-from atlas.comm import ReduceOp, WorldSpec, connect_world  # noqa: E402
+from atlas.comm import HostComm, ReduceOp, SingleComm, WorldSpec  # noqa: E402
 from atlas.core.dtype import DType  # noqa: E402
+from atlas.core.numerics import bf16_bits_to_f32, f32_to_bf16_bits  # noqa: E402
 
 #: the published Qwen/Qwen3-32B text config
 QWEN3_32B = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
@@ -229,45 +231,70 @@ def copy_bandwidth_gbs(nbytes: int = 2 << 30) -> float:
 # ---- all-reduce latency -----------------------------------------------------------------
 
 def _allreduce_rank(backend: str, world: WorldSpec, hidden: int, tokens: list[int],
-                    iters: int, out: "mp.Queue | None") -> None:
+                    iters: int, impls: list[str], out: "mp.Queue | None") -> None:
+    """Time each implementation at each size; after the timing, one call on known values
+    (rank r holds r + 1 everywhere) checks the sum."""
+    from atlas.comm.transport import Star
     from atlas.runtime.backend_select import make_backend
     gpu = make_backend(backend, ordinal=world.cuda_device if backend == "cuda" else 0)
+    star = Star.connect(world.rank, world.world_size, world.master_addr, world.master_port,
+                        world.timeout_s)
     if backend == "cuda":  # NCCL even for one rank (connect_world would give SingleComm)
         from atlas.comm.nccl import NcclComm
-        from atlas.comm.transport import Star
-        comm = NcclComm(Star.connect(world.rank, world.world_size, world.master_addr,
-                                     world.master_port, world.timeout_s))
+        comm = NcclComm(star)
     else:
-        comm = connect_world(world, gpu)
+        comm = HostComm(gpu, star) if world.world_size > 1 else SingleComm(gpu)
+    reducers = {}
+    for impl in impls:
+        if impl == "nccl":
+            reducers[impl] = lambda buf, count, s: comm.all_reduce(buf, count, DType.BF16, s,
+                                                                    ReduceOp.SUM)
+        elif impl == "oneshot":
+            from atlas.comm.oneshot import OneShotAllReduce
+            one = OneShotAllReduce(gpu, star, max(tokens) * hidden)
+            reducers[impl] = one.all_reduce
     s = gpu.create_stream()
     rows = []
-    for t in tokens:
-        count = t * hidden
-        buf = gpu.alloc(DType.BF16.nbytes(count))
-        gpu.memset(buf, 0, DType.BF16.nbytes(count))
-        for _ in range(5):
-            comm.all_reduce(buf, count, DType.BF16, s, ReduceOp.SUM)
-        comm.barrier()
-        e0, e1 = gpu.create_event(), gpu.create_event()
-        gpu.record_event(e0, s)
-        for _ in range(iters):
-            comm.all_reduce(buf, count, DType.BF16, s, ReduceOp.SUM)
-        gpu.record_event(e1, s)
-        us = 1e3 * gpu.event_elapsed_ms(e0, e1) / iters
-        rows.append({"tokens": t, "bytes": DType.BF16.nbytes(count), "us": us})
-        gpu.free(buf)
-    comm.barrier()
+    for impl, reduce in reducers.items():
+        for t in tokens:
+            count = t * hidden
+            buf = gpu.alloc(DType.BF16.nbytes(count))
+            gpu.memset(buf, 0, DType.BF16.nbytes(count))
+            for _ in range(5):
+                reduce(buf, count, s)
+            gpu.synchronize(s)
+            star.exchange(b"", lambda parts: [b""] * len(parts))
+            e0, e1 = gpu.create_event(), gpu.create_event()
+            gpu.record_event(e0, s)
+            for _ in range(iters):
+                reduce(buf, count, s)
+            gpu.record_event(e1, s)
+            us = 1e3 * gpu.event_elapsed_ms(e0, e1) / iters
+            mine = np.full(count, world.rank + 1, np.float32)
+            gpu.copy_h2d(buf, f32_to_bf16_bits(mine))
+            reduce(buf, count, s)
+            gpu.synchronize(s)
+            got = bf16_bits_to_f32(gpu.download(buf, np.uint16, (count,)))
+            want = world.world_size * (world.world_size + 1) / 2
+            rows.append({"impl": impl, "tokens": t, "bytes": DType.BF16.nbytes(count),
+                         "us": us, "sum_ok": bool((got == want).all())})
+            gpu.free(buf)
+    star.exchange(b"", lambda parts: [b""] * len(parts))
     comm.close()
     if out is not None:
         out.put(rows)
 
 
-def allreduce(backend: str, world: int, hidden: int, tokens: list[int], iters: int) -> dict:
+def allreduce(backend: str, world: int, hidden: int, tokens: list[int], iters: int,
+              impls: list[str]) -> dict:
+    if backend == "host" and world > 1 and "oneshot" in impls:
+        raise SystemExit("the one-shot all-reduce maps peer GPU memory: --backend cuda (or "
+                         "--world 1)")
     ctx = mp.get_context("spawn")
     q: mp.Queue = ctx.Queue()
     port = _free_port()
     procs = [ctx.Process(target=_allreduce_rank, args=(
-        backend, WorldSpec(r, world, "127.0.0.1", port, 300.0), hidden, tokens, iters,
+        backend, WorldSpec(r, world, "127.0.0.1", port, 300.0), hidden, tokens, iters, impls,
         q if r == 0 else None)) for r in range(world)]
     for p in procs:
         p.start()
@@ -277,8 +304,14 @@ def allreduce(backend: str, world: int, hidden: int, tokens: list[int], iters: i
     print(f"all-reduce bf16, world {world} ({backend}), hidden {hidden}, NCCL_NVLS_ENABLE="
           f"{os.environ.get('NCCL_NVLS_ENABLE')}")
     for r in rows:
-        print(f"  {r['tokens']:5d} tokens  {r['bytes']:>10d} B  {r['us']:9.2f} us")
-    return {"backend": backend, "world": world, "hidden": hidden, "rows": rows}
+        print(f"  {r['impl']:8s} {r['tokens']:5d} tokens  {r['bytes']:>10d} B  {r['us']:9.2f} us"
+              f"  sum {'ok' if r['sum_ok'] else 'WRONG'}")
+    by = {(r["impl"], r["tokens"]): r["us"] for r in rows}
+    for t in tokens:
+        if ("nccl", t) in by and ("oneshot", t) in by:
+            print(f"  {t:5d} tokens: one-shot / NCCL time {by['oneshot', t] / by['nccl', t]:.2f}")
+    return {"backend": backend, "world": world, "hidden": hidden, "rows": rows,
+            "all_sums_ok": all(r["sum_ok"] for r in rows)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -310,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
     ar.add_argument("--hidden", type=int, default=5120)
     ar.add_argument("--tokens", default="1,2,4,8,16,32,64,128")
     ar.add_argument("--iters", type=int, default=200)
+    ar.add_argument("--impl", default="nccl,oneshot",
+                    help="nccl (host collectives on --backend host), oneshot (peer-mapped "
+                    "kernel), or both")
     ar.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     if args.cmd == "checkpoint":
@@ -321,11 +357,15 @@ def main(argv: list[str] | None = None) -> int:
         report = decode(spec, [int(x) for x in args.tp.split(",")])
     else:
         report = allreduce(args.backend, args.world, args.hidden,
-                           [int(x) for x in args.tokens.split(",")], args.iters)
+                           [int(x) for x in args.tokens.split(",")], args.iters,
+                           args.impl.split(","))
     report["commit"] = os.environ.get("ATLAS_COMMIT", "unknown")
     report["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     if args.out:
         args.out.write_text(json.dumps(report, indent=2) + "\n")
+    if args.cmd == "allreduce" and not report["all_sums_ok"]:
+        print("FAIL: an all-reduce returned a wrong sum")
+        return 1
     if args.cmd == "decode" and args.min_cosine is not None:
         low = {k: v for k, v in report.items()
                if k.startswith("prefill_logits_cosine") and v < args.min_cosine}

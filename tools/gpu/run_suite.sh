@@ -230,7 +230,8 @@ stage_batched_min_m() {
 # NVLink multicast stays off: it can take shared GPUs out of service.
 export NCCL_NVLS_ENABLE=0
 
-# One GPU: NCCL with one rank, so the all-reduce harness runs before the two-GPU machine.
+# One GPU: NCCL with one rank and the one-shot peer-memory kernel with one rank (its sums
+# checked), so the all-reduce harness runs before the two-GPU machine.
 stage_allreduce_1gpu() {
   "$PY" tools/gpu/bench_tp.py allreduce --world 1 --hidden 5120 \
     --out "$RESULTS/allreduce_1gpu.json"
@@ -255,7 +256,8 @@ stage_tp_check() {
 
 # Two GPUs: batch-1 decode, TP=2 vs TP=1, on random weights in the Qwen3-32B shapes
 # (ATLAS_TP_LAYERS of its 64 layers, default 16: 19 GB, loads in seconds), the fraction of
-# one GPU's copy bandwidth per rank, and the NCCL all-reduce latency at decode sizes.
+# one GPU's copy bandwidth per rank, and the all-reduce latency at decode sizes: NCCL and
+# the one-shot kernel over CUDA IPC peer pointers side by side (exit 1 on a wrong sum).
 stage_tp_bench() {
   two_gpus || return 0
   local layers="${ATLAS_TP_LAYERS:-16}" rc=0
