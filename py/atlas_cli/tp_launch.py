@@ -4,8 +4,9 @@
 `--tensor-parallel-size N` (a dense model: heads, MLP and vocabulary split) or
 `--expert-parallel-size N` (a mixture of experts: the experts split, the rest replicated) on
 one host: this process is rank 0 (it runs the engine and its own shard) and spawns ranks
-1..N-1 (multiprocessing spawn: CUDA cannot survive a fork; rank r uses CUDA device r). `--rank R --world-size W --master-addr A --master-port P` runs
-one rank of a group spread over hosts: rank 0 serves, every other rank only works, and each
+1..N-1 (multiprocessing spawn: CUDA cannot survive a fork; rank r uses CUDA device r).
+`--rank R --world-size W --master-addr A --master-port P` runs one rank of a group spread
+over hosts: rank 0 serves, every other rank only works, and each
 process uses CUDA device 0 of what CUDA_VISIBLE_DEVICES shows it.
 A worker that exits early is reported by a `WorkerWatch` with its rank and exit code, so
 the server shuts down with that message instead of waiting on a dead peer.

@@ -45,8 +45,9 @@ def _world2(rng: np.random.Generator, count: int) -> KernelCase:
     nbytes = allreduce.workspace_bytes(capacity)
     x, y = random_bf16(rng, (count,), 2.0), random_bf16(rng, (count,), 2.0)
     ws0 = np.zeros(nbytes, np.uint8)
-    flags0 = ws0[:allreduce.DATA_OFFSET].view(np.uint32)[:allreduce.MAX_BLOCKS * allreduce.MAX_WORLD]
-    flags0.reshape(allreduce.MAX_BLOCKS, allreduce.MAX_WORLD)[:, 1] = 1  # rank 1 arrived
+    flags0 = ws0[:allreduce.DATA_OFFSET].view(np.uint32)
+    flags0[:allreduce.MAX_BLOCKS * allreduce.MAX_WORLD].reshape(
+        allreduce.MAX_BLOCKS, allreduce.MAX_WORLD)[:, 1] = 1  # rank 1 arrived
     ws1 = np.zeros(nbytes, np.uint8)  # rank 1 published y into data[1] of call 1
     ws1[allreduce.DATA_OFFSET + 2 * capacity:].view(np.uint16)[:] = y
     inputs = {"x": x, "y": y, "ws0": ws0, "ws1": ws1, "peers": np.zeros(2, np.uint64)}
