@@ -200,7 +200,8 @@ stage_server_sweep() {
   bash tools/gpu/server_sweep.sh "$CKPT/qwen3-8b" "$RESULTS/server_sweep_qwen3-8b.json"
 }
 
-# The contest-shaped `throughput` suite against the 8B server, at ATLAS_THROUGHPUT_LEVELS
+# The contest-shaped `throughput` suite against the 8B server started with default flags, at
+# ATLAS_THROUGHPUT_LEVELS
 # (the whole 1..64 sweep takes ~10 min: split it over calls and merge the JSONs).
 stage_throughput() {
   make_checkpoint qwen3-8b weights || return 1
@@ -208,8 +209,8 @@ stage_throughput() {
   local levels="${ATLAS_THROUGHPUT_LEVELS:-1,2,4,8,16,32,64}" weights=() c
   declare -A w=([1]=1 [2]=1 [4]=2 [8]=2 [16]=4 [32]=4 [64]=8)
   for c in ${levels//,/ }; do weights+=("${w[$c]:-1}"); done
-  ATLAS_THROUGHPUT_LEVELS="$levels" ATLAS_THROUGHPUT_WEIGHTS="$(IFS=,; echo "${weights[*]}")" \
-    bash tools/gpu/server_sweep.sh "$CKPT/qwen3-8b" \
+  ATLAS_SERVE_ARGS="" ATLAS_THROUGHPUT_LEVELS="$levels" \
+    ATLAS_THROUGHPUT_WEIGHTS="$(IFS=,; echo "${weights[*]}")" bash tools/gpu/server_sweep.sh "$CKPT/qwen3-8b" \
     "$RESULTS/throughput_qwen3-8b_c${levels//,/-}.json" none
 }
 
@@ -223,6 +224,32 @@ stage_batched_min_m() {
   ATLAS_BATCHED_GEMV_MIN_M=2 "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b" \
     --hf none --batches 2,4,8,16 --prefill 512 \
     --out "$RESULTS/bench_decode_qwen3-8b_routing_min2.json" || rc=1
+  return $rc
+}
+
+# The required benchmark gates (decode-floor, concurrency-sweep, ttft-cold, ttft-warm) on the
+# Qwen3-8B-config checkpoint served with default flags: `atlas gate record` writes each record
+# under .benchmarks/ (scored by kernels/hopper/qwen3-8b/BENCH.toml) and they come back in
+# results/benchmarks/. Records name the commit, so the tree needs git: a shallow clone's .git
+# travels as .device/git when the checkout has none.
+stage_gates() {
+  local port=8897 log="$LOGS/gates_server.log" pid g rc=0
+  make_checkpoint qwen3-8b weights || return 1
+  cp "$REPO"/.device/qwen3-tok/tokenizer*.json "$CKPT/qwen3-8b/" || return 1
+  [ -d "$REPO/.git" ] || cp -r "$REPO/.device/git" "$REPO/.git" || return 1
+  "$PY" -m atlas_cli.main serve "$CKPT/qwen3-8b" --backend cuda --port "$port" >"$log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 600); do
+    grep -q "Listening on" "$log" && break
+    kill -0 $pid 2>/dev/null || { tail -n 30 "$log"; return 1; }
+    sleep 0.5
+  done
+  for g in decode-floor concurrency-sweep ttft-cold ttft-warm; do
+    "$PY" -m atlas_cli.main gate record "$g" --url "http://127.0.0.1:$port" --model qwen3-8b \
+      --checkpoint Qwen/Qwen3-8B || rc=1
+  done
+  kill $pid; wait $pid 2>/dev/null
+  mkdir -p "$RESULTS/benchmarks" && cp -r "$REPO/.benchmarks/." "$RESULTS/benchmarks/"
   return $rc
 }
 
@@ -271,7 +298,8 @@ stage_tp_bench() {
   return $rc
 }
 # Two GPUs: the contest-shaped `throughput` suite at 64 streams against the 8B server with
-# TP=1 and with --tensor-parallel-size 2, same checkpoint, one after the other.
+# TP=1 and with --tensor-parallel-size 2 (otherwise the server's defaults, as the throughput
+# stage runs it), same checkpoint, one after the other.
 stage_tp_throughput() {
   two_gpus || return 0
   local tp rc=0
@@ -391,14 +419,20 @@ stage_moe_host_parity() {
 # Where the device parts from the host backend on the 8-layer Qwen3-30B-A3B config: the
 # residual stream at every sublayer boundary of the golden prefill on both, compared.
 stage_layer_diff() {
-  local ck="$CKPT/qwen3-30b-a3b-8l" rc=0
+  local ck="$CKPT/qwen3-30b-a3b-8l" rc=0 b
   make_checkpoint qwen3-30b-a3b-8l || return 1
-  "$PY" tools/gpu/layer_diff.py capture --model "$ck" --backend cuda \
-    --out "$RESULTS/layer_diff_cuda.npz" || return 1
-  ATLAS_HOST_MEMORY_GIB=64 "$PY" tools/gpu/layer_diff.py capture --model "$ck" --backend host \
-    --out "$RESULTS/layer_diff_host.npz" || return 1
-  "$PY" tools/gpu/layer_diff.py compare "$RESULTS/layer_diff_host.npz" \
-    "$RESULTS/layer_diff_cuda.npz" | tee "$RESULTS/layer_diff_qwen3-30b-a3b-8l.txt" || rc=1
+  for b in cuda transformers host; do
+    [ "$b" = host ] && export ATLAS_HOST_MEMORY_GIB=64
+    "$PY" tools/gpu/layer_diff.py capture --model "$ck" --backend "$b" \
+      --out "$RESULTS/layer_diff_$b.npz" || return 1
+  done
+  unset ATLAS_HOST_MEMORY_GIB
+  for b in "host cuda" "transformers cuda" "transformers host"; do
+    set -- $b
+    echo "== $1 vs $2"
+    "$PY" tools/gpu/layer_diff.py compare "$RESULTS/layer_diff_$1.npz" \
+      "$RESULTS/layer_diff_$2.npz" || rc=1
+  done | tee "$RESULTS/layer_diff_qwen3-30b-a3b-8l.txt"
   rm -f "$RESULTS"/layer_diff_*.npz
   return $rc
 }
@@ -441,7 +475,7 @@ stage_decode_profiles() {
 
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity qwen3_0_6b
         qwen3_5 qwen3_8b decode_bench decode_bench_nopdl batched_min_m profile decode_profiles kernel_table
-        quant_bench server_sweep throughput moe_kernels moe_parity moe_host_parity layer_diff moe_bench spec_bench
+        quant_bench server_sweep throughput gates moe_kernels moe_parity moe_host_parity layer_diff moe_bench spec_bench
         prefix_bench flagship_parity flagship_bench allreduce_1gpu tp_check tp_bench tp_throughput
         ep_bench)
 
