@@ -295,6 +295,9 @@ stage_tp_bench() {
     --out "$RESULTS/tp_bench_qwen3-32b-${layers}l.json" || rc=1
   "$PY" tools/gpu/bench_tp.py allreduce --world 2 --hidden 5120 \
     --out "$RESULTS/allreduce_2gpu.json" || rc=1
+  # the same decode with every all-reduce up to 1 MiB on the one-shot kernel (A/B vs NCCL)
+  ATLAS_ONESHOT_ALLREDUCE_BYTES=1048576 "$PY" tools/gpu/bench_tp.py decode --model "$dir" \
+    --tp 2 --steps 128 --out "$RESULTS/tp_bench_qwen3-32b-${layers}l_oneshot.json" || rc=1
   return $rc
 }
 # Two GPUs: the contest-shaped `throughput` suite at 64 streams against the 8B server with

@@ -7,6 +7,7 @@ hosts form one group.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from ..runtime.gpu import GpuBackend
@@ -36,6 +37,12 @@ class WorldSpec:
             raise ValueError(f"rank {self.rank} outside a world of {self.world_size}")
 
 
+#: bf16 all-reduces up to this many bytes take the one-shot peer-memory kernel instead of
+#: NCCL on the CUDA backend (0, the default: never, until bench_tp.py allreduce shows where
+#: it wins); every rank of a group must set the same value
+ONESHOT_ENV = "ATLAS_ONESHOT_ALLREDUCE_BYTES"
+
+
 def connect_world(spec: WorldSpec, gpu: GpuBackend) -> CommBackend:
     """The group's backend for this rank: NCCL on the CUDA backend, the host collectives on
     any other; a world of one needs no rendezvous."""
@@ -45,5 +52,10 @@ def connect_world(spec: WorldSpec, gpu: GpuBackend) -> CommBackend:
                         spec.timeout_s)
     if gpu.name == "cuda":
         from .nccl import NcclComm
-        return NcclComm(star)
+        oneshot = None
+        limit = int(os.environ.get(ONESHOT_ENV, "0"))
+        if limit > 0:
+            from .oneshot import OneShotAllReduce
+            oneshot = OneShotAllReduce(gpu, star, max(8, limit // 2 // 8 * 8))
+        return NcclComm(star, oneshot=oneshot)
     return HostComm(gpu, star)
