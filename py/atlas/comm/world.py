@@ -24,6 +24,9 @@ class WorldSpec:
     master_addr: str = "127.0.0.1"
     master_port: int = 29511
     timeout_s: float = 120.0
+    #: how long rank 0 waits for a peer's part of one host exchange (a step's command, a
+    #: host collective) before the group fails: a hung worker, not a dead one
+    op_timeout_s: float = 600.0
     #: CUDA device ordinal of this rank; -1: the rank (one host, one GPU per rank). A group
     #: over several hosts pins each process's GPU with CUDA_VISIBLE_DEVICES and uses 0.
     device: int = -1
@@ -49,7 +52,7 @@ def connect_world(spec: WorldSpec, gpu: GpuBackend) -> CommBackend:
     if spec.world_size == 1:
         return SingleComm(gpu)
     star = Star.connect(spec.rank, spec.world_size, spec.master_addr, spec.master_port,
-                        spec.timeout_s)
+                        spec.timeout_s, spec.op_timeout_s)
     if gpu.name == "cuda":
         from .nccl import NcclComm
         oneshot = None
