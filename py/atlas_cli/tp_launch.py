@@ -52,8 +52,16 @@ class ParallelOptions:
         return max(self.tensor_parallel_size, self.expert_parallel_size)
 
     @property
+    def tensor_parallel(self) -> bool:
+        """The group splits heads, MLPs and vocabulary (also with experts sharded)."""
+        return self.tensor_parallel_size > 1 or not self.expert_parallel
+
+    @property
     def label(self) -> str:
-        return "expert-parallel" if self.expert_parallel else "tensor-parallel"
+        if self.expert_parallel:
+            return ("tensor+expert-parallel" if self.tensor_parallel_size > 1
+                    else "expert-parallel")
+        return "tensor-parallel"
 
     def world(self) -> WorldSpec:
         """This process's place in the group."""
@@ -73,9 +81,9 @@ class ParallelOptions:
     def from_cli(cls, p: dict[str, Any]) -> "ParallelOptions":
         tp, rank, world = p["tensor_parallel_size"], p["rank"], p["world_size"]
         ep = p["expert_parallel_size"]
-        if tp > 1 and ep > 1:
-            raise click.UsageError("--tensor-parallel-size and --expert-parallel-size do not "
-                                   "combine: expert parallelism replicates attention")
+        if tp > 1 and ep > 1 and tp != ep:
+            raise click.UsageError("--tensor-parallel-size and --expert-parallel-size split "
+                                   "over the same ranks: give them the same size")
         if (rank is None) != (world is None):
             raise click.UsageError("--rank and --world-size go together")
         if world is not None:
@@ -88,7 +96,8 @@ class ParallelOptions:
 
     def load_kwargs(self) -> dict[str, Any]:
         """What every rank passes to load_runner for the group's kind of split."""
-        return {"expert_parallel": self.expert_parallel}
+        return {"expert_parallel": self.expert_parallel,
+                "tensor_parallel": self.tensor_parallel}
 
 
 def parallel_flags(fn: Callable) -> Callable:
@@ -142,7 +151,8 @@ class WorkerWatch:
         if opts.local_workers:  # refuse a split the model cannot take before any spawn
             try:
                 cfg = ModelConfig.from_hf(model_dir)
-                check_tensor_parallel(cfg, opts.tensor_parallel_size)
+                check_tensor_parallel(cfg, opts.tensor_parallel_size,
+                                      experts_sharded=opts.expert_parallel)
                 check_expert_parallel(cfg, opts.expert_parallel_size)
             except UnsupportedModelError as exc:
                 raise click.ClickException(str(exc)) from None

@@ -127,7 +127,7 @@ def test_serve_two_ranks_answers_and_dies_with_its_worker(
     (["--rank", "2", "--world-size", "2"], "--rank 2 outside --world-size 2"),
     (["--tensor-parallel-size", "4", "--rank", "0", "--world-size", "2"], "disagree"),
     (["--expert-parallel-size", "4", "--rank", "0", "--world-size", "2"], "disagree"),
-    (["--tensor-parallel-size", "2", "--expert-parallel-size", "2"], "do not combine"),
+    (["--tensor-parallel-size", "2", "--expert-parallel-size", "4"], "give them the same size"),
 ])
 def test_parallel_flags_are_checked_before_loading(models: dict[str, Path], extra: list[str],
                                                    message: str) -> None:
@@ -155,3 +155,19 @@ def test_unsplittable_model_is_a_clear_startup_error(models: dict[str, Path], sp
     assert out.returncode == 1
     assert message in out.stderr
     assert "Traceback" not in out.stderr  # refused before any worker was spawned
+
+
+@pytest.mark.parametrize("tp, ep, split, label", [
+    (2, 1, (False, True), "tensor-parallel"),
+    (1, 2, (True, False), "expert-parallel"),
+    (2, 2, (True, True), "tensor+expert-parallel"),  # attention split, experts sharded
+])
+def test_split_flags_choose_what_every_rank_loads(tp: int, ep: int, split: tuple[bool, bool],
+                                                  label: str) -> None:
+    from atlas_cli.tp_launch import ParallelOptions
+    opts = ParallelOptions.from_cli({"tensor_parallel_size": tp, "expert_parallel_size": ep,
+                                     "rank": None, "world_size": None,
+                                     "master_addr": "127.0.0.1", "master_port": 1})
+    assert opts.world().world_size == 2 and opts.local_workers == [1]
+    assert opts.load_kwargs() == {"expert_parallel": split[0], "tensor_parallel": split[1]}
+    assert opts.label == label

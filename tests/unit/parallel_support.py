@@ -29,12 +29,14 @@ def free_port() -> int:
 
 
 def generate(model: str, world: int, rank: int, port: int, expert_parallel: bool = False,
-             prompts: tuple[list[int], ...] = PROMPTS, synthetic_seed: int | None = None) -> Run:
+             prompts: tuple[list[int], ...] = PROMPTS, synthetic_seed: int | None = None,
+             tensor_parallel: bool | None = None) -> Run:
     """Prefill the prompts in one step, then decode them greedily; the prefill logits,
     every token drawn, and the weight bytes this rank loaded."""
     runner = load_runner(FIXTURES / model, backend="host", max_seq_len=64, max_batch_size=2,
                          world=WorldSpec(rank, world, "127.0.0.1", port, timeout_s=60),
-                         expert_parallel=expert_parallel, synthetic_seed=synthetic_seed)
+                         expert_parallel=expert_parallel, synthetic_seed=synthetic_seed,
+                         tensor_parallel=tensor_parallel)
     blocks = {0: [0, 1], 1: [2, 3]}
     steps = [SeqChunk(i, p, 0, blocks[i], GREEDY, history=PenaltyHistory(p))
              for i, p in enumerate(prompts)]
@@ -53,13 +55,14 @@ def _rank_main(out: "mp.Queue", rank: int, *args: object) -> None:
 
 def run_two_ranks(model: str, expert_parallel: bool = False,
                   prompts: tuple[list[int], ...] = PROMPTS,
-                  synthetic_seed: int | None = None) -> dict[int, Run]:
+                  synthetic_seed: int | None = None,
+                  tensor_parallel: bool | None = None) -> dict[int, Run]:
     """Both ranks of a two-process group (forked), each rank's run."""
     ctx = mp.get_context("fork")
     out: mp.Queue = ctx.Queue()
     port = free_port()
     procs = [ctx.Process(target=_rank_main, args=(out, r, model, port, expert_parallel, prompts,
-                                                  synthetic_seed))
+                                                  synthetic_seed, tensor_parallel))
              for r in range(2)]
     for p in procs:
         p.start()

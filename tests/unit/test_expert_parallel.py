@@ -5,14 +5,18 @@ plan gives each rank its block of experts; splits the model cannot take are refu
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from atlas.core.config import ModelConfig
+from atlas.core.numerics import f32_to_bf16_bits
 from atlas.model.expert_parallel import check_expert_parallel, expert_shard_plan
 from atlas.model.factory import loader_for_config
 from atlas.model.loaders.dense import UnsupportedModelError
-from atlas.runtime.weights import WeightStore
+from atlas.runtime.weights import WeightStore, write_safetensors
 from parallel_support import (FIXTURES, assert_same_as_one_process, generate, run_two_ranks)
 
 #: 12 + 7 prompt tokens: the prefill step takes the grouped expert path (> 8 tokens), the
@@ -39,6 +43,41 @@ def test_ep2_synthetic_weights_match_one_process() -> None:
     ref = generate("tiny-qwen3-moe", 1, 0, 0, synthetic_seed=1)
     got = run_two_ranks("tiny-qwen3-moe", expert_parallel=True, synthetic_seed=1)
     assert_same_as_one_process(got, ref)
+
+
+@pytest.fixture(scope="module")
+def moe_two_kv_heads(tmp_path_factory) -> Path:
+    """tiny-qwen3-moe's layout with 4 q and 2 KV heads (attention can split over 2 ranks):
+    random bf16 weights (std 0.05, norms 1), written as a real safetensors checkpoint."""
+    out = tmp_path_factory.mktemp("moe-kv2")
+    cfg = json.loads((FIXTURES / "tiny-qwen3-moe" / "config.json").read_text())
+    cfg.update(num_attention_heads=4, num_key_value_heads=2)
+    (out / "config.json").write_text(json.dumps(cfg))
+    mc = ModelConfig.from_hf(out)
+    plan = loader_for_config(mc).plan(mc)
+    rng = np.random.default_rng(0)
+
+    def arrays():
+        for s in plan.slots:
+            values = (np.ones(s.shape, np.float32) if len(s.shape) == 1
+                      else rng.standard_normal(s.shape).astype(np.float32) * 0.05)
+            yield f32_to_bf16_bits(values)
+
+    write_safetensors(out / "model.safetensors", [(s.name, "BF16", s.shape) for s in plan.slots],
+                      arrays())
+    return out
+
+
+def test_tp2_with_ep2_matches_one_process(moe_two_kv_heads: Path) -> None:
+    """Attention split (2 KV heads) and experts sharded over the same two ranks: the MLP's
+    all-reduce sums the experts' partials, the LM head is vocabulary-parallel."""
+    model = str(moe_two_kv_heads)
+    ref = generate(model, 1, 0, 0, prompts=LONG_PROMPTS)
+    got = run_two_ranks(model, expert_parallel=True, tensor_parallel=True,
+                        prompts=LONG_PROMPTS)
+    assert_same_as_one_process(got, ref)
+    ep_only = run_two_ranks(model, expert_parallel=True, prompts=LONG_PROMPTS)
+    assert all(got[r][2] < ep_only[r][2] for r in got)  # attention split: fewer bytes
 
 
 def test_shard_plan_gives_each_rank_its_experts() -> None:

@@ -16,6 +16,10 @@ of the weight plan it loads, and the two calls its MoE layers add to the forward
   share, so the all-reduce adds it exactly once; the other ranks do not load it.
 Every rank ends a step with the same full logits and samples the same ids (as under tensor
 parallelism), so rank 0's tokens are the answer.
+
+With `--tensor-parallel-size N` as well, attention, dense MLPs and the LM head split as for a
+dense model (parallel.py) and the experts shard over the same ranks: the all-reduce that
+follows every MLP then sums the experts' partials too, so the MoE block adds none.
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ from .loaders.dense import TensorSlot, UnsupportedModelError, WeightPlan
 EXPERT_BUFFERS = ("experts_gate_up", "experts_down")
 #: ... and its shared expert, which only rank 0 loads
 SHARED_BUFFERS = ("shared_gate_up", "shared_down", "shared_gate")
-
+#: ... and its router, which every rank holds whole
+ROUTER_BUFFERS = ("router", "score_bias")
 
 def check_expert_parallel(cfg: ModelConfig, world: int) -> None:
     """Reject a model or split expert parallelism cannot serve, naming the value."""
@@ -67,11 +72,14 @@ class ExpertShard:
     comm: CommBackend
     first: int
     count: int
+    #: sum the partial outputs here (False: tensor parallelism's all-reduce after every
+    #: MLP already does, attention being split over the same ranks)
+    reduce: bool = True
 
     @classmethod
-    def of(cls, comm: CommBackend, num_experts: int) -> "ExpertShard":
+    def of(cls, comm: CommBackend, num_experts: int, combine: bool = True) -> "ExpertShard":
         count = num_experts // comm.world_size
-        return cls(comm, comm.rank * count, count)
+        return cls(comm, comm.rank * count, count, combine)
 
     @property
     def holds_shared(self) -> bool:
@@ -87,7 +95,8 @@ class ExpertShard:
 
     def combine(self, s: Stream, delta: DevicePtr, tokens: int, hidden: int) -> None:
         """Sum the ranks' partial MoE outputs (in place): every rank gets the whole output."""
-        self.comm.all_reduce(delta, tokens * hidden, DType.BF16, s)
+        if self.reduce:
+            self.comm.all_reduce(delta, tokens * hidden, DType.BF16, s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,36 +112,63 @@ def expert_shard_plan(full: WeightPlan, cfg: ModelConfig, rank: int, world: int)
     """Rank `rank`'s share of `full`: its experts' part of each packed expert buffer, the
     shared expert on rank 0 only, every other buffer whole."""
     assert cfg.moe is not None  # check_expert_parallel
-    experts = cfg.moe.num_experts
-    count = experts // world
-    first = rank * count
     local = WeightPlan(linears=dict(full.linears), quant=full.quant, stored=dict(full.stored))
     rows: dict[str, slice | None] = {}
-    by_buffer: dict[str, list[TensorSlot]] = {}
-    for s in full.slots:
-        by_buffer.setdefault(s.buffer, []).append(s)
-    for buffer, parts in by_buffer.items():
-        kind = buffer.split(".", 1)[-1]
-        if kind in SHARED_BUFFERS and rank != 0:
-            continue
-        if kind not in EXPERT_BUFFERS:
-            local.add(buffer, [(s.name, s.shape) for s in parts], parts[0].dtype,
-                      min_bytes=full.buffers[buffer])
-            rows.update({s.name: None for s in parts})
-            continue
-        if len(parts) == 1:  # fused layout: one [E, rows, cols] tensor, a block of experts
-            (s,) = parts
-            local.add(buffer, [(s.name, (count,) + s.shape[1:])], s.dtype)
-            rows[s.name] = slice(first, first + count)
-            continue
-        if len(parts) % experts:
-            raise UnsupportedModelError(f"expert parallelism: {buffer} has {len(parts)} "
-                                        f"tensors, not a multiple of num_experts={experts}")
-        per = len(parts) // experts  # tensors per expert, in expert order
-        mine = parts[first * per:(first + count) * per]
-        local.add(buffer, [(s.name, s.shape) for s in mine], mine[0].dtype)
-        rows.update({s.name: None for s in mine})
+    for buffer, parts in buffers_of(full).items():
+        if not add_moe_buffer(local, rows, full, buffer, parts, rank, world,
+                              cfg.moe.num_experts):
+            add_whole(local, rows, full, buffer, parts)
     return ExpertPlan(local, rows)
+
+
+def buffers_of(plan: WeightPlan) -> dict[str, list[TensorSlot]]:
+    """The plan's tensors grouped by device buffer, in plan order."""
+    by_buffer: dict[str, list[TensorSlot]] = {}
+    for s in plan.slots:
+        by_buffer.setdefault(s.buffer, []).append(s)
+    return by_buffer
+
+
+def add_whole(local: WeightPlan, rows: dict[str, slice | None], full: WeightPlan,
+              buffer: str, parts: list[TensorSlot]) -> None:
+    """`buffer` as the full plan has it (its padding included)."""
+    local.add(buffer, [(s.name, s.shape) for s in parts], parts[0].dtype,
+              min_bytes=full.buffers[buffer])
+    rows.update({s.name: None for s in parts})
+
+
+def add_moe_buffer(local: WeightPlan, rows: dict[str, slice | None], full: WeightPlan,
+                   buffer: str, parts: list[TensorSlot], rank: int, world: int,
+                   experts: int) -> bool:
+    """Plan a sparse layer's MoE buffer for rank `rank` of an expert-parallel group (the
+    rank's block of experts, the router whole, the shared expert on rank 0 only), noting in
+    `rows` the leading-axis rows each tensor reads (None: all); False for any other buffer,
+    which the caller plans (whole, or split by tensor parallelism)."""
+    kind = buffer.split(".", 1)[-1]
+    if kind in SHARED_BUFFERS:
+        if rank == 0:
+            add_whole(local, rows, full, buffer, parts)
+        return True
+    if kind in ROUTER_BUFFERS:
+        add_whole(local, rows, full, buffer, parts)
+        return True
+    if kind not in EXPERT_BUFFERS:
+        return False
+    count = experts // world
+    first = rank * count
+    if len(parts) == 1:  # fused layout: one [E, rows, cols] tensor, a block of experts
+        (s,) = parts
+        local.add(buffer, [(s.name, (count,) + s.shape[1:])], s.dtype)
+        rows[s.name] = slice(first, first + count)
+        return True
+    if len(parts) % experts:
+        raise UnsupportedModelError(f"expert parallelism: {buffer} has {len(parts)} "
+                                    f"tensors, not a multiple of num_experts={experts}")
+    per = len(parts) // experts  # tensors per expert, in expert order
+    mine = parts[first * per:(first + count) * per]
+    local.add(buffer, [(s.name, s.shape) for s in mine], mine[0].dtype)
+    rows.update({s.name: None for s in mine})
+    return True
 
 
 def upload_experts(store: WeightStore | SyntheticWeights, dev: GpuBackend, eplan: ExpertPlan,

@@ -102,7 +102,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                 batch_invariant: bool | None = None,
                 step: StepFn | None = None,
                 synthetic_seed: int | None = None, num_draft_tokens: int = 0,
-                world: WorldSpec | None = None, expert_parallel: bool = False) -> ModelRunner:
+                world: WorldSpec | None = None, expert_parallel: bool = False,
+                tensor_parallel: bool | None = None) -> ModelRunner:
     """Build a ready runner. `batch_invariant` (default: on for the CPU reference backend,
     off on CUDA) fixes the decode split count across batch sizes; see RunnerLimits.
     `synthetic_seed` (benchmarks only) generates the weights on the device from that seed
@@ -113,16 +114,20 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     With `world` of size > 1 this process is one tensor-parallel rank: it joins the group
     (the rendezvous blocks until every rank arrives), loads only its weight slices, and
     uses CUDA device `world.cuda_device` on the CUDA backend. `expert_parallel`: the group
-    splits the routed experts and replicates everything else (expert_parallel.py) instead
-    of splitting heads, MLP width and vocabulary."""
+    splits the routed experts (expert_parallel.py); `tensor_parallel` (default: when the
+    experts are not split) it splits heads, MLP width and vocabulary (parallel.py). Both:
+    a mixture of experts with attention split and experts sharded over the same ranks;
+    expert parallelism alone replicates everything but the experts."""
     t0 = time.perf_counter()
     model_dir = Path(model_dir)
     cfg = ModelConfig.from_hf(model_dir)
     loader = loader_for_config(cfg)
     world = world or WorldSpec()
+    if tensor_parallel is None:
+        tensor_parallel = not expert_parallel
     ep_size = world.world_size if expert_parallel else 1
-    tp_size = 1 if expert_parallel else world.world_size
-    check_tensor_parallel(cfg, tp_size)
+    tp_size = world.world_size if tensor_parallel else 1
+    check_tensor_parallel(cfg, tp_size, experts_sharded=ep_size > 1)
     check_expert_parallel(cfg, ep_size)
     if synthetic_seed is not None and tp_size > 1:
         raise StartupError("--synthetic-weights is not supported with tensor parallelism "
@@ -153,8 +158,10 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     local_cfg = shard_config(cfg, tp_size)  # this rank's heads and MLP width
     dims = Dims.from_config(local_cfg)
 
-    sharded = shard_plan(plan, world.rank, tp_size) if tp_size > 1 else None
-    experts = expert_shard_plan(plan, cfg, world.rank, ep_size) if ep_size > 1 else None
+    num_experts = cfg.moe.num_experts if cfg.moe and ep_size > 1 else 0
+    sharded = shard_plan(plan, world.rank, tp_size, num_experts) if tp_size > 1 else None
+    experts = (expert_shard_plan(plan, cfg, world.rank, ep_size)
+               if ep_size > 1 and not sharded else None)
     local_plan = sharded.plan if sharded else experts.plan if experts else plan
     offsets, total = local_plan.layout()
     linear_layers = [i for i, lt in enumerate(cfg.layer_types) if lt == "linear_attention"]
@@ -221,7 +228,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
 
     kc = KernelCache(dev)
     moe_bufs = MoeBuffers.bind(arena, limits.max_tokens) if cfg.moe else None
-    ep = ExpertShard.of(comm, cfg.moe.num_experts) if ep_size > 1 and cfg.moe else None
+    # with attention split too, the all-reduce after every MLP sums the experts' partials
+    ep = ExpertShard.of(comm, num_experts, combine=tp_size == 1) if num_experts else None
     linear = {i: _linear_weights(ptr, arena, cfg, i, n, state_slots)
               for n, i in enumerate(linear_layers)}
     layers = [LayerWeights(
