@@ -24,10 +24,10 @@ def run(out: Path, *args: str) -> dict:
 
 def test_decode_ep2_on_synthetic_weights_matches_one_process(tmp_path: Path) -> None:
     res = run(tmp_path / "ep.json", "decode", "--model",
-              str(ROOT / "tests" / "fixtures" / "tiny-qwen3-moe"), "--ep", "--synthetic-seed",
-              "1", "--tp", "1,2", "--batch", "2", "--steps", "4", "--prompt-len", "12",
-              "--min-cosine", "0.999")
-    assert res["split"] == "ep" and [r["world"] for r in res["runs"]] == [1, 2]
+              str(ROOT / "tests" / "fixtures" / "tiny-qwen3-moe"), "--split", "ep",
+              "--synthetic-seed", "1", "--tp", "1,2", "--batch", "2", "--steps", "4",
+              "--prompt-len", "12", "--min-cosine", "0.999")
+    assert [(r["world"], r["split"]) for r in res["runs"]] == [(1, "ep"), (2, "ep")]
     assert res["tokens_match_ep2"] and res["prefill_logits_cosine_ep2"] > 0.999
     ranks = {r["world"]: r["weights_bytes_per_rank"] for r in res["runs"]}
     assert ranks[2] < ranks[1]  # half the experts per rank

@@ -45,6 +45,14 @@ def test_ep2_synthetic_weights_match_one_process() -> None:
     assert_same_as_one_process(got, ref)
 
 
+def test_tp2_with_ep2_synthetic_weights_match_one_process(moe_two_kv_heads: Path) -> None:
+    """... and each rank's row and column blocks of the split projections, too."""
+    model = str(moe_two_kv_heads)
+    ref = generate(model, 1, 0, 0, synthetic_seed=2)
+    got = run_two_ranks(model, expert_parallel=True, tensor_parallel=True, synthetic_seed=2)
+    assert_same_as_one_process(got, ref)
+
+
 @pytest.fixture(scope="module")
 def moe_two_kv_heads(tmp_path_factory) -> Path:
     """tiny-qwen3-moe's layout with 4 q and 2 KV heads (attention can split over 2 ranks):

@@ -6,7 +6,7 @@
     # batch-1 greedy decode, TP=1 then TP=2, same checkpoint, same process tree
     bench_tp.py decode --model DIR --tp 1,2 --out tp_decode.json
     # expert parallelism: a MoE config, one GPU then EP=2, synthetic weights from seed 0
-    bench_tp.py decode --model CFG_DIR --ep --synthetic-seed 0 --tp 1,2 --batch 1
+    bench_tp.py decode --model CFG_DIR --split ep,tp+ep --synthetic-seed 0 --tp 1,2 --batch 1
     # all-reduce latency at decode message sizes (bf16 [tokens, hidden]), NCCL and the
     # one-shot peer-memory kernel side by side, each call's sum checked once; --world 1 runs
     # both with one rank, so the harness is exercised on a one-GPU machine
@@ -30,7 +30,7 @@ import socket
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -104,8 +104,9 @@ class DecodeSpec:
     prompt_len: int
     steps: int
     batch: int = 1
-    #: the group splits experts (a MoE model) instead of heads, MLPs and vocabulary
-    expert_parallel: bool = False
+    #: "tp": heads, MLPs and vocabulary split; "ep": a MoE model's experts sharded, the rest
+    #: replicated; "tp+ep": both over the same ranks
+    split: str = "tp"
     #: weights generated on the device from this seed (the model dir needs only config.json)
     synthetic_seed: int | None = None
 
@@ -121,8 +122,8 @@ def _decode_rank(spec: DecodeSpec, world: WorldSpec, out: "mp.Queue | None") -> 
     max_seq = spec.prompt_len + spec.steps + 16
     runner = load_runner(Path(spec.model), backend=spec.backend, max_seq_len=max_seq,
                          max_batch_size=spec.batch, max_prefill_tokens=max(spec.prompt_len, 16),
-                         world=world, expert_parallel=spec.expert_parallel,
-                         synthetic_seed=spec.synthetic_seed)
+                         world=world, expert_parallel="ep" in spec.split,
+                         tensor_parallel=spec.split != "ep", synthetic_seed=spec.synthetic_seed)
     if world.rank != 0:
         serve_worker(runner)
         return
@@ -151,38 +152,41 @@ def _decode_rank(spec: DecodeSpec, world: WorldSpec, out: "mp.Queue | None") -> 
         exe.close()
     warm = times[min(8, len(times) // 4):]
     step_s = statistics.median(warm)
-    result = {"world": world.world_size, "split": "ep" if spec.expert_parallel else "tp",
+    result = {"world": world.world_size, "split": spec.split,
               "batch": spec.batch, "tok_s": spec.batch / step_s, "step_ms_median": 1e3 * step_s,
               "weights_bytes_per_rank": runner.info.weights_bytes, "tokens": tokens}
     if out is not None:
         out.put((result, prefill_logits))
 
 
-def decode(spec: DecodeSpec, sizes: list[int]) -> dict:
-    """Each group size in turn (1: one process, no collectives), same weights and prompts;
-    speedups, greedy-token agreement and prefill-logit cosine against size 1."""
+def decode(spec: DecodeSpec, sizes: list[int], splits: list[str]) -> dict:
+    """Each group size in turn (1: one process, no collectives, run once), at sizes > 1 once
+    per split; same weights and prompts; speedups, greedy-token agreement and prefill-logit
+    cosine against size 1."""
     ctx = mp.get_context("spawn")
     results, logits = [], {}
-    split = "EP" if spec.expert_parallel else "TP"
-    for size in sizes:
+    runs = [(size, split) for size in sizes for split in (splits if size > 1 else splits[:1])]
+    for size, split in runs:
+        label = f"{split.upper()}={size}"
+        run_spec = replace(spec, split=split)
         q: mp.Queue = ctx.Queue()
         port = _free_port()
         procs = [ctx.Process(target=_decode_rank, args=(
-            spec, WorldSpec(r, size, "127.0.0.1", port, 600.0), q if r == 0 else None))
+            run_spec, WorldSpec(r, size, "127.0.0.1", port, 600.0), q if r == 0 else None))
             for r in range(size)]
         for p in procs:
             p.start()
-        res, logits[size] = q.get(timeout=1200)
+        res, logits[size, split] = q.get(timeout=1200)
         for p in procs:
             p.join(120)
             if p.exitcode != 0:
-                raise SystemExit(f"{split}={size} rank process exited with {p.exitcode}")
+                raise SystemExit(f"{label} rank process exited with {p.exitcode}")
         results.append(res)
-        print(f"{split}={size} batch {spec.batch}: {res['tok_s']:.1f} tok/s "
+        print(f"{label} batch {spec.batch}: {res['tok_s']:.1f} tok/s "
               f"({res['step_ms_median']:.3f} ms/step), "
               f"{res['weights_bytes_per_rank'] / 1e9:.2f} GB weights per rank", flush=True)
     report: dict[str, Any] = {"model": spec.model, "backend": spec.backend,
-                              "split": split.lower(), "batch": spec.batch,
+                              "splits": splits, "batch": spec.batch,
                               "synthetic_seed": spec.synthetic_seed,
                               "prompt_len": spec.prompt_len, "steps": spec.steps, "runs": results}
     if spec.backend == "cuda":
@@ -191,23 +195,25 @@ def decode(spec: DecodeSpec, sizes: list[int]) -> dict:
         for r in results:
             r["bandwidth_fraction"] = r["weights_bytes_per_rank"] * r["tok_s"] / (
                 spec.batch * bw * 1e9)
-            print(f"{split}={r['world']}: {100 * r['bandwidth_fraction']:.1f}% of one GPU's "
-                  f"copy bandwidth ({bw:.0f} GB/s) per rank, counting every weight byte "
-                  "once per step")
-    by_size = {r["world"]: r for r in results}
-    if 1 in by_size:
-        key = split.lower()
-        for size, r in by_size.items():
-            if size != 1:
-                report[f"speedup_{key}{size}"] = r["tok_s"] / by_size[1]["tok_s"]
-                same = r["tokens"] == by_size[1]["tokens"]
-                a, b = logits[1].astype(np.float64), logits[size].astype(np.float64)
-                cos = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
-                report[f"tokens_match_{key}{size}"] = same
-                report[f"prefill_logits_cosine_{key}{size}"] = cos
-                print(f"{split}={size} / one GPU speedup {report[f'speedup_{key}{size}']:.2f}x; "
-                      f"greedy tokens {'identical' if same else 'DIFFER'}; prefill logits "
-                      f"cosine {cos:.6f}")
+            print(f"{r['split'].upper()}={r['world']}: {100 * r['bandwidth_fraction']:.1f}% of "
+                  f"one GPU's copy bandwidth ({bw:.0f} GB/s) per rank, counting every weight "
+                  "byte once per step")
+    one = next((r for r in results if r["world"] == 1), None)
+    if one is not None:
+        base = logits[1, one["split"]].astype(np.float64)
+        for r in results:
+            if r["world"] == 1:
+                continue
+            key = f"{r['split'].replace('+', '_')}{r['world']}"
+            report[f"speedup_{key}"] = r["tok_s"] / one["tok_s"]
+            same = r["tokens"] == one["tokens"]
+            b = logits[r["world"], r["split"]].astype(np.float64)
+            cos = float(base @ b / (np.linalg.norm(base) * np.linalg.norm(b)))
+            report[f"tokens_match_{key}"] = same
+            report[f"prefill_logits_cosine_{key}"] = cos
+            print(f"{r['split'].upper()}={r['world']} / one GPU speedup "
+                  f"{report[f'speedup_{key}']:.2f}x; greedy tokens "
+                  f"{'identical' if same else 'DIFFER'}; prefill logits cosine {cos:.6f}")
     return report
 
 
@@ -325,9 +331,10 @@ def main(argv: list[str] | None = None) -> int:
     de.add_argument("--model", required=True)
     de.add_argument("--backend", default="cuda", choices=["cuda", "host"])
     de.add_argument("--tp", default="1,2", help="group sizes to run (1: one process)")
-    de.add_argument("--ep", action="store_true",
-                    help="split experts (a MoE model: --expert-parallel-size) instead of "
-                    "heads, MLPs and vocabulary")
+    de.add_argument("--split", default="tp",
+                    help="comma-separated, each run at every size > 1: tp: heads, MLPs, "
+                    "vocabulary (--tensor-parallel-size); ep: a MoE model's experts, the rest "
+                    "replicated (--expert-parallel-size); tp+ep: both")
     de.add_argument("--synthetic-seed", type=int, default=None,
                     help="generate the weights on the device (the model dir needs only "
                     "config.json)")
@@ -352,9 +359,12 @@ def main(argv: list[str] | None = None) -> int:
         make_checkpoint(args.out, args.layers, args.seed)
         return 0
     if args.cmd == "decode":
+        splits = args.split.split(",")
+        if not set(splits) <= {"tp", "ep", "tp+ep"}:
+            ap.error(f"--split {args.split}: each of tp, ep, tp+ep")
         spec = DecodeSpec(args.model, args.backend, args.prompt_len, args.steps, args.batch,
-                          args.ep, args.synthetic_seed)
-        report = decode(spec, [int(x) for x in args.tp.split(",")])
+                          splits[0], args.synthetic_seed)
+        report = decode(spec, [int(x) for x in args.tp.split(",")], splits)
     else:
         report = allreduce(args.backend, args.world, args.hidden,
                            [int(x) for x in args.tokens.split(",")], args.iters,

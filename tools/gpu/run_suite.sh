@@ -316,16 +316,17 @@ stage_tp_throughput() {
   return $rc
 }
 # Two GPUs: expert parallelism on the full Qwen3-30B-A3B config from synthetic weights
-# (61 GB: one GPU holds it all, each EP=2 rank half of every layer's experts), batch 1 and
-# ATLAS_EP_BATCH (default 32) decode, one GPU then EP=2: tok/s, speedup, greedy tokens and
-# prefill-logit cosine against one GPU (exit 1 below 0.999).
+# (61 GB: one GPU holds it all), batch 1 and ATLAS_EP_BATCH (default 32) decode: one GPU,
+# then EP=2 (each rank half of every layer's experts, the rest replicated), then TP=2 with
+# EP=2 (attention and LM head split too): tok/s, speedup, greedy tokens and prefill-logit
+# cosine against one GPU (exit 1 below 0.999).
 stage_ep_bench() {
   two_gpus || return 0
   local cfg="$CKPT/qwen3-30b-a3b-synthetic" rc=0 b
   "$PY" tools/make_fixtures.py --config qwen3-30b-a3b --out "$cfg" --config-only || return 1
   for b in 1 "${ATLAS_EP_BATCH:-32}"; do
-    "$PY" tools/gpu/bench_tp.py decode --model "$cfg" --ep --synthetic-seed 0 --tp 1,2 \
-      --batch "$b" --steps 64 --min-cosine 0.999 \
+    "$PY" tools/gpu/bench_tp.py decode --model "$cfg" --split ep,tp+ep --synthetic-seed 0 \
+      --tp 1,2 --batch "$b" --steps 64 --min-cosine 0.999 \
       --out "$RESULTS/ep_bench_qwen3-30b-a3b_b$b.json" || rc=1
   done
   return $rc

@@ -182,7 +182,7 @@ def upload_experts(store: WeightStore | SyntheticWeights, dev: GpuBackend, eplan
         if rows is None:
             continue
         if isinstance(store, SyntheticWeights):
-            store.upload_rows(dev, name, rows, dst[name])
+            store.upload_slice(dev, name, rows, dst[name])
         else:
             dev.copy_h2d(dst[name], np.ascontiguousarray(store.read_slice(name, rows)))
     dev.synchronize()

@@ -129,9 +129,6 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     tp_size = world.world_size if tensor_parallel else 1
     check_tensor_parallel(cfg, tp_size, experts_sharded=ep_size > 1)
     check_expert_parallel(cfg, ep_size)
-    if synthetic_seed is not None and tp_size > 1:
-        raise StartupError("--synthetic-weights is not supported with tensor parallelism "
-                           "(each rank reads its slices of a checkpoint)")
     quant = CheckpointQuant.from_dir(model_dir) if synthetic_seed is None else CheckpointQuant()
     store = (WeightStore(model_dir) if synthetic_seed is None
              else SyntheticWeights(cfg.hidden_size, synthetic_seed, cfg.is_hybrid))

@@ -31,6 +31,7 @@ from ..comm import CommBackend
 from ..core.config import ModelConfig
 from ..core.dtype import DType
 from ..runtime.gpu import DevicePtr, GpuBackend, Stream
+from ..runtime.synthetic_weights import SyntheticWeights
 from ..runtime.weights import WeightStore
 from .expert_parallel import add_moe_buffer, buffers_of
 from .loaders.dense import UnsupportedModelError, WeightPlan
@@ -142,12 +143,16 @@ def shard_plan(full: WeightPlan, rank: int, world: int, experts: int = 0) -> Sha
     return ShardedPlan(local, slices)
 
 
-def upload_shards(store: WeightStore, dev: GpuBackend, sharded: ShardedPlan,
-                  dst: dict[str, DevicePtr]) -> None:
-    """Read each tensor's slice from the checkpoint (only its bytes) and copy it to `dst`."""
+def upload_shards(store: WeightStore | SyntheticWeights, dev: GpuBackend,
+                  sharded: ShardedPlan, dst: dict[str, DevicePtr]) -> None:
+    """Read each tensor's slice from the checkpoint (only its bytes) and copy it to `dst`
+    (benchmark weights: made whole on the device and cut)."""
     for s in sharded.plan.slots:
         rows, cols = sharded.slices[s.name]
-        dev.copy_h2d(dst[s.name], np.ascontiguousarray(store.read_slice(s.name, rows, cols)))
+        if isinstance(store, SyntheticWeights):
+            store.upload_slice(dev, s.name, rows, dst[s.name], cols)
+        else:
+            dev.copy_h2d(dst[s.name], np.ascontiguousarray(store.read_slice(s.name, rows, cols)))
     dev.synchronize()
 
 
