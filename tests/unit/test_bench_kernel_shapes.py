@@ -79,10 +79,15 @@ def test_sampling_reads_the_logits_once() -> None:
 
 
 def test_moe_router_reads_the_logits_and_writes_k_ids_and_weights() -> None:
-    r = ks.MoeRouter(label="", tokens=3, dims=ks.QWEN3_30B_A3B)
-    assert r.bytes_moved() == 4 * 3 * 128 + 8 * 3 * 8 and r.family is Family.MOE_ROUTER
+    r = ks.MoeRouter(label="", tokens=512, dims=ks.QWEN3_30B_A3B)
+    assert r.bytes_moved() == 4 * 512 * 128 + 8 * 512 * 8 and r.family is Family.MOE_ROUTER
+    assert r.flops() == 0
+    # a decode batch: the one-launch router also reads the gate weight and x
+    d = ks.MoeRouter(label="", tokens=3, dims=ks.QWEN3_30B_A3B)
+    assert d.bytes_moved() == 4 * 3 * 128 + 8 * 3 * 8 + 2 * 128 * 2048 + 2 * 3 * 2048
+    assert d.flops() == 2 * 3 * 128 * 2048
     sig = ks.MoeRouter(label="", tokens=1, dims=ks.MINIMAX_M2_ROUTER)
-    assert sig.bytes_moved() == 4 * 256 + 8 * 8 + 4 * 256  # + the bias
+    assert sig.bytes_moved() == 4 * 256 + 8 * 8 + 4 * 256 + 2 * 256 * 3072 + 2 * 3072
 
 
 def test_moe_experts_move_the_hit_experts_weights_once() -> None:

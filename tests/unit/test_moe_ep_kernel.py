@@ -30,15 +30,17 @@ def test_geometry_and_refusals() -> None:
     dev = MockGpuBackend()
     kc = KernelCache(dev)
     ids = dev.alloc(4096)
-    moe_ep.localize_ids(kc, dev.default_stream(), ids, 300 * 8, 64, 64)
+    moe_ep.localize_ids(kc, dev.default_stream(), ids, 300, 8, 8, 64, 64)
     (rec,) = dev.drain_launches()
     assert (rec.grid, rec.block) == ((10, 1, 1), (256, 1, 1))
-    moe_ep.localize_ids(kc, dev.default_stream(), ids, 3, 0, 4)
+    moe_ep.localize_ids(kc, dev.default_stream(), ids, 1, 5, 3, 0, 4)
     (rec,) = dev.drain_launches()
     assert (rec.grid, rec.block) == ((1, 1, 1), (32, 1, 1))
-    moe_ep.localize_ids(kc, dev.default_stream(), ids, 0, 0, 4)
+    moe_ep.localize_ids(kc, dev.default_stream(), ids, 0, 8, 8, 0, 4)
     assert not dev.drain_launches()
     with pytest.raises(ValueError, match="empty"):
-        moe_ep.localize_ids(kc, dev.default_stream(), ids, 8, 4, 0)
+        moe_ep.localize_ids(kc, dev.default_stream(), ids, 1, 8, 8, 4, 0)
+    with pytest.raises(ValueError, match="width 9 must be in 1..stride 8"):
+        moe_ep.localize_ids(kc, dev.default_stream(), ids, 1, 8, 9, 0, 4)
     with pytest.raises(ValueError, match="not 4-byte aligned"):
-        moe_ep.localize_ids(kc, dev.default_stream(), ids + 2, 8, 0, 4)
+        moe_ep.localize_ids(kc, dev.default_stream(), ids + 2, 1, 8, 8, 0, 4)

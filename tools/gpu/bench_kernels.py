@@ -703,32 +703,49 @@ def kept_tokens(torch: Any, logits: Any, temperature: float, top_k: int, top_p: 
 # ---- mixture of experts -----------------------------------------------------------------
 
 def moe_router_case(env: Env, s: Any) -> Case:
+    """Decode batches: ours is the one-launch router (gate GEMV + top-k from x), theirs
+    F.linear + softmax/sigmoid + topk; prefill: the top-k from given logits."""
     torch = env.torch
     d, t = s.dims, s.tokens
     sigmoid = d.scoring == "sigmoid"
+    shape = moe.MoeShape(d.experts, d.top_k, d.hidden, d.inter)
 
     def make() -> Set:
         # float32 logits: bf16-valued ones tie often, and torch.topk's order among equal
-        # values is unspecified on the GPU (ours: lower expert first)
+        # values is unspecified on the GPU (ours: lower expert first); the fused router's
+        # logits are bf16-valued, so its rows compare the routing weights scattered by id,
+        # where a tie swapped at the k-th place is an error of one small weight
         st = {"logits": env.uniform((t, d.experts), -4, 4, torch.float32),
               "ids": torch.empty((t, d.top_k), dtype=torch.int32, device=env.device),
-              "weights": torch.empty((t, d.top_k), dtype=torch.float32, device=env.device)}
+              "weights": torch.empty((t, d.top_k), dtype=torch.float32, device=env.device),
+              "counter": torch.zeros(1, dtype=torch.int32, device=env.device)}
+        if s.fused_gate:
+            st["x"] = env.uniform((t, d.hidden))
+            st["w"] = env.uniform((d.experts, d.hidden), -2 / math.sqrt(d.hidden),
+                                  2 / math.sqrt(d.hidden))
         if sigmoid:
             st["bias"] = env.uniform((d.experts,), -0.1, 0.1, torch.float32)
         return st
 
     def ours(st: Set, stream: Stream) -> None:
         routing = moe.Routing(d.scoring, True, 1.0, env.ptr(st["bias"]) if sigmoid else 0)
+        if s.fused_gate:
+            moe.gate_topk(env.kc, stream, env.ptr(st["x"]), env.ptr(st["w"]),
+                          env.ptr(st["logits"]), env.ptr(st["ids"]), env.ptr(st["weights"]),
+                          env.ptr(st["counter"]), t, shape, routing)
+            return
         moe.topk(env.kc, stream, env.ptr(st["logits"]), env.ptr(st["ids"]),
                  env.ptr(st["weights"]), t, d.experts, d.top_k, routing)
 
     def theirs(st: Set) -> Any:
+        logits = (torch.nn.functional.linear(st["x"], st["w"]).float() if s.fused_gate
+                  else st["logits"])
         if sigmoid:
-            scores = st["logits"].sigmoid()
+            scores = logits.sigmoid()
             ids = torch.topk(scores + st["bias"], d.top_k, dim=-1).indices
             w = scores.gather(1, ids)
         else:
-            w, ids = torch.topk(torch.softmax(st["logits"], dim=-1), d.top_k, dim=-1)
+            w, ids = torch.topk(torch.softmax(logits, dim=-1), d.top_k, dim=-1)
         return ids, w / w.sum(dim=-1, keepdim=True)
 
     def dense(ids: Any, w: Any) -> Any:
@@ -737,6 +754,8 @@ def moe_router_case(env: Env, s: Any) -> Case:
 
     label = ("sigmoid + bias, topk, gather, w / sum" if sigmoid
              else "softmax, topk, w / sum")
+    if s.fused_gate:
+        label = "F.linear, " + label
     return Case(s, make, ours, [Variant(label, theirs)],
                 lambda o, th, r: [("weights", dense(o["ids"], o["weights"]), dense(*r))],
                 outputs=("ids", "weights"))

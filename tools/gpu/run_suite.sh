@@ -425,13 +425,13 @@ stage_moe_host_parity() {
 stage_layer_diff() {
   local ck="$CKPT/qwen3-30b-a3b-8l" rc=0 b
   make_checkpoint qwen3-30b-a3b-8l || return 1
-  for b in cuda transformers host; do
+  for b in cuda transformers transformers-sdpa host; do
     [ "$b" = host ] && export ATLAS_HOST_MEMORY_GIB=64
     "$PY" tools/gpu/layer_diff.py capture --model "$ck" --backend "$b" \
       --out "$RESULTS/layer_diff_$b.npz" || return 1
   done
   unset ATLAS_HOST_MEMORY_GIB
-  for b in "host cuda" "transformers cuda" "transformers host"; do
+  for b in "host cuda" "transformers cuda" "transformers host" "transformers transformers-sdpa"; do
     set -- $b
     echo "== $1 vs $2"
     "$PY" tools/gpu/layer_diff.py compare "$RESULTS/layer_diff_$1.npz" \

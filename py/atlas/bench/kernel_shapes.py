@@ -439,8 +439,10 @@ class Sampling:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MoeRouter:
-    """Top-k routing of `tokens` rows of f32 logits [tokens, experts] into ids and weights
-    (the gate's product itself is a Linear row)."""
+    """Top-k routing of `tokens` rows into ids and weights: a decode batch (up to
+    MOE_DECODE_MAX_TOKENS) from x bf16 [tokens, hidden], the gate's product included (the
+    one-launch decode router); more tokens from f32 logits [tokens, experts] (the gate's
+    product itself is a Linear row)."""
 
     label: str
     tokens: int
@@ -451,17 +453,25 @@ class MoeRouter:
     def family(self) -> Family:
         return Family.MOE_ROUTER
 
+    @property
+    def fused_gate(self) -> bool:
+        return self.tokens <= MOE_DECODE_MAX_TOKENS
+
     def bytes_moved(self) -> int:
         d = self.dims
         bias = F32 * d.experts if d.scoring == "sigmoid" else 0
-        return F32 * self.tokens * d.experts + (I32 + F32) * self.tokens * d.top_k + bias
+        moved = F32 * self.tokens * d.experts + (I32 + F32) * self.tokens * d.top_k + bias
+        if self.fused_gate:  # the gate weight and x in (the logits are written, not read)
+            moved += BF16 * d.experts * d.hidden + BF16 * self.tokens * d.hidden
+        return moved
 
     def flops(self) -> int:
-        return 0
+        return 2 * self.tokens * self.dims.experts * self.dims.hidden if self.fused_gate else 0
 
     def describe(self) -> str:
         d = self.dims
-        return f"tokens={self.tokens} E={d.experts} k={d.top_k} {d.scoring}"
+        gate = f" H={d.hidden} (gate GEMV + top-k)" if self.fused_gate else ""
+        return f"tokens={self.tokens} E={d.experts} k={d.top_k} {d.scoring}{gate}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

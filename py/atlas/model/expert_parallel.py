@@ -90,7 +90,7 @@ class ExpertShard:
                shape: MoeShape) -> MoeShape:
         """Rewrite the step's top-k ids to this rank's local experts (in place) and return
         the shape the expert kernels run with (its expert count the rank's)."""
-        localize_ids(kc, s, topk_ids, tokens * shape.top_k, self.first, self.count)
+        localize_ids(kc, s, topk_ids, tokens, shape.slots, shape.top_k, self.first, self.count)
         return replace(shape, experts=self.count)
 
     def combine(self, s: Stream, delta: DevicePtr, tokens: int, hidden: int) -> None:

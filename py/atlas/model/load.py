@@ -224,7 +224,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     dev.memset(kv.k_ptrs[0], 0, kv_cfg.pool_bytes)  # padding rows read block 0: keep it finite
 
     kc = KernelCache(dev)
-    moe_bufs = MoeBuffers.bind(arena, limits.max_tokens) if cfg.moe else None
+    moe_bufs = MoeBuffers.bind(arena, limits.max_tokens, dev) if cfg.moe else None
     # with attention split too, the all-reduce after every MLP sums the experts' partials
     ep = ExpertShard.of(comm, num_experts, combine=tp_size == 1) if num_experts else None
     linear = {i: _linear_weights(ptr, arena, cfg, i, n, state_slots)

@@ -217,18 +217,59 @@ MOE_TOPK_SOFTMAX = S("moe_router", "moe_topk_softmax_f32",
 MOE_TOPK_SIGMOID = S("moe_router", "moe_topk_sigmoid_f32",
                      "logits:ptr bias:ptr topk_ids:ptr topk_weights:ptr tokens:u32 experts:u32 "
                      "top_k:u32 renormalize:u32 scale:f32")
+# Decode router (1..8 tokens) in one launch: logits f32 [tokens, experts] = the bf16 product
+# x bf16 [tokens, hidden] . w_gate bf16 [experts, hidden] widened (as GEMV_F32OUT writes it),
+# then the top-k of the kernels above from them; the last block routes (counter: one u32,
+# zero before and after)
+# With shared_slots > 0 (a shared expert folded in as that many slots after the top_k routed
+# ones, ops.moe.MoeShape.shared_slots) shared_gate is its gate row bf16 [hidden]:
+# shared_logits f32 [tokens] = bf16(x . shared_gate), and slot top_k + c of each token gets
+# id experts + c, weight bf16(sigmoid(shared logit)); ids/weights rows are top_k +
+# shared_slots long.
+MOE_GATE_TOPK_SOFTMAX = S("moe_router", "moe_gate_topk_softmax_bf16",
+                          "x:ptr w_gate:ptr shared_gate:ptr logits:ptr shared_logits:ptr "
+                          "topk_ids:ptr topk_weights:ptr counter:ptr tokens:u32 experts:u32 "
+                          "hidden:u32 top_k:u32 shared_slots:u32 renormalize:u32 scale:f32")
+MOE_GATE_TOPK_SIGMOID = S("moe_router", "moe_gate_topk_sigmoid_bf16",
+                          "x:ptr w_gate:ptr shared_gate:ptr bias:ptr logits:ptr "
+                          "shared_logits:ptr topk_ids:ptr topk_weights:ptr counter:ptr "
+                          "tokens:u32 experts:u32 hidden:u32 top_k:u32 shared_slots:u32 "
+                          "renormalize:u32 scale:f32")
 # Decode (1..8 tokens), one launch per projection over all selected experts. Weights:
 # w_gate_up bf16 [experts, 2 inter, hidden] (gate rows, then up rows), w_down bf16
 # [experts, hidden, inter]. act bf16 [tokens, top_k, inter] = swiglu of the selected
 # expert's gate/up products (each rounded to bf16 first); an id outside [0, experts) gives
-# zeros there and nothing in the sum.
+# zeros there and nothing in the sum. Slots top_k .. top_k + shared_slots - 1 of a token are
+# the shared expert's intermediate columns in chunks of inter (shared_gate_up bf16
+# [2 shared_inter, hidden], gate rows then up rows; shared_down bf16 [hidden, shared_inter];
+# act past shared_inter is zero, which the down kernels rely on); act/ids/weights rows are
+# top_k + shared_slots long.
 MOE_GATE_UP_SILU = S("moe_decode", "moe_gate_up_silu_bf16",
                      "x:ptr w_gate_up:ptr topk_ids:ptr act:ptr tokens:u32 top_k:u32 hidden:u32 "
-                     "inter:u32 experts:u32")
-# out bf16 [tokens, hidden] = bf16(sum_j topk_weights[t, j] * bf16(act[t, j] . w_down[e_j]))
+                     "inter:u32 experts:u32 shared_gate_up:ptr shared_slots:u32 "
+                     "shared_inter:u32")
+# out bf16 [tokens, hidden] = bf16(sum_j topk_weights[t, j] * bf16(act[t, j] . w_down[e_j]));
+# with shared slots: bf16(that sum) + bf16(topk_weights[t, top_k] * bf16(shared act .
+# shared_down)) (transformers' bf16 op boundaries); a block covers rows_per_block rows of one
+# token for all its slots (ops.moe.down_rows)
 MOE_DOWN_SUM = S("moe_decode", "moe_down_sum_bf16",
                  "act:ptr w_down:ptr topk_ids:ptr topk_weights:ptr out:ptr tokens:u32 "
-                 "top_k:u32 hidden:u32 inter:u32 experts:u32")
+                 "top_k:u32 hidden:u32 inter:u32 experts:u32 rows_per_block:u32 "
+                 "shared_down:ptr shared_slots:u32 shared_inter:u32")
+# the same sum s, then the residual add and the next RMSNorm (add_rmsnorm's numerics):
+# residual = bf16(residual + bf16(s)) in place, normed = RMSNorm(residual) * w; the last
+# block of each token normalizes its row (counters u32 [tokens]: zero before, zero after)
+MOE_DOWN_ADD_RMSNORM = S("moe_decode", "moe_down_add_rmsnorm_bf16",
+                         "act:ptr w_down:ptr topk_ids:ptr topk_weights:ptr residual:ptr w:ptr "
+                         "normed:ptr counters:ptr tokens:u32 top_k:u32 hidden:u32 inter:u32 "
+                         "experts:u32 rows_per_block:u32 shared_down:ptr shared_slots:u32 "
+                         "shared_inter:u32 eps:f32")
+# ... with zero-centred norm weights (RMSNorm(residual) * (1 + w), as ADD_RMSNORM_OFFSET)
+MOE_DOWN_ADD_RMSNORM_OFFSET = S("moe_decode", "moe_down_add_rmsnorm_offset_bf16",
+                                "act:ptr w_down:ptr topk_ids:ptr topk_weights:ptr residual:ptr "
+                                "w:ptr normed:ptr counters:ptr tokens:u32 top_k:u32 hidden:u32 "
+                                "inter:u32 experts:u32 rows_per_block:u32 shared_down:ptr "
+                                "shared_slots:u32 shared_inter:u32 eps:f32")
 # Grouped path (more tokens): the slots s = t * top_k + j are sorted by expert into M-tiles
 # of ops.moe.MOE_TILE_M rows. sorted_slots i32 [max_tiles * MOE_TILE_M] (-1 = padding),
 # tile_expert i32 [max_tiles] (-1 = unused tile). Slots of one expert keep ascending order.
@@ -266,9 +307,11 @@ MOE_SHARED_ADD = S("moe_shared", "moe_shared_add_bf16",
                    "routed:ptr shared:ptr gate:ptr out:ptr tokens:u32 hidden:u32 gate_stride:u32")
 
 # --- expert parallelism (kernels/<hw>/common/moe_ep.cu) ---------------------------------------
-# in place over ids i32 [n] (a top-k id list): ids[i] - first where first <= ids[i] < first +
-# count (an expert this rank holds, as its local index), else -1 (skipped by the expert kernels)
-MOE_EP_LOCALIZE = S("moe_ep", "moe_ep_localize_i32", "ids:ptr n:u32 first:u32 count:u32")
+# in place over the first `width` columns of ids i32 [rows, stride] (the routed top-k ids;
+# a shared expert's slots follow them): e - first where first <= e < first + count (an
+# expert this rank holds, as its local index), else -1 (skipped by the expert kernels)
+MOE_EP_LOCALIZE = S("moe_ep", "moe_ep_localize_i32",
+                    "ids:ptr rows:u32 stride:u32 width:u32 first:u32 count:u32")
 
 # --- one-shot all-reduce over peer-mapped workspaces (kernels/<hw>/common/allreduce.cu) -------
 # out bf16 [count] = bf16(sum over ranks r in order of float(in_r)), through each rank's
