@@ -244,7 +244,8 @@ def _load_kwargs(backend: str, p: dict) -> dict:
                 fast_load=not p["no_fast_load"], synthetic_seed=p["synthetic_seed"],
                 num_draft_tokens=p["num_draft_tokens"] if p["speculative"] else 0,
                 mtp=p["speculative"] == "mtp",
-                ssm_cache_slots=0 if p["no_prefix_caching"] else p["ssm_cache_slots"])
+                ssm_cache_slots=0 if p["no_prefix_caching"] else p["ssm_cache_slots"],
+                **ParallelOptions.from_cli(p).load_kwargs())
 
 
 async def _serve(ctx, model_dir: Path, backend: str, p: dict,
@@ -312,6 +313,8 @@ async def _serve(ctx, model_dir: Path, backend: str, p: dict,
             close = getattr(made[0], "close", None)
             if close is not None and not fatal:
                 close()
+        if fatal:  # a broken group: name the dead worker if one died
+            fatal.insert(0, workers.death_report() or fatal[0])
     finally:
         workers.stop(timeout=5.0)
     if fatal:

@@ -302,7 +302,8 @@ stage_gates() {
 # NVLink multicast stays off: it can take shared GPUs out of service.
 export NCCL_NVLS_ENABLE=0
 
-# One GPU: NCCL with one rank, so the all-reduce harness runs before the two-GPU machine.
+# One GPU: NCCL with one rank and the one-shot peer-memory kernel with one rank (its sums
+# checked), so the all-reduce harness runs before the two-GPU machine.
 stage_allreduce_1gpu() {
   "$PY" tools/gpu/bench_tp.py allreduce --world 1 --hidden 5120 \
     --out "$RESULTS/allreduce_1gpu.json"
@@ -327,7 +328,8 @@ stage_tp_check() {
 
 # Two GPUs: batch-1 decode, TP=2 vs TP=1, on random weights in the Qwen3-32B shapes
 # (ATLAS_TP_LAYERS of its 64 layers, default 16: 19 GB, loads in seconds), the fraction of
-# one GPU's copy bandwidth per rank, and the NCCL all-reduce latency at decode sizes.
+# one GPU's copy bandwidth per rank, and the all-reduce latency at decode sizes: NCCL and
+# the one-shot kernel over CUDA IPC peer pointers side by side (exit 1 on a wrong sum).
 stage_tp_bench() {
   two_gpus || return 0
   local layers="${ATLAS_TP_LAYERS:-16}" rc=0
@@ -338,6 +340,40 @@ stage_tp_bench() {
     --out "$RESULTS/tp_bench_qwen3-32b-${layers}l.json" || rc=1
   "$PY" tools/gpu/bench_tp.py allreduce --world 2 --hidden 5120 \
     --out "$RESULTS/allreduce_2gpu.json" || rc=1
+  # the same decode with every all-reduce up to 1 MiB on the one-shot kernel (A/B vs NCCL)
+  ATLAS_ONESHOT_ALLREDUCE_BYTES=1048576 "$PY" tools/gpu/bench_tp.py decode --model "$dir" \
+    --tp 2 --steps 128 --out "$RESULTS/tp_bench_qwen3-32b-${layers}l_oneshot.json" || rc=1
+  return $rc
+}
+# Two GPUs: the contest-shaped `throughput` suite at 64 streams against the 8B server with
+# TP=1 and with --tensor-parallel-size 2 (otherwise the server's defaults, as the throughput
+# stage runs it), same checkpoint, one after the other.
+stage_tp_throughput() {
+  two_gpus || return 0
+  local tp rc=0
+  make_checkpoint qwen3-8b weights || return 1
+  cp "$REPO"/.device/qwen3-tok/tokenizer*.json "$CKPT/qwen3-8b/" || return 1
+  for tp in 1 2; do
+    ATLAS_SERVE_ARGS="--tensor-parallel-size $tp" ATLAS_THROUGHPUT_LEVELS=64 \
+      ATLAS_THROUGHPUT_WEIGHTS=8 bash tools/gpu/server_sweep.sh "$CKPT/qwen3-8b" \
+      "$RESULTS/throughput_qwen3-8b_c64_tp$tp.json" none || rc=1
+  done
+  return $rc
+}
+# Two GPUs: expert parallelism on the full Qwen3-30B-A3B config from synthetic weights
+# (61 GB: one GPU holds it all), batch 1 and ATLAS_EP_BATCH (default 32) decode: one GPU,
+# then EP=2 (each rank half of every layer's experts, the rest replicated), then TP=2 with
+# EP=2 (attention and LM head split too): tok/s, speedup, greedy tokens and prefill-logit
+# cosine against one GPU (exit 1 below 0.999).
+stage_ep_bench() {
+  two_gpus || return 0
+  local cfg="$CKPT/qwen3-30b-a3b-synthetic" rc=0 b
+  "$PY" tools/make_fixtures.py --config qwen3-30b-a3b --out "$cfg" --config-only || return 1
+  for b in 1 "${ATLAS_EP_BATCH:-32}"; do
+    "$PY" tools/gpu/bench_tp.py decode --model "$cfg" --split ep,tp+ep --synthetic-seed 0 \
+      --tp 1,2 --batch "$b" --steps 64 --min-cosine 0.999 \
+      --out "$RESULTS/ep_bench_qwen3-30b-a3b_b$b.json" || rc=1
+  done
   return $rc
 }
 
@@ -506,14 +542,9 @@ stage_decode_profiles() {
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity
         decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         qwen3_8b decode_bench_nopdl profile kernel_table gdn_table server_sweep throughput
-        batched_min_m long_context decode_gemm_ab gates spec_bench prefix_bench quant_bench
-        moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles
-        allreduce_1gpu tp_check tp_bench)
-STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity qwen3_0_6b
-        qwen3_5 qwen3_8b decode_bench decode_bench_nopdl batched_min_m decode_gemm_ab long_context
-        profile decode_profiles kernel_table
-        quant_bench server_sweep throughput gates moe_kernels moe_parity moe_host_parity layer_diff moe_bench spec_bench
-        spec_bench_hybrid prefix_bench flagship_parity flagship_bench allreduce_1gpu tp_check tp_bench)
+        batched_min_m long_context decode_gemm_ab gates spec_bench prefix_bench
+        spec_bench_hybrid quant_bench moe_kernels moe_parity moe_host_parity layer_diff
+        moe_bench decode_profiles allreduce_1gpu tp_check tp_bench tp_throughput ep_bench)
 
 # ---- runner -------------------------------------------------------------------------------
 

@@ -30,6 +30,8 @@ from ..runtime.sampler import Sampler
 from ..runtime.synthetic_weights import SyntheticWeights
 from ..runtime.weights import WeightStore
 from .capacity import auto_max_batch_size
+from .expert_parallel import (ExpertShard, check_expert_parallel, expert_shard_plan,
+                              upload_experts)
 from .factory import loader_for_config
 from .gated_deltanet import GatedDeltaNetWeights, conv_state_bytes, delta_state_bytes
 from .loaders.hybrid import Qwen35Loader, RowMove
@@ -105,7 +107,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                 step: StepFn | None = None,
                 synthetic_seed: int | None = None, num_draft_tokens: int = 0,
                 ssm_cache_slots: int = DEFAULT_SSM_CACHE_SLOTS, mtp: bool = False,
-                world: WorldSpec | None = None) -> ModelRunner:
+                world: WorldSpec | None = None, expert_parallel: bool = False,
+                tensor_parallel: bool | None = None) -> ModelRunner:
     """Build a ready runner. `batch_invariant` (default: on for the CPU reference backend,
     off on CUDA) fixes the decode split count across batch sizes; see RunnerLimits.
     `synthetic_seed` (benchmarks only) generates the weights on the device from that seed
@@ -119,16 +122,22 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
 
     With `world` of size > 1 this process is one tensor-parallel rank: it joins the group
     (the rendezvous blocks until every rank arrives), loads only its weight slices, and
-    uses CUDA device `world.cuda_device` on the CUDA backend."""
+    uses CUDA device `world.cuda_device` on the CUDA backend. `expert_parallel`: the group
+    splits the routed experts (expert_parallel.py); `tensor_parallel` (default: when the
+    experts are not split) it splits heads, MLP width and vocabulary (parallel.py). Both:
+    a mixture of experts with attention split and experts sharded over the same ranks;
+    expert parallelism alone replicates everything but the experts."""
     t0 = time.perf_counter()
     model_dir = Path(model_dir)
     cfg = ModelConfig.from_hf(model_dir)
     loader = loader_for_config(cfg)
     world = world or WorldSpec()
-    check_tensor_parallel(cfg, world.world_size)
-    if synthetic_seed is not None and world.world_size > 1:
-        raise StartupError("--synthetic-weights is not supported with tensor parallelism "
-                           "(each rank reads its slices of a checkpoint)")
+    if tensor_parallel is None:
+        tensor_parallel = not expert_parallel
+    ep_size = world.world_size if expert_parallel else 1
+    tp_size = world.world_size if tensor_parallel else 1
+    check_tensor_parallel(cfg, tp_size, experts_sharded=ep_size > 1)
+    check_expert_parallel(cfg, ep_size)
     quant = CheckpointQuant.from_dir(model_dir) if synthetic_seed is None else CheckpointQuant()
     store = (WeightStore(model_dir) if synthetic_seed is None
              else SyntheticWeights(cfg.hidden_size, synthetic_seed, cfg.is_hybrid))
@@ -156,11 +165,14 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     num_sms = dev.device_facts().sm_count
     if batch_invariant is None:
         batch_invariant = kind != "cuda"
-    local_cfg = shard_config(cfg, world.world_size)  # this rank's heads and MLP width
+    local_cfg = shard_config(cfg, tp_size)  # this rank's heads and MLP width
     dims = Dims.from_config(local_cfg)
 
-    sharded = shard_plan(plan, world.rank, world.world_size) if world.world_size > 1 else None
-    local_plan = sharded.plan if sharded else plan
+    num_experts = cfg.moe.num_experts if cfg.moe and ep_size > 1 else 0
+    sharded = shard_plan(plan, world.rank, tp_size, num_experts) if tp_size > 1 else None
+    experts = (expert_shard_plan(plan, cfg, world.rank, ep_size)
+               if ep_size > 1 and not sharded else None)
+    local_plan = sharded.plan if sharded else experts.plan if experts else plan
     offsets, total = local_plan.layout()
     linear_layers = [i for i, lt in enumerate(cfg.layer_types) if lt == "linear_attention"]
     ssm_cache_slots = ssm_cache_slots if linear_layers else 0
@@ -182,6 +194,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     dst = {s.name: weights_base + offsets[s.buffer] + s.offset for s in local_plan.slots}
     if sharded:
         upload_shards(store, dev, sharded, dst)
+    elif experts:
+        upload_experts(store, dev, experts, dst, progress=progress, fast=fast_load)
     else:
         store.upload(dev, list(dst), dst, progress=progress, fast=fast_load)
     ptr = {name: weights_base + off for name, off in offsets.items()}
@@ -204,8 +218,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     MoeBuffers.reserve(arena, cfg, limits.max_tokens)
     rotary_dim = cfg.rotary_dim
     arena.reserve("cos_sin", DType.FP32, (max_seq_len, rotary_dim))
-    vocab_local = dims.vocab // world.world_size
-    if world.world_size > 1:
+    vocab_local = dims.vocab // tp_size
+    if tp_size > 1:
         arena.reserve("tp_logits", DType.FP32, (limits.max_sample_rows, vocab_local))
     state_slots = limits.num_state_slots
     if linear_layers:  # the recurrent-state pools: counted in arena.nbytes by the KV planner
@@ -235,6 +249,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
 
     kc = KernelCache(dev)
     moe_bufs = MoeBuffers.bind(arena, limits.max_tokens, dev) if cfg.moe else None
+    # with attention split too, the all-reduce after every MLP sums the experts' partials
+    ep = ExpertShard.of(comm, num_experts, combine=tp_size == 1) if num_experts else None
     linear = {i: _linear_weights(ptr, arena, cfg, i, n, state_slots)
               for n, i in enumerate(linear_layers)}
     if mtp:   # the MTP layer's KV pool follows the main attention layers'
@@ -244,7 +260,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
         return LayerWeights(
             qkv=linears.get(f"l{i}.qkv"), o=linears.get(f"l{i}.o"),
             mlp=(DenseMlp(linears[f"l{i}.gate_up"], linears[f"l{i}.down"])
-                 if f"l{i}.gate_up" in linears else build_mlp(local_cfg, i, ptr, moe_bufs)),
+                 if f"l{i}.gate_up" in linears else build_mlp(local_cfg, i, ptr, moe_bufs, ep)),
             in_norm=ptr[f"l{i}.in_norm"], post_norm=ptr[f"l{i}.post_norm"],
             q_norm=ptr.get(f"l{i}.q_norm", 0), k_norm=ptr.get(f"l{i}.k_norm", 0),
             k_cache=kv.k_cache(kv_index[i]) if i in kv_index else 0,
@@ -252,10 +268,10 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
 
     layers = [layer_weights(i) for i in range(dims.layers)]
     # tied embeddings: the rank's LM-head shard is its vocabulary rows of the whole table
+    tp_rank = world.rank if tp_size > 1 else 0
     lm_head = ptr.get("lm_head", ptr["embed"] + DType.BF16.nbytes(
-        world.rank * vocab_local * dims.hidden))
-    tp = (TensorParallel(comm, vocab_local, arena["tp_logits"]) if world.world_size > 1
-          else None)
+        tp_rank * vocab_local * dims.hidden))
+    tp = TensorParallel(comm, vocab_local, arena["tp_logits"]) if tp_size > 1 else None
     model = DenseDecoderModel(dims, kc, ptr["embed"], ptr["final_norm"], lm_head, layers,
                               arena["cos_sin"], limits.block_size, kv.max_blocks_per_seq, tp)
     sampler = Sampler(dev, kc, limits.max_sample_rows, max_batch_size + 1, dims.vocab,
@@ -267,7 +283,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
         ptr["mtp.fc"], ptr["mtp.norm_embed"], ptr["mtp.norm_hidden"],
         layer_weights(mtp_layer_index(cfg)), ptr["mtp.norm"]), bind_mtp_buffers(arena, dev, limits),
         num_draft_tokens, limits.block_size) if mtp else None)
-    runner = ModelRunner(dev, cfg, model, kv, arena, sampler, limits, info, mtp=proposer)
+    runner = ModelRunner(dev, cfg, model, kv, arena, sampler, limits, info,
+                         comm if world.world_size > 1 else None, mtp=proposer)
     announce = step or (lambda _label: contextlib.nullcontext())
     with announce(f"preflight (one prefill and decode step on {kind})"):
         preflight(runner)

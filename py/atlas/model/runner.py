@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..comm import CommBackend
 from ..core.config import ModelConfig
 from ..core.target import KernelTarget
 from ..core.dtype import DType
@@ -141,9 +142,12 @@ class ModelRunner:
 
     def __init__(self, backend: GpuBackend, cfg: ModelConfig, model: DenseDecoderModel,
                  kv: PagedKvCache, arena: BufferArena, sampler: Sampler,
-                 limits: RunnerLimits, info: RunnerInfo, mtp: MtpProposer | None = None) -> None:
+                 limits: RunnerLimits, info: RunnerInfo,
+                 comm: CommBackend | None = None, mtp: MtpProposer | None = None) -> None:
         """`mtp`: the checkpoint's MTP head, drafting after every step (`mtp_drafts`)."""
         self.backend = backend
+        #: the tensor- or expert-parallel group this runner is one rank of (None: alone)
+        self.comm = comm
         self.cfg = cfg
         self.model = model
         self.kv = kv

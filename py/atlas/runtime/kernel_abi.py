@@ -361,6 +361,20 @@ MOE_GROUPED_DOWN_SM90 = S("moe_grouped_sm90", "moe_grouped_down_sm90_bf16",
 MOE_SHARED_ADD = S("moe_shared", "moe_shared_add_bf16",
                    "routed:ptr shared:ptr gate:ptr out:ptr tokens:u32 hidden:u32 gate_stride:u32")
 
+# --- expert parallelism (kernels/<hw>/common/moe_ep.cu) ---------------------------------------
+# in place over the first `width` columns of ids i32 [rows, stride] (the routed top-k ids;
+# a shared expert's slots follow them): e - first where first <= e < first + count (an
+# expert this rank holds, as its local index), else -1 (skipped by the expert kernels)
+MOE_EP_LOCALIZE = S("moe_ep", "moe_ep_localize_i32",
+                    "ids:ptr rows:u32 stride:u32 width:u32 first:u32 count:u32")
+
+# --- one-shot all-reduce over peer-mapped workspaces (kernels/<hw>/common/allreduce.cu) -------
+# out bf16 [count] = bf16(sum over ranks r in order of float(in_r)), through each rank's
+# workspace (peers: u64 [world], every rank's workspace as mapped here; layout and protocol
+# in the .cu file and ops/allreduce.py); out may alias in
+ALLREDUCE_ONESHOT = S("allreduce", "allreduce_oneshot_bf16",
+                      "peers:ptr in:ptr out:ptr count:u32 capacity:u32 world:u32 rank:u32")
+
 # --- benchmark-only synthetic weights (kernels/<hw>/common/fill_random.cu) ---------------------
 # out bf16 [n] = bf16(mean + std * z_i), z_i ~ N(0, 1): Box-Muller over SplitMix64 of the
 # counter (key_hi:key_lo) + (i + 1) * golden, a pure function of (key, i)
