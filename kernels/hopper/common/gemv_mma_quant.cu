@@ -106,7 +106,7 @@ struct Nvfp4Scales {
 template <class F, int kBTiles>
 struct Lane {
   const uint8_t* wrow[kTiles][2];  // weight rows g and g + 8 of each tile
-  const uint4* xrow[kBTiles];      // batch row g of each B tile
+  const uint4* xrow[kBTiles];      // batch row g of each B tile; null past m
   const uint8_t* srow;             // NVFP4: the group-scale row this lane copies
   int lane, c;
 
@@ -131,6 +131,8 @@ struct Lane {
     uint8_t* base = stage + 2 * kTiles * 32 * F::kWBytes + F::kScaleBytes;
 #pragma unroll
     for (int b = 0; b < kBTiles; ++b) {
+      if (!xrow[b]) continue;  // a batch row past m: its MMA column is never stored, so
+                               // whatever the slot holds (even NaN) cannot reach an output
       const uint4* src = xrow[b] + static_cast<size_t>(s) * 8 + 2 * c;
       uint8_t* dst = base + (b * 32 + lane) * kXBytes;
       atlas::cp_async_16(dst, src, true);
@@ -249,8 +251,9 @@ __device__ __forceinline__ void gemv_mma_quant(const __nv_bfloat16* __restrict__
       src.wrow[t][h] = w + static_cast<size_t>(min(row0 + 16 * t + 8 * h + g, n - 1)) * wpitch;
 #pragma unroll
   for (int b = 0; b < kBTiles; ++b)
-    src.xrow[b] = reinterpret_cast<const uint4*>(x) +
-                  static_cast<size_t>(min(8 * b + g, m - 1)) * (k / 8);
+    src.xrow[b] = 8 * b + g < m ? reinterpret_cast<const uint4*>(x) +
+                                      static_cast<size_t>(8 * b + g) * (k / 8)
+                                : nullptr;
   src.srow = nvfp4.group + static_cast<size_t>(min(row0 + lane, n - 1)) * (k / 16);
 
   // This warp's k-steps [first, first + count) stream through its ring: slot j holds step
