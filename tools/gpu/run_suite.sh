@@ -441,6 +441,23 @@ print(d(sys.argv[1], sys.argv[2]), "weights dequantized")' "$q" "$q-dequantized"
   return $rc
 }
 
+# FP8-block Qwen3-8B only: quantize, decode tok/s (batches 1/8/32) and the per-kernel profile
+# of a batch-1 step, to find where a quantized step spends its time (quicker than quant_bench).
+stage_quant_profile() {
+  local q="$CKPT/qwen3-8b-fp8-block" rc=0
+  make_checkpoint qwen3-8b weights || return 1
+  if [ ! -f "$q/config.json" ]; then
+    rm -rf "$q"
+    "$PY" -m atlas_cli.main models quantize "$CKPT/qwen3-8b" "$q" --to fp8-block \
+      2>"$LOGS/quantize_fp8-block.log" || return 1
+  fi
+  "$PY" tools/gpu/bench_decode.py --model "$q" --hf none --batches 1,8,32 \
+    --out "$RESULTS/bench_decode_qwen3-8b-fp8-block.json" || rc=1
+  "$PY" tools/gpu/profile_decode.py --model "$q" \
+    --out "$RESULTS/profile_decode_qwen3-8b-fp8-block.json" || rc=1
+  return $rc
+}
+
 # MoE kernels (issue 10): every MoE check case (on every hopper set, the qwen3-30b-a3b leaf's
 # compile-time shapes included), then the MoE rows of the kernel table: on the baseline set
 # with the grouped GEMMs on wgmma (the default where moe_grouped_sm90 loads), on mma.sync
@@ -543,8 +560,9 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         qwen3_8b decode_bench_nopdl profile kernel_table gdn_table server_sweep throughput
         batched_min_m long_context decode_gemm_ab gates spec_bench prefix_bench
-        spec_bench_hybrid quant_bench moe_kernels moe_parity moe_host_parity layer_diff
-        moe_bench decode_profiles allreduce_1gpu tp_check tp_bench tp_throughput ep_bench)
+        spec_bench_hybrid quant_bench quant_profile moe_kernels moe_parity moe_host_parity
+        layer_diff moe_bench decode_profiles allreduce_1gpu tp_check tp_bench tp_throughput
+        ep_bench)
 
 # ---- runner -------------------------------------------------------------------------------
 
