@@ -441,6 +441,13 @@ print(d(sys.argv[1], sys.argv[2]), "weights dequantized")' "$q" "$q-dequantized"
   return $rc
 }
 
+# Qwen3-30B-A3B full size from synthetic weights only (no 8-layer checkpoint, no transformers,
+# no profile): the quick re-measure of the MoE decode after a kernel change.
+stage_moe_full() {
+  "$PY" tools/gpu/bench_moe.py --config qwen3-30b-a3b --batches 1,8,32,64 --prefill 2048 \
+    --hf none --out "$RESULTS/bench_moe_full.json"
+}
+
 # FP8-block Qwen3-8B only: quantize, decode tok/s (batches 1/8/32) and the per-kernel profile
 # of a batch-1 step, to find where a quantized step spends its time (quicker than quant_bench).
 stage_quant_profile() {
@@ -560,9 +567,9 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         qwen3_8b decode_bench_nopdl profile kernel_table gdn_table server_sweep throughput
         batched_min_m long_context decode_gemm_ab gates spec_bench prefix_bench
-        spec_bench_hybrid quant_bench quant_profile moe_kernels moe_parity moe_host_parity
-        layer_diff moe_bench decode_profiles allreduce_1gpu tp_check tp_bench tp_throughput
-        ep_bench)
+        spec_bench_hybrid quant_bench moe_full quant_profile moe_kernels moe_parity
+        moe_host_parity layer_diff moe_bench decode_profiles allreduce_1gpu tp_check tp_bench
+        tp_throughput ep_bench)
 
 # ---- runner -------------------------------------------------------------------------------
 
