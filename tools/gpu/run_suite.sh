@@ -578,10 +578,10 @@ stage_decode_profiles() {
 
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity
         decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
-        qwen3_8b decode_bench_nopdl profile kernel_table gdn_table server_sweep throughput
-        batched_min_m long_context decode_gemm_ab gates spec_bench prefix_bench
+        moe_ab_unfused qwen3_8b decode_bench_nopdl profile kernel_table gdn_table server_sweep
+        throughput batched_min_m long_context decode_gemm_ab gates spec_bench prefix_bench
         spec_bench_hybrid quant_bench moe_full quant_profile moe_kernels moe_parity
-        moe_host_parity layer_diff moe_bench moe_ab_unfused decode_profiles allreduce_1gpu tp_check tp_bench
+        moe_host_parity layer_diff moe_bench decode_profiles allreduce_1gpu tp_check tp_bench
         tp_throughput ep_bench)
 
 # ---- runner -------------------------------------------------------------------------------
