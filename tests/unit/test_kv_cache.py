@@ -198,7 +198,7 @@ def test_release_frees_everything() -> None:
     assert mock.live_allocations == {}
 
 
-def test_only_bf16_pools_are_supported() -> None:
-    cfg = KvCacheConfig(3, 2, 8, 10, 4, 64, dtype=DType.FP8E4M3)
-    with pytest.raises(ValueError, match="bf16"):
+def test_only_bf16_and_fp8_e4m3_pools_are_supported() -> None:
+    cfg = KvCacheConfig(3, 2, 8, 10, 4, 64, dtype=DType.FP8E5M2)
+    with pytest.raises(ValueError, match="fp8e5m2 is not supported"):
         PagedKvCache(MockGpuBackend(), cfg)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ContextManager
 
+import numpy as np
+
 from ..comm import WorldSpec, connect_world
 from ..core.config import ModelConfig
 from ..core.dtype import DType
@@ -24,8 +26,9 @@ from ..kernels.registry import KernelsNotFound, load_registry
 from ..runtime.backend_select import kernel_hardware, make_backend, resolve_kind
 from ..runtime.buffers import BufferArena
 from ..runtime.gpu import GpuBackend
-from ..runtime.kv_cache import KvCacheConfig, PagedKvCache
+from ..runtime.kv_cache import KvCacheConfig, PagedKvCache, parse_kv_dtype
 from ..runtime.ops import KernelCache
+from ..runtime.ops.kv_quant import DEFAULT_CALIBRATION_TOKENS
 from ..runtime.sampler import Sampler
 from ..runtime.synthetic_weights import SyntheticWeights
 from ..runtime.weights import WeightStore
@@ -36,7 +39,8 @@ from .factory import loader_for_config
 from .gated_deltanet import GatedDeltaNetWeights, conv_state_bytes, delta_state_bytes
 from .loaders.hybrid import Qwen35Loader, RowMove
 from .loaders.linear_plan import build_linear, read_host_scales
-from .model import DenseDecoderModel, DenseMlp, Dims, LayerWeights
+from .kv_scales import checkpoint_kv_scales
+from .model import DenseDecoderModel, DenseMlp, Dims, KvStage, LayerWeights
 from .moe import MoeBuffers, build_mlp
 from .mtp import (MtpHead, MtpProposer, bind_mtp_buffers, fc_half_moves, mtp_layer_index,
                   plan_mtp, reserve_mtp_buffers)
@@ -108,7 +112,9 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                 synthetic_seed: int | None = None, num_draft_tokens: int = 0,
                 ssm_cache_slots: int = DEFAULT_SSM_CACHE_SLOTS, mtp: bool = False,
                 world: WorldSpec | None = None, expert_parallel: bool = False,
-                tensor_parallel: bool | None = None) -> ModelRunner:
+                tensor_parallel: bool | None = None, kv_cache_dtype: str = "bf16",
+                fp8_kv_calibration_tokens: int = DEFAULT_CALIBRATION_TOKENS,
+                kv_high_precision_layers: int = 0) -> ModelRunner:
     """Build a ready runner. `batch_invariant` (default: on for the CPU reference backend,
     off on CUDA) fixes the decode split count across batch sizes; see RunnerLimits.
     `synthetic_seed` (benchmarks only) generates the weights on the device from that seed
@@ -126,7 +132,12 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     splits the routed experts (expert_parallel.py); `tensor_parallel` (default: when the
     experts are not split) it splits heads, MLP width and vocabulary (parallel.py). Both:
     a mixture of experts with attention split and experts sharded over the same ranks;
-    expert parallelism alone replicates everything but the experts."""
+    expert parallelism alone replicates everything but the experts.
+
+    `kv_cache_dtype` "bf16" or "fp8" (E4M3 pools with per-(layer, kv head) K/V scales: the
+    checkpoint's `k_scale`/`v_scale` when it has them, else calibrated by the first prefill
+    over its first `fp8_kv_calibration_tokens` tokens, see ops.kv_quant);
+    `kv_high_precision_layers` N keeps the first and last N attention layers in bf16."""
     t0 = time.perf_counter()
     model_dir = Path(model_dir)
     cfg = ModelConfig.from_hf(model_dir)
@@ -231,6 +242,14 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                       (len(linear_layers), state_slots * delta_state_bytes(la)))
     if mtp:
         reserve_mtp_buffers(arena, limits, dims.hidden, dims.vocab)
+    kv_dtype = parse_kv_dtype(kv_cache_dtype)
+    if fp8_kv_calibration_tokens < 1:
+        raise StartupError(f"--fp8-kv-calibration-tokens must be >= 1, got "
+                           f"{fp8_kv_calibration_tokens}")
+    if kv_dtype is not DType.BF16:  # the rotary kernel's bf16 K/V rows before quantizing
+        arena.reserve("kv_stage", DType.BF16,
+                      (2, dims.kv_heads, limits.max_tokens, dims.head_dim))
+        arena.reserve("kv_stage_slots", DType.I32, (limits.max_tokens,))
     arena.allocate(dev)
     dev.copy_h2d(arena["cos_sin"], cos_sin_table(rotary_dim, cfg.rope_theta,
                                                  cfg.rope_scaling, max_seq_len))
@@ -243,9 +262,18 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
         total_memory=dev.total_memory(), weight_bytes=total, arena_bytes=arena.nbytes,
         gpu_memory_utilization=gpu_memory_utilization, free_memory=dev.free_memory(),
         block_size=limits.block_size, max_num_blocks=max_num_blocks,
-        table_rows=limits.max_sample_rows)
+        table_rows=limits.max_sample_rows, dtype=kv_dtype,
+        high_precision_layers=kv_high_precision_layers)
     kv = PagedKvCache(dev, kv_cfg)
     dev.memset(kv.k_ptrs[0], 0, kv_cfg.pool_bytes)  # padding rows read block 0: keep it finite
+    kv_stage = None
+    if kv_dtype is not DType.BF16:
+        dev.copy_h2d(arena["kv_stage_slots"], np.arange(limits.max_tokens, dtype=np.int32))
+        kv_stage = KvStage(arena["kv_stage"], arena["kv_stage_slots"], limits.max_tokens,
+                           fp8_kv_calibration_tokens)
+        for layer, scales in checkpoint_kv_scales(store, attn_layers, dims.kv_heads).items():
+            if kv.scale_ptrs[kv_index[layer]]:
+                kv.set_scales(kv_index[layer], scales)
 
     kc = KernelCache(dev)
     moe_bufs = MoeBuffers.bind(arena, limits.max_tokens, dev) if cfg.moe else None
@@ -264,7 +292,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
             in_norm=ptr[f"l{i}.in_norm"], post_norm=ptr[f"l{i}.post_norm"],
             q_norm=ptr.get(f"l{i}.q_norm", 0), k_norm=ptr.get(f"l{i}.k_norm", 0),
             k_cache=kv.k_cache(kv_index[i]) if i in kv_index else 0,
-            v_cache=kv.v_cache(kv_index[i]) if i in kv_index else 0, linear=linear.get(i))
+            v_cache=kv.v_cache(kv_index[i]) if i in kv_index else 0, linear=linear.get(i),
+            kv_scales=kv.scale_ptrs[kv_index[i]] if i in kv_index else 0)
 
     layers = [layer_weights(i) for i in range(dims.layers)]
     # tied embeddings: the rank's LM-head shard is its vocabulary rows of the whole table
@@ -273,7 +302,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
         tp_rank * vocab_local * dims.hidden))
     tp = TensorParallel(comm, vocab_local, arena["tp_logits"]) if tp_size > 1 else None
     model = DenseDecoderModel(dims, kc, ptr["embed"], ptr["final_norm"], lm_head, layers,
-                              arena["cos_sin"], limits.block_size, kv.max_blocks_per_seq, tp)
+                              arena["cos_sin"], limits.block_size, kv.max_blocks_per_seq, tp,
+                              kv_stage)
     sampler = Sampler(dev, kc, limits.max_sample_rows, max_batch_size + 1, dims.vocab,
                       token_masks=True)
     info = RunnerInfo(model_dir=model_dir, backend_kind=kind, weights_bytes=total,
@@ -288,6 +318,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     announce = step or (lambda _label: contextlib.nullcontext())
     with announce(f"preflight (one prefill and decode step on {kind})"):
         preflight(runner)
+    kv.reset_scales()  # the synthetic prompt must not calibrate the FP8 KV scales
     if use_graphs and dev.supports_graphs and comm.capturable:
         with announce(f"capturing decode graphs ({kind})"):
             runner.capture_graphs()

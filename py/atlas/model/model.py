@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 from ..core.config import LinearAttentionConfig, ModelConfig
 from ..runtime.gpu import DevicePtr, Stream
 from ..runtime.ops import KernelCache
-from ..runtime.ops import attention, embedding, gating, matmul, norm, rope
+from ..runtime.ops import attention, embedding, gating, kv_quant, matmul, norm, rope
 from ..runtime.ops.matmul_quant import LinearWeight
 from .gated_deltanet import GatedDeltaNetWeights, gated_deltanet
 
@@ -134,6 +134,21 @@ class LayerWeights:
     v_cache: DevicePtr
     #: a hybrid model's linear-attention (Gated-DeltaNet) layer: its weights and state pools
     linear: GatedDeltaNetWeights | None = None
+    #: f32 [2, hkv] K/V scales of a layer whose KV pools are FP8 (0: bf16 pools)
+    kv_scales: DevicePtr = 0
+
+
+@dataclass(frozen=True, slots=True)
+class KvStage:
+    """Where FP8-KV layers stage a step's rotated bf16 K/V before quantizing
+    (ops.kv_quant): bf16 [2, hkv, rows, head_dim] and the identity slots i32 [rows]
+    (0..rows-1) that address it as a one-block cache of `rows` rows."""
+
+    stage: DevicePtr
+    slots: DevicePtr
+    rows: int
+    #: tokens of a prefill that calibrate a layer's unset scales (--fp8-kv-calibration-tokens)
+    calib_tokens: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +205,8 @@ class DenseDecoderModel:
 
     def __init__(self, dims: Dims, kc: KernelCache, embed: DevicePtr, final_norm: DevicePtr,
                  lm_head: DevicePtr, layers: list[LayerWeights], cos_sin: DevicePtr,
-                 block_size: int, max_blocks: int, tp: "TensorParallel | None" = None) -> None:
+                 block_size: int, max_blocks: int, tp: "TensorParallel | None" = None,
+                 kv_stage: KvStage | None = None) -> None:
         self.dims = dims
         self.kc = kc
         self.embed = embed
@@ -202,6 +218,7 @@ class DenseDecoderModel:
         self.max_blocks = max_blocks
         self.scale = dims.head_dim ** -0.5
         self.tp = tp
+        self.kv_stage = kv_stage
 
     def forward(self, s: Stream, b: StepBuffers, n_tokens: int, plan: AttentionPlan,
                 n_sample: int) -> None:
@@ -256,10 +273,52 @@ class DenseDecoderModel:
         d, kc = self.dims, self.kc
         assert lw.qkv is not None and lw.o is not None
         lw.qkv.linear(kc, s, b.normed, b.qkv, t, w_scratch=b.w_scratch)
-        rope.qk_norm_rope_kv(kc, s, b.qkv, b.q, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm,
-                             self.cos_sin, b.positions, b.slots, t, d.heads, d.kv_heads,
-                             d.head_dim, self.block_size, d.eps, q_pitch=d.q_pitch,
+        if lw.kv_scales:
+            self._attention_fp8(s, b, lw, t, plan)
+        else:
+            rope.qk_norm_rope_kv(kc, s, b.qkv, b.q, lw.k_cache, lw.v_cache, lw.q_norm,
+                                 lw.k_norm, self.cos_sin, b.positions, b.slots, t, d.heads,
+                                 d.kv_heads, d.head_dim, self.block_size, d.eps,
+                                 q_pitch=d.q_pitch, rotary_dim=d.rotary_dim or d.head_dim,
+                                 norm_offset=d.norm_offset)
+            self._attend_bf16(s, b, lw, plan)
+        if d.gated_attn:  # the gate of head h follows its query in the qkv row
+            gating.sigmoid_gate_mul(kc, s, b.attn, b.qkv + 2 * d.head_dim, b.attn, t, d.heads,
+                                    d.head_dim, d.qkv_width, d.q_pitch)
+        lw.o.linear(kc, s, b.attn, b.delta, t, w_scratch=b.w_scratch)
+        if self.tp is not None:  # row-parallel o_proj: sum the ranks' partials
+            self.tp.reduce_delta(s, b.delta, t, d.hidden)
+
+    def _attention_fp8(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
+                       plan: AttentionPlan) -> None:
+        """Rotary into the bf16 stage, quantize into the FP8 pools (calibrating unset scales
+        on prefill steps), then attention that dequantizes in registers."""
+        d, kc, st = self.dims, self.kc, self.kv_stage
+        assert st is not None
+        half = 2 * d.kv_heads * st.rows * d.head_dim        # bytes of the K half
+        rope.qk_norm_rope_kv(kc, s, b.qkv, b.q, st.stage, st.stage + half, lw.q_norm,
+                             lw.k_norm, self.cos_sin, b.positions, st.slots, t, d.heads,
+                             d.kv_heads, d.head_dim, st.rows, d.eps, q_pitch=d.q_pitch,
                              rotary_dim=d.rotary_dim or d.head_dim, norm_offset=d.norm_offset)
+        kv_quant.fp8_kv_append(kc, s, st.stage, st.rows, b.slots, lw.kv_scales, lw.k_cache,
+                               lw.v_cache, t, d.kv_heads, d.head_dim, self.block_size,
+                               0 if plan.decode else st.calib_tokens)
+        if plan.decode:
+            kv_quant.decode_attention_fp8(kc, s, b.q, lw.k_cache, lw.v_cache, lw.kv_scales,
+                                          b.block_tables, b.kv_lens, b.part_o, b.part_ml,
+                                          b.attn, plan.num_seqs, d.heads, d.kv_heads,
+                                          d.head_dim, self.block_size, self.max_blocks,
+                                          plan.num_splits, self.scale)
+        else:
+            kv_quant.prefill_attention_fp8(kc, s, b.q, lw.k_cache, lw.v_cache, lw.kv_scales,
+                                           b.block_tables, b.cu_q, b.kv_lens, b.attn,
+                                           plan.num_seqs, d.heads, d.kv_heads, d.head_dim,
+                                           self.block_size, self.max_blocks, self.scale,
+                                           plan.max_q_len)
+
+    def _attend_bf16(self, s: Stream, b: StepBuffers, lw: LayerWeights,
+                     plan: AttentionPlan) -> None:
+        d, kc = self.dims, self.kc
         if plan.decode:
             # split-K partials, then the combine (the fused one-launch variant measured
             # slower on the H200: 17.4 vs 9.2 + 3.1 us per layer on the 8B at 512 context)
@@ -272,9 +331,3 @@ class DenseDecoderModel:
                                         b.cu_q, b.kv_lens, b.attn, plan.num_seqs, d.heads,
                                         d.kv_heads, d.head_dim, self.block_size,
                                         self.max_blocks, self.scale, plan.max_q_len)
-        if d.gated_attn:  # the gate of head h follows its query in the qkv row
-            gating.sigmoid_gate_mul(kc, s, b.attn, b.qkv + 2 * d.head_dim, b.attn, t, d.heads,
-                                    d.head_dim, d.qkv_width, d.q_pitch)
-        lw.o.linear(kc, s, b.attn, b.delta, t, w_scratch=b.w_scratch)
-        if self.tp is not None:  # row-parallel o_proj: sum the ranks' partials
-            self.tp.reduce_delta(s, b.delta, t, d.hidden)

@@ -221,6 +221,29 @@ DECODE_ATTN_LONG = S(
     "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 num_splits:u32 "
     "scale:f32")
 
+# --- FP8 (E4M3) KV cache (kv_quant.cu, attention_kvq.cu) -------------------------------------
+# Pools as the bf16 cache, one E4M3 code byte per element; kv_scales f32 [2, hkv] per layer
+# (K scales, then V scales): an element is code * scale. The rotary kernel writes the step's
+# bf16 K/V rows to stage [2, hkv, stage_rows, head_dim] (row t = token t of the step); the
+# calibration sets a scale still 0 to amax / 448 over the first min(tokens, calib_tokens)
+# tokens with a slot (1 if amax is 0), and the append quantizes the rows into the pools.
+KV_FP8_CALIBRATE = S("kv_quant", "kv_fp8_calibrate",
+                     "stage:ptr stage_rows:u32 slots:ptr scales:ptr tokens:u32 "
+                     "calib_tokens:u32 hkv:u32 head_dim:u32")
+KV_FP8_APPEND = S("kv_quant", "kv_fp8_append",
+                  "stage:ptr stage_rows:u32 slots:ptr scales:ptr k_cache:ptr v_cache:ptr "
+                  "tokens:u32 hkv:u32 head_dim:u32 block_size:u32")
+# PREFILL_ATTN / DECODE_ATTN over the fp8 pools (decode_attn_combine_bf16 merges the partials)
+PREFILL_ATTN_FP8 = S(
+    "attention_kvq", "prefill_attn_fp8",
+    "q:ptr k_cache:ptr v_cache:ptr kv_scales:ptr block_tables:ptr cu_q:ptr kv_lens:ptr out:ptr "
+    "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 scale:f32")
+DECODE_ATTN_FP8 = S(
+    "attention_kvq", "decode_attn_fp8",
+    "q:ptr k_cache:ptr v_cache:ptr kv_scales:ptr block_tables:ptr kv_lens:ptr part_o:ptr "
+    "part_ml:ptr num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 "
+    "num_splits:u32 scale:f32")
+
 # --- sampler (kernels/<hw>/common/sampler.cu) ----------------------------------------------
 # Per-row inputs are one SAMPLE_ROW record per batch row, written by the host before each
 # step (so the launches can live in a CUDA graph). Per-sequence penalty state is indexed by

@@ -127,9 +127,32 @@ class BlockAllocator:
 
 # ---- sizing -----------------------------------------------------------------------------
 
+#: KV cache element formats `--kv-cache-dtype` accepts, by label
+KV_DTYPES = {"bf16": DType.BF16, "fp8": DType.FP8E4M3}
+
+
+def parse_kv_dtype(label: str) -> DType:
+    """The pool format of a `--kv-cache-dtype` label."""
+    try:
+        return KV_DTYPES[label]
+    except KeyError:
+        raise ValueError(f"unknown KV cache dtype {label!r}; known: "
+                         f"{', '.join(KV_DTYPES)}") from None
+
+
+def kv_dtype_label(dtype: DType) -> str:
+    return next(k for k, v in KV_DTYPES.items() if v is dtype)
+
+
 @dataclass(frozen=True, slots=True)
 class KvCacheConfig:
-    """Shape of the paged KV cache of one model on one device."""
+    """Shape of the paged KV cache of one model on one device.
+
+    `dtype` is the pool format of the quantized layers; the first and last
+    `high_precision_layers` layers keep bf16 pools (the layers most sensitive to KV error).
+    An FP8 layer also holds f32 [2, num_kv_heads] scales (K, then V), counted per layer in
+    `scale_bytes`, not per block: they do not grow with the pool.
+    """
 
     num_layers: int
     num_kv_heads: int
@@ -143,6 +166,7 @@ class KvCacheConfig:
     #: gives each of a sequence's K + 1 rows its own row (decode attention reads row i's
     #: table and kv_len), so the table has max_batch_size * (K + 1) rows
     table_rows: int = 0
+    high_precision_layers: int = 0
 
     @property
     def num_table_rows(self) -> int:
@@ -153,21 +177,34 @@ class KvCacheConfig:
         return -(-self.max_seq_len // self.block_size)
 
     @property
-    def layer_pool_bytes(self) -> int:
+    def layer_dtypes(self) -> tuple[DType, ...]:
+        return layer_kv_dtypes(self.num_layers, self.dtype, self.high_precision_layers)
+
+    def layer_pool_bytes(self, layer: int) -> int:
         """Bytes of one layer's K (or V) pool, rounded up to the pool alignment."""
-        raw = self.dtype.nbytes(self.num_blocks * self.num_kv_heads * self.block_size
-                                * self.head_dim)
+        raw = self.layer_dtypes[layer].nbytes(self.num_blocks * self.num_kv_heads
+                                              * self.block_size * self.head_dim)
         return -(-raw // _POOL_ALIGNMENT) * _POOL_ALIGNMENT
 
     @property
     def bytes_per_block(self) -> int:
         """Device bytes one block costs across all layers, K and V."""
         return kv_bytes_per_block(self.num_layers, self.num_kv_heads, self.head_dim,
-                                  self.block_size, self.dtype)
+                                  self.block_size, self.dtype, self.high_precision_layers)
+
+    @property
+    def bytes_per_token(self) -> float:
+        return self.bytes_per_block / self.block_size
+
+    @property
+    def scale_bytes(self) -> int:
+        """f32 K and V scales per kv head of every quantized layer."""
+        quantized = sum(dt is not DType.BF16 for dt in self.layer_dtypes)
+        return quantized * 2 * 4 * self.num_kv_heads
 
     @property
     def pool_bytes(self) -> int:
-        return 2 * self.num_layers * self.layer_pool_bytes
+        return 2 * sum(self.layer_pool_bytes(i) for i in range(self.num_layers))
 
     @property
     def block_table_bytes(self) -> int:
@@ -182,14 +219,15 @@ class KvCacheConfig:
              max_seq_len: int, total_memory: int, weight_bytes: int, arena_bytes: int,
              gpu_memory_utilization: float = 0.9, free_memory: int | None = None,
              block_size: int = DEFAULT_BLOCK_SIZE, dtype: DType = DType.BF16,
-             max_num_blocks: int | None = None, table_rows: int = 0) -> "KvCacheConfig":
+             max_num_blocks: int | None = None, table_rows: int = 0,
+             high_precision_layers: int = 0) -> "KvCacheConfig":
         """Size the pool. The policy, in order:
 
         1. budget = total_memory * gpu_memory_utilization - weight_bytes - arena_bytes
-           - block-table bytes. When `free_memory` (measured with weights and arena already
-           resident) is given, the budget is also at most that, so another process on the
-           device is never counted as ours.
-        2. blocks = budget // bytes_per_block (K and V, every layer).
+           - block-table bytes - KV scale bytes. When `free_memory` (measured with weights
+           and arena already resident) is given, the budget is also at most that, so another
+           process on the device is never counted as ours.
+        2. blocks = budget // bytes_per_block (K and V, every layer, each in its own dtype).
         3. capped at max_batch_size * ceil(max_seq_len / block_size): more blocks than
            every batch slot at full length can never be used. `max_num_blocks`, when
            given, caps further (an operator override, and small test pools).
@@ -204,9 +242,12 @@ class KvCacheConfig:
         if not 0.0 < gpu_memory_utilization <= 1.0:
             raise ValueError("gpu_memory_utilization must be in (0, 1], got "
                              f"{gpu_memory_utilization}")
-        per_block = kv_bytes_per_block(num_layers, num_kv_heads, head_dim, block_size, dtype)
+        layer_dtypes = layer_kv_dtypes(num_layers, dtype, high_precision_layers)
+        per_block = kv_bytes_per_block(num_layers, num_kv_heads, head_dim, block_size, dtype,
+                                       high_precision_layers)
         per_seq = -(-max_seq_len // block_size)
         table_bytes = 4 * max(table_rows, max_batch_size) * per_seq
+        table_bytes += sum(dt is not DType.BF16 for dt in layer_dtypes) * 8 * num_kv_heads
         budget = int(total_memory * gpu_memory_utilization) - weight_bytes - arena_bytes \
             - table_bytes
         if free_memory is not None:
@@ -229,13 +270,28 @@ class KvCacheConfig:
                 f"{arena_bytes:,}{'' if free_memory is None else f', free {free_memory:,}'}); "
                 "lower --max-seq-len or raise --gpu-memory-utilization")
         return cls(num_layers, num_kv_heads, head_dim, num_blocks, max_batch_size,
-                   max_seq_len, block_size, dtype, table_rows)
+                   max_seq_len, block_size, dtype, table_rows, high_precision_layers)
+
+
+def layer_kv_dtypes(num_layers: int, dtype: DType, high_precision_layers: int = 0
+                    ) -> tuple[DType, ...]:
+    """Each layer's pool format: `dtype`, except bf16 for the first and last
+    `high_precision_layers` layers."""
+    if dtype not in KV_DTYPES.values():
+        raise ValueError(f"KV cache dtype {dtype.label} is not supported; known: "
+                         f"{', '.join(KV_DTYPES)}")
+    if high_precision_layers < 0:
+        raise ValueError(f"high_precision_layers must be >= 0, got {high_precision_layers}")
+    n = high_precision_layers
+    return tuple(DType.BF16 if i < n or i >= num_layers - n else dtype
+                 for i in range(num_layers))
 
 
 def kv_bytes_per_block(num_layers: int, num_kv_heads: int, head_dim: int, block_size: int,
-                       dtype: DType = DType.BF16) -> int:
-    """Bytes of K and V for `block_size` tokens across all layers."""
-    return 2 * num_layers * dtype.nbytes(num_kv_heads * block_size * head_dim)
+                       dtype: DType = DType.BF16, high_precision_layers: int = 0) -> int:
+    """Bytes of K and V for `block_size` tokens across all layers, each in its format."""
+    return sum(2 * dt.nbytes(num_kv_heads * block_size * head_dim)
+               for dt in layer_kv_dtypes(num_layers, dtype, high_precision_layers))
 
 
 # ---- device pools -----------------------------------------------------------------------
@@ -251,18 +307,33 @@ class PagedKvCache:
     """
 
     def __init__(self, backend: GpuBackend, cfg: KvCacheConfig) -> None:
-        if cfg.dtype is not DType.BF16:
-            raise ValueError(f"PagedKvCache stores bf16 K/V; {cfg.dtype.label} is not supported")
         self.backend = backend
         self.cfg = cfg
         self.num_blocks = cfg.num_blocks
         self.block_size = cfg.block_size
         self.max_blocks_per_seq = cfg.max_blocks_per_seq
-        stride = cfg.layer_pool_bytes
-        self._pools = backend.alloc(max(cfg.pool_bytes, 1))
-        self.k_ptrs: tuple[DevicePtr, ...] = tuple(self._pools + 2 * layer * stride
-                                                   for layer in range(cfg.num_layers))
-        self.v_ptrs: tuple[DevicePtr, ...] = tuple(p + stride for p in self.k_ptrs)
+        self.layer_dtypes = cfg.layer_dtypes
+        self._pools = backend.alloc(max(cfg.pool_bytes + cfg.scale_bytes, 1))
+        k_ptrs, v_ptrs, scale_ptrs = [], [], []
+        at, scale_at = self._pools, self._pools + cfg.pool_bytes
+        for layer, dt in enumerate(self.layer_dtypes):
+            stride = cfg.layer_pool_bytes(layer)
+            k_ptrs.append(at)
+            v_ptrs.append(at + stride)
+            at += 2 * stride
+            if dt is DType.BF16:
+                scale_ptrs.append(0)
+            else:
+                scale_ptrs.append(scale_at)
+                scale_at += 8 * cfg.num_kv_heads
+        self.k_ptrs: tuple[DevicePtr, ...] = tuple(k_ptrs)
+        self.v_ptrs: tuple[DevicePtr, ...] = tuple(v_ptrs)
+        #: f32 [2, hkv] K/V scales of each quantized layer (0 for a bf16 layer); all zero
+        #: (uncalibrated) until `set_scales` or the first prefill's calibration
+        self.scale_ptrs: tuple[DevicePtr, ...] = tuple(scale_ptrs)
+        self._fixed_scales: dict[int, np.ndarray] = {}
+        if cfg.scale_bytes:
+            backend.memset(self._pools + cfg.pool_bytes, 0, cfg.scale_bytes)
         rows, cols = cfg.num_table_rows, cfg.max_blocks_per_seq
         self.block_tables: DevicePtr = backend.alloc(4 * rows * cols)
         self.block_tables_host = backend.alloc_host_pinned(4 * rows * cols).view(
@@ -274,8 +345,30 @@ class PagedKvCache:
 
     @property
     def nbytes(self) -> int:
-        """Device bytes held: pools plus the block-table buffer."""
-        return self.cfg.pool_bytes + self.cfg.block_table_bytes
+        """Device bytes held: pools, scales and the block-table buffer."""
+        return self.cfg.pool_bytes + self.cfg.scale_bytes + self.cfg.block_table_bytes
+
+    def set_scales(self, layer: int, scales: np.ndarray) -> None:
+        """Fix a quantized layer's f32 [2, hkv] K/V scales (from the checkpoint): positive
+        scales are never recalibrated."""
+        ptr = self.scale_ptrs[layer]
+        if not ptr:
+            raise ValueError(f"KV layer {layer} is bf16: it has no scales")
+        arr = np.ascontiguousarray(scales, dtype=np.float32)
+        if arr.shape != (2, self.cfg.num_kv_heads) or not (arr > 0).all() \
+                or not np.isfinite(arr).all():
+            raise ValueError(f"KV layer {layer}: scales must be positive finite f32 "
+                             f"[2, {self.cfg.num_kv_heads}], got shape {arr.shape}")
+        self._fixed_scales[layer] = arr
+        self.backend.copy_h2d(ptr, arr)
+
+    def reset_scales(self) -> None:
+        """Zero every calibrated scale, keeping the checkpoint's: the next prefill calibrates
+        again (after the preflight step, whose synthetic tokens must not fix the scales)."""
+        if self.cfg.scale_bytes:
+            self.backend.memset(self._pools + self.cfg.pool_bytes, 0, self.cfg.scale_bytes)
+        for layer, arr in self._fixed_scales.items():
+            self.backend.copy_h2d(self.scale_ptrs[layer], arr)
 
     def k_cache(self, layer: int) -> DevicePtr:
         return self.k_ptrs[layer]
