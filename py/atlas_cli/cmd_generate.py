@@ -8,6 +8,7 @@ import time
 
 import click
 
+from atlas_cli.kv_flags import kv_cache_flags
 from atlas_cli.tp_launch import ParallelOptions, WorkerWatch, parallel_flags, run_worker
 
 
@@ -28,11 +29,14 @@ from atlas_cli.tp_launch import ParallelOptions, WorkerWatch, parallel_flags, ru
 @click.option("--max-seq-len", type=click.IntRange(16), default=None)
 @click.option("--max-prefill-tokens", type=click.IntRange(1), default=2048, show_default=True)
 @click.option("--no-fast-load", is_flag=True, help="Read weights through mmap.")
+@kv_cache_flags
 @parallel_flags
 def command(model: str | None, prompt: str, raw: bool, backend: str, max_tokens: int,
             temperature: float | None, top_p: float | None, top_k: int | None,
             seed: int | None, stop: tuple[str, ...], max_seq_len: int | None,
-            max_prefill_tokens: int, no_fast_load: bool, **parallel: object) -> None:
+            max_prefill_tokens: int, no_fast_load: bool, kv_cache_dtype: str,
+            fp8_kv_calibration_tokens: int, kv_high_precision_layers: int,
+            **parallel: object) -> None:
     """Generate a completion for PROMPT with the engine directly. Sampling options left
     out take the model's defaults, the same ones `atlas serve` gives requests."""
     from dataclasses import replace
@@ -58,6 +62,9 @@ def command(model: str | None, prompt: str, raw: bool, backend: str, max_tokens:
     world = opts.world()
     load_kwargs = dict(backend=backend, max_seq_len=max_seq_len, max_batch_size=1,
                        max_prefill_tokens=max_prefill_tokens, fast_load=not no_fast_load,
+                       kv_cache_dtype=kv_cache_dtype,
+                       fp8_kv_calibration_tokens=fp8_kv_calibration_tokens,
+                       kv_high_precision_layers=kv_high_precision_layers,
                        **opts.load_kwargs())
     if world.rank != 0:  # a multi-host worker: rank 0 runs the engine and prints
         run_worker(model_dir, world, load_kwargs)
@@ -66,6 +73,7 @@ def command(model: str | None, prompt: str, raw: bool, backend: str, max_tokens:
     try:
         runner = load_runner(model_dir, world=world, progress=LoadProgress(), step=step,
                              **load_kwargs)
+        print(runner.kv.describe(), file=sys.stderr, flush=True)
         executor = TensorParallelExecutor(runner) if world.world_size > 1 else runner
         try:
             _generate(executor, tok, ids, params, max_tokens, stop, max_prefill_tokens)

@@ -21,6 +21,7 @@ from pathlib import Path
 import click
 
 from atlas.server.tool_parsers import PARSERS
+from atlas_cli.kv_flags import kv_cache_flags, kv_load_kwargs
 from atlas_cli.tp_launch import ParallelOptions, WorkerWatch, parallel_flags, run_worker
 
 _LOOPBACK_NAMES = {"localhost", "ip6-localhost"}
@@ -168,6 +169,7 @@ def _check_options(p: dict) -> None:
               metavar="SEED", help="Benchmarks only: generate random weights on the device "
               "from SEED instead of reading them (the model directory needs only config.json "
               "and the tokenizer files; the answers are gibberish).")
+@kv_cache_flags
 @parallel_flags
 def command(**p) -> None:
     """Serve MODEL (a directory, an Atlas model name, or a name in the Hugging Face cache)
@@ -245,7 +247,7 @@ def _load_kwargs(backend: str, p: dict) -> dict:
                 num_draft_tokens=p["num_draft_tokens"] if p["speculative"] else 0,
                 mtp=p["speculative"] == "mtp",
                 ssm_cache_slots=0 if p["no_prefix_caching"] else p["ssm_cache_slots"],
-                **ParallelOptions.from_cli(p).load_kwargs())
+                **kv_load_kwargs(p), **ParallelOptions.from_cli(p).load_kwargs())
 
 
 async def _serve(ctx, model_dir: Path, backend: str, p: dict,
@@ -266,6 +268,7 @@ async def _serve(ctx, model_dir: Path, backend: str, p: dict,
         from atlas_cli.load_progress import LoadProgress, step
         runner = load_runner(model_dir, world=world, progress=LoadProgress(), step=step,
                              **_load_kwargs(backend, p))
+        print(runner.kv.describe(), file=sys.stderr, flush=True)
         executor = (TensorParallelExecutor(runner, on_failure=group_failed)
                     if world.world_size > 1 else runner)
         made.append(executor)

@@ -285,6 +285,13 @@ stage_decode_gemm_ab() {
   return $rc
 }
 
+# Issue 12 item 4, KV cache formats on Qwen3-8B (synthetic weights): sequences of 8,192
+# tokens the pool holds and batch-64 decode tok/s at 8,192-token contexts, bf16 vs fp8 KV.
+stage_kv_dtypes() {
+  "$PY" tools/gpu/bench_kv_dtypes.py --config qwen3-8b --context 8192 --batch 64 \
+    --out "$RESULTS/kv_dtypes_qwen3-8b.json"
+}
+
 # The required benchmark gates (decode-floor, concurrency-sweep, ttft-cold, ttft-warm) on the
 # Qwen3-8B-config checkpoint served with default flags: `atlas gate record` writes each record
 # under .benchmarks/ (scored by kernels/hopper/qwen3-8b/BENCH.toml) and they come back in
@@ -582,7 +589,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         throughput batched_min_m long_context decode_gemm_ab gates spec_bench prefix_bench
         spec_bench_hybrid quant_bench moe_full quant_profile moe_kernels moe_parity
         moe_host_parity layer_diff moe_bench decode_profiles allreduce_1gpu tp_check tp_bench
-        tp_throughput ep_bench)
+        tp_throughput ep_bench kv_dtypes)
 
 # ---- runner -------------------------------------------------------------------------------
 

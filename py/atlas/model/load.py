@@ -271,7 +271,10 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
         dev.copy_h2d(arena["kv_stage_slots"], np.arange(limits.max_tokens, dtype=np.int32))
         kv_stage = KvStage(arena["kv_stage"], arena["kv_stage_slots"], limits.max_tokens,
                            fp8_kv_calibration_tokens)
-        for layer, scales in checkpoint_kv_scales(store, attn_layers, dims.kv_heads).items():
+        # synthetic weights have no checkpoint scales: every layer calibrates
+        ckpt = ({} if synthetic_seed is not None
+                else checkpoint_kv_scales(store, attn_layers, dims.kv_heads))
+        for layer, scales in ckpt.items():
             if kv.scale_ptrs[kv_index[layer]]:
                 kv.set_scales(kv_index[layer], scales)
 

@@ -348,6 +348,18 @@ class PagedKvCache:
         """Device bytes held: pools, scales and the block-table buffer."""
         return self.cfg.pool_bytes + self.cfg.scale_bytes + self.cfg.block_table_bytes
 
+    @property
+    def dtype_label(self) -> str:
+        """"fp8", "bf16", or "fp8+bf16" when high-precision layers keep some in bf16."""
+        labels = {kv_dtype_label(dt) for dt in self.layer_dtypes}
+        main = kv_dtype_label(self.cfg.dtype)
+        return main if labels == {main} else f"{main}+bf16"
+
+    def describe(self) -> str:
+        """The startup line: tokens the pool holds, its format and bytes per token."""
+        return (f"KV pool: {self.cfg.max_tokens:,} tokens ({self.dtype_label}, "
+                f"{self.cfg.bytes_per_token:,.0f} bytes per token)")
+
     def set_scales(self, layer: int, scales: np.ndarray) -> None:
         """Fix a quantized layer's f32 [2, hkv] K/V scales (from the checkpoint): positive
         scales are never recalibrated."""

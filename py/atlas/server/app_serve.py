@@ -45,6 +45,9 @@ def build_engine(executor: StepExecutor, limits: EngineLimits, ctx: ServerContex
         pool_factory=pool_factory, prefix_caching=limits.prefix_caching,
         speculator=Speculator(_drafter(limits.speculative, executor), limits.num_draft_tokens)
         if limits.speculative else None)
+    kv = getattr(executor, "kv", None)   # a model runner's pool (absent on test executors)
+    if kv is not None:
+        ctx.metrics.kv_pool = (kv.cfg.max_tokens, kv.dtype_label, kv.cfg.bytes_per_token)
     return AsyncEngine(lambda sink: EngineThread(core, sink, ctx.metrics), loop)
 
 

@@ -62,6 +62,8 @@ class ServerMetrics:
         self.state_slots_used = 0
         self.state_slots_total = 0
         self.engine_counters: dict[str, float] = {}
+        #: (tokens the KV pool holds, its format label, bytes per token); None: not known
+        self.kv_pool: tuple[int, str, float] | None = None
 
     def record_request(self, api: str, status: int) -> None:
         with self._lock:
@@ -154,6 +156,14 @@ class ServerMetrics:
                 "# TYPE atlas_state_slots_total gauge",
                 f"atlas_state_slots_total {self.state_slots_total}",
             ]
+            if self.kv_pool is not None:
+                tokens, label, per_token = self.kv_pool
+                lines += ["# HELP atlas_kv_pool_tokens Tokens the KV pool holds.",
+                          "# TYPE atlas_kv_pool_tokens gauge",
+                          f'atlas_kv_pool_tokens{{dtype="{label}"}} {tokens}',
+                          "# HELP atlas_kv_bytes_per_token KV bytes per token, all layers.",
+                          "# TYPE atlas_kv_bytes_per_token gauge",
+                          f'atlas_kv_bytes_per_token{{dtype="{label}"}} {per_token:g}']
             for name, value in self.engine_counters.items():
                 kind, text = ENGINE_COUNTERS[name]
                 lines += [f"# HELP atlas_{name} {text}", f"# TYPE atlas_{name} {kind}",

@@ -1,0 +1,35 @@
+"""The KV-cache format flags `atlas serve` and `atlas generate` share."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import click
+
+from atlas.runtime.kv_cache import KV_DTYPES
+from atlas.runtime.ops.kv_quant import DEFAULT_CALIBRATION_TOKENS
+
+
+def kv_cache_flags(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Add --kv-cache-dtype, --fp8-kv-calibration-tokens and --kv-high-precision-layers."""
+    for option in reversed((
+        click.option("--kv-cache-dtype", type=click.Choice(list(KV_DTYPES)), default="bf16",
+                     show_default=True, help="KV cache element format: fp8 (E4M3 with "
+                     "per-layer, per-kv-head K/V scales) holds twice the tokens of bf16."),
+        click.option("--fp8-kv-calibration-tokens", type=click.IntRange(min=1),
+                     default=DEFAULT_CALIBRATION_TOKENS, show_default=True,
+                     help="fp8 KV without checkpoint k_scale/v_scale: the first prefill's "
+                     "first N tokens set each head's scale (amax / 448), fixed afterwards."),
+        click.option("--kv-high-precision-layers", type=click.IntRange(min=0), default=0,
+                     show_default=True, help="Keep the first and last N attention layers' "
+                     "KV in bf16 with a quantized --kv-cache-dtype."),
+    )):
+        fn = option(fn)
+    return fn
+
+
+def kv_load_kwargs(p: dict[str, Any]) -> dict[str, Any]:
+    """load_runner's keywords for the flags in `p`."""
+    return {"kv_cache_dtype": p["kv_cache_dtype"],
+            "fp8_kv_calibration_tokens": p["fp8_kv_calibration_tokens"],
+            "kv_high_precision_layers": p["kv_high_precision_layers"]}
