@@ -198,3 +198,20 @@ def test_malformed_kv_scales_fail_naming_the_tensor(tmp_path: Path) -> None:
 @pytest.mark.parametrize("module", MODULES)
 def test_cuda_entry_points_match_the_abi(module: str) -> None:
     _declares_abi(module)
+
+
+def test_startup_line_and_metrics_count_the_fp8_pool() -> None:
+    from atlas.server.metrics import ServerMetrics
+
+    kv = PagedKvCache(MockGpuBackend(), KvCacheConfig(4, 2, 64, 10, 2, 64,
+                                                      dtype=DType.FP8E4M3))
+    assert kv.describe() == "KV pool: 160 tokens (fp8, 1,024 bytes per token)"
+    metrics = ServerMetrics("m")
+    metrics.kv_pool = (kv.cfg.max_tokens, kv.dtype_label, kv.cfg.bytes_per_token)
+    text = metrics.render()
+    assert 'atlas_kv_pool_tokens{dtype="fp8"} 160' in text
+    assert 'atlas_kv_bytes_per_token{dtype="fp8"} 1024' in text
+    mixed = PagedKvCache(MockGpuBackend(), KvCacheConfig(4, 2, 64, 10, 2, 64,
+                                                         dtype=DType.FP8E4M3,
+                                                         high_precision_layers=1))
+    assert mixed.describe() == "KV pool: 160 tokens (fp8+bf16, 1,536 bytes per token)"
