@@ -13,11 +13,13 @@ import pytest
 from atlas.runtime.cases import attention as attention_cases  # noqa: F401 (registers)
 from atlas.runtime.cases import gemm as gemm_cases  # noqa: F401 (registers)
 from atlas.runtime.cases import gemv as gemv_cases  # noqa: F401 (registers)
+from atlas.runtime.cases import gemv_norm as gemv_norm_cases  # noqa: F401 (registers)
 from atlas.runtime.cases.gemv import UNFUSED
 from atlas.runtime.host import HostBackend
 from atlas.runtime.kernel_check import KernelCase, check, execute, module_cases
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, attention, matmul
+from atlas.runtime.ops.routes import KernelRoutes
 # the elementwise kernels' check that a .cu file declares exactly its module's ABI entries
 from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
 
@@ -58,6 +60,19 @@ def test_every_module_has_cases() -> None:
 @pytest.mark.parametrize("case", TWINNED, ids=[c.name for c in TWINNED])
 def test_fused_references_equal_their_unfused_twins(backend: HostBackend, case) -> None:
     _assert_twins_identical(case, execute(backend, case))
+
+
+NORM_TWINNED = [c for c in CASES if "y_twin" in c.outputs]
+
+
+@pytest.mark.parametrize("case", NORM_TWINNED, ids=[c.name for c in NORM_TWINNED])
+def test_fused_norm_reference_is_add_rmsnorm_then_gemv(backend: HostBackend, case) -> None:
+    """On the host the fused add+norm GEMV is its unfused twin bit for bit (on the GPU the
+    two sum squares in different orders and are each held to the oracle)."""
+    got = execute(backend, case)
+    assert np.array_equal(got["y"], got["y_twin"])
+    if "resid_out" in got:
+        assert np.array_equal(got["resid_out"], got["resid_twin"])
 
 
 def _launches(fn, *args, **kwargs):
@@ -127,10 +142,30 @@ def test_linear_silu_dispatch(m, scratch, funcs) -> None:
     (matmul.gemv_silu, (0x1000, 0x2000, 0x3000, 2, 64, 64), {"single": True}, "m=1"),
     (matmul.gemv_silu, (0x1000, 0x2000, 0x3000, 1, 64, 60), {}, "multiple of 8"),
     (matmul.gemv_silu, (0x1008, 0x2000, 0x3000, 1, 64, 64), {}, "aligned"),
+    # gemv_add_rmsnorm(resid, delta, norm_w, resid_out, w, y, n, k, eps)
+    (matmul.gemv_add_rmsnorm, (0x1000, 0x2000, 0x3000, 0x1000, 0x5000, 0x6000, 64, 64, 1e-6),
+     {}, "alias"),
+    (matmul.gemv_add_rmsnorm, (0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 64, 24584,
+                               1e-6), {}, "shared memory"),
+    (matmul.gemv_add_rmsnorm, (0x1000, 0x2008, 0x3000, 0x4000, 0x5000, 0x6000, 64, 64, 1e-6),
+     {}, "delta .* aligned"),
 ])
 def test_fused_gemv_preconditions(fn, args, kwargs, match) -> None:
     with pytest.raises(ValueError, match=match):
         _launches(fn, *args, **kwargs)
+
+
+def test_fused_norm_route_is_batch_one_gemv_within_shared_memory() -> None:
+    kc = KernelCache(MockGpuBackend())
+    assert matmul.fuses_norm(kc, 1, 4096, 1024)
+    assert matmul.fuses_norm(kc, 1, 64, matmul.NORM_GEMV_MAX_K)
+    assert not matmul.fuses_norm(kc, 2, 4096, 1024)  # a batch: add_rmsnorm once for all rows
+    assert not matmul.fuses_norm(kc, 1, 64, matmul.NORM_GEMV_MAX_K + 8)
+    off = KernelCache(MockGpuBackend(), routes=KernelRoutes(fused_norm=False))
+    assert not off.routes.fused_norm and not matmul.fuses_norm(off, 1, 4096, 1024)
+    rec, = _launches(matmul.gemv_add_rmsnorm, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000,
+                     1001, 1024, 1e-6)
+    assert (rec.grid, rec.block, rec.shared) == ((251, 1, 1), (128, 1, 1), 2048)
 
 
 def test_decode_attention_launches_partials_then_combine() -> None:

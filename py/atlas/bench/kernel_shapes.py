@@ -39,6 +39,7 @@ class Family(enum.Enum):
     SILU_MUL = "silu_mul"
     EMBEDDING = "embedding"
     DECODE_GEMV = "decode_gemv"
+    DECODE_NORM_GEMV = "decode_norm_gemv"
     DECODE_BATCHED_GEMV = "decode_batched_gemv"
     DECODE_GEMV_FP8 = "decode_gemv_fp8"
     DECODE_GEMV_NVFP4 = "decode_gemv_nvfp4"
@@ -64,7 +65,7 @@ ISSUE_FAMILIES: dict[str, tuple[Family, ...]] = {
     "RoPE/QK-norm": (Family.QK_NORM_ROPE_KV,),
     "SiLU-mul": (Family.SILU_MUL,),
     "embedding": (Family.EMBEDDING,),
-    "decode GEMV": (Family.DECODE_GEMV, Family.DECODE_BATCHED_GEMV),
+    "decode GEMV": (Family.DECODE_GEMV, Family.DECODE_NORM_GEMV, Family.DECODE_BATCHED_GEMV),
     # issue 12: GEMVs reading FP8 (128x128 block scales) and NVFP4 weights
     "quantized decode GEMV": (Family.DECODE_GEMV_FP8, Family.DECODE_GEMV_NVFP4),
     "prefill GEMM": (Family.PREFILL_GEMM,),
@@ -281,6 +282,31 @@ class Linear:
 
     def describe(self) -> str:
         return f"m={self.m} n={self.n} k={self.k}" + (" f32-out" if self.out_f32 else "")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NormLinear:
+    """One row: h = bf16(resid + delta) stored, y = RMSNorm(h) * g @ w[n, k].T (the add +
+    norm fused into the GEMV that consumes it, ops.matmul.gemv_add_rmsnorm)."""
+
+    label: str
+    n: int
+    k: int
+    quick: bool = False
+
+    @property
+    def family(self) -> Family:
+        return Family.DECODE_NORM_GEMV
+
+    def bytes_moved(self) -> int:
+        # weights; resid, delta and the norm weight read; h and y written
+        return BF16 * (self.n * self.k + 4 * self.k + self.n)
+
+    def flops(self) -> int:
+        return 2 * self.n * self.k
+
+    def describe(self) -> str:
+        return f"m=1 n={self.n} k={self.k}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -709,6 +735,10 @@ def table_shapes(m: ModelDims = QWEN3_8B,
         shapes += [QuantLinear(label=f"{m.name} {name} b{b} {fmt}", m=b, n=n, k=k, fmt=fmt,
                                quick=b == scale.quant_batches[0] and name in ("qkv", "gate_up"))
                    for b in scale.quant_batches for name, n, k in _linears(m)]
+    shapes += [NormLinear(label=f"{dims.name} {name} b1", n=n, k=k,
+                          quick=dims is small_models[0] if small_models else False)
+               for dims in (m, *small_models) for name, n, k in _linears(dims)
+               if name in ("qkv", "gate_up")]
     for small in small_models:
         shapes += [Linear(label=f"{small.name} {name} b1", m=1, n=n, k=k)
                    for name, n, k in _linears(small)]

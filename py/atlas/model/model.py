@@ -2,6 +2,9 @@
 
 The residual stream stays in bf16 like transformers: `resid += delta` is rounded to bf16
 inside the fused add+RMSNorm kernel, and every layer reads `normed` and writes `delta`.
+At batch-1 decode the add + norm before a bf16 projection (qkv, the dense MLP's gate_up)
+runs inside that projection's GEMV instead (`matmul.fuses_norm`), which writes the summed
+residual to the other of two residual buffers; `Residual` tracks which one is current.
 The forward launches kernels only; the step's inputs (token ids, positions, KV slots,
 block tables) are already in device buffers, which is what makes it graph-capturable.
 Each layer's MLP is a block chosen by the config (`DenseMlp` here, the mixture of experts in
@@ -17,7 +20,7 @@ from ..core.config import LinearAttentionConfig, ModelConfig
 from ..runtime.gpu import DevicePtr, Stream
 from ..runtime.ops import KernelCache
 from ..runtime.ops import attention, embedding, gating, matmul, norm, rope
-from ..runtime.ops.matmul_quant import LinearWeight
+from ..runtime.ops.matmul_quant import Bf16Linear, LinearWeight
 from .gated_deltanet import GatedDeltaNetWeights, gated_deltanet
 
 if TYPE_CHECKING:
@@ -101,6 +104,11 @@ class DenseMlp:
 
     def forward(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int) -> None:
         self.gate_up.linear(kc, s, b.normed, b.gate_up, t, w_scratch=b.w_scratch)
+        self.down_proj(kc, s, b, t)
+
+    def down_proj(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int) -> None:
+        """delta = down(swiglu(gate_up)): the half after gate_up (which the model may have
+        run with the RMSNorm fused in)."""
         # SwiGLU fused into the down projection's input where that measured faster
         self.down.linear_silu(kc, s, b.gate_up, b.delta, t, act_scratch=b.act,
                               w_scratch=b.w_scratch)
@@ -146,6 +154,8 @@ class StepBuffers:
     part_ml: DevicePtr
     #: bf16 [n, k] scratch a quantized weight dequantizes into for GEMM-sized steps (0: none)
     w_scratch: DevicePtr = 0
+    #: the second residual buffer the fused add+norm GEMV writes to (0: never fused)
+    resid_alt: DevicePtr = 0
     #: hybrid models: i32 [max_seqs] recurrent-state slot per sequence, and the
     #: linear-attention scratch (see gated_deltanet.LinearScratch); 0 for dense models
     state_slots: DevicePtr = 0
@@ -153,6 +163,18 @@ class StepBuffers:
     lin_conv: DevicePtr = 0
     lin_core: DevicePtr = 0
     lin_gated: DevicePtr = 0
+
+
+@dataclass(slots=True)
+class Residual:
+    """Where the residual stream is during one forward: `cur` holds it, `alt` is the other
+    buffer, and `pending` says `delta` holds a sublayer's update not yet added (False before
+    the first layer). Python bookkeeping at capture time: the graph replays the same
+    buffer sequence every step."""
+
+    cur: DevicePtr
+    alt: DevicePtr
+    pending: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,29 +214,31 @@ class DenseDecoderModel:
                 n_sample: int) -> None:
         """Compute f32 logits [n_sample, vocab] into b.logits for the rows in sample_rows."""
         d, kc, t = self.dims, self.kc, n_tokens
-        off = d.norm_offset
         embedding.embedding(kc, s, b.ids, self.embed, b.resid, t, d.hidden, d.vocab)
-        for i, lw in enumerate(self.layers):
-            if i == 0:
-                norm.rmsnorm(kc, s, b.resid, lw.in_norm, b.normed, t, d.hidden, d.eps, off)
-            else:
-                norm.add_rmsnorm(kc, s, b.resid, b.delta, lw.in_norm, b.normed, t, d.hidden,
-                                 d.eps, off)
+        res = Residual(b.resid, b.resid_alt)
+        for lw in self.layers:
             if lw.linear is not None:
                 assert d.linear is not None
+                self._norm(s, b, res, lw.in_norm, t)
                 gated_deltanet(kc, s, b, lw.linear, d.linear, t, d.hidden, d.eps, plan.decode,
                                plan.num_seqs, plan.max_q_len)
             else:
+                assert lw.qkv is not None
+                self._norm_linear(s, b, res, lw.in_norm, lw.qkv, b.qkv, t)
                 self._attention(s, b, lw, t, plan)
-            norm.add_rmsnorm(kc, s, b.resid, b.delta, lw.post_norm, b.normed, t, d.hidden, d.eps,
-                             off)
-            lw.mlp.forward(kc, s, b, t)
+            res.pending = True
+            if isinstance(lw.mlp, DenseMlp):
+                self._norm_linear(s, b, res, lw.post_norm, lw.mlp.gate_up, b.gate_up, t)
+                lw.mlp.down_proj(kc, s, b, t)
+            else:
+                self._norm(s, b, res, lw.post_norm, t)
+                lw.mlp.forward(kc, s, b, t)
+            res.pending = True
             if self.tp is not None:  # row-parallel down: sum the ranks' partials
                 self.tp.reduce_delta(s, b.delta, t, d.hidden)
         if n_sample == 0:  # a prefill chunk that is not a sequence's last: KV only
             return
-        norm.add_rmsnorm(kc, s, b.resid, b.delta, self.final_norm, b.normed, t, d.hidden, d.eps,
-                         off)
+        self._norm(s, b, res, self.final_norm, t)
         # Gather the rows that sample (last token of each sequence) with the embedding
         # kernel: a row gather is an embedding lookup into the normed activations.
         embedding.embedding(kc, s, b.sample_rows, b.normed, b.sample_hidden, n_sample, d.hidden, t)
@@ -226,11 +250,40 @@ class DenseDecoderModel:
                       self.tp.vocab_local, d.hidden, out_f32=True)
         self.tp.gather_logits(s, b.logits, n_sample)
 
+    def _norm(self, s: Stream, b: StepBuffers, res: Residual, w: DevicePtr, t: int) -> None:
+        """normed = RMSNorm(resid (+= delta when one is pending)) * w."""
+        d = self.dims
+        if res.pending:
+            norm.add_rmsnorm(self.kc, s, res.cur, b.delta, w, b.normed, t, d.hidden, d.eps,
+                             d.norm_offset)
+        else:
+            norm.rmsnorm(self.kc, s, res.cur, w, b.normed, t, d.hidden, d.eps, d.norm_offset)
+        res.pending = False
+
+    def _norm_linear(self, s: Stream, b: StepBuffers, res: Residual, w: DevicePtr,
+                     proj: LinearWeight, out: DevicePtr, t: int) -> None:
+        """out = proj(RMSNorm(resid (+= pending delta)) * w): one fused GEMV where
+        `matmul.fuses_norm` allows (the summed residual then lives in the other buffer),
+        else the norm into `normed` and the projection."""
+        d, kc = self.dims, self.kc
+        if not (b.resid_alt and isinstance(proj, Bf16Linear)
+                and matmul.fuses_norm(kc, t, proj.n, proj.k)):
+            self._norm(s, b, res, w, t)
+            proj.linear(kc, s, b.normed, out, t, w_scratch=b.w_scratch)
+            return
+        matmul.gemv_add_rmsnorm(kc, s, res.cur, b.delta if res.pending else 0, w,
+                                res.alt if res.pending else 0, proj.ptr, out, proj.n, proj.k,
+                                d.eps, d.norm_offset)
+        if res.pending:
+            res.cur, res.alt = res.alt, res.cur
+        res.pending = False
+
     def _attention(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
                    plan: AttentionPlan) -> None:
+        """Attention after the qkv projection (b.qkv): q/k norm, RoPE, KV append, attention,
+        the output gate of hybrid families, o_proj into delta."""
         d, kc = self.dims, self.kc
-        assert lw.qkv is not None and lw.o is not None
-        lw.qkv.linear(kc, s, b.normed, b.qkv, t, w_scratch=b.w_scratch)
+        assert lw.o is not None
         rope.qk_norm_rope_kv(kc, s, b.qkv, b.q, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm,
                              self.cos_sin, b.positions, b.slots, t, d.heads, d.kv_heads,
                              d.head_dim, self.block_size, d.eps, q_pitch=d.q_pitch,

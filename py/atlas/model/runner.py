@@ -86,6 +86,8 @@ def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
     step of `limits.max_tokens` rows (0 for bf16 checkpoints)."""
     t, b = limits.max_tokens, limits.max_batch_size
     arena.reserve("step_i32", DType.I32, (layout.total,))
+    # one row: only single-row decode fuses the residual add into a GEMV (matmul.fuses_norm)
+    arena.reserve("resid_alt", DType.BF16, (1, dims.hidden))
     for name, width in (("resid", dims.hidden), ("delta", dims.hidden),
                         ("normed", dims.hidden), ("qkv", dims.qkv_width), ("q", dims.q_width),
                         ("attn", dims.q_width), ("gate_up", 2 * dims.inter),
@@ -139,7 +141,7 @@ class ModelRunner:
             cu_q=i32 + 4 * lay.cu_q, kv_lens=i32 + 4 * lay.kv_lens,
             sample_rows=i32 + 4 * lay.sample_rows, block_tables=kv.block_tables,
             state_slots=i32 + 4 * lay.state_slots,
-            **{n: arena[n] for n in ("resid", "delta", "normed", "qkv", "q", "attn",
+            **{n: arena[n] for n in ("resid", "resid_alt", "delta", "normed", "qkv", "q", "attn",
                                      "gate_up", "act", "sample_hidden", "logits", "part_o",
                                      "part_ml", "w_scratch") + lin})
         self.host_i32 = backend.alloc_host_pinned(4 * lay.total).view(np.int32)

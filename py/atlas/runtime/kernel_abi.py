@@ -58,6 +58,12 @@ GEMV_SINGLE_F32OUT = S("gemv", "gemv_bf16_f32_single", "x:ptr w:ptr y:ptr m:u32 
 GEMV_SILU = S("gemv", "gemv_silu_bf16", "gate_up:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 GEMV_SILU_SINGLE = S("gemv", "gemv_silu_bf16_single",
                      "gate_up:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
+# ADD_RMSNORM (or ADD_RMSNORM_OFFSET when offset != 0) fused into the GEMV that consumes its
+# output, one row: resid_out = h = bf16(resid + delta) (h = resid when delta is null; not
+# stored when resid_out is null; resid_out must not alias resid), y = RMSNorm(h) @ w.T
+GEMV_ADD_RMSNORM_SINGLE = S("gemv", "gemv_add_rmsnorm_bf16_single",
+                            "resid:ptr delta:ptr norm_w:ptr resid_out:ptr w:ptr y:ptr n:u32 "
+                            "k:u32 eps:f32 offset:u32")
 GEMM = S("gemm", "gemm_bf16", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 GEMM_F32OUT = S("gemm", "gemm_bf16_f32", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 # the same products with a 64x32 tile, for few rows (decode batches > 8): more blocks

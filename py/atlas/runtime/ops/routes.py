@@ -13,6 +13,8 @@ what it asked for each time, and importing Atlas never depends on the environmen
   allows them; unset, its wave model decides.
 * ATLAS_MOE_SM90=0: the MoE grouped GEMMs on the mma.sync kernels (moe_grouped), never the
   Hopper wgmma ones (moe_grouped_sm90).
+* ATLAS_FUSED_NORM=0: batch-1 decode runs add_rmsnorm before qkv / gate_up instead of the
+  GEMV with the add + norm fused into its x load (gemv_add_rmsnorm_bf16_single).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class KernelRoutes:
     batched_gemv_min_m: int = DEFAULT_BATCHED_GEMV_MIN_M
     gemv_mma_wide: bool | None = None
     moe_sm90: bool = True
+    fused_norm: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "KernelRoutes":
@@ -58,4 +61,5 @@ class KernelRoutes:
                    batched_gemv=env_switch(env, "ATLAS_BATCHED_GEMV", True),
                    batched_gemv_min_m=int(min_m) if min_m else DEFAULT_BATCHED_GEMV_MIN_M,
                    gemv_mma_wide={"1": True, "0": False}.get(wide),
-                   moe_sm90=env_switch(env, "ATLAS_MOE_SM90", True))
+                   moe_sm90=env_switch(env, "ATLAS_MOE_SM90", True),
+                   fused_norm=env_switch(env, "ATLAS_FUSED_NORM", True))
