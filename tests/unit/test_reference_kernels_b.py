@@ -168,14 +168,13 @@ def test_fused_norm_route_is_batch_one_gemv_within_shared_memory() -> None:
     assert (rec.grid, rec.block, rec.shared) == ((251, 1, 1), (128, 1, 1), 2048)
 
 
-def test_decode_attention_launches_partials_then_combine() -> None:
+def test_decode_attention_is_one_launch_over_the_splits() -> None:
     recs = _launches(attention.decode_attention, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000,
-                     0x6000, 0x7000, 0x8000, 4, 32, 8, 128, 16, 64, 16, 0.088)
+                     0x6000, 0x7000, 0x7800, 0x8000, 4, 32, 8, 128, 16, 64, 16, 0.088)
     assert [(r.func, r.grid, r.block) for r in recs] == [
-        ("decode_attn_bf16", (16, 8, 4), (128, 1, 1)),
-        ("decode_attn_combine_bf16", (32, 4, 1), (128, 1, 1))]
-    # the combine takes kv_lens to merge only the splits that hold keys
-    assert (recs[1].args["kv_lens"], recs[1].args["num_splits"]) == (0x5000, 16)
+        ("decode_attn_bf16", (16, 8, 4), (128, 1, 1))]
+    # the last split of each (seq, kv head) merges into out, ticketed by the counters
+    assert (recs[0].args["counters"], recs[0].args["out"]) == (0x7800, 0x8000)
 
 
 def test_prefill_attention_grid_comes_from_max_q_len() -> None:
@@ -190,7 +189,7 @@ def test_prefill_attention_grid_comes_from_max_q_len() -> None:
 def test_attention_preconditions(hq, hkv, d, match) -> None:
     with pytest.raises(ValueError, match=match):
         _launches(attention.decode_attention, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000,
-                  0x7000, 0x8000, 1, hq, hkv, d, 16, 8, 4, 0.1)
+                  0x7000, 0x7800, 0x8000, 1, hq, hkv, d, 16, 8, 4, 0.1)
 
 
 @pytest.mark.parametrize("module", MODULES)

@@ -619,6 +619,7 @@ def decode_attention_case(env: Env, s: Any) -> Case:
         st["part_o"] = torch.empty((b, hq, splits, d), dtype=torch.float32, device=env.device)
         st["part_ml"] = torch.empty((b, hq, splits, 2), dtype=torch.float32,
                                     device=env.device)
+        st["counters"] = torch.zeros((b, hkv), dtype=torch.int32, device=env.device)
         st["out"] = torch.empty((b, hq, d), dtype=torch.bfloat16, device=env.device)
         return st
 
@@ -626,8 +627,8 @@ def decode_attention_case(env: Env, s: Any) -> Case:
         attention.decode_attention(env.kc, stream, env.ptr(st["q"]), env.ptr(st["k_pool"]),
                                    env.ptr(st["v_pool"]), env.ptr(st["tables"]),
                                    env.ptr(st["kv_lens"]), env.ptr(st["part_o"]),
-                                   env.ptr(st["part_ml"]), env.ptr(st["out"]), b, hq, hkv, d,
-                                   bs, nb, splits, d ** -0.5)
+                                   env.ptr(st["part_ml"]), env.ptr(st["counters"]),
+                                   env.ptr(st["out"]), b, hq, hkv, d, bs, nb, splits, d ** -0.5)
 
     # the q heads sharing a kv head become that head's query rows: exact GQA decode with
     # no K/V expansion, which every fused SDPA backend accepts

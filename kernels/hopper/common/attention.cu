@@ -29,10 +29,13 @@
 //   head_dim / 8 lanes share a key (16 bytes each), kDecodeUnroll keys per lane are loaded
 //   per iteration and the next iteration's rows are in flight while one is computed.
 //   Partial results are merged across key groups by shuffles and across warps in shared
-//   memory, then written as part_o [seq, hq, split, D] (normalized by its own l) and
-//   part_ml [seq, hq, split, 2] = (max score in natural-log units, sum of exp(score - max)).
-// decode_attn_combine_bf16: grid (hq, num_seqs), head_dim threads: merges the active splits
-//   of the row (the same rule from kv_lens); a sequence with no keys gets zeros.
+//   memory. With one active split (kv_len <= kMinKeysPerSplit) that is the answer, written
+//   to out. Otherwise each split writes part_o [seq, hq, split, D] (normalized by its own l)
+//   and part_ml [seq, hq, split, 2] = (max score in natural-log units, sum of exp(score -
+//   max)), and the last of the (seq, kv head)'s active splits to finish merges them into out
+//   (in split order, whichever block is last): a ticket from counters[seq * hkv + kvh]
+//   (zero before every launch; the last block resets it, so graph replays find it zero).
+//   That replaces a second combine launch. A sequence with no keys gets zeros.
 // Every entry point waits for the previous kernel (programmatic dependent launch) before it
 // reads anything: q, the cache, the tables and kv_lens are all written by earlier work.
 #include "atlas_common.cuh"
@@ -344,7 +347,8 @@ __device__ __forceinline__ void decode_attn_pass(int h0, int begin, int end,
     const DecodeBlocks& first, const __nv_bfloat16* __restrict__ q,
     const __nv_bfloat16* __restrict__ k_cache, const __nv_bfloat16* __restrict__ v_cache,
     const int* __restrict__ table, float* __restrict__ part_o, float* __restrict__ part_ml,
-    int hq, int hkv, int block_size, int num_splits, float scale, DecodeScratch& red) {
+    __nv_bfloat16* __restrict__ out, bool direct, int hq, int hkv, int block_size,
+    int num_splits, float scale, DecodeScratch& red) {
   constexpr int kLanesPerKey = D / 8;
   constexpr int kKeyGroups = decode_key_groups<D>();
   constexpr int kStep = kKeyGroups * kDecodeUnroll;
@@ -462,8 +466,13 @@ __device__ __forceinline__ void decode_attn_pass(int h0, int begin, int end,
       total += red.l[w][g] * c;
       acc += red.o[w][g][d] * c;
     }
+    const float o_d = acc / total;  // an active split has >= 1 key: total >= 1
+    if (direct) {  // the only active split: this is the result
+      out[(static_cast<size_t>(b) * hq + h0 + g) * D + d] = atlas::f32_to_bf16(o_d);
+      continue;
+    }
     const size_t row = (static_cast<size_t>(b) * hq + h0 + g) * num_splits + split;
-    part_o[row * D + d] = acc / total;  // an active split has >= 1 key: total >= 1
+    part_o[row * D + d] = o_d;
     if (d == 0) {
       part_ml[row * 2] = mx * kLn2;
       part_ml[row * 2 + 1] = total;
@@ -472,14 +481,81 @@ __device__ __forceinline__ void decode_attn_pass(int h0, int begin, int end,
   __syncthreads();  // `red` is reused by the next pass
 }
 
+// ---- split merge (the last block of a row's splits) ------------------------------------
+// Merges the active splits of every q head of this block's group into out: thread t takes
+// 4 consecutive elements of one head (a group of 4 heads at D = 128 is one pass of 128
+// threads), finds the heads' max m over the splits, then accumulates w_s o_s with
+// w_s = l_s e^(m_s - max m) in split order. The loads of a pass are independent (float2 m/l,
+// float4 o), so a merge costs about two L2 round trips, not one per split. Other blocks of
+// this kernel wrote the partials: they are read from L2 (__ldcg), never from a stale L1 line.
+template <int D>
+__device__ __forceinline__ void decode_merge_rows(const float* part_o, const float* part_ml,
+                                                  __nv_bfloat16* out, int hq, int hkv,
+                                                  int num_splits, int active) {
+  constexpr int kQuads = D / 4;
+  const int group = hq / hkv;
+  for (int idx = threadIdx.x; idx < group * kQuads; idx += kThreads) {
+    const size_t row = static_cast<size_t>(blockIdx.z) * hq + blockIdx.y * group + idx / kQuads;
+    const int d = (idx % kQuads) * 4;
+    const float2* ml = reinterpret_cast<const float2*>(part_ml) + row * num_splits;
+    const float* o = part_o + row * num_splits * D + d;
+    float top = -INFINITY;
+#pragma unroll 8
+    for (int s = 0; s < active; ++s) top = fmaxf(top, __ldcg(ml + s).x);
+    float total = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 8
+    for (int s = 0; s < active; ++s) {
+      const float2 e = __ldcg(ml + s);
+      const float4 v = __ldcg(reinterpret_cast<const float4*>(o + static_cast<size_t>(s) * D));
+      const float w = e.y * expf(e.x - top);
+      total += w;
+      acc[0] = fmaf(w, v.x, acc[0]);
+      acc[1] = fmaf(w, v.y, acc[1]);
+      acc[2] = fmaf(w, v.z, acc[2]);
+      acc[3] = fmaf(w, v.w, acc[3]);
+    }
+    // every active split has a key, so total >= 1
+    *reinterpret_cast<uint2*>(out + row * D + d) =
+        make_uint2(atlas::pack_bf16x2(acc[0] / total, acc[1] / total),
+                   atlas::pack_bf16x2(acc[2] / total, acc[3] / total));
+  }
+}
+
+// After this block wrote its partials: take a ticket for the (seq, kv head); the block that
+// draws the last one (every other active split has finished writing) merges the group's
+// rows into out and resets the counter. The barrier orders the block's partial writes before
+// thread 0's fence and ticket (release); the last block's thread 0 fences again before the
+// barrier its merge follows (acquire).
+template <int D>
+__device__ __forceinline__ void decode_merge_if_last(const float* part_o, const float* part_ml,
+                                                     unsigned* counters, __nv_bfloat16* out,
+                                                     int hq, int hkv, int num_splits,
+                                                     int active) {
+  __shared__ int is_last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned* counter = counters + static_cast<size_t>(blockIdx.z) * hkv + blockIdx.y;
+    __threadfence();
+    const bool last = atomicAdd(counter, 1u) == static_cast<unsigned>(active - 1);
+    if (last) {
+      *counter = 0u;  // all active splits have their tickets: ready for the next launch
+      __threadfence();
+    }
+    is_last = last;
+  }
+  __syncthreads();
+  if (is_last) decode_merge_rows<D>(part_o, part_ml, out, hq, hkv, num_splits, active);
+}
+
 // This block's split of sequence blockIdx.z, then the group's q heads in passes of up to
 // kDecodeHeadsPerPass (later passes re-read the split's K/V, normally from L2). Keeps
 // registers at the 4-head level for every group size.
 template <int D>
 __device__ __forceinline__ void decode_attn(
     const __nv_bfloat16* q, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
-    const int* block_tables, const int* kv_lens, float* part_o, float* part_ml, int hq,
-    int hkv, int block_size, int max_blocks, int num_splits, float scale, DecodeScratch& red) {
+    const int* block_tables, const int* kv_lens, float* part_o, float* part_ml,
+    unsigned* counters, __nv_bfloat16* out, int hq, int hkv, int block_size, int max_blocks,
+    int num_splits, float scale, DecodeScratch& red) {
   const int grp = decode_key_group<D>();
   const int* table = block_tables + static_cast<size_t>(blockIdx.z) * max_blocks;
   // The first iteration's table entries are requested together with kv_len, guessing the
@@ -488,19 +564,29 @@ __device__ __forceinline__ void decode_attn(
   const int guess = static_cast<int>(blockIdx.x) * kMinKeysPerSplit;
   DecodeBlocks first = lookup_blocks<D>(table, guess, max_blocks * block_size, grp, block_size);
   const int kv_len = kv_lens[blockIdx.z];
+  const int group = hq / hkv;
+  if (kv_len == 0) {  // no keys: zeros, from the first split's block
+    if (blockIdx.x == 0) {
+      for (int idx = threadIdx.x; idx < group * D; idx += kThreads)
+        out[(static_cast<size_t>(blockIdx.z) * hq + blockIdx.y * group) * D + idx] =
+            atlas::f32_to_bf16(0.f);
+    }
+    return;
+  }
   const int chunk = decode_chunk(kv_len, num_splits);
   const int begin = static_cast<int>(blockIdx.x) * chunk;
-  if (begin >= kv_len) return;  // an inactive split: the combine never reads its partials
+  if (begin >= kv_len) return;  // an inactive split: nobody reads its partials
   const int end = min(begin + chunk, kv_len);
   if (begin != guess) first = lookup_blocks<D>(table, begin, end, grp, block_size);
+  const int active = decode_active_splits(kv_len, num_splits);
 
-  const int group = hq / hkv;
   for (int lead = 0; lead < group; lead += kDecodeHeadsPerPass) {
     const int h0 = blockIdx.y * group + lead;
 #define ATLAS_DECODE_PASS(G)                                                                 \
   case G:                                                                                    \
     decode_attn_pass<D, G>(h0, begin, end, first, q, k_cache, v_cache, table, part_o,        \
-                           part_ml, hq, hkv, block_size, num_splits, scale, red);            \
+                           part_ml, out, active == 1, hq, hkv, block_size, num_splits, scale, \
+                           red);                                                             \
     break;
     switch (min(group - lead, kDecodeHeadsPerPass)) {
       ATLAS_DECODE_PASS(1)
@@ -510,38 +596,8 @@ __device__ __forceinline__ void decode_attn(
     }
 #undef ATLAS_DECODE_PASS
   }
-}
-
-// ---- split combine --------------------------------------------------------------------------
-// Every warp of the combine block merges the same row: lane j holds split s0 + j's (m, l) (one
-// parallel load per 32 splits instead of a serial walk), and the splits' weights reach the
-// lanes by shuffles while each lane accumulates its own elements of o. The partials come from
-// a finished kernel, so plain (L1-cached) loads are right.
-__device__ __forceinline__ float decode_combine_ref(const float* ml, int active, int lane) {
-  float top = -INFINITY;
-  for (int s = lane; s < active; s += 32) top = fmaxf(top, ml[2 * s]);
-  top = atlas::warp_max(top);
-  return top == -INFINITY ? 0.f : top;  // no active split: every weight is 0
-}
-
-// Element d of a row's merged output, sum_s w_s o_s[d] / sum_s w_s over the active splits with
-// w_s = l_s e^(m_s - ref), accumulated in split order.
-__device__ __forceinline__ float decode_combine_element(const float* ml, const float* o, int d,
-                                                        int head_dim, int active, int lane) {
-  const float ref = decode_combine_ref(ml, active, lane);
-  float total = 0.f, acc = 0.f;
-  for (int s0 = 0; s0 < active; s0 += 32) {  // warp-uniform trip counts: shuffles are safe
-    const int s = s0 + lane;
-    const float w = s < active ? ml[2 * s + 1] * expf(ml[2 * s] - ref) : 0.f;
-    const int n = min(32, active - s0);
-#pragma unroll 8
-    for (int j = 0; j < n; ++j) {
-      const float wj = __shfl_sync(0xffffffffu, w, j);
-      total += wj;
-      acc = fmaf(wj, o[static_cast<size_t>(s0 + j) * head_dim + d], acc);
-    }
-  }
-  return total > 0.f ? acc / total : 0.f;
+  if (active > 1) decode_merge_if_last<D>(part_o, part_ml, counters, out, hq, hkv, num_splits,
+                                          active);
 }
 
 }  // namespace
@@ -578,35 +634,22 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
     decode_attn_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
                      const __nv_bfloat16* v_cache, const int* block_tables, const int* kv_lens,
-                     float* part_o, float* part_ml, uint32_t num_seqs, uint32_t hq, uint32_t hkv,
-                     uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
-                     uint32_t num_splits, float scale) {
+                     float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
+                     uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim,
+                     uint32_t block_size, uint32_t max_blocks, uint32_t num_splits,
+                     float scale) {
   __shared__ DecodeScratch red;
   atlas::pdl_enter();  // q, kv_lens, the tables and the cache come from earlier work
   const int ns = static_cast<int>(num_splits);
   if (head_dim == 128)
-    decode_attn<128>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
-                     block_size, max_blocks, ns, scale, red);
+    decode_attn<128>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters,
+                     out, hq, hkv, block_size, max_blocks, ns, scale, red);
   else if (head_dim == 256)
-    decode_attn<256>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
-                     block_size, max_blocks, ns, scale, red);
+    decode_attn<256>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters,
+                     out, hq, hkv, block_size, max_blocks, ns, scale, red);
   else if (head_dim == 64)
-    decode_attn<64>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
-                    block_size, max_blocks, ns, scale, red);
+    decode_attn<64>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters,
+                    out, hq, hkv, block_size, max_blocks, ns, scale, red);
   else
     __trap();  // ops/attention.py HEAD_DIMS
-}
-
-extern "C" __global__ void __launch_bounds__(kDecodeMaxDim)
-    decode_attn_combine_bf16(const float* part_o, const float* part_ml, const int* kv_lens,
-                             __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
-                             uint32_t head_dim, uint32_t num_splits) {
-  atlas::pdl_enter();  // the partials and kv_lens come from the kernels before this one
-  const size_t row = static_cast<size_t>(blockIdx.y) * hq + blockIdx.x;
-  const int active = decode_active_splits(kv_lens[blockIdx.y], static_cast<int>(num_splits));
-  const float* ml = part_ml + row * num_splits * 2;
-  const float* o = part_o + row * num_splits * head_dim;
-  const int d = threadIdx.x;  // blockDim.x == head_dim (ops/attention.py), a multiple of 32
-  out[row * head_dim + d] = atlas::f32_to_bf16(
-      decode_combine_element(ml, o, d, static_cast<int>(head_dim), active, d & 31));
 }

@@ -187,6 +187,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
         arena.reserve("delta_state", DType.U8,
                       (len(linear_layers), state_slots * delta_state_bytes(la)))
     arena.allocate(dev)
+    # decode attention's split tickets start at zero; every launch leaves them zero
+    dev.memset(arena["attn_counters"], 0, arena.slice("attn_counters").nbytes)
     dev.copy_h2d(arena["cos_sin"], cos_sin_table(rotary_dim, cfg.rope_theta,
                                                  cfg.rope_scaling, max_seq_len))
     # only full-attention layers have a KV cache (a hybrid model's linear layers keep state)

@@ -152,6 +152,9 @@ class StepBuffers:
     logits: DevicePtr
     part_o: DevicePtr
     part_ml: DevicePtr
+    #: u32 [max_seqs, kv_heads] split tickets of decode attention: zero at allocation, and
+    #: every launch leaves them zero
+    attn_counters: DevicePtr
     #: bf16 [n, k] scratch a quantized weight dequantizes into for GEMM-sized steps (0: none)
     w_scratch: DevicePtr = 0
     #: the second residual buffer the fused add+norm GEMV writes to (0: never fused)
@@ -288,13 +291,12 @@ class DenseDecoderModel:
                              self.cos_sin, b.positions, b.slots, t, d.heads, d.kv_heads,
                              d.head_dim, self.block_size, d.eps, q_pitch=d.q_pitch,
                              rotary_dim=d.rotary_dim or d.head_dim, norm_offset=d.norm_offset)
-        if plan.decode:
-            # split-K partials, then the combine (the fused one-launch variant measured
-            # slower on the H200: 17.4 vs 9.2 + 3.1 us per layer on the 8B at 512 context)
+        if plan.decode:  # split-K; the last split of each row merges (one launch)
             attention.decode_attention(kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables,
-                                       b.kv_lens, b.part_o, b.part_ml, b.attn, plan.num_seqs,
-                                       d.heads, d.kv_heads, d.head_dim, self.block_size,
-                                       self.max_blocks, plan.num_splits, self.scale)
+                                       b.kv_lens, b.part_o, b.part_ml, b.attn_counters, b.attn,
+                                       plan.num_seqs, d.heads, d.kv_heads, d.head_dim,
+                                       self.block_size, self.max_blocks, plan.num_splits,
+                                       self.scale)
         else:
             attention.prefill_attention(kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables,
                                         b.cu_q, b.kv_lens, b.attn, plan.num_seqs, d.heads,

@@ -97,6 +97,7 @@ def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
     arena.reserve("logits", DType.FP32, (limits.max_sample_rows, dims.vocab))
     arena.reserve("part_o", DType.FP32, (b, dims.heads, max_splits, dims.head_dim))
     arena.reserve("part_ml", DType.FP32, (b, dims.heads, max_splits, 2))
+    arena.reserve("attn_counters", DType.I32, (b, dims.kv_heads))  # zeroed by the loader
     arena.reserve("w_scratch", DType.BF16, (-(-weight_scratch_bytes // 2),))
     if dims.linear is not None:
         la = dims.linear
@@ -143,7 +144,7 @@ class ModelRunner:
             state_slots=i32 + 4 * lay.state_slots,
             **{n: arena[n] for n in ("resid", "resid_alt", "delta", "normed", "qkv", "q", "attn",
                                      "gate_up", "act", "sample_hidden", "logits", "part_o",
-                                     "part_ml", "w_scratch") + lin})
+                                     "part_ml", "attn_counters", "w_scratch") + lin})
         self.host_i32 = backend.alloc_host_pinned(4 * lay.total).view(np.int32)
         self.host_ids = backend.alloc_host_pinned(4 * limits.max_sample_rows).view(np.int32)
         self.pad_slot = limits.max_batch_size  # sampler slot owned by graph padding rows

@@ -160,17 +160,15 @@ PREFILL_ATTN = S(
 # split-K decode: num_splits is the grid size (fixed per CUDA graph); each launch splits
 # a sequence's live kv_len into ceil(kv_len / c) active splits of
 # c = max(ceil(kv_len / num_splits), ops.attention.DECODE_MIN_KEYS_PER_SPLIT) keys. Only
-# active splits write part_o f32 [num_seqs, hq, num_splits, head_dim] and part_ml f32
-# [num_seqs, hq, num_splits, 2]; the combine reads kv_lens to merge exactly those.
+# one active split writes out [num_seqs, hq, head_dim] bf16 directly; with more, each writes
+# part_o f32 [num_seqs, hq, num_splits, head_dim] and part_ml f32 [num_seqs, hq, num_splits,
+# 2] (scratch) and the last to finish merges them into out. counters u32 [num_seqs, hkv] must
+# be zero before a launch and are left zero after it.
 DECODE_ATTN = S(
     "attention", "decode_attn_bf16",
     "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr "
-    "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 num_splits:u32 "
-    "scale:f32")
-DECODE_ATTN_COMBINE = S(
-    "attention", "decode_attn_combine_bf16",
-    "part_o:ptr part_ml:ptr kv_lens:ptr out:ptr num_seqs:u32 hq:u32 head_dim:u32 "
-    "num_splits:u32")
+    "counters:ptr out:ptr num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 "
+    "max_blocks:u32 num_splits:u32 scale:f32")
 
 # --- sampler (kernels/<hw>/common/sampler.cu) ----------------------------------------------
 # Per-row inputs are one SAMPLE_ROW record per batch row, written by the host before each

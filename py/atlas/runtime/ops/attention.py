@@ -3,14 +3,15 @@
 Geometry mirrors kernels/hopper/common/attention.cu: prefill runs one 4-warp block per
 (q head, 64-query tile, sequence), heaviest (last) query tiles first; decode runs one
 4-warp block per (split, kv head, sequence) that serves every q head of the group (in
-passes of 4 heads), then a combine block per (q head, seq). Only the splits the live
-kv_len needs (`decode_split_rule`) do work; the others exit at once.
+passes of 4 heads); the last of a row's active splits to finish merges the partials (one
+launch). Only the splits the live kv_len needs (`decode_split_rule`) do work; the others
+exit at once.
 """
 
 from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import DECODE_ATTN, DECODE_ATTN_COMBINE, PREFILL_ATTN
+from ..kernel_abi import DECODE_ATTN, PREFILL_ATTN
 from . import KernelCache
 
 #: head dimensions the kernels are compiled for
@@ -65,23 +66,28 @@ def prefill_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: De
 
 def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: DevicePtr,
                      v_cache: DevicePtr, block_tables: DevicePtr, kv_lens: DevicePtr,
-                     part_o: DevicePtr, part_ml: DevicePtr, out: DevicePtr, num_seqs: int,
-                     hq: int, hkv: int, head_dim: int, block_size: int, max_blocks: int,
-                     num_splits: int, scale: float) -> None:
-    """One query per sequence: split-K partials into part_o/part_ml, then the combine.
+                     part_o: DevicePtr, part_ml: DevicePtr, counters: DevicePtr,
+                     out: DevicePtr, num_seqs: int, hq: int, hkv: int, head_dim: int,
+                     block_size: int, max_blocks: int, num_splits: int, scale: float) -> None:
+    """One query per sequence, split-K, in one launch.
 
     part_o is f32 [num_seqs, hq, num_splits, head_dim], part_ml f32 [num_seqs, hq,
-    num_splits, 2]. num_splits is fixed per captured graph (the grid size); each step's
-    kv_len decides how many of them hold keys (`decode_split_rule`), and the combine merges
-    only those.
+    num_splits, 2]: scratch for the partials. num_splits is fixed per captured graph (the
+    grid size); each step's kv_len decides how many of them hold keys (`decode_split_rule`);
+    the last of those to finish merges them into out. counters is u32 [num_seqs, hkv],
+    zero before the launch and left zero (the graph replays it as is).
     """
     _check_heads(hq, hkv, head_dim, block_size)
     if num_seqs < 1 or num_splits < 1 or max_blocks < 1:
         raise ValueError(f"decode_attention: need num_seqs, num_splits, max_blocks >= 1, got "
                          f"{num_seqs}, {num_splits}, {max_blocks}")
+    # the merge reads part_o as float4, part_ml as float2 and stores 4 bf16 at once
+    for name, ptr, align in (("part_o", part_o, 16), ("part_ml", part_ml, 8),
+                             ("counters", counters, 4), ("out", out, 8)):
+        if ptr % align:
+            raise ValueError(f"decode_attention: {name} pointer {ptr:#x} is not {align}-byte "
+                             "aligned")
     kc.get(DECODE_ATTN)(stream, (num_splits, hkv, num_seqs), ATTN_THREADS, 0, q, k_cache,
-                        v_cache, block_tables, kv_lens, part_o, part_ml, num_seqs, hq, hkv,
-                        head_dim, block_size, max_blocks, num_splits, scale)
-    kc.get(DECODE_ATTN_COMBINE)(stream, (hq, num_seqs), head_dim, 0, part_o, part_ml,
-                                kv_lens, out, num_seqs, hq, head_dim, num_splits)
+                        v_cache, block_tables, kv_lens, part_o, part_ml, counters, out,
+                        num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits, scale)
 
