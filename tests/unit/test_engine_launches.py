@@ -11,9 +11,10 @@ from atlas.model.load import load_runner
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
 
-#: batch-1 decode: the add + RMSNorm before qkv and gate_up run inside those GEMVs
-DECODE_LAYER = ["gemv_add_rmsnorm_bf16_single", "qk_norm_rope_kv_bf16", "decode_attn_bf16",
-                "gemv_bf16_single", "gemv_add_rmsnorm_bf16_single", "gemv_silu_bf16_single"]
+#: batch-1 decode, 5 launches a layer: the add + RMSNorm before qkv and gate_up run inside
+#: those GEMVs, q/k norm + RoPE + KV append inside the attention, SwiGLU inside down
+DECODE_LAYER = ["gemv_add_rmsnorm_bf16_single", "decode_attn_rope_bf16", "gemv_bf16_single",
+                "gemv_add_rmsnorm_bf16_single", "gemv_silu_bf16_single"]
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from atlas.runtime.cases import attention as attention_cases  # noqa: F401 (registers)
+from atlas.runtime.cases import attention_rope as attention_rope_cases  # noqa: F401
 from atlas.runtime.cases import gemm as gemm_cases  # noqa: F401 (registers)
 from atlas.runtime.cases import gemv as gemv_cases  # noqa: F401 (registers)
 from atlas.runtime.cases import gemv_norm as gemv_norm_cases  # noqa: F401 (registers)

@@ -659,6 +659,73 @@ def decode_attention_case(env: Env, s: Any) -> Case:
              f"{attention.decode_split_rule(hist, splits)[1]} hold keys at this history")
 
 
+def decode_attention_rope_case(env: Env, s: Any) -> Case:
+    """Ours: one launch (decode_attn_rope_bf16); PyTorch: F.rms_norm of q and k, rotate_half
+    RoPE, index_put of k and v into the paged pools, then gather + SDPA (folded heads)."""
+    torch, F = env.torch, env.torch.nn.functional
+    b, hist, hq, hkv, d, bs = s.batch, s.history, s.heads, s.kv_heads, s.head_dim, \
+        ks.KV_BLOCK_SIZE
+    padded, half, group = -(-hist // bs) * bs, d // 2, hq // hkv
+    nb = padded // bs
+    splits = decode_splits(b, hkv, max(ENGINE_MAX_SEQ_LEN, hist), env.num_sms)
+    inv_freq = ROPE_THETA ** (-torch.arange(0, half, device=env.device).double() / half)
+    pos_angles = torch.arange(hist, device=env.device).double()[:, None] * inv_freq[None, :]
+    cos_sin = torch.cat([pos_angles.cos(), pos_angles.sin()], dim=1).float().contiguous()
+    angles = pos_angles[hist - 1]  # the step's token is at position hist - 1
+    cos = torch.cat([angles.cos(), angles.cos()]).to(torch.bfloat16)
+    sin = torch.cat([angles.sin(), angles.sin()]).to(torch.bfloat16)
+
+    def make() -> Set:
+        st = paged_kv(env, b, hist, hkv, d, bs)
+        last = st["tables"][:, (hist - 1) // bs].long()
+        st.update(qkv=env.uniform((b, (hq + 2 * hkv) * d)), qw=env.uniform((d,), 0.5, 1.5),
+                  kw=env.uniform((d,), 0.5, 1.5),
+                  pos=torch.full((b,), hist - 1, dtype=torch.int32, device=env.device),
+                  slots=(last * bs + (hist - 1) % bs).to(torch.int32), blk=last,
+                  kv_lens=torch.full((b,), hist, dtype=torch.int32, device=env.device),
+                  part_o=torch.empty((b, hq, splits, d), dtype=torch.float32,
+                                     device=env.device),
+                  part_ml=torch.empty((b, hq, splits, 2), dtype=torch.float32,
+                                      device=env.device),
+                  counters=torch.zeros((b, hkv), dtype=torch.int32, device=env.device),
+                  out=torch.empty((b, hq, d), dtype=torch.bfloat16, device=env.device))
+        return st
+
+    def ours(st: Set, stream: Stream) -> None:
+        attention.decode_attention_rope(
+            env.kc, stream, env.ptr(st["qkv"]), env.ptr(st["k_pool"]), env.ptr(st["v_pool"]),
+            env.ptr(st["qw"]), env.ptr(st["kw"]), env.ptr(cos_sin), env.ptr(st["pos"]),
+            env.ptr(st["slots"]), env.ptr(st["tables"]), env.ptr(st["kv_lens"]),
+            env.ptr(st["part_o"]), env.ptr(st["part_ml"]), env.ptr(st["counters"]),
+            env.ptr(st["out"]), b, hq, hkv, d, bs, nb, splits, d ** -0.5, EPS)
+
+    def rotate(x: Any) -> Any:
+        return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+    sdpa = Sdpa(torch)
+
+    def theirs(st: Set) -> Any:
+        x = st["qkv"].view(b, hq + 2 * hkv, d)
+        q = rotate(F.rms_norm(x[:, :hq], (d,), st["qw"], EPS))
+        k = rotate(F.rms_norm(x[:, hq:hq + hkv], (d,), st["kw"], EPS))
+        off = (hist - 1) % bs
+        st["k_pool"][st["blk"], :, off] = k
+        st["v_pool"][st["blk"], :, off] = x[:, hq + hkv:]
+        tables = st["tables"].long()
+
+        def gather(pool: Any) -> Any:
+            return pool[tables].transpose(1, 2).reshape(b, hkv, padded, d)[:, :, :hist]
+        return sdpa(q.reshape(b, hkv, group, d), gather(st["k_pool"]), gather(st["v_pool"]))
+
+    return Case(s, make, ours, [
+        Variant("rms_norm + RoPE + index_put K/V + gather + F.sdpa", theirs,
+                "PyTorch runs the prologue as separate ops; ours is one launch", sdpa)],
+        lambda o, t, r: [("out", o["out"], r.reshape(b, hq, d)),
+                         ("k_pool", o["k_pool"], t["k_pool"])],
+        outputs=("out",), mutated=("k_pool", "v_pool"),
+        note=f"ours: decode_attn_rope_bf16 on a {splits}-split grid")
+
+
 def sampling_case(env: Env, s: Any) -> Case:
     torch = env.torch
     rows, vocab = s.rows, s.vocab
@@ -1004,6 +1071,7 @@ BUILDERS: dict[Any, Callable[[Env, Any], Case]] = {
     ks.Family.DECODE_GEMV_FP8: quant_linear_case, ks.Family.DECODE_GEMV_NVFP4: quant_linear_case,
     ks.Family.PREFILL_ATTENTION: prefill_attention_case,
     ks.Family.DECODE_ATTENTION: decode_attention_case,
+    ks.Family.DECODE_ATTENTION_ROPE: decode_attention_rope_case,
     ks.Family.SAMPLING: sampling_case, ks.Family.GREEDY: sampling_case,
     ks.Family.MOE_ROUTER: moe_router_case, ks.Family.MOE_DECODE: moe_experts_case,
     ks.Family.MOE_GROUPED: moe_experts_case,

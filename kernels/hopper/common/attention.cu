@@ -41,6 +41,7 @@
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
 #include "mma_util.cuh"
+#include "rope_core.cuh"
 
 namespace {
 
@@ -337,14 +338,109 @@ __device__ __forceinline__ DecodeKv load_kv_rows(
   return kv;
 }
 
+// ---- where a decode pass gets q, and the step's new key -----------------------------------
+// CachedQ (decode_attn_bf16): q [seqs, hq, D] and the cache row of every key, this step's
+// included, were written by the rope kernel before this one.
+struct CachedQ {
+  const __nv_bfloat16* q;
+  static constexpr bool kNewKey = false;
+  __device__ __forceinline__ void bind(int, int, int) {}
+  __device__ __forceinline__ void prepare() const {}
+  __device__ __forceinline__ uint4 load_q(int b, int h, int hq, int d, int sub) const {
+    return __ldg(reinterpret_cast<const uint4*>(q + (static_cast<size_t>(b) * hq + h) * d) + sub);
+  }
+  __device__ __forceinline__ int new_pos() const { return -1; }
+  __device__ __forceinline__ uint4 new_k(int) const { return make_uint4(0u, 0u, 0u, 0u); }
+  __device__ __forceinline__ uint4 new_v(int) const { return make_uint4(0u, 0u, 0u, 0u); }
+};
+
+constexpr int kRopeMaxGroup = 16;  // q heads per kv head decode_attn_rope_bf16 stages
+struct RopeStage {                 // its shared memory: the group's q rows, the new k and v
+  __nv_bfloat16 q[kRopeMaxGroup * kDecodeMaxDim];
+  __nv_bfloat16 k[kDecodeMaxDim], v[kDecodeMaxDim];
+};
+
+// RopedQ (decode_attn_rope_bf16): the block computes what qk_norm_rope_kv_bf16 would have
+// written (rope_core.cuh, the same bits): its group's q heads from the qkv row into shared
+// memory, and in the split that holds the step's own key (kv_len - 1, the last active
+// split) also k and v, which it appends to the cache and substitutes for that key's cache
+// row, so no block depends on another block's cache write. A padding row (slot < 0) writes
+// no cache row and, like the unfused kernels, attends over the cache as it is.
+struct RopedQ {
+  const __nv_bfloat16* qkv;  // [seqs, (hq + 2 hkv) D]
+  __nv_bfloat16* k_cache;
+  __nv_bfloat16* v_cache;
+  const __nv_bfloat16* q_norm_w;  // null: no q/k norm
+  const __nv_bfloat16* k_norm_w;
+  const float* cos_sin;
+  const int* positions;
+  const int* slots;
+  RopeStage* stage;
+  int hq, hkv, d, block_size;
+  float eps;
+  int pos = -1;  // the key this block substitutes (kv_len - 1 in the last active split)
+  static constexpr bool kNewKey = true;
+
+  __device__ __forceinline__ void bind(int kv_len, int active, int split) {
+    pos = split == active - 1 && slots[blockIdx.z] >= 0 ? kv_len - 1 : -1;
+  }
+
+  // One warp per head: the group's q heads, then (new-key split only) k and v; then the
+  // append. Every thread of the block calls it once, before its first q load.
+  __device__ __forceinline__ void prepare() const {
+    const int b = blockIdx.z, kvh = blockIdx.y, group = hq / hkv;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const bool normed = q_norm_w != nullptr;
+    const __nv_bfloat16* row = qkv + static_cast<size_t>(b) * (hq + 2 * hkv) * d;
+    const float* cosv = cos_sin + static_cast<size_t>(positions[b]) * d;
+    const int heads = group + (pos >= 0 ? 2 : 0);
+    for (int j = warp; j < heads; j += kWarps) {  // warp-uniform
+      if (j < group) {
+        const auto w = atlas::rope::load_norm_w<false>(q_norm_w, normed, d, d, lane);
+        atlas::rope::norm_rope_row<false>(row + static_cast<size_t>(kvh * group + j) * d,
+                                          stage->q + j * d, w, normed, false, cosv, d, d, eps,
+                                          lane);
+      } else if (j == group) {
+        const auto w = atlas::rope::load_norm_w<false>(k_norm_w, normed, d, d, lane);
+        atlas::rope::norm_rope_row<false>(row + static_cast<size_t>(hq + kvh) * d, stage->k, w,
+                                          normed, false, cosv, d, d, eps, lane);
+      } else {
+        const __nv_bfloat16* v = row + static_cast<size_t>(hq + hkv + kvh) * d;
+        for (int i = lane; i < d; i += 32) stage->v[i] = v[i];
+      }
+    }
+    __syncthreads();
+    if (pos >= 0) {
+      const int slot = slots[b];
+      const size_t at = ((static_cast<size_t>(slot / block_size) * hkv + kvh) * block_size +
+                         slot % block_size) * d;
+      for (int c = threadIdx.x; c < d / 8; c += kThreads) {
+        reinterpret_cast<uint4*>(k_cache + at)[c] = reinterpret_cast<const uint4*>(stage->k)[c];
+        reinterpret_cast<uint4*>(v_cache + at)[c] = reinterpret_cast<const uint4*>(stage->v)[c];
+      }
+    }
+  }
+
+  __device__ __forceinline__ uint4 load_q(int, int h, int, int, int sub) const {
+    return reinterpret_cast<const uint4*>(stage->q + (h % (hq / hkv)) * d)[sub];
+  }
+  __device__ __forceinline__ int new_pos() const { return pos; }
+  __device__ __forceinline__ uint4 new_k(int sub) const {
+    return reinterpret_cast<const uint4*>(stage->k)[sub];
+  }
+  __device__ __forceinline__ uint4 new_v(int sub) const {
+    return reinterpret_cast<const uint4*>(stage->v)[sub];
+  }
+};
+
 // One pass over the split's keys [begin, end) for G consecutive q heads starting at h0 (all
 // of one kv head's group when it has <= kDecodeHeadsPerPass heads, so K/V are read once).
 // The next iteration's K/V rows are loaded before this one's are used (a register double
 // buffer), so a long split keeps one round trip in flight while it computes.
 // `first` holds the block-table entries of the split's first iteration.
-template <int D, int G>
+template <int D, int G, class Q>
 __device__ __forceinline__ void decode_attn_pass(int h0, int begin, int end,
-    const DecodeBlocks& first, const __nv_bfloat16* __restrict__ q,
+    const DecodeBlocks& first, const Q& qs, bool first_pass,
     const __nv_bfloat16* __restrict__ k_cache, const __nv_bfloat16* __restrict__ v_cache,
     const int* __restrict__ table, float* __restrict__ part_o, float* __restrict__ part_ml,
     __nv_bfloat16* __restrict__ out, bool direct, int hq, int hkv, int block_size,
@@ -359,11 +455,12 @@ __device__ __forceinline__ void decode_attn_pass(int h0, int begin, int end,
 
   DecodeKv cur = load_kv_rows<D>(k_cache, v_cache, first, begin, end, grp, sub, hkv, kvh,
                                  block_size);
+  if (first_pass) qs.prepare();  // under the first K/V round trip
   float qf[G][8];
   const float scale_log2 = scale * kLog2e;
 #pragma unroll
   for (int g = 0; g < G; ++g) {
-    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(q + (static_cast<size_t>(b) * hq + h0 + g) * D) + sub);
+    const uint4 raw = qs.load_q(b, h0 + g, hq, D, sub);
     atlas::unpack_bf16x8(raw, qf[g]);
 #pragma unroll
     for (int i = 0; i < 8; ++i) qf[g][i] *= scale_log2;
@@ -381,6 +478,15 @@ __device__ __forceinline__ void decode_attn_pass(int h0, int begin, int end,
     const DecodeKv next = load_kv_rows<D>(
         k_cache, v_cache, lookup_blocks<D>(table, base + kStep, end, grp, block_size),
         base + kStep, end, grp, sub, hkv, kvh, block_size);
+    if constexpr (Q::kNewKey) {  // this step's key: from shared memory, not the cache
+#pragma unroll
+      for (int u = 0; u < kDecodeUnroll; ++u) {
+        if (base + u * kKeyGroups + grp == qs.new_pos()) {
+          cur.k[u] = qs.new_k(sub);
+          cur.v[u] = qs.new_v(sub);
+        }
+      }
+    }
     float s[kDecodeUnroll][G];
 #pragma unroll
     for (int u = 0; u < kDecodeUnroll; ++u) {
@@ -550,9 +656,9 @@ __device__ __forceinline__ void decode_merge_if_last(const float* part_o, const 
 // This block's split of sequence blockIdx.z, then the group's q heads in passes of up to
 // kDecodeHeadsPerPass (later passes re-read the split's K/V, normally from L2). Keeps
 // registers at the 4-head level for every group size.
-template <int D>
+template <int D, class Q>
 __device__ __forceinline__ void decode_attn(
-    const __nv_bfloat16* q, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
+    Q qs, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
     const int* block_tables, const int* kv_lens, float* part_o, float* part_ml,
     unsigned* counters, __nv_bfloat16* out, int hq, int hkv, int block_size, int max_blocks,
     int num_splits, float scale, DecodeScratch& red) {
@@ -579,14 +685,15 @@ __device__ __forceinline__ void decode_attn(
   const int end = min(begin + chunk, kv_len);
   if (begin != guess) first = lookup_blocks<D>(table, begin, end, grp, block_size);
   const int active = decode_active_splits(kv_len, num_splits);
+  qs.bind(kv_len, active, static_cast<int>(blockIdx.x));
 
   for (int lead = 0; lead < group; lead += kDecodeHeadsPerPass) {
     const int h0 = blockIdx.y * group + lead;
 #define ATLAS_DECODE_PASS(G)                                                                 \
   case G:                                                                                    \
-    decode_attn_pass<D, G>(h0, begin, end, first, q, k_cache, v_cache, table, part_o,        \
-                           part_ml, out, active == 1, hq, hkv, block_size, num_splits, scale, \
-                           red);                                                             \
+    decode_attn_pass<D, G>(h0, begin, end, first, qs, lead == 0, k_cache, v_cache, table,    \
+                           part_o, part_ml, out, active == 1, hq, hkv, block_size,           \
+                           num_splits, scale, red);                                          \
     break;
     switch (min(group - lead, kDecodeHeadsPerPass)) {
       ATLAS_DECODE_PASS(1)
@@ -631,6 +738,31 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
 // work): the double-buffered K/V rows and the early block-table reads need ~210 registers
 // (a 168 cap for 3 blocks spills), and 2 blocks x 128 lanes x 8 loads of 16 bytes in
 // flight (32 KB per SM) cover the H200's bandwidth-latency product (~30 KB per SM).
+namespace {
+
+template <class Q>
+__device__ __forceinline__ void decode_attn_any_dim(
+    const Q& qs, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
+    const int* block_tables, const int* kv_lens, float* part_o, float* part_ml,
+    unsigned* counters, __nv_bfloat16* out, uint32_t hq, uint32_t hkv, uint32_t head_dim,
+    uint32_t block_size, uint32_t max_blocks, uint32_t num_splits, float scale,
+    DecodeScratch& red) {
+  const int ns = static_cast<int>(num_splits);
+  if (head_dim == 128)
+    decode_attn<128>(qs, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters,
+                     out, hq, hkv, block_size, max_blocks, ns, scale, red);
+  else if (head_dim == 256)
+    decode_attn<256>(qs, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters,
+                     out, hq, hkv, block_size, max_blocks, ns, scale, red);
+  else if (head_dim == 64)
+    decode_attn<64>(qs, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters,
+                    out, hq, hkv, block_size, max_blocks, ns, scale, red);
+  else
+    __trap();  // ops/attention.py HEAD_DIMS
+}
+
+}  // namespace
+
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
     decode_attn_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
                      const __nv_bfloat16* v_cache, const int* block_tables, const int* kv_lens,
@@ -640,16 +772,29 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                      float scale) {
   __shared__ DecodeScratch red;
   atlas::pdl_enter();  // q, kv_lens, the tables and the cache come from earlier work
-  const int ns = static_cast<int>(num_splits);
-  if (head_dim == 128)
-    decode_attn<128>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters,
-                     out, hq, hkv, block_size, max_blocks, ns, scale, red);
-  else if (head_dim == 256)
-    decode_attn<256>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters,
-                     out, hq, hkv, block_size, max_blocks, ns, scale, red);
-  else if (head_dim == 64)
-    decode_attn<64>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters,
-                    out, hq, hkv, block_size, max_blocks, ns, scale, red);
-  else
-    __trap();  // ops/attention.py HEAD_DIMS
+  decode_attn_any_dim(CachedQ{q}, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
+                      counters, out, hq, hkv, head_dim, block_size, max_blocks, num_splits,
+                      scale, red);
+}
+
+// qk_norm_rope_kv_bf16 (classic layout: q heads D apart, full rotation, plain or no norm
+// weights) and decode_attn_bf16 in one launch: see RopedQ. Groups of up to kRopeMaxGroup
+// q heads per kv head (ops/attention.py checks).
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_rope_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
+                          __nv_bfloat16* v_cache, const __nv_bfloat16* q_norm_w,
+                          const __nv_bfloat16* k_norm_w, const float* cos_sin,
+                          const int* positions, const int* slots, const int* block_tables,
+                          const int* kv_lens, float* part_o, float* part_ml,
+                          unsigned* counters, __nv_bfloat16* out, uint32_t num_seqs,
+                          uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+                          uint32_t max_blocks, uint32_t num_splits, float scale, float eps) {
+  __shared__ DecodeScratch red;
+  __shared__ __align__(16) RopeStage stage;
+  atlas::pdl_enter();  // qkv, positions, slots, kv_lens, the tables and the cache
+  const RopedQ qs{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, &stage,
+                  static_cast<int>(hq), static_cast<int>(hkv), static_cast<int>(head_dim),
+                  static_cast<int>(block_size), eps};
+  decode_attn_any_dim(qs, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters,
+                      out, hq, hkv, head_dim, block_size, max_blocks, num_splits, scale, red);
 }

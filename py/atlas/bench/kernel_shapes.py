@@ -46,6 +46,7 @@ class Family(enum.Enum):
     PREFILL_GEMM = "prefill_gemm"
     PREFILL_ATTENTION = "prefill_attention"
     DECODE_ATTENTION = "decode_attention"
+    DECODE_ATTENTION_ROPE = "decode_attention_rope"
     SAMPLING = "sampling"
     GREEDY = "greedy"
     MOE_ROUTER = "moe_router"
@@ -70,7 +71,7 @@ ISSUE_FAMILIES: dict[str, tuple[Family, ...]] = {
     "quantized decode GEMV": (Family.DECODE_GEMV_FP8, Family.DECODE_GEMV_NVFP4),
     "prefill GEMM": (Family.PREFILL_GEMM,),
     "prefill attention": (Family.PREFILL_ATTENTION,),
-    "paged decode attention": (Family.DECODE_ATTENTION,),
+    "paged decode attention": (Family.DECODE_ATTENTION, Family.DECODE_ATTENTION_ROPE),
     "KV append": (Family.KV_APPEND, Family.QK_NORM_ROPE_KV),
     "sampling": (Family.SAMPLING, Family.GREEDY),
     # issue 10: the router, the decode expert kernel and the grouped GEMM
@@ -407,7 +408,9 @@ class PrefillAttention:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DecodeAttention:
-    """One query per sequence against `history` cached tokens, `batch` sequences."""
+    """One query per sequence against `history` cached tokens, `batch` sequences; `rope`:
+    with the q/k norm, RoPE and KV append of the step's token fused in (the qkv row in, the
+    new k and v written to the cache; decode_attn_rope_bf16)."""
 
     label: str
     batch: int
@@ -415,16 +418,19 @@ class DecodeAttention:
     heads: int
     kv_heads: int
     head_dim: int
+    rope: bool = False
     quick: bool = False
 
     @property
     def family(self) -> Family:
-        return Family.DECODE_ATTENTION
+        return Family.DECODE_ATTENTION_ROPE if self.rope else Family.DECODE_ATTENTION
 
     def bytes_moved(self) -> int:
         k_and_v = 2 * self.batch * self.history * self.kv_heads * self.head_dim
         q_and_out = 2 * self.batch * self.heads * self.head_dim
-        return BF16 * (k_and_v + q_and_out)
+        # rope: the k and v of the qkv row read, and written to the cache
+        appended = 4 * self.batch * self.kv_heads * self.head_dim if self.rope else 0
+        return BF16 * (k_and_v + q_and_out + appended)
 
     def flops(self) -> int:
         return 4 * self.batch * self.heads * self.history * self.head_dim
@@ -757,6 +763,12 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                                heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim,
                                quick=h == mid_hist)
                for b in scale.decode_batches for h in scale.histories]
+    # what batch-1 decode launches: the rope fused in (the small model is latency-bound)
+    shapes += [DecodeAttention(label=f"{dims.name} b{first_batch} hist{h} +rope",
+                               batch=first_batch, history=h, heads=dims.heads,
+                               kv_heads=dims.kv_heads, head_dim=dims.head_dim, rope=True,
+                               quick=h == scale.histories[0])
+               for dims in (m, *small_models[:1]) for h in scale.histories]
     for b in scale.decode_batches:
         shapes += [
             Sampling(label=f"{m.name} b{b}", rows=b, vocab=m.vocab, temperature=0.0,

@@ -287,10 +287,22 @@ class DenseDecoderModel:
         the output gate of hybrid families, o_proj into delta."""
         d, kc = self.dims, self.kc
         assert lw.o is not None
+        rotary_dim = d.rotary_dim or d.head_dim
+        if plan.decode and attention.rope_fusable(d.heads, d.kv_heads, d.head_dim, d.q_pitch,
+                                                  rotary_dim, d.norm_offset):
+            assert t == plan.num_seqs  # one token per sequence
+            # q/k norm, RoPE, KV append and split-K attention in one launch
+            attention.decode_attention_rope(
+                kc, s, b.qkv, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm, self.cos_sin,
+                b.positions, b.slots, b.block_tables, b.kv_lens, b.part_o, b.part_ml,
+                b.attn_counters, b.attn, plan.num_seqs, d.heads, d.kv_heads, d.head_dim,
+                self.block_size, self.max_blocks, plan.num_splits, self.scale, d.eps)
+            self._output_projection(s, b, lw, t)
+            return
         rope.qk_norm_rope_kv(kc, s, b.qkv, b.q, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm,
                              self.cos_sin, b.positions, b.slots, t, d.heads, d.kv_heads,
                              d.head_dim, self.block_size, d.eps, q_pitch=d.q_pitch,
-                             rotary_dim=d.rotary_dim or d.head_dim, norm_offset=d.norm_offset)
+                             rotary_dim=rotary_dim, norm_offset=d.norm_offset)
         if plan.decode:  # split-K; the last split of each row merges (one launch)
             attention.decode_attention(kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables,
                                        b.kv_lens, b.part_o, b.part_ml, b.attn_counters, b.attn,
@@ -305,6 +317,11 @@ class DenseDecoderModel:
         if d.gated_attn:  # the gate of head h follows its query in the qkv row
             gating.sigmoid_gate_mul(kc, s, b.attn, b.qkv + 2 * d.head_dim, b.attn, t, d.heads,
                                     d.head_dim, d.qkv_width, d.q_pitch)
-        lw.o.linear(kc, s, b.attn, b.delta, t, w_scratch=b.w_scratch)
+        self._output_projection(s, b, lw, t)
+
+    def _output_projection(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int) -> None:
+        """delta = o_proj(attn) (summed over the ranks when tensor-parallel)."""
+        assert lw.o is not None
+        lw.o.linear(self.kc, s, b.attn, b.delta, t, w_scratch=b.w_scratch)
         if self.tp is not None:  # row-parallel o_proj: sum the ranks' partials
-            self.tp.reduce_delta(s, b.delta, t, d.hidden)
+            self.tp.reduce_delta(s, b.delta, t, self.dims.hidden)

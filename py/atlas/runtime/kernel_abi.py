@@ -169,6 +169,15 @@ DECODE_ATTN = S(
     "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr "
     "counters:ptr out:ptr num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 "
     "max_blocks:u32 num_splits:u32 scale:f32")
+# QK_NORM_ROPE_KV (one token per sequence: tokens = num_seqs, its classic layout) fused into
+# DECODE_ATTN: q never leaves the kernel; k and v are appended to the caches as QK_NORM_ROPE_KV
+# appends them (slot < 0: not written) and used for the step's key. hq / hkv <= 16.
+DECODE_ATTN_ROPE = S(
+    "attention", "decode_attn_rope_bf16",
+    "qkv:ptr k_cache:ptr v_cache:ptr q_norm_w:ptr k_norm_w:ptr cos_sin:ptr positions:ptr "
+    "slots:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr counters:ptr out:ptr "
+    "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 num_splits:u32 "
+    "scale:f32 eps:f32")
 
 # --- sampler (kernels/<hw>/common/sampler.cu) ----------------------------------------------
 # Per-row inputs are one SAMPLE_ROW record per batch row, written by the host before each

@@ -19,6 +19,8 @@ Specification (all arithmetic float32 on bf16-widened inputs):
   splits with weights l_i * exp(m_i - max m) and rounds once to bf16; with one active
   split its o is the output (no partials are written); a sequence with no keys at all gets
   zeros.
+* decode with the rope fused (decode_attn_rope_bf16): what it replaces, qk_norm_rope_kv's
+  reference (one token per sequence) into a private q buffer and the caches, then decode.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
-from ..kernel_abi import DECODE_ATTN, PREFILL_ATTN
+from ..kernel_abi import DECODE_ATTN, DECODE_ATTN_ROPE, PREFILL_ATTN
 from ..ops.attention import decode_split_rule
-from . import HostMemory, reference
+from . import HostMemory, WithScratch, reference
+from .rope_kv import qk_norm_rope_kv_bf16
 
 #: queries attended per numpy pass in prefill: bounds the [heads, rows, keys] score array
 _QUERY_CHUNK = 256
@@ -165,3 +168,19 @@ def decode_attn_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: 
         w = l * np.exp(m - m.max(axis=-1, keepdims=True))               # [hq, active]
         o[b] = np.einsum("hs,hsd->hd", w, parts) / w.sum(axis=-1)[:, None]
     mem.view(out, np.uint16, num_seqs * hq * head_dim)[:] = f32_to_bf16_bits(o).reshape(-1)
+
+
+@reference(DECODE_ATTN_ROPE)
+def decode_attn_rope_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: int, k_cache: int,
+                          v_cache: int, q_norm_w: int, k_norm_w: int, cos_sin: int,
+                          positions: int, slots: int, block_tables: int, kv_lens: int,
+                          part_o: int, part_ml: int, counters: int, out: int, num_seqs: int,
+                          hq: int, hkv: int, head_dim: int, block_size: int, max_blocks: int,
+                          num_splits: int, scale: float, eps: float) -> None:
+    chained = WithScratch(mem, num_seqs * hq * head_dim * 2)
+    qk_norm_rope_kv_bf16(chained, grid, block, qkv, WithScratch.ADDRESS, k_cache, v_cache,
+                         q_norm_w, k_norm_w, cos_sin, positions, slots, num_seqs, hq, hkv,
+                         head_dim, block_size, eps)
+    decode_attn_bf16(chained, grid, block, WithScratch.ADDRESS, k_cache, v_cache, block_tables,
+                     kv_lens, part_o, part_ml, counters, out, num_seqs, hq, hkv, head_dim,
+                     block_size, max_blocks, num_splits, scale)
