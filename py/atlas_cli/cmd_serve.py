@@ -78,7 +78,8 @@ def _check_port_free(host: str, port: int) -> None:
 
 def _check_options(p: dict) -> None:
     source = click.get_current_context().get_parameter_source
-    if p["max_num_seqs"] is not None and p["max_num_seqs"] > p["max_batch_size"]:
+    if (p["max_num_seqs"] is not None and p["max_batch_size"] is not None
+            and p["max_num_seqs"] > p["max_batch_size"]):
         raise click.UsageError("--max-num-seqs may not exceed --max-batch-size (the batch the "
                                "model is sized for)")
     if (p["scheduling_policy"] != "slai"
@@ -108,12 +109,16 @@ def _check_options(p: dict) -> None:
               help="Address to listen on; anything but loopback exposes the server.")
 @click.option("--max-seq-len", type=click.IntRange(min=16), default=4096, show_default=True,
               help="Tokens per sequence, prompt and completion together.")
-@click.option("--max-batch-size", type=click.IntRange(min=1), default=32, show_default=True,
-              help="Largest decode batch the model is sized for.")
+@click.option("--max-batch-size", type=click.IntRange(min=1), default=None,
+              help="Largest decode batch the model is sized for (default: 256 on CUDA, fewer "
+              "when a hybrid model's recurrent state would take over a quarter of the memory "
+              "left after the weights; 8 on the CPU reference backend).")
 @click.option("--max-num-seqs", type=click.IntRange(min=1), default=None,
-              help="Sequences running at once (default: --max-batch-size).")
-@click.option("--max-prefill-tokens", type=click.IntRange(min=16), default=8192,
-              show_default=True, help="Prompt tokens per step; longer prompts are chunked.")
+              help="Sequences running at once (default: the batch the model is sized for).")
+@click.option("--max-prefill-tokens", type=click.IntRange(min=16), default=2048,
+              show_default=True, help="Tokens per step (prompt chunks plus decodes); longer "
+              "prompts are chunked. Smaller bounds the inter-token latency of running "
+              "sequences while a prompt is prefilled; larger cuts time to first token.")
 @click.option("--gpu-memory-utilization", type=click.FloatRange(0.0, 1.0, min_open=True),
               default=0.9, show_default=True, help="Fraction of GPU memory for weights + KV.")
 @click.option("--scheduling-policy", type=click.Choice(["fifo", "slai"]), default="fifo",
@@ -122,8 +127,12 @@ def _check_options(p: dict) -> None:
               show_default=True, help="SLAI time-between-tokens deadline.")
 @click.option("--no-prefix-caching", is_flag=True,
               help="Recompute every prompt instead of reusing cached KV blocks of its prefix.")
-@click.option("--speculative", type=click.Choice(["ngram"]), default=None,
-              help="Speculative decoding: ngram drafts from the sequence's own tokens.")
+@click.option("--ssm-cache-slots", type=click.IntRange(min=0), default=16, show_default=True,
+              help="Hybrid models: recurrent-state snapshots kept for the prefix cache (each "
+              "the size of one sequence's state; 0 turns their prefix cache off).")
+@click.option("--speculative", type=click.Choice(["ngram", "mtp"]), default=None,
+              help="Speculative decoding: ngram drafts from the sequence's own tokens, mtp "
+              "from the checkpoint's multi-token-prediction head (Qwen3.5 / Qwen3-Next).")
 @click.option("--num-draft-tokens", type=click.IntRange(1, 16), default=3, show_default=True,
               help="Tokens drafted per step with --speculative.")
 @click.option("--tool-call-parser", type=click.Choice([*PARSERS, "none"]), default=None,
@@ -233,7 +242,10 @@ def _load_kwargs(backend: str, p: dict) -> dict:
                 max_batch_size=p["max_batch_size"], max_prefill_tokens=p["max_prefill_tokens"],
                 gpu_memory_utilization=p["gpu_memory_utilization"],
                 fast_load=not p["no_fast_load"], synthetic_seed=p["synthetic_seed"],
-                num_draft_tokens=p["num_draft_tokens"] if p["speculative"] else 0)
+                num_draft_tokens=p["num_draft_tokens"] if p["speculative"] else 0,
+                mtp=p["speculative"] == "mtp",
+                ssm_cache_slots=0 if p["no_prefix_caching"] else p["ssm_cache_slots"],
+                **ParallelOptions.from_cli(p).load_kwargs())
 
 
 async def _serve(ctx, model_dir: Path, backend: str, p: dict,
@@ -301,6 +313,8 @@ async def _serve(ctx, model_dir: Path, backend: str, p: dict,
             close = getattr(made[0], "close", None)
             if close is not None and not fatal:
                 close()
+        if fatal:  # a broken group: name the dead worker if one died
+            fatal.insert(0, workers.death_report() or fatal[0])
     finally:
         workers.stop(timeout=5.0)
     if fatal:

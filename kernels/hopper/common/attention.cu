@@ -36,9 +36,13 @@
 //   (in split order, whichever block is last): a ticket from counters[seq * hkv + kvh]
 //   (zero before every launch; the last block resets it, so graph replays find it zero).
 //   That replaces a second combine launch. A sequence with no keys gets zeros.
+// decode_attn_rope_bf16: the same with qk_norm_rope_kv_bf16's work done in the blocks (RopedQ).
+// decode_attn_combine_bf16: grid (1, hq, num_seqs), 128 threads: the same merge for the
+//   partials of the long-context kernel (attention_long.cu), which has no merge of its own.
 // Every entry point waits for the previous kernel (programmatic dependent launch) before it
 // reads anything: q, the cache, the tables and kv_lens are all written by earlier work.
 #include "atlas_common.cuh"
+#include "attention_tile.cuh"
 #include "bf16_vec.cuh"
 #include "mma_util.cuh"
 #include "rope_core.cuh"
@@ -58,14 +62,6 @@ __device__ __forceinline__ size_t cache_row(const int* table, int p, int hkv, in
 }
 
 // ---- prefill ------------------------------------------------------------------------------
-// Two f32 values as bf16x2 pairs hi = bf16(v) and lo = bf16(v - hi): hi + lo carries ~16
-// significant bits, enough for probabilities to act as f32 in the PV product.
-__device__ __forceinline__ void split_bf16x2(float a, float b, uint32_t& hi, uint32_t& lo) {
-  hi = atlas::pack_bf16x2(a, b);
-  float ha, hb;
-  atlas::unpack_bf16x2(hi, ha, hb);
-  lo = atlas::pack_bf16x2(a - ha, b - hb);
-}
 
 template <int D>
 struct Prefill {
@@ -183,62 +179,22 @@ __device__ __forceinline__ void prefill_attn(
       }
     }
 
-    // Causal mask and online softmax (a row's values live in the 4 lanes of a quad).
-    const int key0 = t * P::kBKV + (lane & 3) * 2;
+    // Causal mask and online softmax (attention_tile.cuh).
+    float corr[2];
+    atlas::online_softmax_tile(s, t * P::kBKV + (lane & 3) * 2, limit, scale_log2, m_run,
+                               l_run, corr);
 #pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      float mx = -INFINITY;
+    for (int j = 0; j < D / 8; ++j)
 #pragma unroll
-      for (int j = 0; j < P::kBKV / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& x = s[j][2 * hh + e];
-          x = key0 + j * 8 + e <= limit[hh] ? x * scale_log2 : -INFINITY;
-          mx = fmaxf(mx, x);
-        }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m_run[hh], mx);
-      const float base = m_new == -INFINITY ? 0.f : m_new;  // no key seen yet: keep zeros
-      const float corr = exp2f(m_run[hh] - base);
-      float sum = 0.f;
-#pragma unroll
-      for (int j = 0; j < P::kBKV / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& x = s[j][2 * hh + e];
-          x = exp2f(x - base);
-          sum += x;
-        }
-      l_run[hh] = l_run[hh] * corr + sum;
-      m_run[hh] = m_new;
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        o[j][2 * hh] *= corr;
-        o[j][2 * hh + 1] *= corr;
-      }
-    }
+      for (int e = 0; e < 4; ++e) o[j][e] *= corr[e >> 1];
 
     // O += P V: two S n-tiles (16 keys) form one A fragment (as hi + lo bf16 parts); V comes
     // through transposed ldmatrix.
 #pragma unroll
     for (int kt = 0; kt < P::kBKV / 16; ++kt) {
       uint32_t p_hi[4], p_lo[4];
-      split_bf16x2(s[2 * kt][0], s[2 * kt][1], p_hi[0], p_lo[0]);
-      split_bf16x2(s[2 * kt][2], s[2 * kt][3], p_hi[1], p_lo[1]);
-      split_bf16x2(s[2 * kt + 1][0], s[2 * kt + 1][1], p_hi[2], p_lo[2]);
-      split_bf16x2(s[2 * kt + 1][2], s[2 * kt + 1][3], p_hi[3], p_lo[3]);
-#pragma unroll
-      for (int dp = 0; dp < D / 16; ++dp) {
-        // matrices: (keys 0-7, d lo), (keys 8-15, d lo), (keys 0-7, d hi), (keys 8-15, d hi)
-        const int r = kt * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-        uint32_t vb[4];
-        atlas::ldmatrix_x4_trans(vb, sv + atlas::swizzle_offset<P::kChunks>(r, 2 * dp + (lane >> 4)));
-        atlas::mma_bf16_16816(o[2 * dp], p_hi, vb[0], vb[1]);
-        atlas::mma_bf16_16816(o[2 * dp], p_lo, vb[0], vb[1]);
-        atlas::mma_bf16_16816(o[2 * dp + 1], p_hi, vb[2], vb[3]);
-        atlas::mma_bf16_16816(o[2 * dp + 1], p_lo, vb[2], vb[3]);
-      }
+      atlas::prob_fragments(s, kt, p_hi, p_lo);
+      atlas::pv_slice_mma<D>(o, p_hi, p_lo, sv, kt * 16, lane);
     }
     __syncthreads();  // stage t & 1 is refilled by the next iteration's prefetch
   }
@@ -620,7 +576,8 @@ __device__ __forceinline__ void decode_merge_rows(const float* part_o, const flo
       acc[2] = fmaf(w, v.z, acc[2]);
       acc[3] = fmaf(w, v.w, acc[3]);
     }
-    // every active split has a key, so total >= 1
+    // every active split has a key, so total >= 1; no active split (no keys): zeros
+    if (active == 0) total = INFINITY;
     *reinterpret_cast<uint2*>(out + row * D + d) =
         make_uint2(atlas::pack_bf16x2(acc[0] / total, acc[1] / total),
                    atlas::pack_bf16x2(acc[2] / total, acc[3] / total));
@@ -797,4 +754,23 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                   static_cast<int>(block_size), eps};
   decode_attn_any_dim(qs, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters,
                       out, hq, hkv, head_dim, block_size, max_blocks, num_splits, scale, red);
+}
+
+// Merges the partials the long-context kernel (attention_long.cu) wrote: grid (1, hq,
+// num_seqs), kThreads threads; each block is decode_merge_rows with a group of one head.
+extern "C" __global__ void __launch_bounds__(kThreads)
+    decode_attn_combine_bf16(const float* part_o, const float* part_ml, const int* kv_lens,
+                             __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
+                             uint32_t head_dim, uint32_t num_splits) {
+  atlas::pdl_enter();  // the partials and kv_lens come from the kernels before this one
+  const int ns = static_cast<int>(num_splits), h = static_cast<int>(hq);
+  const int active = decode_active_splits(kv_lens[blockIdx.z], ns);
+  if (head_dim == 128)
+    decode_merge_rows<128>(part_o, part_ml, out, h, h, ns, active);
+  else if (head_dim == 256)
+    decode_merge_rows<256>(part_o, part_ml, out, h, h, ns, active);
+  else if (head_dim == 64)
+    decode_merge_rows<64>(part_o, part_ml, out, h, h, ns, active);
+  else
+    __trap();  // ops/attention.py HEAD_DIMS
 }

@@ -79,10 +79,23 @@ class Dims:
                    rotary_dim=cfg.rotary_dim, linear=cfg.linear_attention)
 
 
-class MlpBlock(Protocol):
-    """A layer's MLP: reads the step's `normed` rows and writes its `delta` rows."""
+@dataclass(frozen=True, slots=True)
+class NextNorm:
+    """The residual add + RMSNorm that follows a layer's MLP (the next layer's input norm,
+    or the final norm), for an MLP block that can fuse it into its last launch."""
 
-    def forward(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int) -> None: ...
+    weight: DevicePtr
+    eps: float
+    offset: bool
+
+
+class MlpBlock(Protocol):
+    """A layer's MLP: reads the step's `normed` rows and writes its `delta` rows. Given
+    `then_norm` it may instead finish the residual add + norm itself (resid += its output,
+    normed = the norm of resid) and return True; False means delta holds its output."""
+
+    def forward(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
+                then_norm: NextNorm | None = None) -> bool: ...
 
 
 def swiglu(kc: KernelCache, s: Stream, b: "StepBuffers", w_gate_up: DevicePtr,
@@ -102,9 +115,11 @@ class DenseMlp:
     gate_up: LinearWeight
     down: LinearWeight
 
-    def forward(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int) -> None:
+    def forward(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
+                then_norm: NextNorm | None = None) -> bool:
         self.gate_up.linear(kc, s, b.normed, b.gate_up, t, w_scratch=b.w_scratch)
         self.down_proj(kc, s, b, t)
+        return False
 
     def down_proj(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int) -> None:
         """delta = down(swiglu(gate_up)): the half after gate_up (which the model may have
@@ -171,13 +186,15 @@ class StepBuffers:
 @dataclass(slots=True)
 class Residual:
     """Where the residual stream is during one forward: `cur` holds it, `alt` is the other
-    buffer, and `pending` says `delta` holds a sublayer's update not yet added (False before
-    the first layer). Python bookkeeping at capture time: the graph replays the same
+    buffer, `pending` says `delta` holds a sublayer's update not yet added (False before
+    the first layer), and `normed` that an MLP block already left the next norm in
+    `normed` (NextNorm). Python bookkeeping at capture time: the graph replays the same
     buffer sequence every step."""
 
     cur: DevicePtr
     alt: DevicePtr
     pending: bool = False
+    normed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +236,7 @@ class DenseDecoderModel:
         d, kc, t = self.dims, self.kc, n_tokens
         embedding.embedding(kc, s, b.ids, self.embed, b.resid, t, d.hidden, d.vocab)
         res = Residual(b.resid, b.resid_alt)
-        for lw in self.layers:
+        for i, lw in enumerate(self.layers):
             if lw.linear is not None:
                 assert d.linear is not None
                 self._norm(s, b, res, lw.in_norm, t)
@@ -233,10 +250,13 @@ class DenseDecoderModel:
             if isinstance(lw.mlp, DenseMlp):
                 self._norm_linear(s, b, res, lw.post_norm, lw.mlp.gate_up, b.gate_up, t)
                 lw.mlp.down_proj(kc, s, b, t)
+                res.pending = True
             else:
                 self._norm(s, b, res, lw.post_norm, t)
-                lw.mlp.forward(kc, s, b, t)
-            res.pending = True
+                # the block may finish the next add + norm itself, in place on b.resid
+                then_norm = self._norm_after(i) if res.cur == b.resid else None
+                res.normed = lw.mlp.forward(kc, s, b, t, then_norm)
+                res.pending = not res.normed
             if self.tp is not None:  # row-parallel down: sum the ranks' partials
                 self.tp.reduce_delta(s, b.delta, t, d.hidden)
         if n_sample == 0:  # a prefill chunk that is not a sequence's last: KV only
@@ -254,8 +274,12 @@ class DenseDecoderModel:
         self.tp.gather_logits(s, b.logits, n_sample)
 
     def _norm(self, s: Stream, b: StepBuffers, res: Residual, w: DevicePtr, t: int) -> None:
-        """normed = RMSNorm(resid (+= delta when one is pending)) * w."""
+        """normed = RMSNorm(resid (+= delta when one is pending)) * w (already there when
+        the previous MLP block fused it)."""
         d = self.dims
+        if res.normed:
+            res.normed = False
+            return
         if res.pending:
             norm.add_rmsnorm(self.kc, s, res.cur, b.delta, w, b.normed, t, d.hidden, d.eps,
                              d.norm_offset)
@@ -269,8 +293,8 @@ class DenseDecoderModel:
         `matmul.fuses_norm` allows (the summed residual then lives in the other buffer),
         else the norm into `normed` and the projection."""
         d, kc = self.dims, self.kc
-        if not (b.resid_alt and isinstance(proj, Bf16Linear)
-                and matmul.fuses_norm(kc, t, proj.n, proj.k)):
+        if res.normed or not (b.resid_alt and isinstance(proj, Bf16Linear)
+                              and matmul.fuses_norm(kc, t, proj.n, proj.k)):
             self._norm(s, b, res, w, t)
             proj.linear(kc, s, b.normed, out, t, w_scratch=b.w_scratch)
             return
@@ -281,6 +305,14 @@ class DenseDecoderModel:
             res.cur, res.alt = res.alt, res.cur
         res.pending = False
 
+    def _norm_after(self, i: int) -> NextNorm | None:
+        """The norm after layer i's MLP, for the block to fuse; None under tensor
+        parallelism (the block's output is a partial sum until the all-reduce)."""
+        if self.tp is not None:
+            return None
+        nxt = self.layers[i + 1].in_norm if i + 1 < len(self.layers) else self.final_norm
+        return NextNorm(nxt, self.dims.eps, self.dims.norm_offset)
+
     def _attention(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
                    plan: AttentionPlan) -> None:
         """Attention after the qkv projection (b.qkv): q/k norm, RoPE, KV append, attention,
@@ -288,8 +320,9 @@ class DenseDecoderModel:
         d, kc = self.dims, self.kc
         assert lw.o is not None
         rotary_dim = d.rotary_dim or d.head_dim
-        if plan.decode and attention.rope_fusable(d.heads, d.kv_heads, d.head_dim, d.q_pitch,
-                                                  rotary_dim, d.norm_offset):
+        if plan.decode and attention.rope_fusable(kc, d.heads, d.kv_heads, d.head_dim,
+                                                  d.q_pitch, rotary_dim, d.norm_offset,
+                                                  self.max_blocks * self.block_size):
             assert t == plan.num_seqs  # one token per sequence
             # q/k norm, RoPE, KV append and split-K attention in one launch
             attention.decode_attention_rope(

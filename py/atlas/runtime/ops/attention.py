@@ -12,8 +12,10 @@ append of `rope.qk_norm_rope_kv` done inside it (`rope_fusable` says when it app
 from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import DECODE_ATTN, DECODE_ATTN_ROPE, PREFILL_ATTN
+from ..kernel_abi import DECODE_ATTN, DECODE_ATTN_COMBINE, DECODE_ATTN_ROPE, PREFILL_ATTN
 from . import KernelCache
+from .attention_long import decode_attention_long, uses_long
+from .attention_sm90 import prefill_attention_sm90, uses_sm90
 
 #: head dimensions the kernels are compiled for
 HEAD_DIMS = (64, 128, 256)
@@ -49,11 +51,13 @@ def prefill_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: De
                       v_cache: DevicePtr, block_tables: DevicePtr, cu_q: DevicePtr,
                       kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hq: int, hkv: int,
                       head_dim: int, block_size: int, max_blocks: int, scale: float,
-                      max_q_len: int) -> None:
+                      max_q_len: int, sm90: bool | None = None) -> None:
     """Causal attention of packed query chunks (cu_q) against each sequence's cached keys.
 
     max_q_len bounds every sequence's chunk length; it sizes the grid (a CUDA graph fixes
-    it, while cu_q and kv_lens may change between replays within that bound).
+    it, while cu_q and kv_lens may change between replays within that bound). The Hopper
+    wgmma kernel runs where `attention_sm90.uses_sm90` says so; `sm90` forces (True) or
+    avoids (False) it.
     """
     _check_heads(hq, hkv, head_dim, block_size)
     if num_seqs < 1 or max_q_len < 1 or max_blocks < 1:
@@ -63,6 +67,13 @@ def prefill_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: De
     if grid[1] > 65535:
         raise ValueError(f"prefill_attention: max_q_len={max_q_len} exceeds the grid's y limit "
                          f"({65535 * PREFILL_QUERY_TILE} queries per launch)")
+    if sm90 is None:
+        sm90 = uses_sm90(kc, head_dim)
+    if sm90:
+        prefill_attention_sm90(kc, stream, grid, q, k_cache, v_cache, block_tables, cu_q,
+                               kv_lens, out, num_seqs, hq, hkv, head_dim, block_size,
+                               max_blocks, scale)
+        return
     kc.get(PREFILL_ATTN)(stream, grid, ATTN_THREADS, 0, q, k_cache, v_cache, block_tables,
                          cu_q, kv_lens, out, num_seqs, hq, hkv, head_dim, block_size,
                          max_blocks, scale)
@@ -86,30 +97,46 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
                      v_cache: DevicePtr, block_tables: DevicePtr, kv_lens: DevicePtr,
                      part_o: DevicePtr, part_ml: DevicePtr, counters: DevicePtr,
                      out: DevicePtr, num_seqs: int, hq: int, hkv: int, head_dim: int,
-                     block_size: int, max_blocks: int, num_splits: int, scale: float) -> None:
-    """One query per sequence, split-K, in one launch.
+                     block_size: int, max_blocks: int, num_splits: int, scale: float,
+                     long: bool | None = None) -> None:
+    """One query per sequence, split-K.
 
     part_o is f32 [num_seqs, hq, num_splits, head_dim], part_ml f32 [num_seqs, hq,
     num_splits, 2]: scratch for the partials. num_splits is fixed per captured graph (the
-    grid size); each step's kv_len decides how many of them hold keys (`decode_split_rule`);
-    the last of those to finish merges them into out. counters is u32 [num_seqs, hkv],
-    zero before the launch and left zero (the graph replays it as is).
+    grid size); each step's kv_len decides how many of them hold keys (`decode_split_rule`).
+    decode_attn_bf16 merges them in its last split to finish (one launch; counters is u32
+    [num_seqs, hkv], zero before the launch and left zero, so a graph replays it as is).
+    Where `attention_long.uses_long` says so for block tables of max_blocks * block_size
+    keys, the long-context tensor-core kernel writes the partials and the combine kernel
+    merges them; `long` forces (True) or avoids (False) that.
     """
     _check_decode("decode_attention", hq, hkv, head_dim, block_size, num_seqs, num_splits,
                   max_blocks, part_o, part_ml, counters, out)
-    kc.get(DECODE_ATTN)(stream, (num_splits, hkv, num_seqs), ATTN_THREADS, 0, q, k_cache,
-                        v_cache, block_tables, kv_lens, part_o, part_ml, counters, out,
-                        num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits, scale)
+    if long is None:
+        long = uses_long(kc, hq, hkv, head_dim, max_blocks * block_size)
+    if not long:
+        kc.get(DECODE_ATTN)(stream, (num_splits, hkv, num_seqs), ATTN_THREADS, 0, q, k_cache,
+                            v_cache, block_tables, kv_lens, part_o, part_ml, counters, out,
+                            num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits,
+                            scale)
+        return
+    decode_attention_long(kc, stream, q, k_cache, v_cache, block_tables, kv_lens, part_o,
+                          part_ml, num_seqs, hq, hkv, head_dim, block_size, max_blocks,
+                          num_splits, scale)
+    # one block per (q head, sequence): the merge of attention.cu with a group of one head
+    kc.get(DECODE_ATTN_COMBINE)(stream, (1, hq, num_seqs), ATTN_THREADS, 0, part_o, part_ml,
+                                kv_lens, out, num_seqs, hq, head_dim, num_splits)
 
 
-
-def rope_fusable(hq: int, hkv: int, head_dim: int, q_pitch: int, rotary_dim: int,
-                 norm_offset: bool) -> bool:
-    """Whether `decode_attention_rope` can replace qk_norm_rope_kv + decode_attention: the
-    classic qkv layout (q heads head_dim apart, the whole head rotating, plain norm weights)
-    and a group of at most ROPE_DECODE_MAX_GROUP q heads per kv head."""
+def rope_fusable(kc: KernelCache, hq: int, hkv: int, head_dim: int, q_pitch: int,
+                 rotary_dim: int, norm_offset: bool, max_keys: int) -> bool:
+    """Whether `decode_attention_rope` replaces qk_norm_rope_kv + decode_attention: the
+    classic qkv layout (q heads head_dim apart, the whole head rotating, plain norm weights),
+    a group of at most ROPE_DECODE_MAX_GROUP q heads per kv head, and block tables of
+    max_keys keys short enough that decode does not take the long-context kernel."""
     return (q_pitch == head_dim and rotary_dim == head_dim and not norm_offset
-            and hkv >= 1 and hq % hkv == 0 and hq // hkv <= ROPE_DECODE_MAX_GROUP)
+            and hkv >= 1 and hq % hkv == 0 and hq // hkv <= ROPE_DECODE_MAX_GROUP
+            and not uses_long(kc, hq, hkv, head_dim, max_keys))
 
 
 def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cache: DevicePtr,

@@ -15,10 +15,11 @@ Specification (all arithmetic float32 on bf16-widened inputs):
   keys [i*c, min((i+1)*c, kv_len)) for i < ceil(kv_len / c). Each active split writes m
   (max score, natural-log units), l (sum of exp(s - m)) and o (its own softmax-weighted
   sum of V, already divided by l), all float32 and with P unrounded (decode runs on CUDA
-  cores); inactive splits write nothing. The last split to finish merges the active
-  splits with weights l_i * exp(m_i - max m) and rounds once to bf16; with one active
-  split its o is the output (no partials are written); a sequence with no keys at all gets
-  zeros.
+  cores); inactive splits write nothing. The merge (the last split to finish in
+  decode_attn_bf16, the combine kernel after the long-context kernel) takes the active
+  splits with weights l_i * exp(m_i - max m) and rounds once to bf16; a sequence with no
+  keys at all gets zeros. (decode_attn_bf16 with one active split writes its o directly and
+  no partials: within float rounding of the same merge.)
 * decode with the rope fused (decode_attn_rope_bf16): what it replaces, qk_norm_rope_kv's
   reference (one token per sequence) into a private q buffer and the caches, then decode.
 """
@@ -29,7 +30,8 @@ import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
-from ..kernel_abi import DECODE_ATTN, DECODE_ATTN_ROPE, PREFILL_ATTN
+from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_COMBINE, DECODE_ATTN_LONG, DECODE_ATTN_ROPE,
+                          PREFILL_ATTN, PREFILL_ATTN_SM90)
 from ..ops.attention import decode_split_rule
 from . import HostMemory, WithScratch, reference
 from .rope_kv import qk_norm_rope_kv_bf16
@@ -91,6 +93,7 @@ def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.
 
 
 @reference(PREFILL_ATTN)
+@reference(PREFILL_ATTN_SM90)
 def prefill_attn_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: int,
                       v_cache: int, block_tables: int, cu_q: int, kv_lens: int, out: int,
                       num_seqs: int, hq: int, hkv: int, head_dim: int, block_size: int,
@@ -138,13 +141,13 @@ def split_partials(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
     return o.reshape(hq, active, d), ml.reshape(hq, active, 2)
 
 
-@reference(DECODE_ATTN)
-def decode_attn_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: int,
-                     v_cache: int, block_tables: int, kv_lens: int, part_o: int, part_ml: int,
-                     counters: int, out: int, num_seqs: int, hq: int, hkv: int, head_dim: int,
-                     block_size: int, max_blocks: int, num_splits: int, scale: float) -> None:
-    """Partials of the active splits (written where more than one split is active, as the
-    kernel does), merged in split order into out; counters are left as they are (zero)."""
+@reference(DECODE_ATTN_LONG)
+def decode_partials_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: int,
+                         v_cache: int, block_tables: int, kv_lens: int, part_o: int,
+                         part_ml: int, num_seqs: int, hq: int, hkv: int, head_dim: int,
+                         block_size: int, max_blocks: int, num_splits: int,
+                         scale: float) -> None:
+    """The active splits' partials (the long-context kernel's whole output)."""
     tables, lens = _tables(mem, block_tables, kv_lens, num_seqs, max_blocks)
     qf = bf16_bits_to_f32(mem.view(q, np.uint16, num_seqs * hq * head_dim)).reshape(
         num_seqs, hq, head_dim)
@@ -152,22 +155,46 @@ def decode_attn_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: 
         num_seqs, hq, num_splits, head_dim)
     pml = mem.view(part_ml, np.float32, num_seqs * hq * num_splits * 2).reshape(
         num_seqs, hq, num_splits, 2)
-    o = np.zeros((num_seqs, hq, head_dim), dtype=np.float32)
     for b in range(num_seqs):
         kv_len = int(lens[b])
-        if kv_len == 0:
-            continue                                                    # no keys: zeros
         k = gather_kv(mem, k_cache, tables[b], kv_len, hkv, block_size, head_dim)
         v = gather_kv(mem, v_cache, tables[b], kv_len, hkv, block_size, head_dim)
-        parts, ml = split_partials(qf[b], k, v, scale, num_splits)     # [hq, active, ...]
-        if parts.shape[1] == 1:
-            o[b] = parts[:, 0]
-            continue
-        po[b, :, :parts.shape[1]], pml[b, :, :ml.shape[1]] = parts, ml
-        m, l = ml[..., 0], ml[..., 1]
+        o, ml = split_partials(qf[b], k, v, scale, num_splits)
+        po[b, :, :o.shape[1]], pml[b, :, :ml.shape[1]] = o, ml
+
+
+@reference(DECODE_ATTN_COMBINE)
+def decode_attn_combine_bf16(mem: HostMemory, grid: Dim3, block: Dim3, part_o: int,
+                             part_ml: int, kv_lens: int, out: int, num_seqs: int, hq: int,
+                             head_dim: int, num_splits: int) -> None:
+    po = mem.view(part_o, np.float32, num_seqs * hq * num_splits * head_dim).reshape(
+        num_seqs, hq, num_splits, head_dim)
+    pml = mem.view(part_ml, np.float32, num_seqs * hq * num_splits * 2).reshape(
+        num_seqs, hq, num_splits, 2)
+    lens = mem.view(kv_lens, np.int32, num_seqs)
+    o = np.zeros((num_seqs, hq, head_dim), dtype=np.float32)
+    for b in range(num_seqs):
+        active = decode_split_rule(int(lens[b]), num_splits)[1]
+        if active == 0:
+            continue                                                    # no keys: zeros
+        m, l = pml[b, :, :active, 0], pml[b, :, :active, 1]
         w = l * np.exp(m - m.max(axis=-1, keepdims=True))               # [hq, active]
-        o[b] = np.einsum("hs,hsd->hd", w, parts) / w.sum(axis=-1)[:, None]
+        o[b] = np.einsum("hs,hsd->hd", w, po[b, :, :active]) / w.sum(axis=-1)[:, None]
     mem.view(out, np.uint16, num_seqs * hq * head_dim)[:] = f32_to_bf16_bits(o).reshape(-1)
+
+
+@reference(DECODE_ATTN)
+def decode_attn_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: int,
+                     v_cache: int, block_tables: int, kv_lens: int, part_o: int, part_ml: int,
+                     counters: int, out: int, num_seqs: int, hq: int, hkv: int, head_dim: int,
+                     block_size: int, max_blocks: int, num_splits: int, scale: float) -> None:
+    """The partials, then their merge (what the last split of each row does on the GPU);
+    counters are left as they are (zero)."""
+    decode_partials_bf16(mem, grid, block, q, k_cache, v_cache, block_tables, kv_lens, part_o,
+                         part_ml, num_seqs, hq, hkv, head_dim, block_size, max_blocks,
+                         num_splits, scale)
+    decode_attn_combine_bf16(mem, grid, block, part_o, part_ml, kv_lens, out, num_seqs, hq,
+                             head_dim, num_splits)
 
 
 @reference(DECODE_ATTN_ROPE)
