@@ -235,7 +235,9 @@ class DenseDecoderModel:
         """Compute f32 logits [n_sample, vocab] into b.logits for the rows in sample_rows."""
         d, kc, t = self.dims, self.kc, n_tokens
         embedding.embedding(kc, s, b.ids, self.embed, b.resid, t, d.hidden, d.vocab)
-        res = Residual(b.resid, b.resid_alt)
+        # a step that samples nothing leaves its residual stream in b.resid (MtpRunner's
+        # save_hidden finishes the norm there): only a sampling step alternates buffers
+        res = Residual(b.resid, b.resid_alt if n_sample else 0)
         for i, lw in enumerate(self.layers):
             if lw.linear is not None:
                 assert d.linear is not None
@@ -245,7 +247,7 @@ class DenseDecoderModel:
             else:
                 assert lw.qkv is not None
                 self._norm_linear(s, b, res, lw.in_norm, lw.qkv, b.qkv, t)
-                self._attention(s, b, lw, t, plan)
+                self._attention_after_qkv(s, b, lw, t, plan)
             res.pending = True
             if isinstance(lw.mlp, DenseMlp):
                 self._norm_linear(s, b, res, lw.post_norm, lw.mlp.gate_up, b.gate_up, t)
@@ -293,7 +295,7 @@ class DenseDecoderModel:
         `matmul.fuses_norm` allows (the summed residual then lives in the other buffer),
         else the norm into `normed` and the projection."""
         d, kc = self.dims, self.kc
-        if res.normed or not (b.resid_alt and isinstance(proj, Bf16Linear)
+        if res.normed or not (res.alt and isinstance(proj, Bf16Linear)
                               and matmul.fuses_norm(kc, t, proj.n, proj.k)):
             self._norm(s, b, res, w, t)
             proj.linear(kc, s, b.normed, out, t, w_scratch=b.w_scratch)
@@ -315,6 +317,13 @@ class DenseDecoderModel:
 
     def _attention(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
                    plan: AttentionPlan) -> None:
+        """A layer's attention over b.normed: the qkv projection, then the rest."""
+        assert lw.qkv is not None
+        lw.qkv.linear(self.kc, s, b.normed, b.qkv, t, w_scratch=b.w_scratch)
+        self._attention_after_qkv(s, b, lw, t, plan)
+
+    def _attention_after_qkv(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
+                             plan: AttentionPlan) -> None:
         """Attention after the qkv projection (b.qkv): q/k norm, RoPE, KV append, attention,
         the output gate of hybrid families, o_proj into delta."""
         d, kc = self.dims, self.kc
