@@ -157,13 +157,21 @@ def test_fused_gemv_preconditions(fn, args, kwargs, match) -> None:
 
 
 def test_fused_norm_route_is_batch_one_gemv_within_shared_memory() -> None:
-    kc = KernelCache(MockGpuBackend())
-    assert matmul.fuses_norm(kc, 1, 4096, 1024)
+    kc = KernelCache(MockGpuBackend(), routes=KernelRoutes())
+    sms = kc.facts.sm_count
+    assert matmul.fuses_norm(kc, 1, 6144, 1024)  # Qwen3-0.6B gate_up: 12.6 MB, latency-bound
     assert matmul.fuses_norm(kc, 1, 64, matmul.NORM_GEMV_MAX_K)
     assert not matmul.fuses_norm(kc, 2, 4096, 1024)  # a batch: add_rmsnorm once for all rows
     assert not matmul.fuses_norm(kc, 1, 64, matmul.NORM_GEMV_MAX_K + 8)
-    off = KernelCache(MockGpuBackend(), routes=KernelRoutes(fused_norm=False))
-    assert not off.routes.fused_norm and not matmul.fuses_norm(off, 1, 4096, 1024)
+    # bandwidth-bound products keep add_rmsnorm unless forced (ATLAS_FUSED_NORM=1)
+    big = matmul.NORM_GEMV_MAX_BYTES_PER_SM * sms // (2 * 4096) + 4
+    assert not matmul.fuses_norm(kc, 1, big, 4096)
+    on = KernelCache(MockGpuBackend(), routes=KernelRoutes.from_env({"ATLAS_FUSED_NORM": "1"}))
+    assert matmul.fuses_norm(on, 1, big, 4096)
+    off = KernelCache(MockGpuBackend(), routes=KernelRoutes.from_env({"ATLAS_FUSED_NORM": "0"}))
+    assert not matmul.fuses_norm(off, 1, 6144, 1024)
+    with pytest.raises(ValueError, match="ATLAS_FUSED_NORM"):
+        KernelRoutes.from_env({"ATLAS_FUSED_NORM": "yes"})
     rec, = _launches(matmul.gemv_add_rmsnorm, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000,
                      1001, 1024, 1e-6)
     assert (rec.grid, rec.block, rec.shared) == ((251, 1, 1), (128, 1, 1), 2048)

@@ -117,13 +117,23 @@ def gemv_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr,
 NORM_GEMV_MAX_K = 48 * 1024 // 2
 
 
+#: weight bytes per SM up to which a batch-1 GEMV counts as latency-bound for the fused
+#: norm: each block re-reads 3 k-wide rows (resid, delta, norm weight) from L2 for its 4
+#: weight rows, +0.75x the weight bytes in L2 traffic, which a bandwidth-bound product
+#: (Qwen3-8B: 50-200 MB) may pay for; the small models' 1-13 MB products are latency-bound
+NORM_GEMV_MAX_BYTES_PER_SM = 256 * 1024
+
+
 def fuses_norm(kc: KernelCache, m: int, n: int, k: int) -> bool:
     """Whether an RMSNorm feeding an m-row bf16 product [n, k] runs inside the GEMV
     (`gemv_add_rmsnorm`) rather than as its own add_rmsnorm launch: one row (batch-1
-    decode, the latency-bound case), on the GEMV route, a row that fits shared memory, and
-    the switch on (ATLAS_FUSED_NORM)."""
-    return (kc.routes.fused_norm and m == 1 and k % 8 == 0 and k <= NORM_GEMV_MAX_K
-            and linear_route(kc, m, n) == "gemv")
+    decode), on the GEMV route, a row that fits shared memory, and ATLAS_FUSED_NORM on or,
+    unset, weights of at most NORM_GEMV_MAX_BYTES_PER_SM per SM (latency-bound)."""
+    if not (m == 1 and k % 8 == 0 and k <= NORM_GEMV_MAX_K and linear_route(kc, m, n) == "gemv"):
+        return False
+    if kc.routes.fused_norm is not None:
+        return kc.routes.fused_norm
+    return 2 * n * k <= NORM_GEMV_MAX_BYTES_PER_SM * kc.facts.sm_count
 
 
 def gemv_add_rmsnorm(kc: KernelCache, stream: Stream, resid: DevicePtr, delta: DevicePtr,
