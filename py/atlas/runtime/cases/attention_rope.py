@@ -24,10 +24,10 @@ from .rope_kv import EPS, cos_sin_table, head_norm, rb, rotate
 
 
 def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
-                     num_splits: int, normed: bool = True, pad_last: bool = False
-                     ) -> KernelCase:
+                     num_splits: int, normed: bool = True, pad_last: bool = False,
+                     graph: bool = False) -> KernelCase:
     """One token per sequence at position kv_len - 1; `pad_last`: the last sequence's slot
-    is -1 (a graph's padding row)."""
+    is -1 (a graph's padding row); `graph`: also in the device check's graph capture."""
     num_seqs, d = len(kv_lens), g.head_dim
     inputs = paged_cache(rng, kv_lens, g)
     tables = inputs["block_tables"]
@@ -93,7 +93,7 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
                "v_cache": OutputSpec(DType.BF16, cache_shape, tol=(0.0, 0.0)),
                "counters": OutputSpec(DType.I32, (num_seqs, g.hkv))}
     return KernelCase(name, "attention", inputs, outputs, run, oracle,
-                      {"k_cache": owned, "v_cache": owned})
+                      {"k_cache": owned, "v_cache": owned}, graph=graph)
 
 
 @kernel_cases("attention")
@@ -101,7 +101,8 @@ def decode_rope_cases(rng: np.random.Generator) -> list[KernelCase]:
     qwen3_06b, qwen3_8b = Geometry(16, 8, 128, 16), Geometry(32, 8, 128, 16)
     return [
         # Qwen3-0.6B at batch 1: context 512 on 33 splits (16 active), and a first token
-        decode_rope_case(rng, "decode_rope D128 gqa2 ctx512 splits33", qwen3_06b, [512], 33),
+        decode_rope_case(rng, "decode_rope D128 gqa2 ctx512 splits33", qwen3_06b, [512], 33,
+                         graph=True),
         decode_rope_case(rng, "decode_rope D128 gqa2 ctx1 splits33", qwen3_06b, [1], 33),
         # the step's key in a second load round of a long split, a 1-split sequence, and a
         # padding row (slot -1); Qwen3-8B's group of 4
