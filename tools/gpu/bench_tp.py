@@ -242,7 +242,12 @@ def _allreduce_rank(backend: str, world: WorldSpec, hidden: int, tokens: list[in
     (rank r holds r + 1 everywhere) checks the sum."""
     from atlas.comm.transport import Star
     from atlas.runtime.backend_select import make_backend
-    gpu = make_backend(backend, ordinal=world.cuda_device if backend == "cuda" else 0)
+    modules = None
+    if backend == "cuda" and "oneshot" in impls:  # the one-shot kernel: the baseline set
+        from atlas.kernels.registry import load_registry
+        ptx = load_registry().select_target("hopper", "common", "bf16")
+        modules = {name: m.image() for name, m in ptx.modules.items()}
+    gpu = make_backend(backend, modules, ordinal=world.cuda_device if backend == "cuda" else 0)
     star = Star.connect(world.rank, world.world_size, world.master_addr, world.master_port,
                         world.timeout_s)
     if backend == "cuda":  # NCCL even for one rank (connect_world would give SingleComm)
