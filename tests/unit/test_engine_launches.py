@@ -34,10 +34,10 @@ def test_decode_graph_is_one_launch_with_the_layer_sequence(runner):
     assert names[:2] == ["embedding_bf16", "rmsnorm_bf16"]
     body = names[2:2 + 9 * layers]
     assert body == DECODE_LAYER * layers
-    # the grammar mask launch exits early on rows without a mask (structured output)
+    # the grammar mask and logprobs launches exit early on rows that ask for neither
     assert names[2 + 9 * layers:] == ["embedding_bf16", "gemv_bf16_f32_single",
                                       "apply_token_bitmask_f32", "apply_penalties_f32",
-                                      "sample_f32", "count_tokens_i32"]
+                                      "sample_f32", "logprobs_f32", "count_tokens_i32"]
     runner.release(7)
 
 

@@ -22,7 +22,7 @@ from ..runtime.buffers import BufferArena
 from ..runtime.gpu import H200_FACTS, GpuBackend, GraphHandle
 from ..runtime.kv_cache import PagedKvCache
 from ..runtime.sampler import Sampler
-from .batch import SeqChunk, StepResult
+from .batch import SeqChunk, StepResult, TokenLogprobs
 from .gated_deltanet import proj_width
 from .model import AttentionPlan, DenseDecoderModel, Dims, StepBuffers
 from .step_inputs import StepLayout, decode_buckets, decode_splits, pack_step
@@ -150,6 +150,7 @@ class ModelRunner:
         self._row_state: list[tuple[int, int]] = [(-1, -1)] * limits.max_batch_size
         self.graphs: dict[int, GraphHandle] = {}
         self._masked_last = False  # the last step uploaded a grammar mask
+        self._logprobs_last = False  # the last step asked the sampler for logprobs
         self.buckets = decode_buckets(limits.max_batch_size)
 
     # ---- StepExecutor ------------------------------------------------------------------
@@ -173,6 +174,7 @@ class ModelRunner:
                              [st.sampling for st, _ in rows] + [GREEDY] * pad,
                              [st.rng_position + i for st, i in rows] + [0] * pad, self.stream)
         self._upload_token_masks([st for st, _ in rows])
+        want_logprobs = self._prepare_logprobs([st for st, _ in rows])
         if decode:
             self.backend.launch_graph(self.graphs[bucket], self.stream)
         else:
@@ -184,12 +186,15 @@ class ModelRunner:
         if rows:
             self.backend.copy_d2h(self.host_ids[:len(rows)], self.sampler.out_ids, self.stream)
         self.backend.synchronize(self.stream)
+        logprobs = self.sampler.read_logprobs(len(rows)) if want_logprobs else None
         j = 0
         for i, st in enumerate(steps):
             if st.sample:
                 n = st.num_draft + 1
                 got = [int(t) for t in self.host_ids[j:j + n]]
-                out[i] = tuple(got) if st.num_draft else got[0]
+                out[i] = (tuple(got) if st.num_draft else
+                          got[0] if logprobs is None or st.logprobs < 0 else
+                          _token_logprobs(got[0], logprobs, j, st.logprobs))
                 j += n
         return out
 
@@ -230,6 +235,19 @@ class ModelRunner:
             if fill is not None:
                 fill(self.sampler.host_bitmask, row)
         self.sampler.upload_token_masks([f is not None for f in fills], self.stream)
+
+    def _prepare_logprobs(self, row_chunks: Sequence[SeqChunk]) -> bool:
+        """Tell the sampler which rows report logprobs (row j samples for row_chunks[j]);
+        True when any does. Rows that ask nothing cost the logprobs launch nothing."""
+        want = [st.logprobs if not st.num_draft else -1 for st in row_chunks]
+        asked = any(n >= 0 for n in want)
+        if self.sampler.max_logprobs and (asked or self._logprobs_last):
+            self.sampler.prepare_logprobs(want, self.stream)
+        elif asked:
+            raise RuntimeError("a chunk asks for logprobs, but the sampler was built without "
+                               "max_logprobs")
+        self._logprobs_last = asked
+        return asked
 
     def _pack_state_slots(self, steps: Sequence[SeqChunk], n_rows: int) -> None:
         """Each row's recurrent-state slot (its sampler slot; padding rows the pad slot)."""
@@ -300,3 +318,12 @@ class ModelRunner:
             self.sampler.enqueue(self.stream, self.bufs.logits, bs)
             self.graphs[bs] = self.backend.end_capture(self.stream)
         self.backend.synchronize(self.stream)
+
+
+def _token_logprobs(token: int, logprobs: tuple[np.ndarray, np.ndarray, np.ndarray],
+                    row: int, top_n: int) -> TokenLogprobs:
+    """Row `row` of the sampler's logprob buffers as the sampled token's `TokenLogprobs`."""
+    sampled, top_ids, top_lps = logprobs
+    return TokenLogprobs(token, float(sampled[row]),
+                         tuple((int(top_ids[row, k]), float(top_lps[row, k]))
+                               for k in range(top_n)))
