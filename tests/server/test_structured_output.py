@@ -110,6 +110,34 @@ def test_sdk_parse_with_a_pydantic_model(client):
     assert isinstance(parsed, Weather)
 
 
+def test_beta_chat_parse_with_a_pydantic_model(client):
+    resp = client.beta.chat.completions.parse(
+        model="tiny", messages=[{"role": "user", "content": "Weather?"}], temperature=1.0,
+        seed=8, max_tokens=200, response_format=Weather, extra_body=NO_THINKING)
+    assert isinstance(resp.choices[0].message.parsed, Weather)
+
+
+def test_responses_parse_with_a_pydantic_model(client):
+    resp = client.responses.parse(model="tiny", input="Weather?", text_format=Weather,
+                                  temperature=1.0, max_output_tokens=200,
+                                  reasoning={"effort": "none"})
+    assert resp.status == "completed"
+    assert isinstance(resp.output_parsed, Weather)
+    assert Weather.model_validate_json(resp.output_text) == resp.output_parsed
+
+
+def test_responses_json_schema_streams_valid_json(client):
+    schema = load_schema("weather_call")
+    events = list(client.responses.create(
+        model="tiny", input="Weather call.", temperature=1.0, max_output_tokens=200,
+        stream=True, reasoning={"effort": "none"},
+        text={"format": {"type": "json_schema", "name": "weather_call", "schema": schema,
+                         "strict": True}}))
+    assert events[-1].type == "response.completed"
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    jsonschema.validate(json.loads(text), schema)
+
+
 @pytest.mark.parametrize("seed", range(2))
 def test_tool_choice_required_always_parses(client, seed):
     resp = ask(client, seed, tools=TOOLS, tool_choice="required", parallel_tool_calls=False)

@@ -106,7 +106,9 @@ class Scheduler:
         state = SamplingState(request.sampling, thinking=None if thinking is None else
                               ThinkingState(thinking, inside=thinking.starts_inside),
                               grammar=None if request.grammar is None else
-                              GrammarState(request.grammar))
+                              GrammarState(request.grammar, min(
+                                  request.max_tokens,
+                                  self.token_limit - len(request.prompt_ids))))
         seq = Sequence(seq_id, request, self._arrivals, self.token_limit, state,
                        last_emit_time=now)
         self._arrivals += 1
