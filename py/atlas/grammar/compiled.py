@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .completion import ShortestCompletion
+from .completion import Completions
 from .errors import GrammarDeadEndError
 from .pda import Automaton
 from .state_table import DEAD, StateTable
@@ -75,9 +75,9 @@ class CompiledGrammar:
         self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
         self._mask_cache_size = mask_cache_size
         self._lock = threading.RLock()
-        #: shortest ways to finish from each state (finishing within a token budget)
-        self.completions = ShortestCompletion(self.states, trie, self._lock, self.successors,
-                                              self._eos)
+        #: how far each state is from a complete output (finishing within a budget)
+        self.completions = Completions(automaton, self.states, self._lock, self.successors,
+                                       self._eos)
         if precompute:
             self.precompute_positions(automaton.char_positions)
 

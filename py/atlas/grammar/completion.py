@@ -1,115 +1,110 @@
-"""Finishing a grammar within a token budget: the shortest way from a parse state to a
-complete sentence, and the tokens that follow it.
+"""Finishing a grammar within a token budget.
 
 A sampled sequence under a grammar ends only when the model chooses to close every open
 construct; a weak model (or random weights) may keep a string or an array open until
-`max_tokens` and return text that does not parse. `ShortestCompletion` finds, per parse
-state, the shortest byte string that completes the output (breadth-first over the byte
-transitions, memoized along every path found: a suffix of a shortest path is a shortest
-path). The engine switches a sequence to it once the tokens left are no more than its
-length plus the end token (`engine/grammar_state.py`): from then on only tokens spelling a
-prefix of that completion are allowed, each shortens it by at least one byte, so the
-output is a complete sentence when the budget runs out.
+`max_tokens` and return text that does not parse. `Completions` knows, per parse state,
+the fewest bytes that complete the output (`distance`: per automaton position the fewest
+bytes finishing its rule, summed along a stack, the best stack of the configuration), and
+which tokens leave the output finishable within a budget (`tokens_finishing_within`).
+
+The matcher applies it near the end of a sequence's budget (`FINISH_SLACK`): each token
+must leave a completion no longer than the tokens left after it minus the end token. A
+single-byte token along a shortest completion always qualifies, so the allowed set is never
+empty while the budget holds the shortest completion, and the output is complete (EOS
+accepted) when the budget runs out.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
 import threading
+from collections import OrderedDict
 from typing import Callable
 
-from .state_table import DEAD, StateTable
-from .token_trie import TokenTrie
+import numpy as np
 
-#: how far (in tokens) before the budget demands the shortest completion the mask starts
-#: refusing tokens after which the output could no longer finish in time: one token may
-#: lengthen the shortest completion a lot (opening an object with required fields), and
-#: once it has, the budget is short. Within this window each step walks the vocabulary.
+from .pda import CHAR, END, Automaton
+from .state_table import StateTable
+
+#: how many tokens before the budget's end the mask starts refusing tokens after which the
+#: output could not finish in time. One token may lengthen the shortest completion a lot
+#: (opening an object with required fields), so the check must start before the budget is
+#: down to the completion itself. Within this window each new parse state walks the
+#: vocabulary once (memoized per state).
 FINISH_SLACK = 64
 
-#: parse states one search may visit before it gives up (a grammar whose completions are
-#: that far away is not worth finishing early)
-MAX_SEARCH_STATES = 20_000
 
-_ALL_BYTES = np.arange(256, dtype=np.int32)
+def completion_lengths(automaton: Automaton) -> list[int]:
+    """For each position, the fewest bytes that finish its rule from there (a fixpoint over
+    rule minimum lengths, then sums along each alternative)."""
+    inf = float("inf")
+    kind, arg, starts = automaton.kind, automaton.arg, automaton.rule_starts
+
+    def rest(pos: int, shortest: list[float]) -> float:
+        total = 0.0
+        while kind[pos] != END:
+            total += 1 if kind[pos] == CHAR else shortest[arg[pos]]
+            pos += 1
+        return total
+
+    shortest = [inf] * len(starts)
+    changed = True
+    while changed:
+        changed = False
+        for rule, alternatives in enumerate(starts):
+            best = min((rest(p, shortest) for p in alternatives), default=inf)
+            if best < shortest[rule]:
+                shortest[rule], changed = best, True
+    return [0 if k == END else int(rest(p, shortest)) for p, k in enumerate(kind)]
 
 
-class ShortestCompletion:
-    """Shortest completions over one compiled grammar's state table and vocabulary trie
-    (thread-safe under the grammar's lock, which guards the table)."""
+class Completions:
+    """Completion distances over one compiled grammar's state table (thread-safe under the
+    grammar's lock, which guards the table). `successors(state)`: every allowed non-EOS
+    token and the state after it; `eos_ids`: the vocabulary's end tokens."""
 
-    def __init__(self, states: StateTable, trie: TokenTrie, lock: threading.RLock,
+    def __init__(self, automaton: Automaton, states: StateTable, lock: threading.RLock,
                  successors: Callable[[int], tuple[np.ndarray, np.ndarray]],
-                 eos_ids: np.ndarray) -> None:
-        """`successors(state)`: every allowed non-EOS token and the state after it."""
+                 eos_ids: np.ndarray, cache_size: int = 64) -> None:
         self.states = states
-        self.trie = trie
+        self._rest = completion_lengths(automaton)
+        self._lock = lock
         self._successors = successors
         self._eos = eos_ids
-        self._lock = lock
-        self._memo: dict[int, bytes | None] = {}
+        self._distance: dict[int, int] = {}
+        self._after: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._cache_size = cache_size
 
-    def bytes_to_finish(self, state: int) -> bytes | None:
-        """The shortest bytes taking `state` to an accepting state (b"" when it accepts);
-        None when none is found within MAX_SEARCH_STATES states."""
-        with self._lock:
-            if state not in self._memo:
-                self._search(state)
-            return self._memo[state]
-
-    def _search(self, start: int) -> None:
-        """Breadth-first from `start`, one numpy gather per level (frontier x 256 bytes);
-        the first accepting state reached ends the search."""
-        table = self.states
-        parent: dict[int, tuple[int, int]] = {start: (start, -1)}
-        frontier = np.array([start], dtype=np.int32)
-        end = None
-        while frontier.size and len(parent) < MAX_SEARCH_STATES:
-            hits = frontier[table.accepting[frontier]]
-            if hits.size:
-                end = int(hits[0])
-                break
-            nxt = table.step_many(np.repeat(frontier, 256), np.tile(_ALL_BYTES, frontier.size))
-            succ, first = np.unique(nxt, return_index=True)
-            fresh = []
-            for state, at in zip(succ.tolist(), first.tolist()):
-                if state != DEAD and state not in parent:
-                    parent[state] = (int(frontier[at // 256]), at % 256)
-                    fresh.append(state)
-            frontier = np.array(fresh, dtype=np.int32)
-        if end is None:
-            self._memo[start] = None
-            return
-        path = bytearray()
-        state = end
-        while state != start:
-            state, byte = parent[state]
-            path.append(byte)
-        path.reverse()
-        full = bytes(path)
-        state = start
-        for k in range(len(full)):     # every state on the way: the rest of the path
-            self._memo.setdefault(state, full[k:])
-            state = table.step(state, full[k])
-        self._memo.setdefault(state, b"")
-
-    def tokens_toward_finish(self, state: int) -> np.ndarray | None:
-        """Non-EOS token ids that spell a prefix of the shortest completion (None when the
-        state has no completion; empty when it accepts already, where only EOS remains)."""
-        rest = self.bytes_to_finish(state)
-        if rest is None:
-            return None
-        return self.trie.prefix_tokens(rest)
+    def distance(self, state: int) -> int:
+        """Fewest bytes that complete the output from `state` (0: it may end here)."""
+        got = self._distance.get(state)
+        if got is None:
+            with self._lock:
+                rest = self._rest
+                got = self._distance[state] = min(
+                    (sum(rest[p] for p in stack) for stack in self.states.config(state)),
+                    default=0)
+        return got
 
     def tokens_finishing_within(self, state: int, max_bytes: int) -> np.ndarray:
-        """Tokens allowed in `state` after which the output can still finish in at most
-        `max_bytes` more bytes (EOS included when `state` accepts)."""
-        tokens, after = self._successors(state)
-        distinct, inverse = np.unique(after, return_inverse=True)
-        fits = np.array([(rest := self.bytes_to_finish(int(s))) is not None
-                         and len(rest) <= max_bytes for s in distinct], dtype=bool)
-        ids = tokens[fits[inverse]] if tokens.size else tokens
+        """Tokens allowed in `state` after which the output can still be completed in at
+        most `max_bytes` more bytes (EOS included when `state` may end)."""
+        tokens, after = self._token_distances(state)
+        ids = tokens[after <= max_bytes]
         if self.states.accepting[state]:
             ids = np.concatenate([ids, self._eos])
         return ids
+
+    def _token_distances(self, state: int) -> tuple[np.ndarray, np.ndarray]:
+        """(allowed tokens, the completion distance after each), memoized (LRU)."""
+        with self._lock:
+            got = self._after.get(state)
+            if got is not None:
+                self._after.move_to_end(state)
+                return got
+            tokens, after = self._successors(state)
+            distinct, inverse = np.unique(after, return_inverse=True)
+            cost = np.array([self.distance(int(s)) for s in distinct], dtype=np.int64)
+            got = self._after[state] = (tokens, cost[inverse] if tokens.size else cost[:0])
+            if len(self._after) > self._cache_size:
+                self._after.popitem(last=False)
+            return got

@@ -68,19 +68,13 @@ class GrammarMatcher:
 
     def _finishing(self, words: np.ndarray, tokens_left: int) -> np.ndarray:
         """`words` narrowed so the output can still finish within `tokens_left` tokens
-        (see completion.py); as they are when no completion is known or nothing fits."""
-        grammar = self.grammar
-        rest = grammar.completions.bytes_to_finish(self.state)
-        if rest is None or tokens_left > len(rest) + 1 + FINISH_SLACK:
+        (see completion.py); as they are while the budget is far, or if nothing fits."""
+        completions = self.grammar.completions
+        if tokens_left > completions.distance(self.state) + 1 + FINISH_SLACK:
             return words
-        if tokens_left <= len(rest) + 1:   # no room left: the shortest completion itself
-            ids = (grammar.completions.tokens_toward_finish(self.state) if rest
-                   else grammar.eos_ids)
-        else:                              # room for some detours, not for any
-            ids = grammar.completions.tokens_finishing_within(self.state, tokens_left - 2)
-        if ids is None or not ids.size:
-            return words
-        narrowed = words & grammar.pack_ids(ids)
+        # after this token, tokens_left - 1 remain: the completion's bytes plus EOS
+        ids = completions.tokens_finishing_within(self.state, tokens_left - 2)
+        narrowed = words & self.grammar.pack_ids(ids) if ids.size else words
         return narrowed if narrowed.any() else words
 
     def rollback(self, num_tokens: int) -> None:
