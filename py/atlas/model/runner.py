@@ -149,6 +149,9 @@ class ModelRunner:
         self._free_slots = list(range(limits.max_batch_size - 1, -1, -1))
         self._row_state: list[tuple[int, int]] = [(-1, -1)] * limits.max_batch_size
         self.graphs: dict[int, GraphHandle] = {}
+        #: the same decode steps without the sampler, for steps under grammar masks (the
+        #: masks are filled on the host while these run; the sampler follows eagerly)
+        self.forward_graphs: dict[int, GraphHandle] = {}
         self._masked_last = False  # the last step uploaded a grammar mask
         self._logprobs_last = False  # the last step asked the sampler for logprobs
         self.buckets = decode_buckets(limits.max_batch_size)
@@ -173,13 +176,20 @@ class ModelRunner:
         self.sampler.prepare([self._slot_of[st.seq_id] for st, _ in rows] + [self.pad_slot] * pad,
                              [st.sampling for st, _ in rows] + [GREEDY] * pad,
                              [st.rng_position + i for st, i in rows] + [0] * pad, self.stream)
-        self._upload_token_masks([st for st, _ in rows])
         want_logprobs = self._prepare_logprobs([st for st, _ in rows])
-        if decode:
+        masked = any(st.token_mask is not None for st, _ in rows)
+        if decode and not masked:
+            self._upload_token_masks([st for st, _ in rows])
             self.backend.launch_graph(self.graphs[bucket], self.stream)
         else:
-            plan = AttentionPlan(decode=False, num_seqs=len(steps), max_q_len=max_q)
-            self.model.forward(self.stream, self.bufs, n_tokens, plan, n_sample)
+            # the forward is enqueued first: the host fills the grammar masks while the
+            # device runs it, and the sampler (queued after the mask upload) waits for both
+            if decode:
+                self.backend.launch_graph(self.forward_graphs[bucket], self.stream)
+            else:
+                plan = AttentionPlan(decode=False, num_seqs=len(steps), max_q_len=max_q)
+                self.model.forward(self.stream, self.bufs, n_tokens, plan, n_sample)
+            self._upload_token_masks([st for st, _ in rows])
             if n_sample:
                 self.sampler.enqueue(self.stream, self.bufs.logits, n_sample)
         out: list[StepResult] = [None] * len(steps)
@@ -317,6 +327,10 @@ class ModelRunner:
             self.model.forward(self.stream, self.bufs, bs, plan, bs)
             self.sampler.enqueue(self.stream, self.bufs.logits, bs)
             self.graphs[bs] = self.backend.end_capture(self.stream)
+            if self.sampler.token_bitmask is not None:
+                self.backend.begin_capture(self.stream)
+                self.model.forward(self.stream, self.bufs, bs, plan, bs)
+                self.forward_graphs[bs] = self.backend.end_capture(self.stream)
         self.backend.synchronize(self.stream)
 
 
