@@ -277,6 +277,18 @@ stage_spec_bench() {
     --accept 0.7 --out "$RESULTS/bench_spec_qwen3-8b.json"
 }
 
+# Structured output on the 8B config: greedy decode tok/s with every sequence under a grammar
+# mask (a JSON-lines regex over the real Qwen3 vocabulary) against plain decoding, batch 1
+# and 32 (bar: constrained >= 90%). The Qwen3 tokenizer.json cannot be fetched here (no
+# network): carry it as build/tokenizers/qwen3/tokenizer.json.
+stage_grammar_bench() {
+  make_checkpoint qwen3-8b weights || return 1
+  local tok="$REPO/build/tokenizers/qwen3/tokenizer.json"
+  [ -f "$tok" ] || { echo "missing $tok (copy ~/.atlas/cache/tokenizers/qwen3/tokenizer.json)"; return 1; }
+  "$PY" tools/gpu/bench_grammar_decode.py --model "$CKPT/qwen3-8b" --batches 1,32 \
+    --tokenizer "$tok" --out "$RESULTS/bench_grammar_qwen3-8b.json"
+}
+
 # Prefix cache on the 8B config: an 8,192-token shared prefix + a 64-token new turn, warm
 # TTFT against cold (bar: warm <= 10% of cold).
 stage_prefix_bench() {
@@ -375,7 +387,7 @@ stage_moe_bench() {
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity qwen3_0_6b
         qwen3_5 qwen3_8b decode_bench decode_bench_nopdl batched_min_m profile kernel_table
         quant_bench server_sweep throughput moe_kernels moe_parity moe_host_parity moe_bench spec_bench
-        prefix_bench flagship_parity flagship_bench allreduce_1gpu tp_check tp_bench)
+        prefix_bench grammar_bench flagship_parity flagship_bench allreduce_1gpu tp_check tp_bench)
 
 # ---- runner -------------------------------------------------------------------------------
 
