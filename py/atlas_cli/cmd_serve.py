@@ -78,7 +78,8 @@ def _check_port_free(host: str, port: int) -> None:
 
 def _check_options(p: dict) -> None:
     source = click.get_current_context().get_parameter_source
-    if p["max_num_seqs"] is not None and p["max_num_seqs"] > p["max_batch_size"]:
+    if (p["max_num_seqs"] is not None and p["max_batch_size"] is not None
+            and p["max_num_seqs"] > p["max_batch_size"]):
         raise click.UsageError("--max-num-seqs may not exceed --max-batch-size (the batch the "
                                "model is sized for)")
     if (p["scheduling_policy"] != "slai"
@@ -108,12 +109,16 @@ def _check_options(p: dict) -> None:
               help="Address to listen on; anything but loopback exposes the server.")
 @click.option("--max-seq-len", type=click.IntRange(min=16), default=4096, show_default=True,
               help="Tokens per sequence, prompt and completion together.")
-@click.option("--max-batch-size", type=click.IntRange(min=1), default=32, show_default=True,
-              help="Largest decode batch the model is sized for.")
+@click.option("--max-batch-size", type=click.IntRange(min=1), default=None,
+              help="Largest decode batch the model is sized for (default: 256 on CUDA, fewer "
+              "when a hybrid model's recurrent state would take over a quarter of the memory "
+              "left after the weights; 8 on the CPU reference backend).")
 @click.option("--max-num-seqs", type=click.IntRange(min=1), default=None,
-              help="Sequences running at once (default: --max-batch-size).")
-@click.option("--max-prefill-tokens", type=click.IntRange(min=16), default=8192,
-              show_default=True, help="Prompt tokens per step; longer prompts are chunked.")
+              help="Sequences running at once (default: the batch the model is sized for).")
+@click.option("--max-prefill-tokens", type=click.IntRange(min=16), default=2048,
+              show_default=True, help="Tokens per step (prompt chunks plus decodes); longer "
+              "prompts are chunked. Smaller bounds the inter-token latency of running "
+              "sequences while a prompt is prefilled; larger cuts time to first token.")
 @click.option("--gpu-memory-utilization", type=click.FloatRange(0.0, 1.0, min_open=True),
               default=0.9, show_default=True, help="Fraction of GPU memory for weights + KV.")
 @click.option("--scheduling-policy", type=click.Choice(["fifo", "slai"]), default="fifo",

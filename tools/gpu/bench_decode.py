@@ -4,7 +4,8 @@
 Prints a table and writes JSON: the measured device-copy bandwidth, Atlas batch-1/8/32
 decode tok/s (512-token prompt, 256 new tokens, greedy; each step is `EngineCore.step`, the
 scheduler included, as the server runs it), Atlas prefill tok/s for a
-2,048-token prompt, the bandwidth fraction weights_bytes * tok/s / copy GB/s, and the same
+2,048-token prompt, the bandwidth fraction (bytes a batch-1 step reads: the weights less the
+unread embedding table, plus the KV cache) * tok/s / copy GB/s, and the same
 shapes through transformers eager and transformers + StaticCache + torch.compile.
 This is a benchmark script, not a test: it asserts nothing about speed.
 """
@@ -23,6 +24,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "py"))
 
+from atlas.bench.decode_bytes import decode_bytes_per_step  # noqa: E402
+from atlas.core.config import ModelConfig  # noqa: E402
 from atlas.core.sampling import GREEDY  # noqa: E402
 from atlas.engine.request import EngineRequest  # noqa: E402
 from engine_decode import start_decoding, stop_all  # noqa: E402
@@ -159,6 +162,17 @@ def _compiled_decode(model, ids, new_tokens: int) -> float:
         return b * (new_tokens - 3) / (time.perf_counter() - t0)
 
 
+def bytes_read_per_token(model: Path, weights_bytes: int, context: int) -> float:
+    """What a batch-1 decode step reads: every weight but the embedding table (one row of it;
+    the whole table when it is tied to the LM head, which reads it) plus the KV cache at the
+    mean context of the timed tokens. Works for quantized checkpoints too: the embedding
+    table stays bf16 there."""
+    cfg = ModelConfig.from_hf(model)
+    table = 0 if cfg.tie_word_embeddings else cfg.vocab_size * cfg.hidden_size * 2
+    kv = decode_bytes_per_step(cfg, context)["kv_cache"]
+    return float(weights_bytes - table + cfg.hidden_size * 2 + kv)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--model", type=Path, required=True)
@@ -183,14 +197,17 @@ def main() -> int:
         result[f"hf_{mode}"] = hf_bench(a.model, hf_batches, a.prompt, a.hf_new,
                                         mode == "compiled", a.seed)
     wb = result["atlas"]["weights_bytes"]
-    print(f"\n== {a.model.name}: weights {wb / 1e9:.2f} GB, device copy "
+    read = bytes_read_per_token(a.model, wb, a.prompt + a.new // 2)
+    result["atlas"]["bytes_per_token_b1"] = read
+    print(f"\n== {a.model.name}: weights {wb / 1e9:.2f} GB, read per batch-1 token "
+          f"{read / 1e9:.2f} GB, device copy "
           f"{result['copy_gbs']:.0f} GB/s, Atlas prefill {a.prefill} tok: "
           f"{result['atlas']['prefill_tok_s']:.0f} tok/s")
     print(f"{'batch':>5} {'atlas tok/s':>12} {'% copy BW':>10} " +
           " ".join(f"{'hf_' + m:>14}" for m in hf_modes))
     for b in batches:
         tps = result["atlas"]["decode"][b]
-        frac = wb * tps / b / (result["copy_gbs"] * 1e9) if b == 1 else float("nan")
+        frac = read * tps / (result["copy_gbs"] * 1e9) if b == 1 else float("nan")
         hf_cols = " ".join(f"{result['hf_' + m].get(b, float('nan')):>14.1f}" for m in hf_modes)
         print(f"{b:>5} {tps:>12.1f} {100 * frac:>9.1f}% {hf_cols}")
     if a.out:

@@ -200,7 +200,8 @@ stage_server_sweep() {
   bash tools/gpu/server_sweep.sh "$CKPT/qwen3-8b" "$RESULTS/server_sweep_qwen3-8b.json"
 }
 
-# The contest-shaped `throughput` suite against the 8B server, at ATLAS_THROUGHPUT_LEVELS
+# The contest-shaped `throughput` suite against the 8B server started with default flags, at
+# ATLAS_THROUGHPUT_LEVELS
 # (the whole 1..64 sweep takes ~10 min: split it over calls and merge the JSONs).
 stage_throughput() {
   make_checkpoint qwen3-8b weights || return 1
@@ -208,8 +209,8 @@ stage_throughput() {
   local levels="${ATLAS_THROUGHPUT_LEVELS:-1,2,4,8,16,32,64}" weights=() c
   declare -A w=([1]=1 [2]=1 [4]=2 [8]=2 [16]=4 [32]=4 [64]=8)
   for c in ${levels//,/ }; do weights+=("${w[$c]:-1}"); done
-  ATLAS_THROUGHPUT_LEVELS="$levels" ATLAS_THROUGHPUT_WEIGHTS="$(IFS=,; echo "${weights[*]}")" \
-    bash tools/gpu/server_sweep.sh "$CKPT/qwen3-8b" \
+  ATLAS_SERVE_ARGS="" ATLAS_THROUGHPUT_LEVELS="$levels" \
+    ATLAS_THROUGHPUT_WEIGHTS="$(IFS=,; echo "${weights[*]}")" bash tools/gpu/server_sweep.sh "$CKPT/qwen3-8b" \
     "$RESULTS/throughput_qwen3-8b_c${levels//,/-}.json" none
 }
 
@@ -223,6 +224,32 @@ stage_batched_min_m() {
   ATLAS_BATCHED_GEMV_MIN_M=2 "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b" \
     --hf none --batches 2,4,8,16 --prefill 512 \
     --out "$RESULTS/bench_decode_qwen3-8b_routing_min2.json" || rc=1
+  return $rc
+}
+
+# The required benchmark gates (decode-floor, concurrency-sweep, ttft-cold, ttft-warm) on the
+# Qwen3-8B-config checkpoint served with default flags: `atlas gate record` writes each record
+# under .benchmarks/ (scored by kernels/hopper/qwen3-8b/BENCH.toml) and they come back in
+# results/benchmarks/. Records name the commit, so the tree needs git: a shallow clone's .git
+# travels as .device/git when the checkout has none.
+stage_gates() {
+  local port=8897 log="$LOGS/gates_server.log" pid g rc=0
+  make_checkpoint qwen3-8b weights || return 1
+  cp "$REPO"/.device/qwen3-tok/tokenizer*.json "$CKPT/qwen3-8b/" || return 1
+  [ -d "$REPO/.git" ] || cp -r "$REPO/.device/git" "$REPO/.git" || return 1
+  "$PY" -m atlas_cli.main serve "$CKPT/qwen3-8b" --backend cuda --port "$port" >"$log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 600); do
+    grep -q "Listening on" "$log" && break
+    kill -0 $pid 2>/dev/null || { tail -n 30 "$log"; return 1; }
+    sleep 0.5
+  done
+  for g in decode-floor concurrency-sweep ttft-cold ttft-warm; do
+    "$PY" -m atlas_cli.main gate record "$g" --url "http://127.0.0.1:$port" --model qwen3-8b \
+      --checkpoint Qwen/Qwen3-8B || rc=1
+  done
+  kill $pid; wait $pid 2>/dev/null
+  mkdir -p "$RESULTS/benchmarks" && cp -r "$REPO/.benchmarks/." "$RESULTS/benchmarks/"
   return $rc
 }
 
@@ -369,6 +396,27 @@ stage_moe_host_parity() {
     --out "$RESULTS/parity_qwen3-30b-a3b-8l_host.json"
 }
 
+# Where the device parts from the host backend on the 8-layer Qwen3-30B-A3B config: the
+# residual stream at every sublayer boundary of the golden prefill on both, compared.
+stage_layer_diff() {
+  local ck="$CKPT/qwen3-30b-a3b-8l" rc=0 b
+  make_checkpoint qwen3-30b-a3b-8l || return 1
+  for b in cuda transformers host; do
+    [ "$b" = host ] && export ATLAS_HOST_MEMORY_GIB=64
+    "$PY" tools/gpu/layer_diff.py capture --model "$ck" --backend "$b" \
+      --out "$RESULTS/layer_diff_$b.npz" || return 1
+  done
+  unset ATLAS_HOST_MEMORY_GIB
+  for b in "host cuda" "transformers cuda" "transformers host"; do
+    set -- $b
+    echo "== $1 vs $2"
+    "$PY" tools/gpu/layer_diff.py compare "$RESULTS/layer_diff_$1.npz" \
+      "$RESULTS/layer_diff_$2.npz" || rc=1
+  done | tee "$RESULTS/layer_diff_qwen3-30b-a3b-8l.txt"
+  rm -f "$RESULTS"/layer_diff_*.npz
+  return $rc
+}
+
 # Qwen3-30B-A3B at full size from synthetic weights (61 GB in bf16 does not fit the disk):
 # batch 1/8/32/64 decode, 2,048-token prefill, the bandwidth fraction over the bytes read per
 # token; Atlas vs transformers (ATLAS_MOE_HF, default eager,compiled) on the 8-layer
@@ -384,9 +432,30 @@ stage_moe_bench() {
   return $rc
 }
 
+# Per-kernel decode profiles (batch 1, graph replay) with PDL on and off (off: each row is
+# the kernel's own time, not overlapped with its neighbours' waits): Qwen3-0.6B, and the
+# full-size Qwen3-30B-A3B and Qwen3.5-35B-A3B from synthetic weights.
+stage_decode_profiles() {
+  local rc=0 name cfg pdl
+  make_checkpoint qwen3-0.6b weights || return 1
+  for pdl in 1 0; do
+    ATLAS_PDL=$pdl "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-0.6b" \
+      --out "$RESULTS/profile_decode_qwen3-0.6b_pdl$pdl.json" || rc=1
+  done
+  for name in qwen3-30b-a3b qwen3_5-35b-a3b; do
+    cfg="$CKPT/$name-synthetic"
+    "$PY" tools/make_fixtures.py --config "$name" --out "$cfg" --config-only || return 1
+    for pdl in 1 0; do
+      ATLAS_PDL=$pdl "$PY" tools/gpu/profile_decode.py --model "$cfg" --synthetic-seed 0 \
+        --out "$RESULTS/profile_decode_${name}_pdl$pdl.json" || rc=1
+    done
+  done
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity qwen3_0_6b
-        qwen3_5 qwen3_8b decode_bench decode_bench_nopdl batched_min_m profile kernel_table
-        quant_bench server_sweep throughput moe_kernels moe_parity moe_host_parity moe_bench spec_bench
+        qwen3_5 qwen3_8b decode_bench decode_bench_nopdl batched_min_m profile decode_profiles kernel_table
+        quant_bench server_sweep throughput gates moe_kernels moe_parity moe_host_parity layer_diff moe_bench spec_bench
         prefix_bench grammar_bench flagship_parity flagship_bench allreduce_1gpu tp_check tp_bench)
 
 # ---- runner -------------------------------------------------------------------------------

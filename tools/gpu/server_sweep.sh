@@ -11,8 +11,12 @@ model="$1" out="$2" levels="${3:-1,4,16,64}"
 port="${ATLAS_SWEEP_PORT:-8899}"
 py="${PYTHON:-python3}"
 log="${out%.json}.server.log"
-"$py" -m atlas_cli.main serve "$model" --backend cuda --port "$port" --max-batch-size 64 \
-  --max-seq-len 2304 --max-prefill-tokens 4096 >"$log" 2>&1 &
+# ATLAS_SERVE_ARGS: the serve flags (default: the sweep's historical sizing; the throughput
+# stage passes none, so the server runs with its defaults as a user would start it)
+# shellcheck disable=SC2086
+"$py" -m atlas_cli.main serve "$model" --backend cuda --port "$port" \
+  ${ATLAS_SERVE_ARGS---max-batch-size 64 --max-seq-len 2304 --max-prefill-tokens 4096} \
+  >"$log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null' EXIT
 for _ in $(seq 1 600); do

@@ -28,6 +28,7 @@ from ..runtime.ops import KernelCache
 from ..runtime.sampler import Sampler
 from ..runtime.synthetic_weights import SyntheticWeights
 from ..runtime.weights import WeightStore
+from .capacity import auto_max_batch_size
 from .factory import loader_for_config
 from .gated_deltanet import GatedDeltaNetWeights, conv_state_bytes, delta_state_bytes
 from .loaders.hybrid import Qwen35Loader, RowMove
@@ -93,7 +94,7 @@ def _select_kernels(backend_kind: str, cfg: ModelConfig,
 
 
 def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | None = None,
-                max_batch_size: int = 8, max_prefill_tokens: int = 2048,
+                max_batch_size: int | None = 8, max_prefill_tokens: int = 2048,
                 gpu_memory_utilization: float = 0.9, fast_load: bool = True,
                 progress: ProgressFn | None = None, use_graphs: bool = True,
                 max_num_blocks: int | None = None,
@@ -106,6 +107,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     `synthetic_seed` (benchmarks only) generates the weights on the device from that seed
     instead of reading them: the model directory needs only its config.json.
     `num_draft_tokens`: the most drafts a speculative verification chunk may carry.
+    `max_batch_size=None` sizes the runner for `capacity.auto_max_batch_size` sequences.
 
     With `world` of size > 1 this process is one tensor-parallel rank: it joins the group
     (the rendezvous blocks until every rank arrives), loads only its weight slices, and
@@ -142,14 +144,21 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     num_sms = dev.device_facts().sm_count
     if batch_invariant is None:
         batch_invariant = kind != "cuda"
-    limits = RunnerLimits(max_seq_len, max_batch_size, max_prefill_tokens, num_sms=num_sms,
-                          batch_invariant=batch_invariant, num_draft_tokens=num_draft_tokens)
     local_cfg = shard_config(cfg, world.world_size)  # this rank's heads and MLP width
     dims = Dims.from_config(local_cfg)
 
     sharded = shard_plan(plan, world.rank, world.world_size) if world.world_size > 1 else None
     local_plan = sharded.plan if sharded else plan
     offsets, total = local_plan.layout()
+    linear_layers = [i for i, lt in enumerate(cfg.layer_types) if lt == "linear_attention"]
+    if max_batch_size is None:
+        la = cfg.linear_attention
+        per_seq = (len(linear_layers) * (conv_state_bytes(la) + delta_state_bytes(la))
+                   if la is not None and linear_layers else 0)
+        max_batch_size = auto_max_batch_size(
+            kind, per_seq, int(dev.total_memory() * gpu_memory_utilization) - total)
+    limits = RunnerLimits(max_seq_len, max_batch_size, max_prefill_tokens, num_sms=num_sms,
+                          batch_invariant=batch_invariant, num_draft_tokens=num_draft_tokens)
     weights_base = dev.alloc(total)
     dev.memset(weights_base, 0, total)  # padding rows of a padded weight (WeightPlan.add) read 0
     dst = {s.name: weights_base + offsets[s.buffer] + s.offset for s in local_plan.slots}
@@ -178,7 +187,6 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     vocab_local = dims.vocab // world.world_size
     if world.world_size > 1:
         arena.reserve("tp_logits", DType.FP32, (limits.max_sample_rows, vocab_local))
-    linear_layers = [i for i, kind in enumerate(cfg.layer_types) if kind == "linear_attention"]
     state_slots = max_batch_size + 1  # one per sampler slot, plus the graph padding rows'
     if linear_layers:  # the recurrent-state pools: counted in arena.nbytes by the KV planner
         la = cfg.linear_attention

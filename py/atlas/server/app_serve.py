@@ -25,7 +25,7 @@ from .structured import StructuredOutputs
 
 @dataclass(slots=True)
 class EngineLimits:
-    max_num_seqs: int = 64
+    max_num_seqs: int | None = None  # None: the batch the executor is sized for
     max_seq_len: int = 4096
     max_prefill_tokens: int = 8192
     scheduling_policy: str = "fifo"
