@@ -19,10 +19,8 @@ import openai
 import pytest
 from tokenizers import Tokenizer
 
-from atlas.server.app_serve import EngineLimits
-from atlas.server.context import ServerOptions
 from tests.server.fakes import build_tiny_model_dir
-from tests.server.harness import ServerThread
+from tests.server.harness import host_model_server
 from tests.server.http import request
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
@@ -51,13 +49,9 @@ def golden_model_dir(path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    from atlas.model.load import load_runner
     model_dir = golden_model_dir(tmp_path_factory.mktemp("golden-model"))
-    runner = load_runner(model_dir, backend="host", max_seq_len=256, max_batch_size=4,
-                         max_prefill_tokens=128, use_graphs=False)
-    srv = ServerThread(model_dir, runner, options=ServerOptions(model_name="tiny"),
-                       limits=EngineLimits(max_num_seqs=4, max_seq_len=256,
-                                           max_prefill_tokens=128)).start()
+    srv = host_model_server(model_dir, max_seq_len=256, max_batch_size=4,
+                            max_prefill_tokens=128).start()
     yield srv
     srv.stop()
 

@@ -17,9 +17,7 @@ import jsonschema
 import openai
 import pytest
 
-from atlas.server.app_serve import EngineLimits
-from atlas.server.context import ServerOptions
-from tests.server.harness import ServerThread
+from tests.server.harness import host_model_server
 from tests.server.test_structured_output import NO_THINKING, random_model_dir
 from tests.unit.grammar_support import load_schema, schema_names
 
@@ -31,14 +29,9 @@ MARGIN = 12
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    from atlas.model.load import load_runner
     model_dir = random_model_dir(tmp_path_factory.mktemp("random-model"))
-    n = len(schema_names())
-    runner = load_runner(model_dir, backend="host", max_seq_len=512, max_batch_size=n,
-                         max_prefill_tokens=1024, use_graphs=False)
-    srv = ServerThread(model_dir, runner, options=ServerOptions(model_name="tiny"),
-                       limits=EngineLimits(max_num_seqs=n, max_seq_len=512,
-                                           max_prefill_tokens=1024)).start()
+    srv = host_model_server(model_dir, max_seq_len=512, max_batch_size=len(schema_names()),
+                            max_prefill_tokens=1024).start()
     yield srv
     srv.stop()
 

@@ -13,9 +13,8 @@ import openai
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from atlas.server.context import ServerOptions
 from tests.server.fakes import ADDED, CORPUS, SPECIAL, build_tiny_model_dir
-from tests.server.harness import ServerThread
+from tests.server.harness import host_model_server
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
 NO_THINKING = {"chat_template_kwargs": {"enable_thinking": False}}
@@ -43,11 +42,9 @@ def braceless_model_dir(path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
-    from atlas.model.load import load_runner
     model_dir = braceless_model_dir(tmp_path_factory.mktemp("braceless"))
-    runner = load_runner(model_dir, backend="host", max_seq_len=256, max_batch_size=2,
-                         max_prefill_tokens=128, use_graphs=False)
-    srv = ServerThread(model_dir, runner, options=ServerOptions(model_name="tiny")).start()
+    srv = host_model_server(model_dir, max_seq_len=256, max_batch_size=2,
+                            max_prefill_tokens=128).start()
     yield openai.OpenAI(base_url=srv.url + "/v1", api_key="k", max_retries=0, timeout=60)
     srv.stop()
 

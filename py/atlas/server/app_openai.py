@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from aiohttp import web
 
@@ -72,6 +72,16 @@ def _usage(choices: Choices) -> dict[str, Any]:
     return proto.usage(*choices.usage_counts())
 
 
+async def _send_choice_end(resp: web.StreamResponse, choices: Choices, index: int,
+                           final: Callable[[str], dict[str, Any]]) -> None:
+    """Choice `index` ended: its final chunk (`final(finish_reason)`), or the error."""
+    outcome = choices.gens[index].outcome
+    if outcome.finish_reason == "error":
+        await send_sse(resp, engine_failure(outcome.error).openai_body())
+    else:
+        await send_sse(resp, final(_finish_reason(outcome.finish_reason)))
+
+
 @contextlib.contextmanager
 def _finishing_all(ctx: ServerContext, key: str, choices: Choices):
     """`finishing` for every choice: each ends with its own log line and counters."""
@@ -121,11 +131,8 @@ async def _stream_chat(request: web.Request, choices: Choices, rid: str, created
         await send_sse(resp, chunk(i, {"role": "assistant", "content": ""}))
     async for i, delta in choices.events():
         if delta is None:
-            outcome = choices.gens[i].outcome
-            if outcome.finish_reason == "error":
-                await send_sse(resp, engine_failure(outcome.error).openai_body())
-            else:
-                await send_sse(resp, chunk(i, {}, _finish_reason(outcome.finish_reason)))
+            await _send_choice_end(resp, choices, i,
+                                   lambda finish: chunk(i, {}, finish))
             continue
         logprobs = delta.logprobs   # sent once, with the first chunk of this step
         if delta.reasoning:
@@ -171,12 +178,9 @@ async def completions(request: web.Request) -> web.StreamResponse:
 
         async for i, delta in choices.events():
             if delta is None:
-                outcome = choices.gens[i].outcome
-                if outcome.finish_reason == "error":
-                    await send_sse(resp, engine_failure(outcome.error).openai_body())
-                else:
-                    await send(proto.completion_choice(
-                        index=i, text="", finish_reason=_finish_reason(outcome.finish_reason)))
+                await _send_choice_end(resp, choices, i, lambda finish: proto.completion(
+                    rid=rid, model=model, created=created, choices=[proto.completion_choice(
+                        index=i, text="", finish_reason=finish)]))
                 continue
             if delta.content or delta.logprobs:
                 logprobs = lp.completion(delta.logprobs, offsets[i]) if lp else None

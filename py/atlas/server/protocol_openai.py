@@ -123,7 +123,9 @@ def _stop_token_ids(f: Fields) -> list[int]:
 
 # --- chat ------------------------------------------------------------------------------------
 
-def _content_text(content: Any, param: str) -> str | None:
+def content_text(content: Any, param: str) -> str | None:
+    """A message's content: a string, or text parts (`text`, `input_text`, `output_text`)
+    joined; None stays None."""
     if content is None or isinstance(content, str):
         return content
     if not isinstance(content, list):
@@ -132,7 +134,7 @@ def _content_text(content: Any, param: str) -> str | None:
     for i, part in enumerate(content):
         pf = Fields(require_object(part, f"{param}[{i}]"), f"{param}[{i}].")
         kind = pf.string("type", required=True)
-        if kind not in ("text", "input_text"):
+        if kind not in ("text", "input_text", "output_text"):
             raise invalid(f"content part type {kind!r} is not supported by this model",
                           f"{param}[{i}].type")
         texts.append(pf.string("text", required=True))
@@ -159,7 +161,7 @@ def parse_messages(messages: list) -> list[dict[str, Any]]:
         if role not in _ROLES:
             raise invalid(f"{param}.role {role!r} is not one of {sorted(_ROLES)}", f"{param}.role")
         msg: dict[str, Any] = {"role": "system" if role == "developer" else role,
-                               "content": _content_text(m.raw("content"), f"{param}.content")}
+                               "content": content_text(m.raw("content"), f"{param}.content")}
         if m.string("name") is not None:
             msg["name"] = m.string("name")
         if role == "tool":

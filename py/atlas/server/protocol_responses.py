@@ -21,8 +21,8 @@ from typing import Any
 from ..core.sampling import SamplingParams
 from .errors import invalid
 from .generation import Outcome
-from .protocol_openai import (new_id, parse_messages, parse_response_format, parse_sampling,
-                              parse_tool_choice, parse_tools)
+from .protocol_openai import (content_text, new_id, parse_messages, parse_response_format,
+                              parse_sampling, parse_tool_choice, parse_tools)
 from .request_spec import GenerationSpec
 from .response_stream import StreamDelta
 from .validation import Fields, require_object, string_list
@@ -153,7 +153,6 @@ def _chat_format(text: dict | None) -> dict | None:
 # --- input items ---------------------------------------------------------------------------
 
 _MESSAGE_ROLES = ("user", "system", "developer", "assistant")
-_TEXT_PARTS = ("input_text", "output_text", "text")
 
 
 def input_messages(raw: Any) -> list[dict[str, Any]]:
@@ -195,19 +194,10 @@ def input_messages(raw: Any) -> list[dict[str, Any]]:
 
 
 def _item_text(content: Any, param: str) -> str:
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise invalid(f"{param} must be a string or an array of content parts", param)
-    texts = []
-    for i, part in enumerate(content):
-        p = Fields(require_object(part, f"{param}[{i}]"), f"{param}[{i}].")
-        kind = p.string("type", required=True)
-        if kind not in _TEXT_PARTS:
-            raise invalid(f"content part type {kind!r} is not supported by this model",
-                          f"{param}[{i}].type")
-        texts.append(p.string("text", required=True))
-    return "".join(texts)
+    text = content_text(content, param)
+    if text is None:
+        raise invalid(f"{param} is required", param)
+    return text
 
 
 # --- output: items, events, the response object ---------------------------------------------
