@@ -8,8 +8,8 @@ once without a grammar and once with every sequence under a grammar mask. The gr
 a JSON-lines regex (objects with an integer, a free string, an array of strings and a
 boolean, repeated) compiled over the real Qwen3 vocabulary (151,936 rows; `--vocab
 synthetic`: random printable pieces of the same count, where the tokenizer file is
-missing) with no end token, so no sequence ends and every step is a full batch; its masks vary token by token
-like a JSON schema's. Masks are filled on the host while the forward graph runs (see
+missing) with no end token, so no sequence ends and every step is a full batch; its
+masks vary token by token like a JSON schema's. Masks are filled on the host while the forward graph runs (see
 `ModelRunner.execute`), then uploaded before the sampler. Warm-up steps come first in both
 runs (a parse state's first mask is computed once per grammar and cached).
 
