@@ -9,9 +9,10 @@ a JSON-lines regex (objects with an integer, a free string, an array of strings 
 boolean, repeated) compiled over the real Qwen3 vocabulary (151,936 rows; `--vocab
 synthetic`: random printable pieces of the same count, where the tokenizer file is
 missing) with no end token, so no sequence ends and every step is a full batch; its
-masks vary token by token like a JSON schema's. Masks are filled on the host while the forward graph runs (see
-`ModelRunner.execute`), then uploaded before the sampler. Warm-up steps come first in both
-runs (a parse state's first mask is computed once per grammar and cached).
+masks vary token by token like a JSON schema's. Masks are filled on the host while the
+forward graph runs (see `ModelRunner.execute`), then uploaded before the sampler. Warm-up
+steps come first in both runs (a parse state's first mask is computed once per grammar
+and cached).
 
 Prints a table (tok/s each way and the ratio; the issue's bar: constrained >= 90% of
 unconstrained at batch 1 and 32) and writes JSON. A benchmark: it asserts nothing.
