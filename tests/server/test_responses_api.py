@@ -167,6 +167,7 @@ def test_the_store_survives_a_restart(model_dir, tmp_path):
     first = openai.OpenAI(base_url=srv.url + "/v1", api_key="k", max_retries=0)
     created = first.responses.create(model="tiny", input="What is the capital?",
                                      max_output_tokens=40, **NO_THINKING)
+    conv = first.conversations.create(items=[{"role": "user", "content": "Hello"}])
     srv.stop()
     srv = start()
     try:
@@ -176,5 +177,42 @@ def test_the_store_survives_a_restart(model_dir, tmp_path):
                                          previous_response_id=created.id,
                                          max_output_tokens=40, **NO_THINKING)
         assert chained.output_text == ANSWER
+        (item,) = again.conversations.items.list(conv.id).data
+        assert item.content[0].text == "Hello"
     finally:
         srv.stop()
+
+
+def test_conversations_hold_the_items_of_their_responses(client):
+    conv = client.conversations.create(
+        items=[{"type": "message", "role": "user", "content": "What is the capital?"}],
+        metadata={"topic": "geo"})
+    assert conv.id.startswith("conv_") and conv.metadata == {"topic": "geo"}
+    assert client.conversations.retrieve(conv.id).id == conv.id
+    resp = client.responses.create(model="tiny", input="Say it again.", conversation=conv.id,
+                                   max_output_tokens=40, **NO_THINKING)
+    assert resp.output_text == ANSWER            # the stored first turn was in the prompt
+    items = client.conversations.items.list(conv.id, order="asc").data
+    assert [(i.type, i.role) for i in items] == [("message", "user"), ("message", "user"),
+                                                 ("message", "assistant")]
+    assert items[2].content[0].text == ANSWER and items[2].id == resp.output[0].id
+    newest = client.conversations.items.list(conv.id, limit=1)
+    assert [i.id for i in newest.data] == [items[2].id] and newest.has_more
+    added = client.conversations.items.create(
+        conv.id, items=[{"type": "message", "role": "user", "content": "Thanks!"}])
+    assert [i.content[0].text for i in added.data] == ["Thanks!"]
+    assert client.conversations.items.retrieve(items[1].id, conversation_id=conv.id).id \
+        == items[1].id
+    client.conversations.items.delete(items[1].id, conversation_id=conv.id)
+    assert len(client.conversations.items.list(conv.id).data) == 3
+    updated = client.conversations.update(conv.id, metadata={"topic": "capitals"})
+    assert updated.metadata == {"topic": "capitals"}
+    with pytest.raises(openai.BadRequestError) as err:
+        client.responses.create(model="tiny", input="x", conversation=conv.id,
+                                previous_response_id=resp.id)
+    assert err.value.body["param"] == "conversation"
+    client.conversations.delete(conv.id)
+    with pytest.raises(openai.NotFoundError):
+        client.conversations.retrieve(conv.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.create(model="tiny", input="x", conversation=conv.id)

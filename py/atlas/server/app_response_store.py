@@ -1,12 +1,14 @@
-"""The Responses API's store: stored responses and their conversations in SQLite (stdlib
-sqlite3), the one I/O adapter behind `ResponseStore`.
+"""The Responses API's store: stored responses (each with the conversation it ends) and
+`/v1/conversations` (an object and its items) in SQLite (stdlib sqlite3), the one I/O
+adapter of the Responses API.
 
 A file under the server's state directory (`--store-path`, default
 ~/.atlas/responses.sqlite3) survives restarts; ":memory:" keeps it in the process.
-Bounded: entries older than `max_age_s` and all but the newest `max_entries` are deleted
-on every insert. Safe under concurrent requests: one connection, serialized by a lock
-(handlers call in from worker threads), WAL journaling for a file so readers of other
-processes never see a half-written row.
+Bounded: entries older than `max_age_s` and all but the newest `max_entries` (of each
+table) are deleted on every insert. Safe under concurrent requests: one connection,
+serialized by a lock (handlers call in from worker threads), read-modify-write of a
+conversation in one transaction, WAL journaling for a file so readers of other processes
+never see a half-written row.
 """
 
 from __future__ import annotations
@@ -27,7 +29,17 @@ CREATE TABLE IF NOT EXISTS responses (
     history TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS responses_created ON responses (created_at);
+CREATE TABLE IF NOT EXISTS conversations (
+    id TEXT PRIMARY KEY,
+    created_at REAL NOT NULL,
+    conversation TEXT NOT NULL,
+    items TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS conversations_created ON conversations (created_at);
 """
+
+#: a conversation as stored: its object (id, created_at, metadata) and its items
+ConversationRecord = tuple[dict[str, Any], list[dict[str, Any]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +93,54 @@ class SqliteResponseStore:
     def delete(self, rid: str) -> bool:
         with self._lock, self._db:
             return self._db.execute("DELETE FROM responses WHERE id = ?", (rid,)).rowcount > 0
+
+    # -- conversations (same bounds) --------------------------------------------------------
+
+    def put_conversation(self, cid: str, record: ConversationRecord) -> None:
+        now = self._clock()
+        with self._lock, self._db:
+            self._write_conversation(cid, now, record)
+            self._db.execute("DELETE FROM conversations WHERE created_at < ?",
+                             (now - self.max_age_s,))
+            self._db.execute("DELETE FROM conversations WHERE id NOT IN (SELECT id FROM "
+                             "conversations ORDER BY created_at DESC LIMIT ?)",
+                             (self.max_entries,))
+
+    def get_conversation(self, cid: str) -> ConversationRecord | None:
+        with self._lock:
+            return self._read_conversation(cid)
+
+    def update_conversation(self, cid: str,
+                            change: Callable[[ConversationRecord], ConversationRecord]
+                            ) -> ConversationRecord | None:
+        """Read, `change` and write back in one transaction (concurrent requests adding
+        items to one conversation never lose each other's); None when it is absent. An
+        exception from `change` leaves it untouched."""
+        with self._lock, self._db:
+            record = self._read_conversation(cid)
+            if record is None:
+                return None
+            row = self._db.execute("SELECT created_at FROM conversations WHERE id = ?",
+                                   (cid,)).fetchone()
+            record = change(record)
+            self._write_conversation(cid, row[0], record)
+            return record
+
+    def delete_conversation(self, cid: str) -> bool:
+        with self._lock, self._db:
+            return self._db.execute("DELETE FROM conversations WHERE id = ?",
+                                    (cid,)).rowcount > 0
+
+    def _read_conversation(self, cid: str) -> ConversationRecord | None:
+        row = self._db.execute("SELECT conversation, items FROM conversations WHERE id = ? "
+                               "AND created_at >= ?",
+                               (cid, self._clock() - self.max_age_s)).fetchone()
+        return None if row is None else (json.loads(row[0]), json.loads(row[1]))
+
+    def _write_conversation(self, cid: str, created_at: float,
+                            record: ConversationRecord) -> None:
+        self._db.execute("INSERT OR REPLACE INTO conversations VALUES (?, ?, ?, ?)",
+                         (cid, created_at, json.dumps(record[0]), json.dumps(record[1])))
 
     def __len__(self) -> int:
         with self._lock:

@@ -9,6 +9,7 @@ import time
 
 from aiohttp import web
 
+from . import protocol_conversations as conv
 from . import protocol_responses as proto
 from .app import (CTX, api_route, authorize, finishing, json_response, open_sse, read_json,
                   send_sse, start_generation)
@@ -34,6 +35,7 @@ async def create(request: web.Request) -> web.StreamResponse:
     key = authorize(request, ctx)
     body = await read_json(request, ctx)
     previous_id = proto.previous_response_id(body)
+    cid = proto.conversation_id(body)
     previous = None
     if previous_id is not None:
         stored = await _stored(ctx, previous_id)
@@ -41,7 +43,14 @@ async def create(request: web.Request) -> web.StreamResponse:
             raise invalid(f"previous response {previous_id!r} not found (never stored, "
                           "expired or deleted)", "previous_response_id")
         previous = stored.history
+    if cid is not None:
+        items = await conversation_items(ctx, cid)
+        previous = proto.input_messages(items) if items else None
     req = proto.parse_responses_request(body, ctx.options.default_sampling, previous)
+    new_items = (conv.stored_items(proto.as_items(body["input"]), "input")
+                 if cid is not None else [])
+    if cid is not None:
+        req.echo["conversation"] = {"id": cid}
     gen = start_generation(req.spec, ctx, key, started)
     out = proto.ResponseBuilder(proto.new_id("resp_"), now_s(), req.spec.model, req)
     with finishing(ctx, key, "openai", gen):
@@ -65,11 +74,24 @@ async def create(request: web.Request) -> web.StreamResponse:
             if req.store:
                 await asyncio.to_thread(_store(ctx).put, out.rid,
                                         StoredResponse(out.response(), out.history()))
+            if cid is not None:
+                added = new_items + conv.stored_items(out.output_items(), "output")
+                await asyncio.to_thread(_store(ctx).update_conversation, cid,
+                                        lambda rec: (rec[0], rec[1] + added))
             await send(done)
         if resp is None:
             return json_response(out.response())
         await resp.write_eof()
         return resp
+
+
+async def conversation_items(ctx: ServerContext, cid: str) -> list[dict]:
+    """The items of conversation `cid`; 404 when there is none."""
+    record = await asyncio.to_thread(_store(ctx).get_conversation, cid)
+    if record is None:
+        raise ApiError(ErrorKind.NOT_FOUND, f"no conversation {cid!r}", param="conversation",
+                       code="not_found")
+    return record[1]
 
 
 @api_route("openai")

@@ -32,7 +32,7 @@ RESPONSES_FIELDS = {
     "top_p", "top_k", "min_p", "seed", "presence_penalty", "frequency_penalty",
     "repetition_penalty", "max_output_tokens", "stream", "store", "previous_response_id",
     "metadata", "parallel_tool_calls", "reasoning", "truncation", "user", "include",
-    "service_tier", "background", "stop"}
+    "service_tier", "background", "stop", "conversation"}
 
 #: request fields the response object echoes back, with their defaults
 _ECHOED = {"instructions": None, "tool_choice": "auto", "temperature": None, "top_p": None,
@@ -44,6 +44,23 @@ def previous_response_id(body: Any) -> str | None:
     """The `previous_response_id` of a request body (validated), read before parsing so
     the handler can load that conversation first."""
     return Fields(require_object(body)).string("previous_response_id")
+
+
+def conversation_id(body: Any) -> str | None:
+    """The `conversation` of a request body (an id, or {"id": ...}); it and
+    `previous_response_id` exclude each other."""
+    f = Fields(require_object(body))
+    raw = f.raw("conversation")
+    if raw is None:
+        return None
+    if isinstance(raw, dict):
+        raw = Fields(raw, "conversation.").string("id", required=True)
+    if not isinstance(raw, str):
+        raise invalid("conversation must be an id or an object with an id", "conversation")
+    if f.raw("previous_response_id") is not None:
+        raise invalid("conversation and previous_response_id cannot be used together",
+                      "conversation")
+    return raw
 
 
 @dataclass(slots=True)
@@ -94,6 +111,7 @@ def parse_responses_request(body: Any, defaults: SamplingParams,
         response_format=parse_response_format(_chat_format(f.obj("text"))))
     echo = {k: body.get(k, d) if body.get(k) is not None else d for k, d in _ECHOED.items()}
     echo["tools"] = body.get("tools") or []
+    echo["conversation"] = None
     echo["text"] = {"format": (f.obj("text") or {}).get("format") or {"type": "text"}}
     return ResponsesRequest(spec, history, f.string("previous_response_id"),
                             bool(f.boolean("store", True)), echo)
@@ -153,6 +171,13 @@ def _chat_format(text: dict | None) -> dict | None:
 # --- input items ---------------------------------------------------------------------------
 
 _MESSAGE_ROLES = ("user", "system", "developer", "assistant")
+
+
+def as_items(raw: Any) -> list[Any]:
+    """`input` as a list of items (a string is one user message)."""
+    if isinstance(raw, str):
+        return [{"type": "message", "role": "user", "content": raw}]
+    return list(raw)
 
 
 def input_messages(raw: Any) -> list[dict[str, Any]]:
@@ -362,10 +387,13 @@ class ResponseBuilder:
         return {"id": self.rid, "object": "response", "created_at": self.created,
                 "status": self.status, "model": self.model, "error": None,
                 "incomplete_details": self.incomplete,
-                "output": [dict(item.body) for item in self.items],
+                "output": self.output_items(),
                 "usage": self.usage, "previous_response_id": self.req.previous_response_id,
                 "store": self.req.store, "reasoning": {"effort": None, "summary": None},
                 **self.req.echo}
+
+    def output_items(self) -> list[dict[str, Any]]:
+        return [dict(item.body) for item in self.items]
 
     def history(self) -> list[dict[str, Any]]:
         """The conversation including this response's output: what a chained request
