@@ -27,6 +27,9 @@ I32 = 4
 
 #: the paged KV cache's tokens per block (runtime.kv_cache.DEFAULT_BLOCK_SIZE)
 KV_BLOCK_SIZE = 16
+#: the history from which decode attention routes to the long-context kernel
+#: (runtime/ops/attention_long.LONG_CONTEXT_KEYS; restated: this module imports no runtime)
+LONG_CONTEXT_KEYS = 16384
 
 
 class Family(enum.Enum):
@@ -40,6 +43,7 @@ class Family(enum.Enum):
     EMBEDDING = "embedding"
     DECODE_GEMV = "decode_gemv"
     DECODE_BATCHED_GEMV = "decode_batched_gemv"
+    DECODE_GEMM_SM90 = "decode_gemm_sm90"
     DECODE_GEMV_FP8 = "decode_gemv_fp8"
     DECODE_GEMV_NVFP4 = "decode_gemv_nvfp4"
     PREFILL_GEMM = "prefill_gemm"
@@ -54,6 +58,7 @@ class Family(enum.Enum):
     DELTA_CHUNK = "gated_delta_chunk"
     DELTA_STEP = "gated_delta_step"
     GATED_RMSNORM = "gated_rmsnorm"
+    GDN_DECODE = "gdn_decode"
 
 
 #: the kernel families named by the issue (`issues show 5`, point 4) -> the table's families.
@@ -64,7 +69,7 @@ ISSUE_FAMILIES: dict[str, tuple[Family, ...]] = {
     "RoPE/QK-norm": (Family.QK_NORM_ROPE_KV,),
     "SiLU-mul": (Family.SILU_MUL,),
     "embedding": (Family.EMBEDDING,),
-    "decode GEMV": (Family.DECODE_GEMV, Family.DECODE_BATCHED_GEMV),
+    "decode GEMV": (Family.DECODE_GEMV, Family.DECODE_BATCHED_GEMV, Family.DECODE_GEMM_SM90),
     # issue 12: GEMVs reading FP8 (128x128 block scales) and NVFP4 weights
     "quantized decode GEMV": (Family.DECODE_GEMV_FP8, Family.DECODE_GEMV_NVFP4),
     "prefill GEMM": (Family.PREFILL_GEMM,),
@@ -79,7 +84,8 @@ ISSUE_FAMILIES: dict[str, tuple[Family, ...]] = {
     # issue 11: the hybrid models' kernels (head_dim-256 attention is in the attention rows)
     "conv1d": (Family.CONV1D,),
     "chunked delta rule": (Family.DELTA_CHUNK,),
-    "recurrent delta rule": (Family.DELTA_STEP,),
+    # the decode step as the model runs it: conv + delta rule + gated norm fused (gdn_decode)
+    "recurrent delta rule": (Family.DELTA_STEP, Family.GDN_DECODE),
     "gated RMSNorm": (Family.GATED_RMSNORM,),
 }
 
@@ -254,7 +260,8 @@ class Embedding:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Linear:
     """y[m, n] = x[m, k] @ w[n, k].T; `prefill` puts it in the GEMM family, `batched` in
-    the family of the tensor-core decode GEMV (ops.matmul_batched), run whatever `linear`
+    the family of the tensor-core decode GEMV (ops.matmul_batched), `decode_sm90` in that of
+    the skinny wgmma GEMM (ops.matmul_decode), each forced; the others run whatever `linear`
     would choose for m."""
 
     label: str
@@ -264,12 +271,15 @@ class Linear:
     out_f32: bool = False
     prefill: bool = False
     batched: bool = False
+    decode_sm90: bool = False
     quick: bool = False
 
     @property
     def family(self) -> Family:
         if self.prefill:
             return Family.PREFILL_GEMM
+        if self.decode_sm90:
+            return Family.DECODE_GEMM_SM90
         return Family.DECODE_BATCHED_GEMV if self.batched else Family.DECODE_GEMV
 
     def bytes_moved(self) -> int:
@@ -352,13 +362,15 @@ class RopeKv:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PrefillAttention:
-    """Causal attention of one sequence of `seq` new tokens over its own keys (GQA)."""
+    """Causal attention of one sequence of `seq` new tokens over its own keys (GQA);
+    `sm90` forces the Hopper wgmma kernel (ops.attention_sm90, head_dim 128)."""
 
     label: str
     seq: int
     heads: int
     kv_heads: int
     head_dim: int
+    sm90: bool = False
     quick: bool = False
 
     @property
@@ -381,7 +393,9 @@ class PrefillAttention:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DecodeAttention:
-    """One query per sequence against `history` cached tokens, `batch` sequences."""
+    """One query per sequence against `history` cached tokens, `batch` sequences;
+    `long_kernel` forces the long-context kernel (ops.attention_long) below its route's
+    threshold."""
 
     label: str
     batch: int
@@ -389,6 +403,7 @@ class DecodeAttention:
     heads: int
     kv_heads: int
     head_dim: int
+    long_kernel: bool = False
     quick: bool = False
 
     @property
@@ -439,8 +454,10 @@ class Sampling:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MoeRouter:
-    """Top-k routing of `tokens` rows of f32 logits [tokens, experts] into ids and weights
-    (the gate's product itself is a Linear row)."""
+    """Top-k routing of `tokens` rows into ids and weights: a decode batch (up to
+    MOE_DECODE_MAX_TOKENS) from x bf16 [tokens, hidden], the gate's product included (the
+    one-launch decode router); more tokens from f32 logits [tokens, experts] (the gate's
+    product itself is a Linear row)."""
 
     label: str
     tokens: int
@@ -451,17 +468,25 @@ class MoeRouter:
     def family(self) -> Family:
         return Family.MOE_ROUTER
 
+    @property
+    def fused_gate(self) -> bool:
+        return self.tokens <= MOE_DECODE_MAX_TOKENS
+
     def bytes_moved(self) -> int:
         d = self.dims
         bias = F32 * d.experts if d.scoring == "sigmoid" else 0
-        return F32 * self.tokens * d.experts + (I32 + F32) * self.tokens * d.top_k + bias
+        moved = F32 * self.tokens * d.experts + (I32 + F32) * self.tokens * d.top_k + bias
+        if self.fused_gate:  # the gate weight and x in (the logits are written, not read)
+            moved += BF16 * d.experts * d.hidden + BF16 * self.tokens * d.hidden
+        return moved
 
     def flops(self) -> int:
-        return 0
+        return 2 * self.tokens * self.dims.experts * self.dims.hidden if self.fused_gate else 0
 
     def describe(self) -> str:
         d = self.dims
-        return f"tokens={self.tokens} E={d.experts} k={d.top_k} {d.scoring}"
+        gate = f" H={d.hidden} (gate GEMV + top-k)" if self.fused_gate else ""
+        return f"tokens={self.tokens} E={d.experts} k={d.top_k} {d.scoring}{gate}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -520,7 +545,8 @@ def moe_shapes(models: tuple[MoeDims, ...], routers: tuple[MoeDims, ...],
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Conv1d:
     """Causal depthwise conv1d + SiLU of `seqs` sequences of `tokens` each, with a rolling
-    state of kernel - 1 inputs per sequence read and written."""
+    state (a ring of the last inputs): kernel - 1 history rows read, the last
+    min(tokens, kernel - 1) inputs written."""
 
     label: str
     seqs: int
@@ -535,7 +561,7 @@ class Conv1d:
 
     def bytes_moved(self) -> int:
         rows = 2 * self.seqs * self.tokens * self.channels             # x read, out written
-        state = 2 * self.seqs * (self.kernel - 1) * self.channels      # read + written
+        state = self.seqs * (self.kernel - 1 + min(self.tokens, self.kernel - 1)) * self.channels
         return BF16 * (rows + state + self.channels * self.kernel)
 
     def flops(self) -> int:
@@ -549,7 +575,7 @@ class Conv1d:
 class DeltaRule:
     """The gated delta rule over `seqs` sequences of `tokens`: chunked (prefill) or
     recurrent (decode, tokens == 1), fp32 state [hv, dk, dv] per sequence read and written.
-    Memory-bound as counted here (its matrix work runs on CUDA cores: no tensor-core FLOPs)."""
+    Counted as memory-bound (no FLOPs): the chunked form's products are small per chunk."""
 
     label: str
     seqs: int
@@ -578,6 +604,42 @@ class DeltaRule:
     def describe(self) -> str:
         return (f"seqs={self.seqs} T={self.tokens} hk={self.key_heads} hv={self.value_heads} "
                 f"dk={self.key_dim} dv={self.value_dim}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GdnDecode:
+    """A Gated-DeltaNet layer's decode step between its projections in one launch (conv1d,
+    q/k norms, the recurrent delta rule, the gated RMSNorm) for `seqs` sequences: the
+    projection row [q|k|v|z|b|a] read and the gated output written, kernel - 1 conv-ring
+    rows read and one written, the f32 state read and written once, the conv taps."""
+
+    label: str
+    seqs: int
+    key_heads: int
+    value_heads: int
+    key_dim: int
+    value_dim: int
+    kernel: int
+    quick: bool = False
+
+    @property
+    def family(self) -> Family:
+        return Family.GDN_DECODE
+
+    def bytes_moved(self) -> int:
+        conv = 2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
+        values = self.value_heads * self.value_dim
+        rows = self.seqs * (conv + values + 2 * self.value_heads + values)
+        ring = self.seqs * self.kernel * conv
+        state = 2 * F32 * self.seqs * self.value_heads * self.key_dim * self.value_dim
+        return BF16 * (rows + ring + conv * self.kernel + self.value_dim) + state
+
+    def flops(self) -> int:
+        return 0
+
+    def describe(self) -> str:
+        return (f"seqs={self.seqs} hk={self.key_heads} hv={self.value_heads} "
+                f"dk={self.key_dim} dv={self.value_dim} K={self.kernel}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -615,11 +677,17 @@ class TableScale:
     #: decode batches of the tensor-core batched GEMV rows (9..64 rows: 16 concurrent
     #: streams, 32, and its largest batch)
     batched_batches: tuple[int, ...] = (16, 32, 64)
+    #: decode batches of the skinny wgmma GEMM rows (linear routes 9..256 rows to it; 8 is
+    #: the A/B against gemv_mma's best case; 256 the serving default's largest batch)
+    decode_gemm_batches: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
     prefill_tokens: int = 2048
     attention_seqs: tuple[int, ...] = (256, 1024, 4096)
     histories: tuple[int, ...] = (512, 4096, 16384)
-    #: decode batches of the quantized GEMV rows (the GEMV takes up to 8 rows)
-    quant_batches: tuple[int, ...] = (1, 8)
+    #: decode batches of the quantized GEMV rows (the tensor-core GEMV takes 1..64 rows)
+    quant_batches: tuple[int, ...] = (1, 8, 32)
+    #: long-context decode attention (issue 15: batch-8 decode at 16k and 32k histories, the
+    #: engines that take the long-context kernel): (batch, history) pairs
+    long_decode: tuple[tuple[int, int], ...] = ((8, 16384), (8, 32768))
     #: MoE expert batches: 1 and 8 on the decode kernels, 64 and 256 on the grouped path
     moe_batches: tuple[int, ...] = (1, 8, 64, 256)
 
@@ -632,7 +700,8 @@ def _linears(dims: ModelDims) -> list[tuple[str, int, int]]:
 
 
 def hybrid_shapes(h: HybridDims, scale: TableScale) -> list[KernelShape]:
-    """The hybrid layers' kernels: conv1d, both delta-rule forms, the gated norm, and
+    """The hybrid layers' kernels: conv1d, both delta-rule forms, the gated norm, the fused
+    decode step, and
     attention at the family's head dim (256 for Qwen3.5), at the table's decode batches and
     prefill length (one sequence)."""
     first_batch = scale.decode_batches[0]
@@ -648,7 +717,9 @@ def hybrid_shapes(h: HybridDims, scale: TableScale) -> list[KernelShape]:
                    DeltaRule(label=f"{h.name} decode b{b}", seqs=b, tokens=1, chunked=False,
                              quick=b == first_batch, **lin),
                    GatedNorm(label=f"{h.name} decode b{b}", tokens=b, heads=h.value_heads,
-                             dim=h.value_dim)]
+                             dim=h.value_dim),
+                   GdnDecode(label=f"{h.name} decode b{b}", seqs=b, kernel=h.conv_kernel,
+                             quick=b == first_batch, **lin)]
     shapes += [Conv1d(label=f"{h.name} prefill {t}", seqs=1, tokens=t, channels=h.conv_channels,
                       kernel=h.conv_kernel, quick=True),
                DeltaRule(label=f"{h.name} prefill {t}", seqs=1, tokens=t, chunked=True,
@@ -705,6 +776,12 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                    for name, n, k in _linears(m)]
         shapes.append(Linear(label=f"{m.name} lm_head b{b}", m=b, n=m.vocab, k=m.hidden,
                              out_f32=True, batched=True))
+    for b in scale.decode_gemm_batches:
+        shapes += [Linear(label=f"{m.name} {name} b{b}", m=b, n=n, k=k, decode_sm90=True,
+                          quick=b == 32 and name in ("qkv", "gate_up"))
+                   for name, n, k in _linears(m)]
+        shapes.append(Linear(label=f"{m.name} lm_head b{b}", m=b, n=m.vocab, k=m.hidden,
+                             out_f32=True, decode_sm90=True))
     for fmt in ("fp8-block", "nvfp4"):
         shapes += [QuantLinear(label=f"{m.name} {name} b{b} {fmt}", m=b, n=n, k=k, fmt=fmt,
                                quick=b == scale.quant_batches[0] and name in ("qkv", "gate_up"))
@@ -715,6 +792,8 @@ def table_shapes(m: ModelDims = QWEN3_8B,
         # small N (o_proj, down) gives the batched GEMV few 32-row blocks: measured, not assumed
         shapes += [Linear(label=f"{small.name} {name} b32", m=32, n=n, k=k, batched=True)
                    for name, n, k in _linears(small)]
+        shapes += [Linear(label=f"{small.name} {name} b32", m=32, n=n, k=k, decode_sm90=True)
+                   for name, n, k in _linears(small)]
         shapes.append(Linear(label=f"{small.name} lm_head b1", m=1, n=small.vocab,
                              k=small.hidden, out_f32=True))
     shapes += [Linear(label=f"{m.name} {name} prefill {scale.prefill_tokens}",
@@ -723,10 +802,24 @@ def table_shapes(m: ModelDims = QWEN3_8B,
     shapes += [PrefillAttention(label=f"{m.name} T{t}", seq=t, heads=m.heads,
                                 kv_heads=m.kv_heads, head_dim=m.head_dim, quick=t == mid_seq)
                for t in scale.attention_seqs]
+    if m.head_dim == 128:  # the wgmma kernel's head dim
+        shapes += [PrefillAttention(label=f"{m.name} T{t} sm90", seq=t, heads=m.heads,
+                                    kv_heads=m.kv_heads, head_dim=m.head_dim, sm90=True,
+                                    quick=t == mid_seq)
+                   for t in scale.attention_seqs]
     shapes += [DecodeAttention(label=f"{m.name} b{b} hist{h}", batch=b, history=h,
                                heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim,
                                quick=h == mid_hist)
                for b in scale.decode_batches for h in scale.histories]
+    shapes += [DecodeAttention(label=f"{m.name} b{b} hist{h}", batch=b, history=h,
+                               heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim)
+               for b, h in scale.long_decode]
+    # the long-context kernel below its route's threshold: the A/B for lowering it
+    shapes += [DecodeAttention(label=f"{m.name} b{b} hist{h} long", batch=b, history=h,
+                               heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim,
+                               long_kernel=True)
+               for b in scale.decode_batches for h in scale.histories
+               if h < LONG_CONTEXT_KEYS]
     for b in scale.decode_batches:
         shapes += [
             Sampling(label=f"{m.name} b{b}", rows=b, vocab=m.vocab, temperature=0.0,

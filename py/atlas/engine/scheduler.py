@@ -23,13 +23,17 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
+<<<<<<< HEAD
 from ..model.batch import SeqChunk, StepResult, TokenLogprobs
+=======
+from ..model.batch import SeqChunk, StepResult, accept
+>>>>>>> main
 from .block_manager import BlockManager
 from .grammar_state import GrammarState
 from .request import EngineOutput, EngineRequest, FinishReason
 from .scheduling_policy import SchedulingPolicy
 from .sequence import SamplingState, Sequence, ThinkingState
-from .speculative import Speculator, accept
+from .speculative import Speculator
 
 
 @dataclass(slots=True)
@@ -139,6 +143,8 @@ class Scheduler:
             chunk = need if need == 1 else min(need, budget)
             if chunk <= 0:
                 continue
+            if need > 1:
+                chunk = self.blocks.cut_chunk(seq, seq.num_computed, chunk)
             drafts = self._drafts(seq, budget) if need == 1 else []
             if drafts and not self.blocks.can_reserve(seq, seq.num_tokens + len(drafts)):
                 drafts = []   # never preempt for a guess
@@ -262,6 +268,7 @@ class Scheduler:
         start = seq.num_computed
         completes = start + chunk == seq.num_tokens
         grammar = seq.sampling.grammar if completes else None
+        restore, seq.state_restore = seq.state_restore, None
         plan.seqs.append(seq)
         plan.chunks.append(SeqChunk(
             seq_id=seq.seq_id,
@@ -275,8 +282,13 @@ class Scheduler:
             rng_position=len(seq.output_ids),
             history=seq.penalty_history() if seq.needs_history else None,
             num_draft=len(drafts or ()),
+<<<<<<< HEAD
             logprobs=seq.request.logprobs if seq.request.logprobs is not None and completes
             else -1,
+=======
+            state_restore=restore,
+            state_save=None if drafts else self.blocks.claim_snapshot(seq, start, start + chunk),
+>>>>>>> main
         ))
         seq.needs_history = False
 
