@@ -394,7 +394,7 @@ stage_grammar_bench() {
   make_checkpoint qwen3-8b weights || return 1
   local tok="$REPO/build/tokenizers/qwen3/tokenizer.json" vocab=(--vocab synthetic)
   [ -f "$tok" ] && vocab=(--vocab qwen3 --tokenizer "$tok")
-  "$PY" tools/gpu/bench_grammar_decode.py --model "$CKPT/qwen3-8b" --batches 1,32 \
+  "$PY" tools/gpu/bench_grammar_decode.py --model "$CKPT/qwen3-8b" --batches 1,32 --steps 64 --warmup 32 \
     "${vocab[@]}" --out "$RESULTS/bench_grammar_qwen3-8b.json"
 }
 

@@ -23,11 +23,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-<<<<<<< HEAD
-from ..model.batch import SeqChunk, StepResult, TokenLogprobs
-=======
-from ..model.batch import SeqChunk, StepResult, accept
->>>>>>> main
+from ..model.batch import SeqChunk, StepResult, TokenLogprobs, accept
 from .block_manager import BlockManager
 from .grammar_state import GrammarState
 from .request import EngineOutput, EngineRequest, FinishReason
@@ -282,13 +278,10 @@ class Scheduler:
             rng_position=len(seq.output_ids),
             history=seq.penalty_history() if seq.needs_history else None,
             num_draft=len(drafts or ()),
-<<<<<<< HEAD
-            logprobs=seq.request.logprobs if seq.request.logprobs is not None and completes
-            else -1,
-=======
             state_restore=restore,
             state_save=None if drafts else self.blocks.claim_snapshot(seq, start, start + chunk),
->>>>>>> main
+            logprobs=seq.request.logprobs if seq.request.logprobs is not None and completes
+            else -1,
         ))
         seq.needs_history = False
 

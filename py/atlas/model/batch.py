@@ -87,11 +87,9 @@ class SeqChunk:
     history: PenaltyHistory | None = None
     num_draft: int = 0
     token_mask: TokenMaskFiller | None = None
-<<<<<<< HEAD
-    logprobs: int = -1
-=======
     state_restore: int | None = None
     state_save: int | None = None
+    logprobs: int = -1
 
 
 def accept(drafts: Sequence[int], sampled: Sequence[int]) -> list[int]:
@@ -102,7 +100,6 @@ def accept(drafts: Sequence[int], sampled: Sequence[int]) -> list[int]:
     while n < len(drafts) and sampled[n] == drafts[n]:
         n += 1
     return list(sampled[:n + 1])
->>>>>>> main
 
 
 class StepExecutor(Protocol):

@@ -27,11 +27,7 @@ from ..runtime.gpu import H200_FACTS, DevicePtr, GpuBackend, GraphHandle
 from ..runtime.kv_cache import PagedKvCache
 from ..runtime.ops import argmax, embedding
 from ..runtime.sampler import Sampler
-<<<<<<< HEAD
-from .batch import SeqChunk, StepResult, TokenLogprobs
-=======
-from .batch import SeqChunk, StepResult, accept
->>>>>>> main
+from .batch import SeqChunk, StepResult, TokenLogprobs, accept
 from .gated_deltanet import proj_width
 from .model import AttentionPlan, DenseDecoderModel, Dims, StepBuffers
 from .mtp import MtpProposer
@@ -207,15 +203,11 @@ class ModelRunner:
         #: masks are filled on the host while these run; the sampler follows eagerly)
         self.forward_graphs: dict[int, GraphHandle] = {}
         self._masked_last = False  # the last step uploaded a grammar mask
-<<<<<<< HEAD
         self._logprobs_last = False  # the last step asked the sampler for logprobs
-        self.buckets = decode_buckets(limits.max_batch_size)
-=======
         #: row counts with a captured graph: batch sizes, and verification rows beyond them
         #: (a hybrid model verifies eagerly, see _graph_bucket)
         self.buckets = decode_buckets(limits.max_batch_size if self.has_recurrent_state
                                       else limits.max_sample_rows)
->>>>>>> main
 
     # ---- StepExecutor ------------------------------------------------------------------
     def execute(self, steps: Sequence[SeqChunk]) -> list[StepResult]:
@@ -230,46 +222,17 @@ class ModelRunner:
             return []
         for st in steps:
             self._ensure_slot(st)
-<<<<<<< HEAD
-        decode = bool(self.graphs) and all(len(st.token_ids) == 1 and st.sample for st in steps)
-        bucket = next((b for b in self.buckets if b >= len(steps)), 0) if decode else 0
-        n_tokens, n_sample, max_q = pack_step(self.host_i32, self.layout, steps,
-                                              self.block_size, pad_to=bucket)
-        self._pack_state_slots(steps, max(len(steps), bucket))
-        self._upload_inputs(steps, n_rows=max(len(steps), bucket))
-        rows = [(st, i) for st in sampling_steps for i in range(st.num_draft + 1)]
-        pad = n_sample - len(rows)
-        self.sampler.prepare([self._slot_of[st.seq_id] for st, _ in rows] + [self.pad_slot] * pad,
-                             [st.sampling for st, _ in rows] + [GREEDY] * pad,
-                             [st.rng_position + i for st, i in rows] + [0] * pad, self.stream)
-        want_logprobs = self._prepare_logprobs([st for st, _ in rows])
-        masked = any(st.token_mask is not None for st, _ in rows)
-        if decode and not masked:
-            self._upload_token_masks([st for st, _ in rows])
-            self.backend.launch_graph(self.graphs[bucket], self.stream)
-        else:
-            # the forward is enqueued first: the host fills the grammar masks while the
-            # device runs it, and the sampler (queued after the mask upload) waits for both
-            if decode:
-                self.backend.launch_graph(self.forward_graphs[bucket], self.stream)
-            else:
-                plan = AttentionPlan(decode=False, num_seqs=len(steps), max_q_len=max_q)
-                self.model.forward(self.stream, self.bufs, n_tokens, plan, n_sample)
-            self._upload_token_masks([st for st, _ in rows])
-            if n_sample:
-                self.sampler.enqueue(self.stream, self.bufs.logits, n_sample)
-=======
         rows = [(st, i) for st in steps if st.sample for i in range(st.num_draft + 1)]
         verifying = [st for st in steps if st.num_draft] if self.state_pools else []
         for st in verifying:
             self.state_pools.copy(self._rollback_slot(st), self._slot_of[st.seq_id],
                                   self.stream)
         self._copy_snapshots(steps, restore=True)
+        want_logprobs = self._prepare_logprobs([st for st, _ in rows])
         n_tokens, n_sample = self._forward(steps, rows)
         self._copy_snapshots(steps, restore=False)
         if self.mtp is not None and self.draft_with_mtp:
             self.mtp.save_hidden(self.stream, self.bufs, n_tokens, normed_final=n_sample > 0)
->>>>>>> main
         out: list[StepResult] = [None] * len(steps)
         if rows:
             self.backend.copy_d2h(self.host_ids[:len(rows)], self.sampler.out_ids, self.stream)
@@ -335,12 +298,19 @@ class ModelRunner:
         self.sampler.prepare([self._slot_of[st.seq_id] for st, _ in rows] + [self.pad_slot] * pad,
                              [st.sampling for st, _ in rows] + [GREEDY] * pad,
                              [st.rng_position + i for st, i in rows] + [0] * pad, self.stream)
-        self._upload_token_masks([st for st, _ in rows])
-        if bucket:
+        masked = any(st.token_mask is not None for st, _ in rows)
+        if bucket and not masked:
+            self._upload_token_masks([st for st, _ in rows])
             self.backend.launch_graph(self.graphs[bucket], self.stream)
             return n_tokens, n_sample
-        plan = AttentionPlan(decode=False, num_seqs=len(steps), max_q_len=max_q)
-        self.model.forward(self.stream, self.bufs, n_tokens, plan, n_sample)
+        # the forward is enqueued first: the host fills the grammar masks while the device
+        # runs it, and the sampler (queued after the mask upload) waits for both
+        if bucket:
+            self.backend.launch_graph(self.forward_graphs[bucket], self.stream)
+        else:
+            plan = AttentionPlan(decode=False, num_seqs=len(steps), max_q_len=max_q)
+            self.model.forward(self.stream, self.bufs, n_tokens, plan, n_sample)
+        self._upload_token_masks([st for st, _ in rows])
         if n_sample:
             self.sampler.enqueue(self.stream, self.bufs.logits, n_sample)
         return n_tokens, n_sample
@@ -440,7 +410,6 @@ class ModelRunner:
                 fill(self.sampler.host_bitmask, row)
         self.sampler.upload_token_masks([f is not None for f in fills], self.stream)
 
-<<<<<<< HEAD
     def _prepare_logprobs(self, row_chunks: Sequence[SeqChunk]) -> bool:
         """Tell the sampler which rows report logprobs (row j samples for row_chunks[j]);
         True when any does. Rows that ask nothing cost the logprobs launch nothing."""
@@ -454,10 +423,7 @@ class ModelRunner:
         self._logprobs_last = asked
         return asked
 
-    def _pack_state_slots(self, steps: Sequence[SeqChunk], n_rows: int) -> None:
-=======
     def _pack_state_slots(self, owners: Sequence[SeqChunk], n_rows: int) -> None:
->>>>>>> main
         """Each row's recurrent-state slot (its sampler slot; padding rows the pad slot)."""
         if not self.has_recurrent_state:
             return
