@@ -173,6 +173,19 @@ stage_flagship_bench_unfused() {
     --target-tok-s 450 --hf none --out "$RESULTS/bench_flagship_unfused.json"
 }
 
+# The MoE decode layer as separate launches (router GEMV + top-k, the shared expert's own
+# SwiGLU / gate / add, add_rmsnorm) instead of the three fused ones, batch 1 and 8 of both
+# full-size MoE models: the A/B of ATLAS_MOE_FUSED_DECODE (the default is fused).
+stage_moe_ab_unfused() {
+  local rc=0
+  ATLAS_MOE_FUSED_DECODE=0 "$PY" tools/gpu/bench_moe.py --batches 1,8 --prefill 512 --hf none \
+    --out "$RESULTS/bench_moe_unfused.json" || rc=1
+  ATLAS_MOE_FUSED_DECODE=0 "$PY" tools/gpu/bench_moe.py --config qwen3_5-35b-a3b --batches 1,8 \
+    --prefill 512 --target-tok-s 450 --hf none --out "$RESULTS/bench_flagship_moe_unfused.json" \
+    || rc=1
+  return $rc
+}
+
 stage_qwen3_8b() { model_stage qwen3-8b "${ATLAS_8B_HF:-eager,compiled}"; }
 
 # The same decode benchmark with programmatic dependent launch off: the A/B of PDL.
@@ -578,8 +591,9 @@ stage_decode_profiles() {
 
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity
         decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
-        qwen3_8b decode_bench_nopdl profile kernel_table gdn_table server_sweep throughput
-        batched_min_m long_context decode_gemm_ab gates spec_bench prefix_bench grammar_bench
+        moe_ab_unfused qwen3_8b decode_bench_nopdl profile kernel_table gdn_table server_sweep
+        throughput batched_min_m long_context decode_gemm_ab gates spec_bench prefix_bench
+        grammar_bench
         spec_bench_hybrid quant_bench moe_full quant_profile moe_kernels moe_parity
         moe_host_parity layer_diff moe_bench decode_profiles allreduce_1gpu tp_check tp_bench
         tp_throughput ep_bench)
