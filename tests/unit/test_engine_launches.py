@@ -34,10 +34,34 @@ def test_decode_graph_is_one_launch_with_the_layer_sequence(runner):
     layers, n = runner.cfg.num_hidden_layers, len(DECODE_LAYER)
     assert names[:1] == ["embedding_bf16"]
     assert names[1:1 + n * layers] == DECODE_LAYER * layers
-    # the grammar mask launch exits early on rows without a mask (structured output)
+    # the grammar mask and logprobs launches exit early on rows that ask for neither
     assert names[1 + n * layers:] == ["add_rmsnorm_bf16", "embedding_bf16",
-                                      "gemv_bf16_f32_single", "apply_token_bitmask_f32",
-                                      "apply_penalties_f32", "sample_f32", "count_tokens_i32"]
+                                      "gemv_bf16_f32_single", *SAMPLER]
+    runner.release(7)
+
+
+SAMPLER = ["apply_token_bitmask_f32", "apply_penalties_f32", "sample_f32", "logprobs_f32",
+           "count_tokens_i32"]
+
+
+def test_a_masked_decode_step_fills_masks_while_the_forward_graph_runs(runner):
+    """Under a grammar the decode step replays the forward-only graph first, then the host
+    fills the mask (overlapping the device's forward), then the sampler runs eagerly."""
+    dev = runner.backend
+    dev.drain_launches()
+    dev.graph_launches.clear()
+    graphs_when_filled = []
+
+    def fill(bitmask, row):
+        graphs_when_filled.append(len(dev.graph_launches))
+        bitmask[row] = 0xFFFFFFFF
+
+    runner.execute([SeqChunk(7, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3]),
+                             token_mask=fill)])
+    assert graphs_when_filled == [1]
+    (replay,) = dev.graph_launches
+    assert replay.graph[-1].func == "gemv_bf16_f32_single"   # ends at the LM head
+    assert [r.func for r in dev.drain_launches()] == SAMPLER
     runner.release(7)
 
 

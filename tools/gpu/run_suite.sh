@@ -398,6 +398,19 @@ stage_spec_bench() {
     --accept 0.7 --out "$RESULTS/bench_spec_qwen3-8b.json"
 }
 
+# Structured output on the 8B config: greedy decode tok/s with every sequence under a grammar
+# mask (a JSON-lines regex over the real Qwen3 vocabulary) against plain decoding, batch 1
+# and 32 (bar: constrained >= 90%). The Qwen3 tokenizer.json cannot be fetched here (no
+# network): carried as build/tokenizers/qwen3/tokenizer.json it is used, else a synthetic
+# vocabulary of the same 151,936 rows stands in (the JSON says which).
+stage_grammar_bench() {
+  make_checkpoint qwen3-8b weights || return 1
+  local tok="$REPO/build/tokenizers/qwen3/tokenizer.json" vocab=(--vocab synthetic)
+  [ -f "$tok" ] && vocab=(--vocab qwen3 --tokenizer "$tok")
+  "$PY" tools/gpu/bench_grammar_decode.py --model "$CKPT/qwen3-8b" --batches 1,32 --steps 64 --warmup 32 \
+    "${vocab[@]}" --out "$RESULTS/bench_grammar_qwen3-8b.json"
+}
+
 # Prefix cache on the 8B config: an 8,192-token shared prefix + a 64-token new turn, warm
 # TTFT against cold (bar: warm <= 10% of cold); then the same on the 8-layer hybrid Qwen3.5
 # config, whose hits restore recurrent-state snapshots.
@@ -580,6 +593,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         moe_ab_unfused qwen3_8b decode_bench_nopdl profile kernel_table gdn_table server_sweep
         throughput batched_min_m long_context decode_gemm_ab gates spec_bench prefix_bench
+        grammar_bench
         spec_bench_hybrid quant_bench moe_full quant_profile moe_kernels moe_parity
         moe_host_parity layer_diff moe_bench decode_profiles allreduce_1gpu tp_check tp_bench
         tp_throughput ep_bench)

@@ -36,6 +36,7 @@ from .factory import loader_for_config
 from .gated_deltanet import GatedDeltaNetWeights, conv_state_bytes, delta_state_bytes
 from .loaders.hybrid import Qwen35Loader, RowMove
 from .loaders.linear_plan import build_linear, read_host_scales
+from .batch import MAX_TOP_LOGPROBS
 from .model import DenseDecoderModel, DenseMlp, Dims, LayerWeights
 from .moe import MoeBuffers, build_mlp
 from .mtp import (MtpHead, MtpProposer, bind_mtp_buffers, fc_half_moves, mtp_layer_index,
@@ -277,7 +278,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     model = DenseDecoderModel(dims, kc, ptr["embed"], ptr["final_norm"], lm_head, layers,
                               arena["cos_sin"], limits.block_size, kv.max_blocks_per_seq, tp)
     sampler = Sampler(dev, kc, limits.max_sample_rows, max_batch_size + 1, dims.vocab,
-                      token_masks=True)
+                      token_masks=True, max_logprobs=MAX_TOP_LOGPROBS)
     info = RunnerInfo(model_dir=model_dir, backend_kind=kind, weights_bytes=total,
                       target=kernels.target, closure_hash=kernels.closure_hash,
                       behavior=kernels.behavior, kernel_stamps=kernels.stamps)
