@@ -195,6 +195,18 @@ def test_the_down_projection_runs_silu_mul_then_the_tensor_core_gemv() -> None:
         QuantLinear(w).linear_silu(KernelCache(dev), 0, gate_up, y, 4)
 
 
+@pytest.mark.parametrize("k, funcs", [(3072, ["gemv_silu_fp8_bf16_single"]),
+                                      (12288, ["silu_mul_bf16", "gemv_fp8_bf16_single"])])
+def test_cuda_core_down_projection_fuses_swiglu_only_for_short_rows(k: int, funcs) -> None:
+    """As the bf16 GEMV (FUSED_SILU_MAX_K): at k = 12,288 every block recomputing the
+    activation row, one block per SM, cost more than a silu_mul launch."""
+    dev = MockGpuBackend()
+    w = _weights(dev, 256, k)["fp8"]
+    QuantLinear(w).linear_silu(KernelCache(dev), 0, dev.alloc(2 * k * 2), dev.alloc(512), 1,
+                               act_scratch=dev.alloc(k * 2))
+    assert [r.func for r in dev.drain_launches()] == funcs
+
+
 @pytest.mark.parametrize("case", ["prefill", "switched off", "k % 64", "narrow blocks", "gb10"])
 def test_other_products_keep_their_routes(case: str) -> None:
     dev = MockGpuBackend() if case == "gb10" else _HopperQuantMock()
