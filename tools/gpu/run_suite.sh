@@ -356,6 +356,24 @@ print(d(sys.argv[1], sys.argv[2]), "weights dequantized")' "$q" "$q-dequantized"
   return $rc
 }
 
+# Issue 12: where a quantized decode step's time goes: per-kernel times (ATLAS_PDL=0, so
+# they add up) of the FP8-block and NVFP4 Qwen3-8B checkpoints quant_bench made, on the
+# default route (tensor-core GEMV) and, for FP8, the CUDA-core GEMV passes (ATLAS_QUANT_MMA=0).
+stage_quant_profile() {
+  local fmt rc=0
+  for fmt in fp8-block nvfp4; do
+    if [ ! -f "$CKPT/qwen3-8b-$fmt/config.json" ]; then
+      echo "no $fmt checkpoint (run quant_bench first)"; rc=1; continue
+    fi
+    ATLAS_PDL=0 "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-8b-$fmt" \
+      --out "$RESULTS/profile_decode_qwen3-8b-$fmt.json" || rc=1
+  done
+  [ -f "$CKPT/qwen3-8b-fp8-block/config.json" ] && { ATLAS_PDL=0 ATLAS_QUANT_MMA=0 "$PY" \
+    tools/gpu/profile_decode.py --model "$CKPT/qwen3-8b-fp8-block" \
+    --out "$RESULTS/profile_decode_qwen3-8b-fp8-block_cudacore.json" || rc=1; }
+  return $rc
+}
+
 # MoE kernels (issue 10): every MoE check case (on every hopper set, the qwen3-30b-a3b leaf's
 # compile-time shapes included), then the MoE rows of the kernel table: on the baseline set
 # with the grouped GEMMs on wgmma (the default where moe_grouped_sm90 loads), on mma.sync
@@ -457,7 +475,7 @@ stage_decode_profiles() {
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity
         decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         qwen3_8b decode_bench_nopdl profile kernel_table gdn_table server_sweep throughput
-        batched_min_m gates spec_bench prefix_bench quant_bench moe_kernels moe_parity
+        batched_min_m gates spec_bench prefix_bench quant_bench quant_profile moe_kernels moe_parity
         moe_host_parity layer_diff moe_bench decode_profiles allreduce_1gpu tp_check tp_bench)
 
 # ---- runner -------------------------------------------------------------------------------
