@@ -48,7 +48,10 @@ constexpr int kTiles = 2;                      // 16-row A tiles per block
 constexpr int kRows = 16 * kTiles;             // ops/matmul_quant_mma.py MMA_ROWS
 constexpr int kStepK = 64;                     // k values per lane-quad step
 constexpr int kMaxStages = 8;
-constexpr int kRingBudget = 110 * 1024;        // per block: two blocks fit an SM at m <= 8
+// Ring bytes a block aims at: at m <= 8 (one B tile, the _small entry points' few registers)
+// two blocks share an SM; more rows take the full entry points (one block per SM).
+constexpr int kRingBudgetSmall = 110 * 1024;   // ops/matmul_quant_mma.py _RING_BUDGET
+constexpr int kRingBudgetFull = 200 * 1024;
 constexpr int kXBytes = 32;                    // a lane's x values of one B tile per step
 
 struct Fp8 {
@@ -60,6 +63,10 @@ struct Nvfp4 {
   static constexpr int kScaleBytes = kTiles * 16 * 4;  // 4 group scales of each row
 };
 
+__host__ __device__ constexpr int stages_within(int fit) {
+  return fit > kMaxStages ? kMaxStages : fit < 2 ? 2 : fit;
+}
+
 template <class F>
 __host__ __device__ constexpr int stage_bytes(int btiles) {
   return 2 * kTiles * 32 * F::kWBytes + F::kScaleBytes + btiles * 32 * kXBytes;
@@ -67,11 +74,9 @@ __host__ __device__ constexpr int stage_bytes(int btiles) {
 
 template <class F>
 __host__ __device__ constexpr int ring_stages(int btiles) {
-  return kRingBudget / (kWarps * stage_bytes<F>(btiles)) > kMaxStages
-             ? kMaxStages
-             : (kRingBudget / (kWarps * stage_bytes<F>(btiles)) < 2
-                    ? 2
-                    : kRingBudget / (kWarps * stage_bytes<F>(btiles)));
+  // as many steps in flight per warp as the budget holds, 2..kMaxStages
+  return stages_within((btiles == 1 ? kRingBudgetSmall : kRingBudgetFull) /
+                       (kWarps * stage_bytes<F>(btiles)));
 }
 
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
@@ -240,6 +245,7 @@ __device__ __forceinline__ void gemv_mma_quant(const __nv_bfloat16* __restrict__
   constexpr int kStages = ring_stages<F>(kBTiles), kStage = stage_bytes<F>(kBTiles);
   constexpr int kPartials = kWarps * kTiles * kBTiles * 4 * 32;  // f32 partial sums
   static_assert(kWarps * kStages * kStage >= kPartials * 4, "partials must fit the ring");
+  static_assert(kWarps * kStages * kStage <= 227 * 1024, "the ring must fit an SM");
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, c = lane & 3;
   const int row0 = blockIdx.x * kRows;

@@ -31,10 +31,10 @@ MMA_ROWS = 32
 MMA_THREADS = 256
 #: k values per lane-quad step: k must be a multiple
 MMA_STEP_K = 64
-#: per-warp ring: at most this many steps; the block's rings aim at this many bytes
-#: (two blocks per SM for m <= 8) but always hold two steps
+#: per-warp ring: at most this many steps; the block's rings aim at this many bytes (m <= 8:
+#: two blocks per SM; more rows: one, whose registers allow no second) but always hold two
 _MAX_STAGES = 8
-_RING_BUDGET = 110 * 1024
+_RING_BUDGET = {True: 110 * 1024, False: 200 * 1024}
 _WARPS = MMA_THREADS // 32
 #: a lane's bytes of one weight row per step, and the group-scale bytes per stage
 _W_BYTES = {"fp8": 16, "nvfp4": 8}
@@ -51,7 +51,8 @@ def stage_bytes(fmt: str, m: int) -> int:
 def ring_bytes(fmt: str, m: int) -> int:
     """Dynamic shared memory of a launch (gemv_mma_quant.cu ring_stages * stage_bytes)."""
     stage = stage_bytes(fmt, m)
-    stages = max(2, min(_MAX_STAGES, _RING_BUDGET // (_WARPS * stage)))
+    budget = _RING_BUDGET[m <= MMA_QUANT_SMALL_M]
+    stages = max(2, min(_MAX_STAGES, budget // (_WARPS * stage)))
     return _WARPS * stages * stage
 
 
