@@ -164,12 +164,13 @@ def test_multimodal_checkpoint_loads_its_language_model(tmp_path, caplog, name):
 
 def test_state_pools_are_planned_beside_a_kv_cache_of_attention_layers_only():
     """tiny-qwen3_5: one KV pool layer per full-attention layer; conv and delta-rule state
-    for every linear layer and every slot (max_batch_size + the padding rows') inside the
-    planned arena."""
+    for every linear layer and every slot (max_batch_size + the padding rows' + the prefix
+    cache's snapshots) inside the planned arena."""
     runner = load_runner(MODEL, backend="host", max_seq_len=256, max_batch_size=4,
-                         max_prefill_tokens=256)
+                         max_prefill_tokens=256, ssm_cache_slots=3)
     assert runner.kv.cfg.num_layers == 1  # layer 2 of ("linear", "linear", "full")
-    slots = runner.max_batch_size + 1
+    assert runner.num_state_snapshots == 3
+    slots = runner.max_batch_size + 1 + 3
     conv, delta = runner.arena.slice("conv_state"), runner.arena.slice("delta_state")
     assert conv.nbytes == 2 * slots * 2 * 4 * (2 * 64 + 256)   # bf16 ring [k, conv_dim]
     assert delta.nbytes == 2 * slots * 4 * 8 * 32 * 32             # f32 [hv, dk, dv]

@@ -167,7 +167,10 @@ def test_table_sweeps_the_issue_sizes() -> None:
     shapes = ks.table_shapes()
     seqs = {s.seq for s in shapes if s.family is Family.PREFILL_ATTENTION}
     hists = {s.history for s in shapes if s.family is Family.DECODE_ATTENTION}
-    assert seqs == {256, 1024, 4096} and hists == {512, 4096, 16384}
+    assert seqs == {256, 1024, 4096} and hists == {512, 4096, 16384, 32768}
+    assert {(s.batch, s.history) for s in shapes if s.family is Family.DECODE_ATTENTION} >= {
+        (8, 16384), (8, 32768)}  # issue 15's long-context decode
+    assert {s.seq for s in shapes if s.family is Family.PREFILL_ATTENTION and s.sm90} == seqs
     gemv_batches = {s.m for s in shapes if s.family is Family.DECODE_GEMV}
     assert gemv_batches == {1, 32}
     assert {s.m for s in shapes if s.family is Family.PREFILL_GEMM} == {2048}

@@ -49,9 +49,10 @@ from atlas.core.quant import Fp8ScaleMap  # noqa: E402
 from atlas.model.step_inputs import decode_splits  # noqa: E402
 from atlas.runtime.gpu import DevicePtr, GpuBackend, Stream  # noqa: E402
 from atlas.runtime.kernel_abi import SAMPLE_ROW  # noqa: E402
-from atlas.runtime.ops import (KernelCache, activation, attention, embedding,  # noqa: E402
+from atlas.runtime.ops import (KernelCache, activation, attention,  # noqa: E402
+                               attention_long, embedding,
                                gating, linear_attention, matmul, matmul_batched,
-                               matmul_quant, moe, norm, rope, sampling)
+                               matmul_decode, matmul_quant, moe, norm, rope, sampling)
 from atlas.runtime.ops.matmul_nvfp4 import Nvfp4Weight  # noqa: E402
 from atlas.runtime.ops.matmul_quant import Fp8Weight  # noqa: E402
 from check_kernels import git_commit, load_sources, nvidia_driver_version  # noqa: E402
@@ -372,7 +373,8 @@ def linear_case(env: Env, s: Any) -> Case:
         return {"x": env.uniform((m, k)), "w": env.uniform((n, k), -scale * 3, scale * 3),
                 "y": torch.empty((m, n), dtype=out_dtype, device=env.device)}
 
-    launch = matmul_batched.batched_gemv if s.batched else matmul.linear
+    launch = (matmul_decode.decode_gemm if s.decode_sm90
+              else matmul_batched.batched_gemv if s.batched else matmul.linear)
 
     def ours(st: Set, stream: Stream) -> None:
         launch(env.kc, stream, env.ptr(st["x"]), env.ptr(st["w"]), env.ptr(st["y"]), m, n, k,
@@ -382,7 +384,12 @@ def linear_case(env: Env, s: Any) -> Case:
         variant = Variant(f32_mm[0], lambda st: f32_mm[1](st["x"], st["w"]))
     else:
         variant = Variant("torch.matmul(x, w.T)", lambda st: torch.matmul(st["x"], st["w"].T))
-    if s.batched:
+    if s.decode_sm90:
+        split = matmul_decode.decode_split(m, n, k, env.kc.facts.sm_count,
+                                           env.kc.routes.decode_gemm_split)
+        note = (f"ours: gemm_decode_sm90 (ops.matmul_decode.decode_gemm, forced), "
+                f"cluster split {split}")
+    elif s.batched:
         note = "ours: gemv_mma (ops.matmul_batched.batched_gemv, forced)"
     else:
         note = f"ours: {matmul.linear_route(env.kc, m, n)} (ops.matmul.linear's choice for m={m})"
@@ -563,7 +570,7 @@ def prefill_attention_case(env: Env, s: Any) -> Case:
                                     env.ptr(st["v_pool"]), env.ptr(st["tables"]),
                                     env.ptr(st["cu_q"]), env.ptr(st["kv_lens"]),
                                     env.ptr(st["out"]), 1, hq, hkv, d, bs, padded // bs,
-                                    d ** -0.5, t_)
+                                    d ** -0.5, t_, sm90=True if s.sm90 else None)
 
     sdpa_gqa, sdpa_repeated = Sdpa(torch), Sdpa(torch)
     group = hq // hkv
@@ -585,7 +592,8 @@ def prefill_attention_case(env: Env, s: Any) -> Case:
                          sdpa_gqa),
                  Variant("repeat_kv + F.sdpa(is_causal) (transformers)", repeated, paged_note,
                          sdpa_repeated)],
-                lambda o, t, r: [("out", o["out"], r[0].transpose(0, 1))], outputs=("out",))
+                lambda o, t, r: [("out", o["out"], r[0].transpose(0, 1))], outputs=("out",),
+                note="ours: prefill_attn_sm90 (ops.attention_sm90, forced)" if s.sm90 else "")
 
 
 def decode_attention_case(env: Env, s: Any) -> Case:
@@ -596,6 +604,9 @@ def decode_attention_case(env: Env, s: Any) -> Case:
     nb = padded // bs
     max_seq_len = max(ENGINE_MAX_SEQ_LEN, hist)
     splits = decode_splits(b, hkv, max_seq_len, env.num_sms)
+    long = True if s.long_kernel else None
+    kernel = ("decode_attn_long" if s.long_kernel or attention_long.uses_long(
+        env.kc, hq, hkv, d, nb * bs) else "decode_attn")
 
     def make() -> Set:
         st = paged_kv(env, b, hist, hkv, d, bs)
@@ -612,7 +623,7 @@ def decode_attention_case(env: Env, s: Any) -> Case:
                                    env.ptr(st["v_pool"]), env.ptr(st["tables"]),
                                    env.ptr(st["kv_lens"]), env.ptr(st["part_o"]),
                                    env.ptr(st["part_ml"]), env.ptr(st["out"]), b, hq, hkv, d,
-                                   bs, nb, splits, d ** -0.5)
+                                   bs, nb, splits, d ** -0.5, long=long)
 
     # the q heads sharing a kv head become that head's query rows: exact GQA decode with
     # no K/V expansion, which every fused SDPA backend accepts
@@ -638,7 +649,7 @@ def decode_attention_case(env: Env, s: Any) -> Case:
                 "what a paged engine on plain PyTorch does: gather the blocks, then SDPA",
                 sdpa_gathered),
     ], lambda o, t, r: [("out", o["out"], r.reshape(b, hq, d))], outputs=("out",),
-        note=f"ours: a {splits}-split grid, the engine's choice (model.step_inputs."
+        note=f"ours: {kernel}, a {splits}-split grid, the engine's choice (model.step_inputs."
              f"decode_splits) at max_seq_len {max_seq_len}, of which "
              f"{attention.decode_split_rule(hist, splits)[1]} hold keys at this history")
 
@@ -1079,6 +1090,7 @@ BUILDERS: dict[Any, Callable[[Env, Any], Case]] = {
     ks.Family.SILU_MUL: silu_case, ks.Family.EMBEDDING: embedding_case,
     ks.Family.DECODE_GEMV: linear_case, ks.Family.PREFILL_GEMM: linear_case,
     ks.Family.DECODE_BATCHED_GEMV: linear_case,
+    ks.Family.DECODE_GEMM_SM90: linear_case,
     ks.Family.DECODE_GEMV_FP8: quant_linear_case, ks.Family.DECODE_GEMV_NVFP4: quant_linear_case,
     ks.Family.PREFILL_ATTENTION: prefill_attention_case,
     ks.Family.DECODE_ATTENTION: decode_attention_case,
@@ -1398,6 +1410,7 @@ def select_shapes(args: argparse.Namespace) -> list[Any]:
                                                            prefill_tokens=40,
                                                            attention_seqs=(17, 64),
                                                            histories=(48, 200),
+                                                           long_decode=((2, 300),),
                                                            moe_batches=(1, 3, 20)),
                                 (TINY_MOE,), (TINY_MOE_ROUTER,), hybrid=TINY_HYBRID)
     else:

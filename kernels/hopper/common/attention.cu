@@ -36,6 +36,7 @@
 // Every entry point waits for the previous kernel (programmatic dependent launch) before it
 // reads anything: q, the cache, the tables and kv_lens are all written by earlier work.
 #include "atlas_common.cuh"
+#include "attention_tile.cuh"
 #include "bf16_vec.cuh"
 #include "mma_util.cuh"
 
@@ -54,14 +55,6 @@ __device__ __forceinline__ size_t cache_row(const int* table, int p, int hkv, in
 }
 
 // ---- prefill ------------------------------------------------------------------------------
-// Two f32 values as bf16x2 pairs hi = bf16(v) and lo = bf16(v - hi): hi + lo carries ~16
-// significant bits, enough for probabilities to act as f32 in the PV product.
-__device__ __forceinline__ void split_bf16x2(float a, float b, uint32_t& hi, uint32_t& lo) {
-  hi = atlas::pack_bf16x2(a, b);
-  float ha, hb;
-  atlas::unpack_bf16x2(hi, ha, hb);
-  lo = atlas::pack_bf16x2(a - ha, b - hb);
-}
 
 template <int D>
 struct Prefill {
@@ -179,62 +172,22 @@ __device__ __forceinline__ void prefill_attn(
       }
     }
 
-    // Causal mask and online softmax (a row's values live in the 4 lanes of a quad).
-    const int key0 = t * P::kBKV + (lane & 3) * 2;
+    // Causal mask and online softmax (attention_tile.cuh).
+    float corr[2];
+    atlas::online_softmax_tile(s, t * P::kBKV + (lane & 3) * 2, limit, scale_log2, m_run,
+                               l_run, corr);
 #pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      float mx = -INFINITY;
+    for (int j = 0; j < D / 8; ++j)
 #pragma unroll
-      for (int j = 0; j < P::kBKV / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& x = s[j][2 * hh + e];
-          x = key0 + j * 8 + e <= limit[hh] ? x * scale_log2 : -INFINITY;
-          mx = fmaxf(mx, x);
-        }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m_run[hh], mx);
-      const float base = m_new == -INFINITY ? 0.f : m_new;  // no key seen yet: keep zeros
-      const float corr = exp2f(m_run[hh] - base);
-      float sum = 0.f;
-#pragma unroll
-      for (int j = 0; j < P::kBKV / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& x = s[j][2 * hh + e];
-          x = exp2f(x - base);
-          sum += x;
-        }
-      l_run[hh] = l_run[hh] * corr + sum;
-      m_run[hh] = m_new;
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        o[j][2 * hh] *= corr;
-        o[j][2 * hh + 1] *= corr;
-      }
-    }
+      for (int e = 0; e < 4; ++e) o[j][e] *= corr[e >> 1];
 
     // O += P V: two S n-tiles (16 keys) form one A fragment (as hi + lo bf16 parts); V comes
     // through transposed ldmatrix.
 #pragma unroll
     for (int kt = 0; kt < P::kBKV / 16; ++kt) {
       uint32_t p_hi[4], p_lo[4];
-      split_bf16x2(s[2 * kt][0], s[2 * kt][1], p_hi[0], p_lo[0]);
-      split_bf16x2(s[2 * kt][2], s[2 * kt][3], p_hi[1], p_lo[1]);
-      split_bf16x2(s[2 * kt + 1][0], s[2 * kt + 1][1], p_hi[2], p_lo[2]);
-      split_bf16x2(s[2 * kt + 1][2], s[2 * kt + 1][3], p_hi[3], p_lo[3]);
-#pragma unroll
-      for (int dp = 0; dp < D / 16; ++dp) {
-        // matrices: (keys 0-7, d lo), (keys 8-15, d lo), (keys 0-7, d hi), (keys 8-15, d hi)
-        const int r = kt * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-        uint32_t vb[4];
-        atlas::ldmatrix_x4_trans(vb, sv + atlas::swizzle_offset<P::kChunks>(r, 2 * dp + (lane >> 4)));
-        atlas::mma_bf16_16816(o[2 * dp], p_hi, vb[0], vb[1]);
-        atlas::mma_bf16_16816(o[2 * dp], p_lo, vb[0], vb[1]);
-        atlas::mma_bf16_16816(o[2 * dp + 1], p_hi, vb[2], vb[3]);
-        atlas::mma_bf16_16816(o[2 * dp + 1], p_lo, vb[2], vb[3]);
-      }
+      atlas::prob_fragments(s, kt, p_hi, p_lo);
+      atlas::pv_slice_mma<D>(o, p_hi, p_lo, sv, kt * 16, lane);
     }
     __syncthreads();  // stage t & 1 is refilled by the next iteration's prefetch
   }

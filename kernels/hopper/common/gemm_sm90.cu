@@ -49,22 +49,10 @@ static_assert(STAGES >= 3, "prefetch distance STAGES - 2 must be at least 1");
 static_assert(BK == 64, "atlas::wgmma_k64_tile issues the wgmmas of 64-column k-tiles");
 static_assert(SMEM_BYTES <= 227 * 1024, "sm_90 allows 227 KiB of shared memory per block");
 
-// Copy k-tile `kt` of rows [row0, row0 + ROWS) of `src` ([rows, k] row-major) into the
-// swizzled tile at shared address `dst`, zero-filling rows >= rows and columns >= k.
 template <int ROWS>
 __device__ __forceinline__ void load_tile(uint32_t dst, const __nv_bfloat16* __restrict__ src,
                                           int row0, int rows, int k, int kt) {
-#pragma unroll
-  for (int it = 0; it < ROWS * kChunks / THREADS; ++it) {
-    const int i = threadIdx.x + it * THREADS;
-    const int r = i / kChunks, ch = i % kChunks;
-    const int gr = row0 + r, gk = kt * BK + ch * 8;
-    const bool ok = gr < rows && gk < k;
-    const __nv_bfloat16* p = ok ? src + static_cast<size_t>(gr) * k + gk : src;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                 ::"r"(dst + atlas::swizzle128(r, ch)), "l"(p), "r"(ok ? 16 : 0)
-                 : "memory");
-  }
+  atlas::cp_async_k64_tile<ROWS, THREADS>(dst, src, row0, rows, k, kt);
 }
 
 template <bool kF32Out>

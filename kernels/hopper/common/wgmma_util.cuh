@@ -1,7 +1,8 @@
-// Hopper warpgroup-MMA building blocks shared by gemm_sm90.cu and moe_grouped_sm90.cu:
-// the 128-byte-swizzled K-major shared layout, its wgmma matrix descriptor, the wgmma
-// fence / commit / wait instructions and the m64n256k16 bf16 MMA. sm_90a only (wgmma): never
-// included from a file that kernels/gb10 compiles.
+// Hopper warpgroup-MMA building blocks shared by gemm_sm90.cu, gemm_decode_sm90.cu and
+// moe_grouped_sm90.cu: the 128-byte-swizzled K-major shared layout and the cp.async copy of a
+// 64-column k-tile into it, its wgmma matrix descriptor, the wgmma fence / commit / wait
+// instructions and the m64nNk16 bf16 MMAs (N = 16, 32, 64, 128, 256). sm_90a only (wgmma):
+// never included from a file that kernels/gb10 compiles.
 //
 // Layout: a tile row is 64 bf16 = 128 bytes; 16-byte chunk j of row r sits at byte
 // r * 128 + ((j ^ (r % 8)) << 4) from a 1024-byte aligned base; eight rows form a 1024-byte
@@ -27,10 +28,34 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t smem_byte_addr) {
          (static_cast<uint64_t>(1024 >> 4) << 32) | (1ull << 62);
 }
 
-// Keep the compiler from moving accumulator reads or writes across wgmma boundaries.
-__device__ __forceinline__ void fence_acc(float (&d)[128]) {
+// Copy k-tile `kt` (columns [64 kt, 64 kt + 64)) of rows [row0, row0 + ROWS) of `src`
+// ([rows, k] row-major bf16) into the swizzled tile at shared address `dst` with THREADS
+// threads' 16-byte cp.async, zero-filling rows >= rows and columns >= k (src-size 0: nothing
+// is read there). k must be a multiple of 8 (whole 16-byte chunks).
+template <int ROWS, int THREADS>
+__device__ __forceinline__ void cp_async_k64_tile(uint32_t dst,
+                                                  const __nv_bfloat16* __restrict__ src,
+                                                  int row0, int rows, int k, int kt) {
+  constexpr int kChunks = 8;  // 16-byte chunks of a 128-byte tile row
+  static_assert(ROWS * kChunks % THREADS == 0, "copies divide evenly over the threads");
 #pragma unroll
-  for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  for (int it = 0; it < ROWS * kChunks / THREADS; ++it) {
+    const int i = static_cast<int>(threadIdx.x) + it * THREADS;
+    const int r = i / kChunks, ch = i % kChunks;
+    const int gr = row0 + r, gk = kt * 64 + ch * 8;
+    const bool ok = gr < rows && gk < k;
+    const __nv_bfloat16* p = ok ? src + static_cast<size_t>(gr) * k + gk : src;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 ::"r"(dst + swizzle128(r, ch)), "l"(p), "r"(ok ? 16 : 0)
+                 : "memory");
+  }
+}
+
+// Keep the compiler from moving accumulator reads or writes across wgmma boundaries.
+template <int R>
+__device__ __forceinline__ void fence_acc(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 __device__ __forceinline__ void wgmma_fence() {
@@ -88,15 +113,112 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_
       : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
+// d[64 x N] += A[64 x 16] * B[N x 16]^T for N = 2 R (R f32 accumulators per thread), both
+// operands K-major in shared memory; the fragment layout is m64n256k16's for every N (d[j]:
+// row 16q + l/4 + 8 ((j/2) % 2), column 8 (j/4) + 2 (l%4) + j%2).
+__device__ __forceinline__ void wgmma_bf16_k16(float (&d)[8], uint64_t desc_a,
+                                               uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7"
+      "}, %8, %9, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+        "+f"(d[6]), "+f"(d[7])
+      : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+
+__device__ __forceinline__ void wgmma_bf16_k16(float (&d)[16], uint64_t desc_a,
+                                               uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+      "}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+        "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+        "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+
+__device__ __forceinline__ void wgmma_bf16_k16(float (&d)[32], uint64_t desc_a,
+                                               uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+        "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+        "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+        "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31])
+      : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+
+__device__ __forceinline__ void wgmma_bf16_k16(float (&d)[64], uint64_t desc_a,
+                                               uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+        "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+        "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+        "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+        "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
+        "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
+        "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+
+__device__ __forceinline__ void wgmma_bf16_k16(float (&d)[128], uint64_t desc_a,
+                                               uint64_t desc_b) {
+  wgmma_m64n256k16(d, desc_a, desc_b);
+}
+
+// d[64 x 64] += A[64 x 16] * B[16 x 64] with A in registers and B N-major in shared memory
+// (imm-trans-b 1): a[0..3] per thread as mma.m16n8k16's A fragment of its warp's 16 rows
+// ((g, 2c..), (g+8, 2c..), (g, 2c+8..), (g+8, 2c+8..) of k16), B's 16 k-rows of 64 N-values
+// (128 bytes each, 128-byte swizzled, 8-row groups 1024 bytes apart: smem_desc's layout with
+// rows = k; one swizzle atom spans all 64 N, so the leading byte offset is unused).
+__device__ __forceinline__ void wgmma_bf16_k16_rs_mn(float (&d)[32], const uint32_t (&a)[4],
+                                                     uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+        "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+        "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+        "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+}
+
 // The four k16 wgmmas of one 64-column k-tile (descriptors at its start) as one commit group,
 // then a wait until at most that group is in flight: the previous tile's wgmmas are done, so
-// the slot they read may be refilled.
-__device__ __forceinline__ void wgmma_k64_tile(float (&acc)[128], uint64_t desc_a,
+// the slot they read may be refilled. R f32 accumulators per thread: an m64n(2R) tile.
+template <int R>
+__device__ __forceinline__ void wgmma_k64_tile(float (&acc)[R], uint64_t desc_a,
                                                uint64_t desc_b) {
   fence_acc(acc);
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) wgmma_m64n256k16(acc, desc_a + 2 * kk, desc_b + 2 * kk);
+  for (int kk = 0; kk < 4; ++kk) wgmma_bf16_k16(acc, desc_a + 2 * kk, desc_b + 2 * kk);
   wgmma_commit();
   wgmma_wait<1>();
   fence_acc(acc);

@@ -27,6 +27,9 @@ I32 = 4
 
 #: the paged KV cache's tokens per block (runtime.kv_cache.DEFAULT_BLOCK_SIZE)
 KV_BLOCK_SIZE = 16
+#: the history from which decode attention routes to the long-context kernel
+#: (runtime/ops/attention_long.LONG_CONTEXT_KEYS; restated: this module imports no runtime)
+LONG_CONTEXT_KEYS = 16384
 
 
 class Family(enum.Enum):
@@ -40,6 +43,7 @@ class Family(enum.Enum):
     EMBEDDING = "embedding"
     DECODE_GEMV = "decode_gemv"
     DECODE_BATCHED_GEMV = "decode_batched_gemv"
+    DECODE_GEMM_SM90 = "decode_gemm_sm90"
     DECODE_GEMV_FP8 = "decode_gemv_fp8"
     DECODE_GEMV_NVFP4 = "decode_gemv_nvfp4"
     PREFILL_GEMM = "prefill_gemm"
@@ -65,7 +69,7 @@ ISSUE_FAMILIES: dict[str, tuple[Family, ...]] = {
     "RoPE/QK-norm": (Family.QK_NORM_ROPE_KV,),
     "SiLU-mul": (Family.SILU_MUL,),
     "embedding": (Family.EMBEDDING,),
-    "decode GEMV": (Family.DECODE_GEMV, Family.DECODE_BATCHED_GEMV),
+    "decode GEMV": (Family.DECODE_GEMV, Family.DECODE_BATCHED_GEMV, Family.DECODE_GEMM_SM90),
     # issue 12: GEMVs reading FP8 (128x128 block scales) and NVFP4 weights
     "quantized decode GEMV": (Family.DECODE_GEMV_FP8, Family.DECODE_GEMV_NVFP4),
     "prefill GEMM": (Family.PREFILL_GEMM,),
@@ -256,7 +260,8 @@ class Embedding:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Linear:
     """y[m, n] = x[m, k] @ w[n, k].T; `prefill` puts it in the GEMM family, `batched` in
-    the family of the tensor-core decode GEMV (ops.matmul_batched), run whatever `linear`
+    the family of the tensor-core decode GEMV (ops.matmul_batched), `decode_sm90` in that of
+    the skinny wgmma GEMM (ops.matmul_decode), each forced; the others run whatever `linear`
     would choose for m."""
 
     label: str
@@ -266,12 +271,15 @@ class Linear:
     out_f32: bool = False
     prefill: bool = False
     batched: bool = False
+    decode_sm90: bool = False
     quick: bool = False
 
     @property
     def family(self) -> Family:
         if self.prefill:
             return Family.PREFILL_GEMM
+        if self.decode_sm90:
+            return Family.DECODE_GEMM_SM90
         return Family.DECODE_BATCHED_GEMV if self.batched else Family.DECODE_GEMV
 
     def bytes_moved(self) -> int:
@@ -354,13 +362,15 @@ class RopeKv:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PrefillAttention:
-    """Causal attention of one sequence of `seq` new tokens over its own keys (GQA)."""
+    """Causal attention of one sequence of `seq` new tokens over its own keys (GQA);
+    `sm90` forces the Hopper wgmma kernel (ops.attention_sm90, head_dim 128)."""
 
     label: str
     seq: int
     heads: int
     kv_heads: int
     head_dim: int
+    sm90: bool = False
     quick: bool = False
 
     @property
@@ -383,7 +393,9 @@ class PrefillAttention:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DecodeAttention:
-    """One query per sequence against `history` cached tokens, `batch` sequences."""
+    """One query per sequence against `history` cached tokens, `batch` sequences;
+    `long_kernel` forces the long-context kernel (ops.attention_long) below its route's
+    threshold."""
 
     label: str
     batch: int
@@ -391,6 +403,7 @@ class DecodeAttention:
     heads: int
     kv_heads: int
     head_dim: int
+    long_kernel: bool = False
     quick: bool = False
 
     @property
@@ -664,11 +677,17 @@ class TableScale:
     #: decode batches of the tensor-core batched GEMV rows (9..64 rows: 16 concurrent
     #: streams, 32, and its largest batch)
     batched_batches: tuple[int, ...] = (16, 32, 64)
+    #: decode batches of the skinny wgmma GEMM rows (linear routes 9..256 rows to it; 8 is
+    #: the A/B against gemv_mma's best case; 256 the serving default's largest batch)
+    decode_gemm_batches: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
     prefill_tokens: int = 2048
     attention_seqs: tuple[int, ...] = (256, 1024, 4096)
     histories: tuple[int, ...] = (512, 4096, 16384)
     #: decode batches of the quantized GEMV rows (the tensor-core GEMV takes 1..64 rows)
     quant_batches: tuple[int, ...] = (1, 8, 32)
+    #: long-context decode attention (issue 15: batch-8 decode at 16k and 32k histories, the
+    #: engines that take the long-context kernel): (batch, history) pairs
+    long_decode: tuple[tuple[int, int], ...] = ((8, 16384), (8, 32768))
     #: MoE expert batches: 1 and 8 on the decode kernels, 64 and 256 on the grouped path
     moe_batches: tuple[int, ...] = (1, 8, 64, 256)
 
@@ -757,6 +776,12 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                    for name, n, k in _linears(m)]
         shapes.append(Linear(label=f"{m.name} lm_head b{b}", m=b, n=m.vocab, k=m.hidden,
                              out_f32=True, batched=True))
+    for b in scale.decode_gemm_batches:
+        shapes += [Linear(label=f"{m.name} {name} b{b}", m=b, n=n, k=k, decode_sm90=True,
+                          quick=b == 32 and name in ("qkv", "gate_up"))
+                   for name, n, k in _linears(m)]
+        shapes.append(Linear(label=f"{m.name} lm_head b{b}", m=b, n=m.vocab, k=m.hidden,
+                             out_f32=True, decode_sm90=True))
     for fmt in ("fp8-block", "nvfp4"):
         shapes += [QuantLinear(label=f"{m.name} {name} b{b} {fmt}", m=b, n=n, k=k, fmt=fmt,
                                quick=b == scale.quant_batches[0] and name in ("qkv", "gate_up"))
@@ -767,6 +792,8 @@ def table_shapes(m: ModelDims = QWEN3_8B,
         # small N (o_proj, down) gives the batched GEMV few 32-row blocks: measured, not assumed
         shapes += [Linear(label=f"{small.name} {name} b32", m=32, n=n, k=k, batched=True)
                    for name, n, k in _linears(small)]
+        shapes += [Linear(label=f"{small.name} {name} b32", m=32, n=n, k=k, decode_sm90=True)
+                   for name, n, k in _linears(small)]
         shapes.append(Linear(label=f"{small.name} lm_head b1", m=1, n=small.vocab,
                              k=small.hidden, out_f32=True))
     shapes += [Linear(label=f"{m.name} {name} prefill {scale.prefill_tokens}",
@@ -775,10 +802,24 @@ def table_shapes(m: ModelDims = QWEN3_8B,
     shapes += [PrefillAttention(label=f"{m.name} T{t}", seq=t, heads=m.heads,
                                 kv_heads=m.kv_heads, head_dim=m.head_dim, quick=t == mid_seq)
                for t in scale.attention_seqs]
+    if m.head_dim == 128:  # the wgmma kernel's head dim
+        shapes += [PrefillAttention(label=f"{m.name} T{t} sm90", seq=t, heads=m.heads,
+                                    kv_heads=m.kv_heads, head_dim=m.head_dim, sm90=True,
+                                    quick=t == mid_seq)
+                   for t in scale.attention_seqs]
     shapes += [DecodeAttention(label=f"{m.name} b{b} hist{h}", batch=b, history=h,
                                heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim,
                                quick=h == mid_hist)
                for b in scale.decode_batches for h in scale.histories]
+    shapes += [DecodeAttention(label=f"{m.name} b{b} hist{h}", batch=b, history=h,
+                               heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim)
+               for b, h in scale.long_decode]
+    # the long-context kernel below its route's threshold: the A/B for lowering it
+    shapes += [DecodeAttention(label=f"{m.name} b{b} hist{h} long", batch=b, history=h,
+                               heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim,
+                               long_kernel=True)
+               for b in scale.decode_batches for h in scale.histories
+               if h < LONG_CONTEXT_KEYS]
     for b in scale.decode_batches:
         shapes += [
             Sampling(label=f"{m.name} b{b}", rows=b, vocab=m.vocab, temperature=0.0,

@@ -30,7 +30,7 @@ with the GEMV in chunks of GEMV_MAX_M rows when a step has more rows than that.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from ..core.config import ModelConfig, MoeConfig
 from ..core.dtype import DType
@@ -42,6 +42,9 @@ from ..runtime.ops import moe as moe_ops
 from ..runtime.ops.moe_shared import shared_add
 from .loaders.moe import SHARED_GATE_ROWS
 from .model import DenseMlp, MlpBlock, NextNorm, StepBuffers, swiglu
+
+if TYPE_CHECKING:
+    from .expert_parallel import ExpertShard
 
 #: rows of the zero-padded shared-expert gate weight (the GEMM's n granularity)
 GATE_PAD_ROWS = SHARED_GATE_ROWS
@@ -131,9 +134,19 @@ class MoeMlp:
     down: DevicePtr
     bufs: MoeBuffers
     shared: SharedExpert | None = None
+    #: expert parallelism (expert_parallel.py): this rank's block of experts; None: all
+    ep: "ExpertShard | None" = None
 
     def forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
                 then_norm: NextNorm | None = None) -> bool:
+        if self.ep is not None:  # the output is a partial sum until `combine`: no fused norm
+            self._forward(kc, s, b, t, None)
+            self.ep.combine(s, b.delta, t, self.shape.hidden)
+            return False
+        return self._forward(kc, s, b, t, then_norm)
+
+    def _forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
+                 then_norm: NextNorm | None) -> bool:
         if moe_ops.uses_decode_kernels(t) and kc.routes.moe_fused_decode:
             return self._decode(kc, s, b, t, then_norm)
         sh, bf = self.shape.routed_only, self.bufs
@@ -141,7 +154,7 @@ class MoeMlp:
         moe_ops.topk(kc, s, bf.logits, bf.topk_ids, bf.topk_weights, t, sh.experts, sh.top_k,
                      self.routing)
         moe_ops.experts(kc, s, b.normed, self.gate_up, self.down, bf.topk_ids, bf.topk_weights,
-                        b.delta, t, sh, bf.scratch)
+                        b.delta, t, self._local(kc, s, t, sh), bf.scratch)
         if self.shared is not None:
             se = self.shared
             swiglu(kc, s, b, se.gate_up, se.down, bf.shared_out, t, sh.hidden, se.inter)
@@ -163,6 +176,7 @@ class MoeMlp:
                                                  self.shared.gate)
         moe_ops.gate_topk(kc, s, b.normed, self.router, bf.logits, bf.topk_ids, bf.topk_weights,
                           bf.router_counter, t, sh, self.routing, shared, bf.shared_gate)
+        sh = self._local(kc, s, t, sh)
         finish = None
         if then_norm is not None:
             # the experts' input (normed) is read by the gate/up launch, before the down
@@ -172,6 +186,12 @@ class MoeMlp:
         moe_ops.experts(kc, s, b.normed, self.gate_up, self.down, bf.topk_ids, bf.topk_weights,
                         b.delta, t, sh, bf.scratch, then_norm=finish, shared=shared)
         return finish is not None
+
+    def _local(self, kc: KernelCache, s: Stream, t: int, sh: moe_ops.MoeShape
+               ) -> moe_ops.MoeShape:
+        """The shape the expert launches run with: under expert parallelism the step's
+        top-k ids rewritten to this rank's experts (-1 elsewhere) and its expert count."""
+        return sh if self.ep is None else self.ep.select(kc, s, self.bufs.topk_ids, t, sh)
 
     def _router_logits(self, kc: KernelCache, s: Stream, x: DevicePtr, t: int) -> None:
         """logits f32 [t, experts] = x @ router.T, as the bf16 product widened."""
@@ -191,8 +211,10 @@ def routing_for(moe: MoeConfig, score_bias: DevicePtr) -> moe_ops.Routing:
 
 
 def build_mlp(cfg: ModelConfig, layer: int, ptr: Mapping[str, DevicePtr],
-              bufs: MoeBuffers | None) -> MlpBlock:
-    """Layer `layer`'s MLP block over the uploaded weight buffers `ptr` (WeightPlan names)."""
+              bufs: MoeBuffers | None, ep: "ExpertShard | None" = None) -> MlpBlock:
+    """Layer `layer`'s MLP block over the uploaded weight buffers `ptr` (WeightPlan names);
+    with `ep`, a sparse layer runs only that rank's experts (and its shared expert only
+    where the rank holds it)."""
     b, moe = f"l{layer}.", cfg.moe
     if moe is None or not moe.is_sparse(layer):
         h, inter = cfg.hidden_size, cfg.intermediate_size
@@ -200,10 +222,12 @@ def build_mlp(cfg: ModelConfig, layer: int, ptr: Mapping[str, DevicePtr],
                         Bf16Linear(ptr[b + "down"], h, inter))
     if bufs is None:
         raise ValueError(f"layer {layer} is sparse but no MoE buffers were reserved")
-    shared = None
-    if moe.shared_intermediate_size:
+    shared, shape = None, moe_shape(cfg, moe)
+    if moe.shared_intermediate_size and (ep is None or ep.holds_shared):
         shared = SharedExpert(ptr[b + "shared_gate_up"], ptr[b + "shared_down"],
                               ptr[b + "shared_gate"], moe.shared_intermediate_size)
-    return MoeMlp(moe_shape(cfg, moe), routing_for(moe, ptr.get(b + "score_bias", 0)),
+    elif moe.shared_intermediate_size:  # another rank runs the shared expert
+        shape = shape.routed_only
+    return MoeMlp(shape, routing_for(moe, ptr.get(b + "score_bias", 0)),
                   ptr[b + "router"], ptr[b + "experts_gate_up"], ptr[b + "experts_down"], bufs,
-                  shared)
+                  shared, ep)

@@ -68,6 +68,22 @@ GEMM_SKINNY_F32OUT = S("gemm", "gemm_bf16_f32_skinny", "a:ptr w:ptr c:ptr m:u32 
 # dimension, streamed once like the GEMV; hopper only: gb10 has no gemv_mma module)
 GEMV_MMA = S("gemv_mma", "gemv_mma_bf16", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 GEMV_MMA_F32OUT = S("gemv_mma", "gemv_mma_bf16_f32", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
+# the same products for decode batches of 1..256 rows on Hopper wgmma (kernels/hopper/common/
+# gemm_decode_sm90.cu, sm_90a only): the weight as wgmma's M = 64 operand, streamed once. The
+# *_splitS entries are compiled for S-block clusters that split K and sum the partials through
+# distributed shared memory; their grid is ceil(n / 64) * S (ops/matmul_decode.py)
+_DECODE_GEMM = "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32"
+GEMM_DECODE_SM90 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16", _DECODE_GEMM)
+GEMM_DECODE_SM90_F32OUT = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_f32", _DECODE_GEMM)
+GEMM_DECODE_SM90_SPLIT2 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_split2", _DECODE_GEMM)
+GEMM_DECODE_SM90_F32OUT_SPLIT2 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_f32_split2",
+                                   _DECODE_GEMM)
+GEMM_DECODE_SM90_SPLIT4 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_split4", _DECODE_GEMM)
+GEMM_DECODE_SM90_F32OUT_SPLIT4 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_f32_split4",
+                                   _DECODE_GEMM)
+GEMM_DECODE_SM90_SPLIT8 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_split8", _DECODE_GEMM)
+GEMM_DECODE_SM90_F32OUT_SPLIT8 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_f32_split8",
+                                   _DECODE_GEMM)
 # FP8 E4M3 weights [N, K] (one byte each) with f32 scales under the index map
 # scale[(n >> row_shift) * row_stride + (k >> col_shift) * col_stride] (block, per-channel or
 # per-tensor layouts; ops/matmul_quant.py builds the map), dequantized in registers.
@@ -176,6 +192,12 @@ PREFILL_ATTN = S(
     "attention", "prefill_attn_bf16",
     "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr cu_q:ptr kv_lens:ptr out:ptr "
     "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 scale:f32")
+# the same on Hopper warpgroup MMA (kernels/hopper/common/attention_sm90.cu, sm_90a only):
+# head_dim 128, launched with dynamic shared memory (ops/attention_sm90.py)
+PREFILL_ATTN_SM90 = S(
+    "attention_sm90", "prefill_attn_sm90_bf16",
+    "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr cu_q:ptr kv_lens:ptr out:ptr "
+    "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 scale:f32")
 # split-K decode: num_splits is the grid size (fixed per CUDA graph); each launch splits
 # a sequence's live kv_len into ceil(kv_len / c) active splits of
 # c = max(ceil(kv_len / num_splits), ops.attention.DECODE_MIN_KEYS_PER_SPLIT) keys. Only
@@ -190,6 +212,14 @@ DECODE_ATTN_COMBINE = S(
     "attention", "decode_attn_combine_bf16",
     "part_o:ptr part_ml:ptr kv_lens:ptr out:ptr num_seqs:u32 hq:u32 head_dim:u32 "
     "num_splits:u32")
+# the same partials for long contexts on tensor cores (kernels/hopper/common/attention_long.cu,
+# hopper only): head_dim 64 or 128, hq / hkv <= 16, launched with dynamic shared memory
+# (ops/attention_long.py); decode_attn_combine_bf16 merges them
+DECODE_ATTN_LONG = S(
+    "attention_long", "decode_attn_long_bf16",
+    "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr "
+    "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 num_splits:u32 "
+    "scale:f32")
 
 # --- sampler (kernels/<hw>/common/sampler.cu) ----------------------------------------------
 # Per-row inputs are one SAMPLE_ROW record per batch row, written by the host before each
@@ -330,6 +360,20 @@ MOE_GROUPED_DOWN_SM90 = S("moe_grouped_sm90", "moe_grouped_down_sm90_bf16",
 # f32 (a bf16-rounded logit, as the f32-output linear writes it); out may alias routed.
 MOE_SHARED_ADD = S("moe_shared", "moe_shared_add_bf16",
                    "routed:ptr shared:ptr gate:ptr out:ptr tokens:u32 hidden:u32 gate_stride:u32")
+
+# --- expert parallelism (kernels/<hw>/common/moe_ep.cu) ---------------------------------------
+# in place over the first `width` columns of ids i32 [rows, stride] (the routed top-k ids;
+# a shared expert's slots follow them): e - first where first <= e < first + count (an
+# expert this rank holds, as its local index), else -1 (skipped by the expert kernels)
+MOE_EP_LOCALIZE = S("moe_ep", "moe_ep_localize_i32",
+                    "ids:ptr rows:u32 stride:u32 width:u32 first:u32 count:u32")
+
+# --- one-shot all-reduce over peer-mapped workspaces (kernels/<hw>/common/allreduce.cu) -------
+# out bf16 [count] = bf16(sum over ranks r in order of float(in_r)), through each rank's
+# workspace (peers: u64 [world], every rank's workspace as mapped here; layout and protocol
+# in the .cu file and ops/allreduce.py); out may alias in
+ALLREDUCE_ONESHOT = S("allreduce", "allreduce_oneshot_bf16",
+                      "peers:ptr in:ptr out:ptr count:u32 capacity:u32 world:u32 rank:u32")
 
 # --- benchmark-only synthetic weights (kernels/<hw>/common/fill_random.cu) ---------------------
 # out bf16 [n] = bf16(mean + std * z_i), z_i ~ N(0, 1): Box-Muller over SplitMix64 of the

@@ -2,12 +2,14 @@
 
 `linear` owns the dispatch rule: up to GEMV_MAX_M rows stream the weights once through the
 GEMV (memory-bound decode; one row takes the leaner single-row entry point); decode batches
-up to BATCHED_MAX_M rows take the tensor-core batched GEMV (gemv_mma) where the PTX set has
-it; more rows go to the tensor-core GEMM: the Hopper wgmma kernel (gemm_sm90) where the
-loaded PTX set has it and its 128x256 tiles give at least GEMM_SM90_MIN_BLOCKS blocks
-(prefill), else the mma.sync kernel, with the skinny 64x32 tile whenever the 128x128 tile
-would leave SMs idle (SM count from the device: KernelCache.facts). The kernel-path switches
-(ATLAS_GEMM_SM90, ATLAS_BATCHED_GEMV, ...) are KernelCache.routes (ops/routes.py).
+in the routes' decode-GEMM range (9..256 rows by default) take the Hopper skinny wgmma GEMM
+(gemm_decode_sm90) where the PTX set has it, else up to BATCHED_MAX_M rows the tensor-core
+batched GEMV (gemv_mma) where the PTX set has it; more rows go to the tensor-core GEMM: the
+Hopper wgmma kernel (gemm_sm90) where the loaded PTX set has it and its 128x256 tiles give at
+least GEMM_SM90_MIN_BLOCKS blocks (prefill), else the mma.sync kernel, with the skinny 64x32
+tile whenever the 128x128 tile would leave SMs idle (SM count from the device:
+KernelCache.facts). The kernel-path switches (ATLAS_GEMM_SM90, ATLAS_BATCHED_GEMV,
+ATLAS_DECODE_GEMM, ...) are KernelCache.routes (ops/routes.py).
 `linear_silu` is the MLP down projection with the SwiGLU activation fused into the GEMV's x
 load (one launch and no activation buffer for decode batches of up to 8); for more rows it
 runs silu_mul into a caller-provided scratch buffer, then `linear`. The geometry constants
@@ -24,6 +26,8 @@ from . import KernelCache
 from .activation import silu_mul
 from .matmul_batched import BATCHED_MAX_M, batched_gemv
 from .matmul_batched import available as batched_available
+from .matmul_decode import DECODE_MAX_M, decode_gemm
+from .matmul_decode import available as decode_available
 
 #: the GEMV keeps M accumulators per weight row in registers; more rows go to the GEMM
 GEMV_MAX_M = 8
@@ -158,6 +162,8 @@ def linear(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: Devic
     route = linear_route(kc, m, n)
     if route == "gemv":
         gemv(kc, stream, x, w, y, m, n, k, out_f32)
+    elif route == "gemm_decode_sm90":
+        decode_gemm(kc, stream, x, w, y, m, n, k, out_f32)
     elif route == "gemv_mma":
         batched_gemv(kc, stream, x, w, y, m, n, k, out_f32)
     else:
@@ -165,8 +171,13 @@ def linear(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: Devic
 
 
 def linear_route(kc: KernelCache, m: int, n: int) -> str:
-    """The module `linear` runs an m-row product with n outputs on: "gemv", "gemv_mma",
-    "gemm_sm90" or "gemm" (the dispatch rule in one place, for the benchmarks' labels too)."""
+    """The module `linear` runs an m-row product with n outputs on: "gemv",
+    "gemm_decode_sm90", "gemv_mma", "gemm_sm90" or "gemm" (the dispatch rule in one place, for
+    the benchmarks' labels too)."""
+    routes = kc.routes
+    if (routes.decode_gemm and routes.decode_gemm_min_m <= m <= routes.decode_gemm_max_m
+            and m <= DECODE_MAX_M and decode_available(kc)):
+        return "gemm_decode_sm90"
     batched = (kc.routes.batched_gemv and kc.routes.batched_gemv_min_m <= m <= BATCHED_MAX_M
                and batched_available(kc))
     if m <= GEMV_MAX_M and not batched:

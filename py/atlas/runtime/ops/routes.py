@@ -13,6 +13,17 @@ what it asked for each time, and importing Atlas never depends on the environmen
   allows them; unset, its wave model decides.
 * ATLAS_QUANT_MMA=0: FP8 / NVFP4 decode batches on the CUDA-core GEMV passes (gemv_fp8,
   gemv_nvfp4), never on the tensor-core GEMV (gemv_mma_quant).
+* ATLAS_DECODE_GEMM=0: decode batches never on the Hopper skinny wgmma GEMM
+  (gemm_decode_sm90); they take the batched GEMV / GEMM routes as before it existed.
+* ATLAS_DECODE_GEMM_MIN_M=N / ATLAS_DECODE_GEMM_MAX_M=N: the row range routed to it
+  (defaults DEFAULT_DECODE_GEMM_MIN_M..DEFAULT_DECODE_GEMM_MAX_M).
+* ATLAS_DECODE_GEMM_SPLIT=1|2|4|8: its cluster split of K for every product (unset: the
+  launch builder's occupancy rule, ops/matmul_decode.decode_split).
+* ATLAS_DECODE_ATTN_LONG=0: decode attention never on the long-context tensor-core kernel
+  (attention_long); ATLAS_DECODE_ATTN_LONG_MIN_KEYS=N: the shortest block-table reach (keys)
+  that takes it (default ops/attention_long.LONG_CONTEXT_KEYS).
+* ATLAS_PREFILL_ATTN_SM90=1: prefill attention (head_dim 128) on the Hopper wgmma kernel
+  (attention_sm90); off by default until measured against prefill_attn_bf16.
 * ATLAS_MOE_SM90=0: the MoE grouped GEMMs on the mma.sync kernels (moe_grouped), never the
   Hopper wgmma ones (moe_grouped_sm90).
 * ATLAS_MOE_FUSED_DECODE=0: a decode MoE layer as separate launches (router GEMV, top-k,
@@ -37,6 +48,26 @@ from typing import Mapping
 DEFAULT_BATCHED_GEMV_MIN_M = 8
 
 
+#: Row range of the skinny wgmma GEMM (gemm_decode_sm90) where the loaded set has it: from just
+#: past the CUDA-core GEMV's 8 rows to its widest wgmma N. Unmeasured against gemv_mma (9..64)
+#: and the GEMMs (65..256) when set: A/B with the switches above (tools/gpu/run_suite.sh).
+DEFAULT_DECODE_GEMM_MIN_M = 9
+DEFAULT_DECODE_GEMM_MAX_M = 256
+#: block tables reaching this many keys route decode attention to the long-context kernel
+#: (ops/attention_long.LONG_CONTEXT_KEYS, restated here: routes import no ops module)
+DEFAULT_DECODE_ATTN_LONG_MIN_KEYS = 16384
+#: the cluster splits gemm_decode_sm90 is compiled for
+DECODE_GEMM_SPLITS = (1, 2, 4, 8)
+
+
+def _env_count(env: Mapping[str, str], name: str, default: int) -> int:
+    """A count the environment may override; a malformed value is a ValueError naming it."""
+    value = env.get(name, "").strip()
+    if value and not value.isdigit():
+        raise ValueError(f"{name}={value!r} is not a row count")
+    return int(value) if value else default
+
+
 def env_switch(env: Mapping[str, str], name: str, default: bool) -> bool:
     """A kernel-path switch the environment may override (NAME=0 or 1), for A/B runs."""
     value = env.get(name, "").strip().lower()
@@ -56,23 +87,42 @@ class KernelRoutes:
     gdn_fused: bool = True
     gdn_chunk_tc: bool = True
     quant_mma: bool = True
+    decode_gemm: bool = True
+    decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
+    decode_gemm_max_m: int = DEFAULT_DECODE_GEMM_MAX_M
+    decode_gemm_split: int | None = None
+    decode_attn_long: bool = True
+    decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
+    prefill_attn_sm90: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "KernelRoutes":
         """The switches in the module docstring; a malformed value is a ValueError naming it."""
         env = os.environ if env is None else env
-        min_m = env.get("ATLAS_BATCHED_GEMV_MIN_M", "").strip()
         wide = env.get("ATLAS_GEMV_MMA_WIDE", "").strip()
-        if min_m and not min_m.isdigit():
-            raise ValueError(f"ATLAS_BATCHED_GEMV_MIN_M={min_m!r} is not a row count")
         if wide not in ("", "0", "1"):
             raise ValueError(f"ATLAS_GEMV_MMA_WIDE={wide!r} must be 0, 1 or unset")
+        split = env.get("ATLAS_DECODE_GEMM_SPLIT", "").strip()
+        if split and split not in {str(s) for s in DECODE_GEMM_SPLITS}:
+            raise ValueError(f"ATLAS_DECODE_GEMM_SPLIT={split!r} must be one of "
+                             f"{DECODE_GEMM_SPLITS} or unset")
         return cls(gemm_sm90=env_switch(env, "ATLAS_GEMM_SM90", True),
                    batched_gemv=env_switch(env, "ATLAS_BATCHED_GEMV", True),
-                   batched_gemv_min_m=int(min_m) if min_m else DEFAULT_BATCHED_GEMV_MIN_M,
+                   batched_gemv_min_m=_env_count(env, "ATLAS_BATCHED_GEMV_MIN_M",
+                                                 DEFAULT_BATCHED_GEMV_MIN_M),
                    gemv_mma_wide={"1": True, "0": False}.get(wide),
                    moe_sm90=env_switch(env, "ATLAS_MOE_SM90", True),
                    moe_fused_decode=env_switch(env, "ATLAS_MOE_FUSED_DECODE", True),
                    gdn_fused=env_switch(env, "ATLAS_GDN_FUSED", True),
                    gdn_chunk_tc=env_switch(env, "ATLAS_GDN_CHUNK_TC", True),
-                   quant_mma=env_switch(env, "ATLAS_QUANT_MMA", True))
+                   quant_mma=env_switch(env, "ATLAS_QUANT_MMA", True),
+                   decode_gemm=env_switch(env, "ATLAS_DECODE_GEMM", True),
+                   decode_gemm_min_m=_env_count(env, "ATLAS_DECODE_GEMM_MIN_M",
+                                                DEFAULT_DECODE_GEMM_MIN_M),
+                   decode_gemm_max_m=_env_count(env, "ATLAS_DECODE_GEMM_MAX_M",
+                                                DEFAULT_DECODE_GEMM_MAX_M),
+                   decode_gemm_split=int(split) if split else None,
+                   decode_attn_long=env_switch(env, "ATLAS_DECODE_ATTN_LONG", True),
+                   decode_attn_long_min_keys=_env_count(env, "ATLAS_DECODE_ATTN_LONG_MIN_KEYS",
+                                                        DEFAULT_DECODE_ATTN_LONG_MIN_KEYS),
+                   prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", False))

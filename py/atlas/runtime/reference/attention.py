@@ -26,7 +26,8 @@ import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
-from ..kernel_abi import DECODE_ATTN, DECODE_ATTN_COMBINE, PREFILL_ATTN
+from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_COMBINE, DECODE_ATTN_LONG, PREFILL_ATTN,
+                          PREFILL_ATTN_SM90)
 from ..ops.attention import decode_split_rule
 from . import HostMemory, reference
 
@@ -87,6 +88,7 @@ def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.
 
 
 @reference(PREFILL_ATTN)
+@reference(PREFILL_ATTN_SM90)
 def prefill_attn_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: int,
                       v_cache: int, block_tables: int, cu_q: int, kv_lens: int, out: int,
                       num_seqs: int, hq: int, hkv: int, head_dim: int, block_size: int,
@@ -135,6 +137,7 @@ def split_partials(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
 
 
 @reference(DECODE_ATTN)
+@reference(DECODE_ATTN_LONG)
 def decode_attn_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: int,
                      v_cache: int, block_tables: int, kv_lens: int, part_o: int, part_ml: int,
                      num_seqs: int, hq: int, hkv: int, head_dim: int, block_size: int,

@@ -1,6 +1,7 @@
 """Reference for the tensor-core GEMM kernels: the same specification as the GEMV.
 
-Every variant (mma.sync 128x128 and skinny 64x32, wgmma 128x256) computes y = x @ w.T with
+Every variant (mma.sync 128x128 and skinny 64x32, wgmma 128x256, the decode wgmma GEMM with
+or without its cluster split of K) computes y = x @ w.T with
 float32 accumulation and one rounding at the output; tiling changes only the summation order.
 """
 
@@ -9,7 +10,11 @@ from __future__ import annotations
 from ..gpu import Dim3
 from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GEMM_SM90,
                           GEMM_SM90_F32OUT)
-from ..kernel_abi import GEMV_MMA, GEMV_MMA_F32OUT
+from ..kernel_abi import (GEMM_DECODE_SM90, GEMM_DECODE_SM90_F32OUT,
+                          GEMM_DECODE_SM90_F32OUT_SPLIT2, GEMM_DECODE_SM90_F32OUT_SPLIT4,
+                          GEMM_DECODE_SM90_F32OUT_SPLIT8, GEMM_DECODE_SM90_SPLIT2,
+                          GEMM_DECODE_SM90_SPLIT4, GEMM_DECODE_SM90_SPLIT8, GEMV_MMA,
+                          GEMV_MMA_F32OUT)
 from . import HostMemory, reference
 from .gemv import linear_bf16
 
@@ -18,6 +23,10 @@ from .gemv import linear_bf16
 @reference(GEMM_SKINNY)
 @reference(GEMM_SM90)
 @reference(GEMV_MMA)
+@reference(GEMM_DECODE_SM90)
+@reference(GEMM_DECODE_SM90_SPLIT2)
+@reference(GEMM_DECODE_SM90_SPLIT4)
+@reference(GEMM_DECODE_SM90_SPLIT8)
 def gemm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: int, m: int,
               n: int, k: int) -> None:
     linear_bf16(mem, a, w, c, m, n, k, out_f32=False)
@@ -27,6 +36,10 @@ def gemm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: int, 
 @reference(GEMM_SKINNY_F32OUT)
 @reference(GEMM_SM90_F32OUT)
 @reference(GEMV_MMA_F32OUT)
+@reference(GEMM_DECODE_SM90_F32OUT)
+@reference(GEMM_DECODE_SM90_F32OUT_SPLIT2)
+@reference(GEMM_DECODE_SM90_F32OUT_SPLIT4)
+@reference(GEMM_DECODE_SM90_F32OUT_SPLIT8)
 def gemm_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: int, m: int,
                   n: int, k: int) -> None:
     linear_bf16(mem, a, w, c, m, n, k, out_f32=True)

@@ -1,0 +1,1 @@
+../../hopper/common/attention_tile.cuh

@@ -1,0 +1,247 @@
+// Split-K decode attention for long contexts on tensor cores: the same contract as
+// attention.cu's decode_attn_bf16 (grid (num_splits, hkv, num_seqs), the same split rule,
+// the same part_o / part_ml partials merged by decode_attn_combine_bf16), built for
+// histories of thousands of keys per split, where the CUDA-core kernel's register double
+// buffer and per-iteration block-table reads leave too few bytes in flight.
+//
+// A block owns one split of one kv head of one sequence and serves every q head of the group
+// (G = hq / hkv <= 16) as the rows of one mma.m16n8k16 A tile (rows past G are zero), so the
+// split's K/V rows are read from HBM exactly once whatever G is, and the arithmetic costs no
+// CUDA-core time. K/V stream through a kStages-deep cp.async ring of kBKV-key tiles in
+// dynamic shared memory (gathered row by row through the block table, 16-byte copies, rows
+// past the split zero-filled and never read from the cache); the block-table entries a thread
+// needs for a tile are loaded one iteration before its copies are issued, so the table's
+// latency never sits between two tiles. Each of the 4 warps takes 16 keys of every tile:
+// S = Q K^T (ldmatrix from the swizzled K tile), masked to the split, online softmax in f32
+// log2 units, O += P V with P as hi + lo bf16 parts (prefill's trick: probabilities keep ~16
+// bits, so the partials match the f32 reference to accumulation order), V through transposed
+// ldmatrix. The warps' (m, l, o) merge through shared memory (the ring, reused) into the
+// split's normalized partial, written exactly as decode_attn_bf16 writes it.
+//
+// Launch (ops/attention.py decode_attention, routed by ops/attention_long.py): grid
+// (num_splits, hkv, num_seqs), 128 threads, dynamic shared memory kStages x 2 tiles x kBKV x D
+// bf16 (96 KiB at D = 128: two blocks per SM; ops/attention_long.py long_smem_bytes).
+// Preconditions: head_dim 64 or 128, hq / hkv <= 16.
+#include "atlas_common.cuh"
+#include "attention_tile.cuh"
+#include "mma_util.cuh"
+
+namespace {
+
+constexpr int kThreads = 128;  // ops/attention_long.py LONG_THREADS
+constexpr int kWarps = kThreads / 32;
+constexpr int kBKV = 64;         // keys per tile, 16 per warp (attention_long.py LONG_TILE_KEYS)
+constexpr int kStages = 3;       // ring depth: two tiles in flight while one is computed
+constexpr int kMaxGroup = 16;    // q heads per kv head: the rows of one mma A tile
+constexpr int kMinKeysPerSplit = 32;  // attention.cu's split rule (ops/attention.py)
+constexpr float kLn2 = 0.6931471805599453f;
+
+template <int D>
+struct LongTile {
+  static constexpr int kChunks = D / 8;                        // 16-byte chunks per row
+  static constexpr int kTileElems = kBKV * D;                  // one K or V tile, bf16
+  static constexpr int kStageElems = 2 * kTileElems;
+  static constexpr int kRowsPerThread = kBKV * kChunks / kThreads;  // rows a thread copies
+  static constexpr int kRingBytes = kStages * kStageElems * 2;
+  // the warps' partials after the loop: o [kWarps][16][D], m and l [kWarps][16], f32
+  static constexpr int kMergeBytes = (kWarps * kMaxGroup * D + 2 * kWarps * kMaxGroup) * 4;
+  static_assert(kMergeBytes <= kRingBytes, "the merge reuses the ring");
+  static_assert(2 * (kRingBytes + 1024) <= 228 * 1024, "two blocks fit on an SM");
+  static_assert(kBKV * kChunks % kThreads == 0, "copies divide evenly over the threads");
+  static_assert(kThreads % kChunks == 0, "a thread copies the same chunk of each of its rows");
+};
+
+template <int D>
+__device__ __forceinline__ void decode_attn_long(
+    const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
+    const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
+    const int* __restrict__ kv_lens, float* __restrict__ part_o, float* __restrict__ part_ml,
+    int hq, int hkv, int block_size, int max_blocks, int num_splits, float scale,
+    __nv_bfloat16* smem) {
+  using T = LongTile<D>;
+  constexpr int R = T::kRowsPerThread;
+  const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
+  const int kv_len = kv_lens[b];
+  const int chunk = max((kv_len + num_splits - 1) / num_splits, kMinKeysPerSplit);
+  const int begin = split * chunk;
+  if (begin >= kv_len) return;  // an inactive split: the combine never reads its partials
+  const int end = min(begin + chunk, kv_len);
+  const int n_tiles = (end - begin + kBKV - 1) / kBKV;
+  const int group = hq / hkv, h0 = kvh * group;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, c = lane & 3;
+  const int* table = block_tables + static_cast<size_t>(b) * max_blocks;
+
+  // This thread copies chunk `ch` of tile rows row0 + j * (kThreads / kChunks), j < R.
+  const int ch = tid % T::kChunks, row0 = tid / T::kChunks;
+  constexpr int kRowStep = kThreads / T::kChunks;
+  auto lookup = [&](int tile, int (&page)[R]) {
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+      const int p = begin + tile * kBKV + row0 + j * kRowStep;
+      page[j] = p < end ? table[p / block_size] : 0;
+    }
+  };
+  auto issue = [&](int tile, const int (&page)[R]) {
+    __nv_bfloat16* sk = smem + (tile % kStages) * T::kStageElems;
+    __nv_bfloat16* sv = sk + T::kTileElems;
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+      const int r = row0 + j * kRowStep, p = begin + tile * kBKV + r;
+      const bool ok = p < end;
+      const size_t row = (static_cast<size_t>(page[j]) * hkv + kvh) * block_size + p % block_size;
+      const size_t off = ok ? row * D + ch * 8 : 0;
+      const int dst = atlas::swizzle_offset<T::kChunks>(r, ch);
+      atlas::cp_async_16(sk + dst, k_cache + off, ok);
+      atlas::cp_async_16(sv + dst, v_cache + off, ok);
+    }
+  };
+
+  // Prologue: tiles 0..kStages-2 in flight (commit group i = tile i), the next tile's table
+  // entries requested.
+  int page[R];
+#pragma unroll
+  for (int t = 0; t < kStages - 1; ++t) {
+    if (t < n_tiles) {
+      lookup(t, page);
+      issue(t, page);
+    }
+    atlas::cp_async_commit();
+  }
+  if (kStages - 1 < n_tiles) lookup(kStages - 1, page);
+
+  // Q as A fragments (rows = the group's heads, zero past G), straight from global memory:
+  // a0 [g][2c..] a1 [g+8][2c..] a2 [g][2c+8..] a3 [g+8][2c+8..] of each 16-column k-step.
+  uint32_t qf[D / 16][4];
+  {
+    const uint32_t* q0 = reinterpret_cast<const uint32_t*>(
+        q + (static_cast<size_t>(b) * hq + h0) * D);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int row = g + 8 * (i & 1), col = 16 * kk + 2 * c + 8 * (i >> 1);
+        qf[kk][i] = row < group ? __ldg(q0 + (row * D + col) / 2) : 0u;
+      }
+  }
+
+  const float scale_log2 = scale * atlas::kAttnLog2e;
+  const int last[2] = {end - 1, end - 1};  // both rows see every key of the split
+  float o[D / 8][4];
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[j][e] = 0.f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+
+  for (int t = 0; t < n_tiles; ++t) {
+    atlas::cp_async_wait<kStages - 2>();  // tile t landed (this thread's copies)
+    __syncthreads();  // ... every thread's; and every warp is done with tile t - 1's slot
+    if (t + kStages - 1 < n_tiles) {
+      issue(t + kStages - 1, page);
+      if (t + kStages < n_tiles) lookup(t + kStages, page);
+    }
+    atlas::cp_async_commit();
+    const __nv_bfloat16* sk = smem + (t % kStages) * T::kStageElems;
+    const __nv_bfloat16* sv = sk + T::kTileElems;
+
+    // S = Q K^T for this warp's 16 keys (two 8-key n-tiles).
+    float s[2][4];
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[j][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      // matrices: (keys 0-7, d lo), (keys 0-7, d hi), (keys 8-15, d lo), (keys 8-15, d hi)
+      const int r = warp * 16 + (lane & 7) + ((lane >> 4) << 3);
+      uint32_t kb[4];
+      atlas::ldmatrix_x4(kb, sk + atlas::swizzle_offset<T::kChunks>(r, 2 * kk + ((lane >> 3) & 1)));
+      atlas::mma_bf16_16816(s[0], qf[kk], kb[0], kb[1]);
+      atlas::mma_bf16_16816(s[1], qf[kk], kb[2], kb[3]);
+    }
+
+    // Mask keys past the split; online softmax per row (attention_tile.cuh).
+    float corr[2];
+    atlas::online_softmax_tile(s, begin + t * kBKV + warp * 16 + 2 * c, last, scale_log2,
+                               m_run, l_run, corr);
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[j][e] *= corr[e >> 1];
+
+    // O += P V over the warp's 16 keys: the two S n-tiles form one A fragment (hi + lo).
+    uint32_t p_hi[4], p_lo[4];
+    atlas::prob_fragments(s, 0, p_hi, p_lo);
+    atlas::pv_slice_mma<D>(o, p_hi, p_lo, sv, warp * 16, lane);
+  }
+  atlas::cp_async_wait<0>();  // only empty groups remain; none may outlive the ring
+  __syncthreads();            // every warp is done with the ring before the merge reuses it
+
+  // Merge the warps: each lane's rows g and g + 8 (heads h0 + g, h0 + g + 8), its columns
+  // j * 8 + 2c + e of o; l summed over the quad first (each lane saw its own key columns).
+  float* so = reinterpret_cast<float*>(smem);          // [kWarps][kMaxGroup][D]
+  float* sm = so + kWarps * kMaxGroup * D;             // [kWarps][kMaxGroup]
+  float* sl = sm + kWarps * kMaxGroup;                 // [kWarps][kMaxGroup]
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    float l = l_run[hh];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int row = g + 8 * hh;
+    if (row >= group) continue;
+    float* dst = so + (warp * kMaxGroup + row) * D + 2 * c;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      dst[j * 8] = o[j][2 * hh];
+      dst[j * 8 + 1] = o[j][2 * hh + 1];
+    }
+    if (c == 0) {
+      sm[warp * kMaxGroup + row] = m_run[hh];
+      sl[warp * kMaxGroup + row] = l;
+    }
+  }
+  __syncthreads();
+  for (int idx = tid; idx < group * D; idx += kThreads) {
+    const int row = idx / D, d = idx % D;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, sm[w * kMaxGroup + row]);
+    const float ref = mx == -INFINITY ? 0.f : mx;
+    float total = 0.f, acc = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float wt = exp2f(sm[w * kMaxGroup + row] - ref);
+      total += sl[w * kMaxGroup + row] * wt;
+      acc += so[(w * kMaxGroup + row) * D + d] * wt;
+    }
+    const size_t out_row = (static_cast<size_t>(b) * hq + h0 + row) * num_splits + split;
+    part_o[out_row * D + d] = acc / total;  // an active split has >= 1 key: total >= 1
+    if (d == 0) {
+      part_ml[out_row * 2] = mx * kLn2;
+      part_ml[out_row * 2 + 1] = total;
+    }
+  }
+}
+
+}  // namespace
+
+// Two blocks per SM at D = 128 (96 KiB rings): 2 x 2 tiles x 32 KiB of K/V in flight per SM.
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_long_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
+                          const __nv_bfloat16* v_cache, const int* block_tables,
+                          const int* kv_lens, float* part_o, float* part_ml, uint32_t num_seqs,
+                          uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+                          uint32_t max_blocks, uint32_t num_splits, float scale) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  atlas::pdl_enter();  // q, kv_lens, the tables and the cache come from earlier work
+  const int ns = static_cast<int>(num_splits);
+  if (head_dim == 128)
+    decode_attn_long<128>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
+                          block_size, max_blocks, ns, scale, long_smem);
+  else if (head_dim == 64)
+    decode_attn_long<64>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
+                         block_size, max_blocks, ns, scale, long_smem);
+  else
+    __trap();  // ops/attention_long.py LONG_HEAD_DIMS
+}

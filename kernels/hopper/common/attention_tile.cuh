@@ -1,0 +1,99 @@
+// Per-warp pieces shared by the tensor-core attention kernels (attention.cu's prefill,
+// attention_long.cu, attention_sm90.cu). A warp holds the scores of 16 query rows x 8 NT keys
+// in mma.m16n8k16's C layout (which is also each warp's slice of a wgmma m64nN accumulator):
+// s[j][e] is row g + 8 (e / 2), key 8 j + 2c + e % 2 (g = lane / 4, c = lane % 4); a row's
+// values live in the 4 lanes of a quad. sm_80+ PTX only, so gb10 compiles it too.
+#pragma once
+
+#include "bf16_vec.cuh"
+#include "mma_util.cuh"
+
+namespace atlas {
+
+constexpr float kAttnLog2e = 1.4426950408889634f;
+
+// Two f32 values as bf16x2 pairs hi = bf16(v) and lo = bf16(v - hi): hi + lo carries ~16
+// significant bits, enough for probabilities to act as f32 in the PV product (a single
+// rounded P would differ from any f32 reference by whole bf16 ulps wherever f32 noise flips
+// a rounding).
+__device__ __forceinline__ void split_bf16x2(float a, float b, uint32_t& hi, uint32_t& lo) {
+  hi = pack_bf16x2(a, b);
+  float ha, hb;
+  unpack_bf16x2(hi, ha, hb);
+  lo = pack_bf16x2(a - ha, b - hb);
+}
+
+// One tile of the online softmax, f32 in log2 units: scores of keys key0 + 8 j + e (key0
+// includes this lane's 2c) past last[hh] become -inf, the rest are scaled by scale_log2;
+// each row's running max m_run and sum l_run (this lane's columns only: reduce l over the
+// quad at the end) absorb the tile; s becomes the probabilities exp2(s - max), and corr[hh]
+// is the factor the row's output accumulators must be multiplied by. A row with no key seen
+// yet keeps max -inf, zero probabilities and corr 0 (its accumulators are zero anyway).
+template <int NT>
+__device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], int key0,
+                                                    const int (&last)[2], float scale_log2,
+                                                    float (&m_run)[2], float (&l_run)[2],
+                                                    float (&corr)[2]) {
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& x = s[j][2 * hh + e];
+        x = key0 + j * 8 + e <= last[hh] ? x * scale_log2 : -INFINITY;
+        mx = fmaxf(mx, x);
+      }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_new = fmaxf(m_run[hh], mx);
+    const float base = m_new == -INFINITY ? 0.f : m_new;
+    corr[hh] = exp2f(m_run[hh] - base);
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& x = s[j][2 * hh + e];
+        x = exp2f(x - base);
+        sum += x;
+      }
+    l_run[hh] = l_run[hh] * corr[hh] + sum;
+    m_run[hh] = m_new;
+  }
+}
+
+// The probabilities of key slice kt (n-tiles 2kt and 2kt + 1: 16 keys) as the hi and lo A
+// fragments of an m16n8k16 (or wgmma register-A) product: a0 (g, 2c..), a1 (g + 8, 2c..),
+// a2 (g, 2c + 8..), a3 (g + 8, 2c + 8..).
+template <int NT>
+__device__ __forceinline__ void prob_fragments(const float (&s)[NT][4], int kt,
+                                               uint32_t (&hi)[4], uint32_t (&lo)[4]) {
+  split_bf16x2(s[2 * kt][0], s[2 * kt][1], hi[0], lo[0]);
+  split_bf16x2(s[2 * kt][2], s[2 * kt][3], hi[1], lo[1]);
+  split_bf16x2(s[2 * kt + 1][0], s[2 * kt + 1][1], hi[2], lo[2]);
+  split_bf16x2(s[2 * kt + 1][2], s[2 * kt + 1][3], hi[3], lo[3]);
+}
+
+// O[16 x D] += P V over the 16 keys at rows r0.. of a shared V tile ([keys][D] bf16, chunks
+// swizzled by swizzle_offset<D / 8>): P as hi + lo A fragments (prob_fragments), V through
+// transposed ldmatrix; o[j] is the C fragment of output columns 8 j.. (mma.m16n8k16).
+template <int D>
+__device__ __forceinline__ void pv_slice_mma(float (&o)[D / 8][4], const uint32_t (&p_hi)[4],
+                                             const uint32_t (&p_lo)[4],
+                                             const __nv_bfloat16* sv, int r0, int lane) {
+#pragma unroll
+  for (int dp = 0; dp < D / 16; ++dp) {
+    // matrices: (keys 0-7, d lo), (keys 8-15, d lo), (keys 0-7, d hi), (keys 8-15, d hi)
+    const int r = r0 + (lane & 7) + (((lane >> 3) & 1) << 3);
+    uint32_t vb[4];
+    ldmatrix_x4_trans(vb, sv + swizzle_offset<D / 8>(r, 2 * dp + (lane >> 4)));
+    mma_bf16_16816(o[2 * dp], p_hi, vb[0], vb[1]);
+    mma_bf16_16816(o[2 * dp], p_lo, vb[0], vb[1]);
+    mma_bf16_16816(o[2 * dp + 1], p_hi, vb[2], vb[3]);
+    mma_bf16_16816(o[2 * dp + 1], p_lo, vb[2], vb[3]);
+  }
+}
+
+}  // namespace atlas

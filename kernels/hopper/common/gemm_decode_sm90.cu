@@ -1,0 +1,243 @@
+// Skinny wgmma GEMM for decode batches: y[m, n] = sum_k x[m, k] * w[n, k] for 1 <= m <= 256
+// (bf16 in, f32 accumulate, bf16 or bf16-valued f32 out), sm_90a only.
+//
+// Decode at 9..256 rows is (nearly) memory-bound: every weight byte feeds at most m FMAs, so
+// the weights must stream from HBM once at close to copy bandwidth. The product is computed
+// transposed, y^T[n, m] = W[n, k] . x^T, with the *weight* as wgmma's M = 64 operand and the
+// batch as its N (16, 32, 64, 128 or 256: m rounded up), so a small batch costs no padded MMA
+// rows of weights, only a narrower N. Both operands are K-major in shared memory exactly as in
+// gemm_sm90.cu (a weight tile row and an x row are each 64 bf16 = 128 bytes, 128-byte swizzle;
+// wgmma_util.cuh), so the same descriptors and copies serve.
+//
+// Block: one warpgroup (128 threads) owns 64 weight rows (outputs n) and all m batch rows,
+// over a contiguous range of 64-column k-tiles. A ring of kStages stages in dynamic shared
+// memory holds W [64][64] + x [N][64] per stage, filled by every thread with 16-byte cp.async
+// (rows past n or m and columns past k zero-filled: any n, any m <= 256, k % 8 == 0). The
+// pipeline is gemm_sm90's: prefetch distance kStages - 2, one wgmma group in flight. The ring
+// is sized so that two blocks fit on an SM for N <= 128 (two blocks' weight streams in
+// flight per SM) and one for N = 256 (ring_stages below; ops/matmul_decode.py mirrors it).
+// x (at most 256 x k bf16) is re-read by every block from L2; the weights once from HBM.
+//
+// Split-K over a thread-block cluster: a narrow projection has too few 64-row tiles to give
+// every SM a block (n = 4096: 64 tiles), so the entry points *_split{2,4,8} are compiled with
+// __cluster_dims__(S): the S blocks of a cluster (consecutive blockIdx.x, rank = blockIdx.x %
+// S, tile = blockIdx.x / S) each take 1/S of the k-tiles, leave their f32 partial tile in
+// their own shared memory, and after a cluster barrier rank r sums batch rows
+// [m r / S, m (r + 1) / S) over the S partials (distributed shared memory, ranks in fixed
+// order 0..S-1: bit-reproducible, no workspace, no atomics) and writes them; a second
+// barrier keeps every partial alive until all ranks have read it. The launch builder picks S
+// (ops/matmul_decode.py decode_split).
+//
+// PDL: the first tiles' weight copies are issued before griddepcontrol.wait (no kernel writes
+// weights); x is read and y written only after it.
+//
+// Launch (ops/matmul_decode.py): grid = ceil(n / 64) * S (1-D), 128 threads, dynamic shared
+// memory smem_bytes(N) (up to ~201 KiB: the caller opts in).
+// Preconditions: 1 <= m <= 256, n >= 1, k >= 8 with k % 8 == 0, x and w 16-byte aligned.
+#include <cooperative_groups.h>
+
+#include "atlas_common.cuh"
+#include "mma_util.cuh"
+#include "wgmma_util.cuh"
+
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kThreads = 128;            // one warpgroup; ops/matmul_decode.py DECODE_THREADS
+constexpr int kRows = 64;                // weight rows per block: wgmma's M
+constexpr int BK = 64;                   // k-tile columns (128-byte rows)
+constexpr int kMaxCols = 256;            // widest wgmma N: m <= 256
+constexpr int kMaxStages = 8;            // ops/matmul_decode.py DECODE_MAX_STAGES
+constexpr int kPairBudget = 110 * 1024;  // ring bytes for two blocks per SM (N <= 128)
+constexpr int kSoloBudget = 200 * 1024;  // ring bytes for one block per SM (N = 256)
+constexpr int kAlign = 1024;             // 128-byte swizzle atom
+constexpr int kPitch = kRows + 4;        // f32 partial tile row pitch: conflict-free scatter
+
+__host__ __device__ constexpr int stage_bytes(int cols) { return (kRows + cols) * BK * 2; }
+
+__host__ __device__ constexpr int ring_budget(int cols) {
+  return cols > 128 ? kSoloBudget : kPairBudget;
+}
+
+__host__ __device__ constexpr int ring_stages(int cols) {
+  return ring_budget(cols) / stage_bytes(cols) < kMaxStages
+             ? ring_budget(cols) / stage_bytes(cols)
+             : kMaxStages;
+}
+
+__host__ __device__ constexpr int smem_bytes(int cols) {
+  return ring_stages(cols) * stage_bytes(cols) + kAlign;  // + slack to align the base
+}
+
+static_assert(smem_bytes(kMaxCols) <= 227 * 1024, "sm_90 allows 227 KiB per block");
+static_assert(2 * (smem_bytes(128) + 1024) <= 228 * 1024, "two N <= 128 blocks fit an SM");
+
+template <int kCols, int kSplit, bool kF32Out>
+__device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
+                                            const __nv_bfloat16* __restrict__ w,
+                                            void* __restrict__ y, int m, int n, int k,
+                                            uint8_t* smem_raw) {
+  constexpr int kStages = ring_stages(kCols), kStage = stage_bytes(kCols);
+  constexpr int kStageW = kRows * BK * 2;
+  static_assert(kStages >= 3, "prefetch distance kStages - 2 must be at least 1");
+  static_assert(kStage % kAlign == 0 && kStageW % kAlign == 0, "stage bases stay aligned");
+  static_assert(kCols * kPitch * 4 <= kStages * kStage, "the partial tile fits in the ring");
+
+  const uint32_t raw = atlas::smem_addr(smem_raw);
+  const uint32_t smem = (raw + kAlign - 1) & ~uint32_t(kAlign - 1);
+  float* part = reinterpret_cast<float*>(smem_raw + (smem - raw));  // [kCols][kPitch], later
+
+  const int tile = static_cast<int>(blockIdx.x) / kSplit;
+  const int rank = static_cast<int>(blockIdx.x) % kSplit;  // == the cluster rank
+  const int row0 = tile * kRows;
+  const int k_tiles = (k + BK - 1) / BK;
+  const int kt0 = k_tiles * rank / kSplit;
+  const int count = k_tiles * (rank + 1) / kSplit - kt0;  // k-tiles of this block
+
+  auto stage_w = [&](int s) { return smem + s * kStage; };
+  auto stage_x = [&](int s) { return smem + s * kStage + kStageW; };
+
+  // prologue: weights first (legal before the PDL wait), then x; group s holds tile s's x
+  // (and group 0 every prologue W), so "groups 0..s done" means tile s landed
+#pragma unroll
+  for (int s = 0; s < kStages - 2; ++s)
+    if (s < count) atlas::cp_async_k64_tile<kRows, kThreads>(stage_w(s), w, row0, n, k, kt0 + s);
+  atlas::pdl_enter();
+#pragma unroll
+  for (int s = 0; s < kStages - 2; ++s) {
+    if (s < count) atlas::cp_async_k64_tile<kCols, kThreads>(stage_x(s), x, 0, m, k, kt0 + s);
+    atlas::cp_async_commit();  // always commit: the waits below count groups
+  }
+
+  float acc[kCols / 2];
+#pragma unroll
+  for (int i = 0; i < kCols / 2; ++i) acc[i] = 0.f;
+
+  for (int i = 0; i < count; ++i) {
+    atlas::cp_async_wait<kStages - 3>();  // tile i landed (this thread)
+    atlas::fence_proxy_async();           // visible to wgmma
+    __syncthreads();                      // ... of every thread
+    const int next = i + kStages - 2;
+    if (next < count) {
+      const int s = next % kStages;
+      atlas::cp_async_k64_tile<kRows, kThreads>(stage_w(s), w, row0, n, k, kt0 + next);
+      atlas::cp_async_k64_tile<kCols, kThreads>(stage_x(s), x, 0, m, k, kt0 + next);
+    }
+    atlas::cp_async_commit();
+    const int s = i % kStages;
+    atlas::wgmma_k64_tile(acc, atlas::smem_desc(stage_w(s)), atlas::smem_desc(stage_x(s)));
+  }
+  atlas::wgmma_wait<0>();
+  atlas::fence_acc(acc);
+  atlas::cp_async_wait<0>();  // no copy may outlive the loop (only empty groups remain)
+  __syncthreads();            // every wgmma and copy of the ring is done before reuse
+
+  // Scatter the accumulators into the [batch row][weight row] partial tile: d[j] of lane l
+  // in warp q is weight row 16q + l/4 + 8 ((j/2) % 2), batch row 8 (j/4) + 2 (l%4) + j%2.
+  {
+    const int lane = threadIdx.x & 31, q = threadIdx.x >> 5;
+#pragma unroll
+    for (int j = 0; j < kCols / 2; ++j) {
+      const int r = 16 * q + (lane >> 2) + 8 * ((j >> 1) & 1);
+      const int c = 8 * (j >> 2) + 2 * (lane & 3) + (j & 1);
+      part[c * kPitch + r] = acc[j];
+    }
+  }
+
+  // Rank r sums and writes batch rows [m r / S, m (r + 1) / S), coalesced along n.
+  if constexpr (kSplit > 1) {
+    cg::this_cluster().sync();  // every rank's partial is written and visible
+  } else {
+    __syncthreads();
+  }
+  const int mi0 = m * rank / kSplit, mi1 = m * (rank + 1) / kSplit;
+  for (int e = threadIdx.x; e < (mi1 - mi0) * kRows; e += kThreads) {
+    const int mi = mi0 + e / kRows, r = e % kRows, row = row0 + r;
+    if (row >= n) continue;
+    float v = 0.f;
+    if constexpr (kSplit > 1) {
+      cg::cluster_group cluster = cg::this_cluster();
+#pragma unroll
+      for (int p = 0; p < kSplit; ++p) v += cluster.map_shared_rank(part, p)[mi * kPitch + r];
+    } else {
+      v = part[mi * kPitch + r];
+    }
+    const size_t at = static_cast<size_t>(mi) * n + row;
+    if constexpr (kF32Out)  // logits: the bf16-rounded value, widened (transformers' LM head)
+      static_cast<float*>(y)[at] = atlas::round_bf16(v);
+    else
+      static_cast<__nv_bfloat16*>(y)[at] = atlas::f32_to_bf16(v);
+  }
+  if constexpr (kSplit > 1) cg::this_cluster().sync();  // partials live until all have read
+}
+
+// N = the batch rounded up to a wgmma width; the ring layout follows from it.
+template <int kSplit, bool kF32Out>
+__device__ __forceinline__ void dispatch(const __nv_bfloat16* x, const __nv_bfloat16* w,
+                                         void* y, uint32_t m, uint32_t n, uint32_t k) {
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
+  if (mi <= 16)
+    gemm_decode<16, kSplit, kF32Out>(x, w, y, mi, ni, ki, smem_raw);
+  else if (mi <= 32)
+    gemm_decode<32, kSplit, kF32Out>(x, w, y, mi, ni, ki, smem_raw);
+  else if (mi <= 64)
+    gemm_decode<64, kSplit, kF32Out>(x, w, y, mi, ni, ki, smem_raw);
+  else if (mi <= 128)
+    gemm_decode<128, kSplit, kF32Out>(x, w, y, mi, ni, ki, smem_raw);
+  else if (mi <= kMaxCols)
+    gemm_decode<kMaxCols, kSplit, kF32Out>(x, w, y, mi, ni, ki, smem_raw);
+  else
+    __trap();  // ops/matmul_decode.py checks 1 <= m <= 256
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(kThreads)
+    gemm_decode_sm90_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
+        uint32_t m, uint32_t n, uint32_t k) {
+  dispatch<1, false>(x, w, y, m, n, k);
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads)
+    gemm_decode_sm90_bf16_f32(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y,
+        uint32_t m, uint32_t n, uint32_t k) {
+  dispatch<1, true>(x, w, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_sm90_bf16_split2(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
+        uint32_t m, uint32_t n, uint32_t k) {
+  dispatch<2, false>(x, w, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_sm90_bf16_f32_split2(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y,
+        uint32_t m, uint32_t n, uint32_t k) {
+  dispatch<2, true>(x, w, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_sm90_bf16_split4(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
+        uint32_t m, uint32_t n, uint32_t k) {
+  dispatch<4, false>(x, w, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_sm90_bf16_f32_split4(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y,
+        uint32_t m, uint32_t n, uint32_t k) {
+  dispatch<4, true>(x, w, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_sm90_bf16_split8(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
+        uint32_t m, uint32_t n, uint32_t k) {
+  dispatch<8, false>(x, w, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_sm90_bf16_f32_split8(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y,
+        uint32_t m, uint32_t n, uint32_t k) {
+  dispatch<8, true>(x, w, y, m, n, k);
+}

@@ -1,0 +1,61 @@
+"""Check cases for the long-context split-K decode attention (module attention_long, hopper).
+
+The same cases as decode_attn_bf16's (cases/attention.py: scrambled paged cache, NaN in every
+unowned slot, the float64 oracle, partials compared on the active splits, the combine's
+output), forced onto the long kernel: splits of thousands of keys (many laps of the 3-stage
+ring, a last tile partly past the split), splits shorter than a tile and than a warp's 16
+keys, a 1-key sequence beside long ones, every group size up to the 16 rows of the MMA tile
+(1, 2, 3, 4, 8, 16), D 64 and 128, block sizes 7, 16 and 32 (pages that straddle tiles).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..gpu import DevicePtr, GpuBackend, Stream
+from ..kernel_check import KernelCase, kernel_cases
+from ..ops import KernelCache, attention
+from .attention import Geometry, decode_case
+
+
+def long_decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
+                     num_splits: int) -> KernelCase:
+    """cases/attention.decode_case launched with `long=True`."""
+    case = decode_case(rng, name, g, kv_lens, num_splits)
+    num_seqs, max_blocks = len(kv_lens), case.inputs["block_tables"].shape[1]
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        attention.decode_attention(KernelCache(backend), stream, p["q"], p["k_cache"],
+                                   p["v_cache"], p["block_tables"], p["kv_lens"], p["part_o"],
+                                   p["part_ml"], p["out"], num_seqs, g.hq, g.hkv, g.head_dim,
+                                   g.block_size, max_blocks, num_splits, g.scale, long=True)
+
+    return dataclasses.replace(case, module="attention_long", run=run)
+
+
+#: (name, geometry, kv_lens, num_splits)
+LONG_DECODE_SHAPES = [
+    # Qwen3-8B heads: 1,067-key splits (17 tiles, the last partly past the split), a 1-key
+    # sequence (one active split) and a 700-key one (3 splits of 234 keys)
+    ("long D128 gqa4 bs16 splits3", Geometry(32, 8, 128, 16), [3200, 1, 700], 3),
+    # one split of 4,113 keys: 65 tiles, 21 laps of the ring, 17 keys in the last tile
+    ("long D128 gqa6 bs16 splits1", Geometry(12, 2, 128, 16), [4113], 1),
+    ("long D64 gqa2 bs16 splits2", Geometry(4, 2, 64, 16), [3000, 65], 2),
+    # the largest group: all 16 rows of the MMA tile are heads
+    ("long D128 gqa16 bs16 splits4", Geometry(16, 1, 128, 16), [1500], 4),
+    # MHA, 7-token pages straddling every tile and warp boundary
+    ("long D128 mha bs7 splits5", Geometry(2, 2, 128, 7), [999, 64], 5),
+    # Qwen3-30B-A3B heads (group 8) on 33 short splits: 33 keys spill one into a second split
+    ("long D128 gqa8 bs16 splits33 short", Geometry(32, 4, 128, 16), [2048, 33], 33),
+    # Qwen3-0.6B heads at split boundaries (32, 64, 31 keys; 1,056 fills all 32 splits)
+    ("long D128 gqa2 bs16 splits32 boundaries", Geometry(16, 8, 128, 16),
+     [32, 64, 31, 1056], 32),
+    ("long D64 gqa3 bs32 splits6", Geometry(9, 3, 64, 32), [2500, 17, 100], 6),
+]
+
+
+@kernel_cases("attention_long")
+def long_decode_cases(rng: np.random.Generator) -> list[KernelCase]:
+    return [long_decode_case(rng, *shape) for shape in LONG_DECODE_SHAPES]

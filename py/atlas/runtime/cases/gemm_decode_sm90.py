@@ -1,0 +1,59 @@
+"""Check cases for the skinny wgmma GEMM of decode batches (module gemm_decode_sm90, sm_90a).
+
+Shapes chosen to catch fragment, ring and cluster bugs: every wgmma width with a partial
+batch (m = 9, 17, 33, 65, 129 and the full 16, 64, 256, and one row), n not a multiple of
+the 64-row tile (1..63 rows of the last tile past n) or of 16, k ending inside a 64-column
+k-tile and inside a 16-byte chunk's tile (k % 64 = 8), k shorter than the ring's prefetch
+depth, several laps of the ring, f32 logits, and every cluster split forced (2, 4, 8),
+including splits where some ranks own no k-tile (k = 64 split 8) and where the ranks' batch
+row slices are uneven or empty (m = 9 split 8, m = 1 split 4). The rule's own choice runs on
+slices of the Qwen3 projections.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+from ..kernel_check import KernelCase, kernel_cases
+from ..ops import matmul_decode
+from .gemv import linear_case
+
+#: (m, n, k, out_f32, split): split None lets matmul_decode.decode_split choose
+GEMM_DECODE_SHAPES = [
+    (9, 100, 200, False, 1),       # N 16, last tile 36 rows, k = 3.125 k-tiles
+    (16, 64, 4096, False, 1),      # exact N 16 and tile, 64 k-tiles: 8 laps of the ring
+    (17, 208, 520, True, 1),       # N 32, f32 logits, k % 64 = 8
+    (33, 130, 1024, False, 1),     # N 64, 2 rows in the last tile
+    (64, 192, 3072, False, 1),     # exact N 64
+    (65, 72, 136, True, 1),        # N 128, k = 2.125 k-tiles (below the prefetch depth)
+    (129, 80, 264, False, 1),      # N 256, a single row in the last 8-row group
+    (256, 128, 2048, False, 1),    # the largest batch, exact tiles
+    (1, 48, 64, False, 1),         # one row, n below one tile, one k-tile
+    (24, 33, 8, True, 1),          # smallest k: one chunk, the rest of the tile zero
+    (32, 260, 4096, False, 2),     # cluster of 2
+    (48, 200, 1040, True, 4),      # cluster of 4, k-tiles 17 = 4 + 4 + 4 + 5
+    (9, 136, 12288, False, 8),     # cluster of 8 (down_proj K), one or two rows per rank
+    (100, 64, 64, False, 8),       # cluster of 8, seven ranks own no k-tile
+    (1, 96, 512, False, 4),        # three of the four ranks write no batch row
+    (200, 70, 1024, True, 2),      # N 256 in a cluster, f32
+    (24, 1024, 1024, False, None),   # Qwen3-0.6B hidden, rule's split (4)
+    (40, 256, 3072, False, None),    # Qwen3-0.6B down_proj K (split 8)
+    (64, 640, 4096, False, None),    # Qwen3-8B hidden (split 8)
+    (32, 96, 12288, False, None),    # Qwen3-8B down_proj K
+]
+
+
+def gemm_decode_case(rng: np.random.Generator, m: int, n: int, k: int, f32: bool,
+                     split: int | None) -> KernelCase:
+    """One y = x @ w.T case through matmul_decode.decode_gemm (split forced unless None)."""
+    label = "auto" if split is None else f"split{split}"
+    return linear_case(rng, f"gemm_decode_sm90 {label} m{m} n{n} k{k}{' f32' if f32 else ''}",
+                       "gemm_decode_sm90", m, n, k, f32,
+                       partial(matmul_decode.decode_gemm, split=split), tensor_core=True)
+
+
+@kernel_cases("gemm_decode_sm90")
+def gemm_decode_cases(rng: np.random.Generator) -> list[KernelCase]:
+    return [gemm_decode_case(rng, *shape) for shape in GEMM_DECODE_SHAPES]

@@ -1,0 +1,301 @@
+"""The skinny wgmma GEMM of decode batches (gemm_decode_sm90): its reference and check cases,
+the launch builder's geometry, split rule and preconditions, the route `linear` takes to it,
+and a numpy model of the kernel's index math (k-tile split over the cluster, the wgmma
+accumulator layout scattered into the partial tile, each rank's batch-row slice of the sum)
+checked against float64 x @ w.T. There is no GPU in CI; the device check of the kernel is
+tools/gpu/check_kernels.py over the same cases."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from atlas.runtime.cases import gemm_decode_sm90 as case_defs
+from atlas.runtime.host import HostBackend
+from atlas.runtime.kernel_check import check
+from atlas.runtime.mock import MockGpuBackend
+from atlas.runtime.ops import KernelCache, matmul, matmul_decode
+from atlas.runtime.ops.routes import KernelRoutes
+# the elementwise kernels' check that a .cu file declares exactly its module's ABI entries
+from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
+
+SOURCE = Path(__file__).resolve().parents[2] / "kernels/hopper/common/gemm_decode_sm90.cu"
+CASES = [case_defs.gemm_decode_case(np.random.default_rng(90), *shape)
+         for shape in case_defs.GEMM_DECODE_SHAPES if shape[0] * shape[1] * shape[2] <= 2 ** 22]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_reference_matches_oracle(case) -> None:
+    result = check(HostBackend(), case)
+    assert result.passed, result.detail
+
+
+def test_cases_cover_widths_splits_and_edges() -> None:
+    shapes = case_defs.GEMM_DECODE_SHAPES
+    assert {matmul_decode.decode_cols(m) for m, *_ in shapes} == set(matmul_decode.DECODE_COLS)
+    assert {9, 17, 33, 65, 129, 256, 1} <= {m for m, *_ in shapes}
+    assert {s for *_, s in shapes} >= {1, 2, 4, 8, None}
+    assert any(n % 64 and n % 16 for _, n, *_ in shapes)
+    assert any(k % 64 == 8 for _, _, k, *_ in shapes)
+    assert any(f32 and s and s > 1 for *_, f32, s in shapes)
+    # a split with ranks that own no k-tile, and one with ranks that write no batch row
+    assert any(s and -(-k // 64) < s for _, _, k, _, s in shapes)
+    assert any(s and m < s for m, _, _, _, s in shapes)
+    assert len(shapes) >= 15 and len(CASES) >= 8  # the host runs the small ones
+
+
+def test_cuda_entry_points_declare_exactly_the_abi() -> None:
+    _declares_abi("gemm_decode_sm90")
+
+
+def _constant(name: str) -> int:
+    """A `constexpr int` of the kernel: a literal, a product of literals (110 * 1024) or a
+    sum with another constant (kRows + 4)."""
+    (value,) = re.findall(rf"constexpr int {name} = ([\w *+]+);", SOURCE.read_text())
+    total = 0
+    for term in value.split("+"):
+        product = 1
+        for factor in term.split("*"):
+            factor = factor.strip()
+            product *= int(factor) if factor.isdigit() else _constant(factor)
+        total += product
+    return total
+
+
+def test_launch_constants_match_the_kernel() -> None:
+    assert matmul_decode.DECODE_THREADS == _constant("kThreads")
+    assert matmul_decode.DECODE_ROWS == _constant("kRows")
+    assert matmul_decode.DECODE_MAX_M == _constant("kMaxCols") == matmul_decode.DECODE_COLS[-1]
+    assert matmul_decode.DECODE_MAX_STAGES == _constant("kMaxStages")
+    assert matmul_decode.DECODE_PAIR_BUDGET == _constant("kPairBudget")
+    assert matmul_decode.DECODE_SOLO_BUDGET == _constant("kSoloBudget")
+    text = SOURCE.read_text()
+    for split in (2, 4, 8):
+        assert text.count(f"__cluster_dims__({split}, 1, 1)") == 2  # bf16 and f32 entries
+
+
+@pytest.mark.parametrize("cols, stages, per_sm", [
+    (16, 8, 2), (32, 8, 2), (64, 6, 2), (128, 4, 2), (256, 5, 1)])
+def test_ring_geometry(cols: int, stages: int, per_sm: int) -> None:
+    """(64 + N) x 64 bf16 per stage; as many stages (<= 8, >= 3 for the prefetch distance)
+    as the budget holds; per_sm blocks with their 1 KiB reservation fit the 228 KiB of an SM,
+    the partial tile [N][68] f32 fits in the ring, and the opt-in covers every launch."""
+    assert matmul_decode.ring_stages(cols) == stages >= 3
+    assert matmul_decode.blocks_per_sm(cols) == per_sm
+    smem = matmul_decode.smem_bytes(cols)
+    assert smem == stages * (64 + cols) * 128 + 1024
+    assert per_sm * (smem + 1024) <= 228 * 1024
+    assert cols * 68 * 4 <= smem - 1024
+    assert smem <= matmul_decode.DECODE_MAX_SHARED <= 227 * 1024
+
+
+@pytest.mark.parametrize("m, n, k, split", [
+    (32, 4096, 4096, 4),     # Qwen3-8B o_proj: 64 tiles x 4 = 256 of 264 slots
+    (32, 6144, 4096, 2),     # qkv: 96 x 2 = 192 (x 4 would be two waves)
+    (32, 24576, 4096, 1),    # gate_up: 384 tiles fill more than a wave alone
+    (64, 4096, 12288, 4),    # down
+    (32, 151936, 4096, 1),   # lm_head
+    (256, 4096, 4096, 2),    # N 256: one block per SM, 64 x 2 = 128 of 132
+    (256, 6144, 4096, 1),
+    (32, 1024, 2048, 8),     # Qwen3-0.6B o_proj: 16 tiles x 8
+    (32, 1024, 1024, 4),     # k = 16 k-tiles: at most 4 splits of 4
+    (32, 4096, 1024, 4),
+    (32, 960, 576, 2),       # SmolLM2: 9 k-tiles
+    (16, 64, 64, 1),         # one k-tile: nothing to split
+])
+def test_split_rule(m: int, n: int, k: int, split: int) -> None:
+    assert matmul_decode.decode_split(m, n, k, sm_count=132) == split
+
+
+def test_split_rule_follows_the_device_and_the_override() -> None:
+    assert matmul_decode.decode_split(32, 4096, 4096, sm_count=66) == 2
+    assert matmul_decode.decode_split(32, 24576, 4096, forced=8) == 8
+    with pytest.raises(ValueError, match="split 3"):
+        matmul_decode.decode_split(32, 4096, 4096, forced=3)
+
+
+# ---- launch builder ----------------------------------------------------------------------
+
+class _Sm90DecodeMock(MockGpuBackend):
+    """A mock device whose loaded PTX set has gemm_decode_sm90 (an sm_90a leaf's does) and
+    that records the dynamic shared memory opt-ins."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.opt_ins: list[tuple[str, int]] = []
+
+    @property
+    def module_names(self) -> list[str]:
+        return ["gemm", "gemm_sm90", "gemv", "gemv_mma", "gemm_decode_sm90"]
+
+    def set_max_dynamic_shared(self, handle, nbytes: int) -> None:
+        self.opt_ins.append((handle.func, nbytes))
+
+
+def _launch(m: int, n: int, k: int, out_f32: bool = False, offset: int = 0,
+            split: int | None = None, dev: _Sm90DecodeMock | None = None):
+    dev = dev or _Sm90DecodeMock()
+    x, w, y = dev.alloc(m * k * 2 + 16), dev.alloc(n * k * 2), dev.alloc(m * n * 4)
+    matmul_decode.decode_gemm(KernelCache(dev), 0, x + offset, w, y, m, n, k, out_f32,
+                              split=split)
+    (record,) = dev.drain_launches()
+    return record, (x + offset, w, y)
+
+
+@pytest.mark.parametrize("m, n, k, f32, func, grid, cols", [
+    (32, 4096, 4096, False, "gemm_decode_sm90_bf16_split4", 256, 32),
+    (9, 151936, 4096, True, "gemm_decode_sm90_bf16_f32", 2374, 16),
+    (64, 6144, 4096, False, "gemm_decode_sm90_bf16_split2", 192, 64),
+    (100, 24576, 4096, False, "gemm_decode_sm90_bf16", 384, 128),
+    (256, 4096, 12288, False, "gemm_decode_sm90_bf16_split2", 128, 256),
+    (17, 1024, 3072, True, "gemm_decode_sm90_bf16_f32_split8", 128, 32),
+    (1, 33, 8, False, "gemm_decode_sm90_bf16", 1, 16),
+])
+def test_geometry_and_entry_point(m, n, k, f32, func, grid, cols) -> None:
+    record, (x, w, y) = _launch(m, n, k, f32)
+    assert (record.module, record.func) == ("gemm_decode_sm90", func)
+    assert record.grid == (grid, 1, 1) and record.block == (128, 1, 1)
+    assert record.shared == matmul_decode.smem_bytes(cols)
+    assert record.args == {"x": x, "w": w, "y": y, "m": m, "n": n, "k": k}
+
+
+def test_forced_split_multiplies_the_grid() -> None:
+    record, _ = _launch(48, 200, 1040, True, split=4)
+    assert record.func == "gemm_decode_sm90_bf16_f32_split4" and record.grid == (16, 1, 1)
+
+
+@pytest.mark.parametrize("m, n, k, offset, split, match", [
+    (0, 64, 64, 0, None, "m=0"), (257, 64, 64, 0, None, "m=257"), (16, 0, 64, 0, None, "n=0"),
+    (16, 64, 60, 0, None, "k=60"), (16, 64, 0, 0, None, "k=0"),
+    (16, 64, 64, 8, None, "x pointer"), (16, 64, 64, 0, 16, "split 16")])
+def test_preconditions(m, n, k, offset, split, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        _launch(m, n, k, offset=offset, split=split)
+
+
+def test_shared_memory_opt_in_happens_once_per_entry_point() -> None:
+    dev = _Sm90DecodeMock()
+    kc = KernelCache(dev)
+    x, w, y = dev.alloc(256 * 1024 * 2), dev.alloc(512 * 1024 * 2), dev.alloc(256 * 512 * 4)
+    for m in (9, 256, 33, 100):
+        matmul_decode.decode_gemm(kc, 0, x, w, y, m, 512, 1024, split=1)
+    assert [r.shared for r in dev.drain_launches()] == [
+        matmul_decode.smem_bytes(c) for c in (16, 256, 64, 128)]
+    assert dev.opt_ins == [("gemm_decode_sm90_bf16", matmul_decode.DECODE_MAX_SHARED)]
+    assert matmul_decode.DECODE_MAX_SHARED == matmul_decode.smem_bytes(256)
+
+
+# ---- the route ---------------------------------------------------------------------------
+
+def _route(m: int, n: int = 4096, env: dict[str, str] | None = None,
+           dev: MockGpuBackend | None = None) -> str:
+    kc = KernelCache(dev or _Sm90DecodeMock(), KernelRoutes.from_env(env or {}))
+    return matmul.linear_route(kc, m, n)
+
+
+@pytest.mark.parametrize("m, route", [(1, "gemv"), (8, "gemv_mma"), (9, "gemm_decode_sm90"),
+                                      (64, "gemm_decode_sm90"), (256, "gemm_decode_sm90"),
+                                      (257, "gemm")])
+def test_linear_sends_decode_batches_to_the_decode_gemm(m: int, route: str) -> None:
+    assert _route(m) == route
+
+
+def test_decode_gemm_switches_and_absence() -> None:
+    assert _route(32, env={"ATLAS_DECODE_GEMM": "0"}) == "gemv_mma"
+    assert _route(32, env={"ATLAS_DECODE_GEMM_MIN_M": "33"}) == "gemv_mma"
+    assert _route(128, env={"ATLAS_DECODE_GEMM_MAX_M": "64"}) == "gemm"
+    assert _route(32, dev=MockGpuBackend()) == "gemm"  # no module loaded: the old routes
+    routes = KernelRoutes.from_env({"ATLAS_DECODE_GEMM_SPLIT": "2"})
+    assert routes.decode_gemm_split == 2
+    with pytest.raises(ValueError, match="ATLAS_DECODE_GEMM_SPLIT='3'"):
+        KernelRoutes.from_env({"ATLAS_DECODE_GEMM_SPLIT": "3"})
+    with pytest.raises(ValueError, match="ATLAS_DECODE_GEMM_MIN_M='x'"):
+        KernelRoutes.from_env({"ATLAS_DECODE_GEMM_MIN_M": "x"})
+
+
+def test_linear_launches_the_decode_gemm_with_the_routes_split() -> None:
+    dev = _Sm90DecodeMock()
+    kc = KernelCache(dev, KernelRoutes.from_env({"ATLAS_DECODE_GEMM_SPLIT": "8"}))
+    x, w, y = dev.alloc(32 * 4096 * 2), dev.alloc(24576 * 4096 * 2), dev.alloc(32 * 24576 * 2)
+    matmul.linear(kc, 0, x, w, y, 32, 24576, 4096)
+    (record,) = dev.drain_launches()
+    assert record.func == "gemm_decode_sm90_bf16_split8" and record.grid == (384 * 8, 1, 1)
+
+
+# ---- numpy model of the kernel's index math ----------------------------------------------
+
+LANES = np.arange(32)
+
+
+def _accumulator_coords(cols: int) -> tuple[np.ndarray, np.ndarray]:
+    """(weight row, batch row) of d[j] of every thread of the warpgroup, per the wgmma
+    m64nNk16 f32 accumulator layout (PTX ISA): thread t = 32 q + l holds for j < N / 2 row
+    16 q + l / 4 + 8 ((j / 2) % 2), column 8 (j / 4) + 2 (l % 4) + j % 2."""
+    t = np.arange(128)[:, None]
+    j = np.arange(cols // 2)[None, :]
+    q, lane = t // 32, t % 32
+    r = 16 * q + lane // 4 + 8 * ((j // 2) % 2)
+    c = 8 * (j // 4) + 2 * (lane % 4) + j % 2
+    return np.broadcast_to(r, (128, cols // 2)), np.broadcast_to(c, (128, cols // 2))
+
+
+def model_gemm_decode(x: np.ndarray, w: np.ndarray, split: int) -> np.ndarray:
+    """y = x @ w.T the way gemm_decode_sm90.cu splits and gathers it: per tile, each rank's
+    k-tiles [kt * r / S, kt * (r + 1) / S), its accumulators scattered into part[c][r]
+    (pitch 68), then rank r summing batch rows [m r / S, m (r + 1) / S) over the ranks'
+    partials in rank order. Unwritten outputs stay NaN."""
+    (m, k), n = x.shape, w.shape[0]
+    cols, pitch = matmul_decode.decode_cols(m), _constant("kPitch")
+    k_tiles = -(-k // 64)
+    xp = np.zeros((cols, k_tiles * 64))
+    xp[:m, :k] = x
+    y = np.full((m, n), np.nan)
+    rows_acc, cols_acc = _accumulator_coords(cols)
+    for row0 in range(0, n, 64):
+        wp = np.zeros((64, k_tiles * 64))
+        wp[:min(64, n - row0), :k] = w[row0:row0 + 64]
+        parts = []
+        for rank in range(split):
+            kt0, kt1 = k_tiles * rank // split, k_tiles * (rank + 1) // split
+            d = wp[:, 64 * kt0:64 * kt1] @ xp[:, 64 * kt0:64 * kt1].T  # [64 rows, cols]
+            part = np.full(cols * pitch, np.nan)
+            part[cols_acc * pitch + rows_acc] = d[rows_acc, cols_acc]
+            parts.append(part)
+        for rank in range(split):
+            for mi in range(m * rank // split, m * (rank + 1) // split):
+                for r in range(64):
+                    if row0 + r < n:
+                        y[mi, row0 + r] = sum(p[mi * pitch + r] for p in parts)
+    return y
+
+
+def test_accumulator_layout_covers_the_tile_once() -> None:
+    for cols in matmul_decode.DECODE_COLS:
+        r, c = _accumulator_coords(cols)
+        cells = r * cols + c
+        assert sorted(cells.ravel()) == list(range(64 * cols))
+
+
+@pytest.mark.parametrize("m, n, k, split", [
+    (9, 100, 200, 1), (17, 64, 136, 2), (33, 70, 520, 4), (1, 130, 264, 4), (40, 65, 64, 8),
+    (65, 40, 1040, 8), (130, 20, 72, 2)])
+def test_index_model_computes_the_product(m: int, n: int, k: int, split: int) -> None:
+    rng = np.random.default_rng(m * n + k)
+    x, w = rng.standard_normal((m, k)), rng.standard_normal((n, k))
+    got = model_gemm_decode(x, w, split)
+    assert not np.isnan(got).any()
+    np.testing.assert_allclose(got, x @ w.T, rtol=1e-12, atol=1e-12)
+
+
+def test_partial_scatter_is_bank_conflict_free() -> None:
+    """One warp's store of d[j] hits 32 distinct banks (pitch 68 words)."""
+    pitch = _constant("kPitch")
+    for cols in matmul_decode.DECODE_COLS:
+        r, c = _accumulator_coords(cols)
+        for q in range(4):
+            for j in range(cols // 2):
+                banks = (c[32 * q:32 * q + 32, j] * pitch + r[32 * q:32 * q + 32, j]) % 32
+                assert len(set(banks.tolist())) == 32
