@@ -486,7 +486,11 @@ stage_quant_profile() {
   fi
   "$PY" tools/gpu/bench_decode.py --model "$q" --hf none --batches 1,8,32 \
     --out "$RESULTS/bench_decode_qwen3-8b-fp8-block.json" || rc=1
-  "$PY" tools/gpu/profile_decode.py --model "$q" \
+  # A/B: batch 1 on the CUDA-core GEMV passes instead of the tensor-core GEMV
+  ATLAS_QUANT_MMA=0 "$PY" tools/gpu/bench_decode.py --model "$q" --hf none --batches 1 \
+    --out "$RESULTS/bench_decode_qwen3-8b-fp8-block_cudacore.json" || rc=1
+  # PDL off: per-kernel times that add up (with PDL each record includes its wait)
+  ATLAS_PDL=0 "$PY" tools/gpu/profile_decode.py --model "$q" \
     --out "$RESULTS/profile_decode_qwen3-8b-fp8-block.json" || rc=1
   return $rc
 }
