@@ -18,7 +18,7 @@ continue. The table prints last and is written as JSON + Markdown to --out-dir
 `metrics` (speedup_min, speedup_geomean) feed the `kernel-table` gate. Exit status 1 when
 any row failed.
 
-    python3 tools/gpu/bench_kernels.py [--quick] [-k TEXT] [--out-dir DIR] [--ptx-dir DIR]
+    python3 tools/gpu/bench_kernels.py [--quick] [-k TEXT[|TEXT...]] [--out-dir DIR] [--ptx-dir DIR]
     python3 tools/gpu/bench_kernels.py --dry-run   # CPU: tiny shapes, HostBackend + CPU torch
 """
 
@@ -1310,8 +1310,9 @@ def select_shapes(args: argparse.Namespace) -> list[Any]:
     if args.quick:
         shapes = [s for s in shapes if s.quick]
     if args.select:
-        shapes = [s for s in shapes if args.select in f"{s.family.value} {s.label} "
-                  f"{s.describe()}"]
+        wanted = args.select.split("|")
+        shapes = [s for s in shapes
+                  if any(w in f"{s.family.value} {s.label} {s.describe()}" for w in wanted)]
     return shapes
 
 
@@ -1345,7 +1346,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer shapes and repeats")
     ap.add_argument("--repeats", type=int, help="timed graph replays per side (default 100, "
                     "quick 30)")
-    ap.add_argument("-k", dest="select", help="only shapes whose family/label contains this")
+    ap.add_argument("-k", dest="select", help="only shapes whose family/label contains this "
+                    "('A|B': either)")
     ap.add_argument("--out-dir", type=Path, help="where the JSON and Markdown go (default "
                     "bench/results; a temporary directory for --dry-run)")
     ap.add_argument("--ptx-dir", type=Path, help="*.ptxset.json or *.ptx files (default: the "
