@@ -15,6 +15,8 @@ records what transformers computes from them:
                                      forward over prompt + previous tokens (no KV cache)
     ``greedy_margin`` float32 [G]    top-1 minus top-2 logit at each greedy step, so a
                                      parity check can tell a near-tie from a real bug
+    ``mtp_logits``  float32 [V]      configs with an MTP head: its logits at the prompt's
+                                     last position (`mtp_reference`)
     ``seed``, ``transformers_version``, ``torch_version``
 
 Everything runs in bf16 with eager attention, on CPU for the tiny fixtures (committed under
@@ -207,7 +209,10 @@ def _hybrid_configs() -> dict[str, dict[str, Any]]:
               "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0,
                                   "partial_rotary_factor": 0.25,
                                   "mrope_section": [11, 11, 10], "mrope_interleaved": True}}
-    return {"tiny-qwen3_5": base, "qwen3_5-9b-8l": nine_b}
+    # with a multi-token-prediction head (`mtp.*`, see write_mtp_head) like the published
+    # checkpoints; transformers skips those tensors, so the goldens are the base model's
+    return {"tiny-qwen3_5": base, "tiny-qwen3_5-mtp": {**base, "mtp_num_hidden_layers": 1},
+            "qwen3_5-9b-8l": {**nine_b, "mtp_num_hidden_layers": 1}}
 
 
 def hybrid_param(name: str, param: torch.Tensor, gen: torch.Generator) -> torch.Tensor | None:
@@ -304,8 +309,8 @@ class GoldenPlan:
 
 TINY_PLAN = GoldenPlan(prompt_len=24, greedy_len=16, all_positions=True, prompt_tries=256)
 FULL_PLAN = GoldenPlan(prompt_len=512, greedy_len=64, all_positions=False, prompt_tries=1)
-TINY = ("tiny-llama", "tiny-qwen3", "tiny-llama3-rope", "tiny-qwen3_5", "tiny-qwen3-moe",
-        "tiny-qwen2-moe", "tiny-qwen3_5_moe", "tiny-qwen3_next")
+TINY = ("tiny-llama", "tiny-qwen3", "tiny-llama3-rope", "tiny-qwen3_5", "tiny-qwen3_5-mtp",
+        "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-qwen3_5_moe", "tiny-qwen3_next")
 #: configs written with stacked expert tensors (transformers 5's in-memory layout)
 EXPERTS_FUSED = frozenset({"tiny-qwen3-moe", "tiny-qwen3_5_moe"})
 
@@ -468,6 +473,87 @@ def reference_controls(model: torch.nn.Module, golden: dict[str, np.ndarray]) ->
 # --------------------------------------------------------------------------------------
 
 
+@torch.no_grad()
+def mtp_head(model: torch.nn.Module, seed: int) -> dict[str, torch.Tensor]:
+    """Random `mtp.*` tensors of a hybrid model (Qwen3.5's multi-token-prediction head:
+    fc [H, 2H], three zero-centred norms, one full-attention decoder layer). transformers
+    has no MTP module, so the layer's names and shapes come from its own full-attention
+    layer class; every tensor follows the main layers' init rules (norms N(0, 0.1^2))."""
+    cfg = model.config
+    full = cfg.layer_types.index("full_attention")
+    device = next(model.parameters()).device
+    layer = type(model.model.layers[full])(cfg, full).to(device=device, dtype=torch.bfloat16)
+    h = cfg.hidden_size
+    shapes = {f"mtp.layers.0.{n}": tuple(p.shape) for n, p in layer.named_parameters()}
+    shapes["mtp.fc.weight"] = (h, 2 * h)
+    for norm in ("pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm"):
+        shapes[f"mtp.{norm}.weight"] = (h,)
+    gen = torch.Generator(device=device).manual_seed(seed + 1)
+    out = {}
+    for name, shape in sorted(shapes.items()):
+        noise = torch.randn(shape, generator=gen, device=device, dtype=torch.float32)
+        # every norm here is zero-centred (applied as 1 + w), the pre-fc ones included
+        value = 0.1 * noise if len(shape) == 1 else init_std(name, shape, h) * noise
+        out[name] = value.to(torch.bfloat16).contiguous().cpu()
+    return out
+
+
+@torch.no_grad()
+def mtp_reference(model: torch.nn.Module, tensors: dict[str, torch.Tensor],
+                  prompt: list[int], next_token: int) -> np.ndarray:
+    """float32 MTP logits at the prompt's last position (the head's first draft), by the
+    published architecture on transformers' own modules: h = the model's output hidden
+    states (after its final norm) over the prompt; u = fc([norm_e(embed(x_{p+1})) |
+    norm_h(h_p)]) for every position p, x_{p+1} being the prompt shifted by one plus
+    `next_token`; u through a full-attention decoder layer (causal, positions 0..T-1);
+    logits = lm_head(norm(u))."""
+    cfg = model.config
+    device = next(model.parameters()).device
+    full = cfg.layer_types.index("full_attention")
+    layer = type(model.model.layers[full])(cfg, full).to(device=device, dtype=torch.bfloat16)
+    layer.load_state_dict({n.removeprefix("mtp.layers.0."): t.to(device)
+                           for n, t in tensors.items() if n.startswith("mtp.layers.0.")})
+    layer.self_attn.config._attn_implementation = "eager"
+
+    def norm(name: str) -> torch.nn.Module:
+        module = type(model.model.norm)(cfg.hidden_size, eps=cfg.rms_norm_eps)
+        module.weight.data.copy_(tensors[f"mtp.{name}.weight"])
+        return module.to(device=device, dtype=torch.bfloat16)
+
+    t = len(prompt)
+    ids = torch.tensor([prompt], device=device)
+    hidden = model.model(input_ids=ids).last_hidden_state
+    nxt = torch.tensor([prompt[1:] + [next_token]], device=device)
+    e = norm("pre_fc_norm_embedding")(model.model.embed_tokens(nxt))
+    g = norm("pre_fc_norm_hidden")(hidden)
+    u = torch.cat([e, g], dim=-1) @ tensors["mtp.fc.weight"].to(device).T
+    positions = torch.arange(t, device=device)[None, None, :].expand(3, 1, t)
+    mask = torch.full((t, t), torch.finfo(torch.bfloat16).min, device=device,
+                      dtype=torch.bfloat16).triu(1)[None, None]
+    u = layer(u, position_embeddings=model.model.rotary_emb(u, positions),
+              attention_mask=mask, position_ids=positions[0])
+    logits = model.lm_head(norm("norm")(u))
+    return logits[0, -1].float().cpu().numpy()
+
+
+def write_mtp_head(model: torch.nn.Module, out: Path, seed: int) -> dict[str, torch.Tensor]:
+    """Add the MTP head to the checkpoint in `out`: into model.safetensors, or as one more
+    shard listed in the index of a sharded checkpoint. Returns its tensors."""
+    from safetensors.torch import load_file, save_file
+
+    tensors = mtp_head(model, seed)
+    index = out / "model.safetensors.index.json"
+    if index.is_file():
+        save_file(tensors, out / "mtp.safetensors", metadata={"format": "pt"})
+        data = json.loads(index.read_text())
+        data["weight_map"].update({name: "mtp.safetensors" for name in tensors})
+        index.write_text(json.dumps(data, indent=2) + "\n")
+        return tensors
+    single = out / "model.safetensors"
+    save_file({**load_file(single), **tensors}, single, metadata={"format": "pt"})
+    return tensors
+
+
 def write_config(name: str, out: Path) -> Path:
     """`out`/config.json for config `name` (alone, it is a synthetic-weights model directory:
     `load_runner(out, synthetic_seed=N)`, `tools/gpu/profile_decode.py --synthetic-seed N`)."""
@@ -491,11 +577,15 @@ def write_checkpoint(name: str, out: Path, device: torch.device, seed: int,
                           save_original_format=name not in EXPERTS_FUSED)
     write_config(name, out)
     (out / "generation_config.json").unlink(missing_ok=True)
+    mtp = write_mtp_head(model, out, seed) if CONFIGS[name].get("mtp_num_hidden_layers") else None
     if not golden:
         print(f"{name}: wrote {out} (weights only)", file=sys.stderr)
         return
     print(f"{name}: computing goldens", file=sys.stderr)
     golden = make_golden(model, plan_for(name), seed)
+    if mtp is not None:   # the head's first draft after the prompt, as `mtp_logits`
+        golden["mtp_logits"] = mtp_reference(model, mtp, golden["input_ids"].tolist(),
+                                             int(golden["greedy"][0]))
     if not name.startswith("tiny-"):
         print(f"{name}: computing transformers-vs-transformers controls", file=sys.stderr)
         with lower_index_ties():

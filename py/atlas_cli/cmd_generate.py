@@ -57,7 +57,8 @@ def command(model: str | None, prompt: str, raw: bool, backend: str, max_tokens:
     opts = ParallelOptions.from_cli(parallel)
     world = opts.world()
     load_kwargs = dict(backend=backend, max_seq_len=max_seq_len, max_batch_size=1,
-                       max_prefill_tokens=max_prefill_tokens, fast_load=not no_fast_load)
+                       max_prefill_tokens=max_prefill_tokens, fast_load=not no_fast_load,
+                       **opts.load_kwargs())
     if world.rank != 0:  # a multi-host worker: rank 0 runs the engine and prints
         run_worker(model_dir, world, load_kwargs)
         return
@@ -75,7 +76,7 @@ def command(model: str | None, prompt: str, raw: bool, backend: str, max_tokens:
         cause = exc if isinstance(exc, CommError) else exc.__cause__
         if not isinstance(cause, CommError):
             raise
-        raise click.ClickException(f"tensor-parallel group failed: {cause}") from None
+        raise click.ClickException(f"parallel group failed: {cause}") from None
     finally:
         workers.stop()
 

@@ -127,8 +127,12 @@ def _check_options(p: dict) -> None:
               show_default=True, help="SLAI time-between-tokens deadline.")
 @click.option("--no-prefix-caching", is_flag=True,
               help="Recompute every prompt instead of reusing cached KV blocks of its prefix.")
-@click.option("--speculative", type=click.Choice(["ngram"]), default=None,
-              help="Speculative decoding: ngram drafts from the sequence's own tokens.")
+@click.option("--ssm-cache-slots", type=click.IntRange(min=0), default=16, show_default=True,
+              help="Hybrid models: recurrent-state snapshots kept for the prefix cache (each "
+              "the size of one sequence's state; 0 turns their prefix cache off).")
+@click.option("--speculative", type=click.Choice(["ngram", "mtp"]), default=None,
+              help="Speculative decoding: ngram drafts from the sequence's own tokens, mtp "
+              "from the checkpoint's multi-token-prediction head (Qwen3.5 / Qwen3-Next).")
 @click.option("--num-draft-tokens", type=click.IntRange(1, 16), default=3, show_default=True,
               help="Tokens drafted per step with --speculative.")
 @click.option("--tool-call-parser", type=click.Choice([*PARSERS, "none"]), default=None,
@@ -238,7 +242,10 @@ def _load_kwargs(backend: str, p: dict) -> dict:
                 max_batch_size=p["max_batch_size"], max_prefill_tokens=p["max_prefill_tokens"],
                 gpu_memory_utilization=p["gpu_memory_utilization"],
                 fast_load=not p["no_fast_load"], synthetic_seed=p["synthetic_seed"],
-                num_draft_tokens=p["num_draft_tokens"] if p["speculative"] else 0)
+                num_draft_tokens=p["num_draft_tokens"] if p["speculative"] else 0,
+                mtp=p["speculative"] == "mtp",
+                ssm_cache_slots=0 if p["no_prefix_caching"] else p["ssm_cache_slots"],
+                **ParallelOptions.from_cli(p).load_kwargs())
 
 
 async def _serve(ctx, model_dir: Path, backend: str, p: dict,
@@ -306,6 +313,8 @@ async def _serve(ctx, model_dir: Path, backend: str, p: dict,
             close = getattr(made[0], "close", None)
             if close is not None and not fatal:
                 close()
+        if fatal:  # a broken group: name the dead worker if one died
+            fatal.insert(0, workers.death_report() or fatal[0])
     finally:
         workers.stop(timeout=5.0)
     if fatal:

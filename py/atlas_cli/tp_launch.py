@@ -1,9 +1,12 @@
-"""Launch and watch tensor-parallel worker processes for `atlas serve` / `atlas generate`.
+"""Launch and watch tensor- and expert-parallel worker processes for `atlas serve` /
+`atlas generate`.
 
-`--tensor-parallel-size N` on one host: this process is rank 0 (it runs the engine and its
-own shard) and spawns ranks 1..N-1 (multiprocessing spawn: CUDA cannot survive a fork;
-rank r uses CUDA device r). `--rank R --world-size W --master-addr A --master-port P` runs
-one rank of a group spread over hosts: rank 0 serves, every other rank only works, and each
+`--tensor-parallel-size N` (a dense model: heads, MLP and vocabulary split) or
+`--expert-parallel-size N` (a mixture of experts: the experts split, the rest replicated) on
+one host: this process is rank 0 (it runs the engine and its own shard) and spawns ranks
+1..N-1 (multiprocessing spawn: CUDA cannot survive a fork; rank r uses CUDA device r).
+`--rank R --world-size W --master-addr A --master-port P` runs one rank of a group spread
+over hosts: rank 0 serves, every other rank only works, and each
 process uses CUDA device 0 of what CUDA_VISIBLE_DEVICES shows it.
 A worker that exits early is reported by a `WorkerWatch` with its rank and exit code, so
 the server shuts down with that message instead of waiting on a dead peer.
@@ -36,12 +39,35 @@ class ParallelOptions:
     world_size: int | None = None
     master_addr: str = "127.0.0.1"
     master_port: int = 29511
+    expert_parallel_size: int = 1
+
+    @property
+    def expert_parallel(self) -> bool:
+        """The group splits experts (and replicates the rest) rather than heads and MLPs."""
+        return self.expert_parallel_size > 1
+
+    @property
+    def local_size(self) -> int:
+        """Ranks of the single-host form (this process and the workers it spawns)."""
+        return max(self.tensor_parallel_size, self.expert_parallel_size)
+
+    @property
+    def tensor_parallel(self) -> bool:
+        """The group splits heads, MLPs and vocabulary (also with experts sharded)."""
+        return self.tensor_parallel_size > 1 or not self.expert_parallel
+
+    @property
+    def label(self) -> str:
+        if self.expert_parallel:
+            return ("tensor+expert-parallel" if self.tensor_parallel_size > 1
+                    else "expert-parallel")
+        return "tensor-parallel"
 
     def world(self) -> WorldSpec:
         """This process's place in the group."""
         from atlas.comm import WorldSpec
         if self.world_size is None:
-            return WorldSpec(0, self.tensor_parallel_size, self.master_addr, self.master_port)
+            return WorldSpec(0, self.local_size, self.master_addr, self.master_port)
         # several hosts: each process sees its GPU as device 0 (CUDA_VISIBLE_DEVICES)
         return WorldSpec(self.rank or 0, self.world_size, self.master_addr, self.master_port,
                          device=0)
@@ -49,26 +75,40 @@ class ParallelOptions:
     @property
     def local_workers(self) -> list[int]:
         """Ranks this process spawns (only the single-host form spawns)."""
-        return list(range(1, self.tensor_parallel_size)) if self.world_size is None else []
+        return list(range(1, self.local_size)) if self.world_size is None else []
 
     @classmethod
     def from_cli(cls, p: dict[str, Any]) -> "ParallelOptions":
         tp, rank, world = p["tensor_parallel_size"], p["rank"], p["world_size"]
+        ep = p["expert_parallel_size"]
+        if tp > 1 and ep > 1 and tp != ep:
+            raise click.UsageError("--tensor-parallel-size and --expert-parallel-size split "
+                                   "over the same ranks: give them the same size")
         if (rank is None) != (world is None):
             raise click.UsageError("--rank and --world-size go together")
         if world is not None:
-            if tp != 1 and tp != world:
-                raise click.UsageError("--tensor-parallel-size and --world-size disagree")
+            for flag, size in (("--tensor-parallel-size", tp), ("--expert-parallel-size", ep)):
+                if size != 1 and size != world:
+                    raise click.UsageError(f"{flag} and --world-size disagree")
             if not 0 <= rank < world:
                 raise click.UsageError(f"--rank {rank} outside --world-size {world}")
-        return cls(tp, rank, world, p["master_addr"], p["master_port"])
+        return cls(tp, rank, world, p["master_addr"], p["master_port"], ep)
+
+    def load_kwargs(self) -> dict[str, Any]:
+        """What every rank passes to load_runner for the group's kind of split."""
+        return {"expert_parallel": self.expert_parallel,
+                "tensor_parallel": self.tensor_parallel}
 
 
 def parallel_flags(fn: Callable) -> Callable:
-    """The four click options every command that loads a model for serving shares."""
+    """The click options every command that loads a model for serving shares."""
     for opt in reversed([
         click.option("--tensor-parallel-size", type=click.IntRange(1), default=1,
-                     show_default=True, help="Ranks on this host (one per GPU)."),
+                     show_default=True, help="Ranks on this host (one per GPU) splitting a "
+                     "dense model's heads, MLPs and vocabulary."),
+        click.option("--expert-parallel-size", type=click.IntRange(1), default=1,
+                     show_default=True, help="Ranks on this host (one per GPU) splitting a "
+                     "mixture-of-experts model's experts (the rest replicated)."),
         click.option("--rank", type=click.IntRange(0), default=None,
                      help="This process's rank in a multi-host group."),
         click.option("--world-size", type=click.IntRange(1), default=None,
@@ -96,6 +136,8 @@ class WorkerWatch:
 
     procs: dict[int, mp.process.BaseProcess]
     on_death: Callable[[str], None] = lambda _msg: None
+    #: how the log line names the group ("tensor-parallel", "expert-parallel")
+    label: str = "tensor-parallel"
     _stopping: threading.Event = field(default_factory=threading.Event)
 
     @classmethod
@@ -103,23 +145,26 @@ class WorkerWatch:
               load_kwargs: dict[str, Any]) -> "WorkerWatch":
         from atlas.comm import WorldSpec
         from atlas.core.config import ModelConfig
+        from atlas.model.expert_parallel import check_expert_parallel
         from atlas.model.loaders.dense import UnsupportedModelError
         from atlas.model.parallel import check_tensor_parallel
         if opts.local_workers:  # refuse a split the model cannot take before any spawn
             try:
-                check_tensor_parallel(ModelConfig.from_hf(model_dir), opts.tensor_parallel_size)
+                cfg = ModelConfig.from_hf(model_dir)
+                check_tensor_parallel(cfg, opts.tensor_parallel_size,
+                                      experts_sharded=opts.expert_parallel)
+                check_expert_parallel(cfg, opts.expert_parallel_size)
             except UnsupportedModelError as exc:
                 raise click.ClickException(str(exc)) from None
         ctx = mp.get_context("spawn")
         procs: dict[int, mp.process.BaseProcess] = {}
         for rank in opts.local_workers:
-            world = WorldSpec(rank, opts.tensor_parallel_size, opts.master_addr,
-                              opts.master_port)
+            world = WorldSpec(rank, opts.local_size, opts.master_addr, opts.master_port)
             proc = ctx.Process(target=run_worker, args=(model_dir, world, load_kwargs),
                                name=f"atlas-tp-rank{rank}", daemon=True)
             proc.start()
             procs[rank] = proc
-        return cls(procs)
+        return cls(procs, label=opts.label)
 
     def watch(self, on_death: Callable[[str], None]) -> None:
         """Start reporting deaths (after the group formed: a load failure surfaces on rank 0
@@ -135,10 +180,27 @@ class WorkerWatch:
         if self._stopping.is_set():
             return
         rank = sentinels[ready[0]]  # type: ignore[index]
+        self.procs[rank].join(1.0)
+        self.on_death(self._death_message(rank))
+
+    def _death_message(self, rank: int) -> str:
         proc = self.procs[rank]
-        proc.join(1.0)
-        self.on_death(f"tensor-parallel worker rank {rank} (pid {proc.pid}) exited with code "
-                      f"{proc.exitcode}; shutting down")
+        return (f"{self.label} worker rank {rank} (pid {proc.pid}) exited with code "
+                f"{proc.exitcode}; shutting down")
+
+    def death_report(self, grace_s: float = 1.0) -> str | None:
+        """The first worker that exited, as the watch reports it (None: all alive). After
+        the group failed, the process that broke it may be exiting still: wait `grace_s`
+        for it, so the final error names the dead rank rather than the broken socket."""
+        if not self.procs:
+            return None
+        ready = multiprocessing.connection.wait([p.sentinel for p in self.procs.values()],
+                                                grace_s)
+        for rank, proc in self.procs.items():
+            if proc.sentinel in ready:
+                proc.join(grace_s)
+                return self._death_message(rank)
+        return None
 
     def stop(self, timeout: float = 10.0) -> None:
         """Wait for workers told to stop; terminate any that do not exit."""

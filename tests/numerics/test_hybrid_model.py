@@ -90,6 +90,31 @@ def test_preempted_sequences_recompute_their_state(model):
                         for p in prompts]
 
 
+def _decode_logits(prompt: list[int], steps: int) -> list[np.ndarray]:
+    """Logits of a prompt's prefill and `steps` greedy decode steps (decode graphs)."""
+    r = load_runner(MODEL, backend="host", max_seq_len=64, max_batch_size=2,
+                    max_prefill_tokens=64)
+    tok = r.execute([SeqChunk(1, prompt, 0, [0], GREEDY, history=PenaltyHistory(prompt))])[0]
+    logits = [r.read_logits(1)]
+    for pos in range(len(prompt), len(prompt) + steps):
+        tok = r.execute([SeqChunk(1, [tok], pos, [0], GREEDY)])[0]
+        logits.append(r.read_logits(1))
+    return logits
+
+
+def test_fused_decode_step_equals_the_three_kernels(monkeypatch):
+    """Decode graphs run each linear layer's conv, delta-rule step and gated norm as one
+    kernel (gdn_decode); with ATLAS_GDN_FUSED=0 as the three kernels. Its specification is
+    their composition, so on the host the logits agree bit for bit, over decode steps that
+    go around the conv ring (kernel 4) twice."""
+    monkeypatch.setenv("ATLAS_GDN_FUSED", "1")
+    fused = _decode_logits(PROMPT[:5], 8)
+    monkeypatch.setenv("ATLAS_GDN_FUSED", "0")
+    unfused = _decode_logits(PROMPT[:5], 8)
+    for a, b in zip(fused, unfused):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_state_slot_usage_follows_sequences_and_releases(runner):
     """What /metrics reports as atlas_state_slots_in_use / _total: a slot per live sequence
     out of max_batch_size; released sequences give theirs back."""
@@ -139,14 +164,15 @@ def test_multimodal_checkpoint_loads_its_language_model(tmp_path, caplog, name):
 
 def test_state_pools_are_planned_beside_a_kv_cache_of_attention_layers_only():
     """tiny-qwen3_5: one KV pool layer per full-attention layer; conv and delta-rule state
-    for every linear layer and every slot (max_batch_size + the padding rows') inside the
-    planned arena."""
+    for every linear layer and every slot (max_batch_size + the padding rows' + the prefix
+    cache's snapshots) inside the planned arena."""
     runner = load_runner(MODEL, backend="host", max_seq_len=256, max_batch_size=4,
-                         max_prefill_tokens=256)
+                         max_prefill_tokens=256, ssm_cache_slots=3)
     assert runner.kv.cfg.num_layers == 1  # layer 2 of ("linear", "linear", "full")
-    slots = runner.max_batch_size + 1
+    assert runner.num_state_snapshots == 3
+    slots = runner.max_batch_size + 1 + 3
     conv, delta = runner.arena.slice("conv_state"), runner.arena.slice("delta_state")
-    assert conv.nbytes == 2 * slots * 2 * (4 - 1) * (2 * 64 + 256)   # bf16 [k - 1, conv_dim]
+    assert conv.nbytes == 2 * slots * 2 * 4 * (2 * 64 + 256)   # bf16 ring [k, conv_dim]
     assert delta.nbytes == 2 * slots * 4 * 8 * 32 * 32             # f32 [hv, dk, dv]
     assert conv.offset + conv.nbytes <= runner.arena.nbytes
     assert delta.offset + delta.nbytes <= runner.arena.nbytes

@@ -17,12 +17,12 @@ from atlas.model.load import load_runner
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
-def warm_and_cold(runner, prompts: list[list[int]], max_tokens: int):
+def warm_and_cold(runner, prompts: list[list[int]], max_tokens: int, **warm_options):
     """Greedy outputs of `prompts` all cold, and one after another with the cache on."""
     cold = LLMEngine(runner, max_prefill_tokens=64, prefix_caching=False)
     want = [c.token_ids for c in cold.generate(
         [EngineRequest(p, GREEDY, max_tokens) for p in prompts])]
-    warm = LLMEngine(runner, max_prefill_tokens=64)
+    warm = LLMEngine(runner, max_prefill_tokens=64, **warm_options)
     got = [warm.generate([EngineRequest(p, GREEDY, max_tokens)])[0].token_ids
            for p in prompts]
     stats = warm.core.scheduler.blocks.prefix_cache_stats()
@@ -63,17 +63,38 @@ def test_default_model_warm_equals_cold(default_model_dir):
     assert stats.hit_tokens == shared // runner.block_size * runner.block_size > 32
 
 
-def test_hybrid_model_gets_no_prefix_hits_and_refuses_speculation():
-    """Its recurrent state is built by prefill from position 0 (no snapshots yet): a cache
-    hit would skip that, so the engine turns the cache off for it."""
-    from atlas.engine.speculative import NgramDrafter, Speculator
+@pytest.mark.parametrize("fixture", ["tiny-qwen3_5", "tiny-qwen3_5_moe"])
+def test_hybrid_warm_equals_cold_through_state_snapshots(fixture):
+    """A hybrid hit restores the recurrent state snapshotted where a chunk ended on a
+    checkpoint (every `snapshot_interval` = 16 tokens here, each 64-token budget cut at the
+    last one it crosses): without the restore the warm turns would continue from another
+    sequence's state."""
+    runner = load_runner(FIXTURES / fixture, backend="host", max_seq_len=128,
+                         max_batch_size=2, max_prefill_tokens=64)
+    prefix = [(7 * j + 3) % 250 + 4 for j in range(37)]
+    turns = [[5, 9, 200, 17], [44, 45, 46], [44, 45, 46, 2, 2, 9, 11]]
+    want, got, stats = warm_and_cold(runner, [prefix + t for t in turns], 10,
+                                     snapshot_interval=16)
+    assert got == want
+    assert stats.hit_tokens == 2 * 32   # 41 tokens: the first chunk stops at 32
 
-    runner = load_runner(FIXTURES / "tiny-qwen3_5", backend="host", max_seq_len=96,
-                         max_batch_size=2, max_prefill_tokens=64, num_draft_tokens=2)
-    prompt = [(5 * j + 1) % 200 + 4 for j in range(40)]
-    engine = LLMEngine(runner, max_prefill_tokens=64)
-    first, again = (engine.generate([EngineRequest(prompt, GREEDY, 6)])[0].token_ids
-                    for _ in range(2))
-    assert first == again and engine.core.scheduler.blocks.prefix_cache_stats() is None
-    with pytest.raises(ValueError, match="recurrent"):
-        LLMEngine(runner, max_prefill_tokens=64, speculator=Speculator(NgramDrafter(), 2))
+
+def test_hybrid_snapshot_pool_of_one_evicts_and_stays_right():
+    """Checkpoints every 32 tokens, a 64-token prefill budget and one snapshot slot: the
+    first prompt snapshots 64 then 96 (evicting 64); the second shares 64 tokens of KV but
+    no snapshot, recomputes and snapshots 64 (evicting 96); the third hits 96 tokens of KV
+    and restores the second's snapshot at 64. Every output equals the cold one."""
+    runner = load_runner(FIXTURES / "tiny-qwen3_5", backend="host", max_seq_len=192,
+                         max_batch_size=2, max_prefill_tokens=64, ssm_cache_slots=1)
+    base = [(11 * j + 5) % 300 + 4 for j in range(100)]
+    prompts = [base + [7, 8], base[:70] + [9, 9, 9], base + [7, 8, 1]]
+    cold = LLMEngine(runner, max_prefill_tokens=64, prefix_caching=False)
+    want = [c.token_ids for c in cold.generate([EngineRequest(p, GREEDY, 6) for p in prompts])]
+    warm = LLMEngine(runner, max_prefill_tokens=64, snapshot_interval=32)
+    got = [warm.generate([EngineRequest(p, GREEDY, 6)])[0].token_ids for p in prompts]
+    assert got == want
+    counters = warm.core.counters()
+    assert counters["prefix_cache_hits_total"] == 64
+    assert counters["prefix_cache_state_restores_total"] == 1
+    assert counters["prefix_cache_state_evictions_total"] == 3
+    assert counters["prefix_cache_state_snapshots"] == 1

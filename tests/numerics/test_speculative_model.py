@@ -1,9 +1,10 @@
 """Speculative decoding must not change a token (host backend, real models).
 
-Verification runs a sequence's last token and its drafts as one multi-token chunk through
-the prefill path and samples every position; acceptance keeps drafts while they equal the
-samples. Greedy output is therefore the plain output, and so is a seeded sampled one (each
-position draws at the RNG position plain decoding would use).
+Verification runs a sequence's last token and its drafts as decode rows (each attending to
+its own position) in the captured graph of their row count, and samples every position;
+acceptance keeps drafts while they equal the samples. Greedy output is therefore the plain
+output, and so is a seeded sampled one (each position draws at the RNG position plain
+decoding would use).
 """
 
 from pathlib import Path
@@ -42,6 +43,32 @@ def test_tiny_oracle_speculation_changes_no_token(tiny, sampling):
                                     0.7, tiny.vocab_size, seed=5), 3)
     assert generate(tiny, reqs, spec) == plain
     assert 0 < spec.accepted < spec.drafted
+
+
+def test_verification_steps_replay_the_row_count_graphs(tiny, monkeypatch):
+    """Three sequences with 3 drafts each are a 12-row decode step: a captured graph beyond
+    the batch-size buckets (1, 2, 3) runs it, never the eager prefill path."""
+    assert max(tiny.graphs) == 3 * (4 + 1)
+    bucket_of = {id(g): rows for rows, g in tiny.graphs.items()}
+    replayed: list[int] = []
+    launch = tiny.backend.launch_graph
+    monkeypatch.setattr(tiny.backend, "launch_graph",
+                        lambda g, s: (replayed.append(bucket_of[id(g)]), launch(g, s))[1])
+    forward = tiny.model.forward
+    eager: list[int] = []
+    monkeypatch.setattr(tiny.model, "forward",
+                        lambda s, b, n, plan, n_sample: (eager.append(n),
+                                                         forward(s, b, n, plan, n_sample))[1])
+    reqs = [EngineRequest(p, GREEDY, 12) for p in ([7, 8, 9], [10, 11], [12, 13, 14, 15])]
+    plain = generate(tiny, reqs)
+    spec = Speculator(OracleDrafter({tuple(r.prompt_ids): t for r, t in zip(reqs, plain)},
+                                    1.0, tiny.vocab_size), 3)
+    eager.clear()
+    replayed.clear()
+    assert generate(tiny, reqs, spec) == plain
+    assert spec.accepted == spec.drafted > 0
+    # one eager prefill step, then 11 tokens in 3 verifications (4 + 4 + 3), all graphs
+    assert len(eager) == 1 and len(replayed) == 3 and min(replayed) > tiny.max_batch_size
 
 
 def test_tiny_ngram_speculation_changes_no_token(tiny):

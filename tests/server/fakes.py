@@ -154,6 +154,7 @@ class FakeExecutor:
         self.max_seq_len = max_seq_len
         self.max_num_draft_tokens = 8
         self.has_recurrent_state = False
+        self.num_state_snapshots = 0
         self.step_delay_s = step_delay_s
         self.scripts = [(list(t), list(o)) for t, o in scripts]
         self.fail_on = list(fail_on)

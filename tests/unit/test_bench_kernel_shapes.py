@@ -79,10 +79,15 @@ def test_sampling_reads_the_logits_once() -> None:
 
 
 def test_moe_router_reads_the_logits_and_writes_k_ids_and_weights() -> None:
-    r = ks.MoeRouter(label="", tokens=3, dims=ks.QWEN3_30B_A3B)
-    assert r.bytes_moved() == 4 * 3 * 128 + 8 * 3 * 8 and r.family is Family.MOE_ROUTER
+    r = ks.MoeRouter(label="", tokens=512, dims=ks.QWEN3_30B_A3B)
+    assert r.bytes_moved() == 4 * 512 * 128 + 8 * 512 * 8 and r.family is Family.MOE_ROUTER
+    assert r.flops() == 0
+    # a decode batch: the one-launch router also reads the gate weight and x
+    d = ks.MoeRouter(label="", tokens=3, dims=ks.QWEN3_30B_A3B)
+    assert d.bytes_moved() == 4 * 3 * 128 + 8 * 3 * 8 + 2 * 128 * 2048 + 2 * 3 * 2048
+    assert d.flops() == 2 * 3 * 128 * 2048
     sig = ks.MoeRouter(label="", tokens=1, dims=ks.MINIMAX_M2_ROUTER)
-    assert sig.bytes_moved() == 4 * 256 + 8 * 8 + 4 * 256  # + the bias
+    assert sig.bytes_moved() == 4 * 256 + 8 * 8 + 4 * 256 + 2 * 256 * 3072 + 2 * 3072
 
 
 def test_moe_experts_move_the_hit_experts_weights_once() -> None:
@@ -309,10 +314,12 @@ def test_time_cuda_cycles_the_sets_and_reports_time_per_iteration(bench, fail_ca
 
 
 def test_hybrid_bytes_count_activations_once_and_the_state_both_ways() -> None:
-    # Qwen3.5: conv of 8192 channels; one decode token: x + out rows, 3 state rows read and
-    # written, the 8192 x 4 taps
+    # Qwen3.5: conv of 8192 channels; one decode token: x + out rows, 3 ring rows read and
+    # one written, the 8192 x 4 taps; a prefill chunk writes 3 rows
     conv = ks.Conv1d(label="", seqs=1, tokens=1, channels=8192, kernel=4)
-    assert conv.bytes_moved() == 2 * (2 * 8192 + 2 * 3 * 8192 + 8192 * 4)
+    assert conv.bytes_moved() == 2 * (2 * 8192 + (3 + 1) * 8192 + 8192 * 4)
+    chunk = ks.Conv1d(label="", seqs=1, tokens=64, channels=8192, kernel=4)
+    assert chunk.bytes_moved() == 2 * (2 * 64 * 8192 + (3 + 3) * 8192 + 8192 * 4)
     # delta rule, one token: q|k|v row (8192) + b, a (64) + out (4096) bf16, and the f32 state
     # [32, 128, 128] read and written
     step = ks.DeltaRule(label="", seqs=1, tokens=1, key_heads=16, value_heads=32, key_dim=128,
@@ -321,11 +328,19 @@ def test_hybrid_bytes_count_activations_once_and_the_state_both_ways() -> None:
     assert step.family is Family.DELTA_STEP and step.flops() == 0
     assert ks.GatedNorm(label="", tokens=2, heads=32, dim=128).bytes_moved() == 2 * (
         3 * 2 * 4096 + 128)
+    # the fused decode step, two sequences: proj rows (8192 + 4096 z + 64 b, a) and out rows
+    # (4096), 4 ring rows, the taps and the norm weight in bf16; the state both ways in f32
+    fused = ks.GdnDecode(label="", seqs=2, key_heads=16, value_heads=32, key_dim=128,
+                         value_dim=128, kernel=4)
+    assert fused.bytes_moved() == 2 * (2 * (8192 + 4096 + 64 + 4096) + 2 * 4 * 8192
+                                       + 8192 * 4 + 128) + 2 * 2 * 4 * 32 * 128 * 128
+    assert fused.family is Family.GDN_DECODE and fused.flops() == 0
 
 
 def test_table_has_the_hybrid_families_at_qwen3_5_shapes() -> None:
     shapes = ks.table_shapes()
-    for fam in (Family.CONV1D, Family.DELTA_CHUNK, Family.DELTA_STEP, Family.GATED_RMSNORM):
+    for fam in (Family.CONV1D, Family.DELTA_CHUNK, Family.DELTA_STEP, Family.GATED_RMSNORM,
+                Family.GDN_DECODE):
         assert any(s.family is fam and s.quick for s in shapes), fam
     d256 = [s for s in shapes if s.family in (Family.PREFILL_ATTENTION, Family.DECODE_ATTENTION)
             and s.head_dim == 256]
@@ -342,6 +357,6 @@ def test_quantized_gemv_bytes_are_the_formats() -> None:
     assert fp8.family is Family.DECODE_GEMV_FP8 and nv.family is Family.DECODE_GEMV_NVFP4
     table = [s for s in ks.table_shapes() if isinstance(s, ks.QuantLinear)]
     assert {(s.fmt, s.m) for s in table} == {(f, b) for f in ("fp8-block", "nvfp4")
-                                             for b in (1, 8)}
+                                             for b in (1, 8, 32)}
     assert {(s.n, s.k) for s in table} == {(6144, 4096), (4096, 4096), (24576, 4096),
                                            (4096, 12288)}  # Qwen3-8B projections

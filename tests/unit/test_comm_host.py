@@ -140,6 +140,32 @@ def test_a_dead_peer_fails_the_collective_with_its_rank() -> None:
     comm.close()
 
 
+def _hung_peer(port: int, release: "mp.Event") -> None:
+    gpu = HostBackend(references={})
+    comm = connect_world(WorldSpec(1, 2, "127.0.0.1", port, timeout_s=30), gpu)
+    release.wait(30)  # alive, connected, never answering: a hung worker
+    comm.close()
+
+
+def test_a_hung_peer_fails_rank_0s_collective_within_the_bound() -> None:
+    ctx = mp.get_context("fork")
+    port = _free_port()
+    release = ctx.Event()
+    peer = ctx.Process(target=_hung_peer, args=(port, release))
+    peer.start()
+    gpu = HostBackend(references={})
+    comm = connect_world(WorldSpec(0, 2, "127.0.0.1", port, timeout_s=30, op_timeout_s=0.5),
+                         gpu)
+    buf = gpu.upload(np.ones(4, np.float32))
+    try:
+        with pytest.raises(CommError, match=r"rank 1 did not answer within 0.5 s \(hung"):
+            comm.all_reduce(buf, 4, DType.FP32, gpu.default_stream())
+    finally:
+        release.set()
+        peer.join(timeout=30)
+        comm.close()
+
+
 def test_rendezvous_names_the_missing_ranks() -> None:
     gpu = HostBackend(references={})
     with pytest.raises(CommError, match=r"ranks \[1, 2\] did not connect"):

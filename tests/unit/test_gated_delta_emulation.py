@@ -8,7 +8,10 @@ the same phase writes, so the order is immaterial), float32 throughout as on the
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
+import pytest
 
 from atlas.core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from atlas.runtime.cases.gated_delta import Heads
@@ -27,9 +30,98 @@ def _gate(ba_row: np.ndarray, h: int, hv: int, a_log: float, dt_bias: float):
     return f32(beta), f32(-np.exp(f32(a_log)) * softplus)
 
 
+class Operand:
+    """gated_delta.cu's F32Operand: element (row, col) at smem[base + row * rs + col * cs],
+    times smem[scale + col] when scale is given."""
+
+    def __init__(self, smem, base, rs, cs, scale=None):
+        self.smem, self.base, self.rs, self.cs, self.scale = smem, base, rs, cs, scale
+
+    def tile(self, r0, c0, rows, cols):
+        r = np.arange(r0, r0 + rows)[:, None]
+        c = np.arange(c0, c0 + cols)[None, :]
+        v = self.smem[self.base + r * self.rs + c * self.cs]
+        return v * self.smem[self.scale + c] if self.scale is not None else v
+
+    def a_tile(self, r0, k0):
+        """The 16x16 A operand at (r0, k0)."""
+        return self.tile(r0, k0, 16, 16)
+
+    def b_tile_t(self, k0, n0):
+        """The 16x8 B operand B[k][n] = this(n, k) at (k0, n0) (b_frag_t)."""
+        return self.tile(n0, k0, 8, 16).T
+
+
+def _split(x):
+    hi = round_bf16(np.asarray(x, np.float32))
+    return hi, round_bf16((x - hi).astype(np.float32))
+
+
+def mma_split(acc, a, b):
+    """acc (a 16x8 f32 view) += a b as the kernel's three bf16 mma.m16n8k16 (lo*hi, hi*lo,
+    hi*hi; products exact, f32 sums)."""
+    (ah, al), (bh, bl) = _split(a), _split(b)
+    for x, y in ((al, bh), (ah, bl), (ah, bh)):
+        acc += (x.astype(np.float64) @ y.astype(np.float64)).astype(np.float32)
+
+
+def tc_chunk_products(smem, qs_o, ks_o, ldk, dk, n, gam, beta, a_o, qk_o, ldc):
+    """chunk_products_tc: warp w's rows 16w.. of K K^T and Q K^T, then the masks."""
+    kop, qop = Operand(smem, ks_o, ldk, 1), Operand(smem, qs_o, ldk, 1)
+    for warp in range(WARPS):
+        r0 = 16 * warp
+        kk, qk = np.zeros((16, K_CHUNK), np.float32), np.zeros((16, K_CHUNK), np.float32)
+        for k0 in range(0, dk, 16):
+            for j in range(K_CHUNK // 8):
+                b = kop.b_tile_t(k0, 8 * j)
+                mma_split(kk[:, 8 * j:8 * j + 8], kop.a_tile(r0, k0), b)
+                mma_split(qk[:, 8 * j:8 * j + 8], qop.a_tile(r0, k0), b)
+        for rr in range(16):
+            row = r0 + rr
+            for col in range(K_CHUNK):
+                a = q = 0.0
+                if col <= row < n:
+                    dec = np.exp(gam[row] - gam[col])
+                    q = qk[rr, col] * dec
+                    if col < row:
+                        a = beta[row] * kk[rr, col] * dec
+                smem[a_o + row * ldc + col], smem[qk_o + row * ldc + col] = a, q
+
+
+def tc_state_products(smem, qs_o, ks_o, ldk, dk, s_o):
+    """state_products_tc: K S and Q S [kChunk, kDvTile], warp w's rows 16w.."""
+    kop, qop = Operand(smem, ks_o, ldk, 1), Operand(smem, qs_o, ldk, 1)
+    st = Operand(smem, s_o, 1, K_DV_TILE)
+    ks, qs = np.zeros((K_CHUNK, K_DV_TILE), np.float32), np.zeros((K_CHUNK, K_DV_TILE), np.float32)
+    for warp in range(WARPS):
+        r0 = 16 * warp
+        for k0 in range(0, dk, 16):
+            for j in range(K_DV_TILE // 8):
+                b = st.b_tile_t(k0, 8 * j)
+                mma_split(ks[r0:r0 + 16, 8 * j:8 * j + 8], kop.a_tile(r0, k0), b)
+                mma_split(qs[r0:r0 + 16, 8 * j:8 * j + 8], qop.a_tile(r0, k0), b)
+    return ks, qs
+
+
+def tc_state_update(smem, ks_o, ldk, dk, kdec_o, vn_o, ldv, e_last, s_o):
+    """state_update_tc: S = e_last S + (K kdec)^T V', warp w's key rows 16(w + 4i).."""
+    kdt, vnt = Operand(smem, ks_o, 1, ldk, scale=kdec_o), Operand(smem, vn_o, 1, ldv)
+    for warp in range(WARPS):
+        for m0 in range(16 * warp, dk, 16 * WARPS):
+            acc = np.zeros((16, K_DV_TILE), np.float32)
+            for k0 in range(0, K_CHUNK, 16):
+                for j in range(K_DV_TILE // 8):
+                    mma_split(acc[:, 8 * j:8 * j + 8], kdt.a_tile(m0, k0), vnt.b_tile_t(k0, 8 * j))
+            for rr in range(16):
+                for c in range(K_DV_TILE):
+                    at = s_o + (m0 + rr) * K_DV_TILE + c
+                    smem[at] = e_last * smem[at] + acc[rr, c]
+
+
 def emulate_chunk(qkv, qkv_pitch, ba, ba_pitch, a_log, dt_bias, state, slots, cu_q, kv_lens,
-                  out, num_seqs, d: Heads):
-    """gated_delta_chunk_bf16 over its grid (dv / kDvTile, hv, num_seqs)."""
+                  out, num_seqs, d: Heads, tc: bool = False):
+    """gated_delta_chunk_bf16 over its grid (dv / kDvTile, hv, num_seqs); with `tc`,
+    gated_delta_chunk_tc_bf16 (steps 3, 4 and 7 on tensor cores)."""
     ldk, ldc, ldv = d.dk + 1, K_CHUNK + 1, K_DV_TILE + 1
     for bx in range(d.dv // K_DV_TILE):
         for h in range(d.hv):
@@ -80,7 +172,10 @@ def emulate_chunk(qkv, qkv_pitch, ba, ba_pitch, a_log, dt_bias, state, slots, cu
                     for tid in range(K_CHUNK):
                         smem[eg_o + tid] = np.exp(smem[gam_o + tid]) if tid < n else 0
                         smem[kdec_o + tid] = np.exp(last - smem[gam_o + tid]) if tid < n else 0
-                    for idx in range(K_CHUNK * K_CHUNK):
+                    if tc:
+                        tc_chunk_products(smem, qs_o, ks_o, ldk, d.dk, n, smem[gam_o:],
+                                          smem[beta_o:], a_o, qk_o, ldc)
+                    for idx in range(0 if tc else K_CHUNK * K_CHUNK):
                         i, j = divmod(idx, K_CHUNK)
                         a = qk = 0.0
                         if j <= i < n:
@@ -93,12 +188,17 @@ def emulate_chunk(qkv, qkv_pitch, ba, ba_pitch, a_log, dt_bias, state, slots, cu
                                 a = smem[beta_o + i] * (ki @ kj) * dec
                         smem[a_o + i * ldc + j], smem[qk_o + i * ldc + j] = a, qk
                     S = smem[s_o:s_o + d.dk * K_DV_TILE].reshape(d.dk, K_DV_TILE)
+                    if tc:
+                        tc_ks, tc_qs = tc_state_products(smem, qs_o, ks_o, ldk, d.dk, s_o)
                     for idx in range(K_CHUNK * K_DV_TILE):
                         r, c = divmod(idx, K_DV_TILE)
                         rv = ov = 0.0
                         if r < n:
-                            ks_ = smem[ks_o + r * ldk:ks_o + r * ldk + d.dk] @ S[:, c]
-                            qs_ = smem[qs_o + r * ldk:qs_o + r * ldk + d.dk] @ S[:, c]
+                            if tc:
+                                ks_, qs_ = tc_ks[r, c], tc_qs[r, c]
+                            else:
+                                ks_ = smem[ks_o + r * ldk:ks_o + r * ldk + d.dk] @ S[:, c]
+                                qs_ = smem[qs_o + r * ldk:qs_o + r * ldk + d.dk] @ S[:, c]
                             v = qkv[(seq_start + c0 + r) * qkv_pitch + 2 * d.hk * d.dk
                                     + h * d.dv + col0 + c]
                             rv = smem[beta_o + r] * (v - smem[eg_o + r] * ks_)
@@ -121,7 +221,9 @@ def emulate_chunk(qkv, qkv_pitch, ba, ba_pitch, a_log, dt_bias, state, slots, cu
                             o += smem[qk_o + r * ldc + j] * smem[vn_o + j * ldv + c]
                         out[(seq_start + c0 + r) * d.hv * d.dv + h * d.dv + col0 + c] = o
                     e_last = smem[eg_o + n - 1]
-                    for idx in range(d.dk * K_DV_TILE):
+                    if tc:
+                        tc_state_update(smem, ks_o, ldk, d.dk, kdec_o, vn_o, ldv, e_last, s_o)
+                    for idx in range(0 if tc else d.dk * K_DV_TILE):
                         e, c = divmod(idx, K_DV_TILE)
                         acc = f32(0)
                         for r in range(n):
@@ -205,10 +307,11 @@ def _emulated(inp, d: Heads, emulate):
     return out, state
 
 
-def test_chunk_kernel_transliteration_matches_the_reference():
-    d = Heads(hk=1, hv=2, dk=16, dv=64)
+@pytest.mark.parametrize("tc", [False, True], ids=["cuda_cores", "tensor_cores"])
+def test_chunk_kernel_transliteration_matches_the_reference(tc):
+    d = Heads(hk=1, hv=2, dk=32 if tc else 16, dv=64)
     inp = _inputs(np.random.default_rng(3), d, [70, 2], [0, 9])
-    out, state = _emulated(inp, d, emulate_chunk)
+    out, state = _emulated(inp, d, functools.partial(emulate_chunk, tc=tc))
     want_out, want_state = _reference(inp, d, chunked=True)
     np.testing.assert_allclose(out, want_out, rtol=2e-2, atol=1e-2)
     np.testing.assert_allclose(state, want_state, rtol=1e-4, atol=1e-5)
@@ -240,8 +343,8 @@ def emulate_conv(x, x_pitch, w, conv_state, slots, cu_q, kv_lens, out, num_seqs,
                 t0 = by * K_TOKEN_TILE
                 if t0 >= q_len:
                     continue
-                fresh = kv_lens[b] == q_len
-                st = slots[b] * hist * channels + c
+                start = kv_lens[b] - q_len
+                st = slots[b] * kernel * channels + c
                 win = []
                 for j in range(win_n):
                     p = t0 - win_n + j
@@ -249,8 +352,8 @@ def emulate_conv(x, x_pitch, w, conv_state, slots, cu_q, kv_lens, out, num_seqs,
                     if p >= t0 - hist:
                         if p >= 0:
                             v = x[(seq_start + p) * x_pitch + c]
-                        elif not fresh:
-                            v = conv_state[st + (hist + p) * channels]
+                        elif start + p >= 0:
+                            v = conv_state[st + ((start + p) % kernel) * channels]
                     win.append(v)
                 for t in range(t0, min(t0 + K_TOKEN_TILE, q_len)):
                     xt = x[(seq_start + t) * x_pitch + c]
@@ -263,22 +366,18 @@ def emulate_conv(x, x_pitch, w, conv_state, slots, cu_q, kv_lens, out, num_seqs,
                     win = win[1:] + [xt]
                 if by != 0:
                     continue
-                for r in range(hist):
-                    p = q_len - hist + r
-                    if p >= 0:
-                        v = x[(seq_start + p) * x_pitch + c]
-                    else:
-                        v = 0.0 if fresh else conv_state[st + (q_len + r) * channels]
-                    conv_state[st + r * channels] = v
+                for p in range(max(q_len - hist, 0), q_len):
+                    conv_state[st + ((start + p) % kernel) * channels] = \
+                        x[(seq_start + p) * x_pitch + c]
 
 
 def test_conv_kernel_transliteration_matches_the_reference():
     rng = np.random.default_rng(5)
-    lens, starts, channels, kernel = [1, 2, 70, 3], [5, 0, 0, 9], 24, 4
+    lens, starts, channels, kernel = [1, 2, 70, 3, 1], [5, 0, 0, 9, 1], 24, 4
     n, total, pitch = len(lens), sum(lens), 40
     bf = lambda a: round_bf16(a.astype(np.float32))  # noqa: E731
     x, w = bf(rng.standard_normal(total * pitch)), bf(0.5 * rng.standard_normal(channels * kernel))
-    state = bf(rng.standard_normal((n + 1) * (kernel - 1) * channels))
+    state = bf(rng.standard_normal((n + 1) * kernel * channels))
     slots = np.array(rng.permutation(n + 1)[:n], np.int32)
     cu_q = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
     kv_lens = (np.asarray(starts) + np.asarray(lens)).astype(np.int32)

@@ -128,7 +128,7 @@ def test_decode_path_is_two_launches_over_the_selected_experts() -> None:
     got = _launches(moe.experts, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 3, QWEN3_30B,
                     scratch)
     assert got == [("moe_gate_up_silu_bf16", (96, 24, 1), (256, 1, 1)),
-                   ("moe_down_sum_bf16", (256, 3, 1), (256, 1, 1))]
+                   ("moe_down_sum_bf16", (1024, 3, 1), (256, 1, 1))]
 
 
 def test_grouped_path_grid_is_sized_for_the_worst_case() -> None:
@@ -183,6 +183,46 @@ def test_bad_shapes_are_refused(shape, match) -> None:
         _launches(moe.experts, 0, 0, 0, 0, 0, 0, 1, shape, moe.MoeScratch(0))
 
 
+@pytest.mark.parametrize("shape,match", [
+    (moe.MoeShape(8, 2, 64, 64, shared_inter=40), "shared_inter"),
+    (moe.MoeShape(64, 24, 64, 16, shared_inter=160), "exceed"),  # 24 + 10 slots > 32
+])
+def test_bad_shared_expert_shapes_are_refused(shape, match) -> None:
+    shared = moe.SharedExpertWeights(0x1000, 0x2000, 0x3000)
+    with pytest.raises(ValueError, match=match):
+        _launches(moe.experts, 0, 0, 0, 0, 0, 0, 1, shape, moe.MoeScratch(0), shared=shared)
+
+
+def test_shared_expert_weights_and_shape_must_agree() -> None:
+    with pytest.raises(ValueError, match="shared-expert weights"):
+        _launches(moe.decode_gate_up, 0, 0, 0, 0, 1, moe.MoeShape(8, 2, 64, 64, 64))
+    with pytest.raises(ValueError, match="shared-expert weights"):
+        _launches(moe.decode_down, 0, 0, 0, 0, 0, 1, moe.MoeShape(8, 2, 64, 64),
+                  moe.SharedExpertWeights(0x1000, 0x2000, 0x3000))
+
+
+def test_fused_paths_are_decode_only() -> None:
+    scratch = moe.MoeScratch(0x1000, 0x2000, 0x3000, 0x4000, max_tokens=64)
+    norm = moe.AddRmsNorm(0x100, 0x200, 0x300, 0x400, 1e-6)
+    with pytest.raises(ValueError, match="decode-path"):
+        _launches(moe.experts, 0, 0, 0, 0, 0, 0, 9, QWEN3_30B, scratch, then_norm=norm)
+    with pytest.raises(ValueError, match="fused router"):
+        _launches(moe.gate_topk, 0, 0, 0, 0, 0, 0, 9, QWEN3_30B)
+
+
+def test_decode_launch_geometry_with_a_shared_expert() -> None:
+    """Qwen3.5-35B-A3B's shape: 8 routed + 1 shared slot; the router has 257 rows."""
+    shape = moe.MoeShape(256, 8, 2048, 512, shared_inter=512)
+    shared = moe.SharedExpertWeights(0x1000, 0x2000, 0x3000)
+    got = _launches(moe.experts, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 2, shape,
+                    moe.MoeScratch(act=0x8000), shared=shared)
+    assert got == [("moe_gate_up_silu_bf16", (64, 18, 1), (256, 1, 1)),
+                   ("moe_down_sum_bf16", (2048, 2, 1), (256, 1, 1))]  # 16 // 9 = 1 row
+    got = _launches(moe.gate_topk, 0x100, 0x200, 0x300, 0x400, 0x500, 0x600, 2, shape,
+                    moe.Routing(), shared, 0x700)
+    assert got == [("moe_gate_topk_softmax_bf16", (33, 1, 1), (256, 1, 1))]
+
+
 def test_grouped_batch_without_grouped_scratch_is_refused() -> None:
     with pytest.raises(ValueError, match="grouped scratch"):
         _launches(moe.experts, 0, 0, 0, 0, 0, 0, 9, QWEN3_30B, moe.MoeScratch(0, max_tokens=9))
@@ -195,7 +235,7 @@ def test_bias_needs_sigmoid_scoring() -> None:
 
 def test_heavy_cases_exist_for_the_leaf_shapes() -> None:
     heavy = module_cases(MODULES, 0, keep=moe_cases.is_heavy)
-    assert len(heavy) == 3
+    assert len(heavy) == 4
 
 
 def _constant(stem: str, name: str) -> int:
@@ -207,5 +247,10 @@ def _constant(stem: str, name: str) -> int:
 def test_launch_constants_match_the_kernels() -> None:
     assert moe.DECODE_ROWS_PER_BLOCK == _constant("moe_decode", "kWarps")
     assert moe.DECODE_THREADS == 32 * moe.DECODE_ROWS_PER_BLOCK
+    items = _constant("moe_decode", "kItemsPerWarp") * _constant("moe_decode", "kWarps")
+    assert moe.DOWN_ITEMS_PER_PASS == items
+    # a block's items (rows x slots) fit the kernel's shared array for every top_k
+    assert all(k * moe.down_rows(k) <= _constant("moe_decode", "kMaxBlockItems")
+               for k in range(1, moe.ROUTER_MAX_TOP_K + 1))
     assert moe.ROUTER_TOKENS_PER_BLOCK == _constant("moe_router", "kWarpsPerBlock")
     assert moe.ROUTER_MAX_EXPERTS == 32 * _constant("moe_router", "kMaxPerLane")

@@ -1,6 +1,8 @@
 """The launch sequence of the mixture-of-experts layers, recorded by MockGpuBackend: a decode
-step is one graph replay that routes on the device and runs the decode expert kernels; a
-prefill chunk runs the grouped path; the shared expert's gate and add follow the experts."""
+step is one graph replay whose MoE layers are three launches (router, gate/up, down + the
+next residual add and RMSNorm; a shared expert rides along as more slots of the same
+launches), with no host sync on routing; a prefill chunk runs the grouped path with the
+shared expert's own launches after it."""
 
 from pathlib import Path
 
@@ -12,10 +14,8 @@ from atlas.model.load import load_runner
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
-ROUTED_DECODE = ["gemv_bf16_f32_single", "moe_topk_softmax_f32", "moe_gate_up_silu_bf16",
-                 "moe_down_sum_bf16"]
-SHARED = ["gemv_bf16_single", "gemv_silu_bf16_single", "gemv_bf16_f32_single",
-          "moe_shared_add_bf16"]
+ROUTE_AND_GATE_UP = ["moe_gate_topk_softmax_bf16", "moe_gate_up_silu_bf16"]
+FUSED_NORM = "moe_down_add_rmsnorm_bf16"
 
 
 def _runner(name: str):
@@ -24,10 +24,13 @@ def _runner(name: str):
 
 
 def _mlp_launches(names: list[str]) -> list[list[str]]:
-    """Each layer's launches between its post-attention norm and the next norm."""
+    """Each layer's launches between its post-attention norm and the next norm (a fused
+    down + norm launch ends its segment and is kept in it)."""
     out, cur = [], None
     for n in names:
-        if n in ("add_rmsnorm_bf16", "rmsnorm_bf16"):
+        if n in ("add_rmsnorm_bf16", "rmsnorm_bf16", FUSED_NORM):
+            if n == FUSED_NORM and cur is not None:
+                cur.append(n)
             if cur is not None:
                 out.append(cur)
             cur = []
@@ -36,9 +39,8 @@ def _mlp_launches(names: list[str]) -> list[list[str]]:
     return out[1::2]  # every other segment: [attention, mlp, attention, mlp, ...]
 
 
-@pytest.mark.parametrize("name, sparse_layer, shared", [("tiny-qwen3-moe", 0, False),
-                                                        ("tiny-qwen2-moe", 1, True)])
-def test_decode_graph_routes_on_the_device(name, sparse_layer, shared):
+@pytest.mark.parametrize("name, sparse_layer", [("tiny-qwen3-moe", 0), ("tiny-qwen2-moe", 1)])
+def test_decode_graph_routes_on_the_device(name, sparse_layer):
     runner = _runner(name)
     dev = runner.backend
     dev.drain_launches()
@@ -46,9 +48,14 @@ def test_decode_graph_routes_on_the_device(name, sparse_layer, shared):
     runner.execute([SeqChunk(7, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3, 4, 5]))])
     assert dev.drain_launches() == []  # nothing outside the graph: no host sync on routing
     (replay,) = dev.graph_launches
-    mlps = _mlp_launches([r.func for r in replay.graph])
-    assert len(mlps) == runner.cfg.num_hidden_layers
-    assert mlps[sparse_layer] == ROUTED_DECODE + (SHARED if shared else [])
+    names = [r.func for r in replay.graph]
+    mlps = _mlp_launches(names)
+    layers = runner.cfg.num_hidden_layers
+    assert len(mlps) == layers
+    assert mlps[sparse_layer] == ROUTE_AND_GATE_UP + [FUSED_NORM]
+    # post-attention norms + the next layers' input norms + the final norm, less the fused
+    assert names.count("add_rmsnorm_bf16") == 2 * layers - 1
+    assert "moe_shared_add_bf16" not in names  # tiny-qwen2-moe's shared expert: in the slots
     assert mlps[1 - sparse_layer] == ["gemv_bf16_single", "gemv_silu_bf16_single"]  # dense
 
 

@@ -1,8 +1,8 @@
 """The hybrid models' kernels on the host: conv1d, the gated delta rule (chunked and
-recurrent), the gated RMSNorm and the attention output gate agree with their float64
-oracles; the two delta-rule forms compute one function however a sequence is split; the
-launch builders give the CUDA geometry and reject what the kernels cannot do; and the CUDA
-entry points declare exactly the ABI's parameters."""
+recurrent), the gated RMSNorm, the attention output gate and the fused decode step agree
+with their float64 oracles; the two delta-rule forms compute one function however a
+sequence is split; the launch builders give the CUDA geometry and reject what the kernels
+cannot do; and the CUDA entry points declare exactly the ABI's parameters."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 from atlas.runtime.cases import conv1d as conv1d_cases  # noqa: F401 (registers)
 from atlas.runtime.cases import gated_delta as gated_delta_cases
 from atlas.runtime.cases import gated_rmsnorm as gated_rmsnorm_cases  # noqa: F401 (registers)
+from atlas.runtime.cases import gdn_decode as gdn_decode_cases  # noqa: F401 (registers)
 from atlas.runtime.host import HostBackend
 from atlas.runtime.kernel_check import check, module_cases
 from atlas.runtime.mock import MockGpuBackend
@@ -19,7 +20,7 @@ from atlas.runtime.ops import KernelCache, linear_attention
 from atlas.runtime.reference.gated_delta import chunk_form, normalized_qk, recurrent_form
 from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
 
-MODULES = ("conv1d", "gated_delta", "gated_rmsnorm", "attn_gate")
+MODULES = ("conv1d", "gated_delta", "gated_rmsnorm", "attn_gate", "gdn_decode")
 
 
 # the 4,096-token case runs in the GPU suite
@@ -125,3 +126,37 @@ def test_conv_rejects_a_kernel_wider_than_the_registers_hold() -> None:
     with pytest.raises(ValueError, match="kernel=9"):
         _launch(linear_attention.conv1d_silu, 0x100, 64, 0x200, 0x300, 0x400, 0x500, 0x600,
                 0x700, 1, 64, 9, 4)
+
+
+def _fused(num_seqs: int, hk: int, hv: int, dk: int, dv: int, kernel: int = 4,
+           pitch: int = 12352, state: int = 0x900):
+    return _launch(linear_attention.gdn_decode, 0x100, pitch, 0x200, 0x300, 0x400, 0x500,
+                   0x600, state, 0x1000, 0x1100, 0x1200, 0x1300, num_seqs, hk, hv, dk, dv,
+                   kernel, 1e-6)
+
+
+def test_fused_decode_geometry_is_a_block_per_value_head_and_sequence() -> None:
+    """Qwen3.5-35B-A3B: 32 value heads x 5 sequences, (128 / 16) x (128 / 4) = 256 threads,
+    shared memory for 384 channels' taps and outputs plus 8 x 128 partial sums."""
+    (got,) = _fused(5, 16, 32, 128, 128)
+    assert (got.grid, got.block) == ((32, 5, 1), (256, 1, 1))
+    assert got.shared == linear_attention.gdn_decode_smem_bytes(128, 128, 4) == 4 * (
+        384 * 4 + 384 + 8 * 128 + 32)
+    (tiny,) = _fused(2, 2, 8, 32, 32, pitch=2 * 32 * 2 + 2 * 8 * 32 + 16)
+    assert tiny.block == (32, 1, 1)  # 2 x 8 = 16 state owners, padded to a warp
+
+
+@pytest.mark.parametrize("dk, dv", [(256, 128), (40, 32), (32, 30)])  # 512 threads, dk % 16, dv % 4
+def test_fused_decode_rejects_head_dims_it_cannot_hold(dk, dv) -> None:
+    assert not linear_attention.gdn_decode_fits(dk, dv, 4)
+    with pytest.raises(ValueError, match="do not fit"):
+        _fused(1, 2, 4, dk, dv, pitch=100_000)
+
+
+def test_fused_decode_rejects_bad_heads_a_narrow_row_and_a_misaligned_state() -> None:
+    with pytest.raises(ValueError, match="multiple of hk=3"):
+        _fused(1, 3, 4, 32, 32)
+    with pytest.raises(ValueError, match="narrower"):
+        _fused(1, 16, 32, 128, 128, pitch=12351)
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        _fused(1, 16, 32, 128, 128, state=0x908)

@@ -9,8 +9,8 @@ import pytest
 from atlas.core.sampling import GREEDY, SamplingParams
 from atlas.engine.core import EngineCore
 from atlas.engine.request import EngineRequest, FinishReason
-from atlas.engine.speculative import (NgramDrafter, OracleDrafter, Speculator, accept,
-                                      make_drafter)
+from atlas.engine.speculative import NgramDrafter, OracleDrafter, Speculator, make_drafter
+from atlas.model.batch import accept
 from tests.server.fakes import FakeBlockPool, FakeExecutor
 
 VOCAB = list(range(10, 60))
@@ -55,6 +55,13 @@ def test_ngram_drafter_proposes_what_followed_the_longest_recent_match():
     assert NgramDrafter(max_n=3).propose(seq, 2) == [7, 2]
     with pytest.raises(ValueError):
         make_drafter("medusa")
+
+
+def test_mtp_drafter_proposes_the_executor_s_drafts_for_the_sequence():
+    seq = _seq([5, 1, 2])
+    asked = []
+    drafter = make_drafter("mtp", source=lambda seq_id: asked.append(seq_id) or [7, 8, 9])
+    assert drafter.propose(seq, 2) == [7, 8] and asked == [seq.seq_id]
 
 
 def test_accept_keeps_agreeing_drafts_then_the_target_token():

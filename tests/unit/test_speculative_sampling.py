@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from atlas.core.sampling import SamplingParams
-from atlas.engine.speculative import accept
+from atlas.model.batch import accept
 from atlas.runtime.host import HostBackend
 from atlas.runtime.ops import KernelCache
 from atlas.runtime.sampler import Sampler

@@ -6,7 +6,7 @@ import pytest
 from atlas.core.sampling import GREEDY
 from atlas.model.batch import SeqChunk
 from atlas.model.step_inputs import (StepError, StepLayout, decode_buckets, decode_splits,
-                                     pack_step)
+                                     pack_step, row_owners)
 
 LAYOUT = StepLayout(max_tokens=64, max_seqs=4, max_blocks=8)
 
@@ -46,12 +46,39 @@ def test_padding_rows_never_write_kv():
 @pytest.mark.parametrize("chunks, message", [
     ([SeqChunk(1, [1] * 17, 0, [0], GREEDY)], "need 2 KV blocks"),
     ([SeqChunk(1, [1] * 65, 0, list(range(8)), GREEDY)], "step budget"),
-    ([SeqChunk(i, [1], 0, [0], GREEDY) for i in range(5)], "max batch"),
+    ([SeqChunk(i, [1], 0, [0], GREEDY) for i in range(5)], "5 sequences"),
     ([SeqChunk(1, [], 0, [0], GREEDY)], "at least one token"),
 ])
 def test_inconsistent_chunks_are_refused(chunks, message):
     with pytest.raises(StepError, match=message):
         pack_step(np.zeros(LAYOUT.total, dtype=np.int32), LAYOUT, chunks, 16)
+
+
+def test_decode_shaped_verification_gives_each_token_its_own_row():
+    """B sequences x (K + 1) tokens become decode rows: row i of a verification attends to
+    its sequence's keys up to its own position, on its sequence's block table."""
+    lay = StepLayout(max_tokens=64, max_seqs=8, max_blocks=8, max_sample_rows=8)
+    buf = np.full(lay.total, -7, dtype=np.int32)
+    chunks = [SeqChunk(1, [5, 6, 7], 15, [3, 9], GREEDY, num_draft=2),   # pos 15..17
+              SeqChunk(2, [8], 4, [2], GREEDY)]
+    n_tokens, n_sample, max_q = pack_step(buf, lay, chunks, 16, pad_to=6, per_row=True)
+    assert (n_tokens, n_sample, max_q) == (6, 6, 1)
+    ids, pos, slots, cu_q, kv_lens = _unpack(buf, lay, 6, 6)
+    assert ids.tolist() == [5, 6, 7, 8, 0, 0]
+    assert pos.tolist() == [15, 16, 17, 4, 0, 0]
+    assert slots.tolist() == [3 * 16 + 15, 9 * 16 + 0, 9 * 16 + 1, 2 * 16 + 4, -1, -1]
+    assert cu_q.tolist() == [0, 1, 2, 3, 4, 5, 6]
+    assert kv_lens.tolist() == [16, 17, 18, 5, 1, 1]
+    assert buf[lay.sample_rows:lay.sample_rows + 6].tolist() == [0, 1, 2, 3, 4, 5]
+    assert [c.seq_id for c in row_owners(chunks, per_row=True)] == [1, 1, 1, 2]
+    assert [c.seq_id for c in row_owners(chunks, per_row=False)] == [1, 2]
+
+
+@pytest.mark.parametrize("chunk", [SeqChunk(1, [5, 6], 0, [0], GREEDY),   # a prefill chunk
+                                   SeqChunk(1, [5], 0, [0], GREEDY, sample=False)])
+def test_decode_shaped_step_refuses_prefill_chunks(chunk):
+    with pytest.raises(StepError, match="decode-shaped"):
+        pack_step(np.zeros(LAYOUT.total, dtype=np.int32), LAYOUT, [chunk], 16, per_row=True)
 
 
 def test_decode_buckets_and_splits():

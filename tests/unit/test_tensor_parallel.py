@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import socket
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,60 +20,13 @@ from atlas.model.loaders.dense import UnsupportedModelError
 from atlas.model.parallel import check_tensor_parallel, shard_plan
 from atlas.model.parallel_executor import TensorParallelExecutor
 from atlas.runtime.weights import WeightStore
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-PROMPTS = ([3, 17, 42, 99, 5], [200, 1, 77])
-DECODE_STEPS = 4
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _generate(model: str, world: int, rank: int, port: int) -> tuple[np.ndarray, list]:
-    """Prefill two sequences in one step, then decode both greedily; the prefill logits
-    and every token drawn."""
-    runner = load_runner(FIXTURES / model, backend="host", max_seq_len=64, max_batch_size=2,
-                         world=WorldSpec(rank, world, "127.0.0.1", port, timeout_s=60))
-    blocks = {0: [0, 1], 1: [2, 3]}
-    steps = [SeqChunk(i, p, 0, blocks[i], GREEDY, history=PenaltyHistory(p))
-             for i, p in enumerate(PROMPTS)]
-    toks = [runner.execute(steps)]
-    logits = runner.read_logits(2).copy()
-    for n in range(DECODE_STEPS):
-        steps = [SeqChunk(i, [toks[-1][i]], len(p) + n, blocks[i], GREEDY, rng_position=n + 1)
-                 for i, p in enumerate(PROMPTS)]
-        toks.append(runner.execute(steps))
-    return logits, toks
-
-
-def _rank_main(model: str, world: int, rank: int, port: int, out: "mp.Queue") -> None:
-    out.put((rank, _generate(model, world, rank, port)))
+from parallel_support import (FIXTURES, PROMPTS, assert_same_as_one_process, free_port,
+                              generate, run_two_ranks)
 
 
 @pytest.mark.parametrize("model", ["tiny-qwen3", "tiny-llama"])
 def test_tp2_matches_tp1(model: str) -> None:
-    ref_logits, ref_toks = _generate(model, 1, 0, 0)
-    ctx = mp.get_context("fork")
-    out: mp.Queue = ctx.Queue()
-    port = _free_port()
-    procs = [ctx.Process(target=_rank_main, args=(model, 2, r, port, out)) for r in range(2)]
-    for p in procs:
-        p.start()
-    got = dict(out.get(timeout=120) for _ in procs)
-    for p in procs:
-        p.join(timeout=30)
-        assert p.exitcode == 0
-    for rank in range(2):
-        logits, toks = got[rank]
-        assert toks == ref_toks, f"rank {rank} drew different tokens"
-        # bf16 tolerance: the partial sums round to bf16 before the all-reduce
-        np.testing.assert_allclose(logits, ref_logits, atol=0.08, rtol=0.02)
-        assert np.argmax(logits, -1).tolist() == np.argmax(ref_logits, -1).tolist()
-    # both ranks assembled the very same full logits (so they sample identically)
-    np.testing.assert_array_equal(got[0][0], got[1][0])
+    assert_same_as_one_process(run_two_ranks(model), generate(model, 1, 0, 0))
 
 
 def test_shard_plan_splits_rows_and_columns() -> None:
@@ -123,7 +74,7 @@ def _load_then_exit(model: str, port: int) -> None:
 
 def test_lost_worker_fails_the_executor_with_its_rank() -> None:
     ctx = mp.get_context("fork")
-    port = _free_port()
+    port = free_port()
     worker = ctx.Process(target=_load_then_exit, args=("tiny-qwen3", port))
     worker.start()
     runner = load_runner(FIXTURES / "tiny-qwen3", backend="host", max_seq_len=64,
@@ -137,11 +88,13 @@ def test_lost_worker_fails_the_executor_with_its_rank() -> None:
         exe.execute([SeqChunk(0, prompt, 0, [0, 1], GREEDY, history=PenaltyHistory(prompt))])
     assert len(failures) == 1 and "rank 1" in failures[0]
     with pytest.raises(CommError, match="group failed"):  # no step runs on a broken group
-        exe.release(0)
+        exe.execute([SeqChunk(0, prompt, 0, [0, 1], GREEDY, history=PenaltyHistory(prompt))])
+    exe.release(0)  # the engine ends the failed batch: local state only, no group call
+    assert len(failures) == 1
     exe.close()  # no stop message to a dead group: returns
 
 
-def test_moe_model_is_refused_until_expert_parallelism() -> None:
+def test_moe_model_is_pointed_at_expert_parallelism() -> None:
     cfg = ModelConfig.from_hf(FIXTURES / "tiny-qwen3-moe")
-    with pytest.raises(UnsupportedModelError, match="mixture of experts"):
+    with pytest.raises(UnsupportedModelError, match="--expert-parallel-size 2"):
         check_tensor_parallel(cfg, 2)

@@ -18,7 +18,7 @@ continue. The table prints last and is written as JSON + Markdown to --out-dir
 `metrics` (speedup_min, speedup_geomean) feed the `kernel-table` gate. Exit status 1 when
 any row failed.
 
-    python3 tools/gpu/bench_kernels.py [--quick] [-k TEXT[|TEXT...]] [--out-dir DIR] [--ptx-dir DIR]
+    python3 tools/gpu/bench_kernels.py [--quick] [-k TEXT] [--out-dir DIR] [--ptx-dir DIR]
     python3 tools/gpu/bench_kernels.py --dry-run   # CPU: tiny shapes, HostBackend + CPU torch
 """
 
@@ -404,6 +404,16 @@ E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -
 SCALED_MM_TOL = 6e-2
 
 
+def quant_route(env: Env, w: Any, m: int) -> str:
+    """The kernel QuantLinear runs an m-row product on (matmul_quant's dispatch)."""
+    if matmul_quant.uses_mma(env.kc, w, m):
+        return "gemv_mma_quant (tensor cores)"
+    fmt = "fp8" if isinstance(w, Fp8Weight) else "nvfp4"
+    if matmul_quant.gemv_passes(w.nbytes, w.n, w.k, m):
+        return f"gemv_{fmt} x{-(-m // matmul.GEMV_MAX_M)} passes"
+    return f"dequant_{fmt} + {matmul.linear_route(env.kc, m, w.n)}"
+
+
 def quant_linear_case(env: Env, s: Any) -> Case:
     """Our quantized decode GEMV (matmul_quant.QuantLinear, what a model layer calls) against
     PyTorch dequantizing the same weights then torch.matmul, and for FP8 torch._scaled_mm
@@ -456,6 +466,8 @@ def quant_linear_case(env: Env, s: Any) -> Case:
 
     variants = [Variant("dequantize to bf16 + torch.matmul", dequant)]
     note = ""
+    probe = (Fp8Weight(0, 0, n, k, Fp8ScaleMap.block(n, k)) if fp8  # for the route's name
+             else Nvfp4Weight(0, 0, 0, n, k))
     if fp8:
         def scaled_mm(st: Set) -> Any:
             sx = st["x"].abs().amax().float() / 448.0
@@ -469,7 +481,7 @@ def quant_linear_case(env: Env, s: Any) -> Case:
         except (RuntimeError, NotImplementedError, TypeError) as exc:
             note = f"torch._scaled_mm does not run at m={m}: {str(exc).splitlines()[0][:120]}"
     return Case(s, make, ours, variants, lambda o, t, r: [("y", o["y"], r)], outputs=("y",),
-                note=note or f"ours: gemv_{'fp8' if fp8 else 'nvfp4'} (QuantLinear, m={m})")
+                note=note or f"ours: {quant_route(env, probe, m)} (QuantLinear, m={m})")
 
 
 def _f32_matmul(env: Env) -> tuple[str, Callable[[Any, Any], Any]]:
@@ -714,32 +726,49 @@ def kept_tokens(torch: Any, logits: Any, temperature: float, top_k: int, top_p: 
 # ---- mixture of experts -----------------------------------------------------------------
 
 def moe_router_case(env: Env, s: Any) -> Case:
+    """Decode batches: ours is the one-launch router (gate GEMV + top-k from x), theirs
+    F.linear + softmax/sigmoid + topk; prefill: the top-k from given logits."""
     torch = env.torch
     d, t = s.dims, s.tokens
     sigmoid = d.scoring == "sigmoid"
+    shape = moe.MoeShape(d.experts, d.top_k, d.hidden, d.inter)
 
     def make() -> Set:
         # float32 logits: bf16-valued ones tie often, and torch.topk's order among equal
-        # values is unspecified on the GPU (ours: lower expert first)
+        # values is unspecified on the GPU (ours: lower expert first); the fused router's
+        # logits are bf16-valued, so its rows compare the routing weights scattered by id,
+        # where a tie swapped at the k-th place is an error of one small weight
         st = {"logits": env.uniform((t, d.experts), -4, 4, torch.float32),
               "ids": torch.empty((t, d.top_k), dtype=torch.int32, device=env.device),
-              "weights": torch.empty((t, d.top_k), dtype=torch.float32, device=env.device)}
+              "weights": torch.empty((t, d.top_k), dtype=torch.float32, device=env.device),
+              "counter": torch.zeros(1, dtype=torch.int32, device=env.device)}
+        if s.fused_gate:
+            st["x"] = env.uniform((t, d.hidden))
+            st["w"] = env.uniform((d.experts, d.hidden), -2 / math.sqrt(d.hidden),
+                                  2 / math.sqrt(d.hidden))
         if sigmoid:
             st["bias"] = env.uniform((d.experts,), -0.1, 0.1, torch.float32)
         return st
 
     def ours(st: Set, stream: Stream) -> None:
         routing = moe.Routing(d.scoring, True, 1.0, env.ptr(st["bias"]) if sigmoid else 0)
+        if s.fused_gate:
+            moe.gate_topk(env.kc, stream, env.ptr(st["x"]), env.ptr(st["w"]),
+                          env.ptr(st["logits"]), env.ptr(st["ids"]), env.ptr(st["weights"]),
+                          env.ptr(st["counter"]), t, shape, routing)
+            return
         moe.topk(env.kc, stream, env.ptr(st["logits"]), env.ptr(st["ids"]),
                  env.ptr(st["weights"]), t, d.experts, d.top_k, routing)
 
     def theirs(st: Set) -> Any:
+        logits = (torch.nn.functional.linear(st["x"], st["w"]).float() if s.fused_gate
+                  else st["logits"])
         if sigmoid:
-            scores = st["logits"].sigmoid()
+            scores = logits.sigmoid()
             ids = torch.topk(scores + st["bias"], d.top_k, dim=-1).indices
             w = scores.gather(1, ids)
         else:
-            w, ids = torch.topk(torch.softmax(st["logits"], dim=-1), d.top_k, dim=-1)
+            w, ids = torch.topk(torch.softmax(logits, dim=-1), d.top_k, dim=-1)
         return ids, w / w.sum(dim=-1, keepdim=True)
 
     def dense(ids: Any, w: Any) -> Any:
@@ -748,6 +777,8 @@ def moe_router_case(env: Env, s: Any) -> Case:
 
     label = ("sigmoid + bias, topk, gather, w / sum" if sigmoid
              else "softmax, topk, w / sum")
+    if s.fused_gate:
+        label = "F.linear, " + label
     return Case(s, make, ours, [Variant(label, theirs)],
                 lambda o, th, r: [("weights", dense(o["ids"], o["weights"]), dense(*r))],
                 outputs=("ids", "weights"))
@@ -857,21 +888,29 @@ def _qwen3_5_torch() -> Any:
     return modeling_qwen3_5
 
 
+def ring_rows(start: int, count: int, kernel: int) -> list[int]:
+    """Rows of our conv ring (the input at position p in row p % kernel) holding the
+    `count` inputs before position `start`, oldest first: transformers keeps those as a
+    plain [.., count] window."""
+    return [p % kernel for p in range(start - count, start)]
+
+
 def conv1d_case(env: Env, s: Any) -> Case:
     torch, F = env.torch, env.torch.nn.functional
     hf = _qwen3_5_torch()
     b, t_, c, k = s.seqs, s.tokens, s.channels, s.kernel
     decode = t_ == 1
+    start = 100 if decode else 0  # decode continues a sequence; prefill starts one
 
     def make() -> Set:
-        # ours: state [slots, k - 1, C]; transformers: [batch, C, k - 1] (the same values)
-        state = env.uniform((b, k - 1, c))
+        # ours: a ring [slots, k, C]; transformers: the window [batch, C, k - 1]
+        ring = env.uniform((b, k, c))
+        window = ring[:, ring_rows(start, k - 1, k)]
         return {"x": env.uniform((b * t_, c)), "w": env.uniform((c, k), -0.5, 0.5),
-                "state": state, "hf_state": state.transpose(1, 2).contiguous(),
+                "state": ring, "hf_state": window.transpose(1, 2).contiguous(),
                 "slots": torch.arange(b, dtype=torch.int32, device=env.device),
                 "cu_q": torch.arange(0, b * t_ + 1, t_, dtype=torch.int32, device=env.device),
-                "kv_lens": torch.full((b,), 100 * decode + t_, dtype=torch.int32,
-                                      device=env.device),
+                "kv_lens": torch.full((b,), start + t_, dtype=torch.int32, device=env.device),
                 "out": torch.empty((b * t_, c), dtype=torch.bfloat16, device=env.device)}
 
     def ours(st: Set, stream: Stream) -> None:
@@ -889,7 +928,8 @@ def conv1d_case(env: Env, s: Any) -> Case:
     def compare(o: Set, t: Set, r: Any) -> list:
         out = [("out", o["out"], r.transpose(1, 2).reshape(b * t_, c))]
         if decode:
-            out.append(("state", o["state"], t["hf_state"].transpose(1, 2)))
+            window = o["state"][:, ring_rows(start + t_, k - 1, k)]
+            out.append(("state", window, t["hf_state"].transpose(1, 2)))
         return out
 
     label = ("causal_conv1d_update (transformers torch fallback)" if decode
@@ -947,10 +987,12 @@ def delta_rule_case(env: Env, s: Any) -> Case:
 
     name = ("torch_chunk_gated_delta_rule" if s.chunked
             else "torch_recurrent_gated_delta_rule")
+    cores = ("tensor cores" if linear_attention.chunk_uses_tensor_cores(env.kc, dk)
+             else "CUDA cores")
     return Case(s, make, ours,
                 [Variant(f"{name} (transformers; gates + repeat_interleave included)", theirs)],
                 compare, outputs=("out",), mutated=("state",),
-                note="ours on CUDA cores (not yet tensor cores)" if s.chunked else "")
+                note=f"ours: products on {cores} (ATLAS_GDN_CHUNK_TC)" if s.chunked else "")
 
 
 def gated_norm_case(env: Env, s: Any) -> Case:
@@ -977,6 +1019,71 @@ def gated_norm_case(env: Env, s: Any) -> Case:
                 lambda o, t, r: [("out", o["out"], r.view(t_, h * d))], outputs=("out",))
 
 
+def gdn_decode_case(env: Env, s: Any) -> Case:
+    """Our fused decode step against the three transformers ops it replaces, as
+    Qwen3_5GatedDeltaNet.forward runs them for one cached token."""
+    torch, F = env.torch, env.torch.nn.functional
+    hf = _qwen3_5_torch()
+    b, hk, hv, dk, dv, k = (s.seqs, s.key_heads, s.value_heads, s.key_dim, s.value_dim,
+                            s.kernel)
+    conv = 2 * hk * dk + hv * dv
+    row = conv + hv * dv + 2 * hv
+    start = 100  # every sequence continues: both states are read
+    norm = hf.Qwen3_5RMSNormGated(dv, eps=EPS).to(device=env.device, dtype=torch.bfloat16)
+
+    def make() -> Set:
+        proj = env.uniform((b, row))
+        proj[:, conv + hv * dv:] = env.uniform((b, 2 * hv), -2, 2)
+        ring = env.uniform((b, k, conv))
+        return {"proj": proj, "w": env.uniform((conv, k), -0.5, 0.5), "ring": ring,
+                "hf_conv": ring[:, ring_rows(start, k - 1, k)].transpose(1, 2).contiguous(),
+                "a_log": env.uniform((hv,), -4.0, -0.7), "dt_bias": env.uniform((hv,), 0.5, 1.5),
+                "norm_w": env.uniform((dv,), 0.5, 1.5),
+                "state": env.normal((b, hv, dk, dv), 0.1).float().contiguous(),
+                "slots": torch.arange(b, dtype=torch.int32, device=env.device),
+                "cu_q": torch.arange(b + 1, dtype=torch.int32, device=env.device),
+                "kv_lens": torch.full((b,), start + 1, dtype=torch.int32, device=env.device),
+                "out": torch.empty((b, hv * dv), dtype=torch.bfloat16, device=env.device)}
+
+    def ours(st: Set, stream: Stream) -> None:
+        linear_attention.gdn_decode(
+            env.kc, stream, env.ptr(st["proj"]), row, env.ptr(st["w"]), env.ptr(st["ring"]),
+            env.ptr(st["a_log"]), env.ptr(st["dt_bias"]), env.ptr(st["norm_w"]),
+            env.ptr(st["state"]), env.ptr(st["slots"]), env.ptr(st["cu_q"]),
+            env.ptr(st["kv_lens"]), env.ptr(st["out"]), b, hk, hv, dk, dv, k, EPS)
+
+    def theirs(st: Set) -> Any:
+        p = st["proj"]
+        x = hf.causal_conv1d_update(p[:, :conv].unsqueeze(-1), st["hf_conv"], st["w"], None,
+                                    "silu").transpose(1, 2)
+        q = x[..., :hk * dk].reshape(b, 1, hk, dk).repeat_interleave(hv // hk, dim=2)
+        kk = x[..., hk * dk:2 * hk * dk].reshape(b, 1, hk, dk).repeat_interleave(hv // hk,
+                                                                               dim=2)
+        v = x[..., 2 * hk * dk:].reshape(b, 1, hv, dv)
+        beta = p[:, None, conv + hv * dv:conv + hv * dv + hv].sigmoid()
+        g = -st["a_log"].float().exp() * F.softplus(p[:, None, conv + hv * dv + hv:].float()
+                                                    + st["dt_bias"])
+        core, state = hf.torch_recurrent_gated_delta_rule(
+            q, kk, v, g=g, beta=beta, initial_state=st["state"], output_final_state=True,
+            use_qk_l2norm_in_kernel=True)
+        with torch.no_grad():
+            norm.weight.copy_(st["norm_w"])
+            out = norm(core.reshape(-1, dv), p[:, conv:conv + hv * dv].reshape(-1, dv))
+        return out, state
+
+    def compare(o: Set, t: Set, r: Any) -> list:
+        out, state = r
+        window = o["ring"][:, ring_rows(start + 1, k - 1, k)]
+        return [("out", o["out"], out.reshape(b, hv * dv)), ("state", o["state"], state),
+                ("conv_state", window, t["hf_conv"].transpose(1, 2))]
+
+    return Case(s, make, ours,
+                [Variant("causal_conv1d_update + torch_recurrent_gated_delta_rule + "
+                         "Qwen3_5RMSNormGated (transformers)", theirs)],
+                compare, outputs=("out",), mutated=("ring", "hf_conv", "state"),
+                note="ours: one launch for conv, norms, delta rule and gated norm")
+
+
 BUILDERS: dict[Any, Callable[[Env, Any], Case]] = {
     ks.Family.RMSNORM: norm_case, ks.Family.ADD_RMSNORM: norm_case,
     ks.Family.QK_NORM_ROPE_KV: rope_case, ks.Family.KV_APPEND: rope_case,
@@ -992,6 +1099,7 @@ BUILDERS: dict[Any, Callable[[Env, Any], Case]] = {
     ks.Family.MOE_GROUPED: moe_experts_case,
     ks.Family.CONV1D: conv1d_case, ks.Family.DELTA_CHUNK: delta_rule_case,
     ks.Family.DELTA_STEP: delta_rule_case, ks.Family.GATED_RMSNORM: gated_norm_case,
+    ks.Family.GDN_DECODE: gdn_decode_case,
 }
 
 
@@ -1310,9 +1418,8 @@ def select_shapes(args: argparse.Namespace) -> list[Any]:
     if args.quick:
         shapes = [s for s in shapes if s.quick]
     if args.select:
-        wanted = args.select.split("|")
-        shapes = [s for s in shapes
-                  if any(w in f"{s.family.value} {s.label} {s.describe()}" for w in wanted)]
+        shapes = [s for s in shapes if any(sel in f"{s.family.value} {s.label} {s.describe()}"
+                                           for sel in args.select)]
     return shapes
 
 
@@ -1346,8 +1453,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer shapes and repeats")
     ap.add_argument("--repeats", type=int, help="timed graph replays per side (default 100, "
                     "quick 30)")
-    ap.add_argument("-k", dest="select", help="only shapes whose family/label contains this "
-                    "('A|B': either)")
+    ap.add_argument("-k", dest="select", action="append", help="only shapes whose family/label "
+                    "contains this (repeat -k for any of several)")
     ap.add_argument("--out-dir", type=Path, help="where the JSON and Markdown go (default "
                     "bench/results; a temporary directory for --dry-run)")
     ap.add_argument("--ptx-dir", type=Path, help="*.ptxset.json or *.ptx files (default: the "

@@ -7,7 +7,9 @@ An agent-style turn: a long shared prefix (default 8,192 tokens) plus a short ne
 first token, `EngineCore.step` after step, as the server runs it. Cold: a fresh prefix
 nobody computed (median of --reps runs, each with its own random prefix). Warm: the same
 prefix again with a different new turn (median of --reps turns after one cold turn). The
-issue's bar is warm <= 10% of cold. Also prints the prefix cache's hit counters.
+issue's bar is warm <= 10% of cold. Also prints the prefix cache's hit counters, and on a
+hybrid model its recurrent-state snapshot counters (a hit restores the state snapshotted at
+the last 256-token checkpoint of the prefix).
 
 Prints a table and writes JSON. A benchmark, not a test: it asserts nothing about speed.
 """
@@ -84,13 +86,18 @@ def main() -> int:
               "warm_ttft_ms": [1e3 * t for t in warm],
               "warm_over_cold": statistics.median(warm) / statistics.median(cold),
               "warm_hit_tokens": hit, "hit_rate": stats.hit_rate,
-              "cached_blocks": stats.cached_blocks, "evictions": stats.evictions}
+              "cached_blocks": stats.cached_blocks, "evictions": stats.evictions,
+              "state_snapshots": {k: v for k, v in core.counters().items()
+                                  if k.startswith("prefix_cache_state_")}}
     print(f"\n== {a.model.name}: {a.prefix}-token shared prefix + {a.turn}-token turn")
     print(f"cold TTFT {statistics.median(cold) * 1e3:9.1f} ms  (median of {a.reps})")
     print(f"warm TTFT {statistics.median(warm) * 1e3:9.1f} ms  = "
           f"{result['warm_over_cold']:.1%} of cold (bar: <= 10%)")
     print(f"warm hit {hit:.0f} of {total} prompt tokens; cache hit rate {stats.hit_rate:.1%}, "
           f"{stats.cached_blocks} blocks cached, {stats.evictions} evictions")
+    if result["state_snapshots"]:   # a hybrid model: hits restore recurrent-state snapshots
+        print("state snapshots: " + ", ".join(f"{k.removeprefix('prefix_cache_state_')} {v:g}"
+                                              for k, v in result["state_snapshots"].items()))
     write_json(a.out, result)
     return 0
 

@@ -15,6 +15,8 @@ culprit.
     ATLAS_HOST_MEMORY_GIB=64 python3 tools/gpu/layer_diff.py capture --model CKPT \\
         --backend host --out host.npz
     python3 tools/gpu/layer_diff.py capture --model CKPT --backend transformers --out hf.npz
+    (--backend transformers-sdpa: the same weights through SDPA attention, the control: how far
+    two correct bf16 implementations that round differently drift apart)
     python3 tools/gpu/layer_diff.py compare host.npz cuda.npz
 
 `transformers` captures the bf16 eager model's residual stream after each layer and its
@@ -57,11 +59,12 @@ def capture(model: Path, backend: str, tokens: int) -> dict[str, np.ndarray]:
     original_moe = moe_model.MoeMlp.forward
     routers: list[np.ndarray] = []
 
-    def hooked_moe(self: Any, kc: Any, s: Any, b: Any, t: int) -> None:
-        original_moe(self, kc, s, b, t)
+    def hooked_moe(self: Any, kc: Any, s: Any, b: Any, t: int, then_norm: Any = None) -> bool:
+        original_moe(self, kc, s, b, t)  # unfused: every residual add goes through `hooked`
         kc.backend.synchronize(s)
         routers.append(kc.backend.download(self.bufs.logits, np.float32,
                                            (t, self.shape.experts)).copy())
+        return False
 
     def hooked(kc: Any, stream: Any, residual: int, delta: int, w: int, out: int, rows: int,
                dim: int, eps: float, offset: bool = False) -> None:
@@ -89,7 +92,7 @@ def capture(model: Path, backend: str, tokens: int) -> dict[str, np.ndarray]:
     return saved
 
 
-def capture_transformers(model: Path, tokens: int) -> dict[str, np.ndarray]:
+def capture_transformers(model: Path, tokens: int, attn: str = "eager") -> dict[str, np.ndarray]:
     """transformers' bf16 eager forward of the same prompt: the residual stream after each
     decoder layer (hidden_states[1..L]; the last one before the final norm is not exposed,
     so the last layer is left out) and each sparse layer's router logits."""
@@ -101,7 +104,7 @@ def capture_transformers(model: Path, tokens: int) -> dict[str, np.ndarray]:
         ids = ids[:tokens]
     device = "cuda" if torch.cuda.is_available() else "cpu"
     hf = AutoModelForCausalLM.from_pretrained(model, dtype=torch.bfloat16,
-                                              attn_implementation="eager").to(device).eval()
+                                              attn_implementation=attn).to(device).eval()
     with torch.no_grad():
         out = hf(torch.tensor([ids], device=device), output_hidden_states=True,
                  output_router_logits=True)
@@ -110,6 +113,16 @@ def capture_transformers(model: Path, tokens: int) -> dict[str, np.ndarray]:
     for i, r in enumerate(getattr(out, "router_logits", None) or ()):
         saved[f"router_{i:03d}"] = r.reshape(len(ids), -1).float().cpu().numpy()
     return saved
+
+
+def _position_spread(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
+    """Median, 90th percentile and max over positions (rows) of 1 - cosine(a_row, b_row):
+    one prompt's last position is one draw from this distribution."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    cos = (a64 * b64).sum(1) / np.maximum(np.linalg.norm(a64, axis=1)
+                                          * np.linalg.norm(b64, axis=1), 1e-300)
+    d = 1.0 - cos
+    return float(np.median(d)), float(np.percentile(d, 90)), float(d.max())
 
 
 def _topk_sets(logits: np.ndarray, k: int) -> np.ndarray:
@@ -127,12 +140,13 @@ def _rel(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
 
 def compare(a_path: Path, b_path: Path, top_k: int) -> None:
     a, b = np.load(a_path), np.load(b_path)
-    print(f"{'layer':>5} {'out max/max':>12} {'out 1-cos':>10} {'router =bits':>12} "
-          f"{'router 1-cos':>12} {'top-k sets differ':>17}")
+    print(f"{'layer':>5} {'out max/max':>12} {'out 1-cos':>10} {'pos p50':>9} {'pos p90':>9} "
+          f"{'pos max':>9} {'router =bits':>12} {'router 1-cos':>12} {'top-k sets differ':>17}")
     for k in sorted(x for x in a.files if x.startswith("layer_") and x in b.files):
         n = k[6:]
         om, oc = _rel(a[k], b[k])
-        line = f"{int(n):>5} {om:12.3e} {oc:10.3e}"
+        p50, p90, pmax = _position_spread(a[k], b[k])
+        line = f"{int(n):>5} {om:12.3e} {oc:10.3e} {p50:9.2e} {p90:9.2e} {pmax:9.2e}"
         r = f"router_{n}"
         if r in a.files and r in b.files:
             same = float((a[r] == b[r]).mean())
@@ -170,8 +184,11 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--top-k", type=int, default=8)
     args = ap.parse_args(argv)
     if args.cmd == "capture":
-        saved = (capture_transformers(args.model, args.tokens) if args.backend == "transformers"
-                 else capture(args.model, args.backend, args.tokens))
+        if args.backend.startswith("transformers"):  # transformers or transformers-sdpa
+            attn = args.backend.partition("-")[2] or "eager"
+            saved = capture_transformers(args.model, args.tokens, attn)
+        else:
+            saved = capture(args.model, args.backend, args.tokens)
         np.savez(args.out, **saved)
         print(f"layer_diff: wrote {args.out}")
     else:

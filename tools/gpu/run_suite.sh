@@ -166,6 +166,13 @@ stage_flagship_bench() {
     --extra-prefill 16384 --target-tok-s 450 --hf none --out "$RESULTS/bench_flagship.json"
 }
 
+# The same flagship decode with each Gated-DeltaNet decode step as three kernels (conv1d,
+# recurrent delta rule, gated RMSNorm) instead of the fused gdn_decode: the A/B of the fusion.
+stage_flagship_bench_unfused() {
+  ATLAS_GDN_FUSED=0 "$PY" tools/gpu/bench_moe.py --config qwen3_5-35b-a3b --batches 1,8,32,64 \
+    --target-tok-s 450 --hf none --out "$RESULTS/bench_flagship_unfused.json"
+}
+
 stage_qwen3_8b() { model_stage qwen3-8b "${ATLAS_8B_HF:-eager,compiled}"; }
 
 # The same decode benchmark with programmatic dependent launch off: the A/B of PDL.
@@ -191,6 +198,12 @@ stage_profile() {
 
 stage_kernel_table() {
   "$PY" tools/gpu/bench_kernels.py ${ATLAS_KERNEL_TABLE_ARGS:-} --out-dir "$RESULTS"
+}
+
+# The hybrid decode rows alone (a minute): Qwen3.5-35B-A3B's conv1d, recurrent delta rule and
+# gated RMSNorm kernels and the fused step that replaces the three, each against transformers.
+stage_gdn_table() {
+  "$PY" tools/gpu/bench_kernels.py -k "qwen3.5-35b-a3b decode" --out-dir "$RESULTS"
 }
 
 # The 8B checkpoint served over HTTP; the Qwen3 tokenizer files travel in .device/qwen3-tok.
@@ -252,9 +265,9 @@ stage_long_context_nolong() {
 # decode attention at 16k / 32k (the long-context kernel), prefill attention T4096 on
 # mma.sync and on wgmma.
 stage_issue15_table() {
-  "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS" -k "decode_gemm_sm90 qwen3-8b gate_up|\
-decode_gemm_sm90 qwen3-8b o_proj b64|decode_batched_gemv qwen3-8b gate_up b32|\
-decode_attention qwen3-8b b8 hist|qwen3-8b T4096"
+  "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS" -k "decode_gemm_sm90 qwen3-8b gate_up" \
+    -k "decode_gemm_sm90 qwen3-8b o_proj b64" -k "decode_batched_gemv qwen3-8b gate_up b32" \
+    -k "decode_attention qwen3-8b b8 hist" -k "qwen3-8b T4096"
 }
 
 # The skinny wgmma decode GEMM (gemm_decode_sm90, the default for 9..256 rows) against the
@@ -303,7 +316,8 @@ stage_gates() {
 # NVLink multicast stays off: it can take shared GPUs out of service.
 export NCCL_NVLS_ENABLE=0
 
-# One GPU: NCCL with one rank, so the all-reduce harness runs before the two-GPU machine.
+# One GPU: NCCL with one rank and the one-shot peer-memory kernel with one rank (its sums
+# checked), so the all-reduce harness runs before the two-GPU machine.
 stage_allreduce_1gpu() {
   "$PY" tools/gpu/bench_tp.py allreduce --world 1 --hidden 5120 \
     --out "$RESULTS/allreduce_1gpu.json"
@@ -328,7 +342,8 @@ stage_tp_check() {
 
 # Two GPUs: batch-1 decode, TP=2 vs TP=1, on random weights in the Qwen3-32B shapes
 # (ATLAS_TP_LAYERS of its 64 layers, default 16: 19 GB, loads in seconds), the fraction of
-# one GPU's copy bandwidth per rank, and the NCCL all-reduce latency at decode sizes.
+# one GPU's copy bandwidth per rank, and the all-reduce latency at decode sizes: NCCL and
+# the one-shot kernel over CUDA IPC peer pointers side by side (exit 1 on a wrong sum).
 stage_tp_bench() {
   two_gpus || return 0
   local layers="${ATLAS_TP_LAYERS:-16}" rc=0
@@ -339,6 +354,40 @@ stage_tp_bench() {
     --out "$RESULTS/tp_bench_qwen3-32b-${layers}l.json" || rc=1
   "$PY" tools/gpu/bench_tp.py allreduce --world 2 --hidden 5120 \
     --out "$RESULTS/allreduce_2gpu.json" || rc=1
+  # the same decode with every all-reduce up to 1 MiB on the one-shot kernel (A/B vs NCCL)
+  ATLAS_ONESHOT_ALLREDUCE_BYTES=1048576 "$PY" tools/gpu/bench_tp.py decode --model "$dir" \
+    --tp 2 --steps 128 --out "$RESULTS/tp_bench_qwen3-32b-${layers}l_oneshot.json" || rc=1
+  return $rc
+}
+# Two GPUs: the contest-shaped `throughput` suite at 64 streams against the 8B server with
+# TP=1 and with --tensor-parallel-size 2 (otherwise the server's defaults, as the throughput
+# stage runs it), same checkpoint, one after the other.
+stage_tp_throughput() {
+  two_gpus || return 0
+  local tp rc=0
+  make_checkpoint qwen3-8b weights || return 1
+  cp "$REPO"/.device/qwen3-tok/tokenizer*.json "$CKPT/qwen3-8b/" || return 1
+  for tp in 1 2; do
+    ATLAS_SERVE_ARGS="--tensor-parallel-size $tp" ATLAS_THROUGHPUT_LEVELS=64 \
+      ATLAS_THROUGHPUT_WEIGHTS=8 bash tools/gpu/server_sweep.sh "$CKPT/qwen3-8b" \
+      "$RESULTS/throughput_qwen3-8b_c64_tp$tp.json" none || rc=1
+  done
+  return $rc
+}
+# Two GPUs: expert parallelism on the full Qwen3-30B-A3B config from synthetic weights
+# (61 GB: one GPU holds it all), batch 1 and ATLAS_EP_BATCH (default 32) decode: one GPU,
+# then EP=2 (each rank half of every layer's experts, the rest replicated), then TP=2 with
+# EP=2 (attention and LM head split too): tok/s, speedup, greedy tokens and prefill-logit
+# cosine against one GPU (exit 1 below 0.999).
+stage_ep_bench() {
+  two_gpus || return 0
+  local cfg="$CKPT/qwen3-30b-a3b-synthetic" rc=0 b
+  "$PY" tools/make_fixtures.py --config qwen3-30b-a3b --out "$cfg" --config-only || return 1
+  for b in 1 "${ATLAS_EP_BATCH:-32}"; do
+    "$PY" tools/gpu/bench_tp.py decode --model "$cfg" --split ep,tp+ep --synthetic-seed 0 \
+      --tp 1,2 --batch "$b" --steps 64 --min-cosine 0.999 \
+      --out "$RESULTS/ep_bench_qwen3-30b-a3b_b$b.json" || rc=1
+  done
   return $rc
 }
 
@@ -351,11 +400,28 @@ stage_spec_bench() {
 }
 
 # Prefix cache on the 8B config: an 8,192-token shared prefix + a 64-token new turn, warm
-# TTFT against cold (bar: warm <= 10% of cold).
+# TTFT against cold (bar: warm <= 10% of cold); then the same on the 8-layer hybrid Qwen3.5
+# config, whose hits restore recurrent-state snapshots.
 stage_prefix_bench() {
-  make_checkpoint qwen3-8b weights || return 1
-  "$PY" tools/gpu/bench_prefix.py --model "$CKPT/qwen3-8b" --prefix 8192 --turn 64 \
-    --out "$RESULTS/bench_prefix_qwen3-8b.json"
+  local name rc=0
+  for name in qwen3-8b qwen3_5-9b-8l; do
+    make_checkpoint "$name" weights || return 1
+    "$PY" tools/gpu/bench_prefix.py --model "$CKPT/$name" --prefix 8192 --turn 64 \
+      --out "$RESULTS/bench_prefix_$name.json" || rc=1
+  done
+  return $rc
+}
+
+# Speculation on the 8-layer hybrid Qwen3.5 config (verification eager, recurrent state
+# rolled back past rejected drafts): step cost and oracle tok/s at batch 1 and 8, then the
+# checkpoint's (random) MTP head as the drafter: its acceptance and tok/s.
+stage_spec_bench_hybrid() {
+  local dir="$CKPT/qwen3_5-9b-8l"
+  # a checkpoint made before the config carried its MTP head is made again
+  [ -f "$dir/config.json" ] && ! grep -q mtp_num_hidden_layers "$dir/config.json" && rm -rf "$dir"
+  make_checkpoint qwen3_5-9b-8l weights || return 1
+  "$PY" tools/gpu/bench_spec.py --model "$dir" --batches 1,8 --max-k 3 --k 3 \
+    --accept 0.7 --passes 2 --mtp --out "$RESULTS/bench_spec_qwen3_5-9b-8l.json"
 }
 
 # Issue 12: the Qwen3-8B-config random checkpoint quantized by `atlas models quantize` to
@@ -386,6 +452,30 @@ print(d(sys.argv[1], sys.argv[2]), "weights dequantized")' "$q" "$q-dequantized"
     "$PY" tools/gpu/bench_decode.py --model "$CKPT/$name" --hf none --batches 1,8,32,64 \
       --out "$RESULTS/bench_decode_$name.json" || rc=1
   done
+  return $rc
+}
+
+# Qwen3-30B-A3B full size from synthetic weights only (no 8-layer checkpoint, no transformers,
+# no profile): the quick re-measure of the MoE decode after a kernel change.
+stage_moe_full() {
+  "$PY" tools/gpu/bench_moe.py --config qwen3-30b-a3b --batches 1,8,32,64 --prefill 2048 \
+    --hf none --out "$RESULTS/bench_moe_full.json"
+}
+
+# FP8-block Qwen3-8B only: quantize, decode tok/s (batches 1/8/32) and the per-kernel profile
+# of a batch-1 step, to find where a quantized step spends its time (quicker than quant_bench).
+stage_quant_profile() {
+  local q="$CKPT/qwen3-8b-fp8-block" rc=0
+  make_checkpoint qwen3-8b weights || return 1
+  if [ ! -f "$q/config.json" ]; then
+    rm -rf "$q"
+    "$PY" -m atlas_cli.main models quantize "$CKPT/qwen3-8b" "$q" --to fp8-block \
+      2>"$LOGS/quantize_fp8-block.log" || return 1
+  fi
+  "$PY" tools/gpu/bench_decode.py --model "$q" --hf none --batches 1,8,32 \
+    --out "$RESULTS/bench_decode_qwen3-8b-fp8-block.json" || rc=1
+  "$PY" tools/gpu/profile_decode.py --model "$q" \
+    --out "$RESULTS/profile_decode_qwen3-8b-fp8-block.json" || rc=1
   return $rc
 }
 
@@ -435,13 +525,13 @@ stage_moe_host_parity() {
 stage_layer_diff() {
   local ck="$CKPT/qwen3-30b-a3b-8l" rc=0 b
   make_checkpoint qwen3-30b-a3b-8l || return 1
-  for b in cuda transformers host; do
+  for b in cuda transformers transformers-sdpa host; do
     [ "$b" = host ] && export ATLAS_HOST_MEMORY_GIB=64
     "$PY" tools/gpu/layer_diff.py capture --model "$ck" --backend "$b" \
       --out "$RESULTS/layer_diff_$b.npz" || return 1
   done
   unset ATLAS_HOST_MEMORY_GIB
-  for b in "host cuda" "transformers cuda" "transformers host"; do
+  for b in "host cuda" "transformers cuda" "transformers host" "transformers transformers-sdpa"; do
     set -- $b
     echo "== $1 vs $2"
     "$PY" tools/gpu/layer_diff.py compare "$RESULTS/layer_diff_$1.npz" \
@@ -487,11 +577,13 @@ stage_decode_profiles() {
   return $rc
 }
 
-STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity qwen3_0_6b
-        qwen3_5 qwen3_8b decode_bench decode_bench_nopdl batched_min_m decode_gemm_ab long_context
-        long_context_nolong issue15_table profile decode_profiles kernel_table
-        quant_bench server_sweep throughput gates moe_kernels moe_parity moe_host_parity layer_diff moe_bench spec_bench
-        prefix_bench flagship_parity flagship_bench allreduce_1gpu tp_check tp_bench)
+STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity
+        decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
+        qwen3_8b decode_bench_nopdl profile kernel_table gdn_table server_sweep throughput
+        batched_min_m long_context long_context_nolong issue15_table decode_gemm_ab gates spec_bench prefix_bench
+        spec_bench_hybrid quant_bench moe_full quant_profile moe_kernels moe_parity
+        moe_host_parity layer_diff moe_bench decode_profiles allreduce_1gpu tp_check tp_bench
+        tp_throughput ep_bench)
 
 # ---- runner -------------------------------------------------------------------------------
 

@@ -3,17 +3,21 @@
 //   y[t, c]   = bf16(sum_j w[c, j] * x[t - kernel + 1 + j, c])     (f32 sum)
 //   out[t, c] = bf16(y * sigmoid(y))
 // x rows are x_pitch elements apart (the conv reads the first `channels` columns of the fused
-// input projection); w is bf16 [channels, kernel]. The history before a sequence's chunk comes
-// from its slot of conv_state, bf16 [slots, kernel - 1, channels] (oldest first), or is zero
-// when the chunk starts at position 0 (kv_lens[b] == its q_len): a fresh slot is never read.
+// input projection); w is bf16 [channels, kernel]. The state of a sequence is a ring of the
+// inputs at its last positions: conv_state bf16 [slots, kernel, channels], the input at
+// position p in row p % kernel. The history before a chunk starting at position
+// start = kv_lens[b] - q_len is read from the ring rows of positions start - kernel + 1 ..
+// start - 1; positions below 0 read zero, so a fresh slot (start == 0) is never read. The
+// ring keeps `kernel` rows although a step needs kernel - 1 of them: a decode step writes its
+// input into the one row no reader of that step touches (gdn_decode.cu relies on this, where
+// the blocks of several value heads read the same key channels while one of them writes).
 //
 // Launch (ops/linear_attention.py): grid (ceil(channels / 128), ceil(max_q_len / kTokenTile),
 // num_seqs), 128 threads, one channel per thread walking the tile's tokens with a sliding
 // window in registers. The kernel is left-padded to kMaxKernel taps with zero weights so the
 // window has a fixed size (static register indices). Only token tile 0 of a sequence reads
-// the old state (tiles >= 1 start kTokenTile >= kernel tokens in), and the same thread writes
-// the new one (the chunk's last kernel - 1 inputs, or old state rows when the chunk is
-// shorter) after its reads, walking rows upward so none is overwritten before it is read.
+// the ring (tiles >= 1 start kTokenTile >= kernel tokens in), and the same thread writes the
+// chunk's last kernel - 1 inputs into it after all its reads.
 #include "atlas_common.cuh"
 
 namespace {
@@ -45,8 +49,8 @@ causal_conv1d_silu_bf16(const __nv_bfloat16* __restrict__ x, uint32_t x_pitch,
   const int seq_start = cu_q[b], q_len = cu_q[b + 1] - seq_start;
   const int t0 = static_cast<int>(blockIdx.y) * kTokenTile;
   if (t0 >= q_len) return;
-  const bool fresh = kv_lens[b] == q_len;
-  __nv_bfloat16* st = conv_state + static_cast<size_t>(state_slots[b]) * hist * channels + c;
+  const int start = kv_lens[b] - q_len;  // absolute position of the chunk's first token
+  __nv_bfloat16* st = conv_state + static_cast<size_t>(state_slots[b]) * K * channels + c;
   const __nv_bfloat16* xc = x + static_cast<size_t>(seq_start) * x_pitch + c;
 
   // win[j] holds the input at chunk position t - kWin + j (j < kWin) for the current t.
@@ -58,8 +62,8 @@ causal_conv1d_silu_bf16(const __nv_bfloat16* __restrict__ x, uint32_t x_pitch,
     if (p >= t0 - hist) {  // inside the conv's reach (the padded taps read zeros)
       if (p >= 0)
         v = atlas::bf16_to_f32(xc[static_cast<size_t>(p) * x_pitch]);
-      else if (!fresh)
-        v = atlas::bf16_to_f32(st[static_cast<size_t>(hist + p) * channels]);
+      else if (start + p >= 0)
+        v = atlas::bf16_to_f32(st[static_cast<size_t>((start + p) % K) * channels]);
     }
     win[j] = v;
   }
@@ -78,15 +82,7 @@ causal_conv1d_silu_bf16(const __nv_bfloat16* __restrict__ x, uint32_t x_pitch,
     win[kWin - 1] = xt;
   }
   if (blockIdx.y != 0) return;
-  // New state row r = input at chunk position q_len - hist + r (old state row q_len + r when
-  // that is negative; rows ascend, so row q_len + r > r is read before anything rewrites it).
-  for (int r = 0; r < hist; ++r) {
-    const int p = q_len - hist + r;
-    __nv_bfloat16 v;
-    if (p >= 0)
-      v = xc[static_cast<size_t>(p) * x_pitch];
-    else
-      v = fresh ? atlas::f32_to_bf16(0.f) : st[static_cast<size_t>(q_len + r) * channels];
-    st[static_cast<size_t>(r) * channels] = v;
-  }
+  // The ring keeps the chunk's last kernel - 1 inputs (older rows stay when it is shorter).
+  for (int p = max(q_len - hist, 0); p < q_len; ++p)
+    st[static_cast<size_t>((start + p) % K) * channels] = xc[static_cast<size_t>(p) * x_pitch];
 }

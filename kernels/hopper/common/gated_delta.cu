@@ -14,8 +14,9 @@
 // of its lane's column; k^T S and q^T S are reduced across the warps in shared memory. The
 // state tile is read twice (the second read hits L1) and written once.
 //
-// gated_delta_chunk_bf16 (prefill): CUDA cores (not yet tensor cores). The block walks its
-// sequence's tokens in chunks of kChunk with its [dk, kDvTile] state tile in shared memory.
+// gated_delta_chunk_bf16 (prefill, CUDA cores) and gated_delta_chunk_tc_bf16 (the same with
+// its three products on tensor cores): the block walks its sequence's tokens in chunks of
+// kChunk with its [dk, kDvTile] state tile in shared memory.
 // Per chunk (gamma = cumulative sum of g inside the chunk, e = exp(gamma)):
 //   A[i][j]  = beta_i (k_i . k_j) exp(gamma_i - gamma_j)   (j < i)
 //   QKd[i][j] = (q_i . k_j) exp(gamma_i - gamma_j)          (j <= i)
@@ -24,7 +25,16 @@
 //   S  <- e_last S + sum_i k_i exp(gamma_last - gamma_i) V'_i^T
 // which is the token-by-token recurrence regrouped (the WY/UT form). Shared arrays are padded
 // (rows of dk + 1 and kDvTile + 1 floats) so the column walks do not hit one bank.
+// The tensor-core form computes K K^T and Q K^T (step 3), K S and Q S (step 4) and
+// (K * decay)^T V' (step 7) with mma.m16n8k16 on f32 operands split into bf16 hi + lo parts,
+// d += hi*hi + hi*lo + lo*hi (the lo*lo term is below f32 rounding): products to ~2^-16
+// relative, f32 accumulation, so it stays within the CUDA-core form's tolerances over
+// thousands of tokens. Warp w owns 16-row m-tiles: rows 16w.. of the chunk in steps 3 and 4
+// (all 64 columns of A and QK, all kDvTile of KS and QS), key rows 16(w + 4i).. in step 7.
+// It needs dk a multiple of 16; the forward substitution and the outputs stay on CUDA cores.
 #include "atlas_common.cuh"
+#include "gated_delta_gate.cuh"
+#include "mma_util.cuh"
 
 namespace {
 
@@ -33,21 +43,9 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kDvTile = 32;    // ops/linear_attention.py DELTA_DV_TILE
 constexpr int kChunk = 64;     // ops/linear_attention.py CHUNK
 constexpr int kMaxDk = 256;    // ops/linear_attention.py DELTA_MAX_DK
-constexpr float kL2Eps = 1e-6f;
-
-struct GateTerms {
-  float beta, decay_log;
-};
-
-// beta and g of token row t, head h (transformers' bf16 sigmoid, f32 softplus).
-__device__ __forceinline__ GateTerms gate_terms(const __nv_bfloat16* ba, uint32_t ba_pitch,
-                                                int t, int h, int hv, float a_log, float dt_bias) {
-  const __nv_bfloat16* r = ba + static_cast<size_t>(t) * ba_pitch;
-  const float b = atlas::bf16_to_f32(r[h]);
-  const float x = atlas::bf16_to_f32(r[hv + h]) + dt_bias;
-  const float softplus = x > 20.f ? x : log1pf(expf(x));
-  return {atlas::round_bf16(1.f / (1.f + expf(-b))), -expf(a_log) * softplus};
-}
+constexpr float kL2Eps = atlas::kDeltaL2Eps;
+using atlas::GateTerms;
+using atlas::gate_terms;
 
 struct Dims {
   int hk, hv, dk, dv;
@@ -56,6 +54,72 @@ struct Dims {
 // Element offset of q (k: + hk * dk) of key head kh in a conv-output row.
 __device__ __forceinline__ size_t q_offset(int t, uint32_t pitch, int kh, int dk) {
   return static_cast<size_t>(t) * pitch + static_cast<size_t>(kh) * dk;
+}
+
+// ---- f32 products on bf16 tensor cores (hi + lo split) ----------------------------------
+
+// Two f32 values as packed bf16 hi parts and the packed bf16 rounding of what hi misses.
+__device__ __forceinline__ void split2(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+  const __nv_bfloat16 h0 = atlas::f32_to_bf16(x0), h1 = atlas::f32_to_bf16(x1);
+  const __nv_bfloat16 l0 = atlas::f32_to_bf16(x0 - atlas::bf16_to_f32(h0));
+  const __nv_bfloat16 l1 = atlas::f32_to_bf16(x1 - atlas::bf16_to_f32(h1));
+  hi = static_cast<uint32_t>(__bfloat16_as_ushort(h0)) |
+       (static_cast<uint32_t>(__bfloat16_as_ushort(h1)) << 16);
+  lo = static_cast<uint32_t>(__bfloat16_as_ushort(l0)) |
+       (static_cast<uint32_t>(__bfloat16_as_ushort(l1)) << 16);
+}
+
+// An f32 operand in shared memory, element (row, col) at base[row * rs + col * cs] times
+// scale[col] (scale may be null): the split m16n8k16 fragments of its 16x16 A tile at
+// (r0, k0) (a_hi/a_lo) or of its 16x8 B tile at (k0, n0) as B[k][n] (b_hi/b_lo); the
+// layouts are mma_util.cuh's (g = lane / 4, c = lane % 4).
+struct F32Operand {
+  const float* base;
+  int rs, cs;
+  const float* scale;
+
+  __device__ __forceinline__ float at(int row, int col) const {
+    const float v = base[row * rs + col * cs];
+    return scale ? v * scale[col] : v;
+  }
+
+  __device__ __forceinline__ void a_frag(int r0, int k0, uint32_t (&hi)[4],
+                                         uint32_t (&lo)[4]) const {
+    const int g = (threadIdx.x & 31) >> 2, c2 = 2 * (threadIdx.x & 3);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {  // a0 [g][2c], a1 [g+8][2c], a2 [g][2c+8], a3 [g+8][2c+8]
+      const int r = r0 + g + 8 * (i & 1), k = k0 + c2 + 8 * (i >> 1);
+      split2(at(r, k), at(r, k + 1), hi[i], lo[i]);
+    }
+  }
+
+  // B[k][n] = this operand's element (n, k): the B tile of the product X Y^T with Y = this.
+  __device__ __forceinline__ void b_frag_t(int k0, int n0, uint32_t (&hi)[2],
+                                           uint32_t (&lo)[2]) const {
+    const int g = (threadIdx.x & 31) >> 2, c2 = 2 * (threadIdx.x & 3);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {  // b0 [k=2c..2c+1][n=g], b1 [k=2c+8..][n=g]
+      const int k = k0 + c2 + 8 * i;
+      split2(at(n0 + g, k), at(n0 + g, k + 1), hi[i], lo[i]);
+    }
+  }
+};
+
+// d += A B with A and B split: hi*hi + hi*lo + lo*hi.
+__device__ __forceinline__ void mma_split(float (&d)[4], const uint32_t (&a_hi)[4],
+                                          const uint32_t (&a_lo)[4], const uint32_t (&b_hi)[2],
+                                          const uint32_t (&b_lo)[2]) {
+  atlas::mma_bf16_16816(d, a_lo, b_hi[0], b_hi[1]);
+  atlas::mma_bf16_16816(d, a_hi, b_lo[0], b_lo[1]);
+  atlas::mma_bf16_16816(d, a_hi, b_hi[0], b_hi[1]);
+}
+
+// Element (row, col) of accumulator register i of a warp's 16x8 tile at (r0, n0).
+__device__ __forceinline__ int acc_row(int r0, int i) {
+  return r0 + ((threadIdx.x & 31) >> 2) + 8 * (i >> 1);
+}
+__device__ __forceinline__ int acc_col(int n0, int i) {
+  return n0 + 2 * (threadIdx.x & 3) + (i & 1);
 }
 
 }  // namespace
@@ -130,14 +194,113 @@ gated_delta_step_bf16(const __nv_bfloat16* __restrict__ qkv, uint32_t qkv_pitch,
   }
 }
 
-extern "C" __global__ void __launch_bounds__(kThreads)
-gated_delta_chunk_bf16(const __nv_bfloat16* __restrict__ qkv, uint32_t qkv_pitch,
-                       const __nv_bfloat16* __restrict__ ba, uint32_t ba_pitch,
-                       const __nv_bfloat16* __restrict__ a_log,
-                       const __nv_bfloat16* __restrict__ dt_bias, float* __restrict__ state,
-                       const int32_t* __restrict__ state_slots, const int32_t* __restrict__ cu_q,
-                       const int32_t* __restrict__ kv_lens, __nv_bfloat16* __restrict__ out,
-                       uint32_t num_seqs, uint32_t hk, uint32_t hv, uint32_t dk, uint32_t dv) {
+namespace {
+
+static_assert(kChunk == 16 * kWarps, "the tensor-core steps give each warp 16 chunk rows");
+
+// 3 on tensor cores: warp w computes rows 16w.. of K K^T and Q K^T (all kChunk columns),
+// then masks and scales them into A and QK.
+__device__ __forceinline__ void chunk_products_tc(const float* Qs, const float* Ks, int ldk,
+                                                  int dk, const float* gam,
+                                                  const float* beta, int n, float* A,
+                                                  float* QK, int ldc) {
+  const F32Operand Kop{Ks, ldk, 1, nullptr}, Qop{Qs, ldk, 1, nullptr};
+  const int r0 = 16 * (threadIdx.x >> 5);
+  float kk[kChunk / 8][4] = {}, qk[kChunk / 8][4] = {};
+  for (int k0 = 0; k0 < dk; k0 += 16) {
+    uint32_t ka_hi[4], ka_lo[4], qa_hi[4], qa_lo[4];
+    Kop.a_frag(r0, k0, ka_hi, ka_lo);
+    Qop.a_frag(r0, k0, qa_hi, qa_lo);
+#pragma unroll
+    for (int j = 0; j < kChunk / 8; ++j) {
+      uint32_t b_hi[2], b_lo[2];
+      Kop.b_frag_t(k0, 8 * j, b_hi, b_lo);
+      mma_split(kk[j], ka_hi, ka_lo, b_hi, b_lo);
+      mma_split(qk[j], qa_hi, qa_lo, b_hi, b_lo);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kChunk / 8; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = acc_row(r0, i), col = acc_col(8 * j, i);
+      float a = 0.f, q = 0.f;
+      if (col <= row && row < n) {
+        const float dec = expf(gam[row] - gam[col]);
+        q = qk[j][i] * dec;
+        if (col < row) a = beta[row] * kk[j][i] * dec;
+      }
+      A[row * ldc + col] = a;
+      QK[row * ldc + col] = q;
+    }
+}
+
+// 4's products on tensor cores: warp w computes rows 16w.. of K S and Q S ([kChunk,
+// kDvTile]); the caller's epilogue gets (row, column, k.S, q.S) per accumulator element.
+template <typename Epilogue>
+__device__ __forceinline__ void state_products_tc(const float* Qs, const float* Ks, int ldk,
+                                                  int dk, const float* S, Epilogue epilogue) {
+  const F32Operand Kop{Ks, ldk, 1, nullptr}, Qop{Qs, ldk, 1, nullptr};
+  const F32Operand St{S, 1, kDvTile, nullptr};  // St(c, e) = S[e][c]
+  const int r0 = 16 * (threadIdx.x >> 5);
+  float ks[kDvTile / 8][4] = {}, qs[kDvTile / 8][4] = {};
+  for (int k0 = 0; k0 < dk; k0 += 16) {
+    uint32_t ka_hi[4], ka_lo[4], qa_hi[4], qa_lo[4];
+    Kop.a_frag(r0, k0, ka_hi, ka_lo);
+    Qop.a_frag(r0, k0, qa_hi, qa_lo);
+#pragma unroll
+    for (int j = 0; j < kDvTile / 8; ++j) {
+      uint32_t b_hi[2], b_lo[2];
+      St.b_frag_t(k0, 8 * j, b_hi, b_lo);
+      mma_split(ks[j], ka_hi, ka_lo, b_hi, b_lo);
+      mma_split(qs[j], qa_hi, qa_lo, b_hi, b_lo);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kDvTile / 8; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) epilogue(acc_row(r0, i), acc_col(8 * j, i), ks[j][i], qs[j][i]);
+}
+
+// 7 on tensor cores: S[e][c] = e_last S[e][c] + sum_r K[r][e] kdec[r] V'[r][c], warp w
+// taking key rows 16(w + kWarps i)...
+__device__ __forceinline__ void state_update_tc(const float* Ks, int ldk, int dk,
+                                                const float* kdec, const float* Vn, int ldv,
+                                                float e_last, float* S) {
+  const F32Operand KdT{Ks, 1, ldk, kdec};  // KdT(e, r) = K[r][e] kdec[r]
+  const F32Operand VnT{Vn, 1, ldv, nullptr};  // VnT(c, r) = V'[r][c]
+  for (int m0 = 16 * (threadIdx.x >> 5); m0 < dk; m0 += 16 * kWarps) {
+    float acc[kDvTile / 8][4] = {};
+#pragma unroll
+    for (int k0 = 0; k0 < kChunk; k0 += 16) {
+      uint32_t a_hi[4], a_lo[4];
+      KdT.a_frag(m0, k0, a_hi, a_lo);
+#pragma unroll
+      for (int j = 0; j < kDvTile / 8; ++j) {
+        uint32_t b_hi[2], b_lo[2];
+        VnT.b_frag_t(k0, 8 * j, b_hi, b_lo);
+        mma_split(acc[j], a_hi, a_lo, b_hi, b_lo);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kDvTile / 8; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        float& s = S[acc_row(m0, i) * kDvTile + acc_col(8 * j, i)];
+        s = fmaf(e_last, s, acc[j][i]);
+      }
+  }
+}
+
+template <bool kTc>
+__device__ __forceinline__ void delta_chunk(
+    const __nv_bfloat16* __restrict__ qkv, uint32_t qkv_pitch,
+    const __nv_bfloat16* __restrict__ ba, uint32_t ba_pitch,
+    const __nv_bfloat16* __restrict__ a_log, const __nv_bfloat16* __restrict__ dt_bias,
+    float* __restrict__ state, const int32_t* __restrict__ state_slots,
+    const int32_t* __restrict__ cu_q, const int32_t* __restrict__ kv_lens,
+    __nv_bfloat16* __restrict__ out, uint32_t num_seqs, uint32_t hk, uint32_t hv, uint32_t dk,
+    uint32_t dv) {
   extern __shared__ float smem[];  // ops/linear_attention.py delta_chunk_smem_bytes
   const Dims d{static_cast<int>(hk), static_cast<int>(hv), static_cast<int>(dk),
                static_cast<int>(dv)};
@@ -220,35 +383,32 @@ gated_delta_chunk_bf16(const __nv_bfloat16* __restrict__ qkv, uint32_t qkv_pitch
       kdec[tid] = tid < n ? expf(last - gam[tid]) : 0.f;
     }
     // 3. A (strictly lower, with beta and decay) and QK * decay (lower with the diagonal)
-    for (int idx = tid; idx < kChunk * kChunk; idx += kThreads) {
-      const int i = idx / kChunk, j = idx % kChunk;
-      float a = 0.f, qk = 0.f;
-      if (j <= i && i < n) {
-        float kk = 0.f, qkd = 0.f;
-        for (int e = 0; e < d.dk; ++e) {
-          const float kj = Ks[j * ldk + e];
-          kk = fmaf(Ks[i * ldk + e], kj, kk);
-          qkd = fmaf(Qs[i * ldk + e], kj, qkd);
+    if constexpr (kTc) {
+      chunk_products_tc(Qs, Ks, ldk, d.dk, gam, beta, n, A, QK, ldc);
+    } else {
+      for (int idx = tid; idx < kChunk * kChunk; idx += kThreads) {
+        const int i = idx / kChunk, j = idx % kChunk;
+        float a = 0.f, qk = 0.f;
+        if (j <= i && i < n) {
+          float kk = 0.f, qkd = 0.f;
+          for (int e = 0; e < d.dk; ++e) {
+            const float kj = Ks[j * ldk + e];
+            kk = fmaf(Ks[i * ldk + e], kj, kk);
+            qkd = fmaf(Qs[i * ldk + e], kj, qkd);
+          }
+          const float dec = expf(gam[i] - gam[j]);
+          qk = qkd * dec;
+          if (j < i) a = beta[i] * kk * dec;
         }
-        const float dec = expf(gam[i] - gam[j]);
-        qk = qkd * dec;
-        if (j < i) a = beta[i] * kk * dec;
+        A[i * ldc + j] = a;
+        QK[i * ldc + j] = qk;
       }
-      A[i * ldc + j] = a;
-      QK[i * ldc + j] = qk;
     }
     __syncthreads();
     // 4. R = beta (v - e k^T S) and the inter-chunk output e q^T S
-    for (int idx = tid; idx < kChunk * kDvTile; idx += kThreads) {
-      const int r = idx / kDvTile, c = idx % kDvTile;
+    const auto r_and_o = [&](int r, int c, float ks_, float qs_) {
       float rv = 0.f, ov = 0.f;
       if (r < n) {
-        float ks_ = 0.f, qs_ = 0.f;
-        for (int e = 0; e < d.dk; ++e) {
-          const float se = S[e * kDvTile + c];
-          ks_ = fmaf(Ks[r * ldk + e], se, ks_);
-          qs_ = fmaf(Qs[r * ldk + e], se, qs_);
-        }
         const float v = atlas::bf16_to_f32(
             qkv[static_cast<size_t>(seq_start + c0 + r) * qkv_pitch +
                 2 * static_cast<size_t>(d.hk) * d.dk + static_cast<size_t>(h) * d.dv + col0 + c]);
@@ -257,6 +417,21 @@ gated_delta_chunk_bf16(const __nv_bfloat16* __restrict__ qkv, uint32_t qkv_pitch
       }
       Vn[r * ldv + c] = rv;
       Ob[r * ldv + c] = ov;
+    };
+    if constexpr (kTc) {
+      state_products_tc(Qs, Ks, ldk, d.dk, S, r_and_o);
+    } else {
+      for (int idx = tid; idx < kChunk * kDvTile; idx += kThreads) {
+        const int r = idx / kDvTile, c = idx % kDvTile;
+        float ks_ = 0.f, qs_ = 0.f;
+        if (r < n)
+          for (int e = 0; e < d.dk; ++e) {
+            const float se = S[e * kDvTile + c];
+            ks_ = fmaf(Ks[r * ldk + e], se, ks_);
+            qs_ = fmaf(Qs[r * ldk + e], se, qs_);
+          }
+        r_and_o(r, c, ks_, qs_);
+      }
     }
     __syncthreads();
     // 5. forward substitution (I + A) V' = R, a quad of lanes per column
@@ -281,11 +456,15 @@ gated_delta_chunk_bf16(const __nv_bfloat16* __restrict__ qkv, uint32_t qkv_pitch
           col0 + c] = atlas::f32_to_bf16(o);
     }
     const float e_last = eg[n - 1];
-    for (int idx = tid; idx < d.dk * kDvTile; idx += kThreads) {
-      const int e = idx / kDvTile, c = idx % kDvTile;
-      float acc = 0.f;
-      for (int r = 0; r < n; ++r) acc = fmaf(Ks[r * ldk + e] * kdec[r], Vn[r * ldv + c], acc);
-      S[idx] = fmaf(e_last, S[idx], acc);
+    if constexpr (kTc) {
+      state_update_tc(Ks, ldk, d.dk, kdec, Vn, ldv, e_last, S);
+    } else {
+      for (int idx = tid; idx < d.dk * kDvTile; idx += kThreads) {
+        const int e = idx / kDvTile, c = idx % kDvTile;
+        float acc = 0.f;
+        for (int r = 0; r < n; ++r) acc = fmaf(Ks[r * ldk + e] * kdec[r], Vn[r * ldv + c], acc);
+        S[idx] = fmaf(e_last, S[idx], acc);
+      }
     }
     __syncthreads();  // the next chunk overwrites Qs, Ks, A, QK, Vn, Ob, gam
   }
@@ -293,4 +472,31 @@ gated_delta_chunk_bf16(const __nv_bfloat16* __restrict__ qkv, uint32_t qkv_pitch
     const int i = idx / kDvTile, c = idx % kDvTile;
     sg[static_cast<size_t>(i) * d.dv + c] = S[idx];
   }
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(kThreads)
+gated_delta_chunk_bf16(const __nv_bfloat16* __restrict__ qkv, uint32_t qkv_pitch,
+                       const __nv_bfloat16* __restrict__ ba, uint32_t ba_pitch,
+                       const __nv_bfloat16* __restrict__ a_log,
+                       const __nv_bfloat16* __restrict__ dt_bias, float* __restrict__ state,
+                       const int32_t* __restrict__ state_slots, const int32_t* __restrict__ cu_q,
+                       const int32_t* __restrict__ kv_lens, __nv_bfloat16* __restrict__ out,
+                       uint32_t num_seqs, uint32_t hk, uint32_t hv, uint32_t dk, uint32_t dv) {
+  delta_chunk<false>(qkv, qkv_pitch, ba, ba_pitch, a_log, dt_bias, state, state_slots, cu_q,
+                     kv_lens, out, num_seqs, hk, hv, dk, dv);
+}
+
+// The same on tensor cores (steps 3, 4 and 7; dk a multiple of 16).
+extern "C" __global__ void __launch_bounds__(kThreads)
+gated_delta_chunk_tc_bf16(const __nv_bfloat16* __restrict__ qkv, uint32_t qkv_pitch,
+                          const __nv_bfloat16* __restrict__ ba, uint32_t ba_pitch,
+                          const __nv_bfloat16* __restrict__ a_log,
+                          const __nv_bfloat16* __restrict__ dt_bias, float* __restrict__ state,
+                          const int32_t* __restrict__ state_slots, const int32_t* __restrict__ cu_q,
+                          const int32_t* __restrict__ kv_lens, __nv_bfloat16* __restrict__ out,
+                          uint32_t num_seqs, uint32_t hk, uint32_t hv, uint32_t dk, uint32_t dv) {
+  delta_chunk<true>(qkv, qkv_pitch, ba, ba_pitch, a_log, dt_bias, state, state_slots, cu_q,
+                    kv_lens, out, num_seqs, hk, hv, dk, dv);
 }

@@ -8,49 +8,21 @@
 // groups, kGroups = 2 in gemv_core.cuh.
 //
 // E2M1 -> f32 without a conversion instruction (Hopper has none): the f32 bit patterns of
-// the eight magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6} are zero below their top two bytes, so two
-// PRMT byte lookups (8-entry tables in immediates) give the bf16 halves of four values, a
-// third PRMT spreads their signs to byte msbs, and two more pack bf16 pairs; widening a
-// pair is a shift and a mask. About three integer ops a value, every value exact, no
-// subnormals and no folded power of two. The E4M3 group scale uses gemv_fp8's bit move
-// (value * 2^-120, exact even for E4M3 subnormals since no flag flushes them), times 2^120
-// (exact), times g[row] (one f32 rounding).
+// the eight magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6} are zero below their top two bytes, so
+// PRMT byte lookups give exact bf16 pairs (quant_decode.cuh e2m1x8_to_bf16x2, with the
+// unscaled table) and widening a pair is a shift and a mask. About 2.5 integer ops a value,
+// every value exact. The E4M3 group scale is e4m3_to_f32 (exact, subnormals included)
+// times g[row] (one f32 rounding).
 // Launch (ops/matmul_quant.py): grid = ceil(n / 4), block = min(256, roundup32(k / 32)).
 // Preconditions: k % 32 == 0, x (or gate_up) and q 16-byte aligned, s 2-byte aligned.
 #include "gemv_core.cuh"
+#include "quant_decode.cuh"
 
 namespace {
 
 using namespace atlas::gemv;
-
-// byte m of {kHi47:kHi03} / {kLo47:kLo03} = byte 3 / byte 2 of the f32 of E2M1 magnitude m
-constexpr uint32_t kHi03 = 0x3F3F3F00u, kHi47 = 0x40404040u;
-constexpr uint32_t kLo03 = 0xC0800000u, kLo47 = 0xC0804000u;
-
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
-  uint32_t d;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
-  return d;
-}
-
-// Four E2M1 codes (bits 0..15 of q, element j in bits 4j..4j+3) -> f32.
-__device__ __forceinline__ void e2m1x4_to_f32(uint32_t q, float* f) {
-  const uint32_t idx = q & 0x7777u;                 // magnitudes; selector bit 3 clear
-  const uint32_t hi = prmt(kHi03, kHi47, idx);      // byte j: f32 byte 3 of |value j|
-  const uint32_t lo = prmt(kLo03, kLo47, idx);      // byte j: f32 byte 2 of |value j|
-  const uint32_t sg = prmt(q << 4, q, 0xD9C8u);     // byte j: 0xFF if value j < 0 (sign replicate)
-  const uint32_t hs = hi | (sg & 0x80808080u);
-  const uint32_t p01 = prmt(lo, hs, 0x5140u);       // bf16 pair (value 0 low, value 1 high)
-  const uint32_t p23 = prmt(lo, hs, 0x7362u);
-  f[0] = __uint_as_float(p01 << 16);
-  f[1] = __uint_as_float(p01 & 0xFFFF0000u);
-  f[2] = __uint_as_float(p23 << 16);
-  f[3] = __uint_as_float(p23 & 0xFFFF0000u);
-}
-
-__device__ __forceinline__ float e4m3_to_f32(uint32_t b) {  // b: one E4M3 code in bits 0..7
-  return __uint_as_float(((b & 0x7fu) << 20) | ((b & 0x80u) << 24)) * 0x1p120f;
-}
+using atlas::quant::E2m1Lut;
+using atlas::quant::e4m3_to_f32;
 
 struct Nvfp4W {  // q [n, k / 2] packed E2M1, 32 values a chunk, two 16-value scale groups
   static constexpr int kSub = 4;
@@ -59,13 +31,17 @@ struct Nvfp4W {  // q [n, k / 2] packed E2M1, 32 values a chunk, two 16-value sc
   const uint16_t* scale_pairs;  // s viewed as [n, k / 32] pairs of E4M3 codes
   const float* row_scale;       // g [n]
   uint32_t pairs_per_row;       // k / 32
-  // scale group g (values 16 g .. 16 g + 15) of a chunk
+  E2m1Lut lut;                  // the unscaled E2M1 magnitudes (scale 1)
+  // scale group g (values 16 g .. 16 g + 15) of a chunk: exact bf16 pairs, widened
   __device__ __forceinline__ void widen(const uint4& v, int g, float (&wf)[16]) const {
-    const uint32_t lo = g == 0 ? v.x : v.z, hi = g == 0 ? v.y : v.w;
-    e2m1x4_to_f32(lo, wf);
-    e2m1x4_to_f32(lo >> 16, wf + 4);
-    e2m1x4_to_f32(hi, wf + 8);
-    e2m1x4_to_f32(hi >> 16, wf + 12);
+#pragma unroll
+    for (int w = 0; w < 2; ++w) {
+      uint32_t p[4];
+      atlas::quant::e2m1x8_to_bf16x2(w == 0 ? (g == 0 ? v.x : v.z) : (g == 0 ? v.y : v.w), lut,
+                                     p);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) atlas::unpack_bf16x2(p[i], wf[8 * w + 2 * i], wf[8 * w + 2 * i + 1]);
+    }
   }
   __device__ __forceinline__ void chunk_scales(int row, int c, float (&s)[2]) const {
     const uint32_t pair = __ldg(scale_pairs + static_cast<size_t>(row) * pairs_per_row + c);
@@ -77,7 +53,8 @@ struct Nvfp4W {  // q [n, k / 2] packed E2M1, 32 values a chunk, two 16-value sc
 
 __device__ __forceinline__ Nvfp4W nvfp4_fmt(const uint8_t* scale, const float* row_scale,
                                             uint32_t k) {
-  return {reinterpret_cast<const uint16_t*>(scale), row_scale, k >> 5};
+  return {reinterpret_cast<const uint16_t*>(scale), row_scale, k >> 5,
+          E2m1Lut::scaled(0x3F803F80u)};  // bf16 pair (1, 1)
 }
 
 __shared__ float partial_sums[kMaxThreads / 32][kMaxAcc];  // [warp][m * 4 + r]

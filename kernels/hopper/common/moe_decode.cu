@@ -11,16 +11,29 @@
 //   block (bx, pair) computes intermediate column i = 8 bx + w of slot `pair` = t * top_k + j:
 //   g = bf16(x[t] . w_gate_up[e][i]), u = bf16(x[t] . w_gate_up[e][inter + i]) and
 //   act[pair][i] = bf16(bf16(silu(g)) * u), the dense MLP's gate_up GEMV + silu_mul.
-// moe_down_sum_bf16: grid (ceil(hidden / 8), tokens), 256 threads. Warp w of block (bx, t)
-//   computes out[t][n], n = 8 bx + w: for j = 0..top_k-1 in order,
-//   acc += topk_weights[t][j] * bf16(act[t][j] . w_down[e_j][n]) in float32 (two experts'
-//   rows are streamed together so twice the loads are in flight); out = bf16(acc).
+// moe_down_sum_bf16: grid (ceil(hidden / rows), tokens), 256 threads, rows = rows_per_block
+//   (ops/moe.py down_rows: 16 / top_k, at least 1). Block (bx, t) owns output rows
+//   n = rows bx .. rows bx + rows - 1 of token t for all top_k slots: its rows * top_k items
+//   (row r, slot j) are spread over the 8 warps, 2 per warp per pass, so neighbouring warps
+//   stream different experts' rows and a warp keeps both items' 16-byte loads in flight
+//   (every chunk at once where the leaf fixes inter). Item (r, j) leaves
+//   bf16(act[t][j] . w_down[e_j][n]) in shared memory; then thread r sums its row in slot
+//   order, acc += topk_weights[t][j] * y_j in float32, out = bf16(acc) (bit-reproducible,
+//   no atomics). Spreading (row, expert) over the grid gives 1024 blocks at batch 1 on
+//   Qwen3-30B-A3B where one block per 8 rows of all experts gave 256 (1.4 TB/s measured).
+// moe_down_add_rmsnorm[_offset]_bf16: the same sum s, added into the residual stream,
+//   residual = bf16(residual + bf16(s)), then the next layer's RMSNorm into `normed`
+//   (add_rmsnorm's numerics): the last block of each token to finish (a ticket from
+//   atomicInc on counters[t], which wraps back to zero for the next launch or graph replay)
+//   reads the token's updated residual row from L2 and normalizes it. This replaces the
+//   add_rmsnorm launch after a decode MoE block.
 // An id outside [0, experts) gives act = 0 and is skipped in the sum.
 //
 // Where the leaf defines ATLAS_MOE_EXPERTS (an MoE leaf) with ATLAS_HIDDEN, ATLAS_MOE_INTER
 // and ATLAS_MOE_TOPK, launches with exactly those shapes run an instantiation with them as
 // compile-time constants (fully unrolled chunk loops); other shapes take the general one.
-// Preconditions (ops/moe.py): hidden, inter multiples of 16; x, act, weights 16-byte aligned.
+// Preconditions (ops/moe.py): hidden, inter multiples of 16; x, act, weights, residual,
+// norm weight and normed 16-byte aligned.
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
 
@@ -52,6 +65,16 @@ __device__ __forceinline__ bool valid_expert(int e, uint32_t experts) {
   return e >= 0 && e < static_cast<int>(experts);
 }
 
+// The shared expert of a block (Qwen2-MoE / Qwen3-Next style), as `shared_slots` more slots
+// after the top_k routed ones: slot top_k + c is chunk c of the shared expert's intermediate
+// columns [c inter, (c + 1) inter) (past shared_inter: zero act). w_gate_up [2 shared_inter,
+// hidden] (gate rows, then up rows), w_down [hidden, shared_inter].
+struct SharedExpert {
+  const __nv_bfloat16* w_gate_up;
+  const __nv_bfloat16* w_down;
+  int slots, inter;
+};
+
 // kHidden: 0 = run-time hidden.
 template <int kHidden>
 __device__ __forceinline__ void gate_up_row(const __nv_bfloat16* __restrict__ x,
@@ -59,23 +82,36 @@ __device__ __forceinline__ void gate_up_row(const __nv_bfloat16* __restrict__ x,
                                             const int32_t* __restrict__ topk_ids,
                                             __nv_bfloat16* __restrict__ act, uint32_t top_k,
                                             uint32_t hidden_arg, uint32_t inter,
-                                            uint32_t experts) {
+                                            uint32_t experts, const SharedExpert& sh) {
   const int hidden = kHidden > 0 ? kHidden : static_cast<int>(hidden_arg);
   const int lane = threadIdx.x & 31;
   const int row = blockIdx.x * kWarps + (threadIdx.x >> 5);
-  const int pair = blockIdx.y, token = pair / static_cast<int>(top_k);
+  const int slots = static_cast<int>(top_k) + sh.slots;
+  const int pair = blockIdx.y, token = pair / slots, j = pair - token * slots;
   if (row >= static_cast<int>(inter)) return;
   __nv_bfloat16* dst = act + static_cast<size_t>(pair) * inter + row;
-  const int e = topk_ids[pair];
-  if (!valid_expert(e, experts)) {
-    if (lane == 0) *dst = atlas::f32_to_bf16(0.f);
-    return;
-  }
   const int kc = hidden / 8;
+  const uint4* wg;
+  size_t up_rows;  // distance from a gate row to its up row, in rows
+  if (j < static_cast<int>(top_k)) {
+    const int e = topk_ids[pair];
+    if (!valid_expert(e, experts)) {
+      if (lane == 0) *dst = atlas::f32_to_bf16(0.f);
+      return;
+    }
+    wg = reinterpret_cast<const uint4*>(w + (static_cast<size_t>(e) * 2 * inter + row) * hidden);
+    up_rows = inter;
+  } else {
+    const int col = (j - static_cast<int>(top_k)) * static_cast<int>(inter) + row;
+    if (col >= sh.inter) {
+      if (lane == 0) *dst = atlas::f32_to_bf16(0.f);
+      return;
+    }
+    wg = reinterpret_cast<const uint4*>(sh.w_gate_up + static_cast<size_t>(col) * hidden);
+    up_rows = sh.inter;
+  }
   const uint4* xv = reinterpret_cast<const uint4*>(x + static_cast<size_t>(token) * hidden);
-  const uint4* wg = reinterpret_cast<const uint4*>(
-      w + (static_cast<size_t>(e) * 2 * inter + row) * hidden);
-  const uint4* wu = wg + static_cast<size_t>(inter) * kc;
+  const uint4* wu = wg + up_rows * kc;
   float g = 0.f, u = 0.f;
 #pragma unroll(kHidden > 0 ? 8 : 4)
   for (int c = lane; c < kc; c += 32) {
@@ -89,46 +125,197 @@ __device__ __forceinline__ void gate_up_row(const __nv_bfloat16* __restrict__ x,
   if (lane == 0) *dst = atlas::f32_to_bf16(atlas::round_bf16(g / (1.f + expf(-g))) * u);
 }
 
-// kInter, kTopK: 0 = run-time values.
-template <int kInter, int kTopK>
-__device__ __forceinline__ void down_row(const __nv_bfloat16* __restrict__ act,
-                                         const __nv_bfloat16* __restrict__ w,
-                                         const int32_t* __restrict__ topk_ids,
-                                         const float* __restrict__ topk_weights,
-                                         __nv_bfloat16* __restrict__ out, uint32_t top_k_arg,
-                                         uint32_t hidden, uint32_t inter_arg,
-                                         uint32_t experts) {
-  const int inter = kInter > 0 ? kInter : static_cast<int>(inter_arg);
-  const int top_k = kTopK > 0 ? kTopK : static_cast<int>(top_k_arg);
-  const int lane = threadIdx.x & 31;
-  const int row = blockIdx.x * kWarps + (threadIdx.x >> 5), token = blockIdx.y;
-  if (row >= static_cast<int>(hidden)) return;
-  const int kc = inter / 8;
-  const int32_t* ids = topk_ids + static_cast<size_t>(token) * top_k;
-  const float* weights = topk_weights + static_cast<size_t>(token) * top_k;
-  const uint4* a0 = reinterpret_cast<const uint4*>(act + static_cast<size_t>(token) * top_k * inter);
-  float acc = 0.f;
+// Down projection work items: item i of a block is (row r = i / top_k, slot j = i % top_k),
+// so the top_k experts of one output row sit in neighbouring warps. A warp takes kItemsPerWarp
+// items at a time and streams their weight rows together (all loads of a pass are issued
+// before the first is used); the block's items pass by pass.
+constexpr int kItemsPerWarp = 2;
+constexpr int kItemsPerPass = kItemsPerWarp * kWarps;
+// items of one block: top_k * rows_per_block <= max(kItemsPerPass, top_k) (ops/moe.py)
+constexpr int kMaxBlockItems = 32;
+
+struct DownArgs {
+  const __nv_bfloat16* act;      // [tokens, top_k, inter]
+  const __nv_bfloat16* w;        // [experts, hidden, inter]
+  const int32_t* topk_ids;       // [tokens, slots] (slots = top_k + shared slots)
+  const float* topk_weights;     // [tokens, slots]
+  __nv_bfloat16* out;            // [tokens, hidden]: the weighted sum (delta), or the residual
+  const __nv_bfloat16* norm_w;   // finish only: RMSNorm weight [hidden]
+  __nv_bfloat16* normed;         // finish only: [tokens, hidden]
+  uint32_t* counters;            // finish only: [tokens], zero between launches
+  SharedExpert shared;           // slots past top_k: the shared expert's chunks (w_down)
+  int tokens, top_k, hidden, inter, experts, rows;
+  float eps;
+};
+
+// The last block of a token to finish normalizes that token's residual row (which every block
+// of the token has updated in place) into `normed`: the add_rmsnorm kernel's numerics, the
+// sum of squares in a different order. The ticket counter wraps to zero for the next launch.
+template <bool kOffset>
+__device__ __forceinline__ void finish_norm(const DownArgs& a, int token) {
+  __shared__ bool last;
+  __shared__ float scratch[kWarps];
+  __threadfence();  // this block's residual writes, before its ticket
+  __syncthreads();
+  if (threadIdx.x == 0)
+    last = atomicInc(a.counters + token, gridDim.x - 1) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();  // every other block's writes, before they are read (L2: __ldcg)
+  const int nvec = a.hidden / atlas::kBf16PerVec;
+  const uint4* rv = reinterpret_cast<const uint4*>(a.out + static_cast<size_t>(token) * a.hidden);
+  float sumsq = 0.f;
+  for (int v = threadIdx.x; v < nvec; v += blockDim.x) {
+    float x[8];
+    atlas::unpack_bf16x8(__ldcg(rv + v), x);
 #pragma unroll
-  for (int j = 0; j < top_k; j += 2) {  // experts j and j + 1 streamed together
-    const bool has1 = j + 1 < top_k;
-    const int e0 = ids[j], e1 = has1 ? ids[j + 1] : -1;
-    const bool v0 = valid_expert(e0, experts), v1 = has1 && valid_expert(e1, experts);
-    const uint4* x0 = a0 + static_cast<size_t>(j) * kc;
-    const uint4* x1 = x0 + kc;
-    const uint4* w0 = reinterpret_cast<const uint4*>(w) +
-                      (static_cast<size_t>(v0 ? e0 : 0) * hidden + row) * kc;
-    const uint4* w1 = reinterpret_cast<const uint4*>(w) +
-                      (static_cast<size_t>(v1 ? e1 : 0) * hidden + row) * kc;
-    float d0 = 0.f, d1 = 0.f;
-#pragma unroll 4
-    for (int c = lane; c < kc; c += 32) {
-      if (v0) d0 = dot8(atlas::ld_stream(w0 + c), __ldg(x0 + c), d0);
-      if (v1) d1 = dot8(atlas::ld_stream(w1 + c), __ldg(x1 + c), d1);
-    }
-    if (v0) acc = fmaf(weights[j], atlas::round_bf16(atlas::warp_sum(d0)), acc);
-    if (v1) acc = fmaf(weights[j + 1], atlas::round_bf16(atlas::warp_sum(d1)), acc);
+    for (int e = 0; e < 8; ++e) sumsq = fmaf(x[e], x[e], sumsq);
   }
-  if (lane == 0) out[static_cast<size_t>(token) * hidden + row] = atlas::f32_to_bf16(acc);
+  const float total = atlas::block_sum(sumsq, scratch);
+  const float inv_rms = rsqrtf(total / static_cast<float>(a.hidden) + a.eps);
+  const uint4* wv = reinterpret_cast<const uint4*>(a.norm_w);
+  uint4* ov = reinterpret_cast<uint4*>(a.normed + static_cast<size_t>(token) * a.hidden);
+  for (int v = threadIdx.x; v < nvec; v += blockDim.x) {
+    float x[8], wf[8], y[8];
+    atlas::unpack_bf16x8(__ldcg(rv + v), x);
+    atlas::unpack_bf16x8(__ldg(wv + v), wf);
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      y[e] = kOffset ? (x[e] * inv_rms) * (1.f + wf[e]) : wf[e] * atlas::round_bf16(x[e] * inv_rms);
+    ov[v] = atlas::pack_bf16x8(y);
+  }
+}
+
+// kInter, kTopK, kRows: 0 = run-time values (a leaf instantiation has no shared slots).
+// kFinish: add the sum into the residual (a.out) and normalize (finish_norm) instead of
+// writing it to a.out.
+template <int kInter, int kTopK, int kRows, bool kFinish, bool kOffset>
+__device__ __forceinline__ void down_block(const DownArgs& a) {
+  const int inter = kInter > 0 ? kInter : a.inter;
+  const int top_k = kTopK > 0 ? kTopK : a.top_k;
+  const int rows = kRows > 0 ? kRows : a.rows;
+  const int n_shared = kTopK > 0 ? 0 : a.shared.slots, slots = top_k + n_shared;
+  const int items = slots * rows, kc = inter / 8;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int token = blockIdx.y, row0 = blockIdx.x * rows;
+  const int32_t* ids = a.topk_ids + static_cast<size_t>(token) * slots;
+  const uint4* act = reinterpret_cast<const uint4*>(a.act) + static_cast<size_t>(token) * slots * kc;
+  const uint4* w = reinterpret_cast<const uint4*>(a.w);
+  __shared__ float ys[kMaxBlockItems];  // float32 down product of each item
+
+  for (int base = 0; base < items; base += kItemsPerPass) {
+    const uint4* wp[kItemsPerWarp];
+    const uint4* xp[kItemsPerWarp];
+    int last[kItemsPerWarp];  // the item's last weight chunk (a shared chunk may be partial)
+    bool live[kItemsPerWarp];
+    float d[kItemsPerWarp];
+#pragma unroll
+    for (int m = 0; m < kItemsPerWarp; ++m) {
+      const int i = base + warp + kWarps * m, r = i / slots, j = i - r * slots;
+      const int row = row0 + r;
+      const bool in = i < items && row < a.hidden;
+      last[m] = kc - 1;
+      if (in && j >= top_k) {  // shared chunk c: columns [c inter, ...) of the shared row
+        const int c = j - top_k, sh_kc = a.shared.inter / 8;
+        live[m] = true;
+        wp[m] = reinterpret_cast<const uint4*>(a.shared.w_down) +
+                static_cast<size_t>(row) * sh_kc + c * kc;
+        last[m] = min(kc, sh_kc - c * kc) - 1;
+      } else {
+        // a dead item (past the rows, or an expert id outside [0, experts)) streams expert
+        // 0's row 0 (an L2 hit after the first) so the loads need no branch; it is dropped
+        const int e = in ? ids[j] : -1;
+        live[m] = valid_expert(e, a.experts);
+        wp[m] = w + (static_cast<size_t>(live[m] ? e : 0) * a.hidden + (live[m] ? row : 0)) * kc;
+      }
+      xp[m] = act + static_cast<size_t>(live[m] ? j : 0) * kc;
+      d[m] = 0.f;
+    }
+    // a partial shared chunk re-reads its last weight chunk past its end: the act there is
+    // zero (the gate/up kernel writes zeros past the shared width), so it adds nothing
+    if constexpr (kInter > 0) {  // every chunk of the pass in flight at once
+      constexpr int kSteps = (kInter / 8 + 31) / 32;
+      uint4 wc[kSteps][kItemsPerWarp], xc[kSteps][kItemsPerWarp];
+#pragma unroll
+      for (int st = 0; st < kSteps; ++st) {
+        const int c = lane + 32 * st;
+#pragma unroll
+        for (int m = 0; m < kItemsPerWarp; ++m)
+          if ((kInter / 8) % 32 == 0 || c < kc) {
+            wc[st][m] = atlas::ld_stream(wp[m] + c);
+            xc[st][m] = __ldg(xp[m] + c);
+          }
+      }
+#pragma unroll
+      for (int st = 0; st < kSteps; ++st)
+#pragma unroll
+        for (int m = 0; m < kItemsPerWarp; ++m)
+          if ((kInter / 8) % 32 == 0 || lane + 32 * st < kc) d[m] = dot8(wc[st][m], xc[st][m], d[m]);
+    } else {
+#pragma unroll 2
+      for (int c = lane; c < kc; c += 32) {
+        uint4 wc[kItemsPerWarp], xc[kItemsPerWarp];  // every load of the step, then the math
+#pragma unroll
+        for (int m = 0; m < kItemsPerWarp; ++m) {
+          wc[m] = atlas::ld_stream(wp[m] + min(c, last[m]));
+          xc[m] = __ldg(xp[m] + c);
+        }
+#pragma unroll
+        for (int m = 0; m < kItemsPerWarp; ++m) d[m] = dot8(wc[m], xc[m], d[m]);
+      }
+    }
+#pragma unroll
+    for (int m = 0; m < kItemsPerWarp; ++m) {
+      const int i = base + warp + kWarps * m;
+      const float y = atlas::warp_sum(d[m]);
+      if (lane == 0 && i < items) ys[i] = live[m] ? y : 0.f;
+    }
+  }
+  __syncthreads();
+  const int r = threadIdx.x, row = row0 + r;
+  if (r < rows && row < a.hidden) {
+    // the routed slots' weighted sum in slot order, each expert's product rounded to bf16
+    const float* weights = a.topk_weights + static_cast<size_t>(token) * slots;
+    const float* y = ys + r * slots;
+    float acc = 0.f;
+    for (int j = 0; j < top_k; ++j)
+      if (valid_expert(ids[j], a.experts)) acc = fmaf(weights[j], atlas::round_bf16(y[j]), acc);
+    if (n_shared > 0) {  // transformers' routed + bf16(gate * shared), each op in bf16
+      float shared = 0.f;
+      for (int c = 0; c < n_shared; ++c) shared += y[top_k + c];
+      acc = atlas::round_bf16(acc) +
+            atlas::round_bf16(weights[top_k] * atlas::round_bf16(shared));
+    }
+    __nv_bfloat16* dst = a.out + static_cast<size_t>(token) * a.hidden + row;
+    *dst = atlas::f32_to_bf16(kFinish ? atlas::bf16_to_f32(*dst) + atlas::round_bf16(acc) : acc);
+  }
+  if constexpr (kFinish) finish_norm<kOffset>(a, token);
+}
+
+__device__ __forceinline__ DownArgs down_args(
+    const __nv_bfloat16* act, const __nv_bfloat16* w, const int32_t* topk_ids,
+    const float* topk_weights, __nv_bfloat16* out, const __nv_bfloat16* norm_w,
+    __nv_bfloat16* normed, uint32_t* counters, uint32_t tokens, uint32_t top_k, uint32_t hidden,
+    uint32_t inter, uint32_t experts, uint32_t rows, const __nv_bfloat16* shared_down,
+    uint32_t shared_slots, uint32_t shared_inter, float eps) {
+  return DownArgs{act, w, topk_ids, topk_weights, out, norm_w, normed, counters,
+                  SharedExpert{nullptr, shared_down, static_cast<int>(shared_slots),
+                               static_cast<int>(shared_inter)},
+                  static_cast<int>(tokens), static_cast<int>(top_k), static_cast<int>(hidden),
+                  static_cast<int>(inter), static_cast<int>(experts), static_cast<int>(rows), eps};
+}
+
+template <bool kFinish, bool kOffset>
+__device__ __forceinline__ void down_dispatch(const DownArgs& a) {
+  atlas::pdl_enter();
+  if (static_cast<int>(blockIdx.y) >= a.tokens) return;
+  constexpr int kLeafRows =  // ops/moe.py down_rows(top_k)
+      kLeafTopK > 0 && kLeafTopK < kItemsPerPass ? kItemsPerPass / kLeafTopK : 1;
+  if (kLeaf && a.hidden == kLeafHidden && a.inter == kLeafInter && a.top_k == kLeafTopK &&
+      a.rows == kLeafRows && a.shared.slots == 0)
+    down_block<kLeafInter, kLeafTopK, kLeafRows, kFinish, kOffset>(a);
+  else
+    down_block<0, 0, 0, kFinish, kOffset>(a);
 }
 
 }  // namespace
@@ -138,25 +325,57 @@ __device__ __forceinline__ void down_row(const __nv_bfloat16* __restrict__ act,
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
     moe_gate_up_silu_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w_gate_up,
                           const int32_t* topk_ids, __nv_bfloat16* act, uint32_t tokens,
-                          uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts) {
+                          uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts,
+                          const __nv_bfloat16* shared_gate_up, uint32_t shared_slots,
+                          uint32_t shared_inter) {
   atlas::pdl_enter();
-  if (blockIdx.y >= tokens * top_k) return;
+  if (blockIdx.y >= tokens * (top_k + shared_slots)) return;
+  const SharedExpert sh{shared_gate_up, nullptr, static_cast<int>(shared_slots),
+                        static_cast<int>(shared_inter)};
   if (kLeaf && hidden == kLeafHidden && inter == kLeafInter && top_k == kLeafTopK)
-    gate_up_row<kLeafHidden>(x, w_gate_up, topk_ids, act, top_k, hidden, inter, experts);
+    gate_up_row<kLeafHidden>(x, w_gate_up, topk_ids, act, top_k, hidden, inter, experts, sh);
   else
-    gate_up_row<0>(x, w_gate_up, topk_ids, act, top_k, hidden, inter, experts);
+    gate_up_row<0>(x, w_gate_up, topk_ids, act, top_k, hidden, inter, experts, sh);
 }
 
-extern "C" __global__ void __launch_bounds__(kThreads)
+extern "C" __global__ void __launch_bounds__(kThreads, 4)
     moe_down_sum_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
                       const int32_t* topk_ids, const float* topk_weights, __nv_bfloat16* out,
                       uint32_t tokens, uint32_t top_k, uint32_t hidden, uint32_t inter,
-                      uint32_t experts) {
-  atlas::pdl_enter();
-  if (blockIdx.y >= tokens) return;
-  if (kLeaf && hidden == kLeafHidden && inter == kLeafInter && top_k == kLeafTopK)
-    down_row<kLeafInter, kLeafTopK>(act, w_down, topk_ids, topk_weights, out, top_k, hidden,
-                                    inter, experts);
-  else
-    down_row<0, 0>(act, w_down, topk_ids, topk_weights, out, top_k, hidden, inter, experts);
+                      uint32_t experts, uint32_t rows_per_block, const __nv_bfloat16* shared_down,
+                      uint32_t shared_slots, uint32_t shared_inter) {
+  down_dispatch<false, false>(down_args(act, w_down, topk_ids, topk_weights, out, nullptr,
+                                        nullptr, nullptr, tokens, top_k, hidden, inter, experts,
+                                        rows_per_block, shared_down, shared_slots, shared_inter,
+                                        0.f));
+}
+
+// The same sum added into the residual stream, then the next RMSNorm (see the header).
+extern "C" __global__ void __launch_bounds__(kThreads, 4)
+    moe_down_add_rmsnorm_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
+                              const int32_t* topk_ids, const float* topk_weights,
+                              __nv_bfloat16* residual, const __nv_bfloat16* w,
+                              __nv_bfloat16* normed, uint32_t* counters, uint32_t tokens,
+                              uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts,
+                              uint32_t rows_per_block, const __nv_bfloat16* shared_down,
+                              uint32_t shared_slots, uint32_t shared_inter, float eps) {
+  down_dispatch<true, false>(down_args(act, w_down, topk_ids, topk_weights, residual, w, normed,
+                                       counters, tokens, top_k, hidden, inter, experts,
+                                       rows_per_block, shared_down, shared_slots, shared_inter,
+                                       eps));
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 4)
+    moe_down_add_rmsnorm_offset_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
+                                     const int32_t* topk_ids, const float* topk_weights,
+                                     __nv_bfloat16* residual, const __nv_bfloat16* w,
+                                     __nv_bfloat16* normed, uint32_t* counters, uint32_t tokens,
+                                     uint32_t top_k, uint32_t hidden, uint32_t inter,
+                                     uint32_t experts, uint32_t rows_per_block,
+                                     const __nv_bfloat16* shared_down, uint32_t shared_slots,
+                                     uint32_t shared_inter, float eps) {
+  down_dispatch<true, true>(down_args(act, w_down, topk_ids, topk_weights, residual, w, normed,
+                                      counters, tokens, top_k, hidden, inter, experts,
+                                      rows_per_block, shared_down, shared_slots, shared_inter,
+                                      eps));
 }

@@ -18,6 +18,7 @@
 #include <climits>
 
 #include "atlas_common.cuh"
+#include "bf16_vec.cuh"
 
 namespace {
 
@@ -51,7 +52,9 @@ __device__ __forceinline__ Candidate warp_best(Candidate c) {
 }
 
 // kPerLane: register slots per lane (experts <= 32 kPerLane); kTopK: 0 = run-time top_k.
-template <int kPerLane, int kTopK, bool kSigmoid>
+// kFromL2: the logits were written by other blocks of this launch (the fused router), so they
+// are read from L2 (ld.global.cg), never from a possibly stale L1 line.
+template <int kPerLane, int kTopK, bool kSigmoid, bool kFromL2 = false>
 __device__ __forceinline__ void route_token(const float* __restrict__ logits,
                                             const float* __restrict__ bias,
                                             int32_t* __restrict__ topk_ids,
@@ -66,7 +69,7 @@ __device__ __forceinline__ void route_token(const float* __restrict__ logits,
   for (int j = 0; j < kPerLane; ++j) {
     const int e = lane + 32 * j;
     const bool live = e < experts;
-    const float x = live ? logits[e] : 0.f;
+    const float x = live ? (kFromL2 ? __ldcg(logits + e) : logits[e]) : 0.f;
     if (!live) taken |= 1u << j;
     if (kSigmoid) {
       score[j] = 1.f / (1.f + expf(-x));
@@ -111,6 +114,26 @@ __device__ __forceinline__ void route_token(const float* __restrict__ logits,
   }
 }
 
+// Route one token (its logits row at `logits`) with the leaf's compile-time shape where the
+// launch has it, else the general instantiation.
+template <bool kSigmoid, bool kFromL2>
+__device__ __forceinline__ void route_row(const float* logits, const float* bias,
+                                          int32_t* topk_ids, float* topk_weights,
+                                          uint32_t experts, uint32_t top_k, uint32_t renormalize,
+                                          float scale) {
+#if defined(ATLAS_MOE_EXPERTS) && defined(ATLAS_MOE_TOPK)
+  static_assert(ATLAS_MOE_EXPERTS <= 32 * kMaxPerLane && ATLAS_MOE_TOPK <= 32, "leaf shape");
+  if (experts == ATLAS_MOE_EXPERTS && top_k == ATLAS_MOE_TOPK) {
+    route_token<(ATLAS_MOE_EXPERTS + 31) / 32, ATLAS_MOE_TOPK, kSigmoid, kFromL2>(
+        logits, bias, topk_ids, topk_weights, ATLAS_MOE_EXPERTS, ATLAS_MOE_TOPK,
+        renormalize != 0, scale);
+    return;
+  }
+#endif
+  route_token<kMaxPerLane, 0, kSigmoid, kFromL2>(logits, bias, topk_ids, topk_weights, experts,
+                                                 top_k, renormalize != 0, scale);
+}
+
 template <bool kSigmoid>
 __device__ __forceinline__ void route(const float* logits, const float* bias, int32_t* topk_ids,
                                       float* topk_weights, uint32_t tokens, uint32_t experts,
@@ -118,20 +141,108 @@ __device__ __forceinline__ void route(const float* logits, const float* bias, in
   atlas::pdl_enter();
   const int token = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
   if (token >= static_cast<int>(tokens)) return;
-  logits += static_cast<size_t>(token) * experts;
-  topk_ids += static_cast<size_t>(token) * top_k;
-  topk_weights += static_cast<size_t>(token) * top_k;
-#if defined(ATLAS_MOE_EXPERTS) && defined(ATLAS_MOE_TOPK)
-  static_assert(ATLAS_MOE_EXPERTS <= 32 * kMaxPerLane && ATLAS_MOE_TOPK <= 32, "leaf shape");
-  if (experts == ATLAS_MOE_EXPERTS && top_k == ATLAS_MOE_TOPK) {
-    route_token<(ATLAS_MOE_EXPERTS + 31) / 32, ATLAS_MOE_TOPK, kSigmoid>(
-        logits, bias, topk_ids, topk_weights, ATLAS_MOE_EXPERTS, ATLAS_MOE_TOPK,
-        renormalize != 0, scale);
-    return;
+  route_row<kSigmoid, false>(logits + static_cast<size_t>(token) * experts, bias,
+                             topk_ids + static_cast<size_t>(token) * top_k,
+                             topk_weights + static_cast<size_t>(token) * top_k, experts, top_k,
+                             renormalize, scale);
+}
+
+// ---- the fused decode router: gate GEMV + top-k in one launch ------------------------------
+constexpr int kGateWarps = 8;  // ops/moe.py ROUTER_GATE_THREADS / 32
+constexpr int kGateMaxTokens = 8;  // ops/moe.py DECODE_MAX_TOKENS
+
+// out[t * stride] = bf16(x[t] . wrow) widened, for every token (the GEMV_F32OUT numerics):
+// the row's 16-byte chunks are streamed once for all tokens. kHidden: 0 = run-time hidden.
+template <int kHidden>
+__device__ __forceinline__ void gate_row(const __nv_bfloat16* __restrict__ x,
+                                         const __nv_bfloat16* __restrict__ wrow, float* out,
+                                         int stride, int tokens, int hidden_arg) {
+  const int hidden = kHidden > 0 ? kHidden : hidden_arg;
+  const int lane = threadIdx.x & 31, kc = hidden / 8;
+  const uint4* wr = reinterpret_cast<const uint4*>(wrow);
+  const uint4* xv = reinterpret_cast<const uint4*>(x);
+  float acc[kGateMaxTokens];
+#pragma unroll
+  for (int t = 0; t < kGateMaxTokens; ++t) acc[t] = 0.f;
+#pragma unroll(kHidden > 0 ? (kHidden / 8 + 31) / 32 : 4)
+  for (int c = lane; c < kc; c += 32) {
+    float wf[8];
+    atlas::unpack_bf16x8(atlas::ld_stream(wr + c), wf);
+#pragma unroll
+    for (int t = 0; t < kGateMaxTokens; ++t) {
+      if (t < tokens) {
+        float xf[8];
+        atlas::unpack_bf16x8(__ldg(xv + static_cast<size_t>(t) * kc + c), xf);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) acc[t] = fmaf(wf[k], xf[k], acc[t]);
+      }
+    }
   }
+#pragma unroll
+  for (int t = 0; t < kGateMaxTokens; ++t) {
+    if (t < tokens) {
+      const float v = atlas::round_bf16(atlas::warp_sum(acc[t]));
+      if (lane == 0) out[static_cast<size_t>(t) * stride] = v;
+    }
+  }
+}
+
+// The inputs of the fused router.
+struct GateArgs {
+  const __nv_bfloat16* x;             // [tokens, hidden]
+  const __nv_bfloat16* w;             // [experts, hidden]
+  const __nv_bfloat16* shared_gate;   // [hidden]: the shared expert's gate row (or null)
+  const float* bias;                  // sigmoid scoring's e_score_correction_bias (or null)
+  float* logits;                      // [tokens, experts]
+  float* shared_logits;               // [tokens]
+  int32_t* topk_ids;                  // [tokens, top_k + shared_slots]
+  float* topk_weights;                // [tokens, top_k + shared_slots]
+  uint32_t* counter;
+  uint32_t tokens, experts, hidden, top_k, shared_slots, renormalize;
+  float scale;
+};
+
+// Grid ceil((experts + 1 if shared) / kGateWarps) blocks of kGateWarps warps; warp w of block
+// b computes the logits of row kGateWarps b + w (row `experts`: the shared expert's gate) for
+// every token. The last block to finish (a ticket from atomicInc on *counter, which wraps back
+// to zero) routes every token, one warp per token, and fills its shared slots: ids experts +
+// c, weights bf16(sigmoid(shared logit)) (transformers' F.sigmoid of the bf16 gate output).
+template <bool kSigmoid>
+__device__ __forceinline__ void gate_route(const GateArgs& a) {
+  atlas::pdl_enter();
+  const int e = blockIdx.x * kGateWarps + (threadIdx.x >> 5);
+  const int tokens = static_cast<int>(a.tokens), hidden = static_cast<int>(a.hidden);
+  const bool shared_row = a.shared_slots > 0 && e == static_cast<int>(a.experts);
+  if (e < static_cast<int>(a.experts) || shared_row) {
+    const __nv_bfloat16* wrow = shared_row ? a.shared_gate : a.w + static_cast<size_t>(e) * hidden;
+    float* out = shared_row ? a.shared_logits : a.logits + e;
+    const int stride = shared_row ? 1 : static_cast<int>(a.experts);
+#if defined(ATLAS_HIDDEN)
+    if (hidden == ATLAS_HIDDEN)
+      gate_row<ATLAS_HIDDEN>(a.x, wrow, out, stride, tokens, hidden);
+    else
 #endif
-  route_token<kMaxPerLane, 0, kSigmoid>(logits, bias, topk_ids, topk_weights, experts, top_k,
-                                        renormalize != 0, scale);
+      gate_row<0>(a.x, wrow, out, stride, tokens, hidden);
+  }
+  __shared__ bool last;
+  __threadfence();  // this block's logits, before its ticket
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicInc(a.counter, gridDim.x - 1) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int token = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (token >= tokens) return;
+  const size_t slots = a.top_k + a.shared_slots;
+  int32_t* ids = a.topk_ids + token * slots;
+  float* weights = a.topk_weights + token * slots;
+  route_row<kSigmoid, true>(a.logits + static_cast<size_t>(token) * a.experts, a.bias, ids,
+                            weights, a.experts, a.top_k, a.renormalize, a.scale);
+  if (lane < static_cast<int>(a.shared_slots)) {
+    const float g = __ldcg(a.shared_logits + token);
+    ids[a.top_k + lane] = static_cast<int32_t>(a.experts) + lane;
+    weights[a.top_k + lane] = atlas::round_bf16(1.f / (1.f + expf(-g)));
+  }
 }
 
 }  // namespace
@@ -150,4 +261,28 @@ extern "C" __global__ void __launch_bounds__(32 * kWarpsPerBlock, 1)
                          uint32_t top_k, uint32_t renormalize, float scale) {
   route<true>(logits, bias, topk_ids, topk_weights, tokens, experts, top_k, renormalize,
               scale);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * kGateWarps, 1)
+    moe_gate_topk_softmax_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w_gate,
+                               const __nv_bfloat16* shared_gate, float* logits,
+                               float* shared_logits, int32_t* topk_ids, float* topk_weights,
+                               uint32_t* counter, uint32_t tokens, uint32_t experts,
+                               uint32_t hidden, uint32_t top_k, uint32_t shared_slots,
+                               uint32_t renormalize, float scale) {
+  gate_route<false>(GateArgs{x, w_gate, shared_gate, nullptr, logits, shared_logits, topk_ids,
+                             topk_weights, counter, tokens, experts, hidden, top_k,
+                             shared_slots, renormalize, scale});
+}
+
+extern "C" __global__ void __launch_bounds__(32 * kGateWarps, 1)
+    moe_gate_topk_sigmoid_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w_gate,
+                               const __nv_bfloat16* shared_gate, const float* bias,
+                               float* logits, float* shared_logits, int32_t* topk_ids,
+                               float* topk_weights, uint32_t* counter, uint32_t tokens,
+                               uint32_t experts, uint32_t hidden, uint32_t top_k,
+                               uint32_t shared_slots, uint32_t renormalize, float scale) {
+  gate_route<true>(GateArgs{x, w_gate, shared_gate, bias, logits, shared_logits, topk_ids,
+                            topk_weights, counter, tokens, experts, hidden, top_k, shared_slots,
+                            renormalize, scale});
 }

@@ -58,6 +58,7 @@ class Family(enum.Enum):
     DELTA_CHUNK = "gated_delta_chunk"
     DELTA_STEP = "gated_delta_step"
     GATED_RMSNORM = "gated_rmsnorm"
+    GDN_DECODE = "gdn_decode"
 
 
 #: the kernel families named by the issue (`issues show 5`, point 4) -> the table's families.
@@ -83,7 +84,8 @@ ISSUE_FAMILIES: dict[str, tuple[Family, ...]] = {
     # issue 11: the hybrid models' kernels (head_dim-256 attention is in the attention rows)
     "conv1d": (Family.CONV1D,),
     "chunked delta rule": (Family.DELTA_CHUNK,),
-    "recurrent delta rule": (Family.DELTA_STEP,),
+    # the decode step as the model runs it: conv + delta rule + gated norm fused (gdn_decode)
+    "recurrent delta rule": (Family.DELTA_STEP, Family.GDN_DECODE),
     "gated RMSNorm": (Family.GATED_RMSNORM,),
 }
 
@@ -452,8 +454,10 @@ class Sampling:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MoeRouter:
-    """Top-k routing of `tokens` rows of f32 logits [tokens, experts] into ids and weights
-    (the gate's product itself is a Linear row)."""
+    """Top-k routing of `tokens` rows into ids and weights: a decode batch (up to
+    MOE_DECODE_MAX_TOKENS) from x bf16 [tokens, hidden], the gate's product included (the
+    one-launch decode router); more tokens from f32 logits [tokens, experts] (the gate's
+    product itself is a Linear row)."""
 
     label: str
     tokens: int
@@ -464,17 +468,25 @@ class MoeRouter:
     def family(self) -> Family:
         return Family.MOE_ROUTER
 
+    @property
+    def fused_gate(self) -> bool:
+        return self.tokens <= MOE_DECODE_MAX_TOKENS
+
     def bytes_moved(self) -> int:
         d = self.dims
         bias = F32 * d.experts if d.scoring == "sigmoid" else 0
-        return F32 * self.tokens * d.experts + (I32 + F32) * self.tokens * d.top_k + bias
+        moved = F32 * self.tokens * d.experts + (I32 + F32) * self.tokens * d.top_k + bias
+        if self.fused_gate:  # the gate weight and x in (the logits are written, not read)
+            moved += BF16 * d.experts * d.hidden + BF16 * self.tokens * d.hidden
+        return moved
 
     def flops(self) -> int:
-        return 0
+        return 2 * self.tokens * self.dims.experts * self.dims.hidden if self.fused_gate else 0
 
     def describe(self) -> str:
         d = self.dims
-        return f"tokens={self.tokens} E={d.experts} k={d.top_k} {d.scoring}"
+        gate = f" H={d.hidden} (gate GEMV + top-k)" if self.fused_gate else ""
+        return f"tokens={self.tokens} E={d.experts} k={d.top_k} {d.scoring}{gate}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -533,7 +545,8 @@ def moe_shapes(models: tuple[MoeDims, ...], routers: tuple[MoeDims, ...],
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Conv1d:
     """Causal depthwise conv1d + SiLU of `seqs` sequences of `tokens` each, with a rolling
-    state of kernel - 1 inputs per sequence read and written."""
+    state (a ring of the last inputs): kernel - 1 history rows read, the last
+    min(tokens, kernel - 1) inputs written."""
 
     label: str
     seqs: int
@@ -548,7 +561,7 @@ class Conv1d:
 
     def bytes_moved(self) -> int:
         rows = 2 * self.seqs * self.tokens * self.channels             # x read, out written
-        state = 2 * self.seqs * (self.kernel - 1) * self.channels      # read + written
+        state = self.seqs * (self.kernel - 1 + min(self.tokens, self.kernel - 1)) * self.channels
         return BF16 * (rows + state + self.channels * self.kernel)
 
     def flops(self) -> int:
@@ -562,7 +575,7 @@ class Conv1d:
 class DeltaRule:
     """The gated delta rule over `seqs` sequences of `tokens`: chunked (prefill) or
     recurrent (decode, tokens == 1), fp32 state [hv, dk, dv] per sequence read and written.
-    Memory-bound as counted here (its matrix work runs on CUDA cores: no tensor-core FLOPs)."""
+    Counted as memory-bound (no FLOPs): the chunked form's products are small per chunk."""
 
     label: str
     seqs: int
@@ -591,6 +604,42 @@ class DeltaRule:
     def describe(self) -> str:
         return (f"seqs={self.seqs} T={self.tokens} hk={self.key_heads} hv={self.value_heads} "
                 f"dk={self.key_dim} dv={self.value_dim}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GdnDecode:
+    """A Gated-DeltaNet layer's decode step between its projections in one launch (conv1d,
+    q/k norms, the recurrent delta rule, the gated RMSNorm) for `seqs` sequences: the
+    projection row [q|k|v|z|b|a] read and the gated output written, kernel - 1 conv-ring
+    rows read and one written, the f32 state read and written once, the conv taps."""
+
+    label: str
+    seqs: int
+    key_heads: int
+    value_heads: int
+    key_dim: int
+    value_dim: int
+    kernel: int
+    quick: bool = False
+
+    @property
+    def family(self) -> Family:
+        return Family.GDN_DECODE
+
+    def bytes_moved(self) -> int:
+        conv = 2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
+        values = self.value_heads * self.value_dim
+        rows = self.seqs * (conv + values + 2 * self.value_heads + values)
+        ring = self.seqs * self.kernel * conv
+        state = 2 * F32 * self.seqs * self.value_heads * self.key_dim * self.value_dim
+        return BF16 * (rows + ring + conv * self.kernel + self.value_dim) + state
+
+    def flops(self) -> int:
+        return 0
+
+    def describe(self) -> str:
+        return (f"seqs={self.seqs} hk={self.key_heads} hv={self.value_heads} "
+                f"dk={self.key_dim} dv={self.value_dim} K={self.kernel}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -634,11 +683,11 @@ class TableScale:
     prefill_tokens: int = 2048
     attention_seqs: tuple[int, ...] = (256, 1024, 4096)
     histories: tuple[int, ...] = (512, 4096, 16384)
+    #: decode batches of the quantized GEMV rows (the tensor-core GEMV takes 1..64 rows)
+    quant_batches: tuple[int, ...] = (1, 8, 32)
     #: long-context decode attention (issue 15: batch-8 decode at 16k and 32k histories, the
     #: engines that take the long-context kernel): (batch, history) pairs
     long_decode: tuple[tuple[int, int], ...] = ((8, 16384), (8, 32768))
-    #: decode batches of the quantized GEMV rows (the GEMV takes up to 8 rows)
-    quant_batches: tuple[int, ...] = (1, 8)
     #: MoE expert batches: 1 and 8 on the decode kernels, 64 and 256 on the grouped path
     moe_batches: tuple[int, ...] = (1, 8, 64, 256)
 
@@ -651,7 +700,8 @@ def _linears(dims: ModelDims) -> list[tuple[str, int, int]]:
 
 
 def hybrid_shapes(h: HybridDims, scale: TableScale) -> list[KernelShape]:
-    """The hybrid layers' kernels: conv1d, both delta-rule forms, the gated norm, and
+    """The hybrid layers' kernels: conv1d, both delta-rule forms, the gated norm, the fused
+    decode step, and
     attention at the family's head dim (256 for Qwen3.5), at the table's decode batches and
     prefill length (one sequence)."""
     first_batch = scale.decode_batches[0]
@@ -667,7 +717,9 @@ def hybrid_shapes(h: HybridDims, scale: TableScale) -> list[KernelShape]:
                    DeltaRule(label=f"{h.name} decode b{b}", seqs=b, tokens=1, chunked=False,
                              quick=b == first_batch, **lin),
                    GatedNorm(label=f"{h.name} decode b{b}", tokens=b, heads=h.value_heads,
-                             dim=h.value_dim)]
+                             dim=h.value_dim),
+                   GdnDecode(label=f"{h.name} decode b{b}", seqs=b, kernel=h.conv_kernel,
+                             quick=b == first_batch, **lin)]
     shapes += [Conv1d(label=f"{h.name} prefill {t}", seqs=1, tokens=t, channels=h.conv_channels,
                       kernel=h.conv_kernel, quick=True),
                DeltaRule(label=f"{h.name} prefill {t}", seqs=1, tokens=t, chunked=True,

@@ -11,12 +11,15 @@ from __future__ import annotations
 import ctypes
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ..core.dtype import DType
 from ..runtime.gpu import DevicePtr, Stream
 from .backend import CommBackend, CommError, ReduceOp, check_counts
 from .transport import Star
+
+if TYPE_CHECKING:
+    from .oneshot import OneShotAllReduce
 
 _NCCL_DTYPE = {DType.U8: 1, DType.FP8E4M3: 1, DType.FP8E5M2: 1, DType.I32: 2,
                DType.FP16: 6, DType.FP32: 7, DType.BF16: 9}
@@ -95,12 +98,17 @@ class NcclLibrary:
 
 
 class NcclComm(CommBackend):
-    """One rank of an NCCL communicator; the current CUDA context must be the rank's GPU."""
+    """One rank of an NCCL communicator; the current CUDA context must be the rank's GPU.
 
-    def __init__(self, star: Star, library: NcclLibrary | None = None) -> None:
+    With `oneshot` set, bf16 sums of up to its capacity go through the one-shot peer-memory
+    kernel instead (comm/oneshot.py; opt-in until measured: connect_world)."""
+
+    def __init__(self, star: Star, library: NcclLibrary | None = None,
+                 oneshot: "OneShotAllReduce | None" = None) -> None:
         os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
         self._lib = library or NcclLibrary()
         self._star = star
+        self._oneshot = oneshot
         self.rank = star.rank
         self.world_size = star.world_size
         uid = self._lib.unique_id() if self.rank == 0 else b""
@@ -109,6 +117,11 @@ class NcclComm(CommBackend):
 
     def all_reduce(self, buf: DevicePtr, count: int, dtype: DType, stream: Stream,
                    op: ReduceOp = ReduceOp.SUM) -> None:
+        one = self._oneshot
+        if (one is not None and dtype is DType.BF16 and op is ReduceOp.SUM
+                and count <= one.capacity and count % 8 == 0):
+            one.all_reduce(buf, count, stream)
+            return
         self._lib.call("ncclAllReduce", buf, buf, count, _dtype(dtype), _NCCL_OP[op],
                        self._comm, stream)
 
@@ -149,6 +162,9 @@ class NcclComm(CommBackend):
         self._star.exchange(b"", lambda parts: [b""] * len(parts))
 
     def close(self) -> None:
+        if self._oneshot is not None:
+            self._oneshot.close()
+            self._oneshot = None
         if self._comm:
             self._lib.call("ncclCommDestroy", self._comm)
             self._comm = ctypes.c_void_p()

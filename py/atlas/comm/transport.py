@@ -3,7 +3,9 @@
 It carries the host collectives (rank 0 gathers every payload, computes each rank's reply
 and sends it back: simple, deterministic, fast enough for CPU tests) and, for NCCL, the
 exchange of the unique id and the host barrier. A peer that dies closes its socket, so the
-others fail with a `CommError` naming it instead of waiting forever.
+others fail with a `CommError` naming it instead of waiting forever; a peer that stops
+answering (hung, stopped) fails rank 0's exchange after `op_timeout_s`. The other ranks
+wait on rank 0 without a limit: an idle server sends them nothing for as long as it idles.
 """
 
 from __future__ import annotations
@@ -29,13 +31,18 @@ class Star:
 
     @classmethod
     def connect(cls, rank: int, world_size: int, addr: str, port: int,
-                timeout_s: float = 120.0) -> "Star":
+                timeout_s: float = 120.0, op_timeout_s: float | None = 600.0) -> "Star":
+        """`timeout_s` bounds the rendezvous; `op_timeout_s` how long rank 0 waits for a
+        peer's part of one exchange (None: forever)."""
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} outside a world of {world_size}")
         if world_size == 1:
             return cls(0, 1, {})
         if rank == 0:
-            return cls(0, world_size, _accept_peers(world_size, addr, port, timeout_s))
+            peers = _accept_peers(world_size, addr, port, timeout_s)
+            for sock in peers.values():
+                sock.settimeout(op_timeout_s)
+            return cls(0, world_size, peers)
         return cls(rank, world_size, {0: _dial_root(rank, world_size, addr, port, timeout_s)})
 
     def exchange(self, payload: bytes,
@@ -122,6 +129,9 @@ def _recv_exact(sock: socket.socket, n: int, peer: int) -> bytes:
     while got < n:
         try:
             k = sock.recv_into(view[got:])
+        except socket.timeout:
+            raise CommError(f"rank {peer} did not answer within {sock.gettimeout():g} s "
+                            "(hung or stopped?)") from None
         except OSError as exc:
             raise CommError(f"rank {peer} went away ({exc})") from None
         if k == 0:

@@ -7,6 +7,7 @@ hosts form one group.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from ..runtime.gpu import GpuBackend
@@ -23,6 +24,9 @@ class WorldSpec:
     master_addr: str = "127.0.0.1"
     master_port: int = 29511
     timeout_s: float = 120.0
+    #: how long rank 0 waits for a peer's part of one host exchange (a step's command, a
+    #: host collective) before the group fails: a hung worker, not a dead one
+    op_timeout_s: float = 600.0
     #: CUDA device ordinal of this rank; -1: the rank (one host, one GPU per rank). A group
     #: over several hosts pins each process's GPU with CUDA_VISIBLE_DEVICES and uses 0.
     device: int = -1
@@ -36,14 +40,25 @@ class WorldSpec:
             raise ValueError(f"rank {self.rank} outside a world of {self.world_size}")
 
 
+#: bf16 all-reduces up to this many bytes take the one-shot peer-memory kernel instead of
+#: NCCL on the CUDA backend (0, the default: never, until bench_tp.py allreduce shows where
+#: it wins); every rank of a group must set the same value
+ONESHOT_ENV = "ATLAS_ONESHOT_ALLREDUCE_BYTES"
+
+
 def connect_world(spec: WorldSpec, gpu: GpuBackend) -> CommBackend:
     """The group's backend for this rank: NCCL on the CUDA backend, the host collectives on
     any other; a world of one needs no rendezvous."""
     if spec.world_size == 1:
         return SingleComm(gpu)
     star = Star.connect(spec.rank, spec.world_size, spec.master_addr, spec.master_port,
-                        spec.timeout_s)
+                        spec.timeout_s, spec.op_timeout_s)
     if gpu.name == "cuda":
         from .nccl import NcclComm
-        return NcclComm(star)
+        oneshot = None
+        limit = int(os.environ.get(ONESHOT_ENV, "0"))
+        if limit > 0:
+            from .oneshot import OneShotAllReduce
+            oneshot = OneShotAllReduce(gpu, star, max(8, limit // 2 // 8 * 8))
+        return NcclComm(star, oneshot=oneshot)
     return HostComm(gpu, star)

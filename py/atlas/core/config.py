@@ -240,6 +240,9 @@ class ModelConfig:
     #: the checkpoint wraps the text model in a multimodal one (config `text_config`,
     #: tensors under model.language_model.*)
     multimodal_wrapper: bool = False
+    #: multi-token-prediction layers under `mtp.*` (Qwen3.5 `mtp_num_hidden_layers`,
+    #: Qwen3-Next `num_nextn_predict_layers`); 0: none
+    mtp_layers: int = 0
     source: str = "<dict>"
 
     @property
@@ -344,8 +347,19 @@ class ModelConfig:
             linear_attention=_linear_attention(f) if hybrid else None,
             partial_rotary_factor=_partial_rotary(f),
             multimodal_wrapper=text_config is not None,
+            mtp_layers=_mtp_layers(f) if hybrid else 0,
             source=source,
         )
+
+
+def _mtp_layers(f: _Fields) -> int:
+    """MTP layer count under either family's key; 0 (a config may say so) means none."""
+    for key in ("mtp_num_hidden_layers", "num_nextn_predict_layers"):
+        value = f.data.get(key)
+        if value is None or value == 0:
+            continue
+        return f.int_(key) or 0
+    return 0
 
 
 def _rope(f: _Fields) -> tuple[float, dict[str, Any] | None]:

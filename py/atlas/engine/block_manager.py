@@ -6,15 +6,17 @@ sequence's block table, and (unless turned off) keeps full blocks in the `Prefix
 admission looks up the full-block key chain of a sequence's tokens and starts it after the
 hit, and every block a sequence fills is offered to the cache. A sequence's table holds its
 own blocks and cache-owned ones; releasing it frees the former to the pool and drops one
-user of the latter. Recurrent-state slots of hybrid models sit beside this manager, sized by
-the same memory plan.
+user of the latter. A hybrid model's cache also needs its recurrent state at the hit's end:
+`StateSnapshots` indexes the executor's state snapshots by the same chain keys, a hit is
+cut back to the longest prefix with a snapshot, and prefill chunks end on the snapshots'
+checkpoints so the state there can be saved (`cut_chunk`, `claim_snapshot`).
 """
 
 from __future__ import annotations
 
 from typing import Protocol, Sequence as Seq
 
-from .prefix_cache import PrefixCache, PrefixCacheStats, chain_key
+from .prefix_cache import PrefixCache, PrefixCacheStats, StateSnapshots, chain_key
 from .sequence import Sequence
 
 
@@ -35,14 +37,19 @@ class BlockManager:
     """Reserves blocks for a sequence's next tokens and returns them when it leaves."""
 
     def __init__(self, pool: BlockPool, num_blocks: int, block_size: int,
-                 prefix_caching: bool = True) -> None:
+                 prefix_caching: bool = True, snapshots: StateSnapshots | None = None) -> None:
+        """`snapshots`: a hybrid model's state-snapshot index (with `prefix_caching`)."""
         if min(num_blocks, block_size) <= 0:
             raise ValueError(f"num_blocks={num_blocks} and block_size={block_size} must be "
                              "positive")
+        if snapshots is not None and (not prefix_caching or snapshots.interval % block_size):
+            raise ValueError("state snapshots need the prefix cache and an interval that is a "
+                             f"multiple of the block size {block_size}")
         self.pool = pool
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.cache = PrefixCache() if prefix_caching else None
+        self.snapshots = snapshots
 
     @property
     def num_available(self) -> int:
@@ -81,12 +88,16 @@ class BlockManager:
         At least one token is always left to compute, so the step that ends the prompt
         samples: a prompt cached whole recomputes its last block."""
         hits: list[int] = []
+        restore = None
         if self.cache is not None:
             full = (seq.num_tokens - 1) // self.block_size
             keys = self._chain_keys(seq, full)
             hits = self.cache.match(keys, lambda i: self._block_tokens(seq, i))
+            if self.snapshots is not None and hits:
+                n, slot = self.snapshots.find(keys[:len(hits)])
+                hits, restore = hits[:n], (slot if n else None)
         start = len(hits) * self.block_size
-        chunk = min(seq.num_tokens - start, budget)
+        chunk = self.cut_chunk(seq, start, min(seq.num_tokens - start, budget))
         missing = -(-(start + chunk) // self.block_size) - len(hits)
         taken = self.cache.num_unused_among(hits) if self.cache else 0
         if missing > self.num_available - taken:
@@ -98,15 +109,39 @@ class BlockManager:
         seq.block_table = hits
         seq.num_cached_blocks = len(hits)
         seq.num_computed = start
+        seq.state_restore = restore
         if seq.num_preemptions == 0:
             seq.num_cached_tokens = start
         self.reserve(seq, start + chunk)
         return chunk
 
+    def cut_chunk(self, seq: Sequence, start: int, chunk: int) -> int:
+        """A prefill chunk of `seq` from `start`, shortened to end on the last snapshot
+        checkpoint it crosses whose prefix has no snapshot yet (unchanged without one)."""
+        end = self._snapshot_point(seq, start, start + chunk)
+        return end - start if end else chunk
+
+    def claim_snapshot(self, seq: Sequence, start: int, end: int) -> int | None:
+        """The snapshot slot a chunk [start, end) of `seq` saves its final state into: when
+        it ends on a checkpoint without a snapshot and a slot can be had; else None. The
+        snapshot is pending on `seq` until `cache_computed` sees the chunk committed."""
+        if self._snapshot_point(seq, start, end) != end:
+            return None
+        assert self.snapshots is not None
+        slot = self.snapshots.claim()
+        if slot is not None:
+            seq.pending_snapshot = (self._prefix_key(seq, end), slot)
+        return slot
+
     def cache_computed(self, seq: Sequence) -> None:
-        """Offer the blocks `seq` has filled since the last call to the prefix cache."""
+        """Offer the blocks `seq` has filled since the last call to the prefix cache, and
+        the state snapshot its committed chunk took."""
         if self.cache is None:
             return
+        if seq.pending_snapshot is not None:
+            assert self.snapshots is not None
+            self.snapshots.commit(*seq.pending_snapshot)
+            seq.pending_snapshot = None
         full = seq.num_computed // self.block_size
         if full <= seq.num_cached_blocks:
             return
@@ -128,6 +163,26 @@ class BlockManager:
         self.pool.free(own)
         seq.block_table = []
         seq.num_cached_blocks = 0
+        seq.state_restore = None
+        if seq.pending_snapshot is not None:
+            assert self.snapshots is not None
+            self.snapshots.discard(seq.pending_snapshot[1])
+            seq.pending_snapshot = None
+
+    def _snapshot_point(self, seq: Sequence, start: int, end: int) -> int:
+        """The checkpoint in (start, end] a chunk should end on to take a snapshot (0: none):
+        only with snapshots on, and only where the prefix has none yet."""
+        if self.snapshots is None:
+            return 0
+        point = self.snapshots.checkpoint(start, end)
+        if not point or self.snapshots.has(self._prefix_key(seq, point)):
+            return 0
+        return point
+
+    def _prefix_key(self, seq: Sequence, num_tokens: int) -> int:
+        """The chain key of `seq`'s first `num_tokens` tokens (a multiple of the block size)."""
+        n = num_tokens // self.block_size
+        return self._chain_keys(seq, n)[n - 1]
 
     def _chain_keys(self, seq: Sequence, n: int) -> list[int]:
         """The chain keys of `seq`'s first `n` full blocks, computed once per sequence

@@ -17,10 +17,16 @@ from typing import Callable
 from ..model.batch import StepExecutor
 from ..runtime.kv_cache import BlockAllocator
 from .block_manager import BlockManager, BlockPool
+from .prefix_cache import StateSnapshots
 from .request import EngineOutput, EngineRequest
 from .scheduler import Scheduler
 from .scheduling_policy import FifoPolicy, SchedulingPolicy
 from .speculative import Speculator
+
+
+#: tokens between a hybrid model's state-snapshot checkpoints (a multiple of the block size;
+#: the book's --ssm-checkpoint-interval default)
+DEFAULT_SNAPSHOT_INTERVAL = 256
 
 
 @dataclass(slots=True)
@@ -56,22 +62,27 @@ class EngineCore:
               pool_factory: Callable[[int], BlockPool] = BlockAllocator,
               seed: int | None = None, prefix_caching: bool = True,
               speculator: Speculator | None = None,
+              snapshot_interval: int = DEFAULT_SNAPSHOT_INTERVAL,
               clock: Callable[[], float] = time.monotonic) -> "EngineCore":
         """A core whose scheduler is sized by the executor (limits beyond it are capped).
 
-        An executor with recurrent state (a hybrid model) gets no prefix cache: a hit would
-        skip the prefill that builds the state. Speculation on it is refused: rejected
-        drafts would stay in the state."""
+        An executor with recurrent state (a hybrid model) caches prefixes only with state
+        snapshots (`executor.num_state_snapshots` > 0): a hit must restore the state at its
+        end, so hits stop at snapshots, taken where chunks end on a multiple of
+        `snapshot_interval` tokens. It speculates like any other: the executor rolls its
+        recurrent state back past rejected drafts (see ModelRunner.execute)."""
+        snapshots = None
         if executor.has_recurrent_state:
-            prefix_caching = False
-            if speculator is not None:
-                raise ValueError("speculative decoding needs recurrent-state rollback, which "
-                                 "this (hybrid) model does not have yet")
+            if prefix_caching and executor.num_state_snapshots:
+                snapshots = StateSnapshots(executor.num_state_snapshots, snapshot_interval)
+            else:
+                prefix_caching = False
         if speculator is not None and speculator.num_draft_tokens > executor.max_num_draft_tokens:
             raise ValueError(f"{speculator.num_draft_tokens} draft tokens per step, but the "
                              f"executor was sized for {executor.max_num_draft_tokens}")
         blocks = BlockManager(pool_factory(executor.num_kv_blocks), executor.num_kv_blocks,
-                              executor.block_size, prefix_caching=prefix_caching)
+                              executor.block_size, prefix_caching=prefix_caching,
+                              snapshots=snapshots)
         scheduler = Scheduler(
             blocks, policy or FifoPolicy(),
             max_num_seqs=min(max_num_seqs or executor.max_batch_size, executor.max_batch_size),
@@ -92,6 +103,13 @@ class EngineCore:
                        prefix_cache_hits_total=stats.hit_tokens,
                        prefix_cache_blocks=stats.cached_blocks,
                        prefix_cache_evictions_total=stats.evictions)
+        snapshots = self.scheduler.blocks.snapshots
+        if snapshots is not None:
+            snap = snapshots.stats()
+            out.update(prefix_cache_state_snapshots=snap.held,
+                       prefix_cache_state_restores_total=snap.hits,
+                       prefix_cache_state_saves_total=snap.saves,
+                       prefix_cache_state_evictions_total=snap.evictions)
         spec = self.scheduler.speculator
         if spec is not None:
             out.update(spec_draft_tokens_total=spec.drafted,

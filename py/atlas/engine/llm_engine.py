@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence as Seq
 
 from ..model.batch import StepExecutor
-from .core import EngineCore
+from .core import DEFAULT_SNAPSHOT_INTERVAL, EngineCore
 from .request import EngineRequest, FinishReason
 from .scheduling_policy import SchedulingPolicy
 from .speculative import Speculator
@@ -37,10 +37,12 @@ class LLMEngine:
     def __init__(self, executor: StepExecutor, *, max_prefill_tokens: int,
                  max_num_seqs: int | None = None, policy: SchedulingPolicy | None = None,
                  seed: int | None = None, prefix_caching: bool = True,
-                 speculator: Speculator | None = None) -> None:
+                 speculator: Speculator | None = None,
+                 snapshot_interval: int = DEFAULT_SNAPSHOT_INTERVAL) -> None:
         self.core = EngineCore.build(executor, max_prefill_tokens=max_prefill_tokens,
                                      max_num_seqs=max_num_seqs, policy=policy, seed=seed,
-                                     prefix_caching=prefix_caching, speculator=speculator)
+                                     prefix_caching=prefix_caching, speculator=speculator,
+                                     snapshot_interval=snapshot_interval)
         self._ids = itertools.count()
 
     def generate(self, requests: Seq[EngineRequest],

@@ -124,3 +124,91 @@ class PrefixCache:
             out.append(block)
         self.evictions += len(out)
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotStats:
+    """Counters for /metrics: snapshots held, restored (hits), taken, evicted."""
+
+    held: int
+    hits: int
+    saves: int
+    evictions: int
+
+
+class StateSnapshots:
+    """Recurrent-state snapshots of cached prefixes, for hybrid models (the book's Marconi).
+
+    A hybrid model's KV blocks alone cannot resume a sequence: its linear-attention layers
+    need their state at the hit's end. The executor keeps `num_slots` state snapshots; this
+    index maps a prefix (the chain key of its last full block) to the slot holding the state
+    after it, least recently used first out. Admission rule: a snapshot is taken where a
+    chunk ends on a checkpoint, a multiple of `interval` tokens, and the prefix there has
+    none yet; the scheduler cuts each prefill chunk at the last checkpoint it crosses
+    (`BlockManager.cut_chunk`), so a hit loses less than `interval` tokens to recompute.
+    Checkpoints that fall inside one chunk get no snapshot: the state exists only at a
+    step's end (a delta-rule kernel that wrote it at chunk boundaries would lift that).
+    A claimed slot is pending (never evicted, never matched) until the step that fills it
+    commits; a slot being restored in a step may be reclaimed by a save in the same step,
+    since the executor restores before the forward and saves after it.
+    """
+
+    def __init__(self, num_slots: int, interval: int) -> None:
+        if num_slots < 1 or interval < 1:
+            raise ValueError(f"state snapshots: num_slots={num_slots} and interval={interval} "
+                             "must be positive")
+        self.num_slots = num_slots
+        self.interval = interval
+        self._slot_of: OrderedDict[int, int] = OrderedDict()   # LRU: oldest first
+        self._pending: set[int] = set()
+        self._free = list(range(num_slots - 1, -1, -1))
+        self.hits = self.saves = self.evictions = 0
+
+    def stats(self) -> SnapshotStats:
+        return SnapshotStats(len(self._slot_of), self.hits, self.saves, self.evictions)
+
+    def checkpoint(self, start: int, end: int) -> int:
+        """The last checkpoint (a multiple of `interval`) in (start, end], 0 when none."""
+        point = end // self.interval * self.interval
+        return point if point > start else 0
+
+    def find(self, keys: Seq[int]) -> tuple[int, int]:
+        """(n, slot): the longest prefix keys[:n] with a snapshot after its last block, and
+        that snapshot's slot; (0, -1) when none. A hit becomes the most recent entry."""
+        for n in range(len(keys), 0, -1):
+            slot = self._slot_of.get(keys[n - 1])
+            if slot is not None:
+                self._slot_of.move_to_end(keys[n - 1])
+                self.hits += 1
+                return n, slot
+        return 0, -1
+
+    def has(self, key: int) -> bool:
+        return key in self._slot_of
+
+    def claim(self) -> int | None:
+        """A slot to take a snapshot into (the least recently used one if none is free),
+        pending until `commit` or `discard`; None when every slot is pending."""
+        if self._free:
+            slot = self._free.pop()
+        elif self._slot_of:
+            _, slot = self._slot_of.popitem(last=False)
+            self.evictions += 1
+        else:
+            return None
+        self._pending.add(slot)
+        return slot
+
+    def commit(self, key: int, slot: int) -> None:
+        """The step that filled `slot` with the state after prefix `key` completed."""
+        self._pending.remove(slot)
+        if key in self._slot_of:    # another sequence snapshotted the same prefix meanwhile
+            self._free.append(slot)
+            return
+        self._slot_of[key] = slot
+        self.saves += 1
+
+    def discard(self, slot: int) -> None:
+        """A pending snapshot whose step will never commit (its sequence went away)."""
+        self._pending.remove(slot)
+        self._free.append(slot)

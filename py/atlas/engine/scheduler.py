@@ -23,13 +23,13 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from ..model.batch import SeqChunk, StepResult
+from ..model.batch import SeqChunk, StepResult, accept
 from .block_manager import BlockManager
 from .grammar_state import GrammarState
 from .request import EngineOutput, EngineRequest, FinishReason
 from .scheduling_policy import SchedulingPolicy
 from .sequence import SamplingState, Sequence, ThinkingState
-from .speculative import Speculator, accept
+from .speculative import Speculator
 
 
 @dataclass(slots=True)
@@ -137,6 +137,8 @@ class Scheduler:
             chunk = need if need == 1 else min(need, budget)
             if chunk <= 0:
                 continue
+            if need > 1:
+                chunk = self.blocks.cut_chunk(seq, seq.num_computed, chunk)
             drafts = self._drafts(seq, budget) if need == 1 else []
             if drafts and not self.blocks.can_reserve(seq, seq.num_tokens + len(drafts)):
                 drafts = []   # never preempt for a guess
@@ -256,6 +258,7 @@ class Scheduler:
         start = seq.num_computed
         completes = start + chunk == seq.num_tokens
         grammar = seq.sampling.grammar if completes else None
+        restore, seq.state_restore = seq.state_restore, None
         plan.seqs.append(seq)
         plan.chunks.append(SeqChunk(
             seq_id=seq.seq_id,
@@ -269,6 +272,8 @@ class Scheduler:
             rng_position=len(seq.output_ids),
             history=seq.penalty_history() if seq.needs_history else None,
             num_draft=len(drafts or ()),
+            state_restore=restore,
+            state_save=None if drafts else self.blocks.claim_snapshot(seq, start, start + chunk),
         ))
         seq.needs_history = False
 

@@ -100,6 +100,10 @@ class Sequence:
     num_cached_tokens: int = 0
     #: the drafter's incremental state for this sequence (see `speculative`)
     draft_state: object | None = None
+    #: hybrid models: the state snapshot its next chunk starts from (a prefix-cache hit),
+    #: and the (prefix key, snapshot slot) the chunk in flight saves into
+    state_restore: int | None = None
+    pending_snapshot: tuple[int, int] | None = None
 
     @property
     def num_prompt_tokens(self) -> int:

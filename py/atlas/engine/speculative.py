@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol, Sequence as Seq
+from typing import Callable, Mapping, Protocol, Sequence as Seq
 
 from .sequence import Sequence
 
@@ -102,13 +102,19 @@ class OracleDrafter:
         return out
 
 
-def accept(drafts: Seq[int], sampled: Seq[int]) -> list[int]:
-    """The tokens a verification emits: the drafts the target's samples agree with, then
-    the first sample that disagrees (or the one after the last draft)."""
-    n = 0
-    while n < len(drafts) and sampled[n] == drafts[n]:
-        n += 1
-    return list(sampled[:n + 1])
+class MtpDrafter:
+    """The model's own multi-token-prediction head (Qwen3.5 / Qwen3-Next `mtp.*`): the
+    executor ran it after the step that produced the sequence's last token, one MTP layer
+    drafting K tokens autoregressively (model/mtp.py); `source(seq_id)` returns them.
+    Greedy drafts: q is one-hot, so the verification's accept rule stays exact."""
+
+    name = "mtp"
+
+    def __init__(self, source: Callable[[int], list[int]]) -> None:
+        self.source = source
+
+    def propose(self, seq: Sequence, k: int) -> list[int]:
+        return self.source(seq.seq_id)[:k]
 
 
 @dataclass(slots=True)
@@ -141,10 +147,13 @@ class Speculator:
 
 
 def make_drafter(name: str, **options) -> Drafter:
-    """A drafter by name: "ngram" (options max_n, min_n) or the benchmark's "oracle"
-    (options continuations, accept_rate, vocab_size, seed)."""
+    """A drafter by name: "ngram" (options max_n, min_n), "mtp" (option source: the
+    executor's `mtp_drafts`) or the benchmark's "oracle" (options continuations,
+    accept_rate, vocab_size, seed)."""
     if name == "ngram":
         return NgramDrafter(**options)
+    if name == "mtp":
+        return MtpDrafter(**options)
     if name == "oracle":
         return OracleDrafter(**options)
-    raise ValueError(f"unknown drafter {name!r}; known: ngram, oracle")
+    raise ValueError(f"unknown drafter {name!r}; known: ngram, mtp, oracle")

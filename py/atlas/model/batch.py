@@ -54,6 +54,11 @@ class SeqChunk:
     `num_draft` > 0 makes it a speculative verification chunk: its last `num_draft` tokens
     are drafts, and the executor samples at each of its last num_draft + 1 positions (row i
     at RNG position rng_position + i), returning those tokens as a tuple.
+
+    Hybrid models with a prefix cache: `state_restore` names the recurrent-state snapshot
+    (0 .. num_state_snapshots - 1) to load into the sequence's state before the chunk (a
+    prefix-cache hit that starts it at start_pos > 0), `state_save` the snapshot to store
+    its state into after the chunk (the state at start_pos + len(token_ids)).
     """
 
     seq_id: int
@@ -66,6 +71,18 @@ class SeqChunk:
     history: PenaltyHistory | None = None
     num_draft: int = 0
     token_mask: TokenMaskFiller | None = None
+    state_restore: int | None = None
+    state_save: int | None = None
+
+
+def accept(drafts: Sequence[int], sampled: Sequence[int]) -> list[int]:
+    """The tokens a verification emits: the drafts the target's samples agree with, then
+    the first sample that disagrees (or the one after the last draft). The scheduler
+    commits by it; a hybrid model's executor rolls its recurrent state back by it."""
+    n = 0
+    while n < len(drafts) and sampled[n] == drafts[n]:
+        n += 1
+    return list(sampled[:n + 1])
 
 
 class StepExecutor(Protocol):
@@ -83,10 +100,12 @@ class StepExecutor(Protocol):
     vocab_size: int
     #: the most drafts one verification chunk may carry (the sampled rows it is sized for)
     max_num_draft_tokens: int
-    #: per-sequence recurrent state (hybrid models): a sequence must be computed from
-    #: position 0 and cannot roll back, so no prefix-cache hits and no speculation (until
-    #: state snapshots exist)
+    #: per-sequence recurrent state (hybrid models): a sequence starts at position 0 or
+    #: from a state snapshot (`SeqChunk.state_restore`); a verification chunk's executor
+    #: restores the state past rejected drafts itself (by `accept`)
     has_recurrent_state: bool
+    #: recurrent-state snapshot slots the prefix cache may use (0: none, or no state)
+    num_state_snapshots: int
 
     def execute(self, chunks: Sequence[SeqChunk]) -> list[StepResult]:
         """Run one step; return the sampled token per chunk (None where sample=False, a

@@ -1,6 +1,6 @@
 """The Gated-DeltaNet mixer of a hybrid model's linear-attention layers (Qwen3.5).
 
-    proj  = normed @ [W_qkv | W_z | W_b | W_a]^T          one GEMM, row [qkv | z | b | a]
+    proj  = normed @ [W_qkv | W_z | W_b | W_a]^T          one GEMV/GEMM, row [qkv | z | b | a]
     conv  = SiLU(causal depthwise conv1d(qkv))            rolling state per sequence slot
     core  = gated delta rule(conv q, k, v; b, a)          fp32 state per sequence slot
     out   = (RMSNorm(core) * w * silu(z)) @ W_out^T        into `delta` (the residual update)
@@ -8,7 +8,10 @@
 A step's sequences each own one recurrent-state slot (the step buffer `state_slots`); the
 kernels start a sequence from zero state when its step begins at position 0 and otherwise
 continue from the slot, so chunked prefill and decode at mixed positions compose. Prefill
-steps run the chunked form of the delta rule, decode steps the recurrent one.
+steps run the conv, the chunked form of the delta rule and the gated norm as three kernels;
+decode steps run all three in one (gdn_decode: the layer is three launches, the two
+projections around it) where the head shapes fit it, else (and under ATLAS_GDN_FUSED=0) as
+three with the recurrent form.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True)
 class GatedDeltaNetWeights:
     """One linear-attention layer: weights, and its conv / delta-rule state pools (every
-    slot of the layer: [slots, kernel - 1, conv_dim] bf16 and [slots, hv, dk, dv] f32)."""
+    slot of the layer: [slots, kernel, conv_dim] bf16 and [slots, hv, dk, dv] f32)."""
 
     in_proj: DevicePtr
     conv: DevicePtr
@@ -45,8 +48,9 @@ def proj_width(la: LinearAttentionConfig) -> int:
 
 
 def conv_state_bytes(la: LinearAttentionConfig) -> int:
-    """One slot's conv state of one layer (bf16)."""
-    return 2 * (la.conv_kernel - 1) * la.conv_dim
+    """One slot's conv state of one layer: a ring of the inputs at the last `conv_kernel`
+    positions (bf16; conv1d.cu says why it keeps one row more than a step reads)."""
+    return 2 * la.conv_kernel * la.conv_dim
 
 
 def delta_state_bytes(la: LinearAttentionConfig) -> int:
@@ -60,6 +64,25 @@ def gated_deltanet(kc: KernelCache, s: Stream, b: "StepBuffers", w: GatedDeltaNe
     """The mixer over the step's t tokens: reads b.normed, writes b.delta."""
     width = proj_width(la)
     matmul.linear(kc, s, b.normed, w.in_proj, b.lin_proj, t, width, hidden)
+    if (decode and kc.routes.gdn_fused
+            and linear_attention.gdn_decode_fits(la.key_head_dim, la.value_head_dim,
+                                                 la.conv_kernel)):
+        linear_attention.gdn_decode(
+            kc, s, b.lin_proj, width, w.conv, w.conv_state, w.a_log, w.dt_bias, w.norm,
+            w.delta_state, b.state_slots, b.cu_q, b.kv_lens, b.lin_gated, num_seqs,
+            la.num_key_heads, la.num_value_heads, la.key_head_dim, la.value_head_dim,
+            la.conv_kernel, eps)
+    else:
+        _mixer_unfused(kc, s, b, w, la, t, eps, decode, num_seqs, max_q_len)
+    matmul.linear(kc, s, b.lin_gated, w.out_proj, b.delta, t, hidden, la.value_dim)
+
+
+def _mixer_unfused(kc: KernelCache, s: Stream, b: "StepBuffers", w: GatedDeltaNetWeights,
+                   la: LinearAttentionConfig, t: int, eps: float, decode: bool, num_seqs: int,
+                   max_q_len: int) -> None:
+    """conv, delta rule and gated norm as three kernels: lin_proj -> lin_gated (through
+    lin_conv and lin_core), the chunked form of the rule unless `decode`."""
+    width = proj_width(la)
     linear_attention.conv1d_silu(kc, s, b.lin_proj, width, w.conv, w.conv_state, b.state_slots,
                                  b.cu_q, b.kv_lens, b.lin_conv, num_seqs, la.conv_dim,
                                  la.conv_kernel, 1 if decode else max_q_len)
@@ -70,4 +93,3 @@ def gated_deltanet(kc: KernelCache, s: Stream, b: "StepBuffers", w: GatedDeltaNe
         la.num_value_heads, la.key_head_dim, la.value_head_dim, recurrent=decode)
     gating.gated_rmsnorm(kc, s, b.lin_core, b.lin_proj + 2 * la.conv_dim, width, w.norm,
                          b.lin_gated, t, la.num_value_heads, la.value_head_dim, eps)
-    matmul.linear(kc, s, b.lin_gated, w.out_proj, b.delta, t, hidden, la.value_dim)

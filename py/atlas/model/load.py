@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ContextManager
@@ -29,20 +30,25 @@ from ..runtime.sampler import Sampler
 from ..runtime.synthetic_weights import SyntheticWeights
 from ..runtime.weights import WeightStore
 from .capacity import auto_max_batch_size
+from .expert_parallel import (ExpertShard, check_expert_parallel, expert_shard_plan,
+                              upload_experts)
 from .factory import loader_for_config
 from .gated_deltanet import GatedDeltaNetWeights, conv_state_bytes, delta_state_bytes
 from .loaders.hybrid import Qwen35Loader, RowMove
 from .loaders.linear_plan import build_linear, read_host_scales
 from .model import DenseDecoderModel, DenseMlp, Dims, LayerWeights
 from .moe import MoeBuffers, build_mlp
+from .mtp import (MtpHead, MtpProposer, bind_mtp_buffers, fc_half_moves, mtp_layer_index,
+                  plan_mtp, reserve_mtp_buffers)
 from .parallel import (TensorParallel, check_tensor_parallel, shard_config, shard_plan,
                        upload_shards)
 from .preflight import preflight
 from .rope import cos_sin_table
-from .runner import ModelRunner, RunnerInfo, RunnerLimits, plan_step_buffers
-from .step_inputs import StepLayout
+from .runner import ModelRunner, RunnerInfo, RunnerLimits, plan_step_buffers, step_layout
 
 QUANT = "bf16"
+#: prefix-cache state snapshots of a hybrid model (the book's --ssm-cache-slots default)
+DEFAULT_SSM_CACHE_SLOTS = 16
 
 ProgressFn = Callable[..., None]
 #: wraps a long startup step without a progress count ("preflight", graph capture) so the
@@ -100,30 +106,46 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                 batch_invariant: bool | None = None,
                 step: StepFn | None = None,
                 synthetic_seed: int | None = None, num_draft_tokens: int = 0,
-                world: WorldSpec | None = None) -> ModelRunner:
+                ssm_cache_slots: int = DEFAULT_SSM_CACHE_SLOTS, mtp: bool = False,
+                world: WorldSpec | None = None, expert_parallel: bool = False,
+                tensor_parallel: bool | None = None) -> ModelRunner:
     """Build a ready runner. `batch_invariant` (default: on for the CPU reference backend,
     off on CUDA) fixes the decode split count across batch sizes; see RunnerLimits.
     `synthetic_seed` (benchmarks only) generates the weights on the device from that seed
     instead of reading them: the model directory needs only its config.json.
     `num_draft_tokens`: the most drafts a speculative verification chunk may carry.
+    `ssm_cache_slots`: recurrent-state snapshots a hybrid model keeps for its prefix cache
+    (each costs the state of one sequence; 0 turns prefix caching off for it).
     `max_batch_size=None` sizes the runner for `capacity.auto_max_batch_size` sequences.
+    `mtp`: load the checkpoint's multi-token-prediction head and draft with it after every
+    step (`num_draft_tokens` drafts; see mtp.py).
 
     With `world` of size > 1 this process is one tensor-parallel rank: it joins the group
     (the rendezvous blocks until every rank arrives), loads only its weight slices, and
-    uses CUDA device `world.cuda_device` on the CUDA backend."""
+    uses CUDA device `world.cuda_device` on the CUDA backend. `expert_parallel`: the group
+    splits the routed experts (expert_parallel.py); `tensor_parallel` (default: when the
+    experts are not split) it splits heads, MLP width and vocabulary (parallel.py). Both:
+    a mixture of experts with attention split and experts sharded over the same ranks;
+    expert parallelism alone replicates everything but the experts."""
     t0 = time.perf_counter()
     model_dir = Path(model_dir)
     cfg = ModelConfig.from_hf(model_dir)
     loader = loader_for_config(cfg)
     world = world or WorldSpec()
-    check_tensor_parallel(cfg, world.world_size)
-    if synthetic_seed is not None and world.world_size > 1:
-        raise StartupError("--synthetic-weights is not supported with tensor parallelism "
-                           "(each rank reads its slices of a checkpoint)")
+    if tensor_parallel is None:
+        tensor_parallel = not expert_parallel
+    ep_size = world.world_size if expert_parallel else 1
+    tp_size = world.world_size if tensor_parallel else 1
+    check_tensor_parallel(cfg, tp_size, experts_sharded=ep_size > 1)
+    check_expert_parallel(cfg, ep_size)
     quant = CheckpointQuant.from_dir(model_dir) if synthetic_seed is None else CheckpointQuant()
     store = (WeightStore(model_dir) if synthetic_seed is None
              else SyntheticWeights(cfg.hidden_size, synthetic_seed, cfg.is_hybrid))
     plan = loader.plan(cfg, store, quant)
+    if mtp:
+        _check_mtp(cfg, loader, store, num_draft_tokens, world)
+        assert isinstance(loader, Qwen35Loader)
+        plan_mtp(loader, plan, cfg, store)
     unused = store.validate(plan.expected())  # every tensor checked before any device work
     scales = {buf: data for lp in plan.linears.values()
               for buf, data in read_host_scales(store, lp, quant).items()}
@@ -143,31 +165,45 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     num_sms = dev.device_facts().sm_count
     if batch_invariant is None:
         batch_invariant = kind != "cuda"
-    local_cfg = shard_config(cfg, world.world_size)  # this rank's heads and MLP width
+    local_cfg = shard_config(cfg, tp_size)  # this rank's heads and MLP width
     dims = Dims.from_config(local_cfg)
 
-    sharded = shard_plan(plan, world.rank, world.world_size) if world.world_size > 1 else None
-    local_plan = sharded.plan if sharded else plan
+    num_experts = cfg.moe.num_experts if cfg.moe and ep_size > 1 else 0
+    sharded = shard_plan(plan, world.rank, tp_size, num_experts) if tp_size > 1 else None
+    experts = (expert_shard_plan(plan, cfg, world.rank, ep_size)
+               if ep_size > 1 and not sharded else None)
+    local_plan = sharded.plan if sharded else experts.plan if experts else plan
     offsets, total = local_plan.layout()
     linear_layers = [i for i, lt in enumerate(cfg.layer_types) if lt == "linear_attention"]
+    ssm_cache_slots = ssm_cache_slots if linear_layers else 0
     if max_batch_size is None:
         la = cfg.linear_attention
-        per_seq = (len(linear_layers) * (conv_state_bytes(la) + delta_state_bytes(la))
-                   if la is not None and linear_layers else 0)
+        per_slot = (len(linear_layers) * (conv_state_bytes(la) + delta_state_bytes(la))
+                    if la is not None and linear_layers else 0)
+        # a sequence with speculation also holds its state's rollback copy; the prefix
+        # cache's snapshots come off the budget first
         max_batch_size = auto_max_batch_size(
-            kind, per_seq, int(dev.total_memory() * gpu_memory_utilization) - total)
+            kind, per_slot * (2 if num_draft_tokens else 1),
+            int(dev.total_memory() * gpu_memory_utilization) - total
+            - ssm_cache_slots * per_slot)
     limits = RunnerLimits(max_seq_len, max_batch_size, max_prefill_tokens, num_sms=num_sms,
-                          batch_invariant=batch_invariant, num_draft_tokens=num_draft_tokens)
+                          batch_invariant=batch_invariant, num_draft_tokens=num_draft_tokens,
+                          ssm_cache_slots=ssm_cache_slots)
     weights_base = dev.alloc(total)
     dev.memset(weights_base, 0, total)  # padding rows of a padded weight (WeightPlan.add) read 0
     dst = {s.name: weights_base + offsets[s.buffer] + s.offset for s in local_plan.slots}
     if sharded:
         upload_shards(store, dev, sharded, dst)
+    elif experts:
+        upload_experts(store, dev, experts, dst, progress=progress, fast=fast_load)
     else:
         store.upload(dev, list(dst), dst, progress=progress, fast=fast_load)
     ptr = {name: weights_base + off for name, off in offsets.items()}
     if isinstance(loader, Qwen35Loader):
-        _permute_rows(dev, ptr, plan.buffers, loader.row_moves(cfg), 2 * cfg.hidden_size)
+        moves = loader.row_moves(cfg)
+        if mtp:   # fc's two column halves, as half rows of the same row bytes
+            moves["mtp.fc"] = fc_half_moves(cfg.hidden_size)
+        _permute_rows(dev, ptr, plan.buffers, moves, 2 * cfg.hidden_size)
     for buffer, scale in scales.items():
         dev.copy_h2d(ptr[buffer], scale)
     dev.mark_constant(weights_base, total)
@@ -176,17 +212,16 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                          default=0)
 
     arena = BufferArena()
-    layout = StepLayout(limits.max_tokens, max_batch_size, limits.max_blocks,
-                        limits.max_sample_rows)
+    layout = step_layout(limits)
     max_splits = limits.decode_splits(1, dims.kv_heads)
     plan_step_buffers(arena, dims, limits, layout, max_splits, weight_scratch)
     MoeBuffers.reserve(arena, cfg, limits.max_tokens)
     rotary_dim = cfg.rotary_dim
     arena.reserve("cos_sin", DType.FP32, (max_seq_len, rotary_dim))
-    vocab_local = dims.vocab // world.world_size
-    if world.world_size > 1:
+    vocab_local = dims.vocab // tp_size
+    if tp_size > 1:
         arena.reserve("tp_logits", DType.FP32, (limits.max_sample_rows, vocab_local))
-    state_slots = max_batch_size + 1  # one per sampler slot, plus the graph padding rows'
+    state_slots = limits.num_state_slots
     if linear_layers:  # the recurrent-state pools: counted in arena.nbytes by the KV planner
         la = cfg.linear_attention
         assert la is not None
@@ -194,6 +229,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                       (len(linear_layers), state_slots * conv_state_bytes(la)))
         arena.reserve("delta_state", DType.U8,
                       (len(linear_layers), state_slots * delta_state_bytes(la)))
+    if mtp:
+        reserve_mtp_buffers(arena, limits, dims.hidden, dims.vocab)
     arena.allocate(dev)
     dev.copy_h2d(arena["cos_sin"], cos_sin_table(rotary_dim, cfg.rope_theta,
                                                  cfg.rope_scaling, max_seq_len))
@@ -201,32 +238,40 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     attn_layers = [i for i in range(dims.layers) if i not in linear_layers]
     kv_index = {layer: n for n, layer in enumerate(attn_layers)}
     kv_cfg = KvCacheConfig.plan(
-        num_layers=len(attn_layers), num_kv_heads=dims.kv_heads, head_dim=dims.head_dim,
+        num_layers=len(attn_layers) + mtp, num_kv_heads=dims.kv_heads, head_dim=dims.head_dim,
         max_batch_size=max_batch_size, max_seq_len=max_seq_len,
         total_memory=dev.total_memory(), weight_bytes=total, arena_bytes=arena.nbytes,
         gpu_memory_utilization=gpu_memory_utilization, free_memory=dev.free_memory(),
-        block_size=limits.block_size, max_num_blocks=max_num_blocks)
+        block_size=limits.block_size, max_num_blocks=max_num_blocks,
+        table_rows=limits.max_sample_rows)
     kv = PagedKvCache(dev, kv_cfg)
     dev.memset(kv.k_ptrs[0], 0, kv_cfg.pool_bytes)  # padding rows read block 0: keep it finite
 
     kc = KernelCache(dev)
-    moe_bufs = MoeBuffers.bind(arena, limits.max_tokens) if cfg.moe else None
+    moe_bufs = MoeBuffers.bind(arena, limits.max_tokens, dev) if cfg.moe else None
+    # with attention split too, the all-reduce after every MLP sums the experts' partials
+    ep = ExpertShard.of(comm, num_experts, combine=tp_size == 1) if num_experts else None
     linear = {i: _linear_weights(ptr, arena, cfg, i, n, state_slots)
               for n, i in enumerate(linear_layers)}
-    layers = [LayerWeights(
-        qkv=linears.get(f"l{i}.qkv"), o=linears.get(f"l{i}.o"),
-        mlp=(DenseMlp(linears[f"l{i}.gate_up"], linears[f"l{i}.down"])
-             if f"l{i}.gate_up" in linears else build_mlp(local_cfg, i, ptr, moe_bufs)),
-        in_norm=ptr[f"l{i}.in_norm"], post_norm=ptr[f"l{i}.post_norm"],
-        q_norm=ptr.get(f"l{i}.q_norm", 0), k_norm=ptr.get(f"l{i}.k_norm", 0),
-        k_cache=kv.k_cache(kv_index[i]) if i in kv_index else 0,
-        v_cache=kv.v_cache(kv_index[i]) if i in kv_index else 0, linear=linear.get(i))
-        for i in range(dims.layers)]
+    if mtp:   # the MTP layer's KV pool follows the main attention layers'
+        kv_index[mtp_layer_index(cfg)] = len(attn_layers)
+
+    def layer_weights(i: int) -> LayerWeights:
+        return LayerWeights(
+            qkv=linears.get(f"l{i}.qkv"), o=linears.get(f"l{i}.o"),
+            mlp=(DenseMlp(linears[f"l{i}.gate_up"], linears[f"l{i}.down"])
+                 if f"l{i}.gate_up" in linears else build_mlp(local_cfg, i, ptr, moe_bufs, ep)),
+            in_norm=ptr[f"l{i}.in_norm"], post_norm=ptr[f"l{i}.post_norm"],
+            q_norm=ptr.get(f"l{i}.q_norm", 0), k_norm=ptr.get(f"l{i}.k_norm", 0),
+            k_cache=kv.k_cache(kv_index[i]) if i in kv_index else 0,
+            v_cache=kv.v_cache(kv_index[i]) if i in kv_index else 0, linear=linear.get(i))
+
+    layers = [layer_weights(i) for i in range(dims.layers)]
     # tied embeddings: the rank's LM-head shard is its vocabulary rows of the whole table
+    tp_rank = world.rank if tp_size > 1 else 0
     lm_head = ptr.get("lm_head", ptr["embed"] + DType.BF16.nbytes(
-        world.rank * vocab_local * dims.hidden))
-    tp = (TensorParallel(comm, vocab_local, arena["tp_logits"]) if world.world_size > 1
-          else None)
+        tp_rank * vocab_local * dims.hidden))
+    tp = TensorParallel(comm, vocab_local, arena["tp_logits"]) if tp_size > 1 else None
     model = DenseDecoderModel(dims, kc, ptr["embed"], ptr["final_norm"], lm_head, layers,
                               arena["cos_sin"], limits.block_size, kv.max_blocks_per_seq, tp)
     sampler = Sampler(dev, kc, limits.max_sample_rows, max_batch_size + 1, dims.vocab,
@@ -234,7 +279,12 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     info = RunnerInfo(model_dir=model_dir, backend_kind=kind, weights_bytes=total,
                       target=kernels.target, closure_hash=kernels.closure_hash,
                       behavior=kernels.behavior, kernel_stamps=kernels.stamps)
-    runner = ModelRunner(dev, cfg, model, kv, arena, sampler, limits, info)
+    proposer = (MtpProposer(dev, model, MtpHead(
+        ptr["mtp.fc"], ptr["mtp.norm_embed"], ptr["mtp.norm_hidden"],
+        layer_weights(mtp_layer_index(cfg)), ptr["mtp.norm"]), bind_mtp_buffers(arena, dev, limits),
+        num_draft_tokens, limits.block_size) if mtp else None)
+    runner = ModelRunner(dev, cfg, model, kv, arena, sampler, limits, info,
+                         comm if world.world_size > 1 else None, mtp=proposer)
     announce = step or (lambda _label: contextlib.nullcontext())
     with announce(f"preflight (one prefill and decode step on {kind})"):
         preflight(runner)
@@ -244,6 +294,22 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     info.load_s = time.perf_counter() - t0
     return runner
 
+
+
+def _check_mtp(cfg: ModelConfig, loader: object, names: Container[str],
+               num_draft_tokens: int, world: WorldSpec) -> None:
+    """MTP drafting needs a checkpoint with an MTP head, drafts, and one GPU."""
+    if not isinstance(loader, Qwen35Loader) or not cfg.mtp_layers:
+        raise StartupError(f"{cfg.model_type}: the config declares no MTP layers "
+                           "(mtp_num_hidden_layers); --speculative mtp needs a Qwen3.5 / "
+                           "Qwen3-Next checkpoint with its MTP head")
+    if "mtp.fc.weight" not in names:
+        raise StartupError("the config declares MTP layers but the checkpoint has no "
+                           "mtp.fc.weight (was the MTP head stripped?)")
+    if num_draft_tokens < 1:
+        raise StartupError("MTP drafting needs num_draft_tokens >= 1")
+    if world.world_size > 1:
+        raise StartupError("MTP drafting is not supported with tensor parallelism")
 
 
 def _permute_rows(dev: GpuBackend, ptr: dict[str, int], sizes: dict[str, int],

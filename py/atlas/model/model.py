@@ -76,10 +76,23 @@ class Dims:
                    rotary_dim=cfg.rotary_dim, linear=cfg.linear_attention)
 
 
-class MlpBlock(Protocol):
-    """A layer's MLP: reads the step's `normed` rows and writes its `delta` rows."""
+@dataclass(frozen=True, slots=True)
+class NextNorm:
+    """The residual add + RMSNorm that follows a layer's MLP (the next layer's input norm,
+    or the final norm), for an MLP block that can fuse it into its last launch."""
 
-    def forward(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int) -> None: ...
+    weight: DevicePtr
+    eps: float
+    offset: bool
+
+
+class MlpBlock(Protocol):
+    """A layer's MLP: reads the step's `normed` rows and writes its `delta` rows. Given
+    `then_norm` it may instead finish the residual add + norm itself (resid += its output,
+    normed = the norm of resid) and return True; False means delta holds its output."""
+
+    def forward(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
+                then_norm: NextNorm | None = None) -> bool: ...
 
 
 def swiglu(kc: KernelCache, s: Stream, b: "StepBuffers", w_gate_up: DevicePtr,
@@ -99,11 +112,13 @@ class DenseMlp:
     gate_up: LinearWeight
     down: LinearWeight
 
-    def forward(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int) -> None:
+    def forward(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
+                then_norm: NextNorm | None = None) -> bool:
         self.gate_up.linear(kc, s, b.normed, b.gate_up, t, w_scratch=b.w_scratch)
         # SwiGLU fused into the down projection's input where that measured faster
         self.down.linear_silu(kc, s, b.gate_up, b.delta, t, act_scratch=b.act,
                               w_scratch=b.w_scratch)
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,10 +209,11 @@ class DenseDecoderModel:
         d, kc, t = self.dims, self.kc, n_tokens
         off = d.norm_offset
         embedding.embedding(kc, s, b.ids, self.embed, b.resid, t, d.hidden, d.vocab)
+        normed = False  # the previous MLP block applied this layer's input norm itself
         for i, lw in enumerate(self.layers):
             if i == 0:
                 norm.rmsnorm(kc, s, b.resid, lw.in_norm, b.normed, t, d.hidden, d.eps, off)
-            else:
+            elif not normed:
                 norm.add_rmsnorm(kc, s, b.resid, b.delta, lw.in_norm, b.normed, t, d.hidden,
                                  d.eps, off)
             if lw.linear is not None:
@@ -208,13 +224,14 @@ class DenseDecoderModel:
                 self._attention(s, b, lw, t, plan)
             norm.add_rmsnorm(kc, s, b.resid, b.delta, lw.post_norm, b.normed, t, d.hidden, d.eps,
                              off)
-            lw.mlp.forward(kc, s, b, t)
+            normed = lw.mlp.forward(kc, s, b, t, self._norm_after(i))
             if self.tp is not None:  # row-parallel down: sum the ranks' partials
                 self.tp.reduce_delta(s, b.delta, t, d.hidden)
         if n_sample == 0:  # a prefill chunk that is not a sequence's last: KV only
             return
-        norm.add_rmsnorm(kc, s, b.resid, b.delta, self.final_norm, b.normed, t, d.hidden, d.eps,
-                         off)
+        if not normed:
+            norm.add_rmsnorm(kc, s, b.resid, b.delta, self.final_norm, b.normed, t, d.hidden,
+                             d.eps, off)
         # Gather the rows that sample (last token of each sequence) with the embedding
         # kernel: a row gather is an embedding lookup into the normed activations.
         embedding.embedding(kc, s, b.sample_rows, b.normed, b.sample_hidden, n_sample, d.hidden, t)
@@ -225,6 +242,14 @@ class DenseDecoderModel:
         matmul.linear(kc, s, b.sample_hidden, self.lm_head, self.tp.logits_local, n_sample,
                       self.tp.vocab_local, d.hidden, out_f32=True)
         self.tp.gather_logits(s, b.logits, n_sample)
+
+    def _norm_after(self, i: int) -> NextNorm | None:
+        """The norm after layer i's MLP, for the block to fuse; None under tensor
+        parallelism (the block's output is a partial sum until the all-reduce)."""
+        if self.tp is not None:
+            return None
+        nxt = self.layers[i + 1].in_norm if i + 1 < len(self.layers) else self.final_norm
+        return NextNorm(nxt, self.dims.eps, self.dims.norm_offset)
 
     def _attention(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
                    plan: AttentionPlan) -> None:

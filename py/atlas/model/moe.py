@@ -7,6 +7,15 @@ captured decode graph and the largest prefill chunk both fit). A forward is laun
   normed -> router logits (f32) -> top-k ids / weights (device) -> experts -> delta
          -> [shared expert: SwiGLU -> shared_out; gate logit; delta += sigmoid(gate) * shared_out]
 
+A decode step (up to DECODE_MAX_TOKENS rows) is three launches: the router (gate GEMV and
+top-k, the shared expert's gate as one more row), gate/up and down, where the shared expert
+is more slots of the same launches (its columns in chunks of the routed width, weighted by
+bf16(sigmoid(gate))); the down launch also does the residual add and the next RMSNorm
+(`then_norm`: resid += the block's output, normed = the next norm), so the layer after it
+starts from `normed` with no add_rmsnorm launch between. Prefill chunks (and decode steps
+with ATLAS_MOE_FUSED_DECODE=0) take the separate launches: router GEMV/GEMM, top-k, the
+experts, the shared expert's own SwiGLU, gate and add, and the model's add_rmsnorm.
+
 `runtime.ops.moe.experts` picks the decode kernels (few tokens: only the selected experts'
 weights are read) or the grouped path (align, grouped GEMMs, combine); neither syncs with the
 host, so decode steps are captured in CUDA graphs like the dense model's.
@@ -21,18 +30,21 @@ with the GEMV in chunks of GEMV_MAX_M rows when a step has more rows than that.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from ..core.config import ModelConfig, MoeConfig
 from ..core.dtype import DType
 from ..runtime.buffers import BufferArena
-from ..runtime.gpu import DevicePtr, Stream
+from ..runtime.gpu import DevicePtr, GpuBackend, Stream
 from ..runtime.ops import KernelCache, matmul
 from ..runtime.ops.matmul_quant import Bf16Linear
 from ..runtime.ops import moe as moe_ops
 from ..runtime.ops.moe_shared import shared_add
 from .loaders.moe import SHARED_GATE_ROWS
-from .model import DenseMlp, MlpBlock, StepBuffers, swiglu
+from .model import DenseMlp, MlpBlock, NextNorm, StepBuffers, swiglu
+
+if TYPE_CHECKING:
+    from .expert_parallel import ExpertShard
 
 #: rows of the zero-padded shared-expert gate weight (the GEMM's n granularity)
 GATE_PAD_ROWS = SHARED_GATE_ROWS
@@ -41,7 +53,9 @@ GEMM_N_MULTIPLE = 16
 
 
 def moe_shape(cfg: ModelConfig, moe: MoeConfig) -> moe_ops.MoeShape:
-    return moe_ops.MoeShape(moe.num_experts, moe.top_k, cfg.hidden_size, moe.intermediate_size)
+    """The layer's shape, its shared expert (if any) folded into the decode launches."""
+    return moe_ops.MoeShape(moe.num_experts, moe.top_k, cfg.hidden_size, moe.intermediate_size,
+                            moe.shared_intermediate_size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +66,10 @@ class MoeBuffers:
     topk_ids: DevicePtr      # i32 [tokens, top_k]
     topk_weights: DevicePtr  # f32 [tokens, top_k]
     scratch: moe_ops.MoeScratch
+    #: u32 [DECODE_MAX_TOKENS + 1] last-block tickets: one per token of the fused down + add
+    #: + RMSNorm launch, then the fused router's (`router_counter`); zeroed at bind, left
+    #: zero by every launch
+    counters: DevicePtr
     shared_out: DevicePtr = 0   # bf16 [tokens, hidden], shared-expert models only
     shared_gate: DevicePtr = 0  # f32 [tokens, GATE_PAD_ROWS]
 
@@ -63,8 +81,10 @@ class MoeBuffers:
             return
         layout = moe_ops.scratch_layout(moe_shape(cfg, moe), max_tokens)
         arena.reserve("moe_logits", DType.FP32, (max_tokens, moe.num_experts))
-        arena.reserve("moe_topk_ids", DType.I32, (max_tokens, moe.top_k))
-        arena.reserve("moe_topk_weights", DType.FP32, (max_tokens, moe.top_k))
+        slots = moe_shape(cfg, moe).slots  # decode rows carry the shared expert's slots too
+        arena.reserve("moe_topk_ids", DType.I32, (max_tokens, slots))
+        arena.reserve("moe_topk_weights", DType.FP32, (max_tokens, slots))
+        arena.reserve("moe_counters", DType.I32, (moe_ops.DECODE_MAX_TOKENS + 1,))
         for name in ("act", "y", "sorted_slots", "tile_expert"):
             nbytes = getattr(layout, name)
             if nbytes:
@@ -73,17 +93,24 @@ class MoeBuffers:
             arena.reserve("moe_shared_out", DType.BF16, (max_tokens, cfg.hidden_size))
             arena.reserve("moe_shared_gate", DType.FP32, (max_tokens, GATE_PAD_ROWS))
 
+    @property
+    def router_counter(self) -> DevicePtr:
+        return self.counters + 4 * moe_ops.DECODE_MAX_TOKENS
+
     @classmethod
-    def bind(cls, arena: BufferArena, max_tokens: int) -> "MoeBuffers":
-        """The reserved buffers' addresses (after allocate)."""
+    def bind(cls, arena: BufferArena, max_tokens: int, backend: GpuBackend) -> "MoeBuffers":
+        """The reserved buffers' addresses (after allocate); zeroes the launch counters."""
         def opt(name: str) -> DevicePtr:
             return arena[name] if name in arena else 0
 
         scratch = moe_ops.MoeScratch(act=arena["moe_act"], y=opt("moe_y"),
                                      sorted_slots=opt("moe_sorted_slots"),
                                      tile_expert=opt("moe_tile_expert"), max_tokens=max_tokens)
+        counters = arena.slice("moe_counters")
+        backend.memset(arena["moe_counters"], 0, counters.nbytes)
         return cls(arena["moe_logits"], arena["moe_topk_ids"], arena["moe_topk_weights"],
-                   scratch, opt("moe_shared_out"), opt("moe_shared_gate"))
+                   scratch, arena["moe_counters"], opt("moe_shared_out"),
+                   opt("moe_shared_gate"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,14 +134,27 @@ class MoeMlp:
     down: DevicePtr
     bufs: MoeBuffers
     shared: SharedExpert | None = None
+    #: expert parallelism (expert_parallel.py): this rank's block of experts; None: all
+    ep: "ExpertShard | None" = None
 
-    def forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int) -> None:
-        sh, bf = self.shape, self.bufs
+    def forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
+                then_norm: NextNorm | None = None) -> bool:
+        if self.ep is not None:  # the output is a partial sum until `combine`: no fused norm
+            self._forward(kc, s, b, t, None)
+            self.ep.combine(s, b.delta, t, self.shape.hidden)
+            return False
+        return self._forward(kc, s, b, t, then_norm)
+
+    def _forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
+                 then_norm: NextNorm | None) -> bool:
+        if moe_ops.uses_decode_kernels(t) and kc.routes.moe_fused_decode:
+            return self._decode(kc, s, b, t, then_norm)
+        sh, bf = self.shape.routed_only, self.bufs
         self._router_logits(kc, s, b.normed, t)
         moe_ops.topk(kc, s, bf.logits, bf.topk_ids, bf.topk_weights, t, sh.experts, sh.top_k,
                      self.routing)
         moe_ops.experts(kc, s, b.normed, self.gate_up, self.down, bf.topk_ids, bf.topk_weights,
-                        b.delta, t, sh, bf.scratch)
+                        b.delta, t, self._local(kc, s, t, sh), bf.scratch)
         if self.shared is not None:
             se = self.shared
             swiglu(kc, s, b, se.gate_up, se.down, bf.shared_out, t, sh.hidden, se.inter)
@@ -122,6 +162,36 @@ class MoeMlp:
                           out_f32=True)
             shared_add(kc, s, b.delta, bf.shared_out, bf.shared_gate, b.delta, t, sh.hidden,
                        GATE_PAD_ROWS)
+        return False
+
+    def _decode(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
+                then_norm: NextNorm | None) -> bool:
+        """Three launches: the router (gate GEMV + top-k, the shared expert's gate as one
+        more row), gate/up and down over the routed slots and the shared expert's slots,
+        the down launch also doing `then_norm` when given."""
+        sh, bf = self.shape, self.bufs
+        shared = None
+        if self.shared is not None:
+            shared = moe_ops.SharedExpertWeights(self.shared.gate_up, self.shared.down,
+                                                 self.shared.gate)
+        moe_ops.gate_topk(kc, s, b.normed, self.router, bf.logits, bf.topk_ids, bf.topk_weights,
+                          bf.router_counter, t, sh, self.routing, shared, bf.shared_gate)
+        sh = self._local(kc, s, t, sh)
+        finish = None
+        if then_norm is not None:
+            # the experts' input (normed) is read by the gate/up launch, before the down
+            # launch overwrites it with the next layer's input
+            finish = moe_ops.AddRmsNorm(b.resid, then_norm.weight, b.normed, bf.counters,
+                                        then_norm.eps, then_norm.offset)
+        moe_ops.experts(kc, s, b.normed, self.gate_up, self.down, bf.topk_ids, bf.topk_weights,
+                        b.delta, t, sh, bf.scratch, then_norm=finish, shared=shared)
+        return finish is not None
+
+    def _local(self, kc: KernelCache, s: Stream, t: int, sh: moe_ops.MoeShape
+               ) -> moe_ops.MoeShape:
+        """The shape the expert launches run with: under expert parallelism the step's
+        top-k ids rewritten to this rank's experts (-1 elsewhere) and its expert count."""
+        return sh if self.ep is None else self.ep.select(kc, s, self.bufs.topk_ids, t, sh)
 
     def _router_logits(self, kc: KernelCache, s: Stream, x: DevicePtr, t: int) -> None:
         """logits f32 [t, experts] = x @ router.T, as the bf16 product widened."""
@@ -141,8 +211,10 @@ def routing_for(moe: MoeConfig, score_bias: DevicePtr) -> moe_ops.Routing:
 
 
 def build_mlp(cfg: ModelConfig, layer: int, ptr: Mapping[str, DevicePtr],
-              bufs: MoeBuffers | None) -> MlpBlock:
-    """Layer `layer`'s MLP block over the uploaded weight buffers `ptr` (WeightPlan names)."""
+              bufs: MoeBuffers | None, ep: "ExpertShard | None" = None) -> MlpBlock:
+    """Layer `layer`'s MLP block over the uploaded weight buffers `ptr` (WeightPlan names);
+    with `ep`, a sparse layer runs only that rank's experts (and its shared expert only
+    where the rank holds it)."""
     b, moe = f"l{layer}.", cfg.moe
     if moe is None or not moe.is_sparse(layer):
         h, inter = cfg.hidden_size, cfg.intermediate_size
@@ -150,10 +222,12 @@ def build_mlp(cfg: ModelConfig, layer: int, ptr: Mapping[str, DevicePtr],
                         Bf16Linear(ptr[b + "down"], h, inter))
     if bufs is None:
         raise ValueError(f"layer {layer} is sparse but no MoE buffers were reserved")
-    shared = None
-    if moe.shared_intermediate_size:
+    shared, shape = None, moe_shape(cfg, moe)
+    if moe.shared_intermediate_size and (ep is None or ep.holds_shared):
         shared = SharedExpert(ptr[b + "shared_gate_up"], ptr[b + "shared_down"],
                               ptr[b + "shared_gate"], moe.shared_intermediate_size)
-    return MoeMlp(moe_shape(cfg, moe), routing_for(moe, ptr.get(b + "score_bias", 0)),
+    elif moe.shared_intermediate_size:  # another rank runs the shared expert
+        shape = shape.routed_only
+    return MoeMlp(shape, routing_for(moe, ptr.get(b + "score_bias", 0)),
                   ptr[b + "router"], ptr[b + "experts_gate_up"], ptr[b + "experts_down"], bufs,
-                  shared)
+                  shared, ep)

@@ -22,6 +22,7 @@ Megatron-style split over `world` ranks:
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,8 +31,10 @@ from ..comm import CommBackend
 from ..core.config import ModelConfig
 from ..core.dtype import DType
 from ..runtime.gpu import DevicePtr, GpuBackend, Stream
+from ..runtime.synthetic_weights import SyntheticWeights
 from ..runtime.weights import WeightStore
-from .loaders.dense import TensorSlot, UnsupportedModelError, WeightPlan
+from .expert_parallel import add_moe_buffer, buffers_of
+from .loaders.dense import UnsupportedModelError, WeightPlan
 
 #: checkpoint tensor suffix -> which axis is split ("rows" = output features)
 _ROW_SPLIT = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
@@ -42,18 +45,20 @@ _REPLICATED = ("input_layernorm.weight", "post_attention_layernorm.weight",
                "model.embed_tokens.weight")
 
 
-def check_tensor_parallel(cfg: ModelConfig, world: int) -> None:
-    """Reject a configuration the split cannot serve, naming the value and the rule."""
+def check_tensor_parallel(cfg: ModelConfig, world: int, experts_sharded: bool = False) -> None:
+    """Reject a configuration the split cannot serve, naming the value and the rule.
+    `experts_sharded`: the same ranks also split a mixture of experts' experts
+    (expert_parallel.py), the only way tensor parallelism takes an MoE model."""
     if world == 1:
         return
     if cfg.is_hybrid or cfg.linear_attention is not None:
         raise UnsupportedModelError(
             f"tensor parallelism supports dense attention models; {cfg.model_type} has "
             "linear-attention layers")
-    if getattr(cfg, "moe", None) is not None:  # the MoE config lands with the MoE loader
+    if cfg.moe is not None and not experts_sharded:
         raise UnsupportedModelError(
             f"tensor parallelism supports dense models; {cfg.model_type} is a mixture of "
-            "experts (expert parallelism is not built yet: docs/parallel.md)")
+            f"experts: split its experts with --expert-parallel-size {world}")
     rules = (("num_key_value_heads", cfg.num_key_value_heads,
               "each rank must own whole KV heads (and so whole GQA groups)"),
              ("num_attention_heads", cfg.num_attention_heads, "each rank owns whole q heads"),
@@ -92,14 +97,21 @@ class ShardedPlan:
     slices: dict[str, tuple[slice, slice]]
 
 
-def shard_plan(full: WeightPlan, rank: int, world: int) -> ShardedPlan:
-    """Rank `rank`'s share of `full`; every tensor must be one this module knows how to split."""
+def shard_plan(full: WeightPlan, rank: int, world: int, experts: int = 0) -> ShardedPlan:
+    """Rank `rank`'s share of `full`; every tensor must be one this module knows how to split.
+    `experts` > 0: a mixture of experts whose experts the same ranks shard (its MoE buffers
+    planned by expert_parallel.add_moe_buffer, the rest split as for a dense model)."""
     local = WeightPlan()
     slices: dict[str, tuple[slice, slice]] = {}
-    by_buffer: dict[str, list[TensorSlot]] = {}
-    for s in full.slots:
-        by_buffer.setdefault(s.buffer, []).append(s)
-    for buffer, parts in by_buffer.items():
+    for buffer, parts in buffers_of(full).items():
+        moe_rows: dict[str, slice | None] = {}
+        if experts and add_moe_buffer(local, moe_rows, full, buffer, parts, rank, world,
+                                      experts):
+            for s in parts:
+                if s.name in moe_rows:
+                    rows = moe_rows[s.name] or slice(0, s.shape[0])
+                    slices[s.name] = (rows, slice(0, math.prod(s.shape[1:])))
+            continue
         shapes = []
         for s in parts:
             rows, cols = s.shape[0], (s.shape[1] if len(s.shape) > 1 else 1)
@@ -131,12 +143,16 @@ def shard_plan(full: WeightPlan, rank: int, world: int) -> ShardedPlan:
     return ShardedPlan(local, slices)
 
 
-def upload_shards(store: WeightStore, dev: GpuBackend, sharded: ShardedPlan,
-                  dst: dict[str, DevicePtr]) -> None:
-    """Read each tensor's slice from the checkpoint (only its bytes) and copy it to `dst`."""
+def upload_shards(store: WeightStore | SyntheticWeights, dev: GpuBackend,
+                  sharded: ShardedPlan, dst: dict[str, DevicePtr]) -> None:
+    """Read each tensor's slice from the checkpoint (only its bytes) and copy it to `dst`
+    (benchmark weights: made whole on the device and cut)."""
     for s in sharded.plan.slots:
         rows, cols = sharded.slices[s.name]
-        dev.copy_h2d(dst[s.name], np.ascontiguousarray(store.read_slice(s.name, rows, cols)))
+        if isinstance(store, SyntheticWeights):
+            store.upload_slice(dev, s.name, rows, dst[s.name], cols)
+        else:
+            dev.copy_h2d(dst[s.name], np.ascontiguousarray(store.read_slice(s.name, rows, cols)))
     dev.synchronize()
 
 

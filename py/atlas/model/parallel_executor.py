@@ -23,11 +23,10 @@ _EXECUTE, _RELEASE, _STOP = "execute", "release", "stop"
 
 
 def runner_comm(runner: ModelRunner) -> CommBackend:
-    """The group a tensor-parallel runner was loaded into."""
-    tp = runner.model.tp
-    if tp is None:
-        raise ValueError("the runner was loaded without a tensor-parallel world")
-    return tp.comm
+    """The group a tensor- or expert-parallel runner was loaded into."""
+    if runner.comm is None:
+        raise ValueError("the runner was loaded without a parallel world")
+    return runner.comm
 
 
 class TensorParallelExecutor:
@@ -61,6 +60,9 @@ class TensorParallelExecutor:
             return self._runner.execute(chunks)
 
     def release(self, seq_id: int) -> None:
+        if self.failed is not None:  # the engine ends the failed batch's sequences: there
+            self._runner.release(seq_id)  # is no group left to tell, only local state
+            return
         with self._group_call():
             self._comm.broadcast_object((_RELEASE, seq_id))
             self._runner.release(seq_id)
@@ -84,7 +86,7 @@ class TensorParallelExecutor:
         try:
             yield
         except CommError as exc:
-            self.failed = f"tensor-parallel group failed: {exc}"
+            self.failed = f"parallel group failed: {exc}"
             if self.on_failure is not None:
                 self.on_failure(self.failed)
             raise

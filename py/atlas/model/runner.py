@@ -1,7 +1,10 @@
 """ModelRunner: a model bound to a device, executing engine steps (a StepExecutor).
 
-Prefill and mixed steps run eagerly; a step where every sequence decodes one token replays
-the CUDA graph captured for the smallest batch-size bucket that holds it. Per-step inputs
+Prefill and mixed steps run eagerly. A decode-shaped step (every sequence feeds its last
+token, plus its speculative drafts when it verifies) replays the CUDA graph captured for
+the smallest row-count bucket that holds its rows: each token is a decode attention row
+with its own context length and block-table row, so a verification of K drafts for B
+sequences is a decode step of B * (K + 1) rows, reading the weights once. Per-step inputs
 are written into graph-stable device buffers first (two host-to-device copies), and only
 the sampled token ids come back.
 """
@@ -14,18 +17,22 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..comm import CommBackend
 from ..core.config import ModelConfig
 from ..core.target import KernelTarget
 from ..core.dtype import DType
 from ..core.sampling import GREEDY
 from ..runtime.buffers import BufferArena
-from ..runtime.gpu import H200_FACTS, GpuBackend, GraphHandle
+from ..runtime.gpu import H200_FACTS, DevicePtr, GpuBackend, GraphHandle
 from ..runtime.kv_cache import PagedKvCache
+from ..runtime.ops import argmax, embedding
 from ..runtime.sampler import Sampler
-from .batch import SeqChunk, StepResult
+from .batch import SeqChunk, StepResult, accept
 from .gated_deltanet import proj_width
 from .model import AttentionPlan, DenseDecoderModel, Dims, StepBuffers
-from .step_inputs import StepLayout, decode_buckets, decode_splits, pack_step
+from .mtp import MtpProposer
+from .state_pools import RecurrentStatePools
+from .step_inputs import StepLayout, decode_buckets, decode_splits, pack_step, row_owners
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +50,8 @@ class RunnerLimits:
     batch_invariant: bool = False
     #: speculative drafts per sequence a verification step may carry (0: no speculation)
     num_draft_tokens: int = 0
+    #: hybrid models: recurrent-state snapshots kept for the prefix cache (--ssm-cache-slots)
+    ssm_cache_slots: int = 0
 
     def decode_splits(self, batch: int, kv_heads: int) -> int:
         return decode_splits(1 if self.batch_invariant else batch, kv_heads, self.max_seq_len,
@@ -50,7 +59,7 @@ class RunnerLimits:
 
     @property
     def max_tokens(self) -> int:
-        return max(self.max_prefill_tokens, self.max_batch_size)
+        return max(self.max_prefill_tokens, self.max_sample_rows)
 
     @property
     def max_sample_rows(self) -> int:
@@ -58,8 +67,33 @@ class RunnerLimits:
         return self.max_batch_size * (1 + self.num_draft_tokens)
 
     @property
+    def rollback_slots(self) -> int:
+        """First recurrent-state slot of the per-sequence copies a verification restores
+        when a draft is rejected (after the sequences' slots and the padding rows')."""
+        return self.max_batch_size + 1
+
+    @property
+    def snapshot_slots(self) -> int:
+        """First recurrent-state slot of the prefix cache's snapshots."""
+        return self.rollback_slots + (self.max_batch_size if self.num_draft_tokens else 0)
+
+    @property
+    def num_state_slots(self) -> int:
+        """Recurrent-state slots of a hybrid model: one per sequence, the graph padding
+        rows', with speculation one per sequence that holds its state from before a
+        verification, and the prefix cache's snapshots."""
+        return self.snapshot_slots + self.ssm_cache_slots
+
+    @property
     def max_blocks(self) -> int:
         return -(-self.max_seq_len // self.block_size)
+
+
+def step_layout(limits: RunnerLimits) -> StepLayout:
+    """The per-step input layout: a step has up to max_tokens tokens, and up to
+    max_sample_rows attention rows (a decode-shaped verification step has one per token)."""
+    return StepLayout(limits.max_tokens, limits.max_sample_rows, limits.max_blocks,
+                      limits.max_sample_rows)
 
 
 @dataclass
@@ -84,7 +118,7 @@ def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
 
     `weight_scratch_bytes`: the largest bf16 copy a quantized weight dequantizes into for a
     step of `limits.max_tokens` rows (0 for bf16 checkpoints)."""
-    t, b = limits.max_tokens, limits.max_batch_size
+    t, b = limits.max_tokens, limits.max_sample_rows  # b: decode attention rows
     arena.reserve("step_i32", DType.I32, (layout.total,))
     for name, width in (("resid", dims.hidden), ("delta", dims.hidden),
                         ("normed", dims.hidden), ("qkv", dims.qkv_width), ("q", dims.q_width),
@@ -108,8 +142,12 @@ class ModelRunner:
 
     def __init__(self, backend: GpuBackend, cfg: ModelConfig, model: DenseDecoderModel,
                  kv: PagedKvCache, arena: BufferArena, sampler: Sampler,
-                 limits: RunnerLimits, info: RunnerInfo) -> None:
+                 limits: RunnerLimits, info: RunnerInfo,
+                 comm: CommBackend | None = None, mtp: MtpProposer | None = None) -> None:
+        """`mtp`: the checkpoint's MTP head, drafting after every step (`mtp_drafts`)."""
         self.backend = backend
+        #: the tensor- or expert-parallel group this runner is one rank of (None: alone)
+        self.comm = comm
         self.cfg = cfg
         self.model = model
         self.kv = kv
@@ -117,6 +155,10 @@ class ModelRunner:
         self.sampler = sampler
         self.limits = limits
         self.info = info
+        self.mtp = mtp
+        #: run the MTP head after each step (a benchmark turns it off for its baselines,
+        #: between batches: drafts and carried rows are per live sequence)
+        self.draft_with_mtp = mtp is not None
         self.block_size = limits.block_size
         self.num_kv_blocks = kv.num_blocks
         self.max_batch_size = limits.max_batch_size
@@ -124,14 +166,18 @@ class ModelRunner:
         self.vocab_size = cfg.vocab_size
         self.max_num_draft_tokens = limits.num_draft_tokens
         self.stream = backend.create_stream()
-        self.layout = StepLayout(limits.max_tokens, limits.max_batch_size, limits.max_blocks,
-                                 limits.max_sample_rows)
+        self.layout = step_layout(limits)
         i32 = arena["step_i32"]
         lay = self.layout
         #: hybrid models keep recurrent state per sequence in slot-indexed pools (one slot per
         #: sampler slot, plus the padding rows' slot); dense models have none. Such a
         #: sequence must start at position 0 (a scheduler must not prefix-cache it)
         self.has_recurrent_state = model.dims.linear is not None
+        self.state_pools = (RecurrentStatePools(
+            backend, tuple(lw.linear for lw in model.layers if lw.linear is not None),
+            model.dims.linear, limits.num_state_slots) if model.dims.linear is not None
+            else None)
+        self.num_state_snapshots = limits.ssm_cache_slots if self.state_pools else 0
         lin = (("lin_proj", "lin_conv", "lin_core", "lin_gated") if self.has_recurrent_state
                else ())
         self.bufs = StepBuffers(
@@ -144,42 +190,44 @@ class ModelRunner:
                                      "part_ml", "w_scratch") + lin})
         self.host_i32 = backend.alloc_host_pinned(4 * lay.total).view(np.int32)
         self.host_ids = backend.alloc_host_pinned(4 * limits.max_sample_rows).view(np.int32)
+        #: an MTP pass's gather rows, then its drafted ids
+        self.host_mtp = (backend.alloc_host_pinned(4 * limits.max_tokens).view(np.int32)
+                         if mtp is not None else np.zeros(0, np.int32))
         self.pad_slot = limits.max_batch_size  # sampler slot owned by graph padding rows
         self._slot_of: dict[int, int] = {}
         self._free_slots = list(range(limits.max_batch_size - 1, -1, -1))
-        self._row_state: list[tuple[int, int]] = [(-1, -1)] * limits.max_batch_size
+        #: (sequence, table length) each block-table row holds, to skip unchanged uploads
+        self._row_state: list[tuple[int, int]] = [(-1, -1)] * limits.max_sample_rows
         self.graphs: dict[int, GraphHandle] = {}
         self._masked_last = False  # the last step uploaded a grammar mask
-        self.buckets = decode_buckets(limits.max_batch_size)
+        #: row counts with a captured graph: batch sizes, and verification rows beyond them
+        #: (a hybrid model verifies eagerly, see _graph_bucket)
+        self.buckets = decode_buckets(limits.max_batch_size if self.has_recurrent_state
+                                      else limits.max_sample_rows)
 
     # ---- StepExecutor ------------------------------------------------------------------
     def execute(self, steps: Sequence[SeqChunk]) -> list[StepResult]:
         """Run one step's chunks; each sampling chunk draws at its own RNG position (a
-        verification chunk at each of its num_draft + 1 positions, on consecutive rows)."""
+        verification chunk at each of its num_draft + 1 positions, on consecutive rows).
+
+        On a hybrid model a verification first copies its sequence's recurrent state aside;
+        when a draft is rejected the copy comes back and the accepted tokens run again
+        (`_roll_back`), so the state ends after the last accepted token, as the KV does.
+        Prefix-cache state snapshots are loaded before the forward and taken after it."""
         if not steps:
             return []
-        sampling_steps = [st for st in steps if st.sample]
         for st in steps:
             self._ensure_slot(st)
-        decode = bool(self.graphs) and all(len(st.token_ids) == 1 and st.sample for st in steps)
-        bucket = next((b for b in self.buckets if b >= len(steps)), 0) if decode else 0
-        n_tokens, n_sample, max_q = pack_step(self.host_i32, self.layout, steps,
-                                              self.block_size, pad_to=bucket)
-        self._pack_state_slots(steps, max(len(steps), bucket))
-        self._upload_inputs(steps, n_rows=max(len(steps), bucket))
-        rows = [(st, i) for st in sampling_steps for i in range(st.num_draft + 1)]
-        pad = n_sample - len(rows)
-        self.sampler.prepare([self._slot_of[st.seq_id] for st, _ in rows] + [self.pad_slot] * pad,
-                             [st.sampling for st, _ in rows] + [GREEDY] * pad,
-                             [st.rng_position + i for st, i in rows] + [0] * pad, self.stream)
-        self._upload_token_masks([st for st, _ in rows])
-        if decode:
-            self.backend.launch_graph(self.graphs[bucket], self.stream)
-        else:
-            plan = AttentionPlan(decode=False, num_seqs=len(steps), max_q_len=max_q)
-            self.model.forward(self.stream, self.bufs, n_tokens, plan, n_sample)
-            if n_sample:
-                self.sampler.enqueue(self.stream, self.bufs.logits, n_sample)
+        rows = [(st, i) for st in steps if st.sample for i in range(st.num_draft + 1)]
+        verifying = [st for st in steps if st.num_draft] if self.state_pools else []
+        for st in verifying:
+            self.state_pools.copy(self._rollback_slot(st), self._slot_of[st.seq_id],
+                                  self.stream)
+        self._copy_snapshots(steps, restore=True)
+        n_tokens, n_sample = self._forward(steps, rows)
+        self._copy_snapshots(steps, restore=False)
+        if self.mtp is not None and self.draft_with_mtp:
+            self.mtp.save_hidden(self.stream, self.bufs, n_tokens, normed_final=n_sample > 0)
         out: list[StepResult] = [None] * len(steps)
         if rows:
             self.backend.copy_d2h(self.host_ids[:len(rows)], self.sampler.out_ids, self.stream)
@@ -191,6 +239,10 @@ class ModelRunner:
                 got = [int(t) for t in self.host_ids[j:j + n]]
                 out[i] = tuple(got) if st.num_draft else got[0]
                 j += n
+        if verifying:
+            self._roll_back([(st, got) for st, got in zip(steps, out) if st.num_draft])
+        if self.mtp is not None and self.draft_with_mtp:
+            self.mtp.propose(self._mtp_pass, self.stream, self.bufs, steps, out, self._slot_of)
         return out
 
     def release(self, seq_id: int) -> None:
@@ -200,6 +252,13 @@ class ModelRunner:
         slot = self._slot_of.pop(seq_id, None)
         if slot is not None:
             self._free_slots.append(slot)
+        if self.mtp is not None:
+            self.mtp.forget(seq_id)
+
+    def mtp_drafts(self, seq_id: int) -> list[int]:
+        """The MTP head's drafts to follow the sequence's last token ([] before its first
+        sampled token, or without an MTP head)."""
+        return self.mtp.drafts.get(seq_id, []) if self.mtp is not None else []
 
     def state_slot_usage(self) -> tuple[int, int]:
         """(slots held, slots in the pool) of the recurrent-state pools: a hybrid model's
@@ -214,6 +273,111 @@ class ModelRunner:
         return self.backend.download(self.bufs.logits, np.float32, (rows, self.vocab_size))
 
     # ---- internals ---------------------------------------------------------------------
+    def _forward(self, steps: Sequence[SeqChunk],
+                 rows: Sequence[tuple[SeqChunk, int]]) -> tuple[int, int]:
+        """Upload the step's inputs and enqueue its forward and sampling: the captured graph
+        of its row count when it is decode-shaped, else eagerly. `rows` are the sampled
+        rows in order: (chunk, i) draws at the chunk's RNG position + i. Returns the rows
+        run and sampled (graph padding included)."""
+        bucket = self._graph_bucket(steps)
+        n_tokens, n_sample, max_q = pack_step(self.host_i32, self.layout, steps,
+                                              self.block_size, pad_to=bucket,
+                                              per_row=bucket > 0)
+        owners = row_owners(steps, per_row=bucket > 0)
+        self._pack_state_slots(owners, max(len(owners), bucket))
+        self._upload_inputs(owners, n_rows=max(len(owners), bucket))
+        pad = n_sample - len(rows)
+        self.sampler.prepare([self._slot_of[st.seq_id] for st, _ in rows] + [self.pad_slot] * pad,
+                             [st.sampling for st, _ in rows] + [GREEDY] * pad,
+                             [st.rng_position + i for st, i in rows] + [0] * pad, self.stream)
+        self._upload_token_masks([st for st, _ in rows])
+        if bucket:
+            self.backend.launch_graph(self.graphs[bucket], self.stream)
+            return n_tokens, n_sample
+        plan = AttentionPlan(decode=False, num_seqs=len(steps), max_q_len=max_q)
+        self.model.forward(self.stream, self.bufs, n_tokens, plan, n_sample)
+        if n_sample:
+            self.sampler.enqueue(self.stream, self.bufs.logits, n_sample)
+        return n_tokens, n_sample
+
+    def _mtp_pass(self, chunks: Sequence[SeqChunk], table: DevicePtr,
+                  rows: Sequence[int]) -> list[int]:
+        """One MTP pass (see mtp.MtpProposer): gather each row's main hidden state from
+        `table`, run the head eagerly, return the argmax of each sampling chunk's row."""
+        assert self.mtp is not None
+        mb, s, h = self.mtp.bufs, self.stream, self.model.dims.hidden
+        n_tokens, n_sample, max_q = pack_step(self.host_i32, self.layout, chunks,
+                                              self.block_size)
+        self._upload_inputs(chunks, len(chunks))
+        self.host_mtp[:len(rows)] = rows
+        self.backend.copy_h2d(mb.rows, self.host_mtp[:len(rows)], s)
+        bound = mb.max_tokens + self.max_batch_size if table == mb.hidden else n_tokens
+        embedding.embedding(self.model.kc, s, mb.rows, table, mb.hidden_in, len(rows), h, bound)
+        plan = AttentionPlan(decode=False, num_seqs=len(chunks), max_q_len=max_q)
+        self.mtp.head.forward(self.model, s, self.bufs, mb.hidden_in, n_tokens, plan, n_sample)
+        if not n_sample:
+            self.backend.synchronize(s)
+            return []
+        argmax.argmax(self.model.kc, s, self.bufs.logits, mb.ids, mb.argmax_partials,
+                      mb.argmax_counters, n_sample, self.vocab_size)
+        self.backend.copy_d2h(self.host_mtp[:n_sample], mb.ids, s)
+        self.backend.synchronize(s)
+        return [int(t) for t in self.host_mtp[:n_sample]]
+
+    def _rollback_slot(self, st: SeqChunk) -> int:
+        """Where a verifying sequence's recurrent state waits while its drafts are checked."""
+        return self.limits.rollback_slots + self._slot_of[st.seq_id]
+
+    def _copy_snapshots(self, steps: Sequence[SeqChunk], restore: bool) -> None:
+        """Load (`restore`) or take the prefix-cache state snapshots the chunks name."""
+        for st in steps:
+            snapshot = st.state_restore if restore else st.state_save
+            if snapshot is None:
+                continue
+            if not 0 <= snapshot < self.num_state_snapshots:
+                raise ValueError(f"sequence {st.seq_id}: state snapshot {snapshot} outside "
+                                 f"0..{self.num_state_snapshots - 1}")
+            assert self.state_pools is not None
+            seq_slot, snap_slot = self._slot_of[st.seq_id], self.limits.snapshot_slots + snapshot
+            self.state_pools.copy(*((seq_slot, snap_slot) if restore else (snap_slot, seq_slot)),
+                                  self.stream)
+
+    def _roll_back(self, verified: Sequence[tuple[SeqChunk, StepResult]]) -> None:
+        """Hybrid models: the verification forward advanced each sequence's recurrent state
+        over all its drafts. Where the engine keeps fewer (`accept`, the rule the scheduler
+        commits by), restore the saved state and run the kept tokens again, without sampling,
+        in one eager step; the KV they rewrite is what the verification wrote."""
+        assert self.state_pools is not None
+        redo = []
+        for st, got in verified:
+            assert isinstance(got, tuple)
+            kept = len(st.token_ids) - st.num_draft - 1 + len(accept(st.token_ids[-st.num_draft:],
+                                                                     got))
+            if kept < len(st.token_ids):
+                self.state_pools.copy(self._slot_of[st.seq_id], self._rollback_slot(st),
+                                      self.stream)
+                redo.append(SeqChunk(st.seq_id, st.token_ids[:kept], st.start_pos,
+                                     st.block_table, st.sampling, sample=False))
+        if redo:
+            self._forward(redo, ())
+            self.backend.synchronize(self.stream)
+
+    def _graph_bucket(self, steps: Sequence[SeqChunk]) -> int:
+        """Rows of the captured graph that runs this step, 0 to run it eagerly: a step
+        qualifies when every chunk samples its last token and its drafts' positions. A
+        hybrid model verifies eagerly: its recurrent state must advance token by token
+        within a sequence, which the decode form (one state step per row) does not do."""
+        if not self.graphs:
+            return 0
+        rows = 0
+        for st in steps:
+            if not st.sample or len(st.token_ids) != st.num_draft + 1:
+                return 0
+            if st.num_draft and self.has_recurrent_state:
+                return 0
+            rows += len(st.token_ids)
+        return next((b for b in self.buckets if b >= rows), 0)
+
     def _upload_token_masks(self, row_chunks: Sequence[SeqChunk]) -> None:
         """Grammar masks of this step's sampling rows (row j samples for row_chunks[j]),
         filled into the sampler's pinned rows; rows without one sample unmasked."""
@@ -231,13 +395,13 @@ class ModelRunner:
                 fill(self.sampler.host_bitmask, row)
         self.sampler.upload_token_masks([f is not None for f in fills], self.stream)
 
-    def _pack_state_slots(self, steps: Sequence[SeqChunk], n_rows: int) -> None:
+    def _pack_state_slots(self, owners: Sequence[SeqChunk], n_rows: int) -> None:
         """Each row's recurrent-state slot (its sampler slot; padding rows the pad slot)."""
         if not self.has_recurrent_state:
             return
         base = self.layout.state_slots
-        self.host_i32[base:base + n_rows] = ([self._slot_of[st.seq_id] for st in steps]
-                                             + [self.pad_slot] * (n_rows - len(steps)))
+        self.host_i32[base:base + n_rows] = ([self._slot_of[st.seq_id] for st in owners]
+                                             + [self.pad_slot] * (n_rows - len(owners)))
 
     def _ensure_slot(self, st: SeqChunk) -> None:
         """Give a sequence its sampler slot, (re)built from the history its chunk carries
@@ -249,27 +413,28 @@ class ModelRunner:
                              "must carry its penalty history")
         slot = self._slot_of.get(st.seq_id)
         if slot is None:
-            if self.has_recurrent_state and st.start_pos != 0:
-                # the recurrent state of positions < start_pos exists nowhere (no snapshots)
+            if self.has_recurrent_state and st.start_pos != 0 and st.state_restore is None:
+                # the recurrent state of positions < start_pos exists nowhere
                 raise RuntimeError(f"sequence {st.seq_id} starts at position {st.start_pos}: "
                                    "a hybrid model's recurrent state must be computed from "
-                                   "position 0 (prefix caching needs state snapshots)")
+                                   "position 0 or restored from a state snapshot")
             if not self._free_slots:
                 raise RuntimeError(f"more than {self.max_batch_size} live sequences; release "
                                    "finished sequences before starting new ones")
             slot = self._slot_of[st.seq_id] = self._free_slots.pop()
         self.sampler.assign(slot, st.history.prompt_ids, st.sampling, st.history.drawn_counts)
 
-    def _upload_inputs(self, steps: Sequence[SeqChunk], n_rows: int) -> None:
-        """Copy the packed step inputs, and the block-table rows whose contents changed.
+    def _upload_inputs(self, owners: Sequence[SeqChunk], n_rows: int) -> None:
+        """Copy the packed step inputs, and the block-table rows whose contents changed
+        (row i lists the blocks of `owners[i]`).
 
         A row is rewritten only when a different sequence occupies it or its sequence
         grew a block, so steady decode uploads a row once every block_size tokens.
         """
         self.backend.copy_h2d(self.bufs.ids, self.host_i32, self.stream)
         for row in range(n_rows):
-            if row < len(steps):
-                st = steps[row]
+            if row < len(owners):
+                st = owners[row]
                 state, table = (st.seq_id, len(st.block_table)), st.block_table
             else:
                 state, table = (-1, 1), [0]  # graph padding rows read block 0

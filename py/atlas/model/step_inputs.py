@@ -70,18 +70,29 @@ class StepError(ValueError):
 
 
 def pack_step(buf: np.ndarray, layout: StepLayout, chunks: Sequence[SeqChunk], block_size: int,
-              pad_to: int = 0) -> tuple[int, int, int]:
+              pad_to: int = 0, per_row: bool = False) -> tuple[int, int, int]:
     """Fill `buf` (int32 [layout.total]) for `chunks`; return (n_tokens, n_sample, max_q_len).
 
-    Rows past len(chunks) up to `pad_to` are padding for a captured decode graph: token 0 at
+    `per_row` packs a decode-shaped step (the captured graphs' form): every token is its own
+    attention row, with kv_len = its position + 1, so decode attention lets a verification
+    chunk's row i see its sequence's keys up to its own position (the drafts' K/V are
+    written before attention reads them). Rows are then the unit of `pad_to` and of the
+    per-row inputs (kv_lens, cu_q, block-table rows: see `row_owners`).
+
+    Rows past the chunks' up to `pad_to` are padding for a captured decode graph: token 0 at
     position 0, KV slot -1 (not written), kv_len 1 (their block-table row must list block
     0, which holds finite data), so they compute harmless values that nobody reads.
     """
-    n_seqs = max(len(chunks), pad_to)
-    if n_seqs > layout.max_seqs:
-        raise StepError(f"{n_seqs} sequences in one step exceeds max batch {layout.max_seqs}")
     lens = [len(c.token_ids) for c in chunks]
-    n_tokens = sum(lens) + (n_seqs - len(chunks))
+    n_real = sum(lens) if per_row else len(chunks)
+    if per_row and any(not c.sample or n != c.num_draft + 1 for c, n in zip(chunks, lens)):
+        raise StepError("a decode-shaped step holds only sampling chunks of one token plus "
+                        "their drafts")
+    n_seqs = max(n_real, pad_to)
+    if n_seqs > layout.max_seqs:
+        raise StepError(f"{n_seqs} {'rows' if per_row else 'sequences'} in one step exceeds "
+                        f"the runner's {layout.max_seqs}")
+    n_tokens = sum(lens) + (n_seqs - n_real)
     if n_tokens > layout.max_tokens:
         raise StepError(f"{n_tokens} tokens in one step exceeds the step budget "
                         f"{layout.max_tokens}")
@@ -110,11 +121,15 @@ def pack_step(buf: np.ndarray, layout: StepLayout, chunks: Sequence[SeqChunk], b
         else:
             p = np.arange(c.start_pos, end)
             slots += (np.asarray(table)[p // block_size] * block_size + p % block_size).tolist()
-        kv_lens.append(end)
-        cu_q.append(len(ids))
+        if per_row:
+            kv_lens += range(c.start_pos + 1, end + 1)
+            cu_q += range(len(ids) - n + 1, len(ids) + 1)
+        else:
+            kv_lens.append(end)
+            cu_q.append(len(ids))
         if c.sample:   # the last token's row, and each draft's before it in a verification
             sample_rows += range(len(ids) - 1 - c.num_draft, len(ids))
-    for _ in range(len(chunks), n_seqs):  # graph padding rows
+    for _ in range(n_real, n_seqs):  # graph padding rows
         ids.append(0)
         pos.append(0)
         slots.append(-1)
@@ -129,7 +144,15 @@ def pack_step(buf: np.ndarray, layout: StepLayout, chunks: Sequence[SeqChunk], b
                            (layout.sample_rows, sample_rows)):
         buf[offset:offset + len(values)] = values
     n_sample = len(sample_rows)
-    return n_tokens, n_sample, max(lens) if lens else 1
+    return n_tokens, n_sample, 1 if per_row else max(lens, default=1)
+
+
+def row_owners(chunks: Sequence[SeqChunk], per_row: bool) -> list[SeqChunk]:
+    """The chunk each attention row of a packed step belongs to (one row per chunk, or one
+    per token of a decode-shaped step): whose block table and state slot the row uses."""
+    if not per_row:
+        return list(chunks)
+    return [c for c in chunks for _ in c.token_ids]
 
 
 def decode_buckets(max_batch: int) -> list[int]:

@@ -107,6 +107,13 @@ GEMV_SILU_NVFP4_SINGLE = S("gemv_nvfp4", "gemv_silu_nvfp4_bf16_single",
                            "gate_up:ptr w:ptr " + _NVFP4)
 DEQUANT_NVFP4 = S("gemv_nvfp4", "dequant_nvfp4_bf16",
                   "w:ptr scale:ptr row_scale:ptr w_out:ptr n:u32 k:u32")
+# the same FP8 / NVFP4 products on tensor cores for decode batches of 1..64 rows
+# (kernels/hopper/common/gemv_mma_quant.cu): the quantized bytes stream once for any m; the
+# _SMALL entry points take m <= 8 only (fewer registers: two blocks per SM)
+GEMV_MMA_FP8 = S("gemv_mma_quant", "gemv_mma_fp8_bf16", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_MMA_FP8_SMALL = S("gemv_mma_quant", "gemv_mma_fp8_bf16_small", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_MMA_NVFP4 = S("gemv_mma_quant", "gemv_mma_nvfp4_bf16", "x:ptr w:ptr " + _NVFP4)
+GEMV_MMA_NVFP4_SMALL = S("gemv_mma_quant", "gemv_mma_nvfp4_bf16_small", "x:ptr w:ptr " + _NVFP4)
 # the same products with Hopper warpgroup MMA (kernels/hopper/common/gemm_sm90.cu, sm_90a
 # only): 128x256 tiles for prefill, launched with GEMM_SM90_SMEM bytes of dynamic shared memory
 GEMM_SM90 = S("gemm_sm90", "gemm_sm90_bf16", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
@@ -137,8 +144,9 @@ ATTN_GATE = S("attn_gate", "sigmoid_gate_mul_bf16",
 # --- Gated-DeltaNet (linear attention) ------------------------------------------------------
 # Per-sequence recurrent state lives in slot-indexed pools: state_slots i32 [num_seqs]; a
 # sequence whose chunk starts at position 0 (kv_lens[b] == its q_len, from cu_q) starts from
-# zero state and ignores what the slot held. conv_state is bf16 [slots, kernel - 1, channels]
-# (the last kernel - 1 inputs, oldest first); the delta-rule state is f32 [slots, hv, dk, dv].
+# zero state and ignores what the slot held. conv_state is bf16 [slots, kernel, channels], a
+# ring holding the input at position p in row p % kernel (history below position 0 reads
+# zero); the delta-rule state is f32 [slots, hv, dk, dv].
 # causal depthwise conv1d + SiLU over channels = the first `channels` columns of x's rows
 # (x_pitch elements apart); w is bf16 [channels, kernel]; out bf16 [tokens, channels]:
 # out[t, c] = bf16(silu(bf16(sum_j w[c, j] * x[t - kernel + 1 + j, c]))), history from the state.
@@ -157,10 +165,27 @@ GATED_DELTA_CHUNK = S(
     "gated_delta", "gated_delta_chunk_bf16",
     "qkv:ptr qkv_pitch:u32 ba:ptr ba_pitch:u32 a_log:ptr dt_bias:ptr state:ptr "
     "state_slots:ptr cu_q:ptr kv_lens:ptr out:ptr num_seqs:u32 hk:u32 hv:u32 dk:u32 dv:u32")
+# the chunked form with its K K^T, Q K^T, K S, Q S and K^T V' products on tensor cores (f32
+# operands split into bf16 hi + lo parts: near-f32 products); dk a multiple of 16
+GATED_DELTA_CHUNK_TC = S(
+    "gated_delta", "gated_delta_chunk_tc_bf16",
+    "qkv:ptr qkv_pitch:u32 ba:ptr ba_pitch:u32 a_log:ptr dt_bias:ptr state:ptr "
+    "state_slots:ptr cu_q:ptr kv_lens:ptr out:ptr num_seqs:u32 hk:u32 hv:u32 dk:u32 dv:u32")
 GATED_DELTA_STEP = S(
     "gated_delta", "gated_delta_step_bf16",
     "qkv:ptr qkv_pitch:u32 ba:ptr ba_pitch:u32 a_log:ptr dt_bias:ptr state:ptr "
     "state_slots:ptr cu_q:ptr kv_lens:ptr out:ptr num_seqs:u32 hk:u32 hv:u32 dk:u32 dv:u32")
+
+# a Gated-DeltaNet layer's decode step between its projections, in one launch (gdn_decode.cu):
+# conv1d update + SiLU, q/k L2 norms, the recurrent delta-rule step and the gated RMSNorm,
+# equal to CONV1D, GATED_DELTA_STEP and GATED_RMSNORM in turn. proj rows (proj_pitch apart)
+# are the fused input projection [q | k | v | z | b | a]; conv_w bf16 [conv_dim, kernel];
+# norm_w bf16 [dv]; out bf16 [tokens, hv * dv]; one token per sequence.
+GDN_DECODE = S(
+    "gdn_decode", "gated_deltanet_decode_bf16",
+    "proj:ptr proj_pitch:u32 conv_w:ptr conv_state:ptr a_log:ptr dt_bias:ptr norm_w:ptr "
+    "state:ptr state_slots:ptr cu_q:ptr kv_lens:ptr out:ptr num_seqs:u32 hk:u32 hv:u32 dk:u32 "
+    "dv:u32 kernel:u32 eps:f32")
 
 # --- attention ---------------------------------------------------------------------------
 PREFILL_ATTN = S(
@@ -247,18 +272,59 @@ MOE_TOPK_SOFTMAX = S("moe_router", "moe_topk_softmax_f32",
 MOE_TOPK_SIGMOID = S("moe_router", "moe_topk_sigmoid_f32",
                      "logits:ptr bias:ptr topk_ids:ptr topk_weights:ptr tokens:u32 experts:u32 "
                      "top_k:u32 renormalize:u32 scale:f32")
+# Decode router (1..8 tokens) in one launch: logits f32 [tokens, experts] = the bf16 product
+# x bf16 [tokens, hidden] . w_gate bf16 [experts, hidden] widened (as GEMV_F32OUT writes it),
+# then the top-k of the kernels above from them; the last block routes (counter: one u32,
+# zero before and after)
+# With shared_slots > 0 (a shared expert folded in as that many slots after the top_k routed
+# ones, ops.moe.MoeShape.shared_slots) shared_gate is its gate row bf16 [hidden]:
+# shared_logits f32 [tokens] = bf16(x . shared_gate), and slot top_k + c of each token gets
+# id experts + c, weight bf16(sigmoid(shared logit)); ids/weights rows are top_k +
+# shared_slots long.
+MOE_GATE_TOPK_SOFTMAX = S("moe_router", "moe_gate_topk_softmax_bf16",
+                          "x:ptr w_gate:ptr shared_gate:ptr logits:ptr shared_logits:ptr "
+                          "topk_ids:ptr topk_weights:ptr counter:ptr tokens:u32 experts:u32 "
+                          "hidden:u32 top_k:u32 shared_slots:u32 renormalize:u32 scale:f32")
+MOE_GATE_TOPK_SIGMOID = S("moe_router", "moe_gate_topk_sigmoid_bf16",
+                          "x:ptr w_gate:ptr shared_gate:ptr bias:ptr logits:ptr "
+                          "shared_logits:ptr topk_ids:ptr topk_weights:ptr counter:ptr "
+                          "tokens:u32 experts:u32 hidden:u32 top_k:u32 shared_slots:u32 "
+                          "renormalize:u32 scale:f32")
 # Decode (1..8 tokens), one launch per projection over all selected experts. Weights:
 # w_gate_up bf16 [experts, 2 inter, hidden] (gate rows, then up rows), w_down bf16
 # [experts, hidden, inter]. act bf16 [tokens, top_k, inter] = swiglu of the selected
 # expert's gate/up products (each rounded to bf16 first); an id outside [0, experts) gives
-# zeros there and nothing in the sum.
+# zeros there and nothing in the sum. Slots top_k .. top_k + shared_slots - 1 of a token are
+# the shared expert's intermediate columns in chunks of inter (shared_gate_up bf16
+# [2 shared_inter, hidden], gate rows then up rows; shared_down bf16 [hidden, shared_inter];
+# act past shared_inter is zero, which the down kernels rely on); act/ids/weights rows are
+# top_k + shared_slots long.
 MOE_GATE_UP_SILU = S("moe_decode", "moe_gate_up_silu_bf16",
                      "x:ptr w_gate_up:ptr topk_ids:ptr act:ptr tokens:u32 top_k:u32 hidden:u32 "
-                     "inter:u32 experts:u32")
-# out bf16 [tokens, hidden] = bf16(sum_j topk_weights[t, j] * bf16(act[t, j] . w_down[e_j]))
+                     "inter:u32 experts:u32 shared_gate_up:ptr shared_slots:u32 "
+                     "shared_inter:u32")
+# out bf16 [tokens, hidden] = bf16(sum_j topk_weights[t, j] * bf16(act[t, j] . w_down[e_j]));
+# with shared slots: bf16(that sum) + bf16(topk_weights[t, top_k] * bf16(shared act .
+# shared_down)) (transformers' bf16 op boundaries); a block covers rows_per_block rows of one
+# token for all its slots (ops.moe.down_rows)
 MOE_DOWN_SUM = S("moe_decode", "moe_down_sum_bf16",
                  "act:ptr w_down:ptr topk_ids:ptr topk_weights:ptr out:ptr tokens:u32 "
-                 "top_k:u32 hidden:u32 inter:u32 experts:u32")
+                 "top_k:u32 hidden:u32 inter:u32 experts:u32 rows_per_block:u32 "
+                 "shared_down:ptr shared_slots:u32 shared_inter:u32")
+# the same sum s, then the residual add and the next RMSNorm (add_rmsnorm's numerics):
+# residual = bf16(residual + bf16(s)) in place, normed = RMSNorm(residual) * w; the last
+# block of each token normalizes its row (counters u32 [tokens]: zero before, zero after)
+MOE_DOWN_ADD_RMSNORM = S("moe_decode", "moe_down_add_rmsnorm_bf16",
+                         "act:ptr w_down:ptr topk_ids:ptr topk_weights:ptr residual:ptr w:ptr "
+                         "normed:ptr counters:ptr tokens:u32 top_k:u32 hidden:u32 inter:u32 "
+                         "experts:u32 rows_per_block:u32 shared_down:ptr shared_slots:u32 "
+                         "shared_inter:u32 eps:f32")
+# ... with zero-centred norm weights (RMSNorm(residual) * (1 + w), as ADD_RMSNORM_OFFSET)
+MOE_DOWN_ADD_RMSNORM_OFFSET = S("moe_decode", "moe_down_add_rmsnorm_offset_bf16",
+                                "act:ptr w_down:ptr topk_ids:ptr topk_weights:ptr residual:ptr "
+                                "w:ptr normed:ptr counters:ptr tokens:u32 top_k:u32 hidden:u32 "
+                                "inter:u32 experts:u32 rows_per_block:u32 shared_down:ptr "
+                                "shared_slots:u32 shared_inter:u32 eps:f32")
 # Grouped path (more tokens): the slots s = t * top_k + j are sorted by expert into M-tiles
 # of ops.moe.MOE_TILE_M rows. sorted_slots i32 [max_tiles * MOE_TILE_M] (-1 = padding),
 # tile_expert i32 [max_tiles] (-1 = unused tile). Slots of one expert keep ascending order.
@@ -294,6 +360,20 @@ MOE_GROUPED_DOWN_SM90 = S("moe_grouped_sm90", "moe_grouped_down_sm90_bf16",
 # f32 (a bf16-rounded logit, as the f32-output linear writes it); out may alias routed.
 MOE_SHARED_ADD = S("moe_shared", "moe_shared_add_bf16",
                    "routed:ptr shared:ptr gate:ptr out:ptr tokens:u32 hidden:u32 gate_stride:u32")
+
+# --- expert parallelism (kernels/<hw>/common/moe_ep.cu) ---------------------------------------
+# in place over the first `width` columns of ids i32 [rows, stride] (the routed top-k ids;
+# a shared expert's slots follow them): e - first where first <= e < first + count (an
+# expert this rank holds, as its local index), else -1 (skipped by the expert kernels)
+MOE_EP_LOCALIZE = S("moe_ep", "moe_ep_localize_i32",
+                    "ids:ptr rows:u32 stride:u32 width:u32 first:u32 count:u32")
+
+# --- one-shot all-reduce over peer-mapped workspaces (kernels/<hw>/common/allreduce.cu) -------
+# out bf16 [count] = bf16(sum over ranks r in order of float(in_r)), through each rank's
+# workspace (peers: u64 [world], every rank's workspace as mapped here; layout and protocol
+# in the .cu file and ops/allreduce.py); out may alias in
+ALLREDUCE_ONESHOT = S("allreduce", "allreduce_oneshot_bf16",
+                      "peers:ptr in:ptr out:ptr count:u32 capacity:u32 world:u32 rank:u32")
 
 # --- benchmark-only synthetic weights (kernels/<hw>/common/fill_random.cu) ---------------------
 # out bf16 [n] = bf16(mean + std * z_i), z_i ~ N(0, 1): Box-Muller over SplitMix64 of the

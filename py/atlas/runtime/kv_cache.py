@@ -139,6 +139,14 @@ class KvCacheConfig:
     max_seq_len: int
     block_size: int = DEFAULT_BLOCK_SIZE
     dtype: DType = DType.BF16
+    #: block-table rows when more than max_batch_size: a speculative verification step
+    #: gives each of a sequence's K + 1 rows its own row (decode attention reads row i's
+    #: table and kv_len), so the table has max_batch_size * (K + 1) rows
+    table_rows: int = 0
+
+    @property
+    def num_table_rows(self) -> int:
+        return max(self.table_rows, self.max_batch_size)
 
     @property
     def max_blocks_per_seq(self) -> int:
@@ -163,7 +171,7 @@ class KvCacheConfig:
 
     @property
     def block_table_bytes(self) -> int:
-        return 4 * self.max_batch_size * self.max_blocks_per_seq
+        return 4 * self.num_table_rows * self.max_blocks_per_seq
 
     @property
     def max_tokens(self) -> int:
@@ -174,7 +182,7 @@ class KvCacheConfig:
              max_seq_len: int, total_memory: int, weight_bytes: int, arena_bytes: int,
              gpu_memory_utilization: float = 0.9, free_memory: int | None = None,
              block_size: int = DEFAULT_BLOCK_SIZE, dtype: DType = DType.BF16,
-             max_num_blocks: int | None = None) -> "KvCacheConfig":
+             max_num_blocks: int | None = None, table_rows: int = 0) -> "KvCacheConfig":
         """Size the pool. The policy, in order:
 
         1. budget = total_memory * gpu_memory_utilization - weight_bytes - arena_bytes
@@ -198,7 +206,7 @@ class KvCacheConfig:
                              f"{gpu_memory_utilization}")
         per_block = kv_bytes_per_block(num_layers, num_kv_heads, head_dim, block_size, dtype)
         per_seq = -(-max_seq_len // block_size)
-        table_bytes = 4 * max_batch_size * per_seq
+        table_bytes = 4 * max(table_rows, max_batch_size) * per_seq
         budget = int(total_memory * gpu_memory_utilization) - weight_bytes - arena_bytes \
             - table_bytes
         if free_memory is not None:
@@ -221,7 +229,7 @@ class KvCacheConfig:
                 f"{arena_bytes:,}{'' if free_memory is None else f', free {free_memory:,}'}); "
                 "lower --max-seq-len or raise --gpu-memory-utilization")
         return cls(num_layers, num_kv_heads, head_dim, num_blocks, max_batch_size,
-                   max_seq_len, block_size, dtype)
+                   max_seq_len, block_size, dtype, table_rows)
 
 
 def kv_bytes_per_block(num_layers: int, num_kv_heads: int, head_dim: int, block_size: int,
@@ -255,7 +263,7 @@ class PagedKvCache:
         self.k_ptrs: tuple[DevicePtr, ...] = tuple(self._pools + 2 * layer * stride
                                                    for layer in range(cfg.num_layers))
         self.v_ptrs: tuple[DevicePtr, ...] = tuple(p + stride for p in self.k_ptrs)
-        rows, cols = cfg.max_batch_size, cfg.max_blocks_per_seq
+        rows, cols = cfg.num_table_rows, cfg.max_blocks_per_seq
         self.block_tables: DevicePtr = backend.alloc(4 * rows * cols)
         self.block_tables_host = backend.alloc_host_pinned(4 * rows * cols).view(
             np.int32).reshape(rows, cols)

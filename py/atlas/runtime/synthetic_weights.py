@@ -114,6 +114,30 @@ class SyntheticWeights:
         return LoadReport({n: dst[n] for n in wanted}, {"synthetic": "device"}, done,
                           time.perf_counter() - t0)
 
+    def upload_slice(self, backend: GpuBackend, name: str, rows: slice, dst: DevicePtr,
+                     cols: slice | None = None) -> None:
+        """`tensor[rows, cols]` of tensor `name` (its leading axis by the flattened rest, as
+        `WeightStore.read_slice` reads it) at `dst`, row-major: a tensor- or expert-parallel
+        rank's share. The whole tensor is made in scratch and the block copied, so the rank
+        holds exactly the values one process would."""
+        _, shape = self._expected[name]
+        row_bytes = self._nbytes(name) // shape[0]
+        item = row_bytes // max(1, math.prod(shape[1:]))
+        r0, r1, _ = rows.indices(shape[0])
+        c0, c1, _ = (cols or slice(None)).indices(row_bytes // item)
+        scratch = backend.alloc(self._nbytes(name))
+        try:
+            self.upload(backend, [name], {name: scratch})
+            if (c0, c1) == (0, row_bytes // item):  # whole rows: one copy
+                backend.copy_d2d(dst, scratch + r0 * row_bytes, (r1 - r0) * row_bytes)
+            else:
+                width = (c1 - c0) * item
+                for i, r in enumerate(range(r0, r1)):
+                    backend.copy_d2d(dst + i * width, scratch + r * row_bytes + c0 * item, width)
+            backend.synchronize()
+        finally:
+            backend.free(scratch)
+
     def normal_params(self, name: str, shape: Sequence[int]) -> tuple[float, float]:
         """(mean, std) of a bf16 tensor's normal draw."""
         for suffix, params in HYBRID_SCALARS.items():

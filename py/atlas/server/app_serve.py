@@ -13,7 +13,7 @@ from aiohttp import web
 from ..engine.block_manager import BlockPool
 from ..engine.core import EngineCore
 from ..engine.scheduling_policy import make_policy
-from ..engine.speculative import Speculator, make_drafter
+from ..engine.speculative import Drafter, Speculator, make_drafter
 from ..model.batch import StepExecutor
 from ..runtime.kv_cache import BlockAllocator
 from .app import build_app, start_server
@@ -31,7 +31,7 @@ class EngineLimits:
     scheduling_policy: str = "fifo"
     tbt_deadline_ms: float = 100.0
     prefix_caching: bool = True
-    speculative: str | None = None   # a drafter name ("ngram"); None: no speculation
+    speculative: str | None = None   # a drafter name ("ngram", "mtp"); None: no speculation
     num_draft_tokens: int = 3
 
 
@@ -43,9 +43,16 @@ def build_engine(executor: StepExecutor, limits: EngineLimits, ctx: ServerContex
         max_num_seqs=limits.max_num_seqs, max_seq_len=limits.max_seq_len,
         policy=make_policy(limits.scheduling_policy, limits.tbt_deadline_ms),
         pool_factory=pool_factory, prefix_caching=limits.prefix_caching,
-        speculator=Speculator(make_drafter(limits.speculative), limits.num_draft_tokens)
+        speculator=Speculator(_drafter(limits.speculative, executor), limits.num_draft_tokens)
         if limits.speculative else None)
     return AsyncEngine(lambda sink: EngineThread(core, sink, ctx.metrics), loop)
+
+
+def _drafter(name: str, executor: StepExecutor) -> Drafter:
+    """The named drafter; "mtp" drafts what the executor's MTP head proposed."""
+    if name == "mtp":
+        return make_drafter(name, source=getattr(executor, "mtp_drafts"))
+    return make_drafter(name)
 
 
 async def serve(ctx: ServerContext, host: str, port: int, load: Callable[[], StepExecutor],

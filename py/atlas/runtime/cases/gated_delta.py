@@ -6,7 +6,9 @@ reference kernels (which evaluate the chunked WY form and a vectorized recurrenc
 mix sequences that start at position 0 (their slot holds NaN: a kernel that reads it fails)
 with ones that continue from a stored state, use padded row pitches, grouped key heads,
 chunk-boundary lengths (1, 63, 64, 65, 130) and, for the GPU, one 4,096-token sequence
-with slow decay so the state carries information across all 64 chunks. The decode case
+with slow decay so the state carries information across all 64 chunks; the chunked cases
+run on both chunked kernels (CUDA cores, tensor cores), the latter also at Qwen3.5-35B-A3B's
+exact heads. The decode case
 runs the recurrent kernel token after token over a 96-token sequence.
 """
 
@@ -72,8 +74,9 @@ def _bf16_round(x: float) -> float:
 
 def _case(rng: np.random.Generator, name: str, h: Heads, lens: list[int], starts: list[int],
           mode: str, a_range: tuple[float, float] = (0.02, 0.5)) -> KernelCase:
-    """mode: "chunk" (one chunked launch), "step" (one recurrent launch, a token per
-    sequence) or "loop" (one sequence, a recurrent launch per token)."""
+    """mode: "chunk" (one chunked launch on CUDA cores), "chunk_tc" (on tensor cores),
+    "step" (one recurrent launch, a token per sequence) or "loop" (one sequence, a recurrent
+    launch per token)."""
     n, total = len(lens), sum(lens)
     qkv_pitch, ba_pitch = h.row + 8, 2 * h.hv + 6
     slots = rng.permutation(n + 2)[:n].astype(np.int32)
@@ -102,7 +105,8 @@ def _case(rng: np.random.Generator, name: str, h: Heads, lens: list[int], starts
             linear_attention.gated_delta_rule(kc, stream, p["qkv"], qkv_pitch, p["ba"],
                                               ba_pitch, *args, p["cu_q"], p["kv_lens"],
                                               p["out"], n, h.hk, h.hv, h.dk, h.dv,
-                                              recurrent=mode == "step")
+                                              recurrent=mode == "step",
+                                              tensor_cores=mode == "chunk_tc")
             return
         for t in range(total):
             linear_attention.gated_delta_rule(
@@ -147,4 +151,11 @@ def gated_delta_cases(rng: np.random.Generator) -> list[KernelCase]:
         _case(rng, "gdn_step_batch_model_dims", model, [1] * 3, [4, 0, 17], "step"),
         _case(rng, "gdn_step_decode_96", small, [96], [3], "loop"),
         _case(rng, f"gdn_chunk_4096_{LONG}", model, [4096], [0], "chunk", (0.001, 0.02)),
+        _case(rng, "gdn_chunk_tc_mixed", small, [1, 63, 64, 65, 130], [0, 7, 0, 200, 0],
+              "chunk_tc"),
+        _case(rng, "gdn_chunk_tc_model_dims", model, [70, 3], [0, 12], "chunk_tc"),
+        _case(rng, "gdn_chunk_tc_qwen3.5-35b-a3b", Heads(hk=16, hv=32, dk=128, dv=128), [24],
+              [30], "chunk_tc"),
+        _case(rng, f"gdn_chunk_tc_4096_{LONG}", model, [4096], [0], "chunk_tc",
+              (0.001, 0.02)),
     ]

@@ -20,6 +20,13 @@ def _rb(x: np.ndarray) -> np.ndarray:
     return round_bf16(np.asarray(x, dtype=np.float32)).astype(np.float64)
 
 
+def naive_gated_norm(x: np.ndarray, z: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    """float64 x, z [..., dim] bf16-valued, w [dim]: bf16(w * bf16(RMSNorm(x))) * silu(z)
+    (the final bf16 rounding is the comparison's)."""
+    normed = _rb(x / np.sqrt((x * x).mean(-1, keepdims=True) + eps))
+    return _rb(w * normed) * z / (1.0 + np.exp(-z))
+
+
 def _norm_case(rng: np.random.Generator, tokens: int, heads: int, dim: int) -> KernelCase:
     z_pitch = heads * dim + 40
     inputs = {"x": random_bf16(rng, (tokens, heads * dim), 0.2),
@@ -35,8 +42,7 @@ def _norm_case(rng: np.random.Generator, tokens: int, heads: int, dim: int) -> K
         z = bf16_bits_to_f32(inp["z"]).astype(np.float64)[:, :heads * dim].reshape(
             tokens, heads, dim)
         w = bf16_bits_to_f32(inp["w"]).astype(np.float64)
-        normed = _rb(x / np.sqrt((x * x).mean(-1, keepdims=True) + EPS))
-        return {"out": _rb(w * normed) * z / (1.0 + np.exp(-z))}
+        return {"out": naive_gated_norm(x, z, w, EPS)}
 
     return KernelCase(f"gated_rmsnorm_t{tokens}_h{heads}_d{dim}", "gated_rmsnorm", inputs,
                       {"out": OutputSpec(DType.BF16, (tokens, heads * dim))}, run, oracle)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.dtype import DType
-from ...core.numerics import f32_to_fp8_e4m3
 from ...core.quant import Fp8ScaleMap, dequantize_fp8
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
@@ -18,23 +17,27 @@ from .quant_linear import quant_linear_case
 
 def random_fp8(rng: np.random.Generator, n: int, k: int, layout: str
                ) -> tuple[np.ndarray, np.ndarray, Fp8ScaleMap]:
-    """Codes spanning E4M3's range (subnormals included) and positive scales that keep
-    outputs O(1): (codes uint8 [n, k], scales float32, map)."""
+    """Uniformly random E4M3 codes (every finite code, subnormals and both zeros included;
+    NaN codes 0x7F / 0xFF become 0x7E / 0xFE) and positive scales that keep outputs O(1):
+    (codes uint8 [n, k], scales float32, map)."""
     smap = {"block": lambda: Fp8ScaleMap.block(n, k), "channel": lambda: Fp8ScaleMap.channel(n),
             "tensor": Fp8ScaleMap.tensor}[layout]()
-    codes = f32_to_fp8_e4m3(rng.standard_normal((n, k)).astype(np.float32) * 60.0)
-    scales = (rng.uniform(0.5, 2.0, smap.shape or (1,)) / (60.0 * k ** 0.5)).astype(np.float32)
+    codes = rng.integers(0, 256, (n, k), dtype=np.uint8)
+    codes[(codes & 0x7F) == 0x7F] ^= 1
+    scales = (rng.uniform(0.5, 2.0, smap.shape or (1,)) / (150.0 * k ** 0.5)).astype(np.float32)
     return codes, scales.reshape(smap.shape), smap
 
 
 def fp8_linear_case(rng: np.random.Generator, layout: str, m: int, n: int, k: int,
-                    silu: bool = False) -> KernelCase:
+                    silu: bool = False, mma: bool = False) -> KernelCase:
+    """`mma`: the tensor-core GEMV (module gemv_mma_quant), else the CUDA-core route."""
     codes, scales, smap = random_fp8(rng, n, k, layout)
+    kind = "gemv_mma_fp8" if mma else "gemv_fp8"
     return quant_linear_case(
-        rng, f"gemv_fp8{'_silu' if silu else ''} {layout} m{m} n{n} k{k}", "gemv_fp8", m, n, k,
-        silu, {"w": codes, "s": scales.reshape(-1)},
-        lambda p: Fp8Weight(p["w"], p["s"], n, k, smap),
-        lambda v: dequantize_fp8(v["w"], v["s"].reshape(smap.shape), smap))
+        rng, f"{kind}{'_silu' if silu else ''} {layout} m{m} n{n} k{k}",
+        "gemv_mma_quant" if mma else "gemv_fp8", m, n, k, silu,
+        {"w": codes, "s": scales.reshape(-1)}, lambda p: Fp8Weight(p["w"], p["s"], n, k, smap),
+        lambda v: dequantize_fp8(v["w"], v["s"].reshape(smap.shape), smap), mma)
 
 
 def dequant_case(rng: np.random.Generator, n: int, k: int) -> KernelCase:

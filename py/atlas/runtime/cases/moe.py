@@ -88,6 +88,23 @@ def oracle_experts(x: np.ndarray, w_gate_up: np.ndarray, w_down: np.ndarray, ids
     return {"act": act, "y": y, "out": out}
 
 
+def oracle_shared(x: np.ndarray, w_gate_up: np.ndarray, w_down: np.ndarray,
+                  gate_weight: np.ndarray, routed: np.ndarray, inter: int
+                  ) -> dict[str, np.ndarray]:
+    """A shared expert folded in as slots after the routed ones: act [tokens, slots, inter]
+    (its columns in chunks of inter, zeros past its width) and out = bf16(routed) +
+    bf16(gate_weight * y_shared), transformers' bf16 op boundaries."""
+    hidden, width = w_down.shape
+    slots = -(-width // inter)
+    act = np.zeros((len(x), slots * inter))
+    out = np.zeros((len(x), hidden))
+    for t in range(len(x)):
+        a, y = oracle_slot(x[t], w_gate_up, w_down)
+        act[t, :width] = a
+        out[t] = _bf16(routed[t]) + _bf16(float(gate_weight[t]) * y)
+    return {"act": act.reshape(len(x), slots, inter), "out": out}
+
+
 def oracle_align(flat_ids: np.ndarray, experts: int, tiles: int
                  ) -> tuple[np.ndarray, np.ndarray]:
     sorted_slots, tile_expert = [], []
@@ -112,6 +129,25 @@ def expert_weights(rng: np.random.Generator, shape: moe.MoeShape
     """bf16 bits of w_gate_up [E, 2I, H] and w_down [E, H, I], outputs O(1)."""
     e, h, i = shape.experts, shape.hidden, shape.inter
     return random_bf16(rng, (e, 2 * i, h), h ** -0.5), random_bf16(rng, (e, h, i), i ** -0.5)
+
+
+def shared_inputs(rng: np.random.Generator, shape: moe.MoeShape, ids: np.ndarray,
+                  weights: np.ndarray) -> dict[str, np.ndarray]:
+    """A shared expert's weights (bf16 bits) and the routing rows the fused router writes
+    for it: ids extended by experts + c, weights by its gate weight bf16(sigmoid(logit))."""
+    h, w = shape.hidden, shape.shared_inter
+    tokens, m = len(ids), shape.shared_slots
+    gate = _bf16(1.0 / (1.0 + np.exp(-rng.standard_normal(tokens) * 2)))
+    return {"sh_gate_up": random_bf16(rng, (2 * w, h), h ** -0.5),
+            "sh_down": random_bf16(rng, (h, w), w ** -0.5),
+            "topk_ids": np.concatenate([ids, np.tile(shape.experts + np.arange(m), (tokens, 1))],
+                                       axis=1).astype(np.int32),
+            "topk_weights": np.concatenate([weights, np.repeat(gate[:, None], m, axis=1)],
+                                           axis=1).astype(np.float32)}
+
+
+def _shared_ptrs(p: dict[str, DevicePtr]) -> moe.SharedExpertWeights | None:
+    return moe.SharedExpertWeights(p["sh_gate_up"], p["sh_down"], 0) if "sh_down" in p else None
 
 
 def _f64(bits: np.ndarray) -> np.ndarray:
@@ -152,6 +188,94 @@ def _bf16_logits(rng: np.random.Generator, tokens: int, experts: int, scale: flo
     return bf16_bits_to_f32(random_bf16(rng, (tokens, experts), scale))
 
 
+def gate_case(name: str, x: np.ndarray, w_gate: np.ndarray, top_k: int, sigmoid: bool = False,
+              bias: np.ndarray | None = None, renormalize: bool = True, scale: float = 1.0,
+              shared_gate: np.ndarray | None = None, shared_slots: int = 1) -> KernelCase:
+    """The fused decode router (gate GEMV + top-k) on bf16 bits x [tokens, hidden] and
+    w_gate [experts, hidden], launched twice over one counter (the second launch routes
+    only if the first left it at zero, as a graph replay needs); with `shared_gate` (bits
+    [hidden]) a shared expert's `shared_slots` slots follow each token's top-k."""
+    tokens, hidden = x.shape
+    experts = len(w_gate)
+    m = shared_slots if shared_gate is not None else 0
+    shape = moe.MoeShape(experts, top_k, hidden, 16, shared_inter=16 * m)
+    inputs = {"x": x, "w_gate": w_gate, "counter": np.zeros(1, np.int32)}
+    if bias is not None:
+        inputs["bias"] = bias.astype(np.float32)
+    outputs = {"counter": OutputSpec(DType.I32, (1,))}
+    if m:
+        inputs["shared_gate"] = shared_gate
+        outputs["shared_logits"] = OutputSpec(DType.FP32, (tokens,), bf16_valued=True)
+    for sfx in ("", "2"):
+        outputs |= {"logits" + sfx: OutputSpec(DType.FP32, (tokens, experts), bf16_valued=True),
+                    "topk_ids" + sfx: OutputSpec(DType.I32, (tokens, top_k + m)),
+                    "topk_weights" + sfx: OutputSpec(DType.FP32, (tokens, top_k + m))}
+    scoring = "sigmoid" if sigmoid else "softmax"
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        routing = moe.Routing(scoring, renormalize, scale, p.get("bias", 0))
+        shared = moe.SharedExpertWeights(0, 0, p["shared_gate"]) if m else None
+        for sfx in ("", "2"):
+            moe.gate_topk(KernelCache(backend), stream, p["x"], p["w_gate"], p["logits" + sfx],
+                          p["topk_ids" + sfx], p["topk_weights" + sfx], p["counter"], tokens,
+                          shape, routing, shared, p.get("shared_logits", 0))
+
+    def oracle(inp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        xs = _f64(inp["x"])
+        logits = _bf16(xs @ _f64(inp["w_gate"]).T)
+        r = oracle_router(logits, top_k, sigmoid, inp.get("bias"), renormalize, scale)
+        ids, w = r["topk_ids"], r["topk_weights"]
+        out = {"counter": np.zeros(1)}
+        if m:
+            g = _bf16(xs @ _f64(inp["shared_gate"]))
+            out["shared_logits"] = g
+            ids = np.concatenate([ids, np.tile(experts + np.arange(m), (tokens, 1))], axis=1)
+            w = np.concatenate([w, np.repeat(_bf16(1 / (1 + np.exp(-g)))[:, None], m, 1)], 1)
+        for sfx in ("", "2"):
+            out |= {"logits" + sfx: logits, "topk_ids" + sfx: ids, "topk_weights" + sfx: w}
+        return out
+
+    return KernelCase(name, "moe_router", inputs, outputs, run, oracle)
+
+
+def _exact_gate(rng: np.random.Generator, tokens: int, experts: int, hidden: int,
+                step: float = 1 / 16, span: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """x, w_gate on small integer grids (x in -span..span, w the same times `step`, a power
+    of two): every dot product is exact in float32 whatever the summation order, so the
+    device's bf16 logits equal the reference's bit for bit and the top-k ids (compared
+    exactly) cannot flip on a rounding difference; equal logits (ties) are frequent."""
+    x = rng.integers(-span, span + 1, (tokens, hidden)).astype(np.float32)
+    w = rng.integers(-span, span + 1, (experts, hidden)).astype(np.float32) * step
+    return f32_to_bf16_bits(x), f32_to_bf16_bits(w)
+
+
+def _gate_cases(rng: np.random.Generator) -> list[KernelCase]:
+    """Fused router cases: the leaf shapes (Qwen3-30B-A3B: 128 experts, hidden 2048, top-8;
+    Qwen3.5-35B-A3B: 256 experts with a shared expert's gate) at 1 and 8 tokens, exact ties,
+    sigmoid with a bias, an expert count not a multiple of the block's 8 rows. Inputs on
+    exact grids (logits of typical size: x, w in -1..1, w / 64) except one small random
+    case, whose 256-term sums leave a rounding flip at the k-th place vanishingly rare."""
+    def leaf(t: int, e: int) -> tuple[np.ndarray, np.ndarray]:
+        return _exact_gate(rng, t, e, 2048, 1 / 64, 1)
+
+    bias = bf16_bits_to_f32(random_bf16(rng, (64,), 0.5))
+    return [gate_case("moe_gate_topk softmax leaf t1 e128 h2048 k8", *leaf(1, 128), 8),
+            gate_case("moe_gate_topk softmax leaf t8 e128 h2048 k8", *leaf(8, 128), 8),
+            gate_case("moe_gate_topk softmax t3 e256 h2048 k8 (qwen3.5-35b-a3b)",
+                      *leaf(3, 256), 8),
+            gate_case("moe_gate_topk softmax exact ties t5 e60 h512 k4",
+                      *_exact_gate(rng, 5, 60, 512), 4),
+            gate_case("moe_gate_topk sigmoid bias t4 e64 h256 k6 scale 2.5",
+                      random_bf16(rng, (4, 256)), random_bf16(rng, (64, 256), 2 / 16), 6, True,
+                      bias, True, 2.5),
+            # a shared expert's gate as one more row: 256 + 1 rows (a block of one row)
+            gate_case("moe_gate_topk softmax shared t2 e256 h2048 k8 (qwen3.5-35b-a3b)",
+                      *leaf(2, 256), 8, shared_gate=_exact_gate(rng, 1, 1, 2048, 1 / 64, 1)[1][0]),
+            gate_case("moe_gate_topk softmax shared x3 t8 e8 h128 k3",
+                      *_exact_gate(rng, 8, 8, 128), 3,
+                      shared_gate=_exact_gate(rng, 1, 1, 128)[1][0], shared_slots=3)]
+
+
 @kernel_cases("moe_router")
 def router_cases(rng: np.random.Generator) -> list[KernelCase]:
     cases = [router_case("moe_topk softmax t5 e128 k8", _bf16_logits(rng, 5, 128), 8),
@@ -179,32 +303,40 @@ def router_cases(rng: np.random.Generator) -> list[KernelCase]:
     tied[0] = -200.0
     cases.append(router_case("moe_topk sigmoid ties + underflow e48 k6", tied, 6, True,
                              np.repeat(np.array([0.0, 0.25], np.float32), 24), True))
-    return cases
+    return cases + _gate_cases(rng)
 
 
 # ---- decode experts -----------------------------------------------------------------------
 def decode_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.ndarray
                 ) -> KernelCase:
     """moe_gate_up_silu then moe_down_sum, act checked on its own (it is the first kernel's
-    output and the second one's input)."""
-    tokens = len(ids)
+    output and the second one's input); with shape.shared_inter, a shared expert folded in
+    as shape.shared_slots more slots."""
+    tokens, k = len(ids), shape.top_k
     w_gu, w_d = expert_weights(rng, shape)
     inputs = {"x": random_bf16(rng, (tokens, shape.hidden)), "w_gate_up": w_gu, "w_down": w_d,
               "topk_ids": ids.astype(np.int32),
-              "topk_weights": _routing_weights(rng, tokens, shape.top_k)}
-    outputs = {"act": OutputSpec(DType.BF16, (tokens, shape.top_k, shape.inter)),
+              "topk_weights": _routing_weights(rng, tokens, k)}
+    if shape.shared_inter:
+        inputs |= shared_inputs(rng, shape, ids, inputs["topk_weights"])
+    outputs = {"act": OutputSpec(DType.BF16, (tokens, shape.slots, shape.inter)),
                "out": OutputSpec(DType.BF16, (tokens, shape.hidden))}
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = KernelCache(backend)
         moe.decode_gate_up(kc, stream, p["x"], p["w_gate_up"], p["topk_ids"], p["act"], tokens,
-                           shape)
+                           shape, _shared_ptrs(p))
         moe.decode_down(kc, stream, p["act"], p["w_down"], p["topk_ids"], p["topk_weights"],
-                        p["out"], tokens, shape)
+                        p["out"], tokens, shape, _shared_ptrs(p))
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return oracle_experts(_f64(x["x"]), _f64(x["w_gate_up"]), _f64(x["w_down"]),
-                              x["topk_ids"], x["topk_weights"])
+        r = oracle_experts(_f64(x["x"]), _f64(x["w_gate_up"]), _f64(x["w_down"]),
+                           x["topk_ids"][:, :k], x["topk_weights"][:, :k])
+        if not shape.shared_inter:
+            return r
+        sh = oracle_shared(_f64(x["x"]), _f64(x["sh_gate_up"]), _f64(x["sh_down"]),
+                           x["topk_weights"][:, k], r["out"], shape.inter)
+        return {"act": np.concatenate([r["act"], sh["act"]], axis=1), "out": sh["out"]}
 
     return KernelCase(name, "moe_decode", inputs, outputs, run, oracle,
                       reference_abs_tol=ACT_REFERENCE_TOL)
@@ -237,8 +369,74 @@ def down_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.
                       {"out": OutputSpec(DType.BF16, (tokens, shape.hidden))}, run, oracle)
 
 
+def oracle_add_rmsnorm(resid: np.ndarray, delta: np.ndarray, w: np.ndarray, eps: float,
+                       offset: bool) -> dict[str, np.ndarray]:
+    """float64 residual = bf16(resid + bf16(delta)) and the RMSNorm of it with transformers'
+    op boundaries (bf16(w * bf16(r / rms)), or bf16(r / rms * (1 + w)) for offset weights)."""
+    r = _bf16(resid + _bf16(delta))
+    inv = 1.0 / np.sqrt((r * r).mean(axis=1, keepdims=True) + eps)
+    normed = _bf16(r * inv * (1.0 + w)) if offset else _bf16(w * _bf16(r * inv))
+    return {"residual": r, "normed": normed}
+
+
+def down_add_rmsnorm_case(rng: np.random.Generator, name: str, shape: moe.MoeShape,
+                          ids: np.ndarray, offset: bool = False) -> KernelCase:
+    """moe_down_add_rmsnorm(_offset) launched twice over the same counters (into two residual
+    rows sets): the second launch finds its last blocks only if the first left the counters
+    at zero, as a graph replay needs; the counters are checked to be zero after. With
+    shape.shared_inter the shared expert's slots follow (act zero past its width, as the
+    gate/up kernel leaves it)."""
+    tokens, eps, k = len(ids), 1e-6, shape.top_k
+    _, w_d = expert_weights(rng, shape)
+    resid = random_bf16(rng, (tokens, shape.hidden), 3.0)
+    act = random_bf16(rng, (tokens, shape.slots, shape.inter))
+    act.reshape(tokens, -1)[:, k * shape.inter + shape.shared_inter:] = 0
+    inputs = {"act": act, "w_down": w_d, "topk_ids": ids.astype(np.int32),
+              "topk_weights": _routing_weights(rng, tokens, k),
+              "residual": resid, "residual2": resid.copy(),
+              "norm_w": random_bf16(rng, (shape.hidden,), 1.0),
+              "counters": np.zeros(tokens, np.int32)}
+    if shape.shared_inter:
+        inputs |= shared_inputs(rng, shape, ids, inputs["topk_weights"])
+    spec = OutputSpec(DType.BF16, (tokens, shape.hidden))
+    outputs = {"residual": spec, "normed": spec, "residual2": spec, "normed2": spec,
+               "counters": OutputSpec(DType.I32, (tokens,))}
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        kc = KernelCache(backend)
+        for suffix in ("", "2"):
+            norm = moe.AddRmsNorm(p["residual" + suffix], p["norm_w"], p["normed" + suffix],
+                                  p["counters"], eps, offset)
+            moe.decode_down_add_rmsnorm(kc, stream, p["act"], p["w_down"], p["topk_ids"],
+                                        p["topk_weights"], norm, tokens, shape,
+                                        _shared_ptrs(p))
+
+    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        act, wd = _f64(x["act"]), _f64(x["w_down"])
+        delta = np.zeros((tokens, shape.hidden))
+        for t in range(tokens):
+            for j, e in enumerate(x["topk_ids"][t, :k]):
+                if 0 <= e < shape.experts:
+                    delta[t] += float(x["topk_weights"][t, j]) * _bf16(wd[e] @ act[t, j])
+        if shape.shared_inter:
+            sd = _f64(x["sh_down"])
+            y = _bf16(act[:, k:].reshape(tokens, -1)[:, :shape.shared_inter] @ sd.T)
+            delta = _bf16(delta) + _bf16(x["topk_weights"][:, k:k + 1].astype(np.float64) * y)
+        r = oracle_add_rmsnorm(_f64(x["residual"]), delta, _f64(x["norm_w"]), eps, offset)
+        return {"residual": r["residual"], "normed": r["normed"],
+                "residual2": r["residual"], "normed2": r["normed"],
+                "counters": np.zeros(tokens)}
+
+    return KernelCase(name, "moe_decode", inputs, outputs, run, oracle)
+
+
 @kernel_cases("moe_decode")
 def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
+    # first: the case the GPU check captures into a CUDA graph (first of its module): the
+    # fused down + add + RMSNorm at the Qwen3-30B-A3B leaf's shape (8 of its 128 experts)
+    leaf = moe.MoeShape(experts=8, top_k=8, hidden=2048, inter=768)
+    fused = [down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm leaf t2 h2048 i768 k8", leaf,
+                                   random_ids(rng, 2, 8, 8))]
     small = moe.MoeShape(experts=16, top_k=4, hidden=256, inter=96)
     ids3 = random_ids(rng, 3, 16, 4)
     ids3[1, 2] = -1  # an expert held by another rank
@@ -253,10 +451,39 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
                        random_ids(rng, 4, 8, 2))]
     # the Qwen3-30B-A3B per-expert shape (hidden 2048, inter 768, top-8) that the size leaf
     # compiles in; 8 experts keep the host reference small
-    leaf = moe.MoeShape(experts=8, top_k=8, hidden=2048, inter=768)
     cases.append(decode_case(rng, "moe_decode leaf t2 h2048 i768 k8", leaf,
                              random_ids(rng, 2, 8, 8)))
-    return cases
+    ids_bad = random_ids(rng, 3, 16, 4)
+    ids_bad[0, 3] = -1  # another rank's expert: nothing in the sum
+    # top_k 3: 5 rows a block, hidden 336 = 67 blocks and one of a single row
+    odd = moe.MoeShape(experts=12, top_k=3, hidden=336, inter=64)
+    # top_k 20 > one pass of 16 items: a block of one row takes two passes
+    wide = moe.MoeShape(experts=24, top_k=20, hidden=128, inter=32)
+    fused += [down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm t3 e16 k4 invalid id", small,
+                                    ids_bad),
+              down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm_offset t5 e12 k3 h336", odd,
+                                    random_ids(rng, 5, 12, 3), offset=True),
+              down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm t8 e24 k20 (two passes)", wide,
+                                    random_ids(rng, 8, 24, 20)),
+              down_case(rng, "moe_down_sum t2 e24 k20 (two passes) h128 i32", wide,
+                        random_ids(rng, 2, 24, 20))]
+    # a shared expert folded in: 48 columns in chunks of 32 (two slots, the second partial),
+    # as the tiny Qwen3.5-MoE / Qwen3-Next fixtures; then Qwen3.5-35B-A3B's per-expert shape
+    # (hidden 2048, inter 512, top-8, shared 512: one slot), 8 of its 256 experts
+    part = moe.MoeShape(experts=8, top_k=3, hidden=128, inter=32, shared_inter=48)
+    q35 = moe.MoeShape(experts=8, top_k=8, hidden=2048, inter=512, shared_inter=512)
+    four = moe.MoeShape(experts=6, top_k=2, hidden=64, inter=16, shared_inter=64)
+    fused += [decode_case(rng, "moe_decode shared t3 e8 k3 i32 shared 48 (partial chunk)", part,
+                          random_ids(rng, 3, 8, 3)),
+              decode_case(rng, "moe_decode shared t1 e6 k2 i16 shared 64 (four chunks)", four,
+                          random_ids(rng, 1, 6, 2)),
+              down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm shared t4 e8 k3 shared 48",
+                                    part, random_ids(rng, 4, 8, 3)),
+              down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm_offset shared t2 h2048 i512 k8 "
+                                    "(qwen3.5-35b-a3b)", q35, random_ids(rng, 2, 8, 8), True),
+              decode_case(rng, "moe_decode shared t2 h2048 i512 k8 (qwen3.5-35b-a3b)", q35,
+                          random_ids(rng, 2, 8, 8))]
+    return fused + cases
 
 
 # ---- grouped path -------------------------------------------------------------------------

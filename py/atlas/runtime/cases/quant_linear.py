@@ -1,6 +1,7 @@
 """The check case of a quantized linear, whatever the format: y = x @ dequant(w).T through
-`matmul_quant.linear_quant` (or `linear_silu_quant` with the SwiGLU input), GEMV passes of
-up to 8 rows or dequantize + GEMM (`gemv_passes` decides), against a float64 oracle.
+`matmul_quant.linear_quant` (or `linear_silu_quant` with the SwiGLU input), against a
+float64 oracle. `mma` cases force the tensor-core GEMV (gemv_mma_quant); the others force
+it off: GEMV passes of up to 8 rows or dequantize + GEMM (`gemv_passes` decides).
 `weight_inputs` are the weight's host arrays: their bytes are what the device weight
 streams, so the case predicts the route the launch builder takes."""
 
@@ -25,25 +26,25 @@ DequantFn = Callable[[dict[str, np.ndarray]], np.ndarray]
 
 def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, n: int,
                       k: int, silu: bool, weight_inputs: dict[str, np.ndarray],
-                      weight: WeightFn, dequant: DequantFn) -> KernelCase:
+                      weight: WeightFn, dequant: DequantFn, mma: bool = False) -> KernelCase:
     x_name = "gate_up" if silu else "x"
     inputs = {x_name: random_bf16(rng, (m, 2 * k if silu else k), 4.0 if silu else 1.0),
               **weight_inputs}
     wbytes = sum(a.nbytes for a in weight_inputs.values())
-    gemm = not matmul_quant.gemv_passes(wbytes, n, k, m)
+    gemm = not mma and not matmul_quant.gemv_passes(wbytes, n, k, m)
     if gemm:
         inputs["scratch"] = np.zeros((n, k), np.uint16)
-        if silu:
-            inputs["act"] = np.zeros((m, k), np.uint16)
+    if silu and (gemm or mma):
+        inputs["act"] = np.zeros((m, k), np.uint16)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = KernelCache(backend)
         if silu:
             matmul_quant.linear_silu_quant(kc, stream, p["gate_up"], weight(p), p["y"], m,
-                                           p.get("act"), p.get("scratch"))
+                                           p.get("act"), p.get("scratch"), mma)
         else:
             matmul_quant.linear_quant(kc, stream, p["x"], weight(p), p["y"], m,
-                                      p.get("scratch"))
+                                      p.get("scratch"), mma)
 
     def oracle(v: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         xf = swiglu_oracle(v["gate_up"]) if silu else bf16_bits_to_f32(v["x"]).astype(np.float64)
@@ -53,4 +54,4 @@ def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, 
         return {"y": xf @ w.T}
 
     return KernelCase(name, module, inputs, {"y": OutputSpec(DType.BF16, (m, n))}, run, oracle,
-                      reference_abs_tol=TENSOR_CORE_K_TOL * k if gemm else 0.0)
+                      reference_abs_tol=TENSOR_CORE_K_TOL * k if gemm or mma else 0.0)

@@ -5,17 +5,22 @@ Geometry mirrors kernels/hopper/common/conv1d.cu and gated_delta.cu:
   owning a sequence's first token tile also moves the conv state forward.
 * chunked delta rule (prefill): one DELTA_THREADS-thread block per (DELTA_DV_TILE value
   columns, value head, sequence) walks the sequence's tokens in chunks of CHUNK, keeping its
-  state columns in shared memory (dynamic, `delta_chunk_smem_bytes`).
+  state columns in shared memory (dynamic, `delta_chunk_smem_bytes`); its products run on
+  tensor cores (gated_delta_chunk_tc) when dk is a multiple of 16, unless switched off.
 * recurrent delta rule (decode): one block per (DELTA_DV_TILE columns, value head, sequence);
   its warps split the key dimension, the state is read and written in place.
-Both delta-rule forms take the step's cu_q / kv_lens (a sequence starting at position 0
-starts from zero state) and one state slot per sequence.
+* fused decode step (gdn_decode.cu): one block per (value head, sequence) of
+  (dk / GDN_DECODE_ROWS) * (dv / 4) threads (whole warps) runs the conv, the norms, the
+  recurrent step and the gated RMSNorm for its head, holding its state tile in registers.
+Every form takes the step's cu_q / kv_lens (a sequence starting at position 0 starts from
+zero state) and one state slot per sequence.
 """
 
 from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import CONV1D, GATED_DELTA_CHUNK, GATED_DELTA_STEP
+from ..kernel_abi import (CONV1D, GATED_DELTA_CHUNK, GATED_DELTA_CHUNK_TC,
+                          GATED_DELTA_STEP, GDN_DECODE)
 from . import KernelCache
 from ._preconditions import require_aligned, require_multiple
 
@@ -63,10 +68,20 @@ def delta_chunk_smem_bytes(dk: int) -> int:
     return 4 * floats
 
 
-def _check_delta(kernel: str, qkv_pitch: int, ba_pitch: int, hk: int, hv: int, dk: int,
-                 dv: int, ptrs: dict[str, DevicePtr]) -> None:
+def chunk_uses_tensor_cores(kc: KernelCache, dk: int) -> bool:
+    """The chunked form's dispatch rule: on tensor cores unless switched off
+    (ATLAS_GDN_CHUNK_TC=0), for key dims the m16n8k16 tiles cover (multiples of 16)."""
+    return kc.routes.gdn_chunk_tc and dk % 16 == 0
+
+
+def _check_heads(kernel: str, hk: int, hv: int) -> None:
     if hk < 1 or hv < hk or hv % hk:
         raise ValueError(f"{kernel}: hv={hv} must be a positive multiple of hk={hk}")
+
+
+def _check_delta(kernel: str, qkv_pitch: int, ba_pitch: int, hk: int, hv: int, dk: int,
+                 dv: int, ptrs: dict[str, DevicePtr]) -> None:
+    _check_heads(kernel, hk, hv)
     require_multiple(kernel, "dv", dv, DELTA_DV_TILE)
     require_multiple(kernel, "dk", dk, 8)
     if dk > DELTA_MAX_DK:
@@ -82,19 +97,95 @@ def gated_delta_rule(kc: KernelCache, stream: Stream, qkv: DevicePtr, qkv_pitch:
                      ba: DevicePtr, ba_pitch: int, a_log: DevicePtr, dt_bias: DevicePtr,
                      state: DevicePtr, state_slots: DevicePtr, cu_q: DevicePtr,
                      kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hk: int, hv: int,
-                     dk: int, dv: int, recurrent: bool) -> None:
+                     dk: int, dv: int, recurrent: bool,
+                     tensor_cores: bool | None = None) -> None:
     """The delta rule over every sequence's tokens of the step: the chunked (prefill) form,
-    or with `recurrent` the decode form (exactly one token per sequence, cu_q[b] == b)."""
+    or with `recurrent` the decode form (exactly one token per sequence, cu_q[b] == b).
+
+    `tensor_cores` forces (True) or avoids (False) the chunked form's tensor-core kernel;
+    None takes it where `chunk_uses_tensor_cores` says."""
     kernel = "gated_delta_step" if recurrent else "gated_delta_chunk"
     _check_delta(kernel, qkv_pitch, ba_pitch, hk, hv, dk, dv,
                  {"qkv": qkv, "ba": ba, "state": state, "out": out})
     if num_seqs < 1:
         raise ValueError(f"{kernel}: num_seqs={num_seqs} must be >= 1")
+    if tensor_cores is None:
+        tensor_cores = chunk_uses_tensor_cores(kc, dk)
+    elif tensor_cores and dk % 16:
+        raise ValueError(f"gated_delta_chunk_tc: dk={dk} must be a multiple of 16")
     if recurrent:
         smem, launch = 0, kc.get(GATED_DELTA_STEP)
     else:
         smem = delta_chunk_smem_bytes(dk)
-        launch = kc.get_with_shared(GATED_DELTA_CHUNK, smem)
+        launch = kc.get_with_shared(GATED_DELTA_CHUNK_TC if tensor_cores else GATED_DELTA_CHUNK,
+                                    smem)
     launch(stream, (dv // DELTA_DV_TILE, hv, num_seqs), DELTA_THREADS, smem, qkv, qkv_pitch, ba,
            ba_pitch, a_log, dt_bias, state, state_slots, cu_q, kv_lens, out, num_seqs, hk, hv,
            dk, dv)
+
+
+#: state rows per thread of the fused decode kernel (gdn_decode.cu kRows)
+GDN_DECODE_ROWS = 16
+#: its largest block (gdn_decode.cu kMaxThreads, the __launch_bounds__): dk * dv <= 16,384
+GDN_DECODE_MAX_THREADS = 256
+#: dynamic shared memory a launch may use without the opt-in
+_SMEM_DEFAULT_LIMIT = 48 * 1024
+
+
+def gdn_decode_threads(dk: int, dv: int) -> int:
+    """Threads of a fused decode block: one per (row group, float4 column group), rounded
+    up to whole warps."""
+    return -(-(dk // GDN_DECODE_ROWS) * (dv // 4) // 32) * 32
+
+
+def gdn_decode_smem_bytes(dk: int, dv: int, kernel: int) -> int:
+    """gdn_decode.cu's carve-up, f32: the block's conv weights [2dk + dv, kernel] and conv
+    outputs [2dk + dv] (each padded to 4 floats), the row groups' partial sums
+    [dk / GDN_DECODE_ROWS, dv], and 32 floats of reduction scratch."""
+    ch = 2 * dk + dv
+    return 4 * (_pad4(ch * kernel) + _pad4(ch) + (dk // GDN_DECODE_ROWS) * dv + 32)
+
+
+def _pad4(n: int) -> int:
+    return -(-n // 4) * 4
+
+
+def gdn_decode_fits(dk: int, dv: int, kernel: int) -> bool:
+    """Whether the fused decode kernel takes these head dims and conv width (larger heads
+    run the three unfused kernels)."""
+    return (dk >= GDN_DECODE_ROWS and dk % GDN_DECODE_ROWS == 0 and dv >= 4 and dv % 4 == 0
+            and gdn_decode_threads(dk, dv) <= GDN_DECODE_MAX_THREADS
+            and 2 <= kernel <= CONV_MAX_KERNEL
+            and gdn_decode_smem_bytes(dk, dv, kernel) <= _SMEM_DEFAULT_LIMIT)
+
+
+def gdn_decode(kc: KernelCache, stream: Stream, proj: DevicePtr, proj_pitch: int,
+               conv_w: DevicePtr, conv_state: DevicePtr, a_log: DevicePtr, dt_bias: DevicePtr,
+               norm_w: DevicePtr, state: DevicePtr, state_slots: DevicePtr, cu_q: DevicePtr,
+               kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hk: int, hv: int, dk: int,
+               dv: int, kernel: int, eps: float) -> None:
+    """out [num_seqs, hv * dv] = gated RMSNorm(delta rule step(conv(proj's q|k|v)), z) for
+    one token per sequence, equal to conv1d_silu, gated_delta_rule(recurrent=True) and
+    gating.gated_rmsnorm in turn; both states are updated in place."""
+    name = "gdn_decode"
+    _check_heads(name, hk, hv)
+    if not gdn_decode_fits(dk, dv, kernel):
+        raise ValueError(f"{name}: dk={dk} dv={dv} kernel={kernel} do not fit the kernel (dk "
+                         f"a multiple of {GDN_DECODE_ROWS}, dv of 4, (dk / {GDN_DECODE_ROWS}) "
+                         f"* (dv / 4) <= {GDN_DECODE_MAX_THREADS} threads, kernel in "
+                         f"2..{CONV_MAX_KERNEL})")
+    row = 2 * hk * dk + 2 * hv * dv + 2 * hv
+    if proj_pitch < row:
+        raise ValueError(f"{name}: proj_pitch={proj_pitch} is narrower than the "
+                         f"[q | k | v | z | b | a] row of {row}")
+    if num_seqs < 1:
+        raise ValueError(f"{name}: num_seqs={num_seqs} must be >= 1")
+    smem = gdn_decode_smem_bytes(dk, dv, kernel)
+    for ptr_name, ptr in (("proj", proj), ("conv_w", conv_w), ("conv_state", conv_state),
+                          ("a_log", a_log), ("dt_bias", dt_bias), ("norm_w", norm_w),
+                          ("out", out)):
+        require_aligned(name, ptr_name, ptr, 2)
+    require_aligned(name, "state", state, 16)
+    kc.get(GDN_DECODE)(stream, (hv, num_seqs), gdn_decode_threads(dk, dv), smem, proj,
+                       proj_pitch, conv_w, conv_state, a_log, dt_bias, norm_w, state,
+                       state_slots, cu_q, kv_lens, out, num_seqs, hk, hv, dk, dv, kernel, eps)

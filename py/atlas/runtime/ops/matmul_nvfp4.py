@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (DEQUANT_NVFP4, GEMV_NVFP4, GEMV_NVFP4_SINGLE, GEMV_SILU_NVFP4,
                           GEMV_SILU_NVFP4_SINGLE)
-from . import KernelCache
+from . import KernelCache, matmul_quant_mma
 from .matmul import GEMV_MAX_M, GEMV_MAX_THREADS, GEMV_ROWS_PER_BLOCK
 
 #: values per 16-byte chunk of packed codes (one chunk per thread per row)
@@ -59,3 +59,7 @@ class Nvfp4Weight:
         chunks = self.n * (self.k // CHUNK_VALUES)
         kc.get(DEQUANT_NVFP4)(stream, -(-chunks // 256), 256, 0, self.codes, self.scales,
                               self.row_scales, out, self.n, self.k)
+
+    def mma(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int) -> None:
+        """The tensor-core GEMV (matmul_quant_mma), 1 <= m <= 64."""
+        matmul_quant_mma.gemv_mma_nvfp4(kc, stream, x, self, y, m)

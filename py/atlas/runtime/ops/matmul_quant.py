@@ -1,12 +1,14 @@
 """Launch builders for products with quantized weights: y[m, n] = x[m, k] @ dequant(w)[n, k].T.
 
 Every format (FP8 E4M3 here, in any `Fp8ScaleMap` layout; NVFP4 in matmul_nvfp4.py) works
-the same way: decode batches stream the quantized bytes through the format's GEMV
-(dequantized in registers), 8 rows a pass while passes move fewer bytes than the other
-route (`gemv_passes`); larger row counts dequantize the tensor into a bf16 scratch buffer
-the caller owns and run the bf16 `linear` on it. The down projection has the
-same SwiGLU fusion as the bf16 GEMV. `QuantLinear` wraps any format behind the interface
-of `Bf16Linear`, so model layers never see the format.
+the same way. Decode batches of up to 64 rows take the tensor-core GEMV (matmul_quant_mma:
+the quantized bytes stream once for any batch) where the PTX set has it and the weight
+meets its preconditions (`uses_mma`); elsewhere they stream the quantized bytes through the
+format's CUDA-core GEMV, 8 rows a pass while passes move fewer bytes than the other route
+(`gemv_passes`). Larger row counts dequantize the tensor into a bf16 scratch buffer the
+caller owns and run the bf16 `linear` on it. The CUDA-core GEMV passes have the same
+SwiGLU fusion as the bf16 GEMV; the tensor-core route runs silu_mul first. `QuantLinear`
+wraps any format behind the interface of `Bf16Linear`, so model layers never see the format.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from ...core.quant import Fp8ScaleMap
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_SINGLE, GEMV_SILU_FP8,
                           GEMV_SILU_FP8_SINGLE)
-from . import KernelCache
+from . import KernelCache, matmul_quant_mma
 from .activation import silu_mul
 from .matmul import GEMV_MAX_M, GEMV_MAX_THREADS, GEMV_ROWS_PER_BLOCK, linear, linear_silu
 
@@ -60,6 +62,9 @@ class Fp8Weight:
 
     def dequant(self, kc: KernelCache, stream: Stream, out: DevicePtr) -> None:
         dequant_fp8(kc, stream, self, out)
+
+    def mma(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int) -> None:
+        matmul_quant_mma.gemv_mma_fp8(kc, stream, x, self, y, m)
 
 
 def gemv_fp8_threads(k: int) -> int:
@@ -114,6 +119,16 @@ class QuantWeight(Protocol):
 
     def dequant(self, kc: KernelCache, stream: Stream, out: DevicePtr) -> None: ...
 
+    def mma(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr,
+            m: int) -> None: ...  # the tensor-core GEMV, 1 <= m <= 64
+
+
+def uses_mma(kc: KernelCache, w: QuantWeight, m: int) -> bool:
+    """The tensor-core route: switched on (ATLAS_QUANT_MMA), the module loaded (hopper
+    sets), a decode batch (m <= 64) and a weight meeting the kernel's preconditions."""
+    return (kc.routes.quant_mma and m <= matmul_quant_mma.MMA_QUANT_MAX_M
+            and matmul_quant_mma.available(kc) and matmul_quant_mma.supports(w))
+
 
 def gemv_passes(weight_bytes: int, n: int, k: int, m: int) -> int:
     """How many GEMV launches of up to 8 rows compute m rows; 0: dequantize + GEMM instead.
@@ -132,9 +147,13 @@ def _gemv_rows(kc: KernelCache, stream: Stream, x: DevicePtr, x_row_bytes: int,
 
 
 def linear_quant(kc: KernelCache, stream: Stream, x: DevicePtr, w: QuantWeight, y: DevicePtr,
-                 m: int, scratch: DevicePtr | None = None) -> None:
-    """y = x @ dequant(w).T for any m: GEMV passes (`gemv_passes`), else dequantize into
-    `scratch` (bf16 [n, k], graph-stable) and the bf16 GEMM."""
+                 m: int, scratch: DevicePtr | None = None, mma: bool | None = None) -> None:
+    """y = x @ dequant(w).T for any m: the tensor-core GEMV (`uses_mma`; `mma` True / False
+    forces it on / off), else GEMV passes (`gemv_passes`), else dequantize into `scratch`
+    (bf16 [n, k], graph-stable) and the bf16 GEMM."""
+    if uses_mma(kc, w, m) if mma is None else mma:
+        w.mma(kc, stream, x, y, m)
+        return
     if gemv_passes(w.nbytes, w.n, w.k, m):
         _gemv_rows(kc, stream, x, 2 * w.k, w, y, m, silu=False)
         return
@@ -147,16 +166,18 @@ def linear_quant(kc: KernelCache, stream: Stream, x: DevicePtr, w: QuantWeight, 
 
 def linear_silu_quant(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: QuantWeight,
                       y: DevicePtr, m: int, act_scratch: DevicePtr | None = None,
-                      w_scratch: DevicePtr | None = None) -> None:
-    """The down projection: SwiGLU fused into the GEMV passes, else silu_mul into
-    `act_scratch` ([m, k] bf16) and `linear_quant` through `w_scratch`."""
-    if gemv_passes(w.nbytes, w.n, w.k, m):
+                      w_scratch: DevicePtr | None = None, mma: bool | None = None) -> None:
+    """The down projection: SwiGLU fused into the CUDA-core GEMV passes, else silu_mul into
+    `act_scratch` ([m, k] bf16) and `linear_quant` (tensor-core GEMV or through
+    `w_scratch`); `mma` as for `linear_quant`."""
+    mma = uses_mma(kc, w, m) if mma is None else mma
+    if not mma and gemv_passes(w.nbytes, w.n, w.k, m):
         _gemv_rows(kc, stream, gate_up, 4 * w.k, w, y, m, silu=True)
         return
     if not act_scratch:
         raise ValueError(f"quantized linear_silu: m={m} needs an activation scratch buffer")
     silu_mul(kc, stream, gate_up, act_scratch, m, w.k)
-    linear_quant(kc, stream, act_scratch, w, y, m, w_scratch)
+    linear_quant(kc, stream, act_scratch, w, y, m, w_scratch, mma)
 
 
 @dataclass(frozen=True, slots=True)

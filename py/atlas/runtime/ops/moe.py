@@ -16,8 +16,24 @@ Contract (row-major, contiguous; reference/moe.py is the executable specificatio
 Paths (`experts`): up to DECODE_MAX_TOKENS tokens take two launches that read only the
 selected experts' weights (moe_gate_up_silu_bf16 into act [tokens, top_k, inter], then
 moe_down_sum_bf16 which applies the weights and sums over k in float32, in slot order: no
-atomics, bit-reproducible). More tokens take the grouped path: moe_align_i32 sorts the
-slots t * top_k + j by expert into MOE_TILE_M-row tiles on the device, the grouped GEMM
+atomics, bit-reproducible). The down launch spreads (row tile, slot) items over every SM: a
+block holds `down_rows(top_k)` output rows of one token for all k slots (neighbouring warps
+stream different experts' rows), and sums its rows' slots in shared memory. Given an
+`AddRmsNorm`, the same launch (moe_down_add_rmsnorm_*) adds the sum into the residual stream
+and the last block of each token applies the next RMSNorm, so a decode layer needs no
+separate add_rmsnorm launch after its MoE block. A decode step routes in one launch too
+(`gate_topk`: the gate GEMV's rows spread over blocks, the last block does the top-k).
+
+Shared expert (Qwen2-MoE, Qwen3-Next, Qwen3.5-MoE), decode path: `MoeShape.shared_inter`
+folds it into the same three launches as `shared_slots` = ceil(shared_inter / inter) more
+slots per token after the top_k routed ones. Slot top_k + c computes the shared expert's
+intermediate columns [c inter, (c + 1) inter) (zeros past shared_inter), the router writes
+its weight bf16(sigmoid(bf16(x . shared_gate))) into those slots, and the down launch forms
+bf16(routed sum) + bf16(weight * bf16(shared product)): transformers' rounding, the same
+values as the separate shared-expert launches the grouped (prefill) path keeps.
+
+More tokens take the grouped path: moe_align_i32 sorts the slots t * top_k + j by expert
+into MOE_TILE_M-row tiles on the device, the grouped GEMM
 computes the gate/up product with SwiGLU in its epilogue (act in sorted order), the grouped
 down GEMM writes each slot's y un-permuted, and moe_combine_bf16 forms the weighted sums.
 The grouped GEMMs run on Hopper wgmma (moe_grouped_sm90) where the PTX set has it, else on
@@ -35,7 +51,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..gpu import DevicePtr, KernelLaunch, KernelSig, Stream
-from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_SUM, MOE_GATE_UP_SILU,
+from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM,
+                          MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_TOPK_SIGMOID,
+                          MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_SILU,
                           MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90, MOE_GROUPED_GATE_UP,
                           MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
 from . import KernelCache
@@ -54,13 +72,19 @@ MOE_SM90_THREADS = 128
 MOE_SM90_SMEM = 4 * (64 + 256) * 64 * 2 + 1024
 #: tokens at or below this take the decode kernels (their grids grow with tokens * top_k)
 DECODE_MAX_TOKENS = 8
-#: the decode kernels give each warp one output row; 8 warps per block
+#: the gate/up decode kernel gives each warp one intermediate column; 8 warps per block
 DECODE_ROWS_PER_BLOCK = 8
 DECODE_THREADS = 256
+#: the down decode kernel's (row, slot) items per block pass: 8 warps x 2 items
+#: (moe_decode.cu kItemsPerPass), the most rows a block takes
+DOWN_ITEMS_PER_PASS = 16
 #: the router keeps each token's scores in one warp's registers (moe_router.cu)
 ROUTER_MAX_EXPERTS = 512
 ROUTER_MAX_TOP_K = 32
 ROUTER_TOKENS_PER_BLOCK = 4
+#: the fused decode router (gate GEMV + top-k): one warp per expert row, 8 per block; its
+#: last block routes one token per warp, so it takes up to DECODE_MAX_TOKENS tokens
+ROUTER_GATE_THREADS = 256
 #: the align kernel counts experts in shared memory; one warp per expert
 ALIGN_MAX_EXPERTS = 1024
 ALIGN_EXPERTS_PER_BLOCK = 8
@@ -68,12 +92,29 @@ ALIGN_EXPERTS_PER_BLOCK = 8
 
 @dataclass(frozen=True, slots=True)
 class MoeShape:
-    """The sizes every MoE launch derives from."""
+    """The sizes every MoE launch derives from. `shared_inter` > 0 folds a shared expert of
+    that intermediate size into the decode launches as `shared_slots` more slots per token
+    (its columns in chunks of `inter`; see the module docstring); the grouped path takes
+    routed experts only (`routed_only`)."""
 
     experts: int
     top_k: int
     hidden: int
     inter: int
+    shared_inter: int = 0
+
+    @property
+    def shared_slots(self) -> int:
+        return -(-self.shared_inter // self.inter)
+
+    @property
+    def slots(self) -> int:
+        """Slots per token of the decode launches: the routed top_k, then the shared ones."""
+        return self.top_k + self.shared_slots
+
+    @property
+    def routed_only(self) -> "MoeShape":
+        return MoeShape(self.experts, self.top_k, self.hidden, self.inter)
 
     def validate(self) -> None:
         if not 1 <= self.top_k <= min(self.experts, ROUTER_MAX_TOP_K):
@@ -83,6 +124,36 @@ class MoeShape:
             raise ValueError(f"moe: experts={self.experts} must be in 1..{ROUTER_MAX_EXPERTS}")
         require_multiple("moe", "hidden", self.hidden, 16)
         require_multiple("moe", "inter", self.inter, 16)
+        if self.shared_inter:
+            require_multiple("moe", "shared_inter", self.shared_inter, 16)
+        if self.slots > ROUTER_MAX_TOP_K:
+            raise ValueError(f"moe: top_k {self.top_k} + {self.shared_slots} shared-expert "
+                             f"slots exceed {ROUTER_MAX_TOP_K}")
+
+
+@dataclass(frozen=True, slots=True)
+class SharedExpertWeights:
+    """A shared expert's weights for the decode launches (MoeShape.shared_inter wide):
+    gate_up bf16 [2 shared_inter, hidden] (gate rows, then up rows), down bf16
+    [hidden, shared_inter], gate bf16 [hidden] (shared_expert_gate's row)."""
+
+    gate_up: DevicePtr
+    down: DevicePtr
+    gate: DevicePtr
+
+
+def _shared_args(shape: MoeShape, shared: SharedExpertWeights | None, which: str
+                 ) -> tuple[DevicePtr, int, int]:
+    """(weight pointer, shared_slots, shared_inter) kernel arguments; checks that the
+    weights and the shape agree on whether there is a shared expert."""
+    if (shared is None) != (shape.shared_inter == 0):
+        raise ValueError(f"moe: shared_inter={shape.shared_inter} needs shared-expert "
+                         f"weights exactly when it is non-zero")
+    if shared is None:
+        return 0, 0, 0
+    ptr = getattr(shared, which)
+    require_aligned("moe", f"shared {which}", ptr, 16)
+    return ptr, shape.shared_slots, shape.shared_inter
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,12 +199,14 @@ class MoeScratchLayout:
 def scratch_layout(shape: MoeShape, max_tokens: int) -> MoeScratchLayout:
     """Scratch for `experts` with up to max_tokens tokens (grouped buffers only when
     max_tokens > DECODE_MAX_TOKENS)."""
-    slots = max_tokens * shape.top_k
+    decode_act = 2 * min(max_tokens, DECODE_MAX_TOKENS) * shape.slots * shape.inter
     if max_tokens <= DECODE_MAX_TOKENS:
-        return MoeScratchLayout(act=2 * slots * shape.inter, y=0, sorted_slots=0, tile_expert=0)
+        return MoeScratchLayout(act=decode_act, y=0, sorted_slots=0, tile_expert=0)
+    slots = max_tokens * shape.top_k
     tiles = max_tiles(slots, shape.experts)
-    return MoeScratchLayout(act=2 * tiles * MOE_TILE_M * shape.inter, y=2 * slots * shape.hidden,
-                            sorted_slots=4 * tiles * MOE_TILE_M, tile_expert=4 * tiles)
+    return MoeScratchLayout(act=max(decode_act, 2 * tiles * MOE_TILE_M * shape.inter),
+                            y=2 * slots * shape.hidden, sorted_slots=4 * tiles * MOE_TILE_M,
+                            tile_expert=4 * tiles)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +240,40 @@ def topk(kc: KernelCache, stream: Stream, logits: DevicePtr, topk_ids: DevicePtr
                                  topk_weights, tokens, experts, top_k, renorm, scale)
 
 
+def gate_topk(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr,
+              logits: DevicePtr, topk_ids: DevicePtr, topk_weights: DevicePtr,
+              counter: DevicePtr, tokens: int, shape: MoeShape, routing: Routing = Routing(),
+              shared: SharedExpertWeights | None = None, shared_logits: DevicePtr = 0
+              ) -> None:
+    """The decode router in one launch: logits f32 [tokens, experts] = bf16(x . w_gate)
+    (what the f32-output linear writes), then `topk` of them into rows of shape.slots;
+    with a shared expert, shared_logits f32 [tokens] = its gate logit and its slots get the
+    weight bf16(sigmoid(logit)). counter: one u32, zero."""
+    shape.validate()
+    shared_gate, n_shared, _ = _shared_args(shape, shared, "gate")
+    if n_shared:
+        require_aligned("moe_gate_topk", "shared_logits", shared_logits, 4)
+    if not 1 <= tokens <= DECODE_MAX_TOKENS:
+        raise ValueError(f"moe_gate_topk: {tokens} tokens; the fused router takes "
+                         f"1..{DECODE_MAX_TOKENS} (more: linear + topk)")
+    require_aligned("moe_gate_topk", "x", x, 16)
+    require_aligned("moe_gate_topk", "w_gate", w_gate, 16)
+    require_aligned("moe_gate_topk", "counter", counter, 4)
+    rows = shape.experts + (1 if n_shared else 0)  # the shared gate: one more row
+    grid = -(-rows // (ROUTER_GATE_THREADS // 32))
+    renorm, scale = int(routing.renormalize), float(routing.scale)
+    if routing.scoring == "softmax":
+        kc.get(MOE_GATE_TOPK_SOFTMAX)(stream, grid, ROUTER_GATE_THREADS, 0, x, w_gate,
+                                      shared_gate, logits, shared_logits, topk_ids,
+                                      topk_weights, counter, tokens, shape.experts,
+                                      shape.hidden, shape.top_k, n_shared, renorm, scale)
+    else:
+        kc.get(MOE_GATE_TOPK_SIGMOID)(stream, grid, ROUTER_GATE_THREADS, 0, x, w_gate,
+                                      shared_gate, routing.bias, logits, shared_logits,
+                                      topk_ids, topk_weights, counter, tokens, shape.experts,
+                                      shape.hidden, shape.top_k, n_shared, renorm, scale)
+
+
 # ---- experts: decode ----------------------------------------------------------------------
 def _check_weights(name: str, *ptrs: DevicePtr) -> None:
     for i, p in enumerate(ptrs):
@@ -174,24 +281,66 @@ def _check_weights(name: str, *ptrs: DevicePtr) -> None:
 
 
 def decode_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: DevicePtr,
-                   topk_ids: DevicePtr, act: DevicePtr, tokens: int, shape: MoeShape) -> None:
-    """act [tokens, top_k, inter] = swiglu of each selected expert's gate/up products."""
+                   topk_ids: DevicePtr, act: DevicePtr, tokens: int, shape: MoeShape,
+                   shared: SharedExpertWeights | None = None) -> None:
+    """act [tokens, slots, inter] = swiglu of each selected expert's gate/up products (and
+    of the shared expert's column chunks)."""
     _check_weights("moe_gate_up_silu", x, w_gate_up)
+    sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "gate_up")
     rows = -(-shape.inter // DECODE_ROWS_PER_BLOCK)
-    kc.get(MOE_GATE_UP_SILU)(stream, (rows, tokens * shape.top_k, 1), DECODE_THREADS, 0, x,
+    kc.get(MOE_GATE_UP_SILU)(stream, (rows, tokens * shape.slots, 1), DECODE_THREADS, 0, x,
                              w_gate_up, topk_ids, act, tokens, shape.top_k, shape.hidden,
-                             shape.inter, shape.experts)
+                             shape.inter, shape.experts, sh_ptr, n_shared, sh_inter)
+
+
+def down_rows(top_k: int) -> int:
+    """Output rows per block of the down kernels: as many as fill one pass of items
+    (top_k * rows <= DOWN_ITEMS_PER_PASS), at least one (top_k > 16 takes two passes)."""
+    return max(1, DOWN_ITEMS_PER_PASS // top_k)
+
+
+@dataclass(frozen=True, slots=True)
+class AddRmsNorm:
+    """The residual add + RMSNorm that follows an MoE block, fused into its down launch:
+    residual += the block's output (bf16, in place), out = RMSNorm(residual) * w (* (1 + w)
+    with `offset`). counters: u32 [max tokens] the launch's last-block tickets, zeroed once
+    at allocation (every launch leaves them zero)."""
+
+    residual: DevicePtr
+    weight: DevicePtr
+    out: DevicePtr
+    counters: DevicePtr
+    eps: float
+    offset: bool = False
 
 
 def decode_down(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DevicePtr,
                 topk_ids: DevicePtr, topk_weights: DevicePtr, out: DevicePtr, tokens: int,
-                shape: MoeShape) -> None:
-    """out [tokens, hidden] = the weighted sum over k of each expert's down product."""
+                shape: MoeShape, shared: SharedExpertWeights | None = None) -> None:
+    """out [tokens, hidden] = the weighted sum over k of each expert's down product (plus
+    the gated shared expert's)."""
     _check_weights("moe_down_sum", act, w_down)
-    rows = -(-shape.hidden // DECODE_ROWS_PER_BLOCK)
-    kc.get(MOE_DOWN_SUM)(stream, (rows, tokens, 1), DECODE_THREADS, 0, act, w_down, topk_ids,
-                         topk_weights, out, tokens, shape.top_k, shape.hidden, shape.inter,
-                         shape.experts)
+    sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "down")
+    rows = down_rows(shape.slots)
+    kc.get(MOE_DOWN_SUM)(stream, (-(-shape.hidden // rows), tokens, 1), DECODE_THREADS, 0, act,
+                         w_down, topk_ids, topk_weights, out, tokens, shape.top_k, shape.hidden,
+                         shape.inter, shape.experts, rows, sh_ptr, n_shared, sh_inter)
+
+
+def decode_down_add_rmsnorm(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DevicePtr,
+                            topk_ids: DevicePtr, topk_weights: DevicePtr, norm: AddRmsNorm,
+                            tokens: int, shape: MoeShape,
+                            shared: SharedExpertWeights | None = None) -> None:
+    """norm.residual += the weighted sum (as decode_down), then norm.out = the RMSNorm."""
+    _check_weights("moe_down_add_rmsnorm", act, w_down, norm.residual, norm.weight, norm.out)
+    require_aligned("moe_down_add_rmsnorm", "counters", norm.counters, 4)
+    sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "down")
+    rows = down_rows(shape.slots)
+    sig = MOE_DOWN_ADD_RMSNORM_OFFSET if norm.offset else MOE_DOWN_ADD_RMSNORM
+    kc.get(sig)(stream, (-(-shape.hidden // rows), tokens, 1), DECODE_THREADS, 0, act, w_down,
+                topk_ids, topk_weights, norm.residual, norm.weight, norm.out, norm.counters,
+                tokens, shape.top_k, shape.hidden, shape.inter, shape.experts, rows, sh_ptr,
+                n_shared, sh_inter, norm.eps)
 
 
 # ---- experts: grouped ---------------------------------------------------------------------
@@ -267,10 +416,14 @@ def uses_decode_kernels(tokens: int) -> bool:
 
 def experts(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: DevicePtr,
             w_down: DevicePtr, topk_ids: DevicePtr, topk_weights: DevicePtr, out: DevicePtr,
-            tokens: int, shape: MoeShape, scratch: MoeScratch, sm90: bool | None = None
+            tokens: int, shape: MoeShape, scratch: MoeScratch, sm90: bool | None = None,
+            then_norm: AddRmsNorm | None = None, shared: SharedExpertWeights | None = None
             ) -> None:
     """out [tokens, hidden] = the routed experts' weighted sum (see the module docstring);
-    `sm90` as for `grouped_gate_up`."""
+    `sm90` as for `grouped_gate_up`. Decode batches only: with `then_norm` the sum goes
+    into then_norm.residual and then_norm.out gets the RMSNorm (`out` is not written); with
+    `shared` (and shape.shared_inter) the gated shared expert is added in the same launches
+    (topk_ids/weights rows of shape.slots, as gate_topk writes them)."""
     shape.validate()
     if not tokens:
         return
@@ -278,10 +431,18 @@ def experts(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: DevicePtr,
         raise ValueError(f"moe experts: {tokens} tokens exceed the scratch's "
                          f"{scratch.max_tokens}")
     if uses_decode_kernels(tokens):
-        decode_gate_up(kc, stream, x, w_gate_up, topk_ids, scratch.act, tokens, shape)
-        decode_down(kc, stream, scratch.act, w_down, topk_ids, topk_weights, out, tokens,
-                    shape)
+        decode_gate_up(kc, stream, x, w_gate_up, topk_ids, scratch.act, tokens, shape, shared)
+        if then_norm is None:
+            decode_down(kc, stream, scratch.act, w_down, topk_ids, topk_weights, out, tokens,
+                        shape, shared)
+        else:
+            decode_down_add_rmsnorm(kc, stream, scratch.act, w_down, topk_ids, topk_weights,
+                                    then_norm, tokens, shape, shared)
         return
+    if then_norm is not None or shared is not None or shape.shared_inter:
+        raise ValueError(f"moe experts: the fused residual add + RMSNorm and the folded "
+                         f"shared expert are decode-path launches (<= {DECODE_MAX_TOKENS} "
+                         f"tokens), not {tokens}")
     if not (scratch.y and scratch.sorted_slots and scratch.tile_expert):
         raise ValueError(f"moe experts: {tokens} tokens need the grouped scratch buffers "
                          f"(scratch_layout with max_tokens > {DECODE_MAX_TOKENS})")

@@ -11,6 +11,8 @@ what it asked for each time, and importing Atlas never depends on the environmen
   DEFAULT_BATCHED_GEMV_MIN_M).
 * ATLAS_GEMV_MMA_WIDE=1 / 0: the batched GEMV's wide / narrow blocks for every product that
   allows them; unset, its wave model decides.
+* ATLAS_QUANT_MMA=0: FP8 / NVFP4 decode batches on the CUDA-core GEMV passes (gemv_fp8,
+  gemv_nvfp4), never on the tensor-core GEMV (gemv_mma_quant).
 * ATLAS_DECODE_GEMM=0: decode batches never on the Hopper skinny wgmma GEMM
   (gemm_decode_sm90); they take the batched GEMV / GEMM routes as before it existed.
 * ATLAS_DECODE_GEMM_MIN_M=N / ATLAS_DECODE_GEMM_MAX_M=N: the row range routed to it
@@ -24,6 +26,13 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (attention_sm90); off by default until measured against prefill_attn_bf16.
 * ATLAS_MOE_SM90=0: the MoE grouped GEMMs on the mma.sync kernels (moe_grouped), never the
   Hopper wgmma ones (moe_grouped_sm90).
+* ATLAS_MOE_FUSED_DECODE=0: a decode MoE layer as separate launches (router GEMV, top-k,
+  routed experts, the shared expert's SwiGLU / gate / add, then add_rmsnorm), not the
+  three-launch fused path (model/moe.py): the A/B of the fusion, the same values.
+* ATLAS_GDN_FUSED=0: a Gated-DeltaNet layer's decode step as three launches (conv1d, the
+  recurrent delta rule, the gated RMSNorm) instead of the fused gdn_decode kernel.
+* ATLAS_GDN_CHUNK_TC=0: the chunked (prefill) delta rule on CUDA cores only, never the
+  tensor-core kernel (gated_delta_chunk_tc).
 """
 
 from __future__ import annotations
@@ -74,6 +83,10 @@ class KernelRoutes:
     batched_gemv_min_m: int = DEFAULT_BATCHED_GEMV_MIN_M
     gemv_mma_wide: bool | None = None
     moe_sm90: bool = True
+    moe_fused_decode: bool = True
+    gdn_fused: bool = True
+    gdn_chunk_tc: bool = True
+    quant_mma: bool = True
     decode_gemm: bool = True
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
     decode_gemm_max_m: int = DEFAULT_DECODE_GEMM_MAX_M
@@ -99,6 +112,10 @@ class KernelRoutes:
                                                  DEFAULT_BATCHED_GEMV_MIN_M),
                    gemv_mma_wide={"1": True, "0": False}.get(wide),
                    moe_sm90=env_switch(env, "ATLAS_MOE_SM90", True),
+                   moe_fused_decode=env_switch(env, "ATLAS_MOE_FUSED_DECODE", True),
+                   gdn_fused=env_switch(env, "ATLAS_GDN_FUSED", True),
+                   gdn_chunk_tc=env_switch(env, "ATLAS_GDN_CHUNK_TC", True),
+                   quant_mma=env_switch(env, "ATLAS_QUANT_MMA", True),
                    decode_gemm=env_switch(env, "ATLAS_DECODE_GEMM", True),
                    decode_gemm_min_m=_env_count(env, "ATLAS_DECODE_GEMM_MIN_M",
                                                 DEFAULT_DECODE_GEMM_MIN_M),

@@ -8,7 +8,7 @@ stored as uint16 bit patterns and converted with `atlas.core.numerics`.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, NamedTuple, Protocol
 
 import numpy as np
 
@@ -42,14 +42,29 @@ def pitched_rows(mem: HostMemory, ptr: int, rows: int, pitch: int, width: int,
     return flat[np.arange(rows)[:, None] * pitch + np.arange(width)[None, :]]
 
 
+class StepSequence(NamedTuple):
+    """One sequence of a step with recurrent state: its token rows lo..hi-1, the absolute
+    position of its first token, and its state slot."""
+
+    lo: int
+    hi: int
+    start: int
+    slot: int
+
+    @property
+    def fresh(self) -> bool:
+        """The chunk starts at position 0: the slot holds nothing of this sequence."""
+        return self.start == 0
+
+
 def step_sequences(mem: HostMemory, cu_q: int, kv_lens: int, state_slots: int,
-                   num_seqs: int) -> list[tuple[int, int, bool, int]]:
-    """(first token row, end row, starts at position 0, state slot) of each sequence of a
-    step with recurrent state; sequences without tokens are left out."""
+                   num_seqs: int) -> list[StepSequence]:
+    """The sequences of a step with recurrent state; sequences without tokens are left out."""
     cu = mem.view(cu_q, np.int32, num_seqs + 1).astype(np.int64)
     lens = mem.view(kv_lens, np.int32, num_seqs).astype(np.int64)
     slots = mem.view(state_slots, np.int32, num_seqs).astype(np.int64)
-    return [(int(cu[b]), int(cu[b + 1]), bool(lens[b] == cu[b + 1] - cu[b]), int(slots[b]))
+    return [StepSequence(int(cu[b]), int(cu[b + 1]), int(lens[b] - (cu[b + 1] - cu[b])),
+                         int(slots[b]))
             for b in range(num_seqs) if cu[b + 1] > cu[b]]
 
 

@@ -1,15 +1,17 @@
 """Reference for causal_conv1d_silu_bf16 (kernels/*/common/conv1d.cu).
 
 Specification (transformers' causal_conv1d_fn / causal_conv1d_update with SiLU, bf16): for
-each sequence b of the step (tokens cu_q[b] .. cu_q[b+1]-1 at positions ending at
-kv_lens[b] - 1) and channel c, with the input history h = the slot's conv state (kernel - 1
-earlier inputs, oldest first) or zeros when the step starts at position 0:
+each sequence b of the step (tokens cu_q[b] .. cu_q[b+1]-1 at positions start ..
+kv_lens[b] - 1) and channel c, with the input history h = the inputs at positions
+start - kernel + 1 .. start - 1 from the slot's conv state (zero below position 0):
 
     y[t, c]   = bf16(sum_j w[c, j] * x[t - kernel + 1 + j, c])      (sum in f32)
     out[t, c] = bf16(y * sigmoid(y))
 
-and the slot's state becomes the last kernel - 1 inputs of [h | x]. The reference sums in
-float64 (the kernel's f32 sum differs by accumulation order only).
+The slot's state is a ring bf16 [kernel, C] holding the input at position p in row
+p % kernel; the chunk's last kernel - 1 inputs are written into it (the rows of earlier
+positions stay). The reference sums in float64 (the kernel's f32 sum differs by
+accumulation order only).
 """
 
 from __future__ import annotations
@@ -45,13 +47,28 @@ def causal_conv1d_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, x_
     xin = pitched_rows(mem, x, total, x_pitch, channels)
     wf = bf16_bits_to_f32(mem.view(w, np.uint16, channels * kernel)).reshape(channels, kernel)
     o = mem.view(out, np.uint16, total * channels).reshape(total, channels)
-    hist_len = kernel - 1
-    per_slot = hist_len * channels
-    for lo, hi, fresh, slot in seqs:
-        sv = mem.view(conv_state + 2 * slot * per_slot, np.uint16,
-                      per_slot).reshape(hist_len, channels)
-        hist = np.zeros_like(sv) if fresh else sv.copy()
-        xs = np.concatenate([hist, xin[lo:hi]], axis=0)
-        o[lo:hi] = f32_to_bf16_bits(conv_silu(bf16_bits_to_f32(xs), wf))
-        if hist_len:
-            sv[:] = xs[-hist_len:]
+    for seq in seqs:
+        ring = conv_ring(mem, conv_state, seq.slot, kernel, channels)
+        xs = np.concatenate([ring_history(ring, seq.start, kernel - 1), xin[seq.lo:seq.hi]])
+        o[seq.lo:seq.hi] = f32_to_bf16_bits(conv_silu(bf16_bits_to_f32(xs), wf))
+        ring_append(ring, seq.start, xin[seq.lo:seq.hi], kernel - 1)
+
+
+def conv_ring(mem: HostMemory, conv_state: int, slot: int, kernel: int,
+              channels: int) -> np.ndarray:
+    """A slot's conv state: a writable bf16-bits view [kernel, channels]."""
+    per_slot = kernel * channels
+    return mem.view(conv_state + 2 * slot * per_slot, np.uint16, per_slot).reshape(kernel,
+                                                                                  channels)
+
+
+def ring_history(ring: np.ndarray, start: int, rows: int) -> np.ndarray:
+    """The inputs at positions start - rows .. start - 1 (bf16 bits; zero below 0)."""
+    pos = np.arange(start - rows, start)
+    return np.where((pos >= 0)[:, None], ring[pos % ring.shape[0]], np.uint16(0))
+
+
+def ring_append(ring: np.ndarray, start: int, x: np.ndarray, keep: int) -> None:
+    """Write the last `keep` >= 1 rows of x (the inputs at positions start ..) into the ring."""
+    pos = np.arange(start, start + x.shape[0])[-keep:]
+    ring[pos % ring.shape[0]] = x[pos - start]

@@ -30,7 +30,7 @@ import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from ..gpu import Dim3
-from ..kernel_abi import GATED_DELTA_CHUNK, GATED_DELTA_STEP
+from ..kernel_abi import GATED_DELTA_CHUNK, GATED_DELTA_CHUNK_TC, GATED_DELTA_STEP
 from ..ops.linear_attention import CHUNK
 from . import HostMemory, pitched_rows, reference, step_sequences
 
@@ -122,9 +122,10 @@ def _run(mem: HostMemory, qkv: int, qkv_pitch: int, ba: int, ba_pitch: int, a_lo
     o = mem.view(out, np.uint16, total * hv * dv).reshape(total, hv, dv)
     per_slot = hv * dk * dv
     form = recurrent_form if recurrent else chunk_form
-    for lo, hi, fresh, slot in seqs:
-        sv = mem.view(state + 4 * slot * per_slot, np.float32, per_slot)
-        s0 = np.zeros((hv, dk, dv)) if fresh else sv.reshape(hv, dk, dv)
+    for seq in seqs:
+        lo, hi = seq.lo, seq.hi
+        sv = mem.view(state + 4 * seq.slot * per_slot, np.float32, per_slot)
+        s0 = np.zeros((hv, dk, dv)) if seq.fresh else sv.reshape(hv, dk, dv)
         ob, s1 = form(qn[lo:hi], kn[lo:hi], v[lo:hi], g[lo:hi], beta[lo:hi], s0)
         o[lo:hi] = f32_to_bf16_bits(ob.astype(np.float32))
         sv[:] = s1.astype(np.float32).reshape(-1)
@@ -132,6 +133,12 @@ def _run(mem: HostMemory, qkv: int, qkv_pitch: int, ba: int, ba_pitch: int, a_lo
 
 @reference(GATED_DELTA_CHUNK)
 def gated_delta_chunk_bf16(mem: HostMemory, grid: Dim3, block: Dim3, *args: int) -> None:
+    _run(mem, *args, recurrent=False)
+
+
+@reference(GATED_DELTA_CHUNK_TC)
+def gated_delta_chunk_tc_bf16(mem: HostMemory, grid: Dim3, block: Dim3, *args: int) -> None:
+    """The same function: the tensor-core kernel's split-bf16 products are near-f32."""
     _run(mem, *args, recurrent=False)
 
 

@@ -27,11 +27,14 @@ import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
-from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_SUM, MOE_GATE_UP_SILU,
+from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM,
+                          MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_TOPK_SIGMOID,
+                          MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_SILU,
                           MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90, MOE_GROUPED_GATE_UP,
                           MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
 from ..ops.moe import MOE_TILE_M
 from . import HostMemory, reference, widened_f64
+from .rmsnorm import rms_norm_bf16, rms_norm_offset_bf16
 
 #: added to the sum of the selected weights before renormalizing
 RENORM_EPS = 1e-20
@@ -97,6 +100,61 @@ def moe_topk_sigmoid_f32(mem: HostMemory, grid: Dim3, block: Dim3, logits: int, 
     ids, w = topk_sigmoid(x, b, top_k, bool(renormalize), scale)
     mem.view(topk_ids, np.int32, tokens * top_k)[:] = ids.reshape(-1)
     mem.view(topk_weights, np.float32, tokens * top_k)[:] = w.reshape(-1)
+
+
+def _gate_logits(mem: HostMemory, x: int, w_gate: int, logits: int, tokens: int,
+                 experts: int, hidden: int) -> None:
+    """float32 logits [tokens, experts] = bf16(x . w_gate) (exact sums, rounded once),
+    stored at `logits` as the fused router's kernel leaves them."""
+    xs = _act_in(mem, x, tokens, hidden)
+    w = widened_f64(mem, w_gate, experts * hidden).reshape(experts, hidden)
+    mem.view(logits, np.float32, tokens * experts)[:] = _bf16(xs @ w.T).astype(
+        np.float32).reshape(-1)
+
+
+def _gate_route(mem: HostMemory, x: int, w_gate: int, shared_gate: int, bias: int, logits: int,
+                shared_logits: int, topk_ids: int, topk_weights: int, tokens: int,
+                experts: int, hidden: int, top_k: int, shared_slots: int, renormalize: int,
+                scale: float, sigmoid: bool) -> None:
+    """The fused router: logits, the top-k into rows of top_k + shared_slots, and the shared
+    expert's slots (id experts + c, weight bf16(sigmoid(bf16(x . shared_gate))))."""
+    _gate_logits(mem, x, w_gate, logits, tokens, experts, hidden)
+    lg = mem.view(logits, np.float32, tokens * experts).reshape(tokens, experts)
+    if sigmoid:
+        b = mem.view(bias, np.float32, experts) if bias else None
+        ids, w = topk_sigmoid(lg, b, top_k, bool(renormalize), scale)
+    else:
+        ids, w = topk_softmax(lg, top_k, bool(renormalize), scale)
+    slots = top_k + shared_slots
+    ids_rows = mem.view(topk_ids, np.int32, tokens * slots).reshape(tokens, slots)
+    w_rows = mem.view(topk_weights, np.float32, tokens * slots).reshape(tokens, slots)
+    ids_rows[:, :top_k], w_rows[:, :top_k] = ids, w
+    if shared_slots:
+        _gate_logits(mem, x, shared_gate, shared_logits, tokens, 1, hidden)
+        g = mem.view(shared_logits, np.float32, tokens)
+        ids_rows[:, top_k:] = experts + np.arange(shared_slots, dtype=np.int32)
+        w_rows[:, top_k:] = _bf16(sigmoid_scores(g))[:, None].astype(np.float32)
+
+
+@reference(MOE_GATE_TOPK_SOFTMAX)
+def moe_gate_topk_softmax_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_gate: int,
+                               shared_gate: int, logits: int, shared_logits: int, topk_ids: int,
+                               topk_weights: int, counter: int, tokens: int, experts: int,
+                               hidden: int, top_k: int, shared_slots: int, renormalize: int,
+                               scale: float) -> None:
+    _gate_route(mem, x, w_gate, shared_gate, 0, logits, shared_logits, topk_ids, topk_weights,
+                tokens, experts, hidden, top_k, shared_slots, renormalize, scale, False)
+
+
+@reference(MOE_GATE_TOPK_SIGMOID)
+def moe_gate_topk_sigmoid_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_gate: int,
+                               shared_gate: int, bias: int, logits: int, shared_logits: int,
+                               topk_ids: int, topk_weights: int, counter: int, tokens: int,
+                               experts: int, hidden: int, top_k: int, shared_slots: int,
+                               renormalize: int, scale: float) -> None:
+    _gate_route(mem, x, w_gate, shared_gate, bias, logits, shared_logits, topk_ids,
+                topk_weights, tokens, experts, hidden, top_k, shared_slots, renormalize, scale,
+                True)
 
 
 # ---- expert products ----------------------------------------------------------------------
@@ -166,26 +224,94 @@ def _act_in(mem: HostMemory, ptr: int, rows: int, inter: int) -> np.ndarray:
 @reference(MOE_GATE_UP_SILU)
 def moe_gate_up_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_gate_up: int,
                           topk_ids: int, act: int, tokens: int, top_k: int, hidden: int,
-                          inter: int, experts: int) -> None:
+                          inter: int, experts: int, shared_gate_up: int, shared_slots: int,
+                          shared_inter: int) -> None:
     w = ExpertWeights(mem, w_gate_up, 0, experts, hidden, inter)
     xs = _act_in(mem, x, tokens, hidden)
-    ids = mem.view(topk_ids, np.int32, tokens * top_k)
-    out = expert_act(np.repeat(xs, top_k, axis=0), ids, w.gate_up, inter)
-    mem.view(act, np.uint16, tokens * top_k * inter)[:] = f32_to_bf16_bits(
+    slots = top_k + shared_slots
+    ids = mem.view(topk_ids, np.int32, tokens * slots).reshape(tokens, slots)
+    out = np.zeros((tokens, slots, inter))
+    out[:, :top_k] = expert_act(np.repeat(xs, top_k, axis=0), ids[:, :top_k].reshape(-1),
+                                w.gate_up, inter).reshape(tokens, top_k, inter)
+    if shared_slots:  # the shared expert's columns, in chunks of inter, zero past its width
+        wsh = widened_f64(mem, shared_gate_up, 2 * shared_inter * hidden).reshape(
+            2 * shared_inter, hidden)
+        full = np.zeros((tokens, shared_slots * inter))
+        full[:, :shared_inter] = swiglu_rows(xs, wsh)
+        out[:, top_k:] = full.reshape(tokens, shared_slots, inter)
+    mem.view(act, np.uint16, tokens * slots * inter)[:] = f32_to_bf16_bits(
         out.astype(np.float32)).reshape(-1)
+
+
+def _down_sum(mem: HostMemory, act: int, w_down: int, topk_ids: int, topk_weights: int,
+              tokens: int, top_k: int, hidden: int, inter: int, experts: int, shared_down: int,
+              shared_slots: int, shared_inter: int) -> np.ndarray:
+    """bf16 bits [tokens, hidden] of the decode down kernels' weighted sum: the routed
+    slots', then with a shared expert bf16(that) + bf16(gate weight * bf16(shared product))
+    (transformers' `expert_output + sigmoid(gate) * shared_expert(x)` in bf16)."""
+    w = ExpertWeights(mem, 0, w_down, experts, hidden, inter)
+    slots = top_k + shared_slots
+    ids = mem.view(topk_ids, np.int32, tokens * slots).reshape(tokens, slots)
+    weights = mem.view(topk_weights, np.float32, tokens * slots).reshape(tokens, slots)
+    a = _act_in(mem, act, tokens * slots, inter).reshape(tokens, slots, inter)
+    y = expert_down(a[:, :top_k].reshape(-1, inter), ids[:, :top_k].reshape(-1), w.down)
+    routed = weighted_sum(y.reshape(tokens, top_k, hidden), ids[:, :top_k],
+                          weights[:, :top_k], experts)
+    if not shared_slots:
+        return routed
+    sd = widened_f64(mem, shared_down, hidden * shared_inter).reshape(hidden, shared_inter)
+    a_sh = a[:, top_k:].reshape(tokens, shared_slots * inter)[:, :shared_inter]
+    gated = _bf16(weights[:, top_k:top_k + 1].astype(np.float64) * _bf16(a_sh @ sd.T))
+    return f32_to_bf16_bits((bf16_bits_to_f32(routed) + gated).astype(np.float32))
 
 
 @reference(MOE_DOWN_SUM)
 def moe_down_sum_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w_down: int,
                       topk_ids: int, topk_weights: int, out: int, tokens: int, top_k: int,
-                      hidden: int, inter: int, experts: int) -> None:
-    w = ExpertWeights(mem, 0, w_down, experts, hidden, inter)
-    ids = mem.view(topk_ids, np.int32, tokens * top_k)
-    y = expert_down(_act_in(mem, act, tokens * top_k, inter), ids, w.down)
-    weights = mem.view(topk_weights, np.float32, tokens * top_k).reshape(tokens, top_k)
-    mem.view(out, np.uint16, tokens * hidden)[:] = weighted_sum(
-        y.reshape(tokens, top_k, hidden), ids.reshape(tokens, top_k), weights,
-        experts).reshape(-1)
+                      hidden: int, inter: int, experts: int, rows_per_block: int,
+                      shared_down: int, shared_slots: int, shared_inter: int) -> None:
+    mem.view(out, np.uint16, tokens * hidden)[:] = _down_sum(
+        mem, act, w_down, topk_ids, topk_weights, tokens, top_k, hidden, inter, experts,
+        shared_down, shared_slots, shared_inter).reshape(-1)
+
+
+def _down_add_rmsnorm(mem: HostMemory, act: int, w_down: int, topk_ids: int, topk_weights: int,
+                      residual: int, w: int, normed: int, tokens: int, top_k: int, hidden: int,
+                      inter: int, experts: int, shared: tuple[int, int, int], eps: float,
+                      offset: bool) -> None:
+    """residual = bf16(residual + sum), normed = add_rmsnorm's norm of it; the counters are
+    the device's bookkeeping (zero before and after) and are not touched here."""
+    s = bf16_bits_to_f32(_down_sum(mem, act, w_down, topk_ids, topk_weights, tokens, top_k,
+                                   hidden, inter, experts, *shared))
+    resid = mem.view(residual, np.uint16, tokens * hidden).reshape(tokens, hidden)
+    resid[:] = f32_to_bf16_bits(bf16_bits_to_f32(resid) + s)
+    wf = bf16_bits_to_f32(mem.view(w, np.uint16, hidden))
+    norm = rms_norm_offset_bf16 if offset else rms_norm_bf16
+    mem.view(normed, np.uint16, tokens * hidden)[:] = norm(bf16_bits_to_f32(resid), wf,
+                                                          eps).reshape(-1)
+
+
+@reference(MOE_DOWN_ADD_RMSNORM)
+def moe_down_add_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w_down: int,
+                              topk_ids: int, topk_weights: int, residual: int, w: int,
+                              normed: int, counters: int, tokens: int, top_k: int, hidden: int,
+                              inter: int, experts: int, rows_per_block: int, shared_down: int,
+                              shared_slots: int, shared_inter: int, eps: float) -> None:
+    _down_add_rmsnorm(mem, act, w_down, topk_ids, topk_weights, residual, w, normed, tokens,
+                      top_k, hidden, inter, experts, (shared_down, shared_slots, shared_inter),
+                      eps, offset=False)
+
+
+@reference(MOE_DOWN_ADD_RMSNORM_OFFSET)
+def moe_down_add_rmsnorm_offset_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int,
+                                     w_down: int, topk_ids: int, topk_weights: int,
+                                     residual: int, w: int, normed: int, counters: int,
+                                     tokens: int, top_k: int, hidden: int, inter: int,
+                                     experts: int, rows_per_block: int, shared_down: int,
+                                     shared_slots: int, shared_inter: int, eps: float) -> None:
+    _down_add_rmsnorm(mem, act, w_down, topk_ids, topk_weights, residual, w, normed, tokens,
+                      top_k, hidden, inter, experts, (shared_down, shared_slots, shared_inter),
+                      eps, offset=True)
 
 
 # ---- grouped path -------------------------------------------------------------------------

@@ -1,0 +1,1 @@
+../../hopper/common/allreduce.cu

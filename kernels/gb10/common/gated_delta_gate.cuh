@@ -1,0 +1,1 @@
+../../hopper/common/gated_delta_gate.cuh

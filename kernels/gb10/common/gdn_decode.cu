@@ -1,0 +1,1 @@
+../../hopper/common/gdn_decode.cu

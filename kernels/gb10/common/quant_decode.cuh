@@ -1,0 +1,1 @@
+../../hopper/common/quant_decode.cuh

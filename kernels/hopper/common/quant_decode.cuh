@@ -1,0 +1,98 @@
+// Decoding quantized weight codes into values the kernels compute with: E4M3 (FP8) and
+// E2M1 (NVFP4) to bf16 pairs (tensor-core A fragments) or f32, and E4M3 scales to f32.
+// Every decode here is exact; none relies on subnormal arithmetic.
+#pragma once
+
+#include "atlas_common.cuh"
+
+namespace atlas::quant {
+
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+}
+
+// One E4M3 code (bits 0..7) -> f32, exactly: the 7 magnitude bits moved to f32 bits 26..20
+// give the value times 2^-120 (E4M3 subnormals land on f32 subnormals, which nothing here
+// flushes), the 2^120 multiply is exact.
+__device__ __forceinline__ float e4m3_to_f32(uint32_t b) {
+  return __uint_as_float(((b & 0x7fu) << 20) | ((b & 0x80u) << 24)) * 0x1p120f;
+}
+
+// Two E4M3 codes (bits 0..15 of `codes`, or 16..31 with kHigh; value 0 low) -> a bf16 pair
+// holding each value times 2^-112. The hardware convert (sm_89+) gives f16 exactly (E4M3's
+// range and 3 mantissa bits fit f16's normals), whose mantissa ends in 7 zero bits; shifting
+// right by 3 puts the f16 exponent and mantissa in bf16's fields (an exponent field of
+// 1..30 under bias 127: the f16 value times 2^(15 - 127), a normal bf16) and the sign on
+// bit 12 / 28, which the multiply-add moves to bit 15 / 31 (x + 7 x = 8 x). Zero stays
+// zero. F2FP + 3 integer ops.
+constexpr float kE4m3PairScale = 0x1p112f;  // what e4m3x2_to_bf16x2's values are short of
+
+template <bool kHigh>
+__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint32_t codes) {
+  uint32_t h;
+  if constexpr (kHigh)
+    asm("{\n .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %1;\n cvt.rn.f16x2.e4m3x2 %0, hi;\n}"
+        : "=r"(h) : "r"(codes));
+  else
+    asm("{\n .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %1;\n cvt.rn.f16x2.e4m3x2 %0, lo;\n}"
+        : "=r"(h) : "r"(codes));
+  const uint32_t t = h >> 3;
+  return t + 7u * (t & 0x10001000u);
+}
+
+// E2M1 magnitudes {0, 0.5, 1, 1.5, 2, 3, 4, 6} as bf16 pairs (value 2i low, 2i + 1 high)
+__device__ __forceinline__ constexpr uint32_t e2m1_pair(int i) {
+  return i == 0 ? 0x3F000000u : i == 1 ? 0x3FC03F80u : i == 2 ? 0x40404000u : 0x40C04080u;
+}
+
+// Byte tables of the eight E2M1 magnitudes times a scale s, as bf16: byte j of
+// {hi47:hi03} / {lo47:lo03} is the high / low byte of bf16(|e2m1_j| * s). A PRMT looks up
+// four values at once in such a table (E2M1 has no hardware convert before sm_100).
+struct E2m1Lut {
+  uint32_t hi03, hi47, lo03, lo47;
+
+  // For s given as a bf16 pair (s, s): four bf16x2 products (exact whenever |e2m1| * s fits
+  // bf16's 8 significant bits: always for an E4M3 s, at most 2 x 4 bits) split into bytes.
+  __device__ __forceinline__ static E2m1Lut scaled(uint32_t s_pair) {
+    uint32_t p[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(p[i]) : "r"(e2m1_pair(i)), "r"(s_pair));
+    return {prmt(p[0], p[1], 0x7531u), prmt(p[2], p[3], 0x7531u), prmt(p[0], p[1], 0x6420u),
+            prmt(p[2], p[3], 0x6420u)};
+  }
+};
+
+// Eight E2M1 codes (q, value j in bits 4j..4j+3) -> four bf16 pairs (v0, v1) .. (v6, v7) of
+// e2m1 * s through `lut`. Per four values: two table lookups (high and low bytes), a PRMT in
+// sign-replicate mode spreading the code signs to byte msbs, one XOR giving each value the
+// sign of code and scale, and two PRMTs interleaving the bytes into pairs. 16 instructions
+// for 8 values, every result exact (the table's).
+__device__ __forceinline__ void e2m1x8_to_bf16x2(uint32_t q, const E2m1Lut& lut,
+                                                 uint32_t (&p)[4]) {
+  const uint32_t idx = q & 0x77777777u;  // magnitudes; selector bit 3 (replicate) clear
+  const uint32_t q4 = q << 4;             // byte msbs of q4 / q: signs of even / odd codes
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const uint32_t sel = half ? idx >> 16 : idx;
+    const uint32_t sg = prmt(q4, q, half ? 0xFBEAu : 0xD9C8u);  // byte j: 0xFF if code < 0
+    const uint32_t hs = prmt(lut.hi03, lut.hi47, sel) ^ (sg & 0x80808080u);
+    const uint32_t lo = prmt(lut.lo03, lut.lo47, sel);
+    p[2 * half] = prmt(lo, hs, 0x5140u);
+    p[2 * half + 1] = prmt(lo, hs, 0x7362u);
+  }
+}
+
+// Two E4M3 codes (bits 0..7 and 8..15) -> bf16 pairs (s0, s0) and (s1, s1), exactly: the
+// hardware convert to f16 is exact, and so are f16 -> f32 -> bf16 for E4M3's 4 bits.
+__device__ __forceinline__ void e4m3x2_to_bf16_pairs(uint32_t codes, uint32_t& s0,
+                                                     uint32_t& s1) {
+  asm("{\n .reg .b16 c, h0, h1;\n .reg .f32 f0, f1;\n .reg .b32 h;\n cvt.u16.u32 c, %2;\n"
+      " cvt.rn.f16x2.e4m3x2 h, c;\n mov.b32 {h0, h1}, h;\n cvt.f32.f16 f0, h0;\n"
+      " cvt.f32.f16 f1, h1;\n cvt.rn.bf16x2.f32 %0, f0, f0;\n cvt.rn.bf16x2.f32 %1, f1, f1;\n}"
+      : "=r"(s0), "=r"(s1) : "r"(codes));
+}
+
+}  // namespace atlas::quant

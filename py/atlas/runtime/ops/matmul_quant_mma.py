@@ -1,0 +1,111 @@
+"""Launch builders for the quantized decode GEMV on tensor cores (hopper/common/gemv_mma_quant.cu).
+
+y[m, n] = x[m, k] @ dequant(w)[n, k].T for 1 <= m <= 64 over FP8 (`Fp8Weight`) or NVFP4
+(`Nvfp4Weight`) weights: the quantized bytes stream from HBM once for any m, decoded into
+bf16 MMA fragments in registers, 32 weight rows a block, K split over 8 warps, each with a
+cp.async ring in dynamic shared memory. The geometry below mirrors the kernel's constants.
+Only hopper sets build the module; `available` says whether the loaded kernels have it,
+`supports` whether a weight meets the kernel's preconditions (else matmul_quant keeps the
+CUDA-core GEMV passes).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..gpu import DevicePtr, Stream
+from ..kernel_abi import GEMV_MMA_FP8, GEMV_MMA_FP8_SMALL, GEMV_MMA_NVFP4, GEMV_MMA_NVFP4_SMALL
+from . import KernelCache
+from ._preconditions import require_aligned
+
+if TYPE_CHECKING:
+    from .matmul_nvfp4 import Nvfp4Weight
+    from .matmul_quant import Fp8Weight
+
+#: largest batch: eight 8-row MMA B tiles (gemv_mma_quant.cu)
+MMA_QUANT_MAX_M = 64
+#: batches up to this many rows take the _small entry points (one B tile)
+MMA_QUANT_SMALL_M = 8
+#: weight rows per block (kTiles 16-row A tiles) and threads (kWarps warps)
+MMA_ROWS = 32
+MMA_THREADS = 256
+#: k values per lane-quad step: k must be a multiple
+MMA_STEP_K = 64
+#: per-warp ring: at most this many steps; the block's rings aim at this many bytes
+#: (two blocks per SM for m <= 8) but always hold two steps
+_MAX_STAGES = 8
+_RING_BUDGET = 110 * 1024
+_WARPS = MMA_THREADS // 32
+#: a lane's bytes of one weight row per step, and the group-scale bytes per stage
+_W_BYTES = {"fp8": 16, "nvfp4": 8}
+_SCALE_BYTES = {"fp8": 0, "nvfp4": (MMA_ROWS // 16) * 16 * 4}
+
+
+def stage_bytes(fmt: str, m: int) -> int:
+    """Bytes of one warp's ring stage: weight rows g and g + 8 of both A tiles per lane,
+    NVFP4 group scales, and 32 bytes of x per lane per 8-row B tile."""
+    btiles = -(-m // 8)
+    return 2 * (MMA_ROWS // 16) * 32 * _W_BYTES[fmt] + _SCALE_BYTES[fmt] + btiles * 32 * 32
+
+
+def ring_bytes(fmt: str, m: int) -> int:
+    """Dynamic shared memory of a launch (gemv_mma_quant.cu ring_stages * stage_bytes)."""
+    stage = stage_bytes(fmt, m)
+    stages = max(2, min(_MAX_STAGES, _RING_BUDGET // (_WARPS * stage)))
+    return _WARPS * stages * stage
+
+
+#: the most dynamic shared memory a launch needs: what the kernels opt in to
+MMA_QUANT_MAX_SHARED = max(ring_bytes(f, m) for f in _W_BYTES
+                           for m in range(1, MMA_QUANT_MAX_M + 1))
+
+
+def available(kc: KernelCache) -> bool:
+    """Whether the backend's loaded kernels include gemv_mma_quant (hopper sets do; gb10
+    sets, the host references and the mock load no such module)."""
+    return GEMV_MMA_FP8.module in kc.backend.module_names
+
+
+def supports(w: "Fp8Weight | Nvfp4Weight") -> bool:
+    """The kernel's preconditions on the weight: k a multiple of 64 and, for FP8, scale
+    blocks spanning a whole 64-column step (or one scale per row / tensor)."""
+    if w.k % MMA_STEP_K:
+        return False
+    smap = getattr(w, "smap", None)
+    return smap is None or smap.col_stride == 0 or smap.col_shift >= 6
+
+
+def _launch(kc: KernelCache, stream: Stream, fmt: str, m: int, n: int, x: DevicePtr,
+            y: DevicePtr, args: tuple) -> None:
+    if not 1 <= m <= MMA_QUANT_MAX_M:
+        raise ValueError(f"gemv_mma_{fmt}: m={m} must be in 1..{MMA_QUANT_MAX_M}")
+    require_aligned(f"gemv_mma_{fmt}", "x", x, 16)
+    require_aligned(f"gemv_mma_{fmt}", "y", y, 2)
+    small = m <= MMA_QUANT_SMALL_M
+    sig = {("fp8", True): GEMV_MMA_FP8_SMALL, ("fp8", False): GEMV_MMA_FP8,
+           ("nvfp4", True): GEMV_MMA_NVFP4_SMALL, ("nvfp4", False): GEMV_MMA_NVFP4}[fmt, small]
+    launch = kc.get_with_shared(sig, MMA_QUANT_MAX_SHARED)
+    launch(stream, -(-n // MMA_ROWS), MMA_THREADS, ring_bytes(fmt, m), x, *args)
+
+
+def _require_supported(name: str, w: "Fp8Weight | Nvfp4Weight") -> None:
+    if not supports(w):
+        raise ValueError(f"{name}: weight [{w.n}, {w.k}] needs k % {MMA_STEP_K} == 0 and scale "
+                         "blocks of at least 64 columns")
+
+
+def gemv_mma_fp8(kc: KernelCache, stream: Stream, x: DevicePtr, w: "Fp8Weight", y: DevicePtr,
+                 m: int) -> None:
+    """y[m, n] = x[m, k] @ dequant(w).T on tensor cores, 1 <= m <= 64 (bf16 x and y)."""
+    _require_supported("gemv_mma_fp8", w)
+    _launch(kc, stream, "fp8", m, w.n, x, y,
+            (w.codes, w.scales, y, m, w.n, w.k, *w.map_args))
+
+
+def gemv_mma_nvfp4(kc: KernelCache, stream: Stream, x: DevicePtr, w: "Nvfp4Weight",
+                   y: DevicePtr, m: int) -> None:
+    """y[m, n] = x[m, k] @ dequant(w).T on tensor cores, 1 <= m <= 64 (bf16 x and y)."""
+    _require_supported("gemv_mma_nvfp4", w)
+    require_aligned("gemv_mma_nvfp4", "scales", w.scales, 4)
+    _launch(kc, stream, "nvfp4", m, w.n, x, y,
+            (w.codes, w.scales, w.row_scales, y, m, w.n, w.k))

@@ -1,0 +1,233 @@
+"""The quantized kernels' decodes (kernels/hopper/common/quant_decode.cuh), emulated bit for
+bit with their constants and selectors read from the header (PTX `prmt.b32`, `mul.rn.bf16x2`
+and `cvt.rn.f16x2.e4m3x2` semantics in numpy), against the E2M1 / E4M3 tables for every
+input; and the launch builders of the tensor-core GEMV (gemv_mma_quant): route, geometry,
+shared memory and preconditions on a mock Hopper device."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from atlas.core.numerics import E2M1_LUT, FP8_E4M3_LUT, f32_to_bf16_bits
+from atlas.core.quant import Fp8ScaleMap
+from atlas.runtime.mock import MockGpuBackend
+from atlas.runtime.ops import KernelCache, matmul_quant, matmul_quant_mma
+from atlas.runtime.ops.matmul_nvfp4 import Nvfp4Weight
+from atlas.runtime.ops.matmul_quant import Fp8Weight, QuantLinear
+from atlas.runtime.ops.routes import KernelRoutes
+
+COMMON = Path(__file__).parents[2] / "kernels" / "hopper" / "common"
+HEADER = (COMMON / "quant_decode.cuh").read_text()
+U32 = np.uint64(0xFFFFFFFF)
+
+
+def _hex(pattern: str) -> list[int]:
+    """The hex constants the pattern's groups capture in the header, in order."""
+    found = re.findall(pattern, HEADER)
+    return [int(v, 16) for m in found for v in (m if isinstance(m, tuple) else (m,))]
+
+
+def _prmt(a, b, sel) -> np.ndarray:
+    """PTX prmt.b32 (default mode): byte n of d = byte (sel nibble n & 7) of {b, a}, or that
+    byte's msb replicated when the nibble's bit 3 is set."""
+    a, b, sel = (np.asarray(v, np.uint64) for v in (a, b, sel))
+    src = [(a >> np.uint64(8 * i)) & np.uint64(0xFF) for i in range(4)] + \
+          [(b >> np.uint64(8 * i)) & np.uint64(0xFF) for i in range(4)]
+    d = np.zeros(np.broadcast(a, b, sel).shape, np.uint64)
+    for n in range(4):
+        s = (sel >> np.uint64(4 * n)) & np.uint64(0xF)
+        byte = np.choose((s & np.uint64(7)).astype(np.int64), src)
+        byte = np.where(s & np.uint64(8), np.where(byte & np.uint64(0x80), 0xFF, 0), byte)
+        d |= byte.astype(np.uint64) << np.uint64(8 * n)
+    return d & U32
+
+
+def _bf16_pair_values(p: int) -> tuple[float, float]:
+    lo = np.array([(p & 0xFFFF) << 16], np.uint32).view(np.float32)[0]
+    hi = np.array([p & 0xFFFF0000], np.uint32).view(np.float32)[0]
+    return float(lo), float(hi)
+
+
+def _mul_bf16x2(a: int, b: int) -> int:
+    """mul.rn.bf16x2: each half's product rounded to bf16 (nearest even)."""
+    (a0, a1), (b0, b1) = _bf16_pair_values(a), _bf16_pair_values(b)
+    lo, hi = f32_to_bf16_bits(np.array([a0 * b0, a1 * b1], np.float32))
+    return int(lo) | (int(hi) << 16)
+
+
+def _lut(s_pair: int) -> tuple[int, int, int, int]:
+    """E2m1Lut::scaled: (hi03, hi47, lo03, lo47)."""
+    pairs = _hex(r"i == \d \? (0x[0-9A-F]{8})u") + _hex(r": (0x[0-9A-F]{8})u;\n}")
+    assert len(pairs) == 4
+    p = [_mul_bf16x2(c, s_pair) for c in pairs]
+    hi_sel, lo_sel = _hex(r"prmt\(p\[0\], p\[1\], (0x[0-9a-fA-F]+)u\)")
+    return (int(_prmt(p[0], p[1], hi_sel)), int(_prmt(p[2], p[3], hi_sel)),
+            int(_prmt(p[0], p[1], lo_sel)), int(_prmt(p[2], p[3], lo_sel)))
+
+
+def _e2m1x8(q: np.ndarray, lut: tuple[int, int, int, int]) -> np.ndarray:
+    """e2m1x8_to_bf16x2 on every word of q: [len(q), 8] bf16 bit patterns."""
+    hi03, hi47, lo03, lo47 = lut
+    (idx_mask,) = _hex(r"const uint32_t idx = q & (0x[0-9A-Fa-f]+)u")
+    sign_hi, sign_lo = _hex(r"half \? (0x[0-9A-Fa-f]+)u : (0x[0-9A-Fa-f]+)u\)")
+    (sign_bits,) = _hex(r"\^ \(sg & (0x[0-9A-Fa-f]+)u\)")
+    p_even, p_odd = _hex(r"= prmt\(lo, hs, (0x[0-9A-Fa-f]+)u\)")
+    q = q.astype(np.uint64)
+    idx, q4 = q & np.uint64(idx_mask), (q << np.uint64(4)) & U32
+    out = []
+    for half in range(2):
+        sel = idx >> np.uint64(16) if half else idx
+        sg = _prmt(q4, q, sign_hi if half else sign_lo)
+        hs = _prmt(hi03, hi47, sel) ^ (sg & np.uint64(sign_bits))
+        lo = _prmt(lo03, lo47, sel)
+        for p in (_prmt(lo, hs, p_even), _prmt(lo, hs, p_odd)):
+            out += [p & np.uint64(0xFFFF), p >> np.uint64(16)]
+    return np.stack(out, axis=1).astype(np.uint16)
+
+
+@pytest.mark.parametrize("scale_code", [0x38, 0x01, 0x7E, 0xBA])
+def test_e2m1_lookup_gives_exact_scaled_bf16_for_every_code(scale_code: int) -> None:
+    """Every E2M1 code in every position of a word, under E4M3 group scales from subnormal
+    (0x01) to the largest (0x7E, 448) and negative (0xBA): bf16(e2m1 * s), exact."""
+    s = float(FP8_E4M3_LUT[scale_code])
+    s_bits = int(f32_to_bf16_bits(np.array([s], np.float32))[0])
+    assert _bf16_pair_values(s_bits)[0] == s  # E4M3 scales are exact in bf16
+    rng = np.random.default_rng(scale_code)
+    low = np.arange(1 << 16, dtype=np.uint64)
+    noise = rng.integers(0, 1 << 16, low.size).astype(np.uint64)
+    q = np.concatenate([low | (noise << np.uint64(16)), (low << np.uint64(16)) | noise])
+    got = _e2m1x8(q, _lut(s_bits | (s_bits << 16)))
+    codes = np.stack([(q >> np.uint64(4 * j)) & np.uint64(0xF) for j in range(8)], axis=1)
+    want = f32_to_bf16_bits((E2M1_LUT[codes.astype(np.uint8)] * np.float32(s))
+                            .astype(np.float32))
+    np.testing.assert_array_equal(got, want)  # bit-exact, signed zeros included
+    exact = E2M1_LUT.astype(np.float64) * s
+    assert np.array_equal(np.unique(exact), np.unique(_f64(want)))
+
+
+def _f64(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def test_e4m3_pair_decode_is_the_value_times_2_to_the_minus_112() -> None:
+    """e4m3x2_to_bf16x2 for every pair of non-NaN codes: the hardware's exact f16, shifted
+    right by 3 with the sign moved back, is a normal bf16 of value * 2^-112."""
+    (shift,) = [int(v) for v in re.findall(r"const uint32_t t = h >> (\d+);", HEADER)]
+    (mul, mask) = re.search(r"return t \+ (\d+)u \* \(t & (0x[0-9a-fA-F]+)u\);", HEADER).groups()
+    codes = np.arange(256)
+    valid = codes[(codes & 0x7F) != 0x7F]
+    f16 = FP8_E4M3_LUT[valid].astype(np.float16)
+    assert np.array_equal(f16.astype(np.float32), FP8_E4M3_LUT[valid])  # exact in f16
+    h16 = f16.view(np.uint16).astype(np.uint64)
+    h = (h16[:, None] | (h16[None, :] << np.uint64(16))).reshape(-1)  # every (lo, hi) pair
+    t = h >> np.uint64(shift)
+    out = (t + np.uint64(int(mul)) * (t & np.uint64(int(mask, 16)))) & U32
+    got = np.stack([out & np.uint64(0xFFFF), out >> np.uint64(16)], axis=1).astype(np.uint16)
+    vals = FP8_E4M3_LUT[valid].astype(np.float64) * 2.0 ** -112
+    want = np.stack([np.repeat(vals[:, None], valid.size, 1).reshape(-1),  # [lo, hi] pairs
+                     np.repeat(vals[None, :], valid.size, 0).reshape(-1)], axis=1)
+    np.testing.assert_array_equal(_f64(got), want)
+    exps = (got.astype(np.uint32) >> 7) & 0xFF
+    assert ((exps > 0) | (got & 0x7FFF == 0)).all()  # normal or zero, never subnormal
+    assert re.search(r"kE4m3PairScale = 0x1p112f", HEADER)
+
+
+# ---- launch builders -------------------------------------------------------------------------
+
+class _HopperQuantMock(MockGpuBackend):
+    """A mock device whose PTX set has the tensor-core quantized GEMV (a hopper leaf)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.opt_ins: list[tuple[str, int]] = []
+
+    @property
+    def module_names(self) -> list[str]:
+        return ["activation", "gemm", "gemv", "gemv_fp8", "gemv_mma_quant", "gemv_nvfp4"]
+
+    def set_max_dynamic_shared(self, handle, nbytes: int) -> None:
+        self.opt_ins.append((handle.func, nbytes))
+
+
+def _weights(dev: MockGpuBackend, n: int, k: int) -> dict[str, object]:
+    smap = Fp8ScaleMap.block(n, k)
+    return {"fp8": Fp8Weight(dev.alloc(n * k), dev.alloc(4 * max(1, int(np.prod(smap.shape)))),
+                             n, k, smap),
+            "nvfp4": Nvfp4Weight(dev.alloc(n * k // 2), dev.alloc(n * k // 16), dev.alloc(4 * n),
+                                 n, k)}
+
+
+@pytest.mark.parametrize("fmt", ["fp8", "nvfp4"])
+@pytest.mark.parametrize("m, func", [(1, "_small"), (8, "_small"), (9, ""), (64, "")])
+def test_decode_batches_take_the_tensor_core_gemv(fmt: str, m: int, func: str) -> None:
+    dev = _HopperQuantMock()
+    kc = KernelCache(dev)
+    n, k = 4100, 1024
+    w = _weights(dev, n, k)[fmt]
+    x, y = dev.alloc(m * k * 2), dev.alloc(m * n * 2)
+    QuantLinear(w).linear(kc, 0, x, y, m)
+    (rec,) = dev.drain_launches()
+    assert (rec.module, rec.func) == ("gemv_mma_quant", f"gemv_mma_{fmt}_bf16{func}")
+    assert rec.grid[0] == -(-n // 32) and rec.block[0] == 256  # rows past n: last block
+    assert rec.shared == matmul_quant_mma.ring_bytes(fmt, m)
+    assert rec.args["x"] == x and rec.args["y"] == y and rec.args["m"] == m
+    assert (rec.args["n"], rec.args["k"]) == (n, k)
+    assert dev.opt_ins == [(rec.func, matmul_quant_mma.MMA_QUANT_MAX_SHARED)]
+
+
+def test_the_down_projection_runs_silu_mul_then_the_tensor_core_gemv() -> None:
+    dev = _HopperQuantMock()
+    w = _weights(dev, 256, 3072)["nvfp4"]
+    gate_up, act, y = dev.alloc(4 * 2 * 3072 * 2), dev.alloc(4 * 3072 * 2), dev.alloc(4 * 512)
+    QuantLinear(w).linear_silu(KernelCache(dev), 0, gate_up, y, 4, act_scratch=act)
+    silu, gemv = dev.drain_launches()
+    assert silu.func == "silu_mul_bf16" and silu.args["out"] == act
+    assert gemv.func == "gemv_mma_nvfp4_bf16_small" and gemv.args["x"] == act
+    with pytest.raises(ValueError, match="activation scratch"):
+        QuantLinear(w).linear_silu(KernelCache(dev), 0, gate_up, y, 4)
+
+
+@pytest.mark.parametrize("case", ["prefill", "switched off", "k % 64", "narrow blocks", "gb10"])
+def test_other_products_keep_their_routes(case: str) -> None:
+    dev = MockGpuBackend() if case == "gb10" else _HopperQuantMock()
+    routes = KernelRoutes(quant_mma=case != "switched off")
+    n, k, m = 256, 96 if case == "k % 64" else 1024, 65 if case == "prefill" else 4
+    w = _weights(dev, n, k)["fp8"]
+    if case == "narrow blocks":  # 32-column scale blocks: a 64-value step spans two
+        w = Fp8Weight(w.codes, w.scales, n, k, Fp8ScaleMap.block(n, k, 128, 32))
+    scratch = dev.alloc(n * k * 2)
+    matmul_quant.linear_quant(KernelCache(dev, routes), 0, dev.alloc(m * k * 2), w,
+                              dev.alloc(m * n * 2), m, scratch)
+    modules = {r.module for r in dev.drain_launches()}
+    assert "gemv_mma_quant" not in modules and modules
+
+
+def test_launch_builder_preconditions() -> None:
+    dev = _HopperQuantMock()
+    kc = KernelCache(dev)
+    w = _weights(dev, 64, 128)
+    with pytest.raises(ValueError, match="m=65"):
+        matmul_quant_mma.gemv_mma_fp8(kc, 0, dev.alloc(65 * 256), w["fp8"], dev.alloc(8192), 65)
+    with pytest.raises(ValueError, match="k % 64"):
+        narrow = Fp8Weight(w["fp8"].codes, w["fp8"].scales, 64, 128,
+                           Fp8ScaleMap.block(64, 128, 128, 32))
+        matmul_quant_mma.gemv_mma_fp8(kc, 0, dev.alloc(256), narrow, dev.alloc(128), 1)
+    with pytest.raises(ValueError, match="16-byte"):
+        matmul_quant_mma.gemv_mma_nvfp4(kc, 0, dev.alloc(256) + 8, w["nvfp4"], dev.alloc(128), 1)
+    assert not dev.drain_launches()
+
+
+def test_ring_fits_the_partials_and_two_blocks_per_sm_for_small_batches() -> None:
+    """The kernel reuses its rings for the warps' partial sums ([8][2][B tiles][4][32] f32)
+    and, at m <= 8, two blocks share an SM (228 KiB, 1 KiB reserved per block)."""
+    for fmt in ("fp8", "nvfp4"):
+        for m in range(1, 65):
+            assert matmul_quant_mma.ring_bytes(fmt, m) >= 8 * 2 * -(-m // 8) * 4 * 32 * 4
+            assert matmul_quant_mma.ring_bytes(fmt, m) >= 2 * 8 * matmul_quant_mma.stage_bytes(
+                fmt, m)
+        assert 2 * (matmul_quant_mma.ring_bytes(fmt, 8) + 1024) <= 228 * 1024
+    assert matmul_quant_mma.MMA_QUANT_MAX_SHARED <= 227 * 1024
