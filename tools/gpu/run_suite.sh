@@ -243,13 +243,13 @@ stage_batched_min_m() {
 # Issue 15's long contexts on Qwen3-8B (synthetic weights, no checkpoint): a 32,000-token
 # prefill as % of the bf16 matmul peak (attention FLOPs counted), batch-8 decode at 16k and
 # 32k contexts as % of the (weights + KV) bandwidth; then the prefill again with the wgmma
-# prefill attention on (ATLAS_PREFILL_ATTN_SM90=1, no decode).
+# prefill attention off (ATLAS_PREFILL_ATTN_SM90=0: prefill_attn_bf16, no decode).
 stage_long_context() {
   local rc=0
   "$PY" tools/gpu/bench_long_context.py --config qwen3-8b \
     --out "$RESULTS/long_context_qwen3-8b.json" || rc=1
-  ATLAS_PREFILL_ATTN_SM90=1 "$PY" tools/gpu/bench_long_context.py --config qwen3-8b --contexts "" \
-    --out "$RESULTS/long_context_qwen3-8b_prefill_sm90.json" || rc=1
+  ATLAS_PREFILL_ATTN_SM90=0 "$PY" tools/gpu/bench_long_context.py --config qwen3-8b --contexts "" \
+    --out "$RESULTS/long_context_qwen3-8b_prefill_mma_sync.json" || rc=1
   return $rc
 }
 
