@@ -246,10 +246,10 @@ stage_batched_min_m() {
 # prefill attention off (ATLAS_PREFILL_ATTN_SM90=0: prefill_attn_bf16, no decode).
 stage_long_context() {
   local rc=0
-  "$PY" tools/gpu/bench_long_context.py --config qwen3-8b \
+  "$PY" tools/gpu/bench_long_context.py --config qwen3-8b --prefill-repeats 2 --new 32 \
     --out "$RESULTS/long_context_qwen3-8b.json" || rc=1
   ATLAS_PREFILL_ATTN_SM90=0 "$PY" tools/gpu/bench_long_context.py --config qwen3-8b --contexts "" \
-    --out "$RESULTS/long_context_qwen3-8b_prefill_mma_sync.json" || rc=1
+    --prefill-repeats 2 --out "$RESULTS/long_context_qwen3-8b_prefill_mma_sync.json" || rc=1
   return $rc
 }
 
