@@ -597,7 +597,7 @@ def prefill_attention_case(env: Env, s: Any) -> Case:
                                     env.ptr(st["v_pool"]), env.ptr(st["tables"]),
                                     env.ptr(st["cu_q"]), env.ptr(st["kv_lens"]),
                                     env.ptr(st["out"]), 1, hq, hkv, d, bs, padded // bs,
-                                    d ** -0.5, t_, sm90=True if s.sm90 else None)
+                                    d ** -0.5, t_, sm90=s.sm90)
 
     sdpa_gqa, sdpa_repeated = Sdpa(torch), Sdpa(torch)
     group = hq // hkv
@@ -620,7 +620,8 @@ def prefill_attention_case(env: Env, s: Any) -> Case:
                  Variant("repeat_kv + F.sdpa(is_causal) (transformers)", repeated, paged_note,
                          sdpa_repeated)],
                 lambda o, t, r: [("out", o["out"], r[0].transpose(0, 1))], outputs=("out",),
-                note="ours: prefill_attn_sm90 (ops.attention_sm90, forced)" if s.sm90 else "")
+                note=("ours: prefill_attn_sm90 (ops.attention_sm90, forced)" if s.sm90 else
+                      "ours: prefill_attn_bf16 (mma.sync, forced)"))
 
 
 def decode_attention_case(env: Env, s: Any) -> Case:

@@ -255,18 +255,32 @@ stage_batched_min_m() {
 
 # Issue 15's long contexts on Qwen3-8B (synthetic weights, no checkpoint): a 32,000-token
 # prefill as % of the bf16 matmul peak (attention FLOPs counted), batch-8 decode at 16k and
-# 32k contexts as % of the (weights + KV) bandwidth; then the decode A/B with the
-# long-context attention kernel off (ATLAS_DECODE_ATTN_LONG=0, no prefill) and the prefill
-# with the wgmma prefill attention on (ATLAS_PREFILL_ATTN_SM90=1, no decode).
+# 32k contexts as % of the (weights + KV) bandwidth; then the prefill again with the wgmma
+# prefill attention off (ATLAS_PREFILL_ATTN_SM90=0: prefill_attn_bf16, no decode).
 stage_long_context() {
   local rc=0
-  "$PY" tools/gpu/bench_long_context.py --config qwen3-8b \
+  "$PY" tools/gpu/bench_long_context.py --config qwen3-8b --prefill-repeats 2 --new 32 \
     --out "$RESULTS/long_context_qwen3-8b.json" || rc=1
-  ATLAS_DECODE_ATTN_LONG=0 "$PY" tools/gpu/bench_long_context.py --config qwen3-8b --prefill 0 \
-    --out "$RESULTS/long_context_qwen3-8b_nolong.json" || rc=1
-  ATLAS_PREFILL_ATTN_SM90=1 "$PY" tools/gpu/bench_long_context.py --config qwen3-8b --contexts "" \
-    --out "$RESULTS/long_context_qwen3-8b_prefill_sm90.json" || rc=1
+  ATLAS_PREFILL_ATTN_SM90=0 "$PY" tools/gpu/bench_long_context.py --config qwen3-8b --contexts "" \
+    --prefill-repeats 2 --out "$RESULTS/long_context_qwen3-8b_prefill_mma_sync.json" || rc=1
   return $rc
+}
+
+# The decode half again with the long-context attention kernel off (ATLAS_DECODE_ATTN_LONG=0):
+# the A/B of decode_attn_long at batch 8, 16k and 32k.
+stage_long_context_nolong() {
+  ATLAS_DECODE_ATTN_LONG=0 "$PY" tools/gpu/bench_long_context.py --config qwen3-8b --prefill 0 \
+    --out "$RESULTS/long_context_qwen3-8b_nolong.json"
+}
+
+# Issue 15's kernel-table rows in one short run: the wgmma decode GEMM (Qwen3-8B gate_up at
+# every batch, o_proj b64 with its cluster split) beside gemv_mma's gate_up b32, batch-8
+# decode attention at 16k / 32k (the long-context kernel), prefill attention T4096 on
+# mma.sync and on wgmma.
+stage_issue15_table() {
+  "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS" -k "decode_gemm_sm90 qwen3-8b gate_up" \
+    -k "decode_gemm_sm90 qwen3-8b o_proj b64" -k "decode_batched_gemv qwen3-8b gate_up b32" \
+    -k "decode_attention qwen3-8b b8 hist" -k "qwen3-8b T4096"
 }
 
 # The skinny wgmma decode GEMM (gemm_decode_sm90, the default for 9..256 rows) against the
@@ -596,11 +610,10 @@ stage_decode_profiles() {
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity
         decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         moe_ab_unfused qwen3_8b decode_bench_nopdl profile kernel_table gdn_table server_sweep
-        throughput batched_min_m long_context decode_gemm_ab gates spec_bench prefix_bench
-        grammar_bench
-        spec_bench_hybrid quant_bench moe_full quant_profile moe_kernels moe_parity
-        moe_host_parity layer_diff moe_bench decode_profiles allreduce_1gpu tp_check tp_bench
-        tp_throughput ep_bench)
+        throughput batched_min_m long_context long_context_nolong issue15_table decode_gemm_ab
+        gates spec_bench grammar_bench prefix_bench spec_bench_hybrid quant_bench moe_full
+        quant_profile moe_kernels moe_parity moe_host_parity layer_diff moe_bench
+        decode_profiles allreduce_1gpu tp_check tp_bench tp_throughput ep_bench)
 
 # ---- runner -------------------------------------------------------------------------------
 

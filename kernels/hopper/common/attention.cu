@@ -192,9 +192,9 @@ __device__ __forceinline__ void prefill_attn(
     // through transposed ldmatrix.
 #pragma unroll
     for (int kt = 0; kt < P::kBKV / 16; ++kt) {
-      uint32_t p_hi[4], p_lo[4];
-      atlas::prob_fragments(s, kt, p_hi, p_lo);
-      atlas::pv_slice_mma<D>(o, p_hi, p_lo, sv, kt * 16, lane);
+      uint32_t pf[2][4];  // hi + lo parts
+      atlas::prob_fragments<2>(s, kt, pf);
+      atlas::pv_slice_mma<D, 2, false>(o, pf, sv, kt * 16, lane);
     }
     __syncthreads();  // stage t & 1 is refilled by the next iteration's prefetch
   }

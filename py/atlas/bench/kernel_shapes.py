@@ -390,8 +390,8 @@ class RopeKv:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PrefillAttention:
-    """Causal attention of one sequence of `seq` new tokens over its own keys (GQA);
-    `sm90` forces the Hopper wgmma kernel (ops.attention_sm90, head_dim 128)."""
+    """Causal attention of one sequence of `seq` new tokens over its own keys (GQA); `sm90`
+    runs the Hopper wgmma kernel (ops.attention_sm90, head_dim 128), else prefill_attn_bf16."""
 
     label: str
     seq: int

@@ -22,8 +22,8 @@ what it asked for each time, and importing Atlas never depends on the environmen
 * ATLAS_DECODE_ATTN_LONG=0: decode attention never on the long-context tensor-core kernel
   (attention_long); ATLAS_DECODE_ATTN_LONG_MIN_KEYS=N: the shortest block-table reach (keys)
   that takes it (default ops/attention_long.LONG_CONTEXT_KEYS).
-* ATLAS_PREFILL_ATTN_SM90=1: prefill attention (head_dim 128) on the Hopper wgmma kernel
-  (attention_sm90); off by default until measured against prefill_attn_bf16.
+* ATLAS_PREFILL_ATTN_SM90=0: prefill attention never on the Hopper wgmma kernel
+  (attention_sm90, head_dim 128), always on prefill_attn_bf16.
 * ATLAS_MOE_SM90=0: the MoE grouped GEMMs on the mma.sync kernels (moe_grouped), never the
   Hopper wgmma ones (moe_grouped_sm90).
 * ATLAS_MOE_FUSED_DECODE=0: a decode MoE layer as separate launches (router GEMV, top-k,
@@ -104,7 +104,7 @@ class KernelRoutes:
     decode_gemm_split: int | None = None
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
-    prefill_attn_sm90: bool = False
+    prefill_attn_sm90: bool = True
     fused_norm: bool | None = None
 
     @classmethod
@@ -137,5 +137,5 @@ class KernelRoutes:
                    decode_attn_long=env_switch(env, "ATLAS_DECODE_ATTN_LONG", True),
                    decode_attn_long_min_keys=_env_count(env, "ATLAS_DECODE_ATTN_LONG_MIN_KEYS",
                                                         DEFAULT_DECODE_ATTN_LONG_MIN_KEYS),
-                   prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", False),
+                   prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", True),
                    fused_norm=_env_tristate(env, "ATLAS_FUSED_NORM"))
