@@ -168,9 +168,19 @@ stage_flagship_bench() {
 
 # The same flagship decode with each Gated-DeltaNet decode step as three kernels (conv1d,
 # recurrent delta rule, gated RMSNorm) instead of the fused gdn_decode: the A/B of the fusion.
+# Batches 1 and 8 and a short prefill only: the A/B costs a fraction of flagship_bench.
 stage_flagship_bench_unfused() {
-  ATLAS_GDN_FUSED=0 "$PY" tools/gpu/bench_moe.py --config qwen3_5-35b-a3b --batches 1,8,32,64 \
-    --target-tok-s 450 --hf none --out "$RESULTS/bench_flagship_unfused.json"
+  ATLAS_GDN_FUSED=0 "$PY" tools/gpu/bench_moe.py --config qwen3_5-35b-a3b --batches 1,8 \
+    --prefill 512 --target-tok-s 450 --hf none --out "$RESULTS/bench_flagship_unfused.json"
+}
+
+# The flagship's per-kernel decode profile at batch 8 with PDL off (each kernel's own time):
+# which kernels the batch-8 step spends its time in (the fused GDN step, the MoE decode path).
+stage_flagship_profile_b8() {
+  local cfg="$CKPT/qwen3_5-35b-a3b-synthetic"
+  "$PY" tools/make_fixtures.py --config qwen3_5-35b-a3b --out "$cfg" --config-only || return 1
+  ATLAS_PDL=0 "$PY" tools/gpu/profile_decode.py --model "$cfg" --synthetic-seed 0 --batch 8 \
+    --out "$RESULTS/profile_decode_qwen3_5-35b-a3b_b8_pdl0.json"
 }
 
 # The MoE decode layer as separate launches (router GEMV + top-k, the shared expert's own
@@ -609,11 +619,12 @@ stage_decode_profiles() {
 
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity
         decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
-        moe_ab_unfused qwen3_8b decode_bench_nopdl profile kernel_table gdn_table server_sweep
-        throughput batched_min_m long_context long_context_nolong issue15_table decode_gemm_ab
-        gates spec_bench grammar_bench prefix_bench spec_bench_hybrid quant_bench moe_full
-        quant_profile moe_kernels moe_parity moe_host_parity layer_diff moe_bench
-        decode_profiles allreduce_1gpu tp_check tp_bench tp_throughput ep_bench)
+        flagship_profile_b8 moe_ab_unfused qwen3_8b decode_bench_nopdl profile kernel_table
+        gdn_table server_sweep throughput batched_min_m long_context long_context_nolong
+        issue15_table decode_gemm_ab gates spec_bench grammar_bench prefix_bench
+        spec_bench_hybrid quant_bench moe_full quant_profile moe_kernels moe_parity
+        moe_host_parity layer_diff moe_bench decode_profiles allreduce_1gpu tp_check tp_bench
+        tp_throughput ep_bench)
 
 # ---- runner -------------------------------------------------------------------------------
 
