@@ -419,7 +419,7 @@ stage_ep_bench() {
 stage_spec_bench() {
   make_checkpoint qwen3-8b weights || return 1
   "$PY" tools/gpu/bench_spec.py --model "$CKPT/qwen3-8b" --batches 1,8,32 --max-k 4 --k 3 \
-    --accept 0.7 --out "$RESULTS/bench_spec_qwen3-8b.json"
+    --accept 0.7 --passes 2 --steps 20 --new 192 --out "$RESULTS/bench_spec_qwen3-8b.json"
 }
 
 # Structured output on the 8B config: greedy decode tok/s with every sequence under a grammar
@@ -436,28 +436,39 @@ stage_grammar_bench() {
 }
 
 # Prefix cache on the 8B config: an 8,192-token shared prefix + a 64-token new turn, warm
-# TTFT against cold (bar: warm <= 10% of cold); then the same on the 8-layer hybrid Qwen3.5
-# config, whose hits restore recurrent-state snapshots.
+# TTFT against cold (bar: warm <= 10% of cold).
 stage_prefix_bench() {
-  local name rc=0
-  for name in qwen3-8b qwen3_5-9b-8l; do
-    make_checkpoint "$name" weights || return 1
-    "$PY" tools/gpu/bench_prefix.py --model "$CKPT/$name" --prefix 8192 --turn 64 \
-      --out "$RESULTS/bench_prefix_$name.json" || rc=1
-  done
-  return $rc
+  make_checkpoint qwen3-8b weights || return 1
+  "$PY" tools/gpu/bench_prefix.py --model "$CKPT/qwen3-8b" --prefix 8192 --turn 64 \
+    --out "$RESULTS/bench_prefix_qwen3-8b.json"
+}
+
+# The 8-layer hybrid Qwen3.5 config (with its MTP head, see below): the same turn, whose
+# hits restore recurrent-state snapshots (prints their counters).
+stage_prefix_bench_hybrid() {
+  hybrid_mtp_checkpoint || return 1
+  "$PY" tools/gpu/bench_prefix.py --model "$CKPT/qwen3_5-9b-8l" --prefix 8192 --turn 64 \
+    --out "$RESULTS/bench_prefix_qwen3_5-9b-8l.json"
+}
+
+# qwen3_5-9b-8l with the MTP head its config now declares (a checkpoint made before that
+# is made again).
+hybrid_mtp_checkpoint() {
+  local dir="$CKPT/qwen3_5-9b-8l"
+  if [ -f "$dir/config.json" ] && ! grep -q mtp_num_hidden_layers "$dir/config.json"; then
+    rm -rf "$dir"
+  fi
+  make_checkpoint qwen3_5-9b-8l weights
 }
 
 # Speculation on the 8-layer hybrid Qwen3.5 config (verification eager, recurrent state
 # rolled back past rejected drafts): step cost and oracle tok/s at batch 1 and 8, then the
 # checkpoint's (random) MTP head as the drafter: its acceptance and tok/s.
 stage_spec_bench_hybrid() {
-  local dir="$CKPT/qwen3_5-9b-8l"
-  # a checkpoint made before the config carried its MTP head is made again
-  [ -f "$dir/config.json" ] && ! grep -q mtp_num_hidden_layers "$dir/config.json" && rm -rf "$dir"
-  make_checkpoint qwen3_5-9b-8l weights || return 1
-  "$PY" tools/gpu/bench_spec.py --model "$dir" --batches 1,8 --max-k 3 --k 3 \
-    --accept 0.7 --passes 2 --mtp --out "$RESULTS/bench_spec_qwen3_5-9b-8l.json"
+  hybrid_mtp_checkpoint || return 1
+  "$PY" tools/gpu/bench_spec.py --model "$CKPT/qwen3_5-9b-8l" --batches 1,8 --max-k 3 --k 3 \
+    --accept 0.7 --passes 2 --steps 20 --new 128 --mtp \
+    --out "$RESULTS/bench_spec_qwen3_5-9b-8l.json"
 }
 
 # Issue 12: the Qwen3-8B-config random checkpoint quantized by `atlas models quantize` to
@@ -622,9 +633,9 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         flagship_profile_b8 moe_ab_unfused qwen3_8b decode_bench_nopdl profile kernel_table
         gdn_table server_sweep throughput batched_min_m long_context long_context_nolong
         issue15_table decode_gemm_ab gates spec_bench grammar_bench prefix_bench
-        spec_bench_hybrid quant_bench moe_full quant_profile moe_kernels moe_parity
-        moe_host_parity layer_diff moe_bench decode_profiles allreduce_1gpu tp_check tp_bench
-        tp_throughput ep_bench)
+        prefix_bench_hybrid spec_bench_hybrid quant_bench moe_full quant_profile moe_kernels
+        moe_parity moe_host_parity layer_diff moe_bench decode_profiles allreduce_1gpu
+        tp_check tp_bench tp_throughput ep_bench)
 
 # ---- runner -------------------------------------------------------------------------------
 
