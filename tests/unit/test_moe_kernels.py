@@ -128,7 +128,7 @@ def test_decode_path_is_two_launches_over_the_selected_experts() -> None:
     got = _launches(moe.experts, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 3, QWEN3_30B,
                     scratch)
     assert got == [("moe_gate_up_silu_bf16", (96, 24, 1), (256, 1, 1)),
-                   ("moe_down_sum_bf16", (1024, 3, 1), (256, 1, 1))]
+                   ("moe_down_sum_bf16", (171, 3, 1), (256, 1, 1))]  # 6 passes of 2 rows
 
 
 def test_grouped_path_grid_is_sized_for_the_worst_case() -> None:
@@ -217,7 +217,7 @@ def test_decode_launch_geometry_with_a_shared_expert() -> None:
     got = _launches(moe.experts, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 2, shape,
                     moe.MoeScratch(act=0x8000), shared=shared)
     assert got == [("moe_gate_up_silu_bf16", (64, 18, 1), (256, 1, 1)),
-                   ("moe_down_sum_bf16", (2048, 2, 1), (256, 1, 1))]  # 16 // 9 = 1 row
+                   ("moe_down_sum_bf16", (256, 2, 1), (256, 1, 1))]  # 8 passes of 1 row
     got = _launches(moe.gate_topk, 0x100, 0x200, 0x300, 0x400, 0x500, 0x600, 2, shape,
                     moe.Routing(), shared, 0x700)
     assert got == [("moe_gate_topk_softmax_bf16", (33, 1, 1), (256, 1, 1))]
@@ -249,8 +249,19 @@ def test_launch_constants_match_the_kernels() -> None:
     assert moe.DECODE_THREADS == 32 * moe.DECODE_ROWS_PER_BLOCK
     items = _constant("moe_decode", "kItemsPerWarp") * _constant("moe_decode", "kWarps")
     assert moe.DOWN_ITEMS_PER_PASS == items
-    # a block's items (rows x slots) fit the kernel's shared array for every top_k
-    assert all(k * moe.down_rows(k) <= _constant("moe_decode", "kMaxBlockItems")
-               for k in range(1, moe.ROUTER_MAX_TOP_K + 1))
+    # a pass's items (rows x slots) fit the kernel's shared array for every slot count, and
+    # a block takes whole passes
+    for k in range(1, moe.ROUTER_MAX_TOP_K + 1):
+        per_pass = moe.down_rows(k, 1, 16, 10 ** 6)
+        assert k * per_pass <= _constant("moe_decode", "kMaxBlockItems")
+        assert moe.down_rows(k, 8, 2048, 132) % per_pass == 0
+
+
+def test_down_grid_is_about_one_wave() -> None:
+    """Qwen3-30B-A3B batch 1: 2 rows a pass, 1,024 row groups -> 2 passes, 512 blocks;
+    batch 8 -> 16 passes, 8 x 64 blocks; Qwen3.5-35B-A3B's 9 slots: 1 row a pass."""
+    assert moe.down_rows(8, 1, 2048, 132) == 4 and moe.down_rows(8, 8, 2048, 132) == 32
+    assert moe.down_rows(9, 1, 2048, 132) == 4 and moe.down_rows(9, 8, 2048, 132) == 32
+    assert moe.down_rows(3, 1, 64, 132) == 5  # fewer groups than a wave: one pass
     assert moe.ROUTER_TOKENS_PER_BLOCK == _constant("moe_router", "kWarpsPerBlock")
     assert moe.ROUTER_MAX_EXPERTS == 32 * _constant("moe_router", "kMaxPerLane")

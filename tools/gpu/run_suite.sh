@@ -173,6 +173,19 @@ stage_flagship_bench_unfused() {
     --target-tok-s 450 --hf none --out "$RESULTS/bench_flagship_unfused.json"
 }
 
+# The MoE decode layer as separate launches (router GEMV + top-k, the shared expert's own
+# SwiGLU / gate / add, add_rmsnorm) instead of the three fused ones, batch 1 and 8 of both
+# full-size MoE models: the A/B of ATLAS_MOE_FUSED_DECODE (the default is fused).
+stage_moe_ab_unfused() {
+  local rc=0
+  ATLAS_MOE_FUSED_DECODE=0 "$PY" tools/gpu/bench_moe.py --batches 1,8 --prefill 512 --hf none \
+    --out "$RESULTS/bench_moe_unfused.json" || rc=1
+  ATLAS_MOE_FUSED_DECODE=0 "$PY" tools/gpu/bench_moe.py --config qwen3_5-35b-a3b --batches 1,8 \
+    --prefill 512 --target-tok-s 450 --hf none --out "$RESULTS/bench_flagship_moe_unfused.json" \
+    || rc=1
+  return $rc
+}
+
 stage_qwen3_8b() { model_stage qwen3-8b "${ATLAS_8B_HF:-eager,compiled}"; }
 
 # The same decode benchmark with programmatic dependent launch off: the A/B of PDL.
@@ -441,6 +454,30 @@ print(d(sys.argv[1], sys.argv[2]), "weights dequantized")' "$q" "$q-dequantized"
   return $rc
 }
 
+# Qwen3-30B-A3B full size from synthetic weights only (no 8-layer checkpoint, no transformers,
+# no profile): the quick re-measure of the MoE decode after a kernel change.
+stage_moe_full() {
+  "$PY" tools/gpu/bench_moe.py --config qwen3-30b-a3b --batches 1,8,32,64 --prefill 2048 \
+    --hf none --out "$RESULTS/bench_moe_full.json"
+}
+
+# FP8-block Qwen3-8B only: quantize, decode tok/s (batches 1/8/32) and the per-kernel profile
+# of a batch-1 step, to find where a quantized step spends its time (quicker than quant_bench).
+stage_quant_profile() {
+  local q="$CKPT/qwen3-8b-fp8-block" rc=0
+  make_checkpoint qwen3-8b weights || return 1
+  if [ ! -f "$q/config.json" ]; then
+    rm -rf "$q"
+    "$PY" -m atlas_cli.main models quantize "$CKPT/qwen3-8b" "$q" --to fp8-block \
+      2>"$LOGS/quantize_fp8-block.log" || return 1
+  fi
+  "$PY" tools/gpu/bench_decode.py --model "$q" --hf none --batches 1,8,32 \
+    --out "$RESULTS/bench_decode_qwen3-8b-fp8-block.json" || rc=1
+  "$PY" tools/gpu/profile_decode.py --model "$q" \
+    --out "$RESULTS/profile_decode_qwen3-8b-fp8-block.json" || rc=1
+  return $rc
+}
+
 # MoE kernels (issue 10): every MoE check case (on every hopper set, the qwen3-30b-a3b leaf's
 # compile-time shapes included), then the MoE rows of the kernel table: on the baseline set
 # with the grouped GEMMs on wgmma (the default where moe_grouped_sm90 loads), on mma.sync
@@ -541,10 +578,11 @@ stage_decode_profiles() {
 
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity
         decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
-        qwen3_8b decode_bench_nopdl profile kernel_table gdn_table server_sweep throughput
-        batched_min_m long_context decode_gemm_ab gates spec_bench prefix_bench
-        spec_bench_hybrid quant_bench moe_kernels moe_parity moe_host_parity layer_diff
-        moe_bench decode_profiles allreduce_1gpu tp_check tp_bench tp_throughput ep_bench)
+        moe_ab_unfused qwen3_8b decode_bench_nopdl profile kernel_table gdn_table server_sweep
+        throughput batched_min_m long_context decode_gemm_ab gates spec_bench prefix_bench
+        spec_bench_hybrid quant_bench moe_full quant_profile moe_kernels moe_parity
+        moe_host_parity layer_diff moe_bench decode_profiles allreduce_1gpu tp_check tp_bench
+        tp_throughput ep_bench)
 
 # ---- runner -------------------------------------------------------------------------------
 

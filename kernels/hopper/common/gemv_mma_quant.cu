@@ -102,39 +102,46 @@ struct Nvfp4Scales {
   const float* row;       // [n]
 };
 
-// One lane's view of the block's operands.
+// One lane's cursors into the block's operands, at the next step to copy: steps are copied
+// in order, so each copy advances the cursors by one step instead of recomputing addresses.
 template <class F, int kBTiles>
 struct Lane {
   const uint8_t* wrow[kTiles][2];  // weight rows g and g + 8 of each tile
-  const uint4* xrow[kBTiles];      // batch row g of each B tile
-  const uint8_t* srow;             // NVFP4: the group-scale row this lane copies
-  int lane, c;
+  const uint4* xrow[kBTiles];      // batch row g of each B tile; null past m
+  const uint8_t* srow;             // NVFP4: the group scales of the row this lane copies
+  int lane;
 
-  __device__ __forceinline__ void fill_weights(uint8_t* stage, int s) const {
+  // The weight (and group-scale) slots of the next step into `stage` (may run before the
+  // PDL wait: no kernel writes them).
+  __device__ __forceinline__ void fill_weights(uint8_t* stage) {
 #pragma unroll
     for (int t = 0; t < kTiles; ++t)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         uint8_t* dst = stage + ((2 * t + h) * 32 + lane) * F::kWBytes;
-        const uint8_t* src = wrow[t][h] + static_cast<size_t>(s) * 4 * F::kWBytes +
-                             c * F::kWBytes;
         if constexpr (F::kWBytes == 16)
-          atlas::cp_async_16(dst, src, true);
+          atlas::cp_async_16(dst, wrow[t][h], true);
         else
-          cp_async_8(dst, src);
+          cp_async_8(dst, wrow[t][h]);
+        wrow[t][h] += 4 * F::kWBytes;
       }
-    if constexpr (F::kScaleBytes > 0)  // lane l copies the 4 scales of tile l / 16, row l % 16
-      cp_async_4(stage + 2 * kTiles * 32 * F::kWBytes + 4 * lane, srow + 4 * s);
+    if constexpr (F::kScaleBytes > 0) {  // lane l: the 4 scales of tile l / 16, row l % 16
+      cp_async_4(stage + 2 * kTiles * 32 * F::kWBytes + 4 * lane, srow);
+      srow += 4;
+    }
   }
 
-  __device__ __forceinline__ void fill_x(uint8_t* stage, int s) const {
+  // The activation slots of the next step (only after the PDL wait).
+  __device__ __forceinline__ void fill_x(uint8_t* stage) {
     uint8_t* base = stage + 2 * kTiles * 32 * F::kWBytes + F::kScaleBytes;
 #pragma unroll
     for (int b = 0; b < kBTiles; ++b) {
-      const uint4* src = xrow[b] + static_cast<size_t>(s) * 8 + 2 * c;
+      if (!xrow[b]) continue;  // a batch row past m: its MMA column is never stored, so
+                               // whatever the slot holds (even NaN) cannot reach an output
       uint8_t* dst = base + (b * 32 + lane) * kXBytes;
-      atlas::cp_async_16(dst, src, true);
-      atlas::cp_async_16(dst + 16, src + 1, true);
+      atlas::cp_async_16(dst, xrow[b], true);
+      atlas::cp_async_16(dst + 16, xrow[b] + 1, true);
+      xrow[b] += kStepK / 8;
     }
   }
 };
@@ -239,33 +246,35 @@ __device__ __forceinline__ void gemv_mma_quant(const __nv_bfloat16* __restrict__
   const int steps = k / kStepK;
   const size_t wpitch = static_cast<size_t>(k) * F::kWBytes / 16;  // row bytes
 
+  // This warp's k-steps [first, first + count) stream through its ring: slot j holds step
+  // first + i for i % kStages == j; commit group i holds what step i needs.
+  const int first = steps * warp / kWarps, count = steps * (warp + 1) / kWarps - first;
   Lane<F, kBTiles> src;
   src.lane = lane;
-  src.c = c;
 #pragma unroll
   for (int t = 0; t < kTiles; ++t)
 #pragma unroll
     for (int h = 0; h < 2; ++h)
-      src.wrow[t][h] = w + static_cast<size_t>(min(row0 + 16 * t + 8 * h + g, n - 1)) * wpitch;
+      src.wrow[t][h] = w + static_cast<size_t>(min(row0 + 16 * t + 8 * h + g, n - 1)) * wpitch +
+                       (4 * first + c) * F::kWBytes;
 #pragma unroll
   for (int b = 0; b < kBTiles; ++b)
-    src.xrow[b] = reinterpret_cast<const uint4*>(x) +
-                  static_cast<size_t>(min(8 * b + g, m - 1)) * (k / 8);
-  src.srow = nvfp4.group + static_cast<size_t>(min(row0 + lane, n - 1)) * (k / 16);
+    src.xrow[b] = 8 * b + g < m ? reinterpret_cast<const uint4*>(x) +
+                                      static_cast<size_t>(8 * b + g) * (k / 8) +
+                                      first * (kStepK / 8) + 2 * c
+                                : nullptr;
+  src.srow = nvfp4.group + static_cast<size_t>(min(row0 + lane, n - 1)) * (k / 16) + 4 * first;
 
-  // This warp's k-steps [first, first + count) stream through its ring: slot j holds step
-  // first + i for i % kStages == j; commit group i holds what step i needs.
-  const int first = steps * warp / kWarps, count = steps * (warp + 1) / kWarps - first;
   uint8_t* const ring = smem + warp * kStages * kStage;
   float acc[kTiles][kBTiles][4] = {};
 
   // The weights (and group scales) of the first kStages - 1 steps are requested before the
   // PDL wait, since no kernel writes them; the activations after it.
   const int primed = min(count, kStages - 1);
-  for (int i = 0; i < primed; ++i) src.fill_weights(ring + i * kStage, first + i);
+  for (int i = 0; i < primed; ++i) src.fill_weights(ring + i * kStage);
   atlas::pdl_enter();
   for (int i = 0; i < kStages - 1; ++i) {
-    if (i < primed) src.fill_x(ring + i * kStage, first + i);
+    if (i < primed) src.fill_x(ring + i * kStage);
     atlas::cp_async_commit();  // empty groups past `count` keep the group arithmetic
   }
   for (int i = 0; i < count; ++i) {
@@ -279,8 +288,8 @@ __device__ __forceinline__ void gemv_mma_quant(const __nv_bfloat16* __restrict__
       nvfp4_step<kBTiles>(stage, lane, g, c, acc);
     const int next = i + kStages - 1;  // into the slot step i - 1 used
     if (next < count) {
-      src.fill_weights(ring + (next % kStages) * kStage, first + next);
-      src.fill_x(ring + (next % kStages) * kStage, first + next);
+      src.fill_weights(ring + (next % kStages) * kStage);
+      src.fill_x(ring + (next % kStages) * kStage);
     }
     atlas::cp_async_commit();
   }

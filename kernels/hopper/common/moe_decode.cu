@@ -12,15 +12,16 @@
 //   g = bf16(x[t] . w_gate_up[e][i]), u = bf16(x[t] . w_gate_up[e][inter + i]) and
 //   act[pair][i] = bf16(bf16(silu(g)) * u), the dense MLP's gate_up GEMV + silu_mul.
 // moe_down_sum_bf16: grid (ceil(hidden / rows), tokens), 256 threads, rows = rows_per_block
-//   (ops/moe.py down_rows: 16 / top_k, at least 1). Block (bx, t) owns output rows
-//   n = rows bx .. rows bx + rows - 1 of token t for all top_k slots: its rows * top_k items
-//   (row r, slot j) are spread over the 8 warps, 2 per warp per pass, so neighbouring warps
-//   stream different experts' rows and a warp keeps both items' 16-byte loads in flight
-//   (every chunk at once where the leaf fixes inter). Item (r, j) leaves
-//   bf16(act[t][j] . w_down[e_j][n]) in shared memory; then thread r sums its row in slot
-//   order, acc += topk_weights[t][j] * y_j in float32, out = bf16(acc) (bit-reproducible,
-//   no atomics). Spreading (row, expert) over the grid gives 1024 blocks at batch 1 on
-//   Qwen3-30B-A3B where one block per 8 rows of all experts gave 256 (1.4 TB/s measured).
+//   (ops/moe.py down_rows), taken in passes of rpp = 16 / slots rows (at least 1). A pass of
+//   block (bx, t) owns rpp output rows of token t for all its slots: its rpp * slots items
+//   (row r, slot j) go 2 per warp, so neighbouring warps stream different experts' rows,
+//   with every chunk of a step batch in flight (the leaf's whole row) before the first is
+//   used. Item (r, j) leaves act[t][j] . w_down[e_j][n] in shared memory; then thread r sums
+//   its row in slot order, acc += topk_weights[t][j] * bf16(y_j) in float32, out = bf16(acc)
+//   (bit-reproducible, no atomics). Python sizes the passes so the grid is about one wave.
+//   History (H200, 2026-12-01): one warp per row of all k experts (256 blocks at batch 1):
+//   1.4-1.7 TB/s; one short pass per block (1,024 blocks at batch 1, 8,192 at batch 8):
+//   latency-bound at batch 8 and for Qwen3.5-35B-A3B's 1-row passes (a decode regression).
 // moe_down_add_rmsnorm[_offset]_bf16: the same sum s, added into the residual stream,
 //   residual = bf16(residual + bf16(s)), then the next layer's RMSNorm into `normed`
 //   (add_rmsnorm's numerics): the last block of each token to finish (a ticket from
@@ -113,12 +114,25 @@ __device__ __forceinline__ void gate_up_row(const __nv_bfloat16* __restrict__ x,
   const uint4* xv = reinterpret_cast<const uint4*>(x + static_cast<size_t>(token) * hidden);
   const uint4* wu = wg + up_rows * kc;
   float g = 0.f, u = 0.f;
-#pragma unroll(kHidden > 0 ? 8 : 4)
-  for (int c = lane; c < kc; c += 32) {
-    const uint4 a = atlas::ld_stream(wg + c), b = atlas::ld_stream(wu + c);
-    const uint4 xc = __ldg(xv + c);
-    g = dot8(a, xc, g);
-    u = dot8(b, xc, u);
+  // every chunk of a step batch in flight before the first is used (the leaf's whole row);
+  // past the row a lane re-reads its last chunk and skips the product
+  constexpr int kSteps = kHidden > 0 ? (kHidden / 8 + 31) / 32 : 4;
+  for (int c0 = lane; c0 < kc; c0 += 32 * kSteps) {
+    uint4 a[kSteps], b[kSteps], xc[kSteps];
+#pragma unroll
+    for (int st = 0; st < kSteps; ++st) {
+      const int c = min(c0 + 32 * st, kc - 1);
+      a[st] = atlas::ld_stream(wg + c);
+      b[st] = atlas::ld_stream(wu + c);
+      xc[st] = __ldg(xv + c);
+    }
+#pragma unroll
+    for (int st = 0; st < kSteps; ++st) {
+      if (c0 + 32 * st < kc) {
+        g = dot8(a[st], xc[st], g);
+        u = dot8(b[st], xc[st], u);
+      }
+    }
   }
   g = atlas::round_bf16(atlas::warp_sum(g));
   u = atlas::round_bf16(atlas::warp_sum(u));
@@ -186,23 +200,20 @@ __device__ __forceinline__ void finish_norm(const DownArgs& a, int token) {
   }
 }
 
-// kInter, kTopK, kRows: 0 = run-time values (a leaf instantiation has no shared slots).
-// kFinish: add the sum into the residual (a.out) and normalize (finish_norm) instead of
-// writing it to a.out.
-template <int kInter, int kTopK, int kRows, bool kFinish, bool kOffset>
-__device__ __forceinline__ void down_block(const DownArgs& a) {
-  const int inter = kInter > 0 ? kInter : a.inter;
-  const int top_k = kTopK > 0 ? kTopK : a.top_k;
-  const int rows = kRows > 0 ? kRows : a.rows;
-  const int n_shared = kTopK > 0 ? 0 : a.shared.slots, slots = top_k + n_shared;
-  const int items = slots * rows, kc = inter / 8;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int token = blockIdx.y, row0 = blockIdx.x * rows;
-  const int32_t* ids = a.topk_ids + static_cast<size_t>(token) * slots;
-  const uint4* act = reinterpret_cast<const uint4*>(a.act) + static_cast<size_t>(token) * slots * kc;
-  const uint4* w = reinterpret_cast<const uint4*>(a.w);
-  __shared__ float ys[kMaxBlockItems];  // float32 down product of each item
+// Steps of 32 chunks a lane loads for all its items before it uses the first (general path):
+// a load next to its use would cost the warp one DRAM round trip per step.
+constexpr int kDownSteps = 2;
 
+// One pass: the block's items (row r, slot j) for rows row0 .. row0 + rpp - 1, their float32
+// down products left in ys[r * slots + j]. kInter: 0 = run-time inter.
+template <int kInter>
+__device__ __forceinline__ void down_pass(const DownArgs& a, const int32_t* ids,
+                                          const uint4* act, int slots, int top_k, int rpp,
+                                          int row0, float* ys) {
+  const int inter = kInter > 0 ? kInter : a.inter;
+  const int items = slots * rpp, kc = inter / 8;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const uint4* w = reinterpret_cast<const uint4*>(a.w);
   for (int base = 0; base < items; base += kItemsPerPass) {
     const uint4* wp[kItemsPerWarp];
     const uint4* xp[kItemsPerWarp];
@@ -231,38 +242,24 @@ __device__ __forceinline__ void down_block(const DownArgs& a) {
       xp[m] = act + static_cast<size_t>(live[m] ? j : 0) * kc;
       d[m] = 0.f;
     }
-    // a partial shared chunk re-reads its last weight chunk past its end: the act there is
-    // zero (the gate/up kernel writes zeros past the shared width), so it adds nothing
-    if constexpr (kInter > 0) {  // every chunk of the pass in flight at once
-      constexpr int kSteps = (kInter / 8 + 31) / 32;
+    // every chunk of a step batch in flight at once; past an item's last chunk (a partial
+    // shared chunk, or past inter) a lane re-reads its last chunk and the product is skipped
+    constexpr int kSteps = kInter > 0 ? (kInter / 8 + 31) / 32 : kDownSteps;
+    for (int c0 = lane; c0 < kc; c0 += 32 * kSteps) {
       uint4 wc[kSteps][kItemsPerWarp], xc[kSteps][kItemsPerWarp];
 #pragma unroll
-      for (int st = 0; st < kSteps; ++st) {
-        const int c = lane + 32 * st;
+      for (int st = 0; st < kSteps; ++st)
 #pragma unroll
-        for (int m = 0; m < kItemsPerWarp; ++m)
-          if ((kInter / 8) % 32 == 0 || c < kc) {
-            wc[st][m] = atlas::ld_stream(wp[m] + c);
-            xc[st][m] = __ldg(xp[m] + c);
-          }
-      }
+        for (int m = 0; m < kItemsPerWarp; ++m) {
+          const int c = min(c0 + 32 * st, kc - 1);
+          wc[st][m] = atlas::ld_stream(wp[m] + min(c, last[m]));
+          xc[st][m] = __ldg(xp[m] + c);
+        }
 #pragma unroll
       for (int st = 0; st < kSteps; ++st)
 #pragma unroll
         for (int m = 0; m < kItemsPerWarp; ++m)
-          if ((kInter / 8) % 32 == 0 || lane + 32 * st < kc) d[m] = dot8(wc[st][m], xc[st][m], d[m]);
-    } else {
-#pragma unroll 2
-      for (int c = lane; c < kc; c += 32) {
-        uint4 wc[kItemsPerWarp], xc[kItemsPerWarp];  // every load of the step, then the math
-#pragma unroll
-        for (int m = 0; m < kItemsPerWarp; ++m) {
-          wc[m] = atlas::ld_stream(wp[m] + min(c, last[m]));
-          xc[m] = __ldg(xp[m] + c);
-        }
-#pragma unroll
-        for (int m = 0; m < kItemsPerWarp; ++m) d[m] = dot8(wc[m], xc[m], d[m]);
-      }
+          if (c0 + 32 * st < kc) d[m] = dot8(wc[st][m], xc[st][m], d[m]);
     }
 #pragma unroll
     for (int m = 0; m < kItemsPerWarp; ++m) {
@@ -271,23 +268,47 @@ __device__ __forceinline__ void down_block(const DownArgs& a) {
       if (lane == 0 && i < items) ys[i] = live[m] ? y : 0.f;
     }
   }
-  __syncthreads();
-  const int r = threadIdx.x, row = row0 + r;
-  if (r < rows && row < a.hidden) {
-    // the routed slots' weighted sum in slot order, each expert's product rounded to bf16
-    const float* weights = a.topk_weights + static_cast<size_t>(token) * slots;
-    const float* y = ys + r * slots;
-    float acc = 0.f;
-    for (int j = 0; j < top_k; ++j)
-      if (valid_expert(ids[j], a.experts)) acc = fmaf(weights[j], atlas::round_bf16(y[j]), acc);
-    if (n_shared > 0) {  // transformers' routed + bf16(gate * shared), each op in bf16
-      float shared = 0.f;
-      for (int c = 0; c < n_shared; ++c) shared += y[top_k + c];
-      acc = atlas::round_bf16(acc) +
-            atlas::round_bf16(weights[top_k] * atlas::round_bf16(shared));
+}
+
+// kInter, kTopK, kRpp: 0 = run-time values (a leaf instantiation has no shared slots). The
+// block owns a.rows output rows of one token, in passes of rpp rows (rpp * slots items, at
+// most one pass of kItemsPerPass unless slots exceed it): fewer, longer blocks amortize the
+// per-block work (ids, the activation rows through L1, the barriers, the finishing ticket).
+// kFinish: add the sum into the residual (a.out) and normalize (finish_norm) instead of
+// writing it to a.out.
+template <int kInter, int kTopK, int kRpp, bool kFinish, bool kOffset>
+__device__ __forceinline__ void down_block(const DownArgs& a) {
+  const int top_k = kTopK > 0 ? kTopK : a.top_k;
+  const int n_shared = kTopK > 0 ? 0 : a.shared.slots, slots = top_k + n_shared;
+  const int rpp = kRpp > 0 ? kRpp : max(1, kItemsPerPass / slots);
+  const int inter = kInter > 0 ? kInter : a.inter, kc = inter / 8;
+  const int token = blockIdx.y;
+  const int32_t* ids = a.topk_ids + static_cast<size_t>(token) * slots;
+  const float* weights = a.topk_weights + static_cast<size_t>(token) * slots;
+  const uint4* act = reinterpret_cast<const uint4*>(a.act) + static_cast<size_t>(token) * slots * kc;
+  __shared__ float ys[kMaxBlockItems];  // float32 down product of each item of a pass
+
+  for (int g = 0; g < a.rows; g += rpp) {
+    const int row0 = blockIdx.x * a.rows + g;
+    down_pass<kInter>(a, ids, act, slots, top_k, rpp, row0, ys);
+    __syncthreads();
+    const int r = threadIdx.x, row = row0 + r;
+    if (r < rpp && row < a.hidden) {
+      // the routed slots' weighted sum in slot order, each expert's product rounded to bf16
+      const float* y = ys + r * slots;
+      float acc = 0.f;
+      for (int j = 0; j < top_k; ++j)
+        if (valid_expert(ids[j], a.experts)) acc = fmaf(weights[j], atlas::round_bf16(y[j]), acc);
+      if (n_shared > 0) {  // transformers' routed + bf16(gate * shared), each op in bf16
+        float shared = 0.f;
+        for (int c = 0; c < n_shared; ++c) shared += y[top_k + c];
+        acc = atlas::round_bf16(acc) +
+              atlas::round_bf16(weights[top_k] * atlas::round_bf16(shared));
+      }
+      __nv_bfloat16* dst = a.out + static_cast<size_t>(token) * a.hidden + row;
+      *dst = atlas::f32_to_bf16(kFinish ? atlas::bf16_to_f32(*dst) + atlas::round_bf16(acc) : acc);
     }
-    __nv_bfloat16* dst = a.out + static_cast<size_t>(token) * a.hidden + row;
-    *dst = atlas::f32_to_bf16(kFinish ? atlas::bf16_to_f32(*dst) + atlas::round_bf16(acc) : acc);
+    __syncthreads();  // ys is the next pass's
   }
   if constexpr (kFinish) finish_norm<kOffset>(a, token);
 }
@@ -309,20 +330,22 @@ template <bool kFinish, bool kOffset>
 __device__ __forceinline__ void down_dispatch(const DownArgs& a) {
   atlas::pdl_enter();
   if (static_cast<int>(blockIdx.y) >= a.tokens) return;
-  constexpr int kLeafRows =  // ops/moe.py down_rows(top_k)
+  constexpr int kLeafRpp =  // rows per pass without shared slots (ops/moe.py down_rows)
       kLeafTopK > 0 && kLeafTopK < kItemsPerPass ? kItemsPerPass / kLeafTopK : 1;
   if (kLeaf && a.hidden == kLeafHidden && a.inter == kLeafInter && a.top_k == kLeafTopK &&
-      a.rows == kLeafRows && a.shared.slots == 0)
-    down_block<kLeafInter, kLeafTopK, kLeafRows, kFinish, kOffset>(a);
+      a.shared.slots == 0)
+    down_block<kLeafInter, kLeafTopK, kLeafRpp, kFinish, kOffset>(a);
   else
     down_block<0, 0, 0, kFinish, kOffset>(a);
 }
 
 }  // namespace
 
-// Minimum 1 block per SM: the IEEE division in silu has a slow-path subroutine call, around
-// which ptxas otherwise caps the registers and spills on sm_121 (as for gemv_silu_bf16).
-extern "C" __global__ void __launch_bounds__(kThreads, 1)
+// At least 2 blocks per SM (at most 128 registers): the leaf's fully unrolled loads took 126
+// without the bound, one more register away from halving the occupancy. No spills on sm_90a
+// or sm_121 (the IEEE division in silu has a slow-path call that once made ptxas spill under
+// a tighter cap).
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
     moe_gate_up_silu_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w_gate_up,
                           const int32_t* topk_ids, __nv_bfloat16* act, uint32_t tokens,
                           uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts,

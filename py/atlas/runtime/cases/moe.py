@@ -238,37 +238,42 @@ def gate_case(name: str, x: np.ndarray, w_gate: np.ndarray, top_k: int, sigmoid:
     return KernelCase(name, "moe_router", inputs, outputs, run, oracle)
 
 
-def _exact_gate(rng: np.random.Generator, tokens: int, experts: int, hidden: int
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """x, w_gate on small integer grids (w in 1/16 steps): every dot product is exact in
-    float32 whatever the summation order, and equal logits (ties) are frequent."""
-    x = rng.integers(-2, 3, (tokens, hidden)).astype(np.float32)
-    w = rng.integers(-2, 3, (experts, hidden)).astype(np.float32) / 16
+def _exact_gate(rng: np.random.Generator, tokens: int, experts: int, hidden: int,
+                step: float = 1 / 16, span: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """x, w_gate on small integer grids (x in -span..span, w the same times `step`, a power
+    of two): every dot product is exact in float32 whatever the summation order, so the
+    device's bf16 logits equal the reference's bit for bit and the top-k ids (compared
+    exactly) cannot flip on a rounding difference; equal logits (ties) are frequent."""
+    x = rng.integers(-span, span + 1, (tokens, hidden)).astype(np.float32)
+    w = rng.integers(-span, span + 1, (experts, hidden)).astype(np.float32) * step
     return f32_to_bf16_bits(x), f32_to_bf16_bits(w)
 
 
 def _gate_cases(rng: np.random.Generator) -> list[KernelCase]:
     """Fused router cases: the leaf shapes (Qwen3-30B-A3B: 128 experts, hidden 2048, top-8;
-    Qwen3.5-35B-A3B: 256 experts) at 1 and 8 tokens, exact ties, sigmoid with a bias, an
-    expert count not a multiple of the block's 8 rows."""
-    def rand(t: int, e: int, h: int) -> tuple[np.ndarray, np.ndarray]:
-        return random_bf16(rng, (t, h)), random_bf16(rng, (e, h), 2 * h ** -0.5)
+    Qwen3.5-35B-A3B: 256 experts with a shared expert's gate) at 1 and 8 tokens, exact ties,
+    sigmoid with a bias, an expert count not a multiple of the block's 8 rows. Inputs on
+    exact grids (logits of typical size: x, w in -1..1, w / 64) except one small random
+    case, whose 256-term sums leave a rounding flip at the k-th place vanishingly rare."""
+    def leaf(t: int, e: int) -> tuple[np.ndarray, np.ndarray]:
+        return _exact_gate(rng, t, e, 2048, 1 / 64, 1)
 
     bias = bf16_bits_to_f32(random_bf16(rng, (64,), 0.5))
-    return [gate_case("moe_gate_topk softmax leaf t1 e128 h2048 k8", *rand(1, 128, 2048), 8),
-            gate_case("moe_gate_topk softmax leaf t8 e128 h2048 k8", *rand(8, 128, 2048), 8),
+    return [gate_case("moe_gate_topk softmax leaf t1 e128 h2048 k8", *leaf(1, 128), 8),
+            gate_case("moe_gate_topk softmax leaf t8 e128 h2048 k8", *leaf(8, 128), 8),
             gate_case("moe_gate_topk softmax t3 e256 h2048 k8 (qwen3.5-35b-a3b)",
-                      *rand(3, 256, 2048), 8),
+                      *leaf(3, 256), 8),
             gate_case("moe_gate_topk softmax exact ties t5 e60 h512 k4",
                       *_exact_gate(rng, 5, 60, 512), 4),
             gate_case("moe_gate_topk sigmoid bias t4 e64 h256 k6 scale 2.5",
-                      *rand(4, 64, 256), 6, True, bias, True, 2.5),
+                      random_bf16(rng, (4, 256)), random_bf16(rng, (64, 256), 2 / 16), 6, True,
+                      bias, True, 2.5),
             # a shared expert's gate as one more row: 256 + 1 rows (a block of one row)
             gate_case("moe_gate_topk softmax shared t2 e256 h2048 k8 (qwen3.5-35b-a3b)",
-                      *rand(2, 256, 2048), 8, shared_gate=random_bf16(rng, (2048,), 0.05)),
+                      *leaf(2, 256), 8, shared_gate=_exact_gate(rng, 1, 1, 2048, 1 / 64, 1)[1][0]),
             gate_case("moe_gate_topk softmax shared x3 t8 e8 h128 k3",
-                      *rand(8, 8, 128), 3, shared_gate=random_bf16(rng, (128,), 0.2),
-                      shared_slots=3)]
+                      *_exact_gate(rng, 8, 8, 128), 3,
+                      shared_gate=_exact_gate(rng, 1, 1, 128)[1][0], shared_slots=3)]
 
 
 @kernel_cases("moe_router")

@@ -16,9 +16,10 @@ Contract (row-major, contiguous; reference/moe.py is the executable specificatio
 Paths (`experts`): up to DECODE_MAX_TOKENS tokens take two launches that read only the
 selected experts' weights (moe_gate_up_silu_bf16 into act [tokens, top_k, inter], then
 moe_down_sum_bf16 which applies the weights and sums over k in float32, in slot order: no
-atomics, bit-reproducible). The down launch spreads (row tile, slot) items over every SM: a
-block holds `down_rows(top_k)` output rows of one token for all k slots (neighbouring warps
-stream different experts' rows), and sums its rows' slots in shared memory. Given an
+atomics, bit-reproducible). The down launch spreads (row, slot) items over every SM: a
+block pass holds 16 // slots output rows of one token for all its slots (neighbouring warps
+stream different experts' rows) and sums each row's slots in shared memory; a block takes
+as many passes as make the grid about one wave (`down_rows`). Given an
 `AddRmsNorm`, the same launch (moe_down_add_rmsnorm_*) adds the sum into the residual stream
 and the last block of each token applies the next RMSNorm, so a decode layer needs no
 separate add_rmsnorm launch after its MoE block. A decode step routes in one launch too
@@ -76,8 +77,11 @@ DECODE_MAX_TOKENS = 8
 DECODE_ROWS_PER_BLOCK = 8
 DECODE_THREADS = 256
 #: the down decode kernel's (row, slot) items per block pass: 8 warps x 2 items
-#: (moe_decode.cu kItemsPerPass), the most rows a block takes
+#: (moe_decode.cu kItemsPerPass), the most rows a pass takes
 DOWN_ITEMS_PER_PASS = 16
+#: the down decode kernel's blocks resident per SM (64 registers, 256 threads): its grid is
+#: sized to about one wave of them, each block taking as many passes as that needs
+DOWN_BLOCKS_PER_SM = 4
 #: the router keeps each token's scores in one warp's registers (moe_router.cu)
 ROUTER_MAX_EXPERTS = 512
 ROUTER_MAX_TOP_K = 32
@@ -293,10 +297,17 @@ def decode_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: Dev
                              shape.inter, shape.experts, sh_ptr, n_shared, sh_inter)
 
 
-def down_rows(top_k: int) -> int:
-    """Output rows per block of the down kernels: as many as fill one pass of items
-    (top_k * rows <= DOWN_ITEMS_PER_PASS), at least one (top_k > 16 takes two passes)."""
-    return max(1, DOWN_ITEMS_PER_PASS // top_k)
+def down_rows(slots: int, tokens: int, hidden: int, sm_count: int) -> int:
+    """Output rows per block of the down kernels: whole passes of rows_per_pass = the rows
+    whose slots fill one pass of items (slots * rows <= DOWN_ITEMS_PER_PASS, at least one),
+    as many passes as bring the grid (tokens x row blocks) to about one wave of
+    DOWN_BLOCKS_PER_SM blocks per SM. One short pass per block (the first version: 1,024
+    blocks at batch 1, 8,192 at batch 8, 16,384 for Qwen3.5-35B-A3B's 9 slots at batch 8)
+    was latency-bound: per-block ids, activation rows, barriers and tickets."""
+    per_pass = max(1, DOWN_ITEMS_PER_PASS // slots)
+    groups = -(-hidden // per_pass)
+    passes = -(-tokens * groups // (DOWN_BLOCKS_PER_SM * sm_count))
+    return per_pass * max(1, min(groups, passes))
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,7 +332,7 @@ def decode_down(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DeviceP
     the gated shared expert's)."""
     _check_weights("moe_down_sum", act, w_down)
     sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "down")
-    rows = down_rows(shape.slots)
+    rows = down_rows(shape.slots, tokens, shape.hidden, kc.facts.sm_count)
     kc.get(MOE_DOWN_SUM)(stream, (-(-shape.hidden // rows), tokens, 1), DECODE_THREADS, 0, act,
                          w_down, topk_ids, topk_weights, out, tokens, shape.top_k, shape.hidden,
                          shape.inter, shape.experts, rows, sh_ptr, n_shared, sh_inter)
@@ -335,7 +346,7 @@ def decode_down_add_rmsnorm(kc: KernelCache, stream: Stream, act: DevicePtr, w_d
     _check_weights("moe_down_add_rmsnorm", act, w_down, norm.residual, norm.weight, norm.out)
     require_aligned("moe_down_add_rmsnorm", "counters", norm.counters, 4)
     sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "down")
-    rows = down_rows(shape.slots)
+    rows = down_rows(shape.slots, tokens, shape.hidden, kc.facts.sm_count)
     sig = MOE_DOWN_ADD_RMSNORM_OFFSET if norm.offset else MOE_DOWN_ADD_RMSNORM
     kc.get(sig)(stream, (-(-shape.hidden // rows), tokens, 1), DECODE_THREADS, 0, act, w_down,
                 topk_ids, topk_weights, norm.residual, norm.weight, norm.out, norm.counters,
