@@ -397,6 +397,25 @@ stage_tp_throughput() {
   done
   return $rc
 }
+# One GPU: expert parallelism's numerics on the device kernels. Two ranks share GPU 0 over
+# the host collectives (ATLAS_COMM=host: NCCL refuses two ranks on one GPU; eager decode),
+# against one process: the tiny MoE fixtures (stacked and per-expert experts, a shared
+# expert, the hybrid family) with EP=2, and the 8-layer Qwen3-30B-A3B config from synthetic
+# weights with EP=2 and TP=2+EP=2. Prefill (grouped path) and batch-2 decode (fused decode
+# path): greedy tokens and prefill-logit cosine vs one process (exit 1 below 0.999).
+stage_ep_1gpu() {
+  local rc=0 m cfg="$CKPT/qwen3-30b-a3b-8l-synthetic"
+  for m in tiny-qwen3-moe tiny-qwen2-moe tiny-qwen3_5_moe; do
+    "$PY" tools/gpu/bench_tp.py decode --model "tests/fixtures/$m" --split ep --tp 1,2 \
+      --same-device --batch 2 --steps 8 --prompt-len 24 --min-cosine 0.999 \
+      --out "$RESULTS/ep_1gpu_$m.json" || rc=1
+  done
+  "$PY" tools/make_fixtures.py --config qwen3-30b-a3b-8l --out "$cfg" --config-only || return 1
+  "$PY" tools/gpu/bench_tp.py decode --model "$cfg" --split ep,tp+ep --synthetic-seed 0 \
+    --tp 1,2 --same-device --batch 2 --steps 8 --prompt-len 24 --min-cosine 0.999 \
+    --out "$RESULTS/ep_1gpu_qwen3-30b-a3b-8l.json" || rc=1
+  return $rc
+}
 # Two GPUs: expert parallelism on the full Qwen3-30B-A3B config from synthetic weights
 # (61 GB: one GPU holds it all), batch 1 and ATLAS_EP_BATCH (default 32) decode: one GPU,
 # then EP=2 (each rank half of every layer's experts, the rest replicated), then TP=2 with
@@ -632,7 +651,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 moe_ab_unfused qwen3_8b decode_bench_nopdl profile kernel_table
         gdn_table server_sweep throughput batched_min_m long_context long_context_nolong
-        issue15_table decode_gemm_ab gates spec_bench grammar_bench prefix_bench
+        issue15_table decode_gemm_ab gates ep_1gpu spec_bench grammar_bench prefix_bench
         prefix_bench_hybrid spec_bench_hybrid quant_bench moe_full quant_profile moe_kernels
         moe_parity moe_host_parity layer_diff moe_bench decode_profiles allreduce_1gpu
         tp_check tp_bench tp_throughput ep_bench)
