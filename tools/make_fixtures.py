@@ -583,7 +583,7 @@ def write_checkpoint(name: str, out: Path, device: torch.device, seed: int,
         return
     print(f"{name}: computing goldens", file=sys.stderr)
     golden = make_golden(model, plan_for(name), seed)
-    if mtp is not None:   # the head's first draft after the prompt, as `mtp_logits`
+    if mtp is not None and name.startswith("tiny-"):   # the head's first draft, as a golden
         golden["mtp_logits"] = mtp_reference(model, mtp, golden["input_ids"].tolist(),
                                              int(golden["greedy"][0]))
     if not name.startswith("tiny-"):

@@ -165,6 +165,13 @@ def _check_options(p: dict) -> None:
               help="Tokenize special-token strings (<|im_end|>...) in user, system and tool "
               "text as control tokens. Off: they are plain text, so users cannot forge "
               "role boundaries.")
+@click.option("--store-path", default=None, metavar="PATH",
+              help="SQLite file of stored /v1/responses (survives restarts); \":memory:\" "
+              "keeps them in the process only.  [default: $ATLAS_HOME/responses.sqlite3]")
+@click.option("--store-max-entries", type=click.IntRange(min=1), default=10_000,
+              show_default=True, help="Stored responses kept (oldest deleted first).")
+@click.option("--store-max-age-days", type=click.FloatRange(0.0, min_open=True), default=30.0,
+              show_default=True, help="Stored responses older than this are deleted.")
 @click.option("--synthetic-weights", "synthetic_seed", type=click.IntRange(min=0), default=None,
               metavar="SEED", help="Benchmarks only: generate random weights on the device "
               "from SEED instead of reading them (the model directory needs only config.json "
@@ -190,6 +197,7 @@ def command(**p) -> None:
         log.warning("binding to a non-loopback address exposes the server to the network",
                     bind=p["bind"], require_auth=p["require_auth"])
     from atlas.runtime.backend_select import resolve_kind
+    from atlas.runtime.model_paths import atlas_home
     from atlas.server.app_assets import load_assets, read_tokens_file
     from atlas.server.auth import TokenAuth
     from atlas.server.context import (DEFAULT_MAX_BODY_BYTES, ConnectionLimits, ServerContext,
@@ -224,7 +232,10 @@ def command(**p) -> None:
         connection_limits=ConnectionLimits(header_timeout_s=p["header_timeout"],
                                            keepalive_timeout_s=p["keepalive_timeout"],
                                            max_connections=p["max_connections"]),
-        allow_special_tokens_in_content=p["allow_special_tokens_in_content"])
+        allow_special_tokens_in_content=p["allow_special_tokens_in_content"],
+        store_path=p["store_path"] or str(atlas_home() / "responses.sqlite3"),
+        store_max_entries=p["store_max_entries"],
+        store_max_age_s=p["store_max_age_days"] * 86400.0)
     try:
         auth = TokenAuth(tokens) if p["require_auth"] else None
     except ValueError as exc:

@@ -71,6 +71,19 @@ def test_verification_steps_replay_the_row_count_graphs(tiny, monkeypatch):
     assert len(eager) == 1 and len(replayed) == 3 and min(replayed) > tiny.max_batch_size
 
 
+def test_moe_verification_in_row_count_graphs_changes_no_token():
+    """A mixture-of-experts model's verification rows route through the expert kernels
+    at the graph's row count (12 rows for 3 sequences x 4), not the decode batch's."""
+    moe = load_runner(FIXTURE.parent / "tiny-qwen3-moe", backend="host", max_seq_len=64,
+                      max_batch_size=3, max_prefill_tokens=64, num_draft_tokens=3)
+    reqs = [EngineRequest(p, GREEDY, 10) for p in ([7, 8, 9], [10, 11], [12, 13, 14, 15])]
+    plain = generate(moe, reqs)
+    spec = Speculator(OracleDrafter({tuple(r.prompt_ids): t for r, t in zip(reqs, plain)},
+                                    0.6, moe.vocab_size, seed=2), 3)
+    assert generate(moe, reqs, spec) == plain
+    assert 0 < spec.accepted < spec.drafted and max(moe.graphs) == 12
+
+
 def test_tiny_ngram_speculation_changes_no_token(tiny):
     reqs = [EngineRequest([5, 9, 200, 17, 5, 9, 200, 17, 5, 9], GREEDY, 20),
             EngineRequest([44, 45, 46], GREEDY, 20)]   # both outputs fall into loops

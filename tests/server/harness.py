@@ -84,15 +84,22 @@ class ServerThread:
         return replace(self.options, **changes)
 
 
-def default_model_server(max_seq_len: int, max_batch_size: int,
-                         max_prefill_tokens: int) -> ServerThread:
-    """A server (not yet started) around the real default model on the host backend."""
+def host_model_server(model_dir: Path, max_seq_len: int, max_batch_size: int,
+                      max_prefill_tokens: int) -> ServerThread:
+    """A server (not yet started) around a real model directory on the host backend."""
     from atlas.model.load import load_runner
-    from atlas.runtime import model_paths
-    model_dir = model_paths.ensure_default_model()
     runner = load_runner(model_dir, backend="host", max_seq_len=max_seq_len,
                          max_batch_size=max_batch_size, max_prefill_tokens=max_prefill_tokens,
                          use_graphs=False)
-    return ServerThread(model_dir, runner, limits=EngineLimits(
-        max_num_seqs=max_batch_size, max_seq_len=max_seq_len,
-        max_prefill_tokens=max_prefill_tokens))
+    return ServerThread(model_dir, runner, options=ServerOptions(model_name="tiny"),
+                        limits=EngineLimits(max_num_seqs=max_batch_size,
+                                            max_seq_len=max_seq_len,
+                                            max_prefill_tokens=max_prefill_tokens))
+
+
+def default_model_server(max_seq_len: int, max_batch_size: int,
+                         max_prefill_tokens: int) -> ServerThread:
+    """A server (not yet started) around the real default model on the host backend."""
+    from atlas.runtime import model_paths
+    return host_model_server(model_paths.ensure_default_model(), max_seq_len,
+                             max_batch_size, max_prefill_tokens)

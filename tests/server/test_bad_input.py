@@ -79,8 +79,11 @@ def test_malformed_json(guarded):
     ("messages", [{"role": "wizard", "content": "x"}], "messages[0].role"),
     ("messages", [{"role": "user", "content": 5}], "messages[0].content"),
     ("stop", [1, 2], "stop"),
-    ("n", 2, "n"),
-    ("logprobs", True, "logprobs"),
+    ("n", 0, "n"),
+    ("n", 17, "n"),
+    ("logprobs", 3, "logprobs"),
+    ("top_logprobs", 2, "top_logprobs"),          # without logprobs=true
+    ("top_logprobs", 21, "top_logprobs"),
 ])
 def test_wrong_types_and_ranges(guarded, field, value, param):
     assert_openai_error(request(guarded.url + CHAT, {**GOOD_CHAT, field: value}, AUTH), 400,

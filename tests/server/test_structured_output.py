@@ -17,10 +17,8 @@ import openai
 import pydantic
 import pytest
 
-from atlas.server.app_serve import EngineLimits
-from atlas.server.context import ServerOptions
 from tests.server.fakes import build_tiny_model_dir
-from tests.server.harness import ServerThread
+from tests.server.harness import host_model_server
 from tests.unit.grammar_support import load_schema
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
@@ -51,13 +49,9 @@ def random_model_dir(path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    from atlas.model.load import load_runner
     model_dir = random_model_dir(tmp_path_factory.mktemp("random-model"))
-    runner = load_runner(model_dir, backend="host", max_seq_len=2048, max_batch_size=4,
-                         max_prefill_tokens=512, use_graphs=False)
-    srv = ServerThread(model_dir, runner, options=ServerOptions(model_name="tiny"),
-                       limits=EngineLimits(max_num_seqs=4, max_seq_len=2048,
-                                           max_prefill_tokens=512)).start()
+    srv = host_model_server(model_dir, max_seq_len=2048, max_batch_size=4,
+                            max_prefill_tokens=512).start()
     yield srv
     srv.stop()
 
@@ -108,6 +102,34 @@ def test_sdk_parse_with_a_pydantic_model(client):
         seed=3, max_tokens=200, response_format=Weather, extra_body=NO_THINKING)
     parsed = resp.choices[0].message.parsed
     assert isinstance(parsed, Weather)
+
+
+def test_beta_chat_parse_with_a_pydantic_model(client):
+    resp = client.beta.chat.completions.parse(
+        model="tiny", messages=[{"role": "user", "content": "Weather?"}], temperature=1.0,
+        seed=8, max_tokens=200, response_format=Weather, extra_body=NO_THINKING)
+    assert isinstance(resp.choices[0].message.parsed, Weather)
+
+
+def test_responses_parse_with_a_pydantic_model(client):
+    resp = client.responses.parse(model="tiny", input="Weather?", text_format=Weather,
+                                  temperature=1.0, max_output_tokens=200,
+                                  reasoning={"effort": "none"})
+    assert resp.status == "completed"
+    assert isinstance(resp.output_parsed, Weather)
+    assert Weather.model_validate_json(resp.output_text) == resp.output_parsed
+
+
+def test_responses_json_schema_streams_valid_json(client):
+    schema = load_schema("weather_call")
+    events = list(client.responses.create(
+        model="tiny", input="Weather call.", temperature=1.0, max_output_tokens=200,
+        stream=True, reasoning={"effort": "none"},
+        text={"format": {"type": "json_schema", "name": "weather_call", "schema": schema,
+                         "strict": True}}))
+    assert events[-1].type == "response.completed"
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    jsonschema.validate(json.loads(text), schema)
 
 
 @pytest.mark.parametrize("seed", range(2))

@@ -73,3 +73,27 @@ def test_oneshot_group_of_one_on_the_host_backend() -> None:
     np.testing.assert_array_equal(bf16_bits_to_f32(dev.download(buf, np.uint16, (128,))), x)
     assert not one.timed_out()
     one.close()
+
+
+def test_a_case_rerun_for_graph_capture_only_launches(monkeypatch) -> None:
+    """The GPU graph check runs a module's first case eagerly, then again inside a stream
+    capture on the same buffers: the rerun must enqueue nothing but kernels (CUDA
+    invalidates a capture on a pageable host copy), and the replayed graph still sums."""
+    case = CASES[0]
+    assert case.name.startswith("allreduce_oneshot_w1_")
+    dev = HostBackend()
+    s = dev.default_stream()
+    ptrs = {name: dev.upload(arr) for name, arr in case.inputs.items()}
+    ptrs["out"] = dev.alloc(2 * case.outputs["out"].shape[0])
+    case.run(dev, s, ptrs)
+    copies: list[tuple] = []
+    monkeypatch.setattr(dev, "copy_h2d", lambda *args, **kw: copies.append(args))
+    dev.begin_capture(s)
+    case.run(dev, s, ptrs)
+    graph = dev.end_capture(s)
+    assert not copies
+    dev.memset(ptrs["out"], 0xFF, 2 * case.outputs["out"].shape[0])
+    dev.launch_graph(graph, s)
+    dev.synchronize(s)
+    got = dev.download(ptrs["out"], np.uint16, case.outputs["out"].shape)
+    np.testing.assert_array_equal(got, case.inputs["x"])

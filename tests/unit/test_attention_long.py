@@ -95,7 +95,7 @@ class _HopperMock(MockGpuBackend):
 def _launch(dev: MockGpuBackend, max_blocks: int, hq: int = 32, hkv: int = 8, d: int = 128,
             env: dict[str, str] | None = None, long: bool | None = None):
     kc = KernelCache(dev, KernelRoutes.from_env(env or {}))
-    ptrs = [dev.alloc(1 << 12) for _ in range(8)]
+    ptrs = [dev.alloc(1 << 12) for _ in range(9)]  # q ... part_ml, counters, out
     attention.decode_attention(kc, 0, *ptrs, 4, hq, hkv, d, 16, max_blocks, 7, d ** -0.5,
                                long=long)
     return dev.drain_launches()

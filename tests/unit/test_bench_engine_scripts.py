@@ -49,3 +49,13 @@ def test_bench_prefix_warm_turns_hit_the_whole_prefix(tmp_path):
               "--reps", "1")
     assert res["warm_hit_tokens"] == 96 and len(res["cold_ttft_ms"]) == 1
     assert res["warm_over_cold"] > 0
+
+
+def test_bench_grammar_decode_times_constrained_and_plain_steps(tmp_path):
+    res = run("bench_grammar_decode.py", tmp_path / "grammar.json", "--vocab", "bytes",
+              "--batches", "1,2", "--steps", "3", "--warmup", "2", "--prompt-len", "8",
+              "--margin", "120")
+    assert [r["batch"] for r in res["rows"]] == [1, 2]
+    for row in res["rows"]:
+        assert row["plain_tok_s"] > 0 and row["constrained_tok_s"] > 0
+        assert row["ratio"] == row["constrained_tok_s"] / row["plain_tok_s"]

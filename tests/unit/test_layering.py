@@ -2,8 +2,8 @@
 
 1. SBIO: business logic does no I/O. Modules under ``py/atlas/model``, ``py/atlas/engine``,
    ``py/atlas/grammar`` and ``py/atlas/server`` (except the aiohttp handler modules
-   ``server/app*.py``) must not import ``cuda``, ``ctypes`` or ``socket``, nor open files
-   (builtin ``open``, ``io.open``, ``os.open`` or pathlib's
+   ``server/app*.py``) must not import ``cuda``, ``ctypes``, ``socket`` or ``sqlite3``, nor
+   open files (builtin ``open``, ``io.open``, ``os.open`` or pathlib's
    ``read_text``/``read_bytes``/``write_text``/``write_bytes``). GPU work goes through
    GpuBackend, bytes through WeightStore.
 2. Dependencies point one way: ``core <- kernels <- runtime <- comm <- model <- engine <-
@@ -35,7 +35,7 @@ GRAMMAR_MAY_IMPORT = frozenset({"core"})
 GRAMMAR_USERS_FROM = "model"
 
 SBIO_PACKAGES = ("model", "engine", "server", GRAMMAR)
-SBIO_FORBIDDEN_MODULES = frozenset({"cuda", "ctypes", "socket"})
+SBIO_FORBIDDEN_MODULES = frozenset({"cuda", "ctypes", "socket", "sqlite3"})
 FILE_OPENING_FUNCTIONS = frozenset({"io.open", "os.open"})
 FILE_IO_METHODS = frozenset({"read_text", "read_bytes", "write_text", "write_bytes"})
 

@@ -65,7 +65,8 @@ def test_tool_choice_forms():
 
 @pytest.mark.parametrize("body,param", [
     ({**CHAT, "unknown": 1}, "unknown"),
-    ({**CHAT, "n": 3}, "n"),
+    ({**CHAT, "n": 0}, "n"),
+    ({**CHAT, "top_logprobs": 2}, "top_logprobs"),
     ({**CHAT, "temperature": True}, "temperature"),
     ({**CHAT, "seed": 1.5}, "seed"),
     ({**CHAT, "messages": []}, "messages"),

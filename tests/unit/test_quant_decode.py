@@ -14,6 +14,10 @@ import pytest
 
 from atlas.core.numerics import E2M1_LUT, FP8_E4M3_LUT, f32_to_bf16_bits
 from atlas.core.quant import Fp8ScaleMap
+from atlas.runtime.cases.gemv_fp8 import fp8_linear_case
+from atlas.runtime.cases.gemv_nvfp4 import nvfp4_linear_case
+from atlas.runtime.host import HostBackend
+from atlas.runtime.kernel_check import check
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, matmul_quant, matmul_quant_mma
 from atlas.runtime.ops.matmul_nvfp4 import Nvfp4Weight
@@ -191,6 +195,18 @@ def test_the_down_projection_runs_silu_mul_then_the_tensor_core_gemv() -> None:
         QuantLinear(w).linear_silu(KernelCache(dev), 0, gate_up, y, 4)
 
 
+@pytest.mark.parametrize("k, funcs", [(3072, ["gemv_silu_fp8_bf16_single"]),
+                                      (12288, ["silu_mul_bf16", "gemv_fp8_bf16_single"])])
+def test_cuda_core_down_projection_fuses_swiglu_only_for_short_rows(k: int, funcs) -> None:
+    """As the bf16 GEMV (FUSED_SILU_MAX_K): at k = 12,288 every block recomputing the
+    activation row, one block per SM, cost more than a silu_mul launch."""
+    dev = MockGpuBackend()
+    w = _weights(dev, 256, k)["fp8"]
+    QuantLinear(w).linear_silu(KernelCache(dev), 0, dev.alloc(2 * k * 2), dev.alloc(512), 1,
+                               act_scratch=dev.alloc(k * 2))
+    assert [r.func for r in dev.drain_launches()] == funcs
+
+
 @pytest.mark.parametrize("case", ["prefill", "switched off", "k % 64", "narrow blocks", "gb10"])
 def test_other_products_keep_their_routes(case: str) -> None:
     dev = MockGpuBackend() if case == "gb10" else _HopperQuantMock()
@@ -204,6 +220,21 @@ def test_other_products_keep_their_routes(case: str) -> None:
                               dev.alloc(m * n * 2), m, scratch)
     modules = {r.module for r in dev.drain_launches()}
     assert "gemv_mma_quant" not in modules and modules
+
+
+@pytest.mark.parametrize("fmt, m, n, k, silu", [
+    ("block", 1, 70, 256, False), ("channel", 9, 33, 192, True), ("tensor", 40, 16, 64, False),
+    ("nvfp4", 3, 48, 256, False), ("nvfp4", 17, 40, 128, True)])
+def test_tensor_core_launches_on_the_host_references(fmt: str, m: int, n: int, k: int,
+                                                     silu: bool) -> None:
+    """The forced tensor-core route end to end on the host backend (arguments reach the
+    references by their ABI names) against the float64 oracle."""
+    rng = np.random.default_rng(m)
+    case = (nvfp4_linear_case(rng, m, n, k, silu, parts=2, mma=True) if fmt == "nvfp4"
+            else fp8_linear_case(rng, fmt, m, n, k, silu, mma=True))
+    assert case.module == "gemv_mma_quant"
+    result = check(HostBackend(), case)
+    assert result.passed, result.detail
 
 
 def test_launch_builder_preconditions() -> None:

@@ -11,13 +11,16 @@ import numpy as np
 import pytest
 
 from atlas.runtime.cases import attention as attention_cases  # noqa: F401 (registers)
+from atlas.runtime.cases import attention_rope as attention_rope_cases  # noqa: F401
 from atlas.runtime.cases import gemm as gemm_cases  # noqa: F401 (registers)
 from atlas.runtime.cases import gemv as gemv_cases  # noqa: F401 (registers)
+from atlas.runtime.cases import gemv_norm as gemv_norm_cases  # noqa: F401 (registers)
 from atlas.runtime.cases.gemv import UNFUSED
 from atlas.runtime.host import HostBackend
 from atlas.runtime.kernel_check import KernelCase, check, execute, module_cases
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, attention, matmul
+from atlas.runtime.ops.routes import KernelRoutes
 # the elementwise kernels' check that a .cu file declares exactly its module's ABI entries
 from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
 
@@ -58,6 +61,19 @@ def test_every_module_has_cases() -> None:
 @pytest.mark.parametrize("case", TWINNED, ids=[c.name for c in TWINNED])
 def test_fused_references_equal_their_unfused_twins(backend: HostBackend, case) -> None:
     _assert_twins_identical(case, execute(backend, case))
+
+
+NORM_TWINNED = [c for c in CASES if "y_twin" in c.outputs]
+
+
+@pytest.mark.parametrize("case", NORM_TWINNED, ids=[c.name for c in NORM_TWINNED])
+def test_fused_norm_reference_is_add_rmsnorm_then_gemv(backend: HostBackend, case) -> None:
+    """On the host the fused add+norm GEMV is its unfused twin bit for bit (on the GPU the
+    two sum squares in different orders and are each held to the oracle)."""
+    got = execute(backend, case)
+    assert np.array_equal(got["y"], got["y_twin"])
+    if "resid_out" in got:
+        assert np.array_equal(got["resid_out"], got["resid_twin"])
 
 
 def _launches(fn, *args, **kwargs):
@@ -127,20 +143,47 @@ def test_linear_silu_dispatch(m, scratch, funcs) -> None:
     (matmul.gemv_silu, (0x1000, 0x2000, 0x3000, 2, 64, 64), {"single": True}, "m=1"),
     (matmul.gemv_silu, (0x1000, 0x2000, 0x3000, 1, 64, 60), {}, "multiple of 8"),
     (matmul.gemv_silu, (0x1008, 0x2000, 0x3000, 1, 64, 64), {}, "aligned"),
+    # gemv_add_rmsnorm(resid, delta, norm_w, resid_out, w, y, n, k, eps)
+    (matmul.gemv_add_rmsnorm, (0x1000, 0x2000, 0x3000, 0x1000, 0x5000, 0x6000, 64, 64, 1e-6),
+     {}, "alias"),
+    (matmul.gemv_add_rmsnorm, (0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 64, 24584,
+                               1e-6), {}, "shared memory"),
+    (matmul.gemv_add_rmsnorm, (0x1000, 0x2008, 0x3000, 0x4000, 0x5000, 0x6000, 64, 64, 1e-6),
+     {}, "delta .* aligned"),
 ])
 def test_fused_gemv_preconditions(fn, args, kwargs, match) -> None:
     with pytest.raises(ValueError, match=match):
         _launches(fn, *args, **kwargs)
 
 
-def test_decode_attention_launches_partials_then_combine() -> None:
+def test_fused_norm_route_is_batch_one_gemv_within_shared_memory() -> None:
+    kc = KernelCache(MockGpuBackend(), routes=KernelRoutes())
+    sms = kc.facts.sm_count
+    assert matmul.fuses_norm(kc, 1, 6144, 1024)  # Qwen3-0.6B gate_up: 12.6 MB, latency-bound
+    assert matmul.fuses_norm(kc, 1, 64, matmul.NORM_GEMV_MAX_K)
+    assert not matmul.fuses_norm(kc, 2, 4096, 1024)  # a batch: add_rmsnorm once for all rows
+    assert not matmul.fuses_norm(kc, 1, 64, matmul.NORM_GEMV_MAX_K + 8)
+    # bandwidth-bound products keep add_rmsnorm unless forced (ATLAS_FUSED_NORM=1)
+    big = matmul.NORM_GEMV_MAX_BYTES_PER_SM * sms // (2 * 4096) + 4
+    assert not matmul.fuses_norm(kc, 1, big, 4096)
+    on = KernelCache(MockGpuBackend(), routes=KernelRoutes.from_env({"ATLAS_FUSED_NORM": "1"}))
+    assert matmul.fuses_norm(on, 1, big, 4096)
+    off = KernelCache(MockGpuBackend(), routes=KernelRoutes.from_env({"ATLAS_FUSED_NORM": "0"}))
+    assert not matmul.fuses_norm(off, 1, 6144, 1024)
+    with pytest.raises(ValueError, match="ATLAS_FUSED_NORM"):
+        KernelRoutes.from_env({"ATLAS_FUSED_NORM": "yes"})
+    rec, = _launches(matmul.gemv_add_rmsnorm, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000,
+                     1001, 1024, 1e-6)
+    assert (rec.grid, rec.block, rec.shared) == ((251, 1, 1), (128, 1, 1), 2048)
+
+
+def test_decode_attention_is_one_launch_over_the_splits() -> None:
     recs = _launches(attention.decode_attention, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000,
-                     0x6000, 0x7000, 0x8000, 4, 32, 8, 128, 16, 64, 16, 0.088)
+                     0x6000, 0x7000, 0x7800, 0x8000, 4, 32, 8, 128, 16, 64, 16, 0.088)
     assert [(r.func, r.grid, r.block) for r in recs] == [
-        ("decode_attn_bf16", (16, 8, 4), (128, 1, 1)),
-        ("decode_attn_combine_bf16", (32, 4, 1), (128, 1, 1))]
-    # the combine takes kv_lens to merge only the splits that hold keys
-    assert (recs[1].args["kv_lens"], recs[1].args["num_splits"]) == (0x5000, 16)
+        ("decode_attn_bf16", (16, 8, 4), (128, 1, 1))]
+    # the last split of each (seq, kv head) merges into out, ticketed by the counters
+    assert (recs[0].args["counters"], recs[0].args["out"]) == (0x7800, 0x8000)
 
 
 def test_prefill_attention_grid_comes_from_max_q_len() -> None:
@@ -155,7 +198,7 @@ def test_prefill_attention_grid_comes_from_max_q_len() -> None:
 def test_attention_preconditions(hq, hkv, d, match) -> None:
     with pytest.raises(ValueError, match=match):
         _launches(attention.decode_attention, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000,
-                  0x7000, 0x8000, 1, hq, hkv, d, 16, 8, 4, 0.1)
+                  0x7000, 0x7800, 0x8000, 1, hq, hkv, d, 16, 8, 4, 0.1)
 
 
 @pytest.mark.parametrize("module", MODULES)

@@ -397,6 +397,33 @@ def linear_case(env: Env, s: Any) -> Case:
                 note=note)
 
 
+def norm_linear_case(env: Env, s: Any) -> Case:
+    """The add + RMSNorm fused into the single-row GEMV against PyTorch's add, F.rms_norm and
+    matmul (three ops; ours is one launch)."""
+    torch, F = env.torch, env.torch.nn.functional
+    n, k = s.n, s.k
+
+    def make() -> Set:
+        scale = 1.0 / math.sqrt(k)
+        return {"resid": env.uniform((1, k)), "delta": env.uniform((1, k)),
+                "g": env.uniform((k,), 0.5, 1.5), "w": env.uniform((n, k), -scale * 3, scale * 3),
+                "h": torch.empty((1, k), dtype=torch.bfloat16, device=env.device),
+                "y": torch.empty((1, n), dtype=torch.bfloat16, device=env.device)}
+
+    def ours(st: Set, stream: Stream) -> None:
+        matmul.gemv_add_rmsnorm(env.kc, stream, env.ptr(st["resid"]), env.ptr(st["delta"]),
+                                env.ptr(st["g"]), env.ptr(st["h"]), env.ptr(st["w"]),
+                                env.ptr(st["y"]), n, k, EPS)
+
+    def theirs(st: Set) -> Any:
+        h = st["resid"] + st["delta"]
+        return h, torch.matmul(F.rms_norm(h, (k,), st["g"], EPS), st["w"].T)
+
+    return Case(s, make, ours, [Variant("h = r + d; rms_norm(h, g) @ w.T", theirs)],
+                lambda o, t, r: [("y", o["y"], r[1]), ("h", o["h"], r[0])], outputs=("y", "h"),
+                note="ours: gemv_add_rmsnorm_bf16_single (one launch)")
+
+
 #: E2M1 code -> value (sign in bit 3), for PyTorch's NVFP4 dequantization
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0,
                -4.0, -6.0)
@@ -570,7 +597,7 @@ def prefill_attention_case(env: Env, s: Any) -> Case:
                                     env.ptr(st["v_pool"]), env.ptr(st["tables"]),
                                     env.ptr(st["cu_q"]), env.ptr(st["kv_lens"]),
                                     env.ptr(st["out"]), 1, hq, hkv, d, bs, padded // bs,
-                                    d ** -0.5, t_, sm90=True if s.sm90 else None)
+                                    d ** -0.5, t_, sm90=s.sm90)
 
     sdpa_gqa, sdpa_repeated = Sdpa(torch), Sdpa(torch)
     group = hq // hkv
@@ -593,7 +620,8 @@ def prefill_attention_case(env: Env, s: Any) -> Case:
                  Variant("repeat_kv + F.sdpa(is_causal) (transformers)", repeated, paged_note,
                          sdpa_repeated)],
                 lambda o, t, r: [("out", o["out"], r[0].transpose(0, 1))], outputs=("out",),
-                note="ours: prefill_attn_sm90 (ops.attention_sm90, forced)" if s.sm90 else "")
+                note=("ours: prefill_attn_sm90 (ops.attention_sm90, forced)" if s.sm90 else
+                      "ours: prefill_attn_bf16 (mma.sync, forced)"))
 
 
 def decode_attention_case(env: Env, s: Any) -> Case:
@@ -615,6 +643,7 @@ def decode_attention_case(env: Env, s: Any) -> Case:
         st["part_o"] = torch.empty((b, hq, splits, d), dtype=torch.float32, device=env.device)
         st["part_ml"] = torch.empty((b, hq, splits, 2), dtype=torch.float32,
                                     device=env.device)
+        st["counters"] = torch.zeros((b, hkv), dtype=torch.int32, device=env.device)
         st["out"] = torch.empty((b, hq, d), dtype=torch.bfloat16, device=env.device)
         return st
 
@@ -622,8 +651,9 @@ def decode_attention_case(env: Env, s: Any) -> Case:
         attention.decode_attention(env.kc, stream, env.ptr(st["q"]), env.ptr(st["k_pool"]),
                                    env.ptr(st["v_pool"]), env.ptr(st["tables"]),
                                    env.ptr(st["kv_lens"]), env.ptr(st["part_o"]),
-                                   env.ptr(st["part_ml"]), env.ptr(st["out"]), b, hq, hkv, d,
-                                   bs, nb, splits, d ** -0.5, long=long)
+                                   env.ptr(st["part_ml"]), env.ptr(st["counters"]),
+                                   env.ptr(st["out"]), b, hq, hkv, d, bs, nb, splits, d ** -0.5,
+                                   long=long)
 
     # the q heads sharing a kv head become that head's query rows: exact GQA decode with
     # no K/V expansion, which every fused SDPA backend accepts
@@ -652,6 +682,73 @@ def decode_attention_case(env: Env, s: Any) -> Case:
         note=f"ours: {kernel}, a {splits}-split grid, the engine's choice (model.step_inputs."
              f"decode_splits) at max_seq_len {max_seq_len}, of which "
              f"{attention.decode_split_rule(hist, splits)[1]} hold keys at this history")
+
+
+def decode_attention_rope_case(env: Env, s: Any) -> Case:
+    """Ours: one launch (decode_attn_rope_bf16); PyTorch: F.rms_norm of q and k, rotate_half
+    RoPE, index_put of k and v into the paged pools, then gather + SDPA (folded heads)."""
+    torch, F = env.torch, env.torch.nn.functional
+    b, hist, hq, hkv, d, bs = s.batch, s.history, s.heads, s.kv_heads, s.head_dim, \
+        ks.KV_BLOCK_SIZE
+    padded, half, group = -(-hist // bs) * bs, d // 2, hq // hkv
+    nb = padded // bs
+    splits = decode_splits(b, hkv, max(ENGINE_MAX_SEQ_LEN, hist), env.num_sms)
+    inv_freq = ROPE_THETA ** (-torch.arange(0, half, device=env.device).double() / half)
+    pos_angles = torch.arange(hist, device=env.device).double()[:, None] * inv_freq[None, :]
+    cos_sin = torch.cat([pos_angles.cos(), pos_angles.sin()], dim=1).float().contiguous()
+    angles = pos_angles[hist - 1]  # the step's token is at position hist - 1
+    cos = torch.cat([angles.cos(), angles.cos()]).to(torch.bfloat16)
+    sin = torch.cat([angles.sin(), angles.sin()]).to(torch.bfloat16)
+
+    def make() -> Set:
+        st = paged_kv(env, b, hist, hkv, d, bs)
+        last = st["tables"][:, (hist - 1) // bs].long()
+        st.update(qkv=env.uniform((b, (hq + 2 * hkv) * d)), qw=env.uniform((d,), 0.5, 1.5),
+                  kw=env.uniform((d,), 0.5, 1.5),
+                  pos=torch.full((b,), hist - 1, dtype=torch.int32, device=env.device),
+                  slots=(last * bs + (hist - 1) % bs).to(torch.int32), blk=last,
+                  kv_lens=torch.full((b,), hist, dtype=torch.int32, device=env.device),
+                  part_o=torch.empty((b, hq, splits, d), dtype=torch.float32,
+                                     device=env.device),
+                  part_ml=torch.empty((b, hq, splits, 2), dtype=torch.float32,
+                                      device=env.device),
+                  counters=torch.zeros((b, hkv), dtype=torch.int32, device=env.device),
+                  out=torch.empty((b, hq, d), dtype=torch.bfloat16, device=env.device))
+        return st
+
+    def ours(st: Set, stream: Stream) -> None:
+        attention.decode_attention_rope(
+            env.kc, stream, env.ptr(st["qkv"]), env.ptr(st["k_pool"]), env.ptr(st["v_pool"]),
+            env.ptr(st["qw"]), env.ptr(st["kw"]), env.ptr(cos_sin), env.ptr(st["pos"]),
+            env.ptr(st["slots"]), env.ptr(st["tables"]), env.ptr(st["kv_lens"]),
+            env.ptr(st["part_o"]), env.ptr(st["part_ml"]), env.ptr(st["counters"]),
+            env.ptr(st["out"]), b, hq, hkv, d, bs, nb, splits, d ** -0.5, EPS)
+
+    def rotate(x: Any) -> Any:
+        return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+    sdpa = Sdpa(torch)
+
+    def theirs(st: Set) -> Any:
+        x = st["qkv"].view(b, hq + 2 * hkv, d)
+        q = rotate(F.rms_norm(x[:, :hq], (d,), st["qw"], EPS))
+        k = rotate(F.rms_norm(x[:, hq:hq + hkv], (d,), st["kw"], EPS))
+        off = (hist - 1) % bs
+        st["k_pool"][st["blk"], :, off] = k
+        st["v_pool"][st["blk"], :, off] = x[:, hq + hkv:]
+        tables = st["tables"].long()
+
+        def gather(pool: Any) -> Any:
+            return pool[tables].transpose(1, 2).reshape(b, hkv, padded, d)[:, :, :hist]
+        return sdpa(q.reshape(b, hkv, group, d), gather(st["k_pool"]), gather(st["v_pool"]))
+
+    return Case(s, make, ours, [
+        Variant("rms_norm + RoPE + index_put K/V + gather + F.sdpa", theirs,
+                "PyTorch runs the prologue as separate ops; ours is one launch", sdpa)],
+        lambda o, t, r: [("out", o["out"], r.reshape(b, hq, d)),
+                         ("k_pool", o["k_pool"], t["k_pool"])],
+        outputs=("out",), mutated=("k_pool", "v_pool"),
+        note=f"ours: decode_attn_rope_bf16 on a {splits}-split grid")
 
 
 def sampling_case(env: Env, s: Any) -> Case:
@@ -1089,11 +1186,13 @@ BUILDERS: dict[Any, Callable[[Env, Any], Case]] = {
     ks.Family.QK_NORM_ROPE_KV: rope_case, ks.Family.KV_APPEND: rope_case,
     ks.Family.SILU_MUL: silu_case, ks.Family.EMBEDDING: embedding_case,
     ks.Family.DECODE_GEMV: linear_case, ks.Family.PREFILL_GEMM: linear_case,
+    ks.Family.DECODE_NORM_GEMV: norm_linear_case,
     ks.Family.DECODE_BATCHED_GEMV: linear_case,
     ks.Family.DECODE_GEMM_SM90: linear_case,
     ks.Family.DECODE_GEMV_FP8: quant_linear_case, ks.Family.DECODE_GEMV_NVFP4: quant_linear_case,
     ks.Family.PREFILL_ATTENTION: prefill_attention_case,
     ks.Family.DECODE_ATTENTION: decode_attention_case,
+    ks.Family.DECODE_ATTENTION_ROPE: decode_attention_rope_case,
     ks.Family.SAMPLING: sampling_case, ks.Family.GREEDY: sampling_case,
     ks.Family.MOE_ROUTER: moe_router_case, ks.Family.MOE_DECODE: moe_experts_case,
     ks.Family.MOE_GROUPED: moe_experts_case,

@@ -159,10 +159,12 @@ def _decode_rank(spec: DecodeSpec, world: WorldSpec, out: "mp.Queue | None") -> 
         out.put((result, prefill_logits))
 
 
-def decode(spec: DecodeSpec, sizes: list[int], splits: list[str]) -> dict:
+def decode(spec: DecodeSpec, sizes: list[int], splits: list[str],
+           same_device: bool = False) -> dict:
     """Each group size in turn (1: one process, no collectives, run once), at sizes > 1 once
     per split; same weights and prompts; speedups, greedy-token agreement and prefill-logit
-    cosine against size 1."""
+    cosine against size 1. `same_device`: every rank on GPU 0 over the host collectives
+    (ATLAS_COMM=host, eager decode): a numerics check of the split on a one-GPU machine."""
     ctx = mp.get_context("spawn")
     results, logits = [], {}
     runs = [(size, split) for size in sizes for split in (splits if size > 1 else splits[:1])]
@@ -172,7 +174,8 @@ def decode(spec: DecodeSpec, sizes: list[int], splits: list[str]) -> dict:
         q: mp.Queue = ctx.Queue()
         port = _free_port()
         procs = [ctx.Process(target=_decode_rank, args=(
-            run_spec, WorldSpec(r, size, "127.0.0.1", port, 600.0), q if r == 0 else None))
+            run_spec, WorldSpec(r, size, "127.0.0.1", port, 600.0,
+                                device=0 if same_device else -1), q if r == 0 else None))
             for r in range(size)]
         for p in procs:
             p.start()
@@ -344,6 +347,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="generate the weights on the device (the model dir needs only "
                     "config.json)")
     de.add_argument("--batch", type=int, default=1)
+    de.add_argument("--same-device", action="store_true",
+                    help="every rank on GPU 0 over the host collectives (ATLAS_COMM=host): "
+                    "checks a split's numerics on one GPU (its speed means nothing)")
     de.add_argument("--prompt-len", type=int, default=128)
     de.add_argument("--steps", type=int, default=128)
     de.add_argument("--out", type=Path)
@@ -369,7 +375,10 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--split {args.split}: each of tp, ep, tp+ep")
         spec = DecodeSpec(args.model, args.backend, args.prompt_len, args.steps, args.batch,
                           splits[0], args.synthetic_seed)
-        report = decode(spec, [int(x) for x in args.tp.split(",")], splits)
+        if args.same_device:
+            os.environ["ATLAS_COMM"] = "host"  # the spawned ranks inherit it
+        report = decode(spec, [int(x) for x in args.tp.split(",")], splits, args.same_device)
+        report["same_device"] = args.same_device
     else:
         report = allreduce(args.backend, args.world, args.hidden,
                            [int(x) for x in args.tokens.split(",")], args.iters,

@@ -224,14 +224,18 @@ def _read(backend: GpuBackend, case: KernelCase, ptrs: dict[str, DevicePtr]) -> 
 
 
 def graph_check(device: GpuBackend, cases: list[KernelCase], set_name: str) -> Row | None:
-    """Capture one case of each of a few modules into a graph, replay it twice, check."""
-    chosen: dict[str, KernelCase] = {}
+    """Capture one case of each of a few modules, and every case marked `graph`, into a
+    graph, replay it twice, check."""
+    picked: list[KernelCase] = []
+    modules: set[str] = set()
     for case in cases:
-        if case.module not in chosen and len(chosen) < GRAPH_MODULES:
-            chosen[case.module] = case
-    if not chosen:
+        if case.module not in modules and len(modules) < GRAPH_MODULES:
+            modules.add(case.module)
+            picked.append(case)
+        elif case.graph:
+            picked.append(case)
+    if not picked:
         return None
-    picked = list(chosen.values())
     label = "graph x2: " + ", ".join(c.name for c in picked)
     stream = device.create_stream()
     bufs = [_prepare(device, c) for c in picked]

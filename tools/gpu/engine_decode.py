@@ -14,6 +14,7 @@ import numpy as np
 
 from atlas.core.sampling import GREEDY
 from atlas.engine.core import EngineCore
+from atlas.engine.grammar_state import GrammarRequest
 from atlas.engine.request import EngineRequest, FinishReason
 from atlas.engine.speculative import Speculator
 from atlas.model.runner import ModelRunner
@@ -27,13 +28,15 @@ def random_prompts(runner: ModelRunner, batch: int, prompt_len: int,
 
 def start_decoding(runner: ModelRunner, batch: int, prompt_len: int, max_tokens: int,
                    rng: np.random.Generator, prompts: list[list[int]] | None = None,
-                   speculator: Speculator | None = None) -> EngineCore:
+                   speculator: Speculator | None = None,
+                   grammar: GrammarRequest | None = None) -> EngineCore:
     """A core whose `batch` sequences have all finished prefill (each sampled >= 1 token).
-    `prompts` (default: random ids) and `speculator` serve the speculative benchmark."""
+    `prompts` (default: random ids) and `speculator` serve the speculative benchmark,
+    `grammar` (every sequence follows it) the structured-output one."""
     core = EngineCore.build(runner, max_prefill_tokens=runner.limits.max_prefill_tokens,
                             max_num_seqs=batch, speculator=speculator)
     for i, ids in enumerate(prompts or random_prompts(runner, batch, prompt_len, rng)):
-        core.add(i, EngineRequest(ids, GREEDY, max_tokens))
+        core.add(i, EngineRequest(ids, GREEDY, max_tokens, grammar=grammar))
     scheduler = core.scheduler
     while scheduler.waiting or any(not s.output_ids for s in scheduler.running):
         core.step()

@@ -168,9 +168,19 @@ stage_flagship_bench() {
 
 # The same flagship decode with each Gated-DeltaNet decode step as three kernels (conv1d,
 # recurrent delta rule, gated RMSNorm) instead of the fused gdn_decode: the A/B of the fusion.
+# Batches 1 and 8 and a short prefill only: the A/B costs a fraction of flagship_bench.
 stage_flagship_bench_unfused() {
-  ATLAS_GDN_FUSED=0 "$PY" tools/gpu/bench_moe.py --config qwen3_5-35b-a3b --batches 1,8,32,64 \
-    --target-tok-s 450 --hf none --out "$RESULTS/bench_flagship_unfused.json"
+  ATLAS_GDN_FUSED=0 "$PY" tools/gpu/bench_moe.py --config qwen3_5-35b-a3b --batches 1,8 \
+    --prefill 512 --target-tok-s 450 --hf none --out "$RESULTS/bench_flagship_unfused.json"
+}
+
+# The flagship's per-kernel decode profile at batch 8 with PDL off (each kernel's own time):
+# which kernels the batch-8 step spends its time in (the fused GDN step, the MoE decode path).
+stage_flagship_profile_b8() {
+  local cfg="$CKPT/qwen3_5-35b-a3b-synthetic"
+  "$PY" tools/make_fixtures.py --config qwen3_5-35b-a3b --out "$cfg" --config-only || return 1
+  ATLAS_PDL=0 "$PY" tools/gpu/profile_decode.py --model "$cfg" --synthetic-seed 0 --batch 8 \
+    --out "$RESULTS/profile_decode_qwen3_5-35b-a3b_b8_pdl0.json"
 }
 
 # The MoE decode layer as separate launches (router GEMV + top-k, the shared expert's own
@@ -255,18 +265,32 @@ stage_batched_min_m() {
 
 # Issue 15's long contexts on Qwen3-8B (synthetic weights, no checkpoint): a 32,000-token
 # prefill as % of the bf16 matmul peak (attention FLOPs counted), batch-8 decode at 16k and
-# 32k contexts as % of the (weights + KV) bandwidth; then the decode A/B with the
-# long-context attention kernel off (ATLAS_DECODE_ATTN_LONG=0, no prefill) and the prefill
-# with the wgmma prefill attention on (ATLAS_PREFILL_ATTN_SM90=1, no decode).
+# 32k contexts as % of the (weights + KV) bandwidth; then the prefill again with the wgmma
+# prefill attention off (ATLAS_PREFILL_ATTN_SM90=0: prefill_attn_bf16, no decode).
 stage_long_context() {
   local rc=0
-  "$PY" tools/gpu/bench_long_context.py --config qwen3-8b \
+  "$PY" tools/gpu/bench_long_context.py --config qwen3-8b --prefill-repeats 2 --new 32 \
     --out "$RESULTS/long_context_qwen3-8b.json" || rc=1
-  ATLAS_DECODE_ATTN_LONG=0 "$PY" tools/gpu/bench_long_context.py --config qwen3-8b --prefill 0 \
-    --out "$RESULTS/long_context_qwen3-8b_nolong.json" || rc=1
-  ATLAS_PREFILL_ATTN_SM90=1 "$PY" tools/gpu/bench_long_context.py --config qwen3-8b --contexts "" \
-    --out "$RESULTS/long_context_qwen3-8b_prefill_sm90.json" || rc=1
+  ATLAS_PREFILL_ATTN_SM90=0 "$PY" tools/gpu/bench_long_context.py --config qwen3-8b --contexts "" \
+    --prefill-repeats 2 --out "$RESULTS/long_context_qwen3-8b_prefill_mma_sync.json" || rc=1
   return $rc
+}
+
+# The decode half again with the long-context attention kernel off (ATLAS_DECODE_ATTN_LONG=0):
+# the A/B of decode_attn_long at batch 8, 16k and 32k.
+stage_long_context_nolong() {
+  ATLAS_DECODE_ATTN_LONG=0 "$PY" tools/gpu/bench_long_context.py --config qwen3-8b --prefill 0 \
+    --out "$RESULTS/long_context_qwen3-8b_nolong.json"
+}
+
+# Issue 15's kernel-table rows in one short run: the wgmma decode GEMM (Qwen3-8B gate_up at
+# every batch, o_proj b64 with its cluster split) beside gemv_mma's gate_up b32, batch-8
+# decode attention at 16k / 32k (the long-context kernel), prefill attention T4096 on
+# mma.sync and on wgmma.
+stage_issue15_table() {
+  "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS" -k "decode_gemm_sm90 qwen3-8b gate_up" \
+    -k "decode_gemm_sm90 qwen3-8b o_proj b64" -k "decode_batched_gemv qwen3-8b gate_up b32" \
+    -k "decode_attention qwen3-8b b8 hist" -k "qwen3-8b T4096"
 }
 
 # The skinny wgmma decode GEMM (gemm_decode_sm90, the default for 9..256 rows) against the
@@ -380,6 +404,25 @@ stage_tp_throughput() {
   done
   return $rc
 }
+# One GPU: expert parallelism's numerics on the device kernels. Two ranks share GPU 0 over
+# the host collectives (ATLAS_COMM=host: NCCL refuses two ranks on one GPU; eager decode),
+# against one process: the tiny MoE fixtures (stacked and per-expert experts, a shared
+# expert, the hybrid family) with EP=2, and the 8-layer Qwen3-30B-A3B config from synthetic
+# weights with EP=2 and TP=2+EP=2. Prefill (grouped path) and batch-2 decode (fused decode
+# path): greedy tokens and prefill-logit cosine vs one process (exit 1 below 0.999).
+stage_ep_1gpu() {
+  local rc=0 m cfg="$CKPT/qwen3-30b-a3b-8l-synthetic"
+  for m in tiny-qwen3-moe tiny-qwen2-moe tiny-qwen3_5_moe; do
+    "$PY" tools/gpu/bench_tp.py decode --model "tests/fixtures/$m" --split ep --tp 1,2 \
+      --same-device --batch 2 --steps 8 --prompt-len 24 --min-cosine 0.999 \
+      --out "$RESULTS/ep_1gpu_$m.json" || rc=1
+  done
+  "$PY" tools/make_fixtures.py --config qwen3-30b-a3b-8l --out "$cfg" --config-only || return 1
+  "$PY" tools/gpu/bench_tp.py decode --model "$cfg" --split ep,tp+ep --synthetic-seed 0 \
+    --tp 1,2 --same-device --batch 2 --steps 8 --prompt-len 24 --min-cosine 0.999 \
+    --out "$RESULTS/ep_1gpu_qwen3-30b-a3b-8l.json" || rc=1
+  return $rc
+}
 # Two GPUs: expert parallelism on the full Qwen3-30B-A3B config from synthetic weights
 # (61 GB: one GPU holds it all), batch 1 and ATLAS_EP_BATCH (default 32) decode: one GPU,
 # then EP=2 (each rank half of every layer's experts, the rest replicated), then TP=2 with
@@ -402,32 +445,56 @@ stage_ep_bench() {
 stage_spec_bench() {
   make_checkpoint qwen3-8b weights || return 1
   "$PY" tools/gpu/bench_spec.py --model "$CKPT/qwen3-8b" --batches 1,8,32 --max-k 4 --k 3 \
-    --accept 0.7 --out "$RESULTS/bench_spec_qwen3-8b.json"
+    --accept 0.7 --passes 2 --steps 20 --new 192 --out "$RESULTS/bench_spec_qwen3-8b.json"
+}
+
+# Structured output on the 8B config: greedy decode tok/s with every sequence under a grammar
+# mask (a JSON-lines regex over the real Qwen3 vocabulary) against plain decoding, batch 1
+# and 32 (bar: constrained >= 90%). The Qwen3 tokenizer.json cannot be fetched here (no
+# network): carried as build/tokenizers/qwen3/tokenizer.json it is used, else a synthetic
+# vocabulary of the same 151,936 rows stands in (the JSON says which).
+stage_grammar_bench() {
+  make_checkpoint qwen3-8b weights || return 1
+  local tok="$REPO/build/tokenizers/qwen3/tokenizer.json" vocab=(--vocab synthetic)
+  [ -f "$tok" ] && vocab=(--vocab qwen3 --tokenizer "$tok")
+  "$PY" tools/gpu/bench_grammar_decode.py --model "$CKPT/qwen3-8b" --batches 1,32 --steps 64 --warmup 32 \
+    "${vocab[@]}" --out "$RESULTS/bench_grammar_qwen3-8b.json"
 }
 
 # Prefix cache on the 8B config: an 8,192-token shared prefix + a 64-token new turn, warm
-# TTFT against cold (bar: warm <= 10% of cold); then the same on the 8-layer hybrid Qwen3.5
-# config, whose hits restore recurrent-state snapshots.
+# TTFT against cold (bar: warm <= 10% of cold).
 stage_prefix_bench() {
-  local name rc=0
-  for name in qwen3-8b qwen3_5-9b-8l; do
-    make_checkpoint "$name" weights || return 1
-    "$PY" tools/gpu/bench_prefix.py --model "$CKPT/$name" --prefix 8192 --turn 64 \
-      --out "$RESULTS/bench_prefix_$name.json" || rc=1
-  done
-  return $rc
+  make_checkpoint qwen3-8b weights || return 1
+  "$PY" tools/gpu/bench_prefix.py --model "$CKPT/qwen3-8b" --prefix 8192 --turn 64 \
+    --out "$RESULTS/bench_prefix_qwen3-8b.json"
+}
+
+# The 8-layer hybrid Qwen3.5 config (with its MTP head, see below): the same turn, whose
+# hits restore recurrent-state snapshots (prints their counters).
+stage_prefix_bench_hybrid() {
+  hybrid_mtp_checkpoint || return 1
+  "$PY" tools/gpu/bench_prefix.py --model "$CKPT/qwen3_5-9b-8l" --prefix 8192 --turn 64 \
+    --out "$RESULTS/bench_prefix_qwen3_5-9b-8l.json"
+}
+
+# qwen3_5-9b-8l with the MTP head its config now declares (a checkpoint made before that
+# is made again).
+hybrid_mtp_checkpoint() {
+  local dir="$CKPT/qwen3_5-9b-8l"
+  if [ -f "$dir/config.json" ] && ! grep -q mtp_num_hidden_layers "$dir/config.json"; then
+    rm -rf "$dir"
+  fi
+  make_checkpoint qwen3_5-9b-8l weights
 }
 
 # Speculation on the 8-layer hybrid Qwen3.5 config (verification eager, recurrent state
 # rolled back past rejected drafts): step cost and oracle tok/s at batch 1 and 8, then the
 # checkpoint's (random) MTP head as the drafter: its acceptance and tok/s.
 stage_spec_bench_hybrid() {
-  local dir="$CKPT/qwen3_5-9b-8l"
-  # a checkpoint made before the config carried its MTP head is made again
-  [ -f "$dir/config.json" ] && ! grep -q mtp_num_hidden_layers "$dir/config.json" && rm -rf "$dir"
-  make_checkpoint qwen3_5-9b-8l weights || return 1
-  "$PY" tools/gpu/bench_spec.py --model "$dir" --batches 1,8 --max-k 3 --k 3 \
-    --accept 0.7 --passes 2 --mtp --out "$RESULTS/bench_spec_qwen3_5-9b-8l.json"
+  hybrid_mtp_checkpoint || return 1
+  "$PY" tools/gpu/bench_spec.py --model "$CKPT/qwen3_5-9b-8l" --batches 1,8 --max-k 3 --k 3 \
+    --accept 0.7 --passes 2 --steps 20 --new 128 --mtp \
+    --out "$RESULTS/bench_spec_qwen3_5-9b-8l.json"
 }
 
 # Issue 12: the Qwen3-8B-config random checkpoint quantized by `atlas models quantize` to
@@ -480,7 +547,11 @@ stage_quant_profile() {
   fi
   "$PY" tools/gpu/bench_decode.py --model "$q" --hf none --batches 1,8,32 \
     --out "$RESULTS/bench_decode_qwen3-8b-fp8-block.json" || rc=1
-  "$PY" tools/gpu/profile_decode.py --model "$q" \
+  # A/B: batch 1 on the CUDA-core GEMV passes instead of the tensor-core GEMV
+  ATLAS_QUANT_MMA=0 "$PY" tools/gpu/bench_decode.py --model "$q" --hf none --batches 1 \
+    --out "$RESULTS/bench_decode_qwen3-8b-fp8-block_cudacore.json" || rc=1
+  # PDL off: per-kernel times that add up (with PDL each record includes its wait)
+  ATLAS_PDL=0 "$PY" tools/gpu/profile_decode.py --model "$q" \
     --out "$RESULTS/profile_decode_qwen3-8b-fp8-block.json" || rc=1
   return $rc
 }
@@ -585,11 +656,12 @@ stage_decode_profiles() {
 
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity
         decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
-        moe_ab_unfused qwen3_8b decode_bench_nopdl profile kernel_table gdn_table server_sweep
-        throughput batched_min_m long_context decode_gemm_ab gates spec_bench prefix_bench
-        spec_bench_hybrid quant_bench moe_full quant_profile moe_kernels moe_parity
-        moe_host_parity layer_diff moe_bench decode_profiles allreduce_1gpu tp_check tp_bench
-        tp_throughput ep_bench kv_dtypes)
+        flagship_profile_b8 moe_ab_unfused qwen3_8b decode_bench_nopdl profile kernel_table
+        gdn_table server_sweep throughput batched_min_m long_context long_context_nolong
+        issue15_table decode_gemm_ab gates ep_1gpu spec_bench grammar_bench prefix_bench
+        prefix_bench_hybrid spec_bench_hybrid quant_bench moe_full quant_profile moe_kernels
+        moe_parity moe_host_parity layer_diff moe_bench decode_profiles allreduce_1gpu
+        tp_check tp_bench tp_throughput ep_bench kv_dtypes)
 
 # ---- runner -------------------------------------------------------------------------------
 

@@ -29,16 +29,23 @@
 //   head_dim / 8 lanes share a key (16 bytes each), kDecodeUnroll keys per lane are loaded
 //   per iteration and the next iteration's rows are in flight while one is computed.
 //   Partial results are merged across key groups by shuffles and across warps in shared
-//   memory, then written as part_o [seq, hq, split, D] (normalized by its own l) and
-//   part_ml [seq, hq, split, 2] = (max score in natural-log units, sum of exp(score - max)).
-// decode_attn_combine_bf16: grid (hq, num_seqs), head_dim threads: merges the active splits
-//   of the row (the same rule from kv_lens); a sequence with no keys gets zeros.
+//   memory. With one active split (kv_len <= kMinKeysPerSplit) that is the answer, written
+//   to out. Otherwise each split writes part_o [seq, hq, split, D] (normalized by its own l)
+//   and part_ml [seq, hq, split, 2] = (max score in natural-log units, sum of exp(score -
+//   max)), and the last of the (seq, kv head)'s active splits to finish merges them into out
+//   (in split order, whichever block is last): a ticket from counters[seq * hkv + kvh]
+//   (zero before every launch; the last block resets it, so graph replays find it zero).
+//   That replaces a second combine launch. A sequence with no keys gets zeros.
+// decode_attn_rope_bf16: the same with qk_norm_rope_kv_bf16's work done in the blocks (RopedQ).
+// decode_attn_combine_bf16: grid (1, hq, num_seqs), 128 threads: the same merge for the
+//   partials of the long-context kernel (attention_long.cu), which has no merge of its own.
 // Every entry point waits for the previous kernel (programmatic dependent launch) before it
 // reads anything: q, the cache, the tables and kv_lens are all written by earlier work.
 #include "atlas_common.cuh"
 #include "attention_tile.cuh"
 #include "bf16_vec.cuh"
 #include "mma_util.cuh"
+#include "rope_core.cuh"
 
 namespace {
 
@@ -185,9 +192,9 @@ __device__ __forceinline__ void prefill_attn(
     // through transposed ldmatrix.
 #pragma unroll
     for (int kt = 0; kt < P::kBKV / 16; ++kt) {
-      uint32_t p_hi[4], p_lo[4];
-      atlas::prob_fragments(s, kt, p_hi, p_lo);
-      atlas::pv_slice_mma<D>(o, p_hi, p_lo, sv, kt * 16, lane);
+      uint32_t pf[2][4];  // hi + lo parts
+      atlas::prob_fragments<2>(s, kt, pf);
+      atlas::pv_slice_mma<D, 2, false>(o, pf, sv, kt * 16, lane);
     }
     __syncthreads();  // stage t & 1 is refilled by the next iteration's prefetch
   }
@@ -287,17 +294,113 @@ __device__ __forceinline__ DecodeKv load_kv_rows(
   return kv;
 }
 
+// ---- where a decode pass gets q, and the step's new key -----------------------------------
+// CachedQ (decode_attn_bf16): q [seqs, hq, D] and the cache row of every key, this step's
+// included, were written by the rope kernel before this one.
+struct CachedQ {
+  const __nv_bfloat16* q;
+  static constexpr bool kNewKey = false;
+  __device__ __forceinline__ void bind(int, int, int) {}
+  __device__ __forceinline__ void prepare() const {}
+  __device__ __forceinline__ uint4 load_q(int b, int h, int hq, int d, int sub) const {
+    return __ldg(reinterpret_cast<const uint4*>(q + (static_cast<size_t>(b) * hq + h) * d) + sub);
+  }
+  __device__ __forceinline__ int new_pos() const { return -1; }
+  __device__ __forceinline__ uint4 new_k(int) const { return make_uint4(0u, 0u, 0u, 0u); }
+  __device__ __forceinline__ uint4 new_v(int) const { return make_uint4(0u, 0u, 0u, 0u); }
+};
+
+constexpr int kRopeMaxGroup = 16;  // q heads per kv head decode_attn_rope_bf16 stages
+struct RopeStage {                 // its shared memory: the group's q rows, the new k and v
+  __nv_bfloat16 q[kRopeMaxGroup * kDecodeMaxDim];
+  __nv_bfloat16 k[kDecodeMaxDim], v[kDecodeMaxDim];
+};
+
+// RopedQ (decode_attn_rope_bf16): the block computes what qk_norm_rope_kv_bf16 would have
+// written (rope_core.cuh, the same bits): its group's q heads from the qkv row into shared
+// memory, and in the split that holds the step's own key (kv_len - 1, the last active
+// split) also k and v, which it appends to the cache and substitutes for that key's cache
+// row, so no block depends on another block's cache write. A padding row (slot < 0) writes
+// no cache row and, like the unfused kernels, attends over the cache as it is.
+struct RopedQ {
+  const __nv_bfloat16* qkv;  // [seqs, (hq + 2 hkv) D]
+  __nv_bfloat16* k_cache;
+  __nv_bfloat16* v_cache;
+  const __nv_bfloat16* q_norm_w;  // null: no q/k norm
+  const __nv_bfloat16* k_norm_w;
+  const float* cos_sin;
+  const int* positions;
+  const int* slots;
+  RopeStage* stage;
+  int hq, hkv, d, block_size;
+  float eps;
+  int pos = -1;  // the key this block substitutes (kv_len - 1 in the last active split)
+  static constexpr bool kNewKey = true;
+
+  __device__ __forceinline__ void bind(int kv_len, int active, int split) {
+    pos = split == active - 1 && slots[blockIdx.z] >= 0 ? kv_len - 1 : -1;
+  }
+
+  // One warp per head: the group's q heads, then (new-key split only) k and v; then the
+  // append. Every thread of the block calls it once, before its first q load.
+  __device__ __forceinline__ void prepare() const {
+    const int b = blockIdx.z, kvh = blockIdx.y, group = hq / hkv;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const bool normed = q_norm_w != nullptr;
+    const __nv_bfloat16* row = qkv + static_cast<size_t>(b) * (hq + 2 * hkv) * d;
+    const float* cosv = cos_sin + static_cast<size_t>(positions[b]) * d;
+    const int heads = group + (pos >= 0 ? 2 : 0);
+    for (int j = warp; j < heads; j += kWarps) {  // warp-uniform
+      if (j < group) {
+        const auto w = atlas::rope::load_norm_w<false>(q_norm_w, normed, d, d, lane);
+        atlas::rope::norm_rope_row<false>(row + static_cast<size_t>(kvh * group + j) * d,
+                                          stage->q + j * d, w, normed, false, cosv, d, d, eps,
+                                          lane);
+      } else if (j == group) {
+        const auto w = atlas::rope::load_norm_w<false>(k_norm_w, normed, d, d, lane);
+        atlas::rope::norm_rope_row<false>(row + static_cast<size_t>(hq + kvh) * d, stage->k, w,
+                                          normed, false, cosv, d, d, eps, lane);
+      } else {
+        const __nv_bfloat16* v = row + static_cast<size_t>(hq + hkv + kvh) * d;
+        for (int i = lane; i < d; i += 32) stage->v[i] = v[i];
+      }
+    }
+    __syncthreads();
+    if (pos >= 0) {
+      const int slot = slots[b];
+      const size_t at = ((static_cast<size_t>(slot / block_size) * hkv + kvh) * block_size +
+                         slot % block_size) * d;
+      for (int c = threadIdx.x; c < d / 8; c += kThreads) {
+        reinterpret_cast<uint4*>(k_cache + at)[c] = reinterpret_cast<const uint4*>(stage->k)[c];
+        reinterpret_cast<uint4*>(v_cache + at)[c] = reinterpret_cast<const uint4*>(stage->v)[c];
+      }
+    }
+  }
+
+  __device__ __forceinline__ uint4 load_q(int, int h, int, int, int sub) const {
+    return reinterpret_cast<const uint4*>(stage->q + (h % (hq / hkv)) * d)[sub];
+  }
+  __device__ __forceinline__ int new_pos() const { return pos; }
+  __device__ __forceinline__ uint4 new_k(int sub) const {
+    return reinterpret_cast<const uint4*>(stage->k)[sub];
+  }
+  __device__ __forceinline__ uint4 new_v(int sub) const {
+    return reinterpret_cast<const uint4*>(stage->v)[sub];
+  }
+};
+
 // One pass over the split's keys [begin, end) for G consecutive q heads starting at h0 (all
 // of one kv head's group when it has <= kDecodeHeadsPerPass heads, so K/V are read once).
 // The next iteration's K/V rows are loaded before this one's are used (a register double
 // buffer), so a long split keeps one round trip in flight while it computes.
 // `first` holds the block-table entries of the split's first iteration.
-template <int D, int G>
+template <int D, int G, class Q>
 __device__ __forceinline__ void decode_attn_pass(int h0, int begin, int end,
-    const DecodeBlocks& first, const __nv_bfloat16* __restrict__ q,
+    const DecodeBlocks& first, const Q& qs, bool first_pass,
     const __nv_bfloat16* __restrict__ k_cache, const __nv_bfloat16* __restrict__ v_cache,
     const int* __restrict__ table, float* __restrict__ part_o, float* __restrict__ part_ml,
-    int hq, int hkv, int block_size, int num_splits, float scale, DecodeScratch& red) {
+    __nv_bfloat16* __restrict__ out, bool direct, int hq, int hkv, int block_size,
+    int num_splits, float scale, DecodeScratch& red) {
   constexpr int kLanesPerKey = D / 8;
   constexpr int kKeyGroups = decode_key_groups<D>();
   constexpr int kStep = kKeyGroups * kDecodeUnroll;
@@ -308,11 +411,12 @@ __device__ __forceinline__ void decode_attn_pass(int h0, int begin, int end,
 
   DecodeKv cur = load_kv_rows<D>(k_cache, v_cache, first, begin, end, grp, sub, hkv, kvh,
                                  block_size);
+  if (first_pass) qs.prepare();  // under the first K/V round trip
   float qf[G][8];
   const float scale_log2 = scale * kLog2e;
 #pragma unroll
   for (int g = 0; g < G; ++g) {
-    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(q + (static_cast<size_t>(b) * hq + h0 + g) * D) + sub);
+    const uint4 raw = qs.load_q(b, h0 + g, hq, D, sub);
     atlas::unpack_bf16x8(raw, qf[g]);
 #pragma unroll
     for (int i = 0; i < 8; ++i) qf[g][i] *= scale_log2;
@@ -330,6 +434,15 @@ __device__ __forceinline__ void decode_attn_pass(int h0, int begin, int end,
     const DecodeKv next = load_kv_rows<D>(
         k_cache, v_cache, lookup_blocks<D>(table, base + kStep, end, grp, block_size),
         base + kStep, end, grp, sub, hkv, kvh, block_size);
+    if constexpr (Q::kNewKey) {  // this step's key: from shared memory, not the cache
+#pragma unroll
+      for (int u = 0; u < kDecodeUnroll; ++u) {
+        if (base + u * kKeyGroups + grp == qs.new_pos()) {
+          cur.k[u] = qs.new_k(sub);
+          cur.v[u] = qs.new_v(sub);
+        }
+      }
+    }
     float s[kDecodeUnroll][G];
 #pragma unroll
     for (int u = 0; u < kDecodeUnroll; ++u) {
@@ -415,8 +528,13 @@ __device__ __forceinline__ void decode_attn_pass(int h0, int begin, int end,
       total += red.l[w][g] * c;
       acc += red.o[w][g][d] * c;
     }
+    const float o_d = acc / total;  // an active split has >= 1 key: total >= 1
+    if (direct) {  // the only active split: this is the result
+      out[(static_cast<size_t>(b) * hq + h0 + g) * D + d] = atlas::f32_to_bf16(o_d);
+      continue;
+    }
     const size_t row = (static_cast<size_t>(b) * hq + h0 + g) * num_splits + split;
-    part_o[row * D + d] = acc / total;  // an active split has >= 1 key: total >= 1
+    part_o[row * D + d] = o_d;
     if (d == 0) {
       part_ml[row * 2] = mx * kLn2;
       part_ml[row * 2 + 1] = total;
@@ -425,14 +543,82 @@ __device__ __forceinline__ void decode_attn_pass(int h0, int begin, int end,
   __syncthreads();  // `red` is reused by the next pass
 }
 
+// ---- split merge (the last block of a row's splits) ------------------------------------
+// Merges the active splits of every q head of this block's group into out: thread t takes
+// 4 consecutive elements of one head (a group of 4 heads at D = 128 is one pass of 128
+// threads), finds the heads' max m over the splits, then accumulates w_s o_s with
+// w_s = l_s e^(m_s - max m) in split order. The loads of a pass are independent (float2 m/l,
+// float4 o), so a merge costs about two L2 round trips, not one per split. Other blocks of
+// this kernel wrote the partials: they are read from L2 (__ldcg), never from a stale L1 line.
+template <int D>
+__device__ __forceinline__ void decode_merge_rows(const float* part_o, const float* part_ml,
+                                                  __nv_bfloat16* out, int hq, int hkv,
+                                                  int num_splits, int active) {
+  constexpr int kQuads = D / 4;
+  const int group = hq / hkv;
+  for (int idx = threadIdx.x; idx < group * kQuads; idx += kThreads) {
+    const size_t row = static_cast<size_t>(blockIdx.z) * hq + blockIdx.y * group + idx / kQuads;
+    const int d = (idx % kQuads) * 4;
+    const float2* ml = reinterpret_cast<const float2*>(part_ml) + row * num_splits;
+    const float* o = part_o + row * num_splits * D + d;
+    float top = -INFINITY;
+#pragma unroll 8
+    for (int s = 0; s < active; ++s) top = fmaxf(top, __ldcg(ml + s).x);
+    float total = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 8
+    for (int s = 0; s < active; ++s) {
+      const float2 e = __ldcg(ml + s);
+      const float4 v = __ldcg(reinterpret_cast<const float4*>(o + static_cast<size_t>(s) * D));
+      const float w = e.y * expf(e.x - top);
+      total += w;
+      acc[0] = fmaf(w, v.x, acc[0]);
+      acc[1] = fmaf(w, v.y, acc[1]);
+      acc[2] = fmaf(w, v.z, acc[2]);
+      acc[3] = fmaf(w, v.w, acc[3]);
+    }
+    // every active split has a key, so total >= 1; no active split (no keys): zeros
+    if (active == 0) total = INFINITY;
+    *reinterpret_cast<uint2*>(out + row * D + d) =
+        make_uint2(atlas::pack_bf16x2(acc[0] / total, acc[1] / total),
+                   atlas::pack_bf16x2(acc[2] / total, acc[3] / total));
+  }
+}
+
+// After this block wrote its partials: take a ticket for the (seq, kv head); the block that
+// draws the last one (every other active split has finished writing) merges the group's
+// rows into out and resets the counter. The barrier orders the block's partial writes before
+// thread 0's fence and ticket (release); the last block's thread 0 fences again before the
+// barrier its merge follows (acquire).
+template <int D>
+__device__ __forceinline__ void decode_merge_if_last(const float* part_o, const float* part_ml,
+                                                     unsigned* counters, __nv_bfloat16* out,
+                                                     int hq, int hkv, int num_splits,
+                                                     int active) {
+  __shared__ int is_last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned* counter = counters + static_cast<size_t>(blockIdx.z) * hkv + blockIdx.y;
+    __threadfence();
+    const bool last = atomicAdd(counter, 1u) == static_cast<unsigned>(active - 1);
+    if (last) {
+      *counter = 0u;  // all active splits have their tickets: ready for the next launch
+      __threadfence();
+    }
+    is_last = last;
+  }
+  __syncthreads();
+  if (is_last) decode_merge_rows<D>(part_o, part_ml, out, hq, hkv, num_splits, active);
+}
+
 // This block's split of sequence blockIdx.z, then the group's q heads in passes of up to
 // kDecodeHeadsPerPass (later passes re-read the split's K/V, normally from L2). Keeps
 // registers at the 4-head level for every group size.
-template <int D>
+template <int D, class Q>
 __device__ __forceinline__ void decode_attn(
-    const __nv_bfloat16* q, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
-    const int* block_tables, const int* kv_lens, float* part_o, float* part_ml, int hq,
-    int hkv, int block_size, int max_blocks, int num_splits, float scale, DecodeScratch& red) {
+    Q qs, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
+    const int* block_tables, const int* kv_lens, float* part_o, float* part_ml,
+    unsigned* counters, __nv_bfloat16* out, int hq, int hkv, int block_size, int max_blocks,
+    int num_splits, float scale, DecodeScratch& red) {
   const int grp = decode_key_group<D>();
   const int* table = block_tables + static_cast<size_t>(blockIdx.z) * max_blocks;
   // The first iteration's table entries are requested together with kv_len, guessing the
@@ -441,19 +627,30 @@ __device__ __forceinline__ void decode_attn(
   const int guess = static_cast<int>(blockIdx.x) * kMinKeysPerSplit;
   DecodeBlocks first = lookup_blocks<D>(table, guess, max_blocks * block_size, grp, block_size);
   const int kv_len = kv_lens[blockIdx.z];
+  const int group = hq / hkv;
+  if (kv_len == 0) {  // no keys: zeros, from the first split's block
+    if (blockIdx.x == 0) {
+      for (int idx = threadIdx.x; idx < group * D; idx += kThreads)
+        out[(static_cast<size_t>(blockIdx.z) * hq + blockIdx.y * group) * D + idx] =
+            atlas::f32_to_bf16(0.f);
+    }
+    return;
+  }
   const int chunk = decode_chunk(kv_len, num_splits);
   const int begin = static_cast<int>(blockIdx.x) * chunk;
-  if (begin >= kv_len) return;  // an inactive split: the combine never reads its partials
+  if (begin >= kv_len) return;  // an inactive split: nobody reads its partials
   const int end = min(begin + chunk, kv_len);
   if (begin != guess) first = lookup_blocks<D>(table, begin, end, grp, block_size);
+  const int active = decode_active_splits(kv_len, num_splits);
+  qs.bind(kv_len, active, static_cast<int>(blockIdx.x));
 
-  const int group = hq / hkv;
   for (int lead = 0; lead < group; lead += kDecodeHeadsPerPass) {
     const int h0 = blockIdx.y * group + lead;
 #define ATLAS_DECODE_PASS(G)                                                                 \
   case G:                                                                                    \
-    decode_attn_pass<D, G>(h0, begin, end, first, q, k_cache, v_cache, table, part_o,        \
-                           part_ml, hq, hkv, block_size, num_splits, scale, red);            \
+    decode_attn_pass<D, G>(h0, begin, end, first, qs, lead == 0, k_cache, v_cache, table,    \
+                           part_o, part_ml, out, active == 1, hq, hkv, block_size,           \
+                           num_splits, scale, red);                                          \
     break;
     switch (min(group - lead, kDecodeHeadsPerPass)) {
       ATLAS_DECODE_PASS(1)
@@ -463,38 +660,8 @@ __device__ __forceinline__ void decode_attn(
     }
 #undef ATLAS_DECODE_PASS
   }
-}
-
-// ---- split combine --------------------------------------------------------------------------
-// Every warp of the combine block merges the same row: lane j holds split s0 + j's (m, l) (one
-// parallel load per 32 splits instead of a serial walk), and the splits' weights reach the
-// lanes by shuffles while each lane accumulates its own elements of o. The partials come from
-// a finished kernel, so plain (L1-cached) loads are right.
-__device__ __forceinline__ float decode_combine_ref(const float* ml, int active, int lane) {
-  float top = -INFINITY;
-  for (int s = lane; s < active; s += 32) top = fmaxf(top, ml[2 * s]);
-  top = atlas::warp_max(top);
-  return top == -INFINITY ? 0.f : top;  // no active split: every weight is 0
-}
-
-// Element d of a row's merged output, sum_s w_s o_s[d] / sum_s w_s over the active splits with
-// w_s = l_s e^(m_s - ref), accumulated in split order.
-__device__ __forceinline__ float decode_combine_element(const float* ml, const float* o, int d,
-                                                        int head_dim, int active, int lane) {
-  const float ref = decode_combine_ref(ml, active, lane);
-  float total = 0.f, acc = 0.f;
-  for (int s0 = 0; s0 < active; s0 += 32) {  // warp-uniform trip counts: shuffles are safe
-    const int s = s0 + lane;
-    const float w = s < active ? ml[2 * s + 1] * expf(ml[2 * s] - ref) : 0.f;
-    const int n = min(32, active - s0);
-#pragma unroll 8
-    for (int j = 0; j < n; ++j) {
-      const float wj = __shfl_sync(0xffffffffu, w, j);
-      total += wj;
-      acc = fmaf(wj, o[static_cast<size_t>(s0 + j) * head_dim + d], acc);
-    }
-  }
-  return total > 0.f ? acc / total : 0.f;
+  if (active > 1) decode_merge_if_last<D>(part_o, part_ml, counters, out, hq, hkv, num_splits,
+                                          active);
 }
 
 }  // namespace
@@ -528,38 +695,82 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
 // work): the double-buffered K/V rows and the early block-table reads need ~210 registers
 // (a 168 cap for 3 blocks spills), and 2 blocks x 128 lanes x 8 loads of 16 bytes in
 // flight (32 KB per SM) cover the H200's bandwidth-latency product (~30 KB per SM).
-extern "C" __global__ void __launch_bounds__(kThreads, 2)
-    decode_attn_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
-                     const __nv_bfloat16* v_cache, const int* block_tables, const int* kv_lens,
-                     float* part_o, float* part_ml, uint32_t num_seqs, uint32_t hq, uint32_t hkv,
-                     uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
-                     uint32_t num_splits, float scale) {
-  __shared__ DecodeScratch red;
-  atlas::pdl_enter();  // q, kv_lens, the tables and the cache come from earlier work
+namespace {
+
+template <class Q>
+__device__ __forceinline__ void decode_attn_any_dim(
+    const Q& qs, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
+    const int* block_tables, const int* kv_lens, float* part_o, float* part_ml,
+    unsigned* counters, __nv_bfloat16* out, uint32_t hq, uint32_t hkv, uint32_t head_dim,
+    uint32_t block_size, uint32_t max_blocks, uint32_t num_splits, float scale,
+    DecodeScratch& red) {
   const int ns = static_cast<int>(num_splits);
   if (head_dim == 128)
-    decode_attn<128>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
-                     block_size, max_blocks, ns, scale, red);
+    decode_attn<128>(qs, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters,
+                     out, hq, hkv, block_size, max_blocks, ns, scale, red);
   else if (head_dim == 256)
-    decode_attn<256>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
-                     block_size, max_blocks, ns, scale, red);
+    decode_attn<256>(qs, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters,
+                     out, hq, hkv, block_size, max_blocks, ns, scale, red);
   else if (head_dim == 64)
-    decode_attn<64>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
-                    block_size, max_blocks, ns, scale, red);
+    decode_attn<64>(qs, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters,
+                    out, hq, hkv, block_size, max_blocks, ns, scale, red);
   else
     __trap();  // ops/attention.py HEAD_DIMS
 }
 
-extern "C" __global__ void __launch_bounds__(kDecodeMaxDim)
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
+                     const __nv_bfloat16* v_cache, const int* block_tables, const int* kv_lens,
+                     float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
+                     uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim,
+                     uint32_t block_size, uint32_t max_blocks, uint32_t num_splits,
+                     float scale) {
+  __shared__ DecodeScratch red;
+  atlas::pdl_enter();  // q, kv_lens, the tables and the cache come from earlier work
+  decode_attn_any_dim(CachedQ{q}, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
+                      counters, out, hq, hkv, head_dim, block_size, max_blocks, num_splits,
+                      scale, red);
+}
+
+// qk_norm_rope_kv_bf16 (classic layout: q heads D apart, full rotation, plain or no norm
+// weights) and decode_attn_bf16 in one launch: see RopedQ. Groups of up to kRopeMaxGroup
+// q heads per kv head (ops/attention.py checks).
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_rope_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
+                          __nv_bfloat16* v_cache, const __nv_bfloat16* q_norm_w,
+                          const __nv_bfloat16* k_norm_w, const float* cos_sin,
+                          const int* positions, const int* slots, const int* block_tables,
+                          const int* kv_lens, float* part_o, float* part_ml,
+                          unsigned* counters, __nv_bfloat16* out, uint32_t num_seqs,
+                          uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+                          uint32_t max_blocks, uint32_t num_splits, float scale, float eps) {
+  __shared__ DecodeScratch red;
+  __shared__ __align__(16) RopeStage stage;
+  atlas::pdl_enter();  // qkv, positions, slots, kv_lens, the tables and the cache
+  const RopedQ qs{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, &stage,
+                  static_cast<int>(hq), static_cast<int>(hkv), static_cast<int>(head_dim),
+                  static_cast<int>(block_size), eps};
+  decode_attn_any_dim(qs, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters,
+                      out, hq, hkv, head_dim, block_size, max_blocks, num_splits, scale, red);
+}
+
+// Merges the partials the long-context kernel (attention_long.cu) wrote: grid (1, hq,
+// num_seqs), kThreads threads; each block is decode_merge_rows with a group of one head.
+extern "C" __global__ void __launch_bounds__(kThreads)
     decode_attn_combine_bf16(const float* part_o, const float* part_ml, const int* kv_lens,
                              __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
                              uint32_t head_dim, uint32_t num_splits) {
   atlas::pdl_enter();  // the partials and kv_lens come from the kernels before this one
-  const size_t row = static_cast<size_t>(blockIdx.y) * hq + blockIdx.x;
-  const int active = decode_active_splits(kv_lens[blockIdx.y], static_cast<int>(num_splits));
-  const float* ml = part_ml + row * num_splits * 2;
-  const float* o = part_o + row * num_splits * head_dim;
-  const int d = threadIdx.x;  // blockDim.x == head_dim (ops/attention.py), a multiple of 32
-  out[row * head_dim + d] = atlas::f32_to_bf16(
-      decode_combine_element(ml, o, d, static_cast<int>(head_dim), active, d & 31));
+  const int ns = static_cast<int>(num_splits), h = static_cast<int>(hq);
+  const int active = decode_active_splits(kv_lens[blockIdx.z], ns);
+  if (head_dim == 128)
+    decode_merge_rows<128>(part_o, part_ml, out, h, h, ns, active);
+  else if (head_dim == 256)
+    decode_merge_rows<256>(part_o, part_ml, out, h, h, ns, active);
+  else if (head_dim == 64)
+    decode_merge_rows<64>(part_o, part_ml, out, h, h, ns, active);
+  else
+    __trap();  // ops/attention.py HEAD_DIMS
 }

@@ -160,9 +160,9 @@ __device__ __forceinline__ void prefill_attn_sm90(
 
     // O += P V: key slice kt is S n-tiles 2kt, 2kt + 1 as one A fragment (hi + lo parts),
     // all built before the fence (wgmma reads its A registers asynchronously).
-    uint32_t p_hi[kBKV / 16][4], p_lo[kBKV / 16][4];
+    uint32_t pf[kBKV / 16][2][4];  // per key slice: hi, lo
 #pragma unroll
-    for (int kt = 0; kt < kBKV / 16; ++kt) atlas::prob_fragments(s, kt, p_hi[kt], p_lo[kt]);
+    for (int kt = 0; kt < kBKV / 16; ++kt) atlas::prob_fragments<2>(s, kt, pf[kt]);
     atlas::fence_acc(o[0]);
     atlas::fence_acc(o[1]);
     atlas::wgmma_fence();
@@ -171,8 +171,8 @@ __device__ __forceinline__ void prefill_attn_sm90(
 #pragma unroll
       for (int dh = 0; dh < 2; ++dh) {
         const uint64_t dv = atlas::smem_desc(vt_tile + dh * kHalfBytes + kt * 16 * 128);
-        atlas::wgmma_bf16_k16_rs_mn(o[dh], p_hi[kt], dv);
-        atlas::wgmma_bf16_k16_rs_mn(o[dh], p_lo[kt], dv);
+        atlas::wgmma_bf16_k16_rs_mn(o[dh], pf[kt][0], dv);
+        atlas::wgmma_bf16_k16_rs_mn(o[dh], pf[kt][1], dv);
       }
     atlas::wgmma_commit();
     atlas::wgmma_wait<0>();

@@ -12,17 +12,6 @@ namespace atlas {
 
 constexpr float kAttnLog2e = 1.4426950408889634f;
 
-// Two f32 values as bf16x2 pairs hi = bf16(v) and lo = bf16(v - hi): hi + lo carries ~16
-// significant bits, enough for probabilities to act as f32 in the PV product (a single
-// rounded P would differ from any f32 reference by whole bf16 ulps wherever f32 noise flips
-// a rounding).
-__device__ __forceinline__ void split_bf16x2(float a, float b, uint32_t& hi, uint32_t& lo) {
-  hi = pack_bf16x2(a, b);
-  float ha, hb;
-  unpack_bf16x2(hi, ha, hb);
-  lo = pack_bf16x2(a - ha, b - hb);
-}
-
 // One tile of the online softmax, f32 in log2 units: scores of keys key0 + 8 j + e (key0
 // includes this lane's 2c) past last[hh] become -inf, the rest are scaled by scale_log2;
 // each row's running max m_run and sum l_run (this lane's columns only: reduce l over the
@@ -64,24 +53,37 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], int key0,
   }
 }
 
-// The probabilities of key slice kt (n-tiles 2kt and 2kt + 1: 16 keys) as the hi and lo A
-// fragments of an m16n8k16 (or wgmma register-A) product: a0 (g, 2c..), a1 (g + 8, 2c..),
-// a2 (g, 2c + 8..), a3 (g + 8, 2c + 8..).
-template <int NT>
+// The probabilities of key slice kt (n-tiles 2kt and 2kt + 1: 16 keys) as NP bf16 A
+// fragments of an m16n8k16 (or wgmma register-A) product whose sum carries ~8 NP significant
+// bits: part 0 = bf16(p), part i = bf16(p - parts 0..i-1). A single rounded P would differ
+// from any f32 reference by whole bf16 ulps wherever f32 noise flips a rounding; hi + lo
+// (NP = 2) keeps ~16 bits, enough for bf16 outputs, NP = 3 ~24 bits for f32 ones.
+// Registers a0 (g, 2c..), a1 (g + 8, 2c..), a2 (g, 2c + 8..), a3 (g + 8, 2c + 8..).
+template <int NP, int NT>
 __device__ __forceinline__ void prob_fragments(const float (&s)[NT][4], int kt,
-                                               uint32_t (&hi)[4], uint32_t (&lo)[4]) {
-  split_bf16x2(s[2 * kt][0], s[2 * kt][1], hi[0], lo[0]);
-  split_bf16x2(s[2 * kt][2], s[2 * kt][3], hi[1], lo[1]);
-  split_bf16x2(s[2 * kt + 1][0], s[2 * kt + 1][1], hi[2], lo[2]);
-  split_bf16x2(s[2 * kt + 1][2], s[2 * kt + 1][3], hi[3], lo[3]);
+                                               uint32_t (&p)[NP][4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float a = s[2 * kt + (i >> 1)][2 * (i & 1)], b = s[2 * kt + (i >> 1)][2 * (i & 1) + 1];
+#pragma unroll
+    for (int part = 0; part < NP; ++part) {
+      p[part][i] = pack_bf16x2(a, b);
+      float ha, hb;
+      unpack_bf16x2(p[part][i], ha, hb);
+      a -= ha;
+      b -= hb;
+    }
+  }
 }
 
 // O[16 x D] += P V over the 16 keys at rows r0.. of a shared V tile ([keys][D] bf16, chunks
-// swizzled by swizzle_offset<D / 8>): P as hi + lo A fragments (prob_fragments), V through
+// swizzled by swizzle_offset<D / 8>): P as NP bf16 A fragments (prob_fragments), V through
 // transposed ldmatrix; o[j] is the C fragment of output columns 8 j.. (mma.m16n8k16).
-template <int D>
-__device__ __forceinline__ void pv_slice_mma(float (&o)[D / 8][4], const uint32_t (&p_hi)[4],
-                                             const uint32_t (&p_lo)[4],
+// kFresh sums each 8-column slice's products in a zeroed accumulator and adds it to o with
+// a CUDA-core f32 add: the tensor cores' f32 accumulation is not round-to-nearest, and over
+// thousands of keys in one accumulator its error outgrows the f32 partials' tolerance.
+template <int D, int NP, bool kFresh>
+__device__ __forceinline__ void pv_slice_mma(float (&o)[D / 8][4], const uint32_t (&p)[NP][4],
                                              const __nv_bfloat16* sv, int r0, int lane) {
 #pragma unroll
   for (int dp = 0; dp < D / 16; ++dp) {
@@ -89,10 +91,18 @@ __device__ __forceinline__ void pv_slice_mma(float (&o)[D / 8][4], const uint32_
     const int r = r0 + (lane & 7) + (((lane >> 3) & 1) << 3);
     uint32_t vb[4];
     ldmatrix_x4_trans(vb, sv + swizzle_offset<D / 8>(r, 2 * dp + (lane >> 4)));
-    mma_bf16_16816(o[2 * dp], p_hi, vb[0], vb[1]);
-    mma_bf16_16816(o[2 * dp], p_lo, vb[0], vb[1]);
-    mma_bf16_16816(o[2 * dp + 1], p_hi, vb[2], vb[3]);
-    mma_bf16_16816(o[2 * dp + 1], p_lo, vb[2], vb[3]);
+    float c[2][4] = {};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float (&acc)[4] = kFresh ? c[h] : o[2 * dp + h];
+#pragma unroll
+      for (int part = 0; part < NP; ++part)
+        mma_bf16_16816(acc, p[part], vb[2 * h], vb[2 * h + 1]);
+      if (kFresh) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[2 * dp + h][e] += c[h][e];
+      }
+    }
   }
 }
 

@@ -12,7 +12,10 @@
 // Block: one warpgroup (128 threads) owns 64 weight rows (outputs n) and all m batch rows,
 // over a contiguous range of 64-column k-tiles. A ring of kStages stages in dynamic shared
 // memory holds W [64][64] + x [N][64] per stage, filled by every thread with 16-byte cp.async
-// (rows past n or m and columns past k zero-filled: any n, any m <= 256, k % 8 == 0). The
+// (rows past n or m and columns past k zero-filled: any n, any m <= 256, k % 8 == 0; the
+// weight copies carry the L2::256B prefetch hint, so DRAM serves each row 256 contiguous
+// bytes at a time: the H200 decode bench at batch 32 put the kernel level with gemv_mma
+// without it, 2026-12-01). The
 // pipeline is gemm_sm90's: prefetch distance kStages - 2, one wgmma group in flight. The ring
 // is sized so that two blocks fit on an SM for N <= 128 (two blocks' weight streams in
 // flight per SM) and one for N = 256 (ring_stages below; ops/matmul_decode.py mirrors it).
@@ -102,7 +105,8 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
   // (and group 0 every prologue W), so "groups 0..s done" means tile s landed
 #pragma unroll
   for (int s = 0; s < kStages - 2; ++s)
-    if (s < count) atlas::cp_async_k64_tile<kRows, kThreads>(stage_w(s), w, row0, n, k, kt0 + s);
+    if (s < count)
+      atlas::cp_async_k64_tile<kRows, kThreads, true>(stage_w(s), w, row0, n, k, kt0 + s);
   atlas::pdl_enter();
 #pragma unroll
   for (int s = 0; s < kStages - 2; ++s) {
@@ -121,7 +125,7 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
     const int next = i + kStages - 2;
     if (next < count) {
       const int s = next % kStages;
-      atlas::cp_async_k64_tile<kRows, kThreads>(stage_w(s), w, row0, n, k, kt0 + next);
+      atlas::cp_async_k64_tile<kRows, kThreads, true>(stage_w(s), w, row0, n, k, kt0 + next);
       atlas::cp_async_k64_tile<kCols, kThreads>(stage_x(s), x, 0, m, k, kt0 + next);
     }
     atlas::cp_async_commit();

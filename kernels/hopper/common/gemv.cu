@@ -6,6 +6,14 @@
 // Every block recomputes the activation of the whole row (k / 8 chunks per thread at most a
 // few dozen expf): cheap next to the launch it saves.
 //
+// `NormX` (gemv_add_rmsnorm_bf16_single) is the residual add + RMSNorm of rmsnorm.cu fused
+// into the x load of the projection that consumes it (qkv, gate_up): every block computes
+// h = bf16(resid + delta) and its 1/rms itself (the row is small and L2-resident) and stages
+// the normalized row in shared memory; block 0 also stores h to resid_out, a different
+// buffer than resid (other blocks are still reading resid), so the model alternates two
+// residual buffers. That removes the add_rmsnorm launch (and its x round trip) before each
+// projection at the cost of re-reading 3 k bf16 per block from L2.
+//
 // The streaming, accumulation and reduction are gemv_core.cuh's, with the bf16 weight format.
 // Launch (ops/matmul.py): grid = ceil(n / 4), block = min(256, roundup32(k / 8)) threads.
 // Preconditions: k % 8 == 0, x (or gate_up) and w 16-byte aligned.
@@ -16,6 +24,61 @@ namespace {
 using namespace atlas::gemv;
 
 __shared__ float partial_sums[kMaxThreads / 32][kMaxAcc];  // [warp][m * 4 + r]
+extern __shared__ uint4 staged_x[];  // NormX: the normalized row, k / 8 chunks (dynamic)
+
+// x = RMSNorm(h) * w (or * (1 + w) with `offset`), h = bf16(resid + delta) (h = resid when
+// delta is null), in rmsnorm.cu's numerics (f32 sum of squares; the CUDA kernels sum in
+// different orders, so the two agree to f32 rounding). One row (m == 1).
+struct NormX {
+  const uint4* resid;
+  const uint4* delta;      // null: no residual add (the first layer)
+  const uint4* norm_w;
+  uint4* resid_out;        // null: h is not stored
+  int kc;
+  float eps;
+  bool offset;
+
+  __device__ __forceinline__ uint4 summed(int c) const {
+    const uint4 r = __ldg(resid + c);
+    if (delta == nullptr) return r;
+    float a[8], d[8];
+    atlas::unpack_bf16x8(r, a);
+    atlas::unpack_bf16x8(__ldg(delta + c), d);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) a[e] += d[e];
+    return atlas::pack_bf16x8(a);
+  }
+
+  __device__ __forceinline__ void prepare() const {
+    float sumsq = 0.f;
+    for (int c = threadIdx.x; c < kc; c += blockDim.x) {
+      const uint4 h = summed(c);
+      staged_x[c] = h;
+      if (resid_out != nullptr && blockIdx.x == 0) resid_out[c] = h;
+      float v[8];
+      atlas::unpack_bf16x8(h, v);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) sumsq = fmaf(v[e], v[e], sumsq);
+    }
+    // partial_sums is free until the final reduction, which follows the barrier below
+    const float total = atlas::block_sum(sumsq, partial_sums[0]);
+    const float inv_rms = rsqrtf(total / static_cast<float>(8 * kc) + eps);
+    for (int c = threadIdx.x; c < kc; c += blockDim.x) {
+      float v[8], wf[8], out[8];
+      atlas::unpack_bf16x8(staged_x[c], v);
+      atlas::unpack_bf16x8(__ldg(norm_w + c), wf);
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        out[e] = offset ? (v[e] * inv_rms) * (1.f + wf[e]) : wf[e] * atlas::round_bf16(v[e] * inv_rms);
+      staged_x[c] = atlas::pack_bf16x8(out);
+    }
+    __syncthreads();
+  }
+
+  __device__ __forceinline__ void load(int, int c, float (&xf)[8]) const {
+    atlas::unpack_bf16x8(staged_x[c], xf);
+  }
+};
 
 template <bool kF32Out, class XLoad>
 __device__ __forceinline__ void gemv(XLoad xload, const __nv_bfloat16* w, void* y, uint32_t m,
@@ -68,4 +131,25 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
                           __nv_bfloat16* y, uint32_t m, uint32_t n, uint32_t k) {
   if (m != 1) __trap();
   gemv_rows<1, false>(swiglu_x(gate_up, k), Bf16W{}, w, y, n, k, partial_sums);
+}
+
+// y = RMSNorm(bf16(resid + delta)) @ w.T for one row, and resid_out = bf16(resid + delta)
+// (see NormX): the add_rmsnorm kernel and the projection after it in one launch. Dynamic
+// shared memory: k * 2 bytes (ops/matmul.py NORM_GEMV_MAX_K bounds it). On sm_90 at least
+// 5 blocks per SM, as gemv_bf16_single has (44 registers): the prologue would otherwise take
+// 58 and leave 4 blocks of loads in flight per SM (sm_121's ptxas spills under that bound).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+constexpr int kNormGemvMinBlocks = 1;
+#else
+constexpr int kNormGemvMinBlocks = 5;
+#endif
+extern "C" __global__ void __launch_bounds__(kMaxThreads, kNormGemvMinBlocks)
+    gemv_add_rmsnorm_bf16_single(const __nv_bfloat16* resid, const __nv_bfloat16* delta,
+                                 const __nv_bfloat16* norm_w, __nv_bfloat16* resid_out,
+                                 const __nv_bfloat16* w, __nv_bfloat16* y, uint32_t n,
+                                 uint32_t k, float eps, uint32_t offset) {
+  const NormX xload{reinterpret_cast<const uint4*>(resid), reinterpret_cast<const uint4*>(delta),
+                    reinterpret_cast<const uint4*>(norm_w), reinterpret_cast<uint4*>(resid_out),
+                    static_cast<int>(k >> 3), eps, offset != 0};
+  gemv_rows<1, false>(xload, Bf16W{}, w, y, n, k, partial_sums);
 }

@@ -14,7 +14,8 @@
 // (1, or 2 for NVFP4's 16-value groups) and each group's dot product is multiplied by its
 // scale before accumulation.
 // An x policy (`XLoad`) loads 8 values of row m at x chunk c (plain, or SwiGLU computed on
-// the fly from gate_up).
+// the fly from gate_up); its `prepare()` runs once per block after the PDL wait, before the
+// first x load (a policy that stages x, such as gemv.cu's fused RMSNorm, computes it there).
 #pragma once
 
 #include "atlas_common.cuh"
@@ -63,6 +64,7 @@ __device__ __forceinline__ float warp_reduce_scatter(float (&a)[V], int lane) {
 struct PlainX {  // x [m, k] bf16
   const uint4* x;
   int kc;  // 16-byte chunks per row
+  __device__ __forceinline__ void prepare() const {}
   __device__ __forceinline__ void load(int m, int c, float (&xf)[8]) const {
     atlas::unpack_bf16x8(__ldg(x + static_cast<size_t>(m) * kc + c), xf);
   }
@@ -71,6 +73,7 @@ struct PlainX {  // x [m, k] bf16
 struct SwigluX {  // x = bf16(bf16(silu(gate)) * up), gate_up [m, 2k] = [gate | up] bf16
   const uint4* gate_up;
   int kc;
+  __device__ __forceinline__ void prepare() const {}
   __device__ __forceinline__ void load(int m, int c, float (&xf)[8]) const {
     const uint4* gate = gate_up + static_cast<size_t>(m) * 2 * kc;
     atlas::unpack_bf16x8(atlas::swiglu_bf16x8(__ldg(gate + c), __ldg(gate + kc + c)), xf);
@@ -134,6 +137,7 @@ __device__ __forceinline__ void gemv_rows(XLoad xload, W fmt, const void* __rest
   uint4 wv[kUnroll][kRowsPerBlock];
   load_weight_tile(wv, wrow, threadIdx.x, kc);
   atlas::pdl_enter();
+  xload.prepare();
   for (int c0 = threadIdx.x; c0 < kc; c0 += kUnroll * blockDim.x) {
     if (c0 != static_cast<int>(threadIdx.x)) load_weight_tile(wv, wrow, c0, kc);
 #pragma unroll

@@ -82,15 +82,17 @@ struct LaneSources {
     return ch < kc ? ch : -1;
   }
 
-  // The weight slots of k-step s into `stage` (may run before the PDL wait).
+  // The weight slots of k-step s into `stage` (may run before the PDL wait), with the
+  // L2::256B prefetch hint: a k-step reads 64 bytes of each weight row, the hint makes DRAM
+  // serve 256 (this step's and the next three's).
   __device__ __forceinline__ void fill_weights(uint4* stage, int lane, int s) const {
     const int ch = chunk(s);
 #pragma unroll
     for (int t = 0; t < kTiles; ++t)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        atlas::cp_async_16(stage + (2 * t + h) * 32 + lane,
-                           ch >= 0 ? wrow[t][h] + ch : wrow[t][h], ch >= 0);
+        atlas::cp_async_16_prefetch256(stage + (2 * t + h) * 32 + lane,
+                                       ch >= 0 ? wrow[t][h] + ch : wrow[t][h], ch >= 0);
   }
 
   // The activation slots of k-step s into `stage` (only after the PDL wait).

@@ -47,8 +47,11 @@ constexpr int kWarps = 8;
 constexpr int kTiles = 2;                      // 16-row A tiles per block
 constexpr int kRows = 16 * kTiles;             // ops/matmul_quant_mma.py MMA_ROWS
 constexpr int kStepK = 64;                     // k values per lane-quad step
-constexpr int kMaxStages = 8;
-constexpr int kRingBudget = 110 * 1024;        // per block: two blocks fit an SM at m <= 8
+constexpr int kMaxStages = 12;
+// Ring bytes a block aims at: at m <= 8 (one B tile, the _small entry points' few registers)
+// two blocks share an SM; more rows take the full entry points (one block per SM).
+constexpr int kRingBudgetSmall = 110 * 1024;   // ops/matmul_quant_mma.py _RING_BUDGET
+constexpr int kRingBudgetFull = 200 * 1024;
 constexpr int kXBytes = 32;                    // a lane's x values of one B tile per step
 
 struct Fp8 {
@@ -60,18 +63,22 @@ struct Nvfp4 {
   static constexpr int kScaleBytes = kTiles * 16 * 4;  // 4 group scales of each row
 };
 
+__host__ __device__ constexpr int stages_within(int fit) {
+  return fit > kMaxStages ? kMaxStages : fit < 2 ? 2 : fit;
+}
+
+// x slots: per B tile, the lanes of the first xrows batch rows (4 lanes a row; at m <= 8
+// the slots shrink to the rows that exist, rounded up to a power of two).
 template <class F>
-__host__ __device__ constexpr int stage_bytes(int btiles) {
-  return 2 * kTiles * 32 * F::kWBytes + F::kScaleBytes + btiles * 32 * kXBytes;
+__host__ __device__ constexpr int stage_bytes(int btiles, int xrows) {
+  return 2 * kTiles * 32 * F::kWBytes + F::kScaleBytes + btiles * 4 * xrows * kXBytes;
 }
 
 template <class F>
-__host__ __device__ constexpr int ring_stages(int btiles) {
-  return kRingBudget / (kWarps * stage_bytes<F>(btiles)) > kMaxStages
-             ? kMaxStages
-             : (kRingBudget / (kWarps * stage_bytes<F>(btiles)) < 2
-                    ? 2
-                    : kRingBudget / (kWarps * stage_bytes<F>(btiles)));
+__host__ __device__ constexpr int ring_stages(int btiles, int xrows) {
+  // as many steps in flight per warp as the budget holds, 2..kMaxStages
+  return stages_within((btiles == 1 ? kRingBudgetSmall : kRingBudgetFull) /
+                       (kWarps * stage_bytes<F>(btiles, xrows)));
 }
 
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
@@ -104,7 +111,7 @@ struct Nvfp4Scales {
 
 // One lane's cursors into the block's operands, at the next step to copy: steps are copied
 // in order, so each copy advances the cursors by one step instead of recomputing addresses.
-template <class F, int kBTiles>
+template <class F, int kBTiles, int kXRows>
 struct Lane {
   const uint8_t* wrow[kTiles][2];  // weight rows g and g + 8 of each tile
   const uint4* xrow[kBTiles];      // batch row g of each B tile; null past m
@@ -138,7 +145,7 @@ struct Lane {
     for (int b = 0; b < kBTiles; ++b) {
       if (!xrow[b]) continue;  // a batch row past m: its MMA column is never stored, so
                                // whatever the slot holds (even NaN) cannot reach an output
-      uint8_t* dst = base + (b * 32 + lane) * kXBytes;
+      uint8_t* dst = base + (b * 4 * kXRows + lane) * kXBytes;  // lane < 4 kXRows here
       atlas::cp_async_16(dst, xrow[b], true);
       atlas::cp_async_16(dst + 16, xrow[b] + 1, true);
       xrow[b] += kStepK / 8;
@@ -146,12 +153,14 @@ struct Lane {
   }
 };
 
-template <class F, int kBTiles>
+// This lane's x values of the step; lanes of rows past kXRows (past m) read another row's.
+template <class F, int kBTiles, int kXRows>
 __device__ __forceinline__ void load_x(const uint8_t* stage, int lane, uint4 (&xv)[kBTiles][2]) {
   const uint8_t* base = stage + 2 * kTiles * 32 * F::kWBytes + F::kScaleBytes;
 #pragma unroll
   for (int b = 0; b < kBTiles; ++b) {
-    const uint4* p = reinterpret_cast<const uint4*>(base + (b * 32 + lane) * kXBytes);
+    const uint4* p = reinterpret_cast<const uint4*>(
+        base + (b * 4 * kXRows + (lane & (4 * kXRows - 1))) * kXBytes);
     xv[b][0] = p[0];
     xv[b][1] = p[1];
   }
@@ -168,7 +177,7 @@ __device__ __forceinline__ void mma_pairs(float (&acc)[kBTiles][4], const uint32
 }
 
 // One FP8 step: acc += (the step's MMAs) * s(row, k0) for rows g and g + 8 of each tile.
-template <int kBTiles>
+template <int kBTiles, int kXRows>
 __device__ __forceinline__ void fp8_step(const uint8_t* stage, int lane, int g, int row0, int k0,
                                          const Fp8Scales& sc, int n,
                                          float (&acc)[kTiles][kBTiles][4]) {
@@ -178,7 +187,7 @@ __device__ __forceinline__ void fp8_step(const uint8_t* stage, int lane, int g, 
 #pragma unroll
     for (int h = 0; h < 2; ++h) s[t][h] = sc.at(min(row0 + 16 * t + 8 * h + g, n - 1), k0);
   uint4 xv[kBTiles][2];
-  load_x<Fp8, kBTiles>(stage, lane, xv);
+  load_x<Fp8, kBTiles, kXRows>(stage, lane, xv);
 #pragma unroll
   for (int t = 0; t < kTiles; ++t) {
     const uint4 wa = reinterpret_cast<const uint4*>(stage)[(2 * t) * 32 + lane];
@@ -204,12 +213,12 @@ __device__ __forceinline__ void fp8_step(const uint8_t* stage, int lane, int g, 
 
 // One NVFP4 step: A = E2M1 codes times their group scale, looked up in tables made per
 // (row, group) from the scale (exact in bf16, E2m1Lut).
-template <int kBTiles>
+template <int kBTiles, int kXRows>
 __device__ __forceinline__ void nvfp4_step(const uint8_t* stage, int lane, int g, int c,
                                            float (&acc)[kTiles][kBTiles][4]) {
   const uint8_t* scales = stage + 2 * kTiles * 32 * Nvfp4::kWBytes;
   uint4 xv[kBTiles][2];
-  load_x<Nvfp4, kBTiles>(stage, lane, xv);
+  load_x<Nvfp4, kBTiles, kXRows>(stage, lane, xv);
 #pragma unroll
   for (int t = 0; t < kTiles; ++t) {
     const uint2 wa = reinterpret_cast<const uint2*>(stage)[(2 * t) * 32 + lane];
@@ -232,14 +241,16 @@ __device__ __forceinline__ void nvfp4_step(const uint8_t* stage, int lane, int g
   }
 }
 
-template <class F, int kBTiles>
+template <class F, int kBTiles, int kXRows = 8>
 __device__ __forceinline__ void gemv_mma_quant(const __nv_bfloat16* __restrict__ x,
                                                const uint8_t* __restrict__ w, Fp8Scales fp8,
                                                Nvfp4Scales nvfp4, __nv_bfloat16* __restrict__ y,
                                                int m, int n, int k, uint8_t* smem) {
-  constexpr int kStages = ring_stages<F>(kBTiles), kStage = stage_bytes<F>(kBTiles);
+  constexpr int kStages = ring_stages<F>(kBTiles, kXRows);
+  constexpr int kStage = stage_bytes<F>(kBTiles, kXRows);
   constexpr int kPartials = kWarps * kTiles * kBTiles * 4 * 32;  // f32 partial sums
   static_assert(kWarps * kStages * kStage >= kPartials * 4, "partials must fit the ring");
+  static_assert(kWarps * kStages * kStage <= 227 * 1024, "the ring must fit an SM");
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, c = lane & 3;
   const int row0 = blockIdx.x * kRows;
@@ -249,7 +260,7 @@ __device__ __forceinline__ void gemv_mma_quant(const __nv_bfloat16* __restrict__
   // This warp's k-steps [first, first + count) stream through its ring: slot j holds step
   // first + i for i % kStages == j; commit group i holds what step i needs.
   const int first = steps * warp / kWarps, count = steps * (warp + 1) / kWarps - first;
-  Lane<F, kBTiles> src;
+  Lane<F, kBTiles, kXRows> src;
   src.lane = lane;
 #pragma unroll
   for (int t = 0; t < kTiles; ++t)
@@ -283,9 +294,9 @@ __device__ __forceinline__ void gemv_mma_quant(const __nv_bfloat16* __restrict__
                    // one that copied them; every lane is also done with step i - 1's slot
     const uint8_t* stage = ring + (i % kStages) * kStage;
     if constexpr (F::kScaleBytes == 0)
-      fp8_step<kBTiles>(stage, lane, g, row0, (first + i) * kStepK, fp8, n, acc);
+      fp8_step<kBTiles, kXRows>(stage, lane, g, row0, (first + i) * kStepK, fp8, n, acc);
     else
-      nvfp4_step<kBTiles>(stage, lane, g, c, acc);
+      nvfp4_step<kBTiles, kXRows>(stage, lane, g, c, acc);
     const int next = i + kStages - 1;  // into the slot step i - 1 used
     if (next < count) {
       src.fill_weights(ring + (next % kStages) * kStage);
@@ -325,13 +336,18 @@ __device__ __forceinline__ void dispatch(const __nv_bfloat16* x, const uint8_t* 
   extern __shared__ uint4 smem_vec[];
   uint8_t* smem = reinterpret_cast<uint8_t*>(smem_vec);
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
-  if (small) {
-    if (m > 8) __trap();  // ops/matmul_quant_mma.py routes m > 8 to the full entry point
-    gemv_mma_quant<F, 1>(x, w, fp8, nvfp4, y, mi, ni, ki, smem);
+  if (m <= 8) {
+    switch (m) {  // one B tile, x slots for 1, 2, 4 or 8 batch rows
+      case 1: gemv_mma_quant<F, 1, 1>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
+      case 2: gemv_mma_quant<F, 1, 2>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
+      case 3:
+      case 4: gemv_mma_quant<F, 1, 4>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
+      default: gemv_mma_quant<F, 1, 8>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
+    }
     return;
   }
+  if (small) __trap();  // ops/matmul_quant_mma.py routes m > 8 to the full entry points
   switch ((m + 7) / 8) {
-    case 1: gemv_mma_quant<F, 1>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
     case 2: gemv_mma_quant<F, 2>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
     case 3: gemv_mma_quant<F, 3>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
     case 4: gemv_mma_quant<F, 4>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;

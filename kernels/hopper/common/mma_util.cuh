@@ -37,6 +37,14 @@ __device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool val
                : "memory");
 }
 
+// The same with the L2::256B prefetch hint, for streamed weights: DRAM then serves a row 256
+// contiguous bytes at a time instead of the 16-64 bytes one k-step of a kernel asks for.
+__device__ __forceinline__ void cp_async_16_prefetch256(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)),
+               "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+}
+
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }

@@ -26,17 +26,13 @@
 // i + rotary_dim/2), cos_sin f32 [positions, rotary_dim]) and the rest pass through, and
 // norm_offset selects zero-centred weights: x = bf16((x * rsqrt(mean(x^2) + eps)) * (1 + w)).
 // Each lane holds up to kMaxPairs rotation pairs and kMaxPass pass-through elements.
-#include "atlas_common.cuh"
+#include "rope_core.cuh"
 
 namespace {
 
-constexpr int kMaxPairs = 4;  // rotation pairs per lane: D/2 <= 32 * kMaxPairs
-constexpr int kMaxWarps = 4;  // warps (heads) per block: ops/rope.py ROPE_WARPS
-constexpr int kMaxPass = 8;   // pass-through elements per lane: D - rotary_dim <= 256
+using namespace atlas::rope;
 
-__device__ __forceinline__ float bf(const __nv_bfloat16* p, int i) {
-  return __bfloat162float(p[i]);
-}
+constexpr int kMaxWarps = 4;  // warps (heads) per block: ops/rope.py ROPE_WARPS
 
 // One (token, head) of the fused prologue. kPartial = false is the classic layout
 // (q_pitch = rot = D, plain weights) with the pass-through code compiled out.
@@ -53,27 +49,15 @@ __device__ __forceinline__ void rope_head(
   const int lane = threadIdx.x & 31;
   const int h = static_cast<int>(blockIdx.y * (blockDim.x >> 5) + (threadIdx.x >> 5));
   const int D = static_cast<int>(head_dim);
-  const int rot = kPartial ? static_cast<int>(rotary_dim) : D, half = rot / 2;
+  const int rot = kPartial ? static_cast<int>(rotary_dim) : D;
   const int heads = static_cast<int>(hq + 2 * hkv);
   const bool is_q = h < static_cast<int>(hq);
   const bool is_v = h >= static_cast<int>(hq + hkv);
   const bool normed = q_norm_w != nullptr && !is_v;
 
   // This lane's norm weights (weights only: safe before the wait).
-  float w1[kMaxPairs], w2[kMaxPairs], wp[kMaxPass];
-  const __nv_bfloat16* norm_w = is_q ? q_norm_w : k_norm_w;
-#pragma unroll
-  for (int j = 0; j < kMaxPairs; ++j) {
-    const int i = lane + 32 * j;
-    const bool ok = normed && h < heads && i < half;
-    w1[j] = ok ? bf(norm_w, i) : 0.f;
-    w2[j] = ok ? bf(norm_w, i + half) : 0.f;
-  }
-#pragma unroll
-  for (int j = 0; j < kMaxPass; ++j) {
-    const int e = rot + lane + 32 * j;
-    wp[j] = kPartial && normed && h < heads && e < D ? bf(norm_w, e) : 0.f;
-  }
+  const HeadNormW<kPartial> w =
+      load_norm_w<kPartial>(is_q ? q_norm_w : k_norm_w, normed && h < heads, D, rot, lane);
   atlas::pdl_enter();  // qkv, positions and slots come from the kernels before this one
   if (t >= tokens || h >= heads) return;  // warp-uniform; no block-wide sync below
   const int32_t slot = slots[t];
@@ -93,61 +77,8 @@ __device__ __forceinline__ void rope_head(
     for (int i = lane; i < D; i += 32) dst[i] = src[i];
     return;
   }
-  const float* cosv = cos_sin + static_cast<size_t>(positions[t]) * rot;
-  const float* sinv = cosv + half;
-  float x1[kMaxPairs], x2[kMaxPairs], xp[kMaxPass];
-  float sumsq = 0.f;
-#pragma unroll
-  for (int j = 0; j < kMaxPairs; ++j) {
-    const int i = lane + 32 * j;
-    x1[j] = i < half ? bf(src, i) : 0.f;
-    x2[j] = i < half ? bf(src, i + half) : 0.f;
-    sumsq = fmaf(x1[j], x1[j], fmaf(x2[j], x2[j], sumsq));
-  }
-#pragma unroll
-  for (int j = 0; j < kMaxPass; ++j) {
-    const int e = rot + lane + 32 * j;
-    xp[j] = kPartial && e < D ? bf(src, e) : 0.f;
-    sumsq = fmaf(xp[j], xp[j], sumsq);
-  }
-  if (normed) {
-    const float inv_rms = rsqrtf(atlas::warp_sum(sumsq) / static_cast<float>(D) + eps);
-    if (kPartial && offset) {
-#pragma unroll
-      for (int j = 0; j < kMaxPairs; ++j) {
-        x1[j] = atlas::round_bf16((x1[j] * inv_rms) * (1.f + w1[j]));
-        x2[j] = atlas::round_bf16((x2[j] * inv_rms) * (1.f + w2[j]));
-      }
-#pragma unroll
-      for (int j = 0; j < kMaxPass; ++j) xp[j] = atlas::round_bf16((xp[j] * inv_rms) * (1.f + wp[j]));
-    } else {
-#pragma unroll
-      for (int j = 0; j < kMaxPairs; ++j) {
-        x1[j] = atlas::round_bf16(w1[j] * atlas::round_bf16(x1[j] * inv_rms));
-        x2[j] = atlas::round_bf16(w2[j] * atlas::round_bf16(x2[j] * inv_rms));
-      }
-#pragma unroll
-      for (int j = 0; j < kMaxPass; ++j) xp[j] = atlas::round_bf16(wp[j] * atlas::round_bf16(xp[j] * inv_rms));
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < kMaxPairs; ++j) {
-    const int i = lane + 32 * j;
-    if (i < half) {
-      const float c = atlas::round_bf16(cosv[i]), s = atlas::round_bf16(sinv[i]);
-      const float p1c = atlas::round_bf16(x1[j] * c), p2s = atlas::round_bf16(x2[j] * s);
-      const float p2c = atlas::round_bf16(x2[j] * c), p1s = atlas::round_bf16(x1[j] * s);
-      dst[i] = atlas::f32_to_bf16(p1c - p2s);
-      dst[i + half] = atlas::f32_to_bf16(p2c + p1s);
-    }
-  }
-  if (kPartial) {
-#pragma unroll
-    for (int j = 0; j < kMaxPass; ++j) {
-      const int e = rot + lane + 32 * j;
-      if (e < D) dst[e] = atlas::f32_to_bf16(xp[j]);
-    }
-  }
+  norm_rope_row<kPartial>(src, dst, w, normed, offset,
+                          cos_sin + static_cast<size_t>(positions[t]) * rot, D, rot, eps, lane);
 }
 
 }  // namespace

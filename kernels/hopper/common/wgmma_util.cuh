@@ -31,8 +31,10 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t smem_byte_addr) {
 // Copy k-tile `kt` (columns [64 kt, 64 kt + 64)) of rows [row0, row0 + ROWS) of `src`
 // ([rows, k] row-major bf16) into the swizzled tile at shared address `dst` with THREADS
 // threads' 16-byte cp.async, zero-filling rows >= rows and columns >= k (src-size 0: nothing
-// is read there). k must be a multiple of 8 (whole 16-byte chunks).
-template <int ROWS, int THREADS>
+// is read there). k must be a multiple of 8 (whole 16-byte chunks). kPrefetch256 adds the
+// L2::256B prefetch hint: a streamed weight row is then fetched from DRAM 256 contiguous
+// bytes at a time (this tile's 128 and the next one's), as the GEMV's loads are.
+template <int ROWS, int THREADS, bool kPrefetch256 = false>
 __device__ __forceinline__ void cp_async_k64_tile(uint32_t dst,
                                                   const __nv_bfloat16* __restrict__ src,
                                                   int row0, int rows, int k, int kt) {
@@ -45,9 +47,14 @@ __device__ __forceinline__ void cp_async_k64_tile(uint32_t dst,
     const int gr = row0 + r, gk = kt * 64 + ch * 8;
     const bool ok = gr < rows && gk < k;
     const __nv_bfloat16* p = ok ? src + static_cast<size_t>(gr) * k + gk : src;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                 ::"r"(dst + swizzle128(r, ch)), "l"(p), "r"(ok ? 16 : 0)
-                 : "memory");
+    if constexpr (kPrefetch256)
+      asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n"
+                   ::"r"(dst + swizzle128(r, ch)), "l"(p), "r"(ok ? 16 : 0)
+                   : "memory");
+    else
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                   ::"r"(dst + swizzle128(r, ch)), "l"(p), "r"(ok ? 16 : 0)
+                   : "memory");
   }
 }
 

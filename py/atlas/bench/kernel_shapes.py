@@ -42,6 +42,7 @@ class Family(enum.Enum):
     SILU_MUL = "silu_mul"
     EMBEDDING = "embedding"
     DECODE_GEMV = "decode_gemv"
+    DECODE_NORM_GEMV = "decode_norm_gemv"
     DECODE_BATCHED_GEMV = "decode_batched_gemv"
     DECODE_GEMM_SM90 = "decode_gemm_sm90"
     DECODE_GEMV_FP8 = "decode_gemv_fp8"
@@ -49,6 +50,7 @@ class Family(enum.Enum):
     PREFILL_GEMM = "prefill_gemm"
     PREFILL_ATTENTION = "prefill_attention"
     DECODE_ATTENTION = "decode_attention"
+    DECODE_ATTENTION_ROPE = "decode_attention_rope"
     SAMPLING = "sampling"
     GREEDY = "greedy"
     MOE_ROUTER = "moe_router"
@@ -69,12 +71,13 @@ ISSUE_FAMILIES: dict[str, tuple[Family, ...]] = {
     "RoPE/QK-norm": (Family.QK_NORM_ROPE_KV,),
     "SiLU-mul": (Family.SILU_MUL,),
     "embedding": (Family.EMBEDDING,),
-    "decode GEMV": (Family.DECODE_GEMV, Family.DECODE_BATCHED_GEMV, Family.DECODE_GEMM_SM90),
+    "decode GEMV": (Family.DECODE_GEMV, Family.DECODE_NORM_GEMV, Family.DECODE_BATCHED_GEMV,
+                    Family.DECODE_GEMM_SM90),
     # issue 12: GEMVs reading FP8 (128x128 block scales) and NVFP4 weights
     "quantized decode GEMV": (Family.DECODE_GEMV_FP8, Family.DECODE_GEMV_NVFP4),
     "prefill GEMM": (Family.PREFILL_GEMM,),
     "prefill attention": (Family.PREFILL_ATTENTION,),
-    "paged decode attention": (Family.DECODE_ATTENTION,),
+    "paged decode attention": (Family.DECODE_ATTENTION, Family.DECODE_ATTENTION_ROPE),
     "KV append": (Family.KV_APPEND, Family.QK_NORM_ROPE_KV),
     "sampling": (Family.SAMPLING, Family.GREEDY),
     # issue 10: the router, the decode expert kernel and the grouped GEMM
@@ -294,6 +297,31 @@ class Linear:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class NormLinear:
+    """One row: h = bf16(resid + delta) stored, y = RMSNorm(h) * g @ w[n, k].T (the add +
+    norm fused into the GEMV that consumes it, ops.matmul.gemv_add_rmsnorm)."""
+
+    label: str
+    n: int
+    k: int
+    quick: bool = False
+
+    @property
+    def family(self) -> Family:
+        return Family.DECODE_NORM_GEMV
+
+    def bytes_moved(self) -> int:
+        # weights; resid, delta and the norm weight read; h and y written
+        return BF16 * (self.n * self.k + 4 * self.k + self.n)
+
+    def flops(self) -> int:
+        return 2 * self.n * self.k
+
+    def describe(self) -> str:
+        return f"m=1 n={self.n} k={self.k}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class QuantLinear:
     """y[m, n] = x[m, k] @ dequant(w)[n, k].T over quantized weights: `fmt` 'fp8-block'
     (E4M3 codes + float32 per 128x128 block) or 'nvfp4' (packed E2M1 + E4M3 per 16 values +
@@ -362,8 +390,8 @@ class RopeKv:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PrefillAttention:
-    """Causal attention of one sequence of `seq` new tokens over its own keys (GQA);
-    `sm90` forces the Hopper wgmma kernel (ops.attention_sm90, head_dim 128)."""
+    """Causal attention of one sequence of `seq` new tokens over its own keys (GQA); `sm90`
+    runs the Hopper wgmma kernel (ops.attention_sm90, head_dim 128), else prefill_attn_bf16."""
 
     label: str
     seq: int
@@ -395,7 +423,8 @@ class PrefillAttention:
 class DecodeAttention:
     """One query per sequence against `history` cached tokens, `batch` sequences;
     `long_kernel` forces the long-context kernel (ops.attention_long) below its route's
-    threshold."""
+    threshold; `rope`: with the q/k norm, RoPE and KV append of the step's token fused in
+    (the qkv row in, the new k and v written to the cache; decode_attn_rope_bf16)."""
 
     label: str
     batch: int
@@ -404,16 +433,19 @@ class DecodeAttention:
     kv_heads: int
     head_dim: int
     long_kernel: bool = False
+    rope: bool = False
     quick: bool = False
 
     @property
     def family(self) -> Family:
-        return Family.DECODE_ATTENTION
+        return Family.DECODE_ATTENTION_ROPE if self.rope else Family.DECODE_ATTENTION
 
     def bytes_moved(self) -> int:
         k_and_v = 2 * self.batch * self.history * self.kv_heads * self.head_dim
         q_and_out = 2 * self.batch * self.heads * self.head_dim
-        return BF16 * (k_and_v + q_and_out)
+        # rope: the k and v of the qkv row read, and written to the cache
+        appended = 4 * self.batch * self.kv_heads * self.head_dim if self.rope else 0
+        return BF16 * (k_and_v + q_and_out + appended)
 
     def flops(self) -> int:
         return 4 * self.batch * self.heads * self.history * self.head_dim
@@ -786,6 +818,10 @@ def table_shapes(m: ModelDims = QWEN3_8B,
         shapes += [QuantLinear(label=f"{m.name} {name} b{b} {fmt}", m=b, n=n, k=k, fmt=fmt,
                                quick=b == scale.quant_batches[0] and name in ("qkv", "gate_up"))
                    for b in scale.quant_batches for name, n, k in _linears(m)]
+    shapes += [NormLinear(label=f"{dims.name} {name} b1", n=n, k=k,
+                          quick=dims is small_models[0] if small_models else False)
+               for dims in (m, *small_models) for name, n, k in _linears(dims)
+               if name in ("qkv", "gate_up")]
     for small in small_models:
         shapes += [Linear(label=f"{small.name} {name} b1", m=1, n=n, k=k)
                    for name, n, k in _linears(small)]
@@ -820,6 +856,12 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                                long_kernel=True)
                for b in scale.decode_batches for h in scale.histories
                if h < LONG_CONTEXT_KEYS]
+    # what batch-1 decode launches: the rope fused in (the small model is latency-bound)
+    shapes += [DecodeAttention(label=f"{dims.name} b{first_batch} hist{h} +rope",
+                               batch=first_batch, history=h, heads=dims.heads,
+                               kv_heads=dims.kv_heads, head_dim=dims.head_dim, rope=True,
+                               quick=h == scale.histories[0])
+               for dims in (m, *small_models[:1]) for h in scale.histories]
     for b in scale.decode_batches:
         shapes += [
             Sampling(label=f"{m.name} b{b}", rows=b, vocab=m.vocab, temperature=0.0,

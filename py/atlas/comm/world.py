@@ -44,16 +44,19 @@ class WorldSpec:
 #: NCCL on the CUDA backend (0, the default: never, until bench_tp.py allreduce shows where
 #: it wins); every rank of a group must set the same value
 ONESHOT_ENV = "ATLAS_ONESHOT_ALLREDUCE_BYTES"
+#: "host": the host collectives on any backend, CUDA included (a checking aid: ranks that
+#: share one GPU, which NCCL refuses; not capturable, so such ranks decode eagerly)
+TRANSPORT_ENV = "ATLAS_COMM"
 
 
 def connect_world(spec: WorldSpec, gpu: GpuBackend) -> CommBackend:
     """The group's backend for this rank: NCCL on the CUDA backend, the host collectives on
-    any other; a world of one needs no rendezvous."""
+    any other (or everywhere, with ATLAS_COMM=host); a world of one needs no rendezvous."""
     if spec.world_size == 1:
         return SingleComm(gpu)
     star = Star.connect(spec.rank, spec.world_size, spec.master_addr, spec.master_port,
                         spec.timeout_s, spec.op_timeout_s)
-    if gpu.name == "cuda":
+    if gpu.name == "cuda" and os.environ.get(TRANSPORT_ENV, "nccl") != "host":
         from .nccl import NcclComm
         oneshot = None
         limit = int(os.environ.get(ONESHOT_ENV, "0"))

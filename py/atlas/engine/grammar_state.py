@@ -7,6 +7,11 @@ the model, never to the matcher). The reasoning block stays unconstrained: with 
 on, the grammar waits for the think-close token; when the model may still open a think
 block itself, its first token may be the think-open token besides what the grammar allows.
 
+Near the end of the output budget the mask narrows to the shortest way to finish the
+grammar (`atlas.grammar.completion`), so a constrained answer that runs out of tokens is
+still complete (an open string is closed, required fields get their shortest values),
+provided the budget holds the shortest completion when the grammar starts.
+
 A grammar that no token can continue (`GrammarDeadEndError`), or a token the mask should
 have excluded, is recorded in `error`: the scheduler then ends the request with
 `FinishReason.ERROR` and that message instead of sampling from an empty mask (no hang).
@@ -38,10 +43,13 @@ class GrammarRequest:
 class GrammarState:
     """The matcher plus where the sequence stands against its reasoning block."""
 
-    __slots__ = ("matcher", "request", "thinking", "may_open_thinking", "error")
+    __slots__ = ("matcher", "request", "thinking", "may_open_thinking", "error", "tokens_left")
 
-    def __init__(self, request: GrammarRequest) -> None:
+    def __init__(self, request: GrammarRequest, max_new_tokens: int | None = None) -> None:
+        """`max_new_tokens`: the sequence's output budget (max_tokens, or the context's
+        room when smaller); near its end the mask steers to the shortest way to finish."""
         self.request = request
+        self.tokens_left = max_new_tokens
         self.matcher = GrammarMatcher(request.grammar)
         #: True inside an unconstrained reasoning block
         self.thinking = request.starts_inside_thinking and request.think_close_id is not None
@@ -66,7 +74,7 @@ class GrammarState:
         A dead end records the error and leaves the row unmasked: the token drawn there is
         discarded, since the scheduler ends the sequence when it commits the step."""
         try:
-            self.matcher.fill_next_token_bitmask(bitmask, row)
+            self.matcher.fill_next_token_bitmask(bitmask, row, self.tokens_left)
         except GrammarDeadEndError as exc:
             self.error = f"structured output failed: {exc}"
             bitmask[row] = _ALL_ALLOWED
@@ -77,6 +85,8 @@ class GrammarState:
 
     def observe(self, token: int) -> None:
         """Advance past `token`, the sequence's next output token."""
+        if self.tokens_left is not None:
+            self.tokens_left -= 1
         if self.error is not None:
             return
         r = self.request

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.sampling import SamplingParams
+from ..model.batch import TokenLogprobs
 from .grammar_state import GrammarRequest
 
 
@@ -31,6 +32,8 @@ class EngineRequest:
     thinking: ThinkingBudget | None = None
     #: structured output: every generated token follows this grammar
     grammar: GrammarRequest | None = None
+    #: report each generated token's logprob and this many alternatives (None: no logprobs)
+    logprobs: int | None = None
 
 
 class FinishReason:
@@ -53,3 +56,5 @@ class EngineOutput:
     num_cached_tokens: int = 0
     #: why a request ended with "error", when the engine knows (a grammar dead end)
     error: str | None = None
+    #: with `EngineRequest.logprobs`: one entry per new token (None for a forced token)
+    logprobs: tuple[TokenLogprobs | None, ...] = ()

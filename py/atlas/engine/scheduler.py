@@ -23,7 +23,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from ..model.batch import SeqChunk, StepResult, accept
+from ..model.batch import SeqChunk, StepResult, TokenLogprobs, accept
 from .block_manager import BlockManager
 from .grammar_state import GrammarState
 from .request import EngineOutput, EngineRequest, FinishReason
@@ -106,7 +106,9 @@ class Scheduler:
         state = SamplingState(request.sampling, thinking=None if thinking is None else
                               ThinkingState(thinking, inside=thinking.starts_inside),
                               grammar=None if request.grammar is None else
-                              GrammarState(request.grammar))
+                              GrammarState(request.grammar, min(
+                                  request.max_tokens,
+                                  self.token_limit - len(request.prompt_ids))))
         seq = Sequence(seq_id, request, self._arrivals, self.token_limit, state,
                        last_emit_time=now)
         self._arrivals += 1
@@ -176,15 +178,18 @@ class Scheduler:
             self.blocks.cache_computed(seq)
             if seq.num_computed < seq.num_tokens:
                 continue  # a prefill chunk that is not the last
+            logprobs = None
+            if isinstance(token, TokenLogprobs):
+                logprobs, token = token, token.token
             if chunk.sample:
-                if token is None:
-                    raise RuntimeError(f"sequence {seq.seq_id}: the executor returned no "
-                                       "token for a chunk that asked to sample")
+                if not isinstance(token, int):
+                    raise RuntimeError(f"sequence {seq.seq_id}: the executor returned "
+                                       f"{token!r} for a chunk that asked to sample one token")
                 seq.sampling.record(token, drawn=True)
             else:
                 token = seq.sampling.take_forced()
                 seq.sampling.record(token, drawn=False)
-            outputs.append(self._append(seq, [token], now))
+            outputs.append(self._append(seq, [token], now, [logprobs]))
         return outputs
 
     def fail_running(self) -> list[EngineOutput]:
@@ -226,7 +231,8 @@ class Scheduler:
         token the verification may emit fits its max_tokens and context."""
         spec = self.speculator
         if (spec is None or not spec.applies_to(seq) or seq.sampling.forced_next
-                or seq.sampling.grammar is not None):   # drafts would need masks per row
+                or seq.sampling.grammar is not None   # drafts would need masks per row
+                or seq.request.logprobs is not None):  # and logprobs rows per draft
             return []
         room = min(spec.num_draft_tokens, budget,
                    seq.request.max_tokens - len(seq.output_ids) - 1,
@@ -274,11 +280,16 @@ class Scheduler:
             num_draft=len(drafts or ()),
             state_restore=restore,
             state_save=None if drafts else self.blocks.claim_snapshot(seq, start, start + chunk),
+            logprobs=seq.request.logprobs if seq.request.logprobs is not None and completes
+            else -1,
         ))
         seq.needs_history = False
 
-    def _append(self, seq: Sequence, tokens: list[int], now: float) -> EngineOutput:
-        """Append generated tokens up to the first that ends the sequence."""
+    def _append(self, seq: Sequence, tokens: list[int], now: float,
+                logprobs: list[TokenLogprobs | None] | None = None) -> EngineOutput:
+        """Append generated tokens up to the first that ends the sequence (`logprobs`: the
+        executor's per token, reported when the request asked)."""
+        lps = tuple(logprobs or ()) if seq.request.logprobs is not None else ()
         seq.last_emit_time = now
         grammar = seq.sampling.grammar
         if grammar is not None and grammar.error is not None:
@@ -294,11 +305,12 @@ class Scheduler:
                   or seq.num_tokens >= seq.token_limit):
                 reason = FinishReason.LENGTH
             if reason is not None:
-                return self._finish(seq, reason, tuple(tokens[:i + 1]))
-        return self._output(seq, tuple(tokens), None)
+                return self._finish(seq, reason, tuple(tokens[:i + 1]), logprobs=lps[:i + 1])
+        return self._output(seq, tuple(tokens), None, logprobs=lps)
 
     def _finish(self, seq: Sequence, reason: str, new: tuple[int, ...],
-                error: str | None = None) -> EngineOutput:
+                error: str | None = None, logprobs: tuple[TokenLogprobs | None, ...] = ()
+                ) -> EngineOutput:
         if seq in self.running:
             self.running.remove(seq)
             self._released.append(seq.seq_id)
@@ -306,10 +318,11 @@ class Scheduler:
             self.waiting.remove(seq)  # its executor state went at preemption, if it had any
         self.blocks.release(seq)
         del self._by_id[seq.seq_id]
-        return self._output(seq, new, reason, error)
+        return self._output(seq, new, reason, error, logprobs)
 
     @staticmethod
     def _output(seq: Sequence, new: tuple[int, ...], reason: str | None,
-                error: str | None = None) -> EngineOutput:
+                error: str | None = None, logprobs: tuple[TokenLogprobs | None, ...] = ()
+                ) -> EngineOutput:
         return EngineOutput(seq.seq_id, new, reason, seq.num_prompt_tokens, len(seq.output_ids),
-                            seq.num_cached_tokens, error)
+                            seq.num_cached_tokens, error, logprobs)

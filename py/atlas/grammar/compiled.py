@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .completion import Completions
 from .errors import GrammarDeadEndError
 from .pda import Automaton
 from .state_table import DEAD, StateTable
@@ -74,6 +75,9 @@ class CompiledGrammar:
         self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
         self._mask_cache_size = mask_cache_size
         self._lock = threading.RLock()
+        #: how far each state is from a complete output (finishing within a budget)
+        self.completions = Completions(automaton, self.states, self._lock, self.successors,
+                                       self._eos)
         if precompute:
             self.precompute_positions(automaton.char_positions)
 
@@ -89,7 +93,8 @@ class CompiledGrammar:
         """Breadth-first walk of the trie from each start state at once.
 
         Returns (alive nodes, their source index, dead-after-escape nodes, their source
-        index). `escape`: track whether the start frame may have finished before each byte.
+        index, the alive nodes' states). `escape`: track whether the start frame may have
+        finished before each byte.
         `relevant`: prefix sums over ranks; only subtrees holding a counted rank are walked.
         Walking many sources together pays numpy's per-call overhead once per trie level.
         """
@@ -98,7 +103,7 @@ class CompiledGrammar:
         nodes, source = trie.children(roots)
         states = starts[source]
         escaped = table.accepting[states] if escape else np.zeros(nodes.size, dtype=bool)
-        alive_parts, escaped_parts = [], []
+        alive_parts, escaped_parts, alive_states = [], [], []
         while nodes.size:
             if relevant is not None:
                 keep = relevant[trie.hi[nodes]] > relevant[trie.lo[nodes]]
@@ -111,11 +116,14 @@ class CompiledGrammar:
                 escaped_parts.append((nodes[out], source[out]))
             nodes, source, nxt, escaped = nodes[alive], source[alive], nxt[alive], escaped[alive]
             alive_parts.append((nodes, source))
+            alive_states.append(nxt)
             if escape:
                 escaped = escaped | table.accepting[nxt]
             nodes, owner = trie.children(nodes)
             source, states, escaped = source[owner], nxt[owner], escaped[owner]
-        return (*_joined(alive_parts), *_joined(escaped_parts))
+        states_out = (np.concatenate(alive_states) if alive_states
+                      else np.zeros(0, dtype=np.int32))
+        return (*_joined(alive_parts), *_joined(escaped_parts), states_out)
 
     def precompute_positions(self, positions: list[int], batch: int = 64) -> None:
         """Fill the position cache for many positions with a few multi-source walks."""
@@ -128,7 +136,7 @@ class CompiledGrammar:
             chunk = todo[i:i + batch]
             starts = np.array([self.states.intern(frozenset({(p,)})) for p in chunk],
                               dtype=np.int32)
-            alive, alive_src, escaped, escaped_src = self._walk(starts, escape=True)
+            alive, alive_src, escaped, escaped_src, _ = self._walk(starts, escape=True)
             alive_order, escaped_order = np.argsort(alive_src, kind="stable"), \
                 np.argsort(escaped_src, kind="stable")
             alive, alive_src = alive[alive_order], alive_src[alive_order]
@@ -154,6 +162,14 @@ class CompiledGrammar:
         return self._positions[position]
 
     # -- masks --------------------------------------------------------------------------
+
+    def pack_ids(self, ids: np.ndarray) -> np.ndarray:
+        """Token ids as a packed [num_words] uint32 mask."""
+        return self._pack(ids)
+
+    @property
+    def eos_ids(self) -> np.ndarray:
+        return self._eos
 
     def _pack(self, ids: np.ndarray) -> np.ndarray:
         flags = np.zeros(self.num_words * 32, dtype=bool)
@@ -190,7 +206,7 @@ class CompiledGrammar:
             np.add.at(cover, uncertain_lo, 1)
             np.add.at(cover, uncertain_hi, -1)
             counted = np.concatenate([[0], np.cumsum(np.cumsum(cover)[:-1] > 0)])
-            alive, _, _, _ = self._walk(np.array([state], dtype=np.int32), escape=False,
+            alive, _, _, _, _ = self._walk(np.array([state], dtype=np.int32), escape=False,
                                         relevant=counted)
             ids.append(self.trie.rank_token[self.trie.exact_ranks(alive)])
         if self.states.accepting[state] and self._eos.size:
@@ -202,6 +218,16 @@ class CompiledGrammar:
                 "no token of the vocabulary can continue the output here, and the grammar "
                 "may not end here (a grammar that needs a character no token spells?)")
         return words
+
+    def successors(self, state: int) -> tuple[np.ndarray, np.ndarray]:
+        """(every non-EOS token allowed in `state`, the state after each): one walk of the
+        whole vocabulary trie, for the rare callers that need more than the mask."""
+        with self._lock:
+            alive, _, _, _, states = self._walk(np.array([state], dtype=np.int32),
+                                                escape=False)
+        counts = self.trie.num_exact[alive]
+        tokens = self.trie.rank_token[self.trie.exact_ranks(alive)]
+        return tokens, np.repeat(states, counts)
 
     def advance(self, state: int, token_id: int) -> int:
         """The state after a (non-EOS) token; DEAD when the token is not allowed."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .compiled import CompiledGrammar
+from .completion import FINISH_SLACK
 from .errors import GrammarError
 from .state_table import DEAD
 
@@ -47,9 +48,14 @@ class GrammarMatcher:
         self._history.append((state, False))
         return True
 
-    def fill_next_token_bitmask(self, bitmask: np.ndarray, index: int = 0) -> None:
+    def fill_next_token_bitmask(self, bitmask: np.ndarray, index: int = 0,
+                                tokens_left: int | None = None) -> None:
         """Write the allowed-token mask into row `index` of a [rows, words] uint32 array
-        (or into a [words] array). Raises GrammarDeadEndError where nothing can follow."""
+        (or into a [words] array). Raises GrammarDeadEndError where nothing can follow.
+
+        `tokens_left` (this token included): once it is no more than the shortest way to
+        finish (in bytes) plus the end token, only tokens along that way (then EOS) are
+        allowed, so the output is complete when the budget runs out (see completion.py)."""
         if bitmask.dtype != np.uint32 or bitmask.shape[-1] != self.grammar.num_words:
             raise GrammarError(f"bitmask must be uint32 with {self.grammar.num_words} words "
                                f"per row, got {bitmask.dtype} {bitmask.shape}")
@@ -57,7 +63,19 @@ class GrammarMatcher:
         if self.is_terminated():
             row[:] = 0
             return
-        row[:] = self.grammar.mask_words(self.state)
+        words = self.grammar.mask_words(self.state)
+        row[:] = words if tokens_left is None else self._finishing(words, tokens_left)
+
+    def _finishing(self, words: np.ndarray, tokens_left: int) -> np.ndarray:
+        """`words` narrowed so the output can still finish within `tokens_left` tokens
+        (see completion.py); as they are while the budget is far, or if nothing fits."""
+        completions = self.grammar.completions
+        if tokens_left > completions.distance(self.state) + 1 + FINISH_SLACK:
+            return words
+        # after this token, tokens_left - 1 remain: the completion's bytes plus EOS
+        ids = completions.tokens_finishing_within(self.state, tokens_left - 2)
+        narrowed = words & self.grammar.pack_ids(ids) if ids.size else words
+        return narrowed if narrowed.any() else words
 
     def rollback(self, num_tokens: int) -> None:
         """Undo the last `num_tokens` accepted tokens (an accepted EOS counts as one)."""

@@ -58,6 +58,19 @@ class TokenTrie:
         offsets = np.arange(total) - np.repeat(starts, counts)
         return self.first_child[nodes][owner] + offsets, owner
 
+    def prefix_tokens(self, data: bytes) -> np.ndarray:
+        """Ids of the tokens whose bytes are a non-empty prefix of `data`, shortest first."""
+        node, found = 0, []
+        for byte in data:
+            first, n = int(self.first_child[node]), int(self.num_children[node])
+            k = first + int(np.searchsorted(self.byte[first:first + n], byte))
+            if k >= first + n or self.byte[k] != byte:
+                break
+            node = k
+            lo = int(self.lo[node])
+            found.append(self.rank_token[lo:lo + int(self.num_exact[node])])
+        return np.concatenate(found) if found else np.zeros(0, dtype=np.int32)
+
     def exact_ranks(self, nodes: np.ndarray) -> np.ndarray:
         """Ranks of the tokens that end exactly at `nodes`."""
         return _expand_ranges(self.lo[nodes], self.num_exact[nodes])

@@ -18,7 +18,6 @@ import numpy as np
 
 from .compiled import CompiledGrammar
 from .matcher import GrammarMatcher
-from .pda import CHAR, END, Automaton
 
 
 @dataclass(slots=True)
@@ -33,30 +32,6 @@ def allowed_ids(bitmask: np.ndarray, vocab_size: int) -> np.ndarray:
     return np.flatnonzero(bits[:vocab_size])
 
 
-def completion_lengths(automaton: Automaton) -> list[int]:
-    """For each position, the fewest bytes that finish its rule from there (a fixpoint over
-    rule minimum lengths, then sums along each alternative)."""
-    inf = float("inf")
-    kind, arg, starts = automaton.kind, automaton.arg, automaton.rule_starts
-
-    def rest(pos: int, shortest: list[float]) -> float:
-        total = 0.0
-        while kind[pos] != END:
-            total += 1 if kind[pos] == CHAR else shortest[arg[pos]]
-            pos += 1
-        return total
-
-    shortest = [inf] * len(starts)
-    changed = True
-    while changed:
-        changed = False
-        for rule, alternatives in enumerate(starts):
-            best = min((rest(p, shortest) for p in alternatives), default=inf)
-            if best < shortest[rule]:
-                shortest[rule], changed = best, True
-    return [0 if k == END else int(rest(p, shortest)) for p, k in enumerate(kind)]
-
-
 class RandomWalker:
     """Random walks over one vocabulary (its single-byte tokens indexed once)."""
 
@@ -64,16 +39,7 @@ class RandomWalker:
         self.grammar = grammar
         self._single = {data[0]: i for i, data in enumerate(grammar.vocab.token_bytes)
                         if data is not None and len(data) == 1}
-        self._rest = completion_lengths(grammar.automaton)
-        self._cost: dict[int, int] = {}
-
-    def _completion_cost(self, state: int) -> int:
-        """Fewest bytes that complete the grammar from `state` (each frame finishes)."""
-        if state not in self._cost:
-            rest = self._rest
-            self._cost[state] = min(sum(rest[p] for p in stack)
-                                    for stack in self.grammar.states.config(state))
-        return self._cost[state]
+        self._completion_cost = grammar.completions.distance
 
     def _finishing_choice(self, state: int, allowed: np.ndarray, rng: random.Random) -> int:
         """EOS if allowed, else the single-byte token that most shortens the completion (the

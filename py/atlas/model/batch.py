@@ -20,6 +20,9 @@ import numpy as np
 
 from ..core.sampling import SamplingParams
 
+#: the most alternatives a sampled token reports with its logprob (OpenAI's top_logprobs cap)
+MAX_TOP_LOGPROBS = 20
+
 #: writes a sampling row's allowed-token bitmask: (the [rows, words] uint32 host rows, row)
 TokenMaskFiller = Callable[[np.ndarray, int], None]
 
@@ -33,8 +36,19 @@ class PenaltyHistory:
     drawn_counts: Mapping[int, int] = field(default_factory=dict)
 
 
-#: what a step returns per chunk: None, the sampled token, or a verification's samples
-StepResult = int | tuple[int, ...] | None
+@dataclass(frozen=True, slots=True)
+class TokenLogprobs:
+    """A sampled token with its log-probability and the `top` most likely (id, logprob)
+    pairs, best first, from the distribution it was drawn from (see runtime.sampler)."""
+
+    token: int
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()
+
+
+#: what a step returns per chunk: None, the sampled token (with its logprobs when the chunk
+#: asked for them), or a verification's samples
+StepResult = int | TokenLogprobs | tuple[int, ...] | None
 
 
 @dataclass(slots=True)
@@ -49,7 +63,9 @@ class SeqChunk:
     seed in `sampling`, it keys the sampler's counter-based RNG. `history` is set when the
     executor holds no state for the sequence yet (see the module doc). `token_mask`, on a
     sampling chunk under a grammar, fills the row's allowed-token bitmask before sampling
-    (never on a verification chunk: a constrained sequence does not draft).
+    (never on a verification chunk: a constrained sequence does not draft). `logprobs` >= 0
+    asks for the sampled token's logprob and its `logprobs` best alternatives (a
+    `TokenLogprobs` result; never on a verification chunk either).
 
     `num_draft` > 0 makes it a speculative verification chunk: its last `num_draft` tokens
     are drafts, and the executor samples at each of its last num_draft + 1 positions (row i
@@ -73,6 +89,7 @@ class SeqChunk:
     token_mask: TokenMaskFiller | None = None
     state_restore: int | None = None
     state_save: int | None = None
+    logprobs: int = -1
 
 
 def accept(drafts: Sequence[int], sampled: Sequence[int]) -> list[int]:

@@ -39,8 +39,13 @@ from .factory import loader_for_config
 from .gated_deltanet import GatedDeltaNetWeights, conv_state_bytes, delta_state_bytes
 from .loaders.hybrid import Qwen35Loader, RowMove
 from .loaders.linear_plan import build_linear, read_host_scales
+<<<<<<< HEAD
 from .kv_scales import checkpoint_kv_scales
 from .model import DenseDecoderModel, DenseMlp, Dims, KvStage, LayerWeights
+=======
+from .batch import MAX_TOP_LOGPROBS
+from .model import DenseDecoderModel, DenseMlp, Dims, LayerWeights
+>>>>>>> main
 from .moe import MoeBuffers, build_mlp
 from .mtp import (MtpHead, MtpProposer, bind_mtp_buffers, fc_half_moves, mtp_layer_index,
                   plan_mtp, reserve_mtp_buffers)
@@ -251,6 +256,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                       (2, dims.kv_heads, limits.max_tokens, dims.head_dim))
         arena.reserve("kv_stage_slots", DType.I32, (limits.max_tokens,))
     arena.allocate(dev)
+    # decode attention's split tickets start at zero; every launch leaves them zero
+    dev.memset(arena["attn_counters"], 0, arena.slice("attn_counters").nbytes)
     dev.copy_h2d(arena["cos_sin"], cos_sin_table(rotary_dim, cfg.rope_theta,
                                                  cfg.rope_scaling, max_seq_len))
     # only full-attention layers have a KV cache (a hybrid model's linear layers keep state)
@@ -308,7 +315,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                               arena["cos_sin"], limits.block_size, kv.max_blocks_per_seq, tp,
                               kv_stage)
     sampler = Sampler(dev, kc, limits.max_sample_rows, max_batch_size + 1, dims.vocab,
-                      token_masks=True)
+                      token_masks=True, max_logprobs=MAX_TOP_LOGPROBS)
     info = RunnerInfo(model_dir=model_dir, backend_kind=kind, weights_bytes=total,
                       target=kernels.target, closure_hash=kernels.closure_hash,
                       behavior=kernels.behavior, kernel_stamps=kernels.stamps)

@@ -2,6 +2,9 @@
 
 The residual stream stays in bf16 like transformers: `resid += delta` is rounded to bf16
 inside the fused add+RMSNorm kernel, and every layer reads `normed` and writes `delta`.
+At batch-1 decode the add + norm before a bf16 projection (qkv, the dense MLP's gate_up)
+runs inside that projection's GEMV instead (`matmul.fuses_norm`), which writes the summed
+residual to the other of two residual buffers; `Residual` tracks which one is current.
 The forward launches kernels only; the step's inputs (token ids, positions, KV slots,
 block tables) are already in device buffers, which is what makes it graph-capturable.
 Each layer's MLP is a block chosen by the config (`DenseMlp` here, the mixture of experts in
@@ -16,8 +19,13 @@ from typing import TYPE_CHECKING, Protocol
 from ..core.config import LinearAttentionConfig, ModelConfig
 from ..runtime.gpu import DevicePtr, Stream
 from ..runtime.ops import KernelCache
+<<<<<<< HEAD
 from ..runtime.ops import attention, embedding, gating, kv_quant, matmul, norm, rope
 from ..runtime.ops.matmul_quant import LinearWeight
+=======
+from ..runtime.ops import attention, embedding, gating, matmul, norm, rope
+from ..runtime.ops.matmul_quant import Bf16Linear, LinearWeight
+>>>>>>> main
 from .gated_deltanet import GatedDeltaNetWeights, gated_deltanet
 
 if TYPE_CHECKING:
@@ -115,10 +123,15 @@ class DenseMlp:
     def forward(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
                 then_norm: NextNorm | None = None) -> bool:
         self.gate_up.linear(kc, s, b.normed, b.gate_up, t, w_scratch=b.w_scratch)
+        self.down_proj(kc, s, b, t)
+        return False
+
+    def down_proj(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int) -> None:
+        """delta = down(swiglu(gate_up)): the half after gate_up (which the model may have
+        run with the RMSNorm fused in)."""
         # SwiGLU fused into the down projection's input where that measured faster
         self.down.linear_silu(kc, s, b.gate_up, b.delta, t, act_scratch=b.act,
                               w_scratch=b.w_scratch)
-        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,8 +187,13 @@ class StepBuffers:
     logits: DevicePtr
     part_o: DevicePtr
     part_ml: DevicePtr
+    #: u32 [max_seqs, kv_heads] split tickets of decode attention: zero at allocation, and
+    #: every launch leaves them zero
+    attn_counters: DevicePtr
     #: bf16 [n, k] scratch a quantized weight dequantizes into for GEMM-sized steps (0: none)
     w_scratch: DevicePtr = 0
+    #: the second residual buffer the fused add+norm GEMV writes to (0: never fused)
+    resid_alt: DevicePtr = 0
     #: hybrid models: i32 [max_seqs] recurrent-state slot per sequence, and the
     #: linear-attention scratch (see gated_deltanet.LinearScratch); 0 for dense models
     state_slots: DevicePtr = 0
@@ -183,6 +201,20 @@ class StepBuffers:
     lin_conv: DevicePtr = 0
     lin_core: DevicePtr = 0
     lin_gated: DevicePtr = 0
+
+
+@dataclass(slots=True)
+class Residual:
+    """Where the residual stream is during one forward: `cur` holds it, `alt` is the other
+    buffer, `pending` says `delta` holds a sublayer's update not yet added (False before
+    the first layer), and `normed` that an MLP block already left the next norm in
+    `normed` (NextNorm). Python bookkeeping at capture time: the graph replays the same
+    buffer sequence every step."""
+
+    cur: DevicePtr
+    alt: DevicePtr
+    pending: bool = False
+    normed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,31 +256,36 @@ class DenseDecoderModel:
                 n_sample: int) -> None:
         """Compute f32 logits [n_sample, vocab] into b.logits for the rows in sample_rows."""
         d, kc, t = self.dims, self.kc, n_tokens
-        off = d.norm_offset
         embedding.embedding(kc, s, b.ids, self.embed, b.resid, t, d.hidden, d.vocab)
-        normed = False  # the previous MLP block applied this layer's input norm itself
+        # a step that samples nothing leaves its residual stream in b.resid (MtpRunner's
+        # save_hidden finishes the norm there): only a sampling step alternates buffers
+        res = Residual(b.resid, b.resid_alt if n_sample else 0)
         for i, lw in enumerate(self.layers):
-            if i == 0:
-                norm.rmsnorm(kc, s, b.resid, lw.in_norm, b.normed, t, d.hidden, d.eps, off)
-            elif not normed:
-                norm.add_rmsnorm(kc, s, b.resid, b.delta, lw.in_norm, b.normed, t, d.hidden,
-                                 d.eps, off)
             if lw.linear is not None:
                 assert d.linear is not None
+                self._norm(s, b, res, lw.in_norm, t)
                 gated_deltanet(kc, s, b, lw.linear, d.linear, t, d.hidden, d.eps, plan.decode,
                                plan.num_seqs, plan.max_q_len)
             else:
-                self._attention(s, b, lw, t, plan)
-            norm.add_rmsnorm(kc, s, b.resid, b.delta, lw.post_norm, b.normed, t, d.hidden, d.eps,
-                             off)
-            normed = lw.mlp.forward(kc, s, b, t, self._norm_after(i))
+                assert lw.qkv is not None
+                self._norm_linear(s, b, res, lw.in_norm, lw.qkv, b.qkv, t)
+                self._attention_after_qkv(s, b, lw, t, plan)
+            res.pending = True
+            if isinstance(lw.mlp, DenseMlp):
+                self._norm_linear(s, b, res, lw.post_norm, lw.mlp.gate_up, b.gate_up, t)
+                lw.mlp.down_proj(kc, s, b, t)
+                res.pending = True
+            else:
+                self._norm(s, b, res, lw.post_norm, t)
+                # the block may finish the next add + norm itself, in place on b.resid
+                then_norm = self._norm_after(i) if res.cur == b.resid else None
+                res.normed = lw.mlp.forward(kc, s, b, t, then_norm)
+                res.pending = not res.normed
             if self.tp is not None:  # row-parallel down: sum the ranks' partials
                 self.tp.reduce_delta(s, b.delta, t, d.hidden)
         if n_sample == 0:  # a prefill chunk that is not a sequence's last: KV only
             return
-        if not normed:
-            norm.add_rmsnorm(kc, s, b.resid, b.delta, self.final_norm, b.normed, t, d.hidden,
-                             d.eps, off)
+        self._norm(s, b, res, self.final_norm, t)
         # Gather the rows that sample (last token of each sequence) with the embedding
         # kernel: a row gather is an embedding lookup into the normed activations.
         embedding.embedding(kc, s, b.sample_rows, b.normed, b.sample_hidden, n_sample, d.hidden, t)
@@ -260,6 +297,38 @@ class DenseDecoderModel:
                       self.tp.vocab_local, d.hidden, out_f32=True)
         self.tp.gather_logits(s, b.logits, n_sample)
 
+    def _norm(self, s: Stream, b: StepBuffers, res: Residual, w: DevicePtr, t: int) -> None:
+        """normed = RMSNorm(resid (+= delta when one is pending)) * w (already there when
+        the previous MLP block fused it)."""
+        d = self.dims
+        if res.normed:
+            res.normed = False
+            return
+        if res.pending:
+            norm.add_rmsnorm(self.kc, s, res.cur, b.delta, w, b.normed, t, d.hidden, d.eps,
+                             d.norm_offset)
+        else:
+            norm.rmsnorm(self.kc, s, res.cur, w, b.normed, t, d.hidden, d.eps, d.norm_offset)
+        res.pending = False
+
+    def _norm_linear(self, s: Stream, b: StepBuffers, res: Residual, w: DevicePtr,
+                     proj: LinearWeight, out: DevicePtr, t: int) -> None:
+        """out = proj(RMSNorm(resid (+= pending delta)) * w): one fused GEMV where
+        `matmul.fuses_norm` allows (the summed residual then lives in the other buffer),
+        else the norm into `normed` and the projection."""
+        d, kc = self.dims, self.kc
+        if res.normed or not (res.alt and isinstance(proj, Bf16Linear)
+                              and matmul.fuses_norm(kc, t, proj.n, proj.k)):
+            self._norm(s, b, res, w, t)
+            proj.linear(kc, s, b.normed, out, t, w_scratch=b.w_scratch)
+            return
+        matmul.gemv_add_rmsnorm(kc, s, res.cur, b.delta if res.pending else 0, w,
+                                res.alt if res.pending else 0, proj.ptr, out, proj.n, proj.k,
+                                d.eps, d.norm_offset)
+        if res.pending:
+            res.cur, res.alt = res.alt, res.cur
+        res.pending = False
+
     def _norm_after(self, i: int) -> NextNorm | None:
         """The norm after layer i's MLP, for the block to fuse; None under tensor
         parallelism (the block's output is a partial sum until the all-reduce)."""
@@ -270,7 +339,17 @@ class DenseDecoderModel:
 
     def _attention(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
                    plan: AttentionPlan) -> None:
+        """A layer's attention over b.normed: the qkv projection, then the rest."""
+        assert lw.qkv is not None
+        lw.qkv.linear(self.kc, s, b.normed, b.qkv, t, w_scratch=b.w_scratch)
+        self._attention_after_qkv(s, b, lw, t, plan)
+
+    def _attention_after_qkv(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
+                             plan: AttentionPlan) -> None:
+        """Attention after the qkv projection (b.qkv): q/k norm, RoPE, KV append, attention,
+        the output gate of hybrid families, o_proj into delta."""
         d, kc = self.dims, self.kc
+<<<<<<< HEAD
         assert lw.qkv is not None and lw.o is not None
         lw.qkv.linear(kc, s, b.normed, b.qkv, t, w_scratch=b.w_scratch)
         if lw.kv_scales:
@@ -322,12 +401,48 @@ class DenseDecoderModel:
         if plan.decode:
             # split-K partials, then the combine (the fused one-launch variant measured
             # slower on the H200: 17.4 vs 9.2 + 3.1 us per layer on the 8B at 512 context)
+=======
+        assert lw.o is not None
+        rotary_dim = d.rotary_dim or d.head_dim
+        if plan.decode and attention.rope_fusable(kc, d.heads, d.kv_heads, d.head_dim,
+                                                  d.q_pitch, rotary_dim, d.norm_offset,
+                                                  self.max_blocks * self.block_size):
+            assert t == plan.num_seqs  # one token per sequence
+            # q/k norm, RoPE, KV append and split-K attention in one launch
+            attention.decode_attention_rope(
+                kc, s, b.qkv, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm, self.cos_sin,
+                b.positions, b.slots, b.block_tables, b.kv_lens, b.part_o, b.part_ml,
+                b.attn_counters, b.attn, plan.num_seqs, d.heads, d.kv_heads, d.head_dim,
+                self.block_size, self.max_blocks, plan.num_splits, self.scale, d.eps)
+            self._output_projection(s, b, lw, t)
+            return
+        rope.qk_norm_rope_kv(kc, s, b.qkv, b.q, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm,
+                             self.cos_sin, b.positions, b.slots, t, d.heads, d.kv_heads,
+                             d.head_dim, self.block_size, d.eps, q_pitch=d.q_pitch,
+                             rotary_dim=rotary_dim, norm_offset=d.norm_offset)
+        if plan.decode:  # split-K; the last split of each row merges (one launch)
+>>>>>>> main
             attention.decode_attention(kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables,
-                                       b.kv_lens, b.part_o, b.part_ml, b.attn, plan.num_seqs,
-                                       d.heads, d.kv_heads, d.head_dim, self.block_size,
-                                       self.max_blocks, plan.num_splits, self.scale)
+                                       b.kv_lens, b.part_o, b.part_ml, b.attn_counters, b.attn,
+                                       plan.num_seqs, d.heads, d.kv_heads, d.head_dim,
+                                       self.block_size, self.max_blocks, plan.num_splits,
+                                       self.scale)
         else:
             attention.prefill_attention(kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables,
                                         b.cu_q, b.kv_lens, b.attn, plan.num_seqs, d.heads,
                                         d.kv_heads, d.head_dim, self.block_size,
                                         self.max_blocks, self.scale, plan.max_q_len)
+<<<<<<< HEAD
+=======
+        if d.gated_attn:  # the gate of head h follows its query in the qkv row
+            gating.sigmoid_gate_mul(kc, s, b.attn, b.qkv + 2 * d.head_dim, b.attn, t, d.heads,
+                                    d.head_dim, d.qkv_width, d.q_pitch)
+        self._output_projection(s, b, lw, t)
+
+    def _output_projection(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int) -> None:
+        """delta = o_proj(attn) (summed over the ranks when tensor-parallel)."""
+        assert lw.o is not None
+        lw.o.linear(self.kc, s, b.attn, b.delta, t, w_scratch=b.w_scratch)
+        if self.tp is not None:  # row-parallel o_proj: sum the ranks' partials
+            self.tp.reduce_delta(s, b.delta, t, self.dims.hidden)
+>>>>>>> main

@@ -27,7 +27,7 @@ from ..runtime.gpu import H200_FACTS, DevicePtr, GpuBackend, GraphHandle
 from ..runtime.kv_cache import PagedKvCache
 from ..runtime.ops import argmax, embedding
 from ..runtime.sampler import Sampler
-from .batch import SeqChunk, StepResult, accept
+from .batch import SeqChunk, StepResult, TokenLogprobs, accept
 from .gated_deltanet import proj_width
 from .model import AttentionPlan, DenseDecoderModel, Dims, StepBuffers
 from .mtp import MtpProposer
@@ -120,6 +120,8 @@ def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
     step of `limits.max_tokens` rows (0 for bf16 checkpoints)."""
     t, b = limits.max_tokens, limits.max_sample_rows  # b: decode attention rows
     arena.reserve("step_i32", DType.I32, (layout.total,))
+    # one row: only single-row decode fuses the residual add into a GEMV (matmul.fuses_norm)
+    arena.reserve("resid_alt", DType.BF16, (1, dims.hidden))
     for name, width in (("resid", dims.hidden), ("delta", dims.hidden),
                         ("normed", dims.hidden), ("qkv", dims.qkv_width), ("q", dims.q_width),
                         ("attn", dims.q_width), ("gate_up", 2 * dims.inter),
@@ -129,6 +131,7 @@ def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
     arena.reserve("logits", DType.FP32, (limits.max_sample_rows, dims.vocab))
     arena.reserve("part_o", DType.FP32, (b, dims.heads, max_splits, dims.head_dim))
     arena.reserve("part_ml", DType.FP32, (b, dims.heads, max_splits, 2))
+    arena.reserve("attn_counters", DType.I32, (b, dims.kv_heads))  # zeroed by the loader
     arena.reserve("w_scratch", DType.BF16, (-(-weight_scratch_bytes // 2),))
     if dims.linear is not None:
         la = dims.linear
@@ -185,9 +188,9 @@ class ModelRunner:
             cu_q=i32 + 4 * lay.cu_q, kv_lens=i32 + 4 * lay.kv_lens,
             sample_rows=i32 + 4 * lay.sample_rows, block_tables=kv.block_tables,
             state_slots=i32 + 4 * lay.state_slots,
-            **{n: arena[n] for n in ("resid", "delta", "normed", "qkv", "q", "attn",
+            **{n: arena[n] for n in ("resid", "resid_alt", "delta", "normed", "qkv", "q", "attn",
                                      "gate_up", "act", "sample_hidden", "logits", "part_o",
-                                     "part_ml", "w_scratch") + lin})
+                                     "part_ml", "attn_counters", "w_scratch") + lin})
         self.host_i32 = backend.alloc_host_pinned(4 * lay.total).view(np.int32)
         self.host_ids = backend.alloc_host_pinned(4 * limits.max_sample_rows).view(np.int32)
         #: an MTP pass's gather rows, then its drafted ids
@@ -199,7 +202,11 @@ class ModelRunner:
         #: (sequence, table length) each block-table row holds, to skip unchanged uploads
         self._row_state: list[tuple[int, int]] = [(-1, -1)] * limits.max_sample_rows
         self.graphs: dict[int, GraphHandle] = {}
+        #: the same decode steps without the sampler, for steps under grammar masks (the
+        #: masks are filled on the host while these run; the sampler follows eagerly)
+        self.forward_graphs: dict[int, GraphHandle] = {}
         self._masked_last = False  # the last step uploaded a grammar mask
+        self._logprobs_last = False  # the last step asked the sampler for logprobs
         #: row counts with a captured graph: batch sizes, and verification rows beyond them
         #: (a hybrid model verifies eagerly, see _graph_bucket)
         self.buckets = decode_buckets(limits.max_batch_size if self.has_recurrent_state
@@ -224,6 +231,7 @@ class ModelRunner:
             self.state_pools.copy(self._rollback_slot(st), self._slot_of[st.seq_id],
                                   self.stream)
         self._copy_snapshots(steps, restore=True)
+        want_logprobs = self._prepare_logprobs([st for st, _ in rows])
         n_tokens, n_sample = self._forward(steps, rows)
         self._copy_snapshots(steps, restore=False)
         if self.mtp is not None and self.draft_with_mtp:
@@ -232,12 +240,15 @@ class ModelRunner:
         if rows:
             self.backend.copy_d2h(self.host_ids[:len(rows)], self.sampler.out_ids, self.stream)
         self.backend.synchronize(self.stream)
+        logprobs = self.sampler.read_logprobs(len(rows)) if want_logprobs else None
         j = 0
         for i, st in enumerate(steps):
             if st.sample:
                 n = st.num_draft + 1
                 got = [int(t) for t in self.host_ids[j:j + n]]
-                out[i] = tuple(got) if st.num_draft else got[0]
+                out[i] = (tuple(got) if st.num_draft else
+                          got[0] if logprobs is None or st.logprobs < 0 else
+                          _token_logprobs(got[0], logprobs, j, st.logprobs))
                 j += n
         if verifying:
             self._roll_back([(st, got) for st, got in zip(steps, out) if st.num_draft])
@@ -290,12 +301,19 @@ class ModelRunner:
         self.sampler.prepare([self._slot_of[st.seq_id] for st, _ in rows] + [self.pad_slot] * pad,
                              [st.sampling for st, _ in rows] + [GREEDY] * pad,
                              [st.rng_position + i for st, i in rows] + [0] * pad, self.stream)
-        self._upload_token_masks([st for st, _ in rows])
-        if bucket:
+        masked = any(st.token_mask is not None for st, _ in rows)
+        if bucket and not masked:
+            self._upload_token_masks([st for st, _ in rows])
             self.backend.launch_graph(self.graphs[bucket], self.stream)
             return n_tokens, n_sample
-        plan = AttentionPlan(decode=False, num_seqs=len(steps), max_q_len=max_q)
-        self.model.forward(self.stream, self.bufs, n_tokens, plan, n_sample)
+        # the forward is enqueued first: the host fills the grammar masks while the device
+        # runs it, and the sampler (queued after the mask upload) waits for both
+        if bucket:
+            self.backend.launch_graph(self.forward_graphs[bucket], self.stream)
+        else:
+            plan = AttentionPlan(decode=False, num_seqs=len(steps), max_q_len=max_q)
+            self.model.forward(self.stream, self.bufs, n_tokens, plan, n_sample)
+        self._upload_token_masks([st for st, _ in rows])
         if n_sample:
             self.sampler.enqueue(self.stream, self.bufs.logits, n_sample)
         return n_tokens, n_sample
@@ -395,6 +413,19 @@ class ModelRunner:
                 fill(self.sampler.host_bitmask, row)
         self.sampler.upload_token_masks([f is not None for f in fills], self.stream)
 
+    def _prepare_logprobs(self, row_chunks: Sequence[SeqChunk]) -> bool:
+        """Tell the sampler which rows report logprobs (row j samples for row_chunks[j]);
+        True when any does. Rows that ask nothing cost the logprobs launch nothing."""
+        want = [st.logprobs if not st.num_draft else -1 for st in row_chunks]
+        asked = any(n >= 0 for n in want)
+        if self.sampler.max_logprobs and (asked or self._logprobs_last):
+            self.sampler.prepare_logprobs(want, self.stream)
+        elif asked:
+            raise RuntimeError("a chunk asks for logprobs, but the sampler was built without "
+                               "max_logprobs")
+        self._logprobs_last = asked
+        return asked
+
     def _pack_state_slots(self, owners: Sequence[SeqChunk], n_rows: int) -> None:
         """Each row's recurrent-state slot (its sampler slot; padding rows the pad slot)."""
         if not self.has_recurrent_state:
@@ -464,4 +495,17 @@ class ModelRunner:
             self.model.forward(self.stream, self.bufs, bs, plan, bs)
             self.sampler.enqueue(self.stream, self.bufs.logits, bs)
             self.graphs[bs] = self.backend.end_capture(self.stream)
+            if self.sampler.token_bitmask is not None:
+                self.backend.begin_capture(self.stream)
+                self.model.forward(self.stream, self.bufs, bs, plan, bs)
+                self.forward_graphs[bs] = self.backend.end_capture(self.stream)
         self.backend.synchronize(self.stream)
+
+
+def _token_logprobs(token: int, logprobs: tuple[np.ndarray, np.ndarray, np.ndarray],
+                    row: int, top_n: int) -> TokenLogprobs:
+    """Row `row` of the sampler's logprob buffers as the sampled token's `TokenLogprobs`."""
+    sampled, top_ids, top_lps = logprobs
+    return TokenLogprobs(token, float(sampled[row]),
+                         tuple((int(top_ids[row, k]), float(top_lps[row, k]))
+                               for k in range(top_n)))

@@ -58,6 +58,12 @@ GEMV_SINGLE_F32OUT = S("gemv", "gemv_bf16_f32_single", "x:ptr w:ptr y:ptr m:u32 
 GEMV_SILU = S("gemv", "gemv_silu_bf16", "gate_up:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 GEMV_SILU_SINGLE = S("gemv", "gemv_silu_bf16_single",
                      "gate_up:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
+# ADD_RMSNORM (or ADD_RMSNORM_OFFSET when offset != 0) fused into the GEMV that consumes its
+# output, one row: resid_out = h = bf16(resid + delta) (h = resid when delta is null; not
+# stored when resid_out is null; resid_out must not alias resid), y = RMSNorm(h) @ w.T
+GEMV_ADD_RMSNORM_SINGLE = S("gemv", "gemv_add_rmsnorm_bf16_single",
+                            "resid:ptr delta:ptr norm_w:ptr resid_out:ptr w:ptr y:ptr n:u32 "
+                            "k:u32 eps:f32 offset:u32")
 GEMM = S("gemm", "gemm_bf16", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 GEMM_F32OUT = S("gemm", "gemm_bf16_f32", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 # the same products with a 64x32 tile, for few rows (decode batches > 8): more blocks
@@ -200,14 +206,26 @@ PREFILL_ATTN_SM90 = S(
     "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 scale:f32")
 # split-K decode: num_splits is the grid size (fixed per CUDA graph); each launch splits
 # a sequence's live kv_len into ceil(kv_len / c) active splits of
-# c = max(ceil(kv_len / num_splits), ops.attention.DECODE_MIN_KEYS_PER_SPLIT) keys. Only
-# active splits write part_o f32 [num_seqs, hq, num_splits, head_dim] and part_ml f32
-# [num_seqs, hq, num_splits, 2]; the combine reads kv_lens to merge exactly those.
+# c = max(ceil(kv_len / num_splits), ops.attention.DECODE_MIN_KEYS_PER_SPLIT) keys. With
+# one active split it writes out [num_seqs, hq, head_dim] bf16 directly; with more, each writes
+# part_o f32 [num_seqs, hq, num_splits, head_dim] and part_ml f32 [num_seqs, hq, num_splits,
+# 2] (scratch) and the last to finish merges them into out. counters u32 [num_seqs, hkv] must
+# be zero before a launch and are left zero after it.
 DECODE_ATTN = S(
     "attention", "decode_attn_bf16",
     "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr "
+    "counters:ptr out:ptr num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 "
+    "max_blocks:u32 num_splits:u32 scale:f32")
+# QK_NORM_ROPE_KV (one token per sequence: tokens = num_seqs, its classic layout) fused into
+# DECODE_ATTN: q never leaves the kernel; k and v are appended to the caches as QK_NORM_ROPE_KV
+# appends them (slot < 0: not written) and used for the step's key. hq / hkv <= 16.
+DECODE_ATTN_ROPE = S(
+    "attention", "decode_attn_rope_bf16",
+    "qkv:ptr k_cache:ptr v_cache:ptr q_norm_w:ptr k_norm_w:ptr cos_sin:ptr positions:ptr "
+    "slots:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr counters:ptr out:ptr "
     "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 num_splits:u32 "
-    "scale:f32")
+    "scale:f32 eps:f32")
+# merges the partials of DECODE_ATTN_LONG (decode_attn_bf16 merges its own in its last split)
 DECODE_ATTN_COMBINE = S(
     "attention", "decode_attn_combine_bf16",
     "part_o:ptr part_ml:ptr kv_lens:ptr out:ptr num_seqs:u32 hq:u32 head_dim:u32 "

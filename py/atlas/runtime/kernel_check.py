@@ -59,6 +59,9 @@ class KernelCase:
     #: per-element bf16-ulp bound: tensor-core accumulation over a long K differs from the
     #: exactly rounded f32 sum by more than an ulp of a small output (see cases/gemv.py)
     reference_abs_tol: float = 0.0
+    #: also captured into the device check's CUDA graph (tools/gpu/check_kernels.py), for
+    #: kernels whose launches must replay: state they leave (counters) or buffers they swap
+    graph: bool = False
 
 
 @dataclass

@@ -272,7 +272,12 @@ def _http_error_message(exc: web.HTTPException, request: web.Request) -> str:
 
 
 def build_app(ctx: ServerContext) -> web.Application:
-    from . import app_anthropic, app_openai
+    from . import app_anthropic, app_conversations, app_openai, app_responses
+    from .app_response_store import SqliteResponseStore
+    if ctx.responses is None:
+        o = ctx.options
+        ctx.responses = SqliteResponseStore(o.store_path, max_entries=o.store_max_entries,
+                                            max_age_s=o.store_max_age_s)
     # aiohttp enforces the body limit itself too; read_json turns it into a JSON 413
     app = web.Application(client_max_size=ctx.options.max_body_bytes,
                           middlewares=[json_errors])
@@ -285,6 +290,18 @@ def build_app(ctx: ServerContext) -> web.Application:
     app.router.add_post("/detokenize", detokenize)
     app.router.add_post("/v1/chat/completions", app_openai.chat_completions)
     app.router.add_post("/v1/completions", app_openai.completions)
+    app.router.add_post("/v1/responses", app_responses.create)
+    app.router.add_get("/v1/responses/{response_id}", app_responses.retrieve)
+    app.router.add_delete("/v1/responses/{response_id}", app_responses.delete)
+    conversations = "/v1/conversations/{conversation_id}"
+    app.router.add_post("/v1/conversations", app_conversations.create)
+    app.router.add_get(conversations, app_conversations.retrieve)
+    app.router.add_post(conversations, app_conversations.update)
+    app.router.add_delete(conversations, app_conversations.delete)
+    app.router.add_post(conversations + "/items", app_conversations.add_items)
+    app.router.add_get(conversations + "/items", app_conversations.list_items)
+    app.router.add_get(conversations + "/items/{item_id}", app_conversations.retrieve_item)
+    app.router.add_delete(conversations + "/items/{item_id}", app_conversations.delete_item)
     app.router.add_post("/v1/messages", app_anthropic.messages)
     app.router.add_post("/v1/messages/count_tokens", app_anthropic.count_tokens)
     return app

@@ -1,15 +1,21 @@
-"""OpenAI routes: /v1/chat/completions and /v1/completions, streaming and not."""
+"""OpenAI routes: /v1/chat/completions and /v1/completions, streaming and not, with `n`
+choices (see choices.py) and token logprobs (see logprobs.py)."""
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from aiohttp import web
 
 from . import protocol_openai as proto
 from .app import api_route, begin_generation, finishing, json_response, open_sse, send_sse
+from .choices import Choices
+from .context import ServerContext
 from .errors import engine_failure
-from .generation import Generation
+from .logprobs import LogprobFormatter
+from ..model.batch import TokenLogprobs
 from .response_stream import StreamDelta
 
 _FINISH = {"stop_sequence": "stop"}
@@ -20,82 +26,129 @@ def _finish_reason(reason: str) -> str:
 
 
 class _CallIds:
-    """OpenAI tool-call ids, one per call index of a response."""
+    """OpenAI tool-call ids, one per (choice, call index) of a response."""
 
     def __init__(self) -> None:
-        self._ids: dict[int, str] = {}
+        self._ids: dict[tuple[int, int], str] = {}
 
-    def __call__(self, index: int) -> str:
-        return self._ids.setdefault(index, proto.new_id("call_"))
+    def __call__(self, choice: int, index: int) -> str:
+        return self._ids.setdefault((choice, index), proto.new_id("call_"))
 
 
-def _tool_call_chunks(delta: StreamDelta, ids: _CallIds) -> list[dict[str, Any]]:
+def _tool_call_chunks(choice: int, delta: StreamDelta, ids: _CallIds) -> list[dict[str, Any]]:
     chunks = []
     for d in delta.tool_calls:
         if d.name is not None:
-            chunks.append({"index": d.index, "id": ids(d.index), "type": "function",
+            chunks.append({"index": d.index, "id": ids(choice, d.index), "type": "function",
                            "function": {"name": d.name, "arguments": d.arguments}})
         else:
             chunks.append({"index": d.index, "function": {"arguments": d.arguments}})
     return chunks
 
 
+@dataclass(slots=True)
+class _Collected:
+    """One choice's whole output (non-streaming responses)."""
+
+    content: str = ""
+    reasoning: str = ""
+    logprobs: list[TokenLogprobs] = field(default_factory=list)
+
+
+async def _collect(choices: Choices) -> list[_Collected]:
+    got = [_Collected() for _ in choices.gens]
+    async for index, delta in choices.events():
+        if delta is not None:
+            got[index].content += delta.content
+            got[index].reasoning += delta.reasoning
+            got[index].logprobs += delta.logprobs
+    for outcome in choices.outcomes:
+        if outcome.finish_reason == "error":
+            raise engine_failure(outcome.error)
+    return got
+
+
+def _usage(choices: Choices) -> dict[str, Any]:
+    return proto.usage(*choices.usage_counts())
+
+
+async def _send_choice_end(resp: web.StreamResponse, choices: Choices, index: int,
+                           final: Callable[[str], dict[str, Any]]) -> None:
+    """Choice `index` ended: its final chunk (`final(finish_reason)`), or the error."""
+    outcome = choices.gens[index].outcome
+    if outcome.finish_reason == "error":
+        await send_sse(resp, engine_failure(outcome.error).openai_body())
+    else:
+        await send_sse(resp, final(_finish_reason(outcome.finish_reason)))
+
+
+@contextlib.contextmanager
+def _finishing_all(ctx: ServerContext, key: str, choices: Choices):
+    """`finishing` for every choice: each ends with its own log line and counters."""
+    with contextlib.ExitStack() as stack:
+        for gen in choices.gens:
+            stack.enter_context(finishing(ctx, key, "openai", gen))
+        yield
+
+
 @api_route("openai")
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     ctx, key, spec, gen = await begin_generation(request, proto.parse_chat_request)
     rid, created, model = proto.new_id("chatcmpl-"), proto.now_s(), spec.model
-    ids = _CallIds()
-    with finishing(ctx, key, "openai", gen):
+    ids, choices = _CallIds(), Choices(gen, spec.n)
+    lp = LogprobFormatter(ctx.tokenizer) if spec.logprobs is not None else None
+    with _finishing_all(ctx, key, choices):
         if spec.stream:
-            return await _stream_chat(request, gen, rid, created, model, ids)
-        content, reasoning = "", ""
-        async for delta in gen.deltas():
-            content += delta.content
-            reasoning += delta.reasoning
-        outcome = gen.outcome
-        if outcome.finish_reason == "error":
-            raise engine_failure(outcome.error)
-        calls = [{"id": ids(i), "type": "function",
-                  "function": {"name": c.name, "arguments": c.arguments}}
-                 for i, c in enumerate(outcome.tool_calls)]
-        body = proto.chat_completion(
-            rid=rid, model=model, created=created,
-            content=None if calls and not content.strip() else content, reasoning=reasoning,
-            tool_calls=calls, finish_reason=_finish_reason(outcome.finish_reason),
-            prompt_tokens=outcome.prompt_tokens, completion_tokens=outcome.completion_tokens,
-            cached_tokens=outcome.cached_tokens)
-        return json_response(body)
+            return await _stream_chat(request, choices, rid, created, model, ids, lp)
+        out = []
+        for i, (got, outcome) in enumerate(zip(await _collect(choices), choices.outcomes)):
+            calls = [{"id": ids(i, j), "type": "function",
+                      "function": {"name": c.name, "arguments": c.arguments}}
+                     for j, c in enumerate(outcome.tool_calls)]
+            out.append(proto.chat_choice(
+                index=i, content=None if calls and not got.content.strip() else got.content,
+                reasoning=got.reasoning, tool_calls=calls,
+                finish_reason=_finish_reason(outcome.finish_reason),
+                logprobs=lp.chat(got.logprobs) if lp is not None else None))
+        return json_response(proto.chat_completion(rid=rid, model=model, created=created,
+                                                   choices=out, usage=_usage(choices)))
 
 
-async def _stream_chat(request: web.Request, gen: Generation, rid: str, created: int,
-                       model: str, ids: _CallIds) -> web.StreamResponse:
-    spec = gen.spec
+async def _stream_chat(request: web.Request, choices: Choices, rid: str, created: int,
+                       model: str, ids: _CallIds, lp: LogprobFormatter | None
+                       ) -> web.StreamResponse:
+    spec = choices.gens[0].spec
     resp = await open_sse(request)
 
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return proto.chat_chunk(rid=rid, model=model, created=created, delta=delta,
-                                finish_reason=finish, with_usage_field=spec.include_usage)
+    def chunk(index: int, delta: dict[str, Any], finish: str | None = None,
+              logprobs: list[TokenLogprobs] | None = None) -> dict[str, Any]:
+        return proto.chat_chunk(rid=rid, model=model, created=created, index=index,
+                                delta=delta, finish_reason=finish,
+                                logprobs=lp.chat(logprobs) if lp and logprobs else None,
+                                with_usage_field=spec.include_usage)
 
-    await send_sse(resp, chunk({"role": "assistant", "content": ""}))
-    async for delta in gen.deltas():
+    for i in range(len(choices.gens)):
+        await send_sse(resp, chunk(i, {"role": "assistant", "content": ""}))
+    async for i, delta in choices.events():
+        if delta is None:
+            await _send_choice_end(resp, choices, i,
+                                   lambda finish: chunk(i, {}, finish))
+            continue
+        logprobs = delta.logprobs   # sent once, with the first chunk of this step
         if delta.reasoning:
-            await send_sse(resp, chunk({"reasoning": delta.reasoning,
-                                        "reasoning_content": delta.reasoning}))
-        if delta.content:
-            await send_sse(resp, chunk({"content": delta.content}))
+            await send_sse(resp, chunk(i, {"reasoning": delta.reasoning,
+                                           "reasoning_content": delta.reasoning}, None,
+                                       logprobs))
+            logprobs = []
+        if delta.content or (logprobs and not delta.tool_calls):
+            await send_sse(resp, chunk(i, {"content": delta.content}, None, logprobs))
+            logprobs = []
         if delta.tool_calls:
-            await send_sse(resp, chunk({"tool_calls": _tool_call_chunks(delta, ids)}))
-    outcome = gen.outcome
-    if outcome.finish_reason == "error":
-        await send_sse(resp, engine_failure(outcome.error).openai_body())
-    else:
-        await send_sse(resp, chunk({}, _finish_reason(outcome.finish_reason)))
+            await send_sse(resp, chunk(i, {"tool_calls": _tool_call_chunks(i, delta, ids)},
+                                       None, logprobs))
     if spec.include_usage:
         await send_sse(resp, {"id": rid, "object": "chat.completion.chunk", "created": created,
-                              "model": model, "choices": [],
-                              "usage": proto.usage(outcome.prompt_tokens,
-                                                   outcome.completion_tokens,
-                                                   outcome.cached_tokens)})
+                              "model": model, "choices": [], "usage": _usage(choices)})
     await resp.write(b"data: [DONE]\n\n")
     await resp.write_eof()
     return resp
@@ -105,36 +158,39 @@ async def _stream_chat(request: web.Request, gen: Generation, rid: str, created:
 async def completions(request: web.Request) -> web.StreamResponse:
     ctx, key, spec, gen = await begin_generation(request, proto.parse_completion_request)
     rid, created, model = proto.new_id("cmpl-"), proto.now_s(), spec.model
-    with finishing(ctx, key, "openai", gen):
+    choices = Choices(gen, spec.n)
+    lp = LogprobFormatter(ctx.tokenizer) if spec.logprobs is not None else None
+    with _finishing_all(ctx, key, choices):
         if not spec.stream:
-            text = "".join([d.content async for d in gen.deltas()])
-            outcome = gen.outcome
-            if outcome.finish_reason == "error":
-                raise engine_failure(outcome.error)
-            return json_response(proto.completion(
-                rid=rid, model=model, created=created, text=text,
-                finish_reason=_finish_reason(outcome.finish_reason),
-                prompt_tokens=outcome.prompt_tokens,
-                completion_tokens=outcome.completion_tokens,
-                cached_tokens=outcome.cached_tokens))
+            out = [proto.completion_choice(
+                index=i, text=got.content, finish_reason=_finish_reason(outcome.finish_reason),
+                logprobs=lp.completion(got.logprobs, 0) if lp is not None else None)
+                for i, (got, outcome) in enumerate(zip(await _collect(choices),
+                                                       choices.outcomes))]
+            return json_response(proto.completion(rid=rid, model=model, created=created,
+                                                  choices=out, usage=_usage(choices)))
         resp = await open_sse(request)
-        async for delta in gen.deltas():
-            if delta.content:
-                await send_sse(resp, proto.completion(rid=rid, model=model, created=created,
-                                                      text=delta.content, finish_reason=None))
-        outcome = gen.outcome
-        if outcome.finish_reason == "error":
-            await send_sse(resp, engine_failure(outcome.error).openai_body())
-        else:
-            await send_sse(resp, proto.completion(
-                rid=rid, model=model, created=created, text="",
-                finish_reason=_finish_reason(outcome.finish_reason)))
+        offsets = [0] * spec.n
+
+        async def send(choice: dict[str, Any]) -> None:
+            await send_sse(resp, proto.completion(rid=rid, model=model, created=created,
+                                                  choices=[choice]))
+
+        async for i, delta in choices.events():
+            if delta is None:
+                await _send_choice_end(resp, choices, i, lambda finish: proto.completion(
+                    rid=rid, model=model, created=created, choices=[proto.completion_choice(
+                        index=i, text="", finish_reason=finish)]))
+                continue
+            if delta.content or delta.logprobs:
+                logprobs = lp.completion(delta.logprobs, offsets[i]) if lp else None
+                if logprobs is not None:   # offsets count the tokens' own text
+                    offsets[i] += sum(len(t) for t in logprobs["tokens"])
+                await send(proto.completion_choice(index=i, text=delta.content,
+                                                   finish_reason=None, logprobs=logprobs))
         if spec.include_usage:
             await send_sse(resp, {"id": rid, "object": "text_completion", "created": created,
-                                  "model": model, "choices": [],
-                                  "usage": proto.usage(outcome.prompt_tokens,
-                                                       outcome.completion_tokens,
-                                                       outcome.cached_tokens)})
+                                  "model": model, "choices": [], "usage": _usage(choices)})
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
         return resp

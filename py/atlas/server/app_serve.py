@@ -85,3 +85,5 @@ async def shutdown(ctx: ServerContext, runner: web.AppRunner) -> None:
     await runner.cleanup()
     if ctx.engine is not None:
         ctx.engine.stop()
+    if ctx.responses is not None:
+        ctx.responses.close()

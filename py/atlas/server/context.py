@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..core.sampling import SamplingParams
 from .async_engine import AsyncEngine
@@ -11,6 +12,9 @@ from .metrics import ServerMetrics
 from .rate_limit import RateLimiter, RateLimits
 from .structured import StructuredOutputs
 from .tokenizer import TextTokenizer
+
+if TYPE_CHECKING:
+    from .app_response_store import SqliteResponseStore
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 
@@ -38,6 +42,10 @@ class ServerOptions:
     connection_limits: ConnectionLimits = field(default_factory=ConnectionLimits)
     #: special-token strings in user/system/tool text become control tokens (role injection)
     allow_special_tokens_in_content: bool = False
+    #: the Responses API's SQLite store (a file path; ":memory:" lives with the process)
+    store_path: str = ":memory:"
+    store_max_entries: int = 10_000
+    store_max_age_s: float = 30 * 24 * 3600.0
 
 
 @dataclass(slots=True)
@@ -51,6 +59,8 @@ class ServerContext:
     structured: StructuredOutputs | None = None
     #: the PTX sets the loaded model runs (GET /v1/atlas/targets; benchmark records cite them)
     kernel_targets: list[dict] = field(default_factory=list)
+    #: stored /v1/responses (opened by build_app)
+    responses: "SqliteResponseStore | None" = None
     rate_limiter: RateLimiter = field(init=False)
 
     def __post_init__(self) -> None:

@@ -7,9 +7,10 @@ deltas into each API's wire format.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import AsyncIterator
 
 from ..engine.grammar_state import GrammarRequest
@@ -76,6 +77,12 @@ def thinking_enabled(spec: GenerationSpec, ctx: ServerContext) -> bool:
     return spec.enable_thinking if spec.enable_thinking is not None else True
 
 
+def choice_seed(seed: int, index: int) -> int:
+    """Choice `index`'s seed: the request's for choice 0, a splitmix64-style odd-multiple
+    step away for the others (distinct for every index, never the neighbours' seed + 1)."""
+    return (seed + index * 0x9E3779B97F4A7C15) % (1 << 64) if index else seed
+
+
 @dataclass(slots=True)
 class Outcome:
     """How a generation ended, for the response's usage and finish fields, metrics and the
@@ -101,14 +108,21 @@ class Generation:
     for more output than a small context holds and expect an answer.
     """
 
-    def __init__(self, spec: GenerationSpec, ctx: ServerContext, started: float) -> None:
+    def __init__(self, spec: GenerationSpec, ctx: ServerContext, started: float,
+                 prompt: RenderedPrompt | None = None, index: int = 0) -> None:
+        """`prompt`, `index`: choice `index` of a request whose prompt is rendered already
+        (see `sibling`)."""
         if ctx.engine is None:
             raise ApiError(ErrorKind.UNAVAILABLE, "the model is still loading",
                            code="model_not_loaded")
         self.spec = spec
         self.ctx = ctx
         self.started = started
-        self.prompt = render_prompt(spec, ctx)
+        self.index = index
+        #: set once the engine has the prompt's KV (the first output) or the request ended:
+        #: the moment sibling choices can find the prompt in the prefix cache
+        self.prefilled = asyncio.Event()
+        self.prompt = prompt if prompt is not None else render_prompt(spec, ctx)
         limit = ctx.context_limit
         n = len(self.prompt.ids)
         if n == 0:
@@ -121,6 +135,17 @@ class Generation:
         self.outcome = Outcome(prompt_tokens=n)
         self.stream = self._make_stream()
         self.request = self._make_request()
+
+    def sibling(self, index: int) -> "Generation":
+        """Choice `index` (n > 1) of the same request: the same prompt, its own seed derived
+        from the request's (so the choices are independent yet reproducible; a request
+        without a seed leaves each choice to the engine's fresh seeds)."""
+        spec = self.spec
+        seed = spec.sampling.seed
+        if seed is not None:
+            spec = replace(spec, sampling=replace(spec.sampling,
+                                                  seed=choice_seed(seed, index)))
+        return Generation(spec, self.ctx, self.started, self.prompt, index)
 
     def _make_stream(self) -> ResponseStream:
         tok, spec = self.ctx.tokenizer, self.spec
@@ -146,7 +171,8 @@ class Generation:
         return EngineRequest(self.prompt.ids, self.spec.sampling, self.max_tokens,
                              stop_token_ids=self._stop_ids(),
                              deadline=self.started + timeout if timeout else None,
-                             thinking=self._thinking_budget(), grammar=self._grammar())
+                             thinking=self._thinking_budget(), grammar=self._grammar(),
+                             logprobs=self.spec.logprobs)
 
     def _grammar(self) -> GrammarRequest | None:
         """The grammar this request's output must follow (response_format, forced tool
@@ -174,8 +200,10 @@ class Generation:
         assert self.ctx.engine is not None
         outcome, reason = self.outcome, FinishReason.ERROR
         # aclosing: leaving early (a stop string, a disconnect) aborts the sequence at once
+        hidden = self._stop_ids()
         async with aclosing(self.ctx.engine.generate(self.request)) as outputs:
             async for out in outputs:
+                self.prefilled.set()
                 outcome.completion_tokens = out.num_output_tokens
                 outcome.cached_tokens = out.num_cached_tokens
                 outcome.error = out.error
@@ -183,6 +211,8 @@ class Generation:
                     outcome.ttft_s = time.monotonic() - self.started
                     self.ctx.metrics.record_ttft(outcome.ttft_s)
                 delta = self.stream.push(out.new_token_ids)
+                delta.logprobs = [lp for t, lp in zip(out.new_token_ids, out.logprobs)
+                                  if lp is not None and t not in hidden]
                 done = out.finish_reason is not None or self.stream.matched_stop is not None
                 if done:
                     reason = ("stop_sequence" if self.stream.matched_stop is not None
@@ -192,6 +222,7 @@ class Generation:
                     yield delta
                 if done:
                     break
+        self.prefilled.set()
         outcome.elapsed_s = time.monotonic() - self.started
         outcome.tool_calls = list(self.stream.tool_calls)
         outcome.stop_sequence = self.stream.matched_stop

@@ -3,8 +3,12 @@
 Unknown top-level fields are rejected with 400 "Unrecognized request argument supplied",
 as the OpenAI API does, so a typo never silently changes nothing. Accepted beyond OpenAI's
 own fields are the common sampling extensions (top_k, min_p, repetition_penalty,
-stop_token_ids, chat_template_kwargs). Fields we know but do not implement (logprobs,
-logit_bias, JSON response formats, echo, best_of > 1) are 400s naming the field.
+stop_token_ids, chat_template_kwargs). Fields we know but do not implement (logit_bias,
+echo, suffix, best_of other than n) are 400s naming the field.
+
+Logprobs are those of the distribution each token was drawn from after repetition/presence/
+frequency penalties and the structured-output mask, before temperature, top-k/top-p/min-p
+(so at temperature 0 they are the model's own log-softmax): docs/server.md says more.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import time
 from typing import Any
 
 from ..core.sampling import SamplingParams
+from ..model.batch import MAX_TOP_LOGPROBS
 from .errors import invalid
 from .request_spec import GenerationSpec, ToolChoice
 from .structured import ResponseFormat
@@ -63,13 +68,11 @@ def parse_sampling(f: Fields, defaults: SamplingParams) -> SamplingParams:
     return params
 
 
+#: the most choices one request may ask for (`n`): each is a sequence in the batch
+MAX_CHOICES = 16
+
+
 def _reject_unsupported(f: Fields) -> None:
-    if f.integer("n", 1) != 1:
-        raise invalid("only n=1 is supported", "n")
-    if f.raw("logprobs") not in (None, False):
-        raise invalid("logprobs are not supported by this server", "logprobs")
-    if f.raw("top_logprobs") is not None:
-        raise invalid("top_logprobs is not supported by this server", "top_logprobs")
     if f.obj("logit_bias", {}):
         raise invalid("logit_bias is not supported by this server", "logit_bias")
     f.boolean("store")
@@ -96,6 +99,20 @@ def _stream_options(f: Fields, stream: bool) -> bool:
     return bool(Fields(options, "stream_options.").boolean("include_usage", False))
 
 
+def _choices(f: Fields) -> int:
+    return f.integer("n", 1, lo=1, hi=MAX_CHOICES)
+
+
+def _chat_logprobs(f: Fields) -> int | None:
+    """Chat: `logprobs` (bool) and `top_logprobs` (0..20, which needs logprobs)."""
+    top = f.integer("top_logprobs", None, lo=0, hi=MAX_TOP_LOGPROBS)
+    if not f.boolean("logprobs", False):
+        if top is not None:
+            raise invalid("top_logprobs needs logprobs=true", "top_logprobs")
+        return None
+    return top or 0
+
+
 def _stop_token_ids(f: Fields) -> list[int]:
     ids = f.array("stop_token_ids", [])
     if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
@@ -106,7 +123,9 @@ def _stop_token_ids(f: Fields) -> list[int]:
 
 # --- chat ------------------------------------------------------------------------------------
 
-def _content_text(content: Any, param: str) -> str | None:
+def content_text(content: Any, param: str) -> str | None:
+    """A message's content: a string, or text parts (`text`, `input_text`, `output_text`)
+    joined; None stays None."""
     if content is None or isinstance(content, str):
         return content
     if not isinstance(content, list):
@@ -115,7 +134,7 @@ def _content_text(content: Any, param: str) -> str | None:
     for i, part in enumerate(content):
         pf = Fields(require_object(part, f"{param}[{i}]"), f"{param}[{i}].")
         kind = pf.string("type", required=True)
-        if kind not in ("text", "input_text"):
+        if kind not in ("text", "input_text", "output_text"):
             raise invalid(f"content part type {kind!r} is not supported by this model",
                           f"{param}[{i}].type")
         texts.append(pf.string("text", required=True))
@@ -142,7 +161,7 @@ def parse_messages(messages: list) -> list[dict[str, Any]]:
         if role not in _ROLES:
             raise invalid(f"{param}.role {role!r} is not one of {sorted(_ROLES)}", f"{param}.role")
         msg: dict[str, Any] = {"role": "system" if role == "developer" else role,
-                               "content": _content_text(m.raw("content"), f"{param}.content")}
+                               "content": content_text(m.raw("content"), f"{param}.content")}
         if m.string("name") is not None:
             msg["name"] = m.string("name")
         if role == "tool":
@@ -246,6 +265,7 @@ def parse_chat_request(body: Any, defaults: SamplingParams = SamplingParams()
         template_kwargs={k: v for k, v in kwargs.items() if k != "enable_thinking"},
         add_generation_prompt=f.boolean("add_generation_prompt", True),
         response_format=parse_response_format(f.raw("response_format")),
+        logprobs=_chat_logprobs(f), n=_choices(f),
     )
 
 
@@ -297,14 +317,17 @@ def parse_completion_request(body: Any, defaults: SamplingParams = SamplingParam
         raise invalid("echo is not supported by this server", "echo")
     if f.string("suffix"):
         raise invalid("suffix is not supported by this server", "suffix")
-    if f.integer("best_of", 1) != 1:
-        raise invalid("only best_of=1 is supported", "best_of")
+    n = _choices(f)
+    if f.integer("best_of", n) != n:
+        raise invalid("best_of must equal n: this server returns every choice it generates "
+                      "and does not rank extra ones", "best_of")
     stream = f.boolean("stream", False)
     return GenerationSpec(
         model=f.string("model"), sampling=parse_sampling(f, defaults),
         max_tokens=f.integer("max_tokens", 16, lo=1), prompt=_prompt(f.raw("prompt")),
         stop=string_list(f.raw("stop"), "stop"), stop_token_ids=_stop_token_ids(f),
-        stream=stream, include_usage=_stream_options(f, stream))
+        stream=stream, include_usage=_stream_options(f, stream),
+        logprobs=f.integer("logprobs", None, lo=0, hi=MAX_TOP_LOGPROBS), n=n)
 
 
 # --- responses -------------------------------------------------------------------------------
@@ -321,42 +344,46 @@ def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0
             "prompt_tokens_details": {"cached_tokens": cached_tokens}}
 
 
-def chat_completion(*, rid: str, model: str, created: int, content: str | None,
-                    reasoning: str, tool_calls: list[dict], finish_reason: str,
-                    prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0
-                    ) -> dict[str, Any]:
+def chat_choice(*, index: int, content: str | None, reasoning: str, tool_calls: list[dict],
+                finish_reason: str, logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if reasoning:
         message["reasoning"] = message["reasoning_content"] = reasoning
     if tool_calls:
         message["tool_calls"] = tool_calls
+    return {"index": index, "message": message, "finish_reason": finish_reason,
+            "logprobs": logprobs}
+
+
+def chat_completion(*, rid: str, model: str, created: int, choices: list[dict[str, Any]],
+                    usage: dict[str, Any]) -> dict[str, Any]:
     return {"id": rid, "object": "chat.completion", "created": created, "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason,
-                         "logprobs": None}],
-            "usage": usage(prompt_tokens, completion_tokens, cached_tokens)}
+            "choices": choices, "usage": usage}
 
 
-def chat_chunk(*, rid: str, model: str, created: int, delta: dict[str, Any],
-               finish_reason: str | None = None, with_usage_field: bool = False
-               ) -> dict[str, Any]:
+def chat_chunk(*, rid: str, model: str, created: int, delta: dict[str, Any], index: int = 0,
+               finish_reason: str | None = None, logprobs: dict[str, Any] | None = None,
+               with_usage_field: bool = False) -> dict[str, Any]:
     chunk: dict[str, Any] = {"id": rid, "object": "chat.completion.chunk", "created": created,
                              "model": model,
-                             "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                             "choices": [{"index": index, "delta": delta, "logprobs": logprobs,
                                           "finish_reason": finish_reason}]}
     if with_usage_field:
         chunk["usage"] = None
     return chunk
 
 
-def completion(*, rid: str, model: str, created: int, text: str, finish_reason: str | None,
-               prompt_tokens: int | None = None, completion_tokens: int | None = None,
-               cached_tokens: int = 0) -> dict[str, Any]:
+def completion_choice(*, index: int, text: str, finish_reason: str | None,
+                      logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}
+
+
+def completion(*, rid: str, model: str, created: int, choices: list[dict[str, Any]],
+               usage: dict[str, Any] | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"id": rid, "object": "text_completion", "created": created,
-                            "model": model,
-                            "choices": [{"index": 0, "text": text, "logprobs": None,
-                                         "finish_reason": finish_reason}]}
-    if prompt_tokens is not None:
-        body["usage"] = usage(prompt_tokens, completion_tokens or 0, cached_tokens)
+                            "model": model, "choices": choices}
+    if usage is not None:
+        body["usage"] = usage
     return body
 
 

@@ -47,6 +47,10 @@ class GenerationSpec:
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     add_generation_prompt: bool = True
     response_format: "ResponseFormat | None" = None   # None: text
+    #: report each output token's logprob with this many alternatives (None: no logprobs)
+    logprobs: int | None = None
+    #: independent choices to generate for the one prompt
+    n: int = 1
 
 
 #: sampling fields a model's generation_config.json may set (Hugging Face names = ours)

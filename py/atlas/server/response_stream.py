@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Collection, Sequence
 
+from ..model.batch import TokenLogprobs
 from .detokenize import Decode, IncrementalDetokenizer
 from .reasoning import ReasoningParser
 from .stop_strings import StopStringMatcher
@@ -21,14 +22,17 @@ class StreamDelta:
     content: str = ""
     reasoning: str = ""
     tool_calls: list[ToolCallDelta] = field(default_factory=list)
+    #: the logprobs of the tokens this delta's step produced (when the request asked)
+    logprobs: list[TokenLogprobs] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.content or self.reasoning or self.tool_calls)
+        return bool(self.content or self.reasoning or self.tool_calls or self.logprobs)
 
     def extend(self, other: "StreamDelta") -> None:
         self.content += other.content
         self.reasoning += other.reasoning
         self.tool_calls.extend(other.tool_calls)
+        self.logprobs.extend(other.logprobs)
 
 
 class ResponseStream:

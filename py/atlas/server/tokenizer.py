@@ -6,10 +6,13 @@ Built from the files' contents (read by app_assets), so this module does no I/O.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+import json
+from typing import Any, Callable, Mapping, Sequence
 
 from tokenizers import Tokenizer
 
+from ..grammar.errors import GrammarError
+from ..grammar.vocab import decode_byte_level, decode_sentencepiece, tokenizer_style
 from .chat_template import ChatTemplate, pick_template
 from .special_tokens import ProtectedContent
 
@@ -35,6 +38,8 @@ class TextTokenizer:
         self._override = chat_template_override
         self._templates: dict[bool, ChatTemplate | None] = {}
         self.eos_token_ids = frozenset(self._eos_ids(generation_config or {}))
+        self._piece_bytes: Callable[[str], bytes] | None = None   # built on first use
+        self._added_ids: frozenset[int] = frozenset()
 
     def _eos_ids(self, generation_config: Mapping[str, Any]) -> set[int]:
         ids: set[int] = set()
@@ -86,6 +91,31 @@ class TextTokenizer:
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """Token `token_id`'s own bytes (a byte-level piece may be part of a UTF-8
+        character, so this is not `decode([id])`); a special token's text; b"" for an id
+        the tokenizer does not know (padding rows of the embedding)."""
+        if self._piece_bytes is None:
+            self._piece_bytes = self._byte_decoder()
+        piece = self._tok.id_to_token(token_id)
+        if piece is None:
+            return b""
+        if token_id in self._added_ids:
+            return piece.encode("utf-8")
+        try:
+            return self._piece_bytes(piece)
+        except GrammarError:   # a piece outside the byte alphabet (a hand-added token)
+            return piece.encode("utf-8")
+
+    def _byte_decoder(self) -> Callable[[str], bytes]:
+        data = json.loads(self.tokenizer_json)
+        self._added_ids = frozenset(int(t["id"]) for t in data.get("added_tokens") or [])
+        try:
+            style = tokenizer_style(data)
+        except GrammarError:
+            return lambda piece: piece.encode("utf-8")
+        return decode_byte_level if style == "byte_level" else decode_sentencepiece
 
     def is_valid_id(self, token_id: int) -> bool:
         return 0 <= token_id < self.vocab_size

@@ -5,8 +5,8 @@ a kernel that reads one key too many fails loudly. The float64 oracle gathers ea
 its slot (block_table[p // block_size] * block_size + p % block_size) and applies an exact
 causal softmax; it shares no code with the reference kernel.
 
-Decode partials are compared on the active splits only: the other splits' rows stay
-poisoned (NaN), so a combine that read one of them would fail on `out`.
+Decode partials are compared where more than one split is active, on the active splits only:
+the other rows stay poisoned (NaN), so a merge that read one of them would fail on `out`.
 """
 
 from __future__ import annotations
@@ -145,25 +145,30 @@ def prefill_cases(rng: np.random.Generator) -> list[KernelCase]:
 # ---- decode -------------------------------------------------------------------------------
 def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
                 num_splits: int) -> KernelCase:
-    """Partials and combine of one query per sequence, launched on a num_splits grid."""
+    """One query per sequence on a num_splits grid, launched twice: the second launch finds
+    the split tickets the first left (they must be zero again, and are checked to be)."""
     num_seqs = len(kv_lens)
     inputs = paged_cache(rng, kv_lens, g)
     inputs["q"] = random_bf16(rng, (num_seqs, g.hq, g.head_dim), 2.0)
+    inputs["counters"] = np.zeros((num_seqs, g.hkv), np.int32)
     max_blocks = inputs["block_tables"].shape[1]
     part_o_shape = (num_seqs, g.hq, num_splits, g.head_dim)
     part_ml_shape = (num_seqs, g.hq, num_splits, 2)
     # the split rule, restated: chunk = max(ceil(kv_len / splits), minimum), active splits
-    # are those starting below kv_len
+    # are those starting below kv_len; partials exist only where more than one is active
     chunks = [max(-(-n // num_splits), attention.DECODE_MIN_KEYS_PER_SPLIT) for n in kv_lens]
     active = np.zeros((num_seqs, g.hq, num_splits), dtype=bool)
     for b, (n, c) in enumerate(zip(kv_lens, chunks)):
-        active[b, :, :] = np.arange(num_splits)[None, :] * c < n
+        if n > c:
+            active[b, :, :] = np.arange(num_splits)[None, :] * c < n
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        attention.decode_attention(KernelCache(backend), stream, p["q"], p["k_cache"],
-                                   p["v_cache"], p["block_tables"], p["kv_lens"], p["part_o"],
-                                   p["part_ml"], p["out"], num_seqs, g.hq, g.hkv, g.head_dim,
-                                   g.block_size, max_blocks, num_splits, g.scale)
+        for _ in range(2):
+            attention.decode_attention(KernelCache(backend), stream, p["q"], p["k_cache"],
+                                       p["v_cache"], p["block_tables"], p["kv_lens"],
+                                       p["part_o"], p["part_ml"], p["counters"], p["out"],
+                                       num_seqs, g.hq, g.hkv, g.head_dim, g.block_size,
+                                       max_blocks, num_splits, g.scale)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         q = bf16_bits_to_f32(x["q"]).astype(np.float64)
@@ -183,12 +188,14 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
                     e = np.exp(s[lo:hi] - m)
                     part_ml[b, h, i] = (m, e.sum())
                     part_o[b, h, i] = e @ v[lo:hi, kvh] / e.sum()
-        return {"out": out, "part_o": part_o, "part_ml": part_ml}
+        return {"out": out, "part_o": part_o, "part_ml": part_ml,
+                "counters": np.zeros((num_seqs, g.hkv))}
 
     outputs = {
         "out": OutputSpec(DType.BF16, (num_seqs, g.hq, g.head_dim), ATTN_TOL),
         "part_o": OutputSpec(DType.FP32, part_o_shape, (1e-4, 1e-3)),
         "part_ml": OutputSpec(DType.FP32, part_ml_shape, (1e-4, 1e-4)),
+        "counters": OutputSpec(DType.I32, (num_seqs, g.hkv)),
     }
     mask = {"part_o": np.broadcast_to(active[..., None], part_o_shape),
             "part_ml": np.broadcast_to(active[..., None], part_ml_shape)}

@@ -29,8 +29,9 @@ def long_decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         attention.decode_attention(KernelCache(backend), stream, p["q"], p["k_cache"],
                                    p["v_cache"], p["block_tables"], p["kv_lens"], p["part_o"],
-                                   p["part_ml"], p["out"], num_seqs, g.hq, g.hkv, g.head_dim,
-                                   g.block_size, max_blocks, num_splits, g.scale, long=True)
+                                   p["part_ml"], p["counters"], p["out"], num_seqs, g.hq,
+                                   g.hkv, g.head_dim, g.block_size, max_blocks, num_splits,
+                                   g.scale, long=True)
 
     return dataclasses.replace(case, module="attention_long", run=run)
 

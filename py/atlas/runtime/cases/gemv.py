@@ -149,3 +149,4 @@ def gemv_silu_cases(rng: np.random.Generator) -> list[KernelCase]:
     # beyond the GEMV: silu_mul into the caller's scratch, then the GEMM
     cases.append(silu_linear_case(rng, "linear_silu fallback m12 n256 k1024", 12, 256, 1024))
     return cases
+

@@ -34,7 +34,7 @@ def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, 
     gemm = not mma and not matmul_quant.gemv_passes(wbytes, n, k, m)
     if gemm:
         inputs["scratch"] = np.zeros((n, k), np.uint16)
-    if silu and (gemm or mma):
+    if silu and not matmul_quant.silu_fused(wbytes, n, k, m, mma):
         inputs["act"] = np.zeros((m, k), np.uint16)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:

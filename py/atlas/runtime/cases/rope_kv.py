@@ -25,19 +25,20 @@ def _bf(a: np.ndarray) -> np.ndarray:
     return bf16_bits_to_f32(a).astype(np.float64)
 
 
-def _rb(a: np.ndarray) -> np.ndarray:
+def rb(a: np.ndarray) -> np.ndarray:
     """Round float64 values to bf16 precision (through float32, like the device)."""
     return round_bf16(np.asarray(a, dtype=np.float32)).astype(np.float64)
 
 
-def _head_norm(x: np.ndarray, w: np.ndarray, offset: bool = False) -> np.ndarray:
+def head_norm(x: np.ndarray, w: np.ndarray, offset: bool = False) -> np.ndarray:
+    """Per-head RMSNorm over the last axis with the kernel's roundings (float64 values)."""
     inv = 1.0 / np.sqrt(np.mean(x ** 2, axis=-1, keepdims=True) + EPS)
     if offset:  # Qwen3.5: (1 + w), one rounding
-        return _rb(x * inv * (1.0 + w))
-    return _rb(w * _rb(x * inv))
+        return rb(x * inv * (1.0 + w))
+    return rb(w * rb(x * inv))
 
 
-def _rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     """transformers' q * cos + rotate_half(q) * sin on the first 2 * cos.shape[-1] dims (the
     rest pass through: partial rotary)."""
     rot = 2 * cos.shape[-1]
@@ -46,7 +47,7 @@ def _rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     rotated = np.concatenate([-xr[..., half:], xr[..., :half]], axis=-1)
     c = np.concatenate([cos, cos], axis=-1)
     s = np.concatenate([sin, sin], axis=-1)
-    return np.concatenate([_rb(xr * c) + _rb(rotated * s), rest], axis=-1)
+    return np.concatenate([rb(xr * c) + rb(rotated * s), rest], axis=-1)
 
 
 def _make_oracle(hq: int, hkv: int, d: int, normed: bool, q_pitch: int | None = None,
@@ -61,25 +62,26 @@ def _make_oracle(hq: int, hkv: int, d: int, normed: bool, q_pitch: int | None = 
         k = x[:, hq * q_pitch:hq * q_pitch + hkv * d].reshape(t, hkv, d)
         v = x[:, hq * q_pitch + hkv * d:].reshape(t, hkv, d)
         if normed:
-            q = _head_norm(q, _bf(inputs["q_norm_w"]), offset)
-            k = _head_norm(k, _bf(inputs["k_norm_w"]), offset)
+            q = head_norm(q, _bf(inputs["q_norm_w"]), offset)
+            k = head_norm(k, _bf(inputs["k_norm_w"]), offset)
         table = inputs["cos_sin"][inputs["positions"]]
-        cos = _rb(table[:, None, : rot // 2])
-        sin = _rb(table[:, None, rot // 2:])
+        cos = rb(table[:, None, : rot // 2])
+        sin = rb(table[:, None, rot // 2:])
         kc, vc = _bf(inputs["k_cache"]), _bf(inputs["v_cache"])
-        k_rot = _rotate(k, cos, sin)
+        k_rot = rotate(k, cos, sin)
         for i, slot in enumerate(inputs["slots"].tolist()):
             if slot >= 0:
                 kc[slot // BLOCK_SIZE, :, slot % BLOCK_SIZE] = k_rot[i]
                 vc[slot // BLOCK_SIZE, :, slot % BLOCK_SIZE] = v[i]
-        return {"q_out": _rotate(q, cos, sin), "k_cache": kc, "v_cache": vc}
+        return {"q_out": rotate(q, cos, sin), "k_cache": kc, "v_cache": vc}
 
     return oracle
 
 
-def _cos_sin(d: int) -> np.ndarray:
+def cos_sin_table(d: int, positions: int = MAX_POS) -> np.ndarray:
+    """f32 [positions, d]: cos of the d / 2 frequencies, then sin (theta 10000)."""
     freqs = 1.0 / (10000.0 ** (np.arange(0, d, 2) / d))
-    angles = np.arange(MAX_POS)[:, None] * freqs[None, :]
+    angles = np.arange(positions)[:, None] * freqs[None, :]
     return np.concatenate([np.cos(angles), np.sin(angles)], axis=1).astype(np.float32)
 
 
@@ -95,7 +97,7 @@ def _case(rng: np.random.Generator, tokens: int, hq: int, hkv: int, d: int, norm
     inputs = {
         "qkv": random_bf16(rng, (tokens, hq * q_pitch + 2 * hkv * d), 3.0),
         "k_cache": random_bf16(rng, cache_shape), "v_cache": random_bf16(rng, cache_shape),
-        "cos_sin": _cos_sin(rot), "positions": positions, "slots": slots,
+        "cos_sin": cos_sin_table(rot), "positions": positions, "slots": slots,
     }
     if normed:
         lo, hi = (-0.3, 0.3) if offset else (0.5, 1.5)

@@ -3,14 +3,16 @@
 Geometry mirrors kernels/hopper/common/attention.cu: prefill runs one 4-warp block per
 (q head, 64-query tile, sequence), heaviest (last) query tiles first; decode runs one
 4-warp block per (split, kv head, sequence) that serves every q head of the group (in
-passes of 4 heads), then a combine block per (q head, seq). Only the splits the live
-kv_len needs (`decode_split_rule`) do work; the others exit at once.
+passes of 4 heads); the last of a row's active splits to finish merges the partials (one
+launch). Only the splits the live kv_len needs (`decode_split_rule`) do work; the others
+exit at once. `decode_attention_rope` is the same launch with the q/k norm, RoPE and KV
+append of `rope.qk_norm_rope_kv` done inside it (`rope_fusable` says when it applies).
 """
 
 from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import DECODE_ATTN, DECODE_ATTN_COMBINE, PREFILL_ATTN
+from ..kernel_abi import DECODE_ATTN, DECODE_ATTN_COMBINE, DECODE_ATTN_ROPE, PREFILL_ATTN
 from . import KernelCache
 from .attention_long import decode_attention_long, uses_long
 from .attention_sm90 import prefill_attention_sm90, uses_sm90
@@ -23,6 +25,9 @@ ATTN_THREADS = 128
 #: the shortest decode split (attention.cu kMinKeysPerSplit): one load round of a block, so
 #: a short context runs a few one-round-trip blocks however many splits the grid has
 DECODE_MIN_KEYS_PER_SPLIT = 32
+#: most q heads per kv head the rope-fused decode stages in shared memory (attention.cu
+#: kRopeMaxGroup)
+ROPE_DECODE_MAX_GROUP = 16
 
 
 def decode_split_rule(kv_len: int, num_splits: int) -> tuple[int, int]:
@@ -74,34 +79,91 @@ def prefill_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: De
                          max_blocks, scale)
 
 
-def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: DevicePtr,
-                     v_cache: DevicePtr, block_tables: DevicePtr, kv_lens: DevicePtr,
-                     part_o: DevicePtr, part_ml: DevicePtr, out: DevicePtr, num_seqs: int,
-                     hq: int, hkv: int, head_dim: int, block_size: int, max_blocks: int,
-                     num_splits: int, scale: float, long: bool | None = None) -> None:
-    """One query per sequence: split-K partials into part_o/part_ml, then the combine.
-
-    part_o is f32 [num_seqs, hq, num_splits, head_dim], part_ml f32 [num_seqs, hq,
-    num_splits, 2]. num_splits is fixed per captured graph (the grid size); each step's
-    kv_len decides how many of them hold keys (`decode_split_rule`), and the combine merges
-    only those. The partials run on the long-context tensor-core kernel where
-    `attention_long.uses_long` says so for block tables of max_blocks * block_size keys;
-    `long` forces (True) or avoids (False) it.
-    """
+def _check_decode(kernel: str, hq: int, hkv: int, head_dim: int, block_size: int,
+                  num_seqs: int, num_splits: int, max_blocks: int, part_o: DevicePtr,
+                  part_ml: DevicePtr, counters: DevicePtr, out: DevicePtr) -> None:
     _check_heads(hq, hkv, head_dim, block_size)
     if num_seqs < 1 or num_splits < 1 or max_blocks < 1:
-        raise ValueError(f"decode_attention: need num_seqs, num_splits, max_blocks >= 1, got "
+        raise ValueError(f"{kernel}: need num_seqs, num_splits, max_blocks >= 1, got "
                          f"{num_seqs}, {num_splits}, {max_blocks}")
+    # the merge reads part_o as float4, part_ml as float2 and stores 4 bf16 at once
+    for name, ptr, align in (("part_o", part_o, 16), ("part_ml", part_ml, 8),
+                             ("counters", counters, 4), ("out", out, 8)):
+        if ptr % align:
+            raise ValueError(f"{kernel}: {name} pointer {ptr:#x} is not {align}-byte aligned")
+
+
+def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: DevicePtr,
+                     v_cache: DevicePtr, block_tables: DevicePtr, kv_lens: DevicePtr,
+                     part_o: DevicePtr, part_ml: DevicePtr, counters: DevicePtr,
+                     out: DevicePtr, num_seqs: int, hq: int, hkv: int, head_dim: int,
+                     block_size: int, max_blocks: int, num_splits: int, scale: float,
+                     long: bool | None = None) -> None:
+    """One query per sequence, split-K.
+
+    part_o is f32 [num_seqs, hq, num_splits, head_dim], part_ml f32 [num_seqs, hq,
+    num_splits, 2]: scratch for the partials. num_splits is fixed per captured graph (the
+    grid size); each step's kv_len decides how many of them hold keys (`decode_split_rule`).
+    decode_attn_bf16 merges them in its last split to finish (one launch; counters is u32
+    [num_seqs, hkv], zero before the launch and left zero, so a graph replays it as is).
+    Where `attention_long.uses_long` says so for block tables of max_blocks * block_size
+    keys, the long-context tensor-core kernel writes the partials and the combine kernel
+    merges them; `long` forces (True) or avoids (False) that.
+    """
+    _check_decode("decode_attention", hq, hkv, head_dim, block_size, num_seqs, num_splits,
+                  max_blocks, part_o, part_ml, counters, out)
     if long is None:
         long = uses_long(kc, hq, hkv, head_dim, max_blocks * block_size)
-    if long:
-        decode_attention_long(kc, stream, q, k_cache, v_cache, block_tables, kv_lens, part_o,
-                              part_ml, num_seqs, hq, hkv, head_dim, block_size, max_blocks,
-                              num_splits, scale)
-    else:
+    if not long:
         kc.get(DECODE_ATTN)(stream, (num_splits, hkv, num_seqs), ATTN_THREADS, 0, q, k_cache,
-                            v_cache, block_tables, kv_lens, part_o, part_ml, num_seqs, hq, hkv,
-                            head_dim, block_size, max_blocks, num_splits, scale)
-    kc.get(DECODE_ATTN_COMBINE)(stream, (hq, num_seqs), head_dim, 0, part_o, part_ml,
+                            v_cache, block_tables, kv_lens, part_o, part_ml, counters, out,
+                            num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits,
+                            scale)
+        return
+    decode_attention_long(kc, stream, q, k_cache, v_cache, block_tables, kv_lens, part_o,
+                          part_ml, num_seqs, hq, hkv, head_dim, block_size, max_blocks,
+                          num_splits, scale)
+    # one block per (q head, sequence): the merge of attention.cu with a group of one head
+    kc.get(DECODE_ATTN_COMBINE)(stream, (1, hq, num_seqs), ATTN_THREADS, 0, part_o, part_ml,
                                 kv_lens, out, num_seqs, hq, head_dim, num_splits)
 
+
+def rope_fusable(kc: KernelCache, hq: int, hkv: int, head_dim: int, q_pitch: int,
+                 rotary_dim: int, norm_offset: bool, max_keys: int) -> bool:
+    """Whether `decode_attention_rope` replaces qk_norm_rope_kv + decode_attention: the
+    classic qkv layout (q heads head_dim apart, the whole head rotating, plain norm weights),
+    a group of at most ROPE_DECODE_MAX_GROUP q heads per kv head, and block tables of
+    max_keys keys short enough that decode does not take the long-context kernel."""
+    return (q_pitch == head_dim and rotary_dim == head_dim and not norm_offset
+            and hkv >= 1 and hq % hkv == 0 and hq // hkv <= ROPE_DECODE_MAX_GROUP
+            and not uses_long(kc, hq, hkv, head_dim, max_keys))
+
+
+def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cache: DevicePtr,
+                          v_cache: DevicePtr, q_norm_w: DevicePtr, k_norm_w: DevicePtr,
+                          cos_sin: DevicePtr, positions: DevicePtr, slots: DevicePtr,
+                          block_tables: DevicePtr, kv_lens: DevicePtr, part_o: DevicePtr,
+                          part_ml: DevicePtr, counters: DevicePtr, out: DevicePtr,
+                          num_seqs: int, hq: int, hkv: int, head_dim: int, block_size: int,
+                          max_blocks: int, num_splits: int, scale: float, eps: float) -> None:
+    """`rope.qk_norm_rope_kv` of one token per sequence (qkv [num_seqs, (hq + 2 hkv) D],
+    classic layout: full rotation, plain or no q/k norm weights) and `decode_attention` in
+    one launch: each block norms and rotates its group's q heads itself, and the block whose
+    split holds the step's key appends k and v to the caches and uses them directly.
+    """
+    _check_decode("decode_attention_rope", hq, hkv, head_dim, block_size, num_seqs, num_splits,
+                  max_blocks, part_o, part_ml, counters, out)
+    if hq // hkv > ROPE_DECODE_MAX_GROUP:
+        raise ValueError(f"decode_attention_rope: {hq // hkv} q heads per kv head exceed "
+                         f"{ROPE_DECODE_MAX_GROUP}")
+    if bool(q_norm_w) != bool(k_norm_w):
+        raise ValueError("decode_attention_rope: q_norm_w and k_norm_w must both be set or "
+                         "both be 0")
+    for name, ptr in (("k_cache", k_cache), ("v_cache", v_cache)):  # rows stored 16 B at a time
+        if ptr % 16:
+            raise ValueError(f"decode_attention_rope: {name} pointer {ptr:#x} is not 16-byte "
+                             "aligned")
+    kc.get(DECODE_ATTN_ROPE)(stream, (num_splits, hkv, num_seqs), ATTN_THREADS, 0, qkv,
+                             k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots,
+                             block_tables, kv_lens, part_o, part_ml, counters, out, num_seqs,
+                             hq, hkv, head_dim, block_size, max_blocks, num_splits, scale, eps)

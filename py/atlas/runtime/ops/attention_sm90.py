@@ -3,9 +3,10 @@
 prefill_attn_bf16's contract and grid (one block per q head, 64-query tile from the end,
 sequence), head_dim 128 only, on warpgroup MMA: S = Q K^T and O += P V as wgmma m64n64k16
 from 128-byte-swizzled shared tiles (P from registers), K/V through a 2-stage cp.async ring
-of 64-key tiles. `ops.attention.prefill_attention` takes it where `uses_sm90` says so; the
-route is off by default until the H200 kernel table measures it against prefill_attn_bf16
-(ATLAS_PREFILL_ATTN_SM90=1 turns it on).
+of 64-key tiles. `ops.attention.prefill_attention` takes it where `uses_sm90` says so
+(ATLAS_PREFILL_ATTN_SM90=0 turns the route off). On by default since it passed the H200
+check (2026-12-01); its speed against prefill_attn_bf16 is the kernel table's `T... sm90`
+rows (tools/gpu/run_suite.sh issue15_table).
 """
 
 from __future__ import annotations

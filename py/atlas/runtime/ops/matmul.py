@@ -12,7 +12,9 @@ KernelCache.facts). The kernel-path switches (ATLAS_GEMM_SM90, ATLAS_BATCHED_GEM
 ATLAS_DECODE_GEMM, ...) are KernelCache.routes (ops/routes.py).
 `linear_silu` is the MLP down projection with the SwiGLU activation fused into the GEMV's x
 load (one launch and no activation buffer for decode batches of up to 8); for more rows it
-runs silu_mul into a caller-provided scratch buffer, then `linear`. The geometry constants
+runs silu_mul into a caller-provided scratch buffer, then `linear`. `gemv_add_rmsnorm` is the
+residual add + RMSNorm fused into the x load of the single-row GEMV that consumes the norm
+(`fuses_norm` says when the model may use it). The geometry constants
 here mirror the compile-time constants of kernels/hopper/common/{gemv,gemm,gemm_sm90}.cu.
 """
 
@@ -20,8 +22,8 @@ from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GEMM_SM90,
-                          GEMM_SM90_F32OUT, GEMV, GEMV_F32OUT, GEMV_SILU, GEMV_SILU_SINGLE,
-                          GEMV_SINGLE, GEMV_SINGLE_F32OUT)
+                          GEMM_SM90_F32OUT, GEMV, GEMV_ADD_RMSNORM_SINGLE, GEMV_F32OUT, GEMV_SILU,
+                          GEMV_SILU_SINGLE, GEMV_SINGLE, GEMV_SINGLE_F32OUT)
 from . import KernelCache
 from .activation import silu_mul
 from .matmul_batched import BATCHED_MAX_M, batched_gemv
@@ -108,6 +110,51 @@ def gemv_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr,
     sig = GEMV_SILU_SINGLE if single else GEMV_SILU
     grid = -(-n // GEMV_ROWS_PER_BLOCK)
     kc.get(sig)(stream, grid, gemv_threads(k), 0, gate_up, w, y, m, n, k)
+
+
+#: widest row the fused add + RMSNorm GEMV stages: k * 2 bytes of dynamic shared memory
+#: within the 48 KiB every launch may use without an opt-in
+NORM_GEMV_MAX_K = 48 * 1024 // 2
+
+
+#: weight bytes per SM up to which a batch-1 GEMV counts as latency-bound for the fused
+#: norm: each block re-reads 3 k-wide rows (resid, delta, norm weight) from L2 for its 4
+#: weight rows, +0.75x the weight bytes in L2 traffic, which a bandwidth-bound product
+#: (Qwen3-8B: 50-200 MB) may pay for; the small models' 1-13 MB products are latency-bound
+NORM_GEMV_MAX_BYTES_PER_SM = 256 * 1024
+
+
+def fuses_norm(kc: KernelCache, m: int, n: int, k: int) -> bool:
+    """Whether an RMSNorm feeding an m-row bf16 product [n, k] runs inside the GEMV
+    (`gemv_add_rmsnorm`) rather than as its own add_rmsnorm launch: one row (batch-1
+    decode), on the GEMV route, a row that fits shared memory, and ATLAS_FUSED_NORM on or,
+    unset, weights of at most NORM_GEMV_MAX_BYTES_PER_SM per SM (latency-bound)."""
+    if not (m == 1 and k % 8 == 0 and k <= NORM_GEMV_MAX_K and linear_route(kc, m, n) == "gemv"):
+        return False
+    if kc.routes.fused_norm is not None:
+        return kc.routes.fused_norm
+    return 2 * n * k <= NORM_GEMV_MAX_BYTES_PER_SM * kc.facts.sm_count
+
+
+def gemv_add_rmsnorm(kc: KernelCache, stream: Stream, resid: DevicePtr, delta: DevicePtr,
+                     norm_w: DevicePtr, resid_out: DevicePtr, w: DevicePtr, y: DevicePtr,
+                     n: int, k: int, eps: float, offset: bool = False) -> None:
+    """One row: h = bf16(resid + delta) into resid_out, y = RMSNorm(h) * norm_w @ w.T (with
+    `offset`, * (1 + norm_w)): add_rmsnorm followed by the single-row GEMV, in one launch.
+
+    delta = 0: no add (h = resid); resid_out = 0: h is not stored. resid_out must be another
+    buffer than resid: the kernel's blocks read resid while its first block writes h.
+    """
+    _check_gemv("gemv_add_rmsnorm", resid, w, y, 1, n, k, True)
+    if k > NORM_GEMV_MAX_K:
+        raise ValueError(f"gemv_add_rmsnorm: k={k} exceeds {NORM_GEMV_MAX_K} (shared memory)")
+    if resid_out and resid_out == resid:
+        raise ValueError("gemv_add_rmsnorm: resid_out must not alias resid")
+    for name, ptr in (("delta", delta), ("norm_w", norm_w), ("resid_out", resid_out)):
+        _check_aligned(f"gemv_add_rmsnorm {name}", ptr, 16)
+    kc.get(GEMV_ADD_RMSNORM_SINGLE)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 2 * k,
+                                    resid, delta, norm_w, resid_out, w, y, n, k, eps,
+                                    int(offset))
 
 
 def _blocks(m: int, n: int, tile: tuple[int, int, int]) -> int:

@@ -24,7 +24,8 @@ from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_SINGLE, GEMV_SILU_FP8,
                           GEMV_SILU_FP8_SINGLE)
 from . import KernelCache, matmul_quant_mma
 from .activation import silu_mul
-from .matmul import GEMV_MAX_M, GEMV_MAX_THREADS, GEMV_ROWS_PER_BLOCK, linear, linear_silu
+from .matmul import (FUSED_SILU_MAX_K, GEMV_MAX_M, GEMV_MAX_THREADS, GEMV_ROWS_PER_BLOCK,
+                     linear, linear_silu)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +147,12 @@ def _gemv_rows(kc: KernelCache, stream: Stream, x: DevicePtr, x_row_bytes: int,
         w.gemv(kc, stream, x + r * x_row_bytes, y + r * 2 * w.n, min(GEMV_MAX_M, m - r), silu)
 
 
+def silu_fused(weight_bytes: int, n: int, k: int, m: int, mma: bool) -> bool:
+    """Whether `linear_silu_quant` runs the SwiGLU-fused CUDA-core GEMV passes (else it
+    needs an activation scratch)."""
+    return not mma and k <= FUSED_SILU_MAX_K and bool(gemv_passes(weight_bytes, n, k, m))
+
+
 def linear_quant(kc: KernelCache, stream: Stream, x: DevicePtr, w: QuantWeight, y: DevicePtr,
                  m: int, scratch: DevicePtr | None = None, mma: bool | None = None) -> None:
     """y = x @ dequant(w).T for any m: the tensor-core GEMV (`uses_mma`; `mma` True / False
@@ -167,11 +174,14 @@ def linear_quant(kc: KernelCache, stream: Stream, x: DevicePtr, w: QuantWeight, 
 def linear_silu_quant(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: QuantWeight,
                       y: DevicePtr, m: int, act_scratch: DevicePtr | None = None,
                       w_scratch: DevicePtr | None = None, mma: bool | None = None) -> None:
-    """The down projection: SwiGLU fused into the CUDA-core GEMV passes, else silu_mul into
-    `act_scratch` ([m, k] bf16) and `linear_quant` (tensor-core GEMV or through
-    `w_scratch`); `mma` as for `linear_quant`."""
+    """The down projection: SwiGLU fused into the CUDA-core GEMV passes for k <= 4096 (as
+    the bf16 GEMV, `matmul.FUSED_SILU_MAX_K`: beyond, every block recomputing the whole
+    activation row costs more than a silu_mul launch, and the fused kernels' registers
+    allow one block per SM), else silu_mul into `act_scratch` ([m, k] bf16) and
+    `linear_quant` (tensor-core GEMV, GEMV passes or through `w_scratch`); `mma` as for
+    `linear_quant`."""
     mma = uses_mma(kc, w, m) if mma is None else mma
-    if not mma and gemv_passes(w.nbytes, w.n, w.k, m):
+    if silu_fused(w.nbytes, w.n, w.k, m, mma):
         _gemv_rows(kc, stream, gate_up, 4 * w.k, w, y, m, silu=True)
         return
     if not act_scratch:

@@ -31,10 +31,10 @@ MMA_ROWS = 32
 MMA_THREADS = 256
 #: k values per lane-quad step: k must be a multiple
 MMA_STEP_K = 64
-#: per-warp ring: at most this many steps; the block's rings aim at this many bytes
-#: (two blocks per SM for m <= 8) but always hold two steps
-_MAX_STAGES = 8
-_RING_BUDGET = 110 * 1024
+#: per-warp ring: at most this many steps; the block's rings aim at this many bytes (m <= 8:
+#: two blocks per SM; more rows: one, whose registers allow no second) but always hold two
+_MAX_STAGES = 12
+_RING_BUDGET = {True: 110 * 1024, False: 200 * 1024}
 _WARPS = MMA_THREADS // 32
 #: a lane's bytes of one weight row per step, and the group-scale bytes per stage
 _W_BYTES = {"fp8": 16, "nvfp4": 8}
@@ -43,15 +43,19 @@ _SCALE_BYTES = {"fp8": 0, "nvfp4": (MMA_ROWS // 16) * 16 * 4}
 
 def stage_bytes(fmt: str, m: int) -> int:
     """Bytes of one warp's ring stage: weight rows g and g + 8 of both A tiles per lane,
-    NVFP4 group scales, and 32 bytes of x per lane per 8-row B tile."""
+    NVFP4 group scales, and 32 bytes of x per lane of each batch row: 8 rows per B tile, or
+    at m <= 8 the rows there are rounded up to a power of two (more stages fit)."""
     btiles = -(-m // 8)
-    return 2 * (MMA_ROWS // 16) * 32 * _W_BYTES[fmt] + _SCALE_BYTES[fmt] + btiles * 32 * 32
+    xrows = 1 << (m - 1).bit_length() if m <= MMA_QUANT_SMALL_M else 8
+    return (2 * (MMA_ROWS // 16) * 32 * _W_BYTES[fmt] + _SCALE_BYTES[fmt]
+            + btiles * 4 * xrows * 32)
 
 
 def ring_bytes(fmt: str, m: int) -> int:
     """Dynamic shared memory of a launch (gemv_mma_quant.cu ring_stages * stage_bytes)."""
     stage = stage_bytes(fmt, m)
-    stages = max(2, min(_MAX_STAGES, _RING_BUDGET // (_WARPS * stage)))
+    budget = _RING_BUDGET[m <= MMA_QUANT_SMALL_M]
+    stages = max(2, min(_MAX_STAGES, budget // (_WARPS * stage)))
     return _WARPS * stages * stage
 
 

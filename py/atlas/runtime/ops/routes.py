@@ -22,8 +22,8 @@ what it asked for each time, and importing Atlas never depends on the environmen
 * ATLAS_DECODE_ATTN_LONG=0: decode attention never on the long-context tensor-core kernel
   (attention_long); ATLAS_DECODE_ATTN_LONG_MIN_KEYS=N: the shortest block-table reach (keys)
   that takes it (default ops/attention_long.LONG_CONTEXT_KEYS).
-* ATLAS_PREFILL_ATTN_SM90=1: prefill attention (head_dim 128) on the Hopper wgmma kernel
-  (attention_sm90); off by default until measured against prefill_attn_bf16.
+* ATLAS_PREFILL_ATTN_SM90=0: prefill attention never on the Hopper wgmma kernel
+  (attention_sm90, head_dim 128), always on prefill_attn_bf16.
 * ATLAS_MOE_SM90=0: the MoE grouped GEMMs on the mma.sync kernels (moe_grouped), never the
   Hopper wgmma ones (moe_grouped_sm90).
 * ATLAS_MOE_FUSED_DECODE=0: a decode MoE layer as separate launches (router GEMV, top-k,
@@ -33,6 +33,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   recurrent delta rule, the gated RMSNorm) instead of the fused gdn_decode kernel.
 * ATLAS_GDN_CHUNK_TC=0: the chunked (prefill) delta rule on CUDA cores only, never the
   tensor-core kernel (gated_delta_chunk_tc).
+* ATLAS_FUSED_NORM=1 / 0: batch-1 decode fuses the add + RMSNorm before qkv / gate_up into
+  the GEMV's x load (gemv_add_rmsnorm_bf16_single) for every such product / for none; unset,
+  for latency-bound products only (ops/matmul.fuses_norm's byte rule).
 """
 
 from __future__ import annotations
@@ -74,6 +77,14 @@ def env_switch(env: Mapping[str, str], name: str, default: bool) -> bool:
     return default if not value else value not in ("0", "false", "off", "no")
 
 
+def _env_tristate(env: Mapping[str, str], name: str) -> bool | None:
+    """NAME=1 / 0 forces a path on / off; unset leaves the launch builder's rule (None)."""
+    value = env.get(name, "").strip()
+    if value not in ("", "0", "1"):
+        raise ValueError(f"{name}={value!r} must be 0, 1 or unset")
+    return {"1": True, "0": False}.get(value)
+
+
 @dataclass(frozen=True, slots=True)
 class KernelRoutes:
     """Which kernel paths the launch builders may take (defaults: every path on)."""
@@ -93,7 +104,8 @@ class KernelRoutes:
     decode_gemm_split: int | None = None
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
-    prefill_attn_sm90: bool = False
+    prefill_attn_sm90: bool = True
+    fused_norm: bool | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "KernelRoutes":
@@ -125,4 +137,5 @@ class KernelRoutes:
                    decode_attn_long=env_switch(env, "ATLAS_DECODE_ATTN_LONG", True),
                    decode_attn_long_min_keys=_env_count(env, "ATLAS_DECODE_ATTN_LONG_MIN_KEYS",
                                                         DEFAULT_DECODE_ATTN_LONG_MIN_KEYS),
-                   prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", False))
+                   prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", True),
+                   fused_norm=_env_tristate(env, "ATLAS_FUSED_NORM"))

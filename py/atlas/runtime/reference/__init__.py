@@ -68,6 +68,26 @@ def step_sequences(mem: HostMemory, cu_q: int, kv_lens: int, state_slots: int,
             for b in range(num_seqs) if cu[b + 1] > cu[b]]
 
 
+class WithScratch:
+    """The caller's memory plus one private buffer at address 0 (null: never a device
+    allocation), so reference kernels can be chained through an intermediate that the
+    fused CUDA kernel keeps in registers. Other addresses, and `derived`, pass through."""
+
+    ADDRESS = 0
+
+    def __init__(self, mem: HostMemory, nbytes: int) -> None:
+        self._mem = mem
+        self._scratch = np.zeros(nbytes, dtype=np.uint8)
+
+    def view(self, ptr: int, dtype: Any, count: int) -> np.ndarray:
+        if ptr != self.ADDRESS:
+            return self._mem.view(ptr, dtype, count)
+        return self._scratch.view(dtype)[:count]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._mem, name)
+
+
 ReferenceFn = Callable[..., None]  # fn(mem, grid, block, *values)
 
 REFERENCES: dict[tuple[str, str], ReferenceFn] = {}

@@ -15,9 +15,13 @@ Specification (all arithmetic float32 on bf16-widened inputs):
   keys [i*c, min((i+1)*c, kv_len)) for i < ceil(kv_len / c). Each active split writes m
   (max score, natural-log units), l (sum of exp(s - m)) and o (its own softmax-weighted
   sum of V, already divided by l), all float32 and with P unrounded (decode runs on CUDA
-  cores); inactive splits write nothing. The combine reads kv_lens, merges the active
+  cores); inactive splits write nothing. The merge (the last split to finish in
+  decode_attn_bf16, the combine kernel after the long-context kernel) takes the active
   splits with weights l_i * exp(m_i - max m) and rounds once to bf16; a sequence with no
-  keys at all gets zeros.
+  keys at all gets zeros. (decode_attn_bf16 with one active split writes its o directly and
+  no partials: within float rounding of the same merge.)
+* decode with the rope fused (decode_attn_rope_bf16): what it replaces, qk_norm_rope_kv's
+  reference (one token per sequence) into a private q buffer and the caches, then decode.
 """
 
 from __future__ import annotations
@@ -26,10 +30,11 @@ import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
-from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_COMBINE, DECODE_ATTN_LONG, PREFILL_ATTN,
-                          PREFILL_ATTN_SM90)
+from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_COMBINE, DECODE_ATTN_LONG, DECODE_ATTN_ROPE,
+                          PREFILL_ATTN, PREFILL_ATTN_SM90)
 from ..ops.attention import decode_split_rule
-from . import HostMemory, reference
+from . import HostMemory, WithScratch, reference
+from .rope_kv import qk_norm_rope_kv_bf16
 
 #: queries attended per numpy pass in prefill: bounds the [heads, rows, keys] score array
 _QUERY_CHUNK = 256
@@ -136,12 +141,13 @@ def split_partials(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
     return o.reshape(hq, active, d), ml.reshape(hq, active, 2)
 
 
-@reference(DECODE_ATTN)
 @reference(DECODE_ATTN_LONG)
-def decode_attn_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: int,
-                     v_cache: int, block_tables: int, kv_lens: int, part_o: int, part_ml: int,
-                     num_seqs: int, hq: int, hkv: int, head_dim: int, block_size: int,
-                     max_blocks: int, num_splits: int, scale: float) -> None:
+def decode_partials_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: int,
+                         v_cache: int, block_tables: int, kv_lens: int, part_o: int,
+                         part_ml: int, num_seqs: int, hq: int, hkv: int, head_dim: int,
+                         block_size: int, max_blocks: int, num_splits: int,
+                         scale: float) -> None:
+    """The active splits' partials (the long-context kernel's whole output)."""
     tables, lens = _tables(mem, block_tables, kv_lens, num_seqs, max_blocks)
     qf = bf16_bits_to_f32(mem.view(q, np.uint16, num_seqs * hq * head_dim)).reshape(
         num_seqs, hq, head_dim)
@@ -175,3 +181,33 @@ def decode_attn_combine_bf16(mem: HostMemory, grid: Dim3, block: Dim3, part_o: i
         w = l * np.exp(m - m.max(axis=-1, keepdims=True))               # [hq, active]
         o[b] = np.einsum("hs,hsd->hd", w, po[b, :, :active]) / w.sum(axis=-1)[:, None]
     mem.view(out, np.uint16, num_seqs * hq * head_dim)[:] = f32_to_bf16_bits(o).reshape(-1)
+
+
+@reference(DECODE_ATTN)
+def decode_attn_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: int,
+                     v_cache: int, block_tables: int, kv_lens: int, part_o: int, part_ml: int,
+                     counters: int, out: int, num_seqs: int, hq: int, hkv: int, head_dim: int,
+                     block_size: int, max_blocks: int, num_splits: int, scale: float) -> None:
+    """The partials, then their merge (what the last split of each row does on the GPU);
+    counters are left as they are (zero)."""
+    decode_partials_bf16(mem, grid, block, q, k_cache, v_cache, block_tables, kv_lens, part_o,
+                         part_ml, num_seqs, hq, hkv, head_dim, block_size, max_blocks,
+                         num_splits, scale)
+    decode_attn_combine_bf16(mem, grid, block, part_o, part_ml, kv_lens, out, num_seqs, hq,
+                             head_dim, num_splits)
+
+
+@reference(DECODE_ATTN_ROPE)
+def decode_attn_rope_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: int, k_cache: int,
+                          v_cache: int, q_norm_w: int, k_norm_w: int, cos_sin: int,
+                          positions: int, slots: int, block_tables: int, kv_lens: int,
+                          part_o: int, part_ml: int, counters: int, out: int, num_seqs: int,
+                          hq: int, hkv: int, head_dim: int, block_size: int, max_blocks: int,
+                          num_splits: int, scale: float, eps: float) -> None:
+    chained = WithScratch(mem, num_seqs * hq * head_dim * 2)
+    qk_norm_rope_kv_bf16(chained, grid, block, qkv, WithScratch.ADDRESS, k_cache, v_cache,
+                         q_norm_w, k_norm_w, cos_sin, positions, slots, num_seqs, hq, hkv,
+                         head_dim, block_size, eps)
+    decode_attn_bf16(chained, grid, block, WithScratch.ADDRESS, k_cache, v_cache, block_tables,
+                     kv_lens, part_o, part_ml, counters, out, num_seqs, hq, hkv, head_dim,
+                     block_size, max_blocks, num_splits, scale)

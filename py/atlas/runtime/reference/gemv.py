@@ -11,20 +11,21 @@ float32 in their own order and agree to well under one bf16 ulp, not bit for bit
 function specifies the GEMM kernels.
 
 The fused down projection (gemv_silu_*) is specified as what it replaces: silu_mul_bf16's
-reference into a scratch buffer, then the GEMV above on that buffer.
+reference into a scratch buffer, then the GEMV above on that buffer; the fused residual add
++ RMSNorm (gemv_add_rmsnorm_bf16_single) likewise as the add + norm of rmsnorm.py's
+specification into a scratch row, then the GEMV.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
-from ..kernel_abi import (GEMV, GEMV_F32OUT, GEMV_SILU, GEMV_SILU_SINGLE, GEMV_SINGLE,
-                          GEMV_SINGLE_F32OUT)
-from . import HostMemory, reference, widened_f64
+from ..kernel_abi import (GEMV, GEMV_ADD_RMSNORM_SINGLE, GEMV_F32OUT, GEMV_SILU,
+                          GEMV_SILU_SINGLE, GEMV_SINGLE, GEMV_SINGLE_F32OUT)
+from . import HostMemory, WithScratch, reference, widened_f64
+from .rmsnorm import rms_norm_bf16, rms_norm_offset_bf16
 from .silu_mul import silu_mul_bf16
 
 
@@ -54,30 +55,26 @@ def gemv_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: i
     linear_bf16(mem, x, w, y, m, n, k, out_f32=True)
 
 
-class _WithScratch:
-    """The caller's memory plus one private buffer at address 0 (null: never a device
-    allocation), so reference kernels can be chained through an intermediate that the
-    fused CUDA kernel keeps in registers. Other addresses, and `derived`, pass through."""
-
-    ADDRESS = 0
-
-    def __init__(self, mem: HostMemory, nbytes: int) -> None:
-        self._mem = mem
-        self._scratch = np.zeros(nbytes, dtype=np.uint8)
-
-    def view(self, ptr: int, dtype: Any, count: int) -> np.ndarray:
-        if ptr != self.ADDRESS:
-            return self._mem.view(ptr, dtype, count)
-        return self._scratch.view(dtype)[:count]
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._mem, name)
-
-
 @reference(GEMV_SILU)
 @reference(GEMV_SILU_SINGLE)
 def gemv_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, gate_up: int, w: int, y: int,
                    m: int, n: int, k: int) -> None:
-    chained = _WithScratch(mem, m * k * 2)
-    silu_mul_bf16(chained, grid, block, gate_up, _WithScratch.ADDRESS, m, k)
-    linear_bf16(chained, _WithScratch.ADDRESS, w, y, m, n, k, out_f32=False)
+    chained = WithScratch(mem, m * k * 2)
+    silu_mul_bf16(chained, grid, block, gate_up, WithScratch.ADDRESS, m, k)
+    linear_bf16(chained, WithScratch.ADDRESS, w, y, m, n, k, out_f32=False)
+
+
+@reference(GEMV_ADD_RMSNORM_SINGLE)
+def gemv_add_rmsnorm_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, resid: int,
+                                 delta: int, norm_w: int, resid_out: int, w: int, y: int,
+                                 n: int, k: int, eps: float, offset: int) -> None:
+    h = mem.view(resid, np.uint16, k).copy()
+    if delta:  # null: no residual add
+        h = f32_to_bf16_bits(bf16_bits_to_f32(h) + bf16_bits_to_f32(mem.view(delta, np.uint16, k)))
+    if resid_out:
+        mem.view(resid_out, np.uint16, k)[:] = h
+    norm = rms_norm_offset_bf16 if offset else rms_norm_bf16
+    chained = WithScratch(mem, k * 2)
+    chained.view(WithScratch.ADDRESS, np.uint16, k)[:] = norm(
+        bf16_bits_to_f32(h), bf16_bits_to_f32(mem.view(norm_w, np.uint16, k)), eps)
+    linear_bf16(chained, WithScratch.ADDRESS, w, y, 1, n, k, out_f32=False)

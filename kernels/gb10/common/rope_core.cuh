@@ -1,0 +1,1 @@
+../../hopper/common/rope_core.cuh

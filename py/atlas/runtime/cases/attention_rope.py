@@ -1,0 +1,118 @@
+"""Check cases for decode attention with the q/k norm, RoPE and KV append fused in
+(decode_attn_rope_bf16): the step's key is in the cache only after the launch, so the
+float64 oracle norms and rotates q and k itself (cases/rope_kv.py's roundings), attends over
+the cached history plus that key, and expects the new k and v in the caches at the step's
+slot (a padding sequence's slot -1 leaves its cache untouched and attends over it as is).
+
+Every cache element a sequence owns is compared (the rest hold NaN, as in cases/attention.py).
+The case launches twice: the second launch must find the split tickets reset and rewrite the
+same cache rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.dtype import DType
+from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
+from ..gpu import DevicePtr, GpuBackend, Stream
+from ..kernel_check import KernelCase, OutputSpec, kernel_cases
+from ..ops import KernelCache, attention
+from .attention import ATTN_TOL, Geometry, paged_cache
+from .gemv import random_bf16
+from .rope_kv import EPS, cos_sin_table, head_norm, rb, rotate
+
+
+def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
+                     num_splits: int, normed: bool = True, pad_last: bool = False,
+                     graph: bool = False) -> KernelCase:
+    """One token per sequence at position kv_len - 1; `pad_last`: the last sequence's slot
+    is -1 (a graph's padding row); `graph`: also in the device check's graph capture."""
+    num_seqs, d = len(kv_lens), g.head_dim
+    inputs = paged_cache(rng, kv_lens, g)
+    tables = inputs["block_tables"]
+    slots = np.array([tables[b, (n - 1) // g.block_size] * g.block_size + (n - 1) % g.block_size
+                      for b, n in enumerate(kv_lens)], dtype=np.int32)
+    if pad_last:
+        slots[-1] = -1
+    inputs.update(qkv=random_bf16(rng, (num_seqs, (g.hq + 2 * g.hkv) * d), 3.0),
+                  cos_sin=cos_sin_table(d, max(kv_lens)), slots=slots,
+                  positions=np.asarray(kv_lens, dtype=np.int32) - 1,
+                  counters=np.zeros((num_seqs, g.hkv), np.int32))
+    if normed:
+        for w in ("q_norm_w", "k_norm_w"):
+            inputs[w] = f32_to_bf16_bits(rng.uniform(0.5, 1.5, d).astype(np.float32))
+    splits_shape = (num_seqs, g.hq, num_splits)
+    inputs["part_o"] = np.zeros(splits_shape + (d,), np.float32)  # scratch, not compared
+    inputs["part_ml"] = np.zeros(splits_shape + (2,), np.float32)
+    max_blocks = tables.shape[1]
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        for _ in range(2):
+            attention.decode_attention_rope(
+                KernelCache(backend), stream, p["qkv"], p["k_cache"], p["v_cache"],
+                p.get("q_norm_w", 0), p.get("k_norm_w", 0), p["cos_sin"], p["positions"],
+                p["slots"], p["block_tables"], p["kv_lens"], p["part_o"], p["part_ml"],
+                p["counters"], p["out"], num_seqs, g.hq, g.hkv, d, g.block_size, max_blocks,
+                num_splits, g.scale, EPS)
+
+    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        row = bf16_bits_to_f32(x["qkv"]).astype(np.float64)
+        q = row[:, :g.hq * d].reshape(num_seqs, g.hq, d)
+        k = row[:, g.hq * d:(g.hq + g.hkv) * d].reshape(num_seqs, g.hkv, d)
+        v = row[:, (g.hq + g.hkv) * d:].reshape(num_seqs, g.hkv, d)
+        if normed:
+            q = head_norm(q, bf16_bits_to_f32(x["q_norm_w"]).astype(np.float64))
+            k = head_norm(k, bf16_bits_to_f32(x["k_norm_w"]).astype(np.float64))
+        table = x["cos_sin"][x["positions"]].astype(np.float64)
+        cos, sin = rb(table[:, None, :d // 2]), rb(table[:, None, d // 2:])
+        q, k = rb(rotate(q, cos, sin)), rb(rotate(k, cos, sin))  # stored as bf16
+        kc = bf16_bits_to_f32(x["k_cache"]).astype(np.float64)
+        vc = bf16_bits_to_f32(x["v_cache"]).astype(np.float64)
+        out = np.empty((num_seqs, g.hq, d))
+        for b, n in enumerate(kv_lens):
+            blk, off = tables[b, (n - 1) // g.block_size], (n - 1) % g.block_size
+            if slots[b] >= 0:  # padding writes nothing and attends over the cache as it is
+                kc[blk, :, off], vc[blk, :, off] = k[b], v[b]
+            keys = np.stack([kc[tables[b, p // g.block_size], :, p % g.block_size]
+                             for p in range(n)])          # [n, hkv, D]
+            vals = np.stack([vc[tables[b, p // g.block_size], :, p % g.block_size]
+                             for p in range(n)])
+            for h in range(g.hq):
+                kvh = h // (g.hq // g.hkv)
+                s = keys[:, kvh] @ q[b, h] * g.scale
+                e = np.exp(s - s.max())
+                out[b, h] = e @ vals[:, kvh] / e.sum()
+        return {"out": out, "k_cache": kc, "v_cache": vc,
+                "counters": np.zeros((num_seqs, g.hkv))}
+
+    cache_shape = inputs["k_cache"].shape
+    owned = ~np.isnan(bf16_bits_to_f32(inputs["k_cache"]))
+    outputs = {"out": OutputSpec(DType.BF16, (num_seqs, g.hq, d), ATTN_TOL),
+               "k_cache": OutputSpec(DType.BF16, cache_shape),
+               "v_cache": OutputSpec(DType.BF16, cache_shape, tol=(0.0, 0.0)),
+               "counters": OutputSpec(DType.I32, (num_seqs, g.hkv))}
+    return KernelCase(name, "attention", inputs, outputs, run, oracle,
+                      {"k_cache": owned, "v_cache": owned}, graph=graph)
+
+
+@kernel_cases("attention")
+def decode_rope_cases(rng: np.random.Generator) -> list[KernelCase]:
+    qwen3_06b, qwen3_8b = Geometry(16, 8, 128, 16), Geometry(32, 8, 128, 16)
+    return [
+        # Qwen3-0.6B at batch 1: context 512 on 33 splits (16 active), and a first token
+        decode_rope_case(rng, "decode_rope D128 gqa2 ctx512 splits33", qwen3_06b, [512], 33,
+                         graph=True),
+        decode_rope_case(rng, "decode_rope D128 gqa2 ctx1 splits33", qwen3_06b, [1], 33),
+        # the step's key in a second load round of a long split, a 1-split sequence, and a
+        # padding row (slot -1); Qwen3-8B's group of 4
+        decode_rope_case(rng, "decode_rope D128 gqa4 splits2 pad", qwen3_8b, [300, 20, 45], 2,
+                         pad_last=True),
+        # no q/k norm (Llama), D 64, group of 3; the key at a block boundary (kv_len 33)
+        decode_rope_case(rng, "decode_rope D64 gqa3 no-norm", Geometry(9, 3, 64, 16),
+                         [33, 64, 97], 4, normed=False),
+        # groups above 4 heads (two passes re-read the staged q), D 256, odd block size
+        decode_rope_case(rng, "decode_rope D256 gqa8 bs7", Geometry(16, 2, 256, 7), [70, 5], 3),
+        # the largest group staged (16 q heads per kv head)
+        decode_rope_case(rng, "decode_rope D128 gqa16", Geometry(32, 2, 128, 16), [130], 8),
+    ]
