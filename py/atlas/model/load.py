@@ -39,13 +39,9 @@ from .factory import loader_for_config
 from .gated_deltanet import GatedDeltaNetWeights, conv_state_bytes, delta_state_bytes
 from .loaders.hybrid import Qwen35Loader, RowMove
 from .loaders.linear_plan import build_linear, read_host_scales
-<<<<<<< HEAD
+from .batch import MAX_TOP_LOGPROBS
 from .kv_scales import checkpoint_kv_scales
 from .model import DenseDecoderModel, DenseMlp, Dims, KvStage, LayerWeights
-=======
-from .batch import MAX_TOP_LOGPROBS
-from .model import DenseDecoderModel, DenseMlp, Dims, LayerWeights
->>>>>>> main
 from .moe import MoeBuffers, build_mlp
 from .mtp import (MtpHead, MtpProposer, bind_mtp_buffers, fc_half_moves, mtp_layer_index,
                   plan_mtp, reserve_mtp_buffers)

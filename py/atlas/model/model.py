@@ -19,13 +19,8 @@ from typing import TYPE_CHECKING, Protocol
 from ..core.config import LinearAttentionConfig, ModelConfig
 from ..runtime.gpu import DevicePtr, Stream
 from ..runtime.ops import KernelCache
-<<<<<<< HEAD
 from ..runtime.ops import attention, embedding, gating, kv_quant, matmul, norm, rope
-from ..runtime.ops.matmul_quant import LinearWeight
-=======
-from ..runtime.ops import attention, embedding, gating, matmul, norm, rope
 from ..runtime.ops.matmul_quant import Bf16Linear, LinearWeight
->>>>>>> main
 from .gated_deltanet import GatedDeltaNetWeights, gated_deltanet
 
 if TYPE_CHECKING:
@@ -349,29 +344,51 @@ class DenseDecoderModel:
         """Attention after the qkv projection (b.qkv): q/k norm, RoPE, KV append, attention,
         the output gate of hybrid families, o_proj into delta."""
         d, kc = self.dims, self.kc
-<<<<<<< HEAD
-        assert lw.qkv is not None and lw.o is not None
-        lw.qkv.linear(kc, s, b.normed, b.qkv, t, w_scratch=b.w_scratch)
         if lw.kv_scales:
             self._attention_fp8(s, b, lw, t, plan)
+            if d.gated_attn:  # the gate of head h follows its query in the qkv row
+                gating.sigmoid_gate_mul(kc, s, b.attn, b.qkv + 2 * d.head_dim, b.attn, t,
+                                        d.heads, d.head_dim, d.qkv_width, d.q_pitch)
+            self._output_projection(s, b, lw, t)
+            return
+        assert lw.o is not None
+        rotary_dim = d.rotary_dim or d.head_dim
+        if plan.decode and attention.rope_fusable(kc, d.heads, d.kv_heads, d.head_dim,
+                                                  d.q_pitch, rotary_dim, d.norm_offset,
+                                                  self.max_blocks * self.block_size):
+            assert t == plan.num_seqs  # one token per sequence
+            # q/k norm, RoPE, KV append and split-K attention in one launch
+            attention.decode_attention_rope(
+                kc, s, b.qkv, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm, self.cos_sin,
+                b.positions, b.slots, b.block_tables, b.kv_lens, b.part_o, b.part_ml,
+                b.attn_counters, b.attn, plan.num_seqs, d.heads, d.kv_heads, d.head_dim,
+                self.block_size, self.max_blocks, plan.num_splits, self.scale, d.eps)
+            self._output_projection(s, b, lw, t)
+            return
+        rope.qk_norm_rope_kv(kc, s, b.qkv, b.q, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm,
+                             self.cos_sin, b.positions, b.slots, t, d.heads, d.kv_heads,
+                             d.head_dim, self.block_size, d.eps, q_pitch=d.q_pitch,
+                             rotary_dim=rotary_dim, norm_offset=d.norm_offset)
+        if plan.decode:  # split-K; the last split of each row merges (one launch)
+            attention.decode_attention(kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables,
+                                       b.kv_lens, b.part_o, b.part_ml, b.attn_counters, b.attn,
+                                       plan.num_seqs, d.heads, d.kv_heads, d.head_dim,
+                                       self.block_size, self.max_blocks, plan.num_splits,
+                                       self.scale)
         else:
-            rope.qk_norm_rope_kv(kc, s, b.qkv, b.q, lw.k_cache, lw.v_cache, lw.q_norm,
-                                 lw.k_norm, self.cos_sin, b.positions, b.slots, t, d.heads,
-                                 d.kv_heads, d.head_dim, self.block_size, d.eps,
-                                 q_pitch=d.q_pitch, rotary_dim=d.rotary_dim or d.head_dim,
-                                 norm_offset=d.norm_offset)
-            self._attend_bf16(s, b, lw, plan)
+            attention.prefill_attention(kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables,
+                                        b.cu_q, b.kv_lens, b.attn, plan.num_seqs, d.heads,
+                                        d.kv_heads, d.head_dim, self.block_size,
+                                        self.max_blocks, self.scale, plan.max_q_len)
         if d.gated_attn:  # the gate of head h follows its query in the qkv row
             gating.sigmoid_gate_mul(kc, s, b.attn, b.qkv + 2 * d.head_dim, b.attn, t, d.heads,
                                     d.head_dim, d.qkv_width, d.q_pitch)
-        lw.o.linear(kc, s, b.attn, b.delta, t, w_scratch=b.w_scratch)
-        if self.tp is not None:  # row-parallel o_proj: sum the ranks' partials
-            self.tp.reduce_delta(s, b.delta, t, d.hidden)
+        self._output_projection(s, b, lw, t)
 
     def _attention_fp8(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
                        plan: AttentionPlan) -> None:
         """Rotary into the bf16 stage, quantize into the FP8 pools (calibrating unset scales
-        on prefill steps), then attention that dequantizes in registers."""
+        on prefill steps), then attention that dequantizes in registers, into b.attn."""
         d, kc, st = self.dims, self.kc, self.kv_stage
         assert st is not None
         half = 2 * d.kv_heads * st.rows * d.head_dim        # bytes of the K half
@@ -395,54 +412,9 @@ class DenseDecoderModel:
                                            self.block_size, self.max_blocks, self.scale,
                                            plan.max_q_len)
 
-    def _attend_bf16(self, s: Stream, b: StepBuffers, lw: LayerWeights,
-                     plan: AttentionPlan) -> None:
-        d, kc = self.dims, self.kc
-        if plan.decode:
-            # split-K partials, then the combine (the fused one-launch variant measured
-            # slower on the H200: 17.4 vs 9.2 + 3.1 us per layer on the 8B at 512 context)
-=======
-        assert lw.o is not None
-        rotary_dim = d.rotary_dim or d.head_dim
-        if plan.decode and attention.rope_fusable(kc, d.heads, d.kv_heads, d.head_dim,
-                                                  d.q_pitch, rotary_dim, d.norm_offset,
-                                                  self.max_blocks * self.block_size):
-            assert t == plan.num_seqs  # one token per sequence
-            # q/k norm, RoPE, KV append and split-K attention in one launch
-            attention.decode_attention_rope(
-                kc, s, b.qkv, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm, self.cos_sin,
-                b.positions, b.slots, b.block_tables, b.kv_lens, b.part_o, b.part_ml,
-                b.attn_counters, b.attn, plan.num_seqs, d.heads, d.kv_heads, d.head_dim,
-                self.block_size, self.max_blocks, plan.num_splits, self.scale, d.eps)
-            self._output_projection(s, b, lw, t)
-            return
-        rope.qk_norm_rope_kv(kc, s, b.qkv, b.q, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm,
-                             self.cos_sin, b.positions, b.slots, t, d.heads, d.kv_heads,
-                             d.head_dim, self.block_size, d.eps, q_pitch=d.q_pitch,
-                             rotary_dim=rotary_dim, norm_offset=d.norm_offset)
-        if plan.decode:  # split-K; the last split of each row merges (one launch)
->>>>>>> main
-            attention.decode_attention(kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables,
-                                       b.kv_lens, b.part_o, b.part_ml, b.attn_counters, b.attn,
-                                       plan.num_seqs, d.heads, d.kv_heads, d.head_dim,
-                                       self.block_size, self.max_blocks, plan.num_splits,
-                                       self.scale)
-        else:
-            attention.prefill_attention(kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables,
-                                        b.cu_q, b.kv_lens, b.attn, plan.num_seqs, d.heads,
-                                        d.kv_heads, d.head_dim, self.block_size,
-                                        self.max_blocks, self.scale, plan.max_q_len)
-<<<<<<< HEAD
-=======
-        if d.gated_attn:  # the gate of head h follows its query in the qkv row
-            gating.sigmoid_gate_mul(kc, s, b.attn, b.qkv + 2 * d.head_dim, b.attn, t, d.heads,
-                                    d.head_dim, d.qkv_width, d.q_pitch)
-        self._output_projection(s, b, lw, t)
-
     def _output_projection(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int) -> None:
         """delta = o_proj(attn) (summed over the ranks when tensor-parallel)."""
         assert lw.o is not None
         lw.o.linear(self.kc, s, b.attn, b.delta, t, w_scratch=b.w_scratch)
         if self.tp is not None:  # row-parallel o_proj: sum the ranks' partials
             self.tp.reduce_delta(s, b.delta, t, self.dims.hidden)
->>>>>>> main

@@ -77,5 +77,6 @@ def decode_attention_fp8(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache:
                             v_cache, kv_scales, block_tables, kv_lens, part_o, part_ml,
                             num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits,
                             scale)
-    kc.get(DECODE_ATTN_COMBINE)(stream, (hq, num_seqs), head_dim, 0, part_o, part_ml,
+    # one block per (q head, sequence), as attention.decode_attention merges long partials
+    kc.get(DECODE_ATTN_COMBINE)(stream, (1, hq, num_seqs), ATTN_THREADS, 0, part_o, part_ml,
                                 kv_lens, out, num_seqs, hq, head_dim, num_splits)
