@@ -658,10 +658,10 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 moe_ab_unfused qwen3_8b decode_bench_nopdl profile kernel_table
         gdn_table server_sweep throughput batched_min_m long_context long_context_nolong
-        issue15_table decode_gemm_ab gates ep_1gpu spec_bench grammar_bench prefix_bench
-        prefix_bench_hybrid spec_bench_hybrid quant_bench moe_full quant_profile moe_kernels
-        moe_parity moe_host_parity layer_diff moe_bench decode_profiles allreduce_1gpu
-        tp_check tp_bench tp_throughput ep_bench kv_dtypes)
+        issue15_table decode_gemm_ab kv_dtypes gates ep_1gpu spec_bench grammar_bench
+        prefix_bench prefix_bench_hybrid spec_bench_hybrid quant_bench moe_full quant_profile
+        moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles
+        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench)
 
 # ---- runner -------------------------------------------------------------------------------
 
