@@ -5,7 +5,7 @@ The oracles share no code with the references: the append's quantization picks t
 E4M3 value from an enumerated table in float64 (ties to the even code), and attention
 dequantizes each key slot by slot and runs an exact float64 softmax. Unowned cache slots
 hold E4M3 NaN (0x7F), so a kernel that reads one key too many fails loudly. One decode case
-at Qwen3-8B's heads runs captured in a CUDA graph (replayed twice) where the backend can.
+at Qwen3-8B's heads joins the device check's CUDA graph (KernelCase.graph).
 """
 
 from __future__ import annotations
@@ -204,8 +204,8 @@ def prefill_case(rng: np.random.Generator, name: str, g: Geometry, q_lens: list[
 
 def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
                 num_splits: int, graph: bool = False) -> KernelCase:
-    """Partials and combine of one query per sequence on a num_splits grid; `graph` runs the
-    two launches captured in a CUDA graph, replayed twice (where the backend captures)."""
+    """Partials and combine of one query per sequence on a num_splits grid; `graph` puts the
+    case into the device check's CUDA graph (captured on a created stream, replayed twice)."""
     num_seqs = len(kv_lens)
     inputs = fp8_paged_cache(rng, kv_lens, g)
     inputs["q"] = random_bf16(rng, (num_seqs, g.hq, g.head_dim), 2.0)
@@ -217,26 +217,11 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
     for b, (n, c) in enumerate(zip(kv_lens, chunks)):
         active[b] = np.arange(num_splits)[None, :] * c < n
 
-    def launch(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kv_quant.decode_attention_fp8(
             KernelCache(backend), stream, p["q"], p["k_cache"], p["v_cache"], p["kv_scales"],
             p["block_tables"], p["kv_lens"], p["part_o"], p["part_ml"], p["out"], num_seqs,
             g.hq, g.hkv, g.head_dim, g.block_size, max_blocks, num_splits, g.scale)
-
-    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        if not (graph and backend.supports_graphs):
-            launch(backend, stream, p)
-            return
-        launch(backend, stream, p)     # resolves the kernels outside the capture
-        backend.begin_capture(stream)
-        launch(backend, stream, p)
-        handle = backend.end_capture(stream)
-        try:
-            backend.launch_graph(handle, stream)
-            backend.launch_graph(handle, stream)
-        finally:
-            backend.synchronize(stream)
-            backend.destroy_graph(handle)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         q = bf16_bits_to_f32(x["q"]).astype(np.float64)
@@ -264,7 +249,7 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
     mask = {"part_o": np.broadcast_to(active[..., None], po_shape),
             "part_ml": np.broadcast_to(active[..., None], ml_shape)}
     return KernelCase(name, "attention_kvq", inputs, outputs, run, oracle, mask,
-                      reference_abs_tol=PARTIAL_ABS_TOL)
+                      reference_abs_tol=PARTIAL_ABS_TOL, graph=graph)
 
 
 @kernel_cases("attention_kvq")

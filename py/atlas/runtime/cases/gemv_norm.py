@@ -61,10 +61,10 @@ def norm_linear_case(rng: np.random.Generator, name: str, n: int, k: int, add: b
 
 
 #: (n, k, add, offset): Qwen3-0.6B qkv and gate_up, Qwen3-8B qkv (2 chunks a thread), a
-#: 24576-wide row (the shared-memory limit: 12 chunks a thread), SmolLM2's 576 (72 chunks,
+#: 20480-wide row (the shared-memory limit: 10 chunks a thread), SmolLM2's 576 (72 chunks,
 #: a partial warp), ragged n, the first layer's form, the (1 + w) norm of hybrid families
 NORM_GEMV_SHAPES = [(4096, 1024, True, False), (6144, 1024, True, False),
-                    (6144, 4096, True, False), (33, 24576, True, False),
+                    (6144, 4096, True, False), (33, 20480, True, False),
                     (961, 576, True, False), (130, 2048, False, False),
                     (515, 2048, True, True), (64, 8, True, False)]
 

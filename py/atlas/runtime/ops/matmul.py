@@ -112,9 +112,11 @@ def gemv_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr,
     kc.get(sig)(stream, grid, gemv_threads(k), 0, gate_up, w, y, m, n, k)
 
 
-#: widest row the fused add + RMSNorm GEMV stages: k * 2 bytes of dynamic shared memory
-#: within the 48 KiB every launch may use without an opt-in
-NORM_GEMV_MAX_K = 48 * 1024 // 2
+#: widest row the fused add + RMSNorm GEMV stages: k * 2 bytes of dynamic shared memory,
+#: which with the kernel's static partial sums (gemv.cu partial_sums, up to 4 KiB) must stay
+#: within the 48 KiB a launch may use without an opt-in: 40 KiB of row (the H200 refused
+#: 48 KiB of dynamic memory with CUDA_ERROR_INVALID_VALUE, check_kernels 2026-12-01)
+NORM_GEMV_MAX_K = 40 * 1024 // 2
 
 
 #: weight bytes per SM up to which a batch-1 GEMV counts as latency-bound for the fused
