@@ -26,6 +26,12 @@ _BF16_NAN = np.uint16(0x7FC0)
 #: bf16 attention outputs lie in (-1, 1): the output rounding (half a bf16 ulp, 2^-9
 #: relative) dominates; float32 softmax error is orders of magnitude below it
 ATTN_TOL = (1e-3, 8e-3)
+#: prefill against the float64 reference: the tensor-core kernels' f32 online softmax (ex2
+#: approximations, P in bf16 parts) lands about one output in 20,000 on the other side of a
+#: bf16 rounding boundary, by up to 2^-9 at outputs in (-1, 1) (H200, 2026-12-01: prefill
+#: D256 gqa8 1/823,296 at 1.95e-3, D64 mha 1/20,864 at 4.9e-4, each as far from the
+#: float64 oracle as the reference itself); the oracle tolerance above still bounds accuracy
+PREFILL_REFERENCE_ABS_TOL = 2.0 ** -9
 
 
 @dataclass(frozen=True)
@@ -115,7 +121,8 @@ def prefill_case(rng: np.random.Generator, name: str, g: Geometry, q_lens: list[
         return {"out": out}
 
     spec = OutputSpec(DType.BF16, (total, g.hq, g.head_dim), ATTN_TOL)
-    return KernelCase(name, "attention", inputs, {"out": spec}, run, oracle)
+    return KernelCase(name, "attention", inputs, {"out": spec}, run, oracle,
+                      reference_abs_tol=PREFILL_REFERENCE_ABS_TOL)
 
 
 @kernel_cases("attention")
