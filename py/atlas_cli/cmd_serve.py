@@ -279,7 +279,9 @@ async def _serve(ctx, model_dir: Path, backend: str, p: dict,
         from atlas_cli.load_progress import LoadProgress, step
         runner = load_runner(model_dir, world=world, progress=LoadProgress(), step=step,
                              **_load_kwargs(backend, p))
-        print(runner.kv.describe(), file=sys.stderr, flush=True)
+        kv = getattr(runner, "kv", None)  # a ModelRunner's pool; test executors have none
+        if kv is not None:
+            print(kv.describe(), file=sys.stderr, flush=True)
         executor = (TensorParallelExecutor(runner, on_failure=group_failed)
                     if world.world_size > 1 else runner)
         made.append(executor)

@@ -1,4 +1,8 @@
-"""The KV-cache format flags `atlas serve` and `atlas generate` share."""
+"""The KV-cache format flags `atlas serve` and `atlas generate` share.
+
+`--help` must not import the runtime (tests/server/test_cli_errors.py), so the choices and
+the calibration default are restated here; tests/unit/test_kv_fp8.py holds them equal to
+`runtime.kv_cache.KV_DTYPES` and `runtime.ops.kv_quant.DEFAULT_CALIBRATION_TOKENS`."""
 
 from __future__ import annotations
 
@@ -6,8 +10,10 @@ from typing import Any, Callable
 
 import click
 
-from atlas.runtime.kv_cache import KV_DTYPES
-from atlas.runtime.ops.kv_quant import DEFAULT_CALIBRATION_TOKENS
+#: the KV formats load_runner accepts (runtime.kv_cache.KV_DTYPES)
+KV_DTYPES = ("bf16", "fp8")
+#: tokens the first prefill calibrates fp8 KV scales over (runtime.ops.kv_quant)
+DEFAULT_CALIBRATION_TOKENS = 512
 
 
 def kv_cache_flags(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -215,3 +215,13 @@ def test_startup_line_and_metrics_count_the_fp8_pool() -> None:
                                                          dtype=DType.FP8E4M3,
                                                          high_precision_layers=1))
     assert mixed.describe() == "KV pool: 160 tokens (fp8+bf16, 1,536 bytes per token)"
+
+
+def test_cli_flags_restate_the_runtime_constants() -> None:
+    """The CLI copies them to keep --help free of runtime imports: they must not drift."""
+    from atlas.runtime.kv_cache import KV_DTYPES
+    from atlas.runtime.ops.kv_quant import DEFAULT_CALIBRATION_TOKENS
+    from atlas_cli import kv_flags
+
+    assert tuple(KV_DTYPES) == kv_flags.KV_DTYPES
+    assert DEFAULT_CALIBRATION_TOKENS == kv_flags.DEFAULT_CALIBRATION_TOKENS
