@@ -40,23 +40,31 @@ from .rope_kv import qk_norm_rope_kv_bf16
 _QUERY_CHUNK = 256
 
 
-def gather_kv(mem: HostMemory, cache: int, table: np.ndarray, kv_len: int, hkv: int,
-              block_size: int, head_dim: int) -> np.ndarray:
-    """The first kv_len cached tokens of one sequence as float32 [hkv, kv_len, head_dim]."""
+def gather_codes(mem: HostMemory, cache: int, table: np.ndarray, kv_len: int, hkv: int,
+                 block_size: int, head_dim: int, dtype: type) -> np.ndarray:
+    """The first kv_len cached tokens of one sequence, raw elements of `dtype` (uint16 bf16
+    bits, uint8 fp8 codes) as [hkv, kv_len, head_dim]: the paged-pool walk both caches share."""
     n_blocks = -(-kv_len // block_size)
     if n_blocks > table.size:
         raise ValueError(f"kv_len {kv_len} needs {n_blocks} blocks; block table has "
                          f"{table.size}")
     if n_blocks == 0:
-        return np.zeros((hkv, 0, head_dim), dtype=np.float32)
+        return np.zeros((hkv, 0, head_dim), dtype=dtype)
     ids = table[:n_blocks].astype(np.int64)
     if ids.min() < 0:
         raise ValueError(f"negative block id in the first {n_blocks} block table entries")
     per_block = hkv * block_size * head_dim
-    pool = mem.view(cache, np.uint16, (int(ids.max()) + 1) * per_block)
+    pool = mem.view(cache, dtype, (int(ids.max()) + 1) * per_block)
     blocks = pool.reshape(-1, hkv, block_size, head_dim)[ids]        # [nb, hkv, bs, D]
     tokens = blocks.transpose(1, 0, 2, 3).reshape(hkv, n_blocks * block_size, head_dim)
-    return bf16_bits_to_f32(tokens[:, :kv_len])
+    return tokens[:, :kv_len]
+
+
+def gather_kv(mem: HostMemory, cache: int, table: np.ndarray, kv_len: int, hkv: int,
+              block_size: int, head_dim: int) -> np.ndarray:
+    """The first kv_len cached tokens of one sequence as float32 [hkv, kv_len, head_dim]."""
+    return bf16_bits_to_f32(gather_codes(mem, cache, table, kv_len, hkv, block_size, head_dim,
+                                         np.uint16))
 
 
 def _tables(mem: HostMemory, block_tables: int, kv_lens: int, num_seqs: int,

@@ -14,26 +14,14 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, fp8_e4m3_to_f32
 from ..gpu import Dim3
 from ..kernel_abi import DECODE_ATTN_FP8, PREFILL_ATTN_FP8
 from . import HostMemory, reference
-from .attention import _tables, causal_attention, split_partials
+from .attention import _tables, causal_attention, gather_codes, split_partials
 
 
 def gather_kv_fp8(mem: HostMemory, cache: int, scale: np.ndarray, table: np.ndarray,
                   kv_len: int, hkv: int, block_size: int, head_dim: int) -> np.ndarray:
     """The first kv_len cached tokens of one sequence, dequantized: float32 [hkv, kv_len, D]."""
-    n_blocks = -(-kv_len // block_size)
-    if n_blocks > table.size:
-        raise ValueError(f"kv_len {kv_len} needs {n_blocks} blocks; block table has "
-                         f"{table.size}")
-    if n_blocks == 0:
-        return np.zeros((hkv, 0, head_dim), dtype=np.float32)
-    ids = table[:n_blocks].astype(np.int64)
-    if ids.min() < 0:
-        raise ValueError(f"negative block id in the first {n_blocks} block table entries")
-    per_block = hkv * block_size * head_dim
-    pool = mem.view(cache, np.uint8, (int(ids.max()) + 1) * per_block)
-    blocks = pool.reshape(-1, hkv, block_size, head_dim)[ids]
-    codes = blocks.transpose(1, 0, 2, 3).reshape(hkv, n_blocks * block_size, head_dim)
-    return fp8_e4m3_to_f32(codes[:, :kv_len]) * scale[:, None, None]
+    codes = gather_codes(mem, cache, table, kv_len, hkv, block_size, head_dim, np.uint8)
+    return fp8_e4m3_to_f32(codes) * scale[:, None, None]
 
 
 def _scales(mem: HostMemory, kv_scales: int, hkv: int) -> np.ndarray:
