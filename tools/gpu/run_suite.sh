@@ -654,13 +654,32 @@ stage_decode_profiles() {
   return $rc
 }
 
+# The decode profiles the per-kernel work needs beyond decode_profiles: Qwen3-8B with PDL on
+# and off, Qwen3.5-35B-A3B at batch 8 with PDL off, and Qwen3-0.6B with the fused
+# add+RMSNorm GEMV off (its A/B against the default in decode_profiles).
+stage_profiles_extra() {
+  local rc=0 pdl cfg="$CKPT/qwen3_5-35b-a3b-synthetic"
+  make_checkpoint qwen3-8b weights || return 1
+  make_checkpoint qwen3-0.6b weights || return 1
+  for pdl in 1 0; do
+    ATLAS_PDL=$pdl "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-8b" \
+      --out "$RESULTS/profile_decode_qwen3-8b_pdl$pdl.json" || rc=1
+  done
+  ATLAS_PDL=0 ATLAS_FUSED_NORM=0 "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-0.6b" \
+    --out "$RESULTS/profile_decode_qwen3-0.6b_pdl0_nofusednorm.json" || rc=1
+  "$PY" tools/make_fixtures.py --config qwen3_5-35b-a3b --out "$cfg" --config-only || return 1
+  ATLAS_PDL=0 "$PY" tools/gpu/profile_decode.py --model "$cfg" --synthetic-seed 0 --batch 8 \
+    --out "$RESULTS/profile_decode_qwen3_5-35b-a3b_b8_pdl0.json" || rc=1
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity
         decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 moe_ab_unfused qwen3_8b decode_bench_nopdl profile kernel_table
         gdn_table server_sweep throughput batched_min_m long_context long_context_nolong
         issue15_table decode_gemm_ab kv_dtypes gates ep_1gpu spec_bench grammar_bench
         prefix_bench prefix_bench_hybrid spec_bench_hybrid quant_bench moe_full quant_profile
-        moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles
+        moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench)
 
 # ---- runner -------------------------------------------------------------------------------
