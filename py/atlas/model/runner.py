@@ -25,7 +25,7 @@ from ..core.sampling import GREEDY
 from ..runtime.buffers import BufferArena
 from ..runtime.gpu import H200_FACTS, DevicePtr, GpuBackend, GraphHandle
 from ..runtime.kv_cache import PagedKvCache
-from ..runtime.ops import argmax, embedding
+from ..runtime.ops import argmax, embedding, matmul
 from ..runtime.sampler import Sampler
 from .batch import SeqChunk, StepResult, TokenLogprobs, accept
 from .gated_deltanet import proj_width
@@ -122,6 +122,8 @@ def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
     arena.reserve("step_i32", DType.I32, (layout.total,))
     # one row: only single-row decode fuses the residual add into a GEMV (matmul.fuses_norm)
     arena.reserve("resid_alt", DType.BF16, (1, dims.hidden))
+    # and its partial sums of squares when the GEMVs carry the residual (matmul.gemv_residual)
+    arena.reserve("resid_ssq", DType.FP32, (matmul.ssq_partials(dims.hidden),))
     for name, width in (("resid", dims.hidden), ("delta", dims.hidden),
                         ("normed", dims.hidden), ("qkv", dims.qkv_width), ("q", dims.q_width),
                         ("attn", dims.q_width), ("gate_up", 2 * dims.inter),
@@ -188,7 +190,7 @@ class ModelRunner:
             cu_q=i32 + 4 * lay.cu_q, kv_lens=i32 + 4 * lay.kv_lens,
             sample_rows=i32 + 4 * lay.sample_rows, block_tables=kv.block_tables,
             state_slots=i32 + 4 * lay.state_slots,
-            **{n: arena[n] for n in ("resid", "resid_alt", "delta", "normed", "qkv", "q", "attn",
+            **{n: arena[n] for n in ("resid", "resid_alt", "resid_ssq", "delta", "normed", "qkv", "q", "attn",
                                      "gate_up", "act", "sample_hidden", "logits", "part_o",
                                      "part_ml", "attn_counters", "w_scratch") + lin})
         self.host_i32 = backend.alloc_host_pinned(4 * lay.total).view(np.int32)
