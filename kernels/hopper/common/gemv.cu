@@ -250,7 +250,7 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
 
 // y = RMSNorm(resid) @ w.T for one row whose sum of squares a residual-epilogue GEMV left in
 // ssq (k / 4 partials): the norm costs this GEMV one reduction of k / 4 floats and no launch.
-extern "C" __global__ void __launch_bounds__(kMaxThreads, kNormGemvMinBlocks)
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
     gemv_rmsnorm_bf16_single(const __nv_bfloat16* resid, const float* ssq,
                              const __nv_bfloat16* norm_w, const __nv_bfloat16* w,
                              __nv_bfloat16* y, uint32_t n, uint32_t k, float eps,

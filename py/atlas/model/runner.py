@@ -133,7 +133,8 @@ def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
     arena.reserve("logits", DType.FP32, (limits.max_sample_rows, dims.vocab))
     arena.reserve("part_o", DType.FP32, (b, dims.heads, max_splits, dims.head_dim))
     arena.reserve("part_ml", DType.FP32, (b, dims.heads, max_splits, 2))
-    arena.reserve("attn_counters", DType.I32, (b, dims.kv_heads))  # zeroed by the loader
+    # split tickets per (row, head slice) of decode attention: at most one per q head
+    arena.reserve("attn_counters", DType.I32, (b, dims.heads))  # zeroed by the loader
     arena.reserve("w_scratch", DType.BF16, (-(-weight_scratch_bytes // 2),))
     if dims.linear is not None:
         la = dims.linear
