@@ -207,6 +207,30 @@ def test_the_residual_carrying_gemvs_are_batch_one_gemvs() -> None:
         _launches(matmul.gemv_rmsnorm, 0x1000, 0x2000, 0x3008, 0x4000, 0x5000, 64, 64, 1e-6)
 
 
+@pytest.mark.parametrize("hq,hkv", [(16, 8), (32, 8), (32, 4), (16, 2), (12, 2), (9, 3),
+                                     (64, 4), (8, 8)])
+def test_decode_head_slices_cover_each_q_head_once(hq: int, hkv: int) -> None:
+    """attention.cu HeadSlice::of_block, restated: grid y = hkv x slices; block y serves
+    q heads [h0, h0 + count) of kv head y / slices, and its split ticket is counter y of the
+    row, which the runner's [rows, hq] counters hold."""
+    slices = attention.decode_head_slices(hq, hkv)
+    group, per = hq // hkv, attention.DECODE_HEADS_PER_BLOCK
+    served = []
+    for y in range(hkv * slices):
+        kvh, index = divmod(y, slices)
+        first = index * per
+        count = min(per, group - first)
+        assert 1 <= count <= per
+        heads = range(kvh * group + first, kvh * group + first + count)
+        assert all(h // group == kvh for h in heads)  # the slice's K/V are its kv head's
+        served += heads
+    assert sorted(served) == list(range(hq))
+    assert hkv * slices <= hq
+    rec, = _launches(attention.decode_attention, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000,
+                     0x6000, 0x7000, 0x7800, 0x8000, 2, hq, hkv, 64, 16, 8, 5, 0.1)
+    assert rec.grid == (5, hkv * slices, 2)
+
+
 def test_decode_attention_is_one_launch_over_the_splits() -> None:
     recs = _launches(attention.decode_attention, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000,
                      0x6000, 0x7000, 0x7800, 0x8000, 4, 32, 8, 128, 16, 64, 16, 0.088)

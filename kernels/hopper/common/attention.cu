@@ -247,7 +247,6 @@ struct HeadSlice {
   int index;  // this slice within the kv head's group (0: the one that appends new K/V)
   int h0;     // first q head (global index)
   int count;  // q heads, 1..kDecodeHeadsPerPass
-  int group;  // q heads per kv head
 
   __device__ __forceinline__ static HeadSlice of_block(int hq, int hkv) {
     const int group = hq / hkv;
@@ -255,7 +254,7 @@ struct HeadSlice {
     const int kvh = static_cast<int>(blockIdx.y) / slices;
     const int index = static_cast<int>(blockIdx.y) % slices;
     const int first = index * kDecodeHeadsPerPass;
-    return {kvh, index, kvh * group + first, min(kDecodeHeadsPerPass, group - first), group};
+    return {kvh, index, kvh * group + first, min(kDecodeHeadsPerPass, group - first)};
   }
 };
 

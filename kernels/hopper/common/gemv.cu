@@ -35,6 +35,9 @@ using namespace atlas::gemv;
 
 __shared__ float partial_sums[kMaxThreads / 32][kMaxAcc];  // [warp][m * 4 + r]
 extern __shared__ uint4 staged_x[];  // NormX: the normalized row, k / 8 chunks (dynamic)
+// SsqNormX's block sum: its own scratch, since warps that finish the main loop early write
+// partial_sums while slower ones may still read the sum (no barrier after it)
+__shared__ float ssq_scratch[kMaxThreads / 32];
 
 // x = RMSNorm(h) * w (or * (1 + w) with `offset`), h = bf16(resid + delta) (h = resid when
 // delta is null), in rmsnorm.cu's numerics (f32 sum of squares; the CUDA kernels sum in
@@ -112,8 +115,7 @@ struct SsqNormX {
     const int parts = (8 * kc + kRowsPerBlock - 1) / kRowsPerBlock;
     float s = 0.f;
     for (int i = threadIdx.x; i < parts; i += blockDim.x) s += __ldcg(ssq + i);
-    // partial_sums is free until the final reduction, which follows later barriers
-    const float total = atlas::block_sum(s, partial_sums[0]);
+    const float total = atlas::block_sum(s, ssq_scratch);
     inv_rms = rsqrtf(total / static_cast<float>(8 * kc) + eps);
   }
 
