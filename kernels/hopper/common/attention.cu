@@ -423,8 +423,9 @@ struct RopedQ {
 
 // The split's keys [begin, end) for the G = hs.count q heads of the block's slice (K/V
 // read once for all of them). The next iteration's K/V rows are loaded before this one's
-// are used (a register double buffer), so a long split keeps one round trip in flight while
-// it computes. `first` holds the block-table entries of the split's first iteration.
+// are used (a register double buffer), and the block-table entries of the one after that
+// with them, so a long split keeps one round trip in flight while it computes. `first`
+// holds the block-table entries of the split's first iteration.
 template <int D, int G, class Q>
 __device__ __forceinline__ void decode_attn_pass(const HeadSlice& hs, int begin, int end,
     const DecodeBlocks& first, const Q& qs,
@@ -442,6 +443,9 @@ __device__ __forceinline__ void decode_attn_pass(const HeadSlice& hs, int begin,
 
   DecodeKv cur = load_kv_rows<D>(k_cache, v_cache, first, begin, end, grp, sub, hkv, kvh,
                                  block_size);
+  // the block-table entries run one round ahead of the K/V rows they address, so a round
+  // waits on one memory trip (K/V), not two (the table, then K/V)
+  DecodeBlocks ahead = lookup_blocks<D>(table, begin + kStep, end, grp, block_size);
   qs.prepare(hs);  // under the first K/V round trip
   float qf[G][8];
   const float scale_log2 = scale * kLog2e;
@@ -462,9 +466,9 @@ __device__ __forceinline__ void decode_attn_pass(const HeadSlice& hs, int begin,
   }
 
   for (int base = begin; base < end; base += kStep) {  // uniform trip count: shuffles are safe
-    const DecodeKv next = load_kv_rows<D>(
-        k_cache, v_cache, lookup_blocks<D>(table, base + kStep, end, grp, block_size),
-        base + kStep, end, grp, sub, hkv, kvh, block_size);
+    const DecodeKv next = load_kv_rows<D>(k_cache, v_cache, ahead, base + kStep, end, grp, sub,
+                                          hkv, kvh, block_size);
+    ahead = lookup_blocks<D>(table, base + 2 * kStep, end, grp, block_size);
     if constexpr (Q::kNewKey) {  // this step's key: from shared memory, not the cache
 #pragma unroll
       for (int u = 0; u < kDecodeUnroll; ++u) {
