@@ -231,8 +231,11 @@ class ModelRunner:
         self._masked_last = False  # the last step uploaded a grammar mask
         self._logprobs_last = False  # the last step asked the sampler for logprobs
         #: verification steps of up to this many rows compute each row as a plain decode
-        #: step would (see the module docstring; 0 without speculation)
-        self.invariant_rows = row_invariant_rows(model.kc) if limits.num_draft_tokens else 0
+        #: step would (see the module docstring); 0 without speculation, and for hybrid
+        #: models (which verify eagerly) and mixtures of experts (whose expert kernels
+        #: route by row count)
+        self.invariant_rows = (row_invariant_rows(model.kc) if limits.num_draft_tokens
+                               and not self.has_recurrent_state and cfg.moe is None else 0)
         #: row counts with a captured decode graph: batch sizes
         self.buckets = decode_buckets(limits.max_batch_size)
         #: row counts with a captured verification graph (a hybrid model verifies eagerly,
