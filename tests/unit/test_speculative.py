@@ -10,7 +10,7 @@ from atlas.core.sampling import GREEDY, SamplingParams
 from atlas.engine.core import EngineCore
 from atlas.engine.request import EngineRequest, FinishReason
 from atlas.engine.speculative import (NgramDrafter, OracleDrafter, Speculator, best_num_drafts,
-                                      expected_tokens, make_drafter)
+                                      expected_tokens, make_drafter, step_cost_table)
 from atlas.model.batch import accept
 from tests.server.fakes import FakeBlockPool, FakeExecutor
 
@@ -190,3 +190,13 @@ def test_a_step_cost_table_turns_drafting_off_where_it_cannot_pay():
     # 2 drafts a step, fewer only where max_tokens leaves less room
     assert alone[:-1] == [2] * (len(alone) - 1) and alone[-1] <= 2
     assert spec.drafted > 0 and spec.accepted == spec.drafted
+
+
+def test_step_cost_table_reads_bench_spec_records():
+    measured = {"1": {"plain_ms": 4.86, "k1_ms": 5.1, "k1_ratio": 1.05, "k2_ratio": 1.15},
+                "32": {"plain_ms": 8.7, "k1_ratio": 1.17}}
+    assert step_cost_table(measured) == {1: [1.05, 1.15], 32: [1.17]}
+    for bad in ({}, {"x": {"k1_ratio": 1.0}}, {"8": {"plain_ms": 6.0}},
+                {"8": {"k1_ratio": -1.0}}):
+        with pytest.raises(ValueError):
+            step_cost_table(bad)

@@ -148,6 +148,30 @@ def best_num_drafts(step_cost: Mapping[int, Seq[float]], batch: int, max_drafts:
     return best_k
 
 
+def step_cost_table(measured: Mapping[str, Mapping[str, float]]) -> dict[int, list[float]]:
+    """The draft policy's table from tools/gpu/bench_spec.py's JSON "step_cost" object
+    ({"8": {"plain_ms": ..., "k1_ratio": 1.22, "k2_ratio": ...}, ...}): batch -> [c(B, 1),
+    c(B, 2), ...] for the K it measured from 1 up. A malformed object is a ValueError
+    naming what is wrong."""
+    table: dict[int, list[float]] = {}
+    for batch, row in measured.items():
+        if not str(batch).isdigit() or not isinstance(row, Mapping):
+            raise ValueError(f"step_cost: {batch!r} is not a batch size with a row of ratios")
+        costs = []
+        while f"k{len(costs) + 1}_ratio" in row:
+            cost = row[f"k{len(costs) + 1}_ratio"]
+            if not isinstance(cost, (int, float)) or cost <= 0:
+                raise ValueError(f"step_cost[{batch}].k{len(costs) + 1}_ratio = {cost!r} is "
+                                 "not a positive number")
+            costs.append(float(cost))
+        if not costs:
+            raise ValueError(f"step_cost[{batch}] has no k1_ratio")
+        table[int(batch)] = costs
+    if not table:
+        raise ValueError("step_cost has no rows")
+    return table
+
+
 @dataclass(slots=True)
 class Speculator:
     """A drafter, how many tokens it may propose per step, and what it achieved.
