@@ -357,9 +357,9 @@ class DenseDecoderModel:
             return
         assert lw.o is not None
         rotary_dim = d.rotary_dim or d.head_dim
-        if plan.decode and not plan.verify and attention.rope_fusable(kc, d.heads, d.kv_heads, d.head_dim,
-                                                  d.q_pitch, rotary_dim, d.norm_offset,
-                                                  self.max_blocks * self.block_size):
+        if plan.decode and not plan.verify and attention.rope_fusable(
+                kc, d.heads, d.kv_heads, d.head_dim, d.q_pitch, rotary_dim, d.norm_offset,
+                self.max_blocks * self.block_size):
             assert t == plan.num_seqs  # one token per sequence
             # q/k norm, RoPE, KV append and split-K attention in one launch
             attention.decode_attention_rope(
