@@ -52,6 +52,7 @@ def test_ngram_speculation_answers_like_the_plain_server(servers):
               if l.startswith("atlas_spec_")}
     assert values["atlas_spec_accepted_tokens_total"] > 0
     assert values["atlas_spec_draft_tokens_total"] >= values["atlas_spec_accepted_tokens_total"]
+    assert 0 < values["atlas_spec_token_acceptance"] <= 1
     assert "atlas_prefix_cache_hits_total" not in text   # caching was off
     speculator = spec.ctx.engine.scheduler.speculator
     assert speculator.verify_steps > 0 and speculator.step_cost == STEP_COST
