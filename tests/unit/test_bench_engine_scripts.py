@@ -34,7 +34,9 @@ def test_bench_spec_reports_step_costs_and_oracle_passes(tmp_path):
         assert row["passes"][0]["expected_tokens_per_step"] == pytest.approx(1 + 0.7 + 0.49)
         assert row["plain_tok_s"] > 0
         # rows are invariant on the host: every pass reproduces the plain greedy output
-        assert all(p["exact"] and p["same_as_plain"] == 1.0 for p in row["passes"])
+        assert row["reference"] == "plain"
+        assert all(p["exact"] and p["same_as_plain"] == p["same_as_reference"] == 1.0
+                   for p in row["passes"])
         fixed = row["passes"][2]   # a perfect oracle: every draft accepted
         assert fixed["token_acceptance"] == 1.0 and fixed["draft_acceptance"] == 1.0
         assert 0 < row["passes"][0]["token_acceptance"] < 1
@@ -47,8 +49,9 @@ def test_bench_spec_drafts_with_the_mtp_head(tmp_path):
     row = res["mtp"]["1"]
     assert row["same_as_plain"] == 1.0 and row["tok_s"] > 0
     assert 0 <= row["token_acceptance"] <= 1 and row["verify_steps"] > 0
-    # a hybrid model verifies eagerly: its rows are not claimed to be invariant
-    assert res["invariant_rows"] == 0
+    # a hybrid model verifies eagerly: its rows are not claimed to be invariant, and the
+    # oracle drafts the output of verification steps of the same shape
+    assert res["invariant_rows"] == 0 and res["throughput"]["1"]["reference"] == "K=2 rows"
     assert not any(p["exact"] for p in res["throughput"]["1"]["passes"])
 
 

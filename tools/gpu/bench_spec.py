@@ -13,15 +13,18 @@ tiny fixture and small sizes runs it on a CPU as a smoke test).
    (p + p^2 + p^3) / 3 = 0.51). Each rate runs with fixed K and with the policy (K per
    step from the step-cost table and the measured acceptance, up to max-k).
 
-The oracle drafts the plain run's greedy output. A verification of up to
-`runner.invariant_rows` rows computes each row bit for bit as the plain decode step at its
-position does (model/runner.py), so there the run reproduces the plain tokens ("=plain" 1.00)
-and the measured per-token acceptance is the requested one up to sampling noise ("exact"
-yes). Beyond it (batch 8 at K = 3 is a 32-row step on other GEMM kernels) the random model's
-argmax may flip at a near-tie, the sequence then leaves the oracle's reference and its
-drafts stop matching: the measured acceptance is lower than requested, and the "model"
-column gives the speedup the step-cost table predicts at the requested rate instead
-(expected tokens per step / relative step cost). Every pass reports what it measured.
+The oracle drafts a greedy reference. A verification of up to `runner.invariant_rows` rows
+computes each row bit for bit as the plain decode step at its position does
+(model/runner.py): there the reference is the plain output, the run reproduces it ("=plain"
+1.00) and the measured per-token acceptance is the requested one up to sampling noise
+("exact" yes). Beyond it (batch 8 at K = 3 is a 32-row step on other GEMM kernels than an
+8-row decode step) the random model's argmax would flip against the plain output at
+near-ties and the sequence would leave the reference for good; there the reference is the
+greedy output of verification steps of the same shape with every draft rejected, whose
+tokens come from the same kernels as the measured pass's ("=ref" says how many sequences
+reproduced it; the batch's shape changes near the end, when sequences finish at different
+steps). The "model" column gives the speedup the step-cost table predicts at the requested
+rate (expected tokens per step / relative step cost). Every pass reports what it measured.
 
 Prints tables and writes JSON. A benchmark, not a test: it asserts nothing about speed.
 """
@@ -66,8 +69,7 @@ def step_costs(runner, batches: list[int], max_k: int, prompt_len: int, steps: i
         stop_all(core)
         row = {"plain_ms": 1e3 * plain}
         for k in range(1, max_k + 1):
-            junk = {tuple(p): [0] * (steps + 32) for p in prompts}   # always rejected
-            spec = Speculator(OracleDrafter(junk, 0.0, runner.vocab_size), k)
+            spec = Speculator(rejected_drafts(prompts, steps + 32, runner.vocab_size), k)
             core = start_decoding(runner, b, prompt_len, steps + 16, rng, prompts=prompts,
                                   speculator=spec)
             t = median_step_s(core, steps)
@@ -112,19 +114,39 @@ def _rate(row: dict, key: str) -> str:
     return f"{row[key]:.2f}" if row["verify_steps"] else "-"
 
 
+def rejected_drafts(prompts: list[list[int]], n: int, vocab_size: int) -> OracleDrafter:
+    """An oracle whose every draft is wrong (a corrupted run of zeros): each verification
+    step carries K drafts and emits the target's own token only."""
+    return OracleDrafter({tuple(p): [0] * n for p in prompts}, 0.0, vocab_size)
+
+
 def throughput(runner, batches: list[int], k: int, max_k: int, rates: list[float],
                prompt_len: int, new: int, rng: np.random.Generator,
                step_cost: dict[int, list[float]]) -> dict:
+    """Per batch: plain greedy tok/s, then the oracle at each rate with K fixed and with
+    the policy. The oracle's reference is the plain output where the K = k verification
+    rows are invariant; elsewhere it is the greedy output of verification steps of the same
+    shape (every draft rejected): position q's token then comes from the same kernels in
+    the reference and in the measured pass, whichever row of its step computes it, so the
+    acceptance is the requested one except where the batch's shape changes (sequences
+    ending at different steps, fewer drafts near max_tokens)."""
     out: dict = {}
     for b in batches:
         prompts = random_prompts(runner, b, prompt_len, rng)
         core = start_decoding(runner, b, prompt_len, new, rng, prompts=prompts)
         plain, dt, n = run_to_end(core, b)
-        row: dict = {"plain_tok_s": n / dt, "passes": []}
-        reference = {tuple(p): r for p, r in zip(prompts, plain)}
+        row: dict = {"plain_tok_s": n / dt, "passes": [],
+                     "reference": "plain" if b * (k + 1) <= runner.invariant_rows
+                     else f"K={k} rows"}
+        reference = plain
+        if row["reference"] != "plain":
+            spec = Speculator(rejected_drafts(prompts, new + k, runner.vocab_size), k)
+            reference, _, _ = run_to_end(start_decoding(runner, b, prompt_len, new, rng,
+                                                        prompts=prompts, speculator=spec), b)
+        known = {tuple(p): r for p, r in zip(prompts, reference)}
         for rate in rates:
             for policy in (False, True):
-                oracle = OracleDrafter(reference, rate, runner.vocab_size, seed=len(row["passes"]))
+                oracle = OracleDrafter(known, rate, runner.vocab_size, seed=len(row["passes"]))
                 spec = (Speculator(oracle, max_k, step_cost=step_cost) if policy
                         else Speculator(oracle, k))
                 core = start_decoding(runner, b, prompt_len, new, rng, prompts=prompts,
@@ -139,7 +161,8 @@ def throughput(runner, batches: list[int], k: int, max_k: int, rates: list[float
                                       if not policy and len(cost) >= k else None),
                     "tok_s": n / dt, "speedup": n / dt / row["plain_tok_s"],
                     **measured(spec),
-                    "same_as_plain": sum(g == p for g, p in zip(got, plain)) / b})
+                    "same_as_plain": sum(g == p for g, p in zip(got, plain)) / b,
+                    "same_as_reference": sum(g == r for g, r in zip(got, reference)) / b})
         out[b] = row
     return out
 
@@ -211,20 +234,24 @@ def main() -> int:
         cells = " ".join(f"{row[f'k{k}_ms']:>6.2f} ({row[f'k{k}_ratio']:.2f}x)"
                          for k in range(1, a.max_k + 1))
         print(f"{b:>5} {row['plain_ms']:>9.2f} {cells}")
-    print(f"\n== oracle drafting the plain greedy output (p: per-token rate; exact: every "
+    print(f"\n== oracle drafting a greedy reference (p: per-token rate; exact: every "
           f"verification row computes what plain decode does, <= {runner.invariant_rows} "
-          "rows; acc/tok: measured per-token acceptance; tok/step: tokens per verification; "
-          "model: step-cost table's speedup at p)")
-    print(f"{'batch':>5} {'p':>5} {'K':>6} {'exact':>5} {'plain':>9} {'spec':>9} "
-          f"{'speedup':>8} {'model':>6} {'acc/tok':>7} {'tok/step':>8} {'=plain':>7}")
+          "rows, and the reference is the plain output; else the reference is the output of "
+          "verification steps of K rows with every draft rejected; acc/tok: measured "
+          "per-token acceptance; tok/step: tokens per verification; model: step-cost "
+          "table's speedup at p; =ref / =plain: sequences equal to the reference / plain)")
+    print(f"{'batch':>5} {'p':>5} {'K':>6} {'exact':>5} {'oracle of':>9} {'plain':>9} "
+          f"{'spec':>9} {'speedup':>8} {'model':>6} {'acc/tok':>7} {'tok/step':>8} "
+          f"{'=ref':>5} {'=plain':>6}")
     for b, row in result["throughput"].items():
         for p in row["passes"]:
             model = f"{p['model_speedup']:.2f}x" if p["model_speedup"] else "-"
             print(f"{b:>5} {p['token_rate']:>5.2f} {p['k']:>6} "
-                  f"{'yes' if p['exact'] else 'no':>5} "
+                  f"{'yes' if p['exact'] else 'no':>5} {row['reference']:>9} "
                   f"{row['plain_tok_s']:>9.1f} {p['tok_s']:>9.1f} {p['speedup']:>7.2f}x "
                   f"{model:>6} {_rate(p, 'token_acceptance'):>7} "
-                  f"{_rate(p, 'tokens_per_step'):>8} {p['same_as_plain']:>7.2f}")
+                  f"{_rate(p, 'tokens_per_step'):>8} {p['same_as_reference']:>5.2f} "
+                  f"{p['same_as_plain']:>6.2f}")
     if a.mtp:
         result["mtp"] = mtp_throughput(runner, batches, a.k, a.prompt, a.new, rng,
                                        {b: row["plain_tok_s"]
