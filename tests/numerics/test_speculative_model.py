@@ -112,6 +112,7 @@ def test_moe_verification_in_row_count_graphs_changes_no_token():
                                     0.6, moe.vocab_size, seed=2), 3)
     assert generate(moe, reqs, spec) == plain
     assert 0 < spec.accepted < spec.drafted and max(moe.verify_graphs) == 12
+    assert moe.invariant_rows == 0   # expert kernels route by row count: no exactness claim
 
 
 def test_tiny_ngram_speculation_changes_no_token(tiny):

@@ -36,6 +36,7 @@ from ..runtime.gpu import H200_FACTS, DevicePtr, GpuBackend, GraphHandle
 from ..runtime.kv_cache import PagedKvCache
 from ..runtime.ops import KernelCache, argmax, embedding
 from ..runtime.ops.matmul import GEMV_MAX_M, linear_route
+from ..runtime.ops.matmul_quant import Bf16Linear
 from ..runtime.sampler import Sampler
 from .batch import SeqChunk, StepResult, TokenLogprobs, accept
 from .gated_deltanet import proj_width
@@ -133,6 +134,14 @@ def row_invariant_rows(kc: KernelCache) -> int:
     while m < GEMV_MAX_M and linear_route(kc, m + 1, 1) == "gemv":
         m += 1
     return m
+
+
+def _all_bf16(model: DenseDecoderModel) -> bool:
+    """Whether every projection is a bf16 weight (row_invariant_rows reasons about the bf16
+    GEMV; the quantized formats route by row count on kernels of their own)."""
+    return all(isinstance(w, Bf16Linear) for lw in model.layers
+               for w in (lw.qkv, lw.o, getattr(lw.mlp, "gate_up", None),
+                         getattr(lw.mlp, "down", None)) if w is not None)
 
 
 def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
@@ -235,7 +244,8 @@ class ModelRunner:
         #: models (which verify eagerly) and mixtures of experts (whose expert kernels
         #: route by row count)
         self.invariant_rows = (row_invariant_rows(model.kc) if limits.num_draft_tokens
-                               and not self.has_recurrent_state and cfg.moe is None else 0)
+                               and not self.has_recurrent_state and cfg.moe is None
+                               and _all_bf16(model) else 0)
         #: row counts with a captured decode graph: batch sizes
         self.buckets = decode_buckets(limits.max_batch_size)
         #: row counts with a captured verification graph (a hybrid model verifies eagerly,
