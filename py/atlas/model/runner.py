@@ -223,9 +223,9 @@ class ModelRunner:
             cu_q=i32 + 4 * lay.cu_q, kv_lens=i32 + 4 * lay.kv_lens,
             sample_rows=i32 + 4 * lay.sample_rows, block_tables=kv.block_tables,
             state_slots=i32 + 4 * lay.state_slots,
-            **{n: arena[n] for n in ("resid", "resid_alt", "resid_ssq", "delta", "normed", "qkv", "q", "attn",
-                                     "gate_up", "act", "sample_hidden", "logits", "part_o",
-                                     "part_ml", "attn_counters", "w_scratch") + lin})
+            **{n: arena[n] for n in ("resid", "resid_alt", "resid_ssq", "delta", "normed", "qkv",
+                                     "q", "attn", "gate_up", "act", "sample_hidden", "logits",
+                                     "part_o", "part_ml", "attn_counters", "w_scratch") + lin})
         self.host_i32 = backend.alloc_host_pinned(4 * lay.total).view(np.int32)
         self.host_ids = backend.alloc_host_pinned(4 * limits.max_sample_rows).view(np.int32)
         #: an MTP pass's gather rows, then its drafted ids

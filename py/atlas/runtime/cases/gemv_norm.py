@@ -94,7 +94,8 @@ def carried_norm_case(rng: np.random.Generator, name: str, hidden: int, k_in: in
               "ssq": np.zeros(matmul.ssq_partials(hidden), np.float32),
               "norm_w": f32_to_bf16_bits(w_norm.astype(np.float32)),
               "w_out": random_bf16(rng, (n_out, hidden), hidden ** -0.5)}
-    outputs = {"resid": OutputSpec(DType.BF16, (1, hidden)), "y": OutputSpec(DType.BF16, (1, n_out))}
+    outputs = {"resid": OutputSpec(DType.BF16, (1, hidden)),
+               "y": OutputSpec(DType.BF16, (1, n_out))}
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = KernelCache(backend)
