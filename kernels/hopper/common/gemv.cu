@@ -21,8 +21,9 @@
 //   bf16(resid + bf16(y)), the add_rmsnorm numerics, and writes the sum of its h^2 to
 //   ssq[blockIdx.x] (rows are owned by one block, so in place is safe and no buffer swaps);
 // * `SsqNormX` (gemv_rmsnorm_bf16_single: qkv, gate_up) is the x policy that consumes it:
-//   1/rms from the ceil(k / 4) partial sums (a fixed-order block sum: deterministic), then
-//   x = RMSNorm(h) * w computed per chunk on load, like SwigluX.
+//   1/rms from the ceil(k / 4) partial sums (each warp sums them all in a fixed order:
+//   deterministic, no barrier), then x = RMSNorm(h) * w computed per chunk on load, like
+//   SwigluX.
 //
 // The streaming, accumulation and reduction are gemv_core.cuh's, with the bf16 weight format.
 // Launch (ops/matmul.py): grid = ceil(n / 4), block = min(256, roundup32(k / 8)) threads.
@@ -35,9 +36,6 @@ using namespace atlas::gemv;
 
 __shared__ float partial_sums[kMaxThreads / 32][kMaxAcc];  // [warp][m * 4 + r]
 extern __shared__ uint4 staged_x[];  // NormX: the normalized row, k / 8 chunks (dynamic)
-// SsqNormX's block sum: its own scratch, since warps that finish the main loop early write
-// partial_sums while slower ones may still read the sum (no barrier after it)
-__shared__ float ssq_scratch[kMaxThreads / 32];
 
 // x = RMSNorm(h) * w (or * (1 + w) with `offset`), h = bf16(resid + delta) (h = resid when
 // delta is null), in rmsnorm.cu's numerics (f32 sum of squares; the CUDA kernels sum in
@@ -105,8 +103,10 @@ struct SsqNormX {
   bool offset;
   float inv_rms = 0.f;
 
-  // The thread's first chunks of h and w are requested into L1 before the partial sums are
-  // reduced, so the x loads after the barrier hit L1 instead of waiting on L2 again.
+  // Every warp sums all the partials itself (lane-strided, then a butterfly: the same
+  // order in every warp and block), so no block barrier stands before the first FMA. The
+  // thread's first chunks of h and w are requested into L1 first, so the x loads after the
+  // sum hit L1 instead of waiting on L2 again.
   __device__ __forceinline__ void prepare() {
     for (int c = threadIdx.x; c < min(kc, kUnroll * static_cast<int>(blockDim.x)); c += blockDim.x) {
       asm volatile("prefetch.global.L1 [%0];" ::"l"(resid + c));
@@ -114,9 +114,8 @@ struct SsqNormX {
     }
     const int parts = (8 * kc + kRowsPerBlock - 1) / kRowsPerBlock;
     float s = 0.f;
-    for (int i = threadIdx.x; i < parts; i += blockDim.x) s += __ldcg(ssq + i);
-    const float total = atlas::block_sum(s, ssq_scratch);
-    inv_rms = rsqrtf(total / static_cast<float>(8 * kc) + eps);
+    for (int i = threadIdx.x & 31; i < parts; i += 32) s += __ldcg(ssq + i);
+    inv_rms = rsqrtf(atlas::warp_sum(s) / static_cast<float>(8 * kc) + eps);
   }
 
   __device__ __forceinline__ void load(int, int c, float (&xf)[8]) const {
