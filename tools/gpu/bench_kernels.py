@@ -672,7 +672,7 @@ def decode_attention_case(env: Env, s: Any) -> Case:
         st["part_o"] = torch.empty((b, hq, splits, d), dtype=torch.float32, device=env.device)
         st["part_ml"] = torch.empty((b, hq, splits, 2), dtype=torch.float32,
                                     device=env.device)
-        st["counters"] = torch.zeros((b, hkv), dtype=torch.int32, device=env.device)
+        st["counters"] = torch.zeros((b, hq), dtype=torch.int32, device=env.device)
         st["out"] = torch.empty((b, hq, d), dtype=torch.bfloat16, device=env.device)
         return st
 
@@ -741,7 +741,7 @@ def decode_attention_rope_case(env: Env, s: Any) -> Case:
                                      device=env.device),
                   part_ml=torch.empty((b, hq, splits, 2), dtype=torch.float32,
                                       device=env.device),
-                  counters=torch.zeros((b, hkv), dtype=torch.int32, device=env.device),
+                  counters=torch.zeros((b, hq), dtype=torch.int32, device=env.device),
                   out=torch.empty((b, hq, d), dtype=torch.bfloat16, device=env.device))
         return st
 
