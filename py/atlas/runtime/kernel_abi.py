@@ -347,7 +347,10 @@ MOE_GATE_UP_SILU = S("moe_decode", "moe_gate_up_silu_bf16",
 # out bf16 [tokens, hidden] = bf16(sum_j topk_weights[t, j] * bf16(act[t, j] . w_down[e_j]));
 # with shared slots: bf16(that sum) + bf16(topk_weights[t, top_k] * bf16(shared act .
 # shared_down)) (transformers' bf16 op boundaries); a block covers rows_per_block rows of one
-# token for all its slots, in passes of 16 // slots rows (ops.moe.down_rows)
+# token for all its slots, in groups of ops.moe.down_rows_per_group rows (ops.moe.down_rows),
+# with ops.moe.down_smem bytes of dynamic shared memory (the token's act rows). It reads
+# topk_ids / topk_weights before its PDL wait: their writer must be at least two launches
+# back, with a launch between that waits before it lets dependents start (moe_gate_up_silu)
 MOE_DOWN_SUM = S("moe_decode", "moe_down_sum_bf16",
                  "act:ptr w_down:ptr topk_ids:ptr topk_weights:ptr out:ptr tokens:u32 "
                  "top_k:u32 hidden:u32 inter:u32 experts:u32 rows_per_block:u32 "

@@ -17,9 +17,14 @@ Paths (`experts`): up to DECODE_MAX_TOKENS tokens take two launches that read on
 selected experts' weights (moe_gate_up_silu_bf16 into act [tokens, top_k, inter], then
 moe_down_sum_bf16 which applies the weights and sums over k in float32, in slot order: no
 atomics, bit-reproducible). The down launch spreads (row, slot) items over every SM: a
-block pass holds 16 // slots output rows of one token for all its slots (neighbouring warps
-stream different experts' rows) and sums each row's slots in shared memory; a block takes
-as many passes as make the grid about one wave (`down_rows`). Given an
+block group holds `down_rows_per_group` output rows of one token for all their slots
+(neighbouring warps stream different experts' rows, 14..16 16-byte loads in flight per
+lane), sums each row's slots in shared memory, and requests the next group's weights before
+that reduction; a block takes as many groups as make the grid about one wave (`down_rows`).
+It reads the token's routing before its PDL wait (the router's output, two launches back:
+the gate/up launch between waits for it before letting the down launch start), so its first
+weights stream while gate/up still runs; gate/up's act rows are staged in shared memory
+(`down_smem`). Given an
 `AddRmsNorm`, the same launch (moe_down_add_rmsnorm_*) adds the sum into the residual stream
 and the last block of each token applies the next RMSNorm, so a decode layer needs no
 separate add_rmsnorm launch after its MoE block. A decode step routes in one launch too
@@ -76,12 +81,16 @@ DECODE_MAX_TOKENS = 8
 #: the gate/up decode kernel gives each warp one intermediate column; 8 warps per block
 DECODE_ROWS_PER_BLOCK = 8
 DECODE_THREADS = 256
-#: the down decode kernel's (row, slot) items per block pass: 8 warps x 2 items
-#: (moe_decode.cu kItemsPerPass), the most rows a pass takes
-DOWN_ITEMS_PER_PASS = 16
-#: the down decode kernel's blocks resident per SM (64 registers, 256 threads): its grid is
-#: sized to about one wave of them, each block taking as many passes as that needs
-DOWN_BLOCKS_PER_SM = 4
+#: the down decode kernel's (row, slot) items per warp in one group, by the row's chunk
+#: steps ceil(inter / 256) (moe_decode.cu DownTile: x its chunks per item = 14..16 16-byte
+#: loads in flight per lane); longer rows take DOWN_TILE_ITEMS_LONG
+DOWN_TILE_ITEMS = {1: 8, 2: 7, 3: 5, 4: 4}
+DOWN_TILE_ITEMS_LONG = 3
+#: the down decode kernel's blocks resident per SM (at most 128 registers, 256 threads): its
+#: grid is sized to about one wave of them, each block taking as many row groups as that needs
+DOWN_BLOCKS_PER_SM = 2
+#: its dynamic shared memory (the token's act rows, slots x inter bf16) may not exceed this
+DOWN_MAX_SMEM = 200 * 1024
 #: the router keeps each token's scores in one warp's registers (moe_router.cu)
 ROUTER_MAX_EXPERTS = 512
 ROUTER_MAX_TOP_K = 32
@@ -297,17 +306,35 @@ def decode_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: Dev
                              shape.inter, shape.experts, sh_ptr, n_shared, sh_inter)
 
 
-def down_rows(slots: int, tokens: int, hidden: int, sm_count: int) -> int:
-    """Output rows per block of the down kernels: whole passes of rows_per_pass = the rows
-    whose slots fill one pass of items (slots * rows <= DOWN_ITEMS_PER_PASS, at least one),
-    as many passes as bring the grid (tokens x row blocks) to about one wave of
-    DOWN_BLOCKS_PER_SM blocks per SM. One short pass per block (the first version: 1,024
-    blocks at batch 1, 8,192 at batch 8, 16,384 for Qwen3.5-35B-A3B's 9 slots at batch 8)
-    was latency-bound: per-block ids, activation rows, barriers and tickets."""
-    per_pass = max(1, DOWN_ITEMS_PER_PASS // slots)
-    groups = -(-hidden // per_pass)
-    passes = -(-tokens * groups // (DOWN_BLOCKS_PER_SM * sm_count))
-    return per_pass * max(1, min(groups, passes))
+def down_rows_per_group(slots: int, inter: int) -> int:
+    """Output rows of one group of the down kernel: all slots of each row, 8 warps x the
+    tile's items per warp (DownTile) at most; at least one row."""
+    steps = -(-inter // 256)
+    items = DOWN_TILE_ITEMS.get(steps, DOWN_TILE_ITEMS_LONG)
+    return max(1, DECODE_ROWS_PER_BLOCK * items // slots)
+
+
+def down_rows(slots: int, tokens: int, hidden: int, inter: int, sm_count: int) -> int:
+    """Output rows per block of the down kernels: whole groups (down_rows_per_group), as many
+    as bring the grid (tokens x row blocks) to about one wave of DOWN_BLOCKS_PER_SM blocks per
+    SM. Each group's weight rows are requested while the previous group is reduced (the
+    first group's before the PDL wait), so longer blocks lose nothing to their barriers.
+    History: one short pass per block (1,024 blocks at batch 1, 16,384 for Qwen3.5-35B-A3B's
+    9 slots at batch 8) or passes of 1..2 rows were latency-bound: 115 us per layer for
+    Qwen3.5-35B-A3B at batch 8 (2026-12-01)."""
+    per_group = down_rows_per_group(slots, inter)
+    groups = -(-hidden // per_group)
+    per_block = -(-tokens * groups // (DOWN_BLOCKS_PER_SM * sm_count))
+    return per_group * max(1, min(groups, per_block))
+
+
+def down_smem(slots: int, inter: int) -> int:
+    """Dynamic shared memory of the down kernels: the token's act rows (bf16)."""
+    nbytes = 2 * slots * inter
+    if nbytes > DOWN_MAX_SMEM:
+        raise ValueError(f"moe_down: {slots} slots x inter {inter} of act ({nbytes} bytes) "
+                         f"exceed the kernel's {DOWN_MAX_SMEM} bytes of shared memory")
+    return nbytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,10 +359,12 @@ def decode_down(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DeviceP
     the gated shared expert's)."""
     _check_weights("moe_down_sum", act, w_down)
     sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "down")
-    rows = down_rows(shape.slots, tokens, shape.hidden, kc.facts.sm_count)
-    kc.get(MOE_DOWN_SUM)(stream, (-(-shape.hidden // rows), tokens, 1), DECODE_THREADS, 0, act,
-                         w_down, topk_ids, topk_weights, out, tokens, shape.top_k, shape.hidden,
-                         shape.inter, shape.experts, rows, sh_ptr, n_shared, sh_inter)
+    rows = down_rows(shape.slots, tokens, shape.hidden, shape.inter, kc.facts.sm_count)
+    smem = down_smem(shape.slots, shape.inter)
+    kc.get_with_shared(MOE_DOWN_SUM, smem)(
+        stream, (-(-shape.hidden // rows), tokens, 1), DECODE_THREADS, smem, act, w_down,
+        topk_ids, topk_weights, out, tokens, shape.top_k, shape.hidden, shape.inter,
+        shape.experts, rows, sh_ptr, n_shared, sh_inter)
 
 
 def decode_down_add_rmsnorm(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DevicePtr,
@@ -346,12 +375,14 @@ def decode_down_add_rmsnorm(kc: KernelCache, stream: Stream, act: DevicePtr, w_d
     _check_weights("moe_down_add_rmsnorm", act, w_down, norm.residual, norm.weight, norm.out)
     require_aligned("moe_down_add_rmsnorm", "counters", norm.counters, 4)
     sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "down")
-    rows = down_rows(shape.slots, tokens, shape.hidden, kc.facts.sm_count)
+    rows = down_rows(shape.slots, tokens, shape.hidden, shape.inter, kc.facts.sm_count)
+    smem = down_smem(shape.slots, shape.inter)
     sig = MOE_DOWN_ADD_RMSNORM_OFFSET if norm.offset else MOE_DOWN_ADD_RMSNORM
-    kc.get(sig)(stream, (-(-shape.hidden // rows), tokens, 1), DECODE_THREADS, 0, act, w_down,
-                topk_ids, topk_weights, norm.residual, norm.weight, norm.out, norm.counters,
-                tokens, shape.top_k, shape.hidden, shape.inter, shape.experts, rows, sh_ptr,
-                n_shared, sh_inter, norm.eps)
+    kc.get_with_shared(sig, smem)(
+        stream, (-(-shape.hidden // rows), tokens, 1), DECODE_THREADS, smem, act, w_down,
+        topk_ids, topk_weights, norm.residual, norm.weight, norm.out, norm.counters, tokens,
+        shape.top_k, shape.hidden, shape.inter, shape.experts, rows, sh_ptr, n_shared,
+        sh_inter, norm.eps)
 
 
 # ---- experts: grouped ---------------------------------------------------------------------
