@@ -127,7 +127,8 @@ def test_decode_path_is_two_launches_over_the_selected_experts() -> None:
     scratch = moe.MoeScratch(act=0x1000)
     got = _launches(moe.experts, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 3, QWEN3_30B,
                     scratch)
-    assert got == [("moe_gate_up_silu_bf16", (96, 24, 1), (256, 1, 1)),
+    # gate/up: 9 column groups a block (96 groups x 24 pairs over 2 x 132 blocks)
+    assert got == [("moe_gate_up_silu_bf16", (11, 24, 1), (256, 1, 1)),
                    ("moe_down_sum_bf16", (82, 3, 1), (256, 1, 1))]  # 5 groups of 5 rows
 
 
@@ -216,7 +217,7 @@ def test_decode_launch_geometry_with_a_shared_expert() -> None:
     shared = moe.SharedExpertWeights(0x1000, 0x2000, 0x3000)
     got = _launches(moe.experts, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 2, shape,
                     moe.MoeScratch(act=0x8000), shared=shared)
-    assert got == [("moe_gate_up_silu_bf16", (64, 18, 1), (256, 1, 1)),
+    assert got == [("moe_gate_up_silu_bf16", (13, 18, 1), (256, 1, 1)),
                    ("moe_down_sum_bf16", (114, 2, 1), (256, 1, 1))]  # 3 groups of 6 rows
     got = _launches(moe.gate_topk, 0x100, 0x200, 0x300, 0x400, 0x500, 0x600, 2, shape,
                     moe.Routing(), shared, 0x700)

@@ -5,13 +5,18 @@
 // selected experts (16-byte ld.global.nc chunks, many in flight per lane) and its partial
 // sums meet in a butterfly (atlas::warp_sum), so every result is bit-reproducible.
 //
-// moe_gate_up_silu_bf16: grid (ceil(inter / 8), tokens * top_k), 256 threads. Warp w of
-//   block (bx, pair) computes intermediate column i = 8 bx + w of slot `pair` = t * top_k + j:
+// moe_gate_up_silu_bf16: grid (ceil(groups / per_block), tokens * slots), 256 threads,
+//   groups = ceil(inter / 8) column groups (ops/moe.py gate_up_groups_per_block). Block
+//   (bx, p) serves pair p = t * slots + j only if no earlier pair has its expert (the shared
+//   expert's chunk c counts as expert experts + c for every token); then it computes, for
+//   every pair routed to that expert, columns i of its column groups, one warp a column:
 //   g = bf16(x[t] . w_gate_up[e][i]), u = bf16(x[t] . w_gate_up[e][inter + i]) and
-//   act[pair][i] = bf16(bf16(silu(g)) * u), the dense MLP's gate_up GEMV + silu_mul. Its
-//   expert ids are the router's output, the launch just before: read after the PDL wait.
-//   It must keep pdl_wait before pdl_launch_dependents: the down launch after it reads the
-//   routing before its own wait (below).
+//   act[pair][i] = bf16(bf16(silu(g)) * u), the dense MLP's gate_up GEMV + silu_mul: at batch
+//   2..8 the rows routed to one expert share one weight read. Each warp's next column is
+//   requested right after the current one's products; x (every token) is staged in shared
+//   memory. The expert ids are the router's output, the launch just before: read after the
+//   PDL wait. It must keep pdl_wait before pdl_launch_dependents: the down launch after it
+//   reads the routing before its own wait (below).
 // moe_down_sum_bf16: grid (ceil(hidden / rows), tokens), 256 threads, rows = rows_per_block
 //   (ops/moe.py down_rows), taken in groups of rows_per_group (down_rows_per_group) rows. A
 //   group of block (bx, t) owns rows_per_group output rows of token t for all their slots:
@@ -83,67 +88,111 @@ struct SharedExpert {
   int slots, inter;
 };
 
-// kHidden: 0 = run-time hidden.
-template <int kHidden>
-__device__ __forceinline__ void gate_up_row(const __nv_bfloat16* __restrict__ x,
-                                            const __nv_bfloat16* __restrict__ w,
-                                            const int32_t* __restrict__ topk_ids,
-                                            __nv_bfloat16* __restrict__ act, uint32_t top_k,
-                                            uint32_t hidden_arg, uint32_t inter,
-                                            uint32_t experts, const SharedExpert& sh) {
+// ---- gate/up ------------------------------------------------------------------------------
+constexpr int kMaxPairs = 8 * 32;  // DECODE_MAX_TOKENS x ROUTER_MAX_TOP_K (ops/moe.py)
+
+// The expert a pair (token, slot) reads: its routed id, experts + c for shared chunk c (the
+// same for every token), or -1 - pair for an id outside [0, experts) (unique: never shared).
+__device__ __forceinline__ int pair_key(const int32_t* ids, int q, int slots, int top_k,
+                                        int experts) {
+  const int j = q % slots;
+  if (j >= top_k) return experts + (j - top_k);
+  const int e = ids[q];
+  return valid_expert(e, experts) ? e : -1 - q;
+}
+
+// Block (bx, p) computes columns [bx cpb 8, (bx + 1) cpb 8) of pair p's expert (cpb =
+// ceil(ceil(inter / 8) / gridDim.x) column groups of 8, one column a warp) for every pair
+// routed to the same expert, if p is the first of them (the others' blocks exit): rows routed
+// to one expert share one weight read at batch 2..8 (and every token's shared-expert slots
+// do). `pairs` lists those pairs (`n_pairs`), `e` the key. Each warp streams its columns'
+// gate and up rows kSteps chunks a lane at a time, the next (column, pair batch, chunk batch)
+// unit's loads issued right after the current unit's products. x comes from shared memory
+// (`xs`, every token's row, staged after the PDL wait). kTok: pairs a unit takes (1 at batch
+// 1, else 8); kHidden: 0 = run-time hidden.
+template <int kHidden, int kTok>
+__device__ __forceinline__ void gate_up_cols(const uint4* xs, const __nv_bfloat16* __restrict__ w,
+                                             const int* pairs, int n_pairs, int e,
+                                             __nv_bfloat16* __restrict__ act, int slots,
+                                             int hidden_arg, int inter, int experts,
+                                             const SharedExpert& sh) {
   const int hidden = kHidden > 0 ? kHidden : static_cast<int>(hidden_arg);
-  const int lane = threadIdx.x & 31;
-  const int row = blockIdx.x * kWarps + (threadIdx.x >> 5);
-  const int slots = static_cast<int>(top_k) + sh.slots;
-  const int pair = blockIdx.y, token = pair / slots, j = pair - token * slots;
-  if (row >= static_cast<int>(inter)) return;
-  __nv_bfloat16* dst = act + static_cast<size_t>(pair) * inter + row;
-  const int kc = hidden / 8;
-  const uint4* wg;
-  size_t up_rows;  // distance from a gate row to its up row, in rows
-  if (j < static_cast<int>(top_k)) {
-    const int e = topk_ids[pair];
-    if (!valid_expert(e, experts)) {
-      if (lane == 0) *dst = atlas::f32_to_bf16(0.f);
-      return;
-    }
-    wg = reinterpret_cast<const uint4*>(w + (static_cast<size_t>(e) * 2 * inter + row) * hidden);
-    up_rows = inter;
-  } else {
-    const int col = (j - static_cast<int>(top_k)) * static_cast<int>(inter) + row;
-    if (col >= sh.inter) {
-      if (lane == 0) *dst = atlas::f32_to_bf16(0.f);
-      return;
-    }
-    wg = reinterpret_cast<const uint4*>(sh.w_gate_up + static_cast<size_t>(col) * hidden);
-    up_rows = sh.inter;
-  }
-  const uint4* xv = reinterpret_cast<const uint4*>(x + static_cast<size_t>(token) * hidden);
-  const uint4* wu = wg + up_rows * kc;
-  float g = 0.f, u = 0.f;
-  // every chunk of a step batch in flight before the first is used (the leaf's whole row);
-  // past the row a lane re-reads its last chunk and skips the product
-  constexpr int kSteps = kHidden > 0 ? (kHidden / 8 + 31) / 32 : 4;
-  for (int c0 = lane; c0 < kc; c0 += 32 * kSteps) {
-    uint4 a[kSteps], b[kSteps], xc[kSteps];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, kc = hidden / 8;
+  // chunks a lane holds per row: the leaf's whole row (up to 8) for one pair at a time, at
+  // most 4 with kTok = 8 pairs' accumulators (128 registers)
+  constexpr int kRowSteps = kHidden > 0 ? (kHidden / 8 + 31) / 32 : 4;
+  constexpr int kSteps = kTok > 1 ? (kRowSteps < 4 ? kRowSteps : 4) : (kRowSteps < 8 ? kRowSteps : 8);
+  const int cbatches = (kc + 32 * kSteps - 1) / (32 * kSteps);
+  const int groups = (inter + kWarps - 1) / kWarps;
+  const int cpb = (groups + gridDim.x - 1) / gridDim.x;
+  const int pbatches = (n_pairs + kTok - 1) / kTok;
+  const int units = cpb * pbatches * cbatches;
+  // the gate row of column i (its up row is `up_rows` rows further)
+  const bool shared_expert = e >= experts;
+  const size_t up_rows = shared_expert ? sh.inter : inter;
+  auto column = [&](int u) { return (blockIdx.x * cpb + u / (pbatches * cbatches)) * kWarps + warp; };
+  auto live = [&](int i) { return i < inter && (!shared_expert || (e - experts) * inter + i < sh.inter); };
+  auto gate_row = [&](int i) {
+    return reinterpret_cast<const uint4*>(
+        shared_expert ? sh.w_gate_up + static_cast<size_t>((e - experts) * inter + i) * hidden
+                      : w + (static_cast<size_t>(e) * 2 * inter + i) * hidden);
+  };
+  uint4 a[kSteps], b[kSteps];
+  auto issue = [&](int u) {
+    const int i = column(u), cb = u % cbatches;
+    if (!live(i)) return;
+    const uint4* wg = gate_row(i);
+    const uint4* wu = wg + up_rows * kc;
 #pragma unroll
-    for (int st = 0; st < kSteps; ++st) {
-      const int c = min(c0 + 32 * st, kc - 1);
+    for (int st = 0; st < kSteps; ++st) {  // past the row: its last chunk again, unused
+      const int c = min(lane + 32 * (cb * kSteps + st), kc - 1);
       a[st] = atlas::ld_stream(wg + c);
       b[st] = atlas::ld_stream(wu + c);
-      xc[st] = __ldg(xv + c);
     }
+  };
+  float g[kTok], up[kTok];
 #pragma unroll
-    for (int st = 0; st < kSteps; ++st) {
-      if (c0 + 32 * st < kc) {
-        g = dot8(a[st], xc[st], g);
-        u = dot8(b[st], xc[st], u);
+  for (int n = 0; n < kTok; ++n) g[n] = up[n] = 0.f;
+  if (units > 0) issue(0);
+  for (int u = 0; u < units; ++u) {
+    const int i = column(u), cb = u % cbatches, pb = (u / cbatches) % pbatches;
+    const bool col_live = live(i);
+    if (col_live) {
+#pragma unroll
+      for (int st = 0; st < kSteps; ++st) {
+        const int c = lane + 32 * (cb * kSteps + st);
+        float wg[8], wu[8];
+        atlas::unpack_bf16x8(a[st], wg);
+        atlas::unpack_bf16x8(b[st], wu);
+#pragma unroll
+        for (int n = 0; n < kTok; ++n) {
+          const int q = pairs[min(pb * kTok + n, n_pairs - 1)];
+          float xf[8];
+          atlas::unpack_bf16x8(xs[(q / slots) * kc + min(c, kc - 1)], xf);
+          if (c < kc && pb * kTok + n < n_pairs) {
+#pragma unroll
+            for (int k = 0; k < 8; ++k) {
+              g[n] = fmaf(wg[k], xf[k], g[n]);
+              up[n] = fmaf(wu[k], xf[k], up[n]);
+            }
+          }
+        }
+      }
+    }
+    if (u + 1 < units) issue(u + 1);
+    if (cb == cbatches - 1) {  // the column's products for this pair batch are complete
+#pragma unroll
+      for (int n = 0; n < kTok; ++n) {
+        const float gs = atlas::round_bf16(atlas::warp_sum(g[n]));
+        const float us = atlas::round_bf16(atlas::warp_sum(up[n]));
+        g[n] = up[n] = 0.f;
+        if (lane == 0 && i < inter && pb * kTok + n < n_pairs) {
+          const float v = col_live ? atlas::round_bf16(gs / (1.f + expf(-gs))) * us : 0.f;
+          act[static_cast<size_t>(pairs[pb * kTok + n]) * inter + i] = atlas::f32_to_bf16(v);
+        }
       }
     }
   }
-  g = atlas::round_bf16(atlas::warp_sum(g));
-  u = atlas::round_bf16(atlas::warp_sum(u));
-  if (lane == 0) *dst = atlas::f32_to_bf16(atlas::round_bf16(g / (1.f + expf(-g))) * u);
 }
 
 // The down projection's work items: item i of a group is (row r = i / slots, slot j =
@@ -381,24 +430,63 @@ __device__ __forceinline__ void down_dispatch(const DownArgs& a) {
 
 }  // namespace
 
-// At least 2 blocks per SM (at most 128 registers): the leaf's fully unrolled loads took 126
-// without the bound, one more register away from halving the occupancy. No spills on sm_90a
-// or sm_121 (the IEEE division in silu has a slow-path call that once made ptxas spill under
-// a tighter cap).
+// At least 2 blocks per SM (at most 128 registers). No spills on sm_90a or sm_121.
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
     moe_gate_up_silu_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w_gate_up,
                           const int32_t* topk_ids, __nv_bfloat16* act, uint32_t tokens,
                           uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts,
                           const __nv_bfloat16* shared_gate_up, uint32_t shared_slots,
                           uint32_t shared_inter) {
+  // pdl_wait before pdl_launch_dependents: the down launch after this one reads the routing
+  // before its own wait (see the header)
   atlas::pdl_enter();
-  if (blockIdx.y >= tokens * (top_k + shared_slots)) return;
+  const int slots = static_cast<int>(top_k + shared_slots), n = static_cast<int>(tokens) * slots;
+  const int p = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (p >= n) return;
+  __shared__ int32_t ids[kMaxPairs];
+  __shared__ int pairs[kMaxPairs];
+  __shared__ int n_pairs;
+  for (int q = threadIdx.x; q < n; q += blockDim.x) ids[q] = __ldcg(topk_ids + q);
+  __syncthreads();
+  const int key = pair_key(ids, p, slots, top_k, experts);
+  // an earlier pair with the same expert computes this one: exit (the whole block)
+  bool earlier = false;
+  for (int q = threadIdx.x; q < p; q += blockDim.x)
+    earlier |= pair_key(ids, q, slots, top_k, experts) == key;
+  if (__syncthreads_or(earlier)) return;
+  if (warp == 0) {  // the pairs p.. with this expert, in order
+    int count = 0;
+    for (int q0 = p; q0 < n; q0 += 32) {
+      const int q = q0 + lane;
+      const bool match = q < n && pair_key(ids, q, slots, top_k, experts) == key;
+      const unsigned mask = __ballot_sync(0xffffffffu, match);
+      if (match) pairs[count + __popc(mask & ((1u << lane) - 1u))] = q;
+      count += __popc(mask);
+    }
+    if (lane == 0) n_pairs = count;
+  }
+  extern __shared__ uint4 xs[];  // [tokens][hidden / 8]: ops/moe.py gate_up_smem
+  const uint4* xg = reinterpret_cast<const uint4*>(x);
+  for (int v = threadIdx.x; v < static_cast<int>(tokens * hidden / 8); v += blockDim.x)
+    xs[v] = __ldcg(xg + v);
+  __syncthreads();
   const SharedExpert sh{shared_gate_up, nullptr, static_cast<int>(shared_slots),
                         static_cast<int>(shared_inter)};
-  if (kLeaf && hidden == kLeafHidden && inter == kLeafInter && top_k == kLeafTopK)
-    gate_up_row<kLeafHidden>(x, w_gate_up, topk_ids, act, top_k, hidden, inter, experts, sh);
-  else
-    gate_up_row<0>(x, w_gate_up, topk_ids, act, top_k, hidden, inter, experts, sh);
+  const int h = static_cast<int>(hidden), in = static_cast<int>(inter), ex = static_cast<int>(experts);
+  // key < 0: an id outside [0, experts): its act is zero (gate_up_cols writes zeros for a
+  // column that is not live, and no weight row is read for it)
+  const int e = key < 0 ? ex + static_cast<int>(shared_slots) : key;
+  if (tokens == 1) {
+    if (kLeaf && hidden == kLeafHidden)
+      gate_up_cols<kLeafHidden, 1>(xs, w_gate_up, pairs, n_pairs, e, act, slots, h, in, ex, sh);
+    else
+      gate_up_cols<0, 1>(xs, w_gate_up, pairs, n_pairs, e, act, slots, h, in, ex, sh);
+  } else {
+    if (kLeaf && hidden == kLeafHidden)
+      gate_up_cols<kLeafHidden, 8>(xs, w_gate_up, pairs, n_pairs, e, act, slots, h, in, ex, sh);
+    else
+      gate_up_cols<0, 8>(xs, w_gate_up, pairs, n_pairs, e, act, slots, h, in, ex, sh);
+  }
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads, 2)

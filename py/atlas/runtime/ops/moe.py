@@ -14,7 +14,9 @@ Contract (row-major, contiguous; reference/moe.py is the executable specificatio
   up products and the activation are bf16-rounded as in the dense MLP.
 
 Paths (`experts`): up to DECODE_MAX_TOKENS tokens take two launches that read only the
-selected experts' weights (moe_gate_up_silu_bf16 into act [tokens, top_k, inter], then
+selected experts' weights (moe_gate_up_silu_bf16 into act [tokens, top_k, inter], where the
+first pair of each expert computes every pair routed to it, so a batch reads each selected
+expert once; then
 moe_down_sum_bf16 which applies the weights and sums over k in float32, in slot order: no
 atomics, bit-reproducible). The down launch spreads (row, slot) items over every SM: a
 block group holds `down_rows_per_group` output rows of one token for all their slots
@@ -81,6 +83,8 @@ DECODE_MAX_TOKENS = 8
 #: the gate/up decode kernel gives each warp one intermediate column; 8 warps per block
 DECODE_ROWS_PER_BLOCK = 8
 DECODE_THREADS = 256
+#: the gate/up decode kernel's blocks resident per SM (at most 128 registers, 256 threads)
+GATE_UP_BLOCKS_PER_SM = 2
 #: the down decode kernel's (row, slot) items per warp in one group, by the row's chunk
 #: steps ceil(inter / 256) (moe_decode.cu DownTile: x its chunks per item = 14..16 16-byte
 #: loads in flight per lane); longer rows take DOWN_TILE_ITEMS_LONG
@@ -89,7 +93,8 @@ DOWN_TILE_ITEMS_LONG = 3
 #: the down decode kernel's blocks resident per SM (at most 128 registers, 256 threads): its
 #: grid is sized to about one wave of them, each block taking as many row groups as that needs
 DOWN_BLOCKS_PER_SM = 2
-#: its dynamic shared memory (the token's act rows, slots x inter bf16) may not exceed this
+#: the decode kernels' dynamic shared memory (gate/up: every token's x; down: the token's act
+#: rows, slots x inter bf16) may not exceed this
 DOWN_MAX_SMEM = 200 * 1024
 #: the router keeps each token's scores in one warp's registers (moe_router.cu)
 ROUTER_MAX_EXPERTS = 512
@@ -98,6 +103,8 @@ ROUTER_TOKENS_PER_BLOCK = 4
 #: the fused decode router (gate GEMV + top-k): one warp per expert row, 8 per block; its
 #: last block routes one token per warp, so it takes up to DECODE_MAX_TOKENS tokens
 ROUTER_GATE_THREADS = 256
+#: its dynamic shared memory (x staged by every block, tokens x hidden bf16) may not exceed this
+ROUTER_GATE_MAX_SMEM = 200 * 1024
 #: the align kernel counts experts in shared memory; one warp per expert
 ALIGN_MAX_EXPERTS = 1024
 ALIGN_EXPERTS_PER_BLOCK = 8
@@ -274,17 +281,21 @@ def gate_topk(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr,
     require_aligned("moe_gate_topk", "counter", counter, 4)
     rows = shape.experts + (1 if n_shared else 0)  # the shared gate: one more row
     grid = -(-rows // (ROUTER_GATE_THREADS // 32))
+    smem = 2 * tokens * shape.hidden  # x, staged in shared memory by every block
+    if smem > ROUTER_GATE_MAX_SMEM:
+        raise ValueError(f"moe_gate_topk: {tokens} x hidden {shape.hidden} of x ({smem} bytes) "
+                         f"exceed its {ROUTER_GATE_MAX_SMEM} bytes of shared memory")
     renorm, scale = int(routing.renormalize), float(routing.scale)
     if routing.scoring == "softmax":
-        kc.get(MOE_GATE_TOPK_SOFTMAX)(stream, grid, ROUTER_GATE_THREADS, 0, x, w_gate,
-                                      shared_gate, logits, shared_logits, topk_ids,
-                                      topk_weights, counter, tokens, shape.experts,
-                                      shape.hidden, shape.top_k, n_shared, renorm, scale)
+        kc.get_with_shared(MOE_GATE_TOPK_SOFTMAX, smem)(
+            stream, grid, ROUTER_GATE_THREADS, smem, x, w_gate, shared_gate, logits,
+            shared_logits, topk_ids, topk_weights, counter, tokens, shape.experts, shape.hidden,
+            shape.top_k, n_shared, renorm, scale)
     else:
-        kc.get(MOE_GATE_TOPK_SIGMOID)(stream, grid, ROUTER_GATE_THREADS, 0, x, w_gate,
-                                      shared_gate, routing.bias, logits, shared_logits,
-                                      topk_ids, topk_weights, counter, tokens, shape.experts,
-                                      shape.hidden, shape.top_k, n_shared, renorm, scale)
+        kc.get_with_shared(MOE_GATE_TOPK_SIGMOID, smem)(
+            stream, grid, ROUTER_GATE_THREADS, smem, x, w_gate, shared_gate, routing.bias,
+            logits, shared_logits, topk_ids, topk_weights, counter, tokens, shape.experts,
+            shape.hidden, shape.top_k, n_shared, renorm, scale)
 
 
 # ---- experts: decode ----------------------------------------------------------------------
@@ -300,10 +311,31 @@ def decode_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: Dev
     of the shared expert's column chunks)."""
     _check_weights("moe_gate_up_silu", x, w_gate_up)
     sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "gate_up")
-    rows = -(-shape.inter // DECODE_ROWS_PER_BLOCK)
-    kc.get(MOE_GATE_UP_SILU)(stream, (rows, tokens * shape.slots, 1), DECODE_THREADS, 0, x,
-                             w_gate_up, topk_ids, act, tokens, shape.top_k, shape.hidden,
-                             shape.inter, shape.experts, sh_ptr, n_shared, sh_inter)
+    groups = -(-shape.inter // DECODE_ROWS_PER_BLOCK)
+    per_block = gate_up_groups_per_block(tokens, shape.slots, shape.inter, kc.facts.sm_count)
+    smem = gate_up_smem(tokens, shape.hidden)
+    kc.get_with_shared(MOE_GATE_UP_SILU, smem)(
+        stream, (-(-groups // per_block), tokens * shape.slots, 1), DECODE_THREADS, smem, x,
+        w_gate_up, topk_ids, act, tokens, shape.top_k, shape.hidden, shape.inter,
+        shape.experts, sh_ptr, n_shared, sh_inter)
+
+
+def gate_up_groups_per_block(tokens: int, slots: int, inter: int, sm_count: int) -> int:
+    """Column groups (8 columns, one a warp) a gate/up block streams one after the other:
+    as many as bring the (tokens x slots) pairs' blocks to about one wave of
+    GATE_UP_BLOCKS_PER_SM per SM (at batch 1 every pair is a leader; at batch 2..8 the
+    blocks of pairs whose expert an earlier pair has exit at once, so fewer work)."""
+    groups = -(-inter // DECODE_ROWS_PER_BLOCK)
+    return max(1, min(groups, -(-groups * tokens * slots // (GATE_UP_BLOCKS_PER_SM * sm_count))))
+
+
+def gate_up_smem(tokens: int, hidden: int) -> int:
+    """Dynamic shared memory of the gate/up kernel: every token's x row (bf16)."""
+    nbytes = 2 * tokens * hidden
+    if nbytes > DOWN_MAX_SMEM:
+        raise ValueError(f"moe_gate_up_silu: {tokens} x hidden {hidden} of x ({nbytes} bytes) "
+                         f"exceed the kernel's {DOWN_MAX_SMEM} bytes of shared memory")
+    return nbytes
 
 
 def down_rows_per_group(slots: int, inter: int) -> int:

@@ -1,17 +1,22 @@
-"""A numpy model of moe_decode.cu's down kernel index math, transliterated from the kernel:
-the tile (DownTile by the row's chunk steps), the rows of a group and of a block
+"""A numpy model of moe_decode.cu's index math, transliterated from the kernels.
+
+Down: the tile (DownTile by the row's chunk steps), the rows of a group and of a block
 (ops.moe.down_rows), each warp's items (row r, slot j) and the chunks each lane loads for them
 (step batches, the pipelined next group), the shared expert's partial chunks, and the row sums
-in slot order. Every (row, slot, chunk) product must be taken exactly once and nothing past a
-row, an item or the block's rows may be read. Checked against the float64 oracle of
-cases/moe.py. There is no GPU in CI: tools/gpu/check_kernels.py checks the hardware."""
+in slot order: every (row, slot, chunk) product taken exactly once, nothing past a row, an
+item or the block's rows read. Gate/up: the leader rule (the first pair of each expert
+computes every pair routed to it; the others' blocks exit), the column groups of a block
+(ops.moe.gate_up_groups_per_block), zeros for ids outside [0, experts) and past the shared
+expert's width: every (pair, column) written exactly once, one weight stream per distinct
+expert. Checked against the float64 oracles of cases/moe.py. There is no GPU in CI:
+tools/gpu/check_kernels.py checks the hardware."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from atlas.core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
+from atlas.core.numerics import bf16_bits_to_f32
 from atlas.runtime.cases import moe as moe_cases
 from atlas.runtime.cases.gemv import random_bf16
 from atlas.runtime.ops import moe
@@ -158,3 +163,96 @@ def test_down_kernel_model_matches_the_oracle(experts: int, top_k: int, hidden: 
         y = moe_cases._bf16(act[:, top_k:].reshape(tokens, -1)[:, :shared_inter] @ sh_down.T)
         want = moe_cases._bf16(routed) + moe_cases._bf16(weights[:, top_k:top_k + 1] * y)
     np.testing.assert_allclose(out, want, rtol=1e-9, atol=1e-9)
+
+
+# ---- gate/up --------------------------------------------------------------------------------
+def model_gate_up(x: np.ndarray, w: np.ndarray, ids: np.ndarray, top_k: int,
+                  sh_gate_up: np.ndarray | None, sm_count: int
+                  ) -> tuple[np.ndarray, dict[tuple[int, int], int], int]:
+    """act [tokens, slots, inter] (NaN: never written), how often each (pair, column) was
+    written, and how many weight rows were streamed (gate and up rows of a column: one)."""
+    tokens, hidden = x.shape
+    experts, inter = w.shape[0], w.shape[1] // 2
+    slots = ids.shape[1]
+    sh_inter = sh_gate_up.shape[0] // 2 if sh_gate_up is not None else 0
+    flat = ids.reshape(-1)
+    n = tokens * slots
+    groups = -(-inter // WARPS)
+    per_block = moe.gate_up_groups_per_block(tokens, slots, inter, sm_count)
+    grid_x = -(-groups // per_block)
+    cpb = -(-groups // grid_x)  # the kernel's own column groups per block
+    act = np.full((n, inter), np.nan)
+    writes: dict[tuple[int, int], int] = {}
+    streamed = 0
+
+    def key(q: int) -> int:
+        j = q % slots
+        if j >= top_k:
+            return experts + (j - top_k)
+        return int(flat[q]) if 0 <= flat[q] < experts else -1 - q
+
+    for p in range(n):
+        k = key(p)
+        if any(key(q) == k for q in range(p)):
+            continue  # an earlier pair's block computes this one
+        pairs = [q for q in range(p, n) if key(q) == k]
+        e = experts + (slots - top_k) if k < 0 else k
+        for bx in range(grid_x):
+            for c in range(cpb):
+                for warp in range(WARPS):
+                    i = (bx * cpb + c) * WARPS + warp
+                    if i >= inter:
+                        continue
+                    if e >= experts:
+                        col = (e - experts) * inter + i
+                        live = col < sh_inter
+                        rows = (sh_gate_up[col], sh_gate_up[sh_inter + col]) if live else None
+                    else:
+                        live, rows = True, (w[e, i], w[e, inter + i])
+                    streamed += live
+                    for q in pairs:
+                        writes[(q, i)] = writes.get((q, i), 0) + 1
+                        if not live:
+                            act[q, i] = 0.0
+                            continue
+                        gs = moe_cases._bf16(np.array([rows[0] @ x[q // slots]]))[0]
+                        us = moe_cases._bf16(np.array([rows[1] @ x[q // slots]]))[0]
+                        silu = moe_cases._bf16(np.array([gs / (1 + np.exp(-gs))]))[0]
+                        act[q, i] = _bf(silu * us)
+    return act.reshape(tokens, slots, inter), writes, streamed
+
+
+@pytest.mark.parametrize("experts,top_k,inter,shared_inter,tokens,sm_count,repeat", [
+    (8, 3, 40, 0, 1, 2, False),     # batch 1: every pair a leader
+    (6, 4, 24, 0, 8, 1, True),      # 8 tokens over 6 experts: shared reads
+    (6, 2, 16, 40, 3, 2, True),     # a shared expert of 3 chunks (the last partial), 3 tokens
+])
+def test_gate_up_kernel_model_matches_the_oracle(experts: int, top_k: int, inter: int,
+                                                 shared_inter: int, tokens: int, sm_count: int,
+                                                 repeat: bool) -> None:
+    rng = np.random.default_rng(inter * tokens)
+    hidden = 32
+    shape = moe.MoeShape(experts, top_k, hidden, inter, shared_inter)
+    ids = moe_cases.random_ids(rng, tokens, experts, top_k)
+    ids[0, 0] = -1  # another rank's expert: zeros
+    ids = np.concatenate([ids, np.tile(experts + np.arange(shape.shared_slots), (tokens, 1))],
+                         axis=1).astype(np.int32)
+    x = bf16_bits_to_f32(random_bf16(rng, (tokens, hidden))).astype(np.float64)
+    w = bf16_bits_to_f32(random_bf16(rng, (experts, 2 * inter, hidden), hidden ** -0.5)
+                         ).astype(np.float64)
+    sh = (bf16_bits_to_f32(random_bf16(rng, (2 * shared_inter, hidden), hidden ** -0.5))
+          .astype(np.float64) if shared_inter else None)
+    act, writes, streamed = model_gate_up(x, w, ids, top_k, sh, sm_count)
+    assert set(writes.values()) == {1} and len(writes) == tokens * shape.slots * inter
+    # one stream of a column's rows per distinct expert, not per pair
+    distinct = len({int(e) for e in ids[:, :top_k].reshape(-1) if 0 <= e < experts})
+    assert streamed == distinct * inter + shared_inter
+    if repeat:
+        assert streamed < tokens * (top_k * inter + shared_inter)
+    want = moe_cases.oracle_experts(x, w, np.zeros((experts, hidden, inter)), ids[:, :top_k],
+                                    np.ones((tokens, top_k)))["act"]
+    np.testing.assert_array_equal(act[:, :top_k], want)
+    if shared_inter:
+        sh_want = moe_cases.oracle_shared(x, sh, np.zeros((hidden, shared_inter)),
+                                          np.ones(tokens), np.zeros((tokens, hidden)), inter)
+        np.testing.assert_array_equal(act[:, top_k:], sh_want["act"])
