@@ -41,10 +41,10 @@
 //   add_rmsnorm launch after a decode MoE block.
 // An id outside [0, experts) gives act = 0 and is skipped in the sum.
 //
-// Where the leaf defines ATLAS_MOE_EXPERTS (an MoE leaf) with ATLAS_HIDDEN, ATLAS_MOE_INTER
-// and ATLAS_MOE_TOPK, gate/up launches with exactly those shapes run an instantiation with
-// them as compile-time constants (fully unrolled chunk loops); other shapes take the general
-// one. The down kernels pick a compile-time tile by the row's chunk steps for every shape.
+// Where the leaf defines ATLAS_MOE_EXPERTS (an MoE leaf) with ATLAS_HIDDEN, gate/up launches
+// of that hidden size run an instantiation with it as a compile-time constant (the whole row
+// in flight at batch 1, fully unrolled); other shapes take the general one. The down kernels
+// pick a compile-time tile by the row's chunk steps for every shape.
 // Preconditions (ops/moe.py): hidden, inter multiples of 16; x, act, weights, residual,
 // norm weight and normed 16-byte aligned.
 #include "atlas_common.cuh"
@@ -55,13 +55,12 @@ namespace {
 constexpr int kWarps = 8;  // ops/moe.py DECODE_ROWS_PER_BLOCK
 constexpr int kThreads = 32 * kWarps;
 
-#if defined(ATLAS_MOE_EXPERTS) && defined(ATLAS_HIDDEN) && defined(ATLAS_MOE_INTER) && \
-    defined(ATLAS_MOE_TOPK)
+#if defined(ATLAS_MOE_EXPERTS) && defined(ATLAS_HIDDEN)
 constexpr bool kLeaf = true;
-constexpr int kLeafHidden = ATLAS_HIDDEN, kLeafInter = ATLAS_MOE_INTER, kLeafTopK = ATLAS_MOE_TOPK;
+constexpr int kLeafHidden = ATLAS_HIDDEN;
 #else
 constexpr bool kLeaf = false;
-constexpr int kLeafHidden = 0, kLeafInter = 0, kLeafTopK = 0;
+constexpr int kLeafHidden = 0;
 #endif
 
 // sum over the 8 elements of two 16-byte bf16 vectors' products, into acc
@@ -118,10 +117,11 @@ __device__ __forceinline__ void gate_up_cols(const uint4* xs, const __nv_bfloat1
                                              const SharedExpert& sh) {
   const int hidden = kHidden > 0 ? kHidden : static_cast<int>(hidden_arg);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, kc = hidden / 8;
-  // chunks a lane holds per row: the leaf's whole row (up to 8) for one pair at a time, at
-  // most 4 with kTok = 8 pairs' accumulators (128 registers)
-  constexpr int kRowSteps = kHidden > 0 ? (kHidden / 8 + 31) / 32 : 4;
-  constexpr int kSteps = kTok > 1 ? (kRowSteps < 4 ? kRowSteps : 4) : (kRowSteps < 8 ? kRowSteps : 8);
+  // chunks a lane holds per row and batch: 8 (a 2048-wide row) for one pair at a time, 4
+  // with kTok = 8 pairs' accumulators (128 registers); fewer where the leaf's row is shorter
+  constexpr int kMaxSteps = kTok > 1 ? 4 : 8;
+  constexpr int kRowSteps = kHidden > 0 ? (kHidden / 8 + 31) / 32 : kMaxSteps;
+  constexpr int kSteps = kRowSteps < kMaxSteps ? kRowSteps : kMaxSteps;
   const int cbatches = (kc + 32 * kSteps - 1) / (32 * kSteps);
   const int groups = (inter + kWarps - 1) / kWarps;
   const int cpb = (groups + gridDim.x - 1) / gridDim.x;
