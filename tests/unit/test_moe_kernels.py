@@ -267,9 +267,13 @@ def test_launch_constants_match_the_kernels() -> None:
     # row length, and a block takes whole groups
     for inter in (16, 256, 512, 768, 1024, 1536, 14336):
         for k in range(1, moe.ROUTER_MAX_TOP_K + 1):
+            if inter > 1024 and k > 8 * moe.DOWN_TILE_ITEMS_LONG:  # more than one group holds
+                with pytest.raises(ValueError, match="exceed one group"):
+                    moe.down_rows_per_group(k, inter)
+                continue
             per_group = moe.down_rows_per_group(k, inter)
             assert k * per_group <= moe.DECODE_ROWS_PER_BLOCK * _constant(
-                "moe_decode", "kMaxDownItems") or per_group == 1
+                "moe_decode", "kMaxDownItems")
             assert moe.down_rows(k, 8, 2048, inter, 132) % per_group == 0
 
 

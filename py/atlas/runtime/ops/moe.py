@@ -310,6 +310,9 @@ def decode_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: Dev
     """act [tokens, slots, inter] = swiglu of each selected expert's gate/up products (and
     of the shared expert's column chunks)."""
     _check_weights("moe_gate_up_silu", x, w_gate_up)
+    if not 1 <= tokens <= DECODE_MAX_TOKENS:  # the kernel keeps every pair's id in shared memory
+        raise ValueError(f"moe_gate_up_silu: {tokens} tokens; the decode kernel takes "
+                         f"1..{DECODE_MAX_TOKENS}")
     sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "gate_up")
     groups = -(-shape.inter // DECODE_ROWS_PER_BLOCK)
     per_block = gate_up_groups_per_block(tokens, shape.slots, shape.inter, kc.facts.sm_count)
@@ -343,7 +346,10 @@ def down_rows_per_group(slots: int, inter: int) -> int:
     tile's items per warp (DownTile) at most; at least one row."""
     steps = -(-inter // 256)
     items = DOWN_TILE_ITEMS.get(steps, DOWN_TILE_ITEMS_LONG)
-    return max(1, DECODE_ROWS_PER_BLOCK * items // slots)
+    if slots > DECODE_ROWS_PER_BLOCK * items:
+        raise ValueError(f"moe_down: {slots} slots of inter {inter} exceed one group of the "
+                         f"down kernel ({DECODE_ROWS_PER_BLOCK} warps x {items} items)")
+    return DECODE_ROWS_PER_BLOCK * items // slots
 
 
 def down_rows(slots: int, tokens: int, hidden: int, inter: int, sm_count: int) -> int:
