@@ -4,8 +4,9 @@ Down: the tile (DownTile by the row's chunk steps), the rows of a group and of a
 (ops.moe.down_rows), each warp's items (row r, slot j) and the chunks each lane loads for them
 (step batches, the pipelined next group), the shared expert's partial chunks, and the row sums
 in slot order: every (row, slot, chunk) product taken exactly once, nothing past a row, an
-item or the block's rows read. Gate/up: the leader rule (the first pair of each expert
-computes every pair routed to it; the others' blocks exit), the column groups of a block
+item or the block's rows read. Gate/up: the leader rule (the pairs of one expert go
+GATE_UP_GROUP_PAIRS to a block, led by ranks 0, 4, ...; the others' blocks exit), the column
+groups of a block
 (ops.moe.gate_up_groups_per_block), zeros for ids outside [0, experts) and past the shared
 expert's width: every (pair, column) written exactly once, one weight stream per distinct
 expert. Checked against the float64 oracles of cases/moe.py. There is no GPU in CI:
@@ -191,11 +192,12 @@ def model_gate_up(x: np.ndarray, w: np.ndarray, ids: np.ndarray, top_k: int,
             return experts + (j - top_k)
         return int(flat[q]) if 0 <= flat[q] < experts else -1 - q
 
+    group = 1 if tokens == 1 else moe.GATE_UP_GROUP_PAIRS
     for p in range(n):
         k = key(p)
-        if any(key(q) == k for q in range(p)):
+        if sum(key(q) == k for q in range(p)) % group:
             continue  # an earlier pair's block computes this one
-        pairs = [q for q in range(p, n) if key(q) == k]
+        pairs = [q for q in range(p, n) if key(q) == k][:group]
         e = experts + (slots - top_k) if k < 0 else k
         for bx in range(grid_x):
             for c in range(cpb):
@@ -244,9 +246,11 @@ def test_gate_up_kernel_model_matches_the_oracle(experts: int, top_k: int, inter
           .astype(np.float64) if shared_inter else None)
     act, writes, streamed = model_gate_up(x, w, ids, top_k, sh, sm_count)
     assert set(writes.values()) == {1} and len(writes) == tokens * shape.slots * inter
-    # one stream of a column's rows per distinct expert, not per pair
-    distinct = len({int(e) for e in ids[:, :top_k].reshape(-1) if 0 <= e < experts})
-    assert streamed == distinct * inter + shared_inter
+    # one stream of a column's rows per GATE_UP_GROUP_PAIRS pairs of an expert, not per pair
+    group = 1 if tokens == 1 else moe.GATE_UP_GROUP_PAIRS
+    routed = ids[:, :top_k].reshape(-1)
+    reads = sum(-(-int((routed == e).sum()) // group) for e in range(experts))
+    assert streamed == reads * inter + -(-tokens // group) * shared_inter
     if repeat:
         assert streamed < tokens * (top_k * inter + shared_inter)
     want = moe_cases.oracle_experts(x, w, np.zeros((experts, hidden, inter)), ids[:, :top_k],

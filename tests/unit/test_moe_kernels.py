@@ -263,6 +263,7 @@ def test_launch_constants_match_the_kernels() -> None:
         moe.DOWN_TILE_ITEMS_LONG == tiles[0]
     assert max(tiles.values()) == _constant("moe_decode", "kMaxDownItems")
     assert moe.ROUTER_MAX_TOP_K == _constant("moe_decode", "kMaxSlots")
+    assert moe.GATE_UP_GROUP_PAIRS == _constant("moe_decode", "kGroupPairs")
     # a group's items (rows x slots) fit the kernel's shared array for every slot count and
     # row length, and a block takes whole groups
     for inter in (16, 256, 512, 768, 1024, 1536, 14336):

@@ -7,9 +7,10 @@
 //
 // moe_gate_up_silu_bf16: grid (ceil(groups / per_block), tokens * slots), 256 threads,
 //   groups = ceil(inter / 8) column groups (ops/moe.py gate_up_groups_per_block). Block
-//   (bx, p) serves pair p = t * slots + j only if no earlier pair has its expert (the shared
-//   expert's chunk c counts as expert experts + c for every token); then it computes, for
-//   every pair routed to that expert, columns i of its column groups, one warp a column:
+//   (bx, p) serves pair p = t * slots + j only if its rank among the pairs with its expert
+//   (the shared expert's chunk c counts as expert experts + c for every token) is a multiple
+//   of kGroupPairs (4; 1 at batch 1); then it computes, for it and the next pairs routed to
+//   that expert (up to 4), columns i of its column groups, one warp a column:
 //   g = bf16(x[t] . w_gate_up[e][i]), u = bf16(x[t] . w_gate_up[e][inter + i]) and
 //   act[pair][i] = bf16(bf16(silu(g)) * u), the dense MLP's gate_up GEMV + silu_mul: at batch
 //   2..8 the rows routed to one expert share one weight read. Each warp's next column is
@@ -89,6 +90,9 @@ struct SharedExpert {
 
 // ---- gate/up ------------------------------------------------------------------------------
 constexpr int kMaxPairs = 8 * 32;  // DECODE_MAX_TOKENS x ROUTER_MAX_TOP_K (ops/moe.py)
+static_assert(kMaxPairs == kThreads, "gate/up ranks a pair with one thread per pair");
+// at batch 2..8, the most pairs of one expert a gate/up block computes (one weight read)
+constexpr int kGroupPairs = 4;
 
 // The expert a pair (token, slot) reads: its routed id, experts + c for shared chunk c (the
 // same for every token), or -1 - pair for an id outside [0, experts) (unique: never shared).
@@ -101,14 +105,14 @@ __device__ __forceinline__ int pair_key(const int32_t* ids, int q, int slots, in
 }
 
 // Block (bx, p) computes columns [bx cpb 8, (bx + 1) cpb 8) of pair p's expert (cpb =
-// ceil(ceil(inter / 8) / gridDim.x) column groups of 8, one column a warp) for every pair
-// routed to the same expert, if p is the first of them (the others' blocks exit): rows routed
-// to one expert share one weight read at batch 2..8 (and every token's shared-expert slots
-// do). `pairs` lists those pairs (`n_pairs`), `e` the key. Each warp streams its columns'
+// ceil(ceil(inter / 8) / gridDim.x) column groups of 8, one column a warp) for p and the
+// next pairs routed to the same expert, up to kGroupPairs, if p leads them (the others'
+// blocks exit): rows routed to one expert share one weight read at batch 2..8 (and every
+// token's shared-expert slots do, 4 to a read). `pairs` lists them (`n_pairs`), `e` the key. Each warp streams its columns'
 // gate and up rows kSteps chunks a lane at a time, the next (column, pair batch, chunk batch)
 // unit's loads issued right after the current unit's products. x comes from shared memory
 // (`xs`, every token's row, staged after the PDL wait). kTok: pairs a unit takes (1 at batch
-// 1, else 8); kHidden: 0 = run-time hidden.
+// 1, else kGroupPairs); kHidden: 0 = run-time hidden.
 template <int kHidden, int kTok>
 __device__ __forceinline__ void gate_up_cols(const uint4* xs, const __nv_bfloat16* __restrict__ w,
                                              const int* pairs, int n_pairs, int e,
@@ -117,9 +121,9 @@ __device__ __forceinline__ void gate_up_cols(const uint4* xs, const __nv_bfloat1
                                              const SharedExpert& sh) {
   const int hidden = kHidden > 0 ? kHidden : static_cast<int>(hidden_arg);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, kc = hidden / 8;
-  // chunks a lane holds per row and batch: 8 (a 2048-wide row) for one pair at a time, 4
-  // with kTok = 8 pairs' accumulators (128 registers); fewer where the leaf's row is shorter
-  constexpr int kMaxSteps = kTok > 1 ? 4 : 8;
+  // chunks a lane holds per row and batch: 8 (a 2048-wide row in flight; with kTok = 4
+  // pairs' accumulators still within 128 registers), fewer where the leaf's row is shorter
+  constexpr int kMaxSteps = 8;
   constexpr int kRowSteps = kHidden > 0 ? (kHidden / 8 + 31) / 32 : kMaxSteps;
   constexpr int kSteps = kRowSteps < kMaxSteps ? kRowSteps : kMaxSteps;
   const int cbatches = (kc + 32 * kSteps - 1) / (32 * kSteps);
@@ -444,26 +448,30 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
   const int p = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (p >= n) return;
   __shared__ int32_t ids[kMaxPairs];
-  __shared__ int pairs[kMaxPairs];
+  __shared__ int pairs[kGroupPairs];
   __shared__ int n_pairs;
   for (int q = threadIdx.x; q < n; q += blockDim.x) ids[q] = __ldcg(topk_ids + q);
   __syncthreads();
   const int key = pair_key(ids, p, slots, top_k, experts);
-  // an earlier pair with the same expert computes this one: exit (the whole block)
-  bool earlier = false;
-  for (int q = threadIdx.x; q < p; q += blockDim.x)
-    earlier |= pair_key(ids, q, slots, top_k, experts) == key;
-  if (__syncthreads_or(earlier)) return;
-  if (warp == 0) {  // the pairs p.. with this expert, in order
+  // p's rank among the pairs with its expert (n <= kMaxPairs = blockDim.x: one pair a
+  // thread): the pairs of one expert go kGroupPairs to a block, led by ranks 0, kGroupPairs,
+  // ...; the others' blocks exit. A cap, not one block for all of them: the leader of the
+  // shared expert (every token's) would do 8 pairs' products alone while the rest stream.
+  const int group = tokens == 1 ? 1 : kGroupPairs;
+  const int q = threadIdx.x;
+  const int rank = __syncthreads_count(q < p && pair_key(ids, q, slots, top_k, experts) == key);
+  if (rank % group != 0) return;
+  if (warp == 0) {  // the next `group` pairs p.. with this expert, in order
     int count = 0;
-    for (int q0 = p; q0 < n; q0 += 32) {
-      const int q = q0 + lane;
-      const bool match = q < n && pair_key(ids, q, slots, top_k, experts) == key;
+    for (int q0 = p; q0 < n && count < group; q0 += 32) {
+      const int r = q0 + lane;
+      const bool match = r < n && pair_key(ids, r, slots, top_k, experts) == key;
       const unsigned mask = __ballot_sync(0xffffffffu, match);
-      if (match) pairs[count + __popc(mask & ((1u << lane) - 1u))] = q;
+      const int at = count + __popc(mask & ((1u << lane) - 1u));
+      if (match && at < group) pairs[at] = r;
       count += __popc(mask);
     }
-    if (lane == 0) n_pairs = count;
+    if (lane == 0) n_pairs = min(count, group);
   }
   extern __shared__ uint4 xs[];  // [tokens][hidden / 8]: ops/moe.py gate_up_smem
   const uint4* xg = reinterpret_cast<const uint4*>(x);
@@ -483,9 +491,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
       gate_up_cols<0, 1>(xs, w_gate_up, pairs, n_pairs, e, act, slots, h, in, ex, sh);
   } else {
     if (kLeaf && hidden == kLeafHidden)
-      gate_up_cols<kLeafHidden, 8>(xs, w_gate_up, pairs, n_pairs, e, act, slots, h, in, ex, sh);
+      gate_up_cols<kLeafHidden, kGroupPairs>(xs, w_gate_up, pairs, n_pairs, e, act, slots, h,
+                                             in, ex, sh);
     else
-      gate_up_cols<0, 8>(xs, w_gate_up, pairs, n_pairs, e, act, slots, h, in, ex, sh);
+      gate_up_cols<0, kGroupPairs>(xs, w_gate_up, pairs, n_pairs, e, act, slots, h, in, ex, sh);
   }
 }
 

@@ -15,8 +15,8 @@ Contract (row-major, contiguous; reference/moe.py is the executable specificatio
 
 Paths (`experts`): up to DECODE_MAX_TOKENS tokens take two launches that read only the
 selected experts' weights (moe_gate_up_silu_bf16 into act [tokens, top_k, inter], where the
-first pair of each expert computes every pair routed to it, so a batch reads each selected
-expert once; then
+pairs routed to one expert go GATE_UP_GROUP_PAIRS to a block, so a batch reads each selected
+expert once per 4 tokens that chose it; then
 moe_down_sum_bf16 which applies the weights and sums over k in float32, in slot order: no
 atomics, bit-reproducible). The down launch spreads (row, slot) items over every SM: a
 block group holds `down_rows_per_group` output rows of one token for all their slots
@@ -85,6 +85,9 @@ DECODE_ROWS_PER_BLOCK = 8
 DECODE_THREADS = 256
 #: the gate/up decode kernel's blocks resident per SM (at most 128 registers, 256 threads)
 GATE_UP_BLOCKS_PER_SM = 2
+#: at batch 2..8, the most pairs routed to one expert a gate/up block computes from one read
+#: of its weights (moe_decode.cu kGroupPairs; batch 1: one)
+GATE_UP_GROUP_PAIRS = 4
 #: the down decode kernel's (row, slot) items per warp in one group, by the row's chunk
 #: steps ceil(inter / 256) (moe_decode.cu DownTile: x its chunks per item = 14..16 16-byte
 #: loads in flight per lane); longer rows take DOWN_TILE_ITEMS_LONG
