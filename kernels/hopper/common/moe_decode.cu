@@ -108,14 +108,15 @@ __device__ __forceinline__ int pair_key(const int32_t* ids, int q, int slots, in
 // ceil(ceil(inter / 8) / gridDim.x) column groups of 8, one column a warp) for p and the
 // next pairs routed to the same expert, up to kGroupPairs, if p leads them (the others'
 // blocks exit): rows routed to one expert share one weight read at batch 2..8 (and every
-// token's shared-expert slots do, 4 to a read). `pairs` lists them (`n_pairs`), `e` the key. Each warp streams its columns'
-// gate and up rows kSteps chunks a lane at a time, the next (column, pair batch, chunk batch)
-// unit's loads issued right after the current unit's products. x comes from shared memory
-// (`xs`, every token's row, staged after the PDL wait). kTok: pairs a unit takes (1 at batch
-// 1, else kGroupPairs); kHidden: 0 = run-time hidden.
-template <int kHidden, int kTok>
+// token's shared-expert slots do, 4 to a read); `e` is the expert (key). Each warp streams
+// its columns' gate and up rows kSteps chunks a lane at a time, the next (column, pair batch,
+// chunk batch) unit's loads issued right after the current unit's products; the first
+// unit's are issued before `prepare` (the block's pair list `pairs` and x staged in shared
+// memory as `xs`, then a barrier; it returns the pair count), so they overlap it. kTok:
+// pairs a unit takes (1 at batch 1, else kGroupPairs); kHidden: 0 = run-time hidden.
+template <int kHidden, int kTok, class Prepare>
 __device__ __forceinline__ void gate_up_cols(const uint4* xs, const __nv_bfloat16* __restrict__ w,
-                                             const int* pairs, int n_pairs, int e,
+                                             const int* pairs, Prepare&& prepare, int e,
                                              __nv_bfloat16* __restrict__ act, int slots,
                                              int hidden_arg, int inter, int experts,
                                              const SharedExpert& sh) {
@@ -129,8 +130,7 @@ __device__ __forceinline__ void gate_up_cols(const uint4* xs, const __nv_bfloat1
   const int cbatches = (kc + 32 * kSteps - 1) / (32 * kSteps);
   const int groups = (inter + kWarps - 1) / kWarps;
   const int cpb = (groups + gridDim.x - 1) / gridDim.x;
-  const int pbatches = (n_pairs + kTok - 1) / kTok;
-  const int units = cpb * pbatches * cbatches;
+  int pbatches = 1;  // set once `prepare` has the pair count; unit 0 is column 0 regardless
   // the gate row of column i (its up row is `up_rows` rows further)
   const bool shared_expert = e >= experts;
   const size_t up_rows = shared_expert ? sh.inter : inter;
@@ -157,7 +157,10 @@ __device__ __forceinline__ void gate_up_cols(const uint4* xs, const __nv_bfloat1
   float g[kTok], up[kTok];
 #pragma unroll
   for (int n = 0; n < kTok; ++n) g[n] = up[n] = 0.f;
-  if (units > 0) issue(0);
+  issue(0);
+  const int n_pairs = prepare();
+  pbatches = (n_pairs + kTok - 1) / kTok;
+  const int units = cpb * pbatches * cbatches;
   for (int u = 0; u < units; ++u) {
     const int i = column(u), cb = u % cbatches, pb = (u / cbatches) % pbatches;
     const bool col_live = live(i);
@@ -461,23 +464,27 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
   const int q = threadIdx.x;
   const int rank = __syncthreads_count(q < p && pair_key(ids, q, slots, top_k, experts) == key);
   if (rank % group != 0) return;
-  if (warp == 0) {  // the next `group` pairs p.. with this expert, in order
-    int count = 0;
-    for (int q0 = p; q0 < n && count < group; q0 += 32) {
-      const int r = q0 + lane;
-      const bool match = r < n && pair_key(ids, r, slots, top_k, experts) == key;
-      const unsigned mask = __ballot_sync(0xffffffffu, match);
-      const int at = count + __popc(mask & ((1u << lane) - 1u));
-      if (match && at < group) pairs[at] = r;
-      count += __popc(mask);
-    }
-    if (lane == 0) n_pairs = min(count, group);
-  }
   extern __shared__ uint4 xs[];  // [tokens][hidden / 8]: ops/moe.py gate_up_smem
-  const uint4* xg = reinterpret_cast<const uint4*>(x);
-  for (int v = threadIdx.x; v < static_cast<int>(tokens * hidden / 8); v += blockDim.x)
-    xs[v] = __ldcg(xg + v);
-  __syncthreads();
+  // the pair list and x, after the first weight loads are out (gate_up_cols)
+  auto prepare = [&]() {
+    if (warp == 0) {  // the next `group` pairs p.. with this expert, in order
+      int count = 0;
+      for (int q0 = p; q0 < n && count < group; q0 += 32) {
+        const int r = q0 + lane;
+        const bool match = r < n && pair_key(ids, r, slots, top_k, experts) == key;
+        const unsigned mask = __ballot_sync(0xffffffffu, match);
+        const int at = count + __popc(mask & ((1u << lane) - 1u));
+        if (match && at < group) pairs[at] = r;
+        count += __popc(mask);
+      }
+      if (lane == 0) n_pairs = min(count, group);
+    }
+    const uint4* xg = reinterpret_cast<const uint4*>(x);
+    for (int v = threadIdx.x; v < static_cast<int>(tokens * hidden / 8); v += blockDim.x)
+      xs[v] = __ldcg(xg + v);
+    __syncthreads();
+    return static_cast<int>(n_pairs);
+  };
   const SharedExpert sh{shared_gate_up, nullptr, static_cast<int>(shared_slots),
                         static_cast<int>(shared_inter)};
   const int h = static_cast<int>(hidden), in = static_cast<int>(inter), ex = static_cast<int>(experts);
@@ -486,15 +493,15 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
   const int e = key < 0 ? ex + static_cast<int>(shared_slots) : key;
   if (tokens == 1) {
     if (kLeaf && hidden == kLeafHidden)
-      gate_up_cols<kLeafHidden, 1>(xs, w_gate_up, pairs, n_pairs, e, act, slots, h, in, ex, sh);
+      gate_up_cols<kLeafHidden, 1>(xs, w_gate_up, pairs, prepare, e, act, slots, h, in, ex, sh);
     else
-      gate_up_cols<0, 1>(xs, w_gate_up, pairs, n_pairs, e, act, slots, h, in, ex, sh);
+      gate_up_cols<0, 1>(xs, w_gate_up, pairs, prepare, e, act, slots, h, in, ex, sh);
   } else {
     if (kLeaf && hidden == kLeafHidden)
-      gate_up_cols<kLeafHidden, kGroupPairs>(xs, w_gate_up, pairs, n_pairs, e, act, slots, h,
+      gate_up_cols<kLeafHidden, kGroupPairs>(xs, w_gate_up, pairs, prepare, e, act, slots, h,
                                              in, ex, sh);
     else
-      gate_up_cols<0, kGroupPairs>(xs, w_gate_up, pairs, n_pairs, e, act, slots, h, in, ex, sh);
+      gate_up_cols<0, kGroupPairs>(xs, w_gate_up, pairs, prepare, e, act, slots, h, in, ex, sh);
   }
 }
 
