@@ -83,14 +83,17 @@ def test_hybrid_snapshot_pool_of_one_evicts_and_stays_right():
     """Checkpoints every 32 tokens, a 64-token prefill budget and one snapshot slot: the
     first prompt snapshots 64 then 96 (evicting 64); the second shares 64 tokens of KV but
     no snapshot, recomputes and snapshots 64 (evicting 96); the third hits 96 tokens of KV
-    and restores the second's snapshot at 64. Every output equals the cold one."""
+    and restores the second's snapshot at 64. Every output equals the cold one. Synchronous
+    steps: running ahead, the chunk to 96 is planned while the one to 64 holds the only
+    slot, so it takes no snapshot (the eviction order differs, the outputs do not)."""
     runner = load_runner(FIXTURES / "tiny-qwen3_5", backend="host", max_seq_len=192,
                          max_batch_size=2, max_prefill_tokens=64, ssm_cache_slots=1)
     base = [(11 * j + 5) % 300 + 4 for j in range(100)]
     prompts = [base + [7, 8], base[:70] + [9, 9, 9], base + [7, 8, 1]]
     cold = LLMEngine(runner, max_prefill_tokens=64, prefix_caching=False)
     want = [c.token_ids for c in cold.generate([EngineRequest(p, GREEDY, 6) for p in prompts])]
-    warm = LLMEngine(runner, max_prefill_tokens=64, snapshot_interval=32)
+    warm = LLMEngine(runner, max_prefill_tokens=64, snapshot_interval=32,
+                     async_scheduling=False)
     got = [warm.generate([EngineRequest(p, GREEDY, 6)])[0].token_ids for p in prompts]
     assert got == want
     counters = warm.core.counters()

@@ -33,6 +33,8 @@ class EngineLimits:
     prefix_caching: bool = True
     speculative: str | None = None   # a drafter name ("ngram", "mtp"); None: no speculation
     num_draft_tokens: int = 3
+    #: plan and launch each step while the one before runs on the device (EngineCore)
+    async_scheduling: bool = True
 
 
 def build_engine(executor: StepExecutor, limits: EngineLimits, ctx: ServerContext,
@@ -44,7 +46,7 @@ def build_engine(executor: StepExecutor, limits: EngineLimits, ctx: ServerContex
         policy=make_policy(limits.scheduling_policy, limits.tbt_deadline_ms),
         pool_factory=pool_factory, prefix_caching=limits.prefix_caching,
         speculator=Speculator(_drafter(limits.speculative, executor), limits.num_draft_tokens)
-        if limits.speculative else None)
+        if limits.speculative else None, async_scheduling=limits.async_scheduling)
     kv = getattr(executor, "kv", None)   # a model runner's pool (absent on test executors)
     if kv is not None:
         ctx.metrics.kv_pool = (kv.cfg.max_tokens, kv.dtype_label, kv.cfg.bytes_per_token)
