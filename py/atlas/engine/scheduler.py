@@ -231,6 +231,8 @@ class Scheduler:
         """Give `seq` blocks for `chunk` more tokens, preempting the least urgent running
         sequences (never one already in this step); False when `seq` itself had to go."""
         tokens = seq.num_computed + chunk
+        if not self.blocks.blocks_missing(seq, tokens):
+            return True  # a decode step inside its last block: the common case
         while not self.blocks.can_reserve(seq, tokens):
             victim = queue.pop() if queue else seq
             self._preempt(victim)

@@ -551,7 +551,8 @@ class ModelRunner:
                 raise RuntimeError(f"more than {self.max_batch_size} live sequences; release "
                                    "finished sequences before starting new ones")
             slot = self._slot_of[st.seq_id] = self._free_slots.pop()
-        self.sampler.assign(slot, st.history.prompt_ids, st.sampling, st.history.drawn_counts)
+        self.sampler.assign(slot, st.history.prompt_ids, st.sampling, st.history.drawn_counts,
+                            self.stream)
 
     def _upload_inputs(self, owners: Sequence[SeqChunk], n_rows: int) -> None:
         """Copy the packed step inputs, and the block-table rows whose contents changed
