@@ -105,7 +105,8 @@ def main() -> int:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(json.dumps({"model": a.model.name, "batch": a.batch,
                                      "context": a.context, "wall_ms": wall_ms,
-                                     "async_wall_ms": async_wall_ms, "gpu_ms": gpu_ms, "kernel_busy_ms": kernel_total / 1e3,
+                                     "async_wall_ms": async_wall_ms, "gpu_ms": gpu_ms,
+                                     "kernel_busy_ms": kernel_total / 1e3,
                                      "kernels": rows}, indent=2))
     return 0
 
