@@ -119,3 +119,26 @@ def test_sequences_that_need_their_last_token_on_the_host_step_synchronously():
     while core.has_work:
         core.step()
     assert core.runs_ahead
+
+
+def test_max_tokens_costs_no_wasted_row_and_a_stop_token_at_most_one():
+    """Running ahead, the step after a sequence's last token by max_tokens is never given
+    a row for it (known ahead); a stop token is found one step late, so one row is wasted."""
+    runner = load_runner(FIXTURES / "tiny-qwen3", backend="host", max_seq_len=64,
+                         max_batch_size=4, max_prefill_tokens=32)
+
+    def chunks_run(request):
+        core = EngineCore.build(runner, max_prefill_tokens=32)
+        core.add(0, request)
+        total, tokens = 0, []
+        while core.has_work:
+            report = core.step()
+            total += report.num_chunks
+            tokens += [t for o in report.outputs for t in o.new_token_ids]
+        return total, tokens
+
+    chunks, tokens = chunks_run(EngineRequest([5, 9, 200, 17], GREEDY, 3))
+    assert (chunks, len(tokens)) == (3, 3)   # one prefill and two decode steps
+    chunks, stopped = chunks_run(EngineRequest([5, 9, 200, 17], GREEDY, 3,
+                                               stop_token_ids=frozenset({tokens[1]})))
+    assert stopped == tokens[:2] and chunks == 3   # the step after the stop token ran
