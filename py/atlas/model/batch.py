@@ -114,6 +114,10 @@ class StepExecutor(Protocol):
     This is also where tensor parallelism will plug in: a multi-GPU executor broadcasts
     the chunks to one worker per GPU and returns rank 0's tokens; the engine core above it
     stays single.
+
+    An executor class that also defines `launch(chunks) -> handle`, `collect(handle) ->
+    results` (execute = collect(launch)) and `can_run_ahead` lets the engine launch the
+    next step before collecting this one, feeding `carried` tokens (ModelRunner does).
     """
 
     block_size: int
