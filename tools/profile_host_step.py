@@ -3,7 +3,8 @@
 
 Runs `EngineCore.step` over a ModelRunner on the mock backend (launches are recorded, not
 run, so every microsecond measured is host work) at each batch size, in decode steady
-state, and splits the step's wall time into phases by timing the methods the step calls:
+state, and splits the step's time into phases by timing the methods the step calls (in
+thread CPU time: the host work itself, unaffected by other processes on a shared machine):
 
 * schedule  `Scheduler.schedule` (policy order, block reservation, chunk building)
 * pack      `pack_step` (the int32 step inputs)
@@ -56,11 +57,11 @@ class PhaseClock:
             if self._depth:
                 return fn(*args, **kwargs)
             self._depth += 1
-            t0 = time.perf_counter()
+            t0 = time.thread_time()
             try:
                 return fn(*args, **kwargs)
             finally:
-                self.totals[phase] += time.perf_counter() - t0
+                self.totals[phase] += time.thread_time() - t0
                 self._depth -= 1
         return timed
 
@@ -73,12 +74,12 @@ class PhaseClock:
 def measure(model: Path, batch: int, steps: int, run_ahead: bool,
             detok: Callable[[list], None] | None) -> dict[str, float]:
     """Microseconds per step of each phase at `batch` sequences in decode."""
-    runner = load_runner(model, backend="mock", max_seq_len=steps + 64, max_batch_size=batch,
+    runner = load_runner(model, backend="mock", max_seq_len=steps + 48, max_batch_size=batch,
                          max_prefill_tokens=max(64, batch), progress=None)
     core = EngineCore.build(runner, max_prefill_tokens=max(64, batch), max_num_seqs=batch,
                             async_scheduling=run_ahead)
     for i in range(batch):
-        core.add(i, EngineRequest([5 + i % 50] * 16, GREEDY, steps + 32))
+        core.add(i, EngineRequest([5 + i % 50] * 16, GREEDY, steps + 16))
     scheduler = core.scheduler
     while scheduler.waiting or any(len(s.output_ids) < 2 for s in scheduler.running):
         core.step()  # prefill and the first decode steps, untimed
@@ -96,15 +97,15 @@ def measure(model: Path, batch: int, steps: int, run_ahead: bool,
     walls, detoks = [], []
     try:
         for _ in range(steps):
-            t0 = time.perf_counter()
+            t0 = time.thread_time()
             report = core.step()
-            walls.append(time.perf_counter() - t0)
+            walls.append(time.thread_time() - t0)
             dev.graph_launches.clear()
             dev.drain_launches()
             if detok is not None:
-                t0 = time.perf_counter()
+                t0 = time.thread_time()
                 detok(report.outputs)
-                detoks.append(time.perf_counter() - t0)
+                detoks.append(time.thread_time() - t0)
     finally:
         runner_module.pack_step = original_pack
     us = {p: 1e6 * clock.totals[p] / steps for p in PHASES}
