@@ -5,8 +5,10 @@ GPU time per step, and host time per step.
 * GPU time per step: CUDA events around back-to-back replays of one decode graph (no host
   work between them), so launch gaps inside the graph are included but host work is not.
 * Host time per step: wall time of `EngineCore.step` (scheduler + runner, as the server
-  runs it) minus the GPU time (the step is synchronous, so the GPU idles for about that
-  long every step).
+  runs it) minus the GPU time, with async scheduling off (each step is committed before the
+  next is planned, so the GPU idles for about that long every step); then the wall time
+  with async scheduling on (the default: the host plans, launches and commits while the
+  GPU runs the step before), where wall - GPU is the host time left on the critical path.
 * Per kernel: CUPTI kernel records collected by torch.profiler over a few replays, grouped
   by kernel name, with the bytes each GEMV must move turned into GB/s. With programmatic
   dependent launch (the default) consecutive kernels overlap and each record includes the
@@ -49,16 +51,8 @@ def main() -> int:
     runner = load_runner(a.model, backend="cuda", max_seq_len=a.context + 256,
                          max_batch_size=max(a.batch, 1), max_prefill_tokens=a.context,
                          gpu_memory_utilization=0.85, synthetic_seed=a.synthetic_seed)
-    core = start_decoding(runner, a.batch, a.context, 200, np.random.default_rng(0))
-    for _ in range(5):
-        core.step()
-    walls = []
-    for _ in range(50):
-        t0 = time.perf_counter()
-        core.step()
-        walls.append(time.perf_counter() - t0)
-    wall_ms = statistics.median(walls) * 1e3
-    stop_all(core)
+    wall_ms, async_wall_ms = (step_wall_ms(runner, a.batch, a.context, mode)
+                              for mode in (False, True))
 
     dev, stream = runner.backend, runner.stream
     bucket = next(b for b in runner.buckets if b >= a.batch)
@@ -95,6 +89,9 @@ def main() -> int:
     print(f"wall per step {wall_ms:.3f} ms | GPU per step (graph replay) {gpu_ms:.3f} ms | "
           f"host per step ~{wall_ms - gpu_ms:.3f} ms | kernel busy {kernel_total / 1e3:.3f} ms "
           f"| gaps {gpu_ms - kernel_total / 1e3:.3f} ms")
+    print(f"async scheduling: wall per step {async_wall_ms:.3f} ms (host on the critical path "
+          f"~{async_wall_ms - gpu_ms:.3f} ms) | {a.batch * 1e3 / async_wall_ms:.0f} tok/s vs "
+          f"{a.batch * 1e3 / wall_ms:.0f} synchronous")
     print(f"weights {weights_gb:.2f} GB -> {weights_gb / gpu_ms * 1e3:.0f} GB/s over GPU time, "
           f"{weights_gb / wall_ms * 1e3:.0f} GB/s over wall time")
     if kernel_total / 1e3 > gpu_ms:
@@ -108,9 +105,25 @@ def main() -> int:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(json.dumps({"model": a.model.name, "batch": a.batch,
                                      "context": a.context, "wall_ms": wall_ms,
-                                     "gpu_ms": gpu_ms, "kernel_busy_ms": kernel_total / 1e3,
+                                     "async_wall_ms": async_wall_ms, "gpu_ms": gpu_ms,
+                                     "kernel_busy_ms": kernel_total / 1e3,
                                      "kernels": rows}, indent=2))
     return 0
+
+
+def step_wall_ms(runner, batch: int, context: int, async_scheduling: bool) -> float:
+    """Median wall time of one decode `EngineCore.step` at `batch` sequences."""
+    core = start_decoding(runner, batch, context, 200, np.random.default_rng(0),
+                          async_scheduling=async_scheduling)
+    for _ in range(5):
+        core.step()
+    walls = []
+    for _ in range(50):
+        t0 = time.perf_counter()
+        core.step()
+        walls.append(time.perf_counter() - t0)
+    stop_all(core)
+    return statistics.median(walls) * 1e3
 
 
 if __name__ == "__main__":

@@ -676,6 +676,26 @@ stage_profiles_extra() {
   return $rc
 }
 
+# Issue 15's async scheduling: decode wall per step with it off and on beside the GPU time
+# (profile_decode prints both: wall - GPU is the host time on the critical path), Qwen3-0.6B
+# and Qwen3-8B at batch 1 and the 8B at 64 rows; the decode bench at batches 1/8/32 with it
+# on (the default) and off. The 64-stream throughput with default flags is `throughput`.
+stage_async_scheduling() {
+  local name rc=0
+  for name in qwen3-0.6b qwen3-8b; do
+    make_checkpoint "$name" weights || return 1
+    "$PY" tools/gpu/profile_decode.py --model "$CKPT/$name" \
+      --out "$RESULTS/profile_async_$name.json" || rc=1
+    "$PY" tools/gpu/bench_decode.py --model "$CKPT/$name" --hf none --new 128 --prefill 512 \
+      --out "$RESULTS/bench_decode_async_$name.json" || rc=1
+    "$PY" tools/gpu/bench_decode.py --model "$CKPT/$name" --hf none --new 128 --prefill 512 \
+      --no-async-scheduling --out "$RESULTS/bench_decode_sync_$name.json" || rc=1
+  done
+  "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-8b" --batch 64 \
+    --out "$RESULTS/profile_async_qwen3-8b_b64.json" || rc=1
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity
         decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 moe_ab_unfused qwen3_8b decode_bench_nopdl profile kernel_table
@@ -683,7 +703,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         issue15_table decode_gemm_ab kv_dtypes gates ep_1gpu spec_bench grammar_bench
         prefix_bench prefix_bench_hybrid spec_bench_hybrid quant_bench moe_full quant_profile
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
-        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench)
+        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling)
 
 # ---- runner -------------------------------------------------------------------------------
 
