@@ -273,9 +273,9 @@ def prefill_case(rng: np.random.Generator, name: str, fmt: str, g: Geometry,
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kv_quant.prefill_attention_kvq(
-            KernelCache(backend), stream, _DTYPES[fmt], p["q"], p["k_cache"], p["v_cache"], p["kv_scales"],
-            p["block_tables"], p["cu_q"], p["kv_lens"], p["out"], num_seqs, g.hq, g.hkv,
-            g.head_dim, g.block_size, max_blocks, g.scale, max(q_lens))
+            KernelCache(backend), stream, _DTYPES[fmt], p["q"], p["k_cache"], p["v_cache"],
+            p["kv_scales"], p["block_tables"], p["cu_q"], p["kv_lens"], p["out"], num_seqs,
+            g.hq, g.hkv, g.head_dim, g.block_size, max_blocks, g.scale, max(q_lens))
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         q = bf16_bits_to_f32(x["q"]).astype(np.float64)
@@ -312,9 +312,10 @@ def decode_case(rng: np.random.Generator, name: str, fmt: str, g: Geometry,
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kv_quant.decode_attention_kvq(
-            KernelCache(backend), stream, _DTYPES[fmt], p["q"], p["k_cache"], p["v_cache"], p["kv_scales"],
-            p["block_tables"], p["kv_lens"], p["part_o"], p["part_ml"], p["out"], num_seqs,
-            g.hq, g.hkv, g.head_dim, g.block_size, max_blocks, num_splits, g.scale)
+            KernelCache(backend), stream, _DTYPES[fmt], p["q"], p["k_cache"], p["v_cache"],
+            p["kv_scales"], p["block_tables"], p["kv_lens"], p["part_o"], p["part_ml"],
+            p["out"], num_seqs, g.hq, g.hkv, g.head_dim, g.block_size, max_blocks, num_splits,
+            g.scale)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         q = bf16_bits_to_f32(x["q"]).astype(np.float64)
