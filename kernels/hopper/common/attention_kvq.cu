@@ -7,17 +7,19 @@
 // block tables, kv_lens, split rule and outputs as attention.cu's bf16 kernels, so
 // decode_attn_combine_bf16 merges these partials unchanged.
 //
-// One warp serves one query row of one q head: lane l holds elements [l E, l E + E) of the
-// head (E = head_dim / 32; NVFP4's 16-element groups hold whole lanes) in f32 registers,
-// reads the same elements of each key row in one load, and the warp sums q.k by shuffles;
-// the softmax is online in f32, natural-log units, scores s = (q . codes) * (row factor) *
-// (scale * k_scale) with the row factor the lane's group scale (1 for FP8), P unrounded, O
-// accumulated in f32 with v_scale (times the group scale) applied per key row.
-// decode_attn_{fp8,nvfp4}: grid (num_splits, hkv, num_seqs), 128 threads: warp w serves the
-//   group's q heads w, w + 4, ... over the split's keys (split rule of attention.cu).
+// decode_attn_{fp8,nvfp4}: grid (num_splits, hkv, num_seqs), 128 threads (split rule of
+//   attention.cu). A block reads its split's K/V rows once for all the kv head's q heads
+//   (passes of up to 4), D / 8 lanes per key with 8 elements each, 4 keys per lane in
+//   flight and the next iteration's rows loaded before this one's are used; scores
+//   s = (q . codes) * (lane's group scale; 1 for FP8) summed over the key's lanes, times
+//   scale * k_scale, online softmax in f32 log2 units, P unrounded, O accumulated in f32
+//   with the group scale per key row and v_scale once at the end. Writes the partials.
 // prefill_attn_{fp8,nvfp4}: grid (hq, ceil(max_q_len / 64), num_seqs), 128 threads: warp w
-//   serves rows w, w + 4, ... of the block's 64-query tile; query i of a chunk of q_len sits
-//   at position kv_len - q_len + i and sees keys 0..that position; out bf16 [tokens, hq, D].
+//   serves rows w, w + 4, ... of the block's 64-query tile, one key at a time: lane l holds
+//   elements [l E, l E + E) of the head (E = head_dim / 32; NVFP4's 16-element groups hold
+//   whole lanes) and the warp sums q.k by shuffles (the CUDA-core baseline: no tensor
+//   cores); query i of a chunk of q_len sits at position kv_len - q_len + i and sees keys
+//   0..that position; out bf16 [tokens, hq, D].
 #include <cuda_fp8.h>
 #include <cuda_fp16.h>
 #include <cstdint>
@@ -59,6 +61,19 @@ struct Fp8Rows {
         }
         return 1.0f;
     }
+    // decode's lanes: 8 elements at element 8 sub (8 code bytes), factor 1
+    template <int D>
+    __device__ __forceinline__ static uint2 load8(const unsigned char* row, uint32_t sub) {
+        return *reinterpret_cast<const uint2*>(row + sub * 8);
+    }
+    __device__ __forceinline__ static float decode8(uint2 raw, float* out) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            out[i] = e4m3_to_f32((raw.x >> (8 * i)) & 0xff);
+            out[i + 4] = e4m3_to_f32((raw.y >> (8 * i)) & 0xff);
+        }
+        return 1.0f;
+    }
 };
 
 // value of an E2M1 nibble: its exponent and mantissa bits placed in an f32's (bits 23-22)
@@ -84,6 +99,18 @@ struct Nvfp4Rows {
 #pragma unroll
         for (int i = 0; i < E; ++i) out[i] = e2m1_to_f32(w >> (4 * i));
         return e4m3_to_f32(row[D / 2 + lane * E / 16]);
+    }
+    // decode's lanes: 8 elements at element 8 sub (4 nibble bytes; x) and the scale byte of
+    // their group (y); the factor is the group scale
+    template <int D>
+    __device__ __forceinline__ static uint2 load8(const unsigned char* row, uint32_t sub) {
+        return make_uint2(*reinterpret_cast<const uint32_t*>(row + sub * 4),
+                          row[D / 2 + sub / 2]);
+    }
+    __device__ __forceinline__ static float decode8(uint2 raw, float* out) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) out[i] = e2m1_to_f32(raw.x >> (4 * i));
+        return e4m3_to_f32(raw.y);
     }
 };
 
@@ -125,41 +152,233 @@ __device__ __forceinline__ void load_q(const __nv_bfloat16* q, float* out) {
     for (int i = 0; i < E; ++i) out[i] = atlas::bf16_to_f32(q[lane * E + i]);
 }
 
+// ---- decode ------------------------------------------------------------------------------
+// A block reads its split's K/V rows once and serves the kv head's q heads in passes of up
+// to kDecodeHeads (their q and o in registers). D / 8 lanes share a key, 8 elements each
+// (FP8: 8 code bytes; NVFP4: 4 nibble bytes and their group's scale byte), so a warp covers
+// 32 / (D / 8) keys and the block kKeyGroups; each lane has kDecodeUnroll keys in flight and
+// loads the next iteration's rows before it uses this one's. Softmax in log2 units; the
+// key groups merge by shuffles, the warps through shared memory; v_scale multiplies the
+// merged o once. Partials always (decode_attn_combine_bf16 merges them).
+constexpr int kDecodeHeads = 4;
+constexpr int kDecodeUnroll = 4;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+template <int D>
+struct DecodeShape {
+    static constexpr int kLanesPerKey = D / 8;
+    static constexpr int kKeyGroups = kWarps * (32 / kLanesPerKey);
+    static constexpr int kStep = kKeyGroups * kDecodeUnroll;
+};
+
+struct KvLanes {
+    uint2 k[kDecodeUnroll], v[kDecodeUnroll];
+};
+
+struct DecodeScratch {
+    float o[kWarps][kDecodeHeads][256];
+    float m[kWarps][kDecodeHeads];
+    float l[kWarps][kDecodeHeads];
+};
+
+// this lane's 8 elements of keys base + u * kKeyGroups + grp (zeros past end)
+template <class Rows, int D>
+__device__ __forceinline__ KvLanes load_keys(const unsigned char* __restrict__ k_cache,
+                                             const unsigned char* __restrict__ v_cache,
+                                             const int* __restrict__ table, int base, int end,
+                                             int grp, uint32_t sub, uint32_t hkv, uint32_t kvh,
+                                             uint32_t block_size) {
+    constexpr uint32_t P = Rows::pitch(D);
+    KvLanes kv;
+#pragma unroll
+    for (int u = 0; u < kDecodeUnroll; ++u) {
+        const int p = base + u * DecodeShape<D>::kKeyGroups + grp;
+        kv.k[u] = make_uint2(0u, 0u);
+        kv.v[u] = make_uint2(0u, 0u);
+        if (p < end) {
+            const size_t row = ((size_t)table[p / block_size] * hkv + kvh) * block_size
+                               + p % block_size;
+            kv.k[u] = Rows::template load8<D>(k_cache + row * P, sub);
+            kv.v[u] = Rows::template load8<D>(v_cache + row * P, sub);
+        }
+    }
+    return kv;
+}
+
+// One pass over the split's keys [begin, end) for q heads h0 .. h0 + G - 1.
+template <class Rows, int D, int G>
+__device__ __forceinline__ void decode_pass(
+        uint32_t h0, int begin, int end, const __nv_bfloat16* __restrict__ q,
+        const unsigned char* __restrict__ k_cache, const unsigned char* __restrict__ v_cache,
+        const int* __restrict__ table, float* __restrict__ part_o, float* __restrict__ part_ml,
+        uint32_t hq, uint32_t hkv, uint32_t block_size, uint32_t num_splits, float qk_scale,
+        float v_scale, DecodeScratch& red) {
+    using Shape = DecodeShape<D>;
+    const uint32_t split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
+    const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const uint32_t sub = lane % Shape::kLanesPerKey;
+    const int grp = (int)(warp * (32 / Shape::kLanesPerKey) + lane / Shape::kLanesPerKey);
+
+    KvLanes cur = load_keys<Rows, D>(k_cache, v_cache, table, begin, end, grp, sub, hkv, kvh,
+                                     block_size);
+    float qf[G][8], m[G], l[G], o[G][8];
+    const float q_mul = qk_scale * kLog2e;
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(
+            q + ((size_t)b * hq + h0 + g) * D + sub * 8);
+        const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            qf[g][2 * i] = __uint_as_float(w[i] << 16) * q_mul;
+            qf[g][2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u) * q_mul;
+        }
+        m[g] = -INFINITY;
+        l[g] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) o[g][i] = 0.0f;
+    }
+
+    for (int base = begin; base < end; base += Shape::kStep) {  // uniform: shuffles are safe
+        const KvLanes next = load_keys<Rows, D>(k_cache, v_cache, table, base + Shape::kStep,
+                                                end, grp, sub, hkv, kvh, block_size);
+        float s[kDecodeUnroll][G];
+#pragma unroll
+        for (int u = 0; u < kDecodeUnroll; ++u) {
+            const bool ok = base + u * Shape::kKeyGroups + grp < end;
+            float kf[8];
+            const float kfac = Rows::decode8(cur.k[u], kf);
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                float d = 0.0f;
+#pragma unroll
+                for (int i = 0; i < 8; ++i) d = fmaf(qf[g][i], kf[i], d);
+                d *= kfac;
+#pragma unroll
+                for (int off = Shape::kLanesPerKey / 2; off >= 1; off >>= 1)
+                    d += __shfl_xor_sync(0xffffffffu, d, off);
+                s[u][g] = ok ? d : -INFINITY;
+            }
+        }
+        float ref[G];
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+            float mx = m[g];
+#pragma unroll
+            for (int u = 0; u < kDecodeUnroll; ++u) mx = fmaxf(mx, s[u][g]);
+            ref[g] = mx == -INFINITY ? 0.0f : mx;
+            const float corr = exp2f(m[g] - ref[g]);
+            l[g] *= corr;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) o[g][i] *= corr;
+            m[g] = mx;
+        }
+#pragma unroll
+        for (int u = 0; u < kDecodeUnroll; ++u) {  // one key's V decoded at a time
+            float vf[8];
+            const float vfac = Rows::decode8(cur.v[u], vf);
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                const float p = exp2f(s[u][g] - ref[g]);
+                l[g] += p;
+                const float pv = p * vfac;
+#pragma unroll
+                for (int i = 0; i < 8; ++i) o[g][i] = fmaf(pv, vf[i], o[g][i]);
+            }
+        }
+        cur = next;
+    }
+
+    // merge the key groups of each warp (lanes with the same `sub`), then the warps
+#pragma unroll
+    for (int off = Shape::kLanesPerKey; off < 32; off <<= 1) {
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+            const float m_o = __shfl_xor_sync(0xffffffffu, m[g], off);
+            const float l_o = __shfl_xor_sync(0xffffffffu, l[g], off);
+            const float mx = fmaxf(m[g], m_o);
+            const float ref = mx == -INFINITY ? 0.0f : mx;
+            const float c_self = exp2f(m[g] - ref), c_other = exp2f(m_o - ref);
+            l[g] = l[g] * c_self + l_o * c_other;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                const float o_o = __shfl_xor_sync(0xffffffffu, o[g][i], off);
+                o[g][i] = o[g][i] * c_self + o_o * c_other;
+            }
+            m[g] = mx;
+        }
+    }
+    if (lane < Shape::kLanesPerKey) {
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+#pragma unroll
+            for (int i = 0; i < 8; ++i) red.o[warp][g][sub * 8 + i] = o[g][i];
+            if (lane == 0) {
+                red.m[warp][g] = m[g];
+                red.l[warp][g] = l[g];
+            }
+        }
+    }
+    __syncthreads();
+    for (uint32_t idx = threadIdx.x; idx < G * D; idx += blockDim.x) {
+        const uint32_t g = idx / D, d = idx % D;
+        float mx = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < (int)kWarps; ++w) mx = fmaxf(mx, red.m[w][g]);
+        const float ref = mx == -INFINITY ? 0.0f : mx;
+        float total = 0.0f, acc = 0.0f;
+#pragma unroll
+        for (int w = 0; w < (int)kWarps; ++w) {
+            const float c = exp2f(red.m[w][g] - ref);
+            total += red.l[w][g] * c;
+            acc += red.o[w][g][d] * c;
+        }
+        const size_t row = ((size_t)b * hq + h0 + g) * num_splits + split;
+        part_o[row * D + d] = acc / total * v_scale;  // an active split has a key: total >= 1
+        if (d == 0) {
+            part_ml[row * 2] = mx * kLn2;
+            part_ml[row * 2 + 1] = total;
+        }
+    }
+    __syncthreads();  // `red` is reused by the next pass
+}
+
 template <class Rows, int E>
 __device__ void decode_rows(const __nv_bfloat16* __restrict__ q,
-                           const unsigned char* __restrict__ k_cache,
-                           const unsigned char* __restrict__ v_cache,
-                           const float* __restrict__ kv_scales,
-                           const int* __restrict__ block_tables, const int* __restrict__ kv_lens,
-                           float* __restrict__ part_o, float* __restrict__ part_ml, uint32_t hq,
-                           uint32_t hkv, uint32_t block_size, uint32_t max_blocks,
-                           uint32_t num_splits, float scale) {
-    constexpr uint32_t D = 32 * E;
+                            const unsigned char* __restrict__ k_cache,
+                            const unsigned char* __restrict__ v_cache,
+                            const float* __restrict__ kv_scales,
+                            const int* __restrict__ block_tables,
+                            const int* __restrict__ kv_lens, float* __restrict__ part_o,
+                            float* __restrict__ part_ml, uint32_t hq, uint32_t hkv,
+                            uint32_t block_size, uint32_t max_blocks, uint32_t num_splits,
+                            float scale, DecodeScratch& red) {
+    constexpr int D = 32 * E;
     const uint32_t split = blockIdx.x, kvh = blockIdx.y, seq = blockIdx.z;
     const uint32_t kv_len = (uint32_t)kv_lens[seq];
     const uint32_t chunk = max((kv_len + num_splits - 1) / num_splits, kMinKeysPerSplit);
     const uint32_t lo = split * chunk;
     if (lo >= kv_len) return;  // inactive split: writes nothing
     const uint32_t hi = min(lo + chunk, kv_len);
-    const uint32_t group = hq / hkv, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const uint32_t group = hq / hkv;
     const int* table = block_tables + (size_t)seq * max_blocks;
     const float qk_scale = scale * kv_scales[kvh], v_scale = kv_scales[hkv + kvh];
-    for (uint32_t j = warp; j < group; j += kWarps) {
-        const uint32_t head = kvh * group + j;
-        float qr[E], o[E];
-        load_q<E>(q + ((size_t)seq * hq + head) * D, qr);
-#pragma unroll
-        for (int i = 0; i < E; ++i) o[i] = 0.0f;
-        float m = -INFINITY, l = 0.0f;
-        attend<Rows, E>(qr, k_cache, v_cache, table, kvh, hkv, block_size, lo, hi, qk_scale, v_scale,
-                  m, l, o);
-        const size_t idx = ((size_t)seq * hq + head) * num_splits + split;
-        const float inv = 1.0f / l;
-#pragma unroll
-        for (int i = 0; i < E; ++i) part_o[idx * D + lane * E + i] = o[i] * inv;
-        if (lane == 0) {
-            part_ml[idx * 2] = m;
-            part_ml[idx * 2 + 1] = l;
+    for (uint32_t h = 0; h < group; h += kDecodeHeads) {
+        const uint32_t h0 = kvh * group + h;
+        switch (min(group - h, (uint32_t)kDecodeHeads)) {
+            case 4: decode_pass<Rows, D, 4>(h0, lo, hi, q, k_cache, v_cache, table, part_o,
+                                            part_ml, hq, hkv, block_size, num_splits, qk_scale,
+                                            v_scale, red); break;
+            case 3: decode_pass<Rows, D, 3>(h0, lo, hi, q, k_cache, v_cache, table, part_o,
+                                            part_ml, hq, hkv, block_size, num_splits, qk_scale,
+                                            v_scale, red); break;
+            case 2: decode_pass<Rows, D, 2>(h0, lo, hi, q, k_cache, v_cache, table, part_o,
+                                            part_ml, hq, hkv, block_size, num_splits, qk_scale,
+                                            v_scale, red); break;
+            default: decode_pass<Rows, D, 1>(h0, lo, hi, q, k_cache, v_cache, table, part_o,
+                                             part_ml, hq, hkv, block_size, num_splits,
+                                             qk_scale, v_scale, red); break;
         }
     }
 }
@@ -206,16 +425,17 @@ __device__ __forceinline__ void decode_entry(
         const float* kv_scales, const int* block_tables, const int* kv_lens, float* part_o,
         float* part_ml, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
         uint32_t max_blocks, uint32_t num_splits, float scale) {
+    __shared__ DecodeScratch red;  // one per kernel, whichever head_dim runs
     switch (head_dim) {
         case 64: decode_rows<Rows, 2>(q, k_cache, v_cache, kv_scales, block_tables, kv_lens,
                                       part_o, part_ml, hq, hkv, block_size, max_blocks,
-                                      num_splits, scale); break;
+                                      num_splits, scale, red); break;
         case 128: decode_rows<Rows, 4>(q, k_cache, v_cache, kv_scales, block_tables, kv_lens,
                                        part_o, part_ml, hq, hkv, block_size, max_blocks,
-                                       num_splits, scale); break;
+                                       num_splits, scale, red); break;
         case 256: decode_rows<Rows, 8>(q, k_cache, v_cache, kv_scales, block_tables, kv_lens,
                                        part_o, part_ml, hq, hkv, block_size, max_blocks,
-                                       num_splits, scale); break;
+                                       num_splits, scale, red); break;
         default: break;  // ops.attention rejects other head dims before launch
     }
 }
