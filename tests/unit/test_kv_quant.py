@@ -41,7 +41,7 @@ FIXTURE = "tiny-qwen3"
 #: +-0.0002 of this. It is that large here because the random model's attention is flat
 #: (~600 keys effective) so its output is as noisy as one V row, and its residual stream
 #: is mostly layer 0's attention output (the embeddings are ~10x smaller): quantizing
-#: layer 1 alone gives 0.99996, layer 0 alone 0.99869 (docs/quantization.md).
+#: layer 1 alone gives 0.99996, layer 0 alone 0.99869 (docs/kv_cache.md).
 MIN_COSINE = {"fp8": 0.9985, "nvfp4": 0.985}
 
 
