@@ -24,6 +24,7 @@
 #include <cuda_fp16.h>
 #include <cstdint>
 #include "atlas_common.cuh"
+#include "decode_merge.cuh"
 
 namespace {
 
@@ -160,7 +161,8 @@ __device__ __forceinline__ void load_q(const __nv_bfloat16* q, float* out) {
 // loads the next iteration's rows before it uses this one's. Softmax in log2 units; the
 // key groups merge by shuffles, the warps through shared memory; v_scale multiplies the
 // merged o once. Partials always (decode_attn_combine_bf16 merges them).
-constexpr int kDecodeHeads = 4;
+constexpr int kDecodeHeads = atlas::kMergeHeads;
+static_assert(kWarps == atlas::kMergeWarps, "decode_merge.cuh merges 4 warps");
 constexpr int kDecodeUnroll = 4;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
@@ -174,12 +176,6 @@ struct DecodeShape {
 
 struct KvLanes {
     uint2 k[kDecodeUnroll], v[kDecodeUnroll];
-};
-
-struct DecodeScratch {
-    float o[kWarps][kDecodeHeads][256];
-    float m[kWarps][kDecodeHeads];
-    float l[kWarps][kDecodeHeads];
 };
 
 // this lane's 8 elements of keys base + u * kKeyGroups + grp (zeros past end)
@@ -213,7 +209,7 @@ __device__ __forceinline__ void decode_pass(
         const unsigned char* __restrict__ k_cache, const unsigned char* __restrict__ v_cache,
         const int* __restrict__ table, float* __restrict__ part_o, float* __restrict__ part_ml,
         uint32_t hq, uint32_t hkv, uint32_t block_size, uint32_t num_splits, float qk_scale,
-        float v_scale, DecodeScratch& red) {
+        float v_scale, atlas::DecodeScratch& red) {
     using Shape = DecodeShape<D>;
     const uint32_t split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
     const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -290,52 +286,14 @@ __device__ __forceinline__ void decode_pass(
         cur = next;
     }
 
-    // merge the key groups of each warp (lanes with the same `sub`), then the warps
-#pragma unroll
-    for (int off = Shape::kLanesPerKey; off < 32; off <<= 1) {
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-            const float m_o = __shfl_xor_sync(0xffffffffu, m[g], off);
-            const float l_o = __shfl_xor_sync(0xffffffffu, l[g], off);
-            const float mx = fmaxf(m[g], m_o);
-            const float ref = mx == -INFINITY ? 0.0f : mx;
-            const float c_self = exp2f(m[g] - ref), c_other = exp2f(m_o - ref);
-            l[g] = l[g] * c_self + l_o * c_other;
-#pragma unroll
-            for (int i = 0; i < 8; ++i) {
-                const float o_o = __shfl_xor_sync(0xffffffffu, o[g][i], off);
-                o[g][i] = o[g][i] * c_self + o_o * c_other;
-            }
-            m[g] = mx;
-        }
-    }
-    if (lane < Shape::kLanesPerKey) {
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-#pragma unroll
-            for (int i = 0; i < 8; ++i) red.o[warp][g][sub * 8 + i] = o[g][i];
-            if (lane == 0) {
-                red.m[warp][g] = m[g];
-                red.l[warp][g] = l[g];
-            }
-        }
-    }
+    atlas::stash_warp_partials<G, Shape::kLanesPerKey>(m, l, o, red);
     __syncthreads();
     for (uint32_t idx = threadIdx.x; idx < G * D; idx += blockDim.x) {
         const uint32_t g = idx / D, d = idx % D;
-        float mx = -INFINITY;
-#pragma unroll
-        for (int w = 0; w < (int)kWarps; ++w) mx = fmaxf(mx, red.m[w][g]);
-        const float ref = mx == -INFINITY ? 0.0f : mx;
-        float total = 0.0f, acc = 0.0f;
-#pragma unroll
-        for (int w = 0; w < (int)kWarps; ++w) {
-            const float c = exp2f(red.m[w][g] - ref);
-            total += red.l[w][g] * c;
-            acc += red.o[w][g][d] * c;
-        }
+        float mx, total;
+        const float o_d = atlas::merge_warp_partials(red, g, d, mx, total);
         const size_t row = ((size_t)b * hq + h0 + g) * num_splits + split;
-        part_o[row * D + d] = acc / total * v_scale;  // an active split has a key: total >= 1
+        part_o[row * D + d] = o_d * v_scale;
         if (d == 0) {
             part_ml[row * 2] = mx * kLn2;
             part_ml[row * 2 + 1] = total;
@@ -353,7 +311,7 @@ __device__ void decode_rows(const __nv_bfloat16* __restrict__ q,
                             const int* __restrict__ kv_lens, float* __restrict__ part_o,
                             float* __restrict__ part_ml, uint32_t hq, uint32_t hkv,
                             uint32_t block_size, uint32_t max_blocks, uint32_t num_splits,
-                            float scale, DecodeScratch& red) {
+                            float scale, atlas::DecodeScratch& red) {
     constexpr int D = 32 * E;
     const uint32_t split = blockIdx.x, kvh = blockIdx.y, seq = blockIdx.z;
     const uint32_t kv_len = (uint32_t)kv_lens[seq];
@@ -425,7 +383,7 @@ __device__ __forceinline__ void decode_entry(
         const float* kv_scales, const int* block_tables, const int* kv_lens, float* part_o,
         float* part_ml, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
         uint32_t max_blocks, uint32_t num_splits, float scale) {
-    __shared__ DecodeScratch red;  // one per kernel, whichever head_dim runs
+    __shared__ atlas::DecodeScratch red;  // one per kernel, whichever head_dim runs
     switch (head_dim) {
         case 64: decode_rows<Rows, 2>(q, k_cache, v_cache, kv_scales, block_tables, kv_lens,
                                       part_o, part_ml, hq, hkv, block_size, max_blocks,
