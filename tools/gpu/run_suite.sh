@@ -310,7 +310,8 @@ stage_decode_gemm_ab() {
 }
 
 # Issue 12 item 4, KV cache formats on Qwen3-8B (synthetic weights): sequences of 8,192
-# tokens the pool holds and batch-64 decode tok/s at 8,192-token contexts, bf16 vs fp8 KV.
+# tokens the pool holds and batch-64 decode tok/s at 8,192-token contexts, bf16 vs fp8 vs
+# nvfp4 KV (decode only, no prefill: see the script's doc).
 stage_kv_dtypes() {
   "$PY" tools/gpu/bench_kv_dtypes.py --config qwen3-8b --context 8192 --batch 64 \
     --out "$RESULTS/kv_dtypes_qwen3-8b.json"
