@@ -9,9 +9,10 @@ Geometry mirrors kernels/hopper/common/conv1d.cu and gated_delta.cu:
   tensor cores (gated_delta_chunk_tc) when dk is a multiple of 16, unless switched off.
 * recurrent delta rule (decode): one block per (DELTA_DV_TILE columns, value head, sequence);
   its warps split the key dimension, the state is read and written in place.
-* fused decode step (gdn_decode.cu): one block per (value head, sequence) of
-  (dk / GDN_DECODE_ROWS) * (dv / 4) threads (whole warps) runs the conv, the norms, the
-  recurrent step and the gated RMSNorm for its head, holding its state tile in registers.
+* fused decode step (gdn_decode.cu): a cluster of GDN_DECODE_SPLIT blocks per (value head,
+  sequence), each of (dk / GDN_DECODE_ROWS) * (dv / GDN_DECODE_SPLIT / 4) threads (whole
+  warps), runs the conv, the norms, the recurrent step and the gated RMSNorm for its
+  dv / GDN_DECODE_SPLIT columns of the head, holding its state tile in registers.
 Every form takes the step's cu_q / kv_lens (a sequence starting at position 0 starts from
 zero state) and one state slot per sequence.
 """
@@ -124,26 +125,33 @@ def gated_delta_rule(kc: KernelCache, stream: Stream, qkv: DevicePtr, qkv_pitch:
            dk, dv)
 
 
+#: blocks sharing a value head in the fused decode kernel, each owning dv / GDN_DECODE_SPLIT
+#: state columns: a thread-block cluster (gdn_decode.cu kSplit)
+GDN_DECODE_SPLIT = 4
 #: state rows per thread of the fused decode kernel (gdn_decode.cu kRows)
-GDN_DECODE_ROWS = 16
-#: its largest block (gdn_decode.cu kMaxThreads, the __launch_bounds__): dk * dv <= 16,384
+GDN_DECODE_ROWS = 8
+#: its largest block (gdn_decode.cu kMaxThreads, the __launch_bounds__)
 GDN_DECODE_MAX_THREADS = 256
 #: dynamic shared memory a launch may use without the opt-in
 _SMEM_DEFAULT_LIMIT = 48 * 1024
 
 
 def gdn_decode_threads(dk: int, dv: int) -> int:
-    """Threads of a fused decode block: one per (row group, float4 column group), rounded
-    up to whole warps."""
-    return -(-(dk // GDN_DECODE_ROWS) * (dv // 4) // 32) * 32
+    """Threads of a fused decode block: one per (row group, float4 column group) of its
+    dv / GDN_DECODE_SPLIT columns, rounded up to whole warps."""
+    groups = (dk // GDN_DECODE_ROWS) * (dv // GDN_DECODE_SPLIT // 4)
+    return -(-groups // 32) * 32
 
 
 def gdn_decode_smem_bytes(dk: int, dv: int, kernel: int) -> int:
-    """gdn_decode.cu's carve-up, f32: the block's conv weights [2dk + dv, kernel] and conv
-    outputs [2dk + dv] (each padded to 4 floats), the row groups' partial sums
-    [dk / GDN_DECODE_ROWS, dv], and 32 floats of reduction scratch."""
-    ch = 2 * dk + dv
-    return 4 * (_pad4(ch * kernel) + _pad4(ch) + (dk // GDN_DECODE_ROWS) * dv + 32)
+    """gdn_decode.cu's carve-up, f32, for a block's ch = 2 dk + dv / GDN_DECODE_SPLIT
+    channels: its conv taps [ch, kernel], ring history [kernel - 1, ch] and conv outputs
+    [ch] (each padded to 4 floats), the row groups' two partial-sum tiles
+    [dk / GDN_DECODE_ROWS, dv / GDN_DECODE_SPLIT], and 64 floats of reduction scratch."""
+    dvt = dv // GDN_DECODE_SPLIT
+    ch = 2 * dk + dvt
+    return 4 * (_pad4(ch * kernel) + _pad4((kernel - 1) * ch) + _pad4(ch)
+                + 2 * (dk // GDN_DECODE_ROWS) * dvt + 64)
 
 
 def _pad4(n: int) -> int:
@@ -152,8 +160,11 @@ def _pad4(n: int) -> int:
 
 def gdn_decode_fits(dk: int, dv: int, kernel: int) -> bool:
     """Whether the fused decode kernel takes these head dims and conv width (larger heads
-    run the three unfused kernels)."""
-    return (dk >= GDN_DECODE_ROWS and dk % GDN_DECODE_ROWS == 0 and dv >= 4 and dv % 4 == 0
+    run the three unfused kernels): whole float4 column groups in each of the
+    GDN_DECODE_SPLIT blocks, at most 32 of them (row group 0 is one warp), whole row groups."""
+    dvt = dv // GDN_DECODE_SPLIT
+    return (dk >= GDN_DECODE_ROWS and dk % GDN_DECODE_ROWS == 0
+            and dv % (4 * GDN_DECODE_SPLIT) == 0 and 4 <= dvt <= 4 * 32
             and gdn_decode_threads(dk, dv) <= GDN_DECODE_MAX_THREADS
             and 2 <= kernel <= CONV_MAX_KERNEL
             and gdn_decode_smem_bytes(dk, dv, kernel) <= _SMEM_DEFAULT_LIMIT)
@@ -171,9 +182,9 @@ def gdn_decode(kc: KernelCache, stream: Stream, proj: DevicePtr, proj_pitch: int
     _check_heads(name, hk, hv)
     if not gdn_decode_fits(dk, dv, kernel):
         raise ValueError(f"{name}: dk={dk} dv={dv} kernel={kernel} do not fit the kernel (dk "
-                         f"a multiple of {GDN_DECODE_ROWS}, dv of 4, (dk / {GDN_DECODE_ROWS}) "
-                         f"* (dv / 4) <= {GDN_DECODE_MAX_THREADS} threads, kernel in "
-                         f"2..{CONV_MAX_KERNEL})")
+                         f"a multiple of {GDN_DECODE_ROWS}, dv of {4 * GDN_DECODE_SPLIT} up to "
+                         f"{4 * 32 * GDN_DECODE_SPLIT}, at most {GDN_DECODE_MAX_THREADS} "
+                         f"threads, kernel in 2..{CONV_MAX_KERNEL})")
     row = 2 * hk * dk + 2 * hv * dv + 2 * hv
     if proj_pitch < row:
         raise ValueError(f"{name}: proj_pitch={proj_pitch} is narrower than the "
@@ -186,6 +197,7 @@ def gdn_decode(kc: KernelCache, stream: Stream, proj: DevicePtr, proj_pitch: int
                           ("out", out)):
         require_aligned(name, ptr_name, ptr, 2)
     require_aligned(name, "state", state, 16)
-    kc.get(GDN_DECODE)(stream, (hv, num_seqs), gdn_decode_threads(dk, dv), smem, proj,
-                       proj_pitch, conv_w, conv_state, a_log, dt_bias, norm_w, state,
-                       state_slots, cu_q, kv_lens, out, num_seqs, hk, hv, dk, dv, kernel, eps)
+    kc.get(GDN_DECODE)(stream, (GDN_DECODE_SPLIT, hv, num_seqs), gdn_decode_threads(dk, dv),
+                       smem, proj, proj_pitch, conv_w, conv_state, a_log, dt_bias, norm_w,
+                       state, state_slots, cu_q, kv_lens, out, num_seqs, hk, hv, dk, dv,
+                       kernel, eps)
