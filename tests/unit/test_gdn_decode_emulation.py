@@ -46,7 +46,7 @@ def _block(a, hk, hv, dk, dv, kernel, b, h, rank):
     conv_dim = 2 * hk * dk + hv * dv
     kh = h // (hv // hk)
     chan = [_conv_channel(c, kh, h, col0, hk, dk, dv) for c in range(ch)]
-    # before the wait: taps, step inputs, state tile, ring history
+    # before the wait: taps, step inputs, state tile, ring history (positions below 0: zero)
     wsm = np.array([w[chan[i // kernel] * kernel + i % kernel] for i in range(ch * kernel)], f32)
     t, pos, slot = a["cu_q"][b], a["kv_lens"][b] - 1, a["slots"][b]
     fresh = pos == 0
@@ -64,23 +64,32 @@ def _block(a, hk, hv, dk, dv, kernel, b, h, rank):
         p = pos - (kernel - 1) + j
         if p >= 0:
             hist[j] = [ring_pool[ring + (p % kernel) * conv_dim + chan[c]] for c in range(ch)]
-    # after the wait: the conv
+    # after the wait: thread tid < ch / 4 convolves channels 4 tid..4 tid + 3 (one 8-byte
+    # access of the row, the history and the ring each: the 4 share q, k or v)
     row = proj[t * pitch:]
     xs = np.zeros(ch, f32)
     writes_key = rank == 0 and h % (hv // hk) == 0
-    for c in range(ch):
-        acc = f32(0)
-        for j in range(kernel - 1):
-            if pos - (kernel - 1) + j >= 0:
-                acc = f32(acc + wsm[c * kernel + j] * hist[j, c])
-        acc = f32(acc + wsm[c * kernel + kernel - 1] * row[chan[c]])
-        y = _rb(acc)
-        xs[c] = _rb(y / (1 + np.exp(-y)))
-        if c >= 2 * dk or writes_key:
-            ring_pool[ring + (pos % kernel) * conv_dim + chan[c]] = row[chan[c]]
+    sums = {"q": f32(0), "k": f32(0)}
+    for tid in range(ch // 4):
+        c0 = 4 * tid
+        assert chan[c0 + 3] == chan[c0] + 3 and tid < threads
+        ss = f32(0)
+        for c in range(c0, c0 + 4):
+            acc = f32(0)
+            for j in range(kernel - 1):
+                if pos - (kernel - 1) + j >= 0:
+                    acc = f32(acc + wsm[c * kernel + j] * hist[j, c])
+            acc = f32(acc + wsm[c * kernel + kernel - 1] * row[chan[c]])
+            y = _rb(acc)
+            xs[c] = _rb(y / (1 + np.exp(-y)))
+            ss = f32(ss + xs[c] * xs[c])
+            if c0 >= 2 * dk or writes_key:
+                ring_pool[ring + (pos % kernel) * conv_dim + chan[c]] = row[chan[c]]
+        if c0 < 2 * dk:
+            sums["q" if c0 < dk else "k"] += ss
     qn, kn = xs[:dk], xs[dk:2 * dk]
-    q_scale = f32(1 / np.sqrt(f32(qn @ qn) + f32(EPS))) / f32(np.sqrt(dk))
-    k_scale = f32(1 / np.sqrt(f32(kn @ kn) + f32(EPS)))
+    q_scale = f32(1 / np.sqrt(sums["q"] + f32(EPS))) / f32(np.sqrt(dk))
+    k_scale = f32(1 / np.sqrt(sums["k"] + f32(EPS)))
     bval, aval = row[conv_dim + hv * dv + h], row[conv_dim + hv * dv + hv + h]
     x = f32(aval + a["dt_bias"][h])
     softplus = x if x > 20 else f32(np.log1p(np.exp(x)))

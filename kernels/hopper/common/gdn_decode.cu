@@ -23,17 +23,22 @@
 // all agree). Every block convolves the head's q and k channels itself (2 dk of them: cheap
 // next to a round trip between blocks) and its own dv / kSplit value channels.
 //
-// Block: (dk / kRows) * (dv / kSplit / kCols) threads rounded up to whole warps: thread
-// tid = rg * C + cg (C column groups of kCols) owns the state columns col0 + 4cg..+3 of
-// rows rg, rg + R, ... (R = dk / kRows row groups), kRows float4s that stay in registers
-// between the read and the write; threads past R * C own none (they convolve and reduce).
+// Block: max((dk / kRows) * (dv / kSplit / kCols), ch / 4) threads rounded up to whole
+// warps (ch = 2 dk + dv / kSplit channels). Thread tid = rg * C + cg (C column groups of
+// kCols) owns the state columns col0 + 4cg..+3 of rows rg, rg + R, ... (R = dk / kRows row
+// groups), kRows float4s that stay in registers between the read and the write; threads
+// past R * C own none. Thread tid < ch / 4 convolves channels 4 tid..4 tid + 3 (never
+// straddling q, k and v: dk and dv / kSplit are multiples of 4), so its taps, history, input
+// and ring write are one 8-byte access each, all issued together: the loads of a step are
+// a few independent round trips, not a loop of dependent ones (the session-4 kernel's
+// scalar conv loop made its 12.8 us at batch 1).
 // The key channels are shared by the hv / hk value heads of a group, so only rank 0 of the
 // group's first head writes them into the ring. That is race-free because a decode step
 // writes the ring row of its own position, which no reader of this step reads (it reads the
 // kernel - 1 positions before).
 //
 // PDL: before griddepcontrol.wait the block stages its conv taps, and also reads the step
-// inputs (cu_q, kv_lens, state_slots), its state tile and its ring history. Those are no
+// inputs (cu_q, kv_lens, state_slots), its state tile and its ring history into registers. Those are no
 // weights, but the only kernel that may still be running then is the one launched just
 // before this (every kernel waits before it lets its dependents start), and the model
 // launches this right after the input projection GEMV (model/gated_deltanet.py), which
@@ -44,6 +49,7 @@
 #include <cooperative_groups.h>
 
 #include "atlas_common.cuh"
+#include "bf16_vec.cuh"
 #include "gated_delta_gate.cuh"
 
 namespace coop = cooperative_groups;
@@ -54,6 +60,8 @@ constexpr int kSplit = 4;         // ops/linear_attention.py GDN_DECODE_SPLIT: b
 constexpr int kRows = 8;          // ops/linear_attention.py GDN_DECODE_ROWS
 constexpr int kCols = 4;          // one float4 of state columns per thread
 constexpr int kMaxThreads = 256;  // ops/linear_attention.py GDN_DECODE_MAX_THREADS
+constexpr int kMaxKernel = 8;     // ops/linear_attention.py CONV_MAX_KERNEL
+constexpr int kMaxHist = kMaxKernel - 1;
 
 __device__ __forceinline__ int align4(int n) { return (n + 3) & ~3; }
 
@@ -64,6 +72,11 @@ __device__ __forceinline__ int conv_channel(int c, int kh, int h, int col0, int 
   if (c < dk) return kh * dk + c;
   if (c < 2 * dk) return hk * dk + kh * dk + (c - dk);
   return 2 * hk * dk + h * dv + col0 + (c - 2 * dk);
+}
+
+__device__ __forceinline__ void unpack4(uint2 v, float (&f)[4]) {
+  atlas::unpack_bf16x2(v.x, f[0], f[1]);
+  atlas::unpack_bf16x2(v.y, f[2], f[3]);
 }
 
 __device__ __forceinline__ float4 fma4(float a, float4 x, float4 acc) {
@@ -79,7 +92,8 @@ __device__ __forceinline__ float silu_gate(float normed, float z) {
   return normed * (z / (1.f + expf(-z)));
 }
 
-// Both sums over the block in one pass of barriers; `scratch` needs 2 * warps floats.
+// Both sums over the block behind one barrier (which also publishes the shared-memory
+// writes made before it); `scratch` needs 2 floats per warp and is used once.
 __device__ __forceinline__ float2 block_sum2(float a, float b, float* scratch) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
   a = atlas::warp_sum(a);
@@ -111,28 +125,37 @@ gated_deltanet_decode_bf16(const __nv_bfloat16* __restrict__ proj, uint32_t proj
                            __nv_bfloat16* __restrict__ out, uint32_t num_seqs, uint32_t hk,
                            uint32_t hv, uint32_t dk, uint32_t dv, uint32_t kernel, float eps) {
   extern __shared__ float smem[];
-  __shared__ float norm_part;  // this block's sum of squares, read by its cluster peers
+  __shared__ float norm_parts[kSplit];  // the cluster's sums of squares, by rank
   const int HK = static_cast<int>(hk), HV = static_cast<int>(hv), DK = static_cast<int>(dk),
             DV = static_cast<int>(dv), K = static_cast<int>(kernel);
   const int dvt = DV / kSplit, ch = 2 * DK + dvt, C = dvt / kCols, R = DK / kRows;
   const int conv_dim = 2 * HK * DK + HV * DV;
-  float* wsm = smem;                        // [ch][K] conv weights
-  float* hist = wsm + align4(ch * K);       // [K - 1][ch] ring history, oldest first
-  float* xs = hist + align4((K - 1) * ch);  // [ch] conv outputs q | k | v
-  float* red_k = xs + align4(ch);           // [R][dvt] k^T S partials of the row groups
-  float* red_o = red_k + R * dvt;           // [R][dvt] q^T S partials
-  float* scratch = red_o + R * dvt;         // [2 * 32] block_sum2
+  float* xs = smem;                   // [ch] conv outputs q | k | v
+  float* red_k = xs + align4(ch);     // [R][dvt] k^T S partials of the row groups
+  float* red_o = red_k + R * dvt;     // [R][dvt] q^T S partials
+  float* scratch = red_o + R * dvt;   // [2 * 32] block_sum2
+  uint2* wsm = reinterpret_cast<uint2*>(scratch + 64);  // [ch / 4][K] conv taps, bf16 x4
   const int rank = blockIdx.x, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
-  const int nthreads = blockDim.x, col0 = rank * dvt;
+  const int col0 = rank * dvt;
   const int kh = h / (HV / HK), cg = tid % C, rg = tid / C;
-  const bool owns_state = rg < R;  // the padding threads of the last warp do not
+  const bool owns_state = rg < R;          // the padding threads of the last warp do not
+  const bool convolves = tid < ch / kCols;  // channels 4 tid .. 4 tid + 3
+  const int c0 = kCols * tid;
+  const int gc = convolves ? conv_channel(c0, kh, h, col0, HK, DK, DV) : 0;
   if (b >= static_cast<int>(num_seqs)) return;  // uniform over the cluster (same b)
+  // A block may write a peer's shared memory only once the peer runs: this arrival, waited
+  // on just before the writes in 6, says so at no cost on the way.
+  coop::cluster_group cluster = coop::this_cluster();
+  auto started = cluster.barrier_arrive();
 
-  // Before the wait (see the header): conv taps, gate and norm constants, then the step
-  // inputs, the state tile and the ring history.
-  for (int i = tid; i < ch * K; i += nthreads)
-    wsm[i] = atlas::bf16_to_f32(
-        conv_w[static_cast<size_t>(conv_channel(i / K, kh, h, col0, HK, DK, DV)) * K + i % K]);
+  // Before the wait (see the header): conv taps (channel gc + e's tap j is bf16 e * K + j
+  // of the chunk's 4K), gate and norm constants, the step inputs, then the state tile and
+  // the ring history; the taps go to shared memory only once every load is in flight.
+  uint2 taps[kMaxKernel];
+  const uint2* wg = reinterpret_cast<const uint2*>(conv_w + static_cast<size_t>(gc) * K);
+#pragma unroll
+  for (int j = 0; j < kMaxKernel; ++j)
+    taps[j] = convolves && j < K ? __ldg(wg + j) : make_uint2(0u, 0u);
   const float a_log_h = atlas::bf16_to_f32(a_log[h]), dt_bias_h = atlas::bf16_to_f32(dt_bias[h]);
   float wn[kCols];
 #pragma unroll
@@ -146,48 +169,72 @@ gated_deltanet_decode_bf16(const __nv_bfloat16* __restrict__ proj, uint32_t proj
     s[j] = fresh || !owns_state
                ? make_float4(0.f, 0.f, 0.f, 0.f)
                : *reinterpret_cast<const float4*>(sg + static_cast<size_t>(rg + R * j) * DV);
-  __nv_bfloat16* ring = conv_state + static_cast<size_t>(slot) * K * conv_dim;
-  for (int i = tid; i < (K - 1) * ch; i += nthreads) {
-    const int j = i / ch, c = i % ch, p = pos - (K - 1) + j;
-    hist[i] = p < 0 ? 0.f
-                    : atlas::bf16_to_f32(ring[static_cast<size_t>(p % K) * conv_dim +
-                                              conv_channel(c, kh, h, col0, HK, DK, DV)]);
+  __nv_bfloat16* ring = conv_state + static_cast<size_t>(slot) * K * conv_dim + gc;
+  uint2 hist[kMaxHist];  // inputs at positions pos - K + 1 + j, oldest first (zero below 0)
+#pragma unroll
+  for (int j = 0; j < kMaxHist; ++j) {
+    const int p = pos - (K - 1) + j;
+    hist[j] = convolves && j < K - 1 && p >= 0
+                  ? *reinterpret_cast<const uint2*>(ring + static_cast<size_t>(p % K) * conv_dim)
+                  : make_uint2(0u, 0u);
+  }
+  if (convolves) {
+#pragma unroll
+    for (int j = 0; j < kMaxKernel; ++j)
+      if (j < K) wsm[tid * K + j] = taps[j];
   }
   atlas::pdl_enter();  // the projection row is the previous kernel's output
 
-  // 1. conv1d + SiLU of the block's channels (taps oldest first, as conv1d.cu sums them;
-  //    the taps before position 0 are zero and add nothing)
+  // 1. the row's inputs: the conv chunk, the gates, z of the block's output columns
   const __nv_bfloat16* row = proj + static_cast<size_t>(t) * proj_pitch;
-  const bool writes_key_channels = rank == 0 && h % (HV / HK) == 0;
-  for (int c = tid; c < ch; c += nthreads) {
-    const int gc = conv_channel(c, kh, h, col0, HK, DK, DV);
-    const __nv_bfloat16 x_new = row[gc];
-    float acc = 0.f;
-    for (int j = 0; j < K - 1; ++j)
-      if (pos - (K - 1) + j >= 0) acc = fmaf(wsm[c * K + j], hist[j * ch + c], acc);
-    acc = fmaf(wsm[c * K + K - 1], atlas::bf16_to_f32(x_new), acc);
-    const float y = atlas::round_bf16(acc);
-    xs[c] = atlas::round_bf16(y / (1.f + expf(-y)));
-    if (c >= 2 * DK || writes_key_channels) ring[static_cast<size_t>(pos % K) * conv_dim + gc] = x_new;
-  }
-  __syncthreads();  // xs complete
+  const uint2 x_new = convolves ? *reinterpret_cast<const uint2*>(row + gc) : make_uint2(0u, 0u);
+  const int col = col0 + cg * kCols;
+  const uint2 zv = rg == 0 ? *reinterpret_cast<const uint2*>(row + conv_dim + h * DV + col)
+                           : make_uint2(0u, 0u);
+  const atlas::GateTerms gt = atlas::gate_terms(row + conv_dim + HV * DV, 0, 0, h, HV, a_log_h,
+                                                dt_bias_h);
 
-  // 2. L2 norms of q and k, the gate terms
+  // 2. conv1d + SiLU of the chunk (taps oldest first, as conv1d.cu sums them; the taps
+  //    before position 0 are skipped: zero), and its share of the q / k sums of squares
   float sq = 0.f, sk = 0.f;
-  for (int i = tid; i < DK; i += nthreads) {
-    sq = fmaf(xs[i], xs[i], sq);
-    sk = fmaf(xs[DK + i], xs[DK + i], sk);
+  if (convolves) {
+    float xf[kCols], y[kCols];
+    unpack4(x_new, xf);
+    const __nv_bfloat16* w4 = reinterpret_cast<const __nv_bfloat16*>(wsm + tid * K);
+#pragma unroll
+    for (int e = 0; e < kCols; ++e) y[e] = 0.f;
+#pragma unroll
+    for (int j = 0; j < kMaxHist; ++j) {
+      if (j < K - 1 && pos - (K - 1) + j >= 0) {
+        float hf[kCols];
+        unpack4(hist[j], hf);
+#pragma unroll
+        for (int e = 0; e < kCols; ++e) y[e] = fmaf(atlas::bf16_to_f32(w4[e * K + j]), hf[e], y[e]);
+      }
+    }
+    float ss = 0.f;
+#pragma unroll
+    for (int e = 0; e < kCols; ++e) {
+      const float acc = atlas::round_bf16(fmaf(atlas::bf16_to_f32(w4[e * K + K - 1]), xf[e], y[e]));
+      const float x = atlas::round_bf16(acc / (1.f + expf(-acc)));
+      xs[c0 + e] = x;
+      ss = fmaf(x, x, ss);
+    }
+    if (c0 < DK) sq = ss;
+    else if (c0 < 2 * DK) sk = ss;
+    if (c0 >= 2 * DK || (rank == 0 && h % (HV / HK) == 0))
+      *reinterpret_cast<uint2*>(ring + static_cast<size_t>(pos % K) * conv_dim) = x_new;
   }
+
+  // 3. L2 norms of q and k (the barrier also publishes xs), the gate terms
   const float2 sums = block_sum2(sq, sk, scratch);
   const float q_scale = rsqrtf(sums.x + atlas::kDeltaL2Eps) * rsqrtf(static_cast<float>(DK));
   const float k_scale = rsqrtf(sums.y + atlas::kDeltaL2Eps);
-  const atlas::GateTerms gt = atlas::gate_terms(row + conv_dim + HV * DV, 0, 0, h, HV, a_log_h,
-                                                dt_bias_h);
   const float decay = expf(gt.decay_log);
   const float* qn = xs;
   const float* kn = xs + DK;
 
-  // 3. k^T S over the block's columns, reduced across the row groups
+  // 4. k^T S over the block's columns, reduced across the row groups
   float4* rk4 = reinterpret_cast<float4*>(red_k);
   float4* ro4 = reinterpret_cast<float4*>(red_o);
   if (owns_state) {
@@ -197,17 +244,17 @@ gated_deltanet_decode_bf16(const __nv_bfloat16* __restrict__ proj, uint32_t proj
     rk4[rg * C + cg] = part;
   }
   __syncthreads();
-  float4 kv_mem = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int r = 0; r < R; ++r) kv_mem = add4(kv_mem, rk4[r * C + cg]);
-  const float kv_scale = decay * k_scale;
-  const float* v = xs + 2 * DK + cg * kCols;
-  const float4 delta = make_float4(gt.beta * (v[0] - kv_mem.x * kv_scale),
-                                   gt.beta * (v[1] - kv_mem.y * kv_scale),
-                                   gt.beta * (v[2] - kv_mem.z * kv_scale),
-                                   gt.beta * (v[3] - kv_mem.w * kv_scale));
 
-  // 4. S = decay S + k delta^T, written once; q^T S of the new state
+  // 5. S = decay S + k delta^T, written once; q^T S of the new state
   if (owns_state) {
+    float4 kv_mem = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int r = 0; r < R; ++r) kv_mem = add4(kv_mem, rk4[r * C + cg]);
+    const float kv_scale = decay * k_scale;
+    const float* v = xs + 2 * DK + cg * kCols;
+    const float4 delta = make_float4(gt.beta * (v[0] - kv_mem.x * kv_scale),
+                                     gt.beta * (v[1] - kv_mem.y * kv_scale),
+                                     gt.beta * (v[2] - kv_mem.z * kv_scale),
+                                     gt.beta * (v[3] - kv_mem.w * kv_scale));
     float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
     for (int j = 0; j < kRows; ++j) {
@@ -224,8 +271,9 @@ gated_deltanet_decode_bf16(const __nv_bfloat16* __restrict__ proj, uint32_t proj
   }
   __syncthreads();
 
-  // 5. the rule's output (bf16) of the block's columns; their sum of squares (row group 0
-  //    is threads 0..C-1, inside warp 0: C <= 32) to the cluster
+  // 6. the rule's output (bf16) of the block's columns (row group 0: threads 0..C-1,
+  //    inside warp 0 since C <= 32); their sum of squares into every cluster peer's
+  //    norm_parts[rank], so one cluster barrier leaves each block all kSplit of them
   float ob[kCols] = {0.f, 0.f, 0.f, 0.f};
   if (rg == 0) {
     float4 total = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -235,30 +283,32 @@ gated_deltanet_decode_bf16(const __nv_bfloat16* __restrict__ proj, uint32_t proj
     ob[2] = atlas::round_bf16(total.z * q_scale);
     ob[3] = atlas::round_bf16(total.w * q_scale);
   }
+  cluster.barrier_wait(std::move(started));
   if (tid < 32) {
     float ss = 0.f;
 #pragma unroll
     for (int c = 0; c < kCols; ++c) ss = fmaf(ob[c], ob[c], ss);
     ss = atlas::warp_sum(ss);
-    if (tid == 0) norm_part = ss;
+    if (tid < kSplit) *cluster.map_shared_rank(&norm_parts[rank], tid) = ss;
   }
-  coop::cluster_group cluster = coop::this_cluster();
-  cluster.sync();  // every block's norm_part is written and visible
-  float sum_sq = 0.f;
-  if (rg == 0)
-    for (int p = 0; p < kSplit; ++p) sum_sq += *cluster.map_shared_rank(&norm_part, p);
-  cluster.sync();  // no block exits (freeing its norm_part) before all have read it
+  cluster.sync();  // every block's sum is in every block's norm_parts (and no block reads
+                   // a peer's memory after this, so each may exit when done)
 
-  // 6. the gated RMSNorm over the head's dv columns
+  // 7. the gated RMSNorm over the head's dv columns
   if (rg == 0) {
+    float sum_sq = 0.f;
+#pragma unroll
+    for (int p = 0; p < kSplit; ++p) sum_sq += norm_parts[p];
     const float inv_rms = rsqrtf(sum_sq / static_cast<float>(DV) + eps);
-    const int col = col0 + cg * kCols;
-    const __nv_bfloat16* z = row + conv_dim + h * DV + col;
-    __nv_bfloat16* o_row = out + static_cast<size_t>(t) * HV * DV + h * DV + col;
+    float zf[kCols];
+    unpack4(zv, zf);
+    float o4[kCols];
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
       const float normed = atlas::round_bf16(wn[c] * atlas::round_bf16(ob[c] * inv_rms));
-      o_row[c] = atlas::f32_to_bf16(silu_gate(normed, atlas::bf16_to_f32(z[c])));
+      o4[c] = silu_gate(normed, zf[c]);
     }
+    *reinterpret_cast<uint2*>(out + static_cast<size_t>(t) * HV * DV + h * DV + col) =
+        make_uint2(atlas::pack_bf16x2(o4[0], o4[1]), atlas::pack_bf16x2(o4[2], o4[3]));
   }
 }

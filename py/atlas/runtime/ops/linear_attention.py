@@ -138,20 +138,21 @@ _SMEM_DEFAULT_LIMIT = 48 * 1024
 
 def gdn_decode_threads(dk: int, dv: int) -> int:
     """Threads of a fused decode block: one per (row group, float4 column group) of its
-    dv / GDN_DECODE_SPLIT columns, rounded up to whole warps."""
-    groups = (dk // GDN_DECODE_ROWS) * (dv // GDN_DECODE_SPLIT // 4)
+    dv / GDN_DECODE_SPLIT columns, and at least one per 4 of its conv channels, rounded up
+    to whole warps."""
+    dvt = dv // GDN_DECODE_SPLIT
+    groups = max((dk // GDN_DECODE_ROWS) * (dvt // 4), (2 * dk + dvt) // 4)
     return -(-groups // 32) * 32
 
 
 def gdn_decode_smem_bytes(dk: int, dv: int, kernel: int) -> int:
-    """gdn_decode.cu's carve-up, f32, for a block's ch = 2 dk + dv / GDN_DECODE_SPLIT
-    channels: its conv taps [ch, kernel], ring history [kernel - 1, ch] and conv outputs
-    [ch] (each padded to 4 floats), the row groups' two partial-sum tiles
-    [dk / GDN_DECODE_ROWS, dv / GDN_DECODE_SPLIT], and 64 floats of reduction scratch."""
+    """gdn_decode.cu's carve-up, f32 units, for a block's ch = 2 dk + dv / GDN_DECODE_SPLIT
+    channels: its conv outputs [ch] (padded to 4 floats), the row groups' two partial-sum
+    tiles [dk / GDN_DECODE_ROWS, dv / GDN_DECODE_SPLIT], 64 floats of reduction scratch, and
+    the conv taps as bf16 [ch, kernel] (ch * kernel / 2 floats)."""
     dvt = dv // GDN_DECODE_SPLIT
     ch = 2 * dk + dvt
-    return 4 * (_pad4(ch * kernel) + _pad4((kernel - 1) * ch) + _pad4(ch)
-                + 2 * (dk // GDN_DECODE_ROWS) * dvt + 64)
+    return 4 * (_pad4(ch) + 2 * (dk // GDN_DECODE_ROWS) * dvt + 64 + ch * kernel // 2)
 
 
 def _pad4(n: int) -> int:
