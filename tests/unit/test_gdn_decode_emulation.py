@@ -136,7 +136,7 @@ def emulate(a: dict, hk, hv, dk, dv, kernel, num_seqs):
 def _inputs(rng, hk, hv, dk, dv, kernel, starts):
     n = len(starts)
     conv_dim = 2 * hk * dk + hv * dv
-    pitch = conv_dim + hv * dv + 2 * hv + 6
+    pitch = -(-(conv_dim + hv * dv + 2 * hv) // 4) * 4 + 8  # rows 8-byte aligned, padded
     bf = lambda x: round_bf16(np.asarray(x, np.float32))  # noqa: E731
     return dict(proj=bf(rng.standard_normal(n * pitch)), pitch=pitch,
                 conv_w=bf(0.5 * rng.standard_normal(conv_dim * kernel)),

@@ -152,7 +152,7 @@ def test_fused_decode_geometry_is_a_cluster_of_blocks_per_value_head_and_sequenc
 # 512 threads; dk % 8; dv % 16 (whole float4 groups in each of the 4 blocks); 33 groups
 @pytest.mark.parametrize("dk, dv", [(256, 256), (36, 32), (32, 40), (8, 528)])
 def test_fused_decode_rejects_head_dims_it_cannot_hold(dk, dv) -> None:
-    assert not linear_attention.gdn_decode_fits(dk, dv, 4)
+    assert not linear_attention.gdn_decode_fits(dk, dv, 4, 100_000)
     with pytest.raises(ValueError, match="do not fit"):
         _fused(1, 2, 4, dk, dv, pitch=100_000)
 
@@ -161,6 +161,10 @@ def test_fused_decode_rejects_bad_heads_a_narrow_row_and_a_misaligned_state() ->
     with pytest.raises(ValueError, match="multiple of hk=3"):
         _fused(1, 3, 4, 32, 32)
     with pytest.raises(ValueError, match="narrower"):
-        _fused(1, 16, 32, 128, 128, pitch=12351)
+        _fused(1, 16, 32, 128, 128, pitch=12348)
+    # rows must stay 8-byte aligned: the kernel moves 4 bf16 of a row at once
+    assert not linear_attention.gdn_decode_fits(128, 128, 4, 12354)
+    with pytest.raises(ValueError, match="do not fit"):
+        _fused(1, 16, 32, 128, 128, pitch=12354)
     with pytest.raises(ValueError, match="16-byte aligned"):
         _fused(1, 16, 32, 128, 128, state=0x908)

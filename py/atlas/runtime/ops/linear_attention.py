@@ -159,12 +159,13 @@ def _pad4(n: int) -> int:
     return -(-n // 4) * 4
 
 
-def gdn_decode_fits(dk: int, dv: int, kernel: int) -> bool:
-    """Whether the fused decode kernel takes these head dims and conv width (larger heads
-    run the three unfused kernels): whole float4 column groups in each of the
-    GDN_DECODE_SPLIT blocks, at most 32 of them (row group 0 is one warp), whole row groups."""
+def gdn_decode_fits(dk: int, dv: int, kernel: int, proj_pitch: int) -> bool:
+    """Whether the fused decode kernel takes these head dims, conv width and projection row
+    pitch (other layers run the three unfused kernels): whole float4 column groups in each
+    of the GDN_DECODE_SPLIT blocks, at most 32 of them (row group 0 is one warp), whole row
+    groups, and rows 8-byte aligned (its row, ring and output accesses move 4 bf16 at once)."""
     dvt = dv // GDN_DECODE_SPLIT
-    return (dk >= GDN_DECODE_ROWS and dk % GDN_DECODE_ROWS == 0
+    return (proj_pitch % 4 == 0 and dk >= GDN_DECODE_ROWS and dk % GDN_DECODE_ROWS == 0
             and dv % (4 * GDN_DECODE_SPLIT) == 0 and 4 <= dvt <= 4 * 32
             and gdn_decode_threads(dk, dv) <= GDN_DECODE_MAX_THREADS
             and 2 <= kernel <= CONV_MAX_KERNEL
@@ -181,11 +182,12 @@ def gdn_decode(kc: KernelCache, stream: Stream, proj: DevicePtr, proj_pitch: int
     gating.gated_rmsnorm in turn; both states are updated in place."""
     name = "gdn_decode"
     _check_heads(name, hk, hv)
-    if not gdn_decode_fits(dk, dv, kernel):
-        raise ValueError(f"{name}: dk={dk} dv={dv} kernel={kernel} do not fit the kernel (dk "
-                         f"a multiple of {GDN_DECODE_ROWS}, dv of {4 * GDN_DECODE_SPLIT} up to "
-                         f"{4 * 32 * GDN_DECODE_SPLIT}, at most {GDN_DECODE_MAX_THREADS} "
-                         f"threads, kernel in 2..{CONV_MAX_KERNEL})")
+    if not gdn_decode_fits(dk, dv, kernel, proj_pitch):
+        raise ValueError(f"{name}: dk={dk} dv={dv} kernel={kernel} proj_pitch={proj_pitch} do "
+                         f"not fit the kernel (dk a multiple of {GDN_DECODE_ROWS}, dv of "
+                         f"{4 * GDN_DECODE_SPLIT} up to {4 * 32 * GDN_DECODE_SPLIT}, at most "
+                         f"{GDN_DECODE_MAX_THREADS} threads, kernel in 2..{CONV_MAX_KERNEL}, "
+                         "the pitch a multiple of 4)")
     row = 2 * hk * dk + 2 * hv * dv + 2 * hv
     if proj_pitch < row:
         raise ValueError(f"{name}: proj_pitch={proj_pitch} is narrower than the "
@@ -194,8 +196,9 @@ def gdn_decode(kc: KernelCache, stream: Stream, proj: DevicePtr, proj_pitch: int
         raise ValueError(f"{name}: num_seqs={num_seqs} must be >= 1")
     smem = gdn_decode_smem_bytes(dk, dv, kernel)
     for ptr_name, ptr in (("proj", proj), ("conv_w", conv_w), ("conv_state", conv_state),
-                          ("a_log", a_log), ("dt_bias", dt_bias), ("norm_w", norm_w),
                           ("out", out)):
+        require_aligned(name, ptr_name, ptr, 8)
+    for ptr_name, ptr in (("a_log", a_log), ("dt_bias", dt_bias), ("norm_w", norm_w)):
         require_aligned(name, ptr_name, ptr, 2)
     require_aligned(name, "state", state, 16)
     kc.get(GDN_DECODE)(stream, (GDN_DECODE_SPLIT, hv, num_seqs), gdn_decode_threads(dk, dv),
