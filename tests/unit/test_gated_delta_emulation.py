@@ -118,6 +118,22 @@ def tc_state_update(smem, ks_o, ldk, dk, kdec_o, vn_o, ldv, e_last, s_o):
                     smem[at] = e_last * smem[at] + acc[rr, c]
 
 
+def _warp_scan(gam: np.ndarray) -> np.ndarray:
+    """The chunk kernel's inclusive scan of 64 decays by one warp, in its f32 order: lane l
+    sums entries 2l and 2l + 1, a Hillis-Steele scan across the 32 lanes (shfl_up by 1, 2,
+    4, 8, 16), then entry 2l gets the lanes before plus its own first entry."""
+    g = gam.astype(np.float32)
+    pair = g[0::2] + g[1::2]
+    incl = pair.copy()
+    for off in (1, 2, 4, 8, 16):
+        shifted = np.concatenate([np.zeros(off, np.float32), incl[:-off]])
+        incl = np.where(np.arange(32) >= off, incl + shifted, incl).astype(np.float32)
+    out = np.empty(64, np.float32)
+    out[0::2] = (incl - pair) + g[0::2]
+    out[1::2] = incl
+    return out
+
+
 def emulate_chunk(qkv, qkv_pitch, ba, ba_pitch, a_log, dt_bias, state, slots, cu_q, kv_lens,
                   out, num_seqs, d: Heads, tc: bool = False):
     """gated_delta_chunk_bf16 over its grid (dv / kDvTile, hv, num_seqs); with `tc`,
@@ -149,13 +165,17 @@ def emulate_chunk(qkv, qkv_pitch, ba, ba_pitch, a_log, dt_bias, state, slots, cu
                     smem[s_o + idx] = 0 if fresh else state[sg + i * d.dv + c]
                 for c0 in range(0, q_len, K_CHUNK):
                     n = min(K_CHUNK, q_len - c0)
-                    for idx in range(K_CHUNK * d.dk):
-                        r, i = divmod(idx, d.dk)
-                        qv = kv = 0.0
+                    vecs = d.dk // 8  # 16-byte loads: 8 bf16 of a q (k) row each
+                    for idx in range(K_CHUNK * vecs):
+                        r, i = divmod(idx, vecs)
+                        q8 = k8 = np.zeros(8, np.float32)
                         if r < n:
-                            base = (seq_start + c0 + r) * qkv_pitch + kh * d.dk
-                            qv, kv = qkv[base + i], qkv[base + d.hk * d.dk + i]
-                        smem[qs_o + r * ldk + i], smem[ks_o + r * ldk + i] = qv, kv
+                            base = (seq_start + c0 + r) * qkv_pitch + kh * d.dk + 8 * i
+                            assert base % 8 == 0  # 16-byte aligned
+                            q8 = qkv[base:base + 8]
+                            k8 = qkv[base + d.hk * d.dk:base + d.hk * d.dk + 8]
+                        smem[qs_o + r * ldk + 8 * i:][:8] = q8
+                        smem[ks_o + r * ldk + 8 * i:][:8] = k8
                     for tid in range(K_CHUNK):
                         beta, g = (_gate(ba[(seq_start + c0 + tid) * ba_pitch:], h, d.hv,
                                          a_log[h], dt_bias[h]) if tid < n else (0.0, 0.0))
@@ -167,7 +187,7 @@ def emulate_chunk(qkv, qkv_pitch, ba, ba_pitch, a_log, dt_bias, state, slots, cu
                         ksc = f32(1 / np.sqrt(f32(krow @ krow) + f32(1e-6)))
                         qrow *= qsc
                         krow *= ksc
-                    smem[gam_o:gam_o + n] = np.cumsum(smem[gam_o:gam_o + n], dtype=np.float32)
+                    smem[gam_o:gam_o + K_CHUNK] = _warp_scan(smem[gam_o:gam_o + K_CHUNK])
                     last = smem[gam_o + n - 1]
                     for tid in range(K_CHUNK):
                         smem[eg_o + tid] = np.exp(smem[gam_o + tid]) if tid < n else 0

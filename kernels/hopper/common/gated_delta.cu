@@ -33,6 +33,7 @@
 // (all 64 columns of A and QK, all kDvTile of KS and QS), key rows 16(w + 4i).. in step 7.
 // It needs dk a multiple of 16; the forward substitution and the outputs stay on CUDA cores.
 #include "atlas_common.cuh"
+#include "bf16_vec.cuh"
 #include "gated_delta_gate.cuh"
 #include "mma_util.cuh"
 
@@ -43,6 +44,8 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kDvTile = 32;    // ops/linear_attention.py DELTA_DV_TILE
 constexpr int kChunk = 64;     // ops/linear_attention.py CHUNK
 constexpr int kMaxDk = 256;    // ops/linear_attention.py DELTA_MAX_DK
+constexpr int kLoadBatch = 8;  // 16-byte q and k loads a thread keeps in flight per chunk
+static_assert(kChunk == 64, "the chunk's decay scan gives each lane of a warp two entries");
 constexpr float kL2Eps = atlas::kDeltaL2Eps;
 using atlas::GateTerms;
 using atlas::gate_terms;
@@ -333,19 +336,37 @@ __device__ __forceinline__ void delta_chunk(
     S[idx] = fresh ? 0.f : sg[static_cast<size_t>(i) * d.dv + c];
   }
 
+  const int vecs = d.dk / 8, chunk_vecs = kChunk * vecs;  // 16-byte pieces of q (or k) rows
   for (int c0 = 0; c0 < q_len; c0 += kChunk) {
     const int n = min(kChunk, q_len - c0);
-    // 1. this chunk's q and k rows (zero past n) and gate terms
-    for (int idx = tid; idx < kChunk * d.dk; idx += kThreads) {
-      const int r = idx / d.dk, i = idx % d.dk;
-      float qv = 0.f, kv = 0.f;
-      if (r < n) {
-        const __nv_bfloat16* qrow = qkv + q_offset(seq_start + c0 + r, qkv_pitch, kh, d.dk);
-        qv = atlas::bf16_to_f32(qrow[i]);
-        kv = atlas::bf16_to_f32(qrow[static_cast<size_t>(d.hk) * d.dk + i]);
+    // 1. this chunk's q and k rows (zero past n), 8 bf16 a load with kLoadBatch loads of
+    //    each in flight per thread before the first store, and the gate terms
+    for (int base = 0; base < chunk_vecs; base += kLoadBatch * kThreads) {
+      uint4 qv[kLoadBatch], kv[kLoadBatch];
+#pragma unroll
+      for (int u = 0; u < kLoadBatch; ++u) {
+        const int idx = base + u * kThreads + tid, r = idx / vecs;
+        qv[u] = kv[u] = make_uint4(0u, 0u, 0u, 0u);
+        if (idx < chunk_vecs && r < n) {
+          const uint4* qrow = reinterpret_cast<const uint4*>(
+              qkv + q_offset(seq_start + c0 + r, qkv_pitch, kh, d.dk));
+          qv[u] = qrow[idx % vecs];
+          kv[u] = qrow[static_cast<size_t>(d.hk) * vecs + idx % vecs];
+        }
       }
-      Qs[r * ldk + i] = qv;
-      Ks[r * ldk + i] = kv;
+#pragma unroll
+      for (int u = 0; u < kLoadBatch; ++u) {
+        const int idx = base + u * kThreads + tid, r = idx / vecs, i = 8 * (idx % vecs);
+        if (idx >= chunk_vecs) break;
+        float qf[8], kf[8];
+        atlas::unpack_bf16x8(qv[u], qf);
+        atlas::unpack_bf16x8(kv[u], kf);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          Qs[r * ldk + i + e] = qf[e];
+          Ks[r * ldk + i + e] = kf[e];
+        }
+      }
     }
     if (tid < kChunk) {
       GateTerms gt{0.f, 0.f};
@@ -369,12 +390,16 @@ __device__ __forceinline__ void delta_chunk(
         Ks[r * ldk + i] *= ksc;
       }
     }
-    if (tid == 0) {
-      float acc = 0.f;
-      for (int r = 0; r < n; ++r) {
-        acc += gam[r];
-        gam[r] = acc;
+    if (warp == 0) {  // inclusive scan of gam: two entries a lane, then across the warp
+      const float g0 = gam[2 * lane], pair = g0 + gam[2 * lane + 1];
+      float incl = pair;
+#pragma unroll
+      for (int off = 1; off < 32; off <<= 1) {
+        const float t = __shfl_up_sync(0xffffffffu, incl, off);
+        if (lane >= off) incl += t;
       }
+      gam[2 * lane] = (incl - pair) + g0;
+      gam[2 * lane + 1] = incl;
     }
     __syncthreads();
     if (tid < kChunk) {

@@ -90,8 +90,10 @@ def _check_delta(kernel: str, qkv_pitch: int, ba_pitch: int, hk: int, hv: int, d
     if qkv_pitch < 2 * hk * dk + hv * dv or ba_pitch < 2 * hv:
         raise ValueError(f"{kernel}: row pitches {qkv_pitch}, {ba_pitch} are narrower than "
                          "the q|k|v and b|a rows they hold")
+    # the chunked form loads q and k rows 8 bf16 at a time
+    require_multiple(kernel, "qkv_pitch", qkv_pitch, 8)
     for name, ptr in ptrs.items():
-        require_aligned(kernel, name, ptr, 4 if name == "state" else 2)
+        require_aligned(kernel, name, ptr, {"state": 4, "qkv": 16}.get(name, 2))
 
 
 def gated_delta_rule(kc: KernelCache, stream: Stream, qkv: DevicePtr, qkv_pitch: int,
