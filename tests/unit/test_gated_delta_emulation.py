@@ -103,6 +103,20 @@ def tc_state_products(smem, qs_o, ks_o, ldk, dk, s_o):
     return ks, qs
 
 
+def tc_output_products(smem, qk_o, ldc, vn_o, ldv):
+    """output_products_tc: QK V' [kChunk, kDvTile], warp w's rows 16w.. (the full 64-column
+    product: QK is zero above the diagonal, V' past row n)."""
+    qkop, vnt = Operand(smem, qk_o, ldc, 1), Operand(smem, vn_o, 1, ldv)
+    acc = np.zeros((K_CHUNK, K_DV_TILE), np.float32)
+    for warp in range(WARPS):
+        r0 = 16 * warp
+        for k0 in range(0, K_CHUNK, 16):
+            for j in range(K_DV_TILE // 8):
+                mma_split(acc[r0:r0 + 16, 8 * j:8 * j + 8], qkop.a_tile(r0, k0),
+                          vnt.b_tile_t(k0, 8 * j))
+    return acc
+
+
 def tc_state_update(smem, ks_o, ldk, dk, kdec_o, vn_o, ldv, e_last, s_o):
     """state_update_tc: S = e_last S + (K kdec)^T V', warp w's key rows 16(w + 4i).."""
     kdt, vnt = Operand(smem, ks_o, 1, ldk, scale=kdec_o), Operand(smem, vn_o, 1, ldv)
@@ -234,11 +248,16 @@ def emulate_chunk(qkv, qkv_pitch, ba, ba_pitch, a_log, dt_bias, state, slots, cu
                                 for j in range(p, i, 4):
                                     acc += smem[a_o + i * ldc + j] * smem[vn_o + j * ldv + c]
                             smem[vn_o + i * ldv + c] -= acc
+                    if tc:
+                        tc_o = tc_output_products(smem, qk_o, ldc, vn_o, ldv)
                     for idx in range(n * K_DV_TILE):
                         r, c = divmod(idx, K_DV_TILE)
                         o = smem[ob_o + r * ldv + c]
-                        for j in range(r + 1):
-                            o += smem[qk_o + r * ldc + j] * smem[vn_o + j * ldv + c]
+                        if tc:
+                            o = o + tc_o[r, c]
+                        else:
+                            for j in range(r + 1):
+                                o += smem[qk_o + r * ldc + j] * smem[vn_o + j * ldv + c]
                         out[(seq_start + c0 + r) * d.hv * d.dv + h * d.dv + col0 + c] = o
                     e_last = smem[eg_o + n - 1]
                     if tc:

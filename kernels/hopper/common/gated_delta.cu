@@ -15,7 +15,7 @@
 // state tile is read twice (the second read hits L1) and written once.
 //
 // gated_delta_chunk_bf16 (prefill, CUDA cores) and gated_delta_chunk_tc_bf16 (the same with
-// its three products on tensor cores): the block walks its sequence's tokens in chunks of
+// its four products on tensor cores): the block walks its sequence's tokens in chunks of
 // kChunk with its [dk, kDvTile] state tile in shared memory.
 // Per chunk (gamma = cumulative sum of g inside the chunk, e = exp(gamma)):
 //   A[i][j]  = beta_i (k_i . k_j) exp(gamma_i - gamma_j)   (j < i)
@@ -25,13 +25,14 @@
 //   S  <- e_last S + sum_i k_i exp(gamma_last - gamma_i) V'_i^T
 // which is the token-by-token recurrence regrouped (the WY/UT form). Shared arrays are padded
 // (rows of dk + 1 and kDvTile + 1 floats) so the column walks do not hit one bank.
-// The tensor-core form computes K K^T and Q K^T (step 3), K S and Q S (step 4) and
-// (K * decay)^T V' (step 7) with mma.m16n8k16 on f32 operands split into bf16 hi + lo parts,
-// d += hi*hi + hi*lo + lo*hi (the lo*lo term is below f32 rounding): products to ~2^-16
+// The tensor-core form computes K K^T and Q K^T (step 3), K S and Q S (step 4), QK V' (step
+// 6) and (K * decay)^T V' (step 7) with mma.m16n8k16 on f32 operands split into bf16 hi + lo
+// parts, d += hi*hi + hi*lo + lo*hi (the lo*lo term is below f32 rounding): products to ~2^-16
 // relative, f32 accumulation, so it stays within the CUDA-core form's tolerances over
-// thousands of tokens. Warp w owns 16-row m-tiles: rows 16w.. of the chunk in steps 3 and 4
-// (all 64 columns of A and QK, all kDvTile of KS and QS), key rows 16(w + 4i).. in step 7.
-// It needs dk a multiple of 16; the forward substitution and the outputs stay on CUDA cores.
+// thousands of tokens. Warp w owns 16-row m-tiles: rows 16w.. of the chunk in steps 3, 4 and
+// 6 (all 64 columns of A and QK, all kDvTile of KS, QS and the outputs), key rows
+// 16(w + 4i).. in step 7. It needs dk a multiple of 16; the forward substitution stays on
+// CUDA cores.
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
 #include "gated_delta_gate.cuh"
@@ -265,6 +266,33 @@ __device__ __forceinline__ void state_products_tc(const float* Qs, const float* 
     for (int i = 0; i < 4; ++i) epilogue(acc_row(r0, i), acc_col(8 * j, i), ks[j][i], qs[j][i]);
 }
 
+// 6 on tensor cores: warp w computes rows 16w.. of QK V' ([kChunk, kDvTile]; QK is zero
+// above its diagonal and V' past row n, so the full product is the causal sum); the caller's
+// epilogue gets (row, column, sum) per accumulator element.
+template <typename Epilogue>
+__device__ __forceinline__ void output_products_tc(const float* QK, int ldc, const float* Vn,
+                                                   int ldv, Epilogue epilogue) {
+  const F32Operand QKop{QK, ldc, 1, nullptr};
+  const F32Operand VnT{Vn, 1, ldv, nullptr};  // VnT(c, r) = V'[r][c]
+  const int r0 = 16 * (threadIdx.x >> 5);
+  float acc[kDvTile / 8][4] = {};
+#pragma unroll
+  for (int k0 = 0; k0 < kChunk; k0 += 16) {
+    uint32_t a_hi[4], a_lo[4];
+    QKop.a_frag(r0, k0, a_hi, a_lo);
+#pragma unroll
+    for (int j = 0; j < kDvTile / 8; ++j) {
+      uint32_t b_hi[2], b_lo[2];
+      VnT.b_frag_t(k0, 8 * j, b_hi, b_lo);
+      mma_split(acc[j], a_hi, a_lo, b_hi, b_lo);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kDvTile / 8; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) epilogue(acc_row(r0, i), acc_col(8 * j, i), acc[j][i]);
+}
+
 // 7 on tensor cores: S[e][c] = e_last S[e][c] + sum_r K[r][e] kdec[r] V'[r][c], warp w
 // taking key rows 16(w + kWarps i)...
 __device__ __forceinline__ void state_update_tc(const float* Ks, int ldk, int dk,
@@ -473,12 +501,21 @@ __device__ __forceinline__ void delta_chunk(
     }
     __syncthreads();
     // 6. outputs; 7. the state update (disjoint writes: out in global, S in shared)
-    for (int idx = tid; idx < n * kDvTile; idx += kThreads) {
-      const int r = idx / kDvTile, c = idx % kDvTile;
-      float o = Ob[r * ldv + c];
-      for (int j = 0; j <= r; ++j) o = fmaf(QK[r * ldc + j], Vn[j * ldv + c], o);
+    const auto store_out = [&](int r, int c, float o) {
       out[static_cast<size_t>(seq_start + c0 + r) * d.hv * d.dv + static_cast<size_t>(h) * d.dv +
           col0 + c] = atlas::f32_to_bf16(o);
+    };
+    if constexpr (kTc) {
+      output_products_tc(QK, ldc, Vn, ldv, [&](int r, int c, float qkv_) {
+        if (r < n) store_out(r, c, Ob[r * ldv + c] + qkv_);
+      });
+    } else {
+      for (int idx = tid; idx < n * kDvTile; idx += kThreads) {
+        const int r = idx / kDvTile, c = idx % kDvTile;
+        float o = Ob[r * ldv + c];
+        for (int j = 0; j <= r; ++j) o = fmaf(QK[r * ldc + j], Vn[j * ldv + c], o);
+        store_out(r, c, o);
+      }
     }
     const float e_last = eg[n - 1];
     if constexpr (kTc) {
@@ -513,7 +550,7 @@ gated_delta_chunk_bf16(const __nv_bfloat16* __restrict__ qkv, uint32_t qkv_pitch
                      kv_lens, out, num_seqs, hk, hv, dk, dv);
 }
 
-// The same on tensor cores (steps 3, 4 and 7; dk a multiple of 16).
+// The same on tensor cores (steps 3, 4, 6 and 7; dk a multiple of 16).
 extern "C" __global__ void __launch_bounds__(kThreads)
 gated_delta_chunk_tc_bf16(const __nv_bfloat16* __restrict__ qkv, uint32_t qkv_pitch,
                           const __nv_bfloat16* __restrict__ ba, uint32_t ba_pitch,

@@ -38,11 +38,11 @@
 // kernel - 1 positions before).
 //
 // PDL: before griddepcontrol.wait the block stages its conv taps, and also reads the step
-// inputs (cu_q, kv_lens, state_slots), its state tile and its ring history into registers. Those are no
-// weights, but the only kernel that may still be running then is the one launched just
-// before this (every kernel waits before it lets its dependents start), and the model
-// launches this right after the input projection GEMV (model/gated_deltanet.py), which
-// writes none of them: the state and the ring were last written by this layer's step
+// inputs (cu_q, kv_lens, state_slots), its state tile and its ring history into registers.
+// Those are no weights, but the only kernel that may still be running then is the one
+// launched just before this (every kernel waits before it lets its dependents start), and
+// the model launches this right after the input projection GEMV (model/gated_deltanet.py),
+// which writes none of them: the state and the ring were last written by this layer's step
 // before, the step inputs by copies ahead of the step. So the state's DRAM round trip
 // overlaps the projection's tail; the projection row itself is read after the wait.
 // Dynamic shared memory: ops/linear_attention.py gdn_decode_smem_bytes.
