@@ -241,13 +241,23 @@ def emulate_chunk(qkv, qkv_pitch, ba, ba_pitch, a_log, dt_bias, state, slots, cu
                     for tid in range(THREADS):  # quads: 4 lanes per column, parts j % 4
                         c, part = tid >> 2, tid & 3
                         if part:
-                            continue  # the quad's sum is formed by lane `part == 0` below
-                        for i in range(1, n):
-                            acc = f32(0)
+                            continue  # the quad's sums are formed by lane `part == 0` below
+                        for i in range(1, n, 2):  # rows i and i + 1 a step
+                            pair = i + 1 < n
+                            i1 = i + 1 if pair else i
+                            parts = np.zeros((2, 4), np.float32)
                             for p in range(4):
                                 for j in range(p, i, 4):
-                                    acc += smem[a_o + i * ldc + j] * smem[vn_o + j * ldv + c]
-                            smem[vn_o + i * ldv + c] -= acc
+                                    v = smem[vn_o + j * ldv + c]
+                                    parts[0, p] += smem[a_o + i * ldc + j] * v
+                                    parts[1, p] += smem[a_o + i1 * ldc + j] * v
+                            # shfl_xor 1 then 2: (p0 + p1) + (p2 + p3)
+                            acc0, acc1 = ((parts[:, 0] + parts[:, 1])
+                                          + (parts[:, 2] + parts[:, 3]))
+                            vi = smem[vn_o + i * ldv + c] - acc0
+                            smem[vn_o + i * ldv + c] = vi
+                            if pair:
+                                smem[vn_o + i1 * ldv + c] -= acc1 + smem[a_o + i1 * ldc + i] * vi
                     if tc:
                         tc_o = tc_output_products(smem, qk_o, ldc, vn_o, ldv)
                     for idx in range(n * K_DV_TILE):

@@ -487,15 +487,29 @@ __device__ __forceinline__ void delta_chunk(
       }
     }
     __syncthreads();
-    // 5. forward substitution (I + A) V' = R, a quad of lanes per column
+    // 5. forward substitution (I + A) V' = R, a quad of lanes per column, two rows a step:
+    //    rows i and i + 1 sum their terms j < i together, then row i + 1 adds its term of
+    //    row i once that is solved (half the serial steps of one row a step)
     {
       const int c = tid >> 2, part = tid & 3;
-      for (int i = 1; i < n; ++i) {
-        float acc = 0.f;
-        for (int j = part; j < i; j += 4) acc = fmaf(A[i * ldc + j], Vn[j * ldv + c], acc);
-        acc += __shfl_xor_sync(0xffffffffu, acc, 1);
-        acc += __shfl_xor_sync(0xffffffffu, acc, 2);
-        if (part == 0) Vn[i * ldv + c] -= acc;
+      for (int i = 1; i < n; i += 2) {
+        const bool pair = i + 1 < n;
+        const int i1 = pair ? i + 1 : i;
+        float acc0 = 0.f, acc1 = 0.f;
+        for (int j = part; j < i; j += 4) {
+          const float v = Vn[j * ldv + c];
+          acc0 = fmaf(A[i * ldc + j], v, acc0);
+          acc1 = fmaf(A[i1 * ldc + j], v, acc1);
+        }
+        acc0 += __shfl_xor_sync(0xffffffffu, acc0, 1);
+        acc1 += __shfl_xor_sync(0xffffffffu, acc1, 1);
+        acc0 += __shfl_xor_sync(0xffffffffu, acc0, 2);
+        acc1 += __shfl_xor_sync(0xffffffffu, acc1, 2);
+        if (part == 0) {
+          const float vi = Vn[i * ldv + c] - acc0;
+          Vn[i * ldv + c] = vi;
+          if (pair) Vn[i1 * ldv + c] -= fmaf(A[i1 * ldc + i], vi, acc1);
+        }
         __syncwarp();
       }
     }
