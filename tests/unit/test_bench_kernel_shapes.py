@@ -172,7 +172,7 @@ def test_table_sweeps_the_issue_sizes() -> None:
         (8, 16384), (8, 32768)}  # issue 15's long-context decode
     assert {s.seq for s in shapes if s.family is Family.PREFILL_ATTENTION and s.sm90} == seqs
     gemv_batches = {s.m for s in shapes if s.family is Family.DECODE_GEMV}
-    assert gemv_batches == {1, 32}
+    assert gemv_batches == {1, 8, 32}  # 8: the flagship's linear-attention projections
     assert {s.m for s in shapes if s.family is Family.PREFILL_GEMM} == {2048}
     for small in (QWEN3_0_6B, SMOLLM2_135M):
         assert any(s.family is Family.DECODE_GEMV and s.k == small.hidden for s in shapes)
@@ -345,6 +345,14 @@ def test_table_has_the_hybrid_families_at_qwen3_5_shapes() -> None:
     d256 = [s for s in shapes if s.family in (Family.PREFILL_ATTENTION, Family.DECODE_ATTENTION)
             and s.head_dim == 256]
     assert {s.family for s in d256} == {Family.PREFILL_ATTENTION, Family.DECODE_ATTENTION}
+    # the linear-attention layer's decode launches at batch 1, 8 and 32: the fused step and
+    # its projections [q | k | v | z | b | a] = 8192 + 4096 + 64 outputs and 4096 -> 2048
+    layer = {(s.label, s.describe()) for s in shapes if s.label.startswith("qwen3.5-35b-a3b "
+                                                                           "decode b")}
+    for b in (1, 8, 32):
+        assert (f"qwen3.5-35b-a3b decode b{b} in_proj", f"m={b} n=12352 k=2048") in layer
+        assert (f"qwen3.5-35b-a3b decode b{b} out_proj", f"m={b} n=2048 k=4096") in layer
+        assert any(s.family is Family.GDN_DECODE and s.seqs == b for s in shapes)
 
 
 def test_quantized_gemv_bytes_are_the_formats() -> None:

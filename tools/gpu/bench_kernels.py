@@ -98,8 +98,9 @@ TINY = ks.ModelDims("tiny", hidden=64, heads=4, kv_heads=2, head_dim=64, interme
 TINY_MOE = ks.MoeDims("tiny-moe", hidden=64, experts=8, top_k=2, inter=32)
 TINY_MOE_ROUTER = ks.MoeDims("tiny-moe-sigmoid", hidden=64, experts=40, top_k=4, inter=32,
                              scoring="sigmoid")
+#: (8 value heads: the in_proj width 656 is a multiple of 16, as the GEMMs of batch > 8 need)
 TINY_HYBRID = ks.HybridDims("tiny-hybrid", heads=4, kv_heads=2, head_dim=64, key_heads=2,
-                            value_heads=4, key_dim=32, value_dim=32, conv_kernel=4)
+                            value_heads=8, key_dim=32, value_dim=32, conv_kernel=4, hidden=64)
 
 
 # ---- the device the table runs on -------------------------------------------------------

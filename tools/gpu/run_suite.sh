@@ -183,6 +183,19 @@ stage_flagship_profile_b8() {
     --out "$RESULTS/profile_decode_qwen3_5-35b-a3b_b8_pdl0.json"
 }
 
+# Where the flagship's prefill goes: per-kernel times (PDL off: each launch's own time) of
+# one 2,048-token and one 16,384-token prompt (the chunked delta rule, the projection GEMMs,
+# the MoE grouped GEMMs, attention).
+stage_flagship_profile_prefill() {
+  local rc=0 n cfg="$CKPT/qwen3_5-35b-a3b-synthetic"
+  "$PY" tools/make_fixtures.py --config qwen3_5-35b-a3b --out "$cfg" --config-only || return 1
+  for n in 2048 16384; do
+    ATLAS_PDL=0 "$PY" tools/gpu/profile_prefill.py --model "$cfg" --synthetic-seed 0 \
+      --tokens "$n" --out "$RESULTS/profile_prefill_qwen3_5-35b-a3b_$n.json" || rc=1
+  done
+  return $rc
+}
+
 # The MoE decode layer as separate launches (router GEMV + top-k, the shared expert's own
 # SwiGLU / gate / add, add_rmsnorm) instead of the three fused ones, batch 1 and 8 of both
 # full-size MoE models: the A/B of ATLAS_MOE_FUSED_DECODE (the default is fused).
@@ -699,7 +712,7 @@ stage_async_scheduling() {
 
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity
         decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
-        flagship_profile_b8 moe_ab_unfused qwen3_8b decode_bench_nopdl profile kernel_table
+        flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl profile kernel_table
         gdn_table server_sweep throughput batched_min_m long_context long_context_nolong
         issue15_table decode_gemm_ab kv_dtypes gates ep_1gpu spec_bench grammar_bench
         prefix_bench prefix_bench_hybrid spec_bench_hybrid quant_bench moe_full quant_profile

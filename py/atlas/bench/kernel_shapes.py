@@ -159,16 +159,23 @@ class HybridDims:
     key_dim: int
     value_dim: int
     conv_kernel: int
+    hidden: int
 
     @property
     def conv_channels(self) -> int:
         """q, k and v side by side: the conv's channels and the delta rule's input row."""
         return 2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
 
+    @property
+    def in_proj_width(self) -> int:
+        """Outputs of the fused linear-attention input projection [q | k | v | z | b | a]."""
+        return self.conv_channels + self.value_heads * self.value_dim + 2 * self.value_heads
+
 
 #: Qwen3.5-35B-A3B's (transformers' Qwen3_5MoeTextConfig defaults) attention and linear layers
 QWEN3_5_35B = HybridDims("qwen3.5-35b-a3b", heads=16, kv_heads=2, head_dim=256, key_heads=16,
-                         value_heads=32, key_dim=128, value_dim=128, conv_kernel=4)
+                         value_heads=32, key_dim=128, value_dim=128, conv_kernel=4,
+                         hidden=2048)
 
 
 class KernelShape(Protocol):
@@ -722,6 +729,9 @@ class TableScale:
     long_decode: tuple[tuple[int, int], ...] = ((8, 16384), (8, 32768))
     #: MoE expert batches: 1 and 8 on the decode kernels, 64 and 256 on the grouped path
     moe_batches: tuple[int, ...] = (1, 8, 64, 256)
+    #: decode batches of the linear-attention layer's rows (its fused step and its two
+    #: projections): 1, 8 (the flagship's batch-8 bench) and 32
+    hybrid_batches: tuple[int, ...] = (1, 8, 32)
 
 
 def _linears(dims: ModelDims) -> list[tuple[str, int, int]]:
@@ -733,9 +743,9 @@ def _linears(dims: ModelDims) -> list[tuple[str, int, int]]:
 
 def hybrid_shapes(h: HybridDims, scale: TableScale) -> list[KernelShape]:
     """The hybrid layers' kernels: conv1d, both delta-rule forms, the gated norm, the fused
-    decode step, and
-    attention at the family's head dim (256 for Qwen3.5), at the table's decode batches and
-    prefill length (one sequence)."""
+    decode step and the linear-attention layer's two projections around it (at the hybrid
+    batches), and attention at the family's head dim (256 for Qwen3.5), at the table's decode
+    batches and prefill length (one sequence)."""
     first_batch = scale.decode_batches[0]
     mid_seq = scale.attention_seqs[len(scale.attention_seqs) // 2]
     mid_hist = scale.histories[len(scale.histories) // 2]
@@ -749,9 +759,14 @@ def hybrid_shapes(h: HybridDims, scale: TableScale) -> list[KernelShape]:
                    DeltaRule(label=f"{h.name} decode b{b}", seqs=b, tokens=1, chunked=False,
                              quick=b == first_batch, **lin),
                    GatedNorm(label=f"{h.name} decode b{b}", tokens=b, heads=h.value_heads,
-                             dim=h.value_dim),
-                   GdnDecode(label=f"{h.name} decode b{b}", seqs=b, kernel=h.conv_kernel,
-                             quick=b == first_batch, **lin)]
+                             dim=h.value_dim)]
+    for b in scale.hybrid_batches:
+        shapes += [GdnDecode(label=f"{h.name} decode b{b}", seqs=b, kernel=h.conv_kernel,
+                             quick=b == first_batch, **lin),
+                   Linear(label=f"{h.name} decode b{b} in_proj", m=b, n=h.in_proj_width,
+                          k=h.hidden, quick=b == first_batch),
+                   Linear(label=f"{h.name} decode b{b} out_proj", m=b, n=h.hidden,
+                          k=h.value_heads * h.value_dim, quick=b == first_batch)]
     shapes += [Conv1d(label=f"{h.name} prefill {t}", seqs=1, tokens=t, channels=h.conv_channels,
                       kernel=h.conv_kernel, quick=True),
                DeltaRule(label=f"{h.name} prefill {t}", seqs=1, tokens=t, chunked=True,
