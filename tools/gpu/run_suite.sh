@@ -152,7 +152,7 @@ stage_flagship_parity() {
   local name rc=0
   for name in qwen3_5-35b-a3b-8l qwen3-next-80b-a3b-8l; do
     make_checkpoint "$name" || { rc=1; continue; }
-    "$PY" tools/gpu/model_parity.py --backend cuda --model "$CKPT/$name" \
+    "$PY" tools/gpu/model_parity.py --backend cuda --model "$CKPT/$name" --tail \
       --out "$RESULTS/parity_$name.json" || rc=1
     rm -rf "${CKPT:?}/$name"
   done
@@ -596,7 +596,7 @@ stage_moe_parity() {
   "$PY" tools/gpu/model_parity.py --backend cuda --model tests/fixtures/tiny-qwen3-moe \
     --model tests/fixtures/tiny-qwen2-moe --out "$RESULTS/parity_tiny_moe.json" || rc=1
   make_checkpoint qwen3-30b-a3b-8l || return 1
-  "$PY" tools/gpu/model_parity.py --backend cuda --model "$CKPT/qwen3-30b-a3b-8l" \
+  "$PY" tools/gpu/model_parity.py --backend cuda --model "$CKPT/qwen3-30b-a3b-8l" --tail \
     --out "$RESULTS/parity_qwen3-30b-a3b-8l.json" || rc=1
   # each sparse layer of the same prefill against the references, from the device's inputs
   "$PY" tools/gpu/moe_layer_check.py --model "$CKPT/qwen3-30b-a3b-8l" \
@@ -610,7 +610,7 @@ stage_moe_parity() {
 stage_moe_host_parity() {
   make_checkpoint qwen3-30b-a3b-8l || return 1
   ATLAS_HOST_MEMORY_GIB=64 "$PY" tools/gpu/model_parity.py --backend host \
-    --model "$CKPT/qwen3-30b-a3b-8l" \
+    --model "$CKPT/qwen3-30b-a3b-8l" --tail \
     --out "$RESULTS/parity_qwen3-30b-a3b-8l_host.json"
 }
 

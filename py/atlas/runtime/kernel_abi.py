@@ -322,7 +322,7 @@ MOE_TOPK_SIGMOID = S("moe_router", "moe_topk_sigmoid_f32",
 # Decode router (1..8 tokens) in one launch: logits f32 [tokens, experts] = the bf16 product
 # x bf16 [tokens, hidden] . w_gate bf16 [experts, hidden] widened (as GEMV_F32OUT writes it),
 # then the top-k of the kernels above from them; the last block routes (counter: one u32,
-# zero before and after)
+# zero before and after); 2 * tokens * hidden bytes of dynamic shared memory (x)
 # With shared_slots > 0 (a shared expert folded in as that many slots after the top_k routed
 # ones, ops.moe.MoeShape.shared_slots) shared_gate is its gate row bf16 [hidden]:
 # shared_logits f32 [tokens] = bf16(x . shared_gate), and slot top_k + c of each token gets
@@ -345,7 +345,8 @@ MOE_GATE_TOPK_SIGMOID = S("moe_router", "moe_gate_topk_sigmoid_bf16",
 # the shared expert's intermediate columns in chunks of inter (shared_gate_up bf16
 # [2 shared_inter, hidden], gate rows then up rows; shared_down bf16 [hidden, shared_inter];
 # act past shared_inter is zero, which the down kernels rely on); act/ids/weights rows are
-# top_k + shared_slots long.
+# top_k + shared_slots long. 2 * tokens * hidden bytes of dynamic shared memory (x); grid
+# x: column groups of 8 in blocks of ops.moe.gate_up_groups_per_block.
 MOE_GATE_UP_SILU = S("moe_decode", "moe_gate_up_silu_bf16",
                      "x:ptr w_gate_up:ptr topk_ids:ptr act:ptr tokens:u32 top_k:u32 hidden:u32 "
                      "inter:u32 experts:u32 shared_gate_up:ptr shared_slots:u32 "
@@ -353,7 +354,10 @@ MOE_GATE_UP_SILU = S("moe_decode", "moe_gate_up_silu_bf16",
 # out bf16 [tokens, hidden] = bf16(sum_j topk_weights[t, j] * bf16(act[t, j] . w_down[e_j]));
 # with shared slots: bf16(that sum) + bf16(topk_weights[t, top_k] * bf16(shared act .
 # shared_down)) (transformers' bf16 op boundaries); a block covers rows_per_block rows of one
-# token for all its slots, in passes of 16 // slots rows (ops.moe.down_rows)
+# token for all its slots, in groups of ops.moe.down_rows_per_group rows (ops.moe.down_rows),
+# with ops.moe.down_smem bytes of dynamic shared memory (the token's act rows). It reads
+# topk_ids / topk_weights before its PDL wait: their writer must be at least two launches
+# back, with a launch between that waits before it lets dependents start (moe_gate_up_silu)
 MOE_DOWN_SUM = S("moe_decode", "moe_down_sum_bf16",
                  "act:ptr w_down:ptr topk_ids:ptr topk_weights:ptr out:ptr tokens:u32 "
                  "top_k:u32 hidden:u32 inter:u32 experts:u32 rows_per_block:u32 "
