@@ -262,3 +262,64 @@ def test_ring_fits_the_partials_and_two_blocks_per_sm_for_small_batches() -> Non
                 fmt, m)
         assert 2 * (matmul_quant_mma.ring_bytes(fmt, 8) + 1024) <= 228 * 1024
     assert matmul_quant_mma.MMA_QUANT_MAX_SHARED <= 227 * 1024
+
+
+# ---- the register-fed twin (gemv_quant_direct) ----------------------------------------------
+
+class _HopperDirectMock(_HopperQuantMock):
+    """A hopper leaf that also builds gemv_quant_direct."""
+
+    @property
+    def module_names(self) -> list[str]:
+        return sorted(super().module_names + ["gemv_quant_direct"])
+
+
+@pytest.mark.parametrize("fmt", ["fp8", "nvfp4"])
+@pytest.mark.parametrize("m", [1, 5, 8])
+def test_small_batches_take_the_register_fed_kernel_where_loaded(fmt: str, m: int) -> None:
+    dev = _HopperDirectMock()
+    n, k = 4100, 1024
+    w = _weights(dev, n, k)[fmt]
+    x, y = dev.alloc(m * k * 2), dev.alloc(m * n * 2)
+    QuantLinear(w).linear(KernelCache(dev), 0, x, y, m)
+    (rec,) = dev.drain_launches()
+    assert (rec.module, rec.func) == ("gemv_quant_direct", f"gemv_qd_{fmt}_bf16")
+    assert rec.grid[0] == -(-n // 16) and rec.block[0] == 256 and rec.shared == 0
+    assert rec.args["x"] == x and rec.args["y"] == y and rec.args["m"] == m
+    assert (rec.args["n"], rec.args["k"]) == (n, k)
+    assert not dev.opt_ins  # no dynamic shared memory to opt in to
+
+
+@pytest.mark.parametrize("case", ["m9", "switched off", "nvfp4 k % 128", "not loaded"])
+def test_the_ring_kernel_keeps_what_the_register_fed_one_does_not_take(case: str) -> None:
+    dev = _HopperQuantMock() if case == "not loaded" else _HopperDirectMock()
+    routes = KernelRoutes(quant_direct=False if case == "switched off" else None)
+    n, k, m = 64, 192 if case == "nvfp4 k % 128" else 256, 9 if case == "m9" else 2
+    w = _weights(dev, n, k)["nvfp4" if case == "nvfp4 k % 128" else "fp8"]
+    QuantLinear(w).linear(KernelCache(dev, routes), 0, dev.alloc(m * k * 2), dev.alloc(m * n * 2),
+                          m)
+    (rec,) = dev.drain_launches()
+    assert rec.module == "gemv_mma_quant"
+
+
+def test_the_direct_route_switch_reads_the_environment() -> None:
+    assert KernelRoutes.from_env({}).quant_direct is None
+    assert KernelRoutes.from_env({"ATLAS_QUANT_DIRECT": "0"}).quant_direct is False
+    assert KernelRoutes.from_env({"ATLAS_QUANT_DIRECT": "1"}).quant_direct is True
+    with pytest.raises(ValueError, match="ATLAS_QUANT_DIRECT"):
+        KernelRoutes.from_env({"ATLAS_QUANT_DIRECT": "yes"})
+
+
+@pytest.mark.parametrize("fmt, m, n, k, silu", [
+    ("block", 1, 70, 256, False), ("channel", 8, 33, 192, True), ("tensor", 3, 16, 64, False),
+    ("nvfp4", 2, 48, 256, False), ("nvfp4", 8, 40, 128, True)])
+def test_register_fed_launches_on_the_host_references(fmt: str, m: int, n: int, k: int,
+                                                      silu: bool) -> None:
+    """Forced onto gemv_quant_direct end to end on the host backend (arguments reach the
+    references by their ABI names) against the float64 oracle."""
+    rng = np.random.default_rng(m + 100)
+    case = (nvfp4_linear_case(rng, m, n, k, silu, parts=2, direct=True) if fmt == "nvfp4"
+            else fp8_linear_case(rng, fmt, m, n, k, silu, direct=True))
+    assert case.module == "gemv_quant_direct"
+    result = check(HostBackend(), case)
+    assert result.passed, result.detail

@@ -25,6 +25,7 @@ any row failed.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import importlib.util
 import json
@@ -52,7 +53,8 @@ from atlas.runtime.kernel_abi import SAMPLE_ROW  # noqa: E402
 from atlas.runtime.ops import (KernelCache, activation, attention,  # noqa: E402
                                attention_long, embedding,
                                gating, linear_attention, matmul, matmul_batched,
-                               matmul_decode, matmul_quant, moe, norm, rope, sampling)
+                               matmul_decode, matmul_quant, matmul_quant_mma, moe, norm,
+                               rope, sampling)
 from atlas.runtime.ops.matmul_nvfp4 import Nvfp4Weight  # noqa: E402
 from atlas.runtime.ops.matmul_quant import Fp8Weight  # noqa: E402
 from check_kernels import git_commit, load_sources, nvidia_driver_version  # noqa: E402
@@ -431,14 +433,16 @@ E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -
 SCALED_MM_TOL = 6e-2
 
 
-def quant_route(env: Env, w: Any, m: int) -> str:
+def quant_route(kc: KernelCache, w: Any, m: int) -> str:
     """The kernel QuantLinear runs an m-row product on (matmul_quant's dispatch)."""
-    if matmul_quant.uses_mma(env.kc, w, m):
-        return "gemv_mma_quant (tensor cores)"
+    if matmul_quant.uses_mma(kc, w, m):
+        if matmul_quant_mma.uses_direct(kc, w, m):
+            return "gemv_quant_direct (tensor cores, register-fed)"
+        return "gemv_mma_quant (tensor cores, shared-memory ring)"
     fmt = "fp8" if isinstance(w, Fp8Weight) else "nvfp4"
     if matmul_quant.gemv_passes(w.nbytes, w.n, w.k, m):
         return f"gemv_{fmt} x{-(-m // matmul.GEMV_MAX_M)} passes"
-    return f"dequant_{fmt} + {matmul.linear_route(env.kc, m, w.n)}"
+    return f"dequant_{fmt} + {matmul.linear_route(kc, m, w.n)}"
 
 
 def quant_linear_case(env: Env, s: Any) -> Case:
@@ -476,8 +480,12 @@ def quant_linear_case(env: Env, s: Any) -> Case:
         return Nvfp4Weight(env.ptr(st["codes"]), env.ptr(st["scale"]), env.ptr(st["rows"]),
                            n, k)
 
+    # a ring row forces the shared-memory ring kernel (the A/B of the register-fed one)
+    kc = (KernelCache(env.backend, dataclasses.replace(env.kc.routes, quant_direct=False))
+          if s.ring else env.kc)
+
     def ours(st: Set, stream: Stream) -> None:
-        matmul_quant.QuantLinear(weight(st)).linear(env.kc, stream, env.ptr(st["x"]),
+        matmul_quant.QuantLinear(weight(st)).linear(kc, stream, env.ptr(st["x"]),
                                                      env.ptr(st["y"]), m)
 
     def dequant(st: Set) -> Any:
@@ -508,7 +516,7 @@ def quant_linear_case(env: Env, s: Any) -> Case:
         except (RuntimeError, NotImplementedError, TypeError) as exc:
             note = f"torch._scaled_mm does not run at m={m}: {str(exc).splitlines()[0][:120]}"
     return Case(s, make, ours, variants, lambda o, t, r: [("y", o["y"], r)], outputs=("y",),
-                note=note or f"ours: {quant_route(env, probe, m)} (QuantLinear, m={m})")
+                note=note or f"ours: {quant_route(kc, probe, m)} (QuantLinear, m={m})")
 
 
 def _f32_matmul(env: Env) -> tuple[str, Callable[[Any, Any], Any]]:
@@ -1511,7 +1519,8 @@ def select_shapes(args: argparse.Namespace) -> list[Any]:
                                                            histories=(48, 200),
                                                            long_decode=((2, 300),),
                                                            moe_batches=(1, 3, 20)),
-                                (TINY_MOE,), (TINY_MOE_ROUTER,), hybrid=TINY_HYBRID)
+                                (TINY_MOE,), (TINY_MOE_ROUTER,), hybrid=TINY_HYBRID,
+                                quant_widths=())
     else:
         shapes = ks.table_shapes()
     if args.quick:

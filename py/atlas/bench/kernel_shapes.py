@@ -118,6 +118,15 @@ class ModelDims:
 
 QWEN3_8B = ModelDims("qwen3-8b", hidden=4096, heads=32, kv_heads=8, head_dim=128,
                      intermediate=12288, vocab=151936)
+#: other published dense widths for the quantized GEMV rows (hidden 2,048 .. 8,192)
+QUANT_WIDTHS = (
+    ModelDims("qwen3-1.7b", hidden=2048, heads=16, kv_heads=8, head_dim=128,
+              intermediate=6144, vocab=151936),
+    ModelDims("qwen3-14b", hidden=5120, heads=40, kv_heads=8, head_dim=128,
+              intermediate=17408, vocab=151936),
+    ModelDims("llama-3.1-70b", hidden=8192, heads=64, kv_heads=8, head_dim=128,
+              intermediate=28672, vocab=128256),
+)
 QWEN3_0_6B = ModelDims("qwen3-0.6b", hidden=1024, heads=16, kv_heads=8, head_dim=128,
                        intermediate=3072, vocab=151936)
 SMOLLM2_135M = ModelDims("smollm2-135m", hidden=576, heads=9, kv_heads=3, head_dim=64,
@@ -325,13 +334,16 @@ class NormLinear:
 class QuantLinear:
     """y[m, n] = x[m, k] @ dequant(w)[n, k].T over quantized weights: `fmt` 'fp8-block'
     (E4M3 codes + float32 per 128x128 block) or 'nvfp4' (packed E2M1 + E4M3 per 16 values +
-    float32 per row). The bytes are the format's: that is the point of quantizing."""
+    float32 per row). The bytes are the format's: that is the point of quantizing. `ring`:
+    forced onto the tensor-core GEMV's shared-memory ring kernel (gemv_mma_quant), the A/B
+    of its register-fed twin (gemv_quant_direct) that batches of 1..8 rows take."""
 
     label: str
     m: int
     n: int
     k: int
     fmt: str
+    ring: bool = False
     quick: bool = False
 
     @property
@@ -351,7 +363,7 @@ class QuantLinear:
         return 2 * self.m * self.n * self.k
 
     def describe(self) -> str:
-        return f"m={self.m} n={self.n} k={self.k} {self.fmt}"
+        return f"m={self.m} n={self.n} k={self.k} {self.fmt}{' ring' if self.ring else ''}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -773,11 +785,13 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                  scale: TableScale = TableScale(),
                  moe_models: tuple[MoeDims, ...] = (QWEN3_30B_A3B, QWEN3_5_35B_A3B),
                  moe_routers: tuple[MoeDims, ...] = (MINIMAX_M2_ROUTER,),
-                 hybrid: HybridDims | None = QWEN3_5_35B) -> list[KernelShape]:
+                 hybrid: HybridDims | None = QWEN3_5_35B,
+                 quant_widths: tuple[ModelDims, ...] = QUANT_WIDTHS) -> list[KernelShape]:
     """Every shape of the kernel table, in table order; `quick` marks the short run's.
 
     `m` gives every family's shapes; `small_models` add batch-1 GEMVs of small models (the
-    embedded default among them), where launch and fill costs weigh most. The middle entry
+    embedded default among them), where launch and fill costs weigh most; `quant_widths`
+    batch-1 quantized GEMVs of other dense widths. The middle entry
     of each sweep is the quick one.
     """
     first_batch, last_batch = scale.decode_batches[0], scale.decode_batches[-1]
@@ -818,6 +832,13 @@ def table_shapes(m: ModelDims = QWEN3_8B,
         shapes += [QuantLinear(label=f"{m.name} {name} b{b} {fmt}", m=b, n=n, k=k, fmt=fmt,
                                quick=b == scale.quant_batches[0] and name in ("qkv", "gate_up"))
                    for b in scale.quant_batches for name, n, k in _linears(m)]
+        # the ring kernel at batch 1 and 8 (A/B of the register-fed one), and batch 1 of
+        # other published widths (hidden 2,048 .. 8,192)
+        shapes += [QuantLinear(label=f"{m.name} {name} b{b} {fmt} ring", m=b, n=n, k=k,
+                               fmt=fmt, ring=True)
+                   for b in (1, 8) for name, n, k in _linears(m)]
+        shapes += [QuantLinear(label=f"{dims.name} {name} b1 {fmt}", m=1, n=n, k=k, fmt=fmt)
+                   for dims in quant_widths for name, n, k in _linears(dims)]
     shapes += [NormLinear(label=f"{dims.name} {name} b1", n=n, k=k,
                           quick=dims is small_models[0] if small_models else False)
                for dims in (m, *small_models) for name, n, k in _linears(dims)

@@ -1,12 +1,14 @@
 """The check case of a quantized linear, whatever the format: y = x @ dequant(w).T through
 `matmul_quant.linear_quant` (or `linear_silu_quant` with the SwiGLU input), against a
-float64 oracle. `mma` cases force the tensor-core GEMV (gemv_mma_quant); the others force
-it off: GEMV passes of up to 8 rows or dequantize + GEMM (`gemv_passes` decides).
+float64 oracle. `mma` cases force the tensor-core GEMV: its register-fed kernel for 1..8
+rows (gemv_quant_direct) when `direct`, else its ring kernel (gemv_mma_quant); the others
+force it off: GEMV passes of up to 8 rows or dequantize + GEMM (`gemv_passes` decides).
 `weight_inputs` are the weight's host arrays: their bytes are what the device weight
 streams, so the case predicts the route the launch builder takes."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 import numpy as np
@@ -16,6 +18,7 @@ from ...core.numerics import bf16_bits_to_f32, round_bf16
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec
 from ..ops import KernelCache, matmul_quant
+from ..ops.routes import KernelRoutes
 from .gemv import TENSOR_CORE_K_TOL, random_bf16, swiglu_oracle
 
 #: the device weight from the case's buffers (p: name -> device pointer)
@@ -26,7 +29,8 @@ DequantFn = Callable[[dict[str, np.ndarray]], np.ndarray]
 
 def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, n: int,
                       k: int, silu: bool, weight_inputs: dict[str, np.ndarray],
-                      weight: WeightFn, dequant: DequantFn, mma: bool = False) -> KernelCase:
+                      weight: WeightFn, dequant: DequantFn, mma: bool = False,
+                      direct: bool = False) -> KernelCase:
     x_name = "gate_up" if silu else "x"
     inputs = {x_name: random_bf16(rng, (m, 2 * k if silu else k), 4.0 if silu else 1.0),
               **weight_inputs}
@@ -37,8 +41,10 @@ def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, 
     if silu and not matmul_quant.silu_fused(wbytes, n, k, m, mma):
         inputs["act"] = np.zeros((m, k), np.uint16)
 
+    routes = dataclasses.replace(KernelRoutes.from_env(), quant_direct=direct)
+
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        kc = KernelCache(backend)
+        kc = KernelCache(backend, routes)
         if silu:
             matmul_quant.linear_silu_quant(kc, stream, p["gate_up"], weight(p), p["y"], m,
                                            p.get("act"), p.get("scratch"), mma)

@@ -7,6 +7,11 @@ cp.async ring in dynamic shared memory. The geometry below mirrors the kernel's 
 Only hopper sets build the module; `available` says whether the loaded kernels have it,
 `supports` whether a weight meets the kernel's preconditions (else matmul_quant keeps the
 CUDA-core GEMV passes).
+
+Batches of 1..8 rows take the register-fed twin (hopper/common/gemv_quant_direct.cu: the
+same fragments loaded straight from HBM into registers, no shared-memory ring, 16 weight
+rows a block) where it is loaded, switched on (ATLAS_QUANT_DIRECT) and the weight meets its
+preconditions (`direct_supports`).
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import GEMV_MMA_FP8, GEMV_MMA_FP8_SMALL, GEMV_MMA_NVFP4, GEMV_MMA_NVFP4_SMALL
+from ..kernel_abi import (GEMV_MMA_FP8, GEMV_MMA_FP8_SMALL, GEMV_MMA_NVFP4,
+                          GEMV_MMA_NVFP4_SMALL, GEMV_QD_FP8, GEMV_QD_NVFP4)
 from . import KernelCache
 from ._preconditions import require_aligned
 
@@ -79,12 +85,43 @@ def supports(w: "Fp8Weight | Nvfp4Weight") -> bool:
     return smap is None or smap.col_stride == 0 or smap.col_shift >= 6
 
 
+#: the register-fed kernel (gemv_quant_direct.cu): weight rows per block, threads, and the
+#: k values one lane-quad step covers (k must be a multiple)
+DIRECT_ROWS = 16
+DIRECT_THREADS = 256
+DIRECT_STEP_K = {"fp8": 64, "nvfp4": 128}
+
+
+def _fmt(w: "Fp8Weight | Nvfp4Weight") -> str:
+    return "fp8" if hasattr(w, "smap") else "nvfp4"
+
+
+def direct_supports(w: "Fp8Weight | Nvfp4Weight") -> bool:
+    """The register-fed kernel's preconditions: `supports`, and for NVFP4 k % 128 == 0 (a
+    lane's step is 32 values of a row)."""
+    return supports(w) and w.k % DIRECT_STEP_K[_fmt(w)] == 0
+
+
+def uses_direct(kc: KernelCache, w: "Fp8Weight | Nvfp4Weight", m: int) -> bool:
+    """Whether an m-row tensor-core product runs on gemv_quant_direct rather than on the
+    ring kernel: 1..8 rows and a weight meeting its preconditions, then the route switch
+    (ATLAS_QUANT_DIRECT forces it on / off), else wherever the loaded set has the module."""
+    if m > MMA_QUANT_SMALL_M or not direct_supports(w):
+        return False
+    forced = kc.routes.quant_direct
+    return GEMV_QD_FP8.module in kc.backend.module_names if forced is None else forced
+
+
 def _launch(kc: KernelCache, stream: Stream, fmt: str, m: int, n: int, x: DevicePtr,
-            y: DevicePtr, args: tuple) -> None:
+            y: DevicePtr, args: tuple, direct: bool) -> None:
     if not 1 <= m <= MMA_QUANT_MAX_M:
         raise ValueError(f"gemv_mma_{fmt}: m={m} must be in 1..{MMA_QUANT_MAX_M}")
     require_aligned(f"gemv_mma_{fmt}", "x", x, 16)
     require_aligned(f"gemv_mma_{fmt}", "y", y, 2)
+    if direct:
+        sig = GEMV_QD_FP8 if fmt == "fp8" else GEMV_QD_NVFP4
+        kc.get(sig)(stream, -(-n // DIRECT_ROWS), DIRECT_THREADS, 0, x, *args)
+        return
     small = m <= MMA_QUANT_SMALL_M
     sig = {("fp8", True): GEMV_MMA_FP8_SMALL, ("fp8", False): GEMV_MMA_FP8,
            ("nvfp4", True): GEMV_MMA_NVFP4_SMALL, ("nvfp4", False): GEMV_MMA_NVFP4}[fmt, small]
@@ -100,16 +137,18 @@ def _require_supported(name: str, w: "Fp8Weight | Nvfp4Weight") -> None:
 
 def gemv_mma_fp8(kc: KernelCache, stream: Stream, x: DevicePtr, w: "Fp8Weight", y: DevicePtr,
                  m: int) -> None:
-    """y[m, n] = x[m, k] @ dequant(w).T on tensor cores, 1 <= m <= 64 (bf16 x and y)."""
+    """y[m, n] = x[m, k] @ dequant(w).T on tensor cores, 1 <= m <= 64 (bf16 x and y): the
+    register-fed kernel where `uses_direct`, else the ring kernel."""
     _require_supported("gemv_mma_fp8", w)
     _launch(kc, stream, "fp8", m, w.n, x, y,
-            (w.codes, w.scales, y, m, w.n, w.k, *w.map_args))
+            (w.codes, w.scales, y, m, w.n, w.k, *w.map_args), uses_direct(kc, w, m))
 
 
 def gemv_mma_nvfp4(kc: KernelCache, stream: Stream, x: DevicePtr, w: "Nvfp4Weight",
                    y: DevicePtr, m: int) -> None:
-    """y[m, n] = x[m, k] @ dequant(w).T on tensor cores, 1 <= m <= 64 (bf16 x and y)."""
+    """y[m, n] = x[m, k] @ dequant(w).T on tensor cores, 1 <= m <= 64 (bf16 x and y), as
+    `gemv_mma_fp8` routes."""
     _require_supported("gemv_mma_nvfp4", w)
     require_aligned("gemv_mma_nvfp4", "scales", w.scales, 4)
     _launch(kc, stream, "nvfp4", m, w.n, x, y,
-            (w.codes, w.scales, w.row_scales, y, m, w.n, w.k))
+            (w.codes, w.scales, w.row_scales, y, m, w.n, w.k), uses_direct(kc, w, m))

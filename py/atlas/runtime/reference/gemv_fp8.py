@@ -1,6 +1,7 @@
 """Reference for the FP8-weight GEMV kernels (kernels/hopper/common/gemv_fp8.cu).
 
-`gemv_mma_fp8_bf16[_small]` (gemv_mma_quant.cu, tensor cores, 1..64 rows) share this
+`gemv_mma_fp8_bf16[_small]` (gemv_mma_quant.cu, tensor cores, 1..64 rows) and
+`gemv_qd_fp8_bf16` (gemv_quant_direct.cu, tensor cores, 1..8 rows) share this
 specification; their f32 accumulation is the tensor cores' (cases/gemv_mma_quant.py states
 the tolerance).
 
@@ -19,7 +20,7 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, fp8_e4m3_to_f32
 from ...core.quant import Fp8ScaleMap
 from ..gpu import Dim3
 from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_SINGLE, GEMV_MMA_FP8,
-                          GEMV_MMA_FP8_SMALL, GEMV_SILU_FP8, GEMV_SILU_FP8_SINGLE)
+                          GEMV_MMA_FP8_SMALL, GEMV_QD_FP8, GEMV_SILU_FP8, GEMV_SILU_FP8_SINGLE)
 from . import HostMemory, reference
 from .silu_mul import swiglu_rows
 
@@ -50,6 +51,7 @@ def _linear(mem: HostMemory, xf: np.ndarray, w: int, scale: int, y: int, m: int,
 @reference(GEMV_FP8_SINGLE)
 @reference(GEMV_MMA_FP8)  # gemv_mma_quant.cu: the same product for 1..64 rows
 @reference(GEMV_MMA_FP8_SMALL)
+@reference(GEMV_QD_FP8)  # gemv_quant_direct.cu: the same product for 1..8 rows
 def gemv_fp8_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int, y: int,
                   m: int, n: int, k: int, row_shift: int, row_stride: int, col_shift: int,
                   col_stride: int) -> None:

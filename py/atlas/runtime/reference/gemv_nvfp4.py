@@ -1,6 +1,7 @@
 """Reference for the NVFP4-weight GEMV kernels (kernels/hopper/common/gemv_nvfp4.cu).
 
-`gemv_mma_nvfp4_bf16[_small]` (gemv_mma_quant.cu, tensor cores, 1..64 rows) share this
+`gemv_mma_nvfp4_bf16[_small]` (gemv_mma_quant.cu, tensor cores, 1..64 rows) and
+`gemv_qd_nvfp4_bf16` (gemv_quant_direct.cu, tensor cores, 1..8 rows) share this
 specification.
 
 Specification: y = bf16(sum_k x[m, k] * e2m1(q[n, k]) * e4m3(s[n, k / 16]) * g[n]), the exact
@@ -19,7 +20,8 @@ from ...core.numerics import (bf16_bits_to_f32, e2m1_to_f32, f32_to_bf16_bits,
 from ...core.quant import NVFP4_GROUP, dequantize_nvfp4
 from ..gpu import Dim3
 from ..kernel_abi import (DEQUANT_NVFP4, GEMV_MMA_NVFP4, GEMV_MMA_NVFP4_SMALL, GEMV_NVFP4,
-                          GEMV_NVFP4_SINGLE, GEMV_SILU_NVFP4, GEMV_SILU_NVFP4_SINGLE)
+                          GEMV_NVFP4_SINGLE, GEMV_QD_NVFP4, GEMV_SILU_NVFP4,
+                          GEMV_SILU_NVFP4_SINGLE)
 from . import HostMemory, reference
 from .silu_mul import swiglu_rows
 
@@ -41,6 +43,7 @@ def _linear(mem: HostMemory, xf: np.ndarray, w: int, scale: int, row_scale: int,
 @reference(GEMV_NVFP4_SINGLE)
 @reference(GEMV_MMA_NVFP4)  # gemv_mma_quant.cu: the same product for 1..64 rows
 @reference(GEMV_MMA_NVFP4_SMALL)
+@reference(GEMV_QD_NVFP4)  # gemv_quant_direct.cu: the same product for 1..8 rows
 def gemv_nvfp4_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int,
                     row_scale: int, y: int, m: int, n: int, k: int) -> None:
     xf = bf16_bits_to_f32(mem.view(x, np.uint16, m * k)).reshape(m, k).astype(np.float64)

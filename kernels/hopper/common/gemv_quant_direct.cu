@@ -1,0 +1,215 @@
+// Decode GEMV over quantized weights, tensor cores fed straight from registers: y[m, n] =
+// sum_k x[m, k] * W[n, k] for 1 <= m <= 8, W = FP8 E4M3 codes under a scale map, or NVFP4
+// (E2M1 codes, one E4M3 scale per 16 values, one f32 scale per row).
+//
+// Why another kernel next to gemv_mma_quant.cu (same math, same fragments): that one stages
+// every operand through a per-warp cp.async ring in shared memory, which costs a shared
+// store and load per weight byte, a ring barrier per step and ~100 KiB of shared memory per
+// block (two blocks per SM); at batch 1 it measured ~60% of copy bandwidth over the
+// Qwen3-8B projections. The bf16 CUDA-core GEMV, which loads its weights straight into
+// registers (16-byte streaming loads, many blocks per SM), runs at ~85%. Here each lane
+// loads the very bytes its MMA A fragment needs (16-byte `ld_stream` loads), kSteps steps
+// at once, and the next kSteps steps are requested before the current ones are decoded
+// (a register double buffer), so every warp always has 2 x kSteps x 1 KiB of weights in
+// flight; the first loads are issued before the PDL wait.
+//
+// Mapping: C^T[n, m] = W[n, k] . X^T, weight rows are the MMA's A operand (one 16-row tile
+// per block), batch rows its B operand (one 8-row B tile; columns past m are computed from
+// row m - 1 and never stored). The 8 warps of a block split K into contiguous ranges and
+// their partial sums are added in a fixed order (bit-reproducible), rounded once.
+// A step of a lane (g = lane / 4, c = lane % 4) is 16 bytes of weight rows g and g + 8:
+//   FP8: values 64 s + 16 c .. + 15 (a 64-value step per lane quad), as gemv_mma_quant.cu:
+//        pairs (2j, 2j + 1) of the lane's 16 values are MMA j's k slots (2c, 2c + 1) and
+//        (2c + 8, 2c + 9); one scale per (row, step), so scale blocks must span 64 columns.
+//   NVFP4: values 128 s + 32 c .. + 31, two 16-value scale groups; each group is four MMAs
+//        as one gemv_mma_quant.cu step. The group scale is folded into the A values (exact
+//        in bf16, quant_decode.cuh E2m1Lut), the row scale multiplies the sum at the end.
+// x is read with the same permutation (the lane's own 32 / 64 bytes of x row g) through L1.
+// Launch (ops/matmul_quant_mma.py): grid = ceil(n / 16), block = 256, no dynamic shared
+// memory. Preconditions: 1 <= m <= 8; FP8: k % 64 == 0, col_stride == 0 or col_shift >= 6;
+// NVFP4: k % 128 == 0; x and w 16-byte aligned, NVFP4 scales 2-byte aligned.
+#include "mma_util.cuh"
+#include "quant_decode.cuh"
+
+namespace {
+
+using namespace atlas::quant;
+
+constexpr int kWarps = 8;
+constexpr int kRows = 16;   // weight rows per block: ops/matmul_quant_mma.py DIRECT_ROWS
+constexpr int kSteps = 4;   // steps per lane per load batch (two batches in flight)
+
+__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// What one lane loads for one step: its 16 bytes of rows g and g + 8, and their scales.
+struct Frag {
+  uint4 wa, wb;
+  uint32_t sa, sb;  // FP8: f32 scale bits; NVFP4: the two group-scale codes (u16)
+};
+
+struct Fp8 {
+  static constexpr int kStepK = 64;  // k values per lane-quad step
+  const float* scale;
+  uint32_t row_shift, row_stride, col_shift, col_stride;
+
+  __device__ __forceinline__ uint32_t scale_bits(int row, int k0) const {
+    return __float_as_uint(__ldg(scale + (static_cast<uint32_t>(row) >> row_shift) * row_stride +
+                                 (static_cast<uint32_t>(k0) >> col_shift) * col_stride));
+  }
+  // the lane's scales of rows ra, rb at step s (k0 = 64 s)
+  __device__ __forceinline__ void scales(Frag& f, int ra, int rb, int s, int) const {
+    f.sa = scale_bits(ra, s * kStepK);
+    f.sb = scale_bits(rb, s * kStepK);
+  }
+
+  // acc += the step's MMAs times s(row, step) (decoded pairs are the values times 2^-112;
+  // the scale is taken times 2^56 here and the sum times 2^56 at the end)
+  __device__ __forceinline__ void step(const Frag& f, const uint4 (&xv)[4], float (&acc)[4]) const {
+    float part[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t ra = word(f.wa, j), rb = word(f.wb, j);
+      const uint32_t a[4] = {e4m3x2_to_bf16x2<false>(ra), e4m3x2_to_bf16x2<false>(rb),
+                             e4m3x2_to_bf16x2<true>(ra), e4m3x2_to_bf16x2<true>(rb)};
+      atlas::mma_bf16_16816(part, a, word(xv[j >> 1], 2 * (j & 1)),
+                            word(xv[j >> 1], 2 * (j & 1) + 1));
+    }
+    const float sa = __uint_as_float(f.sa) * 0x1p56f, sb = __uint_as_float(f.sb) * 0x1p56f;
+    acc[0] = fmaf(part[0], sa, acc[0]);
+    acc[1] = fmaf(part[1], sa, acc[1]);
+    acc[2] = fmaf(part[2], sb, acc[2]);
+    acc[3] = fmaf(part[3], sb, acc[3]);
+  }
+  __device__ __forceinline__ float out_scale(int) const { return 0x1p56f; }
+};
+
+struct Nvfp4 {
+  static constexpr int kStepK = 128;
+  const uint8_t* group;  // [n, k / 16] E4M3
+  const float* row;      // [n]
+  uint32_t groups_per_row;
+
+  __device__ __forceinline__ void scales(Frag& f, int ra, int rb, int s, int c) const {
+    const int at = s * (kStepK / 16) + 2 * c;  // the lane's two groups of the step
+    f.sa = __ldg(reinterpret_cast<const uint16_t*>(group + static_cast<size_t>(ra) * groups_per_row + at));
+    f.sb = __ldg(reinterpret_cast<const uint16_t*>(group + static_cast<size_t>(rb) * groups_per_row + at));
+  }
+
+  __device__ __forceinline__ void step(const Frag& f, const uint4 (&xv)[4], float (&acc)[4]) const {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // scale group h: words 2h, 2h + 1 of each row
+      uint32_t la_s, lb_s;  // bf16 pairs (s, s) of rows g and g + 8
+      e4m3x2_to_bf16_pairs(((f.sa >> (8 * h)) & 0xffu) | (((f.sb >> (8 * h)) & 0xffu) << 8),
+                           la_s, lb_s);
+      const E2m1Lut la = E2m1Lut::scaled(la_s), lb = E2m1Lut::scaled(lb_s);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {  // 8 values of the group: pairs 4 half .. + 3
+        uint32_t pa[4], pb[4];
+        e2m1x8_to_bf16x2(word(f.wa, 2 * h + half), la, pa);
+        e2m1x8_to_bf16x2(word(f.wb, 2 * h + half), lb, pb);
+#pragma unroll
+        for (int jj = 0; jj < 2; ++jj) {  // MMA j = 2 half + jj of the group
+          const uint32_t a[4] = {pa[2 * jj], pb[2 * jj], pa[2 * jj + 1], pb[2 * jj + 1]};
+          const uint4& x = xv[2 * h + half];  // x values 16 h + 8 half .. + 7
+          atlas::mma_bf16_16816(acc, a, word(x, 2 * jj), word(x, 2 * jj + 1));
+        }
+      }
+    }
+  }
+  __device__ __forceinline__ float out_scale(int row) const { return __ldg(this->row + row); }
+};
+
+// x values of one step for this lane: FP8 16 values (two 16-byte words, xv[0..1]), NVFP4 32.
+template <class F>
+__device__ __forceinline__ void load_x(const uint4* xrow, int s, int c, uint4 (&xv)[4]) {
+  constexpr int kWords = F::kStepK / 32;  // 16-byte x words per lane per step
+  const uint4* p = xrow + (s * F::kStepK + c * (F::kStepK / 4)) / 8;
+#pragma unroll
+  for (int i = 0; i < kWords; ++i) xv[i] = __ldg(p + i);
+}
+
+template <class F>
+__device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
+                                            const uint8_t* __restrict__ w, const F fmt,
+                                            __nv_bfloat16* __restrict__ y, int m, int n, int k) {
+  __shared__ float partial[kWarps][4][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, c = lane & 3;
+  const int row0 = blockIdx.x * kRows;
+  const int ra = min(row0 + g, n - 1), rb = min(row0 + 8 + g, n - 1);  // rows past n: never stored
+  const int steps = k / F::kStepK;
+  const int first = steps * warp / kWarps, last = steps * (warp + 1) / kWarps;
+  // a step is 16 bytes per lane: FP8 64 codes / NVFP4 128 codes of a row per lane quad
+  const uint4* wa = reinterpret_cast<const uint4*>(w + static_cast<size_t>(ra) * (k / (F::kStepK / 64))) + c;
+  const uint4* wb = reinterpret_cast<const uint4*>(w + static_cast<size_t>(rb) * (k / (F::kStepK / 64))) + c;
+
+  auto load = [&](Frag (&f)[kSteps], int s0) {
+#pragma unroll
+    for (int u = 0; u < kSteps; ++u) {
+      const int s = s0 + u;
+      if (s < last) {
+        f[u].wa = atlas::ld_stream(wa + 4 * s);
+        f[u].wb = atlas::ld_stream(wb + 4 * s);
+        fmt.scales(f[u], ra, rb, s, c);
+      }
+    }
+  };
+
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  Frag cur[kSteps], nxt[kSteps];
+  load(cur, first);  // weights only: no kernel writes them
+  atlas::pdl_enter();
+  const uint4* xrow = reinterpret_cast<const uint4*>(x) + static_cast<size_t>(min(g, m - 1)) * (k / 8);
+  for (int s0 = first; s0 < last; s0 += kSteps) {
+    if (s0 + kSteps < last) load(nxt, s0 + kSteps);
+#pragma unroll
+    for (int u = 0; u < kSteps; ++u) {
+      if (s0 + u < last) {
+        uint4 xv[4];
+        load_x<F>(xrow, s0 + u, c, xv);
+        fmt.step(cur[u], xv, acc);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kSteps; ++u) cur[u] = nxt[u];
+  }
+
+#pragma unroll
+  for (int i = 0; i < 4; ++i) partial[warp][i][lane] = acc[i];
+  __syncthreads();
+  // Output (mi, r): value i = 2 h + (mi & 1) of lane 4 (r % 8) + mi / 2, h = r / 8; the
+  // warps' partials summed in order.
+  const int t = threadIdx.x;
+  if (t < m * kRows) {
+    const int mi = t / kRows, r = t % kRows, row = row0 + r;
+    if (row < n) {
+      const int i = 2 * (r >> 3) + (mi & 1), l = 4 * (r & 7) + (mi >> 1);
+      float sum = 0.f;
+#pragma unroll
+      for (int v = 0; v < kWarps; ++v) sum += partial[v][i][l];
+      y[static_cast<size_t>(mi) * n + row] = atlas::f32_to_bf16(sum * fmt.out_scale(row));
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
+    gemv_qd_fp8_bf16(const __nv_bfloat16* x, const uint8_t* w, const float* scale,
+                     __nv_bfloat16* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+                     uint32_t row_stride, uint32_t col_shift, uint32_t col_stride) {
+  if (m < 1 || m > 8) __trap();  // ops/matmul_quant_mma.py routes more rows elsewhere
+  gemv_direct(x, w, Fp8{scale, row_shift, row_stride, col_shift, col_stride}, y,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k));
+}
+
+extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
+    gemv_qd_nvfp4_bf16(const __nv_bfloat16* x, const uint8_t* w, const uint8_t* scale,
+                       const float* row_scale, __nv_bfloat16* y, uint32_t m, uint32_t n,
+                       uint32_t k) {
+  if (m < 1 || m > 8) __trap();
+  gemv_direct(x, w, Nvfp4{scale, row_scale, k / 16}, y, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k));
+}
