@@ -1,27 +1,31 @@
 """The quantized kernels' decodes (kernels/hopper/common/quant_decode.cuh), emulated bit for
 bit with their constants and selectors read from the header (PTX `prmt.b32`, `mul.rn.bf16x2`
 and `cvt.rn.f16x2.e4m3x2` semantics in numpy), against the E2M1 / E4M3 tables for every
-input; and the launch builders of the tensor-core GEMV (gemv_mma_quant): route, geometry,
+input; and the launch builders of the tensor-core GEMVs (gemv_mma_quant, gemv_quant_direct and
+its gate_up + SwiGLU entry points): route, geometry,
 shared memory and preconditions on a mock Hopper device."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from atlas.core.numerics import E2M1_LUT, FP8_E4M3_LUT, f32_to_bf16_bits
 from atlas.core.quant import Fp8ScaleMap
+from atlas.model.model import DenseMlp
 from atlas.runtime.cases.gemv_fp8 import fp8_linear_case
 from atlas.runtime.cases.gemv_nvfp4 import nvfp4_linear_case
+from atlas.runtime.cases.gemv_quant_direct import swiglu_case
 from atlas.runtime.host import HostBackend
 from atlas.runtime.kernel_check import check
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, matmul_quant, matmul_quant_mma
 from atlas.runtime.ops.matmul_nvfp4 import Nvfp4Weight
-from atlas.runtime.ops.matmul_quant import Fp8Weight, QuantLinear
+from atlas.runtime.ops.matmul_quant import Bf16Linear, Fp8Weight, QuantLinear
 from atlas.runtime.ops.routes import KernelRoutes
 
 COMMON = Path(__file__).parents[2] / "kernels" / "hopper" / "common"
@@ -323,3 +327,59 @@ def test_register_fed_launches_on_the_host_references(fmt: str, m: int, n: int, 
     assert case.module == "gemv_quant_direct"
     result = check(HostBackend(), case)
     assert result.passed, result.detail
+
+
+@pytest.mark.parametrize("fmt, m, inter, k", [("block", 1, 200, 256), ("channel", 8, 77, 192),
+                                              ("nvfp4", 3, 40, 256), ("nvfp4", 8, 9, 128)])
+def test_gate_up_ending_with_swiglu_on_the_host_references(fmt: str, m: int, inter: int,
+                                                           k: int) -> None:
+    """The `_swiglu` entry points end to end on the host backend against float64 (the
+    product rounded to bf16, then silu_mul's rounding)."""
+    case = swiglu_case(np.random.default_rng(inter), fmt, m, inter, k)
+    result = check(HostBackend(), case)
+    assert result.passed, result.detail
+
+
+@pytest.mark.parametrize("fmt", ["fp8", "nvfp4"])
+def test_gate_up_swiglu_launch_geometry(fmt: str) -> None:
+    dev = _HopperDirectMock()
+    inter, k, m = 1001, 1024, 3
+    w = _weights(dev, 2 * inter, k)[fmt]
+    lin = QuantLinear(w)
+    assert lin.fuses_swiglu(KernelCache(dev), m)
+    x, act = dev.alloc(m * k * 2), dev.alloc(m * inter * 2)
+    lin.linear_swiglu(KernelCache(dev), 0, x, act, m)
+    (rec,) = dev.drain_launches()
+    assert (rec.module, rec.func) == ("gemv_quant_direct", f"gemv_qd_{fmt}_swiglu_bf16")
+    assert rec.grid[0] == -(-inter // 8) and rec.block[0] == 256 and rec.shared == 0
+    assert rec.args["y"] == act and rec.args["n"] == 2 * inter and rec.args["m"] == m
+
+
+@pytest.mark.parametrize("case", ["m9", "ring", "odd n", "not loaded", "bf16"])
+def test_gate_up_keeps_silu_mul_where_the_swiglu_cannot_fuse(case: str) -> None:
+    dev = _HopperQuantMock() if case == "not loaded" else _HopperDirectMock()
+    routes = KernelRoutes(quant_direct=False if case == "ring" else None)
+    n = 2 * 64 + (1 if case == "odd n" else 0)
+    m = 9 if case == "m9" else 1
+    lin = (Bf16Linear(dev.alloc(n * 256 * 2), n, 256) if case == "bf16"
+           else QuantLinear(_weights(dev, n, 256)["fp8"]))
+    assert not lin.fuses_swiglu(KernelCache(dev, routes), m)
+
+
+def test_a_quantized_dense_mlp_runs_two_launches_at_decode() -> None:
+    """DenseMlp over quantized weights at batch 1: gate_up + SwiGLU into act, then the down
+    GEMV reading act (no silu_mul); at 9 rows the unfused gate_up, silu_mul, down."""
+    dev = _HopperDirectMock()
+    h, inter = 256, 192
+    mlp = DenseMlp(QuantLinear(_weights(dev, 2 * inter, h)["fp8"]),
+                   QuantLinear(_weights(dev, h, inter)["fp8"]))
+    bufs = {name: dev.alloc(9 * 2 * inter * 2) for name in ("normed", "gate_up", "act", "delta")}
+    b = SimpleNamespace(w_scratch=0, **bufs)
+    assert mlp.forward(KernelCache(dev), 0, b, 1) is False
+    gate_up, down = dev.drain_launches()
+    assert gate_up.func == "gemv_qd_fp8_swiglu_bf16" and gate_up.args["y"] == bufs["act"]
+    assert down.func == "gemv_qd_fp8_bf16" and down.args["x"] == bufs["act"]
+    assert down.args["y"] == bufs["delta"]
+    mlp.forward(KernelCache(dev), 0, b, 9)
+    assert [r.func for r in dev.drain_launches()] == ["gemv_mma_fp8_bf16", "silu_mul_bf16",
+                                                      "gemv_mma_fp8_bf16"]

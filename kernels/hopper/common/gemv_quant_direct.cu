@@ -25,9 +25,18 @@
 //        as one gemv_mma_quant.cu step. The group scale is folded into the A values (exact
 //        in bf16, quant_decode.cuh E2m1Lut), the row scale multiplies the sum at the end.
 // x is read with the same permutation (the lane's own 32 / 64 bytes of x row g) through L1.
-// Launch (ops/matmul_quant_mma.py): grid = ceil(n / 16), block = 256, no dynamic shared
-// memory. Preconditions: 1 <= m <= 8; FP8: k % 64 == 0, col_stride == 0 or col_shift >= 6;
-// NVFP4: k % 128 == 0; x and w 16-byte aligned, NVFP4 scales 2-byte aligned.
+//
+// The `_swiglu` entry points compute a dense MLP's gate_up product and end with its SwiGLU:
+// w is the fused [gate | up] weight [n = 2 I, k], y the activation [m, I] = bf16(bf16(silu(
+// bf16(gate))) * bf16(up)), exactly silu_mul_bf16 over the plain GEMV's bf16 output. A block
+// takes 8 features: A rows g = gate row j, g + 8 = up row I + j of feature j = 8 block + g, so
+// both halves of a feature end in one lane and the silu_mul launch (and the gate_up round
+// trip through memory) disappears.
+// Launch (ops/matmul_quant_mma.py): grid = ceil(n / 16) (SwiGLU: ceil(n / 2 / 8)), block =
+// 256, no dynamic shared memory. Preconditions: 1 <= m <= 8; FP8: k % 64 == 0, col_stride
+// == 0 or col_shift >= 6; NVFP4: k % 128 == 0; SwiGLU: n even; x and w 16-byte aligned,
+// NVFP4 scales 2-byte aligned.
+#include "bf16_vec.cuh"
 #include "mma_util.cuh"
 #include "quant_decode.cuh"
 
@@ -130,15 +139,18 @@ __device__ __forceinline__ void load_x(const uint4* xrow, int s, int c, uint4 (&
   for (int i = 0; i < kWords; ++i) xv[i] = __ldg(p + i);
 }
 
-template <class F>
+template <class F, bool kSwiglu>
 __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
                                             const uint8_t* __restrict__ w, const F fmt,
                                             __nv_bfloat16* __restrict__ y, int m, int n, int k) {
   __shared__ float partial[kWarps][4][32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, c = lane & 3;
-  const int row0 = blockIdx.x * kRows;
-  const int ra = min(row0 + g, n - 1), rb = min(row0 + 8 + g, n - 1);  // rows past n: never stored
+  // A rows g and g + 8: weight rows row0 + g, row0 + 8 + g, or (SwiGLU) the gate and up rows
+  // of feature j0 + g; rows past the end re-read the last one and are never stored
+  const int inter = n >> 1, j0 = blockIdx.x * 8, row0 = blockIdx.x * kRows;
+  const int ra = kSwiglu ? min(j0 + g, inter - 1) : min(row0 + g, n - 1);
+  const int rb = kSwiglu ? inter + ra : min(row0 + 8 + g, n - 1);
   const int steps = k / F::kStepK;
   const int first = steps * warp / kWarps, last = steps * (warp + 1) / kWarps;
   // a step is 16 bytes per lane: FP8 64 codes / NVFP4 128 codes of a row per lane quad
@@ -182,6 +194,24 @@ __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
   // Output (mi, r): value i = 2 h + (mi & 1) of lane 4 (r % 8) + mi / 2, h = r / 8; the
   // warps' partials summed in order.
   const int t = threadIdx.x;
+  if (kSwiglu) {  // feature j = j0 + r of batch row mi: gate at h = 0, up at h = 1
+    if (t < m * 8) {
+      const int mi = t >> 3, r = t & 7, j = j0 + r;
+      if (j < inter) {
+        const int i = mi & 1, l = 4 * r + (mi >> 1);
+        float gate = 0.f, up = 0.f;
+#pragma unroll
+        for (int v = 0; v < kWarps; ++v) {
+          gate += partial[v][i][l];
+          up += partial[v][2 + i][l];
+        }
+        gate = atlas::round_bf16(gate * fmt.out_scale(j));
+        up = atlas::round_bf16(up * fmt.out_scale(inter + j));
+        y[static_cast<size_t>(mi) * inter + j] = atlas::f32_to_bf16(atlas::swiglu_f32(gate, up));
+      }
+    }
+    return;
+  }
   if (t < m * kRows) {
     const int mi = t / kRows, r = t % kRows, row = row0 + r;
     if (row < n) {
@@ -196,20 +226,43 @@ __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
-    gemv_qd_fp8_bf16(const __nv_bfloat16* x, const uint8_t* w, const float* scale,
-                     __nv_bfloat16* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
-                     uint32_t row_stride, uint32_t col_shift, uint32_t col_stride) {
+#define ATLAS_QD_FP8_ARGS                                                                   \
+  const __nv_bfloat16 *x, const uint8_t *w, const float *scale, __nv_bfloat16 *y, uint32_t m, \
+      uint32_t n, uint32_t k, uint32_t row_shift, uint32_t row_stride, uint32_t col_shift,    \
+      uint32_t col_stride
+#define ATLAS_QD_NVFP4_ARGS                                                                 \
+  const __nv_bfloat16 *x, const uint8_t *w, const uint8_t *scale, const float *row_scale, \
+      __nv_bfloat16 *y, uint32_t m, uint32_t n, uint32_t k
+
+template <bool kSwiglu>
+__device__ __forceinline__ void fp8_entry(ATLAS_QD_FP8_ARGS) {
   if (m < 1 || m > 8) __trap();  // ops/matmul_quant_mma.py routes more rows elsewhere
-  gemv_direct(x, w, Fp8{scale, row_shift, row_stride, col_shift, col_stride}, y,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k));
+  gemv_direct<Fp8, kSwiglu>(x, w, Fp8{scale, row_shift, row_stride, col_shift, col_stride}, y,
+                            static_cast<int>(m), static_cast<int>(n), static_cast<int>(k));
+}
+
+template <bool kSwiglu>
+__device__ __forceinline__ void nvfp4_entry(ATLAS_QD_NVFP4_ARGS) {
+  if (m < 1 || m > 8) __trap();
+  gemv_direct<Nvfp4, kSwiglu>(x, w, Nvfp4{scale, row_scale, k / 16}, y, static_cast<int>(m),
+                              static_cast<int>(n), static_cast<int>(k));
+}
+
+extern "C" __global__ void __launch_bounds__(kWarps * 32, 2) gemv_qd_fp8_bf16(ATLAS_QD_FP8_ARGS) {
+  fp8_entry<false>(x, w, scale, y, m, n, k, row_shift, row_stride, col_shift, col_stride);
 }
 
 extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
-    gemv_qd_nvfp4_bf16(const __nv_bfloat16* x, const uint8_t* w, const uint8_t* scale,
-                       const float* row_scale, __nv_bfloat16* y, uint32_t m, uint32_t n,
-                       uint32_t k) {
-  if (m < 1 || m > 8) __trap();
-  gemv_direct(x, w, Nvfp4{scale, row_scale, k / 16}, y, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k));
+    gemv_qd_fp8_swiglu_bf16(ATLAS_QD_FP8_ARGS) {
+  fp8_entry<true>(x, w, scale, y, m, n, k, row_shift, row_stride, col_shift, col_stride);
+}
+
+extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
+    gemv_qd_nvfp4_bf16(ATLAS_QD_NVFP4_ARGS) {
+  nvfp4_entry<false>(x, w, scale, row_scale, y, m, n, k);
+}
+
+extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
+    gemv_qd_nvfp4_swiglu_bf16(ATLAS_QD_NVFP4_ARGS) {
+  nvfp4_entry<true>(x, w, scale, row_scale, y, m, n, k);
 }

@@ -117,6 +117,11 @@ class DenseMlp:
 
     def forward(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
                 then_norm: NextNorm | None = None) -> bool:
+        if self.gate_up.fuses_swiglu(kc, t):
+            # a quantized decode step: the gate_up GEMV ends with the SwiGLU (no silu_mul)
+            self.gate_up.linear_swiglu(kc, s, b.normed, b.act, t)
+            self.down.linear(kc, s, b.act, b.delta, t, w_scratch=b.w_scratch)
+            return False
         self.gate_up.linear(kc, s, b.normed, b.gate_up, t, w_scratch=b.w_scratch)
         self.down_proj(kc, s, b, t)
         return False
@@ -266,7 +271,11 @@ class DenseDecoderModel:
                 self._norm_linear(s, b, res, lw.in_norm, lw.qkv, b.qkv, t)
                 self._attention_after_qkv(s, b, lw, t, plan)
             res.pending = True
-            if isinstance(lw.mlp, DenseMlp):
+            if isinstance(lw.mlp, DenseMlp) and lw.mlp.gate_up.fuses_swiglu(kc, t):
+                self._norm(s, b, res, lw.post_norm, t)
+                lw.mlp.forward(kc, s, b, t)
+                res.pending = True
+            elif isinstance(lw.mlp, DenseMlp):
                 self._norm_linear(s, b, res, lw.post_norm, lw.mlp.gate_up, b.gate_up, t)
                 lw.mlp.down_proj(kc, s, b, t)
                 res.pending = True

@@ -11,7 +11,8 @@ CUDA-core GEMV passes).
 Batches of 1..8 rows take the register-fed twin (hopper/common/gemv_quant_direct.cu: the
 same fragments loaded straight from HBM into registers, no shared-memory ring, 16 weight
 rows a block) where it is loaded, switched on (ATLAS_QUANT_DIRECT) and the weight meets its
-preconditions (`direct_supports`).
+preconditions (`direct_supports`). Its `_swiglu` entry points end a dense MLP's [gate | up]
+product with the SwiGLU (`gemv_direct_swiglu`), so no silu_mul launch follows.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from typing import TYPE_CHECKING
 
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (GEMV_MMA_FP8, GEMV_MMA_FP8_SMALL, GEMV_MMA_NVFP4,
-                          GEMV_MMA_NVFP4_SMALL, GEMV_QD_FP8, GEMV_QD_NVFP4)
+                          GEMV_MMA_NVFP4_SMALL, GEMV_QD_FP8, GEMV_QD_FP8_SWIGLU, GEMV_QD_NVFP4,
+                          GEMV_QD_NVFP4_SWIGLU)
 from . import KernelCache
 from ._preconditions import require_aligned
 
@@ -152,3 +154,25 @@ def gemv_mma_nvfp4(kc: KernelCache, stream: Stream, x: DevicePtr, w: "Nvfp4Weigh
     require_aligned("gemv_mma_nvfp4", "scales", w.scales, 4)
     _launch(kc, stream, "nvfp4", m, w.n, x, y,
             (w.codes, w.scales, w.row_scales, y, m, w.n, w.k), uses_direct(kc, w, m))
+
+
+#: features (output columns of the SwiGLU) per block of the `_swiglu` entry points
+DIRECT_SWIGLU_FEATURES = 8
+
+
+def gemv_direct_swiglu(kc: KernelCache, stream: Stream, x: DevicePtr,
+                       w: "Fp8Weight | Nvfp4Weight", act: DevicePtr, m: int) -> None:
+    """act[m, n / 2] = swiglu(x @ dequant(w).T) for the fused [gate | up] weight w [n, k],
+    1 <= m <= 8, on the register-fed kernel (the caller checks `uses_direct`)."""
+    if not 1 <= m <= MMA_QUANT_SMALL_M:
+        raise ValueError(f"gemv_direct_swiglu: m={m} must be in 1..{MMA_QUANT_SMALL_M}")
+    if w.n % 2 or not direct_supports(w):
+        raise ValueError(f"gemv_direct_swiglu: weight [{w.n}, {w.k}] needs an even n and the "
+                         "register-fed kernel's k and scale-block preconditions")
+    require_aligned("gemv_direct_swiglu", "x", x, 16)
+    require_aligned("gemv_direct_swiglu", "act", act, 2)
+    fmt = _fmt(w)
+    args = ((w.codes, w.scales, act, m, w.n, w.k, *w.map_args) if fmt == "fp8"
+            else (w.codes, w.scales, w.row_scales, act, m, w.n, w.k))
+    sig = GEMV_QD_FP8_SWIGLU if fmt == "fp8" else GEMV_QD_NVFP4_SWIGLU
+    kc.get(sig)(stream, -(-(w.n // 2) // DIRECT_SWIGLU_FEATURES), DIRECT_THREADS, 0, x, *args)

@@ -20,8 +20,8 @@ from ...core.numerics import (bf16_bits_to_f32, e2m1_to_f32, f32_to_bf16_bits,
 from ...core.quant import NVFP4_GROUP, dequantize_nvfp4
 from ..gpu import Dim3
 from ..kernel_abi import (DEQUANT_NVFP4, GEMV_MMA_NVFP4, GEMV_MMA_NVFP4_SMALL, GEMV_NVFP4,
-                          GEMV_NVFP4_SINGLE, GEMV_QD_NVFP4, GEMV_SILU_NVFP4,
-                          GEMV_SILU_NVFP4_SINGLE)
+                          GEMV_NVFP4_SINGLE, GEMV_QD_NVFP4, GEMV_QD_NVFP4_SWIGLU,
+                          GEMV_SILU_NVFP4, GEMV_SILU_NVFP4_SINGLE)
 from . import HostMemory, reference
 from .silu_mul import swiglu_rows
 
@@ -33,10 +33,17 @@ def _operands(mem: HostMemory, w: int, scale: int, row_scale: int, n: int, k: in
             mem.view(row_scale, np.float32, n))
 
 
+def _product_bits(mem: HostMemory, xf: np.ndarray, w: int, scale: int, row_scale: int,
+                  n: int, k: int) -> np.ndarray:
+    """bf16 bits [m, n] of x @ dequant(w).T, the exact sum rounded once."""
+    wf = dequantize_nvfp4(*_operands(mem, w, scale, row_scale, n, k))
+    return f32_to_bf16_bits((xf @ wf.T).astype(np.float32))
+
+
 def _linear(mem: HostMemory, xf: np.ndarray, w: int, scale: int, row_scale: int, y: int,
             m: int, n: int, k: int) -> None:
-    wf = dequantize_nvfp4(*_operands(mem, w, scale, row_scale, n, k))
-    mem.view(y, np.uint16, m * n)[:] = f32_to_bf16_bits((xf @ wf.T).astype(np.float32)).reshape(-1)
+    bits = _product_bits(mem, xf, w, scale, row_scale, n, k)
+    mem.view(y, np.uint16, m * n)[:] = bits.reshape(-1)
 
 
 @reference(GEMV_NVFP4)
@@ -48,6 +55,15 @@ def gemv_nvfp4_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, sc
                     row_scale: int, y: int, m: int, n: int, k: int) -> None:
     xf = bf16_bits_to_f32(mem.view(x, np.uint16, m * k)).reshape(m, k).astype(np.float64)
     _linear(mem, xf, w, scale, row_scale, y, m, n, k)
+
+
+@reference(GEMV_QD_NVFP4_SWIGLU)
+def gemv_nvfp4_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
+                           scale: int, row_scale: int, y: int, m: int, n: int, k: int) -> None:
+    """y [m, n / 2] = silu_mul of the [gate | up] product's bf16 output."""
+    xf = bf16_bits_to_f32(mem.view(x, np.uint16, m * k)).reshape(m, k).astype(np.float64)
+    gate_up = _product_bits(mem, xf, w, scale, row_scale, n, k)
+    mem.view(y, np.uint16, m * (n // 2))[:] = swiglu_rows(gate_up, n // 2).reshape(-1)
 
 
 @reference(GEMV_SILU_NVFP4)
