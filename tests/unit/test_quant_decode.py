@@ -1,9 +1,9 @@
 """The quantized kernels' decodes (kernels/hopper/common/quant_decode.cuh), emulated bit for
 bit with their constants and selectors read from the header (PTX `prmt.b32`, `mul.rn.bf16x2`
 and `cvt.rn.f16x2.e4m3x2` semantics in numpy), against the E2M1 / E4M3 tables for every
-input; and the launch builders of the tensor-core GEMVs (gemv_mma_quant, gemv_quant_direct and
-its gate_up + SwiGLU entry points): route, geometry,
-shared memory and preconditions on a mock Hopper device."""
+input; and the launch builders of the tensor-core GEMVs (gemv_mma_quant, gemv_quant_direct
+and its gate_up + SwiGLU entry points): route, geometry, shared memory and preconditions on
+a mock Hopper device, and the quantized dense MLP's launches."""
 
 from __future__ import annotations
 
