@@ -456,9 +456,11 @@ def quant_linear_case(env: Env, s: Any) -> Case:
     fp8 = s.fmt == "fp8-block"
     lut = torch.tensor(E2M1_VALUES, dtype=torch.float32, device=env.device)
 
+    out_n = n // 2 if s.swiglu else n
+
     def make() -> Set:
         st: Set = {"x": env.uniform((m, k)),
-                   "y": torch.empty((m, n), dtype=torch.bfloat16, device=env.device)}
+                   "y": torch.empty((m, out_n), dtype=torch.bfloat16, device=env.device)}
         if fp8:
             codes = env.randint(256, (n, k)).to(torch.uint8)
             codes = torch.where((codes & 0x7F) == 0x7F, codes ^ 1, codes)  # no NaN codes
@@ -485,8 +487,17 @@ def quant_linear_case(env: Env, s: Any) -> Case:
           if s.ring else env.kc)
 
     def ours(st: Set, stream: Stream) -> None:
-        matmul_quant.QuantLinear(weight(st)).linear(kc, stream, env.ptr(st["x"]),
-                                                     env.ptr(st["y"]), m)
+        lin = matmul_quant.QuantLinear(weight(st))
+        if s.swiglu:
+            lin.linear_swiglu(kc, stream, env.ptr(st["x"]), env.ptr(st["y"]), m)
+        else:
+            lin.linear(kc, stream, env.ptr(st["x"]), env.ptr(st["y"]), m)
+
+    def finish(y: Any) -> Any:
+        """PyTorch's SwiGLU of a [gate | up] product (bf16 ops, as transformers runs it)."""
+        if not s.swiglu:
+            return y
+        return torch.nn.functional.silu(y[:, :out_n]) * y[:, out_n:]
 
     def dequant(st: Set) -> Any:
         if fp8:
@@ -497,7 +508,7 @@ def quant_linear_case(env: Env, s: Any) -> Case:
             vals = torch.stack((lut[c & 0xF], lut[c >> 4]), dim=-1).reshape(n, k)
             s_full = st["scale"].view(torch.float8_e4m3fn).float().repeat_interleave(16, 1)
             w = vals * s_full * st["rows"][:, None]
-        return torch.matmul(st["x"], w.to(torch.bfloat16).T)
+        return finish(torch.matmul(st["x"], w.to(torch.bfloat16).T))
 
     variants = [Variant("dequantize to bf16 + torch.matmul", dequant)]
     note = ""
@@ -507,16 +518,19 @@ def quant_linear_case(env: Env, s: Any) -> Case:
         def scaled_mm(st: Set) -> Any:
             sx = st["x"].abs().amax().float() / 448.0
             xq = (st["x"].float() / sx).to(torch.float8_e4m3fn)
-            return torch._scaled_mm(xq, st["codes"].view(torch.float8_e4m3fn).T, scale_a=sx,
-                                    scale_b=st["w_scale"], out_dtype=torch.bfloat16)
+            return finish(torch._scaled_mm(xq, st["codes"].view(torch.float8_e4m3fn).T,
+                                           scale_a=sx, scale_b=st["w_scale"],
+                                           out_dtype=torch.bfloat16))
         try:
             scaled_mm(make())
             variants.append(Variant("torch._scaled_mm (x to FP8 per tensor)", scaled_mm,
                                     tol=SCALED_MM_TOL))
         except (RuntimeError, NotImplementedError, TypeError) as exc:
             note = f"torch._scaled_mm does not run at m={m}: {str(exc).splitlines()[0][:120]}"
+    route = ("gemv_quant_direct gate_up + SwiGLU (tensor cores, register-fed)" if s.swiglu
+             else quant_route(kc, probe, m))
     return Case(s, make, ours, variants, lambda o, t, r: [("y", o["y"], r)], outputs=("y",),
-                note=note or f"ours: {quant_route(kc, probe, m)} (QuantLinear, m={m})")
+                note=note or f"ours: {route} (QuantLinear, m={m})")
 
 
 def _f32_matmul(env: Env) -> tuple[str, Callable[[Any, Any], Any]]:

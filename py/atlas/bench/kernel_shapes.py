@@ -336,7 +336,9 @@ class QuantLinear:
     (E4M3 codes + float32 per 128x128 block) or 'nvfp4' (packed E2M1 + E4M3 per 16 values +
     float32 per row). The bytes are the format's: that is the point of quantizing. `ring`:
     forced onto the tensor-core GEMV's shared-memory ring kernel (gemv_mma_quant), the A/B
-    of its register-fed twin (gemv_quant_direct) that batches of 1..8 rows take."""
+    of its register-fed twin (gemv_quant_direct) that batches of 1..8 rows take. `swiglu`:
+    w is a fused [gate | up] weight and the output the SwiGLU activation [m, n / 2] (the
+    gate_up GEMV that ends with it)."""
 
     label: str
     m: int
@@ -344,6 +346,7 @@ class QuantLinear:
     k: int
     fmt: str
     ring: bool = False
+    swiglu: bool = False
     quick: bool = False
 
     @property
@@ -357,13 +360,15 @@ class QuantLinear:
         return n * k // 2 + n * k // 16 + F32 * n
 
     def bytes_moved(self) -> int:
-        return self.weight_bytes() + BF16 * (self.m * self.k + self.m * self.n)
+        out = self.n // 2 if self.swiglu else self.n
+        return self.weight_bytes() + BF16 * (self.m * self.k + self.m * out)
 
     def flops(self) -> int:
         return 2 * self.m * self.n * self.k
 
     def describe(self) -> str:
-        return f"m={self.m} n={self.n} k={self.k} {self.fmt}{' ring' if self.ring else ''}"
+        extra = (" ring" if self.ring else "") + (" +swiglu" if self.swiglu else "")
+        return f"m={self.m} n={self.n} k={self.k} {self.fmt}{extra}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -837,6 +842,11 @@ def table_shapes(m: ModelDims = QWEN3_8B,
         shapes += [QuantLinear(label=f"{m.name} {name} b{b} {fmt} ring", m=b, n=n, k=k,
                                fmt=fmt, ring=True)
                    for b in (1, 8) for name, n, k in _linears(m)]
+        # the dense MLP's gate_up ending with the SwiGLU (what a decode step runs; the
+        # register-fed kernel's NVFP4 steps need hidden % 128 == 0)
+        shapes += [QuantLinear(label=f"{m.name} gate_up+swiglu b{b} {fmt}", m=b,
+                               n=2 * m.intermediate, k=m.hidden, fmt=fmt, swiglu=True)
+                   for b in (1, 8) if fmt == "fp8-block" or m.hidden % 128 == 0]
         shapes += [QuantLinear(label=f"{dims.name} {name} b1 {fmt}", m=1, n=n, k=k, fmt=fmt)
                    for dims in quant_widths for name, n, k in _linears(dims)]
     shapes += [NormLinear(label=f"{dims.name} {name} b1", n=n, k=k,
