@@ -226,17 +226,25 @@ def test_other_products_keep_their_routes(case: str) -> None:
     assert "gemv_mma_quant" not in modules and modules
 
 
-@pytest.mark.parametrize("fmt, m, n, k, silu", [
-    ("block", 1, 70, 256, False), ("channel", 9, 33, 192, True), ("tensor", 40, 16, 64, False),
-    ("nvfp4", 3, 48, 256, False), ("nvfp4", 17, 40, 128, True)])
-def test_tensor_core_launches_on_the_host_references(fmt: str, m: int, n: int, k: int,
-                                                     silu: bool) -> None:
-    """The forced tensor-core route end to end on the host backend (arguments reach the
-    references by their ABI names) against the float64 oracle."""
+@pytest.mark.parametrize("module, fmt, m, n, k, silu", [
+    ("gemv_mma_quant", "block", 1, 70, 256, False), ("gemv_mma_quant", "channel", 9, 33, 192, True),
+    ("gemv_mma_quant", "tensor", 40, 16, 64, False), ("gemv_mma_quant", "nvfp4", 3, 48, 256, False),
+    ("gemv_mma_quant", "nvfp4", 17, 40, 128, True),
+    ("gemv_quant_direct", "block", 1, 70, 256, False),
+    ("gemv_quant_direct", "channel", 8, 33, 192, True),
+    ("gemv_quant_direct", "tensor", 3, 16, 64, False),
+    ("gemv_quant_direct", "nvfp4", 2, 48, 256, False),
+    ("gemv_quant_direct", "nvfp4", 8, 40, 128, True)])
+def test_tensor_core_launches_on_the_host_references(module: str, fmt: str, m: int, n: int,
+                                                     k: int, silu: bool) -> None:
+    """The forced tensor-core routes (the ring kernel, its register-fed twin) end to end on
+    the host backend (arguments reach the references by their ABI names) against the
+    float64 oracle."""
     rng = np.random.default_rng(m)
-    case = (nvfp4_linear_case(rng, m, n, k, silu, parts=2, mma=True) if fmt == "nvfp4"
-            else fp8_linear_case(rng, fmt, m, n, k, silu, mma=True))
-    assert case.module == "gemv_mma_quant"
+    route = {"direct": True} if module == "gemv_quant_direct" else {"mma": True}
+    case = (nvfp4_linear_case(rng, m, n, k, silu, parts=2, **route) if fmt == "nvfp4"
+            else fp8_linear_case(rng, fmt, m, n, k, silu, **route))
+    assert case.module == module
     result = check(HostBackend(), case)
     assert result.passed, result.detail
 
@@ -312,21 +320,6 @@ def test_the_direct_route_switch_reads_the_environment() -> None:
     assert KernelRoutes.from_env({"ATLAS_QUANT_DIRECT": "1"}).quant_direct is True
     with pytest.raises(ValueError, match="ATLAS_QUANT_DIRECT"):
         KernelRoutes.from_env({"ATLAS_QUANT_DIRECT": "yes"})
-
-
-@pytest.mark.parametrize("fmt, m, n, k, silu", [
-    ("block", 1, 70, 256, False), ("channel", 8, 33, 192, True), ("tensor", 3, 16, 64, False),
-    ("nvfp4", 2, 48, 256, False), ("nvfp4", 8, 40, 128, True)])
-def test_register_fed_launches_on_the_host_references(fmt: str, m: int, n: int, k: int,
-                                                      silu: bool) -> None:
-    """Forced onto gemv_quant_direct end to end on the host backend (arguments reach the
-    references by their ABI names) against the float64 oracle."""
-    rng = np.random.default_rng(m + 100)
-    case = (nvfp4_linear_case(rng, m, n, k, silu, parts=2, direct=True) if fmt == "nvfp4"
-            else fp8_linear_case(rng, fmt, m, n, k, silu, direct=True))
-    assert case.module == "gemv_quant_direct"
-    result = check(HostBackend(), case)
-    assert result.passed, result.detail
 
 
 @pytest.mark.parametrize("fmt, m, inter, k", [("block", 1, 200, 256), ("channel", 8, 77, 192),

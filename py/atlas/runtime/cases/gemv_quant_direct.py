@@ -19,8 +19,9 @@ from ..ops import KernelCache, matmul_quant
 from ..ops.matmul_nvfp4 import Nvfp4Weight
 from ..ops.matmul_quant import Fp8Weight
 from .gemv import random_bf16, swiglu_oracle
-from .gemv_fp8 import fp8_linear_case, random_fp8
-from .gemv_nvfp4 import nvfp4_linear_case, random_nvfp4
+from .gemv_fp8 import random_fp8
+from .gemv_mma_quant import tensor_core_cases
+from .gemv_nvfp4 import random_nvfp4
 
 #: the SwiGLU of a product whose bf16 gate / up may round one ulp (2^-8 relative) away from
 #: the exactly rounded sum's (tensor-core accumulation order): the output moves by at most
@@ -88,11 +89,7 @@ NVFP4_DIRECT_SHAPES = [(1, 6144, 4096, 3), (1, 4096, 4096, 1), (1, 12288, 4096, 
 
 @kernel_cases("gemv_quant_direct")
 def gemv_quant_direct_cases(rng: np.random.Generator) -> list[KernelCase]:
-    cases = [fp8_linear_case(rng, *shape, direct=True) for shape in FP8_DIRECT_SHAPES]
-    cases += [nvfp4_linear_case(rng, m, n, k, parts=parts, direct=True)
-              for m, n, k, parts in NVFP4_DIRECT_SHAPES]
-    cases += [fp8_linear_case(rng, "block", 1, 4096, 12288, silu=True, direct=True),
-              nvfp4_linear_case(rng, 4, 512, 3072, silu=True, direct=True)]
+    cases = tensor_core_cases(rng, FP8_DIRECT_SHAPES, NVFP4_DIRECT_SHAPES, 4, direct=True)
     # gate_up + SwiGLU: Qwen3-8B (FP8 inter 12,288), every batch size, ragged features (past the
     # last 8-feature block), 128-row FP8 blocks straddling the gate / up boundary (inter 200)
     cases += [swiglu_case(rng, fmt, m, inter, k) for fmt, m, inter, k in (
