@@ -231,13 +231,14 @@ def test_unsupported_quantization_configs_fail_at_load(fp8_block_dir: Path, tmp_
 def test_tensor_core_decode_routes_give_the_same_logits(scheme: str, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """The host backend made to claim a hopper set's modules: every decode row then takes the
-    tensor-core GEMVs (the register-fed kernel, and its gate_up + SwiGLU entry point instead
-    of silu_mul) through their references. Same specification as the CUDA-core GEMV route the
-    plain host backend takes, so the same logits to the bit; the launches prove the route."""
+    tensor-core GEMVs (the register-fed kernel, its gate_up + SwiGLU entry point instead of
+    silu_mul, its f32 entry point for the quantized LM head) through their references. Same
+    specification as the CUDA-core GEMV (and ring-kernel logits) route the plain host backend
+    takes, so the same logits to the bit; the launches prove the route."""
     from atlas.runtime.host import HostBackend
 
     qdir = tmp_path / "q"
-    quantize_checkpoint(FIXTURES / "tiny-qwen3", qdir, scheme)
+    quantize_checkpoint(FIXTURES / "tiny-qwen3", qdir, scheme, lm_head=True)
     prompt, decode = PROMPT[:6], DECODE
     plain = step_logits(qdir, prompt, decode, "host", use_graphs=False)
     launched: list[str] = []
@@ -252,7 +253,34 @@ def test_tensor_core_decode_routes_give_the_same_logits(scheme: str, tmp_path: P
     monkeypatch.setattr(HostBackend, "launch", launch)
     routed = step_logits(qdir, prompt, decode, "host", use_graphs=False)
     fmt = "fp8" if scheme == "fp8-block" else "nvfp4"
-    assert f"gemv_qd_{fmt}_swiglu_bf16" in launched and f"gemv_qd_{fmt}_bf16" in launched
+    assert {f"gemv_qd_{fmt}_swiglu_bf16", f"gemv_qd_{fmt}_bf16", f"gemv_qd_{fmt}_f32"} <= set(
+        launched)
     assert "silu_mul_bf16" not in launched and not any("gemv_silu" in f for f in launched)
     for got, want in zip(routed, plain):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("scheme", ["fp8-block", "nvfp4"])
+def test_a_quantized_lm_head_matches_its_dequantized_weights(scheme: str, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    """`quantize_checkpoint(lm_head=True)`: the LM head is stored quantized, loads as a
+    quantized linear and its f32 logits (the tensor-core GEMVs' `_f32` entry points, any
+    number of rows) match the bf16 engine on the dequantized checkpoint."""
+    from atlas.runtime.host import HostBackend
+
+    qdir = tmp_path / "q"
+    quantize_checkpoint(FIXTURES / "tiny-qwen3", qdir, scheme, lm_head=True)
+    store = WeightStore(qdir)
+    assert store.info("lm_head.weight").dtype == ("U8" if scheme == "nvfp4" else "F8_E4M3")
+    launched: list[str] = []
+    real_launch = HostBackend.launch
+
+    def launch(self, handle, *args, **kwargs):  # type: ignore[no-untyped-def]
+        launched.append(handle.func)
+        return real_launch(self, handle, *args, **kwargs)
+
+    monkeypatch.setattr(HostBackend, "launch", launch)
+    _assert_matches_dequantized(qdir, tmp_path)
+    fmt = "fp8" if scheme == "fp8-block" else "nvfp4"
+    assert f"gemv_mma_{fmt}_f32" in launched  # the quantized head's logits (host: ring route)

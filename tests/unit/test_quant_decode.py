@@ -254,13 +254,13 @@ def test_launch_builder_preconditions() -> None:
     kc = KernelCache(dev)
     w = _weights(dev, 64, 128)
     with pytest.raises(ValueError, match="m=65"):
-        matmul_quant_mma.gemv_mma_fp8(kc, 0, dev.alloc(65 * 256), w["fp8"], dev.alloc(8192), 65)
+        matmul_quant_mma.gemv_mma(kc, 0, dev.alloc(65 * 256), w["fp8"], dev.alloc(8192), 65)
     with pytest.raises(ValueError, match="k % 64"):
         narrow = Fp8Weight(w["fp8"].codes, w["fp8"].scales, 64, 128,
                            Fp8ScaleMap.block(64, 128, 128, 32))
-        matmul_quant_mma.gemv_mma_fp8(kc, 0, dev.alloc(256), narrow, dev.alloc(128), 1)
+        matmul_quant_mma.gemv_mma(kc, 0, dev.alloc(256), narrow, dev.alloc(128), 1)
     with pytest.raises(ValueError, match="16-byte"):
-        matmul_quant_mma.gemv_mma_nvfp4(kc, 0, dev.alloc(256) + 8, w["nvfp4"], dev.alloc(128), 1)
+        matmul_quant_mma.gemv_mma(kc, 0, dev.alloc(256) + 8, w["nvfp4"], dev.alloc(128), 1)
     assert not dev.drain_launches()
 
 

@@ -32,6 +32,8 @@
 // takes 8 features: A rows g = gate row j, g + 8 = up row I + j of feature j = 8 block + g, so
 // both halves of a feature end in one lane and the silu_mul launch (and the gate_up round
 // trip through memory) disappears.
+// The `_f32` entry points write f32 logits: each bf16-rounded sum widened (a quantized LM
+// head, as the bf16 GEMV's f32 output).
 // Launch (ops/matmul_quant_mma.py): grid = ceil(n / 16) (SwiGLU: ceil(n / 2 / 8)), block =
 // 256, no dynamic shared memory. Preconditions: 1 <= m <= 8; FP8: k % 64 == 0, col_stride
 // == 0 or col_shift >= 6; NVFP4: k % 128 == 0; SwiGLU: n even; x and w 16-byte aligned,
@@ -47,6 +49,11 @@ using namespace atlas::quant;
 constexpr int kWarps = 8;
 constexpr int kRows = 16;   // weight rows per block: ops/matmul_quant_mma.py DIRECT_ROWS
 constexpr int kSteps = 4;   // steps per lane per load batch (two batches in flight)
+
+// What the epilogue writes: y bf16 [m, n]; y f32 [m, n] holding the bf16-rounded sums
+// widened (logits of a quantized LM head, as the bf16 GEMV's f32 output); or the SwiGLU
+// of a fused [gate | up] product, bf16 [m, n / 2].
+enum class Out { kBf16, kF32, kSwiglu };
 
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
@@ -102,8 +109,10 @@ struct Nvfp4 {
 
   __device__ __forceinline__ void scales(Frag& f, int ra, int rb, int s, int c) const {
     const int at = s * (kStepK / 16) + 2 * c;  // the lane's two groups of the step
-    f.sa = __ldg(reinterpret_cast<const uint16_t*>(group + static_cast<size_t>(ra) * groups_per_row + at));
-    f.sb = __ldg(reinterpret_cast<const uint16_t*>(group + static_cast<size_t>(rb) * groups_per_row + at));
+    const uint8_t* a = group + static_cast<size_t>(ra) * groups_per_row + at;
+    const uint8_t* b = group + static_cast<size_t>(rb) * groups_per_row + at;
+    f.sa = __ldg(reinterpret_cast<const uint16_t*>(a));
+    f.sb = __ldg(reinterpret_cast<const uint16_t*>(b));
   }
 
   __device__ __forceinline__ void step(const Frag& f, const uint4 (&xv)[4], float (&acc)[4]) const {
@@ -139,10 +148,11 @@ __device__ __forceinline__ void load_x(const uint4* xrow, int s, int c, uint4 (&
   for (int i = 0; i < kWords; ++i) xv[i] = __ldg(p + i);
 }
 
-template <class F, bool kSwiglu>
+template <class F, Out kOut>
 __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
                                             const uint8_t* __restrict__ w, const F fmt,
-                                            __nv_bfloat16* __restrict__ y, int m, int n, int k) {
+                                            void* __restrict__ y, int m, int n, int k) {
+  constexpr bool kSwiglu = kOut == Out::kSwiglu;
   __shared__ float partial[kWarps][4][32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, c = lane & 3;
@@ -154,8 +164,9 @@ __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
   const int steps = k / F::kStepK;
   const int first = steps * warp / kWarps, last = steps * (warp + 1) / kWarps;
   // a step is 16 bytes per lane: FP8 64 codes / NVFP4 128 codes of a row per lane quad
-  const uint4* wa = reinterpret_cast<const uint4*>(w + static_cast<size_t>(ra) * (k / (F::kStepK / 64))) + c;
-  const uint4* wb = reinterpret_cast<const uint4*>(w + static_cast<size_t>(rb) * (k / (F::kStepK / 64))) + c;
+  const size_t pitch = static_cast<size_t>(k) / (F::kStepK / 64);  // row bytes
+  const uint4* wa = reinterpret_cast<const uint4*>(w + static_cast<size_t>(ra) * pitch) + c;
+  const uint4* wb = reinterpret_cast<const uint4*>(w + static_cast<size_t>(rb) * pitch) + c;
 
   auto load = [&](Frag (&f)[kSteps], int s0) {
 #pragma unroll
@@ -173,7 +184,8 @@ __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
   Frag cur[kSteps], nxt[kSteps];
   load(cur, first);  // weights only: no kernel writes them
   atlas::pdl_enter();
-  const uint4* xrow = reinterpret_cast<const uint4*>(x) + static_cast<size_t>(min(g, m - 1)) * (k / 8);
+  const uint4* xrow =
+      reinterpret_cast<const uint4*>(x) + static_cast<size_t>(min(g, m - 1)) * (k / 8);
   for (int s0 = first; s0 < last; s0 += kSteps) {
     if (s0 + kSteps < last) load(nxt, s0 + kSteps);
 #pragma unroll
@@ -207,7 +219,8 @@ __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
         }
         gate = atlas::round_bf16(gate * fmt.out_scale(j));
         up = atlas::round_bf16(up * fmt.out_scale(inter + j));
-        y[static_cast<size_t>(mi) * inter + j] = atlas::f32_to_bf16(atlas::swiglu_f32(gate, up));
+        static_cast<__nv_bfloat16*>(y)[static_cast<size_t>(mi) * inter + j] =
+            atlas::f32_to_bf16(atlas::swiglu_f32(gate, up));
       }
     }
     return;
@@ -219,50 +232,66 @@ __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
       float sum = 0.f;
 #pragma unroll
       for (int v = 0; v < kWarps; ++v) sum += partial[v][i][l];
-      y[static_cast<size_t>(mi) * n + row] = atlas::f32_to_bf16(sum * fmt.out_scale(row));
+      const size_t at = static_cast<size_t>(mi) * n + row;
+      if (kOut == Out::kF32)
+        static_cast<float*>(y)[at] = atlas::round_bf16(sum * fmt.out_scale(row));
+      else
+        static_cast<__nv_bfloat16*>(y)[at] = atlas::f32_to_bf16(sum * fmt.out_scale(row));
     }
   }
 }
 
 }  // namespace
 
-#define ATLAS_QD_FP8_ARGS                                                                   \
-  const __nv_bfloat16 *x, const uint8_t *w, const float *scale, __nv_bfloat16 *y, uint32_t m, \
-      uint32_t n, uint32_t k, uint32_t row_shift, uint32_t row_stride, uint32_t col_shift,    \
+#define ATLAS_QD_FP8_ARGS                                                                  \
+  const __nv_bfloat16 *x, const uint8_t *w, const float *scale, void *y, uint32_t m,         \
+      uint32_t n, uint32_t k, uint32_t row_shift, uint32_t row_stride, uint32_t col_shift,   \
       uint32_t col_stride
 #define ATLAS_QD_NVFP4_ARGS                                                                 \
   const __nv_bfloat16 *x, const uint8_t *w, const uint8_t *scale, const float *row_scale, \
-      __nv_bfloat16 *y, uint32_t m, uint32_t n, uint32_t k
+      void *y, uint32_t m, uint32_t n, uint32_t k
 
-template <bool kSwiglu>
+template <Out kOut>
 __device__ __forceinline__ void fp8_entry(ATLAS_QD_FP8_ARGS) {
   if (m < 1 || m > 8) __trap();  // ops/matmul_quant_mma.py routes more rows elsewhere
-  gemv_direct<Fp8, kSwiglu>(x, w, Fp8{scale, row_shift, row_stride, col_shift, col_stride}, y,
-                            static_cast<int>(m), static_cast<int>(n), static_cast<int>(k));
+  gemv_direct<Fp8, kOut>(x, w, Fp8{scale, row_shift, row_stride, col_shift, col_stride}, y,
+                         static_cast<int>(m), static_cast<int>(n), static_cast<int>(k));
 }
 
-template <bool kSwiglu>
+template <Out kOut>
 __device__ __forceinline__ void nvfp4_entry(ATLAS_QD_NVFP4_ARGS) {
   if (m < 1 || m > 8) __trap();
-  gemv_direct<Nvfp4, kSwiglu>(x, w, Nvfp4{scale, row_scale, k / 16}, y, static_cast<int>(m),
-                              static_cast<int>(n), static_cast<int>(k));
+  gemv_direct<Nvfp4, kOut>(x, w, Nvfp4{scale, row_scale, k / 16}, y, static_cast<int>(m),
+                           static_cast<int>(n), static_cast<int>(k));
 }
 
+#define ATLAS_QD_FP8_PASS x, w, scale, y, m, n, k, row_shift, row_stride, col_shift, col_stride
+#define ATLAS_QD_NVFP4_PASS x, w, scale, row_scale, y, m, n, k
+
 extern "C" __global__ void __launch_bounds__(kWarps * 32, 2) gemv_qd_fp8_bf16(ATLAS_QD_FP8_ARGS) {
-  fp8_entry<false>(x, w, scale, y, m, n, k, row_shift, row_stride, col_shift, col_stride);
+  fp8_entry<Out::kBf16>(ATLAS_QD_FP8_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(kWarps * 32, 2) gemv_qd_fp8_f32(ATLAS_QD_FP8_ARGS) {
+  fp8_entry<Out::kF32>(ATLAS_QD_FP8_PASS);
 }
 
 extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
     gemv_qd_fp8_swiglu_bf16(ATLAS_QD_FP8_ARGS) {
-  fp8_entry<true>(x, w, scale, y, m, n, k, row_shift, row_stride, col_shift, col_stride);
+  fp8_entry<Out::kSwiglu>(ATLAS_QD_FP8_PASS);
 }
 
 extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
     gemv_qd_nvfp4_bf16(ATLAS_QD_NVFP4_ARGS) {
-  nvfp4_entry<false>(x, w, scale, row_scale, y, m, n, k);
+  nvfp4_entry<Out::kBf16>(ATLAS_QD_NVFP4_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
+    gemv_qd_nvfp4_f32(ATLAS_QD_NVFP4_ARGS) {
+  nvfp4_entry<Out::kF32>(ATLAS_QD_NVFP4_PASS);
 }
 
 extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
     gemv_qd_nvfp4_swiglu_bf16(ATLAS_QD_NVFP4_ARGS) {
-  nvfp4_entry<true>(x, w, scale, row_scale, y, m, n, k);
+  nvfp4_entry<Out::kSwiglu>(ATLAS_QD_NVFP4_PASS);
 }

@@ -236,7 +236,7 @@ class DenseDecoderModel:
     """
 
     def __init__(self, dims: Dims, kc: KernelCache, embed: DevicePtr, final_norm: DevicePtr,
-                 lm_head: DevicePtr, layers: list[LayerWeights], cos_sin: DevicePtr,
+                 lm_head: LinearWeight, layers: list[LayerWeights], cos_sin: DevicePtr,
                  block_size: int, max_blocks: int, tp: "TensorParallel | None" = None,
                  kv_stage: KvStage | None = None) -> None:
         self.dims = dims
@@ -294,11 +294,10 @@ class DenseDecoderModel:
         # kernel: a row gather is an embedding lookup into the normed activations.
         embedding.embedding(kc, s, b.sample_rows, b.normed, b.sample_hidden, n_sample, d.hidden, t)
         if self.tp is None:
-            matmul.linear(kc, s, b.sample_hidden, self.lm_head, b.logits, n_sample, d.vocab,
-                          d.hidden, out_f32=True)
+            self.lm_head.linear(kc, s, b.sample_hidden, b.logits, n_sample, out_f32=True)
             return
-        matmul.linear(kc, s, b.sample_hidden, self.lm_head, self.tp.logits_local, n_sample,
-                      self.tp.vocab_local, d.hidden, out_f32=True)
+        self.lm_head.linear(kc, s, b.sample_hidden, self.tp.logits_local, n_sample,
+                            out_f32=True)
         self.tp.gather_logits(s, b.logits, n_sample)
 
     def _norm(self, s: Stream, b: StepBuffers, res: Residual, w: DevicePtr, t: int) -> None:

@@ -39,4 +39,9 @@ def tensor_core_cases(rng: np.random.Generator, fp8_shapes: list[tuple[str, int,
 
 @kernel_cases("gemv_mma_quant")
 def gemv_mma_quant_cases(rng: np.random.Generator) -> list[KernelCase]:
-    return tensor_core_cases(rng, FP8_MMA_SHAPES, NVFP4_MMA_SHAPES, 12, direct=False)
+    # f32 logits (a quantized LM head) past 8 rows: one 64-row pass, and two (m = 70)
+    return tensor_core_cases(rng, FP8_MMA_SHAPES, NVFP4_MMA_SHAPES, 12, direct=False) + [
+        fp8_linear_case(rng, "block", 9, 1000, 512, mma=True, logits=True),
+        fp8_linear_case(rng, "block", 70, 300, 1024, mma=True, logits=True),
+        nvfp4_linear_case(rng, 33, 1000, 512, mma=True, logits=True),
+        nvfp4_linear_case(rng, 70, 260, 1024, parts=2, mma=True, logits=True)]

@@ -19,9 +19,9 @@ from ..ops import KernelCache, matmul_quant
 from ..ops.matmul_nvfp4 import Nvfp4Weight
 from ..ops.matmul_quant import Fp8Weight
 from .gemv import random_bf16, swiglu_oracle
-from .gemv_fp8 import random_fp8
+from .gemv_fp8 import fp8_linear_case, random_fp8
 from .gemv_mma_quant import tensor_core_cases
-from .gemv_nvfp4 import random_nvfp4
+from .gemv_nvfp4 import nvfp4_linear_case, random_nvfp4
 
 #: the SwiGLU of a product whose bf16 gate / up may round one ulp (2^-8 relative) away from
 #: the exactly rounded sum's (tensor-core accumulation order): the output moves by at most
@@ -90,6 +90,11 @@ NVFP4_DIRECT_SHAPES = [(1, 6144, 4096, 3), (1, 4096, 4096, 1), (1, 12288, 4096, 
 @kernel_cases("gemv_quant_direct")
 def gemv_quant_direct_cases(rng: np.random.Generator) -> list[KernelCase]:
     cases = tensor_core_cases(rng, FP8_DIRECT_SHAPES, NVFP4_DIRECT_SHAPES, 4, direct=True)
+    # f32 logits (a quantized LM head): a vocabulary-like n at batch 1, ragged rows, m = 8
+    cases += [fp8_linear_case(rng, "block", 1, 20000, 1024, direct=True, logits=True),
+              nvfp4_linear_case(rng, 1, 20000, 1024, direct=True, logits=True),
+              fp8_linear_case(rng, "block", 8, 1001, 2048, direct=True, logits=True),
+              nvfp4_linear_case(rng, 5, 300, 1408, parts=2, direct=True, logits=True)]
     # gate_up + SwiGLU: Qwen3-8B (FP8 inter 12,288), every batch size, ragged features (past the
     # last 8-feature block), 128-row FP8 blocks straddling the gate / up boundary (inter 200)
     cases += [swiglu_case(rng, fmt, m, inter, k) for fmt, m, inter, k in (

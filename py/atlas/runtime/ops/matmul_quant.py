@@ -67,7 +67,7 @@ class Fp8Weight:
         dequant_fp8(kc, stream, self, out)
 
     def mma(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int) -> None:
-        matmul_quant_mma.gemv_mma_fp8(kc, stream, x, self, y, m)
+        matmul_quant_mma.gemv_mma(kc, stream, x, self, y, m)
 
 
 def gemv_fp8_threads(k: int) -> int:
@@ -263,8 +263,12 @@ class QuantLinear:
 
     def linear(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
                out_f32: bool = False, w_scratch: DevicePtr | None = None) -> None:
+        """y = x @ dequant(w).T; `out_f32`: f32 logits of a quantized LM head (the bf16-
+        rounded sums widened, any m, on the tensor-core GEMVs: never a bf16 copy of the
+        vocabulary-sized weight)."""
         if out_f32:
-            raise ValueError("quantized weights produce bf16 outputs (the LM head stays bf16)")
+            matmul_quant_mma.gemv_logits(kc, stream, x, self.w, y, m)
+            return
         linear_quant(kc, stream, x, self.w, y, m, w_scratch)
 
     def linear_silu(self, kc: KernelCache, stream: Stream, gate_up: DevicePtr, y: DevicePtr,

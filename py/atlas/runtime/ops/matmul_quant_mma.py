@@ -20,8 +20,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import (GEMV_MMA_FP8, GEMV_MMA_FP8_SMALL, GEMV_MMA_NVFP4,
-                          GEMV_MMA_NVFP4_SMALL, GEMV_QD_FP8, GEMV_QD_FP8_SWIGLU, GEMV_QD_NVFP4,
+from ..kernel_abi import (GEMV_MMA_FP8, GEMV_MMA_FP8_F32, GEMV_MMA_FP8_SMALL, GEMV_MMA_NVFP4,
+                          GEMV_MMA_NVFP4_F32, GEMV_MMA_NVFP4_SMALL, GEMV_QD_FP8,
+                          GEMV_QD_FP8_F32, GEMV_QD_FP8_SWIGLU, GEMV_QD_NVFP4, GEMV_QD_NVFP4_F32,
                           GEMV_QD_NVFP4_SWIGLU)
 from . import KernelCache
 from ._preconditions import require_aligned
@@ -114,46 +115,64 @@ def uses_direct(kc: KernelCache, w: "Fp8Weight | Nvfp4Weight", m: int) -> bool:
     return GEMV_QD_FP8.module in kc.backend.module_names if forced is None else forced
 
 
-def _launch(kc: KernelCache, stream: Stream, fmt: str, m: int, n: int, x: DevicePtr,
-            y: DevicePtr, args: tuple, direct: bool) -> None:
+def _args(w: "Fp8Weight | Nvfp4Weight", y: DevicePtr, m: int) -> tuple:
+    """The kernels' arguments after x: the weight's buffers, y, m, n, k (and the FP8 map)."""
+    if _fmt(w) == "fp8":
+        return (w.codes, w.scales, y, m, w.n, w.k, *w.map_args)
+    return (w.codes, w.scales, w.row_scales, y, m, w.n, w.k)
+
+
+def _require_supported(name: str, w: "Fp8Weight | Nvfp4Weight", x: DevicePtr) -> None:
+    if not supports(w):
+        raise ValueError(f"{name}: weight [{w.n}, {w.k}] needs k % {MMA_STEP_K} == 0 and scale "
+                         "blocks of at least 64 columns")
+    require_aligned(name, "x", x, 16)
+    if _fmt(w) == "nvfp4":
+        require_aligned(name, "scales", w.scales, 4)
+
+
+def gemv_mma(kc: KernelCache, stream: Stream, x: DevicePtr, w: "Fp8Weight | Nvfp4Weight",
+             y: DevicePtr, m: int) -> None:
+    """y[m, n] = x[m, k] @ dequant(w).T on tensor cores, 1 <= m <= 64 (bf16 x and y): the
+    register-fed kernel where `uses_direct`, else the ring kernel."""
+    fmt = _fmt(w)
+    name = f"gemv_mma_{fmt}"
     if not 1 <= m <= MMA_QUANT_MAX_M:
-        raise ValueError(f"gemv_mma_{fmt}: m={m} must be in 1..{MMA_QUANT_MAX_M}")
-    require_aligned(f"gemv_mma_{fmt}", "x", x, 16)
-    require_aligned(f"gemv_mma_{fmt}", "y", y, 2)
-    if direct:
+        raise ValueError(f"{name}: m={m} must be in 1..{MMA_QUANT_MAX_M}")
+    _require_supported(name, w, x)
+    require_aligned(name, "y", y, 2)
+    if uses_direct(kc, w, m):
         sig = GEMV_QD_FP8 if fmt == "fp8" else GEMV_QD_NVFP4
-        kc.get(sig)(stream, -(-n // DIRECT_ROWS), DIRECT_THREADS, 0, x, *args)
+        kc.get(sig)(stream, -(-w.n // DIRECT_ROWS), DIRECT_THREADS, 0, x, *_args(w, y, m))
         return
     small = m <= MMA_QUANT_SMALL_M
     sig = {("fp8", True): GEMV_MMA_FP8_SMALL, ("fp8", False): GEMV_MMA_FP8,
            ("nvfp4", True): GEMV_MMA_NVFP4_SMALL, ("nvfp4", False): GEMV_MMA_NVFP4}[fmt, small]
     launch = kc.get_with_shared(sig, MMA_QUANT_MAX_SHARED)
-    launch(stream, -(-n // MMA_ROWS), MMA_THREADS, ring_bytes(fmt, m), x, *args)
+    launch(stream, -(-w.n // MMA_ROWS), MMA_THREADS, ring_bytes(fmt, m), x, *_args(w, y, m))
 
 
-def _require_supported(name: str, w: "Fp8Weight | Nvfp4Weight") -> None:
-    if not supports(w):
-        raise ValueError(f"{name}: weight [{w.n}, {w.k}] needs k % {MMA_STEP_K} == 0 and scale "
-                         "blocks of at least 64 columns")
-
-
-def gemv_mma_fp8(kc: KernelCache, stream: Stream, x: DevicePtr, w: "Fp8Weight", y: DevicePtr,
-                 m: int) -> None:
-    """y[m, n] = x[m, k] @ dequant(w).T on tensor cores, 1 <= m <= 64 (bf16 x and y): the
-    register-fed kernel where `uses_direct`, else the ring kernel."""
-    _require_supported("gemv_mma_fp8", w)
-    _launch(kc, stream, "fp8", m, w.n, x, y,
-            (w.codes, w.scales, y, m, w.n, w.k, *w.map_args), uses_direct(kc, w, m))
-
-
-def gemv_mma_nvfp4(kc: KernelCache, stream: Stream, x: DevicePtr, w: "Nvfp4Weight",
-                   y: DevicePtr, m: int) -> None:
-    """y[m, n] = x[m, k] @ dequant(w).T on tensor cores, 1 <= m <= 64 (bf16 x and y), as
-    `gemv_mma_fp8` routes."""
-    _require_supported("gemv_mma_nvfp4", w)
-    require_aligned("gemv_mma_nvfp4", "scales", w.scales, 4)
-    _launch(kc, stream, "nvfp4", m, w.n, x, y,
-            (w.codes, w.scales, w.row_scales, y, m, w.n, w.k), uses_direct(kc, w, m))
+def gemv_logits(kc: KernelCache, stream: Stream, x: DevicePtr, w: "Fp8Weight | Nvfp4Weight",
+                logits: DevicePtr, m: int) -> None:
+    """logits f32 [m, n] = the bf16-rounded x @ dequant(w).T, widened (a quantized LM head:
+    the bf16 GEMV's f32 output), any m >= 1: the register-fed kernel where `uses_direct`,
+    else the ring kernel in passes of up to 64 rows (each pass streams the weight once)."""
+    fmt = _fmt(w)
+    if m < 1:
+        raise ValueError(f"gemv_logits: m={m} must be positive")
+    _require_supported("gemv_logits", w, x)
+    require_aligned("gemv_logits", "logits", logits, 4)
+    if uses_direct(kc, w, m):
+        sig = GEMV_QD_FP8_F32 if fmt == "fp8" else GEMV_QD_NVFP4_F32
+        kc.get(sig)(stream, -(-w.n // DIRECT_ROWS), DIRECT_THREADS, 0, x,
+                    *_args(w, logits, m))
+        return
+    launch = kc.get_with_shared(GEMV_MMA_FP8_F32 if fmt == "fp8" else GEMV_MMA_NVFP4_F32,
+                                MMA_QUANT_MAX_SHARED)
+    for r in range(0, m, MMA_QUANT_MAX_M):
+        rows = min(MMA_QUANT_MAX_M, m - r)
+        launch(stream, -(-w.n // MMA_ROWS), MMA_THREADS, ring_bytes(fmt, rows), x + 2 * r * w.k,
+               *_args(w, logits + 4 * r * w.n, rows))
 
 
 #: features (output columns of the SwiGLU) per block of the `_swiglu` entry points
@@ -169,10 +188,8 @@ def gemv_direct_swiglu(kc: KernelCache, stream: Stream, x: DevicePtr,
     if w.n % 2 or not direct_supports(w):
         raise ValueError(f"gemv_direct_swiglu: weight [{w.n}, {w.k}] needs an even n and the "
                          "register-fed kernel's k and scale-block preconditions")
-    require_aligned("gemv_direct_swiglu", "x", x, 16)
+    _require_supported("gemv_direct_swiglu", w, x)
     require_aligned("gemv_direct_swiglu", "act", act, 2)
-    fmt = _fmt(w)
-    args = ((w.codes, w.scales, act, m, w.n, w.k, *w.map_args) if fmt == "fp8"
-            else (w.codes, w.scales, w.row_scales, act, m, w.n, w.k))
-    sig = GEMV_QD_FP8_SWIGLU if fmt == "fp8" else GEMV_QD_NVFP4_SWIGLU
-    kc.get(sig)(stream, -(-(w.n // 2) // DIRECT_SWIGLU_FEATURES), DIRECT_THREADS, 0, x, *args)
+    sig = GEMV_QD_FP8_SWIGLU if _fmt(w) == "fp8" else GEMV_QD_NVFP4_SWIGLU
+    kc.get(sig)(stream, -(-(w.n // 2) // DIRECT_SWIGLU_FEATURES), DIRECT_THREADS, 0, x,
+                *_args(w, act, m))

@@ -20,8 +20,8 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, fp8_e4m3_to_f32
 from ...core.quant import Fp8ScaleMap
 from ..gpu import Dim3
 from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_SINGLE, GEMV_MMA_FP8,
-                          GEMV_MMA_FP8_SMALL, GEMV_QD_FP8, GEMV_QD_FP8_SWIGLU, GEMV_SILU_FP8,
-                          GEMV_SILU_FP8_SINGLE)
+                          GEMV_MMA_FP8_F32, GEMV_MMA_FP8_SMALL, GEMV_QD_FP8, GEMV_QD_FP8_F32,
+                          GEMV_QD_FP8_SWIGLU, GEMV_SILU_FP8, GEMV_SILU_FP8_SINGLE)
 from . import HostMemory, reference
 from .silu_mul import swiglu_rows
 
@@ -63,6 +63,17 @@ def gemv_fp8_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scal
                   col_stride: int) -> None:
     xf = bf16_bits_to_f32(mem.view(x, np.uint16, m * k)).reshape(m, k).astype(np.float64)
     _linear(mem, xf, w, scale, y, m, n, k, (row_shift, row_stride, col_shift, col_stride))
+
+
+@reference(GEMV_MMA_FP8_F32)
+@reference(GEMV_QD_FP8_F32)
+def gemv_fp8_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int, y: int,
+                 m: int, n: int, k: int, row_shift: int, row_stride: int, col_shift: int,
+                 col_stride: int) -> None:
+    """y f32 [m, n]: the bf16-rounded product widened (a quantized LM head's logits)."""
+    xf = bf16_bits_to_f32(mem.view(x, np.uint16, m * k)).reshape(m, k).astype(np.float64)
+    bits = _product_bits(mem, xf, w, scale, n, k, (row_shift, row_stride, col_shift, col_stride))
+    mem.view(y, np.float32, m * n)[:] = bf16_bits_to_f32(bits).reshape(-1)
 
 
 @reference(GEMV_QD_FP8_SWIGLU)

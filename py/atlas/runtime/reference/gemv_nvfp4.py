@@ -19,9 +19,10 @@ from ...core.numerics import (bf16_bits_to_f32, e2m1_to_f32, f32_to_bf16_bits,
                               fp8_e4m3_to_f32, unpack_e2m1)
 from ...core.quant import NVFP4_GROUP, dequantize_nvfp4
 from ..gpu import Dim3
-from ..kernel_abi import (DEQUANT_NVFP4, GEMV_MMA_NVFP4, GEMV_MMA_NVFP4_SMALL, GEMV_NVFP4,
-                          GEMV_NVFP4_SINGLE, GEMV_QD_NVFP4, GEMV_QD_NVFP4_SWIGLU,
-                          GEMV_SILU_NVFP4, GEMV_SILU_NVFP4_SINGLE)
+from ..kernel_abi import (DEQUANT_NVFP4, GEMV_MMA_NVFP4, GEMV_MMA_NVFP4_F32,
+                          GEMV_MMA_NVFP4_SMALL, GEMV_NVFP4, GEMV_NVFP4_SINGLE, GEMV_QD_NVFP4,
+                          GEMV_QD_NVFP4_F32, GEMV_QD_NVFP4_SWIGLU, GEMV_SILU_NVFP4,
+                          GEMV_SILU_NVFP4_SINGLE)
 from . import HostMemory, reference
 from .silu_mul import swiglu_rows
 
@@ -55,6 +56,16 @@ def gemv_nvfp4_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, sc
                     row_scale: int, y: int, m: int, n: int, k: int) -> None:
     xf = bf16_bits_to_f32(mem.view(x, np.uint16, m * k)).reshape(m, k).astype(np.float64)
     _linear(mem, xf, w, scale, row_scale, y, m, n, k)
+
+
+@reference(GEMV_MMA_NVFP4_F32)
+@reference(GEMV_QD_NVFP4_F32)
+def gemv_nvfp4_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int,
+                   row_scale: int, y: int, m: int, n: int, k: int) -> None:
+    """y f32 [m, n]: the bf16-rounded product widened (a quantized LM head's logits)."""
+    xf = bf16_bits_to_f32(mem.view(x, np.uint16, m * k)).reshape(m, k).astype(np.float64)
+    bits = _product_bits(mem, xf, w, scale, row_scale, n, k)
+    mem.view(y, np.float32, m * n)[:] = bf16_bits_to_f32(bits).reshape(-1)
 
 
 @reference(GEMV_QD_NVFP4_SWIGLU)
