@@ -9,8 +9,9 @@ format's CUDA-core GEMV, 8 rows a pass while passes move fewer bytes than the ot
 caller owns and run the bf16 `linear` on it. The CUDA-core GEMV passes have the same
 SwiGLU fusion as the bf16 GEMV; the tensor-core route runs silu_mul first, except where its
 register-fed kernel computes the gate_up product and ends it with the SwiGLU instead
-(`fuses_swiglu`: the model then runs the down projection on the activation directly). `QuantLinear`
-wraps any format behind the interface of `Bf16Linear`, so model layers never see the format.
+(`fuses_swiglu`: the model then runs the down projection on the activation directly).
+`QuantLinear` wraps any format behind the interface of `Bf16Linear`, so model layers never
+see the format; its f32 output (a quantized LM head's logits) is the tensor-core GEMVs'.
 """
 
 from __future__ import annotations
