@@ -584,18 +584,6 @@ stage_quant_lm_head() {
   done
   return $rc
 }
-    fi
-    "$PY" tools/gpu/bench_decode.py --model "$q" --hf none --batches 1,8,32 \
-      --out "$RESULTS/bench_decode_qwen3-8b-$fmt-lmhead.json" || rc=1
-    rm -rf "$q-dequantized"
-    "$PY" -c 'import sys; from atlas.runtime.dequantize import dequantize_checkpoint as d
-print(d(sys.argv[1], sys.argv[2]), "weights dequantized")' "$q" "$q-dequantized" || rc=1
-    "$PY" tools/gpu/quant_parity.py --quantized "$q" --reference "$q-dequantized" \
-      --out "$RESULTS/quant_parity_$fmt-lmhead.json" || rc=1
-    rm -rf "$q-dequantized" "$q"  # disk: the next format's checkpoints
-  done
-  return $rc
-}
 
 # MoE kernels (issue 10): every MoE check case (on every hopper set, the qwen3-30b-a3b leaf's
 # compile-time shapes included), then the MoE rows of the kernel table: on the baseline set
