@@ -118,6 +118,15 @@ class ModelDims:
 
 QWEN3_8B = ModelDims("qwen3-8b", hidden=4096, heads=32, kv_heads=8, head_dim=128,
                      intermediate=12288, vocab=151936)
+#: other published dense widths for the quantized GEMV rows (hidden 2,048 .. 8,192)
+QUANT_WIDTHS = (
+    ModelDims("qwen3-1.7b", hidden=2048, heads=16, kv_heads=8, head_dim=128,
+              intermediate=6144, vocab=151936),
+    ModelDims("qwen3-14b", hidden=5120, heads=40, kv_heads=8, head_dim=128,
+              intermediate=17408, vocab=151936),
+    ModelDims("llama-3.1-70b", hidden=8192, heads=64, kv_heads=8, head_dim=128,
+              intermediate=28672, vocab=128256),
+)
 QWEN3_0_6B = ModelDims("qwen3-0.6b", hidden=1024, heads=16, kv_heads=8, head_dim=128,
                        intermediate=3072, vocab=151936)
 SMOLLM2_135M = ModelDims("smollm2-135m", hidden=576, heads=9, kv_heads=3, head_dim=64,
@@ -332,13 +341,19 @@ class NormLinear:
 class QuantLinear:
     """y[m, n] = x[m, k] @ dequant(w)[n, k].T over quantized weights: `fmt` 'fp8-block'
     (E4M3 codes + float32 per 128x128 block) or 'nvfp4' (packed E2M1 + E4M3 per 16 values +
-    float32 per row). The bytes are the format's: that is the point of quantizing."""
+    float32 per row). The bytes are the format's: that is the point of quantizing. `ring`:
+    forced onto the tensor-core GEMV's shared-memory ring kernel (gemv_mma_quant), the A/B
+    of its register-fed twin (gemv_quant_direct) that batches of 1..8 rows take. `swiglu`:
+    w is a fused [gate | up] weight and the output the SwiGLU activation [m, n / 2] (the
+    gate_up GEMV that ends with it)."""
 
     label: str
     m: int
     n: int
     k: int
     fmt: str
+    ring: bool = False
+    swiglu: bool = False
     quick: bool = False
 
     @property
@@ -352,13 +367,15 @@ class QuantLinear:
         return n * k // 2 + n * k // 16 + F32 * n
 
     def bytes_moved(self) -> int:
-        return self.weight_bytes() + BF16 * (self.m * self.k + self.m * self.n)
+        out = self.n // 2 if self.swiglu else self.n
+        return self.weight_bytes() + BF16 * (self.m * self.k + self.m * out)
 
     def flops(self) -> int:
         return 2 * self.m * self.n * self.k
 
     def describe(self) -> str:
-        return f"m={self.m} n={self.n} k={self.k} {self.fmt}"
+        extra = (" ring" if self.ring else "") + (" +swiglu" if self.swiglu else "")
+        return f"m={self.m} n={self.n} k={self.k} {self.fmt}{extra}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -788,11 +805,13 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                  scale: TableScale = TableScale(),
                  moe_models: tuple[MoeDims, ...] = (QWEN3_30B_A3B, QWEN3_5_35B_A3B),
                  moe_routers: tuple[MoeDims, ...] = (MINIMAX_M2_ROUTER,),
-                 hybrid: HybridDims | None = QWEN3_5_35B) -> list[KernelShape]:
+                 hybrid: HybridDims | None = QWEN3_5_35B,
+                 quant_widths: tuple[ModelDims, ...] = QUANT_WIDTHS) -> list[KernelShape]:
     """Every shape of the kernel table, in table order; `quick` marks the short run's.
 
     `m` gives every family's shapes; `small_models` add batch-1 GEMVs of small models (the
-    embedded default among them), where launch and fill costs weigh most. The middle entry
+    embedded default among them), where launch and fill costs weigh most; `quant_widths`
+    batch-1 quantized GEMVs of other dense widths. The middle entry
     of each sweep is the quick one.
     """
     first_batch, last_batch = scale.decode_batches[0], scale.decode_batches[-1]
@@ -833,6 +852,18 @@ def table_shapes(m: ModelDims = QWEN3_8B,
         shapes += [QuantLinear(label=f"{m.name} {name} b{b} {fmt}", m=b, n=n, k=k, fmt=fmt,
                                quick=b == scale.quant_batches[0] and name in ("qkv", "gate_up"))
                    for b in scale.quant_batches for name, n, k in _linears(m)]
+        # the ring kernel at batch 1 and 8 (A/B of the register-fed one), and batch 1 of
+        # other published widths (hidden 2,048 .. 8,192)
+        shapes += [QuantLinear(label=f"{m.name} {name} b{b} {fmt} ring", m=b, n=n, k=k,
+                               fmt=fmt, ring=True)
+                   for b in (1, 8) for name, n, k in _linears(m)]
+        # the dense MLP's gate_up ending with the SwiGLU (what a decode step runs; the
+        # register-fed kernel's NVFP4 steps need hidden % 128 == 0)
+        shapes += [QuantLinear(label=f"{m.name} gate_up+swiglu b{b} {fmt}", m=b,
+                               n=2 * m.intermediate, k=m.hidden, fmt=fmt, swiglu=True)
+                   for b in (1, 8) if fmt == "fp8-block" or m.hidden % 128 == 0]
+        shapes += [QuantLinear(label=f"{dims.name} {name} b1 {fmt}", m=1, n=n, k=k, fmt=fmt)
+                   for dims in quant_widths for name, n, k in _linears(dims)]
     shapes += [NormLinear(label=f"{dims.name} {name} b1", n=n, k=k,
                           quick=dims is small_models[0] if small_models else False)
                for dims in (m, *small_models) for name, n, k in _linears(dims)

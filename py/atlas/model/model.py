@@ -118,6 +118,11 @@ class DenseMlp:
 
     def forward(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
                 then_norm: NextNorm | None = None) -> bool:
+        if self.gate_up.fuses_swiglu(kc, t):
+            # a quantized decode step: the gate_up GEMV ends with the SwiGLU (no silu_mul)
+            self.gate_up.linear_swiglu(kc, s, b.normed, b.act, t)
+            self.down.linear(kc, s, b.act, b.delta, t, w_scratch=b.w_scratch)
+            return False
         self.gate_up.linear(kc, s, b.normed, b.gate_up, t, w_scratch=b.w_scratch)
         self.down_proj(kc, s, b, t)
         return False
@@ -238,7 +243,7 @@ class DenseDecoderModel:
     """
 
     def __init__(self, dims: Dims, kc: KernelCache, embed: DevicePtr, final_norm: DevicePtr,
-                 lm_head: DevicePtr, layers: list[LayerWeights], cos_sin: DevicePtr,
+                 lm_head: LinearWeight, layers: list[LayerWeights], cos_sin: DevicePtr,
                  block_size: int, max_blocks: int, tp: "TensorParallel | None" = None,
                  kv_stage: KvStage | None = None) -> None:
         self.dims = dims
@@ -273,7 +278,11 @@ class DenseDecoderModel:
                 self._norm_linear(s, b, res, lw.in_norm, lw.qkv, b.qkv, t)
                 self._attention_after_qkv(s, b, lw, t, plan)
             res.pending = True
-            if isinstance(lw.mlp, DenseMlp):
+            if isinstance(lw.mlp, DenseMlp) and lw.mlp.gate_up.fuses_swiglu(kc, t):
+                self._norm(s, b, res, lw.post_norm, t)
+                lw.mlp.forward(kc, s, b, t)
+                res.pending = True
+            elif isinstance(lw.mlp, DenseMlp):
                 self._norm_linear(s, b, res, lw.post_norm, lw.mlp.gate_up, b.gate_up, t)
                 lw.mlp.down_proj(kc, s, b, t)
                 res.pending = True
@@ -292,11 +301,10 @@ class DenseDecoderModel:
         # kernel: a row gather is an embedding lookup into the normed activations.
         embedding.embedding(kc, s, b.sample_rows, b.normed, b.sample_hidden, n_sample, d.hidden, t)
         if self.tp is None:
-            matmul.linear(kc, s, b.sample_hidden, self.lm_head, b.logits, n_sample, d.vocab,
-                          d.hidden, out_f32=True)
+            self.lm_head.linear(kc, s, b.sample_hidden, b.logits, n_sample, out_f32=True)
             return
-        matmul.linear(kc, s, b.sample_hidden, self.lm_head, self.tp.logits_local, n_sample,
-                      self.tp.vocab_local, d.hidden, out_f32=True)
+        self.lm_head.linear(kc, s, b.sample_hidden, self.tp.logits_local, n_sample,
+                            out_f32=True)
         self.tp.gather_logits(s, b.logits, n_sample)
 
     def _norm(self, s: Stream, b: StepBuffers, res: Residual, w: DevicePtr, t: int) -> None:

@@ -120,6 +120,21 @@ GEMV_MMA_FP8 = S("gemv_mma_quant", "gemv_mma_fp8_bf16", "x:ptr w:ptr " + _FP8_SC
 GEMV_MMA_FP8_SMALL = S("gemv_mma_quant", "gemv_mma_fp8_bf16_small", "x:ptr w:ptr " + _FP8_SCALE)
 GEMV_MMA_NVFP4 = S("gemv_mma_quant", "gemv_mma_nvfp4_bf16", "x:ptr w:ptr " + _NVFP4)
 GEMV_MMA_NVFP4_SMALL = S("gemv_mma_quant", "gemv_mma_nvfp4_bf16_small", "x:ptr w:ptr " + _NVFP4)
+# ... with f32 outputs (each bf16-rounded sum widened: a quantized LM head's logits)
+GEMV_MMA_FP8_F32 = S("gemv_mma_quant", "gemv_mma_fp8_f32", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_MMA_NVFP4_F32 = S("gemv_mma_quant", "gemv_mma_nvfp4_f32", "x:ptr w:ptr " + _NVFP4)
+# the same products for 1..8 rows with the MMA fragments loaded straight into registers
+# (kernels/hopper/common/gemv_quant_direct.cu: no shared-memory ring, 16 weight rows a block)
+GEMV_QD_FP8 = S("gemv_quant_direct", "gemv_qd_fp8_bf16", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_QD_NVFP4 = S("gemv_quant_direct", "gemv_qd_nvfp4_bf16", "x:ptr w:ptr " + _NVFP4)
+GEMV_QD_FP8_F32 = S("gemv_quant_direct", "gemv_qd_fp8_f32", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_QD_NVFP4_F32 = S("gemv_quant_direct", "gemv_qd_nvfp4_f32", "x:ptr w:ptr " + _NVFP4)
+# ... and a dense MLP's gate_up product ending with its SwiGLU: w the fused [gate | up] weight
+# [n = 2 I, k], y the activation [m, I] (silu_mul_bf16 over the plain product's bf16 output)
+GEMV_QD_FP8_SWIGLU = S("gemv_quant_direct", "gemv_qd_fp8_swiglu_bf16",
+                       "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_QD_NVFP4_SWIGLU = S("gemv_quant_direct", "gemv_qd_nvfp4_swiglu_bf16",
+                         "x:ptr w:ptr " + _NVFP4)
 # the same products with Hopper warpgroup MMA (kernels/hopper/common/gemm_sm90.cu, sm_90a
 # only): 128x256 tiles for prefill, launched with GEMM_SM90_SMEM bytes of dynamic shared memory
 GEMM_SM90 = S("gemm_sm90", "gemm_sm90_bf16", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
