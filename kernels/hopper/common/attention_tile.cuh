@@ -18,7 +18,9 @@ constexpr float kAttnLog2e = 1.4426950408889634f;
 // quad at the end) absorb the tile; s becomes the probabilities exp2(s - max), and corr[hh]
 // is the factor the row's output accumulators must be multiplied by. A row with no key seen
 // yet keeps max -inf, zero probabilities and corr 0 (its accumulators are zero anyway).
-template <int NT>
+// kMask = false skips the comparison with last[] for a tile the caller knows every row of
+// sees whole (causal tiles below the diagonal): same values, less work per score.
+template <int NT, bool kMask = true>
 __device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], int key0,
                                                     const int (&last)[2], float scale_log2,
                                                     float (&m_run)[2], float (&l_run)[2],
@@ -31,7 +33,7 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], int key0,
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float& x = s[j][2 * hh + e];
-        x = key0 + j * 8 + e <= last[hh] ? x * scale_log2 : -INFINITY;
+        x = !kMask || key0 + j * 8 + e <= last[hh] ? x * scale_log2 : -INFINITY;
         mx = fmaxf(mx, x);
       }
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
