@@ -79,11 +79,12 @@ __device__ __forceinline__ void decode_attn_long(
   // This thread copies chunk `ch` of tile rows row0 + j * (kThreads / kChunks), j < R.
   const int ch = tid % T::kChunks, row0 = tid / T::kChunks;
   constexpr int kRowStep = kThreads / T::kChunks;
+  const atlas::PageMap pages(block_size);
   auto lookup = [&](int tile, int (&page)[R]) {
 #pragma unroll
     for (int j = 0; j < R; ++j) {
       const int p = begin + tile * kBKV + row0 + j * kRowStep;
-      page[j] = p < end ? table[p / block_size] : 0;
+      page[j] = p < end ? table[pages.page(p)] : 0;
     }
   };
   auto issue = [&](int tile, const int (&page)[R]) {
@@ -93,7 +94,8 @@ __device__ __forceinline__ void decode_attn_long(
     for (int j = 0; j < R; ++j) {
       const int r = row0 + j * kRowStep, p = begin + tile * kBKV + r;
       const bool ok = p < end;
-      const size_t row = (static_cast<size_t>(page[j]) * hkv + kvh) * block_size + p % block_size;
+      const size_t row =
+          (static_cast<size_t>(page[j]) * hkv + kvh) * block_size + pages.row(p);
       const size_t off = ok ? row * D + ch * 8 : 0;
       const int dst = atlas::swizzle_offset<T::kChunks>(r, ch);
       atlas::cp_async_16(sk + dst, k_cache + off, ok);

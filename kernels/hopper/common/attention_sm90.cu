@@ -128,11 +128,12 @@ __device__ __forceinline__ void prefill_attn_sm90(
         ok ? q + (static_cast<size_t>(seq_start + q0 + r) * hq + h) * D + ch * 8 : q;
     cp16(q_tile + ch_q + atlas::swizzle128(r, ch & 7), src, ok);
   }
+  const atlas::PageMap pages(block_size);
   auto lookup = [&](int tile, int (&page)[R]) {
 #pragma unroll
     for (int j = 0; j < R; ++j) {
       const int p = tile * kBKV + row0 + j * G::kRowStep;
-      page[j] = p < n_keys ? table[p / block_size] : 0;
+      page[j] = p < n_keys ? table[pages.page(p)] : 0;
     }
   };
   auto issue = [&](int tile, const int (&page)[R]) {
@@ -142,7 +143,7 @@ __device__ __forceinline__ void prefill_attn_sm90(
       const int r = row0 + j * G::kRowStep, p = tile * kBKV + r;
       const bool ok = p < n_keys;
       const size_t off =
-          ok ? ((static_cast<size_t>(page[j]) * hkv + kvh) * block_size + p % block_size) * D +
+          ok ? ((static_cast<size_t>(page[j]) * hkv + kvh) * block_size + pages.row(p)) * D +
                    ch * 8
              : 0;
       const uint32_t dst = ch_kv + atlas::swizzle128(r, ch & 7);

@@ -12,6 +12,19 @@ namespace atlas {
 
 constexpr float kAttnLog2e = 1.4426950408889634f;
 
+// Key position -> (block-table index, row in the page) of the paged KV cache: a shift and a
+// mask where the page size is a power of two (the engine's 16), a division otherwise (~15
+// instructions by a run-time value; the long kernels map several positions per tile).
+struct PageMap {
+  int size, shift;
+  bool pow2;
+  __device__ __forceinline__ explicit PageMap(int block_size)
+      : size(block_size), shift(__ffs(block_size) - 1),
+        pow2((block_size & (block_size - 1)) == 0) {}
+  __device__ __forceinline__ int page(int p) const { return pow2 ? p >> shift : p / size; }
+  __device__ __forceinline__ int row(int p) const { return pow2 ? p & (size - 1) : p % size; }
+};
+
 // One tile of the online softmax, f32 in log2 units: scores of keys key0 + 8 j + e (key0
 // includes this lane's 2c) past last[hh] become -inf, the rest are scaled by scale_log2;
 // each row's running max m_run and sum l_run (this lane's columns only: reduce l over the
