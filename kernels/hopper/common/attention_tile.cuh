@@ -26,9 +26,11 @@ struct PageMap {
 };
 
 // One tile of the online softmax, f32 in log2 units: scores of keys key0 + 8 j + e (key0
-// includes this lane's 2c) past last[hh] become -inf, the rest are scaled by scale_log2;
+// includes this lane's 2c) past last[hh] become -inf, the rest count scaled by scale_log2;
 // each row's running max m_run and sum l_run (this lane's columns only: reduce l over the
-// quad at the end) absorb the tile; s becomes the probabilities exp2(s - max), and corr[hh]
+// quad at the end) absorb the tile; s becomes the probabilities exp2(s * scale_log2 - max)
+// (one FFMA and one ex2 per score: the softmax's FP32 work competes with the MMAs'
+// neighbours for issue slots in the long kernels), and corr[hh]
 // is the factor the row's output accumulators must be multiplied by. A row with no key seen
 // yet keeps max -inf, zero probabilities and corr 0 (its accumulators are zero anyway).
 // kMask = false skips the comparison with last[] for a tile the caller knows every row of
@@ -46,12 +48,13 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], int key0,
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float& x = s[j][2 * hh + e];
-        x = !kMask || key0 + j * 8 + e <= last[hh] ? x * scale_log2 : -INFINITY;
+        if (kMask && key0 + j * 8 + e > last[hh]) x = -INFINITY;
         mx = fmaxf(mx, x);
       }
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float m_new = fmaxf(m_run[hh], mx);
+    // the max of the scaled scores is the scaled max (scale_log2 > 0, rounding is monotonic)
+    const float m_new = fmaxf(m_run[hh], mx * scale_log2);
     const float base = m_new == -INFINITY ? 0.f : m_new;
     corr[hh] = exp2f(m_run[hh] - base);
     float sum = 0.f;
@@ -60,7 +63,7 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], int key0,
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float& x = s[j][2 * hh + e];
-        x = exp2f(x - base);
+        x = exp2f(fmaf(x, scale_log2, -base));  // one FFMA per score: scale and shift
         sum += x;
       }
     l_run[hh] = l_run[hh] * corr[hh] + sum;
