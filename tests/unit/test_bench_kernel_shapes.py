@@ -167,10 +167,13 @@ def test_table_sweeps_the_issue_sizes() -> None:
     shapes = ks.table_shapes()
     seqs = {s.seq for s in shapes if s.family is Family.PREFILL_ATTENTION}
     hists = {s.history for s in shapes if s.family is Family.DECODE_ATTENTION}
-    assert seqs == {256, 1024, 4096} and hists == {512, 4096, 16384, 32768}
+    assert seqs == {256, 1024, 4096, 16384, 32768} and hists == {512, 4096, 16384, 32768}
     assert {(s.batch, s.history) for s in shapes if s.family is Family.DECODE_ATTENTION} >= {
         (8, 16384), (8, 32768)}  # issue 15's long-context decode
+    # every length on the wgmma kernel; issue 15's long prompts on it alone
     assert {s.seq for s in shapes if s.family is Family.PREFILL_ATTENTION and s.sm90} == seqs
+    assert {s.seq for s in shapes if s.family is Family.PREFILL_ATTENTION
+            and not s.sm90} == {256, 1024, 4096}
     gemv_batches = {s.m for s in shapes if s.family is Family.DECODE_GEMV}
     assert gemv_batches == {1, 8, 32}  # 8: the flagship's linear-attention projections
     assert {s.m for s in shapes if s.family is Family.PREFILL_GEMM} == {2048}

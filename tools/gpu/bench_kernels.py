@@ -1533,6 +1533,7 @@ def select_shapes(args: argparse.Namespace) -> list[Any]:
                                                            attention_seqs=(17, 64),
                                                            histories=(48, 200),
                                                            long_decode=((2, 300),),
+                                                           long_prefill=(80,),
                                                            moe_batches=(1, 3, 20)),
                                 (TINY_MOE,), (TINY_MOE_ROUTER,), hybrid=TINY_HYBRID,
                                 quant_widths=())

@@ -299,11 +299,14 @@ stage_long_context_nolong() {
 # Issue 15's kernel-table rows in one short run: the wgmma decode GEMM (Qwen3-8B gate_up at
 # every batch, o_proj b64 with its cluster split) beside gemv_mma's gate_up b32, batch-8
 # decode attention at 16k / 32k (the long-context kernel), prefill attention T4096 on
-# mma.sync and on wgmma.
+# mma.sync and on wgmma, and the long-prompt rows (ATLAS_ISSUE15_LONG=0 leaves them out).
 stage_issue15_table() {
+  local long=()
+  [ "${ATLAS_ISSUE15_LONG:-1}" = 1 ] && long=(-k "qwen3-8b T16384 sm90" -k "qwen3-8b T32768 sm90"
+    -k "qwen3.5-35b-a3b T4096" -k "qwen3-8b gate_up prefill" -k "qwen3-8b down prefill")
   "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS" -k "decode_gemm_sm90 qwen3-8b gate_up" \
     -k "decode_gemm_sm90 qwen3-8b o_proj b64" -k "decode_batched_gemv qwen3-8b gate_up b32" \
-    -k "decode_attention qwen3-8b b8 hist" -k "qwen3-8b T4096"
+    -k "decode_attention qwen3-8b b8 hist" -k "qwen3-8b T4096" "${long[@]}"
 }
 
 # The skinny wgmma decode GEMM (gemm_decode_sm90, the default for 9..256 rows) against the

@@ -30,6 +30,9 @@ KV_BLOCK_SIZE = 16
 #: the history from which decode attention routes to the long-context kernel
 #: (runtime/ops/attention_long.LONG_CONTEXT_KEYS; restated: this module imports no runtime)
 LONG_CONTEXT_KEYS = 16384
+#: head dims of the wgmma prefill attention (runtime/ops/attention_sm90.PREFILL_SM90_HEAD_DIMS;
+#: restated, held equal by tests/unit/test_attention_sm90.py)
+SM90_PREFILL_HEAD_DIMS = (128, 256)
 
 
 class Family(enum.Enum):
@@ -415,7 +418,8 @@ class RopeKv:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PrefillAttention:
     """Causal attention of one sequence of `seq` new tokens over its own keys (GQA); `sm90`
-    runs the Hopper wgmma kernel (ops.attention_sm90, head_dim 128), else prefill_attn_bf16."""
+    runs the Hopper wgmma kernel (ops.attention_sm90, head_dim 128 or 256), else
+    prefill_attn_bf16."""
 
     label: str
     seq: int
@@ -744,6 +748,8 @@ class TableScale:
     #: long-context decode attention (issue 15: batch-8 decode at 16k and 32k histories, the
     #: engines that take the long-context kernel): (batch, history) pairs
     long_decode: tuple[tuple[int, int], ...] = ((8, 16384), (8, 32768))
+    #: long prompts on the wgmma prefill attention (issue 15: the 32k-token prefill)
+    long_prefill: tuple[int, ...] = (16384, 32768)
     #: MoE expert batches: 1 and 8 on the decode kernels, 64 and 256 on the grouped path
     moe_batches: tuple[int, ...] = (1, 8, 64, 256)
     #: decode batches of the linear-attention layer's rows (its fused step and its two
@@ -793,6 +799,11 @@ def hybrid_shapes(h: HybridDims, scale: TableScale) -> list[KernelShape]:
     shapes += [PrefillAttention(label=f"{h.name} T{s}", seq=s, heads=h.heads,
                                 kv_heads=h.kv_heads, head_dim=h.head_dim, quick=s == mid_seq)
                for s in scale.attention_seqs]
+    if h.head_dim in SM90_PREFILL_HEAD_DIMS:
+        shapes += [PrefillAttention(label=f"{h.name} T{s} sm90", seq=s, heads=h.heads,
+                                    kv_heads=h.kv_heads, head_dim=h.head_dim, sm90=True,
+                                    quick=s == mid_seq)
+                   for s in scale.attention_seqs]
     shapes += [DecodeAttention(label=f"{h.name} b{b} hist{hist}", batch=b, history=hist,
                                heads=h.heads, kv_heads=h.kv_heads, head_dim=h.head_dim,
                                quick=hist == mid_hist and b == first_batch)
@@ -884,11 +895,11 @@ def table_shapes(m: ModelDims = QWEN3_8B,
     shapes += [PrefillAttention(label=f"{m.name} T{t}", seq=t, heads=m.heads,
                                 kv_heads=m.kv_heads, head_dim=m.head_dim, quick=t == mid_seq)
                for t in scale.attention_seqs]
-    if m.head_dim == 128:  # the wgmma kernel's head dim
+    if m.head_dim in SM90_PREFILL_HEAD_DIMS:
         shapes += [PrefillAttention(label=f"{m.name} T{t} sm90", seq=t, heads=m.heads,
                                     kv_heads=m.kv_heads, head_dim=m.head_dim, sm90=True,
                                     quick=t == mid_seq)
-                   for t in scale.attention_seqs]
+                   for t in (*scale.attention_seqs, *scale.long_prefill)]
     shapes += [DecodeAttention(label=f"{m.name} b{b} hist{h}", batch=b, history=h,
                                heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim,
                                quick=h == mid_hist)

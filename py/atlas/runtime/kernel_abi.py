@@ -214,7 +214,8 @@ PREFILL_ATTN = S(
     "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr cu_q:ptr kv_lens:ptr out:ptr "
     "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 scale:f32")
 # the same on Hopper warpgroup MMA (kernels/hopper/common/attention_sm90.cu, sm_90a only):
-# head_dim 128, launched with dynamic shared memory (ops/attention_sm90.py)
+# head_dim 128 or 256, 128-query blocks, launched with dynamic shared memory
+# (ops/attention_sm90.py); probabilities enter PV as one bf16 each
 PREFILL_ATTN_SM90 = S(
     "attention_sm90", "prefill_attn_sm90_bf16",
     "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr cu_q:ptr kv_lens:ptr out:ptr "
