@@ -7,6 +7,23 @@ with its own context length and block-table row, so a verification of K drafts f
 sequences is a decode step of B * (K + 1) rows, reading the weights once. Per-step inputs
 are written into graph-stable device buffers first (two host-to-device copies), and only
 the sampled token ids come back.
+
+Row invariance. A verification step has graphs of its own (`verify_graphs`): their rows
+append K/V in one launch and attend in the next (AttentionPlan.verify), and up to
+`row_invariant_rows` rows every product runs the CUDA-core GEMV and decode attention uses
+batch 1's split count. Row i of such a step then computes bit for bit what a plain decode
+step at its position computes (the GEMV's reduction order and the attention's chunking
+depend on a row's own inputs only; the residual add + RMSNorm is never fused into a
+single-row GEMV when the runner speculates): greedy speculation emits the plain tokens on
+the GPU too, and an oracle drafting the plain greedy output gets exactly its acceptance.
+
+A step is `launch`ed (inputs uploaded, work queued, the sampled ids' copy to the host
+queued) and later `collect`ed (wait for it, read the ids): between the two the engine plans
+and launches the next step, whose decode tokens are the ones this step samples, copied on
+the device from the sampler's output (`SeqChunk.carried`). The host rewrites its pinned
+input buffers only once the device has consumed the previous step's (an event), and the
+sampled ids land in one of two pinned buffers, alternating, so nothing in flight is
+overwritten. `execute` is launch + collect.
 """
 
 from __future__ import annotations
@@ -23,16 +40,19 @@ from ..core.target import KernelTarget
 from ..core.dtype import DType
 from ..core.sampling import GREEDY
 from ..runtime.buffers import BufferArena
-from ..runtime.gpu import H200_FACTS, DevicePtr, GpuBackend, GraphHandle
+from ..runtime.gpu import H200_FACTS, DevicePtr, EventHandle, GpuBackend, GraphHandle
 from ..runtime.kv_cache import PagedKvCache
-from ..runtime.ops import argmax, embedding
+from ..runtime.ops import KernelCache, argmax, embedding
+from ..runtime.ops.matmul import GEMV_MAX_M, linear_route
+from ..runtime.ops.matmul_quant import Bf16Linear
 from ..runtime.sampler import Sampler
 from .batch import SeqChunk, StepResult, TokenLogprobs, accept
 from .gated_deltanet import proj_width
 from .model import AttentionPlan, DenseDecoderModel, Dims, StepBuffers
 from .mtp import MtpProposer
 from .state_pools import RecurrentStatePools
-from .step_inputs import StepLayout, decode_buckets, decode_splits, pack_step, row_owners
+from .step_inputs import (StepLayout, decode_buckets, decode_splits, pack_step, row_owners,
+                          verification_buckets)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +116,21 @@ def step_layout(limits: RunnerLimits) -> StepLayout:
                       limits.max_sample_rows)
 
 
+@dataclass(slots=True)
+class LaunchedStep:
+    """A step queued on the device whose sampled tokens `ModelRunner.collect` reads."""
+
+    steps: Sequence[SeqChunk]
+    #: the sampled rows in order: (chunk, i) draws at the chunk's RNG position + i
+    rows: list[tuple[SeqChunk, int]]
+    want_logprobs: bool
+    #: verification chunks of a hybrid model (their recurrent state may roll back)
+    verifying: list[SeqChunk]
+    #: the pinned buffer the sampled ids are copied into, and the event after that copy
+    host_ids: np.ndarray
+    done: EventHandle | None   # None: an empty step
+
+
 @dataclass
 class RunnerInfo:
     """Facts about how this runner was built, for logs, /metrics, gates and benchmarks."""
@@ -110,6 +145,26 @@ class RunnerInfo:
     #: what a benchmark record attests it measured
     kernel_stamps: tuple[dict[str, Any], ...] = ()
     load_s: float = 0.0
+
+
+def row_invariant_rows(kc: KernelCache) -> int:
+    """Most rows a decode step may have while every bf16 product of it runs the CUDA-core
+    GEMV (`linear_route` "gemv"), whose per-row FMA chain and butterfly reduction do not
+    depend on the row count (gemv_core.cuh): row i of an m-row product is bit for bit the
+    one-row product of row i. The batched GEMV and the GEMMs beyond it reduce in other
+    orders (7 on an H200 with the default routes, 8 where gemv_mma is not loaded)."""
+    m = 0
+    while m < GEMV_MAX_M and linear_route(kc, m + 1, 1) == "gemv":
+        m += 1
+    return m
+
+
+def _all_bf16(model: DenseDecoderModel) -> bool:
+    """Whether every projection is a bf16 weight (row_invariant_rows reasons about the bf16
+    GEMV; the quantized formats route by row count on kernels of their own)."""
+    return all(isinstance(w, Bf16Linear) for lw in model.layers
+               for w in (lw.qkv, lw.o, getattr(lw.mlp, "gate_up", None),
+                         getattr(lw.mlp, "down", None)) if w is not None)
 
 
 def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
@@ -192,7 +247,19 @@ class ModelRunner:
                                      "gate_up", "act", "sample_hidden", "logits", "part_o",
                                      "part_ml", "attn_counters", "w_scratch") + lin})
         self.host_i32 = backend.alloc_host_pinned(4 * lay.total).view(np.int32)
-        self.host_ids = backend.alloc_host_pinned(4 * limits.max_sample_rows).view(np.int32)
+        #: two pinned buffers for the sampled ids, alternating between launched steps (one
+        #: is read while the next step's copy may already be queued into the other), and
+        #: the event recorded after each step's copy
+        self._host_ids = [backend.alloc_host_pinned(4 * limits.max_sample_rows).view(np.int32)
+                          for _ in range(2)]
+        self._done = [backend.create_event() for _ in range(2)]
+        self._parity = 0
+        #: recorded once a step's host inputs are on the device: the pinned input buffers
+        #: are rewritten for the next step only after it
+        self._inputs_done = backend.create_event()
+        self._inputs_pending = False
+        #: sampled row of each sequence in the last launched step (its carried token's source)
+        self._sample_row: dict[int, int] = {}
         #: an MTP pass's gather rows, then its drafted ids
         self.host_mtp = (backend.alloc_host_pinned(4 * limits.max_tokens).view(np.int32)
                          if mtp is not None else np.zeros(0, np.int32))
@@ -207,22 +274,50 @@ class ModelRunner:
         self.forward_graphs: dict[int, GraphHandle] = {}
         self._masked_last = False  # the last step uploaded a grammar mask
         self._logprobs_last = False  # the last step asked the sampler for logprobs
-        #: row counts with a captured graph: batch sizes, and verification rows beyond them
-        #: (a hybrid model verifies eagerly, see _graph_bucket)
-        self.buckets = decode_buckets(limits.max_batch_size if self.has_recurrent_state
-                                      else limits.max_sample_rows)
+        #: verification steps of up to this many rows compute each row as a plain decode
+        #: step would (see the module docstring); 0 without speculation, and for hybrid
+        #: models (which verify eagerly) and mixtures of experts (whose expert kernels
+        #: route by row count)
+        self.invariant_rows = (row_invariant_rows(model.kc) if limits.num_draft_tokens
+                               and not self.has_recurrent_state and cfg.moe is None
+                               and _all_bf16(model) else 0)
+        #: row counts with a captured decode graph: batch sizes
+        self.buckets = decode_buckets(limits.max_batch_size)
+        #: row counts with a captured verification graph (a hybrid model verifies eagerly,
+        #: see _graph_bucket)
+        self.verify_buckets = (verification_buckets(limits.max_sample_rows, self.invariant_rows)
+                               if limits.num_draft_tokens and not self.has_recurrent_state
+                               else [])
+        self.verify_graphs: dict[int, GraphHandle] = {}
+        self.verify_forward_graphs: dict[int, GraphHandle] = {}
 
     # ---- StepExecutor ------------------------------------------------------------------
     def execute(self, steps: Sequence[SeqChunk]) -> list[StepResult]:
-        """Run one step's chunks; each sampling chunk draws at its own RNG position (a
+        """Run one step and wait for its tokens (`launch` then `collect`)."""
+        return self.collect(self.launch(steps))
+
+    @property
+    def can_run_ahead(self) -> bool:
+        """Steps may be launched before the previous one is collected: not while the MTP
+        head drafts after every step (it reads each step's tokens on the host)."""
+        return not (self.mtp is not None and self.draft_with_mtp)
+
+    def launch(self, steps: Sequence[SeqChunk]) -> LaunchedStep:
+        """Queue one step's chunks; each sampling chunk draws at its own RNG position (a
         verification chunk at each of its num_draft + 1 positions, on consecutive rows).
 
         On a hybrid model a verification first copies its sequence's recurrent state aside;
         when a draft is rejected the copy comes back and the accepted tokens run again
-        (`_roll_back`), so the state ends after the last accepted token, as the KV does.
-        Prefix-cache state snapshots are loaded before the forward and taken after it."""
+        (`_roll_back`, in `collect`), so the state ends after the last accepted token, as
+        the KV does. Prefix-cache state snapshots are loaded before the forward and taken
+        after it. A `carried` chunk's last token is the one the previously launched step
+        sampled for its sequence, copied on the device."""
+        host_ids, done = self._host_ids[self._parity], self._done[self._parity]
         if not steps:
-            return []
+            return LaunchedStep(steps, [], False, [], host_ids, None)
+        self._parity ^= 1
+        if self._inputs_pending:
+            self.backend.event_synchronize(self._inputs_done)  # pinned inputs free again
         for st in steps:
             self._ensure_slot(st)
         rows = [(st, i) for st in steps if st.sample for i in range(st.num_draft + 1)]
@@ -236,21 +331,34 @@ class ModelRunner:
         self._copy_snapshots(steps, restore=False)
         if self.mtp is not None and self.draft_with_mtp:
             self.mtp.save_hidden(self.stream, self.bufs, n_tokens, normed_final=n_sample > 0)
-        out: list[StepResult] = [None] * len(steps)
         if rows:
-            self.backend.copy_d2h(self.host_ids[:len(rows)], self.sampler.out_ids, self.stream)
-        self.backend.synchronize(self.stream)
-        logprobs = self.sampler.read_logprobs(len(rows)) if want_logprobs else None
+            self.backend.copy_d2h(host_ids[:len(rows)], self.sampler.out_ids, self.stream)
+        self.backend.record_event(done, self.stream)
+        self._sample_row = {st.seq_id: j for j, (st, _) in enumerate(rows)}
+        return LaunchedStep(steps, rows, want_logprobs, verifying, host_ids, done)
+
+    def collect(self, launched: LaunchedStep) -> list[StepResult]:
+        """Wait for a launched step and return the sampled token per chunk (None where
+        sample=False, a tuple of num_draft + 1 tokens for a verification chunk). Steps
+        asking for logprobs, verifying drafts or drafting with MTP must be collected before
+        the next launch (the engine steps synchronously for them)."""
+        steps, rows = launched.steps, launched.rows
+        if not steps:
+            return []
+        assert launched.done is not None
+        self.backend.event_synchronize(launched.done)
+        logprobs = self.sampler.read_logprobs(len(rows)) if launched.want_logprobs else None
+        ids = launched.host_ids[:len(rows)].tolist()
+        out: list[StepResult] = [None] * len(steps)
         j = 0
         for i, st in enumerate(steps):
             if st.sample:
                 n = st.num_draft + 1
-                got = [int(t) for t in self.host_ids[j:j + n]]
-                out[i] = (tuple(got) if st.num_draft else
-                          got[0] if logprobs is None or st.logprobs < 0 else
-                          _token_logprobs(got[0], logprobs, j, st.logprobs))
+                out[i] = (tuple(ids[j:j + n]) if st.num_draft else
+                          ids[j] if logprobs is None or st.logprobs < 0 else
+                          _token_logprobs(ids[j], logprobs, j, st.logprobs))
                 j += n
-        if verifying:
+        if launched.verifying:
             self._roll_back([(st, got) for st, got in zip(steps, out) if st.num_draft])
         if self.mtp is not None and self.draft_with_mtp:
             self.mtp.propose(self._mtp_pass, self.stream, self.bufs, steps, out, self._slot_of)
@@ -290,13 +398,16 @@ class ModelRunner:
         of its row count when it is decode-shaped, else eagerly. `rows` are the sampled
         rows in order: (chunk, i) draws at the chunk's RNG position + i. Returns the rows
         run and sampled (graph padding included)."""
-        bucket = self._graph_bucket(steps)
+        bucket, verify = self._graph_bucket(steps)
+        graphs, forward_graphs = ((self.verify_graphs, self.verify_forward_graphs) if verify
+                                  else (self.graphs, self.forward_graphs))
         n_tokens, n_sample, max_q = pack_step(self.host_i32, self.layout, steps,
                                               self.block_size, pad_to=bucket,
                                               per_row=bucket > 0)
         owners = row_owners(steps, per_row=bucket > 0)
         self._pack_state_slots(owners, max(len(owners), bucket))
         self._upload_inputs(owners, n_rows=max(len(owners), bucket))
+        self._carry_tokens(steps)
         pad = n_sample - len(rows)
         self.sampler.prepare([self._slot_of[st.seq_id] for st, _ in rows] + [self.pad_slot] * pad,
                              [st.sampling for st, _ in rows] + [GREEDY] * pad,
@@ -304,19 +415,51 @@ class ModelRunner:
         masked = any(st.token_mask is not None for st, _ in rows)
         if bucket and not masked:
             self._upload_token_masks([st for st, _ in rows])
-            self.backend.launch_graph(self.graphs[bucket], self.stream)
+            self._mark_inputs_sent()
+            self.backend.launch_graph(graphs[bucket], self.stream)
             return n_tokens, n_sample
         # the forward is enqueued first: the host fills the grammar masks while the device
         # runs it, and the sampler (queued after the mask upload) waits for both
         if bucket:
-            self.backend.launch_graph(self.forward_graphs[bucket], self.stream)
+            self.backend.launch_graph(forward_graphs[bucket], self.stream)
         else:
             plan = AttentionPlan(decode=False, num_seqs=len(steps), max_q_len=max_q)
             self.model.forward(self.stream, self.bufs, n_tokens, plan, n_sample)
         self._upload_token_masks([st for st, _ in rows])
+        self._mark_inputs_sent()
         if n_sample:
             self.sampler.enqueue(self.stream, self.bufs.logits, n_sample)
         return n_tokens, n_sample
+
+    def _mark_inputs_sent(self) -> None:
+        """Every pinned input of the step is queued for the device: the event after the
+        copies tells the next launch when it may rewrite them."""
+        self.backend.record_event(self._inputs_done, self.stream)
+        self._inputs_pending = True
+
+    def _carry_tokens(self, steps: Sequence[SeqChunk]) -> None:
+        """Copy each carried chunk's token from the sampler's output of the step launched
+        before (still on the device) over its placeholder in the packed ids: one device copy
+        per run of consecutive rows, so a steady decode batch costs one copy."""
+        pairs: list[tuple[int, int]] = []  # (ids position, sampled row of the last step)
+        pos = 0
+        for st in steps:
+            pos += len(st.token_ids)
+            if st.carried:
+                row = self._sample_row.get(st.seq_id)
+                if row is None:
+                    raise RuntimeError(f"sequence {st.seq_id} carries its last token, but the "
+                                       "step launched before did not sample for it")
+                pairs.append((pos - 1 - st.num_draft, row))
+        i = 0
+        while i < len(pairs):
+            dst, src = pairs[i]
+            n = 1
+            while i + n < len(pairs) and pairs[i + n] == (dst + n, src + n):
+                n += 1
+            self.backend.copy_d2d(self.bufs.ids + 4 * dst, self.sampler.out_ids + 4 * src,
+                                  4 * n, self.stream)
+            i += n
 
     def _mtp_pass(self, chunks: Sequence[SeqChunk], table: DevicePtr,
                   rows: Sequence[int]) -> list[int]:
@@ -379,22 +522,27 @@ class ModelRunner:
         if redo:
             self._forward(redo, ())
             self.backend.synchronize(self.stream)
+            self._inputs_pending = False
 
-    def _graph_bucket(self, steps: Sequence[SeqChunk]) -> int:
-        """Rows of the captured graph that runs this step, 0 to run it eagerly: a step
-        qualifies when every chunk samples its last token and its drafts' positions. A
-        hybrid model verifies eagerly: its recurrent state must advance token by token
-        within a sequence, which the decode form (one state step per row) does not do."""
+    def _graph_bucket(self, steps: Sequence[SeqChunk]) -> tuple[int, bool]:
+        """(rows of the captured graph that runs this step, 0 to run it eagerly; whether it
+        is a verification graph): a step qualifies when every chunk samples its last token
+        and its drafts' positions. A hybrid model verifies eagerly: its recurrent state must
+        advance token by token within a sequence, which the decode form (one state step
+        per row) does not do."""
         if not self.graphs:
-            return 0
-        rows = 0
+            return 0, False
+        rows, verify = 0, False
         for st in steps:
             if not st.sample or len(st.token_ids) != st.num_draft + 1:
-                return 0
-            if st.num_draft and self.has_recurrent_state:
-                return 0
+                return 0, False
+            if st.num_draft:
+                if self.has_recurrent_state:
+                    return 0, False
+                verify = True
             rows += len(st.token_ids)
-        return next((b for b in self.buckets if b >= rows), 0)
+        buckets = self.verify_buckets if verify else self.buckets
+        return next((b for b in buckets if b >= rows), 0), verify
 
     def _upload_token_masks(self, row_chunks: Sequence[SeqChunk]) -> None:
         """Grammar masks of this step's sampling rows (row j samples for row_chunks[j]),
@@ -453,7 +601,8 @@ class ModelRunner:
                 raise RuntimeError(f"more than {self.max_batch_size} live sequences; release "
                                    "finished sequences before starting new ones")
             slot = self._slot_of[st.seq_id] = self._free_slots.pop()
-        self.sampler.assign(slot, st.history.prompt_ids, st.sampling, st.history.drawn_counts)
+        self.sampler.assign(slot, st.history.prompt_ids, st.sampling, st.history.drawn_counts,
+                            self.stream)
 
     def _upload_inputs(self, owners: Sequence[SeqChunk], n_rows: int) -> None:
         """Copy the packed step inputs, and the block-table rows whose contents changed
@@ -474,32 +623,48 @@ class ModelRunner:
                 self._row_state[row] = state
         self.kv.upload_block_tables(self.stream)
 
+    def decode_splits(self, rows: int) -> int:
+        """Decode attention's split count in the captured step of `rows` rows: batch 1's up
+        to `invariant_rows` (a row's chunking then depends on its context length only), the
+        occupancy rule's for the row count beyond."""
+        kv_heads = self.model.dims.kv_heads
+        return self.limits.decode_splits(1 if rows <= self.invariant_rows else rows, kv_heads)
+
     def capture_graphs(self) -> None:
-        """Capture one decode graph per bucket, largest first (nano-vllm's order)."""
-        dims = self.model.dims
-        for bs in sorted(self.buckets, reverse=True):
-            dummy = [SeqChunk(-1 - i, [0], 0, [0], GREEDY) for i in range(bs)]
-            pack_step(self.host_i32, self.layout, dummy, self.block_size)
-            for i in range(bs):  # padding-style rows: never write the KV cache
-                self.host_i32[self.layout.slots + i] = -1
-                self.host_i32[self.layout.state_slots + i] = self.pad_slot
-            self._upload_inputs([], bs)
-            self.sampler.prepare([self.pad_slot] * bs, [GREEDY] * bs, [0] * bs)
-            splits = self.limits.decode_splits(bs, dims.kv_heads)
-            plan = AttentionPlan(decode=True, num_seqs=bs, num_splits=splits)
-            # Warm-up outside capture resolves every kernel before the graph is recorded.
-            self.model.forward(self.stream, self.bufs, bs, plan, bs)
-            self.sampler.enqueue(self.stream, self.bufs.logits, bs)
-            self.backend.synchronize(self.stream)
+        """Capture one decode graph per bucket and one verification graph per verification
+        bucket, largest first (nano-vllm's order)."""
+        kinds = [(rows, False) for rows in self.buckets]
+        kinds += [(rows, True) for rows in self.verify_buckets]
+        for rows, verify in sorted(kinds, reverse=True):
+            self._capture(rows, verify)
+        self.backend.synchronize(self.stream)
+
+    def _capture(self, bs: int, verify: bool) -> None:
+        """The graph of a decode-shaped step of `bs` rows (and its sampler-less twin for
+        steps under grammar masks), into graphs or verify_graphs."""
+        dummy = [SeqChunk(-1 - i, [0], 0, [0], GREEDY) for i in range(bs)]
+        pack_step(self.host_i32, self.layout, dummy, self.block_size)
+        for i in range(bs):  # padding-style rows: never write the KV cache
+            self.host_i32[self.layout.slots + i] = -1
+            self.host_i32[self.layout.state_slots + i] = self.pad_slot
+        self._upload_inputs([], bs)
+        self.sampler.prepare([self.pad_slot] * bs, [GREEDY] * bs, [0] * bs)
+        plan = AttentionPlan(decode=True, num_seqs=bs, num_splits=self.decode_splits(bs),
+                             verify=verify)
+        graphs, forward_graphs = ((self.verify_graphs, self.verify_forward_graphs) if verify
+                                  else (self.graphs, self.forward_graphs))
+        # Warm-up outside capture resolves every kernel before the graph is recorded.
+        self.model.forward(self.stream, self.bufs, bs, plan, bs)
+        self.sampler.enqueue(self.stream, self.bufs.logits, bs)
+        self.backend.synchronize(self.stream)
+        self.backend.begin_capture(self.stream)
+        self.model.forward(self.stream, self.bufs, bs, plan, bs)
+        self.sampler.enqueue(self.stream, self.bufs.logits, bs)
+        graphs[bs] = self.backend.end_capture(self.stream)
+        if self.sampler.token_bitmask is not None:
             self.backend.begin_capture(self.stream)
             self.model.forward(self.stream, self.bufs, bs, plan, bs)
-            self.sampler.enqueue(self.stream, self.bufs.logits, bs)
-            self.graphs[bs] = self.backend.end_capture(self.stream)
-            if self.sampler.token_bitmask is not None:
-                self.backend.begin_capture(self.stream)
-                self.model.forward(self.stream, self.bufs, bs, plan, bs)
-                self.forward_graphs[bs] = self.backend.end_capture(self.stream)
-        self.backend.synchronize(self.stream)
+            forward_graphs[bs] = self.backend.end_capture(self.stream)
 
 
 def _token_logprobs(token: int, logprobs: tuple[np.ndarray, np.ndarray, np.ndarray],
