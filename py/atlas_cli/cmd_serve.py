@@ -77,6 +77,21 @@ def _check_port_free(host: str, port: int) -> None:
                                        f"{exc.strerror or exc}") from None
 
 
+def _read_step_costs(path: Path | None) -> dict[int, list[float]] | None:
+    """--spec-step-costs: the "step_cost" object of a bench_spec JSON record, as the draft
+    policy's table; a file that is not one is a usage error naming it."""
+    if path is None:
+        return None
+    import json
+
+    from atlas.engine.speculative import step_cost_table
+    try:
+        return step_cost_table(json.loads(path.read_text())["step_cost"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise click.UsageError(f"--spec-step-costs {path}: not a bench_spec record with a "
+                               f"step_cost table ({type(exc).__name__}: {exc})") from None
+
+
 def _check_options(p: dict) -> None:
     source = click.get_current_context().get_parameter_source
     if (p["max_num_seqs"] is not None and p["max_batch_size"] is not None
@@ -89,6 +104,8 @@ def _check_options(p: dict) -> None:
     if (p["speculative"] is None
             and source("num_draft_tokens") == click.core.ParameterSource.COMMANDLINE):
         raise click.UsageError("--num-draft-tokens applies only with --speculative")
+    if p["speculative"] is None and p["spec_step_costs"] is not None:
+        raise click.UsageError("--spec-step-costs applies only with --speculative")
     has_tokens = bool(p["auth_token"]) or p["auth_tokens_file"] is not None
     if p["require_auth"] and not has_tokens:
         raise click.UsageError("--require-auth needs --auth-token or --auth-tokens-file")
@@ -139,6 +156,11 @@ def _check_options(p: dict) -> None:
               "from the checkpoint's multi-token-prediction head (Qwen3.5 / Qwen3-Next).")
 @click.option("--num-draft-tokens", type=click.IntRange(1, 16), default=3, show_default=True,
               help="Tokens drafted per step with --speculative.")
+@click.option("--spec-step-costs", type=click.Path(exists=True, dir_okay=False,
+                                                   path_type=Path), default=None,
+              help="A tools/gpu/bench_spec.py JSON record of this model on this GPU: each "
+              "step then drafts the K (up to --num-draft-tokens, 0 = none) that maximizes "
+              "expected tokens per step time at its batch size and the measured acceptance.")
 @click.option("--tool-call-parser", type=click.Choice([*PARSERS, "none"]), default=None,
               help="Override the model's tool-call format (MODEL.toml).")
 @click.option("--chat-template", "chat_template", type=click.Path(
@@ -191,6 +213,7 @@ def command(**p) -> None:
     `atlas generate` uses. The startup log shows which applied.
     """
     _check_options(p)
+    p["spec_step_cost"] = _read_step_costs(p["spec_step_costs"])
     parallel = ParallelOptions.from_cli(p)
     _check_port_free(p["bind"], p["port"])
     _configure_logging()
@@ -300,7 +323,8 @@ async def _serve(ctx, model_dir: Path, backend: str, p: dict,
                           tbt_deadline_ms=p["tbt_deadline_ms"],
                           prefix_caching=not p["no_prefix_caching"],
                           async_scheduling=not p["no_async_scheduling"],
-                          speculative=p["speculative"], num_draft_tokens=p["num_draft_tokens"])
+                          speculative=p["speculative"], num_draft_tokens=p["num_draft_tokens"],
+                          spec_step_cost=p["spec_step_cost"])
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -12,6 +12,7 @@ import pytest
 from atlas.core.sampling import GREEDY
 from atlas.engine.llm_engine import LLMEngine
 from atlas.engine.request import EngineRequest
+from atlas.engine.speculative import NgramDrafter, Speculator
 from atlas.model.load import load_runner
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -101,3 +102,48 @@ def test_hybrid_snapshot_pool_of_one_evicts_and_stays_right():
     assert counters["prefix_cache_state_restores_total"] == 1
     assert counters["prefix_cache_state_evictions_total"] == 3
     assert counters["prefix_cache_state_snapshots"] == 1
+
+
+def test_shared_prefix_in_a_tight_pool_with_preemption_and_speculation():
+    """Three concurrent requests share a 37-token prefix in a pool too small for all of them
+    while n-gram speculation verifies drafts: blocks are shared read-only, unreferenced
+    cached blocks are evicted, a sequence holding shared blocks is preempted and resumes.
+    Every output equals its request's cold run alone, and the pool ends empty."""
+    runner = load_runner(FIXTURES / "tiny-qwen3", backend="host", max_seq_len=96,
+                         max_batch_size=3, max_prefill_tokens=64, max_num_blocks=10,
+                         num_draft_tokens=3)
+    prefix = [(7 * j + 3) % 250 + 4 for j in range(37)]
+    prompts = [prefix + t for t in ([5, 9, 200, 17], [44, 45, 46], [2, 2, 9, 11, 5])]
+    alone = [LLMEngine(runner, max_prefill_tokens=64, prefix_caching=False).generate(
+        [EngineRequest(p, GREEDY, 24)])[0].token_ids for p in prompts]
+    engine = LLMEngine(runner, max_prefill_tokens=64, speculator=Speculator(NgramDrafter(), 3))
+    got = [c.token_ids for c in engine.generate([EngineRequest(p, GREEDY, 24)
+                                                 for p in prompts])]
+    assert got == alone
+    scheduler = engine.core.scheduler
+    stats = scheduler.blocks.prefix_cache_stats()
+    assert scheduler.num_preemptions > 0 and stats.evictions > 0 and stats.hit_tokens >= 32
+    assert scheduler.speculator.verify_steps > 0
+    assert scheduler.blocks.num_available == scheduler.blocks.num_blocks
+
+
+def test_abort_mid_prefill_leaks_nothing_and_later_hits_stay_right():
+    """A request aborted after the first of its prefill chunks leaves only its computed,
+    full blocks in the cache; a later request with the same prompt hits them and answers
+    what a cold run answers."""
+    runner = load_runner(FIXTURES / "tiny-qwen3", backend="host", max_seq_len=128,
+                         max_batch_size=2, max_prefill_tokens=32)
+    prompt = [(5 * j + 1) % 250 + 4 for j in range(90)]
+    cold = LLMEngine(runner, max_prefill_tokens=32, prefix_caching=False).generate(
+        [EngineRequest(prompt, GREEDY, 8)])[0].token_ids
+    engine = LLMEngine(runner, max_prefill_tokens=32)
+    core = engine.core
+    core.add(0, EngineRequest(prompt, GREEDY, 8))
+    core.step()   # the first 32-token chunk
+    core.abort(0, "abort")
+    blocks = core.scheduler.blocks
+    assert blocks.num_available == blocks.num_blocks
+    assert blocks.prefix_cache_stats().cached_blocks == 32 // runner.block_size
+    assert engine.generate([EngineRequest(prompt, GREEDY, 8)])[0].token_ids == cold
+    assert blocks.prefix_cache_stats().hit_tokens == 32
+    assert blocks.num_available == blocks.num_blocks

@@ -9,12 +9,14 @@ decoding would use).
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from atlas.core.sampling import GREEDY, SamplingParams
 from atlas.engine.llm_engine import LLMEngine
 from atlas.engine.request import EngineRequest
 from atlas.engine.speculative import NgramDrafter, OracleDrafter, Speculator
+from atlas.model.batch import PenaltyHistory, SeqChunk
 from atlas.model.load import load_runner
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
@@ -46,14 +48,16 @@ def test_tiny_oracle_speculation_changes_no_token(tiny, sampling):
 
 
 def test_verification_steps_replay_the_row_count_graphs(tiny, monkeypatch):
-    """Three sequences with 3 drafts each are a 12-row decode step: a captured graph beyond
-    the batch-size buckets (1, 2, 3) runs it, never the eager prefill path."""
-    assert max(tiny.graphs) == 3 * (4 + 1)
-    bucket_of = {id(g): rows for rows, g in tiny.graphs.items()}
+    """Three sequences with 3 drafts each are a 12-row decode step: a captured verification
+    graph runs it, never the eager prefill path; every row count up to the row-invariant
+    bound has a graph of its own (no padding into the batched routes)."""
+    assert max(tiny.buckets) == 3 and max(tiny.verify_graphs) == 3 * (4 + 1)
+    assert tiny.invariant_rows == 8 and set(range(2, 9)) <= set(tiny.verify_graphs)
+    bucket_of = {id(g): rows for rows, g in tiny.verify_graphs.items()}
     replayed: list[int] = []
     launch = tiny.backend.launch_graph
     monkeypatch.setattr(tiny.backend, "launch_graph",
-                        lambda g, s: (replayed.append(bucket_of[id(g)]), launch(g, s))[1])
+                        lambda g, s: (replayed.append(bucket_of.get(id(g), 0)), launch(g, s))[1])
     forward = tiny.model.forward
     eager: list[int] = []
     monkeypatch.setattr(tiny.model, "forward",
@@ -67,8 +71,34 @@ def test_verification_steps_replay_the_row_count_graphs(tiny, monkeypatch):
     replayed.clear()
     assert generate(tiny, reqs, spec) == plain
     assert spec.accepted == spec.drafted > 0
-    # one eager prefill step, then 11 tokens in 3 verifications (4 + 4 + 3), all graphs
-    assert len(eager) == 1 and len(replayed) == 3 and min(replayed) > tiny.max_batch_size
+    # one eager prefill step, then 11 tokens in 3 verifications (4 + 4 + 3) of 12 rows,
+    # each in the 15-row graph (the bucket above the exact range 2..8)
+    assert len(eager) == 1 and replayed == [15, 15, 15]
+
+
+def test_verification_rows_equal_decode_steps_bit_for_bit(tiny):
+    """Row i of a verification step (beside another sequence's decode row) yields exactly
+    the logits of the plain decode step at its position: the row invariance that makes the
+    oracle benchmark's acceptance exact (on the GPU the same holds up to
+    runner.invariant_rows rows; tools/gpu/check_kernels.py asserts the kernels' part)."""
+    prompt, other = [5, 9, 200, 17, 5], [44, 45, 46]
+    first = tiny.execute([SeqChunk(1, prompt, 0, [0], GREEDY, history=PenaltyHistory(prompt))])
+    tokens, plain_logits = [first[0]], []
+    for i in range(3):   # plain decode steps at positions 5, 6, 7
+        tokens.append(tiny.execute([SeqChunk(1, [tokens[-1]], 5 + i, [0], GREEDY,
+                                             rng_position=i + 1)])[0])
+        plain_logits.append(tiny.read_logits(1)[0])
+    tiny.release(1)
+    tiny.execute([SeqChunk(2, prompt, 0, [1], GREEDY, history=PenaltyHistory(prompt)),
+                  SeqChunk(3, other, 0, [2], GREEDY, history=PenaltyHistory(other))])
+    got = tiny.execute([SeqChunk(2, tokens[:3], 5, [1], GREEDY, rng_position=1, num_draft=2),
+                        SeqChunk(3, [7], 3, [2], GREEDY, rng_position=1)])
+    verified = tiny.read_logits(3)
+    for rid in (2, 3):
+        tiny.release(rid)
+    assert got[0] == tuple(tokens[1:4])
+    for row, want in zip(verified, plain_logits):
+        assert np.array_equal(row.view(np.uint32), want.view(np.uint32))
 
 
 def test_moe_verification_in_row_count_graphs_changes_no_token():
@@ -81,7 +111,8 @@ def test_moe_verification_in_row_count_graphs_changes_no_token():
     spec = Speculator(OracleDrafter({tuple(r.prompt_ids): t for r, t in zip(reqs, plain)},
                                     0.6, moe.vocab_size, seed=2), 3)
     assert generate(moe, reqs, spec) == plain
-    assert 0 < spec.accepted < spec.drafted and max(moe.graphs) == 12
+    assert 0 < spec.accepted < spec.drafted and max(moe.verify_graphs) == 12
+    assert moe.invariant_rows == 0   # expert kernels route by row count: no exactness claim
 
 
 def test_tiny_ngram_speculation_changes_no_token(tiny):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -54,7 +55,10 @@ def test_serve_prints_readiness_line_and_stops_cleanly(model_dir):
     assert "exposes the server" in err
 
 
-def test_invalid_option_combinations_are_refused(model_dir):
+def test_invalid_option_combinations_are_refused(model_dir, tmp_path):
+    costs, bad = tmp_path / "spec.json", tmp_path / "bad.json"
+    costs.write_text(json.dumps({"step_cost": {"1": {"plain_ms": 4.8, "k1_ratio": 1.05}}}))
+    bad.write_text(json.dumps({"step_cost": {"1": {"plain_ms": 4.8}}}))
     runner = CliRunner()
     base = ["serve", "--model-from-path", str(model_dir)]
     cases = [
@@ -64,6 +68,8 @@ def test_invalid_option_combinations_are_refused(model_dir):
         (["--num-draft-tokens", "4"], "--speculative"),
         (["--speculative", "medusa"], "medusa"),
         (["--speculative", "ngram", "--num-draft-tokens", "0"], "num-draft-tokens"),
+        (["--spec-step-costs", str(costs)], "--speculative"),
+        (["--speculative", "ngram", "--spec-step-costs", str(bad)], "step_cost table"),
         (["--require-auth"], "--auth-token"),
         (["--auth-token", "abc"], "--require-auth"),
         (["--scheduling-policy", "lottery"], "lottery"),
@@ -81,8 +87,6 @@ def test_invalid_option_combinations_are_refused(model_dir):
 def test_serve_synthetic_moe_weights(tmp_path):
     """`--synthetic-weights SEED`: a directory with config.json and tokenizer files only
     serves a mixture-of-experts model (real runner, CPU backend) with device-made weights."""
-    import json
-
     from tests.server.fakes import build_tiny_model_dir
 
     model = build_tiny_model_dir(tmp_path / "synthetic-moe")

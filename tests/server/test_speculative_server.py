@@ -12,6 +12,8 @@ from tests.server.harness import ServerThread
 from tests.server.http import request
 
 ECHO = "red green blue red green blue red green blue"
+#: the draft policy's table: verification as cheap as a plain step, so every step drafts 4
+STEP_COST = {1: [1.0] * 4, 8: [1.0] * 4}
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +25,7 @@ def servers(model_dir):
     for limits in (EngineLimits(max_num_seqs=8, max_seq_len=512, max_prefill_tokens=64),
                    EngineLimits(max_num_seqs=8, max_seq_len=512, max_prefill_tokens=64,
                                 speculative="ngram", num_draft_tokens=4,
-                                prefix_caching=False)):
+                                prefix_caching=False, spec_step_cost=STEP_COST)):
         started.append(ServerThread(model_dir, make_executor(tok, scripts=script),
                                     limits=limits).start())
     yield started
@@ -50,5 +52,8 @@ def test_ngram_speculation_answers_like_the_plain_server(servers):
               if l.startswith("atlas_spec_")}
     assert values["atlas_spec_accepted_tokens_total"] > 0
     assert values["atlas_spec_draft_tokens_total"] >= values["atlas_spec_accepted_tokens_total"]
+    assert 0 < values["atlas_spec_token_acceptance"] <= 1
     assert "atlas_prefix_cache_hits_total" not in text   # caching was off
-    assert spec.ctx.engine.scheduler.speculator.verify_steps > 0
+    speculator = spec.ctx.engine.scheduler.speculator
+    assert speculator.verify_steps > 0 and speculator.step_cost == STEP_COST
+    assert speculator.drafts_per_sequence(1) == 4

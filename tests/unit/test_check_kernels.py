@@ -15,7 +15,7 @@ from atlas.core.dtype import DType
 from atlas.core.numerics import f32_to_bf16_bits
 from atlas.runtime.gpu import GpuError
 from atlas.runtime.host import HostBackend
-from atlas.runtime.kernel_check import KernelCase, OutputSpec, all_cases, execute
+from atlas.runtime.kernel_check import KernelCase, OutputSpec, all_cases, compare, execute
 
 SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "gpu" / "check_kernels.py"
 
@@ -121,3 +121,17 @@ def test_a_module_that_failed_to_load_fails_only_its_cases(ck, small_cases) -> N
     assert alive
     assert all(r.passed == (r.module == "embedding") for r in rows)
     assert all("INVALID_PTX" in r.detail for r in rows if r.module == "argmax")
+
+
+def test_same_bits_outputs_fail_on_one_differing_bit() -> None:
+    """`same_bits` pairs are judged bit for bit, on top of (and tighter than) the oracle's
+    tolerance: a one-ulp difference that every tolerance accepts fails the case."""
+    spec = OutputSpec(DType.FP32, (3,))
+    case = KernelCase("twins", "argmax", {}, {"a": spec, "b": spec}, lambda *_: None,
+                      lambda _: {"a": np.ones(3), "b": np.ones(3)}, same_bits=(("a", "b"),))
+    a = np.ones(3, np.float32)
+    b = a.copy()
+    b[1] = np.nextafter(np.float32(1), np.float32(2))
+    assert compare(case, {"a": a, "b": a.copy()}, case.oracle({})).passed
+    result = compare(case, {"a": a, "b": b}, case.oracle({}))
+    assert not result.passed and "a vs b: 1 bytes differ" in result.detail

@@ -15,6 +15,7 @@ from atlas.runtime.cases import attention_rope as attention_rope_cases  # noqa: 
 from atlas.runtime.cases import gemm as gemm_cases  # noqa: F401 (registers)
 from atlas.runtime.cases import gemv as gemv_cases  # noqa: F401 (registers)
 from atlas.runtime.cases import gemv_norm as gemv_norm_cases  # noqa: F401 (registers)
+from atlas.runtime.cases import row_invariance as row_invariance_cases  # noqa: F401
 from atlas.runtime.cases.gemv import UNFUSED
 from atlas.runtime.host import HostBackend
 from atlas.runtime.kernel_check import KernelCase, check, execute, module_cases

@@ -9,7 +9,8 @@ import pytest
 from atlas.core.sampling import GREEDY, SamplingParams
 from atlas.engine.core import EngineCore
 from atlas.engine.request import EngineRequest, FinishReason
-from atlas.engine.speculative import NgramDrafter, OracleDrafter, Speculator, make_drafter
+from atlas.engine.speculative import (NgramDrafter, OracleDrafter, Speculator, best_num_drafts,
+                                      expected_tokens, make_drafter, step_cost_table)
 from atlas.model.batch import accept
 from tests.server.fakes import FakeBlockPool, FakeExecutor
 
@@ -140,3 +141,62 @@ def test_a_constrained_sequence_does_not_draft():
     assert any(c.num_draft for c in chunks if c.seq_id == 0)
     masked = [c for c in chunks if c.seq_id == 1 and c.sample]
     assert masked and all(c.num_draft == 0 and c.token_mask is not None for c in masked)
+
+
+#: the H200 step-cost table of Qwen3-8B (bench/results/2026-12-01-gpu8): batch -> K = 1..4
+H200_8B = {1: [1.05, 1.15, 1.20, 1.15], 8: [1.22, 1.47, 1.48, 1.65],
+           32: [1.17, 1.49, 1.69, 2.10]}
+
+
+def test_the_draft_policy_maximizes_expected_tokens_per_step_time():
+    assert expected_tokens(3, 0.7) == pytest.approx(2.533)
+    assert expected_tokens(0, 0.7) == 1.0
+    assert best_num_drafts(H200_8B, 1, 4, 0.7) == 4      # 2.77 / 1.15
+    assert best_num_drafts(H200_8B, 1, 3, 0.7) == 3
+    assert best_num_drafts(H200_8B, 32, 4, 0.7) == 3     # 2.53 / 1.69 beats 2.77 / 2.10
+    assert best_num_drafts(H200_8B, 20, 4, 0.2) == 1     # batch 20 takes batch 32's row
+    assert best_num_drafts(H200_8B, 64, 4, 0.1) == 0     # 1.1 / 1.17 < 1: plain decoding
+    assert best_num_drafts({}, 8, 3, 0.0) == 3           # no table: always K
+    with pytest.raises(ValueError):
+        Speculator(NgramDrafter(), 2, step_cost={8: [0.0, 1.2]})
+
+
+def test_token_acceptance_is_the_per_token_rate_with_a_prior():
+    spec = Speculator(NgramDrafter(), 3, prior_acceptance=0.7)
+    assert spec.token_acceptance == pytest.approx(0.7)
+    for _ in range(300):   # every step: 2 of 3 accepted, then a rejection: p = 2/3
+        spec.record(3, 2)
+    assert spec.token_acceptance == pytest.approx(2 / 3, abs=0.001)
+    spec.record(3, 3)   # all accepted: no rejection observed
+    assert spec.rejections == 300 and spec.verify_steps == 301
+
+
+def test_a_step_cost_table_turns_drafting_off_where_it_cannot_pay():
+    """Verification at batch >= 2 costs 5x a plain step in this table: no drafting while
+    several sequences decode; the last one left drafts 2 per step. Output is unchanged."""
+    reqs = [EngineRequest(prompt(i, 4 + i), GREEDY, 6 + 10 * i) for i in range(2)]
+    plain, _, _, _ = generate(reqs)
+    oracle = OracleDrafter({tuple(r.prompt_ids): t for r, t in zip(reqs, plain)}, 1.0, 128)
+    spec = Speculator(oracle, 3, step_cost={1: [1.0, 1.0, 2.0], 2: [5.0, 5.0, 5.0]})
+    got, _, ex, _ = generate(reqs, spec)
+    assert got == plain
+    alone = []
+    for step in ex.steps:
+        decoding = [c for c in step if len(c.token_ids) == c.num_draft + 1 and c.sample]
+        if len(decoding) > 1:
+            assert {c.num_draft for c in decoding} == {0}
+        elif decoding:
+            alone.append(decoding[0].num_draft)
+    # 2 drafts a step, fewer only where max_tokens leaves less room
+    assert alone[:-1] == [2] * (len(alone) - 1) and alone[-1] <= 2
+    assert spec.drafted > 0 and spec.accepted == spec.drafted
+
+
+def test_step_cost_table_reads_bench_spec_records():
+    measured = {"1": {"plain_ms": 4.86, "k1_ms": 5.1, "k1_ratio": 1.05, "k2_ratio": 1.15},
+                "32": {"plain_ms": 8.7, "k1_ratio": 1.17}}
+    assert step_cost_table(measured) == {1: [1.05, 1.15], 32: [1.17]}
+    for bad in ({}, {"x": {"k1_ratio": 1.0}}, {"8": {"plain_ms": 6.0}},
+                {"8": {"k1_ratio": -1.0}}):
+        with pytest.raises(ValueError):
+            step_cost_table(bad)

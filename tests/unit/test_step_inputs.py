@@ -6,7 +6,7 @@ import pytest
 from atlas.core.sampling import GREEDY
 from atlas.model.batch import SeqChunk
 from atlas.model.step_inputs import (StepError, StepLayout, decode_buckets, decode_splits,
-                                     pack_step, row_owners)
+                                     pack_step, row_owners, verification_buckets)
 
 LAYOUT = StepLayout(max_tokens=64, max_seqs=4, max_blocks=8)
 
@@ -88,3 +88,11 @@ def test_decode_buckets_and_splits():
     assert decode_splits(1, 8, 4096, 132) == 33
     assert decode_splits(64, 8, 4096, 132) == 1
     assert decode_splits(1, 8, 128, 132) == 2  # never shorter than 64 tokens per split
+
+
+def test_verification_buckets_are_exact_in_the_row_invariant_range():
+    """A verification of 5..7 rows must not pad into the batched GEMV's 8 rows."""
+    assert verification_buckets(160, 7) == [2, 3, 4, 5, 6, 7, 8, 16, 32, 48, 64, 80, 96,
+                                            112, 128, 144, 160]
+    assert verification_buckets(5, 7) == [2, 3, 4, 5]
+    assert verification_buckets(12, 0) == [2, 4, 8, 12]

@@ -4,20 +4,27 @@ tiny fixture and small sizes runs it on a CPU as a smoke test).
 
 1. Step cost: with `batch` sequences decoding, the median `EngineCore.step` time of a plain
    decode step and of a verification step carrying K = 1..max-k drafts per sequence (the
-   oracle at acceptance 0, so every step verifies exactly K drafts), and their ratio.
-2. Throughput: greedy tok/s of plain decoding, and with the oracle drafter (K drafts at the
-   per-token rate `--accept`, and at the rate whose expected fraction of drafts accepted is
-   `--draft-acceptance`: with independent per-token errors a rate p accepts (p + ... + p^K)
-   / K of the drafts, 0.51 at p = 0.7 and K = 3). A verification step is a decode step of
-   B * (K + 1) rows in its own captured graph; its row i computes what a decode step at
-   that position does only as far as the kernels are independent of the row count (the
-   GEMMs route by rows, the decode attention's split count follows the bucket on CUDA), so
-   the random model's argmax may flip at a near-tie and leave a fixed reference wrong for
-   the rest of the run. Pass 1's oracle therefore drafts the plain run's greedy output
-   ("plain" reference: the acceptance that reference really gets), and each later pass
-   drafts the previous pass's output ("verifier" reference: the verifier's own greedy
-   path, whose acceptance is the expected one). Every pass reports its measured acceptance
-   and whether it matched plain greedy.
+   oracle at acceptance 0, so every step verifies exactly K drafts), and their ratio: the
+   step-cost table the draft policy reads (engine/speculative.best_num_drafts).
+2. Throughput: greedy tok/s of plain decoding, then with the oracle drafter at each
+   per-token rate p of `--accept` ("70% acceptance" is p = 0.7: each draft is right with
+   probability 0.7 given the ones before it were, so a verification of K = 3 drafts emits
+   1 + p + p^2 + p^3 = 2.53 tokens on average; the fraction of drafts accepted is then
+   (p + p^2 + p^3) / 3 = 0.51). Each rate runs with fixed K and with the policy (K per
+   step from the step-cost table and the measured acceptance, up to max-k).
+
+The oracle drafts a greedy reference. A verification of up to `runner.invariant_rows` rows
+computes each row bit for bit as the plain decode step at its position does
+(model/runner.py): there the reference is the plain output, the run reproduces it ("=plain"
+1.00) and the measured per-token acceptance is the requested one up to sampling noise
+("exact" yes). Beyond it (batch 8 at K = 3 is a 32-row step on other GEMM kernels than an
+8-row decode step) the random model's argmax would flip against the plain output at
+near-ties and the sequence would leave the reference for good; there the reference is the
+greedy output of verification steps of the same shape with every draft rejected, whose
+tokens come from the same kernels as the measured pass's ("=ref" says how many sequences
+reproduced it; the batch's shape changes near the end, when sequences finish at different
+steps). The "model" column gives the speedup the step-cost table predicts at the requested
+rate (expected tokens per step / relative step cost). Every pass reports what it measured.
 
 Prints tables and writes JSON. A benchmark, not a test: it asserts nothing about speed.
 """
@@ -36,7 +43,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "py"))
 
 from atlas.engine.core import EngineCore  # noqa: E402
-from atlas.engine.speculative import MtpDrafter, OracleDrafter, Speculator  # noqa: E402
+from atlas.engine.speculative import (MtpDrafter, OracleDrafter, Speculator,  # noqa: E402
+                                      expected_tokens)
 from engine_decode import random_prompts, start_decoding, stop_all, write_json  # noqa: E402
 
 
@@ -61,8 +69,7 @@ def step_costs(runner, batches: list[int], max_k: int, prompt_len: int, steps: i
         stop_all(core)
         row = {"plain_ms": 1e3 * plain}
         for k in range(1, max_k + 1):
-            junk = {tuple(p): [0] * (steps + 32) for p in prompts}   # always rejected
-            spec = Speculator(OracleDrafter(junk, 0.0, runner.vocab_size), k)
+            spec = Speculator(rejected_drafts(prompts, steps + 32, runner.vocab_size), k)
             core = start_decoding(runner, b, prompt_len, steps + 16, rng, prompts=prompts,
                                   speculator=spec)
             t = median_step_s(core, steps)
@@ -90,46 +97,72 @@ def run_to_end(core: EngineCore, num: int) -> tuple[list[list[int]], float, int]
     return outputs, time.perf_counter() - t0, generated
 
 
-def expected_acceptance(token_rate: float, k: int) -> float:
-    """Fraction of K drafts accepted when each is right with probability `token_rate`
-    independently: drafts count until the first wrong one, E = (p + p^2 + ... + p^K) / K."""
-    return sum(token_rate ** i for i in range(1, k + 1)) / k
+def measured(spec: Speculator) -> dict:
+    """What a pass's speculator saw: per-token acceptance (accepted / (accepted +
+    rejections), the rate an oracle at p should show), the fraction of drafts accepted,
+    tokens emitted per verification step and drafts per verification step."""
+    steps = max(spec.verify_steps, 1)
+    return {"token_acceptance": spec.accepted / max(spec.accepted + spec.rejections, 1),
+            "draft_acceptance": spec.accepted / max(spec.drafted, 1),
+            "tokens_per_step": 1 + spec.accepted / steps,
+            "drafts_per_step": spec.drafted / steps, "verify_steps": spec.verify_steps}
 
 
-def token_rate_for(acceptance: float, k: int) -> float:
-    """The oracle's per-token rate whose expected draft acceptance is `acceptance`."""
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if expected_acceptance(mid, k) < acceptance else (lo, mid)
-    return (lo + hi) / 2
+def _rate(row: dict, key: str) -> str:
+    """A measured rate for the table; "-" where the pass verified nothing (the policy chose
+    plain decoding throughout)."""
+    return f"{row[key]:.2f}" if row["verify_steps"] else "-"
 
 
-def throughput(runner, batches: list[int], k: int, rates: list[float], prompt_len: int,
-               new: int, passes: int, rng: np.random.Generator) -> dict:
+def rejected_drafts(prompts: list[list[int]], n: int, vocab_size: int) -> OracleDrafter:
+    """An oracle whose every draft is wrong (a corrupted run of zeros): each verification
+    step carries K drafts and emits the target's own token only."""
+    return OracleDrafter({tuple(p): [0] * n for p in prompts}, 0.0, vocab_size)
+
+
+def throughput(runner, batches: list[int], k: int, max_k: int, rates: list[float],
+               prompt_len: int, new: int, rng: np.random.Generator,
+               step_cost: dict[int, list[float]]) -> dict:
+    """Per batch: plain greedy tok/s, then the oracle at each rate with K fixed and with
+    the policy. The oracle's reference is the plain output where the K = k verification
+    rows are invariant; elsewhere it is the greedy output of verification steps of the same
+    shape (every draft rejected): position q's token then comes from the same kernels in
+    the reference and in the measured pass, whichever row of its step computes it, so the
+    acceptance is the requested one except where the batch's shape changes (sequences
+    ending at different steps, fewer drafts near max_tokens)."""
     out: dict = {}
     for b in batches:
         prompts = random_prompts(runner, b, prompt_len, rng)
         core = start_decoding(runner, b, prompt_len, new, rng, prompts=prompts)
         plain, dt, n = run_to_end(core, b)
-        row: dict = {"plain_tok_s": n / dt, "passes": []}
+        row: dict = {"plain_tok_s": n / dt, "passes": [],
+                     "reference": "plain" if b * (k + 1) <= runner.invariant_rows
+                     else f"K={k} rows"}
+        reference = plain
+        if row["reference"] != "plain":
+            spec = Speculator(rejected_drafts(prompts, new + k, runner.vocab_size), k)
+            reference, _, _ = run_to_end(start_decoding(runner, b, prompt_len, new, rng,
+                                                        prompts=prompts, speculator=spec), b)
+        known = {tuple(p): r for p, r in zip(prompts, reference)}
         for rate in rates:
-            reference = plain
-            for i in range(passes):
-                oracle = OracleDrafter({tuple(p): r for p, r in zip(prompts, reference)}, rate,
-                                       runner.vocab_size, seed=i)
-                spec = Speculator(oracle, k)
+            for policy in (False, True):
+                oracle = OracleDrafter(known, rate, runner.vocab_size, seed=len(row["passes"]))
+                spec = (Speculator(oracle, max_k, step_cost=step_cost) if policy
+                        else Speculator(oracle, k))
                 core = start_decoding(runner, b, prompt_len, new, rng, prompts=prompts,
                                       speculator=spec)
                 got, dt, n = run_to_end(core, b)
+                cost = step_cost.get(b, [])
                 row["passes"].append({
-                    "token_rate": rate, "expected_acceptance": expected_acceptance(rate, k),
-                    "reference": "plain" if i == 0 else "verifier",
+                    "token_rate": rate, "k": "policy" if policy else k,
+                    "exact": b * ((max_k if policy else k) + 1) <= runner.invariant_rows,
+                    "expected_tokens_per_step": expected_tokens(k, rate),
+                    "model_speedup": (expected_tokens(k, rate) / cost[k - 1]
+                                      if not policy and len(cost) >= k else None),
                     "tok_s": n / dt, "speedup": n / dt / row["plain_tok_s"],
-                    "acceptance": spec.accepted / max(spec.drafted, 1),
-                    "mean_accepted_length": spec.mean_accepted_length,
-                    "same_as_plain": sum(g == p for g, p in zip(got, plain)) / b})
-                reference = got
+                    **measured(spec),
+                    "same_as_plain": sum(g == p for g, p in zip(got, plain)) / b,
+                    "same_as_reference": sum(g == r for g, r in zip(got, reference)) / b})
         out[b] = row
     return out
 
@@ -150,9 +183,7 @@ def mtp_throughput(runner, batches: list[int], k: int, prompt_len: int, new: int
                               speculator=spec)
         got, dt, n = run_to_end(core, b)
         runner.draft_with_mtp = False
-        out[b] = {"tok_s": n / dt, "speedup": n / dt / plain_tok_s[b],
-                  "acceptance": spec.accepted / max(spec.drafted, 1),
-                  "mean_accepted_length": spec.mean_accepted_length,
+        out[b] = {"tok_s": n / dt, "speedup": n / dt / plain_tok_s[b], **measured(spec),
                   "same_as_plain": sum(g == p for g, p in zip(got, plain)) / b}
     return out
 
@@ -164,15 +195,12 @@ def main() -> int:
     ap.add_argument("--batches", default="1,8,32")
     ap.add_argument("--max-k", type=int, default=4)
     ap.add_argument("--k", type=int, default=3, help="drafts per step of the tok/s runs")
-    ap.add_argument("--accept", type=float, default=0.7,
-                    help="oracle per-token rate: each draft is right with this probability")
-    ap.add_argument("--draft-acceptance", type=float, default=0.7,
-                    help="also run the per-token rate whose expected fraction of drafts "
-                    "accepted is this (0 to skip)")
+    ap.add_argument("--accept", default="0.7",
+                    help="oracle per-token rates, comma-separated: each draft is right with "
+                    "this probability given the ones before it were")
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--new", type=int, default=256)
     ap.add_argument("--steps", type=int, default=30, help="timed steps per step-cost cell")
-    ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--mtp", action="store_true",
                     help="also draft with the checkpoint's MTP head (Qwen3.5 / Qwen3-Next)")
     ap.add_argument("--seed", type=int, default=0)
@@ -189,14 +217,16 @@ def main() -> int:
                          num_draft_tokens=max_k, mtp=a.mtp)
     runner.draft_with_mtp = False   # the plain and oracle runs measure without the head
     rng = np.random.default_rng(a.seed)
-    rates = [a.accept] + ([token_rate_for(a.draft_acceptance, a.k)] if a.draft_acceptance
-                          else [])
+    rates = [float(x) for x in a.accept.split(",")]
     result: dict = {"model": str(a.model), "date": time.strftime("%Y-%m-%d"),
                     "commit": os.environ.get("ATLAS_COMMIT", "unknown"), "k": a.k,
                     "token_rates": rates, "prompt": a.prompt, "new": a.new}
     result["step_cost"] = step_costs(runner, batches, a.max_k, a.prompt, a.steps, rng)
-    result["throughput"] = throughput(runner, batches, a.k, rates, a.prompt, a.new,
-                                      a.passes, rng)
+    step_cost = {b: [row[f"k{k}_ratio"] for k in range(1, a.max_k + 1)]
+                 for b, row in result["step_cost"].items()}
+    result["throughput"] = throughput(runner, batches, a.k, a.max_k, rates, a.prompt, a.new,
+                                      rng, step_cost)
+    result["invariant_rows"] = runner.invariant_rows
     print(f"\n== {a.model.name}: verification step cost vs a plain decode step")
     print(f"{'batch':>5} {'plain ms':>9} " + " ".join(f"{f'K={k}':>13}"
                                                     for k in range(1, a.max_k + 1)))
@@ -204,27 +234,34 @@ def main() -> int:
         cells = " ".join(f"{row[f'k{k}_ms']:>6.2f} ({row[f'k{k}_ratio']:.2f}x)"
                          for k in range(1, a.max_k + 1))
         print(f"{b:>5} {row['plain_ms']:>9.2f} {cells}")
-    print(f"\n== oracle K={a.k}: tok/s per pass (p: per-token rate, exp: the fraction of "
-          "drafts it should accept, accept: measured)")
-    print(f"{'batch':>5} {'p':>5} {'exp':>5} {'oracle of':>9} {'plain':>9} {'spec':>9} "
-          f"{'speedup':>8} {'accept':>7} {'acc/step':>8} {'=plain':>7}")
+    print(f"\n== oracle drafting a greedy reference (p: per-token rate; exact: every "
+          f"verification row computes what plain decode does, <= {runner.invariant_rows} "
+          "rows, and the reference is the plain output; else the reference is the output of "
+          "verification steps of K rows with every draft rejected; acc/tok: measured "
+          "per-token acceptance; tok/step: tokens per verification; model: step-cost "
+          "table's speedup at p; =ref / =plain: sequences equal to the reference / plain)")
+    print(f"{'batch':>5} {'p':>5} {'K':>6} {'exact':>5} {'oracle of':>9} {'plain':>9} "
+          f"{'spec':>9} {'speedup':>8} {'model':>6} {'acc/tok':>7} {'tok/step':>8} "
+          f"{'=ref':>5} {'=plain':>6}")
     for b, row in result["throughput"].items():
         for p in row["passes"]:
-            print(f"{b:>5} {p['token_rate']:>5.2f} {p['expected_acceptance']:>5.2f} "
-                  f"{p['reference']:>9} {row['plain_tok_s']:>9.1f} {p['tok_s']:>9.1f} "
-                  f"{p['speedup']:>7.2f}x "
-                  f"{p['acceptance']:>7.2f} {p['mean_accepted_length']:>8.2f} "
-                  f"{p['same_as_plain']:>7.2f}")
+            model = f"{p['model_speedup']:.2f}x" if p["model_speedup"] else "-"
+            print(f"{b:>5} {p['token_rate']:>5.2f} {p['k']:>6} "
+                  f"{'yes' if p['exact'] else 'no':>5} {row['reference']:>9} "
+                  f"{row['plain_tok_s']:>9.1f} {p['tok_s']:>9.1f} {p['speedup']:>7.2f}x "
+                  f"{model:>6} {_rate(p, 'token_acceptance'):>7} "
+                  f"{_rate(p, 'tokens_per_step'):>8} {p['same_as_reference']:>5.2f} "
+                  f"{p['same_as_plain']:>6.2f}")
     if a.mtp:
         result["mtp"] = mtp_throughput(runner, batches, a.k, a.prompt, a.new, rng,
                                        {b: row["plain_tok_s"]
                                         for b, row in result["throughput"].items()})
         print(f"\n== MTP head drafting K={a.k} (random head: low acceptance expected)")
-        print(f"{'batch':>5} {'spec':>9} {'speedup':>8} {'accept':>7} {'acc/step':>8} "
+        print(f"{'batch':>5} {'spec':>9} {'speedup':>8} {'acc/tok':>7} {'tok/step':>8} "
               f"{'=plain':>7}")
         for b, row in result["mtp"].items():
             print(f"{b:>5} {row['tok_s']:>9.1f} {row['speedup']:>7.2f}x "
-                  f"{row['acceptance']:>7.2f} {row['mean_accepted_length']:>8.2f} "
+                  f"{_rate(row, 'token_acceptance'):>7} {_rate(row, 'tokens_per_step'):>8} "
                   f"{row['same_as_plain']:>7.2f}")
     write_json(a.out, result)
     return 0

@@ -34,15 +34,20 @@ def start_decoding(runner: ModelRunner, batch: int, prompt_len: int, max_tokens:
     """A core whose `batch` sequences have all finished prefill (each sampled >= 1 token).
     `prompts` (default: random ids) and `speculator` serve the speculative benchmark,
     `grammar` (every sequence follows it) the structured-output one; `async_scheduling`
-    as the server's (off: every step committed before the next is planned)."""
+    as the server's (off: every step committed before the next is planned). The speculator
+    joins once every sequence decodes: the prefill phase (whose mixed steps run eagerly) is
+    then the same with and without it, so runs of the same prompts start from the same
+    tokens."""
     core = EngineCore.build(runner, max_prefill_tokens=runner.limits.max_prefill_tokens,
                             max_num_seqs=batch, speculator=speculator,
                             async_scheduling=async_scheduling)
     for i, ids in enumerate(prompts or random_prompts(runner, batch, prompt_len, rng)):
         core.add(i, EngineRequest(ids, GREEDY, max_tokens, grammar=grammar))
     scheduler = core.scheduler
+    scheduler.speculator = None
     while scheduler.waiting or any(not s.output_ids for s in scheduler.running):
         core.step()
+    scheduler.speculator = speculator
     if len(scheduler.running) != batch:
         raise RuntimeError(f"only {len(scheduler.running)} of {batch} sequences are decoding "
                            "(KV pool or max_tokens too small for the benchmark)")

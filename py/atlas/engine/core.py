@@ -147,7 +147,8 @@ class EngineCore:
             out.update(spec_draft_tokens_total=spec.drafted,
                        spec_accepted_tokens_total=spec.accepted,
                        spec_verify_steps_total=spec.verify_steps,
-                       spec_mean_accepted_length=spec.mean_accepted_length)
+                       spec_mean_accepted_length=spec.mean_accepted_length,
+                       spec_token_acceptance=spec.token_acceptance)
         return out
 
     def add(self, seq_id: int, request: EngineRequest, now: float | None = None) -> None:

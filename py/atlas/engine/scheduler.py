@@ -152,6 +152,7 @@ class Scheduler:
         decodes = sum(1 for s in self.running if s.num_tokens - s.num_computed == 1)
         budget = self.step_token_budget - decodes   # what prefill chunks may use
         preempted_before = self.num_preemptions
+        k = self.speculator.drafts_per_sequence(decodes) if self.speculator else 0
         queue = self.policy.order(self.running, now)
         while queue:
             seq = queue.pop(0)
@@ -163,7 +164,7 @@ class Scheduler:
                 continue
             if need > 1:
                 chunk = self.blocks.cut_chunk(seq, seq.num_computed, chunk)
-            drafts = self._drafts(seq, budget) if need == 1 else []
+            drafts = self._drafts(seq, budget, k) if need == 1 and k else []
             if drafts and not self.blocks.can_reserve(seq, seq.num_tokens + len(drafts)):
                 drafts = []   # never preempt for a guess
             if not self._reserve(seq, chunk + len(drafts), queue):
@@ -253,15 +254,16 @@ class Scheduler:
         keys = [s.arrival_index for s in self.waiting]
         self.waiting.insert(bisect.bisect(keys, seq.arrival_index), seq)
 
-    def _drafts(self, seq: Sequence, budget: int) -> list[int]:
-        """Draft tokens for a decoding sequence, within the step budget and such that every
-        token the verification may emit fits its max_tokens and context."""
+    def _drafts(self, seq: Sequence, budget: int, k: int) -> list[int]:
+        """Up to `k` draft tokens for a decoding sequence (the speculator's choice for this
+        step's batch), within the step budget and such that every token the verification
+        may emit fits its max_tokens and context."""
         spec = self.speculator
         if (spec is None or not spec.applies_to(seq) or seq.sampling.forced_next
                 or seq.sampling.grammar is not None   # drafts would need masks per row
                 or seq.request.logprobs is not None):  # and logprobs rows per draft
             return []
-        room = min(spec.num_draft_tokens, budget,
+        room = min(k, budget,
                    seq.request.max_tokens - len(seq.output_ids) - 1,
                    seq.token_limit - seq.num_tokens - 1)
         return spec.drafter.propose(seq, room)[:room] if room > 0 else []

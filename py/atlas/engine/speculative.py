@@ -117,19 +117,91 @@ class MtpDrafter:
         return self.source(seq.seq_id)[:k]
 
 
+#: pseudo-drafts of the prior in `Speculator.token_acceptance`: enough that a few lucky or
+#: unlucky early steps do not swing K, few enough that a real rate shows within a few steps
+PRIOR_DRAFTS = 10
+
+
+def expected_tokens(num_drafts: int, token_acceptance: float) -> float:
+    """Tokens a verification of K drafts emits on average when each draft is right with
+    probability p given the ones before it were: 1 + p + ... + p^K (2.53 at p = 0.7, K = 3:
+    the accepted drafts, then the target's own token)."""
+    return sum(token_acceptance ** i for i in range(num_drafts + 1))
+
+
+def best_num_drafts(step_cost: Mapping[int, Seq[float]], batch: int, max_drafts: int,
+                    token_acceptance: float) -> int:
+    """The drafts per sequence that maximize tokens per unit of step time at this batch size:
+    K in 0..max_drafts maximizing expected_tokens(K, p) / c(B, K), where c(B, K) is the
+    step-cost table's time of a verification step with K drafts per sequence relative to a
+    plain step (c(B, 0) = 1: plain decoding). B's row is the smallest measured batch size
+    >= B (verification costs grow with the batch), else the largest measured one."""
+    if not step_cost:
+        return max_drafts
+    sizes = sorted(step_cost)
+    costs = step_cost[next((b for b in sizes if b >= batch), sizes[-1])]
+    best_k, best_rate = 0, 1.0
+    for k in range(1, min(max_drafts, len(costs)) + 1):
+        rate = expected_tokens(k, token_acceptance) / costs[k - 1]
+        if rate > best_rate:
+            best_k, best_rate = k, rate
+    return best_k
+
+
+def step_cost_table(measured: Mapping[str, Mapping[str, float]]) -> dict[int, list[float]]:
+    """The draft policy's table from tools/gpu/bench_spec.py's JSON "step_cost" object
+    ({"8": {"plain_ms": ..., "k1_ratio": 1.22, "k2_ratio": ...}, ...}): batch -> [c(B, 1),
+    c(B, 2), ...] for the K it measured from 1 up. A malformed object is a ValueError
+    naming what is wrong."""
+    table: dict[int, list[float]] = {}
+    for batch, row in measured.items():
+        if not str(batch).isdigit() or not isinstance(row, Mapping):
+            raise ValueError(f"step_cost: {batch!r} is not a batch size with a row of ratios")
+        costs = []
+        while f"k{len(costs) + 1}_ratio" in row:
+            cost = row[f"k{len(costs) + 1}_ratio"]
+            if not isinstance(cost, (int, float)) or cost <= 0:
+                raise ValueError(f"step_cost[{batch}].k{len(costs) + 1}_ratio = {cost!r} is "
+                                 "not a positive number")
+            costs.append(float(cost))
+        if not costs:
+            raise ValueError(f"step_cost[{batch}] has no k1_ratio")
+        table[int(batch)] = costs
+    if not table:
+        raise ValueError("step_cost has no rows")
+    return table
+
+
 @dataclass(slots=True)
 class Speculator:
-    """A drafter, how many tokens it may propose per step, and what it achieved."""
+    """A drafter, how many tokens it may propose per step, and what it achieved.
+
+    With a `step_cost` table (batch size -> [c(B, 1), ..., c(B, K)]: a verification step's
+    time relative to a plain one, as tools/gpu/bench_spec.py measures it) each step drafts
+    `drafts_per_sequence(batch)`: best_num_drafts at the measured per-token acceptance, so a
+    batch where verification costs more than its expected tokens repay decodes plainly
+    (K = 0). Without one every step drafts num_draft_tokens."""
 
     drafter: Drafter
     num_draft_tokens: int
+    step_cost: Mapping[int, Seq[float]] | None = None
+    #: per-token acceptance assumed before any verification (token_acceptance's prior)
+    prior_acceptance: float = 0.7
     drafted: int = 0
     accepted: int = 0
     verify_steps: int = 0
+    #: verification steps that rejected a draft (the others accepted all they verified)
+    rejections: int = 0
 
     def __post_init__(self) -> None:
         if self.num_draft_tokens < 1:
             raise ValueError(f"num_draft_tokens must be >= 1, got {self.num_draft_tokens}")
+        if not 0.0 <= self.prior_acceptance <= 1.0:
+            raise ValueError(f"prior_acceptance must be in [0, 1], got {self.prior_acceptance}")
+        for batch, costs in (self.step_cost or {}).items():
+            if batch < 1 or not costs or any(c <= 0 for c in costs):
+                raise ValueError(f"step_cost[{batch}] = {costs!r}: need batch >= 1 and "
+                                 "positive relative costs for K = 1, 2, ...")
 
     @staticmethod
     def applies_to(seq: Sequence) -> bool:
@@ -139,11 +211,27 @@ class Speculator:
         self.drafted += num_drafts
         self.accepted += num_accepted
         self.verify_steps += 1
+        self.rejections += num_accepted < num_drafts
 
     @property
     def mean_accepted_length(self) -> float:
         """Drafts accepted per verification step (tokens per step is one more)."""
         return self.accepted / self.verify_steps if self.verify_steps else 0.0
+
+    @property
+    def token_acceptance(self) -> float:
+        """Per-token acceptance p: P(a draft is accepted | the ones before it were), the
+        maximum-likelihood p of runs cut at the first rejection (accepted / (accepted +
+        rejections)), with PRIOR_DRAFTS pseudo-drafts at prior_acceptance."""
+        prior = PRIOR_DRAFTS * self.prior_acceptance
+        return (self.accepted + prior) / (self.accepted + self.rejections + PRIOR_DRAFTS)
+
+    def drafts_per_sequence(self, batch: int) -> int:
+        """Drafts each sequence may carry in a step with `batch` decoding sequences."""
+        if self.step_cost is None:
+            return self.num_draft_tokens
+        return best_num_drafts(self.step_cost, batch, self.num_draft_tokens,
+                               self.token_acceptance)
 
 
 def make_drafter(name: str, **options) -> Drafter:

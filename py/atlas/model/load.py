@@ -11,7 +11,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Container
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, ContextManager
 
@@ -29,6 +29,7 @@ from ..runtime.gpu import GpuBackend
 from ..runtime.kv_cache import KvCacheConfig, PagedKvCache, parse_kv_dtype
 from ..runtime.ops import KernelCache
 from ..runtime.ops.kv_quant import DEFAULT_CALIBRATION_TOKENS
+from ..runtime.ops.routes import KernelRoutes
 from ..runtime.sampler import Sampler
 from ..runtime.synthetic_weights import SyntheticWeights
 from ..runtime.weights import WeightStore
@@ -281,7 +282,10 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
             if kv.scale_ptrs[kv_index[layer]]:
                 kv.set_scales(kv_index[layer], scales)
 
-    kc = KernelCache(dev)
+    routes = KernelRoutes.from_env()
+    if num_draft_tokens:  # verification rows compute what decode rows do (runner docstring):
+        routes = replace(routes, fused_norm=False)  # no single-row-only norm fusion
+    kc = KernelCache(dev, routes)
     moe_bufs = MoeBuffers.bind(arena, limits.max_tokens, dev) if cfg.moe else None
     # with attention split too, the all-reduce after every MLP sums the experts' partials
     ep = ExpertShard.of(comm, num_experts, combine=tp_size == 1) if num_experts else None

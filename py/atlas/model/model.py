@@ -220,6 +220,10 @@ class AttentionPlan:
     num_seqs: int
     max_q_len: int = 1
     num_splits: int = 1
+    #: a decode-shaped verification step: consecutive rows of one sequence attend to keys the
+    #: step's earlier rows append, so K/V are appended by their own launch before attention
+    #: reads them (never by the rope-fused kernel, whose blocks append concurrently)
+    verify: bool = False
 
 
 class DenseDecoderModel:
@@ -353,9 +357,9 @@ class DenseDecoderModel:
             return
         assert lw.o is not None
         rotary_dim = d.rotary_dim or d.head_dim
-        if plan.decode and attention.rope_fusable(kc, d.heads, d.kv_heads, d.head_dim,
-                                                  d.q_pitch, rotary_dim, d.norm_offset,
-                                                  self.max_blocks * self.block_size):
+        if plan.decode and not plan.verify and attention.rope_fusable(
+                kc, d.heads, d.kv_heads, d.head_dim, d.q_pitch, rotary_dim, d.norm_offset,
+                self.max_blocks * self.block_size):
             assert t == plan.num_seqs  # one token per sequence
             # q/k norm, RoPE, KV append and split-K attention in one launch
             attention.decode_attention_rope(

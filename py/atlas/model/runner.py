@@ -15,6 +15,15 @@ the device from the sampler's output (`SeqChunk.carried`). The host rewrites its
 input buffers only once the device has consumed the previous step's (an event), and the
 sampled ids land in one of two pinned buffers, alternating, so nothing in flight is
 overwritten. `execute` is launch + collect.
+
+Row invariance. A verification step has graphs of its own (`verify_graphs`): their rows
+append K/V in one launch and attend in the next (AttentionPlan.verify), and up to
+`row_invariant_rows` rows every product runs the CUDA-core GEMV and decode attention uses
+batch 1's split count. Row i of such a step then computes bit for bit what a plain decode
+step at its position computes (the GEMV's reduction order and the attention's chunking
+depend on a row's own inputs only; the residual add + RMSNorm is never fused into a
+single-row GEMV when the runner speculates): greedy speculation emits the plain tokens on
+the GPU too, and an oracle drafting the plain greedy output gets exactly its acceptance.
 """
 
 from __future__ import annotations
@@ -33,14 +42,17 @@ from ..core.sampling import GREEDY
 from ..runtime.buffers import BufferArena
 from ..runtime.gpu import H200_FACTS, DevicePtr, EventHandle, GpuBackend, GraphHandle
 from ..runtime.kv_cache import PagedKvCache
-from ..runtime.ops import argmax, embedding
+from ..runtime.ops import KernelCache, argmax, embedding
+from ..runtime.ops.matmul import GEMV_MAX_M, linear_route
+from ..runtime.ops.matmul_quant import Bf16Linear
 from ..runtime.sampler import Sampler
 from .batch import SeqChunk, StepResult, TokenLogprobs, accept
 from .gated_deltanet import proj_width
 from .model import AttentionPlan, DenseDecoderModel, Dims, StepBuffers
 from .mtp import MtpProposer
 from .state_pools import RecurrentStatePools
-from .step_inputs import StepLayout, decode_buckets, decode_splits, pack_step, row_owners
+from .step_inputs import (StepLayout, decode_buckets, decode_splits, pack_step, row_owners,
+                          verification_buckets)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +145,26 @@ class RunnerInfo:
     #: what a benchmark record attests it measured
     kernel_stamps: tuple[dict[str, Any], ...] = ()
     load_s: float = 0.0
+
+
+def row_invariant_rows(kc: KernelCache) -> int:
+    """Most rows a decode step may have while every bf16 product of it runs the CUDA-core
+    GEMV (`linear_route` "gemv"), whose per-row FMA chain and butterfly reduction do not
+    depend on the row count (gemv_core.cuh): row i of an m-row product is bit for bit the
+    one-row product of row i. The batched GEMV and the GEMMs beyond it reduce in other
+    orders (7 on an H200 with the default routes, 8 where gemv_mma is not loaded)."""
+    m = 0
+    while m < GEMV_MAX_M and linear_route(kc, m + 1, 1) == "gemv":
+        m += 1
+    return m
+
+
+def _all_bf16(model: DenseDecoderModel) -> bool:
+    """Whether every projection is a bf16 weight (row_invariant_rows reasons about the bf16
+    GEMV; the quantized formats route by row count on kernels of their own)."""
+    return all(isinstance(w, Bf16Linear) for lw in model.layers
+               for w in (lw.qkv, lw.o, getattr(lw.mlp, "gate_up", None),
+                         getattr(lw.mlp, "down", None)) if w is not None)
 
 
 def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
@@ -242,10 +274,22 @@ class ModelRunner:
         self.forward_graphs: dict[int, GraphHandle] = {}
         self._masked_last = False  # the last step uploaded a grammar mask
         self._logprobs_last = False  # the last step asked the sampler for logprobs
-        #: row counts with a captured graph: batch sizes, and verification rows beyond them
-        #: (a hybrid model verifies eagerly, see _graph_bucket)
-        self.buckets = decode_buckets(limits.max_batch_size if self.has_recurrent_state
-                                      else limits.max_sample_rows)
+        #: verification steps of up to this many rows compute each row as a plain decode
+        #: step would (see the module docstring); 0 without speculation, and for hybrid
+        #: models (which verify eagerly) and mixtures of experts (whose expert kernels
+        #: route by row count)
+        self.invariant_rows = (row_invariant_rows(model.kc) if limits.num_draft_tokens
+                               and not self.has_recurrent_state and cfg.moe is None
+                               and _all_bf16(model) else 0)
+        #: row counts with a captured decode graph: batch sizes
+        self.buckets = decode_buckets(limits.max_batch_size)
+        #: row counts with a captured verification graph (a hybrid model verifies eagerly,
+        #: see _graph_bucket)
+        self.verify_buckets = (verification_buckets(limits.max_sample_rows, self.invariant_rows)
+                               if limits.num_draft_tokens and not self.has_recurrent_state
+                               else [])
+        self.verify_graphs: dict[int, GraphHandle] = {}
+        self.verify_forward_graphs: dict[int, GraphHandle] = {}
 
     # ---- StepExecutor ------------------------------------------------------------------
     def execute(self, steps: Sequence[SeqChunk]) -> list[StepResult]:
@@ -354,7 +398,9 @@ class ModelRunner:
         of its row count when it is decode-shaped, else eagerly. `rows` are the sampled
         rows in order: (chunk, i) draws at the chunk's RNG position + i. Returns the rows
         run and sampled (graph padding included)."""
-        bucket = self._graph_bucket(steps)
+        bucket, verify = self._graph_bucket(steps)
+        graphs, forward_graphs = ((self.verify_graphs, self.verify_forward_graphs) if verify
+                                  else (self.graphs, self.forward_graphs))
         n_tokens, n_sample, max_q = pack_step(self.host_i32, self.layout, steps,
                                               self.block_size, pad_to=bucket,
                                               per_row=bucket > 0)
@@ -370,12 +416,12 @@ class ModelRunner:
         if bucket and not masked:
             self._upload_token_masks([st for st, _ in rows])
             self._mark_inputs_sent()
-            self.backend.launch_graph(self.graphs[bucket], self.stream)
+            self.backend.launch_graph(graphs[bucket], self.stream)
             return n_tokens, n_sample
         # the forward is enqueued first: the host fills the grammar masks while the device
         # runs it, and the sampler (queued after the mask upload) waits for both
         if bucket:
-            self.backend.launch_graph(self.forward_graphs[bucket], self.stream)
+            self.backend.launch_graph(forward_graphs[bucket], self.stream)
         else:
             plan = AttentionPlan(decode=False, num_seqs=len(steps), max_q_len=max_q)
             self.model.forward(self.stream, self.bufs, n_tokens, plan, n_sample)
@@ -478,21 +524,25 @@ class ModelRunner:
             self.backend.synchronize(self.stream)
             self._inputs_pending = False
 
-    def _graph_bucket(self, steps: Sequence[SeqChunk]) -> int:
-        """Rows of the captured graph that runs this step, 0 to run it eagerly: a step
-        qualifies when every chunk samples its last token and its drafts' positions. A
-        hybrid model verifies eagerly: its recurrent state must advance token by token
-        within a sequence, which the decode form (one state step per row) does not do."""
+    def _graph_bucket(self, steps: Sequence[SeqChunk]) -> tuple[int, bool]:
+        """(rows of the captured graph that runs this step, 0 to run it eagerly; whether it
+        is a verification graph): a step qualifies when every chunk samples its last token
+        and its drafts' positions. A hybrid model verifies eagerly: its recurrent state must
+        advance token by token within a sequence, which the decode form (one state step
+        per row) does not do."""
         if not self.graphs:
-            return 0
-        rows = 0
+            return 0, False
+        rows, verify = 0, False
         for st in steps:
             if not st.sample or len(st.token_ids) != st.num_draft + 1:
-                return 0
-            if st.num_draft and self.has_recurrent_state:
-                return 0
+                return 0, False
+            if st.num_draft:
+                if self.has_recurrent_state:
+                    return 0, False
+                verify = True
             rows += len(st.token_ids)
-        return next((b for b in self.buckets if b >= rows), 0)
+        buckets = self.verify_buckets if verify else self.buckets
+        return next((b for b in buckets if b >= rows), 0), verify
 
     def _upload_token_masks(self, row_chunks: Sequence[SeqChunk]) -> None:
         """Grammar masks of this step's sampling rows (row j samples for row_chunks[j]),
@@ -573,32 +623,48 @@ class ModelRunner:
                 self._row_state[row] = state
         self.kv.upload_block_tables(self.stream)
 
+    def decode_splits(self, rows: int) -> int:
+        """Decode attention's split count in the captured step of `rows` rows: batch 1's up
+        to `invariant_rows` (a row's chunking then depends on its context length only), the
+        occupancy rule's for the row count beyond."""
+        kv_heads = self.model.dims.kv_heads
+        return self.limits.decode_splits(1 if rows <= self.invariant_rows else rows, kv_heads)
+
     def capture_graphs(self) -> None:
-        """Capture one decode graph per bucket, largest first (nano-vllm's order)."""
-        dims = self.model.dims
-        for bs in sorted(self.buckets, reverse=True):
-            dummy = [SeqChunk(-1 - i, [0], 0, [0], GREEDY) for i in range(bs)]
-            pack_step(self.host_i32, self.layout, dummy, self.block_size)
-            for i in range(bs):  # padding-style rows: never write the KV cache
-                self.host_i32[self.layout.slots + i] = -1
-                self.host_i32[self.layout.state_slots + i] = self.pad_slot
-            self._upload_inputs([], bs)
-            self.sampler.prepare([self.pad_slot] * bs, [GREEDY] * bs, [0] * bs)
-            splits = self.limits.decode_splits(bs, dims.kv_heads)
-            plan = AttentionPlan(decode=True, num_seqs=bs, num_splits=splits)
-            # Warm-up outside capture resolves every kernel before the graph is recorded.
-            self.model.forward(self.stream, self.bufs, bs, plan, bs)
-            self.sampler.enqueue(self.stream, self.bufs.logits, bs)
-            self.backend.synchronize(self.stream)
+        """Capture one decode graph per bucket and one verification graph per verification
+        bucket, largest first (nano-vllm's order)."""
+        kinds = [(rows, False) for rows in self.buckets]
+        kinds += [(rows, True) for rows in self.verify_buckets]
+        for rows, verify in sorted(kinds, reverse=True):
+            self._capture(rows, verify)
+        self.backend.synchronize(self.stream)
+
+    def _capture(self, bs: int, verify: bool) -> None:
+        """The graph of a decode-shaped step of `bs` rows (and its sampler-less twin for
+        steps under grammar masks), into graphs or verify_graphs."""
+        dummy = [SeqChunk(-1 - i, [0], 0, [0], GREEDY) for i in range(bs)]
+        pack_step(self.host_i32, self.layout, dummy, self.block_size)
+        for i in range(bs):  # padding-style rows: never write the KV cache
+            self.host_i32[self.layout.slots + i] = -1
+            self.host_i32[self.layout.state_slots + i] = self.pad_slot
+        self._upload_inputs([], bs)
+        self.sampler.prepare([self.pad_slot] * bs, [GREEDY] * bs, [0] * bs)
+        plan = AttentionPlan(decode=True, num_seqs=bs, num_splits=self.decode_splits(bs),
+                             verify=verify)
+        graphs, forward_graphs = ((self.verify_graphs, self.verify_forward_graphs) if verify
+                                  else (self.graphs, self.forward_graphs))
+        # Warm-up outside capture resolves every kernel before the graph is recorded.
+        self.model.forward(self.stream, self.bufs, bs, plan, bs)
+        self.sampler.enqueue(self.stream, self.bufs.logits, bs)
+        self.backend.synchronize(self.stream)
+        self.backend.begin_capture(self.stream)
+        self.model.forward(self.stream, self.bufs, bs, plan, bs)
+        self.sampler.enqueue(self.stream, self.bufs.logits, bs)
+        graphs[bs] = self.backend.end_capture(self.stream)
+        if self.sampler.token_bitmask is not None:
             self.backend.begin_capture(self.stream)
             self.model.forward(self.stream, self.bufs, bs, plan, bs)
-            self.sampler.enqueue(self.stream, self.bufs.logits, bs)
-            self.graphs[bs] = self.backend.end_capture(self.stream)
-            if self.sampler.token_bitmask is not None:
-                self.backend.begin_capture(self.stream)
-                self.model.forward(self.stream, self.bufs, bs, plan, bs)
-                self.forward_graphs[bs] = self.backend.end_capture(self.stream)
-        self.backend.synchronize(self.stream)
+            forward_graphs[bs] = self.backend.end_capture(self.stream)
 
 
 def _token_logprobs(token: int, logprobs: tuple[np.ndarray, np.ndarray, np.ndarray],

@@ -164,6 +164,14 @@ def decode_buckets(max_batch: int) -> list[int]:
     return sizes
 
 
+def verification_buckets(max_rows: int, exact_upto: int) -> list[int]:
+    """Row counts that get a captured verification graph: every count from 2 up to
+    `exact_upto` (so no step in that range is padded past it: the row-invariant range, see
+    runner.row_invariant_rows), then decode_buckets' sizes above it."""
+    exact = list(range(2, min(exact_upto, max_rows) + 1))
+    return exact + [b for b in decode_buckets(max_rows) if b > max(exact_upto, 1)]
+
+
 def decode_splits(batch: int, kv_heads: int, max_seq_len: int, num_sms: int) -> int:
     """Split-K factor for decode attention: enough blocks to cover the GPU twice, but no
     split shorter than 64 tokens at the longest allowed history. Long contexts (the

@@ -62,6 +62,10 @@ class KernelCase:
     #: also captured into the device check's CUDA graph (tools/gpu/check_kernels.py), for
     #: kernels whose launches must replay: state they leave (counters) or buffers they swap
     graph: bool = False
+    #: pairs of outputs (same dtype and shape) that must hold the same bits on every
+    #: backend: two launch paths specified to compute identical values (a row of a
+    #: many-row launch and the one-row launch of that row, a fused kernel and its parts)
+    same_bits: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -148,6 +152,11 @@ def compare(case: KernelCase, got: dict[str, np.ndarray],
             problems.append(f"{name}: {int(bad.sum())}/{bad.size} outside tol "
                             f"(first at {tuple(int(i) for i in idx)}: got {g[tuple(idx)]}, "
                             f"want {e[tuple(idx)]})")
+    for a, b in case.same_bits:
+        differ = got[a].view(np.uint8) != got[b].view(np.uint8)
+        if differ.any():
+            problems.append(f"{a} vs {b}: {int(differ.sum())} bytes differ (must be bit for "
+                            "bit equal)")
     return CaseResult(case.name, case.module, not problems, errs, "; ".join(problems), got)
 
 

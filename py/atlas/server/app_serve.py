@@ -33,6 +33,9 @@ class EngineLimits:
     prefix_caching: bool = True
     speculative: str | None = None   # a drafter name ("ngram", "mtp"); None: no speculation
     num_draft_tokens: int = 3
+    #: the draft policy's step-cost table (batch -> relative cost of K = 1.. drafts; see
+    #: Speculator); None: every step drafts num_draft_tokens
+    spec_step_cost: dict[int, list[float]] | None = None
     #: plan and launch each step while the one before runs on the device (EngineCore)
     async_scheduling: bool = True
 
@@ -45,7 +48,8 @@ def build_engine(executor: StepExecutor, limits: EngineLimits, ctx: ServerContex
         max_num_seqs=limits.max_num_seqs, max_seq_len=limits.max_seq_len,
         policy=make_policy(limits.scheduling_policy, limits.tbt_deadline_ms),
         pool_factory=pool_factory, prefix_caching=limits.prefix_caching,
-        speculator=Speculator(_drafter(limits.speculative, executor), limits.num_draft_tokens)
+        speculator=Speculator(_drafter(limits.speculative, executor), limits.num_draft_tokens,
+                              step_cost=limits.spec_step_cost)
         if limits.speculative else None, async_scheduling=limits.async_scheduling)
     kv = getattr(executor, "kv", None)   # a model runner's pool (absent on test executors)
     if kv is not None:

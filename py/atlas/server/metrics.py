@@ -24,6 +24,8 @@ ENGINE_COUNTERS = {
     "spec_accepted_tokens_total": ("counter", "Drafted tokens the verification accepted."),
     "spec_verify_steps_total": ("counter", "Speculative verification chunks run."),
     "spec_mean_accepted_length": ("gauge", "Drafts accepted per verification step."),
+    "spec_token_acceptance": ("gauge", "Per-token draft acceptance the draft policy uses "
+                              "(accepted / (accepted + rejections), with a 0.7 prior)."),
 }
 
 TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)

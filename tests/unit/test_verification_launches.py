@@ -1,0 +1,55 @@
+"""What a speculating runner launches (MockGpuBackend, no numerics): verification steps
+replay graphs of their own in which every row's K/V is appended by one launch before decode
+attention reads it (the rope-fused kernel's blocks would append concurrently, racing the
+rows after them), on batch 1's split count; and no single-row-only fusion runs in plain
+decode either, so a verification row computes what the decode row at its position does."""
+
+from pathlib import Path
+
+import pytest
+
+from atlas.core.sampling import GREEDY
+from atlas.model.batch import PenaltyHistory, SeqChunk
+from atlas.model.load import load_runner
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
+
+
+@pytest.fixture(scope="module")
+def runner():
+    return load_runner(FIXTURE, backend="mock", max_seq_len=64, max_batch_size=4,
+                       max_prefill_tokens=32, num_draft_tokens=3, batch_invariant=False)
+
+
+def replayed(runner, chunks):
+    dev = runner.backend
+    dev.drain_launches()
+    dev.graph_launches.clear()
+    runner.execute(chunks)
+    assert dev.drain_launches() == []   # nothing outside the graph
+    (replay,) = dev.graph_launches
+    return replay.graph
+
+
+def test_plain_decode_fuses_no_norm_when_speculating(runner):
+    names = [r.func for r in replayed(runner, [SeqChunk(
+        1, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3, 4, 5]))])]
+    runner.release(1)
+    assert "gemv_add_rmsnorm_bf16_single" not in names
+    assert names.count("decode_attn_rope_bf16") == runner.cfg.num_hidden_layers
+
+
+def test_verification_appends_kv_before_attention_on_batch_one_splits(runner):
+    kv_heads = runner.model.dims.kv_heads
+    graph = replayed(runner, [SeqChunk(2, [3, 4, 5, 6], 5, [0], GREEDY, num_draft=3,
+                                       history=PenaltyHistory([1, 2, 3, 4, 5]))])
+    runner.release(2)
+    names = [r.func for r in graph]
+    assert runner.invariant_rows >= 4 and 4 in runner.verify_graphs
+    assert "decode_attn_rope_bf16" not in names
+    layers = runner.cfg.num_hidden_layers
+    rope = [i for i, n in enumerate(names) if n == "qk_norm_rope_kv_bf16"]
+    attn = [r for r in graph if r.func == "decode_attn_bf16"]
+    assert len(rope) == len(attn) == layers
+    assert all(r.grid == (runner.limits.decode_splits(1, kv_heads), kv_heads, 4) for r in attn)
+    assert not [n for n in names if n.endswith("_single")]   # 4-row products throughout
