@@ -8,6 +8,14 @@ sequences is a decode step of B * (K + 1) rows, reading the weights once. Per-st
 are written into graph-stable device buffers first (two host-to-device copies), and only
 the sampled token ids come back.
 
+A step is `launch`ed (inputs uploaded, work queued, the sampled ids' copy to the host
+queued) and later `collect`ed (wait for it, read the ids): between the two the engine plans
+and launches the next step, whose decode tokens are the ones this step samples, copied on
+the device from the sampler's output (`SeqChunk.carried`). The host rewrites its pinned
+input buffers only once the device has consumed the previous step's (an event), and the
+sampled ids land in one of two pinned buffers, alternating, so nothing in flight is
+overwritten. `execute` is launch + collect.
+
 Row invariance. A verification step has graphs of its own (`verify_graphs`): their rows
 append K/V in one launch and attend in the next (AttentionPlan.verify), and up to
 `row_invariant_rows` rows every product runs the CUDA-core GEMV and decode attention uses
@@ -16,14 +24,6 @@ step at its position computes (the GEMV's reduction order and the attention's ch
 depend on a row's own inputs only; the residual add + RMSNorm is never fused into a
 single-row GEMV when the runner speculates): greedy speculation emits the plain tokens on
 the GPU too, and an oracle drafting the plain greedy output gets exactly its acceptance.
-
-A step is `launch`ed (inputs uploaded, work queued, the sampled ids' copy to the host
-queued) and later `collect`ed (wait for it, read the ids): between the two the engine plans
-and launches the next step, whose decode tokens are the ones this step samples, copied on
-the device from the sampler's output (`SeqChunk.carried`). The host rewrites its pinned
-input buffers only once the device has consumed the previous step's (an event), and the
-sampled ids land in one of two pinned buffers, alternating, so nothing in flight is
-overwritten. `execute` is launch + collect.
 """
 
 from __future__ import annotations
@@ -162,10 +162,9 @@ def row_invariant_rows(kc: KernelCache) -> int:
 def _all_bf16(model: DenseDecoderModel) -> bool:
     """Whether every projection is a bf16 weight (row_invariant_rows reasons about the bf16
     GEMV; the quantized formats route by row count on kernels of their own)."""
-    return isinstance(model.lm_head, Bf16Linear) and all(
-        isinstance(w, Bf16Linear) for lw in model.layers
-        for w in (lw.qkv, lw.o, getattr(lw.mlp, "gate_up", None),
-                  getattr(lw.mlp, "down", None)) if w is not None)
+    return all(isinstance(w, Bf16Linear) for lw in model.layers
+               for w in (lw.qkv, lw.o, getattr(lw.mlp, "gate_up", None),
+                         getattr(lw.mlp, "down", None)) if w is not None)
 
 
 def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
