@@ -162,9 +162,10 @@ def row_invariant_rows(kc: KernelCache) -> int:
 def _all_bf16(model: DenseDecoderModel) -> bool:
     """Whether every projection is a bf16 weight (row_invariant_rows reasons about the bf16
     GEMV; the quantized formats route by row count on kernels of their own)."""
-    return all(isinstance(w, Bf16Linear) for lw in model.layers
-               for w in (lw.qkv, lw.o, getattr(lw.mlp, "gate_up", None),
-                         getattr(lw.mlp, "down", None)) if w is not None)
+    return isinstance(model.lm_head, Bf16Linear) and all(
+        isinstance(w, Bf16Linear) for lw in model.layers
+        for w in (lw.qkv, lw.o, getattr(lw.mlp, "gate_up", None),
+                  getattr(lw.mlp, "down", None)) if w is not None)
 
 
 def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
