@@ -46,6 +46,7 @@
 #include "atlas_common.cuh"
 #include "attention_tile.cuh"
 #include "bf16_vec.cuh"
+#include "decode_merge.cuh"
 #include "mma_util.cuh"
 #include "rope_core.cuh"
 
@@ -258,11 +259,9 @@ struct HeadSlice {
   }
 };
 
-struct DecodeScratch {  // per-warp partials, merged by the whole block
-  float o[kWarps][kDecodeHeadsPerPass][kDecodeMaxDim];
-  float m[kWarps][kDecodeHeadsPerPass];
-  float l[kWarps][kDecodeHeadsPerPass];
-};
+using atlas::DecodeScratch;  // per-warp partials, merged by the whole block (decode_merge.cuh)
+static_assert(kWarps == atlas::kMergeWarps && kDecodeHeadsPerPass == atlas::kMergeHeads &&
+              kDecodeMaxDim == atlas::kMergeMaxDim, "DecodeScratch's shape");
 
 // One iteration's K and V rows: kDecodeUnroll keys of this lane's key group, 16 bytes each.
 struct DecodeKv {
@@ -437,7 +436,7 @@ __device__ __forceinline__ void decode_attn_pass(const HeadSlice& hs, int begin,
   constexpr int kKeyGroups = decode_key_groups<D>();
   constexpr int kStep = kKeyGroups * kDecodeUnroll;
   const int split = blockIdx.x, kvh = hs.kvh, b = blockIdx.z, h0 = hs.h0;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int tid = threadIdx.x, lane = tid & 31;
   const int sub = lane % kLanesPerKey;  // this lane's 8 elements of head_dim
   const int grp = decode_key_group<D>();
 
@@ -520,50 +519,12 @@ __device__ __forceinline__ void decode_attn_pass(const HeadSlice& hs, int begin,
   }
 
   // Merge the key groups of each warp (lanes with the same `sub`), then the warps.
-#pragma unroll
-  for (int off = kLanesPerKey; off < 32; off <<= 1) {
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      const float m_o = __shfl_xor_sync(0xffffffffu, m[g], off);
-      const float l_o = __shfl_xor_sync(0xffffffffu, l[g], off);
-      const float mx = fmaxf(m[g], m_o);
-      const float ref = mx == -INFINITY ? 0.f : mx;
-      const float c_self = exp2f(m[g] - ref), c_other = exp2f(m_o - ref);
-      l[g] = l[g] * c_self + l_o * c_other;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const float o_o = __shfl_xor_sync(0xffffffffu, o[g][i], off);
-        o[g][i] = o[g][i] * c_self + o_o * c_other;
-      }
-      m[g] = mx;
-    }
-  }
-  if (lane < kLanesPerKey) {
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) red.o[warp][g][sub * 8 + i] = o[g][i];
-      if (lane == 0) {
-        red.m[warp][g] = m[g];
-        red.l[warp][g] = l[g];
-      }
-    }
-  }
+  atlas::stash_warp_partials<G, kLanesPerKey>(m, l, o, red);
   __syncthreads();
   for (int idx = tid; idx < G * D; idx += kThreads) {
     const int g = idx / D, d = idx % D;
-    float mx = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, red.m[w][g]);
-    const float ref = mx == -INFINITY ? 0.f : mx;
-    float total = 0.f, acc = 0.f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      const float c = exp2f(red.m[w][g] - ref);
-      total += red.l[w][g] * c;
-      acc += red.o[w][g][d] * c;
-    }
-    const float o_d = acc / total;  // an active split has >= 1 key: total >= 1
+    float mx, total;
+    const float o_d = atlas::merge_warp_partials(red, g, d, mx, total);
     if (direct) {  // the only active split: this is the result
       out[(static_cast<size_t>(b) * hq + h0 + g) * D + d] = atlas::f32_to_bf16(o_d);
       continue;

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from ..core.config import LinearAttentionConfig, ModelConfig
+from ..core.dtype import DType
 from ..runtime.gpu import DevicePtr, Stream
 from ..runtime.ops import KernelCache
 from ..runtime.ops import attention, embedding, gating, kv_quant, matmul, norm, rope
@@ -120,6 +121,11 @@ class DenseMlp:
 
     def forward(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
                 then_norm: NextNorm | None = None) -> bool:
+        if self.gate_up.fuses_swiglu(kc, t):
+            # a quantized decode step: the gate_up GEMV ends with the SwiGLU (no silu_mul)
+            self.gate_up.linear_swiglu(kc, s, b.normed, b.act, t)
+            self.down.linear(kc, s, b.act, b.delta, t, w_scratch=b.w_scratch)
+            return False
         self.gate_up.linear(kc, s, b.normed, b.gate_up, t, w_scratch=b.w_scratch)
         self.down_proj(kc, s, b, t)
         return False
@@ -145,13 +151,15 @@ class LayerWeights:
     v_cache: DevicePtr
     #: a hybrid model's linear-attention (Gated-DeltaNet) layer: its weights and state pools
     linear: GatedDeltaNetWeights | None = None
-    #: f32 [2, hkv] K/V scales of a layer whose KV pools are FP8 (0: bf16 pools)
+    #: f32 [2, hkv] K/V scales of a layer whose KV pools are quantized (0: bf16 pools)
     kv_scales: DevicePtr = 0
+    #: the format of a quantized layer's pools (DType.FP8E4M3 or DType.E2M1 for NVFP4)
+    kv_dtype: DType = DType.BF16
 
 
 @dataclass(frozen=True, slots=True)
 class KvStage:
-    """Where FP8-KV layers stage a step's rotated bf16 K/V before quantizing
+    """Where quantized-KV layers stage a step's rotated bf16 K/V before quantizing
     (ops.kv_quant): bf16 [2, hkv, rows, head_dim] and the identity slots i32 [rows]
     (0..rows-1) that address it as a one-block cache of `rows` rows."""
 
@@ -245,7 +253,7 @@ class DenseDecoderModel:
     """
 
     def __init__(self, dims: Dims, kc: KernelCache, embed: DevicePtr, final_norm: DevicePtr,
-                 lm_head: DevicePtr, layers: list[LayerWeights], cos_sin: DevicePtr,
+                 lm_head: LinearWeight, layers: list[LayerWeights], cos_sin: DevicePtr,
                  block_size: int, max_blocks: int, tp: "TensorParallel | None" = None,
                  kv_stage: KvStage | None = None) -> None:
         self.dims = dims
@@ -281,7 +289,11 @@ class DenseDecoderModel:
                 assert lw.qkv is not None
                 self._norm_linear(s, b, res, lw.in_norm, lw.qkv, b.qkv, t)
                 self._attention_after_qkv(s, b, lw, t, plan, res)
-            if isinstance(lw.mlp, DenseMlp):
+            if isinstance(lw.mlp, DenseMlp) and lw.mlp.gate_up.fuses_swiglu(kc, t):
+                self._norm(s, b, res, lw.post_norm, t)
+                lw.mlp.forward(kc, s, b, t)
+                res.pending = True
+            elif isinstance(lw.mlp, DenseMlp):
                 self._norm_linear(s, b, res, lw.post_norm, lw.mlp.gate_up, b.gate_up, t)
                 self._down_proj(s, b, res, lw.mlp, t)
             else:
@@ -300,11 +312,10 @@ class DenseDecoderModel:
         # kernel: a row gather is an embedding lookup into the normed activations.
         embedding.embedding(kc, s, b.sample_rows, b.normed, b.sample_hidden, n_sample, d.hidden, t)
         if self.tp is None:
-            matmul.linear(kc, s, b.sample_hidden, self.lm_head, b.logits, n_sample, d.vocab,
-                          d.hidden, out_f32=True)
+            self.lm_head.linear(kc, s, b.sample_hidden, b.logits, n_sample, out_f32=True)
             return
-        matmul.linear(kc, s, b.sample_hidden, self.lm_head, self.tp.logits_local, n_sample,
-                      self.tp.vocab_local, d.hidden, out_f32=True)
+        self.lm_head.linear(kc, s, b.sample_hidden, self.tp.logits_local, n_sample,
+                            out_f32=True)
         self.tp.gather_logits(s, b.logits, n_sample)
 
     def _norm(self, s: Stream, b: StepBuffers, res: Residual, w: DevicePtr, t: int) -> None:
@@ -388,7 +399,7 @@ class DenseDecoderModel:
         residual stream where `_carries` allows)."""
         d, kc = self.dims, self.kc
         if lw.kv_scales:
-            self._attention_fp8(s, b, lw, t, plan)
+            self._attention_quantized(s, b, lw, t, plan)
             if d.gated_attn:  # the gate of head h follows its query in the qkv row
                 gating.sigmoid_gate_mul(kc, s, b.attn, b.qkv + 2 * d.head_dim, b.attn, t,
                                         d.heads, d.head_dim, d.qkv_width, d.q_pitch)
@@ -428,32 +439,33 @@ class DenseDecoderModel:
                                     d.head_dim, d.qkv_width, d.q_pitch)
         self._output_projection(s, b, lw, t, res)
 
-    def _attention_fp8(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
-                       plan: AttentionPlan) -> None:
-        """Rotary into the bf16 stage, quantize into the FP8 pools (calibrating unset scales
-        on prefill steps), then attention that dequantizes in registers, into b.attn."""
-        d, kc, st = self.dims, self.kc, self.kv_stage
+    def _attention_quantized(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
+                             plan: AttentionPlan) -> None:
+        """Rotary into the bf16 stage, quantize into the FP8 or NVFP4 pools (calibrating
+        unset scales on prefill steps), then attention that dequantizes in registers, into
+        b.attn."""
+        d, kc, st, dt = self.dims, self.kc, self.kv_stage, lw.kv_dtype
         assert st is not None
         half = 2 * d.kv_heads * st.rows * d.head_dim        # bytes of the K half
         rope.qk_norm_rope_kv(kc, s, b.qkv, b.q, st.stage, st.stage + half, lw.q_norm,
                              lw.k_norm, self.cos_sin, b.positions, st.slots, t, d.heads,
                              d.kv_heads, d.head_dim, st.rows, d.eps, q_pitch=d.q_pitch,
                              rotary_dim=d.rotary_dim or d.head_dim, norm_offset=d.norm_offset)
-        kv_quant.fp8_kv_append(kc, s, st.stage, st.rows, b.slots, lw.kv_scales, lw.k_cache,
-                               lw.v_cache, t, d.kv_heads, d.head_dim, self.block_size,
-                               0 if plan.decode else st.calib_tokens)
+        kv_quant.kv_append(kc, s, dt, st.stage, st.rows, b.slots, lw.kv_scales, lw.k_cache,
+                           lw.v_cache, t, d.kv_heads, d.head_dim, self.block_size,
+                           0 if plan.decode else st.calib_tokens)
         if plan.decode:
-            kv_quant.decode_attention_fp8(kc, s, b.q, lw.k_cache, lw.v_cache, lw.kv_scales,
+            kv_quant.decode_attention_kvq(kc, s, dt, b.q, lw.k_cache, lw.v_cache, lw.kv_scales,
                                           b.block_tables, b.kv_lens, b.part_o, b.part_ml,
                                           b.attn, plan.num_seqs, d.heads, d.kv_heads,
                                           d.head_dim, self.block_size, self.max_blocks,
                                           plan.num_splits, self.scale)
         else:
-            kv_quant.prefill_attention_fp8(kc, s, b.q, lw.k_cache, lw.v_cache, lw.kv_scales,
-                                           b.block_tables, b.cu_q, b.kv_lens, b.attn,
-                                           plan.num_seqs, d.heads, d.kv_heads, d.head_dim,
-                                           self.block_size, self.max_blocks, self.scale,
-                                           plan.max_q_len)
+            kv_quant.prefill_attention_kvq(kc, s, dt, b.q, lw.k_cache, lw.v_cache,
+                                           lw.kv_scales, b.block_tables, b.cu_q, b.kv_lens,
+                                           b.attn, plan.num_seqs, d.heads, d.kv_heads,
+                                           d.head_dim, self.block_size, self.max_blocks,
+                                           self.scale, plan.max_q_len)
 
     def _output_projection(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
                            res: Residual | None = None) -> None:

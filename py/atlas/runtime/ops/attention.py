@@ -77,9 +77,9 @@ def prefill_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: De
     if sm90 is None:
         sm90 = uses_sm90(kc, head_dim)
     if sm90:
-        prefill_attention_sm90(kc, stream, grid, q, k_cache, v_cache, block_tables, cu_q,
-                               kv_lens, out, num_seqs, hq, hkv, head_dim, block_size,
-                               max_blocks, scale)
+        prefill_attention_sm90(kc, stream, q, k_cache, v_cache, block_tables, cu_q, kv_lens,
+                               out, num_seqs, hq, hkv, head_dim, block_size, max_blocks,
+                               scale, max_q_len)
         return
     kc.get(PREFILL_ATTN)(stream, grid, ATTN_THREADS, 0, q, k_cache, v_cache, block_tables,
                          cu_q, kv_lens, out, num_seqs, hq, hkv, head_dim, block_size,
