@@ -36,11 +36,11 @@ what it asked for each time, and importing Atlas never depends on the environmen
   recurrent delta rule, the gated RMSNorm) instead of the fused gdn_decode kernel.
 * ATLAS_GDN_CHUNK_TC=0: the chunked (prefill) delta rule on CUDA cores only, never the
   tensor-core kernel (gated_delta_chunk_tc).
-* ATLAS_FUSED_NORM=1 / 0: batch-1 decode fuses the add + RMSNorm before qkv / gate_up into
-  the GEMV's x load (gemv_add_rmsnorm_bf16_single) for every such product / for none; unset,
-  for latency-bound products only (ops/matmul.fuses_norm's byte rule). 0 also turns off the
-  residual stream carried by the GEMVs (ops/matmul.carries_residual: o_proj / down adding
-  into the residual, gemv_rmsnorm_bf16_single normalizing from their partial sums).
+* ATLAS_FUSED_NORM=1: batch-1 decode carries the residual stream in the GEMVs
+  (ops/matmul.carries_residual: o_proj / down add into the residual, gemv_rmsnorm_bf16_single
+  normalizes qkv's / gate_up's input from their partial sums of squares) and fuses the other
+  add + RMSNorms before a GEMV into its x load (gemv_add_rmsnorm_bf16_single). Unset or 0:
+  neither (add_rmsnorm, then the GEMV: the fastest measured on the H200, 2026-12-01).
 """
 
 from __future__ import annotations
