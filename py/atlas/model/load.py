@@ -29,6 +29,7 @@ from ..runtime.gpu import GpuBackend
 from ..runtime.kv_cache import KvCacheConfig, PagedKvCache, parse_kv_dtype
 from ..runtime.ops import KernelCache
 from ..runtime.ops.kv_quant import DEFAULT_CALIBRATION_TOKENS, E4M3_MAX, kv_format
+from ..runtime.ops.matmul_quant import Bf16Linear
 from ..runtime.ops.routes import KernelRoutes
 from ..runtime.sampler import Sampler
 from ..runtime.synthetic_weights import SyntheticWeights
@@ -222,8 +223,9 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
         dev.copy_h2d(ptr[buffer], scale)
     dev.mark_constant(weights_base, total)
     linears = {name: build_linear(lp, ptr) for name, lp in local_plan.linears.items()}
-    weight_scratch = max((w.scratch_bytes(limits.max_tokens) for w in linears.values()),
-                         default=0)
+    # the LM head's f32 logits never take the dequantize + GEMM route (ops gemv_logits)
+    weight_scratch = max((w.scratch_bytes(limits.max_tokens) for name, w in linears.items()
+                          if name != "lm_head"), default=0)
 
     arena = BufferArena()
     layout = step_layout(limits)
@@ -313,8 +315,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     layers = [layer_weights(i) for i in range(dims.layers)]
     # tied embeddings: the rank's LM-head shard is its vocabulary rows of the whole table
     tp_rank = world.rank if tp_size > 1 else 0
-    lm_head = ptr.get("lm_head", ptr["embed"] + DType.BF16.nbytes(
-        tp_rank * vocab_local * dims.hidden))
+    lm_head = linears.get("lm_head") or Bf16Linear(ptr["embed"] + DType.BF16.nbytes(
+        tp_rank * vocab_local * dims.hidden), vocab_local, dims.hidden)
     tp = TensorParallel(comm, vocab_local, arena["tp_logits"]) if tp_size > 1 else None
     model = DenseDecoderModel(dims, kc, ptr["embed"], ptr["final_norm"], lm_head, layers,
                               arena["cos_sin"], limits.block_size, kv.max_blocks_per_seq, tp,

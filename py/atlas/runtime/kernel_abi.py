@@ -64,6 +64,18 @@ GEMV_SILU_SINGLE = S("gemv", "gemv_silu_bf16_single",
 GEMV_ADD_RMSNORM_SINGLE = S("gemv", "gemv_add_rmsnorm_bf16_single",
                             "resid:ptr delta:ptr norm_w:ptr resid_out:ptr w:ptr y:ptr n:u32 "
                             "k:u32 eps:f32 offset:u32")
+# the residual stream carried by batch-1 GEMVs (one row): the *_residual entries add their
+# output y = x @ w.T (bf16-rounded) to resid in place, resid[i] = bf16(resid[i] + y[i]), and
+# write ssq[b] = the f32 sum of squares of the new resid[4 b .. 4 b + 3] (ceil(n / 4) floats);
+# GEMV_RMSNORM_SINGLE consumes them: y = RMSNorm(resid) @ w.T (ADD_RMSNORM's numerics without
+# the add; offset != 0: the (1 + w) form), where ssq holds resid's ceil(k / 4) partials
+GEMV_RESIDUAL_SINGLE = S("gemv", "gemv_residual_bf16_single",
+                         "x:ptr w:ptr resid:ptr ssq:ptr n:u32 k:u32")
+GEMV_SILU_RESIDUAL_SINGLE = S("gemv", "gemv_silu_residual_bf16_single",
+                              "gate_up:ptr w:ptr resid:ptr ssq:ptr n:u32 k:u32")
+GEMV_RMSNORM_SINGLE = S("gemv", "gemv_rmsnorm_bf16_single",
+                        "resid:ptr ssq:ptr norm_w:ptr w:ptr y:ptr n:u32 k:u32 eps:f32 "
+                        "offset:u32")
 GEMM = S("gemm", "gemm_bf16", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 GEMM_F32OUT = S("gemm", "gemm_bf16_f32", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 # the same products with a 64x32 tile, for few rows (decode batches > 8): more blocks
@@ -120,6 +132,21 @@ GEMV_MMA_FP8 = S("gemv_mma_quant", "gemv_mma_fp8_bf16", "x:ptr w:ptr " + _FP8_SC
 GEMV_MMA_FP8_SMALL = S("gemv_mma_quant", "gemv_mma_fp8_bf16_small", "x:ptr w:ptr " + _FP8_SCALE)
 GEMV_MMA_NVFP4 = S("gemv_mma_quant", "gemv_mma_nvfp4_bf16", "x:ptr w:ptr " + _NVFP4)
 GEMV_MMA_NVFP4_SMALL = S("gemv_mma_quant", "gemv_mma_nvfp4_bf16_small", "x:ptr w:ptr " + _NVFP4)
+# ... with f32 outputs (each bf16-rounded sum widened: a quantized LM head's logits)
+GEMV_MMA_FP8_F32 = S("gemv_mma_quant", "gemv_mma_fp8_f32", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_MMA_NVFP4_F32 = S("gemv_mma_quant", "gemv_mma_nvfp4_f32", "x:ptr w:ptr " + _NVFP4)
+# the same products for 1..8 rows with the MMA fragments loaded straight into registers
+# (kernels/hopper/common/gemv_quant_direct.cu: no shared-memory ring, 16 weight rows a block)
+GEMV_QD_FP8 = S("gemv_quant_direct", "gemv_qd_fp8_bf16", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_QD_NVFP4 = S("gemv_quant_direct", "gemv_qd_nvfp4_bf16", "x:ptr w:ptr " + _NVFP4)
+GEMV_QD_FP8_F32 = S("gemv_quant_direct", "gemv_qd_fp8_f32", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_QD_NVFP4_F32 = S("gemv_quant_direct", "gemv_qd_nvfp4_f32", "x:ptr w:ptr " + _NVFP4)
+# ... and a dense MLP's gate_up product ending with its SwiGLU: w the fused [gate | up] weight
+# [n = 2 I, k], y the activation [m, I] (silu_mul_bf16 over the plain product's bf16 output)
+GEMV_QD_FP8_SWIGLU = S("gemv_quant_direct", "gemv_qd_fp8_swiglu_bf16",
+                       "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_QD_NVFP4_SWIGLU = S("gemv_quant_direct", "gemv_qd_nvfp4_swiglu_bf16",
+                         "x:ptr w:ptr " + _NVFP4)
 # the same products with Hopper warpgroup MMA (kernels/hopper/common/gemm_sm90.cu, sm_90a
 # only): 128x256 tiles for prefill, launched with GEMM_SM90_SMEM bytes of dynamic shared memory
 GEMM_SM90 = S("gemm_sm90", "gemm_sm90_bf16", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
@@ -199,7 +226,8 @@ PREFILL_ATTN = S(
     "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr cu_q:ptr kv_lens:ptr out:ptr "
     "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 scale:f32")
 # the same on Hopper warpgroup MMA (kernels/hopper/common/attention_sm90.cu, sm_90a only):
-# head_dim 128, launched with dynamic shared memory (ops/attention_sm90.py)
+# head_dim 128 or 256, 128-query blocks, launched with dynamic shared memory
+# (ops/attention_sm90.py); probabilities enter PV as one bf16 each
 PREFILL_ATTN_SM90 = S(
     "attention_sm90", "prefill_attn_sm90_bf16",
     "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr cu_q:ptr kv_lens:ptr out:ptr "
@@ -322,7 +350,7 @@ MOE_TOPK_SIGMOID = S("moe_router", "moe_topk_sigmoid_f32",
 # Decode router (1..8 tokens) in one launch: logits f32 [tokens, experts] = the bf16 product
 # x bf16 [tokens, hidden] . w_gate bf16 [experts, hidden] widened (as GEMV_F32OUT writes it),
 # then the top-k of the kernels above from them; the last block routes (counter: one u32,
-# zero before and after)
+# zero before and after); 2 * tokens * hidden bytes of dynamic shared memory (x)
 # With shared_slots > 0 (a shared expert folded in as that many slots after the top_k routed
 # ones, ops.moe.MoeShape.shared_slots) shared_gate is its gate row bf16 [hidden]:
 # shared_logits f32 [tokens] = bf16(x . shared_gate), and slot top_k + c of each token gets
@@ -345,7 +373,8 @@ MOE_GATE_TOPK_SIGMOID = S("moe_router", "moe_gate_topk_sigmoid_bf16",
 # the shared expert's intermediate columns in chunks of inter (shared_gate_up bf16
 # [2 shared_inter, hidden], gate rows then up rows; shared_down bf16 [hidden, shared_inter];
 # act past shared_inter is zero, which the down kernels rely on); act/ids/weights rows are
-# top_k + shared_slots long.
+# top_k + shared_slots long. 2 * tokens * hidden bytes of dynamic shared memory (x); grid
+# x: column groups of 8 in blocks of ops.moe.gate_up_groups_per_block.
 MOE_GATE_UP_SILU = S("moe_decode", "moe_gate_up_silu_bf16",
                      "x:ptr w_gate_up:ptr topk_ids:ptr act:ptr tokens:u32 top_k:u32 hidden:u32 "
                      "inter:u32 experts:u32 shared_gate_up:ptr shared_slots:u32 "
@@ -353,7 +382,10 @@ MOE_GATE_UP_SILU = S("moe_decode", "moe_gate_up_silu_bf16",
 # out bf16 [tokens, hidden] = bf16(sum_j topk_weights[t, j] * bf16(act[t, j] . w_down[e_j]));
 # with shared slots: bf16(that sum) + bf16(topk_weights[t, top_k] * bf16(shared act .
 # shared_down)) (transformers' bf16 op boundaries); a block covers rows_per_block rows of one
-# token for all its slots, in passes of 16 // slots rows (ops.moe.down_rows)
+# token for all its slots, in groups of ops.moe.down_rows_per_group rows (ops.moe.down_rows),
+# with ops.moe.down_smem bytes of dynamic shared memory (the token's act rows). It reads
+# topk_ids / topk_weights before its PDL wait: their writer must be at least two launches
+# back, with a launch between that waits before it lets dependents start (moe_gate_up_silu)
 MOE_DOWN_SUM = S("moe_decode", "moe_down_sum_bf16",
                  "act:ptr w_down:ptr topk_ids:ptr topk_weights:ptr out:ptr tokens:u32 "
                  "top_k:u32 hidden:u32 inter:u32 experts:u32 rows_per_block:u32 "
