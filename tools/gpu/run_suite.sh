@@ -704,8 +704,9 @@ stage_decode_profiles() {
 }
 
 # The decode profiles the per-kernel work needs beyond decode_profiles: Qwen3-8B with PDL on
-# and off, Qwen3.5-35B-A3B at batch 8 with PDL off, and Qwen3-0.6B with the fused
-# add+RMSNorm GEMV off (its A/B against the default in decode_profiles).
+# and off, Qwen3.5-35B-A3B at batch 8 with PDL off, and Qwen3-0.6B with the fused norms on
+# (ATLAS_FUSED_NORM=1: the residual carried by the GEMVs; its A/B against the default in
+# decode_profiles).
 stage_profiles_extra() {
   local rc=0 pdl cfg="$CKPT/qwen3_5-35b-a3b-synthetic"
   make_checkpoint qwen3-8b weights || return 1
@@ -714,11 +715,27 @@ stage_profiles_extra() {
     ATLAS_PDL=$pdl "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-8b" \
       --out "$RESULTS/profile_decode_qwen3-8b_pdl$pdl.json" || rc=1
   done
-  ATLAS_PDL=0 ATLAS_FUSED_NORM=0 "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-0.6b" \
-    --out "$RESULTS/profile_decode_qwen3-0.6b_pdl0_nofusednorm.json" || rc=1
+  ATLAS_PDL=0 ATLAS_FUSED_NORM=1 "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-0.6b" \
+    --out "$RESULTS/profile_decode_qwen3-0.6b_pdl0_fusednorm.json" || rc=1
   "$PY" tools/make_fixtures.py --config qwen3_5-35b-a3b --out "$cfg" --config-only || return 1
   ATLAS_PDL=0 "$PY" tools/gpu/profile_decode.py --model "$cfg" --synthetic-seed 0 --batch 8 \
     --out "$RESULTS/profile_decode_qwen3_5-35b-a3b_b8_pdl0.json" || rc=1
+  return $rc
+}
+
+# The batch-1 A/B that decides the dense norm path: decode tok/s of Qwen3-0.6B and Qwen3-8B
+# with the residual carried by the GEMVs (ATLAS_FUSED_NORM=1) against decode_bench's default
+# (add_rmsnorm + GEMV), and their per-kernel PDL-off profiles (gemv_rmsnorm's row vs
+# gemv_bf16_single + add_rmsnorm in decode_profiles / profiles_extra).
+stage_fused_norm_ab() {
+  local name rc=0
+  for name in qwen3-0.6b qwen3-8b; do
+    make_checkpoint "$name" weights || return 1
+    ATLAS_FUSED_NORM=1 "$PY" tools/gpu/bench_decode.py --model "$CKPT/$name" --hf none \
+      --batches 1 --out "$RESULTS/bench_decode_${name}_fusednorm.json" || rc=1
+    ATLAS_PDL=0 ATLAS_FUSED_NORM=1 "$PY" tools/gpu/profile_decode.py --model "$CKPT/$name" \
+      --out "$RESULTS/profile_decode_${name}_pdl0_fusednorm.json" || rc=1
+  done
   return $rc
 }
 
@@ -750,7 +767,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         prefix_bench prefix_bench_hybrid spec_bench_hybrid quant_bench moe_full quant_profile
         quant_profile_nvfp4 quant_lm_head
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
-        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling)
+        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab)
 
 # ---- runner -------------------------------------------------------------------------------
 
