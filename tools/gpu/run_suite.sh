@@ -461,7 +461,9 @@ stage_ep_bench() {
 # step, and tok/s with the oracle drafter at per-token acceptance 0.7 (2.53 tokens per K = 3
 # verification) at batch 1/8/32, with K = 3 and with the draft policy (K per step from the
 # step-cost table). Batch 1's verifications are row-invariant: "=plain" 1.00, measured
-# acceptance ~0.70 (bar: K = 3 >= 2x plain).
+# acceptance ~0.70 (bar: K = 3 >= 2x plain). A runner without speculation is measured first
+# ("vs fused": against its plain tok/s, with the single-row norm fusions the speculating
+# runner switches off).
 stage_spec_bench() {
   make_checkpoint qwen3-8b weights || return 1
   "$PY" tools/gpu/bench_spec.py --model "$CKPT/qwen3-8b" --batches 1,8,32 --max-k 4 --k 3 \

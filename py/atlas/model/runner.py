@@ -21,9 +21,11 @@ append K/V in one launch and attend in the next (AttentionPlan.verify), and up t
 `row_invariant_rows` rows every product runs the CUDA-core GEMV and decode attention uses
 batch 1's split count. Row i of such a step then computes bit for bit what a plain decode
 step at its position computes (the GEMV's reduction order and the attention's chunking
-depend on a row's own inputs only; the residual add + RMSNorm is never fused into a
-single-row GEMV when the runner speculates): greedy speculation emits the plain tokens on
-the GPU too, and an oracle drafting the plain greedy output gets exactly its acceptance.
+depend on a row's own inputs only; a speculating runner switches the single-row norm
+fusions off, ATLAS_FUSED_NORM unset: the add + RMSNorm inside the GEMV and the carried
+residual, whose sums of squares add up in another order): greedy speculation emits the
+plain tokens on the GPU too, and an oracle drafting the plain greedy output gets exactly
+its acceptance.
 """
 
 from __future__ import annotations
@@ -279,11 +281,12 @@ class ModelRunner:
         self._masked_last = False  # the last step uploaded a grammar mask
         self._logprobs_last = False  # the last step asked the sampler for logprobs
         #: verification steps of up to this many rows compute each row as a plain decode
-        #: step would (see the module docstring); 0 without speculation, and for hybrid
-        #: models (which verify eagerly) and mixtures of experts (whose expert kernels
-        #: route by row count)
+        #: step would (see the module docstring); 0 without speculation, for hybrid models
+        #: (which verify eagerly), mixtures of experts (whose expert kernels route by row
+        #: count), and where the single-row norm fusions are not switched off
         self.invariant_rows = (row_invariant_rows(model.kc) if limits.num_draft_tokens
                                and not self.has_recurrent_state and cfg.moe is None
+                               and model.kc.routes.fused_norm is False
                                and _all_bf16(model) else 0)
         #: row counts with a captured decode graph: batch sizes
         self.buckets = decode_buckets(limits.max_batch_size)
