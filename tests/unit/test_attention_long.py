@@ -11,7 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from atlas.core.numerics import bf16_bits_to_f32, round_bf16
 from atlas.model.step_inputs import decode_splits
+from atlas.runtime.cases.attention import _token_kv
 from atlas.runtime.cases import attention_long as case_defs
 from atlas.runtime.host import HostBackend
 from atlas.runtime.kernel_check import check
@@ -29,6 +31,48 @@ CASES = case_defs.long_decode_cases(np.random.default_rng(7))
 def test_reference_matches_oracle(case) -> None:
     result = check(HostBackend(), case)
     assert result.passed, result.detail
+
+
+def _bf16_p_model(case, g, kv_lens: list[int], num_splits: int) -> dict[str, np.ndarray]:
+    """The oracle's partials and output with each probability rounded to bf16 before the PV
+    product (relative to its split's max) and the sums from the unrounded values: what the
+    kernel's one-bf16 P changes."""
+    x = case.inputs
+    q = bf16_bits_to_f32(x["q"]).astype(np.float64)
+    out = np.zeros_like(q)
+    part_o = np.zeros(case.outputs["part_o"].shape)
+    for b, n in enumerate(kv_lens):
+        k, v = _token_kv(x, b, g)
+        chunk, active = attention.decode_split_rule(n, num_splits)
+        for h in range(g.hq):
+            kvh = h // (g.hq // g.hkv)
+            s = k[:, kvh] @ q[b, h] * g.scale
+            nums, ls, ms = [], [], []
+            for i in range(active):
+                lo, hi = i * chunk, min((i + 1) * chunk, n)
+                m = s[lo:hi].max()
+                e = np.exp(s[lo:hi] - m)
+                nums.append(round_bf16(e.astype(np.float32)).astype(np.float64) @ v[lo:hi, kvh])
+                ls.append(e.sum())
+                ms.append(m)
+                part_o[b, h, i] = nums[-1] / ls[-1]
+            w = np.exp(np.array(ms) - max(ms))
+            out[b, h] = (w[:, None] * np.array(nums)).sum(axis=0) / (w * np.array(ls)).sum()
+    return {"out": out, "part_o": part_o}
+
+
+@pytest.mark.parametrize("shape", case_defs.LONG_DECODE_SHAPES, ids=lambda s: s[0])
+def test_bf16_probabilities_meet_the_case_tolerances(shape) -> None:
+    """The widened tolerances cover one-bf16 P (the oracle with P rounded is within them)."""
+    case = case_defs.long_decode_case(np.random.default_rng(11), *shape)
+    _, g, kv_lens, num_splits = shape
+    expected = case.oracle(case.inputs)
+    got = _bf16_p_model(case, g, kv_lens, num_splits)
+    for name in ("out", "part_o"):
+        atol, rtol = case.outputs[name].tol
+        mask = case.compare_mask.get(name, np.ones(expected[name].shape, bool))
+        diff = np.abs(got[name] - expected[name])[mask]
+        assert (diff <= atol + rtol * np.abs(expected[name][mask])).all(), name
 
 
 def test_cases_cover_groups_dims_and_lengths() -> None:

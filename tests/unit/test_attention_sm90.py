@@ -1,19 +1,22 @@
 """The Hopper wgmma prefill attention (attention_sm90): its reference and check cases, the
-route (off by default) and launch, and a numpy model of the kernel's index math: the copies
-into the swizzled d-half tiles, what the K-major (Q, K) and N-major (V) descriptors read per
-the PTX ISA's canonical layouts, and the S accumulator -> P A-fragment -> O accumulator
+route and launch, a numpy model of the kernel's schedule (128-query blocks of two 64-row
+warpgroups, 16 KiB key tiles, unmasked tiles below the diagonal, f32 online softmax, P
+rounded to bf16) held to the cases' tolerances, and a numpy model of its index math: the
+copies into the swizzled d-slabs, what the K-major (Q, K) and N-major (V) descriptors read
+per the PTX ISA's canonical layouts, and the S accumulator -> P A-fragment -> O accumulator
 bookkeeping, checked against float64 products. There is no GPU in CI; the device check of
-the kernel is tools/gpu/check_kernels.py over the same cases (all passed on the H200,
-2026-12-01)."""
+the kernel is tools/gpu/check_kernels.py over the same cases."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from atlas.bench import kernel_shapes
+from atlas.core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from atlas.runtime.cases import attention_sm90 as case_defs
 from atlas.runtime.host import HostBackend
-from atlas.runtime.kernel_check import check
+from atlas.runtime.kernel_check import check, compare
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, attention, attention_sm90
 from atlas.runtime.ops.routes import KernelRoutes
@@ -32,13 +35,84 @@ def test_reference_matches_oracle(case) -> None:
 def test_cases_cover_tiles_and_groups() -> None:
     shapes = case_defs.SM90_PREFILL_SHAPES
     assert {c.module for c in CASES} == {"attention_sm90"}
-    assert {g.head_dim for _, g, _, _ in shapes} == {128}
-    assert {g.hq // g.hkv for _, g, _, _ in shapes} >= {1, 2, 4, 8}
+    assert {g.head_dim for _, g, _, _ in shapes} == set(attention_sm90.PREFILL_SM90_HEAD_DIMS)
+    assert {g.hq // g.hkv for _, g, _, _ in shapes} >= {1, 2, 4, 6, 8}
     assert {g.block_size for _, g, _, _ in shapes} >= {7, 16}
     q_lens = [n for _, _, lens, _ in shapes for n in lens]
-    assert 1 in q_lens and any(n > 128 for n in q_lens) and any(n % 64 for n in q_lens)
-    assert any(kv > q for _, _, qs, kvs in shapes for q, kv in zip(qs, kvs))  # chunked
+    assert 1 in q_lens and any(n > 256 for n in q_lens) and any(n % 64 for n in q_lens)
+    assert any(64 < n % 128 for n in q_lens)  # a chunk ending in a block's second warpgroup
+    offsets = [kv - q for _, _, qs, kvs in shapes for q, kv in zip(qs, kvs)]
+    assert any(o % 64 for o in offsets) and any(o > 0 and o % 32 == 0 for o in offsets)
     assert any(kv >= 16 * 64 - 24 for _, _, _, kvs in shapes for kv in kvs)  # many key tiles
+    d256 = [(qs, kvs) for _, g, qs, kvs in shapes if g.head_dim == 256]
+    assert any(kv > q for qs, kvs in d256 for q, kv in zip(qs, kvs))  # chunked at D 256
+
+
+# ---- a numpy model of the kernel's schedule ------------------------------------------------
+
+def _kernel_model(case) -> np.ndarray:
+    """What attention_sm90.cu computes, block by block: per 128-query block (tiles from the
+    end), per warpgroup of 64 rows, every 8192 / D-key tile up to the block's last visible
+    key, masked only from the warpgroup's first diagonal tile on, f32 scores in log2 units,
+    running max / sum, P rounded to bf16 for PV, O rescaled per tile, out = bf16(O / l)."""
+    x = case.inputs
+    hkv, block_size, d = x["k_cache"].shape[1:]
+    total, hq, _ = x["q"].shape
+    q = bf16_bits_to_f32(x["q"])
+    kf, vf = bf16_bits_to_f32(x["k_cache"]), bf16_bits_to_f32(x["v_cache"])
+    scale_log2 = np.float32(d ** -0.5 * 1.4426950408889634)
+    bkv = 8192 // d
+    out = np.zeros((total, hq, d), np.float32)
+    cu, lens = x["cu_q"], x["kv_lens"]
+    for b in range(len(lens)):
+        q_len, kv_len = int(cu[b + 1] - cu[b]), int(lens[b])
+        first = kv_len - q_len
+        slots = np.arange(kv_len)
+        blk = x["block_tables"][b, slots // block_size]
+        for q0 in range(0, q_len, 128):
+            n_keys = first + min(q0 + 128, q_len)
+            n_tiles = -(-n_keys // bkv)
+            for wg in range(2):
+                q0w = q0 + 64 * wg
+                rows = q0w + np.arange(64)
+                live = rows < q_len
+                limit = np.where(live, first + rows, kv_len - 1)
+                full_tiles = (first + q0w + 1) // bkv
+                qw = np.zeros((hq, 64, d), np.float32)  # every head at once
+                qw[:, live] = q[cu[b] + rows[live]].transpose(1, 0, 2)
+                m = np.full((hq, 64), -np.inf, np.float32)
+                l = np.zeros((hq, 64), np.float32)
+                o = np.zeros((hq, 64, d), np.float32)
+                for t in range(n_tiles):
+                    keys = t * bkv + np.arange(bkv)
+                    ok = keys < n_keys
+                    kt = np.zeros((hkv, bkv, d), np.float32)
+                    vt = np.zeros((hkv, bkv, d), np.float32)
+                    kt[:, ok] = kf[blk[keys[ok]], :, keys[ok] % block_size].transpose(1, 0, 2)
+                    vt[:, ok] = vf[blk[keys[ok]], :, keys[ok] % block_size].transpose(1, 0, 2)
+                    group = hq // hkv
+                    kt, vt = np.repeat(kt, group, axis=0), np.repeat(vt, group, axis=0)
+                    s = (qw @ kt.transpose(0, 2, 1)) * scale_log2
+                    if t >= full_tiles:
+                        s = np.where(keys[None, None, :] <= limit[None, :, None], s, -np.inf)
+                    m_new = np.maximum(m, s.max(axis=2))
+                    base = np.where(m_new == -np.inf, 0, m_new).astype(np.float32)
+                    corr = np.exp2(m - base)
+                    p = np.exp2(s - base[..., None])
+                    l = l * corr + p.sum(axis=2)
+                    m = m_new
+                    o = o * corr[..., None] + round_bf16(p) @ vt
+                out[cu[b] + rows[live]] = (o / l[..., None])[:, live].transpose(1, 0, 2)
+    return f32_to_bf16_bits(out)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_kernel_model_meets_the_case_tolerances(case) -> None:
+    """The schedule (its masks, tiles and bf16 P) against the float64 oracle with the
+    case's tolerance: the widened bound covers the P rounding (the host reference's bound
+    is widened by the same amount)."""
+    result = compare(case, {"out": _kernel_model(case)}, case.oracle(case.inputs))
+    assert result.passed, result.detail
 
 
 def test_cuda_entry_points_declare_exactly_the_abi() -> None:
@@ -70,8 +144,10 @@ def test_route_is_on_by_default_and_off_by_switch() -> None:
     on: dict[str, str] = {}
     record = _launch(_Sm90Mock(), env=on)
     assert (record.module, record.func) == ("attention_sm90", "prefill_attn_sm90_bf16")
-    assert record.grid == (32, 5, 2) and record.block == (128, 1, 1)
-    assert record.shared == attention_sm90.PREFILL_SM90_SMEM == 82944
+    assert record.grid == (32, 3, 2) and record.block == (256, 1, 1)  # 300 queries: 3 x 128
+    assert record.shared == attention_sm90.prefill_sm90_smem(128) == 164864
+    d256 = _launch(_Sm90Mock(), head_dim=256, env=on)
+    assert d256.func == "prefill_attn_sm90_bf16" and d256.shared == 197632
     assert _launch(_Sm90Mock(), head_dim=64, env=on).func == "prefill_attn_bf16"
     assert _launch(MockGpuBackend(), env=on).func == "prefill_attn_bf16"
     assert _launch(_Sm90Mock(), sm90=True).func == "prefill_attn_sm90_bf16"
@@ -79,15 +155,31 @@ def test_route_is_on_by_default_and_off_by_switch() -> None:
         _launch(_Sm90Mock(), head_dim=64, sm90=True)
 
 
+def test_kernel_table_restates_the_head_dims() -> None:
+    assert kernel_shapes.SM90_PREFILL_HEAD_DIMS == attention_sm90.PREFILL_SM90_HEAD_DIMS
+    labels = {s.label for s in kernel_shapes.table_shapes()
+              if isinstance(s, kernel_shapes.PrefillAttention) and s.sm90}
+    assert {"qwen3-8b T32768 sm90", "qwen3.5-35b-a3b T1024 sm90"} <= labels
+
+
+def test_shared_memory_fits_one_block_per_sm() -> None:
+    """Q [128][D] + 4 stages of a 16 KiB K and V tile + 1 KiB alignment <= 227 KiB."""
+    for d in attention_sm90.PREFILL_SM90_HEAD_DIMS:
+        assert attention_sm90.prefill_sm90_smem(d) <= 227 * 1024
+        assert (8192 // d) * d * 2 == attention_sm90.PREFILL_SM90_TILE_BYTES
+
+
 # ---- index math --------------------------------------------------------------------------
+# A tile of `rows` rows x D columns is D / 64 d-slabs of [rows][64] (128-byte rows,
+# swizzled): chunk ch of row r at slab ch // 8, swizzle128(r, ch % 8).
 
 def _swizzle128(row, chunk):
     return row * 128 + ((chunk ^ (row & 7)) << 4)
 
 
-def _tile_chunk(r, ch):
-    """attention_sm90.cu tile_chunk: d-half ch / 8, swizzled chunk ch % 8 of row r."""
-    return (ch >> 3) * 8192 + _swizzle128(r, ch & 7)
+def _tile_chunk(r, ch, rows):
+    """attention_sm90.cu's copy destination: d-slab ch / 8, swizzled chunk ch % 8 of row r."""
+    return (ch >> 3) * rows * 128 + _swizzle128(r, ch & 7)
 
 
 def _swizzled(linear):
@@ -95,44 +187,61 @@ def _swizzled(linear):
 
 
 def _written_tile(values: np.ndarray) -> np.ndarray:
-    """Shared memory (one entry per bf16) of a [64][128] tile as the copies leave it."""
-    smem = np.full(2 * 8192 // 2, np.nan)
-    for r in range(64):
-        for ch in range(16):
-            base = _tile_chunk(r, ch) // 2
+    """Shared memory (one entry per bf16) of a [rows][D] tile as the copies leave it."""
+    rows, d = values.shape
+    smem = np.full(rows * d, np.nan)
+    for r in range(rows):
+        for ch in range(d // 8):
+            base = _tile_chunk(r, ch, rows) // 2
             smem[base:base + 8] = values[r, 8 * ch:8 * ch + 8]
     return smem
 
 
-def test_copies_cover_the_tile_once() -> None:
-    i = np.arange(128)[:, None] + 128 * np.arange(8)[None, :]
-    offsets = _tile_chunk(i // 16, i % 16).ravel()
-    assert sorted(offsets) == list(range(0, 2 * 8192, 16))
+def _thread_copies(d: int, rows: int) -> np.ndarray:
+    """Byte offsets the 256 threads copy to: chunk tid % (D / 8) of rows tid // (D / 8) +
+    j * (256 / (D / 8))."""
+    chunks = d // 8
+    step = 256 // chunks
+    tid = np.arange(256)
+    r = tid[:, None] // chunks + step * np.arange(rows // step)[None, :]
+    return _tile_chunk(r, (tid % chunks)[:, None], rows).ravel()
 
 
-def test_k_major_descriptors_read_q_and_k_slices() -> None:
-    """k16 slice kk of a [64][128] tile: half kk / 4, start + 32 (kk % 4) bytes; row r,
-    element e of the slice at (r // 8) * 1024 + (r % 8) * 128 + 2 e, swizzled."""
-    vals = np.arange(64 * 128, dtype=float).reshape(64, 128)
-    smem = _written_tile(vals)
-    r, e = np.meshgrid(np.arange(64), np.arange(16), indexing="ij")
-    for kk in range(8):
-        start = (kk >> 2) * 8192 + 32 * (kk & 3)
-        got = smem[_swizzled(start + (r // 8) * 1024 + (r % 8) * 128 + 2 * e) // 2]
-        np.testing.assert_array_equal(got, vals[r, 16 * kk + e])
+@pytest.mark.parametrize("d", [128, 256])
+def test_copies_cover_the_tiles_once(d: int) -> None:
+    for rows in (128, 8192 // d):  # the Q tile, a K or V tile
+        assert sorted(_thread_copies(d, rows)) == list(range(0, rows * d * 2, 16))
 
 
-def test_n_major_descriptor_reads_v_slices() -> None:
+@pytest.mark.parametrize("d", [128, 256])
+def test_k_major_descriptors_read_q_and_k_slices(d: int) -> None:
+    """k16 slice kk of a [rows][D] tile: slab kk / 4, start + 32 (kk % 4) bytes (+ 64
+    rows for the second warpgroup's Q rows); row r, element e of the slice at (r // 8) *
+    1024 + (r % 8) * 128 + 2 e, swizzled."""
+    for rows, row0 in ((128, 0), (128, 64), (8192 // d, 0)):
+        vals = np.arange(rows * d, dtype=float).reshape(rows, d)
+        smem = _written_tile(vals)
+        n = 64 if rows == 128 else rows  # a warpgroup's Q rows, or every key of the tile
+        r, e = np.meshgrid(np.arange(n), np.arange(16), indexing="ij")
+        for kk in range(d // 16):
+            start = (kk >> 2) * rows * 128 + row0 * 128 + 32 * (kk & 3)
+            got = smem[_swizzled(start + (r // 8) * 1024 + (r % 8) * 128 + 2 * e) // 2]
+            np.testing.assert_array_equal(got, vals[row0 + r, 16 * kk + e])
+
+
+@pytest.mark.parametrize("d", [128, 256])
+def test_n_major_descriptor_reads_v_slices(d: int) -> None:
     """B N-major, 128-byte swizzle (PTX ISA canonical layout ((8, 8, m), (8, k)) :
-    ((1, 8, LBO), (64, SBO)) elements): element (k, n) of slice kt in d-half dh at
-    start + (k // 8) * 1024 + (k % 8) * 128 + 2 n, swizzled, start = dh * 8192 + 2048 kt.
+    ((1, 8, LBO), (64, SBO)) elements): element (k, n) of key slice kt in d-slab dh at
+    start + (k // 8) * 1024 + (k % 8) * 128 + 2 n, swizzled, start = dh * slab + 2048 kt.
     It must be V[key 16 kt + k][d 64 dh + n]."""
-    vals = np.arange(64 * 128, dtype=float).reshape(64, 128)
+    keys = 8192 // d
+    vals = np.arange(keys * d, dtype=float).reshape(keys, d)
     smem = _written_tile(vals)
     k, n = np.meshgrid(np.arange(16), np.arange(64), indexing="ij")
-    for dh in range(2):
-        for kt in range(4):
-            start = dh * 8192 + 2048 * kt
+    for dh in range(d // 64):
+        for kt in range(keys // 16):
+            start = dh * keys * 128 + 2048 * kt
             got = smem[_swizzled(start + (k // 8) * 1024 + (k % 8) * 128 + 2 * n) // 2]
             np.testing.assert_array_equal(got, vals[16 * kt + k, 64 * dh + n])
 
@@ -145,20 +254,23 @@ def _acc_coords(n: int):
     return (16 * q + lane // 4 + 8 * ((j // 2) % 2), 8 * (j // 4) + 2 * (lane % 4) + j % 2)
 
 
-def test_s_accumulators_become_p_fragments_and_o_accumulators() -> None:
-    """S (m64n64 accumulators) -> P A fragments (pairs s[8kt + 2i], s[8kt + 2i + 1] as
-    mma.m16n8k16 A registers a_i of the thread's warp) -> O += P V per d-half (m64n64) ->
-    the stored element (row g + 8 (j / 2 % 2), col 64 dh + 8 (j / 4) + 2c + j % 2)."""
+@pytest.mark.parametrize("d", [128, 256])
+def test_s_accumulators_become_p_fragments_and_o_accumulators(d: int) -> None:
+    """S (m64n{keys} accumulators, keys = 8192 / D) -> P A fragments (pairs s[8kt + 2i],
+    s[8kt + 2i + 1] as mma.m16n8k16 A registers a_i of the thread's warp) -> O += P V per
+    d-slab (m64n64) -> the stored element (row g + 8 (j / 2 % 2), col 64 dh + 8 (j / 4) +
+    2c + j % 2)."""
+    keys = 8192 // d
     rng = np.random.default_rng(3)
-    p, v = rng.standard_normal((64, 64)), rng.standard_normal((64, 128))
-    rows, cols = _acc_coords(64)
-    s_frag = p[rows, cols]  # [thread, 32]: what the QK^T accumulators hold (P here)
+    p, v = rng.standard_normal((64, keys)), rng.standard_normal((keys, d))
+    rows, cols = _acc_coords(keys)
+    s_frag = p[rows, cols]  # [thread, keys / 2]: what the QK^T accumulators hold (P here)
     a_rows = {0: (0, 0), 1: (8, 0), 2: (0, 8), 3: (8, 8)}  # a_i: (row, col) offsets
-    rebuilt = np.full((64, 64), np.nan)
+    rebuilt = np.full((64, keys), np.nan)
     for t in range(128):
         lane, warp = t % 32, t // 32
         g, c = lane // 4, lane % 4
-        for kt in range(4):
+        for kt in range(keys // 16):
             for i in range(4):
                 dr, dc = a_rows[i]
                 for e in range(2):
@@ -166,8 +278,8 @@ def test_s_accumulators_become_p_fragments_and_o_accumulators() -> None:
                         s_frag[t, 8 * kt + 2 * i + e]
     np.testing.assert_array_equal(rebuilt, p)  # every P element, each from its own register
     o = p @ v
-    stored = np.full((64, 128), np.nan)
+    stored = np.full((64, d), np.nan)
     o_rows, o_cols = _acc_coords(64)
-    for dh in range(2):
+    for dh in range(d // 64):
         stored[o_rows, 64 * dh + o_cols] = o[o_rows, 64 * dh + o_cols]
     np.testing.assert_allclose(stored, o, rtol=0, atol=0)

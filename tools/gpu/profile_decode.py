@@ -25,12 +25,42 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "py"))
 
 from engine_decode import start_decoding, stop_all  # noqa: E402
+
+
+def kernel_rows(prof: Any, steps: int) -> tuple[list[dict], float]:
+    """The CUDA kernel records of a torch.profiler run over `steps` identical steps, grouped
+    by kernel name (calls and us per step, us per call; largest first), and the us per step
+    of all of them together."""
+    import torch
+
+    per_kernel: dict[str, list[float]] = defaultdict(list)
+    for ev in prof.events():
+        if ev.device_type == torch.autograd.DeviceType.CUDA and ev.name:
+            per_kernel[ev.name].append(ev.device_time_total if hasattr(ev, "device_time_total")
+                                       else ev.cuda_time_total)
+    rows = []
+    kernel_total = 0.0
+    for name, times in per_kernel.items():
+        total_us = sum(times) / steps
+        kernel_total += total_us
+        rows.append({"kernel": name, "calls_per_step": len(times) / steps,
+                     "us_per_step": total_us, "us_per_call": total_us / (len(times) / steps)})
+    rows.sort(key=lambda r: -r["us_per_step"])
+    return rows, kernel_total
+
+
+def print_rows(rows: list[dict], kernel_total: float) -> None:
+    print(f"{'kernel':<44} {'calls':>6} {'us/step':>9} {'us/call':>8} {'share':>6}")
+    for r in rows:
+        print(f"{r['kernel'][:44]:<44} {r['calls_per_step']:>6.0f} {r['us_per_step']:>9.1f} "
+              f"{r['us_per_call']:>8.2f} {100 * r['us_per_step'] / kernel_total:>5.1f}%")
 
 
 def main() -> int:
@@ -43,7 +73,6 @@ def main() -> int:
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
 
-    import torch
     from torch.profiler import ProfilerActivity, profile
 
     from atlas.model.load import load_runner
@@ -71,19 +100,7 @@ def main() -> int:
         for _ in range(prof_reps):
             dev.launch_graph(graph, stream)
         dev.synchronize(stream)
-    per_kernel: dict[str, list[float]] = defaultdict(list)
-    for ev in prof.events():
-        if ev.device_type == torch.autograd.DeviceType.CUDA and ev.name:
-            per_kernel[ev.name].append(ev.device_time_total if hasattr(ev, "device_time_total")
-                                       else ev.cuda_time_total)
-    rows = []
-    kernel_total = 0.0
-    for name, times in per_kernel.items():
-        total_us = sum(times) / prof_reps
-        kernel_total += total_us
-        rows.append({"kernel": name, "calls_per_step": len(times) / prof_reps,
-                     "us_per_step": total_us, "us_per_call": total_us / (len(times) / prof_reps)})
-    rows.sort(key=lambda r: -r["us_per_step"])
+    rows, kernel_total = kernel_rows(prof, prof_reps)
     weights_gb = runner.info.weights_bytes / 1e9
     print(f"\n== {a.model.name} decode batch {a.batch}, context {a.context}")
     print(f"wall per step {wall_ms:.3f} ms | GPU per step (graph replay) {gpu_ms:.3f} ms | "
@@ -97,10 +114,7 @@ def main() -> int:
     if kernel_total / 1e3 > gpu_ms:
         print("kernels overlap (programmatic dependent launch): a kernel's time includes its "
               "wait on the one before, so the rows do not add up to the step")
-    print(f"{'kernel':<44} {'calls':>6} {'us/step':>9} {'us/call':>8} {'share':>6}")
-    for r in rows:
-        print(f"{r['kernel'][:44]:<44} {r['calls_per_step']:>6.0f} {r['us_per_step']:>9.1f} "
-              f"{r['us_per_call']:>8.2f} {100 * r['us_per_step'] / kernel_total:>5.1f}%")
+    print_rows(rows, kernel_total)
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(json.dumps({"model": a.model.name, "batch": a.batch,

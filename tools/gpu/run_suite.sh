@@ -152,7 +152,7 @@ stage_flagship_parity() {
   local name rc=0
   for name in qwen3_5-35b-a3b-8l qwen3-next-80b-a3b-8l; do
     make_checkpoint "$name" || { rc=1; continue; }
-    "$PY" tools/gpu/model_parity.py --backend cuda --model "$CKPT/$name" \
+    "$PY" tools/gpu/model_parity.py --backend cuda --model "$CKPT/$name" --tail \
       --out "$RESULTS/parity_$name.json" || rc=1
     rm -rf "${CKPT:?}/$name"
   done
@@ -181,6 +181,19 @@ stage_flagship_profile_b8() {
   "$PY" tools/make_fixtures.py --config qwen3_5-35b-a3b --out "$cfg" --config-only || return 1
   ATLAS_PDL=0 "$PY" tools/gpu/profile_decode.py --model "$cfg" --synthetic-seed 0 --batch 8 \
     --out "$RESULTS/profile_decode_qwen3_5-35b-a3b_b8_pdl0.json"
+}
+
+# Where the flagship's prefill goes: per-kernel times (PDL off: each launch's own time) of
+# one 2,048-token and one 16,384-token prompt (the chunked delta rule, the projection GEMMs,
+# the MoE grouped GEMMs, attention).
+stage_flagship_profile_prefill() {
+  local rc=0 n cfg="$CKPT/qwen3_5-35b-a3b-synthetic"
+  "$PY" tools/make_fixtures.py --config qwen3_5-35b-a3b --out "$cfg" --config-only || return 1
+  for n in 2048 16384; do
+    ATLAS_PDL=0 "$PY" tools/gpu/profile_prefill.py --model "$cfg" --synthetic-seed 0 \
+      --tokens "$n" --out "$RESULTS/profile_prefill_qwen3_5-35b-a3b_$n.json" || rc=1
+  done
+  return $rc
 }
 
 # The MoE decode layer as separate launches (router GEMV + top-k, the shared expert's own
@@ -286,11 +299,14 @@ stage_long_context_nolong() {
 # Issue 15's kernel-table rows in one short run: the wgmma decode GEMM (Qwen3-8B gate_up at
 # every batch, o_proj b64 with its cluster split) beside gemv_mma's gate_up b32, batch-8
 # decode attention at 16k / 32k (the long-context kernel), prefill attention T4096 on
-# mma.sync and on wgmma.
+# mma.sync and on wgmma, and the long-prompt rows (ATLAS_ISSUE15_LONG=0 leaves them out).
 stage_issue15_table() {
+  local long=()
+  [ "${ATLAS_ISSUE15_LONG:-1}" = 1 ] && long=(-k "qwen3-8b T16384 sm90" -k "qwen3-8b T32768 sm90"
+    -k "qwen3.5-35b-a3b T4096" -k "qwen3-8b gate_up prefill" -k "qwen3-8b down prefill")
   "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS" -k "decode_gemm_sm90 qwen3-8b gate_up" \
     -k "decode_gemm_sm90 qwen3-8b o_proj b64" -k "decode_batched_gemv qwen3-8b gate_up b32" \
-    -k "decode_attention qwen3-8b b8 hist" -k "qwen3-8b T4096"
+    -k "decode_attention qwen3-8b b8 hist" -k "qwen3-8b T4096" "${long[@]}"
 }
 
 # The skinny wgmma decode GEMM (gemm_decode_sm90, the default for 9..256 rows) against the
@@ -310,7 +326,8 @@ stage_decode_gemm_ab() {
 }
 
 # Issue 12 item 4, KV cache formats on Qwen3-8B (synthetic weights): sequences of 8,192
-# tokens the pool holds and batch-64 decode tok/s at 8,192-token contexts, bf16 vs fp8 KV.
+# tokens the pool holds and batch-64 decode tok/s at 8,192-token contexts, bf16 vs fp8 vs
+# nvfp4 KV (decode only, no prefill: see the script's doc).
 stage_kv_dtypes() {
   "$PY" tools/gpu/bench_kv_dtypes.py --config qwen3-8b --context 8192 --batch 64 \
     --out "$RESULTS/kv_dtypes_qwen3-8b.json"
@@ -538,24 +555,53 @@ stage_moe_full() {
     --hf none --out "$RESULTS/bench_moe_full.json"
 }
 
-# FP8-block Qwen3-8B only: quantize, decode tok/s (batches 1/8/32) and the per-kernel profile
-# of a batch-1 step, to find where a quantized step spends its time (quicker than quant_bench).
+# One quantized Qwen3-8B (QUANT_FORMAT: fp8-block, the default, or nvfp4): quantize, decode
+# tok/s (batches 1/8/32) and the per-kernel profile of a batch-1 step, to find where a
+# quantized step spends its time (quicker than quant_bench). A/B at batch 1: the tensor-core
+# GEMV's shared-memory ring kernel (ATLAS_QUANT_DIRECT=0) instead of its register-fed twin.
+# QUANT_LM_HEAD=1: the LM head quantized too (`quantize --lm-head`, checkpoint *-lmhead).
 stage_quant_profile() {
-  local q="$CKPT/qwen3-8b-fp8-block" rc=0
+  local fmt="${QUANT_FORMAT:-fp8-block}" rc=0 flags=() name
+  name="qwen3-8b-$fmt"
+  if [ "${QUANT_LM_HEAD:-0}" = 1 ]; then flags=(--lm-head); name="$name-lmhead"; fi
+  local q="$CKPT/$name"
   make_checkpoint qwen3-8b weights || return 1
   if [ ! -f "$q/config.json" ]; then
     rm -rf "$q"
-    "$PY" -m atlas_cli.main models quantize "$CKPT/qwen3-8b" "$q" --to fp8-block \
-      2>"$LOGS/quantize_fp8-block.log" || return 1
+    "$PY" -m atlas_cli.main models quantize "$CKPT/qwen3-8b" "$q" --to "$fmt" "${flags[@]}" \
+      2>"$LOGS/quantize_$name.log" || return 1
   fi
   "$PY" tools/gpu/bench_decode.py --model "$q" --hf none --batches 1,8,32 \
-    --out "$RESULTS/bench_decode_qwen3-8b-fp8-block.json" || rc=1
-  # A/B: batch 1 on the CUDA-core GEMV passes instead of the tensor-core GEMV
-  ATLAS_QUANT_MMA=0 "$PY" tools/gpu/bench_decode.py --model "$q" --hf none --batches 1 \
-    --out "$RESULTS/bench_decode_qwen3-8b-fp8-block_cudacore.json" || rc=1
+    --out "$RESULTS/bench_decode_$name.json" || rc=1
+  ATLAS_QUANT_DIRECT=0 "$PY" tools/gpu/bench_decode.py --model "$q" --hf none --batches 1 \
+    --out "$RESULTS/bench_decode_${name}_ring.json" || rc=1
   # PDL off: per-kernel times that add up (with PDL each record includes its wait)
   ATLAS_PDL=0 "$PY" tools/gpu/profile_decode.py --model "$q" \
-    --out "$RESULTS/profile_decode_qwen3-8b-fp8-block.json" || rc=1
+    --out "$RESULTS/profile_decode_$name.json" || rc=1
+  return $rc
+}
+
+# The same for NVFP4 (QUANT_FORMAT=nvfp4 of quant_profile).
+stage_quant_profile_nvfp4() {
+  QUANT_FORMAT=nvfp4 stage_quant_profile
+}
+
+# Both formats with the LM head quantized too: decode tok/s at batches 1/8/32 (the bytes a
+# step reads drop by 0.62 GB FP8 / 0.89 GB NVFP4). Parity of the quantized head: the host
+# tests and check_kernels (gemv_*_f32 cases); quant_bench has the model-level parity.
+stage_quant_lm_head() {
+  local rc=0 fmt q
+  make_checkpoint qwen3-8b weights || return 1
+  for fmt in fp8-block nvfp4; do
+    q="$CKPT/qwen3-8b-$fmt-lmhead"
+    if [ ! -f "$q/config.json" ]; then
+      rm -rf "$q"
+      "$PY" -m atlas_cli.main models quantize "$CKPT/qwen3-8b" "$q" --to "$fmt" --lm-head \
+        2>"$LOGS/quantize_$fmt-lmhead.log" || { rc=1; continue; }
+    fi
+    "$PY" tools/gpu/bench_decode.py --model "$q" --hf none --batches 1,8,32 \
+      --out "$RESULTS/bench_decode_qwen3-8b-$fmt-lmhead.json" || rc=1
+  done
   return $rc
 }
 
@@ -582,7 +628,7 @@ stage_moe_parity() {
   "$PY" tools/gpu/model_parity.py --backend cuda --model tests/fixtures/tiny-qwen3-moe \
     --model tests/fixtures/tiny-qwen2-moe --out "$RESULTS/parity_tiny_moe.json" || rc=1
   make_checkpoint qwen3-30b-a3b-8l || return 1
-  "$PY" tools/gpu/model_parity.py --backend cuda --model "$CKPT/qwen3-30b-a3b-8l" \
+  "$PY" tools/gpu/model_parity.py --backend cuda --model "$CKPT/qwen3-30b-a3b-8l" --tail \
     --out "$RESULTS/parity_qwen3-30b-a3b-8l.json" || rc=1
   # each sparse layer of the same prefill against the references, from the device's inputs
   "$PY" tools/gpu/moe_layer_check.py --model "$CKPT/qwen3-30b-a3b-8l" \
@@ -596,7 +642,7 @@ stage_moe_parity() {
 stage_moe_host_parity() {
   make_checkpoint qwen3-30b-a3b-8l || return 1
   ATLAS_HOST_MEMORY_GIB=64 "$PY" tools/gpu/model_parity.py --backend host \
-    --model "$CKPT/qwen3-30b-a3b-8l" \
+    --model "$CKPT/qwen3-30b-a3b-8l" --tail \
     --out "$RESULTS/parity_qwen3-30b-a3b-8l_host.json"
 }
 
@@ -698,10 +744,11 @@ stage_async_scheduling() {
 
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity
         decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
-        flagship_profile_b8 moe_ab_unfused qwen3_8b decode_bench_nopdl profile kernel_table
+        flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl profile kernel_table
         gdn_table server_sweep throughput batched_min_m long_context long_context_nolong
         issue15_table decode_gemm_ab kv_dtypes gates ep_1gpu spec_bench grammar_bench
         prefix_bench prefix_bench_hybrid spec_bench_hybrid quant_bench moe_full quant_profile
+        quant_profile_nvfp4 quant_lm_head
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling)
 

@@ -13,11 +13,13 @@
 // needs for a tile are loaded one iteration before its copies are issued, so the table's
 // latency never sits between two tiles. Each of the 4 warps takes 16 keys of every tile:
 // S = Q K^T (ldmatrix from the swizzled K tile), masked to the split, online softmax in f32
-// log2 units, O += P V with P as three bf16 parts (~24-bit probabilities: the partials are
-// f32 outputs held to the f32 reference; hi + lo alone put ~0.5% of them past it on the
-// H200, 2026-12-01) and each tile's products summed in a zeroed accumulator, then added in
-// f32 (the tensor cores' accumulation is not round-to-nearest; over a 4k-key split in one
-// accumulator it drifted past the bound too), V through transposed ldmatrix. The warps' (m, l, o) merge through shared memory (the ring, reused) into the
+// log2 units, O += P V with P as one bf16 per probability (FlashAttention's and SDPA's
+// rounding; the row sum comes from the f32 values, so a partial moves by at most 2^-9 max|v|,
+// which the check cases allow: cases/attention_long.py) accumulated on the tensor cores, V
+// through transposed ldmatrix. Session 4 held the f32 partials to the f32 reference with P in
+// three bf16 parts and each tile summed apart: 3x the PV tensor work and ~100 more
+// instructions per warp and tile for accuracy the bf16 output cannot carry.
+// The warps' (m, l, o) merge through shared memory (the ring, reused) into the
 // split's normalized partial, written exactly as decode_attn_bf16 writes it.
 //
 // Launch (ops/attention.py decode_attention, routed by ops/attention_long.py): grid
@@ -77,11 +79,12 @@ __device__ __forceinline__ void decode_attn_long(
   // This thread copies chunk `ch` of tile rows row0 + j * (kThreads / kChunks), j < R.
   const int ch = tid % T::kChunks, row0 = tid / T::kChunks;
   constexpr int kRowStep = kThreads / T::kChunks;
+  const atlas::PageMap pages(block_size);
   auto lookup = [&](int tile, int (&page)[R]) {
 #pragma unroll
     for (int j = 0; j < R; ++j) {
       const int p = begin + tile * kBKV + row0 + j * kRowStep;
-      page[j] = p < end ? table[p / block_size] : 0;
+      page[j] = p < end ? table[pages.page(p)] : 0;
     }
   };
   auto issue = [&](int tile, const int (&page)[R]) {
@@ -91,7 +94,8 @@ __device__ __forceinline__ void decode_attn_long(
     for (int j = 0; j < R; ++j) {
       const int r = row0 + j * kRowStep, p = begin + tile * kBKV + r;
       const bool ok = p < end;
-      const size_t row = (static_cast<size_t>(page[j]) * hkv + kvh) * block_size + p % block_size;
+      const size_t row =
+          (static_cast<size_t>(page[j]) * hkv + kvh) * block_size + pages.row(p);
       const size_t off = ok ? row * D + ch * 8 : 0;
       const int dst = atlas::swizzle_offset<T::kChunks>(r, ch);
       atlas::cp_async_16(sk + dst, k_cache + off, ok);
@@ -172,12 +176,11 @@ __device__ __forceinline__ void decode_attn_long(
 #pragma unroll
       for (int e = 0; e < 4; ++e) o[j][e] *= corr[e >> 1];
 
-    // O += P V over the warp's 16 keys: the two S n-tiles form one A fragment in three bf16
-    // parts (~24-bit probabilities), each tile summed apart and added in f32: the partials
-    // are f32 outputs held to the f32 reference (attention_tile.cuh pv_slice_mma).
-    uint32_t pf[3][4];
-    atlas::prob_fragments<3>(s, 0, pf);
-    atlas::pv_slice_mma<D, 3, true>(o, pf, sv, warp * 16, lane);
+    // O += P V over the warp's 16 keys: the two S n-tiles form one bf16 A fragment
+    // (attention_tile.cuh pv_slice_mma), accumulated in o on the tensor cores.
+    uint32_t pf[1][4];
+    atlas::prob_fragments<1>(s, 0, pf);
+    atlas::pv_slice_mma<D, 1, false>(o, pf, sv, warp * 16, lane);
   }
   atlas::cp_async_wait<0>();  // only empty groups remain; none may outlive the ring
   __syncthreads();            // every warp is done with the ring before the merge reuses it

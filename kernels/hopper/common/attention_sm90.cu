@@ -1,30 +1,40 @@
 // Causal prefill attention over the paged KV cache on Hopper warpgroup MMA (sm_90a only),
-// head_dim 128: the same contract as attention.cu's prefill_attn_bf16 (grid (hq,
-// ceil(max_q_len / 64), num_seqs), query tiles numbered from the end, chunked prefill by
-// kv_len - q_len), for long prompts, where the mma.sync kernel reaches ~19% of the tensor
-// peak (kernel table 2026-11-30, T = 4096).
+// head_dim 128 and 256: prefill_attn_bf16's contract (attention.cu: q [tokens, hq, D] packed
+// by cu_q, chunked prefill by kv_len - q_len, the cache read through the block tables) on a
+// FlashAttention-3-shaped schedule, for long prompts.
 //
-// A block is one warpgroup (128 threads) owning 64 queries of one q head; warp w holds rows
-// 16w..16w+15 of every 64-row wgmma tile, in exactly mma.m16n8k16's C layout, so the online
-// softmax is prefill_attn_bf16's per-warp code. Shared memory (128-byte swizzle, 1024-byte
-// aligned tiles of 64 rows x 64 bf16, wgmma_util.cuh): Q as two d-halves, then a 2-stage ring
-// of K (two d-halves) and V (two d-halves) tiles of 64 keys, gathered row by row through the
-// block table with 16-byte cp.async (keys past the visible range zero-filled, never read).
-// Per K/V tile:
-//   S[64 x 64] = Q K^T: 8 wgmma m64n64k16, both operands K-major descriptors (Q's and K's
-//     rows are 128 d-elements, split in two 64-wide halves: k16 slice kk reads half kk / 4 at
-//     +32 bytes per slice), as gemm_sm90 does;
-//   causal mask, online softmax in f32 log2 units (rows of a quad);
-//   O[64 x 128] += P V: P as hi + lo bf16 A fragments in registers (prefill_attn_bf16's
-//     ~16-bit probabilities; the S accumulator layout *is* the A fragment layout), V N-major
-//     (a V tile row is one key's 64 d-values: the k16 slice kt starts 16 rows = 2048 bytes
-//     further), 2 d-halves x 4 key slices x (hi, lo) = 16 wgmma m64n64k16 with A in registers.
-// Each group is waited for before its results are used (no overlap inside the warpgroup; two
-// blocks per SM overlap each other's softmax and MMAs). PDL: everything is read after the
-// wait (q, the cache and the tables are written by earlier kernels).
+// A block is two warpgroups (256 threads) owning 128 queries of one q head; warpgroup w owns
+// rows [64 w, 64 w + 64) and its warp q of them rows 16 q.., in mma.m16n8k16's C layout (the
+// wgmma m64nN accumulator), so the online softmax is attention_tile.cuh's per-warp code. Both
+// warpgroups share every K/V tile: half the L2 -> shared traffic of 64-query blocks.
+// Shared memory (wgmma_util.cuh's 128-byte swizzle, 1024-byte aligned): Q [128][D] as D / 64
+// d-slabs of [128][64], then a 4-stage ring of K and V tiles of kBKV = 8192 / D keys (64 at
+// D = 128, 32 at D = 256; 16 KiB each, also as [kBKV][64] d-slabs), gathered row by row
+// through the block table with 16-byte cp.async (keys past the block's visible range
+// zero-filled, never read). Block-table entries are read one tile ahead of their copies.
 //
-// Launch (ops/attention.py prefill_attention, route `prefill_attn_sm90`): 128 threads,
-// dynamic shared memory SMEM_BYTES (ops/attention_sm90.py PREFILL_SM90_SMEM).
+// Per K/V tile t, warpgroup-wide (FA3's intra-warpgroup overlap):
+//   issue S_t = Q K_t^T (D / 16 wgmma m64n{kBKV}k16, both operands K-major descriptors);
+//   issue O += P_{t-1} V_{t-1} (kBKV / 16 x D / 64 wgmma m64n64k16, P from registers, V
+//     N-major: slice kt of a d-slab starts 16 rows = 2048 bytes further);
+//   wait for S_t only; causal mask (only on tiles that reach past the warpgroup's first
+//   row's diagonal) and online softmax in f32 log2 units while the PV product runs;
+//   wait for PV; O *= the rows' correction; P_t = bf16(probabilities) into the A registers.
+// So the tensor cores work on PV_{t-1} while the CUDA cores run tile t's exponentials, and
+// the other warpgroup fills the gaps of this one. P enters PV as one bf16 (FlashAttention's
+// and SDPA's rounding): the row sum l is summed from the f32 probabilities, so each output
+// is within 2^-9 * max |v| of the f32-probability result (cases/attention_sm90.py).
+//
+// Ring: tile t + 2's copies are issued at the top of iteration t, into the slot tile t - 2
+// used; its last reader (PV_{t-2}) completed in iteration t - 1 before this iteration's
+// barrier. Both warpgroups run every tile of the block (the first one's rows see nothing of
+// a last tile past their diagonal: probabilities 0), so no wgmma sits in a thread-dependent
+// branch, which ptxas would serialize.
+//
+// Grid (hq, ceil(max_q_len / 128), num_seqs), query tiles numbered from the end (the longest
+// rows start first), 256 threads, dynamic shared memory kSmemBytes (ops/attention_sm90.py
+// prefill_sm90_smem). PDL: everything is read after the wait (q, the cache and the tables
+// are written by earlier kernels).
 #include "atlas_common.cuh"
 #include "attention_tile.cuh"
 #include "mma_util.cuh"
@@ -32,19 +42,33 @@
 
 namespace {
 
-constexpr int kThreads = 128;                  // one warpgroup
-constexpr int kBQ = 64;                        // queries per block (ops/attention.py tile)
-constexpr int kBKV = 64;                       // keys per K/V tile
-constexpr int D = 128;                         // the head dim compiled
-constexpr int kChunks = D / 8;                 // 16-byte chunks per row
-constexpr int kHalfBytes = 64 * 128;           // one [64 rows][64 bf16] swizzled half tile
-constexpr int kTileBytes = 2 * kHalfBytes;     // a [64][128] tile: two d-halves
-constexpr int kStageBytes = 2 * kTileBytes;    // K tile, then V tile
-constexpr int kAlign = 1024;
-constexpr int SMEM_BYTES = kTileBytes + 2 * kStageBytes + kAlign;  // Q + 2 stages + slack
-static_assert(kBQ * kChunks % kThreads == 0 && kBKV * kChunks % kThreads == 0,
-              "copies divide evenly over the threads");
-static_assert(2 * (SMEM_BYTES + 1024) <= 228 * 1024, "two blocks fit on an SM");
+constexpr int kWarpgroups = 2;
+constexpr int kThreads = 128 * kWarpgroups;    // ops/attention_sm90.py PREFILL_SM90_THREADS
+constexpr int kBQ = 64 * kWarpgroups;          // queries per block (PREFILL_SM90_QUERY_TILE)
+constexpr int kStages = 4;                     // K/V ring: prefetch distance 2 + PV in flight
+constexpr int kAlign = 1024;                   // the 128-byte swizzle's atom
+constexpr int kSlabRowBytes = 128;             // a d-slab row: 64 bf16
+
+template <int D>
+struct Sm90Geometry {
+  static constexpr int kBKV = 8192 / D;                        // keys per K/V tile
+  static constexpr int kSlabs = D / 64;                        // 64-wide d-slabs of a row
+  static constexpr int kChunks = D / 8;                        // 16-byte chunks of a row
+  static constexpr int kQSlabBytes = kBQ * kSlabRowBytes;
+  static constexpr int kQBytes = kSlabs * kQSlabBytes;
+  static constexpr int kKVSlabBytes = kBKV * kSlabRowBytes;
+  static constexpr int kTileBytes = kSlabs * kKVSlabBytes;     // one K or V tile: 16 KiB
+  static constexpr int kStageBytes = 2 * kTileBytes;
+  static constexpr int kSmemBytes = kQBytes + kStages * kStageBytes + kAlign;
+  static constexpr int kRowStep = kThreads / kChunks;          // rows between a thread's copies
+  static constexpr int kKVRows = kBKV / kRowStep;              // K/V rows a thread copies
+  static constexpr int kQRows = kBQ / kRowStep;                // Q rows a thread copies
+  static constexpr int kSlices = kBKV / 16;                    // 16-key k-steps of PV
+  static_assert(kThreads % kChunks == 0, "a thread copies the same chunk of each of its rows");
+  static_assert(kBKV % kRowStep == 0 && kBQ % kRowStep == 0, "copies divide evenly");
+  static_assert(kKVSlabBytes % kAlign == 0 && kQSlabBytes % kAlign == 0, "slabs stay aligned");
+  static_assert(kSmemBytes <= 227 * 1024, "sm_90 allows 227 KiB of shared memory per block");
+};
 
 __device__ __forceinline__ void cp16(uint32_t dst, const void* src, bool ok) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
@@ -52,17 +76,25 @@ __device__ __forceinline__ void cp16(uint32_t dst, const void* src, bool ok) {
                : "memory");
 }
 
-// Shared address of 16-byte chunk `ch` (0..15) of row `r` of a [64][128] tile at `tile`.
-__device__ __forceinline__ uint32_t tile_chunk(uint32_t tile, int r, int ch) {
-  return tile + (ch >> 3) * kHalfBytes + atlas::swizzle128(r, ch & 7);
+// Keep the compiler from moving writes of wgmma A-fragment registers across a wait (the
+// MMA reads them asynchronously).
+template <int N>
+__device__ __forceinline__ void fence_frag(uint32_t (&a)[N][1][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[i][0][e])::"memory");
 }
 
+template <int D>
 __device__ __forceinline__ void prefill_attn_sm90(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
     const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
     const int* __restrict__ cu_q, const int* __restrict__ kv_lens,
     __nv_bfloat16* __restrict__ out, int hq, int hkv, int block_size, int max_blocks,
     float scale, uint8_t* smem_raw) {
+  using G = Sm90Geometry<D>;
+  constexpr int kBKV = G::kBKV, R = G::kKVRows;
   const int b = blockIdx.z, h = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * kBQ;
   const int seq_start = cu_q[b], q_len = cu_q[b + 1] - seq_start;
   if (q0 >= q_len) return;  // uniform per block: this tile is past the sequence's chunk
@@ -71,43 +103,71 @@ __device__ __forceinline__ void prefill_attn_sm90(
   const int kvh = h / (hq / hkv);
   const int n_keys = first_pos + min(q0 + kBQ, q_len);  // keys any query here can see
   const int n_tiles = (n_keys + kBKV - 1) / kBKV;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, warp = (tid >> 5) & 3;
   const int g = lane >> 2, c = lane & 3;
+  // this warpgroup's rows [q0w, q0w + 64) and the tiles every one of them sees whole (no
+  // causal mask)
+  const int q0w = q0 + 64 * wg;
+  const int full_tiles = (first_pos + q0w + 1) / kBKV;
   const int* table = block_tables + static_cast<size_t>(b) * max_blocks;
 
   const uint32_t raw = atlas::smem_addr(smem_raw);
   const uint32_t q_tile = (raw + kAlign - 1) & ~uint32_t(kAlign - 1);
-  auto k_tile = [&](int stage) { return q_tile + kTileBytes + stage * kStageBytes; };
-  auto v_tile = [&](int stage) { return k_tile(stage) + kTileBytes; };
+  auto k_tile = [&](int tile) {
+    return q_tile + G::kQBytes + (tile % kStages) * G::kStageBytes;
+  };
 
-  // Q [64][128] (rows past the chunk zero) and K/V tile `tile` into ring stage `stage`.
+  // This thread copies chunk `ch` of rows row0 + j * kRowStep of every tile.
+  const int ch = tid % G::kChunks, row0 = tid / G::kChunks;
+  const uint32_t ch_q = (ch >> 3) * G::kQSlabBytes, ch_kv = (ch >> 3) * G::kKVSlabBytes;
 #pragma unroll
-  for (int it = 0; it < kBQ * kChunks / kThreads; ++it) {
-    const int i = tid + it * kThreads, r = i / kChunks, ch = i % kChunks;
-    const bool ok = q0 + r < q_len;
+  for (int j = 0; j < G::kQRows; ++j) {
+    const int r = row0 + j * G::kRowStep;
+    const bool ok = q0 + r < q_len;  // rows past the chunk are zero
     const __nv_bfloat16* src =
         ok ? q + (static_cast<size_t>(seq_start + q0 + r) * hq + h) * D + ch * 8 : q;
-    cp16(tile_chunk(q_tile, r, ch), src, ok);
+    cp16(q_tile + ch_q + atlas::swizzle128(r, ch & 7), src, ok);
   }
-  auto load_kv = [&](int stage, int tile) {
+  const atlas::PageMap pages(block_size);
+  auto lookup = [&](int tile, int (&page)[R]) {
 #pragma unroll
-    for (int it = 0; it < kBKV * kChunks / kThreads; ++it) {
-      const int i = tid + it * kThreads, r = i / kChunks, ch = i % kChunks;
-      const int p = tile * kBKV + r;
+    for (int j = 0; j < R; ++j) {
+      const int p = tile * kBKV + row0 + j * G::kRowStep;
+      page[j] = p < n_keys ? table[pages.page(p)] : 0;
+    }
+  };
+  auto issue = [&](int tile, const int (&page)[R]) {
+    const uint32_t kt = k_tile(tile), vt = kt + G::kTileBytes;
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+      const int r = row0 + j * G::kRowStep, p = tile * kBKV + r;
       const bool ok = p < n_keys;
-      size_t off = 0;
-      if (ok) {
-        const int blk = table[p / block_size];
-        off = ((static_cast<size_t>(blk) * hkv + kvh) * block_size + p % block_size) * D + ch * 8;
-      }
-      cp16(tile_chunk(k_tile(stage), r, ch), k_cache + off, ok);
-      cp16(tile_chunk(v_tile(stage), r, ch), v_cache + off, ok);
+      const size_t off =
+          ok ? ((static_cast<size_t>(page[j]) * hkv + kvh) * block_size + pages.row(p)) * D +
+                   ch * 8
+             : 0;
+      const uint32_t dst = ch_kv + atlas::swizzle128(r, ch & 7);
+      cp16(kt + dst, k_cache + off, ok);
+      cp16(vt + dst, v_cache + off, ok);
     }
   };
 
+  // Prologue: group 0 = Q and tile 0, group 1 = tile 1 (commit group i holds tile i), tile
+  // 2's table entries requested.
+  int page[R];
+  lookup(0, page);
+  issue(0, page);
+  atlas::cp_async_commit();
+  if (1 < n_tiles) {
+    lookup(1, page);
+    issue(1, page);
+  }
+  atlas::cp_async_commit();
+  if (2 < n_tiles) lookup(2, page);
+
   // This thread's two query rows (g and g + 8 of its warp's 16) and the last key each may
   // see; rows past the chunk get kv_len - 1 (finite, never stored).
-  const int row_g = q0 + warp * 16 + g;
+  const int row_g = q0w + warp * 16 + g;
   int limit[2];
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
@@ -115,71 +175,104 @@ __device__ __forceinline__ void prefill_attn_sm90(
     limit[hh] = qi < q_len ? first_pos + qi : kv_len - 1;
   }
   const float scale_log2 = scale * atlas::kAttnLog2e;
-  float o[2][32];  // d-half, then the m64n64 accumulator fragment
+  float o[G::kSlabs][32];  // d-slab, then the m64n64 accumulator fragment
 #pragma unroll
-  for (int dh = 0; dh < 2; ++dh)
+  for (int dh = 0; dh < G::kSlabs; ++dh)
 #pragma unroll
     for (int j = 0; j < 32; ++j) o[dh][j] = 0.f;
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+  // S: s[j][e] is row g + 8 (e / 2), key 8 j + 2c + e % 2 of this warp's rows (the
+  // m64n{kBKV} accumulator's d[4 j + e])
+  float s[kBKV / 8][4];
+  float (&s_acc)[kBKV / 2] = *reinterpret_cast<float (*)[kBKV / 2]>(&s[0][0]);
+  uint32_t pf[G::kSlices][1][4];  // P of the previous tile: one bf16 A fragment per k-step
 
-  load_kv(0, 0);
-  atlas::cp_async_commit();  // group 0: Q and tile 0
-  for (int t = 0; t < n_tiles; ++t) {
-    if (t + 1 < n_tiles) load_kv((t + 1) & 1, t + 1);  // its slot was freed at the end of t-1
-    atlas::cp_async_commit();
-    atlas::cp_async_wait<1>();  // tile t (and Q) landed for this thread
-    atlas::fence_proxy_async();  // visible to wgmma
-    __syncthreads();             // ... for every thread
-    const uint32_t kt_tile = k_tile(t & 1), vt_tile = v_tile(t & 1);
-
-    // S = Q K^T: s[j][e] is row g + 8 (e / 2), key 8 j + 2c + e % 2 of this warp's rows
-    // (the m64n64 accumulator's d[4 j + e]).
-    float s[kBKV / 8][4];
-    float (&s_acc)[kBKV / 2] = *reinterpret_cast<float (*)[kBKV / 2]>(&s[0][0]);
+  auto issue_s = [&](int tile) {
+    const uint32_t kt = k_tile(tile);
 #pragma unroll
     for (int j = 0; j < kBKV / 2; ++j) s_acc[j] = 0.f;
     atlas::fence_acc(s_acc);
     atlas::wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      const int half = kk >> 2, slice = kk & 3;
-      atlas::wgmma_bf16_k16(s_acc, atlas::smem_desc(q_tile + half * kHalfBytes) + 2 * slice,
-                            atlas::smem_desc(kt_tile + half * kHalfBytes) + 2 * slice);
+      const int slab = kk >> 2, slice = kk & 3;
+      atlas::wgmma_bf16_k16(
+          s_acc, atlas::smem_desc(q_tile + slab * G::kQSlabBytes + wg * 64 * kSlabRowBytes) +
+                     2 * slice,
+          atlas::smem_desc(kt + slab * G::kKVSlabBytes) + 2 * slice);
     }
     atlas::wgmma_commit();
-    atlas::wgmma_wait<0>();
-    atlas::fence_acc(s_acc);
-
-    // Causal mask and online softmax (attention_tile.cuh).
-    float corr[2];
-    atlas::online_softmax_tile(s, t * kBKV + 2 * c, limit, scale_log2, m_run, l_run, corr);
+  };
+  auto issue_pv = [&](int tile) {
+    const uint32_t vt = k_tile(tile) + G::kTileBytes;
 #pragma unroll
-    for (int dh = 0; dh < 2; ++dh)
-#pragma unroll
-      for (int j = 0; j < 32; ++j) o[dh][j] *= corr[(j >> 1) & 1];
-
-    // O += P V: key slice kt is S n-tiles 2kt, 2kt + 1 as one A fragment (hi + lo parts),
-    // all built before the fence (wgmma reads its A registers asynchronously).
-    uint32_t pf[kBKV / 16][2][4];  // per key slice: hi, lo
-#pragma unroll
-    for (int kt = 0; kt < kBKV / 16; ++kt) atlas::prob_fragments<2>(s, kt, pf[kt]);
-    atlas::fence_acc(o[0]);
-    atlas::fence_acc(o[1]);
+    for (int dh = 0; dh < G::kSlabs; ++dh) atlas::fence_acc(o[dh]);
+    fence_frag(pf);
     atlas::wgmma_fence();
 #pragma unroll
-    for (int kt = 0; kt < kBKV / 16; ++kt)
+    for (int kt = 0; kt < G::kSlices; ++kt)
 #pragma unroll
-      for (int dh = 0; dh < 2; ++dh) {
-        const uint64_t dv = atlas::smem_desc(vt_tile + dh * kHalfBytes + kt * 16 * 128);
-        atlas::wgmma_bf16_k16_rs_mn(o[dh], pf[kt][0], dv);
-        atlas::wgmma_bf16_k16_rs_mn(o[dh], pf[kt][1], dv);
-      }
+      for (int dh = 0; dh < G::kSlabs; ++dh)
+        atlas::wgmma_bf16_k16_rs_mn(
+            o[dh], pf[kt][0],
+            atlas::smem_desc(vt + dh * G::kKVSlabBytes + kt * 16 * kSlabRowBytes));
     atlas::wgmma_commit();
+  };
+  auto pv_done = [&]() {
     atlas::wgmma_wait<0>();
-    atlas::fence_acc(o[0]);
-    atlas::fence_acc(o[1]);
-    __syncthreads();  // stage t & 1 is refilled by the next iteration's prefetch
+#pragma unroll
+    for (int dh = 0; dh < G::kSlabs; ++dh) atlas::fence_acc(o[dh]);
+    fence_frag(pf);
+  };
+
+  // Tile t's softmax: mask only where the tile reaches past the warpgroup's first row's
+  // diagonal (warpgroup-uniform), O rescaled once PV_{t-1} is done, then P_t packed.
+  auto softmax_tile = [&](int t, bool pv_in_flight) {
+    float corr[2];
+    if (t < full_tiles)
+      atlas::online_softmax_tile<kBKV / 8, false>(s, t * kBKV + 2 * c, limit, scale_log2,
+                                                  m_run, l_run, corr);
+    else
+      atlas::online_softmax_tile<kBKV / 8, true>(s, t * kBKV + 2 * c, limit, scale_log2,
+                                                 m_run, l_run, corr);
+    if (pv_in_flight) pv_done();
+#pragma unroll
+    for (int dh = 0; dh < G::kSlabs; ++dh)
+#pragma unroll
+      for (int j = 0; j < 32; ++j) o[dh][j] *= corr[(j >> 1) & 1];
+#pragma unroll
+    for (int kt = 0; kt < G::kSlices; ++kt) atlas::prob_fragments<1>(s, kt, pf[kt]);
+  };
+  // Top of iteration t: tile t landed everywhere, tile t + 2's copies issued.
+  auto next_tile = [&](int t) {
+    atlas::cp_async_wait<1>();   // tile t (and Q) landed for this thread
+    atlas::fence_proxy_async();  // visible to wgmma
+    __syncthreads();             // ... for every thread; PV_{t-2} done in both warpgroups
+    if (t + 2 < n_tiles) {
+      issue(t + 2, page);
+      if (t + 3 < n_tiles) lookup(t + 3, page);
+    }
+    atlas::cp_async_commit();
+  };
+
+  // Every warpgroup runs every tile of the block: a warpgroup whose rows end earlier sees
+  // only masked keys there (probabilities 0, correction 1), which keeps the wgmma schedule
+  // free of thread-dependent branches (ptxas serializes wgmma in divergent code).
+  next_tile(0);
+  issue_s(0);
+  atlas::wgmma_wait<0>();
+  atlas::fence_acc(s_acc);
+  softmax_tile(0, false);
+  for (int t = 1; t < n_tiles; ++t) {
+    next_tile(t);
+    issue_s(t);
+    issue_pv(t - 1);
+    atlas::wgmma_wait<1>();  // S_t done; PV_{t-1} may still run
+    atlas::fence_acc(s_acc);
+    softmax_tile(t, true);
   }
+  issue_pv(n_tiles - 1);
+  pv_done();
   atlas::cp_async_wait<0>();  // only empty groups remain
 
 #pragma unroll
@@ -192,7 +285,7 @@ __device__ __forceinline__ void prefill_attn_sm90(
     const float inv = 1.f / l;
     __nv_bfloat16* dst = out + (static_cast<size_t>(seq_start + qi) * hq + h) * D + 2 * c;
 #pragma unroll
-    for (int dh = 0; dh < 2; ++dh)
+    for (int dh = 0; dh < G::kSlabs; ++dh)
 #pragma unroll
       for (int j = 0; j < 8; ++j)
         *reinterpret_cast<__nv_bfloat162*>(dst + 64 * dh + 8 * j) = __floats2bfloat162_rn(
@@ -202,7 +295,7 @@ __device__ __forceinline__ void prefill_attn_sm90(
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(kThreads, 2)
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
     prefill_attn_sm90_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
                            const __nv_bfloat16* v_cache, const int* block_tables,
                            const int* cu_q, const int* kv_lens, __nv_bfloat16* out,
@@ -210,7 +303,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                            uint32_t block_size, uint32_t max_blocks, float scale) {
   extern __shared__ __align__(16) uint8_t sm90_smem[];
   atlas::pdl_enter();  // q, cu_q, kv_lens and the cache come from the kernels before this one
-  if (head_dim != D) __trap();  // ops/attention_sm90.py routes head_dim 128 only
-  prefill_attn_sm90(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq, hkv, block_size,
-                    max_blocks, scale, sm90_smem);
+  if (head_dim == 128)
+    prefill_attn_sm90<128>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq, hkv,
+                           block_size, max_blocks, scale, sm90_smem);
+  else if (head_dim == 256)
+    prefill_attn_sm90<256>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq, hkv,
+                           block_size, max_blocks, scale, sm90_smem);
+  else
+    __trap();  // ops/attention_sm90.py PREFILL_SM90_HEAD_DIMS
 }

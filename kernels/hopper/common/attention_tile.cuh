@@ -12,13 +12,30 @@ namespace atlas {
 
 constexpr float kAttnLog2e = 1.4426950408889634f;
 
+// Key position -> (block-table index, row in the page) of the paged KV cache: a shift and a
+// mask where the page size is a power of two (the engine's 16), a division otherwise (~15
+// instructions by a run-time value; the long kernels map several positions per tile).
+struct PageMap {
+  int size, shift;
+  bool pow2;
+  __device__ __forceinline__ explicit PageMap(int block_size)
+      : size(block_size), shift(__ffs(block_size) - 1),
+        pow2((block_size & (block_size - 1)) == 0) {}
+  __device__ __forceinline__ int page(int p) const { return pow2 ? p >> shift : p / size; }
+  __device__ __forceinline__ int row(int p) const { return pow2 ? p & (size - 1) : p % size; }
+};
+
 // One tile of the online softmax, f32 in log2 units: scores of keys key0 + 8 j + e (key0
-// includes this lane's 2c) past last[hh] become -inf, the rest are scaled by scale_log2;
+// includes this lane's 2c) past last[hh] become -inf, the rest count scaled by scale_log2;
 // each row's running max m_run and sum l_run (this lane's columns only: reduce l over the
-// quad at the end) absorb the tile; s becomes the probabilities exp2(s - max), and corr[hh]
+// quad at the end) absorb the tile; s becomes the probabilities exp2(s * scale_log2 - max)
+// (one FFMA and one ex2 per score: the softmax's FP32 work competes with the MMAs'
+// neighbours for issue slots in the long kernels), and corr[hh]
 // is the factor the row's output accumulators must be multiplied by. A row with no key seen
 // yet keeps max -inf, zero probabilities and corr 0 (its accumulators are zero anyway).
-template <int NT>
+// kMask = false skips the comparison with last[] for a tile the caller knows every row of
+// sees whole (causal tiles below the diagonal): same values, less work per score.
+template <int NT, bool kMask = true>
 __device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], int key0,
                                                     const int (&last)[2], float scale_log2,
                                                     float (&m_run)[2], float (&l_run)[2],
@@ -31,12 +48,13 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], int key0,
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float& x = s[j][2 * hh + e];
-        x = key0 + j * 8 + e <= last[hh] ? x * scale_log2 : -INFINITY;
+        if (kMask && key0 + j * 8 + e > last[hh]) x = -INFINITY;
         mx = fmaxf(mx, x);
       }
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float m_new = fmaxf(m_run[hh], mx);
+    // the max of the scaled scores is the scaled max (scale_log2 > 0, rounding is monotonic)
+    const float m_new = fmaxf(m_run[hh], mx * scale_log2);
     const float base = m_new == -INFINITY ? 0.f : m_new;
     corr[hh] = exp2f(m_run[hh] - base);
     float sum = 0.f;
@@ -45,7 +63,7 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], int key0,
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float& x = s[j][2 * hh + e];
-        x = exp2f(x - base);
+        x = exp2f(fmaf(x, scale_log2, -base));  // one FFMA per score: scale and shift
         sum += x;
       }
     l_run[hh] = l_run[hh] * corr[hh] + sum;
