@@ -131,9 +131,8 @@ def test_shared_prefix_in_a_tight_pool_with_preemption_and_speculation():
 def test_abort_mid_prefill_leaks_nothing_and_later_hits_stay_right(async_scheduling):
     """A request aborted after the first of its prefill chunks leaves only its computed,
     full blocks in the cache; a later request with the same prompt hits them and answers
-    what a cold run answers. With async scheduling the first chunk is still in flight (not
-    committed) when the abort comes: its blocks are offered all the same (whatever reads
-    them runs after that step on the same stream), so both modes cache the same."""
+    what a cold run answers. With async scheduling the first chunk is still in flight when
+    the abort comes: its blocks are offered all the same (what reads them runs after it)."""
     runner = load_runner(FIXTURES / "tiny-qwen3", backend="host", max_seq_len=128,
                          max_batch_size=2, max_prefill_tokens=32)
     prompt = [(5 * j + 1) % 250 + 4 for j in range(90)]
