@@ -125,7 +125,8 @@ class LaunchedStep:
     steps: Sequence[SeqChunk]
     #: the sampled rows in order: (chunk, i) draws at the chunk's RNG position + i
     rows: list[tuple[SeqChunk, int]]
-    want_logprobs: bool
+    #: the pinned arrays its logprobs are copied into, when a row asked for them
+    logprobs: tuple[np.ndarray, np.ndarray, np.ndarray] | None
     #: verification chunks of a hybrid model (their recurrent state may roll back)
     verifying: list[SeqChunk]
     #: the pinned buffer the sampled ids are copied into, and the event after that copy
@@ -259,6 +260,9 @@ class ModelRunner:
         self._host_ids = [backend.alloc_host_pinned(4 * limits.max_sample_rows).view(np.int32)
                           for _ in range(2)]
         self._done = [backend.create_event() for _ in range(2)]
+        #: the same alternation for the logprobs of steps that report them
+        self._host_logprobs = ([sampler.logprob_host_buffers() for _ in range(2)]
+                               if sampler.max_logprobs else [None, None])
         self._parity = 0
         #: recorded once a step's host inputs are on the device: the pinned input buffers
         #: are rewritten for the next step only after it
@@ -319,9 +323,10 @@ class ModelRunner:
         the KV does. Prefix-cache state snapshots are loaded before the forward and taken
         after it. A `carried` chunk's last token is the one the previously launched step
         sampled for its sequence, copied on the device."""
-        host_ids, done = self._host_ids[self._parity], self._done[self._parity]
+        parity = self._parity
+        host_ids, done = self._host_ids[parity], self._done[parity]
         if not steps:
-            return LaunchedStep(steps, [], False, [], host_ids, None)
+            return LaunchedStep(steps, [], None, [], host_ids, None)
         self._parity ^= 1
         if self._inputs_pending:
             self.backend.event_synchronize(self._inputs_done)  # pinned inputs free again
@@ -340,21 +345,24 @@ class ModelRunner:
             self.mtp.save_hidden(self.stream, self.bufs, n_tokens, normed_final=n_sample > 0)
         if rows:
             self.backend.copy_d2h(host_ids[:len(rows)], self.sampler.out_ids, self.stream)
+        logprobs = self._host_logprobs[parity] if want_logprobs else None
+        if logprobs is not None:
+            self.sampler.queue_logprobs(len(rows), logprobs, self.stream)
         self.backend.record_event(done, self.stream)
         self._sample_row = {st.seq_id: j for j, (st, _) in enumerate(rows)}
-        return LaunchedStep(steps, rows, want_logprobs, verifying, host_ids, done)
+        return LaunchedStep(steps, rows, logprobs, verifying, host_ids, done)
 
     def collect(self, launched: LaunchedStep) -> list[StepResult]:
         """Wait for a launched step and return the sampled token per chunk (None where
         sample=False, a tuple of num_draft + 1 tokens for a verification chunk). Steps
-        asking for logprobs, verifying drafts or drafting with MTP must be collected before
-        the next launch (the engine steps synchronously for them)."""
+        verifying drafts or drafting with MTP must be collected before the next launch (the
+        engine steps synchronously for them)."""
         steps, rows = launched.steps, launched.rows
         if not steps:
             return []
         assert launched.done is not None
         self.backend.event_synchronize(launched.done)
-        logprobs = self.sampler.read_logprobs(len(rows)) if launched.want_logprobs else None
+        logprobs = launched.logprobs
         ids = launched.host_ids[:len(rows)].tolist()
         out: list[StepResult] = [None] * len(steps)
         j = 0
