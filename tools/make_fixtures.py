@@ -444,6 +444,20 @@ def make_golden(model: torch.nn.Module, plan: GoldenPlan, seed: int) -> dict[str
     return best
 
 
+#: the last prompt positions whose logits the controls keep (`*_tail_logits`): one position's
+#: cosine is one draw from a wide distribution where random routers nearly tie
+#: (atlas.engine.parity.tail_distribution)
+CONTROL_POSITIONS = 32
+
+
+def tail_logits(model: torch.nn.Module, ids: list[int], count: int) -> np.ndarray:
+    """float32 logits [count, V] of the prompt's last `count` positions (one forward)."""
+    device = next(model.parameters()).device
+    x = torch.tensor([ids], dtype=torch.long, device=device)
+    return model(input_ids=x, use_cache=False, logits_to_keep=count).logits[0].float(
+        ).cpu().numpy().astype(np.float32)
+
+
 @torch.no_grad()
 def reference_controls(model: torch.nn.Module, golden: dict[str, np.ndarray]) -> dict[str, Any]:
     """How far transformers is from itself on the golden prompt, to read parity against:
@@ -453,19 +467,22 @@ def reference_controls(model: torch.nn.Module, golden: dict[str, np.ndarray]) ->
     ``f32_logits``                   the same weights in float32 (eager): the closest thing
                                      to exact, so each bf16 engine's distance from it can be
                                      compared with the others'
+    ``{eager,sdpa,f32}_tail_logits`` the last CONTROL_POSITIONS positions of each
 
     Leaves the model in float32 (call it last).
     """
     ids = [int(x) for x in golden["input_ids"]]
+    count = min(CONTROL_POSITIONS, len(ids))
+    eager = tail_logits(model, ids, count)
     model.set_attn_implementation("sdpa")
-    first = forward_logits(model, ids, all_positions=False)
-    greedy, _, _ = greedy_tokens(model, ids, len(golden["greedy"]), first)
+    sdpa = tail_logits(model, ids, count)
+    greedy, _, _ = greedy_tokens(model, ids, len(golden["greedy"]), torch.from_numpy(sdpa))
     model.set_attn_implementation("eager")
     model.float()
-    f32 = forward_logits(model, ids, all_positions=False)
-    return {"sdpa_logits": first[-1:].cpu().numpy().astype(np.float32),
-            "sdpa_greedy": np.array(greedy, dtype=np.int64),
-            "f32_logits": f32[-1:].cpu().numpy().astype(np.float32)}
+    f32 = tail_logits(model, ids, count)
+    return {"sdpa_logits": sdpa[-1:], "sdpa_greedy": np.array(greedy, dtype=np.int64),
+            "f32_logits": f32[-1:], "eager_tail_logits": eager, "sdpa_tail_logits": sdpa,
+            "f32_tail_logits": f32}
 
 
 # --------------------------------------------------------------------------------------

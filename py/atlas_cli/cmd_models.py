@@ -74,7 +74,10 @@ def path_cmd(name: str | None) -> None:
 @click.option("--to", "scheme", required=True, type=click.Choice(QUANT_SCHEMES),
               help="fp8-block (Qwen3 FP8 layout), fp8-tensor (ModelOpt FP8) or nvfp4 "
                    "(ModelOpt NVFP4).")
-def quantize_cmd(src: Path, dst: Path, scheme: str) -> None:
+@click.option("--lm-head", is_flag=True,
+              help="Quantize the LM head too (published checkpoints keep it bf16; it is "
+                   "the largest single weight a decode step reads).")
+def quantize_cmd(src: Path, dst: Path, scheme: str, lm_head: bool) -> None:
     """Quantize a bf16 checkpoint SRC into a new directory DST, in the published layout."""
     import time
 
@@ -85,7 +88,7 @@ def quantize_cmd(src: Path, dst: Path, scheme: str) -> None:
         click.echo(f"  [{done}/{total}] {name} ({time.perf_counter() - t0:.1f}s)", err=True)
 
     try:
-        report = quantize.quantize_checkpoint(src, dst, scheme, progress=show)
+        report = quantize.quantize_checkpoint(src, dst, scheme, progress=show, lm_head=lm_head)
     except (ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"{dst}: {report.quantized} weights quantized to {scheme}, {report.kept} kept; "

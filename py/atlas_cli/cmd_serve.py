@@ -143,6 +143,9 @@ def _check_options(p: dict) -> None:
               show_default=True)
 @click.option("--tbt-deadline-ms", type=click.FloatRange(0.0, min_open=True), default=100.0,
               show_default=True, help="SLAI time-between-tokens deadline.")
+@click.option("--no-async-scheduling", is_flag=True,
+              help="Commit every step before planning the next (default: the host plans and "
+              "launches step N+1 while the GPU runs step N, and commits N one step behind).")
 @click.option("--no-prefix-caching", is_flag=True,
               help="Recompute every prompt instead of reusing cached KV blocks of its prefix.")
 @click.option("--ssm-cache-slots", type=click.IntRange(min=0), default=16, show_default=True,
@@ -319,6 +322,7 @@ async def _serve(ctx, model_dir: Path, backend: str, p: dict,
                           scheduling_policy=p["scheduling_policy"],
                           tbt_deadline_ms=p["tbt_deadline_ms"],
                           prefix_caching=not p["no_prefix_caching"],
+                          async_scheduling=not p["no_async_scheduling"],
                           speculative=p["speculative"], num_draft_tokens=p["num_draft_tokens"],
                           spec_step_cost=p["spec_step_cost"])
     stop = asyncio.Event()

@@ -86,3 +86,26 @@ def test_reference_distances_reads_the_transformers_controls():
         {"atlas": 0.25, "transformers_eager": 0.5, "transformers_sdpa": 4.0})
     assert r["greedy_identical_prefix"] == {"atlas_vs_eager": 2, "atlas_vs_sdpa": 1,
                                             "sdpa_vs_eager": 1}
+
+
+def test_tail_distribution_lines_up_the_prompt_positions():
+    """The tiny MoE fixture's golden has every prompt position: its last 8 stand in for the
+    eager tail, a rescale of them for SDPA (cosine 1), a perturbation for float32. Atlas's
+    logits at those positions (prefill to the first, the rest one decode step each) must
+    match eager position for position: a shift by one would wreck the cosines."""
+    from atlas.engine.parity import tail_distribution
+
+    model = FIXTURES / "tiny-qwen3-moe"
+    golden = dict(np.load(model / "golden.npz"))
+    assert tail_distribution(model, golden, backend="host") == {}
+    eager = golden["logits"][-8:].astype(np.float32)
+    rng = np.random.default_rng(0)
+    golden.update(eager_tail_logits=eager, sdpa_tail_logits=eager * 2.0,
+                  f32_tail_logits=eager + rng.normal(0, 0.05, eager.shape).astype(np.float32))
+    r = tail_distribution(model, golden, backend="host")
+    assert r["positions"] == 8
+    # bf16 noise is ~1e-4; a position shifted by one is ~1e-1
+    assert r["atlas"]["vs_eager"]["max"] < 1e-3 and r["atlas"]["vs_eager"]["argmax_agree"] == 1
+    assert r["transformers_sdpa"]["vs_eager"]["max"] < 1e-12
+    assert r["atlas"]["vs_f32"]["median"] > 1e-6  # the perturbation is seen
+    assert set(r["transformers_eager"]) == {"vs_f32"}

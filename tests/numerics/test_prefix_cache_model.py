@@ -84,14 +84,17 @@ def test_hybrid_snapshot_pool_of_one_evicts_and_stays_right():
     """Checkpoints every 32 tokens, a 64-token prefill budget and one snapshot slot: the
     first prompt snapshots 64 then 96 (evicting 64); the second shares 64 tokens of KV but
     no snapshot, recomputes and snapshots 64 (evicting 96); the third hits 96 tokens of KV
-    and restores the second's snapshot at 64. Every output equals the cold one."""
+    and restores the second's snapshot at 64. Every output equals the cold one. Synchronous
+    steps: running ahead, the chunk to 96 is planned while the one to 64 holds the only
+    slot, so it takes no snapshot (the eviction order differs, the outputs do not)."""
     runner = load_runner(FIXTURES / "tiny-qwen3_5", backend="host", max_seq_len=192,
                          max_batch_size=2, max_prefill_tokens=64, ssm_cache_slots=1)
     base = [(11 * j + 5) % 300 + 4 for j in range(100)]
     prompts = [base + [7, 8], base[:70] + [9, 9, 9], base + [7, 8, 1]]
     cold = LLMEngine(runner, max_prefill_tokens=64, prefix_caching=False)
     want = [c.token_ids for c in cold.generate([EngineRequest(p, GREEDY, 6) for p in prompts])]
-    warm = LLMEngine(runner, max_prefill_tokens=64, snapshot_interval=32)
+    warm = LLMEngine(runner, max_prefill_tokens=64, snapshot_interval=32,
+                     async_scheduling=False)
     got = [warm.generate([EngineRequest(p, GREEDY, 6)])[0].token_ids for p in prompts]
     assert got == want
     counters = warm.core.counters()
@@ -124,23 +127,26 @@ def test_shared_prefix_in_a_tight_pool_with_preemption_and_speculation():
     assert scheduler.blocks.num_available == scheduler.blocks.num_blocks
 
 
-def test_abort_mid_prefill_leaks_nothing_and_later_hits_stay_right():
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_abort_mid_prefill_leaks_nothing_and_later_hits_stay_right(async_scheduling):
     """A request aborted after the first of its prefill chunks leaves only its computed,
     full blocks in the cache; a later request with the same prompt hits them and answers
-    what a cold run answers."""
+    what a cold run answers. With async scheduling the first chunk is still in flight (not
+    committed) when the abort comes, so nothing of it is cached, and nothing leaks."""
     runner = load_runner(FIXTURES / "tiny-qwen3", backend="host", max_seq_len=128,
                          max_batch_size=2, max_prefill_tokens=32)
     prompt = [(5 * j + 1) % 250 + 4 for j in range(90)]
     cold = LLMEngine(runner, max_prefill_tokens=32, prefix_caching=False).generate(
         [EngineRequest(prompt, GREEDY, 8)])[0].token_ids
-    engine = LLMEngine(runner, max_prefill_tokens=32)
+    engine = LLMEngine(runner, max_prefill_tokens=32, async_scheduling=async_scheduling)
     core = engine.core
     core.add(0, EngineRequest(prompt, GREEDY, 8))
     core.step()   # the first 32-token chunk
     core.abort(0, "abort")
     blocks = core.scheduler.blocks
     assert blocks.num_available == blocks.num_blocks
-    assert blocks.prefix_cache_stats().cached_blocks == 32 // runner.block_size
+    committed = 0 if async_scheduling else 32
+    assert blocks.prefix_cache_stats().cached_blocks == committed // runner.block_size
     assert engine.generate([EngineRequest(prompt, GREEDY, 8)])[0].token_ids == cold
-    assert blocks.prefix_cache_stats().hit_tokens == 32
+    assert blocks.prefix_cache_stats().hit_tokens == committed
     assert blocks.num_available == blocks.num_blocks

@@ -21,7 +21,8 @@ import pytest
 
 from atlas.core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, f32_to_fp8_e4m3
 from atlas.core.quant_config import QuantConfigError
-from atlas.engine.quant_parity import DECODE_MIN_COSINE, PREFILL_MIN_COSINE, compare_quantized
+from atlas.engine.quant_parity import (DECODE_MIN_COSINE, PREFILL_MIN_COSINE, compare_quantized,
+                                        step_logits)
 from atlas.model.load import load_runner
 from atlas.runtime.dequantize import dequantize_checkpoint
 from atlas.runtime.quantize import is_quantized_name, quantize_checkpoint
@@ -224,3 +225,62 @@ def test_unsupported_quantization_configs_fail_at_load(fp8_block_dir: Path, tmp_
     (bad / "config.json").write_text(json.dumps(config))
     with pytest.raises(QuantConfigError, match=match):
         load_runner(bad, backend="host", max_seq_len=32)
+
+
+@pytest.mark.parametrize("scheme", ["fp8-block", "nvfp4"])
+def test_tensor_core_decode_routes_give_the_same_logits(scheme: str, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host backend made to claim a hopper set's modules: every decode row then takes the
+    tensor-core GEMVs (the register-fed kernel, its gate_up + SwiGLU entry point instead of
+    silu_mul, its f32 entry point for the quantized LM head) through their references. Same
+    specification as the CUDA-core GEMV (and ring-kernel logits) route the plain host backend
+    takes, so the same logits to the bit; the launches prove the route."""
+    from atlas.runtime.host import HostBackend
+
+    qdir = tmp_path / "q"
+    quantize_checkpoint(FIXTURES / "tiny-qwen3", qdir, scheme, lm_head=True)
+    prompt, decode = PROMPT[:6], DECODE
+    plain = step_logits(qdir, prompt, decode, "host", use_graphs=False)
+    launched: list[str] = []
+    real_launch = HostBackend.launch
+
+    def launch(self, handle, *args, **kwargs):  # type: ignore[no-untyped-def]
+        launched.append(handle.func)
+        return real_launch(self, handle, *args, **kwargs)
+
+    monkeypatch.setattr(HostBackend, "module_names",
+                        property(lambda self: ["gemv_mma_quant", "gemv_quant_direct"]))
+    monkeypatch.setattr(HostBackend, "launch", launch)
+    routed = step_logits(qdir, prompt, decode, "host", use_graphs=False)
+    fmt = "fp8" if scheme == "fp8-block" else "nvfp4"
+    assert {f"gemv_qd_{fmt}_swiglu_bf16", f"gemv_qd_{fmt}_bf16", f"gemv_qd_{fmt}_f32"} <= set(
+        launched)
+    assert "silu_mul_bf16" not in launched and not any("gemv_silu" in f for f in launched)
+    for got, want in zip(routed, plain):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("scheme", ["fp8-block", "nvfp4"])
+def test_a_quantized_lm_head_matches_its_dequantized_weights(scheme: str, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    """`quantize_checkpoint(lm_head=True)`: the LM head is stored quantized, loads as a
+    quantized linear and its f32 logits (the tensor-core GEMVs' `_f32` entry points, any
+    number of rows) match the bf16 engine on the dequantized checkpoint."""
+    from atlas.runtime.host import HostBackend
+
+    qdir = tmp_path / "q"
+    quantize_checkpoint(FIXTURES / "tiny-qwen3", qdir, scheme, lm_head=True)
+    store = WeightStore(qdir)
+    assert store.info("lm_head.weight").dtype == ("U8" if scheme == "nvfp4" else "F8_E4M3")
+    launched: list[str] = []
+    real_launch = HostBackend.launch
+
+    def launch(self, handle, *args, **kwargs):  # type: ignore[no-untyped-def]
+        launched.append(handle.func)
+        return real_launch(self, handle, *args, **kwargs)
+
+    monkeypatch.setattr(HostBackend, "launch", launch)
+    _assert_matches_dequantized(qdir, tmp_path)
+    fmt = "fp8" if scheme == "fp8-block" else "nvfp4"
+    assert f"gemv_mma_{fmt}_f32" in launched  # the quantized head's logits (host: ring route)

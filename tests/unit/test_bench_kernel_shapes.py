@@ -175,7 +175,7 @@ def test_table_sweeps_the_issue_sizes() -> None:
     assert {s.seq for s in shapes if s.family is Family.PREFILL_ATTENTION
             and not s.sm90} == {256, 1024, 4096}
     gemv_batches = {s.m for s in shapes if s.family is Family.DECODE_GEMV}
-    assert gemv_batches == {1, 32}
+    assert gemv_batches == {1, 8, 32}  # 8: the flagship's linear-attention projections
     assert {s.m for s in shapes if s.family is Family.PREFILL_GEMM} == {2048}
     for small in (QWEN3_0_6B, SMOLLM2_135M):
         assert any(s.family is Family.DECODE_GEMV and s.k == small.hidden for s in shapes)
@@ -201,7 +201,7 @@ def test_every_family_has_a_benchmark(bench) -> None:
     assert set(bench.BUILDERS) == set(Family)
 
 
-@pytest.mark.parametrize("select", ["b3", "prefill"])
+@pytest.mark.parametrize("select", ["b3", "prefill", "swiglu"])
 def test_dry_run_checks_and_times_every_row_and_writes_the_record(bench, tmp_path,
                                                                   select) -> None:
     pytest.importorskip("torch")
@@ -348,6 +348,14 @@ def test_table_has_the_hybrid_families_at_qwen3_5_shapes() -> None:
     d256 = [s for s in shapes if s.family in (Family.PREFILL_ATTENTION, Family.DECODE_ATTENTION)
             and s.head_dim == 256]
     assert {s.family for s in d256} == {Family.PREFILL_ATTENTION, Family.DECODE_ATTENTION}
+    # the linear-attention layer's decode launches at batch 1, 8 and 32: the fused step and
+    # its projections [q | k | v | z | b | a] = 8192 + 4096 + 64 outputs and 4096 -> 2048
+    layer = {(s.label, s.describe()) for s in shapes if s.label.startswith("qwen3.5-35b-a3b "
+                                                                           "decode b")}
+    for b in (1, 8, 32):
+        assert (f"qwen3.5-35b-a3b decode b{b} in_proj", f"m={b} n=12352 k=2048") in layer
+        assert (f"qwen3.5-35b-a3b decode b{b} out_proj", f"m={b} n=2048 k=4096") in layer
+        assert any(s.family is Family.GDN_DECODE and s.seqs == b for s in shapes)
 
 
 def test_quantized_gemv_bytes_are_the_formats() -> None:
@@ -359,7 +367,16 @@ def test_quantized_gemv_bytes_are_the_formats() -> None:
     assert nv.bytes_moved() == 64 * 2048 + 64 * 256 + 4 * 64 + 2 * (4096 + 64)
     assert fp8.family is Family.DECODE_GEMV_FP8 and nv.family is Family.DECODE_GEMV_NVFP4
     table = [s for s in ks.table_shapes() if isinstance(s, ks.QuantLinear)]
-    assert {(s.fmt, s.m) for s in table} == {(f, b) for f in ("fp8-block", "nvfp4")
-                                             for b in (1, 8, 32)}
-    assert {(s.n, s.k) for s in table} == {(6144, 4096), (4096, 4096), (24576, 4096),
-                                           (4096, 12288)}  # Qwen3-8B projections
+    qwen3_8b = {(6144, 4096), (4096, 4096), (24576, 4096), (4096, 12288)}
+    assert {(s.fmt, s.m, s.ring) for s in table} == (
+        {(f, b, False) for f in ("fp8-block", "nvfp4") for b in (1, 8, 32)}
+        | {(f, b, True) for f in ("fp8-block", "nvfp4") for b in (1, 8)})
+    # the gate_up GEMV ending with the SwiGLU: Qwen3-8B's fused [gate | up], half the output
+    swiglu = [s for s in table if s.swiglu]
+    assert {(s.fmt, s.m, s.n, s.k) for s in swiglu} == {
+        (f, b, 24576, 4096) for f in ("fp8-block", "nvfp4") for b in (1, 8)}
+    assert swiglu[0].bytes_moved() == swiglu[0].weight_bytes() + 2 * (4096 + 12288)
+    assert {(s.n, s.k) for s in table if s.ring} == qwen3_8b  # the A/B rows
+    # batch 1 of Qwen3-8B and of the other published widths, hidden 2,048 .. 8,192
+    assert {s.k for s in table if s.m == 1 and not s.ring} >= {2048, 4096, 5120, 8192}
+    assert len({s.label for s in table}) == len(table)

@@ -103,6 +103,20 @@ def tc_state_products(smem, qs_o, ks_o, ldk, dk, s_o):
     return ks, qs
 
 
+def tc_output_products(smem, qk_o, ldc, vn_o, ldv):
+    """output_products_tc: QK V' [kChunk, kDvTile], warp w's rows 16w.. (the full 64-column
+    product: QK is zero above the diagonal, V' past row n)."""
+    qkop, vnt = Operand(smem, qk_o, ldc, 1), Operand(smem, vn_o, 1, ldv)
+    acc = np.zeros((K_CHUNK, K_DV_TILE), np.float32)
+    for warp in range(WARPS):
+        r0 = 16 * warp
+        for k0 in range(0, K_CHUNK, 16):
+            for j in range(K_DV_TILE // 8):
+                mma_split(acc[r0:r0 + 16, 8 * j:8 * j + 8], qkop.a_tile(r0, k0),
+                          vnt.b_tile_t(k0, 8 * j))
+    return acc
+
+
 def tc_state_update(smem, ks_o, ldk, dk, kdec_o, vn_o, ldv, e_last, s_o):
     """state_update_tc: S = e_last S + (K kdec)^T V', warp w's key rows 16(w + 4i).."""
     kdt, vnt = Operand(smem, ks_o, 1, ldk, scale=kdec_o), Operand(smem, vn_o, 1, ldv)
@@ -116,6 +130,22 @@ def tc_state_update(smem, ks_o, ldk, dk, kdec_o, vn_o, ldv, e_last, s_o):
                 for c in range(K_DV_TILE):
                     at = s_o + (m0 + rr) * K_DV_TILE + c
                     smem[at] = e_last * smem[at] + acc[rr, c]
+
+
+def _warp_scan(gam: np.ndarray) -> np.ndarray:
+    """The chunk kernel's inclusive scan of 64 decays by one warp, in its f32 order: lane l
+    sums entries 2l and 2l + 1, a Hillis-Steele scan across the 32 lanes (shfl_up by 1, 2,
+    4, 8, 16), then entry 2l gets the lanes before plus its own first entry."""
+    g = gam.astype(np.float32)
+    pair = g[0::2] + g[1::2]
+    incl = pair.copy()
+    for off in (1, 2, 4, 8, 16):
+        shifted = np.concatenate([np.zeros(off, np.float32), incl[:-off]])
+        incl = np.where(np.arange(32) >= off, incl + shifted, incl).astype(np.float32)
+    out = np.empty(64, np.float32)
+    out[0::2] = (incl - pair) + g[0::2]
+    out[1::2] = incl
+    return out
 
 
 def emulate_chunk(qkv, qkv_pitch, ba, ba_pitch, a_log, dt_bias, state, slots, cu_q, kv_lens,
@@ -149,13 +179,17 @@ def emulate_chunk(qkv, qkv_pitch, ba, ba_pitch, a_log, dt_bias, state, slots, cu
                     smem[s_o + idx] = 0 if fresh else state[sg + i * d.dv + c]
                 for c0 in range(0, q_len, K_CHUNK):
                     n = min(K_CHUNK, q_len - c0)
-                    for idx in range(K_CHUNK * d.dk):
-                        r, i = divmod(idx, d.dk)
-                        qv = kv = 0.0
+                    vecs = d.dk // 8  # 16-byte loads: 8 bf16 of a q (k) row each
+                    for idx in range(K_CHUNK * vecs):
+                        r, i = divmod(idx, vecs)
+                        q8 = k8 = np.zeros(8, np.float32)
                         if r < n:
-                            base = (seq_start + c0 + r) * qkv_pitch + kh * d.dk
-                            qv, kv = qkv[base + i], qkv[base + d.hk * d.dk + i]
-                        smem[qs_o + r * ldk + i], smem[ks_o + r * ldk + i] = qv, kv
+                            base = (seq_start + c0 + r) * qkv_pitch + kh * d.dk + 8 * i
+                            assert base % 8 == 0  # 16-byte aligned
+                            q8 = qkv[base:base + 8]
+                            k8 = qkv[base + d.hk * d.dk:base + d.hk * d.dk + 8]
+                        smem[qs_o + r * ldk + 8 * i:][:8] = q8
+                        smem[ks_o + r * ldk + 8 * i:][:8] = k8
                     for tid in range(K_CHUNK):
                         beta, g = (_gate(ba[(seq_start + c0 + tid) * ba_pitch:], h, d.hv,
                                          a_log[h], dt_bias[h]) if tid < n else (0.0, 0.0))
@@ -167,7 +201,7 @@ def emulate_chunk(qkv, qkv_pitch, ba, ba_pitch, a_log, dt_bias, state, slots, cu
                         ksc = f32(1 / np.sqrt(f32(krow @ krow) + f32(1e-6)))
                         qrow *= qsc
                         krow *= ksc
-                    smem[gam_o:gam_o + n] = np.cumsum(smem[gam_o:gam_o + n], dtype=np.float32)
+                    smem[gam_o:gam_o + K_CHUNK] = _warp_scan(smem[gam_o:gam_o + K_CHUNK])
                     last = smem[gam_o + n - 1]
                     for tid in range(K_CHUNK):
                         smem[eg_o + tid] = np.exp(smem[gam_o + tid]) if tid < n else 0
@@ -207,18 +241,33 @@ def emulate_chunk(qkv, qkv_pitch, ba, ba_pitch, a_log, dt_bias, state, slots, cu
                     for tid in range(THREADS):  # quads: 4 lanes per column, parts j % 4
                         c, part = tid >> 2, tid & 3
                         if part:
-                            continue  # the quad's sum is formed by lane `part == 0` below
-                        for i in range(1, n):
-                            acc = f32(0)
+                            continue  # the quad's sums are formed by lane `part == 0` below
+                        for i in range(1, n, 2):  # rows i and i + 1 a step
+                            pair = i + 1 < n
+                            i1 = i + 1 if pair else i
+                            parts = np.zeros((2, 4), np.float32)
                             for p in range(4):
                                 for j in range(p, i, 4):
-                                    acc += smem[a_o + i * ldc + j] * smem[vn_o + j * ldv + c]
-                            smem[vn_o + i * ldv + c] -= acc
+                                    v = smem[vn_o + j * ldv + c]
+                                    parts[0, p] += smem[a_o + i * ldc + j] * v
+                                    parts[1, p] += smem[a_o + i1 * ldc + j] * v
+                            # shfl_xor 1 then 2: (p0 + p1) + (p2 + p3)
+                            acc0, acc1 = ((parts[:, 0] + parts[:, 1])
+                                          + (parts[:, 2] + parts[:, 3]))
+                            vi = smem[vn_o + i * ldv + c] - acc0
+                            smem[vn_o + i * ldv + c] = vi
+                            if pair:
+                                smem[vn_o + i1 * ldv + c] -= acc1 + smem[a_o + i1 * ldc + i] * vi
+                    if tc:
+                        tc_o = tc_output_products(smem, qk_o, ldc, vn_o, ldv)
                     for idx in range(n * K_DV_TILE):
                         r, c = divmod(idx, K_DV_TILE)
                         o = smem[ob_o + r * ldv + c]
-                        for j in range(r + 1):
-                            o += smem[qk_o + r * ldc + j] * smem[vn_o + j * ldv + c]
+                        if tc:
+                            o = o + tc_o[r, c]
+                        else:
+                            for j in range(r + 1):
+                                o += smem[qk_o + r * ldc + j] * smem[vn_o + j * ldv + c]
                         out[(seq_start + c0 + r) * d.hv * d.dv + h * d.dv + col0 + c] = o
                     e_last = smem[eg_o + n - 1]
                     if tc:

@@ -127,8 +127,9 @@ def test_decode_path_is_two_launches_over_the_selected_experts() -> None:
     scratch = moe.MoeScratch(act=0x1000)
     got = _launches(moe.experts, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 3, QWEN3_30B,
                     scratch)
-    assert got == [("moe_gate_up_silu_bf16", (96, 24, 1), (256, 1, 1)),
-                   ("moe_down_sum_bf16", (171, 3, 1), (256, 1, 1))]  # 6 passes of 2 rows
+    # gate/up: 9 column groups a block (96 groups x 24 pairs over 2 x 132 blocks)
+    assert got == [("moe_gate_up_silu_bf16", (11, 24, 1), (256, 1, 1)),
+                   ("moe_down_sum_bf16", (82, 3, 1), (256, 1, 1))]  # 5 groups of 5 rows
 
 
 def test_grouped_path_grid_is_sized_for_the_worst_case() -> None:
@@ -216,8 +217,8 @@ def test_decode_launch_geometry_with_a_shared_expert() -> None:
     shared = moe.SharedExpertWeights(0x1000, 0x2000, 0x3000)
     got = _launches(moe.experts, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 2, shape,
                     moe.MoeScratch(act=0x8000), shared=shared)
-    assert got == [("moe_gate_up_silu_bf16", (64, 18, 1), (256, 1, 1)),
-                   ("moe_down_sum_bf16", (256, 2, 1), (256, 1, 1))]  # 8 passes of 1 row
+    assert got == [("moe_gate_up_silu_bf16", (13, 18, 1), (256, 1, 1)),
+                   ("moe_down_sum_bf16", (114, 2, 1), (256, 1, 1))]  # 3 groups of 6 rows
     got = _launches(moe.gate_topk, 0x100, 0x200, 0x300, 0x400, 0x500, 0x600, 2, shape,
                     moe.Routing(), shared, 0x700)
     assert got == [("moe_gate_topk_softmax_bf16", (33, 1, 1), (256, 1, 1))]
@@ -244,24 +245,49 @@ def _constant(stem: str, name: str) -> int:
     return int(value)
 
 
+def _down_tiles() -> dict[int, int]:
+    """moe_decode.cu's DownTile: chunk steps -> items per warp (0: the general tile)."""
+    source = (Path(__file__).resolve().parents[2] / "kernels/hopper/common/moe_decode.cu")
+    text = source.read_text()
+    tiles = {int(k): int(v) for k, v in re.findall(
+        r"struct DownTile<(\d)> \{ static constexpr int kItems = (\d+), kBatch = \1; \};", text)}
+    (general,) = re.findall(r"struct DownTile \{ static constexpr int kItems = (\d+),", text)
+    return tiles | {0: int(general)}
+
+
 def test_launch_constants_match_the_kernels() -> None:
     assert moe.DECODE_ROWS_PER_BLOCK == _constant("moe_decode", "kWarps")
     assert moe.DECODE_THREADS == 32 * moe.DECODE_ROWS_PER_BLOCK
-    items = _constant("moe_decode", "kItemsPerWarp") * _constant("moe_decode", "kWarps")
-    assert moe.DOWN_ITEMS_PER_PASS == items
-    # a pass's items (rows x slots) fit the kernel's shared array for every slot count, and
-    # a block takes whole passes
-    for k in range(1, moe.ROUTER_MAX_TOP_K + 1):
-        per_pass = moe.down_rows(k, 1, 16, 10 ** 6)
-        assert k * per_pass <= _constant("moe_decode", "kMaxBlockItems")
-        assert moe.down_rows(k, 8, 2048, 132) % per_pass == 0
+    tiles = _down_tiles()
+    assert moe.DOWN_TILE_ITEMS == {k: v for k, v in tiles.items() if k} and \
+        moe.DOWN_TILE_ITEMS_LONG == tiles[0]
+    assert max(tiles.values()) == _constant("moe_decode", "kMaxDownItems")
+    assert moe.ROUTER_MAX_TOP_K == _constant("moe_decode", "kMaxSlots")
+    assert moe.GATE_UP_GROUP_PAIRS == _constant("moe_decode", "kGroupPairs")
+    # a group's items (rows x slots) fit the kernel's shared array for every slot count and
+    # row length, and a block takes whole groups
+    for inter in (16, 256, 512, 768, 1024, 1536, 14336):
+        for k in range(1, moe.ROUTER_MAX_TOP_K + 1):
+            if inter > 1024 and k > 8 * moe.DOWN_TILE_ITEMS_LONG:  # more than one group holds
+                with pytest.raises(ValueError, match="exceed one group"):
+                    moe.down_rows_per_group(k, inter)
+                continue
+            per_group = moe.down_rows_per_group(k, inter)
+            assert k * per_group <= moe.DECODE_ROWS_PER_BLOCK * _constant(
+                "moe_decode", "kMaxDownItems")
+            assert moe.down_rows(k, 8, 2048, inter, 132) % per_group == 0
 
 
 def test_down_grid_is_about_one_wave() -> None:
-    """Qwen3-30B-A3B batch 1: 2 rows a pass, 1,024 row groups -> 2 passes, 512 blocks;
-    batch 8 -> 16 passes, 8 x 64 blocks; Qwen3.5-35B-A3B's 9 slots: 1 row a pass."""
-    assert moe.down_rows(8, 1, 2048, 132) == 4 and moe.down_rows(8, 8, 2048, 132) == 32
-    assert moe.down_rows(9, 1, 2048, 132) == 4 and moe.down_rows(9, 8, 2048, 132) == 32
-    assert moe.down_rows(3, 1, 64, 132) == 5  # fewer groups than a wave: one pass
+    """Qwen3-30B-A3B (inter 768: 5 items a warp, 3 chunks each): 5 rows a group, 410 groups
+    -> 2 groups a block at batch 1 (205 blocks), 13 at batch 8 (8 x 32 blocks); Qwen3.5-35B-A3B
+    (inter 512, 9 slots: 7 items a warp): 6 rows a group, 2 / 11 groups a block."""
+    assert moe.down_rows_per_group(8, 768) == 5 and moe.down_rows_per_group(9, 512) == 6
+    assert moe.down_rows(8, 1, 2048, 768, 132) == 10 and moe.down_rows(8, 8, 2048, 768, 132) == 65
+    assert moe.down_rows(9, 1, 2048, 512, 132) == 12 and moe.down_rows(9, 8, 2048, 512, 132) == 66
+    assert moe.down_rows(3, 1, 64, 96, 132) == 21  # fewer groups than a wave: one group
+    assert moe.down_smem(9, 512) == 9216
+    with pytest.raises(ValueError, match="shared memory"):
+        moe.down_smem(32, 14336)
     assert moe.ROUTER_TOKENS_PER_BLOCK == _constant("moe_router", "kWarpsPerBlock")
     assert moe.ROUTER_MAX_EXPERTS == 32 * _constant("moe_router", "kMaxPerLane")

@@ -45,3 +45,60 @@ def test_only_entries_whose_own_body_waits_opt_in():
     assert pdl_entries(PTX) == frozenset({"waits", "waits_late"})
     assert pdl_entries(PTX.encode()) == pdl_entries(PTX)
     assert entries_without_pdl(PTX) == ["plain"]
+
+
+CALLS = """
+.func work(
+  .param .align 8 .b8 work_param_0[16]
+)
+;
+.visible .entry calls_worker(
+  .param .u64 p
+)
+{
+  call.uni
+  work,
+  (
+  param0
+  );
+  ret;
+}
+.func (.param .b32 r) outer(
+  .param .b32 x
+)
+{
+  call.uni (retval0), work, (param0);
+  ret;
+}
+.visible .entry calls_twice_removed()
+{
+  call.uni (retval0), outer, (param0);
+  ret;
+}
+.visible .entry calls_nothing_that_waits()
+{
+  call.uni (retval0), idle, (param0);
+  ret;
+}
+.func idle()
+{
+  ret;
+}
+.func work(
+  .param .align 8 .b8 work_param_0[16]
+)
+{
+  ld.global.nc.u32 %r1, [%rd1];
+  griddepcontrol.wait;
+  ret;
+}
+"""
+
+
+def test_a_wait_in_a_called_function_counts():
+    # a __noinline__ device function holding the kernel's work: declared first, defined last,
+    # reached directly or through another function
+    assert pdl_entries(CALLS) == frozenset({"calls_worker", "calls_twice_removed"})
+    assert entries_without_pdl(CALLS) == ["calls_nothing_that_waits"]
+    assert sorted(entry_bodies(CALLS)) == ["calls_nothing_that_waits", "calls_twice_removed",
+                                           "calls_worker"]

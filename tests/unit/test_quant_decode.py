@@ -1,27 +1,31 @@
 """The quantized kernels' decodes (kernels/hopper/common/quant_decode.cuh), emulated bit for
 bit with their constants and selectors read from the header (PTX `prmt.b32`, `mul.rn.bf16x2`
 and `cvt.rn.f16x2.e4m3x2` semantics in numpy), against the E2M1 / E4M3 tables for every
-input; and the launch builders of the tensor-core GEMV (gemv_mma_quant): route, geometry,
-shared memory and preconditions on a mock Hopper device."""
+input; and the launch builders of the tensor-core GEMVs (gemv_mma_quant, gemv_quant_direct
+and its gate_up + SwiGLU entry points): route, geometry, shared memory and preconditions on
+a mock Hopper device, and the quantized dense MLP's launches."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from atlas.core.numerics import E2M1_LUT, FP8_E4M3_LUT, f32_to_bf16_bits
 from atlas.core.quant import Fp8ScaleMap
+from atlas.model.model import DenseMlp
 from atlas.runtime.cases.gemv_fp8 import fp8_linear_case
 from atlas.runtime.cases.gemv_nvfp4 import nvfp4_linear_case
+from atlas.runtime.cases.gemv_quant_direct import swiglu_case
 from atlas.runtime.host import HostBackend
 from atlas.runtime.kernel_check import check
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, matmul_quant, matmul_quant_mma
 from atlas.runtime.ops.matmul_nvfp4 import Nvfp4Weight
-from atlas.runtime.ops.matmul_quant import Fp8Weight, QuantLinear
+from atlas.runtime.ops.matmul_quant import Bf16Linear, Fp8Weight, QuantLinear
 from atlas.runtime.ops.routes import KernelRoutes
 
 COMMON = Path(__file__).parents[2] / "kernels" / "hopper" / "common"
@@ -222,17 +226,25 @@ def test_other_products_keep_their_routes(case: str) -> None:
     assert "gemv_mma_quant" not in modules and modules
 
 
-@pytest.mark.parametrize("fmt, m, n, k, silu", [
-    ("block", 1, 70, 256, False), ("channel", 9, 33, 192, True), ("tensor", 40, 16, 64, False),
-    ("nvfp4", 3, 48, 256, False), ("nvfp4", 17, 40, 128, True)])
-def test_tensor_core_launches_on_the_host_references(fmt: str, m: int, n: int, k: int,
-                                                     silu: bool) -> None:
-    """The forced tensor-core route end to end on the host backend (arguments reach the
-    references by their ABI names) against the float64 oracle."""
+@pytest.mark.parametrize("module, fmt, m, n, k, silu", [
+    ("gemv_mma_quant", "block", 1, 70, 256, False), ("gemv_mma_quant", "channel", 9, 33, 192, True),
+    ("gemv_mma_quant", "tensor", 40, 16, 64, False), ("gemv_mma_quant", "nvfp4", 3, 48, 256, False),
+    ("gemv_mma_quant", "nvfp4", 17, 40, 128, True),
+    ("gemv_quant_direct", "block", 1, 70, 256, False),
+    ("gemv_quant_direct", "channel", 8, 33, 192, True),
+    ("gemv_quant_direct", "tensor", 3, 16, 64, False),
+    ("gemv_quant_direct", "nvfp4", 2, 48, 256, False),
+    ("gemv_quant_direct", "nvfp4", 8, 40, 128, True)])
+def test_tensor_core_launches_on_the_host_references(module: str, fmt: str, m: int, n: int,
+                                                     k: int, silu: bool) -> None:
+    """The forced tensor-core routes (the ring kernel, its register-fed twin) end to end on
+    the host backend (arguments reach the references by their ABI names) against the
+    float64 oracle."""
     rng = np.random.default_rng(m)
-    case = (nvfp4_linear_case(rng, m, n, k, silu, parts=2, mma=True) if fmt == "nvfp4"
-            else fp8_linear_case(rng, fmt, m, n, k, silu, mma=True))
-    assert case.module == "gemv_mma_quant"
+    route = {"direct": True} if module == "gemv_quant_direct" else {"mma": True}
+    case = (nvfp4_linear_case(rng, m, n, k, silu, parts=2, **route) if fmt == "nvfp4"
+            else fp8_linear_case(rng, fmt, m, n, k, silu, **route))
+    assert case.module == module
     result = check(HostBackend(), case)
     assert result.passed, result.detail
 
@@ -242,13 +254,13 @@ def test_launch_builder_preconditions() -> None:
     kc = KernelCache(dev)
     w = _weights(dev, 64, 128)
     with pytest.raises(ValueError, match="m=65"):
-        matmul_quant_mma.gemv_mma_fp8(kc, 0, dev.alloc(65 * 256), w["fp8"], dev.alloc(8192), 65)
+        matmul_quant_mma.gemv_mma(kc, 0, dev.alloc(65 * 256), w["fp8"], dev.alloc(8192), 65)
     with pytest.raises(ValueError, match="k % 64"):
         narrow = Fp8Weight(w["fp8"].codes, w["fp8"].scales, 64, 128,
                            Fp8ScaleMap.block(64, 128, 128, 32))
-        matmul_quant_mma.gemv_mma_fp8(kc, 0, dev.alloc(256), narrow, dev.alloc(128), 1)
+        matmul_quant_mma.gemv_mma(kc, 0, dev.alloc(256), narrow, dev.alloc(128), 1)
     with pytest.raises(ValueError, match="16-byte"):
-        matmul_quant_mma.gemv_mma_nvfp4(kc, 0, dev.alloc(256) + 8, w["nvfp4"], dev.alloc(128), 1)
+        matmul_quant_mma.gemv_mma(kc, 0, dev.alloc(256) + 8, w["nvfp4"], dev.alloc(128), 1)
     assert not dev.drain_launches()
 
 
@@ -262,3 +274,105 @@ def test_ring_fits_the_partials_and_two_blocks_per_sm_for_small_batches() -> Non
                 fmt, m)
         assert 2 * (matmul_quant_mma.ring_bytes(fmt, 8) + 1024) <= 228 * 1024
     assert matmul_quant_mma.MMA_QUANT_MAX_SHARED <= 227 * 1024
+
+
+# ---- the register-fed twin (gemv_quant_direct) ----------------------------------------------
+
+class _HopperDirectMock(_HopperQuantMock):
+    """A hopper leaf that also builds gemv_quant_direct."""
+
+    @property
+    def module_names(self) -> list[str]:
+        return sorted(super().module_names + ["gemv_quant_direct"])
+
+
+@pytest.mark.parametrize("fmt", ["fp8", "nvfp4"])
+@pytest.mark.parametrize("m", [1, 5, 8])
+def test_small_batches_take_the_register_fed_kernel_where_loaded(fmt: str, m: int) -> None:
+    dev = _HopperDirectMock()
+    n, k = 4100, 1024
+    w = _weights(dev, n, k)[fmt]
+    x, y = dev.alloc(m * k * 2), dev.alloc(m * n * 2)
+    QuantLinear(w).linear(KernelCache(dev), 0, x, y, m)
+    (rec,) = dev.drain_launches()
+    assert (rec.module, rec.func) == ("gemv_quant_direct", f"gemv_qd_{fmt}_bf16")
+    assert rec.grid[0] == -(-n // 16) and rec.block[0] == 256 and rec.shared == 0
+    assert rec.args["x"] == x and rec.args["y"] == y and rec.args["m"] == m
+    assert (rec.args["n"], rec.args["k"]) == (n, k)
+    assert not dev.opt_ins  # no dynamic shared memory to opt in to
+
+
+@pytest.mark.parametrize("case", ["m9", "switched off", "nvfp4 k % 128", "not loaded"])
+def test_the_ring_kernel_keeps_what_the_register_fed_one_does_not_take(case: str) -> None:
+    dev = _HopperQuantMock() if case == "not loaded" else _HopperDirectMock()
+    routes = KernelRoutes(quant_direct=False if case == "switched off" else None)
+    n, k, m = 64, 192 if case == "nvfp4 k % 128" else 256, 9 if case == "m9" else 2
+    w = _weights(dev, n, k)["nvfp4" if case == "nvfp4 k % 128" else "fp8"]
+    QuantLinear(w).linear(KernelCache(dev, routes), 0, dev.alloc(m * k * 2), dev.alloc(m * n * 2),
+                          m)
+    (rec,) = dev.drain_launches()
+    assert rec.module == "gemv_mma_quant"
+
+
+def test_the_direct_route_switch_reads_the_environment() -> None:
+    assert KernelRoutes.from_env({}).quant_direct is None
+    assert KernelRoutes.from_env({"ATLAS_QUANT_DIRECT": "0"}).quant_direct is False
+    assert KernelRoutes.from_env({"ATLAS_QUANT_DIRECT": "1"}).quant_direct is True
+    with pytest.raises(ValueError, match="ATLAS_QUANT_DIRECT"):
+        KernelRoutes.from_env({"ATLAS_QUANT_DIRECT": "yes"})
+
+
+@pytest.mark.parametrize("fmt, m, inter, k", [("block", 1, 200, 256), ("channel", 8, 77, 192),
+                                              ("nvfp4", 3, 40, 256), ("nvfp4", 8, 9, 128)])
+def test_gate_up_ending_with_swiglu_on_the_host_references(fmt: str, m: int, inter: int,
+                                                           k: int) -> None:
+    """The `_swiglu` entry points end to end on the host backend against float64 (the
+    product rounded to bf16, then silu_mul's rounding)."""
+    case = swiglu_case(np.random.default_rng(inter), fmt, m, inter, k)
+    result = check(HostBackend(), case)
+    assert result.passed, result.detail
+
+
+@pytest.mark.parametrize("fmt", ["fp8", "nvfp4"])
+def test_gate_up_swiglu_launch_geometry(fmt: str) -> None:
+    dev = _HopperDirectMock()
+    inter, k, m = 1001, 1024, 3
+    w = _weights(dev, 2 * inter, k)[fmt]
+    lin = QuantLinear(w)
+    assert lin.fuses_swiglu(KernelCache(dev), m)
+    x, act = dev.alloc(m * k * 2), dev.alloc(m * inter * 2)
+    lin.linear_swiglu(KernelCache(dev), 0, x, act, m)
+    (rec,) = dev.drain_launches()
+    assert (rec.module, rec.func) == ("gemv_quant_direct", f"gemv_qd_{fmt}_swiglu_bf16")
+    assert rec.grid[0] == -(-inter // 8) and rec.block[0] == 256 and rec.shared == 0
+    assert rec.args["y"] == act and rec.args["n"] == 2 * inter and rec.args["m"] == m
+
+
+@pytest.mark.parametrize("case", ["m9", "ring", "odd n", "not loaded", "bf16"])
+def test_gate_up_keeps_silu_mul_where_the_swiglu_cannot_fuse(case: str) -> None:
+    dev = _HopperQuantMock() if case == "not loaded" else _HopperDirectMock()
+    routes = KernelRoutes(quant_direct=False if case == "ring" else None)
+    n = 2 * 64 + (1 if case == "odd n" else 0)
+    m = 9 if case == "m9" else 1
+    lin = (Bf16Linear(dev.alloc(n * 256 * 2), n, 256) if case == "bf16"
+           else QuantLinear(_weights(dev, n, 256)["fp8"]))
+    assert not lin.fuses_swiglu(KernelCache(dev, routes), m)
+
+
+def test_a_quantized_dense_mlp_runs_two_launches_at_decode() -> None:
+    """DenseMlp over quantized weights at batch 1: gate_up + SwiGLU into act, then the down
+    GEMV reading act (no silu_mul); at 9 rows the unfused gate_up, silu_mul, down."""
+    dev = _HopperDirectMock()
+    h, inter = 256, 192
+    mlp = DenseMlp(QuantLinear(_weights(dev, 2 * inter, h)["fp8"]),
+                   QuantLinear(_weights(dev, h, inter)["fp8"]))
+    bufs = {name: dev.alloc(9 * 2 * inter * 2) for name in ("normed", "gate_up", "act", "delta")}
+    b = SimpleNamespace(w_scratch=0, **bufs)
+    assert mlp.forward(KernelCache(dev), 0, b, 1) is False
+    gate_up, down = dev.drain_launches()
+    assert gate_up.func == "gemv_qd_fp8_swiglu_bf16" and gate_up.args["y"] == bufs["act"]
+    assert down.func == "gemv_qd_fp8_bf16" and down.args["x"] == bufs["act"]
+    assert down.args["y"] == bufs["delta"]
+    mlp.forward(KernelCache(dev), 0, b, 9)
+    assert [r.func for r in dev.drain_launches()] == ["gemv_mma_fp8_bf16", "silu_mul_bf16",
+                                                      "gemv_mma_fp8_bf16"]

@@ -5,6 +5,7 @@ and clear errors for what it refuses."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -122,3 +123,31 @@ def test_models_quantize_cli(tmp_path: Path) -> None:
     bad = runner.invoke(cli, ["models", "quantize", str(FIXTURE), str(tmp_path / "x"),
                               "--to", "int3"])
     assert bad.exit_code != 0 and "fp8-block" in bad.output
+    head = runner.invoke(cli, ["models", "quantize", str(FIXTURE), str(tmp_path / "h"),
+                               "--to", "nvfp4", "--lm-head"])
+    assert head.exit_code == 0, head.output
+    assert WeightStore(tmp_path / "h").info("lm_head.weight").dtype == "U8"
+
+
+@pytest.mark.parametrize("scheme", ["fp8-block", "nvfp4"])
+def test_lm_head_is_quantized_only_when_asked(scheme: str, tmp_path: Path) -> None:
+    plain = quantize_checkpoint(FIXTURE, tmp_path / "plain", scheme)
+    report = quantize_checkpoint(FIXTURE, tmp_path / "head", scheme, lm_head=True)
+    assert report.quantized == plain.quantized + 1 and report.kept == plain.kept - 1
+    codes = "U8" if scheme == "nvfp4" else "F8_E4M3"
+    assert WeightStore(tmp_path / "plain").info("lm_head.weight").dtype == "BF16"
+    head = WeightStore(tmp_path / "head")
+    assert head.info("lm_head.weight").dtype == codes
+    scale = "lm_head.weight_scale" if scheme == "nvfp4" else "lm_head.weight_scale_inv"
+    assert scale in head and "model.embed_tokens.weight" in head
+    assert head.info("model.embed_tokens.weight").dtype == "BF16"
+
+
+def test_lm_head_of_tied_embeddings_is_refused(tmp_path: Path) -> None:
+    src = tmp_path / "tied"
+    shutil.copytree(FIXTURE, src)
+    cfg = json.loads((src / "config.json").read_text())
+    (src / "config.json").write_text(json.dumps({**cfg, "tie_word_embeddings": True}))
+    with pytest.raises(QuantizeError, match="no separate lm_head.weight"):
+        quantize_checkpoint(src, tmp_path / "q", "fp8-block", lm_head=True)
+    assert not (tmp_path / "q").exists()

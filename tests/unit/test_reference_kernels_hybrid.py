@@ -135,20 +135,24 @@ def _fused(num_seqs: int, hk: int, hv: int, dk: int, dv: int, kernel: int = 4,
                    kernel, 1e-6)
 
 
-def test_fused_decode_geometry_is_a_block_per_value_head_and_sequence() -> None:
-    """Qwen3.5-35B-A3B: 32 value heads x 5 sequences, (128 / 16) x (128 / 4) = 256 threads,
-    shared memory for 384 channels' taps and outputs plus 8 x 128 partial sums."""
+def test_fused_decode_geometry_is_a_cluster_of_blocks_per_value_head_and_sequence() -> None:
+    """Qwen3.5-35B-A3B: 4 blocks (a cluster) x 32 value heads x 5 sequences, each of
+    (128 / 8) x (32 / 4) = 128 threads; shared memory for its 288 channels' outputs, two
+    16 x 32 partial-sum tiles, the scratch and the bf16 taps."""
     (got,) = _fused(5, 16, 32, 128, 128)
-    assert (got.grid, got.block) == ((32, 5, 1), (256, 1, 1))
-    assert got.shared == linear_attention.gdn_decode_smem_bytes(128, 128, 4) == 4 * (
-        384 * 4 + 384 + 8 * 128 + 32)
+    assert (got.grid, got.block) == ((4, 32, 5), (128, 1, 1))
+    assert got.shared == linear_attention.gdn_decode_smem_bytes(128, 128, 4) == (
+        4 * (288 + 2 * 16 * 32 + 64) + 2 * 288 * 4)
     (tiny,) = _fused(2, 2, 8, 32, 32, pitch=2 * 32 * 2 + 2 * 8 * 32 + 16)
-    assert tiny.block == (32, 1, 1)  # 2 x 8 = 16 state owners, padded to a warp
+    assert tiny.block == (32, 1, 1)  # 4 x 2 = 8 state owners, padded to a warp
+    # dk = 256, dv = 64: 32 x 4 = 128 state owners but 132 conv chunks of 4 channels
+    assert linear_attention.gdn_decode_threads(256, 64) == 160
 
 
-@pytest.mark.parametrize("dk, dv", [(256, 128), (40, 32), (32, 30)])  # 512 threads, dk % 16, dv % 4
+# 512 threads; dk % 8; dv % 16 (whole float4 groups in each of the 4 blocks); 33 groups
+@pytest.mark.parametrize("dk, dv", [(256, 256), (36, 32), (32, 40), (8, 528)])
 def test_fused_decode_rejects_head_dims_it_cannot_hold(dk, dv) -> None:
-    assert not linear_attention.gdn_decode_fits(dk, dv, 4)
+    assert not linear_attention.gdn_decode_fits(dk, dv, 4, 100_000)
     with pytest.raises(ValueError, match="do not fit"):
         _fused(1, 2, 4, dk, dv, pitch=100_000)
 
@@ -157,6 +161,10 @@ def test_fused_decode_rejects_bad_heads_a_narrow_row_and_a_misaligned_state() ->
     with pytest.raises(ValueError, match="multiple of hk=3"):
         _fused(1, 3, 4, 32, 32)
     with pytest.raises(ValueError, match="narrower"):
-        _fused(1, 16, 32, 128, 128, pitch=12351)
+        _fused(1, 16, 32, 128, 128, pitch=12348)
+    # rows must stay 8-byte aligned: the kernel moves 4 bf16 of a row at once
+    assert not linear_attention.gdn_decode_fits(128, 128, 4, 12354)
+    with pytest.raises(ValueError, match="do not fit"):
+        _fused(1, 16, 32, 128, 128, pitch=12354)
     with pytest.raises(ValueError, match="16-byte aligned"):
         _fused(1, 16, 32, 128, 128, state=0x908)

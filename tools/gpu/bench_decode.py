@@ -53,7 +53,8 @@ def copy_bandwidth_gbs() -> float:
 
 
 def atlas_bench(model_dir: Path, batches: list[int], prompt_len: int, new_tokens: int,
-                prefill_len: int, seed: int, backend: str = "cuda", **load_kwargs) -> dict:
+                prefill_len: int, seed: int, backend: str = "cuda",
+                async_scheduling: bool = True, **load_kwargs) -> dict:
     """Prefill and decode tok/s through the engine core (what the server runs per step);
     `load_kwargs` go to load_runner (e.g. synthetic_seed)."""
     from atlas.engine.core import EngineCore
@@ -71,8 +72,10 @@ def atlas_bench(model_dir: Path, batches: list[int], prompt_len: int, new_tokens
     out: dict = {"weights_bytes": runner.info.weights_bytes, "decode": {},
                  "load_s": runner.info.load_s}
 
-    # prefill tok/s: one sequence of prefill_len tokens, one step (it samples one token)
-    core = EngineCore.build(runner, max_prefill_tokens=prefill_len, max_num_seqs=1)
+    # prefill tok/s: one sequence of prefill_len tokens, one step (it samples one token),
+    # committed by the same call (synchronous steps)
+    core = EngineCore.build(runner, max_prefill_tokens=prefill_len, max_num_seqs=1,
+                            async_scheduling=False)
     times = []
     for _ in range(4):
         ids = rng.integers(100, vocab - 100, prefill_len).tolist()
@@ -84,7 +87,8 @@ def atlas_bench(model_dir: Path, batches: list[int], prompt_len: int, new_tokens
     out["prefill_tok_s"] = prefill_len / statistics.median(times[1:])
 
     for b in batches:
-        core = start_decoding(runner, b, prompt_len, new_tokens + 64, rng)
+        core = start_decoding(runner, b, prompt_len, new_tokens + 64, rng,
+                              async_scheduling=async_scheduling)
         core.step()  # warm
         generated = 0
         t0 = time.perf_counter()
@@ -184,13 +188,17 @@ def main() -> int:
     ap.add_argument("--hf-batches", default="1")
     ap.add_argument("--hf-new", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-async-scheduling", action="store_true",
+                    help="commit every decode step before planning the next")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     batches = [int(x) for x in a.batches.split(",")]
     result: dict = {"model": str(a.model), "date": time.strftime("%Y-%m-%d"),
                     "commit": os.environ.get("ATLAS_COMMIT", "unknown")}
     result["copy_gbs"] = copy_bandwidth_gbs()
-    result["atlas"] = atlas_bench(a.model, batches, a.prompt, a.new, a.prefill, a.seed)
+    result["async_scheduling"] = not a.no_async_scheduling
+    result["atlas"] = atlas_bench(a.model, batches, a.prompt, a.new, a.prefill, a.seed,
+                                  async_scheduling=not a.no_async_scheduling)
     hf_modes = [m for m in a.hf.split(",") if m and m != "none"]
     hf_batches = [int(x) for x in a.hf_batches.split(",")]
     for mode in hf_modes:

@@ -25,6 +25,7 @@ any row failed.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import importlib.util
 import json
@@ -53,7 +54,8 @@ from atlas.runtime.kernel_abi import SAMPLE_ROW  # noqa: E402
 from atlas.runtime.ops import (KernelCache, activation, attention,  # noqa: E402
                                attention_long, embedding,
                                gating, linear_attention, matmul, matmul_batched,
-                               matmul_decode, matmul_quant, moe, norm, rope, sampling)
+                               matmul_decode, matmul_quant, matmul_quant_mma, moe, norm,
+                               rope, sampling)
 from atlas.runtime.ops.matmul_nvfp4 import Nvfp4Weight  # noqa: E402
 from atlas.runtime.ops.matmul_quant import Fp8Weight  # noqa: E402
 from check_kernels import git_commit, load_sources, nvidia_driver_version  # noqa: E402
@@ -99,8 +101,9 @@ TINY = ks.ModelDims("tiny", hidden=64, heads=4, kv_heads=2, head_dim=64, interme
 TINY_MOE = ks.MoeDims("tiny-moe", hidden=64, experts=8, top_k=2, inter=32)
 TINY_MOE_ROUTER = ks.MoeDims("tiny-moe-sigmoid", hidden=64, experts=40, top_k=4, inter=32,
                              scoring="sigmoid")
+#: (8 value heads: the in_proj width 656 is a multiple of 16, as the GEMMs of batch > 8 need)
 TINY_HYBRID = ks.HybridDims("tiny-hybrid", heads=4, kv_heads=2, head_dim=64, key_heads=2,
-                            value_heads=4, key_dim=32, value_dim=32, conv_kernel=4)
+                            value_heads=8, key_dim=32, value_dim=32, conv_kernel=4, hidden=64)
 
 
 # ---- the device the table runs on -------------------------------------------------------
@@ -400,9 +403,12 @@ def linear_case(env: Env, s: Any) -> Case:
 
 def norm_linear_case(env: Env, s: Any) -> Case:
     """The add + RMSNorm fused into the single-row GEMV against PyTorch's add, F.rms_norm and
-    matmul (three ops; ours is one launch)."""
+    matmul (three ops; ours is one launch); a `carried` row: the norm from the residual's
+    partial sums of squares (gemv_rmsnorm) against F.rms_norm and matmul."""
     torch, F = env.torch, env.torch.nn.functional
     n, k = s.n, s.k
+    if s.carried:
+        return carried_norm_linear_case(env, s)
 
     def make() -> Set:
         scale = 1.0 / math.sqrt(k)
@@ -425,6 +431,32 @@ def norm_linear_case(env: Env, s: Any) -> Case:
                 note="ours: gemv_add_rmsnorm_bf16_single (one launch)")
 
 
+def carried_norm_linear_case(env: Env, s: Any) -> Case:
+    """gemv_rmsnorm_bf16_single, its ssq partials made by PyTorch from the residual row."""
+    torch, F = env.torch, env.torch.nn.functional
+    n, k = s.n, s.k
+
+    def make() -> Set:
+        scale = 1.0 / math.sqrt(k)
+        resid = env.uniform((1, k))
+        ssq = (resid.float() ** 2).view(-1, matmul.GEMV_ROWS_PER_BLOCK).sum(dim=1).contiguous()
+        return {"resid": resid, "ssq": ssq, "g": env.uniform((k,), 0.5, 1.5),
+                "w": env.uniform((n, k), -scale * 3, scale * 3),
+                "y": torch.empty((1, n), dtype=torch.bfloat16, device=env.device)}
+
+    def ours(st: Set, stream: Stream) -> None:
+        matmul.gemv_rmsnorm(env.kc, stream, env.ptr(st["resid"]), env.ptr(st["ssq"]),
+                            env.ptr(st["g"]), env.ptr(st["w"]), env.ptr(st["y"]), n, k, EPS)
+
+    def theirs(st: Set) -> Any:
+        return torch.matmul(F.rms_norm(st["resid"], (k,), st["g"], EPS), st["w"].T)
+
+    return Case(s, make, ours, [Variant("rms_norm(r, g) @ w.T", theirs)],
+                lambda o, t, r: [("y", o["y"], r)], outputs=("y",),
+                note="ours: gemv_rmsnorm_bf16_single (the norm from the residual epilogue's "
+                     "partial sums)")
+
+
 #: E2M1 code -> value (sign in bit 3), for PyTorch's NVFP4 dequantization
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0,
                -4.0, -6.0)
@@ -432,14 +464,16 @@ E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -
 SCALED_MM_TOL = 6e-2
 
 
-def quant_route(env: Env, w: Any, m: int) -> str:
+def quant_route(kc: KernelCache, w: Any, m: int) -> str:
     """The kernel QuantLinear runs an m-row product on (matmul_quant's dispatch)."""
-    if matmul_quant.uses_mma(env.kc, w, m):
-        return "gemv_mma_quant (tensor cores)"
+    if matmul_quant.uses_mma(kc, w, m):
+        if matmul_quant_mma.uses_direct(kc, w, m):
+            return "gemv_quant_direct (tensor cores, register-fed)"
+        return "gemv_mma_quant (tensor cores, shared-memory ring)"
     fmt = "fp8" if isinstance(w, Fp8Weight) else "nvfp4"
     if matmul_quant.gemv_passes(w.nbytes, w.n, w.k, m):
         return f"gemv_{fmt} x{-(-m // matmul.GEMV_MAX_M)} passes"
-    return f"dequant_{fmt} + {matmul.linear_route(env.kc, m, w.n)}"
+    return f"dequant_{fmt} + {matmul.linear_route(kc, m, w.n)}"
 
 
 def quant_linear_case(env: Env, s: Any) -> Case:
@@ -453,9 +487,11 @@ def quant_linear_case(env: Env, s: Any) -> Case:
     fp8 = s.fmt == "fp8-block"
     lut = torch.tensor(E2M1_VALUES, dtype=torch.float32, device=env.device)
 
+    out_n = n // 2 if s.swiglu else n
+
     def make() -> Set:
         st: Set = {"x": env.uniform((m, k)),
-                   "y": torch.empty((m, n), dtype=torch.bfloat16, device=env.device)}
+                   "y": torch.empty((m, out_n), dtype=torch.bfloat16, device=env.device)}
         if fp8:
             codes = env.randint(256, (n, k)).to(torch.uint8)
             codes = torch.where((codes & 0x7F) == 0x7F, codes ^ 1, codes)  # no NaN codes
@@ -477,9 +513,22 @@ def quant_linear_case(env: Env, s: Any) -> Case:
         return Nvfp4Weight(env.ptr(st["codes"]), env.ptr(st["scale"]), env.ptr(st["rows"]),
                            n, k)
 
+    # a ring row forces the shared-memory ring kernel (the A/B of the register-fed one)
+    kc = (KernelCache(env.backend, dataclasses.replace(env.kc.routes, quant_direct=False))
+          if s.ring else env.kc)
+
     def ours(st: Set, stream: Stream) -> None:
-        matmul_quant.QuantLinear(weight(st)).linear(env.kc, stream, env.ptr(st["x"]),
-                                                     env.ptr(st["y"]), m)
+        lin = matmul_quant.QuantLinear(weight(st))
+        if s.swiglu:
+            lin.linear_swiglu(kc, stream, env.ptr(st["x"]), env.ptr(st["y"]), m)
+        else:
+            lin.linear(kc, stream, env.ptr(st["x"]), env.ptr(st["y"]), m)
+
+    def finish(y: Any) -> Any:
+        """PyTorch's SwiGLU of a [gate | up] product (bf16 ops, as transformers runs it)."""
+        if not s.swiglu:
+            return y
+        return torch.nn.functional.silu(y[:, :out_n]) * y[:, out_n:]
 
     def dequant(st: Set) -> Any:
         if fp8:
@@ -490,7 +539,7 @@ def quant_linear_case(env: Env, s: Any) -> Case:
             vals = torch.stack((lut[c & 0xF], lut[c >> 4]), dim=-1).reshape(n, k)
             s_full = st["scale"].view(torch.float8_e4m3fn).float().repeat_interleave(16, 1)
             w = vals * s_full * st["rows"][:, None]
-        return torch.matmul(st["x"], w.to(torch.bfloat16).T)
+        return finish(torch.matmul(st["x"], w.to(torch.bfloat16).T))
 
     variants = [Variant("dequantize to bf16 + torch.matmul", dequant)]
     note = ""
@@ -500,16 +549,19 @@ def quant_linear_case(env: Env, s: Any) -> Case:
         def scaled_mm(st: Set) -> Any:
             sx = st["x"].abs().amax().float() / 448.0
             xq = (st["x"].float() / sx).to(torch.float8_e4m3fn)
-            return torch._scaled_mm(xq, st["codes"].view(torch.float8_e4m3fn).T, scale_a=sx,
-                                    scale_b=st["w_scale"], out_dtype=torch.bfloat16)
+            return finish(torch._scaled_mm(xq, st["codes"].view(torch.float8_e4m3fn).T,
+                                           scale_a=sx, scale_b=st["w_scale"],
+                                           out_dtype=torch.bfloat16))
         try:
             scaled_mm(make())
             variants.append(Variant("torch._scaled_mm (x to FP8 per tensor)", scaled_mm,
                                     tol=SCALED_MM_TOL))
         except (RuntimeError, NotImplementedError, TypeError) as exc:
             note = f"torch._scaled_mm does not run at m={m}: {str(exc).splitlines()[0][:120]}"
+    route = ("gemv_quant_direct gate_up + SwiGLU (tensor cores, register-fed)" if s.swiglu
+             else quant_route(kc, probe, m))
     return Case(s, make, ours, variants, lambda o, t, r: [("y", o["y"], r)], outputs=("y",),
-                note=note or f"ours: {quant_route(env, probe, m)} (QuantLinear, m={m})")
+                note=note or f"ours: {route} (QuantLinear, m={m})")
 
 
 def _f32_matmul(env: Env) -> tuple[str, Callable[[Any, Any], Any]]:
@@ -649,7 +701,7 @@ def decode_attention_case(env: Env, s: Any) -> Case:
         st["part_o"] = torch.empty((b, hq, splits, d), dtype=torch.float32, device=env.device)
         st["part_ml"] = torch.empty((b, hq, splits, 2), dtype=torch.float32,
                                     device=env.device)
-        st["counters"] = torch.zeros((b, hkv), dtype=torch.int32, device=env.device)
+        st["counters"] = torch.zeros((b, hq), dtype=torch.int32, device=env.device)
         st["out"] = torch.empty((b, hq, d), dtype=torch.bfloat16, device=env.device)
         return st
 
@@ -718,7 +770,7 @@ def decode_attention_rope_case(env: Env, s: Any) -> Case:
                                      device=env.device),
                   part_ml=torch.empty((b, hq, splits, 2), dtype=torch.float32,
                                       device=env.device),
-                  counters=torch.zeros((b, hkv), dtype=torch.int32, device=env.device),
+                  counters=torch.zeros((b, hq), dtype=torch.int32, device=env.device),
                   out=torch.empty((b, hq, d), dtype=torch.bfloat16, device=env.device))
         return st
 
@@ -1518,7 +1570,8 @@ def select_shapes(args: argparse.Namespace) -> list[Any]:
                                                            long_decode=((2, 300),),
                                                            long_prefill=(80,),
                                                            moe_batches=(1, 3, 20)),
-                                (TINY_MOE,), (TINY_MOE_ROUTER,), hybrid=TINY_HYBRID)
+                                (TINY_MOE,), (TINY_MOE_ROUTER,), hybrid=TINY_HYBRID,
+                                quant_widths=())
     else:
         shapes = ks.table_shapes()
     if args.quick:

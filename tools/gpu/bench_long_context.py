@@ -87,8 +87,10 @@ def prefill_flops(cfg: ModelConfig, tokens: int) -> dict[str, float]:
 
 
 def bench_prefill(runner, tokens: int, repeats: int, rng: np.random.Generator) -> float:
-    """tok/s of one `tokens`-token prompt in one step (median after a warm-up)."""
-    core = EngineCore.build(runner, max_prefill_tokens=tokens, max_num_seqs=1)
+    """tok/s of one `tokens`-token prompt in one step (median after a warm-up), committed
+    by the same call (synchronous steps)."""
+    core = EngineCore.build(runner, max_prefill_tokens=tokens, max_num_seqs=1,
+                            async_scheduling=False)
     times = []
     for i in range(repeats + 1):
         ids = rng.integers(100, runner.vocab_size - 100, tokens).tolist()

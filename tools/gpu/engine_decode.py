@@ -29,14 +29,18 @@ def random_prompts(runner: ModelRunner, batch: int, prompt_len: int,
 def start_decoding(runner: ModelRunner, batch: int, prompt_len: int, max_tokens: int,
                    rng: np.random.Generator, prompts: list[list[int]] | None = None,
                    speculator: Speculator | None = None,
-                   grammar: GrammarRequest | None = None) -> EngineCore:
+                   grammar: GrammarRequest | None = None,
+                   async_scheduling: bool = True) -> EngineCore:
     """A core whose `batch` sequences have all finished prefill (each sampled >= 1 token).
     `prompts` (default: random ids) and `speculator` serve the speculative benchmark,
-    `grammar` (every sequence follows it) the structured-output one. The speculator joins
-    once every sequence decodes: the prefill phase (whose mixed steps run eagerly) is then
-    the same with and without it, so runs of the same prompts start from the same tokens."""
+    `grammar` (every sequence follows it) the structured-output one; `async_scheduling`
+    as the server's (off: every step committed before the next is planned). The speculator
+    joins once every sequence decodes: the prefill phase (whose mixed steps run eagerly) is
+    then the same with and without it, so runs of the same prompts start from the same
+    tokens."""
     core = EngineCore.build(runner, max_prefill_tokens=runner.limits.max_prefill_tokens,
-                            max_num_seqs=batch, speculator=speculator)
+                            max_num_seqs=batch, speculator=speculator,
+                            async_scheduling=async_scheduling)
     for i, ids in enumerate(prompts or random_prompts(runner, batch, prompt_len, rng)):
         core.add(i, EngineRequest(ids, GREEDY, max_tokens, grammar=grammar))
     scheduler = core.scheduler
@@ -58,6 +62,9 @@ def write_json(path: Path | None, result: dict) -> None:
 
 
 def stop_all(core: EngineCore) -> None:
-    """End every sequence, freeing the runner's per-sequence state for the next batch."""
+    """End every sequence, freeing the runner's per-sequence state for the next batch, and
+    let a step still in flight finish."""
     for seq in list(core.scheduler.running) + list(core.scheduler.waiting):
         core.abort(seq.seq_id, FinishReason.ABORT)
+    while core.has_work:
+        core.step()

@@ -55,6 +55,7 @@ def capture(model: Path, backend: str, tokens: int) -> dict[str, np.ndarray]:
                          max_prefill_tokens=len(ids), gpu_memory_utilization=0.5,
                          fast_load=True, progress=None, use_graphs=False)
     saved: dict[str, np.ndarray] = {}
+    adds = [0]  # residual adds so far (not len(saved): the layer_ keys are in it too)
     original = norm.add_rmsnorm
     original_moe = moe_model.MoeMlp.forward
     routers: list[np.ndarray] = []
@@ -69,7 +70,8 @@ def capture(model: Path, backend: str, tokens: int) -> dict[str, np.ndarray]:
     def hooked(kc: Any, stream: Any, residual: int, delta: int, w: int, out: int, rows: int,
                dim: int, eps: float, offset: bool = False) -> None:
         kc.backend.synchronize(stream)
-        n = len(saved) // 2
+        n = adds[0]
+        adds[0] += 1
         for name, ptr in (("delta", delta), ("resid", residual)):
             bits = kc.backend.download(ptr, np.uint16, (rows, dim))
             saved[f"{n:03d}_{name}"] = bf16_bits_to_f32(bits)

@@ -152,7 +152,7 @@ stage_flagship_parity() {
   local name rc=0
   for name in qwen3_5-35b-a3b-8l qwen3-next-80b-a3b-8l; do
     make_checkpoint "$name" || { rc=1; continue; }
-    "$PY" tools/gpu/model_parity.py --backend cuda --model "$CKPT/$name" \
+    "$PY" tools/gpu/model_parity.py --backend cuda --model "$CKPT/$name" --tail \
       --out "$RESULTS/parity_$name.json" || rc=1
     rm -rf "${CKPT:?}/$name"
   done
@@ -181,6 +181,19 @@ stage_flagship_profile_b8() {
   "$PY" tools/make_fixtures.py --config qwen3_5-35b-a3b --out "$cfg" --config-only || return 1
   ATLAS_PDL=0 "$PY" tools/gpu/profile_decode.py --model "$cfg" --synthetic-seed 0 --batch 8 \
     --out "$RESULTS/profile_decode_qwen3_5-35b-a3b_b8_pdl0.json"
+}
+
+# Where the flagship's prefill goes: per-kernel times (PDL off: each launch's own time) of
+# one 2,048-token and one 16,384-token prompt (the chunked delta rule, the projection GEMMs,
+# the MoE grouped GEMMs, attention).
+stage_flagship_profile_prefill() {
+  local rc=0 n cfg="$CKPT/qwen3_5-35b-a3b-synthetic"
+  "$PY" tools/make_fixtures.py --config qwen3_5-35b-a3b --out "$cfg" --config-only || return 1
+  for n in 2048 16384; do
+    ATLAS_PDL=0 "$PY" tools/gpu/profile_prefill.py --model "$cfg" --synthetic-seed 0 \
+      --tokens "$n" --out "$RESULTS/profile_prefill_qwen3_5-35b-a3b_$n.json" || rc=1
+  done
+  return $rc
 }
 
 # The MoE decode layer as separate launches (router GEMV + top-k, the shared expert's own
@@ -320,7 +333,8 @@ stage_decode_gemm_ab() {
 }
 
 # Issue 12 item 4, KV cache formats on Qwen3-8B (synthetic weights): sequences of 8,192
-# tokens the pool holds and batch-64 decode tok/s at 8,192-token contexts, bf16 vs fp8 KV.
+# tokens the pool holds and batch-64 decode tok/s at 8,192-token contexts, bf16 vs fp8 vs
+# nvfp4 KV (decode only, no prefill: see the script's doc).
 stage_kv_dtypes() {
   "$PY" tools/gpu/bench_kv_dtypes.py --config qwen3-8b --context 8192 --batch 64 \
     --out "$RESULTS/kv_dtypes_qwen3-8b.json"
@@ -548,24 +562,53 @@ stage_moe_full() {
     --hf none --out "$RESULTS/bench_moe_full.json"
 }
 
-# FP8-block Qwen3-8B only: quantize, decode tok/s (batches 1/8/32) and the per-kernel profile
-# of a batch-1 step, to find where a quantized step spends its time (quicker than quant_bench).
+# One quantized Qwen3-8B (QUANT_FORMAT: fp8-block, the default, or nvfp4): quantize, decode
+# tok/s (batches 1/8/32) and the per-kernel profile of a batch-1 step, to find where a
+# quantized step spends its time (quicker than quant_bench). A/B at batch 1: the tensor-core
+# GEMV's shared-memory ring kernel (ATLAS_QUANT_DIRECT=0) instead of its register-fed twin.
+# QUANT_LM_HEAD=1: the LM head quantized too (`quantize --lm-head`, checkpoint *-lmhead).
 stage_quant_profile() {
-  local q="$CKPT/qwen3-8b-fp8-block" rc=0
+  local fmt="${QUANT_FORMAT:-fp8-block}" rc=0 flags=() name
+  name="qwen3-8b-$fmt"
+  if [ "${QUANT_LM_HEAD:-0}" = 1 ]; then flags=(--lm-head); name="$name-lmhead"; fi
+  local q="$CKPT/$name"
   make_checkpoint qwen3-8b weights || return 1
   if [ ! -f "$q/config.json" ]; then
     rm -rf "$q"
-    "$PY" -m atlas_cli.main models quantize "$CKPT/qwen3-8b" "$q" --to fp8-block \
-      2>"$LOGS/quantize_fp8-block.log" || return 1
+    "$PY" -m atlas_cli.main models quantize "$CKPT/qwen3-8b" "$q" --to "$fmt" "${flags[@]}" \
+      2>"$LOGS/quantize_$name.log" || return 1
   fi
   "$PY" tools/gpu/bench_decode.py --model "$q" --hf none --batches 1,8,32 \
-    --out "$RESULTS/bench_decode_qwen3-8b-fp8-block.json" || rc=1
-  # A/B: batch 1 on the CUDA-core GEMV passes instead of the tensor-core GEMV
-  ATLAS_QUANT_MMA=0 "$PY" tools/gpu/bench_decode.py --model "$q" --hf none --batches 1 \
-    --out "$RESULTS/bench_decode_qwen3-8b-fp8-block_cudacore.json" || rc=1
+    --out "$RESULTS/bench_decode_$name.json" || rc=1
+  ATLAS_QUANT_DIRECT=0 "$PY" tools/gpu/bench_decode.py --model "$q" --hf none --batches 1 \
+    --out "$RESULTS/bench_decode_${name}_ring.json" || rc=1
   # PDL off: per-kernel times that add up (with PDL each record includes its wait)
   ATLAS_PDL=0 "$PY" tools/gpu/profile_decode.py --model "$q" \
-    --out "$RESULTS/profile_decode_qwen3-8b-fp8-block.json" || rc=1
+    --out "$RESULTS/profile_decode_$name.json" || rc=1
+  return $rc
+}
+
+# The same for NVFP4 (QUANT_FORMAT=nvfp4 of quant_profile).
+stage_quant_profile_nvfp4() {
+  QUANT_FORMAT=nvfp4 stage_quant_profile
+}
+
+# Both formats with the LM head quantized too: decode tok/s at batches 1/8/32 (the bytes a
+# step reads drop by 0.62 GB FP8 / 0.89 GB NVFP4). Parity of the quantized head: the host
+# tests and check_kernels (gemv_*_f32 cases); quant_bench has the model-level parity.
+stage_quant_lm_head() {
+  local rc=0 fmt q
+  make_checkpoint qwen3-8b weights || return 1
+  for fmt in fp8-block nvfp4; do
+    q="$CKPT/qwen3-8b-$fmt-lmhead"
+    if [ ! -f "$q/config.json" ]; then
+      rm -rf "$q"
+      "$PY" -m atlas_cli.main models quantize "$CKPT/qwen3-8b" "$q" --to "$fmt" --lm-head \
+        2>"$LOGS/quantize_$fmt-lmhead.log" || { rc=1; continue; }
+    fi
+    "$PY" tools/gpu/bench_decode.py --model "$q" --hf none --batches 1,8,32 \
+      --out "$RESULTS/bench_decode_qwen3-8b-$fmt-lmhead.json" || rc=1
+  done
   return $rc
 }
 
@@ -592,7 +635,7 @@ stage_moe_parity() {
   "$PY" tools/gpu/model_parity.py --backend cuda --model tests/fixtures/tiny-qwen3-moe \
     --model tests/fixtures/tiny-qwen2-moe --out "$RESULTS/parity_tiny_moe.json" || rc=1
   make_checkpoint qwen3-30b-a3b-8l || return 1
-  "$PY" tools/gpu/model_parity.py --backend cuda --model "$CKPT/qwen3-30b-a3b-8l" \
+  "$PY" tools/gpu/model_parity.py --backend cuda --model "$CKPT/qwen3-30b-a3b-8l" --tail \
     --out "$RESULTS/parity_qwen3-30b-a3b-8l.json" || rc=1
   # each sparse layer of the same prefill against the references, from the device's inputs
   "$PY" tools/gpu/moe_layer_check.py --model "$CKPT/qwen3-30b-a3b-8l" \
@@ -606,7 +649,7 @@ stage_moe_parity() {
 stage_moe_host_parity() {
   make_checkpoint qwen3-30b-a3b-8l || return 1
   ATLAS_HOST_MEMORY_GIB=64 "$PY" tools/gpu/model_parity.py --backend host \
-    --model "$CKPT/qwen3-30b-a3b-8l" \
+    --model "$CKPT/qwen3-30b-a3b-8l" --tail \
     --out "$RESULTS/parity_qwen3-30b-a3b-8l_host.json"
 }
 
@@ -686,15 +729,36 @@ stage_profiles_extra() {
   return $rc
 }
 
+# Issue 15's async scheduling: decode wall per step with it off and on beside the GPU time
+# (profile_decode prints both: wall - GPU is the host time on the critical path), Qwen3-0.6B
+# and Qwen3-8B at batch 1 and the 8B at 64 rows; the decode bench at batches 1/8/32 with it
+# on (the default) and off. The 64-stream throughput with default flags is `throughput`.
+stage_async_scheduling() {
+  local name rc=0
+  for name in qwen3-0.6b qwen3-8b; do
+    make_checkpoint "$name" weights || return 1
+    "$PY" tools/gpu/profile_decode.py --model "$CKPT/$name" \
+      --out "$RESULTS/profile_async_$name.json" || rc=1
+    "$PY" tools/gpu/bench_decode.py --model "$CKPT/$name" --hf none --new 128 --prefill 512 \
+      --out "$RESULTS/bench_decode_async_$name.json" || rc=1
+    "$PY" tools/gpu/bench_decode.py --model "$CKPT/$name" --hf none --new 128 --prefill 512 \
+      --no-async-scheduling --out "$RESULTS/bench_decode_sync_$name.json" || rc=1
+  done
+  "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-8b" --batch 64 \
+    --out "$RESULTS/profile_async_qwen3-8b_b64.json" || rc=1
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity
         decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
-        flagship_profile_b8 moe_ab_unfused qwen3_8b decode_bench_nopdl profile kernel_table
-        gdn_table server_sweep throughput batched_min_m long_context long_context_qreg
-        long_context_nolong issue15_table decode_gemm_ab kv_dtypes gates ep_1gpu spec_bench
-        grammar_bench
+        flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
+        profile kernel_table gdn_table server_sweep throughput batched_min_m long_context
+        long_context_qreg long_context_nolong issue15_table decode_gemm_ab kv_dtypes gates
+        ep_1gpu spec_bench grammar_bench
         prefix_bench prefix_bench_hybrid spec_bench_hybrid quant_bench moe_full quant_profile
+        quant_profile_nvfp4 quant_lm_head
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
-        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench)
+        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling)
 
 # ---- runner -------------------------------------------------------------------------------
 

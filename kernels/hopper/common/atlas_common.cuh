@@ -15,6 +15,9 @@ namespace atlas {
 //     writes are visible;
 //   * pdl_launch_dependents() comes after pdl_wait() (so at most two kernels overlap, and
 //     the next one's pre-wait prologue never races the one before this).
+// The second rule is what makes the narrower exception in gdn_decode.cu sound: a kernel the
+// model always launches right after a known one may, before its wait, also read memory
+// that kernel does not write (its header says which and why).
 // Without the launch attribute both are no-ops, so eager and graph launches agree.
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

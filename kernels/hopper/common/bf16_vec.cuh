@@ -33,14 +33,19 @@ __device__ __forceinline__ uint4 pack_bf16x8(const float (&f)[8]) {
 }
 
 // SwiGLU of eight (gate, up) pairs with transformers' bf16 op boundaries:
-// bf16(bf16(silu(g)) * u), silu(g) = g / (1 + exp(-g)) in f32. The one definition behind
-// silu_mul_bf16 and the down-projection GEMV that fuses it, so both round identically.
+// bf16(silu(g)) * u for bf16 values g, u, silu(g) = g / (1 + exp(-g)) in f32; the caller
+// rounds the product to bf16. The one definition behind silu_mul_bf16, the down-projection
+// GEMV that fuses it and the quantized gate_up GEMV that ends with it, so all round alike.
+__device__ __forceinline__ float swiglu_f32(float g, float u) {
+  return round_bf16(g / (1.f + expf(-g))) * u;
+}
+
 __device__ __forceinline__ uint4 swiglu_bf16x8(const uint4& gate, const uint4& up) {
   float g[8], u[8], y[8];
   unpack_bf16x8(gate, g);
   unpack_bf16x8(up, u);
 #pragma unroll
-  for (int e = 0; e < 8; ++e) y[e] = round_bf16(g[e] / (1.f + expf(-g[e]))) * u[e];
+  for (int e = 0; e < 8; ++e) y[e] = swiglu_f32(g[e], u[e]);
   return pack_bf16x8(y);
 }
 

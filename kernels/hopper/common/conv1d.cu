@@ -14,7 +14,8 @@
 //
 // Launch (ops/linear_attention.py): grid (ceil(channels / 128), ceil(max_q_len / kTokenTile),
 // num_seqs), 128 threads, one channel per thread walking the tile's tokens with a sliding
-// window in registers. The kernel is left-padded to kMaxKernel taps with zero weights so the
+// window in registers, the inputs of kLoadBatch tokens loaded at a time (one round trip per
+// batch rather than per token). The kernel is left-padded to kMaxKernel taps with zero weights so the
 // window has a fixed size (static register indices). Only token tile 0 of a sequence reads
 // the ring (tiles >= 1 start kTokenTile >= kernel tokens in), and the same thread writes the
 // chunk's last kernel - 1 inputs into it after all its reads.
@@ -26,6 +27,7 @@ constexpr int kThreads = 128;   // ops/linear_attention.py CONV_THREADS
 constexpr int kTokenTile = 64;  // ops/linear_attention.py CONV_TOKEN_TILE
 constexpr int kMaxKernel = 8;   // ops/linear_attention.py CONV_MAX_KERNEL
 constexpr int kWin = kMaxKernel - 1;
+constexpr int kLoadBatch = 8;   // tokens whose inputs a thread loads before using the first
 
 }  // namespace
 
@@ -69,17 +71,24 @@ causal_conv1d_silu_bf16(const __nv_bfloat16* __restrict__ x, uint32_t x_pitch,
   }
   const int t_end = min(t0 + kTokenTile, q_len);
   __nv_bfloat16* oc = out + static_cast<size_t>(seq_start) * channels + c;
-  for (int t = t0; t < t_end; ++t) {
-    const float xt = atlas::bf16_to_f32(xc[static_cast<size_t>(t) * x_pitch]);
-    float acc = 0.f;
+  for (int tb = t0; tb < t_end; tb += kLoadBatch) {
+    float xb[kLoadBatch];  // the batch's inputs, all loads in flight before the first use
 #pragma unroll
-    for (int j = 0; j < kWin; ++j) acc = fmaf(wk[j], win[j], acc);
-    acc = fmaf(wk[kWin], xt, acc);
-    const float y = atlas::round_bf16(acc);
-    oc[static_cast<size_t>(t) * channels] = atlas::f32_to_bf16(y / (1.f + expf(-y)));
+    for (int u = 0; u < kLoadBatch; ++u)
+      xb[u] = tb + u < t_end ? atlas::bf16_to_f32(xc[static_cast<size_t>(tb + u) * x_pitch]) : 0.f;
 #pragma unroll
-    for (int j = 0; j + 1 < kWin; ++j) win[j] = win[j + 1];
-    win[kWin - 1] = xt;
+    for (int u = 0; u < kLoadBatch; ++u) {
+      if (tb + u >= t_end) break;
+      float acc = 0.f;
+#pragma unroll
+      for (int j = 0; j < kWin; ++j) acc = fmaf(wk[j], win[j], acc);
+      acc = fmaf(wk[kWin], xb[u], acc);
+      const float y = atlas::round_bf16(acc);
+      oc[static_cast<size_t>(tb + u) * channels] = atlas::f32_to_bf16(y / (1.f + expf(-y)));
+#pragma unroll
+      for (int j = 0; j + 1 < kWin; ++j) win[j] = win[j + 1];
+      win[kWin - 1] = xb[u];
+    }
   }
   if (blockIdx.y != 0) return;
   // The ring keeps the chunk's last kernel - 1 inputs (older rows stay when it is shorter).

@@ -15,7 +15,7 @@
 // state tile is read twice (the second read hits L1) and written once.
 //
 // gated_delta_chunk_bf16 (prefill, CUDA cores) and gated_delta_chunk_tc_bf16 (the same with
-// its three products on tensor cores): the block walks its sequence's tokens in chunks of
+// its four products on tensor cores): the block walks its sequence's tokens in chunks of
 // kChunk with its [dk, kDvTile] state tile in shared memory.
 // Per chunk (gamma = cumulative sum of g inside the chunk, e = exp(gamma)):
 //   A[i][j]  = beta_i (k_i . k_j) exp(gamma_i - gamma_j)   (j < i)
@@ -25,14 +25,16 @@
 //   S  <- e_last S + sum_i k_i exp(gamma_last - gamma_i) V'_i^T
 // which is the token-by-token recurrence regrouped (the WY/UT form). Shared arrays are padded
 // (rows of dk + 1 and kDvTile + 1 floats) so the column walks do not hit one bank.
-// The tensor-core form computes K K^T and Q K^T (step 3), K S and Q S (step 4) and
-// (K * decay)^T V' (step 7) with mma.m16n8k16 on f32 operands split into bf16 hi + lo parts,
-// d += hi*hi + hi*lo + lo*hi (the lo*lo term is below f32 rounding): products to ~2^-16
+// The tensor-core form computes K K^T and Q K^T (step 3), K S and Q S (step 4), QK V' (step
+// 6) and (K * decay)^T V' (step 7) with mma.m16n8k16 on f32 operands split into bf16 hi + lo
+// parts, d += hi*hi + hi*lo + lo*hi (the lo*lo term is below f32 rounding): products to ~2^-16
 // relative, f32 accumulation, so it stays within the CUDA-core form's tolerances over
-// thousands of tokens. Warp w owns 16-row m-tiles: rows 16w.. of the chunk in steps 3 and 4
-// (all 64 columns of A and QK, all kDvTile of KS and QS), key rows 16(w + 4i).. in step 7.
-// It needs dk a multiple of 16; the forward substitution and the outputs stay on CUDA cores.
+// thousands of tokens. Warp w owns 16-row m-tiles: rows 16w.. of the chunk in steps 3, 4 and
+// 6 (all 64 columns of A and QK, all kDvTile of KS, QS and the outputs), key rows
+// 16(w + 4i).. in step 7. It needs dk a multiple of 16; the forward substitution stays on
+// CUDA cores.
 #include "atlas_common.cuh"
+#include "bf16_vec.cuh"
 #include "gated_delta_gate.cuh"
 #include "mma_util.cuh"
 
@@ -43,6 +45,8 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kDvTile = 32;    // ops/linear_attention.py DELTA_DV_TILE
 constexpr int kChunk = 64;     // ops/linear_attention.py CHUNK
 constexpr int kMaxDk = 256;    // ops/linear_attention.py DELTA_MAX_DK
+constexpr int kLoadBatch = 8;  // 16-byte q and k loads a thread keeps in flight per chunk
+static_assert(kChunk == 64, "the chunk's decay scan gives each lane of a warp two entries");
 constexpr float kL2Eps = atlas::kDeltaL2Eps;
 using atlas::GateTerms;
 using atlas::gate_terms;
@@ -262,6 +266,33 @@ __device__ __forceinline__ void state_products_tc(const float* Qs, const float* 
     for (int i = 0; i < 4; ++i) epilogue(acc_row(r0, i), acc_col(8 * j, i), ks[j][i], qs[j][i]);
 }
 
+// 6 on tensor cores: warp w computes rows 16w.. of QK V' ([kChunk, kDvTile]; QK is zero
+// above its diagonal and V' past row n, so the full product is the causal sum); the caller's
+// epilogue gets (row, column, sum) per accumulator element.
+template <typename Epilogue>
+__device__ __forceinline__ void output_products_tc(const float* QK, int ldc, const float* Vn,
+                                                   int ldv, Epilogue epilogue) {
+  const F32Operand QKop{QK, ldc, 1, nullptr};
+  const F32Operand VnT{Vn, 1, ldv, nullptr};  // VnT(c, r) = V'[r][c]
+  const int r0 = 16 * (threadIdx.x >> 5);
+  float acc[kDvTile / 8][4] = {};
+#pragma unroll
+  for (int k0 = 0; k0 < kChunk; k0 += 16) {
+    uint32_t a_hi[4], a_lo[4];
+    QKop.a_frag(r0, k0, a_hi, a_lo);
+#pragma unroll
+    for (int j = 0; j < kDvTile / 8; ++j) {
+      uint32_t b_hi[2], b_lo[2];
+      VnT.b_frag_t(k0, 8 * j, b_hi, b_lo);
+      mma_split(acc[j], a_hi, a_lo, b_hi, b_lo);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kDvTile / 8; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) epilogue(acc_row(r0, i), acc_col(8 * j, i), acc[j][i]);
+}
+
 // 7 on tensor cores: S[e][c] = e_last S[e][c] + sum_r K[r][e] kdec[r] V'[r][c], warp w
 // taking key rows 16(w + kWarps i)...
 __device__ __forceinline__ void state_update_tc(const float* Ks, int ldk, int dk,
@@ -333,19 +364,37 @@ __device__ __forceinline__ void delta_chunk(
     S[idx] = fresh ? 0.f : sg[static_cast<size_t>(i) * d.dv + c];
   }
 
+  const int vecs = d.dk / 8, chunk_vecs = kChunk * vecs;  // 16-byte pieces of q (or k) rows
   for (int c0 = 0; c0 < q_len; c0 += kChunk) {
     const int n = min(kChunk, q_len - c0);
-    // 1. this chunk's q and k rows (zero past n) and gate terms
-    for (int idx = tid; idx < kChunk * d.dk; idx += kThreads) {
-      const int r = idx / d.dk, i = idx % d.dk;
-      float qv = 0.f, kv = 0.f;
-      if (r < n) {
-        const __nv_bfloat16* qrow = qkv + q_offset(seq_start + c0 + r, qkv_pitch, kh, d.dk);
-        qv = atlas::bf16_to_f32(qrow[i]);
-        kv = atlas::bf16_to_f32(qrow[static_cast<size_t>(d.hk) * d.dk + i]);
+    // 1. this chunk's q and k rows (zero past n), 8 bf16 a load with kLoadBatch loads of
+    //    each in flight per thread before the first store, and the gate terms
+    for (int base = 0; base < chunk_vecs; base += kLoadBatch * kThreads) {
+      uint4 qv[kLoadBatch], kv[kLoadBatch];
+#pragma unroll
+      for (int u = 0; u < kLoadBatch; ++u) {
+        const int idx = base + u * kThreads + tid, r = idx / vecs;
+        qv[u] = kv[u] = make_uint4(0u, 0u, 0u, 0u);
+        if (idx < chunk_vecs && r < n) {
+          const uint4* qrow = reinterpret_cast<const uint4*>(
+              qkv + q_offset(seq_start + c0 + r, qkv_pitch, kh, d.dk));
+          qv[u] = qrow[idx % vecs];
+          kv[u] = qrow[static_cast<size_t>(d.hk) * vecs + idx % vecs];
+        }
       }
-      Qs[r * ldk + i] = qv;
-      Ks[r * ldk + i] = kv;
+#pragma unroll
+      for (int u = 0; u < kLoadBatch; ++u) {
+        const int idx = base + u * kThreads + tid, r = idx / vecs, i = 8 * (idx % vecs);
+        if (idx >= chunk_vecs) break;
+        float qf[8], kf[8];
+        atlas::unpack_bf16x8(qv[u], qf);
+        atlas::unpack_bf16x8(kv[u], kf);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          Qs[r * ldk + i + e] = qf[e];
+          Ks[r * ldk + i + e] = kf[e];
+        }
+      }
     }
     if (tid < kChunk) {
       GateTerms gt{0.f, 0.f};
@@ -369,12 +418,16 @@ __device__ __forceinline__ void delta_chunk(
         Ks[r * ldk + i] *= ksc;
       }
     }
-    if (tid == 0) {
-      float acc = 0.f;
-      for (int r = 0; r < n; ++r) {
-        acc += gam[r];
-        gam[r] = acc;
+    if (warp == 0) {  // inclusive scan of gam: two entries a lane, then across the warp
+      const float g0 = gam[2 * lane], pair = g0 + gam[2 * lane + 1];
+      float incl = pair;
+#pragma unroll
+      for (int off = 1; off < 32; off <<= 1) {
+        const float t = __shfl_up_sync(0xffffffffu, incl, off);
+        if (lane >= off) incl += t;
       }
+      gam[2 * lane] = (incl - pair) + g0;
+      gam[2 * lane + 1] = incl;
     }
     __syncthreads();
     if (tid < kChunk) {
@@ -434,26 +487,49 @@ __device__ __forceinline__ void delta_chunk(
       }
     }
     __syncthreads();
-    // 5. forward substitution (I + A) V' = R, a quad of lanes per column
+    // 5. forward substitution (I + A) V' = R, a quad of lanes per column, two rows a step:
+    //    rows i and i + 1 sum their terms j < i together, then row i + 1 adds its term of
+    //    row i once that is solved (half the serial steps of one row a step)
     {
       const int c = tid >> 2, part = tid & 3;
-      for (int i = 1; i < n; ++i) {
-        float acc = 0.f;
-        for (int j = part; j < i; j += 4) acc = fmaf(A[i * ldc + j], Vn[j * ldv + c], acc);
-        acc += __shfl_xor_sync(0xffffffffu, acc, 1);
-        acc += __shfl_xor_sync(0xffffffffu, acc, 2);
-        if (part == 0) Vn[i * ldv + c] -= acc;
+      for (int i = 1; i < n; i += 2) {
+        const bool pair = i + 1 < n;
+        const int i1 = pair ? i + 1 : i;
+        float acc0 = 0.f, acc1 = 0.f;
+        for (int j = part; j < i; j += 4) {
+          const float v = Vn[j * ldv + c];
+          acc0 = fmaf(A[i * ldc + j], v, acc0);
+          acc1 = fmaf(A[i1 * ldc + j], v, acc1);
+        }
+        acc0 += __shfl_xor_sync(0xffffffffu, acc0, 1);
+        acc1 += __shfl_xor_sync(0xffffffffu, acc1, 1);
+        acc0 += __shfl_xor_sync(0xffffffffu, acc0, 2);
+        acc1 += __shfl_xor_sync(0xffffffffu, acc1, 2);
+        if (part == 0) {
+          const float vi = Vn[i * ldv + c] - acc0;
+          Vn[i * ldv + c] = vi;
+          if (pair) Vn[i1 * ldv + c] -= fmaf(A[i1 * ldc + i], vi, acc1);
+        }
         __syncwarp();
       }
     }
     __syncthreads();
     // 6. outputs; 7. the state update (disjoint writes: out in global, S in shared)
-    for (int idx = tid; idx < n * kDvTile; idx += kThreads) {
-      const int r = idx / kDvTile, c = idx % kDvTile;
-      float o = Ob[r * ldv + c];
-      for (int j = 0; j <= r; ++j) o = fmaf(QK[r * ldc + j], Vn[j * ldv + c], o);
+    const auto store_out = [&](int r, int c, float o) {
       out[static_cast<size_t>(seq_start + c0 + r) * d.hv * d.dv + static_cast<size_t>(h) * d.dv +
           col0 + c] = atlas::f32_to_bf16(o);
+    };
+    if constexpr (kTc) {
+      output_products_tc(QK, ldc, Vn, ldv, [&](int r, int c, float qkv_) {
+        if (r < n) store_out(r, c, Ob[r * ldv + c] + qkv_);
+      });
+    } else {
+      for (int idx = tid; idx < n * kDvTile; idx += kThreads) {
+        const int r = idx / kDvTile, c = idx % kDvTile;
+        float o = Ob[r * ldv + c];
+        for (int j = 0; j <= r; ++j) o = fmaf(QK[r * ldc + j], Vn[j * ldv + c], o);
+        store_out(r, c, o);
+      }
     }
     const float e_last = eg[n - 1];
     if constexpr (kTc) {
@@ -488,7 +564,7 @@ gated_delta_chunk_bf16(const __nv_bfloat16* __restrict__ qkv, uint32_t qkv_pitch
                      kv_lens, out, num_seqs, hk, hv, dk, dv);
 }
 
-// The same on tensor cores (steps 3, 4 and 7; dk a multiple of 16).
+// The same on tensor cores (steps 3, 4, 6 and 7; dk a multiple of 16).
 extern "C" __global__ void __launch_bounds__(kThreads)
 gated_delta_chunk_tc_bf16(const __nv_bfloat16* __restrict__ qkv, uint32_t qkv_pitch,
                           const __nv_bfloat16* __restrict__ ba, uint32_t ba_pitch,

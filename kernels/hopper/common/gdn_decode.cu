@@ -13,41 +13,70 @@
 // the norm weight bf16 [dv]. out bf16 [tokens, hv * dv] is the gated norm's output, the
 // input of the output projection. A sequence at position 0 reads no state.
 //
-// Launch (ops/linear_attention.py gdn_decode): grid (hv, num_seqs), one block per (value
-// head, sequence) of (dk / kRows) * (dv / kCols) threads rounded up to whole warps: thread
-// tid = rg * (dv / 4) + cg owns the state columns 4cg..4cg+3 of rows rg, rg + R, ...
-// (R = dk / kRows row groups), kRows float4s that stay in registers between the read and the
-// write (threads past R * dv / 4 own none: they only convolve and reduce). A warp reads
-// whole state rows (512 bytes at dv = 128).
-// The block convolves its 2*dk + dv channels (q and k of its key head, v of its head); the
-// key channels are shared by the hv / hk value heads of a group, so only the group's first
-// head writes them into the ring. That is race-free because a decode step writes the ring
-// row of its own position, which no reader of this step reads (it reads the kernel - 1
-// positions before). Dynamic shared memory: ops/linear_attention.py gdn_decode_smem_bytes.
+// Why a cluster per head: at batch 1 the step is latency-bound (a layer's whole state is
+// 2 MiB at Qwen3.5's 32 heads of 128 x 128), so it must be spread over the SMs: one block
+// per (head, sequence) gives 32 blocks each streaming 64 KiB through one SM. Value columns
+// are independent in the rule, so kSplit blocks share a head, each owning dv / kSplit
+// columns (grid (kSplit, hv, num_seqs), cluster (kSplit, 1, 1): 128 blocks at batch 1). Only
+// the gated RMSNorm spans the head's columns: each block's sum of squares goes to its
+// cluster peers through distributed shared memory (summed in rank order by every block, so
+// all agree). Every block convolves the head's q and k channels itself (2 dk of them: cheap
+// next to a round trip between blocks) and its own dv / kSplit value channels.
+//
+// Block: max((dk / kRows) * (dv / kSplit / kCols), ch / 4) threads rounded up to whole
+// warps (ch = 2 dk + dv / kSplit channels). Thread tid = rg * C + cg (C column groups of
+// kCols) owns the state columns col0 + 4cg..+3 of rows rg, rg + R, ... (R = dk / kRows row
+// groups), kRows float4s that stay in registers between the read and the write; threads
+// past R * C own none. Thread tid < ch / 4 convolves channels 4 tid..4 tid + 3 (never
+// straddling q, k and v: dk and dv / kSplit are multiples of 4), so its taps, history, input
+// and ring write are one 8-byte access each, all issued together: the loads of a step are
+// a few independent round trips, not a loop of dependent ones (the session-4 kernel's
+// scalar conv loop made its 12.8 us at batch 1).
+// The key channels are shared by the hv / hk value heads of a group, so only rank 0 of the
+// group's first head writes them into the ring. That is race-free because a decode step
+// writes the ring row of its own position, which no reader of this step reads (it reads the
+// kernel - 1 positions before).
+//
+// PDL: before griddepcontrol.wait the block stages its conv taps, and also reads the step
+// inputs (cu_q, kv_lens, state_slots), its state tile and its ring history into registers.
+// Those are no weights, but the only kernel that may still be running then is the one
+// launched just before this (every kernel waits before it lets its dependents start), and
+// the model launches this right after the input projection GEMV (model/gated_deltanet.py),
+// which writes none of them: the state and the ring were last written by this layer's step
+// before, the step inputs by copies ahead of the step. So the state's DRAM round trip
+// overlaps the projection's tail; the projection row itself is read after the wait.
+// Dynamic shared memory: ops/linear_attention.py gdn_decode_smem_bytes.
+#include <cooperative_groups.h>
+
 #include "atlas_common.cuh"
+#include "bf16_vec.cuh"
 #include "gated_delta_gate.cuh"
+
+namespace coop = cooperative_groups;
 
 namespace {
 
-constexpr int kRows = 16;        // ops/linear_attention.py GDN_DECODE_ROWS
-constexpr int kCols = 4;         // one float4 of state columns per thread
+constexpr int kSplit = 4;         // ops/linear_attention.py GDN_DECODE_SPLIT: blocks per head
+constexpr int kRows = 8;          // ops/linear_attention.py GDN_DECODE_ROWS
+constexpr int kCols = 4;          // one float4 of state columns per thread
 constexpr int kMaxThreads = 256;  // ops/linear_attention.py GDN_DECODE_MAX_THREADS
-// Two blocks an SM on Hopper (128 registers: the state tile fits without spills); sm_121's
-// compiler needs more for the same code, so it keeps one block and no spills.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
-constexpr int kMinBlocks = 1;
-#else
-constexpr int kMinBlocks = 2;
-#endif
+constexpr int kMaxKernel = 8;     // ops/linear_attention.py CONV_MAX_KERNEL
+constexpr int kMaxHist = kMaxKernel - 1;
 
 __device__ __forceinline__ int align4(int n) { return (n + 3) & ~3; }
 
 // Conv channel (column of the projection row) of block channel c: q, k of key head kh, then
-// v of value head h.
-__device__ __forceinline__ int conv_channel(int c, int kh, int h, int hk, int dk, int dv) {
+// the block's value columns col0.. of value head h.
+__device__ __forceinline__ int conv_channel(int c, int kh, int h, int col0, int hk, int dk,
+                                            int dv) {
   if (c < dk) return kh * dk + c;
   if (c < 2 * dk) return hk * dk + kh * dk + (c - dk);
-  return 2 * hk * dk + h * dv + (c - 2 * dk);
+  return 2 * hk * dk + h * dv + col0 + (c - 2 * dk);
+}
+
+__device__ __forceinline__ void unpack4(uint2 v, float (&f)[4]) {
+  atlas::unpack_bf16x2(v.x, f[0], f[1]);
+  atlas::unpack_bf16x2(v.y, f[2], f[3]);
 }
 
 __device__ __forceinline__ float4 fma4(float a, float4 x, float4 acc) {
@@ -63,9 +92,28 @@ __device__ __forceinline__ float silu_gate(float normed, float z) {
   return normed * (z / (1.f + expf(-z)));
 }
 
+// Both sums over the block behind one barrier (which also publishes the shared-memory
+// writes made before it); `scratch` needs 2 floats per warp and is used once.
+__device__ __forceinline__ float2 block_sum2(float a, float b, float* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  a = atlas::warp_sum(a);
+  b = atlas::warp_sum(b);
+  if (lane == 0) {
+    scratch[2 * warp] = a;
+    scratch[2 * warp + 1] = b;
+  }
+  __syncthreads();
+  float2 total = make_float2(0.f, 0.f);
+  for (int i = 0; i < nwarps; ++i) {
+    total.x += scratch[2 * i];
+    total.y += scratch[2 * i + 1];
+  }
+  return total;
+}
+
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
+extern "C" __global__ void __cluster_dims__(kSplit, 1, 1) __launch_bounds__(kMaxThreads, 2)
 gated_deltanet_decode_bf16(const __nv_bfloat16* __restrict__ proj, uint32_t proj_pitch,
                            const __nv_bfloat16* __restrict__ conv_w,
                            __nv_bfloat16* __restrict__ conv_state,
@@ -77,95 +125,137 @@ gated_deltanet_decode_bf16(const __nv_bfloat16* __restrict__ proj, uint32_t proj
                            __nv_bfloat16* __restrict__ out, uint32_t num_seqs, uint32_t hk,
                            uint32_t hv, uint32_t dk, uint32_t dv, uint32_t kernel, float eps) {
   extern __shared__ float smem[];
+  __shared__ float norm_parts[kSplit];  // the cluster's sums of squares, by rank
   const int HK = static_cast<int>(hk), HV = static_cast<int>(hv), DK = static_cast<int>(dk),
             DV = static_cast<int>(dv), K = static_cast<int>(kernel);
-  const int ch = 2 * DK + DV, C = DV / kCols, R = DK / kRows;
+  const int dvt = DV / kSplit, ch = 2 * DK + dvt, C = dvt / kCols, R = DK / kRows;
   const int conv_dim = 2 * HK * DK + HV * DV;
-  float* wsm = smem;                  // [ch][K] conv weights
-  float* xs = wsm + align4(ch * K);   // [ch] conv outputs q | k | v
-  float* red = xs + align4(ch);       // [R][DV] partial sums of the row groups
-  float* scratch = red + R * DV;      // [32] block_sum
-  const int h = blockIdx.x, b = blockIdx.y, tid = threadIdx.x, nthreads = blockDim.x;
+  float* xs = smem;                   // [ch] conv outputs q | k | v
+  float* red_k = xs + align4(ch);     // [R][dvt] k^T S partials of the row groups
+  float* red_o = red_k + R * dvt;     // [R][dvt] q^T S partials
+  float* scratch = red_o + R * dvt;   // [2 * 32] block_sum2
+  uint2* wsm = reinterpret_cast<uint2*>(scratch + 64);  // [ch / 4][K] conv taps, bf16 x4
+  const int rank = blockIdx.x, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
+  const int col0 = rank * dvt;
   const int kh = h / (HV / HK), cg = tid % C, rg = tid / C;
-  const bool owns_state = rg < R;  // the padding threads of the last warp do not
+  const bool owns_state = rg < R;          // the padding threads of the last warp do not
+  const bool convolves = tid < ch / kCols;  // channels 4 tid .. 4 tid + 3
+  const int c0 = kCols * tid;
+  const int gc = convolves ? conv_channel(c0, kh, h, col0, HK, DK, DV) : 0;
+  if (b >= static_cast<int>(num_seqs)) return;  // uniform over the cluster (same b)
+  // A block may write a peer's shared memory only once the peer runs: this arrival, waited
+  // on just before the writes in 6, says so at no cost on the way.
+  coop::cluster_group cluster = coop::this_cluster();
+  auto started = cluster.barrier_arrive();
 
-  // Weights (no kernel writes them) before the wait: conv taps, gate and norm constants.
-  for (int i = tid; i < ch * K; i += nthreads)
-    wsm[i] = atlas::bf16_to_f32(conv_w[static_cast<size_t>(conv_channel(i / K, kh, h, HK, DK, DV)) * K + i % K]);
+  // Before the wait (see the header): conv taps (channel gc + e's tap j is bf16 e * K + j
+  // of the chunk's 4K), gate and norm constants, the step inputs, then the state tile and
+  // the ring history; the taps go to shared memory only once every load is in flight.
+  uint2 taps[kMaxKernel];
+  const uint2* wg = reinterpret_cast<const uint2*>(conv_w + static_cast<size_t>(gc) * K);
+#pragma unroll
+  for (int j = 0; j < kMaxKernel; ++j)
+    taps[j] = convolves && j < K ? __ldg(wg + j) : make_uint2(0u, 0u);
   const float a_log_h = atlas::bf16_to_f32(a_log[h]), dt_bias_h = atlas::bf16_to_f32(dt_bias[h]);
   float wn[kCols];
 #pragma unroll
-  for (int c = 0; c < kCols; ++c) wn[c] = atlas::bf16_to_f32(norm_w[cg * kCols + c]);
-  atlas::pdl_enter();  // the projection, the step inputs and both states are earlier work
-  if (b >= static_cast<int>(num_seqs)) return;  // block-uniform
+  for (int c = 0; c < kCols; ++c) wn[c] = atlas::bf16_to_f32(norm_w[col0 + cg * kCols + c]);
   const int t = cu_q[b], pos = kv_lens[b] - 1, slot = state_slots[b];
   const bool fresh = pos == 0;
-
-  // 1. issue the state tile's loads first: they are in flight while the conv runs
-  float* sg = state + (static_cast<size_t>(slot) * HV + h) * DK * DV + cg * kCols;
+  float* sg = state + (static_cast<size_t>(slot) * HV + h) * DK * DV + col0 + cg * kCols;
   float4 s[kRows];
 #pragma unroll
   for (int j = 0; j < kRows; ++j)
     s[j] = fresh || !owns_state
                ? make_float4(0.f, 0.f, 0.f, 0.f)
                : *reinterpret_cast<const float4*>(sg + static_cast<size_t>(rg + R * j) * DV);
+  __nv_bfloat16* ring = conv_state + static_cast<size_t>(slot) * K * conv_dim + gc;
+  uint2 hist[kMaxHist];  // inputs at positions pos - K + 1 + j, oldest first (zero below 0)
+#pragma unroll
+  for (int j = 0; j < kMaxHist; ++j) {
+    const int p = pos - (K - 1) + j;
+    hist[j] = convolves && j < K - 1 && p >= 0
+                  ? *reinterpret_cast<const uint2*>(ring + static_cast<size_t>(p % K) * conv_dim)
+                  : make_uint2(0u, 0u);
+  }
+  if (convolves) {
+#pragma unroll
+    for (int j = 0; j < kMaxKernel; ++j)
+      if (j < K) wsm[tid * K + j] = taps[j];
+  }
+  atlas::pdl_enter();  // the projection row is the previous kernel's output
 
-  // 2. conv1d + SiLU of the block's channels (taps oldest first, as conv1d.cu sums them)
+  // 1. the row's inputs: the conv chunk, the gates, z of the block's output columns
   const __nv_bfloat16* row = proj + static_cast<size_t>(t) * proj_pitch;
-  __nv_bfloat16* ring = conv_state + static_cast<size_t>(slot) * K * conv_dim;
-  const bool writes_key_channels = h % (HV / HK) == 0;
-  for (int c = tid; c < ch; c += nthreads) {
-    const int gc = conv_channel(c, kh, h, HK, DK, DV);
-    const __nv_bfloat16 x_new = row[gc];
-    float acc = 0.f;
-    for (int j = 0; j < K - 1; ++j) {
-      const int p = pos - (K - 1) + j;
-      if (p >= 0)
-        acc = fmaf(wsm[c * K + j], atlas::bf16_to_f32(ring[static_cast<size_t>(p % K) * conv_dim + gc]), acc);
-    }
-    acc = fmaf(wsm[c * K + K - 1], atlas::bf16_to_f32(x_new), acc);
-    const float y = atlas::round_bf16(acc);
-    xs[c] = atlas::round_bf16(y / (1.f + expf(-y)));
-    if (c >= 2 * DK || writes_key_channels) ring[static_cast<size_t>(pos % K) * conv_dim + gc] = x_new;
-  }
-  __syncthreads();  // xs complete
-
-  // 3. L2 norms of q and k, the gate terms
-  float sq = 0.f, sk = 0.f;
-  for (int i = tid; i < DK; i += nthreads) {
-    sq = fmaf(xs[i], xs[i], sq);
-    sk = fmaf(xs[DK + i], xs[DK + i], sk);
-  }
-  const float q_scale = rsqrtf(atlas::block_sum(sq, scratch) + atlas::kDeltaL2Eps) *
-                        rsqrtf(static_cast<float>(DK));
-  const float k_scale = rsqrtf(atlas::block_sum(sk, scratch) + atlas::kDeltaL2Eps);
+  const uint2 x_new = convolves ? *reinterpret_cast<const uint2*>(row + gc) : make_uint2(0u, 0u);
+  const int col = col0 + cg * kCols;
+  const uint2 zv = rg == 0 ? *reinterpret_cast<const uint2*>(row + conv_dim + h * DV + col)
+                           : make_uint2(0u, 0u);
   const atlas::GateTerms gt = atlas::gate_terms(row + conv_dim + HV * DV, 0, 0, h, HV, a_log_h,
                                                 dt_bias_h);
+
+  // 2. conv1d + SiLU of the chunk (taps oldest first, as conv1d.cu sums them; the taps
+  //    before position 0 are skipped: zero), and its share of the q / k sums of squares
+  float sq = 0.f, sk = 0.f;
+  if (convolves) {
+    float xf[kCols], y[kCols];
+    unpack4(x_new, xf);
+    const __nv_bfloat16* w4 = reinterpret_cast<const __nv_bfloat16*>(wsm + tid * K);
+#pragma unroll
+    for (int e = 0; e < kCols; ++e) y[e] = 0.f;
+#pragma unroll
+    for (int j = 0; j < kMaxHist; ++j) {
+      if (j < K - 1 && pos - (K - 1) + j >= 0) {
+        float hf[kCols];
+        unpack4(hist[j], hf);
+#pragma unroll
+        for (int e = 0; e < kCols; ++e) y[e] = fmaf(atlas::bf16_to_f32(w4[e * K + j]), hf[e], y[e]);
+      }
+    }
+    float ss = 0.f;
+#pragma unroll
+    for (int e = 0; e < kCols; ++e) {
+      const float acc = atlas::round_bf16(fmaf(atlas::bf16_to_f32(w4[e * K + K - 1]), xf[e], y[e]));
+      const float x = atlas::round_bf16(acc / (1.f + expf(-acc)));
+      xs[c0 + e] = x;
+      ss = fmaf(x, x, ss);
+    }
+    if (c0 < DK) sq = ss;
+    else if (c0 < 2 * DK) sk = ss;
+    if (c0 >= 2 * DK || (rank == 0 && h % (HV / HK) == 0))
+      *reinterpret_cast<uint2*>(ring + static_cast<size_t>(pos % K) * conv_dim) = x_new;
+  }
+
+  // 3. L2 norms of q and k (the barrier also publishes xs), the gate terms
+  const float2 sums = block_sum2(sq, sk, scratch);
+  const float q_scale = rsqrtf(sums.x + atlas::kDeltaL2Eps) * rsqrtf(static_cast<float>(DK));
+  const float k_scale = rsqrtf(sums.y + atlas::kDeltaL2Eps);
   const float decay = expf(gt.decay_log);
   const float* qn = xs;
   const float* kn = xs + DK;
 
-  // 4. k^T S over the columns, reduced across the row groups
-  float4* red4 = reinterpret_cast<float4*>(red);
+  // 4. k^T S over the block's columns, reduced across the row groups
+  float4* rk4 = reinterpret_cast<float4*>(red_k);
+  float4* ro4 = reinterpret_cast<float4*>(red_o);
   if (owns_state) {
     float4 part = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
     for (int j = 0; j < kRows; ++j) part = fma4(kn[rg + R * j], s[j], part);
-    red4[rg * C + cg] = part;
+    rk4[rg * C + cg] = part;
   }
   __syncthreads();
-  float4 kv_mem = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int r = 0; r < R; ++r) kv_mem = add4(kv_mem, red4[r * C + cg]);
-  const float kv_scale = decay * k_scale;
-  const float* v = xs + 2 * DK + cg * kCols;
-  const float4 delta = make_float4(gt.beta * (v[0] - kv_mem.x * kv_scale),
-                                   gt.beta * (v[1] - kv_mem.y * kv_scale),
-                                   gt.beta * (v[2] - kv_mem.z * kv_scale),
-                                   gt.beta * (v[3] - kv_mem.w * kv_scale));
 
   // 5. S = decay S + k delta^T, written once; q^T S of the new state
-  float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
   if (owns_state) {
+    float4 kv_mem = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int r = 0; r < R; ++r) kv_mem = add4(kv_mem, rk4[r * C + cg]);
+    const float kv_scale = decay * k_scale;
+    const float* v = xs + 2 * DK + cg * kCols;
+    const float4 delta = make_float4(gt.beta * (v[0] - kv_mem.x * kv_scale),
+                                     gt.beta * (v[1] - kv_mem.y * kv_scale),
+                                     gt.beta * (v[2] - kv_mem.z * kv_scale),
+                                     gt.beta * (v[3] - kv_mem.w * kv_scale));
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
     for (int j = 0; j < kRows; ++j) {
       const float kk = kn[rg + R * j] * k_scale;
@@ -177,32 +267,48 @@ gated_deltanet_decode_bf16(const __nv_bfloat16* __restrict__ proj, uint32_t proj
       *reinterpret_cast<float4*>(sg + static_cast<size_t>(rg + R * j) * DV) = nv;
       o = fma4(qn[rg + R * j], nv, o);
     }
+    ro4[rg * C + cg] = o;
   }
-  __syncthreads();  // every thread has read red's k^T S partials
-  if (owns_state) red4[rg * C + cg] = o;
   __syncthreads();
 
-  // 6. the rule's output (bf16) and the gated RMSNorm over the head's dv columns
+  // 6. the rule's output (bf16) of the block's columns (row group 0: threads 0..C-1,
+  //    inside warp 0 since C <= 32); their sum of squares into every cluster peer's
+  //    norm_parts[rank], so one cluster barrier leaves each block all kSplit of them
   float ob[kCols] = {0.f, 0.f, 0.f, 0.f};
-  float ss = 0.f;
   if (rg == 0) {
     float4 total = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int r = 0; r < R; ++r) total = add4(total, red4[r * C + cg]);
+    for (int r = 0; r < R; ++r) total = add4(total, ro4[r * C + cg]);
     ob[0] = atlas::round_bf16(total.x * q_scale);
     ob[1] = atlas::round_bf16(total.y * q_scale);
     ob[2] = atlas::round_bf16(total.z * q_scale);
     ob[3] = atlas::round_bf16(total.w * q_scale);
+  }
+  cluster.barrier_wait(std::move(started));
+  if (tid < 32) {
+    float ss = 0.f;
 #pragma unroll
     for (int c = 0; c < kCols; ++c) ss = fmaf(ob[c], ob[c], ss);
+    ss = atlas::warp_sum(ss);
+    if (tid < kSplit) *cluster.map_shared_rank(&norm_parts[rank], tid) = ss;
   }
-  const float inv_rms = rsqrtf(atlas::block_sum(ss, scratch) / static_cast<float>(DV) + eps);
+  cluster.sync();  // every block's sum is in every block's norm_parts (and no block reads
+                   // a peer's memory after this, so each may exit when done)
+
+  // 7. the gated RMSNorm over the head's dv columns
   if (rg == 0) {
-    const __nv_bfloat16* z = row + conv_dim + h * DV + cg * kCols;
-    __nv_bfloat16* o_row = out + static_cast<size_t>(t) * HV * DV + h * DV + cg * kCols;
+    float sum_sq = 0.f;
+#pragma unroll
+    for (int p = 0; p < kSplit; ++p) sum_sq += norm_parts[p];
+    const float inv_rms = rsqrtf(sum_sq / static_cast<float>(DV) + eps);
+    float zf[kCols];
+    unpack4(zv, zf);
+    float o4[kCols];
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
       const float normed = atlas::round_bf16(wn[c] * atlas::round_bf16(ob[c] * inv_rms));
-      o_row[c] = atlas::f32_to_bf16(silu_gate(normed, atlas::bf16_to_f32(z[c])));
+      o4[c] = silu_gate(normed, zf[c]);
     }
+    *reinterpret_cast<uint2*>(out + static_cast<size_t>(t) * HV * DV + h * DV + col) =
+        make_uint2(atlas::pack_bf16x2(o4[0], o4[1]), atlas::pack_bf16x2(o4[2], o4[3]));
   }
 }

@@ -34,8 +34,8 @@
 // warps' partials are summed in a fixed order (bit-reproducible), rounded once.
 // Launch (ops/matmul_quant_mma.py): grid = ceil(n / 32), block = 256, dynamic shared memory
 // ring_bytes(format, ceil(m / 8)). `_small` entry points take m <= 8 only (fewer registers:
-// two blocks per SM). Preconditions: k % 64 == 0, n >= 1, x 16-byte and w 16-byte aligned
-// (NVFP4: scales 4-byte aligned).
+// two blocks per SM); `_f32` ones write f32 logits (a quantized LM head). Preconditions:
+// k % 64 == 0, n >= 1, x 16-byte and w 16-byte aligned (NVFP4: scales 4-byte aligned).
 #include "mma_util.cuh"
 #include "quant_decode.cuh"
 
@@ -241,10 +241,10 @@ __device__ __forceinline__ void nvfp4_step(const uint8_t* stage, int lane, int g
   }
 }
 
-template <class F, int kBTiles, int kXRows = 8>
+template <class F, bool kF32Out, int kBTiles, int kXRows = 8>
 __device__ __forceinline__ void gemv_mma_quant(const __nv_bfloat16* __restrict__ x,
                                                const uint8_t* __restrict__ w, Fp8Scales fp8,
-                                               Nvfp4Scales nvfp4, __nv_bfloat16* __restrict__ y,
+                                               Nvfp4Scales nvfp4, void* __restrict__ y,
                                                int m, int n, int k, uint8_t* smem) {
   constexpr int kStages = ring_stages<F>(kBTiles, kXRows);
   constexpr int kStage = stage_bytes<F>(kBTiles, kXRows);
@@ -325,36 +325,40 @@ __device__ __forceinline__ void gemv_mma_quant(const __nv_bfloat16* __restrict__
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) sum += part[w * kValues * 32 + at];
     sum *= F::kScaleBytes == 0 ? 0x1p56f : __ldg(nvfp4.row + row);
-    y[static_cast<size_t>(mi) * n + row] = atlas::f32_to_bf16(sum);
+    const size_t out = static_cast<size_t>(mi) * n + row;
+    if (kF32Out)  // logits: the bf16-rounded value, widened (as the bf16 GEMV's f32 output)
+      static_cast<float*>(y)[out] = atlas::round_bf16(sum);
+    else
+      static_cast<__nv_bfloat16*>(y)[out] = atlas::f32_to_bf16(sum);
   }
 }
 
-template <class F>
+template <class F, bool kF32Out = false>
 __device__ __forceinline__ void dispatch(const __nv_bfloat16* x, const uint8_t* w, Fp8Scales fp8,
-                                         Nvfp4Scales nvfp4, __nv_bfloat16* y, uint32_t m,
+                                         Nvfp4Scales nvfp4, void* y, uint32_t m,
                                          uint32_t n, uint32_t k, bool small) {
   extern __shared__ uint4 smem_vec[];
   uint8_t* smem = reinterpret_cast<uint8_t*>(smem_vec);
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
   if (m <= 8) {
     switch (m) {  // one B tile, x slots for 1, 2, 4 or 8 batch rows
-      case 1: gemv_mma_quant<F, 1, 1>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
-      case 2: gemv_mma_quant<F, 1, 2>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
+      case 1: gemv_mma_quant<F, kF32Out, 1, 1>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
+      case 2: gemv_mma_quant<F, kF32Out, 1, 2>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
       case 3:
-      case 4: gemv_mma_quant<F, 1, 4>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
-      default: gemv_mma_quant<F, 1, 8>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
+      case 4: gemv_mma_quant<F, kF32Out, 1, 4>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
+      default: gemv_mma_quant<F, kF32Out, 1, 8>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
     }
     return;
   }
   if (small) __trap();  // ops/matmul_quant_mma.py routes m > 8 to the full entry points
   switch ((m + 7) / 8) {
-    case 2: gemv_mma_quant<F, 2>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
-    case 3: gemv_mma_quant<F, 3>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
-    case 4: gemv_mma_quant<F, 4>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
-    case 5: gemv_mma_quant<F, 5>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
-    case 6: gemv_mma_quant<F, 6>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
-    case 7: gemv_mma_quant<F, 7>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
-    case 8: gemv_mma_quant<F, 8>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
+    case 2: gemv_mma_quant<F, kF32Out, 2>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
+    case 3: gemv_mma_quant<F, kF32Out, 3>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
+    case 4: gemv_mma_quant<F, kF32Out, 4>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
+    case 5: gemv_mma_quant<F, kF32Out, 5>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
+    case 6: gemv_mma_quant<F, kF32Out, 6>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
+    case 7: gemv_mma_quant<F, kF32Out, 7>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
+    case 8: gemv_mma_quant<F, kF32Out, 8>(x, w, fp8, nvfp4, y, mi, ni, ki, smem); break;
     default: __trap();  // ops/matmul_quant_mma.py checks 1 <= m <= 64
   }
 }
@@ -362,13 +366,13 @@ __device__ __forceinline__ void dispatch(const __nv_bfloat16* x, const uint8_t* 
 }  // namespace
 
 #define ATLAS_FP8_MMA_ARGS                                                                 \
-  const __nv_bfloat16 *x, const uint8_t *w, const float *scale, __nv_bfloat16 *y, uint32_t m, \
+  const __nv_bfloat16 *x, const uint8_t *w, const float *scale, void *y, uint32_t m,         \
       uint32_t n, uint32_t k, uint32_t row_shift, uint32_t row_stride, uint32_t col_shift,    \
       uint32_t col_stride
 #define ATLAS_FP8_MMA_SCALES (Fp8Scales{scale, row_shift, row_stride, col_shift, col_stride})
 #define ATLAS_NVFP4_MMA_ARGS                                                                 \
   const __nv_bfloat16 *x, const uint8_t *w, const uint8_t *scale, const float *row_scale,  \
-      __nv_bfloat16 *y, uint32_t m, uint32_t n, uint32_t k
+      void *y, uint32_t m, uint32_t n, uint32_t k
 
 extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
     gemv_mma_fp8_bf16_small(ATLAS_FP8_MMA_ARGS) {
@@ -378,6 +382,17 @@ extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
 extern "C" __global__ void __launch_bounds__(kWarps * 32, 1)
     gemv_mma_fp8_bf16(ATLAS_FP8_MMA_ARGS) {
   dispatch<Fp8>(x, w, ATLAS_FP8_MMA_SCALES, Nvfp4Scales{w, nullptr}, y, m, n, k, false);
+}
+
+// f32 outputs (logits of a quantized LM head: each bf16-rounded sum widened), 1..64 rows
+extern "C" __global__ void __launch_bounds__(kWarps * 32, 1)
+    gemv_mma_fp8_f32(ATLAS_FP8_MMA_ARGS) {
+  dispatch<Fp8, true>(x, w, ATLAS_FP8_MMA_SCALES, Nvfp4Scales{w, nullptr}, y, m, n, k, false);
+}
+
+extern "C" __global__ void __launch_bounds__(kWarps * 32, 1)
+    gemv_mma_nvfp4_f32(ATLAS_NVFP4_MMA_ARGS) {
+  dispatch<Nvfp4, true>(x, w, Fp8Scales{}, Nvfp4Scales{scale, row_scale}, y, m, n, k, false);
 }
 
 extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)

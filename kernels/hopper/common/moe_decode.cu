@@ -1,27 +1,39 @@
 // MoE expert FFN for decode batches (1..8 tokens): one launch per projection covering every
 // (token, selected expert) pair, reading only the selected experts' weights.
 //
-// Both kernels are GEMV-shaped and bandwidth-bound: a warp owns one output row and streams
-// that row of the selected expert's weights (16-byte ld.global.nc chunks, several in flight
-// per lane), the activations come through L1/L2 (__ldg), and the warp's partial sums meet in
-// a butterfly (atlas::warp_sum), so every result is bit-reproducible. Expert ids are read from
-// device memory after the PDL wait (the router wrote them), so nothing is prefetched earlier.
+// Both kernels are GEMV-shaped and bandwidth-bound: a warp streams weight rows of the
+// selected experts (16-byte ld.global.nc chunks, many in flight per lane) and its partial
+// sums meet in a butterfly (atlas::warp_sum), so every result is bit-reproducible.
 //
-// moe_gate_up_silu_bf16: grid (ceil(inter / 8), tokens * top_k), 256 threads. Warp w of
-//   block (bx, pair) computes intermediate column i = 8 bx + w of slot `pair` = t * top_k + j:
+// moe_gate_up_silu_bf16: grid (ceil(groups / per_block), tokens * slots), 256 threads,
+//   groups = ceil(inter / 8) column groups (ops/moe.py gate_up_groups_per_block). Block
+//   (bx, p) serves pair p = t * slots + j only if its rank among the pairs with its expert
+//   (the shared expert's chunk c counts as expert experts + c for every token) is a multiple
+//   of kGroupPairs (4; 1 at batch 1); then it computes, for it and the next pairs routed to
+//   that expert (up to 4), columns i of its column groups, one warp a column:
 //   g = bf16(x[t] . w_gate_up[e][i]), u = bf16(x[t] . w_gate_up[e][inter + i]) and
-//   act[pair][i] = bf16(bf16(silu(g)) * u), the dense MLP's gate_up GEMV + silu_mul.
+//   act[pair][i] = bf16(bf16(silu(g)) * u), the dense MLP's gate_up GEMV + silu_mul: at batch
+//   2..8 the rows routed to one expert share one weight read. Each warp's next column is
+//   requested right after the current one's products; x (every token) is staged in shared
+//   memory. The expert ids are the router's output, the launch just before: read after the
+//   PDL wait. It must keep pdl_wait before pdl_launch_dependents: the down launch after it
+//   reads the routing before its own wait (below).
 // moe_down_sum_bf16: grid (ceil(hidden / rows), tokens), 256 threads, rows = rows_per_block
-//   (ops/moe.py down_rows), taken in passes of rpp = 16 / slots rows (at least 1). A pass of
-//   block (bx, t) owns rpp output rows of token t for all its slots: its rpp * slots items
-//   (row r, slot j) go 2 per warp, so neighbouring warps stream different experts' rows,
-//   with every chunk of a step batch in flight (the leaf's whole row) before the first is
-//   used. Item (r, j) leaves act[t][j] . w_down[e_j][n] in shared memory; then thread r sums
-//   its row in slot order, acc += topk_weights[t][j] * bf16(y_j) in float32, out = bf16(acc)
-//   (bit-reproducible, no atomics). Python sizes the passes so the grid is about one wave.
+//   (ops/moe.py down_rows), taken in groups of rows_per_group (down_rows_per_group) rows. A
+//   group of block (bx, t) owns rows_per_group output rows of token t for all their slots:
+//   its items (row r, slot j) go kItems per warp (DownTile, by inter), so neighbouring warps
+//   stream different experts' rows, 14..16 chunks in flight per lane. The token's routing is
+//   read before the PDL wait (written two launches back, see gate/up above), so the first
+//   group's weights are requested while gate/up still runs; each later group's right after
+//   the products of the one before, ahead of its reduction. gate/up's act rows of the token
+//   are staged in shared memory after the wait. Item (r, j) leaves act[t][j] . w_down[e_j][n]
+//   in shared memory; then thread r sums its row in slot order, acc += topk_weights[t][j] *
+//   bf16(y_j) in float32, out = bf16(acc) (bit-reproducible, no atomics). Python sizes the
+//   groups so the grid is about one wave of 2 blocks per SM.
 //   History (H200, 2026-12-01): one warp per row of all k experts (256 blocks at batch 1):
-//   1.4-1.7 TB/s; one short pass per block (1,024 blocks at batch 1, 8,192 at batch 8):
-//   latency-bound at batch 8 and for Qwen3.5-35B-A3B's 1-row passes (a decode regression).
+//   1.4-1.7 TB/s; passes of 16 / slots rows, 2 items per warp, loads issued after the wait:
+//   25 MB in 11.1 us (2.3 TB/s) at batch 1 for Qwen3-30B-A3B, 115 us at batch 8 for
+//   Qwen3.5-35B-A3B's 9 slots (1-row passes).
 // moe_down_add_rmsnorm[_offset]_bf16: the same sum s, added into the residual stream,
 //   residual = bf16(residual + bf16(s)), then the next layer's RMSNorm into `normed`
 //   (add_rmsnorm's numerics): the last block of each token to finish (a ticket from
@@ -30,9 +42,10 @@
 //   add_rmsnorm launch after a decode MoE block.
 // An id outside [0, experts) gives act = 0 and is skipped in the sum.
 //
-// Where the leaf defines ATLAS_MOE_EXPERTS (an MoE leaf) with ATLAS_HIDDEN, ATLAS_MOE_INTER
-// and ATLAS_MOE_TOPK, launches with exactly those shapes run an instantiation with them as
-// compile-time constants (fully unrolled chunk loops); other shapes take the general one.
+// Where the leaf defines ATLAS_MOE_EXPERTS (an MoE leaf) with ATLAS_HIDDEN, gate/up launches
+// of that hidden size run an instantiation with it as a compile-time constant (the whole row
+// in flight at batch 1, fully unrolled); other shapes take the general one. The down kernels
+// pick a compile-time tile by the row's chunk steps for every shape.
 // Preconditions (ops/moe.py): hidden, inter multiples of 16; x, act, weights, residual,
 // norm weight and normed 16-byte aligned.
 #include "atlas_common.cuh"
@@ -43,13 +56,12 @@ namespace {
 constexpr int kWarps = 8;  // ops/moe.py DECODE_ROWS_PER_BLOCK
 constexpr int kThreads = 32 * kWarps;
 
-#if defined(ATLAS_MOE_EXPERTS) && defined(ATLAS_HIDDEN) && defined(ATLAS_MOE_INTER) && \
-    defined(ATLAS_MOE_TOPK)
+#if defined(ATLAS_MOE_EXPERTS) && defined(ATLAS_HIDDEN)
 constexpr bool kLeaf = true;
-constexpr int kLeafHidden = ATLAS_HIDDEN, kLeafInter = ATLAS_MOE_INTER, kLeafTopK = ATLAS_MOE_TOPK;
+constexpr int kLeafHidden = ATLAS_HIDDEN;
 #else
 constexpr bool kLeaf = false;
-constexpr int kLeafHidden = 0, kLeafInter = 0, kLeafTopK = 0;
+constexpr int kLeafHidden = 0;
 #endif
 
 // sum over the 8 elements of two 16-byte bf16 vectors' products, into acc
@@ -76,80 +88,136 @@ struct SharedExpert {
   int slots, inter;
 };
 
-// kHidden: 0 = run-time hidden.
-template <int kHidden>
-__device__ __forceinline__ void gate_up_row(const __nv_bfloat16* __restrict__ x,
-                                            const __nv_bfloat16* __restrict__ w,
-                                            const int32_t* __restrict__ topk_ids,
-                                            __nv_bfloat16* __restrict__ act, uint32_t top_k,
-                                            uint32_t hidden_arg, uint32_t inter,
-                                            uint32_t experts, const SharedExpert& sh) {
+// ---- gate/up ------------------------------------------------------------------------------
+constexpr int kMaxPairs = 8 * 32;  // DECODE_MAX_TOKENS x ROUTER_MAX_TOP_K (ops/moe.py)
+static_assert(kMaxPairs == kThreads, "gate/up ranks a pair with one thread per pair");
+// at batch 2..8, the most pairs of one expert a gate/up block computes (one weight read)
+constexpr int kGroupPairs = 4;
+
+// The expert a pair (token, slot) reads: its routed id, experts + c for shared chunk c (the
+// same for every token), or -1 - pair for an id outside [0, experts) (unique: never shared).
+__device__ __forceinline__ int pair_key(const int32_t* ids, int q, int slots, int top_k,
+                                        int experts) {
+  const int j = q % slots;
+  if (j >= top_k) return experts + (j - top_k);
+  const int e = ids[q];
+  return valid_expert(e, experts) ? e : -1 - q;
+}
+
+// Block (bx, p) computes columns [bx cpb 8, (bx + 1) cpb 8) of pair p's expert (cpb =
+// ceil(ceil(inter / 8) / gridDim.x) column groups of 8, one column a warp) for p and the
+// next pairs routed to the same expert, up to kGroupPairs, if p leads them (the others'
+// blocks exit): rows routed to one expert share one weight read at batch 2..8 (and every
+// token's shared-expert slots do, 4 to a read); `e` is the expert (key). Each warp streams
+// its columns' gate and up rows kSteps chunks a lane at a time, the next (column, pair batch,
+// chunk batch) unit's loads issued right after the current unit's products; the first
+// unit's are issued before `prepare` (the block's pair list `pairs` and x staged in shared
+// memory as `xs`, then a barrier; it returns the pair count), so they overlap it. kTok:
+// pairs a unit takes (1 at batch 1, else kGroupPairs); kHidden: 0 = run-time hidden.
+template <int kHidden, int kTok, class Prepare>
+__device__ __forceinline__ void gate_up_cols(const uint4* xs, const __nv_bfloat16* __restrict__ w,
+                                             const int* pairs, Prepare&& prepare, int e,
+                                             __nv_bfloat16* __restrict__ act, int slots,
+                                             int hidden_arg, int inter, int experts,
+                                             const SharedExpert& sh) {
   const int hidden = kHidden > 0 ? kHidden : static_cast<int>(hidden_arg);
-  const int lane = threadIdx.x & 31;
-  const int row = blockIdx.x * kWarps + (threadIdx.x >> 5);
-  const int slots = static_cast<int>(top_k) + sh.slots;
-  const int pair = blockIdx.y, token = pair / slots, j = pair - token * slots;
-  if (row >= static_cast<int>(inter)) return;
-  __nv_bfloat16* dst = act + static_cast<size_t>(pair) * inter + row;
-  const int kc = hidden / 8;
-  const uint4* wg;
-  size_t up_rows;  // distance from a gate row to its up row, in rows
-  if (j < static_cast<int>(top_k)) {
-    const int e = topk_ids[pair];
-    if (!valid_expert(e, experts)) {
-      if (lane == 0) *dst = atlas::f32_to_bf16(0.f);
-      return;
-    }
-    wg = reinterpret_cast<const uint4*>(w + (static_cast<size_t>(e) * 2 * inter + row) * hidden);
-    up_rows = inter;
-  } else {
-    const int col = (j - static_cast<int>(top_k)) * static_cast<int>(inter) + row;
-    if (col >= sh.inter) {
-      if (lane == 0) *dst = atlas::f32_to_bf16(0.f);
-      return;
-    }
-    wg = reinterpret_cast<const uint4*>(sh.w_gate_up + static_cast<size_t>(col) * hidden);
-    up_rows = sh.inter;
-  }
-  const uint4* xv = reinterpret_cast<const uint4*>(x + static_cast<size_t>(token) * hidden);
-  const uint4* wu = wg + up_rows * kc;
-  float g = 0.f, u = 0.f;
-  // every chunk of a step batch in flight before the first is used (the leaf's whole row);
-  // past the row a lane re-reads its last chunk and skips the product
-  constexpr int kSteps = kHidden > 0 ? (kHidden / 8 + 31) / 32 : 4;
-  for (int c0 = lane; c0 < kc; c0 += 32 * kSteps) {
-    uint4 a[kSteps], b[kSteps], xc[kSteps];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, kc = hidden / 8;
+  // chunks a lane holds per row and batch: 8 (a 2048-wide row in flight; with kTok = 4
+  // pairs' accumulators still within 128 registers), fewer where the leaf's row is shorter
+  constexpr int kMaxSteps = 8;
+  constexpr int kRowSteps = kHidden > 0 ? (kHidden / 8 + 31) / 32 : kMaxSteps;
+  constexpr int kSteps = kRowSteps < kMaxSteps ? kRowSteps : kMaxSteps;
+  const int cbatches = (kc + 32 * kSteps - 1) / (32 * kSteps);
+  const int groups = (inter + kWarps - 1) / kWarps;
+  const int cpb = (groups + gridDim.x - 1) / gridDim.x;
+  int pbatches = 1;  // set once `prepare` has the pair count; unit 0 is column 0 regardless
+  // the gate row of column i (its up row is `up_rows` rows further)
+  const bool shared_expert = e >= experts;
+  const size_t up_rows = shared_expert ? sh.inter : inter;
+  auto column = [&](int u) { return (blockIdx.x * cpb + u / (pbatches * cbatches)) * kWarps + warp; };
+  auto live = [&](int i) { return i < inter && (!shared_expert || (e - experts) * inter + i < sh.inter); };
+  auto gate_row = [&](int i) {
+    return reinterpret_cast<const uint4*>(
+        shared_expert ? sh.w_gate_up + static_cast<size_t>((e - experts) * inter + i) * hidden
+                      : w + (static_cast<size_t>(e) * 2 * inter + i) * hidden);
+  };
+  uint4 a[kSteps], b[kSteps];
+  auto issue = [&](int u) {
+    const int i = column(u), cb = u % cbatches;
+    if (!live(i)) return;
+    const uint4* wg = gate_row(i);
+    const uint4* wu = wg + up_rows * kc;
 #pragma unroll
-    for (int st = 0; st < kSteps; ++st) {
-      const int c = min(c0 + 32 * st, kc - 1);
+    for (int st = 0; st < kSteps; ++st) {  // past the row: its last chunk again, unused
+      const int c = min(lane + 32 * (cb * kSteps + st), kc - 1);
       a[st] = atlas::ld_stream(wg + c);
       b[st] = atlas::ld_stream(wu + c);
-      xc[st] = __ldg(xv + c);
     }
+  };
+  float g[kTok], up[kTok];
 #pragma unroll
-    for (int st = 0; st < kSteps; ++st) {
-      if (c0 + 32 * st < kc) {
-        g = dot8(a[st], xc[st], g);
-        u = dot8(b[st], xc[st], u);
+  for (int n = 0; n < kTok; ++n) g[n] = up[n] = 0.f;
+  issue(0);
+  const int n_pairs = prepare();
+  pbatches = (n_pairs + kTok - 1) / kTok;
+  const int units = cpb * pbatches * cbatches;
+  for (int u = 0; u < units; ++u) {
+    const int i = column(u), cb = u % cbatches, pb = (u / cbatches) % pbatches;
+    const bool col_live = live(i);
+    if (col_live) {
+#pragma unroll
+      for (int st = 0; st < kSteps; ++st) {
+        const int c = lane + 32 * (cb * kSteps + st);
+        float wg[8], wu[8];
+        atlas::unpack_bf16x8(a[st], wg);
+        atlas::unpack_bf16x8(b[st], wu);
+#pragma unroll
+        for (int n = 0; n < kTok; ++n) {
+          const int q = pairs[min(pb * kTok + n, n_pairs - 1)];
+          float xf[8];
+          atlas::unpack_bf16x8(xs[(q / slots) * kc + min(c, kc - 1)], xf);
+          if (c < kc && pb * kTok + n < n_pairs) {
+#pragma unroll
+            for (int k = 0; k < 8; ++k) {
+              g[n] = fmaf(wg[k], xf[k], g[n]);
+              up[n] = fmaf(wu[k], xf[k], up[n]);
+            }
+          }
+        }
+      }
+    }
+    if (u + 1 < units) issue(u + 1);
+    if (cb == cbatches - 1) {  // the column's products for this pair batch are complete
+#pragma unroll
+      for (int n = 0; n < kTok; ++n) {
+        const float gs = atlas::round_bf16(atlas::warp_sum(g[n]));
+        const float us = atlas::round_bf16(atlas::warp_sum(up[n]));
+        g[n] = up[n] = 0.f;
+        if (lane == 0 && i < inter && pb * kTok + n < n_pairs) {
+          const float v = col_live ? atlas::round_bf16(gs / (1.f + expf(-gs))) * us : 0.f;
+          act[static_cast<size_t>(pairs[pb * kTok + n]) * inter + i] = atlas::f32_to_bf16(v);
+        }
       }
     }
   }
-  g = atlas::round_bf16(atlas::warp_sum(g));
-  u = atlas::round_bf16(atlas::warp_sum(u));
-  if (lane == 0) *dst = atlas::f32_to_bf16(atlas::round_bf16(g / (1.f + expf(-g))) * u);
 }
 
-// Down projection work items: item i of a block is (row r = i / top_k, slot j = i % top_k),
-// so the top_k experts of one output row sit in neighbouring warps. A warp takes kItemsPerWarp
-// items at a time and streams their weight rows together (all loads of a pass are issued
-// before the first is used); the block's items pass by pass.
-constexpr int kItemsPerWarp = 2;
-constexpr int kItemsPerPass = kItemsPerWarp * kWarps;
-// items of one block: top_k * rows_per_block <= max(kItemsPerPass, top_k) (ops/moe.py)
-constexpr int kMaxBlockItems = 32;
+// The down projection's work items: item i of a group is (row r = i / slots, slot j =
+// i % slots), so the slots of one output row sit in neighbouring warps; warp w takes items
+// w + kWarps m, m < kItems. A group holds rows_per_group = kWarps kItems / slots rows (all
+// their slots) and a lane holds kBatch 16-byte chunks of each of its kItems items at once:
+// kItems x kBatch = 16..24 loads in flight per lane, chosen by the row's chunk steps
+// ceil(inter / 256) (DownTile; ops/moe.py down_tile mirrors it).
+constexpr int kMaxSlots = 32;       // ops/moe.py ROUTER_MAX_TOP_K
+constexpr int kMaxDownItems = 8;    // DownTile<1 or 3>::kItems
+template <int kSteps> struct DownTile { static constexpr int kItems = 3, kBatch = 5; };
+template <> struct DownTile<1> { static constexpr int kItems = 8, kBatch = 1; };
+template <> struct DownTile<2> { static constexpr int kItems = 7, kBatch = 2; };
+template <> struct DownTile<3> { static constexpr int kItems = 5, kBatch = 3; };
+template <> struct DownTile<4> { static constexpr int kItems = 4, kBatch = 4; };
 
 struct DownArgs {
-  const __nv_bfloat16* act;      // [tokens, top_k, inter]
+  const __nv_bfloat16* act;      // [tokens, slots, inter]
   const __nv_bfloat16* w;        // [experts, hidden, inter]
   const int32_t* topk_ids;       // [tokens, slots] (slots = top_k + shared slots)
   const float* topk_weights;     // [tokens, slots]
@@ -200,115 +268,143 @@ __device__ __forceinline__ void finish_norm(const DownArgs& a, int token) {
   }
 }
 
-// Steps of 32 chunks a lane loads for all its items before it uses the first (general path):
-// a load next to its use would cost the warp one DRAM round trip per step.
-constexpr int kDownSteps = 2;
+// One item's weight row: `n` of its chunks are real (0: a dead item, past the rows or with an
+// expert id outside [0, experts); a shared chunk may be partial), `slot` picks its act row.
+struct DownItem {
+  const uint4* w;
+  int n, slot;
+};
 
-// One pass: the block's items (row r, slot j) for rows row0 .. row0 + rpp - 1, their float32
-// down products left in ys[r * slots + j]. kInter: 0 = run-time inter.
-template <int kInter>
-__device__ __forceinline__ void down_pass(const DownArgs& a, const int32_t* ids,
-                                          const uint4* act, int slots, int top_k, int rpp,
-                                          int row0, float* ys) {
-  const int inter = kInter > 0 ? kInter : a.inter;
-  const int items = slots * rpp, kc = inter / 8;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const uint4* w = reinterpret_cast<const uint4*>(a.w);
-  for (int base = 0; base < items; base += kItemsPerPass) {
-    const uint4* wp[kItemsPerWarp];
-    const uint4* xp[kItemsPerWarp];
-    int last[kItemsPerWarp];  // the item's last weight chunk (a shared chunk may be partial)
-    bool live[kItemsPerWarp];
-    float d[kItemsPerWarp];
-#pragma unroll
-    for (int m = 0; m < kItemsPerWarp; ++m) {
-      const int i = base + warp + kWarps * m, r = i / slots, j = i - r * slots;
-      const int row = row0 + r;
-      const bool in = i < items && row < a.hidden;
-      last[m] = kc - 1;
-      if (in && j >= top_k) {  // shared chunk c: columns [c inter, ...) of the shared row
-        const int c = j - top_k, sh_kc = a.shared.inter / 8;
-        live[m] = true;
-        wp[m] = reinterpret_cast<const uint4*>(a.shared.w_down) +
-                static_cast<size_t>(row) * sh_kc + c * kc;
-        last[m] = min(kc, sh_kc - c * kc) - 1;
-      } else {
-        // a dead item (past the rows, or an expert id outside [0, experts)) streams expert
-        // 0's row 0 (an L2 hit after the first) so the loads need no branch; it is dropped
-        const int e = in ? ids[j] : -1;
-        live[m] = valid_expert(e, a.experts);
-        wp[m] = w + (static_cast<size_t>(live[m] ? e : 0) * a.hidden + (live[m] ? row : 0)) * kc;
-      }
-      xp[m] = act + static_cast<size_t>(live[m] ? j : 0) * kc;
-      d[m] = 0.f;
-    }
-    // every chunk of a step batch in flight at once; past an item's last chunk (a partial
-    // shared chunk, or past inter) a lane re-reads its last chunk and the product is skipped
-    constexpr int kSteps = kInter > 0 ? (kInter / 8 + 31) / 32 : kDownSteps;
-    for (int c0 = lane; c0 < kc; c0 += 32 * kSteps) {
-      uint4 wc[kSteps][kItemsPerWarp], xc[kSteps][kItemsPerWarp];
-#pragma unroll
-      for (int st = 0; st < kSteps; ++st)
-#pragma unroll
-        for (int m = 0; m < kItemsPerWarp; ++m) {
-          const int c = min(c0 + 32 * st, kc - 1);
-          wc[st][m] = atlas::ld_stream(wp[m] + min(c, last[m]));
-          xc[st][m] = __ldg(xp[m] + c);
-        }
-#pragma unroll
-      for (int st = 0; st < kSteps; ++st)
-#pragma unroll
-        for (int m = 0; m < kItemsPerWarp; ++m)
-          if (c0 + 32 * st < kc) d[m] = dot8(wc[st][m], xc[st][m], d[m]);
-    }
-#pragma unroll
-    for (int m = 0; m < kItemsPerWarp; ++m) {
-      const int i = base + warp + kWarps * m;
-      const float y = atlas::warp_sum(d[m]);
-      if (lane == 0 && i < items) ys[i] = live[m] ? y : 0.f;
-    }
+__device__ __forceinline__ DownItem down_item(const DownArgs& a, const int32_t* ids, int i,
+                                              int items, int slots, int row0, int row_end,
+                                              int kc) {
+  const int r = i / slots, j = i - r * slots, row = row0 + r;
+  if (i >= items || row >= row_end) return DownItem{nullptr, 0, 0};
+  if (j >= a.top_k) {  // shared chunk c: columns [c inter, ...) of the shared expert's row
+    const int c = j - a.top_k, sh_kc = a.shared.inter / 8;
+    return DownItem{reinterpret_cast<const uint4*>(a.shared.w_down) +
+                        static_cast<size_t>(row) * sh_kc + c * kc,
+                    max(0, min(kc, sh_kc - c * kc)), j};
   }
+  const int e = ids[j];
+  if (!valid_expert(e, a.experts)) return DownItem{nullptr, 0, j};
+  return DownItem{reinterpret_cast<const uint4*>(a.w) +
+                      (static_cast<size_t>(e) * a.hidden + row) * kc, kc, j};
 }
 
-// kInter, kTopK, kRpp: 0 = run-time values (a leaf instantiation has no shared slots). The
-// block owns a.rows output rows of one token, in passes of rpp rows (rpp * slots items, at
-// most one pass of kItemsPerPass unless slots exceed it): fewer, longer blocks amortize the
-// per-block work (ids, the activation rows through L1, the barriers, the finishing ticket).
-// kFinish: add the sum into the residual (a.out) and normalize (finish_norm) instead of
-// writing it to a.out.
-template <int kInter, int kTopK, int kRpp, bool kFinish, bool kOffset>
-__device__ __forceinline__ void down_block(const DownArgs& a) {
-  const int top_k = kTopK > 0 ? kTopK : a.top_k;
-  const int n_shared = kTopK > 0 ? 0 : a.shared.slots, slots = top_k + n_shared;
-  const int rpp = kRpp > 0 ? kRpp : max(1, kItemsPerPass / slots);
-  const int inter = kInter > 0 ? kInter : a.inter, kc = inter / 8;
-  const int token = blockIdx.y;
-  const int32_t* ids = a.topk_ids + static_cast<size_t>(token) * slots;
-  const float* weights = a.topk_weights + static_cast<size_t>(token) * slots;
-  const uint4* act = reinterpret_cast<const uint4*>(a.act) + static_cast<size_t>(token) * slots * kc;
-  __shared__ float ys[kMaxBlockItems];  // float32 down product of each item of a pass
+// Chunks lane + 32 (s0 + s), s < kBatch, of every item (the ones past an item's end are not
+// loaded and never used).
+template <int kItems, int kBatch>
+__device__ __forceinline__ void load_down_batch(const DownItem (&it)[kItems], int s0,
+                                                uint4 (&wv)[kItems][kBatch]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int m = 0; m < kItems; ++m)
+#pragma unroll
+    for (int s = 0; s < kBatch; ++s) {
+      const int c = lane + 32 * (s0 + s);
+      if (c < it[m].n) wv[m][s] = atlas::ld_stream(it[m].w + c);
+    }
+}
 
-  for (int g = 0; g < a.rows; g += rpp) {
-    const int row0 = blockIdx.x * a.rows + g;
-    down_pass<kInter>(a, ids, act, slots, top_k, rpp, row0, ys);
+// Block (bx, t): output rows [bx rows, (bx + 1) rows) of token t, in groups of
+// rows_per_group rows. The token's routing (ids, weights: the router's output, two launches
+// back) is read before the PDL wait: the gate/up launch between waits for the router before
+// it lets this launch start (pdl_launch_dependents after pdl_wait), so it is complete and
+// visible; read through L2. So the first group's weight rows are requested before the wait,
+// while gate/up is still running, and each later group's right after the previous group's
+// products (before the reduction and its barriers). After the wait the token's act rows
+// (slots x inter bf16, gate/up's output) are staged in shared memory (`act_s`, dynamic: ops/
+// moe.py down_smem), so the products read them at shared-memory latency, never a dependent
+// L2 round trip per chunk. The products of a group land in `ys`, then thread r sums row r's
+// slots in slot order in float32 (bit-reproducible, no atomics). kSteps: the row's chunk
+// steps, 0 = run-time (more than four: looped in batches of DownTile<0>::kBatch).
+// Not inlined: each instantiation gets its own register allocation (inlined into one kernel,
+// the five tile shapes together spilled under the 128-register bound; apart none does).
+template <int kSteps, bool kFinish, bool kOffset>
+__device__ __noinline__ void down_block(const DownArgs a) {
+  using Tile = DownTile<kSteps>;
+  constexpr int kItems = Tile::kItems, kBatch = Tile::kBatch;
+  extern __shared__ uint4 act_s[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, token = blockIdx.y;
+  const int top_k = a.top_k, slots = top_k + a.shared.slots, kc = a.inter / 8;
+  const int steps = kSteps > 0 ? kSteps : (kc + 31) / 32;
+  const int rpg = max(1, kWarps * kItems / slots), items = rpg * slots;
+  const int groups = (a.rows + rpg - 1) / rpg;
+  const int row_end = min(a.hidden, static_cast<int>(blockIdx.x + 1) * a.rows);
+  __shared__ int32_t ids[kMaxSlots];
+  __shared__ float weights[kMaxSlots];
+  __shared__ float ys[kWarps * kMaxDownItems];  // float32 product of each item of a group
+  if (static_cast<int>(threadIdx.x) < slots) {
+    ids[threadIdx.x] = __ldcg(a.topk_ids + static_cast<size_t>(token) * slots + threadIdx.x);
+    weights[threadIdx.x] = __ldcg(a.topk_weights + static_cast<size_t>(token) * slots + threadIdx.x);
+  }
+  __syncthreads();
+
+  DownItem it[kItems];
+  uint4 wv[kItems][kBatch];
+#pragma unroll
+  for (int m = 0; m < kItems; ++m)
+    it[m] = down_item(a, ids, warp + kWarps * m, items, slots, blockIdx.x * a.rows, row_end,
+                      kc);
+  load_down_batch(it, 0, wv);
+  atlas::pdl_enter();
+
+  const uint4* act = reinterpret_cast<const uint4*>(a.act) + static_cast<size_t>(token) * slots * kc;
+  for (int v = threadIdx.x; v < slots * kc; v += blockDim.x) act_s[v] = __ldcg(act + v);
+  __syncthreads();
+
+  for (int g = 0; g < groups; ++g) {
+    const int row0 = blockIdx.x * a.rows + g * rpg;
+    float acc[kItems];
+#pragma unroll
+    for (int m = 0; m < kItems; ++m) acc[m] = 0.f;
+    for (int s0 = 0; s0 < steps; s0 += kBatch) {
+#pragma unroll
+      for (int m = 0; m < kItems; ++m)
+#pragma unroll
+        for (int s = 0; s < kBatch; ++s) {
+          const int c = lane + 32 * (s0 + s);
+          // the act chunk is read whether or not the item has it (a valid address), so the
+          // shared loads are not serialized behind the predicate
+          const uint4 x = act_s[it[m].slot * kc + min(c, kc - 1)];
+          if (c < it[m].n) acc[m] = dot8(wv[m][s], x, acc[m]);
+        }
+      if (s0 + kBatch < steps) {
+        load_down_batch(it, s0 + kBatch, wv);
+      } else if (g + 1 < groups) {  // the next group's first batch, before this one's sums
+#pragma unroll
+        for (int m = 0; m < kItems; ++m)
+          it[m] = down_item(a, ids, warp + kWarps * m, items, slots, row0 + rpg, row_end, kc);
+        load_down_batch(it, 0, wv);
+      }
+    }
+#pragma unroll
+    for (int m = 0; m < kItems; ++m) {
+      const float y = atlas::warp_sum(acc[m]);
+      const int i = warp + kWarps * m;
+      if (lane == 0 && i < items) ys[i] = y;
+    }
     __syncthreads();
     const int r = threadIdx.x, row = row0 + r;
-    if (r < rpp && row < a.hidden) {
+    if (r < rpg && row < row_end) {
       // the routed slots' weighted sum in slot order, each expert's product rounded to bf16
       const float* y = ys + r * slots;
-      float acc = 0.f;
+      float acc_row = 0.f;
       for (int j = 0; j < top_k; ++j)
-        if (valid_expert(ids[j], a.experts)) acc = fmaf(weights[j], atlas::round_bf16(y[j]), acc);
-      if (n_shared > 0) {  // transformers' routed + bf16(gate * shared), each op in bf16
+        if (valid_expert(ids[j], a.experts))
+          acc_row = fmaf(weights[j], atlas::round_bf16(y[j]), acc_row);
+      if (slots > top_k) {  // transformers' routed + bf16(gate * shared), each op in bf16
         float shared = 0.f;
-        for (int c = 0; c < n_shared; ++c) shared += y[top_k + c];
-        acc = atlas::round_bf16(acc) +
-              atlas::round_bf16(weights[top_k] * atlas::round_bf16(shared));
+        for (int c = top_k; c < slots; ++c) shared += y[c];
+        acc_row = atlas::round_bf16(acc_row) +
+                  atlas::round_bf16(weights[top_k] * atlas::round_bf16(shared));
       }
       __nv_bfloat16* dst = a.out + static_cast<size_t>(token) * a.hidden + row;
-      *dst = atlas::f32_to_bf16(kFinish ? atlas::bf16_to_f32(*dst) + atlas::round_bf16(acc) : acc);
+      *dst = atlas::f32_to_bf16(kFinish ? atlas::bf16_to_f32(*dst) + atlas::round_bf16(acc_row)
+                                        : acc_row);
     }
-    __syncthreads();  // ys is the next pass's
+    __syncthreads();  // ys is the next group's
   }
   if constexpr (kFinish) finish_norm<kOffset>(a, token);
 }
@@ -326,42 +422,90 @@ __device__ __forceinline__ DownArgs down_args(
                   static_cast<int>(inter), static_cast<int>(experts), static_cast<int>(rows), eps};
 }
 
+// grid (ceil(hidden / rows), tokens): blockIdx.y is a token. The PDL wait is in down_block
+// (ptx_entries follows the call).
 template <bool kFinish, bool kOffset>
 __device__ __forceinline__ void down_dispatch(const DownArgs& a) {
-  atlas::pdl_enter();
-  if (static_cast<int>(blockIdx.y) >= a.tokens) return;
-  constexpr int kLeafRpp =  // rows per pass without shared slots (ops/moe.py down_rows)
-      kLeafTopK > 0 && kLeafTopK < kItemsPerPass ? kItemsPerPass / kLeafTopK : 1;
-  if (kLeaf && a.hidden == kLeafHidden && a.inter == kLeafInter && a.top_k == kLeafTopK &&
-      a.shared.slots == 0)
-    down_block<kLeafInter, kLeafTopK, kLeafRpp, kFinish, kOffset>(a);
-  else
-    down_block<0, 0, 0, kFinish, kOffset>(a);
+  switch ((a.inter / 8 + 31) / 32) {  // the row's chunk steps: a tile shape per count
+    case 1: down_block<1, kFinish, kOffset>(a); break;
+    case 2: down_block<2, kFinish, kOffset>(a); break;
+    case 3: down_block<3, kFinish, kOffset>(a); break;
+    case 4: down_block<4, kFinish, kOffset>(a); break;
+    default: down_block<0, kFinish, kOffset>(a); break;
+  }
 }
 
 }  // namespace
 
-// At least 2 blocks per SM (at most 128 registers): the leaf's fully unrolled loads took 126
-// without the bound, one more register away from halving the occupancy. No spills on sm_90a
-// or sm_121 (the IEEE division in silu has a slow-path call that once made ptxas spill under
-// a tighter cap).
+// At least 2 blocks per SM (at most 128 registers). No spills on sm_90a or sm_121.
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
     moe_gate_up_silu_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w_gate_up,
                           const int32_t* topk_ids, __nv_bfloat16* act, uint32_t tokens,
                           uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts,
                           const __nv_bfloat16* shared_gate_up, uint32_t shared_slots,
                           uint32_t shared_inter) {
+  // pdl_wait before pdl_launch_dependents: the down launch after this one reads the routing
+  // before its own wait (see the header)
   atlas::pdl_enter();
-  if (blockIdx.y >= tokens * (top_k + shared_slots)) return;
+  const int slots = static_cast<int>(top_k + shared_slots), n = static_cast<int>(tokens) * slots;
+  const int p = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (p >= n) return;
+  __shared__ int32_t ids[kMaxPairs];
+  __shared__ int pairs[kGroupPairs];
+  __shared__ int n_pairs;
+  for (int q = threadIdx.x; q < n; q += blockDim.x) ids[q] = __ldcg(topk_ids + q);
+  __syncthreads();
+  const int key = pair_key(ids, p, slots, top_k, experts);
+  // p's rank among the pairs with its expert (n <= kMaxPairs = blockDim.x: one pair a
+  // thread): the pairs of one expert go kGroupPairs to a block, led by ranks 0, kGroupPairs,
+  // ...; the others' blocks exit. A cap, not one block for all of them: the leader of the
+  // shared expert (every token's) would do 8 pairs' products alone while the rest stream.
+  const int group = tokens == 1 ? 1 : kGroupPairs;
+  const int q = threadIdx.x;
+  const int rank = __syncthreads_count(q < p && pair_key(ids, q, slots, top_k, experts) == key);
+  if (rank % group != 0) return;
+  extern __shared__ uint4 xs[];  // [tokens][hidden / 8]: ops/moe.py gate_up_smem
+  // the pair list and x, after the first weight loads are out (gate_up_cols)
+  auto prepare = [&]() {
+    if (warp == 0) {  // the next `group` pairs p.. with this expert, in order
+      int count = 0;
+      for (int q0 = p; q0 < n && count < group; q0 += 32) {
+        const int r = q0 + lane;
+        const bool match = r < n && pair_key(ids, r, slots, top_k, experts) == key;
+        const unsigned mask = __ballot_sync(0xffffffffu, match);
+        const int at = count + __popc(mask & ((1u << lane) - 1u));
+        if (match && at < group) pairs[at] = r;
+        count += __popc(mask);
+      }
+      if (lane == 0) n_pairs = min(count, group);
+    }
+    const uint4* xg = reinterpret_cast<const uint4*>(x);
+    for (int v = threadIdx.x; v < static_cast<int>(tokens * hidden / 8); v += blockDim.x)
+      xs[v] = __ldcg(xg + v);
+    __syncthreads();
+    return static_cast<int>(n_pairs);
+  };
   const SharedExpert sh{shared_gate_up, nullptr, static_cast<int>(shared_slots),
                         static_cast<int>(shared_inter)};
-  if (kLeaf && hidden == kLeafHidden && inter == kLeafInter && top_k == kLeafTopK)
-    gate_up_row<kLeafHidden>(x, w_gate_up, topk_ids, act, top_k, hidden, inter, experts, sh);
-  else
-    gate_up_row<0>(x, w_gate_up, topk_ids, act, top_k, hidden, inter, experts, sh);
+  const int h = static_cast<int>(hidden), in = static_cast<int>(inter), ex = static_cast<int>(experts);
+  // key < 0: an id outside [0, experts): its act is zero (gate_up_cols writes zeros for a
+  // column that is not live, and no weight row is read for it)
+  const int e = key < 0 ? ex + static_cast<int>(shared_slots) : key;
+  if (tokens == 1) {
+    if (kLeaf && hidden == kLeafHidden)
+      gate_up_cols<kLeafHidden, 1>(xs, w_gate_up, pairs, prepare, e, act, slots, h, in, ex, sh);
+    else
+      gate_up_cols<0, 1>(xs, w_gate_up, pairs, prepare, e, act, slots, h, in, ex, sh);
+  } else {
+    if (kLeaf && hidden == kLeafHidden)
+      gate_up_cols<kLeafHidden, kGroupPairs>(xs, w_gate_up, pairs, prepare, e, act, slots, h,
+                                             in, ex, sh);
+    else
+      gate_up_cols<0, kGroupPairs>(xs, w_gate_up, pairs, prepare, e, act, slots, h, in, ex, sh);
+  }
 }
 
-extern "C" __global__ void __launch_bounds__(kThreads, 4)
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
     moe_down_sum_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
                       const int32_t* topk_ids, const float* topk_weights, __nv_bfloat16* out,
                       uint32_t tokens, uint32_t top_k, uint32_t hidden, uint32_t inter,
@@ -374,7 +518,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 4)
 }
 
 // The same sum added into the residual stream, then the next RMSNorm (see the header).
-extern "C" __global__ void __launch_bounds__(kThreads, 4)
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
     moe_down_add_rmsnorm_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
                               const int32_t* topk_ids, const float* topk_weights,
                               __nv_bfloat16* residual, const __nv_bfloat16* w,
@@ -388,7 +532,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 4)
                                        eps));
 }
 
-extern "C" __global__ void __launch_bounds__(kThreads, 4)
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
     moe_down_add_rmsnorm_offset_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
                                      const int32_t* topk_ids, const float* topk_weights,
                                      __nv_bfloat16* residual, const __nv_bfloat16* w,

@@ -3,9 +3,12 @@
 // One warp per token (ops/moe.py ROUTER_TOKENS_PER_BLOCK warps per block). Lane l holds the
 // scores of experts l, l + 32, ... in registers (at most kMaxPerLane each: 512 experts). The
 // k winners are found in k rounds of a warp arg-max over (key, expert) pairs that prefers the
-// larger key and, for equal keys, the lower expert index (torch.topk's order); a winner is
-// marked taken in its owner lane's bit mask. Lane r keeps round r's winner, so the ids come
-// out best first, and the final weights are one warp sum away.
+// larger key and, for equal keys, the lower expert index (torch.topk's order; a NaN key ranks
+// below every number, as in numpy's argsort); a winner is marked taken in its owner lane's
+// bit mask. A round is two redux.sync reductions (the largest key as an order-preserving
+// u32, then the lowest expert holding it) and one shuffle of the winner's score. Lane r
+// keeps round r's winner, so the ids come out best first, and the final weights are one
+// warp sum away.
 //
 // Softmax: key = the logit (softmax is increasing, so the top-k of the probabilities), weight
 // = exp(logit - max) / sum over all experts, in float32. Sigmoid: key = sigmoid(logit) +
@@ -15,8 +18,6 @@
 // Where the leaf defines ATLAS_MOE_EXPERTS and ATLAS_MOE_TOPK, launches with exactly those
 // shapes run an instantiation with both as compile-time constants (the per-lane register
 // array sized to the experts, the rounds unrolled); other shapes take the general one.
-#include <climits>
-
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
 
@@ -26,30 +27,17 @@ constexpr int kMaxPerLane = 16;  // ops/moe.py ROUTER_MAX_EXPERTS / 32
 constexpr int kWarpsPerBlock = 4;  // ops/moe.py ROUTER_TOKENS_PER_BLOCK
 constexpr float kRenormEps = 1e-20f;
 
-// (key, expert, score) candidate; `a` better than `b`: larger key, then lower expert index.
-// NaN keys are never better than anything, so they are never chosen over a real score.
-struct Candidate {
-  float key;
-  int expert;
-  float score;
-};
-
-__device__ __forceinline__ bool better(const Candidate& a, const Candidate& b) {
-  return a.key > b.key || (a.key == b.key && a.expert < b.expert);
+// Selection keys as unsigned integers in the same order: a larger float gives a larger key,
+// -0 and +0 are equal, and NaN sorts below every number (where numpy's argsort, the
+// reference, puts it). One u32 per candidate lets a warp find its best with redux.sync.
+__device__ __forceinline__ uint32_t order_key(float k) {
+  if (k != k) return 0u;
+  if (k == 0.f) return 0x80000000u;
+  const uint32_t u = __float_as_uint(k);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-// Every lane ends with the warp's best candidate (the order is total, so all agree).
-__device__ __forceinline__ Candidate warp_best(Candidate c) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    Candidate o;
-    o.key = __shfl_xor_sync(0xffffffffu, c.key, offset);
-    o.expert = __shfl_xor_sync(0xffffffffu, c.expert, offset);
-    o.score = __shfl_xor_sync(0xffffffffu, c.score, offset);
-    if (better(o, c)) c = o;
-  }
-  return c;
-}
+constexpr uint32_t kNoExpert = 0xffffffffu;
 
 // kPerLane: register slots per lane (experts <= 32 kPerLane); kTopK: 0 = run-time top_k.
 // kFromL2: the logits were written by other blocks of this launch (the fused router), so they
@@ -91,25 +79,46 @@ __device__ __forceinline__ void route_token(const float* __restrict__ logits,
     total = atlas::warp_sum(sum);
   }
 
-  Candidate mine{-INFINITY, INT_MAX, 0.f};
+  uint32_t ord[kPerLane];
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) ord[j] = order_key(key[j]);
+
+  // k rounds; each: every lane's best remaining candidate (largest key, then its lower
+  // expert), the warp's largest key by one redux.sync and, among the lanes holding it, the
+  // lowest expert by another (torch.topk's order), the winner's score by one shuffle. The
+  // dependent chain is two reductions and a shuffle a round, not a 5-level butterfly of
+  // (key, expert, score) triples.
+  uint32_t mine = kNoExpert;
+  float mine_score = 0.f;
 #pragma unroll(kTopK > 0 ? kTopK : 1)
   for (int r = 0; r < top_k; ++r) {
-    Candidate best{-INFINITY, INT_MAX, 0.f};
+    uint32_t best_ord = 0u, best = kNoExpert;
+    float best_score = 0.f;
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j) {
-      const Candidate c{key[j], lane + 32 * j, score[j]};
-      if (!((taken >> j) & 1u) && better(c, best)) best = c;
+      if (!((taken >> j) & 1u) && (best == kNoExpert || ord[j] > best_ord)) {
+        best_ord = ord[j];
+        best = lane + 32 * j;
+        best_score = score[j];
+      }
     }
-    best = warp_best(best);
-    if (best.expert != INT_MAX && (best.expert & 31) == lane) taken |= 1u << (best.expert >> 5);
-    if (lane == r) mine = best;
+    const uint32_t top = __reduce_max_sync(0xffffffffu, best != kNoExpert ? best_ord : 0u);
+    const uint32_t winner =
+        __reduce_min_sync(0xffffffffu, best != kNoExpert && best_ord == top ? best : kNoExpert);
+    const float s = __shfl_sync(0xffffffffu, best_score, winner & 31);
+    if (winner != kNoExpert && (winner & 31) == static_cast<uint32_t>(lane))
+      taken |= 1u << (winner >> 5);
+    if (lane == r) {
+      mine = winner;
+      mine_score = s;
+    }
   }
 
   // probabilities (softmax) or sigmoid scores of the chosen experts, then renormalize
-  float w = lane < top_k && mine.expert != INT_MAX ? mine.score / total : 0.f;
+  float w = lane < top_k && mine != kNoExpert ? mine_score / total : 0.f;
   if (renormalize) w = w / (atlas::warp_sum(w) + kRenormEps);
   if (lane < top_k) {
-    topk_ids[lane] = mine.expert == INT_MAX ? -1 : mine.expert;
+    topk_ids[lane] = mine == kNoExpert ? -1 : static_cast<int32_t>(mine);
     topk_weights[lane] = w * scale;
   }
 }
@@ -153,27 +162,35 @@ constexpr int kGateMaxTokens = 8;  // ops/moe.py DECODE_MAX_TOKENS
 
 // Weight chunks a lane loads before it uses the first: every load of a batch is issued
 // before any result is waited on (a load per iteration next to its use would make the warp
-// wait one DRAM round trip per chunk: measured 2026-12-01, the fused router at ~12 us).
+// wait one DRAM round trip per chunk: measured 2026-12-01, the fused router at ~12 us). The
+// first batch (the whole row up to hidden 2048) is requested before the PDL wait.
 constexpr int kGateBatch = 8;
 
+// Chunks c0 + 32 i of a gate row (past the row: its last chunk again, never used).
+__device__ __forceinline__ void load_gate_batch(const uint4* wr, int c0, int kc,
+                                                uint4 (&wv)[kGateBatch]) {
+#pragma unroll
+  for (int i = 0; i < kGateBatch; ++i) wv[i] = atlas::ld_stream(wr + min(c0 + 32 * i, kc - 1));
+}
+
 // out[t * stride] = bf16(x[t] . wrow) widened, for every token (the GEMV_F32OUT numerics):
-// the row's 16-byte chunks are streamed once for all tokens. kHidden: 0 = run-time hidden.
+// the row's 16-byte chunks are streamed once for all tokens; `wv` holds the first batch
+// (load_gate_batch at chunk `lane`). x comes from shared memory (`xs`, [tokens][hidden],
+// staged by the block after the PDL wait) and every token's chunk is read whether or not the
+// token exists (token clamped), so no read waits behind a predicate: loads from global memory
+// inside the token loop were issued one dependent L2 round trip at a time (2026-12-01: the
+// router at 11-17 us per layer at batch 1, 30 us at batch 8). kHidden: 0 = run-time hidden.
 template <int kHidden>
-__device__ __forceinline__ void gate_row(const __nv_bfloat16* __restrict__ x,
-                                         const __nv_bfloat16* __restrict__ wrow, float* out,
-                                         int stride, int tokens, int hidden_arg) {
+__device__ __forceinline__ void gate_row(const uint4* xs, const uint4* wr,
+                                         uint4 (&wv)[kGateBatch], float* out, int stride,
+                                         int tokens, int hidden_arg) {
   const int hidden = kHidden > 0 ? kHidden : hidden_arg;
   const int lane = threadIdx.x & 31, kc = hidden / 8;
-  const uint4* wr = reinterpret_cast<const uint4*>(wrow);
-  const uint4* xv = reinterpret_cast<const uint4*>(x);
   float acc[kGateMaxTokens];
 #pragma unroll
   for (int t = 0; t < kGateMaxTokens; ++t) acc[t] = 0.f;
   for (int c0 = lane; c0 < kc; c0 += 32 * kGateBatch) {
-    uint4 wv[kGateBatch];
-#pragma unroll
-    for (int i = 0; i < kGateBatch; ++i)  // past the row: re-read its last chunk, unused
-      wv[i] = atlas::ld_stream(wr + min(c0 + 32 * i, kc - 1));
+    if (c0 != lane) load_gate_batch(wr, c0, kc, wv);
 #pragma unroll
     for (int i = 0; i < kGateBatch; ++i) {
       const int c = c0 + 32 * i;
@@ -182,9 +199,9 @@ __device__ __forceinline__ void gate_row(const __nv_bfloat16* __restrict__ x,
       atlas::unpack_bf16x8(wv[i], wf);
 #pragma unroll
       for (int t = 0; t < kGateMaxTokens; ++t) {
+        float xf[8];
+        atlas::unpack_bf16x8(xs[min(t, tokens - 1) * kc + c], xf);
         if (t < tokens) {
-          float xf[8];
-          atlas::unpack_bf16x8(__ldg(xv + static_cast<size_t>(t) * kc + c), xf);
 #pragma unroll
           for (int k = 0; k < 8; ++k) acc[t] = fmaf(wf[k], xf[k], acc[t]);
         }
@@ -222,20 +239,30 @@ struct GateArgs {
 // c, weights bf16(sigmoid(shared logit)) (transformers' F.sigmoid of the bf16 gate output).
 template <bool kSigmoid>
 __device__ __forceinline__ void gate_route(const GateArgs& a) {
-  atlas::pdl_enter();
   const int e = blockIdx.x * kGateWarps + (threadIdx.x >> 5);
   const int tokens = static_cast<int>(a.tokens), hidden = static_cast<int>(a.hidden);
   const bool shared_row = a.shared_slots > 0 && e == static_cast<int>(a.experts);
-  if (e < static_cast<int>(a.experts) || shared_row) {
-    const __nv_bfloat16* wrow = shared_row ? a.shared_gate : a.w + static_cast<size_t>(e) * hidden;
+  const bool has_row = e < static_cast<int>(a.experts) || shared_row;
+  const uint4* wr = reinterpret_cast<const uint4*>(
+      shared_row ? a.shared_gate : a.w + static_cast<size_t>(has_row ? e : 0) * hidden);
+  // the gate row is a weight (no kernel writes it): requested before the PDL wait, so its
+  // DRAM round trip overlaps the previous kernel
+  uint4 wv[kGateBatch];
+  if (has_row) load_gate_batch(wr, threadIdx.x & 31, hidden / 8, wv);
+  atlas::pdl_enter();
+  extern __shared__ uint4 xs[];  // [tokens][hidden / 8]: ops/moe.py gate_topk_smem
+  const uint4* xg = reinterpret_cast<const uint4*>(a.x);
+  for (int v = threadIdx.x; v < tokens * (hidden / 8); v += blockDim.x) xs[v] = __ldcg(xg + v);
+  __syncthreads();
+  if (has_row) {
     float* out = shared_row ? a.shared_logits : a.logits + e;
     const int stride = shared_row ? 1 : static_cast<int>(a.experts);
 #if defined(ATLAS_HIDDEN)
     if (hidden == ATLAS_HIDDEN)
-      gate_row<ATLAS_HIDDEN>(a.x, wrow, out, stride, tokens, hidden);
+      gate_row<ATLAS_HIDDEN>(xs, wr, wv, out, stride, tokens, hidden);
     else
 #endif
-      gate_row<0>(a.x, wrow, out, stride, tokens, hidden);
+      gate_row<0>(xs, wr, wv, out, stride, tokens, hidden);
   }
   __shared__ bool last;
   __threadfence();  // this block's logits, before its ticket

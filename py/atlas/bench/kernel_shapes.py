@@ -123,6 +123,15 @@ class ModelDims:
 
 QWEN3_8B = ModelDims("qwen3-8b", hidden=4096, heads=32, kv_heads=8, head_dim=128,
                      intermediate=12288, vocab=151936)
+#: other published dense widths for the quantized GEMV rows (hidden 2,048 .. 8,192)
+QUANT_WIDTHS = (
+    ModelDims("qwen3-1.7b", hidden=2048, heads=16, kv_heads=8, head_dim=128,
+              intermediate=6144, vocab=151936),
+    ModelDims("qwen3-14b", hidden=5120, heads=40, kv_heads=8, head_dim=128,
+              intermediate=17408, vocab=151936),
+    ModelDims("llama-3.1-70b", hidden=8192, heads=64, kv_heads=8, head_dim=128,
+              intermediate=28672, vocab=128256),
+)
 QWEN3_0_6B = ModelDims("qwen3-0.6b", hidden=1024, heads=16, kv_heads=8, head_dim=128,
                        intermediate=3072, vocab=151936)
 SMOLLM2_135M = ModelDims("smollm2-135m", hidden=576, heads=9, kv_heads=3, head_dim=64,
@@ -164,16 +173,23 @@ class HybridDims:
     key_dim: int
     value_dim: int
     conv_kernel: int
+    hidden: int
 
     @property
     def conv_channels(self) -> int:
         """q, k and v side by side: the conv's channels and the delta rule's input row."""
         return 2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
 
+    @property
+    def in_proj_width(self) -> int:
+        """Outputs of the fused linear-attention input projection [q | k | v | z | b | a]."""
+        return self.conv_channels + self.value_heads * self.value_dim + 2 * self.value_heads
+
 
 #: Qwen3.5-35B-A3B's (transformers' Qwen3_5MoeTextConfig defaults) attention and linear layers
 QWEN3_5_35B = HybridDims("qwen3.5-35b-a3b", heads=16, kv_heads=2, head_dim=256, key_heads=16,
-                         value_heads=32, key_dim=128, value_dim=128, conv_kernel=4)
+                         value_heads=32, key_dim=128, value_dim=128, conv_kernel=4,
+                         hidden=2048)
 
 
 class KernelShape(Protocol):
@@ -304,11 +320,14 @@ class Linear:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NormLinear:
     """One row: h = bf16(resid + delta) stored, y = RMSNorm(h) * g @ w[n, k].T (the add +
-    norm fused into the GEMV that consumes it, ops.matmul.gemv_add_rmsnorm)."""
+    norm fused into the GEMV that consumes it, ops.matmul.gemv_add_rmsnorm); `carried`: y =
+    RMSNorm(resid) * g @ w.T from the residual's partial sums of squares
+    (ops.matmul.gemv_rmsnorm, the batch-1 decode default)."""
 
     label: str
     n: int
     k: int
+    carried: bool = False
     quick: bool = False
 
     @property
@@ -316,6 +335,8 @@ class NormLinear:
         return Family.DECODE_NORM_GEMV
 
     def bytes_moved(self) -> int:
+        if self.carried:  # weights; resid, the norm weight and k / 4 f32 partials; y
+            return BF16 * (self.n * self.k + 2 * self.k + self.n) + self.k
         # weights; resid, delta and the norm weight read; h and y written
         return BF16 * (self.n * self.k + 4 * self.k + self.n)
 
@@ -323,20 +344,26 @@ class NormLinear:
         return 2 * self.n * self.k
 
     def describe(self) -> str:
-        return f"m=1 n={self.n} k={self.k}"
+        return f"m=1 n={self.n} k={self.k}" + (" carried" if self.carried else "")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QuantLinear:
     """y[m, n] = x[m, k] @ dequant(w)[n, k].T over quantized weights: `fmt` 'fp8-block'
     (E4M3 codes + float32 per 128x128 block) or 'nvfp4' (packed E2M1 + E4M3 per 16 values +
-    float32 per row). The bytes are the format's: that is the point of quantizing."""
+    float32 per row). The bytes are the format's: that is the point of quantizing. `ring`:
+    forced onto the tensor-core GEMV's shared-memory ring kernel (gemv_mma_quant), the A/B
+    of its register-fed twin (gemv_quant_direct) that batches of 1..8 rows take. `swiglu`:
+    w is a fused [gate | up] weight and the output the SwiGLU activation [m, n / 2] (the
+    gate_up GEMV that ends with it)."""
 
     label: str
     m: int
     n: int
     k: int
     fmt: str
+    ring: bool = False
+    swiglu: bool = False
     quick: bool = False
 
     @property
@@ -350,13 +377,15 @@ class QuantLinear:
         return n * k // 2 + n * k // 16 + F32 * n
 
     def bytes_moved(self) -> int:
-        return self.weight_bytes() + BF16 * (self.m * self.k + self.m * self.n)
+        out = self.n // 2 if self.swiglu else self.n
+        return self.weight_bytes() + BF16 * (self.m * self.k + self.m * out)
 
     def flops(self) -> int:
         return 2 * self.m * self.n * self.k
 
     def describe(self) -> str:
-        return f"m={self.m} n={self.n} k={self.k} {self.fmt}"
+        extra = (" ring" if self.ring else "") + (" +swiglu" if self.swiglu else "")
+        return f"m={self.m} n={self.n} k={self.k} {self.fmt}{extra}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -731,6 +760,9 @@ class TableScale:
     long_prefill: tuple[int, ...] = (16384, 32768)
     #: MoE expert batches: 1 and 8 on the decode kernels, 64 and 256 on the grouped path
     moe_batches: tuple[int, ...] = (1, 8, 64, 256)
+    #: decode batches of the linear-attention layer's rows (its fused step and its two
+    #: projections): 1, 8 (the flagship's batch-8 bench) and 32
+    hybrid_batches: tuple[int, ...] = (1, 8, 32)
 
 
 def _linears(dims: ModelDims) -> list[tuple[str, int, int]]:
@@ -742,9 +774,9 @@ def _linears(dims: ModelDims) -> list[tuple[str, int, int]]:
 
 def hybrid_shapes(h: HybridDims, scale: TableScale) -> list[KernelShape]:
     """The hybrid layers' kernels: conv1d, both delta-rule forms, the gated norm, the fused
-    decode step, and
-    attention at the family's head dim (256 for Qwen3.5), at the table's decode batches and
-    prefill length (one sequence)."""
+    decode step and the linear-attention layer's two projections around it (at the hybrid
+    batches), and attention at the family's head dim (256 for Qwen3.5), at the table's decode
+    batches and prefill length (one sequence)."""
     first_batch = scale.decode_batches[0]
     mid_seq = scale.attention_seqs[len(scale.attention_seqs) // 2]
     mid_hist = scale.histories[len(scale.histories) // 2]
@@ -758,9 +790,14 @@ def hybrid_shapes(h: HybridDims, scale: TableScale) -> list[KernelShape]:
                    DeltaRule(label=f"{h.name} decode b{b}", seqs=b, tokens=1, chunked=False,
                              quick=b == first_batch, **lin),
                    GatedNorm(label=f"{h.name} decode b{b}", tokens=b, heads=h.value_heads,
-                             dim=h.value_dim),
-                   GdnDecode(label=f"{h.name} decode b{b}", seqs=b, kernel=h.conv_kernel,
-                             quick=b == first_batch, **lin)]
+                             dim=h.value_dim)]
+    for b in scale.hybrid_batches:
+        shapes += [GdnDecode(label=f"{h.name} decode b{b}", seqs=b, kernel=h.conv_kernel,
+                             quick=b == first_batch, **lin),
+                   Linear(label=f"{h.name} decode b{b} in_proj", m=b, n=h.in_proj_width,
+                          k=h.hidden, quick=b == first_batch),
+                   Linear(label=f"{h.name} decode b{b} out_proj", m=b, n=h.hidden,
+                          k=h.value_heads * h.value_dim, quick=b == first_batch)]
     shapes += [Conv1d(label=f"{h.name} prefill {t}", seqs=1, tokens=t, channels=h.conv_channels,
                       kernel=h.conv_kernel, quick=True),
                DeltaRule(label=f"{h.name} prefill {t}", seqs=1, tokens=t, chunked=True,
@@ -787,11 +824,13 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                  scale: TableScale = TableScale(),
                  moe_models: tuple[MoeDims, ...] = (QWEN3_30B_A3B, QWEN3_5_35B_A3B),
                  moe_routers: tuple[MoeDims, ...] = (MINIMAX_M2_ROUTER,),
-                 hybrid: HybridDims | None = QWEN3_5_35B) -> list[KernelShape]:
+                 hybrid: HybridDims | None = QWEN3_5_35B,
+                 quant_widths: tuple[ModelDims, ...] = QUANT_WIDTHS) -> list[KernelShape]:
     """Every shape of the kernel table, in table order; `quick` marks the short run's.
 
     `m` gives every family's shapes; `small_models` add batch-1 GEMVs of small models (the
-    embedded default among them), where launch and fill costs weigh most. The middle entry
+    embedded default among them), where launch and fill costs weigh most; `quant_widths`
+    batch-1 quantized GEMVs of other dense widths. The middle entry
     of each sweep is the quick one.
     """
     first_batch, last_batch = scale.decode_batches[0], scale.decode_batches[-1]
@@ -832,10 +871,23 @@ def table_shapes(m: ModelDims = QWEN3_8B,
         shapes += [QuantLinear(label=f"{m.name} {name} b{b} {fmt}", m=b, n=n, k=k, fmt=fmt,
                                quick=b == scale.quant_batches[0] and name in ("qkv", "gate_up"))
                    for b in scale.quant_batches for name, n, k in _linears(m)]
-    shapes += [NormLinear(label=f"{dims.name} {name} b1", n=n, k=k,
+        # the ring kernel at batch 1 and 8 (A/B of the register-fed one), and batch 1 of
+        # other published widths (hidden 2,048 .. 8,192)
+        shapes += [QuantLinear(label=f"{m.name} {name} b{b} {fmt} ring", m=b, n=n, k=k,
+                               fmt=fmt, ring=True)
+                   for b in (1, 8) for name, n, k in _linears(m)]
+        # the dense MLP's gate_up ending with the SwiGLU (what a decode step runs; the
+        # register-fed kernel's NVFP4 steps need hidden % 128 == 0)
+        shapes += [QuantLinear(label=f"{m.name} gate_up+swiglu b{b} {fmt}", m=b,
+                               n=2 * m.intermediate, k=m.hidden, fmt=fmt, swiglu=True)
+                   for b in (1, 8) if fmt == "fp8-block" or m.hidden % 128 == 0]
+        shapes += [QuantLinear(label=f"{dims.name} {name} b1 {fmt}", m=1, n=n, k=k, fmt=fmt)
+                   for dims in quant_widths for name, n, k in _linears(dims)]
+    shapes += [NormLinear(label=f"{dims.name} {name} b1{' carried' if carried else ''}", n=n,
+                          k=k, carried=carried,
                           quick=dims is small_models[0] if small_models else False)
                for dims in (m, *small_models) for name, n, k in _linears(dims)
-               if name in ("qkv", "gate_up")]
+               if name in ("qkv", "gate_up") for carried in (False, True)]
     for small in small_models:
         shapes += [Linear(label=f"{small.name} {name} b1", m=1, n=n, k=k)
                    for name, n, k in _linears(small)]

@@ -124,25 +124,30 @@ class BlockManager:
     def claim_snapshot(self, seq: Sequence, start: int, end: int) -> int | None:
         """The snapshot slot a chunk [start, end) of `seq` saves its final state into: when
         it ends on a checkpoint without a snapshot and a slot can be had; else None. The
-        snapshot is pending on `seq` until `cache_computed` sees the chunk committed."""
-        if self._snapshot_point(seq, start, end) != end:
+        snapshot is pending on `seq` until `cache_computed` sees the chunk committed. A chunk
+        whose last token is still pending (the engine runs a step ahead) cannot look its
+        prefix up yet: it claims a slot, and the commit drops it if the prefix has one."""
+        if self.snapshots is None or self.snapshots.checkpoint(start, end) != end:
             return None
-        assert self.snapshots is not None
+        if end <= seq.num_known and self.snapshots.has(self._prefix_key(seq, end)):
+            return None
         slot = self.snapshots.claim()
         if slot is not None:
-            seq.pending_snapshot = (self._prefix_key(seq, end), slot)
+            seq.pending_snapshots.append((slot, end))
         return slot
 
-    def cache_computed(self, seq: Sequence) -> None:
-        """Offer the blocks `seq` has filled since the last call to the prefix cache, and
-        the state snapshot its committed chunk took."""
+    def cache_computed(self, seq: Sequence, upto: int) -> None:
+        """Offer the blocks of `seq`'s first `upto` tokens (a committed chunk's end) to the
+        prefix cache, and the state snapshots its committed chunks took. Tokens past what
+        the host knows are left for a later commit."""
         if self.cache is None:
             return
-        if seq.pending_snapshot is not None:
+        upto = min(upto, seq.num_known, seq.num_computed)
+        while seq.pending_snapshots and seq.pending_snapshots[0][1] <= upto:
             assert self.snapshots is not None
-            self.snapshots.commit(*seq.pending_snapshot)
-            seq.pending_snapshot = None
-        full = seq.num_computed // self.block_size
+            slot, end = seq.pending_snapshots.pop(0)
+            self.snapshots.commit(self._prefix_key(seq, end), slot)
+        full = upto // self.block_size
         if full <= seq.num_cached_blocks:
             return
         keys = self._chain_keys(seq, full)
@@ -164,10 +169,10 @@ class BlockManager:
         seq.block_table = []
         seq.num_cached_blocks = 0
         seq.state_restore = None
-        if seq.pending_snapshot is not None:
+        for slot, _ in seq.pending_snapshots:
             assert self.snapshots is not None
-            self.snapshots.discard(seq.pending_snapshot[1])
-            seq.pending_snapshot = None
+            self.snapshots.discard(slot)
+        seq.pending_snapshots.clear()
 
     def _snapshot_point(self, seq: Sequence, start: int, end: int) -> int:
         """The checkpoint in (start, end] a chunk should end on to take a snapshot (0: none):

@@ -5,6 +5,17 @@ The server's engine thread calls `step` forever (requests arrive through its com
 the executor's per-sequence state in step with the scheduler (released sequences are
 forgotten before the next execute) and fixes each request's seed on admission, so a
 sampled request is reproducible across preemption whether or not the client gave a seed.
+
+Async scheduling (on by default where the executor can launch ahead): the host work of a
+step (planning, packing, upload, then committing and streaming the tokens) overlaps the
+device running the step before. Each `step` plans step N+1 while step N is in flight,
+launches it (its decode tokens come from step N's sampler output on the device), and only
+then waits for step N's tokens and commits them, one step behind. A sequence that step N
+ends (a stop token, an abort, a stop string) costs at most the one row of step N+1 it was
+already given; max_tokens and the context limit are known ahead, so they cost none. Steps
+whose next token needs the last one on the host (grammar masks, thinking budgets,
+logprobs, speculative verification: `Scheduler.needs_sync`) drain the step in flight and
+run synchronously, as does an executor that cannot launch ahead.
 """
 
 from __future__ import annotations
@@ -14,12 +25,12 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from ..model.batch import StepExecutor
+from ..model.batch import StepExecutor, StepResult
 from ..runtime.kv_cache import BlockAllocator
 from .block_manager import BlockManager, BlockPool
 from .prefix_cache import StateSnapshots
 from .request import EngineOutput, EngineRequest
-from .scheduler import Scheduler
+from .scheduler import Scheduler, StepPlan
 from .scheduling_policy import FifoPolicy, SchedulingPolicy
 from .speculative import Speculator
 
@@ -37,6 +48,13 @@ class StepReport:
     outputs: list[EngineOutput] = field(default_factory=list)
     num_chunks: int = 0
     error: Exception | None = None
+    #: chunks of an earlier step committed by this one (running ahead, a step's tokens are
+    #: committed by the next call)
+    num_committed: int = 0
+
+    @property
+    def made_progress(self) -> bool:
+        return bool(self.num_chunks or self.num_committed or self.outputs)
 
     @property
     def num_generated(self) -> int:
@@ -47,13 +65,20 @@ class EngineCore:
     """A scheduler and an executor stepped together; drivers call `add`, `abort`, `step`."""
 
     def __init__(self, scheduler: Scheduler, executor: StepExecutor, seed: int | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 async_scheduling: bool = True) -> None:
         """`seed` seeds the seeds given to requests that bring none; `clock` stamps
-        arrivals, deadlines and emit times (the SLO-aware policy reads them)."""
+        arrivals, deadlines and emit times (the SLO-aware policy reads them).
+        `async_scheduling`: run a step ahead where the executor can (see the module doc)."""
         self.scheduler = scheduler
         self.executor = executor
         self.clock = clock
         self._seeds = random.Random(seed)
+        # looked up on the class: a wrapper forwarding unknown attributes to a runner (the
+        # tensor-parallel executor) must not be mistaken for one that launches ahead
+        self._launches = async_scheduling and callable(getattr(type(executor), "launch", None))
+        #: the step launched and not yet committed: its plan and the executor's handle
+        self._in_flight: tuple[StepPlan, object] | None = None
 
     @classmethod
     def build(cls, executor: StepExecutor, *, max_prefill_tokens: int,
@@ -63,7 +88,8 @@ class EngineCore:
               seed: int | None = None, prefix_caching: bool = True,
               speculator: Speculator | None = None,
               snapshot_interval: int = DEFAULT_SNAPSHOT_INTERVAL,
-              clock: Callable[[], float] = time.monotonic) -> "EngineCore":
+              clock: Callable[[], float] = time.monotonic,
+              async_scheduling: bool = True) -> "EngineCore":
         """A core whose scheduler is sized by the executor (limits beyond it are capped).
 
         An executor with recurrent state (a hybrid model) caches prefixes only with state
@@ -88,11 +114,17 @@ class EngineCore:
             max_num_seqs=min(max_num_seqs or executor.max_batch_size, executor.max_batch_size),
             max_seq_len=min(max_seq_len or executor.max_seq_len, executor.max_seq_len),
             max_prefill_tokens=max_prefill_tokens, speculator=speculator)
-        return cls(scheduler, executor, seed, clock)
+        return cls(scheduler, executor, seed, clock, async_scheduling)
 
     @property
     def has_work(self) -> bool:
-        return self.scheduler.has_work
+        return self.scheduler.has_work or self._in_flight is not None
+
+    @property
+    def runs_ahead(self) -> bool:
+        """The next step may be launched before this one is committed."""
+        return (self._launches and not self.scheduler.needs_sync
+                and self.executor.can_run_ahead)
 
     def counters(self) -> dict[str, float]:
         """Feature counters for /metrics (the server names them in its ENGINE_COUNTERS)."""
@@ -134,23 +166,57 @@ class EngineCore:
         return out
 
     def step(self) -> StepReport:
+        """Plan and launch a step; commit the step before it (running ahead) or this one."""
+        report = StepReport()
+        ahead = self.runs_ahead
+        if not ahead:
+            self._commit_in_flight(report)  # what is planned next needs its tokens
         plan = self.scheduler.schedule(self.clock())
         self._release()   # preempted sequences, before the executor sees the next chunks
-        report = StepReport(list(plan.finished), len(plan.chunks))
-        if plan.is_empty:
-            return report
-        try:
-            sampled = self.executor.execute(plan.chunks)
-        except Exception as exc:  # the model failed: end the batch, keep the engine usable
-            report.error = exc
-            report.outputs += self.scheduler.fail_running()
-        else:
-            report.outputs += self.scheduler.commit(plan, sampled, self.clock())
-        self._release()
+        report.outputs += plan.finished
+        report.num_chunks = len(plan.chunks)
+        launched = None
+        if not plan.is_empty:
+            try:
+                launched = (self.executor.launch(plan.chunks) if self._launches else
+                            self.executor.execute(plan.chunks))
+            except Exception as exc:  # the model failed: end the batch, keep the engine usable
+                self._fail(report, exc)
+                return report
+        self._commit_in_flight(report)
+        if launched is not None:
+            self._in_flight = (plan, launched)
+            if not ahead:
+                self._commit_in_flight(report)
         return report
+
+    def _commit_in_flight(self, report: StepReport) -> None:
+        """Wait for the step in flight (if any) and commit its tokens into `report`."""
+        if self._in_flight is None or report.error is not None:
+            return
+        plan, launched = self._in_flight
+        self._in_flight = None
+        try:
+            sampled: list[StepResult] = (self.executor.collect(launched) if self._launches
+                                         else launched)
+        except Exception as exc:  # the model failed: end the batch, keep the engine usable
+            self._fail(report, exc)
+            return
+        report.outputs += self.scheduler.commit(plan, sampled, self.clock())
+        report.num_committed += len(plan.chunks)
+        self._release()
+
+    def _fail(self, report: StepReport, exc: Exception) -> None:
+        """End every running sequence with an error; a step still in flight is forgotten
+        (the next launch waits for the device before reusing its buffers)."""
+        self._in_flight = None
+        report.error = exc
+        report.outputs += self.scheduler.fail_running()
+        self._release()
 
     def fail_all(self) -> list[EngineOutput]:
         """End every sequence with an error (the driver's loop itself failed)."""
+        self._in_flight = None
         outputs = self.scheduler.fail_all()
         self._release()
         return outputs

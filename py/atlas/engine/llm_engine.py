@@ -38,11 +38,15 @@ class LLMEngine:
                  max_num_seqs: int | None = None, policy: SchedulingPolicy | None = None,
                  seed: int | None = None, prefix_caching: bool = True,
                  speculator: Speculator | None = None,
-                 snapshot_interval: int = DEFAULT_SNAPSHOT_INTERVAL) -> None:
+                 snapshot_interval: int = DEFAULT_SNAPSHOT_INTERVAL,
+                 async_scheduling: bool = True) -> None:
+        """`async_scheduling`: plan and launch each step before the previous one's tokens
+        are committed, where safe (see `EngineCore`)."""
         self.core = EngineCore.build(executor, max_prefill_tokens=max_prefill_tokens,
                                      max_num_seqs=max_num_seqs, policy=policy, seed=seed,
                                      prefix_caching=prefix_caching, speculator=speculator,
-                                     snapshot_interval=snapshot_interval)
+                                     snapshot_interval=snapshot_interval,
+                                     async_scheduling=async_scheduling)
         self._ids = itertools.count()
 
     def generate(self, requests: Seq[EngineRequest],
@@ -65,7 +69,7 @@ class LLMEngine:
             if report.error is not None:
                 self.core.fail_all()
                 raise RuntimeError(f"the executor failed: {report.error}") from report.error
-            if report.num_chunks == 0 and not report.outputs:
+            if not report.made_progress:
                 self.core.fail_all()
                 raise RuntimeError("the engine made no progress: no waiting sequence fits "
                                    "in the free KV blocks")

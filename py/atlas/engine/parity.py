@@ -13,7 +13,7 @@ the logits of each step, not a sampled token.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -27,7 +27,6 @@ MIN_COSINE = 0.999
 def compare_with_golden(model_dir: Path, golden: dict[str, np.ndarray], backend: str,
                         **runner_kwargs: Any) -> dict[str, Any]:
     from ..model.load import load_runner
-    from ..runtime.kv_cache import BlockAllocator
     from .llm_engine import LLMEngine
     from .request import EngineRequest
 
@@ -40,24 +39,15 @@ def compare_with_golden(model_dir: Path, golden: dict[str, np.ndarray], backend:
                   fast_load=True, progress=None)
     kwargs.update(runner_kwargs)
     runner = load_runner(model_dir, backend=backend, **kwargs)
-    pool = BlockAllocator(runner.num_kv_blocks)
-    blocks = pool.allocate(-(-len(ids) // runner.block_size))
-    runner.execute([SeqChunk(0, ids, 0, blocks, GREEDY, history=PenaltyHistory(ids))])
-    got_last = runner.read_logits(1)[0].astype(np.float64)
     margins = np.asarray(golden.get("greedy_margin", np.full(len(want_greedy), np.nan)))
     forced_miss = []
-    pos = len(ids)
-    for i, tok in enumerate(want_greedy[:-1]):
-        if pos + 1 > len(blocks) * runner.block_size:
-            blocks += pool.allocate(1)
-        runner.execute([SeqChunk(0, [tok], pos, blocks, GREEDY, rng_position=i + 1)])
-        pos += 1
-        ours = int(runner.read_logits(1)[0].argmax())
+    steps = prefill_then_force(runner, ids, want_greedy[:-1])
+    got_last = next(steps)
+    for i, logits in enumerate(steps):
+        ours = int(logits.argmax())
         if ours != want_greedy[i + 1]:
             forced_miss.append({"step": i + 1, "ours": ours, "want": want_greedy[i + 1],
                                 "golden_margin": float(margins[i + 1])})
-    runner.release(0)
-    pool.free(blocks)
     engine = LLMEngine(runner, max_prefill_tokens=kwargs["max_prefill_tokens"])
     got_greedy = engine.generate([EngineRequest(ids, GREEDY, len(want_greedy))])[0].token_ids
     same = _common_prefix(got_greedy, want_greedy)
@@ -117,3 +107,70 @@ def reference_distances(golden: dict[str, np.ndarray], got_last: np.ndarray,
             "atlas_vs_sdpa": _common_prefix(got_greedy, sdpa_greedy),
             "sdpa_vs_eager": _common_prefix(sdpa_greedy, want)},
     }
+
+
+def prefill_then_force(runner: Any, ids: list[int], forced: list[int]) -> Iterator[np.ndarray]:
+    """float64 logits after prefilling `ids` (its last position), then after each token of
+    `forced` fed as one decode step (teacher forcing); sequence 0 is released once the last
+    is read."""
+    from ..runtime.kv_cache import BlockAllocator
+
+    pool = BlockAllocator(runner.num_kv_blocks)
+    blocks = pool.allocate(-(-len(ids) // runner.block_size))
+    try:
+        runner.execute([SeqChunk(0, ids, 0, blocks, GREEDY, history=PenaltyHistory(ids))])
+        yield runner.read_logits(1)[0].astype(np.float64)
+        pos = len(ids)
+        for i, tok in enumerate(forced):
+            if pos + 1 > len(blocks) * runner.block_size:
+                blocks += pool.allocate(1)
+            runner.execute([SeqChunk(0, [tok], pos, blocks, GREEDY, rng_position=i + 1)])
+            pos += 1
+            yield runner.read_logits(1)[0].astype(np.float64)
+    finally:
+        runner.release(0)
+        pool.free(blocks)
+
+
+def _spread(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
+    """1 - cosine of a and b row by row (positions): min, 10th percentile, median, 90th
+    percentile and max, and the fraction of rows whose argmax agrees."""
+    a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    cos = (a64 * b64).sum(1) / np.maximum(np.linalg.norm(a64, axis=1)
+                                          * np.linalg.norm(b64, axis=1), 1e-300)
+    d = 1.0 - cos
+    return {"min": float(d.min()), "p10": float(np.percentile(d, 10)),
+            "median": float(np.median(d)), "p90": float(np.percentile(d, 90)),
+            "max": float(d.max()), "argmax_agree": float((a64.argmax(1) == b64.argmax(1)).mean())}
+
+
+def tail_distribution(model_dir: Path, golden: dict[str, np.ndarray], backend: str,
+                      **runner_kwargs: Any) -> dict[str, Any]:
+    """Atlas's logits at the prompt's last P positions (prefill up to the first of them,
+    then the rest of the prompt one decode step each), each position vs transformers eager
+    and vs float32, beside the same distributions of transformers SDPA and eager: with
+    random router weights one position's cosine is a draw from a wide distribution (near-tie
+    routing flips), so parity is read against the control's spread, not one number. Needs
+    the golden's `eager_tail_logits`, `sdpa_tail_logits`, `f32_tail_logits` [P, vocab]
+    (tools/make_fixtures.py reference_controls); {} without them."""
+    from ..model.load import load_runner
+
+    if "eager_tail_logits" not in golden:
+        return {}
+    eager = np.asarray(golden["eager_tail_logits"], np.float64)
+    f32 = np.asarray(golden["f32_tail_logits"], np.float64)
+    ids = [int(x) for x in np.asarray(golden["input_ids"]).reshape(-1)]
+    cut = len(ids) - len(eager) + 1
+    kwargs = dict(max_seq_len=len(ids) + 16, max_batch_size=1,
+                  max_prefill_tokens=max(cut, 16), gpu_memory_utilization=0.5,
+                  fast_load=True, progress=None)
+    kwargs.update(runner_kwargs)
+    runner = load_runner(model_dir, backend=backend, **kwargs)
+    got = np.stack(list(prefill_then_force(runner, ids[:cut], ids[cut:])))
+    out: dict[str, Any] = {"positions": len(eager)}
+    for name, x in (("atlas", got), ("transformers_sdpa", golden["sdpa_tail_logits"]),
+                    ("transformers_eager", eager)):
+        out[name] = {"vs_f32": _spread(x, f32)}
+        if name != "transformers_eager":
+            out[name]["vs_eager"] = _spread(x, eager)
+    return out

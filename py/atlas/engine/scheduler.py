@@ -14,6 +14,13 @@ its tokens the prefix cache holds (`BlockManager.admit`), and every committed ch
 the blocks it filled to that cache, so a preempted sequence usually resumes from its own
 cached blocks instead of recomputing them.
 
+Planning a step also advances its sequences (`num_computed`, and one pending token for
+each chunk that ends its sequence's known tokens), so the next step can be planned before
+this one's tokens are back: that is how `EngineCore` keeps the device a step ahead of the
+host. `commit` then resolves the pending tokens. A sequence whose next token needs the last
+one on the host (a grammar mask, a thinking budget, logprobs, speculative drafts) makes
+the engine step synchronously (`needs_sync`).
+
 No I/O and no device: `EngineCore` feeds `plan.chunks` to a StepExecutor and hands the
 sampled tokens back to `commit`.
 """
@@ -34,12 +41,14 @@ from .speculative import Speculator
 
 @dataclass(slots=True)
 class StepPlan:
-    """One step: the chunks to execute (`seqs[i]` owns `chunks[i]`), and the sequences that
+    """One step: the chunks to execute (`seqs[i]` owns `chunks[i]`), whether each ends its
+    sequence's tokens (so yields the next one: sampled or forced), and the sequences that
     ended while scheduling (timeouts)."""
 
     seqs: list[Sequence]
     chunks: list[SeqChunk]
     finished: list[EngineOutput]
+    emits: list[bool]
 
     @property
     def is_empty(self) -> bool:
@@ -66,12 +75,22 @@ class Scheduler:
         self._released: list[int] = []
         self._arrivals = 0
         self.num_preemptions = 0
+        #: sequences whose next token needs their last one on the host (see `needs_sync`)
+        self._num_sync_seqs = 0
 
     # --- queries ---------------------------------------------------------------------------
 
     @property
     def has_work(self) -> bool:
         return bool(self.waiting or self.running)
+
+    @property
+    def needs_sync(self) -> bool:
+        """Steps must run one at a time, each committed before the next is planned: a
+        sequence has a grammar (its mask needs the last token), a thinking budget (whether
+        the next token is forced depends on it), or logprobs (read back with the step), or
+        drafts are proposed (from the tokens so far)."""
+        return self._num_sync_seqs > 0 or self.speculator is not None
 
     @property
     def kv_utilization(self) -> float:
@@ -112,6 +131,7 @@ class Scheduler:
         seq = Sequence(seq_id, request, self._arrivals, self.token_limit, state,
                        last_emit_time=now)
         self._arrivals += 1
+        self._num_sync_seqs += _steps_synchronously(request)
         self._by_id[seq_id] = seq
         self.waiting.append(seq)
 
@@ -128,7 +148,7 @@ class Scheduler:
         finished = [self._finish(s, FinishReason.TIMEOUT, ())
                     for s in [*self.running, *self.waiting]
                     if s.request.deadline is not None and s.request.deadline <= now]
-        plan = StepPlan([], [], finished)
+        plan = StepPlan([], [], finished, [])
         decodes = sum(1 for s in self.running if s.num_tokens - s.num_computed == 1)
         budget = self.step_token_budget - decodes   # what prefill chunks may use
         preempted_before = self.num_preemptions
@@ -136,6 +156,8 @@ class Scheduler:
         queue = self.policy.order(self.running, now)
         while queue:
             seq = queue.pop(0)
+            if seq.num_pending and seq.ends_by_length:
+                continue  # its step in flight brings its last token
             need = seq.num_tokens - seq.num_computed
             chunk = need if need == 1 else min(need, budget)
             if chunk <= 0:
@@ -167,18 +189,21 @@ class Scheduler:
                now: float) -> list[EngineOutput]:
         """Apply the executor's sampled tokens; return one output per sequence that got a
         token. A chunk that completes its sequence's known tokens yields the next token:
-        the sampled one, or the one the thinking budget forces."""
+        the sampled one, or the one the thinking budget forces. The plan's sequences were
+        advanced when it was made; this resolves their pending tokens."""
         outputs: list[EngineOutput] = []
-        for seq, chunk, token in zip(plan.seqs, plan.chunks, sampled, strict=True):
-            if seq.seq_id not in self._by_id:
-                continue  # aborted while the step ran
+        for seq, chunk, emits, token in zip(plan.seqs, plan.chunks, plan.emits, sampled,
+                                            strict=True):
+            if self._by_id.get(seq.seq_id) is not seq:
+                continue  # ended while the step ran (its id may already name a new request)
+            end = chunk.start_pos + len(chunk.token_ids) - chunk.num_draft
+            self.blocks.cache_computed(seq, end)
+            if not emits:
+                continue  # a prefill chunk that is not the last
+            seq.num_pending -= 1
             if chunk.num_draft:
                 outputs.append(self._commit_verified(seq, chunk, token, now))
                 continue
-            seq.num_computed = chunk.start_pos + len(chunk.token_ids)
-            self.blocks.cache_computed(seq)
-            if seq.num_computed < seq.num_tokens:
-                continue  # a prefill chunk that is not the last
             logprobs = None
             if isinstance(token, TokenLogprobs):
                 logprobs, token = token, token.token
@@ -207,6 +232,8 @@ class Scheduler:
         """Give `seq` blocks for `chunk` more tokens, preempting the least urgent running
         sequences (never one already in this step); False when `seq` itself had to go."""
         tokens = seq.num_computed + chunk
+        if not self.blocks.blocks_missing(seq, tokens):
+            return True  # a decode step inside its last block: the common case
         while not self.blocks.can_reserve(seq, tokens):
             victim = queue.pop() if queue else seq
             self._preempt(victim)
@@ -256,36 +283,49 @@ class Scheduler:
         emitted = accept(chunk.token_ids[1:], sampled)
         self.speculator.record(chunk.num_draft, len(emitted) - 1)
         seq.num_computed = chunk.start_pos + len(emitted)
-        self.blocks.cache_computed(seq)
         for token in emitted:
             seq.sampling.record(token, drawn=True)
         return self._append(seq, emitted, now)
 
     def _add_chunk(self, plan: StepPlan, seq: Sequence, chunk: int,
                    drafts: list[int] | None = None) -> None:
+        """Plan `chunk` tokens of `seq` from `num_computed` and advance it past them. The
+        one token past what the host knows (the step in flight samples it) is `carried`: the
+        executor reads it from the device."""
         start = seq.num_computed
-        completes = start + chunk == seq.num_tokens
+        end = start + chunk
+        known = seq.num_known
+        carried = end > known
+        if carried and (end - known > 1 or drafts):
+            raise AssertionError(f"sequence {seq.seq_id}: a chunk may carry only its last "
+                                 "token from the step before, and never drafts")
+        completes = end == seq.num_tokens
         grammar = seq.sampling.grammar if completes else None
         restore, seq.state_restore = seq.state_restore, None
         plan.seqs.append(seq)
+        plan.emits.append(completes)
         plan.chunks.append(SeqChunk(
             seq_id=seq.seq_id,
-            token_ids=seq.token_slice(start, start + chunk) + (drafts or []),
+            token_ids=(seq.token_slice(start, end - 1) + [0] if carried
+                       else seq.token_slice(start, end)) + (drafts or []),
             start_pos=start,
             block_table=seq.block_table,   # the live list: read during execute, never copied
             sampling=seq.sampling.params,
             sample=completes and not seq.sampling.forced_next,
             token_mask=grammar.fill_mask if grammar is not None and grammar.constrains_next
             else None,
-            rng_position=len(seq.output_ids),
+            rng_position=len(seq.output_ids) + seq.num_pending,
             history=seq.penalty_history() if seq.needs_history else None,
             num_draft=len(drafts or ()),
             state_restore=restore,
-            state_save=None if drafts else self.blocks.claim_snapshot(seq, start, start + chunk),
+            state_save=None if drafts else self.blocks.claim_snapshot(seq, start, end),
             logprobs=seq.request.logprobs if seq.request.logprobs is not None and completes
             else -1,
+            carried=carried,
         ))
         seq.needs_history = False
+        seq.num_computed = end
+        seq.num_pending += completes
 
     def _append(self, seq: Sequence, tokens: list[int], now: float,
                 logprobs: list[TokenLogprobs | None] | None = None) -> EngineOutput:
@@ -318,8 +358,13 @@ class Scheduler:
             self._released.append(seq.seq_id)
         elif seq in self.waiting:
             self.waiting.remove(seq)  # its executor state went at preemption, if it had any
+        if reason != FinishReason.ERROR:
+            # blocks a step still in flight fills are offered too: whatever reads them later
+            # runs after that step on the same stream (an error's KV is not trusted)
+            self.blocks.cache_computed(seq, seq.num_computed)
         self.blocks.release(seq)
         del self._by_id[seq.seq_id]
+        self._num_sync_seqs -= _steps_synchronously(seq.request)
         return self._output(seq, new, reason, error, logprobs)
 
     @staticmethod
@@ -328,3 +373,9 @@ class Scheduler:
                 ) -> EngineOutput:
         return EngineOutput(seq.seq_id, new, reason, seq.num_prompt_tokens, len(seq.output_ids),
                             seq.num_cached_tokens, error, logprobs)
+
+
+def _steps_synchronously(request: EngineRequest) -> bool:
+    """The request's next token depends on its last one on the host (see `needs_sync`)."""
+    return (request.grammar is not None or request.thinking is not None
+            or request.logprobs is not None)

@@ -101,17 +101,36 @@ class Sequence:
     #: the drafter's incremental state for this sequence (see `speculative`)
     draft_state: object | None = None
     #: hybrid models: the state snapshot its next chunk starts from (a prefix-cache hit),
-    #: and the (prefix key, snapshot slot) the chunk in flight saves into
+    #: and the (snapshot slot, prefix length) of each chunk in flight that saves its state
+    #: (the prefix's key is computed at commit, once its tokens are all known)
     state_restore: int | None = None
-    pending_snapshot: tuple[int, int] | None = None
+    pending_snapshots: list[tuple[int, int]] = field(default_factory=list)
+    #: tokens a scheduled step will produce that `output_ids` does not hold yet: 1 from the
+    #: plan of a chunk that ends the known tokens until its step is committed. With the
+    #: engine running one step ahead, the next step feeds such a token straight from the
+    #: device (`SeqChunk.carried`); its value reaches `output_ids` at the commit
+    num_pending: int = 0
 
     @property
     def num_prompt_tokens(self) -> int:
         return len(self.request.prompt_ids)
 
     @property
-    def num_tokens(self) -> int:
+    def num_known(self) -> int:
+        """Prompt and output tokens the host holds (`num_tokens` less the pending ones)."""
         return len(self.request.prompt_ids) + len(self.output_ids)
+
+    @property
+    def num_tokens(self) -> int:
+        """The sequence's length, counting tokens that steps in flight will produce."""
+        return len(self.request.prompt_ids) + len(self.output_ids) + self.num_pending
+
+    @property
+    def ends_by_length(self) -> bool:
+        """Its pending tokens reach max_tokens or the context limit: the commit ends it, so
+        no step may be scheduled past them."""
+        return (len(self.output_ids) + self.num_pending >= self.request.max_tokens
+                or self.num_tokens >= self.token_limit)
 
     def token_slice(self, start: int, stop: int) -> list[int]:
         """Tokens start..stop-1 of prompt + output, without concatenating the two."""

@@ -75,6 +75,11 @@ class SeqChunk:
     (0 .. num_state_snapshots - 1) to load into the sequence's state before the chunk (a
     prefix-cache hit that starts it at start_pos > 0), `state_save` the snapshot to store
     its state into after the chunk (the state at start_pos + len(token_ids)).
+
+    `carried`: the chunk's last token (a placeholder in `token_ids`) is the one the
+    executor sampled for this sequence in the step launched just before, not yet read back:
+    the executor feeds it from the device (`ModelRunner.launch`), so the engine can plan
+    and launch a step before the previous one's tokens reach the host.
     """
 
     seq_id: int
@@ -90,6 +95,7 @@ class SeqChunk:
     state_restore: int | None = None
     state_save: int | None = None
     logprobs: int = -1
+    carried: bool = False
 
 
 def accept(drafts: Sequence[int], sampled: Sequence[int]) -> list[int]:
@@ -108,6 +114,10 @@ class StepExecutor(Protocol):
     This is also where tensor parallelism will plug in: a multi-GPU executor broadcasts
     the chunks to one worker per GPU and returns rank 0's tokens; the engine core above it
     stays single.
+
+    An executor class that also defines `launch(chunks) -> handle`, `collect(handle) ->
+    results` (execute = collect(launch)) and `can_run_ahead` lets the engine launch the
+    next step before collecting this one, feeding `carried` tokens (ModelRunner does).
     """
 
     block_size: int

@@ -66,7 +66,7 @@ def gated_deltanet(kc: KernelCache, s: Stream, b: "StepBuffers", w: GatedDeltaNe
     matmul.linear(kc, s, b.normed, w.in_proj, b.lin_proj, t, width, hidden)
     if (decode and kc.routes.gdn_fused
             and linear_attention.gdn_decode_fits(la.key_head_dim, la.value_head_dim,
-                                                 la.conv_kernel)):
+                                                 la.conv_kernel, width)):
         linear_attention.gdn_decode(
             kc, s, b.lin_proj, width, w.conv, w.conv_state, w.a_log, w.dt_bias, w.norm,
             w.delta_state, b.state_slots, b.cu_q, b.kv_lens, b.lin_gated, num_seqs,

@@ -28,7 +28,8 @@ from ..runtime.buffers import BufferArena
 from ..runtime.gpu import GpuBackend
 from ..runtime.kv_cache import KvCacheConfig, PagedKvCache, parse_kv_dtype
 from ..runtime.ops import KernelCache
-from ..runtime.ops.kv_quant import DEFAULT_CALIBRATION_TOKENS
+from ..runtime.ops.kv_quant import DEFAULT_CALIBRATION_TOKENS, E4M3_MAX, kv_format
+from ..runtime.ops.matmul_quant import Bf16Linear
 from ..runtime.ops.routes import KernelRoutes
 from ..runtime.sampler import Sampler
 from ..runtime.synthetic_weights import SyntheticWeights
@@ -136,9 +137,10 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     a mixture of experts with attention split and experts sharded over the same ranks;
     expert parallelism alone replicates everything but the experts.
 
-    `kv_cache_dtype` "bf16" or "fp8" (E4M3 pools with per-(layer, kv head) K/V scales: the
+    `kv_cache_dtype` "bf16", "fp8" (E4M3 pools with per-(layer, kv head) K/V scales: the
     checkpoint's `k_scale`/`v_scale` when it has them, else calibrated by the first prefill
-    over its first `fp8_kv_calibration_tokens` tokens, see ops.kv_quant);
+    over its first `fp8_kv_calibration_tokens` tokens, see ops.kv_quant) or "nvfp4" (E2M1
+    with an E4M3 scale per 16 elements under the same per-head scales);
     `kv_high_precision_layers` N keeps the first and last N attention layers in bf16."""
     t0 = time.perf_counter()
     model_dir = Path(model_dir)
@@ -221,8 +223,9 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
         dev.copy_h2d(ptr[buffer], scale)
     dev.mark_constant(weights_base, total)
     linears = {name: build_linear(lp, ptr) for name, lp in local_plan.linears.items()}
-    weight_scratch = max((w.scratch_bytes(limits.max_tokens) for w in linears.values()),
-                         default=0)
+    # the LM head's f32 logits never take the dequantize + GEMM route (ops gemv_logits)
+    weight_scratch = max((w.scratch_bytes(limits.max_tokens) for name, w in linears.items()
+                          if name != "lm_head"), default=0)
 
     arena = BufferArena()
     layout = step_layout(limits)
@@ -278,9 +281,12 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
         # synthetic weights have no checkpoint scales: every layer calibrates
         ckpt = ({} if synthetic_seed is not None
                 else checkpoint_kv_scales(store, attn_layers, dims.kv_heads))
+        # checkpoint scales are FP8's (amax / 448); an NVFP4 head scale maps amax onto
+        # 448 * 6 (its largest group scale times E2M1's largest value)
+        to_pool = E4M3_MAX / kv_format(kv_dtype).qmax
         for layer, scales in ckpt.items():
             if kv.scale_ptrs[kv_index[layer]]:
-                kv.set_scales(kv_index[layer], scales)
+                kv.set_scales(kv_index[layer], scales * np.float32(to_pool))
 
     routes = KernelRoutes.from_env()
     if num_draft_tokens:  # verification rows compute what decode rows do (runner docstring):
@@ -303,13 +309,14 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
             q_norm=ptr.get(f"l{i}.q_norm", 0), k_norm=ptr.get(f"l{i}.k_norm", 0),
             k_cache=kv.k_cache(kv_index[i]) if i in kv_index else 0,
             v_cache=kv.v_cache(kv_index[i]) if i in kv_index else 0, linear=linear.get(i),
-            kv_scales=kv.scale_ptrs[kv_index[i]] if i in kv_index else 0)
+            kv_scales=kv.scale_ptrs[kv_index[i]] if i in kv_index else 0,
+            kv_dtype=kv.layer_dtypes[kv_index[i]] if i in kv_index else DType.BF16)
 
     layers = [layer_weights(i) for i in range(dims.layers)]
     # tied embeddings: the rank's LM-head shard is its vocabulary rows of the whole table
     tp_rank = world.rank if tp_size > 1 else 0
-    lm_head = ptr.get("lm_head", ptr["embed"] + DType.BF16.nbytes(
-        tp_rank * vocab_local * dims.hidden))
+    lm_head = linears.get("lm_head") or Bf16Linear(ptr["embed"] + DType.BF16.nbytes(
+        tp_rank * vocab_local * dims.hidden), vocab_local, dims.hidden)
     tp = TensorParallel(comm, vocab_local, arena["tp_logits"]) if tp_size > 1 else None
     model = DenseDecoderModel(dims, kc, ptr["embed"], ptr["final_norm"], lm_head, layers,
                               arena["cos_sin"], limits.block_size, kv.max_blocks_per_seq, tp,

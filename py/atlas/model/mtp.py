@@ -114,8 +114,7 @@ class MtpHead:
         norm.add_rmsnorm(kc, s, b.resid, b.delta, self.final_norm, b.normed, t, h, d.eps, off)
         if n_sample:
             embedding.embedding(kc, s, b.sample_rows, b.normed, b.sample_hidden, n_sample, h, t)
-            matmul.linear(kc, s, b.sample_hidden, model.lm_head, b.logits, n_sample, d.vocab, h,
-                          out_f32=True)
+            model.lm_head.linear(kc, s, b.sample_hidden, b.logits, n_sample, out_f32=True)
 
 
 @dataclass(frozen=True, slots=True)

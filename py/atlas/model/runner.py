@@ -8,6 +8,14 @@ sequences is a decode step of B * (K + 1) rows, reading the weights once. Per-st
 are written into graph-stable device buffers first (two host-to-device copies), and only
 the sampled token ids come back.
 
+A step is `launch`ed (inputs uploaded, work queued, the sampled ids' copy to the host
+queued) and later `collect`ed (wait for it, read the ids): between the two the engine plans
+and launches the next step, whose decode tokens are the ones this step samples, copied on
+the device from the sampler's output (`SeqChunk.carried`). The host rewrites its pinned
+input buffers only once the device has consumed the previous step's (an event), and the
+sampled ids land in one of two pinned buffers, alternating, so nothing in flight is
+overwritten. `execute` is launch + collect.
+
 Row invariance. A verification step has graphs of its own (`verify_graphs`): their rows
 append K/V in one launch and attend in the next (AttentionPlan.verify), and up to
 `row_invariant_rows` rows every product runs the CUDA-core GEMV and decode attention uses
@@ -32,9 +40,9 @@ from ..core.target import KernelTarget
 from ..core.dtype import DType
 from ..core.sampling import GREEDY
 from ..runtime.buffers import BufferArena
-from ..runtime.gpu import H200_FACTS, DevicePtr, GpuBackend, GraphHandle
+from ..runtime.gpu import H200_FACTS, DevicePtr, EventHandle, GpuBackend, GraphHandle
 from ..runtime.kv_cache import PagedKvCache
-from ..runtime.ops import KernelCache, argmax, embedding
+from ..runtime.ops import KernelCache, argmax, embedding, matmul
 from ..runtime.ops.matmul import GEMV_MAX_M, linear_route
 from ..runtime.ops.matmul_quant import Bf16Linear
 from ..runtime.sampler import Sampler
@@ -108,6 +116,21 @@ def step_layout(limits: RunnerLimits) -> StepLayout:
                       limits.max_sample_rows)
 
 
+@dataclass(slots=True)
+class LaunchedStep:
+    """A step queued on the device whose sampled tokens `ModelRunner.collect` reads."""
+
+    steps: Sequence[SeqChunk]
+    #: the sampled rows in order: (chunk, i) draws at the chunk's RNG position + i
+    rows: list[tuple[SeqChunk, int]]
+    want_logprobs: bool
+    #: verification chunks of a hybrid model (their recurrent state may roll back)
+    verifying: list[SeqChunk]
+    #: the pinned buffer the sampled ids are copied into, and the event after that copy
+    host_ids: np.ndarray
+    done: EventHandle | None   # None: an empty step
+
+
 @dataclass
 class RunnerInfo:
     """Facts about how this runner was built, for logs, /metrics, gates and benchmarks."""
@@ -139,9 +162,10 @@ def row_invariant_rows(kc: KernelCache) -> int:
 def _all_bf16(model: DenseDecoderModel) -> bool:
     """Whether every projection is a bf16 weight (row_invariant_rows reasons about the bf16
     GEMV; the quantized formats route by row count on kernels of their own)."""
-    return all(isinstance(w, Bf16Linear) for lw in model.layers
-               for w in (lw.qkv, lw.o, getattr(lw.mlp, "gate_up", None),
-                         getattr(lw.mlp, "down", None)) if w is not None)
+    return isinstance(model.lm_head, Bf16Linear) and all(
+        isinstance(w, Bf16Linear) for lw in model.layers
+        for w in (lw.qkv, lw.o, getattr(lw.mlp, "gate_up", None),
+                  getattr(lw.mlp, "down", None)) if w is not None)
 
 
 def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
@@ -154,6 +178,8 @@ def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
     arena.reserve("step_i32", DType.I32, (layout.total,))
     # one row: only single-row decode fuses the residual add into a GEMV (matmul.fuses_norm)
     arena.reserve("resid_alt", DType.BF16, (1, dims.hidden))
+    # and its partial sums of squares when the GEMVs carry the residual (matmul.gemv_residual)
+    arena.reserve("resid_ssq", DType.FP32, (matmul.ssq_partials(dims.hidden),))
     for name, width in (("resid", dims.hidden), ("delta", dims.hidden),
                         ("normed", dims.hidden), ("qkv", dims.qkv_width), ("q", dims.q_width),
                         ("attn", dims.q_width), ("gate_up", 2 * dims.inter),
@@ -163,7 +189,8 @@ def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
     arena.reserve("logits", DType.FP32, (limits.max_sample_rows, dims.vocab))
     arena.reserve("part_o", DType.FP32, (b, dims.heads, max_splits, dims.head_dim))
     arena.reserve("part_ml", DType.FP32, (b, dims.heads, max_splits, 2))
-    arena.reserve("attn_counters", DType.I32, (b, dims.kv_heads))  # zeroed by the loader
+    # split tickets per (row, head slice) of decode attention: at most one per q head
+    arena.reserve("attn_counters", DType.I32, (b, dims.heads))  # zeroed by the loader
     arena.reserve("w_scratch", DType.BF16, (-(-weight_scratch_bytes // 2),))
     if dims.linear is not None:
         la = dims.linear
@@ -220,11 +247,23 @@ class ModelRunner:
             cu_q=i32 + 4 * lay.cu_q, kv_lens=i32 + 4 * lay.kv_lens,
             sample_rows=i32 + 4 * lay.sample_rows, block_tables=kv.block_tables,
             state_slots=i32 + 4 * lay.state_slots,
-            **{n: arena[n] for n in ("resid", "resid_alt", "delta", "normed", "qkv", "q", "attn",
-                                     "gate_up", "act", "sample_hidden", "logits", "part_o",
-                                     "part_ml", "attn_counters", "w_scratch") + lin})
+            **{n: arena[n] for n in ("resid", "resid_alt", "resid_ssq", "delta", "normed", "qkv",
+                                     "q", "attn", "gate_up", "act", "sample_hidden", "logits",
+                                     "part_o", "part_ml", "attn_counters", "w_scratch") + lin})
         self.host_i32 = backend.alloc_host_pinned(4 * lay.total).view(np.int32)
-        self.host_ids = backend.alloc_host_pinned(4 * limits.max_sample_rows).view(np.int32)
+        #: two pinned buffers for the sampled ids, alternating between launched steps (one
+        #: is read while the next step's copy may already be queued into the other), and
+        #: the event recorded after each step's copy
+        self._host_ids = [backend.alloc_host_pinned(4 * limits.max_sample_rows).view(np.int32)
+                          for _ in range(2)]
+        self._done = [backend.create_event() for _ in range(2)]
+        self._parity = 0
+        #: recorded once a step's host inputs are on the device: the pinned input buffers
+        #: are rewritten for the next step only after it
+        self._inputs_done = backend.create_event()
+        self._inputs_pending = False
+        #: sampled row of each sequence in the last launched step (its carried token's source)
+        self._sample_row: dict[int, int] = {}
         #: an MTP pass's gather rows, then its drafted ids
         self.host_mtp = (backend.alloc_host_pinned(4 * limits.max_tokens).view(np.int32)
                          if mtp is not None else np.zeros(0, np.int32))
@@ -258,15 +297,31 @@ class ModelRunner:
 
     # ---- StepExecutor ------------------------------------------------------------------
     def execute(self, steps: Sequence[SeqChunk]) -> list[StepResult]:
-        """Run one step's chunks; each sampling chunk draws at its own RNG position (a
+        """Run one step and wait for its tokens (`launch` then `collect`)."""
+        return self.collect(self.launch(steps))
+
+    @property
+    def can_run_ahead(self) -> bool:
+        """Steps may be launched before the previous one is collected: not while the MTP
+        head drafts after every step (it reads each step's tokens on the host)."""
+        return not (self.mtp is not None and self.draft_with_mtp)
+
+    def launch(self, steps: Sequence[SeqChunk]) -> LaunchedStep:
+        """Queue one step's chunks; each sampling chunk draws at its own RNG position (a
         verification chunk at each of its num_draft + 1 positions, on consecutive rows).
 
         On a hybrid model a verification first copies its sequence's recurrent state aside;
         when a draft is rejected the copy comes back and the accepted tokens run again
-        (`_roll_back`), so the state ends after the last accepted token, as the KV does.
-        Prefix-cache state snapshots are loaded before the forward and taken after it."""
+        (`_roll_back`, in `collect`), so the state ends after the last accepted token, as
+        the KV does. Prefix-cache state snapshots are loaded before the forward and taken
+        after it. A `carried` chunk's last token is the one the previously launched step
+        sampled for its sequence, copied on the device."""
+        host_ids, done = self._host_ids[self._parity], self._done[self._parity]
         if not steps:
-            return []
+            return LaunchedStep(steps, [], False, [], host_ids, None)
+        self._parity ^= 1
+        if self._inputs_pending:
+            self.backend.event_synchronize(self._inputs_done)  # pinned inputs free again
         for st in steps:
             self._ensure_slot(st)
         rows = [(st, i) for st in steps if st.sample for i in range(st.num_draft + 1)]
@@ -280,21 +335,34 @@ class ModelRunner:
         self._copy_snapshots(steps, restore=False)
         if self.mtp is not None and self.draft_with_mtp:
             self.mtp.save_hidden(self.stream, self.bufs, n_tokens, normed_final=n_sample > 0)
-        out: list[StepResult] = [None] * len(steps)
         if rows:
-            self.backend.copy_d2h(self.host_ids[:len(rows)], self.sampler.out_ids, self.stream)
-        self.backend.synchronize(self.stream)
-        logprobs = self.sampler.read_logprobs(len(rows)) if want_logprobs else None
+            self.backend.copy_d2h(host_ids[:len(rows)], self.sampler.out_ids, self.stream)
+        self.backend.record_event(done, self.stream)
+        self._sample_row = {st.seq_id: j for j, (st, _) in enumerate(rows)}
+        return LaunchedStep(steps, rows, want_logprobs, verifying, host_ids, done)
+
+    def collect(self, launched: LaunchedStep) -> list[StepResult]:
+        """Wait for a launched step and return the sampled token per chunk (None where
+        sample=False, a tuple of num_draft + 1 tokens for a verification chunk). Steps
+        asking for logprobs, verifying drafts or drafting with MTP must be collected before
+        the next launch (the engine steps synchronously for them)."""
+        steps, rows = launched.steps, launched.rows
+        if not steps:
+            return []
+        assert launched.done is not None
+        self.backend.event_synchronize(launched.done)
+        logprobs = self.sampler.read_logprobs(len(rows)) if launched.want_logprobs else None
+        ids = launched.host_ids[:len(rows)].tolist()
+        out: list[StepResult] = [None] * len(steps)
         j = 0
         for i, st in enumerate(steps):
             if st.sample:
                 n = st.num_draft + 1
-                got = [int(t) for t in self.host_ids[j:j + n]]
-                out[i] = (tuple(got) if st.num_draft else
-                          got[0] if logprobs is None or st.logprobs < 0 else
-                          _token_logprobs(got[0], logprobs, j, st.logprobs))
+                out[i] = (tuple(ids[j:j + n]) if st.num_draft else
+                          ids[j] if logprobs is None or st.logprobs < 0 else
+                          _token_logprobs(ids[j], logprobs, j, st.logprobs))
                 j += n
-        if verifying:
+        if launched.verifying:
             self._roll_back([(st, got) for st, got in zip(steps, out) if st.num_draft])
         if self.mtp is not None and self.draft_with_mtp:
             self.mtp.propose(self._mtp_pass, self.stream, self.bufs, steps, out, self._slot_of)
@@ -343,6 +411,7 @@ class ModelRunner:
         owners = row_owners(steps, per_row=bucket > 0)
         self._pack_state_slots(owners, max(len(owners), bucket))
         self._upload_inputs(owners, n_rows=max(len(owners), bucket))
+        self._carry_tokens(steps)
         pad = n_sample - len(rows)
         self.sampler.prepare([self._slot_of[st.seq_id] for st, _ in rows] + [self.pad_slot] * pad,
                              [st.sampling for st, _ in rows] + [GREEDY] * pad,
@@ -350,6 +419,7 @@ class ModelRunner:
         masked = any(st.token_mask is not None for st, _ in rows)
         if bucket and not masked:
             self._upload_token_masks([st for st, _ in rows])
+            self._mark_inputs_sent()
             self.backend.launch_graph(graphs[bucket], self.stream)
             return n_tokens, n_sample
         # the forward is enqueued first: the host fills the grammar masks while the device
@@ -360,9 +430,40 @@ class ModelRunner:
             plan = AttentionPlan(decode=False, num_seqs=len(steps), max_q_len=max_q)
             self.model.forward(self.stream, self.bufs, n_tokens, plan, n_sample)
         self._upload_token_masks([st for st, _ in rows])
+        self._mark_inputs_sent()
         if n_sample:
             self.sampler.enqueue(self.stream, self.bufs.logits, n_sample)
         return n_tokens, n_sample
+
+    def _mark_inputs_sent(self) -> None:
+        """Every pinned input of the step is queued for the device: the event after the
+        copies tells the next launch when it may rewrite them."""
+        self.backend.record_event(self._inputs_done, self.stream)
+        self._inputs_pending = True
+
+    def _carry_tokens(self, steps: Sequence[SeqChunk]) -> None:
+        """Copy each carried chunk's token from the sampler's output of the step launched
+        before (still on the device) over its placeholder in the packed ids: one device copy
+        per run of consecutive rows, so a steady decode batch costs one copy."""
+        pairs: list[tuple[int, int]] = []  # (ids position, sampled row of the last step)
+        pos = 0
+        for st in steps:
+            pos += len(st.token_ids)
+            if st.carried:
+                row = self._sample_row.get(st.seq_id)
+                if row is None:
+                    raise RuntimeError(f"sequence {st.seq_id} carries its last token, but the "
+                                       "step launched before did not sample for it")
+                pairs.append((pos - 1 - st.num_draft, row))
+        i = 0
+        while i < len(pairs):
+            dst, src = pairs[i]
+            n = 1
+            while i + n < len(pairs) and pairs[i + n] == (dst + n, src + n):
+                n += 1
+            self.backend.copy_d2d(self.bufs.ids + 4 * dst, self.sampler.out_ids + 4 * src,
+                                  4 * n, self.stream)
+            i += n
 
     def _mtp_pass(self, chunks: Sequence[SeqChunk], table: DevicePtr,
                   rows: Sequence[int]) -> list[int]:
@@ -425,6 +526,7 @@ class ModelRunner:
         if redo:
             self._forward(redo, ())
             self.backend.synchronize(self.stream)
+            self._inputs_pending = False
 
     def _graph_bucket(self, steps: Sequence[SeqChunk]) -> tuple[int, bool]:
         """(rows of the captured graph that runs this step, 0 to run it eagerly; whether it
@@ -503,7 +605,8 @@ class ModelRunner:
                 raise RuntimeError(f"more than {self.max_batch_size} live sequences; release "
                                    "finished sequences before starting new ones")
             slot = self._slot_of[st.seq_id] = self._free_slots.pop()
-        self.sampler.assign(slot, st.history.prompt_ids, st.sampling, st.history.drawn_counts)
+        self.sampler.assign(slot, st.history.prompt_ids, st.sampling, st.history.drawn_counts,
+                            self.stream)
 
     def _upload_inputs(self, owners: Sequence[SeqChunk], n_rows: int) -> None:
         """Copy the packed step inputs, and the block-table rows whose contents changed

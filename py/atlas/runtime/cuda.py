@@ -527,6 +527,10 @@ class CudaBackend(GpuBackend):
         self._ok(self._drv.cuStreamWaitEvent(self._cu_stream(stream), event.native, 0),
                  "cuStreamWaitEvent")
 
+    def event_synchronize(self, event: EventHandle) -> None:
+        self._bound()
+        self._ok(self._drv.cuEventSynchronize(event.native), "cuEventSynchronize")
+
     def event_elapsed_ms(self, start: EventHandle, end: EventHandle) -> float:
         """Milliseconds between two recorded events; waits for `end` to complete."""
         self._bound()

@@ -265,6 +265,11 @@ class GpuBackend(abc.ABC):
     def event_elapsed_ms(self, start: EventHandle, end: EventHandle) -> float:
         raise GpuError(f"{self.name} backend has no events")
 
+    def event_synchronize(self, event: EventHandle) -> None:
+        """Wait until the work before the event's last record has completed (the host
+        waits for one step while later ones stay queued)."""
+        raise GpuError(f"{self.name} backend has no events")
+
     # ---- lifetime -----------------------------------------------------------------
     def close(self) -> None:
         """Release what the backend holds (modules, streams, pinned memory); idempotent."""

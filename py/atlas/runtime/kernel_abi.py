@@ -64,6 +64,18 @@ GEMV_SILU_SINGLE = S("gemv", "gemv_silu_bf16_single",
 GEMV_ADD_RMSNORM_SINGLE = S("gemv", "gemv_add_rmsnorm_bf16_single",
                             "resid:ptr delta:ptr norm_w:ptr resid_out:ptr w:ptr y:ptr n:u32 "
                             "k:u32 eps:f32 offset:u32")
+# the residual stream carried by batch-1 GEMVs (one row): the *_residual entries add their
+# output y = x @ w.T (bf16-rounded) to resid in place, resid[i] = bf16(resid[i] + y[i]), and
+# write ssq[b] = the f32 sum of squares of the new resid[4 b .. 4 b + 3] (ceil(n / 4) floats);
+# GEMV_RMSNORM_SINGLE consumes them: y = RMSNorm(resid) @ w.T (ADD_RMSNORM's numerics without
+# the add; offset != 0: the (1 + w) form), where ssq holds resid's ceil(k / 4) partials
+GEMV_RESIDUAL_SINGLE = S("gemv", "gemv_residual_bf16_single",
+                         "x:ptr w:ptr resid:ptr ssq:ptr n:u32 k:u32")
+GEMV_SILU_RESIDUAL_SINGLE = S("gemv", "gemv_silu_residual_bf16_single",
+                              "gate_up:ptr w:ptr resid:ptr ssq:ptr n:u32 k:u32")
+GEMV_RMSNORM_SINGLE = S("gemv", "gemv_rmsnorm_bf16_single",
+                        "resid:ptr ssq:ptr norm_w:ptr w:ptr y:ptr n:u32 k:u32 eps:f32 "
+                        "offset:u32")
 GEMM = S("gemm", "gemm_bf16", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 GEMM_F32OUT = S("gemm", "gemm_bf16_f32", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 # the same products with a 64x32 tile, for few rows (decode batches > 8): more blocks
@@ -120,6 +132,21 @@ GEMV_MMA_FP8 = S("gemv_mma_quant", "gemv_mma_fp8_bf16", "x:ptr w:ptr " + _FP8_SC
 GEMV_MMA_FP8_SMALL = S("gemv_mma_quant", "gemv_mma_fp8_bf16_small", "x:ptr w:ptr " + _FP8_SCALE)
 GEMV_MMA_NVFP4 = S("gemv_mma_quant", "gemv_mma_nvfp4_bf16", "x:ptr w:ptr " + _NVFP4)
 GEMV_MMA_NVFP4_SMALL = S("gemv_mma_quant", "gemv_mma_nvfp4_bf16_small", "x:ptr w:ptr " + _NVFP4)
+# ... with f32 outputs (each bf16-rounded sum widened: a quantized LM head's logits)
+GEMV_MMA_FP8_F32 = S("gemv_mma_quant", "gemv_mma_fp8_f32", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_MMA_NVFP4_F32 = S("gemv_mma_quant", "gemv_mma_nvfp4_f32", "x:ptr w:ptr " + _NVFP4)
+# the same products for 1..8 rows with the MMA fragments loaded straight into registers
+# (kernels/hopper/common/gemv_quant_direct.cu: no shared-memory ring, 16 weight rows a block)
+GEMV_QD_FP8 = S("gemv_quant_direct", "gemv_qd_fp8_bf16", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_QD_NVFP4 = S("gemv_quant_direct", "gemv_qd_nvfp4_bf16", "x:ptr w:ptr " + _NVFP4)
+GEMV_QD_FP8_F32 = S("gemv_quant_direct", "gemv_qd_fp8_f32", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_QD_NVFP4_F32 = S("gemv_quant_direct", "gemv_qd_nvfp4_f32", "x:ptr w:ptr " + _NVFP4)
+# ... and a dense MLP's gate_up product ending with its SwiGLU: w the fused [gate | up] weight
+# [n = 2 I, k], y the activation [m, I] (silu_mul_bf16 over the plain product's bf16 output)
+GEMV_QD_FP8_SWIGLU = S("gemv_quant_direct", "gemv_qd_fp8_swiglu_bf16",
+                       "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_QD_NVFP4_SWIGLU = S("gemv_quant_direct", "gemv_qd_nvfp4_swiglu_bf16",
+                         "x:ptr w:ptr " + _NVFP4)
 # the same products with Hopper warpgroup MMA (kernels/hopper/common/gemm_sm90.cu, sm_90a
 # only): 128x256 tiles for prefill, launched with GEMM_SM90_SMEM bytes of dynamic shared memory
 GEMM_SM90 = S("gemm_sm90", "gemm_sm90_bf16", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
@@ -245,28 +272,34 @@ DECODE_ATTN_LONG = S(
     "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 num_splits:u32 "
     "scale:f32")
 
-# --- FP8 (E4M3) KV cache (kv_quant.cu, attention_kvq.cu) -------------------------------------
-# Pools as the bf16 cache, one E4M3 code byte per element; kv_scales f32 [2, hkv] per layer
-# (K scales, then V scales): an element is code * scale. The rotary kernel writes the step's
-# bf16 K/V rows to stage [2, hkv, stage_rows, head_dim] (row t = token t of the step); the
-# calibration sets a scale still 0 to amax / 448 over the first min(tokens, calib_tokens)
-# tokens with a slot (1 if amax is 0), and the append quantizes the rows into the pools.
-KV_FP8_CALIBRATE = S("kv_quant", "kv_fp8_calibrate",
-                     "stage:ptr stage_rows:u32 slots:ptr scales:ptr tokens:u32 "
-                     "calib_tokens:u32 hkv:u32 head_dim:u32")
-KV_FP8_APPEND = S("kv_quant", "kv_fp8_append",
-                  "stage:ptr stage_rows:u32 slots:ptr scales:ptr k_cache:ptr v_cache:ptr "
-                  "tokens:u32 hkv:u32 head_dim:u32 block_size:u32")
-# PREFILL_ATTN / DECODE_ATTN over the fp8 pools (decode_attn_combine_bf16 merges the partials)
-PREFILL_ATTN_FP8 = S(
-    "attention_kvq", "prefill_attn_fp8",
-    "q:ptr k_cache:ptr v_cache:ptr kv_scales:ptr block_tables:ptr cu_q:ptr kv_lens:ptr out:ptr "
-    "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 scale:f32")
-DECODE_ATTN_FP8 = S(
-    "attention_kvq", "decode_attn_fp8",
-    "q:ptr k_cache:ptr v_cache:ptr kv_scales:ptr block_tables:ptr kv_lens:ptr part_o:ptr "
-    "part_ml:ptr num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 "
-    "num_splits:u32 scale:f32")
+# --- quantized KV cache: FP8 (E4M3) and NVFP4 (kv_quant.cu, attention_kvq.cu) -----------------
+# Pools as the bf16 cache with quantized rows: FP8, one E4M3 code byte per element; NVFP4, a
+# row (block, kv head, offset) of head_dim / 2 bytes of E2M1 nibbles (element 2i low) then
+# head_dim / 16 E4M3 group-scale bytes. kv_scales f32 [2, hkv] per layer (K scales, then V
+# scales): an element is code * scale (FP8) or e2m1 * group scale * scale (NVFP4). The rotary
+# kernel writes the step's bf16 K/V rows to stage [2, hkv, stage_rows, head_dim] (row t =
+# token t of the step); the calibration sets a scale still 0 to amax / qmax over the first
+# min(tokens, calib_tokens) tokens with a slot (1 if amax is 0), and the appends quantize the
+# rows into the pools.
+KV_CALIBRATE = S("kv_quant", "kv_calibrate",
+                 "stage:ptr stage_rows:u32 slots:ptr scales:ptr tokens:u32 calib_tokens:u32 "
+                 "hkv:u32 head_dim:u32 qmax:f32")
+_KV_APPEND = ("stage:ptr stage_rows:u32 slots:ptr scales:ptr k_cache:ptr v_cache:ptr "
+              "tokens:u32 hkv:u32 head_dim:u32 block_size:u32")
+KV_FP8_APPEND = S("kv_quant", "kv_fp8_append", _KV_APPEND)
+KV_NVFP4_APPEND = S("kv_quant", "kv_nvfp4_append", _KV_APPEND)
+# PREFILL_ATTN / DECODE_ATTN over the quantized pools (decode_attn_combine_bf16 merges the
+# partials)
+_PREFILL_KVQ = ("q:ptr k_cache:ptr v_cache:ptr kv_scales:ptr block_tables:ptr cu_q:ptr "
+                "kv_lens:ptr out:ptr num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 "
+                "max_blocks:u32 scale:f32")
+_DECODE_KVQ = ("q:ptr k_cache:ptr v_cache:ptr kv_scales:ptr block_tables:ptr kv_lens:ptr "
+               "part_o:ptr part_ml:ptr num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 "
+               "block_size:u32 max_blocks:u32 num_splits:u32 scale:f32")
+PREFILL_ATTN_FP8 = S("attention_kvq", "prefill_attn_fp8", _PREFILL_KVQ)
+DECODE_ATTN_FP8 = S("attention_kvq", "decode_attn_fp8", _DECODE_KVQ)
+PREFILL_ATTN_NVFP4 = S("attention_kvq", "prefill_attn_nvfp4", _PREFILL_KVQ)
+DECODE_ATTN_NVFP4 = S("attention_kvq", "decode_attn_nvfp4", _DECODE_KVQ)
 
 # --- sampler (kernels/<hw>/common/sampler.cu) ----------------------------------------------
 # Per-row inputs are one SAMPLE_ROW record per batch row, written by the host before each
@@ -322,7 +355,7 @@ MOE_TOPK_SIGMOID = S("moe_router", "moe_topk_sigmoid_f32",
 # Decode router (1..8 tokens) in one launch: logits f32 [tokens, experts] = the bf16 product
 # x bf16 [tokens, hidden] . w_gate bf16 [experts, hidden] widened (as GEMV_F32OUT writes it),
 # then the top-k of the kernels above from them; the last block routes (counter: one u32,
-# zero before and after)
+# zero before and after); 2 * tokens * hidden bytes of dynamic shared memory (x)
 # With shared_slots > 0 (a shared expert folded in as that many slots after the top_k routed
 # ones, ops.moe.MoeShape.shared_slots) shared_gate is its gate row bf16 [hidden]:
 # shared_logits f32 [tokens] = bf16(x . shared_gate), and slot top_k + c of each token gets
@@ -345,7 +378,8 @@ MOE_GATE_TOPK_SIGMOID = S("moe_router", "moe_gate_topk_sigmoid_bf16",
 # the shared expert's intermediate columns in chunks of inter (shared_gate_up bf16
 # [2 shared_inter, hidden], gate rows then up rows; shared_down bf16 [hidden, shared_inter];
 # act past shared_inter is zero, which the down kernels rely on); act/ids/weights rows are
-# top_k + shared_slots long.
+# top_k + shared_slots long. 2 * tokens * hidden bytes of dynamic shared memory (x); grid
+# x: column groups of 8 in blocks of ops.moe.gate_up_groups_per_block.
 MOE_GATE_UP_SILU = S("moe_decode", "moe_gate_up_silu_bf16",
                      "x:ptr w_gate_up:ptr topk_ids:ptr act:ptr tokens:u32 top_k:u32 hidden:u32 "
                      "inter:u32 experts:u32 shared_gate_up:ptr shared_slots:u32 "
@@ -353,7 +387,10 @@ MOE_GATE_UP_SILU = S("moe_decode", "moe_gate_up_silu_bf16",
 # out bf16 [tokens, hidden] = bf16(sum_j topk_weights[t, j] * bf16(act[t, j] . w_down[e_j]));
 # with shared slots: bf16(that sum) + bf16(topk_weights[t, top_k] * bf16(shared act .
 # shared_down)) (transformers' bf16 op boundaries); a block covers rows_per_block rows of one
-# token for all its slots, in passes of 16 // slots rows (ops.moe.down_rows)
+# token for all its slots, in groups of ops.moe.down_rows_per_group rows (ops.moe.down_rows),
+# with ops.moe.down_smem bytes of dynamic shared memory (the token's act rows). It reads
+# topk_ids / topk_weights before its PDL wait: their writer must be at least two launches
+# back, with a launch between that waits before it lets dependents start (moe_gate_up_silu)
 MOE_DOWN_SUM = S("moe_decode", "moe_down_sum_bf16",
                  "act:ptr w_down:ptr topk_ids:ptr topk_weights:ptr out:ptr tokens:u32 "
                  "top_k:u32 hidden:u32 inter:u32 experts:u32 rows_per_block:u32 "

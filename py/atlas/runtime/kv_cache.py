@@ -7,7 +7,8 @@ Three pieces, usable apart:
   caching can share a block between sequences.
 * `KvCacheConfig` — how many blocks a device can hold; `KvCacheConfig.plan` is the policy.
 * `PagedKvCache` — the device memory: per-layer K and V pools of
-  [num_blocks, num_kv_heads, block_size, head_dim] (the layout in `kernel_abi`), carved from
+  [num_blocks, num_kv_heads, block_size, row] (the layout in `kernel_abi`; a row is head_dim
+  elements in bf16 or FP8, or NVFP4's nibbles and group scales), carved from
   one allocation, and an i32 [max_batch_size, max_blocks_per_seq] block-table buffer with a
   host mirror edited in place.
 """
@@ -127,8 +128,22 @@ class BlockAllocator:
 
 # ---- sizing -----------------------------------------------------------------------------
 
-#: KV cache element formats `--kv-cache-dtype` accepts, by label
-KV_DTYPES = {"bf16": DType.BF16, "fp8": DType.FP8E4M3}
+#: KV cache element formats `--kv-cache-dtype` accepts, by label (nvfp4: E2M1 elements with
+#: an E4M3 scale per 16, the pools' DType naming the element)
+KV_DTYPES = {"bf16": DType.BF16, "fp8": DType.FP8E4M3, "nvfp4": DType.E2M1}
+#: elements per NVFP4 group scale
+NVFP4_GROUP = 16
+
+
+def kv_row_bytes(dtype: DType, head_dim: int) -> int:
+    """Bytes of one token's row of one kv head in a `dtype` pool: head_dim elements, plus
+    one E4M3 scale byte per 16 elements for NVFP4 (0.5625 bytes per element)."""
+    if dtype is DType.E2M1:
+        if head_dim % NVFP4_GROUP:
+            raise ValueError(f"nvfp4 KV needs head_dim a multiple of {NVFP4_GROUP}, got "
+                             f"{head_dim}")
+        return dtype.nbytes(head_dim) + head_dim // NVFP4_GROUP
+    return dtype.nbytes(head_dim)
 
 
 def parse_kv_dtype(label: str) -> DType:
@@ -150,8 +165,9 @@ class KvCacheConfig:
 
     `dtype` is the pool format of the quantized layers; the first and last
     `high_precision_layers` layers keep bf16 pools (the layers most sensitive to KV error).
-    An FP8 layer also holds f32 [2, num_kv_heads] scales (K, then V), counted per layer in
-    `scale_bytes`, not per block: they do not grow with the pool.
+    A quantized (FP8 or NVFP4) layer also holds f32 [2, num_kv_heads] scales (K, then V),
+    counted per layer in `scale_bytes`, not per block: they do not grow with the pool
+    (NVFP4's per-16 group scales are part of each row, `kv_row_bytes`).
     """
 
     num_layers: int
@@ -182,8 +198,8 @@ class KvCacheConfig:
 
     def layer_pool_bytes(self, layer: int) -> int:
         """Bytes of one layer's K (or V) pool, rounded up to the pool alignment."""
-        raw = self.layer_dtypes[layer].nbytes(self.num_blocks * self.num_kv_heads
-                                              * self.block_size * self.head_dim)
+        raw = (self.num_blocks * self.num_kv_heads * self.block_size
+               * kv_row_bytes(self.layer_dtypes[layer], self.head_dim))
         return -(-raw // _POOL_ALIGNMENT) * _POOL_ALIGNMENT
 
     @property
@@ -290,7 +306,7 @@ def layer_kv_dtypes(num_layers: int, dtype: DType, high_precision_layers: int = 
 def kv_bytes_per_block(num_layers: int, num_kv_heads: int, head_dim: int, block_size: int,
                        dtype: DType = DType.BF16, high_precision_layers: int = 0) -> int:
     """Bytes of K and V for `block_size` tokens across all layers, each in its format."""
-    return sum(2 * dt.nbytes(num_kv_heads * block_size * head_dim)
+    return sum(2 * num_kv_heads * block_size * kv_row_bytes(dt, head_dim)
                for dt in layer_kv_dtypes(num_layers, dtype, high_precision_layers))
 
 
@@ -350,7 +366,8 @@ class PagedKvCache:
 
     @property
     def dtype_label(self) -> str:
-        """"fp8", "bf16", or "fp8+bf16" when high-precision layers keep some in bf16."""
+        """"bf16", "fp8", "nvfp4", or e.g. "fp8+bf16" when high-precision layers keep some in
+        bf16."""
         labels = {kv_dtype_label(dt) for dt in self.layer_dtypes}
         main = kv_dtype_label(self.cfg.dtype)
         return main if labels == {main} else f"{main}+bf16"

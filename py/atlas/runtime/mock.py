@@ -204,5 +204,8 @@ class MockGpuBackend(GpuBackend):
     def stream_wait_event(self, stream: Stream, event: EventHandle) -> None:
         self.op_counts["stream_wait_event"] += 1
 
+    def event_synchronize(self, event: EventHandle) -> None:
+        self.op_counts["event_synchronize"] += 1
+
     def event_elapsed_ms(self, start: EventHandle, end: EventHandle) -> float:
         return 0.0

@@ -36,6 +36,9 @@ from .kernel_abi import SAMPLE_ROW
 from .ops import KernelCache, sampling
 
 _SEED_MASK = (1 << 64) - 1
+#: SAMPLE_ROW as 4-byte words (every field is 4 bytes), and the word holding `step`
+_ROW_WORDS = SAMPLE_ROW.itemsize // 4
+_STEP_WORD = SAMPLE_ROW.fields["step"][1] // 4
 
 
 class Sampler:
@@ -63,6 +66,13 @@ class Sampler:
         self.counters = self._zeroed(counter_bytes)             # u32 [max_batch]
         self._rows_np = backend.alloc_host_pinned(SAMPLE_ROW.itemsize * max_batch).view(SAMPLE_ROW)
         self._seeds_np = np.zeros(max_slots, dtype=np.uint64)
+        #: each slot's last row record (step 0) and the params it was built from: a step's
+        #: rows are gathered from these, and only rows whose params changed are rebuilt
+        self._slot_rows = np.zeros(max_slots, dtype=SAMPLE_ROW)
+        #: the same records as rows of 4-byte words, gathered by slot with one np.take
+        self._slot_words = self._slot_rows.view(np.uint32).reshape(max_slots, _ROW_WORDS)
+        self._row_words = self._rows_np.view(np.uint32).reshape(max_batch, _ROW_WORDS)
+        self._slot_params: list[SamplingParams | None] = [None] * max_slots
         # Seeds for requests that bring none: fresh per sequence, reproducible per sampler seed.
         self._seed_rng = np.random.default_rng(seed)
         self.mask_words = sampling.bitmask_words(vocab)
@@ -100,18 +110,22 @@ class Sampler:
 
     # ---- per sequence -------------------------------------------------------------------
     def assign(self, slot: int, prompt_ids: Sequence[int], params: SamplingParams,
-               drawn_counts: Mapping[int, int] | None = None) -> None:
+               drawn_counts: Mapping[int, int] | None = None,
+               stream: Stream | None = None) -> None:
         """Give `slot` to a sequence: record its prompt, its seed and its penalty counts.
 
         `drawn_counts` (token -> times drawn) restores the counts of a sequence that resumes
         after preemption; a new sequence starts from zero. Runs once per (re)admission,
         outside any graph: its O(vocab) work is device memsets and at most two uploads, only
-        when the request has penalties.
+        when the request has penalties. The memsets are queued on `stream` (ordered after a
+        step still running that used the slot, without waiting for it); the uploads, from
+        temporary host arrays, are synchronous.
         """
         self._check_slot(slot)
         params.validate()
         seed = params.seed if params.seed is not None else int(self._seed_rng.integers(2 ** 63))
         self._seeds_np[slot] = seed & _SEED_MASK
+        self._set_slot_row(slot, params)
         v = self.vocab
         counts_ptr = self.counts + 4 * slot * v
         if drawn_counts and params.has_penalties:
@@ -123,7 +137,7 @@ class Sampler:
                 counts[token] = n
             self.backend.copy_h2d(counts_ptr, counts)
         else:
-            self.backend.memset(counts_ptr, 0, 4 * v)
+            self.backend.memset(counts_ptr, 0, 4 * v, stream)
         mask_ptr = self.prompt_mask + slot * v
         ids = np.asarray(prompt_ids, dtype=np.int64)
         ids = ids[(ids >= 0) & (ids < v)]
@@ -132,7 +146,7 @@ class Sampler:
             mask[ids] = 1
             self.backend.copy_h2d(mask_ptr, mask)
         else:
-            self.backend.memset(mask_ptr, 0, v)
+            self.backend.memset(mask_ptr, 0, v, stream)
 
     # ---- per step -----------------------------------------------------------------------
     def prepare(self, slots: Sequence[int], params: Sequence[SamplingParams],
@@ -146,15 +160,26 @@ class Sampler:
                              f"{len(steps)} steps")
         if n > self.max_batch:
             raise ValueError(f"sampler.prepare: {n} rows exceed max_batch={self.max_batch}")
-        rows = self._rows_np
-        for i, (slot, p, step) in enumerate(zip(slots, params, steps)):
-            self._check_slot(slot)
-            seed = int(self._seeds_np[slot])
-            rows[i] = (slot, min(p.top_k, 2 ** 31 - 1), seed & 0xFFFFFFFF, seed >> 32,
-                       step & 0xFFFFFFFF, p.temperature, p.top_p, p.min_p,
-                       p.effective_repetition_penalty, p.presence_penalty, p.frequency_penalty, 0)
-        if n:
-            self.backend.copy_h2d(self.row_params, rows[:n], stream)
+        if not n:
+            return
+        for slot, p in zip(slots, params):
+            if not 0 <= slot < self.max_slots:
+                self._check_slot(slot)
+            if p is not self._slot_params[slot]:
+                self._set_slot_row(slot, p)
+        words = self._row_words[:n]
+        np.take(self._slot_words, np.fromiter(slots, np.int64, n), axis=0, out=words)
+        words[:, _STEP_WORD] = np.fromiter(steps, np.int64, n) & 0xFFFFFFFF
+        self.backend.copy_h2d(self.row_params, self._rows_np[:n], stream)
+
+    def _set_slot_row(self, slot: int, p: SamplingParams) -> None:
+        """The row record of `slot` under `p` (its seed from `assign`; step 0)."""
+        seed = int(self._seeds_np[slot])
+        self._slot_rows[slot] = (slot, min(p.top_k, 2 ** 31 - 1), seed & 0xFFFFFFFF, seed >> 32,
+                                 0, p.temperature, p.top_p, p.min_p,
+                                 p.effective_repetition_penalty, p.presence_penalty,
+                                 p.frequency_penalty, 0)
+        self._slot_params[slot] = p
 
     def upload_token_masks(self, constrained: Sequence[bool], stream: Stream | None = None,
                            ) -> None:

@@ -36,6 +36,8 @@ class EngineLimits:
     #: the draft policy's step-cost table (batch -> relative cost of K = 1.. drafts; see
     #: Speculator); None: every step drafts num_draft_tokens
     spec_step_cost: dict[int, list[float]] | None = None
+    #: plan and launch each step while the one before runs on the device (EngineCore)
+    async_scheduling: bool = True
 
 
 def build_engine(executor: StepExecutor, limits: EngineLimits, ctx: ServerContext,
@@ -48,7 +50,7 @@ def build_engine(executor: StepExecutor, limits: EngineLimits, ctx: ServerContex
         pool_factory=pool_factory, prefix_caching=limits.prefix_caching,
         speculator=Speculator(_drafter(limits.speculative, executor), limits.num_draft_tokens,
                               step_cost=limits.spec_step_cost)
-        if limits.speculative else None)
+        if limits.speculative else None, async_scheduling=limits.async_scheduling)
     kv = getattr(executor, "kv", None)   # a model runner's pool (absent on test executors)
     if kv is not None:
         ctx.metrics.kv_pool = (kv.cfg.max_tokens, kv.dtype_label, kv.cfg.bytes_per_token)

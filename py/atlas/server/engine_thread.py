@@ -97,9 +97,10 @@ class EngineThread:
         if report.error is not None:  # the model failed: that batch ended, keep serving
             _log.error("engine step failed", batch=report.num_chunks, exc_info=report.error)
             return report.outputs
+        if not report.made_progress:
+            time.sleep(0.001)  # everything waits on blocks held by nobody running
+            return report.outputs
         if report.num_chunks == 0:
-            if not report.outputs:
-                time.sleep(0.001)  # everything waits on blocks held by nobody running
             return report.outputs
         if self._metrics is not None:
             scheduler = self.core.scheduler

@@ -135,7 +135,8 @@ class DenseDecoderLoader:
                 plan.add(f"l{i}.k_norm", [(p + "self_attn.k_norm.weight", (d,))])
         plan.add("final_norm", [("model.norm.weight", (h,))])
         if not cfg.tie_word_embeddings:
-            plan.add("lm_head", [("lm_head.weight", (vocab, h))])
+            # a linear: bf16, or quantized where the checkpoint stores it so
+            add_linear(plan, "lm_head", [("lm_head.weight", vocab)], h)
         return plan
 
     def plan_mlp(self, plan: WeightPlan, cfg: ModelConfig, layer: int,

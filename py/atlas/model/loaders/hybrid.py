@@ -141,7 +141,8 @@ class Qwen35Loader(DenseDecoderLoader):
             plan.add(f"l{i}.post_norm", [(p + "post_attention_layernorm.weight", (h,))])
         plan.add("final_norm", [(pre + "norm.weight", (h,))])
         if not cfg.tie_word_embeddings:
-            plan.add("lm_head", [("lm_head.weight", (vocab, h))])
+            # a linear: bf16, or quantized where the checkpoint stores it so
+            add_linear(plan, "lm_head", [("lm_head.weight", vocab)], h)
         return plan
 
     def in_proj_parts(self, la: LinearAttentionConfig, a: str,

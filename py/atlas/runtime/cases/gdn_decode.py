@@ -6,10 +6,11 @@ norm), sharing no code with the reference kernels. Cases: a decode batch mixing 
 sequences (their conv ring and delta state hold NaN: a kernel that reads them fails) with
 ones at positions 1 and 2 (the ring is partly history, partly zero) and later ones; the
 exact head shapes of Qwen3.5-35B-A3B and Qwen3-Next-80B-A3B (16 key heads, 32 value heads of
-128, conv kernel 4, 8,192 conv channels) and a group of three value heads per key head; and
-a CUDA-graph case: one captured launch replayed for 40 tokens of one sequence (step inputs
-copied into the graph's fixed buffers, as the decode runner does), from position 0 through
-ten laps of the ring.
+128, conv kernel 4, 8,192 conv channels), also at batch 8; a group of three value heads per
+key head; dk 256 with threads that only convolve (conv kernel 2); and a CUDA-graph
+case: one captured launch replayed for 40 tokens of one sequence (step inputs copied into
+the graph's fixed buffers, as the decode runner does), from position 0 through ten laps of
+the ring.
 """
 
 from __future__ import annotations
@@ -192,5 +193,12 @@ def gdn_decode_cases(rng: np.random.Generator) -> list[KernelCase]:
                     Layer(QWEN3_5_MOE_HEADS), [0, 5, 300]),
         _batch_case(rng, "gdn_decode_group3_kernel3", Layer(Heads(hk=2, hv=6, dk=64, dv=128), 3),
                     [4, 0, 1]),
+        # batch 8 of the flagship: fresh, ring partly history (positions 1, 2), and later
+        _batch_case(rng, "gdn_decode_qwen3.5-35b-a3b_b8", Layer(QWEN3_5_MOE_HEADS),
+                    [0, 1, 2, 3, 17, 300, 4095, 1]),
+        # dk 256, dv 64: 132 conv chunks of 4 channels but 128 state owners per block, so
+        # four threads only convolve; conv kernel 2 (one history row)
+        _batch_case(rng, "gdn_decode_dk256_dv64_kernel2",
+                    Layer(Heads(hk=1, hv=2, dk=256, dv=64), 2), [3, 0]),
         _graph_case(rng, small),
     ]

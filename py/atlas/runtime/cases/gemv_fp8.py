@@ -29,15 +29,19 @@ def random_fp8(rng: np.random.Generator, n: int, k: int, layout: str
 
 
 def fp8_linear_case(rng: np.random.Generator, layout: str, m: int, n: int, k: int,
-                    silu: bool = False, mma: bool = False) -> KernelCase:
-    """`mma`: the tensor-core GEMV (module gemv_mma_quant), else the CUDA-core route."""
+                    silu: bool = False, mma: bool = False, direct: bool = False,
+                    logits: bool = False) -> KernelCase:
+    """`mma`: the tensor-core GEMV (module gemv_mma_quant; `direct`: its register-fed
+    kernel, module gemv_quant_direct), else the CUDA-core route; `logits`: f32 outputs."""
     codes, scales, smap = random_fp8(rng, n, k, layout)
-    kind = "gemv_mma_fp8" if mma else "gemv_fp8"
+    kind, module = (("gemv_qd_fp8", "gemv_quant_direct") if direct else
+                    ("gemv_mma_fp8", "gemv_mma_quant") if mma else ("gemv_fp8", "gemv_fp8"))
+    tag = "_silu" if silu else "_f32" if logits else ""
     return quant_linear_case(
-        rng, f"{kind}{'_silu' if silu else ''} {layout} m{m} n{n} k{k}",
-        "gemv_mma_quant" if mma else "gemv_fp8", m, n, k, silu,
+        rng, f"{kind}{tag} {layout} m{m} n{n} k{k}", module, m, n, k, silu,
         {"w": codes, "s": scales.reshape(-1)}, lambda p: Fp8Weight(p["w"], p["s"], n, k, smap),
-        lambda v: dequantize_fp8(v["w"], v["s"].reshape(smap.shape), smap), mma)
+        lambda v: dequantize_fp8(v["w"], v["s"].reshape(smap.shape), smap), mma or direct,
+        direct, logits)
 
 
 def dequant_case(rng: np.random.Generator, n: int, k: int) -> KernelCase:

@@ -466,7 +466,11 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
               down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm t8 e24 k20 (two passes)", wide,
                                     random_ids(rng, 8, 24, 20)),
               down_case(rng, "moe_down_sum t2 e24 k20 (two passes) h128 i32", wide,
-                        random_ids(rng, 2, 24, 20))]
+                        random_ids(rng, 2, 24, 20)),
+              # rows of 194 chunks: 7 steps, the general tile's batches of 5 (the second
+              # partial), and 12 rows a group
+              down_case(rng, "moe_down_sum t3 e6 k2 h72 i1552 (long rows)",
+                        moe.MoeShape(6, 2, 72, 1552), random_ids(rng, 3, 6, 2))]
     # a shared expert folded in: 48 columns in chunks of 32 (two slots, the second partial),
     # as the tiny Qwen3.5-MoE / Qwen3-Next fixtures; then Qwen3.5-35B-A3B's per-expert shape
     # (hidden 2048, inter 512, top-8, shared 512: one slot), 8 of its 256 experts

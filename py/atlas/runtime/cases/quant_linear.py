@@ -1,12 +1,14 @@
 """The check case of a quantized linear, whatever the format: y = x @ dequant(w).T through
 `matmul_quant.linear_quant` (or `linear_silu_quant` with the SwiGLU input), against a
-float64 oracle. `mma` cases force the tensor-core GEMV (gemv_mma_quant); the others force
-it off: GEMV passes of up to 8 rows or dequantize + GEMM (`gemv_passes` decides).
+float64 oracle. `mma` cases force the tensor-core GEMV: its register-fed kernel for 1..8
+rows (gemv_quant_direct) when `direct`, else its ring kernel (gemv_mma_quant); the others
+force it off: GEMV passes of up to 8 rows or dequantize + GEMM (`gemv_passes` decides).
 `weight_inputs` are the weight's host arrays: their bytes are what the device weight
 streams, so the case predicts the route the launch builder takes."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 import numpy as np
@@ -16,6 +18,7 @@ from ...core.numerics import bf16_bits_to_f32, round_bf16
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec
 from ..ops import KernelCache, matmul_quant
+from ..ops.routes import KernelRoutes
 from .gemv import TENSOR_CORE_K_TOL, random_bf16, swiglu_oracle
 
 #: the device weight from the case's buffers (p: name -> device pointer)
@@ -26,20 +29,28 @@ DequantFn = Callable[[dict[str, np.ndarray]], np.ndarray]
 
 def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, n: int,
                       k: int, silu: bool, weight_inputs: dict[str, np.ndarray],
-                      weight: WeightFn, dequant: DequantFn, mma: bool = False) -> KernelCase:
+                      weight: WeightFn, dequant: DequantFn, mma: bool = False,
+                      direct: bool = False, logits: bool = False) -> KernelCase:
+    """`logits`: f32 outputs (a quantized LM head: `QuantLinear.linear(out_f32=True)`, the
+    tensor-core GEMVs' `_f32` entry points, any m)."""
     x_name = "gate_up" if silu else "x"
     inputs = {x_name: random_bf16(rng, (m, 2 * k if silu else k), 4.0 if silu else 1.0),
               **weight_inputs}
     wbytes = sum(a.nbytes for a in weight_inputs.values())
-    gemm = not mma and not matmul_quant.gemv_passes(wbytes, n, k, m)
+    gemm = not mma and not logits and not matmul_quant.gemv_passes(wbytes, n, k, m)
     if gemm:
         inputs["scratch"] = np.zeros((n, k), np.uint16)
     if silu and not matmul_quant.silu_fused(wbytes, n, k, m, mma):
         inputs["act"] = np.zeros((m, k), np.uint16)
 
+    routes = dataclasses.replace(KernelRoutes.from_env(), quant_direct=direct)
+
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        kc = KernelCache(backend)
-        if silu:
+        kc = KernelCache(backend, routes)
+        if logits:
+            matmul_quant.QuantLinear(weight(p)).linear(kc, stream, p["x"], p["y"], m,
+                                                       out_f32=True)
+        elif silu:
             matmul_quant.linear_silu_quant(kc, stream, p["gate_up"], weight(p), p["y"], m,
                                            p.get("act"), p.get("scratch"), mma)
         else:
@@ -53,5 +64,7 @@ def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, 
             w = round_bf16(w.astype(np.float32)).astype(np.float64)
         return {"y": xf @ w.T}
 
-    return KernelCase(name, module, inputs, {"y": OutputSpec(DType.BF16, (m, n))}, run, oracle,
-                      reference_abs_tol=TENSOR_CORE_K_TOL * k if gemm or mma else 0.0)
+    out = (OutputSpec(DType.FP32, (m, n), bf16_valued=True) if logits
+           else OutputSpec(DType.BF16, (m, n)))
+    return KernelCase(name, module, inputs, {"y": out}, run, oracle,
+                      reference_abs_tol=TENSOR_CORE_K_TOL * k if gemm or mma or logits else 0.0)

@@ -9,9 +9,10 @@ Geometry mirrors kernels/hopper/common/conv1d.cu and gated_delta.cu:
   tensor cores (gated_delta_chunk_tc) when dk is a multiple of 16, unless switched off.
 * recurrent delta rule (decode): one block per (DELTA_DV_TILE columns, value head, sequence);
   its warps split the key dimension, the state is read and written in place.
-* fused decode step (gdn_decode.cu): one block per (value head, sequence) of
-  (dk / GDN_DECODE_ROWS) * (dv / 4) threads (whole warps) runs the conv, the norms, the
-  recurrent step and the gated RMSNorm for its head, holding its state tile in registers.
+* fused decode step (gdn_decode.cu): a cluster of GDN_DECODE_SPLIT blocks per (value head,
+  sequence), each of (dk / GDN_DECODE_ROWS) * (dv / GDN_DECODE_SPLIT / 4) threads (whole
+  warps), runs the conv, the norms, the recurrent step and the gated RMSNorm for its
+  dv / GDN_DECODE_SPLIT columns of the head, holding its state tile in registers.
 Every form takes the step's cu_q / kv_lens (a sequence starting at position 0 starts from
 zero state) and one state slot per sequence.
 """
@@ -89,8 +90,10 @@ def _check_delta(kernel: str, qkv_pitch: int, ba_pitch: int, hk: int, hv: int, d
     if qkv_pitch < 2 * hk * dk + hv * dv or ba_pitch < 2 * hv:
         raise ValueError(f"{kernel}: row pitches {qkv_pitch}, {ba_pitch} are narrower than "
                          "the q|k|v and b|a rows they hold")
+    # the chunked form loads q and k rows 8 bf16 at a time
+    require_multiple(kernel, "qkv_pitch", qkv_pitch, 8)
     for name, ptr in ptrs.items():
-        require_aligned(kernel, name, ptr, 4 if name == "state" else 2)
+        require_aligned(kernel, name, ptr, {"state": 4, "qkv": 16}.get(name, 2))
 
 
 def gated_delta_rule(kc: KernelCache, stream: Stream, qkv: DevicePtr, qkv_pitch: int,
@@ -124,36 +127,48 @@ def gated_delta_rule(kc: KernelCache, stream: Stream, qkv: DevicePtr, qkv_pitch:
            dk, dv)
 
 
+#: blocks sharing a value head in the fused decode kernel, each owning dv / GDN_DECODE_SPLIT
+#: state columns: a thread-block cluster (gdn_decode.cu kSplit)
+GDN_DECODE_SPLIT = 4
 #: state rows per thread of the fused decode kernel (gdn_decode.cu kRows)
-GDN_DECODE_ROWS = 16
-#: its largest block (gdn_decode.cu kMaxThreads, the __launch_bounds__): dk * dv <= 16,384
+GDN_DECODE_ROWS = 8
+#: its largest block (gdn_decode.cu kMaxThreads, the __launch_bounds__)
 GDN_DECODE_MAX_THREADS = 256
 #: dynamic shared memory a launch may use without the opt-in
 _SMEM_DEFAULT_LIMIT = 48 * 1024
 
 
 def gdn_decode_threads(dk: int, dv: int) -> int:
-    """Threads of a fused decode block: one per (row group, float4 column group), rounded
-    up to whole warps."""
-    return -(-(dk // GDN_DECODE_ROWS) * (dv // 4) // 32) * 32
+    """Threads of a fused decode block: one per (row group, float4 column group) of its
+    dv / GDN_DECODE_SPLIT columns, and at least one per 4 of its conv channels, rounded up
+    to whole warps."""
+    dvt = dv // GDN_DECODE_SPLIT
+    groups = max((dk // GDN_DECODE_ROWS) * (dvt // 4), (2 * dk + dvt) // 4)
+    return -(-groups // 32) * 32
 
 
 def gdn_decode_smem_bytes(dk: int, dv: int, kernel: int) -> int:
-    """gdn_decode.cu's carve-up, f32: the block's conv weights [2dk + dv, kernel] and conv
-    outputs [2dk + dv] (each padded to 4 floats), the row groups' partial sums
-    [dk / GDN_DECODE_ROWS, dv], and 32 floats of reduction scratch."""
-    ch = 2 * dk + dv
-    return 4 * (_pad4(ch * kernel) + _pad4(ch) + (dk // GDN_DECODE_ROWS) * dv + 32)
+    """gdn_decode.cu's carve-up, f32 units, for a block's ch = 2 dk + dv / GDN_DECODE_SPLIT
+    channels: its conv outputs [ch] (padded to 4 floats), the row groups' two partial-sum
+    tiles [dk / GDN_DECODE_ROWS, dv / GDN_DECODE_SPLIT], 64 floats of reduction scratch, and
+    the conv taps as bf16 [ch, kernel] (ch * kernel / 2 floats)."""
+    dvt = dv // GDN_DECODE_SPLIT
+    ch = 2 * dk + dvt
+    return 4 * (_pad4(ch) + 2 * (dk // GDN_DECODE_ROWS) * dvt + 64 + ch * kernel // 2)
 
 
 def _pad4(n: int) -> int:
     return -(-n // 4) * 4
 
 
-def gdn_decode_fits(dk: int, dv: int, kernel: int) -> bool:
-    """Whether the fused decode kernel takes these head dims and conv width (larger heads
-    run the three unfused kernels)."""
-    return (dk >= GDN_DECODE_ROWS and dk % GDN_DECODE_ROWS == 0 and dv >= 4 and dv % 4 == 0
+def gdn_decode_fits(dk: int, dv: int, kernel: int, proj_pitch: int) -> bool:
+    """Whether the fused decode kernel takes these head dims, conv width and projection row
+    pitch (other layers run the three unfused kernels): whole float4 column groups in each
+    of the GDN_DECODE_SPLIT blocks, at most 32 of them (row group 0 is one warp), whole row
+    groups, and rows 8-byte aligned (its row, ring and output accesses move 4 bf16 at once)."""
+    dvt = dv // GDN_DECODE_SPLIT
+    return (proj_pitch % 4 == 0 and dk >= GDN_DECODE_ROWS and dk % GDN_DECODE_ROWS == 0
+            and dv % (4 * GDN_DECODE_SPLIT) == 0 and 4 <= dvt <= 4 * 32
             and gdn_decode_threads(dk, dv) <= GDN_DECODE_MAX_THREADS
             and 2 <= kernel <= CONV_MAX_KERNEL
             and gdn_decode_smem_bytes(dk, dv, kernel) <= _SMEM_DEFAULT_LIMIT)
@@ -169,11 +184,12 @@ def gdn_decode(kc: KernelCache, stream: Stream, proj: DevicePtr, proj_pitch: int
     gating.gated_rmsnorm in turn; both states are updated in place."""
     name = "gdn_decode"
     _check_heads(name, hk, hv)
-    if not gdn_decode_fits(dk, dv, kernel):
-        raise ValueError(f"{name}: dk={dk} dv={dv} kernel={kernel} do not fit the kernel (dk "
-                         f"a multiple of {GDN_DECODE_ROWS}, dv of 4, (dk / {GDN_DECODE_ROWS}) "
-                         f"* (dv / 4) <= {GDN_DECODE_MAX_THREADS} threads, kernel in "
-                         f"2..{CONV_MAX_KERNEL})")
+    if not gdn_decode_fits(dk, dv, kernel, proj_pitch):
+        raise ValueError(f"{name}: dk={dk} dv={dv} kernel={kernel} proj_pitch={proj_pitch} do "
+                         f"not fit the kernel (dk a multiple of {GDN_DECODE_ROWS}, dv of "
+                         f"{4 * GDN_DECODE_SPLIT} up to {4 * 32 * GDN_DECODE_SPLIT}, at most "
+                         f"{GDN_DECODE_MAX_THREADS} threads, kernel in 2..{CONV_MAX_KERNEL}, "
+                         "the pitch a multiple of 4)")
     row = 2 * hk * dk + 2 * hv * dv + 2 * hv
     if proj_pitch < row:
         raise ValueError(f"{name}: proj_pitch={proj_pitch} is narrower than the "
@@ -182,10 +198,12 @@ def gdn_decode(kc: KernelCache, stream: Stream, proj: DevicePtr, proj_pitch: int
         raise ValueError(f"{name}: num_seqs={num_seqs} must be >= 1")
     smem = gdn_decode_smem_bytes(dk, dv, kernel)
     for ptr_name, ptr in (("proj", proj), ("conv_w", conv_w), ("conv_state", conv_state),
-                          ("a_log", a_log), ("dt_bias", dt_bias), ("norm_w", norm_w),
                           ("out", out)):
+        require_aligned(name, ptr_name, ptr, 8)
+    for ptr_name, ptr in (("a_log", a_log), ("dt_bias", dt_bias), ("norm_w", norm_w)):
         require_aligned(name, ptr_name, ptr, 2)
     require_aligned(name, "state", state, 16)
-    kc.get(GDN_DECODE)(stream, (hv, num_seqs), gdn_decode_threads(dk, dv), smem, proj,
-                       proj_pitch, conv_w, conv_state, a_log, dt_bias, norm_w, state,
-                       state_slots, cu_q, kv_lens, out, num_seqs, hk, hv, dk, dv, kernel, eps)
+    kc.get(GDN_DECODE)(stream, (GDN_DECODE_SPLIT, hv, num_seqs), gdn_decode_threads(dk, dv),
+                       smem, proj, proj_pitch, conv_w, conv_state, a_log, dt_bias, norm_w,
+                       state, state_slots, cu_q, kv_lens, out, num_seqs, hk, hv, dk, dv,
+                       kernel, eps)

@@ -62,4 +62,4 @@ class Nvfp4Weight:
 
     def mma(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int) -> None:
         """The tensor-core GEMV (matmul_quant_mma), 1 <= m <= 64."""
-        matmul_quant_mma.gemv_mma_nvfp4(kc, stream, x, self, y, m)
+        matmul_quant_mma.gemv_mma(kc, stream, x, self, y, m)

@@ -7,8 +7,11 @@ meets its preconditions (`uses_mma`); elsewhere they stream the quantized bytes 
 format's CUDA-core GEMV, 8 rows a pass while passes move fewer bytes than the other route
 (`gemv_passes`). Larger row counts dequantize the tensor into a bf16 scratch buffer the
 caller owns and run the bf16 `linear` on it. The CUDA-core GEMV passes have the same
-SwiGLU fusion as the bf16 GEMV; the tensor-core route runs silu_mul first. `QuantLinear`
-wraps any format behind the interface of `Bf16Linear`, so model layers never see the format.
+SwiGLU fusion as the bf16 GEMV; the tensor-core route runs silu_mul first, except where its
+register-fed kernel computes the gate_up product and ends it with the SwiGLU instead
+(`fuses_swiglu`: the model then runs the down projection on the activation directly).
+`QuantLinear` wraps any format behind the interface of `Bf16Linear`, so model layers never
+see the format; its f32 output (a quantized LM head's logits) is the tensor-core GEMVs'.
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ class Fp8Weight:
         dequant_fp8(kc, stream, self, out)
 
     def mma(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int) -> None:
-        matmul_quant_mma.gemv_mma_fp8(kc, stream, x, self, y, m)
+        matmul_quant_mma.gemv_mma(kc, stream, x, self, y, m)
 
 
 def gemv_fp8_threads(k: int) -> int:
@@ -153,6 +156,22 @@ def silu_fused(weight_bytes: int, n: int, k: int, m: int, mma: bool) -> bool:
     return not mma and k <= FUSED_SILU_MAX_K and bool(gemv_passes(weight_bytes, n, k, m))
 
 
+def fuses_swiglu(kc: KernelCache, w: QuantWeight, m: int) -> bool:
+    """Whether an m-row product with the fused [gate | up] weight w can end with its SwiGLU
+    in the GEMV (`linear_swiglu_quant`): the register-fed tensor-core kernel takes it (1..8
+    rows, loaded, switched on) and n splits in halves."""
+    return (w.n % 2 == 0 and uses_mma(kc, w, m)
+            and matmul_quant_mma.uses_direct(kc, w, m))
+
+
+def linear_swiglu_quant(kc: KernelCache, stream: Stream, x: DevicePtr, w: QuantWeight,
+                        act: DevicePtr, m: int) -> None:
+    """act[m, n / 2] = bf16(bf16(silu(gate)) * up) of [gate | up] = x @ dequant(w).T, in one
+    launch: the same values as `linear_quant` then silu_mul. Callers route by
+    `fuses_swiglu`; the launch builder checks the kernel's own preconditions."""
+    matmul_quant_mma.gemv_direct_swiglu(kc, stream, x, w, act, m)
+
+
 def linear_quant(kc: KernelCache, stream: Stream, x: DevicePtr, w: QuantWeight, y: DevicePtr,
                  m: int, scratch: DevicePtr | None = None, mma: bool | None = None) -> None:
     """y = x @ dequant(w).T for any m: the tensor-core GEMV (`uses_mma`; `mma` True / False
@@ -201,6 +220,10 @@ class Bf16Linear:
     def scratch_bytes(self, m: int) -> int:
         return 0
 
+    def fuses_swiglu(self, kc: KernelCache, m: int) -> bool:
+        """bf16 gate_up products end in memory (the down GEMV may fuse the SwiGLU instead)."""
+        return False
+
     def linear(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
                out_f32: bool = False, w_scratch: DevicePtr | None = None) -> None:
         linear(kc, stream, x, self.ptr, y, m, self.n, self.k, out_f32)
@@ -229,10 +252,24 @@ class QuantLinear:
     def scratch_bytes(self, m: int) -> int:
         return 0 if gemv_passes(self.w.nbytes, self.n, self.k, m) else 2 * self.n * self.k
 
+    def fuses_swiglu(self, kc: KernelCache, m: int) -> bool:
+        """Whether, as a fused [gate | up] weight, an m-row product can end with the SwiGLU
+        (`linear_swiglu`)."""
+        return fuses_swiglu(kc, self.w, m)
+
+    def linear_swiglu(self, kc: KernelCache, stream: Stream, x: DevicePtr, act: DevicePtr,
+                      m: int) -> None:
+        """act = swiglu(x @ [gate | up].T) in one launch (`fuses_swiglu` must hold)."""
+        linear_swiglu_quant(kc, stream, x, self.w, act, m)
+
     def linear(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
                out_f32: bool = False, w_scratch: DevicePtr | None = None) -> None:
+        """y = x @ dequant(w).T; `out_f32`: f32 logits of a quantized LM head (the bf16-
+        rounded sums widened, any m, on the tensor-core GEMVs: never a bf16 copy of the
+        vocabulary-sized weight)."""
         if out_f32:
-            raise ValueError("quantized weights produce bf16 outputs (the LM head stays bf16)")
+            matmul_quant_mma.gemv_logits(kc, stream, x, self.w, y, m)
+            return
         linear_quant(kc, stream, x, self.w, y, m, w_scratch)
 
     def linear_silu(self, kc: KernelCache, stream: Stream, gate_up: DevicePtr, y: DevicePtr,

@@ -7,6 +7,12 @@ cp.async ring in dynamic shared memory. The geometry below mirrors the kernel's 
 Only hopper sets build the module; `available` says whether the loaded kernels have it,
 `supports` whether a weight meets the kernel's preconditions (else matmul_quant keeps the
 CUDA-core GEMV passes).
+
+Batches of 1..8 rows take the register-fed twin (hopper/common/gemv_quant_direct.cu: the
+same fragments loaded straight from HBM into registers, no shared-memory ring, 16 weight
+rows a block) where it is loaded, switched on (ATLAS_QUANT_DIRECT) and the weight meets its
+preconditions (`direct_supports`). Its `_swiglu` entry points end a dense MLP's [gate | up]
+product with the SwiGLU (`gemv_direct_swiglu`), so no silu_mul launch follows.
 """
 
 from __future__ import annotations
@@ -14,7 +20,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import GEMV_MMA_FP8, GEMV_MMA_FP8_SMALL, GEMV_MMA_NVFP4, GEMV_MMA_NVFP4_SMALL
+from ..kernel_abi import (GEMV_MMA_FP8, GEMV_MMA_FP8_F32, GEMV_MMA_FP8_SMALL, GEMV_MMA_NVFP4,
+                          GEMV_MMA_NVFP4_F32, GEMV_MMA_NVFP4_SMALL, GEMV_QD_FP8,
+                          GEMV_QD_FP8_F32, GEMV_QD_FP8_SWIGLU, GEMV_QD_NVFP4, GEMV_QD_NVFP4_F32,
+                          GEMV_QD_NVFP4_SWIGLU)
 from . import KernelCache
 from ._preconditions import require_aligned
 
@@ -79,37 +88,108 @@ def supports(w: "Fp8Weight | Nvfp4Weight") -> bool:
     return smap is None or smap.col_stride == 0 or smap.col_shift >= 6
 
 
-def _launch(kc: KernelCache, stream: Stream, fmt: str, m: int, n: int, x: DevicePtr,
-            y: DevicePtr, args: tuple) -> None:
+#: the register-fed kernel (gemv_quant_direct.cu): weight rows per block, threads, and the
+#: k values one lane-quad step covers (k must be a multiple)
+DIRECT_ROWS = 16
+DIRECT_THREADS = 256
+DIRECT_STEP_K = {"fp8": 64, "nvfp4": 128}
+
+
+def _fmt(w: "Fp8Weight | Nvfp4Weight") -> str:
+    return "fp8" if hasattr(w, "smap") else "nvfp4"
+
+
+def direct_supports(w: "Fp8Weight | Nvfp4Weight") -> bool:
+    """The register-fed kernel's preconditions: `supports`, and for NVFP4 k % 128 == 0 (a
+    lane's step is 32 values of a row)."""
+    return supports(w) and w.k % DIRECT_STEP_K[_fmt(w)] == 0
+
+
+def uses_direct(kc: KernelCache, w: "Fp8Weight | Nvfp4Weight", m: int) -> bool:
+    """Whether an m-row tensor-core product runs on gemv_quant_direct rather than on the
+    ring kernel: 1..8 rows and a weight meeting its preconditions, then the route switch
+    (ATLAS_QUANT_DIRECT forces it on / off), else wherever the loaded set has the module."""
+    if m > MMA_QUANT_SMALL_M or not direct_supports(w):
+        return False
+    forced = kc.routes.quant_direct
+    return GEMV_QD_FP8.module in kc.backend.module_names if forced is None else forced
+
+
+def _args(w: "Fp8Weight | Nvfp4Weight", y: DevicePtr, m: int) -> tuple:
+    """The kernels' arguments after x: the weight's buffers, y, m, n, k (and the FP8 map)."""
+    if _fmt(w) == "fp8":
+        return (w.codes, w.scales, y, m, w.n, w.k, *w.map_args)
+    return (w.codes, w.scales, w.row_scales, y, m, w.n, w.k)
+
+
+def _require_supported(name: str, w: "Fp8Weight | Nvfp4Weight", x: DevicePtr) -> None:
+    if not supports(w):
+        raise ValueError(f"{name}: weight [{w.n}, {w.k}] needs k % {MMA_STEP_K} == 0 and scale "
+                         "blocks of at least 64 columns")
+    require_aligned(name, "x", x, 16)
+    if _fmt(w) == "nvfp4":
+        require_aligned(name, "scales", w.scales, 4)
+
+
+def gemv_mma(kc: KernelCache, stream: Stream, x: DevicePtr, w: "Fp8Weight | Nvfp4Weight",
+             y: DevicePtr, m: int) -> None:
+    """y[m, n] = x[m, k] @ dequant(w).T on tensor cores, 1 <= m <= 64 (bf16 x and y): the
+    register-fed kernel where `uses_direct`, else the ring kernel."""
+    fmt = _fmt(w)
+    name = f"gemv_mma_{fmt}"
     if not 1 <= m <= MMA_QUANT_MAX_M:
-        raise ValueError(f"gemv_mma_{fmt}: m={m} must be in 1..{MMA_QUANT_MAX_M}")
-    require_aligned(f"gemv_mma_{fmt}", "x", x, 16)
-    require_aligned(f"gemv_mma_{fmt}", "y", y, 2)
+        raise ValueError(f"{name}: m={m} must be in 1..{MMA_QUANT_MAX_M}")
+    _require_supported(name, w, x)
+    require_aligned(name, "y", y, 2)
+    if uses_direct(kc, w, m):
+        sig = GEMV_QD_FP8 if fmt == "fp8" else GEMV_QD_NVFP4
+        kc.get(sig)(stream, -(-w.n // DIRECT_ROWS), DIRECT_THREADS, 0, x, *_args(w, y, m))
+        return
     small = m <= MMA_QUANT_SMALL_M
     sig = {("fp8", True): GEMV_MMA_FP8_SMALL, ("fp8", False): GEMV_MMA_FP8,
            ("nvfp4", True): GEMV_MMA_NVFP4_SMALL, ("nvfp4", False): GEMV_MMA_NVFP4}[fmt, small]
     launch = kc.get_with_shared(sig, MMA_QUANT_MAX_SHARED)
-    launch(stream, -(-n // MMA_ROWS), MMA_THREADS, ring_bytes(fmt, m), x, *args)
+    launch(stream, -(-w.n // MMA_ROWS), MMA_THREADS, ring_bytes(fmt, m), x, *_args(w, y, m))
 
 
-def _require_supported(name: str, w: "Fp8Weight | Nvfp4Weight") -> None:
-    if not supports(w):
-        raise ValueError(f"{name}: weight [{w.n}, {w.k}] needs k % {MMA_STEP_K} == 0 and scale "
-                         "blocks of at least 64 columns")
+def gemv_logits(kc: KernelCache, stream: Stream, x: DevicePtr, w: "Fp8Weight | Nvfp4Weight",
+                logits: DevicePtr, m: int) -> None:
+    """logits f32 [m, n] = the bf16-rounded x @ dequant(w).T, widened (a quantized LM head:
+    the bf16 GEMV's f32 output), any m >= 1: the register-fed kernel where `uses_direct`,
+    else the ring kernel in passes of up to 64 rows (each pass streams the weight once)."""
+    fmt = _fmt(w)
+    if m < 1:
+        raise ValueError(f"gemv_logits: m={m} must be positive")
+    _require_supported("gemv_logits", w, x)
+    require_aligned("gemv_logits", "logits", logits, 4)
+    if uses_direct(kc, w, m):
+        sig = GEMV_QD_FP8_F32 if fmt == "fp8" else GEMV_QD_NVFP4_F32
+        kc.get(sig)(stream, -(-w.n // DIRECT_ROWS), DIRECT_THREADS, 0, x,
+                    *_args(w, logits, m))
+        return
+    launch = kc.get_with_shared(GEMV_MMA_FP8_F32 if fmt == "fp8" else GEMV_MMA_NVFP4_F32,
+                                MMA_QUANT_MAX_SHARED)
+    for r in range(0, m, MMA_QUANT_MAX_M):
+        rows = min(MMA_QUANT_MAX_M, m - r)
+        launch(stream, -(-w.n // MMA_ROWS), MMA_THREADS, ring_bytes(fmt, rows), x + 2 * r * w.k,
+               *_args(w, logits + 4 * r * w.n, rows))
 
 
-def gemv_mma_fp8(kc: KernelCache, stream: Stream, x: DevicePtr, w: "Fp8Weight", y: DevicePtr,
-                 m: int) -> None:
-    """y[m, n] = x[m, k] @ dequant(w).T on tensor cores, 1 <= m <= 64 (bf16 x and y)."""
-    _require_supported("gemv_mma_fp8", w)
-    _launch(kc, stream, "fp8", m, w.n, x, y,
-            (w.codes, w.scales, y, m, w.n, w.k, *w.map_args))
+#: features (output columns of the SwiGLU) per block of the `_swiglu` entry points
+DIRECT_SWIGLU_FEATURES = 8
 
 
-def gemv_mma_nvfp4(kc: KernelCache, stream: Stream, x: DevicePtr, w: "Nvfp4Weight",
-                   y: DevicePtr, m: int) -> None:
-    """y[m, n] = x[m, k] @ dequant(w).T on tensor cores, 1 <= m <= 64 (bf16 x and y)."""
-    _require_supported("gemv_mma_nvfp4", w)
-    require_aligned("gemv_mma_nvfp4", "scales", w.scales, 4)
-    _launch(kc, stream, "nvfp4", m, w.n, x, y,
-            (w.codes, w.scales, w.row_scales, y, m, w.n, w.k))
+def gemv_direct_swiglu(kc: KernelCache, stream: Stream, x: DevicePtr,
+                       w: "Fp8Weight | Nvfp4Weight", act: DevicePtr, m: int) -> None:
+    """act[m, n / 2] = swiglu(x @ dequant(w).T) for the fused [gate | up] weight w [n, k],
+    1 <= m <= 8, on the register-fed kernel (the caller checks `uses_direct`)."""
+    if not 1 <= m <= MMA_QUANT_SMALL_M:
+        raise ValueError(f"gemv_direct_swiglu: m={m} must be in 1..{MMA_QUANT_SMALL_M}")
+    if w.n % 2 or not direct_supports(w):
+        raise ValueError(f"gemv_direct_swiglu: weight [{w.n}, {w.k}] needs an even n and the "
+                         "register-fed kernel's k and scale-block preconditions")
+    _require_supported("gemv_direct_swiglu", w, x)
+    require_aligned("gemv_direct_swiglu", "act", act, 2)
+    sig = GEMV_QD_FP8_SWIGLU if _fmt(w) == "fp8" else GEMV_QD_NVFP4_SWIGLU
+    kc.get(sig)(stream, -(-(w.n // 2) // DIRECT_SWIGLU_FEATURES), DIRECT_THREADS, 0, x,
+                *_args(w, act, m))

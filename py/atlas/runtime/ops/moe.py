@@ -14,12 +14,19 @@ Contract (row-major, contiguous; reference/moe.py is the executable specificatio
   up products and the activation are bf16-rounded as in the dense MLP.
 
 Paths (`experts`): up to DECODE_MAX_TOKENS tokens take two launches that read only the
-selected experts' weights (moe_gate_up_silu_bf16 into act [tokens, top_k, inter], then
+selected experts' weights (moe_gate_up_silu_bf16 into act [tokens, top_k, inter], where the
+pairs routed to one expert go GATE_UP_GROUP_PAIRS to a block, so a batch reads each selected
+expert once per 4 tokens that chose it; then
 moe_down_sum_bf16 which applies the weights and sums over k in float32, in slot order: no
 atomics, bit-reproducible). The down launch spreads (row, slot) items over every SM: a
-block pass holds 16 // slots output rows of one token for all its slots (neighbouring warps
-stream different experts' rows) and sums each row's slots in shared memory; a block takes
-as many passes as make the grid about one wave (`down_rows`). Given an
+block group holds `down_rows_per_group` output rows of one token for all their slots
+(neighbouring warps stream different experts' rows, 14..16 16-byte loads in flight per
+lane), sums each row's slots in shared memory, and requests the next group's weights before
+that reduction; a block takes as many groups as make the grid about one wave (`down_rows`).
+It reads the token's routing before its PDL wait (the router's output, two launches back:
+the gate/up launch between waits for it before letting the down launch start), so its first
+weights stream while gate/up still runs; gate/up's act rows are staged in shared memory
+(`down_smem`). Given an
 `AddRmsNorm`, the same launch (moe_down_add_rmsnorm_*) adds the sum into the residual stream
 and the last block of each token applies the next RMSNorm, so a decode layer needs no
 separate add_rmsnorm launch after its MoE block. A decode step routes in one launch too
@@ -76,12 +83,22 @@ DECODE_MAX_TOKENS = 8
 #: the gate/up decode kernel gives each warp one intermediate column; 8 warps per block
 DECODE_ROWS_PER_BLOCK = 8
 DECODE_THREADS = 256
-#: the down decode kernel's (row, slot) items per block pass: 8 warps x 2 items
-#: (moe_decode.cu kItemsPerPass), the most rows a pass takes
-DOWN_ITEMS_PER_PASS = 16
-#: the down decode kernel's blocks resident per SM (64 registers, 256 threads): its grid is
-#: sized to about one wave of them, each block taking as many passes as that needs
-DOWN_BLOCKS_PER_SM = 4
+#: the gate/up decode kernel's blocks resident per SM (at most 128 registers, 256 threads)
+GATE_UP_BLOCKS_PER_SM = 2
+#: at batch 2..8, the most pairs routed to one expert a gate/up block computes from one read
+#: of its weights (moe_decode.cu kGroupPairs; batch 1: one)
+GATE_UP_GROUP_PAIRS = 4
+#: the down decode kernel's (row, slot) items per warp in one group, by the row's chunk
+#: steps ceil(inter / 256) (moe_decode.cu DownTile: x its chunks per item = 14..16 16-byte
+#: loads in flight per lane); longer rows take DOWN_TILE_ITEMS_LONG
+DOWN_TILE_ITEMS = {1: 8, 2: 7, 3: 5, 4: 4}
+DOWN_TILE_ITEMS_LONG = 3
+#: the down decode kernel's blocks resident per SM (at most 128 registers, 256 threads): its
+#: grid is sized to about one wave of them, each block taking as many row groups as that needs
+DOWN_BLOCKS_PER_SM = 2
+#: the decode kernels' dynamic shared memory (gate/up: every token's x; down: the token's act
+#: rows, slots x inter bf16) may not exceed this
+DOWN_MAX_SMEM = 200 * 1024
 #: the router keeps each token's scores in one warp's registers (moe_router.cu)
 ROUTER_MAX_EXPERTS = 512
 ROUTER_MAX_TOP_K = 32
@@ -89,6 +106,8 @@ ROUTER_TOKENS_PER_BLOCK = 4
 #: the fused decode router (gate GEMV + top-k): one warp per expert row, 8 per block; its
 #: last block routes one token per warp, so it takes up to DECODE_MAX_TOKENS tokens
 ROUTER_GATE_THREADS = 256
+#: its dynamic shared memory (x staged by every block, tokens x hidden bf16) may not exceed this
+ROUTER_GATE_MAX_SMEM = 200 * 1024
 #: the align kernel counts experts in shared memory; one warp per expert
 ALIGN_MAX_EXPERTS = 1024
 ALIGN_EXPERTS_PER_BLOCK = 8
@@ -265,17 +284,21 @@ def gate_topk(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr,
     require_aligned("moe_gate_topk", "counter", counter, 4)
     rows = shape.experts + (1 if n_shared else 0)  # the shared gate: one more row
     grid = -(-rows // (ROUTER_GATE_THREADS // 32))
+    smem = 2 * tokens * shape.hidden  # x, staged in shared memory by every block
+    if smem > ROUTER_GATE_MAX_SMEM:
+        raise ValueError(f"moe_gate_topk: {tokens} x hidden {shape.hidden} of x ({smem} bytes) "
+                         f"exceed its {ROUTER_GATE_MAX_SMEM} bytes of shared memory")
     renorm, scale = int(routing.renormalize), float(routing.scale)
     if routing.scoring == "softmax":
-        kc.get(MOE_GATE_TOPK_SOFTMAX)(stream, grid, ROUTER_GATE_THREADS, 0, x, w_gate,
-                                      shared_gate, logits, shared_logits, topk_ids,
-                                      topk_weights, counter, tokens, shape.experts,
-                                      shape.hidden, shape.top_k, n_shared, renorm, scale)
+        kc.get_with_shared(MOE_GATE_TOPK_SOFTMAX, smem)(
+            stream, grid, ROUTER_GATE_THREADS, smem, x, w_gate, shared_gate, logits,
+            shared_logits, topk_ids, topk_weights, counter, tokens, shape.experts, shape.hidden,
+            shape.top_k, n_shared, renorm, scale)
     else:
-        kc.get(MOE_GATE_TOPK_SIGMOID)(stream, grid, ROUTER_GATE_THREADS, 0, x, w_gate,
-                                      shared_gate, routing.bias, logits, shared_logits,
-                                      topk_ids, topk_weights, counter, tokens, shape.experts,
-                                      shape.hidden, shape.top_k, n_shared, renorm, scale)
+        kc.get_with_shared(MOE_GATE_TOPK_SIGMOID, smem)(
+            stream, grid, ROUTER_GATE_THREADS, smem, x, w_gate, shared_gate, routing.bias,
+            logits, shared_logits, topk_ids, topk_weights, counter, tokens, shape.experts,
+            shape.hidden, shape.top_k, n_shared, renorm, scale)
 
 
 # ---- experts: decode ----------------------------------------------------------------------
@@ -290,24 +313,69 @@ def decode_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: Dev
     """act [tokens, slots, inter] = swiglu of each selected expert's gate/up products (and
     of the shared expert's column chunks)."""
     _check_weights("moe_gate_up_silu", x, w_gate_up)
+    if not 1 <= tokens <= DECODE_MAX_TOKENS:  # the kernel keeps every pair's id in shared memory
+        raise ValueError(f"moe_gate_up_silu: {tokens} tokens; the decode kernel takes "
+                         f"1..{DECODE_MAX_TOKENS}")
     sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "gate_up")
-    rows = -(-shape.inter // DECODE_ROWS_PER_BLOCK)
-    kc.get(MOE_GATE_UP_SILU)(stream, (rows, tokens * shape.slots, 1), DECODE_THREADS, 0, x,
-                             w_gate_up, topk_ids, act, tokens, shape.top_k, shape.hidden,
-                             shape.inter, shape.experts, sh_ptr, n_shared, sh_inter)
+    groups = -(-shape.inter // DECODE_ROWS_PER_BLOCK)
+    per_block = gate_up_groups_per_block(tokens, shape.slots, shape.inter, kc.facts.sm_count)
+    smem = gate_up_smem(tokens, shape.hidden)
+    kc.get_with_shared(MOE_GATE_UP_SILU, smem)(
+        stream, (-(-groups // per_block), tokens * shape.slots, 1), DECODE_THREADS, smem, x,
+        w_gate_up, topk_ids, act, tokens, shape.top_k, shape.hidden, shape.inter,
+        shape.experts, sh_ptr, n_shared, sh_inter)
 
 
-def down_rows(slots: int, tokens: int, hidden: int, sm_count: int) -> int:
-    """Output rows per block of the down kernels: whole passes of rows_per_pass = the rows
-    whose slots fill one pass of items (slots * rows <= DOWN_ITEMS_PER_PASS, at least one),
-    as many passes as bring the grid (tokens x row blocks) to about one wave of
-    DOWN_BLOCKS_PER_SM blocks per SM. One short pass per block (the first version: 1,024
-    blocks at batch 1, 8,192 at batch 8, 16,384 for Qwen3.5-35B-A3B's 9 slots at batch 8)
-    was latency-bound: per-block ids, activation rows, barriers and tickets."""
-    per_pass = max(1, DOWN_ITEMS_PER_PASS // slots)
-    groups = -(-hidden // per_pass)
-    passes = -(-tokens * groups // (DOWN_BLOCKS_PER_SM * sm_count))
-    return per_pass * max(1, min(groups, passes))
+def gate_up_groups_per_block(tokens: int, slots: int, inter: int, sm_count: int) -> int:
+    """Column groups (8 columns, one a warp) a gate/up block streams one after the other:
+    as many as bring the (tokens x slots) pairs' blocks to about one wave of
+    GATE_UP_BLOCKS_PER_SM per SM (at batch 1 every pair is a leader; at batch 2..8 the
+    blocks of pairs whose expert an earlier pair has exit at once, so fewer work)."""
+    groups = -(-inter // DECODE_ROWS_PER_BLOCK)
+    return max(1, min(groups, -(-groups * tokens * slots // (GATE_UP_BLOCKS_PER_SM * sm_count))))
+
+
+def gate_up_smem(tokens: int, hidden: int) -> int:
+    """Dynamic shared memory of the gate/up kernel: every token's x row (bf16)."""
+    nbytes = 2 * tokens * hidden
+    if nbytes > DOWN_MAX_SMEM:
+        raise ValueError(f"moe_gate_up_silu: {tokens} x hidden {hidden} of x ({nbytes} bytes) "
+                         f"exceed the kernel's {DOWN_MAX_SMEM} bytes of shared memory")
+    return nbytes
+
+
+def down_rows_per_group(slots: int, inter: int) -> int:
+    """Output rows of one group of the down kernel: all slots of each row, 8 warps x the
+    tile's items per warp (DownTile) at most; at least one row."""
+    steps = -(-inter // 256)
+    items = DOWN_TILE_ITEMS.get(steps, DOWN_TILE_ITEMS_LONG)
+    if slots > DECODE_ROWS_PER_BLOCK * items:
+        raise ValueError(f"moe_down: {slots} slots of inter {inter} exceed one group of the "
+                         f"down kernel ({DECODE_ROWS_PER_BLOCK} warps x {items} items)")
+    return DECODE_ROWS_PER_BLOCK * items // slots
+
+
+def down_rows(slots: int, tokens: int, hidden: int, inter: int, sm_count: int) -> int:
+    """Output rows per block of the down kernels: whole groups (down_rows_per_group), as many
+    as bring the grid (tokens x row blocks) to about one wave of DOWN_BLOCKS_PER_SM blocks per
+    SM. Each group's weight rows are requested while the previous group is reduced (the
+    first group's before the PDL wait), so longer blocks lose nothing to their barriers.
+    History: one short pass per block (1,024 blocks at batch 1, 16,384 for Qwen3.5-35B-A3B's
+    9 slots at batch 8) or passes of 1..2 rows were latency-bound: 115 us per layer for
+    Qwen3.5-35B-A3B at batch 8 (2026-12-01)."""
+    per_group = down_rows_per_group(slots, inter)
+    groups = -(-hidden // per_group)
+    per_block = -(-tokens * groups // (DOWN_BLOCKS_PER_SM * sm_count))
+    return per_group * max(1, min(groups, per_block))
+
+
+def down_smem(slots: int, inter: int) -> int:
+    """Dynamic shared memory of the down kernels: the token's act rows (bf16)."""
+    nbytes = 2 * slots * inter
+    if nbytes > DOWN_MAX_SMEM:
+        raise ValueError(f"moe_down: {slots} slots x inter {inter} of act ({nbytes} bytes) "
+                         f"exceed the kernel's {DOWN_MAX_SMEM} bytes of shared memory")
+    return nbytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,10 +400,12 @@ def decode_down(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DeviceP
     the gated shared expert's)."""
     _check_weights("moe_down_sum", act, w_down)
     sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "down")
-    rows = down_rows(shape.slots, tokens, shape.hidden, kc.facts.sm_count)
-    kc.get(MOE_DOWN_SUM)(stream, (-(-shape.hidden // rows), tokens, 1), DECODE_THREADS, 0, act,
-                         w_down, topk_ids, topk_weights, out, tokens, shape.top_k, shape.hidden,
-                         shape.inter, shape.experts, rows, sh_ptr, n_shared, sh_inter)
+    rows = down_rows(shape.slots, tokens, shape.hidden, shape.inter, kc.facts.sm_count)
+    smem = down_smem(shape.slots, shape.inter)
+    kc.get_with_shared(MOE_DOWN_SUM, smem)(
+        stream, (-(-shape.hidden // rows), tokens, 1), DECODE_THREADS, smem, act, w_down,
+        topk_ids, topk_weights, out, tokens, shape.top_k, shape.hidden, shape.inter,
+        shape.experts, rows, sh_ptr, n_shared, sh_inter)
 
 
 def decode_down_add_rmsnorm(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DevicePtr,
@@ -346,12 +416,14 @@ def decode_down_add_rmsnorm(kc: KernelCache, stream: Stream, act: DevicePtr, w_d
     _check_weights("moe_down_add_rmsnorm", act, w_down, norm.residual, norm.weight, norm.out)
     require_aligned("moe_down_add_rmsnorm", "counters", norm.counters, 4)
     sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "down")
-    rows = down_rows(shape.slots, tokens, shape.hidden, kc.facts.sm_count)
+    rows = down_rows(shape.slots, tokens, shape.hidden, shape.inter, kc.facts.sm_count)
+    smem = down_smem(shape.slots, shape.inter)
     sig = MOE_DOWN_ADD_RMSNORM_OFFSET if norm.offset else MOE_DOWN_ADD_RMSNORM
-    kc.get(sig)(stream, (-(-shape.hidden // rows), tokens, 1), DECODE_THREADS, 0, act, w_down,
-                topk_ids, topk_weights, norm.residual, norm.weight, norm.out, norm.counters,
-                tokens, shape.top_k, shape.hidden, shape.inter, shape.experts, rows, sh_ptr,
-                n_shared, sh_inter, norm.eps)
+    kc.get_with_shared(sig, smem)(
+        stream, (-(-shape.hidden // rows), tokens, 1), DECODE_THREADS, smem, act, w_down,
+        topk_ids, topk_weights, norm.residual, norm.weight, norm.out, norm.counters, tokens,
+        shape.top_k, shape.hidden, shape.inter, shape.experts, rows, sh_ptr, n_shared,
+        sh_inter, norm.eps)
 
 
 # ---- experts: grouped ---------------------------------------------------------------------

@@ -13,6 +13,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   allows them; unset, its wave model decides.
 * ATLAS_QUANT_MMA=0: FP8 / NVFP4 decode batches on the CUDA-core GEMV passes (gemv_fp8,
   gemv_nvfp4), never on the tensor-core GEMV (gemv_mma_quant).
+* ATLAS_QUANT_DIRECT=0 / 1: FP8 / NVFP4 tensor-core products of 1..8 rows on the GEMV's
+  shared-memory ring kernel (gemv_mma_quant) / on its register-fed twin (gemv_quant_direct);
+  unset, on the twin wherever the loaded set has it.
 * ATLAS_DECODE_GEMM=0: decode batches never on the Hopper skinny wgmma GEMM
   (gemm_decode_sm90); they take the batched GEMV / GEMM routes as before it existed.
 * ATLAS_DECODE_GEMM_MIN_M=N / ATLAS_DECODE_GEMM_MAX_M=N: the row range routed to it
@@ -37,7 +40,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   tensor-core kernel (gated_delta_chunk_tc).
 * ATLAS_FUSED_NORM=1 / 0: batch-1 decode fuses the add + RMSNorm before qkv / gate_up into
   the GEMV's x load (gemv_add_rmsnorm_bf16_single) for every such product / for none; unset,
-  for latency-bound products only (ops/matmul.fuses_norm's byte rule).
+  for latency-bound products only (ops/matmul.fuses_norm's byte rule). 0 also turns off the
+  residual stream carried by the GEMVs (ops/matmul.carries_residual: o_proj / down adding
+  into the residual, gemv_rmsnorm_bf16_single normalizing from their partial sums).
 """
 
 from __future__ import annotations
@@ -100,6 +105,7 @@ class KernelRoutes:
     gdn_fused: bool = True
     gdn_chunk_tc: bool = True
     quant_mma: bool = True
+    quant_direct: bool | None = None
     decode_gemm: bool = True
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
     decode_gemm_max_m: int = DEFAULT_DECODE_GEMM_MAX_M
@@ -131,6 +137,7 @@ class KernelRoutes:
                    gdn_fused=env_switch(env, "ATLAS_GDN_FUSED", True),
                    gdn_chunk_tc=env_switch(env, "ATLAS_GDN_CHUNK_TC", True),
                    quant_mma=env_switch(env, "ATLAS_QUANT_MMA", True),
+                   quant_direct=_env_tristate(env, "ATLAS_QUANT_DIRECT"),
                    decode_gemm=env_switch(env, "ATLAS_DECODE_GEMM", True),
                    decode_gemm_min_m=_env_count(env, "ATLAS_DECODE_GEMM_MIN_M",
                                                 DEFAULT_DECODE_GEMM_MIN_M),

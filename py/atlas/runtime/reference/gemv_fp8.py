@@ -1,6 +1,7 @@
 """Reference for the FP8-weight GEMV kernels (kernels/hopper/common/gemv_fp8.cu).
 
-`gemv_mma_fp8_bf16[_small]` (gemv_mma_quant.cu, tensor cores, 1..64 rows) share this
+`gemv_mma_fp8_bf16[_small]` (gemv_mma_quant.cu, tensor cores, 1..64 rows) and
+`gemv_qd_fp8_bf16` (gemv_quant_direct.cu, tensor cores, 1..8 rows) share this
 specification; their f32 accumulation is the tensor cores' (cases/gemv_mma_quant.py states
 the tolerance).
 
@@ -19,7 +20,8 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, fp8_e4m3_to_f32
 from ...core.quant import Fp8ScaleMap
 from ..gpu import Dim3
 from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_SINGLE, GEMV_MMA_FP8,
-                          GEMV_MMA_FP8_SMALL, GEMV_SILU_FP8, GEMV_SILU_FP8_SINGLE)
+                          GEMV_MMA_FP8_F32, GEMV_MMA_FP8_SMALL, GEMV_QD_FP8, GEMV_QD_FP8_F32,
+                          GEMV_QD_FP8_SWIGLU, GEMV_SILU_FP8, GEMV_SILU_FP8_SINGLE)
 from . import HostMemory, reference
 from .silu_mul import swiglu_rows
 
@@ -40,21 +42,49 @@ def _weights_f64(mem: HostMemory, w: int, scale: int, n: int, k: int,
     return fp8_e4m3_to_f32(codes).astype(np.float64) * smap.expand(s, n, k).astype(np.float64)
 
 
+def _product_bits(mem: HostMemory, xf: np.ndarray, w: int, scale: int, n: int, k: int,
+                  shifts: tuple[int, int, int, int]) -> np.ndarray:
+    """bf16 bits [m, n] of x @ dequant(w).T, the exact sum rounded once."""
+    return f32_to_bf16_bits((xf @ _weights_f64(mem, w, scale, n, k, shifts).T).astype(np.float32))
+
+
 def _linear(mem: HostMemory, xf: np.ndarray, w: int, scale: int, y: int, m: int, n: int,
             k: int, shifts: tuple[int, int, int, int]) -> None:
-    wf = _weights_f64(mem, w, scale, n, k, shifts)
-    mem.view(y, np.uint16, m * n)[:] = f32_to_bf16_bits((xf @ wf.T).astype(np.float32)).reshape(-1)
+    mem.view(y, np.uint16, m * n)[:] = _product_bits(mem, xf, w, scale, n, k, shifts).reshape(-1)
 
 
 @reference(GEMV_FP8)
 @reference(GEMV_FP8_SINGLE)
 @reference(GEMV_MMA_FP8)  # gemv_mma_quant.cu: the same product for 1..64 rows
 @reference(GEMV_MMA_FP8_SMALL)
+@reference(GEMV_QD_FP8)  # gemv_quant_direct.cu: the same product for 1..8 rows
 def gemv_fp8_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int, y: int,
                   m: int, n: int, k: int, row_shift: int, row_stride: int, col_shift: int,
                   col_stride: int) -> None:
     xf = bf16_bits_to_f32(mem.view(x, np.uint16, m * k)).reshape(m, k).astype(np.float64)
     _linear(mem, xf, w, scale, y, m, n, k, (row_shift, row_stride, col_shift, col_stride))
+
+
+@reference(GEMV_MMA_FP8_F32)
+@reference(GEMV_QD_FP8_F32)
+def gemv_fp8_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int, y: int,
+                 m: int, n: int, k: int, row_shift: int, row_stride: int, col_shift: int,
+                 col_stride: int) -> None:
+    """y f32 [m, n]: the bf16-rounded product widened (a quantized LM head's logits)."""
+    xf = bf16_bits_to_f32(mem.view(x, np.uint16, m * k)).reshape(m, k).astype(np.float64)
+    bits = _product_bits(mem, xf, w, scale, n, k, (row_shift, row_stride, col_shift, col_stride))
+    mem.view(y, np.float32, m * n)[:] = bf16_bits_to_f32(bits).reshape(-1)
+
+
+@reference(GEMV_QD_FP8_SWIGLU)
+def gemv_fp8_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int,
+                         y: int, m: int, n: int, k: int, row_shift: int, row_stride: int,
+                         col_shift: int, col_stride: int) -> None:
+    """y [m, n / 2] = silu_mul of the [gate | up] product's bf16 output."""
+    xf = bf16_bits_to_f32(mem.view(x, np.uint16, m * k)).reshape(m, k).astype(np.float64)
+    gate_up = _product_bits(mem, xf, w, scale, n, k, (row_shift, row_stride, col_shift,
+                                                      col_stride))
+    mem.view(y, np.uint16, m * (n // 2))[:] = swiglu_rows(gate_up, n // 2).reshape(-1)
 
 
 @reference(GEMV_SILU_FP8)

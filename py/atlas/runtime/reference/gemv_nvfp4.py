@@ -1,6 +1,7 @@
 """Reference for the NVFP4-weight GEMV kernels (kernels/hopper/common/gemv_nvfp4.cu).
 
-`gemv_mma_nvfp4_bf16[_small]` (gemv_mma_quant.cu, tensor cores, 1..64 rows) share this
+`gemv_mma_nvfp4_bf16[_small]` (gemv_mma_quant.cu, tensor cores, 1..64 rows) and
+`gemv_qd_nvfp4_bf16` (gemv_quant_direct.cu, tensor cores, 1..8 rows) share this
 specification.
 
 Specification: y = bf16(sum_k x[m, k] * e2m1(q[n, k]) * e4m3(s[n, k / 16]) * g[n]), the exact
@@ -18,8 +19,10 @@ from ...core.numerics import (bf16_bits_to_f32, e2m1_to_f32, f32_to_bf16_bits,
                               fp8_e4m3_to_f32, unpack_e2m1)
 from ...core.quant import NVFP4_GROUP, dequantize_nvfp4
 from ..gpu import Dim3
-from ..kernel_abi import (DEQUANT_NVFP4, GEMV_MMA_NVFP4, GEMV_MMA_NVFP4_SMALL, GEMV_NVFP4,
-                          GEMV_NVFP4_SINGLE, GEMV_SILU_NVFP4, GEMV_SILU_NVFP4_SINGLE)
+from ..kernel_abi import (DEQUANT_NVFP4, GEMV_MMA_NVFP4, GEMV_MMA_NVFP4_F32,
+                          GEMV_MMA_NVFP4_SMALL, GEMV_NVFP4, GEMV_NVFP4_SINGLE, GEMV_QD_NVFP4,
+                          GEMV_QD_NVFP4_F32, GEMV_QD_NVFP4_SWIGLU, GEMV_SILU_NVFP4,
+                          GEMV_SILU_NVFP4_SINGLE)
 from . import HostMemory, reference
 from .silu_mul import swiglu_rows
 
@@ -31,20 +34,47 @@ def _operands(mem: HostMemory, w: int, scale: int, row_scale: int, n: int, k: in
             mem.view(row_scale, np.float32, n))
 
 
+def _product_bits(mem: HostMemory, xf: np.ndarray, w: int, scale: int, row_scale: int,
+                  n: int, k: int) -> np.ndarray:
+    """bf16 bits [m, n] of x @ dequant(w).T, the exact sum rounded once."""
+    wf = dequantize_nvfp4(*_operands(mem, w, scale, row_scale, n, k))
+    return f32_to_bf16_bits((xf @ wf.T).astype(np.float32))
+
+
 def _linear(mem: HostMemory, xf: np.ndarray, w: int, scale: int, row_scale: int, y: int,
             m: int, n: int, k: int) -> None:
-    wf = dequantize_nvfp4(*_operands(mem, w, scale, row_scale, n, k))
-    mem.view(y, np.uint16, m * n)[:] = f32_to_bf16_bits((xf @ wf.T).astype(np.float32)).reshape(-1)
+    bits = _product_bits(mem, xf, w, scale, row_scale, n, k)
+    mem.view(y, np.uint16, m * n)[:] = bits.reshape(-1)
 
 
 @reference(GEMV_NVFP4)
 @reference(GEMV_NVFP4_SINGLE)
 @reference(GEMV_MMA_NVFP4)  # gemv_mma_quant.cu: the same product for 1..64 rows
 @reference(GEMV_MMA_NVFP4_SMALL)
+@reference(GEMV_QD_NVFP4)  # gemv_quant_direct.cu: the same product for 1..8 rows
 def gemv_nvfp4_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int,
                     row_scale: int, y: int, m: int, n: int, k: int) -> None:
     xf = bf16_bits_to_f32(mem.view(x, np.uint16, m * k)).reshape(m, k).astype(np.float64)
     _linear(mem, xf, w, scale, row_scale, y, m, n, k)
+
+
+@reference(GEMV_MMA_NVFP4_F32)
+@reference(GEMV_QD_NVFP4_F32)
+def gemv_nvfp4_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int,
+                   row_scale: int, y: int, m: int, n: int, k: int) -> None:
+    """y f32 [m, n]: the bf16-rounded product widened (a quantized LM head's logits)."""
+    xf = bf16_bits_to_f32(mem.view(x, np.uint16, m * k)).reshape(m, k).astype(np.float64)
+    bits = _product_bits(mem, xf, w, scale, row_scale, n, k)
+    mem.view(y, np.float32, m * n)[:] = bf16_bits_to_f32(bits).reshape(-1)
+
+
+@reference(GEMV_QD_NVFP4_SWIGLU)
+def gemv_nvfp4_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
+                           scale: int, row_scale: int, y: int, m: int, n: int, k: int) -> None:
+    """y [m, n / 2] = silu_mul of the [gate | up] product's bf16 output."""
+    xf = bf16_bits_to_f32(mem.view(x, np.uint16, m * k)).reshape(m, k).astype(np.float64)
+    gate_up = _product_bits(mem, xf, w, scale, row_scale, n, k)
+    mem.view(y, np.uint16, m * (n // 2))[:] = swiglu_rows(gate_up, n // 2).reshape(-1)
 
 
 @reference(GEMV_SILU_NVFP4)

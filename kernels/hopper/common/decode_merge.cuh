@@ -1,0 +1,81 @@
+// The split-K decode kernels' in-block merge of online-softmax partials (attention.cu's bf16
+// decode and attention_kvq.cu's quantized one): a block of 4 warps, each lane holding
+// (m, l, o[8]) per q head of the pass for the keys of its key group, in log2 units (m is
+// the max score, l the sum of 2^(s - m), o the unnormalized sum of p v over the lane's 8
+// elements of head_dim). Key groups of a warp are the lanes with the same `sub` (lane %
+// lanes_per_key); they merge by shuffles, then the warps through shared memory.
+#pragma once
+
+#include "atlas_common.cuh"
+
+namespace atlas {
+
+constexpr int kMergeWarps = 4;       // warps of a decode block (128 threads)
+constexpr int kMergeHeads = 4;       // q heads of one pass
+constexpr int kMergeMaxDim = 256;    // the largest head_dim
+
+struct DecodeScratch {  // per-warp partials, merged by the whole block
+  float o[kMergeWarps][kMergeHeads][kMergeMaxDim];
+  float m[kMergeWarps][kMergeHeads];
+  float l[kMergeWarps][kMergeHeads];
+};
+
+// Merge the key groups of each warp into every lane (a butterfly over the lanes that differ
+// in their key group), then let the first key group store the warp's partials in `red`.
+// A key group that saw no key has m = -inf, l = 0 and contributes nothing.
+template <int G, int kLanesPerKey>
+__device__ __forceinline__ void stash_warp_partials(float (&m)[G], float (&l)[G],
+                                                    float (&o)[G][8], DecodeScratch& red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % kLanesPerKey;
+#pragma unroll
+  for (int off = kLanesPerKey; off < 32; off <<= 1) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const float m_o = __shfl_xor_sync(0xffffffffu, m[g], off);
+      const float l_o = __shfl_xor_sync(0xffffffffu, l[g], off);
+      const float mx = fmaxf(m[g], m_o);
+      const float ref = mx == -INFINITY ? 0.f : mx;
+      const float c_self = exp2f(m[g] - ref), c_other = exp2f(m_o - ref);
+      l[g] = l[g] * c_self + l_o * c_other;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const float o_o = __shfl_xor_sync(0xffffffffu, o[g][i], off);
+        o[g][i] = o[g][i] * c_self + o_o * c_other;
+      }
+      m[g] = mx;
+    }
+  }
+  if (lane < kLanesPerKey) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) red.o[warp][g][sub * 8 + i] = o[g][i];
+      if (lane == 0) {
+        red.m[warp][g] = m[g];
+        red.l[warp][g] = l[g];
+      }
+    }
+  }
+}
+
+// After a barrier past every warp's stash: the block's merged partial of head g, element d,
+// normalized by its l (an active split has a key: l >= 1); mx (log2 units) and total (l)
+// are set for the caller's part_ml.
+__device__ __forceinline__ float merge_warp_partials(const DecodeScratch& red, int g, int d,
+                                                     float& mx, float& total) {
+  mx = -INFINITY;
+#pragma unroll
+  for (int w = 0; w < kMergeWarps; ++w) mx = fmaxf(mx, red.m[w][g]);
+  const float ref = mx == -INFINITY ? 0.f : mx;
+  float acc = 0.f;
+  total = 0.f;
+#pragma unroll
+  for (int w = 0; w < kMergeWarps; ++w) {
+    const float c = exp2f(red.m[w][g] - ref);
+    total += red.l[w][g] * c;
+    acc += red.o[w][g][d] * c;
+  }
+  return acc / total;
+}
+
+}  // namespace atlas

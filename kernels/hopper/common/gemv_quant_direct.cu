@@ -1,0 +1,297 @@
+// Decode GEMV over quantized weights, tensor cores fed straight from registers: y[m, n] =
+// sum_k x[m, k] * W[n, k] for 1 <= m <= 8, W = FP8 E4M3 codes under a scale map, or NVFP4
+// (E2M1 codes, one E4M3 scale per 16 values, one f32 scale per row).
+//
+// Why another kernel next to gemv_mma_quant.cu (same math, same fragments): that one stages
+// every operand through a per-warp cp.async ring in shared memory, which costs a shared
+// store and load per weight byte, a ring barrier per step and ~100 KiB of shared memory per
+// block (two blocks per SM); at batch 1 it measured ~60% of copy bandwidth over the
+// Qwen3-8B projections. The bf16 CUDA-core GEMV, which loads its weights straight into
+// registers (16-byte streaming loads, many blocks per SM), runs at ~85%. Here each lane
+// loads the very bytes its MMA A fragment needs (16-byte `ld_stream` loads), kSteps steps
+// at once, and the next kSteps steps are requested before the current ones are decoded
+// (a register double buffer), so every warp always has 2 x kSteps x 1 KiB of weights in
+// flight; the first loads are issued before the PDL wait.
+//
+// Mapping: C^T[n, m] = W[n, k] . X^T, weight rows are the MMA's A operand (one 16-row tile
+// per block), batch rows its B operand (one 8-row B tile; columns past m are computed from
+// row m - 1 and never stored). The 8 warps of a block split K into contiguous ranges and
+// their partial sums are added in a fixed order (bit-reproducible), rounded once.
+// A step of a lane (g = lane / 4, c = lane % 4) is 16 bytes of weight rows g and g + 8:
+//   FP8: values 64 s + 16 c .. + 15 (a 64-value step per lane quad), as gemv_mma_quant.cu:
+//        pairs (2j, 2j + 1) of the lane's 16 values are MMA j's k slots (2c, 2c + 1) and
+//        (2c + 8, 2c + 9); one scale per (row, step), so scale blocks must span 64 columns.
+//   NVFP4: values 128 s + 32 c .. + 31, two 16-value scale groups; each group is four MMAs
+//        as one gemv_mma_quant.cu step. The group scale is folded into the A values (exact
+//        in bf16, quant_decode.cuh E2m1Lut), the row scale multiplies the sum at the end.
+// x is read with the same permutation (the lane's own 32 / 64 bytes of x row g) through L1.
+//
+// The `_swiglu` entry points compute a dense MLP's gate_up product and end with its SwiGLU:
+// w is the fused [gate | up] weight [n = 2 I, k], y the activation [m, I] = bf16(bf16(silu(
+// bf16(gate))) * bf16(up)), exactly silu_mul_bf16 over the plain GEMV's bf16 output. A block
+// takes 8 features: A rows g = gate row j, g + 8 = up row I + j of feature j = 8 block + g, so
+// both halves of a feature end in one lane and the silu_mul launch (and the gate_up round
+// trip through memory) disappears.
+// The `_f32` entry points write f32 logits: each bf16-rounded sum widened (a quantized LM
+// head, as the bf16 GEMV's f32 output).
+// Launch (ops/matmul_quant_mma.py): grid = ceil(n / 16) (SwiGLU: ceil(n / 2 / 8)), block =
+// 256, no dynamic shared memory. Preconditions: 1 <= m <= 8; FP8: k % 64 == 0, col_stride
+// == 0 or col_shift >= 6; NVFP4: k % 128 == 0; SwiGLU: n even; x and w 16-byte aligned,
+// NVFP4 scales 2-byte aligned.
+#include "bf16_vec.cuh"
+#include "mma_util.cuh"
+#include "quant_decode.cuh"
+
+namespace {
+
+using namespace atlas::quant;
+
+constexpr int kWarps = 8;
+constexpr int kRows = 16;   // weight rows per block: ops/matmul_quant_mma.py DIRECT_ROWS
+constexpr int kSteps = 4;   // steps per lane per load batch (two batches in flight)
+
+// What the epilogue writes: y bf16 [m, n]; y f32 [m, n] holding the bf16-rounded sums
+// widened (logits of a quantized LM head, as the bf16 GEMV's f32 output); or the SwiGLU
+// of a fused [gate | up] product, bf16 [m, n / 2].
+enum class Out { kBf16, kF32, kSwiglu };
+
+__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// What one lane loads for one step: its 16 bytes of rows g and g + 8, and their scales.
+struct Frag {
+  uint4 wa, wb;
+  uint32_t sa, sb;  // FP8: f32 scale bits; NVFP4: the two group-scale codes (u16)
+};
+
+struct Fp8 {
+  static constexpr int kStepK = 64;  // k values per lane-quad step
+  const float* scale;
+  uint32_t row_shift, row_stride, col_shift, col_stride;
+
+  __device__ __forceinline__ uint32_t scale_bits(int row, int k0) const {
+    return __float_as_uint(__ldg(scale + (static_cast<uint32_t>(row) >> row_shift) * row_stride +
+                                 (static_cast<uint32_t>(k0) >> col_shift) * col_stride));
+  }
+  // the lane's scales of rows ra, rb at step s (k0 = 64 s)
+  __device__ __forceinline__ void scales(Frag& f, int ra, int rb, int s, int) const {
+    f.sa = scale_bits(ra, s * kStepK);
+    f.sb = scale_bits(rb, s * kStepK);
+  }
+
+  // acc += the step's MMAs times s(row, step) (decoded pairs are the values times 2^-112;
+  // the scale is taken times 2^56 here and the sum times 2^56 at the end)
+  __device__ __forceinline__ void step(const Frag& f, const uint4 (&xv)[4], float (&acc)[4]) const {
+    float part[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t ra = word(f.wa, j), rb = word(f.wb, j);
+      const uint32_t a[4] = {e4m3x2_to_bf16x2<false>(ra), e4m3x2_to_bf16x2<false>(rb),
+                             e4m3x2_to_bf16x2<true>(ra), e4m3x2_to_bf16x2<true>(rb)};
+      atlas::mma_bf16_16816(part, a, word(xv[j >> 1], 2 * (j & 1)),
+                            word(xv[j >> 1], 2 * (j & 1) + 1));
+    }
+    const float sa = __uint_as_float(f.sa) * 0x1p56f, sb = __uint_as_float(f.sb) * 0x1p56f;
+    acc[0] = fmaf(part[0], sa, acc[0]);
+    acc[1] = fmaf(part[1], sa, acc[1]);
+    acc[2] = fmaf(part[2], sb, acc[2]);
+    acc[3] = fmaf(part[3], sb, acc[3]);
+  }
+  __device__ __forceinline__ float out_scale(int) const { return 0x1p56f; }
+};
+
+struct Nvfp4 {
+  static constexpr int kStepK = 128;
+  const uint8_t* group;  // [n, k / 16] E4M3
+  const float* row;      // [n]
+  uint32_t groups_per_row;
+
+  __device__ __forceinline__ void scales(Frag& f, int ra, int rb, int s, int c) const {
+    const int at = s * (kStepK / 16) + 2 * c;  // the lane's two groups of the step
+    const uint8_t* a = group + static_cast<size_t>(ra) * groups_per_row + at;
+    const uint8_t* b = group + static_cast<size_t>(rb) * groups_per_row + at;
+    f.sa = __ldg(reinterpret_cast<const uint16_t*>(a));
+    f.sb = __ldg(reinterpret_cast<const uint16_t*>(b));
+  }
+
+  __device__ __forceinline__ void step(const Frag& f, const uint4 (&xv)[4], float (&acc)[4]) const {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // scale group h: words 2h, 2h + 1 of each row
+      uint32_t la_s, lb_s;  // bf16 pairs (s, s) of rows g and g + 8
+      e4m3x2_to_bf16_pairs(((f.sa >> (8 * h)) & 0xffu) | (((f.sb >> (8 * h)) & 0xffu) << 8),
+                           la_s, lb_s);
+      const E2m1Lut la = E2m1Lut::scaled(la_s), lb = E2m1Lut::scaled(lb_s);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {  // 8 values of the group: pairs 4 half .. + 3
+        uint32_t pa[4], pb[4];
+        e2m1x8_to_bf16x2(word(f.wa, 2 * h + half), la, pa);
+        e2m1x8_to_bf16x2(word(f.wb, 2 * h + half), lb, pb);
+#pragma unroll
+        for (int jj = 0; jj < 2; ++jj) {  // MMA j = 2 half + jj of the group
+          const uint32_t a[4] = {pa[2 * jj], pb[2 * jj], pa[2 * jj + 1], pb[2 * jj + 1]};
+          const uint4& x = xv[2 * h + half];  // x values 16 h + 8 half .. + 7
+          atlas::mma_bf16_16816(acc, a, word(x, 2 * jj), word(x, 2 * jj + 1));
+        }
+      }
+    }
+  }
+  __device__ __forceinline__ float out_scale(int row) const { return __ldg(this->row + row); }
+};
+
+// x values of one step for this lane: FP8 16 values (two 16-byte words, xv[0..1]), NVFP4 32.
+template <class F>
+__device__ __forceinline__ void load_x(const uint4* xrow, int s, int c, uint4 (&xv)[4]) {
+  constexpr int kWords = F::kStepK / 32;  // 16-byte x words per lane per step
+  const uint4* p = xrow + (s * F::kStepK + c * (F::kStepK / 4)) / 8;
+#pragma unroll
+  for (int i = 0; i < kWords; ++i) xv[i] = __ldg(p + i);
+}
+
+template <class F, Out kOut>
+__device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
+                                            const uint8_t* __restrict__ w, const F fmt,
+                                            void* __restrict__ y, int m, int n, int k) {
+  constexpr bool kSwiglu = kOut == Out::kSwiglu;
+  __shared__ float partial[kWarps][4][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, c = lane & 3;
+  // A rows g and g + 8: weight rows row0 + g, row0 + 8 + g, or (SwiGLU) the gate and up rows
+  // of feature j0 + g; rows past the end re-read the last one and are never stored
+  const int inter = n >> 1, j0 = blockIdx.x * 8, row0 = blockIdx.x * kRows;
+  const int ra = kSwiglu ? min(j0 + g, inter - 1) : min(row0 + g, n - 1);
+  const int rb = kSwiglu ? inter + ra : min(row0 + 8 + g, n - 1);
+  const int steps = k / F::kStepK;
+  const int first = steps * warp / kWarps, last = steps * (warp + 1) / kWarps;
+  // a step is 16 bytes per lane: FP8 64 codes / NVFP4 128 codes of a row per lane quad
+  const size_t pitch = static_cast<size_t>(k) / (F::kStepK / 64);  // row bytes
+  const uint4* wa = reinterpret_cast<const uint4*>(w + static_cast<size_t>(ra) * pitch) + c;
+  const uint4* wb = reinterpret_cast<const uint4*>(w + static_cast<size_t>(rb) * pitch) + c;
+
+  auto load = [&](Frag (&f)[kSteps], int s0) {
+#pragma unroll
+    for (int u = 0; u < kSteps; ++u) {
+      const int s = s0 + u;
+      if (s < last) {
+        f[u].wa = atlas::ld_stream(wa + 4 * s);
+        f[u].wb = atlas::ld_stream(wb + 4 * s);
+        fmt.scales(f[u], ra, rb, s, c);
+      }
+    }
+  };
+
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  Frag cur[kSteps], nxt[kSteps];
+  load(cur, first);  // weights only: no kernel writes them
+  atlas::pdl_enter();
+  const uint4* xrow =
+      reinterpret_cast<const uint4*>(x) + static_cast<size_t>(min(g, m - 1)) * (k / 8);
+  for (int s0 = first; s0 < last; s0 += kSteps) {
+    if (s0 + kSteps < last) load(nxt, s0 + kSteps);
+#pragma unroll
+    for (int u = 0; u < kSteps; ++u) {
+      if (s0 + u < last) {
+        uint4 xv[4];
+        load_x<F>(xrow, s0 + u, c, xv);
+        fmt.step(cur[u], xv, acc);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kSteps; ++u) cur[u] = nxt[u];
+  }
+
+#pragma unroll
+  for (int i = 0; i < 4; ++i) partial[warp][i][lane] = acc[i];
+  __syncthreads();
+  // Output (mi, r): value i = 2 h + (mi & 1) of lane 4 (r % 8) + mi / 2, h = r / 8; the
+  // warps' partials summed in order.
+  const int t = threadIdx.x;
+  if (kSwiglu) {  // feature j = j0 + r of batch row mi: gate at h = 0, up at h = 1
+    if (t < m * 8) {
+      const int mi = t >> 3, r = t & 7, j = j0 + r;
+      if (j < inter) {
+        const int i = mi & 1, l = 4 * r + (mi >> 1);
+        float gate = 0.f, up = 0.f;
+#pragma unroll
+        for (int v = 0; v < kWarps; ++v) {
+          gate += partial[v][i][l];
+          up += partial[v][2 + i][l];
+        }
+        gate = atlas::round_bf16(gate * fmt.out_scale(j));
+        up = atlas::round_bf16(up * fmt.out_scale(inter + j));
+        static_cast<__nv_bfloat16*>(y)[static_cast<size_t>(mi) * inter + j] =
+            atlas::f32_to_bf16(atlas::swiglu_f32(gate, up));
+      }
+    }
+    return;
+  }
+  if (t < m * kRows) {
+    const int mi = t / kRows, r = t % kRows, row = row0 + r;
+    if (row < n) {
+      const int i = 2 * (r >> 3) + (mi & 1), l = 4 * (r & 7) + (mi >> 1);
+      float sum = 0.f;
+#pragma unroll
+      for (int v = 0; v < kWarps; ++v) sum += partial[v][i][l];
+      const size_t at = static_cast<size_t>(mi) * n + row;
+      if (kOut == Out::kF32)
+        static_cast<float*>(y)[at] = atlas::round_bf16(sum * fmt.out_scale(row));
+      else
+        static_cast<__nv_bfloat16*>(y)[at] = atlas::f32_to_bf16(sum * fmt.out_scale(row));
+    }
+  }
+}
+
+}  // namespace
+
+#define ATLAS_QD_FP8_ARGS                                                                  \
+  const __nv_bfloat16 *x, const uint8_t *w, const float *scale, void *y, uint32_t m,         \
+      uint32_t n, uint32_t k, uint32_t row_shift, uint32_t row_stride, uint32_t col_shift,   \
+      uint32_t col_stride
+#define ATLAS_QD_NVFP4_ARGS                                                                 \
+  const __nv_bfloat16 *x, const uint8_t *w, const uint8_t *scale, const float *row_scale, \
+      void *y, uint32_t m, uint32_t n, uint32_t k
+
+template <Out kOut>
+__device__ __forceinline__ void fp8_entry(ATLAS_QD_FP8_ARGS) {
+  if (m < 1 || m > 8) __trap();  // ops/matmul_quant_mma.py routes more rows elsewhere
+  gemv_direct<Fp8, kOut>(x, w, Fp8{scale, row_shift, row_stride, col_shift, col_stride}, y,
+                         static_cast<int>(m), static_cast<int>(n), static_cast<int>(k));
+}
+
+template <Out kOut>
+__device__ __forceinline__ void nvfp4_entry(ATLAS_QD_NVFP4_ARGS) {
+  if (m < 1 || m > 8) __trap();
+  gemv_direct<Nvfp4, kOut>(x, w, Nvfp4{scale, row_scale, k / 16}, y, static_cast<int>(m),
+                           static_cast<int>(n), static_cast<int>(k));
+}
+
+#define ATLAS_QD_FP8_PASS x, w, scale, y, m, n, k, row_shift, row_stride, col_shift, col_stride
+#define ATLAS_QD_NVFP4_PASS x, w, scale, row_scale, y, m, n, k
+
+extern "C" __global__ void __launch_bounds__(kWarps * 32, 2) gemv_qd_fp8_bf16(ATLAS_QD_FP8_ARGS) {
+  fp8_entry<Out::kBf16>(ATLAS_QD_FP8_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(kWarps * 32, 2) gemv_qd_fp8_f32(ATLAS_QD_FP8_ARGS) {
+  fp8_entry<Out::kF32>(ATLAS_QD_FP8_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
+    gemv_qd_fp8_swiglu_bf16(ATLAS_QD_FP8_ARGS) {
+  fp8_entry<Out::kSwiglu>(ATLAS_QD_FP8_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
+    gemv_qd_nvfp4_bf16(ATLAS_QD_NVFP4_ARGS) {
+  nvfp4_entry<Out::kBf16>(ATLAS_QD_NVFP4_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
+    gemv_qd_nvfp4_f32(ATLAS_QD_NVFP4_ARGS) {
+  nvfp4_entry<Out::kF32>(ATLAS_QD_NVFP4_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
+    gemv_qd_nvfp4_swiglu_bf16(ATLAS_QD_NVFP4_ARGS) {
+  nvfp4_entry<Out::kSwiglu>(ATLAS_QD_NVFP4_PASS);
+}

@@ -1,0 +1,104 @@
+"""Check cases for the register-fed quantized decode GEMV (gemv_quant_direct.cu): both
+formats at every batch size 1..8, the three FP8 scale layouts, the Qwen3-8B projections and
+other published widths (hidden 2,048 / 5,120 / 8,192), ragged N (a last block with rows past
+n), K splitting unevenly over the 8 warps (a warp with no steps, step counts not a multiple
+of the 4-step load batch) and the down projection (silu_mul, then this GEMV); and the gate_up
+product ending with its SwiGLU (`_swiglu` entry points) at every batch size, ragged feature
+counts (a last block with features past n / 2) and FP8 block rows shared by gate and up."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.dtype import DType
+from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
+from ...core.quant import dequantize_fp8, dequantize_nvfp4
+from ..gpu import DevicePtr, GpuBackend, Stream
+from ..kernel_check import KernelCase, OutputSpec, kernel_cases
+from ..ops import KernelCache, matmul_quant
+from ..ops.matmul_nvfp4 import Nvfp4Weight
+from ..ops.matmul_quant import Fp8Weight
+from .gemv import random_bf16, swiglu_oracle
+from .gemv_fp8 import fp8_linear_case, random_fp8
+from .gemv_mma_quant import tensor_core_cases
+from .gemv_nvfp4 import nvfp4_linear_case, random_nvfp4
+
+#: the SwiGLU of a product whose bf16 gate / up may round one ulp (2^-8 relative) away from
+#: the exactly rounded sum's (tensor-core accumulation order): the output moves by at most
+#: |silu'(g)| |u| d_g + |silu(g)| d_u <= 2.2 x 2^-8 |g| |u|; the case allows 2^-6 G^2 with G
+#: the largest |gate_up| (far below what a wrong fragment, row or scale gives: O(G^2))
+SWIGLU_REL_TOL = 2.0 ** -6
+
+
+def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int) -> KernelCase:
+    """act = swiglu(x @ dequant(w).T) for a fused [gate | up] weight w [2 inter, k] through
+    `matmul_quant.linear_swiglu_quant` (forced onto gemv_quant_direct), against float64:
+    the product rounded to bf16, then silu_mul's rounding (swiglu_oracle)."""
+    n = 2 * inter
+    if fmt == "nvfp4":
+        packed, s_codes, row = random_nvfp4(rng, n, k, parts=2)
+        weights = {"w": packed, "s": s_codes, "g": row}
+
+        def weight(p: dict[str, DevicePtr]) -> matmul_quant.QuantWeight:
+            return Nvfp4Weight(p["w"], p["s"], p["g"], n, k)
+
+        def dequant(v: dict[str, np.ndarray]) -> np.ndarray:
+            return dequantize_nvfp4(v["w"], v["s"], v["g"])
+    else:
+        codes, scales, smap = random_fp8(rng, n, k, fmt)
+        weights = {"w": codes, "s": scales.reshape(-1)}
+
+        def weight(p: dict[str, DevicePtr]) -> matmul_quant.QuantWeight:
+            return Fp8Weight(p["w"], p["s"], n, k, smap)
+
+        def dequant(v: dict[str, np.ndarray]) -> np.ndarray:
+            return dequantize_fp8(v["w"], v["s"].reshape(smap.shape), smap)
+
+    inputs = {"x": random_bf16(rng, (m, k)), **weights}
+
+    def product(v: dict[str, np.ndarray]) -> np.ndarray:
+        return bf16_bits_to_f32(v["x"]).astype(np.float64) @ dequant(v).T
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        matmul_quant.linear_swiglu_quant(KernelCache(backend), stream, p["x"], weight(p),
+                                         p["act"], m)
+
+    def oracle(v: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        gate_up = f32_to_bf16_bits(round_bf16(product(v).astype(np.float32)))
+        return {"act": swiglu_oracle(gate_up)}
+
+    big = float(np.abs(product(inputs)).max())
+    return KernelCase(f"gemv_qd_{'nvfp4' if fmt == 'nvfp4' else 'fp8'}_swiglu "
+                      f"{'' if fmt == 'nvfp4' else fmt + ' '}m{m} inter{inter} k{k}",
+                      "gemv_quant_direct", inputs, {"act": OutputSpec(DType.BF16, (m, inter))},
+                      run, oracle, reference_abs_tol=SWIGLU_REL_TOL * big * big)
+
+#: (layout, m, n, k)
+FP8_DIRECT_SHAPES = [("block", 1, 6144, 4096), ("block", 1, 4096, 4096),
+                     ("block", 1, 24576, 4096), ("block", 1, 4096, 12288),
+                     ("block", 1, 2560, 2048), ("block", 2, 8192, 8192),
+                     ("block", 3, 1001, 5120), ("channel", 4, 259, 2048),
+                     ("tensor", 5, 33, 64), ("block", 6, 130, 1344),
+                     ("channel", 7, 300, 448), ("block", 8, 515, 1536)]
+#: (m, n, k, parts)
+NVFP4_DIRECT_SHAPES = [(1, 6144, 4096, 3), (1, 4096, 4096, 1), (1, 12288, 4096, 2),
+                       (1, 4096, 12288, 1), (1, 2560, 2048, 1), (2, 8192, 8192, 1),
+                       (3, 1001, 5120, 3), (4, 259, 2048, 2), (5, 33, 128, 1),
+                       (6, 130, 1408, 2), (7, 300, 384, 1), (8, 515, 1536, 3)]
+
+
+@kernel_cases("gemv_quant_direct")
+def gemv_quant_direct_cases(rng: np.random.Generator) -> list[KernelCase]:
+    cases = tensor_core_cases(rng, FP8_DIRECT_SHAPES, NVFP4_DIRECT_SHAPES, 4, direct=True)
+    # f32 logits (a quantized LM head): a vocabulary-like n at batch 1, ragged rows, m = 8
+    cases += [fp8_linear_case(rng, "block", 1, 20000, 1024, direct=True, logits=True),
+              nvfp4_linear_case(rng, 1, 20000, 1024, direct=True, logits=True),
+              fp8_linear_case(rng, "block", 8, 1001, 2048, direct=True, logits=True),
+              nvfp4_linear_case(rng, 5, 300, 1408, parts=2, direct=True, logits=True)]
+    # gate_up + SwiGLU: Qwen3-8B (FP8 inter 12,288), every batch size, ragged features (past the
+    # last 8-feature block), 128-row FP8 blocks straddling the gate / up boundary (inter 200)
+    cases += [swiglu_case(rng, fmt, m, inter, k) for fmt, m, inter, k in (
+        ("block", 1, 12288, 4096), ("nvfp4", 1, 4096, 4096), ("block", 3, 200, 1024),
+        ("channel", 8, 77, 448), ("tensor", 2, 64, 64), ("nvfp4", 5, 203, 1408),
+        ("nvfp4", 8, 96, 128), ("block", 6, 1000, 2048))]
+    return cases

@@ -1,0 +1,262 @@
+"""A numpy model of moe_decode.cu's index math, transliterated from the kernels.
+
+Down: the tile (DownTile by the row's chunk steps), the rows of a group and of a block
+(ops.moe.down_rows), each warp's items (row r, slot j) and the chunks each lane loads for them
+(step batches, the pipelined next group), the shared expert's partial chunks, and the row sums
+in slot order: every (row, slot, chunk) product taken exactly once, nothing past a row, an
+item or the block's rows read. Gate/up: the leader rule (the pairs of one expert go
+GATE_UP_GROUP_PAIRS to a block, led by ranks 0, 4, ...; the others' blocks exit), the column
+groups of a block
+(ops.moe.gate_up_groups_per_block), zeros for ids outside [0, experts) and past the shared
+expert's width: every (pair, column) written exactly once, one weight stream per distinct
+expert. Checked against the float64 oracles of cases/moe.py. There is no GPU in CI:
+tools/gpu/check_kernels.py checks the hardware."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from atlas.core.numerics import bf16_bits_to_f32
+from atlas.runtime.cases import moe as moe_cases
+from atlas.runtime.cases.gemv import random_bf16
+from atlas.runtime.ops import moe
+
+WARPS = moe.DECODE_ROWS_PER_BLOCK
+
+
+def _bf(v: float) -> float:
+    return float(moe_cases._bf16(np.array([v]))[0])
+
+
+def _tile(inter: int) -> tuple[int, int]:
+    """(kItems, kBatch) of DownTile<steps> (steps > 4: the general tile, batches of 5)."""
+    steps = -(-inter // 256)
+    if steps in moe.DOWN_TILE_ITEMS:
+        return moe.DOWN_TILE_ITEMS[steps], steps
+    return moe.DOWN_TILE_ITEMS_LONG, 5
+
+
+def model_down(act: np.ndarray, w: np.ndarray, ids: np.ndarray, weights: np.ndarray,
+               top_k: int, sh_down: np.ndarray | None, sm_count: int
+               ) -> tuple[np.ndarray, dict[tuple[int, int, int], int]]:
+    """out [tokens, hidden] (float64) and how often each (row, slot, chunk) was loaded."""
+    tokens, slots, inter = act.shape
+    experts, hidden, _ = w.shape
+    kc = inter // 8
+    rows = moe.down_rows(slots, tokens, hidden, inter, sm_count)
+    items_per_warp, batch = _tile(inter)
+    steps = -(-kc // 32)
+    rpg = max(1, WARPS * items_per_warp // slots)
+    items = rpg * slots
+    groups = -(-rows // rpg)
+    loads: dict[tuple[int, int, int], int] = {}
+    out = np.full((tokens, hidden), np.nan)
+    sh_kc = sh_down.shape[1] // 8 if sh_down is not None else 0
+
+    def item(i: int, row0: int, row_end: int) -> tuple[int, int, int, int]:
+        """down_item: (kind 0 routed / 1 shared / -1 dead, expert or chunk, n, slot)."""
+        r, j = divmod(i, slots)
+        row = row0 + r
+        if i >= items or row >= row_end:
+            return -1, 0, 0, 0
+        if j >= top_k:
+            c = j - top_k
+            return 1, c, max(0, min(kc, sh_kc - c * kc)), j
+        e = int(ids_t[j])
+        if not 0 <= e < experts:
+            return -1, 0, 0, j
+        return 0, e, kc, j
+
+    for t in range(tokens):
+        ids_t, w_t = ids[t], weights[t]
+        for bx in range(-(-hidden // rows)):
+            row_end = min(hidden, (bx + 1) * rows)
+            for g in range(groups):
+                row0 = bx * rows + g * rpg
+                ys = np.full(WARPS * items_per_warp, np.nan)
+                for warp in range(WARPS):
+                    for m in range(items_per_warp):
+                        i = warp + WARPS * m
+                        kind, which, n, slot = item(i, row0, row_end)
+                        acc = 0.0
+                        for s0 in range(0, steps, batch):
+                            for s in range(batch):
+                                for lane in range(32):
+                                    c = lane + 32 * (s0 + s)
+                                    if c >= n:
+                                        continue
+                                    r = i // slots
+                                    if kind == 0:
+                                        wrow = w[which, row0 + r, 8 * c:8 * c + 8]
+                                    else:
+                                        col = which * kc + c  # chunk of the shared row
+                                        assert col < sh_kc
+                                        wrow = sh_down[row0 + r, 8 * col:8 * col + 8]
+                                    key = (row0 + r, slot, c)
+                                    loads[key] = loads.get(key, 0) + 1
+                                    acc += float(wrow @ act[t, slot, 8 * c:8 * c + 8])
+                        if i < items:
+                            ys[i] = acc
+                for r in range(rpg):
+                    row = row0 + r
+                    if row >= row_end:
+                        continue
+                    y = ys[r * slots:(r + 1) * slots]
+                    assert not np.isnan(y).any(), "a product of the row was never computed"
+                    total = 0.0
+                    for j in range(top_k):
+                        if 0 <= ids_t[j] < experts:
+                            total += float(w_t[j]) * _bf(y[j])
+                    if slots > top_k:
+                        total = _bf(total) + _bf(float(w_t[top_k]) * _bf(y[top_k:].sum()))
+                    assert np.isnan(out[t, row]), "two blocks wrote one row"
+                    out[t, row] = total
+    return out, loads
+
+
+@pytest.mark.parametrize("experts,top_k,hidden,inter,shared_inter,tokens,sm_count", [
+    (8, 8, 64, 768, 0, 2, 3),       # Qwen3-30B-A3B's tile (3 steps, 5 rows a group)
+    (6, 3, 40, 96, 48, 3, 2),       # one step, two shared chunks (the second partial)
+    (4, 2, 24, 1552, 0, 1, 4),      # 7 steps: the general tile's batches of 5
+    (24, 20, 16, 32, 0, 2, 1),      # 20 slots: 3 rows a group
+    (5, 4, 36, 1008, 512, 2, 2),    # 4 steps, a shared expert of one partial chunk
+])
+def test_down_kernel_model_matches_the_oracle(experts: int, top_k: int, hidden: int, inter: int,
+                                              shared_inter: int, tokens: int,
+                                              sm_count: int) -> None:
+    rng = np.random.default_rng(hidden + inter)
+    shape = moe.MoeShape(experts, top_k, hidden, inter, shared_inter)
+    slots = shape.slots
+    ids = moe_cases.random_ids(rng, tokens, experts, top_k)
+    ids[0, -1] = -1  # another rank's expert: skipped
+    weights = rng.uniform(0.1, 1.0, (tokens, slots))
+    act = bf16_bits_to_f32(random_bf16(rng, (tokens, slots, inter))).astype(np.float64)
+    act.reshape(tokens, -1)[:, top_k * inter + shared_inter:] = 0  # past the shared width
+    w = bf16_bits_to_f32(random_bf16(rng, (experts, hidden, inter), inter ** -0.5)).astype(
+        np.float64)
+    sh_down = (bf16_bits_to_f32(random_bf16(rng, (hidden, shared_inter), shared_inter ** -0.5))
+               .astype(np.float64) if shared_inter else None)
+    out, loads = model_down(act, w, ids, weights, top_k, sh_down, sm_count)
+
+    # every real chunk of every (row, slot) a token uses is loaded once for that token;
+    # nothing past an item's chunks, a row, or the block's rows
+    kc, want_loads = inter // 8, {}
+    for t in range(tokens):
+        for j in range(slots):
+            if j < top_k:
+                n = kc if 0 <= ids[t, j] < experts else 0
+            else:
+                n = max(0, min(kc, shared_inter // 8 - (j - top_k) * kc))
+            for row in range(hidden):
+                for c in range(n):
+                    want_loads[(row, j, c)] = want_loads.get((row, j, c), 0) + 1
+    assert loads == want_loads
+
+    routed = np.zeros((tokens, hidden))
+    for t in range(tokens):
+        for j in range(top_k):
+            e = ids[t, j]
+            if 0 <= e < experts:
+                routed[t] += weights[t, j] * moe_cases._bf16(w[e] @ act[t, j])
+    want = routed
+    if shared_inter:
+        y = moe_cases._bf16(act[:, top_k:].reshape(tokens, -1)[:, :shared_inter] @ sh_down.T)
+        want = moe_cases._bf16(routed) + moe_cases._bf16(weights[:, top_k:top_k + 1] * y)
+    np.testing.assert_allclose(out, want, rtol=1e-9, atol=1e-9)
+
+
+# ---- gate/up --------------------------------------------------------------------------------
+def model_gate_up(x: np.ndarray, w: np.ndarray, ids: np.ndarray, top_k: int,
+                  sh_gate_up: np.ndarray | None, sm_count: int
+                  ) -> tuple[np.ndarray, dict[tuple[int, int], int], int]:
+    """act [tokens, slots, inter] (NaN: never written), how often each (pair, column) was
+    written, and how many weight rows were streamed (gate and up rows of a column: one)."""
+    tokens, hidden = x.shape
+    experts, inter = w.shape[0], w.shape[1] // 2
+    slots = ids.shape[1]
+    sh_inter = sh_gate_up.shape[0] // 2 if sh_gate_up is not None else 0
+    flat = ids.reshape(-1)
+    n = tokens * slots
+    groups = -(-inter // WARPS)
+    per_block = moe.gate_up_groups_per_block(tokens, slots, inter, sm_count)
+    grid_x = -(-groups // per_block)
+    cpb = -(-groups // grid_x)  # the kernel's own column groups per block
+    act = np.full((n, inter), np.nan)
+    writes: dict[tuple[int, int], int] = {}
+    streamed = 0
+
+    def key(q: int) -> int:
+        j = q % slots
+        if j >= top_k:
+            return experts + (j - top_k)
+        return int(flat[q]) if 0 <= flat[q] < experts else -1 - q
+
+    group = 1 if tokens == 1 else moe.GATE_UP_GROUP_PAIRS
+    for p in range(n):
+        k = key(p)
+        if sum(key(q) == k for q in range(p)) % group:
+            continue  # an earlier pair's block computes this one
+        pairs = [q for q in range(p, n) if key(q) == k][:group]
+        e = experts + (slots - top_k) if k < 0 else k
+        for bx in range(grid_x):
+            for c in range(cpb):
+                for warp in range(WARPS):
+                    i = (bx * cpb + c) * WARPS + warp
+                    if i >= inter:
+                        continue
+                    if e >= experts:
+                        col = (e - experts) * inter + i
+                        live = col < sh_inter
+                        rows = (sh_gate_up[col], sh_gate_up[sh_inter + col]) if live else None
+                    else:
+                        live, rows = True, (w[e, i], w[e, inter + i])
+                    streamed += live
+                    for q in pairs:
+                        writes[(q, i)] = writes.get((q, i), 0) + 1
+                        if not live:
+                            act[q, i] = 0.0
+                            continue
+                        gs = moe_cases._bf16(np.array([rows[0] @ x[q // slots]]))[0]
+                        us = moe_cases._bf16(np.array([rows[1] @ x[q // slots]]))[0]
+                        silu = moe_cases._bf16(np.array([gs / (1 + np.exp(-gs))]))[0]
+                        act[q, i] = _bf(silu * us)
+    return act.reshape(tokens, slots, inter), writes, streamed
+
+
+@pytest.mark.parametrize("experts,top_k,inter,shared_inter,tokens,sm_count,repeat", [
+    (8, 3, 40, 0, 1, 2, False),     # batch 1: every pair a leader
+    (6, 4, 24, 0, 8, 1, True),      # 8 tokens over 6 experts: shared reads
+    (6, 2, 16, 40, 3, 2, True),     # a shared expert of 3 chunks (the last partial), 3 tokens
+])
+def test_gate_up_kernel_model_matches_the_oracle(experts: int, top_k: int, inter: int,
+                                                 shared_inter: int, tokens: int, sm_count: int,
+                                                 repeat: bool) -> None:
+    rng = np.random.default_rng(inter * tokens)
+    hidden = 32
+    shape = moe.MoeShape(experts, top_k, hidden, inter, shared_inter)
+    ids = moe_cases.random_ids(rng, tokens, experts, top_k)
+    ids[0, 0] = -1  # another rank's expert: zeros
+    ids = np.concatenate([ids, np.tile(experts + np.arange(shape.shared_slots), (tokens, 1))],
+                         axis=1).astype(np.int32)
+    x = bf16_bits_to_f32(random_bf16(rng, (tokens, hidden))).astype(np.float64)
+    w = bf16_bits_to_f32(random_bf16(rng, (experts, 2 * inter, hidden), hidden ** -0.5)
+                         ).astype(np.float64)
+    sh = (bf16_bits_to_f32(random_bf16(rng, (2 * shared_inter, hidden), hidden ** -0.5))
+          .astype(np.float64) if shared_inter else None)
+    act, writes, streamed = model_gate_up(x, w, ids, top_k, sh, sm_count)
+    assert set(writes.values()) == {1} and len(writes) == tokens * shape.slots * inter
+    # one stream of a column's rows per GATE_UP_GROUP_PAIRS pairs of an expert, not per pair
+    group = 1 if tokens == 1 else moe.GATE_UP_GROUP_PAIRS
+    routed = ids[:, :top_k].reshape(-1)
+    reads = sum(-(-int((routed == e).sum()) // group) for e in range(experts))
+    assert streamed == reads * inter + -(-tokens // group) * shared_inter
+    if repeat:
+        assert streamed < tokens * (top_k * inter + shared_inter)
+    want = moe_cases.oracle_experts(x, w, np.zeros((experts, hidden, inter)), ids[:, :top_k],
+                                    np.ones((tokens, top_k)))["act"]
+    np.testing.assert_array_equal(act[:, :top_k], want)
+    if shared_inter:
+        sh_want = moe_cases.oracle_shared(x, sh, np.zeros((hidden, shared_inter)),
+                                          np.ones(tokens), np.zeros((tokens, hidden)), inter)
+        np.testing.assert_array_equal(act[:, top_k:], sh_want["act"])
