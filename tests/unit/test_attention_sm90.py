@@ -15,6 +15,7 @@ import pytest
 from atlas.bench import kernel_shapes
 from atlas.core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from atlas.runtime.cases import attention_sm90 as case_defs
+from atlas.runtime.cases.attention import Geometry, prefill_case
 from atlas.runtime.host import HostBackend
 from atlas.runtime.kernel_check import check, compare
 from atlas.runtime.mock import MockGpuBackend
@@ -153,6 +154,17 @@ def test_route_is_on_by_default_and_off_by_switch() -> None:
     assert _launch(_Sm90Mock(), sm90=True).func == "prefill_attn_sm90_bf16"
     with pytest.raises(ValueError, match="head_dim=64"):
         _launch(_Sm90Mock(), head_dim=64, sm90=True)
+
+
+def test_the_mma_sync_cases_stay_on_their_kernel_where_wgmma_is_loaded() -> None:
+    """cases/attention.py's prefill cases check prefill_attn_bf16 (module attention) even on
+    an sm_90a set, where the default route would take the wgmma kernel (H200, 2026-12-01:
+    they ran it there and held its bf16 P to prefill_attn_bf16's tolerance)."""
+    case = prefill_case(np.random.default_rng(0), "mock", Geometry(8, 2, 128, 16), [5], [5])
+    dev = _Sm90Mock()
+    case.run(dev, 0, {name: dev.alloc(1 << 12) for name in (*case.inputs, "out")})
+    (record,) = dev.drain_launches()
+    assert record.func == "prefill_attn_bf16"
 
 
 def test_q_in_registers_entry_point_is_an_opt_in_for_head_dim_128() -> None:
