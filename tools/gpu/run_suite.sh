@@ -289,6 +289,22 @@ stage_long_context() {
   return $rc
 }
 
+# Where the 32k-token Qwen3-8B prefill goes: per-kernel times (PDL off) of one 32,000-token
+# prompt in one step (the projection GEMMs vs the wgmma prefill attention vs the rest).
+stage_long_context_profile() {
+  local cfg="$CKPT/qwen3-8b-synthetic"
+  "$PY" tools/make_fixtures.py --config qwen3-8b --out "$cfg" --config-only || return 1
+  ATLAS_PDL=0 "$PY" tools/gpu/profile_prefill.py --model "$cfg" --synthetic-seed 0 \
+    --tokens 32000 --out "$RESULTS/profile_prefill_qwen3-8b_32000.json"
+}
+
+# The 32k prefill again on the prefill attention's Q-in-registers entry point
+# (ATLAS_PREFILL_ATTN_QREG=1): the A/B that decides its default.
+stage_long_context_qreg() {
+  ATLAS_PREFILL_ATTN_QREG=1 "$PY" tools/gpu/bench_long_context.py --config qwen3-8b --contexts "" \
+    --prefill-repeats 2 --out "$RESULTS/long_context_qwen3-8b_prefill_qreg.json"
+}
+
 # The decode half again with the long-context attention kernel off (ATLAS_DECODE_ATTN_LONG=0):
 # the A/B of decode_attn_long at batch 8, 16k and 32k.
 stage_long_context_nolong() {
@@ -763,9 +779,10 @@ stage_async_scheduling() {
 
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity
         decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
-        flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl profile kernel_table
-        gdn_table server_sweep throughput batched_min_m long_context long_context_nolong
-        issue15_table decode_gemm_ab kv_dtypes gates ep_1gpu spec_bench grammar_bench
+        flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
+        profile kernel_table gdn_table server_sweep throughput batched_min_m long_context
+        long_context_qreg long_context_profile long_context_nolong issue15_table decode_gemm_ab
+        kv_dtypes gates ep_1gpu spec_bench grammar_bench
         prefix_bench prefix_bench_hybrid spec_bench_hybrid quant_bench moe_full quant_profile
         quant_profile_nvfp4 quant_lm_head
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra

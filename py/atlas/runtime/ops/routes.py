@@ -26,7 +26,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (attention_long); ATLAS_DECODE_ATTN_LONG_MIN_KEYS=N: the shortest block-table reach (keys)
   that takes it (default ops/attention_long.LONG_CONTEXT_KEYS).
 * ATLAS_PREFILL_ATTN_SM90=0: prefill attention never on the Hopper wgmma kernel
-  (attention_sm90, head_dim 128), always on prefill_attn_bf16.
+  (attention_sm90, head_dim 128 and 256), always on prefill_attn_bf16.
+* ATLAS_PREFILL_ATTN_QREG=1: head_dim-128 prefill attention on the wgmma kernel's Q-in-
+  registers entry point (prefill_attn_sm90_qreg_bf16); off by default until measured.
 * ATLAS_MOE_SM90=0: the MoE grouped GEMMs on the mma.sync kernels (moe_grouped), never the
   Hopper wgmma ones (moe_grouped_sm90).
 * ATLAS_MOE_FUSED_DECODE=0: a decode MoE layer as separate launches (router GEMV, top-k,
@@ -111,6 +113,7 @@ class KernelRoutes:
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     prefill_attn_sm90: bool = True
+    prefill_attn_qreg: bool = False
     fused_norm: bool | None = None
 
     @classmethod
@@ -145,4 +148,5 @@ class KernelRoutes:
                    decode_attn_long_min_keys=_env_count(env, "ATLAS_DECODE_ATTN_LONG_MIN_KEYS",
                                                         DEFAULT_DECODE_ATTN_LONG_MIN_KEYS),
                    prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", True),
+                   prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
                    fused_norm=_env_tristate(env, "ATLAS_FUSED_NORM"))
