@@ -87,7 +87,7 @@ def test_decode_buckets_and_splits():
     assert decode_buckets(40) == [1, 2, 4, 8, 16, 32, 40]
     assert decode_splits(1, 8, 4096, 132) == 33
     assert decode_splits(64, 8, 4096, 132) == 1
-    assert decode_splits(1, 8, 128, 132) == 2  # never shorter than 64 tokens per split
+    assert decode_splits(1, 8, 128, 132) == 4  # no more splits than 128 keys fill at 32 each
 
 
 def test_verification_buckets_are_exact_in_the_row_invariant_range():
