@@ -11,10 +11,13 @@ from atlas.model.load import load_runner
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
 
-#: batch-1 decode, 5 launches a layer: the add + RMSNorm before qkv and gate_up run inside
-#: those GEMVs, q/k norm + RoPE + KV append inside the attention, SwiGLU inside down
-DECODE_LAYER = ["gemv_add_rmsnorm_bf16_single", "decode_attn_rope_bf16", "gemv_bf16_single",
-                "gemv_add_rmsnorm_bf16_single", "gemv_silu_bf16_single"]
+#: batch-1 decode, 5 launches a layer: o_proj and down add into the residual stream
+#: themselves, the RMSNorms before qkv and gate_up run inside those GEMVs, q/k norm + RoPE +
+#: KV append inside the attention, SwiGLU inside down; the first layer's norm has no
+#: residual epilogue before it (the embedding wrote the stream): the add+norm GEMV's form
+DECODE_LAYER = ["gemv_rmsnorm_bf16_single", "decode_attn_rope_bf16", "gemv_residual_bf16_single",
+                "gemv_rmsnorm_bf16_single", "gemv_silu_residual_bf16_single"]
+FIRST_NORM = "gemv_add_rmsnorm_bf16_single"
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +36,9 @@ def test_decode_graph_is_one_launch_with_the_layer_sequence(runner):
     names = [r.func for r in replay.graph]
     layers, n = runner.cfg.num_hidden_layers, len(DECODE_LAYER)
     assert names[:1] == ["embedding_bf16"]
-    assert names[1:1 + n * layers] == DECODE_LAYER * layers
+    assert names[1:1 + n * layers] == [FIRST_NORM, *DECODE_LAYER[1:]] + DECODE_LAYER * (layers - 1)
     # the grammar mask and logprobs launches exit early on rows that ask for neither
-    assert names[1 + n * layers:] == ["add_rmsnorm_bf16", "embedding_bf16",
+    assert names[1 + n * layers:] == ["rmsnorm_bf16", "embedding_bf16",
                                       "gemv_bf16_f32_single", *SAMPLER]
     runner.release(7)
 
@@ -65,26 +68,44 @@ def test_a_masked_decode_step_fills_masks_while_the_forward_graph_runs(runner):
     runner.release(7)
 
 
-def test_fused_norms_alternate_the_residual_buffers(runner):
-    """Each fused add+norm reads the current residual and writes the other buffer (its
-    blocks still read the current one); the first layer's has nothing to add or store, and
-    the final norm adds the last delta to wherever the stream ended."""
+def test_the_gemvs_carry_the_residual_stream_in_place(runner):
+    """Each residual epilogue adds into b.resid in place and leaves the partial sums of
+    squares in b.resid_ssq, which the next norm's GEMV reads with the same row; the first
+    layer's norm reads the embedding's row (nothing to add) and the final norm the stream."""
     dev = runner.backend
     dev.drain_launches()
     dev.graph_launches.clear()
     runner.execute([SeqChunk(8, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3, 4, 5]))])
     (replay,) = dev.graph_launches
-    fused = [r.args for r in replay.graph if r.func == "gemv_add_rmsnorm_bf16_single"]
-    a, b = runner.bufs.resid, runner.bufs.resid_alt
-    assert (fused[0]["resid"], fused[0]["delta"], fused[0]["resid_out"]) == (a, 0, 0)
-    cur = a
-    for args in fused[1:]:
-        assert (args["resid"], args["delta"], args["resid_out"]) == (cur, runner.bufs.delta,
-                                                                     a + b - cur)
-        cur = args["resid_out"]
-    (final,) = [r.args for r in replay.graph if r.func == "add_rmsnorm_bf16"]
-    assert final["residual"] == cur
+    bufs = runner.bufs
+    (first,) = [r.args for r in replay.graph if r.func == FIRST_NORM]
+    assert (first["resid"], first["delta"], first["resid_out"]) == (bufs.resid, 0, 0)
+    carried = [r for r in replay.graph
+               if r.func in ("gemv_residual_bf16_single", "gemv_silu_residual_bf16_single",
+                             "gemv_rmsnorm_bf16_single")]
+    assert len(carried) == 4 * runner.cfg.num_hidden_layers - 1
+    for r in carried:
+        assert (r.args["resid"], r.args["ssq"]) == (bufs.resid, bufs.resid_ssq)
+    assert bufs.resid_ssq != 0 and bufs.resid_alt != 0
+    (final,) = [r.args for r in replay.graph if r.func == "rmsnorm_bf16"]
+    assert final["x"] == bufs.resid
     runner.release(8)
+
+
+def test_fused_norm_off_runs_the_norms_and_projections_apart(monkeypatch):
+    """ATLAS_FUSED_NORM=0 (the A/B switch): no residual epilogue, no norm inside a GEMV."""
+    monkeypatch.setenv("ATLAS_FUSED_NORM", "0")
+    plain = load_runner(FIXTURE, backend="mock", max_seq_len=64, max_batch_size=1,
+                        max_prefill_tokens=32)
+    dev = plain.backend
+    dev.graph_launches.clear()
+    plain.execute([SeqChunk(9, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3, 4, 5]))])
+    (replay,) = dev.graph_launches
+    names = [r.func for r in replay.graph]
+    assert names[1:7] == ["rmsnorm_bf16", "gemv_bf16_single", "decode_attn_rope_bf16",
+                          "gemv_bf16_single", "add_rmsnorm_bf16", "gemv_bf16_single"]
+    assert not [f for f in names if "residual" in f or "rmsnorm_bf16_single" in f]
+    plain.release(9)
 
 
 def test_prefill_step_launches_eagerly_with_packed_attention(runner):

@@ -12,6 +12,7 @@ import pytest
 from atlas.core.sampling import GREEDY
 from atlas.model.batch import PenaltyHistory, SeqChunk
 from atlas.model.load import load_runner
+from atlas.runtime.ops.linear_attention import GDN_DECODE_SPLIT
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3_5"
 
@@ -51,10 +52,10 @@ def test_decode_graph_holds_both_mixers_per_layer_type(runner):
     assert names[2:2 + len(body)] == body
     fused = [r for r in runner.backend.graph_launches[0].graph
              if r.func == "gated_deltanet_decode_bf16"]
-    # one block per (value head, row) of (dk / 16) * (dv / 4) threads in whole warps:
-    # tiny-qwen3_5's 8 value heads of 32 and key dim 32 give 2 * 8 = 16, one warp
-    assert [(r.grid, r.block, r.args["num_seqs"]) for r in fused] == [((8, 2, 1), (32, 1, 1),
-                                                                        2)] * 2
+    # a cluster of GDN_DECODE_SPLIT blocks per (value head, row), each of whole warps:
+    # tiny-qwen3_5's 8 value heads of 32 and key dim 32 fit one warp a block
+    assert [(r.grid, r.block, r.args["num_seqs"]) for r in fused] == [
+        ((GDN_DECODE_SPLIT, 8, 2), (32, 1, 1), 2)] * 2
     # the bucket of 2 rows: each row's state slot is its sampler slot, and graph padding
     # would use the pad slot (max_batch_size)
     base = runner.layout.state_slots

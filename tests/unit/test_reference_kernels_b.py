@@ -178,6 +178,60 @@ def test_fused_norm_route_is_batch_one_gemv_within_shared_memory() -> None:
     assert (rec.grid, rec.block, rec.shared) == ((251, 1, 1), (128, 1, 1), 2048)
 
 
+def test_the_residual_carrying_gemvs_are_batch_one_gemvs() -> None:
+    """gemv_residual / gemv_rmsnorm: one row on the GEMV route for every shape (no shared
+    memory bound), off under ATLAS_FUSED_NORM=0; the grid has one block (and one partial
+    sum of squares) per 4 outputs."""
+    kc = KernelCache(MockGpuBackend(), routes=KernelRoutes())
+    assert matmul.carries_residual(kc, 1, 151936)
+    assert not matmul.carries_residual(kc, 2, 1024)
+    off = KernelCache(MockGpuBackend(), routes=KernelRoutes.from_env({"ATLAS_FUSED_NORM": "0"}))
+    assert not matmul.carries_residual(off, 1, 1024)
+    assert matmul.ssq_partials(1001) == 251
+    rec, = _launches(matmul.gemv_residual, 0x1000, 0x2000, 0x3000, 0x4000, 1001, 2048)
+    assert (rec.func, rec.grid, rec.block) == ("gemv_residual_bf16_single", (251, 1, 1),
+                                               (256, 1, 1))
+    rec, = _launches(matmul.gemv_rmsnorm, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 4096, 12288,
+                     1e-6)
+    assert (rec.func, rec.grid, rec.block, rec.shared) == ("gemv_rmsnorm_bf16_single",
+                                                           (1024, 1, 1), (256, 1, 1), 0)
+    # the SwiGLU is fused up to FUSED_SILU_MAX_K, past it silu_mul into the scratch first
+    k = matmul.FUSED_SILU_MAX_K
+    assert [r.func for r in _launches(matmul.linear_silu_residual, 0x1000, 0x2000, 0x3000,
+                                      0x4000, 64, k, 0x5000)] == ["gemv_silu_residual_bf16_single"]
+    assert [r.func for r in _launches(matmul.linear_silu_residual, 0x1000, 0x2000, 0x3000,
+                                      0x4000, 64, 2 * k, 0x5000)] == ["silu_mul_bf16",
+                                                                      "gemv_residual_bf16_single"]
+    with pytest.raises(ValueError, match="ssq .* aligned"):
+        _launches(matmul.gemv_residual, 0x1000, 0x2000, 0x3000, 0x4002, 64, 64)
+    with pytest.raises(ValueError, match="norm_w .* aligned"):
+        _launches(matmul.gemv_rmsnorm, 0x1000, 0x2000, 0x3008, 0x4000, 0x5000, 64, 64, 1e-6)
+
+
+@pytest.mark.parametrize("hq,hkv", [(16, 8), (32, 8), (32, 4), (16, 2), (12, 2), (9, 3),
+                                     (64, 4), (8, 8)])
+def test_decode_head_slices_cover_each_q_head_once(hq: int, hkv: int) -> None:
+    """attention.cu HeadSlice::of_block, restated: grid y = hkv x slices; block y serves
+    q heads [h0, h0 + count) of kv head y / slices, and its split ticket is counter y of the
+    row, which the runner's [rows, hq] counters hold."""
+    slices = attention.decode_head_slices(hq, hkv)
+    group, per = hq // hkv, attention.DECODE_HEADS_PER_BLOCK
+    served = []
+    for y in range(hkv * slices):
+        kvh, index = divmod(y, slices)
+        first = index * per
+        count = min(per, group - first)
+        assert 1 <= count <= per
+        heads = range(kvh * group + first, kvh * group + first + count)
+        assert all(h // group == kvh for h in heads)  # the slice's K/V are its kv head's
+        served += heads
+    assert sorted(served) == list(range(hq))
+    assert hkv * slices <= hq
+    rec, = _launches(attention.decode_attention, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000,
+                     0x6000, 0x7000, 0x7800, 0x8000, 2, hq, hkv, 64, 16, 8, 5, 0.1)
+    assert rec.grid == (5, hkv * slices, 2)
+
+
 def test_decode_attention_is_one_launch_over_the_splits() -> None:
     recs = _launches(attention.decode_attention, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000,
                      0x6000, 0x7000, 0x7800, 0x8000, 4, 32, 8, 128, 16, 64, 16, 0.088)

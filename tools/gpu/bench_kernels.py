@@ -402,9 +402,12 @@ def linear_case(env: Env, s: Any) -> Case:
 
 def norm_linear_case(env: Env, s: Any) -> Case:
     """The add + RMSNorm fused into the single-row GEMV against PyTorch's add, F.rms_norm and
-    matmul (three ops; ours is one launch)."""
+    matmul (three ops; ours is one launch); a `carried` row: the norm from the residual's
+    partial sums of squares (gemv_rmsnorm) against F.rms_norm and matmul."""
     torch, F = env.torch, env.torch.nn.functional
     n, k = s.n, s.k
+    if s.carried:
+        return carried_norm_linear_case(env, s)
 
     def make() -> Set:
         scale = 1.0 / math.sqrt(k)
@@ -425,6 +428,32 @@ def norm_linear_case(env: Env, s: Any) -> Case:
     return Case(s, make, ours, [Variant("h = r + d; rms_norm(h, g) @ w.T", theirs)],
                 lambda o, t, r: [("y", o["y"], r[1]), ("h", o["h"], r[0])], outputs=("y", "h"),
                 note="ours: gemv_add_rmsnorm_bf16_single (one launch)")
+
+
+def carried_norm_linear_case(env: Env, s: Any) -> Case:
+    """gemv_rmsnorm_bf16_single, its ssq partials made by PyTorch from the residual row."""
+    torch, F = env.torch, env.torch.nn.functional
+    n, k = s.n, s.k
+
+    def make() -> Set:
+        scale = 1.0 / math.sqrt(k)
+        resid = env.uniform((1, k))
+        ssq = (resid.float() ** 2).view(-1, matmul.GEMV_ROWS_PER_BLOCK).sum(dim=1).contiguous()
+        return {"resid": resid, "ssq": ssq, "g": env.uniform((k,), 0.5, 1.5),
+                "w": env.uniform((n, k), -scale * 3, scale * 3),
+                "y": torch.empty((1, n), dtype=torch.bfloat16, device=env.device)}
+
+    def ours(st: Set, stream: Stream) -> None:
+        matmul.gemv_rmsnorm(env.kc, stream, env.ptr(st["resid"]), env.ptr(st["ssq"]),
+                            env.ptr(st["g"]), env.ptr(st["w"]), env.ptr(st["y"]), n, k, EPS)
+
+    def theirs(st: Set) -> Any:
+        return torch.matmul(F.rms_norm(st["resid"], (k,), st["g"], EPS), st["w"].T)
+
+    return Case(s, make, ours, [Variant("rms_norm(r, g) @ w.T", theirs)],
+                lambda o, t, r: [("y", o["y"], r)], outputs=("y",),
+                note="ours: gemv_rmsnorm_bf16_single (the norm from the residual epilogue's "
+                     "partial sums)")
 
 
 #: E2M1 code -> value (sign in bit 3), for PyTorch's NVFP4 dequantization
@@ -666,7 +695,7 @@ def decode_attention_case(env: Env, s: Any) -> Case:
         st["part_o"] = torch.empty((b, hq, splits, d), dtype=torch.float32, device=env.device)
         st["part_ml"] = torch.empty((b, hq, splits, 2), dtype=torch.float32,
                                     device=env.device)
-        st["counters"] = torch.zeros((b, hkv), dtype=torch.int32, device=env.device)
+        st["counters"] = torch.zeros((b, hq), dtype=torch.int32, device=env.device)
         st["out"] = torch.empty((b, hq, d), dtype=torch.bfloat16, device=env.device)
         return st
 
@@ -735,7 +764,7 @@ def decode_attention_rope_case(env: Env, s: Any) -> Case:
                                      device=env.device),
                   part_ml=torch.empty((b, hq, splits, 2), dtype=torch.float32,
                                       device=env.device),
-                  counters=torch.zeros((b, hkv), dtype=torch.int32, device=env.device),
+                  counters=torch.zeros((b, hq), dtype=torch.int32, device=env.device),
                   out=torch.empty((b, hq, d), dtype=torch.bfloat16, device=env.device))
         return st
 

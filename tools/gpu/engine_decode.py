@@ -36,7 +36,8 @@ def start_decoding(runner: ModelRunner, batch: int, prompt_len: int, max_tokens:
     `grammar` (every sequence follows it) the structured-output one; `async_scheduling`
     as the server's (off: every step committed before the next is planned). The speculator
     joins once every sequence decodes: the prefill phase (whose mixed steps run eagerly) is
-    then the same with and without it, so runs of the same prompts start from the same tokens."""
+    then the same with and without it, so runs of the same prompts start from the same
+    tokens."""
     core = EngineCore.build(runner, max_prefill_tokens=runner.limits.max_prefill_tokens,
                             max_num_seqs=batch, speculator=speculator,
                             async_scheduling=async_scheduling)

@@ -18,9 +18,10 @@
 //   one third more tensor-core work. Query i of a chunk of q_len sits at absolute
 //   position kv_len - q_len + i and sees keys 0..that position, so first and chunked prefill
 //   are the same kernel.
-// decode_attn_bf16: grid (num_splits, hkv, num_seqs), 128 threads. A block reads the K/V
-//   rows of its split once and serves all hq / hkv query heads of the group (groups of more
-//   than 4 heads take several passes, the later ones hitting L2). num_splits is only the
+// decode_attn_bf16: grid (num_splits, hkv x slices, num_seqs), 128 threads. A block reads
+//   the K/V rows of its split once and serves one slice of up to 4 of the kv head's q heads
+//   (slices = ceil(group / 4): a group of 8 runs as 2 blocks side by side, the second K/V
+//   read mostly from L2, instead of 2 serial passes). num_splits is only the
 //   grid size (fixed in a CUDA graph); the split is decided here from the live kv_len:
 //   c = max(ceil(kv_len / num_splits), kMinKeysPerSplit), split i covers keys
 //   [i c, min((i + 1) c, kv_len)), and the ceil(kv_len / c) splits with keys are the active
@@ -33,8 +34,9 @@
 //   to out. Otherwise each split writes part_o [seq, hq, split, D] (normalized by its own l)
 //   and part_ml [seq, hq, split, 2] = (max score in natural-log units, sum of exp(score -
 //   max)), and the last of the (seq, kv head)'s active splits to finish merges them into out
-//   (in split order, whichever block is last): a ticket from counters[seq * hkv + kvh]
-//   (zero before every launch; the last block resets it, so graph replays find it zero).
+//   (in split order, whichever block is last): a ticket from counters[seq * gridDim.y +
+//   blockIdx.y] (zero before every launch; the last block resets it, so graph replays find
+//   it zero).
 //   That replaces a second combine launch. A sequence with no keys gets zeros.
 // decode_attn_rope_bf16: the same with qk_norm_rope_kv_bf16's work done in the blocks (RopedQ).
 // decode_attn_combine_bf16: grid (1, hq, num_seqs), 128 threads: the same merge for the
@@ -237,6 +239,26 @@ __device__ __forceinline__ int decode_active_splits(int kv_len, int num_splits) 
   return (kv_len + chunk - 1) / chunk;
 }
 
+// The q heads a decode block serves: a kv head's group is cut into slices of up to
+// kDecodeHeadsPerPass heads, one slice per block (grid y = hkv x slices), so a group of 8 or
+// 16 heads runs as 2 or 4 blocks side by side (each reading the split's K/V; the second read
+// mostly hits L2) instead of serial passes of one block.
+struct HeadSlice {
+  int kvh;    // the kv head
+  int index;  // this slice within the kv head's group (0: the one that appends new K/V)
+  int h0;     // first q head (global index)
+  int count;  // q heads, 1..kDecodeHeadsPerPass
+
+  __device__ __forceinline__ static HeadSlice of_block(int hq, int hkv) {
+    const int group = hq / hkv;
+    const int slices = (group + kDecodeHeadsPerPass - 1) / kDecodeHeadsPerPass;
+    const int kvh = static_cast<int>(blockIdx.y) / slices;
+    const int index = static_cast<int>(blockIdx.y) % slices;
+    const int first = index * kDecodeHeadsPerPass;
+    return {kvh, index, kvh * group + first, min(kDecodeHeadsPerPass, group - first)};
+  }
+};
+
 using atlas::DecodeScratch;  // per-warp partials, merged by the whole block (decode_merge.cuh)
 static_assert(kWarps == atlas::kMergeWarps && kDecodeHeadsPerPass == atlas::kMergeHeads &&
               kDecodeMaxDim == atlas::kMergeMaxDim, "DecodeScratch's shape");
@@ -299,9 +321,11 @@ __device__ __forceinline__ DecodeKv load_kv_rows(
 struct CachedQ {
   const __nv_bfloat16* q;
   static constexpr bool kNewKey = false;
-  __device__ __forceinline__ void bind(int, int, int) {}
-  __device__ __forceinline__ void prepare() const {}
-  __device__ __forceinline__ uint4 load_q(int b, int h, int hq, int d, int sub) const {
+  __device__ __forceinline__ void early() {}
+  __device__ __forceinline__ void bind(int, int, int, const HeadSlice&) {}
+  __device__ __forceinline__ void prepare(const HeadSlice&) const {}
+  __device__ __forceinline__ uint4 load_q(int b, int h, int hq, int d, int sub,
+                                          const HeadSlice&) const {
     return __ldg(reinterpret_cast<const uint4*>(q + (static_cast<size_t>(b) * hq + h) * d) + sub);
   }
   __device__ __forceinline__ int new_pos() const { return -1; }
@@ -309,18 +333,19 @@ struct CachedQ {
   __device__ __forceinline__ uint4 new_v(int) const { return make_uint4(0u, 0u, 0u, 0u); }
 };
 
-constexpr int kRopeMaxGroup = 16;  // q heads per kv head decode_attn_rope_bf16 stages
-struct RopeStage {                 // its shared memory: the group's q rows, the new k and v
-  __nv_bfloat16 q[kRopeMaxGroup * kDecodeMaxDim];
+struct RopeStage {  // decode_attn_rope_bf16's shared memory: the slice's q rows, new k and v
+  __nv_bfloat16 q[kDecodeHeadsPerPass * kDecodeMaxDim];
   __nv_bfloat16 k[kDecodeMaxDim], v[kDecodeMaxDim];
 };
 
 // RopedQ (decode_attn_rope_bf16): the block computes what qk_norm_rope_kv_bf16 would have
-// written (rope_core.cuh, the same bits): its group's q heads from the qkv row into shared
+// written (rope_core.cuh, the same bits): its slice's q heads from the qkv row into shared
 // memory, and in the split that holds the step's own key (kv_len - 1, the last active
-// split) also k and v, which it appends to the cache and substitutes for that key's cache
-// row, so no block depends on another block's cache write. A padding row (slot < 0) writes
-// no cache row and, like the unfused kernels, attends over the cache as it is.
+// split) also k and v, which it substitutes for that key's cache row (and, in the group's
+// first slice, appends to the cache), so no block depends on another block's cache write.
+// A padding row (slot < 0) writes no cache row and, like the unfused kernels, attends over
+// the cache as it is. `early` requests the row's position and slot with kv_len, so the
+// cos/sin row they address is one round trip after the PDL wait, not two.
 struct RopedQ {
   const __nv_bfloat16* qkv;  // [seqs, (hq + 2 hkv) D]
   __nv_bfloat16* k_cache;
@@ -334,25 +359,32 @@ struct RopedQ {
   int hq, hkv, d, block_size;
   float eps;
   int pos = -1;  // the key this block substitutes (kv_len - 1 in the last active split)
+  int position = 0, slot = -1;  // the row's (early)
   static constexpr bool kNewKey = true;
 
-  __device__ __forceinline__ void bind(int kv_len, int active, int split) {
-    pos = split == active - 1 && slots[blockIdx.z] >= 0 ? kv_len - 1 : -1;
+  __device__ __forceinline__ void early() {
+    position = positions[blockIdx.z];
+    slot = slots[blockIdx.z];
   }
 
-  // One warp per head: the group's q heads, then (new-key split only) k and v; then the
-  // append. Every thread of the block calls it once, before its first q load.
-  __device__ __forceinline__ void prepare() const {
-    const int b = blockIdx.z, kvh = blockIdx.y, group = hq / hkv;
+  __device__ __forceinline__ void bind(int kv_len, int active, int split, const HeadSlice&) {
+    pos = split == active - 1 && slot >= 0 ? kv_len - 1 : -1;
+  }
+
+  // One warp per head: the slice's q heads, then (new-key split only) k and v; then the
+  // append (first slice only). Every thread of the block calls it once, before its first q
+  // load.
+  __device__ __forceinline__ void prepare(const HeadSlice& hs) const {
+    const int b = blockIdx.z, kvh = hs.kvh, group = hs.count;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const bool normed = q_norm_w != nullptr;
     const __nv_bfloat16* row = qkv + static_cast<size_t>(b) * (hq + 2 * hkv) * d;
-    const float* cosv = cos_sin + static_cast<size_t>(positions[b]) * d;
+    const float* cosv = cos_sin + static_cast<size_t>(position) * d;
     const int heads = group + (pos >= 0 ? 2 : 0);
     for (int j = warp; j < heads; j += kWarps) {  // warp-uniform
       if (j < group) {
         const auto w = atlas::rope::load_norm_w<false>(q_norm_w, normed, d, d, lane);
-        atlas::rope::norm_rope_row<false>(row + static_cast<size_t>(kvh * group + j) * d,
+        atlas::rope::norm_rope_row<false>(row + static_cast<size_t>(hs.h0 + j) * d,
                                           stage->q + j * d, w, normed, false, cosv, d, d, eps,
                                           lane);
       } else if (j == group) {
@@ -365,8 +397,7 @@ struct RopedQ {
       }
     }
     __syncthreads();
-    if (pos >= 0) {
-      const int slot = slots[b];
+    if (pos >= 0 && hs.index == 0) {
       const size_t at = ((static_cast<size_t>(slot / block_size) * hkv + kvh) * block_size +
                          slot % block_size) * d;
       for (int c = threadIdx.x; c < d / 8; c += kThreads) {
@@ -376,8 +407,9 @@ struct RopedQ {
     }
   }
 
-  __device__ __forceinline__ uint4 load_q(int, int h, int, int, int sub) const {
-    return reinterpret_cast<const uint4*>(stage->q + (h % (hq / hkv)) * d)[sub];
+  __device__ __forceinline__ uint4 load_q(int, int h, int, int, int sub,
+                                          const HeadSlice& hs) const {
+    return reinterpret_cast<const uint4*>(stage->q + (h - hs.h0) * d)[sub];
   }
   __device__ __forceinline__ int new_pos() const { return pos; }
   __device__ __forceinline__ uint4 new_k(int sub) const {
@@ -388,14 +420,14 @@ struct RopedQ {
   }
 };
 
-// One pass over the split's keys [begin, end) for G consecutive q heads starting at h0 (all
-// of one kv head's group when it has <= kDecodeHeadsPerPass heads, so K/V are read once).
-// The next iteration's K/V rows are loaded before this one's are used (a register double
-// buffer), so a long split keeps one round trip in flight while it computes.
-// `first` holds the block-table entries of the split's first iteration.
+// The split's keys [begin, end) for the G = hs.count q heads of the block's slice (K/V
+// read once for all of them). The next iteration's K/V rows are loaded before this one's
+// are used (a register double buffer), and the block-table entries of the one after that
+// with them, so a long split keeps one round trip in flight while it computes. `first`
+// holds the block-table entries of the split's first iteration.
 template <int D, int G, class Q>
-__device__ __forceinline__ void decode_attn_pass(int h0, int begin, int end,
-    const DecodeBlocks& first, const Q& qs, bool first_pass,
+__device__ __forceinline__ void decode_attn_pass(const HeadSlice& hs, int begin, int end,
+    const DecodeBlocks& first, const Q& qs,
     const __nv_bfloat16* __restrict__ k_cache, const __nv_bfloat16* __restrict__ v_cache,
     const int* __restrict__ table, float* __restrict__ part_o, float* __restrict__ part_ml,
     __nv_bfloat16* __restrict__ out, bool direct, int hq, int hkv, int block_size,
@@ -403,19 +435,22 @@ __device__ __forceinline__ void decode_attn_pass(int h0, int begin, int end,
   constexpr int kLanesPerKey = D / 8;
   constexpr int kKeyGroups = decode_key_groups<D>();
   constexpr int kStep = kKeyGroups * kDecodeUnroll;
-  const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
+  const int split = blockIdx.x, kvh = hs.kvh, b = blockIdx.z, h0 = hs.h0;
   const int tid = threadIdx.x, lane = tid & 31;
   const int sub = lane % kLanesPerKey;  // this lane's 8 elements of head_dim
   const int grp = decode_key_group<D>();
 
   DecodeKv cur = load_kv_rows<D>(k_cache, v_cache, first, begin, end, grp, sub, hkv, kvh,
                                  block_size);
-  if (first_pass) qs.prepare();  // under the first K/V round trip
+  // the block-table entries run one round ahead of the K/V rows they address, so a round
+  // waits on one memory trip (K/V), not two (the table, then K/V)
+  DecodeBlocks ahead = lookup_blocks<D>(table, begin + kStep, end, grp, block_size);
+  qs.prepare(hs);  // under the first K/V round trip
   float qf[G][8];
   const float scale_log2 = scale * kLog2e;
 #pragma unroll
   for (int g = 0; g < G; ++g) {
-    const uint4 raw = qs.load_q(b, h0 + g, hq, D, sub);
+    const uint4 raw = qs.load_q(b, h0 + g, hq, D, sub, hs);
     atlas::unpack_bf16x8(raw, qf[g]);
 #pragma unroll
     for (int i = 0; i < 8; ++i) qf[g][i] *= scale_log2;
@@ -430,9 +465,9 @@ __device__ __forceinline__ void decode_attn_pass(int h0, int begin, int end,
   }
 
   for (int base = begin; base < end; base += kStep) {  // uniform trip count: shuffles are safe
-    const DecodeKv next = load_kv_rows<D>(
-        k_cache, v_cache, lookup_blocks<D>(table, base + kStep, end, grp, block_size),
-        base + kStep, end, grp, sub, hkv, kvh, block_size);
+    const DecodeKv next = load_kv_rows<D>(k_cache, v_cache, ahead, base + kStep, end, grp, sub,
+                                          hkv, kvh, block_size);
+    ahead = lookup_blocks<D>(table, base + 2 * kStep, end, grp, block_size);
     if constexpr (Q::kNewKey) {  // this step's key: from shared memory, not the cache
 #pragma unroll
       for (int u = 0; u < kDecodeUnroll; ++u) {
@@ -501,41 +536,40 @@ __device__ __forceinline__ void decode_attn_pass(int h0, int begin, int end,
       part_ml[row * 2 + 1] = total;
     }
   }
-  __syncthreads();  // `red` is reused by the next pass
+  __syncthreads();  // `red` is reused by the merge's ticket barrier's followers
 }
 
 // ---- split merge (the last block of a row's splits) ------------------------------------
-// Merges the active splits of every q head of this block's group into out: thread t takes
-// 4 consecutive elements of one head (a group of 4 heads at D = 128 is one pass of 128
-// threads), finds the heads' max m over the splits, then accumulates w_s o_s with
-// w_s = l_s e^(m_s - max m) in split order. The loads of a pass are independent (float2 m/l,
-// float4 o), so a merge costs about two L2 round trips, not one per split. Other blocks of
-// this kernel wrote the partials: they are read from L2 (__ldcg), never from a stale L1 line.
+// Merges the active splits of `count` q heads from `h0` into out: thread t takes 4
+// consecutive elements of one head (4 heads at D = 128 are one pass of 128 threads) and
+// accumulates w_s o_s in split order with a running max m (w_s = l_s e^(m_s - m), earlier
+// terms rescaled when m grows), in one pass: a split's loads (float2 m/l, float4 o) depend on
+// nothing before them, so a merge costs about one L2 round trip, not one per split. Other
+// blocks of this kernel wrote the partials: they are read from L2 (__ldcg), never from a
+// stale L1 line.
 template <int D>
 __device__ __forceinline__ void decode_merge_rows(const float* part_o, const float* part_ml,
-                                                  __nv_bfloat16* out, int hq, int hkv,
+                                                  __nv_bfloat16* out, int hq, int h0, int count,
                                                   int num_splits, int active) {
   constexpr int kQuads = D / 4;
-  const int group = hq / hkv;
-  for (int idx = threadIdx.x; idx < group * kQuads; idx += kThreads) {
-    const size_t row = static_cast<size_t>(blockIdx.z) * hq + blockIdx.y * group + idx / kQuads;
+  for (int idx = threadIdx.x; idx < count * kQuads; idx += kThreads) {
+    const size_t row = static_cast<size_t>(blockIdx.z) * hq + h0 + idx / kQuads;
     const int d = (idx % kQuads) * 4;
     const float2* ml = reinterpret_cast<const float2*>(part_ml) + row * num_splits;
     const float* o = part_o + row * num_splits * D + d;
-    float top = -INFINITY;
-#pragma unroll 8
-    for (int s = 0; s < active; ++s) top = fmaxf(top, __ldcg(ml + s).x);
-    float total = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
+    float top = -INFINITY, total = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll 8
     for (int s = 0; s < active; ++s) {
       const float2 e = __ldcg(ml + s);
       const float4 v = __ldcg(reinterpret_cast<const float4*>(o + static_cast<size_t>(s) * D));
-      const float w = e.y * expf(e.x - top);
-      total += w;
-      acc[0] = fmaf(w, v.x, acc[0]);
-      acc[1] = fmaf(w, v.y, acc[1]);
-      acc[2] = fmaf(w, v.z, acc[2]);
-      acc[3] = fmaf(w, v.w, acc[3]);
+      const float mx = fmaxf(top, e.x);  // an active split's max score is finite
+      const float rescale = expf(top - mx), w = e.y * expf(e.x - mx);
+      top = mx;
+      total = fmaf(total, rescale, w);
+      acc[0] = fmaf(w, v.x, acc[0] * rescale);
+      acc[1] = fmaf(w, v.y, acc[1] * rescale);
+      acc[2] = fmaf(w, v.z, acc[2] * rescale);
+      acc[3] = fmaf(w, v.w, acc[3] * rescale);
     }
     // every active split has a key, so total >= 1; no active split (no keys): zeros
     if (active == 0) total = INFINITY;
@@ -545,35 +579,42 @@ __device__ __forceinline__ void decode_merge_rows(const float* part_o, const flo
   }
 }
 
-// After this block wrote its partials: take a ticket for the (seq, kv head); the block that
-// draws the last one (every other active split has finished writing) merges the group's
-// rows into out and resets the counter. The barrier orders the block's partial writes before
-// thread 0's fence and ticket (release); the last block's thread 0 fences again before the
-// barrier its merge follows (acquire).
+// A split ticket: one acq_rel read-modify-write at gpu scope. It releases the block's
+// partial writes (ordered before thread 0's ticket by the barrier before it) and, for the
+// block that draws the last ticket, acquires every earlier ticket holder's (their releases
+// precede it in the counter's read-modify-write chain); the barrier after it passes that on
+// to the block's other threads. One memory trip, where a fence, a relaxed atomic and a second
+// fence took three.
+__device__ __forceinline__ unsigned split_ticket(unsigned* counter) {
+  unsigned old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(counter)
+               : "memory");
+  return old;
+}
+
+// After this block wrote its partials: take a ticket for the (seq, head slice); the block
+// that draws the last one (every other active split has finished writing) merges the
+// slice's rows into out and resets the counter.
 template <int D>
 __device__ __forceinline__ void decode_merge_if_last(const float* part_o, const float* part_ml,
                                                      unsigned* counters, __nv_bfloat16* out,
-                                                     int hq, int hkv, int num_splits,
-                                                     int active) {
+                                                     int hq, const HeadSlice& hs,
+                                                     int num_splits, int active) {
   __shared__ int is_last;
   __syncthreads();
   if (threadIdx.x == 0) {
-    unsigned* counter = counters + static_cast<size_t>(blockIdx.z) * hkv + blockIdx.y;
-    __threadfence();
-    const bool last = atomicAdd(counter, 1u) == static_cast<unsigned>(active - 1);
-    if (last) {
-      *counter = 0u;  // all active splits have their tickets: ready for the next launch
-      __threadfence();
-    }
+    unsigned* counter = counters + static_cast<size_t>(blockIdx.z) * gridDim.y + blockIdx.y;
+    const bool last = split_ticket(counter) == static_cast<unsigned>(active - 1);
+    if (last) *counter = 0u;  // all active splits have their tickets: ready for the next launch
     is_last = last;
   }
   __syncthreads();
-  if (is_last) decode_merge_rows<D>(part_o, part_ml, out, hq, hkv, num_splits, active);
+  if (is_last)
+    decode_merge_rows<D>(part_o, part_ml, out, hq, hs.h0, hs.count, num_splits, active);
 }
 
-// This block's split of sequence blockIdx.z, then the group's q heads in passes of up to
-// kDecodeHeadsPerPass (later passes re-read the split's K/V, normally from L2). Keeps
-// registers at the 4-head level for every group size.
+// This block's split of sequence blockIdx.z for the q heads of its slice (HeadSlice: at
+// most kDecodeHeadsPerPass, which keeps registers at the 4-head level for every group).
 template <int D, class Q>
 __device__ __forceinline__ void decode_attn(
     Q qs, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
@@ -588,12 +629,12 @@ __device__ __forceinline__ void decode_attn(
   const int guess = static_cast<int>(blockIdx.x) * kMinKeysPerSplit;
   DecodeBlocks first = lookup_blocks<D>(table, guess, max_blocks * block_size, grp, block_size);
   const int kv_len = kv_lens[blockIdx.z];
-  const int group = hq / hkv;
+  qs.early();
+  const HeadSlice hs = HeadSlice::of_block(hq, hkv);
   if (kv_len == 0) {  // no keys: zeros, from the first split's block
     if (blockIdx.x == 0) {
-      for (int idx = threadIdx.x; idx < group * D; idx += kThreads)
-        out[(static_cast<size_t>(blockIdx.z) * hq + blockIdx.y * group) * D + idx] =
-            atlas::f32_to_bf16(0.f);
+      for (int idx = threadIdx.x; idx < hs.count * D; idx += kThreads)
+        out[(static_cast<size_t>(blockIdx.z) * hq + hs.h0) * D + idx] = atlas::f32_to_bf16(0.f);
     }
     return;
   }
@@ -603,25 +644,22 @@ __device__ __forceinline__ void decode_attn(
   const int end = min(begin + chunk, kv_len);
   if (begin != guess) first = lookup_blocks<D>(table, begin, end, grp, block_size);
   const int active = decode_active_splits(kv_len, num_splits);
-  qs.bind(kv_len, active, static_cast<int>(blockIdx.x));
+  qs.bind(kv_len, active, static_cast<int>(blockIdx.x), hs);
 
-  for (int lead = 0; lead < group; lead += kDecodeHeadsPerPass) {
-    const int h0 = blockIdx.y * group + lead;
 #define ATLAS_DECODE_PASS(G)                                                                 \
   case G:                                                                                    \
-    decode_attn_pass<D, G>(h0, begin, end, first, qs, lead == 0, k_cache, v_cache, table,    \
-                           part_o, part_ml, out, active == 1, hq, hkv, block_size,           \
-                           num_splits, scale, red);                                          \
+    decode_attn_pass<D, G>(hs, begin, end, first, qs, k_cache, v_cache, table, part_o,       \
+                           part_ml, out, active == 1, hq, hkv, block_size, num_splits, scale, \
+                           red);                                                             \
     break;
-    switch (min(group - lead, kDecodeHeadsPerPass)) {
-      ATLAS_DECODE_PASS(1)
-      ATLAS_DECODE_PASS(2)
-      ATLAS_DECODE_PASS(3)
-      ATLAS_DECODE_PASS(4)
-    }
-#undef ATLAS_DECODE_PASS
+  switch (hs.count) {
+    ATLAS_DECODE_PASS(1)
+    ATLAS_DECODE_PASS(2)
+    ATLAS_DECODE_PASS(3)
+    ATLAS_DECODE_PASS(4)
   }
-  if (active > 1) decode_merge_if_last<D>(part_o, part_ml, counters, out, hq, hkv, num_splits,
+#undef ATLAS_DECODE_PASS
+  if (active > 1) decode_merge_if_last<D>(part_o, part_ml, counters, out, hq, hs, num_splits,
                                           active);
 }
 
@@ -696,8 +734,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
 }
 
 // qk_norm_rope_kv_bf16 (classic layout: q heads D apart, full rotation, plain or no norm
-// weights) and decode_attn_bf16 in one launch: see RopedQ. Groups of up to kRopeMaxGroup
-// q heads per kv head (ops/attention.py checks).
+// weights) and decode_attn_bf16 in one launch: see RopedQ.
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
     decode_attn_rope_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
                           __nv_bfloat16* v_cache, const __nv_bfloat16* q_norm_w,
@@ -726,12 +763,13 @@ extern "C" __global__ void __launch_bounds__(kThreads)
   atlas::pdl_enter();  // the partials and kv_lens come from the kernels before this one
   const int ns = static_cast<int>(num_splits), h = static_cast<int>(hq);
   const int active = decode_active_splits(kv_lens[blockIdx.z], ns);
+  const int head = static_cast<int>(blockIdx.y);
   if (head_dim == 128)
-    decode_merge_rows<128>(part_o, part_ml, out, h, h, ns, active);
+    decode_merge_rows<128>(part_o, part_ml, out, h, head, 1, ns, active);
   else if (head_dim == 256)
-    decode_merge_rows<256>(part_o, part_ml, out, h, h, ns, active);
+    decode_merge_rows<256>(part_o, part_ml, out, h, head, 1, ns, active);
   else if (head_dim == 64)
-    decode_merge_rows<64>(part_o, part_ml, out, h, h, ns, active);
+    decode_merge_rows<64>(part_o, part_ml, out, h, head, 1, ns, active);
   else
     __trap();  // ops/attention.py HEAD_DIMS
 }

@@ -14,6 +14,17 @@
 // residual buffers. That removes the add_rmsnorm launch (and its x round trip) before each
 // projection at the cost of re-reading 3 k bf16 per block from L2.
 //
+// The residual stream can instead be carried by the GEMVs themselves at batch 1 (fewer round
+// trips than NormX: no block reduction over the row before the first FMA, no staging):
+// * `AddResidual` (gemv_residual_bf16_single, gemv_silu_residual_bf16_single: o_proj, down)
+//   is an output policy: each block adds its 4 outputs to the residual in place, h =
+//   bf16(resid + bf16(y)), the add_rmsnorm numerics, and writes the sum of its h^2 to
+//   ssq[blockIdx.x] (rows are owned by one block, so in place is safe and no buffer swaps);
+// * `SsqNormX` (gemv_rmsnorm_bf16_single: qkv, gate_up) is the x policy that consumes it:
+//   1/rms from the ceil(k / 4) partial sums (each warp sums them all in a fixed order:
+//   deterministic, no barrier), then x = RMSNorm(h) * w computed per chunk on load, like
+//   SwigluX.
+//
 // The streaming, accumulation and reduction are gemv_core.cuh's, with the bf16 weight format.
 // Launch (ops/matmul.py): grid = ceil(n / 4), block = min(256, roundup32(k / 8)) threads.
 // Preconditions: k % 8 == 0, x (or gate_up) and w 16-byte aligned.
@@ -79,6 +90,72 @@ struct NormX {
     atlas::unpack_bf16x8(staged_x[c], xf);
   }
 };
+
+// x = RMSNorm(h) * w (or * (1 + w) with `offset`) of the residual row h, whose sum of
+// squares is already in ssq: ceil(k / 4) partials, one per block of the AddResidual GEMV that
+// wrote h. One row (m == 1).
+struct SsqNormX {
+  const uint4* resid;
+  const float* ssq;
+  const uint4* norm_w;
+  int kc;
+  float eps;
+  bool offset;
+  float inv_rms = 0.f;
+
+  // Every warp sums all the partials itself (lane-strided, then a butterfly: the same
+  // order in every warp and block), so no block barrier stands before the first FMA. The
+  // thread's first chunks of h and w are requested into L1 first, so the x loads after the
+  // sum hit L1 instead of waiting on L2 again.
+  __device__ __forceinline__ void prepare() {
+    for (int c = threadIdx.x; c < min(kc, kUnroll * static_cast<int>(blockDim.x)); c += blockDim.x) {
+      asm volatile("prefetch.global.L1 [%0];" ::"l"(resid + c));
+      asm volatile("prefetch.global.L1 [%0];" ::"l"(norm_w + c));
+    }
+    const int parts = (8 * kc + kRowsPerBlock - 1) / kRowsPerBlock;
+    float s = 0.f;
+    for (int i = threadIdx.x & 31; i < parts; i += 32) s += __ldcg(ssq + i);
+    inv_rms = rsqrtf(atlas::warp_sum(s) / static_cast<float>(8 * kc) + eps);
+  }
+
+  __device__ __forceinline__ void load(int, int c, float (&xf)[8]) const {
+    float wf[8];
+    atlas::unpack_bf16x8(__ldg(resid + c), xf);
+    atlas::unpack_bf16x8(__ldg(norm_w + c), wf);
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      xf[e] = atlas::round_bf16(offset ? (xf[e] * inv_rms) * (1.f + wf[e])
+                                       : wf[e] * atlas::round_bf16(xf[e] * inv_rms));
+  }
+};
+
+// resid[row] = bf16(resid[row] + bf16(y[row])) for the block's rows, in place, and
+// ssq[blockIdx.x] = the sum of their squares (f32, rows past n count 0). One row (M == 1).
+struct AddResidual {
+  __nv_bfloat16* resid;
+  float* ssq;
+  float old = 0.f;  // lane t < kRowsPerBlock: resid[row0 + t], read before the main loop
+
+  __device__ __forceinline__ void prepare(int row0, int n) {
+    if (threadIdx.x < kRowsPerBlock && row0 + static_cast<int>(threadIdx.x) < n)
+      old = atlas::bf16_to_f32(resid[row0 + threadIdx.x]);
+  }
+
+  template <int M, bool kF32Out>
+  __device__ __forceinline__ void finish(void*, float sum, int t, int row0, int n) const {
+    static_assert(M == 1 && !kF32Out, "the residual epilogue is single-row bf16");
+    float sq = 0.f;
+    if (t < kRowsPerBlock && row0 + t < n) {
+      const float h = atlas::round_bf16(old + atlas::round_bf16(sum));
+      resid[row0 + t] = atlas::f32_to_bf16(h);
+      sq = h * h;
+    }
+    sq += __shfl_xor_sync(0xffffffffu, sq, 1);  // kRowsPerBlock == 4 lanes, fixed order
+    sq += __shfl_xor_sync(0xffffffffu, sq, 2);
+    if (t == 0) ssq[blockIdx.x] = sq;
+  }
+};
+static_assert(kRowsPerBlock == 4, "AddResidual sums its rows' squares over 4 lanes");
 
 template <bool kF32Out, class XLoad>
 __device__ __forceinline__ void gemv(XLoad xload, const __nv_bfloat16* w, void* y, uint32_t m,
@@ -151,5 +228,36 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads, kNormGemvMinBlocks)
   const NormX xload{reinterpret_cast<const uint4*>(resid), reinterpret_cast<const uint4*>(delta),
                     reinterpret_cast<const uint4*>(norm_w), reinterpret_cast<uint4*>(resid_out),
                     static_cast<int>(k >> 3), eps, offset != 0};
+  gemv_rows<1, false>(xload, Bf16W{}, w, y, n, k, partial_sums);
+}
+
+// The residual epilogue (AddResidual) for the projections that end a sublayer: y = x @ w.T
+// is added to resid in place (resid[i] = bf16(resid[i] + bf16(y[i]))) and ssq[b] gets the
+// sum of squares of block b's 4 new residual values, for gemv_rmsnorm_bf16_single.
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
+    gemv_residual_bf16_single(const __nv_bfloat16* x, const __nv_bfloat16* w,
+                              __nv_bfloat16* resid, float* ssq, uint32_t n, uint32_t k) {
+  gemv_rows<1, false>(plain_x(x, k), Bf16W{}, w, nullptr, n, k, partial_sums,
+                      AddResidual{resid, ssq});
+}
+
+// The same for the MLP down projection with its SwiGLU (gemv_silu_bf16_single's x load).
+extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
+    gemv_silu_residual_bf16_single(const __nv_bfloat16* gate_up, const __nv_bfloat16* w,
+                                   __nv_bfloat16* resid, float* ssq, uint32_t n, uint32_t k) {
+  gemv_rows<1, false>(swiglu_x(gate_up, k), Bf16W{}, w, nullptr, n, k, partial_sums,
+                      AddResidual{resid, ssq});
+}
+
+// y = RMSNorm(resid) @ w.T for one row whose sum of squares a residual-epilogue GEMV left in
+// ssq (k / 4 partials): the norm costs this GEMV one reduction of k / 4 floats and no launch.
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
+    gemv_rmsnorm_bf16_single(const __nv_bfloat16* resid, const float* ssq,
+                             const __nv_bfloat16* norm_w, const __nv_bfloat16* w,
+                             __nv_bfloat16* y, uint32_t n, uint32_t k, float eps,
+                             uint32_t offset) {
+  SsqNormX xload{reinterpret_cast<const uint4*>(resid), ssq,
+                 reinterpret_cast<const uint4*>(norm_w), static_cast<int>(k >> 3), eps,
+                 offset != 0};
   gemv_rows<1, false>(xload, Bf16W{}, w, y, n, k, partial_sums);
 }

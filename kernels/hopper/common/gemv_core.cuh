@@ -16,6 +16,9 @@
 // An x policy (`XLoad`) loads 8 values of row m at x chunk c (plain, or SwiGLU computed on
 // the fly from gate_up); its `prepare()` runs once per block after the PDL wait, before the
 // first x load (a policy that stages x, such as gemv.cu's fused RMSNorm, computes it there).
+// An output policy (`Out`) stores the block's reduced sums: `StoreY` writes y; gemv.cu's
+// residual epilogue adds them to the residual stream instead. Its `prepare(row0, n)` also
+// runs after the PDL wait, so what it reads (the residual rows) arrives under the main loop.
 #pragma once
 
 #include "atlas_common.cuh"
@@ -99,6 +102,24 @@ struct Bf16W {  // w [n, k] bf16: 8 values a chunk, no scale
   __device__ __forceinline__ void chunk_scales(int, int, float (&s)[1]) const { s[0] = 1.f; }
 };
 
+// ---- output policies: what the block does with its reduced sums --------------------------
+// `finish` is called by every lane of warp 0 (an output policy may shuffle); lane t < M x
+// kRowsPerBlock holds the sum of output (m, row0 + r), t = m * kRowsPerBlock + r.
+struct StoreY {
+  __device__ __forceinline__ void prepare(int, int) {}
+  template <int M, bool kF32Out>
+  __device__ __forceinline__ void finish(void* y, float sum, int t, int row0, int n) const {
+    if (t >= M * kRowsPerBlock) return;
+    const int m = t / kRowsPerBlock, row = row0 + t % kRowsPerBlock;
+    if (row >= n) return;
+    const size_t at = static_cast<size_t>(m) * n + row;
+    if (kF32Out)  // logits: the bf16-rounded value, widened (transformers' bf16 LM head)
+      static_cast<float*>(y)[at] = atlas::round_bf16(sum);
+    else
+      static_cast<__nv_bfloat16*>(y)[at] = atlas::f32_to_bf16(sum);
+  }
+};
+
 // kUnroll chunks of each of the block's rows, starting at chunk c0 (zeros past the row end).
 __device__ __forceinline__ void load_weight_tile(uint4 (&wv)[kUnroll][kRowsPerBlock],
                                                  const uint4* const (&wrow)[kRowsPerBlock],
@@ -112,10 +133,10 @@ __device__ __forceinline__ void load_weight_tile(uint4 (&wv)[kUnroll][kRowsPerBl
   }
 }
 
-template <int M, bool kF32Out, class XLoad, class W>
+template <int M, bool kF32Out, class XLoad, class W, class Out = StoreY>
 __device__ __forceinline__ void gemv_rows(XLoad xload, W fmt, const void* __restrict__ w,
                                           void* __restrict__ y, int n, int k,
-                                          float (*partial)[kMaxAcc]) {
+                                          float (*partial)[kMaxAcc], Out out = Out{}) {
   constexpr int V = pow2_at_least(M) * kRowsPerBlock;  // accumulator (m, r) at m * 4 + r
   constexpr int kVals = 8 * W::kSub;                   // weight values per 16-byte chunk
   constexpr int kSubPerGroup = W::kSub / W::kGroups;   // x chunks under one scale
@@ -137,6 +158,7 @@ __device__ __forceinline__ void gemv_rows(XLoad xload, W fmt, const void* __rest
   uint4 wv[kUnroll][kRowsPerBlock];
   load_weight_tile(wv, wrow, threadIdx.x, kc);
   atlas::pdl_enter();
+  out.prepare(row0, n);
   xload.prepare();
   for (int c0 = threadIdx.x; c0 < kc; c0 += kUnroll * blockDim.x) {
     if (c0 != static_cast<int>(threadIdx.x)) load_weight_tile(wv, wrow, c0, kc);
@@ -189,17 +211,11 @@ __device__ __forceinline__ void gemv_rows(XLoad xload, W fmt, const void* __rest
   if ((lane & (kLanesPerValue - 1)) == 0) partial[warp][lane >> log2_exact(kLanesPerValue)] = v;
   __syncthreads();
   const int t = threadIdx.x;
-  if (t < M * kRowsPerBlock) {
-    const int m = t / kRowsPerBlock, row = row0 + t % kRowsPerBlock;
+  if (t < 32) {  // warp 0 finishes: M x kRowsPerBlock <= 32 sums
     float sum = 0.f;
-    for (int i = 0; i < (blockDim.x >> 5); ++i) sum += partial[i][t];
-    if (row < n) {
-      const size_t at = static_cast<size_t>(m) * n + row;
-      if (kF32Out)  // logits: the bf16-rounded value, widened (transformers' bf16 LM head)
-        static_cast<float*>(y)[at] = atlas::round_bf16(sum);
-      else
-        static_cast<__nv_bfloat16*>(y)[at] = atlas::f32_to_bf16(sum);
-    }
+    if (t < M * kRowsPerBlock)
+      for (int i = 0; i < (blockDim.x >> 5); ++i) sum += partial[i][t];
+    out.template finish<M, kF32Out>(y, sum, t, row0, n);
   }
 }
 

@@ -318,11 +318,14 @@ class Linear:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NormLinear:
     """One row: h = bf16(resid + delta) stored, y = RMSNorm(h) * g @ w[n, k].T (the add +
-    norm fused into the GEMV that consumes it, ops.matmul.gemv_add_rmsnorm)."""
+    norm fused into the GEMV that consumes it, ops.matmul.gemv_add_rmsnorm); `carried`: y =
+    RMSNorm(resid) * g @ w.T from the residual's partial sums of squares
+    (ops.matmul.gemv_rmsnorm, the batch-1 decode default)."""
 
     label: str
     n: int
     k: int
+    carried: bool = False
     quick: bool = False
 
     @property
@@ -330,6 +333,8 @@ class NormLinear:
         return Family.DECODE_NORM_GEMV
 
     def bytes_moved(self) -> int:
+        if self.carried:  # weights; resid, the norm weight and k / 4 f32 partials; y
+            return BF16 * (self.n * self.k + 2 * self.k + self.n) + self.k
         # weights; resid, delta and the norm weight read; h and y written
         return BF16 * (self.n * self.k + 4 * self.k + self.n)
 
@@ -337,7 +342,7 @@ class NormLinear:
         return 2 * self.n * self.k
 
     def describe(self) -> str:
-        return f"m=1 n={self.n} k={self.k}"
+        return f"m=1 n={self.n} k={self.k}" + (" carried" if self.carried else "")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -875,10 +880,11 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                    for b in (1, 8) if fmt == "fp8-block" or m.hidden % 128 == 0]
         shapes += [QuantLinear(label=f"{dims.name} {name} b1 {fmt}", m=1, n=n, k=k, fmt=fmt)
                    for dims in quant_widths for name, n, k in _linears(dims)]
-    shapes += [NormLinear(label=f"{dims.name} {name} b1", n=n, k=k,
+    shapes += [NormLinear(label=f"{dims.name} {name} b1{' carried' if carried else ''}", n=n,
+                          k=k, carried=carried,
                           quick=dims is small_models[0] if small_models else False)
                for dims in (m, *small_models) for name, n, k in _linears(dims)
-               if name in ("qkv", "gate_up")]
+               if name in ("qkv", "gate_up") for carried in (False, True)]
     for small in small_models:
         shapes += [Linear(label=f"{small.name} {name} b1", m=1, n=n, k=k)
                    for name, n, k in _linears(small)]

@@ -195,7 +195,7 @@ class Scheduler:
         for seq, chunk, emits, token in zip(plan.seqs, plan.chunks, plan.emits, sampled,
                                             strict=True):
             if self._by_id.get(seq.seq_id) is not seq:
-                continue  # aborted while the step ran (its id may already be reused)
+                continue  # ended while the step ran (its id may already name a new request)
             end = chunk.start_pos + len(chunk.token_ids) - chunk.num_draft
             self.blocks.cache_computed(seq, end)
             if not emits:
@@ -358,6 +358,10 @@ class Scheduler:
             self._released.append(seq.seq_id)
         elif seq in self.waiting:
             self.waiting.remove(seq)  # its executor state went at preemption, if it had any
+        if reason != FinishReason.ERROR:
+            # blocks a step still in flight fills are offered too: whatever reads them later
+            # runs after that step on the same stream (an error's KV is not trusted)
+            self.blocks.cache_computed(seq, seq.num_computed)
         self.blocks.release(seq)
         del self._by_id[seq.seq_id]
         self._num_sync_seqs -= _steps_synchronously(seq.request)

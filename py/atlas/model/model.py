@@ -2,9 +2,12 @@
 
 The residual stream stays in bf16 like transformers: `resid += delta` is rounded to bf16
 inside the fused add+RMSNorm kernel, and every layer reads `normed` and writes `delta`.
-At batch-1 decode the add + norm before a bf16 projection (qkv, the dense MLP's gate_up)
-runs inside that projection's GEMV instead (`matmul.fuses_norm`), which writes the summed
-residual to the other of two residual buffers; `Residual` tracks which one is current.
+At batch-1 decode of a sampling step the residual stream rides on the GEMVs instead
+(`matmul.carries_residual`): the projection that ends a sublayer (o_proj, the dense MLP's
+down) adds its output to the residual in place and leaves partial sums of squares, and the
+next bf16 projection (qkv, gate_up) computes the RMSNorm from them on load; where only the
+consumer is a GEMV, the add + norm runs inside it (`matmul.fuses_norm`), which writes the
+summed residual to the other of two residual buffers. `Residual` tracks which one is current.
 The forward launches kernels only; the step's inputs (token ids, positions, KV slots,
 block tables) are already in device buffers, which is what makes it graph-capturable.
 Each layer's MLP is a block chosen by the config (`DenseMlp` here, the mixture of experts in
@@ -197,6 +200,9 @@ class StepBuffers:
     w_scratch: DevicePtr = 0
     #: the second residual buffer the fused add+norm GEMV writes to (0: never fused)
     resid_alt: DevicePtr = 0
+    #: f32 [ceil(hidden / 4)] partial sums of squares of the residual row that the residual
+    #: epilogue GEMVs leave for the next norm (matmul.gemv_residual; 0: never carried)
+    resid_ssq: DevicePtr = 0
     #: hybrid models: i32 [max_seqs] recurrent-state slot per sequence, and the
     #: linear-attention scratch (see gated_deltanet.LinearScratch); 0 for dense models
     state_slots: DevicePtr = 0
@@ -211,13 +217,17 @@ class Residual:
     """Where the residual stream is during one forward: `cur` holds it, `alt` is the other
     buffer, `pending` says `delta` holds a sublayer's update not yet added (False before
     the first layer), and `normed` that an MLP block already left the next norm in
-    `normed` (NextNorm). Python bookkeeping at capture time: the graph replays the same
-    buffer sequence every step."""
+    `normed` (NextNorm). `carry`: the sublayers' last GEMVs may add into `cur` themselves
+    (a sampling batch-1 step); `ssq`: the last one did, and its partial sums of squares of
+    `cur` are in b.resid_ssq. Python bookkeeping at capture time: the graph replays the
+    same buffer sequence every step."""
 
     cur: DevicePtr
     alt: DevicePtr
     pending: bool = False
     normed: bool = False
+    carry: bool = False
+    ssq: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,32 +276,33 @@ class DenseDecoderModel:
         embedding.embedding(kc, s, b.ids, self.embed, b.resid, t, d.hidden, d.vocab)
         # a step that samples nothing leaves its residual stream in b.resid (MtpRunner's
         # save_hidden finishes the norm there): only a sampling step alternates buffers
-        res = Residual(b.resid, b.resid_alt if n_sample else 0)
+        res = Residual(b.resid, b.resid_alt if n_sample else 0,
+                       carry=bool(n_sample and b.resid_ssq and self.tp is None))
         for i, lw in enumerate(self.layers):
             if lw.linear is not None:
                 assert d.linear is not None
                 self._norm(s, b, res, lw.in_norm, t)
                 gated_deltanet(kc, s, b, lw.linear, d.linear, t, d.hidden, d.eps, plan.decode,
                                plan.num_seqs, plan.max_q_len)
+                res.pending = True
             else:
                 assert lw.qkv is not None
                 self._norm_linear(s, b, res, lw.in_norm, lw.qkv, b.qkv, t)
-                self._attention_after_qkv(s, b, lw, t, plan)
-            res.pending = True
+                self._attention_after_qkv(s, b, lw, t, plan, res)
             if isinstance(lw.mlp, DenseMlp) and lw.mlp.gate_up.fuses_swiglu(kc, t):
                 self._norm(s, b, res, lw.post_norm, t)
                 lw.mlp.forward(kc, s, b, t)
                 res.pending = True
             elif isinstance(lw.mlp, DenseMlp):
                 self._norm_linear(s, b, res, lw.post_norm, lw.mlp.gate_up, b.gate_up, t)
-                lw.mlp.down_proj(kc, s, b, t)
-                res.pending = True
+                self._down_proj(s, b, res, lw.mlp, t)
             else:
                 self._norm(s, b, res, lw.post_norm, t)
                 # the block may finish the next add + norm itself, in place on b.resid
                 then_norm = self._norm_after(i) if res.cur == b.resid else None
                 res.normed = lw.mlp.forward(kc, s, b, t, then_norm)
                 res.pending = not res.normed
+                res.ssq = False  # a fused next norm rewrote cur
             if self.tp is not None:  # row-parallel down: sum the ranks' partials
                 self.tp.reduce_delta(s, b.delta, t, d.hidden)
         if n_sample == 0:  # a prefill chunk that is not a sequence's last: KV only
@@ -317,6 +328,7 @@ class DenseDecoderModel:
         if res.pending:
             norm.add_rmsnorm(self.kc, s, res.cur, b.delta, w, b.normed, t, d.hidden, d.eps,
                              d.norm_offset)
+            res.ssq = False
         else:
             norm.rmsnorm(self.kc, s, res.cur, w, b.normed, t, d.hidden, d.eps, d.norm_offset)
         res.pending = False
@@ -327,6 +339,11 @@ class DenseDecoderModel:
         `matmul.fuses_norm` allows (the summed residual then lives in the other buffer),
         else the norm into `normed` and the projection."""
         d, kc = self.dims, self.kc
+        if (res.ssq and not (res.pending or res.normed) and isinstance(proj, Bf16Linear)
+                and matmul.carries_residual(kc, t, proj.n)):
+            matmul.gemv_rmsnorm(kc, s, res.cur, b.resid_ssq, w, proj.ptr, out, proj.n, proj.k,
+                                d.eps, d.norm_offset)
+            return
         if res.normed or not (res.alt and isinstance(proj, Bf16Linear)
                               and matmul.fuses_norm(kc, t, proj.n, proj.k)):
             self._norm(s, b, res, w, t)
@@ -337,7 +354,27 @@ class DenseDecoderModel:
                                 d.eps, d.norm_offset)
         if res.pending:
             res.cur, res.alt = res.alt, res.cur
+            res.ssq = False
         res.pending = False
+
+    def _carries(self, res: Residual | None, proj: LinearWeight, t: int) -> bool:
+        """Whether `proj`, ending a sublayer, adds its output into res.cur itself."""
+        return (res is not None and res.carry and not res.pending
+                and isinstance(proj, Bf16Linear) and matmul.carries_residual(self.kc, t, proj.n))
+
+    def _down_proj(self, s: Stream, b: StepBuffers, res: Residual, mlp: DenseMlp,
+                   t: int) -> None:
+        """The dense MLP's down projection after gate_up: into the residual (epilogue) or
+        into delta."""
+        down = mlp.down
+        if self._carries(res, down, t):
+            assert isinstance(down, Bf16Linear)
+            matmul.linear_silu_residual(self.kc, s, b.gate_up, down.ptr, res.cur, b.resid_ssq,
+                                        down.n, down.k, b.act)
+            res.ssq = True
+            return
+        mlp.down_proj(self.kc, s, b, t)
+        res.pending = True
 
     def _norm_after(self, i: int) -> NextNorm | None:
         """The norm after layer i's MLP, for the block to fuse; None under tensor
@@ -349,22 +386,24 @@ class DenseDecoderModel:
 
     def _attention(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
                    plan: AttentionPlan) -> None:
-        """A layer's attention over b.normed: the qkv projection, then the rest."""
+        """A layer's attention over b.normed: the qkv projection, then the rest, into
+        b.delta."""
         assert lw.qkv is not None
         lw.qkv.linear(self.kc, s, b.normed, b.qkv, t, w_scratch=b.w_scratch)
         self._attention_after_qkv(s, b, lw, t, plan)
 
     def _attention_after_qkv(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
-                             plan: AttentionPlan) -> None:
+                             plan: AttentionPlan, res: Residual | None = None) -> None:
         """Attention after the qkv projection (b.qkv): q/k norm, RoPE, KV append, attention,
-        the output gate of hybrid families, o_proj into delta."""
+        the output gate of hybrid families, o_proj into delta (or, given `res`, into the
+        residual stream where `_carries` allows)."""
         d, kc = self.dims, self.kc
         if lw.kv_scales:
             self._attention_quantized(s, b, lw, t, plan)
             if d.gated_attn:  # the gate of head h follows its query in the qkv row
                 gating.sigmoid_gate_mul(kc, s, b.attn, b.qkv + 2 * d.head_dim, b.attn, t,
                                         d.heads, d.head_dim, d.qkv_width, d.q_pitch)
-            self._output_projection(s, b, lw, t)
+            self._output_projection(s, b, lw, t, res)
             return
         assert lw.o is not None
         rotary_dim = d.rotary_dim or d.head_dim
@@ -378,7 +417,7 @@ class DenseDecoderModel:
                 b.positions, b.slots, b.block_tables, b.kv_lens, b.part_o, b.part_ml,
                 b.attn_counters, b.attn, plan.num_seqs, d.heads, d.kv_heads, d.head_dim,
                 self.block_size, self.max_blocks, plan.num_splits, self.scale, d.eps)
-            self._output_projection(s, b, lw, t)
+            self._output_projection(s, b, lw, t, res)
             return
         rope.qk_norm_rope_kv(kc, s, b.qkv, b.q, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm,
                              self.cos_sin, b.positions, b.slots, t, d.heads, d.kv_heads,
@@ -398,7 +437,7 @@ class DenseDecoderModel:
         if d.gated_attn:  # the gate of head h follows its query in the qkv row
             gating.sigmoid_gate_mul(kc, s, b.attn, b.qkv + 2 * d.head_dim, b.attn, t, d.heads,
                                     d.head_dim, d.qkv_width, d.q_pitch)
-        self._output_projection(s, b, lw, t)
+        self._output_projection(s, b, lw, t, res)
 
     def _attention_quantized(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
                              plan: AttentionPlan) -> None:
@@ -428,9 +467,19 @@ class DenseDecoderModel:
                                            d.head_dim, self.block_size, self.max_blocks,
                                            self.scale, plan.max_q_len)
 
-    def _output_projection(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int) -> None:
-        """delta = o_proj(attn) (summed over the ranks when tensor-parallel)."""
-        assert lw.o is not None
-        lw.o.linear(self.kc, s, b.attn, b.delta, t, w_scratch=b.w_scratch)
+    def _output_projection(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
+                           res: Residual | None = None) -> None:
+        """delta = o_proj(attn) (summed over the ranks when tensor-parallel; `res` marks it
+        pending), or where `_carries` allows res.cur += o_proj(attn) in place."""
+        o = lw.o
+        assert o is not None
+        if self._carries(res, o, t):
+            assert res is not None and isinstance(o, Bf16Linear)
+            matmul.gemv_residual(self.kc, s, b.attn, o.ptr, res.cur, b.resid_ssq, o.n, o.k)
+            res.ssq = True
+            return
+        o.linear(self.kc, s, b.attn, b.delta, t, w_scratch=b.w_scratch)
         if self.tp is not None:  # row-parallel o_proj: sum the ranks' partials
             self.tp.reduce_delta(s, b.delta, t, self.dims.hidden)
+        if res is not None:
+            res.pending = True

@@ -8,6 +8,14 @@ sequences is a decode step of B * (K + 1) rows, reading the weights once. Per-st
 are written into graph-stable device buffers first (two host-to-device copies), and only
 the sampled token ids come back.
 
+A step is `launch`ed (inputs uploaded, work queued, the sampled ids' copy to the host
+queued) and later `collect`ed (wait for it, read the ids): between the two the engine plans
+and launches the next step, whose decode tokens are the ones this step samples, copied on
+the device from the sampler's output (`SeqChunk.carried`). The host rewrites its pinned
+input buffers only once the device has consumed the previous step's (an event), and the
+sampled ids land in one of two pinned buffers, alternating, so nothing in flight is
+overwritten. `execute` is launch + collect.
+
 Row invariance. A verification step has graphs of its own (`verify_graphs`): their rows
 append K/V in one launch and attend in the next (AttentionPlan.verify), and up to
 `row_invariant_rows` rows every product runs the CUDA-core GEMV and decode attention uses
@@ -16,14 +24,6 @@ step at its position computes (the GEMV's reduction order and the attention's ch
 depend on a row's own inputs only; the residual add + RMSNorm is never fused into a
 single-row GEMV when the runner speculates): greedy speculation emits the plain tokens on
 the GPU too, and an oracle drafting the plain greedy output gets exactly its acceptance.
-
-A step is `launch`ed (inputs uploaded, work queued, the sampled ids' copy to the host
-queued) and later `collect`ed (wait for it, read the ids): between the two the engine plans
-and launches the next step, whose decode tokens are the ones this step samples, copied on
-the device from the sampler's output (`SeqChunk.carried`). The host rewrites its pinned
-input buffers only once the device has consumed the previous step's (an event), and the
-sampled ids land in one of two pinned buffers, alternating, so nothing in flight is
-overwritten. `execute` is launch + collect.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from ..core.sampling import GREEDY
 from ..runtime.buffers import BufferArena
 from ..runtime.gpu import H200_FACTS, DevicePtr, EventHandle, GpuBackend, GraphHandle
 from ..runtime.kv_cache import PagedKvCache
-from ..runtime.ops import KernelCache, argmax, embedding
+from ..runtime.ops import KernelCache, argmax, embedding, matmul
 from ..runtime.ops.matmul import GEMV_MAX_M, linear_route
 from ..runtime.ops.matmul_quant import Bf16Linear
 from ..runtime.sampler import Sampler
@@ -162,9 +162,10 @@ def row_invariant_rows(kc: KernelCache) -> int:
 def _all_bf16(model: DenseDecoderModel) -> bool:
     """Whether every projection is a bf16 weight (row_invariant_rows reasons about the bf16
     GEMV; the quantized formats route by row count on kernels of their own)."""
-    return all(isinstance(w, Bf16Linear) for lw in model.layers
-               for w in (lw.qkv, lw.o, getattr(lw.mlp, "gate_up", None),
-                         getattr(lw.mlp, "down", None)) if w is not None)
+    return isinstance(model.lm_head, Bf16Linear) and all(
+        isinstance(w, Bf16Linear) for lw in model.layers
+        for w in (lw.qkv, lw.o, getattr(lw.mlp, "gate_up", None),
+                  getattr(lw.mlp, "down", None)) if w is not None)
 
 
 def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
@@ -177,6 +178,8 @@ def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
     arena.reserve("step_i32", DType.I32, (layout.total,))
     # one row: only single-row decode fuses the residual add into a GEMV (matmul.fuses_norm)
     arena.reserve("resid_alt", DType.BF16, (1, dims.hidden))
+    # and its partial sums of squares when the GEMVs carry the residual (matmul.gemv_residual)
+    arena.reserve("resid_ssq", DType.FP32, (matmul.ssq_partials(dims.hidden),))
     for name, width in (("resid", dims.hidden), ("delta", dims.hidden),
                         ("normed", dims.hidden), ("qkv", dims.qkv_width), ("q", dims.q_width),
                         ("attn", dims.q_width), ("gate_up", 2 * dims.inter),
@@ -186,7 +189,8 @@ def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
     arena.reserve("logits", DType.FP32, (limits.max_sample_rows, dims.vocab))
     arena.reserve("part_o", DType.FP32, (b, dims.heads, max_splits, dims.head_dim))
     arena.reserve("part_ml", DType.FP32, (b, dims.heads, max_splits, 2))
-    arena.reserve("attn_counters", DType.I32, (b, dims.kv_heads))  # zeroed by the loader
+    # split tickets per (row, head slice) of decode attention: at most one per q head
+    arena.reserve("attn_counters", DType.I32, (b, dims.heads))  # zeroed by the loader
     arena.reserve("w_scratch", DType.BF16, (-(-weight_scratch_bytes // 2),))
     if dims.linear is not None:
         la = dims.linear
@@ -243,9 +247,9 @@ class ModelRunner:
             cu_q=i32 + 4 * lay.cu_q, kv_lens=i32 + 4 * lay.kv_lens,
             sample_rows=i32 + 4 * lay.sample_rows, block_tables=kv.block_tables,
             state_slots=i32 + 4 * lay.state_slots,
-            **{n: arena[n] for n in ("resid", "resid_alt", "delta", "normed", "qkv", "q", "attn",
-                                     "gate_up", "act", "sample_hidden", "logits", "part_o",
-                                     "part_ml", "attn_counters", "w_scratch") + lin})
+            **{n: arena[n] for n in ("resid", "resid_alt", "resid_ssq", "delta", "normed", "qkv",
+                                     "q", "attn", "gate_up", "act", "sample_hidden", "logits",
+                                     "part_o", "part_ml", "attn_counters", "w_scratch") + lin})
         self.host_i32 = backend.alloc_host_pinned(4 * lay.total).view(np.int32)
         #: two pinned buffers for the sampled ids, alternating between launched steps (one
         #: is read while the next step's copy may already be queued into the other), and

@@ -12,6 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..runtime.ops.attention import DECODE_MIN_KEYS_PER_SPLIT
 from ..runtime.ops.attention_long import LONG_CONTEXT_KEYS, long_decode_splits
 from .batch import SeqChunk
 
@@ -174,7 +175,10 @@ def verification_buckets(max_rows: int, exact_upto: int) -> list[int]:
 
 def decode_splits(batch: int, kv_heads: int, max_seq_len: int, num_sms: int) -> int:
     """Split-K factor for decode attention: enough blocks to cover the GPU twice, but no
-    split shorter than 64 tokens at the longest allowed history. Long contexts (the
+    more splits than the longest allowed history fills at the kernel's shortest split
+    (DECODE_MIN_KEYS_PER_SPLIT keys; the kernel sizes each step's splits from the live
+    kv_len, so a short context runs a few one-round-trip splits whatever the grid, and the
+    guess of its first keys' table entries holds). Long contexts (the
     long-context kernel's engines) fill whole waves instead (attention_long.
     long_decode_splits), never more splits than batch 1 gets (the partial buffers are sized
     by it)."""
@@ -182,4 +186,4 @@ def decode_splits(batch: int, kv_heads: int, max_seq_len: int, num_sms: int) -> 
         return long_decode_splits(max(batch, 1) * kv_heads, max_seq_len, num_sms,
                                   cap=long_decode_splits(kv_heads, max_seq_len, num_sms))
     want = -(-2 * num_sms // max(batch * kv_heads, 1))
-    return max(1, min(want, max_seq_len // 64, 64))
+    return max(1, min(want, -(-max_seq_len // DECODE_MIN_KEYS_PER_SPLIT), 64))

@@ -64,6 +64,18 @@ GEMV_SILU_SINGLE = S("gemv", "gemv_silu_bf16_single",
 GEMV_ADD_RMSNORM_SINGLE = S("gemv", "gemv_add_rmsnorm_bf16_single",
                             "resid:ptr delta:ptr norm_w:ptr resid_out:ptr w:ptr y:ptr n:u32 "
                             "k:u32 eps:f32 offset:u32")
+# the residual stream carried by batch-1 GEMVs (one row): the *_residual entries add their
+# output y = x @ w.T (bf16-rounded) to resid in place, resid[i] = bf16(resid[i] + y[i]), and
+# write ssq[b] = the f32 sum of squares of the new resid[4 b .. 4 b + 3] (ceil(n / 4) floats);
+# GEMV_RMSNORM_SINGLE consumes them: y = RMSNorm(resid) @ w.T (ADD_RMSNORM's numerics without
+# the add; offset != 0: the (1 + w) form), where ssq holds resid's ceil(k / 4) partials
+GEMV_RESIDUAL_SINGLE = S("gemv", "gemv_residual_bf16_single",
+                         "x:ptr w:ptr resid:ptr ssq:ptr n:u32 k:u32")
+GEMV_SILU_RESIDUAL_SINGLE = S("gemv", "gemv_silu_residual_bf16_single",
+                              "gate_up:ptr w:ptr resid:ptr ssq:ptr n:u32 k:u32")
+GEMV_RMSNORM_SINGLE = S("gemv", "gemv_rmsnorm_bf16_single",
+                        "resid:ptr ssq:ptr norm_w:ptr w:ptr y:ptr n:u32 k:u32 eps:f32 "
+                        "offset:u32")
 GEMM = S("gemm", "gemm_bf16", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 GEMM_F32OUT = S("gemm", "gemm_bf16_f32", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 # the same products with a 64x32 tile, for few rows (decode batches > 8): more blocks

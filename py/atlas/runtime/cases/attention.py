@@ -157,7 +157,7 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
     num_seqs = len(kv_lens)
     inputs = paged_cache(rng, kv_lens, g)
     inputs["q"] = random_bf16(rng, (num_seqs, g.hq, g.head_dim), 2.0)
-    inputs["counters"] = np.zeros((num_seqs, g.hkv), np.int32)
+    inputs["counters"] = np.zeros((num_seqs, g.hq), np.int32)
     max_blocks = inputs["block_tables"].shape[1]
     part_o_shape = (num_seqs, g.hq, num_splits, g.head_dim)
     part_ml_shape = (num_seqs, g.hq, num_splits, 2)
@@ -196,13 +196,13 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
                     part_ml[b, h, i] = (m, e.sum())
                     part_o[b, h, i] = e @ v[lo:hi, kvh] / e.sum()
         return {"out": out, "part_o": part_o, "part_ml": part_ml,
-                "counters": np.zeros((num_seqs, g.hkv))}
+                "counters": np.zeros((num_seqs, g.hq))}
 
     outputs = {
         "out": OutputSpec(DType.BF16, (num_seqs, g.hq, g.head_dim), ATTN_TOL),
         "part_o": OutputSpec(DType.FP32, part_o_shape, (1e-4, 1e-3)),
         "part_ml": OutputSpec(DType.FP32, part_ml_shape, (1e-4, 1e-4)),
-        "counters": OutputSpec(DType.I32, (num_seqs, g.hkv)),
+        "counters": OutputSpec(DType.I32, (num_seqs, g.hq)),
     }
     mask = {"part_o": np.broadcast_to(active[..., None], part_o_shape),
             "part_ml": np.broadcast_to(active[..., None], part_ml_shape)}
@@ -219,7 +219,7 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
                     [1, 50, 300], 8),
         decode_case(rng, "decode D64 gqa3 bs16 splits4", Geometry(9, 3, 64, 16), [17, 33], 4),
         decode_case(rng, "decode D128 mha bs7 splits3", Geometry(2, 2, 128, 7), [100], 3),
-        # groups above 4 heads take two passes over the split (4 + 4, 4 + 2)
+        # groups above 4 heads run as 2 head-slice blocks a kv head (4 + 4, 4 + 2)
         decode_case(rng, "decode D64 gqa8 bs32 splits1", Geometry(8, 1, 64, 32), [70, 5], 1),
         decode_case(rng, "decode D128 gqa6 bs16 splits5", Geometry(12, 2, 128, 16), [90], 5),
         # split boundaries: 32 and 64 keys exactly fill 1 and 2 minimum splits, 33 spills one
@@ -232,10 +232,10 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
                     [1, 500], 2),
         # Qwen3-8B at context 512 on 33 splits: 16 active splits of 32 keys
         decode_case(rng, "decode D128 gqa4 bs16 splits33 ctx512", qwen3_8b, [512], 33),
-        # D 256, a group of 8 heads (two passes), 1 to all 8 active splits
+        # D 256, a group of 8 heads (two slices), 1 to all 8 active splits
         decode_case(rng, "decode D256 gqa8 bs16 splits8", Geometry(16, 2, 256, 16),
                     [1, 50, 300, 700], 8),
-        # Qwen3-30B-A3B's heads: D 128, a group of 8 (two passes), context 512 on 33 splits
+        # Qwen3-30B-A3B's heads: D 128, a group of 8 (two slices), context 512 on 33 splits
         decode_case(rng, "decode D128 gqa8 bs16 splits33 (qwen3-30b-a3b)",
                     Geometry(32, 4, 128, 16), [512, 1], 33),
     ]

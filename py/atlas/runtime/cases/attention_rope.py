@@ -38,7 +38,7 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
     inputs.update(qkv=random_bf16(rng, (num_seqs, (g.hq + 2 * g.hkv) * d), 3.0),
                   cos_sin=cos_sin_table(d, max(kv_lens)), slots=slots,
                   positions=np.asarray(kv_lens, dtype=np.int32) - 1,
-                  counters=np.zeros((num_seqs, g.hkv), np.int32))
+                  counters=np.zeros((num_seqs, g.hq), np.int32))
     if normed:
         for w in ("q_norm_w", "k_norm_w"):
             inputs[w] = f32_to_bf16_bits(rng.uniform(0.5, 1.5, d).astype(np.float32))
@@ -84,14 +84,14 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
                 e = np.exp(s - s.max())
                 out[b, h] = e @ vals[:, kvh] / e.sum()
         return {"out": out, "k_cache": kc, "v_cache": vc,
-                "counters": np.zeros((num_seqs, g.hkv))}
+                "counters": np.zeros((num_seqs, g.hq))}
 
     cache_shape = inputs["k_cache"].shape
     owned = ~np.isnan(bf16_bits_to_f32(inputs["k_cache"]))
     outputs = {"out": OutputSpec(DType.BF16, (num_seqs, g.hq, d), ATTN_TOL),
                "k_cache": OutputSpec(DType.BF16, cache_shape),
                "v_cache": OutputSpec(DType.BF16, cache_shape, tol=(0.0, 0.0)),
-               "counters": OutputSpec(DType.I32, (num_seqs, g.hkv))}
+               "counters": OutputSpec(DType.I32, (num_seqs, g.hq))}
     return KernelCase(name, "attention", inputs, outputs, run, oracle,
                       {"k_cache": owned, "v_cache": owned}, graph=graph)
 
@@ -111,8 +111,13 @@ def decode_rope_cases(rng: np.random.Generator) -> list[KernelCase]:
         # no q/k norm (Llama), D 64, group of 3; the key at a block boundary (kv_len 33)
         decode_rope_case(rng, "decode_rope D64 gqa3 no-norm", Geometry(9, 3, 64, 16),
                          [33, 64, 97], 4, normed=False),
-        # groups above 4 heads (two passes re-read the staged q), D 256, odd block size
+        # groups above 4 heads (2 head-slice blocks, only the first appends k/v), D 256, odd
+        # block size
         decode_rope_case(rng, "decode_rope D256 gqa8 bs7", Geometry(16, 2, 256, 7), [70, 5], 3),
-        # the largest group staged (16 q heads per kv head)
+        # 4 slices of 4 heads; Qwen3-30B-A3B's group of 8 at context 512 with a padding row
         decode_rope_case(rng, "decode_rope D128 gqa16", Geometry(32, 2, 128, 16), [130], 8),
+        decode_rope_case(rng, "decode_rope D128 gqa8 ctx512 pad (qwen3-30b-a3b)",
+                         Geometry(32, 4, 128, 16), [512, 9], 33, pad_last=True, graph=True),
+        # a group of 6: slices of 4 and 2 heads
+        decode_rope_case(rng, "decode_rope D128 gqa6", Geometry(12, 2, 128, 16), [77], 4),
     ]

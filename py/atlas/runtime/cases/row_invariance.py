@@ -93,7 +93,7 @@ def verification_case(rng: np.random.Generator, name: str, g: Geometry, history:
         q=np.zeros((rows, hq, d), np.uint16),
         part_o=np.zeros((rows, hq, num_splits, d), np.float32),
         part_ml=np.zeros((rows, hq, num_splits, 2), np.float32),
-        counters=np.zeros((rows, hkv), np.int32))
+        counters=np.zeros((rows, hq), np.int32))
     qkv_bytes, out_bytes = 2 * (hq + 2 * hkv) * d, 2 * hq * d
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:

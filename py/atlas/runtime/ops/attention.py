@@ -2,8 +2,9 @@
 
 Geometry mirrors kernels/hopper/common/attention.cu: prefill runs one 4-warp block per
 (q head, 64-query tile, sequence), heaviest (last) query tiles first; decode runs one
-4-warp block per (split, kv head, sequence) that serves every q head of the group (in
-passes of 4 heads); the last of a row's active splits to finish merges the partials (one
+4-warp block per (split, head slice, sequence), a slice being up to DECODE_HEADS_PER_BLOCK q
+heads of one kv head's group (`decode_head_slices` blocks per kv head side by side, not
+serial passes); the last of a row's active splits to finish merges the partials (one
 launch). Only the splits the live kv_len needs (`decode_split_rule`) do work; the others
 exit at once. `decode_attention_rope` is the same launch with the q/k norm, RoPE and KV
 append of `rope.qk_norm_rope_kv` done inside it (`rope_fusable` says when it applies).
@@ -25,9 +26,15 @@ ATTN_THREADS = 128
 #: the shortest decode split (attention.cu kMinKeysPerSplit): one load round of a block, so
 #: a short context runs a few one-round-trip blocks however many splits the grid has
 DECODE_MIN_KEYS_PER_SPLIT = 32
-#: most q heads per kv head the rope-fused decode stages in shared memory (attention.cu
-#: kRopeMaxGroup)
-ROPE_DECODE_MAX_GROUP = 16
+#: q heads one decode block serves (attention.cu kDecodeHeadsPerPass)
+DECODE_HEADS_PER_BLOCK = 4
+
+
+def decode_head_slices(hq: int, hkv: int) -> int:
+    """Blocks per (split, kv head, sequence) of a decode launch: the group of hq / hkv q
+    heads in slices of DECODE_HEADS_PER_BLOCK; each slice has its own split ticket, so the
+    counters are u32 [num_seqs, hkv * slices] (at most [num_seqs, hq])."""
+    return -(-(hq // hkv) // DECODE_HEADS_PER_BLOCK)
 
 
 def decode_split_rule(kv_len: int, num_splits: int) -> tuple[int, int]:
@@ -105,7 +112,8 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
     num_splits, 2]: scratch for the partials. num_splits is fixed per captured graph (the
     grid size); each step's kv_len decides how many of them hold keys (`decode_split_rule`).
     decode_attn_bf16 merges them in its last split to finish (one launch; counters is u32
-    [num_seqs, hkv], zero before the launch and left zero, so a graph replays it as is).
+    [num_seqs, hkv * decode_head_slices] (hq entries a sequence always suffice), zero before
+    the launch and left zero, so a graph replays it as is).
     Where `attention_long.uses_long` says so for block tables of max_blocks * block_size
     keys, the long-context tensor-core kernel writes the partials and the combine kernel
     merges them; `long` forces (True) or avoids (False) that.
@@ -115,7 +123,8 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
     if long is None:
         long = uses_long(kc, hq, hkv, head_dim, max_blocks * block_size)
     if not long:
-        kc.get(DECODE_ATTN)(stream, (num_splits, hkv, num_seqs), ATTN_THREADS, 0, q, k_cache,
+        grid = (num_splits, hkv * decode_head_slices(hq, hkv), num_seqs)
+        kc.get(DECODE_ATTN)(stream, grid, ATTN_THREADS, 0, q, k_cache,
                             v_cache, block_tables, kv_lens, part_o, part_ml, counters, out,
                             num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits,
                             scale)
@@ -131,11 +140,11 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
 def rope_fusable(kc: KernelCache, hq: int, hkv: int, head_dim: int, q_pitch: int,
                  rotary_dim: int, norm_offset: bool, max_keys: int) -> bool:
     """Whether `decode_attention_rope` replaces qk_norm_rope_kv + decode_attention: the
-    classic qkv layout (q heads head_dim apart, the whole head rotating, plain norm weights),
-    a group of at most ROPE_DECODE_MAX_GROUP q heads per kv head, and block tables of
-    max_keys keys short enough that decode does not take the long-context kernel."""
+    classic qkv layout (q heads head_dim apart, the whole head rotating, plain norm weights)
+    and block tables of max_keys keys short enough that decode does not take the
+    long-context kernel."""
     return (q_pitch == head_dim and rotary_dim == head_dim and not norm_offset
-            and hkv >= 1 and hq % hkv == 0 and hq // hkv <= ROPE_DECODE_MAX_GROUP
+            and hkv >= 1 and hq % hkv == 0
             and not uses_long(kc, hq, hkv, head_dim, max_keys))
 
 
@@ -148,14 +157,11 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
                           max_blocks: int, num_splits: int, scale: float, eps: float) -> None:
     """`rope.qk_norm_rope_kv` of one token per sequence (qkv [num_seqs, (hq + 2 hkv) D],
     classic layout: full rotation, plain or no q/k norm weights) and `decode_attention` in
-    one launch: each block norms and rotates its group's q heads itself, and the block whose
+    one launch: each block norms and rotates its slice's q heads itself, and the block whose
     split holds the step's key appends k and v to the caches and uses them directly.
     """
     _check_decode("decode_attention_rope", hq, hkv, head_dim, block_size, num_seqs, num_splits,
                   max_blocks, part_o, part_ml, counters, out)
-    if hq // hkv > ROPE_DECODE_MAX_GROUP:
-        raise ValueError(f"decode_attention_rope: {hq // hkv} q heads per kv head exceed "
-                         f"{ROPE_DECODE_MAX_GROUP}")
     if bool(q_norm_w) != bool(k_norm_w):
         raise ValueError("decode_attention_rope: q_norm_w and k_norm_w must both be set or "
                          "both be 0")
@@ -163,7 +169,8 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
         if ptr % 16:
             raise ValueError(f"decode_attention_rope: {name} pointer {ptr:#x} is not 16-byte "
                              "aligned")
-    kc.get(DECODE_ATTN_ROPE)(stream, (num_splits, hkv, num_seqs), ATTN_THREADS, 0, qkv,
+    grid = (num_splits, hkv * decode_head_slices(hq, hkv), num_seqs)
+    kc.get(DECODE_ATTN_ROPE)(stream, grid, ATTN_THREADS, 0, qkv,
                              k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots,
                              block_tables, kv_lens, part_o, part_ml, counters, out, num_seqs,
                              hq, hkv, head_dim, block_size, max_blocks, num_splits, scale, eps)

@@ -14,7 +14,10 @@ ATLAS_DECODE_GEMM, ...) are KernelCache.routes (ops/routes.py).
 load (one launch and no activation buffer for decode batches of up to 8); for more rows it
 runs silu_mul into a caller-provided scratch buffer, then `linear`. `gemv_add_rmsnorm` is the
 residual add + RMSNorm fused into the x load of the single-row GEMV that consumes the norm
-(`fuses_norm` says when the model may use it). The geometry constants
+(`fuses_norm` says when the model may use it). At batch 1 the residual stream can instead
+ride on the GEMVs: `gemv_residual` (o_proj, down: the output added to the residual in place,
+with partial sums of squares) and `gemv_rmsnorm` (qkv, gate_up: the norm from those partials,
+computed on load), where `carries_residual` allows. The geometry constants
 here mirror the compile-time constants of kernels/hopper/common/{gemv,gemm,gemm_sm90}.cu.
 """
 
@@ -22,8 +25,10 @@ from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GEMM_SM90,
-                          GEMM_SM90_F32OUT, GEMV, GEMV_ADD_RMSNORM_SINGLE, GEMV_F32OUT, GEMV_SILU,
-                          GEMV_SILU_SINGLE, GEMV_SINGLE, GEMV_SINGLE_F32OUT)
+                          GEMM_SM90_F32OUT, GEMV, GEMV_ADD_RMSNORM_SINGLE, GEMV_F32OUT,
+                          GEMV_RESIDUAL_SINGLE, GEMV_RMSNORM_SINGLE, GEMV_SILU,
+                          GEMV_SILU_RESIDUAL_SINGLE, GEMV_SILU_SINGLE, GEMV_SINGLE,
+                          GEMV_SINGLE_F32OUT)
 from . import KernelCache
 from .activation import silu_mul
 from .matmul_batched import BATCHED_MAX_M, batched_gemv
@@ -159,6 +164,44 @@ def gemv_add_rmsnorm(kc: KernelCache, stream: Stream, resid: DevicePtr, delta: D
                                     int(offset))
 
 
+def ssq_partials(width: int) -> int:
+    """f32 partial sums of squares a residual row of `width` carries (one per GEMV block)."""
+    return -(-width // GEMV_ROWS_PER_BLOCK)
+
+
+def carries_residual(kc: KernelCache, m: int, n: int) -> bool:
+    """Whether an m-row bf16 product with n outputs may end a sublayer with the residual
+    epilogue (`gemv_residual`) and feed the next norm to `gemv_rmsnorm`: one row on the GEMV
+    route, and ATLAS_FUSED_NORM not 0. Unlike the NormX prologue of `gemv_add_rmsnorm`, whose
+    block reduction over the row sat before every block's first FMA, the consumer reduces
+    only k / 4 partials next to its first x loads and reads one more L1-shared row (the norm
+    weight) per block, so it applies to every shape (measure: ATLAS_FUSED_NORM=0 A/B)."""
+    return m == 1 and kc.routes.fused_norm is not False and linear_route(kc, m, n) == "gemv"
+
+
+def gemv_residual(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr,
+                  resid: DevicePtr, ssq: DevicePtr, n: int, k: int, silu: bool = False) -> None:
+    """One row: resid = bf16(resid + bf16(x @ w.T)) in place, ssq = its ceil(n / 4) partial
+    sums of squares (f32). With `silu`, x is gate_up [1, 2k] and the product's input its
+    SwiGLU, as in `gemv_silu`."""
+    _check_gemv("gemv_residual", x, w, resid, 1, n, k, True)
+    _check_aligned("gemv_residual ssq", ssq, 4)
+    sig = GEMV_SILU_RESIDUAL_SINGLE if silu else GEMV_RESIDUAL_SINGLE
+    kc.get(sig)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 0, x, w, resid, ssq, n, k)
+
+
+def gemv_rmsnorm(kc: KernelCache, stream: Stream, resid: DevicePtr, ssq: DevicePtr,
+                 norm_w: DevicePtr, w: DevicePtr, y: DevicePtr, n: int, k: int, eps: float,
+                 offset: bool = False) -> None:
+    """One row: y = RMSNorm(resid) * norm_w @ w.T (with `offset`, * (1 + norm_w)), where
+    ssq holds resid's ceil(k / 4) partial sums of squares from `gemv_residual`."""
+    _check_gemv("gemv_rmsnorm", resid, w, y, 1, n, k, True)
+    _check_aligned("gemv_rmsnorm norm_w", norm_w, 16)
+    _check_aligned("gemv_rmsnorm ssq", ssq, 4)
+    kc.get(GEMV_RMSNORM_SINGLE)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 0, resid,
+                                ssq, norm_w, w, y, n, k, eps, int(offset))
+
+
 def _blocks(m: int, n: int, tile: tuple[int, int, int]) -> int:
     return -(-m // tile[0]) * -(-n // tile[1])
 
@@ -260,3 +303,16 @@ def linear_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePt
                          f"[m, k] bf16 for the activation")
     silu_mul(kc, stream, gate_up, scratch, m, k)
     linear(kc, stream, scratch, w, y, m, n, k)
+
+
+def linear_silu_residual(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr,
+                         resid: DevicePtr, ssq: DevicePtr, n: int, k: int,
+                         scratch: DevicePtr) -> None:
+    """One row: resid = bf16(resid + swiglu(gate_up) @ w.T) in place and its partial sums of
+    squares into ssq (`gemv_residual`): the SwiGLU fused into the GEMV's x load up to
+    FUSED_SILU_MAX_K, as `linear_silu` chooses; past it silu_mul into `scratch` first."""
+    if k <= FUSED_SILU_MAX_K:
+        gemv_residual(kc, stream, gate_up, w, resid, ssq, n, k, silu=True)
+        return
+    silu_mul(kc, stream, gate_up, scratch, 1, k)
+    gemv_residual(kc, stream, scratch, w, resid, ssq, n, k)

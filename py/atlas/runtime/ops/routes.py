@@ -38,7 +38,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   tensor-core kernel (gated_delta_chunk_tc).
 * ATLAS_FUSED_NORM=1 / 0: batch-1 decode fuses the add + RMSNorm before qkv / gate_up into
   the GEMV's x load (gemv_add_rmsnorm_bf16_single) for every such product / for none; unset,
-  for latency-bound products only (ops/matmul.fuses_norm's byte rule).
+  for latency-bound products only (ops/matmul.fuses_norm's byte rule). 0 also turns off the
+  residual stream carried by the GEMVs (ops/matmul.carries_residual: o_proj / down adding
+  into the residual, gemv_rmsnorm_bf16_single normalizing from their partial sums).
 """
 
 from __future__ import annotations

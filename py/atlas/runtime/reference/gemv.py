@@ -13,7 +13,12 @@ function specifies the GEMM kernels.
 The fused down projection (gemv_silu_*) is specified as what it replaces: silu_mul_bf16's
 reference into a scratch buffer, then the GEMV above on that buffer; the fused residual add
 + RMSNorm (gemv_add_rmsnorm_bf16_single) likewise as the add + norm of rmsnorm.py's
-specification into a scratch row, then the GEMV.
+specification into a scratch row, then the GEMV. The residual-stream pair is specified
+the same way: gemv_[silu_]residual_bf16_single is the GEMV into a scratch row, then
+rmsnorm.py's residual add in place, plus the partial sums of squares (exact, rounded once
+to f32); gemv_rmsnorm_bf16_single is rmsnorm.py's norm of resid, then the GEMV (its ssq
+input is a precondition, the partials of resid, which the CUDA kernel reads instead of
+resid's squares: the two agree to f32 rounding of the sum).
 """
 
 from __future__ import annotations
@@ -22,19 +27,25 @@ import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
-from ..kernel_abi import (GEMV, GEMV_ADD_RMSNORM_SINGLE, GEMV_F32OUT, GEMV_SILU,
+from ..kernel_abi import (GEMV, GEMV_ADD_RMSNORM_SINGLE, GEMV_F32OUT, GEMV_RESIDUAL_SINGLE,
+                          GEMV_RMSNORM_SINGLE, GEMV_SILU, GEMV_SILU_RESIDUAL_SINGLE,
                           GEMV_SILU_SINGLE, GEMV_SINGLE, GEMV_SINGLE_F32OUT)
 from . import HostMemory, WithScratch, reference, widened_f64
 from .rmsnorm import rms_norm_bf16, rms_norm_offset_bf16
 from .silu_mul import silu_mul_bf16
 
 
+def product_bits(mem: HostMemory, x_bits: np.ndarray, w: int, n: int, k: int) -> np.ndarray:
+    """bf16 bits of x @ w.T, x bf16 bits [m, k] (host), w [n, k] bf16 in `mem`; flat."""
+    xf = bf16_bits_to_f32(x_bits.reshape(-1, k)).astype(np.float64)
+    wf = widened_f64(mem, w, n * k).reshape(n, k)
+    return f32_to_bf16_bits((xf @ wf.T).astype(np.float32)).reshape(-1)
+
+
 def linear_bf16(mem: HostMemory, x: int, w: int, y: int, m: int, n: int, k: int,
                 out_f32: bool) -> None:
     """y = x @ w.T with x [m, k], w [n, k] bf16; y [m, n] bf16 or f32."""
-    xf = bf16_bits_to_f32(mem.view(x, np.uint16, m * k)).reshape(m, k).astype(np.float64)
-    wf = widened_f64(mem, w, n * k).reshape(n, k)
-    bits = f32_to_bf16_bits((xf @ wf.T).astype(np.float32)).reshape(-1)
+    bits = product_bits(mem, mem.view(x, np.uint16, m * k), w, n, k)
     if out_f32:
         mem.view(y, np.float32, m * n)[:] = bf16_bits_to_f32(bits)
     else:
@@ -78,3 +89,42 @@ def gemv_add_rmsnorm_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, resid
     chained.view(WithScratch.ADDRESS, np.uint16, k)[:] = norm(
         bf16_bits_to_f32(h), bf16_bits_to_f32(mem.view(norm_w, np.uint16, k)), eps)
     linear_bf16(chained, WithScratch.ADDRESS, w, y, 1, n, k, out_f32=False)
+
+
+#: outputs of one residual-epilogue block (gemv.cu kRowsPerBlock), one ssq partial each
+RESIDUAL_ROWS_PER_PARTIAL = 4
+
+
+def add_residual(mem: HostMemory, y_bits: np.ndarray, resid: int, ssq: int) -> None:
+    """resid = bf16(resid + y) in place; ssq[i] = sum of the new resid[4 i .. 4 i + 3]^2."""
+    n = y_bits.size
+    r = mem.view(resid, np.uint16, n)
+    h = f32_to_bf16_bits(bf16_bits_to_f32(r) + bf16_bits_to_f32(y_bits))
+    r[:] = h
+    sq = bf16_bits_to_f32(h).astype(np.float64) ** 2
+    parts = -(-n // RESIDUAL_ROWS_PER_PARTIAL)
+    padded = np.zeros(parts * RESIDUAL_ROWS_PER_PARTIAL)
+    padded[:n] = sq
+    mem.view(ssq, np.float32, parts)[:] = padded.reshape(parts, -1).sum(axis=1)
+
+
+@reference(GEMV_RESIDUAL_SINGLE)
+def gemv_residual_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
+                              resid: int, ssq: int, n: int, k: int) -> None:
+    add_residual(mem, product_bits(mem, mem.view(x, np.uint16, k), w, n, k), resid, ssq)
+
+
+@reference(GEMV_SILU_RESIDUAL_SINGLE)
+def gemv_silu_residual_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, gate_up: int,
+                                   w: int, resid: int, ssq: int, n: int, k: int) -> None:
+    act = WithScratch(mem, k * 2)
+    silu_mul_bf16(act, grid, block, gate_up, WithScratch.ADDRESS, 1, k)
+    x_bits = act.view(WithScratch.ADDRESS, np.uint16, k)
+    add_residual(mem, product_bits(mem, x_bits, w, n, k), resid, ssq)
+
+
+@reference(GEMV_RMSNORM_SINGLE)
+def gemv_rmsnorm_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, resid: int, ssq: int,
+                             norm_w: int, w: int, y: int, n: int, k: int, eps: float,
+                             offset: int) -> None:
+    gemv_add_rmsnorm_bf16_single(mem, grid, block, resid, 0, norm_w, 0, w, y, n, k, eps, offset)
