@@ -17,7 +17,7 @@ import pytest
 from atlas.core.sampling import GREEDY, SamplingParams
 from atlas.engine.core import EngineCore
 from atlas.engine.llm_engine import LLMEngine
-from atlas.engine.request import EngineRequest
+from atlas.engine.request import EngineRequest, ThinkingBudget
 from atlas.model.load import load_runner
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -106,19 +106,47 @@ def test_a_step_is_committed_by_the_next_one_and_an_abort_in_flight_is_dropped()
 
 
 def test_sequences_that_need_their_last_token_on_the_host_step_synchronously():
-    """A grammar mask or logprobs for the next token need the last one: while such a
-    sequence is in the engine, every step is committed before the next is planned."""
+    """Whether a thinking budget forces the next token (or what a grammar mask allows)
+    depends on the last one: while such a sequence is in the engine, every step is
+    committed before the next is planned."""
     runner = load_runner(FIXTURES / "tiny-qwen3", backend="host", max_seq_len=64,
                          max_batch_size=4, max_prefill_tokens=32)
     core = EngineCore.build(runner, max_prefill_tokens=32)
     assert core.runs_ahead
-    core.add(0, EngineRequest([5, 9, 200], GREEDY, 4, logprobs=2))
+    core.add(0, EngineRequest([5, 9, 200], GREEDY, 4,
+                              thinking=ThinkingBudget(open_id=7, close_ids=(8,), budget=1)))
     assert not core.runs_ahead
     report = core.step()
     assert report.num_chunks == 1 and len(report.outputs) == 1   # committed at once
     while core.has_work:
         core.step()
     assert core.runs_ahead
+
+
+def test_logprobs_run_ahead_and_equal_sync_steps():
+    """Logprobs are copied back with the step's tokens (into alternating pinned buffers):
+    running ahead reports exactly what synchronous steps report."""
+    runner = load_runner(FIXTURES / "tiny-qwen3", backend="host", max_seq_len=64,
+                         max_batch_size=4, max_prefill_tokens=32)
+
+    def outputs(async_scheduling):
+        core = EngineCore.build(runner, max_prefill_tokens=32,
+                                async_scheduling=async_scheduling)
+        core.add(0, EngineRequest([5, 9, 200, 17], sampled(4), 6, logprobs=3))
+        core.add(1, EngineRequest([6, 9, 200], GREEDY, 5))
+        core.add(2, EngineRequest([7, 7], GREEDY, 7, logprobs=0))
+        assert core.runs_ahead == async_scheduling
+        got: dict[int, list] = {0: [], 1: [], 2: []}
+        while core.has_work:
+            for o in core.step().outputs:
+                got[o.seq_id] += list(zip(o.new_token_ids, o.logprobs or [None] * 9))
+        return got
+
+    want = outputs(False)
+    assert outputs(True) == want
+    assert len(want[0]) == 6 and all(len(lp.top) == 3 for _, lp in want[0])
+    assert all(lp.top == () and lp.token == t for t, lp in want[2])
+    assert all(lp is None for _, lp in want[1])
 
 
 def test_max_tokens_costs_no_wasted_row_and_a_stop_token_at_most_one():

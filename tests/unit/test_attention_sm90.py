@@ -15,6 +15,7 @@ import pytest
 from atlas.bench import kernel_shapes
 from atlas.core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from atlas.runtime.cases import attention_sm90 as case_defs
+from atlas.runtime.cases.attention import Geometry, prefill_case
 from atlas.runtime.host import HostBackend
 from atlas.runtime.kernel_check import check, compare
 from atlas.runtime.mock import MockGpuBackend
@@ -155,11 +156,36 @@ def test_route_is_on_by_default_and_off_by_switch() -> None:
         _launch(_Sm90Mock(), head_dim=64, sm90=True)
 
 
+def test_the_mma_sync_cases_stay_on_their_kernel_where_wgmma_is_loaded() -> None:
+    """cases/attention.py's prefill cases check prefill_attn_bf16 (module attention) even on
+    an sm_90a set, where the default route would take the wgmma kernel (H200, 2026-12-01:
+    they ran it there and held its bf16 P to prefill_attn_bf16's tolerance)."""
+    case = prefill_case(np.random.default_rng(0), "mock", Geometry(8, 2, 128, 16), [5], [5])
+    dev = _Sm90Mock()
+    case.run(dev, 0, {name: dev.alloc(1 << 12) for name in (*case.inputs, "out")})
+    (record,) = dev.drain_launches()
+    assert record.func == "prefill_attn_bf16"
+
+
+def test_q_in_registers_entry_point_is_an_opt_in_for_head_dim_128() -> None:
+    qreg = {"ATLAS_PREFILL_ATTN_QREG": "1"}
+    record = _launch(_Sm90Mock(), env=qreg)
+    assert record.func == "prefill_attn_sm90_qreg_bf16" and record.shared == 164864
+    assert _launch(_Sm90Mock(), head_dim=256, env=qreg).func == "prefill_attn_sm90_bf16"
+    assert _launch(_Sm90Mock(), env={**qreg, "ATLAS_PREFILL_ATTN_SM90": "0"}).func == \
+        "prefill_attn_bf16"
+    assert {c.name for c in CASES if c.name.endswith(" qreg")} == {
+        f"{name} qreg" for name, *_ in case_defs.SM90_QREG_SHAPES}
+    assert all(g.head_dim == 128 for _, g, _, _ in case_defs.SM90_QREG_SHAPES)
+
+
 def test_kernel_table_restates_the_head_dims() -> None:
     assert kernel_shapes.SM90_PREFILL_HEAD_DIMS == attention_sm90.PREFILL_SM90_HEAD_DIMS
+    assert kernel_shapes.SM90_QREG_HEAD_DIM == attention_sm90.PREFILL_SM90_QREG_HEAD_DIM
     labels = {s.label for s in kernel_shapes.table_shapes()
               if isinstance(s, kernel_shapes.PrefillAttention) and s.sm90}
-    assert {"qwen3-8b T32768 sm90", "qwen3.5-35b-a3b T1024 sm90"} <= labels
+    assert {"qwen3-8b T32768 sm90", "qwen3.5-35b-a3b T1024 sm90",
+            "qwen3-8b T32768 sm90 qreg"} <= labels
 
 
 def test_shared_memory_fits_one_block_per_sm() -> None:

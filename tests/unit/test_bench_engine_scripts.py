@@ -27,6 +27,9 @@ def test_bench_spec_reports_step_costs_and_oracle_passes(tmp_path):
     res = run("bench_spec.py", tmp_path / "spec.json", "--batches", "1,2", "--prompt", "16",
               "--new", "12", "--steps", "2", "--max-k", "2", "--k", "2", "--accept", "0.7,1")
     assert set(res["step_cost"]) == {"1", "2"}
+    # the plain tok/s of a runner built without speculation, measured first
+    assert set(res["fused_plain_tok_s"]) == {"1", "2"}
+    assert all(t > 0 for t in res["fused_plain_tok_s"].values())
     assert {"plain_ms", "k1_ratio", "k2_ratio"} <= set(res["step_cost"]["1"])
     for row in res["throughput"].values():
         assert [(p["token_rate"], p["k"]) for p in row["passes"]] == [
@@ -45,7 +48,9 @@ def test_bench_spec_reports_step_costs_and_oracle_passes(tmp_path):
 def test_bench_spec_drafts_with_the_mtp_head(tmp_path):
     res = run("bench_spec.py", tmp_path / "spec.json", "--batches", "1", "--prompt", "16",
               "--new", "6", "--steps", "1", "--max-k", "2", "--k", "2", "--mtp",
+              "--no-fused-baseline",
               model=ROOT / "tests" / "fixtures" / "tiny-qwen3_5-mtp")
+    assert "fused_plain_tok_s" not in res
     row = res["mtp"]["1"]
     assert row["same_as_plain"] == 1.0 and row["tok_s"] > 0
     assert 0 <= row["token_acceptance"] <= 1 and row["verify_steps"] > 0

@@ -11,10 +11,16 @@ from atlas.model.load import load_runner
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
 
-#: batch-1 decode, 5 launches a layer: o_proj and down add into the residual stream
-#: themselves, the RMSNorms before qkv and gate_up run inside those GEMVs, q/k norm + RoPE +
-#: KV append inside the attention, SwiGLU inside down; the first layer's norm has no
-#: residual epilogue before it (the embedding wrote the stream): the add+norm GEMV's form
+#: batch-1 decode by default (the fastest measured), 7 launches a layer: add + RMSNorm, qkv,
+#: attention with q/k norm + RoPE + KV append inside, o_proj, add + RMSNorm, gate_up, down
+#: with SwiGLU inside; the first layer's norm has nothing to add
+DEFAULT_LAYER = ["add_rmsnorm_bf16", "gemv_bf16_single", "decode_attn_rope_bf16",
+                 "gemv_bf16_single", "add_rmsnorm_bf16", "gemv_bf16_single",
+                 "gemv_silu_bf16_single"]
+#: ATLAS_FUSED_NORM=1, 5 launches a layer: o_proj and down add into the residual stream
+#: themselves, the RMSNorms before qkv and gate_up run inside those GEMVs; the first layer's
+#: norm has no residual epilogue before it (the embedding wrote the stream): the add+norm
+#: GEMV's form
 DECODE_LAYER = ["gemv_rmsnorm_bf16_single", "decode_attn_rope_bf16", "gemv_residual_bf16_single",
                 "gemv_rmsnorm_bf16_single", "gemv_silu_residual_bf16_single"]
 FIRST_NORM = "gemv_add_rmsnorm_bf16_single"
@@ -26,7 +32,34 @@ def runner():
                        max_prefill_tokens=32)
 
 
+@pytest.fixture
+def fused(monkeypatch):
+    """A runner under ATLAS_FUSED_NORM=1 (the carried residual stream)."""
+    monkeypatch.setenv("ATLAS_FUSED_NORM", "1")
+    return load_runner(FIXTURE, backend="mock", max_seq_len=64, max_batch_size=4,
+                       max_prefill_tokens=32)
+
+
 def test_decode_graph_is_one_launch_with_the_layer_sequence(runner):
+    dev = runner.backend
+    dev.drain_launches()
+    dev.graph_launches.clear()
+    runner.execute([SeqChunk(7, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3, 4, 5]))])
+    assert dev.drain_launches() == []  # nothing launched outside the graph
+    (replay,) = dev.graph_launches
+    names = [r.func for r in replay.graph]
+    layers, n = runner.cfg.num_hidden_layers, len(DEFAULT_LAYER)
+    assert names[:1] == ["embedding_bf16"]
+    assert names[1:1 + n * layers] == ["rmsnorm_bf16", *DEFAULT_LAYER[1:]] + DEFAULT_LAYER * (
+        layers - 1)
+    # the grammar mask and logprobs launches exit early on rows that ask for neither
+    assert names[1 + n * layers:] == ["add_rmsnorm_bf16", "embedding_bf16",
+                                      "gemv_bf16_f32_single", *SAMPLER]
+    runner.release(7)
+
+
+def test_fused_norm_decode_graph_carries_the_residual(fused):
+    runner = fused
     dev = runner.backend
     dev.drain_launches()
     dev.graph_launches.clear()
@@ -68,10 +101,11 @@ def test_a_masked_decode_step_fills_masks_while_the_forward_graph_runs(runner):
     runner.release(7)
 
 
-def test_the_gemvs_carry_the_residual_stream_in_place(runner):
+def test_the_gemvs_carry_the_residual_stream_in_place(fused):
     """Each residual epilogue adds into b.resid in place and leaves the partial sums of
     squares in b.resid_ssq, which the next norm's GEMV reads with the same row; the first
     layer's norm reads the embedding's row (nothing to add) and the final norm the stream."""
+    runner = fused
     dev = runner.backend
     dev.drain_launches()
     dev.graph_launches.clear()
@@ -90,22 +124,6 @@ def test_the_gemvs_carry_the_residual_stream_in_place(runner):
     (final,) = [r.args for r in replay.graph if r.func == "rmsnorm_bf16"]
     assert final["x"] == bufs.resid
     runner.release(8)
-
-
-def test_fused_norm_off_runs_the_norms_and_projections_apart(monkeypatch):
-    """ATLAS_FUSED_NORM=0 (the A/B switch): no residual epilogue, no norm inside a GEMV."""
-    monkeypatch.setenv("ATLAS_FUSED_NORM", "0")
-    plain = load_runner(FIXTURE, backend="mock", max_seq_len=64, max_batch_size=1,
-                        max_prefill_tokens=32)
-    dev = plain.backend
-    dev.graph_launches.clear()
-    plain.execute([SeqChunk(9, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3, 4, 5]))])
-    (replay,) = dev.graph_launches
-    names = [r.func for r in replay.graph]
-    assert names[1:7] == ["rmsnorm_bf16", "gemv_bf16_single", "decode_attn_rope_bf16",
-                          "gemv_bf16_single", "add_rmsnorm_bf16", "gemv_bf16_single"]
-    assert not [f for f in names if "residual" in f or "rmsnorm_bf16_single" in f]
-    plain.release(9)
 
 
 def test_prefill_step_launches_eagerly_with_packed_attention(runner):

@@ -39,22 +39,22 @@ def _mlp_launches(names: list[str]) -> list[list[str]]:
     return out[1::2]  # every other segment: [attention, mlp, attention, mlp, ...]
 
 
-#: a batch-1 decode step's attention: the first layer's norm inside the qkv GEMV
-#: (NORM_GEMV), later ones from the carried residual (CARRIED_NORM), or the plain GEMV when
-#: the MoE layer before already left the norm in `normed`; o_proj adds into the residual
-NORM_GEMV = "gemv_add_rmsnorm_bf16_single"
-CARRIED_NORM = "gemv_rmsnorm_bf16_single"
-ATTENTION = ["decode_attn_rope_bf16", "gemv_residual_bf16_single"]
-SPARSE = ["rmsnorm_bf16"] + ROUTE_AND_GATE_UP + [FUSED_NORM]
-DENSE = [CARRIED_NORM, "gemv_silu_residual_bf16_single"]
+#: a batch-1 decode step's attention: its norm (rmsnorm for the first layer, add_rmsnorm
+#: after), the qkv GEMV, or the qkv GEMV alone when the MoE layer before already left the
+#: norm in `normed`
+QKV = "gemv_bf16_single"
+ATTENTION = ["decode_attn_rope_bf16", "gemv_bf16_single"]
+SPARSE = ["add_rmsnorm_bf16"] + ROUTE_AND_GATE_UP + [FUSED_NORM]
+DENSE = ["add_rmsnorm_bf16", "gemv_bf16_single", "gemv_silu_bf16_single"]
 
 
 @pytest.mark.parametrize("name, layers", [
     # the MoE layer fuses the next norm, so layer 1's qkv is a plain GEMV
-    ("tiny-qwen3-moe", [[NORM_GEMV, *ATTENTION, *SPARSE],
-                        ["gemv_bf16_single", *ATTENTION, *DENSE], ["rmsnorm_bf16"]]),
+    ("tiny-qwen3-moe", [["rmsnorm_bf16", QKV, *ATTENTION, *SPARSE],
+                        [QKV, *ATTENTION, *DENSE], ["add_rmsnorm_bf16"]]),
     # the last layer's MoE block fuses the final norm
-    ("tiny-qwen2-moe", [[NORM_GEMV, *ATTENTION, *DENSE], [CARRIED_NORM, *ATTENTION, *SPARSE]]),
+    ("tiny-qwen2-moe", [["rmsnorm_bf16", QKV, *ATTENTION, *DENSE],
+                        ["add_rmsnorm_bf16", QKV, *ATTENTION, *SPARSE]]),
 ])
 def test_decode_graph_routes_on_the_device(name, layers):
     runner = _runner(name)

@@ -158,17 +158,16 @@ def test_fused_gemv_preconditions(fn, args, kwargs, match) -> None:
 
 
 def test_fused_norm_route_is_batch_one_gemv_within_shared_memory() -> None:
+    """Off unless ATLAS_FUSED_NORM=1 (the unfused pair measured faster), then every batch-1
+    GEMV product whose row fits shared memory."""
     kc = KernelCache(MockGpuBackend(), routes=KernelRoutes())
-    sms = kc.facts.sm_count
-    assert matmul.fuses_norm(kc, 1, 6144, 1024)  # Qwen3-0.6B gate_up: 12.6 MB, latency-bound
-    assert matmul.fuses_norm(kc, 1, 64, matmul.NORM_GEMV_MAX_K)
-    assert not matmul.fuses_norm(kc, 2, 4096, 1024)  # a batch: add_rmsnorm once for all rows
-    assert not matmul.fuses_norm(kc, 1, 64, matmul.NORM_GEMV_MAX_K + 8)
-    # bandwidth-bound products keep add_rmsnorm unless forced (ATLAS_FUSED_NORM=1)
-    big = matmul.NORM_GEMV_MAX_BYTES_PER_SM * sms // (2 * 4096) + 4
-    assert not matmul.fuses_norm(kc, 1, big, 4096)
+    assert not matmul.fuses_norm(kc, 1, 6144, 1024)
     on = KernelCache(MockGpuBackend(), routes=KernelRoutes.from_env({"ATLAS_FUSED_NORM": "1"}))
-    assert matmul.fuses_norm(on, 1, big, 4096)
+    assert matmul.fuses_norm(on, 1, 6144, 1024)  # Qwen3-0.6B gate_up
+    assert matmul.fuses_norm(on, 1, 24576, 4096)  # Qwen3-8B gate_up
+    assert matmul.fuses_norm(on, 1, 64, matmul.NORM_GEMV_MAX_K)
+    assert not matmul.fuses_norm(on, 2, 4096, 1024)  # a batch: add_rmsnorm once for all rows
+    assert not matmul.fuses_norm(on, 1, 64, matmul.NORM_GEMV_MAX_K + 8)
     off = KernelCache(MockGpuBackend(), routes=KernelRoutes.from_env({"ATLAS_FUSED_NORM": "0"}))
     assert not matmul.fuses_norm(off, 1, 6144, 1024)
     with pytest.raises(ValueError, match="ATLAS_FUSED_NORM"):
@@ -179,14 +178,15 @@ def test_fused_norm_route_is_batch_one_gemv_within_shared_memory() -> None:
 
 
 def test_the_residual_carrying_gemvs_are_batch_one_gemvs() -> None:
-    """gemv_residual / gemv_rmsnorm: one row on the GEMV route for every shape (no shared
-    memory bound), off under ATLAS_FUSED_NORM=0; the grid has one block (and one partial
-    sum of squares) per 4 outputs."""
-    kc = KernelCache(MockGpuBackend(), routes=KernelRoutes())
+    """gemv_residual / gemv_rmsnorm: under ATLAS_FUSED_NORM=1, one row on the GEMV route for
+    every shape (no shared memory bound); the grid has one block (and one partial sum of
+    squares) per 4 outputs."""
+    kc = KernelCache(MockGpuBackend(), routes=KernelRoutes.from_env({"ATLAS_FUSED_NORM": "1"}))
     assert matmul.carries_residual(kc, 1, 151936)
     assert not matmul.carries_residual(kc, 2, 1024)
-    off = KernelCache(MockGpuBackend(), routes=KernelRoutes.from_env({"ATLAS_FUSED_NORM": "0"}))
-    assert not matmul.carries_residual(off, 1, 1024)
+    for env in ({}, {"ATLAS_FUSED_NORM": "0"}):  # off by default
+        off = KernelCache(MockGpuBackend(), routes=KernelRoutes.from_env(env))
+        assert not matmul.carries_residual(off, 1, 1024)
     assert matmul.ssq_partials(1001) == 251
     rec, = _launches(matmul.gemv_residual, 0x1000, 0x2000, 0x3000, 0x4000, 1001, 2048)
     assert (rec.func, rec.grid, rec.block) == ("gemv_residual_bf16_single", (251, 1, 1),

@@ -53,3 +53,12 @@ def test_verification_appends_kv_before_attention_on_batch_one_splits(runner):
     assert len(rope) == len(attn) == layers
     assert all(r.grid == (runner.limits.decode_splits(1, kv_heads), kv_heads, 4) for r in attn)
     assert not [n for n in names if n.endswith("_single")]   # 4-row products throughout
+
+
+def test_an_explicit_fused_norm_keeps_the_fusions_and_drops_the_claim(monkeypatch):
+    """ATLAS_FUSED_NORM=1 on a speculating runner: batch-1 decode fuses its norms as asked,
+    so no verification row is claimed to compute what a decode row does."""
+    monkeypatch.setenv("ATLAS_FUSED_NORM", "1")
+    fused = load_runner(FIXTURE, backend="mock", max_seq_len=64, max_batch_size=2,
+                        max_prefill_tokens=32, num_draft_tokens=2)
+    assert fused.model.kc.routes.fused_norm is True and fused.invariant_rows == 0

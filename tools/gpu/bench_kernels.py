@@ -34,6 +34,7 @@ import statistics
 import sys
 import tempfile
 import time
+import dataclasses
 import traceback
 import warnings
 from dataclasses import dataclass, field
@@ -644,8 +645,12 @@ def prefill_attention_case(env: Env, s: Any) -> Case:
         st["out"] = torch.empty((t_, hq, d), dtype=torch.bfloat16, device=env.device)
         return st
 
+    # the Q-in-registers rows: the same launch builder with its route on
+    kc = (KernelCache(env.kc.backend, dataclasses.replace(env.kc.routes, prefill_attn_qreg=True))
+          if s.qreg else env.kc)
+
     def ours(st: Set, stream: Stream) -> None:
-        attention.prefill_attention(env.kc, stream, env.ptr(st["q"]), env.ptr(st["k_pool"]),
+        attention.prefill_attention(kc, stream, env.ptr(st["q"]), env.ptr(st["k_pool"]),
                                     env.ptr(st["v_pool"]), env.ptr(st["tables"]),
                                     env.ptr(st["cu_q"]), env.ptr(st["kv_lens"]),
                                     env.ptr(st["out"]), 1, hq, hkv, d, bs, padded // bs,
@@ -672,7 +677,8 @@ def prefill_attention_case(env: Env, s: Any) -> Case:
                  Variant("repeat_kv + F.sdpa(is_causal) (transformers)", repeated, paged_note,
                          sdpa_repeated)],
                 lambda o, t, r: [("out", o["out"], r[0].transpose(0, 1))], outputs=("out",),
-                note=("ours: prefill_attn_sm90 (ops.attention_sm90, forced)" if s.sm90 else
+                note=("ours: prefill_attn_sm90_qreg (Q in registers, forced)" if s.qreg else
+                      "ours: prefill_attn_sm90 (ops.attention_sm90, forced)" if s.sm90 else
                       "ours: prefill_attn_bf16 (mma.sync, forced)"))
 
 

@@ -114,6 +114,14 @@ def _rate(row: dict, key: str) -> str:
     return f"{row[key]:.2f}" if row["verify_steps"] else "-"
 
 
+def plain_tok_s(runner, batch: int, prompt_len: int, new: int,
+                rng: np.random.Generator) -> float:
+    """Greedy tok/s of `batch` sequences decoding `new` tokens without speculation."""
+    core = start_decoding(runner, batch, prompt_len, new, rng)
+    _, dt, n = run_to_end(core, batch)
+    return n / dt
+
+
 def rejected_drafts(prompts: list[list[int]], n: int, vocab_size: int) -> OracleDrafter:
     """An oracle whose every draft is wrong (a corrupted run of zeros): each verification
     step carries K drafts and emits the target's own token only."""
@@ -204,23 +212,32 @@ def main() -> int:
     ap.add_argument("--mtp", action="store_true",
                     help="also draft with the checkpoint's MTP head (Qwen3.5 / Qwen3-Next)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-fused-baseline", dest="fused_baseline", action="store_false",
+                    help="skip the plain tok/s of a runner built without speculation (whose "
+                    "batch-1 decode keeps the single-row norm fusions a speculating runner "
+                    "switches off for row invariance)")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     from atlas.model.load import load_runner
 
     batches = [int(x) for x in a.batches.split(",")]
     max_k = max(a.max_k, a.k)
-    runner = load_runner(a.model, backend=a.backend, max_batch_size=max(batches),
-                         max_seq_len=a.prompt + max(a.steps + 16, a.new) + max_k + 64,
-                         max_prefill_tokens=max(2048, max(batches) * (max_k + 1)),
-                         gpu_memory_utilization=0.85, fast_load=True, progress=None,
-                         num_draft_tokens=max_k, mtp=a.mtp)
-    runner.draft_with_mtp = False   # the plain and oracle runs measure without the head
+    sizes = dict(backend=a.backend, max_batch_size=max(batches),
+                 max_seq_len=a.prompt + max(a.steps + 16, a.new) + max_k + 64,
+                 max_prefill_tokens=max(2048, max(batches) * (max_k + 1)),
+                 gpu_memory_utilization=0.85, fast_load=True, progress=None)
     rng = np.random.default_rng(a.seed)
     rates = [float(x) for x in a.accept.split(",")]
     result: dict = {"model": str(a.model), "date": time.strftime("%Y-%m-%d"),
                     "commit": os.environ.get("ATLAS_COMMIT", "unknown"), "k": a.k,
                     "token_rates": rates, "prompt": a.prompt, "new": a.new}
+    if a.fused_baseline:   # its memory goes back before the speculating runner loads
+        base = load_runner(a.model, **sizes)
+        result["fused_plain_tok_s"] = {b: plain_tok_s(base, b, a.prompt, a.new, rng)
+                                       for b in batches}
+        base.backend.close()
+    runner = load_runner(a.model, **sizes, num_draft_tokens=max_k, mtp=a.mtp)
+    runner.draft_with_mtp = False   # the plain and oracle runs measure without the head
     result["step_cost"] = step_costs(runner, batches, a.max_k, a.prompt, a.steps, rng)
     step_cost = {b: [row[f"k{k}_ratio"] for k in range(1, a.max_k + 1)]
                  for b, row in result["step_cost"].items()}
@@ -240,16 +257,22 @@ def main() -> int:
           "verification steps of K rows with every draft rejected; acc/tok: measured "
           "per-token acceptance; tok/step: tokens per verification; model: step-cost "
           "table's speedup at p; =ref / =plain: sequences equal to the reference / plain)")
+    fused = result.get("fused_plain_tok_s", {})
+    if fused:
+        print("plain tok/s of a runner without speculation (single-row fusions on): "
+              + ", ".join(f"batch {b} {t:.1f}" for b, t in fused.items())
+              + "; 'vs fused' divides by it")
     print(f"{'batch':>5} {'p':>5} {'K':>6} {'exact':>5} {'oracle of':>9} {'plain':>9} "
-          f"{'spec':>9} {'speedup':>8} {'model':>6} {'acc/tok':>7} {'tok/step':>8} "
-          f"{'=ref':>5} {'=plain':>6}")
+          f"{'spec':>9} {'speedup':>8} {'vs fused':>8} {'model':>6} {'acc/tok':>7} "
+          f"{'tok/step':>8} {'=ref':>5} {'=plain':>6}")
     for b, row in result["throughput"].items():
         for p in row["passes"]:
             model = f"{p['model_speedup']:.2f}x" if p["model_speedup"] else "-"
+            vs_fused = f"{p['tok_s'] / fused[b]:.2f}x" if b in fused else "-"
             print(f"{b:>5} {p['token_rate']:>5.2f} {p['k']:>6} "
                   f"{'yes' if p['exact'] else 'no':>5} {row['reference']:>9} "
                   f"{row['plain_tok_s']:>9.1f} {p['tok_s']:>9.1f} {p['speedup']:>7.2f}x "
-                  f"{model:>6} {_rate(p, 'token_acceptance'):>7} "
+                  f"{vs_fused:>8} {model:>6} {_rate(p, 'token_acceptance'):>7} "
                   f"{_rate(p, 'tokens_per_step'):>8} {p['same_as_reference']:>5.2f} "
                   f"{p['same_as_plain']:>6.2f}")
     if a.mtp:

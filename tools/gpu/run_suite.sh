@@ -289,6 +289,22 @@ stage_long_context() {
   return $rc
 }
 
+# Where the 32k-token Qwen3-8B prefill goes: per-kernel times (PDL off) of one 32,000-token
+# prompt in one step (the projection GEMMs vs the wgmma prefill attention vs the rest).
+stage_long_context_profile() {
+  local cfg="$CKPT/qwen3-8b-synthetic"
+  "$PY" tools/make_fixtures.py --config qwen3-8b --out "$cfg" --config-only || return 1
+  ATLAS_PDL=0 "$PY" tools/gpu/profile_prefill.py --model "$cfg" --synthetic-seed 0 \
+    --tokens 32000 --out "$RESULTS/profile_prefill_qwen3-8b_32000.json"
+}
+
+# The 32k prefill again on the prefill attention's Q-in-registers entry point
+# (ATLAS_PREFILL_ATTN_QREG=1): the A/B that decides its default.
+stage_long_context_qreg() {
+  ATLAS_PREFILL_ATTN_QREG=1 "$PY" tools/gpu/bench_long_context.py --config qwen3-8b --contexts "" \
+    --prefill-repeats 2 --out "$RESULTS/long_context_qwen3-8b_prefill_qreg.json"
+}
+
 # The decode half again with the long-context attention kernel off (ATLAS_DECODE_ATTN_LONG=0):
 # the A/B of decode_attn_long at batch 8, 16k and 32k.
 stage_long_context_nolong() {
@@ -461,7 +477,9 @@ stage_ep_bench() {
 # step, and tok/s with the oracle drafter at per-token acceptance 0.7 (2.53 tokens per K = 3
 # verification) at batch 1/8/32, with K = 3 and with the draft policy (K per step from the
 # step-cost table). Batch 1's verifications are row-invariant: "=plain" 1.00, measured
-# acceptance ~0.70 (bar: K = 3 >= 2x plain).
+# acceptance ~0.70 (bar: K = 3 >= 2x plain). A runner without speculation is measured first
+# ("vs fused": against its plain tok/s, with the single-row norm fusions the speculating
+# runner switches off).
 stage_spec_bench() {
   make_checkpoint qwen3-8b weights || return 1
   "$PY" tools/gpu/bench_spec.py --model "$CKPT/qwen3-8b" --batches 1,8,32 --max-k 4 --k 3 \
@@ -704,8 +722,9 @@ stage_decode_profiles() {
 }
 
 # The decode profiles the per-kernel work needs beyond decode_profiles: Qwen3-8B with PDL on
-# and off, Qwen3.5-35B-A3B at batch 8 with PDL off, and Qwen3-0.6B with the fused
-# add+RMSNorm GEMV off (its A/B against the default in decode_profiles).
+# and off, Qwen3.5-35B-A3B at batch 8 with PDL off, and Qwen3-0.6B with the fused norms on
+# (ATLAS_FUSED_NORM=1: the residual carried by the GEMVs; its A/B against the default in
+# decode_profiles).
 stage_profiles_extra() {
   local rc=0 pdl cfg="$CKPT/qwen3_5-35b-a3b-synthetic"
   make_checkpoint qwen3-8b weights || return 1
@@ -714,11 +733,27 @@ stage_profiles_extra() {
     ATLAS_PDL=$pdl "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-8b" \
       --out "$RESULTS/profile_decode_qwen3-8b_pdl$pdl.json" || rc=1
   done
-  ATLAS_PDL=0 ATLAS_FUSED_NORM=0 "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-0.6b" \
-    --out "$RESULTS/profile_decode_qwen3-0.6b_pdl0_nofusednorm.json" || rc=1
+  ATLAS_PDL=0 ATLAS_FUSED_NORM=1 "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-0.6b" \
+    --out "$RESULTS/profile_decode_qwen3-0.6b_pdl0_fusednorm.json" || rc=1
   "$PY" tools/make_fixtures.py --config qwen3_5-35b-a3b --out "$cfg" --config-only || return 1
   ATLAS_PDL=0 "$PY" tools/gpu/profile_decode.py --model "$cfg" --synthetic-seed 0 --batch 8 \
     --out "$RESULTS/profile_decode_qwen3_5-35b-a3b_b8_pdl0.json" || rc=1
+  return $rc
+}
+
+# The batch-1 A/B that decides the dense norm path: decode tok/s of Qwen3-0.6B and Qwen3-8B
+# with the residual carried by the GEMVs (ATLAS_FUSED_NORM=1) against decode_bench's default
+# (add_rmsnorm + GEMV), and their per-kernel PDL-off profiles (gemv_rmsnorm's row vs
+# gemv_bf16_single + add_rmsnorm in decode_profiles / profiles_extra).
+stage_fused_norm_ab() {
+  local name rc=0
+  for name in qwen3-0.6b qwen3-8b; do
+    make_checkpoint "$name" weights || return 1
+    ATLAS_FUSED_NORM=1 "$PY" tools/gpu/bench_decode.py --model "$CKPT/$name" --hf none \
+      --batches 1 --out "$RESULTS/bench_decode_${name}_fusednorm.json" || rc=1
+    ATLAS_PDL=0 ATLAS_FUSED_NORM=1 "$PY" tools/gpu/profile_decode.py --model "$CKPT/$name" \
+      --out "$RESULTS/profile_decode_${name}_pdl0_fusednorm.json" || rc=1
+  done
   return $rc
 }
 
@@ -744,13 +779,14 @@ stage_async_scheduling() {
 
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity
         decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
-        flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl profile kernel_table
-        gdn_table server_sweep throughput batched_min_m long_context long_context_nolong
-        issue15_table decode_gemm_ab kv_dtypes gates ep_1gpu spec_bench grammar_bench
+        flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
+        profile kernel_table gdn_table server_sweep throughput batched_min_m long_context
+        long_context_qreg long_context_profile long_context_nolong issue15_table decode_gemm_ab
+        kv_dtypes gates ep_1gpu spec_bench grammar_bench
         prefix_bench prefix_bench_hybrid spec_bench_hybrid quant_bench moe_full quant_profile
         quant_profile_nvfp4 quant_lm_head
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
-        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling)
+        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab)
 
 # ---- runner -------------------------------------------------------------------------------
 

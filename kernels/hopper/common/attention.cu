@@ -544,7 +544,7 @@ __device__ __forceinline__ void decode_attn_pass(const HeadSlice& hs, int begin,
 // consecutive elements of one head (4 heads at D = 128 are one pass of 128 threads) and
 // accumulates w_s o_s in split order with a running max m (w_s = l_s e^(m_s - m), earlier
 // terms rescaled when m grows), in one pass: a split's loads (float2 m/l, float4 o) depend on
-// nothing before them, so a merge costs about one L2 round trip, not one per split. Other
+// nothing before them (16 splits in flight), so a merge costs about one L2 round trip. Other
 // blocks of this kernel wrote the partials: they are read from L2 (__ldcg), never from a
 // stale L1 line.
 template <int D>
@@ -558,7 +558,7 @@ __device__ __forceinline__ void decode_merge_rows(const float* part_o, const flo
     const float2* ml = reinterpret_cast<const float2*>(part_ml) + row * num_splits;
     const float* o = part_o + row * num_splits * D + d;
     float top = -INFINITY, total = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 8
+#pragma unroll 16
     for (int s = 0; s < active; ++s) {
       const float2 e = __ldcg(ml + s);
       const float4 v = __ldcg(reinterpret_cast<const float4*>(o + static_cast<size_t>(s) * D));

@@ -86,7 +86,7 @@ __device__ __forceinline__ void fence_frag(uint32_t (&a)[N][1][4]) {
     for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[i][0][e])::"memory");
 }
 
-template <int D>
+template <int D, bool kQRegs>
 __device__ __forceinline__ void prefill_attn_sm90(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
     const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
@@ -120,13 +120,15 @@ __device__ __forceinline__ void prefill_attn_sm90(
   // This thread copies chunk `ch` of rows row0 + j * kRowStep of every tile.
   const int ch = tid % G::kChunks, row0 = tid / G::kChunks;
   const uint32_t ch_q = (ch >> 3) * G::kQSlabBytes, ch_kv = (ch >> 3) * G::kKVSlabBytes;
+  if constexpr (!kQRegs) {
 #pragma unroll
-  for (int j = 0; j < G::kQRows; ++j) {
-    const int r = row0 + j * G::kRowStep;
-    const bool ok = q0 + r < q_len;  // rows past the chunk are zero
-    const __nv_bfloat16* src =
-        ok ? q + (static_cast<size_t>(seq_start + q0 + r) * hq + h) * D + ch * 8 : q;
-    cp16(q_tile + ch_q + atlas::swizzle128(r, ch & 7), src, ok);
+    for (int j = 0; j < G::kQRows; ++j) {
+      const int r = row0 + j * G::kRowStep;
+      const bool ok = q0 + r < q_len;  // rows past the chunk are zero
+      const __nv_bfloat16* src =
+          ok ? q + (static_cast<size_t>(seq_start + q0 + r) * hq + h) * D + ch * 8 : q;
+      cp16(q_tile + ch_q + atlas::swizzle128(r, ch & 7), src, ok);
+    }
   }
   const atlas::PageMap pages(block_size);
   auto lookup = [&](int tile, int (&page)[R]) {
@@ -174,6 +176,20 @@ __device__ __forceinline__ void prefill_attn_sm90(
     const int qi = row_g + 8 * hh;
     limit[hh] = qi < q_len ? first_pos + qi : kv_len - 1;
   }
+  // kQRegs: Q as this warp's A fragments of every k16 step, straight from global memory
+  // (rows past the chunk zero): S reads only K from shared memory
+  uint32_t qf[kQRegs ? D / 16 : 1][4];
+  if constexpr (kQRegs) {
+    const uint32_t* q32 = reinterpret_cast<const uint32_t*>(q);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int qi = row_g + 8 * (i & 1), col = 16 * kk + 2 * c + 8 * (i >> 1);
+        const size_t at = (static_cast<size_t>(seq_start + qi) * hq + h) * D + col;
+        qf[kk][i] = qi < q_len ? __ldg(q32 + at / 2) : 0u;
+      }
+  }
   const float scale_log2 = scale * atlas::kAttnLog2e;
   float o[G::kSlabs][32];  // d-slab, then the m64n64 accumulator fragment
 #pragma unroll
@@ -196,10 +212,15 @@ __device__ __forceinline__ void prefill_attn_sm90(
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const int slab = kk >> 2, slice = kk & 3;
-      atlas::wgmma_bf16_k16(
-          s_acc, atlas::smem_desc(q_tile + slab * G::kQSlabBytes + wg * 64 * kSlabRowBytes) +
-                     2 * slice,
-          atlas::smem_desc(kt + slab * G::kKVSlabBytes) + 2 * slice);
+      const uint64_t desc_k = atlas::smem_desc(kt + slab * G::kKVSlabBytes) + 2 * slice;
+      if constexpr (kQRegs)
+        atlas::wgmma_bf16_k16_rs<0>(s_acc, qf[kk], desc_k);
+      else
+        atlas::wgmma_bf16_k16(
+            s_acc,
+            atlas::smem_desc(q_tile + slab * G::kQSlabBytes + wg * 64 * kSlabRowBytes) +
+                2 * slice,
+            desc_k);
     }
     atlas::wgmma_commit();
   };
@@ -304,11 +325,28 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ __align__(16) uint8_t sm90_smem[];
   atlas::pdl_enter();  // q, cu_q, kv_lens and the cache come from the kernels before this one
   if (head_dim == 128)
-    prefill_attn_sm90<128>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq, hkv,
-                           block_size, max_blocks, scale, sm90_smem);
+    prefill_attn_sm90<128, false>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq,
+                                  hkv, block_size, max_blocks, scale, sm90_smem);
   else if (head_dim == 256)
-    prefill_attn_sm90<256>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq, hkv,
-                           block_size, max_blocks, scale, sm90_smem);
+    prefill_attn_sm90<256, false>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq,
+                                  hkv, block_size, max_blocks, scale, sm90_smem);
   else
     __trap();  // ops/attention_sm90.py PREFILL_SM90_HEAD_DIMS
+}
+
+// The same at head_dim 128 with Q in registers (wgmma with A from registers for S = Q K^T):
+// S then reads 2 KB of shared memory per m64n64k16 instead of 4 KB, which with PV's reads
+// and the ring's copies keeps shared-memory traffic under its 128 B/clock per SM at full
+// MMA rate. The A/B of ops/attention_sm90 (ATLAS_PREFILL_ATTN_QREG).
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+    prefill_attn_sm90_qreg_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
+                                const __nv_bfloat16* v_cache, const int* block_tables,
+                                const int* cu_q, const int* kv_lens, __nv_bfloat16* out,
+                                uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim,
+                                uint32_t block_size, uint32_t max_blocks, float scale) {
+  extern __shared__ __align__(16) uint8_t sm90_smem[];
+  atlas::pdl_enter();
+  if (head_dim != 128) __trap();  // ops/attention_sm90.py PREFILL_SM90_QREG_HEAD_DIM
+  prefill_attn_sm90<128, true>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq, hkv,
+                               block_size, max_blocks, scale, sm90_smem);
 }

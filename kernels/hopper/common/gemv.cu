@@ -21,9 +21,9 @@
 //   bf16(resid + bf16(y)), the add_rmsnorm numerics, and writes the sum of its h^2 to
 //   ssq[blockIdx.x] (rows are owned by one block, so in place is safe and no buffer swaps);
 // * `SsqNormX` (gemv_rmsnorm_bf16_single: qkv, gate_up) is the x policy that consumes it:
-//   1/rms from the ceil(k / 4) partial sums (each warp sums them all in a fixed order:
-//   deterministic, no barrier), then x = RMSNorm(h) * w computed per chunk on load, like
-//   SwigluX.
+//   1/rms from the ceil(k / 4) partial sums (a fixed-order block sum, all loads in flight
+//   at once: deterministic, one L2 trip), then x = RMSNorm(h) * w computed per chunk on
+//   load, like SwigluX.
 //
 // The streaming, accumulation and reduction are gemv_core.cuh's, with the bf16 weight format.
 // Launch (ops/matmul.py): grid = ceil(n / 4), block = min(256, roundup32(k / 8)) threads.
@@ -36,6 +36,12 @@ using namespace atlas::gemv;
 
 __shared__ float partial_sums[kMaxThreads / 32][kMaxAcc];  // [warp][m * 4 + r]
 extern __shared__ uint4 staged_x[];  // NormX: the normalized row, k / 8 chunks (dynamic)
+// SsqNormX's block sum: its own scratch, since warps that finish the main loop early write
+// partial_sums while slower ones may still read the sum (no barrier after it)
+__shared__ float ssq_scratch[kMaxThreads / 32];
+// partial sums of squares each SsqNormX thread requests at once (all in flight together):
+// one round of loads up to 8 x 256 partials, a residual row of 8,192
+constexpr int kSsqPerThread = 8;
 
 // x = RMSNorm(h) * w (or * (1 + w) with `offset`), h = bf16(resid + delta) (h = resid when
 // delta is null), in rmsnorm.cu's numerics (f32 sum of squares; the CUDA kernels sum in
@@ -103,19 +109,30 @@ struct SsqNormX {
   bool offset;
   float inv_rms = 0.f;
 
-  // Every warp sums all the partials itself (lane-strided, then a butterfly: the same
-  // order in every warp and block), so no block barrier stands before the first FMA. The
-  // thread's first chunks of h and w are requested into L1 first, so the x loads after the
-  // sum hit L1 instead of waiting on L2 again.
+  // The block sums the partials in a fixed order (each thread's kSsqPerThread-strided
+  // share, then block_sum): deterministic. A thread requests its whole share before adding
+  // any of it, so the sum waits on one L2 trip, not one per partial (measured on the H200:
+  // a serial loop cost 5 us at hidden 1,024 and 30 us at 4,096). The thread's first chunks
+  // of h and w are requested into L1 first, so the x loads after the sum hit L1.
   __device__ __forceinline__ void prepare() {
     for (int c = threadIdx.x; c < min(kc, kUnroll * static_cast<int>(blockDim.x)); c += blockDim.x) {
       asm volatile("prefetch.global.L1 [%0];" ::"l"(resid + c));
       asm volatile("prefetch.global.L1 [%0];" ::"l"(norm_w + c));
     }
     const int parts = (8 * kc + kRowsPerBlock - 1) / kRowsPerBlock;
+    const int stride = static_cast<int>(blockDim.x);
     float s = 0.f;
-    for (int i = threadIdx.x & 31; i < parts; i += 32) s += __ldcg(ssq + i);
-    inv_rms = rsqrtf(atlas::warp_sum(s) / static_cast<float>(8 * kc) + eps);
+    for (int base = 0; base < parts; base += kSsqPerThread * stride) {
+      float v[kSsqPerThread];
+#pragma unroll
+      for (int j = 0; j < kSsqPerThread; ++j) {
+        const int i = base + j * stride + static_cast<int>(threadIdx.x);
+        v[j] = i < parts ? __ldg(ssq + i) : 0.f;
+      }
+#pragma unroll
+      for (int j = 0; j < kSsqPerThread; ++j) s += v[j];
+    }
+    inv_rms = rsqrtf(atlas::block_sum(s, ssq_scratch) / static_cast<float>(8 * kc) + eps);
   }
 
   __device__ __forceinline__ void load(int, int c, float (&xf)[8]) const {

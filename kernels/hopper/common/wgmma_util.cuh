@@ -194,26 +194,34 @@ __device__ __forceinline__ void wgmma_bf16_k16(float (&d)[128], uint64_t desc_a,
   wgmma_m64n256k16(d, desc_a, desc_b);
 }
 
-// d[64 x 64] += A[64 x 16] * B[16 x 64] with A in registers and B N-major in shared memory
-// (imm-trans-b 1): a[0..3] per thread as mma.m16n8k16's A fragment of its warp's 16 rows
-// ((g, 2c..), (g+8, 2c..), (g, 2c+8..), (g+8, 2c+8..) of k16), B's 16 k-rows of 64 N-values
-// (128 bytes each, 128-byte swizzled, 8-row groups 1024 bytes apart: smem_desc's layout with
-// rows = k; one swizzle atom spans all 64 N, so the leading byte offset is unused).
-__device__ __forceinline__ void wgmma_bf16_k16_rs_mn(float (&d)[32], const uint32_t (&a)[4],
-                                                     uint64_t desc_b) {
+// d[64 x 64] += A[64 x 16] * B with A in registers: a[0..3] per thread as mma.m16n8k16's A
+// fragment of its warp's 16 rows ((g, 2c..), (g+8, 2c..), (g, 2c+8..), (g+8, 2c+8..) of k16).
+// kTransB 0: B K-major in shared memory, [64 N][16 K] (smem_desc's layout, as the SS
+// wgmmas read it). kTransB 1: B N-major, 16 k-rows of 64 N-values (128 bytes each,
+// 128-byte swizzled, 8-row groups 1024 bytes apart: smem_desc's layout with rows = k; one
+// swizzle atom spans all 64 N, so the leading byte offset is unused).
+template <int kTransB>
+__device__ __forceinline__ void wgmma_bf16_k16_rs(float (&d)[32], const uint32_t (&a)[4],
+                                                  uint64_t desc_b) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-      "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      "}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
         "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
         "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
         "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
         "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
         "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1), "n"(kTransB));
+}
+
+// The N-major form (P V with V's rows as keys).
+__device__ __forceinline__ void wgmma_bf16_k16_rs_mn(float (&d)[32], const uint32_t (&a)[4],
+                                                     uint64_t desc_b) {
+  wgmma_bf16_k16_rs<1>(d, a, desc_b);
 }
 
 // The four k16 wgmmas of one 64-column k-tile (descriptors at its start) as one commit group,

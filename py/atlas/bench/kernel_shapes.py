@@ -33,6 +33,8 @@ LONG_CONTEXT_KEYS = 16384
 #: head dims of the wgmma prefill attention (runtime/ops/attention_sm90.PREFILL_SM90_HEAD_DIMS;
 #: restated, held equal by tests/unit/test_attention_sm90.py)
 SM90_PREFILL_HEAD_DIMS = (128, 256)
+#: (ops/attention_sm90.PREFILL_SM90_QREG_HEAD_DIM, restated likewise)
+SM90_QREG_HEAD_DIM = 128
 
 
 class Family(enum.Enum):
@@ -424,7 +426,7 @@ class RopeKv:
 class PrefillAttention:
     """Causal attention of one sequence of `seq` new tokens over its own keys (GQA); `sm90`
     runs the Hopper wgmma kernel (ops.attention_sm90, head_dim 128 or 256), else
-    prefill_attn_bf16."""
+    prefill_attn_bf16; `qreg` its Q-in-registers entry point (head_dim 128)."""
 
     label: str
     seq: int
@@ -432,6 +434,7 @@ class PrefillAttention:
     kv_heads: int
     head_dim: int
     sm90: bool = False
+    qreg: bool = False
     quick: bool = False
 
     @property
@@ -906,6 +909,11 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                                     kv_heads=m.kv_heads, head_dim=m.head_dim, sm90=True,
                                     quick=t == mid_seq)
                    for t in (*scale.attention_seqs, *scale.long_prefill)]
+    if m.head_dim == SM90_QREG_HEAD_DIM:  # the A/B of the Q-in-registers entry point
+        shapes += [PrefillAttention(label=f"{m.name} T{t} sm90 qreg", seq=t, heads=m.heads,
+                                    kv_heads=m.kv_heads, head_dim=m.head_dim, sm90=True,
+                                    qreg=True)
+                   for t in (scale.attention_seqs[-1], *scale.long_prefill)]
     shapes += [DecodeAttention(label=f"{m.name} b{b} hist{h}", batch=b, history=h,
                                heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim,
                                quick=h == mid_hist)

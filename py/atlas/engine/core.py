@@ -14,8 +14,8 @@ then waits for step N's tokens and commits them, one step behind. A sequence tha
 ends (a stop token, an abort, a stop string) costs at most the one row of step N+1 it was
 already given; max_tokens and the context limit are known ahead, so they cost none. Steps
 whose next token needs the last one on the host (grammar masks, thinking budgets,
-logprobs, speculative verification: `Scheduler.needs_sync`) drain the step in flight and
-run synchronously, as does an executor that cannot launch ahead.
+speculative verification: `Scheduler.needs_sync`) drain the step in flight and run
+synchronously, as does an executor that cannot launch ahead.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ Planning a step also advances its sequences (`num_computed`, and one pending tok
 each chunk that ends its sequence's known tokens), so the next step can be planned before
 this one's tokens are back: that is how `EngineCore` keeps the device a step ahead of the
 host. `commit` then resolves the pending tokens. A sequence whose next token needs the last
-one on the host (a grammar mask, a thinking budget, logprobs, speculative drafts) makes
-the engine step synchronously (`needs_sync`).
+one on the host (a grammar mask, a thinking budget, speculative drafts) makes the engine
+step synchronously (`needs_sync`).
 
 No I/O and no device: `EngineCore` feeds `plan.chunks` to a StepExecutor and hands the
 sampled tokens back to `commit`.
@@ -87,9 +87,9 @@ class Scheduler:
     @property
     def needs_sync(self) -> bool:
         """Steps must run one at a time, each committed before the next is planned: a
-        sequence has a grammar (its mask needs the last token), a thinking budget (whether
-        the next token is forced depends on it), or logprobs (read back with the step), or
-        drafts are proposed (from the tokens so far)."""
+        sequence has a grammar (its mask needs the last token) or a thinking budget
+        (whether the next token is forced depends on it), or drafts are proposed (from the
+        tokens so far)."""
         return self._num_sync_seqs > 0 or self.speculator is not None
 
     @property
@@ -377,5 +377,4 @@ class Scheduler:
 
 def _steps_synchronously(request: EngineRequest) -> bool:
     """The request's next token depends on its last one on the host (see `needs_sync`)."""
-    return (request.grammar is not None or request.thinking is not None
-            or request.logprobs is not None)
+    return request.grammar is not None or request.thinking is not None

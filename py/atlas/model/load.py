@@ -289,8 +289,11 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                 kv.set_scales(kv_index[layer], scales * np.float32(to_pool))
 
     routes = KernelRoutes.from_env()
-    if num_draft_tokens:  # verification rows compute what decode rows do (runner docstring):
-        routes = replace(routes, fused_norm=False)  # no single-row-only norm fusion
+    if num_draft_tokens and routes.fused_norm is None:
+        # verification rows compute what decode rows do (runner docstring): no single-row-
+        # only norm fusion, unless ATLAS_FUSED_NORM=1 asks for it (the runner then gives up
+        # its row-invariance claim)
+        routes = replace(routes, fused_norm=False)
     kc = KernelCache(dev, routes)
     moe_bufs = MoeBuffers.bind(arena, limits.max_tokens, dev) if cfg.moe else None
     # with attention split too, the all-reduce after every MLP sums the experts' partials

@@ -21,9 +21,11 @@ append K/V in one launch and attend in the next (AttentionPlan.verify), and up t
 `row_invariant_rows` rows every product runs the CUDA-core GEMV and decode attention uses
 batch 1's split count. Row i of such a step then computes bit for bit what a plain decode
 step at its position computes (the GEMV's reduction order and the attention's chunking
-depend on a row's own inputs only; the residual add + RMSNorm is never fused into a
-single-row GEMV when the runner speculates): greedy speculation emits the plain tokens on
-the GPU too, and an oracle drafting the plain greedy output gets exactly its acceptance.
+depend on a row's own inputs only; a speculating runner switches the single-row norm
+fusions off, ATLAS_FUSED_NORM unset: the add + RMSNorm inside the GEMV and the carried
+residual, whose sums of squares add up in another order): greedy speculation emits the
+plain tokens on the GPU too, and an oracle drafting the plain greedy output gets exactly
+its acceptance.
 """
 
 from __future__ import annotations
@@ -123,7 +125,8 @@ class LaunchedStep:
     steps: Sequence[SeqChunk]
     #: the sampled rows in order: (chunk, i) draws at the chunk's RNG position + i
     rows: list[tuple[SeqChunk, int]]
-    want_logprobs: bool
+    #: the pinned arrays its logprobs are copied into, when a row asked for them
+    logprobs: tuple[np.ndarray, np.ndarray, np.ndarray] | None
     #: verification chunks of a hybrid model (their recurrent state may roll back)
     verifying: list[SeqChunk]
     #: the pinned buffer the sampled ids are copied into, and the event after that copy
@@ -257,6 +260,9 @@ class ModelRunner:
         self._host_ids = [backend.alloc_host_pinned(4 * limits.max_sample_rows).view(np.int32)
                           for _ in range(2)]
         self._done = [backend.create_event() for _ in range(2)]
+        #: the same alternation for the logprobs of steps that report them
+        self._host_logprobs = ([sampler.logprob_host_buffers() for _ in range(2)]
+                               if sampler.max_logprobs else [None, None])
         self._parity = 0
         #: recorded once a step's host inputs are on the device: the pinned input buffers
         #: are rewritten for the next step only after it
@@ -279,11 +285,12 @@ class ModelRunner:
         self._masked_last = False  # the last step uploaded a grammar mask
         self._logprobs_last = False  # the last step asked the sampler for logprobs
         #: verification steps of up to this many rows compute each row as a plain decode
-        #: step would (see the module docstring); 0 without speculation, and for hybrid
-        #: models (which verify eagerly) and mixtures of experts (whose expert kernels
-        #: route by row count)
+        #: step would (see the module docstring); 0 without speculation, for hybrid models
+        #: (which verify eagerly), mixtures of experts (whose expert kernels route by row
+        #: count), and where the single-row norm fusions are not switched off
         self.invariant_rows = (row_invariant_rows(model.kc) if limits.num_draft_tokens
                                and not self.has_recurrent_state and cfg.moe is None
+                               and model.kc.routes.fused_norm is False
                                and _all_bf16(model) else 0)
         #: row counts with a captured decode graph: batch sizes
         self.buckets = decode_buckets(limits.max_batch_size)
@@ -316,9 +323,10 @@ class ModelRunner:
         the KV does. Prefix-cache state snapshots are loaded before the forward and taken
         after it. A `carried` chunk's last token is the one the previously launched step
         sampled for its sequence, copied on the device."""
-        host_ids, done = self._host_ids[self._parity], self._done[self._parity]
+        parity = self._parity
+        host_ids, done = self._host_ids[parity], self._done[parity]
         if not steps:
-            return LaunchedStep(steps, [], False, [], host_ids, None)
+            return LaunchedStep(steps, [], None, [], host_ids, None)
         self._parity ^= 1
         if self._inputs_pending:
             self.backend.event_synchronize(self._inputs_done)  # pinned inputs free again
@@ -337,21 +345,24 @@ class ModelRunner:
             self.mtp.save_hidden(self.stream, self.bufs, n_tokens, normed_final=n_sample > 0)
         if rows:
             self.backend.copy_d2h(host_ids[:len(rows)], self.sampler.out_ids, self.stream)
+        logprobs = self._host_logprobs[parity] if want_logprobs else None
+        if logprobs is not None:
+            self.sampler.queue_logprobs(len(rows), logprobs, self.stream)
         self.backend.record_event(done, self.stream)
         self._sample_row = {st.seq_id: j for j, (st, _) in enumerate(rows)}
-        return LaunchedStep(steps, rows, want_logprobs, verifying, host_ids, done)
+        return LaunchedStep(steps, rows, logprobs, verifying, host_ids, done)
 
     def collect(self, launched: LaunchedStep) -> list[StepResult]:
         """Wait for a launched step and return the sampled token per chunk (None where
         sample=False, a tuple of num_draft + 1 tokens for a verification chunk). Steps
-        asking for logprobs, verifying drafts or drafting with MTP must be collected before
-        the next launch (the engine steps synchronously for them)."""
+        verifying drafts or drafting with MTP must be collected before the next launch (the
+        engine steps synchronously for them)."""
         steps, rows = launched.steps, launched.rows
         if not steps:
             return []
         assert launched.done is not None
         self.backend.event_synchronize(launched.done)
-        logprobs = self.sampler.read_logprobs(len(rows)) if launched.want_logprobs else None
+        logprobs = launched.logprobs
         ids = launched.host_ids[:len(rows)].tolist()
         out: list[StepResult] = [None] * len(steps)
         j = 0

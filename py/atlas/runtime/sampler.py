@@ -214,6 +214,22 @@ class Sampler:
         self._top_n_np[:len(top_n)] = np.maximum(np.asarray(top_n, dtype=np.int64), -1)
         self.backend.copy_h2d(self.top_n, self._top_n_np, stream)
 
+    def logprob_host_buffers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Pinned host arrays for one step's logprobs (sampled [max_batch], top ids and top
+        logprobs [max_batch, max_logprobs]), filled by `queue_logprobs`."""
+        b, k = self.max_batch, self.max_logprobs
+        pinned = self.backend.alloc_host_pinned
+        return (pinned(4 * b).view(np.float32), pinned(4 * b * k).view(np.int32).reshape(b, k),
+                pinned(4 * b * k).view(np.float32).reshape(b, k))
+
+    def queue_logprobs(self, rows: int, into: tuple[np.ndarray, np.ndarray, np.ndarray],
+                       stream: Stream) -> None:
+        """Queue on `stream` the copies of the logprobs of the step just enqueued (its
+        first `rows` rows) into `into` (`logprob_host_buffers`): read them once the stream
+        has passed this point, while later steps overwrite the device buffers."""
+        for dst, src in zip(into, (self.out_logprob, self.top_ids, self.top_logprobs)):
+            self.backend.copy_d2h(dst[:rows], src, stream)
+
     def read_logprobs(self, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(sampled-token logprob [rows], top ids [rows, K], top logprobs [rows, K]) of the
         last step, copied to the host (synchronously); only columns < top_n are valid."""

@@ -7,7 +7,8 @@ offsets that are and are not multiples of the key tile), a 1-query chunk, chunks
 inside the first or the second warpgroup's 64 rows of a 128-query block and spanning
 several blocks, histories ending inside a key tile and spanning many (tiles below the
 diagonal run unmasked), block sizes 7 and 16 (pages that straddle the key tiles), MHA and
-GQA 2, 4, 6 and 8, head_dim 256 (Qwen3.5 / Qwen3-Next full attention).
+GQA 2, 4, 6 and 8, head_dim 256 (Qwen3.5 / Qwen3-Next full attention); some head_dim-128
+shapes again on the Q-in-registers entry point (`qreg`).
 
 The kernel rounds each probability to bf16 before the PV product (as FlashAttention and
 PyTorch's SDPA do) while the row sum is summed from the f32 probabilities, so an output
@@ -25,6 +26,7 @@ from ...core.numerics import bf16_bits_to_f32
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, attention
+from ..ops.routes import KernelRoutes
 from .attention import Geometry, prefill_case
 
 #: bf16's relative rounding bound: |bf16(p) - p| <= 2^-9 p
@@ -38,16 +40,17 @@ def probability_rounding_tol(v_cache: np.ndarray) -> float:
 
 
 def sm90_prefill_case(rng: np.random.Generator, name: str, g: Geometry, q_lens: list[int],
-                      kv_lens: list[int]) -> KernelCase:
-    """cases/attention.prefill_case launched with `sm90=True`, tolerances widened by the
-    bf16 probability rounding bound."""
-    case = prefill_case(rng, name, g, q_lens, kv_lens)
+                      kv_lens: list[int], qreg: bool = False) -> KernelCase:
+    """cases/attention.prefill_case launched with `sm90=True` (on the Q-in-registers entry
+    point with `qreg`), tolerances widened by the bf16 probability rounding bound."""
+    case = prefill_case(rng, name + (" qreg" if qreg else ""), g, q_lens, kv_lens)
     num_seqs, max_blocks = len(q_lens), case.inputs["block_tables"].shape[1]
     p_tol = probability_rounding_tol(case.inputs["v_cache"])
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        routes = dataclasses.replace(KernelRoutes.from_env(), prefill_attn_qreg=qreg)
         attention.prefill_attention(
-            KernelCache(backend), stream, p["q"], p["k_cache"], p["v_cache"],
+            KernelCache(backend, routes), stream, p["q"], p["k_cache"], p["v_cache"],
             p["block_tables"], p["cu_q"], p["kv_lens"], p["out"], num_seqs, g.hq, g.hkv,
             g.head_dim, g.block_size, max_blocks, g.scale, max(q_lens), sm90=True)
 
@@ -73,6 +76,13 @@ SM90_PREFILL_SHAPES = [
 ]
 
 
+#: the shapes run again on the Q-in-registers entry point (head_dim 128)
+SM90_QREG_SHAPES = [shape for shape in SM90_PREFILL_SHAPES if shape[0] in (
+    "prefill sm90 gqa4 bs16 mixed", "prefill sm90 mha bs7 three tiles",
+    "prefill sm90 gqa6 bs16 two blocks offset")]
+
+
 @kernel_cases("attention_sm90")
 def sm90_prefill_cases(rng: np.random.Generator) -> list[KernelCase]:
-    return [sm90_prefill_case(rng, *shape) for shape in SM90_PREFILL_SHAPES]
+    return ([sm90_prefill_case(rng, *shape) for shape in SM90_PREFILL_SHAPES]
+            + [sm90_prefill_case(rng, *shape, qreg=True) for shape in SM90_QREG_SHAPES])

@@ -13,11 +13,13 @@ route off); its speed against prefill_attn_bf16 and PyTorch SDPA is the kernel t
 from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import PREFILL_ATTN_SM90
+from ..kernel_abi import PREFILL_ATTN_SM90, PREFILL_ATTN_SM90_QREG
 from . import KernelCache
 
 #: the head dimensions compiled (attention_sm90.cu's instantiations)
 PREFILL_SM90_HEAD_DIMS = (128, 256)
+#: the head dimension of the Q-in-registers entry point (prefill_attn_sm90_qreg_bf16)
+PREFILL_SM90_QREG_HEAD_DIM = 128
 #: two warpgroups per block, 64 query rows each (attention_sm90.cu kThreads, kBQ)
 PREFILL_SM90_THREADS = 256
 PREFILL_SM90_QUERY_TILE = 128
@@ -56,12 +58,15 @@ def prefill_attention_sm90(kc: KernelCache, stream: Stream, q: DevicePtr, k_cach
                            kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hq: int,
                            hkv: int, head_dim: int, block_size: int, max_blocks: int,
                            scale: float, max_q_len: int) -> None:
-    """The launch (ops.attention.prefill_attention validated the shared arguments)."""
+    """The launch (ops.attention.prefill_attention validated the shared arguments); head_dim
+    128 takes the Q-in-registers entry point where routes.prefill_attn_qreg says so."""
     if head_dim not in PREFILL_SM90_HEAD_DIMS:
         raise ValueError(f"prefill_attention_sm90: head_dim={head_dim} (compiled: "
                          f"{PREFILL_SM90_HEAD_DIMS})")
     smem = prefill_sm90_smem(head_dim)
-    launch = kc.get_with_shared(PREFILL_ATTN_SM90, prefill_sm90_smem(max(PREFILL_SM90_HEAD_DIMS)))
+    qreg = kc.routes.prefill_attn_qreg and head_dim == PREFILL_SM90_QREG_HEAD_DIM
+    sig = PREFILL_ATTN_SM90_QREG if qreg else PREFILL_ATTN_SM90
+    launch = kc.get_with_shared(sig, prefill_sm90_smem(max(PREFILL_SM90_HEAD_DIMS)))
     launch(stream, prefill_sm90_grid(hq, max_q_len, num_seqs), PREFILL_SM90_THREADS, smem, q,
            k_cache, v_cache, block_tables, cu_q, kv_lens, out, num_seqs, hq, hkv, head_dim,
            block_size, max_blocks, scale)

@@ -26,7 +26,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (attention_long); ATLAS_DECODE_ATTN_LONG_MIN_KEYS=N: the shortest block-table reach (keys)
   that takes it (default ops/attention_long.LONG_CONTEXT_KEYS).
 * ATLAS_PREFILL_ATTN_SM90=0: prefill attention never on the Hopper wgmma kernel
-  (attention_sm90, head_dim 128), always on prefill_attn_bf16.
+  (attention_sm90, head_dim 128 and 256), always on prefill_attn_bf16.
+* ATLAS_PREFILL_ATTN_QREG=1: head_dim-128 prefill attention on the wgmma kernel's Q-in-
+  registers entry point (prefill_attn_sm90_qreg_bf16); off by default until measured.
 * ATLAS_MOE_SM90=0: the MoE grouped GEMMs on the mma.sync kernels (moe_grouped), never the
   Hopper wgmma ones (moe_grouped_sm90).
 * ATLAS_MOE_FUSED_DECODE=0: a decode MoE layer as separate launches (router GEMV, top-k,
@@ -36,11 +38,11 @@ what it asked for each time, and importing Atlas never depends on the environmen
   recurrent delta rule, the gated RMSNorm) instead of the fused gdn_decode kernel.
 * ATLAS_GDN_CHUNK_TC=0: the chunked (prefill) delta rule on CUDA cores only, never the
   tensor-core kernel (gated_delta_chunk_tc).
-* ATLAS_FUSED_NORM=1 / 0: batch-1 decode fuses the add + RMSNorm before qkv / gate_up into
-  the GEMV's x load (gemv_add_rmsnorm_bf16_single) for every such product / for none; unset,
-  for latency-bound products only (ops/matmul.fuses_norm's byte rule). 0 also turns off the
-  residual stream carried by the GEMVs (ops/matmul.carries_residual: o_proj / down adding
-  into the residual, gemv_rmsnorm_bf16_single normalizing from their partial sums).
+* ATLAS_FUSED_NORM=1: batch-1 decode carries the residual stream in the GEMVs
+  (ops/matmul.carries_residual: o_proj / down add into the residual, gemv_rmsnorm_bf16_single
+  normalizes qkv's / gate_up's input from their partial sums of squares) and fuses the other
+  add + RMSNorms before a GEMV into its x load (gemv_add_rmsnorm_bf16_single). Unset or 0:
+  neither (add_rmsnorm, then the GEMV: the fastest measured on the H200, 2026-12-01).
 """
 
 from __future__ import annotations
@@ -111,6 +113,7 @@ class KernelRoutes:
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     prefill_attn_sm90: bool = True
+    prefill_attn_qreg: bool = False
     fused_norm: bool | None = None
 
     @classmethod
@@ -145,4 +148,5 @@ class KernelRoutes:
                    decode_attn_long_min_keys=_env_count(env, "ATLAS_DECODE_ATTN_LONG_MIN_KEYS",
                                                         DEFAULT_DECODE_ATTN_LONG_MIN_KEYS),
                    prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", True),
+                   prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
                    fused_norm=_env_tristate(env, "ATLAS_FUSED_NORM"))

@@ -31,7 +31,7 @@ import numpy as np
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
 from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_COMBINE, DECODE_ATTN_LONG, DECODE_ATTN_ROPE,
-                          PREFILL_ATTN, PREFILL_ATTN_SM90)
+                          PREFILL_ATTN, PREFILL_ATTN_SM90, PREFILL_ATTN_SM90_QREG)
 from ..ops.attention import decode_split_rule
 from . import HostMemory, WithScratch, reference
 from .rope_kv import qk_norm_rope_kv_bf16
@@ -102,6 +102,7 @@ def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.
 
 @reference(PREFILL_ATTN)
 @reference(PREFILL_ATTN_SM90)
+@reference(PREFILL_ATTN_SM90_QREG)
 def prefill_attn_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: int,
                       v_cache: int, block_tables: int, cu_q: int, kv_lens: int, out: int,
                       num_seqs: int, hq: int, hkv: int, head_dim: int, block_size: int,
