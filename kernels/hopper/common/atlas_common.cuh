@@ -49,6 +49,40 @@ __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
   return v;
 }
 
+// The same 16-byte streamed weight load for use BEFORE pdl_wait(): a plain (weak, coherent)
+// global load with no L1 allocation and the 256-byte L2 prefetch. ptxas sinks every
+// ld.global.nc below griddepcontrol.wait (the read-only path must not see data the previous
+// grid is still writing), so an ld_stream placed before the wait is issued after it in SASS
+// (checked with nvdisasm, nvcc 13.0, sm_90a): a pre-wait weight prefetch must use this.
+__device__ __forceinline__ uint4 ld_prefetch(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+// Copy n 16-byte chunks from global memory (through L2: another kernel may have written
+// them) into shared memory, the whole block cooperating, kUnroll loads of a thread in flight
+// before its first store (a load and its store per iteration cost one dependent L2 round trip
+// per chunk). The caller synchronizes the block before reading dst.
+template <int kUnroll>
+__device__ __forceinline__ void stage_to_shared(uint4* dst, const uint4* src, int n) {
+  for (int base = threadIdx.x; base < n; base += kUnroll * static_cast<int>(blockDim.x)) {
+    uint4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = base + u * static_cast<int>(blockDim.x);
+      if (i < n) v[u] = __ldcg(src + i);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = base + u * static_cast<int>(blockDim.x);
+      if (i < n) dst[i] = v[u];
+    }
+  }
+}
+
 __device__ __forceinline__ float bf16_to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 // Round-to-nearest-even, identical to atlas.core.numerics.f32_to_bf16_bits.

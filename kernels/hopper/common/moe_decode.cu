@@ -293,8 +293,8 @@ __device__ __forceinline__ DownItem down_item(const DownArgs& a, const int32_t* 
 }
 
 // Chunks lane + 32 (s0 + s), s < kBatch, of every item (the ones past an item's end are not
-// loaded and never used).
-template <int kItems, int kBatch>
+// loaded and never used). kBeforeWait: the loads precede the PDL wait (atlas::ld_prefetch).
+template <bool kBeforeWait, int kItems, int kBatch>
 __device__ __forceinline__ void load_down_batch(const DownItem (&it)[kItems], int s0,
                                                 uint4 (&wv)[kItems][kBatch]) {
   const int lane = threadIdx.x & 31;
@@ -303,7 +303,8 @@ __device__ __forceinline__ void load_down_batch(const DownItem (&it)[kItems], in
 #pragma unroll
     for (int s = 0; s < kBatch; ++s) {
       const int c = lane + 32 * (s0 + s);
-      if (c < it[m].n) wv[m][s] = atlas::ld_stream(it[m].w + c);
+      if (c < it[m].n)
+        wv[m][s] = kBeforeWait ? atlas::ld_prefetch(it[m].w + c) : atlas::ld_stream(it[m].w + c);
     }
 }
 
@@ -347,11 +348,11 @@ __device__ __noinline__ void down_block(const DownArgs a) {
   for (int m = 0; m < kItems; ++m)
     it[m] = down_item(a, ids, warp + kWarps * m, items, slots, blockIdx.x * a.rows, row_end,
                       kc);
-  load_down_batch(it, 0, wv);
+  load_down_batch<true>(it, 0, wv);
   atlas::pdl_enter();
 
   const uint4* act = reinterpret_cast<const uint4*>(a.act) + static_cast<size_t>(token) * slots * kc;
-  for (int v = threadIdx.x; v < slots * kc; v += blockDim.x) act_s[v] = __ldcg(act + v);
+  atlas::stage_to_shared<3>(act_s, act, slots * kc);  // 3: the act of 8 x 768 in one trip
   __syncthreads();
 
   for (int g = 0; g < groups; ++g) {
@@ -371,12 +372,12 @@ __device__ __noinline__ void down_block(const DownArgs a) {
           if (c < it[m].n) acc[m] = dot8(wv[m][s], x, acc[m]);
         }
       if (s0 + kBatch < steps) {
-        load_down_batch(it, s0 + kBatch, wv);
+        load_down_batch<false>(it, s0 + kBatch, wv);
       } else if (g + 1 < groups) {  // the next group's first batch, before this one's sums
 #pragma unroll
         for (int m = 0; m < kItems; ++m)
           it[m] = down_item(a, ids, warp + kWarps * m, items, slots, row0 + rpg, row_end, kc);
-        load_down_batch(it, 0, wv);
+        load_down_batch<false>(it, 0, wv);
       }
     }
 #pragma unroll
@@ -479,9 +480,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
       }
       if (lane == 0) n_pairs = min(count, group);
     }
-    const uint4* xg = reinterpret_cast<const uint4*>(x);
-    for (int v = threadIdx.x; v < static_cast<int>(tokens * hidden / 8); v += blockDim.x)
-      xs[v] = __ldcg(xg + v);
+    atlas::stage_to_shared<4>(xs, reinterpret_cast<const uint4*>(x),
+                              static_cast<int>(tokens * hidden / 8));
     __syncthreads();
     return static_cast<int>(n_pairs);
   };

@@ -167,10 +167,15 @@ constexpr int kGateMaxTokens = 8;  // ops/moe.py DECODE_MAX_TOKENS
 constexpr int kGateBatch = 8;
 
 // Chunks c0 + 32 i of a gate row (past the row: its last chunk again, never used).
+// kBeforeWait: the loads precede the PDL wait (atlas::ld_prefetch).
+template <bool kBeforeWait>
 __device__ __forceinline__ void load_gate_batch(const uint4* wr, int c0, int kc,
                                                 uint4 (&wv)[kGateBatch]) {
 #pragma unroll
-  for (int i = 0; i < kGateBatch; ++i) wv[i] = atlas::ld_stream(wr + min(c0 + 32 * i, kc - 1));
+  for (int i = 0; i < kGateBatch; ++i) {
+    const uint4* p = wr + min(c0 + 32 * i, kc - 1);
+    wv[i] = kBeforeWait ? atlas::ld_prefetch(p) : atlas::ld_stream(p);
+  }
 }
 
 // out[t * stride] = bf16(x[t] . wrow) widened, for every token (the GEMV_F32OUT numerics):
@@ -190,7 +195,7 @@ __device__ __forceinline__ void gate_row(const uint4* xs, const uint4* wr,
 #pragma unroll
   for (int t = 0; t < kGateMaxTokens; ++t) acc[t] = 0.f;
   for (int c0 = lane; c0 < kc; c0 += 32 * kGateBatch) {
-    if (c0 != lane) load_gate_batch(wr, c0, kc, wv);
+    if (c0 != lane) load_gate_batch<false>(wr, c0, kc, wv);
 #pragma unroll
     for (int i = 0; i < kGateBatch; ++i) {
       const int c = c0 + 32 * i;
@@ -248,11 +253,10 @@ __device__ __forceinline__ void gate_route(const GateArgs& a) {
   // the gate row is a weight (no kernel writes it): requested before the PDL wait, so its
   // DRAM round trip overlaps the previous kernel
   uint4 wv[kGateBatch];
-  if (has_row) load_gate_batch(wr, threadIdx.x & 31, hidden / 8, wv);
+  if (has_row) load_gate_batch<true>(wr, threadIdx.x & 31, hidden / 8, wv);
   atlas::pdl_enter();
   extern __shared__ uint4 xs[];  // [tokens][hidden / 8]: ops/moe.py gate_topk_smem
-  const uint4* xg = reinterpret_cast<const uint4*>(a.x);
-  for (int v = threadIdx.x; v < tokens * (hidden / 8); v += blockDim.x) xs[v] = __ldcg(xg + v);
+  atlas::stage_to_shared<8>(xs, reinterpret_cast<const uint4*>(a.x), tokens * (hidden / 8));
   __syncthreads();
   if (has_row) {
     float* out = shared_row ? a.shared_logits : a.logits + e;
