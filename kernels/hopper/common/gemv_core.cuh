@@ -121,6 +121,9 @@ struct StoreY {
 };
 
 // kUnroll chunks of each of the block's rows, starting at chunk c0 (zeros past the row end).
+// kPreWait: the tile requested before the PDL wait, through atlas::ld_prefetch (ptxas sinks
+// ld.global.nc, ld_stream's load, below griddepcontrol.wait).
+template <bool kPreWait = false>
 __device__ __forceinline__ void load_weight_tile(uint4 (&wv)[kUnroll][kRowsPerBlock],
                                                  const uint4* const (&wrow)[kRowsPerBlock],
                                                  int c0, int kc) {
@@ -129,7 +132,8 @@ __device__ __forceinline__ void load_weight_tile(uint4 (&wv)[kUnroll][kRowsPerBl
     const int c = c0 + u * static_cast<int>(blockDim.x);
 #pragma unroll
     for (int r = 0; r < kRowsPerBlock; ++r)
-      wv[u][r] = c < kc ? atlas::ld_stream(wrow[r] + c) : make_uint4(0u, 0u, 0u, 0u);
+      wv[u][r] = c >= kc ? make_uint4(0u, 0u, 0u, 0u)
+                 : kPreWait ? atlas::ld_prefetch(wrow[r] + c) : atlas::ld_stream(wrow[r] + c);
   }
 }
 
@@ -156,7 +160,7 @@ __device__ __forceinline__ void gemv_rows(XLoad xload, W fmt, const void* __rest
   // The first tile of weights is requested before waiting on the previous kernel (weights
   // are never written by a kernel), so its DRAM round trip overlaps that kernel's tail.
   uint4 wv[kUnroll][kRowsPerBlock];
-  load_weight_tile(wv, wrow, threadIdx.x, kc);
+  load_weight_tile<true>(wv, wrow, threadIdx.x, kc);
   atlas::pdl_enter();
   out.prepare(row0, n);
   xload.prepare();
