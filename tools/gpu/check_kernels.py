@@ -317,7 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, help="input seed (default: from the clock)")
     ap.add_argument("--out", type=Path, help="JSON result path "
                     "(default bench/results/gpu_check-<date>-<commit>.json)")
-    ap.add_argument("-k", dest="select", help="only cases whose name contains this text")
+    ap.add_argument("-k", dest="select", action="append", default=[],
+                    help="only cases whose name contains this text (repeatable: any of them)")
     ap.add_argument("-x", dest="exclude", action="append", default=[],
                     help="skip cases whose name contains this text (repeatable)")
     ap.add_argument("--backend", choices=("cuda", "host"), default="cuda",
@@ -325,7 +326,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     seed = args.seed if args.seed is not None else int(time.time()) % 2**31
-    cases = [c for c in all_cases(seed) if (not args.select or args.select in c.name)
+    cases = [c for c in all_cases(seed)
+             if (not args.select or any(k in c.name for k in args.select))
              and not any(x in c.name for x in args.exclude)]
     duplicates = sorted({c.name for c in cases if [d.name for d in cases].count(c.name) > 1})
     if duplicates:

@@ -87,7 +87,9 @@ stage_build_kernels() {
 stage_check_kernels() {
   local seed_args=()
   [ -n "${ATLAS_CHECK_SEED:-}" ] && seed_args=(--seed "$ATLAS_CHECK_SEED")
-  "$PY" tools/gpu/check_kernels.py ${seed_args[@]+"${seed_args[@]}"} \
+  local select=() k
+  for k in ${ATLAS_CHECK_SELECT:-}; do select+=(-k "$k"); done  # e.g. "moe gemv": those cases only
+  "$PY" tools/gpu/check_kernels.py ${seed_args[@]+"${seed_args[@]}"} ${select[@]+"${select[@]}"} \
     --out "$RESULTS/gpu_check-$STAMP.json"
 }
 
