@@ -266,6 +266,23 @@ __device__ __forceinline__ void state_products_tc(const float* Qs, const float* 
     for (int i = 0; i < 4; ++i) epilogue(acc_row(r0, i), acc_col(8 * j, i), ks[j][i], qs[j][i]);
 }
 
+// acc += A[r0 .. r0+16)[0 .. kChunk) x VnT[0 .. kChunk)[0 .. kDvTile) on tensor cores (split
+// bf16): the one 16-row product both the chunk outputs and the state update take.
+__device__ __forceinline__ void rows16_times_vn(const F32Operand& A, int r0, const F32Operand& VnT,
+                                                float (&acc)[kDvTile / 8][4]) {
+#pragma unroll
+  for (int k0 = 0; k0 < kChunk; k0 += 16) {
+    uint32_t a_hi[4], a_lo[4];
+    A.a_frag(r0, k0, a_hi, a_lo);
+#pragma unroll
+    for (int j = 0; j < kDvTile / 8; ++j) {
+      uint32_t b_hi[2], b_lo[2];
+      VnT.b_frag_t(k0, 8 * j, b_hi, b_lo);
+      mma_split(acc[j], a_hi, a_lo, b_hi, b_lo);
+    }
+  }
+}
+
 // 6 on tensor cores: warp w computes rows 16w.. of QK V' ([kChunk, kDvTile]; QK is zero
 // above its diagonal and V' past row n, so the full product is the causal sum); the caller's
 // epilogue gets (row, column, sum) per accumulator element.
@@ -276,17 +293,7 @@ __device__ __forceinline__ void output_products_tc(const float* QK, int ldc, con
   const F32Operand VnT{Vn, 1, ldv, nullptr};  // VnT(c, r) = V'[r][c]
   const int r0 = 16 * (threadIdx.x >> 5);
   float acc[kDvTile / 8][4] = {};
-#pragma unroll
-  for (int k0 = 0; k0 < kChunk; k0 += 16) {
-    uint32_t a_hi[4], a_lo[4];
-    QKop.a_frag(r0, k0, a_hi, a_lo);
-#pragma unroll
-    for (int j = 0; j < kDvTile / 8; ++j) {
-      uint32_t b_hi[2], b_lo[2];
-      VnT.b_frag_t(k0, 8 * j, b_hi, b_lo);
-      mma_split(acc[j], a_hi, a_lo, b_hi, b_lo);
-    }
-  }
+  rows16_times_vn(QKop, r0, VnT, acc);
 #pragma unroll
   for (int j = 0; j < kDvTile / 8; ++j)
 #pragma unroll
@@ -302,17 +309,7 @@ __device__ __forceinline__ void state_update_tc(const float* Ks, int ldk, int dk
   const F32Operand VnT{Vn, 1, ldv, nullptr};  // VnT(c, r) = V'[r][c]
   for (int m0 = 16 * (threadIdx.x >> 5); m0 < dk; m0 += 16 * kWarps) {
     float acc[kDvTile / 8][4] = {};
-#pragma unroll
-    for (int k0 = 0; k0 < kChunk; k0 += 16) {
-      uint32_t a_hi[4], a_lo[4];
-      KdT.a_frag(m0, k0, a_hi, a_lo);
-#pragma unroll
-      for (int j = 0; j < kDvTile / 8; ++j) {
-        uint32_t b_hi[2], b_lo[2];
-        VnT.b_frag_t(k0, 8 * j, b_hi, b_lo);
-        mma_split(acc[j], a_hi, a_lo, b_hi, b_lo);
-      }
-    }
+    rows16_times_vn(KdT, m0, VnT, acc);
 #pragma unroll
     for (int j = 0; j < kDvTile / 8; ++j)
 #pragma unroll
