@@ -26,6 +26,8 @@ Specification (all arithmetic float32 on bf16-widened inputs):
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
@@ -107,6 +109,21 @@ def prefill_attn_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache:
                       v_cache: int, block_tables: int, cu_q: int, kv_lens: int, out: int,
                       num_seqs: int, hq: int, hkv: int, head_dim: int, block_size: int,
                       max_blocks: int, scale: float) -> None:
+    prefill_over_gathered(
+        mem, q, cu_q, block_tables, kv_lens, out, num_seqs, hq, head_dim, max_blocks, scale,
+        lambda table, kv_len: (
+            gather_kv(mem, k_cache, table, kv_len, hkv, block_size, head_dim),
+            gather_kv(mem, v_cache, table, kv_len, hkv, block_size, head_dim)))
+
+
+def prefill_over_gathered(mem: HostMemory, q: int, cu_q: int, block_tables: int, kv_lens: int,
+                          out: int, num_seqs: int, hq: int, head_dim: int, max_blocks: int,
+                          scale: float,
+                          gather: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]],
+                          ) -> None:
+    """Causal prefill attention of every sequence's chunk over its cached keys, which
+    `gather(block_table_row, kv_len)` returns as float32 (k, v) [hkv, kv_len, D]: the one
+    loop of the bf16 and the quantized-cache references."""
     cu = mem.view(cu_q, np.int32, num_seqs + 1).astype(np.int64)
     tables, lens = _tables(mem, block_tables, kv_lens, num_seqs, max_blocks)
     total = int(cu[-1])
@@ -120,8 +137,7 @@ def prefill_attn_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache:
         if kv_len < hi - lo:
             raise ValueError(f"sequence {b}: kv_len {kv_len} < q_len {hi - lo} (the chunk's "
                              f"keys must already be in the cache)")
-        k = gather_kv(mem, k_cache, tables[b], kv_len, hkv, block_size, head_dim)
-        v = gather_kv(mem, v_cache, tables[b], kv_len, hkv, block_size, head_dim)
+        k, v = gather(tables[b], kv_len)
         positions = np.arange(kv_len - (hi - lo), kv_len)
         o[lo:hi] = f32_to_bf16_bits(causal_attention(qf[lo:hi], k, v, positions, scale))
 

@@ -13,13 +13,13 @@ import numpy as np
 
 from typing import Any, Callable
 
-from ...core.numerics import (bf16_bits_to_f32, e2m1_to_f32, f32_to_bf16_bits,
-                              fp8_e4m3_to_f32, unpack_e2m1)
+from ...core.numerics import (bf16_bits_to_f32, e2m1_to_f32, fp8_e4m3_to_f32,
+                              unpack_e2m1)
 from ..gpu import Dim3, KernelSig
 from ..kernel_abi import DECODE_ATTN_FP8, DECODE_ATTN_NVFP4, PREFILL_ATTN_FP8, \
     PREFILL_ATTN_NVFP4
 from . import HostMemory, reference
-from .attention import _tables, causal_attention, gather_codes, split_partials
+from .attention import _tables, gather_codes, prefill_over_gathered, split_partials
 
 
 def dequant_fp8_rows(rows: np.ndarray, scale: np.ndarray) -> np.ndarray:
@@ -62,26 +62,14 @@ def prefill_attn_kvq(fmt: str, mem: HostMemory, q: int, k_cache: int, v_cache: i
                      kv_scales: int, block_tables: int, cu_q: int, kv_lens: int, out: int,
                      num_seqs: int, hq: int, hkv: int, head_dim: int, block_size: int,
                      max_blocks: int, scale: float) -> None:
-    cu = mem.view(cu_q, np.int32, num_seqs + 1).astype(np.int64)
-    tables, lens = _tables(mem, block_tables, kv_lens, num_seqs, max_blocks)
     sc = _scales(mem, kv_scales, hkv)
-    total = int(cu[-1])
-    qf = bf16_bits_to_f32(mem.view(q, np.uint16, total * hq * head_dim)).reshape(
-        total, hq, head_dim)
-    o = mem.view(out, np.uint16, total * hq * head_dim).reshape(total, hq, head_dim)
-    for b in range(num_seqs):
-        lo, hi, kv_len = int(cu[b]), int(cu[b + 1]), int(lens[b])
-        if hi == lo:
-            continue
-        if kv_len < hi - lo:
-            raise ValueError(f"sequence {b}: kv_len {kv_len} < q_len {hi - lo} (the chunk's "
-                             f"keys must already be in the cache)")
-        k = gather_kv_quantized(mem, fmt, k_cache, sc[0], tables[b], kv_len, hkv, block_size,
-                                head_dim)
-        v = gather_kv_quantized(mem, fmt, v_cache, sc[1], tables[b], kv_len, hkv, block_size,
-                                head_dim)
-        positions = np.arange(kv_len - (hi - lo), kv_len)
-        o[lo:hi] = f32_to_bf16_bits(causal_attention(qf[lo:hi], k, v, positions, scale))
+    prefill_over_gathered(
+        mem, q, cu_q, block_tables, kv_lens, out, num_seqs, hq, head_dim, max_blocks, scale,
+        lambda table, kv_len: (
+            gather_kv_quantized(mem, fmt, k_cache, sc[0], table, kv_len, hkv, block_size,
+                                head_dim),
+            gather_kv_quantized(mem, fmt, v_cache, sc[1], table, kv_len, hkv, block_size,
+                                head_dim)))
 
 
 def decode_attn_kvq(fmt: str, mem: HostMemory, q: int, k_cache: int, v_cache: int,
