@@ -779,6 +779,21 @@ stage_async_scheduling() {
   return $rc
 }
 
+# Issue 12, the quantized decode GEMV alone (a few minutes): its GPU check cases (every
+# gemv_quant_direct / gemv_mma_quant / CUDA-core FP8 and NVFP4 case vs float64), then the
+# kernel-table rows of the register-fed kernel at batch 1 and 8 for the Qwen3-8B projections
+# (qkv 4096->6144, o 4096->4096, gate_up 4096->24576 plain and ending with the SwiGLU, down
+# 12288->4096) and other published widths, FP8-block and NVFP4, each with its GB/s and % of
+# copy bandwidth; the ring-kernel rows are the A/B.
+stage_quant_kernels() {
+  local rc=0
+  "$PY" tools/gpu/check_kernels.py -k gemv_qd -k gemv_mma_ -k gemv_fp8 -k gemv_nvfp4 \
+    --out "$RESULTS/gpu_check_quant-$STAMP.json" || rc=1
+  "$PY" tools/gpu/bench_kernels.py -k "b1 fp8-block" -k "b1 nvfp4" -k "b8 fp8-block" \
+    -k "b8 nvfp4" --out-dir "$RESULTS" || rc=1
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity
         decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
@@ -788,7 +803,8 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         prefix_bench prefix_bench_hybrid spec_bench_hybrid quant_bench moe_full quant_profile
         quant_profile_nvfp4 quant_lm_head
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
-        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab)
+        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
+        quant_kernels)
 
 # ---- runner -------------------------------------------------------------------------------
 
