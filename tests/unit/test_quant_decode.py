@@ -125,12 +125,16 @@ def _spread(q: np.ndarray) -> list[np.ndarray]:
     """e2m1x8_to_bf16x2_spread on every word of q, its four `p[i] = ...;` expressions read
     from the header and evaluated (they are valid Python once the `u` suffixes go)."""
     consts = {name: int(v, 16) for name, v in
-              re.findall(r"(kSign|kMag) = (0x[0-9A-Fa-f]+)u", HEADER)}
+              re.findall(r"(kSign) = (0x[0-9A-Fa-f]+)u", HEADER)}
     body = HEADER[HEADER.index("void e2m1x8_to_bf16x2_spread"):]
-    exprs = re.findall(r"p\[(\d)\] = (.+);", body[:body.index("\n}")])
-    assert [int(i) for i, _ in exprs] == [0, 1, 2, 3] and set(consts) == {"kSign", "kMag"}
+    body = body[:body.index("\n}")]
+    exprs = re.findall(r"p\[(\d)\] = (.+);", body)
+    assert [int(i) for i, _ in exprs] == [0, 1, 2, 3] and set(consts) == {"kSign"}
     q = q.astype(np.uint64)
     env = {"q": q, **{k: np.uint64(v) for k, v in consts.items()}}
+    for sh, name, src in re.findall(r'asm\("shr.b32 %0, %1, (\d+);" : "=r"\((\w+)\) : '
+                                    r'"r"\((\w+)\)\);', body):  # helper words
+        env[name] = env[src] >> np.uint64(int(sh))
     out = []
     for _, e in exprs:
         e = re.sub(r"(0x[0-9A-Fa-f]+)u", r"np.uint64(\1)", e)

@@ -92,16 +92,20 @@ __device__ __forceinline__ void e2m1x8_to_bf16x2(uint32_t q, const E2m1Lut& lut,
 // field e1 e0, mantissa msb m: 2^(e - 127) (1 + m / 2) = e2m1 * 2^-126 for e >= 1, and the
 // bf16 subnormal 0.5 * 2^-126 for e = 0, m = 1) and its sign to bit 15. Values i and i + 4
 // sit 16 bits apart, so one shift and mask moves both halves of a pair: per pair one AND,
-// one OR-with-mask (LOP3) and two shifts (left shifts become IMAD.SHL off the integer
-// pipe), 10 integer-pipe instructions for 8 values (the byte-table decode below takes 15
-// plus a table per scale). The subnormal never reaches the tensor cores: callers multiply
+// one OR-with-mask (LOP3) and two left shifts (IMAD.SHL, off the integer pipe), plus one
+// right shift per word: 9 integer-pipe instructions for 8 values (the byte-table decode
+// below takes 15 plus a table per scale). The subnormal never reaches the tensor cores: callers multiply
 // every pair by a scaled group scale first (e2m1x8_scaled_pairs).
 __device__ __forceinline__ void e2m1x8_to_bf16x2_spread(uint32_t q, uint32_t (&p)[4]) {
-  constexpr uint32_t kSign = 0x80008000u, kMag = 0x01C001C0u;
+  constexpr uint32_t kSign = 0x80008000u;
   p[0] = ((q << 12) & kSign) | ((q & 0x00070007u) << 6);
   p[1] = ((q << 8) & kSign) | ((q & 0x00700070u) << 2);
-  p[2] = ((q << 4) & kSign) | ((q >> 2) & kMag);
-  p[3] = (q & kSign) | ((q >> 6) & kMag);
+  // codes 2, 3, 6, 7 where 0, 1, 4, 5 were: one right shift (in asm, else the compiler folds
+  // it into two right shifts on the integer pipe where left shifts go to IMAD.SHL)
+  uint32_t r;
+  asm("shr.b32 %0, %1, 8;" : "=r"(r) : "r"(q));
+  p[2] = ((q << 4) & kSign) | ((r & 0x00070007u) << 6);
+  p[3] = (q & kSign) | ((r & 0x00700070u) << 2);
 }
 
 // e2m1x8_scaled_pairs's products are e2m1 * s * 2^(kE2m1ScaleExp - 126)
