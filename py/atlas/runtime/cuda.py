@@ -20,6 +20,7 @@ that off, for A/B measurements.
 from __future__ import annotations
 
 import ctypes
+import os
 import struct
 import threading
 from typing import Any, Mapping, Sequence
@@ -41,8 +42,15 @@ _SLOT_FORMAT = {ArgKind.PTR: "Q", ArgKind.U64: "Q", ArgKind.U32: "I4x", ArgKind.
 
 CAPTURE_MODES = ("global", "thread_local", "relaxed")
 
+#: the driver's JIT cache ceiling Atlas asks for unless the user set one: the SASS the
+#: driver compiles from one model's PTX sets outgrows its 256 MB default, and a cache that
+#: evicts makes every process pay the whole JIT again (about a minute on an H200 host)
+JIT_CACHE_BYTES = 4 << 30
+
 
 def _load_driver() -> Any:
+    # read by the driver at cuInit, so it must be in the environment before the first call
+    os.environ.setdefault("CUDA_CACHE_MAXSIZE", str(JIT_CACHE_BYTES))
     try:
         from cuda.bindings import driver
     except ImportError as exc:  # pragma: no cover - depends on the installation
