@@ -29,13 +29,15 @@
 // Launch (ops/matmul.py): grid = ceil(n / 4), block = min(256, roundup32(k / 8)) threads.
 // Preconditions: k % 8 == 0, x (or gate_up) and w 16-byte aligned.
 #include "gemv_core.cuh"
+#include "gemv_prefetch.cuh"
 
 namespace {
 
 using namespace atlas::gemv;
 
 __shared__ float partial_sums[kMaxThreads / 32][kMaxAcc];  // [warp][m * 4 + r]
-extern __shared__ uint4 staged_x[];  // NormX: the normalized row, k / 8 chunks (dynamic)
+extern __shared__ uint4 staged_x[];  // NormX: the normalized row; the prefetching kernels' x + ring
+__shared__ PrefetchShared prefetch_shared;
 // SsqNormX's block sum: its own scratch, since warps that finish the main loop early write
 // partial_sums while slower ones may still read the sum (no barrier after it)
 __shared__ float ssq_scratch[kMaxThreads / 32];
@@ -194,20 +196,21 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
   gemv<true>(plain_x(x, k), w, y, m, n, k);
 }
 
-// m == 1 only (ops/matmul.py picks it for batch-1 decode): without the 8-row instantiation
-// the kernel needs about a third of the registers, so more blocks stream weights per SM.
-extern "C" __global__ void __launch_bounds__(kMaxThreads)
+// m == 1 only (ops/matmul.py picks them for batch-1 decode): gemv_prefetch.cuh's kernel, one
+// block per SM whose weight slice is bulk-copied into shared memory before the PDL wait
+// (dynamic shared memory: x and the weight ring, ops/matmul.py gemv_prefetch_plan).
+extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
     gemv_bf16_single(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
                      uint32_t m, uint32_t n, uint32_t k) {
   if (m != 1) __trap();
-  gemv_rows<1, false>(plain_x(x, k), Bf16W{}, w, y, n, k, partial_sums);
+  gemv_prefetch_rows<false>(plain_x(x, k), w, y, n, k, staged_x, prefetch_shared);
 }
 
-extern "C" __global__ void __launch_bounds__(kMaxThreads)
+extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
     gemv_bf16_f32_single(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, uint32_t m,
                          uint32_t n, uint32_t k) {
   if (m != 1) __trap();
-  gemv_rows<1, true>(plain_x(x, k), Bf16W{}, w, y, n, k, partial_sums);
+  gemv_prefetch_rows<true>(plain_x(x, k), w, y, n, k, staged_x, prefetch_shared);
 }
 
 // The MLP down projection with its activation fused: y = swiglu(gate_up) @ w.T, where
@@ -220,11 +223,14 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
   gemv<false>(swiglu_x(gate_up, k), w, y, m, n, k);
 }
 
+// The prefetching single-row kernel with the SwiGLU computed once per block into its x stage
+// (a block owns a contiguous row range, so the activation is computed once per SM, not once
+// per 4 rows as gemv_silu_bf16 does: cheap enough at Qwen3-8B's k = 12,288 too).
 extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
     gemv_silu_bf16_single(const __nv_bfloat16* gate_up, const __nv_bfloat16* w,
                           __nv_bfloat16* y, uint32_t m, uint32_t n, uint32_t k) {
   if (m != 1) __trap();
-  gemv_rows<1, false>(swiglu_x(gate_up, k), Bf16W{}, w, y, n, k, partial_sums);
+  gemv_prefetch_rows<false>(swiglu_x(gate_up, k), w, y, n, k, staged_x, prefetch_shared);
 }
 
 // y = RMSNorm(bf16(resid + delta)) @ w.T for one row, and resid_out = bf16(resid + delta)

@@ -74,11 +74,24 @@ GEMV_SHAPES = [
 ]
 
 
+#: (n, k, out_f32) of one row on the prefetching kernel (gemv_prefetch.cuh) where its ring
+#: is more than a prefetch, on an H200's plan: k = 4096 (Qwen3-8B o_proj: 2 k-tiles a group,
+#: 16 tiles through 6 slots), a ragged LM-head-like n (16 tiles through 6 slots: the slots'
+#: phases flip twice), a ragged k (5 k-tiles, the last 226 chunks wide, 10 through 5), whole
+#: rows of an odd width (k / 8 = 125: one copy per tile, a 1-row last group), a grid of 2,
+#: and a k whose x leaves no room for two tiles (the general kernel with m = 1)
+GEMV_PREFETCH_SHAPES = [(4096, 4096, False), (8003, 2048, True), (1000, 10000, False),
+                        (5, 1000, False), (6, 64, True), (8, 40000, False)]
+
+
 @kernel_cases("gemv")
 def gemv_cases(rng: np.random.Generator) -> list[KernelCase]:
     cases = [linear_case(rng, f"gemv m{m} n{n} k{k}{' f32' if f32 else ''}", "gemv", m, n, k,
                          f32, matmul.gemv)
              for m, n, k, f32 in GEMV_SHAPES]
+    cases += [linear_case(rng, f"gemv prefetch m1 n{n} k{k}{' f32' if f32 else ''}", "gemv", 1,
+                          n, k, f32, matmul.gemv)
+              for n, k, f32 in GEMV_PREFETCH_SHAPES]
     # the general entry point with one row (linear sends m=1 to the single-row kernel)
     general = partial(matmul.gemv, single=False)
     cases += [linear_case(rng, f"gemv general m1 n{n} k{k}{' f32' if f32 else ''}", "gemv", 1,
@@ -137,7 +150,9 @@ def silu_linear_case(rng: np.random.Generator, name: str, m: int, n: int, k: int
 #: (m, n, k): Qwen3-0.6B and SmolLM2 down projections at batch 1, M of 2, 3, 5 and 8 with
 #: ragged N, a K of 1000 (125 chunks: a partial last warp) and K = 128 (16 chunks)
 GEMV_SILU_SHAPES = [(1, 1024, 3072), (1, 576, 1536), (2, 130, 1000), (5, 257, 2048),
-                    (8, 64, 4096), (3, 33, 128)]
+                    (8, 64, 4096), (3, 33, 128),
+                    # one row through the prefetching kernel's ring, k past FUSED_SILU_MAX_K
+                    (1, 1000, 10000)]
 
 
 @kernel_cases("gemv")

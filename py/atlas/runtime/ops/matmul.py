@@ -23,7 +23,9 @@ here mirror the compile-time constants of kernels/hopper/common/{gemv,gemm,gemm_
 
 from __future__ import annotations
 
-from ..gpu import DevicePtr, Stream
+from dataclasses import dataclass
+
+from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GEMM_SM90,
                           GEMM_SM90_F32OUT, GEMV, GEMV_ADD_RMSNORM_SINGLE, GEMV_F32OUT,
                           GEMV_RESIDUAL_SINGLE, GEMV_RMSNORM_SINGLE, GEMV_SILU,
@@ -85,21 +87,86 @@ def _check_gemv(name: str, x: DevicePtr, w: DevicePtr, y: DevicePtr, m: int, n: 
         raise ValueError(f"{name}: the single-row kernel needs m=1, got m={m}")
 
 
+#: shared memory (x + weight ring) a prefetching single-row GEMV block may take: one block
+#: per SM, and two GEMVs overlapping under PDL (the next one prefetching while this one
+#: computes) still fit in an H200 SM's 228 KiB with their 0.5 KiB of statics
+PREFETCH_SHARED = 104 * 1024
+#: ring slots (mbarriers) of a prefetching block at most (gemv_prefetch.cuh kMaxStages)
+PREFETCH_MAX_STAGES = 32
+
+
+@dataclass(frozen=True)
+class PrefetchPlan:
+    """Launch geometry of the prefetching single-row GEMV (gemv_prefetch.cuh): `grid` blocks
+    of `threads`, each with `shared` bytes of dynamic shared memory holding x and `stages`
+    weight tiles of `tile_bytes` (4 rows x min(threads, k / 8) 16-byte chunks); a block owns
+    `tiles` tiles at most, all prefetched before the PDL wait when stages == tiles."""
+
+    grid: int
+    threads: int
+    shared: int
+    stages: int
+    tiles: int
+    tile_bytes: int
+
+
+def prefetch_budget(kc: KernelCache) -> int:
+    """Dynamic shared memory per prefetching block on this device: PREFETCH_SHARED, or less
+    where two such blocks (plus 4 KiB of statics and reserve) do not fit one SM."""
+    facts = kc.facts
+    return min(PREFETCH_SHARED, (facts.shared_memory_per_sm - 4096) // 2,
+               facts.shared_memory_per_block - 1024)
+
+
+def gemv_prefetch_plan(n: int, k: int, sm_count: int, budget: int) -> PrefetchPlan | None:
+    """The geometry `gemv_prefetch.cuh` runs an [n, k] single-row product at, or None when
+    x and two tiles do not fit `budget` (then the general GEMV runs it). One block per SM
+    over balanced contiguous 4-row groups; the ring as deep as the budget allows, but no
+    deeper than a block's tiles (all of them fit: the whole slice is prefetched)."""
+    chunks = k // 8
+    threads = gemv_threads(k)
+    tile_w = min(threads, chunks)
+    tile_bytes = GEMV_ROWS_PER_BLOCK * tile_w * 16
+    x_bytes = -(-chunks // 8) * 8 * 16
+    groups = -(-n // GEMV_ROWS_PER_BLOCK)
+    grid = min(groups, sm_count)
+    tiles = -(-groups // grid) * -(-chunks // threads)
+    stages = min(PREFETCH_MAX_STAGES, tiles, (budget - x_bytes) // tile_bytes)
+    if stages < min(2, tiles):
+        return None
+    return PrefetchPlan(grid, threads, x_bytes + stages * tile_bytes, stages, tiles, tile_bytes)
+
+
+def _launch_single(kc: KernelCache, stream: Stream, sig: KernelSig, general: KernelSig,
+                   x: DevicePtr, w: DevicePtr, y: DevicePtr, n: int, k: int) -> None:
+    """One row on the prefetching entry `sig`, or on the m-row kernel `general` when the
+    row does not fit its shared memory."""
+    plan = gemv_prefetch_plan(n, k, kc.facts.sm_count, prefetch_budget(kc))
+    if plan is None:
+        kc.get(general)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 0, x, w, y, 1,
+                        n, k)
+        return
+    kc.get_with_shared(sig, PREFETCH_SHARED)(stream, plan.grid, plan.threads, plan.shared, x,
+                                             w, y, 1, n, k)
+
+
 def gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr, m: int,
          n: int, k: int, out_f32: bool = False, single: bool | None = None) -> None:
     """y = x @ w.T for 1 <= m <= 8 rows; every weight byte is read once.
 
-    `single` forces (True) or avoids (False) the m == 1 entry point; None uses it for m == 1.
+    `single` forces (True) or avoids (False) the m == 1 entry point, which prefetches its
+    weights before the PDL wait (`gemv_prefetch_plan`); None uses it for m == 1.
     """
     if single is None:
         single = m == 1
     _check_gemv("gemv", x, w, y, m, n, k, single)
+    general = GEMV_F32OUT if out_f32 else GEMV
     if single:
-        sig = GEMV_SINGLE_F32OUT if out_f32 else GEMV_SINGLE
-    else:
-        sig = GEMV_F32OUT if out_f32 else GEMV
+        _launch_single(kc, stream, GEMV_SINGLE_F32OUT if out_f32 else GEMV_SINGLE, general,
+                       x, w, y, n, k)
+        return
     grid = -(-n // GEMV_ROWS_PER_BLOCK)
-    kc.get(sig)(stream, grid, gemv_threads(k), 0, x, w, y, m, n, k)
+    kc.get(general)(stream, grid, gemv_threads(k), 0, x, w, y, m, n, k)
 
 
 def gemv_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr, y: DevicePtr,
@@ -112,9 +179,11 @@ def gemv_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr,
     if single is None:
         single = m == 1
     _check_gemv("gemv_silu", gate_up, w, y, m, n, k, single)
-    sig = GEMV_SILU_SINGLE if single else GEMV_SILU
+    if single:
+        _launch_single(kc, stream, GEMV_SILU_SINGLE, GEMV_SILU, gate_up, w, y, n, k)
+        return
     grid = -(-n // GEMV_ROWS_PER_BLOCK)
-    kc.get(sig)(stream, grid, gemv_threads(k), 0, gate_up, w, y, m, n, k)
+    kc.get(GEMV_SILU)(stream, grid, gemv_threads(k), 0, gate_up, w, y, m, n, k)
 
 
 #: widest row the fused add + RMSNorm GEMV stages: k * 2 bytes of dynamic shared memory,
@@ -271,10 +340,17 @@ def linear_route(kc: KernelCache, m: int, n: int) -> str:
     return "gemm_sm90" if gemm_uses_sm90(kc, m, n) else "gemm"
 
 
-#: Largest k the fused SwiGLU GEMV is used for. Measured on the H200 (batch-1 decode graph,
-#: 2026-11-30): k=3072 (Qwen3-0.6B) 4.58 us fused vs 3.95 + 1.62 us unfused; k=12288
-#: (Qwen3-8B) 30.97 us fused vs 24.7 + 1.6 us unfused (the fused x-load costs bandwidth there).
+#: Largest k the fused SwiGLU GEMV is used for at 2..8 rows. Measured on the H200 (batch-1
+#: decode graph, 2026-11-30, with the 4-row-block kernel): k=3072 (Qwen3-0.6B) 4.58 us fused vs
+#: 3.95 + 1.62 us unfused; k=12288 (Qwen3-8B) 30.97 us fused vs 24.7 + 1.6 us unfused: each of
+#: its n / 4 blocks recomputed the whole activation. One row always fuses: the prefetching
+#: kernel computes the activation once per SM (gemv_prefetch.cuh).
 FUSED_SILU_MAX_K = 4096
+
+
+def fuses_silu(kc: KernelCache, m: int, n: int, k: int) -> bool:
+    """Whether `linear_silu` runs an m-row down projection [n, k] as one fused GEMV."""
+    return linear_route(kc, m, n) == "gemv" and (m == 1 or k <= FUSED_SILU_MAX_K)
 
 
 def linear_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr,
@@ -282,12 +358,11 @@ def linear_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePt
     """y[m, n] = swiglu(gate_up[m, 2k]) @ w[n, k].T: the MLP down projection with its
     activation (bf16 in, bf16 out), equal to silu_mul followed by `linear`.
 
-    Up to GEMV_MAX_M rows with k <= FUSED_SILU_MAX_K run the fused GEMV (one launch, no
-    activation buffer). Otherwise silu_mul runs into `scratch` (bf16 [m, k], 16-byte aligned;
-    the caller owns it so that its address is graph-stable) and then `linear`; scratch is
-    required only then.
+    Where `fuses_silu` allows, the fused GEMV runs (one launch, no activation buffer).
+    Otherwise silu_mul runs into `scratch` (bf16 [m, k], 16-byte aligned; the caller owns it
+    so that its address is graph-stable) and then `linear`; scratch is required only then.
     """
-    if k <= FUSED_SILU_MAX_K and linear_route(kc, m, n) == "gemv":
+    if fuses_silu(kc, m, n, k):
         gemv_silu(kc, stream, gate_up, w, y, m, n, k)
         return
     if scratch is None:

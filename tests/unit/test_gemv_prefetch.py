@@ -1,0 +1,112 @@
+"""The prefetching single-row GEMV's launch plan (ops/matmul.py gemv_prefetch_plan), against
+what gemv_prefetch.cuh assumes of it: every block's tiles fit the ring it is given, whole
+weight slices are prefetched at small-model shapes, two blocks share an SM, and rows that do
+not fit fall back to the general kernel."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from atlas.runtime.cases.gemv import GEMV_PREFETCH_SHAPES
+from atlas.runtime.gpu import H200_FACTS
+from atlas.runtime.mock import MockGpuBackend
+from atlas.runtime.ops import KernelCache, matmul
+
+H200_BUDGET = matmul.PREFETCH_SHARED
+#: PrefetchShared: 32 mbarriers + [2][8][4] floats (gemv_prefetch.cuh)
+STATIC_SHARED = 32 * 8 + 2 * 8 * 4 * 4
+
+
+def block_tiles(n: int, k: int, grid: int) -> list[int]:
+    """Tiles of each block as the kernel partitions them: 4-row groups [b G / grid,
+    (b + 1) G / grid), ceil(k / 8 / threads) tiles a group."""
+    groups = -(-n // 4)
+    per_group = -(-(k // 8) // matmul.gemv_threads(k))
+    return [((b + 1) * groups // grid - b * groups // grid) * per_group for b in range(grid)]
+
+
+def kernel_stages(plan: matmul.PrefetchPlan, k: int, tiles: int) -> int:
+    """The ring depth the kernel derives from its dynamic shared memory."""
+    x_chunks = -(-(k // 8) // 8) * 8
+    fit = (plan.shared // 16 - x_chunks) // (plan.tile_bytes // 16)
+    return min(matmul.PREFETCH_MAX_STAGES, tiles, fit)
+
+
+QWEN3_0_6B = [(4096, 1024), (1024, 2048), (6144, 1024), (1024, 3072)]  # qkv, o, gate_up, down
+QWEN3_8B = [(6144, 4096), (4096, 4096), (24576, 4096), (4096, 12288), (151936, 4096)]
+
+
+@pytest.mark.parametrize("n,k", QWEN3_0_6B + QWEN3_8B + [(151936, 1024), (33, 2048), (5, 1000),
+                                                        (6, 64), (1000, 10000)])
+def test_every_block_gets_a_ring_that_holds_its_tiles(n: int, k: int) -> None:
+    plan = matmul.gemv_prefetch_plan(n, k, H200_FACTS.sm_count, H200_BUDGET)
+    assert plan is not None and plan.shared <= H200_BUDGET
+    tiles = block_tiles(n, k, plan.grid)
+    assert sum(tiles) == -(-n // 4) * -(-(k // 8) // plan.threads)  # every group, once
+    assert max(tiles) == plan.tiles and min(tiles) >= 1
+    for t in tiles:  # the kernel traps on a ring of 0; a deeper one than planned over-reads
+        assert 1 <= kernel_stages(plan, k, t) <= plan.stages
+        assert kernel_stages(plan, k, t) >= min(2, t)
+
+
+@pytest.mark.parametrize("n,k", QWEN3_0_6B)
+def test_qwen3_0_6b_weights_are_prefetched_whole(n: int, k: int) -> None:
+    """At 0.6B shapes a block's whole weight slice is requested before the PDL wait."""
+    plan = matmul.gemv_prefetch_plan(n, k, H200_FACTS.sm_count, H200_BUDGET)
+    assert plan.grid == 132 and plan.stages == plan.tiles
+
+
+@pytest.mark.parametrize("n,k", QWEN3_8B)
+def test_qwen3_8b_weights_stream_through_the_ring(n: int, k: int) -> None:
+    plan = matmul.gemv_prefetch_plan(n, k, H200_FACTS.sm_count, H200_BUDGET)
+    assert plan.tiles > plan.stages >= 4  # >= 64 KiB in flight per SM
+
+
+def test_two_blocks_fit_one_h200_sm() -> None:
+    """The next GEMV's blocks prefetch while this one's still run (1 KiB reserve a block)."""
+    assert 2 * (H200_BUDGET + STATIC_SHARED + 1024) <= H200_FACTS.shared_memory_per_sm
+    kc = KernelCache(MockGpuBackend())
+    assert matmul.prefetch_budget(kc) == H200_BUDGET
+    small = dataclasses.replace(H200_FACTS, shared_memory_per_sm=100 * 1024,
+                                shared_memory_per_block=99 * 1024)
+    kc.facts = small
+    assert matmul.prefetch_budget(kc) == 48 * 1024
+
+
+def test_check_cases_reach_the_ring_paths_they_name() -> None:
+    plans = {(n, k): matmul.gemv_prefetch_plan(n, k, 132, H200_BUDGET)
+             for n, k, _ in GEMV_PREFETCH_SHAPES}
+    assert plans[4096, 4096].tiles > plans[4096, 4096].stages
+    assert plans[8003, 2048].tiles > 2 * plans[8003, 2048].stages  # phases flip twice
+    assert plans[1000, 10000].tiles > plans[1000, 10000].stages
+    assert plans[5, 1000].threads > 1000 // 8  # whole rows, one copy a tile
+    assert plans[6, 64].grid == 2
+    assert plans[8, 40000] is None
+
+
+def test_launches_carry_the_plan_and_fall_back_past_the_budget() -> None:
+    mock = MockGpuBackend()
+    kc = KernelCache(mock)
+    matmul.gemv(kc, 0, 0x1000, 0x2000, 0x3000, 1, 6144, 1024)
+    matmul.gemv_silu(kc, 0, 0x1000, 0x2000, 0x3000, 1, 4096, 12288)
+    matmul.gemv(kc, 0, 0x1000, 0x2000, 0x3000, 1, 8, 40000, out_f32=True)
+    first, silu, general = mock.drain_launches()
+    plan = matmul.gemv_prefetch_plan(6144, 1024, 132, H200_BUDGET)
+    assert (first.func, first.grid, first.block, first.shared) == (
+        "gemv_bf16_single", (132, 1, 1), (128, 1, 1), plan.shared)
+    assert (silu.func, silu.grid, silu.block) == ("gemv_silu_bf16_single", (132, 1, 1),
+                                                  (256, 1, 1))
+    assert (general.func, general.grid, general.args["m"]) == ("gemv_bf16_f32", (2, 1, 1), 1)
+
+
+def test_one_row_fuses_the_swiglu_at_every_width() -> None:
+    """Qwen3-8B's down projection (k = 12,288) runs gemv_silu_bf16_single, not silu_mul + GEMV:
+    the prefetching kernel computes the activation once per block."""
+    mock = MockGpuBackend()
+    matmul.linear_silu(KernelCache(mock), 0, 0x1000, 0x2000, 0x3000, 1, 4096, 12288)
+    assert [r.func for r in mock.drain_launches()] == ["gemv_silu_bf16_single"]
+    matmul.linear_silu(KernelCache(mock), 0, 0x1000, 0x2000, 0x3000, 2, 4096, 12288,
+                       scratch=0x9000)
+    assert [r.func for r in mock.drain_launches()] == ["silu_mul_bf16", "gemv_bf16"]
