@@ -13,6 +13,7 @@ from atlas.runtime.cases.gemv import GEMV_PREFETCH_SHAPES
 from atlas.runtime.gpu import H200_FACTS
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, matmul
+from atlas.runtime.ops.routes import KernelRoutes
 
 H200_BUDGET = matmul.PREFETCH_SHARED
 #: PrefetchShared: 32 mbarriers + [2][8][4] floats (gemv_prefetch.cuh)
@@ -55,13 +56,22 @@ def test_every_block_gets_a_ring_that_holds_its_tiles(n: int, k: int) -> None:
 def test_qwen3_0_6b_weights_are_prefetched_whole(n: int, k: int) -> None:
     """At 0.6B shapes a block's whole weight slice is requested before the PDL wait."""
     plan = matmul.gemv_prefetch_plan(n, k, H200_FACTS.sm_count, H200_BUDGET)
-    assert plan.grid == 132 and plan.stages == plan.tiles
+    assert plan.stages == plan.tiles
+    # spread over as many blocks as keep it whole: 4 a SM where the 4-row groups suffice
+    assert plan.grid == min(4 * 132, -(-n // 4)) or plan.shared > H200_BUDGET // 4
+    assert plan.grid * plan.shared <= 132 * H200_BUDGET
 
 
 @pytest.mark.parametrize("n,k", QWEN3_8B)
 def test_qwen3_8b_weights_stream_through_the_ring(n: int, k: int) -> None:
     plan = matmul.gemv_prefetch_plan(n, k, H200_FACTS.sm_count, H200_BUDGET)
-    assert plan.tiles > plan.stages >= 4  # >= 64 KiB in flight per SM
+    assert plan.grid == 132 and plan.tiles > plan.stages >= 4  # >= 64 KiB in flight a SM
+
+
+def test_a_streaming_small_k_product_takes_two_blocks_per_sm() -> None:
+    """Qwen3-0.6B's LM head: 8 KiB tiles, 6 in flight for each of 2 blocks per SM."""
+    plan = matmul.gemv_prefetch_plan(151936, 1024, H200_FACTS.sm_count, H200_BUDGET)
+    assert (plan.grid, plan.stages) == (264, 6) and plan.tiles > plan.stages
 
 
 def test_two_blocks_fit_one_h200_sm() -> None:
@@ -78,7 +88,10 @@ def test_two_blocks_fit_one_h200_sm() -> None:
 def test_check_cases_reach_the_ring_paths_they_name() -> None:
     plans = {(n, k): matmul.gemv_prefetch_plan(n, k, 132, H200_BUDGET)
              for n, k, _ in GEMV_PREFETCH_SHAPES}
+    qkv, small_k = plans[4096, 1024], plans[20011, 1024]
+    assert qkv.grid == 4 * 132 and qkv.stages == qkv.tiles
     assert plans[4096, 4096].tiles > plans[4096, 4096].stages
+    assert small_k.grid == 2 * 132 and small_k.tiles > small_k.stages
     assert plans[8003, 2048].tiles > 2 * plans[8003, 2048].stages  # phases flip twice
     assert plans[1000, 10000].tiles > plans[1000, 10000].stages
     assert plans[5, 1000].threads > 1000 // 8  # whole rows, one copy a tile
@@ -95,7 +108,7 @@ def test_launches_carry_the_plan_and_fall_back_past_the_budget() -> None:
     first, silu, general = mock.drain_launches()
     plan = matmul.gemv_prefetch_plan(6144, 1024, 132, H200_BUDGET)
     assert (first.func, first.grid, first.block, first.shared) == (
-        "gemv_bf16_single", (132, 1, 1), (128, 1, 1), plan.shared)
+        "gemv_bf16_single", (528, 1, 1), (128, 1, 1), plan.shared)
     assert (silu.func, silu.grid, silu.block) == ("gemv_silu_bf16_single", (132, 1, 1),
                                                   (256, 1, 1))
     assert (general.func, general.grid, general.args["m"]) == ("gemv_bf16_f32", (2, 1, 1), 1)
@@ -110,3 +123,17 @@ def test_one_row_fuses_the_swiglu_at_every_width() -> None:
     matmul.linear_silu(KernelCache(mock), 0, 0x1000, 0x2000, 0x3000, 2, 4096, 12288,
                        scratch=0x9000)
     assert [r.func for r in mock.drain_launches()] == ["silu_mul_bf16", "gemv_bf16"]
+
+
+def test_the_prefetch_switch_sends_one_row_to_the_general_kernel() -> None:
+    """ATLAS_GEMV_PREFETCH=0 (A/B runs): the general kernel with m = 1 and, past
+    FUSED_SILU_MAX_K, silu_mul before it (its blocks would each recompute the activation)."""
+    mock = MockGpuBackend()
+    kc = KernelCache(mock, routes=KernelRoutes.from_env({"ATLAS_GEMV_PREFETCH": "0"}))
+    matmul.gemv(kc, 0, 0x1000, 0x2000, 0x3000, 1, 6144, 1024)
+    matmul.linear_silu(kc, 0, 0x1000, 0x2000, 0x3000, 1, 1024, 3072)
+    matmul.linear_silu(kc, 0, 0x1000, 0x2000, 0x3000, 1, 4096, 12288, scratch=0x9000)
+    recs = mock.drain_launches()
+    assert [(r.func, r.grid[0], r.args.get("m")) for r in recs] == [
+        ("gemv_bf16", 1536, 1), ("gemv_silu_bf16", 256, 1), ("silu_mul_bf16", 1, None),
+        ("gemv_bf16", 1024, 1)]

@@ -84,8 +84,8 @@ def _launches(fn, *args, **kwargs):
 
 
 @pytest.mark.parametrize("m,n,func,grid,block", [
-    (1, 576, "gemv_bf16_single", (132, 1, 1), (96, 1, 1)),   # k=576: 72 chunks -> 3 warps;
-                                                              # one prefetching block per SM
+    (1, 576, "gemv_bf16_single", (144, 1, 1), (96, 1, 1)),   # k=576: 72 chunks -> 3 warps;
+                                                              # a prefetching block a group
     (8, 4097, "gemv_bf16", (1025, 1, 1), (96, 1, 1)),        # ragged n rounds the grid up
     (9, 4096, "gemm_bf16_skinny", (128, 1, 1), (128, 1, 1)),  # 32 big tiles < 132 SMs
     (2048, 4096, "gemm_bf16", (32, 16, 1), (256, 1, 1)),
@@ -132,8 +132,8 @@ def test_linear_silu_dispatch(m, scratch, funcs) -> None:
     recs = _launches(matmul.linear_silu, 0x1000, 0x2000, 0x3000, m, 1024, 3072,
                      scratch=scratch)
     assert [r.func for r in recs] == funcs
-    if scratch is None:  # one row: one prefetching block per SM
-        assert (recs[0].grid, recs[0].block) == (((132 if m == 1 else 256), 1, 1), (256, 1, 1))
+    if scratch is None:  # 256 4-row groups: one block each (prefetching at m = 1)
+        assert (recs[0].grid, recs[0].block) == ((256, 1, 1), (256, 1, 1))
         assert (recs[0].args["gate_up"], recs[0].args["k"]) == (0x1000, 3072)
     else:  # silu_mul writes the scratch, the GEMM reads it
         assert recs[0].args["out"] == recs[1].args["a"] == scratch

@@ -196,8 +196,8 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
   gemv<true>(plain_x(x, k), w, y, m, n, k);
 }
 
-// m == 1 only (ops/matmul.py picks them for batch-1 decode): gemv_prefetch.cuh's kernel, one
-// block per SM whose weight slice is bulk-copied into shared memory before the PDL wait
+// m == 1 only (ops/matmul.py picks them for batch-1 decode): gemv_prefetch.cuh's kernel, 1-4
+// blocks per SM whose weight slices are bulk-copied into shared memory before the PDL wait
 // (dynamic shared memory: x and the weight ring, ops/matmul.py gemv_prefetch_plan).
 extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
     gemv_bf16_single(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,

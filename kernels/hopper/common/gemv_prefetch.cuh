@@ -11,8 +11,9 @@
 // same buffers as a ring, refilled as they are consumed (8B-size projections).
 //
 // Geometry (ops/matmul.py `gemv_prefetch_plan` mirrors it):
-// * one block per SM (grid = min(groups, SMs)); block b owns the contiguous 4-row groups
-//   [b * G / grid, (b + 1) * G / grid) of the G = ceil(n / 4) groups;
+// * 1, 2 or 4 blocks per SM sharing 104 KiB (the plan picks: as many as keep the slice whole
+//   in shared memory, since a block works through its tiles one after the other); block b
+//   owns the contiguous 4-row groups [b * G / grid, (b + 1) * G / grid) of G = ceil(n / 4);
 // * blockDim.x = T threads (ops/matmul.py gemv_threads: min(256, roundup32(k / 8)));
 //   thread t owns the 16-byte chunks c = t + j T of every row, as gemv_core.cuh's blocks do,
 //   so the sums are accumulated in the same order (bit-identical to gemv_rows<1>);

@@ -74,14 +74,16 @@ GEMV_SHAPES = [
 ]
 
 
-#: (n, k, out_f32) of one row on the prefetching kernel (gemv_prefetch.cuh) where its ring
-#: is more than a prefetch, on an H200's plan: k = 4096 (Qwen3-8B o_proj: 2 k-tiles a group,
-#: 16 tiles through 6 slots), a ragged LM-head-like n (16 tiles through 6 slots: the slots'
-#: phases flip twice), a ragged k (5 k-tiles, the last 226 chunks wide, 10 through 5), whole
-#: rows of an odd width (k / 8 = 125: one copy per tile, a 1-row last group), a grid of 2,
-#: and a k whose x leaves no room for two tiles (the general kernel with m = 1)
-GEMV_PREFETCH_SHAPES = [(4096, 4096, False), (8003, 2048, True), (1000, 10000, False),
-                        (5, 1000, False), (6, 64, True), (8, 40000, False)]
+#: (n, k, out_f32) of one row on the prefetching kernel (gemv_prefetch.cuh), on an H200's
+#: plan: Qwen3-0.6B's qkv (4 blocks a SM, the whole slice prefetched); k = 4096 (Qwen3-8B
+#: o_proj: 2 k-tiles a group, 16 tiles through 6 slots); a ragged LM-head-like n (16 tiles
+#: through 6 slots: the slots' phases flip twice); a small-k one streaming on 2 blocks a SM
+#: (19 tiles through 6); a ragged k (5 k-tiles, the last 226 chunks wide, 10 through 5);
+#: whole rows of an odd width (k / 8 = 125: one copy per tile, a 1-row last group); a grid
+#: of 2; and a k whose x leaves no room for two tiles (the general kernel with m = 1)
+GEMV_PREFETCH_SHAPES = [(4096, 1024, False), (4096, 4096, False), (8003, 2048, True),
+                        (20011, 1024, True), (1000, 10000, False), (5, 1000, False),
+                        (6, 64, True), (8, 40000, False)]
 
 
 @kernel_cases("gemv")

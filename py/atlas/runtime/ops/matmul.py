@@ -118,18 +118,21 @@ def prefetch_budget(kc: KernelCache) -> int:
                facts.shared_memory_per_block - 1024)
 
 
-def gemv_prefetch_plan(n: int, k: int, sm_count: int, budget: int) -> PrefetchPlan | None:
-    """The geometry `gemv_prefetch.cuh` runs an [n, k] single-row product at, or None when
-    x and two tiles do not fit `budget` (then the general GEMV runs it). One block per SM
-    over balanced contiguous 4-row groups; the ring as deep as the budget allows, but no
-    deeper than a block's tiles (all of them fit: the whole slice is prefetched)."""
+#: blocks per SM a prefetching GEMV may use, most first (see `gemv_prefetch_plan`)
+PREFETCH_BLOCKS_PER_SM = (4, 2, 1)
+#: a streaming plan (ring smaller than the slice) with more than one block per SM keeps at
+#: least this many tiles in flight per block
+PREFETCH_MIN_STREAM_STAGES = 4
+
+
+def _prefetch_geometry(n: int, k: int, blocks: int, budget: int) -> PrefetchPlan | None:
     chunks = k // 8
     threads = gemv_threads(k)
     tile_w = min(threads, chunks)
     tile_bytes = GEMV_ROWS_PER_BLOCK * tile_w * 16
     x_bytes = -(-chunks // 8) * 8 * 16
     groups = -(-n // GEMV_ROWS_PER_BLOCK)
-    grid = min(groups, sm_count)
+    grid = min(groups, blocks)
     tiles = -(-groups // grid) * -(-chunks // threads)
     stages = min(PREFETCH_MAX_STAGES, tiles, (budget - x_bytes) // tile_bytes)
     if stages < min(2, tiles):
@@ -137,11 +140,32 @@ def gemv_prefetch_plan(n: int, k: int, sm_count: int, budget: int) -> PrefetchPl
     return PrefetchPlan(grid, threads, x_bytes + stages * tile_bytes, stages, tiles, tile_bytes)
 
 
+def gemv_prefetch_plan(n: int, k: int, sm_count: int, budget: int) -> PrefetchPlan | None:
+    """The geometry `gemv_prefetch.cuh` runs an [n, k] single-row product at, or None when
+    x and two tiles do not fit `budget` (then the general GEMV runs it).
+
+    Blocks own balanced contiguous ranges of 4-row groups; the ring is as deep as the
+    block's share of `budget` allows, but no deeper than its tiles. A block works through
+    its tiles one after the other (the sums' order is the general kernel's, for row
+    invariance), each a short dependent chain, so the slice is spread over as many blocks
+    per SM (4, 2, 1) as keep it whole in shared memory (Qwen3-0.6B: every projection) or,
+    where it must stream, keep PREFETCH_MIN_STREAM_STAGES tiles in flight per block; else one
+    block per SM with the whole budget (Qwen3-8B)."""
+    for per_sm in PREFETCH_BLOCKS_PER_SM:
+        plan = _prefetch_geometry(n, k, sm_count * per_sm, budget // per_sm)
+        if plan is None:
+            continue
+        if per_sm == 1 or plan.stages == plan.tiles or plan.stages >= PREFETCH_MIN_STREAM_STAGES:
+            return plan
+    return None
+
+
 def _launch_single(kc: KernelCache, stream: Stream, sig: KernelSig, general: KernelSig,
                    x: DevicePtr, w: DevicePtr, y: DevicePtr, n: int, k: int) -> None:
     """One row on the prefetching entry `sig`, or on the m-row kernel `general` when the
-    row does not fit its shared memory."""
-    plan = gemv_prefetch_plan(n, k, kc.facts.sm_count, prefetch_budget(kc))
+    row does not fit its shared memory or ATLAS_GEMV_PREFETCH=0."""
+    plan = (gemv_prefetch_plan(n, k, kc.facts.sm_count, prefetch_budget(kc))
+            if kc.routes.gemv_prefetch else None)
     if plan is None:
         kc.get(general)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 0, x, w, y, 1,
                         n, k)
@@ -350,7 +374,8 @@ FUSED_SILU_MAX_K = 4096
 
 def fuses_silu(kc: KernelCache, m: int, n: int, k: int) -> bool:
     """Whether `linear_silu` runs an m-row down projection [n, k] as one fused GEMV."""
-    return linear_route(kc, m, n) == "gemv" and (m == 1 or k <= FUSED_SILU_MAX_K)
+    return linear_route(kc, m, n) == "gemv" and (
+        (m == 1 and kc.routes.gemv_prefetch) or k <= FUSED_SILU_MAX_K)
 
 
 def linear_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr,

@@ -43,6 +43,8 @@ what it asked for each time, and importing Atlas never depends on the environmen
   normalizes qkv's / gate_up's input from their partial sums of squares) and fuses the other
   add + RMSNorms before a GEMV into its x load (gemv_add_rmsnorm_bf16_single). Unset or 0:
   neither (add_rmsnorm, then the GEMV: the fastest measured on the H200, 2026-12-01).
+* ATLAS_GEMV_PREFETCH=0: single-row bf16 GEMVs on the general GEMV kernel (m = 1), never the
+  one that prefetches its weights into shared memory before the PDL wait (A/B runs).
 """
 
 from __future__ import annotations
@@ -115,6 +117,7 @@ class KernelRoutes:
     prefill_attn_sm90: bool = True
     prefill_attn_qreg: bool = False
     fused_norm: bool | None = None
+    gemv_prefetch: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "KernelRoutes":
@@ -149,4 +152,5 @@ class KernelRoutes:
                                                         DEFAULT_DECODE_ATTN_LONG_MIN_KEYS),
                    prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", True),
                    prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
-                   fused_norm=_env_tristate(env, "ATLAS_FUSED_NORM"))
+                   fused_norm=_env_tristate(env, "ATLAS_FUSED_NORM"),
+                   gemv_prefetch=env_switch(env, "ATLAS_GEMV_PREFETCH", True))
