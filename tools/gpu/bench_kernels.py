@@ -366,9 +366,39 @@ def embedding_case(env: Env, s: Any) -> Case:
                 note="one table shared by all input sets; the ids rotate")
 
 
+def swiglu_linear_case(env: Env, s: Any) -> Case:
+    """The down projection with its SwiGLU (matmul.linear_silu: one fused GEMV at batch 1)
+    against F.silu(g) * u, then matmul."""
+    torch, F = env.torch, env.torch.nn.functional
+    m, n, k = s.m, s.n, s.k
+
+    def make() -> Set:
+        scale = 1.0 / math.sqrt(k)
+        return {"gu": env.uniform((m, 2 * k), -4, 4),
+                "w": env.uniform((n, k), -scale * 3, scale * 3),
+                "act": torch.empty((m, k), dtype=torch.bfloat16, device=env.device),
+                "y": torch.empty((m, n), dtype=torch.bfloat16, device=env.device)}
+
+    def ours(st: Set, stream: Stream) -> None:
+        matmul.linear_silu(env.kc, stream, env.ptr(st["gu"]), env.ptr(st["w"]), env.ptr(st["y"]),
+                           m, n, k, scratch=env.ptr(st["act"]))
+
+    def theirs(st: Set) -> Any:
+        g, u = st["gu"].chunk(2, dim=-1)
+        return torch.matmul(F.silu(g) * u, st["w"].T)
+
+    route = ("one fused GEMV" if matmul.fuses_silu(env.kc, m, n, k)
+             else "silu_mul + " + matmul.linear_route(env.kc, m, n))
+    note = f"ours: {route} (ops.matmul.linear_silu)"
+    return Case(s, make, ours, [Variant("F.silu(g) * u @ w.T", theirs)],
+                lambda o, t, r: [("y", o["y"], r)], outputs=("y",), note=note)
+
+
 def linear_case(env: Env, s: Any) -> Case:
     torch = env.torch
     m, n, k = s.m, s.n, s.k
+    if s.swiglu:
+        return swiglu_linear_case(env, s)
     out_dtype = torch.float32 if s.out_f32 else torch.bfloat16
     f32_mm = _f32_matmul(env) if s.out_f32 else None
 
