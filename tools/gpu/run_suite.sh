@@ -234,6 +234,22 @@ stage_profile() {
   return $rc
 }
 
+# The single-row GEMVs' pre-wait weight prefetch (gemv_prefetch.cuh) A/B: decode with it off
+# (ATLAS_GEMV_PREFETCH=0: the general GEMV kernel at m = 1; decode_bench is the "on" side),
+# then the dense GEMV rows of Qwen3-0.6B and Qwen3-8B (b1 prefetching, b32, lm_head,
+# down+swiglu) against PyTorch.
+stage_gemv_prefetch_ab() {
+  local name rc=0
+  for name in qwen3-0.6b qwen3-8b; do
+    make_checkpoint "$name" weights || return 1
+    ATLAS_GEMV_PREFETCH=0 "$PY" tools/gpu/bench_decode.py --model "$CKPT/$name" --hf none \
+      --out "$RESULTS/bench_decode_${name}_noprefetch.json" || rc=1
+  done
+  "$PY" tools/gpu/bench_kernels.py -k "decode_gemv qwen3-0.6b" -k "decode_gemv qwen3-8b" \
+    --out-dir "$RESULTS" || rc=1
+  return $rc
+}
+
 stage_kernel_table() {
   "$PY" tools/gpu/bench_kernels.py ${ATLAS_KERNEL_TABLE_ARGS:-} --out-dir "$RESULTS"
 }
@@ -788,7 +804,8 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         prefix_bench prefix_bench_hybrid spec_bench_hybrid quant_bench moe_full quant_profile
         quant_profile_nvfp4 quant_lm_head
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
-        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab)
+        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
+        gemv_prefetch_ab)
 
 # ---- runner -------------------------------------------------------------------------------
 
