@@ -164,14 +164,15 @@ def _launch_single(kc: KernelCache, stream: Stream, sig: KernelSig, general: Ker
                    x: DevicePtr, w: DevicePtr, y: DevicePtr, n: int, k: int) -> None:
     """One row on the prefetching entry `sig`, or on the m-row kernel `general` when the
     row does not fit its shared memory or ATLAS_GEMV_PREFETCH=0."""
-    plan = (gemv_prefetch_plan(n, k, kc.facts.sm_count, prefetch_budget(kc))
+    budget = prefetch_budget(kc)
+    plan = (gemv_prefetch_plan(n, k, kc.facts.sm_count, budget)
             if kc.routes.gemv_prefetch else None)
     if plan is None:
         kc.get(general)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 0, x, w, y, 1,
                         n, k)
         return
-    kc.get_with_shared(sig, PREFETCH_SHARED)(stream, plan.grid, plan.threads, plan.shared, x,
-                                             w, y, 1, n, k)
+    kc.get_with_shared(sig, budget)(stream, plan.grid, plan.threads, plan.shared, x, w, y, 1,
+                                    n, k)
 
 
 def gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr, m: int,
