@@ -175,7 +175,16 @@ def test_fused_norm_route_is_batch_one_gemv_within_shared_memory() -> None:
         KernelRoutes.from_env({"ATLAS_FUSED_NORM": "yes"})
     rec, = _launches(matmul.gemv_add_rmsnorm, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000,
                      1001, 1024, 1e-6)
-    assert (rec.grid, rec.block, rec.shared) == ((251, 1, 1), (128, 1, 1), 2048)
+    # the prefetching kernel's plan: a group per block, x (2 KiB) and one 8 KiB tile
+    assert (rec.grid, rec.block, rec.shared) == ((251, 1, 1), (128, 1, 1), 2048 + 8192)
+    # ATLAS_NORM_GEMV=1: this fusion without the residual-carrying GEMVs, unless
+    # ATLAS_FUSED_NORM=0 (or a speculative runner's False) says otherwise
+    only = KernelCache(MockGpuBackend(), routes=KernelRoutes.from_env({"ATLAS_NORM_GEMV": "1"}))
+    assert matmul.fuses_norm(only, 1, 6144, 1024) and not matmul.carries_residual(only, 1, 1024)
+    assert not matmul.fuses_norm(only, 2, 6144, 1024)
+    vetoed = KernelCache(MockGpuBackend(), routes=KernelRoutes.from_env(
+        {"ATLAS_NORM_GEMV": "1", "ATLAS_FUSED_NORM": "0"}))
+    assert not matmul.fuses_norm(vetoed, 1, 6144, 1024)
 
 
 def test_the_residual_carrying_gemvs_are_batch_one_gemvs() -> None:

@@ -250,6 +250,20 @@ stage_gemv_prefetch_ab() {
   return $rc
 }
 
+# The add + RMSNorm fused into the prefetching GEMV after it (ATLAS_NORM_GEMV=1: 5 launches a
+# layer instead of 7) against the default (decode_bench), and its kernel rows.
+stage_norm_gemv_ab() {
+  local name rc=0
+  for name in qwen3-0.6b qwen3-8b; do
+    make_checkpoint "$name" weights || return 1
+    ATLAS_NORM_GEMV=1 "$PY" tools/gpu/bench_decode.py --model "$CKPT/$name" --hf none \
+      --out "$RESULTS/bench_decode_${name}_norm_gemv.json" || rc=1
+    ATLAS_NORM_GEMV=1 "$PY" tools/gpu/profile_decode.py --model "$CKPT/$name" \
+      --out "$RESULTS/profile_decode_${name}_norm_gemv.json" || rc=1
+  done
+  return $rc
+}
+
 stage_kernel_table() {
   "$PY" tools/gpu/bench_kernels.py ${ATLAS_KERNEL_TABLE_ARGS:-} --out-dir "$RESULTS"
 }
@@ -805,7 +819,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         quant_profile_nvfp4 quant_lm_head
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
-        gemv_prefetch_ab)
+        gemv_prefetch_ab norm_gemv_ab)
 
 # ---- runner -------------------------------------------------------------------------------
 

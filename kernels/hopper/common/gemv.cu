@@ -49,6 +49,8 @@ constexpr int kSsqPerThread = 8;
 // delta is null), in rmsnorm.cu's numerics (f32 sum of squares; the CUDA kernels sum in
 // different orders, so the two agree to f32 rounding). One row (m == 1).
 struct NormX {
+  // gemv_prefetch.cuh: prepare() stages the whole normalized row into staged_x (its x stage)
+  static constexpr bool kBlockStaged = true;
   const uint4* resid;
   const uint4* delta;      // null: no residual add (the first layer)
   const uint4* norm_w;
@@ -234,16 +236,11 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
 }
 
 // y = RMSNorm(bf16(resid + delta)) @ w.T for one row, and resid_out = bf16(resid + delta)
-// (see NormX): the add_rmsnorm kernel and the projection after it in one launch. Dynamic
-// shared memory: k * 2 bytes (ops/matmul.py NORM_GEMV_MAX_K bounds it). On sm_90 at least
-// 5 blocks per SM, as gemv_bf16_single has (44 registers): the prologue would otherwise take
-// 58 and leave 4 blocks of loads in flight per SM (sm_121's ptxas spills under that bound).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
-constexpr int kNormGemvMinBlocks = 1;
-#else
-constexpr int kNormGemvMinBlocks = 5;
-#endif
-extern "C" __global__ void __launch_bounds__(kMaxThreads, kNormGemvMinBlocks)
+// (see NormX): the add_rmsnorm kernel and the projection after it in one launch, on the
+// prefetching kernel (gemv_prefetch.cuh): the weights stream in before the PDL wait, which
+// is now the previous GEMV's, not the norm's. Each block computes the norm of the row into its
+// x stage (dynamic shared memory: x and the ring, ops/matmul.py NORM_GEMV_MAX_K bounds k).
+extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
     gemv_add_rmsnorm_bf16_single(const __nv_bfloat16* resid, const __nv_bfloat16* delta,
                                  const __nv_bfloat16* norm_w, __nv_bfloat16* resid_out,
                                  const __nv_bfloat16* w, __nv_bfloat16* y, uint32_t n,
@@ -251,7 +248,7 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads, kNormGemvMinBlocks)
   const NormX xload{reinterpret_cast<const uint4*>(resid), reinterpret_cast<const uint4*>(delta),
                     reinterpret_cast<const uint4*>(norm_w), reinterpret_cast<uint4*>(resid_out),
                     static_cast<int>(k >> 3), eps, offset != 0};
-  gemv_rows<1, false>(xload, Bf16W{}, w, y, n, k, partial_sums);
+  gemv_prefetch_rows<false>(xload, w, y, n, k, staged_x, prefetch_shared);
 }
 
 // The residual epilogue (AddResidual) for the projections that end a sublayer: y = x @ w.T

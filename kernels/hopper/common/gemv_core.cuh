@@ -66,6 +66,7 @@ __device__ __forceinline__ float warp_reduce_scatter(float (&a)[V], int lane) {
 
 // ---- x load policies: chunk c (8 bf16) of row m of the GEMV's input, widened to f32 ----
 struct PlainX {  // x [m, k] bf16
+  static constexpr bool kBlockStaged = false;  // gemv_prefetch.cuh: per-thread `raw` staging
   const uint4* x;
   int kc;  // 16-byte chunks per row
   __device__ __forceinline__ void prepare() const {}
@@ -78,6 +79,7 @@ struct PlainX {  // x [m, k] bf16
 };
 
 struct SwigluX {  // x = bf16(bf16(silu(gate)) * up), gate_up [m, 2k] = [gate | up] bf16
+  static constexpr bool kBlockStaged = false;
   const uint4* gate_up;
   int kc;
   __device__ __forceinline__ void prepare() const {}

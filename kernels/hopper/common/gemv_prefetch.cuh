@@ -21,7 +21,8 @@
 //   group's ceil(k / 8 / T) k-slices): at most 16 KiB; the ring holds `stages` tiles, each
 //   with its own mbarrier, as many as the launch's dynamic shared memory allows after x;
 // * dynamic shared memory = [x: k / 8 chunks, padded to 128 bytes][ring: stages tiles].
-//   Each thread stages and reads back only its own x chunks (no block barrier for x).
+//   Each thread stages and reads back only its own x chunks (no block barrier for x), unless
+//   the x policy is kBlockStaged: its prepare() fills xs with the whole block (gemv.cu NormX).
 // A group's 4 sums are reduced per warp, parked in shared memory, and summed over warps by
 // threads 0..3 after the tile's block barrier (which the ring needs anyway).
 #pragma once
@@ -94,9 +95,14 @@ __device__ __forceinline__ void gemv_prefetch_rows(XLoad xload, const __nv_bfloa
   __syncthreads();
   atlas::pdl_enter();
 
-  // x: each thread stages the chunks it will multiply (all its loads in flight at once).
+  // x: each thread stages the chunks it will multiply (all its loads in flight at once), or
+  // a policy that needs the whole row (the fused RMSNorm) stages it into xs with the block.
+  if constexpr (XLoad::kBlockStaged) {
+    xload.prepare();
+  } else {
 #pragma unroll 4
-  for (int c = tid; c < kc; c += T) xs[c] = xload.raw(0, c);
+    for (int c = tid; c < kc; c += T) xs[c] = xload.raw(0, c);
+  }
 
   float acc[kRowsPerBlock];
 #pragma unroll

@@ -211,20 +211,24 @@ def gemv_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr,
     kc.get(GEMV_SILU)(stream, grid, gemv_threads(k), 0, gate_up, w, y, m, n, k)
 
 
-#: widest row the fused add + RMSNorm GEMV stages: k * 2 bytes of dynamic shared memory,
-#: which with the kernel's static partial sums (gemv.cu partial_sums, up to 4 KiB) must stay
-#: within the 48 KiB a launch may use without an opt-in: 40 KiB of row (the H200 refused
-#: 48 KiB of dynamic memory with CUDA_ERROR_INVALID_VALUE, check_kernels 2026-12-01)
+#: widest row the fused add + RMSNorm GEMV stages: k * 2 bytes of its dynamic shared memory
+#: (the prefetching kernel's x stage), leaving room for two 16 KiB weight tiles in
+#: PREFETCH_SHARED
 NORM_GEMV_MAX_K = 40 * 1024 // 2
 
 
 def fuses_norm(kc: KernelCache, m: int, n: int, k: int) -> bool:
     """Whether an RMSNorm feeding an m-row bf16 product [n, k] runs inside the GEMV
     (`gemv_add_rmsnorm`) rather than as its own add_rmsnorm launch: one row (batch-1
-    decode), on the GEMV route, a row that fits shared memory, and ATLAS_FUSED_NORM=1.
-    Off by default: measured on the H200 (2026-12-01, PDL off) the fused kernel took 6.72 us
-    at Qwen3-0.6B shapes against 3.96 + 1.94 for the GEMV and add_rmsnorm apart."""
-    return (m == 1 and k % 8 == 0 and k <= NORM_GEMV_MAX_K and kc.routes.fused_norm is True
+    decode), on the GEMV route, a row that fits shared memory, and ATLAS_FUSED_NORM=1 or
+    ATLAS_NORM_GEMV=1 (with ATLAS_FUSED_NORM unset). Off by default: measured on the H200
+    (2026-12-01, PDL off) the 4-row-block fused kernel took 6.72 us at Qwen3-0.6B shapes
+    against 3.96 + 1.94 for the GEMV and add_rmsnorm apart; the prefetching one (its blocks
+    compute the norm 4-12x less often, and its weights arrive during the GEMV before the
+    norm) is unmeasured: `tools/gpu/run_suite.sh norm_gemv_ab`."""
+    routes = kc.routes
+    asked = routes.fused_norm is True or (routes.norm_gemv and routes.fused_norm is None)
+    return (m == 1 and k % 8 == 0 and k <= NORM_GEMV_MAX_K and asked
             and linear_route(kc, m, n) == "gemv")
 
 
@@ -244,9 +248,14 @@ def gemv_add_rmsnorm(kc: KernelCache, stream: Stream, resid: DevicePtr, delta: D
         raise ValueError("gemv_add_rmsnorm: resid_out must not alias resid")
     for name, ptr in (("delta", delta), ("norm_w", norm_w), ("resid_out", resid_out)):
         _check_aligned(f"gemv_add_rmsnorm {name}", ptr, 16)
-    kc.get(GEMV_ADD_RMSNORM_SINGLE)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 2 * k,
-                                    resid, delta, norm_w, resid_out, w, y, n, k, eps,
-                                    int(offset))
+    budget = prefetch_budget(kc)
+    plan = gemv_prefetch_plan(n, k, kc.facts.sm_count, budget)
+    if plan is None:  # x (<= NORM_GEMV_MAX_K * 2 bytes) and two tiles fit any H100/H200 budget
+        raise ValueError(f"gemv_add_rmsnorm: k={k} leaves no room for the weight ring in "
+                         f"{budget} bytes of shared memory")
+    kc.get_with_shared(GEMV_ADD_RMSNORM_SINGLE, budget)(
+        stream, plan.grid, plan.threads, plan.shared, resid, delta, norm_w, resid_out, w, y, n,
+        k, eps, int(offset))
 
 
 def ssq_partials(width: int) -> int:
