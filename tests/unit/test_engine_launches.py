@@ -11,12 +11,12 @@ from atlas.model.load import load_runner
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
 
-#: batch-1 decode by default (the fastest measured), 7 launches a layer: add + RMSNorm, qkv,
-#: attention with q/k norm + RoPE + KV append inside, o_proj, add + RMSNorm, gate_up, down
-#: with SwiGLU inside; the first layer's norm has nothing to add
+#: batch-1 decode by default, 7 launches a layer: add + RMSNorm, qkv, attention with q/k norm
+#: + RoPE + KV append inside, o_proj, add + RMSNorm, gate_up ending with the SwiGLU, down;
+#: the first layer's norm has nothing to add
 DEFAULT_LAYER = ["add_rmsnorm_bf16", "gemv_bf16_single", "decode_attn_rope_bf16",
-                 "gemv_bf16_single", "add_rmsnorm_bf16", "gemv_bf16_single",
-                 "gemv_silu_bf16_single"]
+                 "gemv_bf16_single", "add_rmsnorm_bf16", "gemv_swiglu_bf16_single",
+                 "gemv_bf16_single"]
 #: ATLAS_FUSED_NORM=1, 5 launches a layer: o_proj and down add into the residual stream
 #: themselves, the RMSNorms before qkv and gate_up run inside those GEMVs; the first layer's
 #: norm has no residual epilogue before it (the embedding wrote the stream): the add+norm

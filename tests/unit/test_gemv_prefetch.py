@@ -137,3 +137,26 @@ def test_the_prefetch_switch_sends_one_row_to_the_general_kernel() -> None:
     assert [(r.func, r.grid[0], r.args.get("m")) for r in recs] == [
         ("gemv_bf16", 1536, 1), ("gemv_silu_bf16", 256, 1), ("silu_mul_bf16", 1, None),
         ("gemv_bf16", 1024, 1)]
+
+
+def test_gate_up_ends_with_the_swiglu_on_one_prefetching_row_only() -> None:
+    """matmul.fuses_gate_up_swiglu: batch-1 bf16 gate_up on the prefetching GEMV, n even, and
+    no norm fusion asked for (which puts the norm in gate_up's x load instead)."""
+    def fuses(env: dict[str, str], m: int = 1, n: int = 6144, k: int = 1024) -> bool:
+        kc = KernelCache(MockGpuBackend(), routes=KernelRoutes.from_env(env))
+        return matmul.fuses_gate_up_swiglu(kc, m, n, k)
+
+    assert fuses({}) and fuses({}, n=24576, k=4096)
+    assert not fuses({}, m=2)
+    assert not fuses({}, n=6146 - 1)
+    for env in ({"ATLAS_NORM_GEMV": "1"}, {"ATLAS_FUSED_NORM": "1"}, {"ATLAS_GEMV_PREFETCH": "0"}):
+        assert not fuses(env), env
+    mock = MockGpuBackend()
+    matmul.gemv_swiglu(KernelCache(mock), 0, 0x1000, 0x2000, 0x3000, 6144, 1024)
+    (rec,) = mock.drain_launches()
+    plan = matmul.gemv_prefetch_plan(6144, 1024, 132, H200_BUDGET)
+    assert (rec.func, rec.grid[0], rec.block[0], rec.shared) == (
+        "gemv_swiglu_bf16_single", plan.grid, plan.threads, plan.shared)
+    assert (rec.args["act"], rec.args["n"]) == (0x3000, 6144)
+    with pytest.raises(ValueError, match="even"):
+        matmul.gemv_swiglu(KernelCache(mock), 0, 0x1000, 0x2000, 0x3000, 6145, 1024)

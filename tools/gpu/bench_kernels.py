@@ -394,11 +394,45 @@ def swiglu_linear_case(env: Env, s: Any) -> Case:
                 lambda o, t, r: [("y", o["y"], r)], outputs=("y",), note=note)
 
 
+def gate_up_swiglu_case(env: Env, s: Any) -> Case:
+    """The gate_up projection ending with its SwiGLU (matmul.gemv_swiglu where
+    fuses_gate_up_swiglu allows, else the GEMV/GEMM then silu_mul) against matmul, then
+    F.silu(g) * u."""
+    torch, F = env.torch, env.torch.nn.functional
+    m, n, k = s.m, s.n, s.k
+    fused = matmul.fuses_gate_up_swiglu(env.kc, m, n, k)
+
+    def make() -> Set:
+        scale = 1.0 / math.sqrt(k)
+        return {"x": env.uniform((m, k)), "w": env.uniform((n, k), -scale * 3, scale * 3),
+                "gu": torch.empty((m, n), dtype=torch.bfloat16, device=env.device),
+                "act": torch.empty((m, n // 2), dtype=torch.bfloat16, device=env.device)}
+
+    def ours(st: Set, stream: Stream) -> None:
+        x, w, gu, act = (env.ptr(st[name]) for name in ("x", "w", "gu", "act"))
+        if fused:
+            matmul.gemv_swiglu(env.kc, stream, x, w, act, n, k)
+            return
+        matmul.linear(env.kc, stream, x, w, gu, m, n, k)
+        activation.silu_mul(env.kc, stream, gu, act, m, n // 2)
+
+    def theirs(st: Set) -> Any:
+        g, u = torch.matmul(st["x"], st["w"].T).chunk(2, dim=-1)
+        return F.silu(g) * u
+
+    route = "one GEMV ending with the SwiGLU" if fused else "GEMV/GEMM + silu_mul"
+    return Case(s, make, ours, [Variant("matmul, F.silu(g) * u", theirs)],
+                lambda o, t, r: [("act", o["act"], r)], outputs=("act",),
+                note=f"ours: {route} (ops.matmul.gemv_swiglu)")
+
+
 def linear_case(env: Env, s: Any) -> Case:
     torch = env.torch
     m, n, k = s.m, s.n, s.k
     if s.swiglu:
         return swiglu_linear_case(env, s)
+    if s.ends_swiglu:
+        return gate_up_swiglu_case(env, s)
     out_dtype = torch.float32 if s.out_f32 else torch.bfloat16
     f32_mm = _f32_matmul(env) if s.out_f32 else None
 

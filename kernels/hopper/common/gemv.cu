@@ -225,6 +225,18 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
   gemv<false>(swiglu_x(gate_up, k), w, y, m, n, k);
 }
 
+// The MLP's gate_up projection ending with its SwiGLU, one row: w is [gate | up] [2 I, k],
+// act[j] = bf16(bf16(silu(gate_j)) * up_j) for j < I = n / 2, exactly gemv_bf16_single into
+// gate_up followed by silu_mul_bf16 (each block's groups take gate and up rows in pairs,
+// gemv_prefetch.cuh GroupRows::kSwiglu), so the down projection reads a plain x.
+extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
+    gemv_swiglu_bf16_single(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* act,
+                            uint32_t m, uint32_t n, uint32_t k) {
+  if (m != 1 || (n & 1u) != 0u) __trap();
+  gemv_prefetch_rows<false, PlainX, GroupRows::kSwiglu>(plain_x(x, k), w, act, n, k, staged_x,
+                                                        prefetch_shared);
+}
+
 // The prefetching single-row kernel with the SwiGLU computed once per block into its x stage
 // (a block owns a contiguous row range, so the activation is computed once per SM, not once
 // per 4 rows as gemv_silu_bf16 does: cheap enough at Qwen3-8B's k = 12,288 too).

@@ -46,10 +46,68 @@ __device__ __forceinline__ uint32_t dynamic_shared_bytes() {
   return v;
 }
 
-template <bool kF32Out, class XLoad>
+// What a block's 4-row group g computes and where its sums go.
+// * kPlain: weight rows 4g .. 4g + 3 (those < n), y[row] = the sum (bf16, or for logits the
+//   bf16-rounded value as f32);
+// * kSwiglu: w is a fused [gate | up] weight of n = 2 I rows; the group takes gate rows
+//   2g, 2g + 1 (tile rows 0, 1) and up rows I + 2g, I + 2g + 1 (tile rows 2, 3), and writes
+//   y[j] = bf16(bf16(silu(bf16(gate_j))) * bf16(up_j)) for j = 2g, 2g + 1 (those < I):
+//   the GEMV's bf16 outputs followed by silu_mul, bit for bit (atlas::swiglu_f32).
+enum class GroupRows { kPlain, kSwiglu };
+
+template <GroupRows kRows>
+struct GroupMap {
+  int n;  // weight rows
+  __device__ __forceinline__ int outputs() const { return kRows == GroupRows::kSwiglu ? n / 2 : n; }
+  // 4-row groups in all
+  __device__ __forceinline__ int groups() const {
+    return kRows == GroupRows::kSwiglu ? (n / 2 + 1) / 2 : (n + kRowsPerBlock - 1) / kRowsPerBlock;
+  }
+  // Tile rows [r0, r0 + count) of group g are weight rows first(g, r0) + [0, count),
+  // contiguous: one run for kPlain, two (gate, up) of up to 2 rows for kSwiglu.
+  __device__ __forceinline__ int runs() const { return kRows == GroupRows::kSwiglu ? 2 : 1; }
+  __device__ __forceinline__ int run_rows(int g) const {
+    return kRows == GroupRows::kSwiglu ? min(2, n / 2 - 2 * g) : min(kRowsPerBlock, n - kRowsPerBlock * g);
+  }
+  __device__ __forceinline__ int run_first(int g, int run) const {
+    return kRows == GroupRows::kSwiglu ? 2 * g + run * (n / 2) : kRowsPerBlock * g;
+  }
+};
+
+// The group's outputs from its warps' sums part[warp][tile row], summed in warp order (the
+// general kernel's order): threads 0..3 (0..1 for kSwiglu) each store one.
+template <bool kF32Out, GroupRows kRows>
+__device__ __forceinline__ void store_group(const GroupMap<kRows>& map,
+                                            const float (&part)[kMaxThreads / 32][kRowsPerBlock],
+                                            int nwarps, int g, int tid, void* y) {
+  const auto sum_of = [&](int r) {
+    float sum = 0.f;
+    for (int i = 0; i < nwarps; ++i) sum += part[i][r];
+    return sum;
+  };
+  if constexpr (kRows == GroupRows::kSwiglu) {
+    const int j = 2 * g + tid;
+    if (tid < 2 && j < map.outputs()) {
+      const float gate = atlas::round_bf16(sum_of(tid)), up = atlas::round_bf16(sum_of(2 + tid));
+      static_cast<__nv_bfloat16*>(y)[j] = atlas::f32_to_bf16(atlas::swiglu_f32(gate, up));
+    }
+  } else {
+    const int row = g * kRowsPerBlock + tid;
+    if (tid < kRowsPerBlock && row < map.n) {
+      if (kF32Out)  // logits: the bf16-rounded value, widened (transformers' bf16 LM head)
+        static_cast<float*>(y)[row] = atlas::round_bf16(sum_of(tid));
+      else
+        static_cast<__nv_bfloat16*>(y)[row] = atlas::f32_to_bf16(sum_of(tid));
+    }
+  }
+}
+
+template <bool kF32Out, class XLoad, GroupRows kRows = GroupRows::kPlain>
 __device__ __forceinline__ void gemv_prefetch_rows(XLoad xload, const __nv_bfloat16* __restrict__ w,
                                                    void* __restrict__ y, int n, int k,
                                                    uint4* dyn, PrefetchShared& sh) {
+  static_assert(!(kF32Out && kRows == GroupRows::kSwiglu), "the SwiGLU epilogue stores bf16");
+  const GroupMap<kRows> map{n};
   const int kc = k >> 3;
   const int T = static_cast<int>(blockDim.x), tid = static_cast<int>(threadIdx.x);
   const int lane = tid & 31, warp = tid >> 5;
@@ -57,7 +115,7 @@ __device__ __forceinline__ void gemv_prefetch_rows(XLoad xload, const __nv_bfloa
   const int nkt = (kc + T - 1) / T;                   // tiles per 4-row group
   const int tile_chunks = kRowsPerBlock * tile_w;
   const int x_chunks = (kc + 7) & ~7;
-  const int groups = (n + kRowsPerBlock - 1) / kRowsPerBlock;
+  const int groups = map.groups();
   const int g0 = static_cast<int>(static_cast<long long>(blockIdx.x) * groups / gridDim.x);
   const int g1 = static_cast<int>(static_cast<long long>(blockIdx.x + 1) * groups / gridDim.x);
   const int ntiles = (g1 - g0) * nkt;
@@ -68,21 +126,23 @@ __device__ __forceinline__ void gemv_prefetch_rows(XLoad xload, const __nv_bfloa
   uint4* ring = dyn + x_chunks;
   const uint4* wq = reinterpret_cast<const uint4*>(w);
 
-  // Tile t of this block into ring slot s: its rows' k-slice, one copy when the rows are
-  // whole (k / 8 <= T: contiguous in global and shared memory alike). Rows past n are not
-  // copied; their sums are computed from stale shared memory and never stored.
+  // Tile t of this block into ring slot s: its rows' k-slice, one copy per run of rows when
+  // the rows are whole (k / 8 <= T: contiguous in global and shared memory alike). Rows past
+  // the end are not copied; their sums come from stale shared memory and are never stored.
   const auto issue = [&](int t, int s) {
     const int g = g0 + t / nkt, c0 = (t % nkt) * T;
-    const int width = min(tile_w, kc - c0), rows = min(kRowsPerBlock, n - g * kRowsPerBlock);
-    uint4* dst = ring + static_cast<size_t>(s) * tile_chunks;
-    const uint4* src = wq + static_cast<size_t>(g) * kRowsPerBlock * kc + c0;
-    atlas::bulk::expect_bytes(&sh.full[s], static_cast<uint32_t>(rows * width * 16));
-    if (width == kc) {
-      atlas::bulk::copy_to_shared(dst, src, static_cast<uint32_t>(rows * kc * 16), &sh.full[s]);
-    } else {
-      for (int r = 0; r < rows; ++r)
-        atlas::bulk::copy_to_shared(dst + r * tile_w, src + static_cast<size_t>(r) * kc,
-                                    static_cast<uint32_t>(width * 16), &sh.full[s]);
+    const int width = min(tile_w, kc - c0), rows = map.run_rows(g);
+    atlas::bulk::expect_bytes(&sh.full[s], static_cast<uint32_t>(map.runs() * rows * width * 16));
+    for (int run = 0; run < map.runs(); ++run) {
+      uint4* dst = ring + static_cast<size_t>(s) * tile_chunks + run * 2 * tile_w;
+      const uint4* src = wq + static_cast<size_t>(map.run_first(g, run)) * kc + c0;
+      if (width == kc) {
+        atlas::bulk::copy_to_shared(dst, src, static_cast<uint32_t>(rows * kc * 16), &sh.full[s]);
+      } else {
+        for (int r = 0; r < rows; ++r)
+          atlas::bulk::copy_to_shared(dst + r * tile_w, src + static_cast<size_t>(r) * kc,
+                                      static_cast<uint32_t>(width * 16), &sh.full[s]);
+      }
     }
   };
 
@@ -135,15 +195,7 @@ __device__ __forceinline__ void gemv_prefetch_rows(XLoad xload, const __nv_bfloa
       atlas::bulk::fence_async_shared();
       issue(t + stages, s);
     }
-    const int row = g * kRowsPerBlock + tid;
-    if (group_done && tid < kRowsPerBlock && row < n) {
-      float sum = 0.f;
-      for (int i = 0; i < (T >> 5); ++i) sum += sh.partial[g & 1][i][tid];
-      if (kF32Out)  // logits: the bf16-rounded value, widened (transformers' bf16 LM head)
-        static_cast<float*>(y)[row] = atlas::round_bf16(sum);
-      else
-        static_cast<__nv_bfloat16*>(y)[row] = atlas::f32_to_bf16(sum);
-    }
+    if (group_done) store_group<kF32Out, kRows>(map, sh.partial[g & 1], T >> 5, g, tid, y);
   }
 }
 

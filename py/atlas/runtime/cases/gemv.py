@@ -167,3 +167,42 @@ def gemv_silu_cases(rng: np.random.Generator) -> list[KernelCase]:
     cases.append(silu_linear_case(rng, "linear_silu fallback m12 n256 k1024", 12, 256, 1024))
     return cases
 
+
+
+# ---- gate_up projection ending with its SwiGLU --------------------------------------------
+def swiglu_gate_up_case(rng: np.random.Generator, n: int, k: int) -> KernelCase:
+    """act = swiglu(x @ [gate | up].T) for one row through `gemv_swiglu` and, where silu_mul
+    takes I = n / 2 (a multiple of 8), its unfused twin (the single-row GEMV into gate_up,
+    then silu_mul) into `act_unfused`: equal bit for bit on the device. The oracle is the
+    float64 product rounded to bf16, then the float64 SwiGLU of those values."""
+    inputs = {"x": random_bf16(rng, (1, k)), "w": random_bf16(rng, (n, k), 4.0 * k ** -0.5)}
+    outputs = {"act": OutputSpec(DType.BF16, (1, n // 2))}
+    twin = (n // 2) % 8 == 0
+    if twin:
+        inputs["gate_up"] = np.zeros((1, n), np.uint16)
+        outputs["act" + UNFUSED] = OutputSpec(DType.BF16, (1, n // 2))
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        kc = KernelCache(backend)
+        matmul.gemv_swiglu(kc, stream, p["x"], p["w"], p["act"], n, k)
+        if twin:
+            matmul.gemv(kc, stream, p["x"], p["w"], p["gate_up"], 1, n, k)
+            activation.silu_mul(kc, stream, p["gate_up"], p["act" + UNFUSED], 1, n // 2)
+
+    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        gate_up = linear_oracle(x)["y"]
+        act = swiglu_oracle(f32_to_bf16_bits(gate_up.astype(np.float32)))
+        return {"act": act, "act" + UNFUSED: act}
+
+    return KernelCase(f"gemv_swiglu m1 n{n} k{k}", "gemv", inputs, outputs, run, oracle)
+
+
+#: (n, k) on an H200's plan: Qwen3-0.6B's gate_up (4 blocks a SM, whole slices), a ring with
+#: 2 k-tiles a group (ragged: some blocks 4 groups, some 3), and whole rows of an odd width
+#: (k / 8 = 125) with an odd I = 77 (the last group one gate and one up row; no twin)
+GEMV_SWIGLU_SHAPES = [(6144, 1024), (4000, 4096), (154, 1000)]
+
+
+@kernel_cases("gemv")
+def gemv_swiglu_cases(rng: np.random.Generator) -> list[KernelCase]:
+    return [swiglu_gate_up_case(rng, n, k) for n, k in GEMV_SWIGLU_SHAPES]

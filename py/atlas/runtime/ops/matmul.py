@@ -30,7 +30,7 @@ from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GE
                           GEMM_SM90_F32OUT, GEMV, GEMV_ADD_RMSNORM_SINGLE, GEMV_F32OUT,
                           GEMV_RESIDUAL_SINGLE, GEMV_RMSNORM_SINGLE, GEMV_SILU,
                           GEMV_SILU_RESIDUAL_SINGLE, GEMV_SILU_SINGLE, GEMV_SINGLE,
-                          GEMV_SINGLE_F32OUT)
+                          GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE)
 from . import KernelCache
 from .activation import silu_mul
 from .matmul_batched import BATCHED_MAX_M, batched_gemv
@@ -192,6 +192,35 @@ def gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DeviceP
         return
     grid = -(-n // GEMV_ROWS_PER_BLOCK)
     kc.get(general)(stream, grid, gemv_threads(k), 0, x, w, y, m, n, k)
+
+
+def fuses_gate_up_swiglu(kc: KernelCache, m: int, n: int, k: int) -> bool:
+    """Whether an m-row bf16 [gate | up] product [n, k] ends with its SwiGLU (`gemv_swiglu`,
+    the down projection then reads the activation): one row on the prefetching GEMV, n even,
+    and neither norm fusion asked for (ATLAS_FUSED_NORM=1 / ATLAS_NORM_GEMV=1 run gate_up
+    with the norm in its x load instead, and the carried residual keeps down's SwiGLU).
+    Then silu_mul's work leaves the critical path: the down GEMV's blocks each computed the
+    whole activation after their PDL wait (~1.5 us at Qwen3-8B's k = 12,288)."""
+    return (m == 1 and n % 2 == 0 and kc.routes.gemv_prefetch
+            and linear_route(kc, m, n) == "gemv" and not fuses_norm(kc, m, n, k)
+            and not carries_residual(kc, m, n)
+            and gemv_prefetch_plan(n, k, kc.facts.sm_count, prefetch_budget(kc)) is not None)
+
+
+def gemv_swiglu(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, act: DevicePtr,
+                n: int, k: int) -> None:
+    """One row: act[n / 2] = bf16(bf16(silu(gate)) * up) of [gate | up] = x @ w.T (bf16 w
+    [n, k], n even): `gemv` into gate_up then silu_mul, bit for bit, in one launch."""
+    _check_gemv("gemv_swiglu", x, w, act, 1, n, k, True)
+    if n % 2:
+        raise ValueError(f"gemv_swiglu: n={n} must be even ([gate | up] halves)")
+    budget = prefetch_budget(kc)
+    plan = gemv_prefetch_plan(n, k, kc.facts.sm_count, budget)
+    if plan is None:
+        raise ValueError(f"gemv_swiglu: k={k} leaves no room for the weight ring in {budget} "
+                         f"bytes of shared memory")
+    kc.get_with_shared(GEMV_SWIGLU_SINGLE, budget)(stream, plan.grid, plan.threads, plan.shared,
+                                                   x, w, act, 1, n, k)
 
 
 def gemv_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr, y: DevicePtr,
