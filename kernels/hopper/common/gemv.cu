@@ -27,6 +27,9 @@
 //
 // The streaming, accumulation and reduction are gemv_core.cuh's, with the bf16 weight format.
 // Launch (ops/matmul.py): grid = ceil(n / 4), block = min(256, roundup32(k / 8)) threads.
+// The one-row entry points (*_single but the residual-carrying ones) instead run
+// gemv_prefetch.cuh (weights bulk-copied into shared memory before the PDL wait), in the
+// same summation order; its launch plan is ops/matmul.py gemv_prefetch_plan.
 // Preconditions: k % 8 == 0, x (or gate_up) and w 16-byte aligned.
 #include "gemv_core.cuh"
 #include "gemv_prefetch.cuh"
@@ -94,10 +97,6 @@ struct NormX {
       staged_x[c] = atlas::pack_bf16x8(out);
     }
     __syncthreads();
-  }
-
-  __device__ __forceinline__ void load(int, int c, float (&xf)[8]) const {
-    atlas::unpack_bf16x8(staged_x[c], xf);
   }
 };
 
