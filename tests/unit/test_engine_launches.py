@@ -11,12 +11,12 @@ from atlas.model.load import load_runner
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
 
-#: batch-1 decode by default (the fastest measured), 7 launches a layer: add + RMSNorm, qkv,
-#: attention with q/k norm + RoPE + KV append inside, o_proj, add + RMSNorm, gate_up, down
-#: with SwiGLU inside; the first layer's norm has nothing to add
+#: batch-1 decode by default, 7 launches a layer: add + RMSNorm, qkv, attention with q/k norm
+#: + RoPE + KV append inside, o_proj, add + RMSNorm, gate_up ending with the SwiGLU, down;
+#: the first layer's norm has nothing to add
 DEFAULT_LAYER = ["add_rmsnorm_bf16", "gemv_bf16_single", "decode_attn_rope_bf16",
-                 "gemv_bf16_single", "add_rmsnorm_bf16", "gemv_bf16_single",
-                 "gemv_silu_bf16_single"]
+                 "gemv_bf16_single", "add_rmsnorm_bf16", "gemv_swiglu_bf16_single",
+                 "gemv_bf16_single"]
 #: ATLAS_FUSED_NORM=1, 5 launches a layer: o_proj and down add into the residual stream
 #: themselves, the RMSNorms before qkv and gate_up run inside those GEMVs; the first layer's
 #: norm has no residual epilogue before it (the embedding wrote the stream): the add+norm
@@ -24,6 +24,10 @@ DEFAULT_LAYER = ["add_rmsnorm_bf16", "gemv_bf16_single", "decode_attn_rope_bf16"
 DECODE_LAYER = ["gemv_rmsnorm_bf16_single", "decode_attn_rope_bf16", "gemv_residual_bf16_single",
                 "gemv_rmsnorm_bf16_single", "gemv_silu_residual_bf16_single"]
 FIRST_NORM = "gemv_add_rmsnorm_bf16_single"
+#: ATLAS_NORM_GEMV=1, 5 launches a layer: the add + RMSNorms before qkv and gate_up run inside
+#: those GEMVs (which switch residual buffers); o_proj and down write delta
+NORM_GEMV_LAYER = [FIRST_NORM, "decode_attn_rope_bf16", "gemv_bf16_single", FIRST_NORM,
+                   "gemv_silu_bf16_single"]
 
 
 @pytest.fixture(scope="module")
@@ -147,3 +151,20 @@ def test_prefill_step_launches_eagerly_with_packed_attention(runner):
 def test_a_sequence_new_to_the_runner_must_bring_its_history(runner):
     with pytest.raises(ValueError, match="new to the runner"):
         runner.execute([SeqChunk(9, [3], 0, [0], GREEDY)])
+
+
+def test_norm_gemv_decode_graph_fuses_each_add_norm_into_the_gemv_after_it(monkeypatch):
+    monkeypatch.setenv("ATLAS_NORM_GEMV", "1")
+    runner = load_runner(FIXTURE, backend="mock", max_seq_len=64, max_batch_size=4,
+                         max_prefill_tokens=32)
+    dev = runner.backend
+    dev.drain_launches()
+    dev.graph_launches.clear()
+    runner.execute([SeqChunk(7, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3, 4, 5]))])
+    (replay,) = dev.graph_launches
+    names = [r.func for r in replay.graph]
+    layers, n = runner.cfg.num_hidden_layers, len(NORM_GEMV_LAYER)
+    assert names[:1 + n * layers] == ["embedding_bf16", *NORM_GEMV_LAYER * layers]
+    assert names[1 + n * layers:] == ["add_rmsnorm_bf16", "embedding_bf16",
+                                      "gemv_bf16_f32_single", *SAMPLER]
+    runner.release(7)

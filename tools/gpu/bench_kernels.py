@@ -366,9 +366,73 @@ def embedding_case(env: Env, s: Any) -> Case:
                 note="one table shared by all input sets; the ids rotate")
 
 
+def swiglu_linear_case(env: Env, s: Any) -> Case:
+    """The down projection with its SwiGLU (matmul.linear_silu: one fused GEMV at batch 1)
+    against F.silu(g) * u, then matmul."""
+    torch, F = env.torch, env.torch.nn.functional
+    m, n, k = s.m, s.n, s.k
+
+    def make() -> Set:
+        scale = 1.0 / math.sqrt(k)
+        return {"gu": env.uniform((m, 2 * k), -4, 4),
+                "w": env.uniform((n, k), -scale * 3, scale * 3),
+                "act": torch.empty((m, k), dtype=torch.bfloat16, device=env.device),
+                "y": torch.empty((m, n), dtype=torch.bfloat16, device=env.device)}
+
+    def ours(st: Set, stream: Stream) -> None:
+        matmul.linear_silu(env.kc, stream, env.ptr(st["gu"]), env.ptr(st["w"]), env.ptr(st["y"]),
+                           m, n, k, scratch=env.ptr(st["act"]))
+
+    def theirs(st: Set) -> Any:
+        g, u = st["gu"].chunk(2, dim=-1)
+        return torch.matmul(F.silu(g) * u, st["w"].T)
+
+    route = ("one fused GEMV" if matmul.fuses_silu(env.kc, m, n, k)
+             else "silu_mul + " + matmul.linear_route(env.kc, m, n))
+    note = f"ours: {route} (ops.matmul.linear_silu)"
+    return Case(s, make, ours, [Variant("F.silu(g) * u @ w.T", theirs)],
+                lambda o, t, r: [("y", o["y"], r)], outputs=("y",), note=note)
+
+
+def gate_up_swiglu_case(env: Env, s: Any) -> Case:
+    """The gate_up projection ending with its SwiGLU (matmul.gemv_swiglu where
+    fuses_gate_up_swiglu allows, else the GEMV/GEMM then silu_mul) against matmul, then
+    F.silu(g) * u."""
+    torch, F = env.torch, env.torch.nn.functional
+    m, n, k = s.m, s.n, s.k
+    fused = matmul.fuses_gate_up_swiglu(env.kc, m, n, k)
+
+    def make() -> Set:
+        scale = 1.0 / math.sqrt(k)
+        return {"x": env.uniform((m, k)), "w": env.uniform((n, k), -scale * 3, scale * 3),
+                "gu": torch.empty((m, n), dtype=torch.bfloat16, device=env.device),
+                "act": torch.empty((m, n // 2), dtype=torch.bfloat16, device=env.device)}
+
+    def ours(st: Set, stream: Stream) -> None:
+        x, w, gu, act = (env.ptr(st[name]) for name in ("x", "w", "gu", "act"))
+        if fused:
+            matmul.gemv_swiglu(env.kc, stream, x, w, act, n, k)
+            return
+        matmul.linear(env.kc, stream, x, w, gu, m, n, k)
+        activation.silu_mul(env.kc, stream, gu, act, m, n // 2)
+
+    def theirs(st: Set) -> Any:
+        g, u = torch.matmul(st["x"], st["w"].T).chunk(2, dim=-1)
+        return F.silu(g) * u
+
+    route = "one GEMV ending with the SwiGLU" if fused else "GEMV/GEMM + silu_mul"
+    return Case(s, make, ours, [Variant("matmul, F.silu(g) * u", theirs)],
+                lambda o, t, r: [("act", o["act"], r)], outputs=("act",),
+                note=f"ours: {route} (ops.matmul.gemv_swiglu)")
+
+
 def linear_case(env: Env, s: Any) -> Case:
     torch = env.torch
     m, n, k = s.m, s.n, s.k
+    if s.swiglu:
+        return swiglu_linear_case(env, s)
+    if s.ends_swiglu:
+        return gate_up_swiglu_case(env, s)
     out_dtype = torch.float32 if s.out_f32 else torch.bfloat16
     f32_mm = _f32_matmul(env) if s.out_f32 else None
 

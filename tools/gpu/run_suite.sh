@@ -234,6 +234,40 @@ stage_profile() {
   return $rc
 }
 
+# Batch-1 decode (and with a profile, its per-kernel profile) of Qwen3-0.6B and Qwen3-8B
+# under the environment assignments given, results suffixed _SUFFIX:
+#   dense_decode_with SUFFIX [profile] VAR=VALUE...
+dense_decode_with() {
+  local suffix="$1" profile=0 name rc=0
+  shift
+  if [ "${1:-}" = profile ]; then profile=1; shift; fi
+  for name in qwen3-0.6b qwen3-8b; do
+    make_checkpoint "$name" weights || return 1
+    env "$@" "$PY" tools/gpu/bench_decode.py --model "$CKPT/$name" --hf none \
+      --out "$RESULTS/bench_decode_${name}_$suffix.json" || rc=1
+    [ "$profile" = 1 ] || continue
+    env "$@" "$PY" tools/gpu/profile_decode.py --model "$CKPT/$name" \
+      --out "$RESULTS/profile_decode_${name}_$suffix.json" || rc=1
+  done
+  return $rc
+}
+
+# The single-row GEMVs' pre-wait weight prefetch (gemv_prefetch.cuh) A/B: decode with it off
+# (ATLAS_GEMV_PREFETCH=0: the general GEMV kernel at m = 1, silu_mul before 8B's down;
+# decode_bench is the "on" side), then the dense GEMV rows of Qwen3-0.6B and Qwen3-8B (b1
+# prefetching, b32, lm_head, down+swiglu, gate_up+swiglu) against PyTorch.
+stage_gemv_prefetch_ab() {
+  local rc=0
+  dense_decode_with noprefetch ATLAS_GEMV_PREFETCH=0 || rc=1
+  "$PY" tools/gpu/bench_kernels.py -k "decode_gemv qwen3-0.6b" -k "decode_gemv qwen3-8b" \
+    --out-dir "$RESULTS" || rc=1
+  return $rc
+}
+
+# The add + RMSNorm fused into the prefetching GEMV after it (ATLAS_NORM_GEMV=1: 5 launches a
+# layer instead of 7) against the default (decode_bench / profile), with its profile.
+stage_norm_gemv_ab() { dense_decode_with norm_gemv profile ATLAS_NORM_GEMV=1; }
+
 stage_kernel_table() {
   "$PY" tools/gpu/bench_kernels.py ${ATLAS_KERNEL_TABLE_ARGS:-} --out-dir "$RESULTS"
 }
@@ -808,7 +842,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         quant_profile_nvfp4 quant_lm_head
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab startup
-        quant_kernels)
+        quant_kernels gemv_prefetch_ab norm_gemv_ab)
 
 # ---- runner -------------------------------------------------------------------------------
 

@@ -286,7 +286,9 @@ class Linear:
     """y[m, n] = x[m, k] @ w[n, k].T; `prefill` puts it in the GEMM family, `batched` in
     the family of the tensor-core decode GEMV (ops.matmul_batched), `decode_sm90` in that of
     the skinny wgmma GEMM (ops.matmul_decode), each forced; the others run whatever `linear`
-    would choose for m."""
+    would choose for m. `swiglu`: the MLP down projection with its activation, x = swiglu of
+    a gate_up [m, 2k] input, through `linear_silu`; `ends_swiglu`: the gate_up projection
+    [n = 2 I, k] ending with it (y = swiglu, [m, I]), as a batch-1 decode step runs them."""
 
     label: str
     m: int
@@ -296,6 +298,8 @@ class Linear:
     prefill: bool = False
     batched: bool = False
     decode_sm90: bool = False
+    swiglu: bool = False
+    ends_swiglu: bool = False
     quick: bool = False
 
     @property
@@ -307,14 +311,18 @@ class Linear:
         return Family.DECODE_BATCHED_GEMV if self.batched else Family.DECODE_GEMV
 
     def bytes_moved(self) -> int:
-        out = (F32 if self.out_f32 else BF16) * self.m * self.n
-        return BF16 * (self.n * self.k + self.m * self.k) + out
+        out = (F32 if self.out_f32 else BF16) * self.m * (self.n // 2 if self.ends_swiglu
+                                                          else self.n)
+        x_width = 2 * self.k if self.swiglu else self.k
+        return BF16 * (self.n * self.k + self.m * x_width) + out
 
     def flops(self) -> int:
         return 2 * self.m * self.n * self.k
 
     def describe(self) -> str:
-        return f"m={self.m} n={self.n} k={self.k}" + (" f32-out" if self.out_f32 else "")
+        return (f"m={self.m} n={self.n} k={self.k}" + (" f32-out" if self.out_f32 else "")
+                + (" swiglu" if self.swiglu else "")
+                + (" ends-swiglu" if self.ends_swiglu else ""))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -853,6 +861,10 @@ def table_shapes(m: ModelDims = QWEN3_8B,
     for b in scale.decode_batches:
         shapes += [Linear(label=f"{m.name} {name} b{b}", m=b, n=n, k=k,
                           quick=name in ("qkv", "gate_up")) for name, n, k in _linears(m)]
+        shapes.append(Linear(label=f"{m.name} down+swiglu b{b}", m=b, n=m.hidden,
+                             k=m.intermediate, swiglu=True, quick=b == first_batch))
+        shapes.append(Linear(label=f"{m.name} gate_up+swiglu b{b}", m=b, n=2 * m.intermediate,
+                             k=m.hidden, ends_swiglu=True))
         shapes.append(Linear(label=f"{m.name} lm_head b{b}", m=b, n=m.vocab, k=m.hidden,
                              out_f32=True, quick=b == first_batch))
     for b in scale.batched_batches:
@@ -891,6 +903,10 @@ def table_shapes(m: ModelDims = QWEN3_8B,
     for small in small_models:
         shapes += [Linear(label=f"{small.name} {name} b1", m=1, n=n, k=k)
                    for name, n, k in _linears(small)]
+        shapes.append(Linear(label=f"{small.name} down+swiglu b1", m=1, n=small.hidden,
+                             k=small.intermediate, swiglu=True))
+        shapes.append(Linear(label=f"{small.name} gate_up+swiglu b1", m=1,
+                             n=2 * small.intermediate, k=small.hidden, ends_swiglu=True))
         # small N (o_proj, down) gives the batched GEMV few 32-row blocks: measured, not assumed
         shapes += [Linear(label=f"{small.name} {name} b32", m=32, n=n, k=k, batched=True)
                    for name, n, k in _linears(small)]

@@ -106,8 +106,8 @@ def swiglu(kc: KernelCache, s: Stream, b: "StepBuffers", w_gate_up: DevicePtr,
            w_down: DevicePtr, out: DevicePtr, t: int, hidden: int, inter: int) -> None:
     """out = down(silu(gate(normed)) * up(normed)) through the step's gate_up/act scratch."""
     matmul.linear(kc, s, b.normed, w_gate_up, b.gate_up, t, 2 * inter, hidden)
-    # SwiGLU fused into the down projection's input where that measured faster (small
-    # decode steps, k <= 4096); otherwise silu_mul into `act`, then the GEMM
+    # SwiGLU fused into the down projection's input where `matmul.fuses_silu` allows (decode
+    # steps on the GEMV); otherwise silu_mul into `act`, then the GEMM
     matmul.linear_silu(kc, s, b.gate_up, w_down, out, t, hidden, inter, scratch=b.act)
 
 
