@@ -166,6 +166,170 @@ def test_down_kernel_model_matches_the_oracle(experts: int, top_k: int, hidden: 
     np.testing.assert_allclose(out, want, rtol=1e-9, atol=1e-9)
 
 
+# ---- down: the bulk-copy path ---------------------------------------------------------------
+def model_down_bulk(act: np.ndarray, w: np.ndarray, ids: np.ndarray, weights: np.ndarray,
+                    top_k: int, sh_down: np.ndarray | None, sm_count: int, smem_limit: int
+                    ) -> tuple[np.ndarray, dict[tuple[int, int, int], int]]:
+    """down_bulk: out [tokens, hidden] (float64) and how often each (row, slot, chunk) landed
+    in a ring stage. The ring is an array of chunks written only by the modelled copies
+    (request_stage: offsets, sizes and the byte count its barrier expects) and read by the
+    items (offsets from the compute loop), initially NaN: a product that reads a chunk no
+    copy of its stage wrote (a stale or foreign one) is NaN or wrong."""
+    tokens, slots, inter = act.shape
+    experts, hidden, _ = w.shape
+    kc = inter // 8
+    plan = moe.down_bulk_plan(slots, tokens, hidden, inter, sm_count, smem_limit)
+    assert plan is not None
+    sr, stages, rows = plan.stage_rows, plan.stages, plan.rows
+    assert 1 <= stages <= moe.DOWN_BULK_MAX_STAGES and sr <= moe.DECODE_THREADS
+    stage_vecs = slots * sr * kc
+    sh_kc = sh_down.shape[1] // 8 if sh_down is not None else 0
+    wc = w.reshape(experts * hidden * kc, 8)  # 16-byte chunks of w_down
+    shc = sh_down.reshape(-1, 8) if sh_down is not None else None
+    landed: dict[tuple[int, int, int], int] = {}
+    out = np.full((tokens, hidden), np.nan)
+
+    def slot_chunks(ids_t: np.ndarray, j: int) -> int:
+        if j < top_k:
+            return kc if 0 <= ids_t[j] < experts else 0
+        return max(0, min(kc, sh_kc - (j - top_k) * kc))
+
+    for t in range(tokens):
+        ids_t = ids[t]
+        for bx in range(-(-hidden // rows)):
+            row0 = bx * rows
+            n_rows = min(hidden, row0 + rows) - row0
+            groups = -(-n_rows // sr)
+            ring = np.full((stages * stage_vecs, 8), np.nan)
+            barrier_bytes = [0] * stages
+
+            def request(g: int) -> None:
+                buf, row, n = g % stages, row0 + g * sr, min(sr, n_rows - g * sr)
+                expect = sum(16 * slot_chunks(ids_t, j) * n for j in range(slots))
+                ring[buf * stage_vecs:(buf + 1) * stage_vecs] = np.nan  # reused: stale
+                got = 0
+                for q in range(top_k + (slots - top_k) * n):
+                    j = q if q < top_k else top_k + (q - top_k) // n
+                    r = 0 if q < top_k else (q - top_k) % n
+                    chunks = slot_chunks(ids_t, j)
+                    if chunks == 0:
+                        continue
+                    copied = chunks * (n if j < top_k else 1)
+                    if j < top_k:
+                        src = (int(ids_t[j]) * hidden + row) * kc
+                        block = wc[src:src + copied]
+                    else:
+                        src = (row + r) * sh_kc + (j - top_k) * kc
+                        assert src + copied <= (row + r + 1) * sh_kc, "past the shared row"
+                        block = shc[src:src + copied]
+                    assert len(block) == copied, "a copy past the weights"
+                    dst = buf * stage_vecs + (j * sr + r) * kc
+                    assert buf * stage_vecs <= dst and dst + copied <= (buf + 1) * stage_vecs
+                    ring[dst:dst + copied] = block
+                    got += 16 * copied
+                    for rr in range(n if j < top_k else 1):
+                        for c in range(chunks):
+                            key = (row + r + rr, j, c)
+                            landed[key] = landed.get(key, 0) + 1
+                assert got == expect, "the barrier would wait for other bytes than land"
+                barrier_bytes[buf] += got
+
+            for g in range(min(stages, groups)):
+                request(g)
+            for g in range(groups):
+                buf, n = g % stages, min(sr, n_rows - g * sr)
+                items = n * slots
+                ys = np.full(sr * slots, np.nan)
+                for warp in range(WARPS):
+                    for i0 in range(warp, items, 2 * WARPS):
+                        for i in (i0, i0 + WARPS):
+                            if i >= items:
+                                continue
+                            r, j = divmod(i, slots)
+                            nc = slot_chunks(ids_t, j)
+                            base = buf * stage_vecs + (j * sr + r) * kc
+                            acc = 0.0
+                            for lane in range(32):
+                                for c in range(lane, kc, 32):
+                                    if c < nc:
+                                        acc += float(ring[base + c] @ act[t, j, 8 * c:8 * c + 8])
+                            ys[i] = acc
+                if g + stages < groups:
+                    request(g + stages)
+                for r in range(n):
+                    y = ys[r * slots:(r + 1) * slots]
+                    total = 0.0
+                    for j in range(top_k):
+                        if 0 <= ids_t[j] < experts:
+                            assert not np.isnan(y[j]), "a product read a chunk no copy wrote"
+                            total += float(weights[t, j]) * _bf(y[j])
+                    if slots > top_k:
+                        total = _bf(total) + _bf(float(weights[t, top_k]) * _bf(y[top_k:].sum()))
+                    row = row0 + g * sr + r
+                    assert np.isnan(out[t, row]), "two blocks wrote one row"
+                    out[t, row] = total
+    return out, landed
+
+
+@pytest.mark.parametrize("experts,top_k,hidden,inter,shared_inter,tokens,sm_count,smem", [
+    (8, 8, 64, 768, 0, 2, 6, 227 * 1024),    # Qwen3-30B-A3B's rows: stages of 2 rows, ring wraps
+    (6, 3, 40, 96, 48, 3, 2, 227 * 1024),    # two shared chunks (the second partial)
+    (5, 4, 36, 1008, 512, 2, 2, 227 * 1024),  # a shared expert of one partial chunk
+    (24, 20, 16, 32, 0, 2, 1, 227 * 1024),   # 20 slots, one stage a block
+    (8, 8, 70 * 16, 512, 512, 1, 3, 99 * 1024),  # the smaller shared memory: fewer stages
+])
+def test_down_bulk_model_matches_the_oracle(experts: int, top_k: int, hidden: int, inter: int,
+                                            shared_inter: int, tokens: int, sm_count: int,
+                                            smem: int) -> None:
+    rng = np.random.default_rng(hidden + inter + 1)
+    shape = moe.MoeShape(experts, top_k, hidden, inter, shared_inter)
+    slots = shape.slots
+    ids = moe_cases.random_ids(rng, tokens, experts, top_k)
+    ids[0, -1] = -1  # another rank's expert: no copy, nothing in the sum
+    weights = rng.uniform(0.1, 1.0, (tokens, slots))
+    act = bf16_bits_to_f32(random_bf16(rng, (tokens, slots, inter))).astype(np.float64)
+    act.reshape(tokens, -1)[:, top_k * inter + shared_inter:] = 0  # past the shared width
+    w = bf16_bits_to_f32(random_bf16(rng, (experts, hidden, inter), inter ** -0.5)).astype(
+        np.float64)
+    sh_down = (bf16_bits_to_f32(random_bf16(rng, (hidden, shared_inter), shared_inter ** -0.5))
+               .astype(np.float64) if shared_inter else None)
+    out, landed = model_down_bulk(act, w, ids, weights, top_k, sh_down, sm_count, smem)
+    kc, want = inter // 8, {}
+    for t in range(tokens):
+        for j in range(slots):
+            if j < top_k:
+                n = kc if 0 <= ids[t, j] < experts else 0
+            else:
+                n = max(0, min(kc, shared_inter // 8 - (j - top_k) * kc))
+            for row in range(hidden):
+                for c in range(n):
+                    want[(row, j, c)] = want.get((row, j, c), 0) + 1
+    assert landed == want  # every real chunk once a token, nothing else
+    routed = np.zeros((tokens, hidden))
+    for t in range(tokens):
+        for j in range(top_k):
+            if 0 <= ids[t, j] < experts:
+                routed[t] += weights[t, j] * moe_cases._bf16(w[ids[t, j]] @ act[t, j])
+    if shared_inter:
+        y = moe_cases._bf16(act[:, top_k:].reshape(tokens, -1)[:, :shared_inter] @ sh_down.T)
+        routed = moe_cases._bf16(routed) + moe_cases._bf16(weights[:, top_k:top_k + 1] * y)
+    np.testing.assert_allclose(out, routed, rtol=1e-9, atol=1e-9)
+
+
+def test_down_bulk_plan_geometry() -> None:
+    """The full-size shapes on an H200 (one block per SM, ~96 KB of ring), on a GB10-sized
+    device (99 KB a block: fewer stages), and a ring that cannot fit (the register path)."""
+    q30 = moe.down_bulk_plan(8, 1, 2048, 768, 132, 227 * 1024)
+    assert q30 == moe.DownBulkPlan(rows=16, stage_rows=2, stages=4, smem=q30.smem)
+    assert -(-2048 // q30.rows) <= 132 and q30.smem + moe.DOWN_STATIC_SMEM <= 227 * 1024
+    q35_b8 = moe.down_bulk_plan(9, 8, 2048, 512, 132, 227 * 1024)
+    assert (q35_b8.rows, q35_b8.stage_rows, q35_b8.stages) == (128, 2, 5)
+    assert 8 * -(-2048 // q35_b8.rows) <= 132
+    small = moe.down_bulk_plan(8, 1, 2048, 768, 48, 99 * 1024)
+    assert small.stages == 3 and small.smem + moe.DOWN_STATIC_SMEM <= 99 * 1024
+    assert moe.down_bulk_plan(32, 1, 2048, 1536, 132, 227 * 1024) is None  # 96 KB a row
+
+
 # ---- gate/up --------------------------------------------------------------------------------
 def model_gate_up(x: np.ndarray, w: np.ndarray, ids: np.ndarray, top_k: int,
                   sh_gate_up: np.ndarray | None, sm_count: int

@@ -127,9 +127,18 @@ def test_decode_path_is_two_launches_over_the_selected_experts() -> None:
     scratch = moe.MoeScratch(act=0x1000)
     got = _launches(moe.experts, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 3, QWEN3_30B,
                     scratch)
-    # gate/up: 9 column groups a block (96 groups x 24 pairs over 2 x 132 blocks)
+    # gate/up: 9 column groups a block (96 groups x 24 pairs over 2 x 132 blocks); down: the
+    # bulk path, 44 blocks a token (132 SMs / 3 tokens) of 24 stages of 2 rows
     assert got == [("moe_gate_up_silu_bf16", (11, 24, 1), (256, 1, 1)),
-                   ("moe_down_sum_bf16", (82, 3, 1), (256, 1, 1))]  # 5 groups of 5 rows
+                   ("moe_down_sum_bf16", (43, 3, 1), (256, 1, 1))]
+    # ATLAS_MOE_DOWN_BULK=0: the register path, 5 groups of 5 rows a block
+    mock = MockGpuBackend()
+    moe.experts(KernelCache(mock, KernelRoutes(moe_down_bulk=False)), 0, 0x2000, 0x3000,
+                0x4000, 0x5000, 0x6000, 0x7000, 3, QWEN3_30B, scratch)
+    down = mock.drain_launches()[-1]
+    assert (down.func, tuple(down.grid), down.shared) == ("moe_down_sum_bf16", (82, 3, 1),
+                                                          2 * 8 * 768)
+    assert (down.args["stage_rows"], down.args["stages"]) == (0, 0)  # the register path
 
 
 def test_grouped_path_grid_is_sized_for_the_worst_case() -> None:
@@ -218,7 +227,7 @@ def test_decode_launch_geometry_with_a_shared_expert() -> None:
     got = _launches(moe.experts, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 2, shape,
                     moe.MoeScratch(act=0x8000), shared=shared)
     assert got == [("moe_gate_up_silu_bf16", (13, 18, 1), (256, 1, 1)),
-                   ("moe_down_sum_bf16", (114, 2, 1), (256, 1, 1))]  # 3 groups of 6 rows
+                   ("moe_down_sum_bf16", (64, 2, 1), (256, 1, 1))]  # 16 stages of 2 rows
     got = _launches(moe.gate_topk, 0x100, 0x200, 0x300, 0x400, 0x500, 0x600, 2, shape,
                     moe.Routing(), shared, 0x700)
     assert got == [("moe_gate_topk_softmax_bf16", (33, 1, 1), (256, 1, 1))]
@@ -236,7 +245,7 @@ def test_bias_needs_sigmoid_scoring() -> None:
 
 def test_heavy_cases_exist_for_the_leaf_shapes() -> None:
     heavy = module_cases(MODULES, 0, keep=moe_cases.is_heavy)
-    assert len(heavy) == 4
+    assert len(heavy) == 5
 
 
 def _constant(stem: str, name: str) -> int:
@@ -264,6 +273,7 @@ def test_launch_constants_match_the_kernels() -> None:
     assert max(tiles.values()) == _constant("moe_decode", "kMaxDownItems")
     assert moe.ROUTER_MAX_TOP_K == _constant("moe_decode", "kMaxSlots")
     assert moe.GATE_UP_GROUP_PAIRS == _constant("moe_decode", "kGroupPairs")
+    assert moe.DOWN_BULK_MAX_STAGES == _constant("moe_decode", "kMaxBulkStages")
     # a group's items (rows x slots) fit the kernel's shared array for every slot count and
     # row length, and a block takes whole groups
     for inter in (16, 256, 512, 768, 1024, 1536, 14336):

@@ -779,6 +779,22 @@ stage_async_scheduling() {
   return $rc
 }
 
+# The decode MoE down projection through the bulk-copy shared-memory ring (the default)
+# against the register path (ATLAS_MOE_DOWN_BULK=0): the kernel table's decode expert rows
+# (gate/up + down at batch 1 and 8, both full-size MoE shapes) and Qwen3-30B-A3B's full-size
+# per-kernel batch-1 profile with PDL off (moe_down_add_rmsnorm_bf16's own time), each way.
+stage_moe_down_ab() {
+  local rc=0 v cfg="$CKPT/qwen3-30b-a3b-synthetic"
+  "$PY" tools/make_fixtures.py --config qwen3-30b-a3b --out "$cfg" --config-only || return 1
+  for v in 1 0; do
+    ATLAS_MOE_DOWN_BULK=$v "$PY" tools/gpu/bench_kernels.py -k moe_decode_experts \
+      --out-dir "$RESULTS/moe_down_bulk$v" || rc=1
+    ATLAS_MOE_DOWN_BULK=$v ATLAS_PDL=0 "$PY" tools/gpu/profile_decode.py --model "$cfg" \
+      --synthetic-seed 0 --out "$RESULTS/profile_decode_qwen3-30b-a3b_pdl0_bulk$v.json" || rc=1
+  done
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity
         decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
@@ -788,7 +804,8 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         prefix_bench prefix_bench_hybrid spec_bench_hybrid quant_bench moe_full quant_profile
         quant_profile_nvfp4 quant_lm_head
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
-        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab)
+        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
+        moe_down_ab)
 
 # ---- runner -------------------------------------------------------------------------------
 

@@ -388,13 +388,15 @@ MOE_GATE_UP_SILU = S("moe_decode", "moe_gate_up_silu_bf16",
 # with shared slots: bf16(that sum) + bf16(topk_weights[t, top_k] * bf16(shared act .
 # shared_down)) (transformers' bf16 op boundaries); a block covers rows_per_block rows of one
 # token for all its slots, in groups of ops.moe.down_rows_per_group rows (ops.moe.down_rows),
-# with ops.moe.down_smem bytes of dynamic shared memory (the token's act rows). It reads
+# with ops.moe.down_smem bytes of dynamic shared memory (the token's act rows); stages > 0:
+# the bulk-copy path instead, stages x stage_rows rows staged in a shared-memory ring
+# (ops.moe.down_bulk_plan, down_bulk_smem bytes). It reads
 # topk_ids / topk_weights before its PDL wait: their writer must be at least two launches
 # back, with a launch between that waits before it lets dependents start (moe_gate_up_silu)
 MOE_DOWN_SUM = S("moe_decode", "moe_down_sum_bf16",
                  "act:ptr w_down:ptr topk_ids:ptr topk_weights:ptr out:ptr tokens:u32 "
                  "top_k:u32 hidden:u32 inter:u32 experts:u32 rows_per_block:u32 "
-                 "shared_down:ptr shared_slots:u32 shared_inter:u32")
+                 "shared_down:ptr shared_slots:u32 shared_inter:u32 stage_rows:u32 stages:u32")
 # the same sum s, then the residual add and the next RMSNorm (add_rmsnorm's numerics):
 # residual = bf16(residual + bf16(s)) in place, normed = RMSNorm(residual) * w; the last
 # block of each token normalizes its row (counters u32 [tokens]: zero before, zero after)
@@ -402,13 +404,14 @@ MOE_DOWN_ADD_RMSNORM = S("moe_decode", "moe_down_add_rmsnorm_bf16",
                          "act:ptr w_down:ptr topk_ids:ptr topk_weights:ptr residual:ptr w:ptr "
                          "normed:ptr counters:ptr tokens:u32 top_k:u32 hidden:u32 inter:u32 "
                          "experts:u32 rows_per_block:u32 shared_down:ptr shared_slots:u32 "
-                         "shared_inter:u32 eps:f32")
+                         "shared_inter:u32 stage_rows:u32 stages:u32 eps:f32")
 # ... with zero-centred norm weights (RMSNorm(residual) * (1 + w), as ADD_RMSNORM_OFFSET)
 MOE_DOWN_ADD_RMSNORM_OFFSET = S("moe_decode", "moe_down_add_rmsnorm_offset_bf16",
                                 "act:ptr w_down:ptr topk_ids:ptr topk_weights:ptr residual:ptr "
                                 "w:ptr normed:ptr counters:ptr tokens:u32 top_k:u32 hidden:u32 "
                                 "inter:u32 experts:u32 rows_per_block:u32 shared_down:ptr "
-                                "shared_slots:u32 shared_inter:u32 eps:f32")
+                                "shared_slots:u32 shared_inter:u32 stage_rows:u32 stages:u32 "
+                                "eps:f32")
 # Grouped path (more tokens): the slots s = t * top_k + j are sorted by expert into M-tiles
 # of ops.moe.MOE_TILE_M rows. sorted_slots i32 [max_tiles * MOE_TILE_M] (-1 = padding),
 # tile_expert i32 [max_tiles] (-1 = unused tile). Slots of one expert keep ascending order.

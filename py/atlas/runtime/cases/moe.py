@@ -18,6 +18,7 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, moe
+from ..ops.routes import KernelRoutes
 from .gemv import random_bf16
 
 #: act comes from two bf16-rounded products: a float32 sum that lands on the other side of a
@@ -342,10 +343,10 @@ def decode_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: n
                       reference_abs_tol=ACT_REFERENCE_TOL)
 
 
-def down_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.ndarray
-              ) -> KernelCase:
+def down_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.ndarray,
+              bulk: bool = True) -> KernelCase:
     """moe_down_sum alone from a given act: one rounding per expert and one at the end, so
-    it is held to the tight reference tolerance."""
+    it is held to the tight reference tolerance. bulk=False: the register path."""
     tokens = len(ids)
     _, w_d = expert_weights(rng, shape)
     inputs = {"act": random_bf16(rng, (tokens, shape.top_k, shape.inter)), "w_down": w_d,
@@ -353,8 +354,8 @@ def down_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.
               "topk_weights": _routing_weights(rng, tokens, shape.top_k)}
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        moe.decode_down(KernelCache(backend), stream, p["act"], p["w_down"], p["topk_ids"],
-                        p["topk_weights"], p["out"], tokens, shape)
+        moe.decode_down(_down_cache(backend, bulk), stream, p["act"], p["w_down"],
+                        p["topk_ids"], p["topk_weights"], p["out"], tokens, shape)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         act, wd = _f64(x["act"]), _f64(x["w_down"])
@@ -379,13 +380,20 @@ def oracle_add_rmsnorm(resid: np.ndarray, delta: np.ndarray, w: np.ndarray, eps:
     return {"residual": r, "normed": normed}
 
 
+def _down_cache(backend: GpuBackend, bulk: bool) -> KernelCache:
+    """The launch builders' routes of a down case: the default ones (the bulk-copy path
+    where it fits), or the register path (ATLAS_MOE_DOWN_BULK=0's) kept checked too."""
+    return KernelCache(backend, None if bulk else KernelRoutes(moe_down_bulk=False))
+
+
 def down_add_rmsnorm_case(rng: np.random.Generator, name: str, shape: moe.MoeShape,
-                          ids: np.ndarray, offset: bool = False) -> KernelCase:
+                          ids: np.ndarray, offset: bool = False, bulk: bool = True
+                          ) -> KernelCase:
     """moe_down_add_rmsnorm(_offset) launched twice over the same counters (into two residual
     rows sets): the second launch finds its last blocks only if the first left the counters
     at zero, as a graph replay needs; the counters are checked to be zero after. With
     shape.shared_inter the shared expert's slots follow (act zero past its width, as the
-    gate/up kernel leaves it)."""
+    gate/up kernel leaves it). bulk=False: the register path (_down_cache)."""
     tokens, eps, k = len(ids), 1e-6, shape.top_k
     _, w_d = expert_weights(rng, shape)
     resid = random_bf16(rng, (tokens, shape.hidden), 3.0)
@@ -403,7 +411,7 @@ def down_add_rmsnorm_case(rng: np.random.Generator, name: str, shape: moe.MoeSha
                "counters": OutputSpec(DType.I32, (tokens,))}
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        kc = KernelCache(backend)
+        kc = _down_cache(backend, bulk)
         for suffix in ("", "2"):
             norm = moe.AddRmsNorm(p["residual" + suffix], p["norm_w"], p["normed" + suffix],
                                   p["counters"], eps, offset)
@@ -487,6 +495,21 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
                                     "(qwen3.5-35b-a3b)", q35, random_ids(rng, 2, 8, 8), True),
               decode_case(rng, "moe_decode shared t2 h2048 i512 k8 (qwen3.5-35b-a3b)", q35,
                           random_ids(rng, 2, 8, 8))]
+    # the bulk-copy path's ring refilled many times (68 rows a block in 17 stages of 4 over
+    # a ring of 4), a partial last block and stage, a partial shared chunk copied row by row
+    ring = moe.MoeShape(experts=8, top_k=3, hidden=1040, inter=512, shared_inter=528)
+    ring_ids = random_ids(rng, 8, 8, 3)
+    ring_ids[5, 1] = -1
+    fused += [down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm shared t8 h1040 i512 k3 shared "
+                                    "528 (bulk ring refills)", ring, ring_ids)]
+    # the register path (ATLAS_MOE_DOWN_BULK=0) at both full-size shapes
+    fused += [down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm leaf t2 h2048 i768 k8 (register "
+                                    "path)", leaf, random_ids(rng, 2, 8, 8), bulk=False),
+              down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm_offset shared t2 h2048 i512 k8 "
+                                    "(register path)", q35, random_ids(rng, 2, 8, 8), True,
+                                    bulk=False),
+              down_case(rng, "moe_down_sum t2 e24 k20 h128 i32 (register path)", wide,
+                        random_ids(rng, 2, 24, 20), bulk=False)]
     return fused + cases
 
 

@@ -99,6 +99,17 @@ DOWN_BLOCKS_PER_SM = 2
 #: the decode kernels' dynamic shared memory (gate/up: every token's x; down: the token's act
 #: rows, slots x inter bf16) may not exceed this
 DOWN_MAX_SMEM = 200 * 1024
+#: the down kernels' bulk-copy path (down_bulk_plan): a stage is as many output rows (all
+#: their slots) as fill about DOWN_BULK_STAGE_BYTES, the ring as many stages as keep about
+#: DOWN_BULK_RING_BYTES in flight per block (one block per SM: H200 needs ~30-40 KB in flight
+#: per SM to reach its copy bandwidth), between 2 and DOWN_BULK_MAX_STAGES (moe_decode.cu
+#: kMaxBulkStages) stages
+DOWN_BULK_STAGE_BYTES = 24 * 1024
+DOWN_BULK_RING_BYTES = 96 * 1024
+DOWN_BULK_MAX_STAGES = 8
+#: shared memory a down block declares statically (barriers, the token's routing, the norm's
+#: scratch and ticket), kept free of the dynamic part under the device's per-block limit
+DOWN_STATIC_SMEM = 1024
 #: the router keeps each token's scores in one warp's registers (moe_router.cu)
 ROUTER_MAX_EXPERTS = 512
 ROUTER_MAX_TOP_K = 32
@@ -379,6 +390,66 @@ def down_smem(slots: int, inter: int) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class DownBulkPlan:
+    """Geometry of the down kernels' bulk-copy path: blocks of `rows` output rows of one token
+    (a multiple of stage_rows), a ring of `stages` stages of `stage_rows` rows x every slot,
+    `smem` bytes of dynamic shared memory (down_bulk_smem)."""
+
+    rows: int
+    stage_rows: int
+    stages: int
+    smem: int
+
+
+def down_bulk_smem(slots: int, inter: int, rows: int, stage_rows: int, stages: int) -> int:
+    """Dynamic shared memory of the bulk path (moe_decode.cu down_bulk): the ring (bf16 weight
+    rows [stages][slots][stage_rows][inter]), the token's act [slots][inter] bf16, the item
+    sums ys float [stage_rows][slots], the block's residual rows bf16 (16-byte rounded)."""
+    ring = 2 * stages * slots * stage_rows * inter
+    return ring + 2 * slots * inter + 4 * stage_rows * slots + -(-2 * rows // 16) * 16
+
+
+def down_bulk_plan(slots: int, tokens: int, hidden: int, inter: int, sm_count: int,
+                   smem_limit: int) -> DownBulkPlan | None:
+    """The bulk path's geometry, or None where its ring does not fit `smem_limit` (the
+    device's opt-in shared memory per block; the register path takes those shapes).
+
+    One block per SM: the tokens share the SMs (sm_count // tokens blocks a token, at least
+    one), each block taking whole stages of its token's rows; the ring is refilled stage by
+    stage, so the block's length costs nothing but its first stage's latency."""
+    row_bytes = 2 * slots * inter
+    stage_rows = max(1, min(hidden, DECODE_THREADS, DOWN_BULK_STAGE_BYTES // row_bytes))
+    stage_bytes = stage_rows * row_bytes
+    groups = -(-hidden // stage_rows)
+    per_block = -(-groups // max(1, sm_count // tokens))
+    rows = per_block * stage_rows
+    # as many stages as the target, fewer where the device's shared memory is smaller, but
+    # two at least (one: the ring would not stream while a stage is read) unless a block
+    # has one stage only
+    fits = (smem_limit - DOWN_STATIC_SMEM - down_bulk_smem(slots, inter, rows, stage_rows, 0)
+            ) // stage_bytes
+    stages = min(per_block, fits,
+                 max(2, min(DOWN_BULK_MAX_STAGES, DOWN_BULK_RING_BYTES // stage_bytes)))
+    if stages < min(2, per_block):
+        return None
+    return DownBulkPlan(rows, stage_rows, stages,
+                        down_bulk_smem(slots, inter, rows, stage_rows, stages))
+
+
+def _down_launch(kc: KernelCache, shape: MoeShape, tokens: int) -> tuple[int, int, int, int]:
+    """(rows per block, stage_rows, stages, dynamic shared bytes) of a down launch: the
+    bulk-copy path where kc.routes.moe_down_bulk and its ring fits, else the register path
+    (stages 0)."""
+    if kc.routes.moe_down_bulk:
+        plan = down_bulk_plan(shape.slots, tokens, shape.hidden, shape.inter,
+                              kc.facts.sm_count, kc.facts.shared_memory_per_block)
+        if plan is not None:
+            return plan.rows, plan.stage_rows, plan.stages, plan.smem
+    rows = down_rows(shape.slots, tokens, shape.hidden, shape.inter, kc.facts.sm_count)
+    return rows, 0, 0, down_smem(shape.slots, shape.inter)
+
+
+@dataclass(frozen=True, slots=True)
 class AddRmsNorm:
     """The residual add + RMSNorm that follows an MoE block, fused into its down launch:
     residual += the block's output (bf16, in place), out = RMSNorm(residual) * w (* (1 + w)
@@ -400,12 +471,11 @@ def decode_down(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DeviceP
     the gated shared expert's)."""
     _check_weights("moe_down_sum", act, w_down)
     sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "down")
-    rows = down_rows(shape.slots, tokens, shape.hidden, shape.inter, kc.facts.sm_count)
-    smem = down_smem(shape.slots, shape.inter)
+    rows, stage_rows, stages, smem = _down_launch(kc, shape, tokens)
     kc.get_with_shared(MOE_DOWN_SUM, smem)(
         stream, (-(-shape.hidden // rows), tokens, 1), DECODE_THREADS, smem, act, w_down,
         topk_ids, topk_weights, out, tokens, shape.top_k, shape.hidden, shape.inter,
-        shape.experts, rows, sh_ptr, n_shared, sh_inter)
+        shape.experts, rows, sh_ptr, n_shared, sh_inter, stage_rows, stages)
 
 
 def decode_down_add_rmsnorm(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DevicePtr,
@@ -416,14 +486,13 @@ def decode_down_add_rmsnorm(kc: KernelCache, stream: Stream, act: DevicePtr, w_d
     _check_weights("moe_down_add_rmsnorm", act, w_down, norm.residual, norm.weight, norm.out)
     require_aligned("moe_down_add_rmsnorm", "counters", norm.counters, 4)
     sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "down")
-    rows = down_rows(shape.slots, tokens, shape.hidden, shape.inter, kc.facts.sm_count)
-    smem = down_smem(shape.slots, shape.inter)
+    rows, stage_rows, stages, smem = _down_launch(kc, shape, tokens)
     sig = MOE_DOWN_ADD_RMSNORM_OFFSET if norm.offset else MOE_DOWN_ADD_RMSNORM
     kc.get_with_shared(sig, smem)(
         stream, (-(-shape.hidden // rows), tokens, 1), DECODE_THREADS, smem, act, w_down,
         topk_ids, topk_weights, norm.residual, norm.weight, norm.out, norm.counters, tokens,
         shape.top_k, shape.hidden, shape.inter, shape.experts, rows, sh_ptr, n_shared,
-        sh_inter, norm.eps)
+        sh_inter, stage_rows, stages, norm.eps)
 
 
 # ---- experts: grouped ---------------------------------------------------------------------

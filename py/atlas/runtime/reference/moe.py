@@ -269,7 +269,8 @@ def _down_sum(mem: HostMemory, act: int, w_down: int, topk_ids: int, topk_weight
 def moe_down_sum_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w_down: int,
                       topk_ids: int, topk_weights: int, out: int, tokens: int, top_k: int,
                       hidden: int, inter: int, experts: int, rows_per_block: int,
-                      shared_down: int, shared_slots: int, shared_inter: int) -> None:
+                      shared_down: int, shared_slots: int, shared_inter: int, stage_rows: int,
+                      stages: int) -> None:
     mem.view(out, np.uint16, tokens * hidden)[:] = _down_sum(
         mem, act, w_down, topk_ids, topk_weights, tokens, top_k, hidden, inter, experts,
         shared_down, shared_slots, shared_inter).reshape(-1)
@@ -296,7 +297,8 @@ def moe_down_add_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int
                               topk_ids: int, topk_weights: int, residual: int, w: int,
                               normed: int, counters: int, tokens: int, top_k: int, hidden: int,
                               inter: int, experts: int, rows_per_block: int, shared_down: int,
-                              shared_slots: int, shared_inter: int, eps: float) -> None:
+                              shared_slots: int, shared_inter: int, stage_rows: int, stages: int,
+                              eps: float) -> None:
     _down_add_rmsnorm(mem, act, w_down, topk_ids, topk_weights, residual, w, normed, tokens,
                       top_k, hidden, inter, experts, (shared_down, shared_slots, shared_inter),
                       eps, offset=False)
@@ -308,7 +310,8 @@ def moe_down_add_rmsnorm_offset_bf16(mem: HostMemory, grid: Dim3, block: Dim3, a
                                      residual: int, w: int, normed: int, counters: int,
                                      tokens: int, top_k: int, hidden: int, inter: int,
                                      experts: int, rows_per_block: int, shared_down: int,
-                                     shared_slots: int, shared_inter: int, eps: float) -> None:
+                                     shared_slots: int, shared_inter: int, stage_rows: int,
+                                     stages: int, eps: float) -> None:
     _down_add_rmsnorm(mem, act, w_down, topk_ids, topk_weights, residual, w, normed, tokens,
                       top_k, hidden, inter, experts, (shared_down, shared_slots, shared_inter),
                       eps, offset=True)
