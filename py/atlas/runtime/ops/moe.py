@@ -107,9 +107,10 @@ DOWN_MAX_SMEM = 200 * 1024
 DOWN_BULK_STAGE_BYTES = 24 * 1024
 DOWN_BULK_RING_BYTES = 96 * 1024
 DOWN_BULK_MAX_STAGES = 8
-#: shared memory a down block declares statically (barriers, the token's routing, the norm's
-#: scratch and ticket), kept free of the dynamic part under the device's per-block limit
-DOWN_STATIC_SMEM = 1024
+#: shared memory the down kernels declare statically (both paths' routing, item sums,
+#: barriers, the norm's scratch and ticket: 2.9 KB, ptxas -v), kept free of the dynamic part
+#: under the device's per-block limit
+DOWN_STATIC_SMEM = 4096
 #: the router keeps each token's scores in one warp's registers (moe_router.cu)
 ROUTER_MAX_EXPERTS = 512
 ROUTER_MAX_TOP_K = 32
