@@ -331,6 +331,124 @@ def test_down_bulk_plan_geometry() -> None:
 
 
 # ---- gate/up --------------------------------------------------------------------------------
+def model_gate_up_bulk(x: np.ndarray, w: np.ndarray, ids: np.ndarray, top_k: int,
+                       sh_gate_up: np.ndarray | None, sm_count: int, smem_limit: int
+                       ) -> tuple[np.ndarray, dict[tuple[int, int], int]]:
+    """gate_up_bulk (batch 1): act [slots, inter] (NaN: never written) and how often each
+    (slot, column) was written; the ring is NaN but for the modelled copies (offsets, sizes,
+    the barrier's byte count), so a column computed from rows no copy of its stage wrote is
+    NaN."""
+    (hidden,) = x.shape
+    experts, inter = w.shape[0], w.shape[1] // 2
+    slots = ids.shape[0]
+    sh_inter = sh_gate_up.shape[0] // 2 if sh_gate_up is not None else 0
+    kc = hidden // 8
+    plan = moe.gate_up_bulk_plan(1, slots, hidden, inter, sm_count, smem_limit)
+    assert plan is not None and plan.stage_cols <= WARPS
+    sc, stages, cols = plan.stage_cols, plan.stages, plan.cols
+    stage_vecs = 2 * sc * kc
+    act = np.full((slots, inter), np.nan)
+    writes: dict[tuple[int, int], int] = {}
+    wc = w.reshape(-1, 8)
+    shc = sh_gate_up.reshape(-1, 8) if sh_gate_up is not None else None
+    for j in range(slots):
+        for bx in range(-(-inter // cols)):
+            col0 = bx * cols
+            n_cols = min(inter, col0 + cols) - col0
+            groups = -(-n_cols // sc)
+            if j < top_k:
+                e = int(ids[j])
+                ok = 0 <= e < experts
+                src, gate, up = wc, (e * 2 * inter + col0) * kc if ok else None, inter * kc
+                live = n_cols if ok else 0
+            else:
+                first = (j - top_k) * inter + col0
+                src, gate, up = shc, first * kc, sh_inter * kc
+                live = max(0, min(n_cols, sh_inter - first))
+            ring = np.full((stages * stage_vecs, 8), np.nan)
+
+            def live_of(g: int) -> int:
+                return max(0, min(min(sc, n_cols - g * sc), live - g * sc))
+
+            def request(g: int) -> None:
+                n, buf = live_of(g), g % stages
+                ring[buf * stage_vecs:(buf + 1) * stage_vecs] = np.nan
+                landed = 0
+                for lane in range(2):
+                    if n > 0:
+                        s0 = gate + g * sc * kc + lane * up
+                        block = src[s0:s0 + n * kc]
+                        assert len(block) == n * kc, "a copy past the weights"
+                        d0 = buf * stage_vecs + lane * sc * kc
+                        ring[d0:d0 + n * kc] = block
+                        landed += 16 * n * kc
+                assert landed == 2 * 16 * n * kc
+
+            for g in range(min(stages, groups)):
+                request(g)
+            for g in range(groups):
+                buf = g % stages
+                for warp in range(WARPS):
+                    i = g * sc + warp
+                    if warp >= sc or i >= n_cols:
+                        continue
+                    v = 0.0
+                    if warp < live_of(g):
+                        wg = ring[buf * stage_vecs + warp * kc:][:kc].reshape(-1)
+                        wu = ring[buf * stage_vecs + (sc + warp) * kc:][:kc].reshape(-1)
+                        gs = moe_cases._bf16(np.array([wg @ x]))[0]
+                        us = moe_cases._bf16(np.array([wu @ x]))[0]
+                        assert not (np.isnan(gs) or np.isnan(us)), "a row no copy wrote"
+                        v = _bf(moe_cases._bf16(np.array([gs / (1 + np.exp(-gs))]))[0] * us)
+                    writes[(j, col0 + i)] = writes.get((j, col0 + i), 0) + 1
+                    act[j, col0 + i] = v
+                if g + stages < groups:
+                    request(g + stages)
+    return act, writes
+
+
+@pytest.mark.parametrize("experts,top_k,hidden,inter,shared_inter,sm_count,smem", [
+    (8, 8, 64, 768, 0, 20, 227 * 1024),       # 8 slots, 48 stages a block: the ring wraps
+    (6, 3, 64, 96, 200, 10, 227 * 1024),      # a shared expert of 3 chunks, the last partial
+    (40, 28, 64, 1008, 1040, 132, 227 * 1024),  # 30 slots, 4 blocks a slot, the last partial
+    (8, 8, 2048, 512, 512, 48, 99 * 1024),    # the smaller shared memory: fewer stages
+])
+def test_gate_up_bulk_model_matches_the_oracle(experts: int, top_k: int, hidden: int,
+                                               inter: int, shared_inter: int, sm_count: int,
+                                               smem: int) -> None:
+    rng = np.random.default_rng(inter + hidden)
+    shape = moe.MoeShape(experts, top_k, hidden, inter, shared_inter)
+    ids = np.concatenate([rng.permutation(experts)[:top_k],
+                          experts + np.arange(shape.shared_slots)]).astype(np.int32)
+    ids[1] = -1  # another rank's expert: zeros
+    x = bf16_bits_to_f32(random_bf16(rng, (hidden,))).astype(np.float64)
+    w = bf16_bits_to_f32(random_bf16(rng, (experts, 2 * inter, hidden), hidden ** -0.5)
+                         ).astype(np.float64)
+    sh = (bf16_bits_to_f32(random_bf16(rng, (2 * shared_inter, hidden), hidden ** -0.5))
+          .astype(np.float64) if shared_inter else None)
+    act, writes = model_gate_up_bulk(x, w, ids, top_k, sh, sm_count, smem)
+    assert set(writes.values()) == {1} and len(writes) == shape.slots * inter
+    want = moe_cases.oracle_experts(x[None], w, np.zeros((experts, hidden, inter)),
+                                    ids[None, :top_k], np.ones((1, top_k)))["act"][0]
+    np.testing.assert_array_equal(act[:top_k], want)
+    if shared_inter:
+        sh_want = moe_cases.oracle_shared(x[None], sh, np.zeros((hidden, shared_inter)),
+                                          np.ones(1), np.zeros((1, hidden)), inter)
+        np.testing.assert_array_equal(act[top_k:], sh_want["act"][0])
+
+
+def test_gate_up_bulk_plan_geometry() -> None:
+    """Batch 1 only; Qwen3-30B-A3B on an H200: 16 blocks a slot of 16 stages of 3 columns,
+    100 KB, so a down block of the bulk path (110 KB) fits beside it on an SM."""
+    q30 = moe.gate_up_bulk_plan(1, 8, 2048, 768, 132, 227 * 1024)
+    assert (q30.cols, q30.stage_cols, q30.stages, q30.smem) == (48, 3, 4, 100 * 1024)
+    down = moe.down_bulk_plan(8, 1, 2048, 768, 132, 227 * 1024)
+    assert q30.smem + down.smem + 2 * (moe.DOWN_STATIC_SMEM + 1024) <= 228 * 1024
+    assert moe.gate_up_bulk_plan(2, 8, 2048, 768, 132, 227 * 1024) is None
+    assert moe.gate_up_bulk_plan(1, 8, 2048, 768, 48, 99 * 1024).stages == 3
+
+
+# ---- gate/up --------------------------------------------------------------------------------
 def model_gate_up(x: np.ndarray, w: np.ndarray, ids: np.ndarray, top_k: int,
                   sh_gate_up: np.ndarray | None, sm_count: int
                   ) -> tuple[np.ndarray, dict[tuple[int, int], int], int]:

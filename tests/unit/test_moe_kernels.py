@@ -141,6 +141,23 @@ def test_decode_path_is_two_launches_over_the_selected_experts() -> None:
     assert (down.args["stage_rows"], down.args["stages"]) == (0, 0)  # the register path
 
 
+def test_batch_one_takes_both_bulk_rings() -> None:
+    """Batch 1: gate/up 16 blocks a slot of 48 columns (16 stages of 3), down 128 blocks of
+    16 rows, each ~100 KB of shared memory; ATLAS_MOE_GATE_UP_BULK=0 the register kernel."""
+    scratch = moe.MoeScratch(act=0x1000)
+    mock = MockGpuBackend()
+    moe.experts(KernelCache(mock), 0, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 1,
+                QWEN3_30B, scratch)
+    got = [(r.func, tuple(r.grid), r.shared) for r in mock.drain_launches()]
+    assert got == [("moe_gate_up_silu_bf16", (16, 8, 1), 100 * 1024),
+                   ("moe_down_sum_bf16", (128, 1, 1), 110688)]
+    mock = MockGpuBackend()
+    moe.experts(KernelCache(mock, KernelRoutes(moe_gate_up_bulk=False)), 0, 0x2000, 0x3000,
+                0x4000, 0x5000, 0x6000, 0x7000, 1, QWEN3_30B, scratch)
+    gate_up = mock.drain_launches()[0]
+    assert (tuple(gate_up.grid), gate_up.args["stages"]) == ((32, 8, 1), 0)
+
+
 def test_grouped_path_grid_is_sized_for_the_worst_case() -> None:
     layout = moe.scratch_layout(QWEN3_30B, 256)
     assert layout.act == 2 * (32 + 128) * 64 * 768 and layout.y == 2 * 2048 * 2048
@@ -245,7 +262,7 @@ def test_bias_needs_sigmoid_scoring() -> None:
 
 def test_heavy_cases_exist_for_the_leaf_shapes() -> None:
     heavy = module_cases(MODULES, 0, keep=moe_cases.is_heavy)
-    assert len(heavy) == 5
+    assert len(heavy) == 6
 
 
 def _constant(stem: str, name: str) -> int:

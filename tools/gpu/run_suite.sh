@@ -779,18 +779,26 @@ stage_async_scheduling() {
   return $rc
 }
 
-# The decode MoE down projection through the bulk-copy shared-memory ring (the default)
-# against the register path (ATLAS_MOE_DOWN_BULK=0): the kernel table's decode expert rows
-# (gate/up + down at batch 1 and 8, both full-size MoE shapes) and Qwen3-30B-A3B's full-size
-# per-kernel batch-1 profile with PDL off (moe_down_add_rmsnorm_bf16's own time), each way.
-stage_moe_down_ab() {
-  local rc=0 v cfg="$CKPT/qwen3-30b-a3b-synthetic"
+# The decode MoE expert kernels through the bulk-copy shared-memory rings (the default: down
+# at every decode batch, gate/up at batch 1) against the register paths: ATLAS_MOE_DOWN_BULK=0
+# and ATLAS_MOE_GATE_UP_BULK=0 one at a time and both. The kernel table's decode expert rows
+# (gate/up + down at batch 1 and 8, both full-size MoE shapes) each way, and Qwen3-30B-A3B's
+# full-size per-kernel batch-1 profile with PDL off (each kernel's own time) and on (the
+# overlap: the down launch's pre-wait requests beside gate/up's last stages), bulk vs register.
+stage_moe_bulk_ab() {
+  local rc=0 v cfg="$CKPT/qwen3-30b-a3b-synthetic" pdl
   "$PY" tools/make_fixtures.py --config qwen3-30b-a3b --out "$cfg" --config-only || return 1
+  for v in "1 1" "0 1" "1 0" "0 0"; do
+    set -- $v
+    ATLAS_MOE_DOWN_BULK=$1 ATLAS_MOE_GATE_UP_BULK=$2 "$PY" tools/gpu/bench_kernels.py \
+      -k moe_decode_experts --out-dir "$RESULTS/moe_bulk_down$1_gateup$2" || rc=1
+  done
   for v in 1 0; do
-    ATLAS_MOE_DOWN_BULK=$v "$PY" tools/gpu/bench_kernels.py -k moe_decode_experts \
-      --out-dir "$RESULTS/moe_down_bulk$v" || rc=1
-    ATLAS_MOE_DOWN_BULK=$v ATLAS_PDL=0 "$PY" tools/gpu/profile_decode.py --model "$cfg" \
-      --synthetic-seed 0 --out "$RESULTS/profile_decode_qwen3-30b-a3b_pdl0_bulk$v.json" || rc=1
+    for pdl in 0 1; do
+      ATLAS_MOE_DOWN_BULK=$v ATLAS_MOE_GATE_UP_BULK=$v ATLAS_PDL=$pdl "$PY" \
+        tools/gpu/profile_decode.py --model "$cfg" --synthetic-seed 0 \
+        --out "$RESULTS/profile_decode_qwen3-30b-a3b_pdl${pdl}_bulk$v.json" || rc=1
+    done
   done
   return $rc
 }
@@ -805,7 +813,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         quant_profile_nvfp4 quant_lm_head
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
-        moe_down_ab)
+        moe_bulk_ab)
 
 # ---- runner -------------------------------------------------------------------------------
 

@@ -40,6 +40,10 @@
 //   atomicInc on counters[t], which wraps back to zero for the next launch or graph replay)
 //   reads the token's updated residual row from L2 and normalizes it. This replaces the
 //   add_rmsnorm launch after a decode MoE block.
+// Bulk-copy paths (ops/moe.py down_bulk_plan, gate_up_bulk_plan; the default where their
+// ring fits, ATLAS_MOE_DOWN_BULK=0 / ATLAS_MOE_GATE_UP_BULK=0 keep the register paths): the
+// weights go through the TMA copy engine into a ring of stages in shared memory, one block
+// per SM, see down_bulk and gate_up_bulk (gate/up: batch 1 only) below.
 // An id outside [0, experts) gives act = 0 and is skipped in the sum.
 //
 // Where the leaf defines ATLAS_MOE_EXPERTS (an MoE leaf) with ATLAS_HIDDEN, gate/up launches
@@ -621,6 +625,105 @@ __device__ __noinline__ void down_bulk(const DownArgs a) {
   if constexpr (kFinish) finish_norm<kOffset>(a, token);
 }
 
+// ---- gate/up through shared memory (batch 1) ----------------------------------------------
+// At batch 1 every slot reads its own rows (the router's top-k are distinct experts; the
+// shared expert's chunks are distinct columns), so block (bx, j) streams columns [bx cols,
+// (bx + 1) cols) of slot j's expert without the pair grouping above: a stage is `stage_cols`
+// columns, their gate rows and their up rows (two contiguous ranges of w_gate_up: two bulk
+// copies), in a ring of `stages` stages refilled as the down kernel's. Warp w computes
+// column w of a stage (stage_cols <= kWarps): g, u and act exactly as the register path.
+// One block per SM at ~100 KB of shared memory (ops/moe.py gate_up_bulk_plan) and at most
+// 128 registers: a down block of the bulk path fits beside it, so under PDL the down
+// launch's pre-wait weight requests start while this launch's last stages stream.
+struct GateUpBulkArgs {
+  const __nv_bfloat16* x;     // [hidden]: the one token
+  const __nv_bfloat16* w;     // [experts, 2 inter, hidden]
+  const int32_t* topk_ids;    // [slots]
+  __nv_bfloat16* act;         // [slots, inter]
+  SharedExpert shared;        // slots past top_k: the shared expert's chunks (w_gate_up)
+  int top_k, hidden, inter, experts, cols, stage_cols, stages;
+};
+
+__device__ __noinline__ void gate_up_bulk(const GateUpBulkArgs a) {
+  extern __shared__ uint4 ring[];
+  __shared__ uint64_t bars[kMaxBulkStages];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, j = blockIdx.y;
+  const int kc = a.hidden / 8, sc = a.stage_cols, stages = a.stages, stage_vecs = 2 * sc * kc;
+  const int col0 = blockIdx.x * a.cols, n_cols = min(a.inter, col0 + a.cols) - col0;
+  const int groups = (n_cols + sc - 1) / sc;
+  uint4* xs = ring + stages * stage_vecs;
+  // the gate row of column col0 + i is gate + i kc chunks, its up row `up` chunks further;
+  // `live` of the block's columns exist (0 for an id outside [0, experts), the shared
+  // expert's width past its last chunk)
+  const uint4* gate = nullptr;
+  size_t up = 0;
+  int live = 0;
+  if (j < a.top_k) {
+    const int e = __ldcg(a.topk_ids + j);  // the router's output: after the PDL wait
+    if (valid_expert(e, a.experts)) {
+      gate = reinterpret_cast<const uint4*>(a.w) + (static_cast<size_t>(e) * 2 * a.inter + col0) * kc;
+      up = static_cast<size_t>(a.inter) * kc;
+      live = n_cols;
+    }
+  } else {
+    const int first = (j - a.top_k) * a.inter + col0;  // the shared expert's column
+    gate = reinterpret_cast<const uint4*>(a.shared.w_gate_up) + static_cast<size_t>(first) * kc;
+    up = static_cast<size_t>(a.shared.inter) * kc;
+    live = max(0, min(n_cols, a.shared.inter - first));
+  }
+  auto live_of = [&](int g) { return max(0, min(min(sc, n_cols - g * sc), live - g * sc)); };
+  // warp 0: stage g's live columns into buffer g % stages ([gate rows][up rows], sc each)
+  auto request = [&](int g) {
+    const int n = live_of(g);
+    uint4* stage = ring + (g % stages) * stage_vecs;
+    if (lane == 0) mbar_expect_bytes(bars + g % stages, 2u * 16u * n * kc);
+    __syncwarp();
+    if (lane < 2 && n > 0)
+      bulk_copy(stage + lane * sc * kc, gate + static_cast<size_t>(g) * sc * kc + lane * up,
+                16u * n * kc, bars + g % stages);
+  };
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s) mbar_init(bars + s);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (warp == 0)
+    for (int g = 0; g < min(stages, groups); ++g) request(g);
+  atlas::stage_to_shared<4>(xs, reinterpret_cast<const uint4*>(a.x), kc);
+  __syncthreads();
+
+  for (int g = 0; g < groups; ++g) {
+    const uint4* stage = ring + (g % stages) * stage_vecs;
+    mbar_wait(bars + g % stages, (g / stages) & 1);
+    const int i = g * sc + warp;  // the block's column this warp computes
+    if (warp < sc && i < n_cols) {
+      float gs = 0.f, us = 0.f;
+      const bool col_live = warp < live_of(g);
+      if (col_live) {
+        const uint4* wg = stage + warp * kc;
+        const uint4* wu = stage + (sc + warp) * kc;
+#pragma unroll 4
+        for (int c = lane; c < kc; c += 32) {
+          const uint4 xv = xs[c];
+          gs = dot8(wg[c], xv, gs);
+          us = dot8(wu[c], xv, us);
+        }
+      }
+      gs = atlas::round_bf16(atlas::warp_sum(gs));
+      us = atlas::round_bf16(atlas::warp_sum(us));
+      if (lane == 0) {
+        const float v = col_live ? atlas::round_bf16(gs / (1.f + expf(-gs))) * us : 0.f;
+        a.act[static_cast<size_t>(j) * a.inter + col0 + i] = atlas::f32_to_bf16(v);
+      }
+    }
+    __syncthreads();  // the stage is read
+    if (warp == 0 && g + stages < groups) {
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      request(g + stages);
+    }
+  }
+}
+
 __device__ __forceinline__ DownArgs down_args(
     const __nv_bfloat16* act, const __nv_bfloat16* w, const int32_t* topk_ids,
     const float* topk_weights, __nv_bfloat16* out, const __nv_bfloat16* norm_w,
@@ -662,10 +765,21 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                           const int32_t* topk_ids, __nv_bfloat16* act, uint32_t tokens,
                           uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts,
                           const __nv_bfloat16* shared_gate_up, uint32_t shared_slots,
-                          uint32_t shared_inter) {
+                          uint32_t shared_inter, uint32_t cols_per_block, uint32_t stage_cols,
+                          uint32_t stages) {
   // pdl_wait before pdl_launch_dependents: the down launch after this one reads the routing
   // before its own wait (see the header)
   atlas::pdl_enter();
+  if (stages > 0) {  // batch 1 through the bulk-copy ring (ops/moe.py gate_up_bulk_plan)
+    gate_up_bulk(GateUpBulkArgs{
+        x, w_gate_up, topk_ids, act,
+        SharedExpert{shared_gate_up, nullptr, static_cast<int>(shared_slots),
+                     static_cast<int>(shared_inter)},
+        static_cast<int>(top_k), static_cast<int>(hidden), static_cast<int>(inter),
+        static_cast<int>(experts), static_cast<int>(cols_per_block),
+        static_cast<int>(stage_cols), static_cast<int>(stages)});
+    return;
+  }
   const int slots = static_cast<int>(top_k + shared_slots), n = static_cast<int>(tokens) * slots;
   const int p = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (p >= n) return;

@@ -379,11 +379,13 @@ MOE_GATE_TOPK_SIGMOID = S("moe_router", "moe_gate_topk_sigmoid_bf16",
 # [2 shared_inter, hidden], gate rows then up rows; shared_down bf16 [hidden, shared_inter];
 # act past shared_inter is zero, which the down kernels rely on); act/ids/weights rows are
 # top_k + shared_slots long. 2 * tokens * hidden bytes of dynamic shared memory (x); grid
-# x: column groups of 8 in blocks of ops.moe.gate_up_groups_per_block.
+# x: column groups of 8 in blocks of ops.moe.gate_up_groups_per_block; stages > 0 (batch 1):
+# the bulk-copy path instead, grid (inter / cols_per_block, slots), a ring of `stages` stages
+# of stage_cols columns (ops.moe.gate_up_bulk_plan).
 MOE_GATE_UP_SILU = S("moe_decode", "moe_gate_up_silu_bf16",
                      "x:ptr w_gate_up:ptr topk_ids:ptr act:ptr tokens:u32 top_k:u32 hidden:u32 "
                      "inter:u32 experts:u32 shared_gate_up:ptr shared_slots:u32 "
-                     "shared_inter:u32")
+                     "shared_inter:u32 cols_per_block:u32 stage_cols:u32 stages:u32")
 # out bf16 [tokens, hidden] = bf16(sum_j topk_weights[t, j] * bf16(act[t, j] . w_down[e_j]));
 # with shared slots: bf16(that sum) + bf16(topk_weights[t, top_k] * bf16(shared act .
 # shared_down)) (transformers' bf16 op boundaries); a block covers rows_per_block rows of one

@@ -502,6 +502,16 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
     ring_ids[5, 1] = -1
     fused += [down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm shared t8 h1040 i512 k3 shared "
                                     "528 (bulk ring refills)", ring, ring_ids)]
+    # batch 1 through both bulk rings: gate/up 32 stages a block on a ring of 8 (30 slots:
+    # 4 blocks a slot, the last partial), an id of another rank, a shared expert whose second
+    # chunk is partial; and the Qwen3-30B-A3B leaf (16 stages of 3 columns on a ring of 4)
+    many = moe.MoeShape(experts=40, top_k=28, hidden=64, inter=1008, shared_inter=1040)
+    many_ids = rng.permutation(40)[None, :28].astype(np.int32)
+    many_ids[0, 5] = -1
+    fused += [decode_case(rng, "moe_decode t1 e40 k28 h64 i1008 shared 1040 (bulk rings)",
+                          many, many_ids),
+              decode_case(rng, "moe_decode leaf t1 h2048 i768 k8", leaf,
+                          random_ids(rng, 1, 8, 8))]
     # the register path (ATLAS_MOE_DOWN_BULK=0) at both full-size shapes
     fused += [down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm leaf t2 h2048 i768 k8 (register "
                                     "path)", leaf, random_ids(rng, 2, 8, 8), bulk=False),

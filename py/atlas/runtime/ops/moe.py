@@ -329,13 +329,58 @@ def decode_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: Dev
         raise ValueError(f"moe_gate_up_silu: {tokens} tokens; the decode kernel takes "
                          f"1..{DECODE_MAX_TOKENS}")
     sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "gate_up")
-    groups = -(-shape.inter // DECODE_ROWS_PER_BLOCK)
-    per_block = gate_up_groups_per_block(tokens, shape.slots, shape.inter, kc.facts.sm_count)
-    smem = gate_up_smem(tokens, shape.hidden)
+    plan = (gate_up_bulk_plan(tokens, shape.slots, shape.hidden, shape.inter,
+                              kc.facts.sm_count, kc.facts.shared_memory_per_block)
+            if kc.routes.moe_gate_up_bulk else None)
+    if plan is not None:
+        grid = (-(-shape.inter // plan.cols), shape.slots, 1)
+        cols, stage_cols, stages, smem = plan.cols, plan.stage_cols, plan.stages, plan.smem
+    else:
+        groups = -(-shape.inter // DECODE_ROWS_PER_BLOCK)
+        per_block = gate_up_groups_per_block(tokens, shape.slots, shape.inter,
+                                             kc.facts.sm_count)
+        grid = (-(-groups // per_block), tokens * shape.slots, 1)
+        cols, stage_cols, stages = 0, 0, 0
+        smem = gate_up_smem(tokens, shape.hidden)
     kc.get_with_shared(MOE_GATE_UP_SILU, smem)(
-        stream, (-(-groups // per_block), tokens * shape.slots, 1), DECODE_THREADS, smem, x,
-        w_gate_up, topk_ids, act, tokens, shape.top_k, shape.hidden, shape.inter,
-        shape.experts, sh_ptr, n_shared, sh_inter)
+        stream, grid, DECODE_THREADS, smem, x, w_gate_up, topk_ids, act, tokens, shape.top_k,
+        shape.hidden, shape.inter, shape.experts, sh_ptr, n_shared, sh_inter, cols,
+        stage_cols, stages)
+
+
+@dataclass(frozen=True, slots=True)
+class GateUpBulkPlan:
+    """Geometry of the gate/up kernel's batch-1 bulk-copy path: blocks of `cols` columns of
+    one slot (a multiple of stage_cols), a ring of `stages` stages of `stage_cols` columns'
+    gate and up rows, `smem` bytes of dynamic shared memory (the ring, then x)."""
+
+    cols: int
+    stage_cols: int
+    stages: int
+    smem: int
+
+
+def gate_up_bulk_plan(tokens: int, slots: int, hidden: int, inter: int, sm_count: int,
+                      smem_limit: int) -> GateUpBulkPlan | None:
+    """The batch-1 bulk path's geometry (moe_decode.cu gate_up_bulk), or None: more than one
+    token (rows routed to one expert share a read on the register path's pair groups) or a
+    ring that does not fit `smem_limit`. A stage is as many columns (one a warp, at most
+    DECODE_ROWS_PER_BLOCK) as fill about DOWN_BULK_STAGE_BYTES with their gate and up rows;
+    one block per SM (sm_count // slots blocks a slot), the ring sized as the down path's."""
+    if tokens != 1:
+        return None
+    col_bytes = 2 * 2 * hidden
+    stage_cols = max(1, min(DECODE_ROWS_PER_BLOCK, inter, DOWN_BULK_STAGE_BYTES // col_bytes))
+    stage_bytes = stage_cols * col_bytes
+    groups = -(-inter // stage_cols)
+    per_block = -(-groups // max(1, sm_count // slots))
+    fits = (smem_limit - DOWN_STATIC_SMEM - 2 * hidden) // stage_bytes
+    stages = min(per_block, fits,
+                 max(2, min(DOWN_BULK_MAX_STAGES, DOWN_BULK_RING_BYTES // stage_bytes)))
+    if stages < min(2, per_block):
+        return None
+    return GateUpBulkPlan(per_block * stage_cols, stage_cols, stages,
+                          stages * stage_bytes + 2 * hidden)
 
 
 def gate_up_groups_per_block(tokens: int, slots: int, inter: int, sm_count: int) -> int:
