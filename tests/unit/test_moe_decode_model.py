@@ -9,7 +9,10 @@ GATE_UP_GROUP_PAIRS to a block, led by ranks 0, 4, ...; the others' blocks exit)
 groups of a block
 (ops.moe.gate_up_groups_per_block), zeros for ids outside [0, experts) and past the shared
 expert's width: every (pair, column) written exactly once, one weight stream per distinct
-expert. Checked against the float64 oracles of cases/moe.py. There is no GPU in CI:
+expert. The bulk-copy paths (down_bulk, gate_up_bulk): each stage's copies (offsets, sizes,
+the byte count its barrier waits for) into a ring that holds nothing else, the products read
+from it, the ring refilled as the kernels do. Checked against the float64 oracles of
+cases/moe.py. There is no GPU in CI:
 tools/gpu/check_kernels.py checks the hardware."""
 
 from __future__ import annotations
@@ -125,9 +128,17 @@ def model_down(act: np.ndarray, w: np.ndarray, ids: np.ndarray, weights: np.ndar
 def test_down_kernel_model_matches_the_oracle(experts: int, top_k: int, hidden: int, inter: int,
                                               shared_inter: int, tokens: int,
                                               sm_count: int) -> None:
-    rng = np.random.default_rng(hidden + inter)
-    shape = moe.MoeShape(experts, top_k, hidden, inter, shared_inter)
-    slots = shape.slots
+    check_down_model(moe.MoeShape(experts, top_k, hidden, inter, shared_inter), tokens,
+                     lambda *a: model_down(*a, sm_count), np.random.default_rng(hidden + inter))
+
+
+def check_down_model(shape: moe.MoeShape, tokens: int, model, rng: np.random.Generator) -> None:
+    """Random inputs (an id of another rank among them) through a model of a down kernel
+    (`model(act, w, ids, weights, top_k, sh_down)` -> (out, loads)): every real chunk of every
+    (row, slot) a token uses is loaded once for that token, nothing past an item's chunks, a
+    row, or the block's rows; the sums match the float64 oracle."""
+    experts, top_k, hidden, inter = shape.experts, shape.top_k, shape.hidden, shape.inter
+    shared_inter, slots = shape.shared_inter, shape.slots
     ids = moe_cases.random_ids(rng, tokens, experts, top_k)
     ids[0, -1] = -1  # another rank's expert: skipped
     weights = rng.uniform(0.1, 1.0, (tokens, slots))
@@ -137,10 +148,7 @@ def test_down_kernel_model_matches_the_oracle(experts: int, top_k: int, hidden: 
         np.float64)
     sh_down = (bf16_bits_to_f32(random_bf16(rng, (hidden, shared_inter), shared_inter ** -0.5))
                .astype(np.float64) if shared_inter else None)
-    out, loads = model_down(act, w, ids, weights, top_k, sh_down, sm_count)
-
-    # every real chunk of every (row, slot) a token uses is loaded once for that token;
-    # nothing past an item's chunks, a row, or the block's rows
+    out, loads = model(act, w, ids, weights, top_k, sh_down)
     kc, want_loads = inter // 8, {}
     for t in range(tokens):
         for j in range(slots):
@@ -152,7 +160,6 @@ def test_down_kernel_model_matches_the_oracle(experts: int, top_k: int, hidden: 
                 for c in range(n):
                     want_loads[(row, j, c)] = want_loads.get((row, j, c), 0) + 1
     assert loads == want_loads
-
     routed = np.zeros((tokens, hidden))
     for t in range(tokens):
         for j in range(top_k):
@@ -281,39 +288,9 @@ def model_down_bulk(act: np.ndarray, w: np.ndarray, ids: np.ndarray, weights: np
 def test_down_bulk_model_matches_the_oracle(experts: int, top_k: int, hidden: int, inter: int,
                                             shared_inter: int, tokens: int, sm_count: int,
                                             smem: int) -> None:
-    rng = np.random.default_rng(hidden + inter + 1)
-    shape = moe.MoeShape(experts, top_k, hidden, inter, shared_inter)
-    slots = shape.slots
-    ids = moe_cases.random_ids(rng, tokens, experts, top_k)
-    ids[0, -1] = -1  # another rank's expert: no copy, nothing in the sum
-    weights = rng.uniform(0.1, 1.0, (tokens, slots))
-    act = bf16_bits_to_f32(random_bf16(rng, (tokens, slots, inter))).astype(np.float64)
-    act.reshape(tokens, -1)[:, top_k * inter + shared_inter:] = 0  # past the shared width
-    w = bf16_bits_to_f32(random_bf16(rng, (experts, hidden, inter), inter ** -0.5)).astype(
-        np.float64)
-    sh_down = (bf16_bits_to_f32(random_bf16(rng, (hidden, shared_inter), shared_inter ** -0.5))
-               .astype(np.float64) if shared_inter else None)
-    out, landed = model_down_bulk(act, w, ids, weights, top_k, sh_down, sm_count, smem)
-    kc, want = inter // 8, {}
-    for t in range(tokens):
-        for j in range(slots):
-            if j < top_k:
-                n = kc if 0 <= ids[t, j] < experts else 0
-            else:
-                n = max(0, min(kc, shared_inter // 8 - (j - top_k) * kc))
-            for row in range(hidden):
-                for c in range(n):
-                    want[(row, j, c)] = want.get((row, j, c), 0) + 1
-    assert landed == want  # every real chunk once a token, nothing else
-    routed = np.zeros((tokens, hidden))
-    for t in range(tokens):
-        for j in range(top_k):
-            if 0 <= ids[t, j] < experts:
-                routed[t] += weights[t, j] * moe_cases._bf16(w[ids[t, j]] @ act[t, j])
-    if shared_inter:
-        y = moe_cases._bf16(act[:, top_k:].reshape(tokens, -1)[:, :shared_inter] @ sh_down.T)
-        routed = moe_cases._bf16(routed) + moe_cases._bf16(weights[:, top_k:top_k + 1] * y)
-    np.testing.assert_allclose(out, routed, rtol=1e-9, atol=1e-9)
+    check_down_model(moe.MoeShape(experts, top_k, hidden, inter, shared_inter), tokens,
+                     lambda *a: model_down_bulk(*a, sm_count, smem),
+                     np.random.default_rng(hidden + inter + 1))
 
 
 def test_down_bulk_plan_geometry() -> None:
