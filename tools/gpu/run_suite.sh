@@ -779,6 +779,10 @@ stage_async_scheduling() {
   return $rc
 }
 
+stage_startup() {
+  "$PY" tools/gpu/bench_startup.py --target hopper/common/bf16 --out "$RESULTS/startup.json"
+}
+
 # The decode MoE expert kernels through the bulk-copy shared-memory rings (the default: down
 # at every decode batch, gate/up at batch 1) against the register paths: ATLAS_MOE_DOWN_BULK=0
 # and ATLAS_MOE_GATE_UP_BULK=0 one at a time and both. The kernel table's decode expert rows
@@ -812,7 +816,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         prefix_bench prefix_bench_hybrid spec_bench_hybrid quant_bench moe_full quant_profile
         quant_profile_nvfp4 quant_lm_head
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
-        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
+        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab startup
         moe_bulk_ab)
 
 # ---- runner -------------------------------------------------------------------------------
