@@ -262,7 +262,7 @@ def test_bias_needs_sigmoid_scoring() -> None:
 
 def test_heavy_cases_exist_for_the_leaf_shapes() -> None:
     heavy = module_cases(MODULES, 0, keep=moe_cases.is_heavy)
-    assert len(heavy) == 6
+    assert len(heavy) == 7
 
 
 def _constant(stem: str, name: str) -> int:

@@ -308,11 +308,11 @@ def router_cases(rng: np.random.Generator) -> list[KernelCase]:
 
 
 # ---- decode experts -----------------------------------------------------------------------
-def decode_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.ndarray
-                ) -> KernelCase:
+def decode_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.ndarray,
+                graph: bool = False) -> KernelCase:
     """moe_gate_up_silu then moe_down_sum, act checked on its own (it is the first kernel's
     output and the second one's input); with shape.shared_inter, a shared expert folded in
-    as shape.shared_slots more slots."""
+    as shape.shared_slots more slots. `graph`: also captured into the GPU check's graph."""
     tokens, k = len(ids), shape.top_k
     w_gu, w_d = expert_weights(rng, shape)
     inputs = {"x": random_bf16(rng, (tokens, shape.hidden)), "w_gate_up": w_gu, "w_down": w_d,
@@ -340,7 +340,7 @@ def decode_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: n
         return {"act": np.concatenate([r["act"], sh["act"]], axis=1), "out": sh["out"]}
 
     return KernelCase(name, "moe_decode", inputs, outputs, run, oracle,
-                      reference_abs_tol=ACT_REFERENCE_TOL)
+                      reference_abs_tol=ACT_REFERENCE_TOL, graph=graph)
 
 
 def down_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.ndarray,
@@ -511,7 +511,10 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
     fused += [decode_case(rng, "moe_decode t1 e40 k28 h64 i1008 shared 1040 (bulk rings)",
                           many, many_ids),
               decode_case(rng, "moe_decode leaf t1 h2048 i768 k8", leaf,
-                          random_ids(rng, 1, 8, 8))]
+                          random_ids(rng, 1, 8, 8), graph=True),
+              # batch 8 of the flagship's shape: the down ring at 16 blocks a token
+              decode_case(rng, "moe_decode leaf shared t8 h2048 i512 k8 (qwen3.5-35b-a3b)", q35,
+                          random_ids(rng, 8, 8, 8))]
     # the register path (ATLAS_MOE_DOWN_BULK=0) at both full-size shapes
     fused += [down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm leaf t2 h2048 i768 k8 (register "
                                     "path)", leaf, random_ids(rng, 2, 8, 8), bulk=False),
