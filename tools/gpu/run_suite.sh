@@ -783,14 +783,16 @@ stage_startup() {
   "$PY" tools/gpu/bench_startup.py --target hopper/common/bf16 --out "$RESULTS/startup.json"
 }
 
-# The decode MoE expert kernels through the bulk-copy shared-memory rings (the default: down
-# at every decode batch, gate/up at batch 1) against the register paths: ATLAS_MOE_DOWN_BULK=0
-# and ATLAS_MOE_GATE_UP_BULK=0 one at a time and both. The kernel table's decode expert rows
-# (gate/up + down at batch 1 and 8, both full-size MoE shapes) each way, and Qwen3-30B-A3B's
-# full-size per-kernel batch-1 profile with PDL off (each kernel's own time) and on (the
-# overlap: the down launch's pre-wait requests beside gate/up's last stages), bulk vs register.
-stage_moe_bulk_ab() {
-  local rc=0 v cfg="$CKPT/qwen3-30b-a3b-synthetic" pdl
+# This session's MoE decode paths against the ones before them: the expert kernels through
+# the bulk-copy shared-memory rings (down at every decode batch, gate/up at batch 1) against
+# the register paths (ATLAS_MOE_DOWN_BULK=0, ATLAS_MOE_GATE_UP_BULK=0, one at a time and both)
+# on the kernel table's decode expert rows (gate/up + down at batch 1 and 8, both full-size
+# MoE shapes); then Qwen3-30B-A3B's full-size batch-1 per-kernel profile with PDL off (each
+# kernel's own time) and on, everything new on (_new) vs off (_old: also the input RMSNorm
+# as its own launch, ATLAS_MOE_ROUTER_NORM=0); and the decode tok/s of both full-size MoE
+# models at batch 1 and 8 with everything off (moe_full / flagship_bench have the default).
+stage_moe_decode_ab() {
+  local rc=0 v cfg="$CKPT/qwen3-30b-a3b-synthetic" pdl tag
   "$PY" tools/make_fixtures.py --config qwen3-30b-a3b --out "$cfg" --config-only || return 1
   for v in "1 1" "0 1" "1 0" "0 0"; do
     set -- $v
@@ -798,11 +800,17 @@ stage_moe_bulk_ab() {
       -k moe_decode_experts --out-dir "$RESULTS/moe_bulk_down$1_gateup$2" || rc=1
   done
   for v in 1 0; do
+    tag=$([ "$v" = 1 ] && echo new || echo old)
     for pdl in 0 1; do
-      ATLAS_MOE_DOWN_BULK=$v ATLAS_MOE_GATE_UP_BULK=$v ATLAS_PDL=$pdl "$PY" \
-        tools/gpu/profile_decode.py --model "$cfg" --synthetic-seed 0 \
-        --out "$RESULTS/profile_decode_qwen3-30b-a3b_pdl${pdl}_bulk$v.json" || rc=1
+      ATLAS_MOE_DOWN_BULK=$v ATLAS_MOE_GATE_UP_BULK=$v ATLAS_MOE_ROUTER_NORM=$v ATLAS_PDL=$pdl \
+        "$PY" tools/gpu/profile_decode.py --model "$cfg" --synthetic-seed 0 \
+        --out "$RESULTS/profile_decode_qwen3-30b-a3b_pdl${pdl}_$tag.json" || rc=1
     done
+  done
+  for v in qwen3-30b-a3b qwen3_5-35b-a3b; do
+    ATLAS_MOE_DOWN_BULK=0 ATLAS_MOE_GATE_UP_BULK=0 ATLAS_MOE_ROUTER_NORM=0 "$PY" \
+      tools/gpu/bench_moe.py --config "$v" --batches 1,8 --prefill 512 --hf none \
+      --out "$RESULTS/bench_moe_${v}_old.json" || rc=1
   done
   return $rc
 }
@@ -817,7 +825,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         quant_profile_nvfp4 quant_lm_head
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab startup
-        moe_bulk_ab)
+        moe_decode_ab)
 
 # ---- runner -------------------------------------------------------------------------------
 

@@ -361,15 +361,20 @@ MOE_TOPK_SIGMOID = S("moe_router", "moe_topk_sigmoid_f32",
 # shared_logits f32 [tokens] = bf16(x . shared_gate), and slot top_k + c of each token gets
 # id experts + c, weight bf16(sigmoid(shared logit)); ids/weights rows are top_k +
 # shared_slots long.
+# norm_mode 1 (2: zero-centred weights): the input RMSNorm in the same launch, x written =
+# RMSNorm(resid (+= delta in place where delta != 0)) * norm_w (rmsnorm / add_rmsnorm's
+# numerics); 0: x is read.
 MOE_GATE_TOPK_SOFTMAX = S("moe_router", "moe_gate_topk_softmax_bf16",
                           "x:ptr w_gate:ptr shared_gate:ptr logits:ptr shared_logits:ptr "
                           "topk_ids:ptr topk_weights:ptr counter:ptr tokens:u32 experts:u32 "
-                          "hidden:u32 top_k:u32 shared_slots:u32 renormalize:u32 scale:f32")
+                          "hidden:u32 top_k:u32 shared_slots:u32 renormalize:u32 scale:f32 "
+                          "resid:ptr delta:ptr norm_w:ptr eps:f32 norm_mode:u32")
 MOE_GATE_TOPK_SIGMOID = S("moe_router", "moe_gate_topk_sigmoid_bf16",
                           "x:ptr w_gate:ptr shared_gate:ptr bias:ptr logits:ptr "
                           "shared_logits:ptr topk_ids:ptr topk_weights:ptr counter:ptr "
                           "tokens:u32 experts:u32 hidden:u32 top_k:u32 shared_slots:u32 "
-                          "renormalize:u32 scale:f32")
+                          "renormalize:u32 scale:f32 resid:ptr delta:ptr norm_w:ptr eps:f32 "
+                          "norm_mode:u32")
 # Decode (1..8 tokens), one launch per projection over all selected experts. Weights:
 # w_gate_up bf16 [experts, 2 inter, hidden] (gate rows, then up rows), w_down bf16
 # [experts, hidden, inter]. act bf16 [tokens, top_k, inter] = swiglu of the selected

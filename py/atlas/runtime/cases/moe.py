@@ -189,18 +189,41 @@ def _bf16_logits(rng: np.random.Generator, tokens: int, experts: int, scale: flo
     return bf16_bits_to_f32(random_bf16(rng, (tokens, experts), scale))
 
 
+#: the input norm's epsilon in the router cases: rows of +-1 normalize to exactly +-1
+ROUTER_NORM_EPS = 1e-6
+
+
+def norm_inputs(rng: np.random.Generator, tokens: int, hidden: int, with_delta: bool
+                ) -> dict[str, np.ndarray]:
+    """bf16 bits of a residual (and delta) whose sum has every element +-1, and norm weights
+    on a grid of halves: RMSNorm(resid + delta) * w is then exact on every backend (the
+    rms is 1 up to eps, and bf16 rounding absorbs it), so the router's logits stay exact."""
+    sign = rng.choice([-1.0, 1.0], (tokens, hidden)).astype(np.float32)
+    out = {"resid": f32_to_bf16_bits(2 * sign if with_delta else sign),
+           "norm_w": f32_to_bf16_bits(rng.choice([-1.0, -0.5, 0.5, 1.0], hidden)
+                                      .astype(np.float32))}
+    if with_delta:
+        out["delta"] = f32_to_bf16_bits(-sign)
+    return out
+
+
 def gate_case(name: str, x: np.ndarray, w_gate: np.ndarray, top_k: int, sigmoid: bool = False,
               bias: np.ndarray | None = None, renormalize: bool = True, scale: float = 1.0,
-              shared_gate: np.ndarray | None = None, shared_slots: int = 1) -> KernelCase:
+              shared_gate: np.ndarray | None = None, shared_slots: int = 1,
+              norm: dict[str, np.ndarray] | None = None, offset: bool = False) -> KernelCase:
     """The fused decode router (gate GEMV + top-k) on bf16 bits x [tokens, hidden] and
     w_gate [experts, hidden], launched twice over one counter (the second launch routes
     only if the first left it at zero, as a graph replay needs); with `shared_gate` (bits
-    [hidden]) a shared expert's `shared_slots` slots follow each token's top-k."""
+    [hidden]) a shared expert's `shared_slots` slots follow each token's top-k. With `norm`
+    (norm_inputs) the launch computes x itself, the input RMSNorm (`offset`: zero-centred
+    weights) of resid (+= delta in place): each launch on its own residual copy."""
     tokens, hidden = x.shape
     experts = len(w_gate)
     m = shared_slots if shared_gate is not None else 0
     shape = moe.MoeShape(experts, top_k, hidden, 16, shared_inter=16 * m)
     inputs = {"x": x, "w_gate": w_gate, "counter": np.zeros(1, np.int32)}
+    if norm is not None:
+        inputs |= norm | {"resid2": norm["resid"].copy()}
     if bias is not None:
         inputs["bias"] = bias.astype(np.float32)
     outputs = {"counter": OutputSpec(DType.I32, (1,))}
@@ -211,18 +234,33 @@ def gate_case(name: str, x: np.ndarray, w_gate: np.ndarray, top_k: int, sigmoid:
         outputs |= {"logits" + sfx: OutputSpec(DType.FP32, (tokens, experts), bf16_valued=True),
                     "topk_ids" + sfx: OutputSpec(DType.I32, (tokens, top_k + m)),
                     "topk_weights" + sfx: OutputSpec(DType.FP32, (tokens, top_k + m))}
+        if norm is not None:
+            outputs |= {"x" + sfx: OutputSpec(DType.BF16, (tokens, hidden)),
+                        "resid" + sfx: OutputSpec(DType.BF16, (tokens, hidden))}
     scoring = "sigmoid" if sigmoid else "softmax"
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         routing = moe.Routing(scoring, renormalize, scale, p.get("bias", 0))
         shared = moe.SharedExpertWeights(0, 0, p["shared_gate"]) if m else None
         for sfx in ("", "2"):
-            moe.gate_topk(KernelCache(backend), stream, p["x"], p["w_gate"], p["logits" + sfx],
-                          p["topk_ids" + sfx], p["topk_weights" + sfx], p["counter"], tokens,
-                          shape, routing, shared, p.get("shared_logits", 0))
+            in_norm = None if norm is None else moe.InputNorm(
+                p["resid" + sfx], p.get("delta", 0), p["norm_w"], ROUTER_NORM_EPS, offset)
+            moe.gate_topk(KernelCache(backend), stream, p["x" + sfx if norm else "x"],
+                          p["w_gate"], p["logits" + sfx], p["topk_ids" + sfx],
+                          p["topk_weights" + sfx], p["counter"], tokens, shape, routing,
+                          shared, p.get("shared_logits", 0), in_norm)
 
     def oracle(inp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        xs = _f64(inp["x"])
+        normed: dict[str, np.ndarray] = {}
+        if norm is not None:
+            delta = _f64(inp["delta"]) if "delta" in inp else 0.0
+            r = oracle_add_rmsnorm(_f64(inp["resid"]), np.asarray(delta), _f64(inp["norm_w"]),
+                                   ROUTER_NORM_EPS, offset)
+            for sfx in ("", "2"):
+                normed |= {"x" + sfx: r["normed"], "resid" + sfx: r["residual"]}
+            xs = r["normed"]
+        else:
+            xs = _f64(inp["x"])
         logits = _bf16(xs @ _f64(inp["w_gate"]).T)
         r = oracle_router(logits, top_k, sigmoid, inp.get("bias"), renormalize, scale)
         ids, w = r["topk_ids"], r["topk_weights"]
@@ -234,7 +272,7 @@ def gate_case(name: str, x: np.ndarray, w_gate: np.ndarray, top_k: int, sigmoid:
             w = np.concatenate([w, np.repeat(_bf16(1 / (1 + np.exp(-g)))[:, None], m, 1)], 1)
         for sfx in ("", "2"):
             out |= {"logits" + sfx: logits, "topk_ids" + sfx: ids, "topk_weights" + sfx: w}
-        return out
+        return out | normed
 
     return KernelCase(name, "moe_router", inputs, outputs, run, oracle)
 
@@ -274,7 +312,19 @@ def _gate_cases(rng: np.random.Generator) -> list[KernelCase]:
                       *leaf(2, 256), 8, shared_gate=_exact_gate(rng, 1, 1, 2048, 1 / 64, 1)[1][0]),
             gate_case("moe_gate_topk softmax shared x3 t8 e8 h128 k3",
                       *_exact_gate(rng, 8, 8, 128), 3,
-                      shared_gate=_exact_gate(rng, 1, 1, 128)[1][0], shared_slots=3)]
+                      shared_gate=_exact_gate(rng, 1, 1, 128)[1][0], shared_slots=3),
+            # the input RMSNorm in the router launch: add_rmsnorm's (resid += delta) and
+            # rmsnorm's, the zero-centred weights with a shared expert, sigmoid scoring
+            gate_case("moe_gate_topk softmax add_rmsnorm leaf t1 e128 h2048 k8", *leaf(1, 128), 8,
+                      norm=norm_inputs(rng, 1, 2048, True)),
+            gate_case("moe_gate_topk softmax add_rmsnorm leaf t8 e128 h2048 k8", *leaf(8, 128), 8,
+                      norm=norm_inputs(rng, 8, 2048, True)),
+            gate_case("moe_gate_topk softmax rmsnorm_offset shared t2 e256 h2048 k8",
+                      *leaf(2, 256), 8, shared_gate=_exact_gate(rng, 1, 1, 2048, 1 / 64, 1)[1][0],
+                      norm=norm_inputs(rng, 2, 2048, False), offset=True),
+            gate_case("moe_gate_topk sigmoid rmsnorm t3 e40 h128 k4",
+                      random_bf16(rng, (3, 128)), random_bf16(rng, (40, 128), 2 / 16), 4, True,
+                      bias[:40], norm=norm_inputs(rng, 3, 128, False))]
 
 
 @kernel_cases("moe_router")

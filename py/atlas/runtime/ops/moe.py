@@ -275,15 +275,29 @@ def topk(kc: KernelCache, stream: Stream, logits: DevicePtr, topk_ids: DevicePtr
                                  topk_weights, tokens, experts, top_k, renorm, scale)
 
 
+@dataclass(frozen=True, slots=True)
+class InputNorm:
+    """The RMSNorm before an MoE block, fused into its decode router launch: resid +=
+    delta in place where delta is given (add_rmsnorm; 0: rmsnorm), x = RMSNorm(resid) * w
+    (* (1 + w) with `offset`), the router's input and the experts'."""
+
+    resid: DevicePtr
+    delta: DevicePtr
+    weight: DevicePtr
+    eps: float
+    offset: bool = False
+
+
 def gate_topk(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr,
               logits: DevicePtr, topk_ids: DevicePtr, topk_weights: DevicePtr,
               counter: DevicePtr, tokens: int, shape: MoeShape, routing: Routing = Routing(),
-              shared: SharedExpertWeights | None = None, shared_logits: DevicePtr = 0
-              ) -> None:
+              shared: SharedExpertWeights | None = None, shared_logits: DevicePtr = 0,
+              norm: InputNorm | None = None) -> None:
     """The decode router in one launch: logits f32 [tokens, experts] = bf16(x . w_gate)
     (what the f32-output linear writes), then `topk` of them into rows of shape.slots;
     with a shared expert, shared_logits f32 [tokens] = its gate logit and its slots get the
-    weight bf16(sigmoid(logit)). counter: one u32, zero."""
+    weight bf16(sigmoid(logit)). counter: one u32, zero. With `norm`, x is written first
+    (the input RMSNorm: no rmsnorm / add_rmsnorm launch before the router)."""
     shape.validate()
     shared_gate, n_shared, _ = _shared_args(shape, shared, "gate")
     if n_shared:
@@ -296,21 +310,33 @@ def gate_topk(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr,
     require_aligned("moe_gate_topk", "counter", counter, 4)
     rows = shape.experts + (1 if n_shared else 0)  # the shared gate: one more row
     grid = -(-rows // (ROUTER_GATE_THREADS // 32))
-    smem = 2 * tokens * shape.hidden  # x, staged in shared memory by every block
-    if smem > ROUTER_GATE_MAX_SMEM:
-        raise ValueError(f"moe_gate_topk: {tokens} x hidden {shape.hidden} of x ({smem} bytes) "
-                         f"exceed its {ROUTER_GATE_MAX_SMEM} bytes of shared memory")
+    smem = gate_topk_smem(tokens, shape.hidden, norm is not None)
+    if norm is not None:
+        for name in ("resid", "delta", "weight"):
+            require_aligned("moe_gate_topk", name, getattr(norm, name), 16)
+    norm_args = ((norm.resid, norm.delta, norm.weight, float(norm.eps), 2 if norm.offset else 1)
+                 if norm is not None else (0, 0, 0, 0.0, 0))
     renorm, scale = int(routing.renormalize), float(routing.scale)
     if routing.scoring == "softmax":
         kc.get_with_shared(MOE_GATE_TOPK_SOFTMAX, smem)(
             stream, grid, ROUTER_GATE_THREADS, smem, x, w_gate, shared_gate, logits,
             shared_logits, topk_ids, topk_weights, counter, tokens, shape.experts, shape.hidden,
-            shape.top_k, n_shared, renorm, scale)
+            shape.top_k, n_shared, renorm, scale, *norm_args)
     else:
         kc.get_with_shared(MOE_GATE_TOPK_SIGMOID, smem)(
             stream, grid, ROUTER_GATE_THREADS, smem, x, w_gate, shared_gate, routing.bias,
             logits, shared_logits, topk_ids, topk_weights, counter, tokens, shape.experts,
-            shape.hidden, shape.top_k, n_shared, renorm, scale)
+            shape.hidden, shape.top_k, n_shared, renorm, scale, *norm_args)
+
+
+def gate_topk_smem(tokens: int, hidden: int, norm: bool) -> int:
+    """Dynamic shared memory of the fused router: x (bf16 rows, staged by every block); with
+    the input norm also the residual rows and the norm weight."""
+    nbytes = 2 * tokens * hidden + (2 * tokens * hidden + 2 * hidden if norm else 0)
+    if nbytes > ROUTER_GATE_MAX_SMEM:
+        raise ValueError(f"moe_gate_topk: {tokens} x hidden {hidden} of x ({nbytes} bytes) "
+                         f"exceed its {ROUTER_GATE_MAX_SMEM} bytes of shared memory")
+    return nbytes
 
 
 # ---- experts: decode ----------------------------------------------------------------------

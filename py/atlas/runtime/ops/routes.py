@@ -31,6 +31,8 @@ what it asked for each time, and importing Atlas never depends on the environmen
   registers entry point (prefill_attn_sm90_qreg_bf16); off by default until measured.
 * ATLAS_MOE_SM90=0: the MoE grouped GEMMs on the mma.sync kernels (moe_grouped), never the
   Hopper wgmma ones (moe_grouped_sm90).
+* ATLAS_MOE_ROUTER_NORM=0: a decode MoE layer's input RMSNorm as its own launch (rmsnorm /
+  add_rmsnorm), not inside the router launch (model.InputNormMlp).
 * ATLAS_MOE_GATE_UP_BULK=0: the batch-1 decode MoE gate/up projection on the register
   path, never through the bulk-copy shared-memory ring (ops/moe.py gate_up_bulk_plan).
 * ATLAS_MOE_DOWN_BULK=0: the decode MoE down projection on the register path (weights
@@ -109,6 +111,7 @@ class KernelRoutes:
     moe_fused_decode: bool = True
     moe_down_bulk: bool = True
     moe_gate_up_bulk: bool = True
+    moe_router_norm: bool = True
     gdn_fused: bool = True
     gdn_chunk_tc: bool = True
     quant_mma: bool = True
@@ -143,6 +146,7 @@ class KernelRoutes:
                    moe_fused_decode=env_switch(env, "ATLAS_MOE_FUSED_DECODE", True),
                    moe_down_bulk=env_switch(env, "ATLAS_MOE_DOWN_BULK", True),
                    moe_gate_up_bulk=env_switch(env, "ATLAS_MOE_GATE_UP_BULK", True),
+                   moe_router_norm=env_switch(env, "ATLAS_MOE_ROUTER_NORM", True),
                    gdn_fused=env_switch(env, "ATLAS_GDN_FUSED", True),
                    gdn_chunk_tc=env_switch(env, "ATLAS_GDN_CHUNK_TC", True),
                    quant_mma=env_switch(env, "ATLAS_QUANT_MMA", True),

@@ -136,12 +136,31 @@ def _gate_route(mem: HostMemory, x: int, w_gate: int, shared_gate: int, bias: in
         w_rows[:, top_k:] = _bf16(sigmoid_scores(g))[:, None].astype(np.float32)
 
 
+def _input_norm(mem: HostMemory, x: int, resid: int, delta: int, norm_w: int, eps: float,
+                norm_mode: int, tokens: int, hidden: int) -> None:
+    """The fused router's input RMSNorm (norm_mode 1 plain, 2 zero-centred weights; 0
+    none): resid = bf16(resid + delta) in place where delta is given (add_rmsnorm), x = the
+    RMSNorm of resid (rmsnorm's numerics)."""
+    if not norm_mode:
+        return
+    r = mem.view(resid, np.uint16, tokens * hidden).reshape(tokens, hidden)
+    if delta:
+        r[:] = f32_to_bf16_bits(bf16_bits_to_f32(r) + _act_in(mem, delta, tokens, hidden)
+                                .astype(np.float32))
+    norm = rms_norm_offset_bf16 if norm_mode == 2 else rms_norm_bf16
+    mem.view(x, np.uint16, tokens * hidden)[:] = norm(
+        bf16_bits_to_f32(r), bf16_bits_to_f32(mem.view(norm_w, np.uint16, hidden)),
+        eps).reshape(-1)
+
+
 @reference(MOE_GATE_TOPK_SOFTMAX)
 def moe_gate_topk_softmax_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_gate: int,
                                shared_gate: int, logits: int, shared_logits: int, topk_ids: int,
                                topk_weights: int, counter: int, tokens: int, experts: int,
                                hidden: int, top_k: int, shared_slots: int, renormalize: int,
-                               scale: float) -> None:
+                               scale: float, resid: int, delta: int, norm_w: int, eps: float,
+                               norm_mode: int) -> None:
+    _input_norm(mem, x, resid, delta, norm_w, eps, norm_mode, tokens, hidden)
     _gate_route(mem, x, w_gate, shared_gate, 0, logits, shared_logits, topk_ids, topk_weights,
                 tokens, experts, hidden, top_k, shared_slots, renormalize, scale, False)
 
@@ -151,7 +170,9 @@ def moe_gate_topk_sigmoid_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int,
                                shared_gate: int, bias: int, logits: int, shared_logits: int,
                                topk_ids: int, topk_weights: int, counter: int, tokens: int,
                                experts: int, hidden: int, top_k: int, shared_slots: int,
-                               renormalize: int, scale: float) -> None:
+                               renormalize: int, scale: float, resid: int, delta: int,
+                               norm_w: int, eps: float, norm_mode: int) -> None:
+    _input_norm(mem, x, resid, delta, norm_w, eps, norm_mode, tokens, hidden)
     _gate_route(mem, x, w_gate, shared_gate, bias, logits, shared_logits, topk_ids,
                 topk_weights, tokens, experts, hidden, top_k, shared_slots, renormalize, scale,
                 True)
