@@ -250,6 +250,14 @@ def test_decode_launch_geometry_with_a_shared_expert() -> None:
     assert got == [("moe_gate_topk_softmax_bf16", (33, 1, 1), (256, 1, 1))]
 
 
+def test_router_takes_the_norm_where_its_shared_memory_holds_the_rows() -> None:
+    assert moe.router_takes_norm(8, 2048) and moe.router_takes_norm(1, 7168)
+    assert not moe.router_takes_norm(8, 7168)  # 8 x 7168 x 4 B: the norm stays a launch
+    assert moe.gate_topk_smem(8, 2048, True) == 4 * 8 * 2048 + 2 * 2048
+    with pytest.raises(ValueError, match="shared memory"):
+        moe.gate_topk_smem(8, 7168, True)
+
+
 def test_grouped_batch_without_grouped_scratch_is_refused() -> None:
     with pytest.raises(ValueError, match="grouped scratch"):
         _launches(moe.experts, 0, 0, 0, 0, 0, 0, 9, QWEN3_30B, moe.MoeScratch(0, max_tokens=9))

@@ -143,9 +143,10 @@ class MoeMlp:
 
     def takes_input_norm(self, kc: KernelCache, t: int) -> bool:
         """The decode router computes the input RMSNorm itself (model.InputNormMlp) on the
-        fused decode path, unless ATLAS_MOE_ROUTER_NORM=0."""
+        fused decode path where its shared memory holds the rows, unless
+        ATLAS_MOE_ROUTER_NORM=0."""
         return (moe_ops.uses_decode_kernels(t) and kc.routes.moe_fused_decode
-                and kc.routes.moe_router_norm)
+                and kc.routes.moe_router_norm and moe_ops.router_takes_norm(t, self.shape.hidden))
 
     def forward_normed(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
                        in_norm: moe_ops.InputNorm, then_norm: NextNorm | None = None) -> bool:

@@ -337,6 +337,12 @@ def gate_topk(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr,
             shape.hidden, shape.top_k, n_shared, renorm, scale, *norm_args)
 
 
+def router_takes_norm(tokens: int, hidden: int) -> bool:
+    """Whether the decode router's shared memory holds the input norm's rows too (x, the
+    residual and the norm weight) for this batch: else the norm stays its own launch."""
+    return 4 * tokens * hidden + 2 * hidden <= ROUTER_GATE_MAX_SMEM
+
+
 def gate_topk_smem(tokens: int, hidden: int, norm: bool) -> int:
     """Dynamic shared memory of the fused router: x (bf16 rows, staged by every block); with
     the input norm also the residual rows and the norm weight."""
