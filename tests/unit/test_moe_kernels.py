@@ -158,6 +158,20 @@ def test_batch_one_takes_both_bulk_rings() -> None:
     assert (tuple(gate_up.grid), gate_up.args["stages"]) == ((32, 8, 1), 0)
 
 
+def test_bulk_ring_geometry_follows_the_routes() -> None:
+    """ATLAS_MOE_BULK_STAGE_KB / _RING_KB (device sweeps): stages of 4 rows (48 KiB), a ring
+    of 2; a malformed size is refused by name."""
+    routes = KernelRoutes.from_env({"ATLAS_MOE_BULK_STAGE_KB": "48",
+                                    "ATLAS_MOE_BULK_RING_KB": "96"})
+    mock = MockGpuBackend()
+    moe.experts(KernelCache(mock, routes), 0, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 1,
+                QWEN3_30B, moe.MoeScratch(act=0x1000))
+    down = mock.drain_launches()[-1]
+    assert (down.args["stage_rows"], down.args["stages"], down.args["rows_per_block"]) == (4, 2, 16)
+    with pytest.raises(ValueError, match="ATLAS_MOE_BULK_RING_KB"):
+        KernelRoutes.from_env({"ATLAS_MOE_BULK_RING_KB": "big"})
+
+
 def test_grouped_path_grid_is_sized_for_the_worst_case() -> None:
     layout = moe.scratch_layout(QWEN3_30B, 256)
     assert layout.act == 2 * (32 + 128) * 64 * 768 and layout.y == 2 * 2048 * 2048

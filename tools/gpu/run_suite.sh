@@ -787,7 +787,7 @@ stage_startup() {
 # the bulk-copy shared-memory rings (down at every decode batch, gate/up at batch 1) against
 # the register paths (ATLAS_MOE_DOWN_BULK=0, ATLAS_MOE_GATE_UP_BULK=0, one at a time and both)
 # on the kernel table's decode expert rows (gate/up + down at batch 1 and 8, both full-size
-# MoE shapes); then Qwen3-30B-A3B's full-size batch-1 per-kernel profile with PDL off (each
+# MoE shapes), and the rings' stage / ring sizes swept on the same rows; then Qwen3-30B-A3B's full-size batch-1 per-kernel profile with PDL off (each
 # kernel's own time) and on, everything new on (_new) vs off (_old: also the input RMSNorm
 # as its own launch, ATLAS_MOE_ROUTER_NORM=0); and the decode tok/s of both full-size MoE
 # models at batch 1 and 8 with everything off (moe_full / flagship_bench have the default).
@@ -798,6 +798,12 @@ stage_moe_decode_ab() {
     set -- $v
     ATLAS_MOE_DOWN_BULK=$1 ATLAS_MOE_GATE_UP_BULK=$2 "$PY" tools/gpu/bench_kernels.py \
       -k moe_decode_experts --out-dir "$RESULTS/moe_bulk_down$1_gateup$2" || rc=1
+  done
+  # the rings' geometry (stage KiB, ring KiB; default 24 96): the same rows
+  for v in "16 64" "32 128" "48 96" "24 160"; do
+    set -- $v
+    ATLAS_MOE_BULK_STAGE_KB=$1 ATLAS_MOE_BULK_RING_KB=$2 "$PY" tools/gpu/bench_kernels.py \
+      -k moe_decode_experts --out-dir "$RESULTS/moe_bulk_stage$1_ring$2" || rc=1
   done
   for v in 1 0; do
     tag=$([ "$v" = 1 ] && echo new || echo old)

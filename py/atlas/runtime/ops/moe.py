@@ -74,6 +74,7 @@ from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM,
                           MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
 from . import KernelCache
 from ._preconditions import require_aligned, require_multiple
+from .routes import DEFAULT_MOE_BULK_RING_KB, DEFAULT_MOE_BULK_STAGE_KB
 
 #: rows of one grouped-GEMM M-tile (moe_grouped.cu kTileM)
 MOE_TILE_M = 64
@@ -107,13 +108,11 @@ DOWN_BLOCKS_PER_SM = 2
 #: the decode kernels' dynamic shared memory (gate/up: every token's x; down: the token's act
 #: rows, slots x inter bf16) may not exceed this
 DOWN_MAX_SMEM = 200 * 1024
-#: the down kernels' bulk-copy path (down_bulk_plan): a stage is as many output rows (all
-#: their slots) as fill about DOWN_BULK_STAGE_BYTES, the ring as many stages as keep about
-#: DOWN_BULK_RING_BYTES in flight per block (one block per SM: H200 needs ~30-40 KB in flight
-#: per SM to reach its copy bandwidth), between 2 and DOWN_BULK_MAX_STAGES (moe_decode.cu
-#: kMaxBulkStages) stages
-DOWN_BULK_STAGE_BYTES = 24 * 1024
-DOWN_BULK_RING_BYTES = 96 * 1024
+#: the bulk-copy paths (down_bulk_plan, gate_up_bulk_plan): a stage is as many output rows
+#: or columns as fill about `stage_bytes`, the ring as many stages as keep about `ring_bytes`
+#: in flight per block (one block per SM: H200 needs ~30-40 KB in flight per SM to reach its
+#: copy bandwidth), between 2 and DOWN_BULK_MAX_STAGES (moe_decode.cu kMaxBulkStages)
+#: stages; the sizes are kc.routes.moe_bulk_stage_kb / moe_bulk_ring_kb (routes.py)
 DOWN_BULK_MAX_STAGES = 8
 #: shared memory the down kernels declare statically (both paths' routing, item sums,
 #: barriers, the norm's scratch and ticket: 2.9 KB, ptxas -v), kept free of the dynamic part
@@ -369,9 +368,11 @@ def decode_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: Dev
         raise ValueError(f"moe_gate_up_silu: {tokens} tokens; the decode kernel takes "
                          f"1..{DECODE_MAX_TOKENS}")
     sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "gate_up")
+    r = kc.routes
     plan = (gate_up_bulk_plan(tokens, shape.slots, shape.hidden, shape.inter,
-                              kc.facts.sm_count, kc.facts.shared_memory_per_block)
-            if kc.routes.moe_gate_up_bulk else None)
+                              kc.facts.sm_count, kc.facts.shared_memory_per_block,
+                              1024 * r.moe_bulk_stage_kb, 1024 * r.moe_bulk_ring_kb)
+            if r.moe_gate_up_bulk else None)
     if plan is not None:
         grid = (-(-shape.inter // plan.cols), shape.slots, 1)
         cols, stage_cols, stages, smem = plan.cols, plan.stage_cols, plan.stages, plan.smem
@@ -401,26 +402,25 @@ class GateUpBulkPlan:
 
 
 def gate_up_bulk_plan(tokens: int, slots: int, hidden: int, inter: int, sm_count: int,
-                      smem_limit: int) -> GateUpBulkPlan | None:
+                      smem_limit: int, stage_bytes: int = 1024 * DEFAULT_MOE_BULK_STAGE_KB,
+                      ring_bytes: int = 1024 * DEFAULT_MOE_BULK_RING_KB) -> GateUpBulkPlan | None:
     """The batch-1 bulk path's geometry (moe_decode.cu gate_up_bulk), or None: more than one
     token (rows routed to one expert share a read on the register path's pair groups) or a
     ring that does not fit `smem_limit`. A stage is as many columns (one a warp, at most
-    DECODE_ROWS_PER_BLOCK) as fill about DOWN_BULK_STAGE_BYTES with their gate and up rows;
-    one block per SM (sm_count // slots blocks a slot), the ring sized as the down path's."""
+    DECODE_ROWS_PER_BLOCK) as fill about `stage_bytes` with their gate and up rows; one
+    block per SM (sm_count // slots blocks a slot), the ring sized as the down path's."""
     if tokens != 1:
         return None
     col_bytes = 2 * 2 * hidden
-    stage_cols = max(1, min(DECODE_ROWS_PER_BLOCK, inter, DOWN_BULK_STAGE_BYTES // col_bytes))
-    stage_bytes = stage_cols * col_bytes
+    stage_cols = max(1, min(DECODE_ROWS_PER_BLOCK, inter, stage_bytes // col_bytes))
+    one = stage_cols * col_bytes
     groups = -(-inter // stage_cols)
     per_block = -(-groups // max(1, sm_count // slots))
-    fits = (smem_limit - DOWN_STATIC_SMEM - 2 * hidden) // stage_bytes
-    stages = min(per_block, fits,
-                 max(2, min(DOWN_BULK_MAX_STAGES, DOWN_BULK_RING_BYTES // stage_bytes)))
+    fits = (smem_limit - DOWN_STATIC_SMEM - 2 * hidden) // one
+    stages = min(per_block, fits, max(2, min(DOWN_BULK_MAX_STAGES, ring_bytes // one)))
     if stages < min(2, per_block):
         return None
-    return GateUpBulkPlan(per_block * stage_cols, stage_cols, stages,
-                          stages * stage_bytes + 2 * hidden)
+    return GateUpBulkPlan(per_block * stage_cols, stage_cols, stages, stages * one + 2 * hidden)
 
 
 def gate_up_groups_per_block(tokens: int, slots: int, inter: int, sm_count: int) -> int:
@@ -496,7 +496,8 @@ def down_bulk_smem(slots: int, inter: int, rows: int, stage_rows: int, stages: i
 
 
 def down_bulk_plan(slots: int, tokens: int, hidden: int, inter: int, sm_count: int,
-                   smem_limit: int) -> DownBulkPlan | None:
+                   smem_limit: int, stage_bytes: int = 1024 * DEFAULT_MOE_BULK_STAGE_KB,
+                   ring_bytes: int = 1024 * DEFAULT_MOE_BULK_RING_KB) -> DownBulkPlan | None:
     """The bulk path's geometry, or None where its ring does not fit `smem_limit` (the
     device's opt-in shared memory per block; the register path takes those shapes).
 
@@ -504,8 +505,8 @@ def down_bulk_plan(slots: int, tokens: int, hidden: int, inter: int, sm_count: i
     one), each block taking whole stages of its token's rows; the ring is refilled stage by
     stage, so the block's length costs nothing but its first stage's latency."""
     row_bytes = 2 * slots * inter
-    stage_rows = max(1, min(hidden, DECODE_THREADS, DOWN_BULK_STAGE_BYTES // row_bytes))
-    stage_bytes = stage_rows * row_bytes
+    stage_rows = max(1, min(hidden, DECODE_THREADS, stage_bytes // row_bytes))
+    one = stage_rows * row_bytes
     groups = -(-hidden // stage_rows)
     per_block = -(-groups // max(1, sm_count // tokens))
     rows = per_block * stage_rows
@@ -513,9 +514,8 @@ def down_bulk_plan(slots: int, tokens: int, hidden: int, inter: int, sm_count: i
     # two at least (one: the ring would not stream while a stage is read) unless a block
     # has one stage only
     fits = (smem_limit - DOWN_STATIC_SMEM - down_bulk_smem(slots, inter, rows, stage_rows, 0)
-            ) // stage_bytes
-    stages = min(per_block, fits,
-                 max(2, min(DOWN_BULK_MAX_STAGES, DOWN_BULK_RING_BYTES // stage_bytes)))
+            ) // one
+    stages = min(per_block, fits, max(2, min(DOWN_BULK_MAX_STAGES, ring_bytes // one)))
     if stages < min(2, per_block):
         return None
     return DownBulkPlan(rows, stage_rows, stages,
@@ -528,7 +528,9 @@ def _down_launch(kc: KernelCache, shape: MoeShape, tokens: int) -> tuple[int, in
     (stages 0)."""
     if kc.routes.moe_down_bulk:
         plan = down_bulk_plan(shape.slots, tokens, shape.hidden, shape.inter,
-                              kc.facts.sm_count, kc.facts.shared_memory_per_block)
+                              kc.facts.sm_count, kc.facts.shared_memory_per_block,
+                              1024 * kc.routes.moe_bulk_stage_kb,
+                              1024 * kc.routes.moe_bulk_ring_kb)
         if plan is not None:
             return plan.rows, plan.stage_rows, plan.stages, plan.smem
     rows = down_rows(shape.slots, tokens, shape.hidden, shape.inter, kc.facts.sm_count)
