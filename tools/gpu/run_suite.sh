@@ -832,6 +832,44 @@ stage_startup() {
   "$PY" tools/gpu/bench_startup.py --target hopper/common/bf16 --out "$RESULTS/startup.json"
 }
 
+# This session's MoE decode paths against the ones before them: the expert kernels through
+# the bulk-copy shared-memory rings (down at every decode batch, gate/up at batch 1) against
+# the register paths (ATLAS_MOE_DOWN_BULK=0, ATLAS_MOE_GATE_UP_BULK=0, one at a time and both)
+# on the kernel table's decode expert rows (gate/up + down at batch 1 and 8, both full-size
+# MoE shapes), and the rings' stage / ring sizes swept on the same rows; then Qwen3-30B-A3B's full-size batch-1 per-kernel profile with PDL off (each
+# kernel's own time) and on, everything new on (_new) vs off (_old: also the input RMSNorm
+# as its own launch, ATLAS_MOE_ROUTER_NORM=0); and the decode tok/s of both full-size MoE
+# models at batch 1 and 8 with everything off (moe_full / flagship_bench have the default).
+stage_moe_decode_ab() {
+  local rc=0 v cfg="$CKPT/qwen3-30b-a3b-synthetic" pdl tag
+  "$PY" tools/make_fixtures.py --config qwen3-30b-a3b --out "$cfg" --config-only || return 1
+  for v in "1 1" "0 1" "1 0" "0 0"; do
+    set -- $v
+    ATLAS_MOE_DOWN_BULK=$1 ATLAS_MOE_GATE_UP_BULK=$2 "$PY" tools/gpu/bench_kernels.py \
+      -k moe_decode_experts --out-dir "$RESULTS/moe_bulk_down$1_gateup$2" || rc=1
+  done
+  # the rings' geometry (stage KiB, ring KiB; default 24 96): the same rows
+  for v in "16 64" "32 128" "48 96" "24 160"; do
+    set -- $v
+    ATLAS_MOE_BULK_STAGE_KB=$1 ATLAS_MOE_BULK_RING_KB=$2 "$PY" tools/gpu/bench_kernels.py \
+      -k moe_decode_experts --out-dir "$RESULTS/moe_bulk_stage$1_ring$2" || rc=1
+  done
+  for v in 1 0; do
+    tag=$([ "$v" = 1 ] && echo new || echo old)
+    for pdl in 0 1; do
+      ATLAS_MOE_DOWN_BULK=$v ATLAS_MOE_GATE_UP_BULK=$v ATLAS_MOE_ROUTER_NORM=$v ATLAS_PDL=$pdl \
+        "$PY" tools/gpu/profile_decode.py --model "$cfg" --synthetic-seed 0 \
+        --out "$RESULTS/profile_decode_qwen3-30b-a3b_pdl${pdl}_$tag.json" || rc=1
+    done
+  done
+  for v in qwen3-30b-a3b qwen3_5-35b-a3b; do
+    ATLAS_MOE_DOWN_BULK=0 ATLAS_MOE_GATE_UP_BULK=0 ATLAS_MOE_ROUTER_NORM=0 "$PY" \
+      tools/gpu/bench_moe.py --config "$v" --batches 1,8 --prefill 512 --hf none \
+      --out "$RESULTS/bench_moe_${v}_old.json" || rc=1
+  done
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity
         decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
@@ -842,7 +880,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         quant_profile_nvfp4 quant_lm_head
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab startup
-        quant_kernels gemv_prefetch_ab norm_gemv_ab)
+        quant_kernels gemv_prefetch_ab norm_gemv_ab moe_decode_ab)
 
 # ---- runner -------------------------------------------------------------------------------
 

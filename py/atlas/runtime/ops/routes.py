@@ -31,6 +31,15 @@ what it asked for each time, and importing Atlas never depends on the environmen
   registers entry point (prefill_attn_sm90_qreg_bf16); off by default until measured.
 * ATLAS_MOE_SM90=0: the MoE grouped GEMMs on the mma.sync kernels (moe_grouped), never the
   Hopper wgmma ones (moe_grouped_sm90).
+* ATLAS_MOE_BULK_STAGE_KB=N / ATLAS_MOE_BULK_RING_KB=N: the bulk-copy rings' target stage
+  and ring sizes in KiB (default 24 / 96; ops/moe.py), for sweeps on the device.
+* ATLAS_MOE_ROUTER_NORM=0: a decode MoE layer's input RMSNorm as its own launch (rmsnorm /
+  add_rmsnorm), not inside the router launch (model.InputNormMlp).
+* ATLAS_MOE_GATE_UP_BULK=0: the batch-1 decode MoE gate/up projection on the register
+  path, never through the bulk-copy shared-memory ring (ops/moe.py gate_up_bulk_plan).
+* ATLAS_MOE_DOWN_BULK=0: the decode MoE down projection on the register path (weights
+  loaded into registers a group at a time), never through the bulk-copy shared-memory
+  ring (the A/B of ops/moe.py down_bulk_plan).
 * ATLAS_MOE_FUSED_DECODE=0: a decode MoE layer as separate launches (router GEMV, top-k,
   routed experts, the shared expert's SwiGLU / gate / add, then add_rmsnorm), not the
   three-launch fused path (model/moe.py): the A/B of the fusion, the same values.
@@ -72,6 +81,11 @@ DEFAULT_DECODE_GEMM_MAX_M = 256
 #: block tables reaching this many keys route decode attention to the long-context kernel
 #: (ops/attention_long.LONG_CONTEXT_KEYS, restated here: routes import no ops module)
 DEFAULT_DECODE_ATTN_LONG_MIN_KEYS = 16384
+#: the MoE decode bulk-copy rings' target stage and ring sizes, KiB (ops/moe.py: a stage of
+#: ~24 KB keeps a block's barriers few, a ring of ~96 KB per SM is ~2-3x what H200 needs in
+#: flight per SM, and leaves a gate/up block and a down block room on one SM)
+DEFAULT_MOE_BULK_STAGE_KB = 24
+DEFAULT_MOE_BULK_RING_KB = 96
 #: the cluster splits gemm_decode_sm90 is compiled for
 DECODE_GEMM_SPLITS = (1, 2, 4, 8)
 
@@ -108,6 +122,11 @@ class KernelRoutes:
     gemv_mma_wide: bool | None = None
     moe_sm90: bool = True
     moe_fused_decode: bool = True
+    moe_down_bulk: bool = True
+    moe_gate_up_bulk: bool = True
+    moe_router_norm: bool = True
+    moe_bulk_stage_kb: int = DEFAULT_MOE_BULK_STAGE_KB
+    moe_bulk_ring_kb: int = DEFAULT_MOE_BULK_RING_KB
     gdn_fused: bool = True
     gdn_chunk_tc: bool = True
     quant_mma: bool = True
@@ -142,6 +161,13 @@ class KernelRoutes:
                    gemv_mma_wide={"1": True, "0": False}.get(wide),
                    moe_sm90=env_switch(env, "ATLAS_MOE_SM90", True),
                    moe_fused_decode=env_switch(env, "ATLAS_MOE_FUSED_DECODE", True),
+                   moe_down_bulk=env_switch(env, "ATLAS_MOE_DOWN_BULK", True),
+                   moe_gate_up_bulk=env_switch(env, "ATLAS_MOE_GATE_UP_BULK", True),
+                   moe_router_norm=env_switch(env, "ATLAS_MOE_ROUTER_NORM", True),
+                   moe_bulk_stage_kb=_env_count(env, "ATLAS_MOE_BULK_STAGE_KB",
+                                                DEFAULT_MOE_BULK_STAGE_KB),
+                   moe_bulk_ring_kb=_env_count(env, "ATLAS_MOE_BULK_RING_KB",
+                                               DEFAULT_MOE_BULK_RING_KB),
                    gdn_fused=env_switch(env, "ATLAS_GDN_FUSED", True),
                    gdn_chunk_tc=env_switch(env, "ATLAS_GDN_CHUNK_TC", True),
                    quant_mma=env_switch(env, "ATLAS_QUANT_MMA", True),
