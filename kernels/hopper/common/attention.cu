@@ -38,11 +38,13 @@
 //   blockIdx.y] (zero before every launch; the last block resets it, so graph replays find
 //   it zero).
 //   That replaces a second combine launch. A sequence with no keys gets zeros.
-// decode_attn_rope_bf16: the same with qk_norm_rope_kv_bf16's work done in the blocks (RopedQ).
+// decode_attn_rope_bf16: the same with qk_norm_rope_kv_bf16's work done in the blocks (RopedQ),
+//   and everything but the qkv row read before the PDL wait (RopedQ says why that is sound).
 // decode_attn_combine_bf16: grid (1, hq, num_seqs), 128 threads: the same merge for the
 //   partials of the long-context kernel (attention_long.cu), which has no merge of its own.
-// Every entry point waits for the previous kernel (programmatic dependent launch) before it
-// reads anything: q, the cache, the tables and kv_lens are all written by earlier work.
+// Every other entry point waits for the previous kernel (programmatic dependent launch)
+// before it reads anything: q, the cache, the tables and kv_lens are all written by earlier
+// work.
 #include "atlas_common.cuh"
 #include "attention_tile.cuh"
 #include "bf16_vec.cuh"
@@ -284,6 +286,9 @@ __device__ __forceinline__ int decode_key_group() {
 
 // Block-table entries of this lane's keys base + u * key_groups + grp (u < kDecodeUnroll);
 // keys at or past `limit` get 0 (never dereferenced: the K/V loads stop at the split's end).
+// The table, kv_lens and the K/V rows are read with ld.global.cg (coherent, L2 only): ptxas
+// keeps those where they are, so decode_attn_rope_bf16 can issue them before its PDL wait
+// (it sinks every ld.global.nc below griddepcontrol.wait), and no stale L1 line is ever hit.
 template <int D>
 __device__ __forceinline__ DecodeBlocks lookup_blocks(const int* __restrict__ table, int base,
                                                       int limit, int grp, int block_size) {
@@ -291,7 +296,7 @@ __device__ __forceinline__ DecodeBlocks lookup_blocks(const int* __restrict__ ta
 #pragma unroll
   for (int u = 0; u < kDecodeUnroll; ++u) {
     const int p = base + u * decode_key_groups<D>() + grp;
-    blocks.id[u] = p < limit ? table[p / block_size] : 0;
+    blocks.id[u] = p < limit ? __ldcg(table + p / block_size) : 0;
   }
   return blocks;
 }
@@ -309,20 +314,22 @@ __device__ __forceinline__ DecodeKv load_kv_rows(
     const bool ok = p < end;
     const size_t row = (static_cast<size_t>(blocks.id[u]) * hkv + kvh) * block_size + p % block_size;
     const size_t off = ok ? row * D + sub * 8 : 0;
-    kv.k[u] = ok ? __ldg(reinterpret_cast<const uint4*>(k_cache + off)) : make_uint4(0u, 0u, 0u, 0u);
-    kv.v[u] = ok ? __ldg(reinterpret_cast<const uint4*>(v_cache + off)) : make_uint4(0u, 0u, 0u, 0u);
+    kv.k[u] = ok ? __ldcg(reinterpret_cast<const uint4*>(k_cache + off)) : make_uint4(0u, 0u, 0u, 0u);
+    kv.v[u] = ok ? __ldcg(reinterpret_cast<const uint4*>(v_cache + off)) : make_uint4(0u, 0u, 0u, 0u);
   }
   return kv;
 }
 
 // ---- where a decode pass gets q, and the step's new key -----------------------------------
 // CachedQ (decode_attn_bf16): q [seqs, hq, D] and the cache row of every key, this step's
-// included, were written by the rope kernel before this one.
+// included, were written by the rope kernel before this one, so the kernel waits first.
 struct CachedQ {
   const __nv_bfloat16* q;
   static constexpr bool kNewKey = false;
+  static constexpr bool kReadsBeforeWait = false;
   __device__ __forceinline__ void early() {}
   __device__ __forceinline__ void bind(int, int, int, const HeadSlice&) {}
+  __device__ __forceinline__ void stage_constants() const {}
   __device__ __forceinline__ void prepare(const HeadSlice&) const {}
   __device__ __forceinline__ uint4 load_q(int b, int h, int hq, int d, int sub,
                                           const HeadSlice&) const {
@@ -333,9 +340,14 @@ struct CachedQ {
   __device__ __forceinline__ uint4 new_v(int) const { return make_uint4(0u, 0u, 0u, 0u); }
 };
 
-struct RopeStage {  // decode_attn_rope_bf16's shared memory: the slice's q rows, new k and v
+// decode_attn_rope_bf16's shared memory: the slice's q rows, new k and v, and what the
+// block reads before its PDL wait for the norm and rotation (the position's cos/sin row, the
+// q and k norm weights)
+struct RopeStage {
   __nv_bfloat16 q[kDecodeHeadsPerPass * kDecodeMaxDim];
   __nv_bfloat16 k[kDecodeMaxDim], v[kDecodeMaxDim];
+  float cos_sin[kDecodeMaxDim];
+  __nv_bfloat16 q_norm_w[kDecodeMaxDim], k_norm_w[kDecodeMaxDim];
 };
 
 // RopedQ (decode_attn_rope_bf16): the block computes what qk_norm_rope_kv_bf16 would have
@@ -344,8 +356,24 @@ struct RopeStage {  // decode_attn_rope_bf16's shared memory: the slice's q rows
 // split) also k and v, which it substitutes for that key's cache row (and, in the group's
 // first slice, appends to the cache), so no block depends on another block's cache write.
 // A padding row (slot < 0) writes no cache row and, like the unfused kernels, attends over
-// the cache as it is. `early` requests the row's position and slot with kv_len, so the
-// cos/sin row they address is one round trip after the PDL wait, not two.
+// the cache as it is.
+//
+// PDL (kReadsBeforeWait): before griddepcontrol.wait the block reads kv_len, the row's
+// position and slot, its block-table entries, its first round of K/V rows (and the table
+// entries of the second), the cos/sin row and the norm weights (stage_constants): everything
+// but the qkv row. Those are no weights, but the only kernel that may still be running then
+// is the one launched just before this (every kernel waits before it lets its dependents
+// start), and the model launches this right after the layer's qkv projection
+// (model.py _attention_after_qkv: plain decode steps only; verification, prefill, mixed and
+// quantized-cache steps take the unfused kernels), which writes only the qkv row. The step
+// inputs come from copies ahead of the step, cos_sin from the load, and every cached row
+// this reads was written by an earlier step's launch of this layer, except the step's own
+// key (kv_len - 1), which the block substitutes from the qkv row (a padding row writes none,
+// so its cached row is as stable as the rest). So the chain kv_len -> table -> K/V rows
+// overlaps the projection, and only the qkv row (an L2 hit) follows the wait. A caller
+// launching this right after a kernel that writes any of those (two launches of consecutive
+// positions back to back, say) must put another launch or a synchronization between them.
+// Nothing is written before the wait.
 struct RopedQ {
   const __nv_bfloat16* qkv;  // [seqs, (hq + 2 hkv) D]
   __nv_bfloat16* k_cache;
@@ -361,10 +389,26 @@ struct RopedQ {
   int pos = -1;  // the key this block substitutes (kv_len - 1 in the last active split)
   int position = 0, slot = -1;  // the row's (early)
   static constexpr bool kNewKey = true;
+  static constexpr bool kReadsBeforeWait = true;
 
   __device__ __forceinline__ void early() {
-    position = positions[blockIdx.z];
-    slot = slots[blockIdx.z];
+    position = __ldcg(positions + blockIdx.z);
+    slot = __ldcg(slots + blockIdx.z);
+  }
+
+  // The position's cos/sin row (d floats: full rotation) and the q and k norm weights into
+  // shared memory, for every thread's use after the barrier this ends with.
+  __device__ __forceinline__ void stage_constants() const {
+    const float4* cs = reinterpret_cast<const float4*>(cos_sin + static_cast<size_t>(position) * d);
+    for (int c = threadIdx.x; c < d / 4; c += kThreads)
+      reinterpret_cast<float4*>(stage->cos_sin)[c] = __ldcg(cs + c);
+    if (q_norm_w != nullptr) {
+      for (int c = threadIdx.x; c < d / 8; c += kThreads) {
+        reinterpret_cast<uint4*>(stage->q_norm_w)[c] = __ldcg(reinterpret_cast<const uint4*>(q_norm_w) + c);
+        reinterpret_cast<uint4*>(stage->k_norm_w)[c] = __ldcg(reinterpret_cast<const uint4*>(k_norm_w) + c);
+      }
+    }
+    __syncthreads();
   }
 
   __device__ __forceinline__ void bind(int kv_len, int active, int split, const HeadSlice&) {
@@ -379,16 +423,16 @@ struct RopedQ {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const bool normed = q_norm_w != nullptr;
     const __nv_bfloat16* row = qkv + static_cast<size_t>(b) * (hq + 2 * hkv) * d;
-    const float* cosv = cos_sin + static_cast<size_t>(position) * d;
+    const float* cosv = stage->cos_sin;
     const int heads = group + (pos >= 0 ? 2 : 0);
     for (int j = warp; j < heads; j += kWarps) {  // warp-uniform
       if (j < group) {
-        const auto w = atlas::rope::load_norm_w<false>(q_norm_w, normed, d, d, lane);
+        const auto w = atlas::rope::load_norm_w<false>(stage->q_norm_w, normed, d, d, lane);
         atlas::rope::norm_rope_row<false>(row + static_cast<size_t>(hs.h0 + j) * d,
                                           stage->q + j * d, w, normed, false, cosv, d, d, eps,
                                           lane);
       } else if (j == group) {
-        const auto w = atlas::rope::load_norm_w<false>(k_norm_w, normed, d, d, lane);
+        const auto w = atlas::rope::load_norm_w<false>(stage->k_norm_w, normed, d, d, lane);
         atlas::rope::norm_rope_row<false>(row + static_cast<size_t>(hq + kvh) * d, stage->k, w,
                                           normed, false, cosv, d, d, eps, lane);
       } else {
@@ -423,11 +467,12 @@ struct RopedQ {
 // The split's keys [begin, end) for the G = hs.count q heads of the block's slice (K/V
 // read once for all of them). The next iteration's K/V rows are loaded before this one's
 // are used (a register double buffer), and the block-table entries of the one after that
-// with them, so a long split keeps one round trip in flight while it computes. `first`
-// holds the block-table entries of the split's first iteration.
+// with them, so a long split keeps one round trip in flight while it computes. `cur` holds
+// the split's first iteration's K/V rows and `ahead` the second's block-table entries
+// (the caller issues them, before the PDL wait where it may).
 template <int D, int G, class Q>
 __device__ __forceinline__ void decode_attn_pass(const HeadSlice& hs, int begin, int end,
-    const DecodeBlocks& first, const Q& qs,
+    DecodeKv cur, DecodeBlocks ahead, const Q& qs,
     const __nv_bfloat16* __restrict__ k_cache, const __nv_bfloat16* __restrict__ v_cache,
     const int* __restrict__ table, float* __restrict__ part_o, float* __restrict__ part_ml,
     __nv_bfloat16* __restrict__ out, bool direct, int hq, int hkv, int block_size,
@@ -440,11 +485,6 @@ __device__ __forceinline__ void decode_attn_pass(const HeadSlice& hs, int begin,
   const int sub = lane % kLanesPerKey;  // this lane's 8 elements of head_dim
   const int grp = decode_key_group<D>();
 
-  DecodeKv cur = load_kv_rows<D>(k_cache, v_cache, first, begin, end, grp, sub, hkv, kvh,
-                                 block_size);
-  // the block-table entries run one round ahead of the K/V rows they address, so a round
-  // waits on one memory trip (K/V), not two (the table, then K/V)
-  DecodeBlocks ahead = lookup_blocks<D>(table, begin + kStep, end, grp, block_size);
   qs.prepare(hs);  // under the first K/V round trip
   float qf[G][8];
   const float scale_log2 = scale * kLog2e;
@@ -615,12 +655,18 @@ __device__ __forceinline__ void decode_merge_if_last(const float* part_o, const 
 
 // This block's split of sequence blockIdx.z for the q heads of its slice (HeadSlice: at
 // most kDecodeHeadsPerPass, which keeps registers at the 4-head level for every group).
+// A Q with kReadsBeforeWait reads everything up to the first K/V round before the PDL wait
+// (RopedQ says why that is sound) and waits here; the other entry points wait on entry.
+// An inactive split's block may exit before its wait: it wrote nothing, and the block of
+// split 0, which always waits, keeps the next kernel from starting before the previous
+// one has completed.
 template <int D, class Q>
 __device__ __forceinline__ void decode_attn(
     Q qs, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
     const int* block_tables, const int* kv_lens, float* part_o, float* part_ml,
     unsigned* counters, __nv_bfloat16* out, int hq, int hkv, int block_size, int max_blocks,
     int num_splits, float scale, DecodeScratch& red) {
+  constexpr int kStep = decode_key_groups<D>() * kDecodeUnroll;
   const int grp = decode_key_group<D>();
   const int* table = block_tables + static_cast<size_t>(blockIdx.z) * max_blocks;
   // The first iteration's table entries are requested together with kv_len, guessing the
@@ -628,11 +674,12 @@ __device__ __forceinline__ void decode_attn(
   // latency-bound ones); a longer context's splits start elsewhere and look them up again.
   const int guess = static_cast<int>(blockIdx.x) * kMinKeysPerSplit;
   DecodeBlocks first = lookup_blocks<D>(table, guess, max_blocks * block_size, grp, block_size);
-  const int kv_len = kv_lens[blockIdx.z];
+  const int kv_len = __ldcg(kv_lens + blockIdx.z);
   qs.early();
   const HeadSlice hs = HeadSlice::of_block(hq, hkv);
   if (kv_len == 0) {  // no keys: zeros, from the first split's block
     if (blockIdx.x == 0) {
+      if constexpr (Q::kReadsBeforeWait) atlas::pdl_enter();
       for (int idx = threadIdx.x; idx < hs.count * D; idx += kThreads)
         out[(static_cast<size_t>(blockIdx.z) * hq + hs.h0) * D + idx] = atlas::f32_to_bf16(0.f);
     }
@@ -645,10 +692,17 @@ __device__ __forceinline__ void decode_attn(
   if (begin != guess) first = lookup_blocks<D>(table, begin, end, grp, block_size);
   const int active = decode_active_splits(kv_len, num_splits);
   qs.bind(kv_len, active, static_cast<int>(blockIdx.x), hs);
+  const DecodeKv cur = load_kv_rows<D>(k_cache, v_cache, first, begin, end, grp,
+                                       (threadIdx.x & 31) % (D / 8), hkv, hs.kvh, block_size);
+  // the block-table entries run one round ahead of the K/V rows they address, so a round
+  // waits on one memory trip (K/V), not two (the table, then K/V)
+  const DecodeBlocks ahead = lookup_blocks<D>(table, begin + kStep, end, grp, block_size);
+  qs.stage_constants();
+  if constexpr (Q::kReadsBeforeWait) atlas::pdl_enter();  // the qkv row is the projection's
 
 #define ATLAS_DECODE_PASS(G)                                                                 \
   case G:                                                                                    \
-    decode_attn_pass<D, G>(hs, begin, end, first, qs, k_cache, v_cache, table, part_o,       \
+    decode_attn_pass<D, G>(hs, begin, end, cur, ahead, qs, k_cache, v_cache, table, part_o,  \
                            part_ml, out, active == 1, hq, hkv, block_size, num_splits, scale, \
                            red);                                                             \
     break;
@@ -746,7 +800,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                           uint32_t max_blocks, uint32_t num_splits, float scale, float eps) {
   __shared__ DecodeScratch red;
   __shared__ __align__(16) RopeStage stage;
-  atlas::pdl_enter();  // qkv, positions, slots, kv_lens, the tables and the cache
+  // no wait here: decode_attn reads what RopedQ lists before it waits for the qkv row
   const RopedQ qs{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, &stage,
                   static_cast<int>(hq), static_cast<int>(hkv), static_cast<int>(head_dim),
                   static_cast<int>(block_size), eps};

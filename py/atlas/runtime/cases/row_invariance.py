@@ -99,6 +99,10 @@ def verification_case(rng: np.random.Generator, name: str, g: Geometry, history:
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = KernelCache(backend)
         for r in range(rows):   # plain decode: one batch-1 rope-fused step per position
+            # the kernel reads cached rows before its PDL wait (attention.cu RopedQ: the model
+            # launches it after the qkv projection), so the step before, which wrote the key
+            # this one reads, must have finished
+            backend.synchronize(stream)
             attention.decode_attention_rope(
                 kc, stream, p["qkv"] + qkv_bytes * r, p["k_plain"], p["v_plain"],
                 p["q_norm_w"], p["k_norm_w"], p["cos_sin"], p["positions"] + 4 * r,

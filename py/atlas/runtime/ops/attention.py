@@ -159,13 +159,21 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
     classic layout: full rotation, plain or no q/k norm weights) and `decode_attention` in
     one launch: each block norms and rotates its slice's q heads itself, and the block whose
     split holds the step's key appends k and v to the caches and uses them directly.
+
+    The kernel reads the step inputs, the cached rows of earlier positions, cos_sin and the
+    norm weights before its programmatic-dependency wait (only qkv after it): launch it
+    right after a kernel that writes none of those (the model: the qkv projection), never
+    right after the same kernel at the position before (kernels/hopper/common/attention.cu
+    RopedQ).
     """
     _check_decode("decode_attention_rope", hq, hkv, head_dim, block_size, num_seqs, num_splits,
                   max_blocks, part_o, part_ml, counters, out)
     if bool(q_norm_w) != bool(k_norm_w):
         raise ValueError("decode_attention_rope: q_norm_w and k_norm_w must both be set or "
                          "both be 0")
-    for name, ptr in (("k_cache", k_cache), ("v_cache", v_cache)):  # rows stored 16 B at a time
+    # cache rows are stored, and the cos/sin row and norm weights read, 16 B at a time
+    for name, ptr in (("k_cache", k_cache), ("v_cache", v_cache), ("cos_sin", cos_sin),
+                      ("q_norm_w", q_norm_w), ("k_norm_w", k_norm_w)):
         if ptr % 16:
             raise ValueError(f"decode_attention_rope: {name} pointer {ptr:#x} is not 16-byte "
                              "aligned")
