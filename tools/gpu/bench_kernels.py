@@ -104,6 +104,9 @@ TINY_MOE_ROUTER = ks.MoeDims("tiny-moe-sigmoid", hidden=64, experts=40, top_k=4,
 #: (8 value heads: the in_proj width 656 is a multiple of 16, as the GEMMs of batch > 8 need)
 TINY_HYBRID = ks.HybridDims("tiny-hybrid", heads=4, kv_heads=2, head_dim=64, key_heads=2,
                             value_heads=8, key_dim=32, value_dim=32, conv_kernel=4, hidden=64)
+#: the latency rows' two kernels: rope fused (D 64) and the unfused one at D 256
+TINY_LATENCY_HEADS = (ks.AttentionHeads("tiny", 4, 2, 64, True),
+                      ks.AttentionHeads("tiny-d256", 4, 1, 256, False))
 
 
 # ---- the device the table runs on -------------------------------------------------------
@@ -1569,9 +1572,10 @@ def select_shapes(args: argparse.Namespace) -> list[Any]:
                                                            histories=(48, 200),
                                                            long_decode=((2, 300),),
                                                            long_prefill=(80,),
-                                                           moe_batches=(1, 3, 20)),
+                                                           moe_batches=(1, 3, 20),
+                                                           latency_decode=((1, 40), (3, 90))),
                                 (TINY_MOE,), (TINY_MOE_ROUTER,), hybrid=TINY_HYBRID,
-                                quant_widths=())
+                                quant_widths=(), latency_heads=TINY_LATENCY_HEADS)
     else:
         shapes = ks.table_shapes()
     if args.quick:
