@@ -52,6 +52,8 @@
 #include "mma_util.cuh"
 #include "rope_core.cuh"
 
+namespace coop = cooperative_groups;
+
 namespace {
 
 constexpr int kThreads = 128;  // ops/attention.py ATTN_THREADS
@@ -229,15 +231,27 @@ constexpr int kDecodeUnroll = 4;        // keys per key group in flight per iter
 // block instead of num_splits blocks of a few keys each and num_splits partials to merge.
 constexpr int kMinKeysPerSplit = 32;
 
-// Keys per split for a live kv_len: ceil(kv_len / num_splits), at least kMinKeysPerSplit.
+// The clustered kernels (decode_attn_cluster_bf16, decode_attn_rope_cluster_bf16; ops/
+// attention.py launches them for grids of kClusterSplits splits or more, the latency-bound
+// small batches): kClusterSplits consecutive splits of one (sequence, head slice) form a
+// thread-block cluster that merges its blocks' partials through distributed shared memory
+// (decode_cluster_merge), so a context within one cluster's splits writes no partial to
+// global memory and takes no ticket. Their shortest split is kClusterMinKeys keys (two load
+// rounds at D = 128), so one cluster covers 512 keys; a longer context's clusters each write
+// one partial and the last to finish merges those (the ticket path with clusters for splits).
+constexpr int kClusterSplits = 8;    // ops/attention.py DECODE_CLUSTER_SPLITS (portable size)
+constexpr int kClusterMinKeys = 64;  // ops/attention.py DECODE_CLUSTER_MIN_KEYS
+
+// Keys per split for a live kv_len: ceil(kv_len / num_splits), at least min_keys.
 // Depends on (kv_len, num_splits) only, so a sequence's result does not depend on its batch.
-__device__ __forceinline__ int decode_chunk(int kv_len, int num_splits) {
-  return max((kv_len + num_splits - 1) / num_splits, kMinKeysPerSplit);
+__device__ __forceinline__ int decode_chunk(int kv_len, int num_splits, int min_keys) {
+  return max((kv_len + num_splits - 1) / num_splits, min_keys);
 }
 
 // Splits that hold keys: ceil(kv_len / chunk) (<= num_splits); the rest write nothing.
-__device__ __forceinline__ int decode_active_splits(int kv_len, int num_splits) {
-  const int chunk = decode_chunk(kv_len, num_splits);
+__device__ __forceinline__ int decode_active_splits(int kv_len, int num_splits,
+                                                    int min_keys = kMinKeysPerSplit) {
+  const int chunk = decode_chunk(kv_len, num_splits, min_keys);
   return (kv_len + chunk - 1) / chunk;
 }
 
@@ -470,13 +484,13 @@ struct RopedQ {
 // with them, so a long split keeps one round trip in flight while it computes. `cur` holds
 // the split's first iteration's K/V rows and `ahead` the second's block-table entries
 // (the caller issues them, before the PDL wait where it may).
-template <int D, int G, class Q>
+template <int D, int G, bool kCluster, class Q>
 __device__ __forceinline__ void decode_attn_pass(const HeadSlice& hs, int begin, int end,
     DecodeKv cur, DecodeBlocks ahead, const Q& qs,
     const __nv_bfloat16* __restrict__ k_cache, const __nv_bfloat16* __restrict__ v_cache,
     const int* __restrict__ table, float* __restrict__ part_o, float* __restrict__ part_ml,
     __nv_bfloat16* __restrict__ out, bool direct, int hq, int hkv, int block_size,
-    int num_splits, float scale, DecodeScratch& red) {
+    int num_splits, float scale, DecodeScratch& red, atlas::ClusterPart* mine) {
   constexpr int kLanesPerKey = D / 8;
   constexpr int kKeyGroups = decode_key_groups<D>();
   constexpr int kStep = kKeyGroups * kDecodeUnroll;
@@ -569,6 +583,14 @@ __device__ __forceinline__ void decode_attn_pass(const HeadSlice& hs, int begin,
       out[(static_cast<size_t>(b) * hq + h0 + g) * D + d] = atlas::f32_to_bf16(o_d);
       continue;
     }
+    if constexpr (kCluster) {  // for the cluster's merge
+      mine->o[g][d] = o_d;
+      if (d == 0) {
+        mine->m[g] = mx;
+        mine->l[g] = total;
+      }
+      continue;
+    }
     const size_t row = (static_cast<size_t>(b) * hq + h0 + g) * num_splits + split;
     part_o[row * D + d] = o_d;
     if (d == 0) {
@@ -633,65 +655,126 @@ __device__ __forceinline__ unsigned split_ticket(unsigned* counter) {
 }
 
 // After this block wrote its partials: take a ticket for the (seq, head slice); the block
-// that draws the last one (every other active split has finished writing) merges the
-// slice's rows into out and resets the counter.
+// that draws the last of `tickets` (every other writer has finished writing) merges the
+// slice's `partials` rows into out and resets the counter. Without clusters every active
+// split writes one partial and takes one ticket; with them every block of an active
+// cluster writes a slice of its cluster's partial and takes a ticket.
 template <int D>
 __device__ __forceinline__ void decode_merge_if_last(const float* part_o, const float* part_ml,
                                                      unsigned* counters, __nv_bfloat16* out,
                                                      int hq, const HeadSlice& hs,
-                                                     int num_splits, int active) {
+                                                     int num_splits, int tickets,
+                                                     int partials) {
   __shared__ int is_last;
   __syncthreads();
   if (threadIdx.x == 0) {
     unsigned* counter = counters + static_cast<size_t>(blockIdx.z) * gridDim.y + blockIdx.y;
-    const bool last = split_ticket(counter) == static_cast<unsigned>(active - 1);
-    if (last) *counter = 0u;  // all active splits have their tickets: ready for the next launch
+    const bool last = split_ticket(counter) == static_cast<unsigned>(tickets - 1);
+    if (last) *counter = 0u;  // every writer has its ticket: ready for the next launch
     is_last = last;
   }
   __syncthreads();
   if (is_last)
-    decode_merge_rows<D>(part_o, part_ml, out, hq, hs.h0, hs.count, num_splits, active);
+    decode_merge_rows<D>(part_o, part_ml, out, hq, hs.h0, hs.count, num_splits, partials);
+}
+
+// The merge of a clustered launch (active > 1 splits), called by every block of a cluster
+// that holds keys: after a cluster barrier past every block's ClusterPart, each of the
+// kClusterSplits blocks merges 1/kClusterSplits of the slice's count x D elements over the
+// cluster's keyed blocks (one distributed-shared-memory round trip). A context within one
+// cluster (active <= kClusterSplits) writes out directly; a longer one writes the cluster's
+// partial (partial index = cluster index) and the ticket path merges the clusters' partials.
+// A block's shared memory must outlive its peers' reads: every block arrives on a second
+// cluster barrier once it has stored what it read (so its reads are complete), and waits on
+// it before it exits. That arrive is relaxed: the release of the first (a gpu-scope fence in
+// SASS) would wait for the stores' acknowledgements, and it orders nothing a peer reads.
+template <int D>
+__device__ __forceinline__ void decode_cluster_merge(const atlas::ClusterPart* mine,
+                                                     const HeadSlice& hs, int active,
+                                                     int num_splits, float* part_o,
+                                                     float* part_ml, unsigned* counters,
+                                                     __nv_bfloat16* out, int hq) {
+  const coop::cluster_group cluster = coop::this_cluster();
+  const int c = static_cast<int>(blockIdx.x) / kClusterSplits;
+  const int rank = static_cast<int>(blockIdx.x) % kClusterSplits;
+  const int keyed = min(kClusterSplits, active - c * kClusterSplits);
+  const int clusters = (active + kClusterSplits - 1) / kClusterSplits;
+  const int per = hs.count * D / kClusterSplits;  // D is a multiple of kClusterSplits
+  const int e = rank * per + static_cast<int>(threadIdx.x);
+  const int g = e / D, d = e % D;
+  cluster.sync();  // release/acquire: every keyed block's ClusterPart is written
+  float top = 0.f, total = 1.f, acc = 0.f;
+  if (static_cast<int>(threadIdx.x) < per)
+    atlas::merge_cluster_element<kClusterSplits>(cluster, mine, keyed, g, d, top, total, acc);
+  if (static_cast<int>(threadIdx.x) < per) {
+    const size_t row = static_cast<size_t>(blockIdx.z) * hq + hs.h0 + g;
+    if (clusters == 1) {
+      out[row * D + d] = atlas::f32_to_bf16(acc / total);
+    } else {
+      const size_t at = row * num_splits + c;
+      part_o[at * D + d] = acc / total;
+      if (d == 0) {
+        part_ml[at * 2] = top * kLn2;
+        part_ml[at * 2 + 1] = total;
+      }
+    }
+  }
+  atlas::cluster_arrive_relaxed();  // this block is done with its peers' shared memory
+  if (clusters > 1)
+    decode_merge_if_last<D>(part_o, part_ml, counters, out, hq, hs, num_splits,
+                            clusters * kClusterSplits, clusters);
+  atlas::cluster_wait();  // and its peers with this block's
 }
 
 // This block's split of sequence blockIdx.z for the q heads of its slice (HeadSlice: at
 // most kDecodeHeadsPerPass, which keeps registers at the 4-head level for every group).
 // A Q with kReadsBeforeWait reads everything up to the first K/V round before the PDL wait
 // (RopedQ says why that is sound) and waits here; the other entry points wait on entry.
-// An inactive split's block may exit before its wait: it wrote nothing, and the block of
-// split 0, which always waits, keeps the next kernel from starting before the previous
-// one has completed.
-template <int D, class Q>
+// A block with nothing to do exits before its wait (decode_block_needed): it wrote nothing,
+// and the block of split 0, which always waits, keeps the next kernel from starting before
+// the previous one has completed. kCluster: the clustered kernels (kClusterSplits), whose
+// blocks of an active cluster all take part in its merge, keys or not (a block past the
+// keys loads nothing: every load is bounded by `end`).
+template <int D, bool kCluster, class Q>
 __device__ __forceinline__ void decode_attn(
     Q qs, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
     const int* block_tables, const int* kv_lens, float* part_o, float* part_ml,
     unsigned* counters, __nv_bfloat16* out, int hq, int hkv, int block_size, int max_blocks,
-    int num_splits, float scale, DecodeScratch& red) {
+    int num_splits, float scale, DecodeScratch& red, atlas::ClusterPart* mine) {
   constexpr int kStep = decode_key_groups<D>() * kDecodeUnroll;
+  constexpr int kMinKeys = kCluster ? kClusterMinKeys : kMinKeysPerSplit;
   const int grp = decode_key_group<D>();
+  const int split = static_cast<int>(blockIdx.x);
   const int* table = block_tables + static_cast<size_t>(blockIdx.z) * max_blocks;
   // The first iteration's table entries are requested together with kv_len, guessing the
-  // minimum chunk (right for every context up to num_splits * kMinKeysPerSplit keys, the
+  // minimum chunk (right for every context up to num_splits * kMinKeys keys, the
   // latency-bound ones); a longer context's splits start elsewhere and look them up again.
-  const int guess = static_cast<int>(blockIdx.x) * kMinKeysPerSplit;
+  const int guess = split * kMinKeys;
   DecodeBlocks first = lookup_blocks<D>(table, guess, max_blocks * block_size, grp, block_size);
   const int kv_len = __ldcg(kv_lens + blockIdx.z);
   qs.early();
   const HeadSlice hs = HeadSlice::of_block(hq, hkv);
   if (kv_len == 0) {  // no keys: zeros, from the first split's block
-    if (blockIdx.x == 0) {
+    if (split == 0) {
       if constexpr (Q::kReadsBeforeWait) atlas::pdl_enter();
       for (int idx = threadIdx.x; idx < hs.count * D; idx += kThreads)
         out[(static_cast<size_t>(blockIdx.z) * hq + hs.h0) * D + idx] = atlas::f32_to_bf16(0.f);
     }
     return;
   }
-  const int chunk = decode_chunk(kv_len, num_splits);
-  const int begin = static_cast<int>(blockIdx.x) * chunk;
-  if (begin >= kv_len) return;  // an inactive split: nobody reads its partials
-  const int end = min(begin + chunk, kv_len);
+  const int chunk = decode_chunk(kv_len, num_splits, kMinKeys);
+  const int active = (kv_len + chunk - 1) / chunk;
+  // Which blocks stay (uniform over a cluster wherever a cluster merges): the active
+  // splits; with clusters, every block of a cluster holding an active split, unless only
+  // split 0 is active (it writes out itself and no cluster merges).
+  const bool needed = !kCluster || active == 1
+                          ? split < active
+                          : split - split % kClusterSplits < active;
+  if (!needed) return;
+  const int begin = split * chunk;
+  const int end = min(begin + chunk, kv_len);  // below begin past the keys: nothing loads
   if (begin != guess) first = lookup_blocks<D>(table, begin, end, grp, block_size);
-  const int active = decode_active_splits(kv_len, num_splits);
-  qs.bind(kv_len, active, static_cast<int>(blockIdx.x), hs);
+  qs.bind(kv_len, active, split, hs);
   const DecodeKv cur = load_kv_rows<D>(k_cache, v_cache, first, begin, end, grp,
                                        (threadIdx.x & 31) % (D / 8), hkv, hs.kvh, block_size);
   // the block-table entries run one round ahead of the K/V rows they address, so a round
@@ -700,21 +783,26 @@ __device__ __forceinline__ void decode_attn(
   qs.stage_constants();
   if constexpr (Q::kReadsBeforeWait) atlas::pdl_enter();  // the qkv row is the projection's
 
+  if (begin < kv_len) {  // block-uniform
 #define ATLAS_DECODE_PASS(G)                                                                 \
   case G:                                                                                    \
-    decode_attn_pass<D, G>(hs, begin, end, cur, ahead, qs, k_cache, v_cache, table, part_o,  \
-                           part_ml, out, active == 1, hq, hkv, block_size, num_splits, scale, \
-                           red);                                                             \
+    decode_attn_pass<D, G, kCluster>(hs, begin, end, cur, ahead, qs, k_cache, v_cache,       \
+                                     table, part_o, part_ml, out, active == 1, hq, hkv,      \
+                                     block_size, num_splits, scale, red, mine);              \
     break;
-  switch (hs.count) {
-    ATLAS_DECODE_PASS(1)
-    ATLAS_DECODE_PASS(2)
-    ATLAS_DECODE_PASS(3)
-    ATLAS_DECODE_PASS(4)
-  }
+    switch (hs.count) {
+      ATLAS_DECODE_PASS(1)
+      ATLAS_DECODE_PASS(2)
+      ATLAS_DECODE_PASS(3)
+      ATLAS_DECODE_PASS(4)
+    }
 #undef ATLAS_DECODE_PASS
-  if (active > 1) decode_merge_if_last<D>(part_o, part_ml, counters, out, hq, hs, num_splits,
-                                          active);
+  }
+  if (active == 1) return;
+  if constexpr (kCluster)
+    decode_cluster_merge<D>(mine, hs, active, num_splits, part_o, part_ml, counters, out, hq);
+  else
+    decode_merge_if_last<D>(part_o, part_ml, counters, out, hq, hs, num_splits, active, active);
 }
 
 }  // namespace
@@ -750,25 +838,63 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
 // flight (32 KB per SM) cover the H200's bandwidth-latency product (~30 KB per SM).
 namespace {
 
-template <class Q>
+template <bool kCluster, class Q>
 __device__ __forceinline__ void decode_attn_any_dim(
     const Q& qs, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
     const int* block_tables, const int* kv_lens, float* part_o, float* part_ml,
     unsigned* counters, __nv_bfloat16* out, uint32_t hq, uint32_t hkv, uint32_t head_dim,
     uint32_t block_size, uint32_t max_blocks, uint32_t num_splits, float scale,
-    DecodeScratch& red) {
+    DecodeScratch& red, atlas::ClusterPart* mine) {
   const int ns = static_cast<int>(num_splits);
   if (head_dim == 128)
-    decode_attn<128>(qs, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters,
-                     out, hq, hkv, block_size, max_blocks, ns, scale, red);
+    decode_attn<128, kCluster>(qs, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
+                               counters, out, hq, hkv, block_size, max_blocks, ns, scale, red,
+                               mine);
   else if (head_dim == 256)
-    decode_attn<256>(qs, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters,
-                     out, hq, hkv, block_size, max_blocks, ns, scale, red);
+    decode_attn<256, kCluster>(qs, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
+                               counters, out, hq, hkv, block_size, max_blocks, ns, scale, red,
+                               mine);
   else if (head_dim == 64)
-    decode_attn<64>(qs, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters,
-                    out, hq, hkv, block_size, max_blocks, ns, scale, red);
+    decode_attn<64, kCluster>(qs, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
+                              counters, out, hq, hkv, block_size, max_blocks, ns, scale, red,
+                              mine);
   else
     __trap();  // ops/attention.py HEAD_DIMS
+}
+
+// decode_attn_bf16 and its clustered twin: q from memory, so the wait comes first.
+template <bool kCluster>
+__device__ __forceinline__ void decode_attn_cached(
+    const __nv_bfloat16* q, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
+    const int* block_tables, const int* kv_lens, float* part_o, float* part_ml,
+    unsigned* counters, __nv_bfloat16* out, uint32_t hq, uint32_t hkv, uint32_t head_dim,
+    uint32_t block_size, uint32_t max_blocks, uint32_t num_splits, float scale,
+    atlas::ClusterPart* mine) {
+  __shared__ DecodeScratch red;
+  atlas::pdl_enter();  // q, kv_lens, the tables and the cache come from earlier work
+  decode_attn_any_dim<kCluster>(CachedQ{q}, k_cache, v_cache, block_tables, kv_lens, part_o,
+                                part_ml, counters, out, hq, hkv, head_dim, block_size,
+                                max_blocks, num_splits, scale, red, mine);
+}
+
+// decode_attn_rope_bf16 and its clustered twin: no wait on entry, decode_attn reads what
+// RopedQ lists before it waits for the qkv row.
+template <bool kCluster>
+__device__ __forceinline__ void decode_attn_roped(
+    const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+    const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
+    const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
+    float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out, uint32_t hq,
+    uint32_t hkv, uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
+    uint32_t num_splits, float scale, float eps, atlas::ClusterPart* mine) {
+  __shared__ DecodeScratch red;
+  __shared__ __align__(16) RopeStage stage;
+  const RopedQ qs{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, &stage,
+                  static_cast<int>(hq), static_cast<int>(hkv), static_cast<int>(head_dim),
+                  static_cast<int>(block_size), eps};
+  decode_attn_any_dim<kCluster>(qs, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
+                                counters, out, hq, hkv, head_dim, block_size, max_blocks,
+                                num_splits, scale, red, mine);
 }
 
 }  // namespace
@@ -780,11 +906,23 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                      uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim,
                      uint32_t block_size, uint32_t max_blocks, uint32_t num_splits,
                      float scale) {
-  __shared__ DecodeScratch red;
-  atlas::pdl_enter();  // q, kv_lens, the tables and the cache come from earlier work
-  decode_attn_any_dim(CachedQ{q}, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
-                      counters, out, hq, hkv, head_dim, block_size, max_blocks, num_splits,
-                      scale, red);
+  decode_attn_cached<false>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
+                            counters, out, hq, hkv, head_dim, block_size, max_blocks,
+                            num_splits, scale, nullptr);
+}
+
+// decode_attn_bf16 with the splits in clusters of kClusterSplits (grid x a multiple of it).
+extern "C" __global__ void __cluster_dims__(kClusterSplits, 1, 1) __launch_bounds__(kThreads, 2)
+    decode_attn_cluster_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
+                             const __nv_bfloat16* v_cache, const int* block_tables,
+                             const int* kv_lens, float* part_o, float* part_ml,
+                             unsigned* counters, __nv_bfloat16* out, uint32_t num_seqs,
+                             uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+                             uint32_t max_blocks, uint32_t num_splits, float scale) {
+  __shared__ atlas::ClusterPart mine;
+  decode_attn_cached<true>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
+                           counters, out, hq, hkv, head_dim, block_size, max_blocks,
+                           num_splits, scale, &mine);
 }
 
 // qk_norm_rope_kv_bf16 (classic layout: q heads D apart, full rotation, plain or no norm
@@ -798,14 +936,28 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                           unsigned* counters, __nv_bfloat16* out, uint32_t num_seqs,
                           uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                           uint32_t max_blocks, uint32_t num_splits, float scale, float eps) {
-  __shared__ DecodeScratch red;
-  __shared__ __align__(16) RopeStage stage;
-  // no wait here: decode_attn reads what RopedQ lists before it waits for the qkv row
-  const RopedQ qs{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, &stage,
-                  static_cast<int>(hq), static_cast<int>(hkv), static_cast<int>(head_dim),
-                  static_cast<int>(block_size), eps};
-  decode_attn_any_dim(qs, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters,
-                      out, hq, hkv, head_dim, block_size, max_blocks, num_splits, scale, red);
+  decode_attn_roped<false>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions,
+                           slots, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
+                           hkv, head_dim, block_size, max_blocks, num_splits, scale, eps,
+                           nullptr);
+}
+
+// decode_attn_rope_bf16 with the splits in clusters of kClusterSplits (grid x a multiple).
+extern "C" __global__ void __cluster_dims__(kClusterSplits, 1, 1) __launch_bounds__(kThreads, 2)
+    decode_attn_rope_cluster_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
+                                  __nv_bfloat16* v_cache, const __nv_bfloat16* q_norm_w,
+                                  const __nv_bfloat16* k_norm_w, const float* cos_sin,
+                                  const int* positions, const int* slots,
+                                  const int* block_tables, const int* kv_lens, float* part_o,
+                                  float* part_ml, unsigned* counters, __nv_bfloat16* out,
+                                  uint32_t num_seqs, uint32_t hq, uint32_t hkv,
+                                  uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
+                                  uint32_t num_splits, float scale, float eps) {
+  __shared__ atlas::ClusterPart mine;
+  decode_attn_roped<true>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions,
+                          slots, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
+                          hkv, head_dim, block_size, max_blocks, num_splits, scale, eps,
+                          &mine);
 }
 
 // Merges the partials the long-context kernel (attention_long.cu) wrote: grid (1, hq,
