@@ -695,7 +695,8 @@ def decode_attention_case(env: Env, s: Any) -> Case:
     splits = decode_splits(b, hkv, max_seq_len, env.num_sms)
     long = True if s.long_kernel else None
     kernel = ("decode_attn_long" if s.long_kernel or attention_long.uses_long(
-        env.kc, hq, hkv, d, nb * bs) else "decode_attn")
+        env.kc, hq, hkv, d, nb * bs) else "decode_attn_cluster" if attention.decode_clustered(
+        splits) else "decode_attn")
 
     def make() -> Set:
         st = paged_kv(env, b, hist, hkv, d, bs)
@@ -741,8 +742,8 @@ def decode_attention_case(env: Env, s: Any) -> Case:
                 sdpa_gathered),
     ], lambda o, t, r: [("out", o["out"], r.reshape(b, hq, d))], outputs=("out",),
         note=f"ours: {kernel}, a {splits}-split grid, the engine's choice (model.step_inputs."
-             f"decode_splits) at max_seq_len {max_seq_len}, of which "
-             f"{attention.decode_split_rule(hist, splits)[1]} hold keys at this history")
+             f"decode_splits) at max_seq_len {max_seq_len}; "
+             f"{attention.decode_partial_rule(hist, splits)[1]} partial(s) at this history")
 
 
 def decode_attention_rope_case(env: Env, s: Any) -> Case:
@@ -809,7 +810,9 @@ def decode_attention_rope_case(env: Env, s: Any) -> Case:
         lambda o, t, r: [("out", o["out"], r.reshape(b, hq, d)),
                          ("k_pool", o["k_pool"], t["k_pool"])],
         outputs=("out",), mutated=("k_pool", "v_pool"),
-        note=f"ours: decode_attn_rope_bf16 on a {splits}-split grid")
+        note=f"ours: decode_attn_rope{'_cluster' if attention.decode_clustered(splits) else ''}"
+             f"_bf16 on a {splits}-split grid, "
+             f"{attention.decode_partial_rule(hist, splits)[1]} partial(s) at this history")
 
 
 def sampling_case(env: Env, s: Any) -> Case:

@@ -38,8 +38,14 @@
 //   blockIdx.y] (zero before every launch; the last block resets it, so graph replays find
 //   it zero).
 //   That replaces a second combine launch. A sequence with no keys gets zeros.
-// decode_attn_rope_bf16: the same with qk_norm_rope_kv_bf16's work done in the blocks (RopedQ),
-//   and everything but the qkv row read before the PDL wait (RopedQ says why that is sound).
+// decode_attn_cluster_bf16: the same for grids of kClusterSplits splits or more (small
+//   batches), in thread-block clusters of kClusterSplits consecutive splits, with splits of
+//   at least kClusterMinKeys keys: a cluster merges its splits' partials through distributed
+//   shared memory (decode_cluster_merge), so up to 512 keys need no partials, no ticket and
+//   no L2 re-read; beyond that each cluster's merged partial takes the ticket path.
+// decode_attn_rope_bf16, decode_attn_rope_cluster_bf16: the same with qk_norm_rope_kv_bf16's
+//   work done in the blocks (RopedQ), and everything but the qkv row read (or requested into
+//   L2) before the PDL wait (RopedQ says why that is sound).
 // decode_attn_combine_bf16: grid (1, hq, num_seqs), 128 threads: the same merge for the
 //   partials of the long-context kernel (attention_long.cu), which has no merge of its own.
 // Every other entry point waits for the previous kernel (programmatic dependent launch)
@@ -334,6 +340,23 @@ __device__ __forceinline__ DecodeKv load_kv_rows(
   return kv;
 }
 
+// Request the same rows into L2 without waiting for them (prefetch.global.L2, which ptxas
+// leaves above griddepcontrol.wait): a split's later rounds, before the PDL wait, so the
+// loop's loads of them after it are L2 hits instead of DRAM trips.
+template <int D>
+__device__ __forceinline__ void prefetch_kv_rows(
+    const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache, const DecodeBlocks& blocks,
+    int base, int end, int grp, int sub, int hkv, int kvh, int block_size) {
+#pragma unroll
+  for (int u = 0; u < kDecodeUnroll; ++u) {
+    const int p = base + u * decode_key_groups<D>() + grp;
+    if (p >= end) continue;
+    const size_t row = (static_cast<size_t>(blocks.id[u]) * hkv + kvh) * block_size + p % block_size;
+    asm volatile("prefetch.global.L2 [%0];" :: "l"(k_cache + row * D + sub * 8));
+    asm volatile("prefetch.global.L2 [%0];" :: "l"(v_cache + row * D + sub * 8));
+  }
+}
+
 // ---- where a decode pass gets q, and the step's new key -----------------------------------
 // CachedQ (decode_attn_bf16): q [seqs, hq, D] and the cache row of every key, this step's
 // included, were written by the rope kernel before this one, so the kernel waits first.
@@ -373,9 +396,9 @@ struct RopeStage {
 // the cache as it is.
 //
 // PDL (kReadsBeforeWait): before griddepcontrol.wait the block reads kv_len, the row's
-// position and slot, its block-table entries, its first round of K/V rows (and the table
-// entries of the second), the cos/sin row and the norm weights (stage_constants): everything
-// but the qkv row. Those are no weights, but the only kernel that may still be running then
+// position and slot, its block-table entries, its first round of K/V rows (and requests the
+// rest of its shortest split's rounds into L2), the cos/sin row and the norm weights
+// (stage_constants): everything but the qkv row. Those are no weights, but the only kernel that may still be running then
 // is the one launched just before this (every kernel waits before it lets its dependents
 // start), and the model launches this right after the layer's qkv projection
 // (model.py _attention_after_qkv: plain decode steps only; verification, prefill, mixed and
@@ -775,11 +798,22 @@ __device__ __forceinline__ void decode_attn(
   const int end = min(begin + chunk, kv_len);  // below begin past the keys: nothing loads
   if (begin != guess) first = lookup_blocks<D>(table, begin, end, grp, block_size);
   qs.bind(kv_len, active, split, hs);
-  const DecodeKv cur = load_kv_rows<D>(k_cache, v_cache, first, begin, end, grp,
-                                       (threadIdx.x & 31) % (D / 8), hkv, hs.kvh, block_size);
+  const int sub = (threadIdx.x & 31) % (D / 8);
+  const DecodeKv cur = load_kv_rows<D>(k_cache, v_cache, first, begin, end, grp, sub, hkv,
+                                       hs.kvh, block_size);
   // the block-table entries run one round ahead of the K/V rows they address, so a round
   // waits on one memory trip (K/V), not two (the table, then K/V)
   const DecodeBlocks ahead = lookup_blocks<D>(table, begin + kStep, end, grp, block_size);
+  // the rest of the shortest split's rounds (its only ones at short contexts: 4 at D = 256
+  // on the clustered kernels) into L2, so the loop waits on L2, not DRAM, from round 2 on
+  prefetch_kv_rows<D>(k_cache, v_cache, ahead, begin + kStep, end, grp, sub, hkv, hs.kvh,
+                      block_size);
+#pragma unroll 1
+  for (int r = 2; r < kMinKeys / kStep; ++r) {
+    const DecodeBlocks later = lookup_blocks<D>(table, begin + r * kStep, end, grp, block_size);
+    prefetch_kv_rows<D>(k_cache, v_cache, later, begin + r * kStep, end, grp, sub, hkv, hs.kvh,
+                        block_size);
+  }
   qs.stage_constants();
   if constexpr (Q::kReadsBeforeWait) atlas::pdl_enter();  // the qkv row is the projection's
 
