@@ -779,6 +779,10 @@ stage_async_scheduling() {
   return $rc
 }
 
+stage_startup() {
+  "$PY" tools/gpu/bench_startup.py --target hopper/common/bf16 --out "$RESULTS/startup.json"
+}
+
 # Decode attention latency: the attention kernels' decode, rope-fused and row-invariance
 # check cases, the kernel table's latency rows (512 and 2,048 keys, batch 1 and 8, the head
 # geometries of Qwen3-0.6B/8B/30B-A3B rope-fused and Qwen3.5-35B-A3B at D 256) and the
@@ -804,7 +808,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         prefix_bench prefix_bench_hybrid spec_bench_hybrid quant_bench moe_full quant_profile
         quant_profile_nvfp4 quant_lm_head
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
-        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
+        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab startup
         decode_attn)
 
 # ---- runner -------------------------------------------------------------------------------
