@@ -12,6 +12,7 @@ the other rows stay poisoned (NaN), so a merge that read one of them would fail 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -154,9 +155,12 @@ def prefill_cases(rng: np.random.Generator) -> list[KernelCase]:
 
 # ---- decode -------------------------------------------------------------------------------
 def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
-                num_splits: int) -> KernelCase:
+                num_splits: int,
+                rule: Callable[[int, int], tuple[int, int]] = attention.decode_partial_rule
+                ) -> KernelCase:
     """One query per sequence on a num_splits grid, launched twice: the second launch finds
-    the split tickets the first left (they must be zero again, and are checked to be)."""
+    the split tickets the first left (they must be zero again, and are checked to be).
+    `rule`: (keys per partial, partials) of the kernel under test."""
     num_seqs = len(kv_lens)
     inputs = paged_cache(rng, kv_lens, g)
     inputs["q"] = random_bf16(rng, (num_seqs, g.hq, g.head_dim), 2.0)
@@ -166,7 +170,7 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
     part_ml_shape = (num_seqs, g.hq, num_splits, 2)
     # the partials a launch writes (ops.attention.decode_partial_rule): one per active split,
     # or per cluster holding keys on the clustered kernels; none where one covers the keys
-    chunks = [attention.decode_partial_rule(n, num_splits)[0] for n in kv_lens]
+    chunks = [rule(n, num_splits)[0] for n in kv_lens]
     active = np.zeros((num_seqs, g.hq, num_splits), dtype=bool)
     for b, (n, c) in enumerate(zip(kv_lens, chunks)):
         if n > c:
