@@ -365,24 +365,26 @@ struct CachedQ {
   static constexpr bool kNewKey = false;
   static constexpr bool kReadsBeforeWait = false;
   __device__ __forceinline__ void early() {}
-  __device__ __forceinline__ void bind(int, int, int, const HeadSlice&) {}
+  __device__ __forceinline__ void bind(int, int, int, const int*, int) {}
   __device__ __forceinline__ void stage_constants() const {}
   __device__ __forceinline__ void prepare(const HeadSlice&) const {}
   __device__ __forceinline__ uint4 load_q(int b, int h, int hq, int d, int sub,
                                           const HeadSlice&) const {
     return __ldg(reinterpret_cast<const uint4*>(q + (static_cast<size_t>(b) * hq + h) * d) + sub);
   }
-  __device__ __forceinline__ int new_pos() const { return -1; }
-  __device__ __forceinline__ uint4 new_k(int) const { return make_uint4(0u, 0u, 0u, 0u); }
-  __device__ __forceinline__ uint4 new_v(int) const { return make_uint4(0u, 0u, 0u, 0u); }
 };
 
-// decode_attn_rope_bf16's shared memory: the slice's q rows, new k and v, and what the
-// block reads before its PDL wait for the norm and rotation (the position's cos/sin row, the
-// q and k norm weights)
+// The most keys of one sequence a rope-fused launch appends (ops/attention.py
+// DECODE_ROPE_MAX_STEP_KEYS): its row's own and those of up to 7 rows before it (a
+// verification step of up to 7 drafts).
+constexpr int kMaxStepKeys = 8;
+
+// decode_attn_rope_bf16's shared memory: the slice's q rows, the keys it substitutes (k and
+// v of key kv_len - 1 - j at j), and what the block reads before its PDL wait for the norm
+// and rotation (the position's cos/sin row, the q and k norm weights)
 struct RopeStage {
   __nv_bfloat16 q[kDecodeHeadsPerPass * kDecodeMaxDim];
-  __nv_bfloat16 k[kDecodeMaxDim], v[kDecodeMaxDim];
+  __nv_bfloat16 k[kMaxStepKeys * kDecodeMaxDim], v[kMaxStepKeys * kDecodeMaxDim];
   float cos_sin[kDecodeMaxDim];
   __nv_bfloat16 q_norm_w[kDecodeMaxDim], k_norm_w[kDecodeMaxDim];
 };
@@ -393,23 +395,30 @@ struct RopeStage {
 // split) also k and v, which it substitutes for that key's cache row (and, in the group's
 // first slice, appends to the cache), so no block depends on another block's cache write.
 // A padding row (slot < 0) writes no cache row and, like the unfused kernels, attends over
-// the cache as it is.
+// the cache as it is. The same holds for the keys earlier rows of the launch append to this
+// row's history (a verification step: the K + 1 rows of one sequence consecutive, in
+// position order): where row b - j (j < kMaxStepKeys) writes the cache row of this row's key
+// kv_len - 1 - j (its slot is that key's), the block computes that key from row b - j's
+// qkv row too (rotated at position kv_len - 1 - j) and substitutes it; row b - j's own
+// blocks append it. Row b then computes bit for bit what a plain decode step at its
+// position computes over the cache those steps leave.
 //
 // PDL (kReadsBeforeWait): before griddepcontrol.wait the block reads kv_len, the row's
 // position and slot, its block-table entries, its first round of K/V rows (and requests the
 // rest of its shortest split's rounds into L2), the cos/sin row and the norm weights
-// (stage_constants): everything but the qkv row. Those are no weights, but the only kernel that may still be running then
-// is the one launched just before this (every kernel waits before it lets its dependents
-// start), and the model launches this right after the layer's qkv projection
-// (model.py _attention_after_qkv: plain decode steps only; verification, prefill, mixed and
-// quantized-cache steps take the unfused kernels), which writes only the qkv row. The step
-// inputs come from copies ahead of the step, cos_sin from the load, and every cached row
-// this reads was written by an earlier step's launch of this layer, except the step's own
-// key (kv_len - 1), which the block substitutes from the qkv row (a padding row writes none,
-// so its cached row is as stable as the rest). So the chain kv_len -> table -> K/V rows
-// overlaps the projection, and only the qkv row (an L2 hit) follows the wait. A caller
-// launching this right after a kernel that writes any of those (two launches of consecutive
-// positions back to back, say) must put another launch or a synchronization between them.
+// (stage_constants): everything but the qkv rows. Those are no weights, but the only kernel
+// that may still be running then is the one launched just before this (every kernel waits
+// before it lets its dependents start), and the model launches this right after the
+// layer's qkv projection (model.py _attention_after_qkv: decode and verification steps;
+// prefill, mixed and quantized-cache steps take the unfused kernels), which writes only the
+// qkv rows. The step inputs come from copies ahead of the step, cos_sin from the load, and
+// every cached row this reads was written by an earlier step's launch of this layer, except
+// the keys this launch appends, which the block substitutes from the qkv rows (a padding
+// row writes none, so its cached row is as stable as the rest). So the chain kv_len ->
+// table -> K/V rows overlaps the projection, and only the qkv rows (L2 hits) follow the
+// wait. A caller launching this right after a kernel that writes any of those (two launches
+// of consecutive positions back to back, say) must put another launch or a synchronization
+// between them.
 // Nothing is written before the wait.
 struct RopedQ {
   const __nv_bfloat16* qkv;  // [seqs, (hq + 2 hkv) D]
@@ -423,7 +432,8 @@ struct RopedQ {
   RopeStage* stage;
   int hq, hkv, d, block_size;
   float eps;
-  int pos = -1;  // the key this block substitutes (kv_len - 1 in the last active split)
+  unsigned subs = 0;  // bit j: this split substitutes key last - j
+  int last = -1;      // kv_len - 1
   int position = 0, slot = -1;  // the row's (early)
   static constexpr bool kNewKey = true;
   static constexpr bool kReadsBeforeWait = true;
@@ -448,37 +458,97 @@ struct RopedQ {
     __syncthreads();
   }
 
-  __device__ __forceinline__ void bind(int kv_len, int active, int split, const HeadSlice&) {
-    pos = split == active - 1 && slot >= 0 ? kv_len - 1 : -1;
+  // Which of the split's keys [begin, end) this launch appends: the row's own (unless a
+  // padding row) and key last - j where row b - j's slot is that key's cache row.
+  __device__ __forceinline__ void bind(int kv_len, int begin, int end, const int* table,
+                                       int block_size_) {
+    const int b = static_cast<int>(blockIdx.z);
+    last = kv_len - 1;
+    subs = slot >= 0 && last >= begin && last < end ? 1u : 0u;
+#pragma unroll
+    for (int j = 1; j < kMaxStepKeys; ++j) {
+      const int p = last - j;
+      if (j > b || p < begin || p >= end) continue;
+      const int s = __ldcg(slots + b - j);
+      const int at = __ldcg(table + p / block_size_) * block_size_ + p % block_size_;
+      if (s >= 0 && s == at) subs |= 1u << j;
+    }
   }
 
-  // One warp per head: the slice's q heads, then (new-key split only) k and v; then the
-  // append (first slice only). Every thread of the block calls it once, before its first q
+  // Key j's bit index among the set bits of subs: the n-th set bit.
+  __device__ __forceinline__ int nth_key(int n) const {
+    unsigned rest = subs;
+    for (; n > 0; --n) rest &= rest - 1;
+    return __ffs(rest) - 1;
+  }
+
+  // The raw qkv row segments prepare works on: the slice's q heads (r < group, into
+  // stage->q), then k and v of each key the split substitutes (into stage->k / stage->v).
+  __device__ __forceinline__ void segment(int r, int group, int h0, int kvh, size_t pitch,
+                                          const __nv_bfloat16*& src,
+                                          __nv_bfloat16*& dst) const {
+    const __nv_bfloat16* row = qkv + static_cast<size_t>(blockIdx.z) * pitch;
+    if (r < group) {
+      src = row + static_cast<size_t>(h0 + r) * d;
+      dst = stage->q + r * d;
+      return;
+    }
+    const int j = nth_key((r - group) >> 1), is_v = (r - group) & 1;
+    src = row - j * pitch + static_cast<size_t>(hq + is_v * hkv + kvh) * d;  // row b - j
+    dst = (is_v ? stage->v : stage->k) + j * d;
+  }
+
+  // The slice's q heads and k of each key the split substitutes, normed and rotated in
+  // place in shared memory (v as it is), after one round trip that copies every segment
+  // (all loads of a thread in flight before its first store); then the append of the row's
+  // own key (first slice only). Every thread of the block calls it once, before its first q
   // load.
   __device__ __forceinline__ void prepare(const HeadSlice& hs) const {
-    const int b = blockIdx.z, kvh = hs.kvh, group = hs.count;
+    constexpr int kLoads = (kDecodeHeadsPerPass + 2 * kMaxStepKeys) * (kDecodeMaxDim / 8) /
+                           kThreads;  // 16-byte chunks per thread, at most
+    const int kvh = hs.kvh, group = hs.count;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const bool normed = q_norm_w != nullptr;
-    const __nv_bfloat16* row = qkv + static_cast<size_t>(b) * (hq + 2 * hkv) * d;
-    const float* cosv = stage->cos_sin;
-    const int heads = group + (pos >= 0 ? 2 : 0);
-    for (int j = warp; j < heads; j += kWarps) {  // warp-uniform
-      if (j < group) {
-        const auto w = atlas::rope::load_norm_w<false>(stage->q_norm_w, normed, d, d, lane);
-        atlas::rope::norm_rope_row<false>(row + static_cast<size_t>(hs.h0 + j) * d,
-                                          stage->q + j * d, w, normed, false, cosv, d, d, eps,
-                                          lane);
-      } else if (j == group) {
-        const auto w = atlas::rope::load_norm_w<false>(stage->k_norm_w, normed, d, d, lane);
-        atlas::rope::norm_rope_row<false>(row + static_cast<size_t>(hq + kvh) * d, stage->k, w,
-                                          normed, false, cosv, d, d, eps, lane);
-      } else {
-        const __nv_bfloat16* v = row + static_cast<size_t>(hq + hkv + kvh) * d;
-        for (int i = lane; i < d; i += 32) stage->v[i] = v[i];
-      }
+    const size_t pitch = static_cast<size_t>(hq + 2 * hkv) * d;
+    const int chunks = d / 8, keys = __popc(subs);
+    const int total = (group + 2 * keys) * chunks;
+    uint4 raw[kLoads];
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int i = static_cast<int>(threadIdx.x) + u * kThreads;
+      if (i >= total) continue;
+      const __nv_bfloat16* src;
+      __nv_bfloat16* dst;
+      segment(i / chunks, group, hs.h0, kvh, pitch, src, dst);
+      raw[u] = __ldcg(reinterpret_cast<const uint4*>(src) + i % chunks);
+    }
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int i = static_cast<int>(threadIdx.x) + u * kThreads;
+      if (i >= total) continue;
+      const __nv_bfloat16* src;
+      __nv_bfloat16* dst;
+      segment(i / chunks, group, hs.h0, kvh, pitch, src, dst);
+      reinterpret_cast<uint4*>(dst)[i % chunks] = raw[u];
     }
     __syncthreads();
-    if (pos >= 0 && hs.index == 0) {
+    for (int it = warp; it < group + keys; it += kWarps) {  // warp-uniform
+      if (it < group) {
+        const auto w = atlas::rope::load_norm_w<false>(stage->q_norm_w, normed, d, d, lane);
+        __nv_bfloat16* x = stage->q + it * d;
+        atlas::rope::norm_rope_row<false>(x, x, w, normed, false, stage->cos_sin, d, d, eps,
+                                          lane);
+        continue;
+      }
+      const int j = nth_key(it - group);
+      // key last - j rotates at its own position (the row's own: the staged row)
+      const float* cosv = j == 0 ? stage->cos_sin : cos_sin + static_cast<size_t>(last - j) * d;
+      const auto w = atlas::rope::load_norm_w<false>(stage->k_norm_w, normed, d, d, lane);
+      __nv_bfloat16* x = stage->k + j * d;
+      atlas::rope::norm_rope_row<false>(x, x, w, normed, false, cosv, d, d, eps, lane);
+    }
+    __syncthreads();
+    if ((subs & 1u) && hs.index == 0) {
       const size_t at = ((static_cast<size_t>(slot / block_size) * hkv + kvh) * block_size +
                          slot % block_size) * d;
       for (int c = threadIdx.x; c < d / 8; c += kThreads) {
@@ -492,12 +562,13 @@ struct RopedQ {
                                           const HeadSlice& hs) const {
     return reinterpret_cast<const uint4*>(stage->q + (h - hs.h0) * d)[sub];
   }
-  __device__ __forceinline__ int new_pos() const { return pos; }
-  __device__ __forceinline__ uint4 new_k(int sub) const {
-    return reinterpret_cast<const uint4*>(stage->k)[sub];
-  }
-  __device__ __forceinline__ uint4 new_v(int sub) const {
-    return reinterpret_cast<const uint4*>(stage->v)[sub];
+  // Key p's 16 bytes at lane chunk `sub`: from shared memory where this launch appends it.
+  __device__ __forceinline__ void substitute(int p, int sub, uint4& k, uint4& v) const {
+    const int j = last - p;
+    if (j >= 0 && j < kMaxStepKeys && ((subs >> j) & 1u)) {
+      k = reinterpret_cast<const uint4*>(stage->k + j * d)[sub];
+      v = reinterpret_cast<const uint4*>(stage->v + j * d)[sub];
+    }
   }
 };
 
@@ -545,14 +616,10 @@ __device__ __forceinline__ void decode_attn_pass(const HeadSlice& hs, int begin,
     const DecodeKv next = load_kv_rows<D>(k_cache, v_cache, ahead, base + kStep, end, grp, sub,
                                           hkv, kvh, block_size);
     ahead = lookup_blocks<D>(table, base + 2 * kStep, end, grp, block_size);
-    if constexpr (Q::kNewKey) {  // this step's key: from shared memory, not the cache
+    if constexpr (Q::kNewKey) {  // keys this launch appends: from shared memory
 #pragma unroll
-      for (int u = 0; u < kDecodeUnroll; ++u) {
-        if (base + u * kKeyGroups + grp == qs.new_pos()) {
-          cur.k[u] = qs.new_k(sub);
-          cur.v[u] = qs.new_v(sub);
-        }
-      }
+      for (int u = 0; u < kDecodeUnroll; ++u)
+        qs.substitute(base + u * kKeyGroups + grp, sub, cur.k[u], cur.v[u]);
     }
     float s[kDecodeUnroll][G];
 #pragma unroll
@@ -797,7 +864,7 @@ __device__ __forceinline__ void decode_attn(
   const int begin = split * chunk;
   const int end = min(begin + chunk, kv_len);  // below begin past the keys: nothing loads
   if (begin != guess) first = lookup_blocks<D>(table, begin, end, grp, block_size);
-  qs.bind(kv_len, active, split, hs);
+  qs.bind(kv_len, begin, end, table, block_size);
   const int sub = (threadIdx.x & 31) % (D / 8);
   const DecodeKv cur = load_kv_rows<D>(k_cache, v_cache, first, begin, end, grp, sub, hkv,
                                        hs.kvh, block_size);

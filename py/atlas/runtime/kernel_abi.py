@@ -250,7 +250,9 @@ _DECODE = ("q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part_o:pt
 DECODE_ATTN = S("attention", "decode_attn_bf16", _DECODE)
 # QK_NORM_ROPE_KV (one token per sequence: tokens = num_seqs, its classic layout) fused into
 # DECODE_ATTN: q never leaves the kernel; k and v are appended to the caches as QK_NORM_ROPE_KV
-# appends them (slot < 0: not written) and used for the step's key. hq / hkv <= 16.
+# appends them (slot < 0: not written) and used for the step's key, and for the keys up to 7
+# rows before a row append to its history (a verification step's consecutive rows: as if
+# QK_NORM_ROPE_KV had appended every row's first). hq / hkv <= 16.
 _DECODE_ROPE = ("qkv:ptr k_cache:ptr v_cache:ptr q_norm_w:ptr k_norm_w:ptr cos_sin:ptr "
                 "positions:ptr slots:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr "
                 "counters:ptr out:ptr num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 "

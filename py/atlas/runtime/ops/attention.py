@@ -37,6 +37,9 @@ DECODE_CLUSTER_SPLITS = 8
 #: the clustered kernels' shortest split (attention.cu kClusterMinKeys): one cluster covers
 #: DECODE_CLUSTER_SPLITS x 64 = 512 keys, merged on chip
 DECODE_CLUSTER_MIN_KEYS = 64
+#: the most keys of one sequence a decode_attention_rope launch may append (attention.cu
+#: kMaxStepKeys): a row's own and those of up to 7 rows before it (a verification step's)
+DECODE_ROPE_MAX_STEP_KEYS = 8
 
 
 def decode_head_slices(hq: int, hkv: int) -> int:
@@ -201,10 +204,13 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
                           part_ml: DevicePtr, counters: DevicePtr, out: DevicePtr,
                           num_seqs: int, hq: int, hkv: int, head_dim: int, block_size: int,
                           max_blocks: int, num_splits: int, scale: float, eps: float) -> None:
-    """`rope.qk_norm_rope_kv` of one token per sequence (qkv [num_seqs, (hq + 2 hkv) D],
+    """`rope.qk_norm_rope_kv` of one token per row (qkv [num_seqs, (hq + 2 hkv) D],
     classic layout: full rotation, plain or no q/k norm weights) and `decode_attention` in
     one launch: each block norms and rotates its slice's q heads itself, and the block whose
     split holds the step's key appends k and v to the caches and uses them directly.
+    Consecutive rows of one sequence (a verification step, in position order, at most
+    DECODE_ROPE_MAX_STEP_KEYS of them) see the keys the earlier rows append: each row's
+    blocks compute those from the earlier rows' qkv themselves.
 
     The kernel reads the step inputs, the cached rows of earlier positions, cos_sin and the
     norm weights before its programmatic-dependency wait (only qkv after it): launch it
