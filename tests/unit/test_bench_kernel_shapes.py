@@ -167,7 +167,8 @@ def test_table_sweeps_the_issue_sizes() -> None:
     shapes = ks.table_shapes()
     seqs = {s.seq for s in shapes if s.family is Family.PREFILL_ATTENTION}
     hists = {s.history for s in shapes if s.family is Family.DECODE_ATTENTION}
-    assert seqs == {256, 1024, 4096, 16384, 32768} and hists == {512, 4096, 16384, 32768}
+    # 2,048: the latency rows' second history
+    assert seqs == {256, 1024, 4096, 16384, 32768} and hists == {512, 2048, 4096, 16384, 32768}
     assert {(s.batch, s.history) for s in shapes if s.family is Family.DECODE_ATTENTION} >= {
         (8, 16384), (8, 32768)}  # issue 15's long-context decode
     # every length on the wgmma kernel; issue 15's long prompts on it alone
@@ -380,3 +381,16 @@ def test_quantized_gemv_bytes_are_the_formats() -> None:
     # batch 1 of Qwen3-8B and of the other published widths, hidden 2,048 .. 8,192
     assert {s.k for s in table if s.m == 1 and not s.ring} >= {2048, 4096, 5120, 8192}
     assert len({s.label for s in table}) == len(table)
+
+
+def test_table_has_the_decode_latency_rows_of_every_head_geometry() -> None:
+    rows = {(s.heads, s.kv_heads, s.head_dim, s.rope, s.batch, s.history)
+            for s in ks.table_shapes() if s.family in (Family.DECODE_ATTENTION,
+                                                        Family.DECODE_ATTENTION_ROPE)
+            and s.label.endswith("latency")}
+    # Qwen3-0.6B, -8B, -30B-A3B (rope fused) and Qwen3.5-35B-A3B (D 256, unfused) at batch 1
+    # and 8, 512 and 2,048 keys
+    want = {(hq, hkv, d, rope, b, h) for hq, hkv, d, rope in
+            ((16, 8, 128, True), (32, 8, 128, True), (32, 4, 128, True), (16, 2, 256, False))
+            for b in (1, 8) for h in (512, 2048)}
+    assert rows == want

@@ -6,6 +6,7 @@ equal their unfused twins bit for bit: on the host here, and on the GPU in the
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,6 +27,7 @@ from atlas.runtime.ops.routes import KernelRoutes
 from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
 
 MODULES = ("gemv", "gemm", "attention")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 
@@ -242,13 +244,37 @@ def test_decode_head_slices_cover_each_q_head_once(hq: int, hkv: int) -> None:
     assert rec.grid == (5, hkv * slices, 2)
 
 
-def test_decode_attention_is_one_launch_over_the_splits() -> None:
+@pytest.mark.parametrize("splits,func,grid_x", [
+    (5, "decode_attn_bf16", 5), (7, "decode_attn_bf16", 7),
+    # a cluster's splits or more: the clustered kernel, the grid in whole clusters
+    (8, "decode_attn_cluster_bf16", 8), (16, "decode_attn_cluster_bf16", 16),
+    (33, "decode_attn_cluster_bf16", 40)])
+def test_decode_attention_is_one_launch_over_the_splits(splits: int, func: str,
+                                                         grid_x: int) -> None:
     recs = _launches(attention.decode_attention, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000,
-                     0x6000, 0x7000, 0x7800, 0x8000, 4, 32, 8, 128, 16, 64, 16, 0.088)
-    assert [(r.func, r.grid, r.block) for r in recs] == [
-        ("decode_attn_bf16", (16, 8, 4), (128, 1, 1))]
-    # the last split of each (seq, kv head) merges into out, ticketed by the counters
+                     0x6000, 0x7000, 0x7800, 0x8000, 4, 32, 8, 128, 16, 64, splits, 0.088)
+    assert [(r.func, r.grid, r.block) for r in recs] == [(func, (grid_x, 8, 4), (128, 1, 1))]
+    # the last writer of each (seq, kv head) merges into out, ticketed by the counters
     assert (recs[0].args["counters"], recs[0].args["out"]) == (0x7800, 0x8000)
+    assert recs[0].args["num_splits"] == splits  # the split rule's, not the grid's
+
+
+@pytest.mark.parametrize("kv_len,num_splits,rule", [
+    (1, 5, (32, 1)), (300, 5, (60, 5)),          # unclustered: a partial per active split
+    (1, 33, (512, 1)), (512, 33, (512, 1)),      # clustered: 8 splits of 64 keys, one cluster
+    (513, 33, (512, 2)), (2048, 33, (512, 4)),   # beyond 512 keys: a partial per cluster
+    (4096, 33, (1000, 5)), (300, 8, (512, 1)),   # (125-key splits: 33 in 5 clusters)
+])
+def test_decode_partial_rule(kv_len: int, num_splits: int, rule: tuple[int, int]) -> None:
+    assert attention.decode_partial_rule(kv_len, num_splits) == rule
+
+
+def test_decode_cluster_constants_match_the_kernel() -> None:
+    source = (ROOT / "kernels" / "hopper" / "common" / "attention.cu").read_text()
+    for name, value in (("kClusterSplits", attention.DECODE_CLUSTER_SPLITS),
+                        ("kClusterMinKeys", attention.DECODE_CLUSTER_MIN_KEYS),
+                        ("kMinKeysPerSplit", attention.DECODE_MIN_KEYS_PER_SPLIT)):
+        assert f"constexpr int {name} = {value};" in source
 
 
 def test_prefill_attention_grid_comes_from_max_q_len() -> None:

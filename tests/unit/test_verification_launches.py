@@ -1,8 +1,10 @@
 """What a speculating runner launches (MockGpuBackend, no numerics): verification steps
-replay graphs of their own in which every row's K/V is appended by one launch before decode
-attention reads it (the rope-fused kernel's blocks would append concurrently, racing the
-rows after them), on batch 1's split count; and no single-row-only fusion runs in plain
-decode either, so a verification row computes what the decode row at its position does."""
+replay graphs of their own, on batch 1's split count, in which each row attends to the keys
+its sequence's earlier rows append: the rope-fused kernel computes those keys itself (up to
+ops.attention.DECODE_ROPE_MAX_STEP_KEYS of one sequence), past that every row's K/V is
+appended by one launch before decode attention reads it; and no single-row-only fusion runs
+in plain decode either, so a verification row computes what the decode row at its position
+does."""
 
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import pytest
 from atlas.core.sampling import GREEDY
 from atlas.model.batch import PenaltyHistory, SeqChunk
 from atlas.model.load import load_runner
+from atlas.runtime.ops import attention
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
 
@@ -39,20 +42,33 @@ def test_plain_decode_fuses_no_norm_when_speculating(runner):
     assert names.count("decode_attn_rope_bf16") == runner.cfg.num_hidden_layers
 
 
-def test_verification_appends_kv_before_attention_on_batch_one_splits(runner):
+def test_verification_fuses_the_drafts_keys_into_attention_on_batch_one_splits(runner):
     kv_heads = runner.model.dims.kv_heads
     graph = replayed(runner, [SeqChunk(2, [3, 4, 5, 6], 5, [0], GREEDY, num_draft=3,
                                        history=PenaltyHistory([1, 2, 3, 4, 5]))])
     runner.release(2)
     names = [r.func for r in graph]
     assert runner.invariant_rows >= 4 and 4 in runner.verify_graphs
-    assert "decode_attn_rope_bf16" not in names
-    layers = runner.cfg.num_hidden_layers
-    rope = [i for i, n in enumerate(names) if n == "qk_norm_rope_kv_bf16"]
-    attn = [r for r in graph if r.func == "decode_attn_bf16"]
-    assert len(rope) == len(attn) == layers
+    assert "qk_norm_rope_kv_bf16" not in names and "decode_attn_bf16" not in names
+    attn = [r for r in graph if r.func == "decode_attn_rope_bf16"]
+    assert len(attn) == runner.cfg.num_hidden_layers
     assert all(r.grid == (runner.limits.decode_splits(1, kv_heads), kv_heads, 4) for r in attn)
     assert not [n for n in names if n.endswith("_single")]   # 4-row products throughout
+
+
+def test_verification_past_the_fused_kernels_keys_appends_kv_before_attention() -> None:
+    drafts = attention.DECODE_ROPE_MAX_STEP_KEYS   # K + 1 keys of one sequence: one too many
+    many = load_runner(FIXTURE, backend="mock", max_seq_len=64, max_batch_size=2,
+                       max_prefill_tokens=32, num_draft_tokens=drafts, batch_invariant=False)
+    rows = drafts + 1
+    graph = replayed(many, [SeqChunk(3, list(range(3, 3 + rows)), 5, [0], GREEDY,
+                                     num_draft=drafts,
+                                     history=PenaltyHistory([1, 2, 3, 4, 5]))])
+    many.release(3)
+    names = [r.func for r in graph]
+    layers = many.cfg.num_hidden_layers
+    assert "decode_attn_rope_bf16" not in names
+    assert names.count("qk_norm_rope_kv_bf16") == names.count("decode_attn_bf16") == layers
 
 
 def test_an_explicit_fused_norm_keeps_the_fusions_and_drops_the_claim(monkeypatch):

@@ -104,6 +104,9 @@ TINY_MOE_ROUTER = ks.MoeDims("tiny-moe-sigmoid", hidden=64, experts=40, top_k=4,
 #: (8 value heads: the in_proj width 656 is a multiple of 16, as the GEMMs of batch > 8 need)
 TINY_HYBRID = ks.HybridDims("tiny-hybrid", heads=4, kv_heads=2, head_dim=64, key_heads=2,
                             value_heads=8, key_dim=32, value_dim=32, conv_kernel=4, hidden=64)
+#: the latency rows' two kernels: rope fused (D 64) and the unfused one at D 256
+TINY_LATENCY_HEADS = (ks.AttentionHeads("tiny", 4, 2, 64, True),
+                      ks.AttentionHeads("tiny-d256", 4, 1, 256, False))
 
 
 # ---- the device the table runs on -------------------------------------------------------
@@ -756,7 +759,8 @@ def decode_attention_case(env: Env, s: Any) -> Case:
     splits = decode_splits(b, hkv, max_seq_len, env.num_sms)
     long = True if s.long_kernel else None
     kernel = ("decode_attn_long" if s.long_kernel or attention_long.uses_long(
-        env.kc, hq, hkv, d, nb * bs) else "decode_attn")
+        env.kc, hq, hkv, d, nb * bs) else "decode_attn_cluster" if attention.decode_clustered(
+        splits) else "decode_attn")
 
     def make() -> Set:
         st = paged_kv(env, b, hist, hkv, d, bs)
@@ -802,8 +806,8 @@ def decode_attention_case(env: Env, s: Any) -> Case:
                 sdpa_gathered),
     ], lambda o, t, r: [("out", o["out"], r.reshape(b, hq, d))], outputs=("out",),
         note=f"ours: {kernel}, a {splits}-split grid, the engine's choice (model.step_inputs."
-             f"decode_splits) at max_seq_len {max_seq_len}, of which "
-             f"{attention.decode_split_rule(hist, splits)[1]} hold keys at this history")
+             f"decode_splits) at max_seq_len {max_seq_len}; "
+             f"{attention.decode_partial_rule(hist, splits)[1]} partial(s) at this history")
 
 
 def decode_attention_rope_case(env: Env, s: Any) -> Case:
@@ -870,7 +874,9 @@ def decode_attention_rope_case(env: Env, s: Any) -> Case:
         lambda o, t, r: [("out", o["out"], r.reshape(b, hq, d)),
                          ("k_pool", o["k_pool"], t["k_pool"])],
         outputs=("out",), mutated=("k_pool", "v_pool"),
-        note=f"ours: decode_attn_rope_bf16 on a {splits}-split grid")
+        note=f"ours: decode_attn_rope{'_cluster' if attention.decode_clustered(splits) else ''}"
+             f"_bf16 on a {splits}-split grid, "
+             f"{attention.decode_partial_rule(hist, splits)[1]} partial(s) at this history")
 
 
 def sampling_case(env: Env, s: Any) -> Case:
@@ -1633,9 +1639,10 @@ def select_shapes(args: argparse.Namespace) -> list[Any]:
                                                            histories=(48, 200),
                                                            long_decode=((2, 300),),
                                                            long_prefill=(80,),
-                                                           moe_batches=(1, 3, 20)),
+                                                           moe_batches=(1, 3, 20),
+                                                           latency_decode=((1, 40), (3, 90))),
                                 (TINY_MOE,), (TINY_MOE_ROUTER,), hybrid=TINY_HYBRID,
-                                quant_widths=())
+                                quant_widths=(), latency_heads=TINY_LATENCY_HEADS)
     else:
         shapes = ks.table_shapes()
     if args.quick:

@@ -870,6 +870,22 @@ stage_moe_decode_ab() {
   return $rc
 }
 
+# Decode attention latency: the attention kernels' decode, rope-fused and row-invariance
+# check cases, the kernel table's latency rows (512 and 2,048 keys, batch 1 and 8, the head
+# geometries of Qwen3-0.6B/8B/30B-A3B rope-fused and Qwen3.5-35B-A3B at D 256) and the
+# rope-fused rows, and Qwen3-0.6B's batch-1 decode profile with PDL on (decode_attn_rope's
+# us/call in the model, where its pre-wait prologue overlaps the qkv projection).
+stage_decode_attn() {
+  local rc=0
+  "$PY" tools/gpu/check_kernels.py -k decode -k "row invariance" \
+    --out "$RESULTS/gpu_check_decode_attn-$STAMP.json" || rc=1
+  "$PY" tools/gpu/bench_kernels.py -k latency -k "+rope" --out-dir "$RESULTS" || rc=1
+  make_checkpoint qwen3-0.6b weights || return 1
+  "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-0.6b" \
+    --out "$RESULTS/profile_decode_attn_qwen3-0.6b.json" || rc=1
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity
         decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
@@ -880,7 +896,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         quant_profile_nvfp4 quant_lm_head
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab startup
-        quant_kernels gemv_prefetch_ab norm_gemv_ab moe_decode_ab)
+        quant_kernels gemv_prefetch_ab norm_gemv_ab moe_decode_ab decode_attn)
 
 # ---- runner -------------------------------------------------------------------------------
 

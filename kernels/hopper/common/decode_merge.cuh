@@ -4,7 +4,12 @@
 // the max score, l the sum of 2^(s - m), o the unnormalized sum of p v over the lane's 8
 // elements of head_dim). Key groups of a warp are the lanes with the same `sub` (lane %
 // lanes_per_key); they merge by shuffles, then the warps through shared memory.
+//
+// The clustered decode kernels merge the blocks' partials of a thread-block cluster through
+// distributed shared memory instead (ClusterPart, merge_cluster_element).
 #pragma once
+
+#include <cooperative_groups.h>
 
 #include "atlas_common.cuh"
 
@@ -76,6 +81,60 @@ __device__ __forceinline__ float merge_warp_partials(const DecodeScratch& red, i
     acc += red.o[w][g][d] * c;
   }
   return acc / total;
+}
+
+// The split halves of a cluster barrier, every thread of every block of the cluster taking
+// part: an arrive without memory ordering (the caller says why none is needed) and a wait.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait;\n" ::: "memory");
+}
+
+// A block's merged partial in its shared memory, for its cluster peers to read: per q head
+// of the pass, o normalized by l, m (log2 units) and l, as merge_warp_partials returns them.
+struct ClusterPart {
+  float o[kMergeHeads][kMergeMaxDim];
+  float m[kMergeHeads];
+  float l[kMergeHeads];
+};
+
+// After a cluster barrier past every keyed block's ClusterPart: element d of head g merged
+// over ranks 0..keyed-1 (the cluster's blocks that hold keys, keyed >= 1), in rank order,
+// with weights l_r 2^(m_r - top); all 3 x kRanks loads are issued before the first is used
+// (one distributed-shared-memory round trip). Returns the unnormalized sum in acc, the
+// weights' sum in total and the max score in top (log2 units).
+template <int kRanks>
+__device__ __forceinline__ void merge_cluster_element(const cooperative_groups::cluster_group& cluster,
+                                                      const ClusterPart* mine, int keyed, int g,
+                                                      int d, float& top, float& total,
+                                                      float& acc) {
+  float pm[kRanks], pl[kRanks], po[kRanks];
+#pragma unroll
+  for (int r = 0; r < kRanks; ++r) {
+    pm[r] = -INFINITY;
+    pl[r] = 0.f;
+    po[r] = 0.f;
+    if (r < keyed) {
+      const ClusterPart* p = cluster.map_shared_rank(mine, r);
+      pm[r] = p->m[g];
+      pl[r] = p->l[g];
+      po[r] = p->o[g][d];
+    }
+  }
+  top = -INFINITY;
+#pragma unroll
+  for (int r = 0; r < kRanks; ++r) top = fmaxf(top, pm[r]);  // rank 0 has keys: finite
+  total = 0.f;
+  acc = 0.f;
+#pragma unroll
+  for (int r = 0; r < kRanks; ++r) {
+    const float w = pl[r] * exp2f(pm[r] - top);  // 0 for a rank without keys
+    total += w;
+    acc = fmaf(w, po[r], acc);
+  }
 }
 
 }  // namespace atlas

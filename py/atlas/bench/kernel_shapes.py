@@ -139,6 +139,28 @@ SMOLLM2_135M = ModelDims("smollm2-135m", hidden=576, heads=9, kv_heads=3, head_d
 
 
 @dataclass(frozen=True, slots=True)
+class AttentionHeads:
+    """A model's attention head geometry, and whether its decode step takes the rope-fused
+    kernel (decode_attn_rope_bf16) or qk_norm_rope_kv + decode_attn_bf16."""
+
+    name: str
+    heads: int
+    kv_heads: int
+    head_dim: int
+    rope: bool
+
+
+#: the decode attention latency rows' head geometries: Qwen3-0.6B, -8B and -30B-A3B launch the
+#: rope-fused kernel; Qwen3.5-35B-A3B's gated attention (D 256) the unfused one
+DECODE_LATENCY_HEADS = (
+    AttentionHeads("qwen3-0.6b", 16, 8, 128, True),
+    AttentionHeads("qwen3-8b", 32, 8, 128, True),
+    AttentionHeads("qwen3-30b-a3b", 32, 4, 128, True),
+    AttentionHeads("qwen3.5-35b-a3b", 16, 2, 256, False),
+)
+
+
+@dataclass(frozen=True, slots=True)
 class MoeDims:
     """The sizes of a mixture-of-experts block (per-expert SwiGLU FFN of width `inter`)."""
 
@@ -771,6 +793,9 @@ class TableScale:
     #: decode batches of the linear-attention layer's rows (its fused step and its two
     #: projections): 1, 8 (the flagship's batch-8 bench) and 32
     hybrid_batches: tuple[int, ...] = (1, 8, 32)
+    #: decode attention's latency rows (the short contexts where a step's attention is a
+    #: chain of round trips, not bytes): (batch, history) pairs for DECODE_LATENCY_HEADS
+    latency_decode: tuple[tuple[int, int], ...] = ((1, 512), (1, 2048), (8, 512), (8, 2048))
 
 
 def _linears(dims: ModelDims) -> list[tuple[str, int, int]]:
@@ -833,12 +858,15 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                  moe_models: tuple[MoeDims, ...] = (QWEN3_30B_A3B, QWEN3_5_35B_A3B),
                  moe_routers: tuple[MoeDims, ...] = (MINIMAX_M2_ROUTER,),
                  hybrid: HybridDims | None = QWEN3_5_35B,
-                 quant_widths: tuple[ModelDims, ...] = QUANT_WIDTHS) -> list[KernelShape]:
+                 quant_widths: tuple[ModelDims, ...] = QUANT_WIDTHS,
+                 latency_heads: tuple[AttentionHeads, ...] = DECODE_LATENCY_HEADS
+                 ) -> list[KernelShape]:
     """Every shape of the kernel table, in table order; `quick` marks the short run's.
 
     `m` gives every family's shapes; `small_models` add batch-1 GEMVs of small models (the
     embedded default among them), where launch and fill costs weigh most; `quant_widths`
-    batch-1 quantized GEMVs of other dense widths. The middle entry
+    batch-1 quantized GEMVs of other dense widths; `latency_heads` the short-context decode
+    attention rows (scale.latency_decode) of each head geometry. The middle entry
     of each sweep is the quick one.
     """
     first_batch, last_batch = scale.decode_batches[0], scale.decode_batches[-1]
@@ -949,6 +977,11 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                                kv_heads=dims.kv_heads, head_dim=dims.head_dim, rope=True,
                                quick=h == scale.histories[0])
                for dims in (m, *small_models[:1]) for h in scale.histories]
+    # the latency-bound short contexts of every head geometry, as each model launches them
+    shapes += [DecodeAttention(label=f"{a.name} b{b} hist{h} latency", batch=b, history=h,
+                               heads=a.heads, kv_heads=a.kv_heads, head_dim=a.head_dim,
+                               rope=a.rope, quick=(b, h) == scale.latency_decode[0])
+               for a in latency_heads for b, h in scale.latency_decode]
     for b in scale.decode_batches:
         shapes += [
             Sampling(label=f"{m.name} b{b}", rows=b, vocab=m.vocab, temperature=0.0,

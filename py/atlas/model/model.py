@@ -250,10 +250,11 @@ class AttentionPlan:
     num_seqs: int
     max_q_len: int = 1
     num_splits: int = 1
-    #: a decode-shaped verification step: consecutive rows of one sequence attend to keys the
-    #: step's earlier rows append, so K/V are appended by their own launch before attention
-    #: reads them (never by the rope-fused kernel, whose blocks append concurrently)
-    verify: bool = False
+    #: keys one sequence appends in this step: 1, or K + 1 in a verification step (its rows
+    #: consecutive, in position order, attending to the keys the earlier ones append). The
+    #: rope-fused kernel computes those keys itself up to DECODE_ROPE_MAX_STEP_KEYS of them;
+    #: past that K/V are appended by their own launch before attention reads them
+    step_keys: int = 1
 
 
 class DenseDecoderModel:
@@ -428,11 +429,13 @@ class DenseDecoderModel:
             return
         assert lw.o is not None
         rotary_dim = d.rotary_dim or d.head_dim
-        if plan.decode and not plan.verify and attention.rope_fusable(
-                kc, d.heads, d.kv_heads, d.head_dim, d.q_pitch, rotary_dim, d.norm_offset,
-                self.max_blocks * self.block_size):
-            assert t == plan.num_seqs  # one token per sequence
-            # q/k norm, RoPE, KV append and split-K attention in one launch
+        if (plan.decode and plan.step_keys <= attention.DECODE_ROPE_MAX_STEP_KEYS
+                and attention.rope_fusable(kc, d.heads, d.kv_heads, d.head_dim, d.q_pitch,
+                                           rotary_dim, d.norm_offset,
+                                           self.max_blocks * self.block_size)):
+            assert t == plan.num_seqs  # one token per row
+            # q/k norm, RoPE, KV append and split-K attention in one launch (each row's
+            # blocks compute the keys earlier rows of its sequence append: verification)
             attention.decode_attention_rope(
                 kc, s, b.qkv, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm, self.cos_sin,
                 b.positions, b.slots, b.block_tables, b.kv_lens, b.part_o, b.part_ml,

@@ -16,8 +16,10 @@ input buffers only once the device has consumed the previous step's (an event), 
 sampled ids land in one of two pinned buffers, alternating, so nothing in flight is
 overwritten. `execute` is launch + collect.
 
-Row invariance. A verification step has graphs of its own (`verify_graphs`): their rows
-append K/V in one launch and attend in the next (AttentionPlan.verify), and up to
+Row invariance. A verification step has graphs of its own (`verify_graphs`): each row
+attends to the keys its sequence's earlier rows append (AttentionPlan.step_keys: the
+rope-fused attention computes them itself, or K/V are appended in a launch of their own
+before attention), and up to
 `row_invariant_rows` rows every product runs the CUDA-core GEMV and decode attention uses
 batch 1's split count. Row i of such a step then computes bit for bit what a plain decode
 step at its position computes (the GEMV's reduction order and the attention's chunking
@@ -665,7 +667,7 @@ class ModelRunner:
         self._upload_inputs([], bs)
         self.sampler.prepare([self.pad_slot] * bs, [GREEDY] * bs, [0] * bs)
         plan = AttentionPlan(decode=True, num_seqs=bs, num_splits=self.decode_splits(bs),
-                             verify=verify)
+                             step_keys=1 + self.max_num_draft_tokens if verify else 1)
         graphs, forward_graphs = ((self.verify_graphs, self.verify_forward_graphs) if verify
                                   else (self.graphs, self.forward_graphs))
         # Warm-up outside capture resolves every kernel before the graph is recorded.

@@ -248,20 +248,27 @@ PREFILL_ATTN_SM90_QREG = S(
 # part_o f32 [num_seqs, hq, num_splits, head_dim] and part_ml f32 [num_seqs, hq, num_splits,
 # 2] (scratch) and the last to finish merges them into out. counters u32 [num_seqs, hkv] must
 # be zero before a launch and are left zero after it.
-DECODE_ATTN = S(
-    "attention", "decode_attn_bf16",
-    "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr "
-    "counters:ptr out:ptr num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 "
-    "max_blocks:u32 num_splits:u32 scale:f32")
+_DECODE = ("q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr "
+           "counters:ptr out:ptr num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 "
+           "max_blocks:u32 num_splits:u32 scale:f32")
+DECODE_ATTN = S("attention", "decode_attn_bf16", _DECODE)
 # QK_NORM_ROPE_KV (one token per sequence: tokens = num_seqs, its classic layout) fused into
 # DECODE_ATTN: q never leaves the kernel; k and v are appended to the caches as QK_NORM_ROPE_KV
-# appends them (slot < 0: not written) and used for the step's key. hq / hkv <= 16.
-DECODE_ATTN_ROPE = S(
-    "attention", "decode_attn_rope_bf16",
-    "qkv:ptr k_cache:ptr v_cache:ptr q_norm_w:ptr k_norm_w:ptr cos_sin:ptr positions:ptr "
-    "slots:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr counters:ptr out:ptr "
-    "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 num_splits:u32 "
-    "scale:f32 eps:f32")
+# appends them (slot < 0: not written) and used for the step's key, and for the keys up to 7
+# rows before a row append to its history (a verification step's consecutive rows: as if
+# QK_NORM_ROPE_KV had appended every row's first). hq / hkv <= 16.
+_DECODE_ROPE = ("qkv:ptr k_cache:ptr v_cache:ptr q_norm_w:ptr k_norm_w:ptr cos_sin:ptr "
+                "positions:ptr slots:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr "
+                "counters:ptr out:ptr num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 "
+                "block_size:u32 max_blocks:u32 num_splits:u32 scale:f32 eps:f32")
+DECODE_ATTN_ROPE = S("attention", "decode_attn_rope_bf16", _DECODE_ROPE)
+# DECODE_ATTN / DECODE_ATTN_ROPE with the splits in thread-block clusters of
+# ops.attention.DECODE_CLUSTER_SPLITS (the grid's x a multiple of it) that merge on chip:
+# splits of c = max(ceil(kv_len / num_splits), ops.attention.DECODE_CLUSTER_MIN_KEYS) keys;
+# partials only when more than one cluster holds keys, one per such cluster (slot = cluster
+# index): ops.attention.decode_partial_rule.
+DECODE_ATTN_CLUSTER = S("attention", "decode_attn_cluster_bf16", _DECODE)
+DECODE_ATTN_ROPE_CLUSTER = S("attention", "decode_attn_rope_cluster_bf16", _DECODE_ROPE)
 # merges the partials of DECODE_ATTN_LONG (decode_attn_bf16 merges its own in its last split)
 DECODE_ATTN_COMBINE = S(
     "attention", "decode_attn_combine_bf16",

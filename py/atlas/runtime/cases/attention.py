@@ -12,6 +12,7 @@ the other rows stay poisoned (NaN), so a merge that read one of them would fail 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -154,9 +155,12 @@ def prefill_cases(rng: np.random.Generator) -> list[KernelCase]:
 
 # ---- decode -------------------------------------------------------------------------------
 def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
-                num_splits: int) -> KernelCase:
+                num_splits: int,
+                rule: Callable[[int, int], tuple[int, int]] = attention.decode_partial_rule
+                ) -> KernelCase:
     """One query per sequence on a num_splits grid, launched twice: the second launch finds
-    the split tickets the first left (they must be zero again, and are checked to be)."""
+    the split tickets the first left (they must be zero again, and are checked to be).
+    `rule`: (keys per partial, partials) of the kernel under test."""
     num_seqs = len(kv_lens)
     inputs = paged_cache(rng, kv_lens, g)
     inputs["q"] = random_bf16(rng, (num_seqs, g.hq, g.head_dim), 2.0)
@@ -164,9 +168,9 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
     max_blocks = inputs["block_tables"].shape[1]
     part_o_shape = (num_seqs, g.hq, num_splits, g.head_dim)
     part_ml_shape = (num_seqs, g.hq, num_splits, 2)
-    # the split rule, restated: chunk = max(ceil(kv_len / splits), minimum), active splits
-    # are those starting below kv_len; partials exist only where more than one is active
-    chunks = [max(-(-n // num_splits), attention.DECODE_MIN_KEYS_PER_SPLIT) for n in kv_lens]
+    # the partials a launch writes (ops.attention.decode_partial_rule): one per active split,
+    # or per cluster holding keys on the clustered kernels; none where one covers the keys
+    chunks = [rule(n, num_splits)[0] for n in kv_lens]
     active = np.zeros((num_seqs, g.hq, num_splits), dtype=bool)
     for b, (n, c) in enumerate(zip(kv_lens, chunks)):
         if n > c:
@@ -241,4 +245,9 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
         # Qwen3-30B-A3B's heads: D 128, a group of 8 (two slices), context 512 on 33 splits
         decode_case(rng, "decode D128 gqa8 bs16 splits33 (qwen3-30b-a3b)",
                     Geometry(32, 4, 128, 16), [512, 1], 33),
+        # the clustered kernel's boundaries (8 or more splits: splits of 64 keys, 8 to a
+        # cluster): 1 active split (direct), 2 (one cluster), 8 (one full cluster), 9 (a
+        # second cluster with one keyed block), 10 (two, merged through the partials)
+        decode_case(rng, "decode D128 gqa2 bs16 splits16 cluster boundaries", qwen3_06b,
+                    [64, 65, 512, 513, 600], 16),
     ]

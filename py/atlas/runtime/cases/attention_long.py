@@ -27,7 +27,7 @@ def long_decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
                      num_splits: int) -> KernelCase:
     """cases/attention.decode_case launched with `long=True`, the partials' and the
     output's tolerances widened by the bf16 probability rounding bound."""
-    case = decode_case(rng, name, g, kv_lens, num_splits)
+    case = decode_case(rng, name, g, kv_lens, num_splits, attention.decode_split_rule)
     num_seqs, max_blocks = len(kv_lens), case.inputs["block_tables"].shape[1]
     p_tol = probability_rounding_tol(case.inputs["v_cache"])
     outputs = dict(case.outputs)

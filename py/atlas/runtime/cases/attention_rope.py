@@ -120,4 +120,9 @@ def decode_rope_cases(rng: np.random.Generator) -> list[KernelCase]:
                          Geometry(32, 4, 128, 16), [512, 9], 33, pad_last=True, graph=True),
         # a group of 6: slices of 4 and 2 heads
         decode_rope_case(rng, "decode_rope D128 gqa6", Geometry(12, 2, 128, 16), [77], 4),
+        # the clustered kernel past one cluster: 1,500 keys are 24 splits of 64 in 3
+        # clusters (the step's key in the last block of the last), 700 keys 11 splits in 2
+        # (the second with 3 keyed blocks); in a graph, which replays the tickets
+        decode_rope_case(rng, "decode_rope D128 gqa4 splits33 clusters", qwen3_8b, [1500, 700],
+                         33, graph=True),
     ]

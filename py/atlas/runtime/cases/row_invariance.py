@@ -6,11 +6,12 @@ the plain greedy output is accepted exactly as often as it asks (tools/gpu/bench
 * gemv: each row of an m-row product (m = 2..8; bf16 out, and f32 out as the LM head)
   equals the single-row kernel's product of that row.
 * attention: K + 1 consecutive positions of one sequence beside another sequence's decode
-  row, run as a verification step (qk_norm_rope_kv for every row, then decode_attention
-  with one row per position), equal the plain decode steps one position at a time (the
-  rope-fused decode_attention_rope at batch 1, which appends its own key), on the same
-  split count: the runner's batch-1 count, which it keeps for steps of up to
-  runner.row_invariant_rows rows.
+  row, run as a verification step both ways (qk_norm_rope_kv for every row, then
+  decode_attention with one row per position; and the rope-fused decode_attention_rope over
+  all rows, whose blocks compute the keys the earlier rows append), equal the plain decode
+  steps one position at a time (decode_attention_rope at batch 1, which appends its own
+  key), on the same split count: the runner's batch-1 count, which it keeps for steps of up
+  to runner.row_invariant_rows rows.
 
 `KernelCase.same_bits` fails the check on any differing bit; the float64 oracles bound each
 path's accuracy as every other case does.
@@ -85,6 +86,7 @@ def verification_case(rng: np.random.Generator, name: str, g: Geometry, history:
     k_cache, v_cache = inputs.pop("k_cache"), inputs.pop("v_cache")
     inputs.update(
         k_plain=k_cache, v_plain=v_cache, k_verify=k_cache.copy(), v_verify=v_cache.copy(),
+        k_fused=k_cache.copy(), v_fused=v_cache.copy(),
         row_tables=row_tables, positions=positions, slots=slots, kv_lens=positions + 1,
         qkv=random_bf16(rng, (rows, (hq + 2 * hkv) * d), 3.0),
         cos_sin=cos_sin_table(d, int(positions.max()) + 1),
@@ -99,6 +101,10 @@ def verification_case(rng: np.random.Generator, name: str, g: Geometry, history:
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = KernelCache(backend)
         for r in range(rows):   # plain decode: one batch-1 rope-fused step per position
+            # the kernel reads cached rows before its PDL wait (attention.cu RopedQ: the model
+            # launches it after the qkv projection), so the step before, which wrote the key
+            # this one reads, must have finished
+            backend.synchronize(stream)
             attention.decode_attention_rope(
                 kc, stream, p["qkv"] + qkv_bytes * r, p["k_plain"], p["v_plain"],
                 p["q_norm_w"], p["k_norm_w"], p["cos_sin"], p["positions"] + 4 * r,
@@ -113,6 +119,12 @@ def verification_case(rng: np.random.Generator, name: str, g: Geometry, history:
                                    p["row_tables"], p["kv_lens"], p["part_o"], p["part_ml"],
                                    p["counters"], p["out_verify"], rows, hq, hkv, d,
                                    g.block_size, max_blocks, num_splits, g.scale)
+        # and in one rope-fused launch (after a kernel that writes none of its inputs)
+        attention.decode_attention_rope(
+            kc, stream, p["qkv"], p["k_fused"], p["v_fused"], p["q_norm_w"], p["k_norm_w"],
+            p["cos_sin"], p["positions"], p["slots"], p["row_tables"], p["kv_lens"],
+            p["part_o"], p["part_ml"], p["counters"], p["out_fused"], rows, hq, hkv, d,
+            g.block_size, max_blocks, num_splits, g.scale, EPS)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         row = bf16_bits_to_f32(x["qkv"]).astype(np.float64)
@@ -139,11 +151,12 @@ def verification_case(rng: np.random.Generator, name: str, g: Geometry, history:
                 s = keys[:, kvh] @ q[r, h] * g.scale
                 e = np.exp(s - s.max())
                 out[r, h] = e @ vals[:, kvh] / e.sum()
-        return {"out_plain": out, "out_verify": out}
+        return {"out_plain": out, "out_verify": out, "out_fused": out}
 
     spec = OutputSpec(DType.BF16, (rows, hq, d), ATTN_TOL)
-    return KernelCase(name, "attention", inputs, {"out_plain": spec, "out_verify": spec}, run,
-                      oracle, same_bits=(("out_plain", "out_verify"),))
+    return KernelCase(name, "attention", inputs,
+                      {"out_plain": spec, "out_verify": spec, "out_fused": spec}, run, oracle,
+                      same_bits=(("out_plain", "out_verify"), ("out_plain", "out_fused")))
 
 
 @kernel_cases("attention")
@@ -155,4 +168,11 @@ def verification_cases(rng: np.random.Generator) -> list[KernelCase]:
         # Qwen3-0.6B's heads, K = 4 crossing a block boundary, 4 long splits
         verification_case(rng, "row invariance verify D128 gqa2 K4 splits4",
                           Geometry(16, 8, 128, 16), 150, 4, 1, 4),
+        # Qwen3-30B-A3B's heads (two slices): the drafts' keys 62..65 straddle the clustered
+        # kernel's first two 64-key splits
+        verification_case(rng, "row invariance verify D128 gqa8 K3 splits33 straddle",
+                          Geometry(32, 4, 128, 16), 62, 3, 7, 33),
+        # K = 7, the most the rope-fused kernel computes (8 keys of one sequence)
+        verification_case(rng, "row invariance verify D128 gqa2 K7 splits4",
+                          Geometry(16, 8, 128, 16), 200, 7, 30, 4),
     ]

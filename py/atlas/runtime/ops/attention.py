@@ -6,14 +6,17 @@ Geometry mirrors kernels/hopper/common/attention.cu: prefill runs one 4-warp blo
 heads of one kv head's group (`decode_head_slices` blocks per kv head side by side, not
 serial passes); the last of a row's active splits to finish merges the partials (one
 launch). Only the splits the live kv_len needs (`decode_split_rule`) do work; the others
-exit at once. `decode_attention_rope` is the same launch with the q/k norm, RoPE and KV
+exit at once. Grids of DECODE_CLUSTER_SPLITS splits or more (the latency-bound small
+batches) take the clustered kernels, whose clusters of that many splits merge on chip
+(`decode_partial_rule`). `decode_attention_rope` is the same launch with the q/k norm, RoPE and KV
 append of `rope.qk_norm_rope_kv` done inside it (`rope_fusable` says when it applies).
 """
 
 from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import DECODE_ATTN, DECODE_ATTN_COMBINE, DECODE_ATTN_ROPE, PREFILL_ATTN
+from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_CLUSTER, DECODE_ATTN_COMBINE,
+                          DECODE_ATTN_ROPE, DECODE_ATTN_ROPE_CLUSTER, PREFILL_ATTN)
 from . import KernelCache
 from .attention_long import decode_attention_long, uses_long
 from .attention_sm90 import prefill_attention_sm90, uses_sm90
@@ -28,6 +31,15 @@ ATTN_THREADS = 128
 DECODE_MIN_KEYS_PER_SPLIT = 32
 #: q heads one decode block serves (attention.cu kDecodeHeadsPerPass)
 DECODE_HEADS_PER_BLOCK = 4
+#: splits of a thread-block cluster of the clustered decode kernels (attention.cu
+#: kClusterSplits, the portable cluster size): grids of at least this many splits take them
+DECODE_CLUSTER_SPLITS = 8
+#: the clustered kernels' shortest split (attention.cu kClusterMinKeys): one cluster covers
+#: DECODE_CLUSTER_SPLITS x 64 = 512 keys, merged on chip
+DECODE_CLUSTER_MIN_KEYS = 64
+#: the most keys of one sequence a decode_attention_rope launch may append (attention.cu
+#: kMaxStepKeys): a row's own and those of up to 7 rows before it (a verification step's)
+DECODE_ROPE_MAX_STEP_KEYS = 8
 
 
 def decode_head_slices(hq: int, hkv: int) -> int:
@@ -37,12 +49,49 @@ def decode_head_slices(hq: int, hkv: int) -> int:
     return -(-(hq // hkv) // DECODE_HEADS_PER_BLOCK)
 
 
-def decode_split_rule(kv_len: int, num_splits: int) -> tuple[int, int]:
+def decode_split_rule(kv_len: int, num_splits: int,
+                      min_keys: int = DECODE_MIN_KEYS_PER_SPLIT) -> tuple[int, int]:
     """(keys per split, active splits) of a decode launch for one sequence: split i covers
     keys [i * chunk, min((i + 1) * chunk, kv_len)) for i < active; splits >= active are
-    empty and write nothing. Depends on (kv_len, num_splits) only, never on the batch."""
-    chunk = max(-(-kv_len // num_splits), DECODE_MIN_KEYS_PER_SPLIT)
+    empty and write nothing. Depends on (kv_len, num_splits) only, never on the batch.
+    min_keys: DECODE_MIN_KEYS_PER_SPLIT (also the long-context and quantized-cache kernels'
+    rule) or, for the clustered kernels, DECODE_CLUSTER_MIN_KEYS."""
+    chunk = max(-(-kv_len // num_splits), min_keys)
     return chunk, -(-kv_len // chunk)
+
+
+def decode_clustered(num_splits: int) -> bool:
+    """Whether a decode launch of num_splits splits takes the clustered kernels: grids of a
+    cluster's splits or more (batches of a few sequences; a larger batch has fewer splits and
+    keeps one block per split, no idle cluster members)."""
+    return num_splits >= DECODE_CLUSTER_SPLITS
+
+
+def decode_partial_rule(kv_len: int, num_splits: int) -> tuple[int, int]:
+    """(keys per partial, partials) that decode_attention / decode_attention_rope merge for
+    one sequence: partial i covers keys [i * keys, min((i + 1) * keys, kv_len)). One partial
+    is the whole answer (written to out, never to part_o); with more, each is written to
+    part_o/part_ml slot i and the last writer merges them. Unclustered, a partial is an
+    active split; clustered, a cluster's DECODE_CLUSTER_SPLITS splits merged on chip."""
+    if not decode_clustered(num_splits):
+        return decode_split_rule(kv_len, num_splits)
+    return decode_cluster_rule(kv_len, num_splits)
+
+
+def decode_cluster_rule(kv_len: int, num_splits: int) -> tuple[int, int]:
+    """(keys per partial, partials) of the clustered kernels: their splits of at least
+    DECODE_CLUSTER_MIN_KEYS keys, DECODE_CLUSTER_SPLITS of them (a cluster) per partial."""
+    chunk, active = decode_split_rule(kv_len, num_splits, DECODE_CLUSTER_MIN_KEYS)
+    return chunk * DECODE_CLUSTER_SPLITS, -(-active // DECODE_CLUSTER_SPLITS)
+
+
+def _decode_grid(num_splits: int, hq: int, hkv: int, num_seqs: int) -> tuple[int, int, int]:
+    """A decode launch's grid: splits (rounded up to whole clusters when clustered: the
+    blocks past num_splits hold no keys), head slices, sequences."""
+    x = num_splits
+    if decode_clustered(num_splits):
+        x = -(-num_splits // DECODE_CLUSTER_SPLITS) * DECODE_CLUSTER_SPLITS
+    return (x, hkv * decode_head_slices(hq, hkv), num_seqs)
 
 
 def _check_heads(hq: int, hkv: int, head_dim: int, block_size: int) -> None:
@@ -110,10 +159,11 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
 
     part_o is f32 [num_seqs, hq, num_splits, head_dim], part_ml f32 [num_seqs, hq,
     num_splits, 2]: scratch for the partials. num_splits is fixed per captured graph (the
-    grid size); each step's kv_len decides how many of them hold keys (`decode_split_rule`).
-    decode_attn_bf16 merges them in its last split to finish (one launch; counters is u32
-    [num_seqs, hkv * decode_head_slices] (hq entries a sequence always suffice), zero before
-    the launch and left zero, so a graph replays it as is).
+    grid size); each step's kv_len decides how many of them hold keys (`decode_split_rule`)
+    and which partials are written (`decode_partial_rule`: none when one split, or one
+    cluster of the clustered kernels, covers the keys). The last writer merges them (one
+    launch; counters is u32 [num_seqs, hkv * decode_head_slices] (hq entries a sequence
+    always suffice), zero before the launch and left zero, so a graph replays it as is).
     Where `attention_long.uses_long` says so for block tables of max_blocks * block_size
     keys, the long-context tensor-core kernel writes the partials and the combine kernel
     merges them; `long` forces (True) or avoids (False) that.
@@ -123,11 +173,10 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
     if long is None:
         long = uses_long(kc, hq, hkv, head_dim, max_blocks * block_size)
     if not long:
-        grid = (num_splits, hkv * decode_head_slices(hq, hkv), num_seqs)
-        kc.get(DECODE_ATTN)(stream, grid, ATTN_THREADS, 0, q, k_cache,
-                            v_cache, block_tables, kv_lens, part_o, part_ml, counters, out,
-                            num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits,
-                            scale)
+        kernel = DECODE_ATTN_CLUSTER if decode_clustered(num_splits) else DECODE_ATTN
+        kc.get(kernel)(stream, _decode_grid(num_splits, hq, hkv, num_seqs), ATTN_THREADS, 0, q,
+                       k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out,
+                       num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits, scale)
         return
     decode_attention_long(kc, stream, q, k_cache, v_cache, block_tables, kv_lens, part_o,
                           part_ml, num_seqs, hq, hkv, head_dim, block_size, max_blocks,
@@ -155,22 +204,33 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
                           part_ml: DevicePtr, counters: DevicePtr, out: DevicePtr,
                           num_seqs: int, hq: int, hkv: int, head_dim: int, block_size: int,
                           max_blocks: int, num_splits: int, scale: float, eps: float) -> None:
-    """`rope.qk_norm_rope_kv` of one token per sequence (qkv [num_seqs, (hq + 2 hkv) D],
+    """`rope.qk_norm_rope_kv` of one token per row (qkv [num_seqs, (hq + 2 hkv) D],
     classic layout: full rotation, plain or no q/k norm weights) and `decode_attention` in
     one launch: each block norms and rotates its slice's q heads itself, and the block whose
     split holds the step's key appends k and v to the caches and uses them directly.
+    Consecutive rows of one sequence (a verification step, in position order, at most
+    DECODE_ROPE_MAX_STEP_KEYS of them) see the keys the earlier rows append: each row's
+    blocks compute those from the earlier rows' qkv themselves.
+
+    The kernel reads the step inputs, the cached rows of earlier positions, cos_sin and the
+    norm weights before its programmatic-dependency wait (only qkv after it): launch it
+    right after a kernel that writes none of those (the model: the qkv projection), never
+    right after the same kernel at the position before (kernels/hopper/common/attention.cu
+    RopedQ).
     """
     _check_decode("decode_attention_rope", hq, hkv, head_dim, block_size, num_seqs, num_splits,
                   max_blocks, part_o, part_ml, counters, out)
     if bool(q_norm_w) != bool(k_norm_w):
         raise ValueError("decode_attention_rope: q_norm_w and k_norm_w must both be set or "
                          "both be 0")
-    for name, ptr in (("k_cache", k_cache), ("v_cache", v_cache)):  # rows stored 16 B at a time
+    # cache rows are stored, and the cos/sin row and norm weights read, 16 B at a time
+    for name, ptr in (("k_cache", k_cache), ("v_cache", v_cache), ("cos_sin", cos_sin),
+                      ("q_norm_w", q_norm_w), ("k_norm_w", k_norm_w)):
         if ptr % 16:
             raise ValueError(f"decode_attention_rope: {name} pointer {ptr:#x} is not 16-byte "
                              "aligned")
-    grid = (num_splits, hkv * decode_head_slices(hq, hkv), num_seqs)
-    kc.get(DECODE_ATTN_ROPE)(stream, grid, ATTN_THREADS, 0, qkv,
-                             k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots,
-                             block_tables, kv_lens, part_o, part_ml, counters, out, num_seqs,
-                             hq, hkv, head_dim, block_size, max_blocks, num_splits, scale, eps)
+    kernel = DECODE_ATTN_ROPE_CLUSTER if decode_clustered(num_splits) else DECODE_ATTN_ROPE
+    kc.get(kernel)(stream, _decode_grid(num_splits, hq, hkv, num_seqs), ATTN_THREADS, 0, qkv,
+                   k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots,
+                   block_tables, kv_lens, part_o, part_ml, counters, out, num_seqs, hq, hkv,
+                   head_dim, block_size, max_blocks, num_splits, scale, eps)

@@ -20,23 +20,31 @@ Specification (all arithmetic float32 on bf16-widened inputs):
   splits with weights l_i * exp(m_i - max m) and rounds once to bf16; a sequence with no
   keys at all gets zeros. (decode_attn_bf16 with one active split writes its o directly and
   no partials: within float rounding of the same merge.)
+* clustered decode (decode_attn_cluster_bf16, decode_attn_rope_cluster_bf16): the same with
+  ops.attention.decode_cluster_rule's partials (a cluster's splits, merged on chip, are one
+  partial; their own shortest split is DECODE_CLUSTER_MIN_KEYS).
 * decode with the rope fused (decode_attn_rope_bf16): what it replaces, qk_norm_rope_kv's
   reference (one token per sequence) into a private q buffer and the caches, then decode.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable
 
 import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
-from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_COMBINE, DECODE_ATTN_LONG, DECODE_ATTN_ROPE,
-                          PREFILL_ATTN, PREFILL_ATTN_SM90, PREFILL_ATTN_SM90_QREG)
-from ..ops.attention import decode_split_rule
+from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_CLUSTER, DECODE_ATTN_COMBINE, DECODE_ATTN_LONG,
+                          DECODE_ATTN_ROPE, DECODE_ATTN_ROPE_CLUSTER, PREFILL_ATTN,
+                          PREFILL_ATTN_SM90, PREFILL_ATTN_SM90_QREG)
+from ..ops.attention import decode_cluster_rule, decode_split_rule
 from . import HostMemory, WithScratch, reference
 from .rope_kv import qk_norm_rope_kv_bf16
+
+#: (keys per partial, partials) of a sequence's kv_len on a num_splits grid
+SplitRule = Callable[[int, int], tuple[int, int]]
 
 #: queries attended per numpy pass in prefill: bounds the [heads, rows, keys] score array
 _QUERY_CHUNK = 256
@@ -143,13 +151,14 @@ def prefill_over_gathered(mem: HostMemory, q: int, cu_q: int, block_tables: int,
 
 
 def split_partials(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
-                   num_splits: int) -> tuple[np.ndarray, np.ndarray]:
+                   num_splits: int, rule: SplitRule = decode_split_rule
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """Decode partials of one sequence's active splits: q [hq, D], k/v [hkv, L, D] float32.
 
-    Returns (o [hq, active, D], ml [hq, active, 2]) per the split rule above."""
+    Returns (o [hq, active, D], ml [hq, active, 2]) per the split rule above (`rule`)."""
     hq, d = q.shape
     hkv, kv_len = k.shape[0], k.shape[1]
-    chunk, active = decode_split_rule(kv_len, num_splits)
+    chunk, active = rule(kv_len, num_splits)
     padded = chunk * active
     kp = np.zeros((hkv, padded, d), dtype=np.float32)
     vp = np.zeros((hkv, padded, d), dtype=np.float32)
@@ -171,7 +180,7 @@ def decode_partials_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cac
                          v_cache: int, block_tables: int, kv_lens: int, part_o: int,
                          part_ml: int, num_seqs: int, hq: int, hkv: int, head_dim: int,
                          block_size: int, max_blocks: int, num_splits: int,
-                         scale: float) -> None:
+                         scale: float, rule: SplitRule = decode_split_rule) -> None:
     """The active splits' partials (the long-context kernel's whole output)."""
     tables, lens = _tables(mem, block_tables, kv_lens, num_seqs, max_blocks)
     qf = bf16_bits_to_f32(mem.view(q, np.uint16, num_seqs * hq * head_dim)).reshape(
@@ -184,14 +193,15 @@ def decode_partials_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cac
         kv_len = int(lens[b])
         k = gather_kv(mem, k_cache, tables[b], kv_len, hkv, block_size, head_dim)
         v = gather_kv(mem, v_cache, tables[b], kv_len, hkv, block_size, head_dim)
-        o, ml = split_partials(qf[b], k, v, scale, num_splits)
+        o, ml = split_partials(qf[b], k, v, scale, num_splits, rule)
         po[b, :, :o.shape[1]], pml[b, :, :ml.shape[1]] = o, ml
 
 
 @reference(DECODE_ATTN_COMBINE)
 def decode_attn_combine_bf16(mem: HostMemory, grid: Dim3, block: Dim3, part_o: int,
                              part_ml: int, kv_lens: int, out: int, num_seqs: int, hq: int,
-                             head_dim: int, num_splits: int) -> None:
+                             head_dim: int, num_splits: int,
+                             rule: SplitRule = decode_split_rule) -> None:
     po = mem.view(part_o, np.float32, num_seqs * hq * num_splits * head_dim).reshape(
         num_seqs, hq, num_splits, head_dim)
     pml = mem.view(part_ml, np.float32, num_seqs * hq * num_splits * 2).reshape(
@@ -199,7 +209,7 @@ def decode_attn_combine_bf16(mem: HostMemory, grid: Dim3, block: Dim3, part_o: i
     lens = mem.view(kv_lens, np.int32, num_seqs)
     o = np.zeros((num_seqs, hq, head_dim), dtype=np.float32)
     for b in range(num_seqs):
-        active = decode_split_rule(int(lens[b]), num_splits)[1]
+        active = rule(int(lens[b]), num_splits)[1]
         if active == 0:
             continue                                                    # no keys: zeros
         m, l = pml[b, :, :active, 0], pml[b, :, :active, 1]
@@ -212,14 +222,16 @@ def decode_attn_combine_bf16(mem: HostMemory, grid: Dim3, block: Dim3, part_o: i
 def decode_attn_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: int,
                      v_cache: int, block_tables: int, kv_lens: int, part_o: int, part_ml: int,
                      counters: int, out: int, num_seqs: int, hq: int, hkv: int, head_dim: int,
-                     block_size: int, max_blocks: int, num_splits: int, scale: float) -> None:
+                     block_size: int, max_blocks: int, num_splits: int, scale: float,
+                     rule: SplitRule = decode_split_rule) -> None:
     """The partials, then their merge (what the last split of each row does on the GPU);
     counters are left as they are (zero)."""
     decode_partials_bf16(mem, grid, block, q, k_cache, v_cache, block_tables, kv_lens, part_o,
                          part_ml, num_seqs, hq, hkv, head_dim, block_size, max_blocks,
-                         num_splits, scale)
+                         num_splits, scale, rule)
     decode_attn_combine_bf16(mem, grid, block, part_o, part_ml, kv_lens, out, num_seqs, hq,
-                             head_dim, num_splits)
+                             head_dim, num_splits, rule)
+
 
 
 @reference(DECODE_ATTN_ROPE)
@@ -228,11 +240,17 @@ def decode_attn_rope_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: int, k_
                           positions: int, slots: int, block_tables: int, kv_lens: int,
                           part_o: int, part_ml: int, counters: int, out: int, num_seqs: int,
                           hq: int, hkv: int, head_dim: int, block_size: int, max_blocks: int,
-                          num_splits: int, scale: float, eps: float) -> None:
+                          num_splits: int, scale: float, eps: float,
+                          rule: SplitRule = decode_split_rule) -> None:
     chained = WithScratch(mem, num_seqs * hq * head_dim * 2)
     qk_norm_rope_kv_bf16(chained, grid, block, qkv, WithScratch.ADDRESS, k_cache, v_cache,
                          q_norm_w, k_norm_w, cos_sin, positions, slots, num_seqs, hq, hkv,
                          head_dim, block_size, eps)
     decode_attn_bf16(chained, grid, block, WithScratch.ADDRESS, k_cache, v_cache, block_tables,
                      kv_lens, part_o, part_ml, counters, out, num_seqs, hq, hkv, head_dim,
-                     block_size, max_blocks, num_splits, scale)
+                     block_size, max_blocks, num_splits, scale, rule)
+
+
+# the clustered kernels: the same specifications with their partials
+reference(DECODE_ATTN_CLUSTER)(partial(decode_attn_bf16, rule=decode_cluster_rule))
+reference(DECODE_ATTN_ROPE_CLUSTER)(partial(decode_attn_rope_bf16, rule=decode_cluster_rule))
