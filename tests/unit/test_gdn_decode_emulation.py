@@ -168,8 +168,8 @@ def test_fused_decode_transliteration_matches_the_reference(hk, hv, dk, dv, kern
     out = be.alloc(2 * n * hv * dv)
     linear_attention.gdn_decode(KernelCache(be), 0, p["proj"], a["pitch"], p["conv_w"],
                                 p["conv_state"], p["a_log"], p["dt_bias"], p["norm_w"],
-                                p["state"], p["slots"], p["cu_q"], p["kv_lens"], out, n, hk, hv,
-                                dk, dv, kernel, EPS)
+                                p["state"], p["slots"], p["slots"], p["cu_q"], p["kv_lens"], out,
+                                n, hk, hv, dk, dv, kernel, EPS)
     want_out = bf16_bits_to_f32(be.download(out, np.uint16, n * hv * dv))
     np.testing.assert_allclose(round_bf16(emu["out"]), want_out, rtol=2e-2, atol=2e-2)
     np.testing.assert_allclose(emu["state"], be.download(p["state"], np.float32, a["state"].size),

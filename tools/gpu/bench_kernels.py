@@ -1204,7 +1204,7 @@ def gdn_decode_case(env: Env, s: Any) -> Case:
         linear_attention.gdn_decode(
             env.kc, stream, env.ptr(st["proj"]), row, env.ptr(st["w"]), env.ptr(st["ring"]),
             env.ptr(st["a_log"]), env.ptr(st["dt_bias"]), env.ptr(st["norm_w"]),
-            env.ptr(st["state"]), env.ptr(st["slots"]), env.ptr(st["cu_q"]),
+            env.ptr(st["state"]), env.ptr(st["slots"]), env.ptr(st["slots"]), env.ptr(st["cu_q"]),
             env.ptr(st["kv_lens"]), env.ptr(st["out"]), b, hk, hv, dk, dv, k, EPS)
 
     def theirs(st: Set) -> Any:
