@@ -78,6 +78,13 @@ constexpr int kMaxHist = kMaxKernel - 1;
 
 __device__ __forceinline__ int align4(int n) { return (n + 3) & ~3; }
 
+// One row's inputs as loaded from the projection (see 1. in the kernel).
+struct RowInputs {
+  int t, oslot;         // the row's token and the slot its state goes to
+  uint2 x, z;           // the block's 4 conv channels, z of its 4 output columns
+  __nv_bfloat16 b, a;   // the gate inputs of its value head
+};
+
 // Conv channel (column of the projection row) of block channel c: q, k of key head kh, then
 // the block's value columns col0.. of value head h.
 __device__ __forceinline__ int conv_channel(int c, int kh, int h, int col0, int hk, int dk,
@@ -179,9 +186,11 @@ gated_deltanet_decode_bf16(const __nv_bfloat16* __restrict__ proj, uint32_t proj
   for (int j = 0; j < kMaxKernel; ++j)
     taps[j] = convolves && j < K ? __ldg(wg + j) : make_uint2(0u, 0u);
   const float a_log_h = atlas::bf16_to_f32(a_log[h]), dt_bias_h = atlas::bf16_to_f32(dt_bias[h]);
-  float wn[kCols];
+  __nv_bfloat162 wn[kCols / 2];  // the norm weights of the block's columns, kept packed
 #pragma unroll
-  for (int c = 0; c < kCols; ++c) wn[c] = atlas::bf16_to_f32(norm_w[col0 + cg * kCols + c]);
+  for (int c = 0; c < kCols / 2; ++c)
+    wn[c] = __halves2bfloat162(norm_w[col0 + cg * kCols + 2 * c],
+                               norm_w[col0 + cg * kCols + 2 * c + 1]);
   const int pos0 = len0 - 1;
   const bool fresh = pos0 == 0;
   const size_t tile = static_cast<size_t>(h) * DK * DV + col0 + cg * kCols;
@@ -219,15 +228,27 @@ gated_deltanet_decode_bf16(const __nv_bfloat16* __restrict__ proj, uint32_t proj
   atlas::pdl_enter();  // the projection row is the previous kernel's output
 
   const int col = col0 + cg * kCols;
+  // 1. a row's inputs: the conv chunk, z of the block's output columns, b and a of the head;
+  //    a run loads the next token's while it computes this one's
+  const auto load_row = [&](int step) {
+    RowInputs in;
+    in.t = cu_q[b + step];
+    in.oslot = state_out[b + step];
+    const __nv_bfloat16* row = proj + static_cast<size_t>(in.t) * proj_pitch;
+    in.x = convolves ? *reinterpret_cast<const uint2*>(row + gc) : make_uint2(0u, 0u);
+    in.z = rg == 0 ? *reinterpret_cast<const uint2*>(row + conv_dim + h * DV + col)
+                   : make_uint2(0u, 0u);
+    in.b = row[conv_dim + HV * DV + h];
+    in.a = row[conv_dim + HV * DV + HV + h];
+    return in;
+  };
+  RowInputs next = load_row(0);
   for (int step = 0; step < run; ++step) {
-    const int t = cu_q[b + step], pos = pos0 + step, oslot = state_out[b + step];
-    // 1. the row's inputs: the conv chunk, the gates, z of the block's output columns
-    const __nv_bfloat16* row = proj + static_cast<size_t>(t) * proj_pitch;
-    const uint2 x_new = convolves ? *reinterpret_cast<const uint2*>(row + gc) : make_uint2(0u, 0u);
-    const uint2 zv = rg == 0 ? *reinterpret_cast<const uint2*>(row + conv_dim + h * DV + col)
-                             : make_uint2(0u, 0u);
-    const atlas::GateTerms gt = atlas::gate_terms(row + conv_dim + HV * DV, 0, 0, h, HV, a_log_h,
-                                                  dt_bias_h);
+    const RowInputs cur = next;
+    if (step + 1 < run) next = load_row(step + 1);
+    const int t = cur.t, pos = pos0 + step, oslot = cur.oslot;
+    const uint2 x_new = cur.x, zv = cur.z;
+    const atlas::GateTerms gt = atlas::gate_terms_of(cur.b, cur.a, a_log_h, dt_bias_h);
 
     // 2. conv1d + SiLU of the chunk (taps oldest first, as conv1d.cu sums them; the taps
     //    before position 0 are skipped: zero), and its share of the q / k sums of squares;
@@ -358,7 +379,9 @@ gated_deltanet_decode_bf16(const __nv_bfloat16* __restrict__ proj, uint32_t proj
       float o4[kCols];
 #pragma unroll
       for (int c = 0; c < kCols; ++c) {
-        const float normed = atlas::round_bf16(wn[c] * atlas::round_bf16(ob[c] * inv_rms));
+        const __nv_bfloat162 w2 = wn[c / 2];
+        const float w = atlas::bf16_to_f32(c % 2 ? w2.y : w2.x);
+        const float normed = atlas::round_bf16(w * atlas::round_bf16(ob[c] * inv_rms));
         o4[c] = silu_gate(normed, zf[c]);
       }
       *reinterpret_cast<uint2*>(out + static_cast<size_t>(t) * HV * DV + h * DV + col) =
