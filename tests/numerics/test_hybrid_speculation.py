@@ -70,6 +70,19 @@ def test_a_verification_leaves_the_plain_decode_state_bit_for_bit(hybrid):
     """Plain: prefill, then four decode steps (t1 .. t4 fed), the state after each kept.
     Speculating: the same prefill, then one verification of t1 + three drafts, all right
     (the state after t4) or wrong from the second (the state after t2)."""
+    _verify_against_plain(hybrid)
+
+
+def test_without_graphs_a_verification_is_decode_shaped_too():
+    """A runner that captures no graphs verifies eagerly with the same decode-shaped step."""
+    eager = load_runner(FIXTURES / "tiny-qwen3_5", backend="host", max_seq_len=96,
+                        max_batch_size=2, max_prefill_tokens=64, num_draft_tokens=3,
+                        use_graphs=False)
+    assert not eager.verify_graphs
+    _verify_against_plain(eager)
+
+
+def _verify_against_plain(hybrid):
     prompt = PROMPTS[0]
     t1 = _prefill(hybrid, 1, prompt, [0, 1, 2])
     fed, states = [t1], []
