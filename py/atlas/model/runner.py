@@ -25,7 +25,10 @@ depend on a row's own inputs only; a speculating runner switches the single-row 
 fusions off, ATLAS_FUSED_NORM unset: the add + RMSNorm inside the GEMV and the carried
 residual, whose sums of squares add up in another order): greedy speculation emits the
 plain tokens on the GPU too, and an oracle drafting the plain greedy output gets exactly
-its acceptance.
+its acceptance. A hybrid model's Gated-DeltaNet layers run the decode kernel over a
+verifying sequence's rows token by token (the same code per token as a decode step), the
+state after each token in an out slot of its own (`state_map`): the sequence keeps its
+accepted prefix's slot, so no rejected draft is ever recomputed.
 """
 
 from __future__ import annotations
