@@ -52,10 +52,9 @@ from ..runtime.ops.matmul import GEMV_MAX_M, linear_route
 from ..runtime.ops.matmul_quant import Bf16Linear
 from ..runtime.sampler import Sampler
 from .batch import SeqChunk, StepResult, TokenLogprobs, accept
-from .gated_deltanet import proj_width
+from .gated_deltanet import decodes_fused, proj_width
 from .model import AttentionPlan, DenseDecoderModel, Dims, StepBuffers
 from .mtp import MtpProposer
-from .gated_deltanet import decodes_fused
 from .state_pools import RecurrentStatePools, StateSlotMap
 from .step_inputs import (StepLayout, decode_buckets, decode_splits, pack_step, row_owners,
                           verification_buckets)
