@@ -3,7 +3,9 @@ step), checked against the host reference kernel: the index math of the CUDA sou
 cluster of SPLIT blocks per head and their column slices, block channel -> projection
 column map, ring history staged by position, which block writes the shared key channels,
 the (row group, column group) ownership of the state, the padding threads of the last warp,
-and the norm's sum of squares gathered over the cluster in rank order) without a GPU. Each
+the norm's sum of squares gathered over the cluster in rank order, and a verification run's
+tokens: history shifted in registers, state and whole ring written to each row's out slot,
+continuation rows returning) without a GPU. Each
 phase follows the kernel; loops over `rank` and `tid` stand for the cluster's blocks and a
 block's threads (no phase reads what the same phase writes), float32 throughout as on the
 device."""
