@@ -50,7 +50,7 @@
 // read, so it writes out of place (every ring row, into the out slot).
 //
 // PDL: before griddepcontrol.wait the block stages its conv taps, and also reads the step
-// inputs (kv_lens, state_slots, state_out), its state tile and its ring history into
+// inputs (cu_q, kv_lens, state_slots, state_out), its state tile and its ring history into
 // registers.
 // Those are no weights, but the only kernel that may still be running then is the one
 // launched just before this (every kernel waits before it lets its dependents start), and
@@ -77,6 +77,16 @@ constexpr int kMaxKernel = 8;     // ops/linear_attention.py CONV_MAX_KERNEL
 constexpr int kMaxHist = kMaxKernel - 1;
 
 __device__ __forceinline__ int align4(int n) { return (n + 3) & ~3; }
+
+// A step input read before the PDL wait: a plain global load. The compiler makes loads
+// through const __restrict__ pointers ld.global.nc, which ptxas sinks below
+// griddepcontrol.wait (atlas_common.cuh, ld_prefetch): the state slot would then arrive
+// only after the wait, and the state tile's loads, whose addresses need it, with it.
+__device__ __forceinline__ int ld_step_input(const int32_t* p) {
+  int v;
+  asm volatile("ld.global.s32 %0, [%1];\n" : "=r"(v) : "l"(p));
+  return v;
+}
 
 // One row's inputs as loaded from the projection (see 1. in the kernel).
 struct RowInputs {
@@ -169,9 +179,11 @@ gated_deltanet_decode_bf16(const __nv_bfloat16* __restrict__ proj, uint32_t proj
   const int c0 = kCols * tid;
   const int gc = convolves ? conv_channel(c0, kh, h, col0, HK, DK, DV) : 0;
   if (b >= static_cast<int>(num_seqs)) return;  // uniform over the cluster (same b)
-  const int slot = state_slots[b], len0 = kv_lens[b];
+  const int slot = ld_step_input(state_slots + b), len0 = ld_step_input(kv_lens + b);
   // a row continuing the run of the row before it belongs to that row's block
-  if (b > 0 && state_slots[b - 1] == slot && kv_lens[b - 1] == len0 - 1) return;
+  if (b > 0 && ld_step_input(state_slots + b - 1) == slot &&
+      ld_step_input(kv_lens + b - 1) == len0 - 1)
+    return;
   // A block may write a peer's shared memory only once the peer runs: this arrival, waited
   // on just before the first writes in 6, says so at no cost on the way.
   coop::cluster_group cluster = coop::this_cluster();
@@ -221,20 +233,21 @@ gated_deltanet_decode_bf16(const __nv_bfloat16* __restrict__ proj, uint32_t proj
   }
   // the run: later rows with this slot at the next positions (1 in plain decode)
   int run = 1;
-  while (b + run < static_cast<int>(num_seqs) && state_slots[b + run] == slot &&
-         kv_lens[b + run] == len0 + run)
+  while (b + run < static_cast<int>(num_seqs) && ld_step_input(state_slots + b + run) == slot &&
+         ld_step_input(kv_lens + b + run) == len0 + run)
     ++run;
-  const bool in_place = state_out[b] == slot;  // plain decode (then run == 1)
+  const int t0 = ld_step_input(cu_q + b), oslot0 = ld_step_input(state_out + b);
+  const bool in_place = oslot0 == slot;  // plain decode (then run == 1)
   atlas::pdl_enter();  // the projection row is the previous kernel's output
 
   const int col = col0 + cg * kCols;
   // 1. a row's inputs: the conv chunk, z of the block's output columns, b and a of the head;
   //    a run loads the next token's while it computes this one's
-  const auto load_row = [&](int step) {
+  const auto load_row = [&](int t, int oslot) {
     RowInputs in;
-    in.t = cu_q[b + step];
-    in.oslot = state_out[b + step];
-    const __nv_bfloat16* row = proj + static_cast<size_t>(in.t) * proj_pitch;
+    in.t = t;
+    in.oslot = oslot;
+    const __nv_bfloat16* row = proj + static_cast<size_t>(t) * proj_pitch;
     in.x = convolves ? *reinterpret_cast<const uint2*>(row + gc) : make_uint2(0u, 0u);
     in.z = rg == 0 ? *reinterpret_cast<const uint2*>(row + conv_dim + h * DV + col)
                    : make_uint2(0u, 0u);
@@ -242,10 +255,10 @@ gated_deltanet_decode_bf16(const __nv_bfloat16* __restrict__ proj, uint32_t proj
     in.a = row[conv_dim + HV * DV + HV + h];
     return in;
   };
-  RowInputs next = load_row(0);
+  RowInputs next = load_row(t0, oslot0);
   for (int step = 0; step < run; ++step) {
     const RowInputs cur = next;
-    if (step + 1 < run) next = load_row(step + 1);
+    if (step + 1 < run) next = load_row(cu_q[b + step + 1], state_out[b + step + 1]);
     const int t = cur.t, pos = pos0 + step, oslot = cur.oslot;
     const uint2 x_new = cur.x, zv = cur.z;
     const atlas::GateTerms gt = atlas::gate_terms_of(cur.b, cur.a, a_log_h, dt_bias_h);
