@@ -561,12 +561,14 @@ hybrid_mtp_checkpoint() {
   make_checkpoint qwen3_5-9b-8l weights
 }
 
-# Speculation on the 8-layer hybrid Qwen3.5 config (verification eager, recurrent state
-# rolled back past rejected drafts): step cost and oracle tok/s at batch 1 and 8, then the
+# Speculation on the 8-layer hybrid Qwen3.5 config (verification in captured graphs, the
+# Gated-DeltaNet layers token by token through the decode kernel, each token's state in a
+# slot of its own): step cost for K = 1..4 and oracle tok/s at batch 1 and 8 (batch 1, K = 3
+# is row-invariant: "exact" yes, =plain 1.00, acceptance ~ the requested rate), then the
 # checkpoint's (random) MTP head as the drafter: its acceptance and tok/s.
 stage_spec_bench_hybrid() {
   hybrid_mtp_checkpoint || return 1
-  "$PY" tools/gpu/bench_spec.py --model "$CKPT/qwen3_5-9b-8l" --batches 1,8 --max-k 3 --k 3 \
+  "$PY" tools/gpu/bench_spec.py --model "$CKPT/qwen3_5-9b-8l" --batches 1,8 --max-k 4 --k 3 \
     --accept 0.7 --steps 20 --new 128 --mtp \
     --out "$RESULTS/bench_spec_qwen3_5-9b-8l.json"
 }

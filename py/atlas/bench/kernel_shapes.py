@@ -709,7 +709,9 @@ class GdnDecode:
     """A Gated-DeltaNet layer's decode step between its projections in one launch (conv1d,
     q/k norms, the recurrent delta rule, the gated RMSNorm) for `seqs` sequences: the
     projection row [q|k|v|z|b|a] read and the gated output written, kernel - 1 conv-ring
-    rows read and one written, the f32 state read and written once, the conv taps."""
+    rows read and one written, the f32 state read and written once, the conv taps. With
+    `tokens` > 1 a verification's run per sequence: a row per token, the state read once and
+    written after every token into an out slot with its whole ring."""
 
     label: str
     seqs: int
@@ -718,6 +720,7 @@ class GdnDecode:
     key_dim: int
     value_dim: int
     kernel: int
+    tokens: int = 1
     quick: bool = False
 
     @property
@@ -727,9 +730,11 @@ class GdnDecode:
     def bytes_moved(self) -> int:
         conv = 2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
         values = self.value_heads * self.value_dim
-        rows = self.seqs * (conv + values + 2 * self.value_heads + values)
-        ring = self.seqs * self.kernel * conv
-        state = 2 * F32 * self.seqs * self.value_heads * self.key_dim * self.value_dim
+        t = self.tokens
+        rows = self.seqs * t * (conv + values + 2 * self.value_heads + values)
+        written = 1 if t == 1 else t * self.kernel   # ring rows written
+        ring = self.seqs * (self.kernel - 1 + written) * conv
+        state = (1 + t) * F32 * self.seqs * self.value_heads * self.key_dim * self.value_dim
         return BF16 * (rows + ring + conv * self.kernel + self.value_dim) + state
 
     def flops(self) -> int:
@@ -737,7 +742,8 @@ class GdnDecode:
 
     def describe(self) -> str:
         return (f"seqs={self.seqs} hk={self.key_heads} hv={self.value_heads} "
-                f"dk={self.key_dim} dv={self.value_dim} K={self.kernel}")
+                f"dk={self.key_dim} dv={self.value_dim} K={self.kernel}"
+                + (f" T={self.tokens}" if self.tokens > 1 else ""))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -824,6 +830,9 @@ def hybrid_shapes(h: HybridDims, scale: TableScale) -> list[KernelShape]:
                              quick=b == first_batch, **lin),
                    GatedNorm(label=f"{h.name} decode b{b}", tokens=b, heads=h.value_heads,
                              dim=h.value_dim)]
+    # a speculative verification of 3 drafts at batch 1: the decode kernel's run of 4 tokens
+    shapes += [GdnDecode(label=f"{h.name} decode b{first_batch} verify K3", seqs=first_batch,
+                         kernel=h.conv_kernel, tokens=4, quick=True, **lin)]
     for b in scale.hybrid_batches:
         shapes += [GdnDecode(label=f"{h.name} decode b{b}", seqs=b, kernel=h.conv_kernel,
                              quick=b == first_batch, **lin),

@@ -95,8 +95,9 @@ class EngineCore:
         An executor with recurrent state (a hybrid model) caches prefixes only with state
         snapshots (`executor.num_state_snapshots` > 0): a hit must restore the state at its
         end, so hits stop at snapshots, taken where chunks end on a multiple of
-        `snapshot_interval` tokens. It speculates like any other: the executor rolls its
-        recurrent state back past rejected drafts (see ModelRunner.execute)."""
+        `snapshot_interval` tokens. It speculates like any other, in steps without prefill
+        (`verify_apart`): the executor keeps the state after the accepted drafts (see
+        ModelRunner.launch)."""
         snapshots = None
         if executor.has_recurrent_state:
             if prefix_caching and executor.num_state_snapshots:
@@ -113,7 +114,8 @@ class EngineCore:
             blocks, policy or FifoPolicy(),
             max_num_seqs=min(max_num_seqs or executor.max_batch_size, executor.max_batch_size),
             max_seq_len=min(max_seq_len or executor.max_seq_len, executor.max_seq_len),
-            max_prefill_tokens=max_prefill_tokens, speculator=speculator)
+            max_prefill_tokens=max_prefill_tokens, speculator=speculator,
+            verify_apart=executor.has_recurrent_state)
         return cls(scheduler, executor, seed, clock, async_scheduling)
 
     @property

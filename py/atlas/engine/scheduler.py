@@ -58,12 +58,16 @@ class StepPlan:
 class Scheduler:
     def __init__(self, blocks: BlockManager, policy: SchedulingPolicy, *, max_num_seqs: int,
                  max_seq_len: int, max_prefill_tokens: int,
-                 speculator: Speculator | None = None) -> None:
+                 speculator: Speculator | None = None, verify_apart: bool = False) -> None:
+        """`verify_apart`: a step that verifies drafts holds no prefill chunk (a hybrid
+        model verifies in decode-shaped steps only, where its recurrent state is kept per
+        token: model/runner.py); such a step drafts nothing while prefill work waits."""
         if min(max_num_seqs, max_seq_len, max_prefill_tokens) <= 0:
             raise ValueError("scheduler limits must be positive")
         self.blocks = blocks
         self.policy = policy
         self.speculator = speculator
+        self.verify_apart = verify_apart
         self.max_num_seqs = max_num_seqs
         self.max_seq_len = max_seq_len
         self.max_prefill_tokens = max_prefill_tokens
@@ -153,6 +157,8 @@ class Scheduler:
         budget = self.step_token_budget - decodes   # what prefill chunks may use
         preempted_before = self.num_preemptions
         k = self.speculator.drafts_per_sequence(decodes) if self.speculator else 0
+        if k and self.verify_apart and self._prefill_waits():
+            k = 0
         queue = self.policy.order(self.running, now)
         while queue:
             seq = queue.pop(0)
@@ -253,6 +259,12 @@ class Scheduler:
         self._released.append(seq.seq_id)
         keys = [s.arrival_index for s in self.waiting]
         self.waiting.insert(bisect.bisect(keys, seq.arrival_index), seq)
+
+    def _prefill_waits(self) -> bool:
+        """A running sequence has more than its next token to compute, or a waiting one
+        could be admitted (what a step may plan beside its decodes)."""
+        return (any(s.num_tokens - s.num_computed > 1 for s in self.running)
+                or (bool(self.waiting) and len(self.running) < self.max_num_seqs))
 
     def _drafts(self, seq: Sequence, budget: int, k: int) -> list[int]:
         """Up to `k` draft tokens for a decoding sequence (the speculator's choice for this

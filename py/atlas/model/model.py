@@ -218,6 +218,8 @@ class StepBuffers:
     #: hybrid models: i32 [max_seqs] recurrent-state slot per sequence, and the
     #: linear-attention scratch (see gated_deltanet.LinearScratch); 0 for dense models
     state_slots: DevicePtr = 0
+    #: i32 [max_seqs] the slot each decode row leaves its recurrent state in (gdn_decode)
+    state_out: DevicePtr = 0
     lin_proj: DevicePtr = 0
     lin_conv: DevicePtr = 0
     lin_core: DevicePtr = 0

@@ -1,8 +1,9 @@
 """Packing one step's host-side inputs into the layout the device buffers expect.
 
 The per-step int32 inputs live in one region (ids | positions | slots | cu_q | kv_lens |
-sample_rows | state_slots), so a step costs one host-to-device copy; block tables are kept
-by the paged KV cache, which re-uploads only rows that changed. Pure numpy; no device access.
+sample_rows | state_slots | state_out), so a step costs one host-to-device copy; block
+tables are kept by the paged KV cache, which re-uploads only rows that changed. Pure numpy;
+no device access.
 """
 
 from __future__ import annotations
@@ -62,8 +63,13 @@ class StepLayout:
         return self.sample_rows + self.sample_capacity
 
     @property
-    def total(self) -> int:
+    def state_out(self) -> int:
+        """Recurrent-state slot each decode row leaves its state in (hybrid models)."""
         return self.state_slots + self.max_seqs
+
+    @property
+    def total(self) -> int:
+        return self.state_out + self.max_seqs
 
 
 class StepError(ValueError):

@@ -221,8 +221,8 @@ GATED_DELTA_STEP = S(
 GDN_DECODE = S(
     "gdn_decode", "gated_deltanet_decode_bf16",
     "proj:ptr proj_pitch:u32 conv_w:ptr conv_state:ptr a_log:ptr dt_bias:ptr norm_w:ptr "
-    "state:ptr state_slots:ptr cu_q:ptr kv_lens:ptr out:ptr num_seqs:u32 hk:u32 hv:u32 dk:u32 "
-    "dv:u32 kernel:u32 eps:f32")
+    "state:ptr state_slots:ptr state_out:ptr cu_q:ptr kv_lens:ptr out:ptr num_seqs:u32 hk:u32 "
+    "hv:u32 dk:u32 dv:u32 kernel:u32 eps:f32")
 
 # --- attention ---------------------------------------------------------------------------
 PREFILL_ATTN = S(
