@@ -779,6 +779,29 @@ stage_async_scheduling() {
   return $rc
 }
 
+# Issue 15's 64-stream decode step: Qwen3-8B per-kernel profiles at 64 rows and a 1,536-token
+# context (the throughput suite's average: 1,024 prompt + half of 1,024 generated), PDL on
+# (what serving runs) and off (each kernel's own time: the rows add up to the step).
+stage_throughput_b64_profile() {
+  local pdl rc=0
+  make_checkpoint qwen3-8b weights || return 1
+  for pdl in 1 0; do
+    ATLAS_PDL=$pdl "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-8b" --batch 64 \
+      --context 1536 --out "$RESULTS/profile_decode_qwen3-8b_b64_c1536_pdl$pdl.json" || rc=1
+  done
+  return $rc
+}
+
+# What the serve default --max-mixed-step-tokens (1,024) costs decoding streams: Qwen3-8B with 64
+# streams decoding at ~1,024 tokens while 4,000-token prompts prefill beside them in steps of
+# 512..2,048 tokens; the mixed step's wall is the inter-token latency it causes (target <= 40
+# ms at p99 in the throughput suite) and (budget - 64) / (mixed - decode) the prompt rate.
+stage_throughput_mixed_step() {
+  make_checkpoint qwen3-8b weights || return 1
+  "$PY" tools/gpu/bench_mixed_step.py --model "$CKPT/qwen3-8b" --batch 64 --context 1024 \
+    --out "$RESULTS/bench_mixed_step_qwen3-8b_b64.json"
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity
         decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
@@ -788,7 +811,8 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         prefix_bench prefix_bench_hybrid spec_bench_hybrid quant_bench moe_full quant_profile
         quant_profile_nvfp4 quant_lm_head
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
-        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab)
+        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
+        throughput_b64_profile throughput_mixed_step)
 
 # ---- runner -------------------------------------------------------------------------------
 
