@@ -802,6 +802,25 @@ stage_throughput_mixed_step() {
     --out "$RESULTS/bench_mixed_step_qwen3-8b_b64.json"
 }
 
+# The skinny decode GEMM's two-warpgroup blocks (128 weight rows sharing each x tile: 1.5x the
+# weight bytes through L2 at 64 rows instead of 2x) against the default one-warpgroup blocks:
+# Qwen3-8B's kernel-table rows at 32/64/128 rows both ways (labels "... wide"), the decode
+# bench at batches 32..128 with ATLAS_DECODE_GEMM_WIDE=1 vs default, and the b64 profile with
+# it (PDL off, beside throughput_b64_profile's).
+stage_decode_gemm_wide_ab() {
+  local rc=0
+  make_checkpoint qwen3-8b weights || return 1
+  "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS" -k "decode_gemm_sm90 qwen3-8b" || rc=1
+  "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b" --hf none --batches 32,64,128 \
+    --out "$RESULTS/bench_decode_qwen3-8b_narrow.json" || rc=1
+  ATLAS_DECODE_GEMM_WIDE=1 "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b" --hf none \
+    --batches 32,64,128 --out "$RESULTS/bench_decode_qwen3-8b_wide.json" || rc=1
+  ATLAS_PDL=0 ATLAS_DECODE_GEMM_WIDE=1 "$PY" tools/gpu/profile_decode.py \
+    --model "$CKPT/qwen3-8b" --batch 64 --context 1536 \
+    --out "$RESULTS/profile_decode_qwen3-8b_b64_c1536_pdl0_wide.json" || rc=1
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity
         decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
@@ -812,7 +831,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         quant_profile_nvfp4 quant_lm_head
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
-        throughput_b64_profile throughput_mixed_step)
+        throughput_b64_profile throughput_mixed_step decode_gemm_wide_ab)
 
 # ---- runner -------------------------------------------------------------------------------
 

@@ -10,9 +10,10 @@ the former, at least max_num_seqs so prompts always advance): every decoding str
 for the whole step, so its prompt work bounds their inter-token latency (see
 DEFAULT_MIXED_STEP_TOKENS). Decode tokens are reserved first so a long prompt never stalls
 running streams; prefill chunks of running sequences (in policy order) and then of newly
-admitted ones share the rest, while the batch and the KV pool allow. When a running sequence cannot get a block, the least urgent running sequence is
-preempted: its blocks are freed and it waits at the head of the queue to be recomputed from
-prompt + generated tokens, with its sampling state intact (see `sequence`). A preempted
+admitted ones share the rest, while the batch and the KV pool allow. When a running
+sequence cannot get a block, the least urgent running sequence is preempted: its blocks
+are freed and it waits at the head of the queue to be recomputed from prompt + generated
+tokens, with its sampling state intact (see `sequence`). A preempted
 request is therefore resumed, never dropped. Admission starts a sequence after the part of
 its tokens the prefix cache holds (`BlockManager.admit`), and every committed chunk offers
 the blocks it filled to that cache, so a preempted sequence usually resumes from its own
