@@ -546,8 +546,29 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> FakeDriver:
 
 def test_cuda_loads_modules_nul_terminated(fake: FakeDriver) -> None:
     be = cuda.CudaBackend(modules={"toy": b".version 8.0", "other": "// text\0"})
-    assert fake.images == [b".version 8.0\0", b"// text\0"]
+    assert sorted(fake.images) == [b".version 8.0\0", b"// text\0"]  # loaded side by side
     assert be.module_names == ["other", "toy"]
+
+
+def test_cuda_module_load_is_all_or_nothing(fake: FakeDriver,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    be = cuda.CudaBackend(modules={"keep": b"ptx"})
+    real_load, unloaded = fake.cuModuleLoadData, []
+
+    def load(image: bytes):
+        if image.startswith(b"bad"):
+            return (FakeResult.CUDA_ERROR_INVALID_VALUE, None)
+        return real_load(image)
+
+    monkeypatch.setattr(fake, "cuModuleLoadData", load)
+    monkeypatch.setattr(fake, "cuModuleUnload",
+                        lambda mod: (unloaded.append(mod), (FakeResult.CUDA_SUCCESS,))[1])
+    with pytest.raises(GpuError, match="module 'b'"):
+        be.load_modules({"a": b"ok", "b": b"bad", "c": b"ok too"})
+    assert be.module_names == ["keep"]  # nothing half-applied
+    assert len(unloaded) == 2  # the two that compiled are released
+    with pytest.raises(GpuError, match="already loaded"):
+        be.load_modules({"keep": b"ptx"})
 
 
 def test_cuda_launch_packs_every_argument_kind(fake: FakeDriver) -> None:

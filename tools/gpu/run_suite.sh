@@ -779,6 +779,10 @@ stage_async_scheduling() {
   return $rc
 }
 
+stage_startup() {
+  "$PY" tools/gpu/bench_startup.py --target hopper/common/bf16 --out "$RESULTS/startup.json"
+}
+
 # Issue 15's 64-stream decode step: Qwen3-8B per-kernel profiles at 64 rows and a 1,536-token
 # context (the throughput suite's average: 1,024 prompt + half of 1,024 generated), PDL on
 # (what serving runs) and off (each kernel's own time: the rows add up to the step).
@@ -830,7 +834,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         prefix_bench prefix_bench_hybrid spec_bench_hybrid quant_bench moe_full quant_profile
         quant_profile_nvfp4 quant_lm_head
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
-        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
+        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab startup
         throughput_b64_profile throughput_mixed_step decode_gemm_wide_ab)
 
 # ---- runner -------------------------------------------------------------------------------

@@ -20,8 +20,10 @@ that off, for A/B measurements.
 from __future__ import annotations
 
 import ctypes
+import os
 import struct
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -41,8 +43,15 @@ _SLOT_FORMAT = {ArgKind.PTR: "Q", ArgKind.U64: "Q", ArgKind.U32: "I4x", ArgKind.
 
 CAPTURE_MODES = ("global", "thread_local", "relaxed")
 
+#: the driver's JIT cache ceiling Atlas asks for unless the user set one: the SASS the
+#: driver compiles from one model's PTX sets outgrows its 256 MB default, and a cache that
+#: evicts makes every process pay the whole JIT again (about a minute on an H200 host)
+JIT_CACHE_BYTES = 4 << 30
+
 
 def _load_driver() -> Any:
+    # read by the driver at cuInit, so it must be in the environment before the first call
+    os.environ.setdefault("CUDA_CACHE_MAXSIZE", str(JIT_CACHE_BYTES))
     try:
         from cuda.bindings import driver
     except ImportError as exc:  # pragma: no cover - depends on the installation
@@ -210,8 +219,7 @@ class CudaBackend(GpuBackend):
             drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self._dev),
             "cuDeviceGetAttribute(compute capability)")
         self.pdl = bool(pdl) and int(major) >= 9
-        for mod_name, ptx in (modules or {}).items():
-            self.load_module(mod_name, ptx)
+        self.load_modules(modules or {})
 
     # ---- driver plumbing ----------------------------------------------------------
     def _ok(self, result: tuple, what: str) -> Any:
@@ -373,15 +381,49 @@ class CudaBackend(GpuBackend):
     # ---- kernels ------------------------------------------------------------------
     def load_module(self, name: str, ptx: bytes | str) -> None:
         """Load one PTX module (NUL-terminated for cuModuleLoadData) under `name`."""
+        self.load_modules({name: ptx})
+
+    def load_modules(self, modules: Mapping[str, bytes | str]) -> None:
+        """Load PTX modules side by side, one driver JIT per thread.
+
+        cuModuleLoadData compiles PTX to SASS on one host thread and cuda-bindings releases
+        the GIL around it, so a cold start (empty JIT cache) of a model's ~100 modules takes
+        about its longest module instead of their sum. All or nothing: on any failure the
+        modules this call loaded are unloaded and the first error (in name order) raises.
+        """
         self._bound()
-        if name in self._modules:
-            raise GpuError(f"PTX module {name!r} is already loaded")
-        image = ptx.encode() if isinstance(ptx, str) else bytes(ptx)
-        if not image.endswith(b"\0"):
-            image += b"\0"
-        self._modules[name] = self._ok(self._drv.cuModuleLoadData(image),
-                                       f"cuModuleLoadData(module {name!r})")
-        self._pdl_entries[name] = pdl_entries(image)
+        for name in modules:
+            if name in self._modules:
+                raise GpuError(f"PTX module {name!r} is already loaded")
+
+        def load(item: tuple[str, bytes | str]) -> tuple[str, Any, frozenset[str]]:
+            name, ptx = item
+            self._ok(self._drv.cuCtxSetCurrent(self._ctx), "cuCtxSetCurrent")
+            image = ptx.encode() if isinstance(ptx, str) else bytes(ptx)
+            if not image.endswith(b"\0"):
+                image += b"\0"
+            module = self._ok(self._drv.cuModuleLoadData(image),
+                              f"cuModuleLoadData(module {name!r})")
+            return name, module, pdl_entries(image)
+
+        items = sorted(modules.items())
+        workers = min(len(items), os.cpu_count() or 1, 32)
+        loaded: list[tuple[str, Any, frozenset[str]]] = []
+        errors: list[tuple[str, BaseException]] = []
+        with ThreadPoolExecutor(max_workers=max(workers, 1)) as pool:
+            futures = [(name, pool.submit(load, (name, ptx))) for name, ptx in items]
+            for name, fut in futures:
+                try:
+                    loaded.append(fut.result())
+                except BaseException as exc:  # collected; re-raised below after cleanup
+                    errors.append((name, exc))
+        if errors:
+            for _, module, _ in loaded:
+                self._drv.cuModuleUnload(module)
+            raise errors[0][1]
+        for name, module, entries in loaded:
+            self._modules[name] = module
+            self._pdl_entries[name] = entries
 
     @property
     def module_names(self) -> list[str]:
