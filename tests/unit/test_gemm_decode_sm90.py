@@ -119,7 +119,7 @@ def test_ring_geometry(cols: int, groups: int, stages: int, per_sm: int) -> None
 @pytest.mark.parametrize("m, n, k, split", [
     (32, 4096, 4096, 4),     # Qwen3-8B o_proj: 64 tiles x 4 = 256 of 264 slots
     (32, 6144, 4096, 2),     # qkv: 96 x 2 = 192 (x 4 would be two waves)
-    (32, 24576, 4096, 1),    # gate_up: 384 tiles fill more than a wave alone
+    (32, 24576, 4096, 2),    # gate_up: 384 tiles are 1.45 waves (73% full), x 2 2.9 (97%)
     (64, 4096, 12288, 4),    # down
     (32, 151936, 4096, 1),   # lm_head
     (256, 4096, 4096, 2),    # N 256: one block per SM, 64 x 2 = 128 of 132
@@ -137,12 +137,26 @@ def test_split_rule(m: int, n: int, k: int, split: int) -> None:
 @pytest.mark.parametrize("m, n, k, split", [
     (64, 4096, 4096, 4),     # Qwen3-8B o_proj: 32 tiles of 128 rows x 4 = 128 of 132 SMs
     (64, 6144, 4096, 2),     # qkv: 48 x 2 = 96 (x 4 would be two waves)
-    (64, 24576, 4096, 1),    # gate_up: 192 tiles
+    (64, 24576, 4096, 2),    # gate_up: 192 tiles are 1.45 waves, x 2 2.9
     (64, 4096, 12288, 4),    # down
     (256, 4096, 4096, 4),    # N 256 is one block per SM either way
 ])
 def test_split_rule_of_two_warpgroup_blocks(m: int, n: int, k: int, split: int) -> None:
     assert matmul_decode.decode_split(m, n, k, sm_count=132, groups=2) == split
+
+
+@pytest.mark.parametrize("m, tiles, split", [
+    (64, 384, 2),      # 264 slots: 1.45 waves (73% full) -> x 2: 2.9 waves (97%)
+    (64, 2374, 1),     # 99.9% full alone
+    (64, 264, 1),      # exactly a wave
+    (64, 300, 4),      # 57% -> x 2 76% -> x 4 91% -> x 8 91% (no gain over 4)
+    (256, 384, 1),     # 132 slots (N 256): 97% alone
+])
+def test_split_rule_fills_the_waves(m: int, tiles: int, split: int) -> None:
+    """From a wave of tiles up, each larger split must fill the waves SPLIT_FILL_GAIN
+    better than the best smaller one."""
+    assert matmul_decode.decode_split(m, tiles * 64, 4096, sm_count=132) == split
+    assert matmul_decode.wave_fill(384, 264) == pytest.approx(384 / 528)
 
 
 def test_split_rule_follows_the_device_and_the_override() -> None:
@@ -185,7 +199,7 @@ def _launch(m: int, n: int, k: int, out_f32: bool = False, offset: int = 0,
     (32, 4096, 4096, False, "gemm_decode_sm90_bf16_split4", 256, 32),
     (9, 151936, 4096, True, "gemm_decode_sm90_bf16_f32", 2374, 16),
     (64, 6144, 4096, False, "gemm_decode_sm90_bf16_split2", 192, 64),
-    (100, 24576, 4096, False, "gemm_decode_sm90_bf16", 384, 128),
+    (100, 24576, 4096, False, "gemm_decode_sm90_bf16_split2", 768, 128),
     (256, 4096, 12288, False, "gemm_decode_sm90_bf16_split2", 128, 256),
     (17, 1024, 3072, True, "gemm_decode_sm90_bf16_f32_split8", 128, 32),
     (1, 33, 8, False, "gemm_decode_sm90_bf16", 1, 16),
@@ -200,7 +214,7 @@ def test_geometry_and_entry_point(m, n, k, f32, func, grid, cols) -> None:
 
 @pytest.mark.parametrize("m, n, k, func, grid, threads, cols, groups", [
     (64, 4096, 4096, "gemm_decode_sm90_bf16_split4", 128, 256, 64, 2),
-    (64, 24576, 4096, "gemm_decode_sm90_bf16", 192, 256, 64, 2),
+    (64, 24576, 4096, "gemm_decode_sm90_bf16_split2", 384, 256, 64, 2),
     (17, 200, 520, "gemm_decode_sm90_bf16_split2", 4, 256, 32, 2),   # 2 tiles, 9 k-tiles
     (256, 6144, 4096, "gemm_decode_sm90_bf16_split2", 96, 256, 256, 2),
     (16, 4096, 4096, "gemm_decode_sm90_bf16_split4", 256, 128, 16, 1),   # N 16: one group
