@@ -208,6 +208,7 @@ class Scheduler:
             self.running.append(seq)
             budget -= chunk
             self._add_chunk(plan, seq, chunk)
+        _decodes_first(plan)
         return plan
 
     def commit(self, plan: StepPlan, sampled: list[StepResult],
@@ -398,6 +399,17 @@ class Scheduler:
                 ) -> EngineOutput:
         return EngineOutput(seq.seq_id, new, reason, seq.num_prompt_tokens, len(seq.output_ids),
                             seq.num_cached_tokens, error, logprobs)
+
+
+def _decodes_first(plan: StepPlan) -> None:
+    """Put the one-token chunks first, each group in planning order: the executor attends
+    to a prefill-shaped step's leading one-token rows with the decode kernel
+    (`model.step_inputs.leading_decode_rows`), not the prefill kernel's query tiles."""
+    order = sorted(range(len(plan.chunks)), key=lambda i: len(plan.chunks[i].token_ids) != 1)
+    if order != list(range(len(order))):
+        plan.seqs = [plan.seqs[i] for i in order]
+        plan.chunks = [plan.chunks[i] for i in order]
+        plan.emits = [plan.emits[i] for i in order]
 
 
 def _steps_synchronously(request: EngineRequest) -> bool:
