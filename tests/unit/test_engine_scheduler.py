@@ -120,6 +120,8 @@ def test_mixed_step_budget_bounds_every_step_a_stream_waits_on(mixed):
         chunks = ex.steps[-1]
         size = sum(len(c.token_ids) for c in chunks)
         decoding = [c for c in chunks if c.start_pos >= prompt_len]
+        ones = [len(c.token_ids) == 1 for c in chunks]
+        assert ones == sorted(ones, reverse=True)   # one-token chunks first (decode attention)
         prompt_left -= size - len(decoding)
         if decoding and prompt_left > 0 and mixed is not None:
             assert size == mixed          # a full tile of prompt chunks beside the decodes

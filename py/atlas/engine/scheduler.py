@@ -10,7 +10,8 @@ the former, at least max_num_seqs so prompts always advance): every decoding str
 for the whole step, so its prompt work bounds their inter-token latency (see
 DEFAULT_MIXED_STEP_TOKENS). Decode tokens are reserved first so a long prompt never stalls
 running streams; prefill chunks of running sequences (in policy order) and then of newly
-admitted ones share the rest, while the batch and the KV pool allow. When a running
+admitted ones share the rest, while the batch and the KV pool allow; the plan lists the
+one-token chunks first (the executor attends to them with the decode kernel). When a running
 sequence cannot get a block, the least urgent running sequence is preempted: its blocks
 are freed and it waits at the head of the queue to be recomputed from prompt + generated
 tokens, with its sampling state intact (see `sequence`). A preempted
@@ -49,7 +50,8 @@ from .speculative import Speculator
 #: own work, and every decoding stream waits for it. Qwen3-8B bf16 on an H200 (2026-12-01,
 #: 64 streams of 1,024 + 1,024 tokens): prefill ~35k tok/s (29 us a token), and 2,048-token
 #: steps gave an inter-token p99 of 69.4 ms, so ~59 ms of prompt + ~10 ms for up to 64
-#: decode rows. 1,024 tokens: ~29 + 10 = ~39 ms, under the 40 ms p99 target, and a multiple
+#: decode rows (then on the prefill attention kernel, now on the decode one: less). 1,024
+#: tokens: ~29 + 10 = ~39 ms at most, under the 40 ms p99 target, and a multiple
 #: of the prefill GEMM's 128-row tile that still fills the device (Qwen3-8B's o_proj / down:
 #: 8 x 16 = 128 tiles of 128 x 256 on 132 SMs, qkv 192, gate_up 768; at 768 tokens o_proj
 #: and down would idle a quarter of the SMs), so chunking the prompts costs little throughput.
