@@ -809,17 +809,21 @@ stage_throughput_mixed_step() {
 # The skinny decode GEMM's two-warpgroup blocks (128 weight rows sharing each x tile: 1.5x the
 # weight bytes through L2 at 64 rows instead of 2x) against the default one-warpgroup blocks
 # at issue 15's 64 rows: Qwen3-8B's five kernel-table rows both ways (labels "... b64" and
-# "... b64 wide"; gate_up again unsplit, into results/split1: the split rule's A/B), the
-# decode bench at batch 64 with ATLAS_DECODE_GEMM_WIDE=1 vs default, and the b64 profile with
-# it (PDL off, beside throughput_b64_profile's). ~3 minutes.
+# "... b64 wide"; then qkv / o_proj / gate_up / down again at each forced cluster split 1, 2,
+# 4, 8 into results/splitS: the data of matmul_decode.decode_split's rule), the decode bench
+# at batch 64 with ATLAS_DECODE_GEMM_WIDE=1 vs default, and the b64 profile with it (PDL off,
+# beside throughput_b64_profile's). ~4 minutes.
 stage_decode_gemm_wide_ab() {
   local rc=0 name sel=()
   make_checkpoint qwen3-8b weights || return 1
   for name in qkv o_proj gate_up down lm_head; do sel+=(-k "decode_gemm_sm90 qwen3-8b $name b64"); done
   "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS" "${sel[@]}" || rc=1
-  # the wave-filling split rule's A/B: gate_up unsplit (the one-wave rule's choice)
-  ATLAS_DECODE_GEMM_SPLIT=1 "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS/split1" \
-    -k "decode_gemm_sm90 qwen3-8b gate_up b64" || rc=1
+  # the split rule's data: the four layer products at every cluster split, both widths
+  local split
+  for split in 1 2 4 8; do
+    ATLAS_DECODE_GEMM_SPLIT=$split "$PY" tools/gpu/bench_kernels.py \
+      --out-dir "$RESULTS/split$split" "${sel[@]:0:8}" || rc=1
+  done
   "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b" --hf none --batches 64 \
     --out "$RESULTS/bench_decode_qwen3-8b_b64_narrow.json" || rc=1
   ATLAS_DECODE_GEMM_WIDE=1 "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b" --hf none \
