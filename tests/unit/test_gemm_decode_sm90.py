@@ -282,23 +282,19 @@ def test_decode_gemm_switches_and_absence() -> None:
         KernelRoutes.from_env({"ATLAS_DECODE_GEMM_MIN_M": "x"})
 
 
-def test_linear_launches_the_decode_gemm_with_the_routes_split() -> None:
+@pytest.mark.parametrize("env, m, n, func, grid, threads", [
+    ({"ATLAS_DECODE_GEMM_SPLIT": "8"}, 32, 24576, "gemm_decode_sm90_bf16_split8", 384 * 8, 128),
+    ({"ATLAS_DECODE_GEMM_WIDE": "1"}, 64, 6144, "gemm_decode_sm90_bf16_split2", 48 * 2, 256),
+])
+def test_linear_launches_the_decode_gemm_as_the_routes_say(env, m, n, func, grid,
+                                                           threads) -> None:
     dev = _Sm90DecodeMock()
-    kc = KernelCache(dev, KernelRoutes.from_env({"ATLAS_DECODE_GEMM_SPLIT": "8"}))
-    x, w, y = dev.alloc(32 * 4096 * 2), dev.alloc(24576 * 4096 * 2), dev.alloc(32 * 24576 * 2)
-    matmul.linear(kc, 0, x, w, y, 32, 24576, 4096)
+    kc = KernelCache(dev, KernelRoutes.from_env(env))
+    x, w, y = dev.alloc(m * 4096 * 2), dev.alloc(n * 4096 * 2), dev.alloc(m * n * 2)
+    matmul.linear(kc, 0, x, w, y, m, n, 4096)
     (record,) = dev.drain_launches()
-    assert record.func == "gemm_decode_sm90_bf16_split8" and record.grid == (384 * 8, 1, 1)
-
-
-def test_linear_takes_two_warpgroup_blocks_when_the_routes_say() -> None:
-    dev = _Sm90DecodeMock()
-    kc = KernelCache(dev, KernelRoutes.from_env({"ATLAS_DECODE_GEMM_WIDE": "1"}))
-    x, w, y = dev.alloc(64 * 4096 * 2), dev.alloc(6144 * 4096 * 2), dev.alloc(64 * 6144 * 2)
-    matmul.linear(kc, 0, x, w, y, 64, 6144, 4096)
-    (record,) = dev.drain_launches()
-    assert record.func == "gemm_decode_sm90_bf16_split2"
-    assert record.grid == (48 * 2, 1, 1) and record.block == (256, 1, 1)
+    assert record.func == func
+    assert record.grid == (grid, 1, 1) and record.block == (threads, 1, 1)
 
 
 # ---- numpy model of the kernel's index math ----------------------------------------------
