@@ -170,6 +170,9 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
     __syncthreads();
   }
   const int mi0 = m * rank / kSplit, mi1 = m * (rank + 1) / kSplit;
+  // unrolled so that several outputs' distributed-shared-memory loads are in flight at once
+  // (every block of the grid sums at the same time, with no weight bytes streaming)
+#pragma unroll 4
   for (int e = threadIdx.x; e < (mi1 - mi0) * kRows; e += kThreads) {
     const int mi = mi0 + e / kRows, r = e % kRows, row = row0 + r;
     if (row >= n) continue;
