@@ -17,7 +17,8 @@
 // weight copies carry the L2::256B prefetch hint, so DRAM serves each row 256 contiguous
 // bytes at a time: the H200 decode bench at batch 32 put the kernel level with gemv_mma
 // without it, 2026-12-01). The
-// pipeline is gemm_sm90's: prefetch distance kStages - 2, one wgmma group in flight. The ring
+// pipeline is gemm_sm90's: prefetch distance kStages - 2, one wgmma group in flight (two-
+// warpgroup blocks: kStages - 1, each tile's wgmmas waited for; see kAhead). The ring
 // is sized so that two one-warpgroup blocks fit on an SM for N <= 128 (two blocks' weight
 // streams in flight per SM) and one for N = 256 or G = 2 (ring_stages below;
 // ops/matmul_decode.py mirrors it). x (at most 256 x k bf16) is re-read by every block from
@@ -97,6 +98,11 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
   static_assert(kStage % kAlign == 0 && kStageW % kAlign == 0, "stage bases stay aligned");
   static_assert(kCols * kPitch * 4 <= kStages * kStage, "the partial tile fits in the ring");
   static_assert(kCols * 8 % kThreads == 0, "the x tile's copies cover every thread");
+  // tiles in flight ahead of the one multiplied: one-warpgroup blocks keep kStages - 2 and
+  // one wgmma group in flight (a slot is refilled two tiles after its wgmmas were issued);
+  // two-warpgroup blocks, alone on their SM, keep kStages - 1 and wait for each tile's
+  // wgmmas (a slot is refilled the tile after), so one more tile of weights streams per SM
+  constexpr int kAhead = kGroups > 1 ? kStages - 1 : kStages - 2;
 
   const uint32_t raw = atlas::smem_addr(smem_raw);
   const uint32_t smem = (raw + kAlign - 1) & ~uint32_t(kAlign - 1);
@@ -115,12 +121,12 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
   // prologue: weights first (legal before the PDL wait), then x; group s holds tile s's x
   // (and group 0 every prologue W), so "groups 0..s done" means tile s landed
 #pragma unroll
-  for (int s = 0; s < kStages - 2; ++s)
+  for (int s = 0; s < kAhead; ++s)
     if (s < count)
       atlas::cp_async_k64_tile<kRows, kThreads, true>(stage_w(s), w, row0, n, k, kt0 + s);
   atlas::pdl_enter();
 #pragma unroll
-  for (int s = 0; s < kStages - 2; ++s) {
+  for (int s = 0; s < kAhead; ++s) {
     if (s < count) atlas::cp_async_k64_tile<kCols, kThreads>(stage_x(s), x, 0, m, k, kt0 + s);
     atlas::cp_async_commit();  // always commit: the waits below count groups
   }
@@ -130,10 +136,10 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
   for (int i = 0; i < kCols / 2; ++i) acc[i] = 0.f;
 
   for (int i = 0; i < count; ++i) {
-    atlas::cp_async_wait<kStages - 3>();  // tile i landed (this thread)
-    atlas::fence_proxy_async();           // visible to wgmma
-    __syncthreads();                      // ... of every thread
-    const int next = i + kStages - 2;
+    atlas::cp_async_wait<kAhead - 1>();  // tile i landed (this thread)
+    atlas::fence_proxy_async();          // visible to wgmma
+    __syncthreads();                     // ... of every thread
+    const int next = i + kAhead;
     if (next < count) {
       const int s = next % kStages;
       atlas::cp_async_k64_tile<kRows, kThreads, true>(stage_w(s), w, row0, n, k, kt0 + next);
@@ -144,6 +150,10 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
     // warpgroup g multiplies weight rows [64 g, 64 g + 64) of the stage by the shared x tile
     const uint32_t w_rows = stage_w(s) + (threadIdx.x / kGroupThreads) * kGroupRows * BK * 2;
     atlas::wgmma_k64_tile(acc, atlas::smem_desc(w_rows), atlas::smem_desc(stage_x(s)));
+    if constexpr (kAhead == kStages - 1) {  // slot s is refilled next tile
+      atlas::wgmma_wait<0>();
+      atlas::fence_acc(acc);
+    }
   }
   atlas::wgmma_wait<0>();
   atlas::fence_acc(acc);
