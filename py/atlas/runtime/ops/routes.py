@@ -24,7 +24,8 @@ what it asked for each time, and importing Atlas never depends on the environmen
   launch builder's occupancy rule, ops/matmul_decode.decode_split).
 * ATLAS_DECODE_GEMM_WIDE=1: its batches of 17 rows and more on two-warpgroup blocks (128
   weight rows sharing each x tile: 1.5x the weight bytes through L2 at 64 rows instead of
-  2x); off by default until measured (tools/gpu/run_suite.sh decode_gemm_wide_ab).
+  2x, and 112 KB of weights in flight per SM instead of 64); off by default until measured
+  (tools/gpu/run_suite.sh decode_gemm_wide_ab).
 * ATLAS_DECODE_ATTN_LONG=0: decode attention never on the long-context tensor-core kernel
   (attention_long); ATLAS_DECODE_ATTN_LONG_MIN_KEYS=N: the shortest block-table reach (keys)
   that takes it (default ops/attention_long.LONG_CONTEXT_KEYS).
