@@ -76,3 +76,14 @@ def test_bench_grammar_decode_times_constrained_and_plain_steps(tmp_path):
     for row in res["rows"]:
         assert row["plain_tok_s"] > 0 and row["constrained_tok_s"] > 0
         assert row["ratio"] == row["constrained_tok_s"] / row["plain_tok_s"]
+
+
+def test_bench_mixed_step_times_full_prompt_chunks_beside_decodes(tmp_path):
+    res = run("bench_mixed_step.py", tmp_path / "mixed.json", "--batch", "2", "--context", "16",
+              "--max-seq-len", "128", "--budgets", "8,12", "--prompt", "40", "--reps", "1")
+    assert [r["budget"] for r in res["rows"]] == [8, 12]
+    for row in res["rows"]:
+        # the prompt takes what the two decode tokens leave: 40 tokens in chunks of 6 / 10
+        assert row["prompt_tokens_per_step"] == row["budget"] - 2
+        assert row["mixed_steps"] == 40 // row["prompt_tokens_per_step"]
+        assert row["decode_ms"] > 0 and row["mixed_ms"] >= 0

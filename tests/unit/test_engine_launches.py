@@ -148,6 +148,37 @@ def test_prefill_step_launches_eagerly_with_packed_attention(runner):
     runner.release(8)
 
 
+def test_mixed_step_attends_leading_decode_rows_with_the_decode_kernel(runner):
+    """Two sequences decoding beside a prompt chunk (the scheduler puts one-token chunks
+    first): per layer, decode attention over rows 0..1 (split-K, the runner's split count for
+    two rows) and prefill attention over the chunk after them, its per-sequence inputs
+    (block-table row, cu_q, kv_len) offset past the decode rows."""
+    dev = runner.backend
+    hist = PenaltyHistory([1, 2, 3])
+    runner.execute([SeqChunk(20, [1, 2, 3], 0, [0], GREEDY, history=hist),
+                    SeqChunk(21, [1, 2, 3], 0, [1], GREEDY, history=hist)])
+    dev.drain_launches()
+    runner.execute([SeqChunk(20, [4], 3, [0], GREEDY), SeqChunk(21, [5], 3, [1], GREEDY),
+                    SeqChunk(22, list(range(1, 11)), 0, [2], GREEDY,
+                             history=PenaltyHistory(list(range(1, 11))))])
+    launches = dev.drain_launches()
+    layers = runner.cfg.num_hidden_layers
+    decode = [r for r in launches if r.func == "decode_attn_bf16"]
+    prefill = [r for r in launches if r.func == "prefill_attn_bf16"]
+    assert len(decode) == len(prefill) == layers
+    bufs, pitch = runner.bufs, 4 * runner.model.max_blocks
+    assert decode[0].args["num_seqs"] == 2
+    assert decode[0].args["num_splits"] == runner.decode_splits(2)
+    assert (decode[0].args["block_tables"], decode[0].args["kv_lens"]) == (
+        bufs.block_tables, bufs.kv_lens)
+    assert prefill[0].args["num_seqs"] == 1 and prefill[0].grid[2] == 1
+    assert (prefill[0].args["block_tables"], prefill[0].args["cu_q"],
+            prefill[0].args["kv_lens"]) == (bufs.block_tables + 2 * pitch, bufs.cu_q + 8,
+                                            bufs.kv_lens + 8)
+    for seq in (20, 21, 22):
+        runner.release(seq)
+
+
 def test_a_sequence_new_to_the_runner_must_bring_its_history(runner):
     with pytest.raises(ValueError, match="new to the runner"):
         runner.execute([SeqChunk(9, [3], 0, [0], GREEDY)])

@@ -38,6 +38,7 @@ import dataclasses
 import traceback
 import warnings
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -444,7 +445,7 @@ def linear_case(env: Env, s: Any) -> Case:
         return {"x": env.uniform((m, k)), "w": env.uniform((n, k), -scale * 3, scale * 3),
                 "y": torch.empty((m, n), dtype=out_dtype, device=env.device)}
 
-    launch = (matmul_decode.decode_gemm if s.decode_sm90
+    launch = (partial(matmul_decode.decode_gemm, wide=s.wide) if s.decode_sm90
               else matmul_batched.batched_gemv if s.batched else matmul.linear)
 
     def ours(st: Set, stream: Stream) -> None:
@@ -456,10 +457,11 @@ def linear_case(env: Env, s: Any) -> Case:
     else:
         variant = Variant("torch.matmul(x, w.T)", lambda st: torch.matmul(st["x"], st["w"].T))
     if s.decode_sm90:
+        groups = matmul_decode.decode_groups(m, s.wide)
         split = matmul_decode.decode_split(m, n, k, env.kc.facts.sm_count,
-                                           env.kc.routes.decode_gemm_split)
+                                           env.kc.routes.decode_gemm_split, groups)
         note = (f"ours: gemm_decode_sm90 (ops.matmul_decode.decode_gemm, forced), "
-                f"cluster split {split}")
+                f"{groups} warpgroup(s) a block, cluster split {split}")
     elif s.batched:
         note = "ours: gemv_mma (ops.matmul_batched.batched_gemv, forced)"
     else:

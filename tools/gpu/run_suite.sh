@@ -888,17 +888,68 @@ stage_decode_attn() {
   return $rc
 }
 
-STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity
-        decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
+# Issue 15's 64-stream decode step: Qwen3-8B per-kernel profiles at 64 rows and a 1,536-token
+# context (the throughput suite's average: 1,024 prompt + half of 1,024 generated), PDL on
+# (what serving runs) and off (each kernel's own time: the rows add up to the step).
+stage_throughput_b64_profile() {
+  local pdl rc=0
+  make_checkpoint qwen3-8b weights || return 1
+  for pdl in 1 0; do
+    ATLAS_PDL=$pdl "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-8b" --batch 64 \
+      --context 1536 --out "$RESULTS/profile_decode_qwen3-8b_b64_c1536_pdl$pdl.json" || rc=1
+  done
+  return $rc
+}
+
+# What the serve default --max-mixed-step-tokens (1,024) costs decoding streams: Qwen3-8B with 64
+# streams decoding at ~1,024 tokens while 4,000-token prompts prefill beside them in steps of
+# 512..2,048 tokens; the mixed step's wall is the inter-token latency it causes (target <= 40
+# ms at p99 in the throughput suite) and (budget - 64) / (mixed - decode) the prompt rate.
+stage_throughput_mixed_step() {
+  make_checkpoint qwen3-8b weights || return 1
+  "$PY" tools/gpu/bench_mixed_step.py --model "$CKPT/qwen3-8b" --batch 64 --context 1024 \
+    --out "$RESULTS/bench_mixed_step_qwen3-8b_b64.json"
+}
+
+# The skinny decode GEMM's two-warpgroup blocks (128 weight rows sharing each x tile: 1.5x the
+# weight bytes through L2 at 64 rows instead of 2x) against the default one-warpgroup blocks
+# at issue 15's 64 rows: Qwen3-8B's five kernel-table rows both ways (labels "... b64" and
+# "... b64 wide"; then qkv / o_proj / gate_up / down again at each forced cluster split 1, 2,
+# 4, 8 into results/splitS: the data of matmul_decode.decode_split's rule), the decode bench
+# at batch 64 with ATLAS_DECODE_GEMM_WIDE=1 vs default, and the b64 profile with it (PDL off,
+# beside throughput_b64_profile's). ~4 minutes.
+stage_decode_gemm_wide_ab() {
+  local rc=0 name sel=()
+  make_checkpoint qwen3-8b weights || return 1
+  for name in qkv o_proj gate_up down lm_head; do sel+=(-k "decode_gemm_sm90 qwen3-8b $name b64"); done
+  "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS" "${sel[@]}" || rc=1
+  # the split rule's data: the four layer products at every cluster split, both widths
+  local split
+  for split in 1 2 4 8; do
+    ATLAS_DECODE_GEMM_SPLIT=$split "$PY" tools/gpu/bench_kernels.py \
+      --out-dir "$RESULTS/split$split" "${sel[@]:0:8}" || rc=1
+  done
+  "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b" --hf none --batches 64 \
+    --out "$RESULTS/bench_decode_qwen3-8b_b64_narrow.json" || rc=1
+  ATLAS_DECODE_GEMM_WIDE=1 "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b" --hf none \
+    --batches 64 --out "$RESULTS/bench_decode_qwen3-8b_b64_wide.json" || rc=1
+  ATLAS_PDL=0 ATLAS_DECODE_GEMM_WIDE=1 "$PY" tools/gpu/profile_decode.py \
+    --model "$CKPT/qwen3-8b" --batch 64 --context 1536 \
+    --out "$RESULTS/profile_decode_qwen3-8b_b64_c1536_pdl0_wide.json" || rc=1
+  return $rc
+}
+
+STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity decode_bench
+        qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
         profile kernel_table gdn_table server_sweep throughput batched_min_m long_context
         long_context_qreg long_context_profile long_context_nolong issue15_table decode_gemm_ab
-        kv_dtypes gates ep_1gpu spec_bench grammar_bench
-        prefix_bench prefix_bench_hybrid spec_bench_hybrid quant_bench moe_full quant_profile
-        quant_profile_nvfp4 quant_lm_head
+        kv_dtypes gates ep_1gpu spec_bench grammar_bench prefix_bench prefix_bench_hybrid
+        spec_bench_hybrid quant_bench moe_full quant_profile quant_profile_nvfp4 quant_lm_head
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
-        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab startup
-        quant_kernels gemv_prefetch_ab norm_gemv_ab moe_decode_ab decode_attn)
+        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
+        startup quant_kernels gemv_prefetch_ab norm_gemv_ab moe_decode_ab decode_attn
+        throughput_b64_profile throughput_mixed_step decode_gemm_wide_ab)
 
 # ---- runner -------------------------------------------------------------------------------
 

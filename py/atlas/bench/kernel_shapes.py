@@ -307,10 +307,11 @@ class Embedding:
 class Linear:
     """y[m, n] = x[m, k] @ w[n, k].T; `prefill` puts it in the GEMM family, `batched` in
     the family of the tensor-core decode GEMV (ops.matmul_batched), `decode_sm90` in that of
-    the skinny wgmma GEMM (ops.matmul_decode), each forced; the others run whatever `linear`
-    would choose for m. `swiglu`: the MLP down projection with its activation, x = swiglu of
-    a gate_up [m, 2k] input, through `linear_silu`; `ends_swiglu`: the gate_up projection
-    [n = 2 I, k] ending with it (y = swiglu, [m, I]), as a batch-1 decode step runs them."""
+    the skinny wgmma GEMM (ops.matmul_decode; `wide` forces its two-warpgroup blocks), each
+    forced; the others run whatever `linear` would choose for m. `swiglu`: the MLP down
+    projection with its activation, x = swiglu of a gate_up [m, 2k] input, through
+    `linear_silu`; `ends_swiglu`: the gate_up projection [n = 2 I, k] ending with it (y =
+    swiglu, [m, I]), as a batch-1 decode step runs them."""
 
     label: str
     m: int
@@ -322,6 +323,7 @@ class Linear:
     decode_sm90: bool = False
     swiglu: bool = False
     ends_swiglu: bool = False
+    wide: bool = False
     quick: bool = False
 
     @property
@@ -784,6 +786,8 @@ class TableScale:
     #: decode batches of the skinny wgmma GEMM rows (linear routes 9..256 rows to it; 8 is
     #: the A/B against gemv_mma's best case; 256 the serving default's largest batch)
     decode_gemm_batches: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
+    #: the skinny GEMM's two-warpgroup rows: where x's L2 re-reads weigh (17 rows and up)
+    decode_gemm_wide_batches: tuple[int, ...] = (32, 64, 128)
     prefill_tokens: int = 2048
     attention_seqs: tuple[int, ...] = (256, 1024, 4096)
     histories: tuple[int, ...] = (512, 4096, 16384)
@@ -916,6 +920,13 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                    for name, n, k in _linears(m)]
         shapes.append(Linear(label=f"{m.name} lm_head b{b}", m=b, n=m.vocab, k=m.hidden,
                              out_f32=True, decode_sm90=True))
+    # the same products on two-warpgroup blocks (ATLAS_DECODE_GEMM_WIDE's A/B, issue 15's
+    # 64-stream decode step)
+    for b in scale.decode_gemm_wide_batches:
+        shapes += [Linear(label=f"{m.name} {name} b{b} wide", m=b, n=n, k=k, decode_sm90=True,
+                          wide=True) for name, n, k in _linears(m)]
+        shapes.append(Linear(label=f"{m.name} lm_head b{b} wide", m=b, n=m.vocab, k=m.hidden,
+                             out_f32=True, decode_sm90=True, wide=True))
     for fmt in ("fp8-block", "nvfp4"):
         shapes += [QuantLinear(label=f"{m.name} {name} b{b} {fmt}", m=b, n=n, k=k, fmt=fmt,
                                quick=b == scale.quant_batches[0] and name in ("qkv", "gate_up"))

@@ -257,6 +257,10 @@ class AttentionPlan:
     #: rope-fused kernel computes those keys itself up to DECODE_ROPE_MAX_STEP_KEYS of them;
     #: past that K/V are appended by their own launch before attention reads them
     step_keys: int = 1
+    #: a prefill-shaped step's leading one-token rows (sequences decoding beside prompt
+    #: chunks, which the scheduler puts first): attended by the split-K decode kernel with
+    #: `num_splits`, the rest by the prefill kernel
+    decode_rows: int = 0
 
 
 class DenseDecoderModel:
@@ -449,17 +453,24 @@ class DenseDecoderModel:
                              self.cos_sin, b.positions, b.slots, t, d.heads, d.kv_heads,
                              d.head_dim, self.block_size, d.eps, q_pitch=d.q_pitch,
                              rotary_dim=rotary_dim, norm_offset=d.norm_offset)
-        if plan.decode:  # split-K; the last split of each row merges (one launch)
+        # decode rows: split-K, the last split of each row merges (one launch); a prefill-
+        # shaped step's leading one-token rows too, the prompt chunks after them on the
+        # prefill kernel (whose 128-query tiles would run each decode row's keys through
+        # 128 mostly empty query rows, once per query head)
+        rows = plan.num_seqs if plan.decode else plan.decode_rows
+        if rows:
             attention.decode_attention(kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables,
                                        b.kv_lens, b.part_o, b.part_ml, b.attn_counters, b.attn,
-                                       plan.num_seqs, d.heads, d.kv_heads, d.head_dim,
+                                       rows, d.heads, d.kv_heads, d.head_dim,
                                        self.block_size, self.max_blocks, plan.num_splits,
                                        self.scale)
-        else:
-            attention.prefill_attention(kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables,
-                                        b.cu_q, b.kv_lens, b.attn, plan.num_seqs, d.heads,
-                                        d.kv_heads, d.head_dim, self.block_size,
-                                        self.max_blocks, self.scale, plan.max_q_len)
+        if rows < plan.num_seqs:  # per-sequence inputs of the chunks after the decode rows
+            attention.prefill_attention(kc, s, b.q, lw.k_cache, lw.v_cache,
+                                        b.block_tables + 4 * rows * self.max_blocks,
+                                        b.cu_q + 4 * rows, b.kv_lens + 4 * rows, b.attn,
+                                        plan.num_seqs - rows, d.heads, d.kv_heads, d.head_dim,
+                                        self.block_size, self.max_blocks, self.scale,
+                                        plan.max_q_len)
         if d.gated_attn:  # the gate of head h follows its query in the qkv row
             gating.sigmoid_gate_mul(kc, s, b.attn, b.qkv + 2 * d.head_dim, b.attn, t, d.heads,
                                     d.head_dim, d.qkv_width, d.q_pitch)

@@ -58,8 +58,8 @@ from .gated_deltanet import decodes_fused, proj_width
 from .model import AttentionPlan, DenseDecoderModel, Dims, StepBuffers
 from .mtp import MtpProposer
 from .state_pools import RecurrentStatePools, StateSlotMap
-from .step_inputs import (StepLayout, decode_buckets, decode_splits, pack_step, row_owners,
-                          verification_buckets)
+from .step_inputs import (StepLayout, decode_buckets, decode_splits, leading_decode_rows,
+                          pack_step, row_owners, verification_buckets)
 
 
 @dataclass(frozen=True, slots=True)
@@ -456,10 +456,15 @@ class ModelRunner:
         if bucket:
             self.backend.launch_graph(forward_graphs[bucket], self.stream)
         else:
-            plan = (AttentionPlan(decode=True, num_seqs=n_tokens,
-                                  num_splits=self.decode_splits(n_tokens), verify=True)
-                    if per_row else
-                    AttentionPlan(decode=False, num_seqs=len(steps), max_q_len=max_q))
+            if per_row:  # a hybrid model's eager verification: decode-shaped
+                plan = AttentionPlan(decode=True, num_seqs=n_tokens,
+                                     num_splits=self.decode_splits(n_tokens),
+                                     step_keys=1 + self.max_num_draft_tokens)
+            else:
+                ones = leading_decode_rows(steps)
+                plan = AttentionPlan(decode=False, num_seqs=len(steps), max_q_len=max_q,
+                                     num_splits=self.decode_splits(ones) if ones else 1,
+                                     decode_rows=ones)
             self.model.forward(self.stream, self.bufs, n_tokens, plan, n_sample)
         self._upload_token_masks([st for st, _ in rows])
         self._mark_inputs_sent()

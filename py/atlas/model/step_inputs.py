@@ -76,6 +76,18 @@ class StepError(ValueError):
     """A step asked for more than the runner was sized for, or is inconsistent."""
 
 
+def leading_decode_rows(chunks: Sequence[SeqChunk]) -> int:
+    """How many of a prefill-shaped step's first chunks are one token each (sequences
+    decoding beside prompt chunks; the scheduler puts them first): decode attention takes
+    them, with their kv_len = position + 1 as `pack_step` packs any chunk's."""
+    rows = 0
+    for c in chunks:
+        if len(c.token_ids) != 1:
+            break
+        rows += 1
+    return rows
+
+
 def pack_step(buf: np.ndarray, layout: StepLayout, chunks: Sequence[SeqChunk], block_size: int,
               pad_to: int = 0, per_row: bool = False) -> tuple[int, int, int]:
     """Fill `buf` (int32 [layout.total]) for `chunks`; return (n_tokens, n_sample, max_q_len).

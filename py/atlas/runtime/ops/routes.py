@@ -22,6 +22,10 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (defaults DEFAULT_DECODE_GEMM_MIN_M..DEFAULT_DECODE_GEMM_MAX_M).
 * ATLAS_DECODE_GEMM_SPLIT=1|2|4|8: its cluster split of K for every product (unset: the
   launch builder's occupancy rule, ops/matmul_decode.decode_split).
+* ATLAS_DECODE_GEMM_WIDE=1: its batches of 17 rows and more on two-warpgroup blocks (128
+  weight rows sharing each x tile: 1.5x the weight bytes through L2 at 64 rows instead of
+  2x, and 112 KB of weights in flight per SM instead of 64); off by default until measured
+  (tools/gpu/run_suite.sh decode_gemm_wide_ab).
 * ATLAS_DECODE_ATTN_LONG=0: decode attention never on the long-context tensor-core kernel
   (attention_long); ATLAS_DECODE_ATTN_LONG_MIN_KEYS=N: the shortest block-table reach (keys)
   that takes it (default ops/attention_long.LONG_CONTEXT_KEYS).
@@ -135,6 +139,7 @@ class KernelRoutes:
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
     decode_gemm_max_m: int = DEFAULT_DECODE_GEMM_MAX_M
     decode_gemm_split: int | None = None
+    decode_gemm_wide: bool = False
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     prefill_attn_sm90: bool = True
@@ -178,6 +183,7 @@ class KernelRoutes:
                    decode_gemm_max_m=_env_count(env, "ATLAS_DECODE_GEMM_MAX_M",
                                                 DEFAULT_DECODE_GEMM_MAX_M),
                    decode_gemm_split=int(split) if split else None,
+                   decode_gemm_wide=env_switch(env, "ATLAS_DECODE_GEMM_WIDE", False),
                    decode_attn_long=env_switch(env, "ATLAS_DECODE_ATTN_LONG", True),
                    decode_attn_long_min_keys=_env_count(env, "ATLAS_DECODE_ATTN_LONG_MIN_KEYS",
                                                         DEFAULT_DECODE_ATTN_LONG_MIN_KEYS),
