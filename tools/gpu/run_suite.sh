@@ -939,6 +939,23 @@ stage_decode_gemm_wide_ab() {
   return $rc
 }
 
+# The session's headline decode numbers in one short stage (a mid-session check): Qwen3-0.6B
+# batch 1, Qwen3-8B batch 1 and 64, both full-size MoE models (synthetic weights) at batch 1
+# and 8, with their 2,048-token prefill; transformers baselines are in the long stages.
+stage_headline() {
+  local rc=0 name
+  for name in qwen3-0.6b qwen3-8b; do make_checkpoint "$name" weights || return 1; done
+  "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-0.6b" --hf none --batches 1 \
+    --out "$RESULTS/headline_qwen3-0.6b.json" || rc=1
+  "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b" --hf none --batches 1,64 \
+    --out "$RESULTS/headline_qwen3-8b.json" || rc=1
+  for name in qwen3-30b-a3b qwen3_5-35b-a3b; do
+    "$PY" tools/gpu/bench_moe.py --config "$name" --batches 1,8 --prefill 2048 --hf none \
+      --out "$RESULTS/headline_$name.json" || rc=1
+  done
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity decode_bench
         qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
@@ -949,7 +966,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
         startup quant_kernels gemv_prefetch_ab norm_gemv_ab moe_decode_ab decode_attn
-        throughput_b64_profile throughput_mixed_step decode_gemm_wide_ab)
+        throughput_b64_profile throughput_mixed_step decode_gemm_wide_ab headline)
 
 # ---- runner -------------------------------------------------------------------------------
 
