@@ -40,8 +40,8 @@
 //   atomicInc on counters[t], which wraps back to zero for the next launch or graph replay)
 //   reads the token's updated residual row from L2 and normalizes it. This replaces the
 //   add_rmsnorm launch after a decode MoE block.
-// Bulk-copy paths (ops/moe.py down_bulk_plan, gate_up_bulk_plan; the default where their
-// ring fits, ATLAS_MOE_DOWN_BULK=0 / ATLAS_MOE_GATE_UP_BULK=0 keep the register paths): the
+// Bulk-copy paths (ops/moe.py down_bulk_plan, gate_up_bulk_plan; opt-in where their ring
+// fits, ATLAS_MOE_DOWN_BULK=1 / ATLAS_MOE_GATE_UP_BULK=1, else the register paths): the
 // weights go through the TMA copy engine into a ring of stages in shared memory, one block
 // per SM, see down_bulk and gate_up_bulk (gate/up: batch 1 only) below.
 // An id outside [0, experts) gives act = 0 and is skipped in the sum.

@@ -359,10 +359,11 @@ def router_cases(rng: np.random.Generator) -> list[KernelCase]:
 
 # ---- decode experts -----------------------------------------------------------------------
 def decode_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.ndarray,
-                graph: bool = False) -> KernelCase:
+                graph: bool = False, bulk: bool | None = None) -> KernelCase:
     """moe_gate_up_silu then moe_down_sum, act checked on its own (it is the first kernel's
     output and the second one's input); with shape.shared_inter, a shared expert folded in
-    as shape.shared_slots more slots. `graph`: also captured into the GPU check's graph."""
+    as shape.shared_slots more slots. `graph`: also captured into the GPU check's graph;
+    `bulk`: the paths (_bulk_cache)."""
     tokens, k = len(ids), shape.top_k
     w_gu, w_d = expert_weights(rng, shape)
     inputs = {"x": random_bf16(rng, (tokens, shape.hidden)), "w_gate_up": w_gu, "w_down": w_d,
@@ -374,7 +375,7 @@ def decode_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: n
                "out": OutputSpec(DType.BF16, (tokens, shape.hidden))}
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        kc = KernelCache(backend)
+        kc = _bulk_cache(backend, bulk)
         moe.decode_gate_up(kc, stream, p["x"], p["w_gate_up"], p["topk_ids"], p["act"], tokens,
                            shape, _shared_ptrs(p))
         moe.decode_down(kc, stream, p["act"], p["w_down"], p["topk_ids"], p["topk_weights"],
@@ -394,9 +395,9 @@ def decode_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: n
 
 
 def down_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.ndarray,
-              bulk: bool = True) -> KernelCase:
+              bulk: bool | None = None) -> KernelCase:
     """moe_down_sum alone from a given act: one rounding per expert and one at the end, so
-    it is held to the tight reference tolerance. bulk=False: the register path."""
+    it is held to the tight reference tolerance. `bulk`: the paths (_bulk_cache)."""
     tokens = len(ids)
     _, w_d = expert_weights(rng, shape)
     inputs = {"act": random_bf16(rng, (tokens, shape.top_k, shape.inter)), "w_down": w_d,
@@ -404,7 +405,7 @@ def down_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.
               "topk_weights": _routing_weights(rng, tokens, shape.top_k)}
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        moe.decode_down(_down_cache(backend, bulk), stream, p["act"], p["w_down"],
+        moe.decode_down(_bulk_cache(backend, bulk), stream, p["act"], p["w_down"],
                         p["topk_ids"], p["topk_weights"], p["out"], tokens, shape)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -430,20 +431,23 @@ def oracle_add_rmsnorm(resid: np.ndarray, delta: np.ndarray, w: np.ndarray, eps:
     return {"residual": r, "normed": normed}
 
 
-def _down_cache(backend: GpuBackend, bulk: bool) -> KernelCache:
-    """The launch builders' routes of a down case: the default ones (the bulk-copy path
-    where it fits), or the register path (ATLAS_MOE_DOWN_BULK=0's) kept checked too."""
-    return KernelCache(backend, None if bulk else KernelRoutes(moe_down_bulk=False))
+def _bulk_cache(backend: GpuBackend, bulk: bool | None) -> KernelCache:
+    """The launch builders' routes of a decode case: the bulk-copy paths forced on (True:
+    ATLAS_MOE_DOWN_BULK=1 and ATLAS_MOE_GATE_UP_BULK=1, where their rings fit) or off (False:
+    the register paths), or the environment's (None), so both paths stay checked."""
+    if bulk is None:
+        return KernelCache(backend)
+    return KernelCache(backend, KernelRoutes(moe_down_bulk=bulk, moe_gate_up_bulk=bulk))
 
 
 def down_add_rmsnorm_case(rng: np.random.Generator, name: str, shape: moe.MoeShape,
-                          ids: np.ndarray, offset: bool = False, bulk: bool = True
+                          ids: np.ndarray, offset: bool = False, bulk: bool | None = None
                           ) -> KernelCase:
     """moe_down_add_rmsnorm(_offset) launched twice over the same counters (into two residual
     rows sets): the second launch finds its last blocks only if the first left the counters
     at zero, as a graph replay needs; the counters are checked to be zero after. With
     shape.shared_inter the shared expert's slots follow (act zero past its width, as the
-    gate/up kernel leaves it). bulk=False: the register path (_down_cache)."""
+    gate/up kernel leaves it). `bulk`: the paths (_bulk_cache)."""
     tokens, eps, k = len(ids), 1e-6, shape.top_k
     _, w_d = expert_weights(rng, shape)
     resid = random_bf16(rng, (tokens, shape.hidden), 3.0)
@@ -461,7 +465,7 @@ def down_add_rmsnorm_case(rng: np.random.Generator, name: str, shape: moe.MoeSha
                "counters": OutputSpec(DType.I32, (tokens,))}
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        kc = _down_cache(backend, bulk)
+        kc = _bulk_cache(backend, bulk)
         for suffix in ("", "2"):
             norm = moe.AddRmsNorm(p["residual" + suffix], p["norm_w"], p["normed" + suffix],
                                   p["counters"], eps, offset)
@@ -551,7 +555,9 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
     ring_ids = random_ids(rng, 8, 8, 3)
     ring_ids[5, 1] = -1
     fused += [down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm shared t8 h1040 i512 k3 shared "
-                                    "528 (bulk ring refills)", ring, ring_ids)]
+                                    "528 (bulk ring refills)", ring, ring_ids, bulk=True),
+              down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm leaf t2 h2048 i768 k8 (bulk ring)",
+                                    leaf, random_ids(rng, 2, 8, 8), bulk=True)]
     # batch 1 through both bulk rings: gate/up 32 stages a block on a ring of 8 (30 slots:
     # 4 blocks a slot, the last partial), an id of another rank, a shared expert whose second
     # chunk is partial; and the Qwen3-30B-A3B leaf (16 stages of 3 columns on a ring of 4)
@@ -559,13 +565,13 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
     many_ids = rng.permutation(40)[None, :28].astype(np.int32)
     many_ids[0, 5] = -1
     fused += [decode_case(rng, "moe_decode t1 e40 k28 h64 i1008 shared 1040 (bulk rings)",
-                          many, many_ids),
-              decode_case(rng, "moe_decode leaf t1 h2048 i768 k8", leaf,
-                          random_ids(rng, 1, 8, 8), graph=True),
+                          many, many_ids, bulk=True),
+              decode_case(rng, "moe_decode leaf t1 h2048 i768 k8 (bulk rings)", leaf,
+                          random_ids(rng, 1, 8, 8), graph=True, bulk=True),
               # batch 8 of the flagship's shape: the down ring at 16 blocks a token
-              decode_case(rng, "moe_decode leaf shared t8 h2048 i512 k8 (qwen3.5-35b-a3b)", q35,
-                          random_ids(rng, 8, 8, 8))]
-    # the register path (ATLAS_MOE_DOWN_BULK=0) at both full-size shapes
+              decode_case(rng, "moe_decode leaf shared t8 h2048 i512 k8 (qwen3.5-35b-a3b, bulk "
+                          "ring)", q35, random_ids(rng, 8, 8, 8), bulk=True)]
+    # the register paths at both full-size shapes, whatever the environment says
     fused += [down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm leaf t2 h2048 i768 k8 (register "
                                     "path)", leaf, random_ids(rng, 2, 8, 8), bulk=False),
               down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm_offset shared t2 h2048 i512 k8 "

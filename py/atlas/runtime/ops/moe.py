@@ -32,13 +32,14 @@ and the last block of each token applies the next RMSNorm, so a decode layer nee
 separate add_rmsnorm launch after its MoE block. A decode step routes in one launch too
 (`gate_topk`: the gate GEMV's rows spread over blocks, the last block does the top-k).
 
-Bulk-copy paths (the default where their ring fits the device's shared memory): the down
+Bulk-copy paths (opt-in, ATLAS_MOE_DOWN_BULK=1 / ATLAS_MOE_GATE_UP_BULK=1, where their ring
+fits the device's shared memory; off by default until measured on their own): the down
 launch at every decode batch (`down_bulk_plan`) and the gate/up launch at batch 1
 (`gate_up_bulk_plan`) move the weights with the TMA copy engine into a ring of stages in
 shared memory (one block per SM, ~96 KB in flight each, refilled stage by stage) instead of
-holding them in registers; ATLAS_MOE_DOWN_BULK=0 / ATLAS_MOE_GATE_UP_BULK=0 keep the
-register paths above (the kernel arguments stages = 0). The decode router can also compute
-the layer's input RMSNorm (`InputNorm`).
+holding them in registers (the register paths above: kernel arguments stages = 0). The
+decode router can also compute the layer's input RMSNorm (`InputNorm`; opt-in,
+ATLAS_MOE_ROUTER_NORM=1).
 
 Shared expert (Qwen2-MoE, Qwen3-Next, Qwen3.5-MoE), decode path: `MoeShape.shared_inter`
 folds it into the same three launches as `shared_slots` = ceil(shared_inter / inter) more
