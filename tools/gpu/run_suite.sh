@@ -971,7 +971,6 @@ stage_batch1_ab() {
   }
   ab_decode default qwen3-0.6b 1
   ab_decode prefetch0 qwen3-0.6b 1 ATLAS_GEMV_PREFETCH=0
-  ab_decode attn0 qwen3-0.6b 1 ATLAS_DECODE_ATTN_LATENCY=0
   ab_decode both0 qwen3-0.6b 1 ATLAS_GEMV_PREFETCH=0 ATLAS_DECODE_ATTN_LATENCY=0
   ab_decode default qwen3-8b 1
   ab_decode prefetch0 qwen3-8b 1 ATLAS_GEMV_PREFETCH=0
