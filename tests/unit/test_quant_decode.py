@@ -387,6 +387,32 @@ def test_the_ring_kernel_keeps_what_the_register_fed_one_does_not_take(case: str
     assert rec.module == "gemv_mma_quant"
 
 
+@pytest.mark.parametrize("product, func", [("linear", "gemv_qd_nvfp4_lut_bf16"),
+                                           ("logits", "gemv_qd_nvfp4_lut_f32"),
+                                           ("swiglu", "gemv_qd_nvfp4_lut_swiglu_bf16")])
+def test_the_lut_switch_takes_the_byte_table_entry_points_for_nvfp4_only(product: str,
+                                                                         func: str) -> None:
+    """ATLAS_QUANT_E2M1_LUT=1 (the A/B of the NVFP4 decode): every register-fed NVFP4 launch
+    names the byte-table entry point, same geometry and arguments; FP8 keeps its own."""
+    assert KernelRoutes.from_env({}).quant_e2m1_lut is False
+    routes = KernelRoutes.from_env({"ATLAS_QUANT_E2M1_LUT": "1"})
+    assert routes.quant_e2m1_lut is True
+    dev = _HopperDirectMock()
+    n, k, m = 96, 256, 3
+    for fmt, want in (("nvfp4", func), ("fp8", func.replace("nvfp4_lut", "fp8"))):
+        w = _weights(dev, n, k)[fmt]
+        kc, x = KernelCache(dev, routes), dev.alloc(m * k * 2)
+        if product == "swiglu":
+            matmul_quant_mma.gemv_direct_swiglu(kc, 0, x, w, dev.alloc(m * n), m)
+        elif product == "logits":
+            matmul_quant_mma.gemv_logits(kc, 0, x, w, dev.alloc(m * n * 4), m)
+        else:
+            QuantLinear(w).linear(kc, 0, x, dev.alloc(m * n * 2), m)
+        (rec,) = dev.drain_launches()
+        assert (rec.module, rec.func) == ("gemv_quant_direct", want)
+        assert rec.grid[0] == (-(-n // 2 // 8) if product == "swiglu" else -(-n // 16))
+
+
 def test_the_direct_route_switch_reads_the_environment() -> None:
     assert KernelRoutes.from_env({}).quant_direct is None
     assert KernelRoutes.from_env({"ATLAS_QUANT_DIRECT": "0"}).quant_direct is False

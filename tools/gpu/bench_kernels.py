@@ -582,9 +582,11 @@ def quant_linear_case(env: Env, s: Any) -> Case:
         return Nvfp4Weight(env.ptr(st["codes"]), env.ptr(st["scale"]), env.ptr(st["rows"]),
                            n, k)
 
-    # a ring row forces the shared-memory ring kernel (the A/B of the register-fed one)
+    # a ring row forces the shared-memory ring kernel, a lut row the NVFP4 byte-table decode
     kc = (KernelCache(env.backend, dataclasses.replace(env.kc.routes, quant_direct=False))
-          if s.ring else env.kc)
+          if s.ring else
+          KernelCache(env.backend, dataclasses.replace(env.kc.routes, quant_e2m1_lut=True))
+          if s.lut else env.kc)
 
     def ours(st: Set, stream: Stream) -> None:
         lin = matmul_quant.QuantLinear(weight(st))
@@ -628,7 +630,7 @@ def quant_linear_case(env: Env, s: Any) -> Case:
         except (RuntimeError, NotImplementedError, TypeError) as exc:
             note = f"torch._scaled_mm does not run at m={m}: {str(exc).splitlines()[0][:120]}"
     route = ("gemv_quant_direct gate_up + SwiGLU (tensor cores, register-fed)" if s.swiglu
-             else quant_route(kc, probe, m))
+             else quant_route(kc, probe, m)) + (", E2M1 byte tables" if s.lut else "")
     return Case(s, make, ours, variants, lambda o, t, r: [("y", o["y"], r)], outputs=("y",),
                 note=note or f"ours: {route} (QuantLinear, m={m})")
 

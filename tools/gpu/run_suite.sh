@@ -815,18 +815,20 @@ stage_async_scheduling() {
   return $rc
 }
 
-# Issue 12, the quantized decode GEMV alone (a few minutes): its GPU check cases (every
-# gemv_quant_direct / gemv_mma_quant / CUDA-core FP8 and NVFP4 case vs float64), then the
-# kernel-table rows of the register-fed kernel at batch 1 and 8 for the Qwen3-8B projections
-# (qkv 4096->6144, o 4096->4096, gate_up 4096->24576 plain and ending with the SwiGLU, down
-# 12288->4096) and other published widths, FP8-block and NVFP4, each with its GB/s and % of
-# copy bandwidth; the ring-kernel rows are the A/B.
+# Issue 12, the quantized decode GEMV alone (a couple of minutes): the GPU check cases of the
+# register-fed kernel (every gemv_qd_* case vs float64: both formats, batch 1..8, the NVFP4
+# bit-move decode under every E4M3 scale code, its byte-table twins), then the kernel-table
+# rows of Qwen3-8B's projections at batch 1 (qkv 4096->6144, o 4096->4096, gate_up
+# 4096->24576 plain and ending with the SwiGLU, down 12288->4096), FP8-block and NVFP4, each
+# with GB/s and % of copy; A/B rows: `ring` (the shared-memory ring kernel) and `nvfp4 lut`
+# (the byte-table decode, ATLAS_QUANT_E2M1_LUT=1).
 stage_quant_kernels() {
-  local rc=0
-  "$PY" tools/gpu/check_kernels.py -k gemv_qd -k gemv_mma_ -k gemv_fp8 -k gemv_nvfp4 \
-    --out "$RESULTS/gpu_check_quant-$STAMP.json" || rc=1
-  "$PY" tools/gpu/bench_kernels.py -k "b1 fp8-block" -k "b1 nvfp4" -k "b8 fp8-block" \
-    -k "b8 nvfp4" --out-dir "$RESULTS" || rc=1
+  local rc=0 p f sel=()
+  "$PY" tools/gpu/check_kernels.py -k gemv_qd --out "$RESULTS/gpu_check_quant-$STAMP.json" || rc=1
+  for p in qkv o_proj gate_up down gate_up+swiglu; do
+    for f in fp8-block nvfp4; do sel+=(-k "qwen3-8b $p b1 $f"); done
+  done
+  "$PY" tools/gpu/bench_kernels.py "${sel[@]}" --out-dir "$RESULTS" || rc=1
   return $rc
 }
 

@@ -109,6 +109,9 @@ struct Fp8 {
   __device__ __forceinline__ float out_scale(int) const { return 0x1p56f; }
 };
 
+// kLut: the session-5 byte-table decode (quant_decode.cuh E2m1Lut, the group scale folded
+// into the tables), kept behind ATLAS_QUANT_E2M1_LUT=1 as the A/B of the bit-move decode.
+template <bool kLut>
 struct Nvfp4 {
   static constexpr int kStepK = 128;
   const uint8_t* group;  // [n, k / 16] E4M3
@@ -128,6 +131,10 @@ struct Nvfp4 {
   // quant_decode.cuh e2m1x8_scaled_pairs), x permuted into the same pairs; the MMAs
   // accumulate sum x * e2m1 * s / kE2m1PairScale, out_scale restores the factor.
   __device__ __forceinline__ void step(const Frag& f, const uint4 (&xv)[4], float (&acc)[4]) const {
+    if constexpr (kLut) {
+      step_lut(f, xv, acc);
+      return;
+    }
     uint32_t sa[2], sb[2];  // bf16 pairs (s, s) * 2^kE2m1ScaleExp of rows g, g + 8, groups 0, 1
     e4m3x2_to_bf16_pairs_scaled(f.sa, sa[0], sa[1]);
     e4m3x2_to_bf16_pairs_scaled(f.sb, sb[0], sb[1]);
@@ -148,8 +155,34 @@ struct Nvfp4 {
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[i] += part[i];
   }
+
+  // The byte-table decode: per group, tables of the E2M1 magnitudes times the group scale
+  // (exact in bf16), pairs (v_2j, v_2j+1) matching x's own pairs.
+  __device__ __forceinline__ void step_lut(const Frag& f, const uint4 (&xv)[4],
+                                           float (&acc)[4]) const {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // scale group h: words 2h, 2h + 1 of each row
+      uint32_t la_s, lb_s;  // bf16 pairs (s, s) of rows g and g + 8
+      e4m3x2_to_bf16_pairs(((f.sa >> (8 * h)) & 0xffu) | (((f.sb >> (8 * h)) & 0xffu) << 8),
+                           la_s, lb_s);
+      const E2m1Lut la = E2m1Lut::scaled(la_s), lb = E2m1Lut::scaled(lb_s);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {  // 8 values of the group: pairs 4 half .. + 3
+        uint32_t pa[4], pb[4];
+        e2m1x8_to_bf16x2(word(f.wa, 2 * h + half), la, pa);
+        e2m1x8_to_bf16x2(word(f.wb, 2 * h + half), lb, pb);
+#pragma unroll
+        for (int jj = 0; jj < 2; ++jj) {  // MMA j = 2 half + jj of the group
+          const uint32_t a[4] = {pa[2 * jj], pb[2 * jj], pa[2 * jj + 1], pb[2 * jj + 1]};
+          const uint4& x = xv[2 * h + half];  // x values 16 h + 8 half .. + 7
+          atlas::mma_bf16_16816(acc, a, word(x, 2 * jj), word(x, 2 * jj + 1));
+        }
+      }
+    }
+  }
+
   __device__ __forceinline__ float out_scale(int row) const {
-    return __ldg(this->row + row) * kE2m1PairScale;
+    return __ldg(this->row + row) * (kLut ? 1.f : kE2m1PairScale);
   }
 };
 
@@ -281,11 +314,11 @@ __device__ __forceinline__ void fp8_entry(ATLAS_QD_FP8_ARGS) {
                          static_cast<int>(m), static_cast<int>(n), static_cast<int>(k));
 }
 
-template <Out kOut>
+template <Out kOut, bool kLut = false>
 __device__ __forceinline__ void nvfp4_entry(ATLAS_QD_NVFP4_ARGS) {
   if (m < 1 || m > 8) __trap();
-  gemv_direct<Nvfp4, kOut>(x, w, Nvfp4{scale, row_scale, k / 16}, y, static_cast<int>(m),
-                           static_cast<int>(n), static_cast<int>(k));
+  gemv_direct<Nvfp4<kLut>, kOut>(x, w, Nvfp4<kLut>{scale, row_scale, k / 16}, y,
+                                 static_cast<int>(m), static_cast<int>(n), static_cast<int>(k));
 }
 
 #define ATLAS_QD_FP8_PASS x, w, scale, y, m, n, k, row_shift, row_stride, col_shift, col_stride
@@ -317,4 +350,21 @@ extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
 extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
     gemv_qd_nvfp4_swiglu_bf16(ATLAS_QD_NVFP4_ARGS) {
   nvfp4_entry<Out::kSwiglu>(ATLAS_QD_NVFP4_PASS);
+}
+
+// The same products on the byte-table decode (ATLAS_QUANT_E2M1_LUT=1: the A/B of the
+// bit-move decode above).
+extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
+    gemv_qd_nvfp4_lut_bf16(ATLAS_QD_NVFP4_ARGS) {
+  nvfp4_entry<Out::kBf16, true>(ATLAS_QD_NVFP4_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
+    gemv_qd_nvfp4_lut_f32(ATLAS_QD_NVFP4_ARGS) {
+  nvfp4_entry<Out::kF32, true>(ATLAS_QD_NVFP4_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
+    gemv_qd_nvfp4_lut_swiglu_bf16(ATLAS_QD_NVFP4_ARGS) {
+  nvfp4_entry<Out::kSwiglu, true>(ATLAS_QD_NVFP4_PASS);
 }

@@ -385,7 +385,9 @@ class QuantLinear:
     (E4M3 codes + float32 per 128x128 block) or 'nvfp4' (packed E2M1 + E4M3 per 16 values +
     float32 per row). The bytes are the format's: that is the point of quantizing. `ring`:
     forced onto the tensor-core GEMV's shared-memory ring kernel (gemv_mma_quant), the A/B
-    of its register-fed twin (gemv_quant_direct) that batches of 1..8 rows take. `swiglu`:
+    of its register-fed twin (gemv_quant_direct) that batches of 1..8 rows take. `lut`: the
+    twin's NVFP4 entry points on the byte-table decode (ATLAS_QUANT_E2M1_LUT=1), the A/B of
+    its bit-move decode. `swiglu`:
     w is a fused [gate | up] weight and the output the SwiGLU activation [m, n / 2] (the
     gate_up GEMV that ends with it)."""
 
@@ -395,6 +397,7 @@ class QuantLinear:
     k: int
     fmt: str
     ring: bool = False
+    lut: bool = False
     swiglu: bool = False
     quick: bool = False
 
@@ -416,7 +419,8 @@ class QuantLinear:
         return 2 * self.m * self.n * self.k
 
     def describe(self) -> str:
-        extra = (" ring" if self.ring else "") + (" +swiglu" if self.swiglu else "")
+        extra = ((" ring" if self.ring else "") + (" lut" if self.lut else "")
+                 + (" +swiglu" if self.swiglu else ""))
         return f"m={self.m} n={self.n} k={self.k} {self.fmt}{extra}"
 
 
@@ -943,6 +947,14 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                    for b in (1, 8) if fmt == "fp8-block" or m.hidden % 128 == 0]
         shapes += [QuantLinear(label=f"{dims.name} {name} b1 {fmt}", m=1, n=n, k=k, fmt=fmt)
                    for dims in quant_widths for name, n, k in _linears(dims)]
+    # the NVFP4 byte-table decode at batch 1 (A/B of the bit moves): the four projections
+    # and gate_up ending with the SwiGLU
+    shapes += [QuantLinear(label=f"{m.name} {name} b1 nvfp4 lut", m=1, n=n, k=k, fmt="nvfp4",
+                           lut=True) for name, n, k in _linears(m)]
+    if m.hidden % 128 == 0:
+        shapes.append(QuantLinear(label=f"{m.name} gate_up+swiglu b1 nvfp4 lut", m=1,
+                                  n=2 * m.intermediate, k=m.hidden, fmt="nvfp4", lut=True,
+                                  swiglu=True))
     shapes += [NormLinear(label=f"{dims.name} {name} b1{' carried' if carried else ''}", n=n,
                           k=k, carried=carried,
                           quick=dims is small_models[0] if small_models else False)

@@ -8,6 +8,8 @@ counts (a last block with features past n / 2) and FP8 block rows shared by gate
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ...core.dtype import DType
@@ -18,6 +20,7 @@ from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, matmul_quant
 from ..ops.matmul_nvfp4 import Nvfp4Weight
 from ..ops.matmul_quant import Fp8Weight
+from ..ops.routes import KernelRoutes
 from .gemv import random_bf16, swiglu_oracle
 from .gemv_fp8 import fp8_linear_case, random_fp8
 from .gemv_mma_quant import tensor_core_cases
@@ -31,10 +34,12 @@ from .quant_linear import quant_linear_case
 SWIGLU_REL_TOL = 2.0 ** -6
 
 
-def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int) -> KernelCase:
+def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
+                e2m1_lut: bool = False) -> KernelCase:
     """act = swiglu(x @ dequant(w).T) for a fused [gate | up] weight w [2 inter, k] through
-    `matmul_quant.linear_swiglu_quant` (forced onto gemv_quant_direct), against float64:
-    the product rounded to bf16, then silu_mul's rounding (swiglu_oracle)."""
+    `matmul_quant.linear_swiglu_quant` (forced onto gemv_quant_direct; `e2m1_lut`: its NVFP4
+    byte-table entry point), against float64: the product rounded to bf16, then silu_mul's
+    rounding (swiglu_oracle)."""
     n = 2 * inter
     if fmt == "nvfp4":
         packed, s_codes, row = random_nvfp4(rng, n, k, parts=2)
@@ -60,16 +65,19 @@ def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int) 
     def product(v: dict[str, np.ndarray]) -> np.ndarray:
         return bf16_bits_to_f32(v["x"]).astype(np.float64) @ dequant(v).T
 
+    routes = dataclasses.replace(KernelRoutes.from_env(), quant_e2m1_lut=e2m1_lut)
+
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        matmul_quant.linear_swiglu_quant(KernelCache(backend), stream, p["x"], weight(p),
-                                         p["act"], m)
+        matmul_quant.linear_swiglu_quant(KernelCache(backend, routes), stream, p["x"],
+                                         weight(p), p["act"], m)
 
     def oracle(v: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         gate_up = f32_to_bf16_bits(round_bf16(product(v).astype(np.float32)))
         return {"act": swiglu_oracle(gate_up)}
 
     big = float(np.abs(product(inputs)).max())
-    return KernelCase(f"gemv_qd_{'nvfp4' if fmt == 'nvfp4' else 'fp8'}_swiglu "
+    return KernelCase(f"gemv_qd_{'nvfp4' if fmt == 'nvfp4' else 'fp8'}"
+                      f"{'_lut' if e2m1_lut else ''}_swiglu "
                       f"{'' if fmt == 'nvfp4' else fmt + ' '}m{m} inter{inter} k{k}",
                       "gemv_quant_direct", inputs, {"act": OutputSpec(DType.BF16, (m, inter))},
                       run, oracle, reference_abs_tol=SWIGLU_REL_TOL * big * big)
@@ -113,6 +121,13 @@ def gemv_quant_direct_cases(rng: np.random.Generator) -> list[KernelCase]:
               fp8_linear_case(rng, "block", 8, 1001, 2048, direct=True, logits=True),
               nvfp4_linear_case(rng, 5, 300, 1408, parts=2, direct=True, logits=True)]
     cases += [nvfp4_every_scale_case(rng, 1, 4096, 4096), nvfp4_every_scale_case(rng, 6, 130, 1408)]
+    # the byte-table decode's entry points (ATLAS_QUANT_E2M1_LUT=1, the A/B of the bit moves)
+    cases += [nvfp4_linear_case(rng, m, n, k, parts=parts, direct=True, e2m1_lut=True)
+              for m, n, k, parts in ((1, 4096, 4096, 1), (3, 1001, 5120, 3), (8, 515, 1536, 2))]
+    cases += [nvfp4_linear_case(rng, 2, 300, 1408, parts=2, direct=True, logits=True,
+                                e2m1_lut=True),
+              swiglu_case(rng, "nvfp4", 1, 4096, 4096, e2m1_lut=True),
+              swiglu_case(rng, "nvfp4", 5, 203, 1408, e2m1_lut=True)]
     # gate_up + SwiGLU: Qwen3-8B (FP8 inter 12,288), every batch size, ragged features (past the
     # last 8-feature block), 128-row FP8 blocks straddling the gate / up boundary (inter 200)
     cases += [swiglu_case(rng, fmt, m, inter, k) for fmt, m, inter, k in (

@@ -30,9 +30,11 @@ DequantFn = Callable[[dict[str, np.ndarray]], np.ndarray]
 def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, n: int,
                       k: int, silu: bool, weight_inputs: dict[str, np.ndarray],
                       weight: WeightFn, dequant: DequantFn, mma: bool = False,
-                      direct: bool = False, logits: bool = False) -> KernelCase:
+                      direct: bool = False, logits: bool = False,
+                      e2m1_lut: bool = False) -> KernelCase:
     """`logits`: f32 outputs (a quantized LM head: `QuantLinear.linear(out_f32=True)`, the
-    tensor-core GEMVs' `_f32` entry points, any m)."""
+    tensor-core GEMVs' `_f32` entry points, any m); `e2m1_lut`: the register-fed kernel's
+    NVFP4 byte-table entry points (routes.quant_e2m1_lut)."""
     x_name = "gate_up" if silu else "x"
     inputs = {x_name: random_bf16(rng, (m, 2 * k if silu else k), 4.0 if silu else 1.0),
               **weight_inputs}
@@ -43,7 +45,8 @@ def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, 
     if silu and not matmul_quant.silu_fused(wbytes, n, k, m, mma):
         inputs["act"] = np.zeros((m, k), np.uint16)
 
-    routes = dataclasses.replace(KernelRoutes.from_env(), quant_direct=direct)
+    routes = dataclasses.replace(KernelRoutes.from_env(), quant_direct=direct,
+                                 quant_e2m1_lut=e2m1_lut)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = KernelCache(backend, routes)

@@ -12,17 +12,20 @@ Batches of 1..8 rows take the register-fed twin (hopper/common/gemv_quant_direct
 same fragments loaded straight from HBM into registers, no shared-memory ring, 16 weight
 rows a block) where it is loaded, switched on (ATLAS_QUANT_DIRECT) and the weight meets its
 preconditions (`direct_supports`). Its `_swiglu` entry points end a dense MLP's [gate | up]
-product with the SwiGLU (`gemv_direct_swiglu`), so no silu_mul launch follows.
+product with the SwiGLU (`gemv_direct_swiglu`), so no silu_mul launch follows. Its NVFP4
+entry points decode E2M1 by bit moves; ATLAS_QUANT_E2M1_LUT=1 takes their byte-table twins
+(`direct_sig`), the A/B of that decode.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..gpu import DevicePtr, Stream
+from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (GEMV_MMA_FP8, GEMV_MMA_FP8_F32, GEMV_MMA_FP8_SMALL, GEMV_MMA_NVFP4,
                           GEMV_MMA_NVFP4_F32, GEMV_MMA_NVFP4_SMALL, GEMV_QD_FP8,
                           GEMV_QD_FP8_F32, GEMV_QD_FP8_SWIGLU, GEMV_QD_NVFP4, GEMV_QD_NVFP4_F32,
+                          GEMV_QD_NVFP4_LUT, GEMV_QD_NVFP4_LUT_F32, GEMV_QD_NVFP4_LUT_SWIGLU,
                           GEMV_QD_NVFP4_SWIGLU)
 from . import KernelCache
 from ._preconditions import require_aligned
@@ -115,6 +118,23 @@ def uses_direct(kc: KernelCache, w: "Fp8Weight | Nvfp4Weight", m: int) -> bool:
     return GEMV_QD_FP8.module in kc.backend.module_names if forced is None else forced
 
 
+#: the register-fed kernel's entry points: (format, output, NVFP4 byte-table decode) -> sig
+_DIRECT = {("fp8", "bf16", False): GEMV_QD_FP8, ("fp8", "f32", False): GEMV_QD_FP8_F32,
+           ("fp8", "swiglu", False): GEMV_QD_FP8_SWIGLU,
+           ("nvfp4", "bf16", False): GEMV_QD_NVFP4, ("nvfp4", "f32", False): GEMV_QD_NVFP4_F32,
+           ("nvfp4", "swiglu", False): GEMV_QD_NVFP4_SWIGLU,
+           ("nvfp4", "bf16", True): GEMV_QD_NVFP4_LUT,
+           ("nvfp4", "f32", True): GEMV_QD_NVFP4_LUT_F32,
+           ("nvfp4", "swiglu", True): GEMV_QD_NVFP4_LUT_SWIGLU}
+
+
+def direct_sig(kc: KernelCache, w: "Fp8Weight | Nvfp4Weight", out: str) -> KernelSig:
+    """The register-fed entry point for `out` ('bf16', 'f32', 'swiglu'): NVFP4 on the
+    bit-move decode, or the byte tables where the route switch (ATLAS_QUANT_E2M1_LUT) asks."""
+    fmt = _fmt(w)
+    return _DIRECT[fmt, out, fmt == "nvfp4" and kc.routes.quant_e2m1_lut]
+
+
 def _args(w: "Fp8Weight | Nvfp4Weight", y: DevicePtr, m: int) -> tuple:
     """The kernels' arguments after x: the weight's buffers, y, m, n, k (and the FP8 map)."""
     if _fmt(w) == "fp8":
@@ -142,8 +162,8 @@ def gemv_mma(kc: KernelCache, stream: Stream, x: DevicePtr, w: "Fp8Weight | Nvfp
     _require_supported(name, w, x)
     require_aligned(name, "y", y, 2)
     if uses_direct(kc, w, m):
-        sig = GEMV_QD_FP8 if fmt == "fp8" else GEMV_QD_NVFP4
-        kc.get(sig)(stream, -(-w.n // DIRECT_ROWS), DIRECT_THREADS, 0, x, *_args(w, y, m))
+        kc.get(direct_sig(kc, w, "bf16"))(stream, -(-w.n // DIRECT_ROWS), DIRECT_THREADS, 0, x,
+                                          *_args(w, y, m))
         return
     small = m <= MMA_QUANT_SMALL_M
     sig = {("fp8", True): GEMV_MMA_FP8_SMALL, ("fp8", False): GEMV_MMA_FP8,
@@ -163,9 +183,8 @@ def gemv_logits(kc: KernelCache, stream: Stream, x: DevicePtr, w: "Fp8Weight | N
     _require_supported("gemv_logits", w, x)
     require_aligned("gemv_logits", "logits", logits, 4)
     if uses_direct(kc, w, m):
-        sig = GEMV_QD_FP8_F32 if fmt == "fp8" else GEMV_QD_NVFP4_F32
-        kc.get(sig)(stream, -(-w.n // DIRECT_ROWS), DIRECT_THREADS, 0, x,
-                    *_args(w, logits, m))
+        kc.get(direct_sig(kc, w, "f32"))(stream, -(-w.n // DIRECT_ROWS), DIRECT_THREADS, 0, x,
+                                         *_args(w, logits, m))
         return
     launch = kc.get_with_shared(GEMV_MMA_FP8_F32 if fmt == "fp8" else GEMV_MMA_NVFP4_F32,
                                 MMA_QUANT_MAX_SHARED)
@@ -190,6 +209,5 @@ def gemv_direct_swiglu(kc: KernelCache, stream: Stream, x: DevicePtr,
                          "register-fed kernel's k and scale-block preconditions")
     _require_supported("gemv_direct_swiglu", w, x)
     require_aligned("gemv_direct_swiglu", "act", act, 2)
-    sig = GEMV_QD_FP8_SWIGLU if _fmt(w) == "fp8" else GEMV_QD_NVFP4_SWIGLU
-    kc.get(sig)(stream, -(-(w.n // 2) // DIRECT_SWIGLU_FEATURES), DIRECT_THREADS, 0, x,
-                *_args(w, act, m))
+    kc.get(direct_sig(kc, w, "swiglu"))(stream, -(-(w.n // 2) // DIRECT_SWIGLU_FEATURES),
+                                        DIRECT_THREADS, 0, x, *_args(w, act, m))

@@ -16,6 +16,8 @@ what it asked for each time, and importing Atlas never depends on the environmen
 * ATLAS_QUANT_DIRECT=0 / 1: FP8 / NVFP4 tensor-core products of 1..8 rows on the GEMV's
   shared-memory ring kernel (gemv_mma_quant) / on its register-fed twin (gemv_quant_direct);
   unset, on the twin wherever the loaded set has it.
+* ATLAS_QUANT_E2M1_LUT=1: the twin's NVFP4 entry points decode E2M1 through the byte tables
+  of gemv_mma_quant (the session-5 decode) instead of the bit moves: the A/B of the decode.
 * ATLAS_DECODE_GEMM=0: decode batches never on the Hopper skinny wgmma GEMM
   (gemm_decode_sm90); they take the batched GEMV / GEMM routes as before it existed.
 * ATLAS_DECODE_GEMM_MIN_M=N / ATLAS_DECODE_GEMM_MAX_M=N: the row range routed to it
@@ -135,6 +137,7 @@ class KernelRoutes:
     gdn_chunk_tc: bool = True
     quant_mma: bool = True
     quant_direct: bool | None = None
+    quant_e2m1_lut: bool = False
     decode_gemm: bool = True
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
     decode_gemm_max_m: int = DEFAULT_DECODE_GEMM_MAX_M
@@ -177,6 +180,7 @@ class KernelRoutes:
                    gdn_chunk_tc=env_switch(env, "ATLAS_GDN_CHUNK_TC", True),
                    quant_mma=env_switch(env, "ATLAS_QUANT_MMA", True),
                    quant_direct=_env_tristate(env, "ATLAS_QUANT_DIRECT"),
+                   quant_e2m1_lut=env_switch(env, "ATLAS_QUANT_E2M1_LUT", False),
                    decode_gemm=env_switch(env, "ATLAS_DECODE_GEMM", True),
                    decode_gemm_min_m=_env_count(env, "ATLAS_DECODE_GEMM_MIN_M",
                                                 DEFAULT_DECODE_GEMM_MIN_M),

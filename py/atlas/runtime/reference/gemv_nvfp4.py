@@ -21,7 +21,8 @@ from ...core.quant import NVFP4_GROUP, dequantize_nvfp4
 from ..gpu import Dim3
 from ..kernel_abi import (DEQUANT_NVFP4, GEMV_MMA_NVFP4, GEMV_MMA_NVFP4_F32,
                           GEMV_MMA_NVFP4_SMALL, GEMV_NVFP4, GEMV_NVFP4_SINGLE, GEMV_QD_NVFP4,
-                          GEMV_QD_NVFP4_F32, GEMV_QD_NVFP4_SWIGLU, GEMV_SILU_NVFP4,
+                          GEMV_QD_NVFP4_F32, GEMV_QD_NVFP4_LUT, GEMV_QD_NVFP4_LUT_F32,
+                          GEMV_QD_NVFP4_LUT_SWIGLU, GEMV_QD_NVFP4_SWIGLU, GEMV_SILU_NVFP4,
                           GEMV_SILU_NVFP4_SINGLE)
 from . import HostMemory, reference
 from .silu_mul import swiglu_rows
@@ -52,6 +53,7 @@ def _linear(mem: HostMemory, xf: np.ndarray, w: int, scale: int, row_scale: int,
 @reference(GEMV_MMA_NVFP4)  # gemv_mma_quant.cu: the same product for 1..64 rows
 @reference(GEMV_MMA_NVFP4_SMALL)
 @reference(GEMV_QD_NVFP4)  # gemv_quant_direct.cu: the same product for 1..8 rows
+@reference(GEMV_QD_NVFP4_LUT)  # ... on its byte-table decode
 def gemv_nvfp4_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int,
                     row_scale: int, y: int, m: int, n: int, k: int) -> None:
     xf = bf16_bits_to_f32(mem.view(x, np.uint16, m * k)).reshape(m, k).astype(np.float64)
@@ -60,6 +62,7 @@ def gemv_nvfp4_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, sc
 
 @reference(GEMV_MMA_NVFP4_F32)
 @reference(GEMV_QD_NVFP4_F32)
+@reference(GEMV_QD_NVFP4_LUT_F32)
 def gemv_nvfp4_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int,
                    row_scale: int, y: int, m: int, n: int, k: int) -> None:
     """y f32 [m, n]: the bf16-rounded product widened (a quantized LM head's logits)."""
@@ -69,6 +72,7 @@ def gemv_nvfp4_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, sca
 
 
 @reference(GEMV_QD_NVFP4_SWIGLU)
+@reference(GEMV_QD_NVFP4_LUT_SWIGLU)
 def gemv_nvfp4_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
                            scale: int, row_scale: int, y: int, m: int, n: int, k: int) -> None:
     """y [m, n / 2] = silu_mul of the [gate | up] product's bf16 output."""
