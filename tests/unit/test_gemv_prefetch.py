@@ -160,3 +160,31 @@ def test_gate_up_ends_with_the_swiglu_on_one_prefetching_row_only() -> None:
     assert (rec.args["act"], rec.args["n"]) == (0x3000, 6144)
     with pytest.raises(ValueError, match="even"):
         matmul.gemv_swiglu(KernelCache(mock), 0, 0x1000, 0x2000, 0x3000, 6145, 1024)
+
+
+class CarveoutMock(MockGpuBackend):
+    """Records the shared-memory opt-ins and carveout preferences the launch builders ask."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.opt_ins: list[tuple[str, int]] = []
+        self.most_shared: list[str] = []
+
+    def set_max_dynamic_shared(self, handle, nbytes: int) -> None:
+        self.opt_ins.append((handle.func, nbytes))
+
+    def prefer_shared_memory(self, handle) -> None:
+        self.most_shared.append(handle.func)
+
+
+def test_prefetching_kernels_ask_for_the_most_shared_memory_once() -> None:
+    """Two GEMVs' 2 x 104 KiB share an SM only in the all-shared configuration."""
+    mock = CarveoutMock()
+    kc = KernelCache(mock)
+    for _ in range(2):
+        matmul.gemv(kc, 0, 0x1000, 0x2000, 0x3000, 1, 6144, 1024)
+        matmul.gemv_swiglu(kc, 0, 0x1000, 0x2000, 0x3000, 6144, 1024)
+        matmul.gemv(kc, 0, 0x1000, 0x2000, 0x3000, 2, 6144, 1024)  # the general kernel: no
+    assert mock.most_shared == ["gemv_bf16_single", "gemv_swiglu_bf16_single"]
+    assert mock.opt_ins == [("gemv_bf16_single", H200_BUDGET),
+                            ("gemv_swiglu_bf16_single", H200_BUDGET)]

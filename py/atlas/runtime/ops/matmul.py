@@ -160,19 +160,30 @@ def gemv_prefetch_plan(n: int, k: int, sm_count: int, budget: int) -> PrefetchPl
     return None
 
 
+def launch_prefetching(kc: KernelCache, stream: Stream, sig: KernelSig, n: int, k: int,
+                       *args: object) -> None:
+    """Launch the prefetching entry `sig` for an [n, k] weight with its plan (`args` are
+    the kernel's arguments): opted in to the device's budget, on SMs configured with the most
+    shared memory (the next GEMV's blocks prefetch beside this one's). Raises when x and
+    two tiles do not fit the budget."""
+    budget = prefetch_budget(kc)
+    plan = gemv_prefetch_plan(n, k, kc.facts.sm_count, budget)
+    if plan is None:
+        raise ValueError(f"{sig.func}: k={k} leaves no room for the weight ring in {budget} "
+                         f"bytes of shared memory")
+    kc.get_with_shared(sig, budget, most_shared=True)(stream, plan.grid, plan.threads,
+                                                      plan.shared, *args)
+
+
 def _launch_single(kc: KernelCache, stream: Stream, sig: KernelSig, general: KernelSig,
                    x: DevicePtr, w: DevicePtr, y: DevicePtr, n: int, k: int) -> None:
     """One row on the prefetching entry `sig`, or on the m-row kernel `general` when the
     row does not fit its shared memory or ATLAS_GEMV_PREFETCH=0."""
-    budget = prefetch_budget(kc)
-    plan = (gemv_prefetch_plan(n, k, kc.facts.sm_count, budget)
-            if kc.routes.gemv_prefetch else None)
-    if plan is None:
-        kc.get(general)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 0, x, w, y, 1,
-                        n, k)
+    if kc.routes.gemv_prefetch and gemv_prefetch_plan(n, k, kc.facts.sm_count,
+                                                      prefetch_budget(kc)) is not None:
+        launch_prefetching(kc, stream, sig, n, k, x, w, y, 1, n, k)
         return
-    kc.get_with_shared(sig, budget)(stream, plan.grid, plan.threads, plan.shared, x, w, y, 1,
-                                    n, k)
+    kc.get(general)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 0, x, w, y, 1, n, k)
 
 
 def gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr, m: int,
@@ -214,13 +225,7 @@ def gemv_swiglu(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, act
     _check_gemv("gemv_swiglu", x, w, act, 1, n, k, True)
     if n % 2:
         raise ValueError(f"gemv_swiglu: n={n} must be even ([gate | up] halves)")
-    budget = prefetch_budget(kc)
-    plan = gemv_prefetch_plan(n, k, kc.facts.sm_count, budget)
-    if plan is None:
-        raise ValueError(f"gemv_swiglu: k={k} leaves no room for the weight ring in {budget} "
-                         f"bytes of shared memory")
-    kc.get_with_shared(GEMV_SWIGLU_SINGLE, budget)(stream, plan.grid, plan.threads, plan.shared,
-                                                   x, w, act, 1, n, k)
+    launch_prefetching(kc, stream, GEMV_SWIGLU_SINGLE, n, k, x, w, act, 1, n, k)
 
 
 def gemv_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr, y: DevicePtr,
@@ -277,14 +282,9 @@ def gemv_add_rmsnorm(kc: KernelCache, stream: Stream, resid: DevicePtr, delta: D
         raise ValueError("gemv_add_rmsnorm: resid_out must not alias resid")
     for name, ptr in (("delta", delta), ("norm_w", norm_w), ("resid_out", resid_out)):
         _check_aligned(f"gemv_add_rmsnorm {name}", ptr, 16)
-    budget = prefetch_budget(kc)
-    plan = gemv_prefetch_plan(n, k, kc.facts.sm_count, budget)
-    if plan is None:  # x (<= NORM_GEMV_MAX_K * 2 bytes) and two tiles fit any H100/H200 budget
-        raise ValueError(f"gemv_add_rmsnorm: k={k} leaves no room for the weight ring in "
-                         f"{budget} bytes of shared memory")
-    kc.get_with_shared(GEMV_ADD_RMSNORM_SINGLE, budget)(
-        stream, plan.grid, plan.threads, plan.shared, resid, delta, norm_w, resid_out, w, y, n,
-        k, eps, int(offset))
+    # x (<= NORM_GEMV_MAX_K * 2 bytes) and two tiles fit an H100's or H200's budget
+    launch_prefetching(kc, stream, GEMV_ADD_RMSNORM_SINGLE, n, k, resid, delta, norm_w,
+                       resid_out, w, y, n, k, eps, int(offset))
 
 
 def ssq_partials(width: int) -> int:
