@@ -11,12 +11,16 @@ from atlas.model.load import load_runner
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
 
-#: batch-1 decode by default, 7 launches a layer: add + RMSNorm, qkv, attention with q/k norm
-#: + RoPE + KV append inside, o_proj, add + RMSNorm, gate_up ending with the SwiGLU, down;
-#: the first layer's norm has nothing to add
+#: batch-1 decode by default (the fastest measured), 7 launches a layer: add + RMSNorm, qkv,
+#: attention with q/k norm + RoPE + KV append inside, o_proj, add + RMSNorm, gate_up, down
+#: with SwiGLU inside; the first layer's norm has nothing to add
 DEFAULT_LAYER = ["add_rmsnorm_bf16", "gemv_bf16_single", "decode_attn_rope_bf16",
-                 "gemv_bf16_single", "add_rmsnorm_bf16", "gemv_swiglu_bf16_single",
-                 "gemv_bf16_single"]
+                 "gemv_bf16_single", "add_rmsnorm_bf16", "gemv_bf16_single",
+                 "gemv_silu_bf16_single"]
+#: ATLAS_GEMV_PREFETCH=1: the prefetching GEMVs, gate_up ending with the SwiGLU
+PREFETCH_LAYER = ["add_rmsnorm_bf16", "gemv_prefetch_bf16_single", "decode_attn_rope_bf16",
+                  "gemv_prefetch_bf16_single", "add_rmsnorm_bf16", "gemv_swiglu_bf16_single",
+                  "gemv_prefetch_bf16_single"]
 #: ATLAS_FUSED_NORM=1, 5 launches a layer: o_proj and down add into the residual stream
 #: themselves, the RMSNorms before qkv and gate_up run inside those GEMVs; the first layer's
 #: norm has no residual epilogue before it (the embedding wrote the stream): the add+norm
@@ -198,4 +202,22 @@ def test_norm_gemv_decode_graph_fuses_each_add_norm_into_the_gemv_after_it(monke
     assert names[:1 + n * layers] == ["embedding_bf16", *NORM_GEMV_LAYER * layers]
     assert names[1 + n * layers:] == ["add_rmsnorm_bf16", "embedding_bf16",
                                       "gemv_bf16_f32_single", *SAMPLER]
+    runner.release(7)
+
+
+def test_prefetch_decode_graph_runs_the_prefetching_gemvs(monkeypatch):
+    monkeypatch.setenv("ATLAS_GEMV_PREFETCH", "1")
+    runner = load_runner(FIXTURE, backend="mock", max_seq_len=64, max_batch_size=4,
+                         max_prefill_tokens=32)
+    dev = runner.backend
+    dev.drain_launches()
+    dev.graph_launches.clear()
+    runner.execute([SeqChunk(7, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3, 4, 5]))])
+    (replay,) = dev.graph_launches
+    names = [r.func for r in replay.graph]
+    layers, n = runner.cfg.num_hidden_layers, len(PREFETCH_LAYER)
+    assert names[1:1 + n * layers] == ["rmsnorm_bf16", *PREFETCH_LAYER[1:]] + PREFETCH_LAYER * (
+        layers - 1)
+    assert names[1 + n * layers:4 + n * layers] == ["add_rmsnorm_bf16", "embedding_bf16",
+                                                    "gemv_prefetch_bf16_f32_single"]
     runner.release(7)
