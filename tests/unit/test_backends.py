@@ -348,6 +348,7 @@ class FakeDriver:
 
     class CUfunction_attribute:
         CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+        CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT = 9
 
     class CUstreamCaptureMode:
         CU_STREAM_CAPTURE_MODE_GLOBAL = 0
@@ -689,6 +690,8 @@ def test_cuda_set_max_dynamic_shared_and_close(fake: FakeDriver) -> None:
     handle = be.kernel("toy", "axpy_f32")
     be.set_max_dynamic_shared(handle, 100 * 1024)
     assert fake.calls[-1] == ("cuFuncSetAttribute", "axpy_f32", 8, 100 * 1024)
+    be.prefer_shared_memory(handle)  # the carveout preference, in percent: all shared
+    assert fake.calls[-1] == ("cuFuncSetAttribute", "axpy_f32", 9, 100)
     be.alloc(8)
     be.create_stream()
     be.close()

@@ -11,12 +11,16 @@ from atlas.model.load import load_runner
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
 
-#: batch-1 decode by default, 7 launches a layer: add + RMSNorm, qkv, attention with q/k norm
-#: + RoPE + KV append inside, o_proj, add + RMSNorm, gate_up ending with the SwiGLU, down;
-#: the first layer's norm has nothing to add
+#: batch-1 decode by default (the fastest measured), 7 launches a layer: add + RMSNorm, qkv,
+#: attention with q/k norm + RoPE + KV append inside, o_proj, add + RMSNorm, gate_up, down
+#: with SwiGLU inside; the first layer's norm has nothing to add
 DEFAULT_LAYER = ["add_rmsnorm_bf16", "gemv_bf16_single", "decode_attn_rope_bf16",
-                 "gemv_bf16_single", "add_rmsnorm_bf16", "gemv_swiglu_bf16_single",
-                 "gemv_bf16_single"]
+                 "gemv_bf16_single", "add_rmsnorm_bf16", "gemv_bf16_single",
+                 "gemv_silu_bf16_single"]
+#: ATLAS_GEMV_PREFETCH=1: the prefetching GEMVs, gate_up ending with the SwiGLU
+PREFETCH_LAYER = ["add_rmsnorm_bf16", "gemv_prefetch_bf16_single", "decode_attn_rope_bf16",
+                  "gemv_prefetch_bf16_single", "add_rmsnorm_bf16", "gemv_swiglu_bf16_single",
+                  "gemv_prefetch_bf16_single"]
 #: ATLAS_FUSED_NORM=1, 5 launches a layer: o_proj and down add into the residual stream
 #: themselves, the RMSNorms before qkv and gate_up run inside those GEMVs; the first layer's
 #: norm has no residual epilogue before it (the embedding wrote the stream): the add+norm
@@ -184,8 +188,10 @@ def test_a_sequence_new_to_the_runner_must_bring_its_history(runner):
         runner.execute([SeqChunk(9, [3], 0, [0], GREEDY)])
 
 
-def test_norm_gemv_decode_graph_fuses_each_add_norm_into_the_gemv_after_it(monkeypatch):
-    monkeypatch.setenv("ATLAS_NORM_GEMV", "1")
+def _decode_step_launches(monkeypatch, switch: str) -> tuple[list[str], int]:
+    """The kernel names of one batch-1 decode graph replay under `switch`=1, and the
+    fixture's layer count."""
+    monkeypatch.setenv(switch, "1")
     runner = load_runner(FIXTURE, backend="mock", max_seq_len=64, max_batch_size=4,
                          max_prefill_tokens=32)
     dev = runner.backend
@@ -193,9 +199,22 @@ def test_norm_gemv_decode_graph_fuses_each_add_norm_into_the_gemv_after_it(monke
     dev.graph_launches.clear()
     runner.execute([SeqChunk(7, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3, 4, 5]))])
     (replay,) = dev.graph_launches
-    names = [r.func for r in replay.graph]
-    layers, n = runner.cfg.num_hidden_layers, len(NORM_GEMV_LAYER)
+    runner.release(7)
+    return [r.func for r in replay.graph], runner.cfg.num_hidden_layers
+
+
+def test_norm_gemv_decode_graph_fuses_each_add_norm_into_the_gemv_after_it(monkeypatch):
+    names, layers = _decode_step_launches(monkeypatch, "ATLAS_NORM_GEMV")
+    n = len(NORM_GEMV_LAYER)
     assert names[:1 + n * layers] == ["embedding_bf16", *NORM_GEMV_LAYER * layers]
     assert names[1 + n * layers:] == ["add_rmsnorm_bf16", "embedding_bf16",
                                       "gemv_bf16_f32_single", *SAMPLER]
-    runner.release(7)
+
+
+def test_prefetch_decode_graph_runs_the_prefetching_gemvs(monkeypatch):
+    names, layers = _decode_step_launches(monkeypatch, "ATLAS_GEMV_PREFETCH")
+    n = len(PREFETCH_LAYER)
+    assert names[1:1 + n * layers] == ["rmsnorm_bf16", *PREFETCH_LAYER[1:]] + PREFETCH_LAYER * (
+        layers - 1)
+    assert names[1 + n * layers:] == ["add_rmsnorm_bf16", "embedding_bf16",
+                                      "gemv_prefetch_bf16_f32_single", *SAMPLER]

@@ -1,7 +1,7 @@
-"""The prefetching single-row GEMV's launch plan (ops/matmul.py gemv_prefetch_plan), against
-what gemv_prefetch.cuh assumes of it: every block's tiles fit the ring it is given, whole
-weight slices are prefetched at small-model shapes, two blocks share an SM, and rows that do
-not fit fall back to the general kernel."""
+"""The prefetching single-row GEMV (opt-in: ATLAS_GEMV_PREFETCH=1) and its launch plan
+(ops/matmul.py gemv_prefetch_plan), against what gemv_prefetch.cuh assumes of it: every
+block's tiles fit the ring it is given, whole weight slices are prefetched at small-model
+shapes, two blocks share an SM, and rows that do not fit stay on the 4-row-block kernel."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from atlas.runtime.ops import KernelCache, matmul
 from atlas.runtime.ops.routes import KernelRoutes
 
 H200_BUDGET = matmul.PREFETCH_SHARED
+PREFETCH = KernelRoutes(gemv_prefetch=True)
 #: PrefetchShared: 32 mbarriers + [2][8][4] floats (gemv_prefetch.cuh)
 STATIC_SHARED = 32 * 8 + 2 * 8 * 4 * 4
 
@@ -101,49 +102,54 @@ def test_check_cases_reach_the_ring_paths_they_name() -> None:
 
 def test_launches_carry_the_plan_and_fall_back_past_the_budget() -> None:
     mock = MockGpuBackend()
-    kc = KernelCache(mock)
+    kc = KernelCache(mock, routes=PREFETCH)
     matmul.gemv(kc, 0, 0x1000, 0x2000, 0x3000, 1, 6144, 1024)
     matmul.gemv_silu(kc, 0, 0x1000, 0x2000, 0x3000, 1, 4096, 12288)
     matmul.gemv(kc, 0, 0x1000, 0x2000, 0x3000, 1, 8, 40000, out_f32=True)
-    first, silu, general = mock.drain_launches()
+    first, silu, fallback = mock.drain_launches()
     plan = matmul.gemv_prefetch_plan(6144, 1024, 132, H200_BUDGET)
     assert (first.func, first.grid, first.block, first.shared) == (
-        "gemv_bf16_single", (528, 1, 1), (128, 1, 1), plan.shared)
-    assert (silu.func, silu.grid, silu.block) == ("gemv_silu_bf16_single", (132, 1, 1),
-                                                  (256, 1, 1))
-    assert (general.func, general.grid, general.args["m"]) == ("gemv_bf16_f32", (2, 1, 1), 1)
+        "gemv_prefetch_bf16_single", (528, 1, 1), (128, 1, 1), plan.shared)
+    assert (silu.func, silu.grid, silu.block) == ("gemv_prefetch_silu_bf16_single",
+                                                  (132, 1, 1), (256, 1, 1))
+    assert (fallback.func, fallback.grid, fallback.shared) == ("gemv_bf16_f32_single",
+                                                               (2, 1, 1), 0)
 
 
-def test_one_row_fuses_the_swiglu_at_every_width() -> None:
-    """Qwen3-8B's down projection (k = 12,288) runs gemv_silu_bf16_single, not silu_mul + GEMV:
-    the prefetching kernel computes the activation once per block."""
+def test_prefetching_one_row_fuses_the_swiglu_at_every_width() -> None:
+    """Under ATLAS_GEMV_PREFETCH=1 Qwen3-8B's down projection (k = 12,288) fuses its SwiGLU
+    (the prefetching kernel computes the activation once per block); by default it stays
+    silu_mul + the GEMV past FUSED_SILU_MAX_K, as measured."""
     mock = MockGpuBackend()
-    matmul.linear_silu(KernelCache(mock), 0, 0x1000, 0x2000, 0x3000, 1, 4096, 12288)
-    assert [r.func for r in mock.drain_launches()] == ["gemv_silu_bf16_single"]
-    matmul.linear_silu(KernelCache(mock), 0, 0x1000, 0x2000, 0x3000, 2, 4096, 12288,
-                       scratch=0x9000)
-    assert [r.func for r in mock.drain_launches()] == ["silu_mul_bf16", "gemv_bf16"]
+    matmul.linear_silu(KernelCache(mock, routes=PREFETCH), 0, 0x1000, 0x2000, 0x3000, 1, 4096,
+                       12288)
+    assert [r.func for r in mock.drain_launches()] == ["gemv_prefetch_silu_bf16_single"]
+    matmul.linear_silu(KernelCache(mock, routes=KernelRoutes()), 0, 0x1000, 0x2000, 0x3000, 1,
+                       4096, 12288, scratch=0x9000)
+    assert [r.func for r in mock.drain_launches()] == ["silu_mul_bf16", "gemv_bf16_single"]
 
 
-def test_the_prefetch_switch_sends_one_row_to_the_general_kernel() -> None:
-    """ATLAS_GEMV_PREFETCH=0 (A/B runs): the general kernel with m = 1 and, past
-    FUSED_SILU_MAX_K, silu_mul before it (its blocks would each recompute the activation)."""
-    mock = MockGpuBackend()
-    kc = KernelCache(mock, routes=KernelRoutes.from_env({"ATLAS_GEMV_PREFETCH": "0"}))
-    matmul.gemv(kc, 0, 0x1000, 0x2000, 0x3000, 1, 6144, 1024)
-    matmul.linear_silu(kc, 0, 0x1000, 0x2000, 0x3000, 1, 1024, 3072)
-    matmul.linear_silu(kc, 0, 0x1000, 0x2000, 0x3000, 1, 4096, 12288, scratch=0x9000)
-    recs = mock.drain_launches()
-    assert [(r.func, r.grid[0], r.args.get("m")) for r in recs] == [
-        ("gemv_bf16", 1536, 1), ("gemv_silu_bf16", 256, 1), ("silu_mul_bf16", 1, None),
-        ("gemv_bf16", 1024, 1)]
+def test_the_prefetch_switch_is_off_by_default() -> None:
+    """Unset or ATLAS_GEMV_PREFETCH=0: the 4-row-block single-row kernels (the faster ones
+    measured) and, past FUSED_SILU_MAX_K, silu_mul before the GEMV."""
+    for env in ({}, {"ATLAS_GEMV_PREFETCH": "0"}):
+        mock = MockGpuBackend()
+        kc = KernelCache(mock, routes=KernelRoutes.from_env(env))
+        matmul.gemv(kc, 0, 0x1000, 0x2000, 0x3000, 1, 6144, 1024)
+        matmul.linear_silu(kc, 0, 0x1000, 0x2000, 0x3000, 1, 1024, 3072)
+        matmul.linear_silu(kc, 0, 0x1000, 0x2000, 0x3000, 1, 4096, 12288, scratch=0x9000)
+        recs = mock.drain_launches()
+        assert [(r.func, r.grid[0], r.shared) for r in recs] == [
+            ("gemv_bf16_single", 1536, 0), ("gemv_silu_bf16_single", 256, 0),
+            ("silu_mul_bf16", 1, 0), ("gemv_bf16_single", 1024, 0)]
 
 
 def test_gate_up_ends_with_the_swiglu_on_one_prefetching_row_only() -> None:
     """matmul.fuses_gate_up_swiglu: batch-1 bf16 gate_up on the prefetching GEMV, n even, and
     no norm fusion asked for (which puts the norm in gate_up's x load instead)."""
     def fuses(env: dict[str, str], m: int = 1, n: int = 6144, k: int = 1024) -> bool:
-        kc = KernelCache(MockGpuBackend(), routes=KernelRoutes.from_env(env))
+        kc = KernelCache(MockGpuBackend(),
+                         routes=KernelRoutes.from_env({"ATLAS_GEMV_PREFETCH": "1", **env}))
         return matmul.fuses_gate_up_swiglu(kc, m, n, k)
 
     assert fuses({}) and fuses({}, n=24576, k=4096)
@@ -160,3 +166,31 @@ def test_gate_up_ends_with_the_swiglu_on_one_prefetching_row_only() -> None:
     assert (rec.args["act"], rec.args["n"]) == (0x3000, 6144)
     with pytest.raises(ValueError, match="even"):
         matmul.gemv_swiglu(KernelCache(mock), 0, 0x1000, 0x2000, 0x3000, 6145, 1024)
+
+
+class CarveoutMock(MockGpuBackend):
+    """Records the shared-memory opt-ins and carveout preferences the launch builders ask."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.opt_ins: list[tuple[str, int]] = []
+        self.most_shared: list[str] = []
+
+    def set_max_dynamic_shared(self, handle, nbytes: int) -> None:
+        self.opt_ins.append((handle.func, nbytes))
+
+    def prefer_shared_memory(self, handle) -> None:
+        self.most_shared.append(handle.func)
+
+
+def test_prefetching_kernels_ask_for_the_most_shared_memory_once() -> None:
+    """Two GEMVs' 2 x 104 KiB share an SM only in the all-shared configuration."""
+    mock = CarveoutMock()
+    kc = KernelCache(mock, routes=PREFETCH)
+    for _ in range(2):
+        matmul.gemv(kc, 0, 0x1000, 0x2000, 0x3000, 1, 6144, 1024)
+        matmul.gemv_swiglu(kc, 0, 0x1000, 0x2000, 0x3000, 6144, 1024)
+        matmul.gemv(kc, 0, 0x1000, 0x2000, 0x3000, 2, 6144, 1024)  # the general kernel: no
+    assert mock.most_shared == ["gemv_prefetch_bf16_single", "gemv_swiglu_bf16_single"]
+    assert mock.opt_ins == [("gemv_prefetch_bf16_single", H200_BUDGET),
+                            ("gemv_swiglu_bf16_single", H200_BUDGET)]

@@ -252,15 +252,15 @@ dense_decode_with() {
   return $rc
 }
 
-# The single-row GEMVs' pre-wait weight prefetch (gemv_prefetch.cuh) A/B: decode with it off
-# (ATLAS_GEMV_PREFETCH=0: the general GEMV kernel at m = 1, silu_mul before 8B's down;
-# decode_bench is the "on" side), then the dense GEMV rows of Qwen3-0.6B and Qwen3-8B (b1
-# prefetching, b32, lm_head, down+swiglu, gate_up+swiglu) against PyTorch.
+# The single-row GEMVs' pre-wait weight prefetch (gemv_prefetch.cuh, opt-in) A/B: decode with
+# it on (ATLAS_GEMV_PREFETCH=1; decode_bench is the default "off" side), then the dense GEMV
+# rows of Qwen3-0.6B and Qwen3-8B (b1, b32, lm_head, down+swiglu, gate_up+swiglu) against
+# PyTorch, with it on.
 stage_gemv_prefetch_ab() {
   local rc=0
-  dense_decode_with noprefetch ATLAS_GEMV_PREFETCH=0 || rc=1
-  "$PY" tools/gpu/bench_kernels.py -k "decode_gemv qwen3-0.6b" -k "decode_gemv qwen3-8b" \
-    --out-dir "$RESULTS" || rc=1
+  dense_decode_with prefetch ATLAS_GEMV_PREFETCH=1 || rc=1
+  ATLAS_GEMV_PREFETCH=1 "$PY" tools/gpu/bench_kernels.py -k "decode_gemv qwen3-0.6b" \
+    -k "decode_gemv qwen3-8b" --out-dir "$RESULTS" || rc=1
   return $rc
 }
 

@@ -453,6 +453,12 @@ class CudaBackend(GpuBackend):
         self._ok(self._drv.cuFuncSetAttribute(handle.native.func, attr, int(nbytes)),
                  f"cuFuncSetAttribute({handle.module}.{handle.func}, max dynamic smem {nbytes})")
 
+    def prefer_shared_memory(self, handle: KernelHandle) -> None:
+        self._bound()
+        attr = self._drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
+        self._ok(self._drv.cuFuncSetAttribute(handle.native.func, attr, 100),  # percent: max
+                 f"cuFuncSetAttribute({handle.module}.{handle.func}, shared memory carveout)")
+
     def launch(self, handle: KernelHandle, grid: Dim3, block: Dim3, shared_mem: int,
                stream: Stream, args: Sequence[tuple[ArgKind, Any]]) -> None:
         ts = getattr(self._tls, "state", None) or self._bound()

@@ -4,6 +4,7 @@ then gemv) into `<output>_unfused` so a device run can assert the two agree bit 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from typing import Callable
 
@@ -14,6 +15,7 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, activation, matmul
+from ..ops.routes import KernelRoutes
 
 #: suffix of an output written by the unfused path of a fused kernel's case: the device
 #: check requires it to equal the fused output bit for bit
@@ -22,6 +24,18 @@ UNFUSED = "_unfused"
 #: launch(kc, stream, x, w, y, m, n, k, out_f32)
 Launcher = Callable[[KernelCache, Stream, DevicePtr, DevicePtr, DevicePtr, int, int, int, bool],
                     None]
+
+
+def prefetch_cache(backend: GpuBackend) -> KernelCache:
+    """A kernel cache whose single-row GEMVs take the prefetching entry points (as under
+    ATLAS_GEMV_PREFETCH=1): their cases check them whatever the default route is."""
+    return KernelCache(backend, routes=replace(KernelRoutes.from_env(), gemv_prefetch=True))
+
+
+def prefetching_gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr,
+                     y: DevicePtr, m: int, n: int, k: int, out_f32: bool) -> None:
+    """`matmul.gemv` through `prefetch_cache` (a `Launcher`)."""
+    matmul.gemv(prefetch_cache(kc.backend), stream, x, w, y, m, n, k, out_f32)
 
 
 def random_bf16(rng: np.random.Generator, shape: tuple[int, ...], scale: float = 1.0
@@ -92,7 +106,7 @@ def gemv_cases(rng: np.random.Generator) -> list[KernelCase]:
                          f32, matmul.gemv)
              for m, n, k, f32 in GEMV_SHAPES]
     cases += [linear_case(rng, f"gemv prefetch m1 n{n} k{k}{' f32' if f32 else ''}", "gemv", 1,
-                          n, k, f32, matmul.gemv)
+                          n, k, f32, prefetching_gemv)
               for n, k, f32 in GEMV_PREFETCH_SHAPES]
     # the general entry point with one row (linear sends m=1 to the single-row kernel)
     general = partial(matmul.gemv, single=False)
@@ -114,7 +128,7 @@ def swiglu_oracle(gate_up: np.ndarray) -> np.ndarray:
 
 
 def silu_linear_case(rng: np.random.Generator, name: str, m: int, n: int, k: int,
-                     single: bool | None = None) -> KernelCase:
+                     single: bool | None = None, prefetch: bool = False) -> KernelCase:
     """y = swiglu(gate_up) @ w.T through `gemv_silu` (`single` picks the entry point; None:
     by m) for m <= 8, or for m > 8 through `linear_silu`'s silu_mul + GEMM fallback, whose
     scratch is checked too. (The fused kernel is called directly: which shapes `linear_silu`
@@ -131,7 +145,7 @@ def silu_linear_case(rng: np.random.Generator, name: str, m: int, n: int, k: int
         outputs["scratch"] = OutputSpec(DType.BF16, (m, k))
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        kc = KernelCache(backend)
+        kc = prefetch_cache(backend) if prefetch else KernelCache(backend)
         if not fused:
             matmul.linear_silu(kc, stream, p["gate_up"], p["w"], p["y"], m, n, k,
                                scratch=p["scratch"])
@@ -152,9 +166,10 @@ def silu_linear_case(rng: np.random.Generator, name: str, m: int, n: int, k: int
 #: (m, n, k): Qwen3-0.6B and SmolLM2 down projections at batch 1, M of 2, 3, 5 and 8 with
 #: ragged N, a K of 1000 (125 chunks: a partial last warp) and K = 128 (16 chunks)
 GEMV_SILU_SHAPES = [(1, 1024, 3072), (1, 576, 1536), (2, 130, 1000), (5, 257, 2048),
-                    (8, 64, 4096), (3, 33, 128),
-                    # one row through the prefetching kernel's ring, k past FUSED_SILU_MAX_K
-                    (1, 1000, 10000)]
+                    (8, 64, 4096), (3, 33, 128)]
+#: (n, k) of one row through the prefetching kernel (`silu_linear_case` with prefetch):
+#: Qwen3-0.6B's down (whole slices) and a ring with k past FUSED_SILU_MAX_K
+GEMV_PREFETCH_SILU_SHAPES = [(1024, 3072), (1000, 10000)]
 
 
 @kernel_cases("gemv")
@@ -163,6 +178,8 @@ def gemv_silu_cases(rng: np.random.Generator) -> list[KernelCase]:
              for m, n, k in GEMV_SILU_SHAPES]
     cases.append(silu_linear_case(rng, "gemv_silu general m1 n300 k576", 1, 300, 576,
                                   single=False))
+    cases += [silu_linear_case(rng, f"gemv_silu prefetch m1 n{n} k{k}", 1, n, k, prefetch=True)
+              for n, k in GEMV_PREFETCH_SILU_SHAPES]
     # beyond the GEMV: silu_mul into the caller's scratch, then the GEMM
     cases.append(silu_linear_case(rng, "linear_silu fallback m12 n256 k1024", 12, 256, 1024))
     return cases

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GEMM_SM90,
                           GEMM_SM90_F32OUT, GEMV, GEMV_ADD_RMSNORM_SINGLE, GEMV_F32OUT,
+                          GEMV_PREFETCH_SILU_SINGLE, GEMV_PREFETCH_SINGLE,
+                          GEMV_PREFETCH_SINGLE_F32OUT,
                           GEMV_RESIDUAL_SINGLE, GEMV_RMSNORM_SINGLE, GEMV_SILU,
                           GEMV_SILU_RESIDUAL_SINGLE, GEMV_SILU_SINGLE, GEMV_SINGLE,
                           GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE)
@@ -160,38 +162,61 @@ def gemv_prefetch_plan(n: int, k: int, sm_count: int, budget: int) -> PrefetchPl
     return None
 
 
-def _launch_single(kc: KernelCache, stream: Stream, sig: KernelSig, general: KernelSig,
-                   x: DevicePtr, w: DevicePtr, y: DevicePtr, n: int, k: int) -> None:
-    """One row on the prefetching entry `sig`, or on the m-row kernel `general` when the
-    row does not fit its shared memory or ATLAS_GEMV_PREFETCH=0."""
+def launch_prefetching(kc: KernelCache, stream: Stream, sig: KernelSig, n: int, k: int,
+                       *args: object) -> None:
+    """Launch the prefetching entry `sig` for an [n, k] weight with its plan (`args` are
+    the kernel's arguments): opted in to the device's budget, on SMs configured with the most
+    shared memory (the next GEMV's blocks prefetch beside this one's). Raises when x and
+    two tiles do not fit the budget."""
     budget = prefetch_budget(kc)
-    plan = (gemv_prefetch_plan(n, k, kc.facts.sm_count, budget)
-            if kc.routes.gemv_prefetch else None)
+    plan = gemv_prefetch_plan(n, k, kc.facts.sm_count, budget)
     if plan is None:
-        kc.get(general)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 0, x, w, y, 1,
-                        n, k)
+        raise ValueError(f"{sig.func}: k={k} leaves no room for the weight ring in {budget} "
+                         f"bytes of shared memory")
+    kc.get_with_shared(sig, budget, most_shared=True)(stream, plan.grid, plan.threads,
+                                                      plan.shared, *args)
+
+
+def prefetches(kc: KernelCache, n: int, k: int) -> bool:
+    """Whether a single-row [n, k] product runs on a prefetching entry point: only under
+    ATLAS_GEMV_PREFETCH=1, and where x and two tiles fit the budget. Off by default: measured
+    on the H200 (gpu13, 2026-12-02) batch-1 decode fell from 219.8 to 128.1 tok/s on
+    Qwen3-8B and from ~1,070 to 875 on Qwen3-0.6B with it on. A block works through its tiles
+    one after the other (the row-invariant summation order), a chain of ~600-1,000 cycles a
+    16 KiB tile (shuffles, a barrier, the refill's proxy fence and address math, the output
+    sums) against the ~900 one SM has per tile at copy bandwidth; and at 0.6B shapes the
+    4-row-block kernel, 8 blocks resident per SM, already requests all of its weights before
+    the wait."""
+    return (kc.routes.gemv_prefetch
+            and gemv_prefetch_plan(n, k, kc.facts.sm_count, prefetch_budget(kc)) is not None)
+
+
+def _launch_single(kc: KernelCache, stream: Stream, sig: KernelSig, prefetching: KernelSig,
+                   x: DevicePtr, w: DevicePtr, y: DevicePtr, n: int, k: int) -> None:
+    """One row on the single-row entry `sig`, or on its prefetching twin where `prefetches`."""
+    if prefetches(kc, n, k):
+        launch_prefetching(kc, stream, prefetching, n, k, x, w, y, 1, n, k)
         return
-    kc.get_with_shared(sig, budget)(stream, plan.grid, plan.threads, plan.shared, x, w, y, 1,
-                                    n, k)
+    kc.get(sig)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 0, x, w, y, 1, n, k)
 
 
 def gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr, m: int,
          n: int, k: int, out_f32: bool = False, single: bool | None = None) -> None:
     """y = x @ w.T for 1 <= m <= 8 rows; every weight byte is read once.
 
-    `single` forces (True) or avoids (False) the m == 1 entry point, which prefetches its
-    weights before the PDL wait (`gemv_prefetch_plan`); None uses it for m == 1.
+    `single` forces (True) or avoids (False) the m == 1 entry point (its prefetching twin
+    under ATLAS_GEMV_PREFETCH=1: `prefetches`); None uses it for m == 1.
     """
     if single is None:
         single = m == 1
     _check_gemv("gemv", x, w, y, m, n, k, single)
-    general = GEMV_F32OUT if out_f32 else GEMV
     if single:
-        _launch_single(kc, stream, GEMV_SINGLE_F32OUT if out_f32 else GEMV_SINGLE, general,
+        _launch_single(kc, stream, GEMV_SINGLE_F32OUT if out_f32 else GEMV_SINGLE,
+                       GEMV_PREFETCH_SINGLE_F32OUT if out_f32 else GEMV_PREFETCH_SINGLE,
                        x, w, y, n, k)
         return
     grid = -(-n // GEMV_ROWS_PER_BLOCK)
-    kc.get(general)(stream, grid, gemv_threads(k), 0, x, w, y, m, n, k)
+    kc.get(GEMV_F32OUT if out_f32 else GEMV)(stream, grid, gemv_threads(k), 0, x, w, y, m, n, k)
 
 
 def fuses_gate_up_swiglu(kc: KernelCache, m: int, n: int, k: int) -> bool:
@@ -214,13 +239,7 @@ def gemv_swiglu(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, act
     _check_gemv("gemv_swiglu", x, w, act, 1, n, k, True)
     if n % 2:
         raise ValueError(f"gemv_swiglu: n={n} must be even ([gate | up] halves)")
-    budget = prefetch_budget(kc)
-    plan = gemv_prefetch_plan(n, k, kc.facts.sm_count, budget)
-    if plan is None:
-        raise ValueError(f"gemv_swiglu: k={k} leaves no room for the weight ring in {budget} "
-                         f"bytes of shared memory")
-    kc.get_with_shared(GEMV_SWIGLU_SINGLE, budget)(stream, plan.grid, plan.threads, plan.shared,
-                                                   x, w, act, 1, n, k)
+    launch_prefetching(kc, stream, GEMV_SWIGLU_SINGLE, n, k, x, w, act, 1, n, k)
 
 
 def gemv_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr, y: DevicePtr,
@@ -234,15 +253,17 @@ def gemv_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr,
         single = m == 1
     _check_gemv("gemv_silu", gate_up, w, y, m, n, k, single)
     if single:
-        _launch_single(kc, stream, GEMV_SILU_SINGLE, GEMV_SILU, gate_up, w, y, n, k)
+        _launch_single(kc, stream, GEMV_SILU_SINGLE, GEMV_PREFETCH_SILU_SINGLE, gate_up, w, y,
+                       n, k)
         return
     grid = -(-n // GEMV_ROWS_PER_BLOCK)
     kc.get(GEMV_SILU)(stream, grid, gemv_threads(k), 0, gate_up, w, y, m, n, k)
 
 
-#: widest row the fused add + RMSNorm GEMV stages: k * 2 bytes of its dynamic shared memory
-#: (the prefetching kernel's x stage), leaving room for two 16 KiB weight tiles in
-#: PREFETCH_SHARED
+#: widest row the fused add + RMSNorm GEMV stages: k * 2 bytes of dynamic shared memory,
+#: which with the kernel's static partial sums (gemv.cu partial_sums, up to 4 KiB) must stay
+#: within the 48 KiB a launch may use without an opt-in: 40 KiB of row (the H200 refused
+#: 48 KiB of dynamic memory with CUDA_ERROR_INVALID_VALUE, check_kernels 2026-12-01)
 NORM_GEMV_MAX_K = 40 * 1024 // 2
 
 
@@ -251,10 +272,9 @@ def fuses_norm(kc: KernelCache, m: int, n: int, k: int) -> bool:
     (`gemv_add_rmsnorm`) rather than as its own add_rmsnorm launch: one row (batch-1
     decode), on the GEMV route, a row that fits shared memory, and ATLAS_FUSED_NORM=1 or
     ATLAS_NORM_GEMV=1 (with ATLAS_FUSED_NORM unset). Off by default: measured on the H200
-    (2026-12-01, PDL off) the 4-row-block fused kernel took 6.72 us at Qwen3-0.6B shapes
-    against 3.96 + 1.94 for the GEMV and add_rmsnorm apart; the prefetching one (its blocks
-    compute the norm 4-12x less often, and its weights arrive during the GEMV before the
-    norm) is unmeasured: `tools/gpu/run_suite.sh norm_gemv_ab`."""
+    (2026-12-01, PDL off) the fused kernel took 6.72 us at Qwen3-0.6B shapes against
+    3.96 + 1.94 for the GEMV and add_rmsnorm apart (`tools/gpu/run_suite.sh norm_gemv_ab`
+    re-measures it with PDL on)."""
     routes = kc.routes
     asked = routes.fused_norm is True or (routes.norm_gemv and routes.fused_norm is None)
     return (m == 1 and k % 8 == 0 and k <= NORM_GEMV_MAX_K and asked
@@ -277,14 +297,9 @@ def gemv_add_rmsnorm(kc: KernelCache, stream: Stream, resid: DevicePtr, delta: D
         raise ValueError("gemv_add_rmsnorm: resid_out must not alias resid")
     for name, ptr in (("delta", delta), ("norm_w", norm_w), ("resid_out", resid_out)):
         _check_aligned(f"gemv_add_rmsnorm {name}", ptr, 16)
-    budget = prefetch_budget(kc)
-    plan = gemv_prefetch_plan(n, k, kc.facts.sm_count, budget)
-    if plan is None:  # x (<= NORM_GEMV_MAX_K * 2 bytes) and two tiles fit any H100/H200 budget
-        raise ValueError(f"gemv_add_rmsnorm: k={k} leaves no room for the weight ring in "
-                         f"{budget} bytes of shared memory")
-    kc.get_with_shared(GEMV_ADD_RMSNORM_SINGLE, budget)(
-        stream, plan.grid, plan.threads, plan.shared, resid, delta, norm_w, resid_out, w, y, n,
-        k, eps, int(offset))
+    kc.get(GEMV_ADD_RMSNORM_SINGLE)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 2 * k,
+                                    resid, delta, norm_w, resid_out, w, y, n, k, eps,
+                                    int(offset))
 
 
 def ssq_partials(width: int) -> int:
@@ -414,7 +429,7 @@ FUSED_SILU_MAX_K = 4096
 def fuses_silu(kc: KernelCache, m: int, n: int, k: int) -> bool:
     """Whether `linear_silu` runs an m-row down projection [n, k] as one fused GEMV."""
     return linear_route(kc, m, n) == "gemv" and (
-        (m == 1 and kc.routes.gemv_prefetch) or k <= FUSED_SILU_MAX_K)
+        (m == 1 and prefetches(kc, n, k)) or k <= FUSED_SILU_MAX_K)
 
 
 def linear_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr,

@@ -58,8 +58,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   normalizes qkv's / gate_up's input from their partial sums of squares) and fuses the other
   add + RMSNorms before a GEMV into its x load (gemv_add_rmsnorm_bf16_single). Unset or 0:
   neither (add_rmsnorm, then the GEMV: the fastest measured on the H200, 2026-12-01).
-* ATLAS_GEMV_PREFETCH=0: single-row bf16 GEMVs on the general GEMV kernel (m = 1), never the
-  one that prefetches its weights into shared memory before the PDL wait (A/B runs).
+* ATLAS_GEMV_PREFETCH=1: single-row bf16 GEMVs on the kernels that prefetch their weights
+  into shared memory before the PDL wait (gemv_prefetch_*), and batch-1 gate_up ending with
+  its SwiGLU (gemv_swiglu_bf16_single). Off by default: measured slower (gpu13, 2026-12-02).
 * ATLAS_NORM_GEMV=1: batch-1 decode fuses each add + RMSNorm before a bf16 GEMV into that
   GEMV (gemv_add_rmsnorm_bf16_single, which prefetches its weights before the PDL wait like
   the plain single-row GEMV), without the residual-carrying GEMVs of ATLAS_FUSED_NORM=1.
@@ -148,7 +149,7 @@ class KernelRoutes:
     prefill_attn_sm90: bool = True
     prefill_attn_qreg: bool = False
     fused_norm: bool | None = None
-    gemv_prefetch: bool = True
+    gemv_prefetch: bool = False
     norm_gemv: bool = False
 
     @classmethod
@@ -194,5 +195,5 @@ class KernelRoutes:
                    prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", True),
                    prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
                    fused_norm=_env_tristate(env, "ATLAS_FUSED_NORM"),
-                   gemv_prefetch=env_switch(env, "ATLAS_GEMV_PREFETCH", True),
+                   gemv_prefetch=env_switch(env, "ATLAS_GEMV_PREFETCH", False),
                    norm_gemv=env_switch(env, "ATLAS_NORM_GEMV", False))

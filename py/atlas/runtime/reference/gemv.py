@@ -31,8 +31,9 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
 from ..kernel_abi import (GEMV, GEMV_ADD_RMSNORM_SINGLE, GEMV_F32OUT, GEMV_RESIDUAL_SINGLE,
                           GEMV_RMSNORM_SINGLE, GEMV_SILU, GEMV_SILU_RESIDUAL_SINGLE,
-                          GEMV_SILU_SINGLE, GEMV_SINGLE, GEMV_SINGLE_F32OUT,
-                          GEMV_SWIGLU_SINGLE)
+                          GEMV_PREFETCH_SILU_SINGLE, GEMV_PREFETCH_SINGLE,
+                          GEMV_PREFETCH_SINGLE_F32OUT, GEMV_SILU_SINGLE, GEMV_SINGLE,
+                          GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE)
 from . import HostMemory, WithScratch, reference, widened_f64
 from .rmsnorm import rms_norm_bf16, rms_norm_offset_bf16
 from .silu_mul import silu_mul_bf16
@@ -57,6 +58,7 @@ def linear_bf16(mem: HostMemory, x: int, w: int, y: int, m: int, n: int, k: int,
 
 @reference(GEMV)
 @reference(GEMV_SINGLE)
+@reference(GEMV_PREFETCH_SINGLE)
 def gemv_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int, m: int,
               n: int, k: int) -> None:
     linear_bf16(mem, x, w, y, m, n, k, out_f32=False)
@@ -64,6 +66,7 @@ def gemv_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int, 
 
 @reference(GEMV_F32OUT)
 @reference(GEMV_SINGLE_F32OUT)
+@reference(GEMV_PREFETCH_SINGLE_F32OUT)
 def gemv_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int, m: int,
                   n: int, k: int) -> None:
     linear_bf16(mem, x, w, y, m, n, k, out_f32=True)
@@ -71,6 +74,7 @@ def gemv_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: i
 
 @reference(GEMV_SILU)
 @reference(GEMV_SILU_SINGLE)
+@reference(GEMV_PREFETCH_SILU_SINGLE)
 def gemv_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, gate_up: int, w: int, y: int,
                    m: int, n: int, k: int) -> None:
     chained = WithScratch(mem, m * k * 2)
