@@ -64,6 +64,7 @@ def test_invalid_option_combinations_are_refused(model_dir, tmp_path):
     cases = [
         (["--frobnicate"], "No such option"),
         (["--max-num-seqs", "64", "--max-batch-size", "8"], "--max-num-seqs"),
+        (["--max-mixed-step-tokens", "4096"], "--max-mixed-step-tokens"),
         (["--tbt-deadline-ms", "50"], "slai"),
         (["--num-draft-tokens", "4"], "--speculative"),
         (["--speculative", "medusa"], "medusa"),

@@ -339,6 +339,12 @@ def test_hybrid_bytes_count_activations_once_and_the_state_both_ways() -> None:
     assert fused.bytes_moved() == 2 * (2 * (8192 + 4096 + 64 + 4096) + 2 * 4 * 8192
                                        + 8192 * 4 + 128) + 2 * 2 * 4 * 32 * 128 * 128
     assert fused.family is Family.GDN_DECODE and fused.flops() == 0
+    # a verification run of 4 tokens: 4 rows, the ring read once (3 rows) and written whole
+    # (4 rows) after each token, the state read once and written after each token
+    run = ks.GdnDecode(label="", seqs=1, key_heads=16, value_heads=32, key_dim=128,
+                       value_dim=128, kernel=4, tokens=4)
+    assert run.bytes_moved() == 2 * (4 * (8192 + 4096 + 64 + 4096) + (3 + 16) * 8192
+                                     + 8192 * 4 + 128) + 5 * 4 * 32 * 128 * 128
 
 
 def test_table_has_the_hybrid_families_at_qwen3_5_shapes() -> None:

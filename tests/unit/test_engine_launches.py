@@ -11,12 +11,12 @@ from atlas.model.load import load_runner
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
 
-#: batch-1 decode by default (the fastest measured), 7 launches a layer: add + RMSNorm, qkv,
-#: attention with q/k norm + RoPE + KV append inside, o_proj, add + RMSNorm, gate_up, down
-#: with SwiGLU inside; the first layer's norm has nothing to add
+#: batch-1 decode by default, 7 launches a layer: add + RMSNorm, qkv, attention with q/k norm
+#: + RoPE + KV append inside, o_proj, add + RMSNorm, gate_up ending with the SwiGLU, down;
+#: the first layer's norm has nothing to add
 DEFAULT_LAYER = ["add_rmsnorm_bf16", "gemv_bf16_single", "decode_attn_rope_bf16",
-                 "gemv_bf16_single", "add_rmsnorm_bf16", "gemv_bf16_single",
-                 "gemv_silu_bf16_single"]
+                 "gemv_bf16_single", "add_rmsnorm_bf16", "gemv_swiglu_bf16_single",
+                 "gemv_bf16_single"]
 #: ATLAS_FUSED_NORM=1, 5 launches a layer: o_proj and down add into the residual stream
 #: themselves, the RMSNorms before qkv and gate_up run inside those GEMVs; the first layer's
 #: norm has no residual epilogue before it (the embedding wrote the stream): the add+norm
@@ -24,6 +24,10 @@ DEFAULT_LAYER = ["add_rmsnorm_bf16", "gemv_bf16_single", "decode_attn_rope_bf16"
 DECODE_LAYER = ["gemv_rmsnorm_bf16_single", "decode_attn_rope_bf16", "gemv_residual_bf16_single",
                 "gemv_rmsnorm_bf16_single", "gemv_silu_residual_bf16_single"]
 FIRST_NORM = "gemv_add_rmsnorm_bf16_single"
+#: ATLAS_NORM_GEMV=1, 5 launches a layer: the add + RMSNorms before qkv and gate_up run inside
+#: those GEMVs (which switch residual buffers); o_proj and down write delta
+NORM_GEMV_LAYER = [FIRST_NORM, "decode_attn_rope_bf16", "gemv_bf16_single", FIRST_NORM,
+                   "gemv_silu_bf16_single"]
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +148,54 @@ def test_prefill_step_launches_eagerly_with_packed_attention(runner):
     runner.release(8)
 
 
+def test_mixed_step_attends_leading_decode_rows_with_the_decode_kernel(runner):
+    """Two sequences decoding beside a prompt chunk (the scheduler puts one-token chunks
+    first): per layer, decode attention over rows 0..1 (split-K, the runner's split count for
+    two rows) and prefill attention over the chunk after them, its per-sequence inputs
+    (block-table row, cu_q, kv_len) offset past the decode rows."""
+    dev = runner.backend
+    hist = PenaltyHistory([1, 2, 3])
+    runner.execute([SeqChunk(20, [1, 2, 3], 0, [0], GREEDY, history=hist),
+                    SeqChunk(21, [1, 2, 3], 0, [1], GREEDY, history=hist)])
+    dev.drain_launches()
+    runner.execute([SeqChunk(20, [4], 3, [0], GREEDY), SeqChunk(21, [5], 3, [1], GREEDY),
+                    SeqChunk(22, list(range(1, 11)), 0, [2], GREEDY,
+                             history=PenaltyHistory(list(range(1, 11))))])
+    launches = dev.drain_launches()
+    layers = runner.cfg.num_hidden_layers
+    decode = [r for r in launches if r.func == "decode_attn_bf16"]
+    prefill = [r for r in launches if r.func == "prefill_attn_bf16"]
+    assert len(decode) == len(prefill) == layers
+    bufs, pitch = runner.bufs, 4 * runner.model.max_blocks
+    assert decode[0].args["num_seqs"] == 2
+    assert decode[0].args["num_splits"] == runner.decode_splits(2)
+    assert (decode[0].args["block_tables"], decode[0].args["kv_lens"]) == (
+        bufs.block_tables, bufs.kv_lens)
+    assert prefill[0].args["num_seqs"] == 1 and prefill[0].grid[2] == 1
+    assert (prefill[0].args["block_tables"], prefill[0].args["cu_q"],
+            prefill[0].args["kv_lens"]) == (bufs.block_tables + 2 * pitch, bufs.cu_q + 8,
+                                            bufs.kv_lens + 8)
+    for seq in (20, 21, 22):
+        runner.release(seq)
+
+
 def test_a_sequence_new_to_the_runner_must_bring_its_history(runner):
     with pytest.raises(ValueError, match="new to the runner"):
         runner.execute([SeqChunk(9, [3], 0, [0], GREEDY)])
+
+
+def test_norm_gemv_decode_graph_fuses_each_add_norm_into_the_gemv_after_it(monkeypatch):
+    monkeypatch.setenv("ATLAS_NORM_GEMV", "1")
+    runner = load_runner(FIXTURE, backend="mock", max_seq_len=64, max_batch_size=4,
+                         max_prefill_tokens=32)
+    dev = runner.backend
+    dev.drain_launches()
+    dev.graph_launches.clear()
+    runner.execute([SeqChunk(7, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3, 4, 5]))])
+    (replay,) = dev.graph_launches
+    names = [r.func for r in replay.graph]
+    layers, n = runner.cfg.num_hidden_layers, len(NORM_GEMV_LAYER)
+    assert names[:1 + n * layers] == ["embedding_bf16", *NORM_GEMV_LAYER * layers]
+    assert names[1 + n * layers:] == ["add_rmsnorm_bf16", "embedding_bf16",
+                                      "gemv_bf16_f32_single", *SAMPLER]
+    runner.release(7)

@@ -23,8 +23,11 @@ from atlas.runtime.ops.routes import KernelRoutes
 from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
 
 SOURCE = Path(__file__).resolve().parents[2] / "kernels/hopper/common/gemm_decode_sm90.cu"
-CASES = [case_defs.gemm_decode_case(np.random.default_rng(90), *shape)
-         for shape in case_defs.GEMM_DECODE_SHAPES if shape[0] * shape[1] * shape[2] <= 2 ** 22]
+CASES = ([case_defs.gemm_decode_case(np.random.default_rng(90), *shape)
+          for shape in case_defs.GEMM_DECODE_SHAPES if shape[0] * shape[1] * shape[2] <= 2 ** 22]
+         + [case_defs.gemm_decode_case(np.random.default_rng(91), *shape, wide=True)
+            for shape in case_defs.GEMM_DECODE_WIDE_SHAPES
+            if shape[0] * shape[1] * shape[2] <= 2 ** 22])
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -45,6 +48,13 @@ def test_cases_cover_widths_splits_and_edges() -> None:
     assert any(s and -(-k // 64) < s for _, _, k, _, s in shapes)
     assert any(s and m < s for m, _, _, _, s in shapes)
     assert len(shapes) >= 15 and len(CASES) >= 8  # the host runs the small ones
+    wide = case_defs.GEMM_DECODE_WIDE_SHAPES
+    # every width two warpgroups take, and the fallback below it
+    assert {matmul_decode.decode_cols(m) for m, *_ in wide} == set(matmul_decode.DECODE_COLS)
+    assert {s for *_, s in wide} >= {1, 2, 4, 8, None}
+    # n ending inside the first and inside the second warpgroup's half of the last tile
+    assert {(n % 128 > 0, n % 128 > 64) for _, n, *_ in wide} >= {(True, False), (True, True)}
+    assert any(-(-k // 64) < 4 for _, _, k, *_ in wide)   # below the prefetch depth
 
 
 def test_cuda_entry_points_declare_exactly_the_abi() -> None:
@@ -52,8 +62,8 @@ def test_cuda_entry_points_declare_exactly_the_abi() -> None:
 
 
 def _constant(name: str) -> int:
-    """A `constexpr int` of the kernel: a literal, a product of literals (110 * 1024) or a
-    sum with another constant (kRows + 4)."""
+    """A namespace-level `constexpr int` of the kernel: a literal, a product of literals
+    (110 * 1024) or a sum of products with other constants (kGroupThreads * kMaxGroups)."""
     (value,) = re.findall(rf"constexpr int {name} = ([\w *+]+);", SOURCE.read_text())
     total = 0
     for term in value.split("+"):
@@ -65,9 +75,20 @@ def _constant(name: str) -> int:
     return total
 
 
+def _pitch(groups: int) -> int:
+    """The partial tile's row pitch in f32 words: the block's weight rows + 4 (the kernel's
+    kPitch = kRows + 4 with kRows = kGroupRows * kGroups)."""
+    text = SOURCE.read_text()
+    assert "constexpr int kPitch = kRows + 4;" in text
+    assert "kRows = kGroupRows * kGroups;" in text
+    return _constant("kGroupRows") * groups + 4
+
+
 def test_launch_constants_match_the_kernel() -> None:
-    assert matmul_decode.DECODE_THREADS == _constant("kThreads")
-    assert matmul_decode.DECODE_ROWS == _constant("kRows")
+    assert matmul_decode.DECODE_THREADS == _constant("kGroupThreads")
+    assert matmul_decode.DECODE_ROWS == _constant("kGroupRows")
+    assert max(matmul_decode.DECODE_GROUPS) == _constant("kMaxGroups") == 2
+    assert _constant("kMaxThreads") == 256   # every entry point's __launch_bounds__
     assert matmul_decode.DECODE_MAX_M == _constant("kMaxCols") == matmul_decode.DECODE_COLS[-1]
     assert matmul_decode.DECODE_MAX_STAGES == _constant("kMaxStages")
     assert matmul_decode.DECODE_PAIR_BUDGET == _constant("kPairBudget")
@@ -77,25 +98,28 @@ def test_launch_constants_match_the_kernel() -> None:
         assert text.count(f"__cluster_dims__({split}, 1, 1)") == 2  # bf16 and f32 entries
 
 
-@pytest.mark.parametrize("cols, stages, per_sm", [
-    (16, 8, 2), (32, 8, 2), (64, 6, 2), (128, 4, 2), (256, 5, 1)])
-def test_ring_geometry(cols: int, stages: int, per_sm: int) -> None:
-    """(64 + N) x 64 bf16 per stage; as many stages (<= 8, >= 3 for the prefetch distance)
-    as the budget holds; per_sm blocks with their 1 KiB reservation fit the 228 KiB of an SM,
-    the partial tile [N][68] f32 fits in the ring, and the opt-in covers every launch."""
-    assert matmul_decode.ring_stages(cols) == stages >= 3
-    assert matmul_decode.blocks_per_sm(cols) == per_sm
-    smem = matmul_decode.smem_bytes(cols)
-    assert smem == stages * (64 + cols) * 128 + 1024
+@pytest.mark.parametrize("cols, groups, stages, per_sm", [
+    (16, 1, 8, 2), (32, 1, 8, 2), (64, 1, 6, 2), (128, 1, 4, 2), (256, 1, 5, 1),
+    (32, 2, 8, 1), (64, 2, 8, 1), (128, 2, 6, 1), (256, 2, 4, 1)])
+def test_ring_geometry(cols: int, groups: int, stages: int, per_sm: int) -> None:
+    """(64 G + N) x 64 bf16 per stage; as many stages (<= 8, >= 3 for the prefetch distance)
+    as the budget holds; per_sm blocks with their 1 KiB reservation fit the 228 KiB of an SM
+    (and its 64 K registers at the kernel's 204 a thread), the partial tile [N][64 G + 4] f32
+    fits in the ring, and the opt-in covers every launch."""
+    assert matmul_decode.ring_stages(cols, groups) == stages >= 3
+    assert matmul_decode.blocks_per_sm(cols, groups) == per_sm
+    smem = matmul_decode.smem_bytes(cols, groups)
+    assert smem == stages * (64 * groups + cols) * 128 + 1024
     assert per_sm * (smem + 1024) <= 228 * 1024
-    assert cols * 68 * 4 <= smem - 1024
+    assert per_sm * 128 * groups * 204 <= 64 * 1024
+    assert cols * _pitch(groups) * 4 <= smem - 1024
     assert smem <= matmul_decode.DECODE_MAX_SHARED <= 227 * 1024
 
 
 @pytest.mark.parametrize("m, n, k, split", [
     (32, 4096, 4096, 4),     # Qwen3-8B o_proj: 64 tiles x 4 = 256 of 264 slots
     (32, 6144, 4096, 2),     # qkv: 96 x 2 = 192 (x 4 would be two waves)
-    (32, 24576, 4096, 1),    # gate_up: 384 tiles fill more than a wave alone
+    (32, 24576, 4096, 2),    # gate_up: 384 tiles are 1.45 waves (73% full), x 2 2.9 (97%)
     (64, 4096, 12288, 4),    # down
     (32, 151936, 4096, 1),   # lm_head
     (256, 4096, 4096, 2),    # N 256: one block per SM, 64 x 2 = 128 of 132
@@ -108,6 +132,31 @@ def test_ring_geometry(cols: int, stages: int, per_sm: int) -> None:
 ])
 def test_split_rule(m: int, n: int, k: int, split: int) -> None:
     assert matmul_decode.decode_split(m, n, k, sm_count=132) == split
+
+
+@pytest.mark.parametrize("m, n, k, split", [
+    (64, 4096, 4096, 4),     # Qwen3-8B o_proj: 32 tiles of 128 rows x 4 = 128 of 132 SMs
+    (64, 6144, 4096, 2),     # qkv: 48 x 2 = 96 (x 4 would be two waves)
+    (64, 24576, 4096, 2),    # gate_up: 192 tiles are 1.45 waves, x 2 2.9
+    (64, 4096, 12288, 4),    # down
+    (256, 4096, 4096, 4),    # N 256 is one block per SM either way
+])
+def test_split_rule_of_two_warpgroup_blocks(m: int, n: int, k: int, split: int) -> None:
+    assert matmul_decode.decode_split(m, n, k, sm_count=132, groups=2) == split
+
+
+@pytest.mark.parametrize("m, tiles, split", [
+    (64, 384, 2),      # 264 slots: 1.45 waves (73% full) -> x 2: 2.9 waves (97%)
+    (64, 2374, 1),     # 99.9% full alone
+    (64, 264, 1),      # exactly a wave
+    (64, 300, 4),      # 57% -> x 2 76% -> x 4 91% -> x 8 91% (no gain over 4)
+    (256, 384, 1),     # 132 slots (N 256): 97% alone
+])
+def test_split_rule_fills_the_waves(m: int, tiles: int, split: int) -> None:
+    """From a wave of tiles up, each larger split must fill the waves SPLIT_FILL_GAIN
+    better than the best smaller one."""
+    assert matmul_decode.decode_split(m, tiles * 64, 4096, sm_count=132) == split
+    assert matmul_decode.wave_fill(384, 264) == pytest.approx(384 / 528)
 
 
 def test_split_rule_follows_the_device_and_the_override() -> None:
@@ -136,11 +185,12 @@ class _Sm90DecodeMock(MockGpuBackend):
 
 
 def _launch(m: int, n: int, k: int, out_f32: bool = False, offset: int = 0,
-            split: int | None = None, dev: _Sm90DecodeMock | None = None):
+            split: int | None = None, dev: _Sm90DecodeMock | None = None,
+            wide: bool | None = None):
     dev = dev or _Sm90DecodeMock()
     x, w, y = dev.alloc(m * k * 2 + 16), dev.alloc(n * k * 2), dev.alloc(m * n * 4)
     matmul_decode.decode_gemm(KernelCache(dev), 0, x + offset, w, y, m, n, k, out_f32,
-                              split=split)
+                              split=split, wide=wide)
     (record,) = dev.drain_launches()
     return record, (x + offset, w, y)
 
@@ -149,7 +199,7 @@ def _launch(m: int, n: int, k: int, out_f32: bool = False, offset: int = 0,
     (32, 4096, 4096, False, "gemm_decode_sm90_bf16_split4", 256, 32),
     (9, 151936, 4096, True, "gemm_decode_sm90_bf16_f32", 2374, 16),
     (64, 6144, 4096, False, "gemm_decode_sm90_bf16_split2", 192, 64),
-    (100, 24576, 4096, False, "gemm_decode_sm90_bf16", 384, 128),
+    (100, 24576, 4096, False, "gemm_decode_sm90_bf16_split2", 768, 128),
     (256, 4096, 12288, False, "gemm_decode_sm90_bf16_split2", 128, 256),
     (17, 1024, 3072, True, "gemm_decode_sm90_bf16_f32_split8", 128, 32),
     (1, 33, 8, False, "gemm_decode_sm90_bf16", 1, 16),
@@ -160,6 +210,21 @@ def test_geometry_and_entry_point(m, n, k, f32, func, grid, cols) -> None:
     assert record.grid == (grid, 1, 1) and record.block == (128, 1, 1)
     assert record.shared == matmul_decode.smem_bytes(cols)
     assert record.args == {"x": x, "w": w, "y": y, "m": m, "n": n, "k": k}
+
+
+@pytest.mark.parametrize("m, n, k, func, grid, threads, cols, groups", [
+    (64, 4096, 4096, "gemm_decode_sm90_bf16_split4", 128, 256, 64, 2),
+    (64, 24576, 4096, "gemm_decode_sm90_bf16_split2", 384, 256, 64, 2),
+    (17, 200, 520, "gemm_decode_sm90_bf16_split2", 4, 256, 32, 2),   # 2 tiles, 9 k-tiles
+    (256, 6144, 4096, "gemm_decode_sm90_bf16_split2", 96, 256, 256, 2),
+    (16, 4096, 4096, "gemm_decode_sm90_bf16_split4", 256, 128, 16, 1),   # N 16: one group
+])
+def test_two_warpgroup_geometry(m, n, k, func, grid, threads, cols, groups) -> None:
+    record, _ = _launch(m, n, k, wide=True)
+    assert matmul_decode.decode_groups(m, True) == groups
+    assert record.func == func and record.grid == (grid, 1, 1)
+    assert record.block == (threads, 1, 1)
+    assert record.shared == matmul_decode.smem_bytes(cols, groups)
 
 
 def test_forced_split_multiplies_the_grid() -> None:
@@ -209,20 +274,27 @@ def test_decode_gemm_switches_and_absence() -> None:
     assert _route(128, env={"ATLAS_DECODE_GEMM_MAX_M": "64"}) == "gemm"
     assert _route(32, dev=MockGpuBackend()) == "gemm"  # no module loaded: the old routes
     routes = KernelRoutes.from_env({"ATLAS_DECODE_GEMM_SPLIT": "2"})
-    assert routes.decode_gemm_split == 2
+    assert routes.decode_gemm_split == 2 and not routes.decode_gemm_wide
+    assert KernelRoutes.from_env({"ATLAS_DECODE_GEMM_WIDE": "1"}).decode_gemm_wide
     with pytest.raises(ValueError, match="ATLAS_DECODE_GEMM_SPLIT='3'"):
         KernelRoutes.from_env({"ATLAS_DECODE_GEMM_SPLIT": "3"})
     with pytest.raises(ValueError, match="ATLAS_DECODE_GEMM_MIN_M='x'"):
         KernelRoutes.from_env({"ATLAS_DECODE_GEMM_MIN_M": "x"})
 
 
-def test_linear_launches_the_decode_gemm_with_the_routes_split() -> None:
+@pytest.mark.parametrize("env, m, n, func, grid, threads", [
+    ({"ATLAS_DECODE_GEMM_SPLIT": "8"}, 32, 24576, "gemm_decode_sm90_bf16_split8", 384 * 8, 128),
+    ({"ATLAS_DECODE_GEMM_WIDE": "1"}, 64, 6144, "gemm_decode_sm90_bf16_split2", 48 * 2, 256),
+])
+def test_linear_launches_the_decode_gemm_as_the_routes_say(env, m, n, func, grid,
+                                                           threads) -> None:
     dev = _Sm90DecodeMock()
-    kc = KernelCache(dev, KernelRoutes.from_env({"ATLAS_DECODE_GEMM_SPLIT": "8"}))
-    x, w, y = dev.alloc(32 * 4096 * 2), dev.alloc(24576 * 4096 * 2), dev.alloc(32 * 24576 * 2)
-    matmul.linear(kc, 0, x, w, y, 32, 24576, 4096)
+    kc = KernelCache(dev, KernelRoutes.from_env(env))
+    x, w, y = dev.alloc(m * 4096 * 2), dev.alloc(n * 4096 * 2), dev.alloc(m * n * 2)
+    matmul.linear(kc, 0, x, w, y, m, n, 4096)
     (record,) = dev.drain_launches()
-    assert record.func == "gemm_decode_sm90_bf16_split8" and record.grid == (384 * 8, 1, 1)
+    assert record.func == func
+    assert record.grid == (grid, 1, 1) and record.block == (threads, 1, 1)
 
 
 # ---- numpy model of the kernel's index math ----------------------------------------------
@@ -230,72 +302,84 @@ def test_linear_launches_the_decode_gemm_with_the_routes_split() -> None:
 LANES = np.arange(32)
 
 
-def _accumulator_coords(cols: int) -> tuple[np.ndarray, np.ndarray]:
-    """(weight row, batch row) of d[j] of every thread of the warpgroup, per the wgmma
-    m64nNk16 f32 accumulator layout (PTX ISA): thread t = 32 q + l holds for j < N / 2 row
-    16 q + l / 4 + 8 ((j / 2) % 2), column 8 (j / 4) + 2 (l % 4) + j % 2."""
-    t = np.arange(128)[:, None]
+def _accumulator_coords(cols: int, groups: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(weight row, batch row) of d[j] of every thread of the block, per the wgmma m64nNk16
+    f32 accumulator layout (PTX ISA) and the kernel's 64 rows per warpgroup: thread
+    t = 32 q + l (warp q of the block, warp q % 4 of warpgroup q / 4) holds for j < N / 2
+    row 64 (q / 4) + 16 (q % 4) + l / 4 + 8 ((j / 2) % 2) = 16 q + ..., column
+    8 (j / 4) + 2 (l % 4) + j % 2."""
+    threads = 128 * groups
+    t = np.arange(threads)[:, None]
     j = np.arange(cols // 2)[None, :]
     q, lane = t // 32, t % 32
-    r = 16 * q + lane // 4 + 8 * ((j // 2) % 2)
+    r = 64 * (q // 4) + 16 * (q % 4) + lane // 4 + 8 * ((j // 2) % 2)
     c = 8 * (j // 4) + 2 * (lane % 4) + j % 2
-    return np.broadcast_to(r, (128, cols // 2)), np.broadcast_to(c, (128, cols // 2))
+    return (np.broadcast_to(r, (threads, cols // 2)),
+            np.broadcast_to(c, (threads, cols // 2)))
 
 
-def model_gemm_decode(x: np.ndarray, w: np.ndarray, split: int) -> np.ndarray:
-    """y = x @ w.T the way gemm_decode_sm90.cu splits and gathers it: per tile, each rank's
-    k-tiles [kt * r / S, kt * (r + 1) / S), its accumulators scattered into part[c][r]
-    (pitch 68), then rank r summing batch rows [m r / S, m (r + 1) / S) over the ranks'
-    partials in rank order. Unwritten outputs stay NaN."""
+def model_gemm_decode(x: np.ndarray, w: np.ndarray, split: int, groups: int = 1) -> np.ndarray:
+    """y = x @ w.T the way gemm_decode_sm90.cu splits and gathers it: per tile of 64 G
+    weight rows, each rank's k-tiles [kt * r / S, kt * (r + 1) / S), its accumulators
+    scattered into part[c][r] (pitch 64 G + 4), then rank r summing batch rows
+    [m r / S, m (r + 1) / S) over the ranks' partials in rank order. Unwritten outputs stay
+    NaN."""
     (m, k), n = x.shape, w.shape[0]
-    cols, pitch = matmul_decode.decode_cols(m), _constant("kPitch")
+    cols = matmul_decode.decode_cols(m)
+    if groups == 2:
+        cols = max(cols, matmul_decode.WIDE_MIN_COLS)
+    rows, pitch = 64 * groups, _pitch(groups)
     k_tiles = -(-k // 64)
     xp = np.zeros((cols, k_tiles * 64))
     xp[:m, :k] = x
     y = np.full((m, n), np.nan)
-    rows_acc, cols_acc = _accumulator_coords(cols)
-    for row0 in range(0, n, 64):
-        wp = np.zeros((64, k_tiles * 64))
-        wp[:min(64, n - row0), :k] = w[row0:row0 + 64]
+    rows_acc, cols_acc = _accumulator_coords(cols, groups)
+    for row0 in range(0, n, rows):
+        wp = np.zeros((rows, k_tiles * 64))
+        wp[:min(rows, n - row0), :k] = w[row0:row0 + rows]
         parts = []
         for rank in range(split):
             kt0, kt1 = k_tiles * rank // split, k_tiles * (rank + 1) // split
-            d = wp[:, 64 * kt0:64 * kt1] @ xp[:, 64 * kt0:64 * kt1].T  # [64 rows, cols]
+            d = wp[:, 64 * kt0:64 * kt1] @ xp[:, 64 * kt0:64 * kt1].T  # [rows, cols]
             part = np.full(cols * pitch, np.nan)
             part[cols_acc * pitch + rows_acc] = d[rows_acc, cols_acc]
             parts.append(part)
         for rank in range(split):
             for mi in range(m * rank // split, m * (rank + 1) // split):
-                for r in range(64):
+                for r in range(rows):
                     if row0 + r < n:
                         y[mi, row0 + r] = sum(p[mi * pitch + r] for p in parts)
     return y
 
 
-def test_accumulator_layout_covers_the_tile_once() -> None:
+@pytest.mark.parametrize("groups", [1, 2])
+def test_accumulator_layout_covers_the_tile_once(groups: int) -> None:
     for cols in matmul_decode.DECODE_COLS:
-        r, c = _accumulator_coords(cols)
+        r, c = _accumulator_coords(cols, groups)
         cells = r * cols + c
-        assert sorted(cells.ravel()) == list(range(64 * cols))
+        assert sorted(cells.ravel()) == list(range(64 * groups * cols))
 
 
-@pytest.mark.parametrize("m, n, k, split", [
-    (9, 100, 200, 1), (17, 64, 136, 2), (33, 70, 520, 4), (1, 130, 264, 4), (40, 65, 64, 8),
-    (65, 40, 1040, 8), (130, 20, 72, 2)])
-def test_index_model_computes_the_product(m: int, n: int, k: int, split: int) -> None:
+@pytest.mark.parametrize("m, n, k, split, groups", [
+    (9, 100, 200, 1, 1), (17, 64, 136, 2, 1), (33, 70, 520, 4, 1), (1, 130, 264, 4, 1),
+    (40, 65, 64, 8, 1), (65, 40, 1040, 8, 1), (130, 20, 72, 2, 1),
+    (17, 200, 136, 1, 2), (33, 130, 520, 4, 2), (40, 100, 64, 8, 2), (130, 300, 72, 2, 2)])
+def test_index_model_computes_the_product(m: int, n: int, k: int, split: int,
+                                          groups: int) -> None:
     rng = np.random.default_rng(m * n + k)
     x, w = rng.standard_normal((m, k)), rng.standard_normal((n, k))
-    got = model_gemm_decode(x, w, split)
+    got = model_gemm_decode(x, w, split, groups)
     assert not np.isnan(got).any()
     np.testing.assert_allclose(got, x @ w.T, rtol=1e-12, atol=1e-12)
 
 
-def test_partial_scatter_is_bank_conflict_free() -> None:
-    """One warp's store of d[j] hits 32 distinct banks (pitch 68 words)."""
-    pitch = _constant("kPitch")
+@pytest.mark.parametrize("groups", [1, 2])
+def test_partial_scatter_is_bank_conflict_free(groups: int) -> None:
+    """One warp's store of d[j] hits 32 distinct banks (pitch 68 / 132 words)."""
+    pitch = _pitch(groups)
     for cols in matmul_decode.DECODE_COLS:
-        r, c = _accumulator_coords(cols)
-        for q in range(4):
+        r, c = _accumulator_coords(cols, groups)
+        for q in range(4 * groups):
             for j in range(cols // 2):
                 banks = (c[32 * q:32 * q + 32, j] * pitch + r[32 * q:32 * q + 32, j]) % 32
                 assert len(set(banks.tolist())) == 32

@@ -1,8 +1,8 @@
 """The launch sequence of the mixture-of-experts layers, recorded by MockGpuBackend: a decode
-step is one graph replay whose MoE layers are three launches (router, gate/up, down + the
-next residual add and RMSNorm; a shared expert rides along as more slots of the same
-launches), with no host sync on routing; a prefill chunk runs the grouped path with the
-shared expert's own launches after it."""
+step is one graph replay whose MoE layers are three launches (router with the layer's input
+add + RMSNorm, gate/up, down + the next residual add and RMSNorm; a shared expert rides along
+as more slots of the same launches), with no host sync on routing; a prefill chunk runs the
+grouped path with the shared expert's own launches after it."""
 
 from pathlib import Path
 
@@ -44,8 +44,9 @@ def _mlp_launches(names: list[str]) -> list[list[str]]:
 #: norm in `normed`
 QKV = "gemv_bf16_single"
 ATTENTION = ["decode_attn_rope_bf16", "gemv_bf16_single"]
-SPARSE = ["add_rmsnorm_bf16"] + ROUTE_AND_GATE_UP + [FUSED_NORM]
-DENSE = ["add_rmsnorm_bf16", "gemv_bf16_single", "gemv_silu_bf16_single"]
+#: the input add_rmsnorm is inside the router launch (ATLAS_MOE_ROUTER_NORM=0: its own)
+SPARSE = ROUTE_AND_GATE_UP + [FUSED_NORM]
+DENSE = ["add_rmsnorm_bf16", "gemv_swiglu_bf16_single", "gemv_bf16_single"]
 
 
 @pytest.mark.parametrize("name, layers", [
@@ -69,6 +70,28 @@ def test_decode_graph_routes_on_the_device(name, layers):
     assert names[:1 + len(body)] == ["embedding_bf16", *body]
     assert names[1 + len(body)] == "embedding_bf16"  # the sampled rows' gather
     assert "moe_shared_add_bf16" not in names  # tiny-qwen2-moe's shared expert: in the slots
+
+
+def test_router_norm_switch_keeps_the_separate_norm(monkeypatch):
+    """ATLAS_MOE_ROUTER_NORM=0: the sparse layer's input add_rmsnorm is its own launch again;
+    by default the router launch carries it (resid += delta in place, norm_mode 1)."""
+    def step(runner):
+        dev = runner.backend
+        dev.drain_launches()
+        dev.graph_launches.clear()
+        runner.execute([SeqChunk(7, [3], 5, [0], GREEDY,
+                                 history=PenaltyHistory([1, 2, 3, 4, 5]))])
+        return dev.graph_launches[0].graph
+
+    fused = step(_runner("tiny-qwen2-moe"))
+    (router,) = [r for r in fused if r.func == ROUTE_AND_GATE_UP[0]]
+    assert router.args["norm_mode"] == 1 and router.args["delta"] and router.args["resid"]
+    monkeypatch.setenv("ATLAS_MOE_ROUTER_NORM", "0")
+    names = [r.func for r in step(_runner("tiny-qwen2-moe"))]
+    at = names.index(ROUTE_AND_GATE_UP[0])
+    assert names[at - 1] == "add_rmsnorm_bf16"
+    (router,) = [r for r in step(_runner("tiny-qwen2-moe")) if r.func == ROUTE_AND_GATE_UP[0]]
+    assert router.args["norm_mode"] == 0
 
 
 def test_prefill_takes_the_grouped_path():

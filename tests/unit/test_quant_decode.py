@@ -121,6 +121,79 @@ def _f64(bits: np.ndarray) -> np.ndarray:
     return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
 
 
+def _spread(q: np.ndarray) -> list[np.ndarray]:
+    """e2m1x8_to_bf16x2_spread on every word of q, its four `p[i] = ...;` expressions read
+    from the header and evaluated (they are valid Python once the `u` suffixes go)."""
+    consts = {name: int(v, 16) for name, v in
+              re.findall(r"(kSign) = (0x[0-9A-Fa-f]+)u", HEADER)}
+    body = HEADER[HEADER.index("void e2m1x8_to_bf16x2_spread"):]
+    body = body[:body.index("\n}")]
+    exprs = re.findall(r"p\[(\d)\] = (.+);", body)
+    assert [int(i) for i, _ in exprs] == [0, 1, 2, 3] and set(consts) == {"kSign"}
+    q = q.astype(np.uint64)
+    env = {"q": q, **{k: np.uint64(v) for k, v in consts.items()}}
+    for sh, name, src in re.findall(r'asm\("shr.b32 %0, %1, (\d+);" : "=r"\((\w+)\) : '
+                                    r'"r"\((\w+)\)\);', body):  # helper words
+        env[name] = env[src] >> np.uint64(int(sh))
+    out = []
+    for _, e in exprs:
+        e = re.sub(r"(0x[0-9A-Fa-f]+)u", r"np.uint64(\1)", e)
+        e = re.sub(r"([<>]{2}) (\d+)", r"\1 np.uint64(\2)", e)
+        out.append(eval(e, {"np": np}, env) & U32)  # noqa: S307 - our own header's expressions
+    return out
+
+
+def test_e2m1_spread_decode_is_every_code_times_2_to_the_minus_126() -> None:
+    """e2m1x8_to_bf16x2_spread for every code in every position of a word: pair i holds
+    (v_i, v_{i + 4}) as bf16 of e2m1 * 2^-126 exactly (0.5 the bf16 subnormal), signs kept."""
+    rng = np.random.default_rng(7)
+    low = np.arange(1 << 16, dtype=np.uint64)
+    noise = rng.integers(0, 1 << 16, low.size).astype(np.uint64)
+    q = np.concatenate([low | (noise << np.uint64(16)), (low << np.uint64(16)) | noise])
+    pairs = _spread(q)
+    codes = [(q >> np.uint64(4 * j)) & np.uint64(0xF) for j in range(8)]
+    for i, p in enumerate(pairs):
+        for half, j in ((0, i), (1, i + 4)):
+            bits = ((p >> np.uint64(16 * half)) & np.uint64(0xFFFF)).astype(np.uint32)
+            got = (bits << 16).view(np.float32).astype(np.float64)
+            want = E2M1_LUT[codes[j].astype(np.uint8)].astype(np.float64) * 2.0 ** -126
+            np.testing.assert_array_equal(got, want)
+            assert np.array_equal(np.signbit(got), codes[j] >= 8)  # -0 stays -0
+
+
+def test_e2m1_scaled_pairs_are_exact_normal_products_for_every_scale() -> None:
+    """e2m1x8_scaled_pairs: the spread pairs times the group scale as e4m3x2_to_bf16_pairs
+    _scaled makes it ((s, s) * 2^kE2m1ScaleExp, exact in bf16 for every non-NaN code), one
+    mul.rn.bf16x2 (a subnormal input for 0.5): every product is e2m1 * s / kE2m1PairScale
+    exactly and a normal bf16 or zero, for every (code, scale) pair. And the x permutation
+    (spread_x_pairs) matches the pairs: (x_i, x_{i + 4})."""
+    (exp,) = [int(v) for v in re.findall(r"constexpr int kE2m1ScaleExp = (\d+);", HEADER)]
+    (pair_scale,) = [int(v) for v in re.findall(r"kE2m1PairScale = 0x1p(\d+)f", HEADER)]
+    assert re.search(rf"\* 0x1p{exp}f, f1 = __high2float\(hh\) \* 0x1p{exp}f", HEADER)
+    codes = np.arange(256)
+    valid = codes[(codes & 0x7F) != 0x7F]
+    s = FP8_E4M3_LUT[valid].astype(np.float64)
+    s_bits = f32_to_bf16_bits((s * 2.0 ** exp).astype(np.float32))
+    assert np.array_equal(_f64(s_bits), s * 2.0 ** exp)  # the scaled scale is exact in bf16
+    q = np.array([sum(c << (4 * j) for j in range(8)) for c in range(16)], np.uint64)
+    pairs = _spread(q)  # word c: code c everywhere
+    for sb, sv in zip(s_bits.astype(int), s):
+        for i in range(4):
+            for c in range(16):
+                prod = _mul_bf16x2(int(pairs[i][c]), sb | (sb << 16))
+                for half in (prod & 0xFFFF, prod >> 16):
+                    got = float(_f64(np.array([half], np.uint16))[0])
+                    assert got == float(E2M1_LUT[c]) * sv * 2.0 ** -pair_scale, (c, sv)
+                    assert half & 0x7F80 or not half & 0x7FFF  # normal or zero
+    sels = _hex(r"p\[\d\] = prmt\(x\d\d, x\d\d, (0x[0-9A-Fa-f]+)u\);")
+    srcs = re.findall(r"p\[\d\] = prmt\((x\d\d), (x\d\d), 0x", HEADER)
+    xs = np.arange(8, dtype=np.uint64) + np.uint64(0x3F00)
+    words = {f"x{2 * i}{2 * i + 1}": xs[2 * i] | (xs[2 * i + 1] << np.uint64(16)) for i in range(4)}
+    for i, ((a, b), sel) in enumerate(zip(srcs, sels)):
+        p = int(_prmt(words[a], words[b], sel))
+        assert (p & 0xFFFF, p >> 16) == (int(xs[i]), int(xs[i + 4]))
+
+
 def test_e4m3_pair_decode_is_the_value_times_2_to_the_minus_112() -> None:
     """e4m3x2_to_bf16x2 for every pair of non-NaN codes: the hardware's exact f16, shifted
     right by 3 with the sign moved back, is a normal bf16 of value * 2^-112."""
@@ -353,7 +426,7 @@ def test_gate_up_keeps_silu_mul_where_the_swiglu_cannot_fuse(case: str) -> None:
     dev = _HopperQuantMock() if case == "not loaded" else _HopperDirectMock()
     routes = KernelRoutes(quant_direct=False if case == "ring" else None)
     n = 2 * 64 + (1 if case == "odd n" else 0)
-    m = 9 if case == "m9" else 1
+    m = 9 if case == "m9" else 2 if case == "bf16" else 1  # bf16 fuses one row only
     lin = (Bf16Linear(dev.alloc(n * 256 * 2), n, 256) if case == "bf16"
            else QuantLinear(_weights(dev, n, 256)["fp8"]))
     assert not lin.fuses_swiglu(KernelCache(dev, routes), m)

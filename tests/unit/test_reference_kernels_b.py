@@ -86,7 +86,8 @@ def _launches(fn, *args, **kwargs):
 
 
 @pytest.mark.parametrize("m,n,func,grid,block", [
-    (1, 576, "gemv_bf16_single", (144, 1, 1), (96, 1, 1)),   # k=576: 72 chunks -> 3 warps
+    (1, 576, "gemv_bf16_single", (144, 1, 1), (96, 1, 1)),   # k=576: 72 chunks -> 3 warps;
+                                                              # a prefetching block a group
     (8, 4097, "gemv_bf16", (1025, 1, 1), (96, 1, 1)),        # ragged n rounds the grid up
     (9, 4096, "gemm_bf16_skinny", (128, 1, 1), (128, 1, 1)),  # 32 big tiles < 132 SMs
     (2048, 4096, "gemm_bf16", (32, 16, 1), (256, 1, 1)),
@@ -133,7 +134,7 @@ def test_linear_silu_dispatch(m, scratch, funcs) -> None:
     recs = _launches(matmul.linear_silu, 0x1000, 0x2000, 0x3000, m, 1024, 3072,
                      scratch=scratch)
     assert [r.func for r in recs] == funcs
-    if scratch is None:
+    if scratch is None:  # 256 4-row groups: one block each (prefetching at m = 1)
         assert (recs[0].grid, recs[0].block) == ((256, 1, 1), (256, 1, 1))
         assert (recs[0].args["gate_up"], recs[0].args["k"]) == (0x1000, 3072)
     else:  # silu_mul writes the scratch, the GEMM reads it
@@ -176,7 +177,16 @@ def test_fused_norm_route_is_batch_one_gemv_within_shared_memory() -> None:
         KernelRoutes.from_env({"ATLAS_FUSED_NORM": "yes"})
     rec, = _launches(matmul.gemv_add_rmsnorm, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000,
                      1001, 1024, 1e-6)
-    assert (rec.grid, rec.block, rec.shared) == ((251, 1, 1), (128, 1, 1), 2048)
+    # the prefetching kernel's plan: a group per block, x (2 KiB) and one 8 KiB tile
+    assert (rec.grid, rec.block, rec.shared) == ((251, 1, 1), (128, 1, 1), 2048 + 8192)
+    # ATLAS_NORM_GEMV=1: this fusion without the residual-carrying GEMVs, unless
+    # ATLAS_FUSED_NORM=0 (or a speculative runner's False) says otherwise
+    only = KernelCache(MockGpuBackend(), routes=KernelRoutes.from_env({"ATLAS_NORM_GEMV": "1"}))
+    assert matmul.fuses_norm(only, 1, 6144, 1024) and not matmul.carries_residual(only, 1, 1024)
+    assert not matmul.fuses_norm(only, 2, 6144, 1024)
+    vetoed = KernelCache(MockGpuBackend(), routes=KernelRoutes.from_env(
+        {"ATLAS_NORM_GEMV": "1", "ATLAS_FUSED_NORM": "0"}))
+    assert not matmul.fuses_norm(vetoed, 1, 6144, 1024)
 
 
 def test_the_residual_carrying_gemvs_are_batch_one_gemvs() -> None:

@@ -131,8 +131,8 @@ def test_conv_rejects_a_kernel_wider_than_the_registers_hold() -> None:
 def _fused(num_seqs: int, hk: int, hv: int, dk: int, dv: int, kernel: int = 4,
            pitch: int = 12352, state: int = 0x900):
     return _launch(linear_attention.gdn_decode, 0x100, pitch, 0x200, 0x300, 0x400, 0x500,
-                   0x600, state, 0x1000, 0x1100, 0x1200, 0x1300, num_seqs, hk, hv, dk, dv,
-                   kernel, 1e-6)
+                   0x600, state, 0x1000, 0x1000, 0x1100, 0x1200, 0x1300, num_seqs, hk, hv, dk,
+                   dv, kernel, 1e-6)
 
 
 def test_fused_decode_geometry_is_a_cluster_of_blocks_per_value_head_and_sequence() -> None:

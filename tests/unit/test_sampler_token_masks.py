@@ -15,7 +15,7 @@ from atlas.core.sampling import GREEDY, SamplingParams
 from atlas.grammar import GrammarMatcher
 from atlas.runtime.host import HostBackend
 from atlas.runtime.mock import MockGpuBackend
-from atlas.runtime.ops import KernelCache
+from atlas.runtime.ops import KernelCache, sampling
 from atlas.runtime.sampler import Sampler
 from tests.unit.grammar_support import load_schema, smollm2_compiler
 
@@ -85,7 +85,13 @@ def test_mask_launch_comes_first_and_masks_need_the_option() -> None:
                                       "sample_f32", "count_tokens_i32"]
     assert recs[0].args["bitmask"] == sampler.token_bitmask
     assert recs[0].args["mask_rows"] == sampler.mask_rows
-    assert (recs[0].args["words"], recs[0].grid) == (32, (4, 3, 1))
+    assert (recs[0].args["words"], recs[0].grid) == (32, (1, 3, 1))
+    # a block covers 8,192 tokens of a row: an unmasked row (the common case, and the decode
+    # graph runs the launch every step) costs 19 blocks at Qwen3's vocabulary, not 594
+    sampling.apply_token_bitmask(KernelCache(mock), 0, 1 << 30, 1 << 29, 1 << 28, 64, 151936,
+                                 sampling.bitmask_words(151936))
+    (rec,) = mock.drain_launches()
+    assert rec.grid == (19, 64, 1) and rec.block == (256, 1, 1)
     plain = Sampler(mock, KernelCache(mock), 1, 1, 1000)
     with pytest.raises(ValueError, match="token_masks=True"):
         plain.upload_token_masks([True])

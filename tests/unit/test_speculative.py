@@ -23,8 +23,9 @@ def executor(num_blocks=64, **kw):
                         num_kv_blocks=num_blocks, **kw)
 
 
-def generate(requests, speculator=None, num_blocks=64, max_prefill=16, **kw):
+def generate(requests, speculator=None, num_blocks=64, max_prefill=16, recurrent=False, **kw):
     ex = executor(num_blocks, **kw)
+    ex.has_recurrent_state = recurrent   # a hybrid model's executor: verify_apart
     core = EngineCore.build(ex, max_prefill_tokens=max_prefill, pool_factory=FakeBlockPool,
                             speculator=speculator)
     for i, r in enumerate(requests):
@@ -200,3 +201,18 @@ def test_step_cost_table_reads_bench_spec_records():
                 {"8": {"k1_ratio": -1.0}}):
         with pytest.raises(ValueError):
             step_cost_table(bad)
+
+
+def test_a_hybrid_verifies_only_in_steps_without_prefill():
+    """An executor with recurrent state (verify_apart): no step both verifies drafts and
+    prefills; the sequences still speculate once nothing waits, and emit the plain tokens."""
+    reqs = [EngineRequest(prompt(i, 3 + (i * 5) % 17), GREEDY, 14) for i in range(6)]
+    plain, _, _, _ = generate(reqs, max_batch_size=3)
+    oracle = OracleDrafter({tuple(r.prompt_ids): t for r, t in zip(reqs, plain)},
+                           accept_rate=0.7, vocab_size=128, seed=1)
+    spec = Speculator(oracle, 3)
+    got, _, ex, core = generate(reqs, spec, max_prefill=8, recurrent=True, max_batch_size=3)
+    assert core.scheduler.verify_apart and got == plain and spec.accepted > 0
+    for step in ex.steps:
+        assert not (any(c.num_draft for c in step)
+                    and any(len(c.token_ids) > c.num_draft + 1 for c in step))

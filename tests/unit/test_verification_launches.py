@@ -78,3 +78,25 @@ def test_an_explicit_fused_norm_keeps_the_fusions_and_drops_the_claim(monkeypatc
     fused = load_runner(FIXTURE, backend="mock", max_seq_len=64, max_batch_size=2,
                         max_prefill_tokens=32, num_draft_tokens=2)
     assert fused.model.kc.routes.fused_norm is True and fused.invariant_rows == 0
+
+
+def test_a_hybrid_verifies_in_a_graph_through_the_decode_kernel():
+    """tiny-qwen3_5 (two Gated-DeltaNet layers): a verification of 3 drafts replays a
+    captured graph whose linear layers run the fused decode kernel over the 4 rows (a
+    cluster per value head and row; the run is its first row's), never the chunked form,
+    and whose rows name 4 out slots apart from the sequence's (the state after each token)."""
+    hybrid = load_runner(FIXTURE.parent / "tiny-qwen3_5", backend="mock", max_seq_len=64,
+                         max_batch_size=2, max_prefill_tokens=32, num_draft_tokens=3)
+    assert 4 in hybrid.verify_graphs
+    hybrid.execute([SeqChunk(2, [1, 2, 3, 4, 5], 0, [0], GREEDY,
+                             history=PenaltyHistory([1, 2, 3, 4, 5]))])
+    graph = replayed(hybrid, [SeqChunk(2, [3, 4, 5, 6], 5, [0], GREEDY, num_draft=3)])
+    la = hybrid.cfg.linear_attention
+    gdn = [r for r in graph if r.func == "gated_deltanet_decode_bf16"]
+    assert len(gdn) == hybrid.cfg.layer_types.count("linear_attention")
+    assert all(r.grid == (4, la.num_value_heads, 4) for r in gdn)
+    assert not [r for r in graph if r.func.startswith("gated_delta_chunk")]
+    lay, i32 = hybrid.layout, hybrid.host_i32
+    slots, outs = i32[lay.state_slots:lay.state_slots + 4], i32[lay.state_out:lay.state_out + 4]
+    assert len(set(slots)) == 1 and slots[0] not in outs and len(set(outs)) == 4
+    hybrid.release(2)

@@ -38,6 +38,7 @@ import dataclasses
 import traceback
 import warnings
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -369,9 +370,73 @@ def embedding_case(env: Env, s: Any) -> Case:
                 note="one table shared by all input sets; the ids rotate")
 
 
+def swiglu_linear_case(env: Env, s: Any) -> Case:
+    """The down projection with its SwiGLU (matmul.linear_silu: one fused GEMV at batch 1)
+    against F.silu(g) * u, then matmul."""
+    torch, F = env.torch, env.torch.nn.functional
+    m, n, k = s.m, s.n, s.k
+
+    def make() -> Set:
+        scale = 1.0 / math.sqrt(k)
+        return {"gu": env.uniform((m, 2 * k), -4, 4),
+                "w": env.uniform((n, k), -scale * 3, scale * 3),
+                "act": torch.empty((m, k), dtype=torch.bfloat16, device=env.device),
+                "y": torch.empty((m, n), dtype=torch.bfloat16, device=env.device)}
+
+    def ours(st: Set, stream: Stream) -> None:
+        matmul.linear_silu(env.kc, stream, env.ptr(st["gu"]), env.ptr(st["w"]), env.ptr(st["y"]),
+                           m, n, k, scratch=env.ptr(st["act"]))
+
+    def theirs(st: Set) -> Any:
+        g, u = st["gu"].chunk(2, dim=-1)
+        return torch.matmul(F.silu(g) * u, st["w"].T)
+
+    route = ("one fused GEMV" if matmul.fuses_silu(env.kc, m, n, k)
+             else "silu_mul + " + matmul.linear_route(env.kc, m, n))
+    note = f"ours: {route} (ops.matmul.linear_silu)"
+    return Case(s, make, ours, [Variant("F.silu(g) * u @ w.T", theirs)],
+                lambda o, t, r: [("y", o["y"], r)], outputs=("y",), note=note)
+
+
+def gate_up_swiglu_case(env: Env, s: Any) -> Case:
+    """The gate_up projection ending with its SwiGLU (matmul.gemv_swiglu where
+    fuses_gate_up_swiglu allows, else the GEMV/GEMM then silu_mul) against matmul, then
+    F.silu(g) * u."""
+    torch, F = env.torch, env.torch.nn.functional
+    m, n, k = s.m, s.n, s.k
+    fused = matmul.fuses_gate_up_swiglu(env.kc, m, n, k)
+
+    def make() -> Set:
+        scale = 1.0 / math.sqrt(k)
+        return {"x": env.uniform((m, k)), "w": env.uniform((n, k), -scale * 3, scale * 3),
+                "gu": torch.empty((m, n), dtype=torch.bfloat16, device=env.device),
+                "act": torch.empty((m, n // 2), dtype=torch.bfloat16, device=env.device)}
+
+    def ours(st: Set, stream: Stream) -> None:
+        x, w, gu, act = (env.ptr(st[name]) for name in ("x", "w", "gu", "act"))
+        if fused:
+            matmul.gemv_swiglu(env.kc, stream, x, w, act, n, k)
+            return
+        matmul.linear(env.kc, stream, x, w, gu, m, n, k)
+        activation.silu_mul(env.kc, stream, gu, act, m, n // 2)
+
+    def theirs(st: Set) -> Any:
+        g, u = torch.matmul(st["x"], st["w"].T).chunk(2, dim=-1)
+        return F.silu(g) * u
+
+    route = "one GEMV ending with the SwiGLU" if fused else "GEMV/GEMM + silu_mul"
+    return Case(s, make, ours, [Variant("matmul, F.silu(g) * u", theirs)],
+                lambda o, t, r: [("act", o["act"], r)], outputs=("act",),
+                note=f"ours: {route} (ops.matmul.gemv_swiglu)")
+
+
 def linear_case(env: Env, s: Any) -> Case:
     torch = env.torch
     m, n, k = s.m, s.n, s.k
+    if s.swiglu:
+        return swiglu_linear_case(env, s)
+    if s.ends_swiglu:
+        return gate_up_swiglu_case(env, s)
     out_dtype = torch.float32 if s.out_f32 else torch.bfloat16
     f32_mm = _f32_matmul(env) if s.out_f32 else None
 
@@ -380,7 +445,7 @@ def linear_case(env: Env, s: Any) -> Case:
         return {"x": env.uniform((m, k)), "w": env.uniform((n, k), -scale * 3, scale * 3),
                 "y": torch.empty((m, n), dtype=out_dtype, device=env.device)}
 
-    launch = (matmul_decode.decode_gemm if s.decode_sm90
+    launch = (partial(matmul_decode.decode_gemm, wide=s.wide) if s.decode_sm90
               else matmul_batched.batched_gemv if s.batched else matmul.linear)
 
     def ours(st: Set, stream: Stream) -> None:
@@ -392,10 +457,11 @@ def linear_case(env: Env, s: Any) -> Case:
     else:
         variant = Variant("torch.matmul(x, w.T)", lambda st: torch.matmul(st["x"], st["w"].T))
     if s.decode_sm90:
+        groups = matmul_decode.decode_groups(m, s.wide)
         split = matmul_decode.decode_split(m, n, k, env.kc.facts.sm_count,
-                                           env.kc.routes.decode_gemm_split)
+                                           env.kc.routes.decode_gemm_split, groups)
         note = (f"ours: gemm_decode_sm90 (ops.matmul_decode.decode_gemm, forced), "
-                f"cluster split {split}")
+                f"{groups} warpgroup(s) a block, cluster split {split}")
     elif s.batched:
         note = "ours: gemv_mma (ops.matmul_batched.batched_gemv, forced)"
     else:
@@ -1182,67 +1248,75 @@ def gated_norm_case(env: Env, s: Any) -> Case:
 
 def gdn_decode_case(env: Env, s: Any) -> Case:
     """Our fused decode step against the three transformers ops it replaces, as
-    Qwen3_5GatedDeltaNet.forward runs them for one cached token."""
+    Qwen3_5GatedDeltaNet.forward runs them for one cached token; with s.tokens > 1 a
+    verification's run of that many tokens per sequence (each token's state into an out slot
+    of its own, as the speculating runner launches it) against the same ops over the tokens."""
     torch, F = env.torch, env.torch.nn.functional
     hf = _qwen3_5_torch()
-    b, hk, hv, dk, dv, k = (s.seqs, s.key_heads, s.value_heads, s.key_dim, s.value_dim,
-                            s.kernel)
+    b, hk, hv, dk, dv, k, n = (s.seqs, s.key_heads, s.value_heads, s.key_dim, s.value_dim,
+                               s.kernel, s.tokens)
     conv = 2 * hk * dk + hv * dv
     row = conv + hv * dv + 2 * hv
     start = 100  # every sequence continues: both states are read
+    pool = b if n == 1 else b * (n + 1)   # the sequences' slots, then each token's out slot
+    last = (torch.arange(b) if n == 1 else b + n * torch.arange(b) + n - 1).tolist()
     norm = hf.Qwen3_5RMSNormGated(dv, eps=EPS).to(device=env.device, dtype=torch.bfloat16)
 
     def make() -> Set:
-        proj = env.uniform((b, row))
-        proj[:, conv + hv * dv:] = env.uniform((b, 2 * hv), -2, 2)
-        ring = env.uniform((b, k, conv))
+        i32 = dict(dtype=torch.int32, device=env.device)
+        proj = env.uniform((b * n, row))
+        proj[:, conv + hv * dv:] = env.uniform((b * n, 2 * hv), -2, 2)
+        ring = env.uniform((pool, k, conv))
+        slots = torch.arange(b, **i32).repeat_interleave(n)
         return {"proj": proj, "w": env.uniform((conv, k), -0.5, 0.5), "ring": ring,
-                "hf_conv": ring[:, ring_rows(start, k - 1, k)].transpose(1, 2).contiguous(),
+                "hf_conv": ring[:b, ring_rows(start, k - 1, k)].transpose(1, 2).contiguous(),
                 "a_log": env.uniform((hv,), -4.0, -0.7), "dt_bias": env.uniform((hv,), 0.5, 1.5),
                 "norm_w": env.uniform((dv,), 0.5, 1.5),
-                "state": env.normal((b, hv, dk, dv), 0.1).float().contiguous(),
-                "slots": torch.arange(b, dtype=torch.int32, device=env.device),
-                "cu_q": torch.arange(b + 1, dtype=torch.int32, device=env.device),
-                "kv_lens": torch.full((b,), start + 1, dtype=torch.int32, device=env.device),
-                "out": torch.empty((b, hv * dv), dtype=torch.bfloat16, device=env.device)}
+                "state": env.normal((pool, hv, dk, dv), 0.1).float().contiguous(),
+                "slots": slots, "outs": slots if n == 1 else torch.arange(b, pool, **i32),
+                "cu_q": torch.arange(b * n + 1, **i32),
+                "kv_lens": start + 1 + torch.arange(n, **i32).repeat(b),
+                "out": torch.empty((b * n, hv * dv), dtype=torch.bfloat16, device=env.device)}
 
     def ours(st: Set, stream: Stream) -> None:
         linear_attention.gdn_decode(
             env.kc, stream, env.ptr(st["proj"]), row, env.ptr(st["w"]), env.ptr(st["ring"]),
             env.ptr(st["a_log"]), env.ptr(st["dt_bias"]), env.ptr(st["norm_w"]),
-            env.ptr(st["state"]), env.ptr(st["slots"]), env.ptr(st["cu_q"]),
-            env.ptr(st["kv_lens"]), env.ptr(st["out"]), b, hk, hv, dk, dv, k, EPS)
+            env.ptr(st["state"]), env.ptr(st["slots"]), env.ptr(st["outs"]), env.ptr(st["cu_q"]),
+            env.ptr(st["kv_lens"]), env.ptr(st["out"]), b * n, hk, hv, dk, dv, k, EPS)
 
     def theirs(st: Set) -> Any:
-        p = st["proj"]
-        x = hf.causal_conv1d_update(p[:, :conv].unsqueeze(-1), st["hf_conv"], st["w"], None,
-                                    "silu").transpose(1, 2)
-        q = x[..., :hk * dk].reshape(b, 1, hk, dk).repeat_interleave(hv // hk, dim=2)
-        kk = x[..., hk * dk:2 * hk * dk].reshape(b, 1, hk, dk).repeat_interleave(hv // hk,
+        p = st["proj"].view(b, n, row)
+        x = hf.causal_conv1d_update(p[..., :conv].transpose(1, 2), st["hf_conv"], st["w"],
+                                    None, "silu").transpose(1, 2)
+        q = x[..., :hk * dk].reshape(b, n, hk, dk).repeat_interleave(hv // hk, dim=2)
+        kk = x[..., hk * dk:2 * hk * dk].reshape(b, n, hk, dk).repeat_interleave(hv // hk,
                                                                                dim=2)
-        v = x[..., 2 * hk * dk:].reshape(b, 1, hv, dv)
-        beta = p[:, None, conv + hv * dv:conv + hv * dv + hv].sigmoid()
-        g = -st["a_log"].float().exp() * F.softplus(p[:, None, conv + hv * dv + hv:].float()
+        v = x[..., 2 * hk * dk:].reshape(b, n, hv, dv)
+        beta = p[..., conv + hv * dv:conv + hv * dv + hv].sigmoid()
+        g = -st["a_log"].float().exp() * F.softplus(p[..., conv + hv * dv + hv:].float()
                                                     + st["dt_bias"])
         core, state = hf.torch_recurrent_gated_delta_rule(
-            q, kk, v, g=g, beta=beta, initial_state=st["state"], output_final_state=True,
+            q, kk, v, g=g, beta=beta, initial_state=st["state"][:b], output_final_state=True,
             use_qk_l2norm_in_kernel=True)
         with torch.no_grad():
             norm.weight.copy_(st["norm_w"])
-            out = norm(core.reshape(-1, dv), p[:, conv:conv + hv * dv].reshape(-1, dv))
+            out = norm(core.reshape(-1, dv), p[..., conv:conv + hv * dv].reshape(-1, dv))
         return out, state
 
     def compare(o: Set, t: Set, r: Any) -> list:
         out, state = r
-        window = o["ring"][:, ring_rows(start + 1, k - 1, k)]
-        return [("out", o["out"], out.reshape(b, hv * dv)), ("state", o["state"], state),
+        window = o["ring"][last][:, ring_rows(start + n, k - 1, k)]
+        return [("out", o["out"], out.reshape(b * n, hv * dv)),
+                ("state", o["state"][last], state),
                 ("conv_state", window, t["hf_conv"].transpose(1, 2))]
 
     return Case(s, make, ours,
                 [Variant("causal_conv1d_update + torch_recurrent_gated_delta_rule + "
                          "Qwen3_5RMSNormGated (transformers)", theirs)],
                 compare, outputs=("out",), mutated=("ring", "hf_conv", "state"),
-                note="ours: one launch for conv, norms, delta rule and gated norm")
+                note="ours: one launch for conv, norms, delta rule and gated norm"
+                + (f" over {n} tokens per sequence" if n > 1 else ""))
 
 
 BUILDERS: dict[Any, Callable[[Env, Any], Case]] = {

@@ -30,16 +30,18 @@ def start_decoding(runner: ModelRunner, batch: int, prompt_len: int, max_tokens:
                    rng: np.random.Generator, prompts: list[list[int]] | None = None,
                    speculator: Speculator | None = None,
                    grammar: GrammarRequest | None = None,
-                   async_scheduling: bool = True) -> EngineCore:
+                   async_scheduling: bool = True,
+                   max_num_seqs: int | None = None) -> EngineCore:
     """A core whose `batch` sequences have all finished prefill (each sampled >= 1 token).
     `prompts` (default: random ids) and `speculator` serve the speculative benchmark,
     `grammar` (every sequence follows it) the structured-output one; `async_scheduling`
-    as the server's (off: every step committed before the next is planned). The speculator
+    as the server's (off: every step committed before the next is planned); `max_num_seqs`
+    (default `batch`) leaves room for sequences a benchmark adds later. The speculator
     joins once every sequence decodes: the prefill phase (whose mixed steps run eagerly) is
     then the same with and without it, so runs of the same prompts start from the same
     tokens."""
     core = EngineCore.build(runner, max_prefill_tokens=runner.limits.max_prefill_tokens,
-                            max_num_seqs=batch, speculator=speculator,
+                            max_num_seqs=max_num_seqs or batch, speculator=speculator,
                             async_scheduling=async_scheduling)
     for i, ids in enumerate(prompts or random_prompts(runner, batch, prompt_len, rng)):
         core.add(i, EngineRequest(ids, GREEDY, max_tokens, grammar=grammar))

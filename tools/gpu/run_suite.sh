@@ -234,6 +234,40 @@ stage_profile() {
   return $rc
 }
 
+# Batch-1 decode (and with a profile, its per-kernel profile) of Qwen3-0.6B and Qwen3-8B
+# under the environment assignments given, results suffixed _SUFFIX:
+#   dense_decode_with SUFFIX [profile] VAR=VALUE...
+dense_decode_with() {
+  local suffix="$1" profile=0 name rc=0
+  shift
+  if [ "${1:-}" = profile ]; then profile=1; shift; fi
+  for name in qwen3-0.6b qwen3-8b; do
+    make_checkpoint "$name" weights || return 1
+    env "$@" "$PY" tools/gpu/bench_decode.py --model "$CKPT/$name" --hf none \
+      --out "$RESULTS/bench_decode_${name}_$suffix.json" || rc=1
+    [ "$profile" = 1 ] || continue
+    env "$@" "$PY" tools/gpu/profile_decode.py --model "$CKPT/$name" \
+      --out "$RESULTS/profile_decode_${name}_$suffix.json" || rc=1
+  done
+  return $rc
+}
+
+# The single-row GEMVs' pre-wait weight prefetch (gemv_prefetch.cuh) A/B: decode with it off
+# (ATLAS_GEMV_PREFETCH=0: the general GEMV kernel at m = 1, silu_mul before 8B's down;
+# decode_bench is the "on" side), then the dense GEMV rows of Qwen3-0.6B and Qwen3-8B (b1
+# prefetching, b32, lm_head, down+swiglu, gate_up+swiglu) against PyTorch.
+stage_gemv_prefetch_ab() {
+  local rc=0
+  dense_decode_with noprefetch ATLAS_GEMV_PREFETCH=0 || rc=1
+  "$PY" tools/gpu/bench_kernels.py -k "decode_gemv qwen3-0.6b" -k "decode_gemv qwen3-8b" \
+    --out-dir "$RESULTS" || rc=1
+  return $rc
+}
+
+# The add + RMSNorm fused into the prefetching GEMV after it (ATLAS_NORM_GEMV=1: 5 launches a
+# layer instead of 7) against the default (decode_bench / profile), with its profile.
+stage_norm_gemv_ab() { dense_decode_with norm_gemv profile ATLAS_NORM_GEMV=1; }
+
 stage_kernel_table() {
   "$PY" tools/gpu/bench_kernels.py ${ATLAS_KERNEL_TABLE_ARGS:-} --out-dir "$RESULTS"
 }
@@ -527,12 +561,14 @@ hybrid_mtp_checkpoint() {
   make_checkpoint qwen3_5-9b-8l weights
 }
 
-# Speculation on the 8-layer hybrid Qwen3.5 config (verification eager, recurrent state
-# rolled back past rejected drafts): step cost and oracle tok/s at batch 1 and 8, then the
+# Speculation on the 8-layer hybrid Qwen3.5 config (verification in captured graphs, the
+# Gated-DeltaNet layers token by token through the decode kernel, each token's state in a
+# slot of its own): step cost for K = 1..4 and oracle tok/s at batch 1 and 8 (batch 1, K = 3
+# is row-invariant: "exact" yes, =plain 1.00, acceptance ~ the requested rate), then the
 # checkpoint's (random) MTP head as the drafter: its acceptance and tok/s.
 stage_spec_bench_hybrid() {
   hybrid_mtp_checkpoint || return 1
-  "$PY" tools/gpu/bench_spec.py --model "$CKPT/qwen3_5-9b-8l" --batches 1,8 --max-k 3 --k 3 \
+  "$PY" tools/gpu/bench_spec.py --model "$CKPT/qwen3_5-9b-8l" --batches 1,8 --max-k 4 --k 3 \
     --accept 0.7 --steps 20 --new 128 --mtp \
     --out "$RESULTS/bench_spec_qwen3_5-9b-8l.json"
 }
@@ -779,8 +815,61 @@ stage_async_scheduling() {
   return $rc
 }
 
+# Issue 12, the quantized decode GEMV alone (a few minutes): its GPU check cases (every
+# gemv_quant_direct / gemv_mma_quant / CUDA-core FP8 and NVFP4 case vs float64), then the
+# kernel-table rows of the register-fed kernel at batch 1 and 8 for the Qwen3-8B projections
+# (qkv 4096->6144, o 4096->4096, gate_up 4096->24576 plain and ending with the SwiGLU, down
+# 12288->4096) and other published widths, FP8-block and NVFP4, each with its GB/s and % of
+# copy bandwidth; the ring-kernel rows are the A/B.
+stage_quant_kernels() {
+  local rc=0
+  "$PY" tools/gpu/check_kernels.py -k gemv_qd -k gemv_mma_ -k gemv_fp8 -k gemv_nvfp4 \
+    --out "$RESULTS/gpu_check_quant-$STAMP.json" || rc=1
+  "$PY" tools/gpu/bench_kernels.py -k "b1 fp8-block" -k "b1 nvfp4" -k "b8 fp8-block" \
+    -k "b8 nvfp4" --out-dir "$RESULTS" || rc=1
+  return $rc
+}
+
 stage_startup() {
   "$PY" tools/gpu/bench_startup.py --target hopper/common/bf16 --out "$RESULTS/startup.json"
+}
+
+# This session's MoE decode paths against the ones before them: the expert kernels through
+# the bulk-copy shared-memory rings (down at every decode batch, gate/up at batch 1) against
+# the register paths (ATLAS_MOE_DOWN_BULK=0, ATLAS_MOE_GATE_UP_BULK=0, one at a time and both)
+# on the kernel table's decode expert rows (gate/up + down at batch 1 and 8, both full-size
+# MoE shapes), and the rings' stage / ring sizes swept on the same rows; then Qwen3-30B-A3B's full-size batch-1 per-kernel profile with PDL off (each
+# kernel's own time) and on, everything new on (_new) vs off (_old: also the input RMSNorm
+# as its own launch, ATLAS_MOE_ROUTER_NORM=0); and the decode tok/s of both full-size MoE
+# models at batch 1 and 8 with everything off (moe_full / flagship_bench have the default).
+stage_moe_decode_ab() {
+  local rc=0 v cfg="$CKPT/qwen3-30b-a3b-synthetic" pdl tag
+  "$PY" tools/make_fixtures.py --config qwen3-30b-a3b --out "$cfg" --config-only || return 1
+  for v in "1 1" "0 1" "1 0" "0 0"; do
+    set -- $v
+    ATLAS_MOE_DOWN_BULK=$1 ATLAS_MOE_GATE_UP_BULK=$2 "$PY" tools/gpu/bench_kernels.py \
+      -k moe_decode_experts --out-dir "$RESULTS/moe_bulk_down$1_gateup$2" || rc=1
+  done
+  # the rings' geometry (stage KiB, ring KiB; default 24 96): the same rows
+  for v in "16 64" "32 128" "48 96" "24 160"; do
+    set -- $v
+    ATLAS_MOE_BULK_STAGE_KB=$1 ATLAS_MOE_BULK_RING_KB=$2 "$PY" tools/gpu/bench_kernels.py \
+      -k moe_decode_experts --out-dir "$RESULTS/moe_bulk_stage$1_ring$2" || rc=1
+  done
+  for v in 1 0; do
+    tag=$([ "$v" = 1 ] && echo new || echo old)
+    for pdl in 0 1; do
+      ATLAS_MOE_DOWN_BULK=$v ATLAS_MOE_GATE_UP_BULK=$v ATLAS_MOE_ROUTER_NORM=$v ATLAS_PDL=$pdl \
+        "$PY" tools/gpu/profile_decode.py --model "$cfg" --synthetic-seed 0 \
+        --out "$RESULTS/profile_decode_qwen3-30b-a3b_pdl${pdl}_$tag.json" || rc=1
+    done
+  done
+  for v in qwen3-30b-a3b qwen3_5-35b-a3b; do
+    ATLAS_MOE_DOWN_BULK=0 ATLAS_MOE_GATE_UP_BULK=0 ATLAS_MOE_ROUTER_NORM=0 "$PY" \
+      tools/gpu/bench_moe.py --config "$v" --batches 1,8 --prefill 512 --hf none \
+      --out "$RESULTS/bench_moe_${v}_old.json" || rc=1
+  done
+  return $rc
 }
 
 # Decode attention latency: the attention kernels' decode, rope-fused and row-invariance
@@ -799,17 +888,85 @@ stage_decode_attn() {
   return $rc
 }
 
-STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity
-        decode_bench qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
+# Issue 15's 64-stream decode step: Qwen3-8B per-kernel profiles at 64 rows and a 1,536-token
+# context (the throughput suite's average: 1,024 prompt + half of 1,024 generated), PDL on
+# (what serving runs) and off (each kernel's own time: the rows add up to the step).
+stage_throughput_b64_profile() {
+  local pdl rc=0
+  make_checkpoint qwen3-8b weights || return 1
+  for pdl in 1 0; do
+    ATLAS_PDL=$pdl "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-8b" --batch 64 \
+      --context 1536 --out "$RESULTS/profile_decode_qwen3-8b_b64_c1536_pdl$pdl.json" || rc=1
+  done
+  return $rc
+}
+
+# What the serve default --max-mixed-step-tokens (1,024) costs decoding streams: Qwen3-8B with 64
+# streams decoding at ~1,024 tokens while 4,000-token prompts prefill beside them in steps of
+# 512..2,048 tokens; the mixed step's wall is the inter-token latency it causes (target <= 40
+# ms at p99 in the throughput suite) and (budget - 64) / (mixed - decode) the prompt rate.
+stage_throughput_mixed_step() {
+  make_checkpoint qwen3-8b weights || return 1
+  "$PY" tools/gpu/bench_mixed_step.py --model "$CKPT/qwen3-8b" --batch 64 --context 1024 \
+    --out "$RESULTS/bench_mixed_step_qwen3-8b_b64.json"
+}
+
+# The skinny decode GEMM's two-warpgroup blocks (128 weight rows sharing each x tile: 1.5x the
+# weight bytes through L2 at 64 rows instead of 2x) against the default one-warpgroup blocks
+# at issue 15's 64 rows: Qwen3-8B's five kernel-table rows both ways (labels "... b64" and
+# "... b64 wide"; then qkv / o_proj / gate_up / down again at each forced cluster split 1, 2,
+# 4, 8 into results/splitS: the data of matmul_decode.decode_split's rule), the decode bench
+# at batch 64 with ATLAS_DECODE_GEMM_WIDE=1 vs default, and the b64 profile with it (PDL off,
+# beside throughput_b64_profile's). ~4 minutes.
+stage_decode_gemm_wide_ab() {
+  local rc=0 name sel=()
+  make_checkpoint qwen3-8b weights || return 1
+  for name in qkv o_proj gate_up down lm_head; do sel+=(-k "decode_gemm_sm90 qwen3-8b $name b64"); done
+  "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS" "${sel[@]}" || rc=1
+  # the split rule's data: the four layer products at every cluster split, both widths
+  local split
+  for split in 1 2 4 8; do
+    ATLAS_DECODE_GEMM_SPLIT=$split "$PY" tools/gpu/bench_kernels.py \
+      --out-dir "$RESULTS/split$split" "${sel[@]:0:8}" || rc=1
+  done
+  "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b" --hf none --batches 64 \
+    --out "$RESULTS/bench_decode_qwen3-8b_b64_narrow.json" || rc=1
+  ATLAS_DECODE_GEMM_WIDE=1 "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b" --hf none \
+    --batches 64 --out "$RESULTS/bench_decode_qwen3-8b_b64_wide.json" || rc=1
+  ATLAS_PDL=0 ATLAS_DECODE_GEMM_WIDE=1 "$PY" tools/gpu/profile_decode.py \
+    --model "$CKPT/qwen3-8b" --batch 64 --context 1536 \
+    --out "$RESULTS/profile_decode_qwen3-8b_b64_c1536_pdl0_wide.json" || rc=1
+  return $rc
+}
+
+# The session's headline decode numbers in one short stage (a mid-session check): Qwen3-0.6B
+# batch 1, Qwen3-8B batch 1 and 64, both full-size MoE models (synthetic weights) at batch 1
+# and 8, with their 2,048-token prefill; transformers baselines are in the long stages.
+stage_headline() {
+  local rc=0 name
+  for name in qwen3-0.6b qwen3-8b; do make_checkpoint "$name" weights || return 1; done
+  "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-0.6b" --hf none --batches 1 \
+    --out "$RESULTS/headline_qwen3-0.6b.json" || rc=1
+  "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b" --hf none --batches 1,64 \
+    --out "$RESULTS/headline_qwen3-8b.json" || rc=1
+  for name in qwen3-30b-a3b qwen3_5-35b-a3b; do
+    "$PY" tools/gpu/bench_moe.py --config "$name" --batches 1,8 --prefill 2048 --hf none \
+      --out "$RESULTS/headline_$name.json" || rc=1
+  done
+  return $rc
+}
+
+STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity decode_bench
+        qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
         profile kernel_table gdn_table server_sweep throughput batched_min_m long_context
         long_context_qreg long_context_profile long_context_nolong issue15_table decode_gemm_ab
-        kv_dtypes gates ep_1gpu spec_bench grammar_bench
-        prefix_bench prefix_bench_hybrid spec_bench_hybrid quant_bench moe_full quant_profile
-        quant_profile_nvfp4 quant_lm_head
+        kv_dtypes gates ep_1gpu spec_bench grammar_bench prefix_bench prefix_bench_hybrid
+        spec_bench_hybrid quant_bench moe_full quant_profile quant_profile_nvfp4 quant_lm_head
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
-        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab startup
-        decode_attn)
+        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
+        startup quant_kernels gemv_prefetch_ab norm_gemv_ab moe_decode_ab decode_attn
+        throughput_b64_profile throughput_mixed_step decode_gemm_wide_ab headline)
 
 # ---- runner -------------------------------------------------------------------------------
 

@@ -13,15 +13,21 @@ struct GateTerms {
   float beta, decay_log;
 };
 
-// beta and g of token row t, value head h: b at ba[t * ba_pitch + h], a at + hv
-// (transformers' bf16 sigmoid, f32 softplus with torch's threshold 20).
+// beta and g from a token's b and a of one value head (transformers' bf16 sigmoid, f32
+// softplus with torch's threshold 20).
+__device__ __forceinline__ GateTerms gate_terms_of(__nv_bfloat16 b_raw, __nv_bfloat16 a_raw,
+                                                   float a_log, float dt_bias) {
+  const float b = bf16_to_f32(b_raw);
+  const float x = bf16_to_f32(a_raw) + dt_bias;
+  const float softplus = x > 20.f ? x : log1pf(expf(x));
+  return {round_bf16(1.f / (1.f + expf(-b))), -expf(a_log) * softplus};
+}
+
+// beta and g of token row t, value head h: b at ba[t * ba_pitch + h], a at + hv.
 __device__ __forceinline__ GateTerms gate_terms(const __nv_bfloat16* ba, uint32_t ba_pitch,
                                                 int t, int h, int hv, float a_log, float dt_bias) {
   const __nv_bfloat16* r = ba + static_cast<size_t>(t) * ba_pitch;
-  const float b = bf16_to_f32(r[h]);
-  const float x = bf16_to_f32(r[hv + h]) + dt_bias;
-  const float softplus = x > 20.f ? x : log1pf(expf(x));
-  return {round_bf16(1.f / (1.f + expf(-b))), -expf(a_log) * softplus};
+  return gate_terms_of(r[h], r[hv + h], a_log, dt_bias);
 }
 
 }  // namespace atlas

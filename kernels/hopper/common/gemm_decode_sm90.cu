@@ -9,17 +9,23 @@
 // gemm_sm90.cu (a weight tile row and an x row are each 64 bf16 = 128 bytes, 128-byte swizzle;
 // wgmma_util.cuh), so the same descriptors and copies serve.
 //
-// Block: one warpgroup (128 threads) owns 64 weight rows (outputs n) and all m batch rows,
-// over a contiguous range of 64-column k-tiles. A ring of kStages stages in dynamic shared
-// memory holds W [64][64] + x [N][64] per stage, filled by every thread with 16-byte cp.async
+// Block: G warpgroups (blockDim.x = 128 G, G = 1 or 2: the launch builder's choice) own
+// 64 G weight rows (outputs n), 64 per warpgroup, and all m batch rows, over a contiguous
+// range of 64-column k-tiles. A ring of kStages stages in dynamic shared memory holds
+// W [64 G][64] + x [N][64] per stage, filled by every thread with 16-byte cp.async
 // (rows past n or m and columns past k zero-filled: any n, any m <= 256, k % 8 == 0; the
 // weight copies carry the L2::256B prefetch hint, so DRAM serves each row 256 contiguous
 // bytes at a time: the H200 decode bench at batch 32 put the kernel level with gemv_mma
 // without it, 2026-12-01). The
-// pipeline is gemm_sm90's: prefetch distance kStages - 2, one wgmma group in flight. The ring
-// is sized so that two blocks fit on an SM for N <= 128 (two blocks' weight streams in
-// flight per SM) and one for N = 256 (ring_stages below; ops/matmul_decode.py mirrors it).
-// x (at most 256 x k bf16) is re-read by every block from L2; the weights once from HBM.
+// pipeline is gemm_sm90's: prefetch distance kStages - 2, one wgmma group in flight (two-
+// warpgroup blocks: kStages - 1, each tile's wgmmas waited for; see kAhead). The ring
+// is sized so that two one-warpgroup blocks fit on an SM for N <= 128 (two blocks' weight
+// streams in flight per SM) and one for N = 256 or G = 2 (ring_stages below;
+// ops/matmul_decode.py mirrors it). x (at most 256 x k bf16) is re-read by every block from
+// L2, the weights once from HBM: the L2-to-SM traffic is (1 + m / (64 G)) times the weight
+// bytes, twice them at m = 64 with one warpgroup. Two warpgroups share each x tile between
+// 128 weight rows (1.5 times at m = 64), for batches of 17 rows and more (N >= 32: the x
+// tile's copies must cover the 256 threads).
 //
 // Split-K over a thread-block cluster: a narrow projection has too few 64-row tiles to give
 // every SM a block (n = 4096: 64 tiles), so the entry points *_split{2,4,8} are compiled with
@@ -34,8 +40,8 @@
 // PDL: the first tiles' weight copies are issued before griddepcontrol.wait (no kernel writes
 // weights); x is read and y written only after it.
 //
-// Launch (ops/matmul_decode.py): grid = ceil(n / 64) * S (1-D), 128 threads, dynamic shared
-// memory smem_bytes(N) (up to ~201 KiB: the caller opts in).
+// Launch (ops/matmul_decode.py): grid = ceil(n / (64 G)) * S (1-D), 128 G threads, dynamic
+// shared memory smem_bytes(N, G) (up to ~201 KiB: the caller opts in).
 // Preconditions: 1 <= m <= 256, n >= 1, k >= 8 with k % 8 == 0, x and w 16-byte aligned.
 #include <cooperative_groups.h>
 
@@ -47,45 +53,56 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr int kThreads = 128;            // one warpgroup; ops/matmul_decode.py DECODE_THREADS
-constexpr int kRows = 64;                // weight rows per block: wgmma's M
+constexpr int kGroupThreads = 128;       // one warpgroup; ops/matmul_decode.py DECODE_THREADS
+constexpr int kGroupRows = 64;           // weight rows per warpgroup: wgmma's M (DECODE_ROWS)
+constexpr int kMaxGroups = 2;            // warpgroups per block at most (DECODE_GROUPS)
 constexpr int BK = 64;                   // k-tile columns (128-byte rows)
 constexpr int kMaxCols = 256;            // widest wgmma N: m <= 256
 constexpr int kMaxStages = 8;            // ops/matmul_decode.py DECODE_MAX_STAGES
-constexpr int kPairBudget = 110 * 1024;  // ring bytes for two blocks per SM (N <= 128)
-constexpr int kSoloBudget = 200 * 1024;  // ring bytes for one block per SM (N = 256)
+constexpr int kPairBudget = 110 * 1024;  // ring bytes for two blocks per SM (G = 1, N <= 128)
+constexpr int kSoloBudget = 200 * 1024;  // ring bytes for one block per SM (N = 256 or G = 2)
 constexpr int kAlign = 1024;             // 128-byte swizzle atom
-constexpr int kPitch = kRows + 4;        // f32 partial tile row pitch: conflict-free scatter
 
-__host__ __device__ constexpr int stage_bytes(int cols) { return (kRows + cols) * BK * 2; }
-
-__host__ __device__ constexpr int ring_budget(int cols) {
-  return cols > 128 ? kSoloBudget : kPairBudget;
+__host__ __device__ constexpr int stage_bytes(int cols, int groups) {
+  return (kGroupRows * groups + cols) * BK * 2;
 }
 
-__host__ __device__ constexpr int ring_stages(int cols) {
-  return ring_budget(cols) / stage_bytes(cols) < kMaxStages
-             ? ring_budget(cols) / stage_bytes(cols)
+__host__ __device__ constexpr int ring_budget(int cols, int groups) {
+  return cols > 128 || groups > 1 ? kSoloBudget : kPairBudget;
+}
+
+__host__ __device__ constexpr int ring_stages(int cols, int groups) {
+  return ring_budget(cols, groups) / stage_bytes(cols, groups) < kMaxStages
+             ? ring_budget(cols, groups) / stage_bytes(cols, groups)
              : kMaxStages;
 }
 
-__host__ __device__ constexpr int smem_bytes(int cols) {
-  return ring_stages(cols) * stage_bytes(cols) + kAlign;  // + slack to align the base
+__host__ __device__ constexpr int smem_bytes(int cols, int groups) {
+  return ring_stages(cols, groups) * stage_bytes(cols, groups) + kAlign;  // + base slack
 }
 
-static_assert(smem_bytes(kMaxCols) <= 227 * 1024, "sm_90 allows 227 KiB per block");
-static_assert(2 * (smem_bytes(128) + 1024) <= 228 * 1024, "two N <= 128 blocks fit an SM");
+static_assert(smem_bytes(kMaxCols, 1) <= 227 * 1024, "sm_90 allows 227 KiB per block");
+static_assert(smem_bytes(kMaxCols, kMaxGroups) <= 227 * 1024, "sm_90 allows 227 KiB per block");
+static_assert(2 * (smem_bytes(128, 1) + 1024) <= 228 * 1024, "two N <= 128 blocks fit an SM");
 
-template <int kCols, int kSplit, bool kF32Out>
+template <int kCols, int kSplit, bool kF32Out, int kGroups>
 __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
                                             const __nv_bfloat16* __restrict__ w,
                                             void* __restrict__ y, int m, int n, int k,
                                             uint8_t* smem_raw) {
-  constexpr int kStages = ring_stages(kCols), kStage = stage_bytes(kCols);
+  constexpr int kThreads = kGroupThreads * kGroups, kRows = kGroupRows * kGroups;
+  constexpr int kStages = ring_stages(kCols, kGroups), kStage = stage_bytes(kCols, kGroups);
   constexpr int kStageW = kRows * BK * 2;
+  constexpr int kPitch = kRows + 4;  // f32 partial tile row pitch: conflict-free scatter
   static_assert(kStages >= 3, "prefetch distance kStages - 2 must be at least 1");
   static_assert(kStage % kAlign == 0 && kStageW % kAlign == 0, "stage bases stay aligned");
   static_assert(kCols * kPitch * 4 <= kStages * kStage, "the partial tile fits in the ring");
+  static_assert(kCols * 8 % kThreads == 0, "the x tile's copies cover every thread");
+  // tiles in flight ahead of the one multiplied: one-warpgroup blocks keep kStages - 2 and
+  // one wgmma group in flight (a slot is refilled two tiles after its wgmmas were issued);
+  // two-warpgroup blocks, alone on their SM, keep kStages - 1 and wait for each tile's
+  // wgmmas (a slot is refilled the tile after), so one more tile of weights streams per SM
+  constexpr int kAhead = kGroups > 1 ? kStages - 1 : kStages - 2;
 
   const uint32_t raw = atlas::smem_addr(smem_raw);
   const uint32_t smem = (raw + kAlign - 1) & ~uint32_t(kAlign - 1);
@@ -104,12 +121,12 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
   // prologue: weights first (legal before the PDL wait), then x; group s holds tile s's x
   // (and group 0 every prologue W), so "groups 0..s done" means tile s landed
 #pragma unroll
-  for (int s = 0; s < kStages - 2; ++s)
+  for (int s = 0; s < kAhead; ++s)
     if (s < count)
       atlas::cp_async_k64_tile<kRows, kThreads, true>(stage_w(s), w, row0, n, k, kt0 + s);
   atlas::pdl_enter();
 #pragma unroll
-  for (int s = 0; s < kStages - 2; ++s) {
+  for (int s = 0; s < kAhead; ++s) {
     if (s < count) atlas::cp_async_k64_tile<kCols, kThreads>(stage_x(s), x, 0, m, k, kt0 + s);
     atlas::cp_async_commit();  // always commit: the waits below count groups
   }
@@ -119,10 +136,10 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
   for (int i = 0; i < kCols / 2; ++i) acc[i] = 0.f;
 
   for (int i = 0; i < count; ++i) {
-    atlas::cp_async_wait<kStages - 3>();  // tile i landed (this thread)
-    atlas::fence_proxy_async();           // visible to wgmma
-    __syncthreads();                      // ... of every thread
-    const int next = i + kStages - 2;
+    atlas::cp_async_wait<kAhead - 1>();  // tile i landed (this thread)
+    atlas::fence_proxy_async();          // visible to wgmma
+    __syncthreads();                     // ... of every thread
+    const int next = i + kAhead;
     if (next < count) {
       const int s = next % kStages;
       atlas::cp_async_k64_tile<kRows, kThreads, true>(stage_w(s), w, row0, n, k, kt0 + next);
@@ -130,7 +147,13 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
     }
     atlas::cp_async_commit();
     const int s = i % kStages;
-    atlas::wgmma_k64_tile(acc, atlas::smem_desc(stage_w(s)), atlas::smem_desc(stage_x(s)));
+    // warpgroup g multiplies weight rows [64 g, 64 g + 64) of the stage by the shared x tile
+    const uint32_t w_rows = stage_w(s) + (threadIdx.x / kGroupThreads) * kGroupRows * BK * 2;
+    atlas::wgmma_k64_tile(acc, atlas::smem_desc(w_rows), atlas::smem_desc(stage_x(s)));
+    if constexpr (kAhead == kStages - 1) {  // slot s is refilled next tile
+      atlas::wgmma_wait<0>();
+      atlas::fence_acc(acc);
+    }
   }
   atlas::wgmma_wait<0>();
   atlas::fence_acc(acc);
@@ -138,7 +161,8 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
   __syncthreads();            // every wgmma and copy of the ring is done before reuse
 
   // Scatter the accumulators into the [batch row][weight row] partial tile: d[j] of lane l
-  // in warp q is weight row 16q + l/4 + 8 ((j/2) % 2), batch row 8 (j/4) + 2 (l%4) + j%2.
+  // in warp q is weight row 16q + l/4 + 8 ((j/2) % 2), batch row 8 (j/4) + 2 (l%4) + j%2
+  // (warp q of the block is warp q % 4 of warpgroup q / 4, whose rows start at 64 (q / 4)).
   {
     const int lane = threadIdx.x & 31, q = threadIdx.x >> 5;
 #pragma unroll
@@ -156,6 +180,9 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
     __syncthreads();
   }
   const int mi0 = m * rank / kSplit, mi1 = m * (rank + 1) / kSplit;
+  // unrolled so that several outputs' distributed-shared-memory loads are in flight at once
+  // (every block of the grid sums at the same time, with no weight bytes streaming)
+#pragma unroll 4
   for (int e = threadIdx.x; e < (mi1 - mi0) * kRows; e += kThreads) {
     const int mi = mi0 + e / kRows, r = e % kRows, row = row0 + r;
     if (row >= n) continue;
@@ -176,71 +203,86 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
   if constexpr (kSplit > 1) cg::this_cluster().sync();  // partials live until all have read
 }
 
-// N = the batch rounded up to a wgmma width; the ring layout follows from it.
+// N = the batch rounded up to a wgmma width (at least 32 with two warpgroups); the ring
+// layout follows from it.
+template <int kSplit, bool kF32Out, int kGroups>
+__device__ __forceinline__ void dispatch_cols(const __nv_bfloat16* x, const __nv_bfloat16* w,
+                                              void* y, int m, int n, int k, uint8_t* smem) {
+  if (kGroups == 1 && m <= 16)
+    gemm_decode<16, kSplit, kF32Out, 1>(x, w, y, m, n, k, smem);
+  else if (m <= 32)
+    gemm_decode<32, kSplit, kF32Out, kGroups>(x, w, y, m, n, k, smem);
+  else if (m <= 64)
+    gemm_decode<64, kSplit, kF32Out, kGroups>(x, w, y, m, n, k, smem);
+  else if (m <= 128)
+    gemm_decode<128, kSplit, kF32Out, kGroups>(x, w, y, m, n, k, smem);
+  else if (m <= kMaxCols)
+    gemm_decode<kMaxCols, kSplit, kF32Out, kGroups>(x, w, y, m, n, k, smem);
+  else
+    __trap();  // ops/matmul_decode.py checks 1 <= m <= 256
+}
+
+// The block's warpgroups (blockDim.x / 128) select the block shape.
 template <int kSplit, bool kF32Out>
 __device__ __forceinline__ void dispatch(const __nv_bfloat16* x, const __nv_bfloat16* w,
                                          void* y, uint32_t m, uint32_t n, uint32_t k) {
   extern __shared__ __align__(16) uint8_t smem_raw[];
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
-  if (mi <= 16)
-    gemm_decode<16, kSplit, kF32Out>(x, w, y, mi, ni, ki, smem_raw);
-  else if (mi <= 32)
-    gemm_decode<32, kSplit, kF32Out>(x, w, y, mi, ni, ki, smem_raw);
-  else if (mi <= 64)
-    gemm_decode<64, kSplit, kF32Out>(x, w, y, mi, ni, ki, smem_raw);
-  else if (mi <= 128)
-    gemm_decode<128, kSplit, kF32Out>(x, w, y, mi, ni, ki, smem_raw);
-  else if (mi <= kMaxCols)
-    gemm_decode<kMaxCols, kSplit, kF32Out>(x, w, y, mi, ni, ki, smem_raw);
+  if (blockDim.x == kGroupThreads * kMaxGroups)
+    dispatch_cols<kSplit, kF32Out, kMaxGroups>(x, w, y, mi, ni, ki, smem_raw);
+  else if (blockDim.x == kGroupThreads)
+    dispatch_cols<kSplit, kF32Out, 1>(x, w, y, mi, ni, ki, smem_raw);
   else
-    __trap();  // ops/matmul_decode.py checks 1 <= m <= 256
+    __trap();  // ops/matmul_decode.py launches 128 or 256 threads
 }
+
+constexpr int kMaxThreads = kGroupThreads * kMaxGroups;
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(kThreads)
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
         uint32_t m, uint32_t n, uint32_t k) {
   dispatch<1, false>(x, w, y, m, n, k);
 }
 
-extern "C" __global__ void __launch_bounds__(kThreads)
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_bf16_f32(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y,
         uint32_t m, uint32_t n, uint32_t k) {
   dispatch<1, true>(x, w, y, m, n, k);
 }
 
-extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads)
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_bf16_split2(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
         uint32_t m, uint32_t n, uint32_t k) {
   dispatch<2, false>(x, w, y, m, n, k);
 }
 
-extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads)
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_bf16_f32_split2(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y,
         uint32_t m, uint32_t n, uint32_t k) {
   dispatch<2, true>(x, w, y, m, n, k);
 }
 
-extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kThreads)
+extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_bf16_split4(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
         uint32_t m, uint32_t n, uint32_t k) {
   dispatch<4, false>(x, w, y, m, n, k);
 }
 
-extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kThreads)
+extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_bf16_f32_split4(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y,
         uint32_t m, uint32_t n, uint32_t k) {
   dispatch<4, true>(x, w, y, m, n, k);
 }
 
-extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kThreads)
+extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_bf16_split8(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
         uint32_t m, uint32_t n, uint32_t k) {
   dispatch<8, false>(x, w, y, m, n, k);
 }
 
-extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kThreads)
+extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_bf16_f32_split8(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y,
         uint32_t m, uint32_t n, uint32_t k) {
   dispatch<8, true>(x, w, y, m, n, k);

@@ -27,15 +27,20 @@
 //
 // The streaming, accumulation and reduction are gemv_core.cuh's, with the bf16 weight format.
 // Launch (ops/matmul.py): grid = ceil(n / 4), block = min(256, roundup32(k / 8)) threads.
+// The one-row entry points (*_single but the residual-carrying ones) instead run
+// gemv_prefetch.cuh (weights bulk-copied into shared memory before the PDL wait), in the
+// same summation order; its launch plan is ops/matmul.py gemv_prefetch_plan.
 // Preconditions: k % 8 == 0, x (or gate_up) and w 16-byte aligned.
 #include "gemv_core.cuh"
+#include "gemv_prefetch.cuh"
 
 namespace {
 
 using namespace atlas::gemv;
 
 __shared__ float partial_sums[kMaxThreads / 32][kMaxAcc];  // [warp][m * 4 + r]
-extern __shared__ uint4 staged_x[];  // NormX: the normalized row, k / 8 chunks (dynamic)
+extern __shared__ uint4 staged_x[];  // NormX: the normalized row; the prefetching kernels' x + ring
+__shared__ PrefetchShared prefetch_shared;
 // SsqNormX's block sum: its own scratch, since warps that finish the main loop early write
 // partial_sums while slower ones may still read the sum (no barrier after it)
 __shared__ float ssq_scratch[kMaxThreads / 32];
@@ -47,6 +52,8 @@ constexpr int kSsqPerThread = 8;
 // delta is null), in rmsnorm.cu's numerics (f32 sum of squares; the CUDA kernels sum in
 // different orders, so the two agree to f32 rounding). One row (m == 1).
 struct NormX {
+  // gemv_prefetch.cuh: prepare() stages the whole normalized row into staged_x (its x stage)
+  static constexpr bool kBlockStaged = true;
   const uint4* resid;
   const uint4* delta;      // null: no residual add (the first layer)
   const uint4* norm_w;
@@ -90,10 +97,6 @@ struct NormX {
       staged_x[c] = atlas::pack_bf16x8(out);
     }
     __syncthreads();
-  }
-
-  __device__ __forceinline__ void load(int, int c, float (&xf)[8]) const {
-    atlas::unpack_bf16x8(staged_x[c], xf);
   }
 };
 
@@ -194,20 +197,21 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
   gemv<true>(plain_x(x, k), w, y, m, n, k);
 }
 
-// m == 1 only (ops/matmul.py picks it for batch-1 decode): without the 8-row instantiation
-// the kernel needs about a third of the registers, so more blocks stream weights per SM.
-extern "C" __global__ void __launch_bounds__(kMaxThreads)
+// m == 1 only (ops/matmul.py picks them for batch-1 decode): gemv_prefetch.cuh's kernel, 1-4
+// blocks per SM whose weight slices are bulk-copied into shared memory before the PDL wait
+// (dynamic shared memory: x and the weight ring, ops/matmul.py gemv_prefetch_plan).
+extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
     gemv_bf16_single(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
                      uint32_t m, uint32_t n, uint32_t k) {
   if (m != 1) __trap();
-  gemv_rows<1, false>(plain_x(x, k), Bf16W{}, w, y, n, k, partial_sums);
+  gemv_prefetch_rows<false>(plain_x(x, k), w, y, n, k, staged_x, prefetch_shared);
 }
 
-extern "C" __global__ void __launch_bounds__(kMaxThreads)
+extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
     gemv_bf16_f32_single(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, uint32_t m,
                          uint32_t n, uint32_t k) {
   if (m != 1) __trap();
-  gemv_rows<1, true>(plain_x(x, k), Bf16W{}, w, y, n, k, partial_sums);
+  gemv_prefetch_rows<true>(plain_x(x, k), w, y, n, k, staged_x, prefetch_shared);
 }
 
 // The MLP down projection with its activation fused: y = swiglu(gate_up) @ w.T, where
@@ -220,24 +224,34 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
   gemv<false>(swiglu_x(gate_up, k), w, y, m, n, k);
 }
 
+// The MLP's gate_up projection ending with its SwiGLU, one row: w is [gate | up] [2 I, k],
+// act[j] = bf16(bf16(silu(gate_j)) * up_j) for j < I = n / 2, exactly gemv_bf16_single into
+// gate_up followed by silu_mul_bf16 (each block's groups take gate and up rows in pairs,
+// gemv_prefetch.cuh GroupRows::kSwiglu), so the down projection reads a plain x.
+extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
+    gemv_swiglu_bf16_single(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* act,
+                            uint32_t m, uint32_t n, uint32_t k) {
+  if (m != 1 || (n & 1u) != 0u) __trap();
+  gemv_prefetch_rows<false, PlainX, GroupRows::kSwiglu>(plain_x(x, k), w, act, n, k, staged_x,
+                                                        prefetch_shared);
+}
+
+// The prefetching single-row kernel with the SwiGLU computed once per block into its x stage
+// (a block owns a contiguous row range, so the activation is computed once per SM, not once
+// per 4 rows as gemv_silu_bf16 does: cheap enough at Qwen3-8B's k = 12,288 too).
 extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
     gemv_silu_bf16_single(const __nv_bfloat16* gate_up, const __nv_bfloat16* w,
                           __nv_bfloat16* y, uint32_t m, uint32_t n, uint32_t k) {
   if (m != 1) __trap();
-  gemv_rows<1, false>(swiglu_x(gate_up, k), Bf16W{}, w, y, n, k, partial_sums);
+  gemv_prefetch_rows<false>(swiglu_x(gate_up, k), w, y, n, k, staged_x, prefetch_shared);
 }
 
 // y = RMSNorm(bf16(resid + delta)) @ w.T for one row, and resid_out = bf16(resid + delta)
-// (see NormX): the add_rmsnorm kernel and the projection after it in one launch. Dynamic
-// shared memory: k * 2 bytes (ops/matmul.py NORM_GEMV_MAX_K bounds it). On sm_90 at least
-// 5 blocks per SM, as gemv_bf16_single has (44 registers): the prologue would otherwise take
-// 58 and leave 4 blocks of loads in flight per SM (sm_121's ptxas spills under that bound).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
-constexpr int kNormGemvMinBlocks = 1;
-#else
-constexpr int kNormGemvMinBlocks = 5;
-#endif
-extern "C" __global__ void __launch_bounds__(kMaxThreads, kNormGemvMinBlocks)
+// (see NormX): the add_rmsnorm kernel and the projection after it in one launch, on the
+// prefetching kernel (gemv_prefetch.cuh): the weights stream in before the PDL wait, which
+// is now the previous GEMV's, not the norm's. Each block computes the norm of the row into its
+// x stage (dynamic shared memory: x and the ring, ops/matmul.py NORM_GEMV_MAX_K bounds k).
+extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
     gemv_add_rmsnorm_bf16_single(const __nv_bfloat16* resid, const __nv_bfloat16* delta,
                                  const __nv_bfloat16* norm_w, __nv_bfloat16* resid_out,
                                  const __nv_bfloat16* w, __nv_bfloat16* y, uint32_t n,
@@ -245,7 +259,7 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads, kNormGemvMinBlocks)
   const NormX xload{reinterpret_cast<const uint4*>(resid), reinterpret_cast<const uint4*>(delta),
                     reinterpret_cast<const uint4*>(norm_w), reinterpret_cast<uint4*>(resid_out),
                     static_cast<int>(k >> 3), eps, offset != 0};
-  gemv_rows<1, false>(xload, Bf16W{}, w, y, n, k, partial_sums);
+  gemv_prefetch_rows<false>(xload, w, y, n, k, staged_x, prefetch_shared);
 }
 
 // The residual epilogue (AddResidual) for the projections that end a sublayer: y = x @ w.T

@@ -14,7 +14,8 @@
 // (1, or 2 for NVFP4's 16-value groups) and each group's dot product is multiplied by its
 // scale before accumulation.
 // An x policy (`XLoad`) loads 8 values of row m at x chunk c (plain, or SwiGLU computed on
-// the fly from gate_up); its `prepare()` runs once per block after the PDL wait, before the
+// the fly from gate_up; `raw` gives them packed, as gemv_prefetch.cuh stages them); its
+// `prepare()` runs once per block after the PDL wait, before the
 // first x load (a policy that stages x, such as gemv.cu's fused RMSNorm, computes it there).
 // An output policy (`Out`) stores the block's reduced sums: `StoreY` writes y; gemv.cu's
 // residual epilogue adds them to the residual stream instead. Its `prepare(row0, n)` also
@@ -65,21 +66,29 @@ __device__ __forceinline__ float warp_reduce_scatter(float (&a)[V], int lane) {
 
 // ---- x load policies: chunk c (8 bf16) of row m of the GEMV's input, widened to f32 ----
 struct PlainX {  // x [m, k] bf16
+  static constexpr bool kBlockStaged = false;  // gemv_prefetch.cuh: per-thread `raw` staging
   const uint4* x;
   int kc;  // 16-byte chunks per row
   __device__ __forceinline__ void prepare() const {}
+  __device__ __forceinline__ uint4 raw(int m, int c) const {
+    return __ldg(x + static_cast<size_t>(m) * kc + c);
+  }
   __device__ __forceinline__ void load(int m, int c, float (&xf)[8]) const {
-    atlas::unpack_bf16x8(__ldg(x + static_cast<size_t>(m) * kc + c), xf);
+    atlas::unpack_bf16x8(raw(m, c), xf);
   }
 };
 
 struct SwigluX {  // x = bf16(bf16(silu(gate)) * up), gate_up [m, 2k] = [gate | up] bf16
+  static constexpr bool kBlockStaged = false;
   const uint4* gate_up;
   int kc;
   __device__ __forceinline__ void prepare() const {}
-  __device__ __forceinline__ void load(int m, int c, float (&xf)[8]) const {
+  __device__ __forceinline__ uint4 raw(int m, int c) const {
     const uint4* gate = gate_up + static_cast<size_t>(m) * 2 * kc;
-    atlas::unpack_bf16x8(atlas::swiglu_bf16x8(__ldg(gate + c), __ldg(gate + kc + c)), xf);
+    return atlas::swiglu_bf16x8(__ldg(gate + c), __ldg(gate + kc + c));
+  }
+  __device__ __forceinline__ void load(int m, int c, float (&xf)[8]) const {
+    atlas::unpack_bf16x8(raw(m, c), xf);
   }
 };
 

@@ -21,10 +21,18 @@
 //   FP8: values 64 s + 16 c .. + 15 (a 64-value step per lane quad), as gemv_mma_quant.cu:
 //        pairs (2j, 2j + 1) of the lane's 16 values are MMA j's k slots (2c, 2c + 1) and
 //        (2c + 8, 2c + 9); one scale per (row, step), so scale blocks must span 64 columns.
-//   NVFP4: values 128 s + 32 c .. + 31, two 16-value scale groups; each group is four MMAs
-//        as one gemv_mma_quant.cu step. The group scale is folded into the A values (exact
-//        in bf16, quant_decode.cuh E2m1Lut), the row scale multiplies the sum at the end.
+//   NVFP4: values 128 s + 32 c .. + 31, two 16-value scale groups of four MMAs each. A
+//        word of 8 codes becomes the pairs (v_i, v_{i + 4}) by bit moves and one bf16x2
+//        multiply by the group scale (quant_decode.cuh e2m1x8_scaled_pairs: 2 integer-pipe
+//        and 3 other instructions per pair, where the byte-table decode of gemv_mma_quant.cu
+//        spends ~4 integer-pipe ones per pair and builds a table per group: at ~2.6 integer
+//        instructions per weight the GEMV ran at 35-45% of copy bandwidth, the INT pipe
+//        being half as wide as the FP one); x is permuted into the same pairs (4 PRMT per 8
+//        values, shared by rows g and g + 8); the row scale multiplies the sum at the end.
+//        The MMAs of a step form two independent chains (one per group).
 // x is read with the same permutation (the lane's own 32 / 64 bytes of x row g) through L1.
+// Batches whose kSteps steps all exist run without per-step branches (the x loads and the
+// decode then schedule across steps).
 //
 // The `_swiglu` entry points compute a dense MLP's gate_up product and end with its SwiGLU:
 // w is the fused [gate | up] weight [n = 2 I, k], y the activation [m, I] = bf16(bf16(silu(
@@ -115,28 +123,34 @@ struct Nvfp4 {
     f.sb = __ldg(reinterpret_cast<const uint16_t*>(b));
   }
 
+  // acc += the step's MMAs: per scale group h (words 2 h, 2 h + 1 of each row) the codes
+  // decoded by bit moves into pairs (v_i, v_{i + 4}) times the group scale (exact bf16, see
+  // quant_decode.cuh e2m1x8_scaled_pairs), x permuted into the same pairs; the MMAs
+  // accumulate sum x * e2m1 * s / kE2m1PairScale, out_scale restores the factor.
   __device__ __forceinline__ void step(const Frag& f, const uint4 (&xv)[4], float (&acc)[4]) const {
+    uint32_t sa[2], sb[2];  // bf16 pairs (s, s) * 2^kE2m1ScaleExp of rows g, g + 8, groups 0, 1
+    e4m3x2_to_bf16_pairs_scaled(f.sa, sa[0], sa[1]);
+    e4m3x2_to_bf16_pairs_scaled(f.sb, sb[0], sb[1]);
+    float part[4] = {0.f, 0.f, 0.f, 0.f};  // group 1's MMAs: a second, independent chain
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {  // scale group h: words 2h, 2h + 1 of each row
-      uint32_t la_s, lb_s;  // bf16 pairs (s, s) of rows g and g + 8
-      e4m3x2_to_bf16_pairs(((f.sa >> (8 * h)) & 0xffu) | (((f.sb >> (8 * h)) & 0xffu) << 8),
-                           la_s, lb_s);
-      const E2m1Lut la = E2m1Lut::scaled(la_s), lb = E2m1Lut::scaled(lb_s);
+    for (int w = 0; w < 4; ++w) {  // 8 values of the lane's 32: group w / 2
+      uint32_t pa[4], pb[4], px[4];
+      e2m1x8_scaled_pairs(word(f.wa, w), sa[w >> 1], pa);
+      e2m1x8_scaled_pairs(word(f.wb, w), sb[w >> 1], pb);
+      const uint4& x = xv[w];  // x values 8 w .. 8 w + 7
+      spread_x_pairs(x.x, x.y, x.z, x.w, px);
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {  // 8 values of the group: pairs 4 half .. + 3
-        uint32_t pa[4], pb[4];
-        e2m1x8_to_bf16x2(word(f.wa, 2 * h + half), la, pa);
-        e2m1x8_to_bf16x2(word(f.wb, 2 * h + half), lb, pb);
-#pragma unroll
-        for (int jj = 0; jj < 2; ++jj) {  // MMA j = 2 half + jj of the group
-          const uint32_t a[4] = {pa[2 * jj], pb[2 * jj], pa[2 * jj + 1], pb[2 * jj + 1]};
-          const uint4& x = xv[2 * h + half];  // x values 16 h + 8 half .. + 7
-          atlas::mma_bf16_16816(acc, a, word(x, 2 * jj), word(x, 2 * jj + 1));
-        }
+      for (int jj = 0; jj < 2; ++jj) {  // MMA k slots (2c, 2c + 1) | (2c + 8, 2c + 9)
+        const uint32_t a[4] = {pa[2 * jj], pb[2 * jj], pa[2 * jj + 1], pb[2 * jj + 1]};
+        atlas::mma_bf16_16816(w < 2 ? acc : part, a, px[2 * jj], px[2 * jj + 1]);
       }
     }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[i] += part[i];
   }
-  __device__ __forceinline__ float out_scale(int row) const { return __ldg(this->row + row); }
+  __device__ __forceinline__ float out_scale(int row) const {
+    return __ldg(this->row + row) * kE2m1PairScale;
+  }
 };
 
 // x values of one step for this lane: FP8 16 values (two 16-byte words, xv[0..1]), NVFP4 32.
@@ -188,12 +202,21 @@ __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
       reinterpret_cast<const uint4*>(x) + static_cast<size_t>(min(g, m - 1)) * (k / 8);
   for (int s0 = first; s0 < last; s0 += kSteps) {
     if (s0 + kSteps < last) load(nxt, s0 + kSteps);
+    if (s0 + kSteps <= last) {  // a whole batch: no per-step branches, loads scheduled freely
 #pragma unroll
-    for (int u = 0; u < kSteps; ++u) {
-      if (s0 + u < last) {
+      for (int u = 0; u < kSteps; ++u) {
         uint4 xv[4];
         load_x<F>(xrow, s0 + u, c, xv);
         fmt.step(cur[u], xv, acc);
+      }
+    } else {
+#pragma unroll
+      for (int u = 0; u < kSteps - 1; ++u) {
+        if (s0 + u < last) {
+          uint4 xv[4];
+          load_x<F>(xrow, s0 + u, c, xv);
+          fmt.step(cur[u], xv, acc);
+        }
       }
     }
 #pragma unroll

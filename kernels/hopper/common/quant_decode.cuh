@@ -1,7 +1,9 @@
 // Decoding quantized weight codes into values the kernels compute with: E4M3 (FP8) and
 // E2M1 (NVFP4) to bf16 pairs (tensor-core A fragments) or f32, and E4M3 scales to f32.
-// Every decode here is exact; none relies on subnormal arithmetic.
+// Every decode here is exact; one (e2m1x8_scaled_pairs) multiplies a bf16 subnormal.
 #pragma once
+
+#include <cuda_fp16.h>
 
 #include "atlas_common.cuh"
 
@@ -83,6 +85,72 @@ __device__ __forceinline__ void e2m1x8_to_bf16x2(uint32_t q, const E2m1Lut& lut,
     p[2 * half] = prmt(lo, hs, 0x5140u);
     p[2 * half + 1] = prmt(lo, hs, 0x7362u);
   }
+}
+
+// Eight E2M1 codes (q, value j in bits 4j..4j+3) -> four bf16 pairs p[i] = (v_i, v_{i + 4})
+// times 2^-126, by moving bits alone: a code's (e1 e0 m) go to bf16 bits 8..6 (exponent
+// field e1 e0, mantissa msb m: 2^(e - 127) (1 + m / 2) = e2m1 * 2^-126 for e >= 1, and the
+// bf16 subnormal 0.5 * 2^-126 for e = 0, m = 1) and its sign to bit 15. Values i and i + 4
+// sit 16 bits apart, so one shift and mask moves both halves of a pair: per pair one AND,
+// one OR-with-mask (LOP3) and two left shifts (IMAD.SHL, off the integer pipe), plus one
+// right shift per word: 9 integer-pipe instructions for 8 values (the byte-table decode
+// below takes 15 plus a table per scale). The subnormal never reaches the tensor cores: callers multiply
+// every pair by a scaled group scale first (e2m1x8_scaled_pairs).
+__device__ __forceinline__ void e2m1x8_to_bf16x2_spread(uint32_t q, uint32_t (&p)[4]) {
+  constexpr uint32_t kSign = 0x80008000u;
+  p[0] = ((q << 12) & kSign) | ((q & 0x00070007u) << 6);
+  p[1] = ((q << 8) & kSign) | ((q & 0x00700070u) << 2);
+  // codes 2, 3, 6, 7 where 0, 1, 4, 5 were: one right shift (in asm, else the compiler folds
+  // it into two right shifts on the integer pipe where left shifts go to IMAD.SHL)
+  uint32_t r;
+  asm("shr.b32 %0, %1, 8;" : "=r"(r) : "r"(q));
+  p[2] = ((q << 4) & kSign) | ((r & 0x00070007u) << 6);
+  p[3] = (q & kSign) | ((r & 0x00700070u) << 2);
+}
+
+// e2m1x8_scaled_pairs's products are e2m1 * s * 2^(kE2m1ScaleExp - 126)
+constexpr int kE2m1ScaleExp = 119;
+// what e2m1x8_scaled_pairs's products are short of: multiply the sums by it
+constexpr float kE2m1PairScale = 0x1p7f;
+
+// p[i] = bf16 pairs (v_i, v_{i + 4}) * s / kE2m1PairScale of eight E2M1 codes, for s given
+// as the bf16 pair (s, s) * 2^kE2m1ScaleExp (e4m3_to_bf16_pair_scaled): the spread decode,
+// then one bf16x2 multiply per pair (FMA pipe). Exact: |e2m1| * |s| has at most 2 + 4
+// significant bits and lies in [2^-17, 2^12] * 2^-7, bf16 normals; the multiply takes the
+// subnormal 0.5 * 2^-126 as an input (bf16 arithmetic keeps subnormals: no .ftz exists for
+// it), so only normal values (or zero) reach the MMA.
+__device__ __forceinline__ void e2m1x8_scaled_pairs(uint32_t q, uint32_t s_pair,
+                                                    uint32_t (&p)[4]) {
+  e2m1x8_to_bf16x2_spread(q, p);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) asm("mul.rn.bf16x2 %0, %0, %1;" : "+r"(p[i]) : "r"(s_pair));
+}
+
+// x pairs matching e2m1x8_scaled_pairs's (v_i, v_{i + 4}) from eight bf16 values held as
+// pairs (x0, x1) (x2, x3) (x4, x5) (x6, x7): four byte permutes.
+__device__ __forceinline__ void spread_x_pairs(uint32_t x01, uint32_t x23, uint32_t x45,
+                                               uint32_t x67, uint32_t (&p)[4]) {
+  p[0] = prmt(x01, x45, 0x5410u);
+  p[1] = prmt(x01, x45, 0x7632u);
+  p[2] = prmt(x23, x67, 0x5410u);
+  p[3] = prmt(x23, x67, 0x7632u);
+}
+
+// Two E4M3 codes (bits 0..7 and 8..15) -> bf16 pairs (s0, s0) and (s1, s1) times
+// 2^kE2m1ScaleExp, exactly: E4M3 -> f16 -> f32 are exact, the power-of-two multiply is
+// exact (|s| <= 448: at most 1.75 * 2^127, the smallest subnormal 2^-9 lands on 2^110), and
+// so is the bf16 pair of a 4-bit significand. Zero stays zero, signs are kept.
+__device__ __forceinline__ void e4m3x2_to_bf16_pairs_scaled(uint32_t codes, uint32_t& s0,
+                                                            uint32_t& s1) {
+  uint32_t h;
+  asm("{\n .reg .b16 c;\n cvt.u16.u32 c, %1;\n cvt.rn.f16x2.e4m3x2 %0, c;\n}"
+      : "=r"(h) : "r"(codes));
+  const __half2 hh = *reinterpret_cast<const __half2*>(&h);
+  static_assert(kE2m1ScaleExp == 119, "the factor below is 2^kE2m1ScaleExp");
+  const float f0 = __low2float(hh) * 0x1p119f, f1 = __high2float(hh) * 0x1p119f;
+  const __nv_bfloat162 b0 = __floats2bfloat162_rn(f0, f0), b1 = __floats2bfloat162_rn(f1, f1);
+  s0 = *reinterpret_cast<const uint32_t*>(&b0);
+  s1 = *reinterpret_cast<const uint32_t*>(&b1);
 }
 
 // Two E4M3 codes (bits 0..7 and 8..15) -> bf16 pairs (s0, s0) and (s1, s1), exactly: the

@@ -12,7 +12,10 @@
 // first, so a small block with several vectors a thread (ops/norm.py's block size for many
 // rows, which lets an SM hold many rows at once) waits for DRAM once per row, not per vector.
 // w stays loaded inside the scaling loop: every block on an SM reads the same w, so those
-// loads hit L1 and holding them in registers would only cost occupancy.
+// loads hit L1 and holding them in registers would only cost occupancy. Each thread asks for
+// its w lines into L1 before the PDL wait (w is a weight: no kernel writes it), so at batch-1
+// decode, where the norm's whole time is dependent round trips after the previous GEMV, the
+// scaling loop's w loads do not add one more L2 trip.
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
 
@@ -89,12 +92,24 @@ __device__ __forceinline__ void rmsnorm_row(const __nv_bfloat16* x,  // may alia
   }
 }
 
+// Before pdl_wait: request this thread's vectors of the norm weight into L1 (no registers).
+__device__ __forceinline__ void prefetch_weight(const __nv_bfloat16* w, uint32_t dim) {
+  const uint4* wv = reinterpret_cast<const uint4*>(w);
+  const int nvec = static_cast<int>(dim / atlas::kBf16PerVec);
+#pragma unroll
+  for (int j = 0; j < kMaxVecs; ++j) {
+    const int i = threadIdx.x + j * blockDim.x;
+    if (i < nvec) asm volatile("prefetch.global.L1 [%0];\n" ::"l"(wv + i) : "memory");
+  }
+}
+
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(1024)
 rmsnorm_bf16(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
              __nv_bfloat16* __restrict__ out, uint32_t rows, uint32_t dim, float eps) {
   if (blockIdx.x >= rows) return;
+  prefetch_weight(w, dim);
   atlas::pdl_enter();
   rmsnorm_row<false, false>(x, nullptr, nullptr, w, out, dim, eps);
 }
@@ -104,6 +119,7 @@ add_rmsnorm_bf16(__nv_bfloat16* __restrict__ residual, const __nv_bfloat16* __re
                  const __nv_bfloat16* __restrict__ w, __nv_bfloat16* __restrict__ out,
                  uint32_t rows, uint32_t dim, float eps) {
   if (blockIdx.x >= rows) return;
+  prefetch_weight(w, dim);
   atlas::pdl_enter();
   rmsnorm_row<true, false>(residual, delta, residual, w, out, dim, eps);
 }
@@ -112,6 +128,7 @@ extern "C" __global__ void __launch_bounds__(1024)
 rmsnorm_offset_bf16(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                     __nv_bfloat16* __restrict__ out, uint32_t rows, uint32_t dim, float eps) {
   if (blockIdx.x >= rows) return;
+  prefetch_weight(w, dim);
   atlas::pdl_enter();
   rmsnorm_row<false, true>(x, nullptr, nullptr, w, out, dim, eps);
 }
@@ -122,6 +139,7 @@ add_rmsnorm_offset_bf16(__nv_bfloat16* __restrict__ residual,
                         const __nv_bfloat16* __restrict__ w, __nv_bfloat16* __restrict__ out,
                         uint32_t rows, uint32_t dim, float eps) {
   if (blockIdx.x >= rows) return;
+  prefetch_weight(w, dim);
   atlas::pdl_enter();
   rmsnorm_row<true, true>(residual, delta, residual, w, out, dim, eps);
 }

@@ -537,21 +537,30 @@ count_tokens_i32(const int32_t* __restrict__ tokens, const SampleRow* __restrict
 // mask_rows[r] of `bitmask` is 0. bitmask is u32 [mask rows, words], bit t % 32 of word
 // t / 32, 1 = allowed; tokens at or past 32 * words count as disallowed; rows with
 // mask_rows[r] < 0 are left alone. Launched before the penalties, so a masked token stays
-// -inf through them and sample_f32 never keeps it. One thread per logit: a warp's 32
-// threads share one mask word (a broadcast load) and write 32 contiguous logits.
+// -inf through them and sample_f32 never keeps it. Block (x, r) covers tokens
+// [x kBitmaskSpan, (x + 1) kBitmaskSpan) of row r, one thread per logit a pass: a warp's
+// 32 threads share one mask word (a broadcast load) and write 32 contiguous logits. The
+// decode graph runs it every step whether or not a row has a mask, so an unmasked row must
+// cost next to nothing: one mask_rows read per block, 19 blocks a row at a 151,936-token
+// vocabulary (one block per 256 logits took 76 us at 64 rows on the H200, 2026-12-01).
+// Launch (ops/sampling.py): grid (ceil(vocab / kBitmaskSpan), rows), 256 threads.
+constexpr uint32_t kBitmaskSpan = 8192;  // ops/sampling.py BITMASK_SPAN
+
 extern "C" __global__ void __launch_bounds__(256)
 apply_token_bitmask_f32(float* __restrict__ logits, const uint32_t* __restrict__ bitmask,
                         const int32_t* __restrict__ mask_rows, uint32_t rows, uint32_t vocab,
                         uint32_t words) {
   atlas::pdl_enter();
   const uint32_t r = blockIdx.y;
-  const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (r >= rows || t >= vocab) return;
+  if (r >= rows) return;
   const int32_t m = mask_rows[r];
   if (m < 0) return;
-  const uint32_t word = t >> 5;
-  const uint32_t bits = word < words ? bitmask[static_cast<size_t>(m) * words + word] : 0u;
-  if (!((bits >> (t & 31u)) & 1u)) logits[static_cast<size_t>(r) * vocab + t] = -INFINITY;
+  const uint32_t end = min(vocab, (blockIdx.x + 1) * kBitmaskSpan);
+  for (uint32_t t = blockIdx.x * kBitmaskSpan + threadIdx.x; t < end; t += blockDim.x) {
+    const uint32_t word = t >> 5;
+    const uint32_t bits = word < words ? bitmask[static_cast<size_t>(m) * words + word] : 0u;
+    if (!((bits >> (t & 31u)) & 1u)) logits[static_cast<size_t>(r) * vocab + t] = -INFINITY;
+  }
 }
 
 // Log-probabilities (logprobs / top_logprobs), launched after sample_f32 on the logits it

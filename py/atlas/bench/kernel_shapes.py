@@ -307,8 +307,11 @@ class Embedding:
 class Linear:
     """y[m, n] = x[m, k] @ w[n, k].T; `prefill` puts it in the GEMM family, `batched` in
     the family of the tensor-core decode GEMV (ops.matmul_batched), `decode_sm90` in that of
-    the skinny wgmma GEMM (ops.matmul_decode), each forced; the others run whatever `linear`
-    would choose for m."""
+    the skinny wgmma GEMM (ops.matmul_decode; `wide` forces its two-warpgroup blocks), each
+    forced; the others run whatever `linear` would choose for m. `swiglu`: the MLP down
+    projection with its activation, x = swiglu of a gate_up [m, 2k] input, through
+    `linear_silu`; `ends_swiglu`: the gate_up projection [n = 2 I, k] ending with it (y =
+    swiglu, [m, I]), as a batch-1 decode step runs them."""
 
     label: str
     m: int
@@ -318,6 +321,9 @@ class Linear:
     prefill: bool = False
     batched: bool = False
     decode_sm90: bool = False
+    swiglu: bool = False
+    ends_swiglu: bool = False
+    wide: bool = False
     quick: bool = False
 
     @property
@@ -329,14 +335,18 @@ class Linear:
         return Family.DECODE_BATCHED_GEMV if self.batched else Family.DECODE_GEMV
 
     def bytes_moved(self) -> int:
-        out = (F32 if self.out_f32 else BF16) * self.m * self.n
-        return BF16 * (self.n * self.k + self.m * self.k) + out
+        out = (F32 if self.out_f32 else BF16) * self.m * (self.n // 2 if self.ends_swiglu
+                                                          else self.n)
+        x_width = 2 * self.k if self.swiglu else self.k
+        return BF16 * (self.n * self.k + self.m * x_width) + out
 
     def flops(self) -> int:
         return 2 * self.m * self.n * self.k
 
     def describe(self) -> str:
-        return f"m={self.m} n={self.n} k={self.k}" + (" f32-out" if self.out_f32 else "")
+        return (f"m={self.m} n={self.n} k={self.k}" + (" f32-out" if self.out_f32 else "")
+                + (" swiglu" if self.swiglu else "")
+                + (" ends-swiglu" if self.ends_swiglu else ""))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -701,7 +711,9 @@ class GdnDecode:
     """A Gated-DeltaNet layer's decode step between its projections in one launch (conv1d,
     q/k norms, the recurrent delta rule, the gated RMSNorm) for `seqs` sequences: the
     projection row [q|k|v|z|b|a] read and the gated output written, kernel - 1 conv-ring
-    rows read and one written, the f32 state read and written once, the conv taps."""
+    rows read and one written, the f32 state read and written once, the conv taps. With
+    `tokens` > 1 a verification's run per sequence: a row per token, the state read once and
+    written after every token into an out slot with its whole ring."""
 
     label: str
     seqs: int
@@ -710,6 +722,7 @@ class GdnDecode:
     key_dim: int
     value_dim: int
     kernel: int
+    tokens: int = 1
     quick: bool = False
 
     @property
@@ -719,9 +732,11 @@ class GdnDecode:
     def bytes_moved(self) -> int:
         conv = 2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
         values = self.value_heads * self.value_dim
-        rows = self.seqs * (conv + values + 2 * self.value_heads + values)
-        ring = self.seqs * self.kernel * conv
-        state = 2 * F32 * self.seqs * self.value_heads * self.key_dim * self.value_dim
+        t = self.tokens
+        rows = self.seqs * t * (conv + values + 2 * self.value_heads + values)
+        written = 1 if t == 1 else t * self.kernel   # ring rows written
+        ring = self.seqs * (self.kernel - 1 + written) * conv
+        state = (1 + t) * F32 * self.seqs * self.value_heads * self.key_dim * self.value_dim
         return BF16 * (rows + ring + conv * self.kernel + self.value_dim) + state
 
     def flops(self) -> int:
@@ -729,7 +744,8 @@ class GdnDecode:
 
     def describe(self) -> str:
         return (f"seqs={self.seqs} hk={self.key_heads} hv={self.value_heads} "
-                f"dk={self.key_dim} dv={self.value_dim} K={self.kernel}")
+                f"dk={self.key_dim} dv={self.value_dim} K={self.kernel}"
+                + (f" T={self.tokens}" if self.tokens > 1 else ""))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -770,6 +786,8 @@ class TableScale:
     #: decode batches of the skinny wgmma GEMM rows (linear routes 9..256 rows to it; 8 is
     #: the A/B against gemv_mma's best case; 256 the serving default's largest batch)
     decode_gemm_batches: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
+    #: the skinny GEMM's two-warpgroup rows: where x's L2 re-reads weigh (17 rows and up)
+    decode_gemm_wide_batches: tuple[int, ...] = (32, 64, 128)
     prefill_tokens: int = 2048
     attention_seqs: tuple[int, ...] = (256, 1024, 4096)
     histories: tuple[int, ...] = (512, 4096, 16384)
@@ -816,6 +834,9 @@ def hybrid_shapes(h: HybridDims, scale: TableScale) -> list[KernelShape]:
                              quick=b == first_batch, **lin),
                    GatedNorm(label=f"{h.name} decode b{b}", tokens=b, heads=h.value_heads,
                              dim=h.value_dim)]
+    # a speculative verification of 3 drafts at batch 1: the decode kernel's run of 4 tokens
+    shapes += [GdnDecode(label=f"{h.name} decode b{first_batch} verify K3", seqs=first_batch,
+                         kernel=h.conv_kernel, tokens=4, quick=True, **lin)]
     for b in scale.hybrid_batches:
         shapes += [GdnDecode(label=f"{h.name} decode b{b}", seqs=b, kernel=h.conv_kernel,
                              quick=b == first_batch, **lin),
@@ -881,6 +902,10 @@ def table_shapes(m: ModelDims = QWEN3_8B,
     for b in scale.decode_batches:
         shapes += [Linear(label=f"{m.name} {name} b{b}", m=b, n=n, k=k,
                           quick=name in ("qkv", "gate_up")) for name, n, k in _linears(m)]
+        shapes.append(Linear(label=f"{m.name} down+swiglu b{b}", m=b, n=m.hidden,
+                             k=m.intermediate, swiglu=True, quick=b == first_batch))
+        shapes.append(Linear(label=f"{m.name} gate_up+swiglu b{b}", m=b, n=2 * m.intermediate,
+                             k=m.hidden, ends_swiglu=True))
         shapes.append(Linear(label=f"{m.name} lm_head b{b}", m=b, n=m.vocab, k=m.hidden,
                              out_f32=True, quick=b == first_batch))
     for b in scale.batched_batches:
@@ -895,6 +920,13 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                    for name, n, k in _linears(m)]
         shapes.append(Linear(label=f"{m.name} lm_head b{b}", m=b, n=m.vocab, k=m.hidden,
                              out_f32=True, decode_sm90=True))
+    # the same products on two-warpgroup blocks (ATLAS_DECODE_GEMM_WIDE's A/B, issue 15's
+    # 64-stream decode step)
+    for b in scale.decode_gemm_wide_batches:
+        shapes += [Linear(label=f"{m.name} {name} b{b} wide", m=b, n=n, k=k, decode_sm90=True,
+                          wide=True) for name, n, k in _linears(m)]
+        shapes.append(Linear(label=f"{m.name} lm_head b{b} wide", m=b, n=m.vocab, k=m.hidden,
+                             out_f32=True, decode_sm90=True, wide=True))
     for fmt in ("fp8-block", "nvfp4"):
         shapes += [QuantLinear(label=f"{m.name} {name} b{b} {fmt}", m=b, n=n, k=k, fmt=fmt,
                                quick=b == scale.quant_batches[0] and name in ("qkv", "gate_up"))
@@ -919,6 +951,10 @@ def table_shapes(m: ModelDims = QWEN3_8B,
     for small in small_models:
         shapes += [Linear(label=f"{small.name} {name} b1", m=1, n=n, k=k)
                    for name, n, k in _linears(small)]
+        shapes.append(Linear(label=f"{small.name} down+swiglu b1", m=1, n=small.hidden,
+                             k=small.intermediate, swiglu=True))
+        shapes.append(Linear(label=f"{small.name} gate_up+swiglu b1", m=1,
+                             n=2 * small.intermediate, k=small.hidden, ends_swiglu=True))
         # small N (o_proj, down) gives the batched GEMV few 32-row blocks: measured, not assumed
         shapes += [Linear(label=f"{small.name} {name} b32", m=32, n=n, k=k, batched=True)
                    for name, n, k in _linears(small)]

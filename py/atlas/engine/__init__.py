@@ -5,7 +5,7 @@
 * `request`      — what a caller asks (`EngineRequest`) and gets back (`EngineOutput`)
 * `sequence`     — one request's live state, everything that must survive preemption
 * `block_manager`— the KV block pool protocol and which blocks each sequence holds
-* `scheduler`    — continuous batching under one token budget, with preemption
+* `scheduler`    — continuous batching under a step token budget, with preemption
 * `scheduling_policy` — who goes first (FIFO, SLO-aware)
 * `core`         — `EngineCore`: one step of schedule, execute, commit
 * `llm_engine`   — `LLMEngine.generate(requests)`: the offline loop (CLI, tools, tests)

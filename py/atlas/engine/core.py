@@ -82,6 +82,7 @@ class EngineCore:
 
     @classmethod
     def build(cls, executor: StepExecutor, *, max_prefill_tokens: int,
+              max_mixed_step_tokens: int | None = None,
               max_num_seqs: int | None = None, max_seq_len: int | None = None,
               policy: SchedulingPolicy | None = None,
               pool_factory: Callable[[int], BlockPool] = BlockAllocator,
@@ -90,13 +91,15 @@ class EngineCore:
               snapshot_interval: int = DEFAULT_SNAPSHOT_INTERVAL,
               clock: Callable[[], float] = time.monotonic,
               async_scheduling: bool = True) -> "EngineCore":
-        """A core whose scheduler is sized by the executor (limits beyond it are capped).
+        """A core whose scheduler is sized by the executor (limits beyond it are capped;
+        `max_mixed_step_tokens`: the step budget while sequences decode, see `scheduler`).
 
         An executor with recurrent state (a hybrid model) caches prefixes only with state
         snapshots (`executor.num_state_snapshots` > 0): a hit must restore the state at its
         end, so hits stop at snapshots, taken where chunks end on a multiple of
-        `snapshot_interval` tokens. It speculates like any other: the executor rolls its
-        recurrent state back past rejected drafts (see ModelRunner.execute)."""
+        `snapshot_interval` tokens. It speculates like any other, in steps without prefill
+        (`verify_apart`): the executor keeps the state after the accepted drafts (see
+        ModelRunner.launch)."""
         snapshots = None
         if executor.has_recurrent_state:
             if prefix_caching and executor.num_state_snapshots:
@@ -113,7 +116,8 @@ class EngineCore:
             blocks, policy or FifoPolicy(),
             max_num_seqs=min(max_num_seqs or executor.max_batch_size, executor.max_batch_size),
             max_seq_len=min(max_seq_len or executor.max_seq_len, executor.max_seq_len),
-            max_prefill_tokens=max_prefill_tokens, speculator=speculator)
+            max_prefill_tokens=max_prefill_tokens, max_mixed_step_tokens=max_mixed_step_tokens,
+            speculator=speculator, verify_apart=executor.has_recurrent_state)
         return cls(scheduler, executor, seed, clock, async_scheduling)
 
     @property

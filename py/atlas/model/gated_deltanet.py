@@ -7,7 +7,11 @@
 
 A step's sequences each own one recurrent-state slot (the step buffer `state_slots`); the
 kernels start a sequence from zero state when its step begins at position 0 and otherwise
-continue from the slot, so chunked prefill and decode at mixed positions compose. Prefill
+continue from the slot, so chunked prefill and decode at mixed positions compose. A
+decode-shaped verification step (a sequence's K + 1 tokens as consecutive rows) runs the
+decode kernel over them token by token, leaving the state after each token in the slot
+`state_out` names for its row, so the runner keeps the accepted prefix's state by choosing
+a slot (model/runner.py); plain decode rows name their own slot there (in place). Prefill
 steps run the conv, the chunked form of the delta rule and the gated norm as three kernels;
 decode steps run all three in one (gdn_decode: the layer is three launches, the two
 projections around it) where the head shapes fit it, else (and under ATLAS_GDN_FUSED=0) as
@@ -58,18 +62,23 @@ def delta_state_bytes(la: LinearAttentionConfig) -> int:
     return 4 * la.num_value_heads * la.key_head_dim * la.value_head_dim
 
 
+def decodes_fused(kc: KernelCache, la: LinearAttentionConfig) -> bool:
+    """Whether decode steps run the fused kernel (gdn_decode: the head shapes fit it and
+    ATLAS_GDN_FUSED is not 0); a speculating runner needs it (its per-token state slots)."""
+    return kc.routes.gdn_fused and linear_attention.gdn_decode_fits(
+        la.key_head_dim, la.value_head_dim, la.conv_kernel, proj_width(la))
+
+
 def gated_deltanet(kc: KernelCache, s: Stream, b: "StepBuffers", w: GatedDeltaNetWeights,
                    la: LinearAttentionConfig, t: int, hidden: int, eps: float, decode: bool,
                    num_seqs: int, max_q_len: int) -> None:
     """The mixer over the step's t tokens: reads b.normed, writes b.delta."""
     width = proj_width(la)
     matmul.linear(kc, s, b.normed, w.in_proj, b.lin_proj, t, width, hidden)
-    if (decode and kc.routes.gdn_fused
-            and linear_attention.gdn_decode_fits(la.key_head_dim, la.value_head_dim,
-                                                 la.conv_kernel, width)):
+    if decode and decodes_fused(kc, la):
         linear_attention.gdn_decode(
             kc, s, b.lin_proj, width, w.conv, w.conv_state, w.a_log, w.dt_bias, w.norm,
-            w.delta_state, b.state_slots, b.cu_q, b.kv_lens, b.lin_gated, num_seqs,
+            w.delta_state, b.state_slots, b.state_out, b.cu_q, b.kv_lens, b.lin_gated, num_seqs,
             la.num_key_heads, la.num_value_heads, la.key_head_dim, la.value_head_dim,
             la.conv_kernel, eps)
     else:

@@ -195,10 +195,10 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
         la = cfg.linear_attention
         per_slot = (len(linear_layers) * (conv_state_bytes(la) + delta_state_bytes(la))
                     if la is not None and linear_layers else 0)
-        # a sequence with speculation also holds its state's rollback copy; the prefix
-        # cache's snapshots come off the budget first
+        # a sequence with speculation also holds K + 1 out slots (the state after each
+        # token of a verification); the prefix cache's snapshots come off the budget first
         max_batch_size = auto_max_batch_size(
-            kind, per_slot * (2 if num_draft_tokens else 1),
+            kind, per_slot * (num_draft_tokens + 2 if num_draft_tokens else 1),
             int(dev.total_memory() * gpu_memory_utilization) - total
             - ssm_cache_slots * per_slot)
     limits = RunnerLimits(max_seq_len, max_batch_size, max_prefill_tokens, num_sms=num_sms,

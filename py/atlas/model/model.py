@@ -17,7 +17,7 @@ Each layer's MLP is a block chosen by the config (`DenseMlp` here, the mixture o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..core.config import LinearAttentionConfig, ModelConfig
 from ..core.dtype import DType
@@ -25,6 +25,7 @@ from ..runtime.gpu import DevicePtr, Stream
 from ..runtime.ops import KernelCache
 from ..runtime.ops import attention, embedding, gating, kv_quant, matmul, norm, rope
 from ..runtime.ops.matmul_quant import Bf16Linear, LinearWeight
+from ..runtime.ops.moe import InputNorm
 from .gated_deltanet import GatedDeltaNetWeights, gated_deltanet
 
 if TYPE_CHECKING:
@@ -102,12 +103,23 @@ class MlpBlock(Protocol):
                 then_norm: NextNorm | None = None) -> bool: ...
 
 
+@runtime_checkable
+class InputNormMlp(Protocol):
+    """An MLP block that can take its input RMSNorm into its first launch (the MoE decode
+    router): forward_normed computes normed = RMSNorm(resid (+= delta)) itself."""
+
+    def takes_input_norm(self, kc: KernelCache, t: int) -> bool: ...
+
+    def forward_normed(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
+                       in_norm: InputNorm, then_norm: NextNorm | None = None) -> bool: ...
+
+
 def swiglu(kc: KernelCache, s: Stream, b: "StepBuffers", w_gate_up: DevicePtr,
            w_down: DevicePtr, out: DevicePtr, t: int, hidden: int, inter: int) -> None:
     """out = down(silu(gate(normed)) * up(normed)) through the step's gate_up/act scratch."""
     matmul.linear(kc, s, b.normed, w_gate_up, b.gate_up, t, 2 * inter, hidden)
-    # SwiGLU fused into the down projection's input where that measured faster (small
-    # decode steps, k <= 4096); otherwise silu_mul into `act`, then the GEMM
+    # SwiGLU fused into the down projection's input where `matmul.fuses_silu` allows (decode
+    # steps on the GEMV); otherwise silu_mul into `act`, then the GEMM
     matmul.linear_silu(kc, s, b.gate_up, w_down, out, t, hidden, inter, scratch=b.act)
 
 
@@ -206,6 +218,8 @@ class StepBuffers:
     #: hybrid models: i32 [max_seqs] recurrent-state slot per sequence, and the
     #: linear-attention scratch (see gated_deltanet.LinearScratch); 0 for dense models
     state_slots: DevicePtr = 0
+    #: i32 [max_seqs] the slot each decode row leaves its recurrent state in (gdn_decode)
+    state_out: DevicePtr = 0
     lin_proj: DevicePtr = 0
     lin_conv: DevicePtr = 0
     lin_core: DevicePtr = 0
@@ -243,6 +257,10 @@ class AttentionPlan:
     #: rope-fused kernel computes those keys itself up to DECODE_ROPE_MAX_STEP_KEYS of them;
     #: past that K/V are appended by their own launch before attention reads them
     step_keys: int = 1
+    #: a prefill-shaped step's leading one-token rows (sequences decoding beside prompt
+    #: chunks, which the scheduler puts first): attended by the split-K decode kernel with
+    #: `num_splits`, the rest by the prefill kernel
+    decode_rows: int = 0
 
 
 class DenseDecoderModel:
@@ -298,10 +316,19 @@ class DenseDecoderModel:
                 self._norm_linear(s, b, res, lw.post_norm, lw.mlp.gate_up, b.gate_up, t)
                 self._down_proj(s, b, res, lw.mlp, t)
             else:
-                self._norm(s, b, res, lw.post_norm, t)
-                # the block may finish the next add + norm itself, in place on b.resid
+                # the block may take its input norm into its first launch and finish the next
+                # add + norm itself, in place on b.resid
+                in_norm = None
+                if (not res.normed and isinstance(lw.mlp, InputNormMlp)
+                        and lw.mlp.takes_input_norm(kc, t)):
+                    in_norm = InputNorm(res.cur, b.delta if res.pending else 0, lw.post_norm,
+                                        d.eps, d.norm_offset)
+                    res.pending = False
+                else:
+                    self._norm(s, b, res, lw.post_norm, t)
                 then_norm = self._norm_after(i) if res.cur == b.resid else None
-                res.normed = lw.mlp.forward(kc, s, b, t, then_norm)
+                res.normed = (lw.mlp.forward(kc, s, b, t, then_norm) if in_norm is None else
+                              lw.mlp.forward_normed(kc, s, b, t, in_norm, then_norm))
                 res.pending = not res.normed
                 res.ssq = False  # a fused next norm rewrote cur
             if self.tp is not None:  # row-parallel down: sum the ranks' partials
@@ -426,17 +453,24 @@ class DenseDecoderModel:
                              self.cos_sin, b.positions, b.slots, t, d.heads, d.kv_heads,
                              d.head_dim, self.block_size, d.eps, q_pitch=d.q_pitch,
                              rotary_dim=rotary_dim, norm_offset=d.norm_offset)
-        if plan.decode:  # split-K; the last split of each row merges (one launch)
+        # decode rows: split-K, the last split of each row merges (one launch); a prefill-
+        # shaped step's leading one-token rows too, the prompt chunks after them on the
+        # prefill kernel (whose 128-query tiles would run each decode row's keys through
+        # 128 mostly empty query rows, once per query head)
+        rows = plan.num_seqs if plan.decode else plan.decode_rows
+        if rows:
             attention.decode_attention(kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables,
                                        b.kv_lens, b.part_o, b.part_ml, b.attn_counters, b.attn,
-                                       plan.num_seqs, d.heads, d.kv_heads, d.head_dim,
+                                       rows, d.heads, d.kv_heads, d.head_dim,
                                        self.block_size, self.max_blocks, plan.num_splits,
                                        self.scale)
-        else:
-            attention.prefill_attention(kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables,
-                                        b.cu_q, b.kv_lens, b.attn, plan.num_seqs, d.heads,
-                                        d.kv_heads, d.head_dim, self.block_size,
-                                        self.max_blocks, self.scale, plan.max_q_len)
+        if rows < plan.num_seqs:  # per-sequence inputs of the chunks after the decode rows
+            attention.prefill_attention(kc, s, b.q, lw.k_cache, lw.v_cache,
+                                        b.block_tables + 4 * rows * self.max_blocks,
+                                        b.cu_q + 4 * rows, b.kv_lens + 4 * rows, b.attn,
+                                        plan.num_seqs - rows, d.heads, d.kv_heads, d.head_dim,
+                                        self.block_size, self.max_blocks, self.scale,
+                                        plan.max_q_len)
         if d.gated_attn:  # the gate of head h follows its query in the qkv row
             gating.sigmoid_gate_mul(kc, s, b.attn, b.qkv + 2 * d.head_dim, b.attn, t, d.heads,
                                     d.head_dim, d.qkv_width, d.q_pitch)

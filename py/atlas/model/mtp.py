@@ -183,8 +183,8 @@ class MtpProposer:
         self.carried.discard(seq_id)
 
     def save_hidden(self, s: Stream, b: StepBuffers, n_tokens: int, normed_final: bool) -> None:
-        """Keep the main step's output hidden rows (before a hybrid rollback's recompute
-        overwrites the scratch). `normed_final`: the forward ran its final norm (it sampled);
+        """Keep the main step's output hidden rows (before the MTP passes overwrite the
+        scratch). `normed_final`: the forward ran its final norm (it sampled);
         else run it here over the residual stream it left."""
         d = self.model.dims
         if not normed_final:

@@ -27,7 +27,10 @@ depend on a row's own inputs only; a speculating runner switches the single-row 
 fusions off, ATLAS_FUSED_NORM unset: the add + RMSNorm inside the GEMV and the carried
 residual, whose sums of squares add up in another order): greedy speculation emits the
 plain tokens on the GPU too, and an oracle drafting the plain greedy output gets exactly
-its acceptance.
+its acceptance. A hybrid model's Gated-DeltaNet layers run the decode kernel over a
+verifying sequence's rows token by token (the same code per token as a decode step), the
+state after each token in an out slot of its own (`state_map`): the sequence keeps its
+accepted prefix's slot, so no rejected draft is ever recomputed.
 """
 
 from __future__ import annotations
@@ -51,12 +54,12 @@ from ..runtime.ops.matmul import GEMV_MAX_M, linear_route
 from ..runtime.ops.matmul_quant import Bf16Linear
 from ..runtime.sampler import Sampler
 from .batch import SeqChunk, StepResult, TokenLogprobs, accept
-from .gated_deltanet import proj_width
+from .gated_deltanet import decodes_fused, proj_width
 from .model import AttentionPlan, DenseDecoderModel, Dims, StepBuffers
 from .mtp import MtpProposer
-from .state_pools import RecurrentStatePools
-from .step_inputs import (StepLayout, decode_buckets, decode_splits, pack_step, row_owners,
-                          verification_buckets)
+from .state_pools import RecurrentStatePools, StateSlotMap
+from .step_inputs import (StepLayout, decode_buckets, decode_splits, leading_decode_rows,
+                          pack_step, row_owners, verification_buckets)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,21 +94,22 @@ class RunnerLimits:
         return self.max_batch_size * (1 + self.num_draft_tokens)
 
     @property
-    def rollback_slots(self) -> int:
-        """First recurrent-state slot of the per-sequence copies a verification restores
-        when a draft is rejected (after the sequences' slots and the padding rows')."""
+    def verify_slots(self) -> int:
+        """First recurrent-state slot of the verifications' out slots, K + 1 per sequence
+        (after the sequences' slots and the padding rows'; state_pools.StateSlotMap)."""
         return self.max_batch_size + 1
 
     @property
     def snapshot_slots(self) -> int:
         """First recurrent-state slot of the prefix cache's snapshots."""
-        return self.rollback_slots + (self.max_batch_size if self.num_draft_tokens else 0)
+        return self.verify_slots + self.max_batch_size * (self.num_draft_tokens + 1 if
+                                                          self.num_draft_tokens else 0)
 
     @property
     def num_state_slots(self) -> int:
         """Recurrent-state slots of a hybrid model: one per sequence, the graph padding
-        rows', with speculation one per sequence that holds its state from before a
-        verification, and the prefix cache's snapshots."""
+        rows', with speculation K + 1 more per sequence (the states after each token of a
+        verification), and the prefix cache's snapshots."""
         return self.snapshot_slots + self.ssm_cache_slots
 
     @property
@@ -129,7 +133,7 @@ class LaunchedStep:
     rows: list[tuple[SeqChunk, int]]
     #: the pinned arrays its logprobs are copied into, when a row asked for them
     logprobs: tuple[np.ndarray, np.ndarray, np.ndarray] | None
-    #: verification chunks of a hybrid model (their recurrent state may roll back)
+    #: verification chunks of a hybrid model (their state moves to the accepted prefix's slot)
     verifying: list[SeqChunk]
     #: the pinned buffer the sampled ids are copied into, and the event after that copy
     host_ids: np.ndarray
@@ -245,13 +249,20 @@ class ModelRunner:
             model.dims.linear, limits.num_state_slots) if model.dims.linear is not None
             else None)
         self.num_state_snapshots = limits.ssm_cache_slots if self.state_pools else 0
+        #: the state slot of each sampler slot's sequence, and its verifications' out slots
+        self.state_map = StateSlotMap(limits.verify_slots, limits.num_draft_tokens)
+        if (self.has_recurrent_state and limits.num_draft_tokens
+                and not decodes_fused(model.kc, model.dims.linear)):
+            raise ValueError("speculation on a hybrid model verifies through the fused "
+                             "Gated-DeltaNet decode kernel (token by token, per-token state "
+                             "slots), which these head shapes or ATLAS_GDN_FUSED=0 rule out")
         lin = (("lin_proj", "lin_conv", "lin_core", "lin_gated") if self.has_recurrent_state
                else ())
         self.bufs = StepBuffers(
             ids=i32 + 4 * lay.ids, positions=i32 + 4 * lay.positions, slots=i32 + 4 * lay.slots,
             cu_q=i32 + 4 * lay.cu_q, kv_lens=i32 + 4 * lay.kv_lens,
             sample_rows=i32 + 4 * lay.sample_rows, block_tables=kv.block_tables,
-            state_slots=i32 + 4 * lay.state_slots,
+            state_slots=i32 + 4 * lay.state_slots, state_out=i32 + 4 * lay.state_out,
             **{n: arena[n] for n in ("resid", "resid_alt", "resid_ssq", "delta", "normed", "qkv",
                                      "q", "attn", "gate_up", "act", "sample_hidden", "logits",
                                      "part_o", "part_ml", "attn_counters", "w_scratch") + lin})
@@ -287,20 +298,18 @@ class ModelRunner:
         self._masked_last = False  # the last step uploaded a grammar mask
         self._logprobs_last = False  # the last step asked the sampler for logprobs
         #: verification steps of up to this many rows compute each row as a plain decode
-        #: step would (see the module docstring); 0 without speculation, for hybrid models
-        #: (which verify eagerly), mixtures of experts (whose expert kernels route by row
-        #: count), and where the single-row norm fusions are not switched off
+        #: step would (see the module docstring); 0 without speculation, for mixtures of
+        #: experts (whose expert kernels route by row count), and where the single-row norm
+        #: fusions are not switched off
         self.invariant_rows = (row_invariant_rows(model.kc) if limits.num_draft_tokens
-                               and not self.has_recurrent_state and cfg.moe is None
+                               and cfg.moe is None
                                and model.kc.routes.fused_norm is False
                                and _all_bf16(model) else 0)
         #: row counts with a captured decode graph: batch sizes
         self.buckets = decode_buckets(limits.max_batch_size)
-        #: row counts with a captured verification graph (a hybrid model verifies eagerly,
-        #: see _graph_bucket)
+        #: row counts with a captured verification graph
         self.verify_buckets = (verification_buckets(limits.max_sample_rows, self.invariant_rows)
-                               if limits.num_draft_tokens and not self.has_recurrent_state
-                               else [])
+                               if limits.num_draft_tokens else [])
         self.verify_graphs: dict[int, GraphHandle] = {}
         self.verify_forward_graphs: dict[int, GraphHandle] = {}
 
@@ -319,10 +328,10 @@ class ModelRunner:
         """Queue one step's chunks; each sampling chunk draws at its own RNG position (a
         verification chunk at each of its num_draft + 1 positions, on consecutive rows).
 
-        On a hybrid model a verification first copies its sequence's recurrent state aside;
-        when a draft is rejected the copy comes back and the accepted tokens run again
-        (`_roll_back`, in `collect`), so the state ends after the last accepted token, as
-        the KV does. Prefix-cache state snapshots are loaded before the forward and taken
+        On a hybrid model a verification leaves its sequence's recurrent state after each
+        token in a slot of its own, and `collect` keeps the accepted prefix's
+        (`_keep_accepted_states`), so the state ends after the last accepted token, as the
+        KV does. Prefix-cache state snapshots are loaded before the forward and taken
         after it. A `carried` chunk's last token is the one the previously launched step
         sampled for its sequence, copied on the device."""
         parity = self._parity
@@ -336,9 +345,6 @@ class ModelRunner:
             self._ensure_slot(st)
         rows = [(st, i) for st in steps if st.sample for i in range(st.num_draft + 1)]
         verifying = [st for st in steps if st.num_draft] if self.state_pools else []
-        for st in verifying:
-            self.state_pools.copy(self._rollback_slot(st), self._slot_of[st.seq_id],
-                                  self.stream)
         self._copy_snapshots(steps, restore=True)
         want_logprobs = self._prepare_logprobs([st for st, _ in rows])
         n_tokens, n_sample = self._forward(steps, rows)
@@ -376,7 +382,8 @@ class ModelRunner:
                           _token_logprobs(ids[j], logprobs, j, st.logprobs))
                 j += n
         if launched.verifying:
-            self._roll_back([(st, got) for st, got in zip(steps, out) if st.num_draft])
+            self._keep_accepted_states([(st, got) for st, got in zip(steps, out)
+                                        if st.num_draft])
         if self.mtp is not None and self.draft_with_mtp:
             self.mtp.propose(self._mtp_pass, self.stream, self.bufs, steps, out, self._slot_of)
         return out
@@ -404,6 +411,12 @@ class ModelRunner:
             return 0, 0
         return len(self._slot_of), self.max_batch_size
 
+    def read_recurrent_state(self, seq_id: int) -> np.ndarray:
+        """A live sequence's recurrent state, every linear layer's conv ring then delta
+        state, as bytes (for parity checks: the slot a verification left it in)."""
+        assert self.state_pools is not None
+        return self.state_pools.read(self.state_map.current(self._slot_of[seq_id]))
+
     def read_logits(self, rows: int) -> np.ndarray:
         """f32 logits of the last step's first `rows` sampled rows (for parity checks)."""
         return self.backend.download(self.bufs.logits, np.float32, (rows, self.vocab_size))
@@ -414,15 +427,18 @@ class ModelRunner:
         """Upload the step's inputs and enqueue its forward and sampling: the captured graph
         of its row count when it is decode-shaped, else eagerly. `rows` are the sampled
         rows in order: (chunk, i) draws at the chunk's RNG position + i. Returns the rows
-        run and sampled (graph padding included)."""
-        bucket, verify = self._graph_bucket(steps)
+        run and sampled (graph padding included). A hybrid model's verification is
+        decode-shaped even without a graph (its recurrent state is kept per token)."""
+        shape = self._decode_shape(steps)
+        bucket = self._graph_bucket(shape)
+        verify = shape is not None and shape[1]
+        per_row = bucket > 0 or (verify and self.has_recurrent_state)
         graphs, forward_graphs = ((self.verify_graphs, self.verify_forward_graphs) if verify
                                   else (self.graphs, self.forward_graphs))
         n_tokens, n_sample, max_q = pack_step(self.host_i32, self.layout, steps,
-                                              self.block_size, pad_to=bucket,
-                                              per_row=bucket > 0)
-        owners = row_owners(steps, per_row=bucket > 0)
-        self._pack_state_slots(owners, max(len(owners), bucket))
+                                              self.block_size, pad_to=bucket, per_row=per_row)
+        owners = row_owners(steps, per_row=per_row)
+        self._pack_state_slots(steps, owners, max(len(owners), bucket), per_row)
         self._upload_inputs(owners, n_rows=max(len(owners), bucket))
         self._carry_tokens(steps)
         pad = n_sample - len(rows)
@@ -440,7 +456,15 @@ class ModelRunner:
         if bucket:
             self.backend.launch_graph(forward_graphs[bucket], self.stream)
         else:
-            plan = AttentionPlan(decode=False, num_seqs=len(steps), max_q_len=max_q)
+            if per_row:  # a hybrid model's eager verification: decode-shaped
+                plan = AttentionPlan(decode=True, num_seqs=n_tokens,
+                                     num_splits=self.decode_splits(n_tokens),
+                                     step_keys=1 + self.max_num_draft_tokens)
+            else:
+                ones = leading_decode_rows(steps)
+                plan = AttentionPlan(decode=False, num_seqs=len(steps), max_q_len=max_q,
+                                     num_splits=self.decode_splits(ones) if ones else 1,
+                                     decode_rows=ones)
             self.model.forward(self.stream, self.bufs, n_tokens, plan, n_sample)
         self._upload_token_masks([st for st, _ in rows])
         self._mark_inputs_sent()
@@ -502,9 +526,9 @@ class ModelRunner:
         self.backend.synchronize(s)
         return [int(t) for t in self.host_mtp[:n_sample]]
 
-    def _rollback_slot(self, st: SeqChunk) -> int:
-        """Where a verifying sequence's recurrent state waits while its drafts are checked."""
-        return self.limits.rollback_slots + self._slot_of[st.seq_id]
+    def _state_slot(self, st: SeqChunk) -> int:
+        """The recurrent-state slot holding the chunk's sequence's state."""
+        return self.state_map.current(self._slot_of[st.seq_id])
 
     def _copy_snapshots(self, steps: Sequence[SeqChunk], restore: bool) -> None:
         """Load (`restore`) or take the prefix-cache state snapshots the chunks name."""
@@ -516,50 +540,38 @@ class ModelRunner:
                 raise ValueError(f"sequence {st.seq_id}: state snapshot {snapshot} outside "
                                  f"0..{self.num_state_snapshots - 1}")
             assert self.state_pools is not None
-            seq_slot, snap_slot = self._slot_of[st.seq_id], self.limits.snapshot_slots + snapshot
+            seq_slot, snap_slot = self._state_slot(st), self.limits.snapshot_slots + snapshot
             self.state_pools.copy(*((seq_slot, snap_slot) if restore else (snap_slot, seq_slot)),
                                   self.stream)
 
-    def _roll_back(self, verified: Sequence[tuple[SeqChunk, StepResult]]) -> None:
-        """Hybrid models: the verification forward advanced each sequence's recurrent state
-        over all its drafts. Where the engine keeps fewer (`accept`, the rule the scheduler
-        commits by), restore the saved state and run the kept tokens again, without sampling,
-        in one eager step; the KV they rewrite is what the verification wrote."""
-        assert self.state_pools is not None
-        redo = []
+    def _keep_accepted_states(self, verified: Sequence[tuple[SeqChunk, StepResult]]) -> None:
+        """Hybrid models: the verification left each sequence's recurrent state after each
+        of its tokens in that token's out slot; the sequence keeps the state after the
+        tokens the engine keeps (`accept`, the rule the scheduler commits by)."""
         for st, got in verified:
-            assert isinstance(got, tuple)
-            kept = len(st.token_ids) - st.num_draft - 1 + len(accept(st.token_ids[-st.num_draft:],
-                                                                     got))
-            if kept < len(st.token_ids):
-                self.state_pools.copy(self._slot_of[st.seq_id], self._rollback_slot(st),
-                                      self.stream)
-                redo.append(SeqChunk(st.seq_id, st.token_ids[:kept], st.start_pos,
-                                     st.block_table, st.sampling, sample=False))
-        if redo:
-            self._forward(redo, ())
-            self.backend.synchronize(self.stream)
-            self._inputs_pending = False
+            assert isinstance(got, tuple) and len(st.token_ids) == st.num_draft + 1
+            kept = len(accept(st.token_ids[1:], got))
+            slot = self._slot_of[st.seq_id]
+            self.state_map.keep(slot, self.state_map.outs(slot, len(st.token_ids))[kept - 1])
 
-    def _graph_bucket(self, steps: Sequence[SeqChunk]) -> tuple[int, bool]:
-        """(rows of the captured graph that runs this step, 0 to run it eagerly; whether it
-        is a verification graph): a step qualifies when every chunk samples its last token
-        and its drafts' positions. A hybrid model verifies eagerly: its recurrent state must
-        advance token by token within a sequence, which the decode form (one state step
-        per row) does not do."""
-        if not self.graphs:
-            return 0, False
+    def _decode_shape(self, steps: Sequence[SeqChunk]) -> tuple[int, bool] | None:
+        """(rows, whether it verifies drafts) of a decode-shaped step (every chunk samples
+        its last token and its drafts' positions, one row per token), else None."""
         rows, verify = 0, False
         for st in steps:
             if not st.sample or len(st.token_ids) != st.num_draft + 1:
-                return 0, False
-            if st.num_draft:
-                if self.has_recurrent_state:
-                    return 0, False
-                verify = True
+                return None
+            verify = verify or st.num_draft > 0
             rows += len(st.token_ids)
-        buckets = self.verify_buckets if verify else self.buckets
-        return next((b for b in buckets if b >= rows), 0), verify
+        return rows, verify
+
+    def _graph_bucket(self, shape: tuple[int, bool] | None) -> int:
+        """Rows of the captured graph that runs a step of this `_decode_shape` (0: eagerly)."""
+        if shape is None or not self.graphs:
+            return 0
+        rows, verify = shape
+        return next((b for b in (self.verify_buckets if verify else self.buckets)
+                     if b >= rows), 0)
 
     def _upload_token_masks(self, row_chunks: Sequence[SeqChunk]) -> None:
         """Grammar masks of this step's sampling rows (row j samples for row_chunks[j]),
@@ -591,13 +603,29 @@ class ModelRunner:
         self._logprobs_last = asked
         return asked
 
-    def _pack_state_slots(self, owners: Sequence[SeqChunk], n_rows: int) -> None:
-        """Each row's recurrent-state slot (its sampler slot; padding rows the pad slot)."""
+    def _pack_state_slots(self, steps: Sequence[SeqChunk], owners: Sequence[SeqChunk],
+                          n_rows: int, per_row: bool) -> None:
+        """Each row's recurrent-state slot (its sequence's; padding rows the pad slot) and
+        the slot it leaves its state in: its own, or in a decode-shaped step's verification
+        the out slot of each of its tokens (StateSlotMap)."""
         if not self.has_recurrent_state:
             return
-        base = self.layout.state_slots
-        self.host_i32[base:base + n_rows] = ([self._slot_of[st.seq_id] for st in owners]
-                                             + [self.pad_slot] * (n_rows - len(owners)))
+        pad = [self.pad_slot] * (n_rows - len(owners))
+        cur = [self._state_slot(st) for st in owners] + pad
+        out = list(cur)
+        if per_row:
+            row = 0
+            for st in steps:
+                n = len(st.token_ids)
+                if st.num_draft:
+                    out[row:row + n] = self.state_map.outs(self._slot_of[st.seq_id], n)
+                row += n
+        elif any(st.num_draft for st in steps):
+            raise RuntimeError("a hybrid model verifies drafts only in decode-shaped steps "
+                               "(its recurrent state is kept per token there); the scheduler "
+                               "plans no prefill beside them (verify_apart)")
+        self.host_i32[self.layout.state_slots:self.layout.state_slots + n_rows] = cur
+        self.host_i32[self.layout.state_out:self.layout.state_out + n_rows] = out
 
     def _ensure_slot(self, st: SeqChunk) -> None:
         """Give a sequence its sampler slot, (re)built from the history its chunk carries
@@ -618,6 +646,7 @@ class ModelRunner:
                 raise RuntimeError(f"more than {self.max_batch_size} live sequences; release "
                                    "finished sequences before starting new ones")
             slot = self._slot_of[st.seq_id] = self._free_slots.pop()
+            self.state_map.reset(slot)
         self.sampler.assign(slot, st.history.prompt_ids, st.sampling, st.history.drawn_counts,
                             self.stream)
 
@@ -664,6 +693,7 @@ class ModelRunner:
         for i in range(bs):  # padding-style rows: never write the KV cache
             self.host_i32[self.layout.slots + i] = -1
             self.host_i32[self.layout.state_slots + i] = self.pad_slot
+            self.host_i32[self.layout.state_out + i] = self.pad_slot
         self._upload_inputs([], bs)
         self.sampler.prepare([self.pad_slot] * bs, [GREEDY] * bs, [0] * bs)
         plan = AttentionPlan(decode=True, num_seqs=bs, num_splits=self.decode_splits(bs),

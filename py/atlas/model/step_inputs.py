@@ -1,8 +1,9 @@
 """Packing one step's host-side inputs into the layout the device buffers expect.
 
 The per-step int32 inputs live in one region (ids | positions | slots | cu_q | kv_lens |
-sample_rows | state_slots), so a step costs one host-to-device copy; block tables are kept
-by the paged KV cache, which re-uploads only rows that changed. Pure numpy; no device access.
+sample_rows | state_slots | state_out), so a step costs one host-to-device copy; block
+tables are kept by the paged KV cache, which re-uploads only rows that changed. Pure numpy;
+no device access.
 """
 
 from __future__ import annotations
@@ -62,12 +63,29 @@ class StepLayout:
         return self.sample_rows + self.sample_capacity
 
     @property
-    def total(self) -> int:
+    def state_out(self) -> int:
+        """Recurrent-state slot each decode row leaves its state in (hybrid models)."""
         return self.state_slots + self.max_seqs
+
+    @property
+    def total(self) -> int:
+        return self.state_out + self.max_seqs
 
 
 class StepError(ValueError):
     """A step asked for more than the runner was sized for, or is inconsistent."""
+
+
+def leading_decode_rows(chunks: Sequence[SeqChunk]) -> int:
+    """How many of a prefill-shaped step's first chunks are one token each (sequences
+    decoding beside prompt chunks; the scheduler puts them first): decode attention takes
+    them, with their kv_len = position + 1 as `pack_step` packs any chunk's."""
+    rows = 0
+    for c in chunks:
+        if len(c.token_ids) != 1:
+            break
+        rows += 1
+    return rows
 
 
 def pack_step(buf: np.ndarray, layout: StepLayout, chunks: Sequence[SeqChunk], block_size: int,

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from ..engine.block_manager import BlockPool
 from ..engine.core import EngineCore
+from ..engine.scheduler import DEFAULT_MIXED_STEP_TOKENS
 from ..engine.scheduling_policy import make_policy
 from ..engine.speculative import Drafter, Speculator, make_drafter
 from ..model.batch import StepExecutor
@@ -28,6 +29,8 @@ class EngineLimits:
     max_num_seqs: int | None = None  # None: the batch the executor is sized for
     max_seq_len: int = 4096
     max_prefill_tokens: int = 8192
+    #: the step budget while sequences decode: bounds their inter-token latency
+    max_mixed_step_tokens: int = DEFAULT_MIXED_STEP_TOKENS
     scheduling_policy: str = "fifo"
     tbt_deadline_ms: float = 100.0
     prefix_caching: bool = True
@@ -45,6 +48,7 @@ def build_engine(executor: StepExecutor, limits: EngineLimits, ctx: ServerContex
                  pool_factory: Callable[[int], BlockPool] = BlockAllocator) -> AsyncEngine:
     core = EngineCore.build(
         executor, max_prefill_tokens=limits.max_prefill_tokens,
+        max_mixed_step_tokens=limits.max_mixed_step_tokens,
         max_num_seqs=limits.max_num_seqs, max_seq_len=limits.max_seq_len,
         policy=make_policy(limits.scheduling_policy, limits.tbt_deadline_ms),
         pool_factory=pool_factory, prefix_caching=limits.prefix_caching,

@@ -7,10 +7,11 @@ sequences (their conv ring and delta state hold NaN: a kernel that reads them fa
 ones at positions 1 and 2 (the ring is partly history, partly zero) and later ones; the
 exact head shapes of Qwen3.5-35B-A3B and Qwen3-Next-80B-A3B (16 key heads, 32 value heads of
 128, conv kernel 4, 8,192 conv channels), also at batch 8; a group of three value heads per
-key head; dk 256 with threads that only convolve (conv kernel 2); and a CUDA-graph
+key head; dk 256 with threads that only convolve (conv kernel 2); a CUDA-graph
 case: one captured launch replayed for 40 tokens of one sequence (step inputs copied into
 the graph's fixed buffers, as the decode runner does), from position 0 through ten laps of
-the ring.
+the ring; and verification runs (a sequence's K + 1 tokens as consecutive rows, each
+token's state left in an out slot) checked bit for bit against one-row decode steps.
 """
 
 from __future__ import annotations
@@ -59,7 +60,9 @@ def _rb(x: np.ndarray) -> np.ndarray:
 def oracle_steps(inp: dict[str, np.ndarray], lay: Layer, rows: list[tuple[int, int]]
                  ) -> dict[str, np.ndarray]:
     """Decode steps in row order, row r of inp["proj"] being sequence slot rows[r][0]'s token
-    at position rows[r][1]: out, conv_state and state after all of them, float64."""
+    at position rows[r][1]: out, conv_state and state after all of them, float64; and
+    after each row its slot's state ("row_state") and its ring ("row_ring": positions
+    pos - kernel + 1 .. pos, zero below 0)."""
     h, cd = lay.heads, lay.conv_dim
     proj = bf16_bits_to_f32(inp["proj"]).astype(np.float64)
     w = bf16_bits_to_f32(inp["conv_w"]).astype(np.float64)
@@ -69,6 +72,8 @@ def oracle_steps(inp: dict[str, np.ndarray], lay: Layer, rows: list[tuple[int, i
     ring = bf16_bits_to_f32(inp["conv_state"]).astype(np.float64)
     st = inp["state"].astype(np.float64).copy()
     out = np.zeros((len(rows), h.hv, h.dv))
+    row_state = np.zeros((len(rows), h.hv, h.dk, h.dv))
+    row_ring = np.zeros((len(rows), lay.kernel, cd))
     kd = h.hk * h.dk
     for r, (slot, pos) in enumerate(rows):
         row = proj[r]
@@ -81,7 +86,12 @@ def oracle_steps(inp: dict[str, np.ndarray], lay: Layer, rows: list[tuple[int, i
             dt_bias, s0, h)
         z = row[cd:cd + h.hv * h.dv].reshape(h.hv, h.dv)
         out[r] = naive_gated_norm(_rb(o[0]), z, norm, EPS)
-    return {"out": out.reshape(len(rows), -1), "conv_state": ring, "state": st}
+        row_state[r] = st[slot]
+        for i, p in enumerate(range(pos - lay.kernel + 1, pos + 1)):
+            if p >= 0:
+                row_ring[r, i] = ring[slot, p % lay.kernel]
+    return {"out": out.reshape(len(rows), -1), "conv_state": ring, "state": st,
+            "row_state": row_state, "row_ring": row_ring}
 
 
 def _inputs(rng: np.random.Generator, lay: Layer, tokens: int, slots: int,
@@ -105,8 +115,8 @@ def _launch(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr], lay: L
     h = lay.heads
     linear_attention.gdn_decode(
         KernelCache(backend), stream, proj, lay.proj_row + 8, p["conv_w"], p["conv_state"],
-        p["a_log"], p["dt_bias"], p["norm_w"], p["state"], p["state_slots"], p["cu_q"],
-        kv_lens, out, num_seqs, h.hk, h.hv, h.dk, h.dv, lay.kernel, EPS)
+        p["a_log"], p["dt_bias"], p["norm_w"], p["state"], p["state_slots"], p["state_slots"],
+        p["cu_q"], kv_lens, out, num_seqs, h.hk, h.hv, h.dk, h.dv, lay.kernel, EPS)
 
 
 def _outputs(lay: Layer, inputs: dict[str, np.ndarray], tokens: int) -> dict[str, OutputSpec]:
@@ -180,6 +190,85 @@ def _graph_case(rng: np.random.Generator, lay: Layer) -> KernelCase:
                       compare_mask={"conv_state": mask}, reference_abs_tol=REFERENCE_ABS_TOL)
 
 
+def _run_case(rng: np.random.Generator, name: str, lay: Layer,
+              seqs: list[tuple[int, int]]) -> KernelCase:
+    """A verification step: sequence i feeds seqs[i] = (start, n) tokens as consecutive
+    rows (n == 1: a plain decode row, in place; else a run leaving each token's state in an
+    out slot of its own), in one launch; and every row again as a one-row decode step in
+    place on a copy of the pools. Row by row the outputs, the states and the rings must hold
+    the same bits (model/runner.py's hybrid verification)."""
+    h, k = lay.heads, lay.kernel
+    n_rows = sum(n for _, n in seqs)
+    slot_of = list(range(1, len(seqs) + 1))
+    state_slots, state_out, positions, seq_rows = [], [], [], []
+    spare = len(seqs) + 1
+    for i, (start, n) in enumerate(seqs):
+        state_slots += [slot_of[i]] * n
+        state_out += [slot_of[i]] if n == 1 else list(range(spare, spare + n))
+        spare += n if n > 1 else 0
+        positions += range(start, start + n)
+        seq_rows += [(slot_of[i], p) for p in range(start, start + n)]
+    fresh = [slot_of[i] for i, (start, _) in enumerate(seqs) if start == 0]
+    inputs = _inputs(rng, lay, n_rows, spare, fresh)
+    inputs.update(state_plain=inputs["state"].copy(), ring_plain_pool=inputs["conv_state"].copy(),
+                  state_slots=np.array(state_slots, np.int32),
+                  state_out=np.array(state_out, np.int32),
+                  cu_q=np.arange(n_rows + 1, dtype=np.int32), cu_one=np.array([0, 1], np.int32),
+                  kv_lens=np.array(positions, np.int32) + 1)
+    for side in ("run", "plain"):   # zero where a ring row lies below position 0
+        inputs[f"row_state_{side}"] = np.zeros((n_rows, h.hv, h.dk, h.dv), np.float32)
+        inputs[f"row_ring_{side}"] = np.zeros((n_rows, k, lay.conv_dim), np.uint16)
+    pitch = lay.proj_row + 8
+    per_state, per_ring, row_bytes = 4 * h.hv * h.dk * h.dv, 2 * k * lay.conv_dim, 2 * lay.conv_dim
+    out_bytes = 2 * h.hv * h.dv
+
+    def snapshot(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr], side: str,
+                 r: int, state: DevicePtr, ring: DevicePtr, slot: int) -> None:
+        backend.copy_d2d(p[f"row_state_{side}"] + r * per_state, state + slot * per_state,
+                         per_state, stream)
+        pos = positions[r]
+        for i, q in enumerate(range(pos - k + 1, pos + 1)):
+            if q >= 0:
+                backend.copy_d2d(p[f"row_ring_{side}"] + (r * k + i) * row_bytes,
+                                 ring + slot * per_ring + (q % k) * row_bytes, row_bytes, stream)
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        kc = KernelCache(backend)
+        common = (p["conv_w"], p["a_log"], p["dt_bias"], p["norm_w"])
+        linear_attention.gdn_decode(
+            kc, stream, p["proj"], pitch, common[0], p["conv_state"], *common[1:], p["state"],
+            p["state_slots"], p["state_out"], p["cu_q"], p["kv_lens"], p["out_run"], n_rows,
+            h.hk, h.hv, h.dk, h.dv, k, EPS)
+        for r in range(n_rows):
+            snapshot(backend, stream, p, "run", r, p["state"], p["conv_state"], state_out[r])
+        for r in range(n_rows):
+            slots = p["state_slots"] + 4 * r    # the sequence's own slot, in place
+            linear_attention.gdn_decode(
+                kc, stream, p["proj"] + 2 * pitch * r, pitch, common[0], p["ring_plain_pool"],
+                *common[1:], p["state_plain"], slots, slots, p["cu_one"], p["kv_lens"] + 4 * r,
+                p["out_plain"] + out_bytes * r, 1, h.hk, h.hv, h.dk, h.dv, k, EPS)
+            snapshot(backend, stream, p, "plain", r, p["state_plain"], p["ring_plain_pool"],
+                     state_slots[r])
+
+    def oracle(inp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        o = oracle_steps(inp, lay, seq_rows)
+        return {f"{name}_{side}": o[key] for side in ("run", "plain")
+                for name, key in (("out", "out"), ("row_state", "row_state"),
+                                  ("row_ring", "row_ring"))}
+
+    outputs = {}
+    for side in ("run", "plain"):
+        outputs[f"out_{side}"] = OutputSpec(DType.BF16, (n_rows, h.hv * h.dv))
+        outputs[f"row_state_{side}"] = OutputSpec(DType.FP32, (n_rows, h.hv, h.dk, h.dv),
+                                                  tol=STATE_TOL)
+        outputs[f"row_ring_{side}"] = OutputSpec(DType.BF16, (n_rows, k, lay.conv_dim),
+                                                 tol=(0.0, 0.0))
+    return KernelCase(name, "gdn_decode", inputs, outputs, run, oracle,
+                      reference_abs_tol=REFERENCE_ABS_TOL,
+                      same_bits=tuple((f"{n}_run", f"{n}_plain")
+                                      for n in ("out", "row_state", "row_ring")))
+
+
 #: Qwen3.5-35B-A3B's and Qwen3-Next-80B-A3B's linear attention (the same head shapes)
 QWEN3_5_MOE_HEADS = Heads(hk=16, hv=32, dk=128, dv=128)
 
@@ -201,4 +290,10 @@ def gdn_decode_cases(rng: np.random.Generator) -> list[KernelCase]:
         _batch_case(rng, "gdn_decode_dk256_dv64_kernel2",
                     Layer(Heads(hk=1, hv=2, dk=256, dv=64), 2), [3, 0]),
         _graph_case(rng, small),
+        # verification runs: K = 3 at position 6, a plain row, a run from position 0 and one
+        # from position 1 (ring rows below 0), beside each other in one launch
+        _run_case(rng, "gdn_decode_verify_runs_mixed", small, [(6, 4), (300, 1), (0, 3), (1, 2)]),
+        # the flagship's heads: K = 4 after a 511-token prompt, beside a plain decode row
+        _run_case(rng, "gdn_decode_verify_run_qwen3.5-35b-a3b", Layer(QWEN3_5_MOE_HEADS),
+                  [(511, 5), (40, 1)]),
     ]

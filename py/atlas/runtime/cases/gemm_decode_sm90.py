@@ -7,7 +7,10 @@ k-tile and inside a 16-byte chunk's tile (k % 64 = 8), k shorter than the ring's
 depth, several laps of the ring, f32 logits, and every cluster split forced (2, 4, 8),
 including splits where some ranks own no k-tile (k = 64 split 8) and where the ranks' batch
 row slices are uneven or empty (m = 9 split 8, m = 1 split 4). The rule's own choice runs on
-slices of the Qwen3 projections.
+slices of the Qwen3 projections. The two-warpgroup blocks (128 weight rows sharing each x
+tile, ATLAS_DECODE_GEMM_WIDE) run the same kinds of edges at every width they take (N >= 32;
+a batch of 16 or fewer falls back to one warpgroup), with n ending inside either warpgroup's
+half of the last tile.
 """
 
 from __future__ import annotations
@@ -45,15 +48,36 @@ GEMM_DECODE_SHAPES = [
 ]
 
 
+#: the same fields for two-warpgroup blocks (128 weight rows a tile)
+GEMM_DECODE_WIDE_SHAPES = [
+    (17, 200, 520, True, 1),       # N 32, last tile 72 rows (into the second half), k % 64 = 8
+    (32, 130, 4096, False, 1),     # exact N 32, 2 rows in the last tile, 8 laps of the ring
+    (33, 100, 200, False, 1),      # N 64, n inside the first half of the only tile
+    (64, 256, 3072, False, 1),     # exact N 64 and tiles
+    (65, 72, 136, True, 1),        # N 128, k below the prefetch depth
+    (129, 80, 264, False, 1),      # N 256
+    (256, 128, 2048, False, 1),    # the largest batch, one exact tile
+    (9, 100, 200, False, 1),       # N 16: one warpgroup whatever the switch says
+    (48, 200, 1040, True, 4),      # cluster of 4, k-tiles 17 = 4 + 4 + 4 + 5
+    (64, 136, 12288, False, 8),    # cluster of 8 (down_proj K)
+    (100, 64, 64, False, 8),       # cluster of 8, seven ranks own no k-tile
+    (200, 70, 1024, True, 2),      # N 256 in a cluster, f32
+    (64, 640, 4096, False, None),  # Qwen3-8B hidden, the rule's split
+]
+
+
 def gemm_decode_case(rng: np.random.Generator, m: int, n: int, k: int, f32: bool,
-                     split: int | None) -> KernelCase:
-    """One y = x @ w.T case through matmul_decode.decode_gemm (split forced unless None)."""
-    label = "auto" if split is None else f"split{split}"
+                     split: int | None, wide: bool = False) -> KernelCase:
+    """One y = x @ w.T case through matmul_decode.decode_gemm (split forced unless None;
+    `wide`: two-warpgroup blocks forced)."""
+    label = ("wide " if wide else "") + ("auto" if split is None else f"split{split}")
     return linear_case(rng, f"gemm_decode_sm90 {label} m{m} n{n} k{k}{' f32' if f32 else ''}",
                        "gemm_decode_sm90", m, n, k, f32,
-                       partial(matmul_decode.decode_gemm, split=split), tensor_core=True)
+                       partial(matmul_decode.decode_gemm, split=split, wide=wide),
+                       tensor_core=True)
 
 
 @kernel_cases("gemm_decode_sm90")
 def gemm_decode_cases(rng: np.random.Generator) -> list[KernelCase]:
-    return [gemm_decode_case(rng, *shape) for shape in GEMM_DECODE_SHAPES]
+    return ([gemm_decode_case(rng, *shape) for shape in GEMM_DECODE_SHAPES]
+            + [gemm_decode_case(rng, *shape, wide=True) for shape in GEMM_DECODE_WIDE_SHAPES])

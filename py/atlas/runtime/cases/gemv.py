@@ -74,11 +74,26 @@ GEMV_SHAPES = [
 ]
 
 
+#: (n, k, out_f32) of one row on the prefetching kernel (gemv_prefetch.cuh), on an H200's
+#: plan: Qwen3-0.6B's qkv (4 blocks a SM, the whole slice prefetched); k = 4096 (Qwen3-8B
+#: o_proj: 2 k-tiles a group, 16 tiles through 6 slots); a ragged LM-head-like n (16 tiles
+#: through 6 slots: the slots' phases flip twice); a small-k one streaming on 2 blocks a SM
+#: (19 tiles through 6); a ragged k (5 k-tiles, the last 226 chunks wide, 10 through 5);
+#: whole rows of an odd width (k / 8 = 125: one copy per tile, a 1-row last group); a grid
+#: of 2; and a k whose x leaves no room for two tiles (the general kernel with m = 1)
+GEMV_PREFETCH_SHAPES = [(4096, 1024, False), (4096, 4096, False), (8003, 2048, True),
+                        (20011, 1024, True), (1000, 10000, False), (5, 1000, False),
+                        (6, 64, True), (8, 40000, False)]
+
+
 @kernel_cases("gemv")
 def gemv_cases(rng: np.random.Generator) -> list[KernelCase]:
     cases = [linear_case(rng, f"gemv m{m} n{n} k{k}{' f32' if f32 else ''}", "gemv", m, n, k,
                          f32, matmul.gemv)
              for m, n, k, f32 in GEMV_SHAPES]
+    cases += [linear_case(rng, f"gemv prefetch m1 n{n} k{k}{' f32' if f32 else ''}", "gemv", 1,
+                          n, k, f32, matmul.gemv)
+              for n, k, f32 in GEMV_PREFETCH_SHAPES]
     # the general entry point with one row (linear sends m=1 to the single-row kernel)
     general = partial(matmul.gemv, single=False)
     cases += [linear_case(rng, f"gemv general m1 n{n} k{k}{' f32' if f32 else ''}", "gemv", 1,
@@ -137,7 +152,9 @@ def silu_linear_case(rng: np.random.Generator, name: str, m: int, n: int, k: int
 #: (m, n, k): Qwen3-0.6B and SmolLM2 down projections at batch 1, M of 2, 3, 5 and 8 with
 #: ragged N, a K of 1000 (125 chunks: a partial last warp) and K = 128 (16 chunks)
 GEMV_SILU_SHAPES = [(1, 1024, 3072), (1, 576, 1536), (2, 130, 1000), (5, 257, 2048),
-                    (8, 64, 4096), (3, 33, 128)]
+                    (8, 64, 4096), (3, 33, 128),
+                    # one row through the prefetching kernel's ring, k past FUSED_SILU_MAX_K
+                    (1, 1000, 10000)]
 
 
 @kernel_cases("gemv")
@@ -150,3 +167,42 @@ def gemv_silu_cases(rng: np.random.Generator) -> list[KernelCase]:
     cases.append(silu_linear_case(rng, "linear_silu fallback m12 n256 k1024", 12, 256, 1024))
     return cases
 
+
+
+# ---- gate_up projection ending with its SwiGLU --------------------------------------------
+def swiglu_gate_up_case(rng: np.random.Generator, n: int, k: int) -> KernelCase:
+    """act = swiglu(x @ [gate | up].T) for one row through `gemv_swiglu` and, where silu_mul
+    takes I = n / 2 (a multiple of 8), its unfused twin (the single-row GEMV into gate_up,
+    then silu_mul) into `act_unfused`: equal bit for bit on the device. The oracle is the
+    float64 product rounded to bf16, then the float64 SwiGLU of those values."""
+    inputs = {"x": random_bf16(rng, (1, k)), "w": random_bf16(rng, (n, k), 4.0 * k ** -0.5)}
+    outputs = {"act": OutputSpec(DType.BF16, (1, n // 2))}
+    twin = (n // 2) % 8 == 0
+    if twin:
+        inputs["gate_up"] = np.zeros((1, n), np.uint16)
+        outputs["act" + UNFUSED] = OutputSpec(DType.BF16, (1, n // 2))
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        kc = KernelCache(backend)
+        matmul.gemv_swiglu(kc, stream, p["x"], p["w"], p["act"], n, k)
+        if twin:
+            matmul.gemv(kc, stream, p["x"], p["w"], p["gate_up"], 1, n, k)
+            activation.silu_mul(kc, stream, p["gate_up"], p["act" + UNFUSED], 1, n // 2)
+
+    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        gate_up = linear_oracle(x)["y"]
+        act = swiglu_oracle(f32_to_bf16_bits(gate_up.astype(np.float32)))
+        return {"act": act, "act" + UNFUSED: act}
+
+    return KernelCase(f"gemv_swiglu m1 n{n} k{k}", "gemv", inputs, outputs, run, oracle)
+
+
+#: (n, k) on an H200's plan: Qwen3-0.6B's gate_up (4 blocks a SM, whole slices), a ring with
+#: 2 k-tiles a group (ragged: some blocks 4 groups, some 3), and whole rows of an odd width
+#: (k / 8 = 125) with an odd I = 77 (the last group one gate and one up row; no twin)
+GEMV_SWIGLU_SHAPES = [(6144, 1024), (4000, 4096), (154, 1000)]
+
+
+@kernel_cases("gemv")
+def gemv_swiglu_cases(rng: np.random.Generator) -> list[KernelCase]:
+    return [swiglu_gate_up_case(rng, n, k) for n, k in GEMV_SWIGLU_SHAPES]

@@ -22,6 +22,7 @@ from .gemv import random_bf16, swiglu_oracle
 from .gemv_fp8 import fp8_linear_case, random_fp8
 from .gemv_mma_quant import tensor_core_cases
 from .gemv_nvfp4 import nvfp4_linear_case, random_nvfp4
+from .quant_linear import quant_linear_case
 
 #: the SwiGLU of a product whose bf16 gate / up may round one ulp (2^-8 relative) away from
 #: the exactly rounded sum's (tensor-core accumulation order): the output moves by at most
@@ -87,6 +88,22 @@ NVFP4_DIRECT_SHAPES = [(1, 6144, 4096, 3), (1, 4096, 4096, 1), (1, 12288, 4096, 
                        (6, 130, 1408, 2), (7, 300, 384, 1), (8, 515, 1536, 3)]
 
 
+def nvfp4_every_scale_case(rng: np.random.Generator, m: int, n: int, k: int) -> KernelCase:
+    """The NVFP4 decode at the ends of its range: group scale codes cycling through every
+    non-NaN E4M3 code (zero, negative zero, subnormals, 448, negatives) under random codes,
+    so the scaled bf16 pairs (group scale * 2^119, e2m1 * 2^-126 with 0.5 a subnormal) and
+    their products meet their extremes; the row scale keeps outputs O(1)."""
+    packed = rng.integers(0, 256, (n, k // 2), dtype=np.uint8)
+    codes = np.array([c for c in range(256) if c & 0x7F != 0x7F], np.uint8)
+    s_codes = codes[rng.permutation(n * (k // 16)) % codes.size].reshape(n, k // 16)
+    row = np.full(n, 1.0 / (448.0 * 6.0 * k ** 0.5), np.float32)
+    return quant_linear_case(
+        rng, f"gemv_qd_nvfp4 every-scale m{m} n{n} k{k}", "gemv_quant_direct", m, n, k, False,
+        {"w": packed, "s": s_codes, "g": row},
+        lambda p: Nvfp4Weight(p["w"], p["s"], p["g"], n, k),
+        lambda v: dequantize_nvfp4(v["w"], v["s"], v["g"]), mma=True, direct=True)
+
+
 @kernel_cases("gemv_quant_direct")
 def gemv_quant_direct_cases(rng: np.random.Generator) -> list[KernelCase]:
     cases = tensor_core_cases(rng, FP8_DIRECT_SHAPES, NVFP4_DIRECT_SHAPES, 4, direct=True)
@@ -95,6 +112,7 @@ def gemv_quant_direct_cases(rng: np.random.Generator) -> list[KernelCase]:
               nvfp4_linear_case(rng, 1, 20000, 1024, direct=True, logits=True),
               fp8_linear_case(rng, "block", 8, 1001, 2048, direct=True, logits=True),
               nvfp4_linear_case(rng, 5, 300, 1408, parts=2, direct=True, logits=True)]
+    cases += [nvfp4_every_scale_case(rng, 1, 4096, 4096), nvfp4_every_scale_case(rng, 6, 130, 1408)]
     # gate_up + SwiGLU: Qwen3-8B (FP8 inter 12,288), every batch size, ragged features (past the
     # last 8-feature block), 128-row FP8 blocks straddling the gate / up boundary (inter 200)
     cases += [swiglu_case(rng, fmt, m, inter, k) for fmt, m, inter, k in (

@@ -10,9 +10,10 @@ Geometry mirrors kernels/hopper/common/conv1d.cu and gated_delta.cu:
 * recurrent delta rule (decode): one block per (DELTA_DV_TILE columns, value head, sequence);
   its warps split the key dimension, the state is read and written in place.
 * fused decode step (gdn_decode.cu): a cluster of GDN_DECODE_SPLIT blocks per (value head,
-  sequence), each of (dk / GDN_DECODE_ROWS) * (dv / GDN_DECODE_SPLIT / 4) threads (whole
+  row), each of (dk / GDN_DECODE_ROWS) * (dv / GDN_DECODE_SPLIT / 4) threads (whole
   warps), runs the conv, the norms, the recurrent step and the gated RMSNorm for its
-  dv / GDN_DECODE_SPLIT columns of the head, holding its state tile in registers.
+  dv / GDN_DECODE_SPLIT columns of the head, holding its state tile in registers; a run
+  of one sequence's rows (a verification) is its first row's cluster's, token by token.
 Every form takes the step's cu_q / kv_lens (a sequence starting at position 0 starts from
 zero state) and one state slot per sequence.
 """
@@ -176,12 +177,20 @@ def gdn_decode_fits(dk: int, dv: int, kernel: int, proj_pitch: int) -> bool:
 
 def gdn_decode(kc: KernelCache, stream: Stream, proj: DevicePtr, proj_pitch: int,
                conv_w: DevicePtr, conv_state: DevicePtr, a_log: DevicePtr, dt_bias: DevicePtr,
-               norm_w: DevicePtr, state: DevicePtr, state_slots: DevicePtr, cu_q: DevicePtr,
-               kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hk: int, hv: int, dk: int,
-               dv: int, kernel: int, eps: float) -> None:
+               norm_w: DevicePtr, state: DevicePtr, state_slots: DevicePtr,
+               state_out: DevicePtr, cu_q: DevicePtr, kv_lens: DevicePtr, out: DevicePtr,
+               num_seqs: int, hk: int, hv: int, dk: int, dv: int, kernel: int,
+               eps: float) -> None:
     """out [num_seqs, hv * dv] = gated RMSNorm(delta rule step(conv(proj's q|k|v)), z) for
-    one token per sequence, equal to conv1d_silu, gated_delta_rule(recurrent=True) and
-    gating.gated_rmsnorm in turn; both states are updated in place."""
+    one token per row, equal to conv1d_silu, gated_delta_rule(recurrent=True) and
+    gating.gated_rmsnorm in turn.
+
+    Row b reads its states at slot state_slots[b] and leaves them at state_out[b]: in place
+    where the two are equal (plain decode). Consecutive rows with the same slot at
+    consecutive positions are one sequence's run (a verification's K + 1 tokens): token by
+    token, each as a decode step of its own would compute it, the state after row b's token
+    left at state_out[b], which for a run of several rows must differ from its slot (the
+    kernel's ring is read by other blocks while a run writes)."""
     name = "gdn_decode"
     _check_heads(name, hk, hv)
     if not gdn_decode_fits(dk, dv, kernel, proj_pitch):
@@ -205,5 +214,5 @@ def gdn_decode(kc: KernelCache, stream: Stream, proj: DevicePtr, proj_pitch: int
     require_aligned(name, "state", state, 16)
     kc.get(GDN_DECODE)(stream, (GDN_DECODE_SPLIT, hv, num_seqs), gdn_decode_threads(dk, dv),
                        smem, proj, proj_pitch, conv_w, conv_state, a_log, dt_bias, norm_w,
-                       state, state_slots, cu_q, kv_lens, out, num_seqs, hk, hv, dk, dv,
-                       kernel, eps)
+                       state, state_slots, state_out, cu_q, kv_lens, out, num_seqs, hk, hv, dk,
+                       dv, kernel, eps)

@@ -23,12 +23,14 @@ here mirror the compile-time constants of kernels/hopper/common/{gemv,gemm,gemm_
 
 from __future__ import annotations
 
-from ..gpu import DevicePtr, Stream
+from dataclasses import dataclass
+
+from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GEMM_SM90,
                           GEMM_SM90_F32OUT, GEMV, GEMV_ADD_RMSNORM_SINGLE, GEMV_F32OUT,
                           GEMV_RESIDUAL_SINGLE, GEMV_RMSNORM_SINGLE, GEMV_SILU,
                           GEMV_SILU_RESIDUAL_SINGLE, GEMV_SILU_SINGLE, GEMV_SINGLE,
-                          GEMV_SINGLE_F32OUT)
+                          GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE)
 from . import KernelCache
 from .activation import silu_mul
 from .matmul_batched import BATCHED_MAX_M, batched_gemv
@@ -85,21 +87,140 @@ def _check_gemv(name: str, x: DevicePtr, w: DevicePtr, y: DevicePtr, m: int, n: 
         raise ValueError(f"{name}: the single-row kernel needs m=1, got m={m}")
 
 
+#: shared memory (x + weight ring) a prefetching single-row GEMV block may take: one block
+#: per SM, and two GEMVs overlapping under PDL (the next one prefetching while this one
+#: computes) still fit in an H200 SM's 228 KiB with their 0.5 KiB of statics
+PREFETCH_SHARED = 104 * 1024
+#: ring slots (mbarriers) of a prefetching block at most (gemv_prefetch.cuh kMaxStages)
+PREFETCH_MAX_STAGES = 32
+
+
+@dataclass(frozen=True)
+class PrefetchPlan:
+    """Launch geometry of the prefetching single-row GEMV (gemv_prefetch.cuh): `grid` blocks
+    of `threads`, each with `shared` bytes of dynamic shared memory holding x and `stages`
+    weight tiles of `tile_bytes` (4 rows x min(threads, k / 8) 16-byte chunks); a block owns
+    `tiles` tiles at most, all prefetched before the PDL wait when stages == tiles."""
+
+    grid: int
+    threads: int
+    shared: int
+    stages: int
+    tiles: int
+    tile_bytes: int
+
+
+def prefetch_budget(kc: KernelCache) -> int:
+    """Dynamic shared memory per prefetching block on this device: PREFETCH_SHARED, or less
+    where two such blocks (plus 4 KiB of statics and reserve) do not fit one SM."""
+    facts = kc.facts
+    return min(PREFETCH_SHARED, (facts.shared_memory_per_sm - 4096) // 2,
+               facts.shared_memory_per_block - 1024)
+
+
+#: blocks per SM a prefetching GEMV may use, most first (see `gemv_prefetch_plan`)
+PREFETCH_BLOCKS_PER_SM = (4, 2, 1)
+#: a streaming plan (ring smaller than the slice) with more than one block per SM keeps at
+#: least this many tiles in flight per block
+PREFETCH_MIN_STREAM_STAGES = 4
+
+
+def _prefetch_geometry(n: int, k: int, blocks: int, budget: int) -> PrefetchPlan | None:
+    chunks = k // 8
+    threads = gemv_threads(k)
+    tile_w = min(threads, chunks)
+    tile_bytes = GEMV_ROWS_PER_BLOCK * tile_w * 16
+    x_bytes = -(-chunks // 8) * 8 * 16
+    groups = -(-n // GEMV_ROWS_PER_BLOCK)
+    grid = min(groups, blocks)
+    tiles = -(-groups // grid) * -(-chunks // threads)
+    stages = min(PREFETCH_MAX_STAGES, tiles, (budget - x_bytes) // tile_bytes)
+    if stages < min(2, tiles):
+        return None
+    return PrefetchPlan(grid, threads, x_bytes + stages * tile_bytes, stages, tiles, tile_bytes)
+
+
+def gemv_prefetch_plan(n: int, k: int, sm_count: int, budget: int) -> PrefetchPlan | None:
+    """The geometry `gemv_prefetch.cuh` runs an [n, k] single-row product at, or None when
+    x and two tiles do not fit `budget` (then the general GEMV runs it).
+
+    Blocks own balanced contiguous ranges of 4-row groups; the ring is as deep as the
+    block's share of `budget` allows, but no deeper than its tiles. A block works through
+    its tiles one after the other (the sums' order is the general kernel's, for row
+    invariance), each a short dependent chain, so the slice is spread over as many blocks
+    per SM (4, 2, 1) as keep it whole in shared memory (Qwen3-0.6B: every projection) or,
+    where it must stream, keep PREFETCH_MIN_STREAM_STAGES tiles in flight per block; else one
+    block per SM with the whole budget (Qwen3-8B)."""
+    for per_sm in PREFETCH_BLOCKS_PER_SM:
+        plan = _prefetch_geometry(n, k, sm_count * per_sm, budget // per_sm)
+        if plan is None:
+            continue
+        if per_sm == 1 or plan.stages == plan.tiles or plan.stages >= PREFETCH_MIN_STREAM_STAGES:
+            return plan
+    return None
+
+
+def _launch_single(kc: KernelCache, stream: Stream, sig: KernelSig, general: KernelSig,
+                   x: DevicePtr, w: DevicePtr, y: DevicePtr, n: int, k: int) -> None:
+    """One row on the prefetching entry `sig`, or on the m-row kernel `general` when the
+    row does not fit its shared memory or ATLAS_GEMV_PREFETCH=0."""
+    budget = prefetch_budget(kc)
+    plan = (gemv_prefetch_plan(n, k, kc.facts.sm_count, budget)
+            if kc.routes.gemv_prefetch else None)
+    if plan is None:
+        kc.get(general)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 0, x, w, y, 1,
+                        n, k)
+        return
+    kc.get_with_shared(sig, budget)(stream, plan.grid, plan.threads, plan.shared, x, w, y, 1,
+                                    n, k)
+
+
 def gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr, m: int,
          n: int, k: int, out_f32: bool = False, single: bool | None = None) -> None:
     """y = x @ w.T for 1 <= m <= 8 rows; every weight byte is read once.
 
-    `single` forces (True) or avoids (False) the m == 1 entry point; None uses it for m == 1.
+    `single` forces (True) or avoids (False) the m == 1 entry point, which prefetches its
+    weights before the PDL wait (`gemv_prefetch_plan`); None uses it for m == 1.
     """
     if single is None:
         single = m == 1
     _check_gemv("gemv", x, w, y, m, n, k, single)
+    general = GEMV_F32OUT if out_f32 else GEMV
     if single:
-        sig = GEMV_SINGLE_F32OUT if out_f32 else GEMV_SINGLE
-    else:
-        sig = GEMV_F32OUT if out_f32 else GEMV
+        _launch_single(kc, stream, GEMV_SINGLE_F32OUT if out_f32 else GEMV_SINGLE, general,
+                       x, w, y, n, k)
+        return
     grid = -(-n // GEMV_ROWS_PER_BLOCK)
-    kc.get(sig)(stream, grid, gemv_threads(k), 0, x, w, y, m, n, k)
+    kc.get(general)(stream, grid, gemv_threads(k), 0, x, w, y, m, n, k)
+
+
+def fuses_gate_up_swiglu(kc: KernelCache, m: int, n: int, k: int) -> bool:
+    """Whether an m-row bf16 [gate | up] product [n, k] ends with its SwiGLU (`gemv_swiglu`,
+    the down projection then reads the activation): one row on the prefetching GEMV, n even,
+    and neither norm fusion asked for (ATLAS_FUSED_NORM=1 / ATLAS_NORM_GEMV=1 run gate_up
+    with the norm in its x load instead, and the carried residual keeps down's SwiGLU).
+    Then silu_mul's work leaves the critical path: the down GEMV's blocks each computed the
+    whole activation after their PDL wait (~1.5 us at Qwen3-8B's k = 12,288)."""
+    return (m == 1 and n % 2 == 0 and kc.routes.gemv_prefetch
+            and linear_route(kc, m, n) == "gemv" and not fuses_norm(kc, m, n, k)
+            and not carries_residual(kc, m, n)
+            and gemv_prefetch_plan(n, k, kc.facts.sm_count, prefetch_budget(kc)) is not None)
+
+
+def gemv_swiglu(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, act: DevicePtr,
+                n: int, k: int) -> None:
+    """One row: act[n / 2] = bf16(bf16(silu(gate)) * up) of [gate | up] = x @ w.T (bf16 w
+    [n, k], n even): `gemv` into gate_up then silu_mul, bit for bit, in one launch."""
+    _check_gemv("gemv_swiglu", x, w, act, 1, n, k, True)
+    if n % 2:
+        raise ValueError(f"gemv_swiglu: n={n} must be even ([gate | up] halves)")
+    budget = prefetch_budget(kc)
+    plan = gemv_prefetch_plan(n, k, kc.facts.sm_count, budget)
+    if plan is None:
+        raise ValueError(f"gemv_swiglu: k={k} leaves no room for the weight ring in {budget} "
+                         f"bytes of shared memory")
+    kc.get_with_shared(GEMV_SWIGLU_SINGLE, budget)(stream, plan.grid, plan.threads, plan.shared,
+                                                   x, w, act, 1, n, k)
 
 
 def gemv_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr, y: DevicePtr,
@@ -112,25 +233,31 @@ def gemv_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr,
     if single is None:
         single = m == 1
     _check_gemv("gemv_silu", gate_up, w, y, m, n, k, single)
-    sig = GEMV_SILU_SINGLE if single else GEMV_SILU
+    if single:
+        _launch_single(kc, stream, GEMV_SILU_SINGLE, GEMV_SILU, gate_up, w, y, n, k)
+        return
     grid = -(-n // GEMV_ROWS_PER_BLOCK)
-    kc.get(sig)(stream, grid, gemv_threads(k), 0, gate_up, w, y, m, n, k)
+    kc.get(GEMV_SILU)(stream, grid, gemv_threads(k), 0, gate_up, w, y, m, n, k)
 
 
-#: widest row the fused add + RMSNorm GEMV stages: k * 2 bytes of dynamic shared memory,
-#: which with the kernel's static partial sums (gemv.cu partial_sums, up to 4 KiB) must stay
-#: within the 48 KiB a launch may use without an opt-in: 40 KiB of row (the H200 refused
-#: 48 KiB of dynamic memory with CUDA_ERROR_INVALID_VALUE, check_kernels 2026-12-01)
+#: widest row the fused add + RMSNorm GEMV stages: k * 2 bytes of its dynamic shared memory
+#: (the prefetching kernel's x stage), leaving room for two 16 KiB weight tiles in
+#: PREFETCH_SHARED
 NORM_GEMV_MAX_K = 40 * 1024 // 2
 
 
 def fuses_norm(kc: KernelCache, m: int, n: int, k: int) -> bool:
     """Whether an RMSNorm feeding an m-row bf16 product [n, k] runs inside the GEMV
     (`gemv_add_rmsnorm`) rather than as its own add_rmsnorm launch: one row (batch-1
-    decode), on the GEMV route, a row that fits shared memory, and ATLAS_FUSED_NORM=1.
-    Off by default: measured on the H200 (2026-12-01, PDL off) the fused kernel took 6.72 us
-    at Qwen3-0.6B shapes against 3.96 + 1.94 for the GEMV and add_rmsnorm apart."""
-    return (m == 1 and k % 8 == 0 and k <= NORM_GEMV_MAX_K and kc.routes.fused_norm is True
+    decode), on the GEMV route, a row that fits shared memory, and ATLAS_FUSED_NORM=1 or
+    ATLAS_NORM_GEMV=1 (with ATLAS_FUSED_NORM unset). Off by default: measured on the H200
+    (2026-12-01, PDL off) the 4-row-block fused kernel took 6.72 us at Qwen3-0.6B shapes
+    against 3.96 + 1.94 for the GEMV and add_rmsnorm apart; the prefetching one (its blocks
+    compute the norm 4-12x less often, and its weights arrive during the GEMV before the
+    norm) is unmeasured: `tools/gpu/run_suite.sh norm_gemv_ab`."""
+    routes = kc.routes
+    asked = routes.fused_norm is True or (routes.norm_gemv and routes.fused_norm is None)
+    return (m == 1 and k % 8 == 0 and k <= NORM_GEMV_MAX_K and asked
             and linear_route(kc, m, n) == "gemv")
 
 
@@ -150,9 +277,14 @@ def gemv_add_rmsnorm(kc: KernelCache, stream: Stream, resid: DevicePtr, delta: D
         raise ValueError("gemv_add_rmsnorm: resid_out must not alias resid")
     for name, ptr in (("delta", delta), ("norm_w", norm_w), ("resid_out", resid_out)):
         _check_aligned(f"gemv_add_rmsnorm {name}", ptr, 16)
-    kc.get(GEMV_ADD_RMSNORM_SINGLE)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 2 * k,
-                                    resid, delta, norm_w, resid_out, w, y, n, k, eps,
-                                    int(offset))
+    budget = prefetch_budget(kc)
+    plan = gemv_prefetch_plan(n, k, kc.facts.sm_count, budget)
+    if plan is None:  # x (<= NORM_GEMV_MAX_K * 2 bytes) and two tiles fit any H100/H200 budget
+        raise ValueError(f"gemv_add_rmsnorm: k={k} leaves no room for the weight ring in "
+                         f"{budget} bytes of shared memory")
+    kc.get_with_shared(GEMV_ADD_RMSNORM_SINGLE, budget)(
+        stream, plan.grid, plan.threads, plan.shared, resid, delta, norm_w, resid_out, w, y, n,
+        k, eps, int(offset))
 
 
 def ssq_partials(width: int) -> int:
@@ -271,10 +403,18 @@ def linear_route(kc: KernelCache, m: int, n: int) -> str:
     return "gemm_sm90" if gemm_uses_sm90(kc, m, n) else "gemm"
 
 
-#: Largest k the fused SwiGLU GEMV is used for. Measured on the H200 (batch-1 decode graph,
-#: 2026-11-30): k=3072 (Qwen3-0.6B) 4.58 us fused vs 3.95 + 1.62 us unfused; k=12288
-#: (Qwen3-8B) 30.97 us fused vs 24.7 + 1.6 us unfused (the fused x-load costs bandwidth there).
+#: Largest k the fused SwiGLU GEMV is used for at 2..8 rows. Measured on the H200 (batch-1
+#: decode graph, 2026-11-30, with the 4-row-block kernel): k=3072 (Qwen3-0.6B) 4.58 us fused vs
+#: 3.95 + 1.62 us unfused; k=12288 (Qwen3-8B) 30.97 us fused vs 24.7 + 1.6 us unfused: each of
+#: its n / 4 blocks recomputed the whole activation. One row always fuses: the prefetching
+#: kernel computes the activation once per SM (gemv_prefetch.cuh).
 FUSED_SILU_MAX_K = 4096
+
+
+def fuses_silu(kc: KernelCache, m: int, n: int, k: int) -> bool:
+    """Whether `linear_silu` runs an m-row down projection [n, k] as one fused GEMV."""
+    return linear_route(kc, m, n) == "gemv" and (
+        (m == 1 and kc.routes.gemv_prefetch) or k <= FUSED_SILU_MAX_K)
 
 
 def linear_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr,
@@ -282,12 +422,11 @@ def linear_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePt
     """y[m, n] = swiglu(gate_up[m, 2k]) @ w[n, k].T: the MLP down projection with its
     activation (bf16 in, bf16 out), equal to silu_mul followed by `linear`.
 
-    Up to GEMV_MAX_M rows with k <= FUSED_SILU_MAX_K run the fused GEMV (one launch, no
-    activation buffer). Otherwise silu_mul runs into `scratch` (bf16 [m, k], 16-byte aligned;
-    the caller owns it so that its address is graph-stable) and then `linear`; scratch is
-    required only then.
+    Where `fuses_silu` allows, the fused GEMV runs (one launch, no activation buffer).
+    Otherwise silu_mul runs into `scratch` (bf16 [m, k], 16-byte aligned; the caller owns it
+    so that its address is graph-stable) and then `linear`; scratch is required only then.
     """
-    if k <= FUSED_SILU_MAX_K and linear_route(kc, m, n) == "gemv":
+    if fuses_silu(kc, m, n, k):
         gemv_silu(kc, stream, gate_up, w, y, m, n, k)
         return
     if scratch is None:

@@ -1,11 +1,14 @@
 """Launch builder for the skinny wgmma GEMM of decode batches (hopper/common/gemm_decode_sm90.cu).
 
 y[m, n] = x[m, k] @ w[n, k].T for 1 <= m <= 256 rows on Hopper warpgroup MMA: the weight is
-wgmma's M = 64 operand (64 outputs per block) and the batch its N (m rounded up to 16, 32, 64,
-128 or 256), so the weights stream from HBM once whatever m is. Projections with too few
-64-row tiles to fill the device split K over a thread-block cluster of 2, 4 or 8 blocks that
-sum their partials through distributed shared memory (`decode_split`). The geometry constants
-mirror the kernel's; only sm_90a sets build the module (`available`).
+wgmma's M = 64 operand (64 outputs per warpgroup) and the batch its N (m rounded up to 16, 32,
+64, 128 or 256), so the weights stream from HBM once whatever m is. A block has one
+warpgroup, or two that share each x tile between 128 weight rows (`decode_groups`: every
+block re-reads x from L2, so one-warpgroup blocks move twice the weight bytes from L2 at 64
+rows, two-warpgroup blocks 1.5 times). Projections with too few tiles to fill the device
+split K over a thread-block cluster of 2, 4 or 8 blocks that sum their partials through
+distributed shared memory (`decode_split`). The geometry constants mirror the kernel's; only
+sm_90a sets build the module (`available`).
 """
 
 from __future__ import annotations
@@ -21,14 +24,18 @@ from .routes import DECODE_GEMM_SPLITS
 
 #: largest batch: the widest wgmma N (gemm_decode_sm90.cu kMaxCols)
 DECODE_MAX_M = 256
-#: weight rows (outputs) per block: wgmma's M (kRows)
+#: weight rows (outputs) per warpgroup: wgmma's M (kGroupRows)
 DECODE_ROWS = 64
-#: one warpgroup per block (kThreads)
+#: threads of a warpgroup (kGroupThreads)
 DECODE_THREADS = 128
+#: warpgroups a block may have (kMaxGroups = 2)
+DECODE_GROUPS = (1, 2)
 #: the wgmma widths a batch is rounded up to
 DECODE_COLS = (16, 32, 64, 128, 256)
-#: ring stages at most (kMaxStages) and the ring's byte budgets for two blocks per SM (N <=
-#: 128) and for one (N = 256) (kPairBudget, kSoloBudget)
+#: the narrowest width two-warpgroup blocks run (their x-tile copies need 256 16-byte chunks)
+WIDE_MIN_COLS = 32
+#: ring stages at most (kMaxStages) and the ring's byte budgets for two blocks per SM (one
+#: warpgroup, N <= 128) and for one (N = 256, or two warpgroups) (kPairBudget, kSoloBudget)
 DECODE_MAX_STAGES = 8
 DECODE_PAIR_BUDGET = 110 * 1024
 DECODE_SOLO_BUDGET = 200 * 1024
@@ -52,50 +59,77 @@ def decode_cols(m: int) -> int:
     raise ValueError(f"decode_gemm: m={m} must be in 1..{DECODE_MAX_M}")
 
 
-def stage_bytes(cols: int) -> int:
-    """One ring stage: a [64][64] weight tile and a [cols][64] x tile, bf16."""
-    return (DECODE_ROWS + cols) * 64 * 2
+def decode_groups(m: int, wide: bool) -> int:
+    """Warpgroups per block: two (128 weight rows sharing each x tile) when `wide`
+    (KernelRoutes.decode_gemm_wide) and the batch runs at N >= WIDE_MIN_COLS, else one."""
+    return 2 if wide and decode_cols(m) >= WIDE_MIN_COLS else 1
 
 
-def blocks_per_sm(cols: int) -> int:
-    """Blocks whose rings fit on one SM together: two up to N = 128, one at N = 256."""
-    return 2 if cols <= 128 else 1
+def stage_bytes(cols: int, groups: int = 1) -> int:
+    """One ring stage: a [64 groups][64] weight tile and a [cols][64] x tile, bf16."""
+    return (DECODE_ROWS * groups + cols) * 64 * 2
 
 
-def ring_stages(cols: int) -> int:
-    budget = DECODE_PAIR_BUDGET if blocks_per_sm(cols) == 2 else DECODE_SOLO_BUDGET
-    return min(DECODE_MAX_STAGES, budget // stage_bytes(cols))
+def blocks_per_sm(cols: int, groups: int = 1) -> int:
+    """Blocks whose rings fit on one SM together: two one-warpgroup blocks up to N = 128,
+    else one (204 registers a thread also keep a two-warpgroup block alone on its SM)."""
+    return 2 if cols <= 128 and groups == 1 else 1
 
 
-def smem_bytes(cols: int) -> int:
+def ring_stages(cols: int, groups: int = 1) -> int:
+    budget = (DECODE_PAIR_BUDGET if blocks_per_sm(cols, groups) == 2
+              else DECODE_SOLO_BUDGET)
+    return min(DECODE_MAX_STAGES, budget // stage_bytes(cols, groups))
+
+
+def smem_bytes(cols: int, groups: int = 1) -> int:
     """Dynamic shared memory of a launch at wgmma width `cols` (the ring + 1 KiB to align
     its base to the 128-byte swizzle's 1024-byte atom)."""
-    return ring_stages(cols) * stage_bytes(cols) + 1024
+    return ring_stages(cols, groups) * stage_bytes(cols, groups) + 1024
 
 
 #: the most dynamic shared memory any launch needs: what the kernels opt in to (<= 227 KiB)
-DECODE_MAX_SHARED = max(smem_bytes(cols) for cols in DECODE_COLS)
+DECODE_MAX_SHARED = max(smem_bytes(cols, groups) for cols in DECODE_COLS
+                        for groups in DECODE_GROUPS)
+
+
+def wave_fill(blocks: int, slots: int) -> float:
+    """How full a grid keeps the device's `slots` resident blocks over its waves: blocks /
+    (slots x waves). A memory-bound grid's last partial wave streams with the few blocks it
+    has, so a low fill is bandwidth lost."""
+    return blocks / (slots * -(-blocks // slots))
+
+
+#: a split beyond 1 must fill the waves by this much more to pay for its partial sums
+SPLIT_FILL_GAIN = 0.05
 
 
 def decode_split(m: int, n: int, k: int, sm_count: int = H200_FACTS.sm_count,
-                 forced: int | None = None) -> int:
-    """Blocks per cluster that split K: the largest of DECODE_GEMM_SPLITS whose grid,
-    ceil(n / 64) tiles x S blocks, still runs in one wave (sm_count x blocks_per_sm), with at
-    least MIN_SPLIT_K_TILES k-tiles per block; 1 when the tiles alone fill a wave or more.
-    So a narrow projection (Qwen3-8B o_proj, n = 4096: 64 tiles) gets 4 x 64 = 256 blocks
-    on an H200's 264 slots, a wide one (gate_up, 384 tiles) none. `forced`
+                 forced: int | None = None, groups: int = 1) -> int:
+    """Blocks per cluster that split K (each of DECODE_GEMM_SPLITS keeps at least
+    MIN_SPLIT_K_TILES k-tiles per block). Under a wave of tiles, ceil(n / (64 groups)), the
+    largest split whose grid still runs in one wave (sm_count x blocks_per_sm): a narrow
+    projection (Qwen3-8B o_proj, n = 4096: 64 one-warpgroup tiles) gets 4 x 64 = 256 blocks
+    on an H200's 264 slots. From a wave up, the split whose waves are fullest (`wave_fill`,
+    by SPLIT_FILL_GAIN or more over a smaller one): gate_up's 384 tiles are 1.45 waves of
+    264 (the second one 45% full), split 2 makes 768 blocks, 2.9 waves (97%); the LM head's
+    2,374 tiles fill 9 waves alone. (Measured PDL on, H200, b64: the unsplit gate_up at
+    65 us, 3.1 TB/s, the LM head's nine waves at 3.84 TB/s.) `forced`
     (KernelRoutes.decode_gemm_split, ATLAS_DECODE_GEMM_SPLIT) overrides the rule for A/B runs.
     """
     if forced is not None:
         if forced not in DECODE_GEMM_SPLITS:
             raise ValueError(f"decode_gemm: split {forced} is not one of {DECODE_GEMM_SPLITS}")
         return forced
-    tiles = -(-n // DECODE_ROWS)
+    tiles = -(-n // (DECODE_ROWS * groups))
     k_tiles = -(-k // 64)
-    slots = sm_count * blocks_per_sm(decode_cols(m))
+    slots = sm_count * blocks_per_sm(decode_cols(m), groups)
+    splits = [s for s in DECODE_GEMM_SPLITS if s == 1 or k_tiles >= MIN_SPLIT_K_TILES * s]
+    if tiles < slots:
+        return max(s for s in splits if tiles * s <= slots)
     best = 1
-    for split in DECODE_GEMM_SPLITS:
-        if tiles * split <= slots and k_tiles >= MIN_SPLIT_K_TILES * split:
+    for split in splits:
+        if wave_fill(tiles * split, slots) >= wave_fill(tiles * best, slots) + SPLIT_FILL_GAIN:
             best = split
     return best
 
@@ -107,17 +141,20 @@ def available(kc: KernelCache) -> bool:
 
 
 def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr,
-                m: int, n: int, k: int, out_f32: bool = False, split: int | None = None) -> None:
+                m: int, n: int, k: int, out_f32: bool = False, split: int | None = None,
+                wide: bool | None = None) -> None:
     """y = x @ w.T for 1 <= m <= 256 rows (bf16 in; bf16, or for logits the bf16-rounded
     value as f32, out); every weight byte is read once.
 
     Preconditions: n >= 1, k a positive multiple of 8, x and w 16-byte aligned, y aligned to
     its element; the module must be loaded (`available`). `split` forces the cluster split
-    (None: `decode_split` with the routes' override). Launched with ceil(n / 64) * split
-    blocks of 128 threads and `smem_bytes(decode_cols(m))` of dynamic shared memory (each
+    (None: `decode_split` with the routes' override), `wide` two-warpgroup blocks (None: the
+    routes' decode_gemm_wide). Launched with ceil(n / (64 G)) * split blocks of 128 G threads
+    (G = `decode_groups`) and `smem_bytes(decode_cols(m), G)` of dynamic shared memory (each
     entry point is opted in to DECODE_MAX_SHARED once).
     """
     cols = decode_cols(m)
+    groups = decode_groups(m, kc.routes.decode_gemm_wide if wide is None else wide)
     if n < 1:
         raise ValueError(f"decode_gemm: n={n} must be positive")
     require_multiple("decode_gemm", "k", k, 8)
@@ -125,9 +162,9 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
     require_aligned("decode_gemm", "w", w, 16)
     require_aligned("decode_gemm", "y", y, 4 if out_f32 else 2)
     if split is None:
-        split = decode_split(m, n, k, kc.facts.sm_count, kc.routes.decode_gemm_split)
+        split = decode_split(m, n, k, kc.facts.sm_count, kc.routes.decode_gemm_split, groups)
     elif split not in DECODE_GEMM_SPLITS:
         raise ValueError(f"decode_gemm: split {split} is not one of {DECODE_GEMM_SPLITS}")
     launch = kc.get_with_shared(_SIGS[split, out_f32], DECODE_MAX_SHARED)
-    launch(stream, -(-n // DECODE_ROWS) * split, DECODE_THREADS, smem_bytes(cols), x, w, y, m,
-           n, k)
+    launch(stream, -(-n // (DECODE_ROWS * groups)) * split, DECODE_THREADS * groups,
+           smem_bytes(cols, groups), x, w, y, m, n, k)

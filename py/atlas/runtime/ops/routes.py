@@ -22,6 +22,10 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (defaults DEFAULT_DECODE_GEMM_MIN_M..DEFAULT_DECODE_GEMM_MAX_M).
 * ATLAS_DECODE_GEMM_SPLIT=1|2|4|8: its cluster split of K for every product (unset: the
   launch builder's occupancy rule, ops/matmul_decode.decode_split).
+* ATLAS_DECODE_GEMM_WIDE=1: its batches of 17 rows and more on two-warpgroup blocks (128
+  weight rows sharing each x tile: 1.5x the weight bytes through L2 at 64 rows instead of
+  2x, and 112 KB of weights in flight per SM instead of 64); off by default until measured
+  (tools/gpu/run_suite.sh decode_gemm_wide_ab).
 * ATLAS_DECODE_ATTN_LONG=0: decode attention never on the long-context tensor-core kernel
   (attention_long); ATLAS_DECODE_ATTN_LONG_MIN_KEYS=N: the shortest block-table reach (keys)
   that takes it (default ops/attention_long.LONG_CONTEXT_KEYS).
@@ -31,6 +35,15 @@ what it asked for each time, and importing Atlas never depends on the environmen
   registers entry point (prefill_attn_sm90_qreg_bf16); off by default until measured.
 * ATLAS_MOE_SM90=0: the MoE grouped GEMMs on the mma.sync kernels (moe_grouped), never the
   Hopper wgmma ones (moe_grouped_sm90).
+* ATLAS_MOE_BULK_STAGE_KB=N / ATLAS_MOE_BULK_RING_KB=N: the bulk-copy rings' target stage
+  and ring sizes in KiB (default 24 / 96; ops/moe.py), for sweeps on the device.
+* ATLAS_MOE_ROUTER_NORM=0: a decode MoE layer's input RMSNorm as its own launch (rmsnorm /
+  add_rmsnorm), not inside the router launch (model.InputNormMlp).
+* ATLAS_MOE_GATE_UP_BULK=0: the batch-1 decode MoE gate/up projection on the register
+  path, never through the bulk-copy shared-memory ring (ops/moe.py gate_up_bulk_plan).
+* ATLAS_MOE_DOWN_BULK=0: the decode MoE down projection on the register path (weights
+  loaded into registers a group at a time), never through the bulk-copy shared-memory
+  ring (the A/B of ops/moe.py down_bulk_plan).
 * ATLAS_MOE_FUSED_DECODE=0: a decode MoE layer as separate launches (router GEMV, top-k,
   routed experts, the shared expert's SwiGLU / gate / add, then add_rmsnorm), not the
   three-launch fused path (model/moe.py): the A/B of the fusion, the same values.
@@ -43,6 +56,12 @@ what it asked for each time, and importing Atlas never depends on the environmen
   normalizes qkv's / gate_up's input from their partial sums of squares) and fuses the other
   add + RMSNorms before a GEMV into its x load (gemv_add_rmsnorm_bf16_single). Unset or 0:
   neither (add_rmsnorm, then the GEMV: the fastest measured on the H200, 2026-12-01).
+* ATLAS_GEMV_PREFETCH=0: single-row bf16 GEMVs on the general GEMV kernel (m = 1), never the
+  one that prefetches its weights into shared memory before the PDL wait (A/B runs).
+* ATLAS_NORM_GEMV=1: batch-1 decode fuses each add + RMSNorm before a bf16 GEMV into that
+  GEMV (gemv_add_rmsnorm_bf16_single, which prefetches its weights before the PDL wait like
+  the plain single-row GEMV), without the residual-carrying GEMVs of ATLAS_FUSED_NORM=1.
+  Off by default until measured (an explicit ATLAS_FUSED_NORM=0 also turns it off).
 """
 
 from __future__ import annotations
@@ -66,6 +85,11 @@ DEFAULT_DECODE_GEMM_MAX_M = 256
 #: block tables reaching this many keys route decode attention to the long-context kernel
 #: (ops/attention_long.LONG_CONTEXT_KEYS, restated here: routes import no ops module)
 DEFAULT_DECODE_ATTN_LONG_MIN_KEYS = 16384
+#: the MoE decode bulk-copy rings' target stage and ring sizes, KiB (ops/moe.py: a stage of
+#: ~24 KB keeps a block's barriers few, a ring of ~96 KB per SM is ~2-3x what H200 needs in
+#: flight per SM, and leaves a gate/up block and a down block room on one SM)
+DEFAULT_MOE_BULK_STAGE_KB = 24
+DEFAULT_MOE_BULK_RING_KB = 96
 #: the cluster splits gemm_decode_sm90 is compiled for
 DECODE_GEMM_SPLITS = (1, 2, 4, 8)
 
@@ -102,6 +126,11 @@ class KernelRoutes:
     gemv_mma_wide: bool | None = None
     moe_sm90: bool = True
     moe_fused_decode: bool = True
+    moe_down_bulk: bool = True
+    moe_gate_up_bulk: bool = True
+    moe_router_norm: bool = True
+    moe_bulk_stage_kb: int = DEFAULT_MOE_BULK_STAGE_KB
+    moe_bulk_ring_kb: int = DEFAULT_MOE_BULK_RING_KB
     gdn_fused: bool = True
     gdn_chunk_tc: bool = True
     quant_mma: bool = True
@@ -110,11 +139,14 @@ class KernelRoutes:
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
     decode_gemm_max_m: int = DEFAULT_DECODE_GEMM_MAX_M
     decode_gemm_split: int | None = None
+    decode_gemm_wide: bool = False
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     prefill_attn_sm90: bool = True
     prefill_attn_qreg: bool = False
     fused_norm: bool | None = None
+    gemv_prefetch: bool = True
+    norm_gemv: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "KernelRoutes":
@@ -134,6 +166,13 @@ class KernelRoutes:
                    gemv_mma_wide={"1": True, "0": False}.get(wide),
                    moe_sm90=env_switch(env, "ATLAS_MOE_SM90", True),
                    moe_fused_decode=env_switch(env, "ATLAS_MOE_FUSED_DECODE", True),
+                   moe_down_bulk=env_switch(env, "ATLAS_MOE_DOWN_BULK", True),
+                   moe_gate_up_bulk=env_switch(env, "ATLAS_MOE_GATE_UP_BULK", True),
+                   moe_router_norm=env_switch(env, "ATLAS_MOE_ROUTER_NORM", True),
+                   moe_bulk_stage_kb=_env_count(env, "ATLAS_MOE_BULK_STAGE_KB",
+                                                DEFAULT_MOE_BULK_STAGE_KB),
+                   moe_bulk_ring_kb=_env_count(env, "ATLAS_MOE_BULK_RING_KB",
+                                               DEFAULT_MOE_BULK_RING_KB),
                    gdn_fused=env_switch(env, "ATLAS_GDN_FUSED", True),
                    gdn_chunk_tc=env_switch(env, "ATLAS_GDN_CHUNK_TC", True),
                    quant_mma=env_switch(env, "ATLAS_QUANT_MMA", True),
@@ -144,9 +183,12 @@ class KernelRoutes:
                    decode_gemm_max_m=_env_count(env, "ATLAS_DECODE_GEMM_MAX_M",
                                                 DEFAULT_DECODE_GEMM_MAX_M),
                    decode_gemm_split=int(split) if split else None,
+                   decode_gemm_wide=env_switch(env, "ATLAS_DECODE_GEMM_WIDE", False),
                    decode_attn_long=env_switch(env, "ATLAS_DECODE_ATTN_LONG", True),
                    decode_attn_long_min_keys=_env_count(env, "ATLAS_DECODE_ATTN_LONG_MIN_KEYS",
                                                         DEFAULT_DECODE_ATTN_LONG_MIN_KEYS),
                    prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", True),
                    prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
-                   fused_norm=_env_tristate(env, "ATLAS_FUSED_NORM"))
+                   fused_norm=_env_tristate(env, "ATLAS_FUSED_NORM"),
+                   gemv_prefetch=env_switch(env, "ATLAS_GEMV_PREFETCH", True),
+                   norm_gemv=env_switch(env, "ATLAS_NORM_GEMV", False))

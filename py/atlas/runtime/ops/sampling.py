@@ -23,8 +23,10 @@ SAMPLE_CHUNK_BYTES = 528
 #: sampler.cu kMaxChunks
 SAMPLE_MAX_VOCAB = 128 * SAMPLE_CHUNK
 COUNT_THREADS = 128
-#: sampler.cu apply_token_bitmask_f32: one thread per logit
+#: sampler.cu apply_token_bitmask_f32: one thread per logit a pass, over the kBitmaskSpan
+#: tokens of its block
 BITMASK_THREADS = 256
+BITMASK_SPAN = 8192
 #: sampler.cu logprobs_f32: one 512-thread block per row
 LOGPROB_THREADS = 512
 
@@ -100,7 +102,7 @@ def apply_token_bitmask(kc: KernelCache, stream: Stream, logits: DevicePtr, bitm
     if rows > 65535:
         raise ValueError(f"apply_token_bitmask: rows={rows} exceeds the grid's 65535 rows")
     if rows:
-        grid = (-(-vocab // BITMASK_THREADS), rows, 1)
+        grid = (-(-vocab // BITMASK_SPAN), rows, 1)
         kc.get(SAMPLER_TOKEN_BITMASK)(stream, grid, BITMASK_THREADS, 0, logits, bitmask,
                                       mask_rows, rows, vocab, words)
 

@@ -11,7 +11,9 @@ float32 in their own order and agree to well under one bf16 ulp, not bit for bit
 function specifies the GEMM kernels.
 
 The fused down projection (gemv_silu_*) is specified as what it replaces: silu_mul_bf16's
-reference into a scratch buffer, then the GEMV above on that buffer; the fused residual add
+reference into a scratch buffer, then the GEMV above on that buffer (and the gate_up
+projection ending with the SwiGLU, gemv_swiglu_bf16_single, as the GEMV into a scratch
+gate_up row, then silu_mul_bf16); the fused residual add
 + RMSNorm (gemv_add_rmsnorm_bf16_single) likewise as the add + norm of rmsnorm.py's
 specification into a scratch row, then the GEMV. The residual-stream pair is specified
 the same way: gemv_[silu_]residual_bf16_single is the GEMV into a scratch row, then
@@ -29,7 +31,8 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
 from ..kernel_abi import (GEMV, GEMV_ADD_RMSNORM_SINGLE, GEMV_F32OUT, GEMV_RESIDUAL_SINGLE,
                           GEMV_RMSNORM_SINGLE, GEMV_SILU, GEMV_SILU_RESIDUAL_SINGLE,
-                          GEMV_SILU_SINGLE, GEMV_SINGLE, GEMV_SINGLE_F32OUT)
+                          GEMV_SILU_SINGLE, GEMV_SINGLE, GEMV_SINGLE_F32OUT,
+                          GEMV_SWIGLU_SINGLE)
 from . import HostMemory, WithScratch, reference, widened_f64
 from .rmsnorm import rms_norm_bf16, rms_norm_offset_bf16
 from .silu_mul import silu_mul_bf16
@@ -73,6 +76,14 @@ def gemv_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, gate_up: int, w: in
     chained = WithScratch(mem, m * k * 2)
     silu_mul_bf16(chained, grid, block, gate_up, WithScratch.ADDRESS, m, k)
     linear_bf16(chained, WithScratch.ADDRESS, w, y, m, n, k, out_f32=False)
+
+
+@reference(GEMV_SWIGLU_SINGLE)
+def gemv_swiglu_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, act: int,
+                            m: int, n: int, k: int) -> None:
+    chained = WithScratch(mem, m * n * 2)
+    linear_bf16(chained, x, w, WithScratch.ADDRESS, m, n, k, out_f32=False)
+    silu_mul_bf16(chained, grid, block, WithScratch.ADDRESS, act, m, n // 2)
 
 
 @reference(GEMV_ADD_RMSNORM_SINGLE)

@@ -1,0 +1,1 @@
+../../hopper/common/bulk_copy.cuh

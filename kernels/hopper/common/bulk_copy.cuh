@@ -1,0 +1,75 @@
+// Bulk asynchronous global -> shared copies (sm_90+ cp.async.bulk, the TMA unit's 1-D form)
+// completing on shared-memory mbarriers. Header-only; any kernel that stages data no
+// thread needs to touch on the way in (weights) can use it.
+//
+// Why: a copy is one instruction from one thread, costs no registers while in flight and
+// lands straight in shared memory, so a block can have most of its shared memory in flight
+// at once. In particular a kernel may issue copies of memory no kernel writes (weights)
+// BEFORE atlas::pdl_wait(): they are asm volatile with a memory clobber, as pdl_wait is, so
+// neither the compiler nor ptxas moves them across it, and the previous kernel's runtime
+// hides their DRAM latency and transfer (atlas_common.cuh states the PDL contract).
+//
+// Protocol of one buffer guarded by one mbarrier (count 1), per fill:
+//   one thread: expect_bytes(bar, total) then copy_to_shared(...) pieces summing to total;
+//   every reader: wait_parity(bar, phase) with phase = the fill's index & 1;
+//   before the buffer is refilled, every reader is done with it (a block barrier), and the
+//   refilling thread calls fence_async_shared() so the async copy orders after those reads.
+#pragma once
+
+#include <stdint.h>
+
+namespace atlas::bulk {
+
+__device__ __forceinline__ uint32_t shared_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Initialise an mbarrier expecting `count` arrivals per phase. Make it visible to the async
+// proxy with fence_barrier_init() and to the other threads with a block barrier.
+__device__ __forceinline__ void init_barrier(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_addr(bar)), "r"(count)
+               : "memory");
+}
+
+__device__ __forceinline__ void fence_barrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+// Generic-proxy accesses to shared memory before this are ordered before later async-proxy
+// (bulk copy) writes of the same thread's issue.
+__device__ __forceinline__ void fence_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// The calling thread's arrival for this phase, announcing `bytes` of copies to come.
+__device__ __forceinline__ void expect_bytes(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_addr(bar)),
+               "r"(bytes)
+               : "memory");
+}
+
+// Copy `bytes` (a multiple of 16; both addresses 16-byte aligned) from global to shared
+// memory; completion is counted on `bar`.
+__device__ __forceinline__ void copy_to_shared(void* dst, const void* src, uint32_t bytes,
+                                               uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+          shared_addr(dst)),
+      "l"(src), "r"(bytes), "r"(shared_addr(bar))
+      : "memory");
+}
+
+// Spin until the barrier's phase `parity` has completed (its bytes have all landed).
+__device__ __forceinline__ void wait_parity(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(shared_addr(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+}  // namespace atlas::bulk
