@@ -420,7 +420,9 @@ struct RopeStage {
 // wait. A caller launching this right after a kernel that writes any of those (two launches
 // of consecutive positions back to back, say) must put another launch or a synchronization
 // between them.
-// Nothing is written before the wait.
+// Nothing is written before the wait. kEarly false (decode_attn_rope_wait_bf16, the A/B of
+// all this: ops/routes ATLAS_DECODE_ATTN_LATENCY=0): the entry waits first, as every other.
+template <bool kEarly>
 struct RopedQ {
   const __nv_bfloat16* qkv;  // [seqs, (hq + 2 hkv) D]
   __nv_bfloat16* k_cache;
@@ -437,7 +439,7 @@ struct RopedQ {
   int last = -1;      // kv_len - 1
   int position = 0, slot = -1;  // the row's (early)
   static constexpr bool kNewKey = true;
-  static constexpr bool kReadsBeforeWait = true;
+  static constexpr bool kReadsBeforeWait = kEarly;
 
   __device__ __forceinline__ void early() {
     position = __ldcg(positions + blockIdx.z);
@@ -978,9 +980,9 @@ __device__ __forceinline__ void decode_attn_cached(
                                 max_blocks, num_splits, scale, red, mine);
 }
 
-// decode_attn_rope_bf16 and its clustered twin: no wait on entry, decode_attn reads what
-// RopedQ lists before it waits for the qkv row.
-template <bool kCluster>
+// decode_attn_rope_bf16 and its clustered twin: no wait on entry (kEarly), decode_attn reads
+// what RopedQ lists before it waits for the qkv row; decode_attn_rope_wait_bf16 waits first.
+template <bool kCluster, bool kEarly>
 __device__ __forceinline__ void decode_attn_roped(
     const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
     const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
@@ -990,9 +992,10 @@ __device__ __forceinline__ void decode_attn_roped(
     uint32_t num_splits, float scale, float eps, atlas::ClusterPart* mine) {
   __shared__ DecodeScratch red;
   __shared__ __align__(16) RopeStage stage;
-  const RopedQ qs{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, &stage,
-                  static_cast<int>(hq), static_cast<int>(hkv), static_cast<int>(head_dim),
-                  static_cast<int>(block_size), eps};
+  if constexpr (!kEarly) atlas::pdl_enter();  // everything comes from earlier work
+  const RopedQ<kEarly> qs{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions,
+                          slots, &stage, static_cast<int>(hq), static_cast<int>(hkv),
+                          static_cast<int>(head_dim), static_cast<int>(block_size), eps};
   decode_attn_any_dim<kCluster>(qs, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
                                 counters, out, hq, hkv, head_dim, block_size, max_blocks,
                                 num_splits, scale, red, mine);
@@ -1037,10 +1040,28 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                           unsigned* counters, __nv_bfloat16* out, uint32_t num_seqs,
                           uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                           uint32_t max_blocks, uint32_t num_splits, float scale, float eps) {
-  decode_attn_roped<false>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions,
-                           slots, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
-                           hkv, head_dim, block_size, max_blocks, num_splits, scale, eps,
-                           nullptr);
+  decode_attn_roped<false, true>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
+                                 positions, slots, block_tables, kv_lens, part_o, part_ml,
+                                 counters, out, hq, hkv, head_dim, block_size, max_blocks,
+                                 num_splits, scale, eps, nullptr);
+}
+
+// decode_attn_rope_bf16 waiting for the previous kernel before it reads anything (the A/B
+// of its pre-wait reads).
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_rope_wait_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
+                               __nv_bfloat16* v_cache, const __nv_bfloat16* q_norm_w,
+                               const __nv_bfloat16* k_norm_w, const float* cos_sin,
+                               const int* positions, const int* slots, const int* block_tables,
+                               const int* kv_lens, float* part_o, float* part_ml,
+                               unsigned* counters, __nv_bfloat16* out, uint32_t num_seqs,
+                               uint32_t hq, uint32_t hkv, uint32_t head_dim,
+                               uint32_t block_size, uint32_t max_blocks, uint32_t num_splits,
+                               float scale, float eps) {
+  decode_attn_roped<false, false>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
+                                  positions, slots, block_tables, kv_lens, part_o, part_ml,
+                                  counters, out, hq, hkv, head_dim, block_size, max_blocks,
+                                  num_splits, scale, eps, nullptr);
 }
 
 // decode_attn_rope_bf16 with the splits in clusters of kClusterSplits (grid x a multiple).
@@ -1055,10 +1076,10 @@ extern "C" __global__ void __cluster_dims__(kClusterSplits, 1, 1) __launch_bound
                                   uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
                                   uint32_t num_splits, float scale, float eps) {
   __shared__ atlas::ClusterPart mine;
-  decode_attn_roped<true>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions,
-                          slots, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
-                          hkv, head_dim, block_size, max_blocks, num_splits, scale, eps,
-                          &mine);
+  decode_attn_roped<true, true>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
+                                positions, slots, block_tables, kv_lens, part_o, part_ml,
+                                counters, out, hq, hkv, head_dim, block_size, max_blocks,
+                                num_splits, scale, eps, &mine);
 }
 
 // Merges the partials the long-context kernel (attention_long.cu) wrote: grid (1, hq,
