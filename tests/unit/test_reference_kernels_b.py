@@ -257,6 +257,24 @@ def test_decode_attention_is_one_launch_over_the_splits(splits: int, func: str,
     assert recs[0].args["num_splits"] == splits  # the split rule's, not the grid's
 
 
+def test_the_latency_switch_restores_the_unclustered_waiting_kernels() -> None:
+    """ATLAS_DECODE_ATTN_LATENCY=0: the session-start decode path at batch 1 (the A/B)."""
+    off = KernelRoutes.from_env({"ATLAS_DECODE_ATTN_LATENCY": "0"})
+    assert not off.decode_attn_latency and KernelRoutes.from_env({}).decode_attn_latency
+    for routes, plain, rope, x in ((off, "decode_attn_bf16", "decode_attn_rope_wait_bf16", 33),
+                                   (KernelRoutes(), "decode_attn_cluster_bf16",
+                                    "decode_attn_rope_cluster_bf16", 40)):
+        mock = MockGpuBackend()
+        kc = KernelCache(mock, routes=routes)
+        attention.decode_attention(kc, 0, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000,
+                                   0x7000, 0x7800, 0x8000, 1, 16, 8, 128, 16, 64, 33, 0.088)
+        attention.decode_attention_rope(kc, 0, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000,
+                                        0x7000, 0x7400, 0x7800, 0x7c00, 0x8000, 0x9000,
+                                        0xa000, 0xb000, 1, 16, 8, 128, 16, 64, 33, 0.088, 1e-6)
+        assert [(r.func, r.grid[0]) for r in mock.drain_launches()] == [(plain, x), (rope, x)]
+    assert attention.decode_partial_rule(512, 33, off) == (32, 16)
+
+
 @pytest.mark.parametrize("kv_len,num_splits,rule", [
     (1, 5, (32, 1)), (300, 5, (60, 5)),          # unclustered: a partial per active split
     (1, 33, (512, 1)), (512, 33, (512, 1)),      # clustered: 8 splits of 64 keys, one cluster

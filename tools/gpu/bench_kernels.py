@@ -764,7 +764,7 @@ def decode_attention_case(env: Env, s: Any) -> Case:
     long = True if s.long_kernel else None
     kernel = ("decode_attn_long" if s.long_kernel or attention_long.uses_long(
         env.kc, hq, hkv, d, nb * bs) else "decode_attn_cluster" if attention.decode_clustered(
-        splits) else "decode_attn")
+        splits, env.kc.routes) else "decode_attn")
 
     def make() -> Set:
         st = paged_kv(env, b, hist, hkv, d, bs)
@@ -811,7 +811,8 @@ def decode_attention_case(env: Env, s: Any) -> Case:
     ], lambda o, t, r: [("out", o["out"], r.reshape(b, hq, d))], outputs=("out",),
         note=f"ours: {kernel}, a {splits}-split grid, the engine's choice (model.step_inputs."
              f"decode_splits) at max_seq_len {max_seq_len}; "
-             f"{attention.decode_partial_rule(hist, splits)[1]} partial(s) at this history")
+             f"{attention.decode_partial_rule(hist, splits, env.kc.routes)[1]} partial(s) at "
+             "this history")
 
 
 def decode_attention_rope_case(env: Env, s: Any) -> Case:
@@ -823,6 +824,9 @@ def decode_attention_rope_case(env: Env, s: Any) -> Case:
     padded, half, group = -(-hist // bs) * bs, d // 2, hq // hkv
     nb = padded // bs
     splits = decode_splits(b, hkv, max(ENGINE_MAX_SEQ_LEN, hist), env.num_sms)
+    routes = env.kc.routes
+    rope_variant = ("_cluster" if attention.decode_clustered(splits, routes) else
+                    "" if routes.decode_attn_latency else "_wait")
     inv_freq = ROPE_THETA ** (-torch.arange(0, half, device=env.device).double() / half)
     pos_angles = torch.arange(hist, device=env.device).double()[:, None] * inv_freq[None, :]
     cos_sin = torch.cat([pos_angles.cos(), pos_angles.sin()], dim=1).float().contiguous()
@@ -878,9 +882,9 @@ def decode_attention_rope_case(env: Env, s: Any) -> Case:
         lambda o, t, r: [("out", o["out"], r.reshape(b, hq, d)),
                          ("k_pool", o["k_pool"], t["k_pool"])],
         outputs=("out",), mutated=("k_pool", "v_pool"),
-        note=f"ours: decode_attn_rope{'_cluster' if attention.decode_clustered(splits) else ''}"
-             f"_bf16 on a {splits}-split grid, "
-             f"{attention.decode_partial_rule(hist, splits)[1]} partial(s) at this history")
+        note=f"ours: decode_attn_rope{rope_variant}_bf16 on a {splits}-split grid, "
+             f"{attention.decode_partial_rule(hist, splits, routes)[1]} partial(s) at this "
+             "history")
 
 
 def sampling_case(env: Env, s: Any) -> Case:

@@ -879,15 +879,18 @@ stage_moe_decode_ab() {
 # check cases, the kernel table's latency rows (512 and 2,048 keys, batch 1 and 8, the head
 # geometries of Qwen3-0.6B/8B/30B-A3B rope-fused and Qwen3.5-35B-A3B at D 256) and the
 # rope-fused rows, and Qwen3-0.6B's batch-1 decode profile with PDL on (decode_attn_rope's
-# us/call in the model, where its pre-wait prologue overlaps the qkv projection).
+# us/call in the model, where its pre-wait prologue overlaps the qkv projection), then the
+# same profile with ATLAS_DECODE_ATTN_LATENCY=0 (the session-start decode path: the A/B).
 stage_decode_attn() {
   local rc=0
-  "$PY" tools/gpu/check_kernels.py -k decode -k "row invariance" \
+  "$PY" tools/gpu/check_kernels.py -k decode_rope -k "decode D" -k "row invariance verify" \
     --out "$RESULTS/gpu_check_decode_attn-$STAMP.json" || rc=1
   "$PY" tools/gpu/bench_kernels.py -k latency -k "+rope" --out-dir "$RESULTS" || rc=1
   make_checkpoint qwen3-0.6b weights || return 1
   "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-0.6b" \
     --out "$RESULTS/profile_decode_attn_qwen3-0.6b.json" || rc=1
+  ATLAS_DECODE_ATTN_LATENCY=0 "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-0.6b" \
+    --out "$RESULTS/profile_decode_attn_qwen3-0.6b_latency0.json" || rc=1
   return $rc
 }
 

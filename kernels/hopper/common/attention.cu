@@ -367,6 +367,7 @@ struct CachedQ {
   __device__ __forceinline__ void early() {}
   __device__ __forceinline__ void bind(int, int, int, const int*, int) {}
   __device__ __forceinline__ void stage_constants() const {}
+  template <int D>
   __device__ __forceinline__ void prepare(const HeadSlice&) const {}
   __device__ __forceinline__ uint4 load_q(int b, int h, int hq, int d, int sub,
                                           const HeadSlice&) const {
@@ -419,7 +420,9 @@ struct RopeStage {
 // wait. A caller launching this right after a kernel that writes any of those (two launches
 // of consecutive positions back to back, say) must put another launch or a synchronization
 // between them.
-// Nothing is written before the wait.
+// Nothing is written before the wait. kEarly false (decode_attn_rope_wait_bf16, the A/B of
+// all this: ops/routes ATLAS_DECODE_ATTN_LATENCY=0): the entry waits first, as every other.
+template <bool kEarly>
 struct RopedQ {
   const __nv_bfloat16* qkv;  // [seqs, (hq + 2 hkv) D]
   __nv_bfloat16* k_cache;
@@ -436,7 +439,7 @@ struct RopedQ {
   int last = -1;      // kv_len - 1
   int position = 0, slot = -1;  // the row's (early)
   static constexpr bool kNewKey = true;
-  static constexpr bool kReadsBeforeWait = true;
+  static constexpr bool kReadsBeforeWait = kEarly;
 
   __device__ __forceinline__ void early() {
     position = __ldcg(positions + blockIdx.z);
@@ -482,20 +485,30 @@ struct RopedQ {
     return __ffs(rest) - 1;
   }
 
-  // The raw qkv row segments prepare works on: the slice's q heads (r < group, into
-  // stage->q), then k and v of each key the split substitutes (into stage->k / stage->v).
-  __device__ __forceinline__ void segment(int r, int group, int h0, int kvh, size_t pitch,
-                                          const __nv_bfloat16*& src,
-                                          __nv_bfloat16*& dst) const {
+  // 16-byte chunk i of the raw qkv row segments prepare works on, and where it goes: the
+  // slice's q heads (segments r < group, into stage->q), then k and v of each key the split
+  // substitutes (into stage->k / stage->v). False past the last chunk.
+  template <int D>
+  __device__ __forceinline__ bool segment_chunk(int i, int total, const HeadSlice& hs,
+                                                const uint4*& src, uint4*& dst) const {
+    if (i >= total) return false;
+    constexpr int chunks = D / 8;
+    const int r = i / chunks, group = hs.count;
+    const size_t pitch = static_cast<size_t>(hq + 2 * hkv) * D;
     const __nv_bfloat16* row = qkv + static_cast<size_t>(blockIdx.z) * pitch;
+    const __nv_bfloat16* from;
+    __nv_bfloat16* to;
     if (r < group) {
-      src = row + static_cast<size_t>(h0 + r) * d;
-      dst = stage->q + r * d;
-      return;
+      from = row + static_cast<size_t>(hs.h0 + r) * D;
+      to = stage->q + r * D;
+    } else {
+      const int j = nth_key((r - group) >> 1), is_v = (r - group) & 1;
+      from = row - j * pitch + static_cast<size_t>(hq + is_v * hkv + hs.kvh) * D;  // row b - j
+      to = (is_v ? stage->v : stage->k) + j * D;
     }
-    const int j = nth_key((r - group) >> 1), is_v = (r - group) & 1;
-    src = row - j * pitch + static_cast<size_t>(hq + is_v * hkv + kvh) * d;  // row b - j
-    dst = (is_v ? stage->v : stage->k) + j * d;
+    src = reinterpret_cast<const uint4*>(from) + i % chunks;
+    dst = reinterpret_cast<uint4*>(to) + i % chunks;
+    return true;
   }
 
   // The slice's q heads and k of each key the split substitutes, normed and rotated in
@@ -503,34 +516,23 @@ struct RopedQ {
   // (all loads of a thread in flight before its first store); then the append of the row's
   // own key (first slice only). Every thread of the block calls it once, before its first q
   // load.
+  template <int D>
   __device__ __forceinline__ void prepare(const HeadSlice& hs) const {
     constexpr int kLoads = (kDecodeHeadsPerPass + 2 * kMaxStepKeys) * (kDecodeMaxDim / 8) /
                            kThreads;  // 16-byte chunks per thread, at most
     const int kvh = hs.kvh, group = hs.count;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const bool normed = q_norm_w != nullptr;
-    const size_t pitch = static_cast<size_t>(hq + 2 * hkv) * d;
-    const int chunks = d / 8, keys = __popc(subs);
-    const int total = (group + 2 * keys) * chunks;
+    const int keys = __popc(subs), total = (group + 2 * keys) * (D / 8);
     uint4 raw[kLoads];
+    const uint4* src;
+    uint4* dst;
 #pragma unroll
-    for (int u = 0; u < kLoads; ++u) {
-      const int i = static_cast<int>(threadIdx.x) + u * kThreads;
-      if (i >= total) continue;
-      const __nv_bfloat16* src;
-      __nv_bfloat16* dst;
-      segment(i / chunks, group, hs.h0, kvh, pitch, src, dst);
-      raw[u] = __ldcg(reinterpret_cast<const uint4*>(src) + i % chunks);
-    }
+    for (int u = 0; u < kLoads; ++u)
+      if (segment_chunk<D>(threadIdx.x + u * kThreads, total, hs, src, dst)) raw[u] = __ldcg(src);
 #pragma unroll
-    for (int u = 0; u < kLoads; ++u) {
-      const int i = static_cast<int>(threadIdx.x) + u * kThreads;
-      if (i >= total) continue;
-      const __nv_bfloat16* src;
-      __nv_bfloat16* dst;
-      segment(i / chunks, group, hs.h0, kvh, pitch, src, dst);
-      reinterpret_cast<uint4*>(dst)[i % chunks] = raw[u];
-    }
+    for (int u = 0; u < kLoads; ++u)
+      if (segment_chunk<D>(threadIdx.x + u * kThreads, total, hs, src, dst)) *dst = raw[u];
     __syncthreads();
     for (int it = warp; it < group + keys; it += kWarps) {  // warp-uniform
       if (it < group) {
@@ -593,7 +595,7 @@ __device__ __forceinline__ void decode_attn_pass(const HeadSlice& hs, int begin,
   const int sub = lane % kLanesPerKey;  // this lane's 8 elements of head_dim
   const int grp = decode_key_group<D>();
 
-  qs.prepare(hs);  // under the first K/V round trip
+  qs.template prepare<D>(hs);
   float qf[G][8];
   const float scale_log2 = scale * kLog2e;
 #pragma unroll
@@ -978,9 +980,9 @@ __device__ __forceinline__ void decode_attn_cached(
                                 max_blocks, num_splits, scale, red, mine);
 }
 
-// decode_attn_rope_bf16 and its clustered twin: no wait on entry, decode_attn reads what
-// RopedQ lists before it waits for the qkv row.
-template <bool kCluster>
+// decode_attn_rope_bf16 and its clustered twin: no wait on entry (kEarly), decode_attn reads
+// what RopedQ lists before it waits for the qkv row; decode_attn_rope_wait_bf16 waits first.
+template <bool kCluster, bool kEarly>
 __device__ __forceinline__ void decode_attn_roped(
     const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
     const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
@@ -990,9 +992,10 @@ __device__ __forceinline__ void decode_attn_roped(
     uint32_t num_splits, float scale, float eps, atlas::ClusterPart* mine) {
   __shared__ DecodeScratch red;
   __shared__ __align__(16) RopeStage stage;
-  const RopedQ qs{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, &stage,
-                  static_cast<int>(hq), static_cast<int>(hkv), static_cast<int>(head_dim),
-                  static_cast<int>(block_size), eps};
+  if constexpr (!kEarly) atlas::pdl_enter();  // everything comes from earlier work
+  const RopedQ<kEarly> qs{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions,
+                          slots, &stage, static_cast<int>(hq), static_cast<int>(hkv),
+                          static_cast<int>(head_dim), static_cast<int>(block_size), eps};
   decode_attn_any_dim<kCluster>(qs, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
                                 counters, out, hq, hkv, head_dim, block_size, max_blocks,
                                 num_splits, scale, red, mine);
@@ -1037,10 +1040,28 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                           unsigned* counters, __nv_bfloat16* out, uint32_t num_seqs,
                           uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                           uint32_t max_blocks, uint32_t num_splits, float scale, float eps) {
-  decode_attn_roped<false>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions,
-                           slots, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
-                           hkv, head_dim, block_size, max_blocks, num_splits, scale, eps,
-                           nullptr);
+  decode_attn_roped<false, true>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
+                                 positions, slots, block_tables, kv_lens, part_o, part_ml,
+                                 counters, out, hq, hkv, head_dim, block_size, max_blocks,
+                                 num_splits, scale, eps, nullptr);
+}
+
+// decode_attn_rope_bf16 waiting for the previous kernel before it reads anything (the A/B
+// of its pre-wait reads).
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_rope_wait_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
+                               __nv_bfloat16* v_cache, const __nv_bfloat16* q_norm_w,
+                               const __nv_bfloat16* k_norm_w, const float* cos_sin,
+                               const int* positions, const int* slots, const int* block_tables,
+                               const int* kv_lens, float* part_o, float* part_ml,
+                               unsigned* counters, __nv_bfloat16* out, uint32_t num_seqs,
+                               uint32_t hq, uint32_t hkv, uint32_t head_dim,
+                               uint32_t block_size, uint32_t max_blocks, uint32_t num_splits,
+                               float scale, float eps) {
+  decode_attn_roped<false, false>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
+                                  positions, slots, block_tables, kv_lens, part_o, part_ml,
+                                  counters, out, hq, hkv, head_dim, block_size, max_blocks,
+                                  num_splits, scale, eps, nullptr);
 }
 
 // decode_attn_rope_bf16 with the splits in clusters of kClusterSplits (grid x a multiple).
@@ -1055,10 +1076,10 @@ extern "C" __global__ void __cluster_dims__(kClusterSplits, 1, 1) __launch_bound
                                   uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
                                   uint32_t num_splits, float scale, float eps) {
   __shared__ atlas::ClusterPart mine;
-  decode_attn_roped<true>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions,
-                          slots, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
-                          hkv, head_dim, block_size, max_blocks, num_splits, scale, eps,
-                          &mine);
+  decode_attn_roped<true, true>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
+                                positions, slots, block_tables, kv_lens, part_o, part_ml,
+                                counters, out, hq, hkv, head_dim, block_size, max_blocks,
+                                num_splits, scale, eps, &mine);
 }
 
 // Merges the partials the long-context kernel (attention_long.cu) wrote: grid (1, hq,

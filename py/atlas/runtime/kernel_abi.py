@@ -275,6 +275,9 @@ _DECODE_ROPE = ("qkv:ptr k_cache:ptr v_cache:ptr q_norm_w:ptr k_norm_w:ptr cos_s
                 "counters:ptr out:ptr num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 "
                 "block_size:u32 max_blocks:u32 num_splits:u32 scale:f32 eps:f32")
 DECODE_ATTN_ROPE = S("attention", "decode_attn_rope_bf16", _DECODE_ROPE)
+# DECODE_ATTN_ROPE waiting for the previous kernel before it reads anything (the A/B of its
+# pre-wait reads: ops/routes ATLAS_DECODE_ATTN_LATENCY=0)
+DECODE_ATTN_ROPE_WAIT = S("attention", "decode_attn_rope_wait_bf16", _DECODE_ROPE)
 # DECODE_ATTN / DECODE_ATTN_ROPE with the splits in thread-block clusters of
 # ops.attention.DECODE_CLUSTER_SPLITS (the grid's x a multiple of it) that merge on chip:
 # splits of c = max(ceil(kv_len / num_splits), ops.attention.DECODE_CLUSTER_MIN_KEYS) keys;

@@ -12,6 +12,7 @@ the other rows stay poisoned (NaN), so a merge that read one of them would fail 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 import numpy as np
@@ -21,6 +22,7 @@ from ...core.numerics import bf16_bits_to_f32
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, attention
+from ..ops.routes import KernelRoutes
 from .gemv import random_bf16
 
 _BF16_NAN = np.uint16(0x7FC0)
@@ -155,12 +157,15 @@ def prefill_cases(rng: np.random.Generator) -> list[KernelCase]:
 
 # ---- decode -------------------------------------------------------------------------------
 def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
-                num_splits: int,
-                rule: Callable[[int, int], tuple[int, int]] = attention.decode_partial_rule
+                num_splits: int, rule: Callable[[int, int], tuple[int, int]] | None = None
                 ) -> KernelCase:
     """One query per sequence on a num_splits grid, launched twice: the second launch finds
     the split tickets the first left (they must be zero again, and are checked to be).
-    `rule`: (keys per partial, partials) of the kernel under test."""
+    `rule`: (keys per partial, partials) of the kernel under test (default: what
+    decode_attention launches under the environment's routes)."""
+    if rule is None:
+        routes = KernelRoutes.from_env()
+        rule = partial(attention.decode_partial_rule, routes=routes)
     num_seqs = len(kv_lens)
     inputs = paged_cache(rng, kv_lens, g)
     inputs["q"] = random_bf16(rng, (num_seqs, g.hq, g.head_dim), 2.0)

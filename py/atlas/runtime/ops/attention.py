@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_CLUSTER, DECODE_ATTN_COMBINE,
-                          DECODE_ATTN_ROPE, DECODE_ATTN_ROPE_CLUSTER, PREFILL_ATTN)
+                          DECODE_ATTN_ROPE, DECODE_ATTN_ROPE_CLUSTER, DECODE_ATTN_ROPE_WAIT,
+                          PREFILL_ATTN)
 from . import KernelCache
+from .routes import KernelRoutes
 from .attention_long import decode_attention_long, uses_long
 from .attention_sm90 import prefill_attention_sm90, uses_sm90
 
@@ -60,20 +62,22 @@ def decode_split_rule(kv_len: int, num_splits: int,
     return chunk, -(-kv_len // chunk)
 
 
-def decode_clustered(num_splits: int) -> bool:
+def decode_clustered(num_splits: int, routes: KernelRoutes | None = None) -> bool:
     """Whether a decode launch of num_splits splits takes the clustered kernels: grids of a
     cluster's splits or more (batches of a few sequences; a larger batch has fewer splits and
-    keeps one block per split, no idle cluster members)."""
-    return num_splits >= DECODE_CLUSTER_SPLITS
+    keeps one block per split, no idle cluster members), unless `routes` switch this
+    session's latency paths off (ATLAS_DECODE_ATTN_LATENCY=0)."""
+    return num_splits >= DECODE_CLUSTER_SPLITS and (routes is None or routes.decode_attn_latency)
 
 
-def decode_partial_rule(kv_len: int, num_splits: int) -> tuple[int, int]:
+def decode_partial_rule(kv_len: int, num_splits: int, routes: KernelRoutes | None = None
+                        ) -> tuple[int, int]:
     """(keys per partial, partials) that decode_attention / decode_attention_rope merge for
     one sequence: partial i covers keys [i * keys, min((i + 1) * keys, kv_len)). One partial
     is the whole answer (written to out, never to part_o); with more, each is written to
     part_o/part_ml slot i and the last writer merges them. Unclustered, a partial is an
     active split; clustered, a cluster's DECODE_CLUSTER_SPLITS splits merged on chip."""
-    if not decode_clustered(num_splits):
+    if not decode_clustered(num_splits, routes):
         return decode_split_rule(kv_len, num_splits)
     return decode_cluster_rule(kv_len, num_splits)
 
@@ -85,11 +89,12 @@ def decode_cluster_rule(kv_len: int, num_splits: int) -> tuple[int, int]:
     return chunk * DECODE_CLUSTER_SPLITS, -(-active // DECODE_CLUSTER_SPLITS)
 
 
-def _decode_grid(num_splits: int, hq: int, hkv: int, num_seqs: int) -> tuple[int, int, int]:
+def _decode_grid(num_splits: int, hq: int, hkv: int, num_seqs: int, clustered: bool
+                 ) -> tuple[int, int, int]:
     """A decode launch's grid: splits (rounded up to whole clusters when clustered: the
     blocks past num_splits hold no keys), head slices, sequences."""
     x = num_splits
-    if decode_clustered(num_splits):
+    if clustered:
         x = -(-num_splits // DECODE_CLUSTER_SPLITS) * DECODE_CLUSTER_SPLITS
     return (x, hkv * decode_head_slices(hq, hkv), num_seqs)
 
@@ -173,10 +178,12 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
     if long is None:
         long = uses_long(kc, hq, hkv, head_dim, max_blocks * block_size)
     if not long:
-        kernel = DECODE_ATTN_CLUSTER if decode_clustered(num_splits) else DECODE_ATTN
-        kc.get(kernel)(stream, _decode_grid(num_splits, hq, hkv, num_seqs), ATTN_THREADS, 0, q,
-                       k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out,
-                       num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits, scale)
+        clustered = decode_clustered(num_splits, kc.routes)
+        kernel = DECODE_ATTN_CLUSTER if clustered else DECODE_ATTN
+        grid = _decode_grid(num_splits, hq, hkv, num_seqs, clustered)
+        kc.get(kernel)(stream, grid, ATTN_THREADS, 0, q, k_cache, v_cache, block_tables,
+                       kv_lens, part_o, part_ml, counters, out, num_seqs, hq, hkv, head_dim,
+                       block_size, max_blocks, num_splits, scale)
         return
     decode_attention_long(kc, stream, q, k_cache, v_cache, block_tables, kv_lens, part_o,
                           part_ml, num_seqs, hq, hkv, head_dim, block_size, max_blocks,
@@ -229,8 +236,11 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
         if ptr % 16:
             raise ValueError(f"decode_attention_rope: {name} pointer {ptr:#x} is not 16-byte "
                              "aligned")
-    kernel = DECODE_ATTN_ROPE_CLUSTER if decode_clustered(num_splits) else DECODE_ATTN_ROPE
-    kc.get(kernel)(stream, _decode_grid(num_splits, hq, hkv, num_seqs), ATTN_THREADS, 0, qkv,
+    clustered = decode_clustered(num_splits, kc.routes)
+    kernel = (DECODE_ATTN_ROPE_CLUSTER if clustered else DECODE_ATTN_ROPE
+              if kc.routes.decode_attn_latency else DECODE_ATTN_ROPE_WAIT)
+    grid = _decode_grid(num_splits, hq, hkv, num_seqs, clustered)
+    kc.get(kernel)(stream, grid, ATTN_THREADS, 0, qkv,
                    k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots,
                    block_tables, kv_lens, part_o, part_ml, counters, out, num_seqs, hq, hkv,
                    head_dim, block_size, max_blocks, num_splits, scale, eps)

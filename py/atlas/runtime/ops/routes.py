@@ -31,6 +31,10 @@ what it asked for each time, and importing Atlas never depends on the environmen
 * ATLAS_DECODE_ATTN_LONG=0: decode attention never on the long-context tensor-core kernel
   (attention_long); ATLAS_DECODE_ATTN_LONG_MIN_KEYS=N: the shortest block-table reach (keys)
   that takes it (default ops/attention_long.LONG_CONTEXT_KEYS).
+* ATLAS_DECODE_ATTN_LATENCY=0: decode attention as at the start of session 6 (the A/B of
+  its latency paths): never the clustered kernels (the splits' partials always merge through
+  global memory and the last split's ticket, splits of 32 keys and more), and the rope-fused
+  kernel waiting for the qkv projection before it reads anything (decode_attn_rope_wait_bf16).
 * ATLAS_PREFILL_ATTN_SM90=0: prefill attention never on the Hopper wgmma kernel
   (attention_sm90, head_dim 128 and 256), always on prefill_attn_bf16.
 * ATLAS_PREFILL_ATTN_QREG=1: head_dim-128 prefill attention on the wgmma kernel's Q-in-
@@ -146,6 +150,7 @@ class KernelRoutes:
     decode_gemm_wide: bool = False
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
+    decode_attn_latency: bool = True
     prefill_attn_sm90: bool = True
     prefill_attn_qreg: bool = False
     fused_norm: bool | None = None
@@ -192,6 +197,7 @@ class KernelRoutes:
                    decode_attn_long=env_switch(env, "ATLAS_DECODE_ATTN_LONG", True),
                    decode_attn_long_min_keys=_env_count(env, "ATLAS_DECODE_ATTN_LONG_MIN_KEYS",
                                                         DEFAULT_DECODE_ATTN_LONG_MIN_KEYS),
+                   decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
                    prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", True),
                    prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
                    fused_norm=_env_tristate(env, "ATLAS_FUSED_NORM"),

@@ -37,7 +37,8 @@ import numpy as np
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
 from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_CLUSTER, DECODE_ATTN_COMBINE, DECODE_ATTN_LONG,
-                          DECODE_ATTN_ROPE, DECODE_ATTN_ROPE_CLUSTER, PREFILL_ATTN,
+                          DECODE_ATTN_ROPE, DECODE_ATTN_ROPE_CLUSTER, DECODE_ATTN_ROPE_WAIT,
+                          PREFILL_ATTN,
                           PREFILL_ATTN_SM90, PREFILL_ATTN_SM90_QREG)
 from ..ops.attention import decode_cluster_rule, decode_split_rule
 from . import HostMemory, WithScratch, reference
@@ -251,6 +252,8 @@ def decode_attn_rope_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: int, k_
                      block_size, max_blocks, num_splits, scale, rule)
 
 
-# the clustered kernels: the same specifications with their partials
+# the clustered kernels: the same specifications with their partials; the waiting twin the
+# same as the rope-fused kernel
 reference(DECODE_ATTN_CLUSTER)(partial(decode_attn_bf16, rule=decode_cluster_rule))
 reference(DECODE_ATTN_ROPE_CLUSTER)(partial(decode_attn_rope_bf16, rule=decode_cluster_rule))
+reference(DECODE_ATTN_ROPE_WAIT)(decode_attn_rope_bf16)
