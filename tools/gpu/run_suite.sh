@@ -956,6 +956,38 @@ stage_headline() {
   return $rc
 }
 
+# The batch-1 paths new this session against the session-start ones, in one short stage
+# (each row a separate process, same tree): Qwen3-0.6B and Qwen3-8B with the prefetching GEMV
+# off (ATLAS_GEMV_PREFETCH=0) and the session-start decode attention (ATLAS_DECODE_ATTN_
+# LATENCY=0), Qwen3-30B-A3B with the MoE bulk-copy rings and router-fused norm on, and the
+# flagship at its defaults. Labels name the switches; `default` is the tree as committed.
+stage_batch1_ab() {
+  local rc=0 name
+  for name in qwen3-0.6b qwen3-8b; do make_checkpoint "$name" weights || return 1; done
+  ab_decode() {  # label model batches [env...]
+    local label="$1" model="$2" batches="$3"; shift 3
+    env "$@" "$PY" tools/gpu/bench_decode.py --model "$CKPT/$model" --hf none \
+      --batches "$batches" --out "$RESULTS/ab_${model}_$label.json" || rc=1
+  }
+  ab_decode default qwen3-0.6b 1
+  ab_decode prefetch0 qwen3-0.6b 1 ATLAS_GEMV_PREFETCH=0
+  ab_decode both0 qwen3-0.6b 1 ATLAS_GEMV_PREFETCH=0 ATLAS_DECODE_ATTN_LATENCY=0
+  ab_decode default qwen3-8b 1
+  ab_decode prefetch0 qwen3-8b 1 ATLAS_GEMV_PREFETCH=0
+  ab_decode both0 qwen3-8b 1 ATLAS_GEMV_PREFETCH=0 ATLAS_DECODE_ATTN_LATENCY=0
+  "$PY" tools/gpu/bench_moe.py --config qwen3-30b-a3b --batches 1,8 --prefill 2048 --hf none \
+    --out "$RESULTS/ab_qwen3-30b-a3b_default.json" || rc=1
+  ATLAS_MOE_DOWN_BULK=1 ATLAS_MOE_GATE_UP_BULK=1 ATLAS_MOE_ROUTER_NORM=1 "$PY" \
+    tools/gpu/bench_moe.py --config qwen3-30b-a3b --batches 1 --prefill 2048 --hf none \
+    --out "$RESULTS/ab_qwen3-30b-a3b_moebulk1.json" || rc=1
+  ATLAS_GEMV_PREFETCH=0 ATLAS_DECODE_ATTN_LATENCY=0 "$PY" \
+    tools/gpu/bench_moe.py --config qwen3-30b-a3b --batches 1 --prefill 2048 --hf none \
+    --out "$RESULTS/ab_qwen3-30b-a3b_both0.json" || rc=1
+  "$PY" tools/gpu/bench_moe.py --config qwen3_5-35b-a3b --batches 1,8 --prefill 2048 \
+    --hf none --out "$RESULTS/ab_qwen3_5-35b-a3b_default.json" || rc=1
+  return $rc
+}
+
 # helper thru's short final A/B (~2 minutes): the decode GEMM's and the token-mask kernel's
 # check cases (the two-warpgroup ones included), then Qwen3-8B decode at batch 64 with
 # ATLAS_DECODE_GEMM_WIDE=1 (compare with the default's b64 in `headline` / `decode_bench`) and
@@ -982,7 +1014,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
         startup quant_kernels gemv_prefetch_ab norm_gemv_ab moe_decode_ab decode_attn
-        throughput_b64_profile throughput_mixed_step decode_gemm_wide_ab headline thru_ab)
+        throughput_b64_profile throughput_mixed_step decode_gemm_wide_ab headline batch1_ab thru_ab)
 
 # ---- runner -------------------------------------------------------------------------------
 
