@@ -1013,6 +1013,22 @@ stage_moe_switch_ab() {
   return $rc
 }
 
+# helper thru's short final A/B (~2 minutes): the decode GEMM's and the token-mask kernel's
+# check cases (the two-warpgroup ones included), then Qwen3-8B decode at batch 64 with
+# ATLAS_DECODE_GEMM_WIDE=1 (compare with the default's b64 in `headline` / `decode_bench`) and
+# its five b64 kernel-table rows both ways.
+stage_thru_ab() {
+  local rc=0 name sel=()
+  "$PY" tools/gpu/check_kernels.py -k gemm_decode_sm90 -k token_bitmask \
+    --out "$RESULTS/gpu_check_thru.json" || rc=1
+  make_checkpoint qwen3-8b weights || return 1
+  ATLAS_DECODE_GEMM_WIDE=1 "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b" --hf none \
+    --batches 64 --out "$RESULTS/bench_decode_qwen3-8b_b64_wide.json" || rc=1
+  for name in qkv o_proj gate_up down lm_head; do sel+=(-k "decode_gemm_sm90 qwen3-8b $name b64"); done
+  "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS" "${sel[@]}" || rc=1
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity decode_bench
         qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
@@ -1024,7 +1040,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
         startup quant_kernels gemv_prefetch_ab norm_gemv_ab moe_decode_ab decode_attn
         throughput_b64_profile throughput_mixed_step decode_gemm_wide_ab headline batch1_ab
-        moe_switch_ab)
+        moe_switch_ab thru_ab)
 
 # ---- runner -------------------------------------------------------------------------------
 

@@ -14,11 +14,11 @@ admitted ones share the rest, while the batch and the KV pool allow; the plan li
 one-token chunks first (the executor attends to them with the decode kernel). When a running
 sequence cannot get a block, the least urgent running sequence is preempted: its blocks
 are freed and it waits at the head of the queue to be recomputed from prompt + generated
-tokens, with its sampling state intact (see `sequence`). A preempted
-request is therefore resumed, never dropped. Admission starts a sequence after the part of
-its tokens the prefix cache holds (`BlockManager.admit`), and every committed chunk offers
-the blocks it filled to that cache, so a preempted sequence usually resumes from its own
-cached blocks instead of recomputing them.
+tokens, with its sampling state intact (see `sequence`). A preempted request is therefore
+resumed, never dropped. Admission starts a sequence after the part of its tokens the prefix
+cache holds (`BlockManager.admit`), and every committed chunk offers the blocks it filled to
+that cache, so a preempted sequence usually resumes from its own cached blocks instead of
+recomputing them.
 
 Planning a step also advances its sequences (`num_computed`, and one pending token for
 each chunk that ends its sequence's known tokens), so the next step can be planned before
@@ -51,7 +51,8 @@ from .speculative import Speculator
 #: 64 streams of 1,024 + 1,024 tokens): prefill ~35k tok/s (29 us a token), and 2,048-token
 #: steps gave an inter-token p99 of 69.4 ms, so ~59 ms of prompt + ~10 ms for up to 64
 #: decode rows (then on the prefill attention kernel, now on the decode one: less). 1,024
-#: tokens: ~29 + 10 = ~39 ms at most, under the 40 ms p99 target, and a multiple
+#: tokens: ~29 + 10 = ~39 ms at most, under the 40 ms p99 target (tools/throughput_model.py,
+#: calibrated on that run, puts the p99 at ~35 ms at unchanged tok/s), and a multiple
 #: of the prefill GEMM's 128-row tile that still fills the device (Qwen3-8B's o_proj / down:
 #: 8 x 16 = 128 tiles of 128 x 256 on 132 SMs, qkv 192, gate_up 768; at 768 tokens o_proj
 #: and down would idle a quarter of the SMs), so chunking the prompts costs little throughput.
