@@ -963,10 +963,10 @@ stage_headline() {
 }
 
 # The batch-1 paths new this session against the session-start ones, in one short stage
-# (each row a separate process, same tree): Qwen3-0.6B and Qwen3-8B with the prefetching GEMV
-# off (ATLAS_GEMV_PREFETCH=0) and the session-start decode attention (ATLAS_DECODE_ATTN_
-# LATENCY=0), Qwen3-30B-A3B with the MoE bulk-copy rings and router-fused norm on, and the
-# flagship at its defaults. Labels name the switches; `default` is the tree as committed.
+# (each row a separate process, same tree; labels name the switches, `default` is the tree as
+# committed): the prefetching single-row GEMV (ATLAS_GEMV_PREFETCH=1, opt-in), the
+# session-start decode attention (ATLAS_DECODE_ATTN_LATENCY=0), the MoE bulk-copy rings and
+# router-fused norm (opt-in), and the flagship at its defaults.
 stage_batch1_ab() {
   local rc=0 name
   for name in qwen3-0.6b qwen3-8b; do make_checkpoint "$name" weights || return 1; done
@@ -975,22 +975,20 @@ stage_batch1_ab() {
     env "$@" "$PY" tools/gpu/bench_decode.py --model "$CKPT/$model" --hf none \
       --batches "$batches" --out "$RESULTS/ab_${model}_$label.json" || rc=1
   }
+  ab_moe() {  # label config batches [env...]
+    local label="$1" config="$2" batches="$3"; shift 3
+    env "$@" "$PY" tools/gpu/bench_moe.py --config "$config" --batches "$batches" \
+      --prefill 2048 --hf none --out "$RESULTS/ab_${config}_$label.json" || rc=1
+  }
   ab_decode default qwen3-0.6b 1
-  ab_decode prefetch0 qwen3-0.6b 1 ATLAS_GEMV_PREFETCH=0
-  ab_decode both0 qwen3-0.6b 1 ATLAS_GEMV_PREFETCH=0 ATLAS_DECODE_ATTN_LATENCY=0
-  ab_decode default qwen3-8b 1
-  ab_decode prefetch0 qwen3-8b 1 ATLAS_GEMV_PREFETCH=0
-  ab_decode both0 qwen3-8b 1 ATLAS_GEMV_PREFETCH=0 ATLAS_DECODE_ATTN_LATENCY=0
-  "$PY" tools/gpu/bench_moe.py --config qwen3-30b-a3b --batches 1,8 --prefill 2048 --hf none \
-    --out "$RESULTS/ab_qwen3-30b-a3b_default.json" || rc=1
-  ATLAS_MOE_DOWN_BULK=1 ATLAS_MOE_GATE_UP_BULK=1 ATLAS_MOE_ROUTER_NORM=1 "$PY" \
-    tools/gpu/bench_moe.py --config qwen3-30b-a3b --batches 1 --prefill 2048 --hf none \
-    --out "$RESULTS/ab_qwen3-30b-a3b_moebulk1.json" || rc=1
-  ATLAS_GEMV_PREFETCH=0 ATLAS_DECODE_ATTN_LATENCY=0 "$PY" \
-    tools/gpu/bench_moe.py --config qwen3-30b-a3b --batches 1 --prefill 2048 --hf none \
-    --out "$RESULTS/ab_qwen3-30b-a3b_both0.json" || rc=1
-  "$PY" tools/gpu/bench_moe.py --config qwen3_5-35b-a3b --batches 1,8 --prefill 2048 \
-    --hf none --out "$RESULTS/ab_qwen3_5-35b-a3b_default.json" || rc=1
+  ab_decode attn0 qwen3-0.6b 1 ATLAS_DECODE_ATTN_LATENCY=0
+  ab_decode prefetch1 qwen3-0.6b 1 ATLAS_GEMV_PREFETCH=1
+  ab_decode default qwen3-8b 1,64
+  ab_decode attn0 qwen3-8b 1 ATLAS_DECODE_ATTN_LATENCY=0
+  ab_moe default qwen3-30b-a3b 1,8
+  ab_moe attn0 qwen3-30b-a3b 1 ATLAS_DECODE_ATTN_LATENCY=0
+  ab_moe moebulk1 qwen3-30b-a3b 1 ATLAS_MOE_DOWN_BULK=1 ATLAS_MOE_GATE_UP_BULK=1 ATLAS_MOE_ROUTER_NORM=1
+  ab_moe default qwen3_5-35b-a3b 1,8
   return $rc
 }
 
