@@ -48,14 +48,20 @@ def fused(monkeypatch):
                        max_prefill_tokens=32)
 
 
-def test_decode_graph_is_one_launch_with_the_layer_sequence(runner):
+def _replay_decode_step(runner) -> list[str]:
+    """The kernel names of one batch-1 decode step, which must be a single graph replay."""
     dev = runner.backend
     dev.drain_launches()
     dev.graph_launches.clear()
     runner.execute([SeqChunk(7, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3, 4, 5]))])
     assert dev.drain_launches() == []  # nothing launched outside the graph
     (replay,) = dev.graph_launches
-    names = [r.func for r in replay.graph]
+    runner.release(7)
+    return [r.func for r in replay.graph]
+
+
+def test_decode_graph_is_one_launch_with_the_layer_sequence(runner):
+    names = _replay_decode_step(runner)
     layers, n = runner.cfg.num_hidden_layers, len(DEFAULT_LAYER)
     assert names[:1] == ["embedding_bf16"]
     assert names[1:1 + n * layers] == ["rmsnorm_bf16", *DEFAULT_LAYER[1:]] + DEFAULT_LAYER * (
@@ -63,25 +69,17 @@ def test_decode_graph_is_one_launch_with_the_layer_sequence(runner):
     # the grammar mask and logprobs launches exit early on rows that ask for neither
     assert names[1 + n * layers:] == ["add_rmsnorm_bf16", "embedding_bf16",
                                       "gemv_bf16_f32_single", *SAMPLER]
-    runner.release(7)
 
 
 def test_fused_norm_decode_graph_carries_the_residual(fused):
     runner = fused
-    dev = runner.backend
-    dev.drain_launches()
-    dev.graph_launches.clear()
-    runner.execute([SeqChunk(7, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3, 4, 5]))])
-    assert dev.drain_launches() == []  # nothing launched outside the graph
-    (replay,) = dev.graph_launches
-    names = [r.func for r in replay.graph]
+    names = _replay_decode_step(runner)
     layers, n = runner.cfg.num_hidden_layers, len(DECODE_LAYER)
     assert names[:1] == ["embedding_bf16"]
     assert names[1:1 + n * layers] == [FIRST_NORM, *DECODE_LAYER[1:]] + DECODE_LAYER * (layers - 1)
     # the grammar mask and logprobs launches exit early on rows that ask for neither
     assert names[1 + n * layers:] == ["rmsnorm_bf16", "embedding_bf16",
                                       "gemv_bf16_f32_single", *SAMPLER]
-    runner.release(7)
 
 
 SAMPLER = ["apply_token_bitmask_f32", "apply_penalties_f32", "sample_f32", "logprobs_f32",
@@ -194,13 +192,7 @@ def _decode_step_launches(monkeypatch, switch: str) -> tuple[list[str], int]:
     monkeypatch.setenv(switch, "1")
     runner = load_runner(FIXTURE, backend="mock", max_seq_len=64, max_batch_size=4,
                          max_prefill_tokens=32)
-    dev = runner.backend
-    dev.drain_launches()
-    dev.graph_launches.clear()
-    runner.execute([SeqChunk(7, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3, 4, 5]))])
-    (replay,) = dev.graph_launches
-    runner.release(7)
-    return [r.func for r in replay.graph], runner.cfg.num_hidden_layers
+    return _replay_decode_step(runner), runner.cfg.num_hidden_layers
 
 
 def test_norm_gemv_decode_graph_fuses_each_add_norm_into_the_gemv_after_it(monkeypatch):
