@@ -127,51 +127,10 @@ def test_decode_path_is_two_launches_over_the_selected_experts() -> None:
     scratch = moe.MoeScratch(act=0x1000)
     got = _launches(moe.experts, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 3, QWEN3_30B,
                     scratch)
-    # gate/up: 9 column groups a block (96 groups x 24 pairs over 2 x 132 blocks); down: the
-    # register path, 5 groups of 5 rows a block (stage_rows, stages 0)
+    # gate/up: 9 column groups a block (96 groups x 24 pairs over 2 x 132 blocks); down: 5
+    # groups of 5 rows a block
     assert got == [("moe_gate_up_silu_bf16", (11, 24, 1), (256, 1, 1)),
                    ("moe_down_sum_bf16", (82, 3, 1), (256, 1, 1))]
-    # ATLAS_MOE_DOWN_BULK=1: the bulk path, 44 blocks a token (132 SMs / 3 tokens) of 24
-    # stages of 2 rows
-    mock = MockGpuBackend()
-    moe.experts(KernelCache(mock, KernelRoutes(moe_down_bulk=True)), 0, 0x2000, 0x3000,
-                0x4000, 0x5000, 0x6000, 0x7000, 3, QWEN3_30B, scratch)
-    down = mock.drain_launches()[-1]
-    assert (down.func, tuple(down.grid)) == ("moe_down_sum_bf16", (43, 3, 1))
-    assert (down.args["stage_rows"], down.args["stages"]) == (2, 4)
-
-
-def test_batch_one_takes_both_bulk_rings() -> None:
-    """Batch 1 with both bulk paths on: gate/up 16 blocks a slot of 48 columns (16 stages of
-    3), down 128 blocks of 16 rows, each ~100 KB of shared memory; the gate/up switch off: the
-    register kernel."""
-    scratch = moe.MoeScratch(act=0x1000)
-    mock = MockGpuBackend()
-    bulk = KernelRoutes(moe_down_bulk=True, moe_gate_up_bulk=True)
-    moe.experts(KernelCache(mock, bulk), 0, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 1,
-                QWEN3_30B, scratch)
-    got = [(r.func, tuple(r.grid), r.shared) for r in mock.drain_launches()]
-    assert got == [("moe_gate_up_silu_bf16", (16, 8, 1), 100 * 1024),
-                   ("moe_down_sum_bf16", (128, 1, 1), 110688)]
-    mock = MockGpuBackend()
-    moe.experts(KernelCache(mock, KernelRoutes(moe_down_bulk=True)), 0, 0x2000, 0x3000,
-                0x4000, 0x5000, 0x6000, 0x7000, 1, QWEN3_30B, scratch)
-    gate_up = mock.drain_launches()[0]
-    assert (tuple(gate_up.grid), gate_up.args["stages"]) == ((32, 8, 1), 0)
-
-
-def test_bulk_ring_geometry_follows_the_routes() -> None:
-    """ATLAS_MOE_BULK_STAGE_KB / _RING_KB (device sweeps): stages of 4 rows (48 KiB), a ring
-    of 2; a malformed size is refused by name."""
-    routes = KernelRoutes.from_env({"ATLAS_MOE_DOWN_BULK": "1", "ATLAS_MOE_BULK_STAGE_KB": "48",
-                                    "ATLAS_MOE_BULK_RING_KB": "96"})
-    mock = MockGpuBackend()
-    moe.experts(KernelCache(mock, routes), 0, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 1,
-                QWEN3_30B, moe.MoeScratch(act=0x1000))
-    down = mock.drain_launches()[-1]
-    assert (down.args["stage_rows"], down.args["stages"], down.args["rows_per_block"]) == (4, 2, 16)
-    with pytest.raises(ValueError, match="ATLAS_MOE_BULK_RING_KB"):
-        KernelRoutes.from_env({"ATLAS_MOE_BULK_RING_KB": "big"})
 
 
 def test_grouped_path_grid_is_sized_for_the_worst_case() -> None:
@@ -266,12 +225,10 @@ def test_decode_launch_geometry_with_a_shared_expert() -> None:
     assert got == [("moe_gate_topk_softmax_bf16", (33, 1, 1), (256, 1, 1))]
 
 
-def test_router_takes_the_norm_where_its_shared_memory_holds_the_rows() -> None:
-    assert moe.router_takes_norm(8, 2048) and moe.router_takes_norm(1, 7168)
-    assert not moe.router_takes_norm(8, 7168)  # 8 x 7168 x 4 B: the norm stays a launch
-    assert moe.gate_topk_smem(8, 2048, True) == 4 * 8 * 2048 + 2 * 2048
+def test_router_shared_memory_is_every_token_x() -> None:
+    assert moe.gate_topk_smem(8, 2048) == 2 * 8 * 2048
     with pytest.raises(ValueError, match="shared memory"):
-        moe.gate_topk_smem(8, 7168, True)
+        moe.gate_topk_smem(8, 14336)
 
 
 def test_grouped_batch_without_grouped_scratch_is_refused() -> None:
@@ -286,7 +243,7 @@ def test_bias_needs_sigmoid_scoring() -> None:
 
 def test_heavy_cases_exist_for_the_leaf_shapes() -> None:
     heavy = module_cases(MODULES, 0, keep=moe_cases.is_heavy)
-    assert len(heavy) == 8
+    assert len(heavy) == 6
 
 
 def _constant(stem: str, name: str) -> int:
@@ -314,7 +271,6 @@ def test_launch_constants_match_the_kernels() -> None:
     assert max(tiles.values()) == _constant("moe_decode", "kMaxDownItems")
     assert moe.ROUTER_MAX_TOP_K == _constant("moe_decode", "kMaxSlots")
     assert moe.GATE_UP_GROUP_PAIRS == _constant("moe_decode", "kGroupPairs")
-    assert moe.DOWN_BULK_MAX_STAGES == _constant("moe_decode", "kMaxBulkStages")
     # a group's items (rows x slots) fit the kernel's shared array for every slot count and
     # row length, and a block takes whole groups
     for inter in (16, 256, 512, 768, 1024, 1536, 14336):

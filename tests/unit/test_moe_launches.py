@@ -44,7 +44,7 @@ def _mlp_launches(names: list[str]) -> list[list[str]]:
 #: norm in `normed`
 QKV = "gemv_bf16_single"
 ATTENTION = ["decode_attn_rope_bf16", "gemv_bf16_single"]
-#: the input add_rmsnorm is its own launch (ATLAS_MOE_ROUTER_NORM=1: inside the router's)
+#: the input add_rmsnorm is its own launch
 SPARSE = ["add_rmsnorm_bf16"] + ROUTE_AND_GATE_UP + [FUSED_NORM]
 DENSE = ["add_rmsnorm_bf16", "gemv_bf16_single", "gemv_silu_bf16_single"]
 
@@ -70,31 +70,6 @@ def test_decode_graph_routes_on_the_device(name, layers):
     assert names[:1 + len(body)] == ["embedding_bf16", *body]
     assert names[1 + len(body)] == "embedding_bf16"  # the sampled rows' gather
     assert "moe_shared_add_bf16" not in names  # tiny-qwen2-moe's shared expert: in the slots
-
-
-def test_router_norm_switch_moves_the_norm_into_the_router(monkeypatch):
-    """ATLAS_MOE_ROUTER_NORM=1: the router launch carries the sparse layer's input
-    add_rmsnorm (resid += delta in place, norm_mode 1); =0: its own launch."""
-    def step(runner):
-        dev = runner.backend
-        dev.drain_launches()
-        dev.graph_launches.clear()
-        runner.execute([SeqChunk(7, [3], 5, [0], GREEDY,
-                                 history=PenaltyHistory([1, 2, 3, 4, 5]))])
-        return dev.graph_launches[0].graph
-
-    monkeypatch.setenv("ATLAS_MOE_ROUTER_NORM", "1")
-    fused = step(_runner("tiny-qwen2-moe"))
-    (router,) = [r for r in fused if r.func == ROUTE_AND_GATE_UP[0]]
-    assert router.args["norm_mode"] == 1 and router.args["delta"] and router.args["resid"]
-    names = [r.func for r in fused]
-    assert names[names.index(ROUTE_AND_GATE_UP[0]) - 1] != "add_rmsnorm_bf16"
-    monkeypatch.setenv("ATLAS_MOE_ROUTER_NORM", "0")
-    names = [r.func for r in step(_runner("tiny-qwen2-moe"))]
-    at = names.index(ROUTE_AND_GATE_UP[0])
-    assert names[at - 1] == "add_rmsnorm_bf16"
-    (router,) = [r for r in step(_runner("tiny-qwen2-moe")) if r.func == ROUTE_AND_GATE_UP[0]]
-    assert router.args["norm_mode"] == 0
 
 
 def test_prefill_takes_the_grouped_path():

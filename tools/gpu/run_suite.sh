@@ -836,45 +836,6 @@ stage_startup() {
   "$PY" tools/gpu/bench_startup.py --target hopper/common/bf16 --out "$RESULTS/startup.json"
 }
 
-# The opt-in MoE decode paths against the defaults: the expert kernels through the bulk-copy
-# shared-memory rings (down at every decode batch, gate/up at batch 1) against the register
-# paths (ATLAS_MOE_DOWN_BULK / ATLAS_MOE_GATE_UP_BULK = 1 or 0, one at a time and both)
-# on the kernel table's decode expert rows (gate/up + down at batch 1 and 8, both full-size
-# MoE shapes), and the rings' stage / ring sizes swept on the same rows; then Qwen3-30B-A3B's full-size batch-1 per-kernel profile with PDL off (each
-# kernel's own time) and on, everything opt-in on (_new: also the input RMSNorm in the
-# router, ATLAS_MOE_ROUTER_NORM=1) vs off (_old); and the decode tok/s of both full-size MoE
-# models at batch 1 and 8 with everything on (moe_full / flagship_bench have the defaults).
-stage_moe_decode_ab() {
-  local rc=0 v cfg="$CKPT/qwen3-30b-a3b-synthetic" pdl tag
-  "$PY" tools/make_fixtures.py --config qwen3-30b-a3b --out "$cfg" --config-only || return 1
-  for v in "1 1" "0 1" "1 0" "0 0"; do
-    set -- $v
-    ATLAS_MOE_DOWN_BULK=$1 ATLAS_MOE_GATE_UP_BULK=$2 "$PY" tools/gpu/bench_kernels.py \
-      -k moe_decode_experts --out-dir "$RESULTS/moe_bulk_down$1_gateup$2" || rc=1
-  done
-  # the rings' geometry (stage KiB, ring KiB; default 24 96): the same rows
-  for v in "16 64" "32 128" "48 96" "24 160"; do
-    set -- $v
-    ATLAS_MOE_DOWN_BULK=1 ATLAS_MOE_GATE_UP_BULK=1 ATLAS_MOE_BULK_STAGE_KB=$1 \
-      ATLAS_MOE_BULK_RING_KB=$2 "$PY" tools/gpu/bench_kernels.py \
-      -k moe_decode_experts --out-dir "$RESULTS/moe_bulk_stage$1_ring$2" || rc=1
-  done
-  for v in 1 0; do
-    tag=$([ "$v" = 1 ] && echo new || echo old)
-    for pdl in 0 1; do
-      ATLAS_MOE_DOWN_BULK=$v ATLAS_MOE_GATE_UP_BULK=$v ATLAS_MOE_ROUTER_NORM=$v ATLAS_PDL=$pdl \
-        "$PY" tools/gpu/profile_decode.py --model "$cfg" --synthetic-seed 0 \
-        --out "$RESULTS/profile_decode_qwen3-30b-a3b_pdl${pdl}_$tag.json" || rc=1
-    done
-  done
-  for v in qwen3-30b-a3b qwen3_5-35b-a3b; do
-    ATLAS_MOE_DOWN_BULK=1 ATLAS_MOE_GATE_UP_BULK=1 ATLAS_MOE_ROUTER_NORM=1 "$PY" \
-      tools/gpu/bench_moe.py --config "$v" --batches 1,8 --prefill 512 --hf none \
-      --out "$RESULTS/bench_moe_${v}_new.json" || rc=1
-  done
-  return $rc
-}
-
 # Decode attention latency: the attention kernels' decode, rope-fused and row-invariance
 # check cases, the kernel table's latency rows (512 and 2,048 keys, batch 1 and 8, the head
 # geometries of Qwen3-0.6B/8B/30B-A3B rope-fused and Qwen3.5-35B-A3B at D 256) and the
@@ -987,27 +948,7 @@ stage_batch1_ab() {
   ab_decode attn0 qwen3-8b 1 ATLAS_DECODE_ATTN_LATENCY=0
   ab_moe default qwen3-30b-a3b 1,8
   ab_moe attn0 qwen3-30b-a3b 1 ATLAS_DECODE_ATTN_LATENCY=0
-  ab_moe moebulk1 qwen3-30b-a3b 1 ATLAS_MOE_DOWN_BULK=1 ATLAS_MOE_GATE_UP_BULK=1 ATLAS_MOE_ROUTER_NORM=1
   ab_moe default qwen3_5-35b-a3b 1,8
-  return $rc
-}
-
-# The short A/B of the opt-in MoE decode switches (~2 minutes): Qwen3-30B-A3B full size, batch
-# 1 and 8 decode tok/s with the defaults, then with each of ATLAS_MOE_DOWN_BULK,
-# ATLAS_MOE_GATE_UP_BULK, ATLAS_MOE_ROUTER_NORM on alone, then all three.
-stage_moe_switch_ab() {
-  local rc=0 sw
-  local -a env_set
-  for sw in NONE DOWN_BULK GATE_UP_BULK ROUTER_NORM ALL; do
-    case "$sw" in
-      NONE) env_set=() ;;
-      ALL) env_set=(ATLAS_MOE_DOWN_BULK=1 ATLAS_MOE_GATE_UP_BULK=1 ATLAS_MOE_ROUTER_NORM=1) ;;
-      *) env_set=("ATLAS_MOE_$sw=1") ;;
-    esac
-    env "${env_set[@]}" "$PY" tools/gpu/bench_moe.py --config qwen3-30b-a3b --batches 1,8 \
-      --prompt 512 --new 128 --prefill 512 --hf none \
-      --out "$RESULTS/moe_switch_$sw.json" || rc=1
-  done
   return $rc
 }
 
@@ -1036,9 +977,9 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         spec_bench_hybrid quant_bench moe_full quant_profile quant_profile_nvfp4 quant_lm_head
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
-        startup quant_kernels gemv_prefetch_ab norm_gemv_ab moe_decode_ab decode_attn
+        startup quant_kernels gemv_prefetch_ab norm_gemv_ab decode_attn
         throughput_b64_profile throughput_mixed_step decode_gemm_wide_ab headline batch1_ab
-        moe_switch_ab thru_ab)
+        thru_ab)
 
 # ---- runner -------------------------------------------------------------------------------
 

@@ -40,10 +40,6 @@
 //   atomicInc on counters[t], which wraps back to zero for the next launch or graph replay)
 //   reads the token's updated residual row from L2 and normalizes it. This replaces the
 //   add_rmsnorm launch after a decode MoE block.
-// Bulk-copy paths (ops/moe.py down_bulk_plan, gate_up_bulk_plan; opt-in where their ring
-// fits, ATLAS_MOE_DOWN_BULK=1 / ATLAS_MOE_GATE_UP_BULK=1, else the register paths): the
-// weights go through the TMA copy engine into a ring of stages in shared memory, one block
-// per SM, see down_bulk and gate_up_bulk (gate/up: batch 1 only) below.
 // An id outside [0, experts) gives act = 0 and is skipped in the sum.
 //
 // Where the leaf defines ATLAS_MOE_EXPERTS (an MoE leaf) with ATLAS_HIDDEN, gate/up launches
@@ -231,7 +227,6 @@ struct DownArgs {
   uint32_t* counters;            // finish only: [tokens], zero between launches
   SharedExpert shared;           // slots past top_k: the shared expert's chunks (w_down)
   int tokens, top_k, hidden, inter, experts, rows;
-  int stage_rows, stages;        // the bulk path's ring (stages = 0: the register path)
   float eps;
 };
 
@@ -445,309 +440,23 @@ __device__ __noinline__ void down_block(const DownArgs a) {
   if constexpr (kFinish) finish_norm<kOffset>(a, token);
 }
 
-// ---- down through shared memory: bulk copies into a ring ---------------------------------
-// The register path above holds one group's weights in registers (15 x 16 bytes a lane), so
-// an SM has at most ~120 KB in flight, requested in two bursts a block with a gap between
-// them. Here the weights take the async (TMA) copy engine into a ring of `stages` stages in
-// dynamic shared memory: a stage is `stage_rows` output rows of the token for all its slots;
-// slot j's rows of a routed expert are contiguous in w_down ([experts, hidden, inter]), so
-// one cp.async.bulk a slot moves them (the shared expert's chunk is a column range: one copy
-// a row). Each stage has an mbarrier that counts the bytes landing. Warp 0 requests the
-// first `stages` stages before the PDL wait (weights and the routing only: see the gate/up
-// header for why the routing may be read there), and each later stage into the buffer the
-// block has just finished reading, so the copy engine is never idle and no register holds a
-// weight in flight. Then, as in the register path, each item (row r, slot j) is the product
-// of act[t][j] with the staged row, its float32 sum lands in ys, and thread r writes the
-// row (write_row). The residual rows of the block are read once after the wait (kFinish).
-constexpr int kMaxBulkStages = 8;  // ops/moe.py DOWN_BULK_MAX_STAGES
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void mbar_init(uint64_t* bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(smem_u32(bar)) : "memory");
-}
-
-// the barrier's next phase completes once this arrival is made and `bytes` have landed
-__device__ __forceinline__ void mbar_expect_bytes(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
-               ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
-}
-
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  uint32_t done = 0;
-  while (!done) {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n"
-        "}\n"
-        : "=r"(done)
-        : "r"(smem_u32(bar)), "r"(parity)
-        : "memory");
-  }
-}
-
-// `bytes` (a multiple of 16, 16-byte aligned ends) from global memory into this block's
-// shared memory by the copy engine, completing on `bar`
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes,
-                                          uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
-      ::"r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(bar))
-      : "memory");
-}
-
-// Chunks of slot j's row in a stage: kc for a routed expert, 0 for an id outside
-// [0, experts), the real part of the shared expert's chunk j - top_k (the rest of its stage
-// row is stale and never read).
-__device__ __forceinline__ int slot_chunks(const DownArgs& a, const int32_t* ids, int j,
-                                           int kc) {
-  if (j < a.top_k) return valid_expert(ids[j], a.experts) ? kc : 0;
-  return max(0, min(kc, a.shared.inter / 8 - (j - a.top_k) * kc));
-}
-
-// Warp 0: request rows [row, row + n) of every slot into `stage` ([slots][stage_rows][kc]
-// chunks), completing on `bar`. Lane 0 announces the byte count before any copy is issued.
-__device__ __forceinline__ void request_stage(const DownArgs& a, const int32_t* ids,
-                                              uint4* stage, uint64_t* bar, int row, int n,
-                                              int slots, int kc) {
-  const int lane = threadIdx.x & 31, sr = a.stage_rows, top_k = a.top_k;
-  uint32_t bytes = 0;
-  for (int j = 0; j < slots; ++j) bytes += 16u * slot_chunks(a, ids, j, kc) * n;
-  if (lane == 0) mbar_expect_bytes(bar, bytes);
-  __syncwarp();
-  const int copies = top_k + (slots - top_k) * n;  // one a routed slot, one a shared row
-  for (int q = lane; q < copies; q += 32) {
-    const int j = q < top_k ? q : top_k + (q - top_k) / n;
-    const int r = q < top_k ? 0 : (q - top_k) % n;
-    const int chunks = slot_chunks(a, ids, j, kc);
-    if (chunks == 0) continue;
-    const uint4* src;
-    if (j < top_k) {
-      src = reinterpret_cast<const uint4*>(a.w) + (static_cast<size_t>(ids[j]) * a.hidden + row) * kc;
-    } else {
-      src = reinterpret_cast<const uint4*>(a.shared.w_down) +
-            static_cast<size_t>(row + r) * (a.shared.inter / 8) + (j - top_k) * kc;
-    }
-    const uint32_t rows_copied = j < top_k ? n : 1;
-    bulk_copy(stage + (j * sr + r) * kc, src, 16u * chunks * rows_copied, bar);
-  }
-}
-
-// Block (bx, t): rows [bx rows, (bx + 1) rows) of token t (a multiple of stage_rows but the
-// last block's), stage g holding rows bx rows + g stage_rows on. Dynamic shared memory
-// (ops/moe.py down_bulk_smem): the ring, then act of the token [slots][kc] chunks, then ys
-// (float [stage_rows][slots]), then the block's residual rows (kFinish, bf16).
-template <bool kFinish, bool kOffset>
-__device__ __noinline__ void down_bulk(const DownArgs a) {
-  extern __shared__ uint4 ring[];
-  __shared__ uint64_t bars[kMaxBulkStages];
-  __shared__ int32_t ids[kMaxSlots];
-  __shared__ float weights[kMaxSlots];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, token = blockIdx.y;
-  const int top_k = a.top_k, slots = top_k + a.shared.slots, kc = a.inter / 8;
-  const int sr = a.stage_rows, stages = a.stages, stage_vecs = slots * sr * kc;
-  const int row0 = blockIdx.x * a.rows, n_rows = min(a.hidden, row0 + a.rows) - row0;
-  const int groups = (n_rows + sr - 1) / sr;
-  uint4* act_s = ring + stages * stage_vecs;
-  float* ys = reinterpret_cast<float*>(act_s + slots * kc);
-  __nv_bfloat16* resid_s = reinterpret_cast<__nv_bfloat16*>(ys + sr * slots);
-  if (static_cast<int>(threadIdx.x) < slots) {
-    ids[threadIdx.x] = __ldcg(a.topk_ids + static_cast<size_t>(token) * slots + threadIdx.x);
-    weights[threadIdx.x] = __ldcg(a.topk_weights + static_cast<size_t>(token) * slots + threadIdx.x);
-  }
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < stages; ++s) mbar_init(bars + s);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
-  auto rows_of = [&](int g) { return min(sr, n_rows - g * sr); };
-  if (warp == 0)
-    for (int g = 0; g < min(stages, groups); ++g)
-      request_stage(a, ids, ring + g * stage_vecs, bars + g, row0 + g * sr, rows_of(g), slots,
-                    kc);
-  if (kFinish && threadIdx.x < 32) {  // the norm weight into L2 for whichever block is last
-    const char* nw = reinterpret_cast<const char*>(a.norm_w);
-    const int lines = (a.hidden * 2 + 127) / 128, stride = gridDim.x * gridDim.y * 32;
-    for (int l = (blockIdx.y * gridDim.x + blockIdx.x) * 32 + lane; l < lines; l += stride)
-      asm volatile("prefetch.global.L2 [%0];\n" ::"l"(nw + 128 * l));
-  }
-  atlas::pdl_enter();
-
-  atlas::stage_to_shared<3>(act_s, reinterpret_cast<const uint4*>(a.act) +
-                                       static_cast<size_t>(token) * slots * kc, slots * kc);
-  if (kFinish)
-    for (int r = threadIdx.x; r < n_rows; r += blockDim.x)
-      resid_s[r] = __ldcg(a.out + static_cast<size_t>(token) * a.hidden + row0 + r);
-  __syncthreads();
-
-  for (int g = 0; g < groups; ++g) {
-    const int buf = g % stages, n = rows_of(g), items = n * slots;
-    const uint4* stage = ring + buf * stage_vecs;
-    mbar_wait(bars + buf, (g / stages) & 1);
-    // item i = (row r, slot j) = (i / slots, i % slots); two items a warp at a time
-    for (int i0 = warp; i0 < items; i0 += 2 * kWarps) {
-      const int i1 = i0 + kWarps;
-      const int r0 = i0 / slots, j0 = i0 - r0 * slots;
-      const int r1 = i1 / slots, j1 = i1 - r1 * slots;
-      const int n0 = slot_chunks(a, ids, j0, kc);
-      const int n1 = i1 < items ? slot_chunks(a, ids, j1, kc) : 0;
-      const uint4* w0 = stage + (j0 * sr + r0) * kc;
-      const uint4* w1 = stage + (min(j1, slots - 1) * sr + min(r1, sr - 1)) * kc;
-      float acc0 = 0.f, acc1 = 0.f;
-      for (int c = lane; c < kc; c += 32) {
-        if (c < n0) acc0 = dot8(w0[c], act_s[j0 * kc + c], acc0);
-        if (c < n1) acc1 = dot8(w1[c], act_s[j1 * kc + c], acc1);
-      }
-      acc0 = atlas::warp_sum(acc0);
-      acc1 = atlas::warp_sum(acc1);
-      if (lane == 0) {
-        ys[i0] = acc0;
-        if (i1 < items) ys[i1] = acc1;
-      }
-    }
-    __syncthreads();  // the stage is read and ys complete
-    if (warp == 0 && g + stages < groups) {
-      // the buffer was read through the generic proxy; the copy engine writes it next
-      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-      request_stage(a, ids, ring + buf * stage_vecs, bars + buf, row0 + (g + stages) * sr,
-                    rows_of(g + stages), slots, kc);
-    }
-    const int r = threadIdx.x;
-    if (r < n)
-      write_row<kFinish>(a, ids, weights, ys + r * slots, slots, token, row0 + g * sr + r,
-                         kFinish ? atlas::bf16_to_f32(resid_s[g * sr + r]) : 0.f);
-    __syncthreads();  // ys is the next group's
-  }
-  if constexpr (kFinish) finish_norm<kOffset>(a, token);
-}
-
-// ---- gate/up through shared memory (batch 1) ----------------------------------------------
-// At batch 1 every slot reads its own rows (the router's top-k are distinct experts; the
-// shared expert's chunks are distinct columns), so block (bx, j) streams columns [bx cols,
-// (bx + 1) cols) of slot j's expert without the pair grouping above: a stage is `stage_cols`
-// columns, their gate rows and their up rows (two contiguous ranges of w_gate_up: two bulk
-// copies), in a ring of `stages` stages refilled as the down kernel's. Warp w computes
-// column w of a stage (stage_cols <= kWarps): g, u and act exactly as the register path.
-// One block per SM at ~100 KB of shared memory (ops/moe.py gate_up_bulk_plan) and at most
-// 128 registers: a down block of the bulk path fits beside it, so under PDL the down
-// launch's pre-wait weight requests start while this launch's last stages stream.
-struct GateUpBulkArgs {
-  const __nv_bfloat16* x;     // [hidden]: the one token
-  const __nv_bfloat16* w;     // [experts, 2 inter, hidden]
-  const int32_t* topk_ids;    // [slots]
-  __nv_bfloat16* act;         // [slots, inter]
-  SharedExpert shared;        // slots past top_k: the shared expert's chunks (w_gate_up)
-  int top_k, hidden, inter, experts, cols, stage_cols, stages;
-};
-
-__device__ __noinline__ void gate_up_bulk(const GateUpBulkArgs a) {
-  extern __shared__ uint4 ring[];
-  __shared__ uint64_t bars[kMaxBulkStages];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, j = blockIdx.y;
-  const int kc = a.hidden / 8, sc = a.stage_cols, stages = a.stages, stage_vecs = 2 * sc * kc;
-  const int col0 = blockIdx.x * a.cols, n_cols = min(a.inter, col0 + a.cols) - col0;
-  const int groups = (n_cols + sc - 1) / sc;
-  uint4* xs = ring + stages * stage_vecs;
-  // the gate row of column col0 + i is gate + i kc chunks, its up row `up` chunks further;
-  // `live` of the block's columns exist (0 for an id outside [0, experts), the shared
-  // expert's width past its last chunk)
-  const uint4* gate = nullptr;
-  size_t up = 0;
-  int live = 0;
-  if (j < a.top_k) {
-    const int e = __ldcg(a.topk_ids + j);  // the router's output: after the PDL wait
-    if (valid_expert(e, a.experts)) {
-      gate = reinterpret_cast<const uint4*>(a.w) + (static_cast<size_t>(e) * 2 * a.inter + col0) * kc;
-      up = static_cast<size_t>(a.inter) * kc;
-      live = n_cols;
-    }
-  } else {
-    const int first = (j - a.top_k) * a.inter + col0;  // the shared expert's column
-    gate = reinterpret_cast<const uint4*>(a.shared.w_gate_up) + static_cast<size_t>(first) * kc;
-    up = static_cast<size_t>(a.shared.inter) * kc;
-    live = max(0, min(n_cols, a.shared.inter - first));
-  }
-  auto live_of = [&](int g) { return max(0, min(min(sc, n_cols - g * sc), live - g * sc)); };
-  // warp 0: stage g's live columns into buffer g % stages ([gate rows][up rows], sc each)
-  auto request = [&](int g) {
-    const int n = live_of(g);
-    uint4* stage = ring + (g % stages) * stage_vecs;
-    if (lane == 0) mbar_expect_bytes(bars + g % stages, 2u * 16u * n * kc);
-    __syncwarp();
-    if (lane < 2 && n > 0)
-      bulk_copy(stage + lane * sc * kc, gate + static_cast<size_t>(g) * sc * kc + lane * up,
-                16u * n * kc, bars + g % stages);
-  };
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < stages; ++s) mbar_init(bars + s);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
-  if (warp == 0)
-    for (int g = 0; g < min(stages, groups); ++g) request(g);
-  atlas::stage_to_shared<4>(xs, reinterpret_cast<const uint4*>(a.x), kc);
-  __syncthreads();
-
-  for (int g = 0; g < groups; ++g) {
-    const uint4* stage = ring + (g % stages) * stage_vecs;
-    mbar_wait(bars + g % stages, (g / stages) & 1);
-    const int i = g * sc + warp;  // the block's column this warp computes
-    if (warp < sc && i < n_cols) {
-      float gs = 0.f, us = 0.f;
-      const bool col_live = warp < live_of(g);
-      if (col_live) {
-        const uint4* wg = stage + warp * kc;
-        const uint4* wu = stage + (sc + warp) * kc;
-#pragma unroll 4
-        for (int c = lane; c < kc; c += 32) {
-          const uint4 xv = xs[c];
-          gs = dot8(wg[c], xv, gs);
-          us = dot8(wu[c], xv, us);
-        }
-      }
-      gs = atlas::round_bf16(atlas::warp_sum(gs));
-      us = atlas::round_bf16(atlas::warp_sum(us));
-      if (lane == 0) {
-        const float v = col_live ? atlas::round_bf16(gs / (1.f + expf(-gs))) * us : 0.f;
-        a.act[static_cast<size_t>(j) * a.inter + col0 + i] = atlas::f32_to_bf16(v);
-      }
-    }
-    __syncthreads();  // the stage is read
-    if (warp == 0 && g + stages < groups) {
-      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-      request(g + stages);
-    }
-  }
-}
-
 __device__ __forceinline__ DownArgs down_args(
     const __nv_bfloat16* act, const __nv_bfloat16* w, const int32_t* topk_ids,
     const float* topk_weights, __nv_bfloat16* out, const __nv_bfloat16* norm_w,
     __nv_bfloat16* normed, uint32_t* counters, uint32_t tokens, uint32_t top_k, uint32_t hidden,
     uint32_t inter, uint32_t experts, uint32_t rows, const __nv_bfloat16* shared_down,
-    uint32_t shared_slots, uint32_t shared_inter, uint32_t stage_rows, uint32_t stages,
-    float eps) {
+    uint32_t shared_slots, uint32_t shared_inter, float eps) {
   return DownArgs{act, w, topk_ids, topk_weights, out, norm_w, normed, counters,
                   SharedExpert{nullptr, shared_down, static_cast<int>(shared_slots),
                                static_cast<int>(shared_inter)},
                   static_cast<int>(tokens), static_cast<int>(top_k), static_cast<int>(hidden),
-                  static_cast<int>(inter), static_cast<int>(experts), static_cast<int>(rows),
-                  static_cast<int>(stage_rows), static_cast<int>(stages), eps};
+                  static_cast<int>(inter), static_cast<int>(experts), static_cast<int>(rows), eps};
 }
 
-// grid (ceil(hidden / rows), tokens): blockIdx.y is a token. stages > 0 takes the bulk path,
-// else the register path's tile for the row's chunk steps. The PDL wait is in down_bulk /
-// down_block (ptx_entries follows the call).
+// grid (ceil(hidden / rows), tokens): blockIdx.y is a token; the tile for the row's chunk
+// steps. The PDL wait is in down_block (ptx_entries follows the call).
 template <bool kFinish, bool kOffset>
 __device__ __forceinline__ void down_dispatch(const DownArgs& a) {
-  if (a.stages > 0) {
-    down_bulk<kFinish, kOffset>(a);
-    return;
-  }
   switch ((a.inter / 8 + 31) / 32) {  // the row's chunk steps: a tile shape per count
     case 1: down_block<1, kFinish, kOffset>(a); break;
     case 2: down_block<2, kFinish, kOffset>(a); break;
@@ -765,21 +474,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                           const int32_t* topk_ids, __nv_bfloat16* act, uint32_t tokens,
                           uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts,
                           const __nv_bfloat16* shared_gate_up, uint32_t shared_slots,
-                          uint32_t shared_inter, uint32_t cols_per_block, uint32_t stage_cols,
-                          uint32_t stages) {
+                          uint32_t shared_inter) {
   // pdl_wait before pdl_launch_dependents: the down launch after this one reads the routing
   // before its own wait (see the header)
   atlas::pdl_enter();
-  if (stages > 0) {  // batch 1 through the bulk-copy ring (ops/moe.py gate_up_bulk_plan)
-    gate_up_bulk(GateUpBulkArgs{
-        x, w_gate_up, topk_ids, act,
-        SharedExpert{shared_gate_up, nullptr, static_cast<int>(shared_slots),
-                     static_cast<int>(shared_inter)},
-        static_cast<int>(top_k), static_cast<int>(hidden), static_cast<int>(inter),
-        static_cast<int>(experts), static_cast<int>(cols_per_block),
-        static_cast<int>(stage_cols), static_cast<int>(stages)});
-    return;
-  }
   const int slots = static_cast<int>(top_k + shared_slots), n = static_cast<int>(tokens) * slots;
   const int p = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (p >= n) return;
@@ -842,12 +540,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                       const int32_t* topk_ids, const float* topk_weights, __nv_bfloat16* out,
                       uint32_t tokens, uint32_t top_k, uint32_t hidden, uint32_t inter,
                       uint32_t experts, uint32_t rows_per_block, const __nv_bfloat16* shared_down,
-                      uint32_t shared_slots, uint32_t shared_inter, uint32_t stage_rows,
-                      uint32_t stages) {
+                      uint32_t shared_slots, uint32_t shared_inter) {
   down_dispatch<false, false>(down_args(act, w_down, topk_ids, topk_weights, out, nullptr,
                                         nullptr, nullptr, tokens, top_k, hidden, inter, experts,
                                         rows_per_block, shared_down, shared_slots, shared_inter,
-                                        stage_rows, stages, 0.f));
+                                        0.f));
 }
 
 // The same sum added into the residual stream, then the next RMSNorm (see the header).
@@ -858,12 +555,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                               __nv_bfloat16* normed, uint32_t* counters, uint32_t tokens,
                               uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts,
                               uint32_t rows_per_block, const __nv_bfloat16* shared_down,
-                              uint32_t shared_slots, uint32_t shared_inter, uint32_t stage_rows,
-                              uint32_t stages, float eps) {
+                              uint32_t shared_slots, uint32_t shared_inter, float eps) {
   down_dispatch<true, false>(down_args(act, w_down, topk_ids, topk_weights, residual, w, normed,
                                        counters, tokens, top_k, hidden, inter, experts,
                                        rows_per_block, shared_down, shared_slots, shared_inter,
-                                       stage_rows, stages, eps));
+                                       eps));
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
@@ -874,10 +570,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                      uint32_t top_k, uint32_t hidden, uint32_t inter,
                                      uint32_t experts, uint32_t rows_per_block,
                                      const __nv_bfloat16* shared_down, uint32_t shared_slots,
-                                     uint32_t shared_inter, uint32_t stage_rows,
-                                     uint32_t stages, float eps) {
+                                     uint32_t shared_inter, float eps) {
   down_dispatch<true, true>(down_args(act, w_down, topk_ids, topk_weights, residual, w, normed,
                                       counters, tokens, top_k, hidden, inter, experts,
                                       rows_per_block, shared_down, shared_slots, shared_inter,
-                                      stage_rows, stages, eps));
+                                      eps));
 }

@@ -224,7 +224,7 @@ __device__ __forceinline__ void gate_row(const uint4* xs, const uint4* wr,
 
 // The inputs of the fused router.
 struct GateArgs {
-  __nv_bfloat16* x;                   // [tokens, hidden]: read, or the input norm's output
+  const __nv_bfloat16* x;             // [tokens, hidden]
   const __nv_bfloat16* w;             // [experts, hidden]
   const __nv_bfloat16* shared_gate;   // [hidden]: the shared expert's gate row (or null)
   const float* bias;                  // sigmoid scoring's e_score_correction_bias (or null)
@@ -235,76 +235,7 @@ struct GateArgs {
   uint32_t* counter;
   uint32_t tokens, experts, hidden, top_k, shared_slots, renormalize;
   float scale;
-  // the input RMSNorm (norm_mode 1: plain, 2: zero-centred weights; 0: x is given): x is
-  // then written, = RMSNorm(resid (+= delta where delta is given)) * norm_w
-  __nv_bfloat16* resid;               // [tokens, hidden]
-  const __nv_bfloat16* delta;
-  const __nv_bfloat16* norm_w;
-  float eps;
-  uint32_t norm_mode;
 };
-
-// The input RMSNorm of the fused router (add_rmsnorm's / rmsnorm's numerics, the sum of
-// squares in another order): every block stages resid [tokens][kc] into `rs` (then the
-// summed residual bf16(resid + delta)), delta into `xs` and the norm weight into `ws` in one
-// pass of loads, then warp t sums token t's squares and every thread writes the normalized
-// rows into `xs`, which the gate GEMV reads. The blocks only read resid here: the last block
-// writes the summed residual back (and every normed row), after every block has taken its
-// ticket (gate_route), so no block reads a residual another has already updated.
-__device__ __forceinline__ void stage_normed(const GateArgs& a, uint4* xs, uint4* rs,
-                                             uint4* ws) {
-  const int tokens = static_cast<int>(a.tokens), kc = static_cast<int>(a.hidden) / 8;
-  const int n_r = tokens * kc, n_d = a.delta != nullptr ? n_r : 0, n = n_r + n_d + kc;
-  const uint4* r = reinterpret_cast<const uint4*>(a.resid);
-  const uint4* d = reinterpret_cast<const uint4*>(a.delta);
-  const uint4* w = reinterpret_cast<const uint4*>(a.norm_w);
-  constexpr int kUnroll = 8;
-  for (int base = threadIdx.x; base < n; base += kUnroll * static_cast<int>(blockDim.x)) {
-    uint4 v[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int i = base + u * static_cast<int>(blockDim.x);
-      if (i < n) v[u] = __ldcg(i < n_r ? r + i : i < n_r + n_d ? d + (i - n_r) : w + (i - n_r - n_d));
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int i = base + u * static_cast<int>(blockDim.x);
-      if (i < n) (i < n_r ? rs[i] : i < n_r + n_d ? xs[i - n_r] : ws[i - n_r - n_d]) = v[u];
-    }
-  }
-  __shared__ float inv_rms[kGateMaxTokens];
-  __syncthreads();
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (warp < tokens) {
-    float sumsq = 0.f;
-    for (int c = lane; c < kc; c += 32) {
-      float x[8];
-      atlas::unpack_bf16x8(rs[warp * kc + c], x);
-      if (n_d) {
-        float dv[8];
-        atlas::unpack_bf16x8(xs[warp * kc + c], dv);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) x[e] = atlas::round_bf16(x[e] + dv[e]);
-        rs[warp * kc + c] = atlas::pack_bf16x8(x);
-      }
-#pragma unroll
-      for (int e = 0; e < 8; ++e) sumsq = fmaf(x[e], x[e], sumsq);
-    }
-    sumsq = atlas::warp_sum(sumsq);
-    if (lane == 0) inv_rms[warp] = rsqrtf(sumsq / static_cast<float>(a.hidden) + a.eps);
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < n_r; i += blockDim.x) {
-    float x[8], wf[8], y[8];
-    atlas::unpack_bf16x8(rs[i], x);
-    atlas::unpack_bf16x8(ws[i % kc], wf);
-    const float inv = inv_rms[i / kc];
-#pragma unroll
-    for (int e = 0; e < 8; ++e)
-      y[e] = a.norm_mode == 2 ? (x[e] * inv) * (1.f + wf[e]) : wf[e] * atlas::round_bf16(x[e] * inv);
-    xs[i] = atlas::pack_bf16x8(y);
-  }
-}
 
 // Grid ceil((experts + 1 if shared) / kGateWarps) blocks of kGateWarps warps; warp w of block
 // b computes the logits of row kGateWarps b + w (row `experts`: the shared expert's gate) for
@@ -323,20 +254,9 @@ __device__ __forceinline__ void gate_route(const GateArgs& a) {
   // DRAM round trip overlaps the previous kernel
   uint4 wv[kGateBatch];
   if (has_row) load_gate_batch<true>(wr, threadIdx.x & 31, hidden / 8, wv);
-  if (a.norm_mode != 0 && threadIdx.x < 32) {  // the norm weight (a weight) into L2
-    const char* nw = reinterpret_cast<const char*>(a.norm_w);
-    for (int l = threadIdx.x; l < (hidden * 2 + 127) / 128; l += 32)
-      asm volatile("prefetch.global.L2 [%0];\n" ::"l"(nw + 128 * l));
-  }
   atlas::pdl_enter();
-  // [tokens][hidden / 8] x; with the input norm also the residual rows and the norm weight
-  // (ops/moe.py gate_topk_smem)
-  extern __shared__ uint4 xs[];
-  uint4* rs = xs + tokens * (hidden / 8);
-  if (a.norm_mode != 0)
-    stage_normed(a, xs, rs, rs + tokens * (hidden / 8));
-  else
-    atlas::stage_to_shared<8>(xs, reinterpret_cast<const uint4*>(a.x), tokens * (hidden / 8));
+  extern __shared__ uint4 xs[];  // [tokens][hidden / 8] x (ops/moe.py gate_topk_smem)
+  atlas::stage_to_shared<8>(xs, reinterpret_cast<const uint4*>(a.x), tokens * (hidden / 8));
   __syncthreads();
   if (has_row) {
     float* out = shared_row ? a.shared_logits : a.logits + e;
@@ -355,15 +275,6 @@ __device__ __forceinline__ void gate_route(const GateArgs& a) {
   __syncthreads();
   if (!last) return;
   __threadfence();
-  if (a.norm_mode != 0) {  // every block has read resid: the normed rows and the new residual
-    const int n = tokens * (hidden / 8);
-    uint4* xo = reinterpret_cast<uint4*>(a.x);
-    uint4* ro = reinterpret_cast<uint4*>(a.resid);
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-      xo[i] = xs[i];
-      if (a.delta != nullptr) ro[i] = rs[i];
-    }
-  }
   const int token = threadIdx.x >> 5, lane = threadIdx.x & 31;
   if (token >= tokens) return;
   const size_t slots = a.top_k + a.shared_slots;
@@ -397,30 +308,25 @@ extern "C" __global__ void __launch_bounds__(32 * kWarpsPerBlock, 1)
 }
 
 extern "C" __global__ void __launch_bounds__(32 * kGateWarps, 1)
-    moe_gate_topk_softmax_bf16(__nv_bfloat16* x, const __nv_bfloat16* w_gate,
+    moe_gate_topk_softmax_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w_gate,
                                const __nv_bfloat16* shared_gate, float* logits,
                                float* shared_logits, int32_t* topk_ids, float* topk_weights,
                                uint32_t* counter, uint32_t tokens, uint32_t experts,
                                uint32_t hidden, uint32_t top_k, uint32_t shared_slots,
-                               uint32_t renormalize, float scale, __nv_bfloat16* resid,
-                               const __nv_bfloat16* delta, const __nv_bfloat16* norm_w,
-                               float eps, uint32_t norm_mode) {
+                               uint32_t renormalize, float scale) {
   gate_route<false>(GateArgs{x, w_gate, shared_gate, nullptr, logits, shared_logits, topk_ids,
                              topk_weights, counter, tokens, experts, hidden, top_k,
-                             shared_slots, renormalize, scale, resid, delta, norm_w, eps,
-                             norm_mode});
+                             shared_slots, renormalize, scale});
 }
 
 extern "C" __global__ void __launch_bounds__(32 * kGateWarps, 1)
-    moe_gate_topk_sigmoid_bf16(__nv_bfloat16* x, const __nv_bfloat16* w_gate,
+    moe_gate_topk_sigmoid_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w_gate,
                                const __nv_bfloat16* shared_gate, const float* bias,
                                float* logits, float* shared_logits, int32_t* topk_ids,
                                float* topk_weights, uint32_t* counter, uint32_t tokens,
                                uint32_t experts, uint32_t hidden, uint32_t top_k,
-                               uint32_t shared_slots, uint32_t renormalize, float scale,
-                               __nv_bfloat16* resid, const __nv_bfloat16* delta,
-                               const __nv_bfloat16* norm_w, float eps, uint32_t norm_mode) {
+                               uint32_t shared_slots, uint32_t renormalize, float scale) {
   gate_route<true>(GateArgs{x, w_gate, shared_gate, bias, logits, shared_logits, topk_ids,
                             topk_weights, counter, tokens, experts, hidden, top_k, shared_slots,
-                            renormalize, scale, resid, delta, norm_w, eps, norm_mode});
+                            renormalize, scale});
 }

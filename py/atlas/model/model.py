@@ -17,7 +17,7 @@ Each layer's MLP is a block chosen by the config (`DenseMlp` here, the mixture o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol
 
 from ..core.config import LinearAttentionConfig, ModelConfig
 from ..core.dtype import DType
@@ -25,7 +25,6 @@ from ..runtime.gpu import DevicePtr, Stream
 from ..runtime.ops import KernelCache
 from ..runtime.ops import attention, embedding, gating, kv_quant, matmul, norm, rope
 from ..runtime.ops.matmul_quant import Bf16Linear, LinearWeight
-from ..runtime.ops.moe import InputNorm
 from .gated_deltanet import GatedDeltaNetWeights, gated_deltanet
 
 if TYPE_CHECKING:
@@ -101,17 +100,6 @@ class MlpBlock(Protocol):
 
     def forward(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
                 then_norm: NextNorm | None = None) -> bool: ...
-
-
-@runtime_checkable
-class InputNormMlp(Protocol):
-    """An MLP block that can take its input RMSNorm into its first launch (the MoE decode
-    router): forward_normed computes normed = RMSNorm(resid (+= delta)) itself."""
-
-    def takes_input_norm(self, kc: KernelCache, t: int) -> bool: ...
-
-    def forward_normed(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
-                       in_norm: InputNorm, then_norm: NextNorm | None = None) -> bool: ...
 
 
 def swiglu(kc: KernelCache, s: Stream, b: "StepBuffers", w_gate_up: DevicePtr,
@@ -316,19 +304,10 @@ class DenseDecoderModel:
                 self._norm_linear(s, b, res, lw.post_norm, lw.mlp.gate_up, b.gate_up, t)
                 self._down_proj(s, b, res, lw.mlp, t)
             else:
-                # the block may take its input norm into its first launch and finish the next
-                # add + norm itself, in place on b.resid
-                in_norm = None
-                if (not res.normed and isinstance(lw.mlp, InputNormMlp)
-                        and lw.mlp.takes_input_norm(kc, t)):
-                    in_norm = InputNorm(res.cur, b.delta if res.pending else 0, lw.post_norm,
-                                        d.eps, d.norm_offset)
-                    res.pending = False
-                else:
-                    self._norm(s, b, res, lw.post_norm, t)
+                # the block may finish the next add + norm itself, in place on b.resid
+                self._norm(s, b, res, lw.post_norm, t)
                 then_norm = self._norm_after(i) if res.cur == b.resid else None
-                res.normed = (lw.mlp.forward(kc, s, b, t, then_norm) if in_norm is None else
-                              lw.mlp.forward_normed(kc, s, b, t, in_norm, then_norm))
+                res.normed = lw.mlp.forward(kc, s, b, t, then_norm)
                 res.pending = not res.normed
                 res.ssq = False  # a fused next norm rewrote cur
             if self.tp is not None:  # row-parallel down: sum the ranks' partials

@@ -139,34 +139,16 @@ class MoeMlp:
 
     def forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
                 then_norm: NextNorm | None = None) -> bool:
-        return self._forward_all(kc, s, b, t, None, then_norm)
-
-    def takes_input_norm(self, kc: KernelCache, t: int) -> bool:
-        """The decode router computes the input RMSNorm itself (model.InputNormMlp) on the
-        fused decode path where its shared memory holds the rows, unless
-        ATLAS_MOE_ROUTER_NORM=0."""
-        return (moe_ops.uses_decode_kernels(t) and kc.routes.moe_fused_decode
-                and kc.routes.moe_router_norm and moe_ops.router_takes_norm(t, self.shape.hidden))
-
-    def forward_normed(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
-                       in_norm: moe_ops.InputNorm, then_norm: NextNorm | None = None) -> bool:
-        if not self.takes_input_norm(kc, t):
-            raise ValueError(f"moe: the input norm is fused into the decode router only "
-                             f"({t} tokens)")
-        return self._forward_all(kc, s, b, t, in_norm, then_norm)
-
-    def _forward_all(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
-                     in_norm: moe_ops.InputNorm | None, then_norm: NextNorm | None) -> bool:
         if self.ep is not None:  # the output is a partial sum until `combine`: no fused norm
-            self._forward(kc, s, b, t, in_norm, None)
+            self._forward(kc, s, b, t, None)
             self.ep.combine(s, b.delta, t, self.shape.hidden)
             return False
-        return self._forward(kc, s, b, t, in_norm, then_norm)
+        return self._forward(kc, s, b, t, then_norm)
 
     def _forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
-                 in_norm: moe_ops.InputNorm | None, then_norm: NextNorm | None) -> bool:
+                 then_norm: NextNorm | None) -> bool:
         if moe_ops.uses_decode_kernels(t) and kc.routes.moe_fused_decode:
-            return self._decode(kc, s, b, t, in_norm, then_norm)
+            return self._decode(kc, s, b, t, then_norm)
         sh, bf = self.shape.routed_only, self.bufs
         self._router_logits(kc, s, b.normed, t)
         moe_ops.topk(kc, s, bf.logits, bf.topk_ids, bf.topk_weights, t, sh.experts, sh.top_k,
@@ -183,9 +165,9 @@ class MoeMlp:
         return False
 
     def _decode(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
-                in_norm: moe_ops.InputNorm | None, then_norm: NextNorm | None) -> bool:
-        """Three launches: the router (`in_norm` when given, gate GEMV + top-k, the shared
-        expert's gate as one more row), gate/up and down over the routed slots and the
+                then_norm: NextNorm | None) -> bool:
+        """Three launches: the router (gate GEMV + top-k, the shared expert's gate as one
+        more row), gate/up and down over the routed slots and the
         shared expert's slots, the down launch also doing `then_norm` when given."""
         sh, bf = self.shape, self.bufs
         shared = None
@@ -193,8 +175,7 @@ class MoeMlp:
             shared = moe_ops.SharedExpertWeights(self.shared.gate_up, self.shared.down,
                                                  self.shared.gate)
         moe_ops.gate_topk(kc, s, b.normed, self.router, bf.logits, bf.topk_ids, bf.topk_weights,
-                          bf.router_counter, t, sh, self.routing, shared, bf.shared_gate,
-                          in_norm)
+                          bf.router_counter, t, sh, self.routing, shared, bf.shared_gate)
         sh = self._local(kc, s, t, sh)
         finish = None
         if then_norm is not None:

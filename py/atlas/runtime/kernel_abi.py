@@ -388,20 +388,15 @@ MOE_TOPK_SIGMOID = S("moe_router", "moe_topk_sigmoid_f32",
 # shared_logits f32 [tokens] = bf16(x . shared_gate), and slot top_k + c of each token gets
 # id experts + c, weight bf16(sigmoid(shared logit)); ids/weights rows are top_k +
 # shared_slots long.
-# norm_mode 1 (2: zero-centred weights): the input RMSNorm in the same launch, x written =
-# RMSNorm(resid (+= delta in place where delta != 0)) * norm_w (rmsnorm / add_rmsnorm's
-# numerics); 0: x is read.
 MOE_GATE_TOPK_SOFTMAX = S("moe_router", "moe_gate_topk_softmax_bf16",
                           "x:ptr w_gate:ptr shared_gate:ptr logits:ptr shared_logits:ptr "
                           "topk_ids:ptr topk_weights:ptr counter:ptr tokens:u32 experts:u32 "
-                          "hidden:u32 top_k:u32 shared_slots:u32 renormalize:u32 scale:f32 "
-                          "resid:ptr delta:ptr norm_w:ptr eps:f32 norm_mode:u32")
+                          "hidden:u32 top_k:u32 shared_slots:u32 renormalize:u32 scale:f32")
 MOE_GATE_TOPK_SIGMOID = S("moe_router", "moe_gate_topk_sigmoid_bf16",
                           "x:ptr w_gate:ptr shared_gate:ptr bias:ptr logits:ptr "
                           "shared_logits:ptr topk_ids:ptr topk_weights:ptr counter:ptr "
                           "tokens:u32 experts:u32 hidden:u32 top_k:u32 shared_slots:u32 "
-                          "renormalize:u32 scale:f32 resid:ptr delta:ptr norm_w:ptr eps:f32 "
-                          "norm_mode:u32")
+                          "renormalize:u32 scale:f32")
 # Decode (1..8 tokens), one launch per projection over all selected experts. Weights:
 # w_gate_up bf16 [experts, 2 inter, hidden] (gate rows, then up rows), w_down bf16
 # [experts, hidden, inter]. act bf16 [tokens, top_k, inter] = swiglu of the selected
@@ -411,26 +406,22 @@ MOE_GATE_TOPK_SIGMOID = S("moe_router", "moe_gate_topk_sigmoid_bf16",
 # [2 shared_inter, hidden], gate rows then up rows; shared_down bf16 [hidden, shared_inter];
 # act past shared_inter is zero, which the down kernels rely on); act/ids/weights rows are
 # top_k + shared_slots long. 2 * tokens * hidden bytes of dynamic shared memory (x); grid
-# x: column groups of 8 in blocks of ops.moe.gate_up_groups_per_block; stages > 0 (batch 1):
-# the bulk-copy path instead, grid (inter / cols_per_block, slots), a ring of `stages` stages
-# of stage_cols columns (ops.moe.gate_up_bulk_plan).
+# x: column groups of 8 in blocks of ops.moe.gate_up_groups_per_block.
 MOE_GATE_UP_SILU = S("moe_decode", "moe_gate_up_silu_bf16",
                      "x:ptr w_gate_up:ptr topk_ids:ptr act:ptr tokens:u32 top_k:u32 hidden:u32 "
                      "inter:u32 experts:u32 shared_gate_up:ptr shared_slots:u32 "
-                     "shared_inter:u32 cols_per_block:u32 stage_cols:u32 stages:u32")
+                     "shared_inter:u32")
 # out bf16 [tokens, hidden] = bf16(sum_j topk_weights[t, j] * bf16(act[t, j] . w_down[e_j]));
 # with shared slots: bf16(that sum) + bf16(topk_weights[t, top_k] * bf16(shared act .
 # shared_down)) (transformers' bf16 op boundaries); a block covers rows_per_block rows of one
 # token for all its slots, in groups of ops.moe.down_rows_per_group rows (ops.moe.down_rows),
-# with ops.moe.down_smem bytes of dynamic shared memory (the token's act rows); stages > 0:
-# the bulk-copy path instead, stages x stage_rows rows staged in a shared-memory ring
-# (ops.moe.down_bulk_plan, down_bulk_smem bytes). It reads
+# with ops.moe.down_smem bytes of dynamic shared memory (the token's act rows). It reads
 # topk_ids / topk_weights before its PDL wait: their writer must be at least two launches
 # back, with a launch between that waits before it lets dependents start (moe_gate_up_silu)
 MOE_DOWN_SUM = S("moe_decode", "moe_down_sum_bf16",
                  "act:ptr w_down:ptr topk_ids:ptr topk_weights:ptr out:ptr tokens:u32 "
                  "top_k:u32 hidden:u32 inter:u32 experts:u32 rows_per_block:u32 "
-                 "shared_down:ptr shared_slots:u32 shared_inter:u32 stage_rows:u32 stages:u32")
+                 "shared_down:ptr shared_slots:u32 shared_inter:u32")
 # the same sum s, then the residual add and the next RMSNorm (add_rmsnorm's numerics):
 # residual = bf16(residual + bf16(s)) in place, normed = RMSNorm(residual) * w; the last
 # block of each token normalizes its row (counters u32 [tokens]: zero before, zero after)
@@ -438,14 +429,13 @@ MOE_DOWN_ADD_RMSNORM = S("moe_decode", "moe_down_add_rmsnorm_bf16",
                          "act:ptr w_down:ptr topk_ids:ptr topk_weights:ptr residual:ptr w:ptr "
                          "normed:ptr counters:ptr tokens:u32 top_k:u32 hidden:u32 inter:u32 "
                          "experts:u32 rows_per_block:u32 shared_down:ptr shared_slots:u32 "
-                         "shared_inter:u32 stage_rows:u32 stages:u32 eps:f32")
+                         "shared_inter:u32 eps:f32")
 # ... with zero-centred norm weights (RMSNorm(residual) * (1 + w), as ADD_RMSNORM_OFFSET)
 MOE_DOWN_ADD_RMSNORM_OFFSET = S("moe_decode", "moe_down_add_rmsnorm_offset_bf16",
                                 "act:ptr w_down:ptr topk_ids:ptr topk_weights:ptr residual:ptr "
                                 "w:ptr normed:ptr counters:ptr tokens:u32 top_k:u32 hidden:u32 "
                                 "inter:u32 experts:u32 rows_per_block:u32 shared_down:ptr "
-                                "shared_slots:u32 shared_inter:u32 stage_rows:u32 stages:u32 "
-                                "eps:f32")
+                                "shared_slots:u32 shared_inter:u32 eps:f32")
 # Grouped path (more tokens): the slots s = t * top_k + j are sorted by expert into M-tiles
 # of ops.moe.MOE_TILE_M rows. sorted_slots i32 [max_tiles * MOE_TILE_M] (-1 = padding),
 # tile_expert i32 [max_tiles] (-1 = unused tile). Slots of one expert keep ascending order.

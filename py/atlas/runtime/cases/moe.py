@@ -18,7 +18,6 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, moe
-from ..ops.routes import KernelRoutes
 from .gemv import random_bf16
 
 #: act comes from two bf16-rounded products: a float32 sum that lands on the other side of a
@@ -189,41 +188,18 @@ def _bf16_logits(rng: np.random.Generator, tokens: int, experts: int, scale: flo
     return bf16_bits_to_f32(random_bf16(rng, (tokens, experts), scale))
 
 
-#: the input norm's epsilon in the router cases: rows of +-1 normalize to exactly +-1
-ROUTER_NORM_EPS = 1e-6
-
-
-def norm_inputs(rng: np.random.Generator, tokens: int, hidden: int, with_delta: bool
-                ) -> dict[str, np.ndarray]:
-    """bf16 bits of a residual (and delta) whose sum has every element +-1, and norm weights
-    on a grid of halves: RMSNorm(resid + delta) * w is then exact on every backend (the
-    rms is 1 up to eps, and bf16 rounding absorbs it), so the router's logits stay exact."""
-    sign = rng.choice([-1.0, 1.0], (tokens, hidden)).astype(np.float32)
-    out = {"resid": f32_to_bf16_bits(2 * sign if with_delta else sign),
-           "norm_w": f32_to_bf16_bits(rng.choice([-1.0, -0.5, 0.5, 1.0], hidden)
-                                      .astype(np.float32))}
-    if with_delta:
-        out["delta"] = f32_to_bf16_bits(-sign)
-    return out
-
-
 def gate_case(name: str, x: np.ndarray, w_gate: np.ndarray, top_k: int, sigmoid: bool = False,
               bias: np.ndarray | None = None, renormalize: bool = True, scale: float = 1.0,
-              shared_gate: np.ndarray | None = None, shared_slots: int = 1,
-              norm: dict[str, np.ndarray] | None = None, offset: bool = False) -> KernelCase:
+              shared_gate: np.ndarray | None = None, shared_slots: int = 1) -> KernelCase:
     """The fused decode router (gate GEMV + top-k) on bf16 bits x [tokens, hidden] and
     w_gate [experts, hidden], launched twice over one counter (the second launch routes
     only if the first left it at zero, as a graph replay needs); with `shared_gate` (bits
-    [hidden]) a shared expert's `shared_slots` slots follow each token's top-k. With `norm`
-    (norm_inputs) the launch computes x itself, the input RMSNorm (`offset`: zero-centred
-    weights) of resid (+= delta in place): each launch on its own residual copy."""
+    [hidden]) a shared expert's `shared_slots` slots follow each token's top-k."""
     tokens, hidden = x.shape
     experts = len(w_gate)
     m = shared_slots if shared_gate is not None else 0
     shape = moe.MoeShape(experts, top_k, hidden, 16, shared_inter=16 * m)
     inputs = {"x": x, "w_gate": w_gate, "counter": np.zeros(1, np.int32)}
-    if norm is not None:
-        inputs |= norm | {"resid2": norm["resid"].copy()}
     if bias is not None:
         inputs["bias"] = bias.astype(np.float32)
     outputs = {"counter": OutputSpec(DType.I32, (1,))}
@@ -234,33 +210,18 @@ def gate_case(name: str, x: np.ndarray, w_gate: np.ndarray, top_k: int, sigmoid:
         outputs |= {"logits" + sfx: OutputSpec(DType.FP32, (tokens, experts), bf16_valued=True),
                     "topk_ids" + sfx: OutputSpec(DType.I32, (tokens, top_k + m)),
                     "topk_weights" + sfx: OutputSpec(DType.FP32, (tokens, top_k + m))}
-        if norm is not None:
-            outputs |= {"x" + sfx: OutputSpec(DType.BF16, (tokens, hidden)),
-                        "resid" + sfx: OutputSpec(DType.BF16, (tokens, hidden))}
     scoring = "sigmoid" if sigmoid else "softmax"
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         routing = moe.Routing(scoring, renormalize, scale, p.get("bias", 0))
         shared = moe.SharedExpertWeights(0, 0, p["shared_gate"]) if m else None
         for sfx in ("", "2"):
-            in_norm = None if norm is None else moe.InputNorm(
-                p["resid" + sfx], p.get("delta", 0), p["norm_w"], ROUTER_NORM_EPS, offset)
-            moe.gate_topk(KernelCache(backend), stream, p["x" + sfx if norm else "x"],
-                          p["w_gate"], p["logits" + sfx], p["topk_ids" + sfx],
-                          p["topk_weights" + sfx], p["counter"], tokens, shape, routing,
-                          shared, p.get("shared_logits", 0), in_norm)
+            moe.gate_topk(KernelCache(backend), stream, p["x"], p["w_gate"], p["logits" + sfx],
+                          p["topk_ids" + sfx], p["topk_weights" + sfx], p["counter"], tokens,
+                          shape, routing, shared, p.get("shared_logits", 0))
 
     def oracle(inp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        normed: dict[str, np.ndarray] = {}
-        if norm is not None:
-            delta = _f64(inp["delta"]) if "delta" in inp else 0.0
-            r = oracle_add_rmsnorm(_f64(inp["resid"]), np.asarray(delta), _f64(inp["norm_w"]),
-                                   ROUTER_NORM_EPS, offset)
-            for sfx in ("", "2"):
-                normed |= {"x" + sfx: r["normed"], "resid" + sfx: r["residual"]}
-            xs = r["normed"]
-        else:
-            xs = _f64(inp["x"])
+        xs = _f64(inp["x"])
         logits = _bf16(xs @ _f64(inp["w_gate"]).T)
         r = oracle_router(logits, top_k, sigmoid, inp.get("bias"), renormalize, scale)
         ids, w = r["topk_ids"], r["topk_weights"]
@@ -272,7 +233,7 @@ def gate_case(name: str, x: np.ndarray, w_gate: np.ndarray, top_k: int, sigmoid:
             w = np.concatenate([w, np.repeat(_bf16(1 / (1 + np.exp(-g)))[:, None], m, 1)], 1)
         for sfx in ("", "2"):
             out |= {"logits" + sfx: logits, "topk_ids" + sfx: ids, "topk_weights" + sfx: w}
-        return out | normed
+        return out
 
     return KernelCase(name, "moe_router", inputs, outputs, run, oracle)
 
@@ -312,19 +273,7 @@ def _gate_cases(rng: np.random.Generator) -> list[KernelCase]:
                       *leaf(2, 256), 8, shared_gate=_exact_gate(rng, 1, 1, 2048, 1 / 64, 1)[1][0]),
             gate_case("moe_gate_topk softmax shared x3 t8 e8 h128 k3",
                       *_exact_gate(rng, 8, 8, 128), 3,
-                      shared_gate=_exact_gate(rng, 1, 1, 128)[1][0], shared_slots=3),
-            # the input RMSNorm in the router launch: add_rmsnorm's (resid += delta) and
-            # rmsnorm's, the zero-centred weights with a shared expert, sigmoid scoring
-            gate_case("moe_gate_topk softmax add_rmsnorm leaf t1 e128 h2048 k8", *leaf(1, 128), 8,
-                      norm=norm_inputs(rng, 1, 2048, True)),
-            gate_case("moe_gate_topk softmax add_rmsnorm leaf t8 e128 h2048 k8", *leaf(8, 128), 8,
-                      norm=norm_inputs(rng, 8, 2048, True)),
-            gate_case("moe_gate_topk softmax rmsnorm_offset shared t2 e256 h2048 k8",
-                      *leaf(2, 256), 8, shared_gate=_exact_gate(rng, 1, 1, 2048, 1 / 64, 1)[1][0],
-                      norm=norm_inputs(rng, 2, 2048, False), offset=True),
-            gate_case("moe_gate_topk sigmoid rmsnorm t3 e40 h128 k4",
-                      random_bf16(rng, (3, 128)), random_bf16(rng, (40, 128), 2 / 16), 4, True,
-                      bias[:40], norm=norm_inputs(rng, 3, 128, False))]
+                      shared_gate=_exact_gate(rng, 1, 1, 128)[1][0], shared_slots=3)]
 
 
 @kernel_cases("moe_router")
@@ -359,11 +308,10 @@ def router_cases(rng: np.random.Generator) -> list[KernelCase]:
 
 # ---- decode experts -----------------------------------------------------------------------
 def decode_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.ndarray,
-                graph: bool = False, bulk: bool | None = None) -> KernelCase:
+                graph: bool = False) -> KernelCase:
     """moe_gate_up_silu then moe_down_sum, act checked on its own (it is the first kernel's
     output and the second one's input); with shape.shared_inter, a shared expert folded in
-    as shape.shared_slots more slots. `graph`: also captured into the GPU check's graph;
-    `bulk`: the paths (_bulk_cache)."""
+    as shape.shared_slots more slots. `graph`: also captured into the GPU check's graph."""
     tokens, k = len(ids), shape.top_k
     w_gu, w_d = expert_weights(rng, shape)
     inputs = {"x": random_bf16(rng, (tokens, shape.hidden)), "w_gate_up": w_gu, "w_down": w_d,
@@ -375,7 +323,7 @@ def decode_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: n
                "out": OutputSpec(DType.BF16, (tokens, shape.hidden))}
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        kc = _bulk_cache(backend, bulk)
+        kc = KernelCache(backend)
         moe.decode_gate_up(kc, stream, p["x"], p["w_gate_up"], p["topk_ids"], p["act"], tokens,
                            shape, _shared_ptrs(p))
         moe.decode_down(kc, stream, p["act"], p["w_down"], p["topk_ids"], p["topk_weights"],
@@ -394,10 +342,10 @@ def decode_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: n
                       reference_abs_tol=ACT_REFERENCE_TOL, graph=graph)
 
 
-def down_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.ndarray,
-              bulk: bool | None = None) -> KernelCase:
+def down_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.ndarray
+              ) -> KernelCase:
     """moe_down_sum alone from a given act: one rounding per expert and one at the end, so
-    it is held to the tight reference tolerance. `bulk`: the paths (_bulk_cache)."""
+    it is held to the tight reference tolerance."""
     tokens = len(ids)
     _, w_d = expert_weights(rng, shape)
     inputs = {"act": random_bf16(rng, (tokens, shape.top_k, shape.inter)), "w_down": w_d,
@@ -405,7 +353,7 @@ def down_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.
               "topk_weights": _routing_weights(rng, tokens, shape.top_k)}
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        moe.decode_down(_bulk_cache(backend, bulk), stream, p["act"], p["w_down"],
+        moe.decode_down(KernelCache(backend), stream, p["act"], p["w_down"],
                         p["topk_ids"], p["topk_weights"], p["out"], tokens, shape)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -431,23 +379,13 @@ def oracle_add_rmsnorm(resid: np.ndarray, delta: np.ndarray, w: np.ndarray, eps:
     return {"residual": r, "normed": normed}
 
 
-def _bulk_cache(backend: GpuBackend, bulk: bool | None) -> KernelCache:
-    """The launch builders' routes of a decode case: the bulk-copy paths forced on (True:
-    ATLAS_MOE_DOWN_BULK=1 and ATLAS_MOE_GATE_UP_BULK=1, where their rings fit) or off (False:
-    the register paths), or the environment's (None), so both paths stay checked."""
-    if bulk is None:
-        return KernelCache(backend)
-    return KernelCache(backend, KernelRoutes(moe_down_bulk=bulk, moe_gate_up_bulk=bulk))
-
-
 def down_add_rmsnorm_case(rng: np.random.Generator, name: str, shape: moe.MoeShape,
-                          ids: np.ndarray, offset: bool = False, bulk: bool | None = None
-                          ) -> KernelCase:
+                          ids: np.ndarray, offset: bool = False) -> KernelCase:
     """moe_down_add_rmsnorm(_offset) launched twice over the same counters (into two residual
     rows sets): the second launch finds its last blocks only if the first left the counters
     at zero, as a graph replay needs; the counters are checked to be zero after. With
     shape.shared_inter the shared expert's slots follow (act zero past its width, as the
-    gate/up kernel leaves it). `bulk`: the paths (_bulk_cache)."""
+    gate/up kernel leaves it)."""
     tokens, eps, k = len(ids), 1e-6, shape.top_k
     _, w_d = expert_weights(rng, shape)
     resid = random_bf16(rng, (tokens, shape.hidden), 3.0)
@@ -465,7 +403,7 @@ def down_add_rmsnorm_case(rng: np.random.Generator, name: str, shape: moe.MoeSha
                "counters": OutputSpec(DType.I32, (tokens,))}
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        kc = _bulk_cache(backend, bulk)
+        kc = KernelCache(backend)
         for suffix in ("", "2"):
             norm = moe.AddRmsNorm(p["residual" + suffix], p["norm_w"], p["normed" + suffix],
                                   p["counters"], eps, offset)
@@ -549,36 +487,23 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
                                     "(qwen3.5-35b-a3b)", q35, random_ids(rng, 2, 8, 8), True),
               decode_case(rng, "moe_decode shared t2 h2048 i512 k8 (qwen3.5-35b-a3b)", q35,
                           random_ids(rng, 2, 8, 8))]
-    # the bulk-copy path's ring refilled many times (68 rows a block in 17 stages of 4 over
-    # a ring of 4), a partial last block and stage, a partial shared chunk copied row by row
+    # many row groups a block, a partial last block, a partial shared chunk
     ring = moe.MoeShape(experts=8, top_k=3, hidden=1040, inter=512, shared_inter=528)
     ring_ids = random_ids(rng, 8, 8, 3)
     ring_ids[5, 1] = -1
     fused += [down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm shared t8 h1040 i512 k3 shared "
-                                    "528 (bulk ring refills)", ring, ring_ids, bulk=True),
-              down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm leaf t2 h2048 i768 k8 (bulk ring)",
-                                    leaf, random_ids(rng, 2, 8, 8), bulk=True)]
-    # batch 1 through both bulk rings: gate/up 32 stages a block on a ring of 8 (30 slots:
-    # 4 blocks a slot, the last partial), an id of another rank, a shared expert whose second
-    # chunk is partial; and the Qwen3-30B-A3B leaf (16 stages of 3 columns on a ring of 4)
+                                    "528", ring, ring_ids)]
+    # batch 1 with 28 slots: an id of another rank, a shared expert whose second chunk is
+    # partial; the Qwen3-30B-A3B leaf at batch 1 (captured into the graph too); the
+    # flagship's shape at batch 8
     many = moe.MoeShape(experts=40, top_k=28, hidden=64, inter=1008, shared_inter=1040)
     many_ids = rng.permutation(40)[None, :28].astype(np.int32)
     many_ids[0, 5] = -1
-    fused += [decode_case(rng, "moe_decode t1 e40 k28 h64 i1008 shared 1040 (bulk rings)",
-                          many, many_ids, bulk=True),
-              decode_case(rng, "moe_decode leaf t1 h2048 i768 k8 (bulk rings)", leaf,
-                          random_ids(rng, 1, 8, 8), graph=True, bulk=True),
-              # batch 8 of the flagship's shape: the down ring at 16 blocks a token
-              decode_case(rng, "moe_decode leaf shared t8 h2048 i512 k8 (qwen3.5-35b-a3b, bulk "
-                          "ring)", q35, random_ids(rng, 8, 8, 8), bulk=True)]
-    # the register paths at both full-size shapes, whatever the environment says
-    fused += [down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm leaf t2 h2048 i768 k8 (register "
-                                    "path)", leaf, random_ids(rng, 2, 8, 8), bulk=False),
-              down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm_offset shared t2 h2048 i512 k8 "
-                                    "(register path)", q35, random_ids(rng, 2, 8, 8), True,
-                                    bulk=False),
-              down_case(rng, "moe_down_sum t2 e24 k20 h128 i32 (register path)", wide,
-                        random_ids(rng, 2, 24, 20), bulk=False)]
+    fused += [decode_case(rng, "moe_decode t1 e40 k28 h64 i1008 shared 1040", many, many_ids),
+              decode_case(rng, "moe_decode leaf t1 h2048 i768 k8", leaf,
+                          random_ids(rng, 1, 8, 8), graph=True),
+              decode_case(rng, "moe_decode leaf shared t8 h2048 i512 k8 (qwen3.5-35b-a3b)", q35,
+                          random_ids(rng, 8, 8, 8))]
     return fused + cases
 
 

@@ -32,15 +32,6 @@ and the last block of each token applies the next RMSNorm, so a decode layer nee
 separate add_rmsnorm launch after its MoE block. A decode step routes in one launch too
 (`gate_topk`: the gate GEMV's rows spread over blocks, the last block does the top-k).
 
-Bulk-copy paths (opt-in, ATLAS_MOE_DOWN_BULK=1 / ATLAS_MOE_GATE_UP_BULK=1, where their ring
-fits the device's shared memory; off by default until measured on their own): the down
-launch at every decode batch (`down_bulk_plan`) and the gate/up launch at batch 1
-(`gate_up_bulk_plan`) move the weights with the TMA copy engine into a ring of stages in
-shared memory (one block per SM, ~96 KB in flight each, refilled stage by stage) instead of
-holding them in registers (the register paths above: kernel arguments stages = 0). The
-decode router can also compute the layer's input RMSNorm (`InputNorm`; opt-in,
-ATLAS_MOE_ROUTER_NORM=1).
-
 Shared expert (Qwen2-MoE, Qwen3-Next, Qwen3.5-MoE), decode path: `MoeShape.shared_inter`
 folds it into the same three launches as `shared_slots` = ceil(shared_inter / inter) more
 slots per token after the top_k routed ones. Slot top_k + c computes the shared expert's
@@ -75,7 +66,6 @@ from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM,
                           MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
 from . import KernelCache
 from ._preconditions import require_aligned, require_multiple
-from .routes import DEFAULT_MOE_BULK_RING_KB, DEFAULT_MOE_BULK_STAGE_KB
 
 #: rows of one grouped-GEMM M-tile (moe_grouped.cu kTileM)
 MOE_TILE_M = 64
@@ -109,16 +99,6 @@ DOWN_BLOCKS_PER_SM = 2
 #: the decode kernels' dynamic shared memory (gate/up: every token's x; down: the token's act
 #: rows, slots x inter bf16) may not exceed this
 DOWN_MAX_SMEM = 200 * 1024
-#: the bulk-copy paths (down_bulk_plan, gate_up_bulk_plan): a stage is as many output rows
-#: or columns as fill about `stage_bytes`, the ring as many stages as keep about `ring_bytes`
-#: in flight per block (one block per SM: H200 needs ~30-40 KB in flight per SM to reach its
-#: copy bandwidth), between 2 and DOWN_BULK_MAX_STAGES (moe_decode.cu kMaxBulkStages)
-#: stages; the sizes are kc.routes.moe_bulk_stage_kb / moe_bulk_ring_kb (routes.py)
-DOWN_BULK_MAX_STAGES = 8
-#: shared memory the down kernels declare statically (both paths' routing, item sums,
-#: barriers, the norm's scratch and ticket: 2.9 KB, ptxas -v), kept free of the dynamic part
-#: under the device's per-block limit
-DOWN_STATIC_SMEM = 4096
 #: the router keeps each token's scores in one warp's registers (moe_router.cu)
 ROUTER_MAX_EXPERTS = 512
 ROUTER_MAX_TOP_K = 32
@@ -283,29 +263,14 @@ def topk(kc: KernelCache, stream: Stream, logits: DevicePtr, topk_ids: DevicePtr
                                  topk_weights, tokens, experts, top_k, renorm, scale)
 
 
-@dataclass(frozen=True, slots=True)
-class InputNorm:
-    """The RMSNorm before an MoE block, fused into its decode router launch: resid +=
-    delta in place where delta is given (add_rmsnorm; 0: rmsnorm), x = RMSNorm(resid) * w
-    (* (1 + w) with `offset`), the router's input and the experts'."""
-
-    resid: DevicePtr
-    delta: DevicePtr
-    weight: DevicePtr
-    eps: float
-    offset: bool = False
-
-
 def gate_topk(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr,
               logits: DevicePtr, topk_ids: DevicePtr, topk_weights: DevicePtr,
               counter: DevicePtr, tokens: int, shape: MoeShape, routing: Routing = Routing(),
-              shared: SharedExpertWeights | None = None, shared_logits: DevicePtr = 0,
-              norm: InputNorm | None = None) -> None:
+              shared: SharedExpertWeights | None = None, shared_logits: DevicePtr = 0) -> None:
     """The decode router in one launch: logits f32 [tokens, experts] = bf16(x . w_gate)
     (what the f32-output linear writes), then `topk` of them into rows of shape.slots;
     with a shared expert, shared_logits f32 [tokens] = its gate logit and its slots get the
-    weight bf16(sigmoid(logit)). counter: one u32, zero. With `norm`, x is written first
-    (the input RMSNorm: no rmsnorm / add_rmsnorm launch before the router)."""
+    weight bf16(sigmoid(logit)). counter: one u32, zero."""
     shape.validate()
     shared_gate, n_shared, _ = _shared_args(shape, shared, "gate")
     if n_shared:
@@ -318,35 +283,23 @@ def gate_topk(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr,
     require_aligned("moe_gate_topk", "counter", counter, 4)
     rows = shape.experts + (1 if n_shared else 0)  # the shared gate: one more row
     grid = -(-rows // (ROUTER_GATE_THREADS // 32))
-    smem = gate_topk_smem(tokens, shape.hidden, norm is not None)
-    if norm is not None:
-        for name in ("resid", "delta", "weight"):
-            require_aligned("moe_gate_topk", name, getattr(norm, name), 16)
-    norm_args = ((norm.resid, norm.delta, norm.weight, float(norm.eps), 2 if norm.offset else 1)
-                 if norm is not None else (0, 0, 0, 0.0, 0))
+    smem = gate_topk_smem(tokens, shape.hidden)
     renorm, scale = int(routing.renormalize), float(routing.scale)
     if routing.scoring == "softmax":
         kc.get_with_shared(MOE_GATE_TOPK_SOFTMAX, smem)(
             stream, grid, ROUTER_GATE_THREADS, smem, x, w_gate, shared_gate, logits,
             shared_logits, topk_ids, topk_weights, counter, tokens, shape.experts, shape.hidden,
-            shape.top_k, n_shared, renorm, scale, *norm_args)
+            shape.top_k, n_shared, renorm, scale)
     else:
         kc.get_with_shared(MOE_GATE_TOPK_SIGMOID, smem)(
             stream, grid, ROUTER_GATE_THREADS, smem, x, w_gate, shared_gate, routing.bias,
             logits, shared_logits, topk_ids, topk_weights, counter, tokens, shape.experts,
-            shape.hidden, shape.top_k, n_shared, renorm, scale, *norm_args)
+            shape.hidden, shape.top_k, n_shared, renorm, scale)
 
 
-def router_takes_norm(tokens: int, hidden: int) -> bool:
-    """Whether the decode router's shared memory holds the input norm's rows too (x, the
-    residual and the norm weight) for this batch: else the norm stays its own launch."""
-    return 4 * tokens * hidden + 2 * hidden <= ROUTER_GATE_MAX_SMEM
-
-
-def gate_topk_smem(tokens: int, hidden: int, norm: bool) -> int:
-    """Dynamic shared memory of the fused router: x (bf16 rows, staged by every block); with
-    the input norm also the residual rows and the norm weight."""
-    nbytes = 2 * tokens * hidden + (2 * tokens * hidden + 2 * hidden if norm else 0)
+def gate_topk_smem(tokens: int, hidden: int) -> int:
+    """Dynamic shared memory of the fused router: x (bf16 rows, staged by every block)."""
+    nbytes = 2 * tokens * hidden
     if nbytes > ROUTER_GATE_MAX_SMEM:
         raise ValueError(f"moe_gate_topk: {tokens} x hidden {hidden} of x ({nbytes} bytes) "
                          f"exceed its {ROUTER_GATE_MAX_SMEM} bytes of shared memory")
@@ -369,59 +322,13 @@ def decode_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: Dev
         raise ValueError(f"moe_gate_up_silu: {tokens} tokens; the decode kernel takes "
                          f"1..{DECODE_MAX_TOKENS}")
     sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "gate_up")
-    r = kc.routes
-    plan = (gate_up_bulk_plan(tokens, shape.slots, shape.hidden, shape.inter,
-                              kc.facts.sm_count, kc.facts.shared_memory_per_block,
-                              1024 * r.moe_bulk_stage_kb, 1024 * r.moe_bulk_ring_kb)
-            if r.moe_gate_up_bulk else None)
-    if plan is not None:
-        grid = (-(-shape.inter // plan.cols), shape.slots, 1)
-        cols, stage_cols, stages, smem = plan.cols, plan.stage_cols, plan.stages, plan.smem
-    else:
-        groups = -(-shape.inter // DECODE_ROWS_PER_BLOCK)
-        per_block = gate_up_groups_per_block(tokens, shape.slots, shape.inter,
-                                             kc.facts.sm_count)
-        grid = (-(-groups // per_block), tokens * shape.slots, 1)
-        cols, stage_cols, stages = 0, 0, 0
-        smem = gate_up_smem(tokens, shape.hidden)
+    groups = -(-shape.inter // DECODE_ROWS_PER_BLOCK)
+    per_block = gate_up_groups_per_block(tokens, shape.slots, shape.inter, kc.facts.sm_count)
+    smem = gate_up_smem(tokens, shape.hidden)
     kc.get_with_shared(MOE_GATE_UP_SILU, smem)(
-        stream, grid, DECODE_THREADS, smem, x, w_gate_up, topk_ids, act, tokens, shape.top_k,
-        shape.hidden, shape.inter, shape.experts, sh_ptr, n_shared, sh_inter, cols,
-        stage_cols, stages)
-
-
-@dataclass(frozen=True, slots=True)
-class GateUpBulkPlan:
-    """Geometry of the gate/up kernel's batch-1 bulk-copy path: blocks of `cols` columns of
-    one slot (a multiple of stage_cols), a ring of `stages` stages of `stage_cols` columns'
-    gate and up rows, `smem` bytes of dynamic shared memory (the ring, then x)."""
-
-    cols: int
-    stage_cols: int
-    stages: int
-    smem: int
-
-
-def gate_up_bulk_plan(tokens: int, slots: int, hidden: int, inter: int, sm_count: int,
-                      smem_limit: int, stage_bytes: int = 1024 * DEFAULT_MOE_BULK_STAGE_KB,
-                      ring_bytes: int = 1024 * DEFAULT_MOE_BULK_RING_KB) -> GateUpBulkPlan | None:
-    """The batch-1 bulk path's geometry (moe_decode.cu gate_up_bulk), or None: more than one
-    token (rows routed to one expert share a read on the register path's pair groups) or a
-    ring that does not fit `smem_limit`. A stage is as many columns (one a warp, at most
-    DECODE_ROWS_PER_BLOCK) as fill about `stage_bytes` with their gate and up rows; one
-    block per SM (sm_count // slots blocks a slot), the ring sized as the down path's."""
-    if tokens != 1:
-        return None
-    col_bytes = 2 * 2 * hidden
-    stage_cols = max(1, min(DECODE_ROWS_PER_BLOCK, inter, stage_bytes // col_bytes))
-    one = stage_cols * col_bytes
-    groups = -(-inter // stage_cols)
-    per_block = -(-groups // max(1, sm_count // slots))
-    fits = (smem_limit - DOWN_STATIC_SMEM - 2 * hidden) // one
-    stages = min(per_block, fits, max(2, min(DOWN_BULK_MAX_STAGES, ring_bytes // one)))
-    if stages < min(2, per_block):
-        return None
-    return GateUpBulkPlan(per_block * stage_cols, stage_cols, stages, stages * one + 2 * hidden)
+        stream, (-(-groups // per_block), tokens * shape.slots, 1), DECODE_THREADS, smem, x,
+        w_gate_up, topk_ids, act, tokens, shape.top_k, shape.hidden, shape.inter,
+        shape.experts, sh_ptr, n_shared, sh_inter)
 
 
 def gate_up_groups_per_block(tokens: int, slots: int, inter: int, sm_count: int) -> int:
@@ -477,68 +384,6 @@ def down_smem(slots: int, inter: int) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class DownBulkPlan:
-    """Geometry of the down kernels' bulk-copy path: blocks of `rows` output rows of one token
-    (a multiple of stage_rows), a ring of `stages` stages of `stage_rows` rows x every slot,
-    `smem` bytes of dynamic shared memory (down_bulk_smem)."""
-
-    rows: int
-    stage_rows: int
-    stages: int
-    smem: int
-
-
-def down_bulk_smem(slots: int, inter: int, rows: int, stage_rows: int, stages: int) -> int:
-    """Dynamic shared memory of the bulk path (moe_decode.cu down_bulk): the ring (bf16 weight
-    rows [stages][slots][stage_rows][inter]), the token's act [slots][inter] bf16, the item
-    sums ys float [stage_rows][slots], the block's residual rows bf16 (16-byte rounded)."""
-    ring = 2 * stages * slots * stage_rows * inter
-    return ring + 2 * slots * inter + 4 * stage_rows * slots + -(-2 * rows // 16) * 16
-
-
-def down_bulk_plan(slots: int, tokens: int, hidden: int, inter: int, sm_count: int,
-                   smem_limit: int, stage_bytes: int = 1024 * DEFAULT_MOE_BULK_STAGE_KB,
-                   ring_bytes: int = 1024 * DEFAULT_MOE_BULK_RING_KB) -> DownBulkPlan | None:
-    """The bulk path's geometry, or None where its ring does not fit `smem_limit` (the
-    device's opt-in shared memory per block; the register path takes those shapes).
-
-    One block per SM: the tokens share the SMs (sm_count // tokens blocks a token, at least
-    one), each block taking whole stages of its token's rows; the ring is refilled stage by
-    stage, so the block's length costs nothing but its first stage's latency."""
-    row_bytes = 2 * slots * inter
-    stage_rows = max(1, min(hidden, DECODE_THREADS, stage_bytes // row_bytes))
-    one = stage_rows * row_bytes
-    groups = -(-hidden // stage_rows)
-    per_block = -(-groups // max(1, sm_count // tokens))
-    rows = per_block * stage_rows
-    # as many stages as the target, fewer where the device's shared memory is smaller, but
-    # two at least (one: the ring would not stream while a stage is read) unless a block
-    # has one stage only
-    fits = (smem_limit - DOWN_STATIC_SMEM - down_bulk_smem(slots, inter, rows, stage_rows, 0)
-            ) // one
-    stages = min(per_block, fits, max(2, min(DOWN_BULK_MAX_STAGES, ring_bytes // one)))
-    if stages < min(2, per_block):
-        return None
-    return DownBulkPlan(rows, stage_rows, stages,
-                        down_bulk_smem(slots, inter, rows, stage_rows, stages))
-
-
-def _down_launch(kc: KernelCache, shape: MoeShape, tokens: int) -> tuple[int, int, int, int]:
-    """(rows per block, stage_rows, stages, dynamic shared bytes) of a down launch: the
-    bulk-copy path where kc.routes.moe_down_bulk and its ring fits, else the register path
-    (stages 0)."""
-    if kc.routes.moe_down_bulk:
-        plan = down_bulk_plan(shape.slots, tokens, shape.hidden, shape.inter,
-                              kc.facts.sm_count, kc.facts.shared_memory_per_block,
-                              1024 * kc.routes.moe_bulk_stage_kb,
-                              1024 * kc.routes.moe_bulk_ring_kb)
-        if plan is not None:
-            return plan.rows, plan.stage_rows, plan.stages, plan.smem
-    rows = down_rows(shape.slots, tokens, shape.hidden, shape.inter, kc.facts.sm_count)
-    return rows, 0, 0, down_smem(shape.slots, shape.inter)
-
-
-@dataclass(frozen=True, slots=True)
 class AddRmsNorm:
     """The residual add + RMSNorm that follows an MoE block, fused into its down launch:
     residual += the block's output (bf16, in place), out = RMSNorm(residual) * w (* (1 + w)
@@ -560,11 +405,12 @@ def decode_down(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DeviceP
     the gated shared expert's)."""
     _check_weights("moe_down_sum", act, w_down)
     sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "down")
-    rows, stage_rows, stages, smem = _down_launch(kc, shape, tokens)
+    rows = down_rows(shape.slots, tokens, shape.hidden, shape.inter, kc.facts.sm_count)
+    smem = down_smem(shape.slots, shape.inter)
     kc.get_with_shared(MOE_DOWN_SUM, smem)(
         stream, (-(-shape.hidden // rows), tokens, 1), DECODE_THREADS, smem, act, w_down,
         topk_ids, topk_weights, out, tokens, shape.top_k, shape.hidden, shape.inter,
-        shape.experts, rows, sh_ptr, n_shared, sh_inter, stage_rows, stages)
+        shape.experts, rows, sh_ptr, n_shared, sh_inter)
 
 
 def decode_down_add_rmsnorm(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DevicePtr,
@@ -575,13 +421,14 @@ def decode_down_add_rmsnorm(kc: KernelCache, stream: Stream, act: DevicePtr, w_d
     _check_weights("moe_down_add_rmsnorm", act, w_down, norm.residual, norm.weight, norm.out)
     require_aligned("moe_down_add_rmsnorm", "counters", norm.counters, 4)
     sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "down")
-    rows, stage_rows, stages, smem = _down_launch(kc, shape, tokens)
+    rows = down_rows(shape.slots, tokens, shape.hidden, shape.inter, kc.facts.sm_count)
+    smem = down_smem(shape.slots, shape.inter)
     sig = MOE_DOWN_ADD_RMSNORM_OFFSET if norm.offset else MOE_DOWN_ADD_RMSNORM
     kc.get_with_shared(sig, smem)(
         stream, (-(-shape.hidden // rows), tokens, 1), DECODE_THREADS, smem, act, w_down,
         topk_ids, topk_weights, norm.residual, norm.weight, norm.out, norm.counters, tokens,
         shape.top_k, shape.hidden, shape.inter, shape.experts, rows, sh_ptr, n_shared,
-        sh_inter, stage_rows, stages, norm.eps)
+        sh_inter, norm.eps)
 
 
 # ---- experts: grouped ---------------------------------------------------------------------

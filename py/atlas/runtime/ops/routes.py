@@ -41,15 +41,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   registers entry point (prefill_attn_sm90_qreg_bf16); off by default until measured.
 * ATLAS_MOE_SM90=0: the MoE grouped GEMMs on the mma.sync kernels (moe_grouped), never the
   Hopper wgmma ones (moe_grouped_sm90).
-* ATLAS_MOE_DOWN_BULK=1 / ATLAS_MOE_GATE_UP_BULK=1 / ATLAS_MOE_ROUTER_NORM=1 (each off by
-  default until measured: the H200 headline of 2026-12-02 00:05 ran slower with all three
-  on together with other changes, cause not isolated): the decode MoE down projection (every
-  decode batch) / the batch-1 gate/up projection through the bulk-copy (TMA) shared-memory
-  rings (ops/moe.py down_bulk_plan, gate_up_bulk_plan) instead of the register paths; the
-  layer's input RMSNorm inside the router launch (model.InputNormMlp) instead of its own
-  rmsnorm / add_rmsnorm launch.
-* ATLAS_MOE_BULK_STAGE_KB=N / ATLAS_MOE_BULK_RING_KB=N: the bulk-copy rings' target stage
-  and ring sizes in KiB (default 24 / 96; ops/moe.py), for sweeps on the device.
 * ATLAS_MOE_FUSED_DECODE=0: a decode MoE layer as separate launches (router GEMV, top-k,
   routed experts, the shared expert's SwiGLU / gate / add, then add_rmsnorm), not the
   three-launch fused path (model/moe.py): the A/B of the fusion, the same values.
@@ -92,11 +83,6 @@ DEFAULT_DECODE_GEMM_MAX_M = 256
 #: block tables reaching this many keys route decode attention to the long-context kernel
 #: (ops/attention_long.LONG_CONTEXT_KEYS, restated here: routes import no ops module)
 DEFAULT_DECODE_ATTN_LONG_MIN_KEYS = 16384
-#: the MoE decode bulk-copy rings' target stage and ring sizes, KiB (ops/moe.py: a stage of
-#: ~24 KB keeps a block's barriers few, a ring of ~96 KB per SM is ~2-3x what H200 needs in
-#: flight per SM, and leaves a gate/up block and a down block room on one SM)
-DEFAULT_MOE_BULK_STAGE_KB = 24
-DEFAULT_MOE_BULK_RING_KB = 96
 #: the cluster splits gemm_decode_sm90 is compiled for
 DECODE_GEMM_SPLITS = (1, 2, 4, 8)
 
@@ -133,11 +119,6 @@ class KernelRoutes:
     gemv_mma_wide: bool | None = None
     moe_sm90: bool = True
     moe_fused_decode: bool = True
-    moe_down_bulk: bool = False
-    moe_gate_up_bulk: bool = False
-    moe_router_norm: bool = False
-    moe_bulk_stage_kb: int = DEFAULT_MOE_BULK_STAGE_KB
-    moe_bulk_ring_kb: int = DEFAULT_MOE_BULK_RING_KB
     gdn_fused: bool = True
     gdn_chunk_tc: bool = True
     quant_mma: bool = True
@@ -175,13 +156,6 @@ class KernelRoutes:
                    gemv_mma_wide={"1": True, "0": False}.get(wide),
                    moe_sm90=env_switch(env, "ATLAS_MOE_SM90", True),
                    moe_fused_decode=env_switch(env, "ATLAS_MOE_FUSED_DECODE", True),
-                   moe_down_bulk=env_switch(env, "ATLAS_MOE_DOWN_BULK", False),
-                   moe_gate_up_bulk=env_switch(env, "ATLAS_MOE_GATE_UP_BULK", False),
-                   moe_router_norm=env_switch(env, "ATLAS_MOE_ROUTER_NORM", False),
-                   moe_bulk_stage_kb=_env_count(env, "ATLAS_MOE_BULK_STAGE_KB",
-                                                DEFAULT_MOE_BULK_STAGE_KB),
-                   moe_bulk_ring_kb=_env_count(env, "ATLAS_MOE_BULK_RING_KB",
-                                               DEFAULT_MOE_BULK_RING_KB),
                    gdn_fused=env_switch(env, "ATLAS_GDN_FUSED", True),
                    gdn_chunk_tc=env_switch(env, "ATLAS_GDN_CHUNK_TC", True),
                    quant_mma=env_switch(env, "ATLAS_QUANT_MMA", True),

@@ -136,31 +136,12 @@ def _gate_route(mem: HostMemory, x: int, w_gate: int, shared_gate: int, bias: in
         w_rows[:, top_k:] = _bf16(sigmoid_scores(g))[:, None].astype(np.float32)
 
 
-def _input_norm(mem: HostMemory, x: int, resid: int, delta: int, norm_w: int, eps: float,
-                norm_mode: int, tokens: int, hidden: int) -> None:
-    """The fused router's input RMSNorm (norm_mode 1 plain, 2 zero-centred weights; 0
-    none): resid = bf16(resid + delta) in place where delta is given (add_rmsnorm), x = the
-    RMSNorm of resid (rmsnorm's numerics)."""
-    if not norm_mode:
-        return
-    r = mem.view(resid, np.uint16, tokens * hidden).reshape(tokens, hidden)
-    if delta:
-        r[:] = f32_to_bf16_bits(bf16_bits_to_f32(r) + _act_in(mem, delta, tokens, hidden)
-                                .astype(np.float32))
-    norm = rms_norm_offset_bf16 if norm_mode == 2 else rms_norm_bf16
-    mem.view(x, np.uint16, tokens * hidden)[:] = norm(
-        bf16_bits_to_f32(r), bf16_bits_to_f32(mem.view(norm_w, np.uint16, hidden)),
-        eps).reshape(-1)
-
-
 @reference(MOE_GATE_TOPK_SOFTMAX)
 def moe_gate_topk_softmax_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_gate: int,
                                shared_gate: int, logits: int, shared_logits: int, topk_ids: int,
                                topk_weights: int, counter: int, tokens: int, experts: int,
                                hidden: int, top_k: int, shared_slots: int, renormalize: int,
-                               scale: float, resid: int, delta: int, norm_w: int, eps: float,
-                               norm_mode: int) -> None:
-    _input_norm(mem, x, resid, delta, norm_w, eps, norm_mode, tokens, hidden)
+                               scale: float) -> None:
     _gate_route(mem, x, w_gate, shared_gate, 0, logits, shared_logits, topk_ids, topk_weights,
                 tokens, experts, hidden, top_k, shared_slots, renormalize, scale, False)
 
@@ -170,9 +151,7 @@ def moe_gate_topk_sigmoid_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int,
                                shared_gate: int, bias: int, logits: int, shared_logits: int,
                                topk_ids: int, topk_weights: int, counter: int, tokens: int,
                                experts: int, hidden: int, top_k: int, shared_slots: int,
-                               renormalize: int, scale: float, resid: int, delta: int,
-                               norm_w: int, eps: float, norm_mode: int) -> None:
-    _input_norm(mem, x, resid, delta, norm_w, eps, norm_mode, tokens, hidden)
+                               renormalize: int, scale: float) -> None:
     _gate_route(mem, x, w_gate, shared_gate, bias, logits, shared_logits, topk_ids,
                 topk_weights, tokens, experts, hidden, top_k, shared_slots, renormalize, scale,
                 True)
@@ -246,8 +225,7 @@ def _act_in(mem: HostMemory, ptr: int, rows: int, inter: int) -> np.ndarray:
 def moe_gate_up_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_gate_up: int,
                           topk_ids: int, act: int, tokens: int, top_k: int, hidden: int,
                           inter: int, experts: int, shared_gate_up: int, shared_slots: int,
-                          shared_inter: int, cols_per_block: int, stage_cols: int,
-                          stages: int) -> None:
+                          shared_inter: int) -> None:
     w = ExpertWeights(mem, w_gate_up, 0, experts, hidden, inter)
     xs = _act_in(mem, x, tokens, hidden)
     slots = top_k + shared_slots
@@ -291,8 +269,7 @@ def _down_sum(mem: HostMemory, act: int, w_down: int, topk_ids: int, topk_weight
 def moe_down_sum_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w_down: int,
                       topk_ids: int, topk_weights: int, out: int, tokens: int, top_k: int,
                       hidden: int, inter: int, experts: int, rows_per_block: int,
-                      shared_down: int, shared_slots: int, shared_inter: int, stage_rows: int,
-                      stages: int) -> None:
+                      shared_down: int, shared_slots: int, shared_inter: int) -> None:
     mem.view(out, np.uint16, tokens * hidden)[:] = _down_sum(
         mem, act, w_down, topk_ids, topk_weights, tokens, top_k, hidden, inter, experts,
         shared_down, shared_slots, shared_inter).reshape(-1)
@@ -319,8 +296,7 @@ def moe_down_add_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int
                               topk_ids: int, topk_weights: int, residual: int, w: int,
                               normed: int, counters: int, tokens: int, top_k: int, hidden: int,
                               inter: int, experts: int, rows_per_block: int, shared_down: int,
-                              shared_slots: int, shared_inter: int, stage_rows: int, stages: int,
-                              eps: float) -> None:
+                              shared_slots: int, shared_inter: int, eps: float) -> None:
     _down_add_rmsnorm(mem, act, w_down, topk_ids, topk_weights, residual, w, normed, tokens,
                       top_k, hidden, inter, experts, (shared_down, shared_slots, shared_inter),
                       eps, offset=False)
@@ -332,8 +308,8 @@ def moe_down_add_rmsnorm_offset_bf16(mem: HostMemory, grid: Dim3, block: Dim3, a
                                      residual: int, w: int, normed: int, counters: int,
                                      tokens: int, top_k: int, hidden: int, inter: int,
                                      experts: int, rows_per_block: int, shared_down: int,
-                                     shared_slots: int, shared_inter: int, stage_rows: int,
-                                     stages: int, eps: float) -> None:
+                                     shared_slots: int, shared_inter: int, eps: float
+                                     ) -> None:
     _down_add_rmsnorm(mem, act, w_down, topk_ids, topk_weights, residual, w, normed, tokens,
                       top_k, hidden, inter, experts, (shared_down, shared_slots, shared_inter),
                       eps, offset=True)
