@@ -17,15 +17,19 @@ tools/gpu/check_kernels.py checks the hardware."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from atlas.core.numerics import bf16_bits_to_f32
 from atlas.runtime.cases import moe as moe_cases
 from atlas.runtime.cases.gemv import random_bf16
-from atlas.runtime.ops import moe
+from atlas.runtime.ops import matmul, moe
 
 WARPS = moe.DECODE_ROWS_PER_BLOCK
+#: chunks a row each GEMV thread has in flight (gemv_core.cuh kUnroll)
+GEMV_UNROLL = 2
 
 
 def _bf(v: float) -> float:
@@ -254,6 +258,128 @@ def test_gate_up_kernel_model_matches_the_oracle(experts: int, top_k: int, inter
     act, writes, streamed = model_gate_up(x, w, ids, top_k, sh, sm_count)
     assert set(writes.values()) == {1} and len(writes) == tokens * shape.slots * inter
     # one stream of a column's rows per GATE_UP_GROUP_PAIRS pairs of an expert, not per pair
+    group = 1 if tokens == 1 else moe.GATE_UP_GROUP_PAIRS
+    routed = ids[:, :top_k].reshape(-1)
+    reads = sum(-(-int((routed == e).sum()) // group) for e in range(experts))
+    assert streamed == reads * inter + -(-tokens // group) * shared_inter
+    if repeat:
+        assert streamed < tokens * (top_k * inter + shared_inter)
+    want = moe_cases.oracle_experts(x, w, np.zeros((experts, hidden, inter)), ids[:, :top_k],
+                                    np.ones((tokens, top_k)))["act"]
+    np.testing.assert_array_equal(act[:, :top_k], want)
+    if shared_inter:
+        sh_want = moe_cases.oracle_shared(x, sh, np.zeros((hidden, shared_inter)),
+                                          np.ones(tokens), np.zeros((tokens, hidden)), inter)
+        np.testing.assert_array_equal(act[:, top_k:], sh_want["act"])
+
+
+def gemv_chunk_cover(hidden: int) -> np.ndarray:
+    """How often gate_up_gemv_block's loop (threads = gemv_threads(hidden), kUnroll chunks a
+    row per thread and iteration) touches each 16-byte chunk of a row."""
+    kc, threads = hidden // 8, matmul.gemv_threads(hidden)
+    cover = np.zeros(kc, np.int64)
+    for t in range(threads):
+        for c0 in range(t, kc, GEMV_UNROLL * threads):
+            for u in range(GEMV_UNROLL):
+                c = c0 + u * threads
+                if c >= kc:
+                    break
+                cover[c] += 1
+    return cover
+
+
+def model_gate_up_gemv(x: np.ndarray, w: np.ndarray, ids: np.ndarray, top_k: int,
+                       sh_gate_up: np.ndarray | None
+                       ) -> tuple[np.ndarray, dict[tuple[int, int], int], int]:
+    """moe_gate_up_gemv_bf16[_single]: act [tokens, slots, inter] (NaN: never written), how
+    often each (pair, column) was written, and how many columns' gate/up rows were streamed."""
+    tokens, hidden = x.shape
+    experts, inter = w.shape[0], w.shape[1] // 2
+    slots = ids.shape[1]
+    sh_inter = sh_gate_up.shape[0] // 2 if sh_gate_up is not None else 0
+    flat, n = ids.reshape(-1), tokens * slots
+    act = np.full((n, inter), np.nan)
+    writes: dict[tuple[int, int], int] = {}
+    streamed = 0
+
+    def key(q: int) -> int:
+        j = q % slots
+        if j >= top_k:
+            return experts + (j - top_k)
+        return int(flat[q]) if 0 <= flat[q] < experts else -1 - q
+
+    group = moe.GATE_UP_GROUP_PAIRS
+    for p in range(n):
+        k = key(p)
+        if tokens == 1:
+            pairs = [p]
+        else:
+            if sum(key(q) == k for q in range(p)) % group:
+                continue
+            pairs = [q for q in range(p, n) if key(q) == k][:group]
+        for bx in range(-(-inter // moe.GATE_UP_GEMV_COLS)):
+            col0 = moe.GATE_UP_GEMV_COLS * bx
+            if k >= experts:
+                c0 = (k - experts) * inter + col0
+                mat, up = sh_gate_up, sh_inter
+                first, width = min(c0, sh_inter - 1), min(inter - col0, sh_inter - c0)
+            elif k >= 0:
+                mat, up = w[k], inter
+                first, width = col0, inter - col0
+            else:
+                mat, up, first, width = None, 0, 0, 0
+            if width > 0:
+                g1 = first + 1 if width > 1 else first
+                rows = [mat[first], mat[g1], mat[first + up], mat[g1 + up]]
+                streamed += min(width, 2)
+            for m, q in enumerate(pairs):
+                for r in range(2):
+                    if col0 + r >= inter:
+                        continue
+                    writes[(q, col0 + r)] = writes.get((q, col0 + r), 0) + 1
+                    if r >= width:
+                        act[q, col0 + r] = 0.0
+                        continue
+                    xt = x[q // slots]
+                    gs = moe_cases._bf16(np.array([rows[r] @ xt]))[0]
+                    us = moe_cases._bf16(np.array([rows[2 + r] @ xt]))[0]
+                    silu = moe_cases._bf16(np.array([gs / (1 + np.exp(-gs))]))[0]
+                    act[q, col0 + r] = _bf(silu * us)
+    return act.reshape(tokens, slots, inter), writes, streamed
+
+
+@pytest.mark.parametrize("hidden", [32, 2048, 4160, 24])
+def test_gate_up_gemv_reads_every_chunk_once(hidden: int) -> None:
+    """Every 16-byte chunk of a weight row exactly once, at every row length (a partial
+    second unroll slot at 4,160: 520 chunks over 256 threads; 3 chunks on 32 threads)."""
+    assert (gemv_chunk_cover(hidden) == 1).all()
+    core = Path(__file__).resolve().parents[2] / "kernels/hopper/common/gemv_core.cuh"
+    assert f"constexpr int kUnroll = {GEMV_UNROLL};" in core.read_text()
+
+
+@pytest.mark.parametrize("experts,top_k,inter,shared_inter,tokens,repeat", [
+    (8, 3, 40, 0, 1, False),     # batch 1: every pair its own block (the _single entry)
+    (6, 4, 24, 0, 8, True),      # 8 tokens over 6 experts: 4 pairs a weight read
+    (6, 2, 17 * 16, 40 * 16, 3, True),  # a shared expert of 3 chunks (the last partial)
+    (5, 2, 16, 48, 1, False),    # batch 1 with a shared expert, odd column counts per chunk
+])
+def test_gate_up_gemv_model_matches_the_oracle(experts: int, top_k: int, inter: int,
+                                               shared_inter: int, tokens: int,
+                                               repeat: bool) -> None:
+    rng = np.random.default_rng(inter * tokens + 7)
+    hidden = 32
+    shape = moe.MoeShape(experts, top_k, hidden, inter, shared_inter)
+    ids = moe_cases.random_ids(rng, tokens, experts, top_k)
+    ids[0, 0] = -1  # another rank's expert: zeros
+    ids = np.concatenate([ids, np.tile(experts + np.arange(shape.shared_slots), (tokens, 1))],
+                         axis=1).astype(np.int32)
+    x = bf16_bits_to_f32(random_bf16(rng, (tokens, hidden))).astype(np.float64)
+    w = bf16_bits_to_f32(random_bf16(rng, (experts, 2 * inter, hidden), hidden ** -0.5)
+                         ).astype(np.float64)
+    sh = (bf16_bits_to_f32(random_bf16(rng, (2 * shared_inter, hidden), hidden ** -0.5))
+          .astype(np.float64) if shared_inter else None)
+    act, writes, streamed = model_gate_up_gemv(x, w, ids, top_k, sh)
+    assert set(writes.values()) == {1} and len(writes) == tokens * shape.slots * inter
     group = 1 if tokens == 1 else moe.GATE_UP_GROUP_PAIRS
     routed = ids[:, :top_k].reshape(-1)
     reads = sum(-(-int((routed == e).sum()) // group) for e in range(experts))

@@ -14,7 +14,7 @@ from atlas.runtime.cases import moe as moe_cases
 from atlas.runtime.host import HostBackend
 from atlas.runtime.kernel_check import check, module_cases
 from atlas.runtime.mock import MockGpuBackend
-from atlas.runtime.ops import KernelCache, moe
+from atlas.runtime.ops import KernelCache, matmul, moe
 from atlas.runtime.ops.routes import KernelRoutes
 from atlas.runtime.reference import moe as moe_ref
 from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
@@ -127,10 +127,42 @@ def test_decode_path_is_two_launches_over_the_selected_experts() -> None:
     scratch = moe.MoeScratch(act=0x1000)
     got = _launches(moe.experts, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 3, QWEN3_30B,
                     scratch)
-    # gate/up: 9 column groups a block (96 groups x 24 pairs over 2 x 132 blocks); down: 5
-    # groups of 5 rows a block
+    # gate/up at batch 3: the column-loop kernel (the GEMV-shaped one takes batch 1 unless
+    # ATLAS_MOE_GATE_UP_GEMV_MAX_M says more), 9 column groups a block (96 groups x 24 pairs
+    # over 2 x 132 blocks); down: 24 rows a block (3 x 2048 rows over 2 x 132 blocks: 86 a
+    # token)
+    assert got == [("moe_gate_up_silu_bf16", (11, 24, 1), (256, 1, 1)),
+                   ("moe_down_sum_bf16", (86, 3, 1), (256, 1, 1))]
+    mock = MockGpuBackend()
+    wide = KernelRoutes.from_env({"ATLAS_MOE_GATE_UP_GEMV_MAX_M": "8"})
+    moe.experts(KernelCache(mock, wide), 0, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 3,
+                QWEN3_30B, scratch)
+    gate_up = mock.drain_launches()[0]
+    # the GEMV-shaped batch entry: 2 columns a block (384 blocks a pair), 256 threads
+    assert (gate_up.func, tuple(gate_up.grid)) == ("moe_gate_up_gemv_bf16", (384, 24, 1))
+    # ATLAS_MOE_GATE_UP_GEMV=0 / ATLAS_MOE_DOWN_WAVE=0: the session-6 launches (gate/up 9
+    # column groups a block, 96 groups x 24 pairs over 2 x 132 blocks; down 5 groups of 5
+    # rows a block)
+    mock = MockGpuBackend()
+    old = KernelRoutes.from_env({"ATLAS_MOE_GATE_UP_GEMV": "0", "ATLAS_MOE_DOWN_WAVE": "0"})
+    moe.experts(KernelCache(mock, old), 0, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 3,
+                QWEN3_30B, scratch)
+    got = [(r.func, tuple(r.grid), tuple(r.block)) for r in mock.drain_launches()]
     assert got == [("moe_gate_up_silu_bf16", (11, 24, 1), (256, 1, 1)),
                    ("moe_down_sum_bf16", (82, 3, 1), (256, 1, 1))]
+
+
+def test_batch_one_fills_one_wave_with_equal_blocks() -> None:
+    """Batch 1 of Qwen3-30B-A3B: gate/up on the single-token GEMV entry, 384 x 8 blocks of
+    256 threads; down 256 blocks of 8 rows (two a SM on 128 of the 132),
+    where whole groups gave 205 blocks of 10 rows."""
+    got = _launches(moe.experts, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 1, QWEN3_30B,
+                    moe.MoeScratch(act=0x1000))
+    assert got == [("moe_gate_up_gemv_bf16_single", (384, 8, 1), (256, 1, 1)),
+                   ("moe_down_sum_bf16", (256, 1, 1), (256, 1, 1))]
+    assert moe.down_rows(8, 1, 2048, 768, 132, wave=False) == 10
+    # Qwen3.5-35B-A3B at batch 8 (9 slots): 63 rows a block, 33 blocks a token
+    assert moe.down_rows(9, 8, 2048, 512, 132) == 63
 
 
 def test_grouped_path_grid_is_sized_for_the_worst_case() -> None:
@@ -218,8 +250,9 @@ def test_decode_launch_geometry_with_a_shared_expert() -> None:
     shared = moe.SharedExpertWeights(0x1000, 0x2000, 0x3000)
     got = _launches(moe.experts, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 2, shape,
                     moe.MoeScratch(act=0x8000), shared=shared)
+    # down: 16 rows a block (a group of 6, one of 6, one of 4)
     assert got == [("moe_gate_up_silu_bf16", (13, 18, 1), (256, 1, 1)),
-                   ("moe_down_sum_bf16", (114, 2, 1), (256, 1, 1))]  # 3 groups of 6 rows
+                   ("moe_down_sum_bf16", (128, 2, 1), (256, 1, 1))]
     got = _launches(moe.gate_topk, 0x100, 0x200, 0x300, 0x400, 0x500, 0x600, 2, shape,
                     moe.Routing(), shared, 0x700)
     assert got == [("moe_gate_topk_softmax_bf16", (33, 1, 1), (256, 1, 1))]
@@ -243,7 +276,7 @@ def test_bias_needs_sigmoid_scoring() -> None:
 
 def test_heavy_cases_exist_for_the_leaf_shapes() -> None:
     heavy = module_cases(MODULES, 0, keep=moe_cases.is_heavy)
-    assert len(heavy) == 6
+    assert len(heavy) == 10
 
 
 def _constant(stem: str, name: str) -> int:
@@ -271,6 +304,8 @@ def test_launch_constants_match_the_kernels() -> None:
     assert max(tiles.values()) == _constant("moe_decode", "kMaxDownItems")
     assert moe.ROUTER_MAX_TOP_K == _constant("moe_decode", "kMaxSlots")
     assert moe.GATE_UP_GROUP_PAIRS == _constant("moe_decode", "kGroupPairs")
+    # the GEMV-shaped gate/up block: the gate and up rows of its columns are the GEMV's rows
+    assert 2 * moe.GATE_UP_GEMV_COLS == matmul.GEMV_ROWS_PER_BLOCK
     # a group's items (rows x slots) fit the kernel's shared array for every slot count and
     # row length, and a block takes whole groups
     for inter in (16, 256, 512, 768, 1024, 1536, 14336):
@@ -282,17 +317,25 @@ def test_launch_constants_match_the_kernels() -> None:
             per_group = moe.down_rows_per_group(k, inter)
             assert k * per_group <= moe.DECODE_ROWS_PER_BLOCK * _constant(
                 "moe_decode", "kMaxDownItems")
-            assert moe.down_rows(k, 8, 2048, inter, 132) % per_group == 0
+            assert moe.down_rows_grouped(k, 8, 2048, inter, 132) % per_group == 0
+            assert 1 <= moe.down_rows(k, 8, 2048, inter, 132) <= 2048
 
 
 def test_down_grid_is_about_one_wave() -> None:
-    """Qwen3-30B-A3B (inter 768: 5 items a warp, 3 chunks each): 5 rows a group, 410 groups
-    -> 2 groups a block at batch 1 (205 blocks), 13 at batch 8 (8 x 32 blocks); Qwen3.5-35B-A3B
-    (inter 512, 9 slots: 7 items a warp): 6 rows a group, 2 / 11 groups a block."""
+    """Equal blocks (the default): ceil(tokens x hidden / 264) rows at 132 SMs, 8 at batch 1
+    (256 blocks), 63 at batch 8 (33 blocks a token, 264 in all); at most the whole row.
+    Whole groups (ATLAS_MOE_DOWN_WAVE=0): Qwen3-30B-A3B (inter 768: 5 items a warp, 3 chunks
+    each): 5 rows a group, 410 groups -> 2 groups a block at batch 1 (205 blocks), 13 at batch
+    8 (8 x 32 blocks); Qwen3.5-35B-A3B (inter 512, 9 slots: 7 items a warp): 6 rows a group,
+    2 / 11 groups a block."""
+    assert moe.down_rows(8, 1, 2048, 768, 132) == 8 and moe.down_rows(8, 8, 2048, 768, 132) == 63
+    assert moe.down_rows(9, 1, 2048, 512, 132) == 8 and moe.down_rows(3, 1, 64, 96, 132) == 1
+    assert moe.down_rows(8, 8, 128, 768, 4) == 128  # fewer SMs than a token's rows need
     assert moe.down_rows_per_group(8, 768) == 5 and moe.down_rows_per_group(9, 512) == 6
-    assert moe.down_rows(8, 1, 2048, 768, 132) == 10 and moe.down_rows(8, 8, 2048, 768, 132) == 65
-    assert moe.down_rows(9, 1, 2048, 512, 132) == 12 and moe.down_rows(9, 8, 2048, 512, 132) == 66
-    assert moe.down_rows(3, 1, 64, 96, 132) == 21  # fewer groups than a wave: one group
+    grouped = moe.down_rows_grouped
+    assert grouped(8, 1, 2048, 768, 132) == 10 and grouped(8, 8, 2048, 768, 132) == 65
+    assert grouped(9, 1, 2048, 512, 132) == 12 and grouped(9, 8, 2048, 512, 132) == 66
+    assert grouped(3, 1, 64, 96, 132) == 21  # fewer groups than a wave: one group
     assert moe.down_smem(9, 512) == 9216
     with pytest.raises(ValueError, match="shared memory"):
         moe.down_smem(32, 14336)

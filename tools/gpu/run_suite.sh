@@ -968,6 +968,41 @@ stage_thru_ab() {
   return $rc
 }
 
+# helper moe (session 7): the decode MoE expert kernels at batch 1 and 8 (~3 minutes).
+# Qwen3-30B-A3B and Qwen3.5-35B-A3B full size from synthetic weights: decode tok/s at batch 1
+# and 8 with the defaults (_new: gate/up on the GEMV-shaped kernel, down on equal blocks of
+# one wave) and with both switched back to the session-6 launches (_old:
+# ATLAS_MOE_GATE_UP_GEMV=0 ATLAS_MOE_DOWN_WAVE=0), Qwen3-30B-A3B batch 1 with each switch
+# alone and batch 8 with the GEMV-shaped gate/up at every batch (ATLAS_MOE_GATE_UP_GEMV_MAX_M=8,
+# compare with _new's b8); the batch-1 per-kernel profiles with PDL off (each row the kernel's own time) of
+# both models, new and old (35B: new only).
+stage_moe_b1_profile() {
+  local rc=0 name cfg tag
+  local -a old=(ATLAS_MOE_GATE_UP_GEMV=0 ATLAS_MOE_DOWN_WAVE=0)
+  for name in qwen3-30b-a3b qwen3_5-35b-a3b; do
+    cfg="$CKPT/$name-synthetic"
+    "$PY" tools/make_fixtures.py --config "$name" --out "$cfg" --config-only || return 1
+    for tag in new old; do
+      if [ "$tag" = old ]; then set -- "${old[@]}"; else set --; fi
+      env "$@" "$PY" tools/gpu/bench_moe.py --config "$name" --batches 1,8 --prompt 512 \
+        --new 128 --prefill 512 --hf none --out "$RESULTS/moe_b1_${name}_$tag.json" || rc=1
+      if [ "$tag" = new ] || [ "$name" = qwen3-30b-a3b ]; then
+        env "$@" ATLAS_PDL=0 "$PY" tools/gpu/profile_decode.py --model "$cfg" \
+          --synthetic-seed 0 --out "$RESULTS/moe_b1_profile_${name}_pdl0_$tag.json" || rc=1
+      fi
+    done
+  done
+  for tag in ATLAS_MOE_GATE_UP_GEMV=0 ATLAS_MOE_DOWN_WAVE=0; do
+    env "$tag" "$PY" tools/gpu/bench_moe.py --config qwen3-30b-a3b --batches 1 --prompt 512 \
+      --new 128 --prefill 512 --hf none --out "$RESULTS/moe_b1_qwen3-30b-a3b_${tag%=0}0.json" \
+      || rc=1
+  done
+  ATLAS_MOE_GATE_UP_GEMV_MAX_M=8 "$PY" tools/gpu/bench_moe.py --config qwen3-30b-a3b \
+    --batches 8 --prompt 512 --new 128 --prefill 512 --hf none \
+    --out "$RESULTS/moe_b1_qwen3-30b-a3b_gemv_max_m8.json" || rc=1
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity decode_bench
         qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
@@ -979,7 +1014,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
         startup quant_kernels gemv_prefetch_ab norm_gemv_ab decode_attn
         throughput_b64_profile throughput_mixed_step decode_gemm_wide_ab headline batch1_ab
-        thru_ab)
+        thru_ab moe_b1_profile)
 
 # ---- runner -------------------------------------------------------------------------------
 

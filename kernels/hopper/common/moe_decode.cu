@@ -5,7 +5,10 @@
 // selected experts (16-byte ld.global.nc chunks, many in flight per lane) and its partial
 // sums meet in a butterfly (atlas::warp_sum), so every result is bit-reproducible.
 //
-// moe_gate_up_silu_bf16: grid (ceil(groups / per_block), tokens * slots), 256 threads,
+// moe_gate_up_gemv_bf16[_single] (the default): the same act with the dense single-row
+//   GEMV's loading scheme, two columns of one expert a block (see gate_up_gemv below).
+// moe_gate_up_silu_bf16 (ATLAS_MOE_GATE_UP_GEMV=0): grid (ceil(groups / per_block),
+//   tokens * slots), 256 threads,
 //   groups = ceil(inter / 8) column groups (ops/moe.py gate_up_groups_per_block). Block
 //   (bx, p) serves pair p = t * slots + j only if its rank among the pairs with its expert
 //   (the shared expert's chunk c counts as expert experts + c for every token) is a multiple
@@ -28,8 +31,8 @@
 //   the products of the one before, ahead of its reduction. gate/up's act rows of the token
 //   are staged in shared memory after the wait. Item (r, j) leaves act[t][j] . w_down[e_j][n]
 //   in shared memory; then thread r sums its row in slot order, acc += topk_weights[t][j] *
-//   bf16(y_j) in float32, out = bf16(acc) (bit-reproducible, no atomics). Python sizes the
-//   groups so the grid is about one wave of 2 blocks per SM.
+//   bf16(y_j) in float32, out = bf16(acc) (bit-reproducible, no atomics). Python gives
+//   every block the same rows, one wave of 2 blocks per SM (the last group may be partial).
 //   History (H200, 2026-12-01): one warp per row of all k experts (256 blocks at batch 1):
 //   1.4-1.7 TB/s; passes of 16 / slots rows, 2 items per warp, loads issued after the wait:
 //   25 MB in 11.1 us (2.3 TB/s) at batch 1 for Qwen3-30B-A3B, 115 us at batch 8 for
@@ -50,6 +53,7 @@
 // norm weight and normed 16-byte aligned.
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
+#include "gemv_core.cuh"
 
 namespace {
 
@@ -198,6 +202,157 @@ __device__ __forceinline__ void gate_up_cols(const uint4* xs, const __nv_bfloat1
           act[static_cast<size_t>(pairs[pb * kTok + n]) * inter + i] = atlas::f32_to_bf16(v);
         }
       }
+    }
+  }
+}
+
+// ---- gate/up as a GEMV (the default; ATLAS_MOE_GATE_UP_GEMV=0: moe_gate_up_silu) --------
+// The block's four weight rows (gate rows of columns col0 and col0 + 1, then their up rows)
+// for every pair in `tok` (x row of pair m: tok[m]) with the dense GEMV's loading scheme
+// (atlas::gemv::load_weight_tile: 16 bytes a thread and row, kUnroll chunks a row in flight),
+// its reduce-scatter and fixed-order sum over warps; lanes of warp 0 then form
+// act[pair][col] = bf16(bf16(silu(bf16(g))) * bf16(u)) (0 for columns col0 + width on).
+using GemvPartials = float[atlas::gemv::kMaxThreads / 32][atlas::gemv::kMaxAcc];
+
+template <int M>
+__device__ __forceinline__ void gate_up_gemv_block(const uint4* __restrict__ x, const int* tok,
+                                                   const int* pairs,
+                                                   const uint4* const (&wrow)[4], int width,
+                                                   int kc, __nv_bfloat16* __restrict__ act,
+                                                   int inter, int col0, GemvPartials& partial) {
+  using namespace atlas::gemv;
+  constexpr int V = pow2_at_least(M) * kRowsPerBlock;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float acc[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) acc[i] = 0.f;
+  uint4 wv[kUnroll][kRowsPerBlock];
+  for (int c0 = threadIdx.x; c0 < kc; c0 += kUnroll * blockDim.x) {
+    load_weight_tile(wv, wrow, c0, kc);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int c = c0 + u * blockDim.x;
+      if (c >= kc) break;
+      float wf[kRowsPerBlock][8];
+#pragma unroll
+      for (int r = 0; r < kRowsPerBlock; ++r) atlas::unpack_bf16x8(wv[u][r], wf[r]);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        float xf[8];
+        atlas::unpack_bf16x8(__ldg(x + static_cast<size_t>(tok[m]) * kc + c), xf);
+#pragma unroll
+        for (int r = 0; r < kRowsPerBlock; ++r)
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc[m * kRowsPerBlock + r] = fmaf(xf[e], wf[r][e], acc[m * kRowsPerBlock + r]);
+      }
+    }
+  }
+  const float v = warp_reduce_scatter<V>(acc, lane);
+  constexpr int kLanesPerValue = 32 / V;
+  if ((lane & (kLanesPerValue - 1)) == 0) partial[warp][lane >> log2_exact(kLanesPerValue)] = v;
+  __syncthreads();
+  if (warp != 0) return;
+  float sum = 0.f;  // lane t = m * 4 + r: r 0, 1 the gate of col0, col0 + 1; r 2, 3 their up
+  if (lane < M * kRowsPerBlock)
+    for (int i = 0; i < static_cast<int>(blockDim.x >> 5); ++i) sum += partial[i][lane];
+  const float up = __shfl_down_sync(0xffffffffu, sum, 2);
+  const int m = lane >> 2, r = lane & 3;
+  if (lane < M * kRowsPerBlock && r < 2 && col0 + r < inter) {
+    const float g = atlas::round_bf16(sum), u = atlas::round_bf16(up);
+    const float y = r < width ? atlas::swiglu_f32(g, u) : 0.f;
+    act[static_cast<size_t>(pairs[m]) * inter + col0 + r] = atlas::f32_to_bf16(y);
+  }
+}
+
+// Block (bx, p) of moe_gate_up_gemv_bf16[_single]: columns 2 bx, 2 bx + 1 of pair p's expert
+// (its key, pair_key) if p leads that expert's pairs (rank 0, kGroupPairs, ... among the
+// pairs with its key; batch 1: every pair), for p and the next pairs with the same key, one
+// weight read for all of them; the other pairs' blocks exit after reading the routing.
+// kSingle: one token (M = 1 only: fewer registers, more blocks streaming per SM).
+template <bool kSingle>
+__device__ __forceinline__ void gate_up_gemv(const __nv_bfloat16* x,
+                                             const __nv_bfloat16* w_gate_up,
+                                             const int32_t* topk_ids, __nv_bfloat16* act,
+                                             int tokens, int top_k, int hidden, int inter,
+                                             int experts, const SharedExpert& sh) {
+  atlas::pdl_enter();  // the ids are the router's output, the launch before
+  const int slots = top_k + sh.slots, n = tokens * slots, p = blockIdx.y;
+  if (p >= n) return;
+  __shared__ int32_t ids[kMaxPairs];
+  __shared__ int pairs[kGroupPairs], tok[kGroupPairs];
+  __shared__ int n_pairs;
+  __shared__ GemvPartials partial;
+  int key;
+  if constexpr (kSingle) {  // one token: every pair leads (its ids are distinct or invalid)
+    key = pair_key(topk_ids, p, slots, top_k, experts);  // read through L1 once per block
+    if (threadIdx.x == 0) {
+      pairs[0] = p;
+      tok[0] = 0;
+      n_pairs = 1;
+    }
+  } else {
+    for (int q = threadIdx.x; q < n; q += blockDim.x) ids[q] = __ldcg(topk_ids + q);
+    __syncthreads();
+    key = pair_key(ids, p, slots, top_k, experts);
+    int rank = 0;  // pairs before p with p's key, counted a block-width at a time
+    for (int base = 0; base < p; base += blockDim.x) {
+      const int q = base + static_cast<int>(threadIdx.x);
+      rank += __syncthreads_count(q < p && pair_key(ids, q, slots, top_k, experts) == key);
+    }
+    if (rank % kGroupPairs != 0) return;
+    if (threadIdx.x < 32) {  // the next kGroupPairs pairs p.. with this key, in order
+      const int lane = threadIdx.x;
+      int count = 0;
+      for (int q0 = p; q0 < n && count < kGroupPairs; q0 += 32) {
+        const int q = q0 + lane;
+        const bool match = q < n && pair_key(ids, q, slots, top_k, experts) == key;
+        const unsigned mask = __ballot_sync(0xffffffffu, match);
+        const int at = count + __popc(mask & ((1u << lane) - 1u));
+        if (match && at < kGroupPairs) {
+          pairs[at] = q;
+          tok[at] = q / slots;
+        }
+        count += __popc(mask);
+      }
+      if (lane == 0) n_pairs = min(count, kGroupPairs);
+    }
+  }
+  __syncthreads();
+  const int kc = hidden / 8, col0 = 2 * blockIdx.x, np = n_pairs;
+  // the rows: key < 0 (an id outside [0, experts)) reads none and writes zeros; the shared
+  // expert's chunk c is its columns [c inter, (c + 1) inter), live below shared_inter
+  const uint4* gate = reinterpret_cast<const uint4*>(w_gate_up);
+  size_t up = static_cast<size_t>(inter) * kc, first = 0;
+  int width = 0;  // live columns from col0 on
+  if (key >= experts) {
+    const int c0 = (key - experts) * inter + col0;
+    gate = reinterpret_cast<const uint4*>(sh.w_gate_up);
+    up = static_cast<size_t>(sh.inter) * kc;
+    first = static_cast<size_t>(min(c0, sh.inter - 1)) * kc;
+    width = min(inter - col0, sh.inter - c0);
+  } else if (key >= 0) {
+    first = (static_cast<size_t>(key) * 2 * inter + col0) * kc;
+    width = inter - col0;
+  }
+  // a column past `width` re-reads a live row (or row 0), never stored
+  const uint4* g0 = gate + first;
+  const uint4* g1 = width > 1 ? g0 + kc : g0;
+  const uint4* const wrow[4] = {g0, g1, g0 + up, g1 + up};
+  const uint4* xv = reinterpret_cast<const uint4*>(x);
+  if (width <= 0) {  // nothing to read: zeros (warp 0 writes them like a product)
+    if (threadIdx.x < 2 * np && col0 + (threadIdx.x & 1) < inter)
+      act[static_cast<size_t>(pairs[threadIdx.x >> 1]) * inter + col0 + (threadIdx.x & 1)] =
+          atlas::f32_to_bf16(0.f);
+    return;
+  }
+  if constexpr (kSingle) {
+    gate_up_gemv_block<1>(xv, tok, pairs, wrow, width, kc, act, inter, col0, partial);
+  } else {
+    switch (np) {
+      case 1: gate_up_gemv_block<1>(xv, tok, pairs, wrow, width, kc, act, inter, col0, partial); break;
+      case 2: gate_up_gemv_block<2>(xv, tok, pairs, wrow, width, kc, act, inter, col0, partial); break;
+      case 3: gate_up_gemv_block<3>(xv, tok, pairs, wrow, width, kc, act, inter, col0, partial); break;
+      default: gate_up_gemv_block<4>(xv, tok, pairs, wrow, width, kc, act, inter, col0, partial); break;
     }
   }
 }
@@ -391,8 +546,24 @@ __device__ __noinline__ void down_block(const DownArgs a) {
     it[m] = down_item(a, ids, warp + kWarps * m, items, slots, blockIdx.x * a.rows, row_end,
                       kc);
   load_down_batch<true>(it, 0, wv);
+  if (kFinish && threadIdx.x < 32) {  // the norm weight (a weight) into L2 for the last block
+    const char* nw = reinterpret_cast<const char*>(a.norm_w);
+    const int lines = (a.hidden * 2 + 127) / 128, stride = gridDim.x * gridDim.y * 32;
+    for (int l = (blockIdx.y * gridDim.x + blockIdx.x) * 32 + lane; l < lines; l += stride)
+      asm volatile("prefetch.global.L2 [%0];\n" ::"l"(nw + 128 * l));
+  }
   atlas::pdl_enter();
 
+  // kFinish: thread r's residual value of row r of a group, requested for the first group
+  // with the act rows (one round trip for both), for each later group right after the
+  // group before is written, so write_row never waits on it
+  float resid = 0.f;
+  auto load_resid = [&](int row0) {
+    const int row = row0 + static_cast<int>(threadIdx.x);
+    if (kFinish && static_cast<int>(threadIdx.x) < rpg && row < row_end)
+      resid = atlas::bf16_to_f32(a.out[static_cast<size_t>(token) * a.hidden + row]);
+  };
+  load_resid(blockIdx.x * a.rows);
   const uint4* act = reinterpret_cast<const uint4*>(a.act) + static_cast<size_t>(token) * slots * kc;
   atlas::stage_to_shared<3>(act_s, act, slots * kc);  // 3: the act of 8 x 768 in one trip
   __syncthreads();
@@ -430,11 +601,8 @@ __device__ __noinline__ void down_block(const DownArgs a) {
     }
     __syncthreads();
     const int r = threadIdx.x, row = row0 + r;
-    if (r < rpg && row < row_end)
-      write_row<kFinish>(a, ids, weights, ys + r * slots, slots, token, row,
-                         kFinish ? atlas::bf16_to_f32(a.out[static_cast<size_t>(token) *
-                                                            a.hidden + row])
-                                 : 0.f);
+    if (r < rpg && row < row_end) write_row<kFinish>(a, ids, weights, ys + r * slots, slots, token, row, resid);
+    if (g + 1 < groups) load_resid(row0 + rpg);
     __syncthreads();  // ys is the next group's
   }
   if constexpr (kFinish) finish_norm<kOffset>(a, token);
@@ -575,4 +743,35 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                       counters, tokens, top_k, hidden, inter, experts,
                                       rows_per_block, shared_down, shared_slots, shared_inter,
                                       eps));
+}
+
+// The gate/up GEMV (see gate_up_gemv): grid (ceil(inter / 2), tokens * slots), ops/moe.py
+// gemv_threads(hidden) threads, no dynamic shared memory. _single: one token, 4 blocks per
+// SM (64 registers). The batch entry holds 4 pairs' accumulators: 3 blocks per SM (80
+// registers), 48 KB in flight per SM where the column-loop kernel keeps ~128 KB, so batches
+// of 2..8 take it only where ATLAS_MOE_GATE_UP_GEMV_MAX_M says (ops/moe.py).
+extern "C" __global__ void __launch_bounds__(atlas::gemv::kMaxThreads, 4)
+    moe_gate_up_gemv_bf16_single(const __nv_bfloat16* x, const __nv_bfloat16* w_gate_up,
+                                 const int32_t* topk_ids, __nv_bfloat16* act, uint32_t tokens,
+                                 uint32_t top_k, uint32_t hidden, uint32_t inter,
+                                 uint32_t experts, const __nv_bfloat16* shared_gate_up,
+                                 uint32_t shared_slots, uint32_t shared_inter) {
+  if (tokens != 1) __trap();  // ops/moe.py picks it for batch 1 only
+  gate_up_gemv<true>(x, w_gate_up, topk_ids, act, 1, static_cast<int>(top_k),
+                     static_cast<int>(hidden), static_cast<int>(inter), static_cast<int>(experts),
+                     SharedExpert{shared_gate_up, nullptr, static_cast<int>(shared_slots),
+                                  static_cast<int>(shared_inter)});
+}
+
+extern "C" __global__ void __launch_bounds__(atlas::gemv::kMaxThreads, 3)
+    moe_gate_up_gemv_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w_gate_up,
+                          const int32_t* topk_ids, __nv_bfloat16* act, uint32_t tokens,
+                          uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts,
+                          const __nv_bfloat16* shared_gate_up, uint32_t shared_slots,
+                          uint32_t shared_inter) {
+  gate_up_gemv<false>(x, w_gate_up, topk_ids, act, static_cast<int>(tokens),
+                      static_cast<int>(top_k), static_cast<int>(hidden), static_cast<int>(inter),
+                      static_cast<int>(experts),
+                      SharedExpert{shared_gate_up, nullptr, static_cast<int>(shared_slots),
+                                   static_cast<int>(shared_inter)});
 }

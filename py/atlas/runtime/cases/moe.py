@@ -18,6 +18,7 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, moe
+from ..ops.routes import KernelRoutes
 from .gemv import random_bf16
 
 #: act comes from two bf16-rounded products: a float32 sum that lands on the other side of a
@@ -308,10 +309,11 @@ def router_cases(rng: np.random.Generator) -> list[KernelCase]:
 
 # ---- decode experts -----------------------------------------------------------------------
 def decode_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.ndarray,
-                graph: bool = False) -> KernelCase:
+                graph: bool = False, routes: KernelRoutes | None = None) -> KernelCase:
     """moe_gate_up_silu then moe_down_sum, act checked on its own (it is the first kernel's
     output and the second one's input); with shape.shared_inter, a shared expert folded in
-    as shape.shared_slots more slots. `graph`: also captured into the GPU check's graph."""
+    as shape.shared_slots more slots. `graph`: also captured into the GPU check's graph;
+    `routes`: the launch builders' paths (None: the environment's)."""
     tokens, k = len(ids), shape.top_k
     w_gu, w_d = expert_weights(rng, shape)
     inputs = {"x": random_bf16(rng, (tokens, shape.hidden)), "w_gate_up": w_gu, "w_down": w_d,
@@ -323,7 +325,7 @@ def decode_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: n
                "out": OutputSpec(DType.BF16, (tokens, shape.hidden))}
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        kc = KernelCache(backend)
+        kc = KernelCache(backend, routes)
         moe.decode_gate_up(kc, stream, p["x"], p["w_gate_up"], p["topk_ids"], p["act"], tokens,
                            shape, _shared_ptrs(p))
         moe.decode_down(kc, stream, p["act"], p["w_down"], p["topk_ids"], p["topk_weights"],
@@ -380,12 +382,13 @@ def oracle_add_rmsnorm(resid: np.ndarray, delta: np.ndarray, w: np.ndarray, eps:
 
 
 def down_add_rmsnorm_case(rng: np.random.Generator, name: str, shape: moe.MoeShape,
-                          ids: np.ndarray, offset: bool = False) -> KernelCase:
+                          ids: np.ndarray, offset: bool = False,
+                          routes: KernelRoutes | None = None) -> KernelCase:
     """moe_down_add_rmsnorm(_offset) launched twice over the same counters (into two residual
     rows sets): the second launch finds its last blocks only if the first left the counters
     at zero, as a graph replay needs; the counters are checked to be zero after. With
     shape.shared_inter the shared expert's slots follow (act zero past its width, as the
-    gate/up kernel leaves it)."""
+    gate/up kernel leaves it). `routes`: as decode_case's."""
     tokens, eps, k = len(ids), 1e-6, shape.top_k
     _, w_d = expert_weights(rng, shape)
     resid = random_bf16(rng, (tokens, shape.hidden), 3.0)
@@ -403,7 +406,7 @@ def down_add_rmsnorm_case(rng: np.random.Generator, name: str, shape: moe.MoeSha
                "counters": OutputSpec(DType.I32, (tokens,))}
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        kc = KernelCache(backend)
+        kc = KernelCache(backend, routes)
         for suffix in ("", "2"):
             norm = moe.AddRmsNorm(p["residual" + suffix], p["norm_w"], p["normed" + suffix],
                                   p["counters"], eps, offset)
@@ -504,6 +507,29 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
                           random_ids(rng, 1, 8, 8), graph=True),
               decode_case(rng, "moe_decode leaf shared t8 h2048 i512 k8 (qwen3.5-35b-a3b)", q35,
                           random_ids(rng, 8, 8, 8))]
+    # the session-6 launches at both full-size shapes, whatever the environment says: gate/up
+    # on the column-loop kernel (ATLAS_MOE_GATE_UP_GEMV=0), down in whole row groups a block
+    # (ATLAS_MOE_DOWN_WAVE=0)
+    old = KernelRoutes(moe_gate_up_gemv=False, moe_down_wave=False)
+    # the GEMV-shaped gate/up's batch entry (ATLAS_MOE_GATE_UP_GEMV_MAX_M=8): pairs of one
+    # expert 4 to a weight read, every token on one expert, a partial shared chunk, an id of
+    # another rank, the flagship's shape at batch 8
+    batched = KernelRoutes(moe_gate_up_gemv_max_m=8)
+    fused += [decode_case(rng, "moe_decode t8 all tokens one expert (batched gate/up GEMV)",
+                          small, np.stack([np.roll(np.arange(4), t) + 5 for t in range(8)]),
+                          routes=batched),
+              decode_case(rng, "moe_decode shared t3 e8 k3 i32 shared 48 (batched gate/up GEMV)",
+                          part, random_ids(rng, 3, 8, 3), routes=batched),
+              decode_case(rng, "moe_decode t3 invalid ids (batched gate/up GEMV)", small, ids3,
+                          routes=batched),
+              decode_case(rng, "moe_decode leaf shared t8 h2048 i512 k8 (qwen3.5-35b-a3b, "
+                          "batched gate/up GEMV)", q35, random_ids(rng, 8, 8, 8), routes=batched)]
+    fused += [decode_case(rng, "moe_decode leaf t1 h2048 i768 k8 (session-6 launches)", leaf,
+                          random_ids(rng, 1, 8, 8), routes=old),
+              decode_case(rng, "moe_decode leaf shared t8 h2048 i512 k8 (qwen3.5-35b-a3b, "
+                          "session-6 launches)", q35, random_ids(rng, 8, 8, 8), routes=old),
+              down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm leaf t2 h2048 i768 k8 (session-6 "
+                                    "launches)", leaf, random_ids(rng, 2, 8, 8), routes=old)]
     return fused + cases
 
 

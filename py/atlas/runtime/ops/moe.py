@@ -14,15 +14,17 @@ Contract (row-major, contiguous; reference/moe.py is the executable specificatio
   up products and the activation are bf16-rounded as in the dense MLP.
 
 Paths (`experts`): up to DECODE_MAX_TOKENS tokens take two launches that read only the
-selected experts' weights (moe_gate_up_silu_bf16 into act [tokens, top_k, inter], where the
-pairs routed to one expert go GATE_UP_GROUP_PAIRS to a block, so a batch reads each selected
-expert once per 4 tokens that chose it; then
+selected experts' weights (gate/up into act [tokens, top_k, inter]: moe_gate_up_gemv_bf16
+[_single], two columns of one expert a block with the dense GEMV's loading scheme, or with
+ATLAS_MOE_GATE_UP_GEMV=0 the column-loop moe_gate_up_silu_bf16; in both the pairs routed to
+one expert go GATE_UP_GROUP_PAIRS to a block, so a batch reads each selected expert once per
+4 tokens that chose it; then
 moe_down_sum_bf16 which applies the weights and sums over k in float32, in slot order: no
 atomics, bit-reproducible). The down launch spreads (row, slot) items over every SM: a
 block group holds `down_rows_per_group` output rows of one token for all their slots
 (neighbouring warps stream different experts' rows, 14..16 16-byte loads in flight per
 lane), sums each row's slots in shared memory, and requests the next group's weights before
-that reduction; a block takes as many groups as make the grid about one wave (`down_rows`).
+that reduction; every block takes the same rows, one wave of the SMs (`down_rows`).
 It reads the token's routing before its PDL wait (the router's output, two launches back:
 the gate/up launch between waits for it before letting the down launch start), so its first
 weights stream while gate/up still runs; gate/up's act rows are staged in shared memory
@@ -59,13 +61,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..gpu import DevicePtr, KernelLaunch, KernelSig, Stream
-from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM,
+from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE_UP_GEMV,
+                          MOE_GATE_UP_GEMV_SINGLE,
                           MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_TOPK_SIGMOID,
                           MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_SILU,
                           MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90, MOE_GROUPED_GATE_UP,
                           MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
 from . import KernelCache
 from ._preconditions import require_aligned, require_multiple
+from .matmul import gemv_threads
 
 #: rows of one grouped-GEMM M-tile (moe_grouped.cu kTileM)
 MOE_TILE_M = 64
@@ -88,6 +92,9 @@ GATE_UP_BLOCKS_PER_SM = 2
 #: at batch 2..8, the most pairs routed to one expert a gate/up block computes from one read
 #: of its weights (moe_decode.cu kGroupPairs; batch 1: one)
 GATE_UP_GROUP_PAIRS = 4
+#: columns of one expert a block of the GEMV-shaped gate/up kernel computes (its gate and
+#: up rows: the dense GEMV's GEMV_ROWS_PER_BLOCK rows, moe_decode.cu gate_up_gemv)
+GATE_UP_GEMV_COLS = 2
 #: the down decode kernel's (row, slot) items per warp in one group, by the row's chunk
 #: steps ceil(inter / 256) (moe_decode.cu DownTile: x its chunks per item = 14..16 16-byte
 #: loads in flight per lane); longer rows take DOWN_TILE_ITEMS_LONG
@@ -322,13 +329,19 @@ def decode_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: Dev
         raise ValueError(f"moe_gate_up_silu: {tokens} tokens; the decode kernel takes "
                          f"1..{DECODE_MAX_TOKENS}")
     sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "gate_up")
+    args = (x, w_gate_up, topk_ids, act, tokens, shape.top_k, shape.hidden, shape.inter,
+            shape.experts, sh_ptr, n_shared, sh_inter)
+    pairs = tokens * shape.slots
+    if gate_up_uses_gemv(kc, tokens):
+        sig = MOE_GATE_UP_GEMV_SINGLE if tokens == 1 else MOE_GATE_UP_GEMV
+        kc.get(sig)(stream, (-(-shape.inter // GATE_UP_GEMV_COLS), pairs, 1),
+                    gemv_threads(shape.hidden), 0, *args)
+        return
     groups = -(-shape.inter // DECODE_ROWS_PER_BLOCK)
     per_block = gate_up_groups_per_block(tokens, shape.slots, shape.inter, kc.facts.sm_count)
     smem = gate_up_smem(tokens, shape.hidden)
     kc.get_with_shared(MOE_GATE_UP_SILU, smem)(
-        stream, (-(-groups // per_block), tokens * shape.slots, 1), DECODE_THREADS, smem, x,
-        w_gate_up, topk_ids, act, tokens, shape.top_k, shape.hidden, shape.inter,
-        shape.experts, sh_ptr, n_shared, sh_inter)
+        stream, (-(-groups // per_block), pairs, 1), DECODE_THREADS, smem, *args)
 
 
 def gate_up_groups_per_block(tokens: int, slots: int, inter: int, sm_count: int) -> int:
@@ -360,7 +373,21 @@ def down_rows_per_group(slots: int, inter: int) -> int:
     return DECODE_ROWS_PER_BLOCK * items // slots
 
 
-def down_rows(slots: int, tokens: int, hidden: int, inter: int, sm_count: int) -> int:
+def down_rows(slots: int, tokens: int, hidden: int, inter: int, sm_count: int,
+              wave: bool = True) -> int:
+    """Output rows per block of the down kernels (`wave`, ATLAS_MOE_DOWN_WAVE): equal blocks
+    filling one wave of DOWN_BLOCKS_PER_SM blocks on every SM, ceil(tokens x hidden / (2 x
+    SMs)) rows each (the last group of a block may be partial), so no SM streams more rows
+    than another but by one block's share. Whole groups a block (down_rows_grouped, the
+    session-6 rule) left some SMs with one block and others with two: at batch 1 of
+    Qwen3-30B-A3B 205 blocks of 10 rows on 132 SMs, the busiest SMs 20 rows where 16 do."""
+    if not wave:
+        return down_rows_grouped(slots, tokens, hidden, inter, sm_count)
+    down_rows_per_group(slots, inter)  # refuses slot counts one group cannot hold
+    return max(1, min(hidden, -(-tokens * hidden // (DOWN_BLOCKS_PER_SM * sm_count))))
+
+
+def down_rows_grouped(slots: int, tokens: int, hidden: int, inter: int, sm_count: int) -> int:
     """Output rows per block of the down kernels: whole groups (down_rows_per_group), as many
     as bring the grid (tokens x row blocks) to about one wave of DOWN_BLOCKS_PER_SM blocks per
     SM. Each group's weight rows are requested while the previous group is reduced (the
@@ -381,6 +408,13 @@ def down_smem(slots: int, inter: int) -> int:
         raise ValueError(f"moe_down: {slots} slots x inter {inter} of act ({nbytes} bytes) "
                          f"exceed the kernel's {DOWN_MAX_SMEM} bytes of shared memory")
     return nbytes
+
+
+def gate_up_uses_gemv(kc: KernelCache, tokens: int) -> bool:
+    """Whether a decode gate/up launch of `tokens` takes the GEMV-shaped kernel: switched on
+    (ATLAS_MOE_GATE_UP_GEMV) and at most ATLAS_MOE_GATE_UP_GEMV_MAX_M tokens (default 1)."""
+    r = kc.routes
+    return r.moe_gate_up_gemv and tokens <= r.moe_gate_up_gemv_max_m
 
 
 @dataclass(frozen=True, slots=True)
@@ -405,7 +439,8 @@ def decode_down(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DeviceP
     the gated shared expert's)."""
     _check_weights("moe_down_sum", act, w_down)
     sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "down")
-    rows = down_rows(shape.slots, tokens, shape.hidden, shape.inter, kc.facts.sm_count)
+    rows = down_rows(shape.slots, tokens, shape.hidden, shape.inter, kc.facts.sm_count,
+                     kc.routes.moe_down_wave)
     smem = down_smem(shape.slots, shape.inter)
     kc.get_with_shared(MOE_DOWN_SUM, smem)(
         stream, (-(-shape.hidden // rows), tokens, 1), DECODE_THREADS, smem, act, w_down,
@@ -421,7 +456,8 @@ def decode_down_add_rmsnorm(kc: KernelCache, stream: Stream, act: DevicePtr, w_d
     _check_weights("moe_down_add_rmsnorm", act, w_down, norm.residual, norm.weight, norm.out)
     require_aligned("moe_down_add_rmsnorm", "counters", norm.counters, 4)
     sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "down")
-    rows = down_rows(shape.slots, tokens, shape.hidden, shape.inter, kc.facts.sm_count)
+    rows = down_rows(shape.slots, tokens, shape.hidden, shape.inter, kc.facts.sm_count,
+                     kc.routes.moe_down_wave)
     smem = down_smem(shape.slots, shape.inter)
     sig = MOE_DOWN_ADD_RMSNORM_OFFSET if norm.offset else MOE_DOWN_ADD_RMSNORM
     kc.get_with_shared(sig, smem)(

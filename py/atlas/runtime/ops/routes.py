@@ -41,6 +41,15 @@ what it asked for each time, and importing Atlas never depends on the environmen
   registers entry point (prefill_attn_sm90_qreg_bf16); off by default until measured.
 * ATLAS_MOE_SM90=0: the MoE grouped GEMMs on the mma.sync kernels (moe_grouped), never the
   Hopper wgmma ones (moe_grouped_sm90).
+* ATLAS_MOE_GATE_UP_GEMV=0: the decode MoE gate/up projection on the session-6 column-loop
+  kernel (moe_gate_up_silu_bf16) instead of the GEMV-shaped one (moe_gate_up_gemv_bf16[_single]:
+  the dense single-row GEMV's loading scheme, two columns of one expert a block) at batch 1;
+  ATLAS_MOE_GATE_UP_GEMV_MAX_M=N: the largest decode batch that takes the GEMV-shaped kernel
+  (default 1: its batch entry keeps fewer bytes in flight per SM than the column loop).
+* ATLAS_MOE_DOWN_WAVE=0: the decode MoE down launch sized as in session 6 (whole row groups
+  a block, ops/moe.py down_rows_grouped) instead of equal blocks filling one wave of every SM
+  (ops/moe.py down_rows: at batch 1 of Qwen3-30B-A3B 205 blocks, some SMs with one, others
+  with two, became 256 blocks of 8 rows).
 * ATLAS_MOE_FUSED_DECODE=0: a decode MoE layer as separate launches (router GEMV, top-k,
   routed experts, the shared expert's SwiGLU / gate / add, then add_rmsnorm), not the
   three-launch fused path (model/moe.py): the A/B of the fusion, the same values.
@@ -119,6 +128,9 @@ class KernelRoutes:
     gemv_mma_wide: bool | None = None
     moe_sm90: bool = True
     moe_fused_decode: bool = True
+    moe_gate_up_gemv: bool = True
+    moe_gate_up_gemv_max_m: int = 1
+    moe_down_wave: bool = True
     gdn_fused: bool = True
     gdn_chunk_tc: bool = True
     quant_mma: bool = True
@@ -156,6 +168,9 @@ class KernelRoutes:
                    gemv_mma_wide={"1": True, "0": False}.get(wide),
                    moe_sm90=env_switch(env, "ATLAS_MOE_SM90", True),
                    moe_fused_decode=env_switch(env, "ATLAS_MOE_FUSED_DECODE", True),
+                   moe_gate_up_gemv=env_switch(env, "ATLAS_MOE_GATE_UP_GEMV", True),
+                   moe_gate_up_gemv_max_m=_env_count(env, "ATLAS_MOE_GATE_UP_GEMV_MAX_M", 1),
+                   moe_down_wave=env_switch(env, "ATLAS_MOE_DOWN_WAVE", True),
                    gdn_fused=env_switch(env, "ATLAS_GDN_FUSED", True),
                    gdn_chunk_tc=env_switch(env, "ATLAS_GDN_CHUNK_TC", True),
                    quant_mma=env_switch(env, "ATLAS_QUANT_MMA", True),
