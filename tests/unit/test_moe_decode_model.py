@@ -309,7 +309,9 @@ def model_gate_up_gemv(x: np.ndarray, w: np.ndarray, ids: np.ndarray, top_k: int
         return int(flat[q]) if 0 <= flat[q] < experts else -1 - q
 
     group = moe.GATE_UP_GROUP_PAIRS
-    for p in range(n):
+    for y in range(n):
+        # batch 1 (the _single entry): the shared expert's slots first
+        p = (y + top_k) % slots if tokens == 1 else y
         k = key(p)
         if tokens == 1:
             pairs = [p]

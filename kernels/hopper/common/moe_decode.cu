@@ -214,21 +214,27 @@ __device__ __forceinline__ void gate_up_cols(const uint4* xs, const __nv_bfloat1
 // act[pair][col] = bf16(bf16(silu(bf16(g))) * bf16(u)) (0 for columns col0 + width on).
 using GemvPartials = float[atlas::gemv::kMaxThreads / 32][atlas::gemv::kMaxAcc];
 
-template <int M>
+using GemvTile = uint4[atlas::gemv::kUnroll][atlas::gemv::kRowsPerBlock];
+
+// kFirstLoaded: *first holds the first tile (chunk threadIdx.x on), requested by the caller;
+// else the block requests it (first: null).
+template <int M, bool kFirstLoaded>
 __device__ __forceinline__ void gate_up_gemv_block(const uint4* __restrict__ x, const int* tok,
                                                    const int* pairs,
-                                                   const uint4* const (&wrow)[4], int width,
-                                                   int kc, __nv_bfloat16* __restrict__ act,
-                                                   int inter, int col0, GemvPartials& partial) {
+                                                   const uint4* const (&wrow)[4],
+                                                   GemvTile* first, int width, int kc,
+                                                   __nv_bfloat16* __restrict__ act, int inter,
+                                                   int col0, GemvPartials& partial) {
   using namespace atlas::gemv;
   constexpr int V = pow2_at_least(M) * kRowsPerBlock;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float acc[V];
 #pragma unroll
   for (int i = 0; i < V; ++i) acc[i] = 0.f;
-  uint4 wv[kUnroll][kRowsPerBlock];
+  GemvTile own;
+  GemvTile& wv = kFirstLoaded ? *first : own;
   for (int c0 = threadIdx.x; c0 < kc; c0 += kUnroll * blockDim.x) {
-    load_weight_tile(wv, wrow, c0, kc);
+    if (!kFirstLoaded || c0 != static_cast<int>(threadIdx.x)) load_weight_tile(wv, wrow, c0, kc);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int c = c0 + u * blockDim.x;
@@ -264,66 +270,21 @@ __device__ __forceinline__ void gate_up_gemv_block(const uint4* __restrict__ x, 
   }
 }
 
-// Block (bx, p) of moe_gate_up_gemv_bf16[_single]: columns 2 bx, 2 bx + 1 of pair p's expert
-// (its key, pair_key) if p leads that expert's pairs (rank 0, kGroupPairs, ... among the
-// pairs with its key; batch 1: every pair), for p and the next pairs with the same key, one
-// weight read for all of them; the other pairs' blocks exit after reading the routing.
-// kSingle: one token (M = 1 only: fewer registers, more blocks streaming per SM).
-template <bool kSingle>
-__device__ __forceinline__ void gate_up_gemv(const __nv_bfloat16* x,
-                                             const __nv_bfloat16* w_gate_up,
-                                             const int32_t* topk_ids, __nv_bfloat16* act,
-                                             int tokens, int top_k, int hidden, int inter,
-                                             int experts, const SharedExpert& sh) {
-  atlas::pdl_enter();  // the ids are the router's output, the launch before
-  const int slots = top_k + sh.slots, n = tokens * slots, p = blockIdx.y;
-  if (p >= n) return;
-  __shared__ int32_t ids[kMaxPairs];
-  __shared__ int pairs[kGroupPairs], tok[kGroupPairs];
-  __shared__ int n_pairs;
-  __shared__ GemvPartials partial;
-  int key;
-  if constexpr (kSingle) {  // one token: every pair leads (its ids are distinct or invalid)
-    key = pair_key(topk_ids, p, slots, top_k, experts);  // read through L1 once per block
-    if (threadIdx.x == 0) {
-      pairs[0] = p;
-      tok[0] = 0;
-      n_pairs = 1;
-    }
-  } else {
-    for (int q = threadIdx.x; q < n; q += blockDim.x) ids[q] = __ldcg(topk_ids + q);
-    __syncthreads();
-    key = pair_key(ids, p, slots, top_k, experts);
-    int rank = 0;  // pairs before p with p's key, counted a block-width at a time
-    for (int base = 0; base < p; base += blockDim.x) {
-      const int q = base + static_cast<int>(threadIdx.x);
-      rank += __syncthreads_count(q < p && pair_key(ids, q, slots, top_k, experts) == key);
-    }
-    if (rank % kGroupPairs != 0) return;
-    if (threadIdx.x < 32) {  // the next kGroupPairs pairs p.. with this key, in order
-      const int lane = threadIdx.x;
-      int count = 0;
-      for (int q0 = p; q0 < n && count < kGroupPairs; q0 += 32) {
-        const int q = q0 + lane;
-        const bool match = q < n && pair_key(ids, q, slots, top_k, experts) == key;
-        const unsigned mask = __ballot_sync(0xffffffffu, match);
-        const int at = count + __popc(mask & ((1u << lane) - 1u));
-        if (match && at < kGroupPairs) {
-          pairs[at] = q;
-          tok[at] = q / slots;
-        }
-        count += __popc(mask);
-      }
-      if (lane == 0) n_pairs = min(count, kGroupPairs);
-    }
-  }
-  __syncthreads();
-  const int kc = hidden / 8, col0 = 2 * blockIdx.x, np = n_pairs;
-  // the rows: key < 0 (an id outside [0, experts)) reads none and writes zeros; the shared
-  // expert's chunk c is its columns [c inter, (c + 1) inter), live below shared_inter
-  const uint4* gate = reinterpret_cast<const uint4*>(w_gate_up);
+// The four weight rows of columns col0, col0 + 1 of `key` (pair_key's: an expert, the shared
+// expert's chunk experts + c, or < 0 for an id outside [0, experts): no rows) and how many
+// of the two columns exist (`width` <= 0: none; a column past it re-reads a live row, never
+// stored). The shared expert's chunk c is its columns [c inter, (c + 1) inter).
+struct GateUpRows {
+  const uint4* row[4];
+  int width;
+};
+
+__device__ __forceinline__ GateUpRows gate_up_rows(int key, int col0, const __nv_bfloat16* w,
+                                                   const SharedExpert& sh, int kc, int inter,
+                                                   int experts) {
+  const uint4* gate = reinterpret_cast<const uint4*>(w);
   size_t up = static_cast<size_t>(inter) * kc, first = 0;
-  int width = 0;  // live columns from col0 on
+  int width = 0;
   if (key >= experts) {
     const int c0 = (key - experts) * inter + col0;
     gate = reinterpret_cast<const uint4*>(sh.w_gate_up);
@@ -334,27 +295,131 @@ __device__ __forceinline__ void gate_up_gemv(const __nv_bfloat16* x,
     first = (static_cast<size_t>(key) * 2 * inter + col0) * kc;
     width = inter - col0;
   }
-  // a column past `width` re-reads a live row (or row 0), never stored
   const uint4* g0 = gate + first;
   const uint4* g1 = width > 1 ? g0 + kc : g0;
-  const uint4* const wrow[4] = {g0, g1, g0 + up, g1 + up};
+  return GateUpRows{{g0, g1, g0 + up, g1 + up}, width};
+}
+
+// The pair list of a gate/up GEMV block, in shared memory: pairs[m] and its token tok[m]
+struct GemvPairs {
+  int pairs[kGroupPairs], tok[kGroupPairs];
+  int n;
+};
+
+// After the block's pair list is complete: zeros where the block has no rows (an id outside
+// [0, experts), columns past the shared expert's width), else the products. kFirstLoaded:
+// the caller requested the first tile into *first.
+template <bool kFirstLoaded>
+__device__ __forceinline__ void gate_up_gemv_finish(const __nv_bfloat16* x, const GemvPairs& pl,
+                                                    const GateUpRows& rows, GemvTile* first,
+                                                    int kc, __nv_bfloat16* act, int inter,
+                                                    int col0, GemvPartials& partial) {
+  const int np = pl.n, width = rows.width;
+  const uint4* const wrow[4] = {rows.row[0], rows.row[1], rows.row[2], rows.row[3]};
   const uint4* xv = reinterpret_cast<const uint4*>(x);
-  if (width <= 0) {  // nothing to read: zeros (warp 0 writes them like a product)
+  if (width <= 0) {  // warp 0's lanes write the zeros as they would the products
     if (threadIdx.x < 2 * np && col0 + (threadIdx.x & 1) < inter)
-      act[static_cast<size_t>(pairs[threadIdx.x >> 1]) * inter + col0 + (threadIdx.x & 1)] =
+      act[static_cast<size_t>(pl.pairs[threadIdx.x >> 1]) * inter + col0 + (threadIdx.x & 1)] =
           atlas::f32_to_bf16(0.f);
     return;
   }
-  if constexpr (kSingle) {
-    gate_up_gemv_block<1>(xv, tok, pairs, wrow, width, kc, act, inter, col0, partial);
-  } else {
-    switch (np) {
-      case 1: gate_up_gemv_block<1>(xv, tok, pairs, wrow, width, kc, act, inter, col0, partial); break;
-      case 2: gate_up_gemv_block<2>(xv, tok, pairs, wrow, width, kc, act, inter, col0, partial); break;
-      case 3: gate_up_gemv_block<3>(xv, tok, pairs, wrow, width, kc, act, inter, col0, partial); break;
-      default: gate_up_gemv_block<4>(xv, tok, pairs, wrow, width, kc, act, inter, col0, partial); break;
-    }
+#define ATLAS_GATE_UP_BLOCK(M) \
+  gate_up_gemv_block<M, kFirstLoaded>(xv, pl.tok, pl.pairs, wrow, first, width, kc, act, inter, \
+                                      col0, partial)
+  switch (kFirstLoaded ? 1 : np) {
+    case 1: ATLAS_GATE_UP_BLOCK(1); break;
+    case 2: ATLAS_GATE_UP_BLOCK(2); break;
+    case 3: ATLAS_GATE_UP_BLOCK(3); break;
+    default: ATLAS_GATE_UP_BLOCK(4); break;
   }
+#undef ATLAS_GATE_UP_BLOCK
+}
+
+// moe_gate_up_gemv_bf16_single, block (bx, y): columns 2 bx, 2 bx + 1 of slot p's expert,
+// p = (y + top_k) mod slots, so the shared expert's slots come first: they need no routing
+// and request their first tile before the PDL wait (under PDL they stream while the router
+// runs); the routed slots read their id after it.
+__device__ __forceinline__ void gate_up_gemv_single(const __nv_bfloat16* x,
+                                                    const __nv_bfloat16* w_gate_up,
+                                                    const int32_t* topk_ids,
+                                                    __nv_bfloat16* act, int top_k, int hidden,
+                                                    int inter, int experts,
+                                                    const SharedExpert& sh) {
+  const int slots = top_k + sh.slots, p = (static_cast<int>(blockIdx.y) + top_k) % slots;
+  const int kc = hidden / 8, col0 = 2 * blockIdx.x;
+  __shared__ GemvPairs pl;
+  __shared__ GemvPartials partial;
+  GemvTile wv;
+  GateUpRows rows;
+  if (p >= top_k) {  // the shared expert's chunk: weights only, before the wait
+    rows = gate_up_rows(experts + (p - top_k), col0, w_gate_up, sh, kc, inter, experts);
+    if (rows.width > 0) atlas::gemv::load_weight_tile<true>(wv, rows.row, threadIdx.x, kc);
+  }
+  // pdl_wait before pdl_launch_dependents: the down launch after this one reads the routing
+  // before its own wait (see the header)
+  atlas::pdl_enter();
+  if (static_cast<int>(blockIdx.y) >= slots) return;
+  if (p < top_k) {  // the router's output: read from L2, as every decode kernel reads it
+    const int e = __ldcg(topk_ids + p);
+    rows = gate_up_rows(valid_expert(e, experts) ? e : -1 - p, col0, w_gate_up, sh, kc, inter,
+                        experts);
+    if (rows.width > 0) atlas::gemv::load_weight_tile(wv, rows.row, threadIdx.x, kc);
+  }
+  if (threadIdx.x == 0) {
+    pl.pairs[0] = p;
+    pl.tok[0] = 0;
+    pl.n = 1;
+  }
+  __syncthreads();
+  gate_up_gemv_finish<true>(x, pl, rows, &wv, kc, act, inter, col0, partial);
+}
+
+// moe_gate_up_gemv_bf16, block (bx, p): columns 2 bx, 2 bx + 1 of pair p's expert (its key,
+// pair_key) if p leads that expert's pairs (rank 0, kGroupPairs, ... among the pairs with
+// its key), for p and the next pairs with the same key, one weight read for all of them;
+// the other pairs' blocks exit after reading the routing (after the PDL wait: the ids are
+// the router's output, the launch before).
+__device__ __forceinline__ void gate_up_gemv_batch(const __nv_bfloat16* x,
+                                                   const __nv_bfloat16* w_gate_up,
+                                                   const int32_t* topk_ids,
+                                                   __nv_bfloat16* act, int tokens, int top_k,
+                                                   int hidden, int inter, int experts,
+                                                   const SharedExpert& sh) {
+  atlas::pdl_enter();  // before pdl_launch_dependents, as in gate_up_gemv_single
+  const int slots = top_k + sh.slots, n = tokens * slots, p = blockIdx.y;
+  if (p >= n) return;
+  __shared__ int32_t ids[kMaxPairs];
+  __shared__ GemvPairs pl;
+  __shared__ GemvPartials partial;
+  for (int q = threadIdx.x; q < n; q += blockDim.x) ids[q] = __ldcg(topk_ids + q);
+  __syncthreads();
+  const int key = pair_key(ids, p, slots, top_k, experts);
+  int rank = 0;  // pairs before p with p's key, counted a block-width at a time
+  for (int base = 0; base < p; base += blockDim.x) {
+    const int q = base + static_cast<int>(threadIdx.x);
+    rank += __syncthreads_count(q < p && pair_key(ids, q, slots, top_k, experts) == key);
+  }
+  if (rank % kGroupPairs != 0) return;
+  if (threadIdx.x < 32) {  // the next kGroupPairs pairs p.. with this key, in order
+    const int lane = threadIdx.x;
+    int count = 0;
+    for (int q0 = p; q0 < n && count < kGroupPairs; q0 += 32) {
+      const int q = q0 + lane;
+      const bool match = q < n && pair_key(ids, q, slots, top_k, experts) == key;
+      const unsigned mask = __ballot_sync(0xffffffffu, match);
+      const int at = count + __popc(mask & ((1u << lane) - 1u));
+      if (match && at < kGroupPairs) {
+        pl.pairs[at] = q;
+        pl.tok[at] = q / slots;
+      }
+      count += __popc(mask);
+    }
+    if (lane == 0) pl.n = min(count, kGroupPairs);
+  }
+  __syncthreads();
+  const int kc = hidden / 8, col0 = 2 * blockIdx.x;
+  gate_up_gemv_finish<false>(x, pl, gate_up_rows(key, col0, w_gate_up, sh, kc, inter, experts),
+                             nullptr, kc, act, inter, col0, partial);
 }
 
 // The down projection's work items: item i of a group is (row r = i / slots, slot j =
@@ -757,10 +822,10 @@ extern "C" __global__ void __launch_bounds__(atlas::gemv::kMaxThreads, 4)
                                  uint32_t experts, const __nv_bfloat16* shared_gate_up,
                                  uint32_t shared_slots, uint32_t shared_inter) {
   if (tokens != 1) __trap();  // ops/moe.py picks it for batch 1 only
-  gate_up_gemv<true>(x, w_gate_up, topk_ids, act, 1, static_cast<int>(top_k),
-                     static_cast<int>(hidden), static_cast<int>(inter), static_cast<int>(experts),
-                     SharedExpert{shared_gate_up, nullptr, static_cast<int>(shared_slots),
-                                  static_cast<int>(shared_inter)});
+  gate_up_gemv_single(x, w_gate_up, topk_ids, act, static_cast<int>(top_k),
+                      static_cast<int>(hidden), static_cast<int>(inter), static_cast<int>(experts),
+                      SharedExpert{shared_gate_up, nullptr, static_cast<int>(shared_slots),
+                                   static_cast<int>(shared_inter)});
 }
 
 extern "C" __global__ void __launch_bounds__(atlas::gemv::kMaxThreads, 3)
@@ -769,9 +834,9 @@ extern "C" __global__ void __launch_bounds__(atlas::gemv::kMaxThreads, 3)
                           uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts,
                           const __nv_bfloat16* shared_gate_up, uint32_t shared_slots,
                           uint32_t shared_inter) {
-  gate_up_gemv<false>(x, w_gate_up, topk_ids, act, static_cast<int>(tokens),
-                      static_cast<int>(top_k), static_cast<int>(hidden), static_cast<int>(inter),
-                      static_cast<int>(experts),
-                      SharedExpert{shared_gate_up, nullptr, static_cast<int>(shared_slots),
-                                   static_cast<int>(shared_inter)});
+  gate_up_gemv_batch(x, w_gate_up, topk_ids, act, static_cast<int>(tokens),
+                     static_cast<int>(top_k), static_cast<int>(hidden), static_cast<int>(inter),
+                     static_cast<int>(experts),
+                     SharedExpert{shared_gate_up, nullptr, static_cast<int>(shared_slots),
+                                  static_cast<int>(shared_inter)});
 }
