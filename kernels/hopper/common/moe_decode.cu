@@ -108,6 +108,27 @@ __device__ __forceinline__ int pair_key(const int32_t* ids, int q, int slots, in
   return valid_expert(e, experts) ? e : -1 - q;
 }
 
+// One warp: the first `group` pairs q >= p with pair_key == key, in order, into pairs[] (and
+// their tokens q / slots into tok[] where given); returns how many (at most group).
+__device__ __forceinline__ int collect_pairs(const int32_t* ids, int p, int n, int slots,
+                                             int top_k, int experts, int key, int group,
+                                             int* pairs, int* tok) {
+  const int lane = threadIdx.x & 31;
+  int count = 0;
+  for (int q0 = p; q0 < n && count < group; q0 += 32) {
+    const int q = q0 + lane;
+    const bool match = q < n && pair_key(ids, q, slots, top_k, experts) == key;
+    const unsigned mask = __ballot_sync(0xffffffffu, match);
+    const int at = count + __popc(mask & ((1u << lane) - 1u));
+    if (match && at < group) {
+      pairs[at] = q;
+      if (tok != nullptr) tok[at] = q / slots;
+    }
+    count += __popc(mask);
+  }
+  return min(count, group);
+}
+
 // Block (bx, p) computes columns [bx cpb 8, (bx + 1) cpb 8) of pair p's expert (cpb =
 // ceil(ceil(inter / 8) / gridDim.x) column groups of 8, one column a warp) for p and the
 // next pairs routed to the same expert, up to kGroupPairs, if p leads them (the others'
@@ -401,20 +422,9 @@ __device__ __forceinline__ void gate_up_gemv_batch(const __nv_bfloat16* x,
   }
   if (rank % kGroupPairs != 0) return;
   if (threadIdx.x < 32) {  // the next kGroupPairs pairs p.. with this key, in order
-    const int lane = threadIdx.x;
-    int count = 0;
-    for (int q0 = p; q0 < n && count < kGroupPairs; q0 += 32) {
-      const int q = q0 + lane;
-      const bool match = q < n && pair_key(ids, q, slots, top_k, experts) == key;
-      const unsigned mask = __ballot_sync(0xffffffffu, match);
-      const int at = count + __popc(mask & ((1u << lane) - 1u));
-      if (match && at < kGroupPairs) {
-        pl.pairs[at] = q;
-        pl.tok[at] = q / slots;
-      }
-      count += __popc(mask);
-    }
-    if (lane == 0) pl.n = min(count, kGroupPairs);
+    const int count = collect_pairs(ids, p, n, slots, top_k, experts, key, kGroupPairs,
+                                    pl.pairs, pl.tok);
+    if (threadIdx.x == 0) pl.n = count;
   }
   __syncthreads();
   const int kc = hidden / 8, col0 = 2 * blockIdx.x;
@@ -732,16 +742,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
   // the pair list and x, after the first weight loads are out (gate_up_cols)
   auto prepare = [&]() {
     if (warp == 0) {  // the next `group` pairs p.. with this expert, in order
-      int count = 0;
-      for (int q0 = p; q0 < n && count < group; q0 += 32) {
-        const int r = q0 + lane;
-        const bool match = r < n && pair_key(ids, r, slots, top_k, experts) == key;
-        const unsigned mask = __ballot_sync(0xffffffffu, match);
-        const int at = count + __popc(mask & ((1u << lane) - 1u));
-        if (match && at < group) pairs[at] = r;
-        count += __popc(mask);
-      }
-      if (lane == 0) n_pairs = min(count, group);
+      const int count = collect_pairs(ids, p, n, slots, top_k, experts, key, group, pairs,
+                                      nullptr);
+      if (lane == 0) n_pairs = count;
     }
     atlas::stage_to_shared<4>(xs, reinterpret_cast<const uint4*>(x),
                               static_cast<int>(tokens * hidden / 8));
