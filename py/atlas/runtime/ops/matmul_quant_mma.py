@@ -9,8 +9,9 @@ Only hopper sets build the module; `available` says whether the loaded kernels h
 CUDA-core GEMV passes).
 
 Batches of 1..8 rows take the register-fed twin (hopper/common/gemv_quant_direct.cu: the
-same fragments loaded straight from HBM into registers, no shared-memory ring, 16 weight
-rows a block) where it is loaded, switched on (ATLAS_QUANT_DIRECT) and the weight meets its
+same fragments loaded straight from HBM into registers, no shared-memory ring, 16-row tiles
+a block loops over in a one-wave grid, `direct_blocks`; ATLAS_QUANT_PERSISTENT=0: one block
+per tile) where it is loaded, switched on (ATLAS_QUANT_DIRECT) and the weight meets its
 preconditions (`direct_supports`). Its `_swiglu` entry points end a dense MLP's [gate | up]
 product with the SwiGLU (`gemv_direct_swiglu`), so no silu_mul launch follows. Its NVFP4
 entry points decode E2M1 by bit moves; ATLAS_QUANT_E2M1_LUT=1 takes their byte-table twins
