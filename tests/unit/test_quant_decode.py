@@ -385,6 +385,10 @@ def test_register_fed_grid_is_one_wave_giving_each_sm_an_even_share() -> None:
     assert [blocks(t, 132) for t in (3, 256, 257, 384, 1536, 9496)] == [3, 256, 257, 132, 264,
                                                                         264]
     assert blocks(384, 132, persistent=False) == 384
+    assert [blocks(t, 132, per_sm=p) for t, p in ((384, 2), (1536, 1), (100, 2))] == [264, 132,
+                                                                                   100]
+    with pytest.raises(ValueError, match="per_sm"):
+        blocks(384, 132, per_sm=3)
     for tiles in range(1, 3000):
         grid = blocks(tiles, 132)
         assert 1 <= grid <= min(tiles, 2 * 132)
@@ -396,6 +400,10 @@ def test_register_fed_grid_is_one_wave_giving_each_sm_an_even_share() -> None:
 
 @pytest.mark.parametrize("env, product, grid", [({}, "linear", 132), ({}, "swiglu", 264),
                                                 ({}, "logits", 264),
+                                                ({"ATLAS_QUANT_BLOCKS_PER_SM": "2"}, "linear",
+                                                 264),
+                                                ({"ATLAS_QUANT_BLOCKS_PER_SM": "1"}, "swiglu",
+                                                 132),
                                                 ({"ATLAS_QUANT_PERSISTENT": "0"}, "linear", 384),
                                                 ({"ATLAS_QUANT_PERSISTENT": "0"}, "swiglu", 1536)])
 def test_register_fed_launches_take_the_persistent_grid_unless_switched_off(
@@ -404,6 +412,8 @@ def test_register_fed_launches_take_the_persistent_grid_unless_switched_off(
     tiles) and a vocabulary-like f32 product (a quantized LM head, 20,000 rows: 1,250)."""
     routes = KernelRoutes.from_env(env)
     assert routes.quant_persistent is (env.get("ATLAS_QUANT_PERSISTENT") != "0")
+    with pytest.raises(ValueError, match="ATLAS_QUANT_BLOCKS_PER_SM"):
+        KernelRoutes.from_env({"ATLAS_QUANT_BLOCKS_PER_SM": "4"})
     dev = _HopperDirectMock()
     kc, k = KernelCache(dev, routes), 4096
     n = {"linear": 6144, "swiglu": 2 * 12288, "logits": 20000}[product]

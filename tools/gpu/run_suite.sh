@@ -1031,7 +1031,8 @@ stage_thru_ab() {
 # persistent grid (default) against one block per tile (ATLAS_QUANT_PERSISTENT=0): its GPU
 # check cases (blocks looping over 2-6 tiles included), the kernel-table rows of Qwen3-8B's
 # qkv / o / gate_up / down / gate_up + SwiGLU / quantized LM head (f32 logits) at batch 1
-# and 8, FP8-block and NVFP4 (GB/s and % of copy), each side; then Qwen3-8B FP8-block and
+# and 8, FP8-block and NVFP4 (GB/s and % of copy), each side, and a few batch-1 rows with
+# ATLAS_QUANT_BLOCKS_PER_SM=1 and 2 (the grid rule's choice checked); then Qwen3-8B FP8-block and
 # NVFP4 (`atlas models quantize`, bf16 LM head, as quant_profile) decode at batch 1 and 8,
 # each side.
 stage_quant_ab() {
@@ -1045,6 +1046,15 @@ stage_quant_ab() {
   for v in 1 0; do  # (the ring and lut rows the labels also match: other kernels' references)
     ATLAS_QUANT_PERSISTENT=$v "$PY" tools/gpu/bench_kernels.py "${sel[@]}" \
       --out-dir "$RESULTS/quant_ab_persistent$v" || rc=1
+  done
+  # the grid's blocks per SM forced (the rule takes 1 for qkv, 2 for gate_up and lm_head)
+  sel=()
+  for p in qkv gate_up+swiglu lm_head; do
+    for f in fp8-block nvfp4; do sel+=(-k "qwen3-8b $p b1 $f"); done
+  done
+  for v in 1 2; do
+    ATLAS_QUANT_BLOCKS_PER_SM=$v "$PY" tools/gpu/bench_kernels.py "${sel[@]}" \
+      --out-dir "$RESULTS/quant_ab_per_sm$v" || rc=1
   done
   make_checkpoint qwen3-8b weights || return 1
   for fmt in fp8-block nvfp4; do

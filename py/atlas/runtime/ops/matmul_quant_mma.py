@@ -104,7 +104,8 @@ DIRECT_STEP_K = {"fp8": 64, "nvfp4": 128}
 DIRECT_BLOCKS_PER_SM = 2
 
 
-def direct_blocks(tiles: int, sm_count: int, persistent: bool = True) -> int:
+def direct_blocks(tiles: int, sm_count: int, persistent: bool = True,
+                  per_sm: int | None = None) -> int:
     """Grid of the register-fed kernel for `tiles` tiles (16 weight rows, or 8 SwiGLU
     features, each; a block loops over tiles blockIdx.x, + gridDim.x, ...).
 
@@ -113,12 +114,19 @@ def direct_blocks(tiles: int, sm_count: int, persistent: bool = True) -> int:
     block's loads then decode in series. Instead one wave: 1 or 2 blocks per SM, whichever
     gives the busiest SM the fewest tiles (ties: 2, more loads in flight). Qwen3-8B's qkv
     thus takes 132 blocks of <= 3 tiles (2.91 on average), its o / down 256 blocks of one
-    tile, gate_up 264 blocks of <= 6 (5.82)."""
+    tile, gate_up 264 blocks of <= 6 (5.82). `per_sm` (1 or 2) forces that many blocks per
+    SM instead (ATLAS_QUANT_BLOCKS_PER_SM, a device sweep: one block per SM has 8 warps'
+    loads in flight, two 16)."""
     if not persistent or tiles <= 0:
         return max(tiles, 1)
+    if per_sm is not None:
+        if not 1 <= per_sm <= DIRECT_BLOCKS_PER_SM:
+            raise ValueError(f"direct_blocks: per_sm={per_sm} must be in "
+                             f"1..{DIRECT_BLOCKS_PER_SM}")
+        return min(tiles, sm_count * per_sm)
     best_load, best_grid = 0, 0
-    for per_sm in range(DIRECT_BLOCKS_PER_SM, 0, -1):
-        grid = min(tiles, sm_count * per_sm)
+    for blocks in range(DIRECT_BLOCKS_PER_SM, 0, -1):
+        grid = min(tiles, sm_count * blocks)
         load = busiest_sm_tiles(tiles, grid, sm_count)
         if not best_grid or load < best_load:
             best_load, best_grid = load, grid
@@ -134,7 +142,8 @@ def busiest_sm_tiles(tiles: int, grid: int, sm_count: int) -> int:
 def _launch_direct(kc: KernelCache, stream: Stream, w: "Fp8Weight | Nvfp4Weight", out: str,
                    tiles: int, x: DevicePtr, y: DevicePtr, m: int) -> None:
     """One launch of the register-fed entry point for `out` over `tiles` tiles."""
-    grid = direct_blocks(tiles, kc.facts.sm_count, kc.routes.quant_persistent)
+    grid = direct_blocks(tiles, kc.facts.sm_count, kc.routes.quant_persistent,
+                         kc.routes.quant_blocks_per_sm)
     kc.get(direct_sig(kc, w, out))(stream, grid, DIRECT_THREADS, 0, x, *_args(w, y, m))
 
 
