@@ -281,7 +281,9 @@ __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
                                             const uint8_t* __restrict__ w, const F fmt,
                                             void* __restrict__ y, int m, int n, int k) {
   constexpr bool kSwiglu = kOut == Out::kSwiglu;
-  __shared__ float partial[kWarps][4][32];
+  // the warps' partial sums, two buffers: tile i + 1 writes one while tile i's epilogue may
+  // still read the other; the barrier of tile i + 1 orders tile i + 2's writes after it
+  __shared__ float partials[2][kWarps][4][32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = threadIdx.x;
   const int g = lane >> 2, c = lane & 3;
   const int inter = n >> 1;
@@ -296,6 +298,8 @@ __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
   const uint4* xrow =
       reinterpret_cast<const uint4*>(x) + static_cast<size_t>(min(g, m - 1)) * (k / 8);
   for (; tile < tiles; tile += gridDim.x) {
+    // the block's i-th tile (tile = blockIdx.x + i gridDim.x) uses buffer i % 2
+    float (&partial)[kWarps][4][32] = partials[(tile / gridDim.x) & 1];
     // Epilogue thread t's output scales (rows of output r = t % 16, or SwiGLU feature
     // t % 8's gate and up rows), requested now so their latency hides behind the steps.
     float scale_a = 0.f, scale_b = 0.f;
@@ -374,7 +378,6 @@ __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
           static_cast<__nv_bfloat16*>(y)[at] = atlas::f32_to_bf16(sum * scale_a);
       }
     }
-    if (tile + static_cast<int>(gridDim.x) < tiles) __syncthreads();  // partial is reused
   }
 }
 
