@@ -1036,7 +1036,7 @@ stage_thru_ab() {
 # NVFP4 (`atlas models quantize`, bf16 LM head, as quant_profile) decode at batch 1 and 8,
 # each side.
 stage_quant_ab() {
-  local rc=0 p b f v fmt q sel=()
+  local rc=0 p b f v fmt sel=()
   "$PY" tools/gpu/check_kernels.py -k gemv_qd --out "$RESULTS/gpu_check_quant_ab-$STAMP.json" || rc=1
   for p in qkv o_proj gate_up down gate_up+swiglu lm_head; do
     for b in 1 8; do
@@ -1056,20 +1056,26 @@ stage_quant_ab() {
     ATLAS_QUANT_BLOCKS_PER_SM=$v "$PY" tools/gpu/bench_kernels.py "${sel[@]}" \
       --out-dir "$RESULTS/quant_ab_per_sm$v" || rc=1
   done
-  make_checkpoint qwen3-8b weights || return 1
   for fmt in fp8-block nvfp4; do
-    q="$CKPT/qwen3-8b-$fmt"
-    if [ ! -f "$q/config.json" ]; then
-      rm -rf "$q"
-      "$PY" -m atlas_cli.main models quantize "$CKPT/qwen3-8b" "$q" --to "$fmt" \
-        2>"$LOGS/quantize_qwen3-8b-$fmt.log" || { rc=1; continue; }
-    fi
+    quantized_8b "$fmt" || { rc=1; continue; }
     for v in 1 0; do
-      ATLAS_QUANT_PERSISTENT=$v "$PY" tools/gpu/bench_decode.py --model "$q" --hf none \
-        --batches 1,8 --out "$RESULTS/bench_decode_qwen3-8b-${fmt}_persistent$v.json" || rc=1
+      ATLAS_QUANT_PERSISTENT=$v "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b-$fmt" \
+        --hf none --batches 1,8 --out "$RESULTS/bench_decode_qwen3-8b-${fmt}_persistent$v.json" \
+        || rc=1
     done
   done
   return $rc
+}
+
+# $CKPT/qwen3-8b-$1: Qwen3-8B quantized to $1 (fp8-block, nvfp4) by `atlas models quantize`
+# (bf16 LM head), made once (the quantizer's log: $LOGS/quantize_qwen3-8b-$1.log).
+quantized_8b() {
+  local q="$CKPT/qwen3-8b-$1"
+  [ -f "$q/config.json" ] && return 0
+  make_checkpoint qwen3-8b weights || return 1
+  rm -rf "$q"
+  "$PY" -m atlas_cli.main models quantize "$CKPT/qwen3-8b" "$q" --to "$1" \
+    2>"$LOGS/quantize_qwen3-8b-$1.log"
 }
 
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity decode_bench

@@ -83,28 +83,14 @@ struct Frag {
   uint32_t sa, sb;
 };
 
-// A scale load: through the read-only path, or (kPreWait) a plain load that ptxas keeps
-// above the PDL wait (it sinks read-only-path loads below griddepcontrol.wait).
-template <bool kPreWait>
-__device__ __forceinline__ uint32_t load_u16(const uint8_t* p) {
-  if constexpr (kPreWait) {
-    uint16_t v;
-    asm volatile("ld.global.u16 %0, [%1];" : "=h"(v) : "l"(p));
-    return v;
-  } else {
-    return __ldg(reinterpret_cast<const uint16_t*>(p));
-  }
-}
-
-template <bool kPreWait>
-__device__ __forceinline__ uint32_t load_b32(const float* p) {
-  if constexpr (kPreWait) {
-    uint32_t v;
-    asm volatile("ld.global.b32 %0, [%1];" : "=r"(v) : "l"(p));
-    return v;
-  } else {
-    return __float_as_uint(__ldg(p));
-  }
+// A scale load: through the read-only path, or (kPreWait) a plain volatile load that ptxas
+// keeps above the PDL wait (it sinks read-only-path loads below griddepcontrol.wait).
+template <bool kPreWait, class T>
+__device__ __forceinline__ T load_scale(const T* p) {
+  if constexpr (kPreWait)
+    return *reinterpret_cast<const volatile T*>(p);
+  else
+    return __ldg(p);
 }
 
 struct Fp8 {
@@ -114,8 +100,9 @@ struct Fp8 {
 
   template <bool kPreWait>
   __device__ __forceinline__ uint32_t scale_bits(int row, int k0) const {
-    return load_b32<kPreWait>(scale + (static_cast<uint32_t>(row) >> row_shift) * row_stride +
-                              (static_cast<uint32_t>(k0) >> col_shift) * col_stride);
+    return __float_as_uint(load_scale<kPreWait>(
+        scale + (static_cast<uint32_t>(row) >> row_shift) * row_stride +
+        (static_cast<uint32_t>(k0) >> col_shift) * col_stride));
   }
   // the lane's scales of rows ra, rb at step s (k0 = 64 s)
   template <bool kPreWait>
@@ -157,8 +144,11 @@ struct Nvfp4 {
   template <bool kPreWait>
   __device__ __forceinline__ void scales(Frag& f, int ra, int rb, int s, int c) const {
     const int at = s * (kStepK / 16) + 2 * c;  // the lane's two groups of the step
-    f.sa = load_u16<kPreWait>(group + static_cast<size_t>(ra) * groups_per_row + at) |
-           load_u16<kPreWait>(group + static_cast<size_t>(rb) * groups_per_row + at) << 16;
+    const auto* a = reinterpret_cast<const uint16_t*>(group + static_cast<size_t>(ra) *
+                                                      groups_per_row + at);
+    const auto* b = reinterpret_cast<const uint16_t*>(group + static_cast<size_t>(rb) *
+                                                      groups_per_row + at);
+    f.sa = load_scale<kPreWait>(a) | static_cast<uint32_t>(load_scale<kPreWait>(b)) << 16;
   }
 
   // acc += the step's MMAs: per scale group h (words 2 h, 2 h + 1 of each row) the codes
