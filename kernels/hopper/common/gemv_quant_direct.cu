@@ -51,9 +51,9 @@
 // The `_f32` entry points write f32 logits: each bf16-rounded sum widened (a quantized LM
 // head, as the bf16 GEMV's f32 output).
 // Launch (ops/matmul_quant_mma.py): grid = direct_blocks(tiles) <= tiles = ceil(n / 16)
-// (SwiGLU: ceil(n / 2 / 8)), any grid is correct; block = 256, no dynamic shared memory. Preconditions: 1 <= m <= 8; FP8: k % 64 == 0, col_stride
-// == 0 or col_shift >= 6; NVFP4: k % 128 == 0; SwiGLU: n even; x and w 16-byte aligned,
-// NVFP4 scales 2-byte aligned.
+// (SwiGLU: ceil(n / 2 / 8)), any grid is correct; block = 256, no dynamic shared memory.
+// Preconditions: 1 <= m <= 8; FP8: k % 64 == 0, col_stride == 0 or col_shift >= 6; NVFP4:
+// k % 128 == 0; SwiGLU: n even; x and w 16-byte aligned, NVFP4 scales 2-byte aligned.
 #include "bf16_vec.cuh"
 #include "mma_util.cuh"
 #include "quant_decode.cuh"
@@ -144,11 +144,11 @@ struct Nvfp4 {
   template <bool kPreWait>
   __device__ __forceinline__ void scales(Frag& f, int ra, int rb, int s, int c) const {
     const int at = s * (kStepK / 16) + 2 * c;  // the lane's two groups of the step
-    const auto* a = reinterpret_cast<const uint16_t*>(group + static_cast<size_t>(ra) *
-                                                      groups_per_row + at);
-    const auto* b = reinterpret_cast<const uint16_t*>(group + static_cast<size_t>(rb) *
-                                                      groups_per_row + at);
-    f.sa = load_scale<kPreWait>(a) | static_cast<uint32_t>(load_scale<kPreWait>(b)) << 16;
+    const uint8_t* a = group + static_cast<size_t>(ra) * groups_per_row + at;
+    const uint8_t* b = group + static_cast<size_t>(rb) * groups_per_row + at;
+    f.sa = load_scale<kPreWait>(reinterpret_cast<const uint16_t*>(a)) |
+           static_cast<uint32_t>(load_scale<kPreWait>(reinterpret_cast<const uint16_t*>(b)))
+               << 16;
   }
 
   // acc += the step's MMAs: per scale group h (words 2 h, 2 h + 1 of each row) the codes
@@ -188,8 +188,8 @@ struct Nvfp4 {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // scale group h: words 2h, 2h + 1 of each row
       uint32_t la_s, lb_s;  // bf16 pairs (s, s) of rows g and g + 8
-      e4m3x2_to_bf16_pairs(((f.sa >> (8 * h)) & 0xffu) | (((f.sa >> (16 + 8 * h)) & 0xffu) << 8),
-                           la_s, lb_s);
+      const uint32_t codes = ((f.sa >> (8 * h)) & 0xffu) | (((f.sa >> (16 + 8 * h)) & 0xffu) << 8);
+      e4m3x2_to_bf16_pairs(codes, la_s, lb_s);
       const E2m1Lut la = E2m1Lut::scaled(la_s), lb = E2m1Lut::scaled(lb_s);
 #pragma unroll
       for (int half = 0; half < 2; ++half) {  // 8 values of the group: pairs 4 half .. + 3
