@@ -10,16 +10,17 @@
 // registers (16-byte streaming loads, many blocks per SM), runs at ~85%. Here each lane
 // loads the very bytes its MMA A fragment needs (16-byte `ld_stream` loads), kSteps steps
 // at once, and the next kSteps steps are requested before the current ones are decoded
-// (a register double buffer), so every warp always has 2 x kSteps x 1 KiB of weights in
-// flight; the first loads are issued before the PDL wait.
+// (a register double buffer).
 //
 // Session 7: one block per 16-row tile ran Qwen3-8B's qkv in ~1.5 waves of one-shot blocks
 // (each warp loaded its 4 KiB, waited, decoded, and the block ended: loads and decode in
 // series, 35-58% of copy bandwidth); the ld_stream loads "before the PDL wait" were sunk
 // below it by ptxas. Now the grid is one wave (ops/matmul_quant_mma.direct_blocks: each SM
 // an even share of whole tiles), blocks loop over their tiles with the next batch always
-// in flight (across tile boundaries too), the first batch really is issued before the wait
-// (plain loads), and the epilogue's row scales are requested at the tile's start.
+// in flight (across tile boundaries too; two register buffers in a loop unrolled by two, as
+// the old `cur = nxt` copy waited for the next batch's data before the one after it could
+// be requested), the first batch really is issued before the wait (plain loads), and the
+// epilogue's row scales are requested at the tile's start.
 //
 // Mapping: C^T[n, m] = W[n, k] . X^T, weight rows are the MMA's A operand (one 16-row tile
 // at a time per block), batch rows its B operand (one 8-row B tile; columns past m are
@@ -261,11 +262,29 @@ __device__ __forceinline__ void load_batch(Frag (&f)[kSteps], const F& fmt, cons
   }
 }
 
+// A position in a warp's sequence of load batches: batch b (steps first + kSteps b ..) of
+// the block's tile `tile`. Every warp of a block walks the same sequence (batches per tile =
+// those of the warp with the most steps; a warp's batches past its `last` step are empty),
+// so the per-tile barriers line up.
+struct Cursor {
+  int tile, b;
+  __device__ __forceinline__ void next(int per_tile) {
+    if (++b == per_tile) {
+      b = 0;
+      tile += gridDim.x;
+    }
+  }
+};
+
 // Each block takes tiles blockIdx.x, + gridDim.x, ... (16 weight rows, or 8 SwiGLU features,
 // a tile; the launch builder sizes the grid so every SM gets an even share in one wave). The
-// 8 warps split a tile's K into contiguous step ranges; a warp's loads run one batch ahead
-// across tile boundaries (the next tile's first batch is in flight while the block reduces
-// the current one), and the very first batch is issued before the PDL wait.
+// 8 warps split a tile's K into contiguous step ranges. A warp's batches alternate between
+// two register buffers, the loop unrolled by two so that no buffer is copied: a batch's
+// loads are issued as soon as the buffer's previous batch is decoded, and while the warp
+// waits for one batch the next is in flight (a copy `cur = nxt` would wait for the next
+// batch's data before the one after could be requested). The sequence runs across tile
+// boundaries (the next tile's first batch is in flight while the block reduces a tile); the
+// very first batch is issued before the PDL wait.
 template <class F, Out kOut>
 __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
                                             const uint8_t* __restrict__ w, const F fmt,
@@ -280,66 +299,74 @@ __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
   const int tiles = kSwiglu ? (inter + 7) / 8 : (n + kRows - 1) / kRows;
   const int steps = k / F::kStepK;
   const int first = steps * warp / kWarps, last = steps * (warp + 1) / kWarps;
+  const int per_tile = ((steps + kWarps - 1) / kWarps + kSteps - 1) / kSteps;
 
-  int tile = blockIdx.x;
-  Frag cur[kSteps], nxt[kSteps];
-  load_batch<true, F, kSwiglu>(cur, fmt, w, tile, first, last, g, c, n, k);
+  Frag fa[kSteps], fb[kSteps];
+  Cursor at{static_cast<int>(blockIdx.x), 0};  // the next batch to decode
+  // request the batch after `at` into f (none past the block's last tile)
+  auto load_next = [&](Frag (&f)[kSteps]) {
+    Cursor ahead = at;
+    ahead.next(per_tile);
+    if (ahead.tile < tiles)
+      load_batch<false, F, kSwiglu>(f, fmt, w, ahead.tile, first + kSteps * ahead.b, last, g,
+                                    c, n, k);
+  };
+  load_batch<true, F, kSwiglu>(fa, fmt, w, at.tile, first, last, g, c, n, k);
   atlas::pdl_enter();
   const uint4* xrow =
       reinterpret_cast<const uint4*>(x) + static_cast<size_t>(min(g, m - 1)) * (k / 8);
-  for (; tile < tiles; tile += gridDim.x) {
-    // the block's i-th tile (tile = blockIdx.x + i gridDim.x) uses buffer i % 2
-    float (&partial)[kWarps][4][32] = partials[(tile / gridDim.x) & 1];
-    // Epilogue thread t's output scales (rows of output r = t % 16, or SwiGLU feature
-    // t % 8's gate and up rows), requested now so their latency hides behind the steps.
-    float scale_a = 0.f, scale_b = 0.f;
-    if (kSwiglu) {
-      if (t < m * 8) {
-        const int j = min(tile * 8 + (t & 7), inter - 1);
-        scale_a = fmt.out_scale(j);
-        scale_b = fmt.out_scale(inter + j);
-      }
-    } else if (t < m * kRows) {
-      scale_a = fmt.out_scale(min(tile * kRows + t % kRows, n - 1));
-    }
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  float scale_a = 0.f, scale_b = 0.f;  // epilogue thread t's output scales for the tile
 
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int s0 = first; s0 < last; s0 += kSteps) {
-      // the next batch: this tile's, or the next tile's first
-      const bool here = s0 + kSteps < last;
-      if (here || tile + static_cast<int>(gridDim.x) < tiles)
-        load_batch<false, F, kSwiglu>(nxt, fmt, w, here ? tile : tile + gridDim.x,
-                                      here ? s0 + kSteps : first, last, g, c, n, k);
-      if (s0 + kSteps <= last) {  // a whole batch: no per-step branches, loads scheduled freely
+  // Decode batch `at` from f into acc; after a tile's last batch, reduce and store the tile.
+  auto consume = [&](const Frag (&f)[kSteps]) {
+    const int tile = at.tile, s0 = first + kSteps * at.b;
+    if (at.b == 0) {
+      // Epilogue thread t's output scales (rows of output r = t % 16, or SwiGLU feature
+      // t % 8's gate and up rows), requested now so their latency hides behind the steps.
+      if (kSwiglu) {
+        if (t < m * 8) {
+          const int j = min(tile * 8 + (t & 7), inter - 1);
+          scale_a = fmt.out_scale(j);
+          scale_b = fmt.out_scale(inter + j);
+        }
+      } else if (t < m * kRows) {
+        scale_a = fmt.out_scale(min(tile * kRows + t % kRows, n - 1));
+      }
+    }
+    if (s0 + kSteps <= last) {  // a whole batch: no per-step branches, loads scheduled freely
 #pragma unroll
-        for (int u = 0; u < kSteps; ++u) {
+      for (int u = 0; u < kSteps; ++u) {
+        uint4 xv[4];
+        load_x<F>(xrow, s0 + u, c, xv);
+        fmt.step(f[u], xv, acc);
+      }
+    } else {
+#pragma unroll
+      for (int u = 0; u < kSteps - 1; ++u) {
+        if (s0 + u < last) {
           uint4 xv[4];
           load_x<F>(xrow, s0 + u, c, xv);
-          fmt.step(cur[u], xv, acc);
-        }
-      } else {
-#pragma unroll
-        for (int u = 0; u < kSteps - 1; ++u) {
-          if (s0 + u < last) {
-            uint4 xv[4];
-            load_x<F>(xrow, s0 + u, c, xv);
-            fmt.step(cur[u], xv, acc);
-          }
+          fmt.step(f[u], xv, acc);
         }
       }
-#pragma unroll
-      for (int u = 0; u < kSteps; ++u) cur[u] = nxt[u];
     }
+    at.next(per_tile);
+    if (at.b != 0) return;  // the tile has more batches
 
+    // the block's i-th tile (tile = blockIdx.x + i gridDim.x) uses buffer i % 2
+    float (&partial)[kWarps][4][32] = partials[(tile / gridDim.x) & 1];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) partial[warp][i][lane] = acc[i];
+    for (int i = 0; i < 4; ++i) {
+      partial[warp][i][lane] = acc[i];
+      acc[i] = 0.f;
+    }
     __syncthreads();
     // Output (mi, r): value i = 2 h + (mi & 1) of lane 4 (r % 8) + mi / 2, h = r / 8; the
     // warps' partials summed in order.
     if (kSwiglu) {  // feature j = 8 tile + r of batch row mi: gate at h = 0, up at h = 1
-      const int j0 = tile * 8;
       if (t < m * 8) {
-        const int mi = t >> 3, r = t & 7, j = j0 + r;
+        const int mi = t >> 3, r = t & 7, j = tile * 8 + r;
         if (j < inter) {
           const int i = mi & 1, l = 4 * r + (mi >> 1);
           float gate = 0.f, up = 0.f;
@@ -361,13 +388,22 @@ __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
         float sum = 0.f;
 #pragma unroll
         for (int v = 0; v < kWarps; ++v) sum += partial[v][i][l];
-        const size_t at = static_cast<size_t>(mi) * n + row;
+        const size_t o = static_cast<size_t>(mi) * n + row;
         if (kOut == Out::kF32)
-          static_cast<float*>(y)[at] = atlas::round_bf16(sum * scale_a);
+          static_cast<float*>(y)[o] = atlas::round_bf16(sum * scale_a);
         else
-          static_cast<__nv_bfloat16*>(y)[at] = atlas::f32_to_bf16(sum * scale_a);
+          static_cast<__nv_bfloat16*>(y)[o] = atlas::f32_to_bf16(sum * scale_a);
       }
     }
+  };
+
+  // fa holds batch `at` (requested): fb takes the one after it, then fa the one after that
+  while (at.tile < tiles) {
+    load_next(fb);
+    consume(fa);
+    if (at.tile >= tiles) break;
+    load_next(fa);
+    consume(fb);
   }
 }
 
