@@ -384,6 +384,12 @@ def test_quantized_gemv_bytes_are_the_formats() -> None:
         (f, b, 24576, 4096) for f in ("fp8-block", "nvfp4") for b in (1, 8)}
     assert swiglu[0].bytes_moved() == swiglu[0].weight_bytes() + 2 * (4096 + 12288)
     assert {(s.n, s.k) for s in table if s.ring} == qwen3_8b  # the A/B rows
+    # the quantized LM head: Qwen3-8B's vocabulary, f32 logits written
+    logits = [s for s in table if s.logits]
+    assert {(s.fmt, s.m, s.n, s.k) for s in logits} == {
+        (f, b, 151936, 4096) for f in ("fp8-block", "nvfp4") for b in (1, 8)}
+    head = logits[-1]
+    assert head.bytes_moved() == head.weight_bytes() + head.m * (2 * 4096 + 4 * 151936)
     # batch 1 of Qwen3-8B and of the other published widths, hidden 2,048 .. 8,192
     assert {s.k for s in table if s.m == 1 and not s.ring} >= {2048, 4096, 5120, 8192}
     assert len({s.label for s in table}) == len(table)

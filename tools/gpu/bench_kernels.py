@@ -560,7 +560,8 @@ def quant_linear_case(env: Env, s: Any) -> Case:
 
     def make() -> Set:
         st: Set = {"x": env.uniform((m, k)),
-                   "y": torch.empty((m, out_n), dtype=torch.bfloat16, device=env.device)}
+                   "y": torch.empty((m, out_n), device=env.device,
+                                    dtype=torch.float32 if s.logits else torch.bfloat16)}
         if fp8:
             codes = env.randint(256, (n, k)).to(torch.uint8)
             codes = torch.where((codes & 0x7F) == 0x7F, codes ^ 1, codes)  # no NaN codes
@@ -593,10 +594,13 @@ def quant_linear_case(env: Env, s: Any) -> Case:
         if s.swiglu:
             lin.linear_swiglu(kc, stream, env.ptr(st["x"]), env.ptr(st["y"]), m)
         else:
-            lin.linear(kc, stream, env.ptr(st["x"]), env.ptr(st["y"]), m)
+            lin.linear(kc, stream, env.ptr(st["x"]), env.ptr(st["y"]), m, out_f32=s.logits)
 
     def finish(y: Any) -> Any:
-        """PyTorch's SwiGLU of a [gate | up] product (bf16 ops, as transformers runs it)."""
+        """PyTorch's SwiGLU of a [gate | up] product (bf16 ops, as transformers runs it), or
+        the bf16 product widened (logits: ours are its bf16-rounded sums widened)."""
+        if s.logits:
+            return y.float()
         if not s.swiglu:
             return y
         return torch.nn.functional.silu(y[:, :out_n]) * y[:, out_n:]
@@ -630,7 +634,8 @@ def quant_linear_case(env: Env, s: Any) -> Case:
         except (RuntimeError, NotImplementedError, TypeError) as exc:
             note = f"torch._scaled_mm does not run at m={m}: {str(exc).splitlines()[0][:120]}"
     route = ("gemv_quant_direct gate_up + SwiGLU (tensor cores, register-fed)" if s.swiglu
-             else quant_route(kc, probe, m)) + (", E2M1 byte tables" if s.lut else "")
+             else quant_route(kc, probe, m)) + (", E2M1 byte tables" if s.lut else "") + (
+        ", f32 logits" if s.logits else "")
     return Case(s, make, ours, variants, lambda o, t, r: [("y", o["y"], r)], outputs=("y",),
                 note=note or f"ours: {route} (QuantLinear, m={m})")
 

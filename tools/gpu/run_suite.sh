@@ -1003,6 +1003,46 @@ stage_moe_b1_profile() {
   return $rc
 }
 
+# Issue 12 (session 7): the register-fed quantized GEMV (gemv_quant_direct) on its one-wave
+# persistent grid (default) against one block per tile (ATLAS_QUANT_PERSISTENT=0): its GPU
+# check cases (blocks looping over 2-6 tiles included), the kernel-table rows of Qwen3-8B's
+# qkv / o / gate_up / down / gate_up + SwiGLU / quantized LM head (f32 logits) at batch 1
+# and 8, FP8-block and NVFP4 (GB/s and % of copy), each side, and a few batch-1 rows with
+# ATLAS_QUANT_BLOCKS_PER_SM=1 and 2 (the grid rule's choice checked); then Qwen3-8B FP8-block and
+# NVFP4 (`atlas models quantize`, bf16 LM head, as quant_profile) decode at batch 1 and 8,
+# each side.
+stage_quant_ab() {
+  local rc=0 p b f v fmt sel=()
+  "$PY" tools/gpu/check_kernels.py -k gemv_qd --out "$RESULTS/gpu_check_quant_ab-$STAMP.json" || rc=1
+  for p in qkv o_proj gate_up down gate_up+swiglu lm_head; do
+    for b in 1 8; do
+      for f in fp8-block nvfp4; do sel+=(-k "qwen3-8b $p b$b $f"); done
+    done
+  done
+  for v in 1 0; do  # (the ring and lut rows the labels also match: other kernels' references)
+    ATLAS_QUANT_PERSISTENT=$v "$PY" tools/gpu/bench_kernels.py "${sel[@]}" \
+      --out-dir "$RESULTS/quant_ab_persistent$v" || rc=1
+  done
+  # the grid's blocks per SM forced (the rule takes 1 for qkv, 2 for gate_up and lm_head)
+  sel=()
+  for p in qkv gate_up+swiglu lm_head; do
+    for f in fp8-block nvfp4; do sel+=(-k "qwen3-8b $p b1 $f"); done
+  done
+  for v in 1 2; do
+    ATLAS_QUANT_BLOCKS_PER_SM=$v "$PY" tools/gpu/bench_kernels.py "${sel[@]}" \
+      --out-dir "$RESULTS/quant_ab_per_sm$v" || rc=1
+  done
+  for fmt in fp8-block nvfp4; do
+    quantized_8b "$fmt" || { rc=1; continue; }
+    for v in 1 0; do
+      ATLAS_QUANT_PERSISTENT=$v "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b-$fmt" \
+        --hf none --batches 1,8 --out "$RESULTS/bench_decode_qwen3-8b-${fmt}_persistent$v.json" \
+        || rc=1
+    done
+  done
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity decode_bench
         qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
@@ -1012,9 +1052,9 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         spec_bench_hybrid quant_bench moe_full quant_profile quant_profile_nvfp4 quant_lm_head
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
-        startup quant_kernels gemv_prefetch_ab norm_gemv_ab decode_attn
-        throughput_b64_profile throughput_mixed_step decode_gemm_wide_ab headline batch1_ab
-        thru_ab moe_b1_profile)
+        startup quant_kernels gemv_prefetch_ab norm_gemv_ab decode_attn throughput_b64_profile
+        throughput_mixed_step decode_gemm_wide_ab headline batch1_ab thru_ab moe_b1_profile
+        quant_ab)
 
 # ---- runner -------------------------------------------------------------------------------
 

@@ -389,7 +389,8 @@ class QuantLinear:
     twin's NVFP4 entry points on the byte-table decode (ATLAS_QUANT_E2M1_LUT=1), the A/B of
     its bit-move decode. `swiglu`:
     w is a fused [gate | up] weight and the output the SwiGLU activation [m, n / 2] (the
-    gate_up GEMV that ends with it)."""
+    gate_up GEMV that ends with it). `logits`: f32 outputs (a quantized LM head, `atlas
+    models quantize --lm-head`: the vocabulary-sized product)."""
 
     label: str
     m: int
@@ -399,6 +400,7 @@ class QuantLinear:
     ring: bool = False
     lut: bool = False
     swiglu: bool = False
+    logits: bool = False
     quick: bool = False
 
     @property
@@ -413,14 +415,15 @@ class QuantLinear:
 
     def bytes_moved(self) -> int:
         out = self.n // 2 if self.swiglu else self.n
-        return self.weight_bytes() + BF16 * (self.m * self.k + self.m * out)
+        return (self.weight_bytes() + BF16 * self.m * self.k
+                + (F32 if self.logits else BF16) * self.m * out)
 
     def flops(self) -> int:
         return 2 * self.m * self.n * self.k
 
     def describe(self) -> str:
         extra = ((" ring" if self.ring else "") + (" lut" if self.lut else "")
-                 + (" +swiglu" if self.swiglu else ""))
+                 + (" +swiglu" if self.swiglu else "") + (" f32" if self.logits else ""))
         return f"m={self.m} n={self.n} k={self.k} {self.fmt}{extra}"
 
 
@@ -947,6 +950,10 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                    for b in (1, 8) if fmt == "fp8-block" or m.hidden % 128 == 0]
         shapes += [QuantLinear(label=f"{dims.name} {name} b1 {fmt}", m=1, n=n, k=k, fmt=fmt)
                    for dims in quant_widths for name, n, k in _linears(dims)]
+        # the quantized LM head (f32 logits), batch 1 and 8
+        if fmt == "fp8-block" or m.hidden % 128 == 0:
+            shapes += [QuantLinear(label=f"{m.name} lm_head b{b} {fmt}", m=b, n=m.vocab,
+                                   k=m.hidden, fmt=fmt, logits=True) for b in (1, 8)]
     # the NVFP4 byte-table decode at batch 1 (A/B of the bit moves): the four projections
     # and gate_up ending with the SwiGLU
     shapes += [QuantLinear(label=f"{m.name} {name} b1 nvfp4 lut", m=1, n=n, k=k, fmt="nvfp4",

@@ -18,6 +18,11 @@ what it asked for each time, and importing Atlas never depends on the environmen
   unset, on the twin wherever the loaded set has it.
 * ATLAS_QUANT_E2M1_LUT=1: the twin's NVFP4 entry points decode E2M1 through the byte tables
   of gemv_mma_quant (the session-5 decode) instead of the bit moves: the A/B of the decode.
+* ATLAS_QUANT_PERSISTENT=0: the twin launched with one block per 16-row tile (the session-6
+  grid, ~1.5 waves at Qwen3-8B's qkv) instead of one wave of blocks looping over an even
+  share of the tiles (ops/matmul_quant_mma.direct_blocks). ATLAS_QUANT_BLOCKS_PER_SM=1 | 2:
+  that one-wave grid with this many blocks per SM for every product (unset: the rule, the
+  fewest tiles on the busiest SM), for sweeps on the device.
 * ATLAS_DECODE_GEMM=0: decode batches never on the Hopper skinny wgmma GEMM
   (gemm_decode_sm90); they take the batched GEMV / GEMM routes as before it existed.
 * ATLAS_DECODE_GEMM_MIN_M=N / ATLAS_DECODE_GEMM_MAX_M=N: the row range routed to it
@@ -136,6 +141,8 @@ class KernelRoutes:
     quant_mma: bool = True
     quant_direct: bool | None = None
     quant_e2m1_lut: bool = False
+    quant_persistent: bool = True
+    quant_blocks_per_sm: int | None = None
     decode_gemm: bool = True
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
     decode_gemm_max_m: int = DEFAULT_DECODE_GEMM_MAX_M
@@ -161,6 +168,9 @@ class KernelRoutes:
         if split and split not in {str(s) for s in DECODE_GEMM_SPLITS}:
             raise ValueError(f"ATLAS_DECODE_GEMM_SPLIT={split!r} must be one of "
                              f"{DECODE_GEMM_SPLITS} or unset")
+        per_sm = env.get("ATLAS_QUANT_BLOCKS_PER_SM", "").strip()
+        if per_sm not in ("", "1", "2"):
+            raise ValueError(f"ATLAS_QUANT_BLOCKS_PER_SM={per_sm!r} must be 1, 2 or unset")
         return cls(gemm_sm90=env_switch(env, "ATLAS_GEMM_SM90", True),
                    batched_gemv=env_switch(env, "ATLAS_BATCHED_GEMV", True),
                    batched_gemv_min_m=_env_count(env, "ATLAS_BATCHED_GEMV_MIN_M",
@@ -176,6 +186,8 @@ class KernelRoutes:
                    quant_mma=env_switch(env, "ATLAS_QUANT_MMA", True),
                    quant_direct=_env_tristate(env, "ATLAS_QUANT_DIRECT"),
                    quant_e2m1_lut=env_switch(env, "ATLAS_QUANT_E2M1_LUT", False),
+                   quant_persistent=env_switch(env, "ATLAS_QUANT_PERSISTENT", True),
+                   quant_blocks_per_sm=int(per_sm) if per_sm else None,
                    decode_gemm=env_switch(env, "ATLAS_DECODE_GEMM", True),
                    decode_gemm_min_m=_env_count(env, "ATLAS_DECODE_GEMM_MIN_M",
                                                 DEFAULT_DECODE_GEMM_MIN_M),
