@@ -43,8 +43,9 @@ from .loaders.hybrid import Qwen35Loader, RowMove
 from .loaders.linear_plan import build_linear, read_host_scales
 from .batch import MAX_TOP_LOGPROBS
 from .kv_scales import checkpoint_kv_scales
-from .model import DenseDecoderModel, DenseMlp, Dims, KvStage, LayerWeights
+from .model import DenseDecoderModel, DenseMlp, Dims, KvStage, LayerWeights, MlpBlock
 from .moe import MoeBuffers, build_mlp
+from .moe_quant import build_quant_mlp, expert_scratch_bytes
 from .mtp import (MtpHead, MtpProposer, bind_mtp_buffers, fc_half_moves, mtp_layer_index,
                   plan_mtp, reserve_mtp_buffers)
 from .parallel import (TensorParallel, check_tensor_parallel, shard_config, shard_plan,
@@ -226,6 +227,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     # the LM head's f32 logits never take the dequantize + GEMM route (ops gemv_logits)
     weight_scratch = max((w.scratch_bytes(limits.max_tokens) for name, w in linears.items()
                           if name != "lm_head"), default=0)
+    weight_scratch = max(weight_scratch, expert_scratch_bytes(linears, limits.max_tokens))
 
     arena = BufferArena()
     layout = step_layout(limits)
@@ -303,11 +305,19 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     if mtp:   # the MTP layer's KV pool follows the main attention layers'
         kv_index[mtp_layer_index(cfg)] = len(attn_layers)
 
+    def _moe_block(i: int) -> MlpBlock:
+        """A sparse (or dense bf16) layer's MLP; quantized experts: moe_quant.py's block."""
+        if f"l{i}.experts_gate_up" not in linears:
+            return build_mlp(local_cfg, i, ptr, moe_bufs, ep)
+        if ep is not None or moe_bufs is None:
+            raise StartupError("expert parallelism does not split quantized experts yet")
+        return build_quant_mlp(local_cfg, i, ptr, linears, moe_bufs)
+
     def layer_weights(i: int) -> LayerWeights:
         return LayerWeights(
             qkv=linears.get(f"l{i}.qkv"), o=linears.get(f"l{i}.o"),
             mlp=(DenseMlp(linears[f"l{i}.gate_up"], linears[f"l{i}.down"])
-                 if f"l{i}.gate_up" in linears else build_mlp(local_cfg, i, ptr, moe_bufs, ep)),
+                 if f"l{i}.gate_up" in linears else _moe_block(i)),
             in_norm=ptr[f"l{i}.in_norm"], post_norm=ptr[f"l{i}.post_norm"],
             q_norm=ptr.get(f"l{i}.q_norm", 0), k_norm=ptr.get(f"l{i}.k_norm", 0),
             k_cache=kv.k_cache(kv_index[i]) if i in kv_index else 0,

@@ -27,6 +27,7 @@ from ...core.config import ModelConfig, MoeConfig
 from ...core.dtype import DType
 from ...runtime.weights import WeightError
 from .dense import DenseDecoderLoader, UnsupportedModelError, WeightPlan, add_swiglu
+from .linear_plan import add_linear, stored_format
 
 #: rows of the shared-expert gate's device buffer: its one row, then zeros, so the
 #: tensor-core GEMM (n a multiple of 16) can compute the gate logit of a prefill chunk
@@ -85,19 +86,44 @@ def add_moe_mlp(plan: WeightPlan, cfg: ModelConfig, layer: int, p: str,
     if p + "experts.gate_up_proj" in names:
         plan.add(b + "experts_gate_up", [(p + "experts.gate_up_proj", (e, 2 * inter, h))])
         plan.add(b + "experts_down", [(p + "experts.down_proj", (e, h, inter))])
+        quantized = False
     else:
         _check_expert_count(cfg, layer, p, names)
-        q = p + "experts."
-        plan.add(b + "experts_gate_up", [
-            part for x in range(e) for part in ((f"{q}{x}.gate_proj.weight", (inter, h)),
-                                                (f"{q}{x}.up_proj.weight", (inter, h)))])
-        plan.add(b + "experts_down", [(f"{q}{x}.down_proj.weight", (h, inter))
-                                      for x in range(e)])
+        quantized = _add_per_expert(plan, b, p + "experts.", e, inter, h, layer)
     if moe.shared_intermediate_size:
-        add_swiglu(plan, b + "shared_", p + "shared_expert.", moe.shared_intermediate_size, h)
+        si, sp = moe.shared_intermediate_size, p + "shared_expert."
+        shared_parts = [(sp + f"{proj}.weight", si) for proj in ("gate_proj", "up_proj")]
+        shared_quantized = stored_format(plan, shared_parts) != "bf16"
+        if shared_quantized and not quantized:
+            raise MoeLoaderError(f"{cfg.source}: layer {layer}'s shared expert is "
+                                 f"{plan.quant.format} but its routed experts are bf16 "
+                                 "(quantized shared experts run beside quantized experts only)")
+        # beside quantized experts the shared expert is a dense MLP of linears (moe_quant.py)
+        add_swiglu(plan, b + "shared_", sp, si, h, quantizable=quantized)
         # zero rows up to the GEMM's n granularity (see model/moe.py GATE_PAD_ROWS)
         plan.add(b + "shared_gate", [(p + "shared_expert_gate.weight", (1, h))],
                  min_bytes=DType.BF16.nbytes(SHARED_GATE_ROWS * h))
+
+
+def _add_per_expert(plan: WeightPlan, b: str, q: str, e: int, inter: int, h: int,
+                    layer: int) -> bool:
+    """The per-expert layout's two packed projections, bf16 or (both) quantized as the
+    checkpoint stores them; True when quantized (linears of `experts` parts)."""
+    gate_up = [part for x in range(e) for part in ((f"{q}{x}.gate_proj.weight", inter),
+                                                   (f"{q}{x}.up_proj.weight", inter))]
+    down = [(f"{q}{x}.down_proj.weight", h) for x in range(e)]
+    formats = {stored_format(plan, gate_up), stored_format(plan, down)}
+    if formats == {"bf16"}:
+        plan.add(b + "experts_gate_up", [(name, (rows, h)) for name, rows in gate_up])
+        plan.add(b + "experts_down", [(name, (rows, inter)) for name, rows in down])
+        return False
+    if "bf16" in formats:
+        raise MoeLoaderError(f"layer {layer}: experts' gate/up and down projections must be "
+                             f"stored alike ({q}0.gate_proj / down_proj: one bf16, one "
+                             f"{plan.quant.format})")
+    add_linear(plan, b + "experts_gate_up", gate_up, h, experts=e)
+    add_linear(plan, b + "experts_down", down, inter, experts=e)
+    return True
 
 
 def _check_expert_count(cfg: ModelConfig, layer: int, p: str,
@@ -112,8 +138,9 @@ def _check_expert_count(cfg: ModelConfig, layer: int, p: str,
     q = p + "experts."
 
     def has(x: int) -> bool:
-        return any(f"{q}{x}.{proj}.weight" in names for proj in ("gate_proj", "up_proj",
-                                                                  "down_proj"))
+        return any(f"{q}{x}.{proj}.{codes}" in names for proj in ("gate_proj", "up_proj",
+                                                                   "down_proj")
+                   for codes in ("weight", "weight_packed"))  # bf16 / FP8 / ModelOpt, CT NVFP4
 
     if has(e):
         raise MoeLoaderError(f"{cfg.source}: checkpoint has tensor {q}{e}.* but num_experts = "

@@ -1,0 +1,119 @@
+"""The mixture-of-experts MLP block over FP8 / NVFP4 experts (ops/moe_quant.py).
+
+What differs from the bf16 block (moe.py `MoeMlp`): the experts are `QuantExperts`, so a
+decode step runs the router (`ops.moe.gate_topk`, routed slots only) and the two
+quantized-expert launches (`ops.moe_quant.decode_experts`: only the selected experts'
+quantized bytes are read), and a prefill chunk dequantizes both projections into the step's
+weight scratch and runs the bf16 grouped path (`ops.moe.experts`) on it. A shared expert
+(ModelOpt quantizes its projections, keeps its one-row gate in bf16) is a dense SwiGLU MLP
+of linears in whatever format the checkpoint stores, run beside the routed experts into
+`shared_out` and added with its sigmoid gate (`moe_shared_add_bf16`, transformers' rounding)
+on both paths. The block never fuses the next RMSNorm (forward returns False): the model's
+add_rmsnorm follows, as after any unfused MLP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from ..core.config import ModelConfig
+from ..runtime.gpu import DevicePtr, Stream
+from ..runtime.ops import KernelCache, matmul
+from ..runtime.ops import moe as moe_ops
+from ..runtime.ops.moe_quant import (QuantExperts, check_pair, decode_experts,
+                                     prefill_scratch_bytes)
+from ..runtime.ops.moe_shared import shared_add
+from .model import DenseMlp, NextNorm, StepBuffers
+from .moe import GATE_PAD_ROWS, MoeBuffers, moe_shape, router_logits, routing_for
+
+
+@dataclass(frozen=True, slots=True)
+class QuantSharedExpert:
+    """A shared expert's SwiGLU (bf16 or quantized linears) and its bf16 gate
+    [GATE_PAD_ROWS, hidden] (row 0 the gate, zeros after)."""
+
+    mlp: DenseMlp
+    gate: DevicePtr
+
+
+@dataclass(frozen=True, slots=True)
+class QuantMoeMlp:
+    """A sparse layer's MLP with quantized routed experts (see the module docstring)."""
+
+    shape: moe_ops.MoeShape  # routed experts only
+    routing: moe_ops.Routing
+    router: DevicePtr
+    gate_up: QuantExperts
+    down: QuantExperts
+    bufs: MoeBuffers
+    shared: QuantSharedExpert | None = None
+
+    def __post_init__(self) -> None:
+        if self.shape.shared_inter:
+            raise ValueError("QuantMoeMlp: the shape holds the routed experts only")
+        check_pair(self.gate_up, self.down, self.shape)
+
+    def forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
+                then_norm: NextNorm | None = None) -> bool:
+        sh, bf = self.shape, self.bufs
+        if moe_ops.uses_decode_kernels(t):
+            moe_ops.gate_topk(kc, s, b.normed, self.router, bf.logits, bf.topk_ids,
+                              bf.topk_weights, bf.router_counter, t, sh, self.routing)
+            decode_experts(kc, s, b.normed, self.gate_up, self.down, bf.topk_ids,
+                           bf.topk_weights, bf.scratch.act, b.delta, t, sh)
+        else:
+            router_logits(kc, s, b.normed, self.router, bf.logits, t, sh)
+            moe_ops.topk(kc, s, bf.logits, bf.topk_ids, bf.topk_weights, t, sh.experts,
+                         sh.top_k, self.routing)
+            w_gate_up, w_down = self._dequantized(kc, s, b)
+            moe_ops.experts(kc, s, b.normed, w_gate_up, w_down, bf.topk_ids, bf.topk_weights,
+                            b.delta, t, sh, bf.scratch)
+        if self.shared is not None:
+            self.shared.mlp.project(kc, s, b, t, bf.shared_out)
+            matmul.linear(kc, s, b.normed, self.shared.gate, bf.shared_gate, t, GATE_PAD_ROWS,
+                          sh.hidden, out_f32=True)
+            shared_add(kc, s, b.delta, bf.shared_out, bf.shared_gate, b.delta, t, sh.hidden,
+                       GATE_PAD_ROWS)
+        return False
+
+    def _dequantized(self, kc: KernelCache, s: Stream, b: StepBuffers
+                     ) -> tuple[DevicePtr, DevicePtr]:
+        """Both projections in bf16, in the step's weight scratch (sized by
+        `ops.moe_quant.prefill_scratch_bytes` at load)."""
+        if not b.w_scratch:
+            raise ValueError("quantized MoE prefill needs the step's weight scratch")
+        down = b.w_scratch + -(-self.gate_up.bf16_bytes // 256) * 256
+        self.gate_up.dequant(kc, s, b.w_scratch)
+        self.down.dequant(kc, s, down)
+        return b.w_scratch, down
+
+
+def build_quant_mlp(cfg: ModelConfig, layer: int, ptr: Mapping[str, DevicePtr],
+                    linears: Mapping[str, object], bufs: MoeBuffers) -> QuantMoeMlp:
+    """Sparse layer `layer`'s block from its uploaded buffers and built linears (load.py)."""
+    b, moe = f"l{layer}.", cfg.moe
+    assert moe is not None
+    shape, routing = moe_shape(cfg, moe), routing_for(moe, ptr.get(b + "score_bias", 0))
+    gate_up, down = linears[b + "experts_gate_up"], linears[b + "experts_down"]
+    if not (isinstance(gate_up, QuantExperts) and isinstance(down, QuantExperts)):
+        raise ValueError(f"layer {layer}: experts_gate_up and experts_down must both be "
+                         "quantized")
+    shared = None
+    if shape.shared_inter:
+        shared = QuantSharedExpert(DenseMlp(linears[b + "shared_gate_up"],  # type: ignore[arg-type]
+                                            linears[b + "shared_down"]),  # type: ignore[arg-type]
+                                   ptr[b + "shared_gate"])
+    return QuantMoeMlp(shape.routed_only, routing, ptr[b + "router"], gate_up, down, bufs,
+                       shared)
+
+
+def expert_scratch_bytes(linears: Mapping[str, object], max_tokens: int) -> int:
+    """The weight scratch the quantized MoE layers' prefill chunks need (0 when steps never
+    exceed the decode kernels' batch): the largest layer's two projections in bf16."""
+    if max_tokens <= moe_ops.DECODE_MAX_TOKENS:
+        return 0
+    sizes = [prefill_scratch_bytes(gate_up, linears[name[: -len("gate_up")] + "down"])
+             for name, gate_up in linears.items()
+             if name.endswith(".experts_gate_up") and isinstance(gate_up, QuantExperts)]
+    return max(sizes, default=0)
