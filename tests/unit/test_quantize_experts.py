@@ -59,8 +59,11 @@ def test_fused_experts_are_written_per_expert(scheme: str, tmp_path: Path) -> No
                 back = dequantize_nvfp4(out.read(base + ".weight"),
                                         out.read(base + ".weight_scale"),
                                         float(out.read(base + ".weight_scale_2")))
-                # E2M1 values are at most 2 apart (4 -> 6) in units of the group scale amax / 6
-            assert np.abs(back - want).max() <= tol
+                # E2M1 values lie at most 2 apart (4 -> 6) in units of the group scale
+                # (amax / 6, rounded to E4M3): half that gap, per 16-value group
+                groups = np.abs(want).reshape(want.shape[0], -1, 16).max(axis=2)
+                tol = np.repeat(groups / 5, 16, axis=1)
+            assert np.all(np.abs(back - want) <= tol)
     assert out.info("model.layers.0.mlp.gate.weight").dtype == "BF16"  # the router
     np.testing.assert_array_equal(out.read("model.layers.0.mlp.gate.weight"),
                                   src.read("model.layers.0.mlp.gate.weight"))
