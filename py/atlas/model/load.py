@@ -154,9 +154,10 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     tp_size = world.world_size if tensor_parallel else 1
     check_tensor_parallel(cfg, tp_size, experts_sharded=ep_size > 1)
     check_expert_parallel(cfg, ep_size)
-    quant = CheckpointQuant.from_dir(model_dir) if synthetic_seed is None else CheckpointQuant()
+    quant = CheckpointQuant.from_dir(model_dir)  # synthetic weights: made in that format
     store = (WeightStore(model_dir) if synthetic_seed is None
-             else SyntheticWeights(cfg.hidden_size, synthetic_seed, cfg.is_hybrid))
+             else SyntheticWeights(cfg.hidden_size, synthetic_seed, cfg.is_hybrid, quant,
+                                   cfg.moe.num_experts if cfg.moe else 0))
     plan = loader.plan(cfg, store, quant)
     if mtp:
         _check_mtp(cfg, loader, store, num_draft_tokens, world)

@@ -55,9 +55,13 @@ class LinearPlan:
         return sum(rows for _, rows in self.parts)
 
 
-def stored_dtypes(names: object) -> dict[str, str]:
-    """Tensor name -> safetensors dtype of a WeightStore (empty for anything else: a
-    synthetic source or a name list holds no quantized tensors)."""
+def stored_dtypes(names: object) -> Mapping[str, str]:
+    """Tensor name -> safetensors dtype of a WeightStore, or what a synthetic source says it
+    stores (`stored_dtypes()`: quantized synthetic weights); empty for anything else (a
+    name list holds no quantized tensors)."""
+    rule = getattr(names, "stored_dtypes", None)
+    if callable(rule):
+        return rule()
     tensors = getattr(names, "tensors", None)
     return {n: t.dtype for n, t in tensors.items()} if isinstance(tensors, dict) else {}
 

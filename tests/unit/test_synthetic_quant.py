@@ -1,0 +1,60 @@
+"""Quantized synthetic weights (benchmarks only): a config.json with a quantization_config
+and a seed give a model whose linears and routed experts are FP8 / NVFP4 (per expert, the
+published layout), made on the device at the bf16 synthetic weights' standard deviations,
+that runs (host backend) with logits of the bf16 synthetic model's magnitude."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from atlas.core.quant import Fp8ScaleMap
+from atlas.engine.quant_parity import step_logits
+from atlas.model.load import load_runner
+from atlas.model.moe_quant import QuantMoeMlp
+from atlas.runtime.quantize import quantization_config
+from atlas.runtime.reference.moe_quant import fp8_experts, nvfp4_experts
+from atlas.runtime.synthetic_weights import init_std
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "tiny-qwen3-moe"
+
+
+def _config_dir(tmp_path: Path, scheme: str | None) -> Path:
+    cfg = json.loads((FIXTURE / "config.json").read_text())
+    if scheme is not None:
+        cfg["quantization_config"] = quantization_config(scheme, [])[0]
+    d = tmp_path / (scheme or "bf16")
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d
+
+
+@pytest.mark.parametrize("scheme", ["nvfp4", "fp8-block"])
+def test_quantized_synthetic_experts_have_the_bf16_weights_spread(scheme: str,
+                                                                   tmp_path: Path) -> None:
+    runner = load_runner(_config_dir(tmp_path, scheme), backend="host", synthetic_seed=3,
+                         use_graphs=False, max_seq_len=64, max_batch_size=1)
+    mlp = runner.model.layers[0].mlp
+    assert isinstance(mlp, QuantMoeMlp)
+    down = mlp.down
+    assert down.format == ("nvfp4" if scheme == "nvfp4" else "fp8")
+    mem = runner.backend
+    if scheme == "nvfp4":
+        w = nvfp4_experts(mem, down.codes, down.scales, down.row_scales, down.n, down.k)
+    else:
+        assert isinstance(down.smap, Fp8ScaleMap)
+        w = fp8_experts(mem, down.codes, down.scales, down.n, down.k, down.smap)
+    want = init_std("model.layers.0.mlp.experts.0.down_proj.weight", (128, 48), 128)
+    assert want is not None and abs(float(w.std()) / want - 1.0) < 0.1
+    assert mlp.gate_up.n == 16 * 2 * 48 and runner.model.layers[1].mlp.gate_up.k == 128
+
+
+def test_quantized_synthetic_logits_match_the_bf16_synthetic_magnitude(tmp_path: Path) -> None:
+    prompt, decode = [5, 6, 7] * 4, [9, 10]
+    ref = step_logits(_config_dir(tmp_path, None), prompt, decode, "host", synthetic_seed=0)
+    got = step_logits(_config_dir(tmp_path, "nvfp4"), prompt, decode, "host", synthetic_seed=0)
+    for a, b in zip(got, ref):
+        assert np.all(np.isfinite(a)) and 0.5 < float(a.std()) / float(b.std()) < 2.0
