@@ -1027,6 +1027,30 @@ stage_thru_ab() {
   return $rc
 }
 
+# Quantized MoE experts (issue 12): the FP8 / NVFP4 expert kernels against their float64
+# oracle (moe_decode_quant), then the flagship Qwen3.5-35B-A3B from NVFP4 and FP8-block
+# synthetic weights (bench_moe.py --quant: experts per expert, attention and shared experts
+# quantized, Gated-DeltaNet bf16) at batch 1 and 8 with bytes per token and the copy-bandwidth
+# fraction (issue 12's target: NVFP4 batch 1 >= 900 tok/s; bf16 is flagship_bench), and the
+# NVFP4 batch-1 per-kernel profile (PDL off). A couple of minutes.
+stage_moe_quant_bench() {
+  local rc=0 cfg="$CKPT/qwen3_5-35b-a3b-nvfp4-synthetic"
+  "$PY" tools/gpu/check_kernels.py -k moe_decode_quant -k moe_dequant_nvfp4 \
+    --out "$RESULTS/gpu_check_moe_quant-$STAMP.json" || rc=1
+  for q in nvfp4 fp8-block; do
+    "$PY" tools/gpu/bench_moe.py --config qwen3_5-35b-a3b --quant "$q" --batches 1,8 \
+      --prompt 512 --new 128 --prefill 512 --target-tok-s 900 --hf none \
+      --out "$RESULTS/bench_flagship_$q.json" || rc=1
+  done
+  rm -rf "$cfg"
+  "$PY" -c "import sys; sys.path[:0] = ['tools', 'tools/gpu']; from pathlib import Path; \
+from bench_moe import synthetic_model_dir; \
+print(synthetic_model_dir('qwen3_5-35b-a3b', Path(sys.argv[1]), 'nvfp4'))" "$cfg" || return 1
+  ATLAS_PDL=0 "$PY" tools/gpu/profile_decode.py --model "$cfg/qwen3_5-35b-a3b" --synthetic-seed 0 \
+    --out "$RESULTS/profile_decode_qwen3_5-35b-a3b_nvfp4_pdl0.json" || rc=1
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity decode_bench
         qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
@@ -1038,7 +1062,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
         startup quant_kernels gemv_prefetch_ab norm_gemv_ab moe_decode_ab decode_attn
         throughput_b64_profile throughput_mixed_step decode_gemm_wide_ab headline batch1_ab
-        moe_switch_ab thru_ab)
+        moe_switch_ab thru_ab moe_quant_bench)
 
 # ---- runner -------------------------------------------------------------------------------
 
