@@ -5,8 +5,9 @@ measured without a checkpoint on disk.
 
 The tensors are those `atlas models quantize` writes (routed experts per expert, the
 published layout; routers, shared-expert gates, Gated-DeltaNet projections, norms,
-embedding and LM head bf16; `runtime.quantize.is_quantized_name` decides by name). Codes are tiled on the device from one pool of random codes made on the
-host (E4M3 of N(0, 1); E2M1 of N(0, 2^2)), so nothing large crosses PCIe; NVFP4 group
+embedding and LM head bf16; `runtime.quantize.is_quantized_name` decides by name). Codes
+are tiled on the device from one pool of random codes made on the host (E4M3 of N(0, 1);
+E2M1 of N(0, 2^2)), so nothing large crosses PCIe; NVFP4 group
 scales are all E4M3 1.0. The per-tensor scales (FP8 block `weight_scale_inv`, NVFP4
 `weight_scale_2`) make each weight's standard deviation `init_std`'s, as the bf16 synthetic
 weights have it: the numbers exercise the kernels at realistic magnitudes, never a model.
