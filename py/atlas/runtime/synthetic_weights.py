@@ -99,10 +99,12 @@ class SyntheticWeights:
         """Record the plan's tensors; bf16 and float32 can be made, and with a quantization
         its codes and E4M3 scales."""
         kinds = ("BF16", "F32") + (("U8", "F8_E4M3") if self.quant.quantized else ())
+        what = ("bf16 and float32" if not self.quant.quantized
+                else f"bf16, float32 and {self.quant.format} codes and scales")
         for name, (dtype, shape) in expected.items():
             if st_dtype_name(dtype) not in kinds:
                 raise WeightError(f"synthetic weights: tensor {name!r} is {dtype}; only "
-                                  f"{', '.join(kinds)} tensors can be generated")
+                                  f"{what} tensors can be generated")
             self._expected[name] = (dtype, tuple(shape))
         return []
 
