@@ -16,11 +16,13 @@
 // moe_gate_up_silu_{fp8,nvfp4}: grid (ceil(inter / 8), tokens * top_k), 256 threads; warp w
 //   of block (bx, p) computes intermediate column i = 8 bx + w of pair p = t * top_k + j,
 //   e = topk_ids[p]: g = bf16(x[t] . gate row i), u = bf16(x[t] . up row i) (lanes take
-//   16-value groups round-robin, partials meet in atlas::warp_sum), act[p][i] =
+//   16-value groups round-robin, kRounds of them requested at once, partials meet in
+//   atlas::warp_sum), act[p][i] =
 //   bf16(bf16(silu(g)) * u) (bf16_vec.cuh swiglu_f32, the dense MLP's rounding); an id
 //   outside [0, experts) writes zeros.
 // moe_down_sum_{fp8,nvfp4}: grid (ceil(hidden / 8), tokens), 256 threads; warp w of block
-//   (bx, t) owns output row n = 8 bx + w of token t: for each slot j in order,
+//   (bx, t) owns output row n = 8 bx + w of token t, streaming kSlots slots' rows at once:
+//   for each slot j in order,
 //   y_j = bf16(act[t][j] . down row n of expert e_j), acc += topk_weights[t][j] * y_j (f32),
 //   out[t][n] = bf16(acc); invalid ids contribute nothing. No atomics: bit-reproducible.
 // Every value the kernels read was written by the router (the launch before) or gate/up,
@@ -39,6 +41,8 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kGroup = 16;  // values per work unit (one NVFP4 scale group)
+constexpr int kRounds = 4;  // gate/up: groups a lane requests before using the first
+constexpr int kSlots = 8;   // down: slots whose weights a warp streams at once
 
 using atlas::quant::e4m3_to_f32;
 
@@ -135,10 +139,17 @@ __device__ __forceinline__ void gate_up_silu(const __nv_bfloat16* x, const Fmt& 
   if (e >= 0 && static_cast<uint32_t>(e) < experts) {
     const __nv_bfloat16* xr = x + static_cast<size_t>(pair / top_k) * hidden;
     const uint32_t gate_row = static_cast<uint32_t>(e) * 2u * inter + col;
+    const uint32_t groups = hidden / kGroup;
     float g = 0.f, u = 0.f;
-    for (uint32_t grp = lane; grp < hidden / kGroup; grp += 32) {
-      g += f.group_dot(gate_row, grp, xr);
-      u += f.group_dot(gate_row + inter, grp, xr);
+    for (uint32_t g0 = lane; g0 < groups; g0 += 32 * kRounds) {
+#pragma unroll
+      for (int r = 0; r < kRounds; ++r) {  // kRounds rounds of loads in flight per lane
+        const uint32_t grp = g0 + 32 * r;
+        if (grp < groups) {
+          g += f.group_dot(gate_row, grp, xr);
+          u += f.group_dot(gate_row + inter, grp, xr);
+        }
+      }
     }
     g = atlas::round_bf16(atlas::warp_sum(g));
     u = atlas::round_bf16(atlas::warp_sum(u));
@@ -156,16 +167,32 @@ __device__ __forceinline__ void down_sum(const __nv_bfloat16* act, const Fmt& f,
   const uint32_t t = blockIdx.y, lane = threadIdx.x & 31;
   const uint32_t row = blockIdx.x * kWarps + (threadIdx.x >> 5);
   if (row >= hidden) return;
+  const uint32_t groups = inter / kGroup;
   float acc = 0.f;
-  for (uint32_t j = 0; j < top_k; ++j) {
-    const uint32_t pair = t * top_k + j;
-    const int32_t e = topk_ids[pair];
-    if (e < 0 || static_cast<uint32_t>(e) >= experts) continue;  // warp-uniform
-    const __nv_bfloat16* a = act + static_cast<size_t>(pair) * inter;
-    const uint32_t w_row = static_cast<uint32_t>(e) * hidden + row;
-    float y = 0.f;
-    for (uint32_t grp = lane; grp < inter / kGroup; grp += 32) y += f.group_dot(w_row, grp, a);
-    acc = fmaf(topk_weights[pair], atlas::round_bf16(atlas::warp_sum(y)), acc);
+  // kSlots slots at a time: their loads are independent, so all are in flight together
+  for (uint32_t j0 = 0; j0 < top_k; j0 += kSlots) {
+    int32_t e[kSlots];
+    float part[kSlots];
+#pragma unroll
+    for (int j = 0; j < kSlots; ++j) {
+      const uint32_t slot = j0 + j;
+      const int32_t id = slot < top_k ? topk_ids[t * top_k + slot] : -1;
+      e[j] = id >= 0 && static_cast<uint32_t>(id) < experts ? id : -1;  // warp-uniform
+      part[j] = 0.f;
+    }
+    for (uint32_t grp = lane; grp < groups; grp += 32) {
+#pragma unroll
+      for (int j = 0; j < kSlots; ++j) {
+        if (e[j] < 0) continue;
+        const __nv_bfloat16* a = act + static_cast<size_t>(t * top_k + j0 + j) * inter;
+        part[j] += f.group_dot(static_cast<uint32_t>(e[j]) * hidden + row, grp, a);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kSlots; ++j)  // slot order: y_j = bf16(product), acc += w_j * y_j
+      if (e[j] >= 0)
+        acc = fmaf(topk_weights[t * top_k + j0 + j], atlas::round_bf16(atlas::warp_sum(part[j])),
+                   acc);
   }
   if (lane == 0) out[static_cast<size_t>(t) * hidden + row] = __float2bfloat16_rn(acc);
 }
