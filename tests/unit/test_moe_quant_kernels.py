@@ -24,5 +24,5 @@ def test_reference_matches_the_float64_oracle(case) -> None:
 def test_cases_cover_both_formats_every_fp8_map_and_invalid_ids() -> None:
     names = " | ".join(c.name for c in ALL)
     for part in ("fp8 block", "fp8 channel", "fp8 tensor", "nvfp4 t8", "h2048 i768",
-                 "h2048 i512", "moe_dequant_nvfp4 n384 k48"):
+                 "+shared k8 h2048 i512", "nvfp4 t6 e16+shared", "moe_dequant_nvfp4 n384 k48"):
         assert part in names

@@ -13,18 +13,22 @@
 //     scale a 16 values [rows, k / 16], one f32 a row (the expert tensor's global scale).
 // A 16-value group is the unit of work: k % 16 == 0 is all these kernels need.
 //
-// moe_gate_up_silu_{fp8,nvfp4}: grid (ceil(inter / 8), tokens * top_k), 256 threads; warp w
-//   of block (bx, p) computes intermediate column i = 8 bx + w of pair p = t * top_k + j,
+// Slots: a token's topk rows hold `slots` (expert id, weight) pairs, the first `routed` the
+// router's top-k, then a shared expert folded in as one more expert of the stacked matrix
+// (id experts_routed + c: the decode router writes it so, ops/moe.py gate_topk; its weight
+// bf16(sigmoid(gate))). `experts` counts every expert of the matrix, shared included.
+// moe_gate_up_silu_{fp8,nvfp4}: grid (ceil(inter / 8), tokens * slots), 256 threads; warp w
+//   of block (bx, p) computes intermediate column i = 8 bx + w of pair p = t * slots + j,
 //   e = topk_ids[p]: g = bf16(x[t] . gate row i), u = bf16(x[t] . up row i) (lanes take
 //   16-value groups round-robin, kRounds of them requested at once, partials meet in
-//   atlas::warp_sum), act[p][i] =
-//   bf16(bf16(silu(g)) * u) (bf16_vec.cuh swiglu_f32, the dense MLP's rounding); an id
-//   outside [0, experts) writes zeros.
+//   atlas::warp_sum), act[p][i] = bf16(bf16(silu(g)) * u) (bf16_vec.cuh swiglu_f32, the
+//   dense MLP's rounding); an id outside [0, experts) writes zeros.
 // moe_down_sum_{fp8,nvfp4}: grid (ceil(hidden / 8), tokens), 256 threads; warp w of block
 //   (bx, t) owns output row n = 8 bx + w of token t, streaming kSlots slots' rows at once:
-//   for each slot j in order,
-//   y_j = bf16(act[t][j] . down row n of expert e_j), acc += topk_weights[t][j] * y_j (f32),
-//   out[t][n] = bf16(acc); invalid ids contribute nothing. No atomics: bit-reproducible.
+//   y_j = bf16(act[t][j] . down row n of expert e_j); routed slots in order
+//   acc += topk_weights[t][j] * y_j (f32); out[t][n] = bf16(acc), or with shared slots
+//   bf16(bf16(acc) + sum of bf16(w_j * y_j) over them) (moe_down_sum_bf16's rounding);
+//   invalid ids contribute nothing. No atomics: bit-reproducible.
 // Every value the kernels read was written by the router (the launch before) or gate/up,
 // so both wait first (atlas::pdl_enter). Group products accumulate in f32 and take their
 // scale once per group (FP8: code x x sums times the block scale; NVFP4: times
@@ -128,7 +132,7 @@ __device__ __forceinline__ Nvfp4Experts nvfp4_experts(const uint8_t* w, const ui
 template <class Fmt>
 __device__ __forceinline__ void gate_up_silu(const __nv_bfloat16* x, const Fmt& f,
                                              const int32_t* topk_ids, __nv_bfloat16* act,
-                                             uint32_t top_k, uint32_t hidden, uint32_t inter,
+                                             uint32_t slots, uint32_t hidden, uint32_t inter,
                                              uint32_t experts) {
   atlas::pdl_enter();
   const uint32_t pair = blockIdx.y, lane = threadIdx.x & 31;
@@ -137,7 +141,7 @@ __device__ __forceinline__ void gate_up_silu(const __nv_bfloat16* x, const Fmt& 
   const int32_t e = topk_ids[pair];
   float out = 0.f;
   if (e >= 0 && static_cast<uint32_t>(e) < experts) {
-    const __nv_bfloat16* xr = x + static_cast<size_t>(pair / top_k) * hidden;
+    const __nv_bfloat16* xr = x + static_cast<size_t>(pair / slots) * hidden;
     const uint32_t gate_row = static_cast<uint32_t>(e) * 2u * inter + col;
     const uint32_t groups = hidden / kGroup;
     float g = 0.f, u = 0.f;
@@ -161,22 +165,22 @@ __device__ __forceinline__ void gate_up_silu(const __nv_bfloat16* x, const Fmt& 
 template <class Fmt>
 __device__ __forceinline__ void down_sum(const __nv_bfloat16* act, const Fmt& f,
                                          const int32_t* topk_ids, const float* topk_weights,
-                                         __nv_bfloat16* out, uint32_t top_k, uint32_t hidden,
-                                         uint32_t inter, uint32_t experts) {
+                                         __nv_bfloat16* out, uint32_t slots, uint32_t routed,
+                                         uint32_t hidden, uint32_t inter, uint32_t experts) {
   atlas::pdl_enter();
   const uint32_t t = blockIdx.y, lane = threadIdx.x & 31;
   const uint32_t row = blockIdx.x * kWarps + (threadIdx.x >> 5);
   if (row >= hidden) return;
   const uint32_t groups = inter / kGroup;
-  float acc = 0.f;
+  float acc = 0.f, shared = 0.f;
   // kSlots slots at a time: their loads are independent, so all are in flight together
-  for (uint32_t j0 = 0; j0 < top_k; j0 += kSlots) {
+  for (uint32_t j0 = 0; j0 < slots; j0 += kSlots) {
     int32_t e[kSlots];
     float part[kSlots];
 #pragma unroll
     for (int j = 0; j < kSlots; ++j) {
       const uint32_t slot = j0 + j;
-      const int32_t id = slot < top_k ? topk_ids[t * top_k + slot] : -1;
+      const int32_t id = slot < slots ? topk_ids[t * slots + slot] : -1;
       e[j] = id >= 0 && static_cast<uint32_t>(id) < experts ? id : -1;  // warp-uniform
       part[j] = 0.f;
     }
@@ -184,16 +188,22 @@ __device__ __forceinline__ void down_sum(const __nv_bfloat16* act, const Fmt& f,
 #pragma unroll
       for (int j = 0; j < kSlots; ++j) {
         if (e[j] < 0) continue;
-        const __nv_bfloat16* a = act + static_cast<size_t>(t * top_k + j0 + j) * inter;
+        const __nv_bfloat16* a = act + static_cast<size_t>(t * slots + j0 + j) * inter;
         part[j] += f.group_dot(static_cast<uint32_t>(e[j]) * hidden + row, grp, a);
       }
     }
 #pragma unroll
-    for (int j = 0; j < kSlots; ++j)  // slot order: y_j = bf16(product), acc += w_j * y_j
-      if (e[j] >= 0)
-        acc = fmaf(topk_weights[t * top_k + j0 + j], atlas::round_bf16(atlas::warp_sum(part[j])),
-                   acc);
+    for (int j = 0; j < kSlots; ++j) {  // slot order: y_j = bf16(product), acc += w_j * y_j
+      if (e[j] < 0) continue;
+      const float w = topk_weights[t * slots + j0 + j];
+      const float y = atlas::round_bf16(atlas::warp_sum(part[j]));
+      if (j0 + j < routed)
+        acc = fmaf(w, y, acc);
+      else  // a shared expert's slot: bf16(weight * bf16(product)), as transformers rounds
+        shared += atlas::round_bf16(w * y);
+    }
   }
+  if (routed < slots) acc = atlas::round_bf16(acc) + shared;
   if (lane == 0) out[static_cast<size_t>(t) * hidden + row] = __float2bfloat16_rn(acc);
 }
 
@@ -205,41 +215,42 @@ __device__ __forceinline__ void down_sum(const __nv_bfloat16* act, const Fmt& f,
 extern "C" __global__ void __launch_bounds__(kThreads)
     moe_gate_up_silu_fp8(const __nv_bfloat16* x, const uint8_t* w, const float* scale,
                          const int32_t* topk_ids, __nv_bfloat16* act, uint32_t tokens,
-                         uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts,
+                         uint32_t slots, uint32_t hidden, uint32_t inter, uint32_t experts,
                          ATLAS_FP8_MAP) {
   (void)tokens;
   gate_up_silu(x, Fp8Experts{w, scale, hidden, row_shift, row_stride, col_shift, col_stride},
-               topk_ids, act, top_k, hidden, inter, experts);
+               topk_ids, act, slots, hidden, inter, experts);
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads)
     moe_gate_up_silu_nvfp4(const __nv_bfloat16* x, const uint8_t* w, const uint8_t* scale,
                            const float* row_scale, const int32_t* topk_ids, __nv_bfloat16* act,
-                           uint32_t tokens, uint32_t top_k, uint32_t hidden, uint32_t inter,
+                           uint32_t tokens, uint32_t slots, uint32_t hidden, uint32_t inter,
                            uint32_t experts) {
   (void)tokens;
-  gate_up_silu(x, nvfp4_experts(w, scale, row_scale, hidden), topk_ids, act, top_k, hidden,
+  gate_up_silu(x, nvfp4_experts(w, scale, row_scale, hidden), topk_ids, act, slots, hidden,
                inter, experts);
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads)
     moe_down_sum_fp8(const __nv_bfloat16* act, const uint8_t* w, const float* scale,
                      const int32_t* topk_ids, const float* topk_weights, __nv_bfloat16* out,
-                     uint32_t tokens, uint32_t top_k, uint32_t hidden, uint32_t inter,
-                     uint32_t experts, ATLAS_FP8_MAP) {
+                     uint32_t tokens, uint32_t slots, uint32_t routed, uint32_t hidden,
+                     uint32_t inter, uint32_t experts, ATLAS_FP8_MAP) {
   (void)tokens;
   down_sum(act, Fp8Experts{w, scale, inter, row_shift, row_stride, col_shift, col_stride},
-           topk_ids, topk_weights, out, top_k, hidden, inter, experts);
+           topk_ids, topk_weights, out, slots, routed, hidden, inter, experts);
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads)
     moe_down_sum_nvfp4(const __nv_bfloat16* act, const uint8_t* w, const uint8_t* scale,
                        const float* row_scale, const int32_t* topk_ids,
                        const float* topk_weights, __nv_bfloat16* out, uint32_t tokens,
-                       uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts) {
+                       uint32_t slots, uint32_t routed, uint32_t hidden, uint32_t inter,
+                       uint32_t experts) {
   (void)tokens;
-  down_sum(act, nvfp4_experts(w, scale, row_scale, inter), topk_ids, topk_weights, out, top_k,
-           hidden, inter, experts);
+  down_sum(act, nvfp4_experts(w, scale, row_scale, inter), topk_ids, topk_weights, out, slots,
+           routed, hidden, inter, experts);
 }
 
 // w_out[n, k] bf16 = bf16(e2m1(q) * f32(e4m3(s) * g[row])), one 16-value group a thread

@@ -1,15 +1,18 @@
 """The mixture-of-experts MLP block over FP8 / NVFP4 experts (ops/moe_quant.py).
 
 What differs from the bf16 block (moe.py `MoeMlp`): the experts are `QuantExperts`, so a
-decode step runs the router (`ops.moe.gate_topk`, routed slots only) and the two
-quantized-expert launches (`ops.moe_quant.decode_experts`: only the selected experts'
-quantized bytes are read), and a prefill chunk dequantizes both projections into the step's
-weight scratch and runs the bf16 grouped path (`ops.moe.experts`) on it. A shared expert
-(ModelOpt quantizes its projections, keeps its one-row gate in bf16) is a dense SwiGLU MLP
-of linears in whatever format the checkpoint stores, run beside the routed experts into
-`shared_out` and added with its sigmoid gate (`moe_shared_add_bf16`, transformers' rounding)
-on both paths. The block never fuses the next RMSNorm (forward returns False): the model's
-add_rmsnorm follows, as after any unfused MLP.
+decode step runs the router (`ops.moe.gate_topk`) and the two quantized-expert launches
+(`ops.moe_quant.decode_experts`: only the selected experts' quantized bytes are read), and a
+prefill chunk dequantizes both projections into the step's weight scratch and runs the bf16
+grouped path (`ops.moe.experts`) on it. A shared expert (ModelOpt quantizes its
+projections, keeps its one-row gate in bf16) as wide as a routed expert and stored alike is
+folded by the loader into the expert matrices as one more expert (Qwen3.5-MoE,
+Qwen3-Next): at decode it is one more slot of the same three launches (the router writes
+its slot and gate weight, as on the bf16 path), at prefill its bf16 copy runs as a SwiGLU
+into `shared_out`. Any other shared expert is a dense SwiGLU MLP of linears in whatever
+format the checkpoint stores. Both add their gated output with `moe_shared_add_bf16`
+(transformers' rounding) outside decode. The block never fuses the next RMSNorm (forward
+returns False): the model's add_rmsnorm follows, as after any unfused MLP.
 """
 
 from __future__ import annotations
@@ -21,10 +24,10 @@ from ..core.config import ModelConfig
 from ..runtime.gpu import DevicePtr, Stream
 from ..runtime.ops import KernelCache, matmul
 from ..runtime.ops import moe as moe_ops
-from ..runtime.ops.moe_quant import (QuantExperts, check_pair, decode_experts,
+from ..runtime.ops.moe_quant import (QuantExperts, check_pair, decode_experts, folds_shared,
                                      prefill_scratch_bytes)
 from ..runtime.ops.moe_shared import shared_add
-from .model import DenseMlp, NextNorm, StepBuffers
+from .model import DenseMlp, NextNorm, StepBuffers, swiglu
 from .moe import GATE_PAD_ROWS, MoeBuffers, moe_shape, router_logits, routing_for
 
 
@@ -39,43 +42,63 @@ class QuantSharedExpert:
 
 @dataclass(frozen=True, slots=True)
 class QuantMoeMlp:
-    """A sparse layer's MLP with quantized routed experts (see the module docstring)."""
+    """A sparse layer's MLP with quantized routed experts (see the module docstring).
+    `shape.shared_inter` > 0: the shared expert is folded into the expert matrices (expert
+    shape.experts; ops.moe_quant.folds_shared) and `shared_gate` is its bf16 gate; else a
+    shared expert, if any, is `shared` (its own linears)."""
 
-    shape: moe_ops.MoeShape  # routed experts only
+    shape: moe_ops.MoeShape
     routing: moe_ops.Routing
     router: DevicePtr
     gate_up: QuantExperts
     down: QuantExperts
     bufs: MoeBuffers
     shared: QuantSharedExpert | None = None
+    shared_gate: DevicePtr = 0
 
     def __post_init__(self) -> None:
-        if self.shape.shared_inter:
-            raise ValueError("QuantMoeMlp: the shape holds the routed experts only")
+        if folds_shared(self.shape) == (self.shared is not None) and self.shape.shared_inter:
+            raise ValueError("QuantMoeMlp: a shared expert is folded or separate, not both")
+        if folds_shared(self.shape) and not self.shared_gate:
+            raise ValueError("QuantMoeMlp: a folded shared expert needs its gate")
         check_pair(self.gate_up, self.down, self.shape)
 
     def forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
                 then_norm: NextNorm | None = None) -> bool:
         sh, bf = self.shape, self.bufs
+        folded = folds_shared(sh)
         if moe_ops.uses_decode_kernels(t):
+            shared = (moe_ops.SharedExpertWeights(self.gate_up.codes, self.down.codes,
+                                                  self.shared_gate) if folded else None)
             moe_ops.gate_topk(kc, s, b.normed, self.router, bf.logits, bf.topk_ids,
-                              bf.topk_weights, bf.router_counter, t, sh, self.routing)
+                              bf.topk_weights, bf.router_counter, t, sh, self.routing, shared,
+                              bf.shared_gate)
             decode_experts(kc, s, b.normed, self.gate_up, self.down, bf.topk_ids,
                            bf.topk_weights, bf.scratch.act, b.delta, t, sh)
         else:
-            router_logits(kc, s, b.normed, self.router, bf.logits, t, sh)
-            moe_ops.topk(kc, s, bf.logits, bf.topk_ids, bf.topk_weights, t, sh.experts,
-                         sh.top_k, self.routing)
+            routed = sh.routed_only
+            router_logits(kc, s, b.normed, self.router, bf.logits, t, routed)
+            moe_ops.topk(kc, s, bf.logits, bf.topk_ids, bf.topk_weights, t, routed.experts,
+                         routed.top_k, self.routing)
             w_gate_up, w_down = self._dequantized(kc, s, b)
             moe_ops.experts(kc, s, b.normed, w_gate_up, w_down, bf.topk_ids, bf.topk_weights,
-                            b.delta, t, sh, bf.scratch)
+                            b.delta, t, routed, bf.scratch)
+            if folded:  # expert `experts` of the bf16 copies: [gate | up] and down
+                e, h, i = sh.experts, sh.hidden, sh.inter
+                swiglu(kc, s, b, w_gate_up + 2 * e * 2 * i * h, w_down + 2 * e * h * i,
+                       bf.shared_out, t, h, i)
+                self._add_shared(kc, s, b, t, self.shared_gate)
         if self.shared is not None:
             self.shared.mlp.project(kc, s, b, t, bf.shared_out)
-            matmul.linear(kc, s, b.normed, self.shared.gate, bf.shared_gate, t, GATE_PAD_ROWS,
-                          sh.hidden, out_f32=True)
-            shared_add(kc, s, b.delta, bf.shared_out, bf.shared_gate, b.delta, t, sh.hidden,
-                       GATE_PAD_ROWS)
+            self._add_shared(kc, s, b, t, self.shared.gate)
         return False
+
+    def _add_shared(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
+                    gate: DevicePtr) -> None:
+        """delta += bf16(sigmoid(gate . normed)) * shared_out (transformers' rounding)."""
+        bf, h = self.bufs, self.shape.hidden
+        matmul.linear(kc, s, b.normed, gate, bf.shared_gate, t, GATE_PAD_ROWS, h, out_f32=True)
+        shared_add(kc, s, b.delta, bf.shared_out, bf.shared_gate, b.delta, t, h, GATE_PAD_ROWS)
 
     def _dequantized(self, kc: KernelCache, s: Stream, b: StepBuffers
                      ) -> tuple[DevicePtr, DevicePtr]:
@@ -91,7 +114,8 @@ class QuantMoeMlp:
 
 def build_quant_mlp(cfg: ModelConfig, layer: int, ptr: Mapping[str, DevicePtr],
                     linears: Mapping[str, object], bufs: MoeBuffers) -> QuantMoeMlp:
-    """Sparse layer `layer`'s block from its uploaded buffers and built linears (load.py)."""
+    """Sparse layer `layer`'s block from its uploaded buffers and built linears (load.py):
+    a shared expert the loader folded into the experts (one more expert), else its own."""
     b, moe = f"l{layer}.", cfg.moe
     assert moe is not None
     shape, routing = moe_shape(cfg, moe), routing_for(moe, ptr.get(b + "score_bias", 0))
@@ -99,6 +123,9 @@ def build_quant_mlp(cfg: ModelConfig, layer: int, ptr: Mapping[str, DevicePtr],
     if not (isinstance(gate_up, QuantExperts) and isinstance(down, QuantExperts)):
         raise ValueError(f"layer {layer}: experts_gate_up and experts_down must both be "
                          "quantized")
+    if shape.shared_inter and gate_up.experts > moe.num_experts:  # folded
+        return QuantMoeMlp(shape, routing, ptr[b + "router"], gate_up, down, bufs,
+                           shared_gate=ptr[b + "shared_gate"])
     shared = None
     if shape.shared_inter:
         shared = QuantSharedExpert(DenseMlp(linears[b + "shared_gate_up"],  # type: ignore[arg-type]

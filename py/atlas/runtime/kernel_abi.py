@@ -450,14 +450,15 @@ MOE_DOWN_ADD_RMSNORM_OFFSET = S("moe_decode", "moe_down_add_rmsnorm_offset_bf16"
 # ops/moe_quant.py): every expert's rows stacked in one matrix (gate_up [experts * 2 inter,
 # hidden], expert e's gate rows then up rows; down [experts * hidden, inter]), FP8 E4M3 codes
 # with f32 scales through the Fp8ScaleMap arguments, or NVFP4 (packed E2M1 [rows, k / 2],
-# E4M3 group scales [rows, k / 16], f32 row scales [rows]). act bf16 [tokens, top_k, inter]
-# and out bf16 [tokens, hidden] as moe_gate_up_silu_bf16 / moe_down_sum_bf16 compute them
-# (routed slots only: topk rows are top_k long); grid (ceil(inter / 8), tokens * top_k) and
-# (ceil(hidden / 8), tokens), 256 threads, k % 16 == 0.
+# E4M3 group scales [rows, k / 16], f32 row scales [rows]). topk rows are `slots` long: the
+# `routed` top-k, then a shared expert folded in as expert (routed experts + c) of the
+# matrix (`experts` counts it); act bf16 [tokens, slots, inter] and out bf16 [tokens,
+# hidden] as moe_gate_up_silu_bf16 / moe_down_sum_bf16 compute them; grid (ceil(inter / 8),
+# tokens * slots) and (ceil(hidden / 8), tokens), 256 threads, k % 16 == 0.
 _MOE_Q_MAP = "row_shift:u32 row_stride:u32 col_shift:u32 col_stride:u32"
-_MOE_Q_GATE_UP = "topk_ids:ptr act:ptr tokens:u32 top_k:u32 hidden:u32 inter:u32 experts:u32"
-_MOE_Q_DOWN = ("topk_ids:ptr topk_weights:ptr out:ptr tokens:u32 top_k:u32 hidden:u32 "
-               "inter:u32 experts:u32")
+_MOE_Q_GATE_UP = "topk_ids:ptr act:ptr tokens:u32 slots:u32 hidden:u32 inter:u32 experts:u32"
+_MOE_Q_DOWN = ("topk_ids:ptr topk_weights:ptr out:ptr tokens:u32 slots:u32 routed:u32 "
+               "hidden:u32 inter:u32 experts:u32")
 MOE_GATE_UP_SILU_FP8 = S("moe_decode_quant", "moe_gate_up_silu_fp8",
                          f"x:ptr w:ptr scale:ptr {_MOE_Q_GATE_UP} {_MOE_Q_MAP}")
 MOE_GATE_UP_SILU_NVFP4 = S("moe_decode_quant", "moe_gate_up_silu_nvfp4",

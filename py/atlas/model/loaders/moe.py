@@ -83,32 +83,41 @@ def add_moe_mlp(plan: WeightPlan, cfg: ModelConfig, layer: int, p: str,
     if moe.score_bias:
         plan.add(b + "score_bias", [(p + "gate.e_score_correction_bias", (e,))],
                  dtype=DType.FP32)
+    si, sp = moe.shared_intermediate_size, p + "shared_expert."
+    shared = ([(sp + f"{proj}.weight", si) for proj in ("gate_proj", "up_proj")],
+              [(sp + "down_proj.weight", h)]) if si else None
     if p + "experts.gate_up_proj" in names:
         plan.add(b + "experts_gate_up", [(p + "experts.gate_up_proj", (e, 2 * inter, h))])
         plan.add(b + "experts_down", [(p + "experts.down_proj", (e, h, inter))])
-        quantized = False
+        experts = "bf16"
     else:
         _check_expert_count(cfg, layer, p, names)
-        quantized = _add_per_expert(plan, b, p + "experts.", e, inter, h, layer)
-    if moe.shared_intermediate_size:
-        si, sp = moe.shared_intermediate_size, p + "shared_expert."
-        shared_parts = [(sp + f"{proj}.weight", si) for proj in ("gate_proj", "up_proj")]
-        shared_quantized = stored_format(plan, shared_parts) != "bf16"
-        if shared_quantized and not quantized:
+        experts = _add_per_expert(plan, b, p + "experts.", e, inter, h, layer,
+                                  shared if si == inter else None)
+    if shared is not None:
+        if experts == "bf16" and any(stored_format(plan, part) != "bf16" for part in shared):
             raise MoeLoaderError(f"{cfg.source}: layer {layer}'s shared expert is "
                                  f"{plan.quant.format} but its routed experts are bf16 "
                                  "(quantized shared experts run beside quantized experts only)")
-        # beside quantized experts the shared expert is a dense MLP of linears (moe_quant.py)
-        add_swiglu(plan, b + "shared_", sp, si, h, quantizable=quantized)
+        if experts != "folded":
+            # beside quantized experts, a shared expert of another width (or format) is a
+            # dense MLP of linears (model/moe_quant.py)
+            add_swiglu(plan, b + "shared_", sp, si, h, quantizable=experts == "quantized")
         # zero rows up to the GEMM's n granularity (see model/moe.py GATE_PAD_ROWS)
         plan.add(b + "shared_gate", [(p + "shared_expert_gate.weight", (1, h))],
                  min_bytes=DType.BF16.nbytes(SHARED_GATE_ROWS * h))
 
 
+SharedParts = tuple[list[tuple[str, int]], list[tuple[str, int]]]
+
+
 def _add_per_expert(plan: WeightPlan, b: str, q: str, e: int, inter: int, h: int,
-                    layer: int) -> bool:
+                    layer: int, shared: SharedParts | None = None) -> str:
     """The per-expert layout's two packed projections, bf16 or (both) quantized as the
-    checkpoint stores them; True when quantized (linears of `experts` parts)."""
+    checkpoint stores them: 'bf16', 'quantized' (linears of `experts` parts), or 'folded'
+    when `shared` (a shared expert as wide as a routed one: its gate/up and down parts) is
+    stored in the same format and becomes expert e of the quantized matrices (ops/moe_quant.py
+    folds_shared: its decode slot runs in the experts' launches)."""
     gate_up = [part for x in range(e) for part in ((f"{q}{x}.gate_proj.weight", inter),
                                                    (f"{q}{x}.up_proj.weight", inter))]
     down = [(f"{q}{x}.down_proj.weight", h) for x in range(e)]
@@ -116,14 +125,18 @@ def _add_per_expert(plan: WeightPlan, b: str, q: str, e: int, inter: int, h: int
     if formats == {"bf16"}:
         plan.add(b + "experts_gate_up", [(name, (rows, h)) for name, rows in gate_up])
         plan.add(b + "experts_down", [(name, (rows, inter)) for name, rows in down])
-        return False
+        return "bf16"
     if "bf16" in formats:
         raise MoeLoaderError(f"layer {layer}: experts' gate/up and down projections must be "
                              f"stored alike ({q}0.gate_proj / down_proj: one bf16, one "
                              f"{plan.quant.format})")
-    add_linear(plan, b + "experts_gate_up", gate_up, h, experts=e)
-    add_linear(plan, b + "experts_down", down, inter, experts=e)
-    return True
+    fold = shared is not None and all(stored_format(plan, part) != "bf16" for part in shared)
+    if fold:
+        assert shared is not None
+        gate_up, down = gate_up + shared[0], down + shared[1]
+    add_linear(plan, b + "experts_gate_up", gate_up, h, experts=e + fold)
+    add_linear(plan, b + "experts_down", down, inter, experts=e + fold)
+    return "folded" if fold else "quantized"
 
 
 def _check_expert_count(cfg: ModelConfig, layer: int, p: str,

@@ -7,7 +7,8 @@ independently of reference/moe.py) over the exact dequantized weights
 value (subnormal scales included), FP8 block, per-channel and per-tensor scale maps over
 the stacked [experts * rows, k] matrix, a distinct NVFP4 global scale per expert, batches
 1..8, ids outside [0, experts) (nothing in the sum), k = 16 (one group), k not a multiple
-of 32, and Qwen3-30B-A3B / Qwen3.5-35B-A3B's expert widths.
+of 32, a shared expert folded in as one more expert (its slot after the routed ones,
+transformers' rounding of its gated sum), and Qwen3-30B-A3B / Qwen3.5-35B-A3B's expert widths.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from ..ops.moe_quant import QuantExperts, decode_experts
 from .gemv import random_bf16
 from .gemv_fp8 import random_fp8
 from .gemv_nvfp4 import random_nvfp4
-from .moe import ACT_REFERENCE_TOL, _f64, _routing_weights, oracle_experts
+from .moe import (ACT_REFERENCE_TOL, _bf16, _f64, _routing_weights, oracle_experts,
+                  oracle_shared)
 
 
 def _random_experts(rng: np.random.Generator, fmt: str, n: int, k: int, experts: int,
@@ -47,14 +49,24 @@ def _experts(fmt: str, p: dict[str, DevicePtr], tag: str, experts: int, rows: in
 
 def decode_quant_case(rng: np.random.Generator, fmt: str, shape: moe.MoeShape,
                       ids: np.ndarray, layout: str = "block") -> KernelCase:
-    """moe_gate_up_silu_<fmt> then moe_down_sum_<fmt>; act checked on its own too."""
-    tokens, e, h, i = len(ids), shape.experts, shape.hidden, shape.inter
+    """moe_gate_up_silu_<fmt> then moe_down_sum_<fmt>; act checked on its own too. With
+    shape.shared_inter, a shared expert folded in as expert shape.experts of the stacked
+    matrices, its slot last (ids / weights as the decode router writes them)."""
+    tokens, k, h, i = len(ids), shape.top_k, shape.hidden, shape.inter
+    e = shape.experts + (1 if shape.shared_inter else 0)
     gu_in, gu_f, gu_map = _random_experts(rng, fmt, e * 2 * i, h, e, layout, "gu")
     d_in, d_f, d_map = _random_experts(rng, fmt, e * h, i, e, layout, "d")
     inputs = {"x": random_bf16(rng, (tokens, h)), "topk_ids": ids.astype(np.int32),
-              "topk_weights": _routing_weights(rng, tokens, shape.top_k)} | gu_in | d_in
-    outputs = {"act": OutputSpec(DType.BF16, (tokens, shape.top_k, i)),
+              "topk_weights": _routing_weights(rng, tokens, k)} | gu_in | d_in
+    if shape.shared_inter:
+        gate = _bf16(1.0 / (1.0 + np.exp(-2.0 * rng.standard_normal(tokens))))
+        inputs["topk_ids"] = np.concatenate([ids, np.full((tokens, 1), shape.experts)],
+                                            axis=1).astype(np.int32)
+        inputs["topk_weights"] = np.concatenate([inputs["topk_weights"], gate[:, None]],
+                                                axis=1).astype(np.float32)
+    outputs = {"act": OutputSpec(DType.BF16, (tokens, shape.slots, i)),
                "out": OutputSpec(DType.BF16, (tokens, h))}
+    w_gu, w_d = gu_f.reshape(e, 2 * i, h), d_f.reshape(e, h, i)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         decode_experts(KernelCache(backend), stream, p["x"],
@@ -63,12 +75,15 @@ def decode_quant_case(rng: np.random.Generator, fmt: str, shape: moe.MoeShape,
                        p["topk_weights"], p["act"], p["out"], tokens, shape)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        r = oracle_experts(_f64(x["x"]), gu_f.reshape(e, 2 * i, h), d_f.reshape(e, h, i),
-                           x["topk_ids"], x["topk_weights"])
-        return {"act": r["act"], "out": r["out"]}
+        xs = _f64(x["x"])
+        r = oracle_experts(xs, w_gu, w_d, x["topk_ids"][:, :k], x["topk_weights"][:, :k])
+        if not shape.shared_inter:
+            return {"act": r["act"], "out": r["out"]}
+        sh = oracle_shared(xs, w_gu[-1], w_d[-1], x["topk_weights"][:, k], r["out"], i)
+        return {"act": np.concatenate([r["act"], sh["act"]], axis=1), "out": sh["out"]}
 
-    name = (f"moe_decode_quant {fmt}{' ' + layout if fmt == 'fp8' else ''} t{tokens} e{e} "
-            f"k{shape.top_k} h{h} i{i}")
+    name = (f"moe_decode_quant {fmt}{' ' + layout if fmt == 'fp8' else ''} t{tokens} "
+            f"e{shape.experts}{'+shared' if shape.shared_inter else ''} k{k} h{h} i{i}")
     return KernelCase(name, "moe_decode_quant", inputs, outputs, run, oracle,
                       reference_abs_tol=ACT_REFERENCE_TOL)
 
@@ -110,8 +125,11 @@ def moe_decode_quant_cases(rng: np.random.Generator) -> list[KernelCase]:
                   # kernels index experts by pointer arithmetic alone)
                   decode_quant_case(rng, fmt, moe.MoeShape(8, 8, 2048, 768),
                                     _ids(rng, 1, 8, 8)),
-                  decode_quant_case(rng, fmt, moe.MoeShape(12, 8, 2048, 512),
-                                    _ids(rng, 3, 12, 8))]
+                  decode_quant_case(rng, fmt, moe.MoeShape(12, 8, 2048, 512, 512),
+                                    _ids(rng, 3, 12, 8)),
+                  # a shared expert folded in as one more expert (Qwen3.5-MoE, Qwen3-Next)
+                  decode_quant_case(rng, fmt, moe.MoeShape(16, 4, 256, 96, 96),
+                                    _ids(rng, 6, 16, 4))]
     cases += [decode_quant_case(rng, "fp8", small, _ids(rng, 2, 16, 4), "channel"),
               decode_quant_case(rng, "fp8", odd, _ids(rng, 4, 6, 2), "tensor"),
               dequant_nvfp4_case(rng, 384, 48), dequant_nvfp4_case(rng, 64, 2048)]

@@ -9,8 +9,11 @@ parts concatenated or re-laid by `core.quant.fused_fp8_scales`, exactly as a fus
 or NVFP4 codes + E4M3 group scales stacked by rows + an f32 scale per row (each expert
 tensor's global scale).
 
-Decode steps (up to ops.moe.DECODE_MAX_TOKENS tokens) run two launches that read only the
-selected experts' quantized bytes (`decode_experts`); a prefill chunk dequantizes both
+A shared expert as wide as a routed one and stored alike (Qwen3.5-MoE, Qwen3-Next) is folded
+in by the loader as one more expert (index E, after the routed ones), so its decode slot is
+one more slot of the same launches, as on the bf16 path (`folds_shared`). Decode steps (up
+to ops.moe.DECODE_MAX_TOKENS tokens) run two launches that read only the selected experts'
+quantized bytes (`decode_experts`); a prefill chunk dequantizes both
 projections into a bf16 scratch (`dequant`) and runs the bf16 grouped path on it
 (`ops.moe.experts`), correct first: the experts are streamed once per chunk.
 """
@@ -105,13 +108,23 @@ class QuantExperts:
                                   self.scales, self.row_scales, out, self.n, self.k)
 
 
+def folds_shared(shape: MoeShape) -> bool:
+    """Whether the layer's shared expert is one more expert of the stacked matrices (the
+    loader folds it in when it is as wide as a routed expert and stored alike): its one
+    decode slot then runs in the same two launches."""
+    return shape.shared_inter > 0
+
+
 def check_pair(gate_up: QuantExperts, down: QuantExperts, shape: MoeShape) -> None:
     """The two projections agree with the layer's shape and with each other."""
     if gate_up.format != down.format:
         raise ValueError(f"quantized experts: gate_up is {gate_up.format}, down "
                          f"{down.format}")
-    want = ((shape.experts, 2 * shape.inter, shape.hidden),
-            (shape.experts, shape.hidden, shape.inter))
+    if folds_shared(shape) and shape.shared_inter != shape.inter:
+        raise ValueError(f"quantized experts: a folded shared expert must be {shape.inter} "
+                         f"wide, not {shape.shared_inter}")
+    e = shape.experts + (1 if folds_shared(shape) else 0)
+    want = ((e, 2 * shape.inter, shape.hidden), (e, shape.hidden, shape.inter))
     got = ((gate_up.experts, gate_up.rows, gate_up.k), (down.experts, down.rows, down.k))
     if got != want:
         raise ValueError(f"quantized experts {got} do not match the layer's {want}")
@@ -125,8 +138,9 @@ def prefill_scratch_bytes(gate_up: QuantExperts, down: QuantExperts) -> int:
 def decode_experts(kc: KernelCache, stream: Stream, x: DevicePtr, gate_up: QuantExperts,
                    down: QuantExperts, topk_ids: DevicePtr, topk_weights: DevicePtr,
                    act: DevicePtr, out: DevicePtr, tokens: int, shape: MoeShape) -> None:
-    """out bf16 [tokens, hidden] = the routed experts' weighted sum for a decode batch
-    (topk rows of shape.top_k, routed experts only), through act bf16 [tokens, top_k, inter]."""
+    """out bf16 [tokens, hidden] = the experts' weighted sum for a decode batch, through act
+    bf16 [tokens, slots, inter]; topk rows of shape.slots (the routed top_k, then with
+    shape.shared_inter the folded shared expert's slot, as `ops.moe.gate_topk` writes it)."""
     shape.validate()
     check_pair(gate_up, down, shape)
     if not 1 <= tokens <= DECODE_MAX_TOKENS:
@@ -134,15 +148,15 @@ def decode_experts(kc: KernelCache, stream: Stream, x: DevicePtr, gate_up: Quant
                          f"{DECODE_MAX_TOKENS})")
     for name, ptr in (("x", x), ("act", act)):
         require_aligned("moe_quant", name, ptr, 16)
-    fp8 = gate_up.format == "fp8"
+    fp8, slots = gate_up.format == "fp8", shape.slots
     sig = MOE_GATE_UP_SILU_FP8 if fp8 else MOE_GATE_UP_SILU_NVFP4
-    kc.get(sig)(stream, (-(-shape.inter // WARPS), tokens * shape.top_k, 1), THREADS, 0, x,
-                *gate_up.weight_args(), topk_ids, act, tokens, shape.top_k, shape.hidden,
-                shape.inter, shape.experts, *gate_up.map_args())
+    kc.get(sig)(stream, (-(-shape.inter // WARPS), tokens * slots, 1), THREADS, 0, x,
+                *gate_up.weight_args(), topk_ids, act, tokens, slots, shape.hidden,
+                shape.inter, gate_up.experts, *gate_up.map_args())
     sig = MOE_DOWN_SUM_FP8 if fp8 else MOE_DOWN_SUM_NVFP4
     kc.get(sig)(stream, (-(-shape.hidden // WARPS), tokens, 1), THREADS, 0, act,
-                *down.weight_args(), topk_ids, topk_weights, out, tokens, shape.top_k,
-                shape.hidden, shape.inter, shape.experts, *down.map_args())
+                *down.weight_args(), topk_ids, topk_weights, out, tokens, slots, shape.top_k,
+                shape.hidden, shape.inter, down.experts, *down.map_args())
 
 
 def stacked_nbytes(experts: QuantExperts) -> int:

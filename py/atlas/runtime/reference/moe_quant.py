@@ -1,8 +1,9 @@
 """References for the quantized-expert decode kernels (kernels/*/common/moe_decode_quant.cu).
 
 Specification: the bf16 expert kernels' (reference/moe.py: g, u bf16-rounded products,
-act = bf16(bf16(silu(g)) * u), y_j = bf16(act_j . down row), out = bf16(sum_j w_j y_j))
-with every weight the exact dequantized value (`core.quant.dequantize_fp8` /
+act = bf16(bf16(silu(g)) * u), y_j = bf16(act_j . down row), out = bf16(sum_j w_j y_j) over
+the routed slots, and with a shared expert's slots bf16(that) + bf16(w_s * y_s)) with
+every weight the exact dequantized value (`core.quant.dequantize_fp8` /
 `dequantize_nvfp4`, float64), so a quantized layer is its dequantized bf16 layer up to the
 bf16 rounding of the weights. The kernels accumulate in float32 and scale each 16-value
 group once; they agree with this to a few float32 ulps of the sums (check cases'
@@ -14,13 +15,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...core.numerics import e2m1_to_f32, f32_to_bf16_bits, fp8_e4m3_to_f32, unpack_e2m1
+from ...core.numerics import (bf16_bits_to_f32, e2m1_to_f32, f32_to_bf16_bits, fp8_e4m3_to_f32,
+                             unpack_e2m1)
 from ...core.quant import NVFP4_GROUP, Fp8ScaleMap, dequantize_fp8, dequantize_nvfp4
 from ..gpu import Dim3
 from ..kernel_abi import (MOE_DEQUANT_NVFP4, MOE_DOWN_SUM_FP8, MOE_DOWN_SUM_NVFP4,
                           MOE_GATE_UP_SILU_FP8, MOE_GATE_UP_SILU_NVFP4)
 from . import HostMemory, reference
-from .moe import _act_in, expert_act, expert_down, weighted_sum
+from .moe import _act_in, _bf16, expert_act, expert_down, weighted_sum
 
 
 def _cached(mem: HostMemory, codes: int, nbytes: int, tag: str, make) -> np.ndarray:
@@ -63,64 +65,73 @@ def _map(row_shift: int, row_stride: int, col_shift: int, col_stride: int, rows:
 
 
 def _gate_up(mem: HostMemory, x: int, w_gate_up: np.ndarray, topk_ids: int, act: int,
-             tokens: int, top_k: int, hidden: int, inter: int) -> None:
+             tokens: int, slots: int, hidden: int, inter: int) -> None:
     xs = _act_in(mem, x, tokens, hidden)
-    ids = mem.view(topk_ids, np.int32, tokens * top_k)
-    out = expert_act(np.repeat(xs, top_k, axis=0), ids, w_gate_up, inter)
-    mem.view(act, np.uint16, tokens * top_k * inter)[:] = f32_to_bf16_bits(
+    ids = mem.view(topk_ids, np.int32, tokens * slots)
+    out = expert_act(np.repeat(xs, slots, axis=0), ids, w_gate_up, inter)
+    mem.view(act, np.uint16, tokens * slots * inter)[:] = f32_to_bf16_bits(
         out.astype(np.float32)).reshape(-1)
 
 
 def _down(mem: HostMemory, act: int, w_down: np.ndarray, topk_ids: int, topk_weights: int,
-          out: int, tokens: int, top_k: int, hidden: int, inter: int, experts: int) -> None:
-    ids = mem.view(topk_ids, np.int32, tokens * top_k)
-    weights = mem.view(topk_weights, np.float32, tokens * top_k).reshape(tokens, top_k)
-    y = expert_down(_act_in(mem, act, tokens * top_k, inter), ids, w_down)
-    mem.view(out, np.uint16, tokens * hidden)[:] = weighted_sum(
-        y.reshape(tokens, top_k, hidden), ids.reshape(tokens, top_k), weights,
-        experts).reshape(-1)
+          out: int, tokens: int, slots: int, routed: int, hidden: int, inter: int,
+          experts: int) -> None:
+    """The routed slots' bf16 weighted sum, then (shared slots) bf16(that) + the sum of
+    bf16(weight * y) over the shared slots, rounded: moe_down_sum_bf16's values."""
+    ids = mem.view(topk_ids, np.int32, tokens * slots).reshape(tokens, slots)
+    weights = mem.view(topk_weights, np.float32, tokens * slots).reshape(tokens, slots)
+    y = expert_down(_act_in(mem, act, tokens * slots, inter), ids.reshape(-1), w_down
+                    ).reshape(tokens, slots, hidden)
+    bits = weighted_sum(y[:, :routed], ids[:, :routed], weights[:, :routed], experts)
+    if routed < slots:
+        valid = (ids[:, routed:] >= 0) & (ids[:, routed:] < experts)
+        w = np.where(valid, weights[:, routed:].astype(np.float64), 0.0)
+        gated = _bf16(w[:, :, None] * y[:, routed:]).sum(axis=1)
+        bits = f32_to_bf16_bits((bf16_bits_to_f32(bits) + gated).astype(np.float32))
+    mem.view(out, np.uint16, tokens * hidden)[:] = bits.reshape(-1)
 
 
 @reference(MOE_GATE_UP_SILU_FP8)
 def moe_gate_up_silu_fp8(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int,
-                         topk_ids: int, act: int, tokens: int, top_k: int, hidden: int,
+                         topk_ids: int, act: int, tokens: int, slots: int, hidden: int,
                          inter: int, experts: int, row_shift: int, row_stride: int,
                          col_shift: int, col_stride: int) -> None:
     rows = experts * 2 * inter
     wf = fp8_experts(mem, w, scale, rows, hidden,
                      _map(row_shift, row_stride, col_shift, col_stride, rows, hidden))
-    _gate_up(mem, x, wf.reshape(experts, 2 * inter, hidden), topk_ids, act, tokens, top_k,
+    _gate_up(mem, x, wf.reshape(experts, 2 * inter, hidden), topk_ids, act, tokens, slots,
              hidden, inter)
 
 
 @reference(MOE_GATE_UP_SILU_NVFP4)
 def moe_gate_up_silu_nvfp4(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
                            scale: int, row_scale: int, topk_ids: int, act: int, tokens: int,
-                           top_k: int, hidden: int, inter: int, experts: int) -> None:
+                           slots: int, hidden: int, inter: int, experts: int) -> None:
     wf = nvfp4_experts(mem, w, scale, row_scale, experts * 2 * inter, hidden)
-    _gate_up(mem, x, wf.reshape(experts, 2 * inter, hidden), topk_ids, act, tokens, top_k,
+    _gate_up(mem, x, wf.reshape(experts, 2 * inter, hidden), topk_ids, act, tokens, slots,
              hidden, inter)
 
 
 @reference(MOE_DOWN_SUM_FP8)
 def moe_down_sum_fp8(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w: int, scale: int,
-                     topk_ids: int, topk_weights: int, out: int, tokens: int, top_k: int,
-                     hidden: int, inter: int, experts: int, row_shift: int, row_stride: int,
-                     col_shift: int, col_stride: int) -> None:
+                     topk_ids: int, topk_weights: int, out: int, tokens: int, slots: int,
+                     routed: int, hidden: int, inter: int, experts: int, row_shift: int,
+                     row_stride: int, col_shift: int, col_stride: int) -> None:
     rows = experts * hidden
     wf = fp8_experts(mem, w, scale, rows, inter,
                      _map(row_shift, row_stride, col_shift, col_stride, rows, inter))
     _down(mem, act, wf.reshape(experts, hidden, inter), topk_ids, topk_weights, out, tokens,
-          top_k, hidden, inter, experts)
+          slots, routed, hidden, inter, experts)
 
 
 @reference(MOE_DOWN_SUM_NVFP4)
 def moe_down_sum_nvfp4(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w: int,
                        scale: int, row_scale: int, topk_ids: int, topk_weights: int, out: int,
-                       tokens: int, top_k: int, hidden: int, inter: int, experts: int) -> None:
+                       tokens: int, slots: int, routed: int, hidden: int, inter: int,
+                       experts: int) -> None:
     wf = nvfp4_experts(mem, w, scale, row_scale, experts * hidden, inter)
     _down(mem, act, wf.reshape(experts, hidden, inter), topk_ids, topk_weights, out, tokens,
-          top_k, hidden, inter, experts)
+          slots, routed, hidden, inter, experts)
 
 
 @reference(MOE_DEQUANT_NVFP4)
