@@ -33,6 +33,15 @@ def rewrite_checkpoint(src: Path, dst: Path, edit: Edit) -> None:
     write_safetensors(dst / "model.safetensors", layout, arrays)
 
 
+def load_without(src: Path, dst: Path, name: str) -> None:
+    """Load (host backend) a copy of `src` missing tensor `name`: raises what the loader
+    says about it."""
+    from atlas.model.load import load_runner
+
+    rewrite_checkpoint(src, dst, lambda n, d, s, a: None if n == name else (None, d, s, a))
+    load_runner(dst, backend="host", use_graphs=False)
+
+
 def modelopt_to_compressed_tensors_nvfp4(src: Path, dst: Path) -> None:
     """llm-compressor's NVFP4 spelling of a ModelOpt NVFP4 checkpoint: `weight_packed`,
     `weight_global_scale` (the reciprocal: it divides), `format: nvfp4-pack-quantized`."""
