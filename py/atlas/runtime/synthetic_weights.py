@@ -151,9 +151,8 @@ class SyntheticWeights:
                 backend.memset(dst[name], 0, 4 * count, stream)
             elif kind == "F8_E4M3" and not name.endswith(".weight"):  # NVFP4 group scales
                 backend.memset(dst[name], E4M3_ONE, count, stream)
-            elif kind in ("U8", "F8_E4M3"):  # codes
+            elif kind in ("U8", "F8_E4M3"):  # codes (disjoint from what the stream fills)
                 assert pools is not None
-                backend.synchronize(stream)
                 pools.tile(dst[name], count, tensor_key(self.seed, name))
             else:
                 mean, std = self.normal_params(name, shape)
