@@ -11,8 +11,10 @@ Qwen3-Next): at decode it is one more slot of the same three launches (the route
 its slot and gate weight, as on the bf16 path), at prefill its bf16 copy runs as a SwiGLU
 into `shared_out`. Any other shared expert is a dense SwiGLU MLP of linears in whatever
 format the checkpoint stores. Both add their gated output with `moe_shared_add_bf16`
-(transformers' rounding) outside decode. The block never fuses the next RMSNorm (forward
-returns False): the model's add_rmsnorm follows, as after any unfused MLP.
+(transformers' rounding) outside decode. Given the next norm (`then_norm`) on a decode step
+with no separate shared expert, the down launch also does the residual add and that RMSNorm
+(forward returns True: no add_rmsnorm launch follows), as the bf16 decode layer does;
+ATLAS_MOE_FUSED_DECODE=0 turns that off (the model's add_rmsnorm follows), as it does there.
 """
 
 from __future__ import annotations
@@ -67,14 +69,19 @@ class QuantMoeMlp:
                 then_norm: NextNorm | None = None) -> bool:
         sh, bf = self.shape, self.bufs
         folded = folds_shared(sh)
+        finish = None
         if moe_ops.uses_decode_kernels(t):
             shared = (moe_ops.SharedExpertWeights(self.gate_up.codes, self.down.codes,
                                                   self.shared_gate) if folded else None)
             moe_ops.gate_topk(kc, s, b.normed, self.router, bf.logits, bf.topk_ids,
                               bf.topk_weights, bf.router_counter, t, sh, self.routing, shared,
                               bf.shared_gate)
+            if then_norm is not None and self.shared is None and kc.routes.moe_fused_decode:
+                # the gate/up launch reads normed before the down launch overwrites it
+                finish = moe_ops.AddRmsNorm(b.resid, then_norm.weight, b.normed, bf.counters,
+                                            then_norm.eps, then_norm.offset)
             decode_experts(kc, s, b.normed, self.gate_up, self.down, bf.topk_ids,
-                           bf.topk_weights, bf.scratch.act, b.delta, t, sh)
+                           bf.topk_weights, bf.scratch.act, b.delta, t, sh, finish)
         else:
             routed = sh.routed_only
             router_logits(kc, s, b.normed, self.router, bf.logits, t, routed)
@@ -91,7 +98,7 @@ class QuantMoeMlp:
         if self.shared is not None:
             self.shared.mlp.project(kc, s, b, t, bf.shared_out)
             self._add_shared(kc, s, b, t, self.shared.gate)
-        return False
+        return finish is not None
 
     def _add_shared(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
                     gate: DevicePtr) -> None:

@@ -459,14 +459,19 @@ _MOE_Q_MAP = "row_shift:u32 row_stride:u32 col_shift:u32 col_stride:u32"
 _MOE_Q_GATE_UP = "topk_ids:ptr act:ptr tokens:u32 slots:u32 hidden:u32 inter:u32 experts:u32"
 _MOE_Q_DOWN = ("topk_ids:ptr topk_weights:ptr out:ptr tokens:u32 slots:u32 routed:u32 "
                "hidden:u32 inter:u32 experts:u32")
+# the down launch's fused residual add + RMSNorm (residual 0: out is written instead):
+# residual = bf16(residual + bf16(sum)), normed = RMSNorm(residual) (* w, or * (1 + w) with
+# offset 1), the last block of each token normalizing (counters u32 [tokens]: zero before,
+# zero after): moe_down_add_rmsnorm_bf16's numerics
+_MOE_Q_FINISH = "residual:ptr norm_w:ptr normed:ptr counters:ptr eps:f32 offset:u32"
 MOE_GATE_UP_SILU_FP8 = S("moe_decode_quant", "moe_gate_up_silu_fp8",
                          f"x:ptr w:ptr scale:ptr {_MOE_Q_GATE_UP} {_MOE_Q_MAP}")
 MOE_GATE_UP_SILU_NVFP4 = S("moe_decode_quant", "moe_gate_up_silu_nvfp4",
                            f"x:ptr w:ptr scale:ptr row_scale:ptr {_MOE_Q_GATE_UP}")
 MOE_DOWN_SUM_FP8 = S("moe_decode_quant", "moe_down_sum_fp8",
-                     f"act:ptr w:ptr scale:ptr {_MOE_Q_DOWN} {_MOE_Q_MAP}")
+                     f"act:ptr w:ptr scale:ptr {_MOE_Q_DOWN} {_MOE_Q_MAP} {_MOE_Q_FINISH}")
 MOE_DOWN_SUM_NVFP4 = S("moe_decode_quant", "moe_down_sum_nvfp4",
-                       f"act:ptr w:ptr scale:ptr row_scale:ptr {_MOE_Q_DOWN}")
+                       f"act:ptr w:ptr scale:ptr row_scale:ptr {_MOE_Q_DOWN} {_MOE_Q_FINISH}")
 # the prefill path's NVFP4 dequantize for k % 16 == 0 (DEQUANT_NVFP4 needs k % 32): w_out
 # bf16 [n, k] = bf16(e2m1 * f32(e4m3(s) * row_scale)); grid ceil(n k / 16 / 256), 256 threads
 MOE_DEQUANT_NVFP4 = S("moe_decode_quant", "moe_dequant_nvfp4_bf16",
