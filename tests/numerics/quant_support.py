@@ -42,6 +42,21 @@ def load_without(src: Path, dst: Path, name: str) -> None:
     load_runner(dst, backend="host", use_graphs=False)
 
 
+def narrow_shared_expert(src: Path, dst: Path) -> None:
+    """tiny-qwen3_5_moe with its shared expert cut to the routed experts' width (32 of 48
+    columns), so the loader folds it into the quantized experts as one more expert."""
+    def edit(n: str, d: str, s: tuple[int, ...], a: np.ndarray):
+        if ".shared_expert." in n and n.endswith(("gate_proj.weight", "up_proj.weight")):
+            return (None, d, (32, s[1]), np.ascontiguousarray(a[:32]))
+        if ".shared_expert." in n and n.endswith("down_proj.weight"):
+            return (None, d, (s[0], 32), np.ascontiguousarray(a[:, :32]))
+        return (None, d, s, a)
+    rewrite_checkpoint(src, dst, edit)
+    config = json.loads((dst / "config.json").read_text())
+    config["shared_expert_intermediate_size"] = 32
+    (dst / "config.json").write_text(json.dumps(config))
+
+
 def modelopt_to_compressed_tensors_nvfp4(src: Path, dst: Path) -> None:
     """llm-compressor's NVFP4 spelling of a ModelOpt NVFP4 checkpoint: `weight_packed`,
     `weight_global_scale` (the reciprocal: it divides), `format: nvfp4-pack-quantized`."""

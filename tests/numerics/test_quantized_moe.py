@@ -18,7 +18,6 @@ Malformed expert tensors fail at load naming the tensor.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +31,7 @@ from atlas.runtime.dequantize import dequantize_checkpoint
 from atlas.runtime.quantize import quantize_checkpoint
 from atlas.runtime.weights import WeightError, WeightStore
 from tests.numerics.quant_support import (load_without, modelopt_to_compressed_tensors_nvfp4,
-                                          rewrite_checkpoint)
+                                          narrow_shared_expert, rewrite_checkpoint)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PROMPT = [(37 * i + 11) % 500 + 5 for i in range(80)]
@@ -83,27 +82,12 @@ def test_compressed_tensors_nvfp4_experts_match(tmp_path: Path) -> None:
     assert r["decode_min_cosine"] >= DECODE_MIN_COSINE and r["passed"], r
 
 
-def _narrow_shared_expert(src: Path, dst: Path) -> None:
-    """tiny-qwen3_5_moe with its shared expert cut to the routed experts' width (32 of 48
-    columns), so the loader folds it into the quantized experts as one more expert."""
-    def edit(n: str, d: str, s: tuple[int, ...], a: np.ndarray):
-        if ".shared_expert." in n and n.endswith(("gate_proj.weight", "up_proj.weight")):
-            return (None, d, (32, s[1]), np.ascontiguousarray(a[:32]))
-        if ".shared_expert." in n and n.endswith("down_proj.weight"):
-            return (None, d, (s[0], 32), np.ascontiguousarray(a[:, :32]))
-        return (None, d, s, a)
-    rewrite_checkpoint(src, dst, edit)
-    config = json.loads((dst / "config.json").read_text())
-    config["shared_expert_intermediate_size"] = 32
-    (dst / "config.json").write_text(json.dumps(config))
-
-
 @pytest.mark.parametrize("scheme", ["nvfp4", "fp8-block"])
 def test_a_shared_expert_as_wide_as_the_experts_is_folded_in(scheme: str,
                                                              tmp_path: Path) -> None:
     """Qwen3.5-35B-A3B's shape (shared expert width = expert width): the shared expert is
     expert E of the quantized matrices, its decode slot in the experts' launches."""
-    _narrow_shared_expert(FIXTURES / "tiny-qwen3_5_moe", tmp_path / "bf16")
+    narrow_shared_expert(FIXTURES / "tiny-qwen3_5_moe", tmp_path / "bf16")
     qdir = tmp_path / "q"
     quantize_checkpoint(tmp_path / "bf16", qdir, scheme)
     runner = load_runner(qdir, backend="host", use_graphs=False, max_seq_len=64,
