@@ -70,3 +70,5 @@ def test_quantized_formats_count_their_projections_codes_and_scales() -> None:
             assert got[part] == pytest.approx(bf16[part] * per_value / 2)
         for part in ("router", "lm_head", "kv_cache", "norms", "embedding"):
             assert got[part] == bf16[part]
+        with_head = decode_bytes_per_step(cfg, context=640, quant=quant, lm_head=True)
+        assert with_head["lm_head"] == pytest.approx(bf16["lm_head"] * per_value / 2)

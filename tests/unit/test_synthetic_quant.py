@@ -15,6 +15,7 @@ from atlas.core.quant import Fp8ScaleMap
 from atlas.engine.quant_parity import step_logits
 from atlas.model.load import load_runner
 from atlas.model.moe_quant import QuantMoeMlp
+from atlas.runtime.ops.matmul_quant import Bf16Linear, QuantLinear
 from atlas.runtime.quantize import quantization_config
 from atlas.runtime.reference.moe_quant import fp8_experts, nvfp4_experts
 from atlas.runtime.synthetic_weights import init_std
@@ -22,11 +23,14 @@ from atlas.runtime.synthetic_weights import init_std
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "tiny-qwen3-moe"
 
 
-def _config_dir(tmp_path: Path, scheme: str | None) -> Path:
+def _config_dir(tmp_path: Path, scheme: str | None, lm_head: bool = False) -> Path:
+    """The fixture's config.json alone, with `scheme`'s quantization_config (`lm_head`: not
+    in its exclude_modules, as `atlas models quantize --lm-head` writes it)."""
     cfg = json.loads((FIXTURE / "config.json").read_text())
     if scheme is not None:
-        cfg["quantization_config"] = quantization_config(scheme, [])[0]
-    d = tmp_path / (scheme or "bf16")
+        cfg["quantization_config"] = quantization_config(
+            scheme, [] if lm_head else ["lm_head.weight"])[0]
+    d = tmp_path / f"{scheme or 'bf16'}{'-lm_head' if lm_head else ''}"
     d.mkdir()
     (d / "config.json").write_text(json.dumps(cfg))
     return d
@@ -50,6 +54,13 @@ def test_quantized_synthetic_experts_have_the_bf16_weights_spread(scheme: str,
     want = init_std("model.layers.0.mlp.experts.0.down_proj.weight", (128, 48), 128)
     assert want is not None and abs(float(w.std()) / want - 1.0) < 0.1
     assert mlp.gate_up.n == 16 * 2 * 48 and runner.model.layers[1].mlp.gate_up.k == 128
+    assert isinstance(runner.model.lm_head, Bf16Linear)  # as the published releases keep it
+
+
+def test_a_quantized_lm_head_when_the_config_does_not_exclude_it(tmp_path: Path) -> None:
+    runner = load_runner(_config_dir(tmp_path, "nvfp4", lm_head=True), backend="host",
+                         synthetic_seed=3, use_graphs=False, max_seq_len=64, max_batch_size=1)
+    assert isinstance(runner.model.lm_head, QuantLinear)
 
 
 def test_quantized_synthetic_logits_match_the_bf16_synthetic_magnitude(tmp_path: Path) -> None:

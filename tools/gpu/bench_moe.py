@@ -53,9 +53,11 @@ from atlas.core.config import ModelConfig  # noqa: E402
 FULL_CONFIG = "qwen3-30b-a3b"
 
 
-def synthetic_model_dir(name: str, root: Path, quant: str = "bf16") -> Path:
+def synthetic_model_dir(name: str, root: Path, quant: str = "bf16",
+                        lm_head: bool = False) -> Path:
     """A directory holding only `name`'s config.json (tools/make_fixtures.py CONFIGS), with
-    the quantization_config of `quant` unless bf16."""
+    the quantization_config of `quant` unless bf16 (`lm_head`: not excluded, so NVFP4 /
+    FP8-tensor synthetic weights quantize the LM head too, as `quantize --lm-head` does)."""
     from make_fixtures import write_config
 
     model_dir = write_config(name, root / name).parent
@@ -64,15 +66,16 @@ def synthetic_model_dir(name: str, root: Path, quant: str = "bf16") -> Path:
 
         cfg_file = model_dir / "config.json"
         cfg = json.loads(cfg_file.read_text())
-        cfg["quantization_config"] = quantization_config(quant, [])[0]
+        cfg["quantization_config"] = quantization_config(
+            quant, [] if lm_head else ["lm_head.weight"])[0]
         cfg_file.write_text(json.dumps(cfg, indent=2))
     return model_dir
 
 
-def traffic(model_dir: Path, context: int, batches: list[int],
-            quant: str = "bf16") -> dict[int, dict[str, float]]:
+def traffic(model_dir: Path, context: int, batches: list[int], quant: str = "bf16",
+            lm_head: bool = False) -> dict[int, dict[str, float]]:
     cfg = ModelConfig.from_hf(model_dir)
-    return {b: decode_bytes_per_step(cfg, context, b, quant) for b in batches}
+    return {b: decode_bytes_per_step(cfg, context, b, quant, lm_head) for b in batches}
 
 
 def hf_modes(model_dir: Path, modes: list[str], prompt: int, new: int, seed: int) -> dict:
@@ -132,8 +135,11 @@ def main() -> int:
     ap.add_argument("--new", type=int, default=256)
     ap.add_argument("--prefill", type=int, default=2048)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--quant", default="bf16", choices=("bf16", "nvfp4", "fp8-block", "fp8-tensor"),
+    ap.add_argument("--quant", default="bf16",
+                    choices=("bf16", "nvfp4", "fp8-block", "fp8-tensor"),
                     help="synthetic weights in this format (see the module docstring)")
+    ap.add_argument("--lm-head", action="store_true",
+                    help="with --quant nvfp4 / fp8-tensor: the LM head quantized too")
     ap.add_argument("--small-model", type=Path,
                     help="the 8-layer checkpoint for the transformers comparison")
     ap.add_argument("--hf", default="eager,compiled", help="comma list: eager,compiled or none")
@@ -141,15 +147,17 @@ def main() -> int:
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     batches = [int(x) for x in a.batches.split(",")]
-    result: dict = {"config": a.config, "quant": a.quant, "target_tok_s": a.target_tok_s,
+    result: dict = {"config": a.config, "quant": a.quant + (" +lm_head" if a.lm_head else ""),
+                    "target_tok_s": a.target_tok_s,
                     "date": time.strftime("%Y-%m-%d"), "seed": a.seed, "prompt": a.prompt,
                     "new": a.new, "prefill": a.prefill,
                     "commit": os.environ.get("ATLAS_COMMIT", "unknown")}
     result["copy_gbs"] = copy_bandwidth_gbs()
     with tempfile.TemporaryDirectory() as tmp:
-        full_dir = synthetic_model_dir(a.config, Path(tmp), a.quant)
+        full_dir = synthetic_model_dir(a.config, Path(tmp), a.quant, a.lm_head)
         # the mean context over the decoded tokens
-        result["bytes"] = traffic(full_dir, a.prompt + a.new // 2, batches, a.quant)
+        result["bytes"] = traffic(full_dir, a.prompt + a.new // 2, batches, a.quant,
+                                  a.lm_head)
         result["full"] = atlas_bench(full_dir, batches, a.prompt, a.new, a.prefill, a.seed,
                                      synthetic_seed=a.seed)
         result["full"]["prefill_extra"] = {

@@ -1028,20 +1028,24 @@ stage_thru_ab() {
 }
 
 # Quantized MoE experts (issue 12): the FP8 / NVFP4 expert kernels against their float64
-# oracle (moe_decode_quant), then the flagship Qwen3.5-35B-A3B from NVFP4 and FP8-block
-# synthetic weights (bench_moe.py --quant: experts per expert, attention and shared experts
-# quantized, Gated-DeltaNet bf16) at batch 1 and 8 with bytes per token and the copy-bandwidth
-# fraction (issue 12's target: NVFP4 batch 1 >= 900 tok/s; bf16 is flagship_bench), and the
-# NVFP4 batch-1 per-kernel profile (PDL off). A couple of minutes.
+# oracle (moe_decode_quant), then the flagship Qwen3.5-35B-A3B from quantized synthetic
+# weights (bench_moe.py --quant: experts per expert with the shared expert folded in,
+# attention quantized, Gated-DeltaNet bf16 as published) at batch 1 and 8 with bytes per
+# token and the copy-bandwidth fraction: NVFP4 with the bf16 LM head (the published layout),
+# NVFP4 with an NVFP4 LM head (--lm-head), FP8-block; issue 12's target: NVFP4 batch 1
+# >= 900 tok/s (bf16: flagship_bench). Then the NVFP4 batch-1 per-kernel profile (PDL off).
 stage_moe_quant_bench() {
   local rc=0 cfg="$CKPT/qwen3_5-35b-a3b-nvfp4-synthetic"
   "$PY" tools/gpu/check_kernels.py -k moe_decode_quant -k moe_dequant_nvfp4 \
     --out "$RESULTS/gpu_check_moe_quant-$STAMP.json" || rc=1
-  for q in nvfp4 fp8-block; do
-    "$PY" tools/gpu/bench_moe.py --config qwen3_5-35b-a3b --quant "$q" --batches 1,8 \
-      --prompt 512 --new 128 --prefill 512 --target-tok-s 900 --hf none \
-      --out "$RESULTS/bench_flagship_$q.json" || rc=1
-  done
+  local args=(--config qwen3_5-35b-a3b --batches 1,8 --prompt 512 --new 64 --prefill 512
+              --target-tok-s 900 --hf none)
+  "$PY" tools/gpu/bench_moe.py "${args[@]}" --quant nvfp4 \
+    --out "$RESULTS/bench_flagship_nvfp4.json" || rc=1
+  "$PY" tools/gpu/bench_moe.py "${args[@]}" --quant nvfp4 --lm-head \
+    --out "$RESULTS/bench_flagship_nvfp4_lm_head.json" || rc=1
+  "$PY" tools/gpu/bench_moe.py "${args[@]}" --quant fp8-block \
+    --out "$RESULTS/bench_flagship_fp8_block.json" || rc=1
   rm -rf "$cfg"
   "$PY" -c "import sys; sys.path[:0] = ['tools', 'tools/gpu']; from pathlib import Path; \
 from bench_moe import synthetic_model_dir; \

@@ -44,16 +44,17 @@ def expected_distinct_experts(experts: int, top_k: int, batch: int) -> float:
 
 
 def decode_bytes_per_step(cfg: ModelConfig, context: int, batch: int = 1,
-                          quant: str = "bf16") -> dict[str, float]:
+                          quant: str = "bf16", lm_head: bool = False) -> dict[str, float]:
     """Bytes one decode step of `batch` sequences at `context` tokens reads, by component
-    (`quant`: the format of the quantized projections, a QUANT_BYTES key)."""
+    (`quant`: the format of the quantized projections, a QUANT_BYTES key; `lm_head`: the
+    LM head in that format too)."""
     q = QUANT_BYTES[quant]
     h, d = cfg.hidden_size, cfg.head_dim
     q_rows, kv_rows = cfg.num_attention_heads * d, cfg.num_key_value_heads * d
     out = {"embedding": float(batch * h * BF16), "norms": float(h * BF16),  # + final norm
            "attention": 0.0, "kv_cache": 0.0, "linear_attention": 0.0, "linear_state": 0.0,
            "router": 0.0, "experts": 0.0, "shared_experts": 0.0, "dense_mlp": 0.0,
-           "lm_head": float(cfg.vocab_size * h * BF16)}
+           "lm_head": float(cfg.vocab_size * h * (q if lm_head else BF16))}
     moe, la = cfg.moe, cfg.linear_attention
     for layer in range(cfg.num_hidden_layers):
         out["norms"] += 2 * h * BF16

@@ -47,9 +47,19 @@ class QuantizedNames(Mapping[str, str]):
 
     def __getitem__(self, name: str) -> str:
         weight = name[: -len(self.quant.codes_name)] + "weight"
-        if name.endswith("." + self.quant.codes_name) and is_quantized_name(weight, (16, 16)):
+        if not name.endswith("." + self.quant.codes_name):
+            return "BF16"
+        if is_quantized_name(weight, (16, 16)) or (weight == "lm_head.weight"
+                                                   and self.quantized_lm_head):
             return self.codes_dtype
         return "BF16"
+
+    @property
+    def quantized_lm_head(self) -> bool:
+        """A ModelOpt config (NVFP4, FP8 per tensor) whose exclude_modules does not list
+        lm_head quantizes it (`atlas models quantize --lm-head`, bench_moe.py --lm-head);
+        the HF FP8-block config names no exclusions: bf16 there."""
+        return self.quant.format in ("nvfp4", "fp8-tensor") and "lm_head" not in self.quant.excluded
 
     def __iter__(self) -> Iterator[str]:
         return iter(())
