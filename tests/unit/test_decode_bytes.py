@@ -59,6 +59,13 @@ def test_qwen3_5_35b_a3b_batch_1_counts_the_hybrid_layers():
     assert b["shared_experts"] == 40 * (3 * 512 + 1) * 2048 * 2
     assert b["norms"] == 2048 * 2 + 40 * 2 * 2048 * 2 + 10 * 2 * 256 * 2
     assert b["dense_mlp"] == 0
+    # NVFP4 with the Gated-DeltaNet projections quantized too: only the projections shrink
+    q = decode_bytes_per_step(ModelConfig.from_dict(raw), context=640, quant="nvfp4",
+                              linear_attn=True)
+    assert q["linear_attention"] == pytest.approx(
+        30 * ((conv_dim + 4096 + 64) * 2048 + 2048 * 4096) * 0.5625
+        + 30 * (conv_dim * 4 + 64 + 128) * 2)
+    assert q["shared_experts"] == pytest.approx(40 * (3 * 512 * 0.5625 + 2) * 2048)
 
 
 def test_quantized_formats_count_their_projections_codes_and_scales() -> None:
@@ -72,3 +79,4 @@ def test_quantized_formats_count_their_projections_codes_and_scales() -> None:
             assert got[part] == bf16[part]
         with_head = decode_bytes_per_step(cfg, context=640, quant=quant, lm_head=True)
         assert with_head["lm_head"] == pytest.approx(bf16["lm_head"] * per_value / 2)
+        assert got["linear_attention"] == bf16["linear_attention"] == 0.0  # not hybrid

@@ -20,7 +20,8 @@ from atlas.runtime.quantize import quantization_config
 from atlas.runtime.reference.moe_quant import fp8_experts, nvfp4_experts
 from atlas.runtime.synthetic_weights import init_std
 
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "tiny-qwen3-moe"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+FIXTURE = FIXTURES / "tiny-qwen3-moe"
 
 
 def _config_dir(tmp_path: Path, scheme: str | None, lm_head: bool = False) -> Path:
@@ -69,3 +70,23 @@ def test_quantized_synthetic_logits_match_the_bf16_synthetic_magnitude(tmp_path:
     got = step_logits(_config_dir(tmp_path, "nvfp4"), prompt, decode, "host", synthetic_seed=0)
     for a, b in zip(got, ref):
         assert np.all(np.isfinite(a)) and 0.5 < float(a.std()) / float(b.std()) < 2.0
+
+
+def test_hybrid_with_quantized_linear_attention_and_lm_head_runs(tmp_path: Path) -> None:
+    """Everything quantizable in NVFP4 (bench_moe.py --lm-head --linear-attn) on
+    tiny-qwen3_5_moe with its shared expert as wide as an expert (folded): the Gated-DeltaNet
+    projections are quantized linears and a prefill + decode gives finite logits."""
+    cfg = json.loads((FIXTURES / "tiny-qwen3_5_moe" / "config.json").read_text())
+    cfg["shared_expert_intermediate_size"] = cfg["moe_intermediate_size"]
+    cfg["quantization_config"] = quantization_config("nvfp4", [])[0]
+    d = tmp_path / "q"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(cfg))
+    runner = load_runner(d, backend="host", synthetic_seed=1, use_graphs=False,
+                         max_seq_len=64, max_batch_size=1)
+    gdn = runner.model.layers[0].linear
+    assert gdn is not None and isinstance(gdn.in_proj, QuantLinear)
+    assert isinstance(gdn.out_proj, QuantLinear) and isinstance(runner.model.lm_head, QuantLinear)
+    assert runner.model.layers[0].mlp.gate_up.experts == 9  # the shared expert folded in
+    for logits in step_logits(d, [5, 6, 7] * 4, [9, 10], "host", synthetic_seed=1):
+        assert np.all(np.isfinite(logits)) and logits.std() > 0

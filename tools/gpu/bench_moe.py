@@ -24,8 +24,10 @@ lengths are measured in loads of their own, the step buffers sized for each).
 (the config.json gets `atlas models quantize`'s quantization_config, and
 runtime/synthetic_quant.py makes the codes and scales on the device): the projections and
 per-expert experts a quantized checkpoint stores, read by the quantized kernels; bytes per
-token count their codes and scales (bench/decode_bytes.py QUANT_BYTES). Issue 12's flagship
-target: `--config qwen3_5-35b-a3b --quant nvfp4 --target-tok-s 900`.
+token count their codes and scales (bench/decode_bytes.py QUANT_BYTES). `--lm-head` and
+`--linear-attn` quantize the LM head and the Gated-DeltaNet projections too (published
+exports keep them bf16: they are 1.0 and 2.0 of Qwen3.5-35B-A3B's 4.0 GB per NVFP4 token).
+Issue 12's flagship target: `--config qwen3_5-35b-a3b --quant nvfp4 --target-tok-s 900`.
 
 A benchmark, not a test: it prints a table, writes JSON with --out, asserts nothing.
 """
@@ -53,11 +55,12 @@ from atlas.core.config import ModelConfig  # noqa: E402
 FULL_CONFIG = "qwen3-30b-a3b"
 
 
-def synthetic_model_dir(name: str, root: Path, quant: str = "bf16",
-                        lm_head: bool = False) -> Path:
+def synthetic_model_dir(name: str, root: Path, quant: str = "bf16", lm_head: bool = False,
+                        linear_attn: bool = False) -> Path:
     """A directory holding only `name`'s config.json (tools/make_fixtures.py CONFIGS), with
-    the quantization_config of `quant` unless bf16 (`lm_head`: not excluded, so NVFP4 /
-    FP8-tensor synthetic weights quantize the LM head too, as `quantize --lm-head` does)."""
+    the quantization_config of `quant` unless bf16 (`lm_head`, `linear_attn`: not excluded,
+    so NVFP4 / FP8-tensor synthetic weights quantize the LM head / the Gated-DeltaNet
+    projections too; runtime/synthetic_quant.py)."""
     from make_fixtures import write_config
 
     model_dir = write_config(name, root / name).parent
@@ -66,16 +69,18 @@ def synthetic_model_dir(name: str, root: Path, quant: str = "bf16",
 
         cfg_file = model_dir / "config.json"
         cfg = json.loads(cfg_file.read_text())
-        cfg["quantization_config"] = quantization_config(
-            quant, [] if lm_head else ["lm_head.weight"])[0]
+        kept = ([] if lm_head else ["lm_head.weight"]) + (
+            [] if linear_attn else ["model.layers.*.linear_attn.weight"])
+        cfg["quantization_config"] = quantization_config(quant, kept)[0]
         cfg_file.write_text(json.dumps(cfg, indent=2))
     return model_dir
 
 
 def traffic(model_dir: Path, context: int, batches: list[int], quant: str = "bf16",
-            lm_head: bool = False) -> dict[int, dict[str, float]]:
+            lm_head: bool = False, linear_attn: bool = False) -> dict[int, dict[str, float]]:
     cfg = ModelConfig.from_hf(model_dir)
-    return {b: decode_bytes_per_step(cfg, context, b, quant, lm_head) for b in batches}
+    return {b: decode_bytes_per_step(cfg, context, b, quant, lm_head, linear_attn)
+            for b in batches}
 
 
 def hf_modes(model_dir: Path, modes: list[str], prompt: int, new: int, seed: int) -> dict:
@@ -140,6 +145,8 @@ def main() -> int:
                     help="synthetic weights in this format (see the module docstring)")
     ap.add_argument("--lm-head", action="store_true",
                     help="with --quant nvfp4 / fp8-tensor: the LM head quantized too")
+    ap.add_argument("--linear-attn", action="store_true",
+                    help="with --quant nvfp4 / fp8-tensor: the Gated-DeltaNet projections too")
     ap.add_argument("--small-model", type=Path,
                     help="the 8-layer checkpoint for the transformers comparison")
     ap.add_argument("--hf", default="eager,compiled", help="comma list: eager,compiled or none")
@@ -147,17 +154,18 @@ def main() -> int:
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     batches = [int(x) for x in a.batches.split(",")]
-    result: dict = {"config": a.config, "quant": a.quant + (" +lm_head" if a.lm_head else ""),
+    result: dict = {"config": a.config, "quant": a.quant + (" +lm_head" if a.lm_head else "")
+                    + (" +linear_attn" if a.linear_attn else ""),
                     "target_tok_s": a.target_tok_s,
                     "date": time.strftime("%Y-%m-%d"), "seed": a.seed, "prompt": a.prompt,
                     "new": a.new, "prefill": a.prefill,
                     "commit": os.environ.get("ATLAS_COMMIT", "unknown")}
     result["copy_gbs"] = copy_bandwidth_gbs()
     with tempfile.TemporaryDirectory() as tmp:
-        full_dir = synthetic_model_dir(a.config, Path(tmp), a.quant, a.lm_head)
+        full_dir = synthetic_model_dir(a.config, Path(tmp), a.quant, a.lm_head, a.linear_attn)
         # the mean context over the decoded tokens
         result["bytes"] = traffic(full_dir, a.prompt + a.new // 2, batches, a.quant,
-                                  a.lm_head)
+                                  a.lm_head, a.linear_attn)
         result["full"] = atlas_bench(full_dir, batches, a.prompt, a.new, a.prefill, a.seed,
                                      synthetic_seed=a.seed)
         result["full"]["prefill_extra"] = {

@@ -44,10 +44,11 @@ def expected_distinct_experts(experts: int, top_k: int, batch: int) -> float:
 
 
 def decode_bytes_per_step(cfg: ModelConfig, context: int, batch: int = 1,
-                          quant: str = "bf16", lm_head: bool = False) -> dict[str, float]:
+                          quant: str = "bf16", lm_head: bool = False,
+                          linear_attn: bool = False) -> dict[str, float]:
     """Bytes one decode step of `batch` sequences at `context` tokens reads, by component
-    (`quant`: the format of the quantized projections, a QUANT_BYTES key; `lm_head`: the
-    LM head in that format too)."""
+    (`quant`: the format of the quantized projections, a QUANT_BYTES key; `lm_head`,
+    `linear_attn`: the LM head, the Gated-DeltaNet projections in that format too)."""
     q = QUANT_BYTES[quant]
     h, d = cfg.hidden_size, cfg.head_dim
     q_rows, kv_rows = cfg.num_attention_heads * d, cfg.num_key_value_heads * d
@@ -59,7 +60,8 @@ def decode_bytes_per_step(cfg: ModelConfig, context: int, batch: int = 1,
     for layer in range(cfg.num_hidden_layers):
         out["norms"] += 2 * h * BF16
         if la is not None and cfg.layer_types[layer] == "linear_attention":
-            out["linear_attention"] += linear_layer_weight_bytes(la, h)
+            out["linear_attention"] += linear_layer_weight_bytes(la, h,
+                                                                 q if linear_attn else BF16)
             out["linear_state"] += 2 * batch * linear_state_bytes(la)
         else:
             gate_rows = q_rows if cfg.is_hybrid else 0  # gated attention: [query | gate]
@@ -78,12 +80,15 @@ def decode_bytes_per_step(cfg: ModelConfig, context: int, batch: int = 1,
     return out
 
 
-def linear_layer_weight_bytes(la: LinearAttentionConfig, hidden: int) -> float:
+def linear_layer_weight_bytes(la: LinearAttentionConfig, hidden: int,
+                              proj_bytes: float = BF16) -> float:
     """A Gated-DeltaNet layer's weights: [qkv | z | b | a] projection, conv taps, A_log and
-    dt_bias, the gated norm, the output projection (all bf16)."""
+    dt_bias, the gated norm (bf16), the output projection; the two projections at
+    `proj_bytes` a value."""
     in_rows = la.conv_dim + la.value_dim + 2 * la.num_value_heads
-    return float((in_rows * hidden + la.conv_dim * la.conv_kernel + 2 * la.num_value_heads
-                  + la.value_head_dim + hidden * la.value_dim) * BF16)
+    return float((in_rows * hidden + hidden * la.value_dim) * proj_bytes
+                 + (la.conv_dim * la.conv_kernel + 2 * la.num_value_heads
+                    + la.value_head_dim) * BF16)
 
 
 def linear_state_bytes(la: LinearAttentionConfig) -> float:

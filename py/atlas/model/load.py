@@ -29,7 +29,7 @@ from ..runtime.gpu import GpuBackend
 from ..runtime.kv_cache import KvCacheConfig, PagedKvCache, parse_kv_dtype
 from ..runtime.ops import KernelCache
 from ..runtime.ops.kv_quant import DEFAULT_CALIBRATION_TOKENS, E4M3_MAX, kv_format
-from ..runtime.ops.matmul_quant import Bf16Linear
+from ..runtime.ops.matmul_quant import Bf16Linear, LinearWeight
 from ..runtime.ops.routes import KernelRoutes
 from ..runtime.sampler import Sampler
 from ..runtime.synthetic_weights import SyntheticWeights
@@ -218,6 +218,12 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     ptr = {name: weights_base + off for name, off in offsets.items()}
     if isinstance(loader, Qwen35Loader):
         moves = loader.row_moves(cfg)
+        stored = {n: plan.linears[n].format for n in moves if n in plan.linears}
+        quantized = [n for n, fmt in stored.items() if fmt != "bf16"]
+        if quantized:  # the moves copy bf16 rows; codes and their scales would move apart
+            raise StartupError(f"{model_dir}: {quantized[0]} is stored {stored[quantized[0]]}; "
+                               f"{cfg.model_type}'s grouped linear-attention projection is "
+                               "re-ordered at load and supported in bf16 only")
         if mtp:   # fc's two column halves, as half rows of the same row bytes
             moves["mtp.fc"] = fc_half_moves(cfg.hidden_size)
         _permute_rows(dev, ptr, plan.buffers, moves, 2 * cfg.hidden_size)
@@ -301,7 +307,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     moe_bufs = MoeBuffers.bind(arena, limits.max_tokens, dev) if cfg.moe else None
     # with attention split too, the all-reduce after every MLP sums the experts' partials
     ep = ExpertShard.of(comm, num_experts, combine=tp_size == 1) if num_experts else None
-    linear = {i: _linear_weights(ptr, arena, cfg, i, n, state_slots)
+    linear = {i: _linear_weights(ptr, linears, arena, cfg, i, n, state_slots)
               for n, i in enumerate(linear_layers)}
     if mtp:   # the MTP layer's KV pool follows the main attention layers'
         kv_index[mtp_layer_index(cfg)] = len(attn_layers)
@@ -391,15 +397,16 @@ def _permute_rows(dev: GpuBackend, ptr: dict[str, int], sizes: dict[str, int],
         dev.free(scratch)
 
 
-def _linear_weights(ptr: dict[str, int], arena: BufferArena, cfg: ModelConfig, layer: int,
-                    index: int, slots: int) -> GatedDeltaNetWeights:
+def _linear_weights(ptr: dict[str, int], linears: dict[str, LinearWeight], arena: BufferArena,
+                    cfg: ModelConfig, layer: int, index: int,
+                    slots: int) -> GatedDeltaNetWeights:
     """Layer `layer`'s Gated-DeltaNet weights and its share (the index-th linear layer's) of
     the recurrent-state pools."""
     la = cfg.linear_attention
     assert la is not None
     return GatedDeltaNetWeights(
-        in_proj=ptr[f"l{layer}.in_proj"], conv=ptr[f"l{layer}.conv"],
+        in_proj=linears[f"l{layer}.in_proj"], conv=ptr[f"l{layer}.conv"],
         a_log=ptr[f"l{layer}.a_log"], dt_bias=ptr[f"l{layer}.dt_bias"],
-        norm=ptr[f"l{layer}.gdn_norm"], out_proj=ptr[f"l{layer}.out_proj"],
+        norm=ptr[f"l{layer}.gdn_norm"], out_proj=linears[f"l{layer}.out_proj"],
         conv_state=arena["conv_state"] + index * slots * conv_state_bytes(la),
         delta_state=arena["delta_state"] + index * slots * delta_state_bytes(la))

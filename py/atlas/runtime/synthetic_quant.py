@@ -5,7 +5,8 @@ measured without a checkpoint on disk.
 
 The tensors are those `atlas models quantize` writes (routed experts per expert, the
 published layout; routers, shared-expert gates, Gated-DeltaNet projections, norms,
-embedding and LM head bf16; `runtime.quantize.is_quantized_name` decides by name). Codes
+embedding and LM head bf16; `runtime.quantize.is_quantized_name` decides by name; a
+ModelOpt config's exclude_modules without lm_head / linear_attn quantizes those too). Codes
 are tiled on the device from one pool of random codes made on the host (E4M3 of N(0, 1);
 E2M1 of N(0, 2^2)), so nothing large crosses PCIe; NVFP4 group
 scales are all E4M3 1.0. The per-tensor scales (FP8 block `weight_scale_inv`, NVFP4
@@ -52,7 +53,17 @@ class QuantizedNames(Mapping[str, str]):
         if is_quantized_name(weight, (16, 16)) or (weight == "lm_head.weight"
                                                    and self.quantized_lm_head):
             return self.codes_dtype
+        if _LINEAR_ATTN.search(weight) and self.quantized_linear_attn:
+            return self.codes_dtype
         return "BF16"
+
+    @property
+    def quantized_linear_attn(self) -> bool:
+        """A ModelOpt config whose exclude_modules names no `linear_attn` module quantizes
+        the Gated-DeltaNet projections too (bench_moe.py --linear-attn; `atlas models
+        quantize` keeps them bf16, as the published Qwen3.5 exports do)."""
+        return (self.quant.format in ("nvfp4", "fp8-tensor")
+                and not any("linear_attn" in m for m in self.quant.excluded))
 
     @property
     def quantized_lm_head(self) -> bool:
@@ -68,6 +79,7 @@ class QuantizedNames(Mapping[str, str]):
         return 0
 
 
+_LINEAR_ATTN = re.compile(r"\.linear_attn\.(in_proj_[a-z]+|out_proj)\.weight$")
 _EXPERT_INDEX = re.compile(r"\.mlp\.experts\.(\d+)\.")
 
 
