@@ -1030,10 +1030,11 @@ stage_thru_ab() {
 # Quantized MoE experts (issue 12): the FP8 / NVFP4 expert kernels against their float64
 # oracle (moe_decode_quant), then the flagship Qwen3.5-35B-A3B from quantized synthetic
 # weights (bench_moe.py --quant: experts per expert with the shared expert folded in,
-# attention quantized, Gated-DeltaNet bf16 as published) at batch 1 and 8 with bytes per
-# token and the copy-bandwidth fraction: NVFP4 with the bf16 LM head (the published layout),
-# NVFP4 with an NVFP4 LM head (--lm-head), FP8-block; issue 12's target: NVFP4 batch 1
-# >= 900 tok/s (bf16: flagship_bench). Then the NVFP4 batch-1 per-kernel profile (PDL off).
+# attention quantized) at batch 1 and 8 with bytes per token and the copy-bandwidth
+# fraction: NVFP4 as published (Gated-DeltaNet projections and LM head bf16), NVFP4 with
+# those quantized too (--linear-attn --lm-head: 1.8 instead of 4.0 GB a token), FP8-block;
+# issue 12's target: NVFP4 batch 1 >= 900 tok/s (bf16: flagship_bench). Then the
+# all-NVFP4 batch-1 per-kernel profile (PDL off).
 stage_moe_quant_bench() {
   local rc=0 cfg="$CKPT/qwen3_5-35b-a3b-nvfp4-synthetic"
   "$PY" tools/gpu/check_kernels.py -k moe_decode_quant -k moe_dequant_nvfp4 \
@@ -1042,16 +1043,17 @@ stage_moe_quant_bench() {
               --target-tok-s 900 --hf none)
   "$PY" tools/gpu/bench_moe.py "${args[@]}" --quant nvfp4 \
     --out "$RESULTS/bench_flagship_nvfp4.json" || rc=1
-  "$PY" tools/gpu/bench_moe.py "${args[@]}" --quant nvfp4 --lm-head \
-    --out "$RESULTS/bench_flagship_nvfp4_lm_head.json" || rc=1
+  "$PY" tools/gpu/bench_moe.py "${args[@]}" --quant nvfp4 --linear-attn --lm-head \
+    --out "$RESULTS/bench_flagship_nvfp4_all.json" || rc=1
   "$PY" tools/gpu/bench_moe.py "${args[@]}" --quant fp8-block \
     --out "$RESULTS/bench_flagship_fp8_block.json" || rc=1
   rm -rf "$cfg"
   "$PY" -c "import sys; sys.path[:0] = ['tools', 'tools/gpu']; from pathlib import Path; \
 from bench_moe import synthetic_model_dir; \
-print(synthetic_model_dir('qwen3_5-35b-a3b', Path(sys.argv[1]), 'nvfp4'))" "$cfg" || return 1
+print(synthetic_model_dir('qwen3_5-35b-a3b', Path(sys.argv[1]), 'nvfp4', True, True))" "$cfg" \
+    || return 1
   ATLAS_PDL=0 "$PY" tools/gpu/profile_decode.py --model "$cfg/qwen3_5-35b-a3b" --synthetic-seed 0 \
-    --out "$RESULTS/profile_decode_qwen3_5-35b-a3b_nvfp4_pdl0.json" || rc=1
+    --out "$RESULTS/profile_decode_qwen3_5-35b-a3b_nvfp4_all_pdl0.json" || rc=1
   return $rc
 }
 
