@@ -22,8 +22,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from ...core.quant import Fp8ScaleMap
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (MOE_DEQUANT_NVFP4, MOE_DOWN_SUM_FP8, MOE_DOWN_SUM_NVFP4,
@@ -166,13 +164,3 @@ def decode_experts(kc: KernelCache, stream: Stream, x: DevicePtr, gate_up: Quant
     kc.get(sig)(stream, (-(-shape.hidden // WARPS), tokens, 1), THREADS, 0, act,
                 *down.weight_args(), topk_ids, topk_weights, out, tokens, slots, shape.top_k,
                 shape.hidden, shape.inter, down.experts, *down.map_args(), *finish)
-
-
-def stacked_nbytes(experts: QuantExperts) -> int:
-    """Quantized bytes of the stacked matrix (codes and scales), for byte counts."""
-    n, k = experts.n, experts.k
-    if experts.format == "nvfp4":
-        return n * k // 2 + n * k // GROUP + 4 * n
-    assert experts.smap is not None
-    shape = experts.smap.shape
-    return n * k + 4 * (int(np.prod(shape)) if shape else 1)
