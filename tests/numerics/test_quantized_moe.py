@@ -1,6 +1,7 @@
 """Quantized mixture-of-experts checkpoints end to end on the CPU reference backend.
 
-The tiny MoE fixtures (transformers 5's fused expert layout, or per-expert tensors) are
+The tiny MoE fixtures (transformers 5's fused expert layout, or per-expert tensors:
+tiny-qwen2-moe, tiny-qwen3_next) are
 quantized by `quantize_checkpoint` (experts written per expert, as ModelOpt and
 llm-compressor publish them; the shared expert's projections quantized, its gate, the
 router and Gated-DeltaNet projections kept bf16) and must match the bf16 engine on the
@@ -48,7 +49,8 @@ def _compare(qdir: Path, tmp_path: Path, decode: list[int]) -> dict:
                                             ("tiny-qwen3_5_moe", "fp8-block"),
                                             ("tiny-qwen3-moe", "fp8-block"),
                                             ("tiny-qwen3-moe", "fp8-tensor"),
-                                            ("tiny-qwen2-moe", "nvfp4")])
+                                            ("tiny-qwen2-moe", "nvfp4"),
+                                            ("tiny-qwen3_next", "nvfp4")])
 def test_quantized_moe_matches_its_dequantized_weights(fixture: str, scheme: str,
                                                        tmp_path: Path) -> None:
     qdir = tmp_path / "q"
