@@ -26,6 +26,7 @@ from ..core.config import ModelConfig
 from ..runtime.gpu import DevicePtr, Stream
 from ..runtime.ops import KernelCache, matmul
 from ..runtime.ops import moe as moe_ops
+from ..runtime.ops.matmul_quant import LinearWeight
 from ..runtime.ops.moe_quant import (QuantExperts, check_pair, decode_experts, folds_shared,
                                      prefill_scratch_bytes)
 from ..runtime.ops.moe_shared import shared_add
@@ -119,8 +120,11 @@ class QuantMoeMlp:
         return b.w_scratch, down
 
 
+Linears = Mapping[str, "LinearWeight | QuantExperts"]
+
+
 def build_quant_mlp(cfg: ModelConfig, layer: int, ptr: Mapping[str, DevicePtr],
-                    linears: Mapping[str, object], bufs: MoeBuffers) -> QuantMoeMlp:
+                    linears: Linears, bufs: MoeBuffers) -> QuantMoeMlp:
     """Sparse layer `layer`'s block from its uploaded buffers and built linears (load.py):
     a shared expert the loader folded into the experts (one more expert), else its own."""
     b, moe = f"l{layer}.", cfg.moe
@@ -135,19 +139,21 @@ def build_quant_mlp(cfg: ModelConfig, layer: int, ptr: Mapping[str, DevicePtr],
                            shared_gate=ptr[b + "shared_gate"])
     shared = None
     if shape.shared_inter:
-        shared = QuantSharedExpert(DenseMlp(linears[b + "shared_gate_up"],  # type: ignore[arg-type]
-                                            linears[b + "shared_down"]),  # type: ignore[arg-type]
-                                   ptr[b + "shared_gate"])
+        shared_gate_up, shared_down = linears[b + "shared_gate_up"], linears[b + "shared_down"]
+        if isinstance(shared_gate_up, QuantExperts) or isinstance(shared_down, QuantExperts):
+            raise ValueError(f"layer {layer}: the shared expert is a dense MLP, not experts")
+        shared = QuantSharedExpert(DenseMlp(shared_gate_up, shared_down), ptr[b + "shared_gate"])
     return QuantMoeMlp(shape.routed_only, routing, ptr[b + "router"], gate_up, down, bufs,
                        shared)
 
 
-def expert_scratch_bytes(linears: Mapping[str, object], max_tokens: int) -> int:
+def expert_scratch_bytes(linears: Linears, max_tokens: int) -> int:
     """The weight scratch the quantized MoE layers' prefill chunks need (0 when steps never
     exceed the decode kernels' batch): the largest layer's two projections in bf16."""
     if max_tokens <= moe_ops.DECODE_MAX_TOKENS:
         return 0
-    sizes = [prefill_scratch_bytes(gate_up, linears[name[: -len("gate_up")] + "down"])
+    sizes = [prefill_scratch_bytes(gate_up, down)
              for name, gate_up in linears.items()
-             if name.endswith(".experts_gate_up") and isinstance(gate_up, QuantExperts)]
+             if name.endswith(".experts_gate_up") and isinstance(gate_up, QuantExperts)
+             and isinstance(down := linears[name[: -len("gate_up")] + "down"], QuantExperts)]
     return max(sizes, default=0)

@@ -15,7 +15,10 @@ Two checkpoint layouts exist in the wild and both land in those same bytes:
   `mlp.experts.down_proj` [E, H, I].
 
 Each upload goes straight to its offset (the per-expert layout is E * 3 tensors placed back
-to back), so packing costs no host copy. The layout is chosen per layer from the names the
+to back), so packing costs no host copy. Quantized experts (FP8, NVFP4: the per-expert
+layout, as published) become two linears of E parts each (`linear_plan.add_linear(experts=)`:
+codes and scales stacked like a fused q|k|v, every scale checked first); a shared expert as
+wide as an expert and stored alike is folded in as expert E (docs/quantization.md). The layout is chosen per layer from the names the
 checkpoint holds; an expert the config does not know is an error, not silently ignored.
 """
 
