@@ -18,8 +18,9 @@ Each upload goes straight to its offset (the per-expert layout is E * 3 tensors 
 to back), so packing costs no host copy. Quantized experts (FP8, NVFP4: the per-expert
 layout, as published) become two linears of E parts each (`linear_plan.add_linear(experts=)`:
 codes and scales stacked like a fused q|k|v, every scale checked first); a shared expert as
-wide as an expert and stored alike is folded in as expert E (docs/quantization.md). The layout is chosen per layer from the names the
-checkpoint holds; an expert the config does not know is an error, not silently ignored.
+wide as an expert and stored alike is folded in as expert E (docs/quantization.md). The
+layout is chosen per layer from the names the checkpoint holds; an expert the config does
+not know is an error, not silently ignored.
 """
 
 from __future__ import annotations
