@@ -1043,6 +1043,36 @@ stage_quant_ab() {
   return $rc
 }
 
+# Quantized MoE experts (issue 12): the FP8 / NVFP4 expert kernels against their float64
+# oracle (moe_decode_quant), then the flagship Qwen3.5-35B-A3B from quantized synthetic
+# weights (bench_moe.py --quant: experts per expert with the shared expert folded in,
+# attention quantized) at batch 1 and 8 with bytes per token and the copy-bandwidth
+# fraction: NVFP4 as published (Gated-DeltaNet projections and LM head bf16), NVFP4 with
+# those quantized too (--linear-attn --lm-head: 1.8 instead of 4.0 GB a token), FP8-block;
+# issue 12's target: NVFP4 batch 1 >= 900 tok/s (bf16: flagship_bench). Then the
+# all-NVFP4 batch-1 per-kernel profile (PDL off).
+stage_moe_quant_bench() {
+  local rc=0 cfg="$CKPT/qwen3_5-35b-a3b-nvfp4-synthetic"
+  "$PY" tools/gpu/check_kernels.py -k moe_decode_quant -k moe_dequant_nvfp4 \
+    --out "$RESULTS/gpu_check_moe_quant-$STAMP.json" || rc=1
+  local args=(--config qwen3_5-35b-a3b --batches 1,8 --prompt 512 --new 64 --prefill 512
+              --target-tok-s 900 --hf none)
+  "$PY" tools/gpu/bench_moe.py "${args[@]}" --quant nvfp4 \
+    --out "$RESULTS/bench_flagship_nvfp4.json" || rc=1
+  "$PY" tools/gpu/bench_moe.py "${args[@]}" --quant nvfp4 --linear-attn --lm-head \
+    --out "$RESULTS/bench_flagship_nvfp4_all.json" || rc=1
+  "$PY" tools/gpu/bench_moe.py "${args[@]}" --quant fp8-block \
+    --out "$RESULTS/bench_flagship_fp8_block.json" || rc=1
+  rm -rf "$cfg"
+  "$PY" -c "import sys; sys.path[:0] = ['tools', 'tools/gpu']; from pathlib import Path; \
+from bench_moe import synthetic_model_dir; \
+print(synthetic_model_dir('qwen3_5-35b-a3b', Path(sys.argv[1]), 'nvfp4', True, True))" "$cfg" \
+    || return 1
+  ATLAS_PDL=0 "$PY" tools/gpu/profile_decode.py --model "$cfg/qwen3_5-35b-a3b" --synthetic-seed 0 \
+    --out "$RESULTS/profile_decode_qwen3_5-35b-a3b_nvfp4_all_pdl0.json" || rc=1
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity decode_bench
         qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
@@ -1054,7 +1084,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
         startup quant_kernels gemv_prefetch_ab norm_gemv_ab decode_attn throughput_b64_profile
         throughput_mixed_step decode_gemm_wide_ab headline batch1_ab thru_ab moe_b1_profile
-        quant_ab)
+        quant_ab moe_quant_bench)
 
 # ---- runner -------------------------------------------------------------------------------
 

@@ -121,21 +121,28 @@ class DenseMlp:
 
     def forward(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
                 then_norm: NextNorm | None = None) -> bool:
+        self.project(kc, s, b, t, b.delta)
+        return False
+
+    def project(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
+                out: DevicePtr) -> None:
+        """out = the MLP of the step's `normed` rows (a quantized MoE layer's shared expert
+        writes beside the routed experts' delta)."""
         if self.gate_up.fuses_swiglu(kc, t):
             # a quantized decode step: the gate_up GEMV ends with the SwiGLU (no silu_mul)
             self.gate_up.linear_swiglu(kc, s, b.normed, b.act, t)
-            self.down.linear(kc, s, b.act, b.delta, t, w_scratch=b.w_scratch)
-            return False
+            self.down.linear(kc, s, b.act, out, t, w_scratch=b.w_scratch)
+            return
         self.gate_up.linear(kc, s, b.normed, b.gate_up, t, w_scratch=b.w_scratch)
-        self.down_proj(kc, s, b, t)
-        return False
+        self.down_proj(kc, s, b, t, out)
 
-    def down_proj(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int) -> None:
-        """delta = down(swiglu(gate_up)): the half after gate_up (which the model may have
-        run with the RMSNorm fused in)."""
+    def down_proj(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
+                  out: DevicePtr | None = None) -> None:
+        """out (default delta) = down(swiglu(gate_up)): the half after gate_up (which the
+        model may have run with the RMSNorm fused in)."""
         # SwiGLU fused into the down projection's input where that measured faster
-        self.down.linear_silu(kc, s, b.gate_up, b.delta, t, act_scratch=b.act,
-                              w_scratch=b.w_scratch)
+        self.down.linear_silu(kc, s, b.gate_up, b.delta if out is None else out, t,
+                              act_scratch=b.act, w_scratch=b.w_scratch)
 
 
 @dataclass(frozen=True, slots=True)

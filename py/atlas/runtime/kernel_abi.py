@@ -448,6 +448,36 @@ MOE_DOWN_ADD_RMSNORM_OFFSET = S("moe_decode", "moe_down_add_rmsnorm_offset_bf16"
                                 "w:ptr normed:ptr counters:ptr tokens:u32 top_k:u32 hidden:u32 "
                                 "inter:u32 experts:u32 rows_per_block:u32 shared_down:ptr "
                                 "shared_slots:u32 shared_inter:u32 eps:f32")
+# Decode (1..8 tokens) over quantized experts (kernels/<hw>/common/moe_decode_quant.cu,
+# ops/moe_quant.py): every expert's rows stacked in one matrix (gate_up [experts * 2 inter,
+# hidden], expert e's gate rows then up rows; down [experts * hidden, inter]), FP8 E4M3 codes
+# with f32 scales through the Fp8ScaleMap arguments, or NVFP4 (packed E2M1 [rows, k / 2],
+# E4M3 group scales [rows, k / 16], f32 row scales [rows]). topk rows are `slots` long: the
+# `routed` top-k, then a shared expert folded in as expert (routed experts + c) of the
+# matrix (`experts` counts it); act bf16 [tokens, slots, inter] and out bf16 [tokens,
+# hidden] as moe_gate_up_silu_bf16 / moe_down_sum_bf16 compute them; grid (ceil(inter / 8),
+# tokens * slots) and (ceil(hidden / 8), tokens), 256 threads, k % 16 == 0.
+_MOE_Q_MAP = "row_shift:u32 row_stride:u32 col_shift:u32 col_stride:u32"
+_MOE_Q_GATE_UP = "topk_ids:ptr act:ptr tokens:u32 slots:u32 hidden:u32 inter:u32 experts:u32"
+_MOE_Q_DOWN = ("topk_ids:ptr topk_weights:ptr out:ptr tokens:u32 slots:u32 routed:u32 "
+               "hidden:u32 inter:u32 experts:u32")
+# the down launch's fused residual add + RMSNorm (residual 0: out is written instead):
+# residual = bf16(residual + bf16(sum)), normed = RMSNorm(residual) (* w, or * (1 + w) with
+# offset 1), the last block of each token normalizing (counters u32 [tokens]: zero before,
+# zero after): moe_down_add_rmsnorm_bf16's numerics
+_MOE_Q_FINISH = "residual:ptr norm_w:ptr normed:ptr counters:ptr eps:f32 offset:u32"
+MOE_GATE_UP_SILU_FP8 = S("moe_decode_quant", "moe_gate_up_silu_fp8",
+                         f"x:ptr w:ptr scale:ptr {_MOE_Q_GATE_UP} {_MOE_Q_MAP}")
+MOE_GATE_UP_SILU_NVFP4 = S("moe_decode_quant", "moe_gate_up_silu_nvfp4",
+                           f"x:ptr w:ptr scale:ptr row_scale:ptr {_MOE_Q_GATE_UP}")
+MOE_DOWN_SUM_FP8 = S("moe_decode_quant", "moe_down_sum_fp8",
+                     f"act:ptr w:ptr scale:ptr {_MOE_Q_DOWN} {_MOE_Q_MAP} {_MOE_Q_FINISH}")
+MOE_DOWN_SUM_NVFP4 = S("moe_decode_quant", "moe_down_sum_nvfp4",
+                       f"act:ptr w:ptr scale:ptr row_scale:ptr {_MOE_Q_DOWN} {_MOE_Q_FINISH}")
+# the prefill path's NVFP4 dequantize for k % 16 == 0 (DEQUANT_NVFP4 needs k % 32): w_out
+# bf16 [n, k] = bf16(e2m1 * f32(e4m3(s) * row_scale)); grid ceil(n k / 16 / 256), 256 threads
+MOE_DEQUANT_NVFP4 = S("moe_decode_quant", "moe_dequant_nvfp4_bf16",
+                      "w:ptr scale:ptr row_scale:ptr w_out:ptr n:u32 k:u32")
 # Grouped path (more tokens): the slots s = t * top_k + j are sorted by expert into M-tiles
 # of ops.moe.MOE_TILE_M rows. sorted_slots i32 [max_tiles * MOE_TILE_M] (-1 = padding),
 # tile_expert i32 [max_tiles] (-1 = unused tile). Slots of one expert keep ascending order.
