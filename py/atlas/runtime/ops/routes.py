@@ -28,6 +28,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   weight rows sharing each x tile: 1.5x the weight bytes through L2 at 64 rows instead of
   2x, and 112 KB of weights in flight per SM instead of 64); off by default until measured
   (tools/gpu/run_suite.sh decode_gemm_wide_ab).
+* ATLAS_DECODE_GEMM_SWIGLU=0: a dense MLP's gate_up on the decode GEMM writes [gate | up] and
+  silu_mul makes the activation (two launches), instead of the GEMM ending with the SwiGLU
+  (gemm_decode_sm90_swiglu_*: one launch, half the output bytes): the A/B of the fusion.
 * ATLAS_DECODE_ATTN_LONG=0: decode attention never on the long-context tensor-core kernel
   (attention_long); ATLAS_DECODE_ATTN_LONG_MIN_KEYS=N: the shortest block-table reach (keys)
   that takes it (default ops/attention_long.LONG_CONTEXT_KEYS).
@@ -148,6 +151,7 @@ class KernelRoutes:
     decode_gemm_max_m: int = DEFAULT_DECODE_GEMM_MAX_M
     decode_gemm_split: int | None = None
     decode_gemm_wide: bool = False
+    decode_gemm_swiglu: bool = True
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_latency: bool = True
@@ -194,6 +198,7 @@ class KernelRoutes:
                                                 DEFAULT_DECODE_GEMM_MAX_M),
                    decode_gemm_split=int(split) if split else None,
                    decode_gemm_wide=env_switch(env, "ATLAS_DECODE_GEMM_WIDE", False),
+                   decode_gemm_swiglu=env_switch(env, "ATLAS_DECODE_GEMM_SWIGLU", True),
                    decode_attn_long=env_switch(env, "ATLAS_DECODE_ATTN_LONG", True),
                    decode_attn_long_min_keys=_env_count(env, "ATLAS_DECODE_ATTN_LONG_MIN_KEYS",
                                                         DEFAULT_DECODE_ATTN_LONG_MIN_KEYS),
