@@ -1027,6 +1027,27 @@ stage_thru_ab() {
   return $rc
 }
 
+# helper thru's issue-15 stage (session 7, ~3 minutes): Qwen3-8B decode at 64 rows and a
+# 1,536-token context (the throughput suite's average), GPU ms per step, async wall (64 / it =
+# tok/s) and the per-kernel profile, with the tree's defaults (PDL on, then PDL off: each
+# kernel's own time, the rows add up) and with each session-7 switch turned back
+# (ATLAS_DECODE_GEMM_SWIGLU=0: gate_up + silu_mul), then the contest-shaped throughput suite
+# at 64 streams only (default server flags: TTFT / ITL p50 and p99).
+stage_thru_b64() {
+  local rc=0 label
+  make_checkpoint qwen3-8b weights || return 1
+  thru_profile() {  # label [env...]
+    local label="$1"; shift
+    env "$@" "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-8b" --batch 64 \
+      --context 1536 --out "$RESULTS/thru_b64_c1536_$label.json" || rc=1
+  }
+  thru_profile default
+  thru_profile swiglu0 ATLAS_DECODE_GEMM_SWIGLU=0
+  thru_profile pdl0 ATLAS_PDL=0
+  ATLAS_THROUGHPUT_LEVELS=64 stage_throughput || rc=1
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity decode_bench
         qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
@@ -1038,7 +1059,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
         startup quant_kernels gemv_prefetch_ab norm_gemv_ab moe_decode_ab decode_attn
         throughput_b64_profile throughput_mixed_step decode_gemm_wide_ab headline batch1_ab
-        moe_switch_ab thru_ab)
+        moe_switch_ab thru_ab thru_b64)
 
 # ---- runner -------------------------------------------------------------------------------
 
