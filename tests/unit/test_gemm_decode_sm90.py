@@ -18,7 +18,7 @@ from atlas.runtime.host import HostBackend
 from atlas.runtime.kernel_check import check
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, matmul, matmul_decode
-from atlas.runtime.ops.routes import KernelRoutes
+from atlas.runtime.ops.routes import DEFAULT_DECODE_GEMM_L2_TILES, KernelRoutes
 # the elementwise kernels' check that a .cu file declares exactly its module's ABI entries
 from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
 
@@ -120,14 +120,14 @@ def test_launch_constants_match_the_kernel() -> None:
 def test_ring_geometry(cols: int, groups: int, stages: int, per_sm: int) -> None:
     """(64 G + N) x 64 bf16 per stage; as many stages (<= 8, >= 3 for the prefetch distance)
     as the budget holds; per_sm blocks with their 1 KiB reservation fit the 228 KiB of an SM
-    (and its 64 K registers at the kernel's 204 a thread), the partial tile [N][64 G + 4] f32
-    fits in the ring, and the opt-in covers every launch."""
+    (and its 64 K registers at up to 210 a thread: the SwiGLU entries), the partial tile
+    [N][64 G + 4] f32 fits in the ring, and the opt-in covers every launch."""
     assert matmul_decode.ring_stages(cols, groups) == stages >= 3
     assert matmul_decode.blocks_per_sm(cols, groups) == per_sm
     smem = matmul_decode.smem_bytes(cols, groups)
     assert smem == stages * (64 * groups + cols) * 128 + 1024
     assert per_sm * (smem + 1024) <= 228 * 1024
-    assert per_sm * 128 * groups * 204 <= 64 * 1024
+    assert per_sm * 128 * groups * 210 <= 64 * 1024
     assert cols * _pitch(groups) * 4 <= smem - 1024
     assert smem <= matmul_decode.DECODE_MAX_SHARED <= 227 * 1024
 
@@ -225,7 +225,8 @@ def test_geometry_and_entry_point(m, n, k, f32, func, grid, cols) -> None:
     assert (record.module, record.func) == ("gemm_decode_sm90", func)
     assert record.grid == (grid, 1, 1) and record.block == (128, 1, 1)
     assert record.shared == matmul_decode.smem_bytes(cols)
-    assert record.args == {"x": x, "w": w, "y": y, "m": m, "n": n, "k": k}
+    assert record.args == {"x": x, "w": w, "y": y, "m": m, "n": n, "k": k,
+                           "l2_tiles": DEFAULT_DECODE_GEMM_L2_TILES}
 
 
 @pytest.mark.parametrize("m, n, k, func, grid, threads, cols, groups", [
@@ -444,7 +445,7 @@ def test_index_model_of_the_swiglu_layout(m: int, inter: int, k: int, split: int
 def test_swiglu_kernel_pairs_rows_as_the_model() -> None:
     """The kernel's loader and epilogue are the ones the model above follows."""
     text = SOURCE.read_text()
-    assert "const int gr = r < kHalf ? j : inter + j;" in text
+    assert "return j >= inter ? -1 : r < ROWS / 2 ? j : inter + j;" in text
     assert "constexpr int kOutRows = kSwiglu ? kRows / 2 : kRows;" in text
     assert "whole(mi, r + kOutRows)" in text
 
@@ -461,7 +462,8 @@ def test_swiglu_geometry_and_entry_point(m, n, k, wide, func, grid, threads) -> 
     (record,) = dev.drain_launches()
     assert record.func == func and record.grid == (grid, 1, 1)
     assert record.block == (threads, 1, 1)
-    assert record.args == {"x": x, "w": w, "act": act, "m": m, "n": n, "k": k}
+    assert record.args == {"x": x, "w": w, "act": act, "m": m, "n": n, "k": k,
+                           "l2_tiles": DEFAULT_DECODE_GEMM_L2_TILES}
 
 
 @pytest.mark.parametrize("n, f32, match", [(201, False, "even n"), (200, True, "even n")])
@@ -491,3 +493,18 @@ def test_gate_up_ends_with_the_swiglu_on_the_decode_gemm(env, m, fused) -> None:
         (record,) = dev.drain_launches()
         assert record.func.startswith("gemm_decode_sm90_swiglu_bf16")
         assert record.args["act"] == act and record.args["n"] == 24576
+
+
+def test_l2_prefetch_depth_follows_the_switch() -> None:
+    """ATLAS_DECODE_GEMM_L2_TILES sets the kernel's l2_tiles argument (0: the session-6
+    prologue, the ring's tiles only); a malformed value names the variable."""
+    for env, tiles in (({}, DEFAULT_DECODE_GEMM_L2_TILES), ({"ATLAS_DECODE_GEMM_L2_TILES": "0"}, 0),
+                       ({"ATLAS_DECODE_GEMM_L2_TILES": "16"}, 16)):
+        dev = _Sm90DecodeMock()
+        kc = KernelCache(dev, KernelRoutes.from_env(env))
+        matmul_decode.decode_gemm(kc, 0, dev.alloc(64 * 4096 * 2), dev.alloc(4096 * 4096 * 2),
+                                  dev.alloc(64 * 4096 * 2), 64, 4096, 4096)
+        (record,) = dev.drain_launches()
+        assert record.args["l2_tiles"] == tiles
+    with pytest.raises(ValueError, match="ATLAS_DECODE_GEMM_L2_TILES='x'"):
+        KernelRoutes.from_env({"ATLAS_DECODE_GEMM_L2_TILES": "x"})

@@ -1027,12 +1027,13 @@ stage_thru_ab() {
   return $rc
 }
 
-# helper thru's issue-15 stage (session 7, ~3 minutes): Qwen3-8B decode at 64 rows and a
+# helper thru's issue-15 stage (session 7, ~3.5 minutes): Qwen3-8B decode at 64 rows and a
 # 1,536-token context (the throughput suite's average), GPU ms per step, async wall (64 / it =
 # tok/s) and the per-kernel profile, with the tree's defaults (PDL on, then PDL off: each
 # kernel's own time, the rows add up) and with each session-7 switch turned back
-# (ATLAS_DECODE_GEMM_SWIGLU=0: gate_up + silu_mul), then the contest-shaped throughput suite
-# at 64 streams only (default server flags: TTFT / ITL p50 and p99).
+# (ATLAS_DECODE_GEMM_SWIGLU=0: gate_up + silu_mul; ATLAS_DECODE_GEMM_L2_TILES=0: no L2
+# prefetch before the decode GEMM's PDL wait), then the contest-shaped throughput suite at 64
+# streams only (default server flags: TTFT / ITL p50 and p99).
 stage_thru_b64() {
   local rc=0 label
   make_checkpoint qwen3-8b weights || return 1
@@ -1043,6 +1044,7 @@ stage_thru_b64() {
   }
   thru_profile default
   thru_profile swiglu0 ATLAS_DECODE_GEMM_SWIGLU=0
+  thru_profile l2tiles0 ATLAS_DECODE_GEMM_L2_TILES=0
   thru_profile pdl0 ATLAS_PDL=0
   ATLAS_THROUGHPUT_LEVELS=64 stage_throughput || rc=1
   return $rc

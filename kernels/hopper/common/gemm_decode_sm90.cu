@@ -50,7 +50,9 @@
 // gate_up's output bytes from a decode step.
 //
 // PDL: the first tiles' weight copies are issued before griddepcontrol.wait (no kernel writes
-// weights); x is read and y written only after it.
+// weights), and L2 prefetches of the next l2_tiles k-tiles of the block's rows (a kernel
+// argument, 0: none; ops/matmul_decode.py, ATLAS_DECODE_GEMM_L2_TILES); x is read and y
+// written only after it.
 //
 // Launch (ops/matmul_decode.py): grid = ceil(n / (64 G)) * S (1-D), 128 G threads, dynamic
 // shared memory smem_bytes(N, G) (up to ~201 KiB: the caller opts in).
@@ -99,23 +101,30 @@ static_assert(smem_bytes(kMaxCols, 1) <= 227 * 1024, "sm_90 allows 227 KiB per b
 static_assert(smem_bytes(kMaxCols, kMaxGroups) <= 227 * 1024, "sm_90 allows 227 KiB per block");
 static_assert(2 * (smem_bytes(128, 1) + 1024) <= 228 * 1024, "two N <= 128 blocks fit an SM");
 
-// The SwiGLU entries' weight tile: k-tile `kt` of tile rows [0, ROWS / 2) = gate rows
-// [pair0, pair0 + ROWS / 2) and tile rows [ROWS / 2, ROWS) = the up rows I past them, of the
-// fused [gate | up] weight [2 I, k] (rows past I zero-filled, as cp_async_k64_tile does past
-// n; the same L2::256B prefetch hint and swizzled layout).
+// The fused [gate | up] weight's row (n = 2 I rows) that row r of a SwiGLU block's tile holds:
+// tile rows [0, ROWS / 2) are gate rows [pair0, pair0 + ROWS / 2), tile rows [ROWS / 2, ROWS)
+// the up rows I past them; -1 past I.
+template <int ROWS>
+__device__ __forceinline__ int gate_up_row(int r, int pair0, int inter) {
+  const int j = pair0 + r % (ROWS / 2);
+  return j >= inter ? -1 : r < ROWS / 2 ? j : inter + j;
+}
+
+// The SwiGLU entries' weight tile: k-tile `kt` of the rows gate_up_row lays out (rows past I
+// zero-filled, as cp_async_k64_tile does past n; the same L2::256B prefetch hint and swizzled
+// layout).
 template <int ROWS, int THREADS>
 __device__ __forceinline__ void cp_async_gate_up_tile(uint32_t dst,
                                                       const __nv_bfloat16* __restrict__ w,
                                                       int pair0, int inter, int k, int kt) {
-  constexpr int kChunks = 8, kHalf = ROWS / 2;
+  constexpr int kChunks = 8;
   static_assert(ROWS * kChunks % THREADS == 0, "copies divide evenly over the threads");
 #pragma unroll
   for (int it = 0; it < ROWS * kChunks / THREADS; ++it) {
     const int i = static_cast<int>(threadIdx.x) + it * THREADS;
     const int r = i / kChunks, ch = i % kChunks;
-    const int j = pair0 + r % kHalf, gk = kt * 64 + ch * 8;
-    const bool ok = j < inter && gk < k;
-    const int gr = r < kHalf ? j : inter + j;
+    const int gr = gate_up_row<ROWS>(r, pair0, inter), gk = kt * 64 + ch * 8;
+    const bool ok = gr >= 0 && gk < k;
     const __nv_bfloat16* p = ok ? w + static_cast<size_t>(gr) * k + gk : w;
     asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n"
                  ::"r"(dst + atlas::swizzle128(r, ch)), "l"(p), "r"(ok ? 16 : 0)
@@ -129,7 +138,7 @@ template <int kCols, int kSplit, bool kF32Out, int kGroups, bool kSwiglu = false
 __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
                                             const __nv_bfloat16* __restrict__ w,
                                             void* __restrict__ y, int m, int n, int k,
-                                            uint8_t* smem_raw) {
+                                            int l2_tiles, uint8_t* smem_raw) {
   constexpr int kThreads = kGroupThreads * kGroups, kRows = kGroupRows * kGroups;
   constexpr int kStages = ring_stages(kCols, kGroups), kStage = stage_bytes(kCols, kGroups);
   constexpr int kStageW = kRows * BK * 2;
@@ -172,6 +181,18 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
 #pragma unroll
   for (int s = 0; s < kAhead; ++s)
     if (s < count) load_w(s, kt0 + s);
+  // ... and the next l2_tiles k-tiles of the block's weight rows into L2 (one 128-byte line
+  // per row and tile; no kernel writes weights). A block launched early under PDL (into an
+  // SM the previous kernel's tail freed) keeps DRAM streaming for longer than its ring
+  // holds while it waits, and its first tiles after the wait come from L2.
+  for (int i = threadIdx.x; i < kRows * l2_tiles; i += kThreads) {
+    const int r = i / l2_tiles, t = kAhead + i % l2_tiles;
+    const int gr = kSwiglu ? gate_up_row<kRows>(r, row0, inter) : row0 + r < n ? row0 + r : -1;
+    if (t < count && gr >= 0) {
+      const __nv_bfloat16* p = w + static_cast<size_t>(gr) * k + (kt0 + t) * BK;
+      asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
+    }
+  }
   atlas::pdl_enter();
 #pragma unroll
   for (int s = 0; s < kAhead; ++s) {
@@ -269,17 +290,18 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
 // layout follows from it.
 template <int kSplit, bool kF32Out, int kGroups, bool kSwiglu>
 __device__ __forceinline__ void dispatch_cols(const __nv_bfloat16* x, const __nv_bfloat16* w,
-                                              void* y, int m, int n, int k, uint8_t* smem) {
+                                              void* y, int m, int n, int k, int l2,
+                                              uint8_t* smem) {
   if (kGroups == 1 && m <= 16)
-    gemm_decode<16, kSplit, kF32Out, 1, kSwiglu>(x, w, y, m, n, k, smem);
+    gemm_decode<16, kSplit, kF32Out, 1, kSwiglu>(x, w, y, m, n, k, l2, smem);
   else if (m <= 32)
-    gemm_decode<32, kSplit, kF32Out, kGroups, kSwiglu>(x, w, y, m, n, k, smem);
+    gemm_decode<32, kSplit, kF32Out, kGroups, kSwiglu>(x, w, y, m, n, k, l2, smem);
   else if (m <= 64)
-    gemm_decode<64, kSplit, kF32Out, kGroups, kSwiglu>(x, w, y, m, n, k, smem);
+    gemm_decode<64, kSplit, kF32Out, kGroups, kSwiglu>(x, w, y, m, n, k, l2, smem);
   else if (m <= 128)
-    gemm_decode<128, kSplit, kF32Out, kGroups, kSwiglu>(x, w, y, m, n, k, smem);
+    gemm_decode<128, kSplit, kF32Out, kGroups, kSwiglu>(x, w, y, m, n, k, l2, smem);
   else if (m <= kMaxCols)
-    gemm_decode<kMaxCols, kSplit, kF32Out, kGroups, kSwiglu>(x, w, y, m, n, k, smem);
+    gemm_decode<kMaxCols, kSplit, kF32Out, kGroups, kSwiglu>(x, w, y, m, n, k, l2, smem);
   else
     __trap();  // ops/matmul_decode.py checks 1 <= m <= 256
 }
@@ -287,13 +309,15 @@ __device__ __forceinline__ void dispatch_cols(const __nv_bfloat16* x, const __nv
 // The block's warpgroups (blockDim.x / 128) select the block shape.
 template <int kSplit, bool kF32Out, bool kSwiglu = false>
 __device__ __forceinline__ void dispatch(const __nv_bfloat16* x, const __nv_bfloat16* w,
-                                         void* y, uint32_t m, uint32_t n, uint32_t k) {
+                                         void* y, uint32_t m, uint32_t n, uint32_t k,
+                                         uint32_t l2_tiles) {
   extern __shared__ __align__(16) uint8_t smem_raw[];
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
+  const int l2 = static_cast<int>(l2_tiles);
   if (blockDim.x == kGroupThreads * kMaxGroups)
-    dispatch_cols<kSplit, kF32Out, kMaxGroups, kSwiglu>(x, w, y, mi, ni, ki, smem_raw);
+    dispatch_cols<kSplit, kF32Out, kMaxGroups, kSwiglu>(x, w, y, mi, ni, ki, l2, smem_raw);
   else if (blockDim.x == kGroupThreads)
-    dispatch_cols<kSplit, kF32Out, 1, kSwiglu>(x, w, y, mi, ni, ki, smem_raw);
+    dispatch_cols<kSplit, kF32Out, 1, kSwiglu>(x, w, y, mi, ni, ki, l2, smem_raw);
   else
     __trap();  // ops/matmul_decode.py launches 128 or 256 threads
 }
@@ -304,74 +328,74 @@ constexpr int kMaxThreads = kGroupThreads * kMaxGroups;
 
 extern "C" __global__ void __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
-        uint32_t m, uint32_t n, uint32_t k) {
-  dispatch<1, false>(x, w, y, m, n, k);
+        uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<1, false>(x, w, y, m, n, k, l2_tiles);
 }
 
 extern "C" __global__ void __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_bf16_f32(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y,
-        uint32_t m, uint32_t n, uint32_t k) {
-  dispatch<1, true>(x, w, y, m, n, k);
+        uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<1, true>(x, w, y, m, n, k, l2_tiles);
 }
 
 extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_bf16_split2(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
-        uint32_t m, uint32_t n, uint32_t k) {
-  dispatch<2, false>(x, w, y, m, n, k);
+        uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<2, false>(x, w, y, m, n, k, l2_tiles);
 }
 
 extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_bf16_f32_split2(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y,
-        uint32_t m, uint32_t n, uint32_t k) {
-  dispatch<2, true>(x, w, y, m, n, k);
+        uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<2, true>(x, w, y, m, n, k, l2_tiles);
 }
 
 extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_bf16_split4(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
-        uint32_t m, uint32_t n, uint32_t k) {
-  dispatch<4, false>(x, w, y, m, n, k);
+        uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<4, false>(x, w, y, m, n, k, l2_tiles);
 }
 
 extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_bf16_f32_split4(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y,
-        uint32_t m, uint32_t n, uint32_t k) {
-  dispatch<4, true>(x, w, y, m, n, k);
+        uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<4, true>(x, w, y, m, n, k, l2_tiles);
 }
 
 extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_bf16_split8(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
-        uint32_t m, uint32_t n, uint32_t k) {
-  dispatch<8, false>(x, w, y, m, n, k);
+        uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<8, false>(x, w, y, m, n, k, l2_tiles);
 }
 
 extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_bf16_f32_split8(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y,
-        uint32_t m, uint32_t n, uint32_t k) {
-  dispatch<8, true>(x, w, y, m, n, k);
+        uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<8, true>(x, w, y, m, n, k, l2_tiles);
 }
 
 
 // The gate_up projection ending with its SwiGLU: w = [gate | up] [n, k], act [m, n / 2].
 extern "C" __global__ void __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_swiglu_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w,
-        __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k) {
-  dispatch<1, false, true>(x, w, act, m, n, k);
+        __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<1, false, true>(x, w, act, m, n, k, l2_tiles);
 }
 
 extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_swiglu_bf16_split2(const __nv_bfloat16* x, const __nv_bfloat16* w,
-        __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k) {
-  dispatch<2, false, true>(x, w, act, m, n, k);
+        __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<2, false, true>(x, w, act, m, n, k, l2_tiles);
 }
 
 extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_swiglu_bf16_split4(const __nv_bfloat16* x, const __nv_bfloat16* w,
-        __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k) {
-  dispatch<4, false, true>(x, w, act, m, n, k);
+        __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<4, false, true>(x, w, act, m, n, k, l2_tiles);
 }
 
 extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_swiglu_bf16_split8(const __nv_bfloat16* x, const __nv_bfloat16* w,
-        __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k) {
-  dispatch<8, false, true>(x, w, act, m, n, k);
+        __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<8, false, true>(x, w, act, m, n, k, l2_tiles);
 }

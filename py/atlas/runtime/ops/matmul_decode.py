@@ -81,7 +81,7 @@ def stage_bytes(cols: int, groups: int = 1) -> int:
 
 def blocks_per_sm(cols: int, groups: int = 1) -> int:
     """Blocks whose rings fit on one SM together: two one-warpgroup blocks up to N = 128,
-    else one (204 registers a thread also keep a two-warpgroup block alone on its SM)."""
+    else one (200-210 registers a thread also keep a two-warpgroup block alone on its SM)."""
     return 2 if cols <= 128 and groups == 1 else 1
 
 
@@ -163,7 +163,9 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
     routes' decode_gemm_wide). Launched with ceil(n / (64 G)) * split blocks of 128 G threads
     (G = `decode_groups`; a SwiGLU block's 64 G weight rows are 32 G gate/up pairs, so the
     grid is the same) and `smem_bytes(decode_cols(m), G)` of dynamic shared memory (each
-    entry point is opted in to DECODE_MAX_SHARED once).
+    entry point is opted in to DECODE_MAX_SHARED once); each block prefetches the routes'
+    decode_gemm_l2_tiles k-tiles of its weight rows past its ring into L2 before its PDL
+    wait (ATLAS_DECODE_GEMM_L2_TILES).
     """
     cols = decode_cols(m)
     groups = decode_groups(m, kc.routes.decode_gemm_wide if wide is None else wide)
@@ -183,4 +185,4 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
     sig = _SWIGLU_SIGS[split] if swiglu else _SIGS[split, out_f32]
     launch = kc.get_with_shared(sig, DECODE_MAX_SHARED)
     launch(stream, -(-n // (DECODE_ROWS * groups)) * split, DECODE_THREADS * groups,
-           smem_bytes(cols, groups), x, w, y, m, n, k)
+           smem_bytes(cols, groups), x, w, y, m, n, k, kc.routes.decode_gemm_l2_tiles)

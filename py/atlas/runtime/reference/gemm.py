@@ -28,10 +28,6 @@ from .gemv import gemv_swiglu_bf16_single, linear_bf16
 @reference(GEMM_SKINNY)
 @reference(GEMM_SM90)
 @reference(GEMV_MMA)
-@reference(GEMM_DECODE_SM90)
-@reference(GEMM_DECODE_SM90_SPLIT2)
-@reference(GEMM_DECODE_SM90_SPLIT4)
-@reference(GEMM_DECODE_SM90_SPLIT8)
 def gemm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: int, m: int,
               n: int, k: int) -> None:
     linear_bf16(mem, a, w, c, m, n, k, out_f32=False)
@@ -41,13 +37,28 @@ def gemm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: int, 
 @reference(GEMM_SKINNY_F32OUT)
 @reference(GEMM_SM90_F32OUT)
 @reference(GEMV_MMA_F32OUT)
+def gemm_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: int, m: int,
+                  n: int, k: int) -> None:
+    linear_bf16(mem, a, w, c, m, n, k, out_f32=True)
+
+
+# The decode GEMM's l2_tiles (an L2 prefetch hint) changes no value.
+@reference(GEMM_DECODE_SM90)
+@reference(GEMM_DECODE_SM90_SPLIT2)
+@reference(GEMM_DECODE_SM90_SPLIT4)
+@reference(GEMM_DECODE_SM90_SPLIT8)
+def gemm_decode_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int, m: int,
+                     n: int, k: int, l2_tiles: int) -> None:
+    linear_bf16(mem, x, w, y, m, n, k, out_f32=False)
+
+
 @reference(GEMM_DECODE_SM90_F32OUT)
 @reference(GEMM_DECODE_SM90_F32OUT_SPLIT2)
 @reference(GEMM_DECODE_SM90_F32OUT_SPLIT4)
 @reference(GEMM_DECODE_SM90_F32OUT_SPLIT8)
-def gemm_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: int, m: int,
-                  n: int, k: int) -> None:
-    linear_bf16(mem, a, w, c, m, n, k, out_f32=True)
+def gemm_decode_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int,
+                         m: int, n: int, k: int, l2_tiles: int) -> None:
+    linear_bf16(mem, x, w, y, m, n, k, out_f32=True)
 
 
 @reference(GEMM_DECODE_SM90_SWIGLU)
@@ -55,5 +66,5 @@ def gemm_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: i
 @reference(GEMM_DECODE_SM90_SWIGLU_SPLIT4)
 @reference(GEMM_DECODE_SM90_SWIGLU_SPLIT8)
 def gemm_decode_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, act: int,
-                            m: int, n: int, k: int) -> None:
+                            m: int, n: int, k: int, l2_tiles: int) -> None:
     gemv_swiglu_bf16_single(mem, grid, block, x, w, act, m, n, k)
