@@ -51,8 +51,8 @@
 //
 // PDL: the first tiles' weight copies are issued before griddepcontrol.wait (no kernel writes
 // weights), and L2 prefetches of the next l2_tiles k-tiles of the block's rows (a kernel
-// argument, 0: none; ops/matmul_decode.py, ATLAS_DECODE_GEMM_L2_TILES); x is read and y
-// written only after it.
+// argument, 0: none; ops/matmul_decode.py, ATLAS_DECODE_GEMM_L2_TILES), a window the loop
+// then keeps l2_tiles ahead of its ring; x is read and y written only after it.
 //
 // Launch (ops/matmul_decode.py): grid = ceil(n / (64 G)) * S (1-D), 128 G threads, dynamic
 // shared memory smem_bytes(N, G) (up to ~201 KiB: the caller opts in).
@@ -181,18 +181,24 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
 #pragma unroll
   for (int s = 0; s < kAhead; ++s)
     if (s < count) load_w(s, kt0 + s);
-  // ... and the next l2_tiles k-tiles of the block's weight rows into L2 (one 128-byte line
-  // per row and tile; no kernel writes weights). A block launched early under PDL (into an
-  // SM the previous kernel's tail freed) keeps DRAM streaming for longer than its ring
-  // holds while it waits, and its first tiles after the wait come from L2.
-  for (int i = threadIdx.x; i < kRows * l2_tiles; i += kThreads) {
-    const int r = i / l2_tiles, t = kAhead + i % l2_tiles;
-    const int gr = kSwiglu ? gate_up_row<kRows>(r, row0, inter) : row0 + r < n ? row0 + r : -1;
-    if (t < count && gr >= 0) {
-      const __nv_bfloat16* p = w + static_cast<size_t>(gr) * k + (kt0 + t) * BK;
-      asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
+  // ... and, l2_tiles > 0, keep L2 l2_tiles k-tiles ahead of the ring: one 128-byte line of
+  // each of the block's weight rows per tile (no kernel writes weights). Before the PDL wait
+  // that is the next l2_tiles tiles: a block launched early (into an SM the previous
+  // kernel's tail freed) keeps DRAM streaming past what its ring holds while it waits. In
+  // the loop, tile i + kAhead + l2_tiles as tile i + kAhead's copies go out: DRAM bytes in
+  // flight beyond the ring's (32-64 KB a SM), and the ring's copies then hit L2.
+  auto prefetch_l2 = [&](int t) {
+    if (t >= count) return;
+    for (int r = threadIdx.x; r < kRows; r += kThreads) {
+      const int gr =
+          kSwiglu ? gate_up_row<kRows>(r, row0, inter) : (row0 + r < n ? row0 + r : -1);
+      if (gr >= 0) {
+        const __nv_bfloat16* p = w + static_cast<size_t>(gr) * k + (kt0 + t) * BK;
+        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
+      }
     }
-  }
+  };
+  for (int t = kAhead; t < kAhead + l2_tiles && t < count; ++t) prefetch_l2(t);
   atlas::pdl_enter();
 #pragma unroll
   for (int s = 0; s < kAhead; ++s) {
@@ -215,6 +221,7 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
       atlas::cp_async_k64_tile<kCols, kThreads>(stage_x(s), x, 0, m, k, kt0 + next);
     }
     atlas::cp_async_commit();
+    if (l2_tiles > 0) prefetch_l2(next + l2_tiles);
     const int s = i % kStages;
     // warpgroup g multiplies weight rows [64 g, 64 g + 64) of the stage by the shared x tile
     const uint32_t w_rows = stage_w(s) + (threadIdx.x / kGroupThreads) * kGroupRows * BK * 2;

@@ -102,7 +102,7 @@ GEMV_MMA_F32OUT = S("gemv_mma", "gemv_mma_bf16_f32", "x:ptr w:ptr y:ptr m:u32 n:
 # gemm_decode_sm90.cu, sm_90a only): the weight as wgmma's M = 64 operand, streamed once. The
 # *_splitS entries are compiled for S-block clusters that split K and sum the partials through
 # distributed shared memory; their grid is ceil(n / 64) * S (ops/matmul_decode.py). l2_tiles:
-# k-tiles of each block's weight rows prefetched into L2 before the PDL wait (0: none)
+# k-tiles of each block's weight rows kept prefetched into L2 ahead of its ring (0: none)
 _DECODE_GEMM = "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 l2_tiles:u32"
 GEMM_DECODE_SM90 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16", _DECODE_GEMM)
 GEMM_DECODE_SM90_F32OUT = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_f32", _DECODE_GEMM)

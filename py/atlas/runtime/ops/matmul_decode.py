@@ -163,9 +163,9 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
     routes' decode_gemm_wide). Launched with ceil(n / (64 G)) * split blocks of 128 G threads
     (G = `decode_groups`; a SwiGLU block's 64 G weight rows are 32 G gate/up pairs, so the
     grid is the same) and `smem_bytes(decode_cols(m), G)` of dynamic shared memory (each
-    entry point is opted in to DECODE_MAX_SHARED once); each block prefetches the routes'
-    decode_gemm_l2_tiles k-tiles of its weight rows past its ring into L2 before its PDL
-    wait (ATLAS_DECODE_GEMM_L2_TILES).
+    entry point is opted in to DECODE_MAX_SHARED once); each block keeps the routes'
+    decode_gemm_l2_tiles k-tiles of its weight rows prefetched into L2 ahead of its ring,
+    from before its PDL wait (ATLAS_DECODE_GEMM_L2_TILES).
     """
     cols = decode_cols(m)
     groups = decode_groups(m, kc.routes.decode_gemm_wide if wide is None else wide)

@@ -31,9 +31,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
 * ATLAS_DECODE_GEMM_SWIGLU=0: a dense MLP's gate_up on the decode GEMM writes [gate | up] and
   silu_mul makes the activation (two launches), instead of the GEMM ending with the SwiGLU
   (gemm_decode_sm90_swiglu_*: one launch, half the output bytes): the A/B of the fusion.
-* ATLAS_DECODE_GEMM_L2_TILES=N: k-tiles (64 columns) of each decode GEMM block's weight rows
-  prefetched into L2 before its PDL wait, past the ring's (default
-  DEFAULT_DECODE_GEMM_L2_TILES; 0: none, the session-6 kernel's prologue).
+* ATLAS_DECODE_GEMM_L2_TILES=N: k-tiles (64 columns) of its weight rows each decode GEMM
+  block keeps prefetched into L2 ahead of its shared-memory ring, from before its PDL wait
+  (default DEFAULT_DECODE_GEMM_L2_TILES; 0: none, the session-6 kernel).
 * ATLAS_DECODE_ATTN_LONG=0: decode attention never on the long-context tensor-core kernel
   (attention_long); ATLAS_DECODE_ATTN_LONG_MIN_KEYS=N: the shortest block-table reach (keys)
   that takes it (default ops/attention_long.LONG_CONTEXT_KEYS).
@@ -95,8 +95,8 @@ DEFAULT_BATCHED_GEMV_MIN_M = 8
 #: and the GEMMs (65..256) when set: A/B with the switches above (tools/gpu/run_suite.sh).
 DEFAULT_DECODE_GEMM_MIN_M = 9
 DEFAULT_DECODE_GEMM_MAX_M = 256
-#: k-tiles of a decode GEMM block's weight rows prefetched into L2 before its PDL wait
-#: (ops/matmul_decode.py): 8 x 128 bytes a row, 64 KiB a one-warpgroup block, ~17 MB for a
+#: k-tiles of a decode GEMM block's weight rows kept prefetched into L2 ahead of its ring
+#: (gemm_decode_sm90.cu): 8 x 128 bytes a row, 64 KiB a one-warpgroup block, ~17 MB for a
 #: wave of 264 such blocks (a third of the H200's L2). Unmeasured: A/B with 0.
 DEFAULT_DECODE_GEMM_L2_TILES = 8
 #: block tables reaching this many keys route decode attention to the long-context kernel
