@@ -463,7 +463,8 @@ def linear_case(env: Env, s: Any) -> Case:
         split = matmul_decode.decode_split(m, n, k, env.kc.facts.sm_count,
                                            env.kc.routes.decode_gemm_split, groups)
         note = (f"ours: gemm_decode_sm90 (ops.matmul_decode.decode_gemm, forced), "
-                f"{groups} warpgroup(s) a block, cluster split {split}")
+                f"{groups} warpgroup(s) a block, cluster split {split}, L2 window "
+                f"{env.kc.routes.decode_gemm_l2_tiles} k-tiles")
     elif s.batched:
         note = "ours: gemv_mma (ops.matmul_batched.batched_gemv, forced)"
     else:
