@@ -1051,6 +1051,12 @@ stage_thru_b64() {
   thru_profile l2tiles0 ATLAS_DECODE_GEMM_L2_TILES=0
   thru_profile pdl0 ATLAS_PDL=0
   thru_profile wide1 ATLAS_DECODE_GEMM_WIDE=1
+  # the scheduler's 64-stream level at this step cost, per mixed-step budget (CPU, seconds)
+  local budget
+  for budget in 512 768 1024 1536; do
+    "$PY" tools/throughput_model.py --profile "$RESULTS/thru_b64_c1536_default.json" \
+      --max-mixed-step-tokens "$budget" --json || rc=1
+  done
   return $rc
 }
 
