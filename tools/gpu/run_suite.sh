@@ -1051,11 +1051,20 @@ stage_thru_b64() {
   thru_profile l2tiles0 ATLAS_DECODE_GEMM_L2_TILES=0
   thru_profile pdl0 ATLAS_PDL=0
   thru_profile wide1 ATLAS_DECODE_GEMM_WIDE=1
+  # one line per variant: GPU ms per step and async tok/s
+  "$PY" - "$RESULTS"/thru_b64_c1536_*.json <<'EOF' || rc=1
+import json, sys
+for path in sys.argv[1:]:
+    r = json.load(open(path))
+    print(f"{path.rsplit('_', 1)[-1][:-5]:>9}: GPU {r['gpu_ms']:.3f} ms/step, async wall "
+          f"{r['async_wall_ms']:.3f} ms = {r['batch'] * 1e3 / r['async_wall_ms']:,.0f} tok/s")
+EOF
   # the scheduler's 64-stream level at this step cost, per mixed-step budget (CPU, seconds)
   local budget
   for budget in 512 768 1024 1536; do
+    echo -n "model, mixed-step budget $budget: "
     "$PY" tools/throughput_model.py --profile "$RESULTS/thru_b64_c1536_default.json" \
-      --max-mixed-step-tokens "$budget" --json || rc=1
+      --max-mixed-step-tokens "$budget" || rc=1
   done
   return $rc
 }
