@@ -399,8 +399,9 @@ def swiglu_linear_case(env: Env, s: Any) -> Case:
 
 
 def gate_up_swiglu_case(env: Env, s: Any) -> Case:
-    """The gate_up projection ending with its SwiGLU (matmul.gemv_swiglu where
-    fuses_gate_up_swiglu allows, else the GEMV/GEMM then silu_mul) against matmul, then
+    """The gate_up projection ending with its SwiGLU (matmul.linear_swiglu where
+    fuses_gate_up_swiglu allows: one row on the prefetching GEMV, decode batches on the
+    decode GEMM's SwiGLU entries; else the GEMV/GEMM then silu_mul) against matmul, then
     F.silu(g) * u."""
     torch, F = env.torch, env.torch.nn.functional
     m, n, k = s.m, s.n, s.k
@@ -415,7 +416,7 @@ def gate_up_swiglu_case(env: Env, s: Any) -> Case:
     def ours(st: Set, stream: Stream) -> None:
         x, w, gu, act = (env.ptr(st[name]) for name in ("x", "w", "gu", "act"))
         if fused:
-            matmul.gemv_swiglu(env.kc, stream, x, w, act, n, k)
+            matmul.linear_swiglu(env.kc, stream, x, w, act, m, n, k)
             return
         matmul.linear(env.kc, stream, x, w, gu, m, n, k)
         activation.silu_mul(env.kc, stream, gu, act, m, n // 2)
@@ -424,10 +425,11 @@ def gate_up_swiglu_case(env: Env, s: Any) -> Case:
         g, u = torch.matmul(st["x"], st["w"].T).chunk(2, dim=-1)
         return F.silu(g) * u
 
-    route = "one GEMV ending with the SwiGLU" if fused else "GEMV/GEMM + silu_mul"
+    route = matmul.linear_route(env.kc, m, n)
+    route = (f"one {route} launch ending with the SwiGLU (ops.matmul.linear_swiglu)" if fused
+             else f"{route} + silu_mul")
     return Case(s, make, ours, [Variant("matmul, F.silu(g) * u", theirs)],
-                lambda o, t, r: [("act", o["act"], r)], outputs=("act",),
-                note=f"ours: {route} (ops.matmul.gemv_swiglu)")
+                lambda o, t, r: [("act", o["act"], r)], outputs=("act",), note=f"ours: {route}")
 
 
 def linear_case(env: Env, s: Any) -> Case:
@@ -461,7 +463,8 @@ def linear_case(env: Env, s: Any) -> Case:
         split = matmul_decode.decode_split(m, n, k, env.kc.facts.sm_count,
                                            env.kc.routes.decode_gemm_split, groups)
         note = (f"ours: gemm_decode_sm90 (ops.matmul_decode.decode_gemm, forced), "
-                f"{groups} warpgroup(s) a block, cluster split {split}")
+                f"{groups} warpgroup(s) a block, cluster split {split}, L2 window "
+                f"{env.kc.routes.decode_gemm_l2_tiles} k-tiles")
     elif s.batched:
         note = "ours: gemv_mma (ops.matmul_batched.batched_gemv, forced)"
     else:

@@ -1073,6 +1073,48 @@ print(synthetic_model_dir('qwen3_5-35b-a3b', Path(sys.argv[1]), 'nvfp4', True, T
   return $rc
 }
 
+# helper thru's issue-15 stage (session 7, ~3.5-4 minutes): Qwen3-8B decode at 64 rows and a
+# 1,536-token context (the throughput suite's average), GPU ms per step, async wall (64 / it =
+# tok/s) and the per-kernel profile, with the tree's defaults (PDL on, then PDL off: each
+# kernel's own time, the rows add up) and with each session-7 switch turned back
+# (ATLAS_DECODE_GEMM_SWIGLU=0: gate_up + silu_mul; ATLAS_DECODE_GEMM_L2_TILES=0: no L2
+# prefetch before the decode GEMM's PDL wait), and with the decode GEMM's two-warpgroup blocks
+# (ATLAS_DECODE_GEMM_WIDE=1: 112 KB of weights in flight per SM instead of 64, x re-read 1.5x
+# instead of 2x); right after the default profile, the contest-shaped throughput suite at 64
+# streams only (default server flags: TTFT / ITL p50 and p99).
+stage_thru_b64() {
+  local rc=0
+  make_checkpoint qwen3-8b weights || return 1
+  thru_profile() {  # label [env...]
+    local label="$1"; shift
+    env "$@" "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-8b" --batch 64 \
+      --context 1536 --out "$RESULTS/thru_b64_c1536_$label.json" || rc=1
+  }
+  # most wanted first (a call's time limit may stop the stage part way)
+  thru_profile default
+  ATLAS_THROUGHPUT_LEVELS=64 stage_throughput || rc=1
+  thru_profile swiglu0 ATLAS_DECODE_GEMM_SWIGLU=0
+  thru_profile l2tiles0 ATLAS_DECODE_GEMM_L2_TILES=0
+  thru_profile pdl0 ATLAS_PDL=0
+  thru_profile wide1 ATLAS_DECODE_GEMM_WIDE=1
+  # one line per variant: GPU ms per step and async tok/s
+  "$PY" - "$RESULTS"/thru_b64_c1536_*.json <<'EOF' || rc=1
+import json, sys
+for path in sys.argv[1:]:
+    r = json.load(open(path))
+    print(f"{path.rsplit('_', 1)[-1][:-5]:>9}: GPU {r['gpu_ms']:.3f} ms/step, async wall "
+          f"{r['async_wall_ms']:.3f} ms = {r['batch'] * 1e3 / r['async_wall_ms']:,.0f} tok/s")
+EOF
+  # the scheduler's 64-stream level at this step cost, per mixed-step budget (CPU, seconds)
+  local budget
+  for budget in 512 768 1024 1536; do
+    echo -n "model, mixed-step budget $budget: "
+    "$PY" tools/throughput_model.py --profile "$RESULTS/thru_b64_c1536_default.json" \
+      --max-mixed-step-tokens "$budget" || rc=1
+  done
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity decode_bench
         qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
@@ -1084,7 +1126,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
         startup quant_kernels gemv_prefetch_ab norm_gemv_ab decode_attn throughput_b64_profile
         throughput_mixed_step decode_gemm_wide_ab headline batch1_ab thru_ab moe_b1_profile
-        quant_ab moe_quant_bench)
+        quant_ab moe_quant_bench thru_b64)
 
 # ---- runner -------------------------------------------------------------------------------
 

@@ -311,7 +311,8 @@ class Linear:
     forced; the others run whatever `linear` would choose for m. `swiglu`: the MLP down
     projection with its activation, x = swiglu of a gate_up [m, 2k] input, through
     `linear_silu`; `ends_swiglu`: the gate_up projection [n = 2 I, k] ending with it (y =
-    swiglu, [m, I]), as a batch-1 decode step runs them."""
+    swiglu, [m, I]), as decode steps run them (one row on the GEMV, decode batches on the
+    decode GEMM's SwiGLU entries; `linear_swiglu`, filed under `decode_sm90` for those)."""
 
     label: str
     m: int
@@ -927,6 +928,10 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                    for name, n, k in _linears(m)]
         shapes.append(Linear(label=f"{m.name} lm_head b{b}", m=b, n=m.vocab, k=m.hidden,
                              out_f32=True, decode_sm90=True))
+        if b not in scale.decode_batches and b > 8:  # the decode GEMM's SwiGLU epilogue
+            shapes.append(Linear(label=f"{m.name} gate_up+swiglu b{b}", m=b,
+                                 n=2 * m.intermediate, k=m.hidden, ends_swiglu=True,
+                                 decode_sm90=True, quick=b == 64))
     # the same products on two-warpgroup blocks (ATLAS_DECODE_GEMM_WIDE's A/B, issue 15's
     # 64-stream decode step)
     for b in scale.decode_gemm_wide_batches:

@@ -101,8 +101,9 @@ GEMV_MMA_F32OUT = S("gemv_mma", "gemv_mma_bf16_f32", "x:ptr w:ptr y:ptr m:u32 n:
 # the same products for decode batches of 1..256 rows on Hopper wgmma (kernels/hopper/common/
 # gemm_decode_sm90.cu, sm_90a only): the weight as wgmma's M = 64 operand, streamed once. The
 # *_splitS entries are compiled for S-block clusters that split K and sum the partials through
-# distributed shared memory; their grid is ceil(n / 64) * S (ops/matmul_decode.py)
-_DECODE_GEMM = "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32"
+# distributed shared memory; their grid is ceil(n / 64) * S (ops/matmul_decode.py). l2_tiles:
+# k-tiles of each block's weight rows kept prefetched into L2 ahead of its ring (0: none)
+_DECODE_GEMM = "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 l2_tiles:u32"
 GEMM_DECODE_SM90 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16", _DECODE_GEMM)
 GEMM_DECODE_SM90_F32OUT = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_f32", _DECODE_GEMM)
 GEMM_DECODE_SM90_SPLIT2 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_split2", _DECODE_GEMM)
@@ -114,6 +115,17 @@ GEMM_DECODE_SM90_F32OUT_SPLIT4 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_f3
 GEMM_DECODE_SM90_SPLIT8 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_split8", _DECODE_GEMM)
 GEMM_DECODE_SM90_F32OUT_SPLIT8 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_f32_split8",
                                    _DECODE_GEMM)
+# the gate_up projection ending with its SwiGLU: w the fused [gate | up] weight [n, k] (n even),
+# act [m, n / 2] = silu_mul of the unfused product; grid ceil(n / 128) * S (two gate/up rows
+# a column pair: ops/matmul_decode.py)
+_DECODE_SWIGLU = "x:ptr w:ptr act:ptr m:u32 n:u32 k:u32 l2_tiles:u32"
+GEMM_DECODE_SM90_SWIGLU = S("gemm_decode_sm90", "gemm_decode_sm90_swiglu_bf16", _DECODE_SWIGLU)
+GEMM_DECODE_SM90_SWIGLU_SPLIT2 = S("gemm_decode_sm90", "gemm_decode_sm90_swiglu_bf16_split2",
+                                   _DECODE_SWIGLU)
+GEMM_DECODE_SM90_SWIGLU_SPLIT4 = S("gemm_decode_sm90", "gemm_decode_sm90_swiglu_bf16_split4",
+                                   _DECODE_SWIGLU)
+GEMM_DECODE_SM90_SWIGLU_SPLIT8 = S("gemm_decode_sm90", "gemm_decode_sm90_swiglu_bf16_split8",
+                                   _DECODE_SWIGLU)
 # FP8 E4M3 weights [N, K] (one byte each) with f32 scales under the index map
 # scale[(n >> row_shift) * row_stride + (k >> col_shift) * col_stride] (block, per-channel or
 # per-tensor layouts; ops/matmul_quant.py builds the map), dequantized in registers.

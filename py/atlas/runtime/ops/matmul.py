@@ -10,6 +10,8 @@ least GEMM_SM90_MIN_BLOCKS blocks (prefill), else the mma.sync kernel, with the 
 tile whenever the 128x128 tile would leave SMs idle (SM count from the device:
 KernelCache.facts). The kernel-path switches (ATLAS_GEMM_SM90, ATLAS_BATCHED_GEMV,
 ATLAS_DECODE_GEMM, ...) are KernelCache.routes (ops/routes.py).
+`linear_swiglu` is a [gate | up] projection ending with its SwiGLU (decode batches on the
+decode GEMM; one row on the prefetching GEMV), where `fuses_gate_up_swiglu` allows.
 `linear_silu` is the MLP down projection with the SwiGLU activation fused into the GEMV's x
 load (one launch and no activation buffer for decode batches of up to 8); for more rows it
 runs silu_mul into a caller-provided scratch buffer, then `linear`. `gemv_add_rmsnorm` is the
@@ -220,16 +222,37 @@ def gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DeviceP
 
 
 def fuses_gate_up_swiglu(kc: KernelCache, m: int, n: int, k: int) -> bool:
-    """Whether an m-row bf16 [gate | up] product [n, k] ends with its SwiGLU (`gemv_swiglu`,
-    the down projection then reads the activation): one row on the prefetching GEMV, n even,
-    and neither norm fusion asked for (ATLAS_FUSED_NORM=1 / ATLAS_NORM_GEMV=1 run gate_up
-    with the norm in its x load instead, and the carried residual keeps down's SwiGLU).
-    Then silu_mul's work leaves the critical path: the down GEMV's blocks each computed the
-    whole activation after their PDL wait (~1.5 us at Qwen3-8B's k = 12,288)."""
-    return (m == 1 and n % 2 == 0 and kc.routes.gemv_prefetch
-            and linear_route(kc, m, n) == "gemv" and not fuses_norm(kc, m, n, k)
+    """Whether an m-row bf16 [gate | up] product [n, k] ends with its SwiGLU
+    (`linear_swiglu`; the down projection then reads the activation), n even, on either of:
+
+    * the decode GEMM (9..256 rows by default) under ATLAS_DECODE_GEMM_SWIGLU (on by
+      default): the silu_mul launch after it, its PDL wait and its round trips through the
+      [m, n] gate_up buffer leave the step (the H200 profile at batch 64 put silu_mul at
+      25.2 us a layer with its wait, for 3 MB of data);
+    * one row on the prefetching GEMV, with neither norm fusion asked for (ATLAS_FUSED_NORM=1
+      / ATLAS_NORM_GEMV=1 run gate_up with the norm in its x load instead, and the carried
+      residual keeps down's SwiGLU). Then silu_mul's work leaves the critical path: the down
+      GEMV's blocks each computed the whole activation after their PDL wait (~1.5 us at
+      Qwen3-8B's k = 12,288)."""
+    if n % 2:
+        return False
+    route = linear_route(kc, m, n)
+    if route == "gemm_decode_sm90":
+        return kc.routes.decode_gemm_swiglu
+    return (m == 1 and kc.routes.gemv_prefetch
+            and route == "gemv" and not fuses_norm(kc, m, n, k)
             and not carries_residual(kc, m, n)
             and gemv_prefetch_plan(n, k, kc.facts.sm_count, prefetch_budget(kc)) is not None)
+
+
+def linear_swiglu(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, act: DevicePtr,
+                  m: int, n: int, k: int) -> None:
+    """act[m, n / 2] = swiglu(x @ w.T) for a bf16 [gate | up] weight w [n, k] in one launch,
+    on the route `fuses_gate_up_swiglu` allows (which must hold)."""
+    if linear_route(kc, m, n) == "gemm_decode_sm90":
+        decode_gemm(kc, stream, x, w, act, m, n, k, swiglu=True)
+        return
+    gemv_swiglu(kc, stream, x, w, act, n, k)
 
 
 def gemv_swiglu(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, act: DevicePtr,

@@ -33,6 +33,12 @@ what it asked for each time, and importing Atlas never depends on the environmen
   weight rows sharing each x tile: 1.5x the weight bytes through L2 at 64 rows instead of
   2x, and 112 KB of weights in flight per SM instead of 64); off by default until measured
   (tools/gpu/run_suite.sh decode_gemm_wide_ab).
+* ATLAS_DECODE_GEMM_SWIGLU=0: a dense MLP's gate_up on the decode GEMM writes [gate | up] and
+  silu_mul makes the activation (two launches), instead of the GEMM ending with the SwiGLU
+  (gemm_decode_sm90_swiglu_*: one launch, half the output bytes): the A/B of the fusion.
+* ATLAS_DECODE_GEMM_L2_TILES=N: k-tiles (64 columns) of its weight rows each decode GEMM
+  block keeps prefetched into L2 ahead of its shared-memory ring, from before its PDL wait
+  (default DEFAULT_DECODE_GEMM_L2_TILES; 0: none, the session-6 kernel).
 * ATLAS_DECODE_ATTN_LONG=0: decode attention never on the long-context tensor-core kernel
   (attention_long); ATLAS_DECODE_ATTN_LONG_MIN_KEYS=N: the shortest block-table reach (keys)
   that takes it (default ops/attention_long.LONG_CONTEXT_KEYS).
@@ -94,6 +100,10 @@ DEFAULT_BATCHED_GEMV_MIN_M = 8
 #: and the GEMMs (65..256) when set: A/B with the switches above (tools/gpu/run_suite.sh).
 DEFAULT_DECODE_GEMM_MIN_M = 9
 DEFAULT_DECODE_GEMM_MAX_M = 256
+#: k-tiles of a decode GEMM block's weight rows kept prefetched into L2 ahead of its ring
+#: (gemm_decode_sm90.cu): 8 x 128 bytes a row, 64 KiB a one-warpgroup block, ~17 MB for a
+#: wave of 264 such blocks (a third of the H200's L2). Unmeasured: A/B with 0.
+DEFAULT_DECODE_GEMM_L2_TILES = 8
 #: block tables reaching this many keys route decode attention to the long-context kernel
 #: (ops/attention_long.LONG_CONTEXT_KEYS, restated here: routes import no ops module)
 DEFAULT_DECODE_ATTN_LONG_MIN_KEYS = 16384
@@ -148,6 +158,8 @@ class KernelRoutes:
     decode_gemm_max_m: int = DEFAULT_DECODE_GEMM_MAX_M
     decode_gemm_split: int | None = None
     decode_gemm_wide: bool = False
+    decode_gemm_swiglu: bool = True
+    decode_gemm_l2_tiles: int = DEFAULT_DECODE_GEMM_L2_TILES
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_latency: bool = True
@@ -195,6 +207,9 @@ class KernelRoutes:
                                                 DEFAULT_DECODE_GEMM_MAX_M),
                    decode_gemm_split=int(split) if split else None,
                    decode_gemm_wide=env_switch(env, "ATLAS_DECODE_GEMM_WIDE", False),
+                   decode_gemm_swiglu=env_switch(env, "ATLAS_DECODE_GEMM_SWIGLU", True),
+                   decode_gemm_l2_tiles=_env_count(env, "ATLAS_DECODE_GEMM_L2_TILES",
+                                                   DEFAULT_DECODE_GEMM_L2_TILES),
                    decode_attn_long=env_switch(env, "ATLAS_DECODE_ATTN_LONG", True),
                    decode_attn_long_min_keys=_env_count(env, "ATLAS_DECODE_ATTN_LONG_MIN_KEYS",
                                                         DEFAULT_DECODE_ATTN_LONG_MIN_KEYS),
