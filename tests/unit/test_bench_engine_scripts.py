@@ -45,6 +45,24 @@ def test_bench_spec_reports_step_costs_and_oracle_passes(tmp_path):
         assert 0 < row["passes"][0]["token_acceptance"] < 1
 
 
+def test_bench_spec_step_cost_only_skips_the_oracle_passes(tmp_path):
+    res = run("bench_spec.py", tmp_path / "spec.json", "--batches", "1", "--prompt", "16",
+              "--new", "12", "--steps", "2", "--max-k", "2", "--k", "2", "--step-cost-only",
+              "--no-fused-baseline")
+    assert {"k1_ratio", "k2_ratio"} <= set(res["step_cost"]["1"])
+    assert "throughput" not in res and "fused_plain_tok_s" not in res
+
+
+def test_profile_decode_compares_a_verification_step_with_a_plain_one(tmp_path):
+    res = run("profile_decode.py", tmp_path / "profile.json", "--context", "16", "--verify", "2")
+    verify = res["verify"]
+    assert verify["k"] == 2 and verify["rows"] == 3
+    assert verify["gpu_ms"] > 0 and verify["wall_ms"] > 0
+    assert res["gpu_ms"] > 0 and res["async_wall_ms"] > 0
+    # per-kernel rows come from CUPTI: none on the host backend
+    assert verify["kernels"] == [] and res["kernels"] == []
+
+
 def test_bench_spec_drafts_with_the_mtp_head(tmp_path):
     res = run("bench_spec.py", tmp_path / "spec.json", "--batches", "1", "--prompt", "16",
               "--new", "6", "--steps", "1", "--max-k", "2", "--k", "2", "--mtp",

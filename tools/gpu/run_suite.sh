@@ -1027,6 +1027,23 @@ stage_thru_ab() {
   return $rc
 }
 
+# Issue 13's verification cost on the 8B config at batch 1 (K = 3 at per-token acceptance 0.7
+# emits 2.53 tokens, so 2x plain needs a K = 3 verification <= 1.265x a plain step): one plain
+# and one K = 3 verification step profiled per kernel with PDL off (rows add up), side by side
+# by kernel family with their extra us, the GPU time of each graph and each step's wall time
+# (a verification is synchronous: its wall - GPU is host time on the critical path); then
+# bench_spec's step-cost table for K = 1..4 (wall ratios against the plain async step).
+stage_spec_profile() {
+  make_checkpoint qwen3-8b weights || return 1
+  local rc=0
+  ATLAS_PDL=0 "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-8b" --verify 3 \
+    --out "$RESULTS/profile_verify_qwen3-8b_k3_pdl0.json" || rc=1
+  "$PY" tools/gpu/bench_spec.py --model "$CKPT/qwen3-8b" --batches 1 --max-k 4 --k 3 \
+    --steps 20 --step-cost-only --no-fused-baseline \
+    --out "$RESULTS/bench_spec_cost_qwen3-8b.json" || rc=1
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity decode_bench
         qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
@@ -1038,7 +1055,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
         startup quant_kernels gemv_prefetch_ab norm_gemv_ab moe_decode_ab decode_attn
         throughput_b64_profile throughput_mixed_step decode_gemm_wide_ab headline batch1_ab
-        moe_switch_ab thru_ab)
+        moe_switch_ab thru_ab spec_profile)
 
 # ---- runner -------------------------------------------------------------------------------
 
