@@ -157,7 +157,8 @@ def main() -> int:
     from atlas.model.load import load_runner
 
     k = a.verify
-    runner = load_runner(a.model, backend=a.backend, max_seq_len=a.context + STEP_TOKENS + k + 16,
+    runner = load_runner(a.model, backend=a.backend,
+                         max_seq_len=a.context + STEP_TOKENS + k + 16,
                          max_batch_size=max(a.batch, 1),
                          max_prefill_tokens=max(a.context, a.batch * (k + 1)),
                          gpu_memory_utilization=0.85, synthetic_seed=a.synthetic_seed,
@@ -225,8 +226,9 @@ def median_step_ms(core) -> float:
 def step_wall_ms(runner, batch: int, context: int, prompts: list[list[int]],
                  async_scheduling: bool) -> float:
     """Median wall time of one decode `EngineCore.step` at `batch` sequences."""
-    return median_step_ms(start_decoding(runner, batch, context, STEP_TOKENS, np.random.default_rng(0),
-                                         prompts=prompts, async_scheduling=async_scheduling))
+    return median_step_ms(start_decoding(runner, batch, context, STEP_TOKENS,
+                                         np.random.default_rng(0), prompts=prompts,
+                                         async_scheduling=async_scheduling))
 
 
 def verify_wall_ms(runner, batch: int, context: int, prompts: list[list[int]], k: int) -> float:
@@ -234,8 +236,9 @@ def verify_wall_ms(runner, batch: int, context: int, prompts: list[list[int]], k
     rejected (so each step verifies K again): synchronous, as every verification step is
     (the next step's drafts follow the accepted tokens)."""
     spec = Speculator(rejected_drafts(prompts, STEP_TOKENS, runner.vocab_size), k)
-    return median_step_ms(start_decoding(runner, batch, context, STEP_TOKENS, np.random.default_rng(0),
-                                         prompts=prompts, speculator=spec))
+    return median_step_ms(start_decoding(runner, batch, context, STEP_TOKENS,
+                                         np.random.default_rng(0), prompts=prompts,
+                                         speculator=spec))
 
 
 if __name__ == "__main__":

@@ -1044,6 +1044,31 @@ stage_spec_profile() {
   return $rc
 }
 
+# The ring GEMV's A/B (ATLAS_GEMV_RING: 2..8-row bf16 products on the cp.async-ring kernel,
+# the default, or the register-tiled gemv_bf16): its GPU check cases and the row-invariance
+# ones (every ring and tiled row bit for bit the single-row kernel's), the kernel-table rows of
+# Qwen3-8B's projections and LM head at 2 and 4 rows on both kernels and at 1 row on the ring
+# (GB/s and % of copy; the b1 LM head on the single-row kernel beside them), then the K = 3
+# verification profile with the ring off (spec_profile has it on) and with 3 ring stages.
+stage_spec_ring_ab() {
+  local rc=0 p sfx sel=(-k "qwen3-8b lm_head b1")
+  make_checkpoint qwen3-8b weights || return 1
+  "$PY" tools/gpu/check_kernels.py -k "gemv ring" -k "gemv_silu ring" -k "gemv_silu tiled" \
+    -k "row invariance gemv" -k "gemv m" --out "$RESULTS/gpu_check_ring-$STAMP.json" || rc=1
+  for p in qkv o_proj gate_up down lm_head; do
+    for sfx in "b1 ring" "b2 ring" "b2 tiled" "b4 ring" "b4 tiled"; do
+      sel+=(-k "qwen3-8b $p $sfx")
+    done
+  done
+  "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS" "${sel[@]}" || rc=1
+  ATLAS_PDL=0 ATLAS_GEMV_RING=0 "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-8b" \
+    --verify 3 --out "$RESULTS/profile_verify_qwen3-8b_k3_pdl0_ring0.json" || rc=1
+  ATLAS_PDL=0 ATLAS_GEMV_RING_STAGES=3 "$PY" tools/gpu/profile_decode.py \
+    --model "$CKPT/qwen3-8b" --verify 3 \
+    --out "$RESULTS/profile_verify_qwen3-8b_k3_pdl0_ring3.json" || rc=1
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity decode_bench
         qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
@@ -1055,7 +1080,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
         startup quant_kernels gemv_prefetch_ab norm_gemv_ab moe_decode_ab decode_attn
         throughput_b64_profile throughput_mixed_step decode_gemm_wide_ab headline batch1_ab
-        moe_switch_ab thru_ab spec_profile)
+        moe_switch_ab thru_ab spec_profile spec_ring_ab)
 
 # ---- runner -------------------------------------------------------------------------------
 

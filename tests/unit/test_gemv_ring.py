@@ -1,0 +1,100 @@
+"""The ring GEMV's launch plan and routing (ops/matmul.py gemv_ring_plan, gemv, gemv_silu),
+recorded by MockGpuBackend on the H200's facts: 2..8 rows take the ring kernels unless
+ATLAS_GEMV_RING=0, one row only under ATLAS_GEMV_RING_SINGLE=1; the geometry keeps the
+general GEMV's threads (the sums' order), two persistent blocks per SM, and a ring that two
+blocks fit in an SM's shared memory. The numerics are the GPU check cases' (cases/gemv.py
+"gemv ring ...", cases/row_invariance.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from atlas.runtime.gpu import H200_FACTS
+from atlas.runtime.mock import MockGpuBackend
+from atlas.runtime.ops import KernelCache, matmul
+from atlas.runtime.ops.routes import KernelRoutes
+
+SMS, SHARED = H200_FACTS.sm_count, H200_FACTS.shared_memory_per_sm
+
+
+def launches(routes: KernelRoutes, fn, *args, **kwargs):
+    mock = MockGpuBackend()
+    fn(KernelCache(mock, routes=routes), 0, *args, **kwargs)
+    return mock.drain_launches()
+
+
+@pytest.mark.parametrize("n,k,stages,want", [
+    # Qwen3-8B qkv at k = 4,096: 256 threads, 2 stages of 32 KiB, 2 blocks on each SM
+    (6144, 4096, None, matmul.RingPlan(2 * SMS, 256, 2, 64 * 1024)),
+    # asked for 4 stages of 32 KiB: two blocks fit 3 in an SM's 228 KiB
+    (4096, 12288, 4, matmul.RingPlan(2 * SMS, 256, 3, 96 * 1024)),
+    # k = 1,024: 128 threads, 16 KiB stages, 4 of them
+    (20011, 1024, None, matmul.RingPlan(2 * SMS, 128, 4, 64 * 1024)),
+    # fewer 4-row groups than blocks: one group a block
+    (33, 2048, None, matmul.RingPlan(9, 256, 2, 64 * 1024)),
+    # k = 192: one warp, 4 KiB stages
+    (1001, 192, 2, matmul.RingPlan(251, 32, 2, 2 * 4096)),
+])
+def test_ring_plan(n, k, stages, want) -> None:
+    assert matmul.gemv_ring_plan(n, k, SMS, SHARED, stages) == want
+
+
+def test_without_room_for_two_rings_the_register_tiled_kernel_runs_the_product() -> None:
+    # a GB10's 100 KiB SMs: two blocks hold one 32 KiB stage each at k = 4,096, two of 16 KiB
+    # at k = 1,024
+    assert matmul.gemv_ring_plan(4096, 4096, 48, 100 * 1024) is None
+    assert matmul.gemv_ring_plan(4096, 1024, 48, 100 * 1024) == matmul.RingPlan(
+        96, 128, 2, 32 * 1024)
+
+    class Gb10Mock(MockGpuBackend):
+        def device_facts(self):
+            return replace(H200_FACTS, sm_count=48, shared_memory_per_sm=100 * 1024)
+
+    mock = Gb10Mock()
+    matmul.linear(KernelCache(mock, routes=KernelRoutes()), 0, 0x1000, 0x2000, 0x3000, 4, 6144,
+                  4096)
+    assert [r.func for r in mock.drain_launches()] == ["gemv_bf16"]
+
+
+@pytest.mark.parametrize("m", range(2, matmul.GEMV_MAX_M + 1))
+def test_m_rows_take_the_ring_kernel_by_default(m) -> None:
+    (rec,) = launches(KernelRoutes(), matmul.linear, 0x1000, 0x2000, 0x3000, m, 6144, 4096)
+    assert (rec.func, rec.grid, rec.block, rec.shared) == (
+        "gemv_ring_bf16", (2 * SMS, 1, 1), (256, 1, 1), 64 * 1024)
+    assert [rec.args[a] for a in ("x", "w", "y", "m", "n", "k", "stages")] == [
+        0x1000, 0x2000, 0x3000, m, 6144, 4096, 2]
+
+
+def test_the_lm_head_and_the_down_projection_take_their_ring_twins() -> None:
+    (rec,) = launches(KernelRoutes(), matmul.linear, 0x1000, 0x2000, 0x3000, 4, 151936, 4096,
+                      out_f32=True)
+    assert rec.func == "gemv_ring_bf16_f32"
+    # k <= FUSED_SILU_MAX_K: the SwiGLU fused into the ring kernel's x load
+    (rec,) = launches(KernelRoutes(), matmul.linear_silu, 0x1000, 0x2000, 0x3000, 4, 1024, 3072)
+    assert (rec.func, rec.args["gate_up"], rec.args["k"]) == ("gemv_ring_silu_bf16", 0x1000, 3072)
+    # past it: silu_mul into the scratch, then the ring GEMV on it
+    recs = launches(KernelRoutes(), matmul.linear_silu, 0x1000, 0x2000, 0x3000, 4, 4096, 12288,
+                    scratch=0x9000)
+    assert [r.func for r in recs] == ["silu_mul_bf16", "gemv_ring_bf16"]
+    assert recs[1].args["x"] == 0x9000
+
+
+def test_switches_restore_the_register_tiled_kernel_and_put_one_row_on_the_ring() -> None:
+    off = KernelRoutes.from_env({"ATLAS_GEMV_RING": "0"})
+    (rec,) = launches(off, matmul.linear, 0x1000, 0x2000, 0x3000, 4, 6144, 4096)
+    assert (rec.func, rec.grid, rec.shared) == ("gemv_bf16", (1536, 1, 1), 0)
+    (rec,) = launches(off, matmul.linear_silu, 0x1000, 0x2000, 0x3000, 4, 1024, 3072)
+    assert rec.func == "gemv_silu_bf16"
+    (rec,) = launches(KernelRoutes(), matmul.linear, 0x1000, 0x2000, 0x3000, 1, 6144, 4096)
+    assert rec.func == "gemv_bf16_single"
+    single = KernelRoutes.from_env({"ATLAS_GEMV_RING_SINGLE": "1", "ATLAS_GEMV_RING_STAGES": "3"})
+    (rec,) = launches(single, matmul.linear, 0x1000, 0x2000, 0x3000, 1, 6144, 4096)
+    assert (rec.func, rec.args["m"], rec.args["stages"], rec.shared) == (
+        "gemv_ring_bf16", 1, 3, 96 * 1024)
+
+
+def test_the_ring_depth_switch_is_checked() -> None:
+    with pytest.raises(ValueError, match="ATLAS_GEMV_RING_STAGES"):
+        KernelRoutes.from_env({"ATLAS_GEMV_RING_STAGES": "5"})
