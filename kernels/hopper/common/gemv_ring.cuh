@@ -61,17 +61,20 @@ __device__ __forceinline__ void gemv_ring_rows(XLoad xload, const __nv_bfloat16*
   const int tiles = block < groups ? ((groups - 1 - block) / grid + 1) * iters : 0;
   const uint4* w4 = reinterpret_cast<const uint4*>(w);
   uint4* mine = ring + tid;  // slot s of stage q: mine[(q * kSlotsPerTile + s) * threads]
+  const int stage_stride = kSlotsPerTile * threads;
 
-  // Request tile t into its stage, then commit a group (an empty one past the last tile, so
-  // that every iteration's wait counts the same number of groups).
-  auto issue = [&](int t) {
-    if (t < tiles) {
-      const int g = block + (t / iters) * grid;
-      const int c0 = (t % iters) * per_iter + tid;
-      uint4* slot = mine + (t % stages) * kSlotsPerTile * threads;
+  // The issuer walks the tiles in order without divisions: `next` is the next tile to
+  // request, at iteration `next_it` of the group whose first row is `next_row0`, into stage
+  // `next_q`. Each call requests it (if it exists) and commits a group (an empty one past the
+  // last tile, so that every wait counts the same number of groups).
+  int next = 0, next_it = 0, next_row0 = block * kRowsPerBlock, next_q = 0;
+  auto issue = [&]() {
+    if (next < tiles) {
+      const int c0 = next_it * per_iter + tid;
+      uint4* slot = mine + next_q * stage_stride;
 #pragma unroll
       for (int r = 0; r < kRowsPerBlock; ++r) {  // rows past n re-read row n-1; never stored
-        const uint4* row = w4 + static_cast<size_t>(min(g * kRowsPerBlock + r, n - 1)) * kc;
+        const uint4* row = w4 + static_cast<size_t>(min(next_row0 + r, n - 1)) * kc;
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
           const int c = c0 + u * threads;
@@ -81,21 +84,30 @@ __device__ __forceinline__ void gemv_ring_rows(XLoad xload, const __nv_bfloat16*
       }
     }
     atlas::cp_async_commit();
+    ++next;
+    if (++next_it == iters) {
+      next_it = 0;
+      next_row0 += grid * kRowsPerBlock;
+    }
+    if (++next_q == stages) next_q = 0;
   };
 
-  for (int t = 0; t < stages - 1; ++t) issue(t);
+  for (int t = 0; t < stages - 1; ++t) issue();
   atlas::pdl_enter();
   xload.prepare();
 
   float acc[V];
 #pragma unroll
   for (int i = 0; i < V; ++i) acc[i] = 0.f;
+  // the tile multiplied: iteration `it` of the block's group number `j` (first row `row0`),
+  // in stage `q`
+  int it = 0, j = 0, row0 = block * kRowsPerBlock, q = 0;
   for (int t = 0; t < tiles; ++t) {
-    issue(t + stages - 1);
+    issue();
     ring_wait(stages);
-    const int it = t % iters;
     const int c0 = it * per_iter + tid;
-    const uint4* slot = mine + (t % stages) * kSlotsPerTile * threads;
+    const uint4* slot = mine + q * stage_stride;
+    if (++q == stages) q = 0;
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int c = c0 + u * threads;
@@ -119,9 +131,8 @@ __device__ __forceinline__ void gemv_ring_rows(XLoad xload, const __nv_bfloat16*
         for (int r = 0; r < kRowsPerBlock; ++r) acc[m * kRowsPerBlock + r] = dot[r];
       }
     }
-    if (it != iters - 1) continue;
+    if (++it != iters) continue;
     // the group's last tile: reduce as gemv_rows does, into this group's partial buffer
-    const int j = t / iters;
     float(*part)[kMaxAcc] = partial[j & 1];
     const float v = warp_reduce_scatter<V>(acc, lane);
     if ((lane & (kLanesPerValue - 1)) == 0) part[warp][lane >> log2_exact(kLanesPerValue)] = v;
@@ -130,10 +141,13 @@ __device__ __forceinline__ void gemv_ring_rows(XLoad xload, const __nv_bfloat16*
       float sum = 0.f;
       if (tid < M * kRowsPerBlock)
         for (int i = 0; i < (threads >> 5); ++i) sum += part[i][tid];
-      StoreY{}.template finish<M, kF32Out>(y, sum, tid, (block + j * grid) * kRowsPerBlock, n);
+      StoreY{}.template finish<M, kF32Out>(y, sum, tid, row0, n);
     }
 #pragma unroll
     for (int i = 0; i < V; ++i) acc[i] = 0.f;
+    it = 0;
+    ++j;
+    row0 += grid * kRowsPerBlock;
   }
   atlas::cp_async_wait<0>();  // only empty groups remain; leave nothing in flight
 }
