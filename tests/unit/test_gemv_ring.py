@@ -98,3 +98,93 @@ def test_switches_restore_the_register_tiled_kernel_and_put_one_row_on_the_ring(
 def test_the_ring_depth_switch_is_checked() -> None:
     with pytest.raises(ValueError, match="ATLAS_GEMV_RING_STAGES"):
         KernelRoutes.from_env({"ATLAS_GEMV_RING_STAGES": "5"})
+
+
+# ---- gemv_ring.cuh's tile walk, transliterated ---------------------------------------------
+
+def tiled_order(n: int, k: int, threads: int) -> dict[tuple[int, int], list[int]]:
+    """gemv_core.cuh gemv_rows (one block per 4-row group): the chunks thread t accumulates
+    into weight row `row`, in order, keyed (row, t)."""
+    kc, rows = k // 8, matmul.GEMV_ROWS_PER_BLOCK
+    order = {}
+    for g in range(-(-n // rows)):
+        for t in range(threads):
+            chunks = [c0 + u * threads for c0 in range(t, kc, 2 * threads) for u in (0, 1)
+                      if c0 + u * threads < kc]
+            for r in range(rows):
+                if g * rows + r < n:
+                    order[(g * rows + r, t)] = chunks
+    return order
+
+
+def ring_order(n: int, k: int, plan: matmul.RingPlan) -> dict[tuple[int, int], list[int]]:
+    """gemv_ring_rows, thread by thread: the issuer's counters request tile after tile into
+    the ring (each slot remembers the (row, chunk) and the commit group that wrote it), the
+    consumer waits for its tile's group, reads its slots and accumulates; at a group's last
+    tile the block stores the group's rows. Asserts that every read finds the tile the
+    consumer expects, already committed, and that each output row is stored exactly once."""
+    kc, rows, T, S = k // 8, matmul.GEMV_ROWS_PER_BLOCK, plan.threads, plan.stages
+    per_iter = 2 * T
+    iters, groups = -(-kc // per_iter), -(-n // rows)
+    order: dict[tuple[int, int], list[int]] = {}
+    stored: list[int] = []
+    for block in range(plan.grid):
+        tiles = ((groups - 1 - block) // plan.grid + 1) * iters if block < groups else 0
+        for tid in range(T):
+            ring: dict[tuple[int, int, int], tuple[int, int | None]] = {}
+            state = {"next": 0, "it": 0, "row0": block * rows, "q": 0, "groups": 0}
+
+            def issue() -> None:
+                if state["next"] < tiles:
+                    for r in range(rows):
+                        for u in (0, 1):
+                            c = state["it"] * per_iter + tid + u * T
+                            ring[(state["q"], u, r)] = (state["groups"], (
+                                min(state["row0"] + r, n - 1), c) if c < kc else None)
+                state["groups"] += 1
+                state["next"] += 1
+                state["it"] += 1
+                if state["it"] == iters:
+                    state["it"], state["row0"] = 0, state["row0"] + plan.grid * rows
+                state["q"] = (state["q"] + 1) % S
+
+            for _ in range(S - 1):
+                issue()
+            it, row0, q = 0, block * rows, 0
+            acc: dict[int, list[int]] = {r: [] for r in range(rows)}
+            for t in range(tiles):
+                issue()
+                complete = state["groups"] - (S - 1)   # groups 0 .. complete - 1 have landed
+                for u in (0, 1):
+                    c = it * per_iter + tid + u * T
+                    if c >= kc:
+                        break
+                    for r in range(rows):
+                        group, got = ring[(q, u, r)]
+                        assert group < complete and got == (min(row0 + r, n - 1), c)
+                        acc[r].append(c)
+                q = (q + 1) % S
+                it += 1
+                if it != iters:
+                    continue
+                for r in range(rows):
+                    if row0 + r < n:
+                        order[(row0 + r, tid)] = acc[r]
+                        if tid == 0:
+                            stored.append(row0 + r)
+                acc = {r: [] for r in range(rows)}
+                it, row0 = 0, row0 + plan.grid * rows
+    assert sorted(stored) == list(range(n))
+    return order
+
+
+@pytest.mark.parametrize("n,k,sms,stages", [
+    (37, 10000, 2, None),   # 3 tiles a group (the last partial), 2-3 groups a block, 2 stages
+    (37, 10000, 2, 4),      # the same through 4 stages: slots wrap mid-group
+    (61, 1024, 3, None),    # 128 threads, 4 stages, one tile a group, 2-3 groups a block
+    (10, 192, 8, 3),        # one warp, threads past the row's 24 chunks; a group a block
+    (262, 4096, 16, 3),     # 66 groups on 32 blocks of 256 threads, 3 stages
+])
+def test_the_ring_accumulates_each_threads_chunks_in_the_tiled_kernels_order(n, k, sms, stages):
+    plan = matmul.gemv_ring_plan(n, k, sms, SHARED, stages)
+    assert ring_order(n, k, plan) == tiled_order(n, k, plan.threads)
