@@ -916,9 +916,9 @@ def table_shapes(m: ModelDims = QWEN3_8B,
         shapes.append(Linear(label=f"{m.name} lm_head b{b}", m=b, n=m.vocab, k=m.hidden,
                              out_f32=True, quick=b == first_batch))
     # the m-row CUDA-core GEMV on each of its kernels: a speculative verification of K = 1
-    # and 3 drafts at batch 1 (2 and 4 rows), and the ring kernel with one row (the A/B of the
-    # single-row kernel the b1 rows above run)
-    for b, path in ((1, "ring"), *((b, p) for b in (2, 4) for p in ("ring", "tiled"))):
+    # and 3 drafts at batch 1 (2 and 4 rows), and one row on the ring kernel beside the
+    # single-row kernel ("b1 tiled": the b1 rows above, labelled for the A/B's selection)
+    for b, path in ((b, p) for b in (1, 2, 4) for p in ("ring", "tiled")):
         shapes += [Linear(label=f"{m.name} {name} b{b} {path}", m=b, n=n, k=k, gemv=path)
                    for name, n, k in _linears(m)]
         shapes.append(Linear(label=f"{m.name} lm_head b{b} {path}", m=b, n=m.vocab, k=m.hidden,
