@@ -30,23 +30,25 @@ def launches(routes: KernelRoutes, fn, *args, **kwargs):
     (6144, 4096, None, matmul.RingPlan(2 * SMS, 256, 2, 64 * 1024)),
     # asked for 4 stages of 32 KiB: two blocks fit 3 in an SM's 228 KiB
     (4096, 12288, 4, matmul.RingPlan(2 * SMS, 256, 3, 96 * 1024)),
-    # k = 1,024: 128 threads, 16 KiB stages, 4 of them
-    (20011, 1024, None, matmul.RingPlan(2 * SMS, 128, 4, 64 * 1024)),
+    # k = 1,024: 4 blocks of 128 threads a SM, 16 KiB stages, 3 of them fit 4 blocks
+    (20011, 1024, None, matmul.RingPlan(4 * SMS, 128, 3, 48 * 1024)),
+    # k = 576: 5 blocks of 96 threads a SM, 3 stages of 12 KiB
+    (20011, 576, None, matmul.RingPlan(5 * SMS, 96, 3, 36 * 1024)),
     # fewer 4-row groups than blocks: one group a block
     (33, 2048, None, matmul.RingPlan(9, 256, 2, 64 * 1024)),
-    # k = 192: one warp, 4 KiB stages
+    # k = 192: blocks of one warp (16 a SM), 4 KiB stages
     (1001, 192, 2, matmul.RingPlan(251, 32, 2, 2 * 4096)),
+    (100001, 192, None, matmul.RingPlan(16 * SMS, 32, 2, 2 * 4096)),
 ])
 def test_ring_plan(n, k, stages, want) -> None:
     assert matmul.gemv_ring_plan(n, k, SMS, SHARED, stages) == want
 
 
 def test_without_room_for_two_rings_the_register_tiled_kernel_runs_the_product() -> None:
-    # a GB10's 100 KiB SMs: two blocks hold one 32 KiB stage each at k = 4,096, two of 16 KiB
-    # at k = 1,024
+    # a GB10's 100 KiB SMs: two 256-thread blocks hold one 32 KiB stage each at k = 4,096,
+    # four 128-thread blocks one 16 KiB stage each at k = 1,024
     assert matmul.gemv_ring_plan(4096, 4096, 48, 100 * 1024) is None
-    assert matmul.gemv_ring_plan(4096, 1024, 48, 100 * 1024) == matmul.RingPlan(
-        96, 128, 2, 32 * 1024)
+    assert matmul.gemv_ring_plan(4096, 1024, 48, 100 * 1024) is None
 
     class Gb10Mock(MockGpuBackend):
         def device_facts(self):

@@ -87,7 +87,7 @@ def _launches(fn, *args, **kwargs):
 
 @pytest.mark.parametrize("m,n,func,grid,block", [
     (1, 576, "gemv_bf16_single", (144, 1, 1), (96, 1, 1)),   # k=576: 72 chunks -> 3 warps
-    (8, 4097, "gemv_ring_bf16", (264, 1, 1), (96, 1, 1)),    # 1,025 groups on 2 blocks/SM
+    (8, 4097, "gemv_ring_bf16", (660, 1, 1), (96, 1, 1)),    # 1,025 groups, 5 blocks a SM
     (9, 4096, "gemm_bf16_skinny", (128, 1, 1), (128, 1, 1)),  # 32 big tiles < 132 SMs
     (2048, 4096, "gemm_bf16", (32, 16, 1), (256, 1, 1)),
 ])

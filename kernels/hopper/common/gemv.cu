@@ -332,8 +332,8 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
 
 // ---- the m-row products on the cp.async ring (gemv_ring.cuh; ATLAS_GEMV_RING=0 routes m > 1
 // back to gemv_bf16 / gemv_bf16_f32 / gemv_silu_bf16). Dynamic shared memory: the ring,
-// stages * kSlotsPerTile * 16 bytes per thread (ops/matmul.py gemv_ring_plan); two blocks
-// per SM (<= 128 registers), whose rings fit one SM together.
+// stages * kSlotsPerTile * 16 bytes per thread (ops/matmul.py gemv_ring_plan); <= 128
+// registers (two 256-thread blocks per SM, more of narrower ones), whose rings fit the SM.
 extern "C" __global__ void __launch_bounds__(kMaxThreads, 2)
     gemv_ring_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, uint32_t m,
                    uint32_t n, uint32_t k, uint32_t stages) {

@@ -23,9 +23,9 @@
 // The sums are gemv_rows' exactly: thread t of a group's block takes chunks t + j T in the
 // same order with the same FMA chain per (m, row), then the same butterfly and fixed-order
 // warp sum. The first `stages - 1` tiles are requested before the PDL wait (weights are never
-// written by a kernel). Launch (ops/matmul.py gemv_ring_plan): grid = min(groups, 2 blocks
-// per SM), block = gemv_threads(k), dynamic shared memory = stages * kUnroll * 4 * 16 B per
-// thread; 2 <= stages <= kRingMaxStages.
+// written by a kernel). Launch (ops/matmul.py gemv_ring_plan): grid = min(groups, 16 warps'
+// worth of blocks per SM: 2 of 256 threads, 4 of 128, ...), block = gemv_threads(k), dynamic
+// shared memory = stages * kUnroll * 4 * 16 B per thread; 2 <= stages <= kRingMaxStages.
 #pragma once
 
 #include "gemv_core.cuh"

@@ -192,13 +192,14 @@ def prefetches(kc: KernelCache, n: int, k: int) -> bool:
             and gemv_prefetch_plan(n, k, kc.facts.sm_count, prefetch_budget(kc)) is not None)
 
 
-#: ring GEMV (gemv_ring.cuh): blocks per SM (its __launch_bounds__ minimum, <= 128 registers
-#: a thread), the bytes a thread's stage holds (kUnroll = 2 chunks of each of the 4 rows), the
-#: depths it takes, and the ring bytes per block the plan aims for: 2 stages of a 256-thread
-#: block (64 KB: one 32 KB tile in flight while one is multiplied, 2 x 32 KB a SM, twice what
-#: ~1 us of DRAM latency at copy bandwidth needs per SM), deeper rings for narrower blocks.
-#: Two blocks' 132 KB leave ~90 KB of L1 for x, which each block re-reads per tile.
-RING_BLOCKS_PER_SM = 2
+#: ring GEMV (gemv_ring.cuh): warps per SM (its __launch_bounds__(256, 2), <= 128 registers a
+#: thread: 2 blocks of 256 threads, 4 of 128, ...), the bytes a thread's stage holds (kUnroll =
+#: 2 chunks of each of the 4 rows), the depths it takes, and the ring bytes per block the plan
+#: aims for: 2 stages of a 256-thread block (64 KB: one 32 KB tile in flight while one is
+#: multiplied, 2 x 32 KB a SM, twice what ~1 us of DRAM latency at copy bandwidth needs per
+#: SM), deeper rings for narrower blocks. Two 256-thread blocks' 132 KB leave ~90 KB of L1 for
+#: x, which each block re-reads per tile.
+RING_WARPS_PER_SM = 16
 RING_STAGE_BYTES_PER_THREAD = 2 * GEMV_ROWS_PER_BLOCK * 16
 RING_MIN_STAGES, RING_MAX_STAGES = 2, 4
 RING_TARGET_BYTES = 64 * 1024
@@ -222,20 +223,21 @@ class RingPlan:
 def gemv_ring_plan(n: int, k: int, sm_count: int, shared_per_sm: int,
                    stages: int | None = None) -> RingPlan | None:
     """The ring GEMV's geometry for an [n, k] weight: the general GEMV's threads (the sums'
-    order depends on them), RING_BLOCKS_PER_SM blocks per SM (fewer where there are fewer
-    4-row groups), and `stages` tiles a thread (None: as many as RING_TARGET_BYTES holds,
-    within RING_MIN_STAGES..RING_MAX_STAGES), never more than two blocks' rings fit an SM;
-    None where not even RING_MIN_STAGES do (a GB10's 100 KiB SMs at k >= 2,048): the
-    register-tiled kernel runs the product there."""
+    order depends on them), RING_WARPS_PER_SM warps' worth of blocks per SM (fewer where
+    there are fewer 4-row groups), and `stages` tiles a thread (None: as many as
+    RING_TARGET_BYTES holds, within RING_MIN_STAGES..RING_MAX_STAGES), never more than those
+    blocks' rings fit an SM together; None where not even RING_MIN_STAGES do (a GB10's 100 KiB
+    SMs at k >= 2,048): the register-tiled kernel runs the product there."""
     threads = gemv_threads(k)
+    per_sm = RING_WARPS_PER_SM * 32 // threads
     stage_bytes = threads * RING_STAGE_BYTES_PER_THREAD
-    fit = (shared_per_sm // RING_BLOCKS_PER_SM - RING_BLOCK_OVERHEAD) // stage_bytes
+    fit = (shared_per_sm // per_sm - RING_BLOCK_OVERHEAD) // stage_bytes
     if stages is None:
         stages = max(RING_MIN_STAGES, min(RING_MAX_STAGES, RING_TARGET_BYTES // stage_bytes))
     stages = min(stages, fit, RING_MAX_STAGES)
     if stages < RING_MIN_STAGES:
         return None
-    grid = min(-(-n // GEMV_ROWS_PER_BLOCK), sm_count * RING_BLOCKS_PER_SM)
+    grid = min(-(-n // GEMV_ROWS_PER_BLOCK), sm_count * per_sm)
     return RingPlan(grid, threads, stages, stages * stage_bytes)
 
 
