@@ -1,7 +1,8 @@
 """Launch builders for the matrix products y[m, n] = sum_k x[m, k] * w[n, k].
 
 `linear` owns the dispatch rule: up to GEMV_MAX_M rows stream the weights once through the
-GEMV (memory-bound decode; one row takes the leaner single-row entry point); decode batches
+GEMV (memory-bound decode; one row takes the leaner single-row entry point, 2..8 rows the
+cp.async-ring kernel `gemv_ring`, ATLAS_GEMV_RING=0 the register-tiled one); decode batches
 in the routes' decode-GEMM range (9..256 rows by default) take the Hopper skinny wgmma GEMM
 (gemm_decode_sm90) where the PTX set has it, else up to BATCHED_MAX_M rows the tensor-core
 batched GEMV (gemv_mma) where the PTX set has it; more rows go to the tensor-core GEMM: the
@@ -197,8 +198,8 @@ def prefetches(kc: KernelCache, n: int, k: int) -> bool:
 #: 2 chunks of each of the 4 rows), the depths it takes, and the ring bytes per block the plan
 #: aims for: 2 stages of a 256-thread block (64 KB: one 32 KB tile in flight while one is
 #: multiplied, 2 x 32 KB a SM, twice what ~1 us of DRAM latency at copy bandwidth needs per
-#: SM), deeper rings for narrower blocks. Two 256-thread blocks' 132 KB leave ~90 KB of L1 for
-#: x, which each block re-reads per tile.
+#: SM), deeper rings for narrower blocks. Two 256-thread blocks' ~134 KB (the driver then sets
+#: 164 KB of shared memory aside) leave ~90 KB of L1 for x, which each block re-reads per tile.
 RING_WARPS_PER_SM = 16
 RING_STAGE_BYTES_PER_THREAD = 2 * GEMV_ROWS_PER_BLOCK * 16
 RING_MIN_STAGES, RING_MAX_STAGES = 2, 4
@@ -227,7 +228,7 @@ def gemv_ring_plan(n: int, k: int, sm_count: int, shared_per_sm: int,
     there are fewer 4-row groups), and `stages` tiles a thread (None: as many as
     RING_TARGET_BYTES holds, within RING_MIN_STAGES..RING_MAX_STAGES), never more than those
     blocks' rings fit an SM together; None where not even RING_MIN_STAGES do (a GB10's 100 KiB
-    SMs at k >= 2,048): the register-tiled kernel runs the product there."""
+    SMs): the register-tiled kernel runs the product there."""
     threads = gemv_threads(k)
     per_sm = RING_WARPS_PER_SM * 32 // threads
     stage_bytes = threads * RING_STAGE_BYTES_PER_THREAD
