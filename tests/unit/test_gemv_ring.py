@@ -28,8 +28,8 @@ def launches(routes: KernelRoutes, fn, *args, **kwargs):
 @pytest.mark.parametrize("n,k,stages,want", [
     # Qwen3-8B qkv at k = 4,096: 256 threads, 2 stages of 32 KiB, 2 blocks on each SM
     (6144, 4096, None, matmul.RingPlan(2 * SMS, 256, 2, 64 * 1024)),
-    # asked for 4 stages of 32 KiB: two blocks fit 3 in an SM's 228 KiB
-    (4096, 12288, 4, matmul.RingPlan(2 * SMS, 256, 3, 96 * 1024)),
+    # asked for 3 stages of 32 KiB: two blocks fit them in an SM's 228 KiB
+    (4096, 12288, 3, matmul.RingPlan(2 * SMS, 256, 3, 96 * 1024)),
     # k = 1,024: 4 blocks of 128 threads a SM, 16 KiB stages, 3 of them fit 4 blocks
     (20011, 1024, None, matmul.RingPlan(4 * SMS, 128, 3, 48 * 1024)),
     # k = 576: 5 blocks of 96 threads a SM, 3 stages of 12 KiB
@@ -99,7 +99,7 @@ def test_switches_restore_the_register_tiled_kernel_and_put_one_row_on_the_ring(
 
 def test_the_ring_depth_switch_is_checked() -> None:
     with pytest.raises(ValueError, match="ATLAS_GEMV_RING_STAGES"):
-        KernelRoutes.from_env({"ATLAS_GEMV_RING_STAGES": "5"})
+        KernelRoutes.from_env({"ATLAS_GEMV_RING_STAGES": "4"})
 
 
 # ---- gemv_ring.cuh's tile walk, transliterated ---------------------------------------------
@@ -182,8 +182,8 @@ def ring_order(n: int, k: int, plan: matmul.RingPlan) -> dict[tuple[int, int], l
 
 @pytest.mark.parametrize("n,k,sms,stages", [
     (37, 10000, 2, None),   # 3 tiles a group (the last partial), 2-3 groups a block, 2 stages
-    (37, 10000, 2, 4),      # the same through 4 stages: slots wrap mid-group
-    (61, 1024, 3, None),    # 128 threads, 4 stages, one tile a group, 2-3 groups a block
+    (37, 10000, 2, 3),      # the same through 3 stages: slots wrap mid-group
+    (61, 1024, 3, None),    # 128 threads, 3 stages, one tile a group, 1-2 groups a block
     (10, 192, 8, 3),        # one warp, threads past the row's 24 chunks; a group a block
     (262, 4096, 16, 3),     # 66 groups on 32 blocks of 256 threads, 3 stages
 ])

@@ -33,16 +33,16 @@
 
 namespace atlas::gemv {
 
-constexpr int kRingMaxStages = 4;                       // ops/matmul.py RING_MAX_STAGES
+constexpr int kRingMaxStages = 3;                       // ops/matmul.py RING_MAX_STAGES
 constexpr int kSlotsPerTile = kUnroll * kRowsPerBlock;  // 16-byte slots a thread owns per stage
 
 // Wait until tile t (committed `stages - 1` groups before the newest) has landed.
 __device__ __forceinline__ void ring_wait(int stages) {
-  switch (stages) {
-    case 2: atlas::cp_async_wait<1>(); break;
-    case 3: atlas::cp_async_wait<2>(); break;
-    default: atlas::cp_async_wait<3>(); break;
-  }
+  static_assert(kRingMaxStages == 3, "one wait per ring depth");
+  if (stages == 2)
+    atlas::cp_async_wait<1>();
+  else
+    atlas::cp_async_wait<2>();
 }
 
 template <int M, bool kF32Out, class XLoad>

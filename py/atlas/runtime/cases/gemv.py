@@ -109,16 +109,16 @@ GEMV_SHAPES = [
 ]
 
 
-#: (m, n, k, out_f32, stages) on the ring kernel (gemv_ring.cuh), H200 plan (264 blocks):
-#: Qwen3-8B's qkv at K = 3's 4 rows (6 groups a block, one tile each); its down projection
-#: (3 tiles a group, 4 groups a block); an LM-head-like ragged n with f32 logits (5,003 groups:
-#: 19 a block through 4 slots, the partial-sum buffers alternating 19 times); a ragged k (3
-#: tiles a group, the last 226 chunks wide) on 3 stages; k = 192 (threads past the row's 24
-#: chunks); fewer groups than blocks; one row, and 8
+#: (m, n, k, out_f32, stages) on the ring kernel (gemv_ring.cuh), H200 plan: Qwen3-8B's qkv at
+#: K = 3's 4 rows (264 blocks, ~6 groups a block, one tile each, 2 stages); its down projection
+#: (3 tiles a group, ~4 groups a block); an LM-head-like ragged n with f32 logits (5,003 groups
+#: on 528 blocks of 128 threads: ~10 a block through 3 slots, the partial-sum buffers
+#: alternating); a ragged k (3 tiles a group, the last 226 chunks wide) on 3 stages; k = 192
+#: (threads past the row's 24 chunks); fewer groups than blocks; one row, and 8
 GEMV_RING_SHAPES = [
     (4, 6144, 4096, False, None),
     (4, 4096, 12288, False, None),
-    (3, 20011, 1024, True, 4),
+    (3, 20011, 1024, True, 3),
     (5, 1000, 10000, False, 3),
     (7, 1001, 192, False, 2),
     (2, 33, 2048, True, None),

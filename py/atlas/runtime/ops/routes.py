@@ -70,7 +70,7 @@ what it asked for each time, and importing Atlas never depends on the environmen
   its cp.async-ring twins (gemv_ring_*: the same sums, weights in flight through shared
   memory, ops/matmul.gemv_ring_plan). ATLAS_GEMV_RING_SINGLE=1: one row on the ring kernel
   too (off by default: the single-row kernel ran at ~90% of copy on Qwen3-8B).
-  ATLAS_GEMV_RING_STAGES=2|3|4: the ring's tiles per thread (unset: the plan's rule).
+  ATLAS_GEMV_RING_STAGES=2|3: the ring's tiles per thread (unset: the plan's rule).
 * ATLAS_NORM_GEMV=1: batch-1 decode fuses each add + RMSNorm before a bf16 GEMV into that
   GEMV (gemv_add_rmsnorm_bf16_single, which prefetches its weights before the PDL wait like
   the plain single-row GEMV), without the residual-carrying GEMVs of ATLAS_FUSED_NORM=1.
@@ -106,7 +106,7 @@ DEFAULT_MOE_BULK_RING_KB = 96
 #: the cluster splits gemm_decode_sm90 is compiled for
 DECODE_GEMM_SPLITS = (1, 2, 4, 8)
 #: the ring depths the ring GEMV takes (gemv_ring.cuh: 2..kRingMaxStages)
-GEMV_RING_STAGES = (2, 3, 4)
+GEMV_RING_STAGES = (2, 3)
 
 
 def _env_count(env: Mapping[str, str], name: str, default: int) -> int:
