@@ -198,8 +198,9 @@ def prefetches(kc: KernelCache, n: int, k: int) -> bool:
 #: 2 chunks of each of the 4 rows), the depths it takes, and the ring bytes per block the plan
 #: aims for: 2 stages of a 256-thread block (64 KB: one 32 KB tile in flight while one is
 #: multiplied, 2 x 32 KB a SM, twice what ~1 us of DRAM latency at copy bandwidth needs per
-#: SM), 3 for narrower blocks (the most an H200 SM holds for 16 warps' blocks at any width). Two 256-thread blocks' ~134 KB (the driver then sets
-#: 164 KB of shared memory aside) leave ~90 KB of L1 for x, which each block re-reads per tile.
+#: SM), 3 for narrower blocks (the most an H200 SM holds for 16 warps' blocks at any width).
+#: Two 256-thread blocks' ~134 KB (the driver then sets 164 KB of shared memory aside) leave
+#: ~90 KB of L1 for x, which each block re-reads per tile.
 RING_WARPS_PER_SM = 16
 RING_STAGE_BYTES_PER_THREAD = 2 * GEMV_ROWS_PER_BLOCK * 16
 RING_MIN_STAGES, RING_MAX_STAGES = 2, 3
