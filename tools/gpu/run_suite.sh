@@ -1031,13 +1031,17 @@ stage_thru_ab() {
 # emits 2.53 tokens, so 2x plain needs a K = 3 verification <= 1.265x a plain step): one plain
 # and one K = 3 verification step profiled per kernel with PDL off (rows add up), side by side
 # by kernel family with their extra us, the GPU time of each graph and each step's wall time
-# (a verification is synchronous: its wall - GPU is host time on the critical path); then
-# bench_spec's step-cost table for K = 1..4 (wall ratios against the plain async step).
+# (a verification is synchronous: its wall - GPU is host time on the critical path), with the
+# 2..8-row GEMV on the ring kernel (the default) and on the register-tiled one
+# (ATLAS_GEMV_RING=0); then bench_spec's step-cost table for K = 1..4 (wall ratios against
+# the plain async step).
 stage_spec_profile() {
   make_checkpoint qwen3-8b weights || return 1
   local rc=0
   ATLAS_PDL=0 "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-8b" --verify 3 \
     --out "$RESULTS/profile_verify_qwen3-8b_k3_pdl0.json" || rc=1
+  ATLAS_PDL=0 ATLAS_GEMV_RING=0 "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-8b" \
+    --verify 3 --out "$RESULTS/profile_verify_qwen3-8b_k3_pdl0_ring0.json" || rc=1
   "$PY" tools/gpu/bench_spec.py --model "$CKPT/qwen3-8b" --batches 1 --max-k 4 --k 3 \
     --steps 20 --step-cost-only --no-fused-baseline \
     --out "$RESULTS/bench_spec_cost_qwen3-8b.json" || rc=1
@@ -1048,8 +1052,8 @@ stage_spec_profile() {
 # the default, or the register-tiled gemv_bf16): its GPU check cases and the row-invariance
 # ones (every ring and tiled row bit for bit the single-row kernel's), the kernel-table rows of
 # Qwen3-8B's projections and LM head at 1, 2 and 4 rows on both kernels (GB/s and % of copy;
-# "b1 tiled" is the single-row kernel), then the K = 3 verification profile with the ring off
-# (spec_profile has it on) and with 3 ring stages.
+# "b1 tiled" is the single-row kernel), then the K = 3 verification profile with 3 ring stages
+# (spec_profile has 2, the default, and the ring off).
 stage_spec_ring_ab() {
   local rc=0 p sfx sel=()
   make_checkpoint qwen3-8b weights || return 1
@@ -1061,8 +1065,6 @@ stage_spec_ring_ab() {
     done
   done
   "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS" "${sel[@]}" || rc=1
-  ATLAS_PDL=0 ATLAS_GEMV_RING=0 "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-8b" \
-    --verify 3 --out "$RESULTS/profile_verify_qwen3-8b_k3_pdl0_ring0.json" || rc=1
   ATLAS_PDL=0 ATLAS_GEMV_RING_STAGES=3 "$PY" tools/gpu/profile_decode.py \
     --model "$CKPT/qwen3-8b" --verify 3 \
     --out "$RESULTS/profile_verify_qwen3-8b_k3_pdl0_ring3.json" || rc=1
