@@ -99,9 +99,10 @@ def graph_profile(runner, graph) -> dict:
 
 
 def kernel_family(name: str) -> str:
-    """A kernel's name without its single-row suffix: a verification step runs the m-row
-    entry point of what a batch-1 step runs as `*_single`, so the comparison pairs them."""
-    return name.replace("_single", "")
+    """A kernel's name without its single-row suffix or ring infix: a verification step runs
+    the m-row entry point (`gemv_ring_*` by default) of what a batch-1 step runs as
+    `*_single`, so the comparison pairs them."""
+    return name.replace("_single", "").replace("gemv_ring_", "gemv_")
 
 
 def compare_rows(plain: list[dict], verify: list[dict]) -> list[dict]:
