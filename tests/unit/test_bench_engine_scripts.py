@@ -105,3 +105,21 @@ def test_bench_mixed_step_times_full_prompt_chunks_beside_decodes(tmp_path):
         assert row["prompt_tokens_per_step"] == row["budget"] - 2
         assert row["mixed_steps"] == 40 // row["prompt_tokens_per_step"]
         assert row["decode_ms"] > 0 and row["mixed_ms"] >= 0
+
+
+def test_profile_comparison_pairs_each_kernel_with_its_single_row_twin(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "tools" / "gpu"))
+    import profile_decode
+
+    def rows(*pairs):
+        return [{"kernel": k, "calls_per_step": c, "us_per_step": us} for k, c, us in pairs]
+
+    got = profile_decode.compare_rows(
+        rows(("gemv_bf16_single", 144, 3000.0), ("gemv_bf16_f32_single", 1, 290.0),
+             ("decode_attn_rope_cluster_bf16", 36, 470.0)),
+        rows(("gemv_ring_bf16", 144, 3100.0), ("gemv_ring_bf16_f32", 1, 300.0),
+             ("decode_attn_rope_cluster_bf16", 36, 600.0), ("silu_mul_bf16", 36, 50.0)))
+    assert [(r["family"], r["extra_us"]) for r in got] == [
+        ("decode_attn_rope_cluster_bf16", 130.0), ("gemv_bf16", 100.0),
+        ("silu_mul_bf16", 50.0), ("gemv_bf16_f32", 10.0)]
+    assert got[1]["plain_calls"] == got[1]["verify_calls"] == 144
