@@ -176,7 +176,11 @@ def test_table_sweeps_the_issue_sizes() -> None:
     assert {s.seq for s in shapes if s.family is Family.PREFILL_ATTENTION
             and not s.sm90} == {256, 1024, 4096}
     gemv_batches = {s.m for s in shapes if s.family is Family.DECODE_GEMV}
-    assert gemv_batches == {1, 8, 32}  # 8: the flagship's linear-attention projections
+    # 8: the flagship's linear-attention projections; 2 and 4: speculative verifications of
+    # K = 1 and 3 at batch 1, on the ring and the register-tiled GEMV
+    assert gemv_batches == {1, 2, 4, 8, 32}
+    assert {(s.m, s.gemv) for s in shapes if getattr(s, "gemv", "")} == {
+        (1, "ring"), (1, "tiled"), (2, "ring"), (2, "tiled"), (4, "ring"), (4, "tiled")}
     assert {s.m for s in shapes if s.family is Family.PREFILL_GEMM} == {2048}
     for small in (QWEN3_0_6B, SMOLLM2_135M):
         assert any(s.family is Family.DECODE_GEMV and s.k == small.hidden for s in shapes)
@@ -202,7 +206,7 @@ def test_every_family_has_a_benchmark(bench) -> None:
     assert set(bench.BUILDERS) == set(Family)
 
 
-@pytest.mark.parametrize("select", ["b3", "prefill", "swiglu"])
+@pytest.mark.parametrize("select", ["b3", "prefill", "swiglu", "ring"])
 def test_dry_run_checks_and_times_every_row_and_writes_the_record(bench, tmp_path,
                                                                   select) -> None:
     pytest.importorskip("torch")

@@ -87,7 +87,7 @@ def _launches(fn, *args, **kwargs):
 
 @pytest.mark.parametrize("m,n,func,grid,block", [
     (1, 576, "gemv_bf16_single", (144, 1, 1), (96, 1, 1)),   # k=576: 72 chunks -> 3 warps
-    (8, 4097, "gemv_bf16", (1025, 1, 1), (96, 1, 1)),        # ragged n rounds the grid up
+    (8, 4097, "gemv_ring_bf16", (660, 1, 1), (96, 1, 1)),    # 1,025 groups, 5 blocks a SM
     (9, 4096, "gemm_bf16_skinny", (128, 1, 1), (128, 1, 1)),  # 32 big tiles < 132 SMs
     (2048, 4096, "gemm_bf16", (32, 16, 1), (256, 1, 1)),
 ])
@@ -106,7 +106,7 @@ def test_f32_output_selects_the_f32_entry_points() -> None:
     (rec,) = _launches(matmul.linear, 0x1000, 0x2000, 0x3000, 1, 151936, 1024, out_f32=True)
     assert rec.func == "gemv_bf16_f32_single"
     (rec,) = _launches(matmul.linear, 0x1000, 0x2000, 0x3000, 2, 151936, 1024, out_f32=True)
-    assert rec.func == "gemv_bf16_f32"
+    assert rec.func == "gemv_ring_bf16_f32"
     (rec,) = _launches(matmul.linear, 0x1000, 0x2000, 0x3000, 2048, 2048, 1024, out_f32=True)
     assert rec.func == "gemm_bf16_f32"
 
@@ -126,7 +126,7 @@ def test_matmul_preconditions(fn, args, match) -> None:
 
 @pytest.mark.parametrize("m,scratch,funcs", [
     (1, None, ["gemv_silu_bf16_single"]),
-    (8, None, ["gemv_silu_bf16"]),
+    (8, None, ["gemv_ring_silu_bf16"]),
     (12, 0x9000, ["silu_mul_bf16", "gemm_bf16_skinny"]),  # beyond the GEMV: the fallback
 ])
 def test_linear_silu_dispatch(m, scratch, funcs) -> None:

@@ -37,7 +37,7 @@ import time
 import dataclasses
 import traceback
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable
@@ -448,10 +448,15 @@ def linear_case(env: Env, s: Any) -> Case:
                 "y": torch.empty((m, n), dtype=out_dtype, device=env.device)}
 
     launch = (partial(matmul_decode.decode_gemm, wide=s.wide) if s.decode_sm90
-              else matmul_batched.batched_gemv if s.batched else matmul.linear)
+              else matmul_batched.batched_gemv if s.batched
+              else partial(matmul.gemv, single=m == 1 and s.gemv == "tiled") if s.gemv
+              else matmul.linear)
+    kc = (KernelCache(env.kc.backend, routes=replace(env.kc.routes, gemv_ring=s.gemv == "ring",
+                                                     gemv_ring_single=s.gemv == "ring"))
+          if s.gemv else env.kc)
 
     def ours(st: Set, stream: Stream) -> None:
-        launch(env.kc, stream, env.ptr(st["x"]), env.ptr(st["w"]), env.ptr(st["y"]), m, n, k,
+        launch(kc, stream, env.ptr(st["x"]), env.ptr(st["w"]), env.ptr(st["y"]), m, n, k,
                s.out_f32)
 
     if f32_mm is not None:
@@ -467,6 +472,13 @@ def linear_case(env: Env, s: Any) -> Case:
                 f"{env.kc.routes.decode_gemm_l2_tiles} k-tiles")
     elif s.batched:
         note = "ours: gemv_mma (ops.matmul_batched.batched_gemv, forced)"
+    elif s.gemv == "ring" and (plan := matmul.gemv_ring_plan(
+            n, k, kc.facts.sm_count, kc.facts.shared_memory_per_sm,
+            kc.routes.gemv_ring_stages)) is not None:
+        note = (f"ours: gemv_ring (ops.matmul.gemv, forced), {plan.grid} blocks of "
+                f"{plan.threads}, {plan.stages} stages")
+    elif s.gemv:
+        note = "ours: the register-tiled gemv_bf16 (ops.matmul.gemv, ATLAS_GEMV_RING=0)"
     else:
         note = f"ours: {matmul.linear_route(env.kc, m, n)} (ops.matmul.linear's choice for m={m})"
     return Case(s, make, ours, [variant], lambda o, t, r: [("y", o["y"], r)], outputs=("y",),

@@ -312,12 +312,15 @@ class Linear:
     projection with its activation, x = swiglu of a gate_up [m, 2k] input, through
     `linear_silu`; `ends_swiglu`: the gate_up projection [n = 2 I, k] ending with it (y =
     swiglu, [m, I]), as decode steps run them (one row on the GEMV, decode batches on the
-    decode GEMM's SwiGLU entries; `linear_swiglu`, filed under `decode_sm90` for those)."""
+    decode GEMM's SwiGLU entries; `linear_swiglu`, filed under `decode_sm90` for those).
+    `gemv` "ring" / "tiled": forced onto the CUDA-core GEMV's cp.async-ring kernel (one row
+    too) / its register-tiled one (ATLAS_GEMV_RING's A/B; the single-row kernel at m = 1)."""
 
     label: str
     m: int
     n: int
     k: int
+    gemv: str = ""
     out_f32: bool = False
     prefill: bool = False
     batched: bool = False
@@ -916,6 +919,14 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                              k=m.hidden, ends_swiglu=True))
         shapes.append(Linear(label=f"{m.name} lm_head b{b}", m=b, n=m.vocab, k=m.hidden,
                              out_f32=True, quick=b == first_batch))
+    # the m-row CUDA-core GEMV on each of its kernels: a speculative verification of K = 1
+    # and 3 drafts at batch 1 (2 and 4 rows), and one row on the ring kernel beside the
+    # single-row kernel ("b1 tiled": the b1 rows above, labelled for the A/B's selection)
+    for b, path in ((b, p) for b in (1, 2, 4) for p in ("ring", "tiled")):
+        shapes += [Linear(label=f"{m.name} {name} b{b} {path}", m=b, n=n, k=k, gemv=path)
+                   for name, n, k in _linears(m)]
+        shapes.append(Linear(label=f"{m.name} lm_head b{b} {path}", m=b, n=m.vocab, k=m.hidden,
+                             out_f32=True, gemv=path))
     for b in scale.batched_batches:
         shapes += [Linear(label=f"{m.name} {name} b{b}", m=b, n=n, k=k, batched=True,
                           quick=b == 32 and name in ("qkv", "gate_up"))

@@ -76,6 +76,12 @@ what it asked for each time, and importing Atlas never depends on the environmen
 * ATLAS_GEMV_PREFETCH=1: single-row bf16 GEMVs on the kernels that prefetch their weights
   into shared memory before the PDL wait (gemv_prefetch_*), and batch-1 gate_up ending with
   its SwiGLU (gemv_swiglu_bf16_single). Off by default: measured slower (gpu13, 2026-12-02).
+* ATLAS_GEMV_RING=0: bf16 products of 2..8 rows (a speculative verification, decode batches
+  of 2..8) on the register-tiled GEMV (gemv_bf16, gemv_bf16_f32, gemv_silu_bf16) instead of
+  its cp.async-ring twins (gemv_ring_*: the same sums, weights in flight through shared
+  memory, ops/matmul.gemv_ring_plan). ATLAS_GEMV_RING_SINGLE=1: one row on the ring kernel
+  too (off by default: the single-row kernel ran at ~90% of copy on Qwen3-8B).
+  ATLAS_GEMV_RING_STAGES=2|3: the ring's tiles per thread (unset: the plan's rule).
 * ATLAS_NORM_GEMV=1: batch-1 decode fuses each add + RMSNorm before a bf16 GEMV into that
   GEMV (gemv_add_rmsnorm_bf16_single, which prefetches its weights before the PDL wait like
   the plain single-row GEMV), without the residual-carrying GEMVs of ATLAS_FUSED_NORM=1.
@@ -109,6 +115,8 @@ DEFAULT_DECODE_GEMM_L2_TILES = 8
 DEFAULT_DECODE_ATTN_LONG_MIN_KEYS = 16384
 #: the cluster splits gemm_decode_sm90 is compiled for
 DECODE_GEMM_SPLITS = (1, 2, 4, 8)
+#: the ring depths the ring GEMV takes (gemv_ring.cuh: 2..kRingMaxStages)
+GEMV_RING_STAGES = (2, 3)
 
 
 def _env_count(env: Mapping[str, str], name: str, default: int) -> int:
@@ -168,6 +176,9 @@ class KernelRoutes:
     fused_norm: bool | None = None
     gemv_prefetch: bool = False
     norm_gemv: bool = False
+    gemv_ring: bool = True
+    gemv_ring_single: bool = False
+    gemv_ring_stages: int | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "KernelRoutes":
@@ -176,6 +187,10 @@ class KernelRoutes:
         wide = env.get("ATLAS_GEMV_MMA_WIDE", "").strip()
         if wide not in ("", "0", "1"):
             raise ValueError(f"ATLAS_GEMV_MMA_WIDE={wide!r} must be 0, 1 or unset")
+        ring_stages = env.get("ATLAS_GEMV_RING_STAGES", "").strip()
+        if ring_stages and ring_stages not in {str(s) for s in GEMV_RING_STAGES}:
+            raise ValueError(f"ATLAS_GEMV_RING_STAGES={ring_stages!r} must be one of "
+                             f"{GEMV_RING_STAGES} or unset")
         split = env.get("ATLAS_DECODE_GEMM_SPLIT", "").strip()
         if split and split not in {str(s) for s in DECODE_GEMM_SPLITS}:
             raise ValueError(f"ATLAS_DECODE_GEMM_SPLIT={split!r} must be one of "
@@ -218,4 +233,7 @@ class KernelRoutes:
                    prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
                    fused_norm=_env_tristate(env, "ATLAS_FUSED_NORM"),
                    gemv_prefetch=env_switch(env, "ATLAS_GEMV_PREFETCH", False),
-                   norm_gemv=env_switch(env, "ATLAS_NORM_GEMV", False))
+                   norm_gemv=env_switch(env, "ATLAS_NORM_GEMV", False),
+                   gemv_ring=env_switch(env, "ATLAS_GEMV_RING", True),
+                   gemv_ring_single=env_switch(env, "ATLAS_GEMV_RING_SINGLE", False),
+                   gemv_ring_stages=int(ring_stages) if ring_stages else None)
