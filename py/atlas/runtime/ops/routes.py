@@ -69,6 +69,12 @@ what it asked for each time, and importing Atlas never depends on the environmen
   GEMV (gemv_add_rmsnorm_bf16_single, which prefetches its weights before the PDL wait like
   the plain single-row GEMV), without the residual-carrying GEMVs of ATLAS_FUSED_NORM=1.
   Off by default until measured (an explicit ATLAS_FUSED_NORM=0 also turns it off).
+* ATLAS_PERSISTENT_DECODE=1: a batch-1 decode step of a dense bf16 model runs its
+  transformer layers as one persistent kernel (ops/decode_persistent.py) instead of ~7
+  launches a layer; models it does not cover keep the per-op path. Off by default until
+  measured (tools/gpu/run_suite.sh persistent_ab). ATLAS_PERSISTENT_PREFETCH_KB=N: the
+  KiB of its next weight phase each block asks L2 for before a barrier (default
+  DEFAULT_PERSISTENT_PREFETCH_KB; 0: none), for sweeps on the device.
 """
 
 from __future__ import annotations
@@ -97,6 +103,9 @@ DEFAULT_DECODE_ATTN_LONG_MIN_KEYS = 16384
 #: flight per SM, and leaves a gate/up block and a down block room on one SM)
 DEFAULT_MOE_BULK_STAGE_KB = 24
 DEFAULT_MOE_BULK_RING_KB = 96
+#: KiB of the next weight phase a persistent decode block prefetches into L2 before a barrier:
+#: all of a Qwen3-0.6B phase's slice (<= 64 KB), ~8.4 MB over 132 SMs at most (L2: 50 MB)
+DEFAULT_PERSISTENT_PREFETCH_KB = 64
 #: the cluster splits gemm_decode_sm90 is compiled for
 DECODE_GEMM_SPLITS = (1, 2, 4, 8)
 
@@ -156,6 +165,8 @@ class KernelRoutes:
     fused_norm: bool | None = None
     gemv_prefetch: bool = False
     norm_gemv: bool = False
+    persistent_decode: bool = False
+    persistent_prefetch_kb: int = DEFAULT_PERSISTENT_PREFETCH_KB
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "KernelRoutes":
@@ -202,4 +213,7 @@ class KernelRoutes:
                    prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
                    fused_norm=_env_tristate(env, "ATLAS_FUSED_NORM"),
                    gemv_prefetch=env_switch(env, "ATLAS_GEMV_PREFETCH", False),
-                   norm_gemv=env_switch(env, "ATLAS_NORM_GEMV", False))
+                   norm_gemv=env_switch(env, "ATLAS_NORM_GEMV", False),
+                   persistent_decode=env_switch(env, "ATLAS_PERSISTENT_DECODE", False),
+                   persistent_prefetch_kb=_env_count(env, "ATLAS_PERSISTENT_PREFETCH_KB",
+                                                     DEFAULT_PERSISTENT_PREFETCH_KB))

@@ -1,0 +1,528 @@
+// One persistent kernel for the transformer layers of a batch-1 decode step of a dense bf16
+// model (Qwen3 / Llama families; ops/decode_persistent.py, opt-in ATLAS_PERSISTENT_DECODE=1).
+//
+// Why: a small model's step is ~7 launches a layer, each paying launch, PDL wait and a cold
+// dependent chain through L2 (Qwen3-0.6B: ~4.5 us a kernel against ~1.5 us of weight bytes).
+// Here one block per SM (grid = SM count, __launch_bounds__(kThreads, 1): every block is
+// resident) runs every phase of every layer, separated by device-wide barriers:
+//   1. every block: normed = RMSNorm(resid) * in_norm into shared memory (hidden is small);
+//      qkv = normed @ w_qkv.T, rows split over blocks
+//   2. attention items (q head, key split): q/k norm + RoPE of the head (rope_core.cuh, the
+//      bits of rope_kv.cu), the split holding the new key computes it (and its group's first
+//      q head appends k, v to the paged caches), online softmax over the split's keys; the
+//      last split of a head to finish (a ticket) merges the partials into attn
+//   3. resid = bf16(resid + bf16(attn @ w_o.T)), rows split over blocks
+//   4. every block: normed = RMSNorm(resid) * post_norm; act[j] = bf16(bf16(silu(g_j)) * u_j)
+//      of the gate/up row pair j (both rows in one block: no silu_mul pass)
+//   5. resid = bf16(resid + bf16(act @ w_down.T))
+// Before each barrier a block asks L2 for its slice of the NEXT weight phase
+// (cp.async.bulk.prefetch.L2: no registers, no shared memory), so the barrier's latency and
+// the attention phase hide behind the weight stream; weights never depend on activations.
+//
+// Numerics: the composition of the per-op references (reference/decode_persistent.py): the
+// GEMVs accumulate in f32 and round once to bf16, RMSNorm rounds like rmsnorm.cu, attention
+// uses decode_split_rule's splits (the `splits` argument) and merges like attention.cu.
+//
+// Barrier: sync[0] counts arrivals, sync[1] is a generation. A block reads the generation,
+// releases its writes (__threadfence) and arrives; the last arrival resets the count and
+// bumps the generation; the others spin on it with acquire loads. The count is back at zero
+// whenever no barrier is in progress, so launches and graph replays need no reset.
+// sync[2 + h] is q head h's split ticket, reset by the merging block.
+//
+// Activations written inside this kernel are read with ld.global.cg (L2, never a stale L1
+// line); weights and the KV rows of earlier positions through the streamed read-only path.
+
+#include "atlas_common.cuh"
+#include "bf16_vec.cuh"
+#include "rope_core.cuh"
+
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / 32;
+constexpr int kUnroll = 4;
+
+// The per-layer device pointer table (u64 [layers, kLayerPtrs]; ops/decode_persistent.py
+// LAYER_POINTERS names the same order).
+enum LayerPtr {
+  kInNorm, kQkvW, kQNorm, kKNorm, kKCache, kVCache, kOW, kPostNorm, kGateUpW, kDownW,
+  kLayerPtrs
+};
+
+using bf16 = __nv_bfloat16;
+
+struct Step {
+  const uint64_t* layers;
+  bf16* resid;
+  bf16* qkv;
+  bf16* attn;
+  bf16* act;
+  float* part_o;
+  float* part_ml;
+  unsigned* sync;
+  const float* cos_sin;
+  int hidden, hq, hkv, D, inter, block_size, splits;
+  unsigned prefetch_bytes;
+  float scale, eps;
+  int pos, slot, kv_len;
+  const int* table;
+};
+
+__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ void grid_barrier(unsigned* sync) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned gen = ld_acquire(sync + 1);  // cannot advance before this block arrives
+    __threadfence();
+    if (atomicAdd(sync, 1u) == gridDim.x - 1) {
+      atomicExch(sync, 0u);
+      __threadfence();
+      atomicAdd(sync + 1, 1u);
+    } else {
+      while (ld_acquire(sync + 1) == gen) {
+      }
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+// This block's contiguous rows of an n-row phase.
+__device__ __forceinline__ void block_rows(int n, int& r0, int& r1) {
+  const int per = (n + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
+  r0 = min(n, static_cast<int>(blockIdx.x) * per);
+  r1 = min(n, r0 + per);
+}
+
+// Ask L2 for up to `cap` bytes of rows [r0, r1) of a [*, k] bf16 weight (16-byte multiples).
+__device__ __forceinline__ void prefetch_rows(const bf16* w, int k, int r0, int r1,
+                                              unsigned cap) {
+  constexpr unsigned kPiece = 16384;
+  const size_t begin = static_cast<size_t>(r0) * k * sizeof(bf16);
+  const unsigned total =
+      min(cap, static_cast<unsigned>((r1 - r0) * k * sizeof(bf16))) & ~15u;
+  const char* base = reinterpret_cast<const char*>(w) + begin;
+  for (unsigned off = threadIdx.x * kPiece; off < total; off += kThreads * kPiece) {
+    const unsigned bytes = min(kPiece, total - off);
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(base + off), "r"(bytes)
+                 : "memory");
+  }
+}
+
+// The next weight phase's prefetch: rows this block owns of w (and of the up half when
+// `pair` is the gate/up weight's intermediate size).
+__device__ __forceinline__ void prefetch_phase(const bf16* w, int n, int k, int pair,
+                                               unsigned cap) {
+  int r0, r1;
+  block_rows(n, r0, r1);
+  if (r1 <= r0 || cap == 0) return;
+  prefetch_rows(w, k, r0, r1, pair ? cap / 2 : cap);
+  if (pair) prefetch_rows(w + static_cast<size_t>(pair) * k, k, r0, r1, cap / 2);
+}
+
+__device__ __forceinline__ float dot8(const uint4& w, const uint4& x, float s) {
+  float a[8], b[8];
+  atlas::unpack_bf16x8(w, a);
+  atlas::unpack_bf16x8(x, b);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) s = fmaf(a[e], b[e], s);
+  return s;
+}
+
+// A warp's partial dot products of weight row(s) with the shared x over chunks
+// start, start + stride, ... (16-byte chunks; kPair: a second row wb too).
+template <bool kPair>
+__device__ __forceinline__ void dot_chunks(const uint4* wa, const uint4* wb, const uint4* xs,
+                                           int chunks, int start, int stride, float& s0,
+                                           float& s1) {
+  for (int c = start; c < chunks; c += kUnroll * stride) {
+    uint4 a[kUnroll], b[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = c + u * stride;
+      if (i < chunks) {
+        a[u] = atlas::ld_stream(wa + i);
+        if constexpr (kPair) b[u] = atlas::ld_stream(wb + i);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = c + u * stride;
+      if (i < chunks) {
+        const uint4 x = xs[i];
+        s0 = dot8(a[u], x, s0);
+        if constexpr (kPair) s1 = dot8(b[u], x, s1);
+      }
+    }
+  }
+}
+
+// Rows [r0, r1) of y = x @ w.T (x in shared memory, k elements), each finished by
+// epi(row, sum[, sum of the paired row `pair` rows further]). Few rows: several warps split
+// one row's k and their partials add in a fixed order (deterministic).
+template <bool kPair, class Epi>
+__device__ void gemv_rows(const bf16* w, const bf16* xs, int k, int pair, int r0, int r1,
+                          float* red, Epi epi) {
+  const int nr = r1 - r0;
+  if (nr <= 0) return;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, chunks = k / 8;
+  const uint4* x4 = reinterpret_cast<const uint4*>(xs);
+  if (nr >= kWarps) {
+    for (int r = r0 + warp; r < r1; r += kWarps) {
+      float s0 = 0.f, s1 = 0.f;
+      const uint4* wa = reinterpret_cast<const uint4*>(w + static_cast<size_t>(r) * k);
+      const uint4* wb = reinterpret_cast<const uint4*>(w + static_cast<size_t>(r + pair) * k);
+      dot_chunks<kPair>(wa, wb, x4, chunks, lane, 32, s0, s1);
+      s0 = atlas::warp_sum(s0);
+      if constexpr (kPair) s1 = atlas::warp_sum(s1);
+      if (lane == 0) epi(r, s0, s1);
+    }
+    return;
+  }
+  const int ks = kWarps / nr;  // warps per row
+  if (warp < nr * ks) {
+    const int r = r0 + warp / ks, part = warp % ks;
+    float s0 = 0.f, s1 = 0.f;
+    const uint4* wa = reinterpret_cast<const uint4*>(w + static_cast<size_t>(r) * k);
+    const uint4* wb = reinterpret_cast<const uint4*>(w + static_cast<size_t>(r + pair) * k);
+    dot_chunks<kPair>(wa, wb, x4, chunks, part * 32 + lane, 32 * ks, s0, s1);
+    s0 = atlas::warp_sum(s0);
+    if constexpr (kPair) s1 = atlas::warp_sum(s1);
+    if (lane == 0) {
+      red[2 * warp] = s0;
+      red[2 * warp + 1] = s1;
+    }
+  }
+  __syncthreads();
+  if (static_cast<int>(threadIdx.x) < nr) {
+    float s0 = 0.f, s1 = 0.f;
+    for (int p = 0; p < ks; ++p) {
+      s0 += red[2 * (threadIdx.x * ks + p)];
+      s1 += red[2 * (threadIdx.x * ks + p) + 1];
+    }
+    epi(r0 + static_cast<int>(threadIdx.x), s0, s1);
+  }
+  __syncthreads();
+}
+
+// xs = bf16(w * bf16(x * 1 / sqrt(mean(x^2) + eps))) of the residual row (rmsnorm.cu).
+__device__ void norm_to_shared(const bf16* resid, const bf16* w, bf16* xs, int hidden, float eps,
+                               float* red) {
+  const int vecs = hidden / 8;
+  uint4* x4 = reinterpret_cast<uint4*>(xs);
+  float ss = 0.f;
+  for (int c = threadIdx.x; c < vecs; c += kThreads) {
+    const uint4 v = __ldcg(reinterpret_cast<const uint4*>(resid) + c);
+    x4[c] = v;
+    float f[8];
+    atlas::unpack_bf16x8(v, f);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) ss = fmaf(f[e], f[e], ss);
+  }
+  const float total = atlas::block_sum(ss, red);
+  const float inv = 1.f / sqrtf(total / static_cast<float>(hidden) + eps);
+  for (int c = threadIdx.x; c < vecs; c += kThreads) {
+    float f[8], g[8];
+    atlas::unpack_bf16x8(x4[c], f);
+    atlas::unpack_bf16x8(__ldg(reinterpret_cast<const uint4*>(w) + c), g);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) f[e] = g[e] * atlas::round_bf16(f[e] * inv);
+    x4[c] = atlas::pack_bf16x8(f);
+  }
+  __syncthreads();
+}
+
+// xs = the n-element activation row at src (written by other blocks: through L2).
+__device__ void stage_row(const bf16* src, bf16* xs, int n) {
+  const uint4* s4 = reinterpret_cast<const uint4*>(src);
+  uint4* x4 = reinterpret_cast<uint4*>(xs);
+  for (int c = threadIdx.x; c < n / 8; c += kThreads) x4[c] = __ldcg(s4 + c);
+  __syncthreads();
+}
+
+__device__ __forceinline__ void add_to_resid(bf16* resid, int r, float y) {
+  const float h = __bfloat162float(__ldcg(resid + r));
+  resid[r] = atlas::f32_to_bf16(h + atlas::round_bf16(y));
+}
+
+// Attention scratch in shared memory (after the x row).
+template <int D>
+struct AttnSmem {
+  bf16 stage[3][D];      // raw q, k, v heads
+  bf16 qkn[2][D];        // rotated q, rotated new k
+  float q[D];
+  float m[kWarps], l[kWarps];
+  float acc[kWarps][D];
+  int last;
+};
+
+// One (q head, split) item of decode attention; see the file header.
+template <int D>
+__device__ void attention_item(const Step& st, int h, int s, const uint64_t* lp, AttnSmem<D>& sm) {
+  constexpr int E = D / 32;  // dims per lane of the V accumulation
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int kv_len = st.kv_len;
+  const int chunk = max((kv_len + st.splits - 1) / st.splits, 32);
+  const int active = (kv_len + chunk - 1) / chunk;
+  if (s >= active) return;
+  const int k0 = s * chunk, k1 = min(kv_len, k0 + chunk), newkey = kv_len - 1;
+  const bool has_new = k1 == kv_len;
+  const int group = st.hq / st.hkv, g = h / group;
+  const bf16* qkv = st.qkv;
+  const bf16* q_norm = reinterpret_cast<const bf16*>(lp[kQNorm]);
+  const bf16* k_norm = reinterpret_cast<const bf16*>(lp[kKNorm]);
+  bf16* k_cache = reinterpret_cast<bf16*>(lp[kKCache]);
+  bf16* v_cache = reinterpret_cast<bf16*>(lp[kVCache]);
+  const float* cosv = st.cos_sin + static_cast<size_t>(st.pos) * D;
+  const bool normed = q_norm != nullptr;
+  // the raw head warp w stages: q head h, then the new key's k and v heads of group g
+  const int head_off = warp == 0 ? h * D : (st.hq + (warp - 1) * st.hkv + g) * D;
+  if (warp < 3 && (warp == 0 || has_new)) {
+    for (int i = lane; i < D; i += 32) sm.stage[warp][i] = __ldcg(qkv + head_off + i);
+    __syncwarp();
+    if (warp < 2) {
+      const auto w = atlas::rope::load_norm_w<false>(warp == 0 ? q_norm : k_norm, normed, D, D,
+                                                     lane);
+      atlas::rope::norm_rope_row<false>(sm.stage[warp], sm.qkn[warp], w, normed, false, cosv, D,
+                                        D, st.eps, lane);
+    }
+    __syncwarp();
+    if (warp > 0 && h % group == 0 && st.slot >= 0) {  // the group's first head appends k, v
+      const int blk = st.slot / st.block_size, off = st.slot % st.block_size;
+      bf16* dst = (warp == 1 ? k_cache : v_cache) +
+                  ((static_cast<size_t>(blk) * st.hkv + g) * st.block_size + off) * D;
+      const bf16* src = warp == 1 ? sm.qkn[1] : sm.stage[2];
+      for (int i = lane; i < D; i += 32) dst[i] = src[i];
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < D; i += kThreads) sm.q[i] = __bfloat162float(sm.qkn[0][i]);
+  __syncthreads();
+
+  float m = -INFINITY, l = 0.f, acc[E];
+#pragma unroll
+  for (int e = 0; e < E; ++e) acc[e] = 0.f;
+  for (int t0 = k0 + 32 * warp; t0 < k1; t0 += 32 * kWarps) {
+    const int key = t0 + lane;
+    float sc = -INFINITY;
+    if (key < k1) {
+      float dot = 0.f;
+      if (key == newkey) {
+#pragma unroll 8
+        for (int d = 0; d < D; ++d) dot = fmaf(sm.q[d], __bfloat162float(sm.qkn[1][d]), dot);
+      } else {
+        const int blk = __ldg(st.table + key / st.block_size), off = key % st.block_size;
+        const uint4* row = reinterpret_cast<const uint4*>(
+            k_cache + ((static_cast<size_t>(blk) * st.hkv + g) * st.block_size + off) * D);
+#pragma unroll 4
+        for (int c = 0; c < D / 8; ++c) {
+          float f[8];
+          atlas::unpack_bf16x8(atlas::ld_stream(row + c), f);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) dot = fmaf(sm.q[8 * c + e], f[e], dot);
+        }
+      }
+      sc = dot * st.scale;
+    }
+    const float mnew = fmaxf(m, atlas::warp_max(sc));
+    const float corr = expf(m - mnew);
+    const float p = key < k1 ? expf(sc - mnew) : 0.f;
+    l = l * corr + atlas::warp_sum(p);
+#pragma unroll
+    for (int e = 0; e < E; ++e) acc[e] *= corr;
+    const int n = min(32, k1 - t0);
+    for (int j = 0; j < n; ++j) {
+      const float pj = __shfl_sync(0xffffffffu, p, j);
+      const int kj = t0 + j;
+      float v[E];
+      if (kj == newkey) {
+#pragma unroll
+        for (int e = 0; e < E; ++e) v[e] = __bfloat162float(sm.stage[2][lane * E + e]);
+      } else {
+        const int blk = __ldg(st.table + kj / st.block_size), off = kj % st.block_size;
+        const bf16* row =
+            v_cache + ((static_cast<size_t>(blk) * st.hkv + g) * st.block_size + off) * D +
+            lane * E;
+#pragma unroll
+        for (int e = 0; e < E; e += 2) {
+          const unsigned u = __ldg(reinterpret_cast<const unsigned*>(row + e));
+          atlas::unpack_bf16x2(u, v[e], v[e + 1]);
+        }
+      }
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[e] = fmaf(pj, v[e], acc[e]);
+    }
+    m = mnew;
+  }
+  if (lane == 0) {
+    sm.m[warp] = m;
+    sm.l[warp] = l;
+  }
+#pragma unroll
+  for (int e = 0; e < E; ++e) sm.acc[warp][lane * E + e] = acc[e];
+  __syncthreads();
+  float M = -INFINITY;
+  for (int w = 0; w < kWarps; ++w) M = fmaxf(M, sm.m[w]);
+  float L = 0.f;
+  for (int w = 0; w < kWarps; ++w) L += sm.l[w] * expf(sm.m[w] - M);
+  for (int d = threadIdx.x; d < D; d += kThreads) {
+    float o = 0.f;
+    for (int w = 0; w < kWarps; ++w) o += sm.acc[w][d] * expf(sm.m[w] - M);
+    o /= L;
+    if (active == 1) {
+      st.attn[h * D + d] = atlas::f32_to_bf16(o);
+    } else {
+      st.part_o[(static_cast<size_t>(h) * st.splits + s) * D + d] = o;
+    }
+  }
+  if (active == 1) {
+    __syncthreads();
+    return;
+  }
+  if (threadIdx.x == 0) {
+    st.part_ml[(h * st.splits + s) * 2] = M;
+    st.part_ml[(h * st.splits + s) * 2 + 1] = L;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const unsigned ticket = atomicAdd(st.sync + 2 + h, 1u);
+    sm.last = ticket == static_cast<unsigned>(active - 1);
+    if (sm.last) atomicExch(st.sync + 2 + h, 0u);
+    __threadfence();
+  }
+  __syncthreads();
+  if (sm.last) {
+    const float* pml = st.part_ml + static_cast<size_t>(h) * st.splits * 2;
+    const float* po = st.part_o + static_cast<size_t>(h) * st.splits * D;
+    float mx = -INFINITY;
+    for (int i = 0; i < active; ++i) mx = fmaxf(mx, __ldcg(pml + 2 * i));
+    for (int d = threadIdx.x; d < D; d += kThreads) {
+      float num = 0.f, den = 0.f;
+      for (int i = 0; i < active; ++i) {
+        const float wgt = __ldcg(pml + 2 * i + 1) * expf(__ldcg(pml + 2 * i) - mx);
+        num = fmaf(wgt, __ldcg(po + static_cast<size_t>(i) * D + d), num);
+        den += wgt;
+      }
+      st.attn[h * D + d] = atlas::f32_to_bf16(num / den);
+    }
+  }
+  __syncthreads();
+}
+
+template <int D>
+__device__ void attention_phase(const Step& st, const uint64_t* lp, char* smem) {
+  auto& sm = *reinterpret_cast<AttnSmem<D>*>(smem);
+  const int items = st.hq * st.splits;
+  for (int it = blockIdx.x; it < items; it += gridDim.x)
+    attention_item<D>(st, it / st.splits, it % st.splits, lp, sm);
+}
+
+__device__ __forceinline__ const bf16* ptr_of(const uint64_t* lp, int i) {
+  return reinterpret_cast<const bf16*>(lp[i]);
+}
+
+__device__ void run_layers(const Step& st, int num_layers, bf16* xs, char* attn_smem,
+                           float* red) {
+  const int qkv_n = (st.hq + 2 * st.hkv) * st.D, q_width = st.hq * st.D;
+  for (int layer = 0; layer < num_layers; ++layer) {
+    const uint64_t* lp = st.layers + static_cast<size_t>(layer) * kLayerPtrs;
+    int r0, r1;
+    // 1. input norm + qkv
+    if (layer + 1 == num_layers) atlas::pdl_launch_dependents();
+    norm_to_shared(st.resid, ptr_of(lp, kInNorm), xs, st.hidden, st.eps, red);
+    block_rows(qkv_n, r0, r1);
+    bf16* qkv = st.qkv;
+    gemv_rows<false>(ptr_of(lp, kQkvW), xs, st.hidden, 0, r0, r1, red,
+                     [&](int r, float y, float) { qkv[r] = atlas::f32_to_bf16(y); });
+    prefetch_phase(ptr_of(lp, kOW), st.hidden, q_width, 0, st.prefetch_bytes);
+    grid_barrier(st.sync);
+    // 2. attention
+    switch (st.D) {
+      case 64: attention_phase<64>(st, lp, attn_smem); break;
+      case 128: attention_phase<128>(st, lp, attn_smem); break;
+      default: attention_phase<256>(st, lp, attn_smem); break;
+    }
+    prefetch_phase(ptr_of(lp, kGateUpW), st.inter, st.hidden, st.inter, st.prefetch_bytes);
+    grid_barrier(st.sync);
+    // 3. o_proj + residual
+    stage_row(st.attn, xs, q_width);
+    block_rows(st.hidden, r0, r1);
+    bf16* resid = st.resid;
+    gemv_rows<false>(ptr_of(lp, kOW), xs, q_width, 0, r0, r1, red,
+                     [&](int r, float y, float) { add_to_resid(resid, r, y); });
+    prefetch_phase(ptr_of(lp, kDownW), st.hidden, st.inter, 0, st.prefetch_bytes);
+    grid_barrier(st.sync);
+    // 4. post norm + gate/up + SwiGLU
+    norm_to_shared(st.resid, ptr_of(lp, kPostNorm), xs, st.hidden, st.eps, red);
+    block_rows(st.inter, r0, r1);
+    bf16* act = st.act;
+    gemv_rows<true>(ptr_of(lp, kGateUpW), xs, st.hidden, st.inter, r0, r1, red,
+                    [&](int r, float g, float u) {
+                      act[r] = atlas::f32_to_bf16(
+                          atlas::swiglu_f32(atlas::round_bf16(g), atlas::round_bf16(u)));
+                    });
+    if (layer + 1 < num_layers)
+      prefetch_phase(ptr_of(lp + kLayerPtrs, kQkvW), qkv_n, st.hidden, 0, st.prefetch_bytes);
+    grid_barrier(st.sync);
+    // 5. down + residual
+    stage_row(st.act, xs, st.inter);
+    block_rows(st.hidden, r0, r1);
+    gemv_rows<false>(ptr_of(lp, kDownW), xs, st.inter, 0, r0, r1, red,
+                     [&](int r, float y, float) { add_to_resid(resid, r, y); });
+    if (layer + 1 < num_layers) grid_barrier(st.sync);
+  }
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+decode_persistent_bf16(const uint64_t* __restrict__ layers, bf16* resid, bf16* qkv, bf16* attn,
+                       bf16* act, float* part_o, float* part_ml, unsigned* sync,
+                       const float* __restrict__ cos_sin, const int* __restrict__ positions,
+                       const int* __restrict__ slots, const int* __restrict__ block_tables,
+                       const int* __restrict__ kv_lens, unsigned num_layers, unsigned hidden,
+                       unsigned hq, unsigned hkv, unsigned head_dim, unsigned inter,
+                       unsigned block_size, unsigned splits, unsigned prefetch_bytes,
+                       float scale, float eps) {
+  extern __shared__ __align__(16) char smem[];
+  __shared__ float red[2 * kWarps];
+  Step st;
+  st.layers = layers;
+  st.resid = resid;
+  st.qkv = qkv;
+  st.attn = attn;
+  st.act = act;
+  st.part_o = part_o;
+  st.part_ml = part_ml;
+  st.sync = sync;
+  st.cos_sin = cos_sin;
+  st.hidden = static_cast<int>(hidden);
+  st.hq = static_cast<int>(hq);
+  st.hkv = static_cast<int>(hkv);
+  st.D = static_cast<int>(head_dim);
+  st.inter = static_cast<int>(inter);
+  st.block_size = static_cast<int>(block_size);
+  st.splits = static_cast<int>(splits);
+  st.prefetch_bytes = prefetch_bytes;
+  st.scale = scale;
+  st.eps = eps;
+  st.table = block_tables;
+  // the first layer's qkv slice streams into L2 while the previous kernel finishes
+  const uint64_t* lp0 = layers;
+  prefetch_phase(ptr_of(lp0, kQkvW), (st.hq + 2 * st.hkv) * st.D, st.hidden, 0, prefetch_bytes);
+  atlas::pdl_wait();
+  st.pos = __ldg(positions);
+  st.slot = __ldg(slots);
+  st.kv_len = __ldg(kv_lens);
+  // the x row: the widest GEMV input (hidden, hq * D or inter elements), then attention's
+  const int width = max(max(st.hidden, st.hq * st.D), st.inter);
+  bf16* xs = reinterpret_cast<bf16*>(smem);
+  char* attn_smem = smem + ((width * static_cast<int>(sizeof(bf16)) + 15) / 16) * 16;
+  run_layers(st, static_cast<int>(num_layers), xs, attn_smem, red);
+}
