@@ -1038,7 +1038,30 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
         startup quant_kernels gemv_prefetch_ab norm_gemv_ab moe_decode_ab decode_attn
         throughput_b64_profile throughput_mixed_step decode_gemm_wide_ab headline batch1_ab
-        moe_switch_ab thru_ab)
+        moe_switch_ab thru_ab persistent_ab)
+
+# The persistent batch-1 decode kernel (ATLAS_PERSISTENT_DECODE=1, decode_persistent.cu): its
+# check cases, tiny-model parity with transformers through it, Qwen3-0.6B batch-1 decode
+# default vs persistent (bench_decode, same machine, back to back) and the persistent
+# profile. Each command under a timeout: a device-wide barrier that never opens would hang
+# the process, never the suite.
+stage_persistent_ab() {
+  local rc=0 label
+  make_checkpoint qwen3-0.6b weights || return 1
+  timeout 300 "$PY" tools/gpu/check_kernels.py -k persistent \
+    --out "$RESULTS/gpu_check_persistent-$STAMP.json" || rc=1
+  ATLAS_PERSISTENT_DECODE=1 timeout 180 "$PY" tools/gpu/model_parity.py --backend cuda \
+    --model tests/fixtures/tiny-qwen3 --model tests/fixtures/tiny-llama \
+    --out "$RESULTS/parity_tiny_persistent.json" || rc=1
+  for label in default persistent; do
+    env ATLAS_PERSISTENT_DECODE="$([ "$label" = persistent ] && echo 1 || echo 0)" \
+      timeout 240 "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-0.6b" --hf none \
+      --batches 1 --out "$RESULTS/bench_decode_qwen3-0.6b_persistent_$label.json" || rc=1
+  done
+  ATLAS_PERSISTENT_DECODE=1 timeout 180 "$PY" tools/gpu/profile_decode.py \
+    --model "$CKPT/qwen3-0.6b" --out "$RESULTS/profile_decode_qwen3-0.6b_persistent.json" || rc=1
+  return $rc
+}
 
 # ---- runner -------------------------------------------------------------------------------
 
