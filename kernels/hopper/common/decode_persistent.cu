@@ -486,9 +486,9 @@ decode_persistent_bf16(const uint64_t* __restrict__ layers, bf16* resid, bf16* q
                        bf16* act, float* part_o, float* part_ml, unsigned* sync,
                        const float* __restrict__ cos_sin, const int* __restrict__ positions,
                        const int* __restrict__ slots, const int* __restrict__ block_tables,
-                       const int* __restrict__ kv_lens, unsigned num_layers, unsigned hidden,
-                       unsigned hq, unsigned hkv, unsigned head_dim, unsigned inter,
-                       unsigned block_size, unsigned splits, unsigned prefetch_bytes,
+                       const int* __restrict__ kv_lens, uint32_t num_layers, uint32_t hidden,
+                       uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t inter,
+                       uint32_t block_size, uint32_t splits, uint32_t prefetch_bytes,
                        float scale, float eps) {
   extern __shared__ __align__(16) char smem[];
   __shared__ float red[2 * kWarps];

@@ -148,8 +148,8 @@ def persistent_cases(rng: np.random.Generator) -> list[KernelCase]:
         persistent_case(rng, "persistent qwen3-0.6b x1 ctx1", 1024, Geometry(16, 8, 128, 16),
                         3072, 1, 1, normed=True),
         # a Llama-3.2-1B-like layer (no q/k norm, group of 4, D 64), odd block size
-        persistent_case(rng, "persistent llama-1b x2 ctx77 bs7", 2048, Geometry(32, 8, 64, 7),
-                        8192, 2, 77, normed=False),
+        persistent_case(rng, "persistent llama-1b x1 ctx77 bs7", 2048, Geometry(32, 8, 64, 7),
+                        8192, 1, 77, normed=False),
         # D 256, a group of 8 (Qwen3-Next-like heads), 3 layers, context 530
         persistent_case(rng, "persistent D256 gqa8 x3 ctx530", 512, Geometry(16, 2, 256, 16),
                         1024, 3, 530, normed=True),
