@@ -250,6 +250,36 @@ __device__ __forceinline__ void add_to_resid(bf16* resid, int r, float y) {
   resid[r] = atlas::f32_to_bf16(h + atlas::round_bf16(y));
 }
 
+// E consecutive bf16 (E = 2, 4, 8: one 4-, 8- or 16-byte access) widened to f32: a lane's
+// dims of a K or V row, from shared memory or the (generic-addressed) step's own rows
+template <int E>
+__device__ __forceinline__ void load_dims(const bf16* p, float (&f)[E]) {
+  if constexpr (E == 2) {
+    atlas::unpack_bf16x2(*reinterpret_cast<const unsigned*>(p), f[0], f[1]);
+  } else if constexpr (E == 4) {
+    const uint2 v = *reinterpret_cast<const uint2*>(p);
+    atlas::unpack_bf16x2(v.x, f[0], f[1]);
+    atlas::unpack_bf16x2(v.y, f[2], f[3]);
+  } else {
+    atlas::unpack_bf16x8(*reinterpret_cast<const uint4*>(p), f);
+  }
+}
+
+// The same from the KV caches' earlier positions (never written by this kernel: the step's
+// own row is read from shared memory), through the read-only path.
+template <int E>
+__device__ __forceinline__ void load_dims_nc(const bf16* p, float (&f)[E]) {
+  if constexpr (E == 2) {
+    atlas::unpack_bf16x2(__ldg(reinterpret_cast<const unsigned*>(p)), f[0], f[1]);
+  } else if constexpr (E == 4) {
+    const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
+    atlas::unpack_bf16x2(v.x, f[0], f[1]);
+    atlas::unpack_bf16x2(v.y, f[2], f[3]);
+  } else {
+    atlas::unpack_bf16x8(__ldg(reinterpret_cast<const uint4*>(p)), f);
+  }
+}
+
 // Attention scratch in shared memory (after the x row).
 template <int D>
 struct AttnSmem {
@@ -264,7 +294,10 @@ struct AttnSmem {
 // One (q head, split) item of decode attention; see the file header.
 template <int D>
 __device__ void attention_item(const Step& st, int h, int s, const uint64_t* lp, AttnSmem<D>& sm) {
-  constexpr int E = D / 32;  // dims per lane of the V accumulation
+  constexpr int E = D / 32;  // dims per lane of q, K and V
+  // keys of one warp whose K and V loads overlap: 16 bytes of each row a lane in flight
+  // (more spill registers: the whole kernel is one function at the 128-register bound)
+  constexpr int kKeysInFlight = 8 / E;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int kv_len = st.kv_len;
   const int chunk = max((kv_len + st.splits - 1) / st.splits, 32);
@@ -304,60 +337,44 @@ __device__ void attention_item(const Step& st, int h, int s, const uint64_t* lp,
   for (int i = threadIdx.x; i < D; i += kThreads) sm.q[i] = __bfloat162float(sm.qkn[0][i]);
   __syncthreads();
 
-  float m = -INFINITY, l = 0.f, acc[E];
+  // keys k0 + warp, k0 + warp + kWarps, ...: a warp holds kKeysInFlight of them at once
+  // (their K and V slices loaded before any math), lanes own E dims of each
+  float q[E], m = -INFINITY, l = 0.f, acc[E];
 #pragma unroll
-  for (int e = 0; e < E; ++e) acc[e] = 0.f;
-  for (int t0 = k0 + 32 * warp; t0 < k1; t0 += 32 * kWarps) {
-    const int key = t0 + lane;
-    float sc = -INFINITY;
-    if (key < k1) {
-      float dot = 0.f;
+  for (int e = 0; e < E; ++e) {
+    q[e] = sm.q[lane * E + e];
+    acc[e] = 0.f;
+  }
+  for (int base = k0 + warp; base < k1; base += kWarps * kKeysInFlight) {
+    float kf[kKeysInFlight][E], vf[kKeysInFlight][E];
+#pragma unroll
+    for (int u = 0; u < kKeysInFlight; ++u) {
+      const int key = base + u * kWarps;
+      if (key >= k1) continue;
       if (key == newkey) {
-#pragma unroll 8
-        for (int d = 0; d < D; ++d) dot = fmaf(sm.q[d], __bfloat162float(sm.qkn[1][d]), dot);
+        load_dims<E>(sm.qkn[1] + lane * E, kf[u]);
+        load_dims<E>(sm.stage[2] + lane * E, vf[u]);
       } else {
         const int blk = __ldg(st.table + key / st.block_size), off = key % st.block_size;
-        const uint4* row = reinterpret_cast<const uint4*>(
-            k_cache + ((static_cast<size_t>(blk) * st.hkv + g) * st.block_size + off) * D);
-#pragma unroll 4
-        for (int c = 0; c < D / 8; ++c) {
-          float f[8];
-          atlas::unpack_bf16x8(atlas::ld_stream(row + c), f);
-#pragma unroll
-          for (int e = 0; e < 8; ++e) dot = fmaf(sm.q[8 * c + e], f[e], dot);
-        }
+        const size_t row = ((static_cast<size_t>(blk) * st.hkv + g) * st.block_size + off) * D;
+        load_dims_nc<E>(k_cache + row + lane * E, kf[u]);
+        load_dims_nc<E>(v_cache + row + lane * E, vf[u]);
       }
-      sc = dot * st.scale;
     }
-    const float mnew = fmaxf(m, atlas::warp_max(sc));
-    const float corr = expf(m - mnew);
-    const float p = key < k1 ? expf(sc - mnew) : 0.f;
-    l = l * corr + atlas::warp_sum(p);
 #pragma unroll
-    for (int e = 0; e < E; ++e) acc[e] *= corr;
-    const int n = min(32, k1 - t0);
-    for (int j = 0; j < n; ++j) {
-      const float pj = __shfl_sync(0xffffffffu, p, j);
-      const int kj = t0 + j;
-      float v[E];
-      if (kj == newkey) {
+    for (int u = 0; u < kKeysInFlight; ++u) {
+      if (base + u * kWarps >= k1) break;
+      float dot = 0.f;
 #pragma unroll
-        for (int e = 0; e < E; ++e) v[e] = __bfloat162float(sm.stage[2][lane * E + e]);
-      } else {
-        const int blk = __ldg(st.table + kj / st.block_size), off = kj % st.block_size;
-        const bf16* row =
-            v_cache + ((static_cast<size_t>(blk) * st.hkv + g) * st.block_size + off) * D +
-            lane * E;
+      for (int e = 0; e < E; ++e) dot = fmaf(q[e], kf[u][e], dot);
+      const float sc = atlas::warp_sum(dot) * st.scale;
+      const float mnew = fmaxf(m, sc);
+      const float corr = expf(m - mnew), p = expf(sc - mnew);
+      l = fmaf(l, corr, p);
 #pragma unroll
-        for (int e = 0; e < E; e += 2) {
-          const unsigned u = __ldg(reinterpret_cast<const unsigned*>(row + e));
-          atlas::unpack_bf16x2(u, v[e], v[e + 1]);
-        }
-      }
-#pragma unroll
-      for (int e = 0; e < E; ++e) acc[e] = fmaf(pj, v[e], acc[e]);
+      for (int e = 0; e < E; ++e) acc[e] = fmaf(acc[e], corr, p * vf[u][e]);
+      m = mnew;
     }
-    m = mnew;
   }
   if (lane == 0) {
     sm.m[warp] = m;
@@ -492,36 +509,42 @@ decode_persistent_bf16(const uint64_t* __restrict__ layers, bf16* resid, bf16* q
                        float scale, float eps) {
   extern __shared__ __align__(16) char smem[];
   __shared__ float red[2 * kWarps];
-  Step st;
-  st.layers = layers;
-  st.resid = resid;
-  st.qkv = qkv;
-  st.attn = attn;
-  st.act = act;
-  st.part_o = part_o;
-  st.part_ml = part_ml;
-  st.sync = sync;
-  st.cos_sin = cos_sin;
-  st.hidden = static_cast<int>(hidden);
-  st.hq = static_cast<int>(hq);
-  st.hkv = static_cast<int>(hkv);
-  st.D = static_cast<int>(head_dim);
-  st.inter = static_cast<int>(inter);
-  st.block_size = static_cast<int>(block_size);
-  st.splits = static_cast<int>(splits);
-  st.prefetch_bytes = prefetch_bytes;
-  st.scale = scale;
-  st.eps = eps;
-  st.table = block_tables;
+  // the step's scalars live in shared memory, not in registers across every phase
+  __shared__ Step st;
+  if (threadIdx.x == 0) {
+    st.layers = layers;
+    st.resid = resid;
+    st.qkv = qkv;
+    st.attn = attn;
+    st.act = act;
+    st.part_o = part_o;
+    st.part_ml = part_ml;
+    st.sync = sync;
+    st.cos_sin = cos_sin;
+    st.hidden = static_cast<int>(hidden);
+    st.hq = static_cast<int>(hq);
+    st.hkv = static_cast<int>(hkv);
+    st.D = static_cast<int>(head_dim);
+    st.inter = static_cast<int>(inter);
+    st.block_size = static_cast<int>(block_size);
+    st.splits = static_cast<int>(splits);
+    st.prefetch_bytes = prefetch_bytes;
+    st.scale = scale;
+    st.eps = eps;
+    st.table = block_tables;
+  }
   // the first layer's qkv slice streams into L2 while the previous kernel finishes
-  const uint64_t* lp0 = layers;
-  prefetch_phase(ptr_of(lp0, kQkvW), (st.hq + 2 * st.hkv) * st.D, st.hidden, 0, prefetch_bytes);
+  prefetch_phase(reinterpret_cast<const bf16*>(layers[kQkvW]), (hq + 2 * hkv) * head_dim,
+                 hidden, 0, prefetch_bytes);
   atlas::pdl_wait();
-  st.pos = __ldg(positions);
-  st.slot = __ldg(slots);
-  st.kv_len = __ldg(kv_lens);
+  if (threadIdx.x == 0) {
+    st.pos = __ldg(positions);
+    st.slot = __ldg(slots);
+    st.kv_len = __ldg(kv_lens);
+  }
+  __syncthreads();
   // the x row: the widest GEMV input (hidden, hq * D or inter elements), then attention's
-  const int width = max(max(st.hidden, st.hq * st.D), st.inter);
+  const int width = max(max(hidden, hq * head_dim), inter);
   bf16* xs = reinterpret_cast<bf16*>(smem);
   char* attn_smem = smem + ((width * static_cast<int>(sizeof(bf16)) + 15) / 16) * 16;
   run_layers(st, static_cast<int>(num_layers), xs, attn_smem, red);
