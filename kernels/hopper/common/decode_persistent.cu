@@ -15,9 +15,15 @@
 //   4. every block: normed = RMSNorm(resid) * post_norm; act[j] = bf16(bf16(silu(g_j)) * u_j)
 //      of the gate/up row pair j (both rows in one block: no silu_mul pass)
 //   5. resid = bf16(resid + bf16(act @ w_down.T))
-// Before each barrier a block asks L2 for its slice of the NEXT weight phase
-// (cp.async.bulk.prefetch.L2: no registers, no shared memory), so the barrier's latency and
-// the attention phase hide behind the weight stream; weights never depend on activations.
+// Weights never depend on activations, so a block fetches its slice of a weight phase
+// (its rows: contiguous bytes) one or two phases AHEAD, across the barriers in between: two
+// shared-memory buffers alternate (qkv and gate/up, o and down), and as a phase finishes
+// with its buffer one thread bulk-copies (cp.async.bulk, the TMA unit: no registers) the
+// phase after next into it; the first two phases are requested before the PDL wait. A
+// phase whose slice does not fit its buffer (larger models) streams from global memory
+// after an L2 prefetch (cp.async.bulk.prefetch.L2) issued at the same point. The buffer
+// sizes come from the launch builder (ops/decode_persistent.py stage_plan): Qwen3-0.6B
+// stages every phase (96 + 48 KB a block).
 //
 // Numerics: the composition of the per-op references (reference/decode_persistent.py): the
 // GEMVs accumulate in f32 and round once to bf16, RMSNorm rounds like rmsnorm.cu, attention
@@ -34,6 +40,7 @@
 
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
+#include "bulk_copy.cuh"
 #include "rope_core.cuh"
 
 namespace {
@@ -134,9 +141,20 @@ __device__ __forceinline__ float dot8(const uint4& w, const uint4& x, float s) {
   return s;
 }
 
+// A 16-byte weight chunk: streamed from global memory, or plain from shared memory where
+// the phase's slice was staged.
+template <bool kStaged>
+__device__ __forceinline__ uint4 load_w(const uint4* p) {
+  if constexpr (kStaged) {
+    return *p;
+  } else {
+    return atlas::ld_stream(p);
+  }
+}
+
 // A warp's partial dot products of weight row(s) with the shared x over chunks
 // start, start + stride, ... (16-byte chunks; kPair: a second row wb too).
-template <bool kPair>
+template <bool kStaged, bool kPair>
 __device__ __forceinline__ void dot_chunks(const uint4* wa, const uint4* wb, const uint4* xs,
                                            int chunks, int start, int stride, float& s0,
                                            float& s1) {
@@ -146,8 +164,8 @@ __device__ __forceinline__ void dot_chunks(const uint4* wa, const uint4* wb, con
     for (int u = 0; u < kUnroll; ++u) {
       const int i = c + u * stride;
       if (i < chunks) {
-        a[u] = atlas::ld_stream(wa + i);
-        if constexpr (kPair) b[u] = atlas::ld_stream(wb + i);
+        a[u] = load_w<kStaged>(wa + i);
+        if constexpr (kPair) b[u] = load_w<kStaged>(wb + i);
       }
     }
 #pragma unroll
@@ -162,35 +180,34 @@ __device__ __forceinline__ void dot_chunks(const uint4* wa, const uint4* wb, con
   }
 }
 
-// Rows [r0, r1) of y = x @ w.T (x in shared memory, k elements), each finished by
-// epi(row, sum[, sum of the paired row `pair` rows further]). Few rows: several warps split
-// one row's k and their partials add in a fixed order (deterministic).
-template <bool kPair, class Epi>
-__device__ void gemv_rows(const bf16* w, const bf16* xs, int k, int pair, int r0, int r1,
+// Rows r0 .. r0 + nr - 1 of y = x @ w.T (x in shared memory, k elements), w pointing at row
+// r0 (in global or, kStaged, shared memory), each finished by epi(row, sum[, sum of the
+// paired row `pair` rows further on]). Few rows: several warps split one row's k and their
+// partials add in a fixed order (deterministic).
+template <bool kStaged, bool kPair, class Epi>
+__device__ void gemv_rows(const bf16* w, const bf16* xs, int k, int pair, int r0, int nr,
                           float* red, Epi epi) {
-  const int nr = r1 - r0;
-  if (nr <= 0) return;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, chunks = k / 8;
   const uint4* x4 = reinterpret_cast<const uint4*>(xs);
   if (nr >= kWarps) {
-    for (int r = r0 + warp; r < r1; r += kWarps) {
+    for (int i = warp; i < nr; i += kWarps) {
       float s0 = 0.f, s1 = 0.f;
-      const uint4* wa = reinterpret_cast<const uint4*>(w + static_cast<size_t>(r) * k);
-      const uint4* wb = reinterpret_cast<const uint4*>(w + static_cast<size_t>(r + pair) * k);
-      dot_chunks<kPair>(wa, wb, x4, chunks, lane, 32, s0, s1);
+      const uint4* wa = reinterpret_cast<const uint4*>(w + static_cast<size_t>(i) * k);
+      const uint4* wb = reinterpret_cast<const uint4*>(w + static_cast<size_t>(i + pair) * k);
+      dot_chunks<kStaged, kPair>(wa, wb, x4, chunks, lane, 32, s0, s1);
       s0 = atlas::warp_sum(s0);
       if constexpr (kPair) s1 = atlas::warp_sum(s1);
-      if (lane == 0) epi(r, s0, s1);
+      if (lane == 0) epi(r0 + i, s0, s1);
     }
     return;
   }
   const int ks = kWarps / nr;  // warps per row
   if (warp < nr * ks) {
-    const int r = r0 + warp / ks, part = warp % ks;
+    const int i = warp / ks, part = warp % ks;
     float s0 = 0.f, s1 = 0.f;
-    const uint4* wa = reinterpret_cast<const uint4*>(w + static_cast<size_t>(r) * k);
-    const uint4* wb = reinterpret_cast<const uint4*>(w + static_cast<size_t>(r + pair) * k);
-    dot_chunks<kPair>(wa, wb, x4, chunks, part * 32 + lane, 32 * ks, s0, s1);
+    const uint4* wa = reinterpret_cast<const uint4*>(w + static_cast<size_t>(i) * k);
+    const uint4* wb = reinterpret_cast<const uint4*>(w + static_cast<size_t>(i + pair) * k);
+    dot_chunks<kStaged, kPair>(wa, wb, x4, chunks, part * 32 + lane, 32 * ks, s0, s1);
     s0 = atlas::warp_sum(s0);
     if constexpr (kPair) s1 = atlas::warp_sum(s1);
     if (lane == 0) {
@@ -208,6 +225,77 @@ __device__ void gemv_rows(const bf16* w, const bf16* xs, int k, int pair, int r0
     epi(r0 + static_cast<int>(threadIdx.x), s0, s1);
   }
   __syncthreads();
+}
+
+// One weight phase: y rows [0, n) of w [n (+ pair), k]; pair > 0 (gate/up) pairs row r
+// with row r + pair.
+struct WPhase {
+  const bf16* w;
+  int n, k, pair;
+};
+
+// The two shared-memory weight buffers: a phase whose slice (this block's rows, both
+// halves of a pair) fits its buffer is bulk-copied there one or two phases ahead (the
+// copy of phase i + 2 is issued as phase i finishes with the buffer); a larger one streams
+// from global memory after an L2 prefetch. Phases alternate buffers: qkv and gate/up in 0,
+// o and down in 1. `fills` / `waits` count each buffer's copies issued / consumed (the
+// mbarrier phase parity), the same in every thread.
+struct Ring {
+  uint64_t* bar[2];
+  bf16* buf[2];
+  unsigned cap[2];
+  unsigned fills[2], waits[2];
+};
+
+__device__ __forceinline__ unsigned slice_bytes(const WPhase& ph, int nr) {
+  return static_cast<unsigned>(nr) * ph.k * sizeof(bf16) * (ph.pair ? 2u : 1u);
+}
+
+// Start fetching phase `ph` into buffer b (every thread calls it; the buffer's readers
+// must be done with it, hence the block barrier).
+__device__ void issue_phase(Ring& ring, int b, const WPhase& ph, unsigned prefetch_cap) {
+  int r0, r1;
+  block_rows(ph.n, r0, r1);
+  const int nr = r1 - r0;
+  if (nr <= 0) return;
+  const unsigned bytes = slice_bytes(ph, nr);
+  if (bytes > ring.cap[b]) {
+    prefetch_phase(ph.w, ph.n, ph.k, ph.pair, prefetch_cap);
+    return;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    constexpr unsigned kPiece = 32768;
+    atlas::bulk::fence_async_shared();
+    atlas::bulk::expect_bytes(ring.bar[b], bytes);
+    const unsigned half = ph.pair ? bytes / 2 : bytes;
+    for (int h = 0; h < (ph.pair ? 2 : 1); ++h) {
+      const char* src = reinterpret_cast<const char*>(
+          ph.w + (static_cast<size_t>(r0) + (h ? ph.pair : 0)) * ph.k);
+      char* dst = reinterpret_cast<char*>(ring.buf[b]) + h * half;
+      for (unsigned off = 0; off < half; off += kPiece)
+        atlas::bulk::copy_to_shared(dst + off, src + off, min(kPiece, half - off), ring.bar[b]);
+    }
+  }
+  ++ring.fills[b];
+}
+
+// Run phase `ph` from buffer b: staged rows wait for their copy, the rest stream.
+template <bool kPair, class Epi>
+__device__ void run_phase(Ring& ring, int b, const WPhase& ph, const bf16* xs, float* red,
+                          Epi epi) {
+  int r0, r1;
+  block_rows(ph.n, r0, r1);
+  const int nr = r1 - r0;
+  if (nr <= 0) return;
+  if (slice_bytes(ph, nr) <= ring.cap[b]) {
+    atlas::bulk::wait_parity(ring.bar[b], ring.waits[b] & 1u);
+    ++ring.waits[b];
+    gemv_rows<true, kPair>(ring.buf[b], xs, ph.k, nr, r0, nr, red, epi);
+  } else {
+    gemv_rows<false, kPair>(ph.w + static_cast<size_t>(r0) * ph.k, xs, ph.k, ph.pair, r0, nr,
+                            red, epi);
+  }
 }
 
 // xs = bf16(w * bf16(x * 1 / sqrt(mean(x^2) + eps))) of the residual row (rmsnorm.cu).
@@ -296,7 +384,7 @@ template <int D>
 __device__ void attention_item(const Step& st, int h, int s, const uint64_t* lp, AttnSmem<D>& sm) {
   constexpr int E = D / 32;  // dims per lane of q, K and V
   // keys of one warp whose K and V loads overlap: 16 bytes of each row a lane in flight
-  // (more spill registers: the whole kernel is one function at the 128-register bound)
+  // (more would spill: the whole kernel is one function at its 128-register bound)
   constexpr int kKeysInFlight = 8 / E;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int kv_len = st.kv_len;
@@ -432,6 +520,11 @@ __device__ void attention_item(const Step& st, int h, int s, const uint64_t* lp,
   __syncthreads();
 }
 
+// sizeof(AttnSmem<D>) of a runtime head_dim
+__device__ __forceinline__ unsigned attn_smem_bytes(int D) {
+  return D == 64 ? sizeof(AttnSmem<64>) : D == 128 ? sizeof(AttnSmem<128>) : sizeof(AttnSmem<256>);
+}
+
 template <int D>
 __device__ void attention_phase(const Step& st, const uint64_t* lp, char* smem) {
   auto& sm = *reinterpret_cast<AttnSmem<D>*>(smem);
@@ -444,20 +537,32 @@ __device__ __forceinline__ const bf16* ptr_of(const uint64_t* lp, int i) {
   return reinterpret_cast<const bf16*>(lp[i]);
 }
 
-__device__ void run_layers(const Step& st, int num_layers, bf16* xs, char* attn_smem,
-                           float* red) {
+__device__ __forceinline__ WPhase layer_phase(const Step& st, const uint64_t* lp, int which) {
   const int qkv_n = (st.hq + 2 * st.hkv) * st.D, q_width = st.hq * st.D;
+  switch (which) {
+    case kQkvW: return {ptr_of(lp, kQkvW), qkv_n, st.hidden, 0};
+    case kOW: return {ptr_of(lp, kOW), st.hidden, q_width, 0};
+    case kGateUpW: return {ptr_of(lp, kGateUpW), st.inter, st.hidden, st.inter};
+    default: return {ptr_of(lp, kDownW), st.hidden, st.inter, 0};
+  }
+}
+
+__device__ void run_layers(const Step& st, int num_layers, bf16* xs, char* attn_smem,
+                           float* red, Ring& ring) {
+  const int q_width = st.hq * st.D;
+  bf16* qkv = st.qkv;
+  bf16* resid = st.resid;
+  bf16* act = st.act;
+  const unsigned pf = st.prefetch_bytes;
   for (int layer = 0; layer < num_layers; ++layer) {
     const uint64_t* lp = st.layers + static_cast<size_t>(layer) * kLayerPtrs;
-    int r0, r1;
-    // 1. input norm + qkv
-    if (layer + 1 == num_layers) atlas::pdl_launch_dependents();
+    const bool more = layer + 1 < num_layers;
+    // 1. input norm + qkv (buffer 0); then buffer 0 takes gate/up
+    if (!more) atlas::pdl_launch_dependents();
     norm_to_shared(st.resid, ptr_of(lp, kInNorm), xs, st.hidden, st.eps, red);
-    block_rows(qkv_n, r0, r1);
-    bf16* qkv = st.qkv;
-    gemv_rows<false>(ptr_of(lp, kQkvW), xs, st.hidden, 0, r0, r1, red,
+    run_phase<false>(ring, 0, layer_phase(st, lp, kQkvW), xs, red,
                      [&](int r, float y, float) { qkv[r] = atlas::f32_to_bf16(y); });
-    prefetch_phase(ptr_of(lp, kOW), st.hidden, q_width, 0, st.prefetch_bytes);
+    issue_phase(ring, 0, layer_phase(st, lp, kGateUpW), pf);
     grid_barrier(st.sync);
     // 2. attention
     switch (st.D) {
@@ -465,34 +570,30 @@ __device__ void run_layers(const Step& st, int num_layers, bf16* xs, char* attn_
       case 128: attention_phase<128>(st, lp, attn_smem); break;
       default: attention_phase<256>(st, lp, attn_smem); break;
     }
-    prefetch_phase(ptr_of(lp, kGateUpW), st.inter, st.hidden, st.inter, st.prefetch_bytes);
     grid_barrier(st.sync);
-    // 3. o_proj + residual
+    // 3. o_proj + residual (buffer 1); then buffer 1 takes down
     stage_row(st.attn, xs, q_width);
-    block_rows(st.hidden, r0, r1);
-    bf16* resid = st.resid;
-    gemv_rows<false>(ptr_of(lp, kOW), xs, q_width, 0, r0, r1, red,
+    run_phase<false>(ring, 1, layer_phase(st, lp, kOW), xs, red,
                      [&](int r, float y, float) { add_to_resid(resid, r, y); });
-    prefetch_phase(ptr_of(lp, kDownW), st.hidden, st.inter, 0, st.prefetch_bytes);
+    issue_phase(ring, 1, layer_phase(st, lp, kDownW), pf);
     grid_barrier(st.sync);
-    // 4. post norm + gate/up + SwiGLU
+    // 4. post norm + gate/up + SwiGLU (buffer 0); then buffer 0 takes the next qkv
     norm_to_shared(st.resid, ptr_of(lp, kPostNorm), xs, st.hidden, st.eps, red);
-    block_rows(st.inter, r0, r1);
-    bf16* act = st.act;
-    gemv_rows<true>(ptr_of(lp, kGateUpW), xs, st.hidden, st.inter, r0, r1, red,
+    run_phase<true>(ring, 0, layer_phase(st, lp, kGateUpW), xs, red,
                     [&](int r, float g, float u) {
                       act[r] = atlas::f32_to_bf16(
                           atlas::swiglu_f32(atlas::round_bf16(g), atlas::round_bf16(u)));
                     });
-    if (layer + 1 < num_layers)
-      prefetch_phase(ptr_of(lp + kLayerPtrs, kQkvW), qkv_n, st.hidden, 0, st.prefetch_bytes);
+    if (more) issue_phase(ring, 0, layer_phase(st, lp + kLayerPtrs, kQkvW), pf);
     grid_barrier(st.sync);
-    // 5. down + residual
+    // 5. down + residual (buffer 1); then buffer 1 takes the next o_proj
     stage_row(st.act, xs, st.inter);
-    block_rows(st.hidden, r0, r1);
-    gemv_rows<false>(ptr_of(lp, kDownW), xs, st.inter, 0, r0, r1, red,
+    run_phase<false>(ring, 1, layer_phase(st, lp, kDownW), xs, red,
                      [&](int r, float y, float) { add_to_resid(resid, r, y); });
-    if (layer + 1 < num_layers) grid_barrier(st.sync);
+    if (more) {
+      issue_phase(ring, 1, layer_phase(st, lp + kLayerPtrs, kOW), pf);
+      grid_barrier(st.sync);
+    }
   }
 }
 
@@ -506,9 +607,10 @@ decode_persistent_bf16(const uint64_t* __restrict__ layers, bf16* resid, bf16* q
                        const int* __restrict__ kv_lens, uint32_t num_layers, uint32_t hidden,
                        uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t inter,
                        uint32_t block_size, uint32_t splits, uint32_t prefetch_bytes,
-                       float scale, float eps) {
-  extern __shared__ __align__(16) char smem[];
+                       uint32_t stage0, uint32_t stage1, float scale, float eps) {
+  extern __shared__ __align__(128) char smem[];
   __shared__ float red[2 * kWarps];
+  __shared__ __align__(8) uint64_t bars[2];
   // the step's scalars live in shared memory, not in registers across every phase
   __shared__ Step st;
   if (threadIdx.x == 0) {
@@ -532,10 +634,31 @@ decode_persistent_bf16(const uint64_t* __restrict__ layers, bf16* resid, bf16* q
     st.scale = scale;
     st.eps = eps;
     st.table = block_tables;
+    atlas::bulk::init_barrier(&bars[0], 1);
+    atlas::bulk::init_barrier(&bars[1], 1);
+    atlas::bulk::fence_barrier_init();
   }
-  // the first layer's qkv slice streams into L2 while the previous kernel finishes
-  prefetch_phase(reinterpret_cast<const bf16*>(layers[kQkvW]), (hq + 2 * hkv) * head_dim,
-                 hidden, 0, prefetch_bytes);
+  __syncthreads();
+  // dynamic shared memory: the x row (the widest GEMV input: hidden, hq * D or inter
+  // elements), attention's scratch, then the two weight buffers (ops/decode_persistent.py
+  // shared_bytes lays out the same)
+  const int width = max(max(hidden, hq * head_dim), inter);
+  bf16* xs = reinterpret_cast<bf16*>(smem);
+  const unsigned x_bytes = ((width * sizeof(bf16) + 127) / 128) * 128;
+  char* attn_smem = smem + x_bytes;
+  const unsigned attn_bytes = ((attn_smem_bytes(head_dim) + 127) / 128) * 128;
+  Ring ring;
+  ring.bar[0] = &bars[0];
+  ring.bar[1] = &bars[1];
+  ring.buf[0] = reinterpret_cast<bf16*>(attn_smem + attn_bytes);
+  ring.buf[1] = reinterpret_cast<bf16*>(attn_smem + attn_bytes + ((stage0 + 127) / 128) * 128);
+  ring.cap[0] = stage0;
+  ring.cap[1] = stage1;
+  ring.fills[0] = ring.fills[1] = ring.waits[0] = ring.waits[1] = 0;
+  // the first layer's qkv and o slices stream in while the previous kernel finishes
+  // (weights and the pointer table: no kernel writes them)
+  issue_phase(ring, 0, layer_phase(st, layers, kQkvW), prefetch_bytes);
+  issue_phase(ring, 1, layer_phase(st, layers, kOW), prefetch_bytes);
   atlas::pdl_wait();
   if (threadIdx.x == 0) {
     st.pos = __ldg(positions);
@@ -543,9 +666,5 @@ decode_persistent_bf16(const uint64_t* __restrict__ layers, bf16* resid, bf16* q
     st.kv_len = __ldg(kv_lens);
   }
   __syncthreads();
-  // the x row: the widest GEMV input (hidden, hq * D or inter elements), then attention's
-  const int width = max(max(hidden, hq * head_dim), inter);
-  bf16* xs = reinterpret_cast<bf16*>(smem);
-  char* attn_smem = smem + ((width * static_cast<int>(sizeof(bf16)) + 15) / 16) * 16;
-  run_layers(st, static_cast<int>(num_layers), xs, attn_smem, red);
+  run_layers(st, static_cast<int>(num_layers), xs, attn_smem, red, ring);
 }

@@ -49,6 +49,11 @@ def build_tables(dev: GpuBackend, rows: list[dict[str, DevicePtr]], hq: int
                for name in LAYER_POINTERS if name not in ("q_norm", "k_norm") and not row[name]]
     if missing:
         raise ValueError(f"decode_persistent: layer {missing[0]} lacks a weight or cache pointer")
+    misaligned = [(i, name) for i, row in enumerate(rows) for name in LAYER_POINTERS
+                  if int(row[name]) % 16]
+    if misaligned:  # bulk copies and 16-byte loads
+        raise ValueError(f"decode_persistent: layer {misaligned[0][0]} {misaligned[0][1]} is "
+                         "not 16-byte aligned")
     layers = dev.upload(table)
     dev.mark_constant(layers, table.nbytes)
     sync = dev.alloc(4 * (2 + hq))
@@ -63,14 +68,55 @@ def persistent_splits(sm_count: int, hq: int, max_splits: int) -> int:
     return max(1, min(max_splits, sm_count // hq))
 
 
-def shared_bytes(hidden: int, hq: int, head_dim: int, inter: int) -> int:
-    """Dynamic shared memory: the widest GEMV input row (bf16, 16-byte aligned), then the
-    attention scratch (decode_persistent.cu AttnSmem<D>: 5 bf16 heads, the f32 query, each
-    warp's m, l and head accumulator, the merge flag)."""
-    row = -(-2 * max(hidden, hq * head_dim, inter) // 16) * 16
+#: static shared memory of the kernel (its Step, reduction scratch and mbarriers) with room
+#: to spare: what the dynamic part's budget leaves out
+STATIC_SHARED_RESERVE = 1024
+
+
+def _align(n: int, to: int = 128) -> int:
+    return -(-n // to) * to
+
+
+def base_shared_bytes(hidden: int, hq: int, head_dim: int, inter: int) -> int:
+    """Dynamic shared memory before the weight buffers (decode_persistent.cu's layout, each
+    part 128-byte aligned): the widest GEMV input row (bf16), then the attention scratch
+    (AttnSmem<D>: 5 bf16 heads, the f32 query, each warp's m, l and head accumulator, the
+    merge flag)."""
     attn = 5 * 2 * head_dim + 4 * head_dim + 8 * PERSISTENT_WARPS \
         + 4 * PERSISTENT_WARPS * head_dim + 4
-    return row + -(-attn // 16) * 16
+    return _align(2 * max(hidden, hq * head_dim, inter)) + _align(attn)
+
+
+def phase_slices(sm_count: int, hidden: int, hq: int, hkv: int, head_dim: int, inter: int
+                 ) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The most weight bytes one block owns of each phase, as the kernel splits rows
+    (ceil(n / grid) a block): ((qkv, gate/up both halves), (o, down)) by weight buffer."""
+    def rows(n: int) -> int:
+        return -(-n // sm_count)
+
+    qkv = rows((hq + 2 * hkv) * head_dim) * hidden * 2
+    gate_up = rows(inter) * hidden * 4
+    o = rows(hidden) * hq * head_dim * 2
+    down = rows(hidden) * inter * 2
+    return (qkv, gate_up), (o, down)
+
+
+def stage_plan(sm_count: int, budget: int, hidden: int, hq: int, hkv: int, head_dim: int,
+               inter: int) -> tuple[int, int]:
+    """Capacities of the two shared-memory weight buffers (bytes; 0: that buffer unused):
+    the pair that stages the most weight bytes of a layer within `budget`. A phase whose
+    slice fits its buffer is bulk-copied a phase or two ahead; the others stream from
+    global memory after an L2 prefetch. Qwen3-0.6B stages all four (96 + 48 KB a block)."""
+    slices = phase_slices(sm_count, hidden, hq, hkv, head_dim, inter)
+    best, best_staged = (0, 0), 0
+    for c0 in (0, *slices[0]):
+        for c1 in (0, *slices[1]):
+            if _align(c0) + c1 > budget:
+                continue
+            staged = sum(x for x in slices[0] if x <= c0) + sum(x for x in slices[1] if x <= c1)
+            if staged > best_staged:
+                best, best_staged = (c0, c1), staged
+    return best
 
 
 def check_shapes(hidden: int, hq: int, hkv: int, head_dim: int, inter: int) -> str | None:
@@ -104,12 +150,16 @@ def decode_persistent(kc: KernelCache, stream: Stream, tables: PersistentTables,
                       ("part_o", part_o), ("cos_sin", cos_sin)):
         require_aligned("decode_persistent", name, ptr, 16)
     splits = persistent_splits(kc.facts.sm_count, hq, max_splits)
-    nbytes = shared_bytes(hidden, hq, head_dim, inter)
-    if nbytes > kc.facts.shared_memory_per_block:
-        raise ValueError(f"decode_persistent: needs {nbytes} B of shared memory, the device "
-                         f"allows {kc.facts.shared_memory_per_block}")
-    kc.get_with_shared(DECODE_PERSISTENT, nbytes)(
+    base = base_shared_bytes(hidden, hq, head_dim, inter)
+    budget = kc.facts.shared_memory_per_block - STATIC_SHARED_RESERVE - base
+    if budget < 0:
+        raise ValueError(f"decode_persistent: needs {base} B of shared memory, the device "
+                         f"allows {kc.facts.shared_memory_per_block - STATIC_SHARED_RESERVE}")
+    stage0, stage1 = (stage_plan(kc.facts.sm_count, budget, hidden, hq, hkv, head_dim, inter)
+                      if kc.routes.persistent_stage else (0, 0))
+    nbytes = base + _align(stage0) + stage1
+    kc.get_with_shared(DECODE_PERSISTENT, nbytes, most_shared=True)(
         stream, kc.facts.sm_count, PERSISTENT_THREADS, nbytes, tables.layers, resid, qkv, attn,
         act, part_o, part_ml, tables.sync, cos_sin, positions, slots, block_tables, kv_lens,
         tables.num_layers, hidden, hq, hkv, head_dim, inter, block_size, splits,
-        kc.routes.persistent_prefetch_kb * 1024, scale, eps)
+        kc.routes.persistent_prefetch_kb * 1024, stage0, stage1, scale, eps)

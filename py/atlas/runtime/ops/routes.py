@@ -74,7 +74,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   launches a layer; models it does not cover keep the per-op path. Off by default until
   measured (tools/gpu/run_suite.sh persistent_ab). ATLAS_PERSISTENT_PREFETCH_KB=N: the
   KiB of its next weight phase each block asks L2 for before a barrier (default
-  DEFAULT_PERSISTENT_PREFETCH_KB; 0: none), for sweeps on the device.
+  DEFAULT_PERSISTENT_PREFETCH_KB; 0: none), for sweeps on the device;
+  ATLAS_PERSISTENT_STAGE=0: none of its weight phases bulk-copied into shared memory ahead
+  (ops/decode_persistent.stage_plan), every one streamed after that L2 prefetch.
 """
 
 from __future__ import annotations
@@ -167,6 +169,7 @@ class KernelRoutes:
     norm_gemv: bool = False
     persistent_decode: bool = False
     persistent_prefetch_kb: int = DEFAULT_PERSISTENT_PREFETCH_KB
+    persistent_stage: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "KernelRoutes":
@@ -216,4 +219,5 @@ class KernelRoutes:
                    norm_gemv=env_switch(env, "ATLAS_NORM_GEMV", False),
                    persistent_decode=env_switch(env, "ATLAS_PERSISTENT_DECODE", False),
                    persistent_prefetch_kb=_env_count(env, "ATLAS_PERSISTENT_PREFETCH_KB",
-                                                     DEFAULT_PERSISTENT_PREFETCH_KB))
+                                                     DEFAULT_PERSISTENT_PREFETCH_KB),
+                   persistent_stage=env_switch(env, "ATLAS_PERSISTENT_STAGE", True))

@@ -44,7 +44,8 @@ def decode_persistent_bf16(mem: HostMemory, grid: Dim3, block: Dim3, layers: int
                            cos_sin: int, positions: int, slots: int, block_tables: int,
                            kv_lens: int, num_layers: int, hidden: int, hq: int, hkv: int,
                            head_dim: int, inter: int, block_size: int, splits: int,
-                           prefetch_bytes: int, scale: float, eps: float) -> None:
+                           prefetch_bytes: int, stage0: int, stage1: int, scale: float,
+                           eps: float) -> None:
     table = mem.view(layers, np.uint64, num_layers * len(LAYER_POINTERS)).reshape(
         num_layers, len(LAYER_POINTERS))
     qkv_n, q_width = (hq + 2 * hkv) * head_dim, hq * head_dim
