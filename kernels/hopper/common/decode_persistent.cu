@@ -132,15 +132,6 @@ __device__ __forceinline__ void prefetch_phase(const bf16* w, int n, int k, int 
   if (pair) prefetch_rows(w + static_cast<size_t>(pair) * k, k, r0, r1, cap / 2);
 }
 
-__device__ __forceinline__ float dot8(const uint4& w, const uint4& x, float s) {
-  float a[8], b[8];
-  atlas::unpack_bf16x8(w, a);
-  atlas::unpack_bf16x8(x, b);
-#pragma unroll
-  for (int e = 0; e < 8; ++e) s = fmaf(a[e], b[e], s);
-  return s;
-}
-
 // A 16-byte weight chunk: streamed from global memory, or plain from shared memory where
 // the phase's slice was staged.
 template <bool kStaged>
@@ -173,8 +164,8 @@ __device__ __forceinline__ void dot_chunks(const uint4* wa, const uint4* wb, con
       const int i = c + u * stride;
       if (i < chunks) {
         const uint4 x = xs[i];
-        s0 = dot8(a[u], x, s0);
-        if constexpr (kPair) s1 = dot8(b[u], x, s1);
+        s0 = atlas::dot8(a[u], x, s0);
+        if constexpr (kPair) s1 = atlas::dot8(b[u], x, s1);
       }
     }
   }
