@@ -29,10 +29,11 @@
 // GEMVs accumulate in f32 and round once to bf16, RMSNorm rounds like rmsnorm.cu, attention
 // uses decode_split_rule's splits (the `splits` argument) and merges like attention.cu.
 //
-// Barrier: sync[0] counts arrivals, sync[1] is a generation. A block reads the generation,
-// releases its writes (__threadfence) and arrives; the last arrival resets the count and
-// bumps the generation; the others spin on it with acquire loads. The count is back at zero
-// whenever no barrier is in progress, so launches and graph replays need no reset.
+// Barrier: sync[0] counts arrivals, sync[1] is a generation. A block releases its writes
+// (__threadfence) and arrives; the last arrival resets the count and bumps the generation
+// (a release); the others spin on it with acquire loads until it leaves the value the block
+// last saw. The count is back at zero whenever no barrier is in progress, so launches and
+// graph replays need no reset (the generation just keeps counting).
 // sync[2 + h] is q head h's split ticket, reset by the merging block.
 //
 // Activations written inside this kernel are read with ld.global.cg (L2, never a stale L1
@@ -72,6 +73,7 @@ struct Step {
   unsigned prefetch_bytes;
   float scale, eps;
   int pos, slot, kv_len;
+  unsigned gen;  // thread 0's barrier generation (grid_barrier)
   const int* table;
 };
 
@@ -81,20 +83,31 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
   return v;
 }
 
-__device__ void grid_barrier(unsigned* sync) {
+__device__ __forceinline__ void st_relaxed(unsigned* p, unsigned v) {
+  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ void red_release_add(unsigned* p, unsigned v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
+// The device-wide barrier (file header). `gen` is thread 0's copy of the generation word:
+// read once at the start (no barrier can complete before this block arrives) and advanced
+// by one per barrier, as every barrier advances the word once. The last arrival resets the
+// count and publishes the next generation without waiting for either store.
+__device__ void grid_barrier(unsigned* sync, unsigned& gen) {
   __syncthreads();
   if (threadIdx.x == 0) {
-    const unsigned gen = ld_acquire(sync + 1);  // cannot advance before this block arrives
-    __threadfence();
+    __threadfence();  // this block's writes before its arrival
     if (atomicAdd(sync, 1u) == gridDim.x - 1) {
-      atomicExch(sync, 0u);
-      __threadfence();
-      atomicAdd(sync + 1, 1u);
+      __threadfence();  // every other block's writes (their arrivals) before the release
+      st_relaxed(sync, 0u);
+      red_release_add(sync + 1, 1u);
     } else {
       while (ld_acquire(sync + 1) == gen) {
       }
     }
-    __threadfence();
+    ++gen;
   }
   __syncthreads();
 }
@@ -289,13 +302,17 @@ __device__ void run_phase(Ring& ring, int b, const WPhase& ph, const bf16* xs, f
   }
 }
 
-// xs = bf16(w * bf16(x * 1 / sqrt(mean(x^2) + eps))) of the residual row (rmsnorm.cu).
+// xs = bf16(w * bf16(x * 1 / sqrt(mean(x^2) + eps))) of the residual row (rmsnorm.cu). A
+// thread's first weight vector is requested with its residual vector, not after the sum.
 __device__ void norm_to_shared(const bf16* resid, const bf16* w, bf16* xs, int hidden, float eps,
                                float* red) {
   const int vecs = hidden / 8;
+  const uint4* w4 = reinterpret_cast<const uint4*>(w);
   uint4* x4 = reinterpret_cast<uint4*>(xs);
+  const int first = threadIdx.x;
+  const uint4 w_first = first < vecs ? __ldg(w4 + first) : make_uint4(0, 0, 0, 0);
   float ss = 0.f;
-  for (int c = threadIdx.x; c < vecs; c += kThreads) {
+  for (int c = first; c < vecs; c += kThreads) {
     const uint4 v = __ldcg(reinterpret_cast<const uint4*>(resid) + c);
     x4[c] = v;
     float f[8];
@@ -305,10 +322,10 @@ __device__ void norm_to_shared(const bf16* resid, const bf16* w, bf16* xs, int h
   }
   const float total = atlas::block_sum(ss, red);
   const float inv = 1.f / sqrtf(total / static_cast<float>(hidden) + eps);
-  for (int c = threadIdx.x; c < vecs; c += kThreads) {
+  for (int c = first; c < vecs; c += kThreads) {
     float f[8], g[8];
     atlas::unpack_bf16x8(x4[c], f);
-    atlas::unpack_bf16x8(__ldg(reinterpret_cast<const uint4*>(w) + c), g);
+    atlas::unpack_bf16x8(c == first ? w_first : __ldg(w4 + c), g);
 #pragma unroll
     for (int e = 0; e < 8; ++e) f[e] = g[e] * atlas::round_bf16(f[e] * inv);
     x4[c] = atlas::pack_bf16x8(f);
@@ -489,7 +506,7 @@ __device__ void attention_item(const Step& st, int h, int s, const uint64_t* lp,
     __threadfence();
     const unsigned ticket = atomicAdd(st.sync + 2 + h, 1u);
     sm.last = ticket == static_cast<unsigned>(active - 1);
-    if (sm.last) atomicExch(st.sync + 2 + h, 0u);
+    if (sm.last) st_relaxed(st.sync + 2 + h, 0u);  // released by the next grid barrier
     __threadfence();
   }
   __syncthreads();
@@ -538,7 +555,7 @@ __device__ __forceinline__ WPhase layer_phase(const Step& st, const uint64_t* lp
   }
 }
 
-__device__ void run_layers(const Step& st, int num_layers, bf16* xs, char* attn_smem,
+__device__ void run_layers(Step& st, int num_layers, bf16* xs, char* attn_smem,
                            float* red, Ring& ring) {
   const int q_width = st.hq * st.D;
   bf16* qkv = st.qkv;
@@ -554,20 +571,20 @@ __device__ void run_layers(const Step& st, int num_layers, bf16* xs, char* attn_
     run_phase<false>(ring, 0, layer_phase(st, lp, kQkvW), xs, red,
                      [&](int r, float y, float) { qkv[r] = atlas::f32_to_bf16(y); });
     issue_phase(ring, 0, layer_phase(st, lp, kGateUpW), pf);
-    grid_barrier(st.sync);
+    grid_barrier(st.sync, st.gen);
     // 2. attention
     switch (st.D) {
       case 64: attention_phase<64>(st, lp, attn_smem); break;
       case 128: attention_phase<128>(st, lp, attn_smem); break;
       default: attention_phase<256>(st, lp, attn_smem); break;
     }
-    grid_barrier(st.sync);
+    grid_barrier(st.sync, st.gen);
     // 3. o_proj + residual (buffer 1); then buffer 1 takes down
     stage_row(st.attn, xs, q_width);
     run_phase<false>(ring, 1, layer_phase(st, lp, kOW), xs, red,
                      [&](int r, float y, float) { add_to_resid(resid, r, y); });
     issue_phase(ring, 1, layer_phase(st, lp, kDownW), pf);
-    grid_barrier(st.sync);
+    grid_barrier(st.sync, st.gen);
     // 4. post norm + gate/up + SwiGLU (buffer 0); then buffer 0 takes the next qkv
     norm_to_shared(st.resid, ptr_of(lp, kPostNorm), xs, st.hidden, st.eps, red);
     run_phase<true>(ring, 0, layer_phase(st, lp, kGateUpW), xs, red,
@@ -576,14 +593,14 @@ __device__ void run_layers(const Step& st, int num_layers, bf16* xs, char* attn_
                           atlas::swiglu_f32(atlas::round_bf16(g), atlas::round_bf16(u)));
                     });
     if (more) issue_phase(ring, 0, layer_phase(st, lp + kLayerPtrs, kQkvW), pf);
-    grid_barrier(st.sync);
+    grid_barrier(st.sync, st.gen);
     // 5. down + residual (buffer 1); then buffer 1 takes the next o_proj
     stage_row(st.act, xs, st.inter);
     run_phase<false>(ring, 1, layer_phase(st, lp, kDownW), xs, red,
                      [&](int r, float y, float) { add_to_resid(resid, r, y); });
     if (more) {
       issue_phase(ring, 1, layer_phase(st, lp + kLayerPtrs, kOW), pf);
-      grid_barrier(st.sync);
+      grid_barrier(st.sync, st.gen);
     }
   }
 }
@@ -655,6 +672,7 @@ decode_persistent_bf16(const uint64_t* __restrict__ layers, bf16* resid, bf16* q
     st.pos = __ldg(positions);
     st.slot = __ldg(slots);
     st.kv_len = __ldg(kv_lens);
+    st.gen = ld_acquire(sync + 1);
   }
   __syncthreads();
   run_layers(st, static_cast<int>(num_layers), xs, attn_smem, red, ring);
