@@ -346,33 +346,26 @@ __device__ __forceinline__ void add_to_resid(bf16* resid, int r, float y) {
   resid[r] = atlas::f32_to_bf16(h + atlas::round_bf16(y));
 }
 
-// E consecutive bf16 (E = 2, 4, 8: one 4-, 8- or 16-byte access) widened to f32: a lane's
-// dims of a K or V row, from shared memory or the (generic-addressed) step's own rows
+// E consecutive bf16 (E = 2, 4, 8: one 4-, 8- or 16-byte access): a lane's dims of a K or V
+// row, kept raw (half the registers of f32) until used.
 template <int E>
-__device__ __forceinline__ void load_dims(const bf16* p, float (&f)[E]) {
-  if constexpr (E == 2) {
-    atlas::unpack_bf16x2(*reinterpret_cast<const unsigned*>(p), f[0], f[1]);
-  } else if constexpr (E == 4) {
-    const uint2 v = *reinterpret_cast<const uint2*>(p);
-    atlas::unpack_bf16x2(v.x, f[0], f[1]);
-    atlas::unpack_bf16x2(v.y, f[2], f[3]);
-  } else {
-    atlas::unpack_bf16x8(*reinterpret_cast<const uint4*>(p), f);
-  }
-}
+struct Dims;
+template <>
+struct Dims<2> { using T = unsigned; };
+template <>
+struct Dims<4> { using T = uint2; };
+template <>
+struct Dims<8> { using T = uint4; };
 
-// The same from the KV caches' earlier positions (never written by this kernel: the step's
-// own row is read from shared memory), through the read-only path.
 template <int E>
-__device__ __forceinline__ void load_dims_nc(const bf16* p, float (&f)[E]) {
+__device__ __forceinline__ void unpack_dims(const typename Dims<E>::T& v, float (&f)[E]) {
   if constexpr (E == 2) {
-    atlas::unpack_bf16x2(__ldg(reinterpret_cast<const unsigned*>(p)), f[0], f[1]);
+    atlas::unpack_bf16x2(v, f[0], f[1]);
   } else if constexpr (E == 4) {
-    const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
     atlas::unpack_bf16x2(v.x, f[0], f[1]);
     atlas::unpack_bf16x2(v.y, f[2], f[3]);
   } else {
-    atlas::unpack_bf16x8(__ldg(reinterpret_cast<const uint4*>(p)), f);
+    atlas::unpack_bf16x8(v, f);
   }
 }
 
@@ -391,9 +384,9 @@ struct AttnSmem {
 template <int D>
 __device__ void attention_item(const Step& st, int h, int s, const uint64_t* lp, AttnSmem<D>& sm) {
   constexpr int E = D / 32;  // dims per lane of q, K and V
-  // keys of one warp whose K and V loads overlap: 16 bytes of each row a lane in flight
-  // (more would spill: the whole kernel is one function at its 128-register bound)
-  constexpr int kKeysInFlight = 8 / E;
+  // keys of one warp whose K and V loads overlap: 32 bytes of each row a lane in flight, 16
+  // at D 256 (more would spill: the whole kernel is one function at its 128-register bound)
+  constexpr int kKeysInFlight = E == 8 ? 1 : 16 / E;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int kv_len = st.kv_len;
   const int chunk = max((kv_len + st.splits - 1) / st.splits, 32);
@@ -441,34 +434,38 @@ __device__ void attention_item(const Step& st, int h, int s, const uint64_t* lp,
     q[e] = sm.q[lane * E + e];
     acc[e] = 0.f;
   }
+  using Raw = typename Dims<E>::T;
   for (int base = k0 + warp; base < k1; base += kWarps * kKeysInFlight) {
-    float kf[kKeysInFlight][E], vf[kKeysInFlight][E];
+    Raw kr[kKeysInFlight], vr[kKeysInFlight];
 #pragma unroll
     for (int u = 0; u < kKeysInFlight; ++u) {
       const int key = base + u * kWarps;
       if (key >= k1) continue;
-      if (key == newkey) {
-        load_dims<E>(sm.qkn[1] + lane * E, kf[u]);
-        load_dims<E>(sm.stage[2] + lane * E, vf[u]);
-      } else {
+      if (key == newkey) {  // the step's own key: shared memory (generic loads)
+        kr[u] = *reinterpret_cast<const Raw*>(sm.qkn[1] + lane * E);
+        vr[u] = *reinterpret_cast<const Raw*>(sm.stage[2] + lane * E);
+      } else {  // earlier positions: never written by this kernel, the read-only path
         const int blk = __ldg(st.table + key / st.block_size), off = key % st.block_size;
         const size_t row = ((static_cast<size_t>(blk) * st.hkv + g) * st.block_size + off) * D;
-        load_dims_nc<E>(k_cache + row + lane * E, kf[u]);
-        load_dims_nc<E>(v_cache + row + lane * E, vf[u]);
+        kr[u] = __ldg(reinterpret_cast<const Raw*>(k_cache + row + lane * E));
+        vr[u] = __ldg(reinterpret_cast<const Raw*>(v_cache + row + lane * E));
       }
     }
 #pragma unroll
     for (int u = 0; u < kKeysInFlight; ++u) {
       if (base + u * kWarps >= k1) break;
+      float kf[E], vf[E];
+      unpack_dims<E>(kr[u], kf);
+      unpack_dims<E>(vr[u], vf);
       float dot = 0.f;
 #pragma unroll
-      for (int e = 0; e < E; ++e) dot = fmaf(q[e], kf[u][e], dot);
+      for (int e = 0; e < E; ++e) dot = fmaf(q[e], kf[e], dot);
       const float sc = atlas::warp_sum(dot) * st.scale;
       const float mnew = fmaxf(m, sc);
       const float corr = expf(m - mnew), p = expf(sc - mnew);
       l = fmaf(l, corr, p);
 #pragma unroll
-      for (int e = 0; e < E; ++e) acc[e] = fmaf(acc[e], corr, p * vf[u][e]);
+      for (int e = 0; e < E; ++e) acc[e] = fmaf(acc[e], corr, p * vf[e]);
       m = mnew;
     }
   }
