@@ -49,6 +49,9 @@ namespace {
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 constexpr int kUnroll = 4;
+// polls of a barrier's generation word (each an L2 round trip, ~0.5 us) before it gives up:
+// several seconds, where no barrier of a healthy step waits a millisecond
+constexpr unsigned kBarrierMaxPolls = 1u << 24;
 
 // The per-layer device pointer table (u64 [layers, kLayerPtrs]; ops/decode_persistent.py
 // LAYER_POINTERS names the same order).
@@ -104,8 +107,12 @@ __device__ void grid_barrier(unsigned* sync, unsigned& gen) {
       st_relaxed(sync, 0u);
       red_release_add(sync + 1, 1u);
     } else {
-      while (ld_acquire(sync + 1) == gen) {
+      // a barrier that cannot open (a block that never became resident) traps: a launch
+      // error instead of a hung device
+      unsigned polls = kBarrierMaxPolls;
+      while (ld_acquire(sync + 1) == gen && --polls) {
       }
+      if (polls == 0) asm volatile("trap;");
     }
     ++gen;
   }
@@ -242,13 +249,12 @@ struct WPhase {
 // halves of a pair) fits its buffer is bulk-copied there one or two phases ahead (the
 // copy of phase i + 2 is issued as phase i finishes with the buffer); a larger one streams
 // from global memory after an L2 prefetch. Phases alternate buffers: qkv and gate/up in 0,
-// o and down in 1. `fills` / `waits` count each buffer's copies issued / consumed (the
-// mbarrier phase parity), the same in every thread.
+// o and down in 1. Lives in shared memory (set once); `parity` (a register: bit b is the
+// mbarrier phase buffer b's next copy completes) is the only state that changes.
 struct Ring {
-  uint64_t* bar[2];
+  uint64_t bar[2];
   bf16* buf[2];
   unsigned cap[2];
-  unsigned fills[2], waits[2];
 };
 
 __device__ __forceinline__ unsigned slice_bytes(const WPhase& ph, int nr) {
@@ -271,30 +277,30 @@ __device__ void issue_phase(Ring& ring, int b, const WPhase& ph, unsigned prefet
   if (threadIdx.x == 0) {
     constexpr unsigned kPiece = 32768;
     atlas::bulk::fence_async_shared();
-    atlas::bulk::expect_bytes(ring.bar[b], bytes);
+    atlas::bulk::expect_bytes(&ring.bar[b], bytes);
     const unsigned half = ph.pair ? bytes / 2 : bytes;
     for (int h = 0; h < (ph.pair ? 2 : 1); ++h) {
       const char* src = reinterpret_cast<const char*>(
           ph.w + (static_cast<size_t>(r0) + (h ? ph.pair : 0)) * ph.k);
       char* dst = reinterpret_cast<char*>(ring.buf[b]) + h * half;
       for (unsigned off = 0; off < half; off += kPiece)
-        atlas::bulk::copy_to_shared(dst + off, src + off, min(kPiece, half - off), ring.bar[b]);
+        atlas::bulk::copy_to_shared(dst + off, src + off, min(kPiece, half - off),
+                                    &ring.bar[b]);
     }
   }
-  ++ring.fills[b];
 }
 
 // Run phase `ph` from buffer b: staged rows wait for their copy, the rest stream.
 template <bool kPair, class Epi>
-__device__ void run_phase(Ring& ring, int b, const WPhase& ph, const bf16* xs, float* red,
-                          Epi epi) {
+__device__ void run_phase(Ring& ring, unsigned& parity, int b, const WPhase& ph, const bf16* xs,
+                          float* red, Epi epi) {
   int r0, r1;
   block_rows(ph.n, r0, r1);
   const int nr = r1 - r0;
   if (nr <= 0) return;
   if (slice_bytes(ph, nr) <= ring.cap[b]) {
-    atlas::bulk::wait_parity(ring.bar[b], ring.waits[b] & 1u);
-    ++ring.waits[b];
+    atlas::bulk::wait_parity(&ring.bar[b], (parity >> b) & 1u);
+    parity ^= 1u << b;
     gemv_rows<true, kPair>(ring.buf[b], xs, ph.k, nr, r0, nr, red, epi);
   } else {
     gemv_rows<false, kPair>(ph.w + static_cast<size_t>(r0) * ph.k, xs, ph.k, ph.pair, r0, nr,
@@ -554,6 +560,7 @@ __device__ __forceinline__ WPhase layer_phase(const Step& st, const uint64_t* lp
 
 __device__ void run_layers(Step& st, int num_layers, bf16* xs, char* attn_smem,
                            float* red, Ring& ring) {
+  unsigned parity = 0;
   const int q_width = st.hq * st.D;
   bf16* qkv = st.qkv;
   bf16* resid = st.resid;
@@ -565,7 +572,7 @@ __device__ void run_layers(Step& st, int num_layers, bf16* xs, char* attn_smem,
     // 1. input norm + qkv (buffer 0); then buffer 0 takes gate/up
     if (!more) atlas::pdl_launch_dependents();
     norm_to_shared(st.resid, ptr_of(lp, kInNorm), xs, st.hidden, st.eps, red);
-    run_phase<false>(ring, 0, layer_phase(st, lp, kQkvW), xs, red,
+    run_phase<false>(ring, parity, 0, layer_phase(st, lp, kQkvW), xs, red,
                      [&](int r, float y, float) { qkv[r] = atlas::f32_to_bf16(y); });
     issue_phase(ring, 0, layer_phase(st, lp, kGateUpW), pf);
     grid_barrier(st.sync, st.gen);
@@ -578,13 +585,13 @@ __device__ void run_layers(Step& st, int num_layers, bf16* xs, char* attn_smem,
     grid_barrier(st.sync, st.gen);
     // 3. o_proj + residual (buffer 1); then buffer 1 takes down
     stage_row(st.attn, xs, q_width);
-    run_phase<false>(ring, 1, layer_phase(st, lp, kOW), xs, red,
+    run_phase<false>(ring, parity, 1, layer_phase(st, lp, kOW), xs, red,
                      [&](int r, float y, float) { add_to_resid(resid, r, y); });
     issue_phase(ring, 1, layer_phase(st, lp, kDownW), pf);
     grid_barrier(st.sync, st.gen);
     // 4. post norm + gate/up + SwiGLU (buffer 0); then buffer 0 takes the next qkv
     norm_to_shared(st.resid, ptr_of(lp, kPostNorm), xs, st.hidden, st.eps, red);
-    run_phase<true>(ring, 0, layer_phase(st, lp, kGateUpW), xs, red,
+    run_phase<true>(ring, parity, 0, layer_phase(st, lp, kGateUpW), xs, red,
                     [&](int r, float g, float u) {
                       act[r] = atlas::f32_to_bf16(
                           atlas::swiglu_f32(atlas::round_bf16(g), atlas::round_bf16(u)));
@@ -593,7 +600,7 @@ __device__ void run_layers(Step& st, int num_layers, bf16* xs, char* attn_smem,
     grid_barrier(st.sync, st.gen);
     // 5. down + residual (buffer 1); then buffer 1 takes the next o_proj
     stage_row(st.act, xs, st.inter);
-    run_phase<false>(ring, 1, layer_phase(st, lp, kDownW), xs, red,
+    run_phase<false>(ring, parity, 1, layer_phase(st, lp, kDownW), xs, red,
                      [&](int r, float y, float) { add_to_resid(resid, r, y); });
     if (more) {
       issue_phase(ring, 1, layer_phase(st, lp + kLayerPtrs, kOW), pf);
@@ -615,7 +622,7 @@ decode_persistent_bf16(const uint64_t* __restrict__ layers, bf16* resid, bf16* q
                        uint32_t stage0, uint32_t stage1, float scale, float eps) {
   extern __shared__ __align__(128) char smem[];
   __shared__ float red[2 * kWarps];
-  __shared__ __align__(8) uint64_t bars[2];
+  __shared__ Ring ring;
   // the step's scalars live in shared memory, not in registers across every phase
   __shared__ Step st;
   if (threadIdx.x == 0) {
@@ -639,8 +646,8 @@ decode_persistent_bf16(const uint64_t* __restrict__ layers, bf16* resid, bf16* q
     st.scale = scale;
     st.eps = eps;
     st.table = block_tables;
-    atlas::bulk::init_barrier(&bars[0], 1);
-    atlas::bulk::init_barrier(&bars[1], 1);
+    atlas::bulk::init_barrier(&ring.bar[0], 1);
+    atlas::bulk::init_barrier(&ring.bar[1], 1);
     atlas::bulk::fence_barrier_init();
   }
   __syncthreads();
@@ -652,14 +659,13 @@ decode_persistent_bf16(const uint64_t* __restrict__ layers, bf16* resid, bf16* q
   const unsigned x_bytes = ((width * sizeof(bf16) + 127) / 128) * 128;
   char* attn_smem = smem + x_bytes;
   const unsigned attn_bytes = ((attn_smem_bytes(head_dim) + 127) / 128) * 128;
-  Ring ring;
-  ring.bar[0] = &bars[0];
-  ring.bar[1] = &bars[1];
-  ring.buf[0] = reinterpret_cast<bf16*>(attn_smem + attn_bytes);
-  ring.buf[1] = reinterpret_cast<bf16*>(attn_smem + attn_bytes + ((stage0 + 127) / 128) * 128);
-  ring.cap[0] = stage0;
-  ring.cap[1] = stage1;
-  ring.fills[0] = ring.fills[1] = ring.waits[0] = ring.waits[1] = 0;
+  if (threadIdx.x == 0) {
+    ring.buf[0] = reinterpret_cast<bf16*>(attn_smem + attn_bytes);
+    ring.buf[1] = reinterpret_cast<bf16*>(attn_smem + attn_bytes + ((stage0 + 127) / 128) * 128);
+    ring.cap[0] = stage0;
+    ring.cap[1] = stage1;
+  }
+  __syncthreads();
   // the first layer's qkv and o slices stream in while the previous kernel finishes
   // (weights and the pointer table: no kernel writes them)
   issue_phase(ring, 0, layer_phase(st, layers, kQkvW), prefetch_bytes);
