@@ -531,6 +531,31 @@ __device__ void attention_item(const Step& st, int h, int s, const uint64_t* lp,
   __syncthreads();
 }
 
+// Ask L2 for the cached K and V rows this block's attention items will read (their cache
+// blocks of the item's kv head: block_size rows of D, contiguous), issued as a layer starts
+// so the DRAM reads overlap its norm, qkv projection and barrier. The item split mirrors
+// attention_item; the step's own row is not there yet and is not needed.
+// (Not inlined: its loop state would push the inlined kernel past its 128 registers.)
+__device__ __noinline__ void prefetch_kv(const Step& st, const uint64_t* lp) {
+  const int kv_len = st.kv_len, D = st.D, bs = st.block_size;
+  const int chunk = max((kv_len + st.splits - 1) / st.splits, 32);
+  const int active = (kv_len + chunk - 1) / chunk;
+  const unsigned seg = static_cast<unsigned>(bs) * D * sizeof(bf16);
+  const char* k_cache = reinterpret_cast<const char*>(lp[kKCache]);
+  const char* v_cache = reinterpret_cast<const char*>(lp[kVCache]);
+  for (int it = blockIdx.x; it < st.hq * st.splits; it += gridDim.x) {
+    const int h = it / st.splits, s = it % st.splits;
+    if (s >= active) continue;
+    const int g = h / (st.hq / st.hkv);
+    const int b0 = s * chunk / bs, b1 = (min(kv_len - 1, (s + 1) * chunk) - 1) / bs;
+    for (int i = threadIdx.x; i < 2 * (b1 - b0 + 1); i += kThreads) {
+      const int blk = __ldg(st.table + b0 + i / 2);
+      const char* p = ((i & 1) ? v_cache : k_cache) + (static_cast<size_t>(blk) * st.hkv + g) * seg;
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(seg) : "memory");
+    }
+  }
+}
+
 // sizeof(AttnSmem<D>) of a runtime head_dim
 __device__ __forceinline__ unsigned attn_smem_bytes(int D) {
   return D == 64 ? sizeof(AttnSmem<64>) : D == 128 ? sizeof(AttnSmem<128>) : sizeof(AttnSmem<256>);
@@ -571,6 +596,7 @@ __device__ void run_layers(Step& st, int num_layers, bf16* xs, char* attn_smem,
     const bool more = layer + 1 < num_layers;
     // 1. input norm + qkv (buffer 0); then buffer 0 takes gate/up
     if (!more) atlas::pdl_launch_dependents();
+    prefetch_kv(st, lp);
     norm_to_shared(st.resid, ptr_of(lp, kInNorm), xs, st.hidden, st.eps, red);
     run_phase<false>(ring, parity, 0, layer_phase(st, lp, kQkvW), xs, red,
                      [&](int r, float y, float) { qkv[r] = atlas::f32_to_bf16(y); });
