@@ -1042,8 +1042,8 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
 
 # The persistent batch-1 decode kernel (ATLAS_PERSISTENT_DECODE=1, decode_persistent.cu): its
 # check cases, tiny-model parity with transformers through it, Qwen3-0.6B batch-1 decode
-# default vs persistent (bench_decode, same machine, back to back) and the persistent
-# profile. Each command under a timeout: a device-wide barrier that never opens would hang
+# default vs persistent vs persistent without weight staging (bench_decode, same machine,
+# back to back) and the persistent profile. Each command under a timeout: a device-wide barrier that never opens would hang
 # the process, never the suite.
 stage_persistent_ab() {
   local rc=0 label
@@ -1053,8 +1053,11 @@ stage_persistent_ab() {
   ATLAS_PERSISTENT_DECODE=1 timeout 180 "$PY" tools/gpu/model_parity.py --backend cuda \
     --model tests/fixtures/tiny-qwen3 --model tests/fixtures/tiny-llama \
     --out "$RESULTS/parity_tiny_persistent.json" || rc=1
-  for label in default persistent; do
-    env ATLAS_PERSISTENT_DECODE="$([ "$label" = persistent ] && echo 1 || echo 0)" \
+  # default | persistent | persistent with every weight phase streamed (no shared-memory
+  # staging: the A/B of ATLAS_PERSISTENT_STAGE)
+  for label in default persistent stream; do
+    env ATLAS_PERSISTENT_DECODE="$([ "$label" = default ] && echo 0 || echo 1)" \
+      ATLAS_PERSISTENT_STAGE="$([ "$label" = stream ] && echo 0 || echo 1)" \
       timeout 240 "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-0.6b" --hf none \
       --batches 1 --out "$RESULTS/bench_decode_qwen3-0.6b_persistent_$label.json" || rc=1
   done
