@@ -108,3 +108,20 @@ def test_splits_give_every_block_an_attention_item_within_the_partials():
     assert decode_persistent.persistent_splits(132, 32, 33) == 4     # Llama-1B / Qwen3-8B
     assert decode_persistent.persistent_splits(132, 16, 2) == 2      # the buffers' bound
     assert decode_persistent.persistent_splits(132, 200, 33) == 1
+
+
+def test_stage_plan_stages_what_fits_shared_memory():
+    """Qwen3-0.6B stages every weight phase (qkv and gate/up share a 96 KB buffer, o and down a
+    48 KB one); a Llama-1B-like layer its qkv and o only; Qwen3-8B none (all stream)."""
+    limit = 227 * 1024 - decode_persistent.STATIC_SHARED_RESERVE
+
+    def plan(hidden, hq, hkv, d, inter, grid=132):
+        budget = limit - decode_persistent.base_shared_bytes(hidden, hq, d, inter)
+        return decode_persistent.stage_plan(grid, budget, hidden, hq, hkv, d, inter)
+
+    assert plan(1024, 16, 8, 128, 3072) == (96 * 1024, 48 * 1024)
+    assert plan(2048, 32, 8, 64, 8192) == (96 * 1024, 64 * 1024)
+    assert plan(4096, 32, 8, 128, 12288) == (0, 0)
+    # half the blocks (ATLAS_PERSISTENT_BLOCKS=66): twice the rows a block; the 188 KB gate/up
+    # slice (which holds qkv's 126 KB too) leaves no room for o's or down's
+    assert plan(1024, 16, 8, 128, 3072, grid=66) == (47 * 4096, 0)

@@ -1038,7 +1038,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
         startup quant_kernels gemv_prefetch_ab norm_gemv_ab moe_decode_ab decode_attn
         throughput_b64_profile throughput_mixed_step decode_gemm_wide_ab headline batch1_ab
-        moe_switch_ab thru_ab persistent_ab)
+        moe_switch_ab thru_ab persistent_ab persistent_sweep)
 
 # The persistent batch-1 decode kernel (ATLAS_PERSISTENT_DECODE=1, decode_persistent.cu): its
 # check cases, tiny-model parity with transformers through it, Qwen3-0.6B batch-1 decode
@@ -1063,6 +1063,21 @@ stage_persistent_ab() {
   done
   ATLAS_PERSISTENT_DECODE=1 timeout 180 "$PY" tools/gpu/profile_decode.py \
     --model "$CKPT/qwen3-0.6b" --out "$RESULTS/profile_decode_qwen3-0.6b_persistent.json" || rc=1
+  return $rc
+}
+
+# The persistent kernel's knobs on Qwen3-0.6B batch 1 (after persistent_ab): fewer blocks
+# (cheaper barriers, fewer weight streams; ATLAS_PERSISTENT_BLOCKS) and no L2 prefetch of the
+# streamed phases (ATLAS_PERSISTENT_PREFETCH_KB=0).
+stage_persistent_sweep() {
+  local rc=0 knob
+  make_checkpoint qwen3-0.6b weights || return 1
+  for knob in ATLAS_PERSISTENT_BLOCKS=66 ATLAS_PERSISTENT_BLOCKS=100 \
+      ATLAS_PERSISTENT_PREFETCH_KB=0; do
+    env ATLAS_PERSISTENT_DECODE=1 "$knob" timeout 240 "$PY" tools/gpu/bench_decode.py \
+      --model "$CKPT/qwen3-0.6b" --hf none --batches 1 \
+      --out "$RESULTS/bench_decode_qwen3-0.6b_persistent_${knob#ATLAS_PERSISTENT_}.json" || rc=1
+  done
   return $rc
 }
 

@@ -61,11 +61,11 @@ def build_tables(dev: GpuBackend, rows: list[dict[str, DevicePtr]], hq: int
     return PersistentTables(layers, sync, len(rows))
 
 
-def persistent_splits(sm_count: int, hq: int, max_splits: int) -> int:
+def persistent_splits(grid: int, hq: int, max_splits: int) -> int:
     """Key splits of each q head: enough (head, split) items to give every block one, within
     the step's partial buffers (max_splits slots a head). A split covers keys by
     ops.attention.decode_split_rule (at least DECODE_MIN_KEYS_PER_SPLIT of them)."""
-    return max(1, min(max_splits, sm_count // hq))
+    return max(1, min(max_splits, grid // hq))
 
 
 #: static shared memory of the kernel (its Step, reduction scratch and mbarriers) with room
@@ -87,12 +87,12 @@ def base_shared_bytes(hidden: int, hq: int, head_dim: int, inter: int) -> int:
     return _align(2 * max(hidden, hq * head_dim, inter)) + _align(attn)
 
 
-def phase_slices(sm_count: int, hidden: int, hq: int, hkv: int, head_dim: int, inter: int
+def phase_slices(grid: int, hidden: int, hq: int, hkv: int, head_dim: int, inter: int
                  ) -> tuple[tuple[int, int], tuple[int, int]]:
     """The most weight bytes one block owns of each phase, as the kernel splits rows
     (ceil(n / grid) a block): ((qkv, gate/up both halves), (o, down)) by weight buffer."""
     def rows(n: int) -> int:
-        return -(-n // sm_count)
+        return -(-n // grid)
 
     qkv = rows((hq + 2 * hkv) * head_dim) * hidden * 2
     gate_up = rows(inter) * hidden * 4
@@ -101,13 +101,13 @@ def phase_slices(sm_count: int, hidden: int, hq: int, hkv: int, head_dim: int, i
     return (qkv, gate_up), (o, down)
 
 
-def stage_plan(sm_count: int, budget: int, hidden: int, hq: int, hkv: int, head_dim: int,
+def stage_plan(grid: int, budget: int, hidden: int, hq: int, hkv: int, head_dim: int,
                inter: int) -> tuple[int, int]:
     """Capacities of the two shared-memory weight buffers (bytes; 0: that buffer unused):
     the pair that stages the most weight bytes of a layer within `budget`. A phase whose
     slice fits its buffer is bulk-copied a phase or two ahead; the others stream from
     global memory after an L2 prefetch. Qwen3-0.6B stages all four (96 + 48 KB a block)."""
-    slices = phase_slices(sm_count, hidden, hq, hkv, head_dim, inter)
+    slices = phase_slices(grid, hidden, hq, hkv, head_dim, inter)
     best, best_staged = (0, 0), 0
     for c0 in (0, *slices[0]):
         for c1 in (0, *slices[1]):
@@ -149,17 +149,19 @@ def decode_persistent(kc: KernelCache, stream: Stream, tables: PersistentTables,
     for name, ptr in (("resid", resid), ("qkv", qkv), ("attn", attn), ("act", act),
                       ("part_o", part_o), ("cos_sin", cos_sin)):
         require_aligned("decode_persistent", name, ptr, 16)
-    splits = persistent_splits(kc.facts.sm_count, hq, max_splits)
+    # one block per SM (every block resident); fewer only where ATLAS_PERSISTENT_BLOCKS asks
+    grid = min(kc.routes.persistent_blocks or kc.facts.sm_count, kc.facts.sm_count)
+    splits = persistent_splits(grid, hq, max_splits)
     base = base_shared_bytes(hidden, hq, head_dim, inter)
     budget = kc.facts.shared_memory_per_block - STATIC_SHARED_RESERVE - base
     if budget < 0:
         raise ValueError(f"decode_persistent: needs {base} B of shared memory, the device "
                          f"allows {kc.facts.shared_memory_per_block - STATIC_SHARED_RESERVE}")
-    stage0, stage1 = (stage_plan(kc.facts.sm_count, budget, hidden, hq, hkv, head_dim, inter)
+    stage0, stage1 = (stage_plan(grid, budget, hidden, hq, hkv, head_dim, inter)
                       if kc.routes.persistent_stage else (0, 0))
     nbytes = base + _align(stage0) + stage1
     kc.get_with_shared(DECODE_PERSISTENT, nbytes, most_shared=True)(
-        stream, kc.facts.sm_count, PERSISTENT_THREADS, nbytes, tables.layers, resid, qkv, attn,
+        stream, grid, PERSISTENT_THREADS, nbytes, tables.layers, resid, qkv, attn,
         act, part_o, part_ml, tables.sync, cos_sin, positions, slots, block_tables, kv_lens,
         tables.num_layers, hidden, hq, hkv, head_dim, inter, block_size, splits,
         kc.routes.persistent_prefetch_kb * 1024, stage0, stage1, scale, eps)

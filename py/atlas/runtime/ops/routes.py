@@ -76,7 +76,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   KiB of its next weight phase each block asks L2 for before a barrier (default
   DEFAULT_PERSISTENT_PREFETCH_KB; 0: none), for sweeps on the device;
   ATLAS_PERSISTENT_STAGE=0: none of its weight phases bulk-copied into shared memory ahead
-  (ops/decode_persistent.stage_plan), every one streamed after that L2 prefetch.
+  (ops/decode_persistent.stage_plan), every one streamed after that L2 prefetch;
+  ATLAS_PERSISTENT_BLOCKS=N: its grid (default 0: one block per SM; fewer for sweeps of the
+  barrier cost against the blocks streaming weights).
 """
 
 from __future__ import annotations
@@ -170,6 +172,7 @@ class KernelRoutes:
     persistent_decode: bool = False
     persistent_prefetch_kb: int = DEFAULT_PERSISTENT_PREFETCH_KB
     persistent_stage: bool = True
+    persistent_blocks: int = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "KernelRoutes":
@@ -220,4 +223,5 @@ class KernelRoutes:
                    persistent_decode=env_switch(env, "ATLAS_PERSISTENT_DECODE", False),
                    persistent_prefetch_kb=_env_count(env, "ATLAS_PERSISTENT_PREFETCH_KB",
                                                      DEFAULT_PERSISTENT_PREFETCH_KB),
-                   persistent_stage=env_switch(env, "ATLAS_PERSISTENT_STAGE", True))
+                   persistent_stage=env_switch(env, "ATLAS_PERSISTENT_STAGE", True),
+                   persistent_blocks=_env_count(env, "ATLAS_PERSISTENT_BLOCKS", 0))
