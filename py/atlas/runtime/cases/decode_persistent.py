@@ -28,6 +28,11 @@ from .rope_kv import EPS, cos_sin_table, head_norm, rb, rotate
 #: moves the next residual by its weight row's share)
 RESID_TOL = (3e-2, 3e-2)
 CACHE_TOL = (2e-2, 2e-2)
+#: the device's distance from the host reference beyond the check script's 2 bf16 ulps: the
+#: f32 sums (GEMVs, norms, softmax) round intermediate rows (qkv, attention, SwiGLU) to bf16
+#: across a boundary now and then, and each such ulp reaches the residual (and the next
+#: layer's K/V) scaled by a weight: ~1e-4 each, a few of them a layer
+PERSISTENT_REFERENCE_ABS_TOL = 2.0 ** -7
 
 
 def _bf(a: np.ndarray) -> np.ndarray:
@@ -135,7 +140,8 @@ def persistent_case(rng: np.random.Generator, name: str, hidden: int, g: Geometr
         for c in ("k_cache", "v_cache"):
             outputs[f"{c}{i}"] = OutputSpec(DType.BF16, k0.shape, CACHE_TOL)
             mask[f"{c}{i}"] = owned
-    return KernelCase(name, "decode_persistent", inputs, outputs, run, oracle, mask)
+    return KernelCase(name, "decode_persistent", inputs, outputs, run, oracle, mask,
+                      reference_abs_tol=PERSISTENT_REFERENCE_ABS_TOL)
 
 
 @kernel_cases("decode_persistent")
