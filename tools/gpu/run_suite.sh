@@ -1043,8 +1043,8 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
 # The persistent batch-1 decode kernel (ATLAS_PERSISTENT_DECODE=1, decode_persistent.cu): its
 # check cases, tiny-model parity with transformers through it, Qwen3-0.6B batch-1 decode
 # default vs persistent vs persistent without weight staging (bench_decode, same machine,
-# back to back) and the persistent profile. Each command under a timeout: a device-wide barrier that never opens would hang
-# the process, never the suite.
+# back to back), the persistent profile and block 0's phase timeline. Each command under a
+# timeout: a device-wide barrier that never opens would hang the process, never the suite.
 stage_persistent_ab() {
   local rc=0 label
   make_checkpoint qwen3-0.6b weights || return 1
@@ -1063,6 +1063,8 @@ stage_persistent_ab() {
   done
   ATLAS_PERSISTENT_DECODE=1 timeout 180 "$PY" tools/gpu/profile_decode.py \
     --model "$CKPT/qwen3-0.6b" --out "$RESULTS/profile_decode_qwen3-0.6b_persistent.json" || rc=1
+  timeout 180 "$PY" tools/gpu/persistent_trace.py --model "$CKPT/qwen3-0.6b" \
+    --out "$RESULTS/persistent_trace_qwen3-0.6b.json" || rc=1
   return $rc
 }
 

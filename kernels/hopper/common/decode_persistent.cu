@@ -77,6 +77,7 @@ struct Step {
   float scale, eps;
   int pos, slot, kv_len;
   unsigned gen;  // thread 0's barrier generation (grid_barrier)
+  unsigned long long* trace;
   const int* table;
 };
 
@@ -117,6 +118,17 @@ __device__ void grid_barrier(unsigned* sync, unsigned& gen) {
     ++gen;
   }
   __syncthreads();
+}
+
+// Block 0's timeline for tools/gpu/persistent_trace.py (trace != null): %globaltimer (ns)
+// at the kernel's start (slot 0), then per layer as each of its five phases ends on this
+// block (slot 1 + 10 layer + 2 i) and as the barrier after it opens (the next slot).
+__device__ __forceinline__ void trace_mark(const Step& st, int slot) {
+  if (st.trace != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+    st.trace[slot] = t;
+  }
 }
 
 // This block's contiguous rows of an n-row phase.
@@ -601,20 +613,26 @@ __device__ void run_layers(Step& st, int num_layers, bf16* xs, char* attn_smem,
     run_phase<false>(ring, parity, 0, layer_phase(st, lp, kQkvW), xs, red,
                      [&](int r, float y, float) { qkv[r] = atlas::f32_to_bf16(y); });
     issue_phase(ring, 0, layer_phase(st, lp, kGateUpW), pf);
+    trace_mark(st, 1 + 10 * layer);
     grid_barrier(st.sync, st.gen);
+    trace_mark(st, 2 + 10 * layer);
     // 2. attention
     switch (st.D) {
       case 64: attention_phase<64>(st, lp, attn_smem); break;
       case 128: attention_phase<128>(st, lp, attn_smem); break;
       default: attention_phase<256>(st, lp, attn_smem); break;
     }
+    trace_mark(st, 3 + 10 * layer);
     grid_barrier(st.sync, st.gen);
+    trace_mark(st, 4 + 10 * layer);
     // 3. o_proj + residual (buffer 1); then buffer 1 takes down
     stage_row(st.attn, xs, q_width);
     run_phase<false>(ring, parity, 1, layer_phase(st, lp, kOW), xs, red,
                      [&](int r, float y, float) { add_to_resid(resid, r, y); });
     issue_phase(ring, 1, layer_phase(st, lp, kDownW), pf);
+    trace_mark(st, 5 + 10 * layer);
     grid_barrier(st.sync, st.gen);
+    trace_mark(st, 6 + 10 * layer);
     // 4. post norm + gate/up + SwiGLU (buffer 0); then buffer 0 takes the next qkv
     norm_to_shared(st.resid, ptr_of(lp, kPostNorm), xs, st.hidden, st.eps, red);
     run_phase<true>(ring, parity, 0, layer_phase(st, lp, kGateUpW), xs, red,
@@ -623,15 +641,19 @@ __device__ void run_layers(Step& st, int num_layers, bf16* xs, char* attn_smem,
                           atlas::swiglu_f32(atlas::round_bf16(g), atlas::round_bf16(u)));
                     });
     if (more) issue_phase(ring, 0, layer_phase(st, lp + kLayerPtrs, kQkvW), pf);
+    trace_mark(st, 7 + 10 * layer);
     grid_barrier(st.sync, st.gen);
+    trace_mark(st, 8 + 10 * layer);
     // 5. down + residual (buffer 1); then buffer 1 takes the next o_proj
     stage_row(st.act, xs, st.inter);
     run_phase<false>(ring, parity, 1, layer_phase(st, lp, kDownW), xs, red,
                      [&](int r, float y, float) { add_to_resid(resid, r, y); });
+    trace_mark(st, 9 + 10 * layer);
     if (more) {
       issue_phase(ring, 1, layer_phase(st, lp + kLayerPtrs, kOW), pf);
       grid_barrier(st.sync, st.gen);
     }
+    trace_mark(st, 10 + 10 * layer);
   }
 }
 
@@ -645,7 +667,8 @@ decode_persistent_bf16(const uint64_t* __restrict__ layers, bf16* resid, bf16* q
                        const int* __restrict__ kv_lens, uint32_t num_layers, uint32_t hidden,
                        uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t inter,
                        uint32_t block_size, uint32_t splits, uint32_t prefetch_bytes,
-                       uint32_t stage0, uint32_t stage1, float scale, float eps) {
+                       uint32_t stage0, uint32_t stage1, float scale, float eps,
+                       unsigned long long* trace) {
   extern __shared__ __align__(128) char smem[];
   __shared__ float red[2 * kWarps];
   __shared__ Ring ring;
@@ -672,6 +695,7 @@ decode_persistent_bf16(const uint64_t* __restrict__ layers, bf16* resid, bf16* q
     st.scale = scale;
     st.eps = eps;
     st.table = block_tables;
+    st.trace = trace;
     atlas::bulk::init_barrier(&ring.bar[0], 1);
     atlas::bulk::init_barrier(&ring.bar[1], 1);
     atlas::bulk::fence_barrier_init();
@@ -704,5 +728,6 @@ decode_persistent_bf16(const uint64_t* __restrict__ layers, bf16* resid, bf16* q
     st.gen = ld_acquire(sync + 1);
   }
   __syncthreads();
+  trace_mark(st, 0);
   run_layers(st, static_cast<int>(num_layers), xs, attn_smem, red, ring);
 }

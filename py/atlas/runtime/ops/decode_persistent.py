@@ -23,6 +23,9 @@ from .attention import HEAD_DIMS
 #: decode_persistent.cu kThreads / kWarps
 PERSISTENT_THREADS = 512
 PERSISTENT_WARPS = PERSISTENT_THREADS // 32
+#: slots of a trace a layer: as each of its five phases ends on block 0, and as the barrier
+#: after it opens (ns, %globaltimer); slot 0 is the kernel's start
+TRACE_SLOTS_PER_LAYER = 10
 #: the per-layer pointer table's columns, in the kernel's LayerPtr order
 LAYER_POINTERS = ("in_norm", "qkv_w", "q_norm", "k_norm", "k_cache", "v_cache", "o_w",
                   "post_norm", "gate_up_w", "down_w")
@@ -137,11 +140,12 @@ def decode_persistent(kc: KernelCache, stream: Stream, tables: PersistentTables,
                       positions: DevicePtr, slots: DevicePtr, block_tables: DevicePtr,
                       kv_lens: DevicePtr, hidden: int, hq: int, hkv: int, head_dim: int,
                       inter: int, block_size: int, max_splits: int, scale: float,
-                      eps: float) -> None:
+                      eps: float, trace: DevicePtr = 0) -> None:
     """resid (bf16 [hidden], the embedded token) becomes the residual stream after every
     layer; the step's K/V are appended to each layer's caches. One sequence (row 0 of
     block_tables / kv_lens / positions / slots); part_o / part_ml hold max_splits slots a
-    head (the decode step's partial buffers)."""
+    head (the decode step's partial buffers). `trace`: 0, or u64 [1 + 10 num_layers] for
+    block 0's phase timeline (TRACE_SLOTS_PER_LAYER a layer; tools/gpu/persistent_trace.py)."""
     reason = check_shapes(hidden, hq, hkv, head_dim, inter)
     if reason:
         raise ValueError(f"decode_persistent: {reason}")
@@ -164,4 +168,4 @@ def decode_persistent(kc: KernelCache, stream: Stream, tables: PersistentTables,
         stream, grid, PERSISTENT_THREADS, nbytes, tables.layers, resid, qkv, attn,
         act, part_o, part_ml, tables.sync, cos_sin, positions, slots, block_tables, kv_lens,
         tables.num_layers, hidden, hq, hkv, head_dim, inter, block_size, splits,
-        kc.routes.persistent_prefetch_kb * 1024, stage0, stage1, scale, eps)
+        kc.routes.persistent_prefetch_kb * 1024, stage0, stage1, scale, eps, trace)
