@@ -1069,13 +1069,14 @@ stage_persistent_ab() {
 }
 
 # The persistent kernel's knobs on Qwen3-0.6B batch 1 (after persistent_ab): fewer blocks
-# (cheaper barriers, fewer weight streams; ATLAS_PERSISTENT_BLOCKS) and no L2 prefetch of the
-# streamed phases (ATLAS_PERSISTENT_PREFETCH_KB=0).
+# (cheaper barriers, fewer weight streams; ATLAS_PERSISTENT_BLOCKS), no L2 prefetch of the
+# streamed phases (ATLAS_PERSISTENT_PREFETCH_KB=0), fewer / more attention splits a head
+# (ATLAS_PERSISTENT_SPLITS; default 8 at 16 q heads).
 stage_persistent_sweep() {
   local rc=0 knob
   make_checkpoint qwen3-0.6b weights || return 1
   for knob in ATLAS_PERSISTENT_BLOCKS=66 ATLAS_PERSISTENT_BLOCKS=100 \
-      ATLAS_PERSISTENT_PREFETCH_KB=0; do
+      ATLAS_PERSISTENT_PREFETCH_KB=0 ATLAS_PERSISTENT_SPLITS=4 ATLAS_PERSISTENT_SPLITS=16; do
     env ATLAS_PERSISTENT_DECODE=1 "$knob" timeout 240 "$PY" tools/gpu/bench_decode.py \
       --model "$CKPT/qwen3-0.6b" --hf none --batches 1 \
       --out "$RESULTS/bench_decode_qwen3-0.6b_persistent_${knob#ATLAS_PERSISTENT_}.json" || rc=1

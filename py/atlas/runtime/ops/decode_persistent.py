@@ -155,7 +155,8 @@ def decode_persistent(kc: KernelCache, stream: Stream, tables: PersistentTables,
         require_aligned("decode_persistent", name, ptr, 16)
     # one block per SM (every block resident); fewer only where ATLAS_PERSISTENT_BLOCKS asks
     grid = min(kc.routes.persistent_blocks or kc.facts.sm_count, kc.facts.sm_count)
-    splits = persistent_splits(grid, hq, max_splits)
+    splits = min(kc.routes.persistent_splits, max_splits) or persistent_splits(grid, hq,
+                                                                               max_splits)
     base = base_shared_bytes(hidden, hq, head_dim, inter)
     budget = kc.facts.shared_memory_per_block - STATIC_SHARED_RESERVE - base
     if budget < 0:

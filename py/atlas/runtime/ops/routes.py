@@ -78,7 +78,8 @@ what it asked for each time, and importing Atlas never depends on the environmen
   ATLAS_PERSISTENT_STAGE=0: none of its weight phases bulk-copied into shared memory ahead
   (ops/decode_persistent.stage_plan), every one streamed after that L2 prefetch;
   ATLAS_PERSISTENT_BLOCKS=N: its grid (default 0: one block per SM; fewer for sweeps of the
-  barrier cost against the blocks streaming weights).
+  barrier cost against the blocks streaming weights); ATLAS_PERSISTENT_SPLITS=N: its key
+  splits a q head (default 0: SM count / q heads; at most the step's partial buffers).
 """
 
 from __future__ import annotations
@@ -173,6 +174,7 @@ class KernelRoutes:
     persistent_prefetch_kb: int = DEFAULT_PERSISTENT_PREFETCH_KB
     persistent_stage: bool = True
     persistent_blocks: int = 0
+    persistent_splits: int = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "KernelRoutes":
@@ -224,4 +226,5 @@ class KernelRoutes:
                    persistent_prefetch_kb=_env_count(env, "ATLAS_PERSISTENT_PREFETCH_KB",
                                                      DEFAULT_PERSISTENT_PREFETCH_KB),
                    persistent_stage=env_switch(env, "ATLAS_PERSISTENT_STAGE", True),
-                   persistent_blocks=_env_count(env, "ATLAS_PERSISTENT_BLOCKS", 0))
+                   persistent_blocks=_env_count(env, "ATLAS_PERSISTENT_BLOCKS", 0),
+                   persistent_splits=_env_count(env, "ATLAS_PERSISTENT_SPLITS", 0))
