@@ -213,3 +213,12 @@ def test_prefetch_decode_graph_runs_the_prefetching_gemvs(monkeypatch):
         layers - 1)
     assert names[1 + n * layers:] == ["add_rmsnorm_bf16", "embedding_bf16",
                                       "gemv_prefetch_bf16_f32_single", *GRAPH_SAMPLER]
+
+
+
+def test_persistent_decode_graph_runs_the_layers_in_one_launch(monkeypatch):
+    """ATLAS_PERSISTENT_DECODE=1: the batch-1 decode graph is the embedding, ONE persistent
+    launch for every layer, then the final norm, the row gather and the LM head."""
+    names, _ = _decode_step_launches(monkeypatch, "ATLAS_PERSISTENT_DECODE")
+    assert names == ["embedding_bf16", "decode_persistent_bf16", "rmsnorm_bf16",
+                     "embedding_bf16", "gemv_bf16_f32_single", *GRAPH_SAMPLER]

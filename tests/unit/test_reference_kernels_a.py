@@ -14,6 +14,7 @@ import pytest
 from atlas.core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from atlas.runtime import kernel_abi
 from atlas.runtime.cases import argmax as argmax_cases  # noqa: F401 (registers)
+from atlas.runtime.cases import decode_persistent as persistent_cases  # noqa: F401 (registers)
 from atlas.runtime.cases import embedding as embedding_cases  # noqa: F401 (registers)
 from atlas.runtime.cases import rmsnorm as rmsnorm_cases  # noqa: F401 (registers)
 from atlas.runtime.cases import rope_kv as rope_kv_cases  # noqa: F401 (registers)
@@ -25,7 +26,8 @@ from atlas.runtime.kernel_check import check, module_cases
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, activation, argmax, embedding, norm, rope, sampling
 
-MODULES = ("rmsnorm", "silu_mul", "embedding", "argmax", "rope_kv", "sampler")
+MODULES = ("rmsnorm", "silu_mul", "embedding", "argmax", "rope_kv", "sampler",
+           "decode_persistent")
 KERNEL_DIR = Path(__file__).resolve().parents[2] / "kernels" / "hopper" / "common"
 
 

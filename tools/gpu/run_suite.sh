@@ -1159,6 +1159,50 @@ stage_spec_ring_ab() {
   return $rc
 }
 
+# The persistent batch-1 decode kernel (ATLAS_PERSISTENT_DECODE=1, decode_persistent.cu): its
+# check cases, tiny-model parity with transformers through it, Qwen3-0.6B batch-1 decode
+# default vs persistent vs persistent without weight staging (bench_decode, same machine,
+# back to back), the persistent profile and block 0's phase timeline. Each command under a
+# timeout: a device-wide barrier that never opens would hang the process, never the suite.
+stage_persistent_ab() {
+  local rc=0 label
+  make_checkpoint qwen3-0.6b weights || return 1
+  timeout 300 "$PY" tools/gpu/check_kernels.py -k persistent \
+    --out "$RESULTS/gpu_check_persistent-$STAMP.json" || rc=1
+  ATLAS_PERSISTENT_DECODE=1 timeout 180 "$PY" tools/gpu/model_parity.py --backend cuda \
+    --model tests/fixtures/tiny-qwen3 --model tests/fixtures/tiny-llama \
+    --out "$RESULTS/parity_tiny_persistent.json" || rc=1
+  # default | persistent | persistent with every weight phase streamed (no shared-memory
+  # staging: the A/B of ATLAS_PERSISTENT_STAGE)
+  for label in default persistent stream; do
+    env ATLAS_PERSISTENT_DECODE="$([ "$label" = default ] && echo 0 || echo 1)" \
+      ATLAS_PERSISTENT_STAGE="$([ "$label" = stream ] && echo 0 || echo 1)" \
+      timeout 240 "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-0.6b" --hf none \
+      --batches 1 --out "$RESULTS/bench_decode_qwen3-0.6b_persistent_$label.json" || rc=1
+  done
+  ATLAS_PERSISTENT_DECODE=1 timeout 180 "$PY" tools/gpu/profile_decode.py \
+    --model "$CKPT/qwen3-0.6b" --out "$RESULTS/profile_decode_qwen3-0.6b_persistent.json" || rc=1
+  timeout 180 "$PY" tools/gpu/persistent_trace.py --model "$CKPT/qwen3-0.6b" \
+    --out "$RESULTS/persistent_trace_qwen3-0.6b.json" || rc=1
+  return $rc
+}
+
+# The persistent kernel's knobs on Qwen3-0.6B batch 1 (after persistent_ab): fewer blocks
+# (cheaper barriers, fewer weight streams; ATLAS_PERSISTENT_BLOCKS), no L2 prefetch of the
+# streamed phases (ATLAS_PERSISTENT_PREFETCH_KB=0), fewer / more attention splits a head
+# (ATLAS_PERSISTENT_SPLITS; default 8 at 16 q heads).
+stage_persistent_sweep() {
+  local rc=0 knob
+  make_checkpoint qwen3-0.6b weights || return 1
+  for knob in ATLAS_PERSISTENT_BLOCKS=66 ATLAS_PERSISTENT_BLOCKS=100 \
+      ATLAS_PERSISTENT_PREFETCH_KB=0 ATLAS_PERSISTENT_SPLITS=4 ATLAS_PERSISTENT_SPLITS=16; do
+    env ATLAS_PERSISTENT_DECODE=1 "$knob" timeout 240 "$PY" tools/gpu/bench_decode.py \
+      --model "$CKPT/qwen3-0.6b" --hf none --batches 1 \
+      --out "$RESULTS/bench_decode_qwen3-0.6b_persistent_${knob#ATLAS_PERSISTENT_}.json" || rc=1
+  done
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity decode_bench
         qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
@@ -1170,7 +1214,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
         startup quant_kernels gemv_prefetch_ab norm_gemv_ab decode_attn throughput_b64_profile
         throughput_mixed_step decode_gemm_wide_ab headline batch1_ab thru_ab moe_b1_profile
-        quant_ab moe_quant_bench thru_b64 spec_profile spec_ring_ab)
+        quant_ab moe_quant_bench thru_b64 spec_profile spec_ring_ab persistent_ab persistent_sweep)
 
 # ---- runner -------------------------------------------------------------------------------
 

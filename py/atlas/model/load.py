@@ -28,6 +28,7 @@ from ..runtime.buffers import BufferArena
 from ..runtime.gpu import GpuBackend
 from ..runtime.kv_cache import KvCacheConfig, PagedKvCache, parse_kv_dtype
 from ..runtime.ops import KernelCache
+from ..runtime.ops.decode_persistent import PersistentTables, build_tables
 from ..runtime.ops.kv_quant import DEFAULT_CALIBRATION_TOKENS, E4M3_MAX, kv_format
 from ..runtime.ops.matmul_quant import Bf16Linear, LinearWeight
 from ..runtime.ops.routes import KernelRoutes
@@ -43,7 +44,8 @@ from .loaders.hybrid import Qwen35Loader, RowMove
 from .loaders.linear_plan import build_linear, read_host_scales
 from .batch import MAX_TOP_LOGPROBS
 from .kv_scales import checkpoint_kv_scales
-from .model import DenseDecoderModel, DenseMlp, Dims, KvStage, LayerWeights, MlpBlock
+from .model import (DenseDecoderModel, DenseMlp, Dims, KvStage, LayerWeights, MlpBlock,
+                    persistent_pointers)
 from .moe import MoeBuffers, build_mlp
 from .moe_quant import build_quant_mlp, expert_scratch_bytes
 from .mtp import (MtpHead, MtpProposer, bind_mtp_buffers, fc_half_moves, mtp_layer_index,
@@ -338,9 +340,17 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     lm_head = linears.get("lm_head") or Bf16Linear(ptr["embed"] + DType.BF16.nbytes(
         tp_rank * vocab_local * dims.hidden), vocab_local, dims.hidden)
     tp = TensorParallel(comm, vocab_local, arena["tp_logits"]) if tp_size > 1 else None
+    persistent: PersistentTables | None = None
+    if routes.persistent_decode:  # ATLAS_PERSISTENT_DECODE=1, on the models it covers
+        rows = persistent_pointers(dims, layers, tp_size > 1)
+        if rows is None:
+            _log.info("%s: ATLAS_PERSISTENT_DECODE=1 does not cover this model; decode "
+                      "keeps the per-op kernels", model_dir)
+        else:
+            persistent = build_tables(dev, rows, dims.heads)
     model = DenseDecoderModel(dims, kc, ptr["embed"], ptr["final_norm"], lm_head, layers,
                               arena["cos_sin"], limits.block_size, kv.max_blocks_per_seq, tp,
-                              kv_stage)
+                              kv_stage, persistent)
     sampler = Sampler(dev, kc, limits.max_sample_rows, max_batch_size + 1, dims.vocab,
                       token_masks=True, max_logprobs=MAX_TOP_LOGPROBS)
     info = RunnerInfo(model_dir=model_dir, backend_kind=kind, weights_bytes=total,

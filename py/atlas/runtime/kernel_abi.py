@@ -553,3 +553,22 @@ ALLREDUCE_ONESHOT = S("allreduce", "allreduce_oneshot_bf16",
 # counter (key_hi:key_lo) + (i + 1) * golden, a pure function of (key, i)
 FILL_NORMAL = S("fill_random", "fill_normal_bf16",
                 "out:ptr n:u32 key_lo:u32 key_hi:u32 mean:f32 std:f32")
+
+# --- persistent batch-1 decode of a dense bf16 model (kernels/hopper/common/decode_persistent.cu)
+# Every transformer layer of one decode step of ONE sequence in one launch (grid = SM count,
+# one block per SM, device-wide barriers between phases; opt-in ATLAS_PERSISTENT_DECODE=1).
+# layers: u64 [num_layers, 10] = in_norm, qkv_w, q_norm (0: none), k_norm, k_cache, v_cache,
+# o_w, post_norm, gate_up_w, down_w (ops/decode_persistent.LAYER_POINTERS). resid bf16
+# [hidden] in place; qkv, attn, act: the step's scratch rows; part_o / part_ml: decode
+# attention's partials with `splits` slots a head (decode_split_rule); sync u32 [2 + hq]:
+# zero at allocation, left zero. prefetch_bytes, stage0, stage1: how weights are fetched
+# ahead (ops/decode_persistent.py stage_plan; no effect on the values); trace: null, or u64
+# [1 + 10 num_layers] that block 0's phase timeline is written to (tools/gpu/
+# persistent_trace.py). The rest as
+# DECODE_ATTN_ROPE (row 0 of block_tables).
+DECODE_PERSISTENT = S("decode_persistent", "decode_persistent_bf16",
+                      "layers:ptr resid:ptr qkv:ptr attn:ptr act:ptr part_o:ptr part_ml:ptr "
+                      "sync:ptr cos_sin:ptr positions:ptr slots:ptr block_tables:ptr "
+                      "kv_lens:ptr num_layers:u32 hidden:u32 hq:u32 hkv:u32 head_dim:u32 "
+                      "inter:u32 block_size:u32 splits:u32 prefetch_bytes:u32 stage0:u32 "
+                      "stage1:u32 scale:f32 eps:f32 trace:ptr")

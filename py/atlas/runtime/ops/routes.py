@@ -86,6 +86,17 @@ what it asked for each time, and importing Atlas never depends on the environmen
   GEMV (gemv_add_rmsnorm_bf16_single, which prefetches its weights before the PDL wait like
   the plain single-row GEMV), without the residual-carrying GEMVs of ATLAS_FUSED_NORM=1.
   Off by default until measured (an explicit ATLAS_FUSED_NORM=0 also turns it off).
+* ATLAS_PERSISTENT_DECODE=1: a batch-1 decode step of a dense bf16 model runs its
+  transformer layers as one persistent kernel (ops/decode_persistent.py) instead of ~7
+  launches a layer; models it does not cover keep the per-op path. Off by default until
+  measured (tools/gpu/run_suite.sh persistent_ab). ATLAS_PERSISTENT_PREFETCH_KB=N: the
+  KiB of its next weight phase each block asks L2 for before a barrier (default
+  DEFAULT_PERSISTENT_PREFETCH_KB; 0: none), for sweeps on the device;
+  ATLAS_PERSISTENT_STAGE=0: none of its weight phases bulk-copied into shared memory ahead
+  (ops/decode_persistent.stage_plan), every one streamed after that L2 prefetch;
+  ATLAS_PERSISTENT_BLOCKS=N: its grid (default 0: one block per SM; fewer for sweeps of the
+  barrier cost against the blocks streaming weights); ATLAS_PERSISTENT_SPLITS=N: its key
+  splits a q head (default 0: SM count / q heads; at most the step's partial buffers).
 """
 
 from __future__ import annotations
@@ -113,6 +124,9 @@ DEFAULT_DECODE_GEMM_L2_TILES = 8
 #: block tables reaching this many keys route decode attention to the long-context kernel
 #: (ops/attention_long.LONG_CONTEXT_KEYS, restated here: routes import no ops module)
 DEFAULT_DECODE_ATTN_LONG_MIN_KEYS = 16384
+#: KiB of the next weight phase a persistent decode block prefetches into L2 before a barrier:
+#: all of a Qwen3-0.6B phase's slice (<= 64 KB), ~8.4 MB over 132 SMs at most (L2: 50 MB)
+DEFAULT_PERSISTENT_PREFETCH_KB = 64
 #: the cluster splits gemm_decode_sm90 is compiled for
 DECODE_GEMM_SPLITS = (1, 2, 4, 8)
 #: the ring depths the ring GEMV takes (gemv_ring.cuh: 2..kRingMaxStages)
@@ -179,6 +193,11 @@ class KernelRoutes:
     gemv_ring: bool = True
     gemv_ring_single: bool = False
     gemv_ring_stages: int | None = None
+    persistent_decode: bool = False
+    persistent_prefetch_kb: int = DEFAULT_PERSISTENT_PREFETCH_KB
+    persistent_stage: bool = True
+    persistent_blocks: int = 0
+    persistent_splits: int = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "KernelRoutes":
@@ -236,4 +255,10 @@ class KernelRoutes:
                    norm_gemv=env_switch(env, "ATLAS_NORM_GEMV", False),
                    gemv_ring=env_switch(env, "ATLAS_GEMV_RING", True),
                    gemv_ring_single=env_switch(env, "ATLAS_GEMV_RING_SINGLE", False),
-                   gemv_ring_stages=int(ring_stages) if ring_stages else None)
+                   gemv_ring_stages=int(ring_stages) if ring_stages else None,
+                   persistent_decode=env_switch(env, "ATLAS_PERSISTENT_DECODE", False),
+                   persistent_prefetch_kb=_env_count(env, "ATLAS_PERSISTENT_PREFETCH_KB",
+                                                     DEFAULT_PERSISTENT_PREFETCH_KB),
+                   persistent_stage=env_switch(env, "ATLAS_PERSISTENT_STAGE", True),
+                   persistent_blocks=_env_count(env, "ATLAS_PERSISTENT_BLOCKS", 0),
+                   persistent_splits=_env_count(env, "ATLAS_PERSISTENT_SPLITS", 0))
