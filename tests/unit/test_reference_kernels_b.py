@@ -5,6 +5,7 @@ equal their unfused twins bit for bit: on the host here, and on the GPU in the
 
 from __future__ import annotations
 
+import re
 from functools import partial
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from atlas.runtime.ops.routes import KernelRoutes
 # the elementwise kernels' check that a .cu file declares exactly its module's ABI entries
 from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
 
-MODULES = ("gemv", "gemm", "attention")
+MODULES = ("gemv", "gemm", "attention", "attention_twins")
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -286,11 +287,48 @@ def test_decode_partial_rule(kv_len: int, num_splits: int, rule: tuple[int, int]
 
 
 def test_decode_cluster_constants_match_the_kernel() -> None:
-    source = (ROOT / "kernels" / "hopper" / "common" / "attention.cu").read_text()
+    source = (ROOT / "kernels" / "hopper" / "common" / "decode_attn.cuh").read_text()
     for name, value in (("kClusterSplits", attention.DECODE_CLUSTER_SPLITS),
                         ("kClusterMinKeys", attention.DECODE_CLUSTER_MIN_KEYS),
-                        ("kMinKeysPerSplit", attention.DECODE_MIN_KEYS_PER_SPLIT)):
-        assert f"constexpr int {name} = {value};" in source
+                        ("kMinKeysPerSplit", attention.DECODE_MIN_KEYS_PER_SPLIT),
+                        ("kTraceWords", attention.TRACE_WORDS),
+                        ("kTraceSmWord", attention.TRACE_SM_WORD),
+                        ("kTraceKeyedWord", attention.TRACE_KEYED_WORD)):
+        assert re.search(rf"constexpr int {name} = {value};", source), name
+    # the stamps' order is the enum's, and the cycles sit TRACE_CYCLES_WORD words after
+    enum = re.search(r"enum TracePhase : int \{(.*?)\};", source, re.S).group(1)
+    names = re.findall(r"kTrace(\w+)", enum)
+    assert names[-1] == "Phases" and len(names) - 1 == len(attention.TRACE_PHASES)
+    assert [n.lower() for n in names[:-1]] == [p.replace("_", "") for p in
+                                               attention.TRACE_PHASES]
+    assert f"block[{attention.TRACE_CYCLES_WORD} + phase]" in source
+
+
+def test_traced_twins_take_the_kernel_the_rules_pick() -> None:
+    """The trace argument selects the twin of the kernel the routes pick, with the same grid
+    and the trace pointer last; kernels without a twin refuse it."""
+    mock = MockGpuBackend()
+    kc = KernelCache(mock)
+    rope_args = (0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 0x7400, 0x7800,
+                 0x7c00, 0x8000, 0x9000, 0xa000, 0xb000, 1, 16, 8, 128, 16, 64)
+    for splits, func in ((33, "decode_attn_rope_cluster_trace_bf16"),
+                         (2, "decode_attn_rope_trace_bf16")):
+        attention.decode_attention_rope(kc, 0, *rope_args, splits, 0.088, 1e-6, trace=0xc000)
+        (rec,) = mock.drain_launches()
+        assert (rec.func, rec.grid, rec.args["trace"]) == (
+            func, attention.decode_grid(splits, 16, 8, 1), 0xc000)
+    attention.decode_attention(kc, 0, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000,
+                               0x7400, 0x8000, 1, 16, 2, 256, 16, 64, 16, 0.06, long=False,
+                               trace=0xc000)
+    (rec,) = mock.drain_launches()
+    assert rec.func == "decode_attn_cluster_trace_bf16" and rec.grid == (16, 4, 1)
+    with pytest.raises(ValueError, match="traced twin"):
+        attention.decode_attention(kc, 0, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000,
+                                   0x7000, 0x7400, 0x8000, 1, 16, 2, 256, 16, 64, 4, 0.06,
+                                   long=False, trace=0xc000)
+    off = KernelCache(mock, KernelRoutes.from_env({"ATLAS_DECODE_ATTN_LATENCY": "0"}))
+    with pytest.raises(ValueError, match="traced twin"):
+        attention.decode_attention_rope(off, 0, *rope_args, 2, 0.088, 1e-6, trace=0xc000)
 
 
 def test_prefill_attention_grid_comes_from_max_q_len() -> None:

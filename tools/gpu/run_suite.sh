@@ -1027,6 +1027,22 @@ stage_thru_ab() {
   return $rc
 }
 
+# Decode attention, where its time goes (helper "attn", session 7): the traced twins against
+# their references, the phase trace of the real kernels (batch 1 at 64 / 512 / 4,096 keys for
+# the four head geometries, alone / behind itself / behind the qkv GEMV under PDL, and the
+# batch-64 x 1,536 launch), the batch-1 time-vs-keys line (intercept = fixed latency, slope =
+# bandwidth), and the kernel-table rows of the bandwidth regime (Qwen3-8B heads at batch 64 x
+# 1,536 keys, plain and rope-fused; batch 8 x 16k / 32k) with GB/s and % of copy vs SDPA.
+stage_attn_trace() {
+  local rc=0
+  "$PY" tools/gpu/check_kernels.py -k traced --out "$RESULTS/gpu_check_attn_trace-$STAMP.json" \
+    || rc=1
+  "$PY" tools/gpu/trace_decode_attn.py | tee "$RESULTS/attn_trace-$STAMP.txt" || rc=1
+  "$PY" tools/gpu/bench_kernels.py -k "b64 hist1536" -k "b8 hist16384" -k "b8 hist32768" \
+    --out-dir "$RESULTS" || rc=1
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity decode_bench
         qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
@@ -1038,7 +1054,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
         startup quant_kernels gemv_prefetch_ab norm_gemv_ab moe_decode_ab decode_attn
         throughput_b64_profile throughput_mixed_step decode_gemm_wide_ab headline batch1_ab
-        moe_switch_ab thru_ab)
+        moe_switch_ab thru_ab attn_trace)
 
 # ---- runner -------------------------------------------------------------------------------
 

@@ -157,12 +157,13 @@ def prefill_cases(rng: np.random.Generator) -> list[KernelCase]:
 
 # ---- decode -------------------------------------------------------------------------------
 def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
-                num_splits: int, rule: Callable[[int, int], tuple[int, int]] | None = None
-                ) -> KernelCase:
+                num_splits: int, rule: Callable[[int, int], tuple[int, int]] | None = None,
+                traced: bool = False) -> KernelCase:
     """One query per sequence on a num_splits grid, launched twice: the second launch finds
     the split tickets the first left (they must be zero again, and are checked to be).
     `rule`: (keys per partial, partials) of the kernel under test (default: what
-    decode_attention launches under the environment's routes)."""
+    decode_attention launches under the environment's routes). `traced`: the clustered
+    kernel's phase-traced twin (attention_twins.cu), which must compute the same."""
     if rule is None:
         routes = KernelRoutes.from_env()
         rule = partial(attention.decode_partial_rule, routes=routes)
@@ -171,6 +172,9 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
     inputs["q"] = random_bf16(rng, (num_seqs, g.hq, g.head_dim), 2.0)
     inputs["counters"] = np.zeros((num_seqs, g.hq), np.int32)
     max_blocks = inputs["block_tables"].shape[1]
+    if traced:  # the stamps are clock readings: an input buffer, never compared
+        grid = attention.decode_grid(num_splits, g.hq, g.hkv, num_seqs)
+        inputs["trace"] = np.zeros((int(np.prod(grid)), attention.TRACE_WORDS), np.int64)
     part_o_shape = (num_seqs, g.hq, num_splits, g.head_dim)
     part_ml_shape = (num_seqs, g.hq, num_splits, 2)
     # the partials a launch writes (ops.attention.decode_partial_rule): one per active split,
@@ -187,7 +191,8 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
                                        p["v_cache"], p["block_tables"], p["kv_lens"],
                                        p["part_o"], p["part_ml"], p["counters"], p["out"],
                                        num_seqs, g.hq, g.hkv, g.head_dim, g.block_size,
-                                       max_blocks, num_splits, g.scale)
+                                       max_blocks, num_splits, g.scale,
+                                       trace=p.get("trace", 0))
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         q = bf16_bits_to_f32(x["q"]).astype(np.float64)
@@ -218,12 +223,15 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
     }
     mask = {"part_o": np.broadcast_to(active[..., None], part_o_shape),
             "part_ml": np.broadcast_to(active[..., None], part_ml_shape)}
-    return KernelCase(name, "attention", inputs, outputs, run, oracle, mask)
+    return KernelCase(name, "attention_twins" if traced else "attention", inputs, outputs, run,
+                      oracle, mask)
 
 
 @kernel_cases("attention")
 def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
     qwen3_8b, qwen3_06b = Geometry(32, 8, 128, 16), Geometry(16, 8, 128, 16)
+    # the traced twin exists for the latency paths only (not ATLAS_DECODE_ATTN_LATENCY=0)
+    traced = KernelRoutes.from_env().decode_attn_latency
     return [
         # kv_len 1 (one active split of 8); 50 (2 active: below 8 x 32 keys); 300 (all 8,
         # 38 keys each, a second load round for the last 6)
@@ -255,4 +263,9 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
         # second cluster with one keyed block), 10 (two, merged through the partials)
         decode_case(rng, "decode D128 gqa2 bs16 splits16 cluster boundaries", qwen3_06b,
                     [64, 65, 512, 513, 600], 16),
+        # the clustered kernel's phase-traced twin (tools/gpu/trace_decode_attn.py) at
+        # Qwen3.5's heads: direct, one cluster, two
+        *([decode_case(rng, "decode D256 gqa8 bs16 splits16 cluster traced",
+                       Geometry(16, 2, 256, 16), [40, 300, 700], 16, traced=True)]
+          if traced else []),
     ]
