@@ -276,6 +276,27 @@ def test_the_latency_switch_restores_the_unclustered_waiting_kernels() -> None:
     assert attention.decode_partial_rule(512, 33, off) == (32, 16)
 
 
+def test_the_ahead_switch_takes_the_one_round_twins_of_the_unclustered_kernels() -> None:
+    """ATLAS_DECODE_ATTN_AHEAD=0: the unclustered kernels without the loop's L2 prefetch
+    (batch 64's 1-split grid); the clustered ones (batch 1) are the same kernels either way."""
+    off = KernelRoutes.from_env({"ATLAS_DECODE_ATTN_AHEAD": "0"})
+    assert not off.decode_attn_ahead and KernelRoutes().decode_attn_ahead
+    for routes, plain, rope in ((off, "decode_attn_ahead1_bf16", "decode_attn_rope_ahead1_bf16"),
+                                (KernelRoutes(), "decode_attn_bf16", "decode_attn_rope_bf16")):
+        for splits, want in ((1, (plain, rope)),
+                             (33, ("decode_attn_cluster_bf16", "decode_attn_rope_cluster_bf16"))):
+            mock = MockGpuBackend()
+            kc = KernelCache(mock, routes=routes)
+            attention.decode_attention(kc, 0, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000,
+                                       0x7000, 0x7800, 0x8000, 64, 32, 8, 128, 16, 96, splits,
+                                       0.088)
+            attention.decode_attention_rope(kc, 0, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000,
+                                            0x6000, 0x7000, 0x7400, 0x7800, 0x7c00, 0x8000,
+                                            0x9000, 0xa000, 0xb000, 64, 32, 8, 128, 16, 96,
+                                            splits, 0.088, 1e-6)
+            assert tuple(r.func for r in mock.drain_launches()) == want
+
+
 @pytest.mark.parametrize("kv_len,num_splits,rule", [
     (1, 5, (32, 1)), (300, 5, (60, 5)),          # unclustered: a partial per active split
     (1, 33, (512, 1)), (512, 33, (512, 1)),      # clustered: 8 splits of 64 keys, one cluster

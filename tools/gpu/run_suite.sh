@@ -1032,14 +1032,18 @@ stage_thru_ab() {
 # the four head geometries, alone / behind itself / behind the qkv GEMV under PDL, and the
 # batch-64 x 1,536 launch), the batch-1 time-vs-keys line (intercept = fixed latency, slope =
 # bandwidth), and the kernel-table rows of the bandwidth regime (Qwen3-8B heads at batch 64 x
-# 1,536 keys, plain and rope-fused; batch 8 x 16k / 32k) with GB/s and % of copy vs SDPA.
+# 1,536 keys, plain and rope-fused; batch 8 x 16k / 32k) with GB/s and % of copy vs SDPA,
+# then the batch-64 rows again with ATLAS_DECODE_ATTN_AHEAD=0 (the kernels before session 7).
 stage_attn_trace() {
   local rc=0
-  "$PY" tools/gpu/check_kernels.py -k traced --out "$RESULTS/gpu_check_attn_trace-$STAMP.json" \
-    || rc=1
+  "$PY" tools/gpu/check_kernels.py -k traced -k rounds48 \
+    --out "$RESULTS/gpu_check_attn_trace-$STAMP.json" || rc=1
   "$PY" tools/gpu/trace_decode_attn.py | tee "$RESULTS/attn_trace-$STAMP.txt" || rc=1
-  "$PY" tools/gpu/bench_kernels.py -k "b64 hist1536" -k "b8 hist16384" -k "b8 hist32768" \
-    --out-dir "$RESULTS" || rc=1
+  "$PY" tools/gpu/bench_kernels.py -k "b64 hist1536" -k "b32 hist4096" -k "b8 hist16384" \
+    -k "b8 hist32768" --out-dir "$RESULTS" || rc=1
+  # the A/B of the unclustered kernels' L2 prefetch ahead of the register loads
+  ATLAS_DECODE_ATTN_AHEAD=0 "$PY" tools/gpu/bench_kernels.py -k "b64 hist1536" \
+    -k "b32 hist4096" --out-dir "$RESULTS/ahead1" || rc=1
   return $rc
 }
 

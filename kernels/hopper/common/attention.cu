@@ -257,9 +257,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                      uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim,
                      uint32_t block_size, uint32_t max_blocks, uint32_t num_splits,
                      float scale) {
-  decode_attn_cached<false, NoTrace>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
-                            counters, out, hq, hkv, head_dim, block_size, max_blocks,
-                            num_splits, scale, nullptr);
+  decode_attn_cached<false, kDecodeAheadRounds, NoTrace>(q, k_cache, v_cache, block_tables, kv_lens,
+                                                         part_o, part_ml, counters, out, hq, hkv,
+                                                         head_dim, block_size, max_blocks,
+                                                         num_splits, scale, nullptr);
 }
 
 // decode_attn_bf16 with the splits in clusters of kClusterSplits (grid x a multiple of it).
@@ -271,9 +272,9 @@ extern "C" __global__ void __cluster_dims__(kClusterSplits, 1, 1) __launch_bound
                              uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                              uint32_t max_blocks, uint32_t num_splits, float scale) {
   __shared__ atlas::ClusterPart mine;
-  decode_attn_cached<true, NoTrace>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
-                           counters, out, hq, hkv, head_dim, block_size, max_blocks,
-                           num_splits, scale, &mine);
+  decode_attn_cached<true, 1, NoTrace>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
+                                       counters, out, hq, hkv, head_dim, block_size, max_blocks,
+                                       num_splits, scale, &mine);
 }
 
 // qk_norm_rope_kv_bf16 (classic layout: q heads D apart, full rotation, plain or no norm
@@ -287,10 +288,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                           unsigned* counters, __nv_bfloat16* out, uint32_t num_seqs,
                           uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                           uint32_t max_blocks, uint32_t num_splits, float scale, float eps) {
-  decode_attn_roped<false, true, NoTrace>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
-                                 positions, slots, block_tables, kv_lens, part_o, part_ml,
-                                 counters, out, hq, hkv, head_dim, block_size, max_blocks,
-                                 num_splits, scale, eps, nullptr);
+  decode_attn_roped<false, true, kDecodeAheadRounds, NoTrace>(qkv, k_cache, v_cache, q_norm_w,
+                                                              k_norm_w, cos_sin, positions, slots,
+                                                              block_tables, kv_lens, part_o,
+                                                              part_ml, counters, out, hq, hkv,
+                                                              head_dim, block_size, max_blocks,
+                                                              num_splits, scale, eps, nullptr);
 }
 
 // decode_attn_rope_bf16 waiting for the previous kernel before it reads anything (the A/B
@@ -305,10 +308,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                uint32_t hq, uint32_t hkv, uint32_t head_dim,
                                uint32_t block_size, uint32_t max_blocks, uint32_t num_splits,
                                float scale, float eps) {
-  decode_attn_roped<false, false, NoTrace>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
-                                  positions, slots, block_tables, kv_lens, part_o, part_ml,
-                                  counters, out, hq, hkv, head_dim, block_size, max_blocks,
-                                  num_splits, scale, eps, nullptr);
+  decode_attn_roped<false, false, 1, NoTrace>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
+                                              positions, slots, block_tables, kv_lens, part_o,
+                                              part_ml, counters, out, hq, hkv, head_dim, block_size,
+                                              max_blocks, num_splits, scale, eps, nullptr);
 }
 
 // decode_attn_rope_bf16 with the splits in clusters of kClusterSplits (grid x a multiple).
@@ -323,10 +326,10 @@ extern "C" __global__ void __cluster_dims__(kClusterSplits, 1, 1) __launch_bound
                                   uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
                                   uint32_t num_splits, float scale, float eps) {
   __shared__ atlas::ClusterPart mine;
-  decode_attn_roped<true, true, NoTrace>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
-                                positions, slots, block_tables, kv_lens, part_o, part_ml,
-                                counters, out, hq, hkv, head_dim, block_size, max_blocks,
-                                num_splits, scale, eps, &mine);
+  decode_attn_roped<true, true, 1, NoTrace>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
+                                            positions, slots, block_tables, kv_lens, part_o,
+                                            part_ml, counters, out, hq, hkv, head_dim, block_size,
+                                            max_blocks, num_splits, scale, eps, &mine);
 }
 
 // Merges the partials the long-context kernel (attention_long.cu) wrote: grid (1, hq,

@@ -209,6 +209,42 @@ __device__ __forceinline__ void prefetch_kv_rows(
   }
 }
 
+// The block-table entries of the rounds after the one being computed: round[j] addresses
+// round i + 1 + j while round i computes. kAhead = 1: the next round's only, whose K/V the
+// loop loads into registers (one round trip in flight a block: 16 KB at D = 128, 32 KB an SM
+// at 2 blocks, below the ~40 KB the H200 needs at full bandwidth, so a long split ran at
+// ~46% of copy at batch 64). kAhead = kDecodeAheadRounds: also rounds i + 2 .. i + kAhead,
+// and round i + kAhead's K/V requested into L2 (prefetch.global.L2: no registers), so the
+// register loads of a long split hit L2 and 3 rounds (~48 KB a block) are in flight.
+constexpr int kDecodeAheadRounds = 3;  // the default kernels' kAhead (the A/B: *_ahead1_bf16)
+
+template <int kAhead>
+struct TableAhead {
+  DecodeBlocks round[kAhead];
+
+  // Look up rounds begin + kStep .. begin + kAhead kStep.
+  template <int D>
+  __device__ __forceinline__ void lookup(const int* table, int begin, int end, int grp,
+                                         int block_size) {
+    constexpr int kStep = decode_key_groups<D>() * kDecodeUnroll;
+#pragma unroll
+    for (int j = 0; j < kAhead; ++j)
+      round[j] = lookup_blocks<D>(table, begin + (j + 1) * kStep, end, grp, block_size);
+  }
+
+  // At round `base`: drop round base + kStep's entries (just used) and look up round
+  // base + (kAhead + 1) kStep's.
+  template <int D>
+  __device__ __forceinline__ void advance(const int* table, int base, int end, int grp,
+                                          int block_size) {
+    constexpr int kStep = decode_key_groups<D>() * kDecodeUnroll;
+#pragma unroll
+    for (int j = 0; j + 1 < kAhead; ++j) round[j] = round[j + 1];
+    round[kAhead - 1] = lookup_blocks<D>(table, base + (kAhead + 1) * kStep, end, grp,
+                                         block_size);
+  }
+};
+
 // ---- where a decode pass gets q, and the step's new key -----------------------------------
 // CachedQ (decode_attn_bf16): q [seqs, hq, D] and the cache row of every key, this step's
 // included, were written by the rope kernel before this one, so the kernel waits first.
@@ -428,13 +464,15 @@ struct RopedQ {
 
 // The split's keys [begin, end) for the G = hs.count q heads of the block's slice (K/V
 // read once for all of them). The next iteration's K/V rows are loaded before this one's
-// are used (a register double buffer), and the block-table entries of the one after that
-// with them, so a long split keeps one round trip in flight while it computes. `cur` holds
-// the split's first iteration's K/V rows and `ahead` the second's block-table entries
-// (the caller issues them, before the PDL wait where it may).
-template <int D, int G, bool kCluster, class Q, class T>
+// are used (a register double buffer), the block-table entries of the kAhead after it
+// with them and, for kAhead > 1, the K/V of the last of those requested into L2
+// (TableAhead), so a long split keeps one register round trip and kAhead L2 ones in flight
+// while it computes. `cur` holds the split's first iteration's K/V rows and `ahead` the
+// next rounds' block-table entries (the caller issues them, before the PDL wait where it
+// may, and requests rounds 1 .. kAhead - 1 into L2).
+template <int D, int G, bool kCluster, int kAhead, class Q, class T>
 __device__ __forceinline__ void decode_attn_pass(const HeadSlice& hs, int begin, int end,
-    DecodeKv cur, DecodeBlocks ahead, const Q& qs,
+    DecodeKv cur, TableAhead<kAhead> ahead, const Q& qs,
     const __nv_bfloat16* __restrict__ k_cache, const __nv_bfloat16* __restrict__ v_cache,
     const int* __restrict__ table, float* __restrict__ part_o, float* __restrict__ part_ml,
     __nv_bfloat16* __restrict__ out, bool direct, int hq, int hkv, int block_size,
@@ -468,9 +506,12 @@ __device__ __forceinline__ void decode_attn_pass(const HeadSlice& hs, int begin,
   }
 
   for (int base = begin; base < end; base += kStep) {  // uniform trip count: shuffles are safe
-    const DecodeKv next = load_kv_rows<D>(k_cache, v_cache, ahead, base + kStep, end, grp, sub,
-                                          hkv, kvh, block_size);
-    ahead = lookup_blocks<D>(table, base + 2 * kStep, end, grp, block_size);
+    const DecodeKv next = load_kv_rows<D>(k_cache, v_cache, ahead.round[0], base + kStep, end,
+                                          grp, sub, hkv, kvh, block_size);
+    if constexpr (kAhead > 1)
+      prefetch_kv_rows<D>(k_cache, v_cache, ahead.round[kAhead - 1], base + kAhead * kStep, end,
+                          grp, sub, hkv, kvh, block_size);
+    ahead.template advance<D>(table, base, end, grp, block_size);
     if constexpr (Q::kNewKey) {  // keys this launch appends: from shared memory
 #pragma unroll
       for (int u = 0; u < kDecodeUnroll; ++u)
@@ -683,7 +724,7 @@ __device__ __forceinline__ void decode_cluster_merge(const atlas::ClusterPart* m
 // the previous one has completed. kCluster: the clustered kernels (kClusterSplits), whose
 // blocks of an active cluster all take part in its merge, keys or not (a block past the
 // keys loads nothing: every load is bounded by `end`).
-template <int D, bool kCluster, class Q, class T>
+template <int D, bool kCluster, int kAhead, class Q, class T>
 __device__ __forceinline__ void decode_attn(
     Q qs, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
     const int* block_tables, const int* kv_lens, float* part_o, float* part_ml,
@@ -732,13 +773,17 @@ __device__ __forceinline__ void decode_attn(
   const int sub = (threadIdx.x & 31) % (D / 8);
   const DecodeKv cur = load_kv_rows<D>(k_cache, v_cache, first, begin, end, grp, sub, hkv,
                                        hs.kvh, block_size);
-  // the block-table entries run one round ahead of the K/V rows they address, so a round
-  // waits on one memory trip (K/V), not two (the table, then K/V)
-  const DecodeBlocks ahead = lookup_blocks<D>(table, begin + kStep, end, grp, block_size);
+  // the block-table entries run ahead of the K/V rows they address, so a round waits on
+  // one memory trip (K/V), not two (the table, then K/V)
+  TableAhead<kAhead> ahead;
+  ahead.template lookup<D>(table, begin, end, grp, block_size);
   // the rest of the shortest split's rounds (its only ones at short contexts: 4 at D = 256
-  // on the clustered kernels) into L2, so the loop waits on L2, not DRAM, from round 2 on
-  prefetch_kv_rows<D>(k_cache, v_cache, ahead, begin + kStep, end, grp, sub, hkv, hs.kvh,
-                      block_size);
+  // on the clustered kernels) and the rounds the loop's prefetch starts after (TableAhead)
+  // into L2, so the loop waits on L2, not DRAM, from round 2 on
+#pragma unroll
+  for (int j = 0; j < max(kAhead - 1, 1); ++j)
+    prefetch_kv_rows<D>(k_cache, v_cache, ahead.round[j], begin + (j + 1) * kStep, end, grp,
+                        sub, hkv, hs.kvh, block_size);
 #pragma unroll 1
   for (int r = 2; r < kMinKeys / kStep; ++r) {
     const DecodeBlocks later = lookup_blocks<D>(table, begin + r * kStep, end, grp, block_size);
@@ -755,9 +800,10 @@ __device__ __forceinline__ void decode_attn(
   if (begin < kv_len) {  // block-uniform
 #define ATLAS_DECODE_PASS(G)                                                                 \
   case G:                                                                                    \
-    decode_attn_pass<D, G, kCluster>(hs, begin, end, cur, ahead, qs, k_cache, v_cache,       \
-                                     table, part_o, part_ml, out, active == 1, hq, hkv,      \
-                                     block_size, num_splits, scale, red, mine, tr);          \
+    decode_attn_pass<D, G, kCluster, kAhead>(hs, begin, end, cur, ahead, qs, k_cache,        \
+                                             v_cache, table, part_o, part_ml, out,           \
+                                             active == 1, hq, hkv, block_size, num_splits,   \
+                                             scale, red, mine, tr);                          \
     break;
     switch (hs.count) {
       ATLAS_DECODE_PASS(1)
@@ -787,7 +833,7 @@ __device__ __forceinline__ void decode_attn(
 // flight (32 KB per SM) cover the H200's bandwidth-latency product (~30 KB per SM).
 namespace {
 
-template <bool kCluster, class Q, class T>
+template <bool kCluster, int kAhead, class Q, class T>
 __device__ __forceinline__ void decode_attn_any_dim(
     const Q& qs, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
     const int* block_tables, const int* kv_lens, float* part_o, float* part_ml,
@@ -796,17 +842,17 @@ __device__ __forceinline__ void decode_attn_any_dim(
     DecodeScratch& red, atlas::ClusterPart* mine, const T& tr) {
   const int ns = static_cast<int>(num_splits);
   if (head_dim == 128)
-    decode_attn<128, kCluster>(qs, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
-                               counters, out, hq, hkv, block_size, max_blocks, ns, scale, red,
-                               mine, tr);
+    decode_attn<128, kCluster, kAhead>(qs, k_cache, v_cache, block_tables, kv_lens, part_o,
+                                       part_ml, counters, out, hq, hkv, block_size, max_blocks,
+                                       ns, scale, red, mine, tr);
   else if (head_dim == 256)
-    decode_attn<256, kCluster>(qs, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
-                               counters, out, hq, hkv, block_size, max_blocks, ns, scale, red,
-                               mine, tr);
+    decode_attn<256, kCluster, kAhead>(qs, k_cache, v_cache, block_tables, kv_lens, part_o,
+                                       part_ml, counters, out, hq, hkv, block_size, max_blocks,
+                                       ns, scale, red, mine, tr);
   else if (head_dim == 64)
-    decode_attn<64, kCluster>(qs, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
-                              counters, out, hq, hkv, block_size, max_blocks, ns, scale, red,
-                              mine, tr);
+    decode_attn<64, kCluster, kAhead>(qs, k_cache, v_cache, block_tables, kv_lens, part_o,
+                                       part_ml, counters, out, hq, hkv, block_size, max_blocks,
+                                       ns, scale, red, mine, tr);
   else
     __trap();  // ops/attention.py HEAD_DIMS
 }
@@ -827,7 +873,7 @@ __device__ __forceinline__ T entry_trace(unsigned long long* trace) {
 }
 
 // decode_attn_bf16 and its clustered twin: q from memory, so the wait comes first.
-template <bool kCluster, class T>
+template <bool kCluster, int kAhead, class T>
 __device__ __forceinline__ void decode_attn_cached(
     const __nv_bfloat16* q, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
     const int* block_tables, const int* kv_lens, float* part_o, float* part_ml,
@@ -838,14 +884,15 @@ __device__ __forceinline__ void decode_attn_cached(
   const T tr = entry_trace<T>(trace);
   atlas::pdl_enter();  // q, kv_lens, the tables and the cache come from earlier work
   tr.mark(kTraceWaited);
-  decode_attn_any_dim<kCluster>(CachedQ{q}, k_cache, v_cache, block_tables, kv_lens, part_o,
-                                part_ml, counters, out, hq, hkv, head_dim, block_size,
-                                max_blocks, num_splits, scale, red, mine, tr);
+  decode_attn_any_dim<kCluster, kAhead>(CachedQ{q}, k_cache, v_cache, block_tables, kv_lens,
+                                        part_o, part_ml, counters, out, hq, hkv, head_dim,
+                                        block_size, max_blocks, num_splits, scale, red, mine,
+                                        tr);
 }
 
 // decode_attn_rope_bf16 and its clustered twin: no wait on entry (kEarly), decode_attn reads
 // what RopedQ lists before it waits for the qkv row; decode_attn_rope_wait_bf16 waits first.
-template <bool kCluster, bool kEarly, class T>
+template <bool kCluster, bool kEarly, int kAhead, class T>
 __device__ __forceinline__ void decode_attn_roped(
     const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
     const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
@@ -864,9 +911,9 @@ __device__ __forceinline__ void decode_attn_roped(
   const RopedQ<kEarly> qs{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions,
                           slots, &stage, static_cast<int>(hq), static_cast<int>(hkv),
                           static_cast<int>(head_dim), static_cast<int>(block_size), eps};
-  decode_attn_any_dim<kCluster>(qs, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
-                                counters, out, hq, hkv, head_dim, block_size, max_blocks,
-                                num_splits, scale, red, mine, tr);
+  decode_attn_any_dim<kCluster, kAhead>(qs, k_cache, v_cache, block_tables, kv_lens, part_o,
+                                        part_ml, counters, out, hq, hkv, head_dim, block_size,
+                                        max_blocks, num_splits, scale, red, mine, tr);
 }
 
 }  // namespace

@@ -297,6 +297,11 @@ DECODE_ATTN_ROPE_CLUSTER_TRACE = S("attention_twins", "decode_attn_rope_cluster_
                                    _DECODE_ROPE + " trace:ptr")
 DECODE_ATTN_CLUSTER_TRACE = S("attention_twins", "decode_attn_cluster_trace_bf16",
                               _DECODE + " trace:ptr")
+# DECODE_ATTN / DECODE_ATTN_ROPE with only the next round's block-table entries and K/V in
+# flight (no L2 prefetch ahead of the register loads): the A/B of that prefetch
+# (ops/routes ATLAS_DECODE_ATTN_AHEAD=0), in the twins' module
+DECODE_ATTN_AHEAD1 = S("attention_twins", "decode_attn_ahead1_bf16", _DECODE)
+DECODE_ATTN_ROPE_AHEAD1 = S("attention_twins", "decode_attn_rope_ahead1_bf16", _DECODE_ROPE)
 # merges the partials of DECODE_ATTN_LONG (decode_attn_bf16 merges its own in its last split)
 DECODE_ATTN_COMBINE = S(
     "attention", "decode_attn_combine_bf16",

@@ -11,7 +11,7 @@ the other rows stay poisoned (NaN), so a merge that read one of them would fail 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Callable
 
@@ -156,14 +156,22 @@ def prefill_cases(rng: np.random.Generator) -> list[KernelCase]:
 
 
 # ---- decode -------------------------------------------------------------------------------
+def case_routes(ahead1: bool) -> KernelRoutes:
+    """The routes of a decode case's launches: the environment's, with the loop's L2
+    prefetch off (the *_ahead1_bf16 twins of the unclustered kernels) for `ahead1`."""
+    routes = KernelRoutes.from_env()
+    return replace(routes, decode_attn_ahead=False) if ahead1 else routes
+
+
 def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
                 num_splits: int, rule: Callable[[int, int], tuple[int, int]] | None = None,
-                traced: bool = False) -> KernelCase:
+                traced: bool = False, ahead1: bool = False) -> KernelCase:
     """One query per sequence on a num_splits grid, launched twice: the second launch finds
     the split tickets the first left (they must be zero again, and are checked to be).
     `rule`: (keys per partial, partials) of the kernel under test (default: what
     decode_attention launches under the environment's routes). `traced`: the clustered
-    kernel's phase-traced twin (attention_twins.cu), which must compute the same."""
+    kernel's phase-traced twin (attention_twins.cu), which must compute the same; `ahead1`:
+    the unclustered kernel's twin without the loop's L2 prefetch (the same too)."""
     if rule is None:
         routes = KernelRoutes.from_env()
         rule = partial(attention.decode_partial_rule, routes=routes)
@@ -187,7 +195,8 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         for _ in range(2):
-            attention.decode_attention(KernelCache(backend), stream, p["q"], p["k_cache"],
+            attention.decode_attention(KernelCache(backend, case_routes(ahead1)), stream,
+                                       p["q"], p["k_cache"],
                                        p["v_cache"], p["block_tables"], p["kv_lens"],
                                        p["part_o"], p["part_ml"], p["counters"], p["out"],
                                        num_seqs, g.hq, g.hkv, g.head_dim, g.block_size,
@@ -223,8 +232,8 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
     }
     mask = {"part_o": np.broadcast_to(active[..., None], part_o_shape),
             "part_ml": np.broadcast_to(active[..., None], part_ml_shape)}
-    return KernelCase(name, "attention_twins" if traced else "attention", inputs, outputs, run,
-                      oracle, mask)
+    return KernelCase(name, "attention_twins" if traced or ahead1 else "attention", inputs,
+                      outputs, run, oracle, mask)
 
 
 @kernel_cases("attention")
@@ -268,4 +277,10 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
         *([decode_case(rng, "decode D256 gqa8 bs16 splits16 cluster traced",
                        Geometry(16, 2, 256, 16), [40, 300, 700], 16, traced=True)]
           if traced else []),
+        # many load rounds a split (Qwen3-8B's heads at batch 64: one split of 1,536 keys,
+        # 48 rounds) with the loop's L2 prefetch and on its one-round twin; a split ending
+        # within the prefetch distance, and a sequence of one key
+        decode_case(rng, "decode D128 gqa4 bs16 splits1 rounds48", qwen3_8b, [1536, 70, 1], 1),
+        decode_case(rng, "decode D128 gqa4 bs16 splits1 rounds48 ahead1", qwen3_8b,
+                    [1536, 70, 1], 1, ahead1=True),
     ]

@@ -19,17 +19,19 @@ from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, attention
 from ..ops.routes import KernelRoutes
-from .attention import ATTN_TOL, Geometry, paged_cache
+from .attention import ATTN_TOL, Geometry, case_routes, paged_cache
 from .gemv import random_bf16
 from .rope_kv import EPS, cos_sin_table, head_norm, rb, rotate
 
 
 def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
                      num_splits: int, normed: bool = True, pad_last: bool = False,
-                     graph: bool = False, traced: bool = False) -> KernelCase:
+                     graph: bool = False, traced: bool = False, ahead1: bool = False
+                     ) -> KernelCase:
     """One token per sequence at position kv_len - 1; `pad_last`: the last sequence's slot
     is -1 (a graph's padding row); `graph`: also in the device check's graph capture;
-    `traced`: the phase-traced twin (attention_twins.cu), which must compute the same."""
+    `traced`: the phase-traced twin (attention_twins.cu), which must compute the same;
+    `ahead1`: the unclustered kernel's twin without the loop's L2 prefetch (the same too)."""
     num_seqs, d = len(kv_lens), g.head_dim
     inputs = paged_cache(rng, kv_lens, g)
     tables = inputs["block_tables"]
@@ -55,7 +57,8 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         for _ in range(2):
             attention.decode_attention_rope(
-                KernelCache(backend), stream, p["qkv"], p["k_cache"], p["v_cache"],
+                KernelCache(backend, case_routes(ahead1)), stream, p["qkv"], p["k_cache"],
+                p["v_cache"],
                 p.get("q_norm_w", 0), p.get("k_norm_w", 0), p["cos_sin"], p["positions"],
                 p["slots"], p["block_tables"], p["kv_lens"], p["part_o"], p["part_ml"],
                 p["counters"], p["out"], num_seqs, g.hq, g.hkv, d, g.block_size, max_blocks,
@@ -97,8 +100,8 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
                "k_cache": OutputSpec(DType.BF16, cache_shape),
                "v_cache": OutputSpec(DType.BF16, cache_shape, tol=(0.0, 0.0)),
                "counters": OutputSpec(DType.I32, (num_seqs, g.hq))}
-    return KernelCase(name, "attention_twins" if traced else "attention", inputs, outputs, run,
-                      oracle, {"k_cache": owned, "v_cache": owned}, graph=graph)
+    return KernelCase(name, "attention_twins" if traced or ahead1 else "attention", inputs,
+                      outputs, run, oracle, {"k_cache": owned, "v_cache": owned}, graph=graph)
 
 
 @kernel_cases("attention")
@@ -138,4 +141,10 @@ def decode_rope_cases(rng: np.random.Generator) -> list[KernelCase]:
                             Geometry(16, 2, 256, 16), [300, 45], 2, pad_last=True,
                             traced=True)]
           if KernelRoutes.from_env().decode_attn_latency else []),
+        # the batch-64 regime: one split of 1,536 keys (48 rounds; the step's key in the
+        # last) with the loop's L2 prefetch and on its one-round twin, in a graph
+        decode_rope_case(rng, "decode_rope D128 gqa4 splits1 rounds48", qwen3_8b,
+                         [1536, 90, 1], 1, graph=True),
+        decode_rope_case(rng, "decode_rope D128 gqa4 splits1 rounds48 ahead1", qwen3_8b,
+                         [1536, 90, 1], 1, ahead1=True),
     ]

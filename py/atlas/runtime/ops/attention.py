@@ -15,8 +15,9 @@ append of `rope.qk_norm_rope_kv` done inside it (`rope_fusable` says when it app
 from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_CLUSTER, DECODE_ATTN_CLUSTER_TRACE,
-                          DECODE_ATTN_COMBINE, DECODE_ATTN_ROPE, DECODE_ATTN_ROPE_CLUSTER,
+from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
+                          DECODE_ATTN_CLUSTER_TRACE, DECODE_ATTN_COMBINE, DECODE_ATTN_ROPE,
+                          DECODE_ATTN_ROPE_AHEAD1, DECODE_ATTN_ROPE_CLUSTER,
                           DECODE_ATTN_ROPE_CLUSTER_TRACE, DECODE_ATTN_ROPE_TRACE,
                           DECODE_ATTN_ROPE_WAIT, PREFILL_ATTN)
 from . import KernelCache
@@ -204,7 +205,7 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
                          f"(num_splits={num_splits}, long={long})")
     if not long:
         kernel = (DECODE_ATTN_CLUSTER_TRACE if trace else DECODE_ATTN_CLUSTER if clustered
-                  else DECODE_ATTN)
+                  else DECODE_ATTN if kc.routes.decode_attn_ahead else DECODE_ATTN_AHEAD1)
         grid = _decode_grid(num_splits, hq, hkv, num_seqs, clustered)
         extra = (trace,) if trace else ()
         kc.get(kernel)(stream, grid, ATTN_THREADS, 0, q, k_cache, v_cache, block_tables,
@@ -273,8 +274,9 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
     if trace:
         kernel = DECODE_ATTN_ROPE_CLUSTER_TRACE if clustered else DECODE_ATTN_ROPE_TRACE
     else:
-        kernel = (DECODE_ATTN_ROPE_CLUSTER if clustered else DECODE_ATTN_ROPE
-                  if kc.routes.decode_attn_latency else DECODE_ATTN_ROPE_WAIT)
+        kernel = (DECODE_ATTN_ROPE_CLUSTER if clustered else DECODE_ATTN_ROPE_WAIT
+                  if not kc.routes.decode_attn_latency else DECODE_ATTN_ROPE
+                  if kc.routes.decode_attn_ahead else DECODE_ATTN_ROPE_AHEAD1)
     grid = _decode_grid(num_splits, hq, hkv, num_seqs, clustered)
     extra = (trace,) if trace else ()
     kc.get(kernel)(stream, grid, ATTN_THREADS, 0, qkv,
