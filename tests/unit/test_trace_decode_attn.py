@@ -62,6 +62,7 @@ def test_summarize_medians_keyed_blocks_and_times_after_the_previous_end(tool) -
     assert line.span == pytest.approx((10_200 + 24_000 - 9_500) / 1e3)
     assert line.wait == pytest.approx((10_400 + 4_000 - 9_500) / 1e3)
     assert line.block_us == pytest.approx(16.0)
+    assert line.late == pytest.approx(0.4)                   # keyed block 1 at 10,400 ns
     alone = tool.summarize(t, None, 1000.0)                  # relative to its own first start
     assert alone.first == 0.0 and alone.span == pytest.approx(24.2)
 

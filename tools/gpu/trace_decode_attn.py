@@ -19,7 +19,9 @@ line.
    of the traced launch before it (b2b: negative when it started before that one ended,
    which PDL allows; gemv: the GEMV's time is in them, the curve below prints it), and
    `wait` is the median waited stamp relative to that end. `/SM`: most blocks of the launch
-   resident on one SM at once.
+   resident on one SM at once; `block`: the median keyed block's duration; `late`: when the
+   last keyed block started after the launch's first (a second wave of blocks, or blocks
+   waiting for the previous kernel's to leave their SMs).
    Also the Qwen3-8B batch-64 x 1,536-key launch (the 64-stream throughput regime): block
    duration, blocks per SM at once, the launch's span.
 2. Time vs keys (batch 1, keys 1..8,192): the production kernel's own time from CUDA-graph
@@ -192,6 +194,7 @@ class TraceLine:
     sms: int              # distinct SMs used
     per_sm: int           # most of its blocks resident on one SM at once
     block_us: float       # median keyed block duration (us)
+    late: float           # last keyed block's start - the launch's first start (us)
 
 
 def summarize(t: np.ndarray, prev: np.ndarray | None, mhz: float) -> TraceLine:
@@ -219,10 +222,12 @@ def summarize(t: np.ndarray, prev: np.ndarray | None, mhz: float) -> TraceLine:
             live += step
             per_sm = max(per_sm, live)
     dur = (rows[:, CYC + P.index("end")] - rows[:, CYC]) / mhz
-    return TraceLine(phases, (int(start[ran].min()) - ref) / 1e3 if ran.any() else math.nan,
+    first = int(start[ran].min()) if ran.any() else 0
+    late = float(rows[:, 0].max() - first) / 1e3 if ran.any() else math.nan
+    return TraceLine(phases, (first - ref) / 1e3 if ran.any() else math.nan,
                      (int(end[ran].max()) - ref) / 1e3 if ran.any() else math.nan, wait,
                      int(keyed.sum()), len(np.unique(sm[ran])), per_sm,
-                     float(np.median(dur)) if len(dur) else math.nan)
+                     float(np.median(dur)) if len(dur) else math.nan, late)
 
 
 def median_line(lines: list[TraceLine]) -> TraceLine:
@@ -232,7 +237,7 @@ def median_line(lines: list[TraceLine]) -> TraceLine:
     return TraceLine([med(lambda x, i=i: x.phases[i]) for i in range(len(P) - 1)],
                      med(lambda x: x.first), med(lambda x: x.span), med(lambda x: x.wait),
                      lines[0].keyed, lines[0].sms, max(x.per_sm for x in lines),
-                     med(lambda x: x.block_us))
+                     med(lambda x: x.block_us), med(lambda x: x.late))
 
 
 def _f(x: float) -> str:
@@ -250,7 +255,7 @@ def trace_table(env: Env, problems: list[Problem], modes: tuple[str, ...]) -> li
     mhz = sm_clock_mhz([t for _, _, runs in raw for t, _ in runs])
     head = (f"{'shape':<34} {'mode':<5} {'kernel':<24} {'grid':<14} {'keyed':>5} {'SMs':>4} "
             f"{'/SM':>3} " + " ".join(f"{p[:9]:>9}" for p in P[1:]) +
-            f" {'first':>7} {'wait':>7} {'span':>7} {'block':>7}")
+            f" {'first':>7} {'wait':>7} {'span':>7} {'block':>7} {'late':>7}")
     out = [f"phase trace: us since the block's start (median over keyed blocks, SM clock "
            f"{mhz:.0f} MHz); first / wait / span in us after the previous launch's end "
            "(alone: after its own first start)", head]
@@ -261,7 +266,7 @@ def trace_table(env: Env, problems: list[Problem], modes: tuple[str, ...]) -> li
                    f"{line.keyed:>5} {line.sms:>4} {line.per_sm:>3} " +
                    " ".join(f"{_f(v):>9}" for v in line.phases) +
                    f" {_f(line.first):>7} {_f(line.wait):>7} {_f(line.span):>7} "
-                   f"{_f(line.block_us):>7}")
+                   f"{_f(line.block_us):>7} {_f(line.late):>7}")
     return out
 
 
