@@ -297,6 +297,51 @@ def test_the_ahead_switch_takes_the_one_round_twins_of_the_unclustered_kernels()
             assert tuple(r.func for r in mock.drain_launches()) == want
 
 
+def test_the_split_major_switch_takes_the_clustered_twins_only() -> None:
+    on = KernelRoutes.from_env({"ATLAS_DECODE_ATTN_SPLIT_MAJOR": "1"})
+    assert on.decode_attn_split_major and not KernelRoutes().decode_attn_split_major
+    for splits, want in ((33, ("decode_attn_cluster_splitmajor_bf16",
+                               "decode_attn_rope_cluster_splitmajor_bf16")),
+                         (2, ("decode_attn_bf16", "decode_attn_rope_bf16"))):
+        mock = MockGpuBackend()
+        kc = KernelCache(mock, routes=on)
+        attention.decode_attention(kc, 0, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000,
+                                   0x7000, 0x7800, 0x8000, 1, 16, 8, 128, 16, 64, splits, 0.088)
+        attention.decode_attention_rope(kc, 0, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000,
+                                        0x7000, 0x7400, 0x7800, 0x7c00, 0x8000, 0x9000,
+                                        0xa000, 0xb000, 1, 16, 8, 128, 16, 64, splits, 0.088,
+                                        1e-6)
+        assert tuple(r.func for r in mock.drain_launches()) == want
+    with pytest.raises(ValueError, match="traced twin"):
+        attention.decode_attention_rope(KernelCache(MockGpuBackend(), routes=on), 0, 0x1000,
+                                        0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 0x7400,
+                                        0x7800, 0x7c00, 0x8000, 0x9000, 0xa000, 0xb000, 1, 16,
+                                        8, 128, 16, 64, 33, 0.088, 1e-6, trace=0xc000)
+
+
+def test_split_major_order_is_a_bijection_that_keeps_clusters_whole() -> None:
+    """decode_attn.cuh HeadSlice::of_block<true>, restated: every (slot, split) once, the 8
+    blocks of a hardware cluster (consecutive x) on one slot and one cluster of splits in
+    rank order, and every slot's first cluster among the first gridDim.y clusters."""
+    for gx, gy in ((40, 8), (64, 8), (64, 4), (8, 3)):
+        seen = {}
+        for y in range(gy):
+            for x in range(gx):
+                linear = y * (gx // 8) + x // 8
+                seen[(x, y)] = (linear % gy, linear // gy * 8 + x % 8)
+        assert sorted(seen.values()) == [(s, p) for s in range(gy) for p in range(gx)]
+        for y in range(gy):
+            for c in range(gx // 8):
+                got = [seen[(8 * c + r, y)] for r in range(8)]
+                assert len({slot for slot, _ in got}) == 1
+                assert [p % 8 for _, p in got] == list(range(8))
+        first = {seen[(x, y)][0] for y in range(gy) for x in range(gx)
+                 if (y * (gx // 8) + x // 8) < gy}
+        assert first == set(range(gy))
+        assert all(seen[(x, y)][1] < 8 for y in range(gy) for x in range(gx)
+                   if (y * (gx // 8) + x // 8) < gy)
+
+
 @pytest.mark.parametrize("kv_len,num_splits,rule", [
     (1, 5, (32, 1)), (300, 5, (60, 5)),          # unclustered: a partial per active split
     (1, 33, (512, 1)), (512, 33, (512, 1)),      # clustered: 8 splits of 64 keys, one cluster

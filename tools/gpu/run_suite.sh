@@ -1033,17 +1033,23 @@ stage_thru_ab() {
 # batch-64 x 1,536 launch), the batch-1 time-vs-keys line (intercept = fixed latency, slope =
 # bandwidth), and the kernel-table rows of the bandwidth regime (Qwen3-8B heads at batch 64 x
 # 1,536 keys, plain and rope-fused; batch 8 x 16k / 32k) with GB/s and % of copy vs SDPA,
-# then the batch-64 rows again with ATLAS_DECODE_ATTN_AHEAD=0 (the kernels before session 7).
+# then the batch-64 rows again with ATLAS_DECODE_ATTN_AHEAD=0 (the kernels before session 7),
+# and the latency rows and b1 curves with ATLAS_DECODE_ATTN_SPLIT_MAJOR=1 against the default.
 stage_attn_trace() {
   local rc=0
-  "$PY" tools/gpu/check_kernels.py -k traced -k rounds48 \
+  "$PY" tools/gpu/check_kernels.py -k traced -k rounds48 -k split_major \
     --out "$RESULTS/gpu_check_attn_trace-$STAMP.json" || rc=1
   "$PY" tools/gpu/trace_decode_attn.py | tee "$RESULTS/attn_trace-$STAMP.txt" || rc=1
   "$PY" tools/gpu/bench_kernels.py -k "b64 hist1536" -k "b32 hist4096" -k "b8 hist16384" \
-    -k "b8 hist32768" --out-dir "$RESULTS" || rc=1
+    -k "b8 hist32768" -k latency --out-dir "$RESULTS" || rc=1
   # the A/B of the unclustered kernels' L2 prefetch ahead of the register loads
   ATLAS_DECODE_ATTN_AHEAD=0 "$PY" tools/gpu/bench_kernels.py -k "b64 hist1536" \
     -k "b32 hist4096" --out-dir "$RESULTS/ahead1" || rc=1
+  # the A/B of the clustered kernels' split-major order (batch 1..4): latency rows, b1 curves
+  ATLAS_DECODE_ATTN_SPLIT_MAJOR=1 "$PY" tools/gpu/bench_kernels.py -k latency \
+    --out-dir "$RESULTS/split_major" || rc=1
+  ATLAS_DECODE_ATTN_SPLIT_MAJOR=1 "$PY" tools/gpu/trace_decode_attn.py --curves-only \
+    | tee "$RESULTS/attn_curves_split_major-$STAMP.txt" || rc=1
   return $rc
 }
 

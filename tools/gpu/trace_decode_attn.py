@@ -324,6 +324,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=20, help="timed graph replays per point")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dry-run", action="store_true", help="CPU: tiny shapes, HostBackend")
+    ap.add_argument("--curves-only", action="store_true",
+                    help="only the time-vs-keys lines (for routes without traced twins, e.g. "
+                         "ATLAS_DECODE_ATTN_SPLIT_MAJOR=1)")
     args = ap.parse_args(argv)
     env, info, ptx_set = open_env(args)
     print(f"device: {info.get('name')}  PTX set: {ptx_set}  SMs: {env.num_sms}")
@@ -335,13 +338,14 @@ def main(argv: list[str] | None = None) -> int:
         keys, curve_keys, throughput = TRACE_KEYS, CURVE_KEYS, THROUGHPUT
         if args.quick:
             geoms, curve_keys = geoms[:2], (1, 64, 512, 1024, 4096, 8192)
-    problems = [Problem(env, h, 1, n, hidden) for h, hidden in geoms for n in keys]
-    big = next((g for g in geoms if g[0].name == "qwen3-8b"),
-               next(g for g in geoms if g[0].rope))
-    problems.append(Problem(env, big[0], throughput[0], throughput[1], big[1]))
-    for line in trace_table(env, problems, ("alone", "b2b", "gemv")):
-        print(line, flush=True)
-    del problems
+    if not args.curves_only:
+        problems = [Problem(env, h, 1, n, hidden) for h, hidden in geoms for n in keys]
+        big = next((g for g in geoms if g[0].name == "qwen3-8b"),
+                   next(g for g in geoms if g[0].rope))
+        problems.append(Problem(env, big[0], throughput[0], throughput[1], big[1]))
+        for line in trace_table(env, problems, ("alone", "b2b", "gemv")):
+            print(line, flush=True)
+        del problems
     for h, hidden in geoms:
         for line in curve(env, h, hidden, curve_keys, args.repeats):
             print(line, flush=True)

@@ -92,3 +92,36 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                              block_size, max_blocks, num_splits, scale, eps,
                                              nullptr);
 }
+
+// decode_attn_cluster_bf16 and decode_attn_rope_cluster_bf16 with the clusters taken
+// split-major (HeadSlice kSplitMajor: every head slice's first cluster among the first
+// started), the A/B of that order (ops/routes ATLAS_DECODE_ATTN_SPLIT_MAJOR=1).
+extern "C" __global__ void __cluster_dims__(kClusterSplits, 1, 1) __launch_bounds__(kThreads, 2)
+    decode_attn_cluster_splitmajor_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
+                                        const __nv_bfloat16* v_cache, const int* block_tables,
+                                        const int* kv_lens, float* part_o, float* part_ml,
+                                        unsigned* counters, __nv_bfloat16* out,
+                                        uint32_t num_seqs, uint32_t hq, uint32_t hkv,
+                                        uint32_t head_dim, uint32_t block_size,
+                                        uint32_t max_blocks, uint32_t num_splits, float scale) {
+  __shared__ atlas::ClusterPart mine;
+  decode_attn_cached<true, 1, NoTrace, true>(q, k_cache, v_cache, block_tables, kv_lens, part_o,
+                                             part_ml, counters, out, hq, hkv, head_dim,
+                                             block_size, max_blocks, num_splits, scale, &mine);
+}
+
+extern "C" __global__ void __cluster_dims__(kClusterSplits, 1, 1) __launch_bounds__(kThreads, 2)
+    decode_attn_rope_cluster_splitmajor_bf16(
+        const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+        const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
+        const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
+        float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
+        uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+        uint32_t max_blocks, uint32_t num_splits, float scale, float eps) {
+  __shared__ atlas::ClusterPart mine;
+  decode_attn_roped<true, true, 1, NoTrace, true>(qkv, k_cache, v_cache, q_norm_w, k_norm_w,
+                                                  cos_sin, positions, slots, block_tables,
+                                                  kv_lens, part_o, part_ml, counters, out, hq,
+                                                  hkv, head_dim, block_size, max_blocks,
+                                                  num_splits, scale, eps, &mine);
+}

@@ -56,19 +56,46 @@ __device__ __forceinline__ int decode_active_splits(int kv_len, int num_splits,
 // kDecodeHeadsPerPass heads, one slice per block (grid y = hkv x slices), so a group of 8 or
 // 16 heads runs as 2 or 4 blocks side by side (each reading the split's K/V; the second read
 // mostly hits L2) instead of serial passes of one block.
+// Also the block's split, and its slice's slot on the grid (hkv x slices of them: the split
+// ticket's counter). kSplitMajor false: the split is blockIdx.x and the slot blockIdx.y, as
+// launched. kSplitMajor (the clustered kernels' A/B, ATLAS_DECODE_ATTN_SPLIT_MAJOR=1): cluster
+// L of the grid (x fastest, the order the GPU starts clusters in) takes slot L % gridDim.y and
+// the splits of cluster L / gridDim.y, so every slot's first cluster (all the work up to 512
+// keys) starts among the first gridDim.y clusters, not behind other slots' clusters of idle
+// splits: a batch-1 grid is 320-512 blocks, more than the 264 two-blocks-per-SM slots.
 struct HeadSlice {
   int kvh;    // the kv head
   int index;  // this slice within the kv head's group (0: the one that appends new K/V)
   int h0;     // first q head (global index)
   int count;  // q heads, 1..kDecodeHeadsPerPass
+  int slot;   // kvh x slices + index: 0..gridDim.y - 1
+  int split;  // 0..gridDim.x - 1
 
+  // The block's cluster's place in the grid's start order (kSplitMajor only).
+  __device__ __forceinline__ static int cluster_order() {
+    return static_cast<int>(blockIdx.y * (gridDim.x / kClusterSplits) +
+                            blockIdx.x / kClusterSplits);
+  }
+
+  template <bool kSplitMajor>
+  __device__ __forceinline__ static int block_split() {
+    if constexpr (kSplitMajor)
+      return cluster_order() / static_cast<int>(gridDim.y) * kClusterSplits +
+             static_cast<int>(blockIdx.x % kClusterSplits);
+    return static_cast<int>(blockIdx.x);
+  }
+
+  template <bool kSplitMajor>
   __device__ __forceinline__ static HeadSlice of_block(int hq, int hkv) {
     const int group = hq / hkv;
     const int slices = (group + kDecodeHeadsPerPass - 1) / kDecodeHeadsPerPass;
-    const int kvh = static_cast<int>(blockIdx.y) / slices;
-    const int index = static_cast<int>(blockIdx.y) % slices;
+    const int slot = kSplitMajor ? cluster_order() % static_cast<int>(gridDim.y)
+                                 : static_cast<int>(blockIdx.y);
+    const int split = block_split<kSplitMajor>();
+    const int kvh = slot / slices, index = slot % slices;
     const int first = index * kDecodeHeadsPerPass;
-    return {kvh, index, kvh * group + first, min(kDecodeHeadsPerPass, group - first)};
+    return {kvh, index, kvh * group + first, min(kDecodeHeadsPerPass, group - first), slot,
+            split};
   }
 };
 
@@ -480,7 +507,7 @@ __device__ __forceinline__ void decode_attn_pass(const HeadSlice& hs, int begin,
   constexpr int kLanesPerKey = D / 8;
   constexpr int kKeyGroups = decode_key_groups<D>();
   constexpr int kStep = kKeyGroups * kDecodeUnroll;
-  const int split = blockIdx.x, kvh = hs.kvh, b = blockIdx.z, h0 = hs.h0;
+  const int split = hs.split, kvh = hs.kvh, b = blockIdx.z, h0 = hs.h0;
   const int tid = threadIdx.x, lane = tid & 31;
   const int sub = lane % kLanesPerKey;  // this lane's 8 elements of head_dim
   const int grp = decode_key_group<D>();
@@ -657,7 +684,7 @@ __device__ __forceinline__ void decode_merge_if_last(const float* part_o, const 
   __shared__ int is_last;
   __syncthreads();
   if (threadIdx.x == 0) {
-    unsigned* counter = counters + static_cast<size_t>(blockIdx.z) * gridDim.y + blockIdx.y;
+    unsigned* counter = counters + static_cast<size_t>(blockIdx.z) * gridDim.y + hs.slot;
     const bool last = split_ticket(counter) == static_cast<unsigned>(tickets - 1);
     if (last) *counter = 0u;  // every writer has its ticket: ready for the next launch
     is_last = last;
@@ -684,8 +711,8 @@ __device__ __forceinline__ void decode_cluster_merge(const atlas::ClusterPart* m
                                                      float* part_ml, unsigned* counters,
                                                      __nv_bfloat16* out, int hq) {
   const coop::cluster_group cluster = coop::this_cluster();
-  const int c = static_cast<int>(blockIdx.x) / kClusterSplits;
-  const int rank = static_cast<int>(blockIdx.x) % kClusterSplits;
+  const int c = hs.split / kClusterSplits;
+  const int rank = hs.split % kClusterSplits;  // = the block's rank in its cluster
   const int keyed = min(kClusterSplits, active - c * kClusterSplits);
   const int clusters = (active + kClusterSplits - 1) / kClusterSplits;
   const int per = hs.count * D / kClusterSplits;  // D is a multiple of kClusterSplits
@@ -724,7 +751,7 @@ __device__ __forceinline__ void decode_cluster_merge(const atlas::ClusterPart* m
 // the previous one has completed. kCluster: the clustered kernels (kClusterSplits), whose
 // blocks of an active cluster all take part in its merge, keys or not (a block past the
 // keys loads nothing: every load is bounded by `end`).
-template <int D, bool kCluster, int kAhead, class Q, class T>
+template <int D, bool kCluster, int kAhead, bool kSplitMajor, class Q, class T>
 __device__ __forceinline__ void decode_attn(
     Q qs, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
     const int* block_tables, const int* kv_lens, float* part_o, float* part_ml,
@@ -733,7 +760,7 @@ __device__ __forceinline__ void decode_attn(
   constexpr int kStep = decode_key_groups<D>() * kDecodeUnroll;
   constexpr int kMinKeys = kCluster ? kClusterMinKeys : kMinKeysPerSplit;
   const int grp = decode_key_group<D>();
-  const int split = static_cast<int>(blockIdx.x);
+  const int split = HeadSlice::block_split<kSplitMajor>();
   const int* table = block_tables + static_cast<size_t>(blockIdx.z) * max_blocks;
   // The first iteration's table entries are requested together with kv_len, guessing the
   // minimum chunk (right for every context up to num_splits * kMinKeys keys, the
@@ -742,7 +769,7 @@ __device__ __forceinline__ void decode_attn(
   DecodeBlocks first = lookup_blocks<D>(table, guess, max_blocks * block_size, grp, block_size);
   const int kv_len = __ldcg(kv_lens + blockIdx.z);
   qs.early();
-  const HeadSlice hs = HeadSlice::of_block(hq, hkv);
+  const HeadSlice hs = HeadSlice::of_block<kSplitMajor>(hq, hkv);
   if (kv_len == 0) {  // no keys: zeros, from the first split's block
     if (split == 0) {
       if constexpr (Q::kReadsBeforeWait) atlas::pdl_enter();
@@ -833,7 +860,7 @@ __device__ __forceinline__ void decode_attn(
 // flight (32 KB per SM) cover the H200's bandwidth-latency product (~30 KB per SM).
 namespace {
 
-template <bool kCluster, int kAhead, class Q, class T>
+template <bool kCluster, int kAhead, bool kSplitMajor, class Q, class T>
 __device__ __forceinline__ void decode_attn_any_dim(
     const Q& qs, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
     const int* block_tables, const int* kv_lens, float* part_o, float* part_ml,
@@ -842,17 +869,20 @@ __device__ __forceinline__ void decode_attn_any_dim(
     DecodeScratch& red, atlas::ClusterPart* mine, const T& tr) {
   const int ns = static_cast<int>(num_splits);
   if (head_dim == 128)
-    decode_attn<128, kCluster, kAhead>(qs, k_cache, v_cache, block_tables, kv_lens, part_o,
-                                       part_ml, counters, out, hq, hkv, block_size, max_blocks,
-                                       ns, scale, red, mine, tr);
+    decode_attn<128, kCluster, kAhead, kSplitMajor>(qs, k_cache, v_cache, block_tables, kv_lens,
+                                                    part_o, part_ml, counters, out, hq, hkv,
+                                                    block_size, max_blocks, ns, scale, red, mine,
+                                                    tr);
   else if (head_dim == 256)
-    decode_attn<256, kCluster, kAhead>(qs, k_cache, v_cache, block_tables, kv_lens, part_o,
-                                       part_ml, counters, out, hq, hkv, block_size, max_blocks,
-                                       ns, scale, red, mine, tr);
+    decode_attn<256, kCluster, kAhead, kSplitMajor>(qs, k_cache, v_cache, block_tables, kv_lens,
+                                                    part_o, part_ml, counters, out, hq, hkv,
+                                                    block_size, max_blocks, ns, scale, red, mine,
+                                                    tr);
   else if (head_dim == 64)
-    decode_attn<64, kCluster, kAhead>(qs, k_cache, v_cache, block_tables, kv_lens, part_o,
-                                       part_ml, counters, out, hq, hkv, block_size, max_blocks,
-                                       ns, scale, red, mine, tr);
+    decode_attn<64, kCluster, kAhead, kSplitMajor>(qs, k_cache, v_cache, block_tables, kv_lens,
+                                                   part_o, part_ml, counters, out, hq, hkv,
+                                                   block_size, max_blocks, ns, scale, red, mine,
+                                                   tr);
   else
     __trap();  // ops/attention.py HEAD_DIMS
 }
@@ -873,7 +903,7 @@ __device__ __forceinline__ T entry_trace(unsigned long long* trace) {
 }
 
 // decode_attn_bf16 and its clustered twin: q from memory, so the wait comes first.
-template <bool kCluster, int kAhead, class T>
+template <bool kCluster, int kAhead, class T, bool kSplitMajor = false>
 __device__ __forceinline__ void decode_attn_cached(
     const __nv_bfloat16* q, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
     const int* block_tables, const int* kv_lens, float* part_o, float* part_ml,
@@ -884,15 +914,14 @@ __device__ __forceinline__ void decode_attn_cached(
   const T tr = entry_trace<T>(trace);
   atlas::pdl_enter();  // q, kv_lens, the tables and the cache come from earlier work
   tr.mark(kTraceWaited);
-  decode_attn_any_dim<kCluster, kAhead>(CachedQ{q}, k_cache, v_cache, block_tables, kv_lens,
-                                        part_o, part_ml, counters, out, hq, hkv, head_dim,
-                                        block_size, max_blocks, num_splits, scale, red, mine,
-                                        tr);
+  decode_attn_any_dim<kCluster, kAhead, kSplitMajor>(
+      CachedQ{q}, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
+      hkv, head_dim, block_size, max_blocks, num_splits, scale, red, mine, tr);
 }
 
 // decode_attn_rope_bf16 and its clustered twin: no wait on entry (kEarly), decode_attn reads
 // what RopedQ lists before it waits for the qkv row; decode_attn_rope_wait_bf16 waits first.
-template <bool kCluster, bool kEarly, int kAhead, class T>
+template <bool kCluster, bool kEarly, int kAhead, class T, bool kSplitMajor = false>
 __device__ __forceinline__ void decode_attn_roped(
     const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
     const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
@@ -911,9 +940,9 @@ __device__ __forceinline__ void decode_attn_roped(
   const RopedQ<kEarly> qs{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions,
                           slots, &stage, static_cast<int>(hq), static_cast<int>(hkv),
                           static_cast<int>(head_dim), static_cast<int>(block_size), eps};
-  decode_attn_any_dim<kCluster, kAhead>(qs, k_cache, v_cache, block_tables, kv_lens, part_o,
-                                        part_ml, counters, out, hq, hkv, head_dim, block_size,
-                                        max_blocks, num_splits, scale, red, mine, tr);
+  decode_attn_any_dim<kCluster, kAhead, kSplitMajor>(
+      qs, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq, hkv,
+      head_dim, block_size, max_blocks, num_splits, scale, red, mine, tr);
 }
 
 }  // namespace

@@ -156,22 +156,35 @@ def prefill_cases(rng: np.random.Generator) -> list[KernelCase]:
 
 
 # ---- decode -------------------------------------------------------------------------------
-def case_routes(ahead1: bool) -> KernelRoutes:
-    """The routes of a decode case's launches: the environment's, with the loop's L2
-    prefetch off (the *_ahead1_bf16 twins of the unclustered kernels) for `ahead1`."""
+#: the twins a decode case may run instead of the kernel the environment's routes pick, and
+#: the route that picks each (ops/routes.py); every twin computes the same
+DECODE_TWINS = {"ahead1": {"decode_attn_ahead": False},  # *_ahead1_bf16 (unclustered)
+                "split_major": {"decode_attn_split_major": True}}  # *_splitmajor_bf16
+
+
+def case_routes(twin: str) -> KernelRoutes:
+    """The routes of a decode case's launches: the environment's, switched to `twin`
+    (DECODE_TWINS; "" for none)."""
     routes = KernelRoutes.from_env()
-    return replace(routes, decode_attn_ahead=False) if ahead1 else routes
+    return replace(routes, **DECODE_TWINS[twin]) if twin else routes
+
+
+def traced_twins_apply() -> bool:
+    """Whether the environment's routes take the kernels the traced twins mirror (not the
+    waiting kernel of ATLAS_DECODE_ATTN_LATENCY=0 nor the split-major ones)."""
+    routes = KernelRoutes.from_env()
+    return routes.decode_attn_latency and not routes.decode_attn_split_major
 
 
 def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
                 num_splits: int, rule: Callable[[int, int], tuple[int, int]] | None = None,
-                traced: bool = False, ahead1: bool = False) -> KernelCase:
+                traced: bool = False, twin: str = "") -> KernelCase:
     """One query per sequence on a num_splits grid, launched twice: the second launch finds
     the split tickets the first left (they must be zero again, and are checked to be).
     `rule`: (keys per partial, partials) of the kernel under test (default: what
     decode_attention launches under the environment's routes). `traced`: the clustered
-    kernel's phase-traced twin (attention_twins.cu), which must compute the same; `ahead1`:
-    the unclustered kernel's twin without the loop's L2 prefetch (the same too)."""
+    kernel's phase-traced twin (attention_twins.cu), which must compute the same; `twin`:
+    another twin of that module (DECODE_TWINS), the same too."""
     if rule is None:
         routes = KernelRoutes.from_env()
         rule = partial(attention.decode_partial_rule, routes=routes)
@@ -195,7 +208,7 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         for _ in range(2):
-            attention.decode_attention(KernelCache(backend, case_routes(ahead1)), stream,
+            attention.decode_attention(KernelCache(backend, case_routes(twin)), stream,
                                        p["q"], p["k_cache"],
                                        p["v_cache"], p["block_tables"], p["kv_lens"],
                                        p["part_o"], p["part_ml"], p["counters"], p["out"],
@@ -232,15 +245,14 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
     }
     mask = {"part_o": np.broadcast_to(active[..., None], part_o_shape),
             "part_ml": np.broadcast_to(active[..., None], part_ml_shape)}
-    return KernelCase(name, "attention_twins" if traced or ahead1 else "attention", inputs,
+    return KernelCase(name, "attention_twins" if traced or twin else "attention", inputs,
                       outputs, run, oracle, mask)
 
 
 @kernel_cases("attention")
 def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
     qwen3_8b, qwen3_06b = Geometry(32, 8, 128, 16), Geometry(16, 8, 128, 16)
-    # the traced twin exists for the latency paths only (not ATLAS_DECODE_ATTN_LATENCY=0)
-    traced = KernelRoutes.from_env().decode_attn_latency
+    traced = traced_twins_apply()
     return [
         # kv_len 1 (one active split of 8); 50 (2 active: below 8 x 32 keys); 300 (all 8,
         # 38 keys each, a second load round for the last 6)
@@ -282,5 +294,11 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
         # within the prefetch distance, and a sequence of one key
         decode_case(rng, "decode D128 gqa4 bs16 splits1 rounds48", qwen3_8b, [1536, 70, 1], 1),
         decode_case(rng, "decode D128 gqa4 bs16 splits1 rounds48 ahead1", qwen3_8b,
-                    [1536, 70, 1], 1, ahead1=True),
+                    [1536, 70, 1], 1, twin="ahead1"),
+        # the clustered kernel taking its clusters split-major: one cluster, several, a
+        # sequence of one key, on Qwen3-0.6B's and Qwen3.5's heads
+        decode_case(rng, "decode D128 gqa2 bs16 splits33 clusters split_major", qwen3_06b,
+                    [512, 1500, 1, 65], 33, twin="split_major"),
+        decode_case(rng, "decode D256 gqa8 bs16 splits16 cluster split_major",
+                    Geometry(16, 2, 256, 16), [40, 300, 700], 16, twin="split_major"),
     ]

@@ -18,20 +18,19 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, attention
-from ..ops.routes import KernelRoutes
-from .attention import ATTN_TOL, Geometry, case_routes, paged_cache
+from .attention import ATTN_TOL, Geometry, case_routes, paged_cache, traced_twins_apply
 from .gemv import random_bf16
 from .rope_kv import EPS, cos_sin_table, head_norm, rb, rotate
 
 
 def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
                      num_splits: int, normed: bool = True, pad_last: bool = False,
-                     graph: bool = False, traced: bool = False, ahead1: bool = False
+                     graph: bool = False, traced: bool = False, twin: str = ""
                      ) -> KernelCase:
     """One token per sequence at position kv_len - 1; `pad_last`: the last sequence's slot
     is -1 (a graph's padding row); `graph`: also in the device check's graph capture;
     `traced`: the phase-traced twin (attention_twins.cu), which must compute the same;
-    `ahead1`: the unclustered kernel's twin without the loop's L2 prefetch (the same too)."""
+    `twin`: another twin of that module (cases/attention.py DECODE_TWINS), the same too."""
     num_seqs, d = len(kv_lens), g.head_dim
     inputs = paged_cache(rng, kv_lens, g)
     tables = inputs["block_tables"]
@@ -57,7 +56,7 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         for _ in range(2):
             attention.decode_attention_rope(
-                KernelCache(backend, case_routes(ahead1)), stream, p["qkv"], p["k_cache"],
+                KernelCache(backend, case_routes(twin)), stream, p["qkv"], p["k_cache"],
                 p["v_cache"],
                 p.get("q_norm_w", 0), p.get("k_norm_w", 0), p["cos_sin"], p["positions"],
                 p["slots"], p["block_tables"], p["kv_lens"], p["part_o"], p["part_ml"],
@@ -100,7 +99,7 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
                "k_cache": OutputSpec(DType.BF16, cache_shape),
                "v_cache": OutputSpec(DType.BF16, cache_shape, tol=(0.0, 0.0)),
                "counters": OutputSpec(DType.I32, (num_seqs, g.hq))}
-    return KernelCase(name, "attention_twins" if traced or ahead1 else "attention", inputs,
+    return KernelCase(name, "attention_twins" if traced or twin else "attention", inputs,
                       outputs, run, oracle, {"k_cache": owned, "v_cache": owned}, graph=graph)
 
 
@@ -133,18 +132,24 @@ def decode_rope_cases(rng: np.random.Generator) -> list[KernelCase]:
         # (the second with 3 keyed blocks); in a graph, which replays the tickets
         decode_rope_case(rng, "decode_rope D128 gqa4 splits33 clusters", qwen3_8b, [1500, 700],
                          33, graph=True),
-        # the phase-traced twins (tools/gpu/trace_decode_attn.py), clustered and not: on
-        # the latency paths only (the waiting kernel of ATLAS_DECODE_ATTN_LATENCY=0 has none)
+        # the phase-traced twins (tools/gpu/trace_decode_attn.py), clustered and not
         *([decode_rope_case(rng, "decode_rope D128 gqa4 splits33 clusters traced", qwen3_8b,
                             [1500, 700, 1], 33, traced=True),
            decode_rope_case(rng, "decode_rope D256 gqa8 splits2 pad traced",
                             Geometry(16, 2, 256, 16), [300, 45], 2, pad_last=True,
                             traced=True)]
-          if KernelRoutes.from_env().decode_attn_latency else []),
+          if traced_twins_apply() else []),
         # the batch-64 regime: one split of 1,536 keys (48 rounds; the step's key in the
         # last) with the loop's L2 prefetch and on its one-round twin, in a graph
         decode_rope_case(rng, "decode_rope D128 gqa4 splits1 rounds48", qwen3_8b,
                          [1536, 90, 1], 1, graph=True),
         decode_rope_case(rng, "decode_rope D128 gqa4 splits1 rounds48 ahead1", qwen3_8b,
-                         [1536, 90, 1], 1, ahead1=True),
+                         [1536, 90, 1], 1, twin="ahead1"),
+        # the clustered kernel split-major: Qwen3-30B-A3B's 64-split grid at 512 keys and
+        # two sequences past one cluster, in a graph
+        decode_rope_case(rng, "decode_rope D128 gqa8 ctx512 split_major",
+                         Geometry(32, 4, 128, 16), [512, 9], 64, twin="split_major",
+                         graph=True),
+        decode_rope_case(rng, "decode_rope D128 gqa4 splits33 clusters split_major", qwen3_8b,
+                         [1500, 700], 33, twin="split_major"),
     ]

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
-                          DECODE_ATTN_CLUSTER_TRACE, DECODE_ATTN_COMBINE, DECODE_ATTN_ROPE,
-                          DECODE_ATTN_ROPE_AHEAD1, DECODE_ATTN_ROPE_CLUSTER,
+                          DECODE_ATTN_CLUSTER_SPLIT_MAJOR, DECODE_ATTN_CLUSTER_TRACE,
+                          DECODE_ATTN_COMBINE, DECODE_ATTN_ROPE, DECODE_ATTN_ROPE_AHEAD1,
+                          DECODE_ATTN_ROPE_CLUSTER, DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR,
                           DECODE_ATTN_ROPE_CLUSTER_TRACE, DECODE_ATTN_ROPE_TRACE,
                           DECODE_ATTN_ROPE_WAIT, PREFILL_ATTN)
 from . import KernelCache
@@ -200,12 +201,15 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
     if long is None:
         long = uses_long(kc, hq, hkv, head_dim, max_blocks * block_size)
     clustered = not long and decode_clustered(num_splits, kc.routes)
-    if trace and not clustered:
-        raise ValueError("decode_attention: only the clustered kernel has a traced twin "
-                         f"(num_splits={num_splits}, long={long})")
+    if trace and (not clustered or kc.routes.decode_attn_split_major):
+        raise ValueError("decode_attention: only the clustered kernel in its default order has "
+                         f"a traced twin (num_splits={num_splits}, long={long})")
     if not long:
-        kernel = (DECODE_ATTN_CLUSTER_TRACE if trace else DECODE_ATTN_CLUSTER if clustered
-                  else DECODE_ATTN if kc.routes.decode_attn_ahead else DECODE_ATTN_AHEAD1)
+        routes = kc.routes
+        kernel = (DECODE_ATTN_CLUSTER_TRACE if trace else
+                  (DECODE_ATTN_CLUSTER_SPLIT_MAJOR if routes.decode_attn_split_major
+                   else DECODE_ATTN_CLUSTER) if clustered else
+                  DECODE_ATTN if routes.decode_attn_ahead else DECODE_ATTN_AHEAD1)
         grid = _decode_grid(num_splits, hq, hkv, num_seqs, clustered)
         extra = (trace,) if trace else ()
         kc.get(kernel)(stream, grid, ATTN_THREADS, 0, q, k_cache, v_cache, block_tables,
@@ -268,15 +272,17 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
             raise ValueError(f"decode_attention_rope: {name} pointer {ptr:#x} is not 16-byte "
                              "aligned")
     clustered = decode_clustered(num_splits, kc.routes)
-    if trace and not kc.routes.decode_attn_latency:
+    if trace and (not kc.routes.decode_attn_latency or kc.routes.decode_attn_split_major):
         raise ValueError("decode_attention_rope: the waiting kernel (ATLAS_DECODE_ATTN_LATENCY=0) "
-                         "has no traced twin")
+                         "and the split-major ones have no traced twin")
     if trace:
         kernel = DECODE_ATTN_ROPE_CLUSTER_TRACE if clustered else DECODE_ATTN_ROPE_TRACE
     else:
-        kernel = (DECODE_ATTN_ROPE_CLUSTER if clustered else DECODE_ATTN_ROPE_WAIT
-                  if not kc.routes.decode_attn_latency else DECODE_ATTN_ROPE
-                  if kc.routes.decode_attn_ahead else DECODE_ATTN_ROPE_AHEAD1)
+        routes = kc.routes
+        kernel = ((DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR if routes.decode_attn_split_major
+                   else DECODE_ATTN_ROPE_CLUSTER) if clustered else
+                  DECODE_ATTN_ROPE_WAIT if not routes.decode_attn_latency else
+                  DECODE_ATTN_ROPE if routes.decode_attn_ahead else DECODE_ATTN_ROPE_AHEAD1)
     grid = _decode_grid(num_splits, hq, hkv, num_seqs, clustered)
     extra = (trace,) if trace else ()
     kc.get(kernel)(stream, grid, ATTN_THREADS, 0, qkv,
