@@ -83,3 +83,16 @@ def test_fit_uses_the_keys_past_the_short_splits(tool) -> None:
     intercept, slope = tool.fit(pts)
     assert intercept == pytest.approx(3.0) and slope == pytest.approx(0.002)
     assert all(math.isnan(x) for x in tool.fit([(64, 1.0), (1024, 2.0)]))
+
+
+def test_dry_run_traces_every_mode_and_fits_the_curves(tool, capsys) -> None:
+    """The whole flow on the host: every (shape, mode) line, the batch-64 stand-in, the
+    curves and their fits (the host has no clock: its stamps read zero, shown as '-')."""
+    pytest.importorskip("torch")
+    assert tool.main(["--dry-run"]) == 0
+    out = capsys.readouterr().out
+    lines = [ln for ln in out.splitlines() if ln.startswith(("tiny b", "tiny-d256 b"))]
+    assert len(lines) == 2 * 2 * 3 + 2  # 2 geometries x 2 key counts x 3 modes + batch 3
+    assert {ln.split()[4] for ln in lines} == {"alone", "b2b", "gemv"}
+    assert "decode_attn_rope_cluster" in out and "decode_attn_cluster" in out
+    assert out.count("fit keys >= 1024") == 4

@@ -1660,7 +1660,8 @@ def select_shapes(args: argparse.Namespace) -> list[Any]:
                                                            long_decode=((2, 300),),
                                                            long_prefill=(80,),
                                                            moe_batches=(1, 3, 20),
-                                                           latency_decode=((1, 40), (3, 90))),
+                                                           latency_decode=((1, 40), (3, 90)),
+                                                           throughput_decode=((4, 150),)),
                                 (TINY_MOE,), (TINY_MOE_ROUTER,), hybrid=TINY_HYBRID,
                                 quant_widths=(), latency_heads=TINY_LATENCY_HEADS)
     else:

@@ -25,8 +25,10 @@ line.
    Also the Qwen3-8B batch-64 x 1,536-key launch (the 64-stream throughput regime): block
    duration, blocks per SM at once, the launch's span.
 2. Time vs keys (batch 1, keys 1..8,192): the production kernel's own time from CUDA-graph
-   replays of back-to-back launches (PDL on, input sets cycled past the L2), and the time it
-   adds behind the projection GEMV (graph of GEMV + attention pairs minus the GEMV alone).
+   replays of back-to-back launches (PDL on; input sets, GEMV weights included, cycled
+   through 128 MB, so short contexts' K/V stays in L2 when the kernel runs alone), and the
+   time it adds behind the projection GEMV (graph of GEMV + attention pairs minus the GEMV
+   alone; the GEMV's weights stream between two uses of a set, as a model's layers do).
    A least-squares line over keys >= 1,024: intercept = fixed latency, slope = us per key,
    printed as the K/V bandwidth it implies.
 
@@ -295,8 +297,9 @@ def curve(env: Env, heads: Any, hidden: int, keys: tuple[int, ...], repeats: int
            f"batch 1: keys, attention us, GEMV + attention us, GEMV us, added behind the GEMV"]
     points, behind = [], []
     for n in keys:
-        per_set = 4 * n * heads.kv_heads * heads.head_dim + 2 * hidden * 8 * heads.heads * \
+        width = (heads.heads + 2 * heads.kv_heads if heads.rope else heads.heads) * \
             heads.head_dim
+        per_set = 4 * n * heads.kv_heads * heads.head_dim + 2 * width * hidden  # K/V + GEMV w
         copies = max(2, min(MAX_COPIES, -(-ROTATE_BYTES // per_set))) if env.cuda else 2
         sets = [Problem(env, heads, 1, n, hidden) for _ in range(copies)]
         alone = graph_us(env, sets, lambda pr, s: pr.attend(s), repeats)
