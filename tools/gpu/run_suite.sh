@@ -1048,7 +1048,7 @@ stage_attn_trace() {
   # the A/B of the clustered kernels' split-major order (batch 1..4): latency rows, b1 curves
   ATLAS_DECODE_ATTN_SPLIT_MAJOR=1 "$PY" tools/gpu/bench_kernels.py -k latency \
     --out-dir "$RESULTS/split_major" || rc=1
-  ATLAS_DECODE_ATTN_SPLIT_MAJOR=1 "$PY" tools/gpu/trace_decode_attn.py --curves-only \
+  ATLAS_DECODE_ATTN_SPLIT_MAJOR=1 "$PY" tools/gpu/trace_decode_attn.py --curves-only --quick \
     | tee "$RESULTS/attn_curves_split_major-$STAMP.txt" || rc=1
   return $rc
 }

@@ -327,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="two geometries, fewer curve points")
     ap.add_argument("--ptx-dir", type=Path, help="PTX set directory (default: the registry's)")
     ap.add_argument("--model", default="qwen3-8b", help="model whose PTX set runs (registry)")
-    ap.add_argument("--repeats", type=int, default=20, help="timed graph replays per point")
+    ap.add_argument("--repeats", type=int, default=10, help="timed graph replays per point")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dry-run", action="store_true", help="CPU: tiny shapes, HostBackend")
     ap.add_argument("--curves-only", action="store_true",
