@@ -167,8 +167,11 @@ def test_table_sweeps_the_issue_sizes() -> None:
     shapes = ks.table_shapes()
     seqs = {s.seq for s in shapes if s.family is Family.PREFILL_ATTENTION}
     hists = {s.history for s in shapes if s.family is Family.DECODE_ATTENTION}
-    # 2,048: the latency rows' second history
-    assert seqs == {256, 1024, 4096, 16384, 32768} and hists == {512, 2048, 4096, 16384, 32768}
+    # 2,048: the latency rows' second history; 1,536: the 64-stream throughput rows
+    assert seqs == {256, 1024, 4096, 16384, 32768} and hists == {512, 1536, 2048, 4096, 16384,
+                                                                 32768}
+    assert {(s.label, s.rope) for s in shapes if getattr(s, "history", 0) == 1536} == {
+        ("qwen3-8b b64 hist1536", False), ("qwen3-8b b64 hist1536 +rope", True)}
     assert {(s.batch, s.history) for s in shapes if s.family is Family.DECODE_ATTENTION} >= {
         (8, 16384), (8, 32768)}  # issue 15's long-context decode
     # every length on the wgmma kernel; issue 15's long prompts on it alone

@@ -1203,6 +1203,32 @@ stage_persistent_sweep() {
   return $rc
 }
 
+# Decode attention, where its time goes (helper "attn", session 7): the traced twins against
+# their references, the phase trace of the real kernels (batch 1 at 64 / 512 / 4,096 keys for
+# the four head geometries, alone / behind itself / behind the qkv GEMV under PDL, and the
+# batch-64 x 1,536 launch), the batch-1 time-vs-keys line (intercept = fixed latency, slope =
+# bandwidth), and the kernel-table rows of the bandwidth regime (Qwen3-8B heads at batch 64 x
+# 1,536 keys, plain and rope-fused; batch 8 x 16k / 32k) with GB/s and % of copy vs SDPA,
+# then the batch-64 rows again with ATLAS_DECODE_ATTN_AHEAD=0 (the kernels before session 7),
+# and the latency rows and b1 curves with ATLAS_DECODE_ATTN_SPLIT_MAJOR=1 against the default.
+stage_attn_trace() {
+  local rc=0
+  "$PY" tools/gpu/check_kernels.py -k traced -k rounds48 -k split_major \
+    --out "$RESULTS/gpu_check_attn_trace-$STAMP.json" || rc=1
+  "$PY" tools/gpu/trace_decode_attn.py | tee "$RESULTS/attn_trace-$STAMP.txt" || rc=1
+  "$PY" tools/gpu/bench_kernels.py -k "b64 hist1536" -k "b32 hist4096" -k "b8 hist16384" \
+    -k "b8 hist32768" -k latency --out-dir "$RESULTS" || rc=1
+  # the A/B of the unclustered kernels' L2 prefetch ahead of the register loads
+  ATLAS_DECODE_ATTN_AHEAD=0 "$PY" tools/gpu/bench_kernels.py -k "b64 hist1536" \
+    -k "b32 hist4096" --out-dir "$RESULTS/ahead1" || rc=1
+  # the A/B of the clustered kernels' split-major order (batch 1..4): latency rows, b1 curves
+  ATLAS_DECODE_ATTN_SPLIT_MAJOR=1 "$PY" tools/gpu/bench_kernels.py -k latency \
+    --out-dir "$RESULTS/split_major" || rc=1
+  ATLAS_DECODE_ATTN_SPLIT_MAJOR=1 "$PY" tools/gpu/trace_decode_attn.py --curves-only --quick \
+    | tee "$RESULTS/attn_curves_split_major-$STAMP.txt" || rc=1
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity decode_bench
         qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
@@ -1214,7 +1240,8 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
         startup quant_kernels gemv_prefetch_ab norm_gemv_ab decode_attn throughput_b64_profile
         throughput_mixed_step decode_gemm_wide_ab headline batch1_ab thru_ab moe_b1_profile
-        quant_ab moe_quant_bench thru_b64 spec_profile spec_ring_ab persistent_ab persistent_sweep)
+        quant_ab moe_quant_bench thru_b64 spec_profile spec_ring_ab persistent_ab persistent_sweep
+        attn_trace)
 
 # ---- runner -------------------------------------------------------------------------------
 

@@ -817,6 +817,9 @@ class TableScale:
     #: decode attention's latency rows (the short contexts where a step's attention is a
     #: chain of round trips, not bytes): (batch, history) pairs for DECODE_LATENCY_HEADS
     latency_decode: tuple[tuple[int, int], ...] = ((1, 512), (1, 2048), (8, 512), (8, 2048))
+    #: decode attention's bandwidth rows (issue 15: the 64-stream throughput step, ~1.5k keys
+    #: each): (batch, history) pairs, plain and rope-fused, as the engine launches them
+    throughput_decode: tuple[tuple[int, int], ...] = ((64, 1536),)
 
 
 def _linears(dims: ModelDims) -> list[tuple[str, int, int]]:
@@ -1020,6 +1023,11 @@ def table_shapes(m: ModelDims = QWEN3_8B,
     shapes += [DecodeAttention(label=f"{m.name} b{b} hist{h}", batch=b, history=h,
                                heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim)
                for b, h in scale.long_decode]
+    shapes += [DecodeAttention(label=f"{m.name} b{b} hist{h}{tag}", batch=b, history=h,
+                               heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim,
+                               rope=rope)
+               for b, h in scale.throughput_decode for rope, tag in ((False, ""),
+                                                                      (True, " +rope"))]
     # the long-context kernel below its route's threshold: the A/B for lowering it
     shapes += [DecodeAttention(label=f"{m.name} b{b} hist{h} long", batch=b, history=h,
                                heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim,

@@ -305,6 +305,31 @@ DECODE_ATTN_ROPE_WAIT = S("attention", "decode_attn_rope_wait_bf16", _DECODE_ROP
 # index): ops.attention.decode_partial_rule.
 DECODE_ATTN_CLUSTER = S("attention", "decode_attn_cluster_bf16", _DECODE)
 DECODE_ATTN_ROPE_CLUSTER = S("attention", "decode_attn_rope_cluster_bf16", _DECODE_ROPE)
+# the phase-traced twins of DECODE_ATTN_ROPE, DECODE_ATTN_ROPE_CLUSTER and DECODE_ATTN_CLUSTER
+# (kernels/hopper/common/attention_twins.cu, a module of its own; tools/gpu/
+# trace_decode_attn.py): the same results, and thread 0 of every block stamps
+# trace u64 [blocks, ops.attention.TRACE_WORDS] (block = (z * grid_y + y) * grid_x + x):
+# %globaltimer ns at word p and clock64 at word 16 + p when it reaches phase p
+# (ops.attention.TRACE_PHASES), its SM id at TRACE_SM_WORD; zero it before the launch
+DECODE_ATTN_ROPE_TRACE = S("attention_twins", "decode_attn_rope_trace_bf16",
+                           _DECODE_ROPE + " trace:ptr")
+DECODE_ATTN_ROPE_CLUSTER_TRACE = S("attention_twins", "decode_attn_rope_cluster_trace_bf16",
+                                   _DECODE_ROPE + " trace:ptr")
+DECODE_ATTN_CLUSTER_TRACE = S("attention_twins", "decode_attn_cluster_trace_bf16",
+                              _DECODE + " trace:ptr")
+# DECODE_ATTN / DECODE_ATTN_ROPE with only the next round's block-table entries and K/V in
+# flight (no L2 prefetch ahead of the register loads): the A/B of that prefetch
+# (ops/routes ATLAS_DECODE_ATTN_AHEAD=0), in the twins' module
+DECODE_ATTN_AHEAD1 = S("attention_twins", "decode_attn_ahead1_bf16", _DECODE)
+DECODE_ATTN_ROPE_AHEAD1 = S("attention_twins", "decode_attn_rope_ahead1_bf16", _DECODE_ROPE)
+# DECODE_ATTN_CLUSTER / DECODE_ATTN_ROPE_CLUSTER taking their clusters split-major (every head
+# slice's first cluster among the first the GPU starts; the same results): the A/B of that
+# order (ops/routes ATLAS_DECODE_ATTN_SPLIT_MAJOR=1), in the twins' module
+DECODE_ATTN_CLUSTER_SPLIT_MAJOR = S("attention_twins", "decode_attn_cluster_splitmajor_bf16",
+                                    _DECODE)
+DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR = S("attention_twins",
+                                         "decode_attn_rope_cluster_splitmajor_bf16",
+                                         _DECODE_ROPE)
 # merges the partials of DECODE_ATTN_LONG (decode_attn_bf16 merges its own in its last split)
 DECODE_ATTN_COMBINE = S(
     "attention", "decode_attn_combine_bf16",

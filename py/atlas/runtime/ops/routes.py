@@ -45,7 +45,21 @@ what it asked for each time, and importing Atlas never depends on the environmen
 * ATLAS_DECODE_ATTN_LATENCY=0: decode attention as at the start of session 6 (the A/B of
   its latency paths): never the clustered kernels (the splits' partials always merge through
   global memory and the last split's ticket, splits of 32 keys and more), and the rope-fused
-  kernel waiting for the qkv projection before it reads anything (decode_attn_rope_wait_bf16).
+  kernel waiting for the qkv projection before it reads anything (decode_attn_rope_wait_bf16,
+  which keeps one round ahead; decode_attn_bf16 keeps its prefetch unless
+  ATLAS_DECODE_ATTN_AHEAD=0 too).
+* ATLAS_DECODE_ATTN_AHEAD=0: the unclustered decode attention kernels (batches of 5+
+  sequences: decode_attn_bf16, decode_attn_rope_bf16) on their twins that keep only the next
+  round's K/V in flight (decode_attn_ahead1_bf16, decode_attn_rope_ahead1_bf16: the kernels
+  before session 7) instead of also requesting 3 rounds ahead into L2 (decode_attn.cuh
+  TableAhead); the A/B of that prefetch (the batch-64 bandwidth regime).
+* ATLAS_DECODE_ATTN_SPLIT_MAJOR=1: the clustered decode attention kernels (batch 1..4) on
+  their split-major twins (decode_attn_cluster_splitmajor_bf16, decode_attn_rope_cluster_
+  splitmajor_bf16): cluster L of the grid serves head slice L % slots and splits of cluster
+  L / slots, so every slice's first cluster (all the work up to 512 keys) is among the first
+  the GPU starts; the default order puts a slice's idle clusters before the next slice's
+  working one, and a batch-1 grid (320-512 blocks) is more than one wave of 264. Off by
+  default until measured.
 * ATLAS_PREFILL_ATTN_SM90=0: prefill attention never on the Hopper wgmma kernel
   (attention_sm90, head_dim 128 and 256), always on prefill_attn_bf16.
 * ATLAS_PREFILL_ATTN_QREG=1: head_dim-128 prefill attention on the wgmma kernel's Q-in-
@@ -185,6 +199,8 @@ class KernelRoutes:
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_latency: bool = True
+    decode_attn_ahead: bool = True
+    decode_attn_split_major: bool = False
     prefill_attn_sm90: bool = True
     prefill_attn_qreg: bool = False
     fused_norm: bool | None = None
@@ -248,6 +264,9 @@ class KernelRoutes:
                    decode_attn_long_min_keys=_env_count(env, "ATLAS_DECODE_ATTN_LONG_MIN_KEYS",
                                                         DEFAULT_DECODE_ATTN_LONG_MIN_KEYS),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
+                   decode_attn_ahead=env_switch(env, "ATLAS_DECODE_ATTN_AHEAD", True),
+                   decode_attn_split_major=env_switch(env, "ATLAS_DECODE_ATTN_SPLIT_MAJOR",
+                                                      False),
                    prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", True),
                    prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
                    fused_norm=_env_tristate(env, "ATLAS_FUSED_NORM"),
