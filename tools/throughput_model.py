@@ -14,6 +14,11 @@ the scheduler plans is charged, from H200 measurements of Qwen3-8B bf16 (default
   `--mixed-attn-factor` (2: on the prefill kernel, as before the decode rows got the decode
   kernel) + `--mixed-overhead-ms`.
 
+`--profile` takes both decode costs from a tools/gpu/profile_decode.py JSON instead (the
+suite's `thru_b64` stage writes them): its GPU ms per step, split into the attention kernels'
+time (rows whose kernel name holds "attn"; exact from a PDL-off profile, whose rows add up)
+scaled to 64 x 1,536 keys, and the rest.
+
 At the defaults with --max-mixed-step-tokens 0 (one 2,048-token budget) and factor 2 it
 reproduces the measured level: 15.8 s vs 15.9 s, 8,279 vs 8,264 tok/s, inter-token p99 65
 vs 69.4 ms. A model, not a measurement: tools/gpu/bench_mixed_step.py and the `throughput`
@@ -88,8 +93,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--prefill-tok-s", type=float, default=35_000)
     ap.add_argument("--mixed-attn-factor", type=float, default=1.0)
     ap.add_argument("--mixed-overhead-ms", type=float, default=1.0)
+    ap.add_argument("--profile", type=Path,
+                    help="profile_decode.py JSON: sets --decode-fixed-ms and --attn-ms")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
-    return ap.parse_args(argv)
+    a = ap.parse_args(argv)
+    if a.profile is not None:
+        a.decode_fixed_ms, a.attn_ms = decode_costs(json.loads(a.profile.read_text()))
+    return a
+
+
+def decode_costs(profile: dict) -> tuple[float, float]:
+    """(fixed ms, attention ms at 64 x 1,536 keys) of a decode step from a profile_decode.py
+    record: the attention kernels' us per step (name holds "attn"), scaled from the record's
+    batch x context keys, and the rest of its GPU ms per step."""
+    attn_ms = sum(r["us_per_step"] for r in profile["kernels"] if "attn" in r["kernel"]) / 1e3
+    keys = profile["batch"] * profile["context"]
+    return profile["gpu_ms"] - attn_ms, attn_ms * ATTN_REFERENCE_KEYS / keys
 
 
 def main() -> int:

@@ -78,7 +78,8 @@ def path_cmd(name: str | None) -> None:
               help="Quantize the LM head too (published checkpoints keep it bf16; it is "
                    "the largest single weight a decode step reads).")
 def quantize_cmd(src: Path, dst: Path, scheme: str, lm_head: bool) -> None:
-    """Quantize a bf16 checkpoint SRC into a new directory DST, in the published layout."""
+    """Quantize a bf16 checkpoint SRC into a new directory DST, in the published layout
+    (MoE experts one tensor per expert, also from transformers 5's fused expert tensors)."""
     import time
 
     from atlas.runtime import quantize

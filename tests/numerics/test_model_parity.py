@@ -29,7 +29,8 @@ def test_fixture_matches_transformers(name):
     assert r["greedy_match"] == r["greedy_total"], r
 
 
-@pytest.mark.parametrize("switch", ["ATLAS_FUSED_NORM", "ATLAS_NORM_GEMV", "ATLAS_GEMV_PREFETCH"])
+@pytest.mark.parametrize("switch", ["ATLAS_FUSED_NORM", "ATLAS_NORM_GEMV", "ATLAS_GEMV_PREFETCH",
+                                    "ATLAS_PERSISTENT_DECODE"])
 @pytest.mark.parametrize("name", ["tiny-qwen3", "tiny-llama"])
 def test_fused_norm_decode_matches_transformers(name, switch, monkeypatch):
     """ATLAS_FUSED_NORM=1: batch-1 decode on the residual stream carried by the GEMVs (the

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pytest
@@ -27,6 +26,8 @@ from atlas.model.load import load_runner
 from atlas.runtime.dequantize import dequantize_checkpoint
 from atlas.runtime.quantize import is_quantized_name, quantize_checkpoint
 from atlas.runtime.weights import WeightError, WeightStore, write_safetensors
+from tests.numerics.quant_support import modelopt_to_compressed_tensors_nvfp4
+from tests.numerics.quant_support import rewrite_checkpoint as _rewrite
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 #: 80 prompt rows take the dequantize + GEMM path (more rows than GEMV passes pay off for)
@@ -96,45 +97,10 @@ def test_compressed_tensors_nvfp4_checkpoint_matches(tmp_path: Path) -> None:
     divides), `format: nvfp4-pack-quantized`; rewritten from the ModelOpt layout."""
     modelopt = tmp_path / "modelopt"
     quantize_checkpoint(FIXTURES / "tiny-qwen3", modelopt, "nvfp4")
-
-    def edit(n: str, d: str, s: tuple[int, ...], a: np.ndarray):
-        if n.endswith(".input_scale"):
-            return None
-        if n.endswith(".weight_scale_2"):
-            return ("weight_global_scale", d, (1,), (1.0 / a).astype(np.float32).reshape(1))
-        if d == "U8" and n.endswith(".weight"):
-            return ("weight_packed", d, s, a)
-        return (None, d, s, a)
     qdir = tmp_path / "ct"
-    _rewrite(modelopt, qdir, edit)
-    (qdir / "hf_quant_config.json").unlink()
-    config = json.loads((qdir / "config.json").read_text())
-    config["quantization_config"] = {
-        "quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
-        "ignore": ["lm_head"], "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
-            "num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}}}}
-    (qdir / "config.json").write_text(json.dumps(config))
+    modelopt_to_compressed_tensors_nvfp4(modelopt, qdir)
     assert "model.layers.0.mlp.up_proj.weight_packed" in WeightStore(qdir)
     _assert_matches_dequantized(qdir, tmp_path)
-
-
-def _rewrite(src: Path, dst: Path,
-             edit: Callable[[str, str, tuple[int, ...], np.ndarray],
-                            tuple[str | None, str, tuple[int, ...], np.ndarray] | None]) -> None:
-    """Copy a checkpoint, passing every tensor through `edit`: None drops it, else (new last
-    name component or None to keep it, dtype, shape, data)."""
-    shutil.copytree(src, dst)
-    store = WeightStore(src)
-    layout, arrays = [], []
-    for name in sorted(store.tensors):
-        info = store.info(name)
-        out = edit(name, info.dtype, info.shape, store.read(name))
-        if out is not None:
-            rename, dtype, shape, data = out
-            new = name if rename is None else name.rsplit(".", 1)[0] + "." + rename
-            layout.append((new, dtype, shape))
-            arrays.append(data)
-    write_safetensors(dst / "model.safetensors", layout, arrays)
 
 
 @pytest.fixture(scope="module")

@@ -45,6 +45,24 @@ def test_bench_spec_reports_step_costs_and_oracle_passes(tmp_path):
         assert 0 < row["passes"][0]["token_acceptance"] < 1
 
 
+def test_bench_spec_step_cost_only_skips_the_oracle_passes(tmp_path):
+    res = run("bench_spec.py", tmp_path / "spec.json", "--batches", "1", "--prompt", "16",
+              "--new", "12", "--steps", "2", "--max-k", "2", "--k", "2", "--step-cost-only",
+              "--no-fused-baseline")
+    assert {"k1_ratio", "k2_ratio"} <= set(res["step_cost"]["1"])
+    assert "throughput" not in res and "fused_plain_tok_s" not in res
+
+
+def test_profile_decode_compares_a_verification_step_with_a_plain_one(tmp_path):
+    res = run("profile_decode.py", tmp_path / "profile.json", "--context", "16", "--verify", "2")
+    verify = res["verify"]
+    assert verify["k"] == 2 and verify["rows"] == 3
+    assert verify["gpu_ms"] > 0 and verify["wall_ms"] > 0
+    assert res["gpu_ms"] > 0 and res["async_wall_ms"] > 0
+    # per-kernel rows come from CUPTI: none on the host backend
+    assert verify["kernels"] == [] and res["kernels"] == []
+
+
 def test_bench_spec_drafts_with_the_mtp_head(tmp_path):
     res = run("bench_spec.py", tmp_path / "spec.json", "--batches", "1", "--prompt", "16",
               "--new", "6", "--steps", "1", "--max-k", "2", "--k", "2", "--mtp",
@@ -87,3 +105,21 @@ def test_bench_mixed_step_times_full_prompt_chunks_beside_decodes(tmp_path):
         assert row["prompt_tokens_per_step"] == row["budget"] - 2
         assert row["mixed_steps"] == 40 // row["prompt_tokens_per_step"]
         assert row["decode_ms"] > 0 and row["mixed_ms"] >= 0
+
+
+def test_profile_comparison_pairs_each_kernel_with_its_single_row_twin(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "tools" / "gpu"))
+    import profile_decode
+
+    def rows(*pairs):
+        return [{"kernel": k, "calls_per_step": c, "us_per_step": us} for k, c, us in pairs]
+
+    got = profile_decode.compare_rows(
+        rows(("gemv_bf16_single", 144, 3000.0), ("gemv_bf16_f32_single", 1, 290.0),
+             ("decode_attn_rope_cluster_bf16", 36, 470.0)),
+        rows(("gemv_ring_bf16", 144, 3100.0), ("gemv_ring_bf16_f32", 1, 300.0),
+             ("decode_attn_rope_cluster_bf16", 36, 600.0), ("silu_mul_bf16", 36, 50.0)))
+    assert [(r["family"], r["extra_us"]) for r in got] == [
+        ("decode_attn_rope_cluster_bf16", 130.0), ("gemv_bf16", 100.0),
+        ("silu_mul_bf16", 50.0), ("gemv_bf16_f32", 10.0)]
+    assert got[1]["plain_calls"] == got[1]["verify_calls"] == 144

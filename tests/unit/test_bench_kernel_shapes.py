@@ -167,8 +167,11 @@ def test_table_sweeps_the_issue_sizes() -> None:
     shapes = ks.table_shapes()
     seqs = {s.seq for s in shapes if s.family is Family.PREFILL_ATTENTION}
     hists = {s.history for s in shapes if s.family is Family.DECODE_ATTENTION}
-    # 2,048: the latency rows' second history
-    assert seqs == {256, 1024, 4096, 16384, 32768} and hists == {512, 2048, 4096, 16384, 32768}
+    # 2,048: the latency rows' second history; 1,536: the 64-stream throughput rows
+    assert seqs == {256, 1024, 4096, 16384, 32768} and hists == {512, 1536, 2048, 4096, 16384,
+                                                                 32768}
+    assert {(s.label, s.rope) for s in shapes if getattr(s, "history", 0) == 1536} == {
+        ("qwen3-8b b64 hist1536", False), ("qwen3-8b b64 hist1536 +rope", True)}
     assert {(s.batch, s.history) for s in shapes if s.family is Family.DECODE_ATTENTION} >= {
         (8, 16384), (8, 32768)}  # issue 15's long-context decode
     # every length on the wgmma kernel; issue 15's long prompts on it alone
@@ -176,7 +179,11 @@ def test_table_sweeps_the_issue_sizes() -> None:
     assert {s.seq for s in shapes if s.family is Family.PREFILL_ATTENTION
             and not s.sm90} == {256, 1024, 4096}
     gemv_batches = {s.m for s in shapes if s.family is Family.DECODE_GEMV}
-    assert gemv_batches == {1, 8, 32}  # 8: the flagship's linear-attention projections
+    # 8: the flagship's linear-attention projections; 2 and 4: speculative verifications of
+    # K = 1 and 3 at batch 1, on the ring and the register-tiled GEMV
+    assert gemv_batches == {1, 2, 4, 8, 32}
+    assert {(s.m, s.gemv) for s in shapes if getattr(s, "gemv", "")} == {
+        (1, "ring"), (1, "tiled"), (2, "ring"), (2, "tiled"), (4, "ring"), (4, "tiled")}
     assert {s.m for s in shapes if s.family is Family.PREFILL_GEMM} == {2048}
     for small in (QWEN3_0_6B, SMOLLM2_135M):
         assert any(s.family is Family.DECODE_GEMV and s.k == small.hidden for s in shapes)
@@ -202,7 +209,7 @@ def test_every_family_has_a_benchmark(bench) -> None:
     assert set(bench.BUILDERS) == set(Family)
 
 
-@pytest.mark.parametrize("select", ["b3", "prefill", "swiglu"])
+@pytest.mark.parametrize("select", ["b3", "prefill", "swiglu", "ring"])
 def test_dry_run_checks_and_times_every_row_and_writes_the_record(bench, tmp_path,
                                                                   select) -> None:
     pytest.importorskip("torch")
@@ -384,6 +391,12 @@ def test_quantized_gemv_bytes_are_the_formats() -> None:
         (f, b, 24576, 4096) for f in ("fp8-block", "nvfp4") for b in (1, 8)}
     assert swiglu[0].bytes_moved() == swiglu[0].weight_bytes() + 2 * (4096 + 12288)
     assert {(s.n, s.k) for s in table if s.ring} == qwen3_8b  # the A/B rows
+    # the quantized LM head: Qwen3-8B's vocabulary, f32 logits written
+    logits = [s for s in table if s.logits]
+    assert {(s.fmt, s.m, s.n, s.k) for s in logits} == {
+        (f, b, 151936, 4096) for f in ("fp8-block", "nvfp4") for b in (1, 8)}
+    head = logits[-1]
+    assert head.bytes_moved() == head.weight_bytes() + head.m * (2 * 4096 + 4 * 151936)
     # batch 1 of Qwen3-8B and of the other published widths, hidden 2,048 .. 8,192
     assert {s.k for s in table if s.m == 1 and not s.ring} >= {2048, 4096, 5120, 8192}
     assert len({s.label for s in table}) == len(table)

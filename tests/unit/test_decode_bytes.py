@@ -59,3 +59,24 @@ def test_qwen3_5_35b_a3b_batch_1_counts_the_hybrid_layers():
     assert b["shared_experts"] == 40 * (3 * 512 + 1) * 2048 * 2
     assert b["norms"] == 2048 * 2 + 40 * 2 * 2048 * 2 + 10 * 2 * 256 * 2
     assert b["dense_mlp"] == 0
+    # NVFP4 with the Gated-DeltaNet projections quantized too: only the projections shrink
+    q = decode_bytes_per_step(ModelConfig.from_dict(raw), context=640, quant="nvfp4",
+                              linear_attn=True)
+    assert q["linear_attention"] == pytest.approx(
+        30 * ((conv_dim + 4096 + 64) * 2048 + 2048 * 4096) * 0.5625
+        + 30 * (conv_dim * 4 + 64 + 128) * 2)
+    assert q["shared_experts"] == pytest.approx(40 * (3 * 512 * 0.5625 + 2) * 2048)
+
+
+def test_quantized_formats_count_their_projections_codes_and_scales() -> None:
+    cfg = ModelConfig.from_dict(QWEN3_30B_A3B)
+    bf16 = decode_bytes_per_step(cfg, context=640)
+    for quant, per_value in (("nvfp4", 0.5625), ("fp8-block", 1.0 + 4 / 128 ** 2)):
+        got = decode_bytes_per_step(cfg, context=640, quant=quant)
+        for part in ("attention", "experts"):
+            assert got[part] == pytest.approx(bf16[part] * per_value / 2)
+        for part in ("router", "lm_head", "kv_cache", "norms", "embedding"):
+            assert got[part] == bf16[part]
+        with_head = decode_bytes_per_step(cfg, context=640, quant=quant, lm_head=True)
+        assert with_head["lm_head"] == pytest.approx(bf16["lm_head"] * per_value / 2)
+        assert got["linear_attention"] == bf16["linear_attention"] == 0.0  # not hybrid

@@ -66,9 +66,9 @@ def test_decode_graph_is_one_launch_with_the_layer_sequence(runner):
     assert names[:1] == ["embedding_bf16"]
     assert names[1:1 + n * layers] == ["rmsnorm_bf16", *DEFAULT_LAYER[1:]] + DEFAULT_LAYER * (
         layers - 1)
-    # the grammar mask and logprobs launches exit early on rows that ask for neither
+    # the logprobs launch exits early on rows that do not ask; no grammar-mask launch
     assert names[1 + n * layers:] == ["add_rmsnorm_bf16", "embedding_bf16",
-                                      "gemv_bf16_f32_single", *SAMPLER]
+                                      "gemv_bf16_f32_single", *GRAPH_SAMPLER]
 
 
 def test_fused_norm_decode_graph_carries_the_residual(fused):
@@ -77,13 +77,16 @@ def test_fused_norm_decode_graph_carries_the_residual(fused):
     layers, n = runner.cfg.num_hidden_layers, len(DECODE_LAYER)
     assert names[:1] == ["embedding_bf16"]
     assert names[1:1 + n * layers] == [FIRST_NORM, *DECODE_LAYER[1:]] + DECODE_LAYER * (layers - 1)
-    # the grammar mask and logprobs launches exit early on rows that ask for neither
+    # the logprobs launch exits early on rows that do not ask; no grammar-mask launch
     assert names[1 + n * layers:] == ["rmsnorm_bf16", "embedding_bf16",
-                                      "gemv_bf16_f32_single", *SAMPLER]
+                                      "gemv_bf16_f32_single", *GRAPH_SAMPLER]
 
 
 SAMPLER = ["apply_token_bitmask_f32", "apply_penalties_f32", "sample_f32", "logprobs_f32",
            "count_tokens_i32"]
+#: the sampler inside a decode graph: the runner replays it only for steps without a grammar
+#: mask, so the mask launch is left out
+GRAPH_SAMPLER = SAMPLER[1:]
 
 
 def test_a_masked_decode_step_fills_masks_while_the_forward_graph_runs(runner):
@@ -200,7 +203,7 @@ def test_norm_gemv_decode_graph_fuses_each_add_norm_into_the_gemv_after_it(monke
     n = len(NORM_GEMV_LAYER)
     assert names[:1 + n * layers] == ["embedding_bf16", *NORM_GEMV_LAYER * layers]
     assert names[1 + n * layers:] == ["add_rmsnorm_bf16", "embedding_bf16",
-                                      "gemv_bf16_f32_single", *SAMPLER]
+                                      "gemv_bf16_f32_single", *GRAPH_SAMPLER]
 
 
 def test_prefetch_decode_graph_runs_the_prefetching_gemvs(monkeypatch):
@@ -209,4 +212,13 @@ def test_prefetch_decode_graph_runs_the_prefetching_gemvs(monkeypatch):
     assert names[1:1 + n * layers] == ["rmsnorm_bf16", *PREFETCH_LAYER[1:]] + PREFETCH_LAYER * (
         layers - 1)
     assert names[1 + n * layers:] == ["add_rmsnorm_bf16", "embedding_bf16",
-                                      "gemv_prefetch_bf16_f32_single", *SAMPLER]
+                                      "gemv_prefetch_bf16_f32_single", *GRAPH_SAMPLER]
+
+
+
+def test_persistent_decode_graph_runs_the_layers_in_one_launch(monkeypatch):
+    """ATLAS_PERSISTENT_DECODE=1: the batch-1 decode graph is the embedding, ONE persistent
+    launch for every layer, then the final norm, the row gather and the LM head."""
+    names, _ = _decode_step_launches(monkeypatch, "ATLAS_PERSISTENT_DECODE")
+    assert names == ["embedding_bf16", "decode_persistent_bf16", "rmsnorm_bf16",
+                     "embedding_bf16", "gemv_bf16_f32_single", *GRAPH_SAMPLER]

@@ -18,7 +18,7 @@ from atlas.runtime.host import HostBackend
 from atlas.runtime.kernel_check import check
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, matmul, matmul_decode
-from atlas.runtime.ops.routes import KernelRoutes
+from atlas.runtime.ops.routes import DEFAULT_DECODE_GEMM_L2_TILES, KernelRoutes
 # the elementwise kernels' check that a .cu file declares exactly its module's ABI entries
 from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
 
@@ -27,7 +27,10 @@ CASES = ([case_defs.gemm_decode_case(np.random.default_rng(90), *shape)
           for shape in case_defs.GEMM_DECODE_SHAPES if shape[0] * shape[1] * shape[2] <= 2 ** 22]
          + [case_defs.gemm_decode_case(np.random.default_rng(91), *shape, wide=True)
             for shape in case_defs.GEMM_DECODE_WIDE_SHAPES
-            if shape[0] * shape[1] * shape[2] <= 2 ** 22])
+            if shape[0] * shape[1] * shape[2] <= 2 ** 22]
+         + [case_defs.gemm_decode_swiglu_case(np.random.default_rng(92), *shape)
+            for shape in case_defs.GEMM_DECODE_SWIGLU_SHAPES
+            if shape[0] * shape[1] * shape[2] <= 2 ** 21])
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -55,6 +58,18 @@ def test_cases_cover_widths_splits_and_edges() -> None:
     # n ending inside the first and inside the second warpgroup's half of the last tile
     assert {(n % 128 > 0, n % 128 > 64) for _, n, *_ in wide} >= {(True, False), (True, True)}
     assert any(-(-k // 64) < 4 for _, _, k, *_ in wide)   # below the prefetch depth
+
+
+def test_swiglu_cases_cover_widths_splits_and_edges() -> None:
+    shapes = case_defs.GEMM_DECODE_SWIGLU_SHAPES
+    assert {matmul_decode.decode_cols(m) for m, *_ in shapes} == set(matmul_decode.DECODE_COLS)
+    assert {s for *_, s, _ in shapes} >= {1, 2, 4, 8, None}
+    # I ending inside a one- and a two-warpgroup block's pairs, I odd (no twin), both shapes
+    assert any(i % 32 and not wide for _, i, _, _, wide in shapes)
+    assert any(i % 64 and wide for _, i, _, _, wide in shapes)
+    assert any(i % 2 for _, i, *_ in shapes)
+    twins = [c for c in CASES if "swiglu" in c.name and c.same_bits]
+    assert len(twins) >= 4 and all(c.same_bits == (("act", "act_unfused"),) for c in twins)
 
 
 def test_cuda_entry_points_declare_exactly_the_abi() -> None:
@@ -95,7 +110,8 @@ def test_launch_constants_match_the_kernel() -> None:
     assert matmul_decode.DECODE_SOLO_BUDGET == _constant("kSoloBudget")
     text = SOURCE.read_text()
     for split in (2, 4, 8):
-        assert text.count(f"__cluster_dims__({split}, 1, 1)") == 2  # bf16 and f32 entries
+        # bf16, f32 and SwiGLU entries
+        assert text.count(f"__cluster_dims__({split}, 1, 1)") == 3
 
 
 @pytest.mark.parametrize("cols, groups, stages, per_sm", [
@@ -104,14 +120,14 @@ def test_launch_constants_match_the_kernel() -> None:
 def test_ring_geometry(cols: int, groups: int, stages: int, per_sm: int) -> None:
     """(64 G + N) x 64 bf16 per stage; as many stages (<= 8, >= 3 for the prefetch distance)
     as the budget holds; per_sm blocks with their 1 KiB reservation fit the 228 KiB of an SM
-    (and its 64 K registers at the kernel's 204 a thread), the partial tile [N][64 G + 4] f32
-    fits in the ring, and the opt-in covers every launch."""
+    (and its 64 K registers at up to 210 a thread: the SwiGLU entries), the partial tile
+    [N][64 G + 4] f32 fits in the ring, and the opt-in covers every launch."""
     assert matmul_decode.ring_stages(cols, groups) == stages >= 3
     assert matmul_decode.blocks_per_sm(cols, groups) == per_sm
     smem = matmul_decode.smem_bytes(cols, groups)
     assert smem == stages * (64 * groups + cols) * 128 + 1024
     assert per_sm * (smem + 1024) <= 228 * 1024
-    assert per_sm * 128 * groups * 204 <= 64 * 1024
+    assert per_sm * 128 * groups * 210 <= 64 * 1024
     assert cols * _pitch(groups) * 4 <= smem - 1024
     assert smem <= matmul_decode.DECODE_MAX_SHARED <= 227 * 1024
 
@@ -209,7 +225,8 @@ def test_geometry_and_entry_point(m, n, k, f32, func, grid, cols) -> None:
     assert (record.module, record.func) == ("gemm_decode_sm90", func)
     assert record.grid == (grid, 1, 1) and record.block == (128, 1, 1)
     assert record.shared == matmul_decode.smem_bytes(cols)
-    assert record.args == {"x": x, "w": w, "y": y, "m": m, "n": n, "k": k}
+    assert record.args == {"x": x, "w": w, "y": y, "m": m, "n": n, "k": k,
+                           "l2_tiles": DEFAULT_DECODE_GEMM_L2_TILES}
 
 
 @pytest.mark.parametrize("m, n, k, func, grid, threads, cols, groups", [
@@ -383,3 +400,111 @@ def test_partial_scatter_is_bank_conflict_free(groups: int) -> None:
             for j in range(cols // 2):
                 banks = (c[32 * q:32 * q + 32, j] * pitch + r[32 * q:32 * q + 32, j]) % 32
                 assert len(set(banks.tolist())) == 32
+
+
+# ---- the SwiGLU epilogue -----------------------------------------------------------------
+
+def model_gemm_decode_swiglu(x: np.ndarray, w: np.ndarray, split: int,
+                             groups: int = 1) -> np.ndarray:
+    """swiglu(x @ w.T) the way the SwiGLU entries lay out and combine it (float64, no
+    rounding): tile t's weight rows are gate rows [32 G t, 32 G t + 32 G) then the up rows I
+    past them (zero past I, cp_async_gate_up_tile), multiplied as `model_gemm_decode`
+    multiplies any tile, and output column 32 G t + r combines tile rows r and 32 G + r."""
+    inter, half = w.shape[0] // 2, 32 * groups
+    tiles = -(-inter // half)
+    laid = np.zeros((tiles * 2 * half, w.shape[1]))
+    for t in range(tiles):
+        for r in range(2 * half):
+            j = t * half + r % half
+            if j < inter:
+                laid[t * 2 * half + r] = w[j if r < half else inter + j]
+    y = model_gemm_decode(x, laid, split, groups)
+    act = np.full((x.shape[0], inter), np.nan)
+    for t in range(tiles):
+        for r in range(half):
+            if t * half + r < inter:
+                g, u = y[:, t * 2 * half + r], y[:, t * 2 * half + half + r]
+                act[:, t * half + r] = g / (1 + np.exp(-g)) * u
+    return act
+
+
+@pytest.mark.parametrize("m, inter, k, split, groups", [
+    (9, 100, 200, 1, 1), (33, 40, 520, 4, 1), (17, 77, 136, 2, 1), (40, 72, 64, 8, 2),
+    (130, 130, 72, 2, 2)])
+def test_index_model_of_the_swiglu_layout(m: int, inter: int, k: int, split: int,
+                                         groups: int) -> None:
+    rng = np.random.default_rng(m + inter + k)
+    x, w = rng.standard_normal((m, k)), rng.standard_normal((2 * inter, k))
+    got = model_gemm_decode_swiglu(x, w, split, groups)
+    gu = x @ w.T
+    gate, up = gu[:, :inter], gu[:, inter:]
+    assert not np.isnan(got).any()
+    np.testing.assert_allclose(got, gate / (1 + np.exp(-gate)) * up, rtol=1e-10, atol=1e-12)
+
+
+def test_swiglu_kernel_pairs_rows_as_the_model() -> None:
+    """The kernel's loader and epilogue are the ones the model above follows."""
+    text = SOURCE.read_text()
+    assert "return j >= inter ? -1 : r < ROWS / 2 ? j : inter + j;" in text
+    assert "constexpr int kOutRows = kSwiglu ? kRows / 2 : kRows;" in text
+    assert "whole(mi, r + kOutRows)" in text
+
+
+@pytest.mark.parametrize("m, n, k, wide, func, grid, threads", [
+    (64, 24576, 4096, False, "gemm_decode_sm90_swiglu_bf16_split2", 768, 128),  # Qwen3-8B
+    (64, 24576, 4096, True, "gemm_decode_sm90_swiglu_bf16_split2", 384, 256),
+    (9, 200, 200, False, "gemm_decode_sm90_swiglu_bf16", 4, 128),
+])
+def test_swiglu_geometry_and_entry_point(m, n, k, wide, func, grid, threads) -> None:
+    dev = _Sm90DecodeMock()
+    x, w, act = dev.alloc(m * k * 2), dev.alloc(n * k * 2), dev.alloc(m * n)
+    matmul_decode.decode_gemm(KernelCache(dev), 0, x, w, act, m, n, k, wide=wide, swiglu=True)
+    (record,) = dev.drain_launches()
+    assert record.func == func and record.grid == (grid, 1, 1)
+    assert record.block == (threads, 1, 1)
+    assert record.args == {"x": x, "w": w, "act": act, "m": m, "n": n, "k": k,
+                           "l2_tiles": DEFAULT_DECODE_GEMM_L2_TILES}
+
+
+@pytest.mark.parametrize("n, f32, match", [(201, False, "even n"), (200, True, "even n")])
+def test_swiglu_preconditions(n: int, f32: bool, match: str) -> None:
+    dev = _Sm90DecodeMock()
+    with pytest.raises(ValueError, match=match):
+        matmul_decode.decode_gemm(KernelCache(dev), 0, dev.alloc(4096), dev.alloc(n * 64 * 2),
+                                  dev.alloc(4096), 16, n, 64, f32, swiglu=True)
+
+
+@pytest.mark.parametrize("env, m, fused", [
+    ({}, 64, True), ({}, 9, True), ({}, 256, True),
+    ({"ATLAS_DECODE_GEMM_SWIGLU": "0"}, 64, False),   # the A/B switch: silu_mul again
+    ({"ATLAS_DECODE_GEMM": "0"}, 64, False),          # gemv_mma / GEMM routes: unfused
+    ({}, 257, False), ({}, 1, False)])
+def test_gate_up_ends_with_the_swiglu_on_the_decode_gemm(env, m, fused) -> None:
+    from atlas.runtime.ops.matmul_quant import Bf16Linear
+
+    dev = _Sm90DecodeMock()
+    kc = KernelCache(dev, KernelRoutes.from_env(env))
+    gate_up = Bf16Linear(dev.alloc(24576 * 4096 * 2), 24576, 4096)
+    assert gate_up.fuses_swiglu(kc, m) is fused
+    assert not Bf16Linear(0, 24575, 4096).fuses_swiglu(kc, m)   # odd n: no [gate | up]
+    if fused:
+        x, act = dev.alloc(m * 4096 * 2), dev.alloc(m * 12288 * 2)
+        gate_up.linear_swiglu(kc, 0, x, act, m)
+        (record,) = dev.drain_launches()
+        assert record.func.startswith("gemm_decode_sm90_swiglu_bf16")
+        assert record.args["act"] == act and record.args["n"] == 24576
+
+
+def test_l2_prefetch_depth_follows_the_switch() -> None:
+    """ATLAS_DECODE_GEMM_L2_TILES sets the kernel's l2_tiles argument (0: the session-6
+    prologue, the ring's tiles only); a malformed value names the variable."""
+    for env, tiles in (({}, DEFAULT_DECODE_GEMM_L2_TILES), ({"ATLAS_DECODE_GEMM_L2_TILES": "0"}, 0),
+                       ({"ATLAS_DECODE_GEMM_L2_TILES": "16"}, 16)):
+        dev = _Sm90DecodeMock()
+        kc = KernelCache(dev, KernelRoutes.from_env(env))
+        matmul_decode.decode_gemm(kc, 0, dev.alloc(64 * 4096 * 2), dev.alloc(4096 * 4096 * 2),
+                                  dev.alloc(64 * 4096 * 2), 64, 4096, 4096)
+        (record,) = dev.drain_launches()
+        assert record.args["l2_tiles"] == tiles
+    with pytest.raises(ValueError, match="ATLAS_DECODE_GEMM_L2_TILES='x'"):
+        KernelRoutes.from_env({"ATLAS_DECODE_GEMM_L2_TILES": "x"})

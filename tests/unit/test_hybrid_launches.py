@@ -16,13 +16,14 @@ from atlas.runtime.ops.linear_attention import GDN_DECODE_SPLIT
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3_5"
 
-# a decode bucket of 2 rows: the multi-row GEMV
-LINEAR_DECODE = ["gemv_bf16", "gated_deltanet_decode_bf16", "gemv_bf16"]
-LINEAR_DECODE_UNFUSED = ["gemv_bf16", "causal_conv1d_silu_bf16", "gated_delta_step_bf16",
-                         "gated_rmsnorm_bf16", "gemv_bf16"]
-FULL_DECODE = ["gemv_bf16", "qk_norm_rope_kv_partial_bf16", "decode_attn_bf16",
-               "sigmoid_gate_mul_bf16", "gemv_bf16"]
-MLP = ["add_rmsnorm_offset_bf16", "gemv_bf16", "gemv_silu_bf16", "add_rmsnorm_offset_bf16"]
+# a decode bucket of 2 rows: the multi-row GEMV (the ring kernel)
+LINEAR_DECODE = ["gemv_ring_bf16", "gated_deltanet_decode_bf16", "gemv_ring_bf16"]
+LINEAR_DECODE_UNFUSED = ["gemv_ring_bf16", "causal_conv1d_silu_bf16", "gated_delta_step_bf16",
+                         "gated_rmsnorm_bf16", "gemv_ring_bf16"]
+FULL_DECODE = ["gemv_ring_bf16", "qk_norm_rope_kv_partial_bf16", "decode_attn_bf16",
+               "sigmoid_gate_mul_bf16", "gemv_ring_bf16"]
+MLP = ["add_rmsnorm_offset_bf16", "gemv_ring_bf16", "gemv_ring_silu_bf16",
+       "add_rmsnorm_offset_bf16"]
 
 
 @pytest.fixture(scope="module")

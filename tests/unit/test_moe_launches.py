@@ -80,9 +80,9 @@ def test_prefill_takes_the_grouped_path():
                              history=PenaltyHistory(list(range(1, 21))))])
     names = [r.func for r in dev.drain_launches()]
     mlp = _mlp_launches(names)[1]
-    # 6 experts (n not a multiple of 16): the router logits of 20 rows come from the GEMV in
-    # chunks of 8; the shared expert's gate is a GEMM over its zero-padded 16-row weight
-    assert mlp == ["gemv_bf16_f32"] * 3 + [
+    # 6 experts (n not a multiple of 16): the router logits of 20 rows come from the (ring)
+    # GEMV in chunks of 8; the shared expert's gate is a GEMM over its zero-padded 16-row weight
+    assert mlp == ["gemv_ring_bf16_f32"] * 3 + [
         "moe_topk_softmax_f32", "moe_align_i32", "moe_grouped_gate_up_silu_bf16",
         "moe_grouped_down_bf16", "moe_combine_bf16",
         "gemm_bf16_skinny", "silu_mul_bf16", "gemm_bf16_skinny",  # shared expert SwiGLU

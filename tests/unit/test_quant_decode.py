@@ -124,12 +124,12 @@ def _f64(bits: np.ndarray) -> np.ndarray:
 def _spread(q: np.ndarray) -> list[np.ndarray]:
     """e2m1x8_to_bf16x2_spread on every word of q, its four `p[i] = ...;` expressions read
     from the header and evaluated (they are valid Python once the `u` suffixes go)."""
-    consts = {name: int(v, 16) for name, v in
-              re.findall(r"(kSign) = (0x[0-9A-Fa-f]+)u", HEADER)}
     body = HEADER[HEADER.index("void e2m1x8_to_bf16x2_spread"):]
     body = body[:body.index("\n}")]
-    exprs = re.findall(r"p\[(\d)\] = (.+);", body)
-    assert [int(i) for i, _ in exprs] == [0, 1, 2, 3] and set(consts) == {"kSign"}
+    consts = {name: int(v, 16) for name, v in
+              re.findall(r"constexpr uint32_t (k\w+) = (0x[0-9A-Fa-f]+)u;", body)}
+    exprs = re.findall(r"p\[(\d)\] = ([^;]+);", body)
+    assert [int(i) for i, _ in exprs] == [0, 1, 2, 3] and consts
     q = q.astype(np.uint64)
     env = {"q": q, **{k: np.uint64(v) for k, v in consts.items()}}
     for sh, name, src in re.findall(r'asm\("shr.b32 %0, %1, (\d+);" : "=r"\((\w+)\) : '
@@ -373,6 +373,60 @@ def test_small_batches_take_the_register_fed_kernel_where_loaded(fmt: str, m: in
     assert rec.args["x"] == x and rec.args["y"] == y and rec.args["m"] == m
     assert (rec.args["n"], rec.args["k"]) == (n, k)
     assert not dev.opt_ins  # no dynamic shared memory to opt in to
+
+
+def test_register_fed_grid_is_one_wave_giving_each_sm_an_even_share() -> None:
+    """direct_blocks on the H200's 132 SMs: Qwen3-8B's qkv (384 tiles) in 132 blocks of <= 3
+    tiles, not 384 blocks in ~1.5 waves of two per SM; o / down (256) one tile a block;
+    gate_up (1,536) and a vocabulary (9,496) in 264 looping blocks. For every tile count the
+    grid is one wave whose busiest SM runs ceil(tiles / SMs) tiles (the least any split into
+    whole tiles can); ties go to two blocks per SM; the switch off is one block per tile."""
+    blocks = matmul_quant_mma.direct_blocks
+    assert [blocks(t, 132) for t in (3, 256, 257, 384, 1536, 9496)] == [3, 256, 257, 132, 264,
+                                                                        264]
+    assert blocks(384, 132, persistent=False) == 384
+    assert [blocks(t, 132, per_sm=p) for t, p in ((384, 2), (1536, 1), (100, 2))] == [264, 132,
+                                                                                   100]
+    with pytest.raises(ValueError, match="per_sm"):
+        blocks(384, 132, per_sm=3)
+    for tiles in range(1, 3000):
+        grid = blocks(tiles, 132)
+        assert 1 <= grid <= min(tiles, 2 * 132)
+        busiest = matmul_quant_mma.busiest_sm_tiles(tiles, grid, 132)
+        assert busiest == -(-tiles // 132)
+        if matmul_quant_mma.busiest_sm_tiles(tiles, min(tiles, 264), 132) == busiest:
+            assert grid == min(tiles, 264)
+
+
+@pytest.mark.parametrize("env, product, grid", [({}, "linear", 132), ({}, "swiglu", 264),
+                                                ({}, "logits", 264),
+                                                ({"ATLAS_QUANT_BLOCKS_PER_SM": "2"}, "linear",
+                                                 264),
+                                                ({"ATLAS_QUANT_BLOCKS_PER_SM": "1"}, "swiglu",
+                                                 132),
+                                                ({"ATLAS_QUANT_PERSISTENT": "0"}, "linear", 384),
+                                                ({"ATLAS_QUANT_PERSISTENT": "0"}, "swiglu", 1536)])
+def test_register_fed_launches_take_the_persistent_grid_unless_switched_off(
+        env: dict[str, str], product: str, grid: int) -> None:
+    """Qwen3-8B's qkv (6,144 rows: 384 tiles), gate_up + SwiGLU (12,288 features: 1,536
+    tiles) and a vocabulary-like f32 product (a quantized LM head, 20,000 rows: 1,250)."""
+    routes = KernelRoutes.from_env(env)
+    assert routes.quant_persistent is (env.get("ATLAS_QUANT_PERSISTENT") != "0")
+    with pytest.raises(ValueError, match="ATLAS_QUANT_BLOCKS_PER_SM"):
+        KernelRoutes.from_env({"ATLAS_QUANT_BLOCKS_PER_SM": "4"})
+    dev = _HopperDirectMock()
+    kc, k = KernelCache(dev, routes), 4096
+    n = {"linear": 6144, "swiglu": 2 * 12288, "logits": 20000}[product]
+    w, x = _weights(dev, n, k)["nvfp4"], dev.alloc(k * 2)
+    if product == "swiglu":
+        matmul_quant_mma.gemv_direct_swiglu(kc, 0, x, w, dev.alloc(n), 1)
+    elif product == "logits":
+        matmul_quant_mma.gemv_logits(kc, 0, x, w, dev.alloc(n * 4), 1)
+    else:
+        QuantLinear(w).linear(kc, 0, x, dev.alloc(n * 2), 1)
+    (rec,) = dev.drain_launches()
+    assert rec.module == "gemv_quant_direct" and rec.grid[0] == grid and rec.block[0] == 256
+    assert rec.args["n"] == n and rec.args["k"] == k
 
 
 @pytest.mark.parametrize("case", ["m9", "switched off", "nvfp4 k % 128", "not loaded"])

@@ -14,6 +14,7 @@ import pytest
 from atlas.core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from atlas.runtime import kernel_abi
 from atlas.runtime.cases import argmax as argmax_cases  # noqa: F401 (registers)
+from atlas.runtime.cases import decode_persistent as persistent_cases  # noqa: F401 (registers)
 from atlas.runtime.cases import embedding as embedding_cases  # noqa: F401 (registers)
 from atlas.runtime.cases import rmsnorm as rmsnorm_cases  # noqa: F401 (registers)
 from atlas.runtime.cases import rope_kv as rope_kv_cases  # noqa: F401 (registers)
@@ -25,7 +26,8 @@ from atlas.runtime.kernel_check import check, module_cases
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, activation, argmax, embedding, norm, rope, sampling
 
-MODULES = ("rmsnorm", "silu_mul", "embedding", "argmax", "rope_kv", "sampler")
+MODULES = ("rmsnorm", "silu_mul", "embedding", "argmax", "rope_kv", "sampler",
+           "decode_persistent")
 KERNEL_DIR = Path(__file__).resolve().parents[2] / "kernels" / "hopper" / "common"
 
 
@@ -163,7 +165,11 @@ def test_launch_geometry() -> None:
     # one warp per head, 4 heads per block: 48 heads -> 12 blocks per token
     assert (rec.grid, rec.block) == ((5, 12, 1), (128, 1, 1))
     rec = _one_launch(sampling.apply_penalties, p, p, p, p, 4, 151936)
-    assert rec.grid == (149, 4, 1)
+    assert rec.grid == (149, 4, 1)  # one block per 1024-token span
+    rec = _one_launch(sampling.apply_penalties, p, p, p, p, 64, 151936)
+    assert rec.grid == (16, 64, 1)  # ~1k blocks: each strides over ~9 spans
+    rec = _one_launch(sampling.apply_penalties, p, p, p, p, 2048, 300)
+    assert rec.grid == (1, 2048, 1)
     rec = _one_launch(sampling.sample, p, p, p, p, p, 4, 151936)
     assert (rec.grid, rec.block) == ((38, 4, 1), (512, 1, 1))  # 4096 logits per block
     rec = _one_launch(argmax.argmax, p, p, p, p, 3, 151936)

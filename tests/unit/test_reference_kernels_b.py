@@ -5,6 +5,7 @@ equal their unfused twins bit for bit: on the host here, and on the GPU in the
 
 from __future__ import annotations
 
+import re
 from functools import partial
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from atlas.runtime.ops.routes import KernelRoutes
 # the elementwise kernels' check that a .cu file declares exactly its module's ABI entries
 from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
 
-MODULES = ("gemv", "gemm", "attention")
+MODULES = ("gemv", "gemm", "attention", "attention_twins")
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -87,7 +88,7 @@ def _launches(fn, *args, **kwargs):
 
 @pytest.mark.parametrize("m,n,func,grid,block", [
     (1, 576, "gemv_bf16_single", (144, 1, 1), (96, 1, 1)),   # k=576: 72 chunks -> 3 warps
-    (8, 4097, "gemv_bf16", (1025, 1, 1), (96, 1, 1)),        # ragged n rounds the grid up
+    (8, 4097, "gemv_ring_bf16", (660, 1, 1), (96, 1, 1)),    # 1,025 groups, 5 blocks a SM
     (9, 4096, "gemm_bf16_skinny", (128, 1, 1), (128, 1, 1)),  # 32 big tiles < 132 SMs
     (2048, 4096, "gemm_bf16", (32, 16, 1), (256, 1, 1)),
 ])
@@ -106,7 +107,7 @@ def test_f32_output_selects_the_f32_entry_points() -> None:
     (rec,) = _launches(matmul.linear, 0x1000, 0x2000, 0x3000, 1, 151936, 1024, out_f32=True)
     assert rec.func == "gemv_bf16_f32_single"
     (rec,) = _launches(matmul.linear, 0x1000, 0x2000, 0x3000, 2, 151936, 1024, out_f32=True)
-    assert rec.func == "gemv_bf16_f32"
+    assert rec.func == "gemv_ring_bf16_f32"
     (rec,) = _launches(matmul.linear, 0x1000, 0x2000, 0x3000, 2048, 2048, 1024, out_f32=True)
     assert rec.func == "gemm_bf16_f32"
 
@@ -126,7 +127,7 @@ def test_matmul_preconditions(fn, args, match) -> None:
 
 @pytest.mark.parametrize("m,scratch,funcs", [
     (1, None, ["gemv_silu_bf16_single"]),
-    (8, None, ["gemv_silu_bf16"]),
+    (8, None, ["gemv_ring_silu_bf16"]),
     (12, 0x9000, ["silu_mul_bf16", "gemm_bf16_skinny"]),  # beyond the GEMV: the fallback
 ])
 def test_linear_silu_dispatch(m, scratch, funcs) -> None:
@@ -275,6 +276,72 @@ def test_the_latency_switch_restores_the_unclustered_waiting_kernels() -> None:
     assert attention.decode_partial_rule(512, 33, off) == (32, 16)
 
 
+def test_the_ahead_switch_takes_the_one_round_twins_of_the_unclustered_kernels() -> None:
+    """ATLAS_DECODE_ATTN_AHEAD=0: the unclustered kernels without the loop's L2 prefetch
+    (batch 64's 1-split grid); the clustered ones (batch 1) are the same kernels either way."""
+    off = KernelRoutes.from_env({"ATLAS_DECODE_ATTN_AHEAD": "0"})
+    assert not off.decode_attn_ahead and KernelRoutes().decode_attn_ahead
+    for routes, plain, rope in ((off, "decode_attn_ahead1_bf16", "decode_attn_rope_ahead1_bf16"),
+                                (KernelRoutes(), "decode_attn_bf16", "decode_attn_rope_bf16")):
+        for splits, want in ((1, (plain, rope)),
+                             (33, ("decode_attn_cluster_bf16", "decode_attn_rope_cluster_bf16"))):
+            mock = MockGpuBackend()
+            kc = KernelCache(mock, routes=routes)
+            attention.decode_attention(kc, 0, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000,
+                                       0x7000, 0x7800, 0x8000, 64, 32, 8, 128, 16, 96, splits,
+                                       0.088)
+            attention.decode_attention_rope(kc, 0, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000,
+                                            0x6000, 0x7000, 0x7400, 0x7800, 0x7c00, 0x8000,
+                                            0x9000, 0xa000, 0xb000, 64, 32, 8, 128, 16, 96,
+                                            splits, 0.088, 1e-6)
+            assert tuple(r.func for r in mock.drain_launches()) == want
+
+
+def test_the_split_major_switch_takes_the_clustered_twins_only() -> None:
+    on = KernelRoutes.from_env({"ATLAS_DECODE_ATTN_SPLIT_MAJOR": "1"})
+    assert on.decode_attn_split_major and not KernelRoutes().decode_attn_split_major
+    for splits, want in ((33, ("decode_attn_cluster_splitmajor_bf16",
+                               "decode_attn_rope_cluster_splitmajor_bf16")),
+                         (2, ("decode_attn_bf16", "decode_attn_rope_bf16"))):
+        mock = MockGpuBackend()
+        kc = KernelCache(mock, routes=on)
+        attention.decode_attention(kc, 0, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000,
+                                   0x7000, 0x7800, 0x8000, 1, 16, 8, 128, 16, 64, splits, 0.088)
+        attention.decode_attention_rope(kc, 0, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000,
+                                        0x7000, 0x7400, 0x7800, 0x7c00, 0x8000, 0x9000,
+                                        0xa000, 0xb000, 1, 16, 8, 128, 16, 64, splits, 0.088,
+                                        1e-6)
+        assert tuple(r.func for r in mock.drain_launches()) == want
+    with pytest.raises(ValueError, match="traced twin"):
+        attention.decode_attention_rope(KernelCache(MockGpuBackend(), routes=on), 0, 0x1000,
+                                        0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 0x7400,
+                                        0x7800, 0x7c00, 0x8000, 0x9000, 0xa000, 0xb000, 1, 16,
+                                        8, 128, 16, 64, 33, 0.088, 1e-6, trace=0xc000)
+
+
+def test_split_major_order_is_a_bijection_that_keeps_clusters_whole() -> None:
+    """decode_attn.cuh HeadSlice::of_block<true>, restated: every (slot, split) once, the 8
+    blocks of a hardware cluster (consecutive x) on one slot and one cluster of splits in
+    rank order, and every slot's first cluster among the first gridDim.y clusters."""
+    for gx, gy in ((40, 8), (64, 8), (64, 4), (8, 3)):
+        seen = {}
+        for y in range(gy):
+            for x in range(gx):
+                linear = y * (gx // 8) + x // 8
+                seen[(x, y)] = (linear % gy, linear // gy * 8 + x % 8)
+        assert sorted(seen.values()) == [(s, p) for s in range(gy) for p in range(gx)]
+        for y in range(gy):
+            for c in range(gx // 8):
+                got = [seen[(8 * c + r, y)] for r in range(8)]
+                assert len({slot for slot, _ in got}) == 1
+                assert [p % 8 for _, p in got] == list(range(8))
+        first = {seen[(x, y)][0] for y in range(gy) for x in range(gx)
+                 if (y * (gx // 8) + x // 8) < gy}
+        assert first == set(range(gy))
+        assert all(seen[(x, y)][1] < 8 for y in range(gy) for x in range(gx)
+                   if (y * (gx // 8) + x // 8) < gy)
+
+
 @pytest.mark.parametrize("kv_len,num_splits,rule", [
     (1, 5, (32, 1)), (300, 5, (60, 5)),          # unclustered: a partial per active split
     (1, 33, (512, 1)), (512, 33, (512, 1)),      # clustered: 8 splits of 64 keys, one cluster
@@ -286,11 +353,48 @@ def test_decode_partial_rule(kv_len: int, num_splits: int, rule: tuple[int, int]
 
 
 def test_decode_cluster_constants_match_the_kernel() -> None:
-    source = (ROOT / "kernels" / "hopper" / "common" / "attention.cu").read_text()
+    source = (ROOT / "kernels" / "hopper" / "common" / "decode_attn.cuh").read_text()
     for name, value in (("kClusterSplits", attention.DECODE_CLUSTER_SPLITS),
                         ("kClusterMinKeys", attention.DECODE_CLUSTER_MIN_KEYS),
-                        ("kMinKeysPerSplit", attention.DECODE_MIN_KEYS_PER_SPLIT)):
-        assert f"constexpr int {name} = {value};" in source
+                        ("kMinKeysPerSplit", attention.DECODE_MIN_KEYS_PER_SPLIT),
+                        ("kTraceWords", attention.TRACE_WORDS),
+                        ("kTraceSmWord", attention.TRACE_SM_WORD),
+                        ("kTraceKeyedWord", attention.TRACE_KEYED_WORD)):
+        assert re.search(rf"constexpr int {name} = {value};", source), name
+    # the stamps' order is the enum's, and the cycles sit TRACE_CYCLES_WORD words after
+    enum = re.search(r"enum TracePhase : int \{(.*?)\};", source, re.S).group(1)
+    names = re.findall(r"kTrace(\w+)", enum)
+    assert names[-1] == "Phases" and len(names) - 1 == len(attention.TRACE_PHASES)
+    assert [n.lower() for n in names[:-1]] == [p.replace("_", "") for p in
+                                               attention.TRACE_PHASES]
+    assert f"block[{attention.TRACE_CYCLES_WORD} + phase]" in source
+
+
+def test_traced_twins_take_the_kernel_the_rules_pick() -> None:
+    """The trace argument selects the twin of the kernel the routes pick, with the same grid
+    and the trace pointer last; kernels without a twin refuse it."""
+    mock = MockGpuBackend()
+    kc = KernelCache(mock)
+    rope_args = (0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 0x7400, 0x7800,
+                 0x7c00, 0x8000, 0x9000, 0xa000, 0xb000, 1, 16, 8, 128, 16, 64)
+    for splits, func in ((33, "decode_attn_rope_cluster_trace_bf16"),
+                         (2, "decode_attn_rope_trace_bf16")):
+        attention.decode_attention_rope(kc, 0, *rope_args, splits, 0.088, 1e-6, trace=0xc000)
+        (rec,) = mock.drain_launches()
+        assert (rec.func, rec.grid, rec.args["trace"]) == (
+            func, attention.decode_grid(splits, 16, 8, 1), 0xc000)
+    attention.decode_attention(kc, 0, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000,
+                               0x7400, 0x8000, 1, 16, 2, 256, 16, 64, 16, 0.06, long=False,
+                               trace=0xc000)
+    (rec,) = mock.drain_launches()
+    assert rec.func == "decode_attn_cluster_trace_bf16" and rec.grid == (16, 4, 1)
+    with pytest.raises(ValueError, match="traced twin"):
+        attention.decode_attention(kc, 0, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000,
+                                   0x7000, 0x7400, 0x8000, 1, 16, 2, 256, 16, 64, 4, 0.06,
+                                   long=False, trace=0xc000)
+    off = KernelCache(mock, KernelRoutes.from_env({"ATLAS_DECODE_ATTN_LATENCY": "0"}))
+    with pytest.raises(ValueError, match="traced twin"):
+        attention.decode_attention_rope(off, 0, *rope_args, 2, 0.088, 1e-6, trace=0xc000)
 
 
 def test_prefill_attention_grid_comes_from_max_q_len() -> None:

@@ -6,6 +6,7 @@ costing throughput."""
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -34,3 +35,16 @@ def test_default_mixed_budget_meets_the_itl_target_at_the_same_throughput(model)
     r = model.simulate(model.parse_args([]))
     assert r["itl_p99_ms"] <= 40 and r["itl_max_ms"] <= 40
     assert r["tok_s"] >= 8264 * 0.98
+
+
+def test_profile_sets_the_decode_costs(model, tmp_path):
+    """A profile_decode.py record: attention rows scaled to 64 x 1,536 keys, the rest fixed."""
+    record = {"batch": 32, "context": 1536, "gpu_ms": 9.0,
+              "kernels": [{"kernel": "decode_attn_rope_bf16", "us_per_step": 3000.0},
+                          {"kernel": "decode_attn_cluster_bf16", "us_per_step": 500.0},
+                          {"kernel": "gemm_decode_sm90_bf16_split4", "us_per_step": 4000.0}]}
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(record))
+    a = model.parse_args(["--profile", str(path)])
+    assert a.decode_fixed_ms == pytest.approx(5.5)
+    assert a.attn_ms == pytest.approx(7.0)   # 3.5 ms at 32 rows -> 64 rows

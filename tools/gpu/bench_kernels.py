@@ -37,7 +37,7 @@ import time
 import dataclasses
 import traceback
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable
@@ -399,8 +399,9 @@ def swiglu_linear_case(env: Env, s: Any) -> Case:
 
 
 def gate_up_swiglu_case(env: Env, s: Any) -> Case:
-    """The gate_up projection ending with its SwiGLU (matmul.gemv_swiglu where
-    fuses_gate_up_swiglu allows, else the GEMV/GEMM then silu_mul) against matmul, then
+    """The gate_up projection ending with its SwiGLU (matmul.linear_swiglu where
+    fuses_gate_up_swiglu allows: one row on the prefetching GEMV, decode batches on the
+    decode GEMM's SwiGLU entries; else the GEMV/GEMM then silu_mul) against matmul, then
     F.silu(g) * u."""
     torch, F = env.torch, env.torch.nn.functional
     m, n, k = s.m, s.n, s.k
@@ -415,7 +416,7 @@ def gate_up_swiglu_case(env: Env, s: Any) -> Case:
     def ours(st: Set, stream: Stream) -> None:
         x, w, gu, act = (env.ptr(st[name]) for name in ("x", "w", "gu", "act"))
         if fused:
-            matmul.gemv_swiglu(env.kc, stream, x, w, act, n, k)
+            matmul.linear_swiglu(env.kc, stream, x, w, act, m, n, k)
             return
         matmul.linear(env.kc, stream, x, w, gu, m, n, k)
         activation.silu_mul(env.kc, stream, gu, act, m, n // 2)
@@ -424,10 +425,11 @@ def gate_up_swiglu_case(env: Env, s: Any) -> Case:
         g, u = torch.matmul(st["x"], st["w"].T).chunk(2, dim=-1)
         return F.silu(g) * u
 
-    route = "one GEMV ending with the SwiGLU" if fused else "GEMV/GEMM + silu_mul"
+    route = matmul.linear_route(env.kc, m, n)
+    route = (f"one {route} launch ending with the SwiGLU (ops.matmul.linear_swiglu)" if fused
+             else f"{route} + silu_mul")
     return Case(s, make, ours, [Variant("matmul, F.silu(g) * u", theirs)],
-                lambda o, t, r: [("act", o["act"], r)], outputs=("act",),
-                note=f"ours: {route} (ops.matmul.gemv_swiglu)")
+                lambda o, t, r: [("act", o["act"], r)], outputs=("act",), note=f"ours: {route}")
 
 
 def linear_case(env: Env, s: Any) -> Case:
@@ -446,10 +448,15 @@ def linear_case(env: Env, s: Any) -> Case:
                 "y": torch.empty((m, n), dtype=out_dtype, device=env.device)}
 
     launch = (partial(matmul_decode.decode_gemm, wide=s.wide) if s.decode_sm90
-              else matmul_batched.batched_gemv if s.batched else matmul.linear)
+              else matmul_batched.batched_gemv if s.batched
+              else partial(matmul.gemv, single=m == 1 and s.gemv == "tiled") if s.gemv
+              else matmul.linear)
+    kc = (KernelCache(env.kc.backend, routes=replace(env.kc.routes, gemv_ring=s.gemv == "ring",
+                                                     gemv_ring_single=s.gemv == "ring"))
+          if s.gemv else env.kc)
 
     def ours(st: Set, stream: Stream) -> None:
-        launch(env.kc, stream, env.ptr(st["x"]), env.ptr(st["w"]), env.ptr(st["y"]), m, n, k,
+        launch(kc, stream, env.ptr(st["x"]), env.ptr(st["w"]), env.ptr(st["y"]), m, n, k,
                s.out_f32)
 
     if f32_mm is not None:
@@ -461,9 +468,17 @@ def linear_case(env: Env, s: Any) -> Case:
         split = matmul_decode.decode_split(m, n, k, env.kc.facts.sm_count,
                                            env.kc.routes.decode_gemm_split, groups)
         note = (f"ours: gemm_decode_sm90 (ops.matmul_decode.decode_gemm, forced), "
-                f"{groups} warpgroup(s) a block, cluster split {split}")
+                f"{groups} warpgroup(s) a block, cluster split {split}, L2 window "
+                f"{env.kc.routes.decode_gemm_l2_tiles} k-tiles")
     elif s.batched:
         note = "ours: gemv_mma (ops.matmul_batched.batched_gemv, forced)"
+    elif s.gemv == "ring" and (plan := matmul.gemv_ring_plan(
+            n, k, kc.facts.sm_count, kc.facts.shared_memory_per_sm,
+            kc.routes.gemv_ring_stages)) is not None:
+        note = (f"ours: gemv_ring (ops.matmul.gemv, forced), {plan.grid} blocks of "
+                f"{plan.threads}, {plan.stages} stages")
+    elif s.gemv:
+        note = "ours: the register-tiled gemv_bf16 (ops.matmul.gemv, ATLAS_GEMV_RING=0)"
     else:
         note = f"ours: {matmul.linear_route(env.kc, m, n)} (ops.matmul.linear's choice for m={m})"
     return Case(s, make, ours, [variant], lambda o, t, r: [("y", o["y"], r)], outputs=("y",),
@@ -560,7 +575,8 @@ def quant_linear_case(env: Env, s: Any) -> Case:
 
     def make() -> Set:
         st: Set = {"x": env.uniform((m, k)),
-                   "y": torch.empty((m, out_n), dtype=torch.bfloat16, device=env.device)}
+                   "y": torch.empty((m, out_n), device=env.device,
+                                    dtype=torch.float32 if s.logits else torch.bfloat16)}
         if fp8:
             codes = env.randint(256, (n, k)).to(torch.uint8)
             codes = torch.where((codes & 0x7F) == 0x7F, codes ^ 1, codes)  # no NaN codes
@@ -593,10 +609,13 @@ def quant_linear_case(env: Env, s: Any) -> Case:
         if s.swiglu:
             lin.linear_swiglu(kc, stream, env.ptr(st["x"]), env.ptr(st["y"]), m)
         else:
-            lin.linear(kc, stream, env.ptr(st["x"]), env.ptr(st["y"]), m)
+            lin.linear(kc, stream, env.ptr(st["x"]), env.ptr(st["y"]), m, out_f32=s.logits)
 
     def finish(y: Any) -> Any:
-        """PyTorch's SwiGLU of a [gate | up] product (bf16 ops, as transformers runs it)."""
+        """PyTorch's SwiGLU of a [gate | up] product (bf16 ops, as transformers runs it), or
+        the bf16 product widened (logits: ours are its bf16-rounded sums widened)."""
+        if s.logits:
+            return y.float()
         if not s.swiglu:
             return y
         return torch.nn.functional.silu(y[:, :out_n]) * y[:, out_n:]
@@ -630,7 +649,8 @@ def quant_linear_case(env: Env, s: Any) -> Case:
         except (RuntimeError, NotImplementedError, TypeError) as exc:
             note = f"torch._scaled_mm does not run at m={m}: {str(exc).splitlines()[0][:120]}"
     route = ("gemv_quant_direct gate_up + SwiGLU (tensor cores, register-fed)" if s.swiglu
-             else quant_route(kc, probe, m)) + (", E2M1 byte tables" if s.lut else "")
+             else quant_route(kc, probe, m)) + (", E2M1 byte tables" if s.lut else "") + (
+        ", f32 logits" if s.logits else "")
     return Case(s, make, ours, variants, lambda o, t, r: [("y", o["y"], r)], outputs=("y",),
                 note=note or f"ours: {route} (QuantLinear, m={m})")
 
@@ -763,8 +783,10 @@ def decode_attention_case(env: Env, s: Any) -> Case:
     splits = decode_splits(b, hkv, max_seq_len, env.num_sms)
     long = True if s.long_kernel else None
     kernel = ("decode_attn_long" if s.long_kernel or attention_long.uses_long(
-        env.kc, hq, hkv, d, nb * bs) else "decode_attn_cluster" if attention.decode_clustered(
-        splits, env.kc.routes) else "decode_attn")
+        env.kc, hq, hkv, d, nb * bs) else ("decode_attn_cluster_splitmajor"
+        if env.kc.routes.decode_attn_split_major else "decode_attn_cluster")
+        if attention.decode_clustered(splits, env.kc.routes) else "decode_attn"
+        if env.kc.routes.decode_attn_ahead else "decode_attn_ahead1")
 
     def make() -> Set:
         st = paged_kv(env, b, hist, hkv, d, bs)
@@ -825,8 +847,10 @@ def decode_attention_rope_case(env: Env, s: Any) -> Case:
     nb = padded // bs
     splits = decode_splits(b, hkv, max(ENGINE_MAX_SEQ_LEN, hist), env.num_sms)
     routes = env.kc.routes
-    rope_variant = ("_cluster" if attention.decode_clustered(splits, routes) else
-                    "" if routes.decode_attn_latency else "_wait")
+    rope_variant = (("_cluster_splitmajor" if routes.decode_attn_split_major else "_cluster")
+                    if attention.decode_clustered(splits, routes) else
+                    "_wait" if not routes.decode_attn_latency else
+                    "" if routes.decode_attn_ahead else "_ahead1")
     inv_freq = ROPE_THETA ** (-torch.arange(0, half, device=env.device).double() / half)
     pos_angles = torch.arange(hist, device=env.device).double()[:, None] * inv_freq[None, :]
     cos_sin = torch.cat([pos_angles.cos(), pos_angles.sin()], dim=1).float().contiguous()
@@ -1656,7 +1680,8 @@ def select_shapes(args: argparse.Namespace) -> list[Any]:
                                                            long_decode=((2, 300),),
                                                            long_prefill=(80,),
                                                            moe_batches=(1, 3, 20),
-                                                           latency_decode=((1, 40), (3, 90))),
+                                                           latency_decode=((1, 40), (3, 90)),
+                                                           throughput_decode=((4, 150),)),
                                 (TINY_MOE,), (TINY_MOE_ROUTER,), hybrid=TINY_HYBRID,
                                 quant_widths=(), latency_heads=TINY_LATENCY_HEADS)
     else:

@@ -20,6 +20,15 @@ Qwen3.5-35B-A3B is `--config qwen3_5-35b-a3b --extra-prefill 16384 --target-tok-
 none` (its bytes add the linear-attention weights and recurrent state; `--extra-prefill`
 lengths are measured in loads of their own, the step buffers sized for each).
 
+`--quant nvfp4|fp8-block|fp8-tensor` makes the synthetic weights quantized in that format
+(the config.json gets `atlas models quantize`'s quantization_config, and
+runtime/synthetic_quant.py makes the codes and scales on the device): the projections and
+per-expert experts a quantized checkpoint stores, read by the quantized kernels; bytes per
+token count their codes and scales (bench/decode_bytes.py QUANT_BYTES). `--lm-head` and
+`--linear-attn` quantize the LM head and the Gated-DeltaNet projections too (published
+exports keep them bf16: they are 1.0 and 2.0 of Qwen3.5-35B-A3B's 4.0 GB per NVFP4 token).
+Issue 12's flagship target: `--config qwen3_5-35b-a3b --quant nvfp4 --target-tok-s 900`.
+
 A benchmark, not a test: it prints a table, writes JSON with --out, asserts nothing.
 """
 
@@ -46,16 +55,32 @@ from atlas.core.config import ModelConfig  # noqa: E402
 FULL_CONFIG = "qwen3-30b-a3b"
 
 
-def synthetic_model_dir(name: str, root: Path) -> Path:
-    """A directory holding only `name`'s config.json (tools/make_fixtures.py CONFIGS)."""
+def synthetic_model_dir(name: str, root: Path, quant: str = "bf16", lm_head: bool = False,
+                        linear_attn: bool = False) -> Path:
+    """A directory holding only `name`'s config.json (tools/make_fixtures.py CONFIGS), with
+    the quantization_config of `quant` unless bf16 (`lm_head`, `linear_attn`: not excluded,
+    so NVFP4 / FP8-tensor synthetic weights quantize the LM head / the Gated-DeltaNet
+    projections too; runtime/synthetic_quant.py)."""
     from make_fixtures import write_config
 
-    return write_config(name, root / name).parent
+    model_dir = write_config(name, root / name).parent
+    if quant != "bf16":
+        from atlas.runtime.quantize import quantization_config
+
+        cfg_file = model_dir / "config.json"
+        cfg = json.loads(cfg_file.read_text())
+        kept = ([] if lm_head else ["lm_head.weight"]) + (
+            [] if linear_attn else ["model.layers.*.linear_attn.weight"])
+        cfg["quantization_config"] = quantization_config(quant, kept)[0]
+        cfg_file.write_text(json.dumps(cfg, indent=2))
+    return model_dir
 
 
-def traffic(model_dir: Path, context: int, batches: list[int]) -> dict[int, dict[str, float]]:
+def traffic(model_dir: Path, context: int, batches: list[int], quant: str = "bf16",
+            lm_head: bool = False, linear_attn: bool = False) -> dict[int, dict[str, float]]:
     cfg = ModelConfig.from_hf(model_dir)
-    return {b: decode_bytes_per_step(cfg, context, b) for b in batches}
+    return {b: decode_bytes_per_step(cfg, context, b, quant, lm_head, linear_attn)
+            for b in batches}
 
 
 def hf_modes(model_dir: Path, modes: list[str], prompt: int, new: int, seed: int) -> dict:
@@ -72,7 +97,8 @@ def hf_modes(model_dir: Path, modes: list[str], prompt: int, new: int, seed: int
 def print_table(result: dict, batches: list[int]) -> None:
     copy = result["copy_gbs"]
     full = result["full"]
-    print(f"\n== {result['config']} (synthetic weights, seed {result['seed']}): device copy "
+    print(f"\n== {result['config']} {result.get('quant', 'bf16')} (synthetic weights, seed "
+          f"{result['seed']}): device copy "
           f"{copy:.0f} GB/s, prefill {result['prefill']} tok: {full['prefill_tok_s']:.0f} tok/s")
     for n, tps in full.get("prefill_extra", {}).items():
         print(f"prefill {n} tok: {tps:.0f} tok/s")
@@ -114,6 +140,13 @@ def main() -> int:
     ap.add_argument("--new", type=int, default=256)
     ap.add_argument("--prefill", type=int, default=2048)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quant", default="bf16",
+                    choices=("bf16", "nvfp4", "fp8-block", "fp8-tensor"),
+                    help="synthetic weights in this format (see the module docstring)")
+    ap.add_argument("--lm-head", action="store_true",
+                    help="with --quant nvfp4 / fp8-tensor: the LM head quantized too")
+    ap.add_argument("--linear-attn", action="store_true",
+                    help="with --quant nvfp4 / fp8-tensor: the Gated-DeltaNet projections too")
     ap.add_argument("--small-model", type=Path,
                     help="the 8-layer checkpoint for the transformers comparison")
     ap.add_argument("--hf", default="eager,compiled", help="comma list: eager,compiled or none")
@@ -121,15 +154,18 @@ def main() -> int:
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     batches = [int(x) for x in a.batches.split(",")]
-    result: dict = {"config": a.config, "target_tok_s": a.target_tok_s,
+    result: dict = {"config": a.config, "quant": a.quant + (" +lm_head" if a.lm_head else "")
+                    + (" +linear_attn" if a.linear_attn else ""),
+                    "target_tok_s": a.target_tok_s,
                     "date": time.strftime("%Y-%m-%d"), "seed": a.seed, "prompt": a.prompt,
                     "new": a.new, "prefill": a.prefill,
                     "commit": os.environ.get("ATLAS_COMMIT", "unknown")}
     result["copy_gbs"] = copy_bandwidth_gbs()
     with tempfile.TemporaryDirectory() as tmp:
-        full_dir = synthetic_model_dir(a.config, Path(tmp))
+        full_dir = synthetic_model_dir(a.config, Path(tmp), a.quant, a.lm_head, a.linear_attn)
         # the mean context over the decoded tokens
-        result["bytes"] = traffic(full_dir, a.prompt + a.new // 2, batches)
+        result["bytes"] = traffic(full_dir, a.prompt + a.new // 2, batches, a.quant,
+                                  a.lm_head, a.linear_attn)
         result["full"] = atlas_bench(full_dir, batches, a.prompt, a.new, a.prefill, a.seed,
                                      synthetic_seed=a.seed)
         result["full"]["prefill_extra"] = {

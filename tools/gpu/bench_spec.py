@@ -45,7 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "py"))
 from atlas.engine.core import EngineCore  # noqa: E402
 from atlas.engine.speculative import (MtpDrafter, OracleDrafter, Speculator,  # noqa: E402
                                       expected_tokens)
-from engine_decode import random_prompts, start_decoding, stop_all, write_json  # noqa: E402
+from engine_decode import (random_prompts, rejected_drafts, start_decoding,  # noqa: E402
+                           stop_all, write_json)
 
 
 def median_step_s(core: EngineCore, steps: int) -> float:
@@ -120,12 +121,6 @@ def plain_tok_s(runner, batch: int, prompt_len: int, new: int,
     core = start_decoding(runner, batch, prompt_len, new, rng)
     _, dt, n = run_to_end(core, batch)
     return n / dt
-
-
-def rejected_drafts(prompts: list[list[int]], n: int, vocab_size: int) -> OracleDrafter:
-    """An oracle whose every draft is wrong (a corrupted run of zeros): each verification
-    step carries K drafts and emits the target's own token only."""
-    return OracleDrafter({tuple(p): [0] * n for p in prompts}, 0.0, vocab_size)
 
 
 def throughput(runner, batches: list[int], k: int, max_k: int, rates: list[float],
@@ -216,6 +211,8 @@ def main() -> int:
                     help="skip the plain tok/s of a runner built without speculation (whose "
                     "batch-1 decode keeps the single-row norm fusions a speculating runner "
                     "switches off for row invariance)")
+    ap.add_argument("--step-cost-only", action="store_true",
+                    help="measure the step-cost table only (no tok/s passes)")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     from atlas.model.load import load_runner
@@ -241,8 +238,9 @@ def main() -> int:
     result["step_cost"] = step_costs(runner, batches, a.max_k, a.prompt, a.steps, rng)
     step_cost = {b: [row[f"k{k}_ratio"] for k in range(1, a.max_k + 1)]
                  for b, row in result["step_cost"].items()}
-    result["throughput"] = throughput(runner, batches, a.k, a.max_k, rates, a.prompt, a.new,
-                                      rng, step_cost)
+    if not a.step_cost_only:
+        result["throughput"] = throughput(runner, batches, a.k, a.max_k, rates, a.prompt,
+                                          a.new, rng, step_cost)
     result["invariant_rows"] = runner.invariant_rows
     print(f"\n== {a.model.name}: verification step cost vs a plain decode step")
     print(f"{'batch':>5} {'plain ms':>9} " + " ".join(f"{f'K={k}':>13}"
@@ -251,6 +249,9 @@ def main() -> int:
         cells = " ".join(f"{row[f'k{k}_ms']:>6.2f} ({row[f'k{k}_ratio']:.2f}x)"
                          for k in range(1, a.max_k + 1))
         print(f"{b:>5} {row['plain_ms']:>9.2f} {cells}")
+    if a.step_cost_only:
+        write_json(a.out, result)
+        return 0
     print(f"\n== oracle drafting a greedy reference (p: per-token rate; exact: every "
           f"verification row computes what plain decode does, <= {runner.invariant_rows} "
           "rows, and the reference is the plain output; else the reference is the output of "

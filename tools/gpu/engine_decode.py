@@ -16,7 +16,7 @@ from atlas.core.sampling import GREEDY
 from atlas.engine.core import EngineCore
 from atlas.engine.grammar_state import GrammarRequest
 from atlas.engine.request import EngineRequest, FinishReason
-from atlas.engine.speculative import Speculator
+from atlas.engine.speculative import OracleDrafter, Speculator
 from atlas.model.runner import ModelRunner
 
 
@@ -24,6 +24,13 @@ def random_prompts(runner: ModelRunner, batch: int, prompt_len: int,
                    rng: np.random.Generator) -> list[list[int]]:
     return [rng.integers(100, runner.vocab_size - 100, prompt_len).tolist()
             for _ in range(batch)]
+
+
+def rejected_drafts(prompts: list[list[int]], n: int, vocab_size: int) -> OracleDrafter:
+    """An oracle whose every draft is wrong (a corrupted run of zeros): each verification
+    step carries K drafts and emits the target's own token only, so every step verifies the
+    same number of rows (the step-cost measurements)."""
+    return OracleDrafter({tuple(p): [0] * n for p in prompts}, 0.0, vocab_size)
 
 
 def start_decoding(runner: ModelRunner, batch: int, prompt_len: int, max_tokens: int,

@@ -13,7 +13,13 @@ GPU time per step, and host time per step.
   by kernel name, with the bytes each GEMV must move turned into GB/s. With programmatic
   dependent launch (the default) consecutive kernels overlap and each record includes the
   time a kernel waited for its predecessor; ATLAS_PDL=0 gives a breakdown that adds up.
-Prints a table; writes JSON with --out.
+* --verify K: the runner is built to speculate with K drafts (as `--speculative ...
+  --num-draft-tokens K` serves: its plain step is that server's), and one verification
+  step (batch x (K + 1) rows, every draft rejected so every step verifies K) is measured
+  the same way: its wall time (always synchronous: the next drafts follow the accepted
+  tokens), its graph's GPU time and kernels; then both side by side per kernel family
+  (`*_single` paired with its m-row entry point) with the verification's extra us per step.
+Prints tables; writes JSON with --out ("verify" holds the verification step's numbers).
 """
 
 from __future__ import annotations
@@ -31,7 +37,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "py"))
 
-from engine_decode import start_decoding, stop_all  # noqa: E402
+from atlas.engine.speculative import Speculator, expected_tokens  # noqa: E402
+from engine_decode import (random_prompts, rejected_drafts, start_decoding,  # noqa: E402
+                           stop_all)
 
 
 def kernel_rows(prof: Any, steps: int) -> tuple[list[dict], float]:
@@ -63,29 +71,11 @@ def print_rows(rows: list[dict], kernel_total: float) -> None:
               f"{r['us_per_call']:>8.2f} {100 * r['us_per_step'] / kernel_total:>5.1f}%")
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--model", type=Path, required=True)
-    ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--context", type=int, default=512)
-    ap.add_argument("--synthetic-seed", type=int,
-                    help="generate the weights on the device (--model holds only config.json)")
-    ap.add_argument("--out", type=Path)
-    a = ap.parse_args()
-
-    from torch.profiler import ProfilerActivity, profile
-
-    from atlas.model.load import load_runner
-
-    runner = load_runner(a.model, backend="cuda", max_seq_len=a.context + 256,
-                         max_batch_size=max(a.batch, 1), max_prefill_tokens=a.context,
-                         gpu_memory_utilization=0.85, synthetic_seed=a.synthetic_seed)
-    wall_ms, async_wall_ms = (step_wall_ms(runner, a.batch, a.context, mode)
-                              for mode in (False, True))
-
+def graph_profile(runner, graph) -> dict:
+    """GPU ms per replay of one captured step graph (back-to-back replays between two
+    events) and its per-kernel rows (torch.profiler over a few replays; CUDA backend only,
+    the host backend's smoke runs get none)."""
     dev, stream = runner.backend, runner.stream
-    bucket = next(b for b in runner.buckets if b >= a.batch)
-    graph = runner.graphs[bucket]
     e0, e1 = dev.create_event(), dev.create_event()
     reps = 50
     dev.record_event(e0, stream)
@@ -94,13 +84,100 @@ def main() -> int:
     dev.record_event(e1, stream)
     dev.synchronize(stream)
     gpu_ms = dev.event_elapsed_ms(e0, e1) / reps
+    rows: list[dict] = []
+    kernel_total = 0.0
+    if dev.name == "cuda":
+        from torch.profiler import ProfilerActivity, profile
 
-    prof_reps = 5
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(prof_reps):
-            dev.launch_graph(graph, stream)
-        dev.synchronize(stream)
-    rows, kernel_total = kernel_rows(prof, prof_reps)
+        prof_reps = 5
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(prof_reps):
+                dev.launch_graph(graph, stream)
+            dev.synchronize(stream)
+        rows, kernel_total = kernel_rows(prof, prof_reps)
+    return {"gpu_ms": gpu_ms, "kernel_busy_ms": kernel_total / 1e3, "kernels": rows}
+
+
+def kernel_family(name: str) -> str:
+    """A kernel's name without its single-row suffix or ring infix: a verification step runs
+    the m-row entry point (`gemv_ring_*` by default) of what a batch-1 step runs as
+    `*_single`, so the comparison pairs them."""
+    return name.replace("_single", "").replace("gemv_ring_", "gemv_")
+
+
+def compare_rows(plain: list[dict], verify: list[dict]) -> list[dict]:
+    """Per kernel family: calls and us per step in the plain and the verification step,
+    and the verification's extra us per step; largest extra first."""
+    fams: dict[str, dict] = defaultdict(lambda: {"plain_calls": 0.0, "plain_us": 0.0,
+                                                 "verify_calls": 0.0, "verify_us": 0.0})
+    for rows, key in ((plain, "plain"), (verify, "verify")):
+        for r in rows:
+            f = fams[kernel_family(r["kernel"])]
+            f[f"{key}_calls"] += r["calls_per_step"]
+            f[f"{key}_us"] += r["us_per_step"]
+    out = [{"family": name, **v, "extra_us": v["verify_us"] - v["plain_us"]}
+           for name, v in fams.items()]
+    out.sort(key=lambda r: -abs(r["extra_us"]))
+    return out
+
+
+def print_comparison(plain: dict, verify: dict, k: int, batch: int) -> None:
+    rows = batch * (k + 1)
+    print(f"\n== verification step ({batch} x {k + 1} = {rows} rows) vs plain decode step "
+          f"(batch {batch})")
+    print(f"GPU per step (graph replay): plain {plain['gpu_ms']:.3f} ms, verification "
+          f"{verify['gpu_ms']:.3f} ms = {verify['gpu_ms'] / plain['gpu_ms']:.3f}x")
+    print(f"wall per step: plain async {plain['async_wall_ms']:.3f} ms (sync "
+          f"{plain['wall_ms']:.3f}), verification (always synchronous) "
+          f"{verify['wall_ms']:.3f} ms = {verify['wall_ms'] / plain['async_wall_ms']:.3f}x "
+          f"plain async; host on the critical path: verification "
+          f"{verify['wall_ms'] - verify['gpu_ms']:.3f} ms, plain async "
+          f"{plain['async_wall_ms'] - plain['gpu_ms']:.3f} ms")
+    tokens = expected_tokens(k, BAR_ACCEPTANCE)
+    wall_ratio = verify["wall_ms"] / plain["async_wall_ms"]
+    print(f"at per-token acceptance {BAR_ACCEPTANCE}: {tokens:.3f} tokens per verification -> "
+          f"{tokens / wall_ratio:.2f}x plain tok/s by wall time, "
+          f"{tokens * plain['gpu_ms'] / verify['gpu_ms']:.2f}x by GPU time (issue 13's bar: "
+          f"2x, a verification <= {tokens / 2:.3f}x a plain step)")
+    print(f"{'kernel family':<44} {'plain':>6} {'us/step':>9} {'verify':>6} {'us/step':>9} "
+          f"{'extra us':>9}")
+    for r in compare_rows(plain["kernels"], verify["kernels"]):
+        print(f"{r['family'][:44]:<44} {r['plain_calls']:>6.0f} {r['plain_us']:>9.1f} "
+              f"{r['verify_calls']:>6.0f} {r['verify_us']:>9.1f} {r['extra_us']:>+9.1f}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--model", type=Path, required=True)
+    ap.add_argument("--backend", default="cuda")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--verify", type=int, default=0, metavar="K",
+                    help="also profile a verification step of K drafts per sequence (the "
+                    "runner is built to speculate: its plain step is the speculating "
+                    "server's) and compare it with the plain step")
+    ap.add_argument("--synthetic-seed", type=int,
+                    help="generate the weights on the device (--model holds only config.json)")
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+
+    from atlas.model.load import load_runner
+
+    k = a.verify
+    runner = load_runner(a.model, backend=a.backend,
+                         max_seq_len=a.context + STEP_TOKENS + k + 16,
+                         max_batch_size=max(a.batch, 1),
+                         max_prefill_tokens=max(a.context, a.batch * (k + 1)),
+                         gpu_memory_utilization=0.85, synthetic_seed=a.synthetic_seed,
+                         num_draft_tokens=k)
+    rng = np.random.default_rng(0)
+    prompts = random_prompts(runner, a.batch, a.context, rng)
+    wall_ms, async_wall_ms = (step_wall_ms(runner, a.batch, a.context, prompts, mode)
+                              for mode in (False, True))
+    bucket = next(b for b in runner.buckets if b >= a.batch)
+    plain = {"wall_ms": wall_ms, "async_wall_ms": async_wall_ms,
+             **graph_profile(runner, runner.graphs[bucket])}
+    gpu_ms, kernel_total, rows = plain["gpu_ms"], plain["kernel_busy_ms"] * 1e3, plain["kernels"]
     weights_gb = runner.info.weights_bytes / 1e9
     print(f"\n== {a.model.name} decode batch {a.batch}, context {a.context}")
     print(f"wall per step {wall_ms:.3f} ms | GPU per step (graph replay) {gpu_ms:.3f} ms | "
@@ -115,29 +192,62 @@ def main() -> int:
         print("kernels overlap (programmatic dependent launch): a kernel's time includes its "
               "wait on the one before, so the rows do not add up to the step")
     print_rows(rows, kernel_total)
+    result = {"model": a.model.name, "batch": a.batch, "context": a.context,
+              "wall_ms": wall_ms, "async_wall_ms": async_wall_ms, "gpu_ms": gpu_ms,
+              "kernel_busy_ms": kernel_total / 1e3, "kernels": rows}
+    if k:
+        rows_v = a.batch * (k + 1)
+        verify = {"k": k, "rows": rows_v,
+                  "wall_ms": verify_wall_ms(runner, a.batch, a.context, prompts, k),
+                  **graph_profile(runner, runner.verify_graphs[
+                      next(b for b in runner.verify_buckets if b >= rows_v)])}
+        print(f"\n== verification step, K = {k}: {rows_v} rows")
+        print_rows(verify["kernels"], verify["kernel_busy_ms"] * 1e3)
+        print_comparison(plain, verify, k, a.batch)
+        result["verify"] = verify
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(json.dumps({"model": a.model.name, "batch": a.batch,
-                                     "context": a.context, "wall_ms": wall_ms,
-                                     "async_wall_ms": async_wall_ms, "gpu_ms": gpu_ms,
-                                     "kernel_busy_ms": kernel_total / 1e3,
-                                     "kernels": rows}, indent=2))
+        a.out.write_text(json.dumps(result, indent=2))
     return 0
 
 
-def step_wall_ms(runner, batch: int, context: int, async_scheduling: bool) -> float:
-    """Median wall time of one decode `EngineCore.step` at `batch` sequences."""
-    core = start_decoding(runner, batch, context, 200, np.random.default_rng(0),
-                          async_scheduling=async_scheduling)
+#: the per-token acceptance issue 13's speculation bar is stated at (2x plain tok/s at K = 3)
+BAR_ACCEPTANCE = 0.7
+#: tokens each timed sequence may generate: its prefill's, 5 untimed and TIMED_STEPS timed
+#: steps, and room for the drafts of the last verification
+TIMED_STEPS = 50
+STEP_TOKENS = TIMED_STEPS + 14
+
+
+def median_step_ms(core) -> float:
+    """Median wall time of TIMED_STEPS `EngineCore.step` calls after 5 untimed ones."""
     for _ in range(5):
         core.step()
     walls = []
-    for _ in range(50):
+    for _ in range(TIMED_STEPS):
         t0 = time.perf_counter()
         core.step()
         walls.append(time.perf_counter() - t0)
     stop_all(core)
     return statistics.median(walls) * 1e3
+
+
+def step_wall_ms(runner, batch: int, context: int, prompts: list[list[int]],
+                 async_scheduling: bool) -> float:
+    """Median wall time of one decode `EngineCore.step` at `batch` sequences."""
+    return median_step_ms(start_decoding(runner, batch, context, STEP_TOKENS,
+                                         np.random.default_rng(0), prompts=prompts,
+                                         async_scheduling=async_scheduling))
+
+
+def verify_wall_ms(runner, batch: int, context: int, prompts: list[list[int]], k: int) -> float:
+    """Median wall time of one `EngineCore.step` verifying K drafts per sequence, every one
+    rejected (so each step verifies K again): synchronous, as every verification step is
+    (the next step's drafts follow the accepted tokens)."""
+    spec = Speculator(rejected_drafts(prompts, STEP_TOKENS, runner.vocab_size), k)
+    return median_step_ms(start_decoding(runner, batch, context, STEP_TOKENS,
+                                         np.random.default_rng(0), prompts=prompts,
+                                         speculator=spec))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,16 @@ __device__ __forceinline__ void unpack_bf16x8(const uint4& v, float (&f)[8]) {
   unpack_bf16x2(v.w, f[6], f[7]);
 }
 
+// acc + the sum over the 8 elements of two 16-byte bf16 vectors' products (in order).
+__device__ __forceinline__ float dot8(const uint4& a, const uint4& b, float acc) {
+  float af[8], bf[8];
+  unpack_bf16x8(a, af);
+  unpack_bf16x8(b, bf);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) acc = fmaf(af[e], bf[e], acc);
+  return acc;
+}
+
 // Round each float to bf16 (nearest even) and pack eight of them into one uint4.
 __device__ __forceinline__ uint4 pack_bf16x8(const float (&f)[8]) {
   return make_uint4(pack_bf16x2(f[0], f[1]), pack_bf16x2(f[2], f[3]), pack_bf16x2(f[4], f[5]),

@@ -37,15 +37,31 @@
 // barrier keeps every partial alive until all ranks have read it. The launch builder picks S
 // (ops/matmul_decode.py decode_split).
 //
+// SwiGLU epilogue (the *_swiglu_* entry points): w is a fused [gate | up] weight [n, k]
+// (n = 2 I: gate rows [0, I), up rows [I, 2 I), as the checkpoint stores them) and y the
+// activation [m, I] = bf16(bf16(silu(bf16(gate))) * bf16(up)): exactly the unfused kernel
+// into gate_up, then silu_mul_bf16, in one launch. A block's 64 G weight rows are laid out
+// at load as 32 G gate rows [32 G t, 32 G t + 32 G) then the matching 32 G up rows (I past
+// them), so its partial tile holds both halves of its 32 G activation columns and the
+// epilogue combines them (after the cluster's sum of the split-K partials, so every rank
+// sees whole sums). The accumulation is the unfused kernel's, row for row (the same k-tiles
+// per rank, the same wgmma order over k): the result equals the unfused path bit for bit.
+// This removes the silu_mul launch (its PDL wait and dependent round trips) and half of
+// gate_up's output bytes from a decode step.
+//
 // PDL: the first tiles' weight copies are issued before griddepcontrol.wait (no kernel writes
-// weights); x is read and y written only after it.
+// weights), and L2 prefetches of the next l2_tiles k-tiles of the block's rows (a kernel
+// argument, 0: none; ops/matmul_decode.py, ATLAS_DECODE_GEMM_L2_TILES), a window the loop
+// then keeps l2_tiles ahead of its ring; x is read and y written only after it.
 //
 // Launch (ops/matmul_decode.py): grid = ceil(n / (64 G)) * S (1-D), 128 G threads, dynamic
 // shared memory smem_bytes(N, G) (up to ~201 KiB: the caller opts in).
-// Preconditions: 1 <= m <= 256, n >= 1, k >= 8 with k % 8 == 0, x and w 16-byte aligned.
+// Preconditions: 1 <= m <= 256, n >= 1, k >= 8 with k % 8 == 0, x and w 16-byte aligned;
+// the SwiGLU entries also n even.
 #include <cooperative_groups.h>
 
 #include "atlas_common.cuh"
+#include "bf16_vec.cuh"
 #include "mma_util.cuh"
 #include "wgmma_util.cuh"
 
@@ -85,11 +101,44 @@ static_assert(smem_bytes(kMaxCols, 1) <= 227 * 1024, "sm_90 allows 227 KiB per b
 static_assert(smem_bytes(kMaxCols, kMaxGroups) <= 227 * 1024, "sm_90 allows 227 KiB per block");
 static_assert(2 * (smem_bytes(128, 1) + 1024) <= 228 * 1024, "two N <= 128 blocks fit an SM");
 
-template <int kCols, int kSplit, bool kF32Out, int kGroups>
+// The fused [gate | up] weight's row (n = 2 I rows) that row r of a SwiGLU block's tile holds:
+// tile rows [0, ROWS / 2) are gate rows [pair0, pair0 + ROWS / 2), tile rows [ROWS / 2, ROWS)
+// the up rows I past them; -1 past I.
+template <int ROWS>
+__device__ __forceinline__ int gate_up_row(int r, int pair0, int inter) {
+  const int j = pair0 + r % (ROWS / 2);
+  return j >= inter ? -1 : r < ROWS / 2 ? j : inter + j;
+}
+
+// The SwiGLU entries' weight tile: k-tile `kt` of the rows gate_up_row lays out (rows past I
+// zero-filled, as cp_async_k64_tile does past n; the same L2::256B prefetch hint and swizzled
+// layout).
+template <int ROWS, int THREADS>
+__device__ __forceinline__ void cp_async_gate_up_tile(uint32_t dst,
+                                                      const __nv_bfloat16* __restrict__ w,
+                                                      int pair0, int inter, int k, int kt) {
+  constexpr int kChunks = 8;
+  static_assert(ROWS * kChunks % THREADS == 0, "copies divide evenly over the threads");
+#pragma unroll
+  for (int it = 0; it < ROWS * kChunks / THREADS; ++it) {
+    const int i = static_cast<int>(threadIdx.x) + it * THREADS;
+    const int r = i / kChunks, ch = i % kChunks;
+    const int gr = gate_up_row<ROWS>(r, pair0, inter), gk = kt * 64 + ch * 8;
+    const bool ok = gr >= 0 && gk < k;
+    const __nv_bfloat16* p = ok ? w + static_cast<size_t>(gr) * k + gk : w;
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n"
+                 ::"r"(dst + atlas::swizzle128(r, ch)), "l"(p), "r"(ok ? 16 : 0)
+                 : "memory");
+  }
+}
+
+// kSwiglu: w is [gate | up] and y the activation (see the header): the weight tile is laid
+// out as gate/up pairs and the epilogue writes swiglu of each pair (bf16 out only).
+template <int kCols, int kSplit, bool kF32Out, int kGroups, bool kSwiglu = false>
 __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
                                             const __nv_bfloat16* __restrict__ w,
                                             void* __restrict__ y, int m, int n, int k,
-                                            uint8_t* smem_raw) {
+                                            int l2_tiles, uint8_t* smem_raw) {
   constexpr int kThreads = kGroupThreads * kGroups, kRows = kGroupRows * kGroups;
   constexpr int kStages = ring_stages(kCols, kGroups), kStage = stage_bytes(kCols, kGroups);
   constexpr int kStageW = kRows * BK * 2;
@@ -98,6 +147,9 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
   static_assert(kStage % kAlign == 0 && kStageW % kAlign == 0, "stage bases stay aligned");
   static_assert(kCols * kPitch * 4 <= kStages * kStage, "the partial tile fits in the ring");
   static_assert(kCols * 8 % kThreads == 0, "the x tile's copies cover every thread");
+  static_assert(!(kSwiglu && kF32Out), "the activation is bf16");
+  constexpr int kOutRows = kSwiglu ? kRows / 2 : kRows;  // output columns of a block
+  const int inter = n / 2;                                // activation width (kSwiglu)
   // tiles in flight ahead of the one multiplied: one-warpgroup blocks keep kStages - 2 and
   // one wgmma group in flight (a slot is refilled two tiles after its wgmmas were issued);
   // two-warpgroup blocks, alone on their SM, keep kStages - 1 and wait for each tile's
@@ -110,20 +162,43 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
 
   const int tile = static_cast<int>(blockIdx.x) / kSplit;
   const int rank = static_cast<int>(blockIdx.x) % kSplit;  // == the cluster rank
-  const int row0 = tile * kRows;
+  const int row0 = tile * kOutRows;  // first output column (kSwiglu: first gate/up pair)
   const int k_tiles = (k + BK - 1) / BK;
   const int kt0 = k_tiles * rank / kSplit;
   const int count = k_tiles * (rank + 1) / kSplit - kt0;  // k-tiles of this block
 
   auto stage_w = [&](int s) { return smem + s * kStage; };
   auto stage_x = [&](int s) { return smem + s * kStage + kStageW; };
+  auto load_w = [&](int s, int kt) {
+    if constexpr (kSwiglu)
+      cp_async_gate_up_tile<kRows, kThreads>(stage_w(s), w, row0, inter, k, kt);
+    else
+      atlas::cp_async_k64_tile<kRows, kThreads, true>(stage_w(s), w, row0, n, k, kt);
+  };
 
   // prologue: weights first (legal before the PDL wait), then x; group s holds tile s's x
   // (and group 0 every prologue W), so "groups 0..s done" means tile s landed
 #pragma unroll
   for (int s = 0; s < kAhead; ++s)
-    if (s < count)
-      atlas::cp_async_k64_tile<kRows, kThreads, true>(stage_w(s), w, row0, n, k, kt0 + s);
+    if (s < count) load_w(s, kt0 + s);
+  // ... and, l2_tiles > 0, keep L2 l2_tiles k-tiles ahead of the ring: one 128-byte line of
+  // each of the block's weight rows per tile (no kernel writes weights). Before the PDL wait
+  // that is the next l2_tiles tiles: a block launched early (into an SM the previous
+  // kernel's tail freed) keeps DRAM streaming past what its ring holds while it waits. In
+  // the loop, tile i + kAhead + l2_tiles as tile i + kAhead's copies go out: DRAM bytes in
+  // flight beyond the ring's (32-64 KB a SM), and the ring's copies then hit L2.
+  auto prefetch_l2 = [&](int t) {
+    if (t >= count) return;
+    for (int r = threadIdx.x; r < kRows; r += kThreads) {
+      const int gr =
+          kSwiglu ? gate_up_row<kRows>(r, row0, inter) : (row0 + r < n ? row0 + r : -1);
+      if (gr >= 0) {
+        const __nv_bfloat16* p = w + static_cast<size_t>(gr) * k + (kt0 + t) * BK;
+        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
+      }
+    }
+  };
+  for (int t = kAhead; t < kAhead + l2_tiles && t < count; ++t) prefetch_l2(t);
   atlas::pdl_enter();
 #pragma unroll
   for (int s = 0; s < kAhead; ++s) {
@@ -142,10 +217,11 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
     const int next = i + kAhead;
     if (next < count) {
       const int s = next % kStages;
-      atlas::cp_async_k64_tile<kRows, kThreads, true>(stage_w(s), w, row0, n, k, kt0 + next);
+      load_w(s, kt0 + next);
       atlas::cp_async_k64_tile<kCols, kThreads>(stage_x(s), x, 0, m, k, kt0 + next);
     }
     atlas::cp_async_commit();
+    if (l2_tiles > 0) prefetch_l2(next + l2_tiles);
     const int s = i % kStages;
     // warpgroup g multiplies weight rows [64 g, 64 g + 64) of the stage by the shared x tile
     const uint32_t w_rows = stage_w(s) + (threadIdx.x / kGroupThreads) * kGroupRows * BK * 2;
@@ -180,58 +256,75 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
     __syncthreads();
   }
   const int mi0 = m * rank / kSplit, mi1 = m * (rank + 1) / kSplit;
+  // the sum of the S partials of tile cell (batch row mi, tile row r)
+  auto whole = [&](int mi, int r) {
+    if constexpr (kSplit > 1) {
+      cg::cluster_group cluster = cg::this_cluster();
+      float v = 0.f;
+#pragma unroll
+      for (int p = 0; p < kSplit; ++p) v += cluster.map_shared_rank(part, p)[mi * kPitch + r];
+      return v;
+    } else {
+      return part[mi * kPitch + r];
+    }
+  };
   // unrolled so that several outputs' distributed-shared-memory loads are in flight at once
   // (every block of the grid sums at the same time, with no weight bytes streaming)
 #pragma unroll 4
-  for (int e = threadIdx.x; e < (mi1 - mi0) * kRows; e += kThreads) {
-    const int mi = mi0 + e / kRows, r = e % kRows, row = row0 + r;
-    if (row >= n) continue;
-    float v = 0.f;
-    if constexpr (kSplit > 1) {
-      cg::cluster_group cluster = cg::this_cluster();
-#pragma unroll
-      for (int p = 0; p < kSplit; ++p) v += cluster.map_shared_rank(part, p)[mi * kPitch + r];
+  for (int e = threadIdx.x; e < (mi1 - mi0) * kOutRows; e += kThreads) {
+    const int mi = mi0 + e / kOutRows, r = e % kOutRows, col = row0 + r;
+    if constexpr (kSwiglu) {
+      if (col >= inter) continue;
+      // gate_up rounded to bf16 as the unfused kernel stores it, then silu_mul's op
+      const float g = atlas::round_bf16(whole(mi, r));
+      const float u = atlas::round_bf16(whole(mi, r + kOutRows));
+      static_cast<__nv_bfloat16*>(y)[static_cast<size_t>(mi) * inter + col] =
+          atlas::f32_to_bf16(atlas::swiglu_f32(g, u));
     } else {
-      v = part[mi * kPitch + r];
+      if (col >= n) continue;
+      const float v = whole(mi, r);
+      const size_t at = static_cast<size_t>(mi) * n + col;
+      if constexpr (kF32Out)  // logits: the bf16-rounded value, widened (transformers' LM head)
+        static_cast<float*>(y)[at] = atlas::round_bf16(v);
+      else
+        static_cast<__nv_bfloat16*>(y)[at] = atlas::f32_to_bf16(v);
     }
-    const size_t at = static_cast<size_t>(mi) * n + row;
-    if constexpr (kF32Out)  // logits: the bf16-rounded value, widened (transformers' LM head)
-      static_cast<float*>(y)[at] = atlas::round_bf16(v);
-    else
-      static_cast<__nv_bfloat16*>(y)[at] = atlas::f32_to_bf16(v);
   }
   if constexpr (kSplit > 1) cg::this_cluster().sync();  // partials live until all have read
 }
 
 // N = the batch rounded up to a wgmma width (at least 32 with two warpgroups); the ring
 // layout follows from it.
-template <int kSplit, bool kF32Out, int kGroups>
+template <int kSplit, bool kF32Out, int kGroups, bool kSwiglu>
 __device__ __forceinline__ void dispatch_cols(const __nv_bfloat16* x, const __nv_bfloat16* w,
-                                              void* y, int m, int n, int k, uint8_t* smem) {
+                                              void* y, int m, int n, int k, int l2,
+                                              uint8_t* smem) {
   if (kGroups == 1 && m <= 16)
-    gemm_decode<16, kSplit, kF32Out, 1>(x, w, y, m, n, k, smem);
+    gemm_decode<16, kSplit, kF32Out, 1, kSwiglu>(x, w, y, m, n, k, l2, smem);
   else if (m <= 32)
-    gemm_decode<32, kSplit, kF32Out, kGroups>(x, w, y, m, n, k, smem);
+    gemm_decode<32, kSplit, kF32Out, kGroups, kSwiglu>(x, w, y, m, n, k, l2, smem);
   else if (m <= 64)
-    gemm_decode<64, kSplit, kF32Out, kGroups>(x, w, y, m, n, k, smem);
+    gemm_decode<64, kSplit, kF32Out, kGroups, kSwiglu>(x, w, y, m, n, k, l2, smem);
   else if (m <= 128)
-    gemm_decode<128, kSplit, kF32Out, kGroups>(x, w, y, m, n, k, smem);
+    gemm_decode<128, kSplit, kF32Out, kGroups, kSwiglu>(x, w, y, m, n, k, l2, smem);
   else if (m <= kMaxCols)
-    gemm_decode<kMaxCols, kSplit, kF32Out, kGroups>(x, w, y, m, n, k, smem);
+    gemm_decode<kMaxCols, kSplit, kF32Out, kGroups, kSwiglu>(x, w, y, m, n, k, l2, smem);
   else
     __trap();  // ops/matmul_decode.py checks 1 <= m <= 256
 }
 
 // The block's warpgroups (blockDim.x / 128) select the block shape.
-template <int kSplit, bool kF32Out>
+template <int kSplit, bool kF32Out, bool kSwiglu = false>
 __device__ __forceinline__ void dispatch(const __nv_bfloat16* x, const __nv_bfloat16* w,
-                                         void* y, uint32_t m, uint32_t n, uint32_t k) {
+                                         void* y, uint32_t m, uint32_t n, uint32_t k,
+                                         uint32_t l2_tiles) {
   extern __shared__ __align__(16) uint8_t smem_raw[];
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
+  const int l2 = static_cast<int>(l2_tiles);
   if (blockDim.x == kGroupThreads * kMaxGroups)
-    dispatch_cols<kSplit, kF32Out, kMaxGroups>(x, w, y, mi, ni, ki, smem_raw);
+    dispatch_cols<kSplit, kF32Out, kMaxGroups, kSwiglu>(x, w, y, mi, ni, ki, l2, smem_raw);
   else if (blockDim.x == kGroupThreads)
-    dispatch_cols<kSplit, kF32Out, 1>(x, w, y, mi, ni, ki, smem_raw);
+    dispatch_cols<kSplit, kF32Out, 1, kSwiglu>(x, w, y, mi, ni, ki, l2, smem_raw);
   else
     __trap();  // ops/matmul_decode.py launches 128 or 256 threads
 }
@@ -242,48 +335,74 @@ constexpr int kMaxThreads = kGroupThreads * kMaxGroups;
 
 extern "C" __global__ void __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
-        uint32_t m, uint32_t n, uint32_t k) {
-  dispatch<1, false>(x, w, y, m, n, k);
+        uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<1, false>(x, w, y, m, n, k, l2_tiles);
 }
 
 extern "C" __global__ void __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_bf16_f32(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y,
-        uint32_t m, uint32_t n, uint32_t k) {
-  dispatch<1, true>(x, w, y, m, n, k);
+        uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<1, true>(x, w, y, m, n, k, l2_tiles);
 }
 
 extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_bf16_split2(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
-        uint32_t m, uint32_t n, uint32_t k) {
-  dispatch<2, false>(x, w, y, m, n, k);
+        uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<2, false>(x, w, y, m, n, k, l2_tiles);
 }
 
 extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_bf16_f32_split2(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y,
-        uint32_t m, uint32_t n, uint32_t k) {
-  dispatch<2, true>(x, w, y, m, n, k);
+        uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<2, true>(x, w, y, m, n, k, l2_tiles);
 }
 
 extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_bf16_split4(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
-        uint32_t m, uint32_t n, uint32_t k) {
-  dispatch<4, false>(x, w, y, m, n, k);
+        uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<4, false>(x, w, y, m, n, k, l2_tiles);
 }
 
 extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_bf16_f32_split4(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y,
-        uint32_t m, uint32_t n, uint32_t k) {
-  dispatch<4, true>(x, w, y, m, n, k);
+        uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<4, true>(x, w, y, m, n, k, l2_tiles);
 }
 
 extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_bf16_split8(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
-        uint32_t m, uint32_t n, uint32_t k) {
-  dispatch<8, false>(x, w, y, m, n, k);
+        uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<8, false>(x, w, y, m, n, k, l2_tiles);
 }
 
 extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_bf16_f32_split8(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y,
-        uint32_t m, uint32_t n, uint32_t k) {
-  dispatch<8, true>(x, w, y, m, n, k);
+        uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<8, true>(x, w, y, m, n, k, l2_tiles);
+}
+
+
+// The gate_up projection ending with its SwiGLU: w = [gate | up] [n, k], act [m, n / 2].
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
+    gemm_decode_sm90_swiglu_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<1, false, true>(x, w, act, m, n, k, l2_tiles);
+}
+
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_sm90_swiglu_bf16_split2(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<2, false, true>(x, w, act, m, n, k, l2_tiles);
+}
+
+extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_sm90_swiglu_bf16_split4(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<4, false, true>(x, w, act, m, n, k, l2_tiles);
+}
+
+extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_sm90_swiglu_bf16_split8(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<8, false, true>(x, w, act, m, n, k, l2_tiles);
 }

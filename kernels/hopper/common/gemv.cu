@@ -27,6 +27,10 @@
 //
 // The streaming, accumulation and reduction are gemv_core.cuh's, with the bf16 weight format.
 // Launch (ops/matmul.py): grid = ceil(n / 4), block = min(256, roundup32(k / 8)) threads.
+// The gemv_ring_* entry points run the same products for 1..8 rows with the weights streamed
+// through a per-thread cp.async ring in shared memory (gemv_ring.cuh: the bytes in flight no
+// longer depend on the registers the m-row FMAs take), bit for bit gemv_bf16's sums; ops/
+// matmul.py sends 2..8 rows to them unless ATLAS_GEMV_RING=0.
 // The gemv_prefetch_* entry points (and gemv_swiglu_bf16_single) instead run
 // gemv_prefetch.cuh (weights bulk-copied into shared memory before the PDL wait), in the
 // same summation order; its launch plan is ops/matmul.py gemv_prefetch_plan. They are
@@ -34,6 +38,7 @@
 // Preconditions: k % 8 == 0, x (or gate_up) and w 16-byte aligned.
 #include "gemv_core.cuh"
 #include "gemv_prefetch.cuh"
+#include "gemv_ring.cuh"
 
 namespace {
 
@@ -42,6 +47,8 @@ using namespace atlas::gemv;
 __shared__ float partial_sums[kMaxThreads / 32][kMaxAcc];  // [warp][m * 4 + r]
 extern __shared__ uint4 staged_x[];  // NormX: the normalized row; the prefetching kernels' x + ring
 __shared__ PrefetchShared prefetch_shared;
+// the ring kernels' (gemv_ring.cuh) partial sums, two buffers alternating by group parity
+__shared__ float ring_partials[2][kMaxThreads / 32][kMaxAcc];
 // SsqNormX's block sum: its own scratch, since warps that finish the main loop early write
 // partial_sums while slower ones may still read the sum (no barrier after it)
 __shared__ float ssq_scratch[kMaxThreads / 32];
@@ -321,4 +328,27 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
   if (m != 1 || (n & 1u) != 0u) __trap();
   gemv_prefetch_rows<false, PlainX, GroupRows::kSwiglu>(plain_x(x, k), w, act, n, k, staged_x,
                                                         prefetch_shared);
+}
+
+// ---- the m-row products on the cp.async ring (gemv_ring.cuh; ATLAS_GEMV_RING=0 routes m > 1
+// back to gemv_bf16 / gemv_bf16_f32 / gemv_silu_bf16). Dynamic shared memory: the ring,
+// stages * kSlotsPerTile * 16 bytes per thread (ops/matmul.py gemv_ring_plan); <= 128
+// registers (two 256-thread blocks per SM, more of narrower ones), whose rings fit the SM.
+extern "C" __global__ void __launch_bounds__(kMaxThreads, 2)
+    gemv_ring_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, uint32_t m,
+                   uint32_t n, uint32_t k, uint32_t stages) {
+  gemv_ring_any_m<false>(plain_x(x, k), w, y, m, n, k, stages, staged_x, ring_partials);
+}
+
+extern "C" __global__ void __launch_bounds__(kMaxThreads, 2)
+    gemv_ring_bf16_f32(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, uint32_t m,
+                       uint32_t n, uint32_t k, uint32_t stages) {
+  gemv_ring_any_m<true>(plain_x(x, k), w, y, m, n, k, stages, staged_x, ring_partials);
+}
+
+// The down projection with its SwiGLU computed on load (gemv_silu_bf16's x).
+extern "C" __global__ void __launch_bounds__(kMaxThreads, 2)
+    gemv_ring_silu_bf16(const __nv_bfloat16* gate_up, const __nv_bfloat16* w, __nv_bfloat16* y,
+                        uint32_t m, uint32_t n, uint32_t k, uint32_t stages) {
+  gemv_ring_any_m<false>(swiglu_x(gate_up, k), w, y, m, n, k, stages, staged_x, ring_partials);
 }

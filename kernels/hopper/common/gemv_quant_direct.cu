@@ -10,13 +10,22 @@
 // registers (16-byte streaming loads, many blocks per SM), runs at ~85%. Here each lane
 // loads the very bytes its MMA A fragment needs (16-byte `ld_stream` loads), kSteps steps
 // at once, and the next kSteps steps are requested before the current ones are decoded
-// (a register double buffer), so every warp always has 2 x kSteps x 1 KiB of weights in
-// flight; the first loads are issued before the PDL wait.
+// (a register double buffer).
+//
+// Session 7: one block per 16-row tile ran Qwen3-8B's qkv in ~1.5 waves of one-shot blocks
+// (each warp loaded its 4 KiB, waited, decoded, and the block ended: loads and decode in
+// series, 35-58% of copy bandwidth); the ld_stream loads "before the PDL wait" were sunk
+// below it by ptxas. Now the grid is one wave (ops/matmul_quant_mma.direct_blocks: each SM
+// an even share of whole tiles), blocks loop over their tiles with the next batch always
+// in flight (across tile boundaries too; two register buffers in a loop unrolled by two, as
+// the old `cur = nxt` copy waited for the next batch's data before the one after it could
+// be requested), the first batch really is issued before the wait (plain loads), and the
+// epilogue's row scales are requested at the tile's start.
 //
 // Mapping: C^T[n, m] = W[n, k] . X^T, weight rows are the MMA's A operand (one 16-row tile
-// per block), batch rows its B operand (one 8-row B tile; columns past m are computed from
-// row m - 1 and never stored). The 8 warps of a block split K into contiguous ranges and
-// their partial sums are added in a fixed order (bit-reproducible), rounded once.
+// at a time per block), batch rows its B operand (one 8-row B tile; columns past m are
+// computed from row m - 1 and never stored). The 8 warps of a block split K into contiguous
+// ranges and their partial sums are added in a fixed order (bit-reproducible), rounded once.
 // A step of a lane (g = lane / 4, c = lane % 4) is 16 bytes of weight rows g and g + 8:
 //   FP8: values 64 s + 16 c .. + 15 (a 64-value step per lane quad), as gemv_mma_quant.cu:
 //        pairs (2j, 2j + 1) of the lane's 16 values are MMA j's k slots (2c, 2c + 1) and
@@ -24,11 +33,11 @@
 //   NVFP4: values 128 s + 32 c .. + 31, two 16-value scale groups of four MMAs each. A
 //        word of 8 codes becomes the pairs (v_i, v_{i + 4}) by bit moves and one bf16x2
 //        multiply by the group scale (quant_decode.cuh e2m1x8_scaled_pairs: 2 integer-pipe
-//        and 3 other instructions per pair, where the byte-table decode of gemv_mma_quant.cu
-//        spends ~4 integer-pipe ones per pair and builds a table per group: at ~2.6 integer
-//        instructions per weight the GEMV ran at 35-45% of copy bandwidth, the INT pipe
-//        being half as wide as the FP one); x is permuted into the same pairs (4 PRMT per 8
-//        values, shared by rows g and g + 8); the row scale multiplies the sum at the end.
+//        and 2 other instructions per pair; SASS of a 4-step batch, nvcc 13.0: ~24 issue
+//        slots per 8 codes of a lane, ~11 of them on the half-rate integer pipe, against
+//        the ~35 a lane may spend per 8 codes at 4.28 TB/s); x is permuted into the same
+//        pairs (4 PRMT per 8 values, shared by rows g and g + 8); the row scale multiplies
+//        the sum at the end.
 //        The MMAs of a step form two independent chains (one per group).
 // x is read with the same permutation (the lane's own 32 / 64 bytes of x row g) through L1.
 // Batches whose kSteps steps all exist run without per-step branches (the x loads and the
@@ -42,10 +51,10 @@
 // trip through memory) disappears.
 // The `_f32` entry points write f32 logits: each bf16-rounded sum widened (a quantized LM
 // head, as the bf16 GEMV's f32 output).
-// Launch (ops/matmul_quant_mma.py): grid = ceil(n / 16) (SwiGLU: ceil(n / 2 / 8)), block =
-// 256, no dynamic shared memory. Preconditions: 1 <= m <= 8; FP8: k % 64 == 0, col_stride
-// == 0 or col_shift >= 6; NVFP4: k % 128 == 0; SwiGLU: n even; x and w 16-byte aligned,
-// NVFP4 scales 2-byte aligned.
+// Launch (ops/matmul_quant_mma.py): grid = direct_blocks(tiles) <= tiles = ceil(n / 16)
+// (SwiGLU: ceil(n / 2 / 8)), any grid is correct; block = 256, no dynamic shared memory.
+// Preconditions: 1 <= m <= 8; FP8: k % 64 == 0, col_stride == 0 or col_shift >= 6; NVFP4:
+// k % 128 == 0; SwiGLU: n even; x and w 16-byte aligned, NVFP4 scales 2-byte aligned.
 #include "bf16_vec.cuh"
 #include "mma_util.cuh"
 #include "quant_decode.cuh"
@@ -70,22 +79,37 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
 // What one lane loads for one step: its 16 bytes of rows g and g + 8, and their scales.
 struct Frag {
   uint4 wa, wb;
-  uint32_t sa, sb;  // FP8: f32 scale bits; NVFP4: the two group-scale codes (u16)
+  // FP8: f32 scale bits of rows g, g + 8; NVFP4: sa holds the step's two group-scale codes
+  // of row g (bits 0..15) and of row g + 8 (bits 16..31), sb is unused (a register saved)
+  uint32_t sa, sb;
 };
+
+// A scale load: through the read-only path, or (kPreWait) a plain volatile load that ptxas
+// keeps above the PDL wait (it sinks read-only-path loads below griddepcontrol.wait).
+template <bool kPreWait, class T>
+__device__ __forceinline__ T load_scale(const T* p) {
+  if constexpr (kPreWait)
+    return *reinterpret_cast<const volatile T*>(p);
+  else
+    return __ldg(p);
+}
 
 struct Fp8 {
   static constexpr int kStepK = 64;  // k values per lane-quad step
   const float* scale;
   uint32_t row_shift, row_stride, col_shift, col_stride;
 
+  template <bool kPreWait>
   __device__ __forceinline__ uint32_t scale_bits(int row, int k0) const {
-    return __float_as_uint(__ldg(scale + (static_cast<uint32_t>(row) >> row_shift) * row_stride +
-                                 (static_cast<uint32_t>(k0) >> col_shift) * col_stride));
+    return __float_as_uint(load_scale<kPreWait>(
+        scale + (static_cast<uint32_t>(row) >> row_shift) * row_stride +
+        (static_cast<uint32_t>(k0) >> col_shift) * col_stride));
   }
   // the lane's scales of rows ra, rb at step s (k0 = 64 s)
+  template <bool kPreWait>
   __device__ __forceinline__ void scales(Frag& f, int ra, int rb, int s, int) const {
-    f.sa = scale_bits(ra, s * kStepK);
-    f.sb = scale_bits(rb, s * kStepK);
+    f.sa = scale_bits<kPreWait>(ra, s * kStepK);
+    f.sb = scale_bits<kPreWait>(rb, s * kStepK);
   }
 
   // acc += the step's MMAs times s(row, step) (decoded pairs are the values times 2^-112;
@@ -118,12 +142,14 @@ struct Nvfp4 {
   const float* row;      // [n]
   uint32_t groups_per_row;
 
+  template <bool kPreWait>
   __device__ __forceinline__ void scales(Frag& f, int ra, int rb, int s, int c) const {
     const int at = s * (kStepK / 16) + 2 * c;  // the lane's two groups of the step
     const uint8_t* a = group + static_cast<size_t>(ra) * groups_per_row + at;
     const uint8_t* b = group + static_cast<size_t>(rb) * groups_per_row + at;
-    f.sa = __ldg(reinterpret_cast<const uint16_t*>(a));
-    f.sb = __ldg(reinterpret_cast<const uint16_t*>(b));
+    f.sa = load_scale<kPreWait>(reinterpret_cast<const uint16_t*>(a)) |
+           static_cast<uint32_t>(load_scale<kPreWait>(reinterpret_cast<const uint16_t*>(b)))
+               << 16;
   }
 
   // acc += the step's MMAs: per scale group h (words 2 h, 2 h + 1 of each row) the codes
@@ -137,7 +163,7 @@ struct Nvfp4 {
     }
     uint32_t sa[2], sb[2];  // bf16 pairs (s, s) * 2^kE2m1ScaleExp of rows g, g + 8, groups 0, 1
     e4m3x2_to_bf16_pairs_scaled(f.sa, sa[0], sa[1]);
-    e4m3x2_to_bf16_pairs_scaled(f.sb, sb[0], sb[1]);
+    e4m3x2_to_bf16_pairs_scaled(f.sa >> 16, sb[0], sb[1]);
     float part[4] = {0.f, 0.f, 0.f, 0.f};  // group 1's MMAs: a second, independent chain
 #pragma unroll
     for (int w = 0; w < 4; ++w) {  // 8 values of the lane's 32: group w / 2
@@ -163,8 +189,8 @@ struct Nvfp4 {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // scale group h: words 2h, 2h + 1 of each row
       uint32_t la_s, lb_s;  // bf16 pairs (s, s) of rows g and g + 8
-      e4m3x2_to_bf16_pairs(((f.sa >> (8 * h)) & 0xffu) | (((f.sb >> (8 * h)) & 0xffu) << 8),
-                           la_s, lb_s);
+      const uint32_t codes = ((f.sa >> (8 * h)) & 0xffu) | (((f.sa >> (16 + 8 * h)) & 0xffu) << 8);
+      e4m3x2_to_bf16_pairs(codes, la_s, lb_s);
       const E2m1Lut la = E2m1Lut::scaled(la_s), lb = E2m1Lut::scaled(lb_s);
 #pragma unroll
       for (int half = 0; half < 2; ++half) {  // 8 values of the group: pairs 4 half .. + 3
@@ -195,52 +221,125 @@ __device__ __forceinline__ void load_x(const uint4* xrow, int s, int c, uint4 (&
   for (int i = 0; i < kWords; ++i) xv[i] = __ldg(p + i);
 }
 
+// A lane's A-fragment rows in one tile: weight rows ra (A rows g) and rb (g + 8), or (SwiGLU)
+// the gate and up rows of feature 8 tile + g; rows past the end re-read the last one and are
+// never stored.
+struct TileRows {
+  int ra, rb;
+  const uint4* wa;  // the lane's first 16 bytes of each row (c-th of a step's quad)
+  const uint4* wb;
+};
+
+template <class F, bool kSwiglu>
+__device__ __forceinline__ TileRows tile_rows(const uint8_t* w, int tile, int g, int c, int n,
+                                              int k) {
+  const int inter = n >> 1;
+  const int ra = kSwiglu ? min(tile * 8 + g, inter - 1) : min(tile * kRows + g, n - 1);
+  const int rb = kSwiglu ? inter + ra : min(tile * kRows + 8 + g, n - 1);
+  // a step is 16 bytes per lane: FP8 64 codes / NVFP4 128 codes of a row per lane quad
+  const size_t pitch = static_cast<size_t>(k) / (F::kStepK / 64);  // row bytes
+  return {ra, rb, reinterpret_cast<const uint4*>(w + static_cast<size_t>(ra) * pitch) + c,
+          reinterpret_cast<const uint4*>(w + static_cast<size_t>(rb) * pitch) + c};
+}
+
+// The lane's weights and scales of steps s0 .. s0 + kSteps - 1 (those before `last`).
+// kPreWait: issued before the PDL wait, as plain loads (ptxas sinks every read-only-path
+// load below griddepcontrol.wait, atlas_common.cuh ld_prefetch); the weights and scales are
+// memory no kernel writes.
+template <bool kPreWait, class F, bool kSwiglu>
+__device__ __forceinline__ void load_batch(Frag (&f)[kSteps], const F& fmt, const uint8_t* w,
+                                           int tile, int s0, int last, int g, int c, int n,
+                                           int k) {
+  const TileRows t = tile_rows<F, kSwiglu>(w, tile, g, c, n, k);
+#pragma unroll
+  for (int u = 0; u < kSteps; ++u) {
+    const int s = s0 + u;
+    if (s < last) {
+      f[u].wa = kPreWait ? atlas::ld_prefetch(t.wa + 4 * s) : atlas::ld_stream(t.wa + 4 * s);
+      f[u].wb = kPreWait ? atlas::ld_prefetch(t.wb + 4 * s) : atlas::ld_stream(t.wb + 4 * s);
+      fmt.template scales<kPreWait>(f[u], t.ra, t.rb, s, c);
+    }
+  }
+}
+
+// A position in a warp's sequence of load batches: batch b (steps first + kSteps b ..) of
+// the block's tile `tile`. Every warp of a block walks the same sequence (batches per tile =
+// those of the warp with the most steps; a warp's batches past its `last` step are empty),
+// so the per-tile barriers line up.
+struct Cursor {
+  int tile, b;
+  __device__ __forceinline__ void next(int per_tile) {
+    if (++b == per_tile) {
+      b = 0;
+      tile += gridDim.x;
+    }
+  }
+};
+
+// Each block takes tiles blockIdx.x, + gridDim.x, ... (16 weight rows, or 8 SwiGLU features,
+// a tile; the launch builder sizes the grid so every SM gets an even share in one wave). The
+// 8 warps split a tile's K into contiguous step ranges. A warp's batches alternate between
+// two register buffers, the loop unrolled by two so that no buffer is copied: a batch's
+// loads are issued as soon as the buffer's previous batch is decoded, and while the warp
+// waits for one batch the next is in flight (a copy `cur = nxt` would wait for the next
+// batch's data before the one after could be requested). The sequence runs across tile
+// boundaries (the next tile's first batch is in flight while the block reduces a tile); the
+// very first batch is issued before the PDL wait.
 template <class F, Out kOut>
 __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
                                             const uint8_t* __restrict__ w, const F fmt,
                                             void* __restrict__ y, int m, int n, int k) {
   constexpr bool kSwiglu = kOut == Out::kSwiglu;
-  __shared__ float partial[kWarps][4][32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  // the warps' partial sums, two buffers: tile i + 1 writes one while tile i's epilogue may
+  // still read the other; the barrier of tile i + 1 orders tile i + 2's writes after it
+  __shared__ float partials[2][kWarps][4][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = threadIdx.x;
   const int g = lane >> 2, c = lane & 3;
-  // A rows g and g + 8: weight rows row0 + g, row0 + 8 + g, or (SwiGLU) the gate and up rows
-  // of feature j0 + g; rows past the end re-read the last one and are never stored
-  const int inter = n >> 1, j0 = blockIdx.x * 8, row0 = blockIdx.x * kRows;
-  const int ra = kSwiglu ? min(j0 + g, inter - 1) : min(row0 + g, n - 1);
-  const int rb = kSwiglu ? inter + ra : min(row0 + 8 + g, n - 1);
+  const int inter = n >> 1;
+  const int tiles = kSwiglu ? (inter + 7) / 8 : (n + kRows - 1) / kRows;
   const int steps = k / F::kStepK;
   const int first = steps * warp / kWarps, last = steps * (warp + 1) / kWarps;
-  // a step is 16 bytes per lane: FP8 64 codes / NVFP4 128 codes of a row per lane quad
-  const size_t pitch = static_cast<size_t>(k) / (F::kStepK / 64);  // row bytes
-  const uint4* wa = reinterpret_cast<const uint4*>(w + static_cast<size_t>(ra) * pitch) + c;
-  const uint4* wb = reinterpret_cast<const uint4*>(w + static_cast<size_t>(rb) * pitch) + c;
+  const int per_tile = ((steps + kWarps - 1) / kWarps + kSteps - 1) / kSteps;
 
-  auto load = [&](Frag (&f)[kSteps], int s0) {
-#pragma unroll
-    for (int u = 0; u < kSteps; ++u) {
-      const int s = s0 + u;
-      if (s < last) {
-        f[u].wa = atlas::ld_stream(wa + 4 * s);
-        f[u].wb = atlas::ld_stream(wb + 4 * s);
-        fmt.scales(f[u], ra, rb, s, c);
-      }
-    }
+  Frag fa[kSteps], fb[kSteps];
+  Cursor at{static_cast<int>(blockIdx.x), 0};  // the next batch to decode
+  // request the batch after `at` into f (none past the block's last tile)
+  auto load_next = [&](Frag (&f)[kSteps]) {
+    Cursor ahead = at;
+    ahead.next(per_tile);
+    if (ahead.tile < tiles)
+      load_batch<false, F, kSwiglu>(f, fmt, w, ahead.tile, first + kSteps * ahead.b, last, g,
+                                    c, n, k);
   };
-
-  float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  Frag cur[kSteps], nxt[kSteps];
-  load(cur, first);  // weights only: no kernel writes them
+  load_batch<true, F, kSwiglu>(fa, fmt, w, at.tile, first, last, g, c, n, k);
   atlas::pdl_enter();
   const uint4* xrow =
       reinterpret_cast<const uint4*>(x) + static_cast<size_t>(min(g, m - 1)) * (k / 8);
-  for (int s0 = first; s0 < last; s0 += kSteps) {
-    if (s0 + kSteps < last) load(nxt, s0 + kSteps);
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  float scale_a = 0.f, scale_b = 0.f;  // epilogue thread t's output scales for the tile
+
+  // Decode batch `at` from f into acc; after a tile's last batch, reduce and store the tile.
+  auto consume = [&](const Frag (&f)[kSteps]) {
+    const int tile = at.tile, s0 = first + kSteps * at.b;
+    if (at.b == 0) {
+      // Epilogue thread t's output scales (rows of output r = t % 16, or SwiGLU feature
+      // t % 8's gate and up rows), requested now so their latency hides behind the steps.
+      if (kSwiglu) {
+        if (t < m * 8) {
+          const int j = min(tile * 8 + (t & 7), inter - 1);
+          scale_a = fmt.out_scale(j);
+          scale_b = fmt.out_scale(inter + j);
+        }
+      } else if (t < m * kRows) {
+        scale_a = fmt.out_scale(min(tile * kRows + t % kRows, n - 1));
+      }
+    }
     if (s0 + kSteps <= last) {  // a whole batch: no per-step branches, loads scheduled freely
 #pragma unroll
       for (int u = 0; u < kSteps; ++u) {
         uint4 xv[4];
         load_x<F>(xrow, s0 + u, c, xv);
-        fmt.step(cur[u], xv, acc);
+        fmt.step(f[u], xv, acc);
       }
     } else {
 #pragma unroll
@@ -248,52 +347,63 @@ __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
         if (s0 + u < last) {
           uint4 xv[4];
           load_x<F>(xrow, s0 + u, c, xv);
-          fmt.step(cur[u], xv, acc);
+          fmt.step(f[u], xv, acc);
         }
       }
     }
-#pragma unroll
-    for (int u = 0; u < kSteps; ++u) cur[u] = nxt[u];
-  }
+    at.next(per_tile);
+    if (at.b != 0) return;  // the tile has more batches
 
+    // the block's i-th tile (tile = blockIdx.x + i gridDim.x) uses buffer i % 2
+    float (&partial)[kWarps][4][32] = partials[(tile / gridDim.x) & 1];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) partial[warp][i][lane] = acc[i];
-  __syncthreads();
-  // Output (mi, r): value i = 2 h + (mi & 1) of lane 4 (r % 8) + mi / 2, h = r / 8; the
-  // warps' partials summed in order.
-  const int t = threadIdx.x;
-  if (kSwiglu) {  // feature j = j0 + r of batch row mi: gate at h = 0, up at h = 1
-    if (t < m * 8) {
-      const int mi = t >> 3, r = t & 7, j = j0 + r;
-      if (j < inter) {
-        const int i = mi & 1, l = 4 * r + (mi >> 1);
-        float gate = 0.f, up = 0.f;
+    for (int i = 0; i < 4; ++i) {
+      partial[warp][i][lane] = acc[i];
+      acc[i] = 0.f;
+    }
+    __syncthreads();
+    // Output (mi, r): value i = 2 h + (mi & 1) of lane 4 (r % 8) + mi / 2, h = r / 8; the
+    // warps' partials summed in order.
+    if (kSwiglu) {  // feature j = 8 tile + r of batch row mi: gate at h = 0, up at h = 1
+      if (t < m * 8) {
+        const int mi = t >> 3, r = t & 7, j = tile * 8 + r;
+        if (j < inter) {
+          const int i = mi & 1, l = 4 * r + (mi >> 1);
+          float gate = 0.f, up = 0.f;
 #pragma unroll
-        for (int v = 0; v < kWarps; ++v) {
-          gate += partial[v][i][l];
-          up += partial[v][2 + i][l];
+          for (int v = 0; v < kWarps; ++v) {
+            gate += partial[v][i][l];
+            up += partial[v][2 + i][l];
+          }
+          gate = atlas::round_bf16(gate * scale_a);
+          up = atlas::round_bf16(up * scale_b);
+          static_cast<__nv_bfloat16*>(y)[static_cast<size_t>(mi) * inter + j] =
+              atlas::f32_to_bf16(atlas::swiglu_f32(gate, up));
         }
-        gate = atlas::round_bf16(gate * fmt.out_scale(j));
-        up = atlas::round_bf16(up * fmt.out_scale(inter + j));
-        static_cast<__nv_bfloat16*>(y)[static_cast<size_t>(mi) * inter + j] =
-            atlas::f32_to_bf16(atlas::swiglu_f32(gate, up));
+      }
+    } else if (t < m * kRows) {
+      const int mi = t / kRows, r = t % kRows, row = tile * kRows + r;
+      if (row < n) {
+        const int i = 2 * (r >> 3) + (mi & 1), l = 4 * (r & 7) + (mi >> 1);
+        float sum = 0.f;
+#pragma unroll
+        for (int v = 0; v < kWarps; ++v) sum += partial[v][i][l];
+        const size_t o = static_cast<size_t>(mi) * n + row;
+        if (kOut == Out::kF32)
+          static_cast<float*>(y)[o] = atlas::round_bf16(sum * scale_a);
+        else
+          static_cast<__nv_bfloat16*>(y)[o] = atlas::f32_to_bf16(sum * scale_a);
       }
     }
-    return;
-  }
-  if (t < m * kRows) {
-    const int mi = t / kRows, r = t % kRows, row = row0 + r;
-    if (row < n) {
-      const int i = 2 * (r >> 3) + (mi & 1), l = 4 * (r & 7) + (mi >> 1);
-      float sum = 0.f;
-#pragma unroll
-      for (int v = 0; v < kWarps; ++v) sum += partial[v][i][l];
-      const size_t at = static_cast<size_t>(mi) * n + row;
-      if (kOut == Out::kF32)
-        static_cast<float*>(y)[at] = atlas::round_bf16(sum * fmt.out_scale(row));
-      else
-        static_cast<__nv_bfloat16*>(y)[at] = atlas::f32_to_bf16(sum * fmt.out_scale(row));
-    }
+  };
+
+  // fa holds batch `at` (requested): fb takes the one after it, then fa the one after that
+  while (at.tile < tiles) {
+    load_next(fb);
+    consume(fa);
+    if (at.tile >= tiles) break;
+    load_next(fa);
+    consume(fb);
   }
 }
 

@@ -68,15 +68,7 @@ constexpr bool kLeaf = false;
 constexpr int kLeafHidden = 0;
 #endif
 
-// sum over the 8 elements of two 16-byte bf16 vectors' products, into acc
-__device__ __forceinline__ float dot8(const uint4& a, const uint4& b, float acc) {
-  float af[8], bf[8];
-  atlas::unpack_bf16x8(a, af);
-  atlas::unpack_bf16x8(b, bf);
-#pragma unroll
-  for (int e = 0; e < 8; ++e) acc = fmaf(af[e], bf[e], acc);
-  return acc;
-}
+using atlas::dot8;  // bf16_vec.cuh
 
 __device__ __forceinline__ bool valid_expert(int e, uint32_t experts) {
   return e >= 0 && e < static_cast<int>(experts);

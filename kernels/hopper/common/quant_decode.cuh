@@ -91,21 +91,24 @@ __device__ __forceinline__ void e2m1x8_to_bf16x2(uint32_t q, const E2m1Lut& lut,
 // times 2^-126, by moving bits alone: a code's (e1 e0 m) go to bf16 bits 8..6 (exponent
 // field e1 e0, mantissa msb m: 2^(e - 127) (1 + m / 2) = e2m1 * 2^-126 for e >= 1, and the
 // bf16 subnormal 0.5 * 2^-126 for e = 0, m = 1) and its sign to bit 15. Values i and i + 4
-// sit 16 bits apart, so one shift and mask moves both halves of a pair: per pair one AND,
-// one OR-with-mask (LOP3) and two left shifts (IMAD.SHL, off the integer pipe), plus one
-// right shift per word: 9 integer-pipe instructions for 8 values (the byte-table decode
-// below takes 15 plus a table per scale). The subnormal never reaches the tensor cores: callers multiply
-// every pair by a scaled group scale first (e2m1x8_scaled_pairs).
+// sit 16 bits apart, so one word operation moves both halves of a pair. Per pair: mask the
+// two codes (LOP3), one integer multiply by 2^a + 2^(a + 6) (IMAD, FMA pipe) that writes
+// each code twice, at bits 6..9 and 12..15 of its half (disjoint copies: no carries), and one
+// mask keeping the magnitude of the first copy and the sign of the second (LOP3); plus one
+// right shift for codes 2, 3, 6, 7: 13 instructions for 8 values, 9 on the integer pipe
+// (the two-shift form took 17, the byte-table decode below 15 plus a table per scale).
+// The subnormal never reaches the tensor cores: callers multiply every pair by a scaled
+// group scale first (e2m1x8_scaled_pairs).
 __device__ __forceinline__ void e2m1x8_to_bf16x2_spread(uint32_t q, uint32_t (&p)[4]) {
-  constexpr uint32_t kSign = 0x80008000u;
-  p[0] = ((q << 12) & kSign) | ((q & 0x00070007u) << 6);
-  p[1] = ((q << 8) & kSign) | ((q & 0x00700070u) << 2);
-  // codes 2, 3, 6, 7 where 0, 1, 4, 5 were: one right shift (in asm, else the compiler folds
-  // it into two right shifts on the integer pipe where left shifts go to IMAD.SHL)
+  constexpr uint32_t kKeep = 0x81C081C0u;  // sign (bit 15) and bits 8..6 of each half
+  // codes 2, 3, 6, 7 where 0, 1, 4, 5 were (in asm, else the compiler folds the shift into
+  // the masks' operands as more shifts)
   uint32_t r;
   asm("shr.b32 %0, %1, 8;" : "=r"(r) : "r"(q));
-  p[2] = ((q << 4) & kSign) | ((r & 0x00070007u) << 6);
-  p[3] = (q & kSign) | ((r & 0x00700070u) << 2);
+  p[0] = ((q & 0x000F000Fu) * 0x1040u) & kKeep;  // code bits 0..3 -> 6..9 and 12..15
+  p[1] = ((q & 0x00F000F0u) * 0x0104u) & kKeep;  // code bits 4..7 -> 6..9 and 12..15
+  p[2] = ((r & 0x000F000Fu) * 0x1040u) & kKeep;
+  p[3] = ((r & 0x00F000F0u) * 0x0104u) & kKeep;
 }
 
 // e2m1x8_scaled_pairs's products are e2m1 * s * 2^(kE2m1ScaleExp - 126)

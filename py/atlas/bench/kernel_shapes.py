@@ -311,12 +311,16 @@ class Linear:
     forced; the others run whatever `linear` would choose for m. `swiglu`: the MLP down
     projection with its activation, x = swiglu of a gate_up [m, 2k] input, through
     `linear_silu`; `ends_swiglu`: the gate_up projection [n = 2 I, k] ending with it (y =
-    swiglu, [m, I]), as a batch-1 decode step runs them."""
+    swiglu, [m, I]), as decode steps run them (one row on the GEMV, decode batches on the
+    decode GEMM's SwiGLU entries; `linear_swiglu`, filed under `decode_sm90` for those).
+    `gemv` "ring" / "tiled": forced onto the CUDA-core GEMV's cp.async-ring kernel (one row
+    too) / its register-tiled one (ATLAS_GEMV_RING's A/B; the single-row kernel at m = 1)."""
 
     label: str
     m: int
     n: int
     k: int
+    gemv: str = ""
     out_f32: bool = False
     prefill: bool = False
     batched: bool = False
@@ -389,7 +393,8 @@ class QuantLinear:
     twin's NVFP4 entry points on the byte-table decode (ATLAS_QUANT_E2M1_LUT=1), the A/B of
     its bit-move decode. `swiglu`:
     w is a fused [gate | up] weight and the output the SwiGLU activation [m, n / 2] (the
-    gate_up GEMV that ends with it)."""
+    gate_up GEMV that ends with it). `logits`: f32 outputs (a quantized LM head, `atlas
+    models quantize --lm-head`: the vocabulary-sized product)."""
 
     label: str
     m: int
@@ -399,6 +404,7 @@ class QuantLinear:
     ring: bool = False
     lut: bool = False
     swiglu: bool = False
+    logits: bool = False
     quick: bool = False
 
     @property
@@ -413,14 +419,15 @@ class QuantLinear:
 
     def bytes_moved(self) -> int:
         out = self.n // 2 if self.swiglu else self.n
-        return self.weight_bytes() + BF16 * (self.m * self.k + self.m * out)
+        return (self.weight_bytes() + BF16 * self.m * self.k
+                + (F32 if self.logits else BF16) * self.m * out)
 
     def flops(self) -> int:
         return 2 * self.m * self.n * self.k
 
     def describe(self) -> str:
         extra = ((" ring" if self.ring else "") + (" lut" if self.lut else "")
-                 + (" +swiglu" if self.swiglu else ""))
+                 + (" +swiglu" if self.swiglu else "") + (" f32" if self.logits else ""))
         return f"m={self.m} n={self.n} k={self.k} {self.fmt}{extra}"
 
 
@@ -810,6 +817,9 @@ class TableScale:
     #: decode attention's latency rows (the short contexts where a step's attention is a
     #: chain of round trips, not bytes): (batch, history) pairs for DECODE_LATENCY_HEADS
     latency_decode: tuple[tuple[int, int], ...] = ((1, 512), (1, 2048), (8, 512), (8, 2048))
+    #: decode attention's bandwidth rows (issue 15: the 64-stream throughput step, ~1.5k keys
+    #: each): (batch, history) pairs, plain and rope-fused, as the engine launches them
+    throughput_decode: tuple[tuple[int, int], ...] = ((64, 1536),)
 
 
 def _linears(dims: ModelDims) -> list[tuple[str, int, int]]:
@@ -912,6 +922,14 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                              k=m.hidden, ends_swiglu=True))
         shapes.append(Linear(label=f"{m.name} lm_head b{b}", m=b, n=m.vocab, k=m.hidden,
                              out_f32=True, quick=b == first_batch))
+    # the m-row CUDA-core GEMV on each of its kernels: a speculative verification of K = 1
+    # and 3 drafts at batch 1 (2 and 4 rows), and one row on the ring kernel beside the
+    # single-row kernel ("b1 tiled": the b1 rows above, labelled for the A/B's selection)
+    for b, path in ((b, p) for b in (1, 2, 4) for p in ("ring", "tiled")):
+        shapes += [Linear(label=f"{m.name} {name} b{b} {path}", m=b, n=n, k=k, gemv=path)
+                   for name, n, k in _linears(m)]
+        shapes.append(Linear(label=f"{m.name} lm_head b{b} {path}", m=b, n=m.vocab, k=m.hidden,
+                             out_f32=True, gemv=path))
     for b in scale.batched_batches:
         shapes += [Linear(label=f"{m.name} {name} b{b}", m=b, n=n, k=k, batched=True,
                           quick=b == 32 and name in ("qkv", "gate_up"))
@@ -924,6 +942,10 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                    for name, n, k in _linears(m)]
         shapes.append(Linear(label=f"{m.name} lm_head b{b}", m=b, n=m.vocab, k=m.hidden,
                              out_f32=True, decode_sm90=True))
+        if b not in scale.decode_batches and b > 8:  # the decode GEMM's SwiGLU epilogue
+            shapes.append(Linear(label=f"{m.name} gate_up+swiglu b{b}", m=b,
+                                 n=2 * m.intermediate, k=m.hidden, ends_swiglu=True,
+                                 decode_sm90=True, quick=b == 64))
     # the same products on two-warpgroup blocks (ATLAS_DECODE_GEMM_WIDE's A/B, issue 15's
     # 64-stream decode step)
     for b in scale.decode_gemm_wide_batches:
@@ -947,6 +969,10 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                    for b in (1, 8) if fmt == "fp8-block" or m.hidden % 128 == 0]
         shapes += [QuantLinear(label=f"{dims.name} {name} b1 {fmt}", m=1, n=n, k=k, fmt=fmt)
                    for dims in quant_widths for name, n, k in _linears(dims)]
+        # the quantized LM head (f32 logits), batch 1 and 8
+        if fmt == "fp8-block" or m.hidden % 128 == 0:
+            shapes += [QuantLinear(label=f"{m.name} lm_head b{b} {fmt}", m=b, n=m.vocab,
+                                   k=m.hidden, fmt=fmt, logits=True) for b in (1, 8)]
     # the NVFP4 byte-table decode at batch 1 (A/B of the bit moves): the four projections
     # and gate_up ending with the SwiGLU
     shapes += [QuantLinear(label=f"{m.name} {name} b1 nvfp4 lut", m=1, n=n, k=k, fmt="nvfp4",
@@ -997,6 +1023,11 @@ def table_shapes(m: ModelDims = QWEN3_8B,
     shapes += [DecodeAttention(label=f"{m.name} b{b} hist{h}", batch=b, history=h,
                                heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim)
                for b, h in scale.long_decode]
+    shapes += [DecodeAttention(label=f"{m.name} b{b} hist{h}{tag}", batch=b, history=h,
+                               heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim,
+                               rope=rope)
+               for b, h in scale.throughput_decode for rope, tag in ((False, ""),
+                                                                      (True, " +rope"))]
     # the long-context kernel below its route's threshold: the A/B for lowering it
     shapes += [DecodeAttention(label=f"{m.name} b{b} hist{h} long", batch=b, history=h,
                                heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim,

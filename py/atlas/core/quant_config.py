@@ -48,6 +48,9 @@ class CheckpointQuant:
     global_name: str = ""
     global_reciprocal: bool = False
     source: str = ""
+    #: modules the producer says it left unquantized (ModelOpt `exclude_modules`); only
+    #: quantized synthetic weights read it (the loader goes by the stored dtypes)
+    excluded: tuple[str, ...] = ()
 
     @property
     def quantized(self) -> bool:
@@ -134,15 +137,17 @@ def _block(block: Any, where: str) -> tuple[int, int]:
 
 def _modelopt(q: Mapping[str, Any], where: str) -> CheckpointQuant:
     algo = q.get("quant_algo")
+    excluded = q.get("exclude_modules") or ()
+    excluded = tuple(excluded) if isinstance(excluded, list) else ()
     if algo == "FP8":
-        return CheckpointQuant("fp8-tensor", "weight_scale", source=where)
+        return CheckpointQuant("fp8-tensor", "weight_scale", source=where, excluded=excluded)
     if algo == "NVFP4":
         group = q.get("group_size", 16)
         if group != 16:
             raise QuantConfigError(f"{where}: NVFP4 group_size {group!r} is not supported "
                                    "(only 16)")
         return CheckpointQuant("nvfp4", "weight_scale", global_name="weight_scale_2",
-                               source=where)
+                               source=where, excluded=excluded)
     raise QuantConfigError(f"{where}: unknown quant_algo {algo!r} (supported: 'FP8', "
                            "'NVFP4')")
 

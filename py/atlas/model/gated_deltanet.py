@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 
 from ..core.config import LinearAttentionConfig
 from ..runtime.gpu import DevicePtr, Stream
-from ..runtime.ops import KernelCache, gating, linear_attention, matmul
+from ..runtime.ops import KernelCache, gating, linear_attention
+from ..runtime.ops.matmul_quant import LinearWeight
 
 if TYPE_CHECKING:
     from .model import StepBuffers
@@ -36,12 +37,12 @@ class GatedDeltaNetWeights:
     """One linear-attention layer: weights, and its conv / delta-rule state pools (every
     slot of the layer: [slots, kernel, conv_dim] bf16 and [slots, hv, dk, dv] f32)."""
 
-    in_proj: DevicePtr
+    in_proj: LinearWeight  # bf16, or quantized where the checkpoint stores it so
     conv: DevicePtr
     a_log: DevicePtr
     dt_bias: DevicePtr
     norm: DevicePtr
-    out_proj: DevicePtr
+    out_proj: LinearWeight
     conv_state: DevicePtr
     delta_state: DevicePtr
 
@@ -74,7 +75,7 @@ def gated_deltanet(kc: KernelCache, s: Stream, b: "StepBuffers", w: GatedDeltaNe
                    num_seqs: int, max_q_len: int) -> None:
     """The mixer over the step's t tokens: reads b.normed, writes b.delta."""
     width = proj_width(la)
-    matmul.linear(kc, s, b.normed, w.in_proj, b.lin_proj, t, width, hidden)
+    w.in_proj.linear(kc, s, b.normed, b.lin_proj, t, w_scratch=b.w_scratch)
     if decode and decodes_fused(kc, la):
         linear_attention.gdn_decode(
             kc, s, b.lin_proj, width, w.conv, w.conv_state, w.a_log, w.dt_bias, w.norm,
@@ -83,7 +84,7 @@ def gated_deltanet(kc: KernelCache, s: Stream, b: "StepBuffers", w: GatedDeltaNe
             la.conv_kernel, eps)
     else:
         _mixer_unfused(kc, s, b, w, la, t, eps, decode, num_seqs, max_q_len)
-    matmul.linear(kc, s, b.lin_gated, w.out_proj, b.delta, t, hidden, la.value_dim)
+    w.out_proj.linear(kc, s, b.lin_gated, b.delta, t, w_scratch=b.w_scratch)
 
 
 def _mixer_unfused(kc: KernelCache, s: Stream, b: "StepBuffers", w: GatedDeltaNetWeights,

@@ -28,8 +28,9 @@ from ..runtime.buffers import BufferArena
 from ..runtime.gpu import GpuBackend
 from ..runtime.kv_cache import KvCacheConfig, PagedKvCache, parse_kv_dtype
 from ..runtime.ops import KernelCache
+from ..runtime.ops.decode_persistent import PersistentTables, build_tables
 from ..runtime.ops.kv_quant import DEFAULT_CALIBRATION_TOKENS, E4M3_MAX, kv_format
-from ..runtime.ops.matmul_quant import Bf16Linear
+from ..runtime.ops.matmul_quant import Bf16Linear, LinearWeight
 from ..runtime.ops.routes import KernelRoutes
 from ..runtime.sampler import Sampler
 from ..runtime.synthetic_weights import SyntheticWeights
@@ -43,8 +44,10 @@ from .loaders.hybrid import Qwen35Loader, RowMove
 from .loaders.linear_plan import build_linear, read_host_scales
 from .batch import MAX_TOP_LOGPROBS
 from .kv_scales import checkpoint_kv_scales
-from .model import DenseDecoderModel, DenseMlp, Dims, KvStage, LayerWeights
+from .model import (DenseDecoderModel, DenseMlp, Dims, KvStage, LayerWeights, MlpBlock,
+                    persistent_pointers)
 from .moe import MoeBuffers, build_mlp
+from .moe_quant import build_quant_mlp, expert_scratch_bytes
 from .mtp import (MtpHead, MtpProposer, bind_mtp_buffers, fc_half_moves, mtp_layer_index,
                   plan_mtp, reserve_mtp_buffers)
 from .parallel import (TensorParallel, check_tensor_parallel, shard_config, shard_plan,
@@ -153,9 +156,10 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     tp_size = world.world_size if tensor_parallel else 1
     check_tensor_parallel(cfg, tp_size, experts_sharded=ep_size > 1)
     check_expert_parallel(cfg, ep_size)
-    quant = CheckpointQuant.from_dir(model_dir) if synthetic_seed is None else CheckpointQuant()
+    quant = CheckpointQuant.from_dir(model_dir)  # synthetic weights: made in that format
     store = (WeightStore(model_dir) if synthetic_seed is None
-             else SyntheticWeights(cfg.hidden_size, synthetic_seed, cfg.is_hybrid))
+             else SyntheticWeights(cfg.hidden_size, synthetic_seed, cfg.is_hybrid, quant,
+                                   cfg.moe.num_experts if cfg.moe else 0))
     plan = loader.plan(cfg, store, quant)
     if mtp:
         _check_mtp(cfg, loader, store, num_draft_tokens, world)
@@ -216,6 +220,12 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     ptr = {name: weights_base + off for name, off in offsets.items()}
     if isinstance(loader, Qwen35Loader):
         moves = loader.row_moves(cfg)
+        stored = {n: plan.linears[n].format for n in moves if n in plan.linears}
+        quantized = [n for n, fmt in stored.items() if fmt != "bf16"]
+        if quantized:  # the moves copy bf16 rows; codes and their scales would move apart
+            raise StartupError(f"{model_dir}: {quantized[0]} is stored {stored[quantized[0]]}; "
+                               f"{cfg.model_type}'s grouped linear-attention projection is "
+                               "re-ordered at load and supported in bf16 only")
         if mtp:   # fc's two column halves, as half rows of the same row bytes
             moves["mtp.fc"] = fc_half_moves(cfg.hidden_size)
         _permute_rows(dev, ptr, plan.buffers, moves, 2 * cfg.hidden_size)
@@ -226,6 +236,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     # the LM head's f32 logits never take the dequantize + GEMM route (ops gemv_logits)
     weight_scratch = max((w.scratch_bytes(limits.max_tokens) for name, w in linears.items()
                           if name != "lm_head"), default=0)
+    weight_scratch = max(weight_scratch, expert_scratch_bytes(linears, limits.max_tokens))
 
     arena = BufferArena()
     layout = step_layout(limits)
@@ -298,16 +309,24 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     moe_bufs = MoeBuffers.bind(arena, limits.max_tokens, dev) if cfg.moe else None
     # with attention split too, the all-reduce after every MLP sums the experts' partials
     ep = ExpertShard.of(comm, num_experts, combine=tp_size == 1) if num_experts else None
-    linear = {i: _linear_weights(ptr, arena, cfg, i, n, state_slots)
+    linear = {i: _linear_weights(ptr, linears, arena, cfg, i, n, state_slots)
               for n, i in enumerate(linear_layers)}
     if mtp:   # the MTP layer's KV pool follows the main attention layers'
         kv_index[mtp_layer_index(cfg)] = len(attn_layers)
+
+    def _moe_block(i: int) -> MlpBlock:
+        """A sparse (or dense bf16) layer's MLP; quantized experts: moe_quant.py's block."""
+        if f"l{i}.experts_gate_up" not in linears:
+            return build_mlp(local_cfg, i, ptr, moe_bufs, ep)
+        if ep is not None or moe_bufs is None:
+            raise StartupError("expert parallelism does not split quantized experts yet")
+        return build_quant_mlp(local_cfg, i, ptr, linears, moe_bufs)
 
     def layer_weights(i: int) -> LayerWeights:
         return LayerWeights(
             qkv=linears.get(f"l{i}.qkv"), o=linears.get(f"l{i}.o"),
             mlp=(DenseMlp(linears[f"l{i}.gate_up"], linears[f"l{i}.down"])
-                 if f"l{i}.gate_up" in linears else build_mlp(local_cfg, i, ptr, moe_bufs, ep)),
+                 if f"l{i}.gate_up" in linears else _moe_block(i)),
             in_norm=ptr[f"l{i}.in_norm"], post_norm=ptr[f"l{i}.post_norm"],
             q_norm=ptr.get(f"l{i}.q_norm", 0), k_norm=ptr.get(f"l{i}.k_norm", 0),
             k_cache=kv.k_cache(kv_index[i]) if i in kv_index else 0,
@@ -321,9 +340,17 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     lm_head = linears.get("lm_head") or Bf16Linear(ptr["embed"] + DType.BF16.nbytes(
         tp_rank * vocab_local * dims.hidden), vocab_local, dims.hidden)
     tp = TensorParallel(comm, vocab_local, arena["tp_logits"]) if tp_size > 1 else None
+    persistent: PersistentTables | None = None
+    if routes.persistent_decode:  # ATLAS_PERSISTENT_DECODE=1, on the models it covers
+        rows = persistent_pointers(dims, layers, tp_size > 1)
+        if rows is None:
+            _log.info("%s: ATLAS_PERSISTENT_DECODE=1 does not cover this model; decode "
+                      "keeps the per-op kernels", model_dir)
+        else:
+            persistent = build_tables(dev, rows, dims.heads)
     model = DenseDecoderModel(dims, kc, ptr["embed"], ptr["final_norm"], lm_head, layers,
                               arena["cos_sin"], limits.block_size, kv.max_blocks_per_seq, tp,
-                              kv_stage)
+                              kv_stage, persistent)
     sampler = Sampler(dev, kc, limits.max_sample_rows, max_batch_size + 1, dims.vocab,
                       token_masks=True, max_logprobs=MAX_TOP_LOGPROBS)
     info = RunnerInfo(model_dir=model_dir, backend_kind=kind, weights_bytes=total,
@@ -380,15 +407,16 @@ def _permute_rows(dev: GpuBackend, ptr: dict[str, int], sizes: dict[str, int],
         dev.free(scratch)
 
 
-def _linear_weights(ptr: dict[str, int], arena: BufferArena, cfg: ModelConfig, layer: int,
-                    index: int, slots: int) -> GatedDeltaNetWeights:
+def _linear_weights(ptr: dict[str, int], linears: dict[str, LinearWeight], arena: BufferArena,
+                    cfg: ModelConfig, layer: int, index: int,
+                    slots: int) -> GatedDeltaNetWeights:
     """Layer `layer`'s Gated-DeltaNet weights and its share (the index-th linear layer's) of
     the recurrent-state pools."""
     la = cfg.linear_attention
     assert la is not None
     return GatedDeltaNetWeights(
-        in_proj=ptr[f"l{layer}.in_proj"], conv=ptr[f"l{layer}.conv"],
+        in_proj=linears[f"l{layer}.in_proj"], conv=ptr[f"l{layer}.conv"],
         a_log=ptr[f"l{layer}.a_log"], dt_bias=ptr[f"l{layer}.dt_bias"],
-        norm=ptr[f"l{layer}.gdn_norm"], out_proj=ptr[f"l{layer}.out_proj"],
+        norm=ptr[f"l{layer}.gdn_norm"], out_proj=linears[f"l{layer}.out_proj"],
         conv_state=arena["conv_state"] + index * slots * conv_state_bytes(la),
         delta_state=arena["delta_state"] + index * slots * delta_state_bytes(la))

@@ -23,7 +23,9 @@ from ..core.config import LinearAttentionConfig, ModelConfig
 from ..core.dtype import DType
 from ..runtime.gpu import DevicePtr, Stream
 from ..runtime.ops import KernelCache
-from ..runtime.ops import attention, embedding, gating, kv_quant, matmul, norm, rope
+from ..runtime.ops import (attention, decode_persistent, embedding, gating, kv_quant, matmul,
+                           norm, rope)
+from ..runtime.ops.decode_persistent import PersistentTables
 from ..runtime.ops.matmul_quant import Bf16Linear, LinearWeight
 from .gated_deltanet import GatedDeltaNetWeights, gated_deltanet
 
@@ -121,21 +123,28 @@ class DenseMlp:
 
     def forward(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
                 then_norm: NextNorm | None = None) -> bool:
+        self.project(kc, s, b, t, b.delta)
+        return False
+
+    def project(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
+                out: DevicePtr) -> None:
+        """out = the MLP of the step's `normed` rows (a quantized MoE layer's shared expert
+        writes beside the routed experts' delta)."""
         if self.gate_up.fuses_swiglu(kc, t):
             # a quantized decode step: the gate_up GEMV ends with the SwiGLU (no silu_mul)
             self.gate_up.linear_swiglu(kc, s, b.normed, b.act, t)
-            self.down.linear(kc, s, b.act, b.delta, t, w_scratch=b.w_scratch)
-            return False
+            self.down.linear(kc, s, b.act, out, t, w_scratch=b.w_scratch)
+            return
         self.gate_up.linear(kc, s, b.normed, b.gate_up, t, w_scratch=b.w_scratch)
-        self.down_proj(kc, s, b, t)
-        return False
+        self.down_proj(kc, s, b, t, out)
 
-    def down_proj(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int) -> None:
-        """delta = down(swiglu(gate_up)): the half after gate_up (which the model may have
-        run with the RMSNorm fused in)."""
+    def down_proj(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
+                  out: DevicePtr | None = None) -> None:
+        """out (default delta) = down(swiglu(gate_up)): the half after gate_up (which the
+        model may have run with the RMSNorm fused in)."""
         # SwiGLU fused into the down projection's input where that measured faster
-        self.down.linear_silu(kc, s, b.gate_up, b.delta, t, act_scratch=b.act,
-                              w_scratch=b.w_scratch)
+        self.down.linear_silu(kc, s, b.gate_up, b.delta if out is None else out, t,
+                              act_scratch=b.act, w_scratch=b.w_scratch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,18 +260,51 @@ class AttentionPlan:
     decode_rows: int = 0
 
 
+def persistent_pointers(dims: Dims, layers: list[LayerWeights], tensor_parallel: bool
+                        ) -> list[dict[str, DevicePtr]] | None:
+    """The per-layer pointers of the persistent batch-1 decode kernel (ops/decode_persistent
+    LAYER_POINTERS), or None where the model is not one it covers: a single-device dense
+    model with bf16 projections of the classic layout (q heads head_dim apart, the whole
+    head rotating, plain norm weights) and bf16 KV caches."""
+    d = dims
+    if (tensor_parallel or d.gated_attn or d.norm_offset or d.linear is not None
+            or (d.rotary_dim or d.head_dim) != d.head_dim
+            or decode_persistent.check_shapes(d.hidden, d.heads, d.kv_heads, d.head_dim,
+                                              d.inter)):
+        return None
+    shapes = ((d.qkv_width, d.hidden), (d.hidden, d.q_width), (2 * d.inter, d.hidden),
+              (d.hidden, d.inter))
+    rows = []
+    for lw in layers:
+        mlp = lw.mlp
+        if not isinstance(mlp, DenseMlp) or lw.linear is not None or lw.kv_scales:
+            return None
+        projs = (lw.qkv, lw.o, mlp.gate_up, mlp.down)
+        if not all(isinstance(w, Bf16Linear) and (w.n, w.k) == shape
+                   for w, shape in zip(projs, shapes)):
+            return None
+        qkv, o, gate_up, down = (w.ptr for w in projs if isinstance(w, Bf16Linear))
+        rows.append(dict(in_norm=lw.in_norm, qkv_w=qkv, q_norm=lw.q_norm, k_norm=lw.k_norm,
+                         k_cache=lw.k_cache, v_cache=lw.v_cache, o_w=o,
+                         post_norm=lw.post_norm, gate_up_w=gate_up, down_w=down))
+    return rows
+
+
 class DenseDecoderModel:
     """Embedding -> layers -> final norm -> LM head over pre-uploaded weights.
 
     With `tp` set this is one rank of a tensor-parallel group: `dims` are the rank's
     (its heads and MLP shard), the projections after attention and the MLP are followed by
     an all-reduce, and `lm_head` is the rank's vocabulary slice (see parallel.py).
+    With `persistent` set (ATLAS_PERSISTENT_DECODE=1 on a model `persistent_pointers`
+    covers), a one-sequence decode step runs its layers as one persistent kernel.
     """
 
     def __init__(self, dims: Dims, kc: KernelCache, embed: DevicePtr, final_norm: DevicePtr,
                  lm_head: LinearWeight, layers: list[LayerWeights], cos_sin: DevicePtr,
                  block_size: int, max_blocks: int, tp: "TensorParallel | None" = None,
-                 kv_stage: KvStage | None = None) -> None:
+                 kv_stage: KvStage | None = None,
+                 persistent: PersistentTables | None = None) -> None:
         self.dims = dims
         self.kc = kc
         self.embed = embed
@@ -275,6 +317,7 @@ class DenseDecoderModel:
         self.scale = dims.head_dim ** -0.5
         self.tp = tp
         self.kv_stage = kv_stage
+        self.persistent = persistent
 
     def forward(self, s: Stream, b: StepBuffers, n_tokens: int, plan: AttentionPlan,
                 n_sample: int) -> None:
@@ -285,7 +328,14 @@ class DenseDecoderModel:
         # save_hidden finishes the norm there): only a sampling step alternates buffers
         res = Residual(b.resid, b.resid_alt if n_sample else 0,
                        carry=bool(n_sample and b.resid_ssq and self.tp is None))
-        for i, lw in enumerate(self.layers):
+        persistent = self._persistent_step(t, plan, n_sample)
+        if persistent is not None:
+            decode_persistent.decode_persistent(
+                kc, s, persistent, b.resid, b.qkv, b.attn, b.act, b.part_o, b.part_ml,
+                self.cos_sin, b.positions, b.slots, b.block_tables, b.kv_lens, d.hidden,
+                d.heads, d.kv_heads, d.head_dim, d.inter, self.block_size, plan.num_splits,
+                self.scale, d.eps)
+        for i, lw in enumerate(self.layers if persistent is None else ()):
             if lw.linear is not None:
                 assert d.linear is not None
                 self._norm(s, b, res, lw.in_norm, t)
@@ -324,6 +374,15 @@ class DenseDecoderModel:
         self.lm_head.linear(kc, s, b.sample_hidden, self.tp.logits_local, n_sample,
                             out_f32=True)
         self.tp.gather_logits(s, b.logits, n_sample)
+
+    def _persistent_step(self, t: int, plan: AttentionPlan, n_sample: int
+                         ) -> PersistentTables | None:
+        """The persistent kernel's tables when this step is one it runs: one sequence
+        decoding one token that samples (the residual stream then ends in b.resid)."""
+        if (self.persistent is None or not plan.decode or t != 1 or plan.num_seqs != 1
+                or plan.step_keys != 1 or n_sample != 1):
+            return None
+        return self.persistent
 
     def _norm(self, s: Stream, b: StepBuffers, res: Residual, w: DevicePtr, t: int) -> None:
         """normed = RMSNorm(resid (+= delta when one is pending)) * w (already there when

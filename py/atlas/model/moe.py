@@ -194,15 +194,20 @@ class MoeMlp:
         return sh if self.ep is None else self.ep.select(kc, s, self.bufs.topk_ids, t, sh)
 
     def _router_logits(self, kc: KernelCache, s: Stream, x: DevicePtr, t: int) -> None:
-        """logits f32 [t, experts] = x @ router.T, as the bf16 product widened."""
-        e, h = self.shape.experts, self.shape.hidden
-        if e % GEMM_N_MULTIPLE == 0 or t <= matmul.GEMV_MAX_M:
-            matmul.linear(kc, s, x, self.router, self.bufs.logits, t, e, h, out_f32=True)
-            return
-        for r0 in range(0, t, matmul.GEMV_MAX_M):  # the GEMM cannot take this n
-            rows = min(matmul.GEMV_MAX_M, t - r0)
-            matmul.gemv(kc, s, x + 2 * r0 * h, self.router, self.bufs.logits + 4 * r0 * e,
-                        rows, e, h, out_f32=True)
+        router_logits(kc, s, x, self.router, self.bufs.logits, t, self.shape)
+
+
+def router_logits(kc: KernelCache, s: Stream, x: DevicePtr, router: DevicePtr,
+                  logits: DevicePtr, t: int, shape: moe_ops.MoeShape) -> None:
+    """logits f32 [t, experts] = x @ router.T, as the bf16 product widened."""
+    e, h = shape.experts, shape.hidden
+    if e % GEMM_N_MULTIPLE == 0 or t <= matmul.GEMV_MAX_M:
+        matmul.linear(kc, s, x, router, logits, t, e, h, out_f32=True)
+        return
+    for r0 in range(0, t, matmul.GEMV_MAX_M):  # the GEMM cannot take this n
+        rows = min(matmul.GEMV_MAX_M, t - r0)
+        matmul.gemv(kc, s, x + 2 * r0 * h, router, logits + 4 * r0 * e, rows, e, h,
+                    out_f32=True)
 
 
 def routing_for(moe: MoeConfig, score_bias: DevicePtr) -> moe_ops.Routing:

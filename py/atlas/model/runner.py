@@ -706,7 +706,8 @@ class ModelRunner:
         self.backend.synchronize(self.stream)
         self.backend.begin_capture(self.stream)
         self.model.forward(self.stream, self.bufs, bs, plan, bs)
-        self.sampler.enqueue(self.stream, self.bufs.logits, bs)
+        # replayed only for steps without a grammar mask (`_forward`): no mask launch
+        self.sampler.enqueue(self.stream, self.bufs.logits, bs, masked=False)
         graphs[bs] = self.backend.end_capture(self.stream)
         if self.sampler.token_bitmask is not None:
             self.backend.begin_capture(self.stream)

@@ -58,6 +58,14 @@ GEMV_SINGLE_F32OUT = S("gemv", "gemv_bf16_f32_single", "x:ptr w:ptr y:ptr m:u32 
 GEMV_SILU = S("gemv", "gemv_silu_bf16", "gate_up:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 GEMV_SILU_SINGLE = S("gemv", "gemv_silu_bf16_single",
                      "gate_up:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
+# the same products for 1..8 rows with the weights streamed through a per-thread cp.async
+# ring in dynamic shared memory (gemv_ring.cuh), bit for bit GEMV's / GEMV_SILU's sums:
+# `stages` tiles per thread (2..3, ops/matmul.py gemv_ring_plan). The default for 2..8 rows
+# (ATLAS_GEMV_RING=0: GEMV, GEMV_F32OUT, GEMV_SILU)
+GEMV_RING = S("gemv", "gemv_ring_bf16", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32")
+GEMV_RING_F32OUT = S("gemv", "gemv_ring_bf16_f32", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32")
+GEMV_RING_SILU = S("gemv", "gemv_ring_silu_bf16",
+                   "gate_up:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32")
 # the prefetching single-row kernels (opt-in, ATLAS_GEMV_PREFETCH=1): the same products as
 # GEMV_SINGLE / GEMV_SINGLE_F32OUT / GEMV_SILU_SINGLE, weights staged in shared memory
 GEMV_PREFETCH_SINGLE = S("gemv", "gemv_prefetch_bf16_single",
@@ -101,8 +109,9 @@ GEMV_MMA_F32OUT = S("gemv_mma", "gemv_mma_bf16_f32", "x:ptr w:ptr y:ptr m:u32 n:
 # the same products for decode batches of 1..256 rows on Hopper wgmma (kernels/hopper/common/
 # gemm_decode_sm90.cu, sm_90a only): the weight as wgmma's M = 64 operand, streamed once. The
 # *_splitS entries are compiled for S-block clusters that split K and sum the partials through
-# distributed shared memory; their grid is ceil(n / 64) * S (ops/matmul_decode.py)
-_DECODE_GEMM = "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32"
+# distributed shared memory; their grid is ceil(n / 64) * S (ops/matmul_decode.py). l2_tiles:
+# k-tiles of each block's weight rows kept prefetched into L2 ahead of its ring (0: none)
+_DECODE_GEMM = "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 l2_tiles:u32"
 GEMM_DECODE_SM90 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16", _DECODE_GEMM)
 GEMM_DECODE_SM90_F32OUT = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_f32", _DECODE_GEMM)
 GEMM_DECODE_SM90_SPLIT2 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_split2", _DECODE_GEMM)
@@ -114,6 +123,17 @@ GEMM_DECODE_SM90_F32OUT_SPLIT4 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_f3
 GEMM_DECODE_SM90_SPLIT8 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_split8", _DECODE_GEMM)
 GEMM_DECODE_SM90_F32OUT_SPLIT8 = S("gemm_decode_sm90", "gemm_decode_sm90_bf16_f32_split8",
                                    _DECODE_GEMM)
+# the gate_up projection ending with its SwiGLU: w the fused [gate | up] weight [n, k] (n even),
+# act [m, n / 2] = silu_mul of the unfused product; grid ceil(n / 128) * S (two gate/up rows
+# a column pair: ops/matmul_decode.py)
+_DECODE_SWIGLU = "x:ptr w:ptr act:ptr m:u32 n:u32 k:u32 l2_tiles:u32"
+GEMM_DECODE_SM90_SWIGLU = S("gemm_decode_sm90", "gemm_decode_sm90_swiglu_bf16", _DECODE_SWIGLU)
+GEMM_DECODE_SM90_SWIGLU_SPLIT2 = S("gemm_decode_sm90", "gemm_decode_sm90_swiglu_bf16_split2",
+                                   _DECODE_SWIGLU)
+GEMM_DECODE_SM90_SWIGLU_SPLIT4 = S("gemm_decode_sm90", "gemm_decode_sm90_swiglu_bf16_split4",
+                                   _DECODE_SWIGLU)
+GEMM_DECODE_SM90_SWIGLU_SPLIT8 = S("gemm_decode_sm90", "gemm_decode_sm90_swiglu_bf16_split8",
+                                   _DECODE_SWIGLU)
 # FP8 E4M3 weights [N, K] (one byte each) with f32 scales under the index map
 # scale[(n >> row_shift) * row_stride + (k >> col_shift) * col_stride] (block, per-channel or
 # per-tensor layouts; ops/matmul_quant.py builds the map), dequantized in registers.
@@ -285,6 +305,31 @@ DECODE_ATTN_ROPE_WAIT = S("attention", "decode_attn_rope_wait_bf16", _DECODE_ROP
 # index): ops.attention.decode_partial_rule.
 DECODE_ATTN_CLUSTER = S("attention", "decode_attn_cluster_bf16", _DECODE)
 DECODE_ATTN_ROPE_CLUSTER = S("attention", "decode_attn_rope_cluster_bf16", _DECODE_ROPE)
+# the phase-traced twins of DECODE_ATTN_ROPE, DECODE_ATTN_ROPE_CLUSTER and DECODE_ATTN_CLUSTER
+# (kernels/hopper/common/attention_twins.cu, a module of its own; tools/gpu/
+# trace_decode_attn.py): the same results, and thread 0 of every block stamps
+# trace u64 [blocks, ops.attention.TRACE_WORDS] (block = (z * grid_y + y) * grid_x + x):
+# %globaltimer ns at word p and clock64 at word 16 + p when it reaches phase p
+# (ops.attention.TRACE_PHASES), its SM id at TRACE_SM_WORD; zero it before the launch
+DECODE_ATTN_ROPE_TRACE = S("attention_twins", "decode_attn_rope_trace_bf16",
+                           _DECODE_ROPE + " trace:ptr")
+DECODE_ATTN_ROPE_CLUSTER_TRACE = S("attention_twins", "decode_attn_rope_cluster_trace_bf16",
+                                   _DECODE_ROPE + " trace:ptr")
+DECODE_ATTN_CLUSTER_TRACE = S("attention_twins", "decode_attn_cluster_trace_bf16",
+                              _DECODE + " trace:ptr")
+# DECODE_ATTN / DECODE_ATTN_ROPE with only the next round's block-table entries and K/V in
+# flight (no L2 prefetch ahead of the register loads): the A/B of that prefetch
+# (ops/routes ATLAS_DECODE_ATTN_AHEAD=0), in the twins' module
+DECODE_ATTN_AHEAD1 = S("attention_twins", "decode_attn_ahead1_bf16", _DECODE)
+DECODE_ATTN_ROPE_AHEAD1 = S("attention_twins", "decode_attn_rope_ahead1_bf16", _DECODE_ROPE)
+# DECODE_ATTN_CLUSTER / DECODE_ATTN_ROPE_CLUSTER taking their clusters split-major (every head
+# slice's first cluster among the first the GPU starts; the same results): the A/B of that
+# order (ops/routes ATLAS_DECODE_ATTN_SPLIT_MAJOR=1), in the twins' module
+DECODE_ATTN_CLUSTER_SPLIT_MAJOR = S("attention_twins", "decode_attn_cluster_splitmajor_bf16",
+                                    _DECODE)
+DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR = S("attention_twins",
+                                         "decode_attn_rope_cluster_splitmajor_bf16",
+                                         _DECODE_ROPE)
 # merges the partials of DECODE_ATTN_LONG (decode_attn_bf16 merges its own in its last split)
 DECODE_ATTN_COMBINE = S(
     "attention", "decode_attn_combine_bf16",
@@ -448,6 +493,36 @@ MOE_DOWN_ADD_RMSNORM_OFFSET = S("moe_decode", "moe_down_add_rmsnorm_offset_bf16"
                                 "w:ptr normed:ptr counters:ptr tokens:u32 top_k:u32 hidden:u32 "
                                 "inter:u32 experts:u32 rows_per_block:u32 shared_down:ptr "
                                 "shared_slots:u32 shared_inter:u32 eps:f32")
+# Decode (1..8 tokens) over quantized experts (kernels/<hw>/common/moe_decode_quant.cu,
+# ops/moe_quant.py): every expert's rows stacked in one matrix (gate_up [experts * 2 inter,
+# hidden], expert e's gate rows then up rows; down [experts * hidden, inter]), FP8 E4M3 codes
+# with f32 scales through the Fp8ScaleMap arguments, or NVFP4 (packed E2M1 [rows, k / 2],
+# E4M3 group scales [rows, k / 16], f32 row scales [rows]). topk rows are `slots` long: the
+# `routed` top-k, then a shared expert folded in as expert (routed experts + c) of the
+# matrix (`experts` counts it); act bf16 [tokens, slots, inter] and out bf16 [tokens,
+# hidden] as moe_gate_up_silu_bf16 / moe_down_sum_bf16 compute them; grid (ceil(inter / 8),
+# tokens * slots) and (ceil(hidden / 8), tokens), 256 threads, k % 16 == 0.
+_MOE_Q_MAP = "row_shift:u32 row_stride:u32 col_shift:u32 col_stride:u32"
+_MOE_Q_GATE_UP = "topk_ids:ptr act:ptr tokens:u32 slots:u32 hidden:u32 inter:u32 experts:u32"
+_MOE_Q_DOWN = ("topk_ids:ptr topk_weights:ptr out:ptr tokens:u32 slots:u32 routed:u32 "
+               "hidden:u32 inter:u32 experts:u32")
+# the down launch's fused residual add + RMSNorm (residual 0: out is written instead):
+# residual = bf16(residual + bf16(sum)), normed = RMSNorm(residual) (* w, or * (1 + w) with
+# offset 1), the last block of each token normalizing (counters u32 [tokens]: zero before,
+# zero after): moe_down_add_rmsnorm_bf16's numerics
+_MOE_Q_FINISH = "residual:ptr norm_w:ptr normed:ptr counters:ptr eps:f32 offset:u32"
+MOE_GATE_UP_SILU_FP8 = S("moe_decode_quant", "moe_gate_up_silu_fp8",
+                         f"x:ptr w:ptr scale:ptr {_MOE_Q_GATE_UP} {_MOE_Q_MAP}")
+MOE_GATE_UP_SILU_NVFP4 = S("moe_decode_quant", "moe_gate_up_silu_nvfp4",
+                           f"x:ptr w:ptr scale:ptr row_scale:ptr {_MOE_Q_GATE_UP}")
+MOE_DOWN_SUM_FP8 = S("moe_decode_quant", "moe_down_sum_fp8",
+                     f"act:ptr w:ptr scale:ptr {_MOE_Q_DOWN} {_MOE_Q_MAP} {_MOE_Q_FINISH}")
+MOE_DOWN_SUM_NVFP4 = S("moe_decode_quant", "moe_down_sum_nvfp4",
+                       f"act:ptr w:ptr scale:ptr row_scale:ptr {_MOE_Q_DOWN} {_MOE_Q_FINISH}")
+# the prefill path's NVFP4 dequantize for k % 16 == 0 (DEQUANT_NVFP4 needs k % 32): w_out
+# bf16 [n, k] = bf16(e2m1 * f32(e4m3(s) * row_scale)); grid ceil(n k / 16 / 256), 256 threads
+MOE_DEQUANT_NVFP4 = S("moe_decode_quant", "moe_dequant_nvfp4_bf16",
+                      "w:ptr scale:ptr row_scale:ptr w_out:ptr n:u32 k:u32")
 # Grouped path (more tokens): the slots s = t * top_k + j are sorted by expert into M-tiles
 # of ops.moe.MOE_TILE_M rows. sorted_slots i32 [max_tiles * MOE_TILE_M] (-1 = padding),
 # tile_expert i32 [max_tiles] (-1 = unused tile). Slots of one expert keep ascending order.
@@ -503,3 +578,22 @@ ALLREDUCE_ONESHOT = S("allreduce", "allreduce_oneshot_bf16",
 # counter (key_hi:key_lo) + (i + 1) * golden, a pure function of (key, i)
 FILL_NORMAL = S("fill_random", "fill_normal_bf16",
                 "out:ptr n:u32 key_lo:u32 key_hi:u32 mean:f32 std:f32")
+
+# --- persistent batch-1 decode of a dense bf16 model (kernels/hopper/common/decode_persistent.cu)
+# Every transformer layer of one decode step of ONE sequence in one launch (grid = SM count,
+# one block per SM, device-wide barriers between phases; opt-in ATLAS_PERSISTENT_DECODE=1).
+# layers: u64 [num_layers, 10] = in_norm, qkv_w, q_norm (0: none), k_norm, k_cache, v_cache,
+# o_w, post_norm, gate_up_w, down_w (ops/decode_persistent.LAYER_POINTERS). resid bf16
+# [hidden] in place; qkv, attn, act: the step's scratch rows; part_o / part_ml: decode
+# attention's partials with `splits` slots a head (decode_split_rule); sync u32 [2 + hq]:
+# zero at allocation, left zero. prefetch_bytes, stage0, stage1: how weights are fetched
+# ahead (ops/decode_persistent.py stage_plan; no effect on the values); trace: null, or u64
+# [1 + 10 num_layers] that block 0's phase timeline is written to (tools/gpu/
+# persistent_trace.py). The rest as
+# DECODE_ATTN_ROPE (row 0 of block_tables).
+DECODE_PERSISTENT = S("decode_persistent", "decode_persistent_bf16",
+                      "layers:ptr resid:ptr qkv:ptr attn:ptr act:ptr part_o:ptr part_ml:ptr "
+                      "sync:ptr cos_sin:ptr positions:ptr slots:ptr block_tables:ptr "
+                      "kv_lens:ptr num_layers:u32 hidden:u32 hq:u32 hkv:u32 head_dim:u32 "
+                      "inter:u32 block_size:u32 splits:u32 prefetch_bytes:u32 stage0:u32 "
+                      "stage1:u32 scale:f32 eps:f32 trace:ptr")

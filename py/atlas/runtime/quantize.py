@@ -1,8 +1,14 @@
 """`atlas models quantize`: a bf16 checkpoint -> FP8 or NVFP4, in the published layouts.
 
 Which tensors: every 2-D linear weight of a decoder layer (`model.layers.N.*_proj.weight`,
-experts included) whose dims the kernels take (multiples of 16). The embedding, LM head,
-norms, MoE routers and shared-expert gates stay bf16, as the official releases keep them;
+also under a multimodal wrapper's `model.language_model.`) whose dims the kernels take
+(multiples of 16), MoE experts and shared experts included. Experts stored in transformers
+5's fused layout (`mlp.experts.gate_up_proj` [E, 2I, H], `mlp.experts.down_proj` [E, H, I])
+are written in the published per-expert layout (`mlp.experts.{e}.gate_proj.weight` ...), as
+ModelOpt and llm-compressor export them. The embedding, LM head, norms, MoE routers
+(`mlp.gate`) and shared-expert gates stay bf16, as the official releases keep them (ModelOpt
+quantizes the shared expert's projections and leaves its 1-row gate in bf16; so do we), and
+so do a hybrid model's Gated-DeltaNet projections (`linear_attn`);
 `lm_head=True` (`--lm-head`) quantizes the (untied) LM head too, in the same layout: at
 batch 1 it is 1.24 GB of Qwen3-8B's 8.3 GB FP8 / 5.2 GB NVFP4 step (the loader reads which
 linears are quantized from the stored dtypes, so such a checkpoint loads like any other).
@@ -45,8 +51,13 @@ E2M1_MAX = 6.0
 FP8_BLOCK = 128
 
 T = TypeVar("T")
-_QUANTIZED = re.compile(r"^model\.layers\.\d+\..*_proj\.weight$")
-_KEPT = re.compile(r"(\.gate\.|shared_expert_gate|\.router\.)")
+_LAYER = r"^model\.(?:language_model\.)?layers\.\d+\."
+_QUANTIZED = re.compile(_LAYER + r".*_proj\.weight$")
+#: transformers 5's fused experts: (prefix `...mlp.experts.`, which projection)
+_FUSED_EXPERTS = re.compile("(" + _LAYER + r"(?:.*\.)?mlp\.experts\.)(gate_up_proj|down_proj)$")
+#: routers, shared-expert gates and (hybrid models) the Gated-DeltaNet projections stay bf16:
+#: the published Qwen3.5 NVFP4 exports keep linear_attn in bf16, and its kernels read bf16
+_KEPT = re.compile(r"(\.gate\.|shared_expert_gate|\.router\.|\.linear_attn\.)")
 
 class QuantizeError(ValueError):
     """The source cannot be quantized as asked; the message names the file or tensor."""
@@ -65,6 +76,34 @@ def is_quantized_name(name: str, shape: tuple[int, ...]) -> bool:
     """Whether `scheme` quantizes this tensor (linear weights of decoder layers only)."""
     return (len(shape) == 2 and bool(_QUANTIZED.match(name)) and not _KEPT.search(name)
             and shape[0] % 16 == 0 and shape[1] % 16 == 0)
+
+
+_EXPERT = re.compile(r"\.mlp\.experts\.\d+\.")
+
+
+def _kernels_take(scheme: str, name: str, shape: tuple[int, ...]) -> bool:
+    """NVFP4 linears need in_features % 32 (the dense kernels' 32-value chunks); routed
+    experts' kernels take 16-value groups. A weight they cannot take stays bf16 (listed in
+    exclude_modules), so the checkpoint loads."""
+    return scheme != "nvfp4" or shape[1] % 32 == 0 or bool(_EXPERT.search(name))
+
+
+def fused_expert_parts(name: str, shape: tuple[int, ...]
+                       ) -> list[tuple[str, tuple[int, int]]] | None:
+    """The per-expert 2-D weights a fused 3-D expert tensor stands for, in the order its rows
+    hold them (gate_up [E, 2I, H]: expert e's gate rows then its up rows), or None when
+    `name` is not a fused expert tensor."""
+    m = _FUSED_EXPERTS.match(name)
+    if m is None or len(shape) != 3:
+        return None
+    prefix, which = m.groups()
+    experts, rows, cols = shape
+    if which == "down_proj":
+        return [(f"{prefix}{e}.down_proj.weight", (rows, cols)) for e in range(experts)]
+    if rows % 2:
+        raise QuantizeError(f"{name}: fused gate_up_proj has an odd row count {rows}")
+    return [(f"{prefix}{e}.{proj}.weight", (rows // 2, cols)) for e in range(experts)
+            for proj in ("gate_proj", "up_proj")]
 
 
 def quantize_fp8_block(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -194,20 +233,42 @@ def quantize_checkpoint(src: Path, dst: Path, scheme: str,
     names = sorted(store.tensors)
 
     def quantized(name: str) -> bool:
-        return (is_quantized_name(name, store.info(name).shape)
+        shape = store.info(name).shape
+        return ((is_quantized_name(name, shape) and _kernels_take(scheme, name, shape))
                 or (lm_head and name == "lm_head.weight"))
 
-    kept = [n for n in names if not quantized(n)]
+    def split(name: str) -> list[tuple[str, tuple[int, int]]] | None:
+        """A fused expert tensor's quantizable per-expert parts (None: not one, or kept)."""
+        parts = fused_expert_parts(name, store.info(name).shape)
+        if parts and all(is_quantized_name(n, shape) for n, shape in parts):
+            return parts
+        return None
+
+    kept = [n for n in names if not quantized(n) and split(n) is None]
+    for name in names:
+        if split(name) is not None and store.info(name).dtype != "BF16":
+            raise QuantizeError(f"{store.info(name).file}: tensor {name!r} is "
+                                f"{store.info(name).dtype}; quantize takes bf16 checkpoints")
     layout: list[tuple[str, str, tuple[int, ...]]] = []
     for name in names:
         info = store.info(name)
-        layout += ([(name, info.dtype, info.shape)] if name in kept
-                   else _quantized_layout(scheme, name, info.shape))
+        parts = split(name)
+        if name in kept:
+            layout.append((name, info.dtype, info.shape))
+        elif parts is not None:
+            for part, shape in parts:
+                layout += _quantized_layout(scheme, part, shape)
+        else:
+            layout += _quantized_layout(scheme, name, info.shape)
 
     def convert(name: str) -> list[np.ndarray]:
         if name in kept:
             return [store.read(name)]
-        return _quantize(scheme, bf16_bits_to_f32(store.read(name)))
+        w = bf16_bits_to_f32(store.read(name))
+        parts = split(name)
+        if parts is None:
+            return _quantize(scheme, w)
+        return [a for part in w.reshape(len(parts), *parts[0][1]) for a in _quantize(scheme, part)]
 
     def arrays() -> Iterator[np.ndarray]:
         for i, (name, out) in enumerate(zip(names, ordered_map(convert, names))):
@@ -224,5 +285,6 @@ def quantize_checkpoint(src: Path, dst: Path, scheme: str,
                                                   encoding="utf-8")
     copy_side_files(src, dst)
     bytes_out = (dst / "model.safetensors").stat().st_size
-    return QuantizeReport(scheme, len(names) - len(kept), len(kept),
+    quantized_count = sum(len(split(n) or [n]) for n in names if n not in kept)
+    return QuantizeReport(scheme, quantized_count, len(kept),
                           sum(t.nbytes for t in store.tensors.values()), bytes_out)

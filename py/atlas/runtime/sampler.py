@@ -238,16 +238,19 @@ class Sampler:
                 self.backend.download(self.top_ids, np.int32, (rows, k)),
                 self.backend.download(self.top_logprobs, np.float32, (rows, k)))
 
-    def enqueue(self, stream: Stream, logits: DevicePtr, rows: int) -> None:
+    def enqueue(self, stream: Stream, logits: DevicePtr, rows: int, masked: bool = True) -> None:
         """Mask (when enabled), penalize f32 logits [rows, vocab] in place, sample into
-        `out_ids`, report logprobs (when enabled), count the samples.
+        `out_ids`, report logprobs (when enabled), count the samples. `masked=False`: the
+        caller guarantees no row of these launches carries a grammar mask (a decode graph
+        the runner replays only for unmasked steps), so the mask launch is left out rather
+        than run to find every row unmasked.
 
         Issues launches only (no allocation, copy or synchronization): safe to capture.
         """
         if not 0 <= rows <= self.max_batch:
             raise ValueError(f"sampler.enqueue: rows={rows} outside 0..{self.max_batch}")
         kc, v = self.kernels, self.vocab
-        if self.token_bitmask is not None and self.mask_rows is not None:
+        if masked and self.token_bitmask is not None and self.mask_rows is not None:
             sampling.apply_token_bitmask(kc, stream, logits, self.token_bitmask, self.mask_rows,
                                          rows, v, self.mask_words)
         sampling.apply_penalties(kc, stream, logits, self.row_params, self.counts,

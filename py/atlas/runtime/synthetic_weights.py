@@ -14,6 +14,8 @@ two cannot drift): linear weights N(0, 1 / fan_in), twice that std for the proje
 write the residual stream, embeddings and LM head N(0, (1.6 / sqrt(hidden))^2), RMSNorm
 weights 1 + N(0, 0.1^2); float32 tensors (a router's score-correction bias) are zeros, as
 transformers initializes them. Each tensor's values are a pure function of (seed, name).
+A config.json with a `quantization_config` gets quantized weights instead (FP8 / NVFP4 codes
+and scales of the same standard deviations: runtime/synthetic_quant.py).
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ import time
 from typing import Callable, Iterable, Mapping, Sequence
 
 from ..core.dtype import DType
+from ..core.quant_config import CheckpointQuant
 from .gpu import DevicePtr, GpuBackend
 from .ops import KernelCache
 from .ops.fill_random import fill_normal
-from .weights import LoadReport, ProgressFn, WeightError, st_dtype_name
+from .synthetic_quant import E4M3_ONE, QuantizedNames, QuantPools, holds, scale_tensor
+from .weights import LoadReport, ProgressFn, TensorInfo, WeightError, st_dtype_name
 
 #: std multiplier for the projections that write the residual stream
 RESIDUAL_WRITE_GAIN = 2.0
@@ -67,27 +71,66 @@ def tensor_key(seed: int, name: str) -> int:
 class SyntheticWeights:
     """Stands in for `WeightStore`: every planned tensor exists, made on the device."""
 
-    def __init__(self, hidden_size: int, seed: int, zero_centred_norms: bool = False) -> None:
+    def __init__(self, hidden_size: int, seed: int, zero_centred_norms: bool = False,
+                 quant: CheckpointQuant = CheckpointQuant(), experts: int = 0) -> None:
         """`zero_centred_norms`: the model applies its RMSNorm weights as (1 + w) (the hybrid
-        families), so they are drawn around 0 instead of 1."""
+        families), so they are drawn around 0 instead of 1. `quant`: the config's
+        quantization (its linears are made quantized); `experts`: the config's expert count
+        (a quantized model holds its experts per expert)."""
         self.hidden_size = hidden_size
         self.seed = seed
         self.zero_centred_norms = zero_centred_norms
+        self.quant = quant
+        self.experts = experts
         self._expected: dict[str, tuple[DType | str, tuple[int, ...]]] = {}
+        self._rms: dict[str, float] = {}  # quantized code pools' rms, by format (upload)
 
     def __contains__(self, name: object) -> bool:
         """Any tensor can be made, so the loader picks the stacked expert layout (one fill
-        per projection instead of one per expert)."""
-        return isinstance(name, str)
+        per projection instead of one per expert); a quantized model holds the published
+        per-expert layout instead."""
+        return isinstance(name, str) and (not self.quant.quantized or holds(name, self.experts))
+
+    def stored_dtypes(self) -> Mapping[str, str]:
+        """Tensor name -> stored dtype, for the loader's linear plan (bf16 unless quantized)."""
+        return QuantizedNames(self.quant) if self.quant.quantized else {}
 
     def validate(self, expected: Mapping[str, tuple[DType | str, Sequence[int]]]) -> list[str]:
-        """Record the plan's tensors; only bf16 and float32 can be made."""
+        """Record the plan's tensors; bf16 and float32 can be made, and with a quantization
+        its codes and E4M3 scales."""
+        kinds = ("BF16", "F32") + (("U8", "F8_E4M3") if self.quant.quantized else ())
+        what = ("bf16 and float32" if not self.quant.quantized
+                else f"bf16, float32 and {self.quant.format} codes and scales")
         for name, (dtype, shape) in expected.items():
-            if st_dtype_name(dtype) not in ("BF16", "F32"):
-                raise WeightError(f"synthetic weights: tensor {name!r} is {dtype}; only bf16 "
-                                  "and float32 tensors can be generated")
+            if st_dtype_name(dtype) not in kinds:
+                raise WeightError(f"synthetic weights: tensor {name!r} is {dtype}; only "
+                                  f"{what} tensors can be generated")
             self._expected[name] = (dtype, tuple(shape))
         return []
+
+    def _scale(self, name: str) -> tuple[TensorInfo, object]:
+        """A host-read per-tensor scale of a quantized weight (FP8 `weight_scale_inv` /
+        `weight_scale`, NVFP4 `weight_scale_2`)."""
+        base = name.rsplit(".", 1)[0] + ".weight"
+        if not self.quant.quantized or base not in self._expected:
+            raise WeightError(f"synthetic weights: no host tensor {name!r}")
+        _, shape = self._expected[base]
+        full = (shape[0], shape[1] * 2) if self.quant.format == "nvfp4" else shape
+        std = init_std(base, full, self.hidden_size)
+        assert std is not None
+        return scale_tensor(self.quant, name, full, std, self._pool_rms())
+
+    def _pool_rms(self) -> float:
+        """The rms of the code pool `upload` tiles from (the same seeded pool)."""
+        if self.quant.format not in self._rms:
+            self._rms[self.quant.format] = QuantPools.rms_of(self.quant, self.seed)
+        return self._rms[self.quant.format]
+
+    def info(self, name: str) -> TensorInfo:
+        return self._scale(name)[0]
+
+    def read(self, name: str) -> object:
+        return self._scale(name)[1]
 
     def upload(self, backend: GpuBackend, names: Iterable[str] | None = None,
                dst: Mapping[str, DevicePtr] | Callable | None = None,
@@ -99,11 +142,18 @@ class SyntheticWeights:
         kc, stream = KernelCache(backend), backend.default_stream()
         t0, done = time.perf_counter(), 0
         total = sum(self._nbytes(n) for n in wanted)
+        pools = QuantPools(backend, self.quant, self.seed) if self.quant.quantized else None
         for i, name in enumerate(wanted):
             dtype, shape = self._expected[name]
             count = math.prod(shape)
-            if st_dtype_name(dtype) == "F32":
+            kind = st_dtype_name(dtype)
+            if kind == "F32":
                 backend.memset(dst[name], 0, 4 * count, stream)
+            elif kind == "F8_E4M3" and not name.endswith(".weight"):  # NVFP4 group scales
+                backend.memset(dst[name], E4M3_ONE, count, stream)
+            elif kind in ("U8", "F8_E4M3"):  # codes (disjoint from what the stream fills)
+                assert pools is not None
+                pools.tile(dst[name], count, tensor_key(self.seed, name))
             else:
                 mean, std = self.normal_params(name, shape)
                 fill_normal(kc, stream, dst[name], count, tensor_key(self.seed, name), mean, std)
@@ -111,6 +161,8 @@ class SyntheticWeights:
             if progress is not None:
                 progress(i + 1, len(wanted), done, total, time.perf_counter() - t0)
         backend.synchronize(stream)
+        if pools is not None:
+            pools.free()
         return LoadReport({n: dst[n] for n in wanted}, {"synthetic": "device"}, done,
                           time.perf_counter() - t0)
 
@@ -151,4 +203,5 @@ class SyntheticWeights:
 
     def _nbytes(self, name: str) -> int:
         dtype, shape = self._expected[name]
-        return (4 if st_dtype_name(dtype) == "F32" else 2) * math.prod(shape)
+        size = {"F32": 4, "U8": 1, "F8_E4M3": 1}.get(st_dtype_name(dtype), 2)
+        return size * math.prod(shape)

@@ -8,7 +8,7 @@ fusion costs nothing at load time: each tensor is uploaded straight to its offse
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 
 from ...core.config import ModelConfig
@@ -52,7 +52,7 @@ class WeightPlan:
     #: quantization and stored dtypes (tensor name -> safetensors dtype) they are planned by
     linears: dict[str, LinearPlan] = field(default_factory=dict)
     quant: CheckpointQuant = field(default_factory=CheckpointQuant)
-    stored: dict[str, str] = field(default_factory=dict)
+    stored: Mapping[str, str] = field(default_factory=dict)
 
     def add(self, buffer: str, parts: list[tuple[str, tuple[int, ...]]],
             dtype: DType = DType.BF16, min_bytes: int = 0) -> None:

@@ -130,12 +130,14 @@ class Qwen35Loader(DenseDecoderLoader):
                 plan.add(f"l{i}.k_norm", [(p + "self_attn.k_norm.weight", (d,))])
             else:
                 a = p + "linear_attn."
-                plan.add(f"l{i}.in_proj", self.in_proj_parts(la, a, h))
+                # linears: bf16, or quantized where the checkpoint stores them so
+                add_linear(plan, f"l{i}.in_proj",
+                           [(name, shape[0]) for name, shape in self.in_proj_parts(la, a, h)], h)
                 plan.add(f"l{i}.conv", [(a + "conv1d.weight", (la.conv_dim, 1, la.conv_kernel))])
                 plan.add(f"l{i}.a_log", [(a + "A_log", (la.num_value_heads,))])
                 plan.add(f"l{i}.dt_bias", [(a + "dt_bias", (la.num_value_heads,))])
                 plan.add(f"l{i}.gdn_norm", [(a + "norm.weight", (la.value_head_dim,))])
-                plan.add(f"l{i}.out_proj", [(a + "out_proj.weight", (h, la.value_dim))])
+                add_linear(plan, f"l{i}.out_proj", [(a + "out_proj.weight", h)], la.value_dim)
             self.plan_layer_mlp(plan, cfg, i, p, names)
             plan.add(f"l{i}.in_norm", [(p + "input_layernorm.weight", (h,))])
             plan.add(f"l{i}.post_norm", [(p + "post_attention_layernorm.weight", (h,))])

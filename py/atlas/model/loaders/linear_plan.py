@@ -25,6 +25,7 @@ from ...core.quant import NVFP4_GROUP, Fp8ScaleMap, fused_fp8_scale_map, fused_f
 from ...core.quant_config import CheckpointQuant, QuantConfigError
 from ...runtime.ops.matmul_nvfp4 import CHUNK_VALUES as NVFP4_CHUNK, Nvfp4Weight
 from ...runtime.ops.matmul_quant import Bf16Linear, Fp8Weight, LinearWeight, QuantLinear
+from ...runtime.ops.moe_quant import QuantExperts
 from ...runtime.weights import WeightError, WeightStore
 
 if TYPE_CHECKING:
@@ -45,32 +46,50 @@ class LinearPlan:
     scale_buffer: str = ""
     smap: Fp8ScaleMap | None = None  # FP8 only
     row_buffer: str = ""  # NVFP4 only: float32 [n]
+    #: > 0: a layer's routed experts of one projection, `experts` equal parts of n / experts
+    #: rows each (ops.moe_quant.QuantExperts; quantized formats only)
+    experts: int = 0
 
     @property
     def n(self) -> int:
         return sum(rows for _, rows in self.parts)
 
 
-def stored_dtypes(names: object) -> dict[str, str]:
-    """Tensor name -> safetensors dtype of a WeightStore (empty for anything else: a
-    synthetic source or a name list holds no quantized tensors)."""
+def stored_dtypes(names: object) -> Mapping[str, str]:
+    """Tensor name -> safetensors dtype of a WeightStore, or what a synthetic source says it
+    stores (`stored_dtypes()`: quantized synthetic weights); empty for anything else (a
+    name list holds no quantized tensors)."""
+    rule = getattr(names, "stored_dtypes", None)
+    if callable(rule):
+        return rule()
     tensors = getattr(names, "tensors", None)
     return {n: t.dtype for n, t in tensors.items()} if isinstance(tensors, dict) else {}
 
 
-def add_linear(plan: "WeightPlan", buffer: str, parts: list[tuple[str, int]], k: int) -> None:
+def stored_format(plan: "WeightPlan", parts: list[tuple[str, int]]) -> str:
+    """'bf16' or the checkpoint's quantized format, as the parts (bf16 spellings) are stored;
+    a WeightError when they mix."""
+    return _part_format(parts, plan.quant, plan.stored)
+
+
+def add_linear(plan: "WeightPlan", buffer: str, parts: list[tuple[str, int]], k: int,
+               experts: int = 0) -> None:
     """Plan `buffer` = parts stacked by rows, in the format the checkpoint stores them
     (`plan.quant`, `plan.stored`). `parts` name each part's bf16 spelling (`...weight`);
-    quantized spellings derive from it."""
+    quantized spellings derive from it. `experts`: the parts are a layer's routed experts
+    (quantized only), whose kernels take NVFP4 in_features in 16-value groups."""
     quant = plan.quant
     fmt = _part_format(parts, quant, plan.stored)
+    if experts and fmt == "bf16":
+        raise ValueError(f"{buffer}: bf16 experts are planned by loaders/moe.py")
     if fmt == "bf16":
         plan.add(buffer, [(name, (rows, k)) for name, rows in parts])
         plan.linears[buffer] = LinearPlan(buffer, tuple(parts), k)
         return
     if fmt == "nvfp4":
-        if k % NVFP4_CHUNK:
-            raise QuantConfigError(f"{parts[0][0]}: NVFP4 needs in_features % {NVFP4_CHUNK} "
+        need = NVFP4_GROUP if experts else NVFP4_CHUNK
+        if k % need:
+            raise QuantConfigError(f"{parts[0][0]}: NVFP4 needs in_features % {need} "
                                    f"== 0, got {k}")
         plan.add(buffer, [(_renamed(n, quant.codes_name), (r, k // 2)) for n, r in parts],
                  DType.U8)
@@ -78,7 +97,7 @@ def add_linear(plan: "WeightPlan", buffer: str, parts: list[tuple[str, int]], k:
                                      for n, r in parts], DType.FP8E4M3)
         plan.buffers[buffer + ".rows"] = 4 * sum(r for _, r in parts)
         plan.linears[buffer] = LinearPlan(buffer, tuple(parts), k, fmt, buffer + ".scale",
-                                          row_buffer=buffer + ".rows")
+                                          row_buffer=buffer + ".rows", experts=experts)
         return
     plan.add(buffer, [(name, (rows, k)) for name, rows in parts], DType.FP8E4M3)
     rows = [r for _, r in parts]
@@ -86,7 +105,8 @@ def add_linear(plan: "WeightPlan", buffer: str, parts: list[tuple[str, int]], k:
     count = int(np.prod(smap.shape, dtype=np.int64)) if smap.shape else 1
     scale_buffer = buffer + ".scale"
     plan.buffers[scale_buffer] = 4 * count
-    plan.linears[buffer] = LinearPlan(buffer, tuple(parts), k, fmt, scale_buffer, smap)
+    plan.linears[buffer] = LinearPlan(buffer, tuple(parts), k, fmt, scale_buffer, smap,
+                                      experts=experts)
 
 
 def _renamed(weight_name: str, suffix: str) -> str:
@@ -179,8 +199,13 @@ def _scale_shapes(layout: str, rows: int, k: int, block: tuple[int, int]
     return ((), (1,))
 
 
-def build_linear(lp: LinearPlan, ptr: Mapping[str, int]) -> LinearWeight:
-    """The device-side weight object of a planned linear, once its buffers have addresses."""
+def build_linear(lp: LinearPlan, ptr: Mapping[str, int]) -> LinearWeight | QuantExperts:
+    """The device-side weight object of a planned linear, once its buffers have addresses
+    (a layer's quantized experts: `QuantExperts`)."""
+    if lp.experts:
+        return QuantExperts("nvfp4" if lp.format == "nvfp4" else "fp8", ptr[lp.buffer],
+                            ptr[lp.scale_buffer], lp.experts, lp.n // lp.experts, lp.k,
+                            lp.smap, ptr[lp.row_buffer] if lp.row_buffer else 0)
     if lp.format == "bf16":
         return Bf16Linear(ptr[lp.buffer], lp.n, lp.k)
     if lp.format == "nvfp4":

@@ -15,8 +15,12 @@ Two checkpoint layouts exist in the wild and both land in those same bytes:
   `mlp.experts.down_proj` [E, H, I].
 
 Each upload goes straight to its offset (the per-expert layout is E * 3 tensors placed back
-to back), so packing costs no host copy. The layout is chosen per layer from the names the
-checkpoint holds; an expert the config does not know is an error, not silently ignored.
+to back), so packing costs no host copy. Quantized experts (FP8, NVFP4: the per-expert
+layout, as published) become two linears of E parts each (`linear_plan.add_linear(experts=)`:
+codes and scales stacked like a fused q|k|v, every scale checked first); a shared expert as
+wide as an expert and stored alike is folded in as expert E (docs/quantization.md). The
+layout is chosen per layer from the names the checkpoint holds; an expert the config does
+not know is an error, not silently ignored.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from ...core.config import ModelConfig, MoeConfig
 from ...core.dtype import DType
 from ...runtime.weights import WeightError
 from .dense import DenseDecoderLoader, UnsupportedModelError, WeightPlan, add_swiglu
+from .linear_plan import add_linear, stored_format
 
 #: rows of the shared-expert gate's device buffer: its one row, then zeros, so the
 #: tensor-core GEMM (n a multiple of 16) can compute the gate logit of a prefill chunk
@@ -82,22 +87,60 @@ def add_moe_mlp(plan: WeightPlan, cfg: ModelConfig, layer: int, p: str,
     if moe.score_bias:
         plan.add(b + "score_bias", [(p + "gate.e_score_correction_bias", (e,))],
                  dtype=DType.FP32)
+    si, sp = moe.shared_intermediate_size, p + "shared_expert."
+    shared = ([(sp + f"{proj}.weight", si) for proj in ("gate_proj", "up_proj")],
+              [(sp + "down_proj.weight", h)]) if si else None
     if p + "experts.gate_up_proj" in names:
         plan.add(b + "experts_gate_up", [(p + "experts.gate_up_proj", (e, 2 * inter, h))])
         plan.add(b + "experts_down", [(p + "experts.down_proj", (e, h, inter))])
+        experts = "bf16"
     else:
         _check_expert_count(cfg, layer, p, names)
-        q = p + "experts."
-        plan.add(b + "experts_gate_up", [
-            part for x in range(e) for part in ((f"{q}{x}.gate_proj.weight", (inter, h)),
-                                                (f"{q}{x}.up_proj.weight", (inter, h)))])
-        plan.add(b + "experts_down", [(f"{q}{x}.down_proj.weight", (h, inter))
-                                      for x in range(e)])
-    if moe.shared_intermediate_size:
-        add_swiglu(plan, b + "shared_", p + "shared_expert.", moe.shared_intermediate_size, h)
+        experts = _add_per_expert(plan, b, p + "experts.", e, inter, h, layer,
+                                  shared if si == inter else None)
+    if shared is not None:
+        if experts == "bf16" and any(stored_format(plan, part) != "bf16" for part in shared):
+            raise MoeLoaderError(f"{cfg.source}: layer {layer}'s shared expert is "
+                                 f"{plan.quant.format} but its routed experts are bf16 "
+                                 "(quantized shared experts run beside quantized experts only)")
+        if experts != "folded":
+            # beside quantized experts, a shared expert of another width (or format) is a
+            # dense MLP of linears (model/moe_quant.py)
+            add_swiglu(plan, b + "shared_", sp, si, h, quantizable=experts == "quantized")
         # zero rows up to the GEMM's n granularity (see model/moe.py GATE_PAD_ROWS)
         plan.add(b + "shared_gate", [(p + "shared_expert_gate.weight", (1, h))],
                  min_bytes=DType.BF16.nbytes(SHARED_GATE_ROWS * h))
+
+
+SharedParts = tuple[list[tuple[str, int]], list[tuple[str, int]]]
+
+
+def _add_per_expert(plan: WeightPlan, b: str, q: str, e: int, inter: int, h: int,
+                    layer: int, shared: SharedParts | None = None) -> str:
+    """The per-expert layout's two packed projections, bf16 or (both) quantized as the
+    checkpoint stores them: 'bf16', 'quantized' (linears of `experts` parts), or 'folded'
+    when `shared` (a shared expert as wide as a routed one: its gate/up and down parts) is
+    stored in the same format and becomes expert e of the quantized matrices (ops/moe_quant.py
+    folds_shared: its decode slot runs in the experts' launches)."""
+    gate_up = [part for x in range(e) for part in ((f"{q}{x}.gate_proj.weight", inter),
+                                                   (f"{q}{x}.up_proj.weight", inter))]
+    down = [(f"{q}{x}.down_proj.weight", h) for x in range(e)]
+    formats = {stored_format(plan, gate_up), stored_format(plan, down)}
+    if formats == {"bf16"}:
+        plan.add(b + "experts_gate_up", [(name, (rows, h)) for name, rows in gate_up])
+        plan.add(b + "experts_down", [(name, (rows, inter)) for name, rows in down])
+        return "bf16"
+    if "bf16" in formats:
+        raise MoeLoaderError(f"layer {layer}: experts' gate/up and down projections must be "
+                             f"stored alike ({q}0.gate_proj / down_proj: one bf16, one "
+                             f"{plan.quant.format})")
+    fold = shared is not None and all(stored_format(plan, part) != "bf16" for part in shared)
+    if fold:
+        assert shared is not None
+        gate_up, down = gate_up + shared[0], down + shared[1]
+    add_linear(plan, b + "experts_gate_up", gate_up, h, experts=e + fold)
+    add_linear(plan, b + "experts_down", down, inter, experts=e + fold)
+    return "folded" if fold else "quantized"
 
 
 def _check_expert_count(cfg: ModelConfig, layer: int, p: str,
@@ -112,8 +155,9 @@ def _check_expert_count(cfg: ModelConfig, layer: int, p: str,
     q = p + "experts."
 
     def has(x: int) -> bool:
-        return any(f"{q}{x}.{proj}.weight" in names for proj in ("gate_proj", "up_proj",
-                                                                  "down_proj"))
+        return any(f"{q}{x}.{proj}.{codes}" in names for proj in ("gate_proj", "up_proj",
+                                                                   "down_proj")
+                   for codes in ("weight", "weight_packed"))  # bf16 / FP8 / ModelOpt, CT NVFP4
 
     if has(e):
         raise MoeLoaderError(f"{cfg.source}: checkpoint has tensor {q}{e}.* but num_experts = "

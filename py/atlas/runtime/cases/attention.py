@@ -11,7 +11,7 @@ the other rows stay poisoned (NaN), so a merge that read one of them would fail 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Callable
 
@@ -156,13 +156,35 @@ def prefill_cases(rng: np.random.Generator) -> list[KernelCase]:
 
 
 # ---- decode -------------------------------------------------------------------------------
+#: the twins a decode case may run instead of the kernel the environment's routes pick, and
+#: the route that picks each (ops/routes.py); every twin computes the same
+DECODE_TWINS = {"ahead1": {"decode_attn_ahead": False},  # *_ahead1_bf16 (unclustered)
+                "split_major": {"decode_attn_split_major": True}}  # *_splitmajor_bf16
+
+
+def case_routes(twin: str) -> KernelRoutes:
+    """The routes of a decode case's launches: the environment's, switched to `twin`
+    (DECODE_TWINS; "" for none)."""
+    routes = KernelRoutes.from_env()
+    return replace(routes, **DECODE_TWINS[twin]) if twin else routes
+
+
+def traced_twins_apply() -> bool:
+    """Whether the environment's routes take the kernels the traced twins mirror (not the
+    waiting kernel of ATLAS_DECODE_ATTN_LATENCY=0 nor the split-major ones)."""
+    routes = KernelRoutes.from_env()
+    return routes.decode_attn_latency and not routes.decode_attn_split_major
+
+
 def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
-                num_splits: int, rule: Callable[[int, int], tuple[int, int]] | None = None
-                ) -> KernelCase:
+                num_splits: int, rule: Callable[[int, int], tuple[int, int]] | None = None,
+                traced: bool = False, twin: str = "") -> KernelCase:
     """One query per sequence on a num_splits grid, launched twice: the second launch finds
     the split tickets the first left (they must be zero again, and are checked to be).
     `rule`: (keys per partial, partials) of the kernel under test (default: what
-    decode_attention launches under the environment's routes)."""
+    decode_attention launches under the environment's routes). `traced`: the clustered
+    kernel's phase-traced twin (attention_twins.cu), which must compute the same; `twin`:
+    another twin of that module (DECODE_TWINS), the same too."""
     if rule is None:
         routes = KernelRoutes.from_env()
         rule = partial(attention.decode_partial_rule, routes=routes)
@@ -171,6 +193,9 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
     inputs["q"] = random_bf16(rng, (num_seqs, g.hq, g.head_dim), 2.0)
     inputs["counters"] = np.zeros((num_seqs, g.hq), np.int32)
     max_blocks = inputs["block_tables"].shape[1]
+    if traced:  # the stamps are clock readings: an input buffer, never compared
+        grid = attention.decode_grid(num_splits, g.hq, g.hkv, num_seqs)
+        inputs["trace"] = np.zeros((int(np.prod(grid)), attention.TRACE_WORDS), np.int64)
     part_o_shape = (num_seqs, g.hq, num_splits, g.head_dim)
     part_ml_shape = (num_seqs, g.hq, num_splits, 2)
     # the partials a launch writes (ops.attention.decode_partial_rule): one per active split,
@@ -183,11 +208,13 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         for _ in range(2):
-            attention.decode_attention(KernelCache(backend), stream, p["q"], p["k_cache"],
+            attention.decode_attention(KernelCache(backend, case_routes(twin)), stream,
+                                       p["q"], p["k_cache"],
                                        p["v_cache"], p["block_tables"], p["kv_lens"],
                                        p["part_o"], p["part_ml"], p["counters"], p["out"],
                                        num_seqs, g.hq, g.hkv, g.head_dim, g.block_size,
-                                       max_blocks, num_splits, g.scale)
+                                       max_blocks, num_splits, g.scale,
+                                       trace=p.get("trace", 0))
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         q = bf16_bits_to_f32(x["q"]).astype(np.float64)
@@ -218,12 +245,14 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
     }
     mask = {"part_o": np.broadcast_to(active[..., None], part_o_shape),
             "part_ml": np.broadcast_to(active[..., None], part_ml_shape)}
-    return KernelCase(name, "attention", inputs, outputs, run, oracle, mask)
+    return KernelCase(name, "attention_twins" if traced or twin else "attention", inputs,
+                      outputs, run, oracle, mask)
 
 
 @kernel_cases("attention")
 def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
     qwen3_8b, qwen3_06b = Geometry(32, 8, 128, 16), Geometry(16, 8, 128, 16)
+    traced = traced_twins_apply()
     return [
         # kv_len 1 (one active split of 8); 50 (2 active: below 8 x 32 keys); 300 (all 8,
         # 38 keys each, a second load round for the last 6)
@@ -255,4 +284,21 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
         # second cluster with one keyed block), 10 (two, merged through the partials)
         decode_case(rng, "decode D128 gqa2 bs16 splits16 cluster boundaries", qwen3_06b,
                     [64, 65, 512, 513, 600], 16),
+        # the clustered kernel's phase-traced twin (tools/gpu/trace_decode_attn.py) at
+        # Qwen3.5's heads: direct, one cluster, two
+        *([decode_case(rng, "decode D256 gqa8 bs16 splits16 cluster traced",
+                       Geometry(16, 2, 256, 16), [40, 300, 700], 16, traced=True)]
+          if traced else []),
+        # many load rounds a split (Qwen3-8B's heads at batch 64: one split of 1,536 keys,
+        # 48 rounds) with the loop's L2 prefetch and on its one-round twin; a split ending
+        # within the prefetch distance, and a sequence of one key
+        decode_case(rng, "decode D128 gqa4 bs16 splits1 rounds48", qwen3_8b, [1536, 70, 1], 1),
+        decode_case(rng, "decode D128 gqa4 bs16 splits1 rounds48 ahead1", qwen3_8b,
+                    [1536, 70, 1], 1, twin="ahead1"),
+        # the clustered kernel taking its clusters split-major: one cluster, several, a
+        # sequence of one key, on Qwen3-0.6B's and Qwen3.5's heads
+        decode_case(rng, "decode D128 gqa2 bs16 splits33 clusters split_major", qwen3_06b,
+                    [512, 1500, 1, 65], 33, twin="split_major"),
+        decode_case(rng, "decode D256 gqa8 bs16 splits16 cluster split_major",
+                    Geometry(16, 2, 256, 16), [40, 300, 700], 16, twin="split_major"),
     ]

@@ -18,16 +18,19 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, attention
-from .attention import ATTN_TOL, Geometry, paged_cache
+from .attention import ATTN_TOL, Geometry, case_routes, paged_cache, traced_twins_apply
 from .gemv import random_bf16
 from .rope_kv import EPS, cos_sin_table, head_norm, rb, rotate
 
 
 def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
                      num_splits: int, normed: bool = True, pad_last: bool = False,
-                     graph: bool = False) -> KernelCase:
+                     graph: bool = False, traced: bool = False, twin: str = ""
+                     ) -> KernelCase:
     """One token per sequence at position kv_len - 1; `pad_last`: the last sequence's slot
-    is -1 (a graph's padding row); `graph`: also in the device check's graph capture."""
+    is -1 (a graph's padding row); `graph`: also in the device check's graph capture;
+    `traced`: the phase-traced twin (attention_twins.cu), which must compute the same;
+    `twin`: another twin of that module (cases/attention.py DECODE_TWINS), the same too."""
     num_seqs, d = len(kv_lens), g.head_dim
     inputs = paged_cache(rng, kv_lens, g)
     tables = inputs["block_tables"]
@@ -46,15 +49,19 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
     inputs["part_o"] = np.zeros(splits_shape + (d,), np.float32)  # scratch, not compared
     inputs["part_ml"] = np.zeros(splits_shape + (2,), np.float32)
     max_blocks = tables.shape[1]
+    if traced:  # the stamps are clock readings: an input buffer, never compared
+        grid = attention.decode_grid(num_splits, g.hq, g.hkv, num_seqs)
+        inputs["trace"] = np.zeros((int(np.prod(grid)), attention.TRACE_WORDS), np.int64)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         for _ in range(2):
             attention.decode_attention_rope(
-                KernelCache(backend), stream, p["qkv"], p["k_cache"], p["v_cache"],
+                KernelCache(backend, case_routes(twin)), stream, p["qkv"], p["k_cache"],
+                p["v_cache"],
                 p.get("q_norm_w", 0), p.get("k_norm_w", 0), p["cos_sin"], p["positions"],
                 p["slots"], p["block_tables"], p["kv_lens"], p["part_o"], p["part_ml"],
                 p["counters"], p["out"], num_seqs, g.hq, g.hkv, d, g.block_size, max_blocks,
-                num_splits, g.scale, EPS)
+                num_splits, g.scale, EPS, trace=p.get("trace", 0))
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         row = bf16_bits_to_f32(x["qkv"]).astype(np.float64)
@@ -92,8 +99,8 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
                "k_cache": OutputSpec(DType.BF16, cache_shape),
                "v_cache": OutputSpec(DType.BF16, cache_shape, tol=(0.0, 0.0)),
                "counters": OutputSpec(DType.I32, (num_seqs, g.hq))}
-    return KernelCase(name, "attention", inputs, outputs, run, oracle,
-                      {"k_cache": owned, "v_cache": owned}, graph=graph)
+    return KernelCase(name, "attention_twins" if traced or twin else "attention", inputs,
+                      outputs, run, oracle, {"k_cache": owned, "v_cache": owned}, graph=graph)
 
 
 @kernel_cases("attention")
@@ -125,4 +132,24 @@ def decode_rope_cases(rng: np.random.Generator) -> list[KernelCase]:
         # (the second with 3 keyed blocks); in a graph, which replays the tickets
         decode_rope_case(rng, "decode_rope D128 gqa4 splits33 clusters", qwen3_8b, [1500, 700],
                          33, graph=True),
+        # the phase-traced twins (tools/gpu/trace_decode_attn.py), clustered and not
+        *([decode_rope_case(rng, "decode_rope D128 gqa4 splits33 clusters traced", qwen3_8b,
+                            [1500, 700, 1], 33, traced=True),
+           decode_rope_case(rng, "decode_rope D256 gqa8 splits2 pad traced",
+                            Geometry(16, 2, 256, 16), [300, 45], 2, pad_last=True,
+                            traced=True)]
+          if traced_twins_apply() else []),
+        # the batch-64 regime: one split of 1,536 keys (48 rounds; the step's key in the
+        # last) with the loop's L2 prefetch and on its one-round twin, in a graph
+        decode_rope_case(rng, "decode_rope D128 gqa4 splits1 rounds48", qwen3_8b,
+                         [1536, 90, 1], 1, graph=True),
+        decode_rope_case(rng, "decode_rope D128 gqa4 splits1 rounds48 ahead1", qwen3_8b,
+                         [1536, 90, 1], 1, twin="ahead1"),
+        # the clustered kernel split-major: Qwen3-30B-A3B's 64-split grid at 512 keys and
+        # two sequences past one cluster, in a graph
+        decode_rope_case(rng, "decode_rope D128 gqa8 ctx512 split_major",
+                         Geometry(32, 4, 128, 16), [512, 9], 64, twin="split_major",
+                         graph=True),
+        decode_rope_case(rng, "decode_rope D128 gqa4 splits33 clusters split_major", qwen3_8b,
+                         [1500, 700], 33, twin="split_major"),
     ]

@@ -10,7 +10,10 @@ row slices are uneven or empty (m = 9 split 8, m = 1 split 4). The rule's own ch
 slices of the Qwen3 projections. The two-warpgroup blocks (128 weight rows sharing each x
 tile, ATLAS_DECODE_GEMM_WIDE) run the same kinds of edges at every width they take (N >= 32;
 a batch of 16 or fewer falls back to one warpgroup), with n ending inside either warpgroup's
-half of the last tile.
+half of the last tile. The SwiGLU entries (gate_up ending with its activation) run every
+width, split and block shape with I = n / 2 ending inside a gate/up tile, I odd, and the
+Qwen3-8B slice, each beside its unfused twin (the same split's product into gate_up, then
+silu_mul) whose output must hold the same bits.
 """
 
 from __future__ import annotations
@@ -19,9 +22,13 @@ from functools import partial
 
 import numpy as np
 
-from ..kernel_check import KernelCase, kernel_cases
-from ..ops import matmul_decode
-from .gemv import linear_case
+from ...core.dtype import DType
+from ...core.numerics import f32_to_bf16_bits
+from ..gpu import DevicePtr, GpuBackend, Stream
+from ..kernel_check import KernelCase, OutputSpec, kernel_cases
+from ..ops import KernelCache, activation, matmul_decode
+from .gemv import (TENSOR_CORE_K_TOL, UNFUSED, linear_case, linear_oracle, random_bf16,
+                   swiglu_oracle)
 
 #: (m, n, k, out_f32, split): split None lets matmul_decode.decode_split choose
 GEMM_DECODE_SHAPES = [
@@ -81,3 +88,61 @@ def gemm_decode_case(rng: np.random.Generator, m: int, n: int, k: int, f32: bool
 def gemm_decode_cases(rng: np.random.Generator) -> list[KernelCase]:
     return ([gemm_decode_case(rng, *shape) for shape in GEMM_DECODE_SHAPES]
             + [gemm_decode_case(rng, *shape, wide=True) for shape in GEMM_DECODE_WIDE_SHAPES])
+
+
+#: (m, inter, k, split, wide) of the SwiGLU entries (n = 2 inter weight rows); split None:
+#: the rule's choice (the twin makes the same one)
+GEMM_DECODE_SWIGLU_SHAPES = [
+    (9, 100, 200, 1, False),      # N 16, the last tile's pairs 96..99, k = 3.125 k-tiles
+    (16, 32, 4096, 1, False),     # one exact tile, 8 laps of the ring
+    (33, 130, 1024, 2, False),    # N 64, cluster of 2, two pairs in the last tile
+    (64, 96, 4096, 4, False),     # the 64-stream batch, cluster of 4
+    (65, 40, 136, 1, False),      # N 128, k below the prefetch depth
+    (129, 48, 264, 8, False),     # N 256, cluster of 8, ranks without a k-tile
+    (1, 24, 64, 1, False),        # one row, one k-tile
+    (20, 77, 1000, 1, False),     # odd I (no twin: silu_mul takes I % 8 == 0), k % 64 = 40
+    (17, 72, 520, 1, True),       # two warpgroups: pairs 64..71 fill the second tile's half
+    (64, 200, 1040, 4, True),     # two warpgroups in a cluster of 4
+    (256, 64, 2048, 2, True),     # the largest batch
+    (64, 1536, 4096, None, False),  # a Qwen3-8B gate_up slice at 64 rows, the rule's split
+]
+
+
+def gemm_decode_swiglu_case(rng: np.random.Generator, m: int, inter: int, k: int,
+                            split: int | None, wide: bool) -> KernelCase:
+    """act = swiglu(x @ [gate | up].T) through decode_gemm(swiglu=True) and, where silu_mul
+    takes I (a multiple of 8), its unfused twin into `act_unfused`: the same bits on every
+    backend. The oracle is the float64 product rounded to bf16, then the SwiGLU of those
+    values. w is scaled by 4/sqrt(k), so the gates reach the SiLU's curved range."""
+    n = 2 * inter
+    inputs = {"x": random_bf16(rng, (m, k)), "w": random_bf16(rng, (n, k), 4.0 * k ** -0.5)}
+    outputs = {"act": OutputSpec(DType.BF16, (m, inter))}
+    twin = inter % 8 == 0
+    if twin:
+        inputs["gate_up"] = np.zeros((m, n), np.uint16)
+        outputs["act" + UNFUSED] = OutputSpec(DType.BF16, (m, inter))
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        kc = KernelCache(backend)
+        matmul_decode.decode_gemm(kc, stream, p["x"], p["w"], p["act"], m, n, k, split=split,
+                                  wide=wide, swiglu=True)
+        if twin:
+            matmul_decode.decode_gemm(kc, stream, p["x"], p["w"], p["gate_up"], m, n, k,
+                                      split=split, wide=wide)
+            activation.silu_mul(kc, stream, p["gate_up"], p["act" + UNFUSED], m, inter)
+
+    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        gate_up = f32_to_bf16_bits(linear_oracle(x)["y"].astype(np.float32))
+        act = swiglu_oracle(gate_up)
+        return {"act": act, "act" + UNFUSED: act} if twin else {"act": act}
+
+    label = ("wide " if wide else "") + ("auto" if split is None else f"split{split}")
+    return KernelCase(f"gemm_decode_sm90 swiglu {label} m{m} i{inter} k{k}", "gemm_decode_sm90",
+                      inputs, outputs, run, oracle,
+                      reference_abs_tol=TENSOR_CORE_K_TOL * k,
+                      same_bits=(("act", "act" + UNFUSED),) if twin else ())
+
+
+@kernel_cases("gemm_decode_sm90")
+def gemm_decode_swiglu_cases(rng: np.random.Generator) -> list[KernelCase]:
+    return [gemm_decode_swiglu_case(rng, *shape) for shape in GEMM_DECODE_SWIGLU_SHAPES]

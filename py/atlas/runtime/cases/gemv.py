@@ -38,6 +38,27 @@ def prefetching_gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr
     matmul.gemv(prefetch_cache(kc.backend), stream, x, w, y, m, n, k, out_f32)
 
 
+def gemv_cache(backend: GpuBackend, ring: bool, stages: int | None = None) -> KernelCache:
+    """A kernel cache whose m-row GEMVs take the ring kernel (`ring`, one row too, with
+    `stages` tiles a thread; None: the plan's rule) or the register-tiled gemv_bf16 whatever
+    ATLAS_GEMV_RING says: each path's cases check it under every setting."""
+    return KernelCache(backend, routes=replace(KernelRoutes.from_env(), gemv_ring=ring,
+                                               gemv_ring_single=ring, gemv_ring_stages=stages))
+
+
+def ring_gemv(stages: int | None, kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr,
+              y: DevicePtr, m: int, n: int, k: int, out_f32: bool) -> None:
+    """`matmul.gemv` on the ring kernel with `stages` (a `Launcher` once bound)."""
+    matmul.gemv(gemv_cache(kc.backend, True, stages), stream, x, w, y, m, n, k, out_f32,
+                single=False)
+
+
+def tiled_gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr,
+               m: int, n: int, k: int, out_f32: bool) -> None:
+    """`matmul.gemv` with 2..8 rows on the register-tiled kernel (a `Launcher`)."""
+    matmul.gemv(gemv_cache(kc.backend, False), stream, x, w, y, m, n, k, out_f32)
+
+
 def random_bf16(rng: np.random.Generator, shape: tuple[int, ...], scale: float = 1.0
                 ) -> np.ndarray:
     """Uniform(-scale, scale) values rounded to bf16 (uint16 bits); never all zeros."""
@@ -88,6 +109,24 @@ GEMV_SHAPES = [
 ]
 
 
+#: (m, n, k, out_f32, stages) on the ring kernel (gemv_ring.cuh), H200 plan: Qwen3-8B's qkv at
+#: K = 3's 4 rows (264 blocks, ~6 groups a block, one tile each, 2 stages); its down projection
+#: (3 tiles a group, ~4 groups a block); an LM-head-like ragged n with f32 logits (5,003 groups
+#: on 528 blocks of 128 threads: ~10 a block through 3 slots, the partial-sum buffers
+#: alternating); a ragged k (3 tiles a group, the last 226 chunks wide) on 3 stages; k = 192
+#: (threads past the row's 24 chunks); fewer groups than blocks; one row, and 8
+GEMV_RING_SHAPES = [
+    (4, 6144, 4096, False, None),
+    (4, 4096, 12288, False, None),
+    (3, 20011, 1024, True, 3),
+    (5, 1000, 10000, False, 3),
+    (7, 1001, 192, False, 2),
+    (2, 33, 2048, True, None),
+    (1, 4099, 4096, False, 3),
+    (8, 961, 576, True, None),
+]
+
+
 #: (n, k, out_f32) of one row on the prefetching kernel (gemv_prefetch.cuh), on an H200's
 #: plan: Qwen3-0.6B's qkv (4 blocks a SM, the whole slice prefetched); k = 4096 (Qwen3-8B
 #: o_proj: 2 k-tiles a group, 16 tiles through 6 slots); a ragged LM-head-like n (16 tiles
@@ -103,8 +142,11 @@ GEMV_PREFETCH_SHAPES = [(4096, 1024, False), (4096, 4096, False), (8003, 2048, T
 @kernel_cases("gemv")
 def gemv_cases(rng: np.random.Generator) -> list[KernelCase]:
     cases = [linear_case(rng, f"gemv m{m} n{n} k{k}{' f32' if f32 else ''}", "gemv", m, n, k,
-                         f32, matmul.gemv)
+                         f32, tiled_gemv)
              for m, n, k, f32 in GEMV_SHAPES]
+    cases += [linear_case(rng, f"gemv ring{s or ''} m{m} n{n} k{k}{' f32' if f32 else ''}",
+                          "gemv", m, n, k, f32, partial(ring_gemv, s))
+              for m, n, k, f32, s in GEMV_RING_SHAPES]
     cases += [linear_case(rng, f"gemv prefetch m1 n{n} k{k}{' f32' if f32 else ''}", "gemv", 1,
                           n, k, f32, prefetching_gemv)
               for n, k, f32 in GEMV_PREFETCH_SHAPES]
@@ -128,11 +170,13 @@ def swiglu_oracle(gate_up: np.ndarray) -> np.ndarray:
 
 
 def silu_linear_case(rng: np.random.Generator, name: str, m: int, n: int, k: int,
-                     single: bool | None = None, prefetch: bool = False) -> KernelCase:
+                     single: bool | None = None,
+                     cache: Callable[[GpuBackend], KernelCache] = KernelCache) -> KernelCase:
     """y = swiglu(gate_up) @ w.T through `gemv_silu` (`single` picks the entry point; None:
     by m) for m <= 8, or for m > 8 through `linear_silu`'s silu_mul + GEMM fallback, whose
-    scratch is checked too. (The fused kernel is called directly: which shapes `linear_silu`
-    fuses is a tuning choice that must not decide what is tested.)"""
+    scratch is checked too, on the routes of `cache(backend)` (the prefetching or the ring
+    kernels whatever the environment says). (The fused kernel is called directly: which
+    shapes `linear_silu` fuses is a tuning choice that must not decide what is tested.)"""
     gate_up = random_bf16(rng, (m, 2 * k), 4.0)
     gate_up[0, :2] = f32_to_bf16_bits(np.array([-120.0, 95.0], np.float32))  # exp saturates
     inputs = {"gate_up": gate_up, "w": random_bf16(rng, (n, k), k ** -0.5)}
@@ -145,7 +189,7 @@ def silu_linear_case(rng: np.random.Generator, name: str, m: int, n: int, k: int
         outputs["scratch"] = OutputSpec(DType.BF16, (m, k))
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        kc = prefetch_cache(backend) if prefetch else KernelCache(backend)
+        kc = cache(backend)
         if not fused:
             matmul.linear_silu(kc, stream, p["gate_up"], p["w"], p["y"], m, n, k,
                                scratch=p["scratch"])
@@ -172,14 +216,26 @@ GEMV_SILU_SHAPES = [(1, 1024, 3072), (1, 576, 1536), (2, 130, 1000), (5, 257, 20
 GEMV_PREFETCH_SILU_SHAPES = [(1024, 3072), (1000, 10000)]
 
 
+#: (m, n, k) of the m-row SwiGLU down projection on the ring and the register-tiled kernels:
+#: Qwen3-0.6B's at K = 3's 4 rows (k <= FUSED_SILU_MAX_K: fused), 7 rows with a ragged n and
+#: the partial last warp of k = 1000
+GEMV_SILU_RING_SHAPES = [(4, 1024, 3072), (7, 257, 1000)]
+
+
 @kernel_cases("gemv")
 def gemv_silu_cases(rng: np.random.Generator) -> list[KernelCase]:
     cases = [silu_linear_case(rng, f"gemv_silu m{m} n{n} k{k}", m, n, k)
              for m, n, k in GEMV_SILU_SHAPES]
     cases.append(silu_linear_case(rng, "gemv_silu general m1 n300 k576", 1, 300, 576,
                                   single=False))
-    cases += [silu_linear_case(rng, f"gemv_silu prefetch m1 n{n} k{k}", 1, n, k, prefetch=True)
+    cases += [silu_linear_case(rng, f"gemv_silu prefetch m1 n{n} k{k}", 1, n, k,
+                               cache=prefetch_cache)
               for n, k in GEMV_PREFETCH_SILU_SHAPES]
+    # 2..8 rows on each of the m-row kernels, whichever ATLAS_GEMV_RING picks
+    for ring in (True, False):
+        cases += [silu_linear_case(rng, f"gemv_silu {'ring' if ring else 'tiled'} m{m} n{n} "
+                                   f"k{k}", m, n, k, cache=partial(gemv_cache, ring=ring))
+                  for m, n, k in GEMV_SILU_RING_SHAPES]
     # beyond the GEMV: silu_mul into the caller's scratch, then the GEMM
     cases.append(silu_linear_case(rng, "linear_silu fallback m12 n256 k1024", 12, 256, 1024))
     return cases

@@ -4,7 +4,10 @@ other published widths (hidden 2,048 / 5,120 / 8,192), ragged N (a last block wi
 n), K splitting unevenly over the 8 warps (a warp with no steps, step counts not a multiple
 of the 4-step load batch) and the down projection (silu_mul, then this GEMV); and the gate_up
 product ending with its SwiGLU (`_swiglu` entry points) at every batch size, ragged feature
-counts (a last block with features past n / 2) and FP8 block rows shared by gate and up."""
+counts (a last block with features past n / 2) and FP8 block rows shared by gate and up.
+Tile counts past two per SM (Qwen3-8B's qkv and gate_up, the LOOPING_* shapes, the logits)
+make the blocks of the persistent grid loop over several tiles, a ragged one last, with the
+next tile's loads in flight during a tile's reduction (ops/matmul_quant_mma.direct_blocks)."""
 
 from __future__ import annotations
 
@@ -94,6 +97,12 @@ NVFP4_DIRECT_SHAPES = [(1, 6144, 4096, 3), (1, 4096, 4096, 1), (1, 12288, 4096, 
                        (1, 4096, 12288, 1), (1, 2560, 2048, 1), (2, 8192, 8192, 1),
                        (3, 1001, 5120, 3), (4, 259, 2048, 2), (5, 33, 128, 1),
                        (6, 130, 1408, 2), (7, 300, 384, 1), (8, 515, 1536, 3)]
+#: more than two 16-row tiles per SM of an H200 (132 SMs), so each block loops over 2-3
+#: tiles: a ragged last tile, K over the 8 warps in uneven step counts (some none), batch
+#: rows up to 8; the SwiGLU ones in 8-feature tiles, likewise ((format, m, inter, k))
+LOOPING_FP8_SHAPES = [("block", 8, 4300, 1088), ("channel", 1, 6000, 448)]
+LOOPING_NVFP4_SHAPES = [(7, 4500, 640, 2), (2, 4230, 1152, 1)]
+LOOPING_SWIGLU_SHAPES = [("nvfp4", 3, 2201, 640), ("block", 1, 4500, 1024)]
 
 
 def nvfp4_every_scale_case(rng: np.random.Generator, m: int, n: int, k: int) -> KernelCase:
@@ -114,7 +123,8 @@ def nvfp4_every_scale_case(rng: np.random.Generator, m: int, n: int, k: int) -> 
 
 @kernel_cases("gemv_quant_direct")
 def gemv_quant_direct_cases(rng: np.random.Generator) -> list[KernelCase]:
-    cases = tensor_core_cases(rng, FP8_DIRECT_SHAPES, NVFP4_DIRECT_SHAPES, 4, direct=True)
+    cases = tensor_core_cases(rng, FP8_DIRECT_SHAPES + LOOPING_FP8_SHAPES,
+                              NVFP4_DIRECT_SHAPES + LOOPING_NVFP4_SHAPES, 4, direct=True)
     # f32 logits (a quantized LM head): a vocabulary-like n at batch 1, ragged rows, m = 8
     cases += [fp8_linear_case(rng, "block", 1, 20000, 1024, direct=True, logits=True),
               nvfp4_linear_case(rng, 1, 20000, 1024, direct=True, logits=True),
@@ -133,5 +143,5 @@ def gemv_quant_direct_cases(rng: np.random.Generator) -> list[KernelCase]:
     cases += [swiglu_case(rng, fmt, m, inter, k) for fmt, m, inter, k in (
         ("block", 1, 12288, 4096), ("nvfp4", 1, 4096, 4096), ("block", 3, 200, 1024),
         ("channel", 8, 77, 448), ("tensor", 2, 64, 64), ("nvfp4", 5, 203, 1408),
-        ("nvfp4", 8, 96, 128), ("block", 6, 1000, 2048))]
+        ("nvfp4", 8, 96, 128), ("block", 6, 1000, 2048), *LOOPING_SWIGLU_SHAPES)]
     return cases

@@ -3,8 +3,9 @@ of an m-row decode step must compute bit for bit what the one-row decode step at
 computes. Then greedy speculation emits the plain tokens on the GPU, and an oracle drafting
 the plain greedy output is accepted exactly as often as it asks (tools/gpu/bench_spec.py).
 
-* gemv: each row of an m-row product (m = 2..8; bf16 out, and f32 out as the LM head)
-  equals the single-row kernel's product of that row.
+* gemv: each row of an m-row product (m = 2..8; bf16 out, and f32 out as the LM head), on
+  the ring kernel and on the register-tiled one, equals the single-row kernel's product of
+  that row.
 * attention: K + 1 consecutive positions of one sequence beside another sequence's decode
   row, run as a verification step both ways (qk_norm_rope_kv for every row, then
   decode_attention with one row per position; and the rope-fused decode_attention_rope over
@@ -27,7 +28,7 @@ from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, attention, matmul, rope
 from .attention import ATTN_TOL, Geometry, paged_cache
-from .gemv import linear_oracle, random_bf16
+from .gemv import gemv_cache, linear_oracle, random_bf16
 from .rope_kv import EPS, cos_sin_table, head_norm, rb, rotate
 
 #: the row counts whose rows are compared with single-row launches
@@ -35,30 +36,33 @@ GEMV_ROW_COUNTS = tuple(range(2, matmul.GEMV_MAX_M + 1))
 
 
 def gemv_rows_case(rng: np.random.Generator, n: int, k: int, out_f32: bool) -> KernelCase:
-    """Products of 2..8 rows (stacked in x) and every row again on the single-row kernel."""
+    """Products of 2..8 rows (stacked in x) on the ring kernel ("y") and on the
+    register-tiled one ("y_tiled"), and every row again on the single-row kernel ("y_row"),
+    whatever routes the environment picks."""
     total = sum(GEMV_ROW_COUNTS)
     inputs = {"x": random_bf16(rng, (total, k)), "w": random_bf16(rng, (n, k), k ** -0.5)}
     out_bytes = 4 if out_f32 else 2
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        kc = KernelCache(backend)
-        row = 0
-        for m in GEMV_ROW_COUNTS:
-            matmul.gemv(kc, stream, p["x"] + 2 * k * row, p["w"], p["y"] + out_bytes * n * row,
-                        m, n, k, out_f32, single=False)
-            row += m
+        for out, kc in (("y", gemv_cache(backend, True)), ("y_tiled", gemv_cache(backend, False))):
+            row = 0
+            for m in GEMV_ROW_COUNTS:
+                matmul.gemv(kc, stream, p["x"] + 2 * k * row, p["w"],
+                            p[out] + out_bytes * n * row, m, n, k, out_f32, single=False)
+                row += m
+        kc = gemv_cache(backend, False)
         for i in range(total):
             matmul.gemv(kc, stream, p["x"] + 2 * k * i, p["w"], p["y_row"] + out_bytes * n * i,
                         1, n, k, out_f32, single=True)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         y = linear_oracle(x)["y"]
-        return {"y": y, "y_row": y}
+        return {"y": y, "y_tiled": y, "y_row": y}
 
     spec = OutputSpec(DType.FP32 if out_f32 else DType.BF16, (total, n), bf16_valued=out_f32)
     return KernelCase(f"row invariance gemv m2..8 n{n} k{k}{' f32' if out_f32 else ''}",
-                      "gemv", inputs, {"y": spec, "y_row": spec}, run, oracle,
-                      same_bits=(("y", "y_row"),))
+                      "gemv", inputs, {"y": spec, "y_tiled": spec, "y_row": spec}, run, oracle,
+                      same_bits=(("y", "y_row"), ("y_tiled", "y_row")))
 
 
 @kernel_cases("gemv")

@@ -329,7 +329,9 @@ def _logprob_cases(rng: np.random.Generator) -> list[KernelCase]:
 @kernel_cases("sampler")
 def sampler_cases(rng: np.random.Generator) -> list[KernelCase]:
     n = len(SAMPLE_SETTINGS)
-    cases = [_penalty_case(rng, 5, 300), _penalty_case(rng, 7, 1503)]
+    # 130 rows x 9 spans: 8 blocks a row, the first striding to the ninth (ragged) span
+    cases = [_penalty_case(rng, 5, 300), _penalty_case(rng, 7, 1503),
+             _penalty_case(rng, 130, 9000)]
     for vocab in (1000, 4099):
         logits = (rng.standard_normal((n, vocab)) * 3).astype(np.float32)
         cases.append(_sample_case(rng, f"sample_{n}x{vocab}", logits, SAMPLE_SETTINGS))

@@ -15,9 +15,12 @@ append of `rope.qk_norm_rope_kv` done inside it (`rope_fusable` says when it app
 from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_CLUSTER, DECODE_ATTN_COMBINE,
-                          DECODE_ATTN_ROPE, DECODE_ATTN_ROPE_CLUSTER, DECODE_ATTN_ROPE_WAIT,
-                          PREFILL_ATTN)
+from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
+                          DECODE_ATTN_CLUSTER_SPLIT_MAJOR, DECODE_ATTN_CLUSTER_TRACE,
+                          DECODE_ATTN_COMBINE, DECODE_ATTN_ROPE, DECODE_ATTN_ROPE_AHEAD1,
+                          DECODE_ATTN_ROPE_CLUSTER, DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR,
+                          DECODE_ATTN_ROPE_CLUSTER_TRACE, DECODE_ATTN_ROPE_TRACE,
+                          DECODE_ATTN_ROPE_WAIT, PREFILL_ATTN)
 from . import KernelCache
 from .routes import KernelRoutes
 from .attention_long import decode_attention_long, uses_long
@@ -42,6 +45,17 @@ DECODE_CLUSTER_MIN_KEYS = 64
 #: the most keys of one sequence a decode_attention_rope launch may append (attention.cu
 #: kMaxStepKeys): a row's own and those of up to 7 rows before it (a verification step's)
 DECODE_ROPE_MAX_STEP_KEYS = 8
+#: the phases the traced twins stamp, in order (attention.cu TracePhase): thread 0 of a block
+#: stamps phase p when it gets there, after using what that phase waited for
+TRACE_PHASES = ("start", "kv_len", "prologue", "waited", "q_ready", "round1", "keys_done",
+                "block_merged", "merged", "end")
+#: u64 words of a block's trace (attention.cu kTraceWords): %globaltimer ns of phase p at
+#: word p, clock64 at word TRACE_CYCLES_WORD + p, the SM id at TRACE_SM_WORD, 1 at
+#: TRACE_KEYED_WORD when the block attended over keys; phases never reached stay zero
+TRACE_WORDS = 32
+TRACE_CYCLES_WORD = 16
+TRACE_SM_WORD = 12
+TRACE_KEYED_WORD = 13
 
 
 def decode_head_slices(hq: int, hkv: int) -> int:
@@ -97,6 +111,13 @@ def _decode_grid(num_splits: int, hq: int, hkv: int, num_seqs: int, clustered: b
     if clustered:
         x = -(-num_splits // DECODE_CLUSTER_SPLITS) * DECODE_CLUSTER_SPLITS
     return (x, hkv * decode_head_slices(hq, hkv), num_seqs)
+
+
+def decode_grid(num_splits: int, hq: int, hkv: int, num_seqs: int,
+                routes: KernelRoutes | None = None) -> tuple[int, int, int]:
+    """The grid decode_attention / decode_attention_rope launch (not the long-context
+    kernel's): what a trace buffer is sized by (TRACE_WORDS u64 per block)."""
+    return _decode_grid(num_splits, hq, hkv, num_seqs, decode_clustered(num_splits, routes))
 
 
 def _check_heads(hq: int, hkv: int, head_dim: int, block_size: int) -> None:
@@ -159,7 +180,7 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
                      part_o: DevicePtr, part_ml: DevicePtr, counters: DevicePtr,
                      out: DevicePtr, num_seqs: int, hq: int, hkv: int, head_dim: int,
                      block_size: int, max_blocks: int, num_splits: int, scale: float,
-                     long: bool | None = None) -> None:
+                     long: bool | None = None, trace: DevicePtr = 0) -> None:
     """One query per sequence, split-K.
 
     part_o is f32 [num_seqs, hq, num_splits, head_dim], part_ml f32 [num_seqs, hq,
@@ -172,18 +193,28 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
     Where `attention_long.uses_long` says so for block tables of max_blocks * block_size
     keys, the long-context tensor-core kernel writes the partials and the combine kernel
     merges them; `long` forces (True) or avoids (False) that.
+    `trace` (u64 [blocks of decode_grid, TRACE_WORDS], zeroed): the clustered kernel's
+    phase-traced twin (tools/gpu/trace_decode_attn.py); only where the clustered kernel runs.
     """
     _check_decode("decode_attention", hq, hkv, head_dim, block_size, num_seqs, num_splits,
                   max_blocks, part_o, part_ml, counters, out)
     if long is None:
         long = uses_long(kc, hq, hkv, head_dim, max_blocks * block_size)
+    clustered = not long and decode_clustered(num_splits, kc.routes)
+    if trace and (not clustered or kc.routes.decode_attn_split_major):
+        raise ValueError("decode_attention: only the clustered kernel in its default order has "
+                         f"a traced twin (num_splits={num_splits}, long={long})")
     if not long:
-        clustered = decode_clustered(num_splits, kc.routes)
-        kernel = DECODE_ATTN_CLUSTER if clustered else DECODE_ATTN
+        routes = kc.routes
+        kernel = (DECODE_ATTN_CLUSTER_TRACE if trace else
+                  (DECODE_ATTN_CLUSTER_SPLIT_MAJOR if routes.decode_attn_split_major
+                   else DECODE_ATTN_CLUSTER) if clustered else
+                  DECODE_ATTN if routes.decode_attn_ahead else DECODE_ATTN_AHEAD1)
         grid = _decode_grid(num_splits, hq, hkv, num_seqs, clustered)
+        extra = (trace,) if trace else ()
         kc.get(kernel)(stream, grid, ATTN_THREADS, 0, q, k_cache, v_cache, block_tables,
                        kv_lens, part_o, part_ml, counters, out, num_seqs, hq, hkv, head_dim,
-                       block_size, max_blocks, num_splits, scale)
+                       block_size, max_blocks, num_splits, scale, *extra)
         return
     decode_attention_long(kc, stream, q, k_cache, v_cache, block_tables, kv_lens, part_o,
                           part_ml, num_seqs, hq, hkv, head_dim, block_size, max_blocks,
@@ -210,7 +241,8 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
                           block_tables: DevicePtr, kv_lens: DevicePtr, part_o: DevicePtr,
                           part_ml: DevicePtr, counters: DevicePtr, out: DevicePtr,
                           num_seqs: int, hq: int, hkv: int, head_dim: int, block_size: int,
-                          max_blocks: int, num_splits: int, scale: float, eps: float) -> None:
+                          max_blocks: int, num_splits: int, scale: float, eps: float,
+                          trace: DevicePtr = 0) -> None:
     """`rope.qk_norm_rope_kv` of one token per row (qkv [num_seqs, (hq + 2 hkv) D],
     classic layout: full rotation, plain or no q/k norm weights) and `decode_attention` in
     one launch: each block norms and rotates its slice's q heads itself, and the block whose
@@ -224,6 +256,9 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
     right after a kernel that writes none of those (the model: the qkv projection), never
     right after the same kernel at the position before (kernels/hopper/common/attention.cu
     RopedQ).
+
+    `trace` (u64 [blocks of decode_grid, TRACE_WORDS], zeroed): the phase-traced twin of the
+    kernel the rules pick (none for the waiting kernel of ATLAS_DECODE_ATTN_LATENCY=0).
     """
     _check_decode("decode_attention_rope", hq, hkv, head_dim, block_size, num_seqs, num_splits,
                   max_blocks, part_o, part_ml, counters, out)
@@ -237,10 +272,20 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
             raise ValueError(f"decode_attention_rope: {name} pointer {ptr:#x} is not 16-byte "
                              "aligned")
     clustered = decode_clustered(num_splits, kc.routes)
-    kernel = (DECODE_ATTN_ROPE_CLUSTER if clustered else DECODE_ATTN_ROPE
-              if kc.routes.decode_attn_latency else DECODE_ATTN_ROPE_WAIT)
+    if trace and (not kc.routes.decode_attn_latency or kc.routes.decode_attn_split_major):
+        raise ValueError("decode_attention_rope: the waiting kernel (ATLAS_DECODE_ATTN_LATENCY=0) "
+                         "and the split-major ones have no traced twin")
+    if trace:
+        kernel = DECODE_ATTN_ROPE_CLUSTER_TRACE if clustered else DECODE_ATTN_ROPE_TRACE
+    else:
+        routes = kc.routes
+        kernel = ((DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR if routes.decode_attn_split_major
+                   else DECODE_ATTN_ROPE_CLUSTER) if clustered else
+                  DECODE_ATTN_ROPE_WAIT if not routes.decode_attn_latency else
+                  DECODE_ATTN_ROPE if routes.decode_attn_ahead else DECODE_ATTN_ROPE_AHEAD1)
     grid = _decode_grid(num_splits, hq, hkv, num_seqs, clustered)
+    extra = (trace,) if trace else ()
     kc.get(kernel)(stream, grid, ATTN_THREADS, 0, qkv,
                    k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots,
                    block_tables, kv_lens, part_o, part_ml, counters, out, num_seqs, hq, hkv,
-                   head_dim, block_size, max_blocks, num_splits, scale, eps)
+                   head_dim, block_size, max_blocks, num_splits, scale, eps, *extra)

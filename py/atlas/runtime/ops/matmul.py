@@ -1,7 +1,8 @@
 """Launch builders for the matrix products y[m, n] = sum_k x[m, k] * w[n, k].
 
 `linear` owns the dispatch rule: up to GEMV_MAX_M rows stream the weights once through the
-GEMV (memory-bound decode; one row takes the leaner single-row entry point); decode batches
+GEMV (memory-bound decode; one row takes the leaner single-row entry point, 2..8 rows the
+cp.async-ring kernel `gemv_ring`, ATLAS_GEMV_RING=0 the register-tiled one); decode batches
 in the routes' decode-GEMM range (9..256 rows by default) take the Hopper skinny wgmma GEMM
 (gemm_decode_sm90) where the PTX set has it, else up to BATCHED_MAX_M rows the tensor-core
 batched GEMV (gemv_mma) where the PTX set has it; more rows go to the tensor-core GEMM: the
@@ -10,6 +11,8 @@ least GEMM_SM90_MIN_BLOCKS blocks (prefill), else the mma.sync kernel, with the 
 tile whenever the 128x128 tile would leave SMs idle (SM count from the device:
 KernelCache.facts). The kernel-path switches (ATLAS_GEMM_SM90, ATLAS_BATCHED_GEMV,
 ATLAS_DECODE_GEMM, ...) are KernelCache.routes (ops/routes.py).
+`linear_swiglu` is a [gate | up] projection ending with its SwiGLU (decode batches on the
+decode GEMM; one row on the prefetching GEMV), where `fuses_gate_up_swiglu` allows.
 `linear_silu` is the MLP down projection with the SwiGLU activation fused into the GEMV's x
 load (one launch and no activation buffer for decode batches of up to 8); for more rows it
 runs silu_mul into a caller-provided scratch buffer, then `linear`. `gemv_add_rmsnorm` is the
@@ -29,7 +32,8 @@ from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GEMM_SM90,
                           GEMM_SM90_F32OUT, GEMV, GEMV_ADD_RMSNORM_SINGLE, GEMV_F32OUT,
                           GEMV_PREFETCH_SILU_SINGLE, GEMV_PREFETCH_SINGLE,
-                          GEMV_PREFETCH_SINGLE_F32OUT,
+                          GEMV_PREFETCH_SINGLE_F32OUT, GEMV_RING, GEMV_RING_F32OUT,
+                          GEMV_RING_SILU,
                           GEMV_RESIDUAL_SINGLE, GEMV_RMSNORM_SINGLE, GEMV_SILU,
                           GEMV_SILU_RESIDUAL_SINGLE, GEMV_SILU_SINGLE, GEMV_SINGLE,
                           GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE)
@@ -191,6 +195,75 @@ def prefetches(kc: KernelCache, n: int, k: int) -> bool:
             and gemv_prefetch_plan(n, k, kc.facts.sm_count, prefetch_budget(kc)) is not None)
 
 
+#: ring GEMV (gemv_ring.cuh): warps per SM (its __launch_bounds__(256, 2), <= 128 registers a
+#: thread: 2 blocks of 256 threads, 4 of 128, ...), the bytes a thread's stage holds (kUnroll =
+#: 2 chunks of each of the 4 rows), the depths it takes, and the ring bytes per block the plan
+#: aims for: 2 stages of a 256-thread block (64 KB: one 32 KB tile in flight while one is
+#: multiplied, 2 x 32 KB a SM, twice what ~1 us of DRAM latency at copy bandwidth needs per
+#: SM), 3 for narrower blocks (the most an H200 SM holds for 16 warps' blocks at any width).
+#: Two 256-thread blocks' ~134 KB (the driver then sets 164 KB of shared memory aside) leave
+#: ~90 KB of L1 for x, which each block re-reads per tile.
+RING_WARPS_PER_SM = 16
+RING_STAGE_BYTES_PER_THREAD = 2 * GEMV_ROWS_PER_BLOCK * 16
+RING_MIN_STAGES, RING_MAX_STAGES = 2, 3
+RING_TARGET_BYTES = 64 * 1024
+#: shared memory an SM keeps per ring block beyond its ring: the kernel's static partial sums
+#: (2 KiB) and the 1 KiB the driver reserves per block
+RING_BLOCK_OVERHEAD = 3 * 1024
+
+
+@dataclass(frozen=True)
+class RingPlan:
+    """Launch geometry of the ring GEMV: `grid` persistent blocks of `threads` (block b takes
+    the 4-row groups b, b + grid, ...), a ring of `stages` tiles per thread in `shared`
+    bytes of dynamic shared memory."""
+
+    grid: int
+    threads: int
+    stages: int
+    shared: int
+
+
+def gemv_ring_plan(n: int, k: int, sm_count: int, shared_per_sm: int,
+                   stages: int | None = None) -> RingPlan | None:
+    """The ring GEMV's geometry for an [n, k] weight: the general GEMV's threads (the sums'
+    order depends on them), RING_WARPS_PER_SM warps' worth of blocks per SM (fewer where
+    there are fewer 4-row groups), and `stages` tiles a thread (None: as many as
+    RING_TARGET_BYTES holds, within RING_MIN_STAGES..RING_MAX_STAGES), never more than those
+    blocks' rings fit an SM together; None where not even RING_MIN_STAGES do (a GB10's 100 KiB
+    SMs): the register-tiled kernel runs the product there."""
+    threads = gemv_threads(k)
+    per_sm = RING_WARPS_PER_SM * 32 // threads
+    stage_bytes = threads * RING_STAGE_BYTES_PER_THREAD
+    fit = (shared_per_sm // per_sm - RING_BLOCK_OVERHEAD) // stage_bytes
+    if stages is None:
+        stages = max(RING_MIN_STAGES, min(RING_MAX_STAGES, RING_TARGET_BYTES // stage_bytes))
+    stages = min(stages, fit, RING_MAX_STAGES)
+    if stages < RING_MIN_STAGES:
+        return None
+    grid = min(-(-n // GEMV_ROWS_PER_BLOCK), sm_count * per_sm)
+    return RingPlan(grid, threads, stages, stages * stage_bytes)
+
+
+def _ring_plan(kc: KernelCache, n: int, k: int, single: bool) -> RingPlan | None:
+    """The plan of a product the ring GEMV runs, or None where it does not: 2..8 rows unless
+    ATLAS_GEMV_RING=0, one row only under ATLAS_GEMV_RING_SINGLE=1, and only where the
+    device's shared memory holds its ring (`gemv_ring_plan`)."""
+    routes = kc.routes
+    if not (routes.gemv_ring_single if single else routes.gemv_ring):
+        return None
+    return gemv_ring_plan(n, k, kc.facts.sm_count, kc.facts.shared_memory_per_sm,
+                          routes.gemv_ring_stages)
+
+
+def gemv_ring(kc: KernelCache, stream: Stream, sig: KernelSig, plan: RingPlan, x: DevicePtr,
+              w: DevicePtr, y: DevicePtr, m: int, n: int, k: int) -> None:
+    """Launch the ring entry `sig` (GEMV_RING, GEMV_RING_F32OUT or GEMV_RING_SILU; x is
+    gate_up for the last) on `plan`."""
+    kc.get_with_shared(sig, plan.shared)(stream, plan.grid, plan.threads, plan.shared,
+                                         x, w, y, m, n, k, plan.stages)
+
+
 def _launch_single(kc: KernelCache, stream: Stream, sig: KernelSig, prefetching: KernelSig,
                    x: DevicePtr, w: DevicePtr, y: DevicePtr, n: int, k: int) -> None:
     """One row on the single-row entry `sig`, or on its prefetching twin where `prefetches`."""
@@ -205,11 +278,18 @@ def gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DeviceP
     """y = x @ w.T for 1 <= m <= 8 rows; every weight byte is read once.
 
     `single` forces (True) or avoids (False) the m == 1 entry point (its prefetching twin
-    under ATLAS_GEMV_PREFETCH=1: `prefetches`); None uses it for m == 1.
+    under ATLAS_GEMV_PREFETCH=1: `prefetches`); None uses it for m == 1. The other products
+    run on the ring GEMV (`gemv_ring`; ATLAS_GEMV_RING=0: the register-tiled gemv_bf16), as
+    does the single-row one under ATLAS_GEMV_RING_SINGLE=1: the same sums either way.
     """
     if single is None:
         single = m == 1
     _check_gemv("gemv", x, w, y, m, n, k, single)
+    ring = _ring_plan(kc, n, k, single)
+    if ring is not None:
+        gemv_ring(kc, stream, GEMV_RING_F32OUT if out_f32 else GEMV_RING, ring, x, w, y, m, n,
+                  k)
+        return
     if single:
         _launch_single(kc, stream, GEMV_SINGLE_F32OUT if out_f32 else GEMV_SINGLE,
                        GEMV_PREFETCH_SINGLE_F32OUT if out_f32 else GEMV_PREFETCH_SINGLE,
@@ -220,16 +300,37 @@ def gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DeviceP
 
 
 def fuses_gate_up_swiglu(kc: KernelCache, m: int, n: int, k: int) -> bool:
-    """Whether an m-row bf16 [gate | up] product [n, k] ends with its SwiGLU (`gemv_swiglu`,
-    the down projection then reads the activation): one row on the prefetching GEMV, n even,
-    and neither norm fusion asked for (ATLAS_FUSED_NORM=1 / ATLAS_NORM_GEMV=1 run gate_up
-    with the norm in its x load instead, and the carried residual keeps down's SwiGLU).
-    Then silu_mul's work leaves the critical path: the down GEMV's blocks each computed the
-    whole activation after their PDL wait (~1.5 us at Qwen3-8B's k = 12,288)."""
-    return (m == 1 and n % 2 == 0 and kc.routes.gemv_prefetch
-            and linear_route(kc, m, n) == "gemv" and not fuses_norm(kc, m, n, k)
+    """Whether an m-row bf16 [gate | up] product [n, k] ends with its SwiGLU
+    (`linear_swiglu`; the down projection then reads the activation), n even, on either of:
+
+    * the decode GEMM (9..256 rows by default) under ATLAS_DECODE_GEMM_SWIGLU (on by
+      default): the silu_mul launch after it, its PDL wait and its round trips through the
+      [m, n] gate_up buffer leave the step (the H200 profile at batch 64 put silu_mul at
+      25.2 us a layer with its wait, for 3 MB of data);
+    * one row on the prefetching GEMV, with neither norm fusion asked for (ATLAS_FUSED_NORM=1
+      / ATLAS_NORM_GEMV=1 run gate_up with the norm in its x load instead, and the carried
+      residual keeps down's SwiGLU). Then silu_mul's work leaves the critical path: the down
+      GEMV's blocks each computed the whole activation after their PDL wait (~1.5 us at
+      Qwen3-8B's k = 12,288)."""
+    if n % 2:
+        return False
+    route = linear_route(kc, m, n)
+    if route == "gemm_decode_sm90":
+        return kc.routes.decode_gemm_swiglu
+    return (m == 1 and kc.routes.gemv_prefetch
+            and route == "gemv" and not fuses_norm(kc, m, n, k)
             and not carries_residual(kc, m, n)
             and gemv_prefetch_plan(n, k, kc.facts.sm_count, prefetch_budget(kc)) is not None)
+
+
+def linear_swiglu(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, act: DevicePtr,
+                  m: int, n: int, k: int) -> None:
+    """act[m, n / 2] = swiglu(x @ w.T) for a bf16 [gate | up] weight w [n, k] in one launch,
+    on the route `fuses_gate_up_swiglu` allows (which must hold)."""
+    if linear_route(kc, m, n) == "gemm_decode_sm90":
+        decode_gemm(kc, stream, x, w, act, m, n, k, swiglu=True)
+        return
+    gemv_swiglu(kc, stream, x, w, act, n, k)
 
 
 def gemv_swiglu(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, act: DevicePtr,
@@ -246,12 +347,16 @@ def gemv_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr,
               m: int, n: int, k: int, single: bool | None = None) -> None:
     """y = swiglu(gate_up) @ w.T for 1 <= m <= 8 rows, gate_up [m, 2k] = [gate | up] bf16.
 
-    Equal to silu_mul (into x [m, k]) followed by `gemv` on x, in one launch. `single` as
-    for `gemv`.
+    Equal to silu_mul (into x [m, k]) followed by `gemv` on x, in one launch. `single` and
+    the ring GEMV as for `gemv`.
     """
     if single is None:
         single = m == 1
     _check_gemv("gemv_silu", gate_up, w, y, m, n, k, single)
+    ring = _ring_plan(kc, n, k, single)
+    if ring is not None:
+        gemv_ring(kc, stream, GEMV_RING_SILU, ring, gate_up, w, y, m, n, k)
+        return
     if single:
         _launch_single(kc, stream, GEMV_SILU_SINGLE, GEMV_PREFETCH_SILU_SINGLE, gate_up, w, y,
                        n, k)

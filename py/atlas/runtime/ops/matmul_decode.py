@@ -7,8 +7,10 @@ warpgroup, or two that share each x tile between 128 weight rows (`decode_groups
 block re-reads x from L2, so one-warpgroup blocks move twice the weight bytes from L2 at 64
 rows, two-warpgroup blocks 1.5 times). Projections with too few tiles to fill the device
 split K over a thread-block cluster of 2, 4 or 8 blocks that sum their partials through
-distributed shared memory (`decode_split`). The geometry constants mirror the kernel's; only
-sm_90a sets build the module (`available`).
+distributed shared memory (`decode_split`). A fused [gate | up] weight can end its product
+with the SwiGLU (`swiglu=True`: each block loads matching gate and up rows and writes their
+activation, so no silu_mul launch follows; KernelRoutes.decode_gemm_swiglu). The geometry
+constants mirror the kernel's; only sm_90a sets build the module (`available`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from ..gpu import H200_FACTS, DevicePtr, KernelSig, Stream
 from ..kernel_abi import (GEMM_DECODE_SM90, GEMM_DECODE_SM90_F32OUT,
                           GEMM_DECODE_SM90_F32OUT_SPLIT2, GEMM_DECODE_SM90_F32OUT_SPLIT4,
                           GEMM_DECODE_SM90_F32OUT_SPLIT8, GEMM_DECODE_SM90_SPLIT2,
-                          GEMM_DECODE_SM90_SPLIT4, GEMM_DECODE_SM90_SPLIT8)
+                          GEMM_DECODE_SM90_SPLIT4, GEMM_DECODE_SM90_SPLIT8,
+                          GEMM_DECODE_SM90_SWIGLU, GEMM_DECODE_SM90_SWIGLU_SPLIT2,
+                          GEMM_DECODE_SM90_SWIGLU_SPLIT4, GEMM_DECODE_SM90_SWIGLU_SPLIT8)
 from . import KernelCache
 from ._preconditions import require_aligned, require_multiple
 from .routes import DECODE_GEMM_SPLITS
@@ -49,6 +53,11 @@ _SIGS: dict[tuple[int, bool], KernelSig] = {
     (4, False): GEMM_DECODE_SM90_SPLIT4, (4, True): GEMM_DECODE_SM90_F32OUT_SPLIT4,
     (8, False): GEMM_DECODE_SM90_SPLIT8, (8, True): GEMM_DECODE_SM90_F32OUT_SPLIT8,
 }
+#: the SwiGLU entries by split
+_SWIGLU_SIGS: dict[int, KernelSig] = {
+    1: GEMM_DECODE_SM90_SWIGLU, 2: GEMM_DECODE_SM90_SWIGLU_SPLIT2,
+    4: GEMM_DECODE_SM90_SWIGLU_SPLIT4, 8: GEMM_DECODE_SM90_SWIGLU_SPLIT8,
+}
 
 
 def decode_cols(m: int) -> int:
@@ -72,7 +81,7 @@ def stage_bytes(cols: int, groups: int = 1) -> int:
 
 def blocks_per_sm(cols: int, groups: int = 1) -> int:
     """Blocks whose rings fit on one SM together: two one-warpgroup blocks up to N = 128,
-    else one (204 registers a thread also keep a two-warpgroup block alone on its SM)."""
+    else one (200-210 registers a thread also keep a two-warpgroup block alone on its SM)."""
     return 2 if cols <= 128 and groups == 1 else 1
 
 
@@ -142,21 +151,29 @@ def available(kc: KernelCache) -> bool:
 
 def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr,
                 m: int, n: int, k: int, out_f32: bool = False, split: int | None = None,
-                wide: bool | None = None) -> None:
+                wide: bool | None = None, swiglu: bool = False) -> None:
     """y = x @ w.T for 1 <= m <= 256 rows (bf16 in; bf16, or for logits the bf16-rounded
-    value as f32, out); every weight byte is read once.
+    value as f32, out); every weight byte is read once. With `swiglu`, w is a fused
+    [gate | up] weight [n, k] (n even) and y the activation [m, n / 2]: the unfused product,
+    then silu_mul, bit for bit (the same split's sums), in one launch.
 
     Preconditions: n >= 1, k a positive multiple of 8, x and w 16-byte aligned, y aligned to
     its element; the module must be loaded (`available`). `split` forces the cluster split
     (None: `decode_split` with the routes' override), `wide` two-warpgroup blocks (None: the
     routes' decode_gemm_wide). Launched with ceil(n / (64 G)) * split blocks of 128 G threads
-    (G = `decode_groups`) and `smem_bytes(decode_cols(m), G)` of dynamic shared memory (each
-    entry point is opted in to DECODE_MAX_SHARED once).
+    (G = `decode_groups`; a SwiGLU block's 64 G weight rows are 32 G gate/up pairs, so the
+    grid is the same) and `smem_bytes(decode_cols(m), G)` of dynamic shared memory (each
+    entry point is opted in to DECODE_MAX_SHARED once); each block keeps the routes'
+    decode_gemm_l2_tiles k-tiles of its weight rows prefetched into L2 ahead of its ring,
+    from before its PDL wait (ATLAS_DECODE_GEMM_L2_TILES).
     """
     cols = decode_cols(m)
     groups = decode_groups(m, kc.routes.decode_gemm_wide if wide is None else wide)
     if n < 1:
         raise ValueError(f"decode_gemm: n={n} must be positive")
+    if swiglu and (n % 2 or out_f32):
+        raise ValueError(f"decode_gemm: the SwiGLU epilogue needs an even n ([gate | up] "
+                         f"halves) and bf16 output, got n={n} out_f32={out_f32}")
     require_multiple("decode_gemm", "k", k, 8)
     require_aligned("decode_gemm", "x", x, 16)
     require_aligned("decode_gemm", "w", w, 16)
@@ -165,6 +182,7 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
         split = decode_split(m, n, k, kc.facts.sm_count, kc.routes.decode_gemm_split, groups)
     elif split not in DECODE_GEMM_SPLITS:
         raise ValueError(f"decode_gemm: split {split} is not one of {DECODE_GEMM_SPLITS}")
-    launch = kc.get_with_shared(_SIGS[split, out_f32], DECODE_MAX_SHARED)
+    sig = _SWIGLU_SIGS[split] if swiglu else _SIGS[split, out_f32]
+    launch = kc.get_with_shared(sig, DECODE_MAX_SHARED)
     launch(stream, -(-n // (DECODE_ROWS * groups)) * split, DECODE_THREADS * groups,
-           smem_bytes(cols, groups), x, w, y, m, n, k)
+           smem_bytes(cols, groups), x, w, y, m, n, k, kc.routes.decode_gemm_l2_tiles)

@@ -28,7 +28,7 @@ from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_SINGLE, GEMV_SILU_FP8,
 from . import KernelCache, matmul_quant_mma
 from .activation import silu_mul
 from .matmul import (FUSED_SILU_MAX_K, GEMV_MAX_M, GEMV_MAX_THREADS, GEMV_ROWS_PER_BLOCK,
-                     fuses_gate_up_swiglu, gemv_swiglu, linear, linear_silu)
+                     fuses_gate_up_swiglu, linear, linear_silu, linear_swiglu)
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,14 +222,15 @@ class Bf16Linear:
 
     def fuses_swiglu(self, kc: KernelCache, m: int) -> bool:
         """Whether, as a fused [gate | up] weight, an m-row product ends with the SwiGLU
-        (`matmul.fuses_gate_up_swiglu`: batch-1 decode); otherwise gate_up ends in memory and
-        the down GEMV may fuse the SwiGLU instead."""
+        (`matmul.fuses_gate_up_swiglu`: decode batches on the decode GEMM, batch 1 on the
+        prefetching GEMV); otherwise gate_up ends in memory and the down GEMV may fuse the
+        SwiGLU instead."""
         return fuses_gate_up_swiglu(kc, m, self.n, self.k)
 
     def linear_swiglu(self, kc: KernelCache, stream: Stream, x: DevicePtr, act: DevicePtr,
                       m: int) -> None:
         """act = swiglu(x @ [gate | up].T) in one launch (`fuses_swiglu` must hold)."""
-        gemv_swiglu(kc, stream, x, self.ptr, act, self.n, self.k)
+        linear_swiglu(kc, stream, x, self.ptr, act, m, self.n, self.k)
 
     def linear(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
                out_f32: bool = False, w_scratch: DevicePtr | None = None) -> None:

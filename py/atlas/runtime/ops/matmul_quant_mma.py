@@ -9,8 +9,9 @@ Only hopper sets build the module; `available` says whether the loaded kernels h
 CUDA-core GEMV passes).
 
 Batches of 1..8 rows take the register-fed twin (hopper/common/gemv_quant_direct.cu: the
-same fragments loaded straight from HBM into registers, no shared-memory ring, 16 weight
-rows a block) where it is loaded, switched on (ATLAS_QUANT_DIRECT) and the weight meets its
+same fragments loaded straight from HBM into registers, no shared-memory ring, 16-row tiles
+a block loops over in a one-wave grid, `direct_blocks`; ATLAS_QUANT_PERSISTENT=0: one block
+per tile) where it is loaded, switched on (ATLAS_QUANT_DIRECT) and the weight meets its
 preconditions (`direct_supports`). Its `_swiglu` entry points end a dense MLP's [gate | up]
 product with the SwiGLU (`gemv_direct_swiglu`), so no silu_mul launch follows. Its NVFP4
 entry points decode E2M1 by bit moves; ATLAS_QUANT_E2M1_LUT=1 takes their byte-table twins
@@ -98,6 +99,54 @@ DIRECT_THREADS = 256
 DIRECT_STEP_K = {"fp8": 64, "nvfp4": 128}
 
 
+#: blocks of the register-fed kernel one SM holds (its __launch_bounds__ minimum: 128
+#: registers x 256 threads, two blocks fill the register file)
+DIRECT_BLOCKS_PER_SM = 2
+
+
+def direct_blocks(tiles: int, sm_count: int, persistent: bool = True,
+                  per_sm: int | None = None) -> int:
+    """Grid of the register-fed kernel for `tiles` tiles (16 weight rows, or 8 SwiGLU
+    features, each; a block loops over tiles blockIdx.x, + gridDim.x, ...).
+
+    One block per tile (`persistent` off: the session-6 grid) runs ~1.5 waves at Qwen3-8B's
+    qkv (384 tiles, 264 slots): the second wave's blocks start when the first ones end, each
+    block's loads then decode in series. Instead one wave: 1 or 2 blocks per SM, whichever
+    gives the busiest SM the fewest tiles (ties: 2, more loads in flight). Qwen3-8B's qkv
+    thus takes 132 blocks of <= 3 tiles (2.91 on average), its o / down 256 blocks of one
+    tile, gate_up 264 blocks of <= 6 (5.82). `per_sm` (1 or 2) forces that many blocks per
+    SM instead (ATLAS_QUANT_BLOCKS_PER_SM, a device sweep: one block per SM has 8 warps'
+    loads in flight, two 16)."""
+    if not persistent or tiles <= 0:
+        return max(tiles, 1)
+    if per_sm is not None:
+        if not 1 <= per_sm <= DIRECT_BLOCKS_PER_SM:
+            raise ValueError(f"direct_blocks: per_sm={per_sm} must be in "
+                             f"1..{DIRECT_BLOCKS_PER_SM}")
+        return min(tiles, sm_count * per_sm)
+    best_load, best_grid = 0, 0
+    for blocks in range(DIRECT_BLOCKS_PER_SM, 0, -1):
+        grid = min(tiles, sm_count * blocks)
+        load = busiest_sm_tiles(tiles, grid, sm_count)
+        if not best_grid or load < best_load:
+            best_load, best_grid = load, grid
+    return best_grid
+
+
+def busiest_sm_tiles(tiles: int, grid: int, sm_count: int) -> int:
+    """Tiles the busiest SM runs when `grid` blocks (spread evenly over the SMs, as the block
+    scheduler places one wave) loop over `tiles` tiles."""
+    return -(-grid // sm_count) * -(-tiles // grid)
+
+
+def _launch_direct(kc: KernelCache, stream: Stream, w: "Fp8Weight | Nvfp4Weight", out: str,
+                   tiles: int, x: DevicePtr, y: DevicePtr, m: int) -> None:
+    """One launch of the register-fed entry point for `out` over `tiles` tiles."""
+    grid = direct_blocks(tiles, kc.facts.sm_count, kc.routes.quant_persistent,
+                         kc.routes.quant_blocks_per_sm)
+    kc.get(direct_sig(kc, w, out))(stream, grid, DIRECT_THREADS, 0, x, *_args(w, y, m))
+
+
 def _fmt(w: "Fp8Weight | Nvfp4Weight") -> str:
     return "fp8" if hasattr(w, "smap") else "nvfp4"
 
@@ -162,8 +211,7 @@ def gemv_mma(kc: KernelCache, stream: Stream, x: DevicePtr, w: "Fp8Weight | Nvfp
     _require_supported(name, w, x)
     require_aligned(name, "y", y, 2)
     if uses_direct(kc, w, m):
-        kc.get(direct_sig(kc, w, "bf16"))(stream, -(-w.n // DIRECT_ROWS), DIRECT_THREADS, 0, x,
-                                          *_args(w, y, m))
+        _launch_direct(kc, stream, w, "bf16", -(-w.n // DIRECT_ROWS), x, y, m)
         return
     small = m <= MMA_QUANT_SMALL_M
     sig = {("fp8", True): GEMV_MMA_FP8_SMALL, ("fp8", False): GEMV_MMA_FP8,
@@ -183,8 +231,7 @@ def gemv_logits(kc: KernelCache, stream: Stream, x: DevicePtr, w: "Fp8Weight | N
     _require_supported("gemv_logits", w, x)
     require_aligned("gemv_logits", "logits", logits, 4)
     if uses_direct(kc, w, m):
-        kc.get(direct_sig(kc, w, "f32"))(stream, -(-w.n // DIRECT_ROWS), DIRECT_THREADS, 0, x,
-                                         *_args(w, logits, m))
+        _launch_direct(kc, stream, w, "f32", -(-w.n // DIRECT_ROWS), x, logits, m)
         return
     launch = kc.get_with_shared(GEMV_MMA_FP8_F32 if fmt == "fp8" else GEMV_MMA_NVFP4_F32,
                                 MMA_QUANT_MAX_SHARED)
@@ -209,5 +256,4 @@ def gemv_direct_swiglu(kc: KernelCache, stream: Stream, x: DevicePtr,
                          "register-fed kernel's k and scale-block preconditions")
     _require_supported("gemv_direct_swiglu", w, x)
     require_aligned("gemv_direct_swiglu", "act", act, 2)
-    kc.get(direct_sig(kc, w, "swiglu"))(stream, -(-(w.n // 2) // DIRECT_SWIGLU_FEATURES),
-                                        DIRECT_THREADS, 0, x, *_args(w, act, m))
+    _launch_direct(kc, stream, w, "swiglu", -(-(w.n // 2) // DIRECT_SWIGLU_FEATURES), x, act, m)

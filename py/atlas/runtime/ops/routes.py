@@ -18,6 +18,11 @@ what it asked for each time, and importing Atlas never depends on the environmen
   unset, on the twin wherever the loaded set has it.
 * ATLAS_QUANT_E2M1_LUT=1: the twin's NVFP4 entry points decode E2M1 through the byte tables
   of gemv_mma_quant (the session-5 decode) instead of the bit moves: the A/B of the decode.
+* ATLAS_QUANT_PERSISTENT=0: the twin launched with one block per 16-row tile (the session-6
+  grid, ~1.5 waves at Qwen3-8B's qkv) instead of one wave of blocks looping over an even
+  share of the tiles (ops/matmul_quant_mma.direct_blocks). ATLAS_QUANT_BLOCKS_PER_SM=1 | 2:
+  that one-wave grid with this many blocks per SM for every product (unset: the rule, the
+  fewest tiles on the busiest SM), for sweeps on the device.
 * ATLAS_DECODE_GEMM=0: decode batches never on the Hopper skinny wgmma GEMM
   (gemm_decode_sm90); they take the batched GEMV / GEMM routes as before it existed.
 * ATLAS_DECODE_GEMM_MIN_M=N / ATLAS_DECODE_GEMM_MAX_M=N: the row range routed to it
@@ -28,13 +33,33 @@ what it asked for each time, and importing Atlas never depends on the environmen
   weight rows sharing each x tile: 1.5x the weight bytes through L2 at 64 rows instead of
   2x, and 112 KB of weights in flight per SM instead of 64); off by default until measured
   (tools/gpu/run_suite.sh decode_gemm_wide_ab).
+* ATLAS_DECODE_GEMM_SWIGLU=0: a dense MLP's gate_up on the decode GEMM writes [gate | up] and
+  silu_mul makes the activation (two launches), instead of the GEMM ending with the SwiGLU
+  (gemm_decode_sm90_swiglu_*: one launch, half the output bytes): the A/B of the fusion.
+* ATLAS_DECODE_GEMM_L2_TILES=N: k-tiles (64 columns) of its weight rows each decode GEMM
+  block keeps prefetched into L2 ahead of its shared-memory ring, from before its PDL wait
+  (default DEFAULT_DECODE_GEMM_L2_TILES; 0: none, the session-6 kernel).
 * ATLAS_DECODE_ATTN_LONG=0: decode attention never on the long-context tensor-core kernel
   (attention_long); ATLAS_DECODE_ATTN_LONG_MIN_KEYS=N: the shortest block-table reach (keys)
   that takes it (default ops/attention_long.LONG_CONTEXT_KEYS).
 * ATLAS_DECODE_ATTN_LATENCY=0: decode attention as at the start of session 6 (the A/B of
   its latency paths): never the clustered kernels (the splits' partials always merge through
   global memory and the last split's ticket, splits of 32 keys and more), and the rope-fused
-  kernel waiting for the qkv projection before it reads anything (decode_attn_rope_wait_bf16).
+  kernel waiting for the qkv projection before it reads anything (decode_attn_rope_wait_bf16,
+  which keeps one round ahead; decode_attn_bf16 keeps its prefetch unless
+  ATLAS_DECODE_ATTN_AHEAD=0 too).
+* ATLAS_DECODE_ATTN_AHEAD=0: the unclustered decode attention kernels (batches of 5+
+  sequences: decode_attn_bf16, decode_attn_rope_bf16) on their twins that keep only the next
+  round's K/V in flight (decode_attn_ahead1_bf16, decode_attn_rope_ahead1_bf16: the kernels
+  before session 7) instead of also requesting 3 rounds ahead into L2 (decode_attn.cuh
+  TableAhead); the A/B of that prefetch (the batch-64 bandwidth regime).
+* ATLAS_DECODE_ATTN_SPLIT_MAJOR=1: the clustered decode attention kernels (batch 1..4) on
+  their split-major twins (decode_attn_cluster_splitmajor_bf16, decode_attn_rope_cluster_
+  splitmajor_bf16): cluster L of the grid serves head slice L % slots and splits of cluster
+  L / slots, so every slice's first cluster (all the work up to 512 keys) is among the first
+  the GPU starts; the default order puts a slice's idle clusters before the next slice's
+  working one, and a batch-1 grid (320-512 blocks) is more than one wave of 264. Off by
+  default until measured.
 * ATLAS_PREFILL_ATTN_SM90=0: prefill attention never on the Hopper wgmma kernel
   (attention_sm90, head_dim 128 and 256), always on prefill_attn_bf16.
 * ATLAS_PREFILL_ATTN_QREG=1: head_dim-128 prefill attention on the wgmma kernel's Q-in-
@@ -65,10 +90,27 @@ what it asked for each time, and importing Atlas never depends on the environmen
 * ATLAS_GEMV_PREFETCH=1: single-row bf16 GEMVs on the kernels that prefetch their weights
   into shared memory before the PDL wait (gemv_prefetch_*), and batch-1 gate_up ending with
   its SwiGLU (gemv_swiglu_bf16_single). Off by default: measured slower (gpu13, 2026-12-02).
+* ATLAS_GEMV_RING=0: bf16 products of 2..8 rows (a speculative verification, decode batches
+  of 2..8) on the register-tiled GEMV (gemv_bf16, gemv_bf16_f32, gemv_silu_bf16) instead of
+  its cp.async-ring twins (gemv_ring_*: the same sums, weights in flight through shared
+  memory, ops/matmul.gemv_ring_plan). ATLAS_GEMV_RING_SINGLE=1: one row on the ring kernel
+  too (off by default: the single-row kernel ran at ~90% of copy on Qwen3-8B).
+  ATLAS_GEMV_RING_STAGES=2|3: the ring's tiles per thread (unset: the plan's rule).
 * ATLAS_NORM_GEMV=1: batch-1 decode fuses each add + RMSNorm before a bf16 GEMV into that
   GEMV (gemv_add_rmsnorm_bf16_single, which prefetches its weights before the PDL wait like
   the plain single-row GEMV), without the residual-carrying GEMVs of ATLAS_FUSED_NORM=1.
   Off by default until measured (an explicit ATLAS_FUSED_NORM=0 also turns it off).
+* ATLAS_PERSISTENT_DECODE=1: a batch-1 decode step of a dense bf16 model runs its
+  transformer layers as one persistent kernel (ops/decode_persistent.py) instead of ~7
+  launches a layer; models it does not cover keep the per-op path. Off by default until
+  measured (tools/gpu/run_suite.sh persistent_ab). ATLAS_PERSISTENT_PREFETCH_KB=N: the
+  KiB of its next weight phase each block asks L2 for before a barrier (default
+  DEFAULT_PERSISTENT_PREFETCH_KB; 0: none), for sweeps on the device;
+  ATLAS_PERSISTENT_STAGE=0: none of its weight phases bulk-copied into shared memory ahead
+  (ops/decode_persistent.stage_plan), every one streamed after that L2 prefetch;
+  ATLAS_PERSISTENT_BLOCKS=N: its grid (default 0: one block per SM; fewer for sweeps of the
+  barrier cost against the blocks streaming weights); ATLAS_PERSISTENT_SPLITS=N: its key
+  splits a q head (default 0: SM count / q heads; at most the step's partial buffers).
 """
 
 from __future__ import annotations
@@ -89,11 +131,20 @@ DEFAULT_BATCHED_GEMV_MIN_M = 8
 #: and the GEMMs (65..256) when set: A/B with the switches above (tools/gpu/run_suite.sh).
 DEFAULT_DECODE_GEMM_MIN_M = 9
 DEFAULT_DECODE_GEMM_MAX_M = 256
+#: k-tiles of a decode GEMM block's weight rows kept prefetched into L2 ahead of its ring
+#: (gemm_decode_sm90.cu): 8 x 128 bytes a row, 64 KiB a one-warpgroup block, ~17 MB for a
+#: wave of 264 such blocks (a third of the H200's L2). Unmeasured: A/B with 0.
+DEFAULT_DECODE_GEMM_L2_TILES = 8
 #: block tables reaching this many keys route decode attention to the long-context kernel
 #: (ops/attention_long.LONG_CONTEXT_KEYS, restated here: routes import no ops module)
 DEFAULT_DECODE_ATTN_LONG_MIN_KEYS = 16384
+#: KiB of the next weight phase a persistent decode block prefetches into L2 before a barrier:
+#: all of a Qwen3-0.6B phase's slice (<= 64 KB), ~8.4 MB over 132 SMs at most (L2: 50 MB)
+DEFAULT_PERSISTENT_PREFETCH_KB = 64
 #: the cluster splits gemm_decode_sm90 is compiled for
 DECODE_GEMM_SPLITS = (1, 2, 4, 8)
+#: the ring depths the ring GEMV takes (gemv_ring.cuh: 2..kRingMaxStages)
+GEMV_RING_STAGES = (2, 3)
 
 
 def _env_count(env: Mapping[str, str], name: str, default: int) -> int:
@@ -136,19 +187,33 @@ class KernelRoutes:
     quant_mma: bool = True
     quant_direct: bool | None = None
     quant_e2m1_lut: bool = False
+    quant_persistent: bool = True
+    quant_blocks_per_sm: int | None = None
     decode_gemm: bool = True
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
     decode_gemm_max_m: int = DEFAULT_DECODE_GEMM_MAX_M
     decode_gemm_split: int | None = None
     decode_gemm_wide: bool = False
+    decode_gemm_swiglu: bool = True
+    decode_gemm_l2_tiles: int = DEFAULT_DECODE_GEMM_L2_TILES
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_latency: bool = True
+    decode_attn_ahead: bool = True
+    decode_attn_split_major: bool = False
     prefill_attn_sm90: bool = True
     prefill_attn_qreg: bool = False
     fused_norm: bool | None = None
     gemv_prefetch: bool = False
     norm_gemv: bool = False
+    gemv_ring: bool = True
+    gemv_ring_single: bool = False
+    gemv_ring_stages: int | None = None
+    persistent_decode: bool = False
+    persistent_prefetch_kb: int = DEFAULT_PERSISTENT_PREFETCH_KB
+    persistent_stage: bool = True
+    persistent_blocks: int = 0
+    persistent_splits: int = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "KernelRoutes":
@@ -157,10 +222,17 @@ class KernelRoutes:
         wide = env.get("ATLAS_GEMV_MMA_WIDE", "").strip()
         if wide not in ("", "0", "1"):
             raise ValueError(f"ATLAS_GEMV_MMA_WIDE={wide!r} must be 0, 1 or unset")
+        ring_stages = env.get("ATLAS_GEMV_RING_STAGES", "").strip()
+        if ring_stages and ring_stages not in {str(s) for s in GEMV_RING_STAGES}:
+            raise ValueError(f"ATLAS_GEMV_RING_STAGES={ring_stages!r} must be one of "
+                             f"{GEMV_RING_STAGES} or unset")
         split = env.get("ATLAS_DECODE_GEMM_SPLIT", "").strip()
         if split and split not in {str(s) for s in DECODE_GEMM_SPLITS}:
             raise ValueError(f"ATLAS_DECODE_GEMM_SPLIT={split!r} must be one of "
                              f"{DECODE_GEMM_SPLITS} or unset")
+        per_sm = env.get("ATLAS_QUANT_BLOCKS_PER_SM", "").strip()
+        if per_sm not in ("", "1", "2"):
+            raise ValueError(f"ATLAS_QUANT_BLOCKS_PER_SM={per_sm!r} must be 1, 2 or unset")
         return cls(gemm_sm90=env_switch(env, "ATLAS_GEMM_SM90", True),
                    batched_gemv=env_switch(env, "ATLAS_BATCHED_GEMV", True),
                    batched_gemv_min_m=_env_count(env, "ATLAS_BATCHED_GEMV_MIN_M",
@@ -176,6 +248,8 @@ class KernelRoutes:
                    quant_mma=env_switch(env, "ATLAS_QUANT_MMA", True),
                    quant_direct=_env_tristate(env, "ATLAS_QUANT_DIRECT"),
                    quant_e2m1_lut=env_switch(env, "ATLAS_QUANT_E2M1_LUT", False),
+                   quant_persistent=env_switch(env, "ATLAS_QUANT_PERSISTENT", True),
+                   quant_blocks_per_sm=int(per_sm) if per_sm else None,
                    decode_gemm=env_switch(env, "ATLAS_DECODE_GEMM", True),
                    decode_gemm_min_m=_env_count(env, "ATLAS_DECODE_GEMM_MIN_M",
                                                 DEFAULT_DECODE_GEMM_MIN_M),
@@ -183,12 +257,27 @@ class KernelRoutes:
                                                 DEFAULT_DECODE_GEMM_MAX_M),
                    decode_gemm_split=int(split) if split else None,
                    decode_gemm_wide=env_switch(env, "ATLAS_DECODE_GEMM_WIDE", False),
+                   decode_gemm_swiglu=env_switch(env, "ATLAS_DECODE_GEMM_SWIGLU", True),
+                   decode_gemm_l2_tiles=_env_count(env, "ATLAS_DECODE_GEMM_L2_TILES",
+                                                   DEFAULT_DECODE_GEMM_L2_TILES),
                    decode_attn_long=env_switch(env, "ATLAS_DECODE_ATTN_LONG", True),
                    decode_attn_long_min_keys=_env_count(env, "ATLAS_DECODE_ATTN_LONG_MIN_KEYS",
                                                         DEFAULT_DECODE_ATTN_LONG_MIN_KEYS),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
+                   decode_attn_ahead=env_switch(env, "ATLAS_DECODE_ATTN_AHEAD", True),
+                   decode_attn_split_major=env_switch(env, "ATLAS_DECODE_ATTN_SPLIT_MAJOR",
+                                                      False),
                    prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", True),
                    prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
                    fused_norm=_env_tristate(env, "ATLAS_FUSED_NORM"),
                    gemv_prefetch=env_switch(env, "ATLAS_GEMV_PREFETCH", False),
-                   norm_gemv=env_switch(env, "ATLAS_NORM_GEMV", False))
+                   norm_gemv=env_switch(env, "ATLAS_NORM_GEMV", False),
+                   gemv_ring=env_switch(env, "ATLAS_GEMV_RING", True),
+                   gemv_ring_single=env_switch(env, "ATLAS_GEMV_RING_SINGLE", False),
+                   gemv_ring_stages=int(ring_stages) if ring_stages else None,
+                   persistent_decode=env_switch(env, "ATLAS_PERSISTENT_DECODE", False),
+                   persistent_prefetch_kb=_env_count(env, "ATLAS_PERSISTENT_PREFETCH_KB",
+                                                     DEFAULT_PERSISTENT_PREFETCH_KB),
+                   persistent_stage=env_switch(env, "ATLAS_PERSISTENT_STAGE", True),
+                   persistent_blocks=_env_count(env, "ATLAS_PERSISTENT_BLOCKS", 0),
+                   persistent_splits=_env_count(env, "ATLAS_PERSISTENT_SPLITS", 0))

@@ -25,6 +25,9 @@ Specification (all arithmetic float32 on bf16-widened inputs):
   partial; their own shortest split is DECODE_CLUSTER_MIN_KEYS).
 * decode with the rope fused (decode_attn_rope_bf16): what it replaces, qk_norm_rope_kv's
   reference (one token per sequence) into a private q buffer and the caches, then decode.
+* the twins without the loop's L2 prefetch (*_ahead1_bf16): their kernel's specification.
+* the phase-traced twins (*_trace_bf16): their untraced kernel's specification; the trace
+  buffer is the device's clock readings, which the host leaves untouched.
 """
 
 from __future__ import annotations
@@ -36,9 +39,13 @@ import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
-from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_CLUSTER, DECODE_ATTN_COMBINE, DECODE_ATTN_LONG,
-                          DECODE_ATTN_ROPE, DECODE_ATTN_ROPE_CLUSTER, DECODE_ATTN_ROPE_WAIT,
-                          PREFILL_ATTN,
+from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
+                          DECODE_ATTN_CLUSTER_SPLIT_MAJOR, DECODE_ATTN_CLUSTER_TRACE,
+                          DECODE_ATTN_COMBINE, DECODE_ATTN_LONG, DECODE_ATTN_ROPE,
+                          DECODE_ATTN_ROPE_AHEAD1, DECODE_ATTN_ROPE_CLUSTER,
+                          DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR,
+                          DECODE_ATTN_ROPE_CLUSTER_TRACE, DECODE_ATTN_ROPE_TRACE,
+                          DECODE_ATTN_ROPE_WAIT, PREFILL_ATTN,
                           PREFILL_ATTN_SM90, PREFILL_ATTN_SM90_QREG)
 from ..ops.attention import decode_cluster_rule, decode_split_rule
 from . import HostMemory, WithScratch, reference
@@ -256,4 +263,26 @@ def decode_attn_rope_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: int, k_
 # same as the rope-fused kernel
 reference(DECODE_ATTN_CLUSTER)(partial(decode_attn_bf16, rule=decode_cluster_rule))
 reference(DECODE_ATTN_ROPE_CLUSTER)(partial(decode_attn_rope_bf16, rule=decode_cluster_rule))
+# their split-major twins: the same (only which block does which split differs)
+reference(DECODE_ATTN_CLUSTER_SPLIT_MAJOR)(partial(decode_attn_bf16, rule=decode_cluster_rule))
+reference(DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR)(
+    partial(decode_attn_rope_bf16, rule=decode_cluster_rule))
 reference(DECODE_ATTN_ROPE_WAIT)(decode_attn_rope_bf16)
+# the A/B twins of the loop's prefetch: the same specifications
+reference(DECODE_ATTN_AHEAD1)(decode_attn_bf16)
+reference(DECODE_ATTN_ROPE_AHEAD1)(decode_attn_rope_bf16)
+
+
+def _untraced(fn: Callable[..., None]) -> Callable[..., None]:
+    """A traced twin's reference: `fn` on every value but the last (the trace buffer, which
+    the host leaves as it is: it has no device clock to stamp)."""
+
+    def traced(mem: HostMemory, grid: Dim3, block: Dim3, *values: int | float) -> None:
+        fn(mem, grid, block, *values[:-1])
+    return traced
+
+
+reference(DECODE_ATTN_ROPE_TRACE)(_untraced(decode_attn_rope_bf16))
+reference(DECODE_ATTN_ROPE_CLUSTER_TRACE)(
+    _untraced(partial(decode_attn_rope_bf16, rule=decode_cluster_rule)))
+reference(DECODE_ATTN_CLUSTER_TRACE)(_untraced(partial(decode_attn_bf16, rule=decode_cluster_rule)))

@@ -3,6 +3,9 @@
 Every variant (mma.sync 128x128 and skinny 64x32, wgmma 128x256, the decode wgmma GEMM with
 or without its cluster split of K) computes y = x @ w.T with
 float32 accumulation and one rounding at the output; tiling changes only the summation order.
+The decode GEMM's SwiGLU entries (gate_up ending with its activation) are specified as what
+they replace: the product into a scratch [gate | up] row, then silu_mul_bf16 (gemv.py's
+gemv_swiglu_bf16_single, the same specification for one row).
 """
 
 from __future__ import annotations
@@ -13,20 +16,18 @@ from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GE
 from ..kernel_abi import (GEMM_DECODE_SM90, GEMM_DECODE_SM90_F32OUT,
                           GEMM_DECODE_SM90_F32OUT_SPLIT2, GEMM_DECODE_SM90_F32OUT_SPLIT4,
                           GEMM_DECODE_SM90_F32OUT_SPLIT8, GEMM_DECODE_SM90_SPLIT2,
-                          GEMM_DECODE_SM90_SPLIT4, GEMM_DECODE_SM90_SPLIT8, GEMV_MMA,
-                          GEMV_MMA_F32OUT)
+                          GEMM_DECODE_SM90_SPLIT4, GEMM_DECODE_SM90_SPLIT8,
+                          GEMM_DECODE_SM90_SWIGLU, GEMM_DECODE_SM90_SWIGLU_SPLIT2,
+                          GEMM_DECODE_SM90_SWIGLU_SPLIT4, GEMM_DECODE_SM90_SWIGLU_SPLIT8,
+                          GEMV_MMA, GEMV_MMA_F32OUT)
 from . import HostMemory, reference
-from .gemv import linear_bf16
+from .gemv import gemv_swiglu_bf16_single, linear_bf16
 
 
 @reference(GEMM)
 @reference(GEMM_SKINNY)
 @reference(GEMM_SM90)
 @reference(GEMV_MMA)
-@reference(GEMM_DECODE_SM90)
-@reference(GEMM_DECODE_SM90_SPLIT2)
-@reference(GEMM_DECODE_SM90_SPLIT4)
-@reference(GEMM_DECODE_SM90_SPLIT8)
 def gemm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: int, m: int,
               n: int, k: int) -> None:
     linear_bf16(mem, a, w, c, m, n, k, out_f32=False)
@@ -36,10 +37,34 @@ def gemm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: int, 
 @reference(GEMM_SKINNY_F32OUT)
 @reference(GEMM_SM90_F32OUT)
 @reference(GEMV_MMA_F32OUT)
+def gemm_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: int, m: int,
+                  n: int, k: int) -> None:
+    linear_bf16(mem, a, w, c, m, n, k, out_f32=True)
+
+
+# The decode GEMM's l2_tiles (an L2 prefetch hint) changes no value.
+@reference(GEMM_DECODE_SM90)
+@reference(GEMM_DECODE_SM90_SPLIT2)
+@reference(GEMM_DECODE_SM90_SPLIT4)
+@reference(GEMM_DECODE_SM90_SPLIT8)
+def gemm_decode_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int, m: int,
+                     n: int, k: int, l2_tiles: int) -> None:
+    linear_bf16(mem, x, w, y, m, n, k, out_f32=False)
+
+
 @reference(GEMM_DECODE_SM90_F32OUT)
 @reference(GEMM_DECODE_SM90_F32OUT_SPLIT2)
 @reference(GEMM_DECODE_SM90_F32OUT_SPLIT4)
 @reference(GEMM_DECODE_SM90_F32OUT_SPLIT8)
-def gemm_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: int, m: int,
-                  n: int, k: int) -> None:
-    linear_bf16(mem, a, w, c, m, n, k, out_f32=True)
+def gemm_decode_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int,
+                         m: int, n: int, k: int, l2_tiles: int) -> None:
+    linear_bf16(mem, x, w, y, m, n, k, out_f32=True)
+
+
+@reference(GEMM_DECODE_SM90_SWIGLU)
+@reference(GEMM_DECODE_SM90_SWIGLU_SPLIT2)
+@reference(GEMM_DECODE_SM90_SWIGLU_SPLIT4)
+@reference(GEMM_DECODE_SM90_SWIGLU_SPLIT8)
+def gemm_decode_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, act: int,
+                            m: int, n: int, k: int, l2_tiles: int) -> None:
+    gemv_swiglu_bf16_single(mem, grid, block, x, w, act, m, n, k)

@@ -30,10 +30,10 @@ import numpy as np
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
 from ..kernel_abi import (GEMV, GEMV_ADD_RMSNORM_SINGLE, GEMV_F32OUT, GEMV_RESIDUAL_SINGLE,
-                          GEMV_RMSNORM_SINGLE, GEMV_SILU, GEMV_SILU_RESIDUAL_SINGLE,
-                          GEMV_PREFETCH_SILU_SINGLE, GEMV_PREFETCH_SINGLE,
-                          GEMV_PREFETCH_SINGLE_F32OUT, GEMV_SILU_SINGLE, GEMV_SINGLE,
-                          GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE)
+                          GEMV_RING, GEMV_RING_F32OUT, GEMV_RING_SILU, GEMV_RMSNORM_SINGLE,
+                          GEMV_SILU, GEMV_SILU_RESIDUAL_SINGLE, GEMV_PREFETCH_SILU_SINGLE,
+                          GEMV_PREFETCH_SINGLE, GEMV_PREFETCH_SINGLE_F32OUT, GEMV_SILU_SINGLE,
+                          GEMV_SINGLE, GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE)
 from . import HostMemory, WithScratch, reference, widened_f64
 from .rmsnorm import rms_norm_bf16, rms_norm_offset_bf16
 from .silu_mul import silu_mul_bf16
@@ -80,6 +80,25 @@ def gemv_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, gate_up: int, w: in
     chained = WithScratch(mem, m * k * 2)
     silu_mul_bf16(chained, grid, block, gate_up, WithScratch.ADDRESS, m, k)
     linear_bf16(chained, WithScratch.ADDRESS, w, y, m, n, k, out_f32=False)
+
+
+# the ring entry points (gemv_ring.cuh): the same products; `stages` is launch geometry
+@reference(GEMV_RING)
+def gemv_ring_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int, m: int,
+                   n: int, k: int, stages: int) -> None:
+    gemv_bf16(mem, grid, block, x, w, y, m, n, k)
+
+
+@reference(GEMV_RING_F32OUT)
+def gemv_ring_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int,
+                       m: int, n: int, k: int, stages: int) -> None:
+    gemv_bf16_f32(mem, grid, block, x, w, y, m, n, k)
+
+
+@reference(GEMV_RING_SILU)
+def gemv_ring_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, gate_up: int, w: int,
+                        y: int, m: int, n: int, k: int, stages: int) -> None:
+    gemv_silu_bf16(mem, grid, block, gate_up, w, y, m, n, k)
 
 
 @reference(GEMV_SWIGLU_SINGLE)

@@ -1,0 +1,1 @@
+../../hopper/common/decode_attn.cuh

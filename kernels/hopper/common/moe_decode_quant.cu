@@ -1,0 +1,350 @@
+// MoE expert FFN for decode batches (1..8 tokens) over FP8 or NVFP4 expert weights, read
+// directly and dequantized in registers (the weights are never expanded in memory), and the
+// NVFP4 dequantize of the prefill path (the FP8 one is gemv_fp8.cu's dequant_fp8_bf16).
+//
+// Weights (ops/moe_quant.py QuantExperts): every expert's rows stacked into one matrix, as
+// the bf16 layout packs them: gate_up [experts * 2 inter, hidden] (expert e's gate rows,
+// then its up rows), down [experts * hidden, inter]; row r of expert e is matrix row
+// e * rows + r.
+//   FP8: E4M3 codes, one byte a value; f32 scales through the Fp8ScaleMap index map
+//     s(row, col) = scale[(row >> row_shift) * row_stride + (col >> col_shift) * col_stride]
+//     (blocks span >= 16 columns, so one scale covers a 16-value group).
+//   NVFP4: E2M1 codes packed two a byte (value 2i in the low nibble) [rows, k / 2], one E4M3
+//     scale a 16 values [rows, k / 16], one f32 a row (the expert tensor's global scale).
+// A 16-value group is the unit of work: k % 16 == 0 is all these kernels need.
+//
+// Slots: a token's topk rows hold `slots` (expert id, weight) pairs, the first `routed` the
+// router's top-k, then a shared expert folded in as one more expert of the stacked matrix
+// (id experts_routed + c: the decode router writes it so, ops/moe.py gate_topk; its weight
+// bf16(sigmoid(gate))). `experts` counts every expert of the matrix, shared included.
+// moe_gate_up_silu_{fp8,nvfp4}: grid (ceil(inter / 8), tokens * slots), 256 threads; warp w
+//   of block (bx, p) computes intermediate column i = 8 bx + w of pair p = t * slots + j,
+//   e = topk_ids[p]: g = bf16(x[t] . gate row i), u = bf16(x[t] . up row i) (lanes take
+//   16-value groups round-robin, kRounds of them requested at once, partials meet in
+//   atlas::warp_sum), act[p][i] = bf16(bf16(silu(g)) * u) (bf16_vec.cuh swiglu_f32, the
+//   dense MLP's rounding); an id outside [0, experts) writes zeros.
+// moe_down_sum_{fp8,nvfp4}: grid (ceil(hidden / 8), tokens), 256 threads; warp w of block
+//   (bx, t) owns output row n = 8 bx + w of token t, streaming kSlots slots' rows at once:
+//   y_j = bf16(act[t][j] . down row n of expert e_j); routed slots in order
+//   acc += topk_weights[t][j] * y_j (f32); out[t][n] = bf16(acc), or with shared slots
+//   bf16(bf16(acc) + sum of bf16(w_j * y_j) over them) (moe_down_sum_bf16's rounding);
+//   invalid ids contribute nothing. No atomics in the sums: bit-reproducible. Given a
+//   residual (the fused decode layer, ops.moe.AddRmsNorm), out is not written: instead
+//   residual = bf16(residual + bf16(that)) in place, and the token's last block to finish
+//   applies the next RMSNorm into `normed` (moe_down_add_rmsnorm_bf16's numerics), so no
+//   add_rmsnorm launch follows.
+// Every value the kernels read was written by the router (the launch before) or gate/up,
+// so both wait first (atlas::pdl_enter). Group products accumulate in f32 and take their
+// scale once per group (FP8: code x x sums times the block scale; NVFP4: times
+// f32(e4m3(s) * g), one rounding), within a few f32 ulps of the exact float64 sums the
+// references (reference/moe_quant.py) form.
+#include <cuda_fp16.h>
+
+#include "atlas_common.cuh"
+#include "bf16_vec.cuh"
+#include "quant_decode.cuh"
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kGroup = 16;  // values per work unit (one NVFP4 scale group)
+constexpr int kRounds = 4;  // gate/up: groups a lane requests before using the first
+constexpr int kSlots = 8;   // down: slots whose weights a warp streams at once
+
+using atlas::quant::e4m3_to_f32;
+
+// sum_i x_i * e4m3(c_i) over the four codes of `c` (value i in byte i) and four bf16 x
+// values held as pairs (x0, x1), (x2, x3): hardware E4M3 -> f16 pairs (exact), widened.
+__device__ __forceinline__ float dot4_e4m3(uint32_t c, uint32_t x01, uint32_t x23, float acc) {
+  uint32_t h0, h1;
+  asm("{\n .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %2;\n cvt.rn.f16x2.e4m3x2 %0, lo;\n"
+      " cvt.rn.f16x2.e4m3x2 %1, hi;\n}" : "=r"(h0), "=r"(h1) : "r"(c));
+  const float2 w01 = __half22float2(*reinterpret_cast<const __half2*>(&h0));
+  const float2 w23 = __half22float2(*reinterpret_cast<const __half2*>(&h1));
+  float a0, a1, a2, a3;
+  atlas::unpack_bf16x2(x01, a0, a1);
+  atlas::unpack_bf16x2(x23, a2, a3);
+  acc = fmaf(a0, w01.x, acc);
+  acc = fmaf(a1, w01.y, acc);
+  acc = fmaf(a2, w23.x, acc);
+  return fmaf(a3, w23.y, acc);
+}
+
+struct Fp8Experts {
+  const uint8_t* w;
+  const float* scale;
+  uint32_t k, row_shift, row_stride, col_shift, col_stride;
+
+  // x[16 g .. 16 g + 15] . dequant(w)[row][same columns]
+  __device__ __forceinline__ float group_dot(uint32_t row, uint32_t g,
+                                             const __nv_bfloat16* x) const {
+    const uint32_t col = g * kGroup;
+    const uint4 c = __ldg(reinterpret_cast<const uint4*>(w + static_cast<size_t>(row) * k + col));
+    const uint4 xa = *reinterpret_cast<const uint4*>(x + col);
+    const uint4 xb = *reinterpret_cast<const uint4*>(x + col + 8);
+    float acc = dot4_e4m3(c.x, xa.x, xa.y, 0.f);
+    acc = dot4_e4m3(c.y, xa.z, xa.w, acc);
+    acc = dot4_e4m3(c.z, xb.x, xb.y, acc);
+    acc = dot4_e4m3(c.w, xb.z, xb.w, acc);
+    const float s = __ldg(scale + static_cast<size_t>(row >> row_shift) * row_stride +
+                          static_cast<size_t>(col >> col_shift) * col_stride);
+    return acc * s;
+  }
+};
+
+struct Nvfp4Experts {
+  const uint8_t* w;
+  const uint8_t* scale;
+  const float* row_scale;
+  uint32_t k;
+  atlas::quant::E2m1Lut lut;  // the unscaled E2M1 magnitudes (scale 1)
+
+  __device__ __forceinline__ float group_dot(uint32_t row, uint32_t g,
+                                             const __nv_bfloat16* x) const {
+    const uint32_t col = g * kGroup;
+    const uint2 q = __ldg(reinterpret_cast<const uint2*>(w + static_cast<size_t>(row) * (k / 2) +
+                                                         col / 2));
+    const uint4 xv[2] = {*reinterpret_cast<const uint4*>(x + col),
+                         *reinterpret_cast<const uint4*>(x + col + 8)};
+    float acc = 0.f;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      uint32_t p[4];  // (v0, v1) .. (v6, v7) of the word's eight codes, exact bf16 pairs
+      atlas::quant::e2m1x8_to_bf16x2(h ? q.y : q.x, lut, p);
+      const uint32_t xs[4] = {xv[h].x, xv[h].y, xv[h].z, xv[h].w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        float w0, w1, a0, a1;
+        atlas::unpack_bf16x2(p[i], w0, w1);
+        atlas::unpack_bf16x2(xs[i], a0, a1);
+        acc = fmaf(a0, w0, acc);
+        acc = fmaf(a1, w1, acc);
+      }
+    }
+    const float s = e4m3_to_f32(__ldg(scale + static_cast<size_t>(row) * (k / kGroup) + g)) *
+                    __ldg(row_scale + row);
+    return acc * s;
+  }
+};
+
+__device__ __forceinline__ Nvfp4Experts nvfp4_experts(const uint8_t* w, const uint8_t* scale,
+                                                      const float* row_scale, uint32_t k) {
+  return {w, scale, row_scale, k, atlas::quant::E2m1Lut::scaled(0x3F803F80u)};  // pair (1, 1)
+}
+
+template <class Fmt>
+__device__ __forceinline__ void gate_up_silu(const __nv_bfloat16* x, const Fmt& f,
+                                             const int32_t* topk_ids, __nv_bfloat16* act,
+                                             uint32_t slots, uint32_t hidden, uint32_t inter,
+                                             uint32_t experts) {
+  atlas::pdl_enter();
+  const uint32_t pair = blockIdx.y, lane = threadIdx.x & 31;
+  const uint32_t col = blockIdx.x * kWarps + (threadIdx.x >> 5);
+  if (col >= inter) return;
+  const int32_t e = topk_ids[pair];
+  float out = 0.f;
+  if (e >= 0 && static_cast<uint32_t>(e) < experts) {
+    const __nv_bfloat16* xr = x + static_cast<size_t>(pair / slots) * hidden;
+    const uint32_t gate_row = static_cast<uint32_t>(e) * 2u * inter + col;
+    const uint32_t groups = hidden / kGroup;
+    float g = 0.f, u = 0.f;
+    for (uint32_t g0 = lane; g0 < groups; g0 += 32 * kRounds) {
+#pragma unroll
+      for (int r = 0; r < kRounds; ++r) {  // kRounds rounds of loads in flight per lane
+        const uint32_t grp = g0 + 32 * r;
+        if (grp < groups) {
+          g += f.group_dot(gate_row, grp, xr);
+          u += f.group_dot(gate_row + inter, grp, xr);
+        }
+      }
+    }
+    g = atlas::round_bf16(atlas::warp_sum(g));
+    u = atlas::round_bf16(atlas::warp_sum(u));
+    out = atlas::swiglu_f32(g, u);
+  }
+  if (lane == 0) act[static_cast<size_t>(pair) * inter + col] = __float2bfloat16_rn(out);
+}
+
+// The residual add + next RMSNorm of a fused down launch (residual == nullptr: plain out).
+struct Finish {
+  __nv_bfloat16* residual;      // [tokens, hidden], updated in place
+  const __nv_bfloat16* norm_w;  // [hidden]
+  __nv_bfloat16* normed;        // [tokens, hidden]
+  uint32_t* counters;           // [tokens] last-block tickets: zero before and after
+  float eps;
+  uint32_t offset;              // 1: zero-centred weights, x * (1 + w)
+};
+
+// The last block of token t to finish (a ticket from atomicInc on counters[t], which wraps
+// back to zero for the next launch or graph replay) normalizes the token's residual row,
+// which every block of the token updated in place, into `normed`: add_rmsnorm's numerics
+// (bf16(w * bf16(r * inv_rms)), or bf16(r * inv_rms * (1 + w))), the squares summed in
+// another order. Every thread of the block must arrive here.
+__device__ __forceinline__ void last_block_rmsnorm(const Finish& fin, uint32_t t,
+                                                   uint32_t hidden) {
+  __shared__ bool last;
+  __shared__ float scratch[kWarps];
+  __threadfence();  // this block's residual writes, before its ticket
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicInc(fin.counters + t, gridDim.x - 1) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();  // the other blocks' writes, before they are read from L2
+  const unsigned short* r =
+      reinterpret_cast<const unsigned short*>(fin.residual) + static_cast<size_t>(t) * hidden;
+  float sumsq = 0.f;
+  for (uint32_t i = threadIdx.x; i < hidden; i += kThreads) {
+    const float v = __bfloat162float(__ushort_as_bfloat16(__ldcg(r + i)));
+    sumsq = fmaf(v, v, sumsq);
+  }
+  const float inv_rms = rsqrtf(atlas::block_sum(sumsq, scratch) / static_cast<float>(hidden) +
+                               fin.eps);
+  __nv_bfloat16* out = fin.normed + static_cast<size_t>(t) * hidden;
+  for (uint32_t i = threadIdx.x; i < hidden; i += kThreads) {
+    const float v = __bfloat162float(__ushort_as_bfloat16(__ldcg(r + i)));
+    const float w = __bfloat162float(fin.norm_w[i]);
+    out[i] = __float2bfloat16_rn(fin.offset ? (v * inv_rms) * (1.f + w)
+                                            : w * atlas::round_bf16(v * inv_rms));
+  }
+}
+
+template <class Fmt>
+__device__ __forceinline__ void down_sum(const __nv_bfloat16* act, const Fmt& f,
+                                         const int32_t* topk_ids, const float* topk_weights,
+                                         __nv_bfloat16* out, uint32_t slots, uint32_t routed,
+                                         uint32_t hidden, uint32_t inter, uint32_t experts,
+                                         const Finish& fin) {
+  atlas::pdl_enter();
+  const uint32_t t = blockIdx.y, lane = threadIdx.x & 31;
+  const uint32_t row = blockIdx.x * kWarps + (threadIdx.x >> 5);
+  const uint32_t groups = inter / kGroup;
+  float acc = 0.f, shared = 0.f;
+  // kSlots slots at a time: their loads are independent, so all are in flight together
+  for (uint32_t j0 = 0; row < hidden && j0 < slots; j0 += kSlots) {
+    int32_t e[kSlots];
+    float part[kSlots];
+#pragma unroll
+    for (int j = 0; j < kSlots; ++j) {
+      const uint32_t slot = j0 + j;
+      const int32_t id = slot < slots ? topk_ids[t * slots + slot] : -1;
+      e[j] = id >= 0 && static_cast<uint32_t>(id) < experts ? id : -1;  // warp-uniform
+      part[j] = 0.f;
+    }
+    for (uint32_t grp = lane; grp < groups; grp += 32) {
+#pragma unroll
+      for (int j = 0; j < kSlots; ++j) {
+        if (e[j] < 0) continue;
+        const __nv_bfloat16* a = act + static_cast<size_t>(t * slots + j0 + j) * inter;
+        part[j] += f.group_dot(static_cast<uint32_t>(e[j]) * hidden + row, grp, a);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kSlots; ++j) {  // slot order: y_j = bf16(product), acc += w_j * y_j
+      if (e[j] < 0) continue;
+      const float w = topk_weights[t * slots + j0 + j];
+      const float y = atlas::round_bf16(atlas::warp_sum(part[j]));
+      if (j0 + j < routed)
+        acc = fmaf(w, y, acc);
+      else  // a shared expert's slot: bf16(weight * bf16(product)), as transformers rounds
+        shared += atlas::round_bf16(w * y);
+    }
+  }
+  if (routed < slots) acc = atlas::round_bf16(acc) + shared;
+  if (lane == 0 && row < hidden) {
+    const size_t at = static_cast<size_t>(t) * hidden + row;
+    if (fin.residual == nullptr)
+      out[at] = __float2bfloat16_rn(acc);
+    else  // residual = bf16(residual + bf16(sum))
+      fin.residual[at] = __float2bfloat16_rn(__bfloat162float(fin.residual[at]) +
+                                             atlas::round_bf16(acc));
+  }
+  if (fin.residual != nullptr) last_block_rmsnorm(fin, t, hidden);
+}
+
+}  // namespace
+
+#define ATLAS_FP8_MAP \
+  uint32_t row_shift, uint32_t row_stride, uint32_t col_shift, uint32_t col_stride
+#define ATLAS_FINISH_ARGS                                                                  \
+  __nv_bfloat16 *residual, const __nv_bfloat16 *norm_w, __nv_bfloat16 *normed,            \
+      uint32_t *counters, float eps, uint32_t offset
+
+extern "C" __global__ void __launch_bounds__(kThreads)
+    moe_gate_up_silu_fp8(const __nv_bfloat16* x, const uint8_t* w, const float* scale,
+                         const int32_t* topk_ids, __nv_bfloat16* act, uint32_t tokens,
+                         uint32_t slots, uint32_t hidden, uint32_t inter, uint32_t experts,
+                         ATLAS_FP8_MAP) {
+  (void)tokens;
+  gate_up_silu(x, Fp8Experts{w, scale, hidden, row_shift, row_stride, col_shift, col_stride},
+               topk_ids, act, slots, hidden, inter, experts);
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads)
+    moe_gate_up_silu_nvfp4(const __nv_bfloat16* x, const uint8_t* w, const uint8_t* scale,
+                           const float* row_scale, const int32_t* topk_ids, __nv_bfloat16* act,
+                           uint32_t tokens, uint32_t slots, uint32_t hidden, uint32_t inter,
+                           uint32_t experts) {
+  (void)tokens;
+  gate_up_silu(x, nvfp4_experts(w, scale, row_scale, hidden), topk_ids, act, slots, hidden,
+               inter, experts);
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads)
+    moe_down_sum_fp8(const __nv_bfloat16* act, const uint8_t* w, const float* scale,
+                     const int32_t* topk_ids, const float* topk_weights, __nv_bfloat16* out,
+                     uint32_t tokens, uint32_t slots, uint32_t routed, uint32_t hidden,
+                     uint32_t inter, uint32_t experts, ATLAS_FP8_MAP, ATLAS_FINISH_ARGS) {
+  (void)tokens;
+  down_sum(act, Fp8Experts{w, scale, inter, row_shift, row_stride, col_shift, col_stride},
+           topk_ids, topk_weights, out, slots, routed, hidden, inter, experts,
+           Finish{residual, norm_w, normed, counters, eps, offset});
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads)
+    moe_down_sum_nvfp4(const __nv_bfloat16* act, const uint8_t* w, const uint8_t* scale,
+                       const float* row_scale, const int32_t* topk_ids,
+                       const float* topk_weights, __nv_bfloat16* out, uint32_t tokens,
+                       uint32_t slots, uint32_t routed, uint32_t hidden, uint32_t inter,
+                       uint32_t experts, ATLAS_FINISH_ARGS) {
+  (void)tokens;
+  down_sum(act, nvfp4_experts(w, scale, row_scale, inter), topk_ids, topk_weights, out, slots,
+           routed, hidden, inter, experts,
+           Finish{residual, norm_w, normed, counters, eps, offset});
+}
+
+// w_out[n, k] bf16 = bf16(e2m1(q) * f32(e4m3(s) * g[row])), one 16-value group a thread
+// (grid ceil(n * k / 16 / 256), 256 threads): dequant_nvfp4_bf16's values for k % 16 == 0.
+extern "C" __global__ void __launch_bounds__(kThreads)
+    moe_dequant_nvfp4_bf16(const uint8_t* w, const uint8_t* scale, const float* row_scale,
+                           __nv_bfloat16* w_out, uint32_t n, uint32_t k) {
+  atlas::pdl_enter();
+  const size_t groups = static_cast<size_t>(n) * (k / kGroup);
+  const size_t i = static_cast<size_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= groups) return;
+  const uint32_t row = static_cast<uint32_t>(i / (k / kGroup));
+  const float s = e4m3_to_f32(__ldg(scale + i)) * __ldg(row_scale + row);
+  const uint2 q = __ldg(reinterpret_cast<const uint2*>(w) + i);
+  const atlas::quant::E2m1Lut lut = atlas::quant::E2m1Lut::scaled(0x3F803F80u);
+  float v[16];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    uint32_t p[4];
+    atlas::quant::e2m1x8_to_bf16x2(h ? q.y : q.x, lut, p);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      atlas::unpack_bf16x2(p[j], v[8 * h + 2 * j], v[8 * h + 2 * j + 1]);
+      v[8 * h + 2 * j] *= s;
+      v[8 * h + 2 * j + 1] *= s;
+    }
+  }
+  uint4* dst = reinterpret_cast<uint4*>(w_out + i * kGroup);
+  float lo[8], hi[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    lo[j] = v[j];
+    hi[j] = v[8 + j];
+  }
+  dst[0] = atlas::pack_bf16x8(lo);
+  dst[1] = atlas::pack_bf16x8(hi);
+}

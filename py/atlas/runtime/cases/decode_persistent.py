@@ -1,0 +1,162 @@
+"""Check cases for the persistent batch-1 decode kernel (decode_persistent_bf16): a few
+whole layers at real model widths against a float64 oracle of the per-op path (the input
+RMSNorm, the qkv GEMV, q/k norm + RoPE + KV append, attention over the paged cache, o_proj
+and the residual add, the post norm, gate/up + SwiGLU, down and the residual add, with the
+bf16 roundings the per-op kernels make).
+
+The case launches twice from the same residual row: the second launch must find the barrier
+words and split tickets reset and rewrite the same cache rows and residual; `sync` must be
+zero after it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.dtype import DType
+from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
+from ..gpu import DevicePtr, GpuBackend, Stream
+from ..kernel_check import KernelCase, OutputSpec, kernel_cases
+from ..ops import KernelCache, decode_persistent
+from ..ops.decode_persistent import LAYER_POINTERS, PersistentTables
+from .attention import Geometry, paged_cache
+from .gemv import random_bf16
+from .rope_kv import EPS, cos_sin_table, head_norm, rb, rotate
+
+#: the residual row after whole layers: bf16 roundings of the oracle and the kernel may
+#: part on a boundary inside a layer and carry that ulp on (a GEMV output one ulp apart
+#: moves the next residual by its weight row's share)
+RESID_TOL = (3e-2, 3e-2)
+CACHE_TOL = (2e-2, 2e-2)
+#: the device's distance from the host reference beyond the check script's 2 bf16 ulps: the
+#: f32 sums (GEMVs, norms, softmax) round intermediate rows (qkv, attention, SwiGLU) to bf16
+#: across a boundary now and then, and each such ulp reaches the residual (and the next
+#: layer's K/V) scaled by a weight: ~1e-4 each, a few of them a layer
+PERSISTENT_REFERENCE_ABS_TOL = 2.0 ** -7
+
+
+def _bf(a: np.ndarray) -> np.ndarray:
+    return bf16_bits_to_f32(a).astype(np.float64)
+
+
+def _norm(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    inv = 1.0 / np.sqrt(np.mean(x ** 2) + EPS)
+    return rb(w * rb(x * inv))
+
+
+def persistent_case(rng: np.random.Generator, name: str, hidden: int, g: Geometry, inter: int,
+                    layers: int, kv_len: int, normed: bool, max_splits: int = 33) -> KernelCase:
+    """`layers` layers of one sequence decoding its token at position kv_len - 1."""
+    d, hq, hkv = g.head_dim, g.hq, g.hkv
+    qkv_n, q_width = (hq + 2 * hkv) * d, hq * d
+    inputs = paged_cache(rng, [kv_len], g)
+    tables = inputs.pop("block_tables")
+    k0, v0 = inputs.pop("k_cache"), inputs.pop("v_cache")
+    owned = ~np.isnan(bf16_bits_to_f32(k0))
+    slot = int(tables[0, (kv_len - 1) // g.block_size]) * g.block_size + (kv_len - 1) % g.block_size
+    inputs.update(block_tables=tables, kv_lens=np.array([kv_len], np.int32),
+                  positions=np.array([kv_len - 1], np.int32), slots=np.array([slot], np.int32),
+                  cos_sin=cos_sin_table(d, kv_len), resid_in=random_bf16(rng, (hidden,), 1.0),
+                  qkv=np.zeros(qkv_n, np.uint16), attn=np.zeros(q_width, np.uint16),
+                  act=np.zeros(inter, np.uint16),
+                  part_o=np.zeros((hq, max_splits, d), np.float32),
+                  part_ml=np.zeros((hq, max_splits, 2), np.float32))
+    for i in range(layers):
+        k, v = k0.copy(), v0.copy()
+        if i:  # every layer its own cache contents under the same block table
+            k[owned] = random_bf16(rng, (int(owned.sum()),), 1.0)
+            v[owned] = random_bf16(rng, (int(owned.sum()),), 1.0)
+        inputs[f"k_cache{i}"], inputs[f"v_cache{i}"] = k, v
+        for wname, shape in (("qkv_w", (qkv_n, hidden)), ("o_w", (hidden, q_width)),
+                             ("gate_up_w", (2 * inter, hidden)), ("down_w", (hidden, inter))):
+            inputs[f"{wname}{i}"] = random_bf16(rng, shape, float(np.sqrt(3.0 / shape[1])))
+        for nname in ("in_norm", "post_norm") + (("q_norm", "k_norm") if normed else ()):
+            width = d if nname in ("q_norm", "k_norm") else hidden
+            inputs[f"{nname}{i}"] = f32_to_bf16_bits(
+                rng.uniform(0.5, 1.5, width).astype(np.float32))
+    inputs["resid"] = inputs["resid_in"].copy()
+    inputs["sync"] = np.zeros(2 + hq, np.int32)
+    host_tables: list[np.ndarray] = []  # kept alive until the copies ran
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        table = np.array([[p.get(f"{col}{i}", 0) for col in LAYER_POINTERS]
+                          for i in range(layers)], dtype=np.uint64)
+        host_tables.append(table)
+        ptrs = backend.alloc(table.nbytes)
+        backend.copy_h2d(ptrs, table, stream)
+        tabs = PersistentTables(ptrs, p["sync"], layers)
+        for _ in range(2):
+            backend.copy_d2d(p["resid"], p["resid_in"], 2 * hidden, stream)
+            decode_persistent.decode_persistent(
+                KernelCache(backend), stream, tabs, p["resid"], p["qkv"], p["attn"], p["act"],
+                p["part_o"], p["part_ml"], p["cos_sin"], p["positions"], p["slots"],
+                p["block_tables"], p["kv_lens"], hidden, hq, hkv, d, inter, g.block_size,
+                max_splits, g.scale, EPS)
+        backend.synchronize(stream)
+        backend.free(ptrs)
+
+    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        r = _bf(x["resid_in"])
+        table = x["cos_sin"][kv_len - 1].astype(np.float64)
+        cos, sin = rb(table[None, :d // 2]), rb(table[None, d // 2:])
+        blk, off = int(tables[0, (kv_len - 1) // g.block_size]), (kv_len - 1) % g.block_size
+        out: dict[str, np.ndarray] = {}
+        for i in range(layers):
+            n = _norm(r, _bf(x[f"in_norm{i}"]))
+            qkv = rb(_bf(x[f"qkv_w{i}"]) @ n)
+            q = qkv[:q_width].reshape(hq, d)
+            k = qkv[q_width:q_width + hkv * d].reshape(hkv, d)
+            v = qkv[q_width + hkv * d:].reshape(hkv, d)
+            if normed:
+                q = head_norm(q, _bf(x[f"q_norm{i}"]))
+                k = head_norm(k, _bf(x[f"k_norm{i}"]))
+            q, k = rb(rotate(q, cos, sin)), rb(rotate(k, cos, sin))
+            kc, vc = _bf(x[f"k_cache{i}"]), _bf(x[f"v_cache{i}"])
+            kc[blk, :, off], vc[blk, :, off] = k, v
+            keys = np.stack([kc[tables[0, p // g.block_size], :, p % g.block_size]
+                             for p in range(kv_len)])
+            vals = np.stack([vc[tables[0, p // g.block_size], :, p % g.block_size]
+                             for p in range(kv_len)])
+            attn = np.empty((hq, d))
+            for h in range(hq):
+                kvh = h // (hq // hkv)
+                s = keys[:, kvh] @ q[h] * g.scale
+                e = np.exp(s - s.max())
+                attn[h] = e @ vals[:, kvh] / e.sum()
+            r = rb(r + rb(_bf(x[f"o_w{i}"]) @ rb(attn.reshape(-1))))
+            gu = rb(_bf(x[f"gate_up_w{i}"]) @ _norm(r, _bf(x[f"post_norm{i}"])))
+            gate, up = gu[:inter], gu[inter:]
+            act = rb(rb(gate / (1.0 + np.exp(-gate))) * up)
+            r = rb(r + rb(_bf(x[f"down_w{i}"]) @ act))
+            out[f"k_cache{i}"], out[f"v_cache{i}"] = kc, vc
+        out["resid"] = r
+        out["sync"] = np.zeros(2 + hq)
+        return out
+
+    outputs = {"resid": OutputSpec(DType.BF16, (hidden,), RESID_TOL),
+               "sync": OutputSpec(DType.I32, (2 + hq,))}
+    mask = {}
+    for i in range(layers):
+        for c in ("k_cache", "v_cache"):
+            outputs[f"{c}{i}"] = OutputSpec(DType.BF16, k0.shape, CACHE_TOL)
+            mask[f"{c}{i}"] = owned
+    return KernelCase(name, "decode_persistent", inputs, outputs, run, oracle, mask,
+                      reference_abs_tol=PERSISTENT_REFERENCE_ABS_TOL)
+
+
+@kernel_cases("decode_persistent")
+def persistent_cases(rng: np.random.Generator) -> list[KernelCase]:
+    return [
+        # Qwen3-0.6B's widths (q/k norm, group of 2, D 128), 2 layers at context 300
+        persistent_case(rng, "persistent qwen3-0.6b x2 ctx300", 1024, Geometry(16, 8, 128, 16),
+                        3072, 2, 300, normed=True),
+        # the first token of a sequence (one key, one split) at the same widths
+        persistent_case(rng, "persistent qwen3-0.6b x1 ctx1", 1024, Geometry(16, 8, 128, 16),
+                        3072, 1, 1, normed=True),
+        # a Llama-3.2-1B-like layer (no q/k norm, group of 4, D 64), odd block size
+        persistent_case(rng, "persistent llama-1b x1 ctx77 bs7", 2048, Geometry(32, 8, 64, 7),
+                        8192, 1, 77, normed=False),
+        # D 256, a group of 8 (Qwen3-Next-like heads), 3 layers, context 530
+        persistent_case(rng, "persistent D256 gqa8 x3 ctx530", 512, Geometry(16, 2, 256, 16),
+                        1024, 3, 530, normed=True),
+    ]

@@ -1,0 +1,192 @@
+"""The ring GEMV's launch plan and routing (ops/matmul.py gemv_ring_plan, gemv, gemv_silu),
+recorded by MockGpuBackend on the H200's facts: 2..8 rows take the ring kernels unless
+ATLAS_GEMV_RING=0, one row only under ATLAS_GEMV_RING_SINGLE=1; the geometry keeps the
+general GEMV's threads (the sums' order), two persistent blocks per SM, and a ring that two
+blocks fit in an SM's shared memory. The numerics are the GPU check cases' (cases/gemv.py
+"gemv ring ...", cases/row_invariance.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from atlas.runtime.gpu import H200_FACTS
+from atlas.runtime.mock import MockGpuBackend
+from atlas.runtime.ops import KernelCache, matmul
+from atlas.runtime.ops.routes import KernelRoutes
+
+SMS, SHARED = H200_FACTS.sm_count, H200_FACTS.shared_memory_per_sm
+
+
+def launches(routes: KernelRoutes, fn, *args, **kwargs):
+    mock = MockGpuBackend()
+    fn(KernelCache(mock, routes=routes), 0, *args, **kwargs)
+    return mock.drain_launches()
+
+
+@pytest.mark.parametrize("n,k,stages,want", [
+    # Qwen3-8B qkv at k = 4,096: 256 threads, 2 stages of 32 KiB, 2 blocks on each SM
+    (6144, 4096, None, matmul.RingPlan(2 * SMS, 256, 2, 64 * 1024)),
+    # asked for 3 stages of 32 KiB: two blocks fit them in an SM's 228 KiB
+    (4096, 12288, 3, matmul.RingPlan(2 * SMS, 256, 3, 96 * 1024)),
+    # k = 1,024: 4 blocks of 128 threads a SM, 16 KiB stages, 3 of them fit 4 blocks
+    (20011, 1024, None, matmul.RingPlan(4 * SMS, 128, 3, 48 * 1024)),
+    # k = 576: 5 blocks of 96 threads a SM, 3 stages of 12 KiB
+    (20011, 576, None, matmul.RingPlan(5 * SMS, 96, 3, 36 * 1024)),
+    # fewer 4-row groups than blocks: one group a block
+    (33, 2048, None, matmul.RingPlan(9, 256, 2, 64 * 1024)),
+    # k = 192: blocks of one warp (16 a SM), 4 KiB stages
+    (1001, 192, 2, matmul.RingPlan(251, 32, 2, 2 * 4096)),
+    (100001, 192, None, matmul.RingPlan(16 * SMS, 32, 2, 2 * 4096)),
+])
+def test_ring_plan(n, k, stages, want) -> None:
+    assert matmul.gemv_ring_plan(n, k, SMS, SHARED, stages) == want
+
+
+def test_without_room_for_two_rings_the_register_tiled_kernel_runs_the_product() -> None:
+    # a GB10's 100 KiB SMs: two 256-thread blocks hold one 32 KiB stage each at k = 4,096,
+    # four 128-thread blocks one 16 KiB stage each at k = 1,024
+    assert matmul.gemv_ring_plan(4096, 4096, 48, 100 * 1024) is None
+    assert matmul.gemv_ring_plan(4096, 1024, 48, 100 * 1024) is None
+
+    class Gb10Mock(MockGpuBackend):
+        def device_facts(self):
+            return replace(H200_FACTS, sm_count=48, shared_memory_per_sm=100 * 1024)
+
+    mock = Gb10Mock()
+    matmul.linear(KernelCache(mock, routes=KernelRoutes()), 0, 0x1000, 0x2000, 0x3000, 4, 6144,
+                  4096)
+    assert [r.func for r in mock.drain_launches()] == ["gemv_bf16"]
+
+
+@pytest.mark.parametrize("m", range(2, matmul.GEMV_MAX_M + 1))
+def test_m_rows_take_the_ring_kernel_by_default(m) -> None:
+    (rec,) = launches(KernelRoutes(), matmul.linear, 0x1000, 0x2000, 0x3000, m, 6144, 4096)
+    assert (rec.func, rec.grid, rec.block, rec.shared) == (
+        "gemv_ring_bf16", (2 * SMS, 1, 1), (256, 1, 1), 64 * 1024)
+    assert [rec.args[a] for a in ("x", "w", "y", "m", "n", "k", "stages")] == [
+        0x1000, 0x2000, 0x3000, m, 6144, 4096, 2]
+
+
+def test_the_lm_head_and_the_down_projection_take_their_ring_twins() -> None:
+    (rec,) = launches(KernelRoutes(), matmul.linear, 0x1000, 0x2000, 0x3000, 4, 151936, 4096,
+                      out_f32=True)
+    assert rec.func == "gemv_ring_bf16_f32"
+    # k <= FUSED_SILU_MAX_K: the SwiGLU fused into the ring kernel's x load
+    (rec,) = launches(KernelRoutes(), matmul.linear_silu, 0x1000, 0x2000, 0x3000, 4, 1024, 3072)
+    assert (rec.func, rec.args["gate_up"], rec.args["k"]) == ("gemv_ring_silu_bf16", 0x1000, 3072)
+    # past it: silu_mul into the scratch, then the ring GEMV on it
+    recs = launches(KernelRoutes(), matmul.linear_silu, 0x1000, 0x2000, 0x3000, 4, 4096, 12288,
+                    scratch=0x9000)
+    assert [r.func for r in recs] == ["silu_mul_bf16", "gemv_ring_bf16"]
+    assert recs[1].args["x"] == 0x9000
+
+
+def test_switches_restore_the_register_tiled_kernel_and_put_one_row_on_the_ring() -> None:
+    off = KernelRoutes.from_env({"ATLAS_GEMV_RING": "0"})
+    (rec,) = launches(off, matmul.linear, 0x1000, 0x2000, 0x3000, 4, 6144, 4096)
+    assert (rec.func, rec.grid, rec.shared) == ("gemv_bf16", (1536, 1, 1), 0)
+    (rec,) = launches(off, matmul.linear_silu, 0x1000, 0x2000, 0x3000, 4, 1024, 3072)
+    assert rec.func == "gemv_silu_bf16"
+    (rec,) = launches(KernelRoutes(), matmul.linear, 0x1000, 0x2000, 0x3000, 1, 6144, 4096)
+    assert rec.func == "gemv_bf16_single"
+    single = KernelRoutes.from_env({"ATLAS_GEMV_RING_SINGLE": "1", "ATLAS_GEMV_RING_STAGES": "3"})
+    (rec,) = launches(single, matmul.linear, 0x1000, 0x2000, 0x3000, 1, 6144, 4096)
+    assert (rec.func, rec.args["m"], rec.args["stages"], rec.shared) == (
+        "gemv_ring_bf16", 1, 3, 96 * 1024)
+
+
+def test_the_ring_depth_switch_is_checked() -> None:
+    with pytest.raises(ValueError, match="ATLAS_GEMV_RING_STAGES"):
+        KernelRoutes.from_env({"ATLAS_GEMV_RING_STAGES": "4"})
+
+
+# ---- gemv_ring.cuh's tile walk, transliterated ---------------------------------------------
+
+def tiled_order(n: int, k: int, threads: int) -> dict[tuple[int, int], list[int]]:
+    """gemv_core.cuh gemv_rows (one block per 4-row group): the chunks thread t accumulates
+    into weight row `row`, in order, keyed (row, t)."""
+    kc, rows = k // 8, matmul.GEMV_ROWS_PER_BLOCK
+    order = {}
+    for g in range(-(-n // rows)):
+        for t in range(threads):
+            chunks = [c0 + u * threads for c0 in range(t, kc, 2 * threads) for u in (0, 1)
+                      if c0 + u * threads < kc]
+            for r in range(rows):
+                if g * rows + r < n:
+                    order[(g * rows + r, t)] = chunks
+    return order
+
+
+def ring_order(n: int, k: int, plan: matmul.RingPlan) -> dict[tuple[int, int], list[int]]:
+    """gemv_ring_rows, thread by thread: the issuer's counters request tile after tile into
+    the ring (each slot remembers the (row, chunk) and the commit group that wrote it), the
+    consumer waits for its tile's group, reads its slots and accumulates; at a group's last
+    tile the block stores the group's rows. Asserts that every read finds the tile the
+    consumer expects, already committed, and that each output row is stored exactly once."""
+    kc, rows, T, S = k // 8, matmul.GEMV_ROWS_PER_BLOCK, plan.threads, plan.stages
+    per_iter = 2 * T
+    iters, groups = -(-kc // per_iter), -(-n // rows)
+    order: dict[tuple[int, int], list[int]] = {}
+    stored: list[int] = []
+    for block in range(plan.grid):
+        tiles = ((groups - 1 - block) // plan.grid + 1) * iters if block < groups else 0
+        for tid in range(T):
+            ring: dict[tuple[int, int, int], tuple[int, int | None]] = {}
+            state = {"next": 0, "it": 0, "row0": block * rows, "q": 0, "groups": 0}
+
+            def issue() -> None:
+                if state["next"] < tiles:
+                    for r in range(rows):
+                        for u in (0, 1):
+                            c = state["it"] * per_iter + tid + u * T
+                            ring[(state["q"], u, r)] = (state["groups"], (
+                                min(state["row0"] + r, n - 1), c) if c < kc else None)
+                state["groups"] += 1
+                state["next"] += 1
+                state["it"] += 1
+                if state["it"] == iters:
+                    state["it"], state["row0"] = 0, state["row0"] + plan.grid * rows
+                state["q"] = (state["q"] + 1) % S
+
+            for _ in range(S - 1):
+                issue()
+            it, row0, q = 0, block * rows, 0
+            acc: dict[int, list[int]] = {r: [] for r in range(rows)}
+            for t in range(tiles):
+                issue()
+                complete = state["groups"] - (S - 1)   # groups 0 .. complete - 1 have landed
+                for u in (0, 1):
+                    c = it * per_iter + tid + u * T
+                    if c >= kc:
+                        break
+                    for r in range(rows):
+                        group, got = ring[(q, u, r)]
+                        assert group < complete and got == (min(row0 + r, n - 1), c)
+                        acc[r].append(c)
+                q = (q + 1) % S
+                it += 1
+                if it != iters:
+                    continue
+                for r in range(rows):
+                    if row0 + r < n:
+                        order[(row0 + r, tid)] = acc[r]
+                        if tid == 0:
+                            stored.append(row0 + r)
+                acc = {r: [] for r in range(rows)}
+                it, row0 = 0, row0 + plan.grid * rows
+    assert sorted(stored) == list(range(n))
+    return order
+
+
+@pytest.mark.parametrize("n,k,sms,stages", [
+    (37, 10000, 2, None),   # 3 tiles a group (the last partial), 2-3 groups a block, 2 stages
+    (37, 10000, 2, 3),      # the same through 3 stages: slots wrap mid-group
+    (61, 1024, 3, None),    # 128 threads, 3 stages, one tile a group, 1-2 groups a block
+    (10, 192, 8, 3),        # one warp, threads past the row's 24 chunks; a group a block
+    (262, 4096, 16, 3),     # 66 groups on 32 blocks of 256 threads, 3 stages
+])
+def test_the_ring_accumulates_each_threads_chunks_in_the_tiled_kernels_order(n, k, sms, stages):
+    plan = matmul.gemv_ring_plan(n, k, sms, SHARED, stages)
+    assert ring_order(n, k, plan) == tiled_order(n, k, plan.threads)

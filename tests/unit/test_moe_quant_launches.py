@@ -1,0 +1,84 @@
+"""The launch sequence of a quantized MoE layer, recorded by MockGpuBackend: a decode step's
+sparse layer with a folded shared expert (Qwen3.5-35B-A3B's shape) is three launches in the
+graph (router with the shared slot, gate/up, down + the next residual add and RMSNorm), as
+the bf16 layer; ATLAS_MOE_FUSED_DECODE=0 gives the down launch its plain output and an
+add_rmsnorm after it; a prefill chunk dequantizes the experts and takes the grouped path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from atlas.core.sampling import GREEDY
+from atlas.model.batch import PenaltyHistory, SeqChunk
+from atlas.model.load import load_runner
+from atlas.runtime.quantize import quantize_checkpoint
+from tests.numerics.quant_support import narrow_shared_expert
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+ROUTER, GATE_UP, DOWN = ("moe_gate_topk_softmax_bf16", "moe_gate_up_silu_nvfp4",
+                         "moe_down_sum_nvfp4")
+
+
+@pytest.fixture(scope="module")
+def nvfp4_folded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("folded")
+    narrow_shared_expert(FIXTURES / "tiny-qwen3_5_moe", root / "bf16")
+    quantize_checkpoint(root / "bf16", root / "q", "nvfp4")
+    return root / "q"
+
+
+def _decode_graph(model: Path) -> list:
+    runner = load_runner(model, backend="mock", max_seq_len=64, max_batch_size=4,
+                         max_prefill_tokens=32)
+    dev = runner.backend
+    # a hybrid model's recurrent state starts at position 0: prefill, then one decode step
+    runner.execute([SeqChunk(7, [1, 2, 3, 4, 5], 0, [0], GREEDY,
+                             history=PenaltyHistory([1, 2, 3, 4, 5]))])
+    dev.drain_launches()
+    dev.graph_launches.clear()
+    runner.execute([SeqChunk(7, [3], 5, [0], GREEDY)])
+    assert dev.drain_launches() == []  # nothing outside the graph: no host sync on routing
+    (replay,) = dev.graph_launches
+    return list(replay.graph)
+
+
+def test_decode_layer_is_three_launches_with_the_shared_expert_folded(nvfp4_folded: Path
+                                                                      ) -> None:
+    graph = _decode_graph(nvfp4_folded)
+    names = [r.func for r in graph]
+    assert names.count(ROUTER) == names.count(GATE_UP) == names.count(DOWN) == 3
+    for at in [i for i, n in enumerate(names) if n == ROUTER]:
+        assert names[at:at + 3] == [ROUTER, GATE_UP, DOWN]
+        assert graph[at].args["shared_slots"] == 1  # the shared slot, routed on the device
+        down = graph[at + 2].args
+        assert down["slots"] == 4 and down["routed"] == 3 and down["experts"] == 9
+        assert down["residual"] and down["normed"] and down["offset"] == 1  # Qwen3.5 norms
+        if at + 3 < len(names):  # the next layer starts from `normed`: no add_rmsnorm
+            assert not names[at + 3].startswith("add_rmsnorm")
+    assert not any(n.startswith("moe_shared_add") for n in names)
+
+
+def test_fused_decode_switch_restores_the_add_rmsnorm_launch(nvfp4_folded: Path,
+                                                             monkeypatch) -> None:
+    monkeypatch.setenv("ATLAS_MOE_FUSED_DECODE", "0")
+    graph = _decode_graph(nvfp4_folded)
+    names = [r.func for r in graph]
+    downs = [i for i, n in enumerate(names) if n == DOWN]
+    assert len(downs) == 3
+    for at in downs:
+        assert graph[at].args["residual"] == 0 and graph[at].args["out"]
+        assert names[at + 1].startswith("add_rmsnorm")
+
+
+def test_prefill_dequantizes_the_experts_for_the_grouped_path(nvfp4_folded: Path) -> None:
+    runner = load_runner(nvfp4_folded, backend="mock", max_seq_len=64, max_batch_size=4,
+                         max_prefill_tokens=32)
+    dev = runner.backend
+    dev.drain_launches()
+    runner.execute([SeqChunk(8, list(range(1, 21)), 0, [1, 2], GREEDY,
+                             history=PenaltyHistory(list(range(1, 21))))])
+    names = [r.func for r in dev.drain_launches()]
+    assert names.count("moe_dequant_nvfp4_bf16") == 2 * 3  # gate_up and down, 3 layers
+    assert GATE_UP not in names and names.count("moe_shared_add_bf16") == 3

@@ -1,0 +1,362 @@
+#!/usr/bin/env python3
+"""Where decode attention's time goes: a phase trace of the real kernel, and its time-vs-keys
+line.
+
+1. Phase trace. The traced twins (kernels/hopper/common/attention_twins.cu: the production
+   template with PhaseTrace) stamp %globaltimer and clock64 in thread 0 of every block at
+   each phase (ops.attention.TRACE_PHASES: start, kv_len, prologue, waited, q_ready, round1,
+   keys_done, block_merged, merged, end). For each head geometry the models launch at batch 1
+   (kernel_shapes.DECODE_LATENCY_HEADS: Qwen3-0.6B 16/8, Qwen3-8B 32/8, Qwen3-30B-A3B 32/4 on
+   the rope-fused kernel, Qwen3.5-35B-A3B 16/2 D256 on the cached-q one) at 64 / 512 / 4,096
+   keys, with the engine's split count, three ways:
+     alone  the kernel by itself (synchronized before it: nothing overlaps it)
+     b2b    right behind another launch of itself (PDL: it may start before that one ends)
+     gemv   right behind the layer's projection GEMV (the model's order: the qkv GEMV writes
+            what the attention reads after its wait; hidden sizes of the real models)
+   Each line: per phase, the median over the blocks that attend over keys of the time since
+   the block's own start (clock64, us at the measured SM clock); `first` and `span` are the
+   launch's first block start and last block end (globaltimer, us) relative to the last end
+   of the traced launch before it (b2b: negative when it started before that one ended,
+   which PDL allows; gemv: the GEMV's time is in them, the curve below prints it), and
+   `wait` is the median waited stamp relative to that end. `/SM`: most blocks of the launch
+   resident on one SM at once; `block`: the median keyed block's duration; `late`: when the
+   last keyed block started after the launch's first (a second wave of blocks, or blocks
+   waiting for the previous kernel's to leave their SMs).
+   Also the Qwen3-8B batch-64 x 1,536-key launch (the 64-stream throughput regime): block
+   duration, blocks per SM at once, the launch's span.
+2. Time vs keys (batch 1, keys 1..8,192): the production kernel's own time from CUDA-graph
+   replays of back-to-back launches (PDL on; input sets, GEMV weights included, cycled
+   through 128 MB, so short contexts' K/V stays in L2 when the kernel runs alone), and the
+   time it adds behind the projection GEMV (graph of GEMV + attention pairs minus the GEMV
+   alone; the GEMV's weights stream between two uses of a set, as a model's layers do).
+   A least-squares line over keys >= 1,024: intercept = fixed latency, slope = us per key,
+   printed as the K/V bandwidth it implies.
+
+    python3 tools/gpu/trace_decode_attn.py [--quick] [--ptx-dir DIR]
+    python3 tools/gpu/trace_decode_attn.py --dry-run   # CPU: tiny shapes on the HostBackend
+(the dry run checks the flow: the host has no device clock, so every stamp reads zero).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "py"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_kernels import (ENGINE_MAX_SEQ_LEN, EPS, ROPE_THETA, Env, ks, open_env,  # noqa: E402
+                           paged_kv, time_cuda)
+from atlas.model.step_inputs import decode_splits  # noqa: E402
+from atlas.runtime.gpu import Stream  # noqa: E402
+from atlas.runtime.ops import attention, matmul  # noqa: E402
+
+#: the projection GEMV's input width per traced geometry (the real models' hidden sizes)
+HIDDEN = {"qwen3-0.6b": 1024, "qwen3-8b": 4096, "qwen3-30b-a3b": 2048,
+          "qwen3.5-35b-a3b": 2048}
+TRACE_KEYS = (64, 512, 4096)
+CURVE_KEYS = (1, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+#: the fit's keys: past the shortest splits, where the time grows with the bytes
+FIT_FROM_KEYS = 1024
+#: the throughput regime traced at its own batch (Qwen3-8B heads)
+THROUGHPUT = (64, 1536)
+#: launches traced per (shape, mode); the median over them is printed
+TRACE_RUNS = 5
+#: bytes between two uses of one input set in the curve's graphs (past the 60 MB L2)
+ROTATE_BYTES = 128 << 20
+MAX_COPIES = 32
+#: the SM clock assumed when no block ran long enough to measure it (H200 boost)
+DEFAULT_SM_MHZ = 1980.0
+TINY_HEADS = (ks.AttentionHeads("tiny", 4, 2, 64, True),
+              ks.AttentionHeads("tiny-d256", 4, 1, 256, False))
+TINY_HIDDEN = 64
+
+P = attention.TRACE_PHASES
+CYC = attention.TRACE_CYCLES_WORD
+
+
+@dataclass
+class Problem:
+    """One decode attention launch's inputs at `keys` keys for `batch` sequences (the
+    step's token at position keys - 1), and the projection GEMV the model runs before it."""
+
+    env: Env
+    heads: Any
+    batch: int
+    keys: int
+    hidden: int
+
+    def __post_init__(self) -> None:
+        env, h = self.env, self.heads
+        torch, b, d, bs = env.torch, self.batch, h.head_dim, ks.KV_BLOCK_SIZE
+        self.splits = decode_splits(b, h.kv_heads, max(ENGINE_MAX_SEQ_LEN, self.keys),
+                                    env.num_sms)
+        self.grid = attention.decode_grid(self.splits, h.heads, h.kv_heads, b, env.kc.routes)
+        st = paged_kv(env, b, self.keys, h.kv_heads, d, bs)
+        self.max_blocks = st["tables"].shape[1]
+        half = d // 2
+        inv = ROPE_THETA ** (-torch.arange(0, half, device=env.device).double() / half)
+        ang = torch.arange(self.keys, device=env.device).double()[:, None] * inv[None, :]
+        st["cos_sin"] = torch.cat([ang.cos(), ang.sin()], dim=1).float().contiguous()
+        last = st["tables"][:, (self.keys - 1) // bs].long()
+        width = (h.heads + 2 * h.kv_heads) * d if h.rope else h.heads * d
+        st.update(
+            x=env.uniform((1, self.hidden)), w=env.uniform((width, self.hidden), -0.05, 0.05),
+            qkv=env.uniform((b, width)), qw=env.uniform((d,), 0.5, 1.5),
+            kw=env.uniform((d,), 0.5, 1.5),
+            pos=torch.full((b,), self.keys - 1, dtype=torch.int32, device=env.device),
+            slots=(last * bs + (self.keys - 1) % bs).to(torch.int32),
+            kv_lens=torch.full((b,), self.keys, dtype=torch.int32, device=env.device),
+            part_o=torch.empty((b, h.heads, self.splits, d), dtype=torch.float32,
+                               device=env.device),
+            part_ml=torch.empty((b, h.heads, self.splits, 2), dtype=torch.float32,
+                                device=env.device),
+            counters=torch.zeros((b, h.heads), dtype=torch.int32, device=env.device),
+            out=torch.empty((b, h.heads, d), dtype=torch.bfloat16, device=env.device))
+        self.st = st
+        self.blocks = self.grid[0] * self.grid[1] * self.grid[2]
+        routes = env.kc.routes
+        self.kernel = ("decode_attn_rope" if h.rope else "decode_attn") + (
+            ("_cluster_splitmajor" if routes.decode_attn_split_major else "_cluster")
+            if attention.decode_clustered(self.splits, routes) else
+            "" if routes.decode_attn_ahead else "_ahead1")
+
+    def new_trace(self) -> Any:
+        return self.env.torch.zeros((self.blocks, attention.TRACE_WORDS),
+                                    dtype=self.env.torch.int64, device=self.env.device)
+
+    def attend(self, stream: Stream, trace: Any = None) -> None:
+        """The attention launch (traced into `trace` when given)."""
+        env, h, st, d = self.env, self.heads, self.st, self.heads.head_dim
+        p = env.ptr
+        tr = p(trace) if trace is not None else 0
+        common = (p(st["tables"]), p(st["kv_lens"]), p(st["part_o"]), p(st["part_ml"]),
+                  p(st["counters"]), p(st["out"]), self.batch, h.heads, h.kv_heads, d,
+                  ks.KV_BLOCK_SIZE, self.max_blocks, self.splits, d ** -0.5)
+        if h.rope:
+            attention.decode_attention_rope(
+                env.kc, stream, p(st["qkv"]), p(st["k_pool"]), p(st["v_pool"]), p(st["qw"]),
+                p(st["kw"]), p(st["cos_sin"]), p(st["pos"]), p(st["slots"]), *common, EPS,
+                trace=tr)
+        else:
+            attention.decode_attention(env.kc, stream, p(st["qkv"]), p(st["k_pool"]),
+                                       p(st["v_pool"]), *common, long=False, trace=tr)
+
+    def project(self, stream: Stream) -> None:
+        """The projection GEMV writing the rows the attention reads after its wait."""
+        st = self.st
+        matmul.gemv(self.env.kc, stream, self.env.ptr(st["x"]), self.env.ptr(st["w"]),
+                    self.env.ptr(st["qkv"][:1]), 1, st["w"].shape[0], self.hidden)
+
+
+# ---- the phase trace --------------------------------------------------------------------
+
+def traced(env: Env, pr: Problem, mode: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """One traced launch in `mode` (alone, b2b, gemv): (its trace, the trace of the traced
+    launch before it or before the GEMV; None alone)."""
+    stream = env.stream()
+    before = pr.new_trace() if mode != "alone" else None
+    mine = pr.new_trace()
+    env.sync()
+    if before is not None:
+        pr.attend(stream, before)  # gemv: the end the GEMV starts after
+    if mode == "gemv":
+        pr.project(stream)
+    pr.attend(stream, mine)
+    env.finish()
+    env.sync()
+    prev = before.cpu().numpy() if before is not None else None
+    return mine.cpu().numpy(), prev
+
+
+def sm_clock_mhz(traces: list[np.ndarray]) -> float:
+    """The SM clock from the blocks that ran >= 5 us: globaltimer ns vs clock64 cycles."""
+    end = P.index("end")
+    ns = cyc = 0
+    for t in traces:
+        ok = (t[:, end] > 0) & (t[:, end] - t[:, 0] >= 5000)
+        ns += int((t[ok, end] - t[ok, 0]).sum())
+        cyc += int((t[ok, CYC + end] - t[ok, CYC]).sum())
+    return cyc / ns * 1e3 if ns > 0 and cyc > 0 else DEFAULT_SM_MHZ
+
+
+@dataclass
+class TraceLine:
+    """The medians of one (shape, mode) over TRACE_RUNS launches."""
+
+    phases: list[float]   # us since the block's start, per phase after `start` (nan: never)
+    first: float          # first block start - the previous launch's last end (us)
+    span: float           # last block end - the previous launch's last end (or first start)
+    wait: float           # median waited stamp - the previous launch's last end
+    keyed: int            # blocks that attended over keys
+    sms: int              # distinct SMs used
+    per_sm: int           # most of its blocks resident on one SM at once
+    block_us: float       # median keyed block duration (us)
+    late: float           # last keyed block's start - the launch's first start (us)
+
+
+def summarize(t: np.ndarray, prev: np.ndarray | None, mhz: float) -> TraceLine:
+    start, end = t[:, 0], t[:, P.index("end")]
+    keyed = t[:, attention.TRACE_KEYED_WORD] == 1
+    rows = t[keyed] if keyed.any() else t
+    phases = []
+    for i in range(1, len(P)):
+        hit = rows[:, i] > 0
+        phases.append(float(np.median(rows[hit, CYC + i] - rows[hit, CYC])) / mhz
+                      if hit.any() else math.nan)
+    ran = end > 0
+    ref = int(prev[:, P.index("end")].max()) if prev is not None else int(start[ran].min()
+                                                                          if ran.any() else 0)
+    waited = t[:, P.index("waited")]
+    wait = float(np.median(waited[waited > 0] - ref)) / 1e3 if (waited > 0).any() else math.nan
+    sm = t[:, attention.TRACE_SM_WORD]
+    per_sm = 0
+    for s in np.unique(sm[ran]):  # most blocks of one SM whose [start, end) overlap
+        on = ran & (sm == s)
+        events = sorted([(int(a), 1) for a in start[on]] + [(int(b), -1) for b in end[on]],
+                        key=lambda e: (e[0], e[1]))
+        live = 0
+        for _, step in events:
+            live += step
+            per_sm = max(per_sm, live)
+    dur = (rows[:, CYC + P.index("end")] - rows[:, CYC]) / mhz
+    first = int(start[ran].min()) if ran.any() else 0
+    late = float(rows[:, 0].max() - first) / 1e3 if ran.any() else math.nan
+    return TraceLine(phases, (first - ref) / 1e3 if ran.any() else math.nan,
+                     (int(end[ran].max()) - ref) / 1e3 if ran.any() else math.nan, wait,
+                     int(keyed.sum()), len(np.unique(sm[ran])), per_sm,
+                     float(np.median(dur)) if len(dur) else math.nan, late)
+
+
+def median_line(lines: list[TraceLine]) -> TraceLine:
+    def med(get: Callable[[TraceLine], float]) -> float:
+        vals = [get(x) for x in lines if not math.isnan(get(x))]
+        return statistics.median(vals) if vals else math.nan
+    return TraceLine([med(lambda x, i=i: x.phases[i]) for i in range(len(P) - 1)],
+                     med(lambda x: x.first), med(lambda x: x.span), med(lambda x: x.wait),
+                     lines[0].keyed, lines[0].sms, max(x.per_sm for x in lines),
+                     med(lambda x: x.block_us), med(lambda x: x.late))
+
+
+def _f(x: float) -> str:
+    return "-" if math.isnan(x) else f"{x:.2f}"
+
+
+def trace_table(env: Env, problems: list[Problem], modes: tuple[str, ...]) -> list[str]:
+    raw: list[tuple[Problem, str, list[tuple[np.ndarray, np.ndarray | None]]]] = []
+    for pr in problems:
+        for mode in modes:
+            if mode == "gemv" and pr.batch > 1:
+                continue  # the GEMV stands for a batch-1 projection
+            traced(env, pr, mode)  # warm: modules, caches, the counters' first use
+            raw.append((pr, mode, [traced(env, pr, mode) for _ in range(TRACE_RUNS)]))
+    mhz = sm_clock_mhz([t for _, _, runs in raw for t, _ in runs])
+    head = (f"{'shape':<34} {'mode':<5} {'kernel':<24} {'grid':<14} {'keyed':>5} {'SMs':>4} "
+            f"{'/SM':>3} " + " ".join(f"{p[:9]:>9}" for p in P[1:]) +
+            f" {'first':>7} {'wait':>7} {'span':>7} {'block':>7} {'late':>7}")
+    out = [f"phase trace: us since the block's start (median over keyed blocks, SM clock "
+           f"{mhz:.0f} MHz); first / wait / span in us after the previous launch's end "
+           "(alone: after its own first start)", head]
+    for pr, mode, runs in raw:
+        line = median_line([summarize(t, prev, mhz) for t, prev in runs])
+        shape = f"{pr.heads.name} b{pr.batch} keys{pr.keys} splits{pr.splits}"
+        out.append(f"{shape:<34} {mode:<5} {pr.kernel:<24} {str(pr.grid):<14} "
+                   f"{line.keyed:>5} {line.sms:>4} {line.per_sm:>3} " +
+                   " ".join(f"{_f(v):>9}" for v in line.phases) +
+                   f" {_f(line.first):>7} {_f(line.wait):>7} {_f(line.span):>7} "
+                   f"{_f(line.block_us):>7} {_f(line.late):>7}")
+    return out
+
+
+# ---- time vs keys -----------------------------------------------------------------------
+
+def graph_us(env: Env, sets: list[Problem], step: Callable[[Problem, Stream], None],
+             repeats: int) -> float:
+    def run(i: int) -> None:
+        step(sets[i], env.stream())
+    return time_cuda(env, run, len(sets), repeats).us if env.cuda else math.nan
+
+
+def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
+    """Least-squares (intercept us, slope us per key) over the points past FIT_FROM_KEYS."""
+    xs = [k for k, t in points if k >= FIT_FROM_KEYS and not math.isnan(t)]
+    ys = [t for k, t in points if k >= FIT_FROM_KEYS and not math.isnan(t)]
+    if len(xs) < 2:
+        return math.nan, math.nan
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return my - slope * mx, slope
+
+
+def curve(env: Env, heads: Any, hidden: int, keys: tuple[int, ...], repeats: int) -> list[str]:
+    out = [f"{heads.name} (hq {heads.heads}, hkv {heads.kv_heads}, D {heads.head_dim}) "
+           f"batch 1: keys, attention us, GEMV + attention us, GEMV us, added behind the GEMV"]
+    points, behind = [], []
+    for n in keys:
+        width = (heads.heads + 2 * heads.kv_heads if heads.rope else heads.heads) * \
+            heads.head_dim
+        per_set = 4 * n * heads.kv_heads * heads.head_dim + 2 * width * hidden  # K/V + GEMV w
+        copies = max(2, min(MAX_COPIES, -(-ROTATE_BYTES // per_set))) if env.cuda else 2
+        sets = [Problem(env, heads, 1, n, hidden) for _ in range(copies)]
+        alone = graph_us(env, sets, lambda pr, s: pr.attend(s), repeats)
+        pair = graph_us(env, sets, lambda pr, s: (pr.project(s), pr.attend(s)), repeats)
+        gemv = graph_us(env, sets, lambda pr, s: pr.project(s), repeats)
+        points.append((n, alone))
+        behind.append((n, pair - gemv))
+        out.append(f"  keys {n:>5}  {_f(alone):>7}  {_f(pair):>7}  {_f(gemv):>7}  "
+                   f"{_f(pair - gemv):>7}   ({sets[0].kernel}, {sets[0].splits} splits)")
+        del sets
+    key_bytes = 4 * heads.kv_heads * heads.head_dim  # K and V, bf16
+    for label, pts in (("alone", points), ("behind the GEMV", behind)):
+        b0, slope = fit(pts)
+        gbs = key_bytes / (slope * 1e3) if slope > 0 else math.nan
+        out.append(f"  fit keys >= {FIT_FROM_KEYS} ({label}): intercept {_f(b0)} us, slope "
+                   f"{_f(slope * 1e3)} us per 1k keys = {_f(gbs)} GB/s of K/V")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="two geometries, fewer curve points")
+    ap.add_argument("--ptx-dir", type=Path, help="PTX set directory (default: the registry's)")
+    ap.add_argument("--model", default="qwen3-8b", help="model whose PTX set runs (registry)")
+    ap.add_argument("--repeats", type=int, default=10, help="timed graph replays per point")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dry-run", action="store_true", help="CPU: tiny shapes, HostBackend")
+    ap.add_argument("--curves-only", action="store_true",
+                    help="only the time-vs-keys lines (for routes without traced twins, e.g. "
+                         "ATLAS_DECODE_ATTN_SPLIT_MAJOR=1)")
+    args = ap.parse_args(argv)
+    env, info, ptx_set = open_env(args)
+    print(f"device: {info.get('name')}  PTX set: {ptx_set}  SMs: {env.num_sms}")
+    if args.dry_run:
+        geoms = [(h, TINY_HIDDEN) for h in TINY_HEADS]
+        keys, curve_keys, throughput = (5, 40), (1, 40, 1100, 1200), (3, 70)
+    else:
+        geoms = [(h, HIDDEN[h.name]) for h in ks.DECODE_LATENCY_HEADS]
+        keys, curve_keys, throughput = TRACE_KEYS, CURVE_KEYS, THROUGHPUT
+        if args.quick:
+            geoms, curve_keys = geoms[:2], (1, 64, 512, 1024, 4096, 8192)
+    if not args.curves_only:
+        problems = [Problem(env, h, 1, n, hidden) for h, hidden in geoms for n in keys]
+        big = next((g for g in geoms if g[0].name == "qwen3-8b"),
+                   next(g for g in geoms if g[0].rope))
+        problems.append(Problem(env, big[0], throughput[0], throughput[1], big[1]))
+        for line in trace_table(env, problems, ("alone", "b2b", "gemv")):
+            print(line, flush=True)
+        del problems
+    for h, hidden in geoms:
+        for line in curve(env, h, hidden, curve_keys, args.repeats):
+            print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
