@@ -972,10 +972,10 @@ stage_thru_ab() {
 # Qwen3-30B-A3B and Qwen3.5-35B-A3B full size from synthetic weights: decode tok/s at batch 1
 # and 8 with the defaults (_new: gate/up on the GEMV-shaped kernel, down on equal blocks of
 # one wave) and with both switched back to the session-6 launches (_old:
-# ATLAS_MOE_GATE_UP_GEMV=0 ATLAS_MOE_DOWN_WAVE=0), Qwen3-30B-A3B batch 1 with each switch
-# alone and batch 8 with the GEMV-shaped gate/up at every batch (ATLAS_MOE_GATE_UP_GEMV_MAX_M=8,
-# compare with _new's b8); the batch-1 per-kernel profiles with PDL off (each row the kernel's own time) of
-# both models, new and old (35B: new only).
+# ATLAS_MOE_GATE_UP_GEMV=0 ATLAS_MOE_DOWN_WAVE=0), Qwen3-30B-A3B batch 8 with the
+# GEMV-shaped gate/up at every batch (ATLAS_MOE_GATE_UP_GEMV_MAX_M=8, compare with _new's b8);
+# the batch-1 per-kernel profiles with PDL off (each row the kernel's own time) of both
+# models, new and old (35B: new only), and Qwen3-30B-A3B's with PDL on, new and old.
 stage_moe_b1_profile() {
   local rc=0 name cfg tag
   local -a old=(ATLAS_MOE_GATE_UP_GEMV=0 ATLAS_MOE_DOWN_WAVE=0)
@@ -992,10 +992,12 @@ stage_moe_b1_profile() {
       fi
     done
   done
-  for tag in ATLAS_MOE_GATE_UP_GEMV=0 ATLAS_MOE_DOWN_WAVE=0; do
-    env "$tag" "$PY" tools/gpu/bench_moe.py --config qwen3-30b-a3b --batches 1 --prompt 512 \
-      --new 128 --prefill 512 --hf none --out "$RESULTS/moe_b1_qwen3-30b-a3b_${tag%=0}0.json" \
-      || rc=1
+  # PDL on (each row includes its wait: what overlaps), new and old
+  cfg="$CKPT/qwen3-30b-a3b-synthetic"
+  for tag in new old; do
+    if [ "$tag" = old ]; then set -- "${old[@]}"; else set --; fi
+    env "$@" ATLAS_PDL=1 "$PY" tools/gpu/profile_decode.py --model "$cfg" --synthetic-seed 0 \
+      --out "$RESULTS/moe_b1_profile_qwen3-30b-a3b_pdl1_$tag.json" || rc=1
   done
   ATLAS_MOE_GATE_UP_GEMV_MAX_M=8 "$PY" tools/gpu/bench_moe.py --config qwen3-30b-a3b \
     --batches 8 --prompt 512 --new 128 --prefill 512 --hf none \
