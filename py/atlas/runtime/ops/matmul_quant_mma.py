@@ -12,10 +12,10 @@ Batches of 1..8 rows take the register-fed twin (hopper/common/gemv_quant_direct
 same fragments loaded straight from HBM into registers, no shared-memory ring, one block
 per 16-row tile, or with ATLAS_QUANT_PERSISTENT=1 a one-wave grid of blocks looping over
 their tiles, `direct_blocks`) where it is loaded, switched on (ATLAS_QUANT_DIRECT) and the
-weight meets its preconditions (`direct_supports`). Its `_swiglu` entry points end a dense MLP's [gate | up]
-product with the SwiGLU (`gemv_direct_swiglu`), so no silu_mul launch follows. Its NVFP4
-entry points decode E2M1 by bit moves; ATLAS_QUANT_E2M1_LUT=1 takes their byte-table twins
-(`direct_sig`), the A/B of that decode.
+weight meets its preconditions (`direct_supports`). Its `_swiglu` entry points end a dense
+MLP's [gate | up] product with the SwiGLU (`gemv_direct_swiglu`), so no silu_mul launch
+follows. Its NVFP4 entry points decode E2M1 by bit moves; ATLAS_QUANT_E2M1_LUT=1 takes their
+byte-table twins (`direct_sig`), the A/B of that decode.
 """
 
 from __future__ import annotations
