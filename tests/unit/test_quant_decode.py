@@ -380,17 +380,19 @@ def test_register_fed_grid_is_one_wave_giving_each_sm_an_even_share() -> None:
     tiles, not 384 blocks in ~1.5 waves of two per SM; o / down (256) one tile a block;
     gate_up (1,536) and a vocabulary (9,496) in 264 looping blocks. For every tile count the
     grid is one wave whose busiest SM runs ceil(tiles / SMs) tiles (the least any split into
-    whole tiles can); ties go to two blocks per SM; the switch off is one block per tile."""
+    whole tiles can); ties go to two blocks per SM; not persistent (the default) is one block
+    per tile."""
     blocks = matmul_quant_mma.direct_blocks
-    assert [blocks(t, 132) for t in (3, 256, 257, 384, 1536, 9496)] == [3, 256, 257, 132, 264,
+    assert [blocks(t, 132, True) for t in (3, 256, 257, 384, 1536, 9496)] == [3, 256, 257, 132,
+                                                                              264,
                                                                         264]
     assert blocks(384, 132, persistent=False) == 384
-    assert [blocks(t, 132, per_sm=p) for t, p in ((384, 2), (1536, 1), (100, 2))] == [264, 132,
+    assert [blocks(t, 132, True, p) for t, p in ((384, 2), (1536, 1), (100, 2))] == [264, 132,
                                                                                    100]
     with pytest.raises(ValueError, match="per_sm"):
-        blocks(384, 132, per_sm=3)
+        blocks(384, 132, True, 3)
     for tiles in range(1, 3000):
-        grid = blocks(tiles, 132)
+        grid = blocks(tiles, 132, True)
         assert 1 <= grid <= min(tiles, 2 * 132)
         busiest = matmul_quant_mma.busiest_sm_tiles(tiles, grid, 132)
         assert busiest == -(-tiles // 132)
@@ -398,20 +400,23 @@ def test_register_fed_grid_is_one_wave_giving_each_sm_an_even_share() -> None:
             assert grid == min(tiles, 264)
 
 
-@pytest.mark.parametrize("env, product, grid", [({}, "linear", 132), ({}, "swiglu", 264),
-                                                ({}, "logits", 264),
+_ON = {"ATLAS_QUANT_PERSISTENT": "1"}
+
+
+@pytest.mark.parametrize("env, product, grid", [(_ON, "linear", 132), (_ON, "swiglu", 264),
+                                                (_ON, "logits", 264),
                                                 ({"ATLAS_QUANT_BLOCKS_PER_SM": "2"}, "linear",
                                                  264),
                                                 ({"ATLAS_QUANT_BLOCKS_PER_SM": "1"}, "swiglu",
                                                  132),
-                                                ({"ATLAS_QUANT_PERSISTENT": "0"}, "linear", 384),
-                                                ({"ATLAS_QUANT_PERSISTENT": "0"}, "swiglu", 1536)])
-def test_register_fed_launches_take_the_persistent_grid_unless_switched_off(
+                                                ({}, "linear", 384), ({}, "swiglu", 1536),
+                                                ({}, "logits", 1250)])
+def test_register_fed_launches_take_the_persistent_grid_where_switched_on(
         env: dict[str, str], product: str, grid: int) -> None:
     """Qwen3-8B's qkv (6,144 rows: 384 tiles), gate_up + SwiGLU (12,288 features: 1,536
     tiles) and a vocabulary-like f32 product (a quantized LM head, 20,000 rows: 1,250)."""
     routes = KernelRoutes.from_env(env)
-    assert routes.quant_persistent is (env.get("ATLAS_QUANT_PERSISTENT") != "0")
+    assert routes.quant_persistent is (env.get("ATLAS_QUANT_PERSISTENT") == "1")
     with pytest.raises(ValueError, match="ATLAS_QUANT_BLOCKS_PER_SM"):
         KernelRoutes.from_env({"ATLAS_QUANT_BLOCKS_PER_SM": "4"})
     dev = _HopperDirectMock()

@@ -1006,7 +1006,7 @@ stage_moe_b1_profile() {
 }
 
 # Issue 12 (session 7): the register-fed quantized GEMV (gemv_quant_direct) on its one-wave
-# persistent grid (default) against one block per tile (ATLAS_QUANT_PERSISTENT=0): its GPU
+# persistent grid (ATLAS_QUANT_PERSISTENT=1) against one block per tile (the default): its GPU
 # check cases (blocks looping over 2-6 tiles included), the kernel-table rows of Qwen3-8B's
 # qkv / o / gate_up / down / gate_up + SwiGLU / quantized LM head (f32 logits) at batch 1
 # and 8, FP8-block and NVFP4 (GB/s and % of copy), each side, and a few batch-1 rows with

@@ -15,12 +15,14 @@
 // Session 7: one block per 16-row tile ran Qwen3-8B's qkv in ~1.5 waves of one-shot blocks
 // (each warp loaded its 4 KiB, waited, decoded, and the block ended: loads and decode in
 // series, 35-58% of copy bandwidth); the ld_stream loads "before the PDL wait" were sunk
-// below it by ptxas. Now the grid is one wave (ops/matmul_quant_mma.direct_blocks: each SM
-// an even share of whole tiles), blocks loop over their tiles with the next batch always
-// in flight (across tile boundaries too; two register buffers in a loop unrolled by two, as
-// the old `cur = nxt` copy waited for the next batch's data before the one after it could
-// be requested), the first batch really is issued before the wait (plain loads), and the
-// epilogue's row scales are requested at the tile's start.
+// below it by ptxas. Now (ATLAS_QUANT_PERSISTENT=1; off by default, gpu16 timed one block
+// per tile ahead on NVFP4 gate_up) the grid can be one wave (ops/matmul_quant_mma.
+// direct_blocks: each SM an even share of whole tiles); a block loops over its tiles with
+// the next batch always in flight (across tile boundaries too). On either grid two register
+// buffers alternate in a loop unrolled by two (the old `cur = nxt` copy waited for the next
+// batch's data before the one after it could be requested), the first batch really is
+// issued before the wait (plain loads), and the epilogue's row scales are requested at the
+// tile's start.
 //
 // Mapping: C^T[n, m] = W[n, k] . X^T, weight rows are the MMA's A operand (one 16-row tile
 // at a time per block), batch rows its B operand (one 8-row B tile; columns past m are

@@ -9,13 +9,13 @@ Only hopper sets build the module; `available` says whether the loaded kernels h
 CUDA-core GEMV passes).
 
 Batches of 1..8 rows take the register-fed twin (hopper/common/gemv_quant_direct.cu: the
-same fragments loaded straight from HBM into registers, no shared-memory ring, 16-row tiles
-a block loops over in a one-wave grid, `direct_blocks`; ATLAS_QUANT_PERSISTENT=0: one block
-per tile) where it is loaded, switched on (ATLAS_QUANT_DIRECT) and the weight meets its
-preconditions (`direct_supports`). Its `_swiglu` entry points end a dense MLP's [gate | up]
-product with the SwiGLU (`gemv_direct_swiglu`), so no silu_mul launch follows. Its NVFP4
-entry points decode E2M1 by bit moves; ATLAS_QUANT_E2M1_LUT=1 takes their byte-table twins
-(`direct_sig`), the A/B of that decode.
+same fragments loaded straight from HBM into registers, no shared-memory ring, one block
+per 16-row tile, or with ATLAS_QUANT_PERSISTENT=1 a one-wave grid of blocks looping over
+their tiles, `direct_blocks`) where it is loaded, switched on (ATLAS_QUANT_DIRECT) and the
+weight meets its preconditions (`direct_supports`). Its `_swiglu` entry points end a dense
+MLP's [gate | up] product with the SwiGLU (`gemv_direct_swiglu`), so no silu_mul launch
+follows. Its NVFP4 entry points decode E2M1 by bit moves; ATLAS_QUANT_E2M1_LUT=1 takes their
+byte-table twins (`direct_sig`), the A/B of that decode.
 """
 
 from __future__ import annotations
@@ -104,15 +104,15 @@ DIRECT_STEP_K = {"fp8": 64, "nvfp4": 128}
 DIRECT_BLOCKS_PER_SM = 2
 
 
-def direct_blocks(tiles: int, sm_count: int, persistent: bool = True,
+def direct_blocks(tiles: int, sm_count: int, persistent: bool,
                   per_sm: int | None = None) -> int:
     """Grid of the register-fed kernel for `tiles` tiles (16 weight rows, or 8 SwiGLU
     features, each; a block loops over tiles blockIdx.x, + gridDim.x, ...).
 
-    One block per tile (`persistent` off: the session-6 grid) runs ~1.5 waves at Qwen3-8B's
-    qkv (384 tiles, 264 slots): the second wave's blocks start when the first ones end, each
-    block's loads then decode in series. Instead one wave: 1 or 2 blocks per SM, whichever
-    gives the busiest SM the fewest tiles (ties: 2, more loads in flight). Qwen3-8B's qkv
+    One block per tile (`persistent` off, the default: gpu16 timed it ahead on NVFP4
+    gate_up) runs ~1.5 waves at Qwen3-8B's qkv (384 tiles, 264 slots): the second wave's
+    blocks start when the first ones end. Persistent: one wave of 1 or 2 blocks per SM,
+    whichever gives the busiest SM the fewest tiles (ties: 2, more loads in flight). Qwen3-8B's qkv
     thus takes 132 blocks of <= 3 tiles (2.91 on average), its o / down 256 blocks of one
     tile, gate_up 264 blocks of <= 6 (5.82). `per_sm` (1 or 2) forces that many blocks per
     SM instead (ATLAS_QUANT_BLOCKS_PER_SM, a device sweep: one block per SM has 8 warps'
@@ -142,8 +142,9 @@ def busiest_sm_tiles(tiles: int, grid: int, sm_count: int) -> int:
 def _launch_direct(kc: KernelCache, stream: Stream, w: "Fp8Weight | Nvfp4Weight", out: str,
                    tiles: int, x: DevicePtr, y: DevicePtr, m: int) -> None:
     """One launch of the register-fed entry point for `out` over `tiles` tiles."""
-    grid = direct_blocks(tiles, kc.facts.sm_count, kc.routes.quant_persistent,
-                         kc.routes.quant_blocks_per_sm)
+    per_sm = kc.routes.quant_blocks_per_sm
+    grid = direct_blocks(tiles, kc.facts.sm_count,
+                         kc.routes.quant_persistent or per_sm is not None, per_sm)
     kc.get(direct_sig(kc, w, out))(stream, grid, DIRECT_THREADS, 0, x, *_args(w, y, m))
 
 

@@ -18,11 +18,13 @@ what it asked for each time, and importing Atlas never depends on the environmen
   unset, on the twin wherever the loaded set has it.
 * ATLAS_QUANT_E2M1_LUT=1: the twin's NVFP4 entry points decode E2M1 through the byte tables
   of gemv_mma_quant (the session-5 decode) instead of the bit moves: the A/B of the decode.
-* ATLAS_QUANT_PERSISTENT=0: the twin launched with one block per 16-row tile (the session-6
-  grid, ~1.5 waves at Qwen3-8B's qkv) instead of one wave of blocks looping over an even
-  share of the tiles (ops/matmul_quant_mma.direct_blocks). ATLAS_QUANT_BLOCKS_PER_SM=1 | 2:
-  that one-wave grid with this many blocks per SM for every product (unset: the rule, the
-  fewest tiles on the busiest SM), for sweeps on the device.
+* ATLAS_QUANT_PERSISTENT=1: the twin launched as one wave of blocks looping over an even
+  share of the 16-row tiles (ops/matmul_quant_mma.direct_blocks) instead of one block per
+  tile. Off by default: gpu16 (2026-12-02 02:49) timed NVFP4 gate_up (byte-table rows)
+  28.49 us persistent vs 26.09 one block per tile, the other rows were lost.
+  ATLAS_QUANT_BLOCKS_PER_SM=1 | 2: that one-wave grid (implies ATLAS_QUANT_PERSISTENT=1)
+  with this many blocks per SM for every product (unset: the rule, the fewest tiles on the
+  busiest SM), for sweeps on the device.
 * ATLAS_DECODE_GEMM=0: decode batches never on the Hopper skinny wgmma GEMM
   (gemm_decode_sm90); they take the batched GEMV / GEMM routes as before it existed.
 * ATLAS_DECODE_GEMM_MIN_M=N / ATLAS_DECODE_GEMM_MAX_M=N: the row range routed to it
@@ -187,7 +189,7 @@ class KernelRoutes:
     quant_mma: bool = True
     quant_direct: bool | None = None
     quant_e2m1_lut: bool = False
-    quant_persistent: bool = True
+    quant_persistent: bool = False
     quant_blocks_per_sm: int | None = None
     decode_gemm: bool = True
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
@@ -248,7 +250,7 @@ class KernelRoutes:
                    quant_mma=env_switch(env, "ATLAS_QUANT_MMA", True),
                    quant_direct=_env_tristate(env, "ATLAS_QUANT_DIRECT"),
                    quant_e2m1_lut=env_switch(env, "ATLAS_QUANT_E2M1_LUT", False),
-                   quant_persistent=env_switch(env, "ATLAS_QUANT_PERSISTENT", True),
+                   quant_persistent=env_switch(env, "ATLAS_QUANT_PERSISTENT", False),
                    quant_blocks_per_sm=int(per_sm) if per_sm else None,
                    decode_gemm=env_switch(env, "ATLAS_DECODE_GEMM", True),
                    decode_gemm_min_m=_env_count(env, "ATLAS_DECODE_GEMM_MIN_M",
