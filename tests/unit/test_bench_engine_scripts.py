@@ -123,3 +123,39 @@ def test_profile_comparison_pairs_each_kernel_with_its_single_row_twin(monkeypat
         ("decode_attn_rope_cluster_bf16", 130.0), ("gemv_bf16", 100.0),
         ("silu_mul_bf16", 50.0), ("gemv_bf16_f32", 10.0)]
     assert got[1]["plain_calls"] == got[1]["verify_calls"] == 144
+
+
+@pytest.mark.parametrize("batch, context", [(64, 1536), (64, 512), (24, 24), (1, 512)])
+def test_profiled_sequences_outlast_the_prefill_of_the_batch(monkeypatch, batch, context):
+    """profile_decode's max_tokens (`step_tokens`) covers what the first sequences decode
+    while the later prompts prefill: with the real scheduler every sequence is decoding once
+    the last prompt is done, and then still has the timed steps left. A flat 64 tokens left
+    62 of 64 at 1,536-token contexts (the H200 run of 2026-12-02)."""
+    monkeypatch.syspath_prepend(str(ROOT / "tools" / "gpu"))
+    import profile_decode
+    from atlas.core.sampling import GREEDY
+    from atlas.engine.block_manager import BlockManager
+    from atlas.engine.request import EngineRequest
+    from atlas.engine.scheduler import Scheduler
+    from atlas.engine.scheduling_policy import FifoPolicy
+    from atlas.runtime.kv_cache import BlockAllocator
+
+    def decoding_after_prefill(max_tokens: int) -> tuple[int, int]:
+        """(sequences decoding, fewest tokens any has left) once every one has sampled."""
+        seq_len, blocks = context + max_tokens + 16, batch * -(-(context + max_tokens + 16) // 16)
+        sched = Scheduler(BlockManager(BlockAllocator(blocks), blocks, 16), FifoPolicy(),
+                          max_num_seqs=batch, max_seq_len=seq_len,
+                          max_prefill_tokens=max(context, batch))
+        for i in range(batch):
+            sched.add(i, EngineRequest([7 + (i * 31 + j) % 1000 for j in range(context)],
+                                       GREEDY, max_tokens), 0.0)
+        while sched.waiting or any(not s.output_ids for s in sched.running):
+            plan = sched.schedule(0.0)
+            sched.commit(plan, [5 if c.sample else None for c in plan.chunks], 0.0)
+        return len(sched.running), min(max_tokens - len(s.output_ids) for s in sched.running)
+
+    tokens = profile_decode.step_tokens(batch, context, max(context, batch))
+    running, left = decoding_after_prefill(tokens)
+    assert running == batch and left >= 5 + profile_decode.TIMED_STEPS
+    if batch > 8:  # the flat budget it replaces
+        assert decoding_after_prefill(profile_decode.TIMED_STEPS + 14)[0] < batch

@@ -164,15 +164,16 @@ def main() -> int:
     from atlas.model.load import load_runner
 
     k = a.verify
+    prefill_budget = max(a.context, a.batch * (k + 1))
+    tokens = step_tokens(a.batch, a.context, prefill_budget)
     runner = load_runner(a.model, backend=a.backend,
-                         max_seq_len=a.context + STEP_TOKENS + k + 16,
-                         max_batch_size=max(a.batch, 1),
-                         max_prefill_tokens=max(a.context, a.batch * (k + 1)),
+                         max_seq_len=a.context + tokens + k + 16,
+                         max_batch_size=max(a.batch, 1), max_prefill_tokens=prefill_budget,
                          gpu_memory_utilization=0.85, synthetic_seed=a.synthetic_seed,
                          num_draft_tokens=k)
     rng = np.random.default_rng(0)
     prompts = random_prompts(runner, a.batch, a.context, rng)
-    wall_ms, async_wall_ms = (step_wall_ms(runner, a.batch, a.context, prompts, mode)
+    wall_ms, async_wall_ms = (step_wall_ms(runner, a.batch, a.context, prompts, mode, tokens)
                               for mode in (False, True))
     bucket = next(b for b in runner.buckets if b >= a.batch)
     plain = {"wall_ms": wall_ms, "async_wall_ms": async_wall_ms,
@@ -198,7 +199,7 @@ def main() -> int:
     if k:
         rows_v = a.batch * (k + 1)
         verify = {"k": k, "rows": rows_v,
-                  "wall_ms": verify_wall_ms(runner, a.batch, a.context, prompts, k),
+                  "wall_ms": verify_wall_ms(runner, a.batch, a.context, prompts, k, tokens),
                   **graph_profile(runner, runner.verify_graphs[
                       next(b for b in runner.verify_buckets if b >= rows_v)])}
         print(f"\n== verification step, K = {k}: {rows_v} rows")
@@ -213,10 +214,20 @@ def main() -> int:
 
 #: the per-token acceptance issue 13's speculation bar is stated at (2x plain tok/s at K = 3)
 BAR_ACCEPTANCE = 0.7
-#: tokens each timed sequence may generate: its prefill's, 5 untimed and TIMED_STEPS timed
-#: steps, and room for the drafts of the last verification
+#: timed steps of a measurement, after 5 untimed ones
 TIMED_STEPS = 50
-STEP_TOKENS = TIMED_STEPS + 14
+
+
+def step_tokens(batch: int, context: int, prefill_budget: int) -> int:
+    """Tokens each sequence may generate: those it decodes while the later prompts prefill,
+    then 5 untimed and TIMED_STEPS timed steps, and room for the drafts of the last
+    verification. Every step of the prefill phase carries one decode token for each
+    sequence already decoding, so the prompts get at least prefill_budget - batch tokens a
+    step: the phase takes at most ceil(batch x context / that) + 1 steps. (A flat 64 tokens
+    ended the first sequences of 64 x 1,536 before the last ones had decoded: "only 62 of
+    64 sequences are decoding", H200 2026-12-02.)"""
+    prefill_steps = -(-batch * context // max(prefill_budget - batch, 1)) + 1
+    return prefill_steps + 5 + TIMED_STEPS + 9
 
 
 def median_step_ms(core) -> float:
@@ -233,19 +244,21 @@ def median_step_ms(core) -> float:
 
 
 def step_wall_ms(runner, batch: int, context: int, prompts: list[list[int]],
-                 async_scheduling: bool) -> float:
-    """Median wall time of one decode `EngineCore.step` at `batch` sequences."""
-    return median_step_ms(start_decoding(runner, batch, context, STEP_TOKENS,
+                 async_scheduling: bool, tokens: int) -> float:
+    """Median wall time of one decode `EngineCore.step` at `batch` sequences (each may
+    generate `tokens`: `step_tokens`)."""
+    return median_step_ms(start_decoding(runner, batch, context, tokens,
                                          np.random.default_rng(0), prompts=prompts,
                                          async_scheduling=async_scheduling))
 
 
-def verify_wall_ms(runner, batch: int, context: int, prompts: list[list[int]], k: int) -> float:
+def verify_wall_ms(runner, batch: int, context: int, prompts: list[list[int]], k: int,
+                   tokens: int) -> float:
     """Median wall time of one `EngineCore.step` verifying K drafts per sequence, every one
     rejected (so each step verifies K again): synchronous, as every verification step is
     (the next step's drafts follow the accepted tokens)."""
-    spec = Speculator(rejected_drafts(prompts, STEP_TOKENS, runner.vocab_size), k)
-    return median_step_ms(start_decoding(runner, batch, context, STEP_TOKENS,
+    spec = Speculator(rejected_drafts(prompts, tokens, runner.vocab_size), k)
+    return median_step_ms(start_decoding(runner, batch, context, tokens,
                                          np.random.default_rng(0), prompts=prompts,
                                          speculator=spec))
 
