@@ -29,12 +29,13 @@
 // GEMVs accumulate in f32 and round once to bf16, RMSNorm rounds like rmsnorm.cu, attention
 // uses decode_split_rule's splits (the `splits` argument) and merges like attention.cu.
 //
-// Barrier: sync[0] counts arrivals, sync[1] is a generation. A block releases its writes
-// (__threadfence) and arrives; the last arrival resets the count and bumps the generation
-// (a release); the others spin on it with acquire loads until it leaves the value the block
-// last saw. The count is back at zero whenever no barrier is in progress, so launches and
-// graph replays need no reset (the generation just keeps counting).
-// sync[2 + h] is q head h's split ticket, reset by the merging block.
+// Barrier: sync's first 8 bytes are a 64-bit arrival count that only ever grows (one
+// arrival per block per barrier; it never wraps). A block releases its writes
+// (__threadfence), adds its arrival without waiting for it (red) and polls the count with
+// acquire loads until it reaches its target, the next multiple of the grid size: no
+// arrival waits on a round trip, and no reset (a launch's count starts at a multiple of
+// the grid, the same every launch on one sync buffer). The split tickets (u32, q head h's
+// at word kTicketWord + h) sit in a cache line of their own, zero between phases.
 //
 // Activations written inside this kernel are read with ld.global.cg (L2, never a stale L1
 // line); weights and the KV rows of earlier positions through the streamed read-only path.
@@ -52,6 +53,8 @@ constexpr int kUnroll = 4;
 // polls of a barrier's generation word (each an L2 round trip, ~0.5 us) before it gives up:
 // several seconds, where no barrier of a healthy step waits a millisecond
 constexpr unsigned kBarrierMaxPolls = 1u << 24;
+// sync words: the 64-bit arrival count, then (a cache line on) the split tickets
+constexpr int kTicketWord = 32;
 
 // The per-layer device pointer table (u64 [layers, kLayerPtrs]; ops/decode_persistent.py
 // LAYER_POINTERS names the same order).
@@ -76,10 +79,14 @@ struct Step {
   unsigned prefetch_bytes;
   float scale, eps;
   int pos, slot, kv_len;
-  unsigned gen;  // thread 0's barrier generation (grid_barrier)
+  unsigned target;  // thread 0's next barrier target, low 32 bits (grid_barrier)
   unsigned long long* trace;
   const int* table;
 };
+
+__device__ __forceinline__ void st_relaxed(unsigned* p, unsigned v) {
+  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
 
 __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
   unsigned v;
@@ -87,35 +94,33 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
   return v;
 }
 
-__device__ __forceinline__ void st_relaxed(unsigned* p, unsigned v) {
-  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+// The arrival count before this launch's first barrier opens, rounded down to a multiple of
+// the grid (it holds the blocks already arrived at that barrier, fewer than the grid), low
+// 32 bits. The remainder in 32-bit steps (count = hi 2^32 + lo): a 64-bit one is a
+// subroutine call, whose registers would spill in the one-function kernel.
+__device__ __forceinline__ unsigned first_target(const unsigned* sync) {
+  unsigned long long count;  // one 64-bit access: never a torn carry
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(count) : "l"(sync) : "memory");
+  const unsigned lo = static_cast<unsigned>(count), hi = static_cast<unsigned>(count >> 32);
+  const unsigned g = gridDim.x, wrap = (0u - g) % g;  // 2^32 mod g
+  return lo - ((hi % g) * wrap % g + lo % g) % g;
 }
 
-__device__ __forceinline__ void red_release_add(unsigned* p, unsigned v) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-
-// The device-wide barrier (file header). `gen` is thread 0's copy of the generation word:
-// read once at the start (no barrier can complete before this block arrives) and advanced
-// by one per barrier, as every barrier advances the word once. The last arrival resets the
-// count and publishes the next generation without waiting for either store.
-__device__ void grid_barrier(unsigned* sync, unsigned& gen) {
+// The device-wide barrier (file header). `target` is thread 0's next target, the low 32
+// bits of it: the count's low word (sync[0], little-endian) is polled and compared
+// wrap-safe, as the count never runs 2^31 arrivals ahead of a waiting block.
+__device__ void grid_barrier(unsigned* sync, unsigned& target) {
   __syncthreads();
   if (threadIdx.x == 0) {
+    target += gridDim.x;
     __threadfence();  // this block's writes before its arrival
-    if (atomicAdd(sync, 1u) == gridDim.x - 1) {
-      __threadfence();  // every other block's writes (their arrivals) before the release
-      st_relaxed(sync, 0u);
-      red_release_add(sync + 1, 1u);
-    } else {
-      // a barrier that cannot open (a block that never became resident) traps: a launch
-      // error instead of a hung device
-      unsigned polls = kBarrierMaxPolls;
-      while (ld_acquire(sync + 1) == gen && --polls) {
-      }
-      if (polls == 0) asm volatile("trap;");
+    asm volatile("red.relaxed.gpu.global.add.u64 [%0], 1;\n" ::"l"(sync) : "memory");
+    // a barrier that cannot open (a block that never became resident) traps: a launch
+    // error instead of a hung device
+    unsigned polls = kBarrierMaxPolls;
+    while (static_cast<int>(ld_acquire(sync) - target) < 0 && --polls) {
     }
-    ++gen;
+    if (polls == 0) asm volatile("trap;");
   }
   __syncthreads();
 }
@@ -519,9 +524,9 @@ __device__ void attention_item(const Step& st, int h, int s, const uint64_t* lp,
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();
-    const unsigned ticket = atomicAdd(st.sync + 2 + h, 1u);
+    const unsigned ticket = atomicAdd(st.sync + kTicketWord + h, 1u);
     sm.last = ticket == static_cast<unsigned>(active - 1);
-    if (sm.last) st_relaxed(st.sync + 2 + h, 0u);  // released by the next grid barrier
+    if (sm.last) st_relaxed(st.sync + kTicketWord + h, 0u);  // released by the next barrier
     __threadfence();
   }
   __syncthreads();
@@ -614,7 +619,7 @@ __device__ void run_layers(Step& st, int num_layers, bf16* xs, char* attn_smem,
                      [&](int r, float y, float) { qkv[r] = atlas::f32_to_bf16(y); });
     issue_phase(ring, 0, layer_phase(st, lp, kGateUpW), pf);
     trace_mark(st, 1 + 10 * layer);
-    grid_barrier(st.sync, st.gen);
+    grid_barrier(st.sync, st.target);
     trace_mark(st, 2 + 10 * layer);
     // 2. attention
     switch (st.D) {
@@ -623,7 +628,7 @@ __device__ void run_layers(Step& st, int num_layers, bf16* xs, char* attn_smem,
       default: attention_phase<256>(st, lp, attn_smem); break;
     }
     trace_mark(st, 3 + 10 * layer);
-    grid_barrier(st.sync, st.gen);
+    grid_barrier(st.sync, st.target);
     trace_mark(st, 4 + 10 * layer);
     // 3. o_proj + residual (buffer 1); then buffer 1 takes down
     stage_row(st.attn, xs, q_width);
@@ -631,7 +636,7 @@ __device__ void run_layers(Step& st, int num_layers, bf16* xs, char* attn_smem,
                      [&](int r, float y, float) { add_to_resid(resid, r, y); });
     issue_phase(ring, 1, layer_phase(st, lp, kDownW), pf);
     trace_mark(st, 5 + 10 * layer);
-    grid_barrier(st.sync, st.gen);
+    grid_barrier(st.sync, st.target);
     trace_mark(st, 6 + 10 * layer);
     // 4. post norm + gate/up + SwiGLU (buffer 0); then buffer 0 takes the next qkv
     norm_to_shared(st.resid, ptr_of(lp, kPostNorm), xs, st.hidden, st.eps, red);
@@ -642,7 +647,7 @@ __device__ void run_layers(Step& st, int num_layers, bf16* xs, char* attn_smem,
                     });
     if (more) issue_phase(ring, 0, layer_phase(st, lp + kLayerPtrs, kQkvW), pf);
     trace_mark(st, 7 + 10 * layer);
-    grid_barrier(st.sync, st.gen);
+    grid_barrier(st.sync, st.target);
     trace_mark(st, 8 + 10 * layer);
     // 5. down + residual (buffer 1); then buffer 1 takes the next o_proj
     stage_row(st.act, xs, st.inter);
@@ -651,7 +656,7 @@ __device__ void run_layers(Step& st, int num_layers, bf16* xs, char* attn_smem,
     trace_mark(st, 9 + 10 * layer);
     if (more) {
       issue_phase(ring, 1, layer_phase(st, lp + kLayerPtrs, kOW), pf);
-      grid_barrier(st.sync, st.gen);
+      grid_barrier(st.sync, st.target);
     }
     trace_mark(st, 10 + 10 * layer);
   }
@@ -725,7 +730,9 @@ decode_persistent_bf16(const uint64_t* __restrict__ layers, bf16* resid, bf16* q
     st.pos = __ldg(positions);
     st.slot = __ldg(slots);
     st.kv_len = __ldg(kv_lens);
-    st.gen = ld_acquire(sync + 1);
+    // the count before this launch's first barrier completes: a multiple of the grid plus
+    // the blocks that already arrived at it (fewer than the grid)
+    st.target = first_target(sync);
   }
   __syncthreads();
   trace_mark(st, 0);

@@ -585,9 +585,11 @@ FILL_NORMAL = S("fill_random", "fill_normal_bf16",
 # layers: u64 [num_layers, 10] = in_norm, qkv_w, q_norm (0: none), k_norm, k_cache, v_cache,
 # o_w, post_norm, gate_up_w, down_w (ops/decode_persistent.LAYER_POINTERS). resid bf16
 # [hidden] in place; qkv, attn, act: the step's scratch rows; part_o / part_ml: decode
-# attention's partials with `splits` slots a head (decode_split_rule); sync u32 [2 + hq]:
-# zero at allocation, left zero. prefetch_bytes, stage0, stage1: how weights are fetched
-# ahead (ops/decode_persistent.py stage_plan; no effect on the values); trace: null, or u64
+# attention's partials with `splits` slots a head (decode_split_rule); sync u32 [32 + hq]:
+# zero at allocation; a 64-bit barrier arrival count that only grows (the same grid every
+# launch on it), then at word 32 the q heads' split tickets, left zero. prefetch_bytes,
+# stage0, stage1: how weights are fetched ahead (ops/decode_persistent.py stage_plan; no
+# effect on the values); trace: null, or u64
 # [1 + 10 num_layers] that block 0's phase timeline is written to (tools/gpu/
 # persistent_trace.py). The rest as
 # DECODE_ATTN_ROPE (row 0 of block_tables).

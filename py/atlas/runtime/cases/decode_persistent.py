@@ -4,9 +4,9 @@ RMSNorm, the qkv GEMV, q/k norm + RoPE + KV append, attention over the paged cac
 and the residual add, the post norm, gate/up + SwiGLU, down and the residual add, with the
 bf16 roundings the per-op kernels make).
 
-The case launches twice from the same residual row: the second launch must find the barrier
-words and split tickets reset and rewrite the same cache rows and residual; `sync` must be
-zero after it.
+The case launches twice from the same residual row: the second launch must start its
+barriers from the count the first left and find the split tickets reset, and rewrite the
+same cache rows and residual; the tickets must be zero after it.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def persistent_case(rng: np.random.Generator, name: str, hidden: int, g: Geometr
             inputs[f"{nname}{i}"] = f32_to_bf16_bits(
                 rng.uniform(0.5, 1.5, width).astype(np.float32))
     inputs["resid"] = inputs["resid_in"].copy()
-    inputs["sync"] = np.zeros(2 + hq, np.int32)
+    inputs["sync"] = np.zeros(decode_persistent.TICKET_WORD + hq, np.int32)
     host_tables: list[np.ndarray] = []  # kept alive until the copies ran
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
@@ -130,12 +130,14 @@ def persistent_case(rng: np.random.Generator, name: str, hidden: int, g: Geometr
             r = rb(r + rb(_bf(x[f"down_w{i}"]) @ act))
             out[f"k_cache{i}"], out[f"v_cache{i}"] = kc, vc
         out["resid"] = r
-        out["sync"] = np.zeros(2 + hq)
+        out["sync"] = np.zeros(decode_persistent.TICKET_WORD + hq)  # tickets: compared
         return out
 
     outputs = {"resid": OutputSpec(DType.BF16, (hidden,), RESID_TOL),
-               "sync": OutputSpec(DType.I32, (2 + hq,))}
-    mask = {}
+               "sync": OutputSpec(DType.I32, (decode_persistent.TICKET_WORD + hq,))}
+    # the barrier count grows on the device (by the grid, per barrier); the tickets return to 0
+    tickets = decode_persistent.TICKET_WORD
+    mask = {"sync": np.arange(tickets + hq) >= tickets}
     for i in range(layers):
         for c in ("k_cache", "v_cache"):
             outputs[f"{c}{i}"] = OutputSpec(DType.BF16, k0.shape, CACHE_TOL)

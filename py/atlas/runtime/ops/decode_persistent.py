@@ -26,6 +26,8 @@ PERSISTENT_WARPS = PERSISTENT_THREADS // 32
 #: slots of a trace a layer: as each of its five phases ends on block 0, and as the barrier
 #: after it opens (ns, %globaltimer); slot 0 is the kernel's start
 TRACE_SLOTS_PER_LAYER = 10
+#: decode_persistent.cu kTicketWord: the u32 word of `sync` where the split tickets start
+TICKET_WORD = 32
 #: the per-layer pointer table's columns, in the kernel's LayerPtr order
 LAYER_POINTERS = ("in_norm", "qkv_w", "q_norm", "k_norm", "k_cache", "v_cache", "o_w",
                   "post_norm", "gate_up_w", "down_w")
@@ -33,9 +35,11 @@ LAYER_POINTERS = ("in_norm", "qkv_w", "q_norm", "k_norm", "k_cache", "v_cache", 
 
 @dataclass(frozen=True, slots=True)
 class PersistentTables:
-    """Device-resident inputs of the persistent kernel that never change between steps:
-    `layers` u64 [num_layers, len(LAYER_POINTERS)] and `sync` u32 [2 + hq] (barrier count,
-    generation, then one split ticket per q head; zero, and every launch leaves it zero)."""
+    """Device-resident inputs of the persistent kernel: `layers` u64 [num_layers,
+    len(LAYER_POINTERS)], never changed, and `sync` u32 [TICKET_WORD + hq]: the barriers'
+    64-bit arrival count (zero at allocation; it only grows, by the grid size a barrier, so
+    every launch on it must use the same grid) and, a cache line on, one split ticket per q
+    head (zero, and every launch leaves them zero)."""
 
     layers: DevicePtr
     sync: DevicePtr
@@ -59,8 +63,8 @@ def build_tables(dev: GpuBackend, rows: list[dict[str, DevicePtr]], hq: int
                          "not 16-byte aligned")
     layers = dev.upload(table)
     dev.mark_constant(layers, table.nbytes)
-    sync = dev.alloc(4 * (2 + hq))
-    dev.memset(sync, 0, 4 * (2 + hq))
+    sync = dev.alloc(4 * (TICKET_WORD + hq))
+    dev.memset(sync, 0, 4 * (TICKET_WORD + hq))
     return PersistentTables(layers, sync, len(rows))
 
 

@@ -10,8 +10,9 @@ sequence of the step (every step a reference of its own module):
     act    = silu_mul.py's SwiGLU of gemv(rmsnorm(resid, post_norm), gate_up_w)
     resid  = bf16(resid + gemv(act, down_w))
 The CUDA kernel sums in f32 in its own order (GEMVs, norms, softmax): it agrees to f32
-rounding of those sums, not bit for bit. `sync` (barrier words and split tickets) is left
-as it is: zero. A trace buffer (block 0's timeline on the device) is not written here.
+rounding of those sums, not bit for bit. `sync` is left as it is (the device's barrier
+count grows; its split tickets stay zero). A trace buffer (block 0's timeline on the
+device) is not written here.
 """
 
 from __future__ import annotations
