@@ -1,10 +1,10 @@
 """What a speculating runner launches (MockGpuBackend, no numerics): verification steps
 replay graphs of their own, on batch 1's split count, in which each row attends to the keys
-its sequence's earlier rows append: the rope-fused kernel computes those keys itself (up to
-ops.attention.DECODE_ROPE_MAX_STEP_KEYS of one sequence), past that every row's K/V is
-appended by one launch before decode attention reads it; and no single-row-only fusion runs
-in plain decode either, so a verification row computes what the decode row at its position
-does."""
+its sequence's earlier rows append: by default every row's K/V is appended by one launch
+before decode attention reads it; under ATLAS_DECODE_ATTN_FUSED_VERIFY=1 the rope-fused
+kernel computes those keys itself (up to ops.attention.DECODE_ROPE_MAX_STEP_KEYS of one
+sequence); and no single-row-only fusion runs in plain decode either, so a verification row
+computes what the decode row at its position does."""
 
 from pathlib import Path
 
@@ -42,17 +42,36 @@ def test_plain_decode_fuses_no_norm_when_speculating(runner):
     assert names.count("decode_attn_rope_bf16") == runner.cfg.num_hidden_layers
 
 
-def test_verification_fuses_the_drafts_keys_into_attention_on_batch_one_splits(runner):
+def test_verification_appends_the_drafts_keys_before_attention_by_default(runner):
     kv_heads = runner.model.dims.kv_heads
     graph = replayed(runner, [SeqChunk(2, [3, 4, 5, 6], 5, [0], GREEDY, num_draft=3,
                                        history=PenaltyHistory([1, 2, 3, 4, 5]))])
     runner.release(2)
     names = [r.func for r in graph]
+    layers = runner.cfg.num_hidden_layers
     assert runner.invariant_rows >= 4 and 4 in runner.verify_graphs
+    assert "decode_attn_rope_bf16" not in names and names.count("qk_norm_rope_kv_bf16") == layers
+    attn = [r for r in graph if r.func.startswith("decode_attn")]
+    assert len(attn) == layers
+    assert all(r.grid[1:] == (kv_heads, 4) and r.args["num_splits"] ==
+               runner.limits.decode_splits(1, kv_heads) for r in attn)
+    assert not [n for n in names if n.endswith("_single")]   # 4-row products throughout
+
+
+def test_verification_fuses_the_drafts_keys_into_attention_when_asked(monkeypatch):
+    """ATLAS_DECODE_ATTN_FUSED_VERIFY=1: the session-6 fused verification (the A/B)."""
+    monkeypatch.setenv("ATLAS_DECODE_ATTN_FUSED_VERIFY", "1")
+    fused = load_runner(FIXTURE, backend="mock", max_seq_len=64, max_batch_size=4,
+                        max_prefill_tokens=32, num_draft_tokens=3, batch_invariant=False)
+    kv_heads = fused.model.dims.kv_heads
+    graph = replayed(fused, [SeqChunk(2, [3, 4, 5, 6], 5, [0], GREEDY, num_draft=3,
+                                      history=PenaltyHistory([1, 2, 3, 4, 5]))])
+    names = [r.func for r in graph]
+    assert fused.invariant_rows >= 4 and 4 in fused.verify_graphs
     assert "qk_norm_rope_kv_bf16" not in names and "decode_attn_bf16" not in names
     attn = [r for r in graph if r.func == "decode_attn_rope_bf16"]
-    assert len(attn) == runner.cfg.num_hidden_layers
-    assert all(r.grid == (runner.limits.decode_splits(1, kv_heads), kv_heads, 4) for r in attn)
+    assert len(attn) == fused.cfg.num_hidden_layers
+    assert all(r.grid == (fused.limits.decode_splits(1, kv_heads), kv_heads, 4) for r in attn)
     assert not [n for n in names if n.endswith("_single")]   # 4-row products throughout
 
 

@@ -473,7 +473,7 @@ class DenseDecoderModel:
             return
         assert lw.o is not None
         rotary_dim = d.rotary_dim or d.head_dim
-        if (plan.decode and plan.step_keys <= attention.DECODE_ROPE_MAX_STEP_KEYS
+        if (plan.decode and plan.step_keys <= attention.rope_step_keys(kc.routes)
                 and attention.rope_fusable(kc, d.heads, d.kv_heads, d.head_dim, d.q_pitch,
                                            rotary_dim, d.norm_offset,
                                            self.max_blocks * self.block_size)):

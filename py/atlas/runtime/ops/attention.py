@@ -235,6 +235,15 @@ def rope_fusable(kc: KernelCache, hq: int, hkv: int, head_dim: int, q_pitch: int
             and not uses_long(kc, hq, hkv, head_dim, max_keys))
 
 
+def rope_step_keys(routes: KernelRoutes) -> int:
+    """The most keys of one sequence a decode step may append and still take
+    `decode_attention_rope`: DECODE_ROPE_MAX_STEP_KEYS (verification steps fused) under
+    ATLAS_DECODE_ATTN_FUSED_VERIFY=1, else 1 (verification steps append K/V with
+    rope.qk_norm_rope_kv and attend with decode_attention: the fused verification measured
+    2.8x a plain step's attention per call, gpu16)."""
+    return DECODE_ROPE_MAX_STEP_KEYS if routes.decode_attn_fused_verify else 1
+
+
 def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cache: DevicePtr,
                           v_cache: DevicePtr, q_norm_w: DevicePtr, k_norm_w: DevicePtr,
                           cos_sin: DevicePtr, positions: DevicePtr, slots: DevicePtr,

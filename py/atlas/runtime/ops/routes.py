@@ -62,6 +62,11 @@ what it asked for each time, and importing Atlas never depends on the environmen
   the GPU starts; the default order puts a slice's idle clusters before the next slice's
   working one, and a batch-1 grid (320-512 blocks) is more than one wave of 264. Off by
   default until measured.
+* ATLAS_DECODE_ATTN_FUSED_VERIFY=1: verification steps (several rows of one sequence) on
+  the rope-fused decode kernel, each row's blocks computing the keys its earlier rows
+  append (session 6). Off by default: measured 47.2 us a call vs 17.1 in a plain step on
+  Qwen3-8B K=3 (gpu16, 2026-12-02), so verification rows take qk_norm_rope_kv + decode
+  attention (ops.attention.rope_step_keys).
 * ATLAS_PREFILL_ATTN_SM90=0: prefill attention never on the Hopper wgmma kernel
   (attention_sm90, head_dim 128 and 256), always on prefill_attn_bf16.
 * ATLAS_PREFILL_ATTN_QREG=1: head_dim-128 prefill attention on the wgmma kernel's Q-in-
@@ -203,6 +208,7 @@ class KernelRoutes:
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
     decode_attn_split_major: bool = False
+    decode_attn_fused_verify: bool = False
     prefill_attn_sm90: bool = True
     prefill_attn_qreg: bool = False
     fused_norm: bool | None = None
@@ -269,6 +275,8 @@ class KernelRoutes:
                    decode_attn_ahead=env_switch(env, "ATLAS_DECODE_ATTN_AHEAD", True),
                    decode_attn_split_major=env_switch(env, "ATLAS_DECODE_ATTN_SPLIT_MAJOR",
                                                       False),
+                   decode_attn_fused_verify=env_switch(env, "ATLAS_DECODE_ATTN_FUSED_VERIFY",
+                                                       False),
                    prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", True),
                    prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
                    fused_norm=_env_tristate(env, "ATLAS_FUSED_NORM"),
