@@ -6,7 +6,8 @@
 #   ATLAS_CALL_LIMIT=560 bash tools/gpu/device_call.sh check_kernels qwen3_8b ...
 #
 # Carried (gitignored) inputs: .whl/ (wheels missing on the GPU image), .device/kernels/
-# (PTX sets built on the CPU machine), .device/qwen3-tok/ (tokenizer), .device/commit.
+# (PTX sets built on the CPU machine), .device/sass/ (their cubins, tools/build_sass.py),
+# .device/qwen3-tok/ (tokenizer), .device/commit.
 set -uo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$REPO"
@@ -14,6 +15,9 @@ export PYTHONUNBUFFERED=1
 export ATLAS_COMMIT="${ATLAS_COMMIT:-$(cat .device/commit 2>/dev/null || echo unknown)}"
 if [ -d .device/kernels ]; then
   export ATLAS_KERNELS_DIR="$REPO/.device/kernels" ATLAS_SUITE_REUSE_PTX=1
+fi
+if [ -d .device/sass ]; then  # cubins built here by tools/build_sass.py: no cold JIT
+  export ATLAS_SASS_DIR="$REPO/.device/sass"
 fi
 timeout --signal=TERM --kill-after=10 "${ATLAS_CALL_LIMIT:-560}" bash tools/gpu/run_suite.sh "$@"
 rc=$?

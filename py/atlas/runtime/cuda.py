@@ -32,6 +32,7 @@ from .gpu import (ArgKind, DeviceFacts, DevicePtr, Dim3, EventHandle, GpuBackend
                   GraphHandle, KernelHandle, Stream)
 from .host import host_bytes
 from ..kernels.ptx_entries import pdl_entries
+from ..kernels.sass import find_sass
 
 #: most parameters one kernel may take (each gets an 8-byte slot in the parameter block)
 MAX_PARAMS = 64
@@ -384,7 +385,8 @@ class CudaBackend(GpuBackend):
         self.load_modules({name: ptx})
 
     def load_modules(self, modules: Mapping[str, bytes | str]) -> None:
-        """Load PTX modules side by side, one driver JIT per thread.
+        """Load PTX modules side by side, one driver JIT per thread (or each module's
+        precompiled cubin from $ATLAS_SASS_DIR, kernels/sass.py, where one matches).
 
         cuModuleLoadData compiles PTX to SASS on one host thread and cuda-bindings releases
         the GIL around it, so a cold start (empty JIT cache) of a model's ~100 modules takes
@@ -402,8 +404,11 @@ class CudaBackend(GpuBackend):
             image = ptx.encode() if isinstance(ptx, str) else bytes(ptx)
             if not image.endswith(b"\0"):
                 image += b"\0"
-            module = self._ok(self._drv.cuModuleLoadData(image),
-                              f"cuModuleLoadData(module {name!r})")
+            sass = find_sass(image)
+            err, module = self._drv.cuModuleLoadData(sass) if sass else (1, None)
+            if err:  # no cubin, or one the device cannot run: JIT-compile the PTX
+                module = self._ok(self._drv.cuModuleLoadData(image),
+                                  f"cuModuleLoadData(module {name!r})")
             return name, module, pdl_entries(image)
 
         items = sorted(modules.items())
