@@ -99,6 +99,15 @@ def test_an_explicit_fused_norm_keeps_the_fusions_and_drops_the_claim(monkeypatc
     assert fused.model.kc.routes.fused_norm is True and fused.invariant_rows == 0
 
 
+def test_a_persistent_plain_step_drops_the_claim(monkeypatch):
+    """ATLAS_PERSISTENT_DECODE=1: a plain batch-1 step runs the persistent kernel, whose GEMV
+    sums are its own, so no verification row is claimed to compute what it does."""
+    monkeypatch.setenv("ATLAS_PERSISTENT_DECODE", "1")
+    persistent = load_runner(FIXTURE, backend="mock", max_seq_len=64, max_batch_size=2,
+                             max_prefill_tokens=32, num_draft_tokens=2)
+    assert persistent.model.persistent is not None and persistent.invariant_rows == 0
+
+
 def test_a_hybrid_verifies_in_a_graph_through_the_decode_kernel():
     """tiny-qwen3_5 (two Gated-DeltaNet layers): a verification of 3 drafts replays a
     captured graph whose linear layers run the fused decode kernel over the 4 rows (a

@@ -299,11 +299,13 @@ class ModelRunner:
         self._logprobs_last = False  # the last step asked the sampler for logprobs
         #: verification steps of up to this many rows compute each row as a plain decode
         #: step would (see the module docstring); 0 without speculation, for mixtures of
-        #: experts (whose expert kernels route by row count), and where the single-row norm
-        #: fusions are not switched off
+        #: experts (whose expert kernels route by row count), where the single-row norm
+        #: fusions are not switched off, and where a plain step runs the persistent decode
+        #: kernel (ATLAS_PERSISTENT_DECODE=1: its own GEMV sums, not the per-op kernels')
         self.invariant_rows = (row_invariant_rows(model.kc) if limits.num_draft_tokens
                                and cfg.moe is None
                                and model.kc.routes.fused_norm is False
+                               and model.persistent is None
                                and _all_bf16(model) else 0)
         #: row counts with a captured decode graph: batch sizes
         self.buckets = decode_buckets(limits.max_batch_size)
