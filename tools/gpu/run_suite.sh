@@ -1074,6 +1074,50 @@ print(synthetic_model_dir('qwen3_5-35b-a3b', Path(sys.argv[1]), 'nvfp4'))" "$cfg
   return $rc
 }
 
+# Issue 13's verification cost on the 8B config at batch 1 (K = 3 at per-token acceptance 0.7
+# emits 2.53 tokens, so 2x plain needs a K = 3 verification <= 1.265x a plain step): one plain
+# and one K = 3 verification step profiled per kernel with PDL off (rows add up), side by side
+# by kernel family with their extra us, the GPU time of each graph and each step's wall time
+# (a verification is synchronous: its wall - GPU is host time on the critical path), with the
+# 2..8-row GEMV on the ring kernel (the default) and on the register-tiled one
+# (ATLAS_GEMV_RING=0); then bench_spec's step-cost table for K = 1..4 (wall ratios against
+# the plain async step).
+stage_spec_profile() {
+  make_checkpoint qwen3-8b weights || return 1
+  local rc=0
+  ATLAS_PDL=0 "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-8b" --verify 3 \
+    --out "$RESULTS/profile_verify_qwen3-8b_k3_pdl0.json" || rc=1
+  ATLAS_PDL=0 ATLAS_GEMV_RING=0 "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-8b" \
+    --verify 3 --out "$RESULTS/profile_verify_qwen3-8b_k3_pdl0_ring0.json" || rc=1
+  "$PY" tools/gpu/bench_spec.py --model "$CKPT/qwen3-8b" --batches 1 --max-k 4 --k 3 \
+    --steps 20 --step-cost-only --no-fused-baseline \
+    --out "$RESULTS/bench_spec_cost_qwen3-8b.json" || rc=1
+  return $rc
+}
+
+# The ring GEMV's A/B (ATLAS_GEMV_RING: 2..8-row bf16 products on the cp.async-ring kernel,
+# the default, or the register-tiled gemv_bf16): its GPU check cases and the row-invariance
+# ones (every ring and tiled row bit for bit the single-row kernel's), the kernel-table rows of
+# Qwen3-8B's projections and LM head at 1, 2 and 4 rows on both kernels (GB/s and % of copy;
+# "b1 tiled" is the single-row kernel), then the K = 3 verification profile with 3 ring stages
+# (spec_profile has 2, the default, and the ring off).
+stage_spec_ring_ab() {
+  local rc=0 p sfx sel=()
+  make_checkpoint qwen3-8b weights || return 1
+  "$PY" tools/gpu/check_kernels.py -k "gemv ring" -k "gemv_silu ring" -k "gemv_silu tiled" \
+    -k "row invariance gemv" -k "gemv m" --out "$RESULTS/gpu_check_ring-$STAMP.json" || rc=1
+  for p in qkv o_proj gate_up down lm_head; do
+    for sfx in "b1 ring" "b1 tiled" "b2 ring" "b2 tiled" "b4 ring" "b4 tiled"; do
+      sel+=(-k "qwen3-8b $p $sfx")
+    done
+  done
+  "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS" "${sel[@]}" || rc=1
+  ATLAS_PDL=0 ATLAS_GEMV_RING_STAGES=3 "$PY" tools/gpu/profile_decode.py \
+    --model "$CKPT/qwen3-8b" --verify 3 \
+    --out "$RESULTS/profile_verify_qwen3-8b_k3_pdl0_ring3.json" || rc=1
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity decode_bench
         qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
