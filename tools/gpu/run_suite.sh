@@ -1074,6 +1074,118 @@ print(synthetic_model_dir('qwen3_5-35b-a3b', Path(sys.argv[1]), 'nvfp4'))" "$cfg
   return $rc
 }
 
+# helper thru's issue-15 stage (session 7, ~3.5-4 minutes): Qwen3-8B decode at 64 rows and a
+# 1,536-token context (the throughput suite's average), GPU ms per step, async wall (64 / it =
+# tok/s) and the per-kernel profile, with the tree's defaults (PDL on, then PDL off: each
+# kernel's own time, the rows add up) and with each session-7 switch turned back
+# (ATLAS_DECODE_GEMM_SWIGLU=0: gate_up + silu_mul; ATLAS_DECODE_GEMM_L2_TILES=0: no L2
+# prefetch before the decode GEMM's PDL wait), and with the decode GEMM's two-warpgroup blocks
+# (ATLAS_DECODE_GEMM_WIDE=1: 112 KB of weights in flight per SM instead of 64, x re-read 1.5x
+# instead of 2x); right after the default profile, the contest-shaped throughput suite at 64
+# streams only (default server flags: TTFT / ITL p50 and p99).
+stage_thru_b64() {
+  local rc=0
+  make_checkpoint qwen3-8b weights || return 1
+  thru_profile() {  # label [env...]
+    local label="$1"; shift
+    env "$@" "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-8b" --batch 64 \
+      --context 1536 --out "$RESULTS/thru_b64_c1536_$label.json" || rc=1
+  }
+  # most wanted first (a call's time limit may stop the stage part way)
+  thru_profile default
+  ATLAS_THROUGHPUT_LEVELS=64 stage_throughput || rc=1
+  thru_profile swiglu0 ATLAS_DECODE_GEMM_SWIGLU=0
+  thru_profile l2tiles0 ATLAS_DECODE_GEMM_L2_TILES=0
+  thru_profile pdl0 ATLAS_PDL=0
+  thru_profile wide1 ATLAS_DECODE_GEMM_WIDE=1
+  # one line per variant: GPU ms per step and async tok/s
+  "$PY" - "$RESULTS"/thru_b64_c1536_*.json <<'EOF' || rc=1
+import json, sys
+for path in sys.argv[1:]:
+    r = json.load(open(path))
+    print(f"{path.rsplit('_', 1)[-1][:-5]:>9}: GPU {r['gpu_ms']:.3f} ms/step, async wall "
+          f"{r['async_wall_ms']:.3f} ms = {r['batch'] * 1e3 / r['async_wall_ms']:,.0f} tok/s")
+EOF
+  # the scheduler's 64-stream level at this step cost, per mixed-step budget (CPU, seconds)
+  local budget
+  for budget in 512 768 1024 1536; do
+    echo -n "model, mixed-step budget $budget: "
+    "$PY" tools/throughput_model.py --profile "$RESULTS/thru_b64_c1536_default.json" \
+      --max-mixed-step-tokens "$budget" || rc=1
+  done
+  return $rc
+}
+
+# Decode attention, where its time goes (helper "attn", session 7): the traced twins against
+# their references, the phase trace of the real kernels (batch 1 at 64 / 512 / 4,096 keys for
+# the four head geometries, alone / behind itself / behind the qkv GEMV under PDL, and the
+# batch-64 x 1,536 launch), the batch-1 time-vs-keys line (intercept = fixed latency, slope =
+# bandwidth), and the kernel-table rows of the bandwidth regime (Qwen3-8B heads at batch 64 x
+# 1,536 keys, plain and rope-fused; batch 8 x 16k / 32k) with GB/s and % of copy vs SDPA,
+# then the batch-64 rows again with ATLAS_DECODE_ATTN_AHEAD=0 (the kernels before session 7),
+# and the latency rows and b1 curves with ATLAS_DECODE_ATTN_SPLIT_MAJOR=1 against the default.
+stage_attn_trace() {
+  local rc=0
+  "$PY" tools/gpu/check_kernels.py -k traced -k rounds48 -k split_major \
+    --out "$RESULTS/gpu_check_attn_trace-$STAMP.json" || rc=1
+  "$PY" tools/gpu/trace_decode_attn.py | tee "$RESULTS/attn_trace-$STAMP.txt" || rc=1
+  "$PY" tools/gpu/bench_kernels.py -k "b64 hist1536" -k "b32 hist4096" -k "b8 hist16384" \
+    -k "b8 hist32768" -k latency --out-dir "$RESULTS" || rc=1
+  # the A/B of the unclustered kernels' L2 prefetch ahead of the register loads
+  ATLAS_DECODE_ATTN_AHEAD=0 "$PY" tools/gpu/bench_kernels.py -k "b64 hist1536" \
+    -k "b32 hist4096" --out-dir "$RESULTS/ahead1" || rc=1
+  # the A/B of the clustered kernels' split-major order (batch 1..4): latency rows, b1 curves
+  ATLAS_DECODE_ATTN_SPLIT_MAJOR=1 "$PY" tools/gpu/bench_kernels.py -k latency \
+    --out-dir "$RESULTS/split_major" || rc=1
+  ATLAS_DECODE_ATTN_SPLIT_MAJOR=1 "$PY" tools/gpu/trace_decode_attn.py --curves-only --quick \
+    | tee "$RESULTS/attn_curves_split_major-$STAMP.txt" || rc=1
+  return $rc
+}
+
+# The persistent batch-1 decode kernel (ATLAS_PERSISTENT_DECODE=1, decode_persistent.cu): its
+# check cases, tiny-model parity with transformers through it, Qwen3-0.6B batch-1 decode
+# default vs persistent vs persistent without weight staging (bench_decode, same machine,
+# back to back), the persistent profile and block 0's phase timeline. Each command under a
+# timeout: a device-wide barrier that never opens would hang the process, never the suite.
+stage_persistent_ab() {
+  local rc=0 label
+  make_checkpoint qwen3-0.6b weights || return 1
+  timeout 300 "$PY" tools/gpu/check_kernels.py -k persistent \
+    --out "$RESULTS/gpu_check_persistent-$STAMP.json" || rc=1
+  ATLAS_PERSISTENT_DECODE=1 timeout 180 "$PY" tools/gpu/model_parity.py --backend cuda \
+    --model tests/fixtures/tiny-qwen3 --model tests/fixtures/tiny-llama \
+    --out "$RESULTS/parity_tiny_persistent.json" || rc=1
+  # default | persistent | persistent with every weight phase streamed (no shared-memory
+  # staging: the A/B of ATLAS_PERSISTENT_STAGE)
+  for label in default persistent stream; do
+    env ATLAS_PERSISTENT_DECODE="$([ "$label" = default ] && echo 0 || echo 1)" \
+      ATLAS_PERSISTENT_STAGE="$([ "$label" = stream ] && echo 0 || echo 1)" \
+      timeout 240 "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-0.6b" --hf none \
+      --batches 1 --out "$RESULTS/bench_decode_qwen3-0.6b_persistent_$label.json" || rc=1
+  done
+  ATLAS_PERSISTENT_DECODE=1 timeout 180 "$PY" tools/gpu/profile_decode.py \
+    --model "$CKPT/qwen3-0.6b" --out "$RESULTS/profile_decode_qwen3-0.6b_persistent.json" || rc=1
+  timeout 180 "$PY" tools/gpu/persistent_trace.py --model "$CKPT/qwen3-0.6b" \
+    --out "$RESULTS/persistent_trace_qwen3-0.6b.json" || rc=1
+  return $rc
+}
+
+# The persistent kernel's knobs on Qwen3-0.6B batch 1 (after persistent_ab): fewer blocks
+# (cheaper barriers, fewer weight streams; ATLAS_PERSISTENT_BLOCKS), no L2 prefetch of the
+# streamed phases (ATLAS_PERSISTENT_PREFETCH_KB=0), fewer / more attention splits a head
+# (ATLAS_PERSISTENT_SPLITS; default 8 at 16 q heads).
+stage_persistent_sweep() {
+  local rc=0 knob
+  make_checkpoint qwen3-0.6b weights || return 1
+  for knob in ATLAS_PERSISTENT_BLOCKS=66 ATLAS_PERSISTENT_BLOCKS=100 \
+      ATLAS_PERSISTENT_PREFETCH_KB=0 ATLAS_PERSISTENT_SPLITS=4 ATLAS_PERSISTENT_SPLITS=16; do
+    env ATLAS_PERSISTENT_DECODE=1 "$knob" timeout 240 "$PY" tools/gpu/bench_decode.py \
+      --model "$CKPT/qwen3-0.6b" --hf none --batches 1 \
+      --out "$RESULTS/bench_decode_qwen3-0.6b_persistent_${knob#ATLAS_PERSISTENT_}.json" || rc=1
+  done
+  return $rc
+}
+
 # Issue 13's verification cost on the 8B config at batch 1 (K = 3 at per-token acceptance 0.7
 # emits 2.53 tokens, so 2x plain needs a K = 3 verification <= 1.265x a plain step): one plain
 # and one K = 3 verification step profiled per kernel with PDL off (rows add up), side by side
@@ -1116,6 +1228,17 @@ stage_spec_ring_ab() {
     --model "$CKPT/qwen3-8b" --verify 3 \
     --out "$RESULTS/profile_verify_qwen3-8b_k3_pdl0_ring3.json" || rc=1
   return $rc
+}
+
+# $CKPT/qwen3-8b-$1: Qwen3-8B quantized to $1 (fp8-block, nvfp4) by `atlas models quantize`
+# (bf16 LM head), made once (the quantizer's log: $LOGS/quantize_qwen3-8b-$1.log).
+quantized_8b() {
+  local q="$CKPT/qwen3-8b-$1"
+  [ -f "$q/config.json" ] && return 0
+  make_checkpoint qwen3-8b weights || return 1
+  rm -rf "$q"
+  "$PY" -m atlas_cli.main models quantize "$CKPT/qwen3-8b" "$q" --to "$1" \
+    2>"$LOGS/quantize_qwen3-8b-$1.log"
 }
 
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity decode_bench
