@@ -235,15 +235,13 @@ def model_gate_up(x: np.ndarray, w: np.ndarray, ids: np.ndarray, top_k: int,
     return act.reshape(tokens, slots, inter), writes, streamed
 
 
-@pytest.mark.parametrize("experts,top_k,inter,shared_inter,tokens,sm_count,repeat", [
-    (8, 3, 40, 0, 1, 2, False),     # batch 1: every pair a leader
-    (6, 4, 24, 0, 8, 1, True),      # 8 tokens over 6 experts: shared reads
-    (6, 2, 16, 40, 3, 2, True),     # a shared expert of 3 chunks (the last partial), 3 tokens
-])
-def test_gate_up_kernel_model_matches_the_oracle(experts: int, top_k: int, inter: int,
-                                                 shared_inter: int, tokens: int, sm_count: int,
-                                                 repeat: bool) -> None:
-    rng = np.random.default_rng(inter * tokens)
+def _check_gate_up_model(model, seed: int, experts: int, top_k: int, inter: int,
+                         shared_inter: int, tokens: int, repeat: bool) -> None:
+    """Run a transliterated gate/up kernel `model(x, w, ids, top_k, sh) -> (act, writes,
+    streamed)` on random routing (one slot of another rank, the shared expert's slots last):
+    every output written once, each expert's rows streamed once per group of pairs, and the
+    activations equal to the float64 oracle's."""
+    rng = np.random.default_rng(seed)
     hidden = 32
     shape = moe.MoeShape(experts, top_k, hidden, inter, shared_inter)
     ids = moe_cases.random_ids(rng, tokens, experts, top_k)
@@ -255,7 +253,7 @@ def test_gate_up_kernel_model_matches_the_oracle(experts: int, top_k: int, inter
                          ).astype(np.float64)
     sh = (bf16_bits_to_f32(random_bf16(rng, (2 * shared_inter, hidden), hidden ** -0.5))
           .astype(np.float64) if shared_inter else None)
-    act, writes, streamed = model_gate_up(x, w, ids, top_k, sh, sm_count)
+    act, writes, streamed = model(x, w, ids, top_k, sh)
     assert set(writes.values()) == {1} and len(writes) == tokens * shape.slots * inter
     # one stream of a column's rows per GATE_UP_GROUP_PAIRS pairs of an expert, not per pair
     group = 1 if tokens == 1 else moe.GATE_UP_GROUP_PAIRS
@@ -271,6 +269,18 @@ def test_gate_up_kernel_model_matches_the_oracle(experts: int, top_k: int, inter
         sh_want = moe_cases.oracle_shared(x, sh, np.zeros((hidden, shared_inter)),
                                           np.ones(tokens), np.zeros((tokens, hidden)), inter)
         np.testing.assert_array_equal(act[:, top_k:], sh_want["act"])
+
+
+@pytest.mark.parametrize("experts,top_k,inter,shared_inter,tokens,sm_count,repeat", [
+    (8, 3, 40, 0, 1, 2, False),     # batch 1: every pair a leader
+    (6, 4, 24, 0, 8, 1, True),      # 8 tokens over 6 experts: shared reads
+    (6, 2, 16, 40, 3, 2, True),     # a shared expert of 3 chunks (the last partial), 3 tokens
+])
+def test_gate_up_kernel_model_matches_the_oracle(experts: int, top_k: int, inter: int,
+                                                 shared_inter: int, tokens: int, sm_count: int,
+                                                 repeat: bool) -> None:
+    _check_gate_up_model(lambda *a: model_gate_up(*a, sm_count), inter * tokens, experts,
+                         top_k, inter, shared_inter, tokens, repeat)
 
 
 def gemv_chunk_cover(hidden: int) -> np.ndarray:
@@ -368,30 +378,5 @@ def test_gate_up_gemv_reads_every_chunk_once(hidden: int) -> None:
 def test_gate_up_gemv_model_matches_the_oracle(experts: int, top_k: int, inter: int,
                                                shared_inter: int, tokens: int,
                                                repeat: bool) -> None:
-    rng = np.random.default_rng(inter * tokens + 7)
-    hidden = 32
-    shape = moe.MoeShape(experts, top_k, hidden, inter, shared_inter)
-    ids = moe_cases.random_ids(rng, tokens, experts, top_k)
-    ids[0, 0] = -1  # another rank's expert: zeros
-    ids = np.concatenate([ids, np.tile(experts + np.arange(shape.shared_slots), (tokens, 1))],
-                         axis=1).astype(np.int32)
-    x = bf16_bits_to_f32(random_bf16(rng, (tokens, hidden))).astype(np.float64)
-    w = bf16_bits_to_f32(random_bf16(rng, (experts, 2 * inter, hidden), hidden ** -0.5)
-                         ).astype(np.float64)
-    sh = (bf16_bits_to_f32(random_bf16(rng, (2 * shared_inter, hidden), hidden ** -0.5))
-          .astype(np.float64) if shared_inter else None)
-    act, writes, streamed = model_gate_up_gemv(x, w, ids, top_k, sh)
-    assert set(writes.values()) == {1} and len(writes) == tokens * shape.slots * inter
-    group = 1 if tokens == 1 else moe.GATE_UP_GROUP_PAIRS
-    routed = ids[:, :top_k].reshape(-1)
-    reads = sum(-(-int((routed == e).sum()) // group) for e in range(experts))
-    assert streamed == reads * inter + -(-tokens // group) * shared_inter
-    if repeat:
-        assert streamed < tokens * (top_k * inter + shared_inter)
-    want = moe_cases.oracle_experts(x, w, np.zeros((experts, hidden, inter)), ids[:, :top_k],
-                                    np.ones((tokens, top_k)))["act"]
-    np.testing.assert_array_equal(act[:, :top_k], want)
-    if shared_inter:
-        sh_want = moe_cases.oracle_shared(x, sh, np.zeros((hidden, shared_inter)),
-                                          np.ones(tokens), np.zeros((tokens, hidden)), inter)
-        np.testing.assert_array_equal(act[:, top_k:], sh_want["act"])
+    _check_gate_up_model(model_gate_up_gemv, inter * tokens + 7, experts, top_k, inter,
+                         shared_inter, tokens, repeat)

@@ -76,9 +76,9 @@ def persistent_case(rng: np.random.Generator, name: str, hidden: int, g: Geometr
                 rng.uniform(0.5, 1.5, width).astype(np.float32))
     inputs["resid"] = inputs["resid_in"].copy()
     inputs["sync"] = np.zeros(decode_persistent.TICKET_WORD + hq, np.int32)
-    # The layer pointer table of each (backend, buffer set), uploaded by the first run (the device check's
-    # warm-up, outside any capture) and reused by later ones: a run inside a graph capture may
-    # neither allocate nor synchronize. Freed with the process.
+    # The layer pointer table of each (backend, buffer set), uploaded by the first run (the
+    # device check's warm-up, outside any capture) and reused by later ones: a run inside a
+    # graph capture may neither allocate nor synchronize. Freed with the process.
     uploaded: dict[tuple[GpuBackend, bytes], DevicePtr] = {}
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
