@@ -277,17 +277,12 @@ def test_the_latency_switch_restores_the_unclustered_waiting_kernels() -> None:
 
 
 def test_the_ahead_switch_takes_the_one_round_twins_of_the_unclustered_kernels() -> None:
-    """By default (and with ATLAS_DECODE_ATTN_AHEAD=0) the unclustered kernels run without the
-    loop's L2 prefetch (batch 64's 1-split grid); ATLAS_DECODE_ATTN_AHEAD=1 opts in. The
-    clustered ones (batch 1) are the same kernels either way."""
-    on = KernelRoutes.from_env({"ATLAS_DECODE_ATTN_AHEAD": "1"})
+    """ATLAS_DECODE_ATTN_AHEAD=0: the unclustered kernels without the loop's L2 prefetch
+    (batch 64's 1-split grid); the clustered ones (batch 1) are the same kernels either way."""
     off = KernelRoutes.from_env({"ATLAS_DECODE_ATTN_AHEAD": "0"})
-    assert on.decode_attn_ahead and not off.decode_attn_ahead
-    assert not KernelRoutes().decode_attn_ahead
+    assert not off.decode_attn_ahead and KernelRoutes().decode_attn_ahead
     for routes, plain, rope in ((off, "decode_attn_ahead1_bf16", "decode_attn_rope_ahead1_bf16"),
-                                (KernelRoutes(), "decode_attn_ahead1_bf16",
-                                 "decode_attn_rope_ahead1_bf16"),
-                                (on, "decode_attn_bf16", "decode_attn_rope_bf16")):
+                                (KernelRoutes(), "decode_attn_bf16", "decode_attn_rope_bf16")):
         for splits, want in ((1, (plain, rope)),
                              (33, ("decode_attn_cluster_bf16", "decode_attn_rope_cluster_bf16"))):
             mock = MockGpuBackend()

@@ -49,13 +49,13 @@ what it asked for each time, and importing Atlas never depends on the environmen
   global memory and the last split's ticket, splits of 32 keys and more), and the rope-fused
   kernel waiting for the qkv projection before it reads anything (decode_attn_rope_wait_bf16,
   which keeps one round ahead; decode_attn_bf16 keeps its prefetch unless
-  ATLAS_DECODE_ATTN_AHEAD=1).
-* ATLAS_DECODE_ATTN_AHEAD=1: the unclustered decode attention kernels (batches of 5+
-  sequences: decode_attn_bf16, decode_attn_rope_bf16) also request 3 rounds ahead into L2
-  (decode_attn.cuh TableAhead) instead of keeping only the next round's K/V in flight (the
-  default, decode_attn_ahead1_bf16 / decode_attn_rope_ahead1_bf16: the kernels before session
-  7); opt-in until an A/B shows it wins in a whole step (gpu17: the batch-64 step was slower
-  with it and the decode GEMM's L2 prefetch both on).
+  ATLAS_DECODE_ATTN_AHEAD=0 too).
+* ATLAS_DECODE_ATTN_AHEAD=0: the unclustered decode attention kernels (batches of 5+
+  sequences: decode_attn_bf16, decode_attn_rope_bf16) on their twins that keep only the next
+  round's K/V in flight (decode_attn_ahead1_bf16, decode_attn_rope_ahead1_bf16: the kernels
+  before session 7) instead of also requesting 3 rounds ahead into L2 (decode_attn.cuh
+  TableAhead); the A/B of that prefetch (gpu17: the attention's time in the batch-64 step,
+  218.7 us a call, is the session-6 kernel's 216.4: not shown to win yet).
 * ATLAS_DECODE_ATTN_SPLIT_MAJOR=1: the clustered decode attention kernels (batch 1..4) on
   their split-major twins (decode_attn_cluster_splitmajor_bf16, decode_attn_rope_cluster_
   splitmajor_bf16): cluster L of the grid serves head slice L % slots and splits of cluster
@@ -142,8 +142,8 @@ DEFAULT_DECODE_GEMM_MAX_M = 256
 #: k-tiles of a decode GEMM block's weight rows kept prefetched into L2 ahead of its ring
 #: (gemm_decode_sm90.cu; 8 = 8 x 128 bytes a row, 64 KiB a one-warpgroup block). Off: on the
 #: H200 (gpu17, 2026-12-02) Qwen3-8B batch-64 decode fell from 6,649 (gpu14) to 5,791 tok/s
-#: with 8 here and the attention's ahead prefetch both on, the split-4 GEMMs from 57 to 78 us
-#: a call in the batch-64 profile; opt in with ATLAS_DECODE_GEMM_L2_TILES=8 to A/B it.
+#: with 8 here, the split-4 GEMMs from 57 to 78 us a call in the batch-64 profile (the
+#: decode attention's time there did not change); opt in with ATLAS_DECODE_GEMM_L2_TILES=8.
 DEFAULT_DECODE_GEMM_L2_TILES = 0
 #: block tables reaching this many keys route decode attention to the long-context kernel
 #: (ops/attention_long.LONG_CONTEXT_KEYS, restated here: routes import no ops module)
@@ -209,7 +209,7 @@ class KernelRoutes:
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_latency: bool = True
-    decode_attn_ahead: bool = False
+    decode_attn_ahead: bool = True
     decode_attn_split_major: bool = False
     decode_attn_fused_verify: bool = False
     prefill_attn_sm90: bool = True
@@ -275,7 +275,7 @@ class KernelRoutes:
                    decode_attn_long_min_keys=_env_count(env, "ATLAS_DECODE_ATTN_LONG_MIN_KEYS",
                                                         DEFAULT_DECODE_ATTN_LONG_MIN_KEYS),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
-                   decode_attn_ahead=env_switch(env, "ATLAS_DECODE_ATTN_AHEAD", False),
+                   decode_attn_ahead=env_switch(env, "ATLAS_DECODE_ATTN_AHEAD", True),
                    decode_attn_split_major=env_switch(env, "ATLAS_DECODE_ATTN_SPLIT_MAJOR",
                                                       False),
                    decode_attn_fused_verify=env_switch(env, "ATLAS_DECODE_ATTN_FUSED_VERIFY",
