@@ -83,13 +83,13 @@ def verify_case(rng: np.random.Generator, name: str, g: Geometry, seqs: list[Seq
         out = np.zeros_like(q)
         group = g.hq // g.hkv
         for r, n in enumerate(lens):
-            table = x["block_tables"][r]
-            at = [(table[p // g.block_size], p % g.block_size) for p in range(n)]
-            k = np.stack([kf[b, :, o] for b, o in at])           # [n, hkv, D]
-            v = np.stack([vf[b, :, o] for b, o in at])
-            for h in range(g.hq):
-                s = k[:, h // group] @ q[r, h] * g.scale
-                out[r, h] = _softmax_rows(s) @ v[:, h // group]
+            pos = np.arange(n)
+            blocks = x["block_tables"][r][pos // g.block_size]
+            k = kf[blocks, :, pos % g.block_size]                 # [n, hkv, D], slot by slot
+            v = vf[blocks, :, pos % g.block_size]
+            qg = q[r].reshape(g.hkv, group, g.head_dim)
+            s = np.einsum("kgd,nkd->kgn", qg, k) * g.scale       # [hkv, group, n]
+            out[r] = np.einsum("kgn,nkd->kgd", _softmax_rows(s), v).reshape(g.hq, g.head_dim)
         return {"out": out, "counters": np.zeros((rows, g.hkv))}
 
     atol, rtol = ATTN_TOL
