@@ -121,6 +121,10 @@ def kernel_model(x: dict[str, np.ndarray], g, num_splits: int) -> np.ndarray:
             n = min(cap, fwd + 1)
             rule = [av.verify_split_rule(int(lens[r0 + j]), num_splits) for j in range(n)]
             used = max(a for _, a in rule)
+            # the kernel's first exit: splits past any a piece from r0 could use
+            most = max(av.verify_split_rule(int(lens[r0]) + j, num_splits)[1]
+                       for j in range(cap))
+            assert used <= most
             for split in range(num_splits):
                 lo = [split * c for c, _ in rule]
                 hi = [min(lo[j] + c, int(lens[r0 + j])) if lo[j] < lens[r0 + j] else lo[j]

@@ -97,6 +97,12 @@ __device__ __forceinline__ bool continues_run(const int* kv_lens, const int* blo
          block_tables[static_cast<size_t>(row - 1) * max_blocks + pg];
 }
 
+// Keys per split of a row of `len` keys (ops/attention_verify.py verify_split_rule): its
+// share of num_splits in whole tiles.
+__device__ __forceinline__ int row_chunk(int len, int num_splits) {
+  return (max((len + num_splits - 1) / num_splits, 1) + kBKV - 1) / kBKV * kBKV;
+}
+
 // Trailing ones of a ballot: how many consecutive lanes from lane 0 said yes.
 __device__ __forceinline__ int leading_yes(unsigned mask) {
   return mask == 0xffffffffu ? 32 : __ffs(~mask) - 1;
@@ -120,6 +126,20 @@ __device__ __forceinline__ void decode_attn_verify(
 
   __shared__ int s_back, s_fwd, s_last;
   __shared__ int s_lo[kMaxStepRows], s_hi[kMaxStepRows], s_act[kMaxStepRows];
+  const int cap = min(kMaxStepRows, kMaxRows / group);
+
+  // A split past every split a piece starting at r0 could use (its rows hold kv_len0 + j
+  // keys, j < cap) exits after one load, before the run search: most of a short context's
+  // grid. (The active count is not monotonic in kv_len: a longer row may take longer chunks.)
+  if (split > 0) {
+    const int len0 = kv_lens[r0];
+    int most = 0;
+    for (int j = 0; j < cap; ++j) {
+      const int len = len0 + j, chunk = row_chunk(len, num_splits);
+      most = max(most, (len + chunk - 1) / chunk);
+    }
+    if (split >= most) return;
+  }
 
   // The run around row r0: rows before it in its sequence's run (back), rows after (fwd).
   if (warp == 0) {
@@ -134,13 +154,10 @@ __device__ __forceinline__ void decode_attn_verify(
     }
   }
   __syncthreads();
-  const int cap = min(kMaxStepRows, kMaxRows / group);
   if (s_back % cap != 0) return;  // not a piece's first row: another block serves it
   const int n = min(cap, s_fwd + 1);  // step rows of this piece
   if (tid < n) {
-    const int len = kv_lens[r0 + tid];
-    const int per = max((len + num_splits - 1) / num_splits, 1);
-    const int chunk = (per + kBKV - 1) / kBKV * kBKV;
+    const int len = kv_lens[r0 + tid], chunk = row_chunk(len, num_splits);
     const int lo = split * chunk;
     s_lo[tid] = lo;
     s_hi[tid] = lo < len ? min(lo + chunk, len) : lo;
