@@ -361,22 +361,49 @@ __device__ __forceinline__ void decode_attn_verify(
   }
   __syncthreads();
   if (!s_last) return;
-  for (int idx = tid; idx < rows * D; idx += kThreads) {
-    const int i = idx / D, d = idx % D, j = i / group;
+  // Each row's split weights l_s 2^(m_s - max) once (threads < rows), into the ring (free
+  // now: [rows][num_splits] f32 <= 16 KiB) with their sum; then every thread merges float4
+  // column groups, the splits' loads of one group independent of each other (in flight at
+  // once). L2 reads (__ldcg): the partials come from other blocks of this launch.
+  float* sw = reinterpret_cast<float*>(ring);
+  __shared__ float s_total[kMaxRows];
+  if (tid < rows && s_act[tid / group] > 1) {
+    const int j = tid / group, act = s_act[j];
+    const size_t orow = static_cast<size_t>(r0 + j) * hq + kvh * group + tid % group;
+    const float2* ml = reinterpret_cast<const float2*>(part_ml) + orow * num_splits;
+    float mx = kNoKey;
+    for (int sp = 0; sp < act; ++sp) mx = fmaxf(mx, __ldcg(ml + sp).x);
+    float total = 0.f;
+    for (int sp = 0; sp < act; ++sp) {
+      const float2 v = __ldcg(ml + sp);
+      const float wt = v.y * exp2f(v.x - mx);
+      sw[tid * num_splits + sp] = wt;
+      total += wt;
+    }
+    s_total[tid] = total;
+  }
+  __syncthreads();
+  constexpr int kGroups = D / 4;
+  for (int idx = tid; idx < rows * kGroups; idx += kThreads) {
+    const int i = idx / kGroups, d4 = idx % kGroups, j = i / group;
     const int act = s_act[j];
     if (act <= 1) continue;
     const size_t orow = static_cast<size_t>(r0 + j) * hq + kvh * group + i % group;
-    const float* ml = part_ml + orow * num_splits * 2;
-    const float* po = part_o + orow * num_splits * D + d;
-    float mx = kNoKey;
-    for (int s = 0; s < act; ++s) mx = fmaxf(mx, ml[2 * s]);
-    float total = 0.f, acc = 0.f;
-    for (int s = 0; s < act; ++s) {
-      const float wt = ml[2 * s + 1] * exp2f(ml[2 * s] - mx);
-      total += wt;
-      acc = fmaf(wt, po[static_cast<size_t>(s) * D], acc);
+    const float4* po = reinterpret_cast<const float4*>(part_o) + orow * num_splits * kGroups + d4;
+    const float* w = sw + i * num_splits;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 8
+    for (int sp = 0; sp < act; ++sp) {
+      const float4 v = __ldcg(po + static_cast<size_t>(sp) * kGroups);
+      acc.x = fmaf(w[sp], v.x, acc.x);
+      acc.y = fmaf(w[sp], v.y, acc.y);
+      acc.z = fmaf(w[sp], v.z, acc.z);
+      acc.w = fmaf(w[sp], v.w, acc.w);
     }
-    out[orow * D + d] = atlas::f32_to_bf16(acc / total);
+    const float total = s_total[i];
+    *reinterpret_cast<uint2*>(out + orow * D + d4 * 4) =
+        make_uint2(atlas::pack_bf16x2(acc.x / total, acc.y / total),
+                   atlas::pack_bf16x2(acc.z / total, acc.w / total));
   }
 }
 

@@ -100,9 +100,11 @@ def decode_attention_verify(kc: KernelCache, stream: Stream, q: DevicePtr, k_cac
         raise ValueError(f"decode_attention_verify: need num_rows, num_splits, max_blocks, "
                          f"block_size >= 1, got {num_rows}, {num_splits}, {max_blocks}, "
                          f"{block_size}")
+    # cp.async moves q and K/V 16 bytes at a time; the merge reads part_o as float4 and
+    # part_ml as float2, and stores 4 bf16 at once
     for name, ptr, align in (("q", q, 16), ("k_cache", k_cache, 16), ("v_cache", v_cache, 16),
-                             ("part_o", part_o, 4), ("part_ml", part_ml, 4),
-                             ("counters", counters, 4), ("out", out, 2)):
+                             ("part_o", part_o, 16), ("part_ml", part_ml, 8),
+                             ("counters", counters, 4), ("out", out, 8)):
         if ptr % align:
             raise ValueError(f"decode_attention_verify: {name} pointer {ptr:#x} is not "
                              f"{align}-byte aligned")
