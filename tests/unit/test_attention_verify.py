@@ -260,16 +260,18 @@ def test_launch_geometry() -> None:
         av.decode_attention_verify(kc, 0, *ptrs, 8, 128, 1, 128, 16, 40, 33, 0.1)
 
 
-@pytest.mark.parametrize("backend, env, hq, hkv, d, uses", [
-    (_HopperMock, {}, 32, 8, 128, True),
-    (_HopperMock, {}, 16, 2, 256, True),
-    (_HopperMock, {}, 32, 8, 96, False),
-    (_HopperMock, {"ATLAS_DECODE_ATTN_VERIFY": "0"}, 32, 8, 128, False),
-    (MockGpuBackend, {}, 32, 8, 128, False),                  # module not loaded
+@pytest.mark.parametrize("backend, env, hq, hkv, d, keys, uses", [
+    (_HopperMock, {}, 32, 8, 128, 4, True),
+    (_HopperMock, {}, 16, 2, 256, 8, True),
+    (_HopperMock, {}, 32, 8, 96, 4, False),
+    (_HopperMock, {}, 32, 8, 128, 1, False),                  # not a verification
+    (_HopperMock, {}, 32, 8, 128, 33, False),                 # longer than the run search
+    (_HopperMock, {"ATLAS_DECODE_ATTN_VERIFY": "0"}, 32, 8, 128, 4, False),
+    (MockGpuBackend, {}, 32, 8, 128, 4, False),               # module not loaded
 ])
-def test_routing_rule(backend, env, hq, hkv, d, uses) -> None:
+def test_routing_rule(backend, env, hq, hkv, d, keys, uses) -> None:
     kc = KernelCache(backend(), KernelRoutes.from_env(env))
-    assert av.uses_verify(kc, hq, hkv, d) is uses
+    assert av.uses_verify(kc, hq, hkv, d, keys) is uses
 
 
 def _speculating_runner(monkeypatch, backend: str, env: dict[str, str]):

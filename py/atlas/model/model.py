@@ -336,9 +336,9 @@ class DenseDecoderModel:
         kernel's (the runner's invariant_rows is 0)."""
         d = self.dims
         plan = AttentionPlan(decode=True, num_seqs=step_keys, step_keys=step_keys)
-        return (step_keys > 1 and not any(lw.kv_scales for lw in self.layers)
-                and not self._rope_fused(plan)
-                and attention_verify.uses_verify(self.kc, d.heads, d.kv_heads, d.head_dim))
+        return (not any(lw.kv_scales for lw in self.layers) and not self._rope_fused(plan)
+                and attention_verify.uses_verify(self.kc, d.heads, d.kv_heads, d.head_dim,
+                                                 step_keys))
 
     def forward(self, s: Stream, b: StepBuffers, n_tokens: int, plan: AttentionPlan,
                 n_sample: int) -> None:

@@ -32,6 +32,9 @@ VERIFY_MAX_ROWS = 64
 VERIFY_MAX_STEP_ROWS = 8
 #: the longest run of one sequence's rows the kernel's neighbour search sees (32 lanes)
 VERIFY_MAX_RUN = 32
+#: most splits: the merge keeps a row's split weights [VERIFY_MAX_ROWS][splits] f32 in the
+#: ring (16 KiB at 64; decode_splits never asks for more)
+VERIFY_MAX_SPLITS = 64
 
 
 def verify_stages(head_dim: int) -> int:
@@ -67,11 +70,13 @@ def fits(hq: int, hkv: int, head_dim: int) -> bool:
         hq // hkv <= VERIFY_MAX_ROWS
 
 
-def uses_verify(kc: KernelCache, hq: int, hkv: int, head_dim: int) -> bool:
-    """The routing rule of a verification step's attention (rows of one sequence after
-    qk_norm_rope_kv appended their K/V): switched on (ATLAS_DECODE_ATTN_VERIFY), loaded, and
-    a head geometry the kernel takes."""
-    return kc.routes.decode_attn_verify and fits(hq, hkv, head_dim) and available(kc)
+def uses_verify(kc: KernelCache, hq: int, hkv: int, head_dim: int, step_keys: int) -> bool:
+    """The routing rule of a verification step's attention (up to `step_keys` rows of one
+    sequence, after qk_norm_rope_kv appended their K/V): switched on
+    (ATLAS_DECODE_ATTN_VERIFY), loaded, a head geometry the kernel takes, and runs its
+    neighbour search sees whole (VERIFY_MAX_RUN)."""
+    return (kc.routes.decode_attn_verify and fits(hq, hkv, head_dim)
+            and 1 < step_keys <= VERIFY_MAX_RUN and available(kc))
 
 
 def decode_attention_verify(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: DevicePtr,
@@ -96,10 +101,11 @@ def decode_attention_verify(kc: KernelCache, stream: Stream, q: DevicePtr, k_cac
         raise ValueError(f"decode_attention_verify: head_dim={head_dim} (needs one of "
                          f"{VERIFY_HEAD_DIMS}), hq={hq} and hkv={hkv} (a group of at most "
                          f"{VERIFY_MAX_ROWS})")
-    if num_rows < 1 or num_splits < 1 or max_blocks < 1 or block_size < 1:
-        raise ValueError(f"decode_attention_verify: need num_rows, num_splits, max_blocks, "
-                         f"block_size >= 1, got {num_rows}, {num_splits}, {max_blocks}, "
-                         f"{block_size}")
+    if num_rows < 1 or not 1 <= num_splits <= VERIFY_MAX_SPLITS or max_blocks < 1 \
+            or block_size < 1:
+        raise ValueError(f"decode_attention_verify: need num_rows, max_blocks, block_size >= 1 "
+                         f"and 1 <= num_splits <= {VERIFY_MAX_SPLITS}, got {num_rows}, "
+                         f"{max_blocks}, {block_size}, {num_splits}")
     # cp.async moves q and K/V 16 bytes at a time; the merge reads part_o as float4 and
     # part_ml as float2, and stores 4 bf16 at once
     for name, ptr, align in (("q", q, 16), ("k_cache", k_cache, 16), ("v_cache", v_cache, 16),
