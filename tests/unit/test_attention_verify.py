@@ -137,7 +137,7 @@ def kernel_model(x: dict[str, np.ndarray], g, num_splits: int) -> np.ndarray:
                 n_tiles = -(-(hi_u - lo_u) // 64) if keyed else 0
                 rows = n * group
                 mt_count = 1 if rows <= 16 else 2 if rows <= 32 else 4
-                table = tables[r0 + n - 1]
+                table = tables[r0]  # the piece's rows share it
                 keys = np.zeros((n_tiles * 64, d), np.float32)   # zero past the union
                 vals = np.zeros((n_tiles * 64, d), np.float32)
                 pos = np.arange(lo_u, hi_u)

@@ -30,7 +30,8 @@
 //
 // Per block: Q tile and K/V through cp.async (Q in the first commit group, a kStages-deep
 // ring of 64-key K and V tiles gathered row by row through the block table, zero-filled past
-// the union, table entries read one tile ahead), 4 warps; with MT m-tiles warp w takes
+// the union, table entries read one tile ahead, tile 0's beside the run search's loads),
+// 4 warps; with MT m-tiles warp w takes
 // m-tile w % MT and the 16 MT keys at 16 MT (w / MT) of every tile, 16 at a time: S = Q K^T
 // (ldmatrix), masked to the row's [first, last], online softmax in f32 log2 units
 // (attention_tile.cuh), O += P V with P as one bf16 per probability (attention_long.cu's
@@ -127,12 +128,25 @@ __device__ __forceinline__ void decode_attn_verify(
   __shared__ int s_back, s_fwd, s_last;
   __shared__ int s_lo[kMaxStepRows], s_hi[kMaxStepRows], s_act[kMaxStepRows];
   const int cap = min(kMaxStepRows, kMaxRows / group);
+  // every row of a piece is the same sequence, whose rows' tables are equal: r0's is read
+  const int* table = block_tables + static_cast<size_t>(r0) * max_blocks;
+  const int ch = tid % CH, row0 = tid / CH;
+  constexpr int kRowStep = kThreads / CH;
+  // Block-table entries of tile `tile` of keys [base, end): this thread's rows (0 past end).
+  auto lookup_from = [&](int base, int end, int tile, int (&page)[RT]) {
+#pragma unroll
+    for (int j = 0; j < RT; ++j) {
+      const int p = base + tile * kBKV + row0 + j * kRowStep;
+      page[j] = p < end ? table[pages.page(p)] : 0;
+    }
+  };
 
-  // A split past every split a piece starting at r0 could use (its rows hold kv_len0 + j
-  // keys, j < cap) exits after one load, before the run search: most of a short context's
-  // grid. (The active count is not monotonic in kv_len: a longer row may take longer chunks.)
+  // A split past every split a piece starting at r0 could use (its rows hold len0 + j keys,
+  // j < cap) exits after one load, before the run search: most of a short context's grid.
+  // (The active count is not monotonic in kv_len: a longer row may take longer chunks.)
+  const int len0 = kv_lens[r0];
+  const int reach = min(len0 + cap - 1, max_blocks * block_size);  // the piece's keys <= this
   if (split > 0) {
-    const int len0 = kv_lens[r0];
     int most = 0;
     for (int j = 0; j < cap; ++j) {
       const int len = len0 + j, chunk = row_chunk(len, num_splits);
@@ -140,6 +154,12 @@ __device__ __forceinline__ void decode_attn_verify(
     }
     if (split >= most) return;
   }
+  // Tile 0's table entries requested now, beside the run search's loads, where r0's own
+  // chunking says the split starts (the union starts there unless the piece's rows take
+  // different chunk sizes; then they are requested again below).
+  const int guess_lo = split * row_chunk(len0, num_splits);
+  int page[RT];
+  lookup_from(guess_lo, reach, 0, page);
 
   // The run around row r0: rows before it in its sequence's run (back), rows after (fwd).
   if (warp == 0) {
@@ -177,20 +197,10 @@ __device__ __forceinline__ void decode_attn_verify(
   const int n_tiles = lo_u < hi_u ? (hi_u - lo_u + kBKV - 1) / kBKV : 0;
   const int rows = n * group;
   const int mt_count = rows <= 16 ? 1 : rows <= 32 ? 2 : 4;
-  // every row of the piece is the same sequence: the last row's table covers the union
-  const int* table = block_tables + static_cast<size_t>(r0 + n - 1) * max_blocks;
 
   __nv_bfloat16* sq = smem;
   __nv_bfloat16* ring = smem + T::kQElems;
-  const int ch = tid % CH, row0 = tid / CH;
-  constexpr int kRowStep = kThreads / CH;
-  auto lookup = [&](int tile, int (&page)[RT]) {
-#pragma unroll
-    for (int j = 0; j < RT; ++j) {
-      const int p = lo_u + tile * kBKV + row0 + j * kRowStep;
-      page[j] = p < hi_u ? table[pages.page(p)] : 0;
-    }
-  };
+  auto lookup = [&](int tile, int (&pg)[RT]) { lookup_from(lo_u, hi_u, tile, pg); };
   auto issue = [&](int tile, const int (&page)[RT]) {
     __nv_bfloat16* sk = ring + (tile % T::kStages) * T::kStageElems;
     __nv_bfloat16* sv = sk + T::kTileElems;
@@ -217,11 +227,13 @@ __device__ __forceinline__ void decode_attn_verify(
            : 0;
     atlas::cp_async_16(sq + atlas::swizzle_offset<CH>(i, cq), q + src, ok);
   }
-  int page[RT];
+  // tile 0's entries: the early request holds them where the union starts at its guess
+  // (it covered up to `reach` >= hi_u; entries past hi_u are never used)
+  if (lo_u != guess_lo) lookup(0, page);
 #pragma unroll
   for (int t = 0; t < T::kStages - 1; ++t) {
     if (t < n_tiles) {
-      lookup(t, page);
+      if (t > 0) lookup(t, page);
       issue(t, page);
     }
     atlas::cp_async_commit();
