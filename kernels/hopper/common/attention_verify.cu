@@ -373,49 +373,88 @@ __device__ __forceinline__ void decode_attn_verify(
   }
   __syncthreads();
   if (!s_last) return;
-  // Each row's split weights l_s 2^(m_s - max) once (threads < rows), into the ring (free
-  // now: [rows][num_splits] f32 <= 16 KiB) with their sum; then every thread merges float4
-  // column groups, the splits' loads of one group independent of each other (in flight at
-  // once). L2 reads (__ldcg): the partials come from other blocks of this launch.
+  // Each row's split weights l_s 2^(m_s - max) once (threads < rows) into the ring (free now:
+  // [rows][num_splits] f32 for the weights and as much for the l's, <= 32 KiB) with their
+  // sum; then each thread merges kItems float4 column groups at once over the splits, every
+  // load of a round independent of the others (in flight together). L2 reads (__ldcg): the
+  // partials come from other blocks of this launch.
   float* sw = reinterpret_cast<float*>(ring);
+  float* sl2 = sw + kMaxRows * num_splits;
   __shared__ float s_total[kMaxRows];
   if (tid < rows && s_act[tid / group] > 1) {
     const int j = tid / group, act = s_act[j];
     const size_t orow = static_cast<size_t>(r0 + j) * hq + kvh * group + tid % group;
     const float2* ml = reinterpret_cast<const float2*>(part_ml) + orow * num_splits;
+    float* wrow = sw + tid * num_splits;
+    float* lrow = sl2 + tid * num_splits;
+    for (int base = 0; base < act; base += 8) {
+      float2 v[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        v[k] = base + k < act ? __ldcg(ml + base + k) : make_float2(kNoKey, 0.f);
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        if (base + k < act) {
+          wrow[base + k] = v[k].x;
+          lrow[base + k] = v[k].y;
+        }
+    }
     float mx = kNoKey;
-    for (int sp = 0; sp < act; ++sp) mx = fmaxf(mx, __ldcg(ml + sp).x);
+    for (int sp = 0; sp < act; ++sp) mx = fmaxf(mx, wrow[sp]);
     float total = 0.f;
     for (int sp = 0; sp < act; ++sp) {
-      const float2 v = __ldcg(ml + sp);
-      const float wt = v.y * exp2f(v.x - mx);
-      sw[tid * num_splits + sp] = wt;
+      const float wt = lrow[sp] * exp2f(wrow[sp] - mx);
+      wrow[sp] = wt;
       total += wt;
     }
     s_total[tid] = total;
   }
   __syncthreads();
-  constexpr int kGroups = D / 4;
-  for (int idx = tid; idx < rows * kGroups; idx += kThreads) {
-    const int i = idx / kGroups, d4 = idx % kGroups, j = i / group;
-    const int act = s_act[j];
-    if (act <= 1) continue;
-    const size_t orow = static_cast<size_t>(r0 + j) * hq + kvh * group + i % group;
-    const float4* po = reinterpret_cast<const float4*>(part_o) + orow * num_splits * kGroups + d4;
-    const float* w = sw + i * num_splits;
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 8
-    for (int sp = 0; sp < act; ++sp) {
-      const float4 v = __ldcg(po + static_cast<size_t>(sp) * kGroups);
-      acc.x = fmaf(w[sp], v.x, acc.x);
-      acc.y = fmaf(w[sp], v.y, acc.y);
-      acc.z = fmaf(w[sp], v.z, acc.z);
-      acc.w = fmaf(w[sp], v.w, acc.w);
+  constexpr int kGroups = D / 4, kItems = 4;
+  const float4 zero4 = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int base = tid; base < rows * kGroups; base += kItems * kThreads) {
+    int act[kItems], wi[kItems];
+    const float4* po[kItems];
+    float4 acc[kItems];
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      const int idx = base + k * kThreads, i = idx / kGroups, d4 = idx % kGroups;
+      const bool valid = idx < rows * kGroups;
+      act[k] = valid ? s_act[i / group] : 0;
+      if (act[k] <= 1) act[k] = 0;  // written directly (or keyless): nothing to merge
+      const size_t orow =
+          static_cast<size_t>(r0 + i / group) * hq + kvh * group + i % group;
+      po[k] = reinterpret_cast<const float4*>(part_o) + (orow * num_splits) * kGroups + d4;
+      wi[k] = i * num_splits;
+      acc[k] = zero4;
     }
-    const float total = s_total[i];
-    *reinterpret_cast<uint2*>(out + orow * D + d4 * 4) =
-        make_uint2(atlas::pack_bf16x2(acc.x / total, acc.y / total),
-                   atlas::pack_bf16x2(acc.z / total, acc.w / total));
+#pragma unroll 2
+    for (int sp = 0; sp < splits_used; ++sp) {
+      float4 v[kItems];
+#pragma unroll
+      for (int k = 0; k < kItems; ++k)
+        v[k] = sp < act[k] ? __ldcg(po[k] + static_cast<size_t>(sp) * kGroups) : zero4;
+#pragma unroll
+      for (int k = 0; k < kItems; ++k)
+        if (sp < act[k]) {
+          const float w = sw[wi[k] + sp];
+          acc[k].x = fmaf(w, v[k].x, acc[k].x);
+          acc[k].y = fmaf(w, v[k].y, acc[k].y);
+          acc[k].z = fmaf(w, v[k].z, acc[k].z);
+          acc[k].w = fmaf(w, v[k].w, acc[k].w);
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      if (act[k] == 0) continue;
+      const int idx = base + k * kThreads, i = idx / kGroups, d4 = idx % kGroups;
+      const size_t orow =
+          static_cast<size_t>(r0 + i / group) * hq + kvh * group + i % group;
+      const float total = s_total[i];
+      *reinterpret_cast<uint2*>(out + orow * D + d4 * 4) =
+          make_uint2(atlas::pack_bf16x2(acc[k].x / total, acc[k].y / total),
+                     atlas::pack_bf16x2(acc[k].z / total, acc[k].w / total));
+    }
   }
 }
 
