@@ -75,7 +75,8 @@ def test_split_rule_is_whole_tiles_from_the_rows_own_length() -> None:
     for n in range(1, 3000, 37):
         for s in (1, 2, 9, 33):
             chunk, active = av.verify_split_rule(n, s)
-            assert chunk % 64 == 0 and 1 <= active <= s and (active - 1) * chunk < n <= active * chunk
+            assert chunk % 64 == 0 and 1 <= active <= s
+            assert (active - 1) * chunk < n <= active * chunk
 
 
 # ---- a numpy model of the kernel ------------------------------------------------------
@@ -163,7 +164,8 @@ def kernel_model(x: dict[str, np.ndarray], g, num_splits: int) -> np.ndarray:
                             kp = t * 64 + k0
                             s = q_rows[rs] @ keys[kp:kp + 16].T
                             key = lo_u + kp + np.arange(16)
-                            s[(key[None] < first[rs, None]) | (key[None] > last[rs, None])] = -np.inf
+                            outside = (key[None] < first[rs, None]) | (key[None] > last[rs, None])
+                            s[outside] = -np.inf
                             m_new = np.maximum(m_run, s.max(axis=1) * scale_log2)
                             base = np.where(m_new == -np.inf, np.float32(0), m_new)
                             corr = np.exp2(m_run - base)
