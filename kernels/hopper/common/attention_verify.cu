@@ -41,6 +41,11 @@
 // log2 units, l) at [row, q head, split] and the last block of the piece's active splits to
 // take a ticket merges them per row over that row's own active splits, in split order.
 //
+// PDL: the run search, the split ranges and tile 0's table entries (kv_lens and the block
+// tables only: the host's step upload, which no kernel writes) come before the wait; blocks
+// with nothing to do exit there without waiting (the blocks of row 0's split 0 always wait,
+// so the next kernel never starts before the one before this has completed).
+//
 // Launch (ops/attention_verify.py): grid (num_splits, hkv, num_rows), 128 threads, dynamic
 // shared memory VerifyTile<D>::kSmemBytes. counters u32 [num_rows, hkv], zero before the
 // launch and left zero. Preconditions: head_dim 64, 128 or 256; hq / hkv <= 64; a run of one
@@ -217,6 +222,11 @@ __device__ __forceinline__ void decode_attn_verify(
     }
   };
 
+  // Everything above read only kv_lens and the block tables, which the host's step upload
+  // writes and no kernel does (decode_attn_rope reads them before its wait too), and wrote
+  // nothing: the blocks that exited above never wait. Q and the step's new K/V rows come
+  // from the kernel before (qk_norm_rope_kv).
+  atlas::pdl_enter();
   // Prologue: Q (zero rows past R) with tile 0 in commit group 0, tiles up to kStages - 2
   // in flight, the next tile's table entries requested.
   for (int idx = tid; idx < mt_count * 16 * CH; idx += kThreads) {
@@ -468,7 +478,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
                             uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                             uint32_t max_blocks, uint32_t num_splits, float scale) {
   extern __shared__ __align__(128) __nv_bfloat16 verify_smem[];
-  atlas::pdl_enter();  // q, the new rows' K/V, kv_lens and the tables come from earlier work
+  // the PDL wait is inside, after the run search (decode_attn_verify says why that is sound)
   const int nr = static_cast<int>(num_rows), ns = static_cast<int>(num_splits);
   if (head_dim == 128)
     decode_attn_verify<128>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
