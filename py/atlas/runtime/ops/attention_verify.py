@@ -95,8 +95,12 @@ def decode_attention_verify(kc: KernelCache, stream: Stream, q: DevicePtr, k_cac
     kv_len and num_splits only, and its arithmetic on its piece's tile count (one m16 tile
     per 16 rows of group x rows of its sequence), not on the other rows: a verification
     row computes what the row at the same position of another verification step of the
-    same shape computes, bit for bit. Row-block tables of one sequence's rows must be equal
-    (the runner's are: the sequence's table)."""
+    same shape computes, bit for bit. Block-table rows of one sequence's rows must be equal
+    (the runner's are: the sequence's table).
+
+    kv_lens and block_tables are read before the kernel's programmatic-dependency wait (q
+    and the caches after it): no kernel may write them (the runner's come from the step's
+    host upload)."""
     if not fits(hq, hkv, head_dim):
         raise ValueError(f"decode_attention_verify: head_dim={head_dim} (needs one of "
                          f"{VERIFY_HEAD_DIMS}), hq={hq} and hkv={hkv} (a group of at most "
