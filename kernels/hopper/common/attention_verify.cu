@@ -42,7 +42,8 @@
 // take a ticket merges them per row over that row's own active splits, in split order.
 //
 // PDL: the run search, the split ranges and tile 0's table entries (kv_lens and the block
-// tables only: the host's step upload, which no kernel writes) come before the wait; blocks
+// tables only: the host's step upload, which no kernel writes) come before the wait, and tile
+// 0's K/V is requested into L2 (prefetch.global.L2, no value read); blocks
 // with nothing to do exit there without waiting (the blocks of row 0's split 0 always wait,
 // so the next kernel never starts before the one before this has completed).
 //
@@ -226,6 +227,19 @@ __device__ __forceinline__ void decode_attn_verify(
   // writes and no kernel does (decode_attn_rope reads them before its wait too), and wrote
   // nothing: the blocks that exited above never wait. Q and the step's new K/V rows come
   // from the kernel before (qk_norm_rope_kv).
+  // Tile 0's K/V requested into L2 (prefetch.global.L2: nothing read into registers, and L2
+  // is where the kernel before writes the step's new rows: the cp.async.cg copies after the
+  // wait read the written values), one request per 128-byte line.
+  if (lo_u == guess_lo && (ch & 7) == 0) {
+#pragma unroll
+    for (int j = 0; j < RT; ++j) {
+      const int p = lo_u + row0 + j * kRowStep;
+      if (p >= hi_u) continue;
+      const size_t row = (static_cast<size_t>(page[j]) * hkv + kvh) * block_size + pages.row(p);
+      asm volatile("prefetch.global.L2 [%0];" :: "l"(k_cache + row * D + ch * 8));
+      asm volatile("prefetch.global.L2 [%0];" :: "l"(v_cache + row * D + ch * 8));
+    }
+  }
   atlas::pdl_enter();
   // Prologue: Q (zero rows past R) with tile 0 in commit group 0, tiles up to kStages - 2
   // in flight, the next tile's table entries requested.
