@@ -59,12 +59,14 @@ def test_launch_constants_match_the_kernel() -> None:
 @pytest.mark.parametrize("d, nbytes", [(64, 56 * 1024), (128, 112 * 1024), (256, 160 * 1024)])
 def test_shared_memory(d: int, nbytes: int) -> None:
     """Q [64][D] and 3 (2 at D = 256) stages of K and V [64][D] bf16; the warps' merge
-    (o [4][16][D], m and l [4][16] f32) fits in the ring; a block fits in 227 KiB, two at
-    D <= 128."""
+    (o [4][16][D], m and l [4][16] f32) and the last split's (weights and l's [64][64 splits]
+    and the sums [64], f32) fit in the ring; a block fits in 227 KiB, two at D <= 128 (with
+    1 KiB reserved a block and up to 512 B of static arrays: 384 B by ptxas -v)."""
     assert av.verify_smem_bytes(d) == nbytes
     ring = av.verify_stages(d) * 2 * 64 * d * 2
     assert (4 * 16 * d + 2 * 4 * 16) * 4 <= ring
-    assert nbytes <= 227 * 1024 and (d > 128 or 2 * (nbytes + 1024) <= 228 * 1024)
+    assert (2 * 64 * av.VERIFY_MAX_SPLITS + 64) * 4 <= ring
+    assert nbytes <= 227 * 1024 and (d > 128 or 2 * (nbytes + 1024 + 512) <= 228 * 1024)
 
 
 def test_split_rule_is_whole_tiles_from_the_rows_own_length() -> None:

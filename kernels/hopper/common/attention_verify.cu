@@ -78,6 +78,9 @@ struct VerifyTile {
   static constexpr int kSmemBytes = kQElems * 2 + kRingBytes;  // VERIFY_SMEM_BYTES
   static_assert(kMergeBytes <= kRingBytes, "the merge reuses the ring");
   static_assert(kSmemBytes <= 227 * 1024, "fits one block's shared memory");
+  // two blocks per SM up to D = 128: 228 KiB an SM, 1 KiB reserved a block, and the static
+  // arrays (well under 512 B: ptxas -v reports them)
+  static_assert(D > 128 || 2 * (kSmemBytes + 1024 + 512) <= 228 * 1024, "two blocks per SM");
   static_assert(kBKV * kChunks % kThreads == 0, "copies divide evenly over the threads");
   static_assert(kThreads % kChunks == 0, "a thread copies the same chunk of each of its rows");
 };
@@ -398,13 +401,14 @@ __device__ __forceinline__ void decode_attn_verify(
   __syncthreads();
   if (!s_last) return;
   // Each row's split weights l_s 2^(m_s - max) once (threads < rows) into the ring (free now:
-  // [rows][num_splits] f32 for the weights and as much for the l's, <= 32 KiB) with their
+  // [rows][num_splits] f32 for the weights and as much for the l's, then the sums; at most
+  // 32.25 KiB) with their
   // sum; then each thread merges kItems float4 column groups at once over the splits, every
   // load of a round independent of the others (in flight together). L2 reads (__ldcg): the
   // partials come from other blocks of this launch.
   float* sw = reinterpret_cast<float*>(ring);
   float* sl2 = sw + kMaxRows * num_splits;
-  __shared__ float s_total[kMaxRows];
+  float* s_total = sl2 + kMaxRows * num_splits;  // [kMaxRows]
   if (tid < rows && s_act[tid / group] > 1) {
     const int j = tid / group, act = s_act[j];
     const size_t orow = static_cast<size_t>(r0 + j) * hq + kvh * group + tid % group;

@@ -33,7 +33,8 @@ VERIFY_MAX_STEP_ROWS = 8
 #: the longest run of one sequence's rows the kernel's neighbour search sees (32 lanes)
 VERIFY_MAX_RUN = 32
 #: most splits: the merge keeps the rows' split weights and l's, 2 x [VERIFY_MAX_ROWS][splits]
-#: f32, in the ring (32 KiB at 64, the D = 64 ring is 48; decode_splits never asks for more)
+#: f32, and their sums in the ring (32.25 KiB at 64, the D = 64 ring is 48; decode_splits
+#: never asks for more)
 VERIFY_MAX_SPLITS = 64
 
 
