@@ -31,8 +31,8 @@
 // Per block: Q tile and K/V through cp.async (Q in the first commit group, a kStages-deep
 // ring of 64-key K and V tiles gathered row by row through the block table, zero-filled past
 // the union, table entries read one tile ahead, tile 0's beside the run search's loads),
-// 4 warps; with MT m-tiles warp w takes
-// m-tile w % MT and the 16 MT keys at 16 MT (w / MT) of every tile, 16 at a time: S = Q K^T
+// 4 warps; with MT m-tiles warp w takes m-tile w % MT and the 16 MT keys at 16 MT (w / MT)
+// of every tile, 16 at a time: S = Q K^T
 // (ldmatrix), masked to the row's [first, last], online softmax in f32 log2 units
 // (attention_tile.cuh), O += P V with P as one bf16 per probability (attention_long.cu's
 // rounding: a partial moves by at most 2^-9 max|v|). The warps of an m-tile merge through
@@ -50,7 +50,8 @@
 // Launch (ops/attention_verify.py): grid (num_splits, hkv, num_rows), 128 threads, dynamic
 // shared memory VerifyTile<D>::kSmemBytes. counters u32 [num_rows, hkv], zero before the
 // launch and left zero. Preconditions: head_dim 64, 128 or 256; hq / hkv <= 64; a run of one
-// sequence's rows is at most 32 rows (the engine's are K + 1 <= 8).
+// sequence's rows is at most 32 rows (the engine's are K + 1 <= 8) and its rows' block-table
+// rows are equal (the runner gives each the sequence's table; the block reads its first's).
 #include "atlas_common.cuh"
 #include "attention_tile.cuh"
 #include "mma_util.cuh"
