@@ -512,7 +512,9 @@ stage_ep_bench() {
 # Speculative decoding on the 8B config: verification step cost for K = 1..4 against a plain
 # step, and tok/s with the oracle drafter at per-token acceptance 0.7 (2.53 tokens per K = 3
 # verification) at batch 1/8/32, with K = 3 and with the draft policy (K per step from the
-# step-cost table). Batch 1's verifications are row-invariant: "=plain" 1.00, measured
+# step-cost table). Batch 1's verifications run the verification kernel (ATLAS_DECODE_ATTN_VERIFY,
+# not row-invariant against the plain decode kernel): the reference is then the output of
+# all-rejected K = 3 verification steps ("=ref" 1.00, "=plain" may be lower), measured
 # acceptance ~0.70 (bar: K = 3 >= 2x plain). A runner without speculation is measured first
 # ("vs fused": against its plain tok/s, with the single-row norm fusions the speculating
 # runner switches off).
