@@ -53,7 +53,7 @@ from atlas.model.step_inputs import decode_splits  # noqa: E402
 from atlas.runtime.gpu import DevicePtr, GpuBackend, Stream  # noqa: E402
 from atlas.runtime.kernel_abi import SAMPLE_ROW  # noqa: E402
 from atlas.runtime.ops import (KernelCache, activation, attention,  # noqa: E402
-                               attention_long, embedding,
+                               attention_long, attention_verify, embedding,
                                gating, linear_attention, matmul, matmul_batched,
                                matmul_decode, matmul_quant, matmul_quant_mma, moe, norm,
                                rope, sampling)
@@ -774,6 +774,8 @@ def prefill_attention_case(env: Env, s: Any) -> Case:
 
 
 def decode_attention_case(env: Env, s: Any) -> Case:
+    if s.drafts:
+        return verify_attention_case(env, s)
     torch = env.torch
     b, hist, hq, hkv, d, bs = s.batch, s.history, s.heads, s.kv_heads, s.head_dim, \
         ks.KV_BLOCK_SIZE
@@ -835,6 +837,67 @@ def decode_attention_case(env: Env, s: Any) -> Case:
              f"decode_splits) at max_seq_len {max_seq_len}; "
              f"{attention.decode_partial_rule(hist, splits, env.kc.routes)[1]} partial(s) at "
              "this history")
+
+
+def verify_attention_case(env: Env, s: Any) -> Case:
+    """A verification step's attention: `batch` sequences of drafts + 1 rows, row j seeing
+    history + j keys (its K/V already appended), on the verification kernel or (rows_apart)
+    on decode attention with every row a sequence (the ATLAS_DECODE_ATTN_VERIFY=0 path).
+    PyTorch: SDPA with each sequence's rows x folded q heads as the query rows and a mask
+    that gives each row its own keys."""
+    torch = env.torch
+    b, hist, k, hq, hkv, d, bs = s.batch, s.history, s.drafts, s.heads, s.kv_heads, \
+        s.head_dim, ks.KV_BLOCK_SIZE
+    per, total = k + 1, hist + k
+    rows, group = b * per, hq // hkv
+    nb = -(-total // bs)
+    max_seq_len = max(ENGINE_MAX_SEQ_LEN, total)
+    # the runner's split counts: per sequence on the verification kernel (runner.
+    # verify_splits); rows apart, batch 1's up to the row-invariant rows (7 on an H200)
+    splits = decode_splits(b if not s.rows_apart else 1 if rows <= 7 else rows, hkv,
+                           max_seq_len, env.num_sms)
+
+    def make() -> Set:
+        st = paged_kv(env, b, total, hkv, d, bs)
+        st["tables"] = st["tables"].repeat_interleave(per, dim=0).contiguous()
+        st["kv_lens"] = (hist + torch.arange(per, dtype=torch.int32, device=env.device)) \
+            .repeat(b).contiguous()
+        st["q"] = env.uniform((rows, hq, d))
+        st["part_o"] = torch.empty((rows, hq, splits, d), dtype=torch.float32, device=env.device)
+        st["part_ml"] = torch.empty((rows, hq, splits, 2), dtype=torch.float32,
+                                    device=env.device)
+        st["counters"] = torch.zeros((rows, hq), dtype=torch.int32, device=env.device)
+        st["out"] = torch.empty((rows, hq, d), dtype=torch.bfloat16, device=env.device)
+        return st
+
+    launch = attention.decode_attention if s.rows_apart else \
+        attention_verify.decode_attention_verify
+
+    def ours(st: Set, stream: Stream) -> None:
+        launch(env.kc, stream, env.ptr(st["q"]), env.ptr(st["k_pool"]), env.ptr(st["v_pool"]),
+               env.ptr(st["tables"]), env.ptr(st["kv_lens"]), env.ptr(st["part_o"]),
+               env.ptr(st["part_ml"]), env.ptr(st["counters"]), env.ptr(st["out"]), rows, hq,
+               hkv, d, bs, nb, splits, d ** -0.5)
+
+    sdpa = Sdpa(torch)
+    visible = (torch.arange(total, device=env.device)[None, :]
+               < (hist + torch.arange(per, device=env.device))[:, None])
+    mask = visible.repeat_interleave(group, dim=0)          # [(K + 1) * group, keys]
+
+    def masked(st: Set) -> Any:
+        q = st["q"].view(b, per, hkv, group, d).permute(0, 2, 1, 3, 4).reshape(
+            b, hkv, per * group, d)
+        o = sdpa(q, st["k_c"], st["v_c"], attn_mask=mask)
+        return o.view(b, hkv, per, group, d).permute(0, 2, 1, 3, 4).reshape(rows, hq, d)
+
+    kernel = ("decode attention, each row a sequence (ATLAS_DECODE_ATTN_VERIFY=0)"
+              if s.rows_apart else "decode_attn_verify (each sequence's K/V read once)")
+    return Case(s, make, ours, [
+        Variant("F.sdpa(attn_mask), rows x folded q heads per kv head, contiguous K/V", masked,
+                "PyTorch reads one contiguous K/V per sequence; ours reads the paged cache",
+                sdpa)], lambda o, t, r: [("out", o["out"], r)], outputs=("out",),
+        note=f"ours: {kernel}, a {splits}-split grid; compare with the plain b{b} "
+             f"hist{hist} row x {per}")
 
 
 def decode_attention_rope_case(env: Env, s: Any) -> Case:
@@ -1681,7 +1744,9 @@ def select_shapes(args: argparse.Namespace) -> list[Any]:
                                                            long_prefill=(80,),
                                                            moe_batches=(1, 3, 20),
                                                            latency_decode=((1, 40), (3, 90)),
-                                                           throughput_decode=((4, 150),)),
+                                                           throughput_decode=((4, 150),),
+                                                           verify_decode=((1, 40, 3),
+                                                                          (3, 90, 2))),
                                 (TINY_MOE,), (TINY_MOE_ROUTER,), hybrid=TINY_HYBRID,
                                 quant_widths=(), latency_heads=TINY_LATENCY_HEADS)
     else:

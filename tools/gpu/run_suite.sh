@@ -512,7 +512,9 @@ stage_ep_bench() {
 # Speculative decoding on the 8B config: verification step cost for K = 1..4 against a plain
 # step, and tok/s with the oracle drafter at per-token acceptance 0.7 (2.53 tokens per K = 3
 # verification) at batch 1/8/32, with K = 3 and with the draft policy (K per step from the
-# step-cost table). Batch 1's verifications are row-invariant: "=plain" 1.00, measured
+# step-cost table). Batch 1's verifications run the verification kernel (ATLAS_DECODE_ATTN_VERIFY,
+# not row-invariant against the plain decode kernel): the reference is then the output of
+# all-rejected K = 3 verification steps ("=ref" 1.00, "=plain" may be lower), measured
 # acceptance ~0.70 (bar: K = 3 >= 2x plain). A runner without speculation is measured first
 # ("vs fused": against its plain tok/s, with the single-row norm fusions the speculating
 # runner switches off).
@@ -1230,6 +1232,36 @@ stage_spec_ring_ab() {
   return $rc
 }
 
+# Verification attention (issue 13, helper vattn): the verification kernel's check cases
+# (attention_verify: K 1..7, groups 1..64, D 64/128/256, contexts 1..4,096, mixed batches,
+# and a graph replay of them: the tickets left zero); the kernel-table rows (Qwen3-8B b1/b8 K = 3 at 512 keys and b1
+# at 4,096 on the verification kernel and rows apart, beside the plain b1 rows: the kernel
+# should be within ~1.3x of one plain row, not 2x); Qwen3-8B's K = 3 verification profile,
+# PDL off and on, on the verification kernel and with ATLAS_DECODE_ATTN_VERIFY=0 (rows apart:
+# decode_attn_cluster 34.8 us a call at gpu17); then bench_spec at batch 1 and 8 (K = 3,
+# acceptance 0.7; bar 2x plain at batch 1), and its batch-1 step cost with the switch off.
+stage_verify_attn() {
+  local rc=0 pdl
+  "$PY" tools/gpu/check_kernels.py -k "verify D" -x "row invariance" \
+    --out "$RESULTS/gpu_check_verify_attn-$STAMP.json" || rc=1
+  "$PY" tools/gpu/bench_kernels.py -k " verify" -k "qwen3-8b b1 hist512" \
+    -k "qwen3-8b b1 hist4096" --out-dir "$RESULTS" || rc=1
+  make_checkpoint qwen3-8b weights || return 1
+  for pdl in 0 1; do
+    ATLAS_PDL=$pdl "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-8b" --verify 3 \
+      --out "$RESULTS/profile_verify_qwen3-8b_k3_pdl$pdl.json" || rc=1
+    ATLAS_PDL=$pdl ATLAS_DECODE_ATTN_VERIFY=0 "$PY" tools/gpu/profile_decode.py \
+      --model "$CKPT/qwen3-8b" --verify 3 \
+      --out "$RESULTS/profile_verify_qwen3-8b_k3_pdl${pdl}_verify0.json" || rc=1
+  done
+  "$PY" tools/gpu/bench_spec.py --model "$CKPT/qwen3-8b" --batches 1,8 --max-k 4 --k 3 \
+    --accept 0.7 --steps 20 --new 192 --out "$RESULTS/bench_spec_verify_qwen3-8b.json" || rc=1
+  ATLAS_DECODE_ATTN_VERIFY=0 "$PY" tools/gpu/bench_spec.py --model "$CKPT/qwen3-8b" \
+    --batches 1 --max-k 4 --k 3 --steps 20 --step-cost-only --no-fused-baseline \
+    --out "$RESULTS/bench_spec_cost_qwen3-8b_verify0.json" || rc=1
+  return $rc
+}
+
 # $CKPT/qwen3-8b-$1: Qwen3-8B quantized to $1 (fp8-block, nvfp4) by `atlas models quantize`
 # (bf16 LM head), made once (the quantizer's log: $LOGS/quantize_qwen3-8b-$1.log).
 quantized_8b() {
@@ -1253,7 +1285,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         startup quant_kernels gemv_prefetch_ab norm_gemv_ab decode_attn throughput_b64_profile
         throughput_mixed_step decode_gemm_wide_ab headline batch1_ab thru_ab moe_b1_profile
         quant_ab moe_quant_bench thru_b64 spec_profile spec_ring_ab persistent_ab persistent_sweep
-        attn_trace)
+        attn_trace verify_attn)
 
 # ---- runner -------------------------------------------------------------------------------
 

@@ -503,7 +503,11 @@ class DecodeAttention:
     """One query per sequence against `history` cached tokens, `batch` sequences;
     `long_kernel` forces the long-context kernel (ops.attention_long) below its route's
     threshold; `rope`: with the q/k norm, RoPE and KV append of the step's token fused in
-    (the qkv row in, the new k and v written to the cache; decode_attn_rope_bf16)."""
+    (the qkv row in, the new k and v written to the cache; decode_attn_rope_bf16).
+    `drafts` > 0: a verification step, each sequence `drafts` + 1 rows (row j seeing
+    history + j keys) on the verification kernel (ops.attention_verify), or with
+    `rows_apart` on decode attention with every row a sequence of its own (the
+    ATLAS_DECODE_ATTN_VERIFY=0 path)."""
 
     label: str
     batch: int
@@ -513,6 +517,8 @@ class DecodeAttention:
     head_dim: int
     long_kernel: bool = False
     rope: bool = False
+    drafts: int = 0
+    rows_apart: bool = False
     quick: bool = False
 
     @property
@@ -520,17 +526,20 @@ class DecodeAttention:
         return Family.DECODE_ATTENTION_ROPE if self.rope else Family.DECODE_ATTENTION
 
     def bytes_moved(self) -> int:
-        k_and_v = 2 * self.batch * self.history * self.kv_heads * self.head_dim
-        q_and_out = 2 * self.batch * self.heads * self.head_dim
+        # a verification's keys read once (its drafts' too), its rows' q and out
+        k_and_v = 2 * self.batch * (self.history + self.drafts) * self.kv_heads * self.head_dim
+        q_and_out = 2 * self.batch * (1 + self.drafts) * self.heads * self.head_dim
         # rope: the k and v of the qkv row read, and written to the cache
         appended = 4 * self.batch * self.kv_heads * self.head_dim if self.rope else 0
         return BF16 * (k_and_v + q_and_out + appended)
 
     def flops(self) -> int:
-        return 4 * self.batch * self.heads * self.history * self.head_dim
+        keys = sum(self.history + j for j in range(1 + self.drafts))  # row j: history + j
+        return 4 * self.batch * self.heads * keys * self.head_dim
 
     def describe(self) -> str:
-        return (f"batch={self.batch} history={self.history} hq={self.heads} "
+        drafts = f" K={self.drafts}" if self.drafts else ""
+        return (f"batch={self.batch} history={self.history}{drafts} hq={self.heads} "
                 f"hkv={self.kv_heads} D={self.head_dim}")
 
 
@@ -820,6 +829,9 @@ class TableScale:
     #: decode attention's bandwidth rows (issue 15: the 64-stream throughput step, ~1.5k keys
     #: each): (batch, history) pairs, plain and rope-fused, as the engine launches them
     throughput_decode: tuple[tuple[int, int], ...] = ((64, 1536),)
+    #: verification attention (issue 13: Qwen3-8B batch 1 at K = 3, against 4 x the plain
+    #: batch-1 row and the rows-apart path): (batch, history, drafts)
+    verify_decode: tuple[tuple[int, int, int], ...] = ((1, 512, 3), (8, 512, 3), (1, 4096, 3))
 
 
 def _linears(dims: ModelDims) -> list[tuple[str, int, int]]:
@@ -1028,6 +1040,13 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                                rope=rope)
                for b, h in scale.throughput_decode for rope, tag in ((False, ""),
                                                                       (True, " +rope"))]
+    # verification steps: the verification kernel and every row a sequence of its own
+    shapes += [DecodeAttention(label=f"{m.name} b{b} hist{h} K{k} verify{tag}", batch=b,
+                               history=h, heads=m.heads, kv_heads=m.kv_heads,
+                               head_dim=m.head_dim, drafts=k, rows_apart=apart,
+                               quick=(b, h) == scale.verify_decode[0][:2])
+               for b, h, k in scale.verify_decode
+               for apart, tag in ((False, ""), (True, " rows-apart"))]
     # the long-context kernel below its route's threshold: the A/B for lowering it
     shapes += [DecodeAttention(label=f"{m.name} b{b} hist{h} long", batch=b, history=h,
                                heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim,

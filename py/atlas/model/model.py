@@ -23,8 +23,8 @@ from ..core.config import LinearAttentionConfig, ModelConfig
 from ..core.dtype import DType
 from ..runtime.gpu import DevicePtr, Stream
 from ..runtime.ops import KernelCache
-from ..runtime.ops import (attention, decode_persistent, embedding, gating, kv_quant, matmul,
-                           norm, rope)
+from ..runtime.ops import (attention, attention_verify, decode_persistent, embedding, gating,
+                           kv_quant, matmul, norm, rope)
 from ..runtime.ops.decode_persistent import PersistentTables
 from ..runtime.ops.matmul_quant import Bf16Linear, LinearWeight
 from .gated_deltanet import GatedDeltaNetWeights, gated_deltanet
@@ -319,6 +319,27 @@ class DenseDecoderModel:
         self.kv_stage = kv_stage
         self.persistent = persistent
 
+    def _rope_fused(self, plan: AttentionPlan) -> bool:
+        """Whether a decode step's bf16-cache attention takes decode_attention_rope (q/k
+        norm, RoPE, KV append and attention in one launch)."""
+        d, kc = self.dims, self.kc
+        return (plan.decode and plan.step_keys <= attention.rope_step_keys(kc.routes)
+                and attention.rope_fusable(kc, d.heads, d.kv_heads, d.head_dim, d.q_pitch,
+                                           d.rotary_dim or d.head_dim, d.norm_offset,
+                                           self.max_blocks * self.block_size))
+
+    def verifies_on_kernel(self, step_keys: int) -> bool:
+        """Whether a verification step (up to `step_keys` > 1 rows per sequence) attends on
+        the verification kernel (ops/attention_verify: each sequence's K/V read once for all
+        its rows) after qk_norm_rope_kv: bf16 caches, not the rope-fused route, and
+        `attention_verify.uses_verify`. Its rows are then not bit for bit the plain decode
+        kernel's (the runner's invariant_rows is 0)."""
+        d = self.dims
+        plan = AttentionPlan(decode=True, num_seqs=step_keys, step_keys=step_keys)
+        return (not any(lw.kv_scales for lw in self.layers) and not self._rope_fused(plan)
+                and attention_verify.uses_verify(self.kc, d.heads, d.kv_heads, d.head_dim,
+                                                 step_keys))
+
     def forward(self, s: Stream, b: StepBuffers, n_tokens: int, plan: AttentionPlan,
                 n_sample: int) -> None:
         """Compute f32 logits [n_sample, vocab] into b.logits for the rows in sample_rows."""
@@ -473,10 +494,7 @@ class DenseDecoderModel:
             return
         assert lw.o is not None
         rotary_dim = d.rotary_dim or d.head_dim
-        if (plan.decode and plan.step_keys <= attention.rope_step_keys(kc.routes)
-                and attention.rope_fusable(kc, d.heads, d.kv_heads, d.head_dim, d.q_pitch,
-                                           rotary_dim, d.norm_offset,
-                                           self.max_blocks * self.block_size)):
+        if self._rope_fused(plan):
             assert t == plan.num_seqs  # one token per row
             # q/k norm, RoPE, KV append and split-K attention in one launch (each row's
             # blocks compute the keys earlier rows of its sequence append: verification)
@@ -496,7 +514,13 @@ class DenseDecoderModel:
         # prefill kernel (whose 128-query tiles would run each decode row's keys through
         # 128 mostly empty query rows, once per query head)
         rows = plan.num_seqs if plan.decode else plan.decode_rows
-        if rows:
+        if plan.decode and self.verifies_on_kernel(plan.step_keys):
+            # a verification step: each sequence's rows share one read of its K/V
+            attention_verify.decode_attention_verify(
+                kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables, b.kv_lens, b.part_o,
+                b.part_ml, b.attn_counters, b.attn, rows, d.heads, d.kv_heads, d.head_dim,
+                self.block_size, self.max_blocks, plan.num_splits, self.scale)
+        elif rows:
             attention.decode_attention(kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables,
                                        b.kv_lens, b.part_o, b.part_ml, b.attn_counters, b.attn,
                                        rows, d.heads, d.kv_heads, d.head_dim,

@@ -302,10 +302,15 @@ class ModelRunner:
         #: experts (whose expert kernels route by row count), where the single-row norm
         #: fusions are not switched off, and where a plain step runs the persistent decode
         #: kernel (ATLAS_PERSISTENT_DECODE=1: its own GEMV sums, not the per-op kernels')
+        #: verification steps attend on the verification kernel (each sequence's K/V read
+        #: once for all its rows; ATLAS_DECODE_ATTN_VERIFY=0: on decode attention, one row
+        #: a sequence), whose rows are not the plain decode kernel's bit for bit
+        self.verify_kernel = model.verifies_on_kernel(1 + limits.num_draft_tokens)
         self.invariant_rows = (row_invariant_rows(model.kc) if limits.num_draft_tokens
                                and cfg.moe is None
                                and model.kc.routes.fused_norm is False
                                and model.persistent is None
+                               and not self.verify_kernel
                                and _all_bf16(model) else 0)
         #: row counts with a captured decode graph: batch sizes
         self.buckets = decode_buckets(limits.max_batch_size)
@@ -460,7 +465,7 @@ class ModelRunner:
         else:
             if per_row:  # a hybrid model's eager verification: decode-shaped
                 plan = AttentionPlan(decode=True, num_seqs=n_tokens,
-                                     num_splits=self.decode_splits(n_tokens),
+                                     num_splits=self.verify_splits(n_tokens),
                                      step_keys=1 + self.max_num_draft_tokens)
             else:
                 ones = leading_decode_rows(steps)
@@ -678,6 +683,16 @@ class ModelRunner:
         kv_heads = self.model.dims.kv_heads
         return self.limits.decode_splits(1 if rows <= self.invariant_rows else rows, kv_heads)
 
+    def verify_splits(self, rows: int) -> int:
+        """Decode attention's split count in a verification step of `rows` rows: on the
+        verification kernel, whose blocks serve a sequence's rows together, the occupancy
+        rule's for the fewest sequences the rows can be (rows / (K + 1): batch 1's count for
+        one sequence's K + 1 rows); else `decode_splits`."""
+        if not self.verify_kernel:
+            return self.decode_splits(rows)
+        seqs = -(-rows // (1 + self.max_num_draft_tokens))
+        return self.limits.decode_splits(seqs, self.model.dims.kv_heads)
+
     def capture_graphs(self) -> None:
         """Capture one decode graph per bucket and one verification graph per verification
         bucket, largest first (nano-vllm's order)."""
@@ -698,7 +713,9 @@ class ModelRunner:
             self.host_i32[self.layout.state_out + i] = self.pad_slot
         self._upload_inputs([], bs)
         self.sampler.prepare([self.pad_slot] * bs, [GREEDY] * bs, [0] * bs)
-        plan = AttentionPlan(decode=True, num_seqs=bs, num_splits=self.decode_splits(bs),
+        plan = AttentionPlan(decode=True, num_seqs=bs,
+                             num_splits=self.verify_splits(bs) if verify
+                             else self.decode_splits(bs),
                              step_keys=1 + self.max_num_draft_tokens if verify else 1)
         graphs, forward_graphs = ((self.verify_graphs, self.verify_forward_graphs) if verify
                                   else (self.graphs, self.forward_graphs))

@@ -68,6 +68,12 @@ what it asked for each time, and importing Atlas never depends on the environmen
   append (session 6). Off by default: measured 47.2 us a call vs 17.1 in a plain step on
   Qwen3-8B K=3 (gpu16, 2026-12-02), so verification rows take qk_norm_rope_kv + decode
   attention (ops.attention.rope_step_keys).
+* ATLAS_DECODE_ATTN_VERIFY=0: verification steps' attention (qk_norm_rope_kv first) on
+  decode attention with every row a sequence of its own (each row's blocks read the
+  sequence's whole K/V again: 34.8 us a call vs 16.9 plain on Qwen3-8B K=3, gpu17) instead
+  of the verification kernel (attention_verify: one read of a sequence's K/V for all its
+  rows, ops/attention_verify.uses_verify). With it the runner is not row-invariant against
+  plain decode steps (runner.invariant_rows is 0).
 * ATLAS_PREFILL_ATTN_SM90=0: prefill attention never on the Hopper wgmma kernel
   (attention_sm90, head_dim 128 and 256), always on prefill_attn_bf16.
 * ATLAS_PREFILL_ATTN_QREG=1: head_dim-128 prefill attention on the wgmma kernel's Q-in-
@@ -212,6 +218,7 @@ class KernelRoutes:
     decode_attn_ahead: bool = True
     decode_attn_split_major: bool = False
     decode_attn_fused_verify: bool = False
+    decode_attn_verify: bool = True
     prefill_attn_sm90: bool = True
     prefill_attn_qreg: bool = False
     fused_norm: bool | None = None
@@ -280,6 +287,7 @@ class KernelRoutes:
                                                       False),
                    decode_attn_fused_verify=env_switch(env, "ATLAS_DECODE_ATTN_FUSED_VERIFY",
                                                        False),
+                   decode_attn_verify=env_switch(env, "ATLAS_DECODE_ATTN_VERIFY", True),
                    prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", True),
                    prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
                    fused_norm=_env_tristate(env, "ATLAS_FUSED_NORM"),

@@ -25,6 +25,9 @@ Specification (all arithmetic float32 on bf16-widened inputs):
   partial; their own shortest split is DECODE_CLUSTER_MIN_KEYS).
 * decode with the rope fused (decode_attn_rope_bf16): what it replaces, qk_norm_rope_kv's
   reference (one token per sequence) into a private q buffer and the caches, then decode.
+* verification decode (decode_attn_verify_bf16): every row is decode over its own kv_len
+  and block-table row with ops.attention_verify.verify_split_rule (whole 64-key tiles); the
+  kernel's partials (m in log2 units, only rows of several splits) are its scratch.
 * the twins without the loop's L2 prefetch (*_ahead1_bf16): their kernel's specification.
 * the phase-traced twins (*_trace_bf16): their untraced kernel's specification; the trace
   buffer is the device's clock readings, which the host leaves untouched.
@@ -45,9 +48,10 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_ROPE_AHEAD1, DECODE_ATTN_ROPE_CLUSTER,
                           DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR,
                           DECODE_ATTN_ROPE_CLUSTER_TRACE, DECODE_ATTN_ROPE_TRACE,
-                          DECODE_ATTN_ROPE_WAIT, PREFILL_ATTN,
+                          DECODE_ATTN_ROPE_WAIT, DECODE_ATTN_VERIFY, PREFILL_ATTN,
                           PREFILL_ATTN_SM90, PREFILL_ATTN_SM90_QREG)
 from ..ops.attention import decode_cluster_rule, decode_split_rule
+from ..ops.attention_verify import verify_split_rule
 from . import HostMemory, WithScratch, reference
 from .rope_kv import qk_norm_rope_kv_bf16
 
@@ -268,6 +272,8 @@ reference(DECODE_ATTN_CLUSTER_SPLIT_MAJOR)(partial(decode_attn_bf16, rule=decode
 reference(DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR)(
     partial(decode_attn_rope_bf16, rule=decode_cluster_rule))
 reference(DECODE_ATTN_ROPE_WAIT)(decode_attn_rope_bf16)
+# verification rows: decode of each row on its own split rule
+reference(DECODE_ATTN_VERIFY)(partial(decode_attn_bf16, rule=verify_split_rule))
 # the A/B twins of the loop's prefetch: the same specifications
 reference(DECODE_ATTN_AHEAD1)(decode_attn_bf16)
 reference(DECODE_ATTN_ROPE_AHEAD1)(decode_attn_rope_bf16)

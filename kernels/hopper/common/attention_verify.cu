@@ -1,0 +1,516 @@
+// Split-K decode attention for verification steps on tensor cores: the K + 1 rows a
+// speculating sequence feeds (its last token and K drafts, consecutive rows at consecutive
+// positions, each attending to its own prefix) read the sequence's K/V ONCE.
+//
+// decode_attn_bf16 runs such rows as K + 1 separate sequences, so every row's blocks stream
+// the whole history again (gpu17: 34.8 us a call at K = 3 vs 16.9 for one row). Here a block
+// owns (piece, kv head, split), a piece being up to kMaxStepRows consecutive rows of one
+// sequence, and serves every (step row, q head of the group) pair as a row of an mma.m16n8k16
+// A tile: row i = step row i / G, head i % G (G = hq / hkv), R = pieces' rows x G <= 64 tile
+// rows in one, two or four m16 tiles (Qwen3-8B at K = 3: 4 x 4 = 16 rows, one tile). Each
+// row is masked to its own keys, so row j of a piece sees kv_lens[row j] keys as a plain
+// decode row would.
+//
+// Pieces. A row continues the row before it (the same sequence) when its kv_len is one more
+// and both rows' block tables name the same block for the earlier row's newest key: that key
+// was written in this step by the earlier row, into a block its sequence owns alone (the KV
+// cache copies shared blocks before writing), so no other sequence's table names it. A run
+// of such rows (found by 32 lanes at once, one load round) is cut into pieces of
+// cap = min(kMaxStepRows, 64 / G) rows; the block of a piece's first row does the work, the
+// blocks of the other rows exit. gdn_decode.cu groups a verification's rows the same way.
+//
+// Splits. Row j's keys are cut by its own kv_len L_j and the grid's num_splits S alone:
+// chunk_j = ceil(max(ceil(L_j / S), 1) / 64) * 64 keys (whole 64-key tiles), split s
+// covers [s chunk_j, min((s + 1) chunk_j, L_j)). A block loads the union of its rows' ranges
+// in 64-key tiles at absolute positions (multiples of 64), so a row's arithmetic (which keys
+// sit in which lane, the online softmax's order over tiles, its partials) does not depend on
+// the other rows of its piece: tiles outside a row's range are fully masked and leave its
+// accumulators exactly as they were. With the same tile-row count (R's m-tiles: the warps'
+// key slices depend on it) a row computes the same bits in any verification step.
+//
+// Per block: Q tile and K/V through cp.async (Q in the first commit group, a kStages-deep
+// ring of 64-key K and V tiles gathered row by row through the block table, zero-filled past
+// the union, table entries read one tile ahead, tile 0's beside the run search's loads),
+// 4 warps; with MT m-tiles warp w takes m-tile w % MT and the 16 MT keys at 16 MT (w / MT)
+// of every tile, 16 at a time: S = Q K^T
+// (ldmatrix), masked to the row's [first, last], online softmax in f32 log2 units
+// (attention_tile.cuh), O += P V with P as one bf16 per probability (attention_long.cu's
+// rounding: a partial moves by at most 2^-9 max|v|). The warps of an m-tile merge through
+// shared memory (the ring, reused). A row whose keys all lie in split 0 (one active split) is
+// written to out directly; the others write normalized partials to part_o / part_ml (m in
+// log2 units, l) at [row, q head, split] and the last block of the piece's active splits to
+// take a ticket merges them per row over that row's own active splits, in split order.
+//
+// PDL: the run search, the split ranges and tile 0's table entries (kv_lens and the block
+// tables only: the host's step upload, which no kernel writes) come before the wait, and tile
+// 0's K/V is requested into L2 (prefetch.global.L2, no value read); blocks
+// with nothing to do exit there without waiting (the blocks of row 0's split 0 always wait,
+// so the next kernel never starts before the one before this has completed).
+//
+// Launch (ops/attention_verify.py): grid (num_splits, hkv, num_rows), 128 threads, dynamic
+// shared memory VerifyTile<D>::kSmemBytes. counters u32 [num_rows, hkv], zero before the
+// launch and left zero. Preconditions: head_dim 64, 128 or 256; hq / hkv <= 64; a run of one
+// sequence's rows is at most 32 rows (the engine's are K + 1 <= 8) and its rows' block-table
+// rows are equal (the runner gives each the sequence's table; the block reads its first's).
+#include "atlas_common.cuh"
+#include "attention_tile.cuh"
+#include "mma_util.cuh"
+
+namespace {
+
+constexpr int kThreads = 128;     // ops/attention_verify.py VERIFY_THREADS
+constexpr int kWarps = kThreads / 32;
+constexpr int kBKV = 64;          // keys per tile (VERIFY_TILE_KEYS)
+constexpr int kMaxRows = 64;      // tile rows of a block: four m16 tiles (VERIFY_MAX_ROWS)
+constexpr int kMaxStepRows = 8;   // rows of one sequence a block serves (VERIFY_MAX_STEP_ROWS)
+constexpr float kNoKey = -INFINITY;
+
+template <int D>
+struct VerifyTile {
+  static constexpr int kChunks = D / 8;                        // 16-byte chunks per row
+  static constexpr int kStages = D <= 128 ? 3 : 2;             // ring depth
+  static constexpr int kTileElems = kBKV * D;                  // one K or V tile, bf16
+  static constexpr int kStageElems = 2 * kTileElems;
+  static constexpr int kQElems = kMaxRows * D;
+  static constexpr int kRowsPerThread = kBKV * kChunks / kThreads;  // tile rows a thread copies
+  static constexpr int kRingBytes = kStages * kStageElems * 2;
+  // the warps' partials after the loop: o [kWarps][16][D], m and l [kWarps][16], f32
+  static constexpr int kMergeBytes = (kWarps * 16 * D + 2 * kWarps * 16) * 4;
+  static constexpr int kSmemBytes = kQElems * 2 + kRingBytes;  // VERIFY_SMEM_BYTES
+  static_assert(kMergeBytes <= kRingBytes, "the merge reuses the ring");
+  static_assert(kSmemBytes <= 227 * 1024, "fits one block's shared memory");
+  // two blocks per SM up to D = 128: 228 KiB an SM, 1 KiB reserved a block, and the static
+  // arrays (well under 512 B: ptxas -v reports them)
+  static_assert(D > 128 || 2 * (kSmemBytes + 1024 + 512) <= 228 * 1024, "two blocks per SM");
+  static_assert(kBKV * kChunks % kThreads == 0, "copies divide evenly over the threads");
+  static_assert(kThreads % kChunks == 0, "a thread copies the same chunk of each of its rows");
+};
+
+// One acq_rel read-modify-write at gpu scope: releases this block's partials (ordered before
+// thread 0 by the barrier before it) and, for the last ticket, acquires every earlier one's.
+__device__ __forceinline__ unsigned verify_ticket(unsigned* counter) {
+  unsigned old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(counter)
+               : "memory");
+  return old;
+}
+
+// Row `row` continues row - 1's run: one more key, and the same block for row - 1's newest
+// key (written this step by row - 1, in a block only its sequence holds).
+__device__ __forceinline__ bool continues_run(const int* kv_lens, const int* block_tables,
+                                              int row, int num_rows, int max_blocks,
+                                              const atlas::PageMap& pages) {
+  if (row <= 0 || row >= num_rows) return false;
+  const int prev = kv_lens[row - 1];
+  if (prev < 1 || kv_lens[row] != prev + 1) return false;
+  const int pg = pages.page(prev - 1);
+  return block_tables[static_cast<size_t>(row) * max_blocks + pg] ==
+         block_tables[static_cast<size_t>(row - 1) * max_blocks + pg];
+}
+
+// Keys per split of a row of `len` keys (ops/attention_verify.py verify_split_rule): its
+// share of num_splits in whole tiles.
+__device__ __forceinline__ int row_chunk(int len, int num_splits) {
+  return (max((len + num_splits - 1) / num_splits, 1) + kBKV - 1) / kBKV * kBKV;
+}
+
+// Trailing ones of a ballot: how many consecutive lanes from lane 0 said yes.
+__device__ __forceinline__ int leading_yes(unsigned mask) {
+  return mask == 0xffffffffu ? 32 : __ffs(~mask) - 1;
+}
+
+template <int D>
+__device__ __forceinline__ void decode_attn_verify(
+    const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
+    const __nv_bfloat16* __restrict__ v_cache, const int* block_tables, const int* kv_lens,
+    float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out, int num_rows,
+    int hq, int hkv, int block_size, int max_blocks, int num_splits, float scale,
+    __nv_bfloat16* smem) {
+  using T = VerifyTile<D>;
+  constexpr int RT = T::kRowsPerThread;
+  constexpr int CH = T::kChunks;
+  const int split = blockIdx.x, kvh = blockIdx.y, r0 = blockIdx.z;
+  const int group = hq / hkv;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, c = lane & 3;
+  const atlas::PageMap pages(block_size);
+
+  __shared__ int s_back, s_fwd, s_last;
+  __shared__ int s_lo[kMaxStepRows], s_hi[kMaxStepRows], s_act[kMaxStepRows];
+  const int cap = min(kMaxStepRows, kMaxRows / group);
+  // every row of a piece is the same sequence, whose rows' tables are equal: r0's is read
+  const int* table = block_tables + static_cast<size_t>(r0) * max_blocks;
+  const int ch = tid % CH, row0 = tid / CH;
+  constexpr int kRowStep = kThreads / CH;
+  // Block-table entries of tile `tile` of keys [base, end): this thread's rows (0 past end).
+  auto lookup_from = [&](int base, int end, int tile, int (&page)[RT]) {
+#pragma unroll
+    for (int j = 0; j < RT; ++j) {
+      const int p = base + tile * kBKV + row0 + j * kRowStep;
+      page[j] = p < end ? table[pages.page(p)] : 0;
+    }
+  };
+
+  // A split past every split a piece starting at r0 could use (its rows hold len0 + j keys,
+  // j < cap) exits after one load, before the run search: most of a short context's grid.
+  // (The active count is not monotonic in kv_len: a longer row may take longer chunks.)
+  const int len0 = kv_lens[r0];
+  const int reach = min(len0 + cap - 1, max_blocks * block_size);  // the piece's keys <= this
+  if (split > 0) {
+    int most = 0;
+    for (int j = 0; j < cap; ++j) {
+      const int len = len0 + j, chunk = row_chunk(len, num_splits);
+      most = max(most, (len + chunk - 1) / chunk);
+    }
+    if (split >= most) return;
+  }
+  // Tile 0's table entries requested now, beside the run search's loads, where r0's own
+  // chunking says the split starts (the union starts there unless the piece's rows take
+  // different chunk sizes; then they are requested again below).
+  const int guess_lo = split * row_chunk(len0, num_splits);
+  int page[RT];
+  lookup_from(guess_lo, reach, 0, page);
+
+  // The run around row r0: rows before it in its sequence's run (back), rows after (fwd).
+  if (warp == 0) {
+    const unsigned back = __ballot_sync(
+        0xffffffffu, continues_run(kv_lens, block_tables, r0 - lane, num_rows, max_blocks, pages));
+    const unsigned fwd = __ballot_sync(
+        0xffffffffu,
+        continues_run(kv_lens, block_tables, r0 + 1 + lane, num_rows, max_blocks, pages));
+    if (lane == 0) {
+      s_back = leading_yes(back);
+      s_fwd = leading_yes(fwd);
+    }
+  }
+  __syncthreads();
+  if (s_back % cap != 0) return;  // not a piece's first row: another block serves it
+  const int n = min(cap, s_fwd + 1);  // step rows of this piece
+  if (tid < n) {
+    const int len = kv_lens[r0 + tid], chunk = row_chunk(len, num_splits);
+    const int lo = split * chunk;
+    s_lo[tid] = lo;
+    s_hi[tid] = lo < len ? min(lo + chunk, len) : lo;
+    s_act[tid] = (len + chunk - 1) / chunk;
+  }
+  __syncthreads();
+  int lo_u = 0x7fffffff, hi_u = 0, splits_used = 0;  // the union of the rows' ranges
+  for (int j = 0; j < n; ++j) {
+    if (s_lo[j] < s_hi[j]) {
+      lo_u = min(lo_u, s_lo[j]);
+      hi_u = max(hi_u, s_hi[j]);
+    }
+    splits_used = max(splits_used, s_act[j]);
+  }
+  // a split no row has keys in writes nothing (split 0 still writes the zeros of keyless rows)
+  if (split > 0 && split >= splits_used) return;
+  const int n_tiles = lo_u < hi_u ? (hi_u - lo_u + kBKV - 1) / kBKV : 0;
+  const int rows = n * group;
+  const int mt_count = rows <= 16 ? 1 : rows <= 32 ? 2 : 4;
+
+  __nv_bfloat16* sq = smem;
+  __nv_bfloat16* ring = smem + T::kQElems;
+  auto lookup = [&](int tile, int (&pg)[RT]) { lookup_from(lo_u, hi_u, tile, pg); };
+  auto issue = [&](int tile, const int (&page)[RT]) {
+    __nv_bfloat16* sk = ring + (tile % T::kStages) * T::kStageElems;
+    __nv_bfloat16* sv = sk + T::kTileElems;
+#pragma unroll
+    for (int j = 0; j < RT; ++j) {
+      const int rr = row0 + j * kRowStep, p = lo_u + tile * kBKV + rr;
+      const bool ok = p < hi_u;
+      const size_t row =
+          (static_cast<size_t>(page[j]) * hkv + kvh) * block_size + pages.row(p);
+      const size_t off = ok ? row * D + ch * 8 : 0;
+      const int dst = atlas::swizzle_offset<CH>(rr, ch);
+      atlas::cp_async_16(sk + dst, k_cache + off, ok);
+      atlas::cp_async_16(sv + dst, v_cache + off, ok);
+    }
+  };
+
+  // Everything above read only kv_lens and the block tables, which the host's step upload
+  // writes and no kernel does (decode_attn_rope reads them before its wait too), and wrote
+  // nothing: the blocks that exited above never wait. Q and the step's new K/V rows come
+  // from the kernel before (qk_norm_rope_kv).
+  // Tile 0's K/V requested into L2 (prefetch.global.L2: nothing read into registers, and L2
+  // is where the kernel before writes the step's new rows: the cp.async.cg copies after the
+  // wait read the written values), one request per 128-byte line.
+  if (lo_u == guess_lo && (ch & 7) == 0) {
+#pragma unroll
+    for (int j = 0; j < RT; ++j) {
+      const int p = lo_u + row0 + j * kRowStep;
+      if (p >= hi_u) continue;
+      const size_t row = (static_cast<size_t>(page[j]) * hkv + kvh) * block_size + pages.row(p);
+      asm volatile("prefetch.global.L2 [%0];" :: "l"(k_cache + row * D + ch * 8));
+      asm volatile("prefetch.global.L2 [%0];" :: "l"(v_cache + row * D + ch * 8));
+    }
+  }
+  atlas::pdl_enter();
+  // Prologue: Q (zero rows past R) with tile 0 in commit group 0, tiles up to kStages - 2
+  // in flight, the next tile's table entries requested.
+  for (int idx = tid; idx < mt_count * 16 * CH; idx += kThreads) {
+    const int i = idx / CH, cq = idx % CH;
+    const bool ok = i < rows;
+    const size_t src =
+        ok ? ((static_cast<size_t>(r0 + i / group) * hq + kvh * group + i % group) * D + cq * 8)
+           : 0;
+    atlas::cp_async_16(sq + atlas::swizzle_offset<CH>(i, cq), q + src, ok);
+  }
+  // tile 0's entries: the early request holds them where the union starts at its guess
+  // (it covered up to `reach` >= hi_u; entries past hi_u are never used)
+  if (lo_u != guess_lo) lookup(0, page);
+#pragma unroll
+  for (int t = 0; t < T::kStages - 1; ++t) {
+    if (t < n_tiles) {
+      if (t > 0) lookup(t, page);
+      issue(t, page);
+    }
+    atlas::cp_async_commit();
+  }
+  if (T::kStages - 1 < n_tiles) lookup(T::kStages - 1, page);
+
+  // This warp's m-tile, its key slice of every tile, and its lane's two rows' key ranges.
+  const int mt = warp % mt_count, slice = warp / mt_count;
+  int first[2], last[2];
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int i = mt * 16 + g + 8 * hh;
+    first[hh] = i < rows ? s_lo[i / group] : 0x7fffffff;
+    last[hh] = i < rows ? s_hi[i / group] - 1 : -1;
+  }
+
+  const float scale_log2 = scale * atlas::kAttnLog2e;
+  float o[D / 8][4];
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[j][e] = 0.f;
+  float m_run[2] = {kNoKey, kNoKey}, l_run[2] = {0.f, 0.f};
+
+  for (int t = 0; t < n_tiles; ++t) {
+    atlas::cp_async_wait<T::kStages - 2>();  // tile t (and Q) landed: this thread's copies
+    __syncthreads();  // ... every thread's; and every warp is done with tile t - 1's slot
+    if (t + T::kStages - 1 < n_tiles) {
+      issue(t + T::kStages - 1, page);
+      if (t + T::kStages < n_tiles) lookup(t + T::kStages, page);
+    }
+    atlas::cp_async_commit();
+    const __nv_bfloat16* sk = ring + (t % T::kStages) * T::kStageElems;
+    const __nv_bfloat16* sv = sk + T::kTileElems;
+    for (int sub = 0; sub < mt_count; ++sub) {
+      const int k0 = slice * 16 * mt_count + sub * 16;  // the 16 keys, within the tile
+      float s[2][4];
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[j][e] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t qa[4], kb[4];
+        atlas::ldmatrix_x4(qa, sq + atlas::swizzle_offset<CH>(mt * 16 + (lane & 15),
+                                                              2 * kk + (lane >> 4)));
+        // matrices: (keys 0-7, d lo), (keys 0-7, d hi), (keys 8-15, d lo), (keys 8-15, d hi)
+        const int kr = k0 + (lane & 7) + ((lane >> 4) << 3);
+        atlas::ldmatrix_x4(kb, sk + atlas::swizzle_offset<CH>(kr, 2 * kk + ((lane >> 3) & 1)));
+        atlas::mma_bf16_16816(s[0], qa, kb[0], kb[1]);
+        atlas::mma_bf16_16816(s[1], qa, kb[2], kb[3]);
+      }
+      // keys before the row's range (a row whose chunk starts later); the helper masks the
+      // keys past it
+      const int key0 = lo_u + t * kBKV + k0 + 2 * c;
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (key0 + 8 * j + (e & 1) < first[e >> 1]) s[j][e] = kNoKey;
+      float corr[2];
+      atlas::online_softmax_tile(s, key0, last, scale_log2, m_run, l_run, corr);
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[j][e] *= corr[e >> 1];
+      uint32_t pf[1][4];
+      atlas::prob_fragments<1>(s, 0, pf);
+      atlas::pv_slice_mma<D, 1, false>(o, pf, sv, k0, lane);
+    }
+  }
+  atlas::cp_async_wait<0>();  // only empty groups remain; none may outlive the ring
+  __syncthreads();            // every warp is done with the ring before the merge reuses it
+
+  // The warps' partials: lane rows g and g + 8 of the warp's m-tile, columns j * 8 + 2c + e;
+  // l summed over the quad first (each lane saw its own key columns).
+  float* so = reinterpret_cast<float*>(ring);  // [kWarps][16][D]
+  float* sm = so + kWarps * 16 * D;            // [kWarps][16]
+  float* sl = sm + kWarps * 16;                // [kWarps][16]
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    float l = l_run[hh];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int rl = g + 8 * hh;
+    float* dst = so + (warp * 16 + rl) * D + 2 * c;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      dst[j * 8] = o[j][2 * hh];
+      dst[j * 8 + 1] = o[j][2 * hh + 1];
+    }
+    if (c == 0) {
+      sm[warp * 16 + rl] = m_run[hh];
+      sl[warp * 16 + rl] = l;
+    }
+  }
+  __syncthreads();
+  const int slices = kWarps / mt_count;
+  for (int idx = tid; idx < rows * D; idx += kThreads) {
+    const int i = idx / D, d = idx % D, j = i / group;
+    const size_t orow = static_cast<size_t>(r0 + j) * hq + kvh * group + i % group;
+    if (s_act[j] == 0) {  // no keys at all: zeros, as a plain decode row
+      if (split == 0) out[orow * D + d] = atlas::f32_to_bf16(0.f);
+      continue;
+    }
+    if (s_lo[j] >= s_hi[j]) continue;  // none of this row's keys in this split
+    const int m_tile = i / 16, rl = i % 16;
+    float mx = kNoKey;
+    for (int w = 0; w < slices; ++w) mx = fmaxf(mx, sm[(m_tile + w * mt_count) * 16 + rl]);
+    float total = 0.f, acc = 0.f;
+    for (int w = 0; w < slices; ++w) {
+      const int at = (m_tile + w * mt_count) * 16 + rl;
+      const float wt = exp2f(sm[at] - mx);  // mx is finite: the row has a key here
+      total += sl[at] * wt;
+      acc += so[at * D + d] * wt;
+    }
+    if (s_act[j] == 1) {
+      out[orow * D + d] = atlas::f32_to_bf16(acc / total);
+    } else {
+      const size_t at = orow * num_splits + split;
+      part_o[at * D + d] = acc / total;
+      if (d == 0) {
+        part_ml[at * 2] = mx;  // log2 units
+        part_ml[at * 2 + 1] = total;
+      }
+    }
+  }
+  if (splits_used <= 1) return;
+
+  // The last of the piece's active splits to finish merges the rows that have several.
+  __syncthreads();
+  if (tid == 0) {
+    unsigned* counter = counters + static_cast<size_t>(r0) * hkv + kvh;
+    const bool is_last = verify_ticket(counter) == static_cast<unsigned>(splits_used - 1);
+    if (is_last) *counter = 0u;  // every writer has its ticket: ready for the next launch
+    s_last = is_last;
+  }
+  __syncthreads();
+  if (!s_last) return;
+  // Each row's split weights l_s 2^(m_s - max) once (threads < rows) into the ring (free now:
+  // [rows][num_splits] f32 for the weights and as much for the l's, then the sums; at most
+  // 32.25 KiB) with their
+  // sum; then each thread merges kItems float4 column groups at once over the splits, every
+  // load of a round independent of the others (in flight together). L2 reads (__ldcg): the
+  // partials come from other blocks of this launch.
+  float* sw = reinterpret_cast<float*>(ring);
+  float* sl2 = sw + kMaxRows * num_splits;
+  float* s_total = sl2 + kMaxRows * num_splits;  // [kMaxRows]
+  if (tid < rows && s_act[tid / group] > 1) {
+    const int j = tid / group, act = s_act[j];
+    const size_t orow = static_cast<size_t>(r0 + j) * hq + kvh * group + tid % group;
+    const float2* ml = reinterpret_cast<const float2*>(part_ml) + orow * num_splits;
+    float* wrow = sw + tid * num_splits;
+    float* lrow = sl2 + tid * num_splits;
+    for (int base = 0; base < act; base += 8) {
+      float2 v[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        v[k] = base + k < act ? __ldcg(ml + base + k) : make_float2(kNoKey, 0.f);
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        if (base + k < act) {
+          wrow[base + k] = v[k].x;
+          lrow[base + k] = v[k].y;
+        }
+    }
+    float mx = kNoKey;
+    for (int sp = 0; sp < act; ++sp) mx = fmaxf(mx, wrow[sp]);
+    float total = 0.f;
+    for (int sp = 0; sp < act; ++sp) {
+      const float wt = lrow[sp] * exp2f(wrow[sp] - mx);
+      wrow[sp] = wt;
+      total += wt;
+    }
+    s_total[tid] = total;
+  }
+  __syncthreads();
+  constexpr int kGroups = D / 4, kItems = 4;
+  const float4 zero4 = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int base = tid; base < rows * kGroups; base += kItems * kThreads) {
+    int act[kItems], wi[kItems];
+    const float4* po[kItems];
+    float4 acc[kItems];
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      const int idx = base + k * kThreads, i = idx / kGroups, d4 = idx % kGroups;
+      const bool valid = idx < rows * kGroups;
+      act[k] = valid ? s_act[i / group] : 0;
+      if (act[k] <= 1) act[k] = 0;  // written directly (or keyless): nothing to merge
+      const size_t orow =
+          static_cast<size_t>(r0 + i / group) * hq + kvh * group + i % group;
+      po[k] = reinterpret_cast<const float4*>(part_o) + (orow * num_splits) * kGroups + d4;
+      wi[k] = i * num_splits;
+      acc[k] = zero4;
+    }
+#pragma unroll 2
+    for (int sp = 0; sp < splits_used; ++sp) {
+      float4 v[kItems];
+#pragma unroll
+      for (int k = 0; k < kItems; ++k)
+        v[k] = sp < act[k] ? __ldcg(po[k] + static_cast<size_t>(sp) * kGroups) : zero4;
+#pragma unroll
+      for (int k = 0; k < kItems; ++k)
+        if (sp < act[k]) {
+          const float w = sw[wi[k] + sp];
+          acc[k].x = fmaf(w, v[k].x, acc[k].x);
+          acc[k].y = fmaf(w, v[k].y, acc[k].y);
+          acc[k].z = fmaf(w, v[k].z, acc[k].z);
+          acc[k].w = fmaf(w, v[k].w, acc[k].w);
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      if (act[k] == 0) continue;
+      const int idx = base + k * kThreads, i = idx / kGroups, d4 = idx % kGroups;
+      const size_t orow =
+          static_cast<size_t>(r0 + i / group) * hq + kvh * group + i % group;
+      const float total = s_total[i];
+      *reinterpret_cast<uint2*>(out + orow * D + d4 * 4) =
+          make_uint2(atlas::pack_bf16x2(acc[k].x / total, acc[k].y / total),
+                     atlas::pack_bf16x2(acc[k].z / total, acc[k].w / total));
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+    decode_attn_verify_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
+                            const __nv_bfloat16* v_cache, const int* block_tables,
+                            const int* kv_lens, float* part_o, float* part_ml,
+                            unsigned* counters, __nv_bfloat16* out, uint32_t num_rows,
+                            uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+                            uint32_t max_blocks, uint32_t num_splits, float scale) {
+  extern __shared__ __align__(128) __nv_bfloat16 verify_smem[];
+  // the PDL wait is inside, after the run search (decode_attn_verify says why that is sound)
+  const int nr = static_cast<int>(num_rows), ns = static_cast<int>(num_splits);
+  if (head_dim == 128)
+    decode_attn_verify<128>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
+                            counters, out, nr, hq, hkv, block_size, max_blocks, ns, scale,
+                            verify_smem);
+  else if (head_dim == 64)
+    decode_attn_verify<64>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
+                           counters, out, nr, hq, hkv, block_size, max_blocks, ns, scale,
+                           verify_smem);
+  else if (head_dim == 256)
+    decode_attn_verify<256>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
+                            counters, out, nr, hq, hkv, block_size, max_blocks, ns, scale,
+                            verify_smem);
+  else
+    __trap();  // ops/attention_verify.py VERIFY_HEAD_DIMS
+}

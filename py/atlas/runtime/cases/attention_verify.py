@@ -1,0 +1,142 @@
+"""Check cases for the verification decode attention (module attention_verify, hopper).
+
+A step is a list of sequences, each feeding `drafts + 1` consecutive rows (a verification:
+row j at position history + j sees history + j + 1 keys) or one row (drafts 0: a plain
+decode row beside them), every row with its own copy of its sequence's block-table row, as
+the runner packs a verification step. The paged cache is cases/attention.paged_cache's:
+shuffled block ids (tables full of holes), NaN in every slot no sequence owns; the partial
+buffers start as NaN too, so a merge reading a partial nobody wrote fails on `out`. The
+float64 oracle attends each row over its own keys, gathered slot by slot. Launched twice:
+the split tickets must be zero again after each launch.
+
+Shapes: batch 1 and 4; K 1..7; groups 1, 2, 4, 8, 16 and 64 (four m16 tiles of heads, one
+row a block) and groups x rows beyond one block (pieces); D 64, 128 and 256; contexts 1 to
+4,096 keys; split counts 1 to 33 (rows of one and of several active splits in one piece,
+and rows of one piece on different chunk sizes); neighbours that must not be taken for one
+sequence (a plain row whose kv_len is one less than the next sequence's first row's; a
+sequence sharing its first blocks with the one before, as a prefix-cache hit); padding
+rows (kv_len 1 on a shared block). The kernel rounds each probability to bf16 for the PV
+product (cases/attention_sm90.probability_rounding_tol), added to the output tolerance.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.dtype import DType
+from ...core.numerics import bf16_bits_to_f32
+from ..gpu import DevicePtr, GpuBackend, Stream
+from ..kernel_check import KernelCase, OutputSpec, kernel_cases
+from ..ops import KernelCache
+from ..ops.attention_verify import decode_attention_verify
+from .attention import ATTN_TOL, Geometry, _softmax_rows, paged_cache
+from .attention_sm90 import probability_rounding_tol
+from .gemv import random_bf16
+
+#: a sequence of a step: (history keys before its first row, drafts); drafts 0 is a plain row
+Seq = tuple[int, int]
+
+
+def step_rows(seqs: list[Seq]) -> tuple[list[int], list[int]]:
+    """(owner sequence, kv_len) of every row of the step, in order."""
+    owner, lens = [], []
+    for s, (history, drafts) in enumerate(seqs):
+        for j in range(drafts + 1):
+            owner.append(s)
+            lens.append(history + j + 1)
+    return owner, lens
+
+
+def verify_case(rng: np.random.Generator, name: str, g: Geometry, seqs: list[Seq],
+                num_splits: int, share_prefix: bool = False) -> KernelCase:
+    """The rows of `seqs` on a num_splits grid. `share_prefix`: every sequence's first
+    block-table entry is the first sequence's (their first keys are its keys: a prefix-cache
+    hit), which must not make their rows one run."""
+    owner, lens = step_rows(seqs)
+    rows = len(lens)
+    inputs = paged_cache(rng, [h + d + 1 for h, d in seqs], g)
+    tables = inputs.pop("block_tables")
+    if share_prefix:
+        tables[1:, 0] = tables[0, 0]
+    inputs["block_tables"] = tables[owner]
+    inputs["kv_lens"] = np.asarray(lens, np.int32)
+    inputs["q"] = random_bf16(rng, (rows, g.hq, g.head_dim), 2.0)
+    inputs["counters"] = np.zeros((rows, g.hkv), np.int32)
+    inputs["part_o"] = np.full((rows, g.hq, num_splits, g.head_dim), np.nan, np.float32)
+    inputs["part_ml"] = np.full((rows, g.hq, num_splits, 2), np.nan, np.float32)
+    max_blocks = tables.shape[1]
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        for _ in range(2):
+            decode_attention_verify(KernelCache(backend), stream, p["q"], p["k_cache"],
+                                    p["v_cache"], p["block_tables"], p["kv_lens"],
+                                    p["part_o"], p["part_ml"], p["counters"], p["out"], rows,
+                                    g.hq, g.hkv, g.head_dim, g.block_size, max_blocks,
+                                    num_splits, g.scale)
+
+    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        q = bf16_bits_to_f32(x["q"]).astype(np.float64)
+        kf = bf16_bits_to_f32(x["k_cache"]).astype(np.float64).reshape(
+            -1, g.hkv, g.block_size, g.head_dim)
+        vf = bf16_bits_to_f32(x["v_cache"]).astype(np.float64).reshape(
+            -1, g.hkv, g.block_size, g.head_dim)
+        out = np.zeros_like(q)
+        group = g.hq // g.hkv
+        for r, n in enumerate(lens):
+            pos = np.arange(n)
+            blocks = x["block_tables"][r][pos // g.block_size]
+            k = kf[blocks, :, pos % g.block_size]                 # [n, hkv, D], slot by slot
+            v = vf[blocks, :, pos % g.block_size]
+            qg = q[r].reshape(g.hkv, group, g.head_dim)
+            s = np.einsum("kgd,nkd->kgn", qg, k) * g.scale       # [hkv, group, n]
+            out[r] = np.einsum("kgn,nkd->kgd", _softmax_rows(s), v).reshape(g.hq, g.head_dim)
+        return {"out": out, "counters": np.zeros((rows, g.hkv))}
+
+    atol, rtol = ATTN_TOL
+    p_tol = probability_rounding_tol(inputs["v_cache"])
+    outputs = {"out": OutputSpec(DType.BF16, (rows, g.hq, g.head_dim), (atol + p_tol, rtol)),
+               "counters": OutputSpec(DType.I32, (rows, g.hkv))}
+    return KernelCase(name, "attention_verify", inputs, outputs, run, oracle,
+                      reference_abs_tol=p_tol, graph=True)
+
+
+#: (name, geometry, sequences, num_splits, share_prefix)
+VERIFY_SHAPES = [
+    # Qwen3-8B batch 1, K = 3 at 512 keys on batch 1's 33 splits: one m16 tile (4 x 4 rows),
+    # 8 active 64-key splits merged by the last
+    ("verify D128 gqa4 b1 K3 ctx512 splits33", Geometry(32, 8, 128, 16), [(509, 3)], 33, False),
+    # the same, short (one split: written directly) and 4,096 keys (64 x 64-key splits
+    # would exceed 33: 2-tile splits)
+    ("verify D128 gqa4 b1 K3 ctx1 splits33", Geometry(32, 8, 128, 16), [(0, 3)], 33, False),
+    ("verify D128 gqa4 b1 K3 ctx4096 splits33", Geometry(32, 8, 128, 16), [(4093, 3)], 33,
+     False),
+    # batch 4, K = 1..4 mixed with a plain row, 9 splits: a row at 575 keys (chunk 64) and its
+    # next at 577 (chunk 128) in one piece; the plain row's kv_len (1,001) is one less than
+    # the next sequence's first row's (1,002): two sequences, not one run
+    ("verify D128 gqa4 b4 mixed splits9", Geometry(32, 8, 128, 16),
+     [(574, 2), (1000, 0), (1001, 4), (63, 1)], 9, False),
+    # prefix-cache hit: three sequences share their first block and have consecutive kv_lens
+    ("verify D128 gqa2 b3 shared prefix splits4", Geometry(16, 8, 128, 16),
+     [(40, 0), (41, 0), (42, 2)], 4, True),
+    # K = 7 at group 8 (two m16 tiles: 64 rows) and group 1 (8 rows), one long split each
+    ("verify D128 gqa8 b1 K7 splits1", Geometry(32, 4, 128, 16), [(700, 7)], 1, False),
+    ("verify D128 mha b2 K7 bs7 splits3", Geometry(4, 4, 128, 7), [(300, 7), (99, 5)], 3,
+     False),
+    # group 16 at K = 7: 128 tile rows, two pieces of 4 rows (64 tile rows each)
+    ("verify D64 gqa16 b1 K7 splits5", Geometry(16, 1, 64, 32), [(333, 7)], 5, False),
+    # group 64: one row per block, four m16 tiles of heads
+    ("verify D64 gqa64 b1 K2 splits2", Geometry(64, 1, 64, 16), [(150, 2)], 2, False),
+    # D 256 (2-stage ring), Qwen3.5's heads (group 8), K = 3 (32 rows: two tiles), batch 4
+    ("verify D256 gqa8 b4 K3 splits8", Geometry(16, 2, 256, 16),
+     [(1, 3), (2000, 3), (64, 3), (127, 0)], 8, False),
+    # D 256, group 4 (16 rows: one tile), 4,096 keys on 16 splits (4-tile splits)
+    ("verify D256 gqa4 b1 K3 splits16", Geometry(16, 4, 256, 16), [(4092, 3)], 16, False),
+    # padding rows after the step (kv_len 1 each, one block), K = 1, group 3
+    ("verify D128 gqa3 b1 K1 padding splits2", Geometry(6, 2, 128, 16),
+     [(45, 1), (0, 0), (0, 0)], 2, False),
+]
+
+
+@kernel_cases("attention_verify")
+def verify_cases(rng: np.random.Generator) -> list[KernelCase]:
+    return [verify_case(rng, *shape) for shape in VERIFY_SHAPES]

@@ -1,0 +1,125 @@
+"""Launch builder and routing of the verification decode attention (hopper/common/
+attention_verify.cu).
+
+A verification step feeds a speculating sequence's last token and its K drafts as K + 1
+consecutive decode rows (model/runner.py), row j seeing its sequence's keys up to its own
+position. decode_attention runs each row as a sequence of its own, so the sequence's K/V
+are read K + 1 times; the verification kernel finds the rows of one sequence itself (a run
+of rows, attention_verify.cu says how) and serves them and the kv head's q heads as the
+rows of one to four tensor-core tiles, reading the K/V once. Plain rows (runs of one) take
+it as well, so a verification step of mixed sequences is one launch.
+
+`verify_split_rule` is its split rule (whole 64-key tiles, from a row's own kv_len); it
+merges its own partials (the last active split of a piece takes the ticket), so nothing
+follows it. `uses_verify` is the routing rule of the model's verification steps.
+"""
+
+from __future__ import annotations
+
+from ..gpu import DevicePtr, Stream
+from ..kernel_abi import DECODE_ATTN_VERIFY
+from . import KernelCache
+
+#: head dimensions it is compiled for
+VERIFY_HEAD_DIMS = (64, 128, 256)
+#: threads per block (attention_verify.cu kThreads) and keys per tile (kBKV)
+VERIFY_THREADS = 128
+VERIFY_TILE_KEYS = 64
+#: tile rows of a block (kMaxRows: four m16 tiles), so a kv head's group is at most this
+VERIFY_MAX_ROWS = 64
+#: rows of one sequence a block serves (kMaxStepRows): a verification of K <= 7 drafts is
+#: one piece where group x (K + 1) <= VERIFY_MAX_ROWS
+VERIFY_MAX_STEP_ROWS = 8
+#: the longest run of one sequence's rows the kernel's neighbour search sees (32 lanes)
+VERIFY_MAX_RUN = 32
+#: most splits: the merge keeps the rows' split weights and l's, 2 x [VERIFY_MAX_ROWS][splits]
+#: f32, and their sums in the ring (32.25 KiB at 64, the D = 64 ring is 48; decode_splits
+#: never asks for more)
+VERIFY_MAX_SPLITS = 64
+
+
+def verify_stages(head_dim: int) -> int:
+    """K/V ring depth (VerifyTile::kStages): 3 up to D = 128, 2 at D = 256 (shared memory)."""
+    return 3 if head_dim <= 128 else 2
+
+
+def verify_smem_bytes(head_dim: int) -> int:
+    """Dynamic shared memory (VerifyTile::kSmemBytes): the Q tile of VERIFY_MAX_ROWS rows and
+    the ring of K and V [64][D] bf16 tiles (the warps' merge reuses the ring)."""
+    return 2 * head_dim * (VERIFY_MAX_ROWS + verify_stages(head_dim) * 2 * VERIFY_TILE_KEYS)
+
+
+def verify_split_rule(kv_len: int, num_splits: int) -> tuple[int, int]:
+    """(keys per split, active splits) of one row: ceil(kv_len / num_splits) rounded up to
+    whole VERIFY_TILE_KEYS tiles; split i covers [i * chunk, min((i + 1) * chunk, kv_len)).
+    A row with one active split is written by split 0 directly, with more its partials are
+    merged (in split order) by the last of its piece's active splits."""
+    per = max(-(-kv_len // num_splits), 1)
+    chunk = -(-per // VERIFY_TILE_KEYS) * VERIFY_TILE_KEYS
+    return chunk, -(-kv_len // chunk)
+
+
+def available(kc: KernelCache) -> bool:
+    """Whether the backend's loaded kernels include attention_verify (hopper sets do)."""
+    return DECODE_ATTN_VERIFY.module in kc.backend.module_names
+
+
+def fits(hq: int, hkv: int, head_dim: int) -> bool:
+    """The head geometry the kernel takes: a compiled head_dim, a group of at most
+    VERIFY_MAX_ROWS q heads."""
+    return head_dim in VERIFY_HEAD_DIMS and hkv >= 1 and hq % hkv == 0 and \
+        hq // hkv <= VERIFY_MAX_ROWS
+
+
+def uses_verify(kc: KernelCache, hq: int, hkv: int, head_dim: int, step_keys: int) -> bool:
+    """The routing rule of a verification step's attention (up to `step_keys` rows of one
+    sequence, after qk_norm_rope_kv appended their K/V): switched on
+    (ATLAS_DECODE_ATTN_VERIFY), loaded, a head geometry the kernel takes, and runs its
+    neighbour search sees whole (VERIFY_MAX_RUN)."""
+    return (kc.routes.decode_attn_verify and fits(hq, hkv, head_dim)
+            and 1 < step_keys <= VERIFY_MAX_RUN and available(kc))
+
+
+def decode_attention_verify(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: DevicePtr,
+                            v_cache: DevicePtr, block_tables: DevicePtr, kv_lens: DevicePtr,
+                            part_o: DevicePtr, part_ml: DevicePtr, counters: DevicePtr,
+                            out: DevicePtr, num_rows: int, hq: int, hkv: int, head_dim: int,
+                            block_size: int, max_blocks: int, num_splits: int,
+                            scale: float) -> None:
+    """out [num_rows, hq, D] = each row's decode attention over its own kv_len keys, the
+    K/V of consecutive rows of one sequence read once (a verification step's rows; q from
+    qk_norm_rope_kv, which appended every row's key first).
+
+    Buffers as decode_attention's: part_o f32 [num_rows, hq, num_splits, D], part_ml f32
+    [num_rows, hq, num_splits, 2] (m in log2 units here), counters u32 [num_rows, hkv] zero
+    before the launch and left zero. A row's chunking (`verify_split_rule`) depends on its
+    kv_len and num_splits only, and its arithmetic on its piece's tile count (one m16 tile
+    per 16 rows of group x rows of its sequence), not on the other rows: a verification
+    row computes what the row at the same position of another verification step of the
+    same shape computes, bit for bit. Block-table rows of one sequence's rows must be equal
+    (the runner's are: the sequence's table).
+
+    kv_lens and block_tables are read before the kernel's programmatic-dependency wait (q
+    and the caches after it): no kernel may write them (the runner's come from the step's
+    host upload)."""
+    if not fits(hq, hkv, head_dim):
+        raise ValueError(f"decode_attention_verify: head_dim={head_dim} (needs one of "
+                         f"{VERIFY_HEAD_DIMS}), hq={hq} and hkv={hkv} (a group of at most "
+                         f"{VERIFY_MAX_ROWS})")
+    if num_rows < 1 or not 1 <= num_splits <= VERIFY_MAX_SPLITS or max_blocks < 1 \
+            or block_size < 1:
+        raise ValueError(f"decode_attention_verify: need num_rows, max_blocks, block_size >= 1 "
+                         f"and 1 <= num_splits <= {VERIFY_MAX_SPLITS}, got {num_rows}, "
+                         f"{max_blocks}, {block_size}, {num_splits}")
+    # cp.async moves q and K/V 16 bytes at a time; the merge reads part_o as float4 and
+    # part_ml as float2, and stores 4 bf16 at once
+    for name, ptr, align in (("q", q, 16), ("k_cache", k_cache, 16), ("v_cache", v_cache, 16),
+                             ("part_o", part_o, 16), ("part_ml", part_ml, 8),
+                             ("counters", counters, 4), ("out", out, 8)):
+        if ptr % align:
+            raise ValueError(f"decode_attention_verify: {name} pointer {ptr:#x} is not "
+                             f"{align}-byte aligned")
+    launch = kc.get_with_shared(DECODE_ATTN_VERIFY, verify_smem_bytes(max(VERIFY_HEAD_DIMS)))
+    launch(stream, (num_splits, hkv, num_rows), VERIFY_THREADS, verify_smem_bytes(head_dim),
+           q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out,
+           num_rows, hq, hkv, head_dim, block_size, max_blocks, num_splits, scale)

@@ -1,0 +1,337 @@
+"""The verification decode attention (attention_verify): its reference and check cases, a
+numpy model of the kernel's algorithm (runs, pieces, split ranges, absolute 64-key tiles,
+the warps' key slices, masks, online softmax with one bf16 per probability, the merges)
+against the float64 oracle, the launch geometry, and the routing of a speculating runner's
+verification steps. There is no GPU in CI; the device check of the kernel is
+tools/gpu/check_kernels.py over the same cases."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from atlas.core.numerics import bf16_bits_to_f32, round_bf16
+from atlas.core.sampling import GREEDY
+from atlas.engine.llm_engine import LLMEngine
+from atlas.engine.request import EngineRequest
+from atlas.engine.speculative import OracleDrafter, Speculator
+from atlas.model.batch import PenaltyHistory, SeqChunk
+from atlas.model.load import load_runner
+from atlas.runtime.cases import attention_verify as case_defs
+from atlas.runtime.host import HostBackend
+from atlas.runtime.kernel_check import check
+from atlas.runtime.mock import MockGpuBackend
+from atlas.runtime.ops import KernelCache, attention_verify as av
+from atlas.runtime.ops.routes import KernelRoutes
+# the elementwise kernels' check that a .cu file declares exactly its module's ABI entries
+from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
+
+SOURCE = Path(__file__).resolve().parents[2] / "kernels/hopper/common/attention_verify.cu"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
+CASES = case_defs.verify_cases(np.random.default_rng(7))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_reference_matches_oracle(case) -> None:
+    result = check(HostBackend(), case)
+    assert result.passed, result.detail
+
+
+def test_cuda_entry_points_declare_exactly_the_abi() -> None:
+    _declares_abi("attention_verify")
+
+
+def _constant(name: str) -> int:
+    (value,) = re.findall(rf"constexpr int {name} = (\d+);", SOURCE.read_text())
+    return int(value)
+
+
+def test_launch_constants_match_the_kernel() -> None:
+    assert av.VERIFY_THREADS == _constant("kThreads")
+    assert av.VERIFY_TILE_KEYS == _constant("kBKV")
+    assert av.VERIFY_MAX_ROWS == _constant("kMaxRows")
+    assert av.VERIFY_MAX_STEP_ROWS == _constant("kMaxStepRows")
+
+
+@pytest.mark.parametrize("d, nbytes", [(64, 56 * 1024), (128, 112 * 1024), (256, 160 * 1024)])
+def test_shared_memory(d: int, nbytes: int) -> None:
+    """Q [64][D] and 3 (2 at D = 256) stages of K and V [64][D] bf16; the warps' merge
+    (o [4][16][D], m and l [4][16] f32) and the last split's (weights and l's [64][64 splits]
+    and the sums [64], f32) fit in the ring; a block fits in 227 KiB, two at D <= 128 (with
+    1 KiB reserved a block and up to 512 B of static arrays: 384 B by ptxas -v)."""
+    assert av.verify_smem_bytes(d) == nbytes
+    ring = av.verify_stages(d) * 2 * 64 * d * 2
+    assert (4 * 16 * d + 2 * 4 * 16) * 4 <= ring
+    assert (2 * 64 * av.VERIFY_MAX_SPLITS + 64) * 4 <= ring
+    assert nbytes <= 227 * 1024 and (d > 128 or 2 * (nbytes + 1024 + 512) <= 228 * 1024)
+
+
+def test_split_rule_is_whole_tiles_from_the_rows_own_length() -> None:
+    assert av.verify_split_rule(1, 33) == (64, 1)
+    assert av.verify_split_rule(512, 33) == (64, 8)
+    assert av.verify_split_rule(4096, 33) == (128, 32)
+    assert av.verify_split_rule(577, 9) == (128, 5)
+    for n in range(1, 3000, 37):
+        for s in (1, 2, 9, 33):
+            chunk, active = av.verify_split_rule(n, s)
+            assert chunk % 64 == 0 and 1 <= active <= s
+            assert (active - 1) * chunk < n <= active * chunk
+
+
+# ---- a numpy model of the kernel ------------------------------------------------------
+
+def _continues(lens: np.ndarray, tables: np.ndarray, row: int, bs: int) -> bool:
+    """attention_verify.cu continues_run."""
+    if row <= 0 or row >= len(lens):
+        return False
+    prev = int(lens[row - 1])
+    if prev < 1 or lens[row] != prev + 1:
+        return False
+    pg = (prev - 1) // bs
+    return tables[row, pg] == tables[row - 1, pg]
+
+
+def _leading_yes(flags: list[bool]) -> int:
+    n = 0
+    while n < len(flags) and flags[n]:
+        n += 1
+    return n
+
+
+def kernel_model(x: dict[str, np.ndarray], g, num_splits: int) -> np.ndarray:
+    """out [rows, hq, D] as attention_verify.cu computes it, block by block, in float32
+    (the tensor cores' sums as numpy's; P rounded to bf16 for the PV product)."""
+    lens, tables = x["kv_lens"], x["block_tables"]
+    rows_total, hq, d = x["q"].shape
+    group, bs = hq // g.hkv, g.block_size
+    q = bf16_bits_to_f32(x["q"])
+    kc = bf16_bits_to_f32(x["k_cache"]).reshape(-1, g.hkv, bs, d)
+    vc = bf16_bits_to_f32(x["v_cache"]).reshape(-1, g.hkv, bs, d)
+    out = np.full((rows_total, hq, d), np.nan, np.float32)
+    parts: dict[tuple[int, int, int], tuple[np.float32, np.float32, np.ndarray]] = {}
+    scale_log2 = np.float32(g.scale) * np.float32(1.4426950408889634)
+    merges = []
+    for kvh in range(g.hkv):
+        for r0 in range(rows_total):
+            back = _leading_yes([_continues(lens, tables, r0 - i, bs) for i in range(32)])
+            fwd = _leading_yes([_continues(lens, tables, r0 + 1 + i, bs) for i in range(32)])
+            cap = min(av.VERIFY_MAX_STEP_ROWS, av.VERIFY_MAX_ROWS // group)
+            if back % cap:
+                continue
+            n = min(cap, fwd + 1)
+            rule = [av.verify_split_rule(int(lens[r0 + j]), num_splits) for j in range(n)]
+            used = max(a for _, a in rule)
+            # the kernel's first exit: splits past any a piece from r0 could use
+            most = max(av.verify_split_rule(int(lens[r0]) + j, num_splits)[1]
+                       for j in range(cap))
+            assert used <= most
+            for split in range(num_splits):
+                lo = [split * c for c, _ in rule]
+                hi = [min(lo[j] + c, int(lens[r0 + j])) if lo[j] < lens[r0 + j] else lo[j]
+                      for j, (c, _) in enumerate(rule)]
+                if split > 0 and split >= used:
+                    continue
+                keyed = [j for j in range(n) if lo[j] < hi[j]]
+                lo_u = min((lo[j] for j in keyed), default=0)
+                hi_u = max((hi[j] for j in keyed), default=0)
+                n_tiles = -(-(hi_u - lo_u) // 64) if keyed else 0
+                rows = n * group
+                mt_count = 1 if rows <= 16 else 2 if rows <= 32 else 4
+                table = tables[r0]  # the piece's rows share it
+                keys = np.zeros((n_tiles * 64, d), np.float32)   # zero past the union
+                vals = np.zeros((n_tiles * 64, d), np.float32)
+                pos = np.arange(lo_u, hi_u)
+                keys[:hi_u - lo_u] = kc[table[pos // bs], kvh, pos % bs]
+                vals[:hi_u - lo_u] = vc[table[pos // bs], kvh, pos % bs]
+                q_rows = np.zeros((mt_count * 16, d), np.float32)
+                for i in range(rows):
+                    q_rows[i] = q[r0 + i // group, kvh * group + i % group]
+                first = np.array([lo[i // group] if i < rows else 2 ** 31 - 1
+                                  for i in range(mt_count * 16)])
+                last = np.array([hi[i // group] - 1 if i < rows else -1
+                                 for i in range(mt_count * 16)])
+                warp_parts = []
+                for warp in range(4):
+                    mt, sl = warp % mt_count, warp // mt_count
+                    rs = slice(mt * 16, mt * 16 + 16)
+                    m_run = np.full(16, -np.inf, np.float32)
+                    l_run = np.zeros(16, np.float32)
+                    o = np.zeros((16, d), np.float32)
+                    for t in range(n_tiles):
+                        for sub in range(mt_count):
+                            k0 = sl * 16 * mt_count + sub * 16
+                            kp = t * 64 + k0
+                            s = q_rows[rs] @ keys[kp:kp + 16].T
+                            key = lo_u + kp + np.arange(16)
+                            outside = (key[None] < first[rs, None]) | (key[None] > last[rs, None])
+                            s[outside] = -np.inf
+                            m_new = np.maximum(m_run, s.max(axis=1) * scale_log2)
+                            base = np.where(m_new == -np.inf, np.float32(0), m_new)
+                            corr = np.exp2(m_run - base)
+                            p = np.exp2(s * scale_log2 - base[:, None])
+                            l_run = l_run * corr + p.sum(axis=1)
+                            o = o * corr[:, None] + round_bf16(p) @ vals[kp:kp + 16]
+                            m_run = m_new
+                    warp_parts.append((m_run, l_run, o))
+                for i in range(rows):
+                    j, h = i // group, kvh * group + i % group
+                    if rule[j][1] == 0:
+                        if split == 0:
+                            out[r0 + j, h] = 0
+                        continue
+                    if lo[j] >= hi[j]:
+                        continue
+                    ws = [warp_parts[i // 16 + w * mt_count] for w in range(4 // mt_count)]
+                    mx = max(m[i % 16] for m, _, _ in ws)
+                    wt = [np.exp2(m[i % 16] - mx) for m, _, _ in ws]
+                    total = sum(l[i % 16] * w for (_, l, _), w in zip(ws, wt))
+                    acc = sum(o[i % 16] * w for (_, _, o), w in zip(ws, wt))
+                    if rule[j][1] == 1:
+                        out[r0 + j, h] = acc / total
+                    else:
+                        parts[(r0 + j, h, split)] = (mx, total, acc / total)
+            merges += [(r0 + j, kvh * group + i, rule[j][1]) for j in range(n)
+                       for i in range(group) if rule[j][1] > 1]
+    for row, h, act in merges:
+        ms = [parts[(row, h, s)] for s in range(act)]
+        mx = max(m for m, _, _ in ms)
+        w = [l * np.exp2(m - mx) for m, l, _ in ms]
+        out[row, h] = sum(wi * o for wi, (_, _, o) in zip(w, ms)) / sum(w)
+    return out
+
+
+@pytest.mark.parametrize("shape", case_defs.VERIFY_SHAPES, ids=lambda s: s[0])
+def test_kernel_model_meets_the_case_tolerance(shape) -> None:
+    """Every row written exactly once, within the case's tolerance of the float64 oracle."""
+    case = case_defs.verify_case(np.random.default_rng(11), *shape)
+    _, g, _, num_splits, _ = shape
+    expected = case.oracle(case.inputs)["out"]
+    got = kernel_model(case.inputs, g, num_splits)
+    assert not np.isnan(got).any()
+    atol, rtol = case.outputs["out"].tol
+    assert (np.abs(got - expected) <= atol + rtol * np.abs(expected)).all()
+
+
+def test_a_rows_bits_do_not_depend_on_the_other_rows_of_its_step() -> None:
+    """The same sequence verified with 3 drafts (one piece of 4 rows, one m16 tile at group
+    4) and its rows alone or in pairs: each row's output is the same bits (chunking from
+    its own kv_len, tiles at absolute positions, fully masked tiles leave it as it was)."""
+    g = case_defs.Geometry(32, 8, 128, 16)
+    for history, splits in ((509, 33), (573, 9), (60, 2)):
+        case = case_defs.verify_case(np.random.default_rng(3), "x", g, [(history, 3)], splits)
+        whole = kernel_model(case.inputs, g, splits)
+        for rows in ([0], [1, 2], [3], [2, 3]):
+            x = dict(case.inputs)
+            for name in ("kv_lens", "block_tables", "q"):
+                x[name] = case.inputs[name][rows]
+            got = kernel_model(x, g, splits)
+            assert np.array_equal(got, whole[rows]), (history, rows)
+
+
+# ---- launch and routing ----------------------------------------------------------------
+
+class _HopperMock(MockGpuBackend):
+    """A mock device whose loaded PTX set has attention and attention_verify."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.opt_ins: list[tuple[str, int]] = []
+
+    @property
+    def module_names(self) -> list[str]:
+        return ["attention", "attention_verify"]
+
+    def set_max_dynamic_shared(self, handle, nbytes: int) -> None:
+        self.opt_ins.append((handle.func, nbytes))
+
+
+def test_launch_geometry() -> None:
+    dev = _HopperMock()
+    kc = KernelCache(dev, KernelRoutes.from_env({}))
+    ptrs = [dev.alloc(1 << 12) for _ in range(9)]
+    av.decode_attention_verify(kc, 0, *ptrs, 8, 32, 8, 128, 16, 40, 33, 128 ** -0.5)
+    (rec,) = dev.drain_launches()
+    assert (rec.module, rec.func) == ("attention_verify", "decode_attn_verify_bf16")
+    assert rec.grid == (33, 8, 8) and rec.block == (128, 1, 1)
+    assert rec.shared == av.verify_smem_bytes(128)
+    assert dev.opt_ins == [("decode_attn_verify_bf16", av.verify_smem_bytes(256))]
+    with pytest.raises(ValueError, match="head_dim=96"):
+        av.decode_attention_verify(kc, 0, *ptrs, 8, 32, 8, 96, 16, 40, 33, 0.1)
+    with pytest.raises(ValueError, match="group of at most 64"):
+        av.decode_attention_verify(kc, 0, *ptrs, 8, 128, 1, 128, 16, 40, 33, 0.1)
+
+
+@pytest.mark.parametrize("backend, env, hq, hkv, d, keys, uses", [
+    (_HopperMock, {}, 32, 8, 128, 4, True),
+    (_HopperMock, {}, 16, 2, 256, 8, True),
+    (_HopperMock, {}, 32, 8, 96, 4, False),
+    (_HopperMock, {}, 32, 8, 128, 1, False),                  # not a verification
+    (_HopperMock, {}, 32, 8, 128, 33, False),                 # longer than the run search
+    (_HopperMock, {"ATLAS_DECODE_ATTN_VERIFY": "0"}, 32, 8, 128, 4, False),
+    (MockGpuBackend, {}, 32, 8, 128, 4, False),               # module not loaded
+])
+def test_routing_rule(backend, env, hq, hkv, d, keys, uses) -> None:
+    kc = KernelCache(backend(), KernelRoutes.from_env(env))
+    assert av.uses_verify(kc, hq, hkv, d, keys) is uses
+
+
+def _speculating_runner(monkeypatch, backend: str, env: dict[str, str]):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    cls = MockGpuBackend if backend == "mock" else HostBackend
+    monkeypatch.setattr(cls, "module_names", property(lambda self: ["attention_verify"]))
+    return load_runner(FIXTURE, backend=backend, max_seq_len=64, max_batch_size=4,
+                       max_prefill_tokens=32, num_draft_tokens=3, batch_invariant=False)
+
+
+def _verification_graph(runner):
+    dev = runner.backend
+    dev.drain_launches()
+    dev.graph_launches.clear()
+    runner.execute([SeqChunk(2, [3, 4, 5, 6], 5, [0], GREEDY, num_draft=3,
+                             history=PenaltyHistory([1, 2, 3, 4, 5]))])
+    runner.release(2)
+    (replay,) = dev.graph_launches
+    return replay.graph
+
+
+def test_verification_steps_take_the_verification_kernel(monkeypatch) -> None:
+    runner = _speculating_runner(monkeypatch, "mock", {})
+    kv_heads, layers = runner.model.dims.kv_heads, runner.cfg.num_hidden_layers
+    graph = _verification_graph(runner)
+    names = [r.func for r in graph]
+    assert runner.verify_kernel and runner.invariant_rows == 0
+    assert names.count("qk_norm_rope_kv_bf16") == layers
+    attn = [r for r in graph if r.func.startswith("decode_attn")]
+    assert [r.func for r in attn] == ["decode_attn_verify_bf16"] * layers
+    # one sequence's 4 rows: batch 1's split count
+    assert all(r.grid == (runner.limits.decode_splits(1, kv_heads), kv_heads, 4) for r in attn)
+
+
+def test_the_switch_restores_one_row_a_sequence(monkeypatch) -> None:
+    runner = _speculating_runner(monkeypatch, "mock", {"ATLAS_DECODE_ATTN_VERIFY": "0"})
+    names = [r.func for r in _verification_graph(runner)]
+    assert not runner.verify_kernel and runner.invariant_rows >= 4
+    assert "decode_attn_verify_bf16" not in names
+    assert names.count("qk_norm_rope_kv_bf16") == runner.cfg.num_hidden_layers
+
+
+def test_oracle_speculation_on_the_verification_kernel_changes_no_token(monkeypatch) -> None:
+    """Host backend, the kernel's reference: greedy output with the oracle drafting equals
+    the plain output (the rows' attention is each row's decode attention)."""
+    runner = _speculating_runner(monkeypatch, "host", {})
+    assert runner.verify_kernel
+
+    def generate(speculator=None):
+        engine = LLMEngine(runner, max_prefill_tokens=32, speculator=speculator)
+        return [c.token_ids for c in engine.generate(reqs)]
+
+    reqs = [EngineRequest(p, GREEDY, 12) for p in ([5, 9, 200, 17, 5, 9], [44, 45, 46])]
+    plain = generate()
+    spec = Speculator(OracleDrafter({tuple(r.prompt_ids): t for r, t in zip(reqs, plain)},
+                                    0.7, runner.vocab_size, seed=5), 3)
+    assert generate(spec) == plain
+    assert 0 < spec.accepted < spec.drafted
