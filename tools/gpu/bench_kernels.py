@@ -782,11 +782,16 @@ def decode_attention_case(env: Env, s: Any) -> Case:
     max_seq_len = max(ENGINE_MAX_SEQ_LEN, hist)
     splits = decode_splits(b, hkv, max_seq_len, env.num_sms)
     long = True if s.long_kernel else None
-    kernel = ("decode_attn_long" if s.long_kernel or attention_long.uses_long(
-        env.kc, hq, hkv, d, nb * bs) else ("decode_attn_cluster_splitmajor"
+    routed_long = attention_long.uses_long(env.kc, hq, hkv, d, nb * bs, b)
+    kernel = (attention_long.long_kernel_for(d).func if s.long_kernel or routed_long
+              else ("decode_attn_cluster_splitmajor"
         if env.kc.routes.decode_attn_split_major else "decode_attn_cluster")
         if attention.decode_clustered(splits, env.kc.routes) else "decode_attn"
         if env.kc.routes.decode_attn_ahead else "decode_attn_ahead1")
+    launched = (attention_long.long_launch_splits(env.kc, b, hkv, d, nb * bs, splits)
+                if routed_long and not s.long_kernel else splits)
+    partials = (attention.decode_split_rule(hist, launched)[1] if s.long_kernel or routed_long
+                else attention.decode_partial_rule(hist, splits, env.kc.routes)[1])
 
     def make() -> Set:
         st = paged_kv(env, b, hist, hkv, d, bs)
@@ -831,10 +836,10 @@ def decode_attention_case(env: Env, s: Any) -> Case:
                 "what a paged engine on plain PyTorch does: gather the blocks, then SDPA",
                 sdpa_gathered),
     ], lambda o, t, r: [("out", o["out"], r.reshape(b, hq, d))], outputs=("out",),
-        note=f"ours: {kernel}, a {splits}-split grid, the engine's choice (model.step_inputs."
-             f"decode_splits) at max_seq_len {max_seq_len}; "
-             f"{attention.decode_partial_rule(hist, splits, env.kc.routes)[1]} partial(s) at "
-             "this history")
+        note=f"ours: {kernel}, a {launched}-split grid (the engine's choice: model.step_inputs."
+             f"decode_splits at max_seq_len {max_seq_len} gives {splits}, "
+             f"ops.attention_long.long_launch_splits for routed batches); "
+             f"{partials} partial(s) at this history")
 
 
 def decode_attention_rope_case(env: Env, s: Any) -> Case:
@@ -1681,9 +1686,11 @@ def select_shapes(args: argparse.Namespace) -> list[Any]:
                                                            long_prefill=(80,),
                                                            moe_batches=(1, 3, 20),
                                                            latency_decode=((1, 40), (3, 90)),
-                                                           throughput_decode=((4, 150),)),
+                                                           throughput_decode=((4, 150),),
+                                                           batched_decode=((8, 100),)),
                                 (TINY_MOE,), (TINY_MOE_ROUTER,), hybrid=TINY_HYBRID,
-                                quant_widths=(), latency_heads=TINY_LATENCY_HEADS)
+                                quant_widths=(), latency_heads=TINY_LATENCY_HEADS,
+                                batched_heads=TINY_LATENCY_HEADS)
     else:
         shapes = ks.table_shapes()
     if args.quick:

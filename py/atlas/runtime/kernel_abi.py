@@ -335,14 +335,16 @@ DECODE_ATTN_COMBINE = S(
     "attention", "decode_attn_combine_bf16",
     "part_o:ptr part_ml:ptr kv_lens:ptr out:ptr num_seqs:u32 hq:u32 head_dim:u32 "
     "num_splits:u32")
-# the same partials for long contexts on tensor cores (kernels/hopper/common/attention_long.cu,
-# hopper only): head_dim 64 or 128, hq / hkv <= 16, launched with dynamic shared memory
-# (ops/attention_long.py); decode_attn_combine_bf16 merges them
-DECODE_ATTN_LONG = S(
-    "attention_long", "decode_attn_long_bf16",
-    "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr "
-    "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 num_splits:u32 "
-    "scale:f32")
+# the same partials for batched and long-context decode on tensor cores
+# (kernels/hopper/common/attention_long.cu, hopper only): hq / hkv <= 16, launched with
+# dynamic shared memory (ops/attention_long.py); decode_attn_combine_bf16 merges them. A
+# one-split launch (num_splits 1) writes out (bf16, normalized) instead: no combine follows.
+# head_dim 64 or 128 on DECODE_ATTN_LONG, 256 on DECODE_ATTN_LONG_D256.
+_DECODE_LONG = ("q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part_o:ptr "
+                "part_ml:ptr out:ptr num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 "
+                "max_blocks:u32 num_splits:u32 scale:f32")
+DECODE_ATTN_LONG = S("attention_long", "decode_attn_long_bf16", _DECODE_LONG)
+DECODE_ATTN_LONG_D256 = S("attention_long", "decode_attn_long_d256_bf16", _DECODE_LONG)
 
 # --- quantized KV cache: FP8 (E4M3) and NVFP4 (kv_quant.cu, attention_kvq.cu) -----------------
 # Pools as the bf16 cache with quantized rows: FP8, one E4M3 code byte per element; NVFP4, a

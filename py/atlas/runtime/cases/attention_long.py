@@ -1,11 +1,14 @@
-"""Check cases for the long-context split-K decode attention (module attention_long, hopper).
+"""Check cases for the tensor-core split-K decode attention (module attention_long, hopper).
 
 The same cases as decode_attn_bf16's (cases/attention.py: scrambled paged cache, NaN in every
 unowned slot, the float64 oracle, partials compared on the active splits, the combine's
 output), forced onto the long kernel: splits of thousands of keys (many laps of the 3-stage
 ring, a last tile partly past the split), splits shorter than a tile and than a warp's 16
 keys, a 1-key sequence beside long ones, every group size up to the 16 rows of the MMA tile
-(1, 2, 3, 4, 8, 16), D 64 and 128, block sizes 7, 16 and 32 (pages that straddle tiles).
+(1, 2, 3, 4, 8, 16), D 64, 128 and 256 (the D-256 entry point, Q in shared memory), block
+sizes 7, 16 and 32 (pages that straddle tiles), and one-split launches (large batches),
+where the kernel writes the output itself (a sequence without keys gets zeros) and no
+combine runs.
 The kernel rounds each probability to bf16 for the PV product (cases/attention_sm90.py's
 bound: 2^-9 max|v| per output), added to the partials' and the output's tolerances.
 """
@@ -65,6 +68,17 @@ LONG_DECODE_SHAPES = [
     ("long D128 gqa2 bs16 splits32 boundaries", Geometry(16, 8, 128, 16),
      [32, 64, 31, 1056], 32),
     ("long D64 gqa3 bs32 splits6", Geometry(9, 3, 64, 32), [2500, 17, 100], 6),
+    # Qwen3.5-35B-A3B's gated attention heads (D 256, group 8): 512-key splits (8 tiles) of
+    # a 2,048-key history, a 1-key sequence, 700 keys (3 of 4 splits)
+    ("long D256 gqa8 bs16 splits4", Geometry(16, 2, 256, 16), [2048, 1, 700], 4),
+    # D 256 with all 16 rows heads, 32-token pages; MHA with 7-token pages
+    ("long D256 gqa16 bs32 splits3", Geometry(16, 1, 256, 32), [999], 3),
+    ("long D256 mha bs7 splits2", Geometry(2, 2, 256, 7), [300, 64], 2),
+    # one split: the output written by the kernel (no combine), as at batch 64; Qwen3-8B's
+    # heads over 1,536 keys (24 tiles), beside 70 keys, 1 key and none
+    ("long D128 gqa4 bs16 splits1 direct", Geometry(32, 8, 128, 16), [1536, 70, 1, 0], 1),
+    ("long D256 gqa8 bs16 splits1 direct", Geometry(16, 2, 256, 16), [1100, 0, 33], 1),
+    ("long D64 gqa2 bs16 splits1 direct", Geometry(4, 2, 64, 16), [640, 15], 1),
 ]
 
 

@@ -23,7 +23,7 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_ROPE_WAIT, PREFILL_ATTN)
 from . import KernelCache
 from .routes import KernelRoutes
-from .attention_long import decode_attention_long, uses_long
+from .attention_long import decode_attention_long, long_launch_splits, uses_long
 from .attention_sm90 import prefill_attention_sm90, uses_sm90
 
 #: head dimensions the kernels are compiled for
@@ -190,16 +190,23 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
     cluster of the clustered kernels, covers the keys). The last writer merges them (one
     launch; counters is u32 [num_seqs, hkv * decode_head_slices] (hq entries a sequence
     always suffice), zero before the launch and left zero, so a graph replays it as is).
-    Where `attention_long.uses_long` says so for block tables of max_blocks * block_size
-    keys, the long-context tensor-core kernel writes the partials and the combine kernel
-    merges them; `long` forces (True) or avoids (False) that.
+    Where `attention_long.uses_long` says so for num_seqs rows and block tables of
+    max_blocks * block_size keys (long contexts, or batches of
+    routes.decode_attn_long_min_batch rows and more), the tensor-core kernel writes the
+    partials and the combine kernel merges them, on `attention_long.long_launch_splits`
+    splits (at most num_splits: one for most large batches, and then the kernel writes out
+    itself and no combine runs); `long` forces (True, on num_splits splits as given) or
+    avoids (False) that.
     `trace` (u64 [blocks of decode_grid, TRACE_WORDS], zeroed): the clustered kernel's
     phase-traced twin (tools/gpu/trace_decode_attn.py); only where the clustered kernel runs.
     """
     _check_decode("decode_attention", hq, hkv, head_dim, block_size, num_seqs, num_splits,
                   max_blocks, part_o, part_ml, counters, out)
     if long is None:
-        long = uses_long(kc, hq, hkv, head_dim, max_blocks * block_size)
+        long = uses_long(kc, hq, hkv, head_dim, max_blocks * block_size, num_seqs)
+        if long:
+            num_splits = long_launch_splits(kc, num_seqs, hkv, head_dim,
+                                            max_blocks * block_size, num_splits)
     clustered = not long and decode_clustered(num_splits, kc.routes)
     if trace and (not clustered or kc.routes.decode_attn_split_major):
         raise ValueError("decode_attention: only the clustered kernel in its default order has "
@@ -217,22 +224,24 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
                        block_size, max_blocks, num_splits, scale, *extra)
         return
     decode_attention_long(kc, stream, q, k_cache, v_cache, block_tables, kv_lens, part_o,
-                          part_ml, num_seqs, hq, hkv, head_dim, block_size, max_blocks,
+                          part_ml, out, num_seqs, hq, hkv, head_dim, block_size, max_blocks,
                           num_splits, scale)
+    if num_splits == 1:  # the kernel wrote out itself
+        return
     # one block per (q head, sequence): the merge of attention.cu with a group of one head
     kc.get(DECODE_ATTN_COMBINE)(stream, (1, hq, num_seqs), ATTN_THREADS, 0, part_o, part_ml,
                                 kv_lens, out, num_seqs, hq, head_dim, num_splits)
 
 
 def rope_fusable(kc: KernelCache, hq: int, hkv: int, head_dim: int, q_pitch: int,
-                 rotary_dim: int, norm_offset: bool, max_keys: int) -> bool:
+                 rotary_dim: int, norm_offset: bool, max_keys: int, num_seqs: int) -> bool:
     """Whether `decode_attention_rope` replaces qk_norm_rope_kv + decode_attention: the
     classic qkv layout (q heads head_dim apart, the whole head rotating, plain norm weights)
-    and block tables of max_keys keys short enough that decode does not take the
-    long-context kernel."""
+    where decode of num_seqs rows over block tables of max_keys keys does not take the
+    tensor-core kernel (`attention_long.uses_long`: long contexts, large batches)."""
     return (q_pitch == head_dim and rotary_dim == head_dim and not norm_offset
             and hkv >= 1 and hq % hkv == 0
-            and not uses_long(kc, hq, hkv, head_dim, max_keys))
+            and not uses_long(kc, hq, hkv, head_dim, max_keys, num_seqs))
 
 
 def rope_step_keys(routes: KernelRoutes) -> int:
