@@ -201,16 +201,15 @@ __device__ __forceinline__ void decode_attn_long(
       const int r = warp * 16 + (lane & 7) + ((lane >> 4) << 3);
       uint32_t kb[4];
       atlas::ldmatrix_x4(kb, sk + atlas::swizzle_offset<T::kChunks>(r, 2 * kk + ((lane >> 3) & 1)));
-      uint32_t qs[4];
-      const uint32_t* qa = qs;
+      uint32_t a[4];
       if constexpr (T::kQShared) {
         // matrices: (rows 0-7, d lo), (rows 8-15, d lo), (rows 0-7, d hi), (rows 8-15, d hi)
-        atlas::ldmatrix_x4(qs, sq + atlas::swizzle_offset<T::kChunks>(lane & 15,
-                                                                      2 * kk + (lane >> 4)));
+        atlas::ldmatrix_x4(a, sq + atlas::swizzle_offset<T::kChunks>(lane & 15,
+                                                                     2 * kk + (lane >> 4)));
       } else {
-        qa = qf[kk];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) a[i] = qf[kk][i];
       }
-      const uint32_t(&a)[4] = *reinterpret_cast<const uint32_t(*)[4]>(qa);
       atlas::mma_bf16_16816(s2[kk & 1][0], a, kb[0], kb[1]);
       atlas::mma_bf16_16816(s2[kk & 1][1], a, kb[2], kb[3]);
     }
