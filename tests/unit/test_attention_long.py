@@ -112,12 +112,14 @@ def test_launch_constants_match_the_kernel() -> None:
     assert LONG_CONTEXT_KEYS == attention_long.LONG_CONTEXT_KEYS
 
 
-@pytest.mark.parametrize("d, nbytes, per_sm", [(64, 48 * 1024, 2), (128, 96 * 1024, 2),
-                                                (256, 200 * 1024, 1)])
-def test_shared_memory(d: int, nbytes: int, per_sm: int) -> None:
-    """3 stages of K and V [64][D] bf16 (and D 256's [16][256] bf16 Q tile); the warps'
-    merge (o [4][16][D], m and l [4][16] f32) fits in the ring; the blocks of an SM fit."""
-    assert attention_long.long_smem_bytes(d) == nbytes
+@pytest.mark.parametrize("d, rope, nbytes, per_sm", [
+    (64, False, 48 * 1024, 2), (128, False, 96 * 1024, 2), (256, False, 192 * 1024 + 8448, 1),
+    (64, True, 48 * 1024 + 2304 + 256, 2), (128, True, 96 * 1024 + 4352 + 512, 2)])
+def test_shared_memory(d: int, rope: bool, nbytes: int, per_sm: int) -> None:
+    """3 stages of K and V [64][D] bf16 (and at D 256 or with rope the [16][D + 8] bf16 Q
+    tile, with rope the step's k and v rows); the warps' merge (o [4][16][D], m and l [4][16]
+    f32) fits in the ring; the blocks of an SM fit."""
+    assert attention_long.long_smem_bytes(d, rope) == nbytes
     assert attention_long.long_blocks_per_sm(d) == per_sm
     assert (4 * 16 * d + 2 * 4 * 16) * 4 <= 3 * 2 * 64 * d * 2
     assert per_sm * (nbytes + 1024) <= 228 * 1024
@@ -211,16 +213,51 @@ def test_batches_route_to_the_long_kernel(num_seqs, hq, hkv, d, splits, env, wan
         assert launches[1].args["num_splits"] == want[0][1][0]  # the combine's stride
 
 
-def test_batches_unfuse_the_rope_and_take_the_long_kernel() -> None:
-    """decode_attention_rope fuses only where decode_attention would not route to the long
-    kernel: batches of 8 and more run qk_norm_rope_kv, then the long kernel."""
+def test_rope_fuses_into_the_long_kernel_one_key_a_sequence() -> None:
+    """Where decode_attention takes the long kernel, decode_attention_rope runs its rope
+    entry: one key a sequence (a fused verification step unfuses), head_dim 64 / 128."""
     kc = KernelCache(_HopperMock())
-    fusable = [attention.rope_fusable(kc, 32, 8, 128, 128, 128, False, 8192, n)
-               for n in (1, 7, 8, 64)]
-    assert fusable == [True, True, False, False]
-    off = KernelCache(_HopperMock(), KernelRoutes.from_env(
-        {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "0"}))
-    assert attention.rope_fusable(off, 32, 8, 128, 128, 128, False, 8192, 64)
+    assert all(attention.rope_fusable(kc, 32, 8, 128, 128, 128, False, 8192, n)
+               for n in (1, 7, 8, 64))
+    assert not attention.rope_fusable(kc, 32, 8, 128, 128, 128, False, 8192, 8, step_keys=4)
+    assert attention.rope_fusable(kc, 32, 8, 128, 128, 128, False, 8192, 7, step_keys=4)
+    assert not attention.rope_fusable(kc, 16, 2, 256, 256, 256, False, 8192, 8)
+    assert attention.rope_fusable(kc, 16, 2, 256, 256, 256, False, 8192, 4)
+    assert not attention.rope_fusable(kc, 32, 8, 128, 128, 64, False, 8192, 64)  # partial
+
+
+def _rope_launch(env: dict[str, str] | None, num_seqs: int, splits: int, max_blocks: int = 512,
+                 long: bool | None = None):
+    dev = _HopperMock()
+    kc = KernelCache(dev, KernelRoutes.from_env(env or {}))
+    ptrs = [dev.alloc(1 << 12) for _ in range(14)]  # qkv ... counters, out
+    attention.decode_attention_rope(kc, 0, *ptrs, num_seqs, 32, 8, 128, 16, max_blocks,
+                                    splits, 0.088, 1e-6, long=long)
+    return dev.drain_launches()
+
+
+@pytest.mark.parametrize("num_seqs, splits, env, want", [
+    (64, 1, None, [("decode_attn_long_rope_bf16", (1, 8, 64))]),
+    (8, 5, None, [("decode_attn_long_rope_bf16", (4, 8, 8)),
+                  ("decode_attn_combine_bf16", (1, 32, 8))]),
+    (7, 5, None, [("decode_attn_rope_bf16", (5, 8, 7))]),
+    (64, 1, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "0"}, [("decode_attn_rope_bf16", (1, 8, 64))]),
+])
+def test_rope_batches_route_to_the_long_rope_entry(num_seqs, splits, env, want) -> None:
+    launches = _rope_launch(env, num_seqs, splits)
+    assert [(r.func, r.grid) for r in launches] == want
+    if want[0][0] == "decode_attn_long_rope_bf16":
+        first = launches[0]
+        assert first.shared == attention_long.long_smem_bytes(128, rope=True)
+        assert first.args["out"] and first.args["eps"] == pytest.approx(1e-6)
+
+
+def test_rope_long_context_batch_one_keeps_the_models_splits() -> None:
+    """A long-context engine (16,384-key tables) at batch 1 takes the rope entry on the
+    model's split count (the row-invariant steps need exactly it)."""
+    (partials, combine) = _rope_launch(None, 1, 30, max_blocks=1024)
+    assert (partials.func, partials.grid) == ("decode_attn_long_rope_bf16", (30, 8, 1))
+    assert combine.args["num_splits"] == 30
 
 
 def test_one_split_launches_write_the_output() -> None:

@@ -39,6 +39,7 @@
 #include "atlas_common.cuh"
 #include "attention_tile.cuh"
 #include "mma_util.cuh"
+#include "rope_core.cuh"
 
 namespace {
 
@@ -51,34 +52,55 @@ constexpr int kMinKeysPerSplit = 32;  // attention.cu's split rule (ops/attentio
 constexpr int kSmemPerSm = 228 * 1024;  // H100/H200 shared memory per SM
 constexpr float kLn2 = 0.6931471805599453f;
 
-template <int D>
+// The q/k norm, RoPE and K/V append of qk_norm_rope_kv_bf16 done by the attention blocks
+// (decode_attn_long_rope_bf16, batched decode of one token per sequence): the pointers of
+// ops/rope.py's launch. Unused (null) by the plain entry points.
+struct LongRope {
+  const __nv_bfloat16* qkv;  // [seqs, (hq + 2 hkv) D]: q heads, k heads, v heads
+  __nv_bfloat16* k_cache;
+  __nv_bfloat16* v_cache;
+  const __nv_bfloat16* q_norm_w;  // null: no q/k norm
+  const __nv_bfloat16* k_norm_w;
+  const float* cos_sin;  // [positions, D]: cos of the D / 2 frequencies, then sin
+  const int* positions;
+  const int* slots;  // < 0: a padding row (appends nothing, attends the cache as it is)
+  float eps;
+};
+
+template <int D, bool kRope = false>
 struct LongTile {
   static constexpr int kChunks = D / 8;                        // 16-byte chunks per row
   static constexpr int kTileElems = kBKV * D;                  // one K or V tile, bf16
   static constexpr int kStageElems = 2 * kTileElems;
   static constexpr int kRowsPerThread = kBKV * kChunks / kThreads;  // rows a thread copies
   static constexpr int kRingBytes = kStages * kStageElems * 2;
-  // Q as a swizzled [kMaxGroup][D] bf16 tile after the ring (D 256) or in registers
-  static constexpr bool kQShared = D > 128;
-  static constexpr int kQBytes = kQShared ? kMaxGroup * D * 2 : 0;
+  // Q as a [kMaxGroup][D] bf16 tile after the ring, rows kQPitch apart (16 bytes of padding:
+  // the 8 rows an ldmatrix matrix reads fall in 8 different bank groups), at D 256 and
+  // where the block norms and rotates q itself; else in registers
+  static constexpr bool kQShared = D > 128 || kRope;
+  static constexpr int kQPitch = D + 8;
+  static constexpr int kQBytes = kQShared ? kMaxGroup * kQPitch * 2 : 0;
+  // the rope variant's new k and v rows (bf16, linear) after the Q tile
+  static constexpr int kStageBytes = kRope ? 2 * D * 2 : 0;
   static constexpr int kBlocksPerSm = D > 128 ? 1 : 2;  // attention_long.py long_blocks_per_sm
   // the warps' partials after the loop: o [kWarps][16][D], m and l [kWarps][16], f32
   static constexpr int kMergeBytes = (kWarps * kMaxGroup * D + 2 * kWarps * kMaxGroup) * 4;
   static_assert(kMergeBytes <= kRingBytes, "the merge reuses the ring");
-  static_assert(kBlocksPerSm * (kRingBytes + kQBytes + 1024) <= kSmemPerSm,
+  static_assert(kBlocksPerSm * (kRingBytes + kQBytes + kStageBytes + 1024) <= kSmemPerSm,
                 "the blocks of an SM fit in its shared memory");
   static_assert(kBKV * kChunks % kThreads == 0, "copies divide evenly over the threads");
   static_assert(kThreads % kChunks == 0, "a thread copies the same chunk of each of its rows");
 };
 
-template <int D>
+// q: [seqs, hq, D] (plain entry points; the rope variant reads rope.qkv instead).
+template <int D, bool kRope = false>
 __device__ __forceinline__ void decode_attn_long(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
     const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
     const int* __restrict__ kv_lens, float* __restrict__ part_o, float* __restrict__ part_ml,
     __nv_bfloat16* __restrict__ out, int hq, int hkv, int block_size, int max_blocks,
-    int num_splits, float scale, __nv_bfloat16* smem) {
-  using T = LongTile<D>;
+    int num_splits, float scale, __nv_bfloat16* smem, const LongRope& rope = LongRope{}) {
+  using T = LongTile<D, kRope>;
   constexpr int R = T::kRowsPerThread;
   const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
   const int kv_len = kv_lens[b];
@@ -98,6 +120,16 @@ __device__ __forceinline__ void decode_attn_long(
   const int n_tiles = (end - begin + kBKV - 1) / kBKV;
   const int g = lane >> 2, c = lane & 3;
   const int* table = block_tables + static_cast<size_t>(b) * max_blocks;
+  // rope: the split holding the step's key (kv_len - 1) of a row with a slot computes that
+  // key's k and v, appends them to the cache and substitutes them for the cache row (never
+  // copied: `skip`); a padding row (slot < 0) attends the cache as it is
+  int slot = -1, position = 0;
+  if constexpr (kRope) {
+    slot = rope.slots[b];
+    position = rope.positions[b];
+  }
+  const bool sub = kRope && slot >= 0 && kv_len - 1 < end;  // kv_len - 1 >= begin: active
+  const int skip = sub ? kv_len - 1 : -1;
 
   // This thread copies chunk `ch` of tile rows row0 + j * (kThreads / kChunks), j < R.
   const int ch = tid % T::kChunks, row0 = tid / T::kChunks;
@@ -121,6 +153,7 @@ __device__ __forceinline__ void decode_attn_long(
           (static_cast<size_t>(page[j]) * hkv + kvh) * block_size + pages.row(p);
       const size_t off = ok ? row * D + ch * 8 : 0;
       const int dst = atlas::swizzle_offset<T::kChunks>(r, ch);
+      if (p == skip) continue;  // the substituted key: no copy may land on it
       atlas::cp_async_16(sk + dst, k_cache + off, ok);
       atlas::cp_async_16(sv + dst, v_cache + off, ok);
     }
@@ -141,21 +174,58 @@ __device__ __forceinline__ void decode_attn_long(
 
   // Q as A fragments (rows = the group's heads, zero past G): a0 [g][2c..] a1 [g+8][2c..]
   // a2 [g][2c+8..] a3 [g+8][2c+8..] of each 16-column k-step. D <= 128: in registers,
-  // straight from global memory; D 256: a swizzled shared tile after the ring (visible to
+  // straight from global memory; D 256 and rope: a shared tile after the ring (visible to
   // every warp after the loop's first barrier), one ldmatrix per k-step.
   constexpr int kQRegSteps = T::kQShared ? 1 : D / 16;
   uint32_t qf[kQRegSteps][4];
-  const __nv_bfloat16* q_rows = q + (static_cast<size_t>(b) * hq + h0) * D;
   __nv_bfloat16* sq = smem + T::kRingBytes / 2;
-  if constexpr (T::kQShared) {
+  __nv_bfloat16* stage_k = sq + kMaxGroup * T::kQPitch;  // rope: the step's k and v rows
+  __nv_bfloat16* stage_v = stage_k + D;
+  if constexpr (kRope) {
+    // rope_core.cuh (qk_norm_rope_kv's bits): one warp per q head of the group into its Q
+    // row (rows past G zero), then the split holding the step's key norms and rotates k and
+    // copies v into the stage, and appends both to the cache at the row's slot
+    const size_t pitch = static_cast<size_t>(hq + 2 * hkv) * D;
+    const __nv_bfloat16* row = rope.qkv + static_cast<size_t>(b) * pitch;
+    const float* cosv = rope.cos_sin + static_cast<size_t>(position) * D;
+    const bool normed = rope.q_norm_w != nullptr;
+    for (int it = warp; it < kMaxGroup + (sub ? 1 : 0); it += kWarps) {  // warp-uniform
+      if (it < group) {
+        const auto w = atlas::rope::load_norm_w<false>(rope.q_norm_w, normed, D, D, lane);
+        atlas::rope::norm_rope_row<false>(row + static_cast<size_t>(h0 + it) * D,
+                                          sq + it * T::kQPitch, w, normed, false, cosv, D, D,
+                                          rope.eps, lane);
+      } else if (it < kMaxGroup) {
+        for (int i = lane; i < D; i += 32) sq[it * T::kQPitch + i] = __float2bfloat16_rn(0.f);
+      } else {
+        const auto w = atlas::rope::load_norm_w<false>(rope.k_norm_w, normed, D, D, lane);
+        atlas::rope::norm_rope_row<false>(row + static_cast<size_t>(hq + kvh) * D, stage_k, w,
+                                          normed, false, cosv, D, D, rope.eps, lane);
+        const uint4* v_src = reinterpret_cast<const uint4*>(row + static_cast<size_t>(hq + hkv + kvh) * D);
+        for (int i = lane; i < T::kChunks; i += 32)
+          reinterpret_cast<uint4*>(stage_v)[i] = v_src[i];
+      }
+    }
+    __syncthreads();  // the stage is complete
+    if (sub) {
+      const size_t at = ((static_cast<size_t>(slot / block_size) * hkv + kvh) * block_size +
+                         slot % block_size) * D;
+      for (int i = tid; i < T::kChunks; i += kThreads) {
+        reinterpret_cast<uint4*>(rope.k_cache + at)[i] = reinterpret_cast<const uint4*>(stage_k)[i];
+        reinterpret_cast<uint4*>(rope.v_cache + at)[i] = reinterpret_cast<const uint4*>(stage_v)[i];
+      }
+    }
+  } else if constexpr (T::kQShared) {
+    const __nv_bfloat16* q_rows = q + (static_cast<size_t>(b) * hq + h0) * D;
     for (int idx = tid; idx < kMaxGroup * T::kChunks; idx += kThreads) {
       const int row = idx / T::kChunks, qc = idx % T::kChunks;
       const uint4 v = row < group
                           ? __ldg(reinterpret_cast<const uint4*>(q_rows + row * D) + qc)
                           : make_uint4(0u, 0u, 0u, 0u);
-      *reinterpret_cast<uint4*>(sq + atlas::swizzle_offset<T::kChunks>(row, qc)) = v;
+      *reinterpret_cast<uint4*>(sq + row * T::kQPitch + qc * 8) = v;
     }
   } else {
+    const __nv_bfloat16* q_rows = q + (static_cast<size_t>(b) * hq + h0) * D;
     const uint32_t* q0 = reinterpret_cast<const uint32_t*>(q_rows);
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk)
@@ -183,8 +253,18 @@ __device__ __forceinline__ void decode_attn_long(
       if (t + kStages < n_tiles) lookup(t + kStages, page);
     }
     atlas::cp_async_commit();
-    const __nv_bfloat16* sk = smem + (t % kStages) * T::kStageElems;
-    const __nv_bfloat16* sv = sk + T::kTileElems;
+    __nv_bfloat16* sk = smem + (t % kStages) * T::kStageElems;
+    __nv_bfloat16* sv = sk + T::kTileElems;
+    if (sub && t == (kv_len - 1 - begin) / kBKV) {  // block-uniform: the step's key's tile
+      const int r = kv_len - 1 - begin - t * kBKV;
+      for (int i = tid; i < 2 * T::kChunks; i += kThreads) {
+        const int c = i % T::kChunks;
+        const __nv_bfloat16* from = (i < T::kChunks ? stage_k : stage_v) + c * 8;
+        __nv_bfloat16* to = (i < T::kChunks ? sk : sv) + atlas::swizzle_offset<T::kChunks>(r, c);
+        *reinterpret_cast<uint4*>(to) = *reinterpret_cast<const uint4*>(from);
+      }
+      __syncthreads();
+    }
 
     // S = Q K^T for this warp's 16 keys (two 8-key n-tiles), even and odd k-steps in
     // separate accumulators (two dependent mma chains per n-tile), summed at the end.
@@ -204,8 +284,7 @@ __device__ __forceinline__ void decode_attn_long(
       uint32_t a[4];
       if constexpr (T::kQShared) {
         // matrices: (rows 0-7, d lo), (rows 8-15, d lo), (rows 0-7, d hi), (rows 8-15, d hi)
-        atlas::ldmatrix_x4(a, sq + atlas::swizzle_offset<T::kChunks>(lane & 15,
-                                                                     2 * kk + (lane >> 4)));
+        atlas::ldmatrix_x4(a, sq + (lane & 15) * T::kQPitch + (2 * kk + (lane >> 4)) * 8);
       } else {
 #pragma unroll
         for (int i = 0; i < 4; ++i) a[i] = qf[kk][i];
@@ -326,4 +405,34 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   decode_attn_long<256>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, out, hq,
                         hkv, block_size, max_blocks, static_cast<int>(num_splits), scale,
                         long_smem);
+}
+
+// Batched decode of one token per sequence with the q/k norm, RoPE and K/V append of
+// qk_norm_rope_kv_bf16 done by the blocks (D 64 / 128, the classic qkv layout: full rotation,
+// plain or no norm weights; ops/attention.py decode_attention_rope). Waits for the qkv
+// projection on entry (no reads before it).
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_long_rope_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
+                               __nv_bfloat16* v_cache, const __nv_bfloat16* q_norm_w,
+                               const __nv_bfloat16* k_norm_w, const float* cos_sin,
+                               const int* positions, const int* slots, const int* block_tables,
+                               const int* kv_lens, float* part_o, float* part_ml,
+                               __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
+                               uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+                               uint32_t max_blocks, uint32_t num_splits, float scale,
+                               float eps) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  atlas::pdl_enter();  // the qkv rows come from the projection just before
+  const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
+  const int ns = static_cast<int>(num_splits);
+  if (head_dim == 128)
+    decode_attn_long<128, true>(nullptr, k_cache, v_cache, block_tables, kv_lens, part_o,
+                                part_ml, out, hq, hkv, block_size, max_blocks, ns, scale,
+                                long_smem, rope);
+  else if (head_dim == 64)
+    decode_attn_long<64, true>(nullptr, k_cache, v_cache, block_tables, kv_lens, part_o,
+                               part_ml, out, hq, hkv, block_size, max_blocks, ns, scale,
+                               long_smem, rope);
+  else
+    __trap();  // ops/attention_long.py LONG_ROPE_HEAD_DIMS
 }

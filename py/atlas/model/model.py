@@ -476,7 +476,8 @@ class DenseDecoderModel:
         if (plan.decode and plan.step_keys <= attention.rope_step_keys(kc.routes)
                 and attention.rope_fusable(kc, d.heads, d.kv_heads, d.head_dim, d.q_pitch,
                                            rotary_dim, d.norm_offset,
-                                           self.max_blocks * self.block_size, plan.num_seqs)):
+                                           self.max_blocks * self.block_size, plan.num_seqs,
+                                           plan.step_keys)):
             assert t == plan.num_seqs  # one token per row
             # q/k norm, RoPE, KV append and split-K attention in one launch (each row's
             # blocks compute the keys earlier rows of its sequence append: verification)

@@ -345,6 +345,15 @@ _DECODE_LONG = ("q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part
                 "max_blocks:u32 num_splits:u32 scale:f32")
 DECODE_ATTN_LONG = S("attention_long", "decode_attn_long_bf16", _DECODE_LONG)
 DECODE_ATTN_LONG_D256 = S("attention_long", "decode_attn_long_d256_bf16", _DECODE_LONG)
+# DECODE_ATTN_LONG with qk_norm_rope_kv_bf16 done by its blocks (one token per sequence, the
+# classic qkv layout, head_dim 64 or 128): q from the qkv rows, the step's k and v appended
+# at the row's slot (none for slot < 0) and substituted for that cache row
+DECODE_ATTN_LONG_ROPE = S(
+    "attention_long", "decode_attn_long_rope_bf16",
+    "qkv:ptr k_cache:ptr v_cache:ptr q_norm_w:ptr k_norm_w:ptr cos_sin:ptr positions:ptr "
+    "slots:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr out:ptr num_seqs:u32 "
+    "hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 num_splits:u32 scale:f32 "
+    "eps:f32")
 
 # --- quantized KV cache: FP8 (E4M3) and NVFP4 (kv_quant.cu, attention_kvq.cu) -----------------
 # Pools as the bf16 cache with quantized rows: FP8, one E4M3 code byte per element; NVFP4, a

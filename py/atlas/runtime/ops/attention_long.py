@@ -30,13 +30,16 @@ model's split count follows for long-context engines.
 from __future__ import annotations
 
 from ..gpu import DevicePtr, KernelSig, Stream
-from ..kernel_abi import DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256
+from ..kernel_abi import DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_ROPE
 from . import KernelCache
 from .routes import KernelRoutes
 
 #: head dimensions the long kernel is compiled for: 64 and 128 on DECODE_ATTN_LONG (Q in
 #: registers, two blocks per SM), 256 on DECODE_ATTN_LONG_D256 (Q in shared memory, one)
 LONG_HEAD_DIMS = (64, 128, 256)
+#: head dimensions of the rope-fused entry point (DECODE_ATTN_LONG_ROPE: Q in shared memory,
+#: two blocks per SM)
+LONG_ROPE_HEAD_DIMS = (64, 128)
 #: q heads per kv head it serves: the 16 rows of one mma.m16n8k16 A tile
 LONG_MAX_GROUP = 16
 #: threads per block (attention_long.cu kThreads) and keys per ring tile (kBKV)
@@ -63,16 +66,27 @@ def long_blocks_per_sm(head_dim: int) -> int:
     return 1 if head_dim > 128 else LONG_BLOCKS_PER_SM
 
 
-def long_smem_bytes(head_dim: int) -> int:
+def long_smem_bytes(head_dim: int, rope: bool = False) -> int:
     """Dynamic shared memory of a launch: the ring of LONG_STAGES x (K and V) [64][D] bf16
-    tiles (the warps' merge reuses it), and at D 256 the [16][256] bf16 Q tile after it."""
+    tiles (the warps' merge reuses it); at D 256 and with `rope` the [16][D + 8] bf16 Q tile
+    after it (rows 16 bytes apart past D: conflict-free ldmatrix); with `rope` the step's k
+    and v rows (2 x D bf16) after that."""
     ring = LONG_STAGES * 2 * LONG_TILE_KEYS * head_dim * 2
-    return ring + (LONG_MAX_GROUP * head_dim * 2 if head_dim > 128 else 0)
+    q_tile = LONG_MAX_GROUP * (head_dim + 8) * 2 if head_dim > 128 or rope else 0
+    return ring + q_tile + (2 * head_dim * 2 if rope else 0)
 
 
 def long_kernel_for(head_dim: int) -> KernelSig:
     """The entry point of a head dim (one of LONG_HEAD_DIMS)."""
     return DECODE_ATTN_LONG_D256 if head_dim == 256 else DECODE_ATTN_LONG
+
+
+def _launch_long(kc: KernelCache, sig: KernelSig, head_dim: int, rope: bool):
+    """The launcher of `sig` with its dynamic shared memory opted in (once per signature:
+    the largest head dim it takes) on the carveout with the most shared memory (two 96-101
+    KiB blocks per SM at D 128)."""
+    top = 256 if head_dim == 256 else 128
+    return kc.get_with_shared(sig, long_smem_bytes(top, rope), most_shared=True)
 
 
 def available(kc: KernelCache) -> bool:
@@ -147,11 +161,33 @@ def decode_attention_long(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache
                          f"{LONG_HEAD_DIMS}) and group {hq // hkv} (needs <= {LONG_MAX_GROUP})")
     if q % 16:  # Q rows are read 16 bytes at a time (D 256's shared tile)
         raise ValueError(f"decode_attention_long: q pointer {q:#x} is not 16-byte aligned")
-    sig = long_kernel_for(head_dim)
-    smem = long_smem_bytes(head_dim)
-    opt_in = long_smem_bytes(256 if head_dim == 256 else 128)
-    # the carveout with the most shared memory: two 96 KiB blocks per SM at D 128
-    launch = kc.get_with_shared(sig, opt_in, most_shared=True)
-    launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, smem, q, k_cache, v_cache,
-           block_tables, kv_lens, part_o, part_ml, out, num_seqs, hq, hkv, head_dim,
-           block_size, max_blocks, num_splits, scale)
+    launch = _launch_long(kc, long_kernel_for(head_dim), head_dim, False)
+    launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim), q,
+           k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, out, num_seqs, hq, hkv,
+           head_dim, block_size, max_blocks, num_splits, scale)
+
+
+def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
+                               k_cache: DevicePtr, v_cache: DevicePtr, q_norm_w: DevicePtr,
+                               k_norm_w: DevicePtr, cos_sin: DevicePtr, positions: DevicePtr,
+                               slots: DevicePtr, block_tables: DevicePtr, kv_lens: DevicePtr,
+                               part_o: DevicePtr, part_ml: DevicePtr, out: DevicePtr,
+                               num_seqs: int, hq: int, hkv: int, head_dim: int,
+                               block_size: int, max_blocks: int, num_splits: int, scale: float,
+                               eps: float) -> None:
+    """decode_attention_long with rope.qk_norm_rope_kv done by its blocks: one token per
+    sequence (qkv [num_seqs, (hq + 2 hkv) D], the classic layout), the step's k and v
+    appended at each row's slot (none at slot < 0) and used for that key (the caller
+    validated the shared arguments and runs the combine after a launch of more splits)."""
+    if head_dim not in LONG_ROPE_HEAD_DIMS or hq // hkv > LONG_MAX_GROUP:
+        raise ValueError(f"decode_attention_long_rope: head_dim={head_dim} (needs one of "
+                         f"{LONG_ROPE_HEAD_DIMS}) and group {hq // hkv} (needs <= "
+                         f"{LONG_MAX_GROUP})")
+    if qkv % 16:  # v rows are copied 16 bytes at a time
+        raise ValueError(f"decode_attention_long_rope: qkv pointer {qkv:#x} is not 16-byte "
+                         "aligned")
+    launch = _launch_long(kc, DECODE_ATTN_LONG_ROPE, head_dim, True)
+    launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim, True),
+           qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+           kv_lens, part_o, part_ml, out, num_seqs, hq, hkv, head_dim, block_size, max_blocks,
+           num_splits, scale, eps)

@@ -42,6 +42,7 @@ from ..gpu import Dim3
 from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_CLUSTER_SPLIT_MAJOR, DECODE_ATTN_CLUSTER_TRACE,
                           DECODE_ATTN_COMBINE, DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256,
+                          DECODE_ATTN_LONG_ROPE,
                           DECODE_ATTN_ROPE,
                           DECODE_ATTN_ROPE_AHEAD1, DECODE_ATTN_ROPE_CLUSTER,
                           DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR,
@@ -240,6 +241,24 @@ def decode_attn_long_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_ca
         if po.shape[1]:
             o[b] = po[:, 0]
     mem.view(out, np.uint16, num_seqs * hq * head_dim)[:] = f32_to_bf16_bits(o).reshape(-1)
+
+
+@reference(DECODE_ATTN_LONG_ROPE)
+def decode_attn_long_rope_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: int, k_cache: int,
+                               v_cache: int, q_norm_w: int, k_norm_w: int, cos_sin: int,
+                               positions: int, slots: int, block_tables: int, kv_lens: int,
+                               part_o: int, part_ml: int, out: int, num_seqs: int, hq: int,
+                               hkv: int, head_dim: int, block_size: int, max_blocks: int,
+                               num_splits: int, scale: float, eps: float) -> None:
+    """qk_norm_rope_kv (q into scratch, k and v into the caches at the slots), then the long
+    kernel over the caches."""
+    chained = WithScratch(mem, num_seqs * hq * head_dim * 2)
+    qk_norm_rope_kv_bf16(chained, grid, block, qkv, WithScratch.ADDRESS, k_cache, v_cache,
+                         q_norm_w, k_norm_w, cos_sin, positions, slots, num_seqs, hq, hkv,
+                         head_dim, block_size, eps)
+    decode_attn_long_bf16(chained, grid, block, WithScratch.ADDRESS, k_cache, v_cache,
+                          block_tables, kv_lens, part_o, part_ml, out, num_seqs, hq, hkv,
+                          head_dim, block_size, max_blocks, num_splits, scale)
 
 
 @reference(DECODE_ATTN_COMBINE)
