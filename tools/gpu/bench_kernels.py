@@ -856,6 +856,12 @@ def decode_attention_rope_case(env: Env, s: Any) -> Case:
                     if attention.decode_clustered(splits, routes) else
                     "_wait" if not routes.decode_attn_latency else
                     "" if routes.decode_attn_ahead else "_ahead1")
+    kernel, partials = f"decode_attn_rope{rope_variant}_bf16", \
+        attention.decode_partial_rule(hist, splits, routes)[1]
+    if attention_long.uses_long(env.kc, hq, hkv, d, nb * bs, b):  # as decode_attention_rope
+        splits = attention_long.long_launch_splits(env.kc, b, hkv, d, nb * bs, splits)
+        kernel, partials = "decode_attn_long_rope_bf16", attention.decode_split_rule(hist,
+                                                                                     splits)[1]
     inv_freq = ROPE_THETA ** (-torch.arange(0, half, device=env.device).double() / half)
     pos_angles = torch.arange(hist, device=env.device).double()[:, None] * inv_freq[None, :]
     cos_sin = torch.cat([pos_angles.cos(), pos_angles.sin()], dim=1).float().contiguous()
@@ -911,8 +917,7 @@ def decode_attention_rope_case(env: Env, s: Any) -> Case:
         lambda o, t, r: [("out", o["out"], r.reshape(b, hq, d)),
                          ("k_pool", o["k_pool"], t["k_pool"])],
         outputs=("out",), mutated=("k_pool", "v_pool"),
-        note=f"ours: decode_attn_rope{rope_variant}_bf16 on a {splits}-split grid, "
-             f"{attention.decode_partial_rule(hist, splits, routes)[1]} partial(s) at this "
+        note=f"ours: {kernel} on a {splits}-split grid, {partials} partial(s) at this "
              "history")
 
 

@@ -1242,20 +1242,21 @@ quantized_8b() {
 }
 
 # helper attn64 (session 8): decode batches of 8+ on the tensor-core split-K kernel
-# (attention_long.cu, D 64/128/256, ATLAS_DECODE_ATTN_LONG_MIN_BATCH, default 8) against the
-# session-7 routing (=0: decode_attn_rope / decode_attn / the clustered kernels). Its check
-# cases (D 256, one-split launches writing the output), the kernel table's batched rows
-# (Qwen3-8B and Qwen3.5-35B-A3B heads at batch 8 and 64 x 512 / 1,536 / 2,048 / 16,384 keys,
-# vs SDPA) and the batch-64 rows, both routings, then Qwen3-8B's batch-64 x 1,536 decode step
-# profiled both ways (PDL on: what serving runs) and decode tok/s at batch 8 / 64 both ways.
-# ~4 minutes.
+# (attention_long.cu, D 64/128/256, its rope-fused entry for the classic qkv layout;
+# ATLAS_DECODE_ATTN_LONG_MIN_BATCH, default 8) against the session-7 routing (=0:
+# decode_attn_rope / decode_attn / the clustered kernels). Its check cases (D 256, one-split
+# launches writing the output, the rope entry), the kernel table's batched rows (Qwen3-8B and
+# Qwen3.5-35B-A3B heads at batch 8 and 64 x 512 / 1,536 / 2,048 / 16,384 keys, vs SDPA), the
+# batch-64 rows and the b8 latency rows (rope-fused, as the models launch them), both
+# routings, then Qwen3-8B's batch-64 x 1,536 decode step profiled both ways (PDL on: what
+# serving runs) and decode tok/s at batch 8 / 64 both ways. ~5 minutes.
 stage_attn64() {
   local rc=0 mb
   "$PY" tools/gpu/check_kernels.py -k long --out "$RESULTS/gpu_check_attn64-$STAMP.json" || rc=1
-  "$PY" tools/gpu/bench_kernels.py -k " batched" -k "b64 hist1536" --out-dir "$RESULTS/attn64" \
-    || rc=1
+  "$PY" tools/gpu/bench_kernels.py -k " batched" -k "b64 hist1536" -k "b8 hist2048 latency" \
+    --out-dir "$RESULTS/attn64" || rc=1
   ATLAS_DECODE_ATTN_LONG_MIN_BATCH=0 "$PY" tools/gpu/bench_kernels.py -k " batched" \
-    -k "b64 hist1536" --out-dir "$RESULTS/attn64_minbatch0" || rc=1
+    -k "b64 hist1536" -k "b8 hist2048 latency" --out-dir "$RESULTS/attn64_minbatch0" || rc=1
   make_checkpoint qwen3-8b weights || return 1
   for mb in 8 0; do
     ATLAS_DECODE_ATTN_LONG_MIN_BATCH=$mb "$PY" tools/gpu/profile_decode.py \
