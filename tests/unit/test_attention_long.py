@@ -213,6 +213,19 @@ def test_batches_route_to_the_long_kernel(num_seqs, hq, hkv, d, splits, env, wan
         assert launches[1].args["num_splits"] == want[0][1][0]  # the combine's stride
 
 
+def test_batched_splits_may_use_the_buffers_capacity() -> None:
+    """max_splits (the partial buffers' splits a row) lifts the cap of the model's count:
+    batch 48 at D 128 gets 2 splits (768 blocks, 97% of 3 waves) instead of 1 (384, 73% of
+    2); without it the model's 1 stands."""
+    dev = _HopperMock()
+    kc = KernelCache(dev)
+    ptrs = [dev.alloc(1 << 12) for _ in range(9)]
+    for max_splits, want in ((33, [(2, 8, 48), (1, 32, 48)]), (0, [(1, 8, 48)])):
+        attention.decode_attention(kc, 0, *ptrs, 48, 32, 8, 128, 16, 512, 1, 0.088,
+                                   max_splits=max_splits)
+        assert [r.grid for r in dev.drain_launches()] == want
+
+
 def test_rope_fuses_into_the_long_kernel_one_key_a_sequence() -> None:
     """Where decode_attention takes the long kernel, decode_attention_rope runs its rope
     entry: one key a sequence (a fused verification step unfuses), head_dim 64 / 128."""

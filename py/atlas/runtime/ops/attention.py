@@ -181,7 +181,8 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
                      part_o: DevicePtr, part_ml: DevicePtr, counters: DevicePtr,
                      out: DevicePtr, num_seqs: int, hq: int, hkv: int, head_dim: int,
                      block_size: int, max_blocks: int, num_splits: int, scale: float,
-                     long: bool | None = None, trace: DevicePtr = 0) -> None:
+                     long: bool | None = None, trace: DevicePtr = 0,
+                     max_splits: int = 0) -> None:
     """One query per sequence, split-K.
 
     part_o is f32 [num_seqs, hq, num_splits, head_dim], part_ml f32 [num_seqs, hq,
@@ -195,9 +196,10 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
     max_blocks * block_size keys (long contexts, or batches of
     routes.decode_attn_long_min_batch rows and more), the tensor-core kernel writes the
     partials and the combine kernel merges them, on `attention_long.long_launch_splits`
-    splits (at most num_splits: one for most large batches, and then the kernel writes out
-    itself and no combine runs); `long` forces (True, on num_splits splits as given) or
-    avoids (False) that.
+    splits (at most max(num_splits, max_splits), max_splits being what the partial buffers
+    hold a row: one for most large batches, and then the kernel writes out itself and no
+    combine runs); `long` forces (True, on num_splits splits as given) or avoids (False)
+    that.
     `trace` (u64 [blocks of decode_grid, TRACE_WORDS], zeroed): the clustered kernel's
     phase-traced twin (tools/gpu/trace_decode_attn.py); only where the clustered kernel runs.
     """
@@ -207,7 +209,7 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
         long = uses_long(kc, hq, hkv, head_dim, max_blocks * block_size, num_seqs)
         if long:
             num_splits = long_launch_splits(kc, num_seqs, hkv, head_dim,
-                                            max_blocks * block_size, num_splits)
+                                            max_blocks * block_size, num_splits, max_splits)
     clustered = not long and decode_clustered(num_splits, kc.routes)
     if trace and (not clustered or kc.routes.decode_attn_split_major):
         raise ValueError("decode_attention: only the clustered kernel in its default order has "
@@ -275,7 +277,8 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
                           part_ml: DevicePtr, counters: DevicePtr, out: DevicePtr,
                           num_seqs: int, hq: int, hkv: int, head_dim: int, block_size: int,
                           max_blocks: int, num_splits: int, scale: float, eps: float,
-                          trace: DevicePtr = 0, long: bool | None = None) -> None:
+                          trace: DevicePtr = 0, long: bool | None = None,
+                          max_splits: int = 0) -> None:
     """`rope.qk_norm_rope_kv` of one token per row (qkv [num_seqs, (hq + 2 hkv) D],
     classic layout: full rotation, plain or no q/k norm weights) and `decode_attention` in
     one launch: each block norms and rotates its slice's q heads itself, and the block whose
@@ -297,7 +300,8 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
     routes.decode_attn_long_min_batch rows and more; `long` forces True / False), the
     tensor-core kernel's rope-fused entry runs instead (head_dim 64 / 128: one row per
     sequence, see rope_fusable; it waits for the qkv projection on entry) on
-    `attention_long.long_launch_splits` splits, then the combine where more than one.
+    `attention_long.long_launch_splits` splits (as decode_attention: max_splits), then the
+    combine where more than one.
     """
     _check_decode("decode_attention_rope", hq, hkv, head_dim, block_size, num_seqs, num_splits,
                   max_blocks, part_o, part_ml, counters, out)
@@ -314,7 +318,7 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
         long = not trace and uses_long(kc, hq, hkv, head_dim, max_blocks * block_size, num_seqs)
         if long:
             num_splits = long_launch_splits(kc, num_seqs, hkv, head_dim,
-                                            max_blocks * block_size, num_splits)
+                                            max_blocks * block_size, num_splits, max_splits)
     if long:
         decode_attention_long_rope(kc, stream, qkv, k_cache, v_cache, q_norm_w, k_norm_w,
                                    cos_sin, positions, slots, block_tables, kv_lens, part_o,

@@ -134,16 +134,18 @@ def long_decode_splits(pairs: int, max_seq_len: int, num_sms: int, cap: int | No
 
 
 def long_launch_splits(kc: KernelCache, num_seqs: int, hkv: int, head_dim: int,
-                       max_keys: int, num_splits: int) -> int:
+                       max_keys: int, num_splits: int, max_splits: int = 0) -> int:
     """The split count a routed launch runs: at least routes.decode_attn_long_min_batch
     sequences take `long_decode_splits` for this head dim with splits down to one tile at
     the tables' reach (the batch, not the context, makes the blocks: a batch of 8 at 2k
-    keys needs 8 splits of 256 to fill an H200), capped by the caller's num_splits (the
-    partial buffers' splits a row); smaller launches keep num_splits (batch 1's count, or
-    the model's for long contexts: the row-invariant steps need exactly it)."""
+    keys needs 8 splits of 256 to fill an H200), at most max(num_splits, max_splits), the
+    partial buffers' splits a row (a batch of 48 at D 128: the model's 1 split is 384 blocks,
+    73% of two waves; 2 are 97% of three); smaller launches keep num_splits (batch 1's
+    count, or the model's for long contexts: the row-invariant steps need exactly it)."""
     if not 0 < kc.routes.decode_attn_long_min_batch <= num_seqs:
         return num_splits
-    return long_decode_splits(num_seqs * hkv, max_keys, kc.facts.sm_count, cap=num_splits,
+    cap = max(num_splits, max_splits)
+    return long_decode_splits(num_seqs * hkv, max_keys, kc.facts.sm_count, cap=cap,
                               blocks_per_sm=long_blocks_per_sm(head_dim),
                               min_split_keys=LONG_TILE_KEYS)
 
