@@ -265,6 +265,16 @@ def test_rope_batches_route_to_the_long_rope_entry(num_seqs, splits, env, want) 
         assert first.args["out"] and first.args["eps"] == pytest.approx(1e-6)
 
 
+def test_rope_at_d256_keeps_the_cuda_core_kernel() -> None:
+    """The rope entry has no D 256 (Qwen3.5's partial rotary never fuses): a batch-8 D-256
+    decode_attention_rope stays on decode_attn_rope_bf16."""
+    dev = _HopperMock()
+    ptrs = [dev.alloc(1 << 12) for _ in range(14)]
+    attention.decode_attention_rope(KernelCache(dev), 0, *ptrs, 8, 16, 2, 256, 16, 512, 3,
+                                    0.06, 1e-6)
+    assert [r.func for r in dev.drain_launches()] == ["decode_attn_rope_bf16"]
+
+
 def test_rope_long_context_batch_one_keeps_the_models_splits() -> None:
     """A long-context engine (16,384-key tables) at batch 1 takes the rope entry on the
     model's split count (the row-invariant steps need exactly it)."""

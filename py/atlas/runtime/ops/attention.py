@@ -298,8 +298,9 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
 
     Where `attention_long.uses_long` says so for num_seqs rows (long contexts, batches of
     routes.decode_attn_long_min_batch rows and more; `long` forces True / False), the
-    tensor-core kernel's rope-fused entry runs instead (head_dim 64 / 128: one row per
-    sequence, see rope_fusable; it waits for the qkv projection on entry) on
+    tensor-core kernel's rope-fused entry runs instead (head_dim 64 / 128, others keep this
+    kernel: one row per sequence, see rope_fusable; it waits for the qkv projection on
+    entry) on
     `attention_long.long_launch_splits` splits (as decode_attention: max_splits), then the
     combine where more than one.
     """
@@ -315,7 +316,8 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
             raise ValueError(f"decode_attention_rope: {name} pointer {ptr:#x} is not 16-byte "
                              "aligned")
     if long is None:
-        long = not trace and uses_long(kc, hq, hkv, head_dim, max_blocks * block_size, num_seqs)
+        long = (not trace and head_dim in LONG_ROPE_HEAD_DIMS
+                and uses_long(kc, hq, hkv, head_dim, max_blocks * block_size, num_seqs))
         if long:
             num_splits = long_launch_splits(kc, num_seqs, hkv, head_dim,
                                             max_blocks * block_size, num_splits, max_splits)
