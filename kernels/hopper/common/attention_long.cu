@@ -101,11 +101,32 @@ __device__ __forceinline__ void decode_attn_long(
     __nv_bfloat16* __restrict__ out, int hq, int hkv, int block_size, int max_blocks,
     int num_splits, float scale, __nv_bfloat16* smem, const LongRope& rope = LongRope{}) {
   using T = LongTile<D, kRope>;
-  constexpr int R = T::kRowsPerThread;
   const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
   const int kv_len = kv_lens[b];
   const int group = hq / hkv, h0 = kvh * group;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int* table = block_tables + static_cast<size_t>(b) * max_blocks;
+  const int table_keys = max_blocks * block_size;
+
+  // This thread copies chunk `ch` of tile rows row0 + j * (kThreads / kChunks), j < R; the
+  // block-table entries of those rows from key `base` on (any key the tables reach: an
+  // entry past the split is never used, see issue)
+  constexpr int R = T::kRowsPerThread;
+  const int ch = tid % T::kChunks, row0 = tid / T::kChunks;
+  constexpr int kRowStep = kThreads / T::kChunks;
+  const atlas::PageMap pages(block_size);
+  auto lookup_at = [&](int base, int (&page)[R]) {
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+      const int p = base + row0 + j * kRowStep;
+      page[j] = p < table_keys ? table[pages.page(p)] : 0;
+    }
+  };
+  // A one-split launch (large batches) starts at key 0 whatever kv_len is: its first tile's
+  // entries are requested together with kv_len (one memory trip less before the first copy)
+  int page[R];
+  if (num_splits == 1) lookup_at(0, page);
+
   const int chunk = max((kv_len + num_splits - 1) / num_splits, kMinKeysPerSplit);
   const int begin = split * chunk;
   if (begin >= kv_len) {
@@ -119,7 +140,6 @@ __device__ __forceinline__ void decode_attn_long(
   const int end = min(begin + chunk, kv_len);
   const int n_tiles = (end - begin + kBKV - 1) / kBKV;
   const int g = lane >> 2, c = lane & 3;
-  const int* table = block_tables + static_cast<size_t>(b) * max_blocks;
   // rope: the split holding the step's key (kv_len - 1) of a row with a slot computes that
   // key's k and v, appends them to the cache and substitutes them for the cache row (never
   // copied: `skip`); a padding row (slot < 0) attends the cache as it is
@@ -131,17 +151,7 @@ __device__ __forceinline__ void decode_attn_long(
   const bool sub = kRope && slot >= 0 && kv_len - 1 < end;  // kv_len - 1 >= begin: active
   const int skip = sub ? kv_len - 1 : -1;
 
-  // This thread copies chunk `ch` of tile rows row0 + j * (kThreads / kChunks), j < R.
-  const int ch = tid % T::kChunks, row0 = tid / T::kChunks;
-  constexpr int kRowStep = kThreads / T::kChunks;
-  const atlas::PageMap pages(block_size);
-  auto lookup = [&](int tile, int (&page)[R]) {
-#pragma unroll
-    for (int j = 0; j < R; ++j) {
-      const int p = begin + tile * kBKV + row0 + j * kRowStep;
-      page[j] = p < end ? table[pages.page(p)] : 0;
-    }
-  };
+  auto lookup = [&](int tile, int (&page)[R]) { lookup_at(begin + tile * kBKV, page); };
   auto issue = [&](int tile, const int (&page)[R]) {
     __nv_bfloat16* sk = smem + (tile % kStages) * T::kStageElems;
     __nv_bfloat16* sv = sk + T::kTileElems;
@@ -161,11 +171,10 @@ __device__ __forceinline__ void decode_attn_long(
 
   // Prologue: tiles 0..kStages-2 in flight (commit group i = tile i), the next tile's table
   // entries requested.
-  int page[R];
 #pragma unroll
   for (int t = 0; t < kStages - 1; ++t) {
     if (t < n_tiles) {
-      lookup(t, page);
+      if (t > 0 || num_splits != 1) lookup(t, page);
       issue(t, page);
     }
     atlas::cp_async_commit();
