@@ -56,6 +56,8 @@ def _bf16_p_model(case, g, kv_lens: list[int], num_splits: int) -> dict[str, np.
                 ls.append(e.sum())
                 ms.append(m)
                 part_o[b, h, i] = nums[-1] / ls[-1]
+            if not active:  # no keys: zeros
+                continue
             w = np.exp(np.array(ms) - max(ms))
             out[b, h] = (w[:, None] * np.array(nums)).sum(axis=0) / (w * np.array(ls)).sum()
     return {"out": out, "part_o": part_o}
@@ -110,13 +112,18 @@ def test_launch_constants_match_the_kernel() -> None:
     assert LONG_CONTEXT_KEYS == attention_long.LONG_CONTEXT_KEYS
 
 
-@pytest.mark.parametrize("d, nbytes", [(64, 48 * 1024), (128, 96 * 1024)])
-def test_shared_memory(d: int, nbytes: int) -> None:
-    """3 stages of K and V [64][D] bf16; the warps' merge (o [4][16][D], m and l [4][16]
-    f32) fits in the ring; two blocks fit on an SM."""
-    assert attention_long.long_smem_bytes(d) == nbytes
-    assert (4 * 16 * d + 2 * 4 * 16) * 4 <= nbytes
-    assert 2 * (nbytes + 1024) <= 228 * 1024
+@pytest.mark.parametrize("d, rope, nbytes, per_sm", [
+    (64, False, 48 * 1024, 2), (128, False, 96 * 1024, 2), (256, False, 192 * 1024 + 8448, 1),
+    (64, True, 48 * 1024 + 2304 + 256, 2), (128, True, 96 * 1024 + 4352 + 512, 2)])
+def test_shared_memory(d: int, rope: bool, nbytes: int, per_sm: int) -> None:
+    """3 stages of K and V [64][D] bf16 (and at D 256 or with rope the [16][D + 8] bf16 Q
+    tile, with rope the step's k and v rows); the warps' merge (o [4][16][D], m and l [4][16]
+    f32) fits in the ring; the blocks of an SM fit."""
+    assert attention_long.long_smem_bytes(d, rope) == nbytes
+    assert attention_long.long_blocks_per_sm(d) == per_sm
+    assert (4 * 16 * d + 2 * 4 * 16) * 4 <= 3 * 2 * 64 * d * 2
+    assert per_sm * (nbytes + 1024) <= 228 * 1024
+    assert f"__launch_bounds__(kThreads, {per_sm})" in SOURCE.read_text()
 
 
 # ---- routing and launch ------------------------------------------------------------------
@@ -137,11 +144,12 @@ class _HopperMock(MockGpuBackend):
 
 
 def _launch(dev: MockGpuBackend, max_blocks: int, hq: int = 32, hkv: int = 8, d: int = 128,
-            env: dict[str, str] | None = None, long: bool | None = None):
+            env: dict[str, str] | None = None, long: bool | None = None, num_seqs: int = 4,
+            splits: int = 7):
     kc = KernelCache(dev, KernelRoutes.from_env(env or {}))
     ptrs = [dev.alloc(1 << 12) for _ in range(9)]  # q ... part_ml, counters, out
-    attention.decode_attention(kc, 0, *ptrs, 4, hq, hkv, d, 16, max_blocks, 7, d ** -0.5,
-                               long=long)
+    attention.decode_attention(kc, 0, *ptrs, num_seqs, hq, hkv, d, 16, max_blocks, splits,
+                               d ** -0.5, long=long)
     return dev.drain_launches()
 
 
@@ -158,7 +166,7 @@ def test_long_tables_take_the_long_kernel_then_the_combine() -> None:
 
 @pytest.mark.parametrize("max_blocks, hq, hkv, d, env, func", [
     (1023, 32, 8, 128, None, "decode_attn_bf16"),              # 16,368 keys: below the rule
-    (4096, 32, 8, 256, None, "decode_attn_bf16"),              # D 256: not compiled
+    (4096, 16, 2, 256, None, "decode_attn_long_d256_bf16"),    # D 256: its own entry point
     (4096, 34, 2, 128, None, "decode_attn_bf16"),              # group 17 > 16 rows
     (4096, 32, 2, 64, None, "decode_attn_long_bf16"),          # group 16, D 64
     (4096, 32, 8, 128, {"ATLAS_DECODE_ATTN_LONG": "0"}, "decode_attn_bf16"),
@@ -170,16 +178,127 @@ def test_routing_rule(max_blocks, hq, hkv, d, env, func) -> None:
 
 def test_no_module_no_long_kernel_and_forcing_checks_the_geometry() -> None:
     assert _launch(MockGpuBackend(), 4096)[0].func == "decode_attn_bf16"
+    assert _launch(MockGpuBackend(), 64, num_seqs=64)[0].func == "decode_attn_bf16"
     assert _launch(_HopperMock(), 4096, long=False)[0].func == "decode_attn_bf16"
-    with pytest.raises(ValueError, match="head_dim=256"):
-        _launch(_HopperMock(), 16, d=256, long=True)
+    with pytest.raises(ValueError, match="group 17"):
+        _launch(_HopperMock(), 16, hq=34, hkv=2, long=True)
+
+
+# ---- batched decode: routing by batch, the split count, no combine after one split -------
+
+@pytest.mark.parametrize("num_seqs, hq, hkv, d, splits, env, want", [
+    # Qwen3-8B batch 64 (the throughput step) at an 8,192-key engine: one split, no combine
+    (64, 32, 8, 128, 1, None, [("decode_attn_long_bf16", (1, 8, 64))]),
+    # batch 8: the model's 5 (2x SMs for the CUDA-core kernel) -> 4 (256 of 264 slots)
+    (8, 32, 8, 128, 5, None, [("decode_attn_long_bf16", (4, 8, 8)),
+                              ("decode_attn_combine_bf16", (1, 32, 8))]),
+    # Qwen3.5-35B-A3B's D 256 at batch 8: 17 -> 8 (128 blocks of 132 one-per-SM slots)
+    (8, 16, 2, 256, 17, None, [("decode_attn_long_d256_bf16", (8, 2, 8)),
+                               ("decode_attn_combine_bf16", (1, 16, 8))]),
+    # below the batch rule: batch 1's kernels, num_splits as given
+    (7, 32, 8, 128, 5, None, [("decode_attn_bf16", (5, 8, 7))]),
+    # the switch back to the session-7 routing
+    (64, 32, 8, 128, 1, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "0"},
+     [("decode_attn_bf16", (1, 8, 64))]),
+    (16, 32, 8, 128, 3, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "32"},
+     [("decode_attn_bf16", (3, 8, 16))]),
+])
+def test_batches_route_to_the_long_kernel(num_seqs, hq, hkv, d, splits, env, want) -> None:
+    launches = _launch(_HopperMock(), 512, hq, hkv, d, env, num_seqs=num_seqs, splits=splits)
+    assert [(r.func, r.grid) for r in launches] == want
+    if want[0][0].startswith("decode_attn_long"):
+        assert launches[0].args["num_splits"] == want[0][1][0]
+        assert launches[0].shared == attention_long.long_smem_bytes(d)
+    if len(want) == 2:
+        assert launches[1].args["num_splits"] == want[0][1][0]  # the combine's stride
+
+
+def test_batched_splits_may_use_the_buffers_capacity() -> None:
+    """max_splits (the partial buffers' splits a row) lifts the cap of the model's count:
+    batch 48 at D 128 gets 2 splits (768 blocks, 97% of 3 waves) instead of 1 (384, 73% of
+    2); without it the model's 1 stands."""
+    dev = _HopperMock()
+    kc = KernelCache(dev)
+    ptrs = [dev.alloc(1 << 12) for _ in range(9)]
+    for max_splits, want in ((33, [(2, 8, 48), (1, 32, 48)]), (0, [(1, 8, 48)])):
+        attention.decode_attention(kc, 0, *ptrs, 48, 32, 8, 128, 16, 512, 1, 0.088,
+                                   max_splits=max_splits)
+        assert [r.grid for r in dev.drain_launches()] == want
+
+
+def test_rope_fuses_into_the_long_kernel_one_key_a_sequence() -> None:
+    """Where decode_attention takes the long kernel, decode_attention_rope runs its rope
+    entry: one key a sequence (a fused verification step unfuses), head_dim 64 / 128."""
+    kc = KernelCache(_HopperMock())
+    assert all(attention.rope_fusable(kc, 32, 8, 128, 128, 128, False, 8192, n)
+               for n in (1, 7, 8, 64))
+    assert not attention.rope_fusable(kc, 32, 8, 128, 128, 128, False, 8192, 8, step_keys=4)
+    assert attention.rope_fusable(kc, 32, 8, 128, 128, 128, False, 8192, 7, step_keys=4)
+    assert not attention.rope_fusable(kc, 16, 2, 256, 256, 256, False, 8192, 8)
+    assert attention.rope_fusable(kc, 16, 2, 256, 256, 256, False, 8192, 4)
+    assert not attention.rope_fusable(kc, 32, 8, 128, 128, 64, False, 8192, 64)  # partial
+
+
+def _rope_launch(env: dict[str, str] | None, num_seqs: int, splits: int, max_blocks: int = 512,
+                 long: bool | None = None):
+    dev = _HopperMock()
+    kc = KernelCache(dev, KernelRoutes.from_env(env or {}))
+    ptrs = [dev.alloc(1 << 12) for _ in range(14)]  # qkv ... counters, out
+    attention.decode_attention_rope(kc, 0, *ptrs, num_seqs, 32, 8, 128, 16, max_blocks,
+                                    splits, 0.088, 1e-6, long=long)
+    return dev.drain_launches()
+
+
+@pytest.mark.parametrize("num_seqs, splits, env, want", [
+    (64, 1, None, [("decode_attn_long_rope_bf16", (1, 8, 64))]),
+    (8, 5, None, [("decode_attn_long_rope_bf16", (4, 8, 8)),
+                  ("decode_attn_combine_bf16", (1, 32, 8))]),
+    (7, 5, None, [("decode_attn_rope_bf16", (5, 8, 7))]),
+    (64, 1, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "0"}, [("decode_attn_rope_bf16", (1, 8, 64))]),
+])
+def test_rope_batches_route_to_the_long_rope_entry(num_seqs, splits, env, want) -> None:
+    launches = _rope_launch(env, num_seqs, splits)
+    assert [(r.func, r.grid) for r in launches] == want
+    if want[0][0] == "decode_attn_long_rope_bf16":
+        first = launches[0]
+        assert first.shared == attention_long.long_smem_bytes(128, rope=True)
+        assert first.args["out"] and first.args["eps"] == pytest.approx(1e-6)
+
+
+def test_rope_at_d256_keeps_the_cuda_core_kernel() -> None:
+    """The rope entry has no D 256 (Qwen3.5's partial rotary never fuses): a batch-8 D-256
+    decode_attention_rope stays on decode_attn_rope_bf16."""
+    dev = _HopperMock()
+    ptrs = [dev.alloc(1 << 12) for _ in range(14)]
+    attention.decode_attention_rope(KernelCache(dev), 0, *ptrs, 8, 16, 2, 256, 16, 512, 3,
+                                    0.06, 1e-6)
+    assert [r.func for r in dev.drain_launches()] == ["decode_attn_rope_bf16"]
+
+
+def test_rope_long_context_batch_one_keeps_the_models_splits() -> None:
+    """A long-context engine (16,384-key tables) at batch 1 takes the rope entry on the
+    model's split count (the row-invariant steps need exactly it)."""
+    (partials, combine) = _rope_launch(None, 1, 30, max_blocks=1024)
+    assert (partials.func, partials.grid) == ("decode_attn_long_rope_bf16", (30, 8, 1))
+    assert combine.args["num_splits"] == 30
+
+
+def test_one_split_launches_write_the_output() -> None:
+    """The kernel's `out` argument is decode_attention's; the combine follows only launches
+    of more than one split (forced launches keep num_splits as given)."""
+    dev = _HopperMock()
+    (one,) = _launch(dev, 64, long=True, splits=1)
+    assert one.func == "decode_attn_long_bf16" and one.args["num_splits"] == 1
+    assert one.args["out"] and one.args["out"] != one.args["part_o"]
+    partials, _ = _launch(dev, 64, long=True, num_seqs=64, splits=3)
+    assert partials.args["num_splits"] == 3
 
 
 # ---- split count --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("batch, max_seq_len, splits", [
-    (1, 32768, 33), (8, 32768, 8), (32, 32768, 2), (64, 32768, 1), (128, 32768, 1),
-    (1, 16384, 32), (8, 16384, 8), (2, 32768, 30),
+    (1, 32768, 30), (8, 32768, 4), (32, 32768, 1), (64, 32768, 1), (128, 32768, 1),
+    (1, 16384, 30), (8, 16384, 4), (2, 32768, 15), (16, 32768, 2),
     (1, 8192, 33), (8, 8192, 5), (32, 8192, 2),  # below LONG_CONTEXT_KEYS: the 2x-SMs rule
 ])
 def test_decode_splits(batch: int, max_seq_len: int, splits: int) -> None:
@@ -194,9 +313,21 @@ def test_long_splits_fill_whole_waves_and_never_exceed_batch_one() -> None:
             s = decode_splits(batch, kv_heads, 32768, 132)
             assert 1 <= s <= top
             blocks = batch * kv_heads * s
-            if blocks >= slots and s < top:
+            if s < top:
                 waves = -(-blocks // slots)
                 assert blocks >= attention_long.LONG_WAVE_EFFICIENCY * waves * slots
+
+
+@pytest.mark.parametrize("pairs, d, cap, splits", [
+    (512, 128, 1, 1), (64, 128, 5, 4), (16, 256, 17, 8), (32, 256, 9, 4), (128, 256, 3, 1),
+    (32, 128, 9, 8), (16, 128, 17, 15), (64, 256, 2, 2), (8, 128, 64, 16),
+])
+def test_batched_splits_fill_whole_waves(pairs: int, d: int, cap: int, splits: int) -> None:
+    """(sequence, kv head) pairs x splits fill the slots of d's blocks per SM to >= 90% in
+    whole waves, at most the cap and max_seq_len // 512 (8,192 keys: 16)."""
+    got = attention_long.long_decode_splits(pairs, 8192, 132, cap=cap,
+                                            blocks_per_sm=attention_long.long_blocks_per_sm(d))
+    assert got == splits
 
 
 # ---- model of the kernel's index math -----------------------------------------------------

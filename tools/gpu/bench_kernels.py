@@ -784,11 +784,16 @@ def decode_attention_case(env: Env, s: Any) -> Case:
     max_seq_len = max(ENGINE_MAX_SEQ_LEN, hist)
     splits = decode_splits(b, hkv, max_seq_len, env.num_sms)
     long = True if s.long_kernel else None
-    kernel = ("decode_attn_long" if s.long_kernel or attention_long.uses_long(
-        env.kc, hq, hkv, d, nb * bs) else ("decode_attn_cluster_splitmajor"
+    routed_long = attention_long.uses_long(env.kc, hq, hkv, d, nb * bs, b)
+    kernel = (attention_long.long_kernel_for(d).func if s.long_kernel or routed_long
+              else ("decode_attn_cluster_splitmajor"
         if env.kc.routes.decode_attn_split_major else "decode_attn_cluster")
         if attention.decode_clustered(splits, env.kc.routes) else "decode_attn"
         if env.kc.routes.decode_attn_ahead else "decode_attn_ahead1")
+    launched = (attention_long.long_launch_splits(env.kc, b, hkv, d, nb * bs, splits)
+                if routed_long and not s.long_kernel else splits)
+    partials = (attention.decode_split_rule(hist, launched)[1] if s.long_kernel or routed_long
+                else attention.decode_partial_rule(hist, splits, env.kc.routes)[1])
 
     def make() -> Set:
         st = paged_kv(env, b, hist, hkv, d, bs)
@@ -833,10 +838,10 @@ def decode_attention_case(env: Env, s: Any) -> Case:
                 "what a paged engine on plain PyTorch does: gather the blocks, then SDPA",
                 sdpa_gathered),
     ], lambda o, t, r: [("out", o["out"], r.reshape(b, hq, d))], outputs=("out",),
-        note=f"ours: {kernel}, a {splits}-split grid, the engine's choice (model.step_inputs."
-             f"decode_splits) at max_seq_len {max_seq_len}; "
-             f"{attention.decode_partial_rule(hist, splits, env.kc.routes)[1]} partial(s) at "
-             "this history")
+        note=f"ours: {kernel}, a {launched}-split grid (the engine's choice: model.step_inputs."
+             f"decode_splits at max_seq_len {max_seq_len} gives {splits}, "
+             f"ops.attention_long.long_launch_splits for routed batches); "
+             f"{partials} partial(s) at this history")
 
 
 def verify_attention_case(env: Env, s: Any) -> Case:
@@ -914,6 +919,12 @@ def decode_attention_rope_case(env: Env, s: Any) -> Case:
                     if attention.decode_clustered(splits, routes) else
                     "_wait" if not routes.decode_attn_latency else
                     "" if routes.decode_attn_ahead else "_ahead1")
+    kernel, partials = f"decode_attn_rope{rope_variant}_bf16", \
+        attention.decode_partial_rule(hist, splits, routes)[1]
+    if attention_long.uses_long(env.kc, hq, hkv, d, nb * bs, b):  # as decode_attention_rope
+        splits = attention_long.long_launch_splits(env.kc, b, hkv, d, nb * bs, splits)
+        kernel, partials = "decode_attn_long_rope_bf16", attention.decode_split_rule(hist,
+                                                                                     splits)[1]
     inv_freq = ROPE_THETA ** (-torch.arange(0, half, device=env.device).double() / half)
     pos_angles = torch.arange(hist, device=env.device).double()[:, None] * inv_freq[None, :]
     cos_sin = torch.cat([pos_angles.cos(), pos_angles.sin()], dim=1).float().contiguous()
@@ -969,8 +980,7 @@ def decode_attention_rope_case(env: Env, s: Any) -> Case:
         lambda o, t, r: [("out", o["out"], r.reshape(b, hq, d)),
                          ("k_pool", o["k_pool"], t["k_pool"])],
         outputs=("out",), mutated=("k_pool", "v_pool"),
-        note=f"ours: decode_attn_rope{rope_variant}_bf16 on a {splits}-split grid, "
-             f"{attention.decode_partial_rule(hist, splits, routes)[1]} partial(s) at this "
+        note=f"ours: {kernel} on a {splits}-split grid, {partials} partial(s) at this "
              "history")
 
 
@@ -1746,9 +1756,11 @@ def select_shapes(args: argparse.Namespace) -> list[Any]:
                                                            latency_decode=((1, 40), (3, 90)),
                                                            throughput_decode=((4, 150),),
                                                            verify_decode=((1, 40, 3),
-                                                                          (3, 90, 2))),
+                                                                          (3, 90, 2)),
+                                                           batched_decode=((8, 100),)),
                                 (TINY_MOE,), (TINY_MOE_ROUTER,), hybrid=TINY_HYBRID,
-                                quant_widths=(), latency_heads=TINY_LATENCY_HEADS)
+                                quant_widths=(), latency_heads=TINY_LATENCY_HEADS,
+                                batched_heads=TINY_LATENCY_HEADS)
     else:
         shapes = ks.table_shapes()
     if args.quick:

@@ -1273,6 +1273,47 @@ quantized_8b() {
     2>"$LOGS/quantize_qwen3-8b-$1.log"
 }
 
+# helper attn64 (session 8): decode batches of 8+ on the tensor-core split-K kernel
+# (attention_long.cu, D 64/128/256, its rope-fused entry for the classic qkv layout;
+# ATLAS_DECODE_ATTN_LONG_MIN_BATCH, default 8) against the session-7 routing (=0:
+# decode_attn_rope / decode_attn / the clustered kernels). Its check cases (D 256, one-split
+# launches writing the output, the rope entry), the kernel table's batched rows (Qwen3-8B and
+# Qwen3.5-35B-A3B heads at batch 8 and 64 x 512 / 1,536 / 2,048 / 16,384 keys, vs SDPA), the
+# batch-64 rows and the b8 latency rows (rope-fused, as the models launch them), both
+# routings, then Qwen3-8B's batch-64 x 1,536 decode step profiled both ways (PDL on: what
+# serving runs) and decode tok/s at batch 8 / 64 both ways. ~5 minutes.
+stage_attn64() {
+  local rc=0 mb
+  "$PY" tools/gpu/check_kernels.py -k long --out "$RESULTS/gpu_check_attn64-$STAMP.json" || rc=1
+  "$PY" tools/gpu/bench_kernels.py -k " batched" -k "b64 hist1536" -k "b8 hist2048 latency" \
+    --out-dir "$RESULTS/attn64" || rc=1
+  ATLAS_DECODE_ATTN_LONG_MIN_BATCH=0 "$PY" tools/gpu/bench_kernels.py -k " batched" \
+    -k "b64 hist1536" -k "b8 hist2048 latency" --out-dir "$RESULTS/attn64_minbatch0" || rc=1
+  make_checkpoint qwen3-8b weights || return 1
+  for mb in 8 0; do
+    ATLAS_DECODE_ATTN_LONG_MIN_BATCH=$mb "$PY" tools/gpu/profile_decode.py \
+      --model "$CKPT/qwen3-8b" --batch 64 --context 1536 \
+      --out "$RESULTS/profile_decode_qwen3-8b_b64_c1536_minbatch$mb.json" || rc=1
+    ATLAS_DECODE_ATTN_LONG_MIN_BATCH=$mb "$PY" tools/gpu/bench_decode.py \
+      --model "$CKPT/qwen3-8b" --hf none --batches 8,64 \
+      --out "$RESULTS/bench_decode_qwen3-8b_minbatch$mb.json" || rc=1
+  done
+  return $rc
+}
+
+# helper attn64: the flagship (Qwen3.5-35B-A3B, synthetic weights: D-256 gated attention, hq
+# 16 / hkv 2) decode at batch 8 and 32 with its attention on the tensor-core kernel (default)
+# and on the session-7 clustered kernel (ATLAS_DECODE_ATTN_LONG_MIN_BATCH=0). ~3 minutes.
+stage_attn64_flagship() {
+  local rc=0 mb
+  for mb in 8 0; do
+    ATLAS_DECODE_ATTN_LONG_MIN_BATCH=$mb "$PY" tools/gpu/bench_moe.py \
+      --config qwen3_5-35b-a3b --batches 8,32 --prompt 2048 --new 128 --hf none \
+      --out "$RESULTS/bench_moe_qwen3_5-35b-a3b_minbatch$mb.json" || rc=1
+  done
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity decode_bench
         qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
@@ -1285,7 +1326,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         startup quant_kernels gemv_prefetch_ab norm_gemv_ab decode_attn throughput_b64_profile
         throughput_mixed_step decode_gemm_wide_ab headline batch1_ab thru_ab moe_b1_profile
         quant_ab moe_quant_bench thru_b64 spec_profile spec_ring_ab persistent_ab persistent_sweep
-        attn_trace verify_attn)
+        attn_trace verify_attn attn64 attn64_flagship)
 
 # ---- runner -------------------------------------------------------------------------------
 

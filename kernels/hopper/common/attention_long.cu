@@ -1,8 +1,9 @@
-// Split-K decode attention for long contexts on tensor cores: the same contract as
-// attention.cu's decode_attn_bf16 (grid (num_splits, hkv, num_seqs), the same split rule,
-// the same part_o / part_ml partials merged by decode_attn_combine_bf16), built for
-// histories of thousands of keys per split, where the CUDA-core kernel's register double
-// buffer and per-iteration block-table reads leave too few bytes in flight.
+// Split-K decode attention on tensor cores for batched and long-context decode: the same
+// contract as attention.cu's decode_attn_bf16 (grid (num_splits, hkv, num_seqs), the same
+// split rule, the same part_o / part_ml partials merged by decode_attn_combine_bf16), built
+// to stream K/V at copy bandwidth: histories of thousands of keys per split (the long
+// contexts) and the many short splits of a large batch, where the CUDA-core kernel's register
+// double buffer and per-iteration block-table reads leave too few bytes in flight.
 //
 // A block owns one split of one kv head of one sequence and serves every q head of the group
 // (G = hq / hkv <= 16) as the rows of one mma.m16n8k16 A tile (rows past G are zero), so the
@@ -12,23 +13,33 @@
 // past the split zero-filled and never read from the cache); the block-table entries a thread
 // needs for a tile are loaded one iteration before its copies are issued, so the table's
 // latency never sits between two tiles. Each of the 4 warps takes 16 keys of every tile:
-// S = Q K^T (ldmatrix from the swizzled K tile), masked to the split, online softmax in f32
-// log2 units, O += P V with P as one bf16 per probability (FlashAttention's and SDPA's
-// rounding; the row sum comes from the f32 values, so a partial moves by at most 2^-9 max|v|,
-// which the check cases allow: cases/attention_long.py) accumulated on the tensor cores, V
-// through transposed ldmatrix. Session 4 held the f32 partials to the f32 reference with P in
-// three bf16 parts and each tile summed apart: 3x the PV tensor work and ~100 more
-// instructions per warp and tile for accuracy the bf16 output cannot carry.
-// The warps' (m, l, o) merge through shared memory (the ring, reused) into the
-// split's normalized partial, written exactly as decode_attn_bf16 writes it.
+// S = Q K^T (ldmatrix from the swizzled K tile, two accumulators per key slice so the
+// k-steps form two dependent chains of D / 32 mmas, not one of D / 16), masked to the split,
+// online softmax in f32 log2 units, O += P V with P as one bf16 per probability
+// (FlashAttention's and SDPA's rounding; the row sum comes from the f32 values, so a partial
+// moves by at most 2^-9 max|v|, which the check cases allow: cases/attention_long.py)
+// accumulated on the tensor cores, V through transposed ldmatrix. Session 4 held the f32
+// partials to the f32 reference with P in three bf16 parts and each tile summed apart: 3x
+// the PV tensor work and ~100 more instructions per warp and tile for accuracy the bf16
+// output cannot carry.
+// The warps' (m, l, o) merge through shared memory (the ring, reused) into the split's
+// normalized partial, written exactly as decode_attn_bf16 writes it; a launch of ONE split
+// (num_splits == 1: large batches, ops/attention_long.py long_launch_splits) writes the
+// normalized bf16 output instead and no combine runs after it.
+//
+// Head dims: 64 and 128 keep Q as A fragments in registers (two blocks per SM: 48 / 96 KiB
+// rings); 256 (Qwen3.5's gated attention) keeps Q in a swizzled [16][256] shared tile read
+// by ldmatrix per k-step (its o accumulators alone are 128 registers a thread), one block
+// per SM (a 192 KiB ring + 8 KiB of Q: 128 KiB of K/V in flight, as two D-128 blocks).
 //
 // Launch (ops/attention.py decode_attention, routed by ops/attention_long.py): grid
-// (num_splits, hkv, num_seqs), 128 threads, dynamic shared memory kStages x 2 tiles x kBKV x D
-// bf16 (96 KiB at D = 128: two blocks per SM; ops/attention_long.py long_smem_bytes).
-// Preconditions: head_dim 64 or 128, hq / hkv <= 16.
+// (num_splits, hkv, num_seqs), 128 threads, dynamic shared memory
+// ops/attention_long.py long_smem_bytes(D). Preconditions: head_dim 64, 128 or 256,
+// hq / hkv <= 16, q 16-byte aligned.
 #include "atlas_common.cuh"
 #include "attention_tile.cuh"
 #include "mma_util.cuh"
+#include "rope_core.cuh"
 
 namespace {
 
@@ -38,55 +49,109 @@ constexpr int kBKV = 64;         // keys per tile, 16 per warp (attention_long.p
 constexpr int kStages = 3;       // ring depth: two tiles in flight while one is computed
 constexpr int kMaxGroup = 16;    // q heads per kv head: the rows of one mma A tile
 constexpr int kMinKeysPerSplit = 32;  // attention.cu's split rule (ops/attention.py)
+constexpr int kSmemPerSm = 228 * 1024;  // H100/H200 shared memory per SM
 constexpr float kLn2 = 0.6931471805599453f;
 
-template <int D>
+// The q/k norm, RoPE and K/V append of qk_norm_rope_kv_bf16 done by the attention blocks
+// (decode_attn_long_rope_bf16, batched decode of one token per sequence): the pointers of
+// ops/rope.py's launch. Unused (null) by the plain entry points.
+struct LongRope {
+  const __nv_bfloat16* qkv;  // [seqs, (hq + 2 hkv) D]: q heads, k heads, v heads
+  __nv_bfloat16* k_cache;
+  __nv_bfloat16* v_cache;
+  const __nv_bfloat16* q_norm_w;  // null: no q/k norm
+  const __nv_bfloat16* k_norm_w;
+  const float* cos_sin;  // [positions, D]: cos of the D / 2 frequencies, then sin
+  const int* positions;
+  const int* slots;  // < 0: a padding row (appends nothing, attends the cache as it is)
+  float eps;
+};
+
+template <int D, bool kRope = false>
 struct LongTile {
   static constexpr int kChunks = D / 8;                        // 16-byte chunks per row
   static constexpr int kTileElems = kBKV * D;                  // one K or V tile, bf16
   static constexpr int kStageElems = 2 * kTileElems;
   static constexpr int kRowsPerThread = kBKV * kChunks / kThreads;  // rows a thread copies
   static constexpr int kRingBytes = kStages * kStageElems * 2;
+  // Q as a [kMaxGroup][D] bf16 tile after the ring, rows kQPitch apart (16 bytes of padding:
+  // the 8 rows an ldmatrix matrix reads fall in 8 different bank groups), at D 256 and
+  // where the block norms and rotates q itself; else in registers
+  static constexpr bool kQShared = D > 128 || kRope;
+  static constexpr int kQPitch = D + 8;
+  static constexpr int kQBytes = kQShared ? kMaxGroup * kQPitch * 2 : 0;
+  // the rope variant's new k and v rows (bf16, linear) after the Q tile
+  static constexpr int kStageBytes = kRope ? 2 * D * 2 : 0;
+  static constexpr int kBlocksPerSm = D > 128 ? 1 : 2;  // attention_long.py long_blocks_per_sm
   // the warps' partials after the loop: o [kWarps][16][D], m and l [kWarps][16], f32
   static constexpr int kMergeBytes = (kWarps * kMaxGroup * D + 2 * kWarps * kMaxGroup) * 4;
   static_assert(kMergeBytes <= kRingBytes, "the merge reuses the ring");
-  static_assert(2 * (kRingBytes + 1024) <= 228 * 1024, "two blocks fit on an SM");
+  static_assert(kBlocksPerSm * (kRingBytes + kQBytes + kStageBytes + 1024) <= kSmemPerSm,
+                "the blocks of an SM fit in its shared memory");
   static_assert(kBKV * kChunks % kThreads == 0, "copies divide evenly over the threads");
   static_assert(kThreads % kChunks == 0, "a thread copies the same chunk of each of its rows");
 };
 
-template <int D>
+// q: [seqs, hq, D] (plain entry points; the rope variant reads rope.qkv instead).
+template <int D, bool kRope = false>
 __device__ __forceinline__ void decode_attn_long(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
     const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
     const int* __restrict__ kv_lens, float* __restrict__ part_o, float* __restrict__ part_ml,
-    int hq, int hkv, int block_size, int max_blocks, int num_splits, float scale,
-    __nv_bfloat16* smem) {
-  using T = LongTile<D>;
-  constexpr int R = T::kRowsPerThread;
+    __nv_bfloat16* __restrict__ out, int hq, int hkv, int block_size, int max_blocks,
+    int num_splits, float scale, __nv_bfloat16* smem, const LongRope& rope = LongRope{}) {
+  using T = LongTile<D, kRope>;
   const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
   const int kv_len = kv_lens[b];
-  const int chunk = max((kv_len + num_splits - 1) / num_splits, kMinKeysPerSplit);
-  const int begin = split * chunk;
-  if (begin >= kv_len) return;  // an inactive split: the combine never reads its partials
-  const int end = min(begin + chunk, kv_len);
-  const int n_tiles = (end - begin + kBKV - 1) / kBKV;
   const int group = hq / hkv, h0 = kvh * group;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int g = lane >> 2, c = lane & 3;
   const int* table = block_tables + static_cast<size_t>(b) * max_blocks;
+  const int table_keys = max_blocks * block_size;
 
-  // This thread copies chunk `ch` of tile rows row0 + j * (kThreads / kChunks), j < R.
+  // This thread copies chunk `ch` of tile rows row0 + j * (kThreads / kChunks), j < R; the
+  // block-table entries of those rows from key `base` on (any key the tables reach: an
+  // entry past the split is never used, see issue)
+  constexpr int R = T::kRowsPerThread;
   const int ch = tid % T::kChunks, row0 = tid / T::kChunks;
   constexpr int kRowStep = kThreads / T::kChunks;
   const atlas::PageMap pages(block_size);
-  auto lookup = [&](int tile, int (&page)[R]) {
+  auto lookup_at = [&](int base, int (&page)[R]) {
 #pragma unroll
     for (int j = 0; j < R; ++j) {
-      const int p = begin + tile * kBKV + row0 + j * kRowStep;
-      page[j] = p < end ? table[pages.page(p)] : 0;
+      const int p = base + row0 + j * kRowStep;
+      page[j] = p < table_keys ? table[pages.page(p)] : 0;
     }
   };
+  // A one-split launch (large batches) starts at key 0 whatever kv_len is: its first tile's
+  // entries are requested together with kv_len (one memory trip less before the first copy)
+  int page[R];
+  if (num_splits == 1) lookup_at(0, page);
+
+  const int chunk = max((kv_len + num_splits - 1) / num_splits, kMinKeysPerSplit);
+  const int begin = split * chunk;
+  if (begin >= kv_len) {
+    // An inactive split: the combine never reads its partials. A one-split launch has no
+    // combine: a sequence without keys gets zeros (what the combine writes for it).
+    if (num_splits == 1)
+      for (int idx = tid; idx < group * D; idx += kThreads)
+        out[(static_cast<size_t>(b) * hq + h0) * D + idx] = __float2bfloat16_rn(0.f);
+    return;
+  }
+  const int end = min(begin + chunk, kv_len);
+  const int n_tiles = (end - begin + kBKV - 1) / kBKV;
+  const int g = lane >> 2, c = lane & 3;
+  // rope: the split holding the step's key (kv_len - 1) of a row with a slot computes that
+  // key's k and v, appends them to the cache and substitutes them for the cache row (never
+  // copied: `skip`); a padding row (slot < 0) attends the cache as it is
+  int slot = -1, position = 0;
+  if constexpr (kRope) {
+    slot = rope.slots[b];
+    position = rope.positions[b];
+  }
+  const bool sub = kRope && slot >= 0 && kv_len - 1 < end;  // kv_len - 1 >= begin: active
+  const int skip = sub ? kv_len - 1 : -1;
+
+  auto lookup = [&](int tile, int (&page)[R]) { lookup_at(begin + tile * kBKV, page); };
   auto issue = [&](int tile, const int (&page)[R]) {
     __nv_bfloat16* sk = smem + (tile % kStages) * T::kStageElems;
     __nv_bfloat16* sv = sk + T::kTileElems;
@@ -98,6 +163,7 @@ __device__ __forceinline__ void decode_attn_long(
           (static_cast<size_t>(page[j]) * hkv + kvh) * block_size + pages.row(p);
       const size_t off = ok ? row * D + ch * 8 : 0;
       const int dst = atlas::swizzle_offset<T::kChunks>(r, ch);
+      if (p == skip) continue;  // the substituted key: no copy may land on it
       atlas::cp_async_16(sk + dst, k_cache + off, ok);
       atlas::cp_async_16(sv + dst, v_cache + off, ok);
     }
@@ -105,23 +171,71 @@ __device__ __forceinline__ void decode_attn_long(
 
   // Prologue: tiles 0..kStages-2 in flight (commit group i = tile i), the next tile's table
   // entries requested.
-  int page[R];
 #pragma unroll
   for (int t = 0; t < kStages - 1; ++t) {
     if (t < n_tiles) {
-      lookup(t, page);
+      if (t > 0 || num_splits != 1) lookup(t, page);
       issue(t, page);
     }
     atlas::cp_async_commit();
   }
   if (kStages - 1 < n_tiles) lookup(kStages - 1, page);
 
-  // Q as A fragments (rows = the group's heads, zero past G), straight from global memory:
-  // a0 [g][2c..] a1 [g+8][2c..] a2 [g][2c+8..] a3 [g+8][2c+8..] of each 16-column k-step.
-  uint32_t qf[D / 16][4];
-  {
-    const uint32_t* q0 = reinterpret_cast<const uint32_t*>(
-        q + (static_cast<size_t>(b) * hq + h0) * D);
+  // Q as A fragments (rows = the group's heads, zero past G): a0 [g][2c..] a1 [g+8][2c..]
+  // a2 [g][2c+8..] a3 [g+8][2c+8..] of each 16-column k-step. D <= 128: in registers,
+  // straight from global memory; D 256 and rope: a shared tile after the ring (visible to
+  // every warp after the loop's first barrier), one ldmatrix per k-step.
+  constexpr int kQRegSteps = T::kQShared ? 1 : D / 16;
+  uint32_t qf[kQRegSteps][4];
+  __nv_bfloat16* sq = smem + T::kRingBytes / 2;
+  __nv_bfloat16* stage_k = sq + kMaxGroup * T::kQPitch;  // rope: the step's k and v rows
+  __nv_bfloat16* stage_v = stage_k + D;
+  if constexpr (kRope) {
+    // rope_core.cuh (qk_norm_rope_kv's bits): one warp per q head of the group into its Q
+    // row (rows past G zero), then the split holding the step's key norms and rotates k and
+    // copies v into the stage, and appends both to the cache at the row's slot
+    const size_t pitch = static_cast<size_t>(hq + 2 * hkv) * D;
+    const __nv_bfloat16* row = rope.qkv + static_cast<size_t>(b) * pitch;
+    const float* cosv = rope.cos_sin + static_cast<size_t>(position) * D;
+    const bool normed = rope.q_norm_w != nullptr;
+    for (int it = warp; it < kMaxGroup + (sub ? 1 : 0); it += kWarps) {  // warp-uniform
+      if (it < group) {
+        const auto w = atlas::rope::load_norm_w<false>(rope.q_norm_w, normed, D, D, lane);
+        atlas::rope::norm_rope_row<false>(row + static_cast<size_t>(h0 + it) * D,
+                                          sq + it * T::kQPitch, w, normed, false, cosv, D, D,
+                                          rope.eps, lane);
+      } else if (it < kMaxGroup) {
+        for (int i = lane; i < D; i += 32) sq[it * T::kQPitch + i] = __float2bfloat16_rn(0.f);
+      } else {
+        const auto w = atlas::rope::load_norm_w<false>(rope.k_norm_w, normed, D, D, lane);
+        atlas::rope::norm_rope_row<false>(row + static_cast<size_t>(hq + kvh) * D, stage_k, w,
+                                          normed, false, cosv, D, D, rope.eps, lane);
+        const uint4* v_src = reinterpret_cast<const uint4*>(row + static_cast<size_t>(hq + hkv + kvh) * D);
+        for (int i = lane; i < T::kChunks; i += 32)
+          reinterpret_cast<uint4*>(stage_v)[i] = v_src[i];
+      }
+    }
+    __syncthreads();  // the stage is complete
+    if (sub) {
+      const size_t at = ((static_cast<size_t>(slot / block_size) * hkv + kvh) * block_size +
+                         slot % block_size) * D;
+      for (int i = tid; i < T::kChunks; i += kThreads) {
+        reinterpret_cast<uint4*>(rope.k_cache + at)[i] = reinterpret_cast<const uint4*>(stage_k)[i];
+        reinterpret_cast<uint4*>(rope.v_cache + at)[i] = reinterpret_cast<const uint4*>(stage_v)[i];
+      }
+    }
+  } else if constexpr (T::kQShared) {
+    const __nv_bfloat16* q_rows = q + (static_cast<size_t>(b) * hq + h0) * D;
+    for (int idx = tid; idx < kMaxGroup * T::kChunks; idx += kThreads) {
+      const int row = idx / T::kChunks, qc = idx % T::kChunks;
+      const uint4 v = row < group
+                          ? __ldg(reinterpret_cast<const uint4*>(q_rows + row * D) + qc)
+                          : make_uint4(0u, 0u, 0u, 0u);
+      *reinterpret_cast<uint4*>(sq + row * T::kQPitch + qc * 8) = v;
+    }
+  } else {
+    const __nv_bfloat16* q_rows = q + (static_cast<size_t>(b) * hq + h0) * D;
+    const uint32_t* q0 = reinterpret_cast<const uint32_t*>(q_rows);
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk)
 #pragma unroll
@@ -148,24 +262,50 @@ __device__ __forceinline__ void decode_attn_long(
       if (t + kStages < n_tiles) lookup(t + kStages, page);
     }
     atlas::cp_async_commit();
-    const __nv_bfloat16* sk = smem + (t % kStages) * T::kStageElems;
-    const __nv_bfloat16* sv = sk + T::kTileElems;
+    __nv_bfloat16* sk = smem + (t % kStages) * T::kStageElems;
+    __nv_bfloat16* sv = sk + T::kTileElems;
+    if (sub && t == (kv_len - 1 - begin) / kBKV) {  // block-uniform: the step's key's tile
+      const int r = kv_len - 1 - begin - t * kBKV;
+      for (int i = tid; i < 2 * T::kChunks; i += kThreads) {
+        const int c = i % T::kChunks;
+        const __nv_bfloat16* from = (i < T::kChunks ? stage_k : stage_v) + c * 8;
+        __nv_bfloat16* to = (i < T::kChunks ? sk : sv) + atlas::swizzle_offset<T::kChunks>(r, c);
+        *reinterpret_cast<uint4*>(to) = *reinterpret_cast<const uint4*>(from);
+      }
+      __syncthreads();
+    }
 
-    // S = Q K^T for this warp's 16 keys (two 8-key n-tiles).
-    float s[2][4];
+    // S = Q K^T for this warp's 16 keys (two 8-key n-tiles), even and odd k-steps in
+    // separate accumulators (two dependent mma chains per n-tile), summed at the end.
+    float s2[2][2][4];
 #pragma unroll
-    for (int j = 0; j < 2; ++j)
+    for (int par = 0; par < 2; ++par)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) s[j][e] = 0.f;
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s2[par][j][e] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       // matrices: (keys 0-7, d lo), (keys 0-7, d hi), (keys 8-15, d lo), (keys 8-15, d hi)
       const int r = warp * 16 + (lane & 7) + ((lane >> 4) << 3);
       uint32_t kb[4];
       atlas::ldmatrix_x4(kb, sk + atlas::swizzle_offset<T::kChunks>(r, 2 * kk + ((lane >> 3) & 1)));
-      atlas::mma_bf16_16816(s[0], qf[kk], kb[0], kb[1]);
-      atlas::mma_bf16_16816(s[1], qf[kk], kb[2], kb[3]);
+      uint32_t a[4];
+      if constexpr (T::kQShared) {
+        // matrices: (rows 0-7, d lo), (rows 8-15, d lo), (rows 0-7, d hi), (rows 8-15, d hi)
+        atlas::ldmatrix_x4(a, sq + (lane & 15) * T::kQPitch + (2 * kk + (lane >> 4)) * 8);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) a[i] = qf[kk][i];
+      }
+      atlas::mma_bf16_16816(s2[kk & 1][0], a, kb[0], kb[1]);
+      atlas::mma_bf16_16816(s2[kk & 1][1], a, kb[2], kb[3]);
     }
+    float s[2][4];
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[j][e] = s2[0][j][e] + s2[1][j][e];
 
     // Mask keys past the split; online softmax per row (attention_tile.cuh).
     float corr[2];
@@ -222,8 +362,13 @@ __device__ __forceinline__ void decode_attn_long(
       total += sl[w * kMaxGroup + row] * wt;
       acc += so[(w * kMaxGroup + row) * D + d] * wt;
     }
+    // an active split has >= 1 key: total >= 1
+    if (num_splits == 1) {  // the whole answer: no combine follows a one-split launch
+      out[(static_cast<size_t>(b) * hq + h0 + row) * D + d] = __float2bfloat16_rn(acc / total);
+      continue;
+    }
     const size_t out_row = (static_cast<size_t>(b) * hq + h0 + row) * num_splits + split;
-    part_o[out_row * D + d] = acc / total;  // an active split has >= 1 key: total >= 1
+    part_o[out_row * D + d] = acc / total;
     if (d == 0) {
       part_ml[out_row * 2] = mx * kLn2;
       part_ml[out_row * 2 + 1] = total;
@@ -237,18 +382,66 @@ __device__ __forceinline__ void decode_attn_long(
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
     decode_attn_long_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
                           const __nv_bfloat16* v_cache, const int* block_tables,
-                          const int* kv_lens, float* part_o, float* part_ml, uint32_t num_seqs,
-                          uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
-                          uint32_t max_blocks, uint32_t num_splits, float scale) {
+                          const int* kv_lens, float* part_o, float* part_ml,
+                          __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq, uint32_t hkv,
+                          uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
+                          uint32_t num_splits, float scale) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_enter();  // q, kv_lens, the tables and the cache come from earlier work
   const int ns = static_cast<int>(num_splits);
   if (head_dim == 128)
-    decode_attn_long<128>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
-                          block_size, max_blocks, ns, scale, long_smem);
+    decode_attn_long<128>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, out,
+                          hq, hkv, block_size, max_blocks, ns, scale, long_smem);
   else if (head_dim == 64)
-    decode_attn_long<64>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, hq, hkv,
-                         block_size, max_blocks, ns, scale, long_smem);
+    decode_attn_long<64>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, out,
+                         hq, hkv, block_size, max_blocks, ns, scale, long_smem);
   else
-    __trap();  // ops/attention_long.py LONG_HEAD_DIMS
+    __trap();  // ops/attention_long.py long_kernel_for
+}
+
+// D = 256 (Qwen3.5's gated attention): one block per SM (a 192 KiB ring, 2 tiles x 64 KiB in
+// flight), Q in shared memory; its own entry so the D-128 kernel keeps its register budget.
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+    decode_attn_long_d256_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
+                               const __nv_bfloat16* v_cache, const int* block_tables,
+                               const int* kv_lens, float* part_o, float* part_ml,
+                               __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
+                               uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+                               uint32_t max_blocks, uint32_t num_splits, float scale) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  atlas::pdl_enter();  // q, kv_lens, the tables and the cache come from earlier work
+  if (head_dim != 256) __trap();  // ops/attention_long.py long_kernel_for
+  decode_attn_long<256>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, out, hq,
+                        hkv, block_size, max_blocks, static_cast<int>(num_splits), scale,
+                        long_smem);
+}
+
+// Batched decode of one token per sequence with the q/k norm, RoPE and K/V append of
+// qk_norm_rope_kv_bf16 done by the blocks (D 64 / 128, the classic qkv layout: full rotation,
+// plain or no norm weights; ops/attention.py decode_attention_rope). Waits for the qkv
+// projection on entry (no reads before it).
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_long_rope_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
+                               __nv_bfloat16* v_cache, const __nv_bfloat16* q_norm_w,
+                               const __nv_bfloat16* k_norm_w, const float* cos_sin,
+                               const int* positions, const int* slots, const int* block_tables,
+                               const int* kv_lens, float* part_o, float* part_ml,
+                               __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
+                               uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+                               uint32_t max_blocks, uint32_t num_splits, float scale,
+                               float eps) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  atlas::pdl_enter();  // the qkv rows come from the projection just before
+  const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
+  const int ns = static_cast<int>(num_splits);
+  if (head_dim == 128)
+    decode_attn_long<128, true>(nullptr, k_cache, v_cache, block_tables, kv_lens, part_o,
+                                part_ml, out, hq, hkv, block_size, max_blocks, ns, scale,
+                                long_smem, rope);
+  else if (head_dim == 64)
+    decode_attn_long<64, true>(nullptr, k_cache, v_cache, block_tables, kv_lens, part_o,
+                               part_ml, out, hq, hkv, block_size, max_blocks, ns, scale,
+                               long_smem, rope);
+  else
+    __trap();  // ops/attention_long.py LONG_ROPE_HEAD_DIMS
 }

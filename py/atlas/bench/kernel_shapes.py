@@ -159,6 +159,11 @@ DECODE_LATENCY_HEADS = (
     AttentionHeads("qwen3.5-35b-a3b", 16, 2, 256, False),
 )
 
+#: the batched decode attention rows' head geometries: Qwen3-8B (D 128, group 4) and
+#: Qwen3.5-35B-A3B's gated attention (D 256, group 8)
+BATCHED_DECODE_HEADS = tuple(a for a in DECODE_LATENCY_HEADS
+                             if a.name in ("qwen3-8b", "qwen3.5-35b-a3b"))
+
 
 @dataclass(frozen=True, slots=True)
 class MoeDims:
@@ -832,6 +837,12 @@ class TableScale:
     #: verification attention (issue 13: Qwen3-8B batch 1 at K = 3, against 4 x the plain
     #: batch-1 row and the rows-apart path): (batch, history, drafts)
     verify_decode: tuple[tuple[int, int, int], ...] = ((1, 512, 3), (8, 512, 3), (1, 4096, 3))
+    #: batched decode attention (issue 15: the tensor-core kernel at batch 8 and 64 and any
+    #: context, routes.decode_attn_long_min_batch): (batch, history) pairs for
+    #: BATCHED_DECODE_HEADS, labelled "batched", as decode_attention routes them
+    batched_decode: tuple[tuple[int, int], ...] = (
+        (8, 512), (8, 1536), (8, 2048), (8, 16384), (64, 512), (64, 1536), (64, 2048),
+        (64, 16384))
 
 
 def _linears(dims: ModelDims) -> list[tuple[str, int, int]]:
@@ -898,14 +909,16 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                  moe_routers: tuple[MoeDims, ...] = (MINIMAX_M2_ROUTER,),
                  hybrid: HybridDims | None = QWEN3_5_35B,
                  quant_widths: tuple[ModelDims, ...] = QUANT_WIDTHS,
-                 latency_heads: tuple[AttentionHeads, ...] = DECODE_LATENCY_HEADS
+                 latency_heads: tuple[AttentionHeads, ...] = DECODE_LATENCY_HEADS,
+                 batched_heads: tuple[AttentionHeads, ...] = BATCHED_DECODE_HEADS
                  ) -> list[KernelShape]:
     """Every shape of the kernel table, in table order; `quick` marks the short run's.
 
     `m` gives every family's shapes; `small_models` add batch-1 GEMVs of small models (the
     embedded default among them), where launch and fill costs weigh most; `quant_widths`
     batch-1 quantized GEMVs of other dense widths; `latency_heads` the short-context decode
-    attention rows (scale.latency_decode) of each head geometry. The middle entry
+    attention rows (scale.latency_decode) of each head geometry, `batched_heads` the
+    batched ones (scale.batched_decode, attention alone). The middle entry
     of each sweep is the quick one.
     """
     first_batch, last_batch = scale.decode_batches[0], scale.decode_batches[-1]
@@ -1064,6 +1077,9 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                                heads=a.heads, kv_heads=a.kv_heads, head_dim=a.head_dim,
                                rope=a.rope, quick=(b, h) == scale.latency_decode[0])
                for a in latency_heads for b, h in scale.latency_decode]
+    shapes += [DecodeAttention(label=f"{a.name} b{b} hist{h} batched", batch=b, history=h,
+                               heads=a.heads, kv_heads=a.kv_heads, head_dim=a.head_dim)
+               for a in batched_heads for b, h in scale.batched_decode]
     for b in scale.decode_batches:
         shapes += [
             Sampling(label=f"{m.name} b{b}", rows=b, vocab=m.vocab, temperature=0.0,

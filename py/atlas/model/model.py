@@ -258,6 +258,9 @@ class AttentionPlan:
     #: chunks, which the scheduler puts first): attended by the split-K decode kernel with
     #: `num_splits`, the rest by the prefill kernel
     decode_rows: int = 0
+    #: the partial buffers' splits a row (b.part_o): the tensor-core kernel's launch may take
+    #: up to this many (ops/attention_long.long_launch_splits); 0: num_splits
+    split_capacity: int = 0
 
 
 def persistent_pointers(dims: Dims, layers: list[LayerWeights], tensor_parallel: bool
@@ -326,7 +329,8 @@ class DenseDecoderModel:
         return (plan.decode and plan.step_keys <= attention.rope_step_keys(kc.routes)
                 and attention.rope_fusable(kc, d.heads, d.kv_heads, d.head_dim, d.q_pitch,
                                            d.rotary_dim or d.head_dim, d.norm_offset,
-                                           self.max_blocks * self.block_size))
+                                           self.max_blocks * self.block_size, plan.num_seqs,
+                                           plan.step_keys))
 
     def verifies_on_kernel(self, step_keys: int) -> bool:
         """Whether a verification step (up to `step_keys` > 1 rows per sequence) attends on
@@ -502,7 +506,8 @@ class DenseDecoderModel:
                 kc, s, b.qkv, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm, self.cos_sin,
                 b.positions, b.slots, b.block_tables, b.kv_lens, b.part_o, b.part_ml,
                 b.attn_counters, b.attn, plan.num_seqs, d.heads, d.kv_heads, d.head_dim,
-                self.block_size, self.max_blocks, plan.num_splits, self.scale, d.eps)
+                self.block_size, self.max_blocks, plan.num_splits, self.scale, d.eps,
+                max_splits=plan.split_capacity)
             self._output_projection(s, b, lw, t, res)
             return
         rope.qk_norm_rope_kv(kc, s, b.qkv, b.q, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm,
@@ -525,7 +530,7 @@ class DenseDecoderModel:
                                        b.kv_lens, b.part_o, b.part_ml, b.attn_counters, b.attn,
                                        rows, d.heads, d.kv_heads, d.head_dim,
                                        self.block_size, self.max_blocks, plan.num_splits,
-                                       self.scale)
+                                       self.scale, max_splits=plan.split_capacity)
         if rows < plan.num_seqs:  # per-sequence inputs of the chunks after the decode rows
             attention.prefill_attention(kc, s, b.q, lw.k_cache, lw.v_cache,
                                         b.block_tables + 4 * rows * self.max_blocks,

@@ -466,12 +466,13 @@ class ModelRunner:
             if per_row:  # a hybrid model's eager verification: decode-shaped
                 plan = AttentionPlan(decode=True, num_seqs=n_tokens,
                                      num_splits=self.verify_splits(n_tokens),
-                                     step_keys=1 + self.max_num_draft_tokens)
+                                     step_keys=1 + self.max_num_draft_tokens,
+                                     split_capacity=self.split_capacity)
             else:
                 ones = leading_decode_rows(steps)
                 plan = AttentionPlan(decode=False, num_seqs=len(steps), max_q_len=max_q,
                                      num_splits=self.decode_splits(ones) if ones else 1,
-                                     decode_rows=ones)
+                                     decode_rows=ones, split_capacity=self.split_capacity)
             self.model.forward(self.stream, self.bufs, n_tokens, plan, n_sample)
         self._upload_token_masks([st for st, _ in rows])
         self._mark_inputs_sent()
@@ -693,6 +694,12 @@ class ModelRunner:
         seqs = -(-rows // (1 + self.max_num_draft_tokens))
         return self.limits.decode_splits(seqs, self.model.dims.kv_heads)
 
+    @property
+    def split_capacity(self) -> int:
+        """The splits a row of the decode partial buffers holds (load.py sizes them by batch
+        1's count, the most any batch gets)."""
+        return self.limits.decode_splits(1, self.model.dims.kv_heads)
+
     def capture_graphs(self) -> None:
         """Capture one decode graph per bucket and one verification graph per verification
         bucket, largest first (nano-vllm's order)."""
@@ -716,7 +723,8 @@ class ModelRunner:
         plan = AttentionPlan(decode=True, num_seqs=bs,
                              num_splits=self.verify_splits(bs) if verify
                              else self.decode_splits(bs),
-                             step_keys=1 + self.max_num_draft_tokens if verify else 1)
+                             step_keys=1 + self.max_num_draft_tokens if verify else 1,
+                             split_capacity=self.split_capacity)
         graphs, forward_graphs = ((self.verify_graphs, self.verify_forward_graphs) if verify
                                   else (self.graphs, self.forward_graphs))
         # Warm-up outside capture resolves every kernel before the graph is recorded.

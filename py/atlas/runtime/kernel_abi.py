@@ -335,14 +335,25 @@ DECODE_ATTN_COMBINE = S(
     "attention", "decode_attn_combine_bf16",
     "part_o:ptr part_ml:ptr kv_lens:ptr out:ptr num_seqs:u32 hq:u32 head_dim:u32 "
     "num_splits:u32")
-# the same partials for long contexts on tensor cores (kernels/hopper/common/attention_long.cu,
-# hopper only): head_dim 64 or 128, hq / hkv <= 16, launched with dynamic shared memory
-# (ops/attention_long.py); decode_attn_combine_bf16 merges them
-DECODE_ATTN_LONG = S(
-    "attention_long", "decode_attn_long_bf16",
-    "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr "
-    "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 num_splits:u32 "
-    "scale:f32")
+# the same partials for batched and long-context decode on tensor cores
+# (kernels/hopper/common/attention_long.cu, hopper only): hq / hkv <= 16, launched with
+# dynamic shared memory (ops/attention_long.py); decode_attn_combine_bf16 merges them. A
+# one-split launch (num_splits 1) writes out (bf16, normalized) instead: no combine follows.
+# head_dim 64 or 128 on DECODE_ATTN_LONG, 256 on DECODE_ATTN_LONG_D256.
+_DECODE_LONG = ("q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part_o:ptr "
+                "part_ml:ptr out:ptr num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 "
+                "max_blocks:u32 num_splits:u32 scale:f32")
+DECODE_ATTN_LONG = S("attention_long", "decode_attn_long_bf16", _DECODE_LONG)
+DECODE_ATTN_LONG_D256 = S("attention_long", "decode_attn_long_d256_bf16", _DECODE_LONG)
+# DECODE_ATTN_LONG with qk_norm_rope_kv_bf16 done by its blocks (one token per sequence, the
+# classic qkv layout, head_dim 64 or 128): q from the qkv rows, the step's k and v appended
+# at the row's slot (none for slot < 0) and substituted for that cache row
+DECODE_ATTN_LONG_ROPE = S(
+    "attention_long", "decode_attn_long_rope_bf16",
+    "qkv:ptr k_cache:ptr v_cache:ptr q_norm_w:ptr k_norm_w:ptr cos_sin:ptr positions:ptr "
+    "slots:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr out:ptr num_seqs:u32 "
+    "hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 num_splits:u32 scale:f32 "
+    "eps:f32")
 
 # verification rows (a speculating sequence's K + 1 consecutive rows) on tensor cores, each
 # sequence's K/V read once for all its rows (kernels/hopper/common/attention_verify.cu, hopper

@@ -1,11 +1,15 @@
-"""Check cases for the long-context split-K decode attention (module attention_long, hopper).
+"""Check cases for the tensor-core split-K decode attention (module attention_long, hopper).
 
 The same cases as decode_attn_bf16's (cases/attention.py: scrambled paged cache, NaN in every
 unowned slot, the float64 oracle, partials compared on the active splits, the combine's
 output), forced onto the long kernel: splits of thousands of keys (many laps of the 3-stage
 ring, a last tile partly past the split), splits shorter than a tile and than a warp's 16
 keys, a 1-key sequence beside long ones, every group size up to the 16 rows of the MMA tile
-(1, 2, 3, 4, 8, 16), D 64 and 128, block sizes 7, 16 and 32 (pages that straddle tiles).
+(1, 2, 3, 4, 8, 16), D 64, 128 and 256 (the D-256 entry point, Q in shared memory), block
+sizes 7, 16 and 32 (pages that straddle tiles), and one-split launches (large batches),
+where the kernel writes the output itself (a sequence without keys gets zeros) and no
+combine runs. The rope-fused entry (decode_attn_long_rope) runs cases/attention_rope.py's
+cases: the step's k and v appended at the slot and substituted for that key, padding rows.
 The kernel rounds each probability to bf16 for the PV product (cases/attention_sm90.py's
 bound: 2^-9 max|v| per output), added to the partials' and the output's tolerances.
 """
@@ -20,6 +24,7 @@ from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, attention
 from .attention import Geometry, decode_case
+from .attention_rope import decode_rope_case
 from .attention_sm90 import probability_rounding_tol
 
 
@@ -65,9 +70,58 @@ LONG_DECODE_SHAPES = [
     ("long D128 gqa2 bs16 splits32 boundaries", Geometry(16, 8, 128, 16),
      [32, 64, 31, 1056], 32),
     ("long D64 gqa3 bs32 splits6", Geometry(9, 3, 64, 32), [2500, 17, 100], 6),
+    # Qwen3.5-35B-A3B's gated attention heads (D 256, group 8): 512-key splits (8 tiles) of
+    # a 2,048-key history, a 1-key sequence, 700 keys (3 of 4 splits)
+    ("long D256 gqa8 bs16 splits4", Geometry(16, 2, 256, 16), [2048, 1, 700], 4),
+    # D 256 with all 16 rows heads, 32-token pages; MHA with 7-token pages
+    ("long D256 gqa16 bs32 splits3", Geometry(16, 1, 256, 32), [999], 3),
+    ("long D256 mha bs7 splits2", Geometry(2, 2, 256, 7), [300, 64], 2),
+    # one split: the output written by the kernel (no combine), as at batch 64; Qwen3-8B's
+    # heads over 1,536 keys (24 tiles), beside 70 keys, 1 key and none
+    ("long D128 gqa4 bs16 splits1 direct", Geometry(32, 8, 128, 16), [1536, 70, 1, 0], 1),
+    ("long D256 gqa8 bs16 splits1 direct", Geometry(16, 2, 256, 16), [1100, 0, 33], 1),
+    ("long D64 gqa2 bs16 splits1 direct", Geometry(4, 2, 64, 16), [640, 15], 1),
+]
+
+
+def long_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
+                   num_splits: int, **kw: bool) -> KernelCase:
+    """cases/attention_rope.decode_rope_case on the rope-fused entry (decode_attn_long_rope:
+    q/k norm, RoPE and the K/V append done by the attention blocks), the output's tolerance
+    widened by the bf16 probability rounding bound (its V includes the appended rows)."""
+    case = decode_rope_case(rng, name, g, kv_lens, num_splits, long=True, **kw)
+    v_new = case.inputs["qkv"].reshape(len(kv_lens), -1)[:, (g.hq + g.hkv) * g.head_dim:]
+    p_tol = max(probability_rounding_tol(case.inputs["v_cache"]),
+                probability_rounding_tol(v_new))
+    spec = case.outputs["out"]
+    atol, rtol = spec.tol
+    outputs = dict(case.outputs, out=OutputSpec(spec.dtype, spec.shape, (atol + p_tol, rtol)))
+    return dataclasses.replace(case, outputs=outputs,
+                               reference_abs_tol=case.reference_abs_tol + p_tol)
+
+
+#: (name, geometry, kv_lens, num_splits, options): the rope-fused entry, as batches launch it
+LONG_ROPE_SHAPES = [
+    # Qwen3-8B's batch-64 regime: one split of 1,536 keys (the step's key in the last tile,
+    # substituted), 90 keys, a first token (launched twice: the rows rewritten the same).
+    # Not in the device check's graph capture: each run opts the kernel's shared memory in
+    # on a fresh KernelCache (a driver call), which the engine makes before its capture
+    ("long_rope D128 gqa4 splits1", Geometry(32, 8, 128, 16), [1536, 90, 1], 1, {}),
+    # 4 splits (batch 8's): the step's key in the last active split, a padding row (slot -1:
+    # no append, the cache as it is), the key at a tile boundary (kv_len 65, 129)
+    ("long_rope D128 gqa4 splits4 pad", Geometry(32, 8, 128, 16), [2048, 129, 65, 300], 4,
+     {"pad_last": True}),
+    # Qwen3-30B-A3B's group of 8; no q/k norm at D 64 (Llama-style), 7-token pages
+    ("long_rope D128 gqa8 splits2", Geometry(32, 4, 128, 16), [700, 33], 2, {}),
+    ("long_rope D64 gqa3 no-norm bs7", Geometry(9, 3, 64, 7), [200, 64, 97], 3,
+     {"normed": False}),
+    # every row of the MMA tile a head
+    ("long_rope D128 gqa16 splits1", Geometry(16, 1, 128, 16), [400], 1, {}),
 ]
 
 
 @kernel_cases("attention_long")
 def long_decode_cases(rng: np.random.Generator) -> list[KernelCase]:
-    return [long_decode_case(rng, *shape) for shape in LONG_DECODE_SHAPES]
+    return ([long_decode_case(rng, *shape) for shape in LONG_DECODE_SHAPES]
+            + [long_rope_case(rng, name, g, lens, splits, **kw)
+               for name, g, lens, splits, kw in LONG_ROPE_SHAPES])

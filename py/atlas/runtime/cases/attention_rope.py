@@ -25,12 +25,14 @@ from .rope_kv import EPS, cos_sin_table, head_norm, rb, rotate
 
 def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
                      num_splits: int, normed: bool = True, pad_last: bool = False,
-                     graph: bool = False, traced: bool = False, twin: str = ""
-                     ) -> KernelCase:
+                     graph: bool = False, traced: bool = False, twin: str = "",
+                     long: bool | None = None) -> KernelCase:
     """One token per sequence at position kv_len - 1; `pad_last`: the last sequence's slot
     is -1 (a graph's padding row); `graph`: also in the device check's graph capture;
     `traced`: the phase-traced twin (attention_twins.cu), which must compute the same;
-    `twin`: another twin of that module (cases/attention.py DECODE_TWINS), the same too."""
+    `twin`: another twin of that module (cases/attention.py DECODE_TWINS), the same too;
+    `long`: decode_attention_rope's `long` (True: the tensor-core kernel's rope entry on
+    num_splits splits, module attention_long)."""
     num_seqs, d = len(kv_lens), g.head_dim
     inputs = paged_cache(rng, kv_lens, g)
     tables = inputs["block_tables"]
@@ -61,7 +63,7 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
                 p.get("q_norm_w", 0), p.get("k_norm_w", 0), p["cos_sin"], p["positions"],
                 p["slots"], p["block_tables"], p["kv_lens"], p["part_o"], p["part_ml"],
                 p["counters"], p["out"], num_seqs, g.hq, g.hkv, d, g.block_size, max_blocks,
-                num_splits, g.scale, EPS, trace=p.get("trace", 0))
+                num_splits, g.scale, EPS, trace=p.get("trace", 0), long=long)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         row = bf16_bits_to_f32(x["qkv"]).astype(np.float64)
@@ -99,8 +101,10 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
                "k_cache": OutputSpec(DType.BF16, cache_shape),
                "v_cache": OutputSpec(DType.BF16, cache_shape, tol=(0.0, 0.0)),
                "counters": OutputSpec(DType.I32, (num_seqs, g.hq))}
-    return KernelCase(name, "attention_twins" if traced or twin else "attention", inputs,
-                      outputs, run, oracle, {"k_cache": owned, "v_cache": owned}, graph=graph)
+    module = ("attention_long" if long else
+              "attention_twins" if traced or twin else "attention")
+    return KernelCase(name, module, inputs, outputs, run, oracle,
+                      {"k_cache": owned, "v_cache": owned}, graph=graph)
 
 
 @kernel_cases("attention")

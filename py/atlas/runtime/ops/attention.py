@@ -23,7 +23,8 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_ROPE_WAIT, PREFILL_ATTN)
 from . import KernelCache
 from .routes import KernelRoutes
-from .attention_long import decode_attention_long, uses_long
+from .attention_long import (LONG_ROPE_HEAD_DIMS, decode_attention_long,
+                             decode_attention_long_rope, long_launch_splits, uses_long)
 from .attention_sm90 import prefill_attention_sm90, uses_sm90
 
 #: head dimensions the kernels are compiled for
@@ -180,7 +181,8 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
                      part_o: DevicePtr, part_ml: DevicePtr, counters: DevicePtr,
                      out: DevicePtr, num_seqs: int, hq: int, hkv: int, head_dim: int,
                      block_size: int, max_blocks: int, num_splits: int, scale: float,
-                     long: bool | None = None, trace: DevicePtr = 0) -> None:
+                     long: bool | None = None, trace: DevicePtr = 0,
+                     max_splits: int = 0) -> None:
     """One query per sequence, split-K.
 
     part_o is f32 [num_seqs, hq, num_splits, head_dim], part_ml f32 [num_seqs, hq,
@@ -190,16 +192,24 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
     cluster of the clustered kernels, covers the keys). The last writer merges them (one
     launch; counters is u32 [num_seqs, hkv * decode_head_slices] (hq entries a sequence
     always suffice), zero before the launch and left zero, so a graph replays it as is).
-    Where `attention_long.uses_long` says so for block tables of max_blocks * block_size
-    keys, the long-context tensor-core kernel writes the partials and the combine kernel
-    merges them; `long` forces (True) or avoids (False) that.
+    Where `attention_long.uses_long` says so for num_seqs rows and block tables of
+    max_blocks * block_size keys (long contexts, or batches of
+    routes.decode_attn_long_min_batch rows and more), the tensor-core kernel writes the
+    partials and the combine kernel merges them, on `attention_long.long_launch_splits`
+    splits (at most max(num_splits, max_splits), max_splits being what the partial buffers
+    hold a row: one for most large batches, and then the kernel writes out itself and no
+    combine runs); `long` forces (True, on num_splits splits as given) or avoids (False)
+    that.
     `trace` (u64 [blocks of decode_grid, TRACE_WORDS], zeroed): the clustered kernel's
     phase-traced twin (tools/gpu/trace_decode_attn.py); only where the clustered kernel runs.
     """
     _check_decode("decode_attention", hq, hkv, head_dim, block_size, num_seqs, num_splits,
                   max_blocks, part_o, part_ml, counters, out)
     if long is None:
-        long = uses_long(kc, hq, hkv, head_dim, max_blocks * block_size)
+        long = uses_long(kc, hq, hkv, head_dim, max_blocks * block_size, num_seqs)
+        if long:
+            num_splits = long_launch_splits(kc, num_seqs, hkv, head_dim,
+                                            max_blocks * block_size, num_splits, max_splits)
     clustered = not long and decode_clustered(num_splits, kc.routes)
     if trace and (not clustered or kc.routes.decode_attn_split_major):
         raise ValueError("decode_attention: only the clustered kernel in its default order has "
@@ -217,22 +227,38 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
                        block_size, max_blocks, num_splits, scale, *extra)
         return
     decode_attention_long(kc, stream, q, k_cache, v_cache, block_tables, kv_lens, part_o,
-                          part_ml, num_seqs, hq, hkv, head_dim, block_size, max_blocks,
+                          part_ml, out, num_seqs, hq, hkv, head_dim, block_size, max_blocks,
                           num_splits, scale)
-    # one block per (q head, sequence): the merge of attention.cu with a group of one head
+    _combine(kc, stream, part_o, part_ml, kv_lens, out, num_seqs, hq, head_dim, num_splits)
+
+
+def _combine(kc: KernelCache, stream: Stream, part_o: DevicePtr, part_ml: DevicePtr,
+             kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hq: int, head_dim: int,
+             num_splits: int) -> None:
+    """The merge after the long kernel's partials: none after one split (the kernel wrote
+    out), else one block per (q head, sequence), attention.cu's merge with a group of one
+    head."""
+    if num_splits == 1:
+        return
     kc.get(DECODE_ATTN_COMBINE)(stream, (1, hq, num_seqs), ATTN_THREADS, 0, part_o, part_ml,
                                 kv_lens, out, num_seqs, hq, head_dim, num_splits)
 
 
 def rope_fusable(kc: KernelCache, hq: int, hkv: int, head_dim: int, q_pitch: int,
-                 rotary_dim: int, norm_offset: bool, max_keys: int) -> bool:
-    """Whether `decode_attention_rope` replaces qk_norm_rope_kv + decode_attention: the
-    classic qkv layout (q heads head_dim apart, the whole head rotating, plain norm weights)
-    and block tables of max_keys keys short enough that decode does not take the
-    long-context kernel."""
-    return (q_pitch == head_dim and rotary_dim == head_dim and not norm_offset
-            and hkv >= 1 and hq % hkv == 0
-            and not uses_long(kc, hq, hkv, head_dim, max_keys))
+                 rotary_dim: int, norm_offset: bool, max_keys: int, num_seqs: int,
+                 step_keys: int = 1) -> bool:
+    """Whether `decode_attention_rope` replaces qk_norm_rope_kv + decode_attention for a
+    step of num_seqs rows appending up to step_keys keys a sequence: the classic qkv layout
+    (q heads head_dim apart, the whole head rotating, plain norm weights); where the launch
+    takes the tensor-core kernel (`attention_long.uses_long`: long contexts, large batches)
+    also one key a sequence (its rope-fused entry appends each row's own key only) and a
+    head dim it is compiled for (LONG_ROPE_HEAD_DIMS)."""
+    if not (q_pitch == head_dim and rotary_dim == head_dim and not norm_offset
+            and hkv >= 1 and hq % hkv == 0):
+        return False
+    if uses_long(kc, hq, hkv, head_dim, max_keys, num_seqs):
+        return step_keys == 1 and head_dim in LONG_ROPE_HEAD_DIMS
+    return True
 
 
 def rope_step_keys(routes: KernelRoutes) -> int:
@@ -251,7 +277,8 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
                           part_ml: DevicePtr, counters: DevicePtr, out: DevicePtr,
                           num_seqs: int, hq: int, hkv: int, head_dim: int, block_size: int,
                           max_blocks: int, num_splits: int, scale: float, eps: float,
-                          trace: DevicePtr = 0) -> None:
+                          trace: DevicePtr = 0, long: bool | None = None,
+                          max_splits: int = 0) -> None:
     """`rope.qk_norm_rope_kv` of one token per row (qkv [num_seqs, (hq + 2 hkv) D],
     classic layout: full rotation, plain or no q/k norm weights) and `decode_attention` in
     one launch: each block norms and rotates its slice's q heads itself, and the block whose
@@ -268,6 +295,14 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
 
     `trace` (u64 [blocks of decode_grid, TRACE_WORDS], zeroed): the phase-traced twin of the
     kernel the rules pick (none for the waiting kernel of ATLAS_DECODE_ATTN_LATENCY=0).
+
+    Where `attention_long.uses_long` says so for num_seqs rows (long contexts, batches of
+    routes.decode_attn_long_min_batch rows and more; `long` forces True / False), the
+    tensor-core kernel's rope-fused entry runs instead (head_dim 64 / 128, others keep this
+    kernel: one row per sequence, see rope_fusable; it waits for the qkv projection on
+    entry) on
+    `attention_long.long_launch_splits` splits (as decode_attention: max_splits), then the
+    combine where more than one.
     """
     _check_decode("decode_attention_rope", hq, hkv, head_dim, block_size, num_seqs, num_splits,
                   max_blocks, part_o, part_ml, counters, out)
@@ -280,6 +315,19 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
         if ptr % 16:
             raise ValueError(f"decode_attention_rope: {name} pointer {ptr:#x} is not 16-byte "
                              "aligned")
+    if long is None:
+        long = (not trace and head_dim in LONG_ROPE_HEAD_DIMS
+                and uses_long(kc, hq, hkv, head_dim, max_blocks * block_size, num_seqs))
+        if long:
+            num_splits = long_launch_splits(kc, num_seqs, hkv, head_dim,
+                                            max_blocks * block_size, num_splits, max_splits)
+    if long:
+        decode_attention_long_rope(kc, stream, qkv, k_cache, v_cache, q_norm_w, k_norm_w,
+                                   cos_sin, positions, slots, block_tables, kv_lens, part_o,
+                                   part_ml, out, num_seqs, hq, hkv, head_dim, block_size,
+                                   max_blocks, num_splits, scale, eps)
+        _combine(kc, stream, part_o, part_ml, kv_lens, out, num_seqs, hq, head_dim, num_splits)
+        return
     clustered = decode_clustered(num_splits, kc.routes)
     if trace and (not kc.routes.decode_attn_latency or kc.routes.decode_attn_split_major):
         raise ValueError("decode_attention_rope: the waiting kernel (ATLAS_DECODE_ATTN_LATENCY=0) "

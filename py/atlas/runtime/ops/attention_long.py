@@ -1,32 +1,51 @@
-"""Launch builder and routing of the long-context split-K decode attention (hopper/common/
-attention_long.cu).
+"""Launch builder, routing and split count of the tensor-core split-K decode attention
+(hopper/common/attention_long.cu): batched decode and long contexts.
 
 The kernel keeps decode_attn_bf16's contract (grid (num_splits, hkv, num_seqs), the split
-rule of ops.attention.decode_split_rule, the partials the combine merges) and is built for
-thousands of keys per split: the group's q heads as the rows of a tensor-core tile, K/V
-through a 3-stage cp.async ring of 64-key tiles, block-table entries read one tile ahead.
-`ops.attention.decode_attention` launches it instead of decode_attn_bf16 where `uses_long`
-says so: the module is loaded, the head geometry fits, the routes allow it, and the engine's
-block tables reach at least `KernelRoutes.decode_attn_long_min_keys` keys (a graph's grid
-is fixed at capture, so the choice follows the longest context the launch can see, not the
-live kv_len). `long_decode_splits` is the split count for such engines: whole waves of the
-kernel's two blocks per SM.
+rule of ops.attention.decode_split_rule, the partials the combine merges) and streams K/V
+through a 3-stage cp.async ring of 64-key tiles with the group's q heads as the rows of a
+tensor-core tile. `ops.attention.decode_attention` launches it instead of decode_attn_bf16
+where `uses_long` says so (the module is loaded, the head geometry fits, the routes allow it)
+for either of two reasons:
+
+* long contexts: the engine's block tables reach at least
+  `KernelRoutes.decode_attn_long_min_keys` keys (a graph's grid is fixed at capture, so the
+  choice follows the longest context the launch can see, not the live kv_len), at any batch;
+* batches: at least `KernelRoutes.decode_attn_long_min_batch` sequences (default 8, 0: never
+  by batch), at any context. There the CUDA-core kernels hold too few bytes in flight per
+  SM (one 4-head block per (split, kv head, sequence) with a register double buffer: gpu17's
+  Qwen3-8B batch 64 x 1,536 keys at 58% of copy; Qwen3.5's D-256 heads at batch 8 on the
+  clustered kernel 0.27x SDPA), while this kernel keeps two 32 KiB tiles of K/V in flight per
+  block and serves the whole group from one read of them. Rows of up to 7 sequences (batch
+  1's latency path, and the row-invariant verification steps of model/runner.py, which need
+  batch 1's kernel and split count) stay on the CUDA-core kernels.
+
+The split count of a batched launch is `long_launch_splits`: the fewest splits whose blocks
+fill the GPU's slots for this kernel (num_sms x `long_blocks_per_sm`) in whole waves,
+at most the caller's num_splits (what the partial buffers hold); a launch of one split
+writes the output itself and no combine runs. `long_decode_splits` is the same rule the
+model's split count follows for long-context engines.
 """
 
 from __future__ import annotations
 
-from ..gpu import DevicePtr, Stream
-from ..kernel_abi import DECODE_ATTN_LONG
+from ..gpu import DevicePtr, KernelSig, Stream
+from ..kernel_abi import DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_ROPE
 from . import KernelCache
+from .routes import KernelRoutes
 
-#: head dimensions the long kernel is compiled for (a [64][D] K and V tile per stage)
-LONG_HEAD_DIMS = (64, 128)
+#: head dimensions the long kernel is compiled for: 64 and 128 on DECODE_ATTN_LONG (Q in
+#: registers, two blocks per SM), 256 on DECODE_ATTN_LONG_D256 (Q in shared memory, one)
+LONG_HEAD_DIMS = (64, 128, 256)
+#: head dimensions of the rope-fused entry point (DECODE_ATTN_LONG_ROPE: Q in shared memory,
+#: two blocks per SM)
+LONG_ROPE_HEAD_DIMS = (64, 128)
 #: q heads per kv head it serves: the 16 rows of one mma.m16n8k16 A tile
 LONG_MAX_GROUP = 16
 #: threads per block (attention_long.cu kThreads) and keys per ring tile (kBKV)
 LONG_THREADS = 128
 LONG_TILE_KEYS = 64
-#: ring stages (kStages) and resident blocks per SM at D = 128 (the launch bounds)
+#: ring stages (kStages) and resident blocks per SM at D <= 128 (the launch bounds)
 LONG_STAGES = 3
 LONG_BLOCKS_PER_SM = 2
 #: an engine whose block tables reach this many keys takes the long kernel by default
@@ -37,14 +56,37 @@ LONG_CONTEXT_KEYS = 16384
 LONG_MIN_SPLIT_KEYS = 512
 #: most splits (the combine's partials per row stay small)
 LONG_MAX_SPLITS = 64
-#: a split count is good enough once the last wave of blocks is this full on average
+#: a split count is good enough once its waves of blocks are this full on average
 LONG_WAVE_EFFICIENCY = 0.9
 
 
-def long_smem_bytes(head_dim: int) -> int:
+def long_blocks_per_sm(head_dim: int) -> int:
+    """Resident blocks per SM (attention_long.cu LongTile::kBlocksPerSm): the 192 KiB ring of
+    D 256 leaves room for one."""
+    return 1 if head_dim > 128 else LONG_BLOCKS_PER_SM
+
+
+def long_smem_bytes(head_dim: int, rope: bool = False) -> int:
     """Dynamic shared memory of a launch: the ring of LONG_STAGES x (K and V) [64][D] bf16
-    tiles (the warps' merge reuses it)."""
-    return LONG_STAGES * 2 * LONG_TILE_KEYS * head_dim * 2
+    tiles (the warps' merge reuses it); at D 256 and with `rope` the [16][D + 8] bf16 Q tile
+    after it (rows 16 bytes apart past D: conflict-free ldmatrix); with `rope` the step's k
+    and v rows (2 x D bf16) after that."""
+    ring = LONG_STAGES * 2 * LONG_TILE_KEYS * head_dim * 2
+    q_tile = LONG_MAX_GROUP * (head_dim + 8) * 2 if head_dim > 128 or rope else 0
+    return ring + q_tile + (2 * head_dim * 2 if rope else 0)
+
+
+def long_kernel_for(head_dim: int) -> KernelSig:
+    """The entry point of a head dim (one of LONG_HEAD_DIMS)."""
+    return DECODE_ATTN_LONG_D256 if head_dim == 256 else DECODE_ATTN_LONG
+
+
+def _launch_long(kc: KernelCache, sig: KernelSig, head_dim: int, rope: bool):
+    """The launcher of `sig` with its dynamic shared memory opted in (once per signature:
+    the largest head dim it takes) on the carveout with the most shared memory (two 96-101
+    KiB blocks per SM at D 128)."""
+    top = 256 if head_dim == 256 else 128
+    return kc.get_with_shared(sig, long_smem_bytes(top, rope), most_shared=True)
 
 
 def available(kc: KernelCache) -> bool:
@@ -52,46 +94,102 @@ def available(kc: KernelCache) -> bool:
     return DECODE_ATTN_LONG.module in kc.backend.module_names
 
 
-def uses_long(kc: KernelCache, hq: int, hkv: int, head_dim: int, max_keys: int) -> bool:
-    """The routing rule: switched on, loaded, a head geometry the kernel takes, and block
-    tables of at least routes.decode_attn_long_min_keys keys."""
-    return (kc.routes.decode_attn_long and head_dim in LONG_HEAD_DIMS
-            and hq // hkv <= LONG_MAX_GROUP and max_keys >= kc.routes.decode_attn_long_min_keys
-            and available(kc))
+def routes_long(routes: KernelRoutes, hq: int, hkv: int, head_dim: int, max_keys: int,
+                num_seqs: int) -> bool:
+    """The routing rule without the loaded-module check: switched on, a head geometry the
+    kernel takes, and block tables of at least routes.decode_attn_long_min_keys keys or a
+    launch of at least routes.decode_attn_long_min_batch sequences (0: never by batch)."""
+    by_batch = 0 < routes.decode_attn_long_min_batch <= num_seqs
+    return (routes.decode_attn_long and head_dim in LONG_HEAD_DIMS
+            and hq // hkv <= LONG_MAX_GROUP
+            and (max_keys >= routes.decode_attn_long_min_keys or by_batch))
 
 
-def long_decode_splits(pairs: int, max_seq_len: int, num_sms: int, cap: int | None = None
-                       ) -> int:
-    """Splits for `pairs` (sequence, kv head) pairs at a long max_seq_len: the fewest whose
-    blocks fill at least one wave of the long kernel (num_sms x LONG_BLOCKS_PER_SM) and whose
-    waves are at least LONG_WAVE_EFFICIENCY full on average (equal-length splits: a
-    part-empty last wave idles the rest of the GPU for a whole block's time), at most
-    max_seq_len // LONG_MIN_SPLIT_KEYS, LONG_MAX_SPLITS and `cap`; the longest allowed when
-    none qualifies. E.g. on an H200 (264 slots) with 8 kv heads at 32k: batch 1 -> 33, batch
-    8 -> 8 (512 blocks, 97% of 2 waves; the 2x-SMs rule's 5 give 320 blocks, 61% of 2)."""
-    slots = num_sms * LONG_BLOCKS_PER_SM
-    most = max(1, min(LONG_MAX_SPLITS, max_seq_len // LONG_MIN_SPLIT_KEYS,
+def uses_long(kc: KernelCache, hq: int, hkv: int, head_dim: int, max_keys: int,
+              num_seqs: int = 1) -> bool:
+    """`routes_long` under the cache's routes, with attention_long loaded."""
+    return routes_long(kc.routes, hq, hkv, head_dim, max_keys, num_seqs) and available(kc)
+
+
+def long_decode_splits(pairs: int, max_seq_len: int, num_sms: int, cap: int | None = None,
+                       blocks_per_sm: int = LONG_BLOCKS_PER_SM,
+                       min_split_keys: int = LONG_MIN_SPLIT_KEYS) -> int:
+    """Splits for `pairs` (sequence, kv head) pairs at max_seq_len: the fewest whose blocks
+    fill the kernel's slots (num_sms x blocks_per_sm) in waves at least LONG_WAVE_EFFICIENCY
+    full on average (equal-length splits: a part-empty last wave idles the rest of the GPU
+    for a whole block's time, and a grid smaller than one wave idles the SMs it misses), at
+    most max_seq_len // min_split_keys, LONG_MAX_SPLITS and `cap`; the most allowed when
+    none qualifies. E.g. on an H200 (264 slots at D 128) with 8 kv heads at 32k: batch
+    1 -> 33, batch 8 -> 4 (256 blocks, 97% of one wave), batch 64 -> 1 (512, 97% of two);
+    Qwen3.5's 2 kv heads at D 256 (132 slots), batch 8 -> 8 (128 blocks, 97%)."""
+    slots = num_sms * blocks_per_sm
+    most = max(1, min(LONG_MAX_SPLITS, max_seq_len // min_split_keys,
                       cap if cap is not None else LONG_MAX_SPLITS))
     for splits in range(1, most + 1):
         blocks = pairs * splits
         waves = -(-blocks // slots)
-        if blocks >= slots and blocks >= LONG_WAVE_EFFICIENCY * waves * slots:
+        if blocks >= LONG_WAVE_EFFICIENCY * waves * slots:
             return splits
     return most
 
 
+def long_launch_splits(kc: KernelCache, num_seqs: int, hkv: int, head_dim: int,
+                       max_keys: int, num_splits: int, max_splits: int = 0) -> int:
+    """The split count a routed launch runs: at least routes.decode_attn_long_min_batch
+    sequences take `long_decode_splits` for this head dim with splits down to one tile at
+    the tables' reach (the batch, not the context, makes the blocks: a batch of 8 at 2k
+    keys needs 8 splits of 256 to fill an H200), at most max(num_splits, max_splits), the
+    partial buffers' splits a row (a batch of 48 at D 128: the model's 1 split is 384 blocks,
+    73% of two waves; 2 are 97% of three); smaller launches keep num_splits (batch 1's
+    count, or the model's for long contexts: the row-invariant steps need exactly it)."""
+    if not 0 < kc.routes.decode_attn_long_min_batch <= num_seqs:
+        return num_splits
+    cap = max(num_splits, max_splits)
+    return long_decode_splits(num_seqs * hkv, max_keys, kc.facts.sm_count, cap=cap,
+                              blocks_per_sm=long_blocks_per_sm(head_dim),
+                              min_split_keys=LONG_TILE_KEYS)
+
+
 def decode_attention_long(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: DevicePtr,
                           v_cache: DevicePtr, block_tables: DevicePtr, kv_lens: DevicePtr,
-                          part_o: DevicePtr, part_ml: DevicePtr, num_seqs: int, hq: int,
-                          hkv: int, head_dim: int, block_size: int, max_blocks: int,
+                          part_o: DevicePtr, part_ml: DevicePtr, out: DevicePtr, num_seqs: int,
+                          hq: int, hkv: int, head_dim: int, block_size: int, max_blocks: int,
                           num_splits: int, scale: float) -> None:
-    """The split-K partials of decode_attention on the long kernel (the caller validated
-    the shared arguments and runs the combine)."""
+    """The split-K partials of decode_attention on the long kernel, or with num_splits 1
+    the output itself (the caller validated the shared arguments and runs the combine
+    after a launch of more splits)."""
     if head_dim not in LONG_HEAD_DIMS or hq // hkv > LONG_MAX_GROUP:
         raise ValueError(f"decode_attention_long: head_dim={head_dim} (needs one of "
                          f"{LONG_HEAD_DIMS}) and group {hq // hkv} (needs <= {LONG_MAX_GROUP})")
-    smem = long_smem_bytes(head_dim)
-    launch = kc.get_with_shared(DECODE_ATTN_LONG, long_smem_bytes(max(LONG_HEAD_DIMS)))
-    launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, smem, q, k_cache, v_cache,
-           block_tables, kv_lens, part_o, part_ml, num_seqs, hq, hkv, head_dim, block_size,
-           max_blocks, num_splits, scale)
+    if q % 16:  # Q rows are read 16 bytes at a time (D 256's shared tile)
+        raise ValueError(f"decode_attention_long: q pointer {q:#x} is not 16-byte aligned")
+    launch = _launch_long(kc, long_kernel_for(head_dim), head_dim, False)
+    launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim), q,
+           k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, out, num_seqs, hq, hkv,
+           head_dim, block_size, max_blocks, num_splits, scale)
+
+
+def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
+                               k_cache: DevicePtr, v_cache: DevicePtr, q_norm_w: DevicePtr,
+                               k_norm_w: DevicePtr, cos_sin: DevicePtr, positions: DevicePtr,
+                               slots: DevicePtr, block_tables: DevicePtr, kv_lens: DevicePtr,
+                               part_o: DevicePtr, part_ml: DevicePtr, out: DevicePtr,
+                               num_seqs: int, hq: int, hkv: int, head_dim: int,
+                               block_size: int, max_blocks: int, num_splits: int, scale: float,
+                               eps: float) -> None:
+    """decode_attention_long with rope.qk_norm_rope_kv done by its blocks: one token per
+    sequence (qkv [num_seqs, (hq + 2 hkv) D], the classic layout), the step's k and v
+    appended at each row's slot (none at slot < 0) and used for that key (the caller
+    validated the shared arguments and runs the combine after a launch of more splits)."""
+    if head_dim not in LONG_ROPE_HEAD_DIMS or hq // hkv > LONG_MAX_GROUP:
+        raise ValueError(f"decode_attention_long_rope: head_dim={head_dim} (needs one of "
+                         f"{LONG_ROPE_HEAD_DIMS}) and group {hq // hkv} (needs <= "
+                         f"{LONG_MAX_GROUP})")
+    if qkv % 16:  # v rows are copied 16 bytes at a time
+        raise ValueError(f"decode_attention_long_rope: qkv pointer {qkv:#x} is not 16-byte "
+                         "aligned")
+    launch = _launch_long(kc, DECODE_ATTN_LONG_ROPE, head_dim, True)
+    launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim, True),
+           qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+           kv_lens, part_o, part_ml, out, num_seqs, hq, hkv, head_dim, block_size, max_blocks,
+           num_splits, scale, eps)

@@ -41,9 +41,12 @@ what it asked for each time, and importing Atlas never depends on the environmen
 * ATLAS_DECODE_GEMM_L2_TILES=N: k-tiles (64 columns) of its weight rows each decode GEMM
   block keeps prefetched into L2 ahead of its shared-memory ring, from before its PDL wait
   (default DEFAULT_DECODE_GEMM_L2_TILES = 0: none, the session-6 kernel; see there why).
-* ATLAS_DECODE_ATTN_LONG=0: decode attention never on the long-context tensor-core kernel
+* ATLAS_DECODE_ATTN_LONG=0: decode attention never on the tensor-core split-K kernel
   (attention_long); ATLAS_DECODE_ATTN_LONG_MIN_KEYS=N: the shortest block-table reach (keys)
-  that takes it (default ops/attention_long.LONG_CONTEXT_KEYS).
+  that takes it at every batch (default ops/attention_long.LONG_CONTEXT_KEYS);
+  ATLAS_DECODE_ATTN_LONG_MIN_BATCH=N: the fewest sequences of a launch that take it at any
+  context, with its wave-filling split count (default DEFAULT_DECODE_ATTN_LONG_MIN_BATCH; 0:
+  never by batch, the session-7 routing: such batches on decode_attn_rope / decode_attn).
 * ATLAS_DECODE_ATTN_LATENCY=0: decode attention as at the start of session 6 (the A/B of
   its latency paths): never the clustered kernels (the splits' partials always merge through
   global memory and the last split's ticket, splits of 32 keys and more), and the rope-fused
@@ -154,6 +157,10 @@ DEFAULT_DECODE_GEMM_L2_TILES = 0
 #: block tables reaching this many keys route decode attention to the long-context kernel
 #: (ops/attention_long.LONG_CONTEXT_KEYS, restated here: routes import no ops module)
 DEFAULT_DECODE_ATTN_LONG_MIN_KEYS = 16384
+#: decode launches of this many sequences or more take the long-context kernel at any
+#: context (ops/attention_long.py says why; below 8, batch 1's latency kernels and the
+#: row-invariant verification steps keep the CUDA-core kernels)
+DEFAULT_DECODE_ATTN_LONG_MIN_BATCH = 8
 #: KiB of the next weight phase a persistent decode block prefetches into L2 before a barrier:
 #: all of a Qwen3-0.6B phase's slice (<= 64 KB), ~8.4 MB over 132 SMs at most (L2: 50 MB)
 DEFAULT_PERSISTENT_PREFETCH_KB = 64
@@ -214,6 +221,7 @@ class KernelRoutes:
     decode_gemm_l2_tiles: int = DEFAULT_DECODE_GEMM_L2_TILES
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
+    decode_attn_long_min_batch: int = DEFAULT_DECODE_ATTN_LONG_MIN_BATCH
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
     decode_attn_split_major: bool = False
@@ -281,6 +289,9 @@ class KernelRoutes:
                    decode_attn_long=env_switch(env, "ATLAS_DECODE_ATTN_LONG", True),
                    decode_attn_long_min_keys=_env_count(env, "ATLAS_DECODE_ATTN_LONG_MIN_KEYS",
                                                         DEFAULT_DECODE_ATTN_LONG_MIN_KEYS),
+                   decode_attn_long_min_batch=_env_count(
+                       env, "ATLAS_DECODE_ATTN_LONG_MIN_BATCH",
+                       DEFAULT_DECODE_ATTN_LONG_MIN_BATCH),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
                    decode_attn_ahead=env_switch(env, "ATLAS_DECODE_ATTN_AHEAD", True),
                    decode_attn_split_major=env_switch(env, "ATLAS_DECODE_ATTN_SPLIT_MAJOR",

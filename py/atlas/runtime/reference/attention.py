@@ -44,7 +44,9 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
 from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_CLUSTER_SPLIT_MAJOR, DECODE_ATTN_CLUSTER_TRACE,
-                          DECODE_ATTN_COMBINE, DECODE_ATTN_LONG, DECODE_ATTN_ROPE,
+                          DECODE_ATTN_COMBINE, DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256,
+                          DECODE_ATTN_LONG_ROPE,
+                          DECODE_ATTN_ROPE,
                           DECODE_ATTN_ROPE_AHEAD1, DECODE_ATTN_ROPE_CLUSTER,
                           DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR,
                           DECODE_ATTN_ROPE_CLUSTER_TRACE, DECODE_ATTN_ROPE_TRACE,
@@ -187,26 +189,80 @@ def split_partials(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
     return o.reshape(hq, active, d), ml.reshape(hq, active, 2)
 
 
-@reference(DECODE_ATTN_LONG)
-def decode_partials_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: int,
-                         v_cache: int, block_tables: int, kv_lens: int, part_o: int,
-                         part_ml: int, num_seqs: int, hq: int, hkv: int, head_dim: int,
-                         block_size: int, max_blocks: int, num_splits: int,
-                         scale: float, rule: SplitRule = decode_split_rule) -> None:
-    """The active splits' partials (the long-context kernel's whole output)."""
+def _sequence_partials(mem: HostMemory, q: int, k_cache: int, v_cache: int,
+                       block_tables: int, kv_lens: int, num_seqs: int, hq: int, hkv: int,
+                       head_dim: int, block_size: int, max_blocks: int, num_splits: int,
+                       scale: float, rule: SplitRule = decode_split_rule
+                       ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(o [hq, active, D], ml [hq, active, 2]) of each sequence's active splits."""
     tables, lens = _tables(mem, block_tables, kv_lens, num_seqs, max_blocks)
     qf = bf16_bits_to_f32(mem.view(q, np.uint16, num_seqs * hq * head_dim)).reshape(
         num_seqs, hq, head_dim)
-    po = mem.view(part_o, np.float32, num_seqs * hq * num_splits * head_dim).reshape(
-        num_seqs, hq, num_splits, head_dim)
-    pml = mem.view(part_ml, np.float32, num_seqs * hq * num_splits * 2).reshape(
-        num_seqs, hq, num_splits, 2)
+    parts = []
     for b in range(num_seqs):
         kv_len = int(lens[b])
         k = gather_kv(mem, k_cache, tables[b], kv_len, hkv, block_size, head_dim)
         v = gather_kv(mem, v_cache, tables[b], kv_len, hkv, block_size, head_dim)
-        o, ml = split_partials(qf[b], k, v, scale, num_splits, rule)
+        parts.append(split_partials(qf[b], k, v, scale, num_splits, rule))
+    return parts
+
+
+def decode_partials_bf16(mem: HostMemory, q: int, k_cache: int, v_cache: int,
+                         block_tables: int, kv_lens: int, part_o: int, part_ml: int,
+                         num_seqs: int, hq: int, hkv: int, head_dim: int, block_size: int,
+                         max_blocks: int, num_splits: int, scale: float,
+                         rule: SplitRule = decode_split_rule) -> None:
+    """The active splits' partials of every sequence (part_o / part_ml)."""
+    po = mem.view(part_o, np.float32, num_seqs * hq * num_splits * head_dim).reshape(
+        num_seqs, hq, num_splits, head_dim)
+    pml = mem.view(part_ml, np.float32, num_seqs * hq * num_splits * 2).reshape(
+        num_seqs, hq, num_splits, 2)
+    for b, (o, ml) in enumerate(_sequence_partials(
+            mem, q, k_cache, v_cache, block_tables, kv_lens, num_seqs, hq, hkv, head_dim,
+            block_size, max_blocks, num_splits, scale, rule)):
         po[b, :, :o.shape[1]], pml[b, :, :ml.shape[1]] = o, ml
+
+
+@reference(DECODE_ATTN_LONG)
+@reference(DECODE_ATTN_LONG_D256)
+def decode_attn_long_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: int,
+                          v_cache: int, block_tables: int, kv_lens: int, part_o: int,
+                          part_ml: int, out: int, num_seqs: int, hq: int, hkv: int,
+                          head_dim: int, block_size: int, max_blocks: int, num_splits: int,
+                          scale: float) -> None:
+    """The long kernel's whole output: the active splits' partials, or with one split the
+    normalized output instead (that one partial; zeros for a sequence without keys: what
+    the combine would write) and no partials."""
+    if num_splits > 1:
+        decode_partials_bf16(mem, q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
+                             num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits,
+                             scale)
+        return
+    o = np.zeros((num_seqs, hq, head_dim), dtype=np.float32)
+    for b, (po, _) in enumerate(_sequence_partials(
+            mem, q, k_cache, v_cache, block_tables, kv_lens, num_seqs, hq, hkv, head_dim,
+            block_size, max_blocks, 1, scale)):
+        if po.shape[1]:
+            o[b] = po[:, 0]
+    mem.view(out, np.uint16, num_seqs * hq * head_dim)[:] = f32_to_bf16_bits(o).reshape(-1)
+
+
+@reference(DECODE_ATTN_LONG_ROPE)
+def decode_attn_long_rope_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: int, k_cache: int,
+                               v_cache: int, q_norm_w: int, k_norm_w: int, cos_sin: int,
+                               positions: int, slots: int, block_tables: int, kv_lens: int,
+                               part_o: int, part_ml: int, out: int, num_seqs: int, hq: int,
+                               hkv: int, head_dim: int, block_size: int, max_blocks: int,
+                               num_splits: int, scale: float, eps: float) -> None:
+    """qk_norm_rope_kv (q into scratch, k and v into the caches at the slots), then the long
+    kernel over the caches."""
+    chained = WithScratch(mem, num_seqs * hq * head_dim * 2)
+    qk_norm_rope_kv_bf16(chained, grid, block, qkv, WithScratch.ADDRESS, k_cache, v_cache,
+                         q_norm_w, k_norm_w, cos_sin, positions, slots, num_seqs, hq, hkv,
+                         head_dim, block_size, eps)
+    decode_attn_long_bf16(chained, grid, block, WithScratch.ADDRESS, k_cache, v_cache,
+                          block_tables, kv_lens, part_o, part_ml, out, num_seqs, hq, hkv,
+                          head_dim, block_size, max_blocks, num_splits, scale)
 
 
 @reference(DECODE_ATTN_COMBINE)
@@ -238,9 +294,9 @@ def decode_attn_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: 
                      rule: SplitRule = decode_split_rule) -> None:
     """The partials, then their merge (what the last split of each row does on the GPU);
     counters are left as they are (zero)."""
-    decode_partials_bf16(mem, grid, block, q, k_cache, v_cache, block_tables, kv_lens, part_o,
-                         part_ml, num_seqs, hq, hkv, head_dim, block_size, max_blocks,
-                         num_splits, scale, rule)
+    decode_partials_bf16(mem, q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
+                         num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits,
+                         scale, rule)
     decode_attn_combine_bf16(mem, grid, block, part_o, part_ml, kv_lens, out, num_seqs, hq,
                              head_dim, num_splits, rule)
 
