@@ -783,10 +783,8 @@ def decode_attention_case(env: Env, s: Any) -> Case:
     splits = decode_splits(b, hkv, max_seq_len, env.num_sms)
     long = True if s.long_kernel else None
     kernel = ("decode_attn_long" if s.long_kernel or attention_long.uses_long(
-        env.kc, hq, hkv, d, nb * bs) else ("decode_attn_cluster_splitmajor"
-        if env.kc.routes.decode_attn_split_major else "decode_attn_cluster")
-        if attention.decode_clustered(splits, env.kc.routes) else "decode_attn"
-        if env.kc.routes.decode_attn_ahead else "decode_attn_ahead1")
+        env.kc, hq, hkv, d, nb * bs) else
+        attention.decode_kernel(env.kc.routes, splits, rope=False).func.removesuffix("_bf16"))
 
     def make() -> Set:
         st = paged_kv(env, b, hist, hkv, d, bs)
@@ -846,11 +844,8 @@ def decode_attention_rope_case(env: Env, s: Any) -> Case:
     padded, half, group = -(-hist // bs) * bs, d // 2, hq // hkv
     nb = padded // bs
     splits = decode_splits(b, hkv, max(ENGINE_MAX_SEQ_LEN, hist), env.num_sms)
-    routes = env.kc.routes
-    rope_variant = (("_cluster_splitmajor" if routes.decode_attn_split_major else "_cluster")
-                    if attention.decode_clustered(splits, routes) else
-                    "_wait" if not routes.decode_attn_latency else
-                    "" if routes.decode_attn_ahead else "_ahead1")
+    rope_variant = attention.decode_kernel(env.kc.routes, splits, rope=True).func.removesuffix(
+        "_bf16").removeprefix("decode_attn_rope")
     inv_freq = ROPE_THETA ** (-torch.arange(0, half, device=env.device).double() / half)
     pos_angles = torch.arange(hist, device=env.device).double()[:, None] * inv_freq[None, :]
     cos_sin = torch.cat([pos_angles.cos(), pos_angles.sin()], dim=1).float().contiguous()

@@ -122,11 +122,8 @@ class Problem:
             out=torch.empty((b, h.heads, d), dtype=torch.bfloat16, device=env.device))
         self.st = st
         self.blocks = self.grid[0] * self.grid[1] * self.grid[2]
-        routes = env.kc.routes
-        self.kernel = ("decode_attn_rope" if h.rope else "decode_attn") + (
-            ("_cluster_splitmajor" if routes.decode_attn_split_major else "_cluster")
-            if attention.decode_clustered(self.splits, routes) else
-            "" if routes.decode_attn_ahead else "_ahead1")
+        self.kernel = attention.decode_kernel(env.kc.routes, self.splits,
+                                              h.rope).func.removesuffix("_bf16")
 
     def new_trace(self) -> Any:
         return self.env.torch.zeros((self.blocks, attention.TRACE_WORDS),
