@@ -183,6 +183,20 @@ __device__ __forceinline__ int decode_key_group() {
   return (threadIdx.x >> 5) * (32 / (D / 8)) + (threadIdx.x & 31) / (D / 8);
 }
 
+// Key p's cache block index (p / block_size) and offset in it (p % block_size), p >= 0. A
+// runtime division is ~20 dependent instructions, and a round does 12 of them (the table
+// entries' indices, the K/V rows' and the prefetch's offsets), ~40% of a batch-64 round's
+// instructions (gpu16: ~1.8 us a round, instruction-latency-bound); the engine's block
+// sizes are powers of two (kv_cache DEFAULT_BLOCK_SIZE), which take a shift and a mask
+// (a launch-uniform branch), others the division.
+__device__ __forceinline__ int key_block(int p, int block_size) {
+  return (block_size & (block_size - 1)) == 0 ? p >> (__ffs(block_size) - 1) : p / block_size;
+}
+
+__device__ __forceinline__ int key_offset(int p, int block_size) {
+  return (block_size & (block_size - 1)) == 0 ? p & (block_size - 1) : p % block_size;
+}
+
 // Block-table entries of this lane's keys base + u * key_groups + grp (u < kDecodeUnroll);
 // keys at or past `limit` get 0 (never dereferenced: the K/V loads stop at the split's end).
 // The table, kv_lens and the K/V rows are read with ld.global.cg (coherent, L2 only): ptxas
@@ -195,7 +209,7 @@ __device__ __forceinline__ DecodeBlocks lookup_blocks(const int* __restrict__ ta
 #pragma unroll
   for (int u = 0; u < kDecodeUnroll; ++u) {
     const int p = base + u * decode_key_groups<D>() + grp;
-    blocks.id[u] = p < limit ? __ldcg(table + p / block_size) : 0;
+    blocks.id[u] = p < limit ? __ldcg(table + key_block(p, block_size)) : 0;
   }
   return blocks;
 }
@@ -211,7 +225,8 @@ __device__ __forceinline__ DecodeKv load_kv_rows(
   for (int u = 0; u < kDecodeUnroll; ++u) {
     const int p = base + u * decode_key_groups<D>() + grp;
     const bool ok = p < end;
-    const size_t row = (static_cast<size_t>(blocks.id[u]) * hkv + kvh) * block_size + p % block_size;
+    const size_t row = (static_cast<size_t>(blocks.id[u]) * hkv + kvh) * block_size +
+                       key_offset(p, block_size);
     const size_t off = ok ? row * D + sub * 8 : 0;
     kv.k[u] = ok ? __ldcg(reinterpret_cast<const uint4*>(k_cache + off)) : make_uint4(0u, 0u, 0u, 0u);
     kv.v[u] = ok ? __ldcg(reinterpret_cast<const uint4*>(v_cache + off)) : make_uint4(0u, 0u, 0u, 0u);
@@ -230,7 +245,8 @@ __device__ __forceinline__ void prefetch_kv_rows(
   for (int u = 0; u < kDecodeUnroll; ++u) {
     const int p = base + u * decode_key_groups<D>() + grp;
     if (p >= end) continue;
-    const size_t row = (static_cast<size_t>(blocks.id[u]) * hkv + kvh) * block_size + p % block_size;
+    const size_t row = (static_cast<size_t>(blocks.id[u]) * hkv + kvh) * block_size +
+                       key_offset(p, block_size);
     asm volatile("prefetch.global.L2 [%0];" :: "l"(k_cache + row * D + sub * 8));
     asm volatile("prefetch.global.L2 [%0];" :: "l"(v_cache + row * D + sub * 8));
   }
@@ -388,7 +404,8 @@ struct RopedQ {
       const int p = last - j;
       if (j > b || p < begin || p >= end) continue;
       const int s = __ldcg(slots + b - j);
-      const int at = __ldcg(table + p / block_size_) * block_size_ + p % block_size_;
+      const int at = __ldcg(table + key_block(p, block_size_)) * block_size_ +
+                     key_offset(p, block_size_);
       if (s >= 0 && s == at) subs |= 1u << j;
     }
   }
@@ -931,6 +948,12 @@ __device__ __forceinline__ void decode_attn(
   // latency-bound ones); a longer context's splits start elsewhere and look them up again.
   const int guess = split * kMinKeys;
   DecodeBlocks first = lookup_blocks<D>(table, guess, max_blocks * block_size, grp, block_size);
+  // and a push-merge kernel's second round's (kPre: its only other one where `whole`, which
+  // implies the minimum chunk, so the guess holds), so both rounds' K/V loads go out one
+  // trip after kv_len
+  DecodeBlocks second = first;
+  if constexpr (kPre > 1)
+    second = lookup_blocks<D>(table, guess + kStep, max_blocks * block_size, grp, block_size);
   const int kv_len = __ldcg(kv_lens + blockIdx.z);
   qs.early();
   const HeadSlice hs = HeadSlice::of_block<kSplitMajor>(hq, hkv);
@@ -978,17 +1001,17 @@ __device__ __forceinline__ void decode_attn(
   DecodeKv kv[kPre];
   kv[0] = load_kv_rows<D>(k_cache, v_cache, first, begin, end, grp, sub, hkv, hs.kvh,
                           block_size);
-  // the block-table entries run ahead of the K/V rows they address, so a round waits on
-  // one memory trip (K/V), not two (the table, then K/V)
-  TableAhead<kAhead> ahead;
-  ahead.template lookup<D>(table, begin, end, grp, block_size);
-  static_assert(kPre <= 2 && (kPre == 1 || kAhead == 1), "kv[1] is TableAhead's round 0");
+  static_assert(kPre <= 2, "kv[1] is the second round's");
   if constexpr (kPre > 1) {
-    kv[1] = whole ? load_kv_rows<D>(k_cache, v_cache, ahead.round[0], begin + kStep, end, grp,
-                                    sub, hkv, hs.kvh, block_size)
+    kv[1] = whole ? load_kv_rows<D>(k_cache, v_cache, second, begin + kStep, end, grp, sub,
+                                    hkv, hs.kvh, block_size)
                   : kv[0];
   }
+  // the block-table entries run ahead of the K/V rows they address, so a round waits on
+  // one memory trip (K/V), not two (the table, then K/V); a `whole` split has no later round
+  TableAhead<kAhead> ahead{};
   if (!whole) {
+    ahead.template lookup<D>(table, begin, end, grp, block_size);
     // the rest of the shortest split's rounds (its only ones at short contexts: 4 at
     // D = 256 on the clustered kernels) and the rounds the loop's prefetch starts after
     // (TableAhead) into L2, so the loop waits on L2, not DRAM, from round 2 on
