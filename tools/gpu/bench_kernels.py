@@ -902,8 +902,8 @@ def decode_attention_rope_case(env: Env, s: Any) -> Case:
                          ("k_pool", o["k_pool"], t["k_pool"])],
         outputs=("out",), mutated=("k_pool", "v_pool"),
         note=f"ours: decode_attn_rope{rope_variant}_bf16 on a {splits}-split grid, "
-             f"{attention.decode_partial_rule(hist, splits, routes)[1]} partial(s) at this "
-             "history")
+             f"{attention.decode_partial_rule(hist, splits, env.kc.routes)[1]} partial(s) at "
+             "this history")
 
 
 def sampling_case(env: Env, s: Any) -> Case:
