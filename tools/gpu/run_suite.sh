@@ -1245,7 +1245,8 @@ quantized_8b() {
 # decode attention check cases (the default push merge, the pull twins), the phase trace and
 # b1 curves of the default kernels, the curves with ATLAS_DECODE_ATTN_B1_CHAIN=0 (the
 # session-7 pull merge), then bench_decode at batch 1 on Qwen3-0.6B and Qwen3-8B with the
-# switch on and off, back to back. Checks and traces under a timeout: an mbarrier that never
+# switch on and off and with ATLAS_DECODE_ATTN_SPLIT_MAJOR=1 (the push merge, working clusters
+# started first), back to back. Checks and traces under a timeout: an mbarrier that never
 # completes would hang the process, never the suite.
 stage_b1lat() {
   local rc=0 name chain
@@ -1262,6 +1263,9 @@ stage_b1lat() {
         --model "$CKPT/$name" --hf none --batches 1 \
         --out "$RESULTS/bench_decode_${name}_b1chain$chain.json" || rc=1
     done
+    ATLAS_DECODE_ATTN_SPLIT_MAJOR=1 timeout 300 "$PY" tools/gpu/bench_decode.py \
+      --model "$CKPT/$name" --hf none --batches 1 \
+      --out "$RESULTS/bench_decode_${name}_splitmajor.json" || rc=1
   done
   return $rc
 }

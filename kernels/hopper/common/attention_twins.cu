@@ -95,7 +95,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
 
 // decode_attn_cluster_bf16 and decode_attn_rope_cluster_bf16 with the clusters taken
 // split-major (HeadSlice kSplitMajor: every head slice's first cluster among the first
-// started), the A/B of that order (ops/routes ATLAS_DECODE_ATTN_SPLIT_MAJOR=1).
+// started), the A/B of that order (ops/routes ATLAS_DECODE_ATTN_SPLIT_MAJOR=1); the same push
+// merge (a cluster's blocks are still consecutive splits, rank = split % kClusterSplits).
 extern "C" __global__ void __cluster_dims__(kClusterSplits, 1, 1) __launch_bounds__(kThreads, 2)
     decode_attn_cluster_splitmajor_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
                                         const __nv_bfloat16* v_cache, const int* block_tables,
@@ -104,7 +105,7 @@ extern "C" __global__ void __cluster_dims__(kClusterSplits, 1, 1) __launch_bound
                                         uint32_t num_seqs, uint32_t hq, uint32_t hkv,
                                         uint32_t head_dim, uint32_t block_size,
                                         uint32_t max_blocks, uint32_t num_splits, float scale) {
-  __shared__ atlas::ClusterPart mine;
+  __shared__ atlas::PushPart mine;
   decode_attn_cached<true, 1, NoTrace, true>(q, k_cache, v_cache, block_tables, kv_lens, part_o,
                                              part_ml, counters, out, hq, hkv, head_dim,
                                              block_size, max_blocks, num_splits, scale, &mine);
@@ -118,7 +119,7 @@ extern "C" __global__ void __cluster_dims__(kClusterSplits, 1, 1) __launch_bound
         float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
         uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
         uint32_t max_blocks, uint32_t num_splits, float scale, float eps) {
-  __shared__ atlas::ClusterPart mine;
+  __shared__ atlas::PushPart mine;
   decode_attn_roped<true, true, 1, NoTrace, true>(qkv, k_cache, v_cache, q_norm_w, k_norm_w,
                                                   cos_sin, positions, slots, block_tables,
                                                   kv_lens, part_o, part_ml, counters, out, hq,

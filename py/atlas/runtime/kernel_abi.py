@@ -323,8 +323,9 @@ DECODE_ATTN_CLUSTER_TRACE = S("attention_twins", "decode_attn_cluster_trace_bf16
 DECODE_ATTN_AHEAD1 = S("attention_twins", "decode_attn_ahead1_bf16", _DECODE)
 DECODE_ATTN_ROPE_AHEAD1 = S("attention_twins", "decode_attn_rope_ahead1_bf16", _DECODE_ROPE)
 # DECODE_ATTN_CLUSTER / DECODE_ATTN_ROPE_CLUSTER taking their clusters split-major (every head
-# slice's first cluster among the first the GPU starts; the same results): the A/B of that
-# order (ops/routes ATLAS_DECODE_ATTN_SPLIT_MAJOR=1), in the twins' module
+# slice's first cluster among the first the GPU starts; the same results, the same push
+# merge): the A/B of that order (ops/routes ATLAS_DECODE_ATTN_SPLIT_MAJOR=1), in the twins'
+# module
 DECODE_ATTN_CLUSTER_SPLIT_MAJOR = S("attention_twins", "decode_attn_cluster_splitmajor_bf16",
                                     _DECODE)
 DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR = S("attention_twins",

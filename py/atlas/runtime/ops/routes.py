@@ -61,8 +61,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   splitmajor_bf16): cluster L of the grid serves head slice L % slots and splits of cluster
   L / slots, so every slice's first cluster (all the work up to 512 keys) is among the first
   the GPU starts; the default order puts a slice's idle clusters before the next slice's
-  working one, and a batch-1 grid (320-512 blocks) is more than one wave of 264. Off by
-  default until measured.
+  working one, and a batch-1 grid (320-512 blocks) is more than one wave of 264 (with the
+  same push merge as the default kernels; it takes precedence over
+  ATLAS_DECODE_ATTN_B1_CHAIN=0). Off by default until measured.
 * ATLAS_DECODE_ATTN_B1_CHAIN=0: the clustered decode attention kernels (batch 1..4) on their
   session-7 twins (decode_attn_cluster_pull_bf16, decode_attn_rope_cluster_pull_bf16): each
   block merges its warps through shared memory, a cluster barrier (a gpu-scope fence in
