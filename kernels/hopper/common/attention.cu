@@ -273,7 +273,7 @@ extern "C" __global__ void __cluster_dims__(kClusterSplits, 1, 1) __launch_bound
                              unsigned* counters, __nv_bfloat16* out, uint32_t num_seqs,
                              uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                              uint32_t max_blocks, uint32_t num_splits, float scale) {
-  __shared__ atlas::PushPart mine;
+  __shared__ atlas::PushScratch mine;
   decode_attn_cached<true, 1, NoTrace>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
                                        counters, out, hq, hkv, head_dim, block_size, max_blocks,
                                        num_splits, scale, &mine);
@@ -328,7 +328,7 @@ extern "C" __global__ void __cluster_dims__(kClusterSplits, 1, 1) __launch_bound
                                   uint32_t num_seqs, uint32_t hq, uint32_t hkv,
                                   uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
                                   uint32_t num_splits, float scale, float eps) {
-  __shared__ atlas::PushPart mine;
+  __shared__ atlas::PushScratch mine;
   decode_attn_roped<true, true, 1, NoTrace>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
                                             positions, slots, block_tables, kv_lens, part_o,
                                             part_ml, counters, out, hq, hkv, head_dim, block_size,

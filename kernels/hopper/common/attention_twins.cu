@@ -38,7 +38,7 @@ extern "C" __global__ void __cluster_dims__(kClusterSplits, 1, 1) __launch_bound
                                         uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                                         uint32_t max_blocks, uint32_t num_splits, float scale,
                                         float eps, unsigned long long* trace) {
-  __shared__ atlas::PushPart mine;
+  __shared__ atlas::PushScratch mine;
   decode_attn_roped<true, true, 1, PhaseTrace>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
                                                positions, slots, block_tables, kv_lens, part_o,
                                                part_ml, counters, out, hq, hkv, head_dim,
@@ -55,7 +55,7 @@ extern "C" __global__ void __cluster_dims__(kClusterSplits, 1, 1) __launch_bound
                                    uint32_t block_size, uint32_t max_blocks,
                                    uint32_t num_splits, float scale,
                                    unsigned long long* trace) {
-  __shared__ atlas::PushPart mine;
+  __shared__ atlas::PushScratch mine;
   decode_attn_cached<true, 1, PhaseTrace>(q, k_cache, v_cache, block_tables, kv_lens, part_o,
                                           part_ml, counters, out, hq, hkv, head_dim, block_size,
                                           max_blocks, num_splits, scale, &mine, trace);
@@ -105,7 +105,7 @@ extern "C" __global__ void __cluster_dims__(kClusterSplits, 1, 1) __launch_bound
                                         uint32_t num_seqs, uint32_t hq, uint32_t hkv,
                                         uint32_t head_dim, uint32_t block_size,
                                         uint32_t max_blocks, uint32_t num_splits, float scale) {
-  __shared__ atlas::PushPart mine;
+  __shared__ atlas::PushScratch mine;
   decode_attn_cached<true, 1, NoTrace, true>(q, k_cache, v_cache, block_tables, kv_lens, part_o,
                                              part_ml, counters, out, hq, hkv, head_dim,
                                              block_size, max_blocks, num_splits, scale, &mine);
@@ -119,7 +119,7 @@ extern "C" __global__ void __cluster_dims__(kClusterSplits, 1, 1) __launch_bound
         float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
         uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
         uint32_t max_blocks, uint32_t num_splits, float scale, float eps) {
-  __shared__ atlas::PushPart mine;
+  __shared__ atlas::PushScratch mine;
   decode_attn_roped<true, true, 1, NoTrace, true>(qkv, k_cache, v_cache, q_norm_w, k_norm_w,
                                                   cos_sin, positions, slots, block_tables,
                                                   kv_lens, part_o, part_ml, counters, out, hq,

@@ -1103,6 +1103,27 @@ __device__ __forceinline__ void decode_attn_any_dim(
 // The unclustered kernels' cluster-merge memory: none.
 constexpr atlas::ClusterPart* kNoCluster = nullptr;
 
+// The merge memory of an entry point's `mine` (Part): a push kernel's PushScratch holds the
+// block merge's scratch and its PushPart; the others keep DecodeScratch apart (the pull
+// merge uses both at once) and pass their ClusterPart (or none) on.
+template <class Part>
+__device__ __forceinline__ DecodeScratch& block_scratch(Part* mine) {
+  if constexpr (std::is_same_v<Part, atlas::PushScratch>) {
+    return mine->red;
+  } else {
+    __shared__ DecodeScratch red;
+    return red;
+  }
+}
+
+template <class Part>
+__device__ __forceinline__ auto cluster_part(Part* mine) {
+  if constexpr (std::is_same_v<Part, atlas::PushScratch>)
+    return &mine->push;
+  else
+    return mine;
+}
+
 // The trace a (traced or plain) entry point passes down, its first stamps taken.
 template <class T>
 __device__ __forceinline__ T entry_trace(unsigned long long* trace) {
@@ -1129,13 +1150,13 @@ __device__ __forceinline__ void decode_attn_cached(
     unsigned* counters, __nv_bfloat16* out, uint32_t hq, uint32_t hkv, uint32_t head_dim,
     uint32_t block_size, uint32_t max_blocks, uint32_t num_splits, float scale,
     Part* mine, unsigned long long* trace = nullptr) {
-  __shared__ DecodeScratch red;
   const T tr = entry_trace<T>(trace);
   atlas::pdl_enter();  // q, kv_lens, the tables and the cache come from earlier work
   tr.mark(kTraceWaited);
   decode_attn_any_dim<kCluster, kAhead, kSplitMajor>(
       CachedQ{q}, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
-      hkv, head_dim, block_size, max_blocks, num_splits, scale, red, mine, tr);
+      hkv, head_dim, block_size, max_blocks, num_splits, scale, block_scratch(mine),
+      cluster_part(mine), tr);
 }
 
 // decode_attn_rope_bf16 and its clustered twin: no wait on entry (kEarly), decode_attn reads
@@ -1150,7 +1171,6 @@ __device__ __forceinline__ void decode_attn_roped(
     uint32_t hkv, uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
     uint32_t num_splits, float scale, float eps, Part* mine,
     unsigned long long* trace = nullptr) {
-  __shared__ DecodeScratch red;
   __shared__ __align__(16) RopeStage stage;
   const T tr = entry_trace<T>(trace);
   if constexpr (!kEarly) {
@@ -1162,7 +1182,8 @@ __device__ __forceinline__ void decode_attn_roped(
                           static_cast<int>(head_dim), static_cast<int>(block_size), eps};
   decode_attn_any_dim<kCluster, kAhead, kSplitMajor>(
       qs, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq, hkv,
-      head_dim, block_size, max_blocks, num_splits, scale, red, mine, tr);
+      head_dim, block_size, max_blocks, num_splits, scale, block_scratch(mine),
+      cluster_part(mine), tr);
 }
 
 }  // namespace

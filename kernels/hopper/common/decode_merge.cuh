@@ -166,6 +166,13 @@ struct alignas(16) PushPart {
   unsigned long long bar;                                    // mbarrier: what was received
 };
 
+// A push-merge kernel's block merge scratch and PushPart in one: a block merges its warps
+// itself only when it is the only active split (no push), so it never uses both.
+union PushScratch {
+  DecodeScratch red;
+  PushPart push;
+};
+
 __device__ __forceinline__ unsigned shared_addr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
