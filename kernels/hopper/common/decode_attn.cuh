@@ -113,6 +113,8 @@ enum TracePhase : int {
   kTraceStart,        // first instruction
   kTraceKvLen,        // kv_len read and the block's split decided (used, so arrived)
   kTracePrologue,     // the pre-wait reads issued, the constants staged (just before the wait)
+  kTraceLoaded,       // thread 0's pre-wait K/V rows arrived (used: so the wait's own cost
+                      // is waited - loaded, whether or not griddepcontrol.wait drains loads)
   kTraceWaited,       // griddepcontrol.wait returned
   kTraceQReady,       // q (normed and rotated) in registers: the qkv row arrived
   kTraceRound1,       // the first K/V round consumed (its scores and p v)
@@ -1029,6 +1031,8 @@ __device__ __forceinline__ void decode_attn(
   }
   qs.stage_constants();
   tr.mark(kTracePrologue);
+  tr.mark(kTraceLoaded, static_cast<int>(kv[0].k[0].x ^ kv[0].v[kDecodeUnroll - 1].w ^
+                                         kv[kPre - 1].v[kDecodeUnroll - 1].w));
   if constexpr (Q::kReadsBeforeWait) {
     atlas::pdl_enter();  // the qkv row is the projection's
     tr.mark(kTraceWaited);
