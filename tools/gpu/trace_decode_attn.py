@@ -7,7 +7,8 @@ line.
    each phase (ops.attention.TRACE_PHASES: start, kv_len, prologue, loaded (its pre-wait K/V
    rows arrived), waited, q_ready, round1, keys_done, block_merged, merged, end). For each
    head geometry the models launch at batch 1 (kernel_shapes.DECODE_LATENCY_HEADS:
-   Qwen3-0.6B 16/8, Qwen3-8B 32/8, Qwen3-30B-A3B 32/4 on the rope-fused kernel, Qwen3.5-35B-A3B 16/2 D256 on the cached-q one) at 64 / 512 / 4,096
+   Qwen3-0.6B 16/8, Qwen3-8B 32/8, Qwen3-30B-A3B 32/4 on the rope-fused kernel,
+   Qwen3.5-35B-A3B 16/2 D256 on the cached-q one) at 64 / 512 / 4,096
    keys, with the engine's split count, three ways:
      alone  the kernel by itself (synchronized before it: nothing overlaps it)
      b2b    right behind another launch of itself (PDL: it may start before that one ends)
