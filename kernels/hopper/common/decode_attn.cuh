@@ -820,6 +820,26 @@ __device__ __forceinline__ void decode_merge_if_last(const float* part_o, const 
     decode_merge_rows<D>(part_o, part_ml, out, hq, hs.h0, hs.count, num_splits, partials);
 }
 
+// Element d of head row `row` merged over a cluster c (top: the max score in log2 units,
+// total: the weights' sum, acc: the weighted sum of o): the output where one cluster holds
+// the keys, else the cluster's partial (normalized o; m in natural-log units, l).
+template <int D>
+__device__ __forceinline__ void store_cluster_element(__nv_bfloat16* out, float* part_o,
+                                                      float* part_ml, size_t row, int c, int d,
+                                                      int num_splits, int clusters, float top,
+                                                      float total, float acc) {
+  if (clusters == 1) {
+    out[row * D + d] = atlas::f32_to_bf16(acc / total);
+    return;
+  }
+  const size_t at = row * num_splits + c;
+  part_o[at * D + d] = acc / total;
+  if (d == 0) {
+    part_ml[at * 2] = top * kLn2;
+    part_ml[at * 2 + 1] = total;
+  }
+}
+
 // The merge of a clustered launch (active > 1 splits), called by every block of a cluster
 // that holds keys: after a cluster barrier past every block's ClusterPart, each of the
 // kClusterSplits blocks merges 1/kClusterSplits of the slice's count x D elements over the
@@ -849,17 +869,9 @@ __device__ __forceinline__ void decode_cluster_merge(const atlas::ClusterPart* m
   if (static_cast<int>(threadIdx.x) < per)
     atlas::merge_cluster_element<kClusterSplits>(cluster, mine, keyed, g, d, top, total, acc);
   if (static_cast<int>(threadIdx.x) < per) {
-    const size_t row = static_cast<size_t>(blockIdx.z) * hq + hs.h0 + g;
-    if (clusters == 1) {
-      out[row * D + d] = atlas::f32_to_bf16(acc / total);
-    } else {
-      const size_t at = row * num_splits + c;
-      part_o[at * D + d] = acc / total;
-      if (d == 0) {
-        part_ml[at * 2] = top * kLn2;
-        part_ml[at * 2 + 1] = total;
-      }
-    }
+    store_cluster_element<D>(out, part_o, part_ml,
+                             static_cast<size_t>(blockIdx.z) * hq + hs.h0 + g, c, d, num_splits,
+                             clusters, top, total, acc);
   }
   atlas::cluster_arrive_relaxed();  // this block is done with its peers' shared memory
   if (clusters > 1)
@@ -902,17 +914,9 @@ __device__ __forceinline__ void decode_push_merge(const atlas::PushPart* mine,
       total = fmaf(ml.y, w, total);
       acc = fmaf(mine->o[p][g][idx % E], w, acc);
     }
-    const size_t row = static_cast<size_t>(blockIdx.z) * hq + hs.h0 + g;
-    if (clusters == 1) {
-      out[row * D + d] = atlas::f32_to_bf16(acc / total);
-    } else {
-      const size_t at = row * num_splits + c;
-      part_o[at * D + d] = acc / total;
-      if (d == 0) {
-        part_ml[at * 2] = top * kLn2;
-        part_ml[at * 2 + 1] = total;
-      }
-    }
+    store_cluster_element<D>(out, part_o, part_ml,
+                             static_cast<size_t>(blockIdx.z) * hq + hs.h0 + g, c, d, num_splits,
+                             clusters, top, total, acc);
   }
   if (clusters > 1)
     decode_merge_if_last<D>(part_o, part_ml, counters, out, hq, hs, num_splits,
