@@ -1251,7 +1251,7 @@ quantized_8b() {
 stage_b1lat() {
   local rc=0 name chain
   timeout 300 "$PY" tools/gpu/check_kernels.py -k decode_rope -k "decode D" \
-    --out "$RESULTS/gpu_check_b1lat-$STAMP.json" || rc=1
+    -k "row invariance verify" --out "$RESULTS/gpu_check_b1lat-$STAMP.json" || rc=1
   timeout 300 "$PY" tools/gpu/trace_decode_attn.py --quick \
     | tee "$RESULTS/attn_trace_b1lat-$STAMP.txt" || rc=1
   ATLAS_DECODE_ATTN_B1_CHAIN=0 timeout 300 "$PY" tools/gpu/trace_decode_attn.py --curves-only \
