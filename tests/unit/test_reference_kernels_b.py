@@ -297,11 +297,14 @@ def test_the_ahead_switch_takes_the_one_round_twins_of_the_unclustered_kernels()
             assert tuple(r.func for r in mock.drain_launches()) == want
 
 
-def test_the_split_major_switch_takes_the_clustered_twins_only() -> None:
-    on = KernelRoutes.from_env({"ATLAS_DECODE_ATTN_SPLIT_MAJOR": "1"})
-    assert on.decode_attn_split_major and not KernelRoutes().decode_attn_split_major
-    for splits, want in ((33, ("decode_attn_cluster_splitmajor_bf16",
-                               "decode_attn_rope_cluster_splitmajor_bf16")),
+@pytest.mark.parametrize("env,twin", [({"ATLAS_DECODE_ATTN_SPLIT_MAJOR": "1"}, "splitmajor"),
+                                      ({"ATLAS_DECODE_ATTN_B1_CHAIN": "0"}, "pull")])
+def test_the_cluster_switches_take_the_clustered_twins_only(env: dict[str, str],
+                                                             twin: str) -> None:
+    on = KernelRoutes.from_env(env)
+    assert on != KernelRoutes() and KernelRoutes.from_env({}) == KernelRoutes()
+    for splits, want in ((33, (f"decode_attn_cluster_{twin}_bf16",
+                               f"decode_attn_rope_cluster_{twin}_bf16")),
                          (2, ("decode_attn_bf16", "decode_attn_rope_bf16"))):
         mock = MockGpuBackend()
         kc = KernelCache(mock, routes=on)

@@ -786,10 +786,7 @@ def decode_attention_case(env: Env, s: Any) -> Case:
     long = True if s.long_kernel else None
     routed_long = attention_long.uses_long(env.kc, hq, hkv, d, nb * bs, b)
     kernel = (attention_long.long_kernel_for(d).func if s.long_kernel or routed_long
-              else ("decode_attn_cluster_splitmajor"
-        if env.kc.routes.decode_attn_split_major else "decode_attn_cluster")
-        if attention.decode_clustered(splits, env.kc.routes) else "decode_attn"
-        if env.kc.routes.decode_attn_ahead else "decode_attn_ahead1")
+              else attention.decode_kernel(env.kc.routes, splits, rope=False).func)
     launched = (attention_long.long_launch_splits(env.kc, b, hkv, d, nb * bs, splits)
                 if routed_long and not s.long_kernel else splits)
     partials = (attention.decode_split_rule(hist, launched)[1] if s.long_kernel or routed_long
@@ -915,11 +912,7 @@ def decode_attention_rope_case(env: Env, s: Any) -> Case:
     nb = padded // bs
     splits = decode_splits(b, hkv, max(ENGINE_MAX_SEQ_LEN, hist), env.num_sms)
     routes = env.kc.routes
-    rope_variant = (("_cluster_splitmajor" if routes.decode_attn_split_major else "_cluster")
-                    if attention.decode_clustered(splits, routes) else
-                    "_wait" if not routes.decode_attn_latency else
-                    "" if routes.decode_attn_ahead else "_ahead1")
-    kernel, partials = f"decode_attn_rope{rope_variant}_bf16", \
+    kernel, partials = attention.decode_kernel(routes, splits, rope=True).func, \
         attention.decode_partial_rule(hist, splits, routes)[1]
     if attention_long.uses_long(env.kc, hq, hkv, d, nb * bs, b):  # as decode_attention_rope
         splits = attention_long.long_launch_splits(env.kc, b, hkv, d, nb * bs, splits)

@@ -1310,6 +1310,32 @@ stage_attn64_flagship() {
     ATLAS_DECODE_ATTN_LONG_MIN_BATCH=$mb "$PY" tools/gpu/bench_moe.py \
       --config qwen3_5-35b-a3b --batches 8,32 --prompt 2048 --new 128 --hf none \
       --out "$RESULTS/bench_moe_qwen3_5-35b-a3b_minbatch$mb.json" || rc=1
+
+# Batch-1 decode attention's chain after the PDL wait (session 8, helper "b1lat"): the
+# decode attention check cases (the default push merge, the pull twins), the phase trace and
+# b1 curves of the default kernels, the curves with ATLAS_DECODE_ATTN_B1_CHAIN=0 (the
+# session-7 pull merge), then bench_decode at batch 1 on Qwen3-0.6B and Qwen3-8B with the
+# switch on and off and with ATLAS_DECODE_ATTN_SPLIT_MAJOR=1 (the push merge, working clusters
+# started first), back to back. Checks and traces under a timeout: an mbarrier that never
+# completes would hang the process, never the suite.
+stage_b1lat() {
+  local rc=0 name chain
+  timeout 300 "$PY" tools/gpu/check_kernels.py -k decode_rope -k "decode D" \
+    -k "row invariance verify" --out "$RESULTS/gpu_check_b1lat-$STAMP.json" || rc=1
+  timeout 300 "$PY" tools/gpu/trace_decode_attn.py --quick \
+    | tee "$RESULTS/attn_trace_b1lat-$STAMP.txt" || rc=1
+  ATLAS_DECODE_ATTN_B1_CHAIN=0 timeout 300 "$PY" tools/gpu/trace_decode_attn.py --curves-only \
+    --quick | tee "$RESULTS/attn_curves_b1chain0-$STAMP.txt" || rc=1
+  for name in qwen3-0.6b qwen3-8b; do
+    make_checkpoint "$name" weights || return 1
+    for chain in 1 0; do
+      ATLAS_DECODE_ATTN_B1_CHAIN=$chain timeout 300 "$PY" tools/gpu/bench_decode.py \
+        --model "$CKPT/$name" --hf none --batches 1 \
+        --out "$RESULTS/bench_decode_${name}_b1chain$chain.json" || rc=1
+    done
+    ATLAS_DECODE_ATTN_SPLIT_MAJOR=1 timeout 300 "$PY" tools/gpu/bench_decode.py \
+      --model "$CKPT/$name" --hf none --batches 1 \
+      --out "$RESULTS/bench_decode_${name}_splitmajor.json" || rc=1
   done
   return $rc
 }
@@ -1326,7 +1352,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         startup quant_kernels gemv_prefetch_ab norm_gemv_ab decode_attn throughput_b64_profile
         throughput_mixed_step decode_gemm_wide_ab headline batch1_ab thru_ab moe_b1_profile
         quant_ab moe_quant_bench thru_b64 spec_profile spec_ring_ab persistent_ab persistent_sweep
-        attn_trace verify_attn attn64 attn64_flagship)
+        attn_trace verify_attn attn64 attn64_flagship b1lat)
 
 # ---- runner -------------------------------------------------------------------------------
 

@@ -4,10 +4,11 @@ line.
 
 1. Phase trace. The traced twins (kernels/hopper/common/attention_twins.cu: the production
    template with PhaseTrace) stamp %globaltimer and clock64 in thread 0 of every block at
-   each phase (ops.attention.TRACE_PHASES: start, kv_len, prologue, waited, q_ready, round1,
-   keys_done, block_merged, merged, end). For each head geometry the models launch at batch 1
-   (kernel_shapes.DECODE_LATENCY_HEADS: Qwen3-0.6B 16/8, Qwen3-8B 32/8, Qwen3-30B-A3B 32/4 on
-   the rope-fused kernel, Qwen3.5-35B-A3B 16/2 D256 on the cached-q one) at 64 / 512 / 4,096
+   each phase (ops.attention.TRACE_PHASES: start, kv_len, prologue, loaded (its pre-wait K/V
+   rows arrived), waited, q_ready, round1, keys_done, block_merged, merged, end). For each
+   head geometry the models launch at batch 1 (kernel_shapes.DECODE_LATENCY_HEADS:
+   Qwen3-0.6B 16/8, Qwen3-8B 32/8, Qwen3-30B-A3B 32/4 on the rope-fused kernel,
+   Qwen3.5-35B-A3B 16/2 D256 on the cached-q one) at 64 / 512 / 4,096
    keys, with the engine's split count, three ways:
      alone  the kernel by itself (synchronized before it: nothing overlaps it)
      b2b    right behind another launch of itself (PDL: it may start before that one ends)
@@ -122,11 +123,8 @@ class Problem:
             out=torch.empty((b, h.heads, d), dtype=torch.bfloat16, device=env.device))
         self.st = st
         self.blocks = self.grid[0] * self.grid[1] * self.grid[2]
-        routes = env.kc.routes
-        self.kernel = ("decode_attn_rope" if h.rope else "decode_attn") + (
-            ("_cluster_splitmajor" if routes.decode_attn_split_major else "_cluster")
-            if attention.decode_clustered(self.splits, routes) else
-            "" if routes.decode_attn_ahead else "_ahead1")
+        self.kernel = attention.decode_kernel(env.kc.routes, self.splits,
+                                              h.rope).func.removesuffix("_bf16")
 
     def new_trace(self) -> Any:
         return self.env.torch.zeros((self.blocks, attention.TRACE_WORDS),

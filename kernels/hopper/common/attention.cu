@@ -260,10 +260,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
   decode_attn_cached<false, kDecodeAheadRounds, NoTrace>(q, k_cache, v_cache, block_tables, kv_lens,
                                                          part_o, part_ml, counters, out, hq, hkv,
                                                          head_dim, block_size, max_blocks,
-                                                         num_splits, scale, nullptr);
+                                                         num_splits, scale, kNoCluster);
 }
 
-// decode_attn_bf16 with the splits in clusters of kClusterSplits (grid x a multiple of it).
+// decode_attn_bf16 with the splits in clusters of kClusterSplits (grid x a multiple of it),
+// merged by pushing the warps' partials (decode_push_merge; attention_twins.cu has the pull
+// merge, decode_attn_cluster_pull_bf16).
 extern "C" __global__ void __cluster_dims__(kClusterSplits, 1, 1) __launch_bounds__(kThreads, 2)
     decode_attn_cluster_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
                              const __nv_bfloat16* v_cache, const int* block_tables,
@@ -271,7 +273,7 @@ extern "C" __global__ void __cluster_dims__(kClusterSplits, 1, 1) __launch_bound
                              unsigned* counters, __nv_bfloat16* out, uint32_t num_seqs,
                              uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                              uint32_t max_blocks, uint32_t num_splits, float scale) {
-  __shared__ atlas::ClusterPart mine;
+  __shared__ atlas::PushScratch mine;
   decode_attn_cached<true, 1, NoTrace>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
                                        counters, out, hq, hkv, head_dim, block_size, max_blocks,
                                        num_splits, scale, &mine);
@@ -293,7 +295,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                                               block_tables, kv_lens, part_o,
                                                               part_ml, counters, out, hq, hkv,
                                                               head_dim, block_size, max_blocks,
-                                                              num_splits, scale, eps, nullptr);
+                                                              num_splits, scale, eps, kNoCluster);
 }
 
 // decode_attn_rope_bf16 waiting for the previous kernel before it reads anything (the A/B
@@ -311,10 +313,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
   decode_attn_roped<false, false, 1, NoTrace>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
                                               positions, slots, block_tables, kv_lens, part_o,
                                               part_ml, counters, out, hq, hkv, head_dim, block_size,
-                                              max_blocks, num_splits, scale, eps, nullptr);
+                                              max_blocks, num_splits, scale, eps, kNoCluster);
 }
 
-// decode_attn_rope_bf16 with the splits in clusters of kClusterSplits (grid x a multiple).
+// decode_attn_rope_bf16 with the splits in clusters of kClusterSplits (grid x a multiple),
+// merged as decode_attn_cluster_bf16 (the pull twin: decode_attn_rope_cluster_pull_bf16).
 extern "C" __global__ void __cluster_dims__(kClusterSplits, 1, 1) __launch_bounds__(kThreads, 2)
     decode_attn_rope_cluster_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
                                   __nv_bfloat16* v_cache, const __nv_bfloat16* q_norm_w,
@@ -325,7 +328,7 @@ extern "C" __global__ void __cluster_dims__(kClusterSplits, 1, 1) __launch_bound
                                   uint32_t num_seqs, uint32_t hq, uint32_t hkv,
                                   uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
                                   uint32_t num_splits, float scale, float eps) {
-  __shared__ atlas::ClusterPart mine;
+  __shared__ atlas::PushScratch mine;
   decode_attn_roped<true, true, 1, NoTrace>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
                                             positions, slots, block_tables, kv_lens, part_o,
                                             part_ml, counters, out, hq, hkv, head_dim, block_size,

@@ -113,6 +113,8 @@ enum TracePhase : int {
   kTraceStart,        // first instruction
   kTraceKvLen,        // kv_len read and the block's split decided (used, so arrived)
   kTracePrologue,     // the pre-wait reads issued, the constants staged (just before the wait)
+  kTraceLoaded,       // thread 0's pre-wait K/V rows arrived (used: so the wait's own cost
+                      // is waited - loaded, whether or not griddepcontrol.wait drains loads)
   kTraceWaited,       // griddepcontrol.wait returned
   kTraceQReady,       // q (normed and rotated) in registers: the qkv row arrived
   kTraceRound1,       // the first K/V round consumed (its scores and p v)
@@ -183,6 +185,20 @@ __device__ __forceinline__ int decode_key_group() {
   return (threadIdx.x >> 5) * (32 / (D / 8)) + (threadIdx.x & 31) / (D / 8);
 }
 
+// Key p's cache block index (p / block_size) and offset in it (p % block_size), p >= 0. A
+// runtime division is ~20 dependent instructions, and a round does 12 of them (the table
+// entries' indices, the K/V rows' and the prefetch's offsets), ~40% of a batch-64 round's
+// instructions (gpu16: ~1.8 us a round, instruction-latency-bound); the engine's block
+// sizes are powers of two (kv_cache DEFAULT_BLOCK_SIZE), which take a shift and a mask
+// (a launch-uniform branch), others the division.
+__device__ __forceinline__ int key_block(int p, int block_size) {
+  return (block_size & (block_size - 1)) == 0 ? p >> (__ffs(block_size) - 1) : p / block_size;
+}
+
+__device__ __forceinline__ int key_offset(int p, int block_size) {
+  return (block_size & (block_size - 1)) == 0 ? p & (block_size - 1) : p % block_size;
+}
+
 // Block-table entries of this lane's keys base + u * key_groups + grp (u < kDecodeUnroll);
 // keys at or past `limit` get 0 (never dereferenced: the K/V loads stop at the split's end).
 // The table, kv_lens and the K/V rows are read with ld.global.cg (coherent, L2 only): ptxas
@@ -195,7 +211,7 @@ __device__ __forceinline__ DecodeBlocks lookup_blocks(const int* __restrict__ ta
 #pragma unroll
   for (int u = 0; u < kDecodeUnroll; ++u) {
     const int p = base + u * decode_key_groups<D>() + grp;
-    blocks.id[u] = p < limit ? __ldcg(table + p / block_size) : 0;
+    blocks.id[u] = p < limit ? __ldcg(table + key_block(p, block_size)) : 0;
   }
   return blocks;
 }
@@ -211,7 +227,8 @@ __device__ __forceinline__ DecodeKv load_kv_rows(
   for (int u = 0; u < kDecodeUnroll; ++u) {
     const int p = base + u * decode_key_groups<D>() + grp;
     const bool ok = p < end;
-    const size_t row = (static_cast<size_t>(blocks.id[u]) * hkv + kvh) * block_size + p % block_size;
+    const size_t row = (static_cast<size_t>(blocks.id[u]) * hkv + kvh) * block_size +
+                       key_offset(p, block_size);
     const size_t off = ok ? row * D + sub * 8 : 0;
     kv.k[u] = ok ? __ldcg(reinterpret_cast<const uint4*>(k_cache + off)) : make_uint4(0u, 0u, 0u, 0u);
     kv.v[u] = ok ? __ldcg(reinterpret_cast<const uint4*>(v_cache + off)) : make_uint4(0u, 0u, 0u, 0u);
@@ -230,7 +247,8 @@ __device__ __forceinline__ void prefetch_kv_rows(
   for (int u = 0; u < kDecodeUnroll; ++u) {
     const int p = base + u * decode_key_groups<D>() + grp;
     if (p >= end) continue;
-    const size_t row = (static_cast<size_t>(blocks.id[u]) * hkv + kvh) * block_size + p % block_size;
+    const size_t row = (static_cast<size_t>(blocks.id[u]) * hkv + kvh) * block_size +
+                       key_offset(p, block_size);
     asm volatile("prefetch.global.L2 [%0];" :: "l"(k_cache + row * D + sub * 8));
     asm volatile("prefetch.global.L2 [%0];" :: "l"(v_cache + row * D + sub * 8));
   }
@@ -388,7 +406,8 @@ struct RopedQ {
       const int p = last - j;
       if (j > b || p < begin || p >= end) continue;
       const int s = __ldcg(slots + b - j);
-      const int at = __ldcg(table + p / block_size_) * block_size_ + p % block_size_;
+      const int at = __ldcg(table + key_block(p, block_size_)) * block_size_ +
+                     key_offset(p, block_size_);
       if (s >= 0 && s == at) subs |= 1u << j;
     }
   }
@@ -489,24 +508,156 @@ struct RopedQ {
   }
 };
 
+// The rounds of the clustered kernels' shortest split (kClusterMinKeys keys) a push-merge
+// kernel loads into registers before its PDL wait (decode_attn: all of them at D <= 128, so
+// after the wait a split of that length computes from registers with no memory trip; at
+// D = 256 its 4 rounds would need 128 registers of K/V, so it keeps the loop).
+template <int D>
+__host__ __device__ constexpr int decode_whole_rounds() {
+  return kClusterMinKeys / (decode_key_groups<D>() * kDecodeUnroll) <= 2
+             ? kClusterMinKeys / (decode_key_groups<D>() * kDecodeUnroll) : 1;
+}
+
+// One round: the scores of this lane's kDecodeUnroll keys base + u * key groups + grp (the
+// keys at or past `end` masked) for the G heads, and the online-softmax update of (m, l, o)
+// with their values (log2 units, unnormalized o). The keys this launch appends come from
+// shared memory (Q::substitute). Uniform over the warp: the shuffles are safe.
+template <int D, int G, class Q>
+__device__ __forceinline__ void attend_round(const Q& qs, DecodeKv cur, int base, int end,
+                                             int grp, int sub, const float (&qf)[G][8],
+                                             float (&m)[G], float (&l)[G], float (&o)[G][8]) {
+  constexpr int kLanesPerKey = D / 8;
+  constexpr int kKeyGroups = decode_key_groups<D>();
+  if constexpr (Q::kNewKey) {  // keys this launch appends: from shared memory
+#pragma unroll
+    for (int u = 0; u < kDecodeUnroll; ++u)
+      qs.substitute(base + u * kKeyGroups + grp, sub, cur.k[u], cur.v[u]);
+  }
+  float s[kDecodeUnroll][G];
+#pragma unroll
+  for (int u = 0; u < kDecodeUnroll; ++u) {
+    const bool ok = base + u * kKeyGroups + grp < end;
+    float kf[8];
+    atlas::unpack_bf16x8(cur.k[u], kf);
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float d = 0.f;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) d = fmaf(qf[g][i], kf[i], d);
+#pragma unroll
+      for (int off = kLanesPerKey / 2; off >= 1; off >>= 1) d += __shfl_xor_sync(0xffffffffu, d, off);
+      s[u][g] = ok ? d : -INFINITY;
+    }
+  }
+  float vf[kDecodeUnroll][8];
+#pragma unroll
+  for (int u = 0; u < kDecodeUnroll; ++u) atlas::unpack_bf16x8(cur.v[u], vf[u]);
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    float mx = m[g];
+#pragma unroll
+    for (int u = 0; u < kDecodeUnroll; ++u) mx = fmaxf(mx, s[u][g]);
+    const float ref = mx == -INFINITY ? 0.f : mx;
+    const float corr = exp2f(m[g] - ref);
+    l[g] *= corr;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) o[g][i] *= corr;
+#pragma unroll
+    for (int u = 0; u < kDecodeUnroll; ++u) {
+      const float p = exp2f(s[u][g] - ref);
+      l[g] += p;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) o[g][i] = fmaf(p, vf[u][i], o[g][i]);
+    }
+    m[g] = mx;
+  }
+}
+
+// What a push-merge block's warps send (decode_merge.cuh PushPart): the bytes its peers'
+// mbarriers count from each of its warps, and its own local arrivals a warp (the lanes
+// whose slice is the block's own: E / 8 of them, and one for the (m, l)).
+template <int D>
+__host__ __device__ constexpr unsigned push_warp_bytes(int heads) {
+  return static_cast<unsigned>(heads * (4 * D / atlas::kPushRanks + 8));
+}
+template <int D>
+__host__ __device__ constexpr unsigned push_warp_arrivals() {
+  return D / atlas::kPushRanks / 8 + 1;
+}
+
+// A push-merge block's send: its warps' partials (key groups merged by shuffles), each lane
+// of the first key group its 8 elements of every head to the rank that merges them, lanes
+// 0..kPushRanks-1 the (m, l) of every head to rank = lane; what goes to the block itself
+// is stored and arrived on (push_warp_arrivals). The caller has passed the cluster barrier
+// every block arrives on once its PushPart expects what it is sent.
+template <int D, int G>
+__device__ __forceinline__ void push_warp_partials(float (&m)[G], float (&l)[G], float (&o)[G][8],
+                                                   atlas::PushPart* mine, unsigned rank) {
+  constexpr int kLanesPerKey = D / 8;
+  constexpr int E = D / atlas::kPushRanks;  // elements of a head a rank merges
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % kLanesPerKey;
+  const int p = static_cast<int>(rank) * atlas::kMergeWarps + warp;
+  atlas::merge_key_groups<G, kLanesPerKey>(m, l, o);
+  if (lane < kLanesPerKey) {
+    const unsigned to = static_cast<unsigned>(sub * 8 / E);
+    const int e0 = sub * 8 % E;
+    if (to == rank) {
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        float4* dst = reinterpret_cast<float4*>(&mine->o[p][g][e0]);
+        dst[0] = make_float4(o[g][0], o[g][1], o[g][2], o[g][3]);
+        dst[1] = make_float4(o[g][4], o[g][5], o[g][6], o[g][7]);
+      }
+      atlas::push_arrive(*mine);
+    } else {
+      const unsigned bar = atlas::map_rank(atlas::shared_addr(&mine->bar), to);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const unsigned dst = atlas::map_rank(atlas::shared_addr(&mine->o[p][g][e0]), to);
+        atlas::push_v4(dst, bar, o[g][0], o[g][1], o[g][2], o[g][3]);
+        atlas::push_v4(dst + 16, bar, o[g][4], o[g][5], o[g][6], o[g][7]);
+      }
+    }
+  }
+  if (lane < atlas::kPushRanks) {
+    const unsigned to = static_cast<unsigned>(lane);
+    if (to == rank) {
+#pragma unroll
+      for (int g = 0; g < G; ++g) mine->ml[p][g] = make_float2(m[g], l[g]);
+      atlas::push_arrive(*mine);
+    } else {
+      const unsigned bar = atlas::map_rank(atlas::shared_addr(&mine->bar), to);
+#pragma unroll
+      for (int g = 0; g < G; ++g)
+        atlas::push_v2(atlas::map_rank(atlas::shared_addr(&mine->ml[p][g]), to), bar, m[g],
+                       l[g]);
+    }
+  }
+}
+
 // The split's keys [begin, end) for the G = hs.count q heads of the block's slice (K/V
-// read once for all of them). The next iteration's K/V rows are loaded before this one's
-// are used (a register double buffer), the block-table entries of the kAhead after it
-// with them and, for kAhead > 1, the K/V of the last of those requested into L2
-// (TableAhead), so a long split keeps one register round trip and kAhead L2 ones in flight
-// while it computes. `cur` holds the split's first iteration's K/V rows and `ahead` the
-// next rounds' block-table entries (the caller issues them, before the PDL wait where it
-// may, and requests rounds 1 .. kAhead - 1 into L2).
-template <int D, int G, bool kCluster, int kAhead, class Q, class T>
+// read once for all of them). `kv` holds the split's first kPre rounds of K/V rows; where
+// they cover the split (`whole`: a push-merge kernel's shortest splits, decode_whole_rounds)
+// the pass computes them with no further load. Otherwise the next iteration's K/V rows are
+// loaded before this one's are used (a register double buffer), the block-table entries of
+// the kAhead after it with them and, for kAhead > 1, the K/V of the last of those requested
+// into L2 (TableAhead), so a long split keeps one register round trip and kAhead L2 ones in
+// flight while it computes; `ahead` holds the next rounds' block-table entries (the caller
+// issues them, before the PDL wait where it may, and requests rounds 1 .. kAhead - 1 into
+// L2). The block's result: out (`direct`, the only active split), its part of the cluster
+// merge (Part: ClusterPart, merged by decode_cluster_merge; PushPart, whose warps send their
+// partials without merging the block: decode_push_merge), or a split partial.
+template <int D, int G, bool kCluster, int kAhead, int kPre, class Part, class Q, class T>
 __device__ __forceinline__ void decode_attn_pass(const HeadSlice& hs, int begin, int end,
-    DecodeKv cur, TableAhead<kAhead> ahead, const Q& qs,
+    const DecodeKv (&kv)[kPre], bool whole, TableAhead<kAhead> ahead, const Q& qs,
     const __nv_bfloat16* __restrict__ k_cache, const __nv_bfloat16* __restrict__ v_cache,
     const int* __restrict__ table, float* __restrict__ part_o, float* __restrict__ part_ml,
     __nv_bfloat16* __restrict__ out, bool direct, int hq, int hkv, int block_size,
-    int num_splits, float scale, DecodeScratch& red, atlas::ClusterPart* mine, const T& tr) {
+    int num_splits, float scale, DecodeScratch& red, Part* mine, const T& tr) {
   constexpr int kLanesPerKey = D / 8;
   constexpr int kKeyGroups = decode_key_groups<D>();
   constexpr int kStep = kKeyGroups * kDecodeUnroll;
+  constexpr bool kPush = std::is_same_v<Part, atlas::PushPart>;
   const int split = hs.split, kvh = hs.kvh, b = blockIdx.z, h0 = hs.h0;
   const int tid = threadIdx.x, lane = tid & 31;
   const int sub = lane % kLanesPerKey;  // this lane's 8 elements of head_dim
@@ -532,61 +683,36 @@ __device__ __forceinline__ void decode_attn_pass(const HeadSlice& hs, int begin,
     for (int i = 0; i < 8; ++i) o[g][i] = 0.f;
   }
 
-  for (int base = begin; base < end; base += kStep) {  // uniform trip count: shuffles are safe
-    const DecodeKv next = load_kv_rows<D>(k_cache, v_cache, ahead.round[0], base + kStep, end,
-                                          grp, sub, hkv, kvh, block_size);
-    if constexpr (kAhead > 1)
-      prefetch_kv_rows<D>(k_cache, v_cache, ahead.round[kAhead - 1], base + kAhead * kStep, end,
-                          grp, sub, hkv, kvh, block_size);
-    ahead.template advance<D>(table, base, end, grp, block_size);
-    if constexpr (Q::kNewKey) {  // keys this launch appends: from shared memory
+  if (whole) {  // block-uniform
 #pragma unroll
-      for (int u = 0; u < kDecodeUnroll; ++u)
-        qs.substitute(base + u * kKeyGroups + grp, sub, cur.k[u], cur.v[u]);
+    for (int r = 0; r < kPre; ++r) {
+      attend_round<D, G>(qs, kv[r], begin + r * kStep, end, grp, sub, qf, m, l, o);
+      if (r == 0) tr.mark(kTraceRound1, l[0]);
     }
-    float s[kDecodeUnroll][G];
-#pragma unroll
-    for (int u = 0; u < kDecodeUnroll; ++u) {
-      const bool ok = base + u * kKeyGroups + grp < end;
-      float kf[8];
-      atlas::unpack_bf16x8(cur.k[u], kf);
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        float d = 0.f;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) d = fmaf(qf[g][i], kf[i], d);
-#pragma unroll
-        for (int off = kLanesPerKey / 2; off >= 1; off >>= 1) d += __shfl_xor_sync(0xffffffffu, d, off);
-        s[u][g] = ok ? d : -INFINITY;
-      }
+  } else {
+    DecodeKv cur = kv[0];
+    for (int base = begin; base < end; base += kStep) {  // uniform trip count
+      const DecodeKv next = load_kv_rows<D>(k_cache, v_cache, ahead.round[0], base + kStep, end,
+                                            grp, sub, hkv, kvh, block_size);
+      if constexpr (kAhead > 1)
+        prefetch_kv_rows<D>(k_cache, v_cache, ahead.round[kAhead - 1], base + kAhead * kStep,
+                            end, grp, sub, hkv, kvh, block_size);
+      ahead.template advance<D>(table, base, end, grp, block_size);
+      attend_round<D, G>(qs, cur, base, end, grp, sub, qf, m, l, o);
+      if (base == begin) tr.mark(kTraceRound1, l[0]);
+      cur = next;
     }
-    float vf[kDecodeUnroll][8];
-#pragma unroll
-    for (int u = 0; u < kDecodeUnroll; ++u) atlas::unpack_bf16x8(cur.v[u], vf[u]);
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      float mx = m[g];
-#pragma unroll
-      for (int u = 0; u < kDecodeUnroll; ++u) mx = fmaxf(mx, s[u][g]);
-      const float ref = mx == -INFINITY ? 0.f : mx;
-      const float corr = exp2f(m[g] - ref);
-      l[g] *= corr;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) o[g][i] *= corr;
-#pragma unroll
-      for (int u = 0; u < kDecodeUnroll; ++u) {
-        const float p = exp2f(s[u][g] - ref);
-        l[g] += p;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) o[g][i] = fmaf(p, vf[u][i], o[g][i]);
-      }
-      m[g] = mx;
-    }
-    if (base == begin) tr.mark(kTraceRound1, l[0]);
-    cur = next;
   }
   tr.mark(kTraceKeysDone, l[0]);
 
+  if constexpr (kPush) {
+    if (!direct) {  // the cluster's blocks merge what the warps send (decode_push_merge)
+      atlas::cluster_wait();  // every peer's PushPart expects its bytes
+      push_warp_partials<D, G>(m, l, o, mine, static_cast<unsigned>(split % kClusterSplits));
+      tr.mark(kTraceBlockMerged);
+      return;
+    }
+  }
   // Merge the key groups of each warp (lanes with the same `sub`), then the warps.
   atlas::stash_warp_partials<G, kLanesPerKey>(m, l, o, red);
   __syncthreads();
@@ -598,7 +724,7 @@ __device__ __forceinline__ void decode_attn_pass(const HeadSlice& hs, int begin,
       out[(static_cast<size_t>(b) * hq + h0 + g) * D + d] = atlas::f32_to_bf16(o_d);
       continue;
     }
-    if constexpr (kCluster) {  // for the cluster's merge
+    if constexpr (kCluster && !kPush) {  // for the cluster's merge
       mine->o[g][d] = o_d;
       if (d == 0) {
         mine->m[g] = mx;
@@ -694,6 +820,26 @@ __device__ __forceinline__ void decode_merge_if_last(const float* part_o, const 
     decode_merge_rows<D>(part_o, part_ml, out, hq, hs.h0, hs.count, num_splits, partials);
 }
 
+// Element d of head row `row` merged over a cluster c (top: the max score in log2 units,
+// total: the weights' sum, acc: the weighted sum of o): the output where one cluster holds
+// the keys, else the cluster's partial (normalized o; m in natural-log units, l).
+template <int D>
+__device__ __forceinline__ void store_cluster_element(__nv_bfloat16* out, float* part_o,
+                                                      float* part_ml, size_t row, int c, int d,
+                                                      int num_splits, int clusters, float top,
+                                                      float total, float acc) {
+  if (clusters == 1) {
+    out[row * D + d] = atlas::f32_to_bf16(acc / total);
+    return;
+  }
+  const size_t at = row * num_splits + c;
+  part_o[at * D + d] = acc / total;
+  if (d == 0) {
+    part_ml[at * 2] = top * kLn2;
+    part_ml[at * 2 + 1] = total;
+  }
+}
+
 // The merge of a clustered launch (active > 1 splits), called by every block of a cluster
 // that holds keys: after a cluster barrier past every block's ClusterPart, each of the
 // kClusterSplits blocks merges 1/kClusterSplits of the slice's count x D elements over the
@@ -723,23 +869,58 @@ __device__ __forceinline__ void decode_cluster_merge(const atlas::ClusterPart* m
   if (static_cast<int>(threadIdx.x) < per)
     atlas::merge_cluster_element<kClusterSplits>(cluster, mine, keyed, g, d, top, total, acc);
   if (static_cast<int>(threadIdx.x) < per) {
-    const size_t row = static_cast<size_t>(blockIdx.z) * hq + hs.h0 + g;
-    if (clusters == 1) {
-      out[row * D + d] = atlas::f32_to_bf16(acc / total);
-    } else {
-      const size_t at = row * num_splits + c;
-      part_o[at * D + d] = acc / total;
-      if (d == 0) {
-        part_ml[at * 2] = top * kLn2;
-        part_ml[at * 2 + 1] = total;
-      }
-    }
+    store_cluster_element<D>(out, part_o, part_ml,
+                             static_cast<size_t>(blockIdx.z) * hq + hs.h0 + g, c, d, num_splits,
+                             clusters, top, total, acc);
   }
   atlas::cluster_arrive_relaxed();  // this block is done with its peers' shared memory
   if (clusters > 1)
     decode_merge_if_last<D>(part_o, part_ml, counters, out, hq, hs, num_splits,
                             clusters * kClusterSplits, clusters);
   atlas::cluster_wait();  // and its peers with this block's
+}
+
+// The push merge of a clustered launch (active > 1 splits; decode_merge.cuh PushPart), called
+// by every block of an active cluster once its warps have sent (keyed blocks; the others
+// pass the cluster barrier the senders wait on, which every block arrived on before its
+// PDL wait): the block waits until its mbarrier has counted the bytes of the cluster's
+// keyed blocks' 4 partials each, then merges its rank's E = D / kPushRanks elements of each
+// head over them (weights 2^(m_p - top), which a partial without keys, m = -inf, l = 0,
+// gets as 0) and, as decode_cluster_merge, writes out (one cluster) or the cluster's
+// partial and takes the ticket path. No block reads a peer's shared memory, and every byte
+// sent to a block has landed before it reads them, so a block exits when it is done.
+template <int D>
+__device__ __forceinline__ void decode_push_merge(const atlas::PushPart* mine,
+                                                  const HeadSlice& hs, int active, bool sent,
+                                                  int num_splits, float* part_o,
+                                                  float* part_ml, unsigned* counters,
+                                                  __nv_bfloat16* out, int hq) {
+  constexpr int E = D / atlas::kPushRanks;
+  const int c = hs.split / kClusterSplits;
+  const int rank = hs.split % kClusterSplits;
+  const int parts = min(kClusterSplits, active - c * kClusterSplits) * atlas::kMergeWarps;
+  const int clusters = (active + kClusterSplits - 1) / kClusterSplits;
+  if (!sent) atlas::cluster_wait();  // the arrive's pair (the senders wait on it)
+  atlas::push_wait(*mine);
+  for (int idx = threadIdx.x; idx < hs.count * E; idx += kThreads) {
+    const int g = idx / E, d = rank * E + idx % E;
+    float top = -INFINITY;
+    for (int p = 0; p < parts; ++p) top = fmaxf(top, mine->ml[p][g].x);  // a keyed part: finite
+    float total = 0.f, acc = 0.f;
+#pragma unroll 4
+    for (int p = 0; p < parts; ++p) {
+      const float2 ml = mine->ml[p][g];
+      const float w = exp2f(ml.x - top);
+      total = fmaf(ml.y, w, total);
+      acc = fmaf(mine->o[p][g][idx % E], w, acc);
+    }
+    store_cluster_element<D>(out, part_o, part_ml,
+                             static_cast<size_t>(blockIdx.z) * hq + hs.h0 + g, c, d, num_splits,
+                             clusters, top, total, acc);
+  }
+  if (clusters > 1)
+    decode_merge_if_last<D>(part_o, part_ml, counters, out, hq, hs, num_splits,
+                            clusters * kClusterSplits, clusters);
 }
 
 // This block's split of sequence blockIdx.z for the q heads of its slice (HeadSlice: at
@@ -750,15 +931,21 @@ __device__ __forceinline__ void decode_cluster_merge(const atlas::ClusterPart* m
 // and the block of split 0, which always waits, keeps the next kernel from starting before
 // the previous one has completed. kCluster: the clustered kernels (kClusterSplits), whose
 // blocks of an active cluster all take part in its merge, keys or not (a block past the
-// keys loads nothing: every load is bounded by `end`).
-template <int D, bool kCluster, int kAhead, bool kSplitMajor, class Q, class T>
+// keys loads nothing: every load is bounded by `end`). Part: how they merge (ClusterPart:
+// decode_cluster_merge; PushPart: decode_push_merge, whose mbarrier is set up and cluster
+// barrier arrived on before the PDL wait, and whose shortest splits' K/V is all loaded
+// into registers before it: decode_whole_rounds).
+template <int D, bool kCluster, int kAhead, bool kSplitMajor, class Q, class T, class Part>
 __device__ __forceinline__ void decode_attn(
     Q qs, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
     const int* block_tables, const int* kv_lens, float* part_o, float* part_ml,
     unsigned* counters, __nv_bfloat16* out, int hq, int hkv, int block_size, int max_blocks,
-    int num_splits, float scale, DecodeScratch& red, atlas::ClusterPart* mine, const T& tr) {
+    int num_splits, float scale, DecodeScratch& red, Part* mine, const T& tr) {
   constexpr int kStep = decode_key_groups<D>() * kDecodeUnroll;
   constexpr int kMinKeys = kCluster ? kClusterMinKeys : kMinKeysPerSplit;
+  constexpr bool kPush = std::is_same_v<Part, atlas::PushPart>;
+  static_assert(!kPush || (kCluster && kClusterSplits == atlas::kPushRanks), "push: clusters");
+  constexpr int kPre = kPush ? decode_whole_rounds<D>() : 1;  // K/V rounds loaded pre-wait
   const int grp = decode_key_group<D>();
   const int split = HeadSlice::block_split<kSplitMajor>();
   const int* table = block_tables + static_cast<size_t>(blockIdx.z) * max_blocks;
@@ -767,6 +954,12 @@ __device__ __forceinline__ void decode_attn(
   // latency-bound ones); a longer context's splits start elsewhere and look them up again.
   const int guess = split * kMinKeys;
   DecodeBlocks first = lookup_blocks<D>(table, guess, max_blocks * block_size, grp, block_size);
+  // and a push-merge kernel's second round's (kPre: its only other one where `whole`, which
+  // implies the minimum chunk, so the guess holds), so both rounds' K/V loads go out one
+  // trip after kv_len
+  DecodeBlocks second = first;
+  if constexpr (kPre > 1)
+    second = lookup_blocks<D>(table, guess + kStep, max_blocks * block_size, grp, block_size);
   const int kv_len = __ldcg(kv_lens + blockIdx.z);
   qs.early();
   const HeadSlice hs = HeadSlice::of_block<kSplitMajor>(hq, hkv);
@@ -795,30 +988,55 @@ __device__ __forceinline__ void decode_attn(
   const int begin = split * chunk;
   const int end = min(begin + chunk, kv_len);  // below begin past the keys: nothing loads
   tr.note(kTraceKeyedWord, begin < kv_len ? 1u : 0u);
+  if constexpr (kPush) {
+    if (active > 1) {  // the cluster merges: this block's PushPart expects what it is sent
+      const int keyed = min(kClusterSplits, active - split / kClusterSplits * kClusterSplits);
+      const bool self = begin < kv_len;  // = split % kClusterSplits < keyed
+      if (threadIdx.x == 0)
+        atlas::push_expect(*mine, self ? atlas::kMergeWarps * push_warp_arrivals<D>() : 0u,
+                           (keyed - (self ? 1 : 0)) * atlas::kMergeWarps *
+                               push_warp_bytes<D>(hs.count));
+      atlas::cluster_arrive_relaxed();  // after the init's fence: peers may send once past it
+    }
+  }
   if (begin != guess) first = lookup_blocks<D>(table, begin, end, grp, block_size);
   qs.bind(kv_len, begin, end, table, block_size);
   const int sub = (threadIdx.x & 31) % (D / 8);
-  const DecodeKv cur = load_kv_rows<D>(k_cache, v_cache, first, begin, end, grp, sub, hkv,
-                                       hs.kvh, block_size);
+  // the split's first kPre rounds of K/V rows (all of a shortest split's where `whole`)
+  const bool whole = kPush && end - begin <= kPre * kStep;
+  DecodeKv kv[kPre];
+  kv[0] = load_kv_rows<D>(k_cache, v_cache, first, begin, end, grp, sub, hkv, hs.kvh,
+                          block_size);
+  static_assert(kPre <= 2, "kv[1] is the second round's");
+  if constexpr (kPre > 1) {
+    kv[1] = whole ? load_kv_rows<D>(k_cache, v_cache, second, begin + kStep, end, grp, sub,
+                                    hkv, hs.kvh, block_size)
+                  : kv[0];
+  }
   // the block-table entries run ahead of the K/V rows they address, so a round waits on
-  // one memory trip (K/V), not two (the table, then K/V)
-  TableAhead<kAhead> ahead;
-  ahead.template lookup<D>(table, begin, end, grp, block_size);
-  // the rest of the shortest split's rounds (its only ones at short contexts: 4 at D = 256
-  // on the clustered kernels) and the rounds the loop's prefetch starts after (TableAhead)
-  // into L2, so the loop waits on L2, not DRAM, from round 2 on
+  // one memory trip (K/V), not two (the table, then K/V); a `whole` split has no later round
+  TableAhead<kAhead> ahead{};
+  if (!whole) {
+    ahead.template lookup<D>(table, begin, end, grp, block_size);
+    // the rest of the shortest split's rounds (its only ones at short contexts: 4 at
+    // D = 256 on the clustered kernels) and the rounds the loop's prefetch starts after
+    // (TableAhead) into L2, so the loop waits on L2, not DRAM, from round 2 on
 #pragma unroll
-  for (int j = 0; j < max(kAhead - 1, 1); ++j)
-    prefetch_kv_rows<D>(k_cache, v_cache, ahead.round[j], begin + (j + 1) * kStep, end, grp,
-                        sub, hkv, hs.kvh, block_size);
+    for (int j = 0; j < max(kAhead - 1, 1); ++j)
+      prefetch_kv_rows<D>(k_cache, v_cache, ahead.round[j], begin + (j + 1) * kStep, end, grp,
+                          sub, hkv, hs.kvh, block_size);
 #pragma unroll 1
-  for (int r = 2; r < kMinKeys / kStep; ++r) {
-    const DecodeBlocks later = lookup_blocks<D>(table, begin + r * kStep, end, grp, block_size);
-    prefetch_kv_rows<D>(k_cache, v_cache, later, begin + r * kStep, end, grp, sub, hkv, hs.kvh,
-                        block_size);
+    for (int r = 2; r < kMinKeys / kStep; ++r) {
+      const DecodeBlocks later = lookup_blocks<D>(table, begin + r * kStep, end, grp,
+                                                  block_size);
+      prefetch_kv_rows<D>(k_cache, v_cache, later, begin + r * kStep, end, grp, sub, hkv,
+                          hs.kvh, block_size);
+    }
   }
   qs.stage_constants();
   tr.mark(kTracePrologue);
+  tr.mark(kTraceLoaded, static_cast<int>(kv[0].k[0].x ^ kv[0].v[kDecodeUnroll - 1].w ^
+                                         kv[kPre - 1].v[kDecodeUnroll - 1].w));
   if constexpr (Q::kReadsBeforeWait) {
     atlas::pdl_enter();  // the qkv row is the projection's
     tr.mark(kTraceWaited);
@@ -827,10 +1045,10 @@ __device__ __forceinline__ void decode_attn(
   if (begin < kv_len) {  // block-uniform
 #define ATLAS_DECODE_PASS(G)                                                                 \
   case G:                                                                                    \
-    decode_attn_pass<D, G, kCluster, kAhead>(hs, begin, end, cur, ahead, qs, k_cache,        \
-                                             v_cache, table, part_o, part_ml, out,           \
-                                             active == 1, hq, hkv, block_size, num_splits,   \
-                                             scale, red, mine, tr);                          \
+    decode_attn_pass<D, G, kCluster, kAhead, kPre>(hs, begin, end, kv, whole, ahead, qs,    \
+                                                   k_cache, v_cache, table, part_o, part_ml, \
+                                                   out, active == 1, hq, hkv, block_size,    \
+                                                   num_splits, scale, red, mine, tr);        \
     break;
     switch (hs.count) {
       ATLAS_DECODE_PASS(1)
@@ -844,7 +1062,10 @@ __device__ __forceinline__ void decode_attn(
     tr.mark(kTraceEnd);
     return;
   }
-  if constexpr (kCluster)
+  if constexpr (kPush)
+    decode_push_merge<D>(mine, hs, active, begin < kv_len, num_splits, part_o, part_ml,
+                         counters, out, hq);
+  else if constexpr (kCluster)
     decode_cluster_merge<D>(mine, hs, active, num_splits, part_o, part_ml, counters, out, hq);
   else
     decode_merge_if_last<D>(part_o, part_ml, counters, out, hq, hs, num_splits, active, active);
@@ -860,13 +1081,13 @@ __device__ __forceinline__ void decode_attn(
 // flight (32 KB per SM) cover the H200's bandwidth-latency product (~30 KB per SM).
 namespace {
 
-template <bool kCluster, int kAhead, bool kSplitMajor, class Q, class T>
+template <bool kCluster, int kAhead, bool kSplitMajor, class Q, class T, class Part>
 __device__ __forceinline__ void decode_attn_any_dim(
     const Q& qs, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
     const int* block_tables, const int* kv_lens, float* part_o, float* part_ml,
     unsigned* counters, __nv_bfloat16* out, uint32_t hq, uint32_t hkv, uint32_t head_dim,
     uint32_t block_size, uint32_t max_blocks, uint32_t num_splits, float scale,
-    DecodeScratch& red, atlas::ClusterPart* mine, const T& tr) {
+    DecodeScratch& red, Part* mine, const T& tr) {
   const int ns = static_cast<int>(num_splits);
   if (head_dim == 128)
     decode_attn<128, kCluster, kAhead, kSplitMajor>(qs, k_cache, v_cache, block_tables, kv_lens,
@@ -887,6 +1108,30 @@ __device__ __forceinline__ void decode_attn_any_dim(
     __trap();  // ops/attention.py HEAD_DIMS
 }
 
+// The unclustered kernels' cluster-merge memory: none.
+constexpr atlas::ClusterPart* kNoCluster = nullptr;
+
+// The merge memory of an entry point's `mine` (Part): a push kernel's PushScratch holds the
+// block merge's scratch and its PushPart; the others keep DecodeScratch apart (the pull
+// merge uses both at once) and pass their ClusterPart (or none) on.
+template <class Part>
+__device__ __forceinline__ DecodeScratch& block_scratch(Part* mine) {
+  if constexpr (std::is_same_v<Part, atlas::PushScratch>) {
+    return mine->red;
+  } else {
+    __shared__ DecodeScratch red;
+    return red;
+  }
+}
+
+template <class Part>
+__device__ __forceinline__ auto cluster_part(Part* mine) {
+  if constexpr (std::is_same_v<Part, atlas::PushScratch>)
+    return &mine->push;
+  else
+    return mine;
+}
+
 // The trace a (traced or plain) entry point passes down, its first stamps taken.
 template <class T>
 __device__ __forceinline__ T entry_trace(unsigned long long* trace) {
@@ -903,34 +1148,37 @@ __device__ __forceinline__ T entry_trace(unsigned long long* trace) {
 }
 
 // decode_attn_bf16 and its clustered twin: q from memory, so the wait comes first.
-template <bool kCluster, int kAhead, class T, bool kSplitMajor = false>
+// Part: the cluster merge's shared memory (atlas::ClusterPart or atlas::PushPart: decode_attn
+// says which merge each means; a null ClusterPart for the unclustered kernels).
+template <bool kCluster, int kAhead, class T, bool kSplitMajor = false,
+          class Part = atlas::ClusterPart>
 __device__ __forceinline__ void decode_attn_cached(
     const __nv_bfloat16* q, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
     const int* block_tables, const int* kv_lens, float* part_o, float* part_ml,
     unsigned* counters, __nv_bfloat16* out, uint32_t hq, uint32_t hkv, uint32_t head_dim,
     uint32_t block_size, uint32_t max_blocks, uint32_t num_splits, float scale,
-    atlas::ClusterPart* mine, unsigned long long* trace = nullptr) {
-  __shared__ DecodeScratch red;
+    Part* mine, unsigned long long* trace = nullptr) {
   const T tr = entry_trace<T>(trace);
   atlas::pdl_enter();  // q, kv_lens, the tables and the cache come from earlier work
   tr.mark(kTraceWaited);
   decode_attn_any_dim<kCluster, kAhead, kSplitMajor>(
       CachedQ{q}, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
-      hkv, head_dim, block_size, max_blocks, num_splits, scale, red, mine, tr);
+      hkv, head_dim, block_size, max_blocks, num_splits, scale, block_scratch(mine),
+      cluster_part(mine), tr);
 }
 
 // decode_attn_rope_bf16 and its clustered twin: no wait on entry (kEarly), decode_attn reads
 // what RopedQ lists before it waits for the qkv row; decode_attn_rope_wait_bf16 waits first.
-template <bool kCluster, bool kEarly, int kAhead, class T, bool kSplitMajor = false>
+template <bool kCluster, bool kEarly, int kAhead, class T, bool kSplitMajor = false,
+          class Part = atlas::ClusterPart>
 __device__ __forceinline__ void decode_attn_roped(
     const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
     const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
     const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
     float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out, uint32_t hq,
     uint32_t hkv, uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
-    uint32_t num_splits, float scale, float eps, atlas::ClusterPart* mine,
+    uint32_t num_splits, float scale, float eps, Part* mine,
     unsigned long long* trace = nullptr) {
-  __shared__ DecodeScratch red;
   __shared__ __align__(16) RopeStage stage;
   const T tr = entry_trace<T>(trace);
   if constexpr (!kEarly) {
@@ -942,7 +1190,8 @@ __device__ __forceinline__ void decode_attn_roped(
                           static_cast<int>(head_dim), static_cast<int>(block_size), eps};
   decode_attn_any_dim<kCluster, kAhead, kSplitMajor>(
       qs, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq, hkv,
-      head_dim, block_size, max_blocks, num_splits, scale, red, mine, tr);
+      head_dim, block_size, max_blocks, num_splits, scale, block_scratch(mine),
+      cluster_part(mine), tr);
 }
 
 }  // namespace

@@ -6,7 +6,9 @@
 // lanes_per_key); they merge by shuffles, then the warps through shared memory.
 //
 // The clustered decode kernels merge the blocks' partials of a thread-block cluster through
-// distributed shared memory instead (ClusterPart, merge_cluster_element).
+// distributed shared memory instead: the pull merge (ClusterPart, merge_cluster_element: each
+// block merges its warps, a cluster barrier, each block reads its peers' parts) or the push
+// merge (PushPart: every warp sends its slices to the blocks that merge them, one level).
 #pragma once
 
 #include <cooperative_groups.h>
@@ -26,12 +28,10 @@ struct DecodeScratch {  // per-warp partials, merged by the whole block
 };
 
 // Merge the key groups of each warp into every lane (a butterfly over the lanes that differ
-// in their key group), then let the first key group store the warp's partials in `red`.
-// A key group that saw no key has m = -inf, l = 0 and contributes nothing.
+// in their key group). A key group that saw no key has m = -inf, l = 0 and contributes
+// nothing.
 template <int G, int kLanesPerKey>
-__device__ __forceinline__ void stash_warp_partials(float (&m)[G], float (&l)[G],
-                                                    float (&o)[G][8], DecodeScratch& red) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % kLanesPerKey;
+__device__ __forceinline__ void merge_key_groups(float (&m)[G], float (&l)[G], float (&o)[G][8]) {
 #pragma unroll
   for (int off = kLanesPerKey; off < 32; off <<= 1) {
 #pragma unroll
@@ -50,6 +50,14 @@ __device__ __forceinline__ void stash_warp_partials(float (&m)[G], float (&l)[G]
       m[g] = mx;
     }
   }
+}
+
+// merge_key_groups, then let the first key group store the warp's partials in `red`.
+template <int G, int kLanesPerKey>
+__device__ __forceinline__ void stash_warp_partials(float (&m)[G], float (&l)[G],
+                                                    float (&o)[G][8], DecodeScratch& red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % kLanesPerKey;
+  merge_key_groups<G, kLanesPerKey>(m, l, o);
   if (lane < kLanesPerKey) {
 #pragma unroll
     for (int g = 0; g < G; ++g) {
@@ -134,6 +142,94 @@ __device__ __forceinline__ void merge_cluster_element(const cooperative_groups::
     const float w = pl[r] * exp2f(pm[r] - top);  // 0 for a rank without keys
     total += w;
     acc = fmaf(w, po[r], acc);
+  }
+}
+
+// ---- the push merge (the batch-1 latency chain: decode_attn.cuh decode_push_merge) -------
+// One level instead of warp -> block -> cluster: every warp of the cluster's keyed blocks
+// sends its partial (after the shuffle merge of its key groups) straight to the blocks that
+// merge it, rank r taking elements [r E, (r + 1) E) of each head (E = D / kPushRanks):
+// st.async into a peer's PushPart, counted in bytes on its mbarrier; what a block keeps for
+// itself it stores and counts with an mbarrier arrive (st.async is for peers). So the chain
+// after the keys is one distributed-shared-memory trip and the receiver's merge: no block
+// barrier, no release fence (the cluster barrier's, a gpu-scope MEMBAR in SASS), and no
+// second cluster barrier keeping a block's shared memory alive for its peers' reads (nobody
+// reads a peer's shared memory; a block exits once its own mbarrier has counted everything
+// sent to it, so no write into it is still in flight).
+constexpr int kPushRanks = 8;                                // blocks of a cluster
+constexpr int kPushParts = kPushRanks * kMergeWarps;         // partials: one per warp
+constexpr int kPushSlice = kMergeMaxDim / kPushRanks;        // the most elements E of a head
+
+struct alignas(16) PushPart {
+  float o[kPushParts][kMergeHeads][kPushSlice];              // unnormalized sum of p v
+  float2 ml[kPushParts][kMergeHeads];                        // (m log2 units, l) per partial
+  unsigned long long bar;                                    // mbarrier: what was received
+};
+
+// A push-merge kernel's block merge scratch and PushPart in one: a block merges its warps
+// itself only when it is the only active split (no push), so it never uses both.
+union PushScratch {
+  DecodeScratch red;
+  PushPart push;
+};
+
+__device__ __forceinline__ unsigned shared_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// The address of the same shared-memory location in cluster block `rank`.
+__device__ __forceinline__ unsigned map_rank(unsigned addr, unsigned rank) {
+  unsigned out;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(out) : "r"(addr), "r"(rank));
+  return out;
+}
+
+// Before any peer may send (thread 0): the barrier expecting `arrivals` local arrivals
+// besides this one and `bytes` from peers (this arrive: the phase completes once both have
+// come, whichever first; bytes arriving before it only take the count below zero
+// meanwhile), and the init made visible to the cluster (the cluster barrier's arrive
+// follows it).
+__device__ __forceinline__ void push_expect(PushPart& part, unsigned arrivals, unsigned bytes) {
+  const unsigned bar = shared_addr(&part.bar);
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(arrivals + 1)
+               : "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes)
+               : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// A local arrival (release: this thread's stores into the PushPart before it are seen by
+// whoever waits on the phase).
+__device__ __forceinline__ void push_arrive(PushPart& part) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(shared_addr(&part.bar))
+               : "memory");
+}
+
+// Send 16 bytes to `dst` (a shared::cluster address in block `bar`'s) counted on that
+// block's mbarrier (`bar`, shared::cluster too).
+__device__ __forceinline__ void push_v4(unsigned dst, unsigned bar, float a, float b, float c,
+                                        float d) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], "
+               "{%1, %2, %3, %4}, [%5];"
+               :: "r"(dst), "f"(a), "f"(b), "f"(c), "f"(d), "r"(bar) : "memory");
+}
+
+__device__ __forceinline__ void push_v2(unsigned dst, unsigned bar, float a, float b) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], "
+               "{%1, %2}, [%3];"
+               :: "r"(dst), "f"(a), "f"(b), "r"(bar) : "memory");
+}
+
+// Wait until every byte sent to this block has landed (phase 0 of its mbarrier); acquire at
+// cluster scope: the senders' data is visible to the thread after this.
+__device__ __forceinline__ void push_wait(const PushPart& part) {
+  const unsigned bar = shared_addr(&part.bar);
+  unsigned done = 0;
+  while (!done) {
+    asm volatile("{\n.reg .pred p;\n"
+                 "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], 0;\n"
+                 "selp.u32 %0, 1, 0, p;\n}"
+                 : "=r"(done) : "r"(bar) : "memory");
   }
 }
 

@@ -323,13 +323,22 @@ DECODE_ATTN_CLUSTER_TRACE = S("attention_twins", "decode_attn_cluster_trace_bf16
 DECODE_ATTN_AHEAD1 = S("attention_twins", "decode_attn_ahead1_bf16", _DECODE)
 DECODE_ATTN_ROPE_AHEAD1 = S("attention_twins", "decode_attn_rope_ahead1_bf16", _DECODE_ROPE)
 # DECODE_ATTN_CLUSTER / DECODE_ATTN_ROPE_CLUSTER taking their clusters split-major (every head
-# slice's first cluster among the first the GPU starts; the same results): the A/B of that
-# order (ops/routes ATLAS_DECODE_ATTN_SPLIT_MAJOR=1), in the twins' module
+# slice's first cluster among the first the GPU starts; the same results, the same push
+# merge): the A/B of that order (ops/routes ATLAS_DECODE_ATTN_SPLIT_MAJOR=1), in the twins'
+# module
 DECODE_ATTN_CLUSTER_SPLIT_MAJOR = S("attention_twins", "decode_attn_cluster_splitmajor_bf16",
                                     _DECODE)
 DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR = S("attention_twins",
                                          "decode_attn_rope_cluster_splitmajor_bf16",
                                          _DECODE_ROPE)
+# DECODE_ATTN_CLUSTER / DECODE_ATTN_ROPE_CLUSTER with the session-6 cluster merge (each block
+# merges its warps, peers read the blocks' parts through distributed shared memory) and their
+# shortest splits' later K/V rounds requested into L2 before the PDL wait rather than loaded
+# (the same results): the A/B of the batch-1 chain (ops/routes ATLAS_DECODE_ATTN_B1_CHAIN=0),
+# in the twins' module
+DECODE_ATTN_CLUSTER_PULL = S("attention_twins", "decode_attn_cluster_pull_bf16", _DECODE)
+DECODE_ATTN_ROPE_CLUSTER_PULL = S("attention_twins", "decode_attn_rope_cluster_pull_bf16",
+                                  _DECODE_ROPE)
 # merges the partials of DECODE_ATTN_LONG (decode_attn_bf16 merges its own in its last split)
 DECODE_ATTN_COMBINE = S(
     "attention", "decode_attn_combine_bf16",

@@ -159,7 +159,8 @@ def prefill_cases(rng: np.random.Generator) -> list[KernelCase]:
 #: the twins a decode case may run instead of the kernel the environment's routes pick, and
 #: the route that picks each (ops/routes.py); every twin computes the same
 DECODE_TWINS = {"ahead1": {"decode_attn_ahead": False},  # *_ahead1_bf16 (unclustered)
-                "split_major": {"decode_attn_split_major": True}}  # *_splitmajor_bf16
+                "split_major": {"decode_attn_split_major": True},  # *_splitmajor_bf16
+                "pull": {"decode_attn_b1_chain": False}}  # *_cluster_pull_bf16
 
 
 def case_routes(twin: str) -> KernelRoutes:
@@ -171,9 +172,10 @@ def case_routes(twin: str) -> KernelRoutes:
 
 def traced_twins_apply() -> bool:
     """Whether the environment's routes take the kernels the traced twins mirror (not the
-    waiting kernel of ATLAS_DECODE_ATTN_LATENCY=0 nor the split-major ones)."""
+    waiting kernel of ATLAS_DECODE_ATTN_LATENCY=0, the split-major nor the pull-merge ones)."""
     routes = KernelRoutes.from_env()
-    return routes.decode_attn_latency and not routes.decode_attn_split_major
+    return (routes.decode_attn_latency and not routes.decode_attn_split_major
+            and routes.decode_attn_b1_chain)
 
 
 def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
@@ -301,4 +303,14 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
                     [512, 1500, 1, 65], 33, twin="split_major"),
         decode_case(rng, "decode D256 gqa8 bs16 splits16 cluster split_major",
                     Geometry(16, 2, 256, 16), [40, 300, 700], 16, twin="split_major"),
+        # the clustered kernel at D 64 (a shortest split is one load round; 600 keys are
+        # splits of 75, two rounds through the loop) and a group of 3
+        decode_case(rng, "decode D64 gqa3 bs16 splits8 cluster", Geometry(9, 3, 64, 16),
+                    [17, 100, 600], 8),
+        # the session-7 pull merge (ATLAS_DECODE_ATTN_B1_CHAIN=0): one cluster, several, a
+        # sequence of one key, D 256
+        decode_case(rng, "decode D128 gqa2 bs16 splits33 clusters pull", qwen3_06b,
+                    [512, 1500, 1, 65], 33, twin="pull"),
+        decode_case(rng, "decode D256 gqa8 bs16 splits16 cluster pull",
+                    Geometry(16, 2, 256, 16), [40, 300, 700], 16, twin="pull"),
     ]

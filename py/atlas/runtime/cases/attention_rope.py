@@ -156,4 +156,14 @@ def decode_rope_cases(rng: np.random.Generator) -> list[KernelCase]:
                          graph=True),
         decode_rope_case(rng, "decode_rope D128 gqa4 splits33 clusters split_major", qwen3_8b,
                          [1500, 700], 33, twin="split_major"),
+        # the clustered kernel's push merge at D 64 (no norm; a shortest split is one round,
+        # 600 keys are splits of 75) and at D 256 (its 64-key splits run the loop)
+        decode_rope_case(rng, "decode_rope D64 gqa3 splits8 cluster", Geometry(9, 3, 64, 16),
+                         [100, 600, 1], 8, normed=False),
+        decode_rope_case(rng, "decode_rope D256 gqa8 splits16 cluster",
+                         Geometry(16, 2, 256, 16), [300, 700, 40], 16),
+        # the session-7 pull merge (ATLAS_DECODE_ATTN_B1_CHAIN=0): past one cluster, one
+        # cluster, the first token
+        decode_rope_case(rng, "decode_rope D128 gqa4 splits33 clusters pull", qwen3_8b,
+                         [1500, 700, 512, 1], 33, twin="pull"),
     ]

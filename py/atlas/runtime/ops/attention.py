@@ -14,11 +14,12 @@ append of `rope.qk_norm_rope_kv` done inside it (`rope_fusable` says when it app
 
 from __future__ import annotations
 
-from ..gpu import DevicePtr, Stream
+from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
-                          DECODE_ATTN_CLUSTER_SPLIT_MAJOR, DECODE_ATTN_CLUSTER_TRACE,
-                          DECODE_ATTN_COMBINE, DECODE_ATTN_ROPE, DECODE_ATTN_ROPE_AHEAD1,
-                          DECODE_ATTN_ROPE_CLUSTER, DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR,
+                          DECODE_ATTN_CLUSTER_PULL, DECODE_ATTN_CLUSTER_SPLIT_MAJOR,
+                          DECODE_ATTN_CLUSTER_TRACE, DECODE_ATTN_COMBINE, DECODE_ATTN_ROPE,
+                          DECODE_ATTN_ROPE_AHEAD1, DECODE_ATTN_ROPE_CLUSTER,
+                          DECODE_ATTN_ROPE_CLUSTER_PULL, DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR,
                           DECODE_ATTN_ROPE_CLUSTER_TRACE, DECODE_ATTN_ROPE_TRACE,
                           DECODE_ATTN_ROPE_WAIT, PREFILL_ATTN)
 from . import KernelCache
@@ -48,8 +49,8 @@ DECODE_CLUSTER_MIN_KEYS = 64
 DECODE_ROPE_MAX_STEP_KEYS = 8
 #: the phases the traced twins stamp, in order (attention.cu TracePhase): thread 0 of a block
 #: stamps phase p when it gets there, after using what that phase waited for
-TRACE_PHASES = ("start", "kv_len", "prologue", "waited", "q_ready", "round1", "keys_done",
-                "block_merged", "merged", "end")
+TRACE_PHASES = ("start", "kv_len", "prologue", "loaded", "waited", "q_ready", "round1",
+                "keys_done", "block_merged", "merged", "end")
 #: u64 words of a block's trace (attention.cu kTraceWords): %globaltimer ns of phase p at
 #: word p, clock64 at word TRACE_CYCLES_WORD + p, the SM id at TRACE_SM_WORD, 1 at
 #: TRACE_KEYED_WORD when the block attended over keys; phases never reached stay zero
@@ -119,6 +120,26 @@ def decode_grid(num_splits: int, hq: int, hkv: int, num_seqs: int,
     """The grid decode_attention / decode_attention_rope launch (not the long-context
     kernel's): what a trace buffer is sized by (TRACE_WORDS u64 per block)."""
     return _decode_grid(num_splits, hq, hkv, num_seqs, decode_clustered(num_splits, routes))
+
+
+def decode_kernel(routes: KernelRoutes, num_splits: int, rope: bool) -> KernelSig:
+    """The kernel decode_attention (rope False; not the long-context one) or
+    decode_attention_rope (rope True) launches on a grid of num_splits, untraced: clustered
+    (`decode_clustered`) split-major (ATLAS_DECODE_ATTN_SPLIT_MAJOR=1), with the session-7
+    pull merge (ATLAS_DECODE_ATTN_B1_CHAIN=0) or the default push merge; unclustered, the
+    rope-fused one waiting on entry (ATLAS_DECODE_ATTN_LATENCY=0), or with / without the
+    loop's L2 prefetch (ATLAS_DECODE_ATTN_AHEAD)."""
+    if decode_clustered(num_splits, routes):
+        if routes.decode_attn_split_major:
+            return DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR if rope else DECODE_ATTN_CLUSTER_SPLIT_MAJOR
+        if not routes.decode_attn_b1_chain:
+            return DECODE_ATTN_ROPE_CLUSTER_PULL if rope else DECODE_ATTN_CLUSTER_PULL
+        return DECODE_ATTN_ROPE_CLUSTER if rope else DECODE_ATTN_CLUSTER
+    if rope and not routes.decode_attn_latency:
+        return DECODE_ATTN_ROPE_WAIT
+    if routes.decode_attn_ahead:
+        return DECODE_ATTN_ROPE if rope else DECODE_ATTN
+    return DECODE_ATTN_ROPE_AHEAD1 if rope else DECODE_ATTN_AHEAD1
 
 
 def _check_heads(hq: int, hkv: int, head_dim: int, block_size: int) -> None:
@@ -211,15 +232,13 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
             num_splits = long_launch_splits(kc, num_seqs, hkv, head_dim,
                                             max_blocks * block_size, num_splits, max_splits)
     clustered = not long and decode_clustered(num_splits, kc.routes)
-    if trace and (not clustered or kc.routes.decode_attn_split_major):
-        raise ValueError("decode_attention: only the clustered kernel in its default order has "
-                         f"a traced twin (num_splits={num_splits}, long={long})")
+    if trace and (not clustered or kc.routes.decode_attn_split_major
+                  or not kc.routes.decode_attn_b1_chain):
+        raise ValueError("decode_attention: only the default clustered kernel has a traced "
+                         f"twin (num_splits={num_splits}, long={long})")
     if not long:
-        routes = kc.routes
         kernel = (DECODE_ATTN_CLUSTER_TRACE if trace else
-                  (DECODE_ATTN_CLUSTER_SPLIT_MAJOR if routes.decode_attn_split_major
-                   else DECODE_ATTN_CLUSTER) if clustered else
-                  DECODE_ATTN if routes.decode_attn_ahead else DECODE_ATTN_AHEAD1)
+                  decode_kernel(kc.routes, num_splits, rope=False))
         grid = _decode_grid(num_splits, hq, hkv, num_seqs, clustered)
         extra = (trace,) if trace else ()
         kc.get(kernel)(stream, grid, ATTN_THREADS, 0, q, k_cache, v_cache, block_tables,
@@ -329,17 +348,14 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
         _combine(kc, stream, part_o, part_ml, kv_lens, out, num_seqs, hq, head_dim, num_splits)
         return
     clustered = decode_clustered(num_splits, kc.routes)
-    if trace and (not kc.routes.decode_attn_latency or kc.routes.decode_attn_split_major):
-        raise ValueError("decode_attention_rope: the waiting kernel (ATLAS_DECODE_ATTN_LATENCY=0) "
-                         "and the split-major ones have no traced twin")
+    if trace and (not kc.routes.decode_attn_latency or kc.routes.decode_attn_split_major
+                  or not kc.routes.decode_attn_b1_chain):
+        raise ValueError("decode_attention_rope: the waiting kernel (ATLAS_DECODE_ATTN_LATENCY=0), "
+                         "the split-major and the pull-merge ones have no traced twin")
     if trace:
         kernel = DECODE_ATTN_ROPE_CLUSTER_TRACE if clustered else DECODE_ATTN_ROPE_TRACE
     else:
-        routes = kc.routes
-        kernel = ((DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR if routes.decode_attn_split_major
-                   else DECODE_ATTN_ROPE_CLUSTER) if clustered else
-                  DECODE_ATTN_ROPE_WAIT if not routes.decode_attn_latency else
-                  DECODE_ATTN_ROPE if routes.decode_attn_ahead else DECODE_ATTN_ROPE_AHEAD1)
+        kernel = decode_kernel(kc.routes, num_splits, rope=True)
     grid = _decode_grid(num_splits, hq, hkv, num_seqs, clustered)
     extra = (trace,) if trace else ()
     kc.get(kernel)(stream, grid, ATTN_THREADS, 0, qkv,

@@ -64,8 +64,18 @@ what it asked for each time, and importing Atlas never depends on the environmen
   splitmajor_bf16): cluster L of the grid serves head slice L % slots and splits of cluster
   L / slots, so every slice's first cluster (all the work up to 512 keys) is among the first
   the GPU starts; the default order puts a slice's idle clusters before the next slice's
-  working one, and a batch-1 grid (320-512 blocks) is more than one wave of 264. Off by
-  default until measured.
+  working one, and a batch-1 grid (320-512 blocks) is more than one wave of 264 (with the
+  same push merge as the default kernels; it takes precedence over
+  ATLAS_DECODE_ATTN_B1_CHAIN=0). Off by default until measured.
+* ATLAS_DECODE_ATTN_B1_CHAIN=0: the clustered decode attention kernels (batch 1..4) on their
+  session-7 twins (decode_attn_cluster_pull_bf16, decode_attn_rope_cluster_pull_bf16): each
+  block merges its warps through shared memory, a cluster barrier (a gpu-scope fence in
+  SASS), each block reads its peers' parts, a second cluster barrier before exit; and a
+  shortest split's second K/V round requested into L2 before the PDL wait, loaded after it.
+  Default (session 8): the warps push their partials into the merging blocks' shared memory
+  (st.async counted on an mbarrier set up before the wait: one level, no fence, no exit
+  barrier), and a shortest split's K/V (64 keys, D <= 128) is all in registers before the
+  wait (decode_attn.cuh decode_push_merge, decode_whole_rounds).
 * ATLAS_DECODE_ATTN_FUSED_VERIFY=1: verification steps (several rows of one sequence) on
   the rope-fused decode kernel, each row's blocks computing the keys its earlier rows
   append (session 6). Off by default: measured 47.2 us a call vs 17.1 in a plain step on
@@ -225,6 +235,7 @@ class KernelRoutes:
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
     decode_attn_split_major: bool = False
+    decode_attn_b1_chain: bool = True
     decode_attn_fused_verify: bool = False
     decode_attn_verify: bool = True
     prefill_attn_sm90: bool = True
@@ -296,6 +307,7 @@ class KernelRoutes:
                    decode_attn_ahead=env_switch(env, "ATLAS_DECODE_ATTN_AHEAD", True),
                    decode_attn_split_major=env_switch(env, "ATLAS_DECODE_ATTN_SPLIT_MAJOR",
                                                       False),
+                   decode_attn_b1_chain=env_switch(env, "ATLAS_DECODE_ATTN_B1_CHAIN", True),
                    decode_attn_fused_verify=env_switch(env, "ATLAS_DECODE_ATTN_FUSED_VERIFY",
                                                        False),
                    decode_attn_verify=env_switch(env, "ATLAS_DECODE_ATTN_VERIFY", True),

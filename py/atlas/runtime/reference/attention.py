@@ -43,11 +43,12 @@ import numpy as np
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
 from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
-                          DECODE_ATTN_CLUSTER_SPLIT_MAJOR, DECODE_ATTN_CLUSTER_TRACE,
+                          DECODE_ATTN_CLUSTER_PULL, DECODE_ATTN_CLUSTER_SPLIT_MAJOR,
+                          DECODE_ATTN_CLUSTER_TRACE,
                           DECODE_ATTN_COMBINE, DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256,
-                          DECODE_ATTN_LONG_ROPE,
-                          DECODE_ATTN_ROPE,
+                          DECODE_ATTN_LONG_ROPE, DECODE_ATTN_ROPE,
                           DECODE_ATTN_ROPE_AHEAD1, DECODE_ATTN_ROPE_CLUSTER,
+                          DECODE_ATTN_ROPE_CLUSTER_PULL,
                           DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR,
                           DECODE_ATTN_ROPE_CLUSTER_TRACE, DECODE_ATTN_ROPE_TRACE,
                           DECODE_ATTN_ROPE_WAIT, DECODE_ATTN_VERIFY, PREFILL_ATTN,
@@ -327,6 +328,9 @@ reference(DECODE_ATTN_ROPE_CLUSTER)(partial(decode_attn_rope_bf16, rule=decode_c
 reference(DECODE_ATTN_CLUSTER_SPLIT_MAJOR)(partial(decode_attn_bf16, rule=decode_cluster_rule))
 reference(DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR)(
     partial(decode_attn_rope_bf16, rule=decode_cluster_rule))
+# the pull-merge twins (the session-7 merge): the same (only how a cluster merges differs)
+reference(DECODE_ATTN_CLUSTER_PULL)(partial(decode_attn_bf16, rule=decode_cluster_rule))
+reference(DECODE_ATTN_ROPE_CLUSTER_PULL)(partial(decode_attn_rope_bf16, rule=decode_cluster_rule))
 reference(DECODE_ATTN_ROPE_WAIT)(decode_attn_rope_bf16)
 # verification rows: decode of each row on its own split rule
 reference(DECODE_ATTN_VERIFY)(partial(decode_attn_bf16, rule=verify_split_rule))
