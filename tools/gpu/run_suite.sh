@@ -1310,6 +1310,9 @@ stage_attn64_flagship() {
     ATLAS_DECODE_ATTN_LONG_MIN_BATCH=$mb "$PY" tools/gpu/bench_moe.py \
       --config qwen3_5-35b-a3b --batches 8,32 --prompt 2048 --new 128 --hf none \
       --out "$RESULTS/bench_moe_qwen3_5-35b-a3b_minbatch$mb.json" || rc=1
+  done
+  return $rc
+}
 
 # Batch-1 decode attention's chain after the PDL wait (session 8, helper "b1lat"): the
 # decode attention check cases (the default push merge, the pull twins), the phase trace and
