@@ -11,6 +11,13 @@ distributed shared memory (`decode_split`). A fused [gate | up] weight can end i
 with the SwiGLU (`swiglu=True`: each block loads matching gate and up rows and writes their
 activation, so no silu_mul launch follows; KernelRoutes.decode_gemm_swiglu). The geometry
 constants mirror the kernel's; only sm_90a sets build the module (`available`).
+
+Two kernels compute it, bit for bit alike: gemm_decode_tma (the default where the set has it,
+KernelRoutes.decode_gemm_tma / ATLAS_DECODE_GEMM_TMA=0) streams the operands with TMA
+tensor copies issued by one producer warp (128 G + 32 threads) through a ring of up to
+TMA_MAX_STAGES slots, all in flight; gemm_decode_sm90 has every thread issue 16-byte
+cp.async copies. Their tensor maps (w's and x's) come from KernelCache.tensor_map: encoded
+once per buffer, shape and box, never per step.
 """
 
 from __future__ import annotations
@@ -22,6 +29,12 @@ from ..kernel_abi import (GEMM_DECODE_SM90, GEMM_DECODE_SM90_F32OUT,
                           GEMM_DECODE_SM90_SPLIT4, GEMM_DECODE_SM90_SPLIT8,
                           GEMM_DECODE_SM90_SWIGLU, GEMM_DECODE_SM90_SWIGLU_SPLIT2,
                           GEMM_DECODE_SM90_SWIGLU_SPLIT4, GEMM_DECODE_SM90_SWIGLU_SPLIT8)
+from ..kernel_abi import (GEMM_DECODE_TMA, GEMM_DECODE_TMA_F32OUT,
+                          GEMM_DECODE_TMA_F32OUT_SPLIT2, GEMM_DECODE_TMA_F32OUT_SPLIT4,
+                          GEMM_DECODE_TMA_F32OUT_SPLIT8, GEMM_DECODE_TMA_SPLIT2,
+                          GEMM_DECODE_TMA_SPLIT4, GEMM_DECODE_TMA_SPLIT8, GEMM_DECODE_TMA_SWIGLU,
+                          GEMM_DECODE_TMA_SWIGLU_SPLIT2, GEMM_DECODE_TMA_SWIGLU_SPLIT4,
+                          GEMM_DECODE_TMA_SWIGLU_SPLIT8)
 from . import KernelCache
 from ._preconditions import require_aligned, require_multiple
 from .routes import DECODE_GEMM_SPLITS
@@ -43,6 +56,10 @@ WIDE_MIN_COLS = 32
 DECODE_MAX_STAGES = 8
 DECODE_PAIR_BUDGET = 110 * 1024
 DECODE_SOLO_BUDGET = 200 * 1024
+#: the TMA kernel's producer warp (gemm_decode_tma.cu kProducerThreads) and its ring's most
+#: stages (kMaxStages; its byte budgets are the cp.async kernel's)
+TMA_PRODUCER_THREADS = 32
+TMA_MAX_STAGES = 16
 #: a split of K keeps at least this many 64-column k-tiles per block: fewer would spend more
 #: on the pipeline's fill and the partial sums than the extra blocks win
 MIN_SPLIT_K_TILES = 4
@@ -58,6 +75,17 @@ _SWIGLU_SIGS: dict[int, KernelSig] = {
     1: GEMM_DECODE_SM90_SWIGLU, 2: GEMM_DECODE_SM90_SWIGLU_SPLIT2,
     4: GEMM_DECODE_SM90_SWIGLU_SPLIT4, 8: GEMM_DECODE_SM90_SWIGLU_SPLIT8,
 }
+#: the TMA kernel's entries, keyed as _SIGS and _SWIGLU_SIGS
+_TMA_SIGS: dict[tuple[int, bool], KernelSig] = {
+    (1, False): GEMM_DECODE_TMA, (1, True): GEMM_DECODE_TMA_F32OUT,
+    (2, False): GEMM_DECODE_TMA_SPLIT2, (2, True): GEMM_DECODE_TMA_F32OUT_SPLIT2,
+    (4, False): GEMM_DECODE_TMA_SPLIT4, (4, True): GEMM_DECODE_TMA_F32OUT_SPLIT4,
+    (8, False): GEMM_DECODE_TMA_SPLIT8, (8, True): GEMM_DECODE_TMA_F32OUT_SPLIT8,
+}
+_TMA_SWIGLU_SIGS: dict[int, KernelSig] = {
+    1: GEMM_DECODE_TMA_SWIGLU, 2: GEMM_DECODE_TMA_SWIGLU_SPLIT2,
+    4: GEMM_DECODE_TMA_SWIGLU_SPLIT4, 8: GEMM_DECODE_TMA_SWIGLU_SPLIT8,
+}
 
 
 def decode_cols(m: int) -> int:
@@ -68,10 +96,11 @@ def decode_cols(m: int) -> int:
     raise ValueError(f"decode_gemm: m={m} must be in 1..{DECODE_MAX_M}")
 
 
-def decode_groups(m: int, wide: bool) -> int:
+def decode_groups(m: int, wide: bool, tma: bool = False) -> int:
     """Warpgroups per block: two (128 weight rows sharing each x tile) when `wide`
-    (KernelRoutes.decode_gemm_wide) and the batch runs at N >= WIDE_MIN_COLS, else one."""
-    return 2 if wide and decode_cols(m) >= WIDE_MIN_COLS else 1
+    (KernelRoutes.decode_gemm_wide) and the batch runs at N >= WIDE_MIN_COLS (any N on the
+    TMA kernel, whose x copy is one instruction), else one."""
+    return 2 if wide and (tma or decode_cols(m) >= WIDE_MIN_COLS) else 1
 
 
 def stage_bytes(cols: int, groups: int = 1) -> int:
@@ -85,21 +114,24 @@ def blocks_per_sm(cols: int, groups: int = 1) -> int:
     return 2 if cols <= 128 and groups == 1 else 1
 
 
-def ring_stages(cols: int, groups: int = 1) -> int:
+def ring_stages(cols: int, groups: int = 1, max_stages: int = DECODE_MAX_STAGES) -> int:
+    """Stages of the ring (the cp.async kernel's; TMA_MAX_STAGES: the TMA kernel's)."""
     budget = (DECODE_PAIR_BUDGET if blocks_per_sm(cols, groups) == 2
               else DECODE_SOLO_BUDGET)
-    return min(DECODE_MAX_STAGES, budget // stage_bytes(cols, groups))
+    return min(max_stages, budget // stage_bytes(cols, groups))
 
 
-def smem_bytes(cols: int, groups: int = 1) -> int:
+def smem_bytes(cols: int, groups: int = 1, max_stages: int = DECODE_MAX_STAGES) -> int:
     """Dynamic shared memory of a launch at wgmma width `cols` (the ring + 1 KiB to align
     its base to the 128-byte swizzle's 1024-byte atom)."""
-    return ring_stages(cols, groups) * stage_bytes(cols, groups) + 1024
+    return ring_stages(cols, groups, max_stages) * stage_bytes(cols, groups) + 1024
 
 
 #: the most dynamic shared memory any launch needs: what the kernels opt in to (<= 227 KiB)
 DECODE_MAX_SHARED = max(smem_bytes(cols, groups) for cols in DECODE_COLS
                         for groups in DECODE_GROUPS)
+TMA_MAX_SHARED = max(smem_bytes(cols, groups, TMA_MAX_STAGES) for cols in DECODE_COLS
+                     for groups in DECODE_GROUPS)
 
 
 def wave_fill(blocks: int, slots: int) -> float:
@@ -149,9 +181,18 @@ def available(kc: KernelCache) -> bool:
     return GEMM_DECODE_SM90.module in kc.backend.module_names
 
 
+def uses_tma(kc: KernelCache, tma: bool | None = None) -> bool:
+    """Whether decode_gemm runs the TMA kernel: `tma` when given (a check case or benchmark
+    forcing one kernel), else the routes' decode_gemm_tma where the loaded set has it."""
+    if tma is not None:
+        return tma
+    return kc.routes.decode_gemm_tma and GEMM_DECODE_TMA.module in kc.backend.module_names
+
+
 def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr,
                 m: int, n: int, k: int, out_f32: bool = False, split: int | None = None,
-                wide: bool | None = None, swiglu: bool = False) -> None:
+                wide: bool | None = None, swiglu: bool = False,
+                tma: bool | None = None) -> None:
     """y = x @ w.T for 1 <= m <= 256 rows (bf16 in; bf16, or for logits the bf16-rounded
     value as f32, out); every weight byte is read once. With `swiglu`, w is a fused
     [gate | up] weight [n, k] (n even) and y the activation [m, n / 2]: the unfused product,
@@ -160,15 +201,18 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
     Preconditions: n >= 1, k a positive multiple of 8, x and w 16-byte aligned, y aligned to
     its element; the module must be loaded (`available`). `split` forces the cluster split
     (None: `decode_split` with the routes' override), `wide` two-warpgroup blocks (None: the
-    routes' decode_gemm_wide). Launched with ceil(n / (64 G)) * split blocks of 128 G threads
-    (G = `decode_groups`; a SwiGLU block's 64 G weight rows are 32 G gate/up pairs, so the
-    grid is the same) and `smem_bytes(decode_cols(m), G)` of dynamic shared memory (each
-    entry point is opted in to DECODE_MAX_SHARED once); each block keeps the routes'
-    decode_gemm_l2_tiles k-tiles of its weight rows prefetched into L2 ahead of its ring,
-    from before its PDL wait (ATLAS_DECODE_GEMM_L2_TILES).
+    routes' decode_gemm_wide), `tma` the kernel (None: `uses_tma`). Launched with
+    ceil(n / (64 G)) * split blocks (G = `decode_groups`; a SwiGLU block's 64 G weight rows
+    are 32 G gate/up pairs, so the grid is the same) of 128 G threads (+ TMA_PRODUCER_THREADS
+    on the TMA kernel) and `smem_bytes(decode_cols(m), G, stages)` of dynamic shared memory
+    (each entry point is opted in to its kernel's most once). The cp.async kernel's blocks
+    keep the routes' decode_gemm_l2_tiles k-tiles of their weight rows prefetched into L2
+    ahead of the ring, from before the PDL wait (ATLAS_DECODE_GEMM_L2_TILES); the TMA
+    kernel's ring holds its weight rows' next tiles in flight itself.
     """
+    tma = uses_tma(kc, tma)
     cols = decode_cols(m)
-    groups = decode_groups(m, kc.routes.decode_gemm_wide if wide is None else wide)
+    groups = decode_groups(m, kc.routes.decode_gemm_wide if wide is None else wide, tma)
     if n < 1:
         raise ValueError(f"decode_gemm: n={n} must be positive")
     if swiglu and (n % 2 or out_f32):
@@ -182,7 +226,17 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
         split = decode_split(m, n, k, kc.facts.sm_count, kc.routes.decode_gemm_split, groups)
     elif split not in DECODE_GEMM_SPLITS:
         raise ValueError(f"decode_gemm: split {split} is not one of {DECODE_GEMM_SPLITS}")
+    grid = -(-n // (DECODE_ROWS * groups)) * split
+    if tma:
+        rows = DECODE_ROWS * groups  # a SwiGLU stage's weight tile is two half boxes
+        wmap = kc.tensor_map(w, n, k, rows // 2 if swiglu else rows)
+        xmap = kc.tensor_map(x, m, k, cols)
+        sig = _TMA_SWIGLU_SIGS[split] if swiglu else _TMA_SIGS[split, out_f32]
+        launch = kc.get_with_shared(sig, TMA_MAX_SHARED)
+        launch(stream, grid, DECODE_THREADS * groups + TMA_PRODUCER_THREADS,
+               smem_bytes(cols, groups, TMA_MAX_STAGES), x, w, y, m, n, k, wmap, xmap)
+        return
     sig = _SWIGLU_SIGS[split] if swiglu else _SIGS[split, out_f32]
     launch = kc.get_with_shared(sig, DECODE_MAX_SHARED)
-    launch(stream, -(-n // (DECODE_ROWS * groups)) * split, DECODE_THREADS * groups,
-           smem_bytes(cols, groups), x, w, y, m, n, k, kc.routes.decode_gemm_l2_tiles)
+    launch(stream, grid, DECODE_THREADS * groups, smem_bytes(cols, groups), x, w, y, m, n, k,
+           kc.routes.decode_gemm_l2_tiles)

@@ -38,6 +38,10 @@ what it asked for each time, and importing Atlas never depends on the environmen
 * ATLAS_DECODE_GEMM_SWIGLU=0: a dense MLP's gate_up on the decode GEMM writes [gate | up] and
   silu_mul makes the activation (two launches), instead of the GEMM ending with the SwiGLU
   (gemm_decode_sm90_swiglu_*: one launch, half the output bytes): the A/B of the fusion.
+* ATLAS_DECODE_GEMM_TMA=0: the decode GEMM on its cp.async kernel (gemm_decode_sm90, every
+  thread issuing 16-byte copies into the ring: the session-7 kernel) instead of the TMA one
+  (gemm_decode_tma: one producer thread, tensor maps, a ring with every slot in flight); the
+  same products, splits and block shapes, bit for bit.
 * ATLAS_DECODE_GEMM_L2_TILES=N: k-tiles (64 columns) of its weight rows each decode GEMM
   block keeps prefetched into L2 ahead of its shared-memory ring, from before its PDL wait
   (default DEFAULT_DECODE_GEMM_L2_TILES = 0: none, the session-6 kernel; see there why).
@@ -206,6 +210,7 @@ class KernelRoutes:
     decode_gemm_wide: bool = False
     decode_gemm_swiglu: bool = True
     decode_gemm_l2_tiles: int = DEFAULT_DECODE_GEMM_L2_TILES
+    decode_gemm_tma: bool = True
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_latency: bool = True
@@ -271,6 +276,7 @@ class KernelRoutes:
                    decode_gemm_swiglu=env_switch(env, "ATLAS_DECODE_GEMM_SWIGLU", True),
                    decode_gemm_l2_tiles=_env_count(env, "ATLAS_DECODE_GEMM_L2_TILES",
                                                    DEFAULT_DECODE_GEMM_L2_TILES),
+                   decode_gemm_tma=env_switch(env, "ATLAS_DECODE_GEMM_TMA", True),
                    decode_attn_long=env_switch(env, "ATLAS_DECODE_ATTN_LONG", True),
                    decode_attn_long_min_keys=_env_count(env, "ATLAS_DECODE_ATTN_LONG_MIN_KEYS",
                                                         DEFAULT_DECODE_ATTN_LONG_MIN_KEYS),
