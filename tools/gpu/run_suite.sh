@@ -1147,14 +1147,22 @@ stage_attn_trace() {
 # every gemm_decode check case (both kernels; the TMA cases also compare the two bit for bit),
 # Qwen3-8B's four layer products (+ gate_up ending with the SwiGLU) at 8..256 rows on both
 # kernels and both block shapes (labels "... bB", "... bB wide", "... cp.async"; GB/s and %
-# of copy vs torch.mm), then Qwen3-8B decode at batch 64 and its PDL-off per-kernel profile
+# of copy vs torch.mm), the b64 rows again at each forced cluster split (results/tma_splitS:
+# the split rule's data), then Qwen3-8B decode at batch 64 and its PDL-off per-kernel profile
 # at a 1,536-token context, TMA on and off.
 stage_decode_gemm_tma() {
-  local rc=0 name tma sel=()
+  local rc=0 name tma split sel=() b64=()
   "$PY" tools/gpu/check_kernels.py -k gemm_decode --out "$RESULTS/gpu_check_decode_gemm.json" \
     || rc=1
-  for name in qkv o_proj gate_up down; do sel+=(-k "decode_gemm_sm90 qwen3-8b $name b"); done
+  for name in qkv o_proj gate_up down; do
+    sel+=(-k "decode_gemm_sm90 qwen3-8b $name b")
+    b64+=(-k "decode_gemm_sm90 qwen3-8b $name b64")
+  done
   "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS/decode_gemm_tma" "${sel[@]}" || rc=1
+  for split in 1 2 4 8; do
+    ATLAS_DECODE_GEMM_SPLIT=$split "$PY" tools/gpu/bench_kernels.py \
+      --out-dir "$RESULTS/tma_split$split" "${b64[@]}" || rc=1
+  done
   make_checkpoint qwen3-8b weights || return 1
   for tma in 1 0; do
     ATLAS_DECODE_GEMM_TMA=$tma "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b" \
