@@ -7,7 +7,6 @@ device check is tools/gpu/check_kernels.py -k gemm_decode_tma over the same case
 
 from __future__ import annotations
 
-import re
 import struct
 from pathlib import Path
 
@@ -24,10 +23,10 @@ from atlas.runtime.kernel_check import check
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, matmul, matmul_decode
 from atlas.runtime.ops.routes import KernelRoutes
+from test_gemm_decode_sm90 import _constant as _kernel_constant
 from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
 
 SOURCE = Path(__file__).resolve().parents[2] / "kernels/hopper/common/gemm_decode_tma.cu"
-TILE = SOURCE.with_name("gemm_decode_tile.cuh")
 
 CASES = [case_defs.gemm_decode_tma_case(np.random.default_rng(93), *shape)
          for shape in case_defs.tma_case_shapes() if shape[0] * shape[1] * shape[2] <= 2 ** 21]
@@ -58,18 +57,8 @@ def test_cuda_entry_points_declare_exactly_the_abi() -> None:
 
 
 def _constant(name: str) -> int:
-    """A namespace-level `constexpr int` of the kernel or the shared tile header: a literal,
-    a product of literals or a sum of products with other constants."""
-    (value,) = re.findall(rf"constexpr int {name} = ([\w *+]+);",
-                          SOURCE.read_text() + TILE.read_text())
-    total = 0
-    for term in value.split("+"):
-        product = 1
-        for factor in term.split("*"):
-            factor = factor.strip()
-            product *= int(factor) if factor.isdigit() else _constant(factor)
-        total += product
-    return total
+    """A namespace-level `constexpr int` of the kernel or the shared tile header."""
+    return _kernel_constant(name, SOURCE)
 
 
 def test_launch_constants_match_the_kernel() -> None:

@@ -68,30 +68,10 @@ namespace {
 using namespace atlas::decode_gemm;  // geometry, gate_up_row, store_tile
 
 constexpr int kMaxStages = 8;            // ops/matmul_decode.py DECODE_MAX_STAGES
-constexpr int kPairBudget = 110 * 1024;  // ring bytes for two blocks per SM (G = 1, N <= 128)
-constexpr int kSoloBudget = 200 * 1024;  // ring bytes for one block per SM (N = 256 or G = 2)
-
-__host__ __device__ constexpr int stage_bytes(int cols, int groups) {
-  return (kGroupRows * groups + cols) * BK * 2;
-}
-
-__host__ __device__ constexpr int ring_budget(int cols, int groups) {
-  return cols > 128 || groups > 1 ? kSoloBudget : kPairBudget;
-}
-
-__host__ __device__ constexpr int ring_stages(int cols, int groups) {
-  return ring_budget(cols, groups) / stage_bytes(cols, groups) < kMaxStages
-             ? ring_budget(cols, groups) / stage_bytes(cols, groups)
-             : kMaxStages;
-}
-
-__host__ __device__ constexpr int smem_bytes(int cols, int groups) {
-  return ring_stages(cols, groups) * stage_bytes(cols, groups) + kAlign;  // + base slack
-}
-
-static_assert(smem_bytes(kMaxCols, 1) <= 227 * 1024, "sm_90 allows 227 KiB per block");
-static_assert(smem_bytes(kMaxCols, kMaxGroups) <= 227 * 1024, "sm_90 allows 227 KiB per block");
-static_assert(2 * (smem_bytes(128, 1) + 1024) <= 228 * 1024, "two N <= 128 blocks fit an SM");
+static_assert(smem_bytes(kMaxCols, 1, kMaxStages) <= 227 * 1024, "227 KiB per block");
+static_assert(smem_bytes(kMaxCols, kMaxGroups, kMaxStages) <= 227 * 1024, "227 KiB per block");
+static_assert(2 * (smem_bytes(128, 1, kMaxStages) + 1024) <= 228 * 1024,
+              "two N <= 128 blocks fit an SM");
 
 // The SwiGLU entries' weight tile: k-tile `kt` of the rows gate_up_row lays out (rows past I
 // zero-filled, as cp_async_k64_tile does past n; the same L2::256B prefetch hint and swizzled
@@ -123,7 +103,8 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
                                             void* __restrict__ y, int m, int n, int k,
                                             int l2_tiles, uint8_t* smem_raw) {
   constexpr int kThreads = kGroupThreads * kGroups, kRows = kGroupRows * kGroups;
-  constexpr int kStages = ring_stages(kCols, kGroups), kStage = stage_bytes(kCols, kGroups);
+  constexpr int kStages = ring_stages(kCols, kGroups, kMaxStages);
+  constexpr int kStage = stage_bytes(kCols, kGroups);
   constexpr int kStageW = kRows * BK * 2;
   constexpr int kPitch = partial_pitch(kGroups);  // the epilogue's f32 partial tile
   static_assert(kStages >= 3, "prefetch distance kStages - 2 must be at least 1");

@@ -1,8 +1,9 @@
 // The parts of the decode wgmma GEMM that do not depend on how its operands reach shared
 // memory, shared by gemm_decode_sm90.cu (16-byte cp.async issued by every thread) and
-// gemm_decode_tma.cu (TMA tensor copies issued by one producer thread): the block geometry,
-// the SwiGLU entries' gate/up row layout, and the epilogue that scatters the accumulators,
-// sums a cluster's split-K partials in a fixed rank order and stores (or SwiGLUs) the tile.
+// gemm_decode_tma.cu (TMA tensor copies issued by one producer thread): the block geometry
+// and ring sizing, the SwiGLU entries' gate/up row layout, and the epilogue that scatters the
+// accumulators, sums a cluster's split-K partials in a fixed rank order and stores (or
+// SwiGLUs) the tile.
 // One definition, so both kernels round, order their sums and write alike: for the same
 // split they produce the same bits (gemm_decode_sm90.cu's header states the design).
 // sm_90a only (wgmma accumulator layout, distributed shared memory).
@@ -21,6 +22,31 @@ constexpr int kMaxGroups = 2;       // warpgroups per block at most (DECODE_GROU
 constexpr int BK = 64;              // k-tile columns (128-byte rows)
 constexpr int kMaxCols = 256;       // widest wgmma N: m <= 256
 constexpr int kAlign = 1024;        // 128-byte swizzle atom
+
+constexpr int kPairBudget = 110 * 1024;  // ring bytes for two blocks per SM (G = 1, N <= 128)
+constexpr int kSoloBudget = 200 * 1024;  // ring bytes for one block per SM (N = 256 or G = 2)
+
+// One ring stage: a [64 G][64] weight tile and an [N][64] x tile, bf16.
+__host__ __device__ constexpr int stage_bytes(int cols, int groups) {
+  return (kGroupRows * groups + cols) * BK * 2;
+}
+
+__host__ __device__ constexpr int ring_budget(int cols, int groups) {
+  return cols > 128 || groups > 1 ? kSoloBudget : kPairBudget;
+}
+
+// Stages of a ring: as many as the budget holds, at most `max_stages` (each kernel's own;
+// ops/matmul_decode.py ring_stages mirrors this).
+__host__ __device__ constexpr int ring_stages(int cols, int groups, int max_stages) {
+  return ring_budget(cols, groups) / stage_bytes(cols, groups) < max_stages
+             ? ring_budget(cols, groups) / stage_bytes(cols, groups)
+             : max_stages;
+}
+
+// Dynamic shared memory of a launch: the ring + slack to align its base to the swizzle atom.
+__host__ __device__ constexpr int smem_bytes(int cols, int groups, int max_stages) {
+  return ring_stages(cols, groups, max_stages) * stage_bytes(cols, groups) + kAlign;
+}
 
 // Row pitch (floats) of the [batch row][weight row] f32 partial tile the epilogue builds:
 // 4 past the block's weight rows, so the accumulator scatter is free of bank conflicts.

@@ -35,8 +35,8 @@
 // kernel writes weights); x is copied and y written only after it.
 //
 // Launch (ops/matmul_decode.py): grid = ceil(n / (64 G)) * S (1-D), 128 G + 32 threads,
-// dynamic shared memory smem_bytes(N, G). Preconditions: 1 <= m <= 256, n >= 1, k >= 8 with
-// k % 8 == 0, x and w 16-byte aligned; the SwiGLU entries also n even.
+// dynamic shared memory smem_bytes(N, G, kMaxStages). Preconditions: 1 <= m <= 256, n >= 1,
+// k >= 8 with k % 8 == 0, x and w 16-byte aligned; the SwiGLU entries also n even.
 #include "atlas_common.cuh"
 #include "bulk_copy.cuh"
 #include "gemm_decode_tile.cuh"
@@ -53,36 +53,19 @@ struct alignas(64) TensorMap {
 };
 
 constexpr int kProducerThreads = 32;     // one warp; ops/matmul_decode.py TMA_PRODUCER_THREADS
-constexpr int kMaxStages = 16;           // ops/matmul_decode.py TMA_MAX_STAGES
-constexpr int kPairBudget = 110 * 1024;  // ring bytes for two blocks per SM (G = 1, N <= 128)
-constexpr int kSoloBudget = 200 * 1024;  // ring bytes for one block per SM (N = 256 or G = 2)
-
-__host__ __device__ constexpr int stage_bytes(int cols, int groups) {
-  return (kGroupRows * groups + cols) * BK * 2;
-}
-
-__host__ __device__ constexpr int ring_budget(int cols, int groups) {
-  return cols > 128 || groups > 1 ? kSoloBudget : kPairBudget;
-}
-
-__host__ __device__ constexpr int ring_stages(int cols, int groups) {
-  return ring_budget(cols, groups) / stage_bytes(cols, groups) < kMaxStages
-             ? ring_budget(cols, groups) / stage_bytes(cols, groups)
-             : kMaxStages;
-}
-
-__host__ __device__ constexpr int smem_bytes(int cols, int groups) {
-  return ring_stages(cols, groups) * stage_bytes(cols, groups) + kAlign;  // + base slack
-}
+constexpr int kMaxStages = 16;  // ops/matmul_decode.py TMA_MAX_STAGES
 
 constexpr int kBarrierBytes = 2 * kMaxStages * 8;  // the static full/empty mbarriers
-static_assert(smem_bytes(kMaxCols, 1) + kBarrierBytes <= 227 * 1024, "227 KiB per block");
-static_assert(smem_bytes(kMaxCols, kMaxGroups) + kBarrierBytes <= 227 * 1024, "227 KiB");
+static_assert(smem_bytes(kMaxCols, 1, kMaxStages) + kBarrierBytes <= 227 * 1024,
+              "sm_90 allows 227 KiB per block");
+static_assert(smem_bytes(kMaxCols, kMaxGroups, kMaxStages) + kBarrierBytes <= 227 * 1024,
+              "sm_90 allows 227 KiB per block");
 // two one-warpgroup blocks of any N <= 128 fit an SM (1 KiB reserved per block)
-static_assert(2 * (smem_bytes(16, 1) + kBarrierBytes + 1024) <= 228 * 1024, "N = 16 pair");
-static_assert(2 * (smem_bytes(32, 1) + kBarrierBytes + 1024) <= 228 * 1024, "N = 32 pair");
-static_assert(2 * (smem_bytes(64, 1) + kBarrierBytes + 1024) <= 228 * 1024, "N = 64 pair");
-static_assert(2 * (smem_bytes(128, 1) + kBarrierBytes + 1024) <= 228 * 1024, "N = 128 pair");
+constexpr bool pair_fits(int cols) {
+  return 2 * (smem_bytes(cols, 1, kMaxStages) + kBarrierBytes + 1024) <= 228 * 1024;
+}
+static_assert(pair_fits(16) && pair_fits(32) && pair_fits(64) && pair_fits(128),
+              "two N <= 128 blocks fit an SM");
 
 template <int kCols, int kSplit, bool kF32Out, int kGroups, bool kSwiglu>
 __device__ __forceinline__ void gemm_decode_tma(const TensorMap& wmap, const TensorMap& xmap,
@@ -90,7 +73,8 @@ __device__ __forceinline__ void gemm_decode_tma(const TensorMap& wmap, const Ten
                                                 uint8_t* smem_raw, uint64_t* full,
                                                 uint64_t* empty) {
   constexpr int kThreads = kGroupThreads * kGroups, kRows = kGroupRows * kGroups;
-  constexpr int kStages = ring_stages(kCols, kGroups), kStage = stage_bytes(kCols, kGroups);
+  constexpr int kStages = ring_stages(kCols, kGroups, kMaxStages);
+  constexpr int kStage = stage_bytes(kCols, kGroups);
   constexpr int kStageW = kRows * BK * 2;
   constexpr int kOutRows = kSwiglu ? kRows / 2 : kRows;
   static_assert(kStages >= 2, "a slot fills while another is multiplied");
