@@ -1143,7 +1143,8 @@ stage_attn_trace() {
 }
 
 # The decode GEMM on TMA tensor maps (helper "gemm64", session 8; gemm_decode_tma, the default
-# where the set has it) against its cp.async twin (ATLAS_DECODE_GEMM_TMA=0), ~5 minutes:
+# where the set has it) against its cp.async twin (ATLAS_DECODE_GEMM_TMA=0), ~6 minutes: the
+# resident blocks the driver allows each launch shape and split (decode_gemm_occupancy.py),
 # every gemm_decode check case (both kernels; the TMA cases also compare the two bit for bit),
 # Qwen3-8B's four layer products (+ gate_up ending with the SwiGLU) at 8..256 rows on both
 # kernels and both block shapes (labels "... bB", "... bB wide", "... cp.async"; GB/s and %
@@ -1152,6 +1153,7 @@ stage_attn_trace() {
 # at a 1,536-token context, TMA on and off.
 stage_decode_gemm_tma() {
   local rc=0 name tma split sel=() b64=()
+  "$PY" tools/gpu/decode_gemm_occupancy.py --out "$RESULTS/decode_gemm_occupancy.json" || rc=1
   "$PY" tools/gpu/check_kernels.py -k gemm_decode --out "$RESULTS/gpu_check_decode_gemm.json" \
     || rc=1
   for name in qkv o_proj gate_up down; do

@@ -509,6 +509,27 @@ class CudaBackend(GpuBackend):
         self._ok(self._drv.cuFuncSetAttribute(handle.native.func, attr, 100),  # percent: max
                  f"cuFuncSetAttribute({handle.module}.{handle.func}, shared memory carveout)")
 
+    def max_active_clusters(self, handle: KernelHandle, block: int, shared_mem: int,
+                            cluster: int) -> int:
+        """cuOccupancyMaxActiveClusters: how many clusters of `cluster` blocks of `block`
+        threads and `shared_mem` bytes of dynamic shared memory the device holds at once
+        (the kernel must be opted in to that shared memory first). A diagnostic of launch
+        geometry (tools/gpu/decode_gemm_occupancy.py), not a launch-path call."""
+        self._bound()
+        drv = self._drv
+        attr = drv.CUlaunchAttribute()
+        attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster, 1, 1
+        config = drv.CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = cluster * 1024, 1, 1
+        config.blockDimX, config.blockDimY, config.blockDimZ = block, 1, 1
+        config.sharedMemBytes = shared_mem
+        config.hStream = self._streams[0]
+        config.attrs = [attr]
+        config.numAttrs = 1
+        return int(self._ok(drv.cuOccupancyMaxActiveClusters(handle.native.func, config),
+                            f"cuOccupancyMaxActiveClusters({handle.module}.{handle.func})"))
+
     def tensor_map_2d(self, ptr: DevicePtr, rows: int, cols: int, box_rows: int,
                       box_cols: int = TENSOR_MAP_BOX_COLS) -> bytes:
         """cuTensorMapEncodeTiled of the bf16 matrix [rows][cols] at `ptr` (row pitch cols * 2

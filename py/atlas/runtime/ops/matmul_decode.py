@@ -189,6 +189,15 @@ def uses_tma(kc: KernelCache, tma: bool | None = None) -> bool:
     return kc.routes.decode_gemm_tma and GEMM_DECODE_TMA.module in kc.backend.module_names
 
 
+def entry_point(split: int, out_f32: bool = False, swiglu: bool = False,
+                tma: bool = False) -> KernelSig:
+    """The decode GEMM entry point of a launch: its cluster split, f32 logits or the SwiGLU
+    epilogue, on the TMA or the cp.async kernel."""
+    if swiglu:
+        return (_TMA_SWIGLU_SIGS if tma else _SWIGLU_SIGS)[split]
+    return (_TMA_SIGS if tma else _SIGS)[split, out_f32]
+
+
 def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr,
                 m: int, n: int, k: int, out_f32: bool = False, split: int | None = None,
                 wide: bool | None = None, swiglu: bool = False,
@@ -231,12 +240,10 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
         rows = DECODE_ROWS * groups  # a SwiGLU stage's weight tile is two half boxes
         wmap = kc.tensor_map(w, n, k, rows // 2 if swiglu else rows)
         xmap = kc.tensor_map(x, m, k, cols)
-        sig = _TMA_SWIGLU_SIGS[split] if swiglu else _TMA_SIGS[split, out_f32]
-        launch = kc.get_with_shared(sig, TMA_MAX_SHARED)
+        launch = kc.get_with_shared(entry_point(split, out_f32, swiglu, tma), TMA_MAX_SHARED)
         launch(stream, grid, DECODE_THREADS * groups + TMA_PRODUCER_THREADS,
                smem_bytes(cols, groups, TMA_MAX_STAGES), x, w, y, m, n, k, wmap, xmap)
         return
-    sig = _SWIGLU_SIGS[split] if swiglu else _SIGS[split, out_f32]
-    launch = kc.get_with_shared(sig, DECODE_MAX_SHARED)
+    launch = kc.get_with_shared(entry_point(split, out_f32, swiglu), DECODE_MAX_SHARED)
     launch(stream, grid, DECODE_THREADS * groups, smem_bytes(cols, groups), x, w, y, m, n, k,
            kc.routes.decode_gemm_l2_tiles)
