@@ -232,3 +232,44 @@ def test_launch_values_of_a_tensor_map_are_checked() -> None:
                            "xmap": good}
     with pytest.raises(TypeError, match="tensor map"):
         launch(0, 1, 160, 0, 16, 32, 48, 1, 2, 8, good, b"short")
+
+
+# ---- the split rule with the device's cluster occupancy ----------------------------------
+
+@pytest.mark.parametrize("m, n, k, resident, split", [
+    (64, 4096, 4096, None, 4),                            # the model: 264 slots, 64 x 4
+    (64, 4096, 4096, {1: 264, 2: 264, 4: 132, 8: 128}, 2),  # split 4 holds 132: 64 x 2
+    (64, 6144, 4096, {1: 264, 2: 200, 4: 264, 8: 264}, 2),  # 96 x 2 = 192 fits 200
+    (64, 6144, 4096, {1: 264, 2: 160, 4: 264, 8: 264}, 1),  # ... but not 160
+    (64, 24576, 4096, {1: 264, 2: 1, 4: 264, 8: 264}, 4),   # no cluster of 2: x 4 fills
+    (64, 4096, 4096, {1: 264, 2: 264, 4: 264, 8: 0}, 4),    # no cluster of 8 fits: skipped
+])
+def test_split_rule_counts_resident_blocks_per_split(m, n, k, resident, split) -> None:
+    assert matmul_decode.decode_split(m, n, k, sm_count=132, resident=resident) == split
+
+
+class _OccupancyMock(_TmaDecodeMock):
+    """A device whose clusters of 4 or more hold only one block per SM."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[tuple[str, int, int, int]] = []
+
+    def resident_blocks(self, handle, block: int, shared_mem: int, cluster: int) -> int:
+        self.asked.append((handle.func, block, shared_mem, cluster))
+        return 132 if cluster >= 4 else 264
+
+
+def test_occupancy_switch_asks_the_device_once_per_shape() -> None:
+    dev = _OccupancyMock()
+    x, w, y = dev.alloc(64 * 4096 * 2), dev.alloc(4096 * 4096 * 2), dev.alloc(64 * 4096 * 2)
+    plain = KernelCache(dev)
+    matmul_decode.decode_gemm(plain, 0, x, w, y, 64, 4096, 4096)
+    assert dev.drain_launches()[0].func == "gemm_decode_tma_bf16_split4" and not dev.asked
+    kc = KernelCache(dev, KernelRoutes.from_env({"ATLAS_DECODE_GEMM_OCCUPANCY": "1"}))
+    for _ in range(2):
+        matmul_decode.decode_gemm(kc, 0, x, w, y, 64, 4096, 4096)
+    assert [r.func for r in dev.drain_launches()] == ["gemm_decode_tma_bf16_split2"] * 2
+    smem = matmul_decode.smem_bytes(64, 1, matmul_decode.TMA_MAX_STAGES)
+    assert sorted(a[3] for a in dev.asked) == [1, 2, 4, 8]  # once per split, then kept
+    assert all(a[1:3] == (160, smem) for a in dev.asked)

@@ -427,19 +427,21 @@ def gate_up_swiglu_case(env: Env, s: Any, kc: KernelCache) -> Case:
 
     route = matmul.linear_route(kc, m, n)
     if route == "gemm_decode_sm90":
-        route = decode_gemm_note(kc, m, n, k, s.wide)
+        route = decode_gemm_note(kc, m, n, k, s.wide, swiglu=fused)
     route = (f"one {route} launch ending with the SwiGLU (ops.matmul.linear_swiglu)" if fused
              else f"{route} + silu_mul")
     return Case(s, make, ours, [Variant("matmul, F.silu(g) * u", theirs)],
                 lambda o, t, r: [("act", o["act"], r)], outputs=("act",), note=f"ours: {route}")
 
 
-def decode_gemm_note(kc: KernelCache, m: int, n: int, k: int, wide: bool) -> str:
+def decode_gemm_note(kc: KernelCache, m: int, n: int, k: int, wide: bool,
+                     out_f32: bool = False, swiglu: bool = False) -> str:
     """Which decode GEMM kernel a row runs, its block shape, cluster split and ring."""
     tma = matmul_decode.uses_tma(kc)
     groups = matmul_decode.decode_groups(m, wide, tma)
+    resident = matmul_decode.resident_blocks(kc, m, out_f32, swiglu, tma, groups)
     split = matmul_decode.decode_split(m, n, k, kc.facts.sm_count, kc.routes.decode_gemm_split,
-                                       groups)
+                                       groups, resident)
     cols = matmul_decode.decode_cols(m)
     stages = (matmul_decode.ring_stages(cols, groups, matmul_decode.TMA_MAX_STAGES) if tma
               else matmul_decode.ring_stages(cols, groups))
@@ -485,7 +487,7 @@ def linear_case(env: Env, s: Any) -> Case:
     else:
         variant = Variant("torch.matmul(x, w.T)", lambda st: torch.matmul(st["x"], st["w"].T))
     if s.decode_sm90:
-        note = (f"ours: {decode_gemm_note(kc, m, n, k, s.wide)} "
+        note = (f"ours: {decode_gemm_note(kc, m, n, k, s.wide, s.out_f32)} "
                 f"(ops.matmul_decode.decode_gemm, forced)")
     elif s.batched:
         note = "ours: gemv_mma (ops.matmul_batched.batched_gemv, forced)"

@@ -1149,7 +1149,8 @@ stage_attn_trace() {
 # Qwen3-8B's four layer products (+ gate_up ending with the SwiGLU) at 8..256 rows on both
 # kernels and both block shapes (labels "... bB", "... bB wide", "... cp.async"; GB/s and %
 # of copy vs torch.mm), the b64 rows again at each forced cluster split (results/tma_splitS:
-# the split rule's data), then Qwen3-8B decode at batch 64 and its PDL-off per-kernel profile
+# the split rule's data) and with the rule counting the driver's resident blocks
+# (ATLAS_DECODE_GEMM_OCCUPANCY=1, results/tma_occupancy), then Qwen3-8B decode at batch 64 and its PDL-off per-kernel profile
 # at a 1,536-token context, TMA on and off.
 stage_decode_gemm_tma() {
   local rc=0 name tma split sel=() b64=()
@@ -1165,6 +1166,8 @@ stage_decode_gemm_tma() {
     ATLAS_DECODE_GEMM_SPLIT=$split "$PY" tools/gpu/bench_kernels.py \
       --out-dir "$RESULTS/tma_split$split" "${b64[@]}" || rc=1
   done
+  ATLAS_DECODE_GEMM_OCCUPANCY=1 "$PY" tools/gpu/bench_kernels.py \
+    --out-dir "$RESULTS/tma_occupancy" "${b64[@]}" || rc=1
   make_checkpoint qwen3-8b weights || return 1
   for tma in 1 0; do
     ATLAS_DECODE_GEMM_TMA=$tma "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b" \

@@ -509,12 +509,17 @@ class CudaBackend(GpuBackend):
         self._ok(self._drv.cuFuncSetAttribute(handle.native.func, attr, 100),  # percent: max
                  f"cuFuncSetAttribute({handle.module}.{handle.func}, shared memory carveout)")
 
+    def resident_blocks(self, handle: KernelHandle, block: int, shared_mem: int,
+                        cluster: int) -> int:
+        """max_active_clusters x cluster (GpuBackend.resident_blocks)."""
+        return self.max_active_clusters(handle, block, shared_mem, cluster) * cluster
+
     def max_active_clusters(self, handle: KernelHandle, block: int, shared_mem: int,
                             cluster: int) -> int:
         """cuOccupancyMaxActiveClusters: how many clusters of `cluster` blocks of `block`
         threads and `shared_mem` bytes of dynamic shared memory the device holds at once
-        (the kernel must be opted in to that shared memory first). A diagnostic of launch
-        geometry (tools/gpu/decode_gemm_occupancy.py), not a launch-path call."""
+        (the kernel must be opted in to that shared memory first; the driver's model of
+        the scheduler: a cluster's blocks share a GPC)."""
         self._bound()
         drv = self._drv
         attr = drv.CUlaunchAttribute()

@@ -262,6 +262,14 @@ class GpuBackend(abc.ABC):
         """
         return None
 
+    def resident_blocks(self, handle: KernelHandle, block: int, shared_mem: int,
+                        cluster: int) -> int | None:
+        """How many blocks of `block` threads and `shared_mem` bytes of dynamic shared
+        memory, in clusters of `cluster`, the device holds at once (the kernel opted in to
+        that shared memory); None where the backend has no device to ask (launch builders
+        then use their model of it)."""
+        return None
+
     def tensor_map_2d(self, ptr: DevicePtr, rows: int, cols: int, box_rows: int,
                       box_cols: int = TENSOR_MAP_BOX_COLS) -> bytes:
         """A TMA tensor map (an ArgKind.TMAP value) over the row-major bf16 matrix

@@ -6,7 +6,7 @@ they never assemble raw argument lists themselves.
 
 from __future__ import annotations
 
-from ..gpu import DevicePtr, GpuBackend, KernelLaunch, KernelSig
+from ..gpu import DevicePtr, GpuBackend, KernelHandle, KernelLaunch, KernelSig
 from .routes import KernelRoutes
 
 
@@ -23,6 +23,7 @@ class KernelCache:
         self._shared_opt_in: dict[KernelSig, int] = {}
         self._most_shared: set[KernelSig] = set()
         self._tensor_maps: dict[tuple[int, int, int, int], bytes] = {}
+        self._resident: dict[tuple[str, str, int, int, int], int | None] = {}
 
     def get(self, sig: KernelSig) -> KernelLaunch:
         launch = self._launches.get(sig)
@@ -58,3 +59,13 @@ class KernelCache:
             tmap = self._tensor_maps[key] = self.backend.tensor_map_2d(ptr, rows, cols,
                                                                        box_rows)
         return tmap
+
+    def resident_blocks(self, handle: KernelHandle, block: int, shared_mem: int,
+                        cluster: int) -> int | None:
+        """GpuBackend.resident_blocks for this launch shape, asked once and kept (the
+        kernel must already be opted in to `shared_mem`)."""
+        key = (handle.module, handle.func, block, shared_mem, cluster)
+        if key not in self._resident:
+            self._resident[key] = self.backend.resident_blocks(handle, block, shared_mem,
+                                                               cluster)
+        return self._resident[key]

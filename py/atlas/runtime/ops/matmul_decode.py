@@ -22,6 +22,8 @@ once per buffer, shape and box, never per step.
 
 from __future__ import annotations
 
+from typing import Mapping
+
 from ..gpu import H200_FACTS, DevicePtr, KernelSig, Stream
 from ..kernel_abi import (GEMM_DECODE_SM90, GEMM_DECODE_SM90_F32OUT,
                           GEMM_DECODE_SM90_F32OUT_SPLIT2, GEMM_DECODE_SM90_F32OUT_SPLIT4,
@@ -146,7 +148,8 @@ SPLIT_FILL_GAIN = 0.05
 
 
 def decode_split(m: int, n: int, k: int, sm_count: int = H200_FACTS.sm_count,
-                 forced: int | None = None, groups: int = 1) -> int:
+                 forced: int | None = None, groups: int = 1,
+                 resident: Mapping[int, int] | None = None) -> int:
     """Blocks per cluster that split K (each of DECODE_GEMM_SPLITS keeps at least
     MIN_SPLIT_K_TILES k-tiles per block). Under a wave of tiles, ceil(n / (64 groups)), the
     largest split whose grid still runs in one wave (sm_count x blocks_per_sm): a narrow
@@ -157,6 +160,9 @@ def decode_split(m: int, n: int, k: int, sm_count: int = H200_FACTS.sm_count,
     2,374 tiles fill 9 waves alone. (Measured PDL on, H200, b64: the unsplit gate_up at
     65 us, 3.1 TB/s, the LM head's nine waves at 3.84 TB/s.) `forced`
     (KernelRoutes.decode_gemm_split, ATLAS_DECODE_GEMM_SPLIT) overrides the rule for A/B runs.
+    `resident`: the blocks the device holds at once for each split, as the driver computes
+    them (`resident_blocks`; a cluster's blocks must share a GPC), replacing the modelled
+    slots split by split; a split the device cannot hold a cluster of is never chosen.
     """
     if forced is not None:
         if forced not in DECODE_GEMM_SPLITS:
@@ -164,15 +170,42 @@ def decode_split(m: int, n: int, k: int, sm_count: int = H200_FACTS.sm_count,
         return forced
     tiles = -(-n // (DECODE_ROWS * groups))
     k_tiles = -(-k // 64)
-    slots = sm_count * blocks_per_sm(decode_cols(m), groups)
-    splits = [s for s in DECODE_GEMM_SPLITS if s == 1 or k_tiles >= MIN_SPLIT_K_TILES * s]
-    if tiles < slots:
-        return max(s for s in splits if tiles * s <= slots)
+    modelled = sm_count * blocks_per_sm(decode_cols(m), groups)
+    slots = {s: modelled if resident is None else resident.get(s, modelled)
+             for s in DECODE_GEMM_SPLITS}
+    splits = [s for s in DECODE_GEMM_SPLITS if s == 1
+              or (k_tiles >= MIN_SPLIT_K_TILES * s and slots[s] >= s)]
+    if tiles < slots[1]:
+        return max(s for s in splits if tiles * s <= slots[s])
     best = 1
     for split in splits:
-        if wave_fill(tiles * split, slots) >= wave_fill(tiles * best, slots) + SPLIT_FILL_GAIN:
+        if (wave_fill(tiles * split, slots[split])
+                >= wave_fill(tiles * best, slots[best]) + SPLIT_FILL_GAIN):
             best = split
     return best
+
+
+def resident_blocks(kc: KernelCache, m: int, out_f32: bool, swiglu: bool, tma: bool,
+                    groups: int) -> dict[int, int] | None:
+    """The blocks of each split's entry point the device holds at once at this launch shape
+    (KernelCache.resident_blocks: the driver's cluster occupancy, asked once per shape), for
+    decode_split; None where the backend has no such model (no device) or the routes do not
+    ask (KernelRoutes.decode_gemm_occupancy, ATLAS_DECODE_GEMM_OCCUPANCY=1)."""
+    if not kc.routes.decode_gemm_occupancy:
+        return None
+    cols = decode_cols(m)
+    stages = TMA_MAX_STAGES if tma else DECODE_MAX_STAGES
+    threads = DECODE_THREADS * groups + (TMA_PRODUCER_THREADS if tma else 0)
+    out = {}
+    for split in DECODE_GEMM_SPLITS:
+        launch = kc.get_with_shared(entry_point(split, out_f32, swiglu, tma),
+                                    TMA_MAX_SHARED if tma else DECODE_MAX_SHARED)
+        blocks = kc.resident_blocks(launch.handle, threads, smem_bytes(cols, groups, stages),
+                                    split)
+        if blocks is None:
+            return None
+        out[split] = blocks
+    return out
 
 
 def available(kc: KernelCache) -> bool:
@@ -232,7 +265,8 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
     require_aligned("decode_gemm", "w", w, 16)
     require_aligned("decode_gemm", "y", y, 4 if out_f32 else 2)
     if split is None:
-        split = decode_split(m, n, k, kc.facts.sm_count, kc.routes.decode_gemm_split, groups)
+        split = decode_split(m, n, k, kc.facts.sm_count, kc.routes.decode_gemm_split, groups,
+                             resident_blocks(kc, m, out_f32, swiglu, tma, groups))
     elif split not in DECODE_GEMM_SPLITS:
         raise ValueError(f"decode_gemm: split {split} is not one of {DECODE_GEMM_SPLITS}")
     grid = -(-n // (DECODE_ROWS * groups)) * split
