@@ -200,7 +200,8 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
   atlas::cp_async_wait<0>();  // no copy may outlive the loop (only empty groups remain)
   __syncthreads();            // every wgmma and copy of the ring is done before reuse
 
-  store_tile<kCols, kSplit, kF32Out, kGroups, kSwiglu, false>(acc, part, y, m, n, row0, rank);
+  store_tile<kCols, kSplit, kF32Out, kGroups, kSwiglu, false, false>(acc, part, y, m, n, row0,
+                                                                  rank);
 }
 
 // N = the batch rounded up to a wgmma width (at least 32 with two warpgroups); the ring

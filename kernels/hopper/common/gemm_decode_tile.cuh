@@ -61,13 +61,89 @@ __device__ __forceinline__ int gate_up_row(int r, int pair0, int inter) {
   return j >= inter ? -1 : r < ROWS / 2 ? j : inter + j;
 }
 
+// The sum-and-store half of store_tile four output columns a thread: each rank's partial is
+// read with one 16-byte (distributed) shared-memory load per quad instead of four 4-byte ones,
+// and each quad is stored with one 8-byte (bf16) or 16-byte (f32) store where the output row's
+// width is a multiple of 4 (every quad then is aligned; else element by element). The sums are
+// store_tile's scalar ones element for element (0 + p0 + p1 + ... in rank order for a split,
+// the partial itself without one), so the bits are the same. Threads with `active` false only
+// skip the loop.
+template <int kSplit, bool kF32Out, bool kSwiglu, int kThreads, int kOutRows, int kPitch>
+__device__ __forceinline__ void sum_store_quads(float* part, void* y, int n, int row0, int mi0,
+                                                int mi1, bool active) {
+  constexpr int kQuads = kOutRows / 4;  // quads of a batch row
+  static_assert(kOutRows % 4 == 0 && kPitch % 4 == 0, "quads stay 16-byte aligned");
+  const int width = kSwiglu ? n / 2 : n;  // output columns of a row
+  const bool vec = width % 4 == 0;
+  auto whole4 = [&](int mi, int r, float (&v)[4]) {
+    if constexpr (kSplit > 1) {
+      cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+#pragma unroll
+      for (int i = 0; i < 4; ++i) v[i] = 0.f;
+#pragma unroll
+      for (int p = 0; p < kSplit; ++p) {
+        const float* rank_part = cluster.map_shared_rank(part, p);
+        const float4 t = *reinterpret_cast<const float4*>(rank_part + mi * kPitch + r);
+        v[0] += t.x;
+        v[1] += t.y;
+        v[2] += t.z;
+        v[3] += t.w;
+      }
+    } else {
+      const float4 t = *reinterpret_cast<const float4*>(part + mi * kPitch + r);
+      v[0] = t.x;
+      v[1] = t.y;
+      v[2] = t.z;
+      v[3] = t.w;
+    }
+  };
+  const int total = (mi1 - mi0) * kQuads;
+#pragma unroll 2
+  for (int e = active ? static_cast<int>(threadIdx.x) : total; e < total; e += kThreads) {
+    const int mi = mi0 + e / kQuads, r = (e % kQuads) * 4, col = row0 + r;
+    if (col >= width) continue;
+    float v[4];
+    whole4(mi, r, v);
+    if constexpr (kSwiglu) {
+      float u[4];
+      whole4(mi, r + kOutRows, u);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) v[i] = swiglu_f32(round_bf16(v[i]), round_bf16(u[i]));
+    }
+    const size_t at = static_cast<size_t>(mi) * width + col;
+    if constexpr (kF32Out) {  // logits: the bf16-rounded values, widened
+      float* out = static_cast<float*>(y) + at;
+      if (vec) {
+        *reinterpret_cast<float4*>(out) =
+            make_float4(round_bf16(v[0]), round_bf16(v[1]), round_bf16(v[2]), round_bf16(v[3]));
+      } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          if (col + i < width) out[i] = round_bf16(v[i]);
+      }
+    } else {
+      __nv_bfloat16* out = static_cast<__nv_bfloat16*>(y) + at;
+      if (vec) {
+        alignas(8) __nv_bfloat16 q[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) q[i] = f32_to_bf16(v[i]);
+        *reinterpret_cast<uint2*>(out) = *reinterpret_cast<const uint2*>(q);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          if (col + i < width) out[i] = f32_to_bf16(v[i]);
+      }
+    }
+  }
+}
+
 // The block's output tile from its consumer threads' accumulators (threads [0, 128 G): the
 // warpgroups; kProducer: the block has a producer warp past them, which only joins the
-// barriers). `part` is the
-// block's shared memory, free for a [kCols][partial_pitch(G)] f32 tile (the caller has
-// finished every wgmma and copy into it and synchronized the block); `row0` the block's first
-// output column (kSwiglu: first gate/up pair), `rank` its cluster rank. Every thread of every
-// block of the cluster must call it.
+// barriers; kQuads: the sums are read and stored four columns a thread, sum_store_quads).
+// `part` is the block's shared memory, free for a [kCols][partial_pitch(G)] f32 tile (the
+// caller has finished every wgmma and copy into it and synchronized the block); `row0` the
+// block's first output column (kSwiglu: first gate/up pair), `rank` its cluster rank. Every
+// thread of every block of the cluster must call it.
 //
 // The accumulators are scattered into the [batch row][weight row] partial tile: d[j] of lane l
 // in warp q is weight row 16q + l/4 + 8 ((j/2) % 2), batch row 8 (j/4) + 2 (l%4) + j%2 (warp q
@@ -75,7 +151,8 @@ __device__ __forceinline__ int gate_up_row(int r, int pair0, int inter) {
 // sums batch rows [m r / S, m (r + 1) / S) over the S partials (distributed shared memory,
 // ranks in fixed order 0..S-1: bit-reproducible) and writes them, coalesced along n; a last
 // cluster barrier keeps every partial alive until all ranks have read it.
-template <int kCols, int kSplit, bool kF32Out, int kGroups, bool kSwiglu, bool kProducer>
+template <int kCols, int kSplit, bool kF32Out, int kGroups, bool kSwiglu, bool kProducer,
+          bool kQuads>
 __device__ __forceinline__ void store_tile(float (&acc)[kCols / 2], float* part, void* y, int m,
                                            int n, int row0, int rank) {
   constexpr int kThreads = kGroupThreads * kGroups, kRows = kGroupRows * kGroups;
@@ -100,6 +177,12 @@ __device__ __forceinline__ void store_tile(float (&acc)[kCols / 2], float* part,
     __syncthreads();
   }
   const int mi0 = m * rank / kSplit, mi1 = m * (rank + 1) / kSplit;
+  if constexpr (kQuads) {
+    sum_store_quads<kSplit, kF32Out, kSwiglu, kThreads, kOutRows, kPitch>(
+        part, y, n, row0, mi0, mi1, !kProducer || tid < kThreads);
+    if constexpr (kSplit > 1) cooperative_groups::this_cluster().sync();  // partials live on
+    return;
+  }
   // the sum of the S partials of tile cell (batch row mi, tile row r)
   auto whole = [&](int mi, int r) {
     if constexpr (kSplit > 1) {

@@ -162,7 +162,8 @@ __device__ __forceinline__ void gemm_decode_tma(const TensorMap& wmap, const Ten
   }
   __syncthreads();  // every wgmma retired and every copy landed (each full phase was awaited)
 
-  store_tile<kCols, kSplit, kF32Out, kGroups, kSwiglu, true>(acc, part, y, m, n, row0, rank);
+  store_tile<kCols, kSplit, kF32Out, kGroups, kSwiglu, true, true>(acc, part, y, m, n, row0,
+                                                                  rank);
 }
 
 // N = the batch rounded up to a wgmma width (the TMA box covers any N for either block shape).
