@@ -149,12 +149,15 @@ def test_tensor_maps_are_encoded_once_per_buffer_shape_and_box() -> None:
     dev = _TmaDecodeMock()
     kc = KernelCache(dev)
     x, w, y = dev.alloc(256 * 1024 * 2), dev.alloc(512 * 1024 * 2), dev.alloc(256 * 512 * 2)
-    for _ in range(3):  # three decode steps of 64 rows, then a batch of 9 rows
+    for _ in range(3):  # three decode steps of 64 rows, then a batch of 40, then of 9
         matmul_decode.decode_gemm(kc, 0, x, w, y, 64, 512, 1024)
+    matmul_decode.decode_gemm(kc, 0, x, w, y, 40, 512, 1024)
     matmul_decode.decode_gemm(kc, 0, x, w, y, 9, 512, 1024)
-    assert dev.encoded == [(w, 512, 1024, 64), (x, 64, 1024, 64), (x, 9, 1024, 16)]
+    # two warpgroups (128-row weight boxes) from N = 64, one below
+    assert dev.encoded == [(w, 512, 1024, 128), (x, 64, 1024, 64), (x, 40, 1024, 64),
+                           (w, 512, 1024, 64), (x, 9, 1024, 16)]
     records = dev.drain_launches()
-    assert len(records) == 4 and records[0].args["wmap"] == records[3].args["wmap"]
+    assert len(records) == 5 and records[0].args["wmap"] == records[3].args["wmap"]
 
 
 def test_switch_and_absence_choose_the_cp_async_kernel() -> None:
@@ -249,7 +252,7 @@ def test_split_rule_counts_resident_blocks_per_split(m, n, k, resident, split) -
 
 
 class _OccupancyMock(_TmaDecodeMock):
-    """A device whose clusters of 4 or more hold only one block per SM."""
+    """A device whose clusters of 4 or more leave 32 SMs idle."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -257,7 +260,7 @@ class _OccupancyMock(_TmaDecodeMock):
 
     def resident_blocks(self, handle, block: int, shared_mem: int, cluster: int) -> int:
         self.asked.append((handle.func, block, shared_mem, cluster))
-        return 132 if cluster >= 4 else 264
+        return 100 if cluster >= 4 else 132
 
 
 def test_occupancy_switch_asks_the_device_once_per_shape() -> None:
@@ -270,6 +273,26 @@ def test_occupancy_switch_asks_the_device_once_per_shape() -> None:
     for _ in range(2):
         matmul_decode.decode_gemm(kc, 0, x, w, y, 64, 4096, 4096)
     assert [r.func for r in dev.drain_launches()] == ["gemm_decode_tma_bf16_split2"] * 2
-    smem = matmul_decode.smem_bytes(64, 1, matmul_decode.TMA_MAX_STAGES)
+    # 32 two-warpgroup tiles: x 4 = 128 blocks exceed the 100 the device holds; x 2 fits
+    smem = matmul_decode.smem_bytes(64, 2, matmul_decode.TMA_MAX_STAGES)
     assert sorted(a[3] for a in dev.asked) == [1, 2, 4, 8]  # once per split, then kept
-    assert all(a[1:3] == (160, smem) for a in dev.asked)
+    assert all(a[1:3] == (288, smem) for a in dev.asked)
+
+
+@pytest.mark.parametrize("m, wide, tma, groups", [
+    (32, None, True, 1), (33, None, True, 2), (256, None, True, 2),   # the TMA kernel's default
+    (64, None, False, 1), (8, True, True, 2), (8, True, False, 1),    # cp.async: N >= 32 only
+    (64, False, True, 1)])
+def test_block_shape_defaults_and_overrides(m, wide, tma, groups) -> None:
+    assert matmul_decode.decode_groups(m, wide, tma) == groups
+
+
+def test_wide_switch_is_a_tristate() -> None:
+    assert KernelRoutes.from_env({}).decode_gemm_wide is None
+    assert KernelRoutes.from_env({"ATLAS_DECODE_GEMM_WIDE": "0"}).decode_gemm_wide is False
+    dev = _TmaDecodeMock()
+    x, w, y = dev.alloc(64 * 4096 * 2), dev.alloc(4096 * 4096 * 2), dev.alloc(64 * 8192)
+    for env, threads in (({}, 288), ({"ATLAS_DECODE_GEMM_WIDE": "0"}, 160)):
+        kc = KernelCache(dev, KernelRoutes.from_env(env))
+        matmul_decode.decode_gemm(kc, 0, x, w, y, 64, 4096, 4096)
+        assert dev.drain_launches()[0].block == (threads, 1, 1)

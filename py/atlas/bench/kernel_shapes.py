@@ -801,8 +801,9 @@ class TableScale:
     #: decode batches of the skinny wgmma GEMM rows (linear routes 9..256 rows to it; 8 is
     #: the A/B against gemv_mma's best case; 256 the serving default's largest batch)
     decode_gemm_batches: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
-    #: the skinny GEMM's two-warpgroup rows: where x's L2 re-reads weigh (17 rows and up)
-    decode_gemm_wide_batches: tuple[int, ...] = (32, 64, 128)
+    #: the skinny GEMM's two-warpgroup rows: where x's L2 re-reads weigh (17 rows and up;
+    #: the TMA kernel takes two warpgroups at 16 rows too, and by default from 33)
+    decode_gemm_wide_batches: tuple[int, ...] = (16, 32, 64, 128, 256)
     prefill_tokens: int = 2048
     attention_seqs: tuple[int, ...] = (256, 1024, 4096)
     histories: tuple[int, ...] = (512, 4096, 16384)

@@ -62,6 +62,8 @@ DECODE_SOLO_BUDGET = 200 * 1024
 #: stages (kMaxStages; its byte budgets are the cp.async kernel's)
 TMA_PRODUCER_THREADS = 32
 TMA_MAX_STAGES = 16
+#: the narrowest batch width the TMA kernel runs on two warpgroups by default (decode_groups)
+TMA_WIDE_MIN_COLS = 64
 #: a split of K keeps at least this many 64-column k-tiles per block: fewer would spend more
 #: on the pipeline's fill and the partial sums than the extra blocks win
 MIN_SPLIT_K_TILES = 4
@@ -98,10 +100,15 @@ def decode_cols(m: int) -> int:
     raise ValueError(f"decode_gemm: m={m} must be in 1..{DECODE_MAX_M}")
 
 
-def decode_groups(m: int, wide: bool, tma: bool = False) -> int:
+def decode_groups(m: int, wide: bool | None, tma: bool = False) -> int:
     """Warpgroups per block: two (128 weight rows sharing each x tile) when `wide`
     (KernelRoutes.decode_gemm_wide) and the batch runs at N >= WIDE_MIN_COLS (any N on the
-    TMA kernel, whose x copy is one instruction), else one."""
+    TMA kernel, whose x copy is one instruction), else one. `wide` None: the kernel's default,
+    two on the TMA kernel from N = TMA_WIDE_MIN_COLS (x's L2 re-reads 1 + N / 128 times the
+    weight bytes instead of 1 + N / 64, and one 8-stage ring of 16 KB weight tiles an SM
+    instead of two 6-stage rings of 8 KB at N = 64), one on the cp.async kernel."""
+    if wide is None:
+        wide = tma and decode_cols(m) >= TMA_WIDE_MIN_COLS
     return 2 if wide and (tma or decode_cols(m) >= WIDE_MIN_COLS) else 1
 
 
@@ -243,7 +250,7 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
     Preconditions: n >= 1, k a positive multiple of 8, x and w 16-byte aligned, y aligned to
     its element; the module must be loaded (`available`). `split` forces the cluster split
     (None: `decode_split` with the routes' override), `wide` two-warpgroup blocks (None: the
-    routes' decode_gemm_wide), `tma` the kernel (None: `uses_tma`). Launched with
+    routes' decode_gemm_wide, whose None is the kernel's default), `tma` the kernel (None: `uses_tma`). Launched with
     ceil(n / (64 G)) * split blocks (G = `decode_groups`; a SwiGLU block's 64 G weight rows
     are 32 G gate/up pairs, so the grid is the same) of 128 G threads (+ TMA_PRODUCER_THREADS
     on the TMA kernel) and `smem_bytes(decode_cols(m), G, stages)` of dynamic shared memory
