@@ -250,8 +250,8 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
     Preconditions: n >= 1, k a positive multiple of 8, x and w 16-byte aligned, y aligned to
     its element; the module must be loaded (`available`). `split` forces the cluster split
     (None: `decode_split` with the routes' override), `wide` two-warpgroup blocks (None: the
-    routes' decode_gemm_wide, whose None is the kernel's default), `tma` the kernel (None: `uses_tma`). Launched with
-    ceil(n / (64 G)) * split blocks (G = `decode_groups`; a SwiGLU block's 64 G weight rows
+    routes' decode_gemm_wide, whose None is the kernel's default), `tma` the kernel (None:
+    `uses_tma`). Launched with ceil(n / (64 G)) * split blocks (G = `decode_groups`; a SwiGLU block's 64 G weight rows
     are 32 G gate/up pairs, so the grid is the same) of 128 G threads (+ TMA_PRODUCER_THREADS
     on the TMA kernel) and `smem_bytes(decode_cols(m), G, stages)` of dynamic shared memory
     (each entry point is opted in to its kernel's most once). The cp.async kernel's blocks
