@@ -247,17 +247,17 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
     [gate | up] weight [n, k] (n even) and y the activation [m, n / 2]: the unfused product,
     then silu_mul, bit for bit (the same split's sums), in one launch.
 
-    Preconditions: n >= 1, k a positive multiple of 8, x and w 16-byte aligned, y aligned to
-    its element; the module must be loaded (`available`). `split` forces the cluster split
-    (None: `decode_split` with the routes' override), `wide` two-warpgroup blocks (None: the
-    routes' decode_gemm_wide, whose None is the kernel's default), `tma` the kernel (None:
-    `uses_tma`). Launched with ceil(n / (64 G)) * split blocks (G = `decode_groups`; a
-    SwiGLU block's 64 G weight rows are 32 G gate/up pairs, so the grid is the same) of
-    128 G threads (+ TMA_PRODUCER_THREADS on the TMA kernel) and `smem_bytes(decode_cols(m), G, stages)` of dynamic shared memory
-    (each entry point is opted in to its kernel's most once). The cp.async kernel's blocks
-    keep the routes' decode_gemm_l2_tiles k-tiles of their weight rows prefetched into L2
-    ahead of the ring, from before the PDL wait (ATLAS_DECODE_GEMM_L2_TILES); the TMA
-    kernel's ring holds its weight rows' next tiles in flight itself.
+    Preconditions: n >= 1, k a positive multiple of 8, x and w 16-byte aligned, y aligned to its
+    element; the module must be loaded (`available`). `split` forces the cluster split (None:
+    `decode_split` with the routes' override), `wide` two-warpgroup blocks (None: the routes'
+    decode_gemm_wide, whose None is the kernel's default), `tma` the kernel (None: `uses_tma`).
+    Launched with ceil(n / (64 G)) * split blocks (G = `decode_groups`; a SwiGLU block's 64 G
+    weight rows are 32 G gate/up pairs, so the grid is the same) of 128 G threads (+
+    TMA_PRODUCER_THREADS on the TMA kernel) and `smem_bytes(decode_cols(m), G, stages)` of
+    dynamic shared memory (each entry point is opted in to its kernel's most once). The cp.async
+    kernel's blocks keep the routes' decode_gemm_l2_tiles k-tiles of their weight rows
+    prefetched into L2 ahead of the ring, from before the PDL wait (ATLAS_DECODE_GEMM_L2_TILES);
+    the TMA kernel's ring holds its weight rows' next tiles in flight itself.
     """
     tma = uses_tma(kc, tma)
     cols = decode_cols(m)
