@@ -89,17 +89,34 @@ __device__ __forceinline__ void arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(shared_addr(bar)) : "memory");
 }
 
+// Whether the barrier's phase `parity` has completed (its bytes have all landed); the
+// instruction itself waits a while (an implementation-defined time) before answering no.
+__device__ __forceinline__ bool try_wait_parity(uint64_t* bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      " selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(shared_addr(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
 // Spin until the barrier's phase `parity` has completed (its bytes have all landed).
 __device__ __forceinline__ void wait_parity(uint64_t* bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        " selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(shared_addr(bar)), "r"(parity)
-        : "memory");
-  } while (!done);
+  while (!try_wait_parity(bar, parity)) {
+  }
+}
+
+// wait_parity for a phase that must complete within `max_cycles` SM clocks of the first
+// refusal, else the kernel traps: a byte count its copies can never meet (a launch whose
+// geometry disagrees with the kernel's) then fails the launch instead of hanging the device.
+__device__ __forceinline__ void wait_parity_or_trap(uint64_t* bar, uint32_t parity,
+                                                    long long max_cycles) {
+  if (try_wait_parity(bar, parity)) return;
+  const long long start = clock64();
+  while (!try_wait_parity(bar, parity))
+    if (clock64() - start > max_cycles) __trap();
 }
 
 }  // namespace atlas::bulk

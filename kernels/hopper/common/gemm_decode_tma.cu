@@ -56,6 +56,9 @@ constexpr int kProducerThreads = 32;     // one warp; ops/matmul_decode.py TMA_P
 constexpr int kMaxStages = 16;  // ops/matmul_decode.py TMA_MAX_STAGES
 
 constexpr int kBarrierBytes = 2 * kMaxStages * 8;  // the static full/empty mbarriers
+// A ring slot that waits this long (~2 s at 1.98 GHz; a tile lands in microseconds, and a
+// PDL wait behind a decode kernel lasts milliseconds) never fills: trap, do not hang.
+constexpr long long kHangCycles = 4000000000LL;
 static_assert(smem_bytes(kMaxCols, 1, kMaxStages) + kBarrierBytes <= 227 * 1024,
               "sm_90 allows 227 KiB per block");
 static_assert(smem_bytes(kMaxCols, kMaxGroups, kMaxStages) + kBarrierBytes <= 227 * 1024,
@@ -136,7 +139,7 @@ __device__ __forceinline__ void gemm_decode_tma(const TensorMap& wmap, const Ten
       for (int i = 0; i < first; ++i) load_x(i, kt0 + i);
       for (int i = kStages; i < count; ++i) {
         const int s = i % kStages;
-        atlas::bulk::wait_parity(&empty[s], (i / kStages - 1) & 1);  // tile i - S released
+        atlas::bulk::wait_parity_or_trap(&empty[s], (i / kStages - 1) & 1, kHangCycles);
         atlas::bulk::expect_bytes(&full[s], kStage);
         load_w(s, kt0 + i);
         load_x(s, kt0 + i);
@@ -150,7 +153,7 @@ __device__ __forceinline__ void gemm_decode_tma(const TensorMap& wmap, const Ten
     const uint32_t w_off = (tid / kGroupThreads) * kGroupRows * BK * 2;
     for (int i = 0; i < count; ++i) {
       const int s = i % kStages;
-      atlas::bulk::wait_parity(&full[s], (i / kStages) & 1);
+      atlas::bulk::wait_parity_or_trap(&full[s], (i / kStages) & 1, kHangCycles);
       const uint32_t stage = smem + s * kStage;
       // four k16 wgmmas, then wait until only they are in flight: tile i - 1's are done
       atlas::wgmma_k64_tile(acc, atlas::smem_desc(stage + w_off),
