@@ -102,7 +102,7 @@ __device__ __forceinline__ void gemm_decode_tma(const TensorMap& wmap, const Ten
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
       atlas::bulk::init_barrier(&full[s], 1);
-      atlas::bulk::init_barrier(&empty[s], kThreads);
+      atlas::bulk::init_barrier(&empty[s], kThreads / 32);  // one arrival per consumer warp
     }
     atlas::bulk::fence_barrier_init();
   }
@@ -158,7 +158,9 @@ __device__ __forceinline__ void gemm_decode_tma(const TensorMap& wmap, const Ten
       // four k16 wgmmas, then wait until only they are in flight: tile i - 1's are done
       atlas::wgmma_k64_tile(acc, atlas::smem_desc(stage + w_off),
                             atlas::smem_desc(stage + kStageW));
-      if (i > 0) atlas::bulk::arrive(&empty[(i - 1) % kStages]);
+      // wgmma.wait_group is warpgroup-collective: once it returns, tile i - 1's operands are
+      // read for every lane, so one lane a warp releases the slot (4 G arrivals, not 128 G)
+      if (i > 0 && (tid & 31) == 0) atlas::bulk::arrive(&empty[(i - 1) % kStages]);
     }
     atlas::wgmma_wait<0>();
     atlas::fence_acc(acc);
