@@ -1150,29 +1150,33 @@ stage_attn_trace() {
 # kernels and both block shapes (labels "... bB", "... bB wide", "... cp.async"; GB/s and %
 # of copy vs torch.mm), the b64 rows again at each forced cluster split (results/tma_splitS:
 # the split rule's data) and with the rule counting the driver's resident blocks
-# (ATLAS_DECODE_GEMM_OCCUPANCY=1, results/tma_occupancy), then Qwen3-8B decode at batch 64 and its PDL-off per-kernel profile
-# at a 1,536-token context, TMA on and off.
+# (ATLAS_DECODE_GEMM_OCCUPANCY=1, results/tma_occupancy), then Qwen3-8B decode at batch 64
+# and its PDL-off per-kernel profile at a 1,536-token context, TMA on and off. Each command
+# under a timeout (the kernel traps a ring wait that never ends; this bounds the rest).
 stage_decode_gemm_tma() {
   local rc=0 name tma split sel=() b64=()
-  "$PY" tools/gpu/decode_gemm_occupancy.py --out "$RESULTS/decode_gemm_occupancy.json" || rc=1
-  "$PY" tools/gpu/check_kernels.py -k gemm_decode --out "$RESULTS/gpu_check_decode_gemm.json" \
-    || rc=1
+  timeout 180 "$PY" tools/gpu/decode_gemm_occupancy.py \
+    --out "$RESULTS/decode_gemm_occupancy.json" || rc=1
+  timeout 400 "$PY" tools/gpu/check_kernels.py -k gemm_decode \
+    --out "$RESULTS/gpu_check_decode_gemm.json" || rc=1
   for name in qkv o_proj gate_up down; do
     sel+=(-k "decode_gemm_sm90 qwen3-8b $name b")
     b64+=(-k "decode_gemm_sm90 qwen3-8b $name b64")
   done
-  "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS/decode_gemm_tma" "${sel[@]}" || rc=1
+  timeout 400 "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS/decode_gemm_tma" \
+    "${sel[@]}" || rc=1
   for split in 1 2 4 8; do
-    ATLAS_DECODE_GEMM_SPLIT=$split "$PY" tools/gpu/bench_kernels.py \
+    ATLAS_DECODE_GEMM_SPLIT=$split timeout 200 "$PY" tools/gpu/bench_kernels.py \
       --out-dir "$RESULTS/tma_split$split" "${b64[@]}" || rc=1
   done
-  ATLAS_DECODE_GEMM_OCCUPANCY=1 "$PY" tools/gpu/bench_kernels.py \
+  ATLAS_DECODE_GEMM_OCCUPANCY=1 timeout 200 "$PY" tools/gpu/bench_kernels.py \
     --out-dir "$RESULTS/tma_occupancy" "${b64[@]}" || rc=1
   make_checkpoint qwen3-8b weights || return 1
   for tma in 1 0; do
-    ATLAS_DECODE_GEMM_TMA=$tma "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b" \
-      --hf none --batches 64 --out "$RESULTS/bench_decode_qwen3-8b_b64_tma$tma.json" || rc=1
-    ATLAS_PDL=0 ATLAS_DECODE_GEMM_TMA=$tma "$PY" tools/gpu/profile_decode.py \
+    ATLAS_DECODE_GEMM_TMA=$tma timeout 300 "$PY" tools/gpu/bench_decode.py \
+      --model "$CKPT/qwen3-8b" --hf none --batches 64 \
+      --out "$RESULTS/bench_decode_qwen3-8b_b64_tma$tma.json" || rc=1
+    ATLAS_PDL=0 ATLAS_DECODE_GEMM_TMA=$tma timeout 300 "$PY" tools/gpu/profile_decode.py \
       --model "$CKPT/qwen3-8b" --batch 64 --context 1536 \
       --out "$RESULTS/profile_decode_qwen3-8b_b64_c1536_pdl0_tma$tma.json" || rc=1
   done
