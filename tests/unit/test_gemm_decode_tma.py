@@ -7,16 +7,19 @@ device check is tools/gpu/check_kernels.py -k gemm_decode_tma over the same case
 
 from __future__ import annotations
 
+import ctypes
 import struct
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from atlas.runtime.cases import gemm_decode_tma as case_defs
-from atlas.runtime.cuda import PARAM_BLOCK_BYTES, _ThreadState, slot_layout
-from atlas.runtime.gpu import (TENSOR_MAP_BYTES, ArgKind, GpuError, KernelLaunch, KernelSig,
-                               check_tensor_map_2d)
+from atlas.runtime.cuda import (PARAM_BLOCK_BYTES, CudaBackend, _Kernel, _ThreadState,
+                                slot_layout)
+from atlas.runtime.gpu import (TENSOR_MAP_BYTES, ArgKind, GpuError, KernelHandle, KernelLaunch,
+                               KernelSig, check_tensor_map_2d)
 from atlas.runtime.host import HostBackend
 from atlas.runtime.kernel_abi import GEMM_DECODE_TMA
 from atlas.runtime.kernel_check import check
@@ -296,3 +299,39 @@ def test_wide_switch_is_a_tristate() -> None:
         kc = KernelCache(dev, KernelRoutes.from_env(env))
         matmul_decode.decode_gemm(kc, 0, x, w, y, 64, 4096, 4096)
         assert dev.drain_launches()[0].block == (threads, 1, 1)
+
+
+class _RecordingDriver:
+    """Stands in for cuda.bindings.driver at cuLaunchKernel: reads each parameter back
+    through the slot-address array the way the driver does (sizeof(param) bytes at each
+    address), so the test sees what a kernel would receive."""
+
+    def __init__(self, sizes: list[int]) -> None:
+        self.sizes = sizes
+        self.params: list[bytes] = []
+
+    def cuLaunchKernel(self, func, gx, gy, gz, bx, by, bz, smem, stream, ptrs, extra):
+        slots = (ctypes.c_uint64 * len(self.sizes)).from_address(ptrs)
+        self.params = [ctypes.string_at(slots[i], size) for i, size in enumerate(self.sizes)]
+        return (0,)
+
+
+def test_cuda_launch_hands_the_driver_each_tensor_map_at_its_slot() -> None:
+    sig = GEMM_DECODE_TMA
+    driver = _RecordingDriver([8, 8, 8, 4, 4, 4, 128, 128])
+    backend = object.__new__(CudaBackend)  # the launch path only: no device, no context
+    backend._drv, backend._cu_launch = driver, driver.cuLaunchKernel
+    backend._tls, backend._streams = threading.local(), {0: "stream 0"}
+    backend._tls.state = _ThreadState()
+    handle = KernelHandle(sig.module, sig.func, _Kernel("f", "gemm_decode_tma.f", pdl=False))
+    wmap, xmap = bytes(range(128)), bytes(range(255, 127, -1))
+    values = (0x1000, 0x2000, 0x3000, 64, 4096, 4096, wmap, xmap)
+    for _ in range(2):  # the second launch reuses the kernel's cached layout
+        backend.launch(handle, (128, 1, 1), (288, 1, 1), 0, 0, sig.pack(values))
+        got = driver.params
+        assert [struct.unpack("<Q", p)[0] for p in got[:3]] == [0x1000, 0x2000, 0x3000]
+        assert [struct.unpack("<I", p)[0] for p in got[3:6]] == [64, 4096, 4096]
+        assert got[6:] == [wmap, xmap]
+    # both maps sit on 64-byte boundaries of the parameter block
+    table = backend._tls.state.layouts[handle.native.offsets]
+    assert all(int(a) % 64 == 0 for a in table[6:])
