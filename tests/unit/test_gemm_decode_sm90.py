@@ -23,6 +23,8 @@ from atlas.runtime.ops.routes import DEFAULT_DECODE_GEMM_L2_TILES, KernelRoutes
 from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
 
 SOURCE = Path(__file__).resolve().parents[2] / "kernels/hopper/common/gemm_decode_sm90.cu"
+#: the geometry and epilogue both decode GEMM kernels share
+TILE = SOURCE.with_name("gemm_decode_tile.cuh")
 CASES = ([case_defs.gemm_decode_case(np.random.default_rng(90), *shape)
           for shape in case_defs.GEMM_DECODE_SHAPES if shape[0] * shape[1] * shape[2] <= 2 ** 22]
          + [case_defs.gemm_decode_case(np.random.default_rng(91), *shape, wide=True)
@@ -76,26 +78,27 @@ def test_cuda_entry_points_declare_exactly_the_abi() -> None:
     _declares_abi("gemm_decode_sm90")
 
 
-def _constant(name: str) -> int:
-    """A namespace-level `constexpr int` of the kernel: a literal, a product of literals
-    (110 * 1024) or a sum of products with other constants (kGroupThreads * kMaxGroups)."""
-    (value,) = re.findall(rf"constexpr int {name} = ([\w *+]+);", SOURCE.read_text())
+def _constant(name: str, source: Path = SOURCE) -> int:
+    """A namespace-level `constexpr int` of the kernel `source` or the shared tile header: a
+    literal, a product of literals (110 * 1024) or a sum of products with other constants
+    (kGroupThreads * kMaxGroups)."""
+    (value,) = re.findall(rf"constexpr int {name} = ([\w *+]+);",
+                          source.read_text() + TILE.read_text())
     total = 0
     for term in value.split("+"):
         product = 1
         for factor in term.split("*"):
             factor = factor.strip()
-            product *= int(factor) if factor.isdigit() else _constant(factor)
+            product *= int(factor) if factor.isdigit() else _constant(factor, source)
         total += product
     return total
 
 
 def _pitch(groups: int) -> int:
-    """The partial tile's row pitch in f32 words: the block's weight rows + 4 (the kernel's
-    kPitch = kRows + 4 with kRows = kGroupRows * kGroups)."""
-    text = SOURCE.read_text()
-    assert "constexpr int kPitch = kRows + 4;" in text
-    assert "kRows = kGroupRows * kGroups;" in text
+    """The partial tile's row pitch in f32 words: the block's weight rows + 4 (the shared
+    epilogue's partial_pitch(G) = kGroupRows * G + 4)."""
+    assert "return kGroupRows * groups + 4;" in TILE.read_text()
+    assert "partial_pitch(kGroups)" in SOURCE.read_text()
     return _constant("kGroupRows") * groups + 4
 
 
@@ -444,7 +447,7 @@ def test_index_model_of_the_swiglu_layout(m: int, inter: int, k: int, split: int
 
 def test_swiglu_kernel_pairs_rows_as_the_model() -> None:
     """The kernel's loader and epilogue are the ones the model above follows."""
-    text = SOURCE.read_text()
+    text = SOURCE.read_text() + TILE.read_text()
     assert "return j >= inter ? -1 : r < ROWS / 2 ? j : inter + j;" in text
     assert "constexpr int kOutRows = kSwiglu ? kRows / 2 : kRows;" in text
     assert "whole(mi, r + kOutRows)" in text

@@ -398,14 +398,14 @@ def swiglu_linear_case(env: Env, s: Any) -> Case:
                 lambda o, t, r: [("y", o["y"], r)], outputs=("y",), note=note)
 
 
-def gate_up_swiglu_case(env: Env, s: Any) -> Case:
+def gate_up_swiglu_case(env: Env, s: Any, kc: KernelCache) -> Case:
     """The gate_up projection ending with its SwiGLU (matmul.linear_swiglu where
     fuses_gate_up_swiglu allows: one row on the prefetching GEMV, decode batches on the
     decode GEMM's SwiGLU entries; else the GEMV/GEMM then silu_mul) against matmul, then
-    F.silu(g) * u."""
+    F.silu(g) * u. `kc`: the row's routes (its decode GEMM kernel and block shape)."""
     torch, F = env.torch, env.torch.nn.functional
     m, n, k = s.m, s.n, s.k
-    fused = matmul.fuses_gate_up_swiglu(env.kc, m, n, k)
+    fused = matmul.fuses_gate_up_swiglu(kc, m, n, k)
 
     def make() -> Set:
         scale = 1.0 / math.sqrt(k)
@@ -416,20 +416,39 @@ def gate_up_swiglu_case(env: Env, s: Any) -> Case:
     def ours(st: Set, stream: Stream) -> None:
         x, w, gu, act = (env.ptr(st[name]) for name in ("x", "w", "gu", "act"))
         if fused:
-            matmul.linear_swiglu(env.kc, stream, x, w, act, m, n, k)
+            matmul.linear_swiglu(kc, stream, x, w, act, m, n, k)
             return
-        matmul.linear(env.kc, stream, x, w, gu, m, n, k)
-        activation.silu_mul(env.kc, stream, gu, act, m, n // 2)
+        matmul.linear(kc, stream, x, w, gu, m, n, k)
+        activation.silu_mul(kc, stream, gu, act, m, n // 2)
 
     def theirs(st: Set) -> Any:
         g, u = torch.matmul(st["x"], st["w"].T).chunk(2, dim=-1)
         return F.silu(g) * u
 
-    route = matmul.linear_route(env.kc, m, n)
+    route = matmul.linear_route(kc, m, n)
+    if route == "gemm_decode_sm90":
+        route = decode_gemm_note(kc, m, n, k, s.wide, swiglu=fused)
     route = (f"one {route} launch ending with the SwiGLU (ops.matmul.linear_swiglu)" if fused
              else f"{route} + silu_mul")
     return Case(s, make, ours, [Variant("matmul, F.silu(g) * u", theirs)],
                 lambda o, t, r: [("act", o["act"], r)], outputs=("act",), note=f"ours: {route}")
+
+
+def decode_gemm_note(kc: KernelCache, m: int, n: int, k: int, wide: bool,
+                     out_f32: bool = False, swiglu: bool = False) -> str:
+    """Which decode GEMM kernel a row runs, its block shape, cluster split and ring."""
+    tma = matmul_decode.uses_tma(kc)
+    groups = matmul_decode.decode_groups(m, wide, tma)
+    resident = matmul_decode.resident_blocks(kc, m, out_f32, swiglu, tma, groups)
+    split = matmul_decode.decode_split(m, n, k, kc.facts.sm_count, kc.routes.decode_gemm_split,
+                                       groups, resident)
+    cols = matmul_decode.decode_cols(m)
+    stages = (matmul_decode.ring_stages(cols, groups, matmul_decode.TMA_MAX_STAGES) if tma
+              else matmul_decode.ring_stages(cols, groups))
+    ring = (f"TMA ring of {stages} stages" if tma else f"cp.async ring of {stages} stages, "
+            f"L2 window {kc.routes.decode_gemm_l2_tiles} k-tiles")
+    return (f"{'gemm_decode_tma' if tma else 'gemm_decode_sm90'}, {groups} warpgroup(s) a "
+            f"block, cluster split {split}, {ring}")
 
 
 def linear_case(env: Env, s: Any) -> Case:
@@ -437,8 +456,15 @@ def linear_case(env: Env, s: Any) -> Case:
     m, n, k = s.m, s.n, s.k
     if s.swiglu:
         return swiglu_linear_case(env, s)
+    routes = env.kc.routes
+    if s.decode_sm90:  # the row's decode GEMM kernel and block shape, whichever op runs it
+        routes = replace(routes, decode_gemm_tma=routes.decode_gemm_tma and not s.cpasync,
+                         decode_gemm_wide=s.wide)
+    if s.gemv:
+        routes = replace(routes, gemv_ring=s.gemv == "ring", gemv_ring_single=s.gemv == "ring")
+    kc = env.kc if routes == env.kc.routes else KernelCache(env.kc.backend, routes=routes)
     if s.ends_swiglu:
-        return gate_up_swiglu_case(env, s)
+        return gate_up_swiglu_case(env, s, kc)
     out_dtype = torch.float32 if s.out_f32 else torch.bfloat16
     f32_mm = _f32_matmul(env) if s.out_f32 else None
 
@@ -447,13 +473,10 @@ def linear_case(env: Env, s: Any) -> Case:
         return {"x": env.uniform((m, k)), "w": env.uniform((n, k), -scale * 3, scale * 3),
                 "y": torch.empty((m, n), dtype=out_dtype, device=env.device)}
 
-    launch = (partial(matmul_decode.decode_gemm, wide=s.wide) if s.decode_sm90
+    launch = (matmul_decode.decode_gemm if s.decode_sm90
               else matmul_batched.batched_gemv if s.batched
               else partial(matmul.gemv, single=m == 1 and s.gemv == "tiled") if s.gemv
               else matmul.linear)
-    kc = (KernelCache(env.kc.backend, routes=replace(env.kc.routes, gemv_ring=s.gemv == "ring",
-                                                     gemv_ring_single=s.gemv == "ring"))
-          if s.gemv else env.kc)
 
     def ours(st: Set, stream: Stream) -> None:
         launch(kc, stream, env.ptr(st["x"]), env.ptr(st["w"]), env.ptr(st["y"]), m, n, k,
@@ -464,12 +487,8 @@ def linear_case(env: Env, s: Any) -> Case:
     else:
         variant = Variant("torch.matmul(x, w.T)", lambda st: torch.matmul(st["x"], st["w"].T))
     if s.decode_sm90:
-        groups = matmul_decode.decode_groups(m, s.wide)
-        split = matmul_decode.decode_split(m, n, k, env.kc.facts.sm_count,
-                                           env.kc.routes.decode_gemm_split, groups)
-        note = (f"ours: gemm_decode_sm90 (ops.matmul_decode.decode_gemm, forced), "
-                f"{groups} warpgroup(s) a block, cluster split {split}, L2 window "
-                f"{env.kc.routes.decode_gemm_l2_tiles} k-tiles")
+        note = (f"ours: {decode_gemm_note(kc, m, n, k, s.wide, s.out_f32)} "
+                f"(ops.matmul_decode.decode_gemm, forced)")
     elif s.batched:
         note = "ours: gemv_mma (ops.matmul_batched.batched_gemv, forced)"
     elif s.gemv == "ring" and (plan := matmul.gemv_ring_plan(

@@ -1144,6 +1144,47 @@ stage_attn_trace() {
   return $rc
 }
 
+# The decode GEMM on TMA tensor maps (helper "gemm64", session 8; gemm_decode_tma, the default
+# where the set has it) against its cp.async twin (ATLAS_DECODE_GEMM_TMA=0), ~6 minutes: the
+# resident blocks the driver allows each launch shape and split (decode_gemm_occupancy.py),
+# every gemm_decode check case (both kernels; the TMA cases also compare the two bit for bit),
+# Qwen3-8B's four layer products (+ gate_up ending with the SwiGLU) at 8..256 rows on both
+# kernels and both block shapes (labels "... bB", "... bB wide", "... cp.async"; GB/s and %
+# of copy vs torch.mm), the b64 rows again at each forced cluster split (results/tma_splitS:
+# the split rule's data) and with the rule counting the driver's resident blocks
+# (ATLAS_DECODE_GEMM_OCCUPANCY=1, results/tma_occupancy), then Qwen3-8B decode at batch 64
+# and its PDL-off per-kernel profile at a 1,536-token context, TMA on and off. Each command
+# under a timeout (the kernel traps a ring wait that never ends; this bounds the rest).
+stage_decode_gemm_tma() {
+  local rc=0 name tma split sel=() b64=()
+  timeout 180 "$PY" tools/gpu/decode_gemm_occupancy.py \
+    --out "$RESULTS/decode_gemm_occupancy.json" || rc=1
+  timeout 400 "$PY" tools/gpu/check_kernels.py -k gemm_decode \
+    --out "$RESULTS/gpu_check_decode_gemm.json" || rc=1
+  for name in qkv o_proj gate_up down; do
+    sel+=(-k "decode_gemm_sm90 qwen3-8b $name b")
+    b64+=(-k "decode_gemm_sm90 qwen3-8b $name b64")
+  done
+  timeout 400 "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS/decode_gemm_tma" \
+    "${sel[@]}" || rc=1
+  for split in 1 2 4 8; do
+    ATLAS_DECODE_GEMM_SPLIT=$split timeout 200 "$PY" tools/gpu/bench_kernels.py \
+      --out-dir "$RESULTS/tma_split$split" "${b64[@]}" || rc=1
+  done
+  ATLAS_DECODE_GEMM_OCCUPANCY=1 timeout 200 "$PY" tools/gpu/bench_kernels.py \
+    --out-dir "$RESULTS/tma_occupancy" "${b64[@]}" || rc=1
+  make_checkpoint qwen3-8b weights || return 1
+  for tma in 1 0; do
+    ATLAS_DECODE_GEMM_TMA=$tma timeout 300 "$PY" tools/gpu/bench_decode.py \
+      --model "$CKPT/qwen3-8b" --hf none --batches 64 \
+      --out "$RESULTS/bench_decode_qwen3-8b_b64_tma$tma.json" || rc=1
+    ATLAS_PDL=0 ATLAS_DECODE_GEMM_TMA=$tma timeout 300 "$PY" tools/gpu/profile_decode.py \
+      --model "$CKPT/qwen3-8b" --batch 64 --context 1536 \
+      --out "$RESULTS/profile_decode_qwen3-8b_b64_c1536_pdl0_tma$tma.json" || rc=1
+  done
+  return $rc
+}
+
 # The persistent batch-1 decode kernel (ATLAS_PERSISTENT_DECODE=1, decode_persistent.cu): its
 # check cases, tiny-model parity with transformers through it, Qwen3-0.6B batch-1 decode
 # default vs persistent vs persistent without weight staging (bench_decode, same machine,
@@ -1355,7 +1396,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         startup quant_kernels gemv_prefetch_ab norm_gemv_ab decode_attn throughput_b64_profile
         throughput_mixed_step decode_gemm_wide_ab headline batch1_ab thru_ab moe_b1_profile
         quant_ab moe_quant_bench thru_b64 spec_profile spec_ring_ab persistent_ab persistent_sweep
-        attn_trace verify_attn attn64 attn64_flagship b1lat)
+        attn_trace verify_attn attn64 attn64_flagship b1lat decode_gemm_tma)
 
 # ---- runner -------------------------------------------------------------------------------
 

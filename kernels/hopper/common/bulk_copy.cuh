@@ -14,6 +14,13 @@
 //   every reader: wait_parity(bar, phase) with phase = the fill's index & 1;
 //   before the buffer is refilled, every reader is done with it (a block barrier), and the
 //   refilling thread calls fence_async_shared() so the async copy orders after those reads.
+//
+// The 2-D tensor form (copy_tile_2d) takes a tile of a matrix described by a tensor map (a
+// CUtensorMap the host encoded, passed as a `const __grid_constant__` kernel parameter): one
+// instruction moves a whole [rows][cols] box, zero-filling what lies past the matrix, and may
+// write it 128-byte swizzled exactly as wgmma's descriptors read it (gemm_decode_tma.cu).
+// Readers that only consume it through wgmma (the async proxy) and release the buffer with
+// an mbarrier arrival (`arrive`) need no proxy fence.
 #pragma once
 
 #include <stdint.h>
@@ -59,17 +66,57 @@ __device__ __forceinline__ void copy_to_shared(void* dst, const void* src, uint3
       : "memory");
 }
 
+// Copy the box at element coordinates (c0 = column, c1 = row) of the 2-D tensor map at
+// generic address `map` (a __grid_constant__ parameter's address) to shared address `dst`
+// (1024-byte aligned for a 128-byte swizzle); completion counted on `bar` (the box's full
+// bytes, the zero-filled part included).
+__device__ __forceinline__ void copy_tile_2d(uint32_t dst, const void* map, int c0, int c1,
+                                             uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(shared_addr(bar))
+      : "memory");
+}
+
+// Fetch a tensor map into the TMA unit's descriptor cache ahead of its first copy.
+__device__ __forceinline__ void prefetch_map(const void* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
+// The calling thread's plain arrival on `bar` (a consumer releasing a buffer).
+__device__ __forceinline__ void arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(shared_addr(bar)) : "memory");
+}
+
+// Whether the barrier's phase `parity` has completed (its bytes have all landed); the
+// instruction itself waits a while (an implementation-defined time) before answering no.
+__device__ __forceinline__ bool try_wait_parity(uint64_t* bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      " selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(shared_addr(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
 // Spin until the barrier's phase `parity` has completed (its bytes have all landed).
 __device__ __forceinline__ void wait_parity(uint64_t* bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        " selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(shared_addr(bar)), "r"(parity)
-        : "memory");
-  } while (!done);
+  while (!try_wait_parity(bar, parity)) {
+  }
+}
+
+// wait_parity for a phase that must complete within `max_cycles` SM clocks of the first
+// refusal, else the kernel traps: a byte count its copies can never meet (a launch whose
+// geometry disagrees with the kernel's) then fails the launch instead of hanging the device.
+__device__ __forceinline__ void wait_parity_or_trap(uint64_t* bar, uint32_t parity,
+                                                    long long max_cycles) {
+  if (try_wait_parity(bar, parity)) return;
+  const long long start = clock64();
+  while (!try_wait_parity(bar, parity))
+    if (clock64() - start > max_cycles) __trap();
 }
 
 }  // namespace atlas::bulk

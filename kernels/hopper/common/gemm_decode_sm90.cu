@@ -58,57 +58,20 @@
 // shared memory smem_bytes(N, G) (up to ~201 KiB: the caller opts in).
 // Preconditions: 1 <= m <= 256, n >= 1, k >= 8 with k % 8 == 0, x and w 16-byte aligned;
 // the SwiGLU entries also n even.
-#include <cooperative_groups.h>
-
 #include "atlas_common.cuh"
-#include "bf16_vec.cuh"
+#include "gemm_decode_tile.cuh"
 #include "mma_util.cuh"
 #include "wgmma_util.cuh"
 
 namespace {
 
-namespace cg = cooperative_groups;
+using namespace atlas::decode_gemm;  // geometry, gate_up_row, store_tile
 
-constexpr int kGroupThreads = 128;       // one warpgroup; ops/matmul_decode.py DECODE_THREADS
-constexpr int kGroupRows = 64;           // weight rows per warpgroup: wgmma's M (DECODE_ROWS)
-constexpr int kMaxGroups = 2;            // warpgroups per block at most (DECODE_GROUPS)
-constexpr int BK = 64;                   // k-tile columns (128-byte rows)
-constexpr int kMaxCols = 256;            // widest wgmma N: m <= 256
 constexpr int kMaxStages = 8;            // ops/matmul_decode.py DECODE_MAX_STAGES
-constexpr int kPairBudget = 110 * 1024;  // ring bytes for two blocks per SM (G = 1, N <= 128)
-constexpr int kSoloBudget = 200 * 1024;  // ring bytes for one block per SM (N = 256 or G = 2)
-constexpr int kAlign = 1024;             // 128-byte swizzle atom
-
-__host__ __device__ constexpr int stage_bytes(int cols, int groups) {
-  return (kGroupRows * groups + cols) * BK * 2;
-}
-
-__host__ __device__ constexpr int ring_budget(int cols, int groups) {
-  return cols > 128 || groups > 1 ? kSoloBudget : kPairBudget;
-}
-
-__host__ __device__ constexpr int ring_stages(int cols, int groups) {
-  return ring_budget(cols, groups) / stage_bytes(cols, groups) < kMaxStages
-             ? ring_budget(cols, groups) / stage_bytes(cols, groups)
-             : kMaxStages;
-}
-
-__host__ __device__ constexpr int smem_bytes(int cols, int groups) {
-  return ring_stages(cols, groups) * stage_bytes(cols, groups) + kAlign;  // + base slack
-}
-
-static_assert(smem_bytes(kMaxCols, 1) <= 227 * 1024, "sm_90 allows 227 KiB per block");
-static_assert(smem_bytes(kMaxCols, kMaxGroups) <= 227 * 1024, "sm_90 allows 227 KiB per block");
-static_assert(2 * (smem_bytes(128, 1) + 1024) <= 228 * 1024, "two N <= 128 blocks fit an SM");
-
-// The fused [gate | up] weight's row (n = 2 I rows) that row r of a SwiGLU block's tile holds:
-// tile rows [0, ROWS / 2) are gate rows [pair0, pair0 + ROWS / 2), tile rows [ROWS / 2, ROWS)
-// the up rows I past them; -1 past I.
-template <int ROWS>
-__device__ __forceinline__ int gate_up_row(int r, int pair0, int inter) {
-  const int j = pair0 + r % (ROWS / 2);
-  return j >= inter ? -1 : r < ROWS / 2 ? j : inter + j;
-}
+static_assert(smem_bytes(kMaxCols, 1, kMaxStages) <= 227 * 1024, "227 KiB per block");
+static_assert(smem_bytes(kMaxCols, kMaxGroups, kMaxStages) <= 227 * 1024, "227 KiB per block");
+static_assert(2 * (smem_bytes(128, 1, kMaxStages) + 1024) <= 228 * 1024,
+              "two N <= 128 blocks fit an SM");
 
 // The SwiGLU entries' weight tile: k-tile `kt` of the rows gate_up_row lays out (rows past I
 // zero-filled, as cp_async_k64_tile does past n; the same L2::256B prefetch hint and swizzled
@@ -140,9 +103,10 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
                                             void* __restrict__ y, int m, int n, int k,
                                             int l2_tiles, uint8_t* smem_raw) {
   constexpr int kThreads = kGroupThreads * kGroups, kRows = kGroupRows * kGroups;
-  constexpr int kStages = ring_stages(kCols, kGroups), kStage = stage_bytes(kCols, kGroups);
+  constexpr int kStages = ring_stages(kCols, kGroups, kMaxStages);
+  constexpr int kStage = stage_bytes(kCols, kGroups);
   constexpr int kStageW = kRows * BK * 2;
-  constexpr int kPitch = kRows + 4;  // f32 partial tile row pitch: conflict-free scatter
+  constexpr int kPitch = partial_pitch(kGroups);  // the epilogue's f32 partial tile
   static_assert(kStages >= 3, "prefetch distance kStages - 2 must be at least 1");
   static_assert(kStage % kAlign == 0 && kStageW % kAlign == 0, "stage bases stay aligned");
   static_assert(kCols * kPitch * 4 <= kStages * kStage, "the partial tile fits in the ring");
@@ -236,61 +200,8 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
   atlas::cp_async_wait<0>();  // no copy may outlive the loop (only empty groups remain)
   __syncthreads();            // every wgmma and copy of the ring is done before reuse
 
-  // Scatter the accumulators into the [batch row][weight row] partial tile: d[j] of lane l
-  // in warp q is weight row 16q + l/4 + 8 ((j/2) % 2), batch row 8 (j/4) + 2 (l%4) + j%2
-  // (warp q of the block is warp q % 4 of warpgroup q / 4, whose rows start at 64 (q / 4)).
-  {
-    const int lane = threadIdx.x & 31, q = threadIdx.x >> 5;
-#pragma unroll
-    for (int j = 0; j < kCols / 2; ++j) {
-      const int r = 16 * q + (lane >> 2) + 8 * ((j >> 1) & 1);
-      const int c = 8 * (j >> 2) + 2 * (lane & 3) + (j & 1);
-      part[c * kPitch + r] = acc[j];
-    }
-  }
-
-  // Rank r sums and writes batch rows [m r / S, m (r + 1) / S), coalesced along n.
-  if constexpr (kSplit > 1) {
-    cg::this_cluster().sync();  // every rank's partial is written and visible
-  } else {
-    __syncthreads();
-  }
-  const int mi0 = m * rank / kSplit, mi1 = m * (rank + 1) / kSplit;
-  // the sum of the S partials of tile cell (batch row mi, tile row r)
-  auto whole = [&](int mi, int r) {
-    if constexpr (kSplit > 1) {
-      cg::cluster_group cluster = cg::this_cluster();
-      float v = 0.f;
-#pragma unroll
-      for (int p = 0; p < kSplit; ++p) v += cluster.map_shared_rank(part, p)[mi * kPitch + r];
-      return v;
-    } else {
-      return part[mi * kPitch + r];
-    }
-  };
-  // unrolled so that several outputs' distributed-shared-memory loads are in flight at once
-  // (every block of the grid sums at the same time, with no weight bytes streaming)
-#pragma unroll 4
-  for (int e = threadIdx.x; e < (mi1 - mi0) * kOutRows; e += kThreads) {
-    const int mi = mi0 + e / kOutRows, r = e % kOutRows, col = row0 + r;
-    if constexpr (kSwiglu) {
-      if (col >= inter) continue;
-      // gate_up rounded to bf16 as the unfused kernel stores it, then silu_mul's op
-      const float g = atlas::round_bf16(whole(mi, r));
-      const float u = atlas::round_bf16(whole(mi, r + kOutRows));
-      static_cast<__nv_bfloat16*>(y)[static_cast<size_t>(mi) * inter + col] =
-          atlas::f32_to_bf16(atlas::swiglu_f32(g, u));
-    } else {
-      if (col >= n) continue;
-      const float v = whole(mi, r);
-      const size_t at = static_cast<size_t>(mi) * n + col;
-      if constexpr (kF32Out)  // logits: the bf16-rounded value, widened (transformers' LM head)
-        static_cast<float*>(y)[at] = atlas::round_bf16(v);
-      else
-        static_cast<__nv_bfloat16*>(y)[at] = atlas::f32_to_bf16(v);
-    }
-  }
-  if constexpr (kSplit > 1) cg::this_cluster().sync();  // partials live until all have read
+  store_tile<kCols, kSplit, kF32Out, kGroups, kSwiglu, false, false>(acc, part, y, m, n, row0,
+                                                                  rank);
 }
 
 // N = the batch rounded up to a wgmma width (at least 32 with two warpgroups); the ring

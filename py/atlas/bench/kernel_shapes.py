@@ -319,7 +319,10 @@ class Linear:
     swiglu, [m, I]), as decode steps run them (one row on the GEMV, decode batches on the
     decode GEMM's SwiGLU entries; `linear_swiglu`, filed under `decode_sm90` for those).
     `gemv` "ring" / "tiled": forced onto the CUDA-core GEMV's cp.async-ring kernel (one row
-    too) / its register-tiled one (ATLAS_GEMV_RING's A/B; the single-row kernel at m = 1)."""
+    too) / its register-tiled one (ATLAS_GEMV_RING's A/B; the single-row kernel at m = 1).
+    `cpasync`: a decode_sm90 row on the decode GEMM's cp.async kernel (gemm_decode_sm90,
+    ATLAS_DECODE_GEMM_TMA=0's A/B); the other decode_sm90 rows run the routes' kernel (the
+    TMA one, gemm_decode_tma, where the set has it)."""
 
     label: str
     m: int
@@ -333,6 +336,7 @@ class Linear:
     swiglu: bool = False
     ends_swiglu: bool = False
     wide: bool = False
+    cpasync: bool = False
     quick: bool = False
 
     @property
@@ -811,8 +815,9 @@ class TableScale:
     #: decode batches of the skinny wgmma GEMM rows (linear routes 9..256 rows to it; 8 is
     #: the A/B against gemv_mma's best case; 256 the serving default's largest batch)
     decode_gemm_batches: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
-    #: the skinny GEMM's two-warpgroup rows: where x's L2 re-reads weigh (17 rows and up)
-    decode_gemm_wide_batches: tuple[int, ...] = (32, 64, 128)
+    #: the skinny GEMM's two-warpgroup rows: where x's L2 re-reads weigh (17 rows and up;
+    #: the TMA kernel takes two warpgroups at 16 rows too, and by default from 33)
+    decode_gemm_wide_batches: tuple[int, ...] = (16, 32, 64, 128, 256)
     prefill_tokens: int = 2048
     attention_seqs: tuple[int, ...] = (256, 1024, 4096)
     histories: tuple[int, ...] = (512, 4096, 16384)
@@ -978,6 +983,22 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                           wide=True) for name, n, k in _linears(m)]
         shapes.append(Linear(label=f"{m.name} lm_head b{b} wide", m=b, n=m.vocab, k=m.hidden,
                              out_f32=True, decode_sm90=True, wide=True))
+    # the layer's products again on the decode GEMM's cp.async kernel, both block shapes
+    # (ATLAS_DECODE_GEMM_TMA=0's A/B against the rows above)
+    for b in scale.decode_gemm_batches:
+        for wide in (False, True) if b in scale.decode_gemm_wide_batches else (False,):
+            tag = " wide" if wide else ""
+            shapes += [Linear(label=f"{m.name} {name} b{b}{tag} cp.async", m=b, n=n, k=k,
+                              decode_sm90=True, wide=wide, cpasync=True)
+                       for name, n, k in _linears(m)]
+            if b not in scale.decode_batches and b > 8:
+                shapes.append(Linear(label=f"{m.name} gate_up+swiglu b{b}{tag} cp.async", m=b,
+                                     n=2 * m.intermediate, k=m.hidden, ends_swiglu=True,
+                                     decode_sm90=True, wide=wide, cpasync=True))
+        if b in scale.decode_gemm_wide_batches and b not in scale.decode_batches:
+            shapes.append(Linear(label=f"{m.name} gate_up+swiglu b{b} wide", m=b,
+                                 n=2 * m.intermediate, k=m.hidden, ends_swiglu=True,
+                                 decode_sm90=True, wide=True))
     for fmt in ("fp8-block", "nvfp4"):
         shapes += [QuantLinear(label=f"{m.name} {name} b{b} {fmt}", m=b, n=n, k=k, fmt=fmt,
                                quick=b == scale.quant_batches[0] and name in ("qkv", "gate_up"))

@@ -8,7 +8,9 @@ Every driver call returns `(CUresult, values...)`; `_ok` turns a failure into a 
 naming the call and the error. The launch path is kept short because decode graphs are
 captured from it and eager prefill launches run through it: argument bytes are packed by a
 `struct.Struct` cached per kernel into one fixed parameter block whose slot addresses
-never change, and `cuLaunchKernel` gets the address of that pointer array.
+never change, and `cuLaunchKernel` gets the address of that pointer array. A kernel taking
+a TMA tensor map (ArgKind.TMAP, 128 bytes, 64-byte aligned) lays its slots out around it,
+with its own slot-address array (made once per thread); a captured graph keeps the bytes.
 
 Kernels whose PTX waits on `griddepcontrol.wait` (ptx_entries.pdl_entries) are launched
 with programmatic stream serialization through `cuLaunchKernelEx`: inside a captured decode
@@ -28,19 +30,45 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .gpu import (ArgKind, DeviceFacts, DevicePtr, Dim3, EventHandle, GpuBackend, GpuError,
-                  GraphHandle, KernelHandle, Stream)
+from .gpu import (TENSOR_MAP_BOX_COLS, TENSOR_MAP_BYTES, ArgKind, DeviceFacts, DevicePtr,
+                  Dim3, EventHandle, GpuBackend, GpuError, GraphHandle, KernelHandle, Stream,
+                  check_tensor_map_2d)
 from .host import host_bytes
 from ..kernels.ptx_entries import pdl_entries
 from ..kernels.sass import find_sass
 
 #: most parameters one kernel may take (each gets an 8-byte slot in the parameter block)
 MAX_PARAMS = 64
+#: bytes of the parameter block: 8-byte slots for MAX_PARAMS scalars, or fewer beside up to
+#: four tensor maps
+PARAM_BLOCK_BYTES = MAX_PARAMS * 8 + 4 * 128
 
-#: little-endian packing of one 8-byte slot per kind; the driver reads the first
-#: sizeof(param) bytes of a slot, which on a little-endian host is the value itself
+#: little-endian packing of one slot per kind; the driver reads the first sizeof(param)
+#: bytes of a slot, which on a little-endian host is the value itself
 _SLOT_FORMAT = {ArgKind.PTR: "Q", ArgKind.U64: "Q", ArgKind.U32: "I4x", ArgKind.I32: "i4x",
-                ArgKind.F32: "f4x"}
+                ArgKind.F32: "f4x", ArgKind.TMAP: "128s"}
+#: (bytes, alignment) of a slot: 8 for scalars; a CUtensorMap is 128 bytes, 64-byte aligned
+_SLOT_SHAPE = {kind: (8, 8) for kind in ArgKind} | {ArgKind.TMAP: (128, 64)}
+
+
+def slot_layout(kinds: Sequence[ArgKind]) -> tuple[struct.Struct, tuple[int, ...]]:
+    """The packer of a kernel's parameter block and each parameter's byte offset in it (from
+    a 64-byte aligned base): 8-byte slots in order, a tensor map on the next 64-byte boundary.
+    Only scalars: slot i at 8 i (the shared slot-address array serves)."""
+    if len(kinds) > MAX_PARAMS:
+        raise GpuError(f"{len(kinds)} parameters exceed {MAX_PARAMS}")
+    fmt, offsets, at = ["<"], [], 0
+    for kind in kinds:
+        size, align = _SLOT_SHAPE[kind]
+        pad = -at % align
+        if pad:
+            fmt.append(f"{pad}x")
+        offsets.append(at + pad)
+        fmt.append(_SLOT_FORMAT[kind])
+        at += pad + size
+    if at > PARAM_BLOCK_BYTES:
+        raise GpuError(f"parameters of {at} bytes exceed the {PARAM_BLOCK_BYTES}-byte block")
+    return struct.Struct("".join(fmt)), tuple(offsets)
 
 CAPTURE_MODES = ("global", "thread_local", "relaxed")
 
@@ -118,7 +146,7 @@ class _Kernel:
     code per element and would dominate the launch).
     """
 
-    __slots__ = ("func", "label", "kinds", "struct", "pdl")
+    __slots__ = ("func", "label", "kinds", "struct", "offsets", "pdl")
 
     def __init__(self, func: Any, label: str, pdl: bool) -> None:
         self.func = func
@@ -126,11 +154,14 @@ class _Kernel:
         self.pdl = pdl  # launched with programmatic stream serialization
         self.kinds: tuple[ArgKind, ...] | None = None
         self.struct = struct.Struct("")
+        self.offsets: tuple[int, ...] | None = None  # None: slot i at 8 i
 
     def repack(self, kinds: tuple[ArgKind, ...]) -> struct.Struct:
-        if len(kinds) > MAX_PARAMS:
-            raise GpuError(f"{self.label}: {len(kinds)} parameters exceed {MAX_PARAMS}")
-        self.struct = struct.Struct("<" + "".join(_SLOT_FORMAT[k] for k in kinds))
+        try:
+            self.struct, offsets = slot_layout(kinds)
+        except GpuError as exc:
+            raise GpuError(f"{self.label}: {exc}") from None
+        self.offsets = None if offsets == tuple(range(0, 8 * len(kinds), 8)) else offsets
         self.kinds = kinds
         return self.struct
 
@@ -140,14 +171,28 @@ class _ThreadState:
     (MAX_PARAMS 8-byte slots plus the array of their addresses) that only this thread
     writes, so launches from several threads never race on argument bytes."""
 
-    __slots__ = ("params", "ptrs", "ptrs_addr", "pdl_config")
+    __slots__ = ("params", "ptrs", "ptrs_addr", "pdl_config", "layouts")
 
     def __init__(self) -> None:
-        self.params = np.zeros(MAX_PARAMS * 8, dtype=np.uint8)
+        raw = np.zeros(PARAM_BLOCK_BYTES + 64, dtype=np.uint8)
+        skip = -raw.ctypes.data % 64  # a 64-byte aligned base, as a tensor map slot wants
+        self.params = raw[skip:skip + PARAM_BLOCK_BYTES]
         base = np.uint64(self.params.ctypes.data)
         self.ptrs = np.arange(MAX_PARAMS, dtype=np.uint64) * np.uint64(8) + base
         self.ptrs_addr = int(self.ptrs.ctypes.data)
         self.pdl_config: Any = None  # CUlaunchConfig, made on this thread's first PDL launch
+        # slot-address arrays of the kernels with other layouts (tensor maps), by offsets
+        self.layouts: dict[tuple[int, ...], np.ndarray] = {}
+
+    def ptrs_for(self, offsets: tuple[int, ...] | None) -> int:
+        """The address of the slot-address array for a kernel's parameter offsets."""
+        if offsets is None:
+            return self.ptrs_addr
+        ptrs = self.layouts.get(offsets)
+        if ptrs is None:
+            ptrs = self.layouts[offsets] = (np.array(offsets, dtype=np.uint64)
+                                            + np.uint64(self.params.ctypes.data))
+        return int(ptrs.ctypes.data)
 
 
 def _pdl_config(drv: Any) -> Any:
@@ -464,6 +509,51 @@ class CudaBackend(GpuBackend):
         self._ok(self._drv.cuFuncSetAttribute(handle.native.func, attr, 100),  # percent: max
                  f"cuFuncSetAttribute({handle.module}.{handle.func}, shared memory carveout)")
 
+    def resident_blocks(self, handle: KernelHandle, block: int, shared_mem: int,
+                        cluster: int) -> int:
+        """max_active_clusters x cluster (GpuBackend.resident_blocks)."""
+        return self.max_active_clusters(handle, block, shared_mem, cluster) * cluster
+
+    def max_active_clusters(self, handle: KernelHandle, block: int, shared_mem: int,
+                            cluster: int) -> int:
+        """cuOccupancyMaxActiveClusters: how many clusters of `cluster` blocks of `block`
+        threads and `shared_mem` bytes of dynamic shared memory the device holds at once
+        (the kernel must be opted in to that shared memory first; the driver's model of
+        the scheduler: a cluster's blocks share a GPC)."""
+        self._bound()
+        drv = self._drv
+        attr = drv.CUlaunchAttribute()
+        attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster, 1, 1
+        config = drv.CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = cluster * 1024, 1, 1
+        config.blockDimX, config.blockDimY, config.blockDimZ = block, 1, 1
+        config.sharedMemBytes = shared_mem
+        config.hStream = self._streams[0]
+        config.attrs = [attr]
+        config.numAttrs = 1
+        return int(self._ok(drv.cuOccupancyMaxActiveClusters(handle.native.func, config),
+                            f"cuOccupancyMaxActiveClusters({handle.module}.{handle.func})"))
+
+    def tensor_map_2d(self, ptr: DevicePtr, rows: int, cols: int, box_rows: int,
+                      box_cols: int = TENSOR_MAP_BOX_COLS) -> bytes:
+        """cuTensorMapEncodeTiled of the bf16 matrix [rows][cols] at `ptr` (row pitch cols * 2
+        bytes) in [box_rows][box_cols] boxes, 128-byte swizzle, 256-byte L2 promotion (a
+        streamed weight row is fetched 256 bytes at a time, as the cp.async kernels ask),
+        zero fill past the matrix: the map's 128 bytes (GpuBackend.tensor_map_2d)."""
+        check_tensor_map_2d(ptr, rows, cols, box_rows, box_cols)
+        drv = self._drv
+        u32, u64 = drv.cuuint32_t, drv.cuuint64_t
+        tmap = self._ok(drv.cuTensorMapEncodeTiled(
+            drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, ptr,
+            [u64(cols), u64(rows)], [u64(cols * 2)], [u32(box_cols), u32(box_rows)],
+            [u32(1), u32(1)], drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+            drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+            f"cuTensorMapEncodeTiled([{rows}][{cols}] at {ptr:#x}, box [{box_rows}][{box_cols}])")
+        return ctypes.string_at(tmap.getPtr(), TENSOR_MAP_BYTES)
+
     def launch(self, handle: KernelHandle, grid: Dim3, block: Dim3, shared_mem: int,
                stream: Stream, args: Sequence[tuple[ArgKind, Any]]) -> None:
         ts = getattr(self._tls, "state", None) or self._bound()
@@ -478,18 +568,19 @@ class CudaBackend(GpuBackend):
         except struct.error as exc:
             raise GpuError(f"{k.label}: bad argument values {values}: {exc}") from None
         # the driver copies the argument bytes before returning, so the block is reusable
+        ptrs = ts.ptrs_addr if k.offsets is None else ts.ptrs_for(k.offsets)
         if k.pdl:
-            err = self._launch_pdl(ts, k, grid, block, shared_mem, s)
+            err = self._launch_pdl(ts, k, grid, block, shared_mem, s, ptrs)
         else:
             (err,) = self._cu_launch(k.func, grid[0], grid[1], grid[2], block[0], block[1],
-                                     block[2], shared_mem, s, ts.ptrs_addr, 0)
+                                     block[2], shared_mem, s, ptrs, 0)
         if err:
             call = "cuLaunchKernelEx" if k.pdl else "cuLaunchKernel"
             raise GpuError(f"{call}({k.label}, grid={tuple(grid)}, block={tuple(block)}, "
                            f"smem={shared_mem}) failed: {_describe(self._drv, err)}")
 
     def _launch_pdl(self, ts: _ThreadState, k: _Kernel, grid: Dim3, block: Dim3,
-                    shared_mem: int, s: Any) -> Any:
+                    shared_mem: int, s: Any, ptrs: int) -> Any:
         c = ts.pdl_config
         if c is None:
             c = ts.pdl_config = _pdl_config(self._drv)
@@ -497,7 +588,7 @@ class CudaBackend(GpuBackend):
         c.blockDimX, c.blockDimY, c.blockDimZ = block[0], block[1], block[2]
         c.sharedMemBytes = shared_mem
         c.hStream = s
-        (err,) = self._drv.cuLaunchKernelEx(c, k.func, ts.ptrs_addr, 0)
+        (err,) = self._drv.cuLaunchKernelEx(c, k.func, ptrs, 0)
         return err
 
     # ---- streams ------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import enum
+import struct
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -20,13 +21,40 @@ Dim3 = tuple[int, int, int]
 
 
 class ArgKind(enum.Enum):
-    """How a kernel parameter is passed: a device pointer or a 32/64-bit scalar."""
+    """How a kernel parameter is passed: a device pointer, a 32/64-bit scalar, or a TMA
+    tensor map (TMAP: the 128 bytes of a CUtensorMap, a `const __grid_constant__` parameter
+    64-byte aligned in the parameter block; `GpuBackend.tensor_map_2d` makes them)."""
 
     PTR = "ptr"
     U32 = "u32"
     I32 = "i32"
     F32 = "f32"
     U64 = "u64"
+    TMAP = "tmap"
+
+
+#: bytes of a CUtensorMap (cuda.h: 64-byte aligned, opaque)
+TENSOR_MAP_BYTES = 128
+#: a tensor map's inner box: 64 bf16 = 128 bytes, one row of the 128-byte swizzle
+TENSOR_MAP_BOX_COLS = 64
+#: the largest box extent the TMA unit takes per dimension
+TENSOR_MAP_MAX_BOX = 256
+#: the fields a backend without a TMA unit records in its stand-in map bytes
+_TENSOR_MAP_FIELDS = struct.Struct("<QQQII")
+
+
+def check_tensor_map_2d(ptr: int, rows: int, cols: int, box_rows: int, box_cols: int) -> None:
+    """Raise ValueError unless the TMA unit can describe this bf16 matrix and box: a 16-byte
+    aligned base, a row pitch (cols * 2 bytes) that is a multiple of 16, a box of 1..256 rows
+    and TENSOR_MAP_BOX_COLS columns (the 128-byte swizzle's row)."""
+    if ptr % 16:
+        raise ValueError(f"tensor map: base {ptr:#x} is not 16-byte aligned")
+    if rows < 1 or cols < 1 or cols * 2 % 16:
+        raise ValueError(f"tensor map: a [{rows}][{cols}] bf16 matrix needs rows, cols >= 1 "
+                         f"and a row pitch that is a multiple of 16 bytes (cols % 8 == 0)")
+    if not 1 <= box_rows <= TENSOR_MAP_MAX_BOX or box_cols != TENSOR_MAP_BOX_COLS:
+        raise ValueError(f"tensor map: box [{box_rows}][{box_cols}] must be 1..."
+                         f"{TENSOR_MAP_MAX_BOX} rows of {TENSOR_MAP_BOX_COLS} columns")
 
 
 #: inclusive value range of each integer ArgKind (F32 has none)
@@ -71,6 +99,10 @@ class KernelSig:
         for p, v in zip(self.params, values):
             if p.kind is ArgKind.F32:
                 v = float(v)
+            elif p.kind is ArgKind.TMAP:
+                if not isinstance(v, bytes) or len(v) != TENSOR_MAP_BYTES:
+                    raise TypeError(f"{self.module}.{self.func}: {p.name} must be the "
+                                    f"{TENSOR_MAP_BYTES} bytes of a tensor map, got {v!r:.60}")
             else:
                 if isinstance(v, float) or not isinstance(v, (int, np.integer)):
                     raise TypeError(f"{self.module}.{self.func}: {p.name} must be an integer "
@@ -230,6 +262,27 @@ class GpuBackend(abc.ABC):
         """
         return None
 
+    def resident_blocks(self, handle: KernelHandle, block: int, shared_mem: int,
+                        cluster: int) -> int | None:
+        """How many blocks of `block` threads and `shared_mem` bytes of dynamic shared
+        memory, in clusters of `cluster`, the device holds at once (the kernel opted in to
+        that shared memory); None where the backend has no device to ask (launch builders
+        then use their model of it)."""
+        return None
+
+    def tensor_map_2d(self, ptr: DevicePtr, rows: int, cols: int, box_rows: int,
+                      box_cols: int = TENSOR_MAP_BOX_COLS) -> bytes:
+        """A TMA tensor map (an ArgKind.TMAP value) over the row-major bf16 matrix
+        [rows][cols] at `ptr`, copied in [box_rows][box_cols] boxes that land 128-byte
+        swizzled in shared memory (wgmma's K-major layout), zero past the matrix
+        (check_tensor_map_2d says what is accepted). A pure function of its arguments, so a
+        caller may cache it by them. CudaBackend encodes it with the driver; backends without
+        a TMA unit run reference kernels that read the matrices through their pointers, and
+        return the checked fields as stand-in bytes (launch records show them)."""
+        check_tensor_map_2d(ptr, rows, cols, box_rows, box_cols)
+        return _TENSOR_MAP_FIELDS.pack(ptr, rows, cols, box_rows, box_cols).ljust(
+            TENSOR_MAP_BYTES, b"\0")
+
     # ---- streams ------------------------------------------------------------------
     def default_stream(self) -> Stream:
         return 0
@@ -328,14 +381,18 @@ class KernelLaunch:
         self.backend.launch(self.handle, dim3(grid), dim3(block), shared_mem, stream, args)
 
     def _fast_pack(self, values: tuple[Any, ...]) -> tuple[tuple[ArgKind, Any], ...] | None:
-        """(kind, value) pairs when every value is already a plain in-range int/float."""
+        """(kind, value) pairs when every value is already a plain in-range int/float (or, for
+        a tensor map, 128 bytes)."""
         if len(values) != len(self._bounds):
             return None
-        for bound, v in zip(self._bounds, values):
-            if bound is None:
+        for kind, bound, v in zip(self._kinds, self._bounds, values):
+            if bound is not None:
+                if type(v) is not int or not bound[0] <= v <= bound[1]:
+                    return None
+            elif kind is ArgKind.F32:
                 if type(v) is not float:
                     return None
-            elif type(v) is not int or not bound[0] <= v <= bound[1]:
+            elif type(v) is not bytes or len(v) != TENSOR_MAP_BYTES:
                 return None
         return tuple(zip(self._kinds, values))
 

@@ -134,6 +134,31 @@ GEMM_DECODE_SM90_SWIGLU_SPLIT4 = S("gemm_decode_sm90", "gemm_decode_sm90_swiglu_
                                    _DECODE_SWIGLU)
 GEMM_DECODE_SM90_SWIGLU_SPLIT8 = S("gemm_decode_sm90", "gemm_decode_sm90_swiglu_bf16_split8",
                                    _DECODE_SWIGLU)
+# the same products (and SwiGLU entries) with the operands streamed by the TMA unit
+# (kernels/hopper/common/gemm_decode_tma.cu, sm_90a only): wmap / xmap are tensor maps over w
+# [n][k] and x [m][k] (GpuBackend.tensor_map_2d; ops/matmul_decode.py encodes them once per
+# buffer and box); the kernel reads x and w only through them, the host reference through x
+# and w. y is act [m, n / 2] for the SwiGLU entries. Grid ceil(n / (64 G)) * S, 128 G + 32
+# threads (a producer warp past the warpgroups)
+_DECODE_TMA = "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 wmap:tmap xmap:tmap"
+GEMM_DECODE_TMA = S("gemm_decode_tma", "gemm_decode_tma_bf16", _DECODE_TMA)
+GEMM_DECODE_TMA_F32OUT = S("gemm_decode_tma", "gemm_decode_tma_bf16_f32", _DECODE_TMA)
+GEMM_DECODE_TMA_SPLIT2 = S("gemm_decode_tma", "gemm_decode_tma_bf16_split2", _DECODE_TMA)
+GEMM_DECODE_TMA_F32OUT_SPLIT2 = S("gemm_decode_tma", "gemm_decode_tma_bf16_f32_split2",
+                                  _DECODE_TMA)
+GEMM_DECODE_TMA_SPLIT4 = S("gemm_decode_tma", "gemm_decode_tma_bf16_split4", _DECODE_TMA)
+GEMM_DECODE_TMA_F32OUT_SPLIT4 = S("gemm_decode_tma", "gemm_decode_tma_bf16_f32_split4",
+                                  _DECODE_TMA)
+GEMM_DECODE_TMA_SPLIT8 = S("gemm_decode_tma", "gemm_decode_tma_bf16_split8", _DECODE_TMA)
+GEMM_DECODE_TMA_F32OUT_SPLIT8 = S("gemm_decode_tma", "gemm_decode_tma_bf16_f32_split8",
+                                  _DECODE_TMA)
+GEMM_DECODE_TMA_SWIGLU = S("gemm_decode_tma", "gemm_decode_tma_swiglu_bf16", _DECODE_TMA)
+GEMM_DECODE_TMA_SWIGLU_SPLIT2 = S("gemm_decode_tma", "gemm_decode_tma_swiglu_bf16_split2",
+                                  _DECODE_TMA)
+GEMM_DECODE_TMA_SWIGLU_SPLIT4 = S("gemm_decode_tma", "gemm_decode_tma_swiglu_bf16_split4",
+                                  _DECODE_TMA)
+GEMM_DECODE_TMA_SWIGLU_SPLIT8 = S("gemm_decode_tma", "gemm_decode_tma_swiglu_bf16_split8",
+                                  _DECODE_TMA)
 # FP8 E4M3 weights [N, K] (one byte each) with f32 scales under the index map
 # scale[(n >> row_shift) * row_stride + (k >> col_shift) * col_stride] (block, per-channel or
 # per-tensor layouts; ops/matmul_quant.py builds the map), dequantized in registers.

@@ -6,7 +6,7 @@ they never assemble raw argument lists themselves.
 
 from __future__ import annotations
 
-from ..gpu import GpuBackend, KernelLaunch, KernelSig
+from ..gpu import DevicePtr, GpuBackend, KernelHandle, KernelLaunch, KernelSig
 from .routes import KernelRoutes
 
 
@@ -22,6 +22,8 @@ class KernelCache:
         self._launches: dict[KernelSig, KernelLaunch] = {}
         self._shared_opt_in: dict[KernelSig, int] = {}
         self._most_shared: set[KernelSig] = set()
+        self._tensor_maps: dict[tuple[int, int, int, int], bytes] = {}
+        self._resident: dict[tuple[str, str, int, int, int], int | None] = {}
 
     def get(self, sig: KernelSig) -> KernelLaunch:
         launch = self._launches.get(sig)
@@ -43,3 +45,27 @@ class KernelCache:
             self.backend.prefer_shared_memory(launch.handle)
             self._most_shared.add(sig)
         return launch
+
+    def tensor_map(self, ptr: DevicePtr, rows: int, cols: int, box_rows: int) -> bytes:
+        """The TMA tensor map of the bf16 matrix [rows][cols] at `ptr` in [box_rows][64]
+        boxes (GpuBackend.tensor_map_2d), encoded on first use and kept: a map is a pure
+        function of these four values, so a weight's is encoded at its first product and an
+        activation buffer's once per row count, never per step (a captured graph holds the
+        bytes; a buffer freed and reallocated at the same address and shape gets the same,
+        still correct, map). Bounded by the distinct buffers x row counts a runner uses."""
+        key = (ptr, rows, cols, box_rows)
+        tmap = self._tensor_maps.get(key)
+        if tmap is None:
+            tmap = self._tensor_maps[key] = self.backend.tensor_map_2d(ptr, rows, cols,
+                                                                       box_rows)
+        return tmap
+
+    def resident_blocks(self, handle: KernelHandle, block: int, shared_mem: int,
+                        cluster: int) -> int | None:
+        """GpuBackend.resident_blocks for this launch shape, asked once and kept (the
+        kernel must already be opted in to `shared_mem`)."""
+        key = (handle.module, handle.func, block, shared_mem, cluster)
+        if key not in self._resident:
+            self._resident[key] = self.backend.resident_blocks(handle, block, shared_mem,
+                                                               cluster)
+        return self._resident[key]

@@ -11,9 +11,18 @@ distributed shared memory (`decode_split`). A fused [gate | up] weight can end i
 with the SwiGLU (`swiglu=True`: each block loads matching gate and up rows and writes their
 activation, so no silu_mul launch follows; KernelRoutes.decode_gemm_swiglu). The geometry
 constants mirror the kernel's; only sm_90a sets build the module (`available`).
+
+Two kernels compute it, bit for bit alike: gemm_decode_tma (the default where the set has it,
+KernelRoutes.decode_gemm_tma / ATLAS_DECODE_GEMM_TMA=0) streams the operands with TMA
+tensor copies issued by one producer warp (128 G + 32 threads) through a ring of up to
+TMA_MAX_STAGES slots, all in flight; gemm_decode_sm90 has every thread issue 16-byte
+cp.async copies. Their tensor maps (w's and x's) come from KernelCache.tensor_map: encoded
+once per buffer, shape and box, never per step.
 """
 
 from __future__ import annotations
+
+from typing import Mapping
 
 from ..gpu import H200_FACTS, DevicePtr, KernelSig, Stream
 from ..kernel_abi import (GEMM_DECODE_SM90, GEMM_DECODE_SM90_F32OUT,
@@ -22,6 +31,12 @@ from ..kernel_abi import (GEMM_DECODE_SM90, GEMM_DECODE_SM90_F32OUT,
                           GEMM_DECODE_SM90_SPLIT4, GEMM_DECODE_SM90_SPLIT8,
                           GEMM_DECODE_SM90_SWIGLU, GEMM_DECODE_SM90_SWIGLU_SPLIT2,
                           GEMM_DECODE_SM90_SWIGLU_SPLIT4, GEMM_DECODE_SM90_SWIGLU_SPLIT8)
+from ..kernel_abi import (GEMM_DECODE_TMA, GEMM_DECODE_TMA_F32OUT,
+                          GEMM_DECODE_TMA_F32OUT_SPLIT2, GEMM_DECODE_TMA_F32OUT_SPLIT4,
+                          GEMM_DECODE_TMA_F32OUT_SPLIT8, GEMM_DECODE_TMA_SPLIT2,
+                          GEMM_DECODE_TMA_SPLIT4, GEMM_DECODE_TMA_SPLIT8, GEMM_DECODE_TMA_SWIGLU,
+                          GEMM_DECODE_TMA_SWIGLU_SPLIT2, GEMM_DECODE_TMA_SWIGLU_SPLIT4,
+                          GEMM_DECODE_TMA_SWIGLU_SPLIT8)
 from . import KernelCache
 from ._preconditions import require_aligned, require_multiple
 from .routes import DECODE_GEMM_SPLITS
@@ -43,6 +58,12 @@ WIDE_MIN_COLS = 32
 DECODE_MAX_STAGES = 8
 DECODE_PAIR_BUDGET = 110 * 1024
 DECODE_SOLO_BUDGET = 200 * 1024
+#: the TMA kernel's producer warp (gemm_decode_tma.cu kProducerThreads) and its ring's most
+#: stages (kMaxStages; its byte budgets are the cp.async kernel's)
+TMA_PRODUCER_THREADS = 32
+TMA_MAX_STAGES = 16
+#: the narrowest batch width the TMA kernel runs on two warpgroups by default (decode_groups)
+TMA_WIDE_MIN_COLS = 64
 #: a split of K keeps at least this many 64-column k-tiles per block: fewer would spend more
 #: on the pipeline's fill and the partial sums than the extra blocks win
 MIN_SPLIT_K_TILES = 4
@@ -58,6 +79,17 @@ _SWIGLU_SIGS: dict[int, KernelSig] = {
     1: GEMM_DECODE_SM90_SWIGLU, 2: GEMM_DECODE_SM90_SWIGLU_SPLIT2,
     4: GEMM_DECODE_SM90_SWIGLU_SPLIT4, 8: GEMM_DECODE_SM90_SWIGLU_SPLIT8,
 }
+#: the TMA kernel's entries, keyed as _SIGS and _SWIGLU_SIGS
+_TMA_SIGS: dict[tuple[int, bool], KernelSig] = {
+    (1, False): GEMM_DECODE_TMA, (1, True): GEMM_DECODE_TMA_F32OUT,
+    (2, False): GEMM_DECODE_TMA_SPLIT2, (2, True): GEMM_DECODE_TMA_F32OUT_SPLIT2,
+    (4, False): GEMM_DECODE_TMA_SPLIT4, (4, True): GEMM_DECODE_TMA_F32OUT_SPLIT4,
+    (8, False): GEMM_DECODE_TMA_SPLIT8, (8, True): GEMM_DECODE_TMA_F32OUT_SPLIT8,
+}
+_TMA_SWIGLU_SIGS: dict[int, KernelSig] = {
+    1: GEMM_DECODE_TMA_SWIGLU, 2: GEMM_DECODE_TMA_SWIGLU_SPLIT2,
+    4: GEMM_DECODE_TMA_SWIGLU_SPLIT4, 8: GEMM_DECODE_TMA_SWIGLU_SPLIT8,
+}
 
 
 def decode_cols(m: int) -> int:
@@ -68,10 +100,16 @@ def decode_cols(m: int) -> int:
     raise ValueError(f"decode_gemm: m={m} must be in 1..{DECODE_MAX_M}")
 
 
-def decode_groups(m: int, wide: bool) -> int:
+def decode_groups(m: int, wide: bool | None, tma: bool = False) -> int:
     """Warpgroups per block: two (128 weight rows sharing each x tile) when `wide`
-    (KernelRoutes.decode_gemm_wide) and the batch runs at N >= WIDE_MIN_COLS, else one."""
-    return 2 if wide and decode_cols(m) >= WIDE_MIN_COLS else 1
+    (KernelRoutes.decode_gemm_wide) and the batch runs at N >= WIDE_MIN_COLS (any N on the
+    TMA kernel, whose x copy is one instruction), else one. `wide` None: the kernel's default,
+    two on the TMA kernel from N = TMA_WIDE_MIN_COLS (x's L2 re-reads 1 + N / 128 times the
+    weight bytes instead of 1 + N / 64, and one 8-stage ring of 16 KB weight tiles an SM
+    instead of two 6-stage rings of 8 KB at N = 64), one on the cp.async kernel."""
+    if wide is None:
+        wide = tma and decode_cols(m) >= TMA_WIDE_MIN_COLS
+    return 2 if wide and (tma or decode_cols(m) >= WIDE_MIN_COLS) else 1
 
 
 def stage_bytes(cols: int, groups: int = 1) -> int:
@@ -85,21 +123,24 @@ def blocks_per_sm(cols: int, groups: int = 1) -> int:
     return 2 if cols <= 128 and groups == 1 else 1
 
 
-def ring_stages(cols: int, groups: int = 1) -> int:
+def ring_stages(cols: int, groups: int = 1, max_stages: int = DECODE_MAX_STAGES) -> int:
+    """Stages of the ring (the cp.async kernel's; TMA_MAX_STAGES: the TMA kernel's)."""
     budget = (DECODE_PAIR_BUDGET if blocks_per_sm(cols, groups) == 2
               else DECODE_SOLO_BUDGET)
-    return min(DECODE_MAX_STAGES, budget // stage_bytes(cols, groups))
+    return min(max_stages, budget // stage_bytes(cols, groups))
 
 
-def smem_bytes(cols: int, groups: int = 1) -> int:
+def smem_bytes(cols: int, groups: int = 1, max_stages: int = DECODE_MAX_STAGES) -> int:
     """Dynamic shared memory of a launch at wgmma width `cols` (the ring + 1 KiB to align
     its base to the 128-byte swizzle's 1024-byte atom)."""
-    return ring_stages(cols, groups) * stage_bytes(cols, groups) + 1024
+    return ring_stages(cols, groups, max_stages) * stage_bytes(cols, groups) + 1024
 
 
 #: the most dynamic shared memory any launch needs: what the kernels opt in to (<= 227 KiB)
 DECODE_MAX_SHARED = max(smem_bytes(cols, groups) for cols in DECODE_COLS
                         for groups in DECODE_GROUPS)
+TMA_MAX_SHARED = max(smem_bytes(cols, groups, TMA_MAX_STAGES) for cols in DECODE_COLS
+                     for groups in DECODE_GROUPS)
 
 
 def wave_fill(blocks: int, slots: int) -> float:
@@ -114,7 +155,8 @@ SPLIT_FILL_GAIN = 0.05
 
 
 def decode_split(m: int, n: int, k: int, sm_count: int = H200_FACTS.sm_count,
-                 forced: int | None = None, groups: int = 1) -> int:
+                 forced: int | None = None, groups: int = 1,
+                 resident: Mapping[int, int] | None = None) -> int:
     """Blocks per cluster that split K (each of DECODE_GEMM_SPLITS keeps at least
     MIN_SPLIT_K_TILES k-tiles per block). Under a wave of tiles, ceil(n / (64 groups)), the
     largest split whose grid still runs in one wave (sm_count x blocks_per_sm): a narrow
@@ -125,6 +167,9 @@ def decode_split(m: int, n: int, k: int, sm_count: int = H200_FACTS.sm_count,
     2,374 tiles fill 9 waves alone. (Measured PDL on, H200, b64: the unsplit gate_up at
     65 us, 3.1 TB/s, the LM head's nine waves at 3.84 TB/s.) `forced`
     (KernelRoutes.decode_gemm_split, ATLAS_DECODE_GEMM_SPLIT) overrides the rule for A/B runs.
+    `resident`: the blocks the device holds at once for each split, as the driver computes
+    them (`resident_blocks`; a cluster's blocks must share a GPC), replacing the modelled
+    slots split by split; a split the device cannot hold a cluster of is never chosen.
     """
     if forced is not None:
         if forced not in DECODE_GEMM_SPLITS:
@@ -132,15 +177,42 @@ def decode_split(m: int, n: int, k: int, sm_count: int = H200_FACTS.sm_count,
         return forced
     tiles = -(-n // (DECODE_ROWS * groups))
     k_tiles = -(-k // 64)
-    slots = sm_count * blocks_per_sm(decode_cols(m), groups)
-    splits = [s for s in DECODE_GEMM_SPLITS if s == 1 or k_tiles >= MIN_SPLIT_K_TILES * s]
-    if tiles < slots:
-        return max(s for s in splits if tiles * s <= slots)
+    modelled = sm_count * blocks_per_sm(decode_cols(m), groups)
+    slots = {s: modelled if resident is None else resident.get(s, modelled)
+             for s in DECODE_GEMM_SPLITS}
+    splits = [s for s in DECODE_GEMM_SPLITS if s == 1
+              or (k_tiles >= MIN_SPLIT_K_TILES * s and slots[s] >= s)]
+    if tiles < slots[1]:
+        return max(s for s in splits if tiles * s <= slots[s])
     best = 1
     for split in splits:
-        if wave_fill(tiles * split, slots) >= wave_fill(tiles * best, slots) + SPLIT_FILL_GAIN:
+        if (wave_fill(tiles * split, slots[split])
+                >= wave_fill(tiles * best, slots[best]) + SPLIT_FILL_GAIN):
             best = split
     return best
+
+
+def resident_blocks(kc: KernelCache, m: int, out_f32: bool, swiglu: bool, tma: bool,
+                    groups: int) -> dict[int, int] | None:
+    """The blocks of each split's entry point the device holds at once at this launch shape
+    (KernelCache.resident_blocks: the driver's cluster occupancy, asked once per shape), for
+    decode_split; None where the backend has no such model (no device) or the routes do not
+    ask (KernelRoutes.decode_gemm_occupancy, ATLAS_DECODE_GEMM_OCCUPANCY=1)."""
+    if not kc.routes.decode_gemm_occupancy:
+        return None
+    cols = decode_cols(m)
+    stages = TMA_MAX_STAGES if tma else DECODE_MAX_STAGES
+    threads = DECODE_THREADS * groups + (TMA_PRODUCER_THREADS if tma else 0)
+    out = {}
+    for split in DECODE_GEMM_SPLITS:
+        launch = kc.get_with_shared(entry_point(split, out_f32, swiglu, tma),
+                                    TMA_MAX_SHARED if tma else DECODE_MAX_SHARED)
+        blocks = kc.resident_blocks(launch.handle, threads, smem_bytes(cols, groups, stages),
+                                    split)
+        if blocks is None:
+            return None
+        out[split] = blocks
+    return out
 
 
 def available(kc: KernelCache) -> bool:
@@ -149,26 +221,47 @@ def available(kc: KernelCache) -> bool:
     return GEMM_DECODE_SM90.module in kc.backend.module_names
 
 
+def uses_tma(kc: KernelCache, tma: bool | None = None) -> bool:
+    """Whether decode_gemm runs the TMA kernel: `tma` when given (a check case or benchmark
+    forcing one kernel), else the routes' decode_gemm_tma where the loaded set has it."""
+    if tma is not None:
+        return tma
+    return kc.routes.decode_gemm_tma and GEMM_DECODE_TMA.module in kc.backend.module_names
+
+
+def entry_point(split: int, out_f32: bool = False, swiglu: bool = False,
+                tma: bool = False) -> KernelSig:
+    """The decode GEMM entry point of a launch: its cluster split, f32 logits or the SwiGLU
+    epilogue, on the TMA or the cp.async kernel."""
+    if swiglu:
+        return (_TMA_SWIGLU_SIGS if tma else _SWIGLU_SIGS)[split]
+    return (_TMA_SIGS if tma else _SIGS)[split, out_f32]
+
+
 def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr,
                 m: int, n: int, k: int, out_f32: bool = False, split: int | None = None,
-                wide: bool | None = None, swiglu: bool = False) -> None:
+                wide: bool | None = None, swiglu: bool = False,
+                tma: bool | None = None) -> None:
     """y = x @ w.T for 1 <= m <= 256 rows (bf16 in; bf16, or for logits the bf16-rounded
     value as f32, out); every weight byte is read once. With `swiglu`, w is a fused
     [gate | up] weight [n, k] (n even) and y the activation [m, n / 2]: the unfused product,
     then silu_mul, bit for bit (the same split's sums), in one launch.
 
-    Preconditions: n >= 1, k a positive multiple of 8, x and w 16-byte aligned, y aligned to
-    its element; the module must be loaded (`available`). `split` forces the cluster split
-    (None: `decode_split` with the routes' override), `wide` two-warpgroup blocks (None: the
-    routes' decode_gemm_wide). Launched with ceil(n / (64 G)) * split blocks of 128 G threads
-    (G = `decode_groups`; a SwiGLU block's 64 G weight rows are 32 G gate/up pairs, so the
-    grid is the same) and `smem_bytes(decode_cols(m), G)` of dynamic shared memory (each
-    entry point is opted in to DECODE_MAX_SHARED once); each block keeps the routes'
-    decode_gemm_l2_tiles k-tiles of its weight rows prefetched into L2 ahead of its ring,
-    from before its PDL wait (ATLAS_DECODE_GEMM_L2_TILES).
+    Preconditions: n >= 1, k a positive multiple of 8, x and w 16-byte aligned, y aligned to its
+    element; the module must be loaded (`available`). `split` forces the cluster split (None:
+    `decode_split` with the routes' override), `wide` two-warpgroup blocks (None: the routes'
+    decode_gemm_wide, whose None is the kernel's default), `tma` the kernel (None: `uses_tma`).
+    Launched with ceil(n / (64 G)) * split blocks (G = `decode_groups`; a SwiGLU block's 64 G
+    weight rows are 32 G gate/up pairs, so the grid is the same) of 128 G threads (+
+    TMA_PRODUCER_THREADS on the TMA kernel) and `smem_bytes(decode_cols(m), G, stages)` of
+    dynamic shared memory (each entry point is opted in to its kernel's most once). The cp.async
+    kernel's blocks keep the routes' decode_gemm_l2_tiles k-tiles of their weight rows
+    prefetched into L2 ahead of the ring, from before the PDL wait (ATLAS_DECODE_GEMM_L2_TILES);
+    the TMA kernel's ring holds its weight rows' next tiles in flight itself.
     """
+    tma = uses_tma(kc, tma)
     cols = decode_cols(m)
-    groups = decode_groups(m, kc.routes.decode_gemm_wide if wide is None else wide)
+    groups = decode_groups(m, kc.routes.decode_gemm_wide if wide is None else wide, tma)
     if n < 1:
         raise ValueError(f"decode_gemm: n={n} must be positive")
     if swiglu and (n % 2 or out_f32):
@@ -179,10 +272,19 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
     require_aligned("decode_gemm", "w", w, 16)
     require_aligned("decode_gemm", "y", y, 4 if out_f32 else 2)
     if split is None:
-        split = decode_split(m, n, k, kc.facts.sm_count, kc.routes.decode_gemm_split, groups)
+        split = decode_split(m, n, k, kc.facts.sm_count, kc.routes.decode_gemm_split, groups,
+                             resident_blocks(kc, m, out_f32, swiglu, tma, groups))
     elif split not in DECODE_GEMM_SPLITS:
         raise ValueError(f"decode_gemm: split {split} is not one of {DECODE_GEMM_SPLITS}")
-    sig = _SWIGLU_SIGS[split] if swiglu else _SIGS[split, out_f32]
-    launch = kc.get_with_shared(sig, DECODE_MAX_SHARED)
-    launch(stream, -(-n // (DECODE_ROWS * groups)) * split, DECODE_THREADS * groups,
-           smem_bytes(cols, groups), x, w, y, m, n, k, kc.routes.decode_gemm_l2_tiles)
+    grid = -(-n // (DECODE_ROWS * groups)) * split
+    if tma:
+        rows = DECODE_ROWS * groups  # a SwiGLU stage's weight tile is two half boxes
+        wmap = kc.tensor_map(w, n, k, rows // 2 if swiglu else rows)
+        xmap = kc.tensor_map(x, m, k, cols)
+        launch = kc.get_with_shared(entry_point(split, out_f32, swiglu, tma), TMA_MAX_SHARED)
+        launch(stream, grid, DECODE_THREADS * groups + TMA_PRODUCER_THREADS,
+               smem_bytes(cols, groups, TMA_MAX_STAGES), x, w, y, m, n, k, wmap, xmap)
+        return
+    launch = kc.get_with_shared(entry_point(split, out_f32, swiglu), DECODE_MAX_SHARED)
+    launch(stream, grid, DECODE_THREADS * groups, smem_bytes(cols, groups), x, w, y, m, n, k,
+           kc.routes.decode_gemm_l2_tiles)

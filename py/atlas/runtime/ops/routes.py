@@ -31,13 +31,22 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (defaults DEFAULT_DECODE_GEMM_MIN_M..DEFAULT_DECODE_GEMM_MAX_M).
 * ATLAS_DECODE_GEMM_SPLIT=1|2|4|8: its cluster split of K for every product (unset: the
   launch builder's occupancy rule, ops/matmul_decode.decode_split).
-* ATLAS_DECODE_GEMM_WIDE=1: its batches of 17 rows and more on two-warpgroup blocks (128
+* ATLAS_DECODE_GEMM_WIDE=1 / 0: its batches of 17 rows and more on two-warpgroup blocks (128
   weight rows sharing each x tile: 1.5x the weight bytes through L2 at 64 rows instead of
-  2x, and 112 KB of weights in flight per SM instead of 64); off by default until measured
-  (tools/gpu/run_suite.sh decode_gemm_wide_ab).
+  2x, and 112 KB of weights in flight per SM instead of 64) / on one-warpgroup blocks.
+  Unset, each kernel's default (ops/matmul_decode.decode_groups): two on the TMA kernel from
+  33 rows, one on the cp.async kernel (tools/gpu/run_suite.sh decode_gemm_tma's "wide" rows).
 * ATLAS_DECODE_GEMM_SWIGLU=0: a dense MLP's gate_up on the decode GEMM writes [gate | up] and
   silu_mul makes the activation (two launches), instead of the GEMM ending with the SwiGLU
   (gemm_decode_sm90_swiglu_*: one launch, half the output bytes): the A/B of the fusion.
+* ATLAS_DECODE_GEMM_TMA=0: the decode GEMM on its cp.async kernel (gemm_decode_sm90, every
+  thread issuing 16-byte copies into the ring: the session-7 kernel) instead of the TMA one
+  (gemm_decode_tma: one producer thread, tensor maps, a ring with every slot in flight); the
+  same products, splits and block shapes, bit for bit.
+* ATLAS_DECODE_GEMM_OCCUPANCY=1: the decode GEMM's split rule counts, split by split, the
+  blocks the driver says the device holds at once (cuOccupancyMaxActiveClusters: a cluster's
+  blocks must share a GPC) instead of sm_count x blocks per SM; off until measured
+  (tools/gpu/decode_gemm_occupancy.py prints both).
 * ATLAS_DECODE_GEMM_L2_TILES=N: k-tiles (64 columns) of its weight rows each decode GEMM
   block keeps prefetched into L2 ahead of its shared-memory ring, from before its PDL wait
   (default DEFAULT_DECODE_GEMM_L2_TILES = 0: none, the session-6 kernel; see there why).
@@ -226,9 +235,11 @@ class KernelRoutes:
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
     decode_gemm_max_m: int = DEFAULT_DECODE_GEMM_MAX_M
     decode_gemm_split: int | None = None
-    decode_gemm_wide: bool = False
+    decode_gemm_wide: bool | None = None
     decode_gemm_swiglu: bool = True
     decode_gemm_l2_tiles: int = DEFAULT_DECODE_GEMM_L2_TILES
+    decode_gemm_tma: bool = True
+    decode_gemm_occupancy: bool = False
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_long_min_batch: int = DEFAULT_DECODE_ATTN_LONG_MIN_BATCH
@@ -293,10 +304,12 @@ class KernelRoutes:
                    decode_gemm_max_m=_env_count(env, "ATLAS_DECODE_GEMM_MAX_M",
                                                 DEFAULT_DECODE_GEMM_MAX_M),
                    decode_gemm_split=int(split) if split else None,
-                   decode_gemm_wide=env_switch(env, "ATLAS_DECODE_GEMM_WIDE", False),
+                   decode_gemm_wide=_env_tristate(env, "ATLAS_DECODE_GEMM_WIDE"),
                    decode_gemm_swiglu=env_switch(env, "ATLAS_DECODE_GEMM_SWIGLU", True),
                    decode_gemm_l2_tiles=_env_count(env, "ATLAS_DECODE_GEMM_L2_TILES",
                                                    DEFAULT_DECODE_GEMM_L2_TILES),
+                   decode_gemm_tma=env_switch(env, "ATLAS_DECODE_GEMM_TMA", True),
+                   decode_gemm_occupancy=env_switch(env, "ATLAS_DECODE_GEMM_OCCUPANCY", False),
                    decode_attn_long=env_switch(env, "ATLAS_DECODE_ATTN_LONG", True),
                    decode_attn_long_min_keys=_env_count(env, "ATLAS_DECODE_ATTN_LONG_MIN_KEYS",
                                                         DEFAULT_DECODE_ATTN_LONG_MIN_KEYS),

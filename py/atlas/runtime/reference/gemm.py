@@ -20,6 +20,12 @@ from ..kernel_abi import (GEMM_DECODE_SM90, GEMM_DECODE_SM90_F32OUT,
                           GEMM_DECODE_SM90_SWIGLU, GEMM_DECODE_SM90_SWIGLU_SPLIT2,
                           GEMM_DECODE_SM90_SWIGLU_SPLIT4, GEMM_DECODE_SM90_SWIGLU_SPLIT8,
                           GEMV_MMA, GEMV_MMA_F32OUT)
+from ..kernel_abi import (GEMM_DECODE_TMA, GEMM_DECODE_TMA_F32OUT,
+                          GEMM_DECODE_TMA_F32OUT_SPLIT2, GEMM_DECODE_TMA_F32OUT_SPLIT4,
+                          GEMM_DECODE_TMA_F32OUT_SPLIT8, GEMM_DECODE_TMA_SPLIT2,
+                          GEMM_DECODE_TMA_SPLIT4, GEMM_DECODE_TMA_SPLIT8, GEMM_DECODE_TMA_SWIGLU,
+                          GEMM_DECODE_TMA_SWIGLU_SPLIT2, GEMM_DECODE_TMA_SWIGLU_SPLIT4,
+                          GEMM_DECODE_TMA_SWIGLU_SPLIT8)
 from . import HostMemory, reference
 from .gemv import gemv_swiglu_bf16_single, linear_bf16
 
@@ -67,4 +73,34 @@ def gemm_decode_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: in
 @reference(GEMM_DECODE_SM90_SWIGLU_SPLIT8)
 def gemm_decode_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, act: int,
                             m: int, n: int, k: int, l2_tiles: int) -> None:
+    gemv_swiglu_bf16_single(mem, grid, block, x, w, act, m, n, k)
+
+
+# The TMA decode GEMM: the same products; its tensor maps only say how the kernel reads x
+# and w, which the reference reads through their pointers.
+@reference(GEMM_DECODE_TMA)
+@reference(GEMM_DECODE_TMA_SPLIT2)
+@reference(GEMM_DECODE_TMA_SPLIT4)
+@reference(GEMM_DECODE_TMA_SPLIT8)
+def gemm_decode_tma_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int,
+                         m: int, n: int, k: int, wmap: bytes, xmap: bytes) -> None:
+    linear_bf16(mem, x, w, y, m, n, k, out_f32=False)
+
+
+@reference(GEMM_DECODE_TMA_F32OUT)
+@reference(GEMM_DECODE_TMA_F32OUT_SPLIT2)
+@reference(GEMM_DECODE_TMA_F32OUT_SPLIT4)
+@reference(GEMM_DECODE_TMA_F32OUT_SPLIT8)
+def gemm_decode_tma_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int,
+                             m: int, n: int, k: int, wmap: bytes, xmap: bytes) -> None:
+    linear_bf16(mem, x, w, y, m, n, k, out_f32=True)
+
+
+@reference(GEMM_DECODE_TMA_SWIGLU)
+@reference(GEMM_DECODE_TMA_SWIGLU_SPLIT2)
+@reference(GEMM_DECODE_TMA_SWIGLU_SPLIT4)
+@reference(GEMM_DECODE_TMA_SWIGLU_SPLIT8)
+def gemm_decode_tma_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
+                                act: int, m: int, n: int, k: int, wmap: bytes,
+                                xmap: bytes) -> None:
     gemv_swiglu_bf16_single(mem, grid, block, x, w, act, m, n, k)

@@ -1,0 +1,305 @@
+// The decode wgmma GEMM with its operands streamed by the TMA unit: y[m, n] = sum_k x[m, k] *
+// w[n, k] for 1 <= m <= 256 (bf16 in, f32 accumulate, bf16 or bf16-valued f32 out), sm_90a.
+// The same product, block geometry, split-K cluster sum and SwiGLU epilogue as
+// gemm_decode_sm90.cu (read its header first; gemm_decode_tile.cuh holds what they share), so
+// for the same split both kernels produce the same bits; only how bytes reach shared memory
+// differs.
+//
+// Why: decode batches are memory-bound, and what bounds a block's weight stream is the bytes
+// it keeps in flight. The cp.async kernel has every thread issue 16-byte copies into its ring
+// and refills a slot only two tiles after its wgmmas were issued (prefetch distance kStages -
+// 2), with a block barrier per tile. Here one producer thread issues one TMA copy per operand
+// tile (cp.async.bulk.tensor.2d: the [64 G][64] weight box and the [N][64] x box, written
+// 128-byte swizzled exactly as the wgmma descriptors read them, rows past n or m and columns
+// past k zero-filled by the unit), completing on a per-slot "full" mbarrier; the consumer
+// warpgroups wait on it, multiply, and release the slot on a per-slot "empty" mbarrier as soon
+// as its wgmmas retire. Every slot of the ring but the one being multiplied is in flight, no
+// consumer thread spends an instruction on copies, and no block barrier sits in the loop; the
+// ring holds up to kMaxStages tiles (the weight tile of the narrowest batch is 80% of a stage).
+//
+// Block: G consumer warpgroups (threads [0, 128 G), G = 1 or 2) and one producer warp (threads
+// [128 G, 128 G + 32): its first lane issues every copy). The operands come from two tensor
+// maps the host encodes once (ops/matmul_decode.py; cached per weight and per x buffer):
+// wmap over w [n][k] with a [64 G][64] box (SwiGLU entries: [32 G][64], copied twice per
+// stage, gate rows at row0 and up rows at I + row0 -- gate rows past I then hold up rows,
+// whose products feed no output column), xmap over x [m][k] with an [N][64] box; both
+// bf16, 128-byte swizzle, zero fill. x and w themselves are parameters only for the host
+// reference (kernel_abi.py).
+//
+// Split-K, grid and ring sizes as in gemm_decode_sm90.cu: entry points *_split{2,4,8} are
+// compiled for clusters of S blocks (rank = blockIdx.x % S, tile = blockIdx.x / S, rank r takes
+// k-tiles [K r / S, K (r + 1) / S)); one-warpgroup blocks with N <= 128 get a ring of at most
+// kPairBudget bytes (two blocks per SM), the others kSoloBudget (one per SM).
+//
+// PDL: the producer issues the first ring's weight copies before griddepcontrol.wait (no
+// kernel writes weights); x is copied and y written only after it.
+//
+// Launch (ops/matmul_decode.py): grid = ceil(n / (64 G)) * S (1-D), 128 G + 32 threads,
+// dynamic shared memory smem_bytes(N, G, kMaxStages). Preconditions: 1 <= m <= 256, n >= 1,
+// k >= 8 with k % 8 == 0, x and w 16-byte aligned; the SwiGLU entries also n even.
+#include "atlas_common.cuh"
+#include "bulk_copy.cuh"
+#include "gemm_decode_tile.cuh"
+#include "mma_util.cuh"
+#include "wgmma_util.cuh"
+
+namespace {
+
+using namespace atlas::decode_gemm;  // geometry, store_tile
+
+// CUtensorMap: 128 opaque bytes, 64-byte aligned (the driver header's definition, without it).
+struct alignas(64) TensorMap {
+  uint64_t opaque[16];
+};
+
+constexpr int kProducerThreads = 32;     // one warp; ops/matmul_decode.py TMA_PRODUCER_THREADS
+constexpr int kMaxStages = 16;  // ops/matmul_decode.py TMA_MAX_STAGES
+
+constexpr int kBarrierBytes = 2 * kMaxStages * 8;  // the static full/empty mbarriers
+// A ring slot that waits this long (~2 s at 1.98 GHz; a tile lands in microseconds, and a
+// PDL wait behind a decode kernel lasts milliseconds) never fills: trap, do not hang.
+constexpr long long kHangCycles = 4000000000LL;
+static_assert(smem_bytes(kMaxCols, 1, kMaxStages) + kBarrierBytes <= 227 * 1024,
+              "sm_90 allows 227 KiB per block");
+static_assert(smem_bytes(kMaxCols, kMaxGroups, kMaxStages) + kBarrierBytes <= 227 * 1024,
+              "sm_90 allows 227 KiB per block");
+// two one-warpgroup blocks of any N <= 128 fit an SM (1 KiB reserved per block)
+constexpr bool pair_fits(int cols) {
+  return 2 * (smem_bytes(cols, 1, kMaxStages) + kBarrierBytes + 1024) <= 228 * 1024;
+}
+static_assert(pair_fits(16) && pair_fits(32) && pair_fits(64) && pair_fits(128),
+              "two N <= 128 blocks fit an SM");
+
+template <int kCols, int kSplit, bool kF32Out, int kGroups, bool kSwiglu>
+__device__ __forceinline__ void gemm_decode_tma(const TensorMap& wmap, const TensorMap& xmap,
+                                                void* __restrict__ y, int m, int n, int k,
+                                                uint8_t* smem_raw, uint64_t* full,
+                                                uint64_t* empty) {
+  constexpr int kThreads = kGroupThreads * kGroups, kRows = kGroupRows * kGroups;
+  constexpr int kStages = ring_stages(kCols, kGroups, kMaxStages);
+  constexpr int kStage = stage_bytes(kCols, kGroups);
+  constexpr int kStageW = kRows * BK * 2;
+  constexpr int kOutRows = kSwiglu ? kRows / 2 : kRows;
+  static_assert(kStages >= 2, "a slot fills while another is multiplied");
+  static_assert(kStage % kAlign == 0 && kStageW % (2 * kAlign) == 0,
+                "stage bases (and the SwiGLU up half) stay swizzle-atom aligned");
+  static_assert(kCols * partial_pitch(kGroups) * 4 <= kStages * kStage,
+                "the partial tile fits in the ring");
+  const int inter = n / 2;  // activation width (kSwiglu)
+
+  const uint32_t raw = atlas::smem_addr(smem_raw);
+  const uint32_t smem = (raw + kAlign - 1) & ~uint32_t(kAlign - 1);
+  float* part = reinterpret_cast<float*>(smem_raw + (smem - raw));  // the epilogue's tile
+
+  const int tile = static_cast<int>(blockIdx.x) / kSplit;
+  const int rank = static_cast<int>(blockIdx.x) % kSplit;  // == the cluster rank
+  const int row0 = tile * kOutRows;  // first output column (kSwiglu: first gate/up pair)
+  const int k_tiles = (k + BK - 1) / BK;
+  const int kt0 = k_tiles * rank / kSplit;
+  const int count = k_tiles * (rank + 1) / kSplit - kt0;  // k-tiles of this block
+  const int tid = static_cast<int>(threadIdx.x);
+
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      atlas::bulk::init_barrier(&full[s], 1);
+      atlas::bulk::init_barrier(&empty[s], kThreads / 32);  // one arrival per consumer warp
+    }
+    atlas::bulk::fence_barrier_init();
+  }
+  __syncthreads();
+
+  float acc[kCols / 2];
+#pragma unroll
+  for (int i = 0; i < kCols / 2; ++i) acc[i] = 0.f;
+
+  if (tid >= kThreads) {  // the producer warp
+    if (tid == kThreads) {
+      atlas::bulk::prefetch_map(&wmap);
+      atlas::bulk::prefetch_map(&xmap);
+      auto load_w = [&](int s, int kt) {
+        const uint32_t dst = smem + s * kStage;
+        if constexpr (kSwiglu) {  // gate rows [row0, +kRows / 2), then the up rows I past them
+          atlas::bulk::copy_tile_2d(dst, &wmap, kt * BK, row0, &full[s]);
+          atlas::bulk::copy_tile_2d(dst + kStageW / 2, &wmap, kt * BK, inter + row0, &full[s]);
+        } else {
+          atlas::bulk::copy_tile_2d(dst, &wmap, kt * BK, row0, &full[s]);
+        }
+      };
+      auto load_x = [&](int s, int kt) {
+        atlas::bulk::copy_tile_2d(smem + s * kStage + kStageW, &xmap, kt * BK, 0, &full[s]);
+      };
+      // the first ring's weights before the PDL wait (one arrival announces the whole
+      // stage, so each slot's phase completes only once its x tile has landed too)
+      const int first = count < kStages ? count : kStages;
+      for (int i = 0; i < first; ++i) {
+        atlas::bulk::expect_bytes(&full[i], kStage);
+        load_w(i, kt0 + i);
+      }
+      atlas::pdl_enter();
+      for (int i = 0; i < first; ++i) load_x(i, kt0 + i);
+      for (int i = kStages; i < count; ++i) {
+        const int s = i % kStages;
+        atlas::bulk::wait_parity_or_trap(&empty[s], (i / kStages - 1) & 1, kHangCycles);
+        atlas::bulk::expect_bytes(&full[s], kStage);
+        load_w(s, kt0 + i);
+        load_x(s, kt0 + i);
+      }
+    } else {
+      atlas::pdl_enter();
+    }
+  } else {  // the consumer warpgroups
+    atlas::pdl_enter();
+    // warpgroup g multiplies weight rows [64 g, 64 g + 64) of each stage by its x tile
+    const uint32_t w_off = (tid / kGroupThreads) * kGroupRows * BK * 2;
+    for (int i = 0; i < count; ++i) {
+      const int s = i % kStages;
+      atlas::bulk::wait_parity_or_trap(&full[s], (i / kStages) & 1, kHangCycles);
+      const uint32_t stage = smem + s * kStage;
+      // four k16 wgmmas, then wait until only they are in flight: tile i - 1's are done
+      atlas::wgmma_k64_tile(acc, atlas::smem_desc(stage + w_off),
+                            atlas::smem_desc(stage + kStageW));
+      // wgmma.wait_group is warpgroup-collective: once it returns, tile i - 1's operands are
+      // read for every lane, so one lane a warp releases the slot (4 G arrivals, not 128 G)
+      if (i > 0 && (tid & 31) == 0) atlas::bulk::arrive(&empty[(i - 1) % kStages]);
+    }
+    atlas::wgmma_wait<0>();
+    atlas::fence_acc(acc);
+  }
+  __syncthreads();  // every wgmma retired and every copy landed (each full phase was awaited)
+
+  store_tile<kCols, kSplit, kF32Out, kGroups, kSwiglu, true, true>(acc, part, y, m, n, row0,
+                                                                  rank);
+}
+
+// N = the batch rounded up to a wgmma width (the TMA box covers any N for either block shape).
+template <int kSplit, bool kF32Out, int kGroups, bool kSwiglu>
+__device__ __forceinline__ void dispatch_cols(const TensorMap& wmap, const TensorMap& xmap,
+                                              void* y, int m, int n, int k, uint8_t* smem,
+                                              uint64_t* full, uint64_t* empty) {
+  if (m <= 16)
+    gemm_decode_tma<16, kSplit, kF32Out, kGroups, kSwiglu>(wmap, xmap, y, m, n, k, smem, full,
+                                                          empty);
+  else if (m <= 32)
+    gemm_decode_tma<32, kSplit, kF32Out, kGroups, kSwiglu>(wmap, xmap, y, m, n, k, smem, full,
+                                                          empty);
+  else if (m <= 64)
+    gemm_decode_tma<64, kSplit, kF32Out, kGroups, kSwiglu>(wmap, xmap, y, m, n, k, smem, full,
+                                                          empty);
+  else if (m <= 128)
+    gemm_decode_tma<128, kSplit, kF32Out, kGroups, kSwiglu>(wmap, xmap, y, m, n, k, smem, full,
+                                                           empty);
+  else if (m <= kMaxCols)
+    gemm_decode_tma<kMaxCols, kSplit, kF32Out, kGroups, kSwiglu>(wmap, xmap, y, m, n, k, smem,
+                                                                full, empty);
+  else
+    __trap();  // ops/matmul_decode.py checks 1 <= m <= 256
+}
+
+// The block's consumer warpgroups ((blockDim.x - 32) / 128) select the block shape.
+template <int kSplit, bool kF32Out, bool kSwiglu = false>
+__device__ __forceinline__ void dispatch(const TensorMap& wmap, const TensorMap& xmap, void* y,
+                                         uint32_t m, uint32_t n, uint32_t k) {
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  __shared__ __align__(8) uint64_t full[kMaxStages], empty[kMaxStages];
+  const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
+  if (blockDim.x == kGroupThreads * kMaxGroups + kProducerThreads)
+    dispatch_cols<kSplit, kF32Out, kMaxGroups, kSwiglu>(wmap, xmap, y, mi, ni, ki, smem_raw,
+                                                        full, empty);
+  else if (blockDim.x == kGroupThreads + kProducerThreads)
+    dispatch_cols<kSplit, kF32Out, 1, kSwiglu>(wmap, xmap, y, mi, ni, ki, smem_raw, full,
+                                               empty);
+  else
+    __trap();  // ops/matmul_decode.py launches 160 or 288 threads
+}
+
+constexpr int kMaxThreads = kGroupThreads * kMaxGroups + kProducerThreads;
+
+}  // namespace
+
+// x and w are the host reference's operands (kernel_abi.py); the kernel reads them through
+// wmap and xmap.
+
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<1, false>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_bf16_f32(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<1, true>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_bf16_split2(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<2, false>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_bf16_f32_split2(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<2, true>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_bf16_split4(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<4, false>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_bf16_f32_split4(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<4, true>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_bf16_split8(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<8, false>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_bf16_f32_split8(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<8, true>(wmap, xmap, y, m, n, k);
+}
+
+// The gate_up projection ending with its SwiGLU: w = [gate | up] [n, k], y = act [m, n / 2].
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_swiglu_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<1, false, true>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_swiglu_bf16_split2(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<2, false, true>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_swiglu_bf16_split4(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<4, false, true>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_swiglu_bf16_split8(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<8, false, true>(wmap, xmap, y, m, n, k);
+}

@@ -1,0 +1,91 @@
+"""Check cases for the TMA decode GEMM (module gemm_decode_tma, sm_90a): every shape of the
+cp.async kernel's cases (cases/gemm_decode_sm90.py: every wgmma width with partial batches,
+n past the last tile, k ending inside a k-tile and inside the ring's depth, several laps of
+the ring, f32 logits, every split incl. ranks without k-tiles or batch rows, the Qwen3
+slices, two-warpgroup blocks, the SwiGLU entries), each run through both kernels: the TMA
+kernel's output against the float64 oracle, and against the cp.async kernel's (same split,
+same block shape) bit for bit -- the two differ only in how bytes reach shared memory. Plus
+what only the TMA kernel allows: two-warpgroup blocks at N = 16, and boxes whose rows run
+past both m and n while k ends inside a box.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.dtype import DType
+from ...core.numerics import f32_to_bf16_bits
+from ..gpu import DevicePtr, GpuBackend, Stream
+from ..kernel_check import KernelCase, OutputSpec, kernel_cases
+from ..ops import KernelCache, matmul_decode
+from .gemm_decode_sm90 import (GEMM_DECODE_SHAPES, GEMM_DECODE_SWIGLU_SHAPES,
+                               GEMM_DECODE_WIDE_SHAPES)
+from .gemv import TENSOR_CORE_K_TOL, linear_oracle, random_bf16, swiglu_oracle
+
+#: the cp.async kernel's output beside the TMA kernel's
+CPASYNC = "_cpasync"
+
+#: (m, n, k, out_f32, split, wide) only the TMA kernel runs (two warpgroups at N = 16) or
+#: that stress its boxes: rows past m and n in one box, k % 64 = 8 in a deep ring
+GEMM_DECODE_TMA_SHAPES = [
+    (8, 200, 4096, False, 1, True),     # N 16 on two warpgroups, 5.8 laps of an 11-slot ring
+    (16, 72, 520, True, 2, True),       # N 16 two warpgroups in a cluster, 8 rows past n
+    (3, 20, 8200, False, 4, False),     # 3 of 16 box rows, 20 of 64 weight rows, k % 64 = 8
+    (255, 130, 72, False, 1, True),     # N 256, the last x row, k = 1.125 k-tiles
+]
+
+
+def _split(kc: KernelCache, m: int, n: int, k: int, split: int | None,
+           groups: int) -> int:
+    """The split both kernels run: the forced one, else the rule's for the TMA block shape."""
+    if split is not None:
+        return split
+    return matmul_decode.decode_split(m, n, k, kc.facts.sm_count, kc.routes.decode_gemm_split,
+                                      groups)
+
+
+def gemm_decode_tma_case(rng: np.random.Generator, m: int, n: int, k: int, f32: bool,
+                         split: int | None, wide: bool = False,
+                         swiglu: bool = False) -> KernelCase:
+    """y (act with `swiglu`, n = 2 I) through the TMA kernel, and the same through the
+    cp.async kernel at the same split and warpgroups: the oracle for both, same bits."""
+    scale = (4.0 if swiglu else 1.0) * k ** -0.5  # SwiGLU gates reach the SiLU's curve
+    inputs = {"x": random_bf16(rng, (m, k)), "w": random_bf16(rng, (n, k), scale)}
+    name = "act" if swiglu else "y"
+    cols = n // 2 if swiglu else n
+    spec = OutputSpec(DType.FP32 if f32 else DType.BF16, (m, cols), bf16_valued=f32)
+    groups = matmul_decode.decode_groups(m, wide, tma=True)
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        kc = KernelCache(backend)
+        s = _split(kc, m, n, k, split, groups)
+        for out, tma in ((name, True), (name + CPASYNC, False)):
+            matmul_decode.decode_gemm(kc, stream, p["x"], p["w"], p[out], m, n, k, f32,
+                                      split=s, wide=groups == 2, swiglu=swiglu, tma=tma)
+
+    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        y = linear_oracle(x)["y"]
+        if swiglu:
+            y = swiglu_oracle(f32_to_bf16_bits(y.astype(np.float32)))
+        return {name: y, name + CPASYNC: y}
+
+    label = ("wide " if wide else "") + ("auto" if split is None else f"split{split}")
+    kind = f"swiglu {label} m{m} i{n // 2}" if swiglu else f"{label} m{m} n{n}"
+    return KernelCase(f"gemm_decode_tma {kind} k{k}{' f32' if f32 else ''}",
+                      "gemm_decode_tma", inputs, {name: spec, name + CPASYNC: spec}, run,
+                      oracle, reference_abs_tol=TENSOR_CORE_K_TOL * k,
+                      same_bits=((name, name + CPASYNC),))
+
+
+def tma_case_shapes() -> list[tuple[int, int, int, bool, int | None, bool, bool]]:
+    """Every (m, n, k, out_f32, split, wide, swiglu) the TMA kernel is checked at."""
+    return ([(*shape, False, False) for shape in GEMM_DECODE_SHAPES]
+            + [(*shape, True, False) for shape in GEMM_DECODE_WIDE_SHAPES]
+            + [(m, 2 * i, k, False, split, wide, True)
+               for m, i, k, split, wide in GEMM_DECODE_SWIGLU_SHAPES]
+            + [(*shape, False) for shape in GEMM_DECODE_TMA_SHAPES])
+
+
+@kernel_cases("gemm_decode_tma")
+def gemm_decode_tma_cases(rng: np.random.Generator) -> list[KernelCase]:
+    return [gemm_decode_tma_case(rng, *shape) for shape in tma_case_shapes()]
