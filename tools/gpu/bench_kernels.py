@@ -552,6 +552,8 @@ def quant_route(kc: KernelCache, w: Any, m: int) -> str:
     """The kernel QuantLinear runs an m-row product on (matmul_quant's dispatch)."""
     if matmul_quant.uses_mma(kc, w, m):
         if matmul_quant_mma.uses_direct(kc, w, m):
+            if kc.routes.quant_staged and matmul_quant_mma.staged_supports(w):
+                return "gemv_quant_direct (tensor cores, staged by bulk copies)"
             return "gemv_quant_direct (tensor cores, register-fed)"
         return "gemv_mma_quant (tensor cores, shared-memory ring)"
     fmt = "fp8" if isinstance(w, Fp8Weight) else "nvfp4"
@@ -648,7 +650,8 @@ def quant_linear_case(env: Env, s: Any) -> Case:
                                     tol=SCALED_MM_TOL))
         except (RuntimeError, NotImplementedError, TypeError) as exc:
             note = f"torch._scaled_mm does not run at m={m}: {str(exc).splitlines()[0][:120]}"
-    route = ("gemv_quant_direct gate_up + SwiGLU (tensor cores, register-fed)" if s.swiglu
+    route = (quant_route(kc, probe, m).replace("gemv_quant_direct", "gemv_quant_direct gate_up"
+                                               " + SwiGLU") if s.swiglu
              else quant_route(kc, probe, m)) + (", E2M1 byte tables" if s.lut else "") + (
         ", f32 logits" if s.logits else "")
     return Case(s, make, ours, variants, lambda o, t, r: [("y", o["y"], r)], outputs=("y",),

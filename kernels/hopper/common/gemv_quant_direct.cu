@@ -58,6 +58,7 @@
 // Preconditions: 1 <= m <= 8; FP8: k % 64 == 0, col_stride == 0 or col_shift >= 6; NVFP4:
 // k % 128 == 0; SwiGLU: n even; x and w 16-byte aligned, NVFP4 scales 2-byte aligned.
 #include "bf16_vec.cuh"
+#include "bulk_copy.cuh"
 #include "mma_util.cuh"
 #include "quant_decode.cuh"
 
@@ -98,6 +99,7 @@ __device__ __forceinline__ T load_scale(const T* p) {
 
 struct Fp8 {
   static constexpr int kStepK = 64;  // k values per lane-quad step
+  static constexpr int kScaleBytesPerStep = 0;  // a row's group-scale bytes per step (none)
   const float* scale;
   uint32_t row_shift, row_stride, col_shift, col_stride;
 
@@ -140,6 +142,7 @@ struct Fp8 {
 template <bool kLut>
 struct Nvfp4 {
   static constexpr int kStepK = 128;
+  static constexpr int kScaleBytesPerStep = kStepK / 16;  // a row's E4M3 group scales per step
   const uint8_t* group;  // [n, k / 16] E4M3
   const float* row;      // [n]
   uint32_t groups_per_row;
@@ -278,6 +281,66 @@ struct Cursor {
   }
 };
 
+// Epilogue thread t's output scales for tile `tile` (rows of output r = t % 16, or SwiGLU
+// feature t % 8's gate and up rows), requested at the tile's start so their latency hides
+// behind its steps.
+template <Out kOut, class F>
+__device__ __forceinline__ void tile_out_scales(const F& fmt, int tile, int t, int m, int n,
+                                                float& scale_a, float& scale_b) {
+  if (kOut == Out::kSwiglu) {
+    const int inter = n >> 1;
+    if (t < m * 8) {
+      const int j = min(tile * 8 + (t & 7), inter - 1);
+      scale_a = fmt.out_scale(j);
+      scale_b = fmt.out_scale(inter + j);
+    }
+  } else if (t < m * kRows) {
+    scale_a = fmt.out_scale(min(tile * kRows + t % kRows, n - 1));
+  }
+}
+
+// Reduce and store one tile from its warps' partial sums (partial[warp][i][lane]: the MMA
+// accumulator i of the lane), by threads t < m * 16 (SwiGLU: m * 8). Output (mi, r): value
+// i = 2 h + (mi & 1) of lane 4 (r % 8) + mi / 2, h = r / 8; the warps' partials summed in
+// order (bit-reproducible), rounded once.
+template <Out kOut, int kW>
+__device__ __forceinline__ void store_tile(const float (&partial)[kW][4][32], float scale_a,
+                                           float scale_b, void* __restrict__ y, int tile, int t,
+                                           int m, int n) {
+  if (kOut == Out::kSwiglu) {  // feature j = 8 tile + r of batch row mi: gate at h = 0, up at 1
+    const int inter = n >> 1;
+    if (t < m * 8) {
+      const int mi = t >> 3, r = t & 7, j = tile * 8 + r;
+      if (j < inter) {
+        const int i = mi & 1, l = 4 * r + (mi >> 1);
+        float gate = 0.f, up = 0.f;
+#pragma unroll
+        for (int v = 0; v < kW; ++v) {
+          gate += partial[v][i][l];
+          up += partial[v][2 + i][l];
+        }
+        gate = atlas::round_bf16(gate * scale_a);
+        up = atlas::round_bf16(up * scale_b);
+        static_cast<__nv_bfloat16*>(y)[static_cast<size_t>(mi) * inter + j] =
+            atlas::f32_to_bf16(atlas::swiglu_f32(gate, up));
+      }
+    }
+  } else if (t < m * kRows) {
+    const int mi = t / kRows, r = t % kRows, row = tile * kRows + r;
+    if (row < n) {
+      const int i = 2 * (r >> 3) + (mi & 1), l = 4 * (r & 7) + (mi >> 1);
+      float sum = 0.f;
+#pragma unroll
+      for (int v = 0; v < kW; ++v) sum += partial[v][i][l];
+      const size_t o = static_cast<size_t>(mi) * n + row;
+      if (kOut == Out::kF32)
+        static_cast<float*>(y)[o] = atlas::round_bf16(sum * scale_a);
+      else
+        static_cast<__nv_bfloat16*>(y)[o] = atlas::f32_to_bf16(sum * scale_a);
+    }
+  }
+}
+
 // Each block takes tiles blockIdx.x, + gridDim.x, ... (16 weight rows, or 8 SwiGLU features,
 // a tile; the launch builder sizes the grid so every SM gets an even share in one wave). The
 // 8 warps split a tile's K into contiguous step ranges. A warp's batches alternate between
@@ -297,8 +360,7 @@ __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
   __shared__ float partials[2][kWarps][4][32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = threadIdx.x;
   const int g = lane >> 2, c = lane & 3;
-  const int inter = n >> 1;
-  const int tiles = kSwiglu ? (inter + 7) / 8 : (n + kRows - 1) / kRows;
+  const int tiles = kSwiglu ? ((n >> 1) + 7) / 8 : (n + kRows - 1) / kRows;
   const int steps = k / F::kStepK;
   const int first = steps * warp / kWarps, last = steps * (warp + 1) / kWarps;
   const int per_tile = ((steps + kWarps - 1) / kWarps + kSteps - 1) / kSteps;
@@ -323,19 +385,7 @@ __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
   // Decode batch `at` from f into acc; after a tile's last batch, reduce and store the tile.
   auto consume = [&](const Frag (&f)[kSteps]) {
     const int tile = at.tile, s0 = first + kSteps * at.b;
-    if (at.b == 0) {
-      // Epilogue thread t's output scales (rows of output r = t % 16, or SwiGLU feature
-      // t % 8's gate and up rows), requested now so their latency hides behind the steps.
-      if (kSwiglu) {
-        if (t < m * 8) {
-          const int j = min(tile * 8 + (t & 7), inter - 1);
-          scale_a = fmt.out_scale(j);
-          scale_b = fmt.out_scale(inter + j);
-        }
-      } else if (t < m * kRows) {
-        scale_a = fmt.out_scale(min(tile * kRows + t % kRows, n - 1));
-      }
-    }
+    if (at.b == 0) tile_out_scales<kOut>(fmt, tile, t, m, n, scale_a, scale_b);
     if (s0 + kSteps <= last) {  // a whole batch: no per-step branches, loads scheduled freely
 #pragma unroll
       for (int u = 0; u < kSteps; ++u) {
@@ -364,39 +414,7 @@ __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
       acc[i] = 0.f;
     }
     __syncthreads();
-    // Output (mi, r): value i = 2 h + (mi & 1) of lane 4 (r % 8) + mi / 2, h = r / 8; the
-    // warps' partials summed in order.
-    if (kSwiglu) {  // feature j = 8 tile + r of batch row mi: gate at h = 0, up at h = 1
-      if (t < m * 8) {
-        const int mi = t >> 3, r = t & 7, j = tile * 8 + r;
-        if (j < inter) {
-          const int i = mi & 1, l = 4 * r + (mi >> 1);
-          float gate = 0.f, up = 0.f;
-#pragma unroll
-          for (int v = 0; v < kWarps; ++v) {
-            gate += partial[v][i][l];
-            up += partial[v][2 + i][l];
-          }
-          gate = atlas::round_bf16(gate * scale_a);
-          up = atlas::round_bf16(up * scale_b);
-          static_cast<__nv_bfloat16*>(y)[static_cast<size_t>(mi) * inter + j] =
-              atlas::f32_to_bf16(atlas::swiglu_f32(gate, up));
-        }
-      }
-    } else if (t < m * kRows) {
-      const int mi = t / kRows, r = t % kRows, row = tile * kRows + r;
-      if (row < n) {
-        const int i = 2 * (r >> 3) + (mi & 1), l = 4 * (r & 7) + (mi >> 1);
-        float sum = 0.f;
-#pragma unroll
-        for (int v = 0; v < kWarps; ++v) sum += partial[v][i][l];
-        const size_t o = static_cast<size_t>(mi) * n + row;
-        if (kOut == Out::kF32)
-          static_cast<float*>(y)[o] = atlas::round_bf16(sum * scale_a);
-        else
-          static_cast<__nv_bfloat16*>(y)[o] = atlas::f32_to_bf16(sum * scale_a);
-      }
-    }
+    store_tile<kOut>(partial, scale_a, scale_b, y, tile, t, m, n);
   };
 
   // fa holds batch `at` (requested): fb takes the one after it, then fa the one after that
@@ -406,6 +424,184 @@ __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
     if (at.tile >= tiles) break;
     load_next(fa);
     consume(fb);
+  }
+}
+
+
+// ---- The staged variant (ATLAS_QUANT_STAGED=1; entry points gemv_qs_*) ----------------------
+// The same products, steps, fragments and epilogue as gemv_direct, fed through shared memory
+// by bulk copies (bulk_copy.cuh) instead of per-lane register loads. Why: the register-fed
+// kernel holds at most two 4-step batches per warp (registers), so a short kernel (a block's
+// tile is 1-3 batches per warp) runs as "all warps wait, then all warps decode": memory idles
+// while the SM decodes and the reverse (NVFP4's decode costs ~190 issue slots per KiB of
+// weights, about what the SM's share of copy bandwidth delivers per KiB). A bulk copy costs
+// no register while in flight and one instruction per row, so here ~200 KiB of the SM's
+// weights are requested at once, before the PDL wait, and a warp decodes a stage as soon as
+// it has landed while the later ones stream.
+//   * grid: one block per SM (or per tile when there are fewer), 16 warps; block b takes
+//     tiles b, b + gridDim.x, ... (ops/matmul_quant_mma.py staged launch);
+//   * a unit is one tile's 16 weight rows x kStageSteps steps (FP8 1,024 values of a row,
+//     NVFP4 2,048 and their group scales); the ring holds `stages` units (as many as the
+//     launch's dynamic shared memory allows, up to kMaxStages), each slot with one mbarrier;
+//   * warp w decodes step w of each unit (the same fragments as gemv_direct, read with one
+//     16-byte shared load per row; a row's slice is padded by 64 bytes so rows g and g + 1
+//     fall in different banks, the NVFP4 scale rows by 16 bytes likewise), then a block
+//     barrier, after which thread 0 refills the slot with the unit `stages` ahead; after a
+//     tile's last unit the warps' partial sums are reduced and stored (store_tile).
+// Rows past n (and SwiGLU features past n / 2) copy the last row and are never stored.
+// Preconditions (ops/matmul_quant_mma.py staged_supports): those of gemv_direct; NVFP4
+// k % 256 == 0 (a row's group scales a multiple of 16 bytes); w and the NVFP4 group scales
+// 16-byte aligned.
+constexpr int kStagedWarps = 16;
+constexpr int kStageSteps = kStagedWarps;  // one step of a unit per warp
+static_assert(kStagedWarps == kRows, "warp w copies tile row w of each unit");
+constexpr int kMaxStages = 16;             // ops/matmul_quant_mma.py STAGED_MAX_STAGES
+constexpr int kCodePitch = kStageSteps * 64 + 64;   // a row's code bytes per unit, padded
+constexpr int kScalePitch = kStageSteps * 8 + 16;   // a row's NVFP4 scale bytes, padded
+
+__device__ __forceinline__ uint32_t dynamic_smem_bytes() {
+  uint32_t v;
+  asm("mov.u32 %0, %%dynamic_smem_size;\n" : "=r"(v));
+  return v;
+}
+
+// bulk_copy.cuh's wait_parity, bounded: a phase that never completes (a byte count that does
+// not match the copies) traps after 2^22 polls (0.1 s or more; a unit lands in microseconds)
+// instead of hanging the device.
+__device__ __forceinline__ void wait_landed(uint64_t* bar, uint32_t parity) {
+  for (uint32_t polls = 0;; ++polls) {
+    uint32_t done;
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(atlas::bulk::shared_addr(bar)), "r"(parity)
+        : "memory");
+    if (done) return;
+    if (polls == (1u << 22)) __trap();
+  }
+}
+
+// Weight row of tile row r (0..15): rows 16 tile + r, or (SwiGLU) gate rows 8 tile + r for
+// r < 8 and the matching up rows for r >= 8; clamped to the last row / feature.
+template <bool kSwiglu>
+__device__ __forceinline__ int tile_row(int tile, int r, int n) {
+  if (kSwiglu) {
+    const int inter = n >> 1, j = min(tile * 8 + (r & 7), inter - 1);
+    return r < 8 ? j : inter + j;
+  }
+  return min(tile * kRows + r, n - 1);
+}
+
+template <class F, Out kOut>
+__device__ __forceinline__ void gemv_staged(const __nv_bfloat16* __restrict__ x,
+                                            const uint8_t* __restrict__ w, const F fmt,
+                                            void* __restrict__ y, int m, int n, int k) {
+  constexpr bool kSwiglu = kOut == Out::kSwiglu;
+  constexpr int kScaleStep = F::kScaleBytesPerStep;
+  constexpr int kScaleRow = kScaleStep ? kScalePitch : 0;
+  constexpr int kStageBytes = kRows * (kCodePitch + kScaleRow);
+  __shared__ uint64_t full[kMaxStages];
+  __shared__ float partials[2][kStagedWarps][4][32];  // as gemv_direct's, by tile parity
+  extern __shared__ __align__(128) uint8_t ring[];
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+  const int g = lane >> 2, c = lane & 3;
+  const int tiles = kSwiglu ? ((n >> 1) + 7) / 8 : (n + kRows - 1) / kRows;
+  const int steps = k / F::kStepK;
+  const int chunks = (steps + kStageSteps - 1) / kStageSteps;  // units per tile
+  const int my_tiles = static_cast<int>(blockIdx.x) < tiles
+                           ? (tiles - 1 - static_cast<int>(blockIdx.x)) / gridDim.x + 1
+                           : 0;
+  const int units = my_tiles * chunks;
+  const int fit = static_cast<int>(dynamic_smem_bytes() / kStageBytes);
+  const int stages = min(kMaxStages, min(units, fit));
+  if (units > 0 && stages < 1) __trap();  // the launch gave no room for a unit
+  const size_t pitch = static_cast<size_t>(k) / (F::kStepK / 64);  // row bytes of codes
+
+  // A unit's bytes (its copies sum to them) and its copies of tile row r: the row's codes and
+  // (NVFP4) its group scales. Each warp's lane 0 copies its own row (warp w: row w), so no
+  // thread issues more than two copies per unit (a copy takes uniform operands: ptxas loops
+  // over the lanes of a warp that issue different ones).
+  const auto unit_bytes = [&](int u) {
+    const int width = min(kStageSteps, steps - (u % chunks) * kStageSteps);
+    return static_cast<uint32_t>(kRows * width * (64 + kScaleStep));
+  };
+  const auto copy_row = [&](int u, int slot, int r) {
+    const int tile = static_cast<int>(blockIdx.x) + (u / chunks) * static_cast<int>(gridDim.x);
+    const int s0 = (u % chunks) * kStageSteps, width = min(kStageSteps, steps - s0);
+    uint8_t* dst = ring + slot * kStageBytes;
+    const size_t row = static_cast<size_t>(tile_row<kSwiglu>(tile, r, n));
+    atlas::bulk::copy_to_shared(dst + r * kCodePitch, w + row * pitch + s0 * 64,
+                                static_cast<uint32_t>(width * 64), &full[slot]);
+    if constexpr (kScaleStep != 0)
+      atlas::bulk::copy_to_shared(dst + kRows * kCodePitch + r * kScaleRow,
+                                  fmt.group + row * fmt.groups_per_row + s0 * kScaleStep,
+                                  static_cast<uint32_t>(width * kScaleStep), &full[slot]);
+  };
+
+  // Before the wait (weights only): thread 0 sets up the slots and announces units
+  // 0 .. stages - 1, then every warp requests its row of each.
+  if (t == 0) {
+    for (int u = 0; u < stages; ++u) atlas::bulk::init_barrier(&full[u], 1);
+    atlas::bulk::fence_barrier_init();
+    for (int u = 0; u < stages; ++u) atlas::bulk::expect_bytes(&full[u], unit_bytes(u));
+  }
+  __syncthreads();
+  if (lane == 0)
+    for (int u = 0; u < stages; ++u) copy_row(u, u, warp);
+  atlas::pdl_enter();
+  const uint4* xrow =
+      reinterpret_cast<const uint4*>(x) + static_cast<size_t>(min(g, m - 1)) * (k / 8);
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  float scale_a = 0.f, scale_b = 0.f;  // epilogue thread t's output scales for the tile
+  for (int u = 0; u < units; ++u) {
+    const int slot = u % stages, ti = u / chunks, chunk = u % chunks;
+    const int tile = static_cast<int>(blockIdx.x) + ti * static_cast<int>(gridDim.x);
+    const int s = chunk * kStageSteps + warp;  // this warp's step of the unit
+    const bool mine = s < steps;
+    if (chunk == 0) tile_out_scales<kOut>(fmt, tile, t, m, n, scale_a, scale_b);
+    // x and (FP8) the step's scales come from global memory: requested before the wait
+    Frag f;
+    uint4 xv[4];
+    if (mine) {
+      load_x<F>(xrow, s, c, xv);
+      if constexpr (kScaleStep == 0)
+        fmt.template scales<false>(f, tile_row<kSwiglu>(tile, g, n),
+                                   tile_row<kSwiglu>(tile, g + 8, n), s, c);
+    }
+    wait_landed(&full[slot], static_cast<uint32_t>((u / stages) & 1));
+    if (mine) {
+      const uint8_t* st = ring + slot * kStageBytes + warp * 64 + c * 16;
+      f.wa = *reinterpret_cast<const uint4*>(st + g * kCodePitch);
+      f.wb = *reinterpret_cast<const uint4*>(st + (g + 8) * kCodePitch);
+      if constexpr (kScaleStep != 0) {  // the lane's two groups of rows g and g + 8
+        const uint8_t* sc = ring + slot * kStageBytes + kRows * kCodePitch + warp * kScaleStep +
+                            2 * c;
+        const uint32_t hi = *reinterpret_cast<const uint16_t*>(sc + (g + 8) * kScaleRow);
+        f.sa = *reinterpret_cast<const uint16_t*>(sc + g * kScaleRow) | hi << 16;
+      }
+      fmt.step(f, xv, acc);
+    }
+    const bool tile_done = chunk == chunks - 1;
+    float (&partial)[kStagedWarps][4][32] = partials[ti & 1];
+    if (tile_done) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        partial[warp][i][lane] = acc[i];
+        acc[i] = 0.f;
+      }
+    }
+    // The slot's next fill: announced now (its phase cannot complete before the copies that
+    // follow the barrier land, so a warp still waiting on this unit's phase sees it done),
+    // copied after the barrier, when no warp reads the slot any more.
+    const bool refill = u + stages < units;
+    if (t == 0 && refill) atlas::bulk::expect_bytes(&full[slot], unit_bytes(u + stages));
+    __syncthreads();  // slot consumed by every warp; the tile's partial sums visible
+    if (lane == 0 && refill) {
+      atlas::bulk::fence_async_shared();
+      copy_row(u + stages, slot, warp);
+    }
+    if (tile_done) store_tile<kOut>(partial, scale_a, scale_b, y, tile, t, m, n);
   }
 }
 
@@ -479,4 +675,49 @@ extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
 extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
     gemv_qd_nvfp4_lut_swiglu_bf16(ATLAS_QD_NVFP4_ARGS) {
   nvfp4_entry<Out::kSwiglu, true>(ATLAS_QD_NVFP4_PASS);
+}
+
+// The staged variant's entry points (ATLAS_QUANT_STAGED=1): one block of 16 warps per SM.
+template <Out kOut>
+__device__ __forceinline__ void fp8_staged_entry(ATLAS_QD_FP8_ARGS) {
+  if (m < 1 || m > 8) __trap();
+  gemv_staged<Fp8, kOut>(x, w, Fp8{scale, row_shift, row_stride, col_shift, col_stride}, y,
+                         static_cast<int>(m), static_cast<int>(n), static_cast<int>(k));
+}
+
+template <Out kOut>
+__device__ __forceinline__ void nvfp4_staged_entry(ATLAS_QD_NVFP4_ARGS) {
+  if (m < 1 || m > 8) __trap();
+  gemv_staged<Nvfp4<false>, kOut>(x, w, Nvfp4<false>{scale, row_scale, k / 16}, y,
+                                  static_cast<int>(m), static_cast<int>(n), static_cast<int>(k));
+}
+
+extern "C" __global__ void __launch_bounds__(kStagedWarps * 32, 1)
+    gemv_qs_fp8_bf16(ATLAS_QD_FP8_ARGS) {
+  fp8_staged_entry<Out::kBf16>(ATLAS_QD_FP8_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(kStagedWarps * 32, 1)
+    gemv_qs_fp8_f32(ATLAS_QD_FP8_ARGS) {
+  fp8_staged_entry<Out::kF32>(ATLAS_QD_FP8_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(kStagedWarps * 32, 1)
+    gemv_qs_fp8_swiglu_bf16(ATLAS_QD_FP8_ARGS) {
+  fp8_staged_entry<Out::kSwiglu>(ATLAS_QD_FP8_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(kStagedWarps * 32, 1)
+    gemv_qs_nvfp4_bf16(ATLAS_QD_NVFP4_ARGS) {
+  nvfp4_staged_entry<Out::kBf16>(ATLAS_QD_NVFP4_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(kStagedWarps * 32, 1)
+    gemv_qs_nvfp4_f32(ATLAS_QD_NVFP4_ARGS) {
+  nvfp4_staged_entry<Out::kF32>(ATLAS_QD_NVFP4_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(kStagedWarps * 32, 1)
+    gemv_qs_nvfp4_swiglu_bf16(ATLAS_QD_NVFP4_ARGS) {
+  nvfp4_staged_entry<Out::kSwiglu>(ATLAS_QD_NVFP4_PASS);
 }

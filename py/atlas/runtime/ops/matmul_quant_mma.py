@@ -15,7 +15,9 @@ their tiles, `direct_blocks`) where it is loaded, switched on (ATLAS_QUANT_DIREC
 weight meets its preconditions (`direct_supports`). Its `_swiglu` entry points end a dense
 MLP's [gate | up] product with the SwiGLU (`gemv_direct_swiglu`), so no silu_mul launch
 follows. Its NVFP4 entry points decode E2M1 by bit moves; ATLAS_QUANT_E2M1_LUT=1 takes their
-byte-table twins (`direct_sig`), the A/B of that decode.
+byte-table twins (`direct_sig`), the A/B of that decode. With ATLAS_QUANT_STAGED=1 the same
+products run staged through shared memory by bulk copies (`gemv_qs_*` entry points, one block
+of 16 warps per SM) wherever the weight meets that variant's preconditions (`staged_supports`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from ..kernel_abi import (GEMV_MMA_FP8, GEMV_MMA_FP8_F32, GEMV_MMA_FP8_SMALL, GE
                           GEMV_MMA_NVFP4_F32, GEMV_MMA_NVFP4_SMALL, GEMV_QD_FP8,
                           GEMV_QD_FP8_F32, GEMV_QD_FP8_SWIGLU, GEMV_QD_NVFP4, GEMV_QD_NVFP4_F32,
                           GEMV_QD_NVFP4_LUT, GEMV_QD_NVFP4_LUT_F32, GEMV_QD_NVFP4_LUT_SWIGLU,
-                          GEMV_QD_NVFP4_SWIGLU)
+                          GEMV_QD_NVFP4_SWIGLU, GEMV_QS_FP8, GEMV_QS_FP8_F32, GEMV_QS_FP8_SWIGLU,
+                          GEMV_QS_NVFP4, GEMV_QS_NVFP4_F32, GEMV_QS_NVFP4_SWIGLU)
 from . import KernelCache
 from ._preconditions import require_aligned
 
@@ -139,9 +142,39 @@ def busiest_sm_tiles(tiles: int, grid: int, sm_count: int) -> int:
     return -(-grid // sm_count) * -(-tiles // grid)
 
 
+#: the staged variant (gemv_quant_direct.cu gemv_staged): threads of its one block per SM,
+#: its ring's most units (kMaxStages) and the dynamic shared memory a launch gives the ring
+#: (~200 KiB: 10 NVFP4 / 11 FP8 units of 16 rows x 16 steps; the kernel's static shared
+#: memory, 16.1 KiB of partial sums and barriers, fits beside it in the SM's 227 KiB)
+STAGED_THREADS = 512
+STAGED_MAX_STAGES = 16
+STAGED_SHARED = 200 * 1024
+
+
+def staged_supports(w: "Fp8Weight | Nvfp4Weight") -> bool:
+    """The staged variant's preconditions beyond `direct_supports`: bulk copies need 16-byte
+    aligned sources and sizes. Codes always are (both weight types require it); NVFP4 group
+    scales must be too, their rows (k / 16 bytes) a multiple of 16 bytes: k % 256 == 0."""
+    if not direct_supports(w):
+        return False
+    return _fmt(w) == "fp8" or (w.k % 256 == 0 and w.scales % 16 == 0)
+
+
+#: the staged entry points: (format, output) -> sig
+_STAGED = {("fp8", "bf16"): GEMV_QS_FP8, ("fp8", "f32"): GEMV_QS_FP8_F32,
+           ("fp8", "swiglu"): GEMV_QS_FP8_SWIGLU, ("nvfp4", "bf16"): GEMV_QS_NVFP4,
+           ("nvfp4", "f32"): GEMV_QS_NVFP4_F32, ("nvfp4", "swiglu"): GEMV_QS_NVFP4_SWIGLU}
+
+
 def _launch_direct(kc: KernelCache, stream: Stream, w: "Fp8Weight | Nvfp4Weight", out: str,
                    tiles: int, x: DevicePtr, y: DevicePtr, m: int) -> None:
-    """One launch of the register-fed entry point for `out` over `tiles` tiles."""
+    """One launch of the register-fed entry point for `out` over `tiles` tiles, or of its
+    staged twin (one block per SM, at most one per tile) where switched on and supported."""
+    if kc.routes.quant_staged and staged_supports(w):
+        launch = kc.get_with_shared(_STAGED[_fmt(w), out], STAGED_SHARED, most_shared=True)
+        launch(stream, min(tiles, kc.facts.sm_count), STAGED_THREADS, STAGED_SHARED, x,
+               *_args(w, y, m))
+        return
     per_sm = kc.routes.quant_blocks_per_sm
     grid = direct_blocks(tiles, kc.facts.sm_count,
                          kc.routes.quant_persistent or per_sm is not None, per_sm)

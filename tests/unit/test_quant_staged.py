@@ -1,0 +1,155 @@
+"""The shared-memory-staged variant of the quantized decode GEMV (gemv_quant_direct.cu
+gemv_staged, entry points gemv_qs_*, ATLAS_QUANT_STAGED=1): its launch builder's route,
+geometry, shared memory and fallbacks on a mock Hopper device, its constants against the
+kernel's, and its products end to end on the host references against float64."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from atlas.core.quant import Fp8ScaleMap
+from atlas.runtime.cases.gemv_fp8 import fp8_linear_case
+from atlas.runtime.cases.gemv_nvfp4 import nvfp4_linear_case
+from atlas.runtime.cases.gemv_quant_direct import (STAGED_LOGITS_SHAPES, STAGED_SHAPES,
+                                                   STAGED_SWIGLU_SHAPES, swiglu_case)
+from atlas.runtime.host import HostBackend
+from atlas.runtime.kernel_check import check
+from atlas.runtime.mock import MockGpuBackend
+from atlas.runtime.ops import KernelCache, matmul_quant_mma
+from atlas.runtime.ops.matmul_nvfp4 import Nvfp4Weight
+from atlas.runtime.ops.matmul_quant import Fp8Weight, QuantLinear
+from atlas.runtime.ops.routes import KernelRoutes
+
+KERNEL = (Path(__file__).parents[2] / "kernels" / "hopper" / "common" /
+          "gemv_quant_direct.cu").read_text()
+STAGED = KernelRoutes(quant_staged=True)
+
+
+def _constant(name: str) -> int:
+    (value,) = re.findall(rf"constexpr int {name} = (\d+);", KERNEL)
+    return int(value)
+
+
+class _HopperMock(MockGpuBackend):
+    """A hopper leaf's set: the tensor-core quantized GEMVs, both kernels."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.opt_ins: list[tuple[str, int]] = []
+
+    @property
+    def module_names(self) -> list[str]:
+        return ["gemv", "gemv_fp8", "gemv_mma_quant", "gemv_nvfp4", "gemv_quant_direct"]
+
+    def set_max_dynamic_shared(self, handle, nbytes: int) -> None:
+        self.opt_ins.append((handle.func, nbytes))
+
+
+def _weight(dev: MockGpuBackend, fmt: str, n: int, k: int, misalign: int = 0):
+    if fmt == "fp8":
+        smap = Fp8ScaleMap.block(n, k)
+        return Fp8Weight(dev.alloc(n * k), dev.alloc(4 * int(np.prod(smap.shape))), n, k, smap)
+    return Nvfp4Weight(dev.alloc(n * k // 2), dev.alloc(n * k // 16 + 16) + misalign,
+                       dev.alloc(4 * n), n, k)
+
+
+def test_the_launch_builder_mirrors_the_kernel_constants() -> None:
+    """512 threads = 16 warps, the ring's most units, and shared memory: the dynamic ring holds
+    at least 8 units of either format beside the kernel's static partial sums and barriers
+    (2 x 16 x 4 x 32 floats + 16 mbarriers) in the SM's 227 KiB."""
+    warps, stages = _constant("kStagedWarps"), _constant("kMaxStages")
+    assert matmul_quant_mma.STAGED_THREADS == 32 * warps
+    assert matmul_quant_mma.STAGED_MAX_STAGES == stages
+    code_pitch = warps * 64 + 64
+    nvfp4_unit = 16 * (code_pitch + warps * 8 + 16)
+    assert matmul_quant_mma.STAGED_SHARED // nvfp4_unit >= 8
+    static = 2 * warps * 4 * 32 * 4 + 8 * stages
+    assert matmul_quant_mma.STAGED_SHARED + static <= 227 * 1024
+
+
+def test_the_staged_switch_reads_the_environment() -> None:
+    assert KernelRoutes.from_env({}).quant_staged is False
+    assert KernelRoutes.from_env({"ATLAS_QUANT_STAGED": "1"}).quant_staged is True
+    assert KernelRoutes.from_env({"ATLAS_QUANT_STAGED": "0"}).quant_staged is False
+
+
+@pytest.mark.parametrize("fmt", ["fp8", "nvfp4"])
+@pytest.mark.parametrize("product, n, grid", [("linear", 6144, 132), ("linear", 1000, 63),
+                                              ("swiglu", 2 * 12288, 132),
+                                              ("logits", 20000, 132)])
+def test_switched_on_products_take_the_staged_entry_points(fmt: str, product: str, n: int,
+                                                           grid: int) -> None:
+    """One block of 512 threads per SM (132 on the H200) or per tile where there are fewer
+    (1,000 rows: 63 tiles), STAGED_SHARED bytes of dynamic shared memory opted in once."""
+    dev = _HopperMock()
+    kc, k, m = KernelCache(dev, STAGED), 4096, 3
+    assert kc.facts.sm_count == 132
+    w, x = _weight(dev, fmt, n, k), dev.alloc(m * k * 2)
+    if product == "swiglu":
+        matmul_quant_mma.gemv_direct_swiglu(kc, 0, x, w, dev.alloc(m * n), m)
+    elif product == "logits":
+        matmul_quant_mma.gemv_logits(kc, 0, x, w, dev.alloc(m * n * 4), m)
+    else:
+        QuantLinear(w).linear(kc, 0, x, dev.alloc(m * n * 2), m)
+    (rec,) = dev.drain_launches()
+    out = {"linear": "bf16", "swiglu": "swiglu_bf16", "logits": "f32"}[product]
+    assert (rec.module, rec.func) == ("gemv_quant_direct", f"gemv_qs_{fmt}_{out}")
+    assert rec.grid[0] == grid and rec.block[0] == 512
+    assert rec.shared == matmul_quant_mma.STAGED_SHARED
+    assert dev.opt_ins == [(rec.func, matmul_quant_mma.STAGED_SHARED)]
+    assert (rec.args["x"], rec.args["m"], rec.args["n"], rec.args["k"]) == (x, m, n, k)
+
+
+@pytest.mark.parametrize("case", ["nvfp4 k % 256", "nvfp4 scales", "m9", "off"])
+def test_products_the_staged_variant_cannot_take_stay_where_they_were(case: str) -> None:
+    """Bulk copies need 16-byte sources and sizes: an NVFP4 k of 384 (24-byte scale rows) or
+    8-byte-aligned group scales keep the register-fed kernel; 9 rows the ring kernel; the
+    switch off (the default) the register-fed kernel."""
+    dev = _HopperMock()
+    k, m = 384 if case == "nvfp4 k % 256" else 512, 9 if case == "m9" else 1
+    w = _weight(dev, "nvfp4", 64, k, misalign=8 if case == "nvfp4 scales" else 0)
+    kc = KernelCache(dev, KernelRoutes() if case == "off" else STAGED)
+    QuantLinear(w).linear(kc, 0, dev.alloc(m * k * 2), dev.alloc(m * 64 * 2), m)
+    (rec,) = dev.drain_launches()
+    assert rec.func == ("gemv_mma_nvfp4_bf16" if case == "m9" else "gemv_qd_nvfp4_bf16")
+
+
+@pytest.mark.parametrize("make", [
+    lambda rng: fp8_linear_case(rng, "block", 1, 70, 1088, staged=True),
+    lambda rng: fp8_linear_case(rng, "channel", 8, 33, 192, staged=True),
+    lambda rng: nvfp4_linear_case(rng, 3, 40, 1280, parts=2, staged=True),
+    lambda rng: nvfp4_linear_case(rng, 2, 300, 512, logits=True, staged=True),
+    lambda rng: swiglu_case(rng, "nvfp4", 5, 24, 256, staged=True),
+    lambda rng: swiglu_case(rng, "tensor", 2, 40, 128, staged=True)])
+def test_staged_products_on_the_host_references(make) -> None:
+    """The staged entry points end to end on the host backend (arguments reach the
+    references by their ABI names) against the float64 oracle."""
+    case = make(np.random.default_rng(7))
+    assert case.module == "gemv_quant_direct" and "gemv_qd_staged_" in case.name
+    result = check(HostBackend(), case)
+    assert result.passed, result.detail
+
+
+@pytest.mark.parametrize("product, shapes", [("linear", STAGED_SHAPES),
+                                            ("logits", STAGED_LOGITS_SHAPES),
+                                            ("swiglu", STAGED_SWIGLU_SHAPES)])
+def test_the_staged_device_cases_route_to_the_staged_entry_points(product: str,
+                                                                  shapes: list) -> None:
+    """Every shape of the staged check cases (check_kernels -k gemv_qd_staged) launches a
+    gemv_qs_* entry point: its weight meets staged_supports, so none falls back unnoticed."""
+    for layout, m, n, k in shapes:
+        dev, fmt = _HopperMock(), "nvfp4" if layout == "nvfp4" else "fp8"
+        w = _weight(dev, fmt, 2 * n if product == "swiglu" else n, k)
+        kc, x = KernelCache(dev, STAGED), dev.alloc(m * k * 2)
+        if product == "swiglu":
+            matmul_quant_mma.gemv_direct_swiglu(kc, 0, x, w, dev.alloc(2 * m * n), m)
+        elif product == "logits":
+            matmul_quant_mma.gemv_logits(kc, 0, x, w, dev.alloc(4 * m * n), m)
+        else:
+            QuantLinear(w).linear(kc, 0, x, dev.alloc(2 * m * n), m)
+        (rec,) = dev.drain_launches()
+        assert rec.func.startswith(f"gemv_qs_{fmt}_"), (layout, m, n, k, rec.func)
