@@ -1011,7 +1011,7 @@ stage_moe_b1_profile() {
 # 8, FP8-block and NVFP4 (GB/s and % of copy) on the default (register-fed, one block per
 # tile), ATLAS_QUANT_STAGED=1 (staged through shared memory by bulk copies, one block of 16
 # warps per SM) and ATLAS_QUANT_PERSISTENT=1 (register-fed on a one-wave grid); then Qwen3-8B
-# FP8-block and NVFP4 (`atlas models quantize`, bf16 LM head, as quant_profile) decode at
+# FP8-block and NVFP4 (`atlas models quantize`: LM head quantized, its default) decode at
 # batch 1 and 8 on the default and on the staged variant.
 stage_quant_ab() {
   local rc=0 p b f v fmt sel=()
