@@ -518,19 +518,32 @@ __device__ __forceinline__ void gemv_staged(const __nv_bfloat16* __restrict__ x,
   if (units > 0 && stages < 1) __trap();  // the launch gave no room for a unit
   const size_t pitch = static_cast<size_t>(k) / (F::kStepK / 64);  // row bytes of codes
 
-  // A unit's bytes (its copies sum to them) and its copies of tile row r: the row's codes and
-  // (NVFP4) its group scales. Each warp's lane 0 copies its own row (warp w: row w), so no
-  // thread issues more than two copies per unit (a copy takes uniform operands: ptxas loops
-  // over the lanes of a warp that issue different ones).
-  const auto unit_bytes = [&](int u) {
-    const int width = min(kStageSteps, steps - (u % chunks) * kStageSteps);
+  // Where a unit lies: the block's ti-th tile (tile blockIdx.x + ti gridDim.x), steps
+  // chunk * kStageSteps .. of it. Advanced one unit at a time (no divisions in the loop).
+  struct UnitPos {
+    int ti, chunk;
+    __device__ __forceinline__ void next(int chunks) {
+      if (++chunk == chunks) {
+        chunk = 0;
+        ++ti;
+      }
+    }
+  };
+  const auto tile_of = [&](const UnitPos& p) {
+    return static_cast<int>(blockIdx.x) + p.ti * static_cast<int>(gridDim.x);
+  };
+  // A unit's bytes (its copies sum to them), and its copies of tile row r into ring slot
+  // `slot`: the row's codes and (NVFP4) its group scales. Each warp's lane 0 copies its own
+  // row (warp w: row w), so no thread issues more than two copies per unit (a copy takes
+  // uniform operands: ptxas loops over the lanes of a warp that issue different ones).
+  const auto unit_bytes = [&](const UnitPos& p) {
+    const int width = min(kStageSteps, steps - p.chunk * kStageSteps);
     return static_cast<uint32_t>(kRows * width * (64 + kScaleStep));
   };
-  const auto copy_row = [&](int u, int slot, int r) {
-    const int tile = static_cast<int>(blockIdx.x) + (u / chunks) * static_cast<int>(gridDim.x);
-    const int s0 = (u % chunks) * kStageSteps, width = min(kStageSteps, steps - s0);
+  const auto copy_row = [&](const UnitPos& p, int slot, int r) {
+    const int s0 = p.chunk * kStageSteps, width = min(kStageSteps, steps - s0);
     uint8_t* dst = ring + slot * kStageBytes;
-    const size_t row = static_cast<size_t>(tile_row<kSwiglu>(tile, r, n));
+    const size_t row = static_cast<size_t>(tile_row<kSwiglu>(tile_of(p), r, n));
     atlas::bulk::copy_to_shared(dst + r * kCodePitch, w + row * pitch + s0 * 64,
                                 static_cast<uint32_t>(width * 64), &full[slot]);
     if constexpr (kScaleStep != 0)
@@ -540,26 +553,31 @@ __device__ __forceinline__ void gemv_staged(const __nv_bfloat16* __restrict__ x,
   };
 
   // Before the wait (weights only): thread 0 sets up the slots and announces units
-  // 0 .. stages - 1, then every warp requests its row of each.
+  // 0 .. stages - 1, then every warp requests its row of each. `ahead` ends at unit `stages`,
+  // the first refill.
+  UnitPos ahead{0, 0};
   if (t == 0) {
-    for (int u = 0; u < stages; ++u) atlas::bulk::init_barrier(&full[u], 1);
+    for (int i = 0; i < stages; ++i) atlas::bulk::init_barrier(&full[i], 1);
     atlas::bulk::fence_barrier_init();
-    for (int u = 0; u < stages; ++u) atlas::bulk::expect_bytes(&full[u], unit_bytes(u));
+    for (UnitPos p{0, 0}; p.ti * chunks + p.chunk < stages; p.next(chunks))
+      atlas::bulk::expect_bytes(&full[p.ti * chunks + p.chunk], unit_bytes(p));
   }
   __syncthreads();
-  if (lane == 0)
-    for (int u = 0; u < stages; ++u) copy_row(u, u, warp);
+  for (int i = 0; i < stages; ++i, ahead.next(chunks))
+    if (lane == 0) copy_row(ahead, i, warp);
   atlas::pdl_enter();
   const uint4* xrow =
       reinterpret_cast<const uint4*>(x) + static_cast<size_t>(min(g, m - 1)) * (k / 8);
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   float scale_a = 0.f, scale_b = 0.f;  // epilogue thread t's output scales for the tile
+  int slot = 0;
+  uint32_t phase = 0;  // the slot's fill round, mod 2
+  UnitPos at{0, 0};
   for (int u = 0; u < units; ++u) {
-    const int slot = u % stages, ti = u / chunks, chunk = u % chunks;
-    const int tile = static_cast<int>(blockIdx.x) + ti * static_cast<int>(gridDim.x);
-    const int s = chunk * kStageSteps + warp;  // this warp's step of the unit
+    const int tile = tile_of(at);
+    const int s = at.chunk * kStageSteps + warp;  // this warp's step of the unit
     const bool mine = s < steps;
-    if (chunk == 0) tile_out_scales<kOut>(fmt, tile, t, m, n, scale_a, scale_b);
+    if (at.chunk == 0) tile_out_scales<kOut>(fmt, tile, t, m, n, scale_a, scale_b);
     // x and (FP8) the step's scales come from global memory: requested before the wait
     Frag f;
     uint4 xv[4];
@@ -569,7 +587,7 @@ __device__ __forceinline__ void gemv_staged(const __nv_bfloat16* __restrict__ x,
         fmt.template scales<false>(f, tile_row<kSwiglu>(tile, g, n),
                                    tile_row<kSwiglu>(tile, g + 8, n), s, c);
     }
-    wait_landed(&full[slot], static_cast<uint32_t>((u / stages) & 1));
+    wait_landed(&full[slot], phase);
     if (mine) {
       const uint8_t* st = ring + slot * kStageBytes + warp * 64 + c * 16;
       f.wa = *reinterpret_cast<const uint4*>(st + g * kCodePitch);
@@ -582,8 +600,8 @@ __device__ __forceinline__ void gemv_staged(const __nv_bfloat16* __restrict__ x,
       }
       fmt.step(f, xv, acc);
     }
-    const bool tile_done = chunk == chunks - 1;
-    float (&partial)[kStagedWarps][4][32] = partials[ti & 1];
+    const bool tile_done = at.chunk == chunks - 1;
+    float (&partial)[kStagedWarps][4][32] = partials[at.ti & 1];
     if (tile_done) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
@@ -591,17 +609,24 @@ __device__ __forceinline__ void gemv_staged(const __nv_bfloat16* __restrict__ x,
         acc[i] = 0.f;
       }
     }
-    // The slot's next fill: announced now (its phase cannot complete before the copies that
-    // follow the barrier land, so a warp still waiting on this unit's phase sees it done),
-    // copied after the barrier, when no warp reads the slot any more.
+    // The slot's next fill (unit u + stages, `ahead`): announced now (its phase cannot
+    // complete before the copies that follow the barrier land, so a warp still waiting on
+    // this unit's phase sees it done), copied after the barrier, when no warp reads the
+    // slot any more.
     const bool refill = u + stages < units;
-    if (t == 0 && refill) atlas::bulk::expect_bytes(&full[slot], unit_bytes(u + stages));
+    if (t == 0 && refill) atlas::bulk::expect_bytes(&full[slot], unit_bytes(ahead));
     __syncthreads();  // slot consumed by every warp; the tile's partial sums visible
     if (lane == 0 && refill) {
       atlas::bulk::fence_async_shared();
-      copy_row(u + stages, slot, warp);
+      copy_row(ahead, slot, warp);
     }
     if (tile_done) store_tile<kOut>(partial, scale_a, scale_b, y, tile, t, m, n);
+    ahead.next(chunks);
+    at.next(chunks);
+    if (++slot == stages) {
+      slot = 0;
+      phase ^= 1u;
+    }
   }
 }
 
