@@ -440,20 +440,22 @@ __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
 // it has landed while the later ones stream.
 //   * grid: one block per SM (or per tile when there are fewer), 16 warps; block b takes
 //     tiles b, b + gridDim.x, ... (ops/matmul_quant_mma.py staged launch);
-//   * a unit is one tile's 16 weight rows x kStageSteps steps (FP8 1,024 values of a row,
-//     NVFP4 2,048 and their group scales); the ring holds `stages` units (as many as the
+//   * a unit is one tile's 16 weight rows x kStageSteps steps (FP8 2,048 values of a row,
+//     NVFP4 4,096 and their group scales); the ring holds `stages` units (as many as the
 //     launch's dynamic shared memory allows, up to kMaxStages), each slot with one mbarrier;
-//   * warp w decodes step w of each unit (the same fragments as gemv_direct, read with one
-//     16-byte shared load per row; a row's slice is padded by 64 bytes so rows g and g + 1
-//     fall in different banks, the NVFP4 scale rows by 16 bytes likewise), then a block
-//     barrier, after which thread 0 refills the slot with the unit `stages` ahead; after a
-//     tile's last unit the warps' partial sums are reduced and stored (store_tile).
+//   * warp w decodes steps w and w + 16 of each unit (the same fragments as gemv_direct, one
+//     16-byte shared load per row and step; a row's slice is padded by 64 bytes so rows g
+//     and g + 1 fall in different banks, the NVFP4 scale rows by 16 bytes likewise), then a
+//     block barrier, after which each warp refills its row of the slot with the unit
+//     `stages` ahead; after a tile's last unit the warps' partial sums are reduced and
+//     stored (store_tile).
 // Rows past n (and SwiGLU features past n / 2) copy the last row and are never stored.
 // Preconditions (ops/matmul_quant_mma.py staged_supports): those of gemv_direct; NVFP4
 // k % 256 == 0 (a row's group scales a multiple of 16 bytes); w and the NVFP4 group scales
 // 16-byte aligned.
 constexpr int kStagedWarps = 16;
-constexpr int kStageSteps = kStagedWarps;  // one step of a unit per warp
+constexpr int kStepsPerWarp = 2;  // steps of a unit per warp
+constexpr int kStageSteps = kStepsPerWarp * kStagedWarps;
 static_assert(kStagedWarps == kRows, "warp w copies tile row w of each unit");
 constexpr int kMaxStages = 16;             // ops/matmul_quant_mma.py STAGED_MAX_STAGES
 constexpr int kCodePitch = kStageSteps * 64 + 64;   // a row's code bytes per unit, padded
@@ -575,30 +577,37 @@ __device__ __forceinline__ void gemv_staged(const __nv_bfloat16* __restrict__ x,
   UnitPos at{0, 0};
   for (int u = 0; u < units; ++u) {
     const int tile = tile_of(at);
-    const int s = at.chunk * kStageSteps + warp;  // this warp's step of the unit
-    const bool mine = s < steps;
+    // This warp's steps of the unit: warp and warp + kStagedWarps (those < steps). x and
+    // (FP8) their scales come from global memory: requested before the wait.
+    const int s0 = at.chunk * kStageSteps + warp;
     if (at.chunk == 0) tile_out_scales<kOut>(fmt, tile, t, m, n, scale_a, scale_b);
-    // x and (FP8) the step's scales come from global memory: requested before the wait
-    Frag f;
-    uint4 xv[4];
-    if (mine) {
-      load_x<F>(xrow, s, c, xv);
-      if constexpr (kScaleStep == 0)
-        fmt.template scales<false>(f, tile_row<kSwiglu>(tile, g, n),
-                                   tile_row<kSwiglu>(tile, g + 8, n), s, c);
+    Frag f[kStepsPerWarp];
+    uint4 xv[kStepsPerWarp][4];
+#pragma unroll
+    for (int j = 0; j < kStepsPerWarp; ++j) {
+      const int s = s0 + j * kStagedWarps;
+      if (s < steps) {
+        load_x<F>(xrow, s, c, xv[j]);
+        if constexpr (kScaleStep == 0)
+          fmt.template scales<false>(f[j], tile_row<kSwiglu>(tile, g, n),
+                                     tile_row<kSwiglu>(tile, g + 8, n), s, c);
+      }
     }
     wait_landed(&full[slot], phase);
-    if (mine) {
-      const uint8_t* st = ring + slot * kStageBytes + warp * 64 + c * 16;
-      f.wa = *reinterpret_cast<const uint4*>(st + g * kCodePitch);
-      f.wb = *reinterpret_cast<const uint4*>(st + (g + 8) * kCodePitch);
+#pragma unroll
+    for (int j = 0; j < kStepsPerWarp; ++j) {
+      if (s0 + j * kStagedWarps >= steps) break;
+      const int at_step = (warp + j * kStagedWarps) * 64 + c * 16;  // in the unit's rows
+      const uint8_t* st = ring + slot * kStageBytes + at_step;
+      f[j].wa = *reinterpret_cast<const uint4*>(st + g * kCodePitch);
+      f[j].wb = *reinterpret_cast<const uint4*>(st + (g + 8) * kCodePitch);
       if constexpr (kScaleStep != 0) {  // the lane's two groups of rows g and g + 8
-        const uint8_t* sc = ring + slot * kStageBytes + kRows * kCodePitch + warp * kScaleStep +
-                            2 * c;
+        const uint8_t* sc = ring + slot * kStageBytes + kRows * kCodePitch +
+                            (warp + j * kStagedWarps) * kScaleStep + 2 * c;
         const uint32_t hi = *reinterpret_cast<const uint16_t*>(sc + (g + 8) * kScaleRow);
-        f.sa = *reinterpret_cast<const uint16_t*>(sc + g * kScaleRow) | hi << 16;
+        f[j].sa = *reinterpret_cast<const uint16_t*>(sc + g * kScaleRow) | hi << 16;
       }
-      fmt.step(f, xv, acc);
+      fmt.step(f[j], xv[j], acc);
     }
     const bool tile_done = at.chunk == chunks - 1;
     float (&partial)[kStagedWarps][4][32] = partials[at.ti & 1];

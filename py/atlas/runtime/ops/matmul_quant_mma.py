@@ -144,7 +144,7 @@ def busiest_sm_tiles(tiles: int, grid: int, sm_count: int) -> int:
 
 #: the staged variant (gemv_quant_direct.cu gemv_staged): threads of its one block per SM,
 #: its ring's most units (kMaxStages) and the dynamic shared memory a launch gives the ring
-#: (~200 KiB: 10 NVFP4 / 11 FP8 units of 16 rows x 16 steps; the kernel's static shared
+#: (~200 KiB: 5 NVFP4 / 6 FP8 units of 16 rows x 32 steps; the kernel's static shared
 #: memory, 16.1 KiB of partial sums and barriers, fits beside it in the SM's 227 KiB)
 STAGED_THREADS = 512
 STAGED_MAX_STAGES = 16
