@@ -1,7 +1,8 @@
-"""The shared-memory-staged variant of the quantized decode GEMV (gemv_quant_direct.cu
-gemv_staged, entry points gemv_qs_*, ATLAS_QUANT_STAGED=1): its launch builder's route,
+"""The quantized decode GEMV's variants (gemv_quant_direct.cu): the shared-memory-staged one
+(gemv_staged, entry points gemv_qs_*, ATLAS_QUANT_STAGED=1): its launch builder's route,
 geometry, shared memory and fallbacks on a mock Hopper device, its constants against the
-kernel's, and its products end to end on the host references against float64."""
+kernel's; which register-fed loop each format takes (ATLAS_QUANT_TILE_LOOP); and their
+products end to end on the host references against float64."""
 
 from __future__ import annotations
 
@@ -154,3 +155,39 @@ def test_the_staged_device_cases_route_to_the_staged_entry_points(product: str,
             QuantLinear(w).linear(kc, 0, x, dev.alloc(2 * m * n), m)
         (rec,) = dev.drain_launches()
         assert rec.func.startswith(f"gemv_qs_{fmt}_"), (layout, m, n, k, rec.func)
+
+
+@pytest.mark.parametrize("env, fmt, func, grid", [
+    ({}, "fp8", "gemv_qd_fp8_bf16", 384), ({}, "nvfp4", "gemv_qd_nvfp4_bf16", 384),
+    ({"ATLAS_QUANT_TILE_LOOP": "1"}, "nvfp4", "gemv_qd_nvfp4_tile_bf16", 384),
+    ({"ATLAS_QUANT_TILE_LOOP": "0"}, "fp8", "gemv_qd_fp8_pipe_bf16", 384),
+    ({"ATLAS_QUANT_PERSISTENT": "1"}, "fp8", "gemv_qd_fp8_pipe_bf16", 132),
+    ({"ATLAS_QUANT_PERSISTENT": "1", "ATLAS_QUANT_TILE_LOOP": "1"}, "nvfp4",
+     "gemv_qd_nvfp4_bf16", 132),
+    ({"ATLAS_QUANT_E2M1_LUT": "1", "ATLAS_QUANT_TILE_LOOP": "1"}, "nvfp4",
+     "gemv_qd_nvfp4_lut_bf16", 384)])
+def test_each_format_takes_its_measured_loop(env: dict[str, str], fmt: str, func: str,
+                                             grid: int) -> None:
+    """Qwen3-8B's qkv (384 tiles): FP8 on the one-block-per-tile loop (gpu18: 20-25% ahead),
+    NVFP4 pipelined (7-11% ahead); ATLAS_QUANT_TILE_LOOP forces either; the one-wave grid
+    and the byte-table decode have the pipelined loop only."""
+    dev = _HopperMock()
+    w, x = _weight(dev, fmt, 6144, 4096), dev.alloc(4096 * 2)
+    QuantLinear(w).linear(KernelCache(dev, KernelRoutes.from_env(env)), 0, x,
+                          dev.alloc(6144 * 2), 1)
+    (rec,) = dev.drain_launches()
+    assert (rec.func, rec.grid[0], rec.block[0]) == (func, grid, 256)
+    with pytest.raises(ValueError, match="ATLAS_QUANT_TILE_LOOP"):
+        KernelRoutes.from_env({"ATLAS_QUANT_TILE_LOOP": "yes"})
+
+
+@pytest.mark.parametrize("make", [
+    lambda rng: fp8_linear_case(rng, "block", 3, 70, 1088, direct=True, tile_loop=False),
+    lambda rng: nvfp4_linear_case(rng, 2, 40, 640, parts=2, direct=True, tile_loop=True),
+    lambda rng: nvfp4_linear_case(rng, 1, 300, 256, direct=True, logits=True, tile_loop=True),
+    lambda rng: swiglu_case(rng, "nvfp4", 3, 24, 256, tile_loop=True)])
+def test_the_other_loops_on_the_host_references(make) -> None:
+    case = make(np.random.default_rng(5))
+    assert "_pipe" in case.name or "_tile" in case.name
+    result = check(HostBackend(), case)
+    assert result.passed, result.detail

@@ -38,10 +38,12 @@ SWIGLU_REL_TOL = 2.0 ** -6
 
 
 def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
-                e2m1_lut: bool = False, staged: bool = False) -> KernelCase:
+                e2m1_lut: bool = False, staged: bool = False,
+                tile_loop: bool | None = None) -> KernelCase:
     """act = swiglu(x @ dequant(w).T) for a fused [gate | up] weight w [2 inter, k] through
     `matmul_quant.linear_swiglu_quant` (forced onto gemv_quant_direct; `e2m1_lut`: its NVFP4
-    byte-table entry point; `staged`: its shared-memory-staged variant), against float64:
+    byte-table entry point; `staged`: its shared-memory-staged variant; `tile_loop`: forces
+    the tile / pipelined loop, None the format's default), against float64:
     the product rounded to bf16, then silu_mul's rounding (swiglu_oracle)."""
     n = 2 * inter
     if fmt == "nvfp4":
@@ -69,7 +71,8 @@ def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
         return bf16_bits_to_f32(v["x"]).astype(np.float64) @ dequant(v).T
 
     routes = dataclasses.replace(KernelRoutes.from_env(), quant_direct=True,
-                                 quant_e2m1_lut=e2m1_lut, quant_staged=staged)
+                                 quant_e2m1_lut=e2m1_lut, quant_staged=staged,
+                                 quant_tile_loop=tile_loop)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         matmul_quant.linear_swiglu_quant(KernelCache(backend, routes), stream, p["x"],
@@ -80,8 +83,10 @@ def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
         return {"act": swiglu_oracle(gate_up)}
 
     big = float(np.abs(product(inputs)).max())
+    loop = {None: "", True: "_tile", False: "_pipe"}[tile_loop]
     return KernelCase(f"gemv_qd{'_staged' if staged else ''}_"
-                      f"{'nvfp4' if fmt == 'nvfp4' else 'fp8'}{'_lut' if e2m1_lut else ''}_swiglu "
+                      f"{'nvfp4' if fmt == 'nvfp4' else 'fp8'}{'_lut' if e2m1_lut else ''}{loop}"
+                      "_swiglu "
                       f"{'' if fmt == 'nvfp4' else fmt + ' '}m{m} inter{inter} k{k}",
                       "gemv_quant_direct", inputs, {"act": OutputSpec(DType.BF16, (m, inter))},
                       run, oracle, reference_abs_tol=SWIGLU_REL_TOL * big * big)
@@ -147,7 +152,28 @@ def gemv_quant_direct_cases(rng: np.random.Generator) -> list[KernelCase]:
         ("block", 1, 12288, 4096), ("nvfp4", 1, 4096, 4096), ("block", 3, 200, 1024),
         ("channel", 8, 77, 448), ("tensor", 2, 64, 64), ("nvfp4", 5, 203, 1408),
         ("nvfp4", 8, 96, 128), ("block", 6, 1000, 2048), *LOOPING_SWIGLU_SHAPES)]
-    return cases + staged_cases(rng)
+    return cases + other_loop_cases(rng) + staged_cases(rng)
+
+
+def other_loop_cases(rng: np.random.Generator) -> list[KernelCase]:
+    """Each format on the loop it does not default to (ATLAS_QUANT_TILE_LOOP): FP8 pipelined
+    (`gemv_qd_fp8_pipe_*`), NVFP4 one block per tile (`gemv_qd_nvfp4_tile_*`), at Qwen3-8B's
+    qkv / down, ragged rows and K over the warps in uneven step counts, f32 logits, SwiGLU."""
+    def fp8(m: int, n: int, k: int, layout: str = "block", logits: bool = False) -> KernelCase:
+        return fp8_linear_case(rng, layout, m, n, k, direct=True, logits=logits,
+                               tile_loop=False)
+
+    def nvfp4(m: int, n: int, k: int, logits: bool = False) -> KernelCase:
+        return nvfp4_linear_case(rng, m, n, k, parts=2, direct=True, logits=logits,
+                                 tile_loop=True)
+
+    return [fp8(1, 6144, 4096), fp8(1, 4096, 12288), fp8(3, 1001, 5120), fp8(8, 515, 1536),
+            fp8(4, 259, 2048, "channel"), fp8(1, 20000, 1024, logits=True),
+            nvfp4(1, 6144, 4096), nvfp4(1, 4096, 12288), nvfp4(3, 1001, 5120),
+            nvfp4(8, 515, 1536), nvfp4(5, 33, 128), nvfp4(1, 20000, 1024, logits=True),
+            swiglu_case(rng, "block", 1, 12288, 4096, tile_loop=False),
+            swiglu_case(rng, "nvfp4", 1, 12288, 4096, tile_loop=True),
+            swiglu_case(rng, "nvfp4", 5, 203, 1408, tile_loop=True)]
 
 
 #: the staged variant's shapes: Qwen3-8B's projections (qkv 384 tiles: the 132 blocks loop
