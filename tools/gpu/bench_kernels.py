@@ -554,7 +554,8 @@ def quant_route(kc: KernelCache, w: Any, m: int) -> str:
         if matmul_quant_mma.uses_direct(kc, w, m):
             if kc.routes.quant_staged and matmul_quant_mma.staged_supports(w):
                 return "gemv_quant_direct (tensor cores, staged by bulk copies)"
-            return "gemv_quant_direct (tensor cores, register-fed)"
+            loop = matmul_quant_mma.direct_loop(kc, w)
+            return f"gemv_quant_direct (tensor cores, register-fed, {loop} loop)"
         return "gemv_mma_quant (tensor cores, shared-memory ring)"
     fmt = "fp8" if isinstance(w, Fp8Weight) else "nvfp4"
     if matmul_quant.gemv_passes(w.nbytes, w.n, w.k, m):
