@@ -149,7 +149,7 @@ struct Nvfp4 {
 
   template <bool kPreWait>
   __device__ __forceinline__ void scales(Frag& f, int ra, int rb, int s, int c) const {
-    const int at = s * (kStepK / 16) + 2 * c;  // the lane's two groups of the step
+    const int at = s * kScaleBytesPerStep + 2 * c;  // the lane's two groups of the step
     const uint8_t* a = group + static_cast<size_t>(ra) * groups_per_row + at;
     const uint8_t* b = group + static_cast<size_t>(rb) * groups_per_row + at;
     f.sa = load_scale<kPreWait>(reinterpret_cast<const uint16_t*>(a)) |
