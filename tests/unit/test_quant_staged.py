@@ -74,9 +74,18 @@ def test_the_launch_builder_mirrors_the_kernel_constants() -> None:
 
 
 def test_the_staged_switch_reads_the_environment() -> None:
-    assert KernelRoutes.from_env({}).quant_staged is False
+    """1 / 0 force the staged variant on / off for both formats; unset leaves the per-format
+    rule (STAGED_BY_DEFAULT)."""
+    dev = _HopperMock()
+    for fmt in ("fp8", "nvfp4"):
+        w = _weight(dev, fmt, 64, 512)
+        want = fmt in matmul_quant_mma.STAGED_BY_DEFAULT
+        assert matmul_quant_mma.uses_staged(KernelCache(dev, KernelRoutes()), w) is want
+    assert KernelRoutes.from_env({}).quant_staged is None
     assert KernelRoutes.from_env({"ATLAS_QUANT_STAGED": "1"}).quant_staged is True
     assert KernelRoutes.from_env({"ATLAS_QUANT_STAGED": "0"}).quant_staged is False
+    with pytest.raises(ValueError, match="ATLAS_QUANT_STAGED"):
+        KernelRoutes.from_env({"ATLAS_QUANT_STAGED": "on"})
 
 
 @pytest.mark.parametrize("fmt", ["fp8", "nvfp4"])
@@ -110,11 +119,11 @@ def test_switched_on_products_take_the_staged_entry_points(fmt: str, product: st
 def test_products_the_staged_variant_cannot_take_stay_where_they_were(case: str) -> None:
     """Bulk copies need 16-byte sources and sizes: an NVFP4 k of 384 (24-byte scale rows) or
     8-byte-aligned group scales keep the register-fed kernel; 9 rows the ring kernel; the
-    switch off (the default) the register-fed kernel."""
+    switch off (ATLAS_QUANT_STAGED=0) the register-fed kernel."""
     dev = _HopperMock()
     k, m = 384 if case == "nvfp4 k % 256" else 512, 9 if case == "m9" else 1
     w = _weight(dev, "nvfp4", 64, k, misalign=8 if case == "nvfp4 scales" else 0)
-    kc = KernelCache(dev, KernelRoutes() if case == "off" else STAGED)
+    kc = KernelCache(dev, KernelRoutes(quant_staged=False) if case == "off" else STAGED)
     QuantLinear(w).linear(kc, 0, dev.alloc(m * k * 2), dev.alloc(m * 64 * 2), m)
     (rec,) = dev.drain_launches()
     assert rec.func == ("gemv_mma_nvfp4_bf16" if case == "m9" else "gemv_qd_nvfp4_bf16")

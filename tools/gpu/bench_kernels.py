@@ -552,7 +552,7 @@ def quant_route(kc: KernelCache, w: Any, m: int) -> str:
     """The kernel QuantLinear runs an m-row product on (matmul_quant's dispatch)."""
     if matmul_quant.uses_mma(kc, w, m):
         if matmul_quant_mma.uses_direct(kc, w, m):
-            if kc.routes.quant_staged and matmul_quant_mma.staged_supports(w):
+            if matmul_quant_mma.uses_staged(kc, w):
                 return "gemv_quant_direct (tensor cores, staged by bulk copies)"
             loop = matmul_quant_mma.direct_loop(kc, w)
             return f"gemv_quant_direct (tensor cores, register-fed, {loop} loop)"

@@ -164,6 +164,20 @@ def staged_supports(w: "Fp8Weight | Nvfp4Weight") -> bool:
     return _fmt(w) == "fp8" or (w.k % 256 == 0 and w.scales % 16 == 0)
 
 
+#: formats whose products of 1..8 rows take the staged variant by default (its device A/B
+#: decides; ATLAS_QUANT_STAGED=1 / 0 forces it for both / neither)
+STAGED_BY_DEFAULT: frozenset[str] = frozenset()
+
+
+def uses_staged(kc: KernelCache, w: "Fp8Weight | Nvfp4Weight") -> bool:
+    """Whether a product of 1..8 rows on the register-fed kernel runs its staged variant: the
+    weight meets `staged_supports`, then the route switch (ATLAS_QUANT_STAGED) or, unset,
+    STAGED_BY_DEFAULT."""
+    forced = kc.routes.quant_staged
+    wanted = _fmt(w) in STAGED_BY_DEFAULT if forced is None else forced
+    return wanted and staged_supports(w)
+
+
 #: the staged entry points: (format, output) -> sig
 _STAGED = {("fp8", "bf16"): GEMV_QS_FP8, ("fp8", "f32"): GEMV_QS_FP8_F32,
            ("fp8", "swiglu"): GEMV_QS_FP8_SWIGLU, ("nvfp4", "bf16"): GEMV_QS_NVFP4,
@@ -174,7 +188,7 @@ def _launch_direct(kc: KernelCache, stream: Stream, w: "Fp8Weight | Nvfp4Weight"
                    tiles: int, x: DevicePtr, y: DevicePtr, m: int) -> None:
     """One launch of the register-fed entry point for `out` over `tiles` tiles, or of its
     staged twin (one block per SM, at most one per tile) where switched on and supported."""
-    if kc.routes.quant_staged and staged_supports(w):
+    if uses_staged(kc, w):
         launch = kc.get_with_shared(_STAGED[_fmt(w), out], STAGED_SHARED, most_shared=True)
         launch(stream, min(tiles, kc.facts.sm_count), STAGED_THREADS, STAGED_SHARED, x,
                *_args(w, y, m))

@@ -31,10 +31,11 @@ what it asked for each time, and importing Atlas never depends on the environmen
   faster for FP8 at every Qwen3-8B shape) and NVFP4 on the pipelined one (7-11% faster on
   qkv / o / down with its cheaper decode). The one-wave grid and the byte-table decode run
   pipelined whatever this says.
-* ATLAS_QUANT_STAGED=1: the twin's products staged through shared memory by bulk copies
+* ATLAS_QUANT_STAGED=1 / 0: the twin's products staged through shared memory by bulk copies
   (gemv_quant_direct.cu gemv_staged, entry points gemv_qs_*: one block of 16 warps per SM,
   ~200 KiB of its weights in flight from before the PDL wait) wherever the weight meets its
-  preconditions (ops/matmul_quant_mma.staged_supports). Off until timed on the device.
+  preconditions (ops/matmul_quant_mma.staged_supports) / never; unset, the launch builder's
+  per-format rule (ops/matmul_quant_mma.uses_staged: off for both until timed on the device).
 * ATLAS_DECODE_GEMM=0: decode batches never on the Hopper skinny wgmma GEMM
   (gemm_decode_sm90); they take the batched GEMV / GEMM routes as before it existed.
 * ATLAS_DECODE_GEMM_MIN_M=N / ATLAS_DECODE_GEMM_MAX_M=N: the row range routed to it
@@ -209,7 +210,7 @@ class KernelRoutes:
     quant_e2m1_lut: bool = False
     quant_persistent: bool = False
     quant_blocks_per_sm: int | None = None
-    quant_staged: bool = False
+    quant_staged: bool | None = None
     quant_tile_loop: bool | None = None
     decode_gemm: bool = True
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
@@ -273,7 +274,7 @@ class KernelRoutes:
                    quant_e2m1_lut=env_switch(env, "ATLAS_QUANT_E2M1_LUT", False),
                    quant_persistent=env_switch(env, "ATLAS_QUANT_PERSISTENT", False),
                    quant_blocks_per_sm=int(per_sm) if per_sm else None,
-                   quant_staged=env_switch(env, "ATLAS_QUANT_STAGED", False),
+                   quant_staged=_env_tristate(env, "ATLAS_QUANT_STAGED"),
                    quant_tile_loop=_env_tristate(env, "ATLAS_QUANT_TILE_LOOP"),
                    decode_gemm=env_switch(env, "ATLAS_DECODE_GEMM", True),
                    decode_gemm_min_m=_env_count(env, "ATLAS_DECODE_GEMM_MIN_M",
