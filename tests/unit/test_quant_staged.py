@@ -24,6 +24,7 @@ from atlas.runtime.ops import KernelCache, matmul_quant_mma
 from atlas.runtime.ops.matmul_nvfp4 import Nvfp4Weight
 from atlas.runtime.ops.matmul_quant import Fp8Weight, QuantLinear
 from atlas.runtime.ops.routes import KernelRoutes
+from tests.unit.quant_support import QUANT_MODULES, HopperQuantMock, run_product
 
 KERNEL = (Path(__file__).parents[2] / "kernels" / "hopper" / "common" /
           "gemv_quant_direct.cu").read_text()
@@ -35,19 +36,9 @@ def _constant(name: str) -> int:
     return int(value)
 
 
-class _HopperMock(MockGpuBackend):
+def _direct_mock() -> HopperQuantMock:
     """A hopper leaf's set: the tensor-core quantized GEMVs, both kernels."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.opt_ins: list[tuple[str, int]] = []
-
-    @property
-    def module_names(self) -> list[str]:
-        return ["gemv", "gemv_fp8", "gemv_mma_quant", "gemv_nvfp4", "gemv_quant_direct"]
-
-    def set_max_dynamic_shared(self, handle, nbytes: int) -> None:
-        self.opt_ins.append((handle.func, nbytes))
+    return HopperQuantMock(QUANT_MODULES + ("gemv_quant_direct",))
 
 
 def _weight(dev: MockGpuBackend, fmt: str, n: int, k: int, misalign: int = 0):
@@ -76,7 +67,7 @@ def test_the_launch_builder_mirrors_the_kernel_constants() -> None:
 def test_the_staged_switch_reads_the_environment() -> None:
     """1 / 0 force the staged variant on / off for both formats; unset leaves the per-format
     rule (STAGED_BY_DEFAULT)."""
-    dev = _HopperMock()
+    dev = _direct_mock()
     for fmt in ("fp8", "nvfp4"):
         w = _weight(dev, fmt, 64, 512)
         want = fmt in matmul_quant_mma.STAGED_BY_DEFAULT
@@ -96,16 +87,11 @@ def test_switched_on_products_take_the_staged_entry_points(fmt: str, product: st
                                                            grid: int) -> None:
     """One block of 512 threads per SM (132 on the H200) or per tile where there are fewer
     (1,000 rows: 63 tiles), STAGED_SHARED bytes of dynamic shared memory opted in once."""
-    dev = _HopperMock()
+    dev = _direct_mock()
     kc, k, m = KernelCache(dev, STAGED), 4096, 3
     assert kc.facts.sm_count == 132
     w, x = _weight(dev, fmt, n, k), dev.alloc(m * k * 2)
-    if product == "swiglu":
-        matmul_quant_mma.gemv_direct_swiglu(kc, 0, x, w, dev.alloc(m * n), m)
-    elif product == "logits":
-        matmul_quant_mma.gemv_logits(kc, 0, x, w, dev.alloc(m * n * 4), m)
-    else:
-        QuantLinear(w).linear(kc, 0, x, dev.alloc(m * n * 2), m)
+    run_product(kc, w, x, product, m)
     (rec,) = dev.drain_launches()
     out = {"linear": "bf16", "swiglu": "swiglu_bf16", "logits": "f32"}[product]
     assert (rec.module, rec.func) == ("gemv_quant_direct", f"gemv_qs_{fmt}_{out}")
@@ -120,7 +106,7 @@ def test_products_the_staged_variant_cannot_take_stay_where_they_were(case: str)
     """Bulk copies need 16-byte sources and sizes: an NVFP4 k of 384 (24-byte scale rows) or
     8-byte-aligned group scales keep the register-fed kernel; 9 rows the ring kernel; the
     switch off (ATLAS_QUANT_STAGED=0) the register-fed kernel."""
-    dev = _HopperMock()
+    dev = _direct_mock()
     k, m = 384 if case == "nvfp4 k % 256" else 512, 9 if case == "m9" else 1
     w = _weight(dev, "nvfp4", 64, k, misalign=8 if case == "nvfp4 scales" else 0)
     kc = KernelCache(dev, KernelRoutes(quant_staged=False) if case == "off" else STAGED)
@@ -153,15 +139,10 @@ def test_the_staged_device_cases_route_to_the_staged_entry_points(product: str,
     """Every shape of the staged check cases (check_kernels -k gemv_qd_staged) launches a
     gemv_qs_* entry point: its weight meets staged_supports, so none falls back unnoticed."""
     for layout, m, n, k in shapes:
-        dev, fmt = _HopperMock(), "nvfp4" if layout == "nvfp4" else "fp8"
+        dev, fmt = _direct_mock(), "nvfp4" if layout == "nvfp4" else "fp8"
         w = _weight(dev, fmt, 2 * n if product == "swiglu" else n, k)
         kc, x = KernelCache(dev, STAGED), dev.alloc(m * k * 2)
-        if product == "swiglu":
-            matmul_quant_mma.gemv_direct_swiglu(kc, 0, x, w, dev.alloc(2 * m * n), m)
-        elif product == "logits":
-            matmul_quant_mma.gemv_logits(kc, 0, x, w, dev.alloc(4 * m * n), m)
-        else:
-            QuantLinear(w).linear(kc, 0, x, dev.alloc(2 * m * n), m)
+        run_product(kc, w, x, product, m)
         (rec,) = dev.drain_launches()
         assert rec.func.startswith(f"gemv_qs_{fmt}_"), (layout, m, n, k, rec.func)
 
@@ -180,7 +161,7 @@ def test_each_format_takes_its_measured_loop(env: dict[str, str], fmt: str, func
     """Qwen3-8B's qkv (384 tiles): FP8 on the one-block-per-tile loop (gpu18: 20-25% ahead),
     NVFP4 pipelined (7-11% ahead); ATLAS_QUANT_TILE_LOOP forces either; the one-wave grid
     and the byte-table decode have the pipelined loop only."""
-    dev = _HopperMock()
+    dev = _direct_mock()
     w, x = _weight(dev, fmt, 6144, 4096), dev.alloc(4096 * 2)
     QuantLinear(w).linear(KernelCache(dev, KernelRoutes.from_env(env)), 0, x,
                           dev.alloc(6144 * 2), 1)
