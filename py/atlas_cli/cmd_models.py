@@ -74,10 +74,11 @@ def path_cmd(name: str | None) -> None:
 @click.option("--to", "scheme", required=True, type=click.Choice(QUANT_SCHEMES),
               help="fp8-block (Qwen3 FP8 layout), fp8-tensor (ModelOpt FP8) or nvfp4 "
                    "(ModelOpt NVFP4).")
-@click.option("--lm-head", is_flag=True,
-              help="Quantize the LM head too (published checkpoints keep it bf16; it is "
-                   "the largest single weight a decode step reads).")
-def quantize_cmd(src: Path, dst: Path, scheme: str, lm_head: bool) -> None:
+@click.option("--lm-head/--no-lm-head", default=None,
+              help="Quantize the LM head too, or keep it bf16 as the published checkpoints "
+                   "do. Default: quantized wherever the checkpoint has a separate one the "
+                   "kernels take (it is the largest single weight a decode step reads).")
+def quantize_cmd(src: Path, dst: Path, scheme: str, lm_head: bool | None) -> None:
     """Quantize a bf16 checkpoint SRC into a new directory DST, in the published layout
     (MoE experts one tensor per expert, also from transformers 5's fused expert tensors)."""
     import time

@@ -27,6 +27,7 @@ from atlas.runtime.ops import KernelCache, matmul_quant, matmul_quant_mma
 from atlas.runtime.ops.matmul_nvfp4 import Nvfp4Weight
 from atlas.runtime.ops.matmul_quant import Bf16Linear, Fp8Weight, QuantLinear
 from atlas.runtime.ops.routes import KernelRoutes
+from tests.unit.quant_support import QUANT_MODULES, HopperQuantMock, run_product
 
 COMMON = Path(__file__).parents[2] / "kernels" / "hopper" / "common"
 HEADER = (COMMON / "quant_decode.cuh").read_text()
@@ -219,19 +220,9 @@ def test_e4m3_pair_decode_is_the_value_times_2_to_the_minus_112() -> None:
 
 # ---- launch builders -------------------------------------------------------------------------
 
-class _HopperQuantMock(MockGpuBackend):
-    """A mock device whose PTX set has the tensor-core quantized GEMV (a hopper leaf)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.opt_ins: list[tuple[str, int]] = []
-
-    @property
-    def module_names(self) -> list[str]:
-        return ["activation", "gemm", "gemv", "gemv_fp8", "gemv_mma_quant", "gemv_nvfp4"]
-
-    def set_max_dynamic_shared(self, handle, nbytes: int) -> None:
-        self.opt_ins.append((handle.func, nbytes))
+def _quant_mock() -> HopperQuantMock:
+    """A hopper leaf without the register-fed kernel."""
+    return HopperQuantMock()
 
 
 def _weights(dev: MockGpuBackend, n: int, k: int) -> dict[str, object]:
@@ -245,7 +236,7 @@ def _weights(dev: MockGpuBackend, n: int, k: int) -> dict[str, object]:
 @pytest.mark.parametrize("fmt", ["fp8", "nvfp4"])
 @pytest.mark.parametrize("m, func", [(1, "_small"), (8, "_small"), (9, ""), (64, "")])
 def test_decode_batches_take_the_tensor_core_gemv(fmt: str, m: int, func: str) -> None:
-    dev = _HopperQuantMock()
+    dev = _quant_mock()
     kc = KernelCache(dev)
     n, k = 4100, 1024
     w = _weights(dev, n, k)[fmt]
@@ -261,7 +252,7 @@ def test_decode_batches_take_the_tensor_core_gemv(fmt: str, m: int, func: str) -
 
 
 def test_the_down_projection_runs_silu_mul_then_the_tensor_core_gemv() -> None:
-    dev = _HopperQuantMock()
+    dev = _quant_mock()
     w = _weights(dev, 256, 3072)["nvfp4"]
     gate_up, act, y = dev.alloc(4 * 2 * 3072 * 2), dev.alloc(4 * 3072 * 2), dev.alloc(4 * 512)
     QuantLinear(w).linear_silu(KernelCache(dev), 0, gate_up, y, 4, act_scratch=act)
@@ -286,7 +277,7 @@ def test_cuda_core_down_projection_fuses_swiglu_only_for_short_rows(k: int, func
 
 @pytest.mark.parametrize("case", ["prefill", "switched off", "k % 64", "narrow blocks", "gb10"])
 def test_other_products_keep_their_routes(case: str) -> None:
-    dev = MockGpuBackend() if case == "gb10" else _HopperQuantMock()
+    dev = MockGpuBackend() if case == "gb10" else _quant_mock()
     routes = KernelRoutes(quant_mma=case != "switched off")
     n, k, m = 256, 96 if case == "k % 64" else 1024, 65 if case == "prefill" else 4
     w = _weights(dev, n, k)["fp8"]
@@ -323,7 +314,7 @@ def test_tensor_core_launches_on_the_host_references(module: str, fmt: str, m: i
 
 
 def test_launch_builder_preconditions() -> None:
-    dev = _HopperQuantMock()
+    dev = _quant_mock()
     kc = KernelCache(dev)
     w = _weights(dev, 64, 128)
     with pytest.raises(ValueError, match="m=65"):
@@ -351,18 +342,15 @@ def test_ring_fits_the_partials_and_two_blocks_per_sm_for_small_batches() -> Non
 
 # ---- the register-fed twin (gemv_quant_direct) ----------------------------------------------
 
-class _HopperDirectMock(_HopperQuantMock):
+def _direct_mock() -> HopperQuantMock:
     """A hopper leaf that also builds gemv_quant_direct."""
-
-    @property
-    def module_names(self) -> list[str]:
-        return sorted(super().module_names + ["gemv_quant_direct"])
+    return HopperQuantMock(QUANT_MODULES + ("gemv_quant_direct",))
 
 
 @pytest.mark.parametrize("fmt", ["fp8", "nvfp4"])
 @pytest.mark.parametrize("m", [1, 5, 8])
 def test_small_batches_take_the_register_fed_kernel_where_loaded(fmt: str, m: int) -> None:
-    dev = _HopperDirectMock()
+    dev = _direct_mock()
     n, k = 4100, 1024
     w = _weights(dev, n, k)[fmt]
     x, y = dev.alloc(m * k * 2), dev.alloc(m * n * 2)
@@ -419,16 +407,11 @@ def test_register_fed_launches_take_the_persistent_grid_where_switched_on(
     assert routes.quant_persistent is (env.get("ATLAS_QUANT_PERSISTENT") == "1")
     with pytest.raises(ValueError, match="ATLAS_QUANT_BLOCKS_PER_SM"):
         KernelRoutes.from_env({"ATLAS_QUANT_BLOCKS_PER_SM": "4"})
-    dev = _HopperDirectMock()
+    dev = _direct_mock()
     kc, k = KernelCache(dev, routes), 4096
     n = {"linear": 6144, "swiglu": 2 * 12288, "logits": 20000}[product]
     w, x = _weights(dev, n, k)["nvfp4"], dev.alloc(k * 2)
-    if product == "swiglu":
-        matmul_quant_mma.gemv_direct_swiglu(kc, 0, x, w, dev.alloc(n), 1)
-    elif product == "logits":
-        matmul_quant_mma.gemv_logits(kc, 0, x, w, dev.alloc(n * 4), 1)
-    else:
-        QuantLinear(w).linear(kc, 0, x, dev.alloc(n * 2), 1)
+    run_product(kc, w, x, product, 1)
     (rec,) = dev.drain_launches()
     assert rec.module == "gemv_quant_direct" and rec.grid[0] == grid and rec.block[0] == 256
     assert rec.args["n"] == n and rec.args["k"] == k
@@ -436,7 +419,7 @@ def test_register_fed_launches_take_the_persistent_grid_where_switched_on(
 
 @pytest.mark.parametrize("case", ["m9", "switched off", "nvfp4 k % 128", "not loaded"])
 def test_the_ring_kernel_keeps_what_the_register_fed_one_does_not_take(case: str) -> None:
-    dev = _HopperQuantMock() if case == "not loaded" else _HopperDirectMock()
+    dev = _quant_mock() if case == "not loaded" else _direct_mock()
     routes = KernelRoutes(quant_direct=False if case == "switched off" else None)
     n, k, m = 64, 192 if case == "nvfp4 k % 128" else 256, 9 if case == "m9" else 2
     w = _weights(dev, n, k)["nvfp4" if case == "nvfp4 k % 128" else "fp8"]
@@ -456,17 +439,12 @@ def test_the_lut_switch_takes_the_byte_table_entry_points_for_nvfp4_only(product
     assert KernelRoutes.from_env({}).quant_e2m1_lut is False
     routes = KernelRoutes.from_env({"ATLAS_QUANT_E2M1_LUT": "1"})
     assert routes.quant_e2m1_lut is True
-    dev = _HopperDirectMock()
+    dev = _direct_mock()
     n, k, m = 96, 256, 3
     for fmt, want in (("nvfp4", func), ("fp8", func.replace("nvfp4_lut", "fp8"))):
         w = _weights(dev, n, k)[fmt]
         kc, x = KernelCache(dev, routes), dev.alloc(m * k * 2)
-        if product == "swiglu":
-            matmul_quant_mma.gemv_direct_swiglu(kc, 0, x, w, dev.alloc(m * n), m)
-        elif product == "logits":
-            matmul_quant_mma.gemv_logits(kc, 0, x, w, dev.alloc(m * n * 4), m)
-        else:
-            QuantLinear(w).linear(kc, 0, x, dev.alloc(m * n * 2), m)
+        run_product(kc, w, x, product, m)
         (rec,) = dev.drain_launches()
         assert (rec.module, rec.func) == ("gemv_quant_direct", want)
         assert rec.grid[0] == (-(-n // 2 // 8) if product == "swiglu" else -(-n // 16))
@@ -493,7 +471,7 @@ def test_gate_up_ending_with_swiglu_on_the_host_references(fmt: str, m: int, int
 
 @pytest.mark.parametrize("fmt", ["fp8", "nvfp4"])
 def test_gate_up_swiglu_launch_geometry(fmt: str) -> None:
-    dev = _HopperDirectMock()
+    dev = _direct_mock()
     inter, k, m = 1001, 1024, 3
     w = _weights(dev, 2 * inter, k)[fmt]
     lin = QuantLinear(w)
@@ -508,7 +486,7 @@ def test_gate_up_swiglu_launch_geometry(fmt: str) -> None:
 
 @pytest.mark.parametrize("case", ["m9", "ring", "odd n", "not loaded", "bf16"])
 def test_gate_up_keeps_silu_mul_where_the_swiglu_cannot_fuse(case: str) -> None:
-    dev = _HopperQuantMock() if case == "not loaded" else _HopperDirectMock()
+    dev = _quant_mock() if case == "not loaded" else _direct_mock()
     routes = KernelRoutes(quant_direct=False if case == "ring" else None)
     n = 2 * 64 + (1 if case == "odd n" else 0)
     m = 9 if case == "m9" else 2 if case == "bf16" else 1  # bf16 fuses one row only
@@ -520,7 +498,7 @@ def test_gate_up_keeps_silu_mul_where_the_swiglu_cannot_fuse(case: str) -> None:
 def test_a_quantized_dense_mlp_runs_two_launches_at_decode() -> None:
     """DenseMlp over quantized weights at batch 1: gate_up + SwiGLU into act, then the down
     GEMV reading act (no silu_mul); at 9 rows the unfused gate_up, silu_mul, down."""
-    dev = _HopperDirectMock()
+    dev = _direct_mock()
     h, inter = 256, 192
     mlp = DenseMlp(QuantLinear(_weights(dev, 2 * inter, h)["fp8"]),
                    QuantLinear(_weights(dev, h, inter)["fp8"]))

@@ -123,10 +123,17 @@ def test_models_quantize_cli(tmp_path: Path) -> None:
     bad = runner.invoke(cli, ["models", "quantize", str(FIXTURE), str(tmp_path / "x"),
                               "--to", "int3"])
     assert bad.exit_code != 0 and "fp8-block" in bad.output
+    # the LM head: quantized by default where the checkpoint has a separate one (as with
+    # --lm-head), kept bf16 (the published layout) with --no-lm-head
+    assert WeightStore(dst).info("lm_head.weight").dtype == "F8_E4M3"
     head = runner.invoke(cli, ["models", "quantize", str(FIXTURE), str(tmp_path / "h"),
                                "--to", "nvfp4", "--lm-head"])
     assert head.exit_code == 0, head.output
     assert WeightStore(tmp_path / "h").info("lm_head.weight").dtype == "U8"
+    kept = runner.invoke(cli, ["models", "quantize", str(FIXTURE), str(tmp_path / "k"),
+                               "--to", "nvfp4", "--no-lm-head"])
+    assert kept.exit_code == 0, kept.output
+    assert WeightStore(tmp_path / "k").info("lm_head.weight").dtype == "BF16"
 
 
 @pytest.mark.parametrize("scheme", ["fp8-block", "nvfp4"])
@@ -144,6 +151,7 @@ def test_lm_head_is_quantized_only_when_asked(scheme: str, tmp_path: Path) -> No
 
 
 def test_lm_head_of_tied_embeddings_is_refused(tmp_path: Path) -> None:
+    """Asked for (True) it is an error; by default (None) the tied head is left as it is."""
     src = tmp_path / "tied"
     shutil.copytree(FIXTURE, src)
     cfg = json.loads((src / "config.json").read_text())
@@ -151,3 +159,5 @@ def test_lm_head_of_tied_embeddings_is_refused(tmp_path: Path) -> None:
     with pytest.raises(QuantizeError, match="no separate lm_head.weight"):
         quantize_checkpoint(src, tmp_path / "q", "fp8-block", lm_head=True)
     assert not (tmp_path / "q").exists()
+    quantize_checkpoint(src, tmp_path / "auto", "fp8-block", lm_head=None)
+    assert WeightStore(tmp_path / "auto").info("lm_head.weight").dtype == "BF16"

@@ -571,7 +571,10 @@ def quant_route(kc: KernelCache, w: Any, m: int) -> str:
     """The kernel QuantLinear runs an m-row product on (matmul_quant's dispatch)."""
     if matmul_quant.uses_mma(kc, w, m):
         if matmul_quant_mma.uses_direct(kc, w, m):
-            return "gemv_quant_direct (tensor cores, register-fed)"
+            if matmul_quant_mma.uses_staged(kc, w):
+                return "gemv_quant_direct (tensor cores, staged by bulk copies)"
+            loop = matmul_quant_mma.direct_loop(kc, w)
+            return f"gemv_quant_direct (tensor cores, register-fed, {loop} loop)"
         return "gemv_mma_quant (tensor cores, shared-memory ring)"
     fmt = "fp8" if isinstance(w, Fp8Weight) else "nvfp4"
     if matmul_quant.gemv_passes(w.nbytes, w.n, w.k, m):
@@ -667,7 +670,8 @@ def quant_linear_case(env: Env, s: Any) -> Case:
                                     tol=SCALED_MM_TOL))
         except (RuntimeError, NotImplementedError, TypeError) as exc:
             note = f"torch._scaled_mm does not run at m={m}: {str(exc).splitlines()[0][:120]}"
-    route = ("gemv_quant_direct gate_up + SwiGLU (tensor cores, register-fed)" if s.swiglu
+    route = (quant_route(kc, probe, m).replace("gemv_quant_direct", "gemv_quant_direct gate_up"
+                                               " + SwiGLU") if s.swiglu
              else quant_route(kc, probe, m)) + (", E2M1 byte tables" if s.lut else "") + (
         ", f32 logits" if s.logits else "")
     return Case(s, make, ours, variants, lambda o, t, r: [("y", o["y"], r)], outputs=("y",),

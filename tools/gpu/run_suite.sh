@@ -1007,14 +1007,15 @@ stage_moe_b1_profile() {
   return $rc
 }
 
-# Issue 12 (session 7): the register-fed quantized GEMV (gemv_quant_direct) on its one-wave
-# persistent grid (ATLAS_QUANT_PERSISTENT=1) against one block per tile (the default): its GPU
-# check cases (blocks looping over 2-6 tiles included), the kernel-table rows of Qwen3-8B's
-# qkv / o / gate_up / down / gate_up + SwiGLU / quantized LM head (f32 logits) at batch 1
-# and 8, FP8-block and NVFP4 (GB/s and % of copy), each side, and a few batch-1 rows with
-# ATLAS_QUANT_BLOCKS_PER_SM=1 and 2 (the grid rule's choice checked); then Qwen3-8B FP8-block and
-# NVFP4 (`atlas models quantize`, bf16 LM head, as quant_profile) decode at batch 1 and 8,
-# each side.
+# Issue 12 (sessions 7-8): the quantized decode GEMV's variants, A/B in one run: its GPU check
+# cases (gemv_qd_*: the default loops, each format's other loop, the staged variant), the
+# kernel-table rows of Qwen3-8B's qkv / o / gate_up / down / gate_up + SwiGLU / quantized LM
+# head (f32 logits) at batch 1 and 8, FP8-block and NVFP4 (GB/s and % of copy) on the default
+# (FP8 one block per tile, NVFP4 pipelined), ATLAS_QUANT_TILE_LOOP=1 (NVFP4 one block per
+# tile too) and ATLAS_QUANT_STAGED=1 (staged through shared memory by bulk copies, one block
+# of 16 warps per SM); then Qwen3-8B FP8-block and NVFP4 (`atlas models quantize`: LM head
+# quantized, its default) decode at batch 1 and 8 on the default and staged, NVFP4 batch 1 on
+# the tile loop.
 stage_quant_ab() {
   local rc=0 p b f v fmt sel=()
   "$PY" tools/gpu/check_kernels.py -k gemv_qd --out "$RESULTS/gpu_check_quant_ab-$STAMP.json" || rc=1
@@ -1023,27 +1024,22 @@ stage_quant_ab() {
       for f in fp8-block nvfp4; do sel+=(-k "qwen3-8b $p b$b $f"); done
     done
   done
-  for v in 1 0; do  # (the ring and lut rows the labels also match: other kernels' references)
-    ATLAS_QUANT_PERSISTENT=$v "$PY" tools/gpu/bench_kernels.py "${sel[@]}" \
-      --out-dir "$RESULTS/quant_ab_persistent$v" || rc=1
-  done
-  # the grid's blocks per SM forced (the rule takes 1 for qkv, 2 for gate_up and lm_head)
-  sel=()
-  for p in qkv gate_up+swiglu lm_head; do
-    for f in fp8-block nvfp4; do sel+=(-k "qwen3-8b $p b1 $f"); done
-  done
-  for v in 1 2; do
-    ATLAS_QUANT_BLOCKS_PER_SM=$v "$PY" tools/gpu/bench_kernels.py "${sel[@]}" \
-      --out-dir "$RESULTS/quant_ab_per_sm$v" || rc=1
-  done
+  # (the ring and lut rows the labels also match: other kernels' references)
+  "$PY" tools/gpu/bench_kernels.py "${sel[@]}" --out-dir "$RESULTS/quant_ab_default" || rc=1
+  ATLAS_QUANT_TILE_LOOP=1 "$PY" tools/gpu/bench_kernels.py "${sel[@]}" \
+    --out-dir "$RESULTS/quant_ab_tile_loop" || rc=1
+  ATLAS_QUANT_STAGED=1 "$PY" tools/gpu/bench_kernels.py "${sel[@]}" \
+    --out-dir "$RESULTS/quant_ab_staged" || rc=1
   for fmt in fp8-block nvfp4; do
     quantized_8b "$fmt" || { rc=1; continue; }
-    for v in 1 0; do
-      ATLAS_QUANT_PERSISTENT=$v "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b-$fmt" \
-        --hf none --batches 1,8 --out "$RESULTS/bench_decode_qwen3-8b-${fmt}_persistent$v.json" \
+    for v in 0 1; do
+      ATLAS_QUANT_STAGED=$v "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b-$fmt" \
+        --hf none --batches 1,8 --out "$RESULTS/bench_decode_qwen3-8b-${fmt}_staged$v.json" \
         || rc=1
     done
   done
+  ATLAS_QUANT_TILE_LOOP=1 "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-8b-nvfp4" \
+    --hf none --batches 1 --out "$RESULTS/bench_decode_qwen3-8b-nvfp4_tile_loop.json" || rc=1
   return $rc
 }
 

@@ -58,6 +58,7 @@
 // Preconditions: 1 <= m <= 8; FP8: k % 64 == 0, col_stride == 0 or col_shift >= 6; NVFP4:
 // k % 128 == 0; SwiGLU: n even; x and w 16-byte aligned, NVFP4 scales 2-byte aligned.
 #include "bf16_vec.cuh"
+#include "bulk_copy.cuh"
 #include "mma_util.cuh"
 #include "quant_decode.cuh"
 
@@ -98,6 +99,7 @@ __device__ __forceinline__ T load_scale(const T* p) {
 
 struct Fp8 {
   static constexpr int kStepK = 64;  // k values per lane-quad step
+  static constexpr int kScaleBytesPerStep = 0;  // a row's group-scale bytes per step (none)
   const float* scale;
   uint32_t row_shift, row_stride, col_shift, col_stride;
 
@@ -140,13 +142,14 @@ struct Fp8 {
 template <bool kLut>
 struct Nvfp4 {
   static constexpr int kStepK = 128;
+  static constexpr int kScaleBytesPerStep = kStepK / 16;  // a row's E4M3 group scales per step
   const uint8_t* group;  // [n, k / 16] E4M3
   const float* row;      // [n]
   uint32_t groups_per_row;
 
   template <bool kPreWait>
   __device__ __forceinline__ void scales(Frag& f, int ra, int rb, int s, int c) const {
-    const int at = s * (kStepK / 16) + 2 * c;  // the lane's two groups of the step
+    const int at = s * kScaleBytesPerStep + 2 * c;  // the lane's two groups of the step
     const uint8_t* a = group + static_cast<size_t>(ra) * groups_per_row + at;
     const uint8_t* b = group + static_cast<size_t>(rb) * groups_per_row + at;
     f.sa = load_scale<kPreWait>(reinterpret_cast<const uint16_t*>(a)) |
@@ -278,6 +281,131 @@ struct Cursor {
   }
 };
 
+// Epilogue thread t's output scales for tile `tile` (rows of output r = t % 16, or SwiGLU
+// feature t % 8's gate and up rows), requested at the tile's start so their latency hides
+// behind its steps.
+template <Out kOut, class F>
+__device__ __forceinline__ void tile_out_scales(const F& fmt, int tile, int t, int m, int n,
+                                                float& scale_a, float& scale_b) {
+  if (kOut == Out::kSwiglu) {
+    const int inter = n >> 1;
+    if (t < m * 8) {
+      const int j = min(tile * 8 + (t & 7), inter - 1);
+      scale_a = fmt.out_scale(j);
+      scale_b = fmt.out_scale(inter + j);
+    }
+  } else if (t < m * kRows) {
+    scale_a = fmt.out_scale(min(tile * kRows + t % kRows, n - 1));
+  }
+}
+
+// Reduce and store one tile from its warps' partial sums (partial[warp][i][lane]: the MMA
+// accumulator i of the lane), by threads t < m * 16 (SwiGLU: m * 8). Output (mi, r): value
+// i = 2 h + (mi & 1) of lane 4 (r % 8) + mi / 2, h = r / 8; the warps' partials summed in
+// order (bit-reproducible), rounded once.
+template <Out kOut, int kW>
+__device__ __forceinline__ void store_tile(const float (&partial)[kW][4][32], float scale_a,
+                                           float scale_b, void* __restrict__ y, int tile, int t,
+                                           int m, int n) {
+  if (kOut == Out::kSwiglu) {  // feature j = 8 tile + r of batch row mi: gate at h = 0, up at 1
+    const int inter = n >> 1;
+    if (t < m * 8) {
+      const int mi = t >> 3, r = t & 7, j = tile * 8 + r;
+      if (j < inter) {
+        const int i = mi & 1, l = 4 * r + (mi >> 1);
+        float gate = 0.f, up = 0.f;
+#pragma unroll
+        for (int v = 0; v < kW; ++v) {
+          gate += partial[v][i][l];
+          up += partial[v][2 + i][l];
+        }
+        gate = atlas::round_bf16(gate * scale_a);
+        up = atlas::round_bf16(up * scale_b);
+        static_cast<__nv_bfloat16*>(y)[static_cast<size_t>(mi) * inter + j] =
+            atlas::f32_to_bf16(atlas::swiglu_f32(gate, up));
+      }
+    }
+  } else if (t < m * kRows) {
+    const int mi = t / kRows, r = t % kRows, row = tile * kRows + r;
+    if (row < n) {
+      const int i = 2 * (r >> 3) + (mi & 1), l = 4 * (r & 7) + (mi >> 1);
+      float sum = 0.f;
+#pragma unroll
+      for (int v = 0; v < kW; ++v) sum += partial[v][i][l];
+      const size_t o = static_cast<size_t>(mi) * n + row;
+      if (kOut == Out::kF32)
+        static_cast<float*>(y)[o] = atlas::round_bf16(sum * scale_a);
+      else
+        static_cast<__nv_bfloat16*>(y)[o] = atlas::f32_to_bf16(sum * scale_a);
+    }
+  }
+}
+
+// acc += the steps s0 .. of a batch (those before `last`) from their fragments f and x.
+template <class F>
+__device__ __forceinline__ void decode_batch(const F& fmt, const Frag (&f)[kSteps],
+                                             const uint4* xrow, int s0, int last, int c,
+                                             float (&acc)[4]) {
+  if (s0 + kSteps <= last) {  // a whole batch: no per-step branches, loads scheduled freely
+#pragma unroll
+    for (int u = 0; u < kSteps; ++u) {
+      uint4 xv[4];
+      load_x<F>(xrow, s0 + u, c, xv);
+      fmt.step(f[u], xv, acc);
+    }
+  } else {
+#pragma unroll
+    for (int u = 0; u < kSteps - 1; ++u) {
+      if (s0 + u < last) {
+        uint4 xv[4];
+        load_x<F>(xrow, s0 + u, c, xv);
+        fmt.step(f[u], xv, acc);
+      }
+    }
+  }
+}
+
+// One block per tile (16 weight rows, or 8 SwiGLU features), the session-6 loop: a warp's
+// next batch is requested once the current one has landed (the `cur = nxt` copy waits for
+// it), so a warp has one batch in flight while it decodes the one before; loads through the
+// read-only path (`ld_stream`, scales `__ldg`). gpu18 (2026-12-02 04:36, Qwen3-8B batch 1)
+// timed it 20-25% ahead of gemv_direct's pipelined loop for FP8 at every shape (qkv 10.27 us
+// vs 12.77, o 6.33 vs 7.70, gate_up 28.45 vs 35.68, down 14.28 vs 17.95) while NVFP4 on
+// gemv_direct (with the cheaper decode) was 7-11% ahead of its old kernel on qkv / o / down:
+// the FP8 entry points take this loop, NVFP4 keeps gemv_direct (ops/matmul_quant_mma.py
+// direct_sig; ATLAS_QUANT_TILE_LOOP=0 / 1 forces either loop for both formats, the A/B).
+// Launch: grid = tiles exactly.
+template <class F, Out kOut>
+__device__ __forceinline__ void gemv_direct_tile(const __nv_bfloat16* __restrict__ x,
+                                                 const uint8_t* __restrict__ w, const F fmt,
+                                                 void* __restrict__ y, int m, int n, int k) {
+  constexpr bool kSwiglu = kOut == Out::kSwiglu;
+  __shared__ float partial[kWarps][4][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = threadIdx.x;
+  const int g = lane >> 2, c = lane & 3, tile = blockIdx.x;
+  const int steps = k / F::kStepK;
+  const int first = steps * warp / kWarps, last = steps * (warp + 1) / kWarps;
+  Frag cur[kSteps], nxt[kSteps];
+  load_batch<false, F, kSwiglu>(cur, fmt, w, tile, first, last, g, c, n, k);
+  atlas::pdl_enter();
+  const uint4* xrow =
+      reinterpret_cast<const uint4*>(x) + static_cast<size_t>(min(g, m - 1)) * (k / 8);
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  for (int s0 = first; s0 < last; s0 += kSteps) {
+    if (s0 + kSteps < last)
+      load_batch<false, F, kSwiglu>(nxt, fmt, w, tile, s0 + kSteps, last, g, c, n, k);
+    decode_batch(fmt, cur, xrow, s0, last, c, acc);
+#pragma unroll
+    for (int u = 0; u < kSteps; ++u) cur[u] = nxt[u];
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) partial[warp][i][lane] = acc[i];
+  __syncthreads();
+  float scale_a = 0.f, scale_b = 0.f;
+  tile_out_scales<kOut>(fmt, tile, t, m, n, scale_a, scale_b);
+  store_tile<kOut>(partial, scale_a, scale_b, y, tile, t, m, n);
+}
+
 // Each block takes tiles blockIdx.x, + gridDim.x, ... (16 weight rows, or 8 SwiGLU features,
 // a tile; the launch builder sizes the grid so every SM gets an even share in one wave). The
 // 8 warps split a tile's K into contiguous step ranges. A warp's batches alternate between
@@ -297,8 +425,7 @@ __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
   __shared__ float partials[2][kWarps][4][32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = threadIdx.x;
   const int g = lane >> 2, c = lane & 3;
-  const int inter = n >> 1;
-  const int tiles = kSwiglu ? (inter + 7) / 8 : (n + kRows - 1) / kRows;
+  const int tiles = kSwiglu ? ((n >> 1) + 7) / 8 : (n + kRows - 1) / kRows;
   const int steps = k / F::kStepK;
   const int first = steps * warp / kWarps, last = steps * (warp + 1) / kWarps;
   const int per_tile = ((steps + kWarps - 1) / kWarps + kSteps - 1) / kSteps;
@@ -323,36 +450,8 @@ __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
   // Decode batch `at` from f into acc; after a tile's last batch, reduce and store the tile.
   auto consume = [&](const Frag (&f)[kSteps]) {
     const int tile = at.tile, s0 = first + kSteps * at.b;
-    if (at.b == 0) {
-      // Epilogue thread t's output scales (rows of output r = t % 16, or SwiGLU feature
-      // t % 8's gate and up rows), requested now so their latency hides behind the steps.
-      if (kSwiglu) {
-        if (t < m * 8) {
-          const int j = min(tile * 8 + (t & 7), inter - 1);
-          scale_a = fmt.out_scale(j);
-          scale_b = fmt.out_scale(inter + j);
-        }
-      } else if (t < m * kRows) {
-        scale_a = fmt.out_scale(min(tile * kRows + t % kRows, n - 1));
-      }
-    }
-    if (s0 + kSteps <= last) {  // a whole batch: no per-step branches, loads scheduled freely
-#pragma unroll
-      for (int u = 0; u < kSteps; ++u) {
-        uint4 xv[4];
-        load_x<F>(xrow, s0 + u, c, xv);
-        fmt.step(f[u], xv, acc);
-      }
-    } else {
-#pragma unroll
-      for (int u = 0; u < kSteps - 1; ++u) {
-        if (s0 + u < last) {
-          uint4 xv[4];
-          load_x<F>(xrow, s0 + u, c, xv);
-          fmt.step(f[u], xv, acc);
-        }
-      }
-    }
+    if (at.b == 0) tile_out_scales<kOut>(fmt, tile, t, m, n, scale_a, scale_b);
+    decode_batch(fmt, f, xrow, s0, last, c, acc);
     at.next(per_tile);
     if (at.b != 0) return;  // the tile has more batches
 
@@ -364,39 +463,7 @@ __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
       acc[i] = 0.f;
     }
     __syncthreads();
-    // Output (mi, r): value i = 2 h + (mi & 1) of lane 4 (r % 8) + mi / 2, h = r / 8; the
-    // warps' partials summed in order.
-    if (kSwiglu) {  // feature j = 8 tile + r of batch row mi: gate at h = 0, up at h = 1
-      if (t < m * 8) {
-        const int mi = t >> 3, r = t & 7, j = tile * 8 + r;
-        if (j < inter) {
-          const int i = mi & 1, l = 4 * r + (mi >> 1);
-          float gate = 0.f, up = 0.f;
-#pragma unroll
-          for (int v = 0; v < kWarps; ++v) {
-            gate += partial[v][i][l];
-            up += partial[v][2 + i][l];
-          }
-          gate = atlas::round_bf16(gate * scale_a);
-          up = atlas::round_bf16(up * scale_b);
-          static_cast<__nv_bfloat16*>(y)[static_cast<size_t>(mi) * inter + j] =
-              atlas::f32_to_bf16(atlas::swiglu_f32(gate, up));
-        }
-      }
-    } else if (t < m * kRows) {
-      const int mi = t / kRows, r = t % kRows, row = tile * kRows + r;
-      if (row < n) {
-        const int i = 2 * (r >> 3) + (mi & 1), l = 4 * (r & 7) + (mi >> 1);
-        float sum = 0.f;
-#pragma unroll
-        for (int v = 0; v < kWarps; ++v) sum += partial[v][i][l];
-        const size_t o = static_cast<size_t>(mi) * n + row;
-        if (kOut == Out::kF32)
-          static_cast<float*>(y)[o] = atlas::round_bf16(sum * scale_a);
-        else
-          static_cast<__nv_bfloat16*>(y)[o] = atlas::f32_to_bf16(sum * scale_a);
-      }
-    }
+    store_tile<kOut>(partial, scale_a, scale_b, y, tile, t, m, n);
   };
 
   // fa holds batch `at` (requested): fb takes the one after it, then fa the one after that
@@ -406,6 +473,218 @@ __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
     if (at.tile >= tiles) break;
     load_next(fa);
     consume(fb);
+  }
+}
+
+
+// ---- The staged variant (ATLAS_QUANT_STAGED=1; entry points gemv_qs_*) ----------------------
+// The same products, steps, fragments and epilogue as gemv_direct, fed through shared memory
+// by bulk copies (bulk_copy.cuh) instead of per-lane register loads. Why: the register-fed
+// kernel holds at most two 4-step batches per warp (registers), so a short kernel (a block's
+// tile is 1-3 batches per warp) runs as "all warps wait, then all warps decode": memory idles
+// while the SM decodes and the reverse (NVFP4's decode costs ~190 issue slots per KiB of
+// weights, about what the SM's share of copy bandwidth delivers per KiB). A bulk copy costs
+// no register while in flight and one instruction per row, so here ~200 KiB of the SM's
+// weights are requested at once, before the PDL wait, and a warp decodes a stage as soon as
+// it has landed while the later ones stream.
+//   * grid: one block per SM (or per tile when there are fewer), 16 warps; block b takes
+//     tiles b, b + gridDim.x, ... (ops/matmul_quant_mma.py staged launch);
+//   * a unit is one tile's 16 weight rows x kStageSteps steps (FP8 2,048 values of a row,
+//     NVFP4 4,096 and their group scales); the ring holds `stages` units (as many as the
+//     launch's dynamic shared memory allows, up to kMaxStages), each slot with one mbarrier;
+//   * warp w decodes steps w and w + 16 of each unit (the same fragments as gemv_direct, one
+//     16-byte shared load per row and step; a row's slice is padded by 64 bytes so rows g
+//     and g + 1 fall in different banks, the NVFP4 scale rows by 16 bytes likewise), then a
+//     block barrier, after which each warp refills its row of the slot with the unit
+//     `stages` ahead; after a tile's last unit the warps' partial sums are reduced and
+//     stored (store_tile).
+// Rows past n (and SwiGLU features past n / 2) copy the last row and are never stored.
+// Preconditions (ops/matmul_quant_mma.py staged_supports): those of gemv_direct; NVFP4
+// k % 256 == 0 (a row's group scales a multiple of 16 bytes); w and the NVFP4 group scales
+// 16-byte aligned.
+constexpr int kStagedWarps = 16;
+constexpr int kStepsPerWarp = 2;  // steps of a unit per warp
+constexpr int kStageSteps = kStepsPerWarp * kStagedWarps;
+static_assert(kStagedWarps == kRows, "warp w copies tile row w of each unit");
+constexpr int kMaxStages = 16;             // ops/matmul_quant_mma.py STAGED_MAX_STAGES
+constexpr int kCodePitch = kStageSteps * 64 + 64;   // a row's code bytes per unit, padded
+constexpr int kScalePitch = kStageSteps * 8 + 16;   // a row's NVFP4 scale bytes, padded
+
+__device__ __forceinline__ uint32_t dynamic_smem_bytes() {
+  uint32_t v;
+  asm("mov.u32 %0, %%dynamic_smem_size;\n" : "=r"(v));
+  return v;
+}
+
+// bulk_copy.cuh's wait_parity, bounded: a phase that never completes (a byte count that does
+// not match the copies) traps after 2^22 polls (0.1 s or more; a unit lands in microseconds)
+// instead of hanging the device.
+__device__ __forceinline__ void wait_landed(uint64_t* bar, uint32_t parity) {
+  for (uint32_t polls = 0;; ++polls) {
+    uint32_t done;
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(atlas::bulk::shared_addr(bar)), "r"(parity)
+        : "memory");
+    if (done) return;
+    if (polls == (1u << 22)) __trap();
+  }
+}
+
+// Weight row of tile row r (0..15): rows 16 tile + r, or (SwiGLU) gate rows 8 tile + r for
+// r < 8 and the matching up rows for r >= 8; clamped to the last row / feature.
+template <bool kSwiglu>
+__device__ __forceinline__ int tile_row(int tile, int r, int n) {
+  if (kSwiglu) {
+    const int inter = n >> 1, j = min(tile * 8 + (r & 7), inter - 1);
+    return r < 8 ? j : inter + j;
+  }
+  return min(tile * kRows + r, n - 1);
+}
+
+template <class F, Out kOut>
+__device__ __forceinline__ void gemv_staged(const __nv_bfloat16* __restrict__ x,
+                                            const uint8_t* __restrict__ w, const F fmt,
+                                            void* __restrict__ y, int m, int n, int k) {
+  constexpr bool kSwiglu = kOut == Out::kSwiglu;
+  constexpr int kScaleStep = F::kScaleBytesPerStep;
+  constexpr int kScaleRow = kScaleStep ? kScalePitch : 0;
+  constexpr int kStageBytes = kRows * (kCodePitch + kScaleRow);
+  __shared__ uint64_t full[kMaxStages];
+  __shared__ float partials[2][kStagedWarps][4][32];  // as gemv_direct's, by tile parity
+  extern __shared__ __align__(128) uint8_t ring[];
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+  const int g = lane >> 2, c = lane & 3;
+  const int tiles = kSwiglu ? ((n >> 1) + 7) / 8 : (n + kRows - 1) / kRows;
+  const int steps = k / F::kStepK;
+  const int chunks = (steps + kStageSteps - 1) / kStageSteps;  // units per tile
+  const int my_tiles = static_cast<int>(blockIdx.x) < tiles
+                           ? (tiles - 1 - static_cast<int>(blockIdx.x)) / gridDim.x + 1
+                           : 0;
+  const int units = my_tiles * chunks;
+  const int fit = static_cast<int>(dynamic_smem_bytes() / kStageBytes);
+  const int stages = min(kMaxStages, min(units, fit));
+  if (units > 0 && stages < 1) __trap();  // the launch gave no room for a unit
+  const size_t pitch = static_cast<size_t>(k) / (F::kStepK / 64);  // row bytes of codes
+
+  // Where a unit lies: the block's ti-th tile (tile blockIdx.x + ti gridDim.x), steps
+  // chunk * kStageSteps .. of it. Advanced one unit at a time (no divisions in the loop).
+  struct UnitPos {
+    int ti, chunk;
+    __device__ __forceinline__ void next(int chunks) {
+      if (++chunk == chunks) {
+        chunk = 0;
+        ++ti;
+      }
+    }
+  };
+  const auto tile_of = [&](const UnitPos& p) {
+    return static_cast<int>(blockIdx.x) + p.ti * static_cast<int>(gridDim.x);
+  };
+  // A unit's bytes (its copies sum to them), and its copies of tile row r into ring slot
+  // `slot`: the row's codes and (NVFP4) its group scales. Each warp's lane 0 copies its own
+  // row (warp w: row w), so no thread issues more than two copies per unit (a copy takes
+  // uniform operands: ptxas loops over the lanes of a warp that issue different ones).
+  const auto unit_bytes = [&](const UnitPos& p) {
+    const int width = min(kStageSteps, steps - p.chunk * kStageSteps);
+    return static_cast<uint32_t>(kRows * width * (64 + kScaleStep));
+  };
+  const auto copy_row = [&](const UnitPos& p, int slot, int r) {
+    const int s0 = p.chunk * kStageSteps, width = min(kStageSteps, steps - s0);
+    uint8_t* dst = ring + slot * kStageBytes;
+    const size_t row = static_cast<size_t>(tile_row<kSwiglu>(tile_of(p), r, n));
+    atlas::bulk::copy_to_shared(dst + r * kCodePitch, w + row * pitch + s0 * 64,
+                                static_cast<uint32_t>(width * 64), &full[slot]);
+    if constexpr (kScaleStep != 0)
+      atlas::bulk::copy_to_shared(dst + kRows * kCodePitch + r * kScaleRow,
+                                  fmt.group + row * fmt.groups_per_row + s0 * kScaleStep,
+                                  static_cast<uint32_t>(width * kScaleStep), &full[slot]);
+  };
+
+  // Before the wait (weights only): thread 0 sets up the slots and announces units
+  // 0 .. stages - 1, then every warp requests its row of each. `ahead` ends at unit `stages`,
+  // the first refill.
+  UnitPos ahead{0, 0};
+  if (t == 0) {
+    for (int i = 0; i < stages; ++i) atlas::bulk::init_barrier(&full[i], 1);
+    atlas::bulk::fence_barrier_init();
+    for (UnitPos p{0, 0}; p.ti * chunks + p.chunk < stages; p.next(chunks))
+      atlas::bulk::expect_bytes(&full[p.ti * chunks + p.chunk], unit_bytes(p));
+  }
+  __syncthreads();
+  for (int i = 0; i < stages; ++i, ahead.next(chunks))
+    if (lane == 0) copy_row(ahead, i, warp);
+  atlas::pdl_enter();
+  const uint4* xrow =
+      reinterpret_cast<const uint4*>(x) + static_cast<size_t>(min(g, m - 1)) * (k / 8);
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  float scale_a = 0.f, scale_b = 0.f;  // epilogue thread t's output scales for the tile
+  int slot = 0;
+  uint32_t phase = 0;  // the slot's fill round, mod 2
+  UnitPos at{0, 0};
+  for (int u = 0; u < units; ++u) {
+    const int tile = tile_of(at);
+    // This warp's steps of the unit: warp and warp + kStagedWarps (those < steps). x and
+    // (FP8) their scales come from global memory: requested before the wait.
+    const int s0 = at.chunk * kStageSteps + warp;
+    if (at.chunk == 0) tile_out_scales<kOut>(fmt, tile, t, m, n, scale_a, scale_b);
+    Frag f[kStepsPerWarp];
+    uint4 xv[kStepsPerWarp][4];
+#pragma unroll
+    for (int j = 0; j < kStepsPerWarp; ++j) {
+      const int s = s0 + j * kStagedWarps;
+      if (s < steps) {
+        load_x<F>(xrow, s, c, xv[j]);
+        if constexpr (kScaleStep == 0)
+          fmt.template scales<false>(f[j], tile_row<kSwiglu>(tile, g, n),
+                                     tile_row<kSwiglu>(tile, g + 8, n), s, c);
+      }
+    }
+    wait_landed(&full[slot], phase);
+#pragma unroll
+    for (int j = 0; j < kStepsPerWarp; ++j) {
+      if (s0 + j * kStagedWarps >= steps) break;
+      const int at_step = (warp + j * kStagedWarps) * 64 + c * 16;  // in the unit's rows
+      const uint8_t* st = ring + slot * kStageBytes + at_step;
+      f[j].wa = *reinterpret_cast<const uint4*>(st + g * kCodePitch);
+      f[j].wb = *reinterpret_cast<const uint4*>(st + (g + 8) * kCodePitch);
+      if constexpr (kScaleStep != 0) {  // the lane's two groups of rows g and g + 8
+        const uint8_t* sc = ring + slot * kStageBytes + kRows * kCodePitch +
+                            (warp + j * kStagedWarps) * kScaleStep + 2 * c;
+        const uint32_t hi = *reinterpret_cast<const uint16_t*>(sc + (g + 8) * kScaleRow);
+        f[j].sa = *reinterpret_cast<const uint16_t*>(sc + g * kScaleRow) | hi << 16;
+      }
+      fmt.step(f[j], xv[j], acc);
+    }
+    const bool tile_done = at.chunk == chunks - 1;
+    float (&partial)[kStagedWarps][4][32] = partials[at.ti & 1];
+    if (tile_done) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        partial[warp][i][lane] = acc[i];
+        acc[i] = 0.f;
+      }
+    }
+    // The slot's next fill (unit u + stages, `ahead`): announced now (its phase cannot
+    // complete before the copies that follow the barrier land, so a warp still waiting on
+    // this unit's phase sees it done), copied after the barrier, when no warp reads the
+    // slot any more.
+    const bool refill = u + stages < units;
+    if (t == 0 && refill) atlas::bulk::expect_bytes(&full[slot], unit_bytes(ahead));
+    __syncthreads();  // slot consumed by every warp; the tile's partial sums visible
+    if (lane == 0 && refill) {
+      atlas::bulk::fence_async_shared();
+      copy_row(ahead, slot, warp);
+    }
+    if (tile_done) store_tile<kOut>(partial, scale_a, scale_b, y, tile, t, m, n);
+    ahead.next(chunks);
+    at.next(chunks);
+    if (++slot == stages) {
+      slot = 0;
+      phase ^= 1u;
+    }
   }
 }
 
@@ -419,64 +698,73 @@ __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
   const __nv_bfloat16 *x, const uint8_t *w, const uint8_t *scale, const float *row_scale, \
       void *y, uint32_t m, uint32_t n, uint32_t k
 
-template <Out kOut>
-__device__ __forceinline__ void fp8_entry(ATLAS_QD_FP8_ARGS) {
-  if (m < 1 || m > 8) __trap();  // ops/matmul_quant_mma.py routes more rows elsewhere
-  gemv_direct<Fp8, kOut>(x, w, Fp8{scale, row_shift, row_stride, col_shift, col_stride}, y,
-                         static_cast<int>(m), static_cast<int>(n), static_cast<int>(k));
-}
+// Which loop an entry point runs: gemv_direct_tile (one block per tile), gemv_direct
+// (pipelined, any grid) or gemv_staged.
+enum class Loop { kTile, kPipe, kStaged };
 
-template <Out kOut, bool kLut = false>
-__device__ __forceinline__ void nvfp4_entry(ATLAS_QD_NVFP4_ARGS) {
-  if (m < 1 || m > 8) __trap();
-  gemv_direct<Nvfp4<kLut>, kOut>(x, w, Nvfp4<kLut>{scale, row_scale, k / 16}, y,
-                                 static_cast<int>(m), static_cast<int>(n), static_cast<int>(k));
+template <Loop kLoop, Out kOut, class F>
+__device__ __forceinline__ void run_gemv(const __nv_bfloat16* x, const uint8_t* w, const F& fmt,
+                                         void* y, uint32_t m, uint32_t n, uint32_t k) {
+  if (m < 1 || m > 8) __trap();  // ops/matmul_quant_mma.py routes more rows elsewhere
+  const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
+  if constexpr (kLoop == Loop::kTile)
+    gemv_direct_tile<F, kOut>(x, w, fmt, y, mi, ni, ki);
+  else if constexpr (kLoop == Loop::kPipe)
+    gemv_direct<F, kOut>(x, w, fmt, y, mi, ni, ki);
+  else
+    gemv_staged<F, kOut>(x, w, fmt, y, mi, ni, ki);
 }
 
 #define ATLAS_QD_FP8_PASS x, w, scale, y, m, n, k, row_shift, row_stride, col_shift, col_stride
 #define ATLAS_QD_NVFP4_PASS x, w, scale, row_scale, y, m, n, k
 
-extern "C" __global__ void __launch_bounds__(kWarps * 32, 2) gemv_qd_fp8_bf16(ATLAS_QD_FP8_ARGS) {
-  fp8_entry<Out::kBf16>(ATLAS_QD_FP8_PASS);
+template <Loop kLoop, Out kOut>
+__device__ __forceinline__ void fp8_entry(ATLAS_QD_FP8_ARGS) {
+  run_gemv<kLoop, kOut>(x, w, Fp8{scale, row_shift, row_stride, col_shift, col_stride}, y, m, n,
+                        k);
 }
 
-extern "C" __global__ void __launch_bounds__(kWarps * 32, 2) gemv_qd_fp8_f32(ATLAS_QD_FP8_ARGS) {
-  fp8_entry<Out::kF32>(ATLAS_QD_FP8_PASS);
+template <Loop kLoop, Out kOut, bool kLut = false>
+__device__ __forceinline__ void nvfp4_entry(ATLAS_QD_NVFP4_ARGS) {
+  run_gemv<kLoop, kOut>(x, w, Nvfp4<kLut>{scale, row_scale, k / 16}, y, m, n, k);
 }
 
-extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
-    gemv_qd_fp8_swiglu_bf16(ATLAS_QD_FP8_ARGS) {
-  fp8_entry<Out::kSwiglu>(ATLAS_QD_FP8_PASS);
-}
+// One entry point per (format, loop, output): FP8_ENTRY(name, loop, out, blocks per SM).
+#define ATLAS_QD_FP8_ENTRY(name, loop, out, threads, per_sm)                                \
+  extern "C" __global__ void __launch_bounds__(threads, per_sm) name(ATLAS_QD_FP8_ARGS) {   \
+    fp8_entry<Loop::loop, Out::out>(ATLAS_QD_FP8_PASS);                                     \
+  }
+#define ATLAS_QD_NVFP4_ENTRY(name, loop, out, lut, threads, per_sm)                         \
+  extern "C" __global__ void __launch_bounds__(threads, per_sm) name(ATLAS_QD_NVFP4_ARGS) { \
+    nvfp4_entry<Loop::loop, Out::out, lut>(ATLAS_QD_NVFP4_PASS);                            \
+  }
 
-extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
-    gemv_qd_nvfp4_bf16(ATLAS_QD_NVFP4_ARGS) {
-  nvfp4_entry<Out::kBf16>(ATLAS_QD_NVFP4_PASS);
-}
+// The defaults (ops/matmul_quant_mma.py direct_sig): FP8 on the tile loop, NVFP4 pipelined.
+ATLAS_QD_FP8_ENTRY(gemv_qd_fp8_bf16, kTile, kBf16, kWarps * 32, 2)
+ATLAS_QD_FP8_ENTRY(gemv_qd_fp8_f32, kTile, kF32, kWarps * 32, 2)
+ATLAS_QD_FP8_ENTRY(gemv_qd_fp8_swiglu_bf16, kTile, kSwiglu, kWarps * 32, 2)
+ATLAS_QD_NVFP4_ENTRY(gemv_qd_nvfp4_bf16, kPipe, kBf16, false, kWarps * 32, 2)
+ATLAS_QD_NVFP4_ENTRY(gemv_qd_nvfp4_f32, kPipe, kF32, false, kWarps * 32, 2)
+ATLAS_QD_NVFP4_ENTRY(gemv_qd_nvfp4_swiglu_bf16, kPipe, kSwiglu, false, kWarps * 32, 2)
 
-extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
-    gemv_qd_nvfp4_f32(ATLAS_QD_NVFP4_ARGS) {
-  nvfp4_entry<Out::kF32>(ATLAS_QD_NVFP4_PASS);
-}
+// The other loop of each format: FP8 pipelined (the one-wave grid, ATLAS_QUANT_PERSISTENT=1,
+// needs it; ATLAS_QUANT_TILE_LOOP=0) and NVFP4 on the tile loop (ATLAS_QUANT_TILE_LOOP=1).
+ATLAS_QD_FP8_ENTRY(gemv_qd_fp8_pipe_bf16, kPipe, kBf16, kWarps * 32, 2)
+ATLAS_QD_FP8_ENTRY(gemv_qd_fp8_pipe_f32, kPipe, kF32, kWarps * 32, 2)
+ATLAS_QD_FP8_ENTRY(gemv_qd_fp8_pipe_swiglu_bf16, kPipe, kSwiglu, kWarps * 32, 2)
+ATLAS_QD_NVFP4_ENTRY(gemv_qd_nvfp4_tile_bf16, kTile, kBf16, false, kWarps * 32, 2)
+ATLAS_QD_NVFP4_ENTRY(gemv_qd_nvfp4_tile_f32, kTile, kF32, false, kWarps * 32, 2)
+ATLAS_QD_NVFP4_ENTRY(gemv_qd_nvfp4_tile_swiglu_bf16, kTile, kSwiglu, false, kWarps * 32, 2)
 
-extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
-    gemv_qd_nvfp4_swiglu_bf16(ATLAS_QD_NVFP4_ARGS) {
-  nvfp4_entry<Out::kSwiglu>(ATLAS_QD_NVFP4_PASS);
-}
+// NVFP4 on the byte-table decode (ATLAS_QUANT_E2M1_LUT=1: the A/B of the bit-move decode).
+ATLAS_QD_NVFP4_ENTRY(gemv_qd_nvfp4_lut_bf16, kPipe, kBf16, true, kWarps * 32, 2)
+ATLAS_QD_NVFP4_ENTRY(gemv_qd_nvfp4_lut_f32, kPipe, kF32, true, kWarps * 32, 2)
+ATLAS_QD_NVFP4_ENTRY(gemv_qd_nvfp4_lut_swiglu_bf16, kPipe, kSwiglu, true, kWarps * 32, 2)
 
-// The same products on the byte-table decode (ATLAS_QUANT_E2M1_LUT=1: the A/B of the
-// bit-move decode above).
-extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
-    gemv_qd_nvfp4_lut_bf16(ATLAS_QD_NVFP4_ARGS) {
-  nvfp4_entry<Out::kBf16, true>(ATLAS_QD_NVFP4_PASS);
-}
-
-extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
-    gemv_qd_nvfp4_lut_f32(ATLAS_QD_NVFP4_ARGS) {
-  nvfp4_entry<Out::kF32, true>(ATLAS_QD_NVFP4_PASS);
-}
-
-extern "C" __global__ void __launch_bounds__(kWarps * 32, 2)
-    gemv_qd_nvfp4_lut_swiglu_bf16(ATLAS_QD_NVFP4_ARGS) {
-  nvfp4_entry<Out::kSwiglu, true>(ATLAS_QD_NVFP4_PASS);
-}
+// Staged through shared memory (ATLAS_QUANT_STAGED=1): one block of 16 warps per SM.
+ATLAS_QD_FP8_ENTRY(gemv_qs_fp8_bf16, kStaged, kBf16, kStagedWarps * 32, 1)
+ATLAS_QD_FP8_ENTRY(gemv_qs_fp8_f32, kStaged, kF32, kStagedWarps * 32, 1)
+ATLAS_QD_FP8_ENTRY(gemv_qs_fp8_swiglu_bf16, kStaged, kSwiglu, kStagedWarps * 32, 1)
+ATLAS_QD_NVFP4_ENTRY(gemv_qs_nvfp4_bf16, kStaged, kBf16, false, kStagedWarps * 32, 1)
+ATLAS_QD_NVFP4_ENTRY(gemv_qs_nvfp4_f32, kStaged, kF32, false, kStagedWarps * 32, 1)
+ATLAS_QD_NVFP4_ENTRY(gemv_qs_nvfp4_swiglu_bf16, kStaged, kSwiglu, false, kStagedWarps * 32, 1)

@@ -204,11 +204,32 @@ GEMV_QD_FP8_SWIGLU = S("gemv_quant_direct", "gemv_qd_fp8_swiglu_bf16",
                        "x:ptr w:ptr " + _FP8_SCALE)
 GEMV_QD_NVFP4_SWIGLU = S("gemv_quant_direct", "gemv_qd_nvfp4_swiglu_bf16",
                          "x:ptr w:ptr " + _NVFP4)
+# ... each format on its other loop (gemv_quant_direct.cu: FP8 defaults to the one-tile-per-block
+# loop, NVFP4 to the pipelined one; ATLAS_QUANT_TILE_LOOP=0 / 1 and the one-wave grid pick these)
+GEMV_QD_FP8_PIPE = S("gemv_quant_direct", "gemv_qd_fp8_pipe_bf16", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_QD_FP8_PIPE_F32 = S("gemv_quant_direct", "gemv_qd_fp8_pipe_f32", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_QD_FP8_PIPE_SWIGLU = S("gemv_quant_direct", "gemv_qd_fp8_pipe_swiglu_bf16",
+                            "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_QD_NVFP4_TILE = S("gemv_quant_direct", "gemv_qd_nvfp4_tile_bf16", "x:ptr w:ptr " + _NVFP4)
+GEMV_QD_NVFP4_TILE_F32 = S("gemv_quant_direct", "gemv_qd_nvfp4_tile_f32", "x:ptr w:ptr " + _NVFP4)
+GEMV_QD_NVFP4_TILE_SWIGLU = S("gemv_quant_direct", "gemv_qd_nvfp4_tile_swiglu_bf16",
+                              "x:ptr w:ptr " + _NVFP4)
 # ... the NVFP4 ones on the byte-table decode (ATLAS_QUANT_E2M1_LUT=1, the A/B of the bit moves)
 GEMV_QD_NVFP4_LUT = S("gemv_quant_direct", "gemv_qd_nvfp4_lut_bf16", "x:ptr w:ptr " + _NVFP4)
 GEMV_QD_NVFP4_LUT_F32 = S("gemv_quant_direct", "gemv_qd_nvfp4_lut_f32", "x:ptr w:ptr " + _NVFP4)
 GEMV_QD_NVFP4_LUT_SWIGLU = S("gemv_quant_direct", "gemv_qd_nvfp4_lut_swiglu_bf16",
                              "x:ptr w:ptr " + _NVFP4)
+# ... the same products staged through shared memory by bulk copies (ATLAS_QUANT_STAGED=1):
+# one block of 16 warps per SM, ops/matmul_quant_mma.STAGED_SHARED bytes of dynamic shared
+# memory
+GEMV_QS_FP8 = S("gemv_quant_direct", "gemv_qs_fp8_bf16", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_QS_FP8_F32 = S("gemv_quant_direct", "gemv_qs_fp8_f32", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_QS_FP8_SWIGLU = S("gemv_quant_direct", "gemv_qs_fp8_swiglu_bf16",
+                       "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_QS_NVFP4 = S("gemv_quant_direct", "gemv_qs_nvfp4_bf16", "x:ptr w:ptr " + _NVFP4)
+GEMV_QS_NVFP4_F32 = S("gemv_quant_direct", "gemv_qs_nvfp4_f32", "x:ptr w:ptr " + _NVFP4)
+GEMV_QS_NVFP4_SWIGLU = S("gemv_quant_direct", "gemv_qs_nvfp4_swiglu_bf16",
+                         "x:ptr w:ptr " + _NVFP4)
 # the same products with Hopper warpgroup MMA (kernels/hopper/common/gemm_sm90.cu, sm_90a
 # only): 128x256 tiles for prefill, launched with GEMM_SM90_SMEM bytes of dynamic shared memory
 GEMM_SM90 = S("gemm_sm90", "gemm_sm90_bf16", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")

@@ -12,6 +12,8 @@ so do a hybrid model's Gated-DeltaNet projections (`linear_attn`);
 `lm_head=True` (`--lm-head`) quantizes the (untied) LM head too, in the same layout: at
 batch 1 it is 1.24 GB of Qwen3-8B's 8.3 GB FP8 / 5.2 GB NVFP4 step (the loader reads which
 linears are quantized from the stored dtypes, so such a checkpoint loads like any other).
+`lm_head=None` (the CLI's default) does so wherever the checkpoint has a separate LM head the
+kernels take, and keeps it bf16 otherwise; `--no-lm-head` writes the published layout.
 
 * `fp8-block`: E4M3 codes + `weight_scale_inv` float32 [ceil(N/128), ceil(K/128)], each
   block's amax mapped to 448; `quantization_config` {"quant_method": "fp8",
@@ -200,12 +202,23 @@ def copy_side_files(src: Path, dst: Path) -> None:
             shutil.copy2(extra, dst / extra.name)
 
 
+def _lm_head_refusal(store: WeightStore, config: dict) -> str | None:
+    """Why the checkpoint's LM head cannot be quantized (None: it can)."""
+    if "lm_head.weight" not in store or config.get("tie_word_embeddings"):
+        return "no separate lm_head.weight to quantize (tied embeddings?)"
+    shape = store.info("lm_head.weight").shape
+    if any(d % FP8_BLOCK for d in shape):
+        return f"lm_head.weight {shape} is not a multiple of {FP8_BLOCK} in both dims"
+    return None
+
+
 def quantize_checkpoint(src: Path, dst: Path, scheme: str,
                         progress: Callable[[str, int, int], None] | None = None,
-                        lm_head: bool = False) -> QuantizeReport:
+                        lm_head: bool | None = False) -> QuantizeReport:
     """Write `dst` (a new directory) holding `src` quantized with `scheme`; non-weight files
     (tokenizer, templates, generation config) are copied as they are. `lm_head`: quantize
-    `lm_head.weight` as well (a checkpoint with tied embeddings has none: refused)."""
+    `lm_head.weight` as well (True: a checkpoint with tied embeddings has none: refused;
+    None: where the checkpoint has one whose dims the kernels take)."""
     if scheme not in SCHEMES:
         raise QuantizeError(f"unknown scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
     src, dst = Path(src), Path(dst)
@@ -222,11 +235,10 @@ def quantize_checkpoint(src: Path, dst: Path, scheme: str,
         if info.dtype != "BF16" and is_quantized_name(name, info.shape):
             raise QuantizeError(f"{info.file}: tensor {name!r} is {info.dtype}; "
                                 "quantize takes bf16 checkpoints")
-    if lm_head and ("lm_head.weight" not in store or config.get("tie_word_embeddings")):
-        raise QuantizeError(f"{src}: no separate lm_head.weight to quantize (tied embeddings?)")
-    if lm_head and any(d % FP8_BLOCK for d in store.info("lm_head.weight").shape):
-        raise QuantizeError(f"{src}: lm_head.weight {store.info('lm_head.weight').shape} is "
-                            f"not a multiple of {FP8_BLOCK} in both dims")
+    head_refused = _lm_head_refusal(store, config)
+    if lm_head and head_refused:
+        raise QuantizeError(f"{src}: {head_refused}")
+    lm_head = bool(lm_head) or (lm_head is None and head_refused is None)
     if dst.exists() and any(dst.iterdir()):
         raise QuantizeError(f"{dst}: destination exists and is not empty")
     dst.mkdir(parents=True, exist_ok=True)

@@ -38,11 +38,13 @@ SWIGLU_REL_TOL = 2.0 ** -6
 
 
 def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
-                e2m1_lut: bool = False) -> KernelCase:
+                e2m1_lut: bool = False, staged: bool = False,
+                tile_loop: bool | None = None) -> KernelCase:
     """act = swiglu(x @ dequant(w).T) for a fused [gate | up] weight w [2 inter, k] through
     `matmul_quant.linear_swiglu_quant` (forced onto gemv_quant_direct; `e2m1_lut`: its NVFP4
-    byte-table entry point), against float64: the product rounded to bf16, then silu_mul's
-    rounding (swiglu_oracle)."""
+    byte-table entry point; `staged`: its shared-memory-staged variant; `tile_loop`: forces
+    the tile / pipelined loop, None the format's default), against float64:
+    the product rounded to bf16, then silu_mul's rounding (swiglu_oracle)."""
     n = 2 * inter
     if fmt == "nvfp4":
         packed, s_codes, row = random_nvfp4(rng, n, k, parts=2)
@@ -68,7 +70,9 @@ def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
     def product(v: dict[str, np.ndarray]) -> np.ndarray:
         return bf16_bits_to_f32(v["x"]).astype(np.float64) @ dequant(v).T
 
-    routes = dataclasses.replace(KernelRoutes.from_env(), quant_e2m1_lut=e2m1_lut)
+    routes = dataclasses.replace(KernelRoutes.from_env(), quant_direct=True,
+                                 quant_e2m1_lut=e2m1_lut, quant_staged=staged,
+                                 quant_tile_loop=tile_loop)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         matmul_quant.linear_swiglu_quant(KernelCache(backend, routes), stream, p["x"],
@@ -79,8 +83,10 @@ def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
         return {"act": swiglu_oracle(gate_up)}
 
     big = float(np.abs(product(inputs)).max())
-    return KernelCase(f"gemv_qd_{'nvfp4' if fmt == 'nvfp4' else 'fp8'}"
-                      f"{'_lut' if e2m1_lut else ''}_swiglu "
+    loop = {None: "", True: "_tile", False: "_pipe"}[tile_loop]
+    return KernelCase(f"gemv_qd{'_staged' if staged else ''}_"
+                      f"{'nvfp4' if fmt == 'nvfp4' else 'fp8'}{'_lut' if e2m1_lut else ''}{loop}"
+                      "_swiglu "
                       f"{'' if fmt == 'nvfp4' else fmt + ' '}m{m} inter{inter} k{k}",
                       "gemv_quant_direct", inputs, {"act": OutputSpec(DType.BF16, (m, inter))},
                       run, oracle, reference_abs_tol=SWIGLU_REL_TOL * big * big)
@@ -105,7 +111,8 @@ LOOPING_NVFP4_SHAPES = [(7, 4500, 640, 2), (2, 4230, 1152, 1)]
 LOOPING_SWIGLU_SHAPES = [("nvfp4", 3, 2201, 640), ("block", 1, 4500, 1024)]
 
 
-def nvfp4_every_scale_case(rng: np.random.Generator, m: int, n: int, k: int) -> KernelCase:
+def nvfp4_every_scale_case(rng: np.random.Generator, m: int, n: int, k: int,
+                           staged: bool = False) -> KernelCase:
     """The NVFP4 decode at the ends of its range: group scale codes cycling through every
     non-NaN E4M3 code (zero, negative zero, subnormals, 448, negatives) under random codes,
     so the scaled bf16 pairs (group scale * 2^119, e2m1 * 2^-126 with 0.5 a subnormal) and
@@ -115,10 +122,11 @@ def nvfp4_every_scale_case(rng: np.random.Generator, m: int, n: int, k: int) -> 
     s_codes = codes[rng.permutation(n * (k // 16)) % codes.size].reshape(n, k // 16)
     row = np.full(n, 1.0 / (448.0 * 6.0 * k ** 0.5), np.float32)
     return quant_linear_case(
-        rng, f"gemv_qd_nvfp4 every-scale m{m} n{n} k{k}", "gemv_quant_direct", m, n, k, False,
+        rng, f"gemv_qd{'_staged' if staged else ''}_nvfp4 every-scale m{m} n{n} k{k}",
+        "gemv_quant_direct", m, n, k, False,
         {"w": packed, "s": s_codes, "g": row},
         lambda p: Nvfp4Weight(p["w"], p["s"], p["g"], n, k),
-        lambda v: dequantize_nvfp4(v["w"], v["s"], v["g"]), mma=True, direct=True)
+        lambda v: dequantize_nvfp4(v["w"], v["s"], v["g"]), mma=True, direct=True, staged=staged)
 
 
 @kernel_cases("gemv_quant_direct")
@@ -144,4 +152,54 @@ def gemv_quant_direct_cases(rng: np.random.Generator) -> list[KernelCase]:
         ("block", 1, 12288, 4096), ("nvfp4", 1, 4096, 4096), ("block", 3, 200, 1024),
         ("channel", 8, 77, 448), ("tensor", 2, 64, 64), ("nvfp4", 5, 203, 1408),
         ("nvfp4", 8, 96, 128), ("block", 6, 1000, 2048), *LOOPING_SWIGLU_SHAPES)]
-    return cases
+    return cases + other_loop_cases(rng) + staged_cases(rng)
+
+
+def other_loop_cases(rng: np.random.Generator) -> list[KernelCase]:
+    """Each format on the loop it does not default to (ATLAS_QUANT_TILE_LOOP): FP8 pipelined
+    (`gemv_qd_fp8_pipe_*`), NVFP4 one block per tile (`gemv_qd_nvfp4_tile_*`), at Qwen3-8B's
+    qkv / down, ragged rows and K over the warps in uneven step counts, f32 logits, SwiGLU."""
+    def fp8(m: int, n: int, k: int, layout: str = "block", logits: bool = False) -> KernelCase:
+        return fp8_linear_case(rng, layout, m, n, k, direct=True, logits=logits,
+                               tile_loop=False)
+
+    def nvfp4(m: int, n: int, k: int, logits: bool = False) -> KernelCase:
+        return nvfp4_linear_case(rng, m, n, k, parts=2, direct=True, logits=logits,
+                                 tile_loop=True)
+
+    return [fp8(1, 6144, 4096), fp8(1, 4096, 12288), fp8(3, 1001, 5120), fp8(8, 515, 1536),
+            fp8(4, 259, 2048, "channel"), fp8(1, 20000, 1024, logits=True),
+            nvfp4(1, 6144, 4096), nvfp4(1, 4096, 12288), nvfp4(3, 1001, 5120),
+            nvfp4(8, 515, 1536), nvfp4(5, 33, 128), nvfp4(1, 20000, 1024, logits=True),
+            swiglu_case(rng, "block", 1, 12288, 4096, tile_loop=False),
+            swiglu_case(rng, "nvfp4", 1, 12288, 4096, tile_loop=True),
+            swiglu_case(rng, "nvfp4", 5, 203, 1408, tile_loop=True)]
+
+
+#: the staged variant's shapes: Qwen3-8B's projections (qkv 384 tiles: the 132 blocks loop
+#: over 2-3; o; down with 6 NVFP4 / 12 FP8 units a tile), a K whose last unit is partial
+#: (NVFP4 k 1,280 = 10 steps: warps 10..15 idle; FP8 k 1,088 = 17 steps), ragged n, several
+#: tiles a block with batch rows up to 8; ((format, m, n, k))
+STAGED_SHAPES = [("block", 1, 6144, 4096), ("nvfp4", 1, 6144, 4096), ("block", 1, 4096, 4096),
+                 ("nvfp4", 1, 4096, 12288), ("block", 1, 4096, 12288), ("nvfp4", 3, 1001, 1280),
+                 ("block", 8, 4300, 1088), ("channel", 2, 259, 2048), ("tensor", 5, 33, 64),
+                 ("nvfp4", 8, 4500, 768), ("nvfp4", 2, 70, 256)]
+#: f32 logits of a vocabulary-like n (20,000 rows: 1,250 tiles, ~10 a block) and a ragged one
+STAGED_LOGITS_SHAPES = [("block", 1, 20000, 1024), ("nvfp4", 1, 20000, 1024),
+                        ("nvfp4", 5, 300, 1536)]
+#: gate_up + SwiGLU ((format, m, inter, k)): Qwen3-8B's, ragged features, FP8 blocks of 128
+#: rows straddling the gate / up boundary (inter 200)
+STAGED_SWIGLU_SHAPES = [("block", 1, 12288, 4096), ("nvfp4", 1, 12288, 4096),
+                        ("nvfp4", 5, 203, 1536), ("block", 3, 200, 1024), ("channel", 8, 77, 448)]
+
+
+def staged_cases(rng: np.random.Generator) -> list[KernelCase]:
+    """The shared-memory-staged variant (gemv_qs_*): the linear shapes above, f32 logits of a
+    vocabulary-like n (72+ tiles a block), gate_up + SwiGLU, and NVFP4's extreme scales."""
+    cases = [nvfp4_linear_case(rng, m, n, k, parts=2, logits=logits, staged=True)
+             if fmt == "nvfp4" else fp8_linear_case(rng, fmt, m, n, k, logits=logits, staged=True)
+             for shapes, logits in ((STAGED_SHAPES, False), (STAGED_LOGITS_SHAPES, True))
+             for fmt, m, n, k in shapes]
+    cases += [swiglu_case(rng, fmt, m, inter, k, staged=True)
+              for fmt, m, inter, k in STAGED_SWIGLU_SHAPES]
+    return cases + [nvfp4_every_scale_case(rng, 1, 4096, 4096, staged=True)]

@@ -1,7 +1,9 @@
 """The check case of a quantized linear, whatever the format: y = x @ dequant(w).T through
 `matmul_quant.linear_quant` (or `linear_silu_quant` with the SwiGLU input), against a
 float64 oracle. `mma` cases force the tensor-core GEMV: its register-fed kernel for 1..8
-rows (gemv_quant_direct) when `direct`, else its ring kernel (gemv_mma_quant); the others
+rows (gemv_quant_direct) when `direct` (`staged`: its shared-memory-staged variant, the
+gemv_qs_* entry points; `tile_loop` True / False: its tile / pipelined loop, None: the
+format's default), else its ring kernel (gemv_mma_quant); the others
 force it off: GEMV passes of up to 8 rows or dequantize + GEMM (`gemv_passes` decides).
 `weight_inputs` are the weight's host arrays: their bytes are what the device weight
 streams, so the case predicts the route the launch builder takes."""
@@ -31,7 +33,8 @@ def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, 
                       k: int, silu: bool, weight_inputs: dict[str, np.ndarray],
                       weight: WeightFn, dequant: DequantFn, mma: bool = False,
                       direct: bool = False, logits: bool = False,
-                      e2m1_lut: bool = False) -> KernelCase:
+                      e2m1_lut: bool = False, staged: bool = False,
+                      tile_loop: bool | None = None) -> KernelCase:
     """`logits`: f32 outputs (a quantized LM head: `QuantLinear.linear(out_f32=True)`, the
     tensor-core GEMVs' `_f32` entry points, any m); `e2m1_lut`: the register-fed kernel's
     NVFP4 byte-table entry points (routes.quant_e2m1_lut)."""
@@ -46,7 +49,8 @@ def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, 
         inputs["act"] = np.zeros((m, k), np.uint16)
 
     routes = dataclasses.replace(KernelRoutes.from_env(), quant_direct=direct,
-                                 quant_e2m1_lut=e2m1_lut)
+                                 quant_e2m1_lut=e2m1_lut, quant_staged=staged,
+                                 quant_tile_loop=tile_loop)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = KernelCache(backend, routes)

@@ -9,13 +9,16 @@ Only hopper sets build the module; `available` says whether the loaded kernels h
 CUDA-core GEMV passes).
 
 Batches of 1..8 rows take the register-fed twin (hopper/common/gemv_quant_direct.cu: the
-same fragments loaded straight from HBM into registers, no shared-memory ring, one block
-per 16-row tile, or with ATLAS_QUANT_PERSISTENT=1 a one-wave grid of blocks looping over
-their tiles, `direct_blocks`) where it is loaded, switched on (ATLAS_QUANT_DIRECT) and the
+same fragments loaded straight from HBM into registers, no shared-memory ring; FP8 on its
+one-block-per-tile loop, NVFP4 on its pipelined loop, one block per 16-row tile, or with
+ATLAS_QUANT_PERSISTENT=1 a one-wave grid of blocks looping over their tiles, `direct_blocks`;
+`direct_loop` says which loop) where it is loaded, switched on (ATLAS_QUANT_DIRECT) and the
 weight meets its preconditions (`direct_supports`). Its `_swiglu` entry points end a dense
 MLP's [gate | up] product with the SwiGLU (`gemv_direct_swiglu`), so no silu_mul launch
 follows. Its NVFP4 entry points decode E2M1 by bit moves; ATLAS_QUANT_E2M1_LUT=1 takes their
-byte-table twins (`direct_sig`), the A/B of that decode.
+byte-table twins (`direct_sig`), the A/B of that decode. With ATLAS_QUANT_STAGED=1 the same
+products run staged through shared memory by bulk copies (`gemv_qs_*` entry points, one block
+of 16 warps per SM) wherever the weight meets that variant's preconditions (`staged_supports`).
 """
 
 from __future__ import annotations
@@ -25,9 +28,13 @@ from typing import TYPE_CHECKING
 from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (GEMV_MMA_FP8, GEMV_MMA_FP8_F32, GEMV_MMA_FP8_SMALL, GEMV_MMA_NVFP4,
                           GEMV_MMA_NVFP4_F32, GEMV_MMA_NVFP4_SMALL, GEMV_QD_FP8,
-                          GEMV_QD_FP8_F32, GEMV_QD_FP8_SWIGLU, GEMV_QD_NVFP4, GEMV_QD_NVFP4_F32,
-                          GEMV_QD_NVFP4_LUT, GEMV_QD_NVFP4_LUT_F32, GEMV_QD_NVFP4_LUT_SWIGLU,
-                          GEMV_QD_NVFP4_SWIGLU)
+                          GEMV_QD_FP8_F32, GEMV_QD_FP8_PIPE, GEMV_QD_FP8_PIPE_F32,
+                          GEMV_QD_FP8_PIPE_SWIGLU, GEMV_QD_FP8_SWIGLU, GEMV_QD_NVFP4,
+                          GEMV_QD_NVFP4_F32, GEMV_QD_NVFP4_LUT, GEMV_QD_NVFP4_LUT_F32,
+                          GEMV_QD_NVFP4_LUT_SWIGLU, GEMV_QD_NVFP4_SWIGLU, GEMV_QD_NVFP4_TILE,
+                          GEMV_QD_NVFP4_TILE_F32, GEMV_QD_NVFP4_TILE_SWIGLU, GEMV_QS_FP8,
+                          GEMV_QS_FP8_F32, GEMV_QS_FP8_SWIGLU, GEMV_QS_NVFP4, GEMV_QS_NVFP4_F32,
+                          GEMV_QS_NVFP4_SWIGLU)
 from . import KernelCache
 from ._preconditions import require_aligned
 
@@ -139,12 +146,57 @@ def busiest_sm_tiles(tiles: int, grid: int, sm_count: int) -> int:
     return -(-grid // sm_count) * -(-tiles // grid)
 
 
+#: the staged variant (gemv_quant_direct.cu gemv_staged): threads of its one block per SM,
+#: its ring's most units (kMaxStages) and the dynamic shared memory a launch gives the ring
+#: (~200 KiB: 5 NVFP4 / 6 FP8 units of 16 rows x 32 steps; the kernel's static shared
+#: memory, 16.1 KiB of partial sums and barriers, fits beside it in the SM's 227 KiB)
+STAGED_THREADS = 512
+STAGED_MAX_STAGES = 16
+STAGED_SHARED = 200 * 1024
+
+
+def staged_supports(w: "Fp8Weight | Nvfp4Weight") -> bool:
+    """The staged variant's preconditions beyond `direct_supports`: bulk copies need 16-byte
+    aligned sources and sizes. Codes always are (both weight types require it); NVFP4 group
+    scales must be too, their rows (k / 16 bytes) a multiple of 16 bytes: k % 256 == 0."""
+    if not direct_supports(w):
+        return False
+    return _fmt(w) == "fp8" or (w.k % 256 == 0 and w.scales % 16 == 0)
+
+
+#: formats whose products of 1..8 rows take the staged variant by default (its device A/B
+#: decides; ATLAS_QUANT_STAGED=1 / 0 forces it for both / neither)
+STAGED_BY_DEFAULT: frozenset[str] = frozenset()
+
+
+def uses_staged(kc: KernelCache, w: "Fp8Weight | Nvfp4Weight") -> bool:
+    """Whether a product of 1..8 rows on the register-fed kernel runs its staged variant: the
+    weight meets `staged_supports`, then the route switch (ATLAS_QUANT_STAGED) or, unset,
+    STAGED_BY_DEFAULT."""
+    forced = kc.routes.quant_staged
+    wanted = _fmt(w) in STAGED_BY_DEFAULT if forced is None else forced
+    return wanted and staged_supports(w)
+
+
+#: the staged entry points: (format, output) -> sig
+_STAGED = {("fp8", "bf16"): GEMV_QS_FP8, ("fp8", "f32"): GEMV_QS_FP8_F32,
+           ("fp8", "swiglu"): GEMV_QS_FP8_SWIGLU, ("nvfp4", "bf16"): GEMV_QS_NVFP4,
+           ("nvfp4", "f32"): GEMV_QS_NVFP4_F32, ("nvfp4", "swiglu"): GEMV_QS_NVFP4_SWIGLU}
+
+
 def _launch_direct(kc: KernelCache, stream: Stream, w: "Fp8Weight | Nvfp4Weight", out: str,
                    tiles: int, x: DevicePtr, y: DevicePtr, m: int) -> None:
-    """One launch of the register-fed entry point for `out` over `tiles` tiles."""
+    """One launch of the register-fed entry point for `out` over `tiles` tiles, or of its
+    staged twin (one block per SM, at most one per tile) where switched on and supported."""
+    if uses_staged(kc, w):
+        launch = kc.get_with_shared(_STAGED[_fmt(w), out], STAGED_SHARED, most_shared=True)
+        launch(stream, min(tiles, kc.facts.sm_count), STAGED_THREADS, STAGED_SHARED, x,
+               *_args(w, y, m))
+        return
     per_sm = kc.routes.quant_blocks_per_sm
-    grid = direct_blocks(tiles, kc.facts.sm_count,
-                         kc.routes.quant_persistent or per_sm is not None, per_sm)
+    loop = direct_loop(kc, w)
+    grid = tiles if loop == "tile" else direct_blocks(
+        tiles, kc.facts.sm_count, kc.routes.quant_persistent or per_sm is not None, per_sm)
     kc.get(direct_sig(kc, w, out))(stream, grid, DIRECT_THREADS, 0, x, *_args(w, y, m))
 
 
@@ -168,21 +220,41 @@ def uses_direct(kc: KernelCache, w: "Fp8Weight | Nvfp4Weight", m: int) -> bool:
     return GEMV_QD_FP8.module in kc.backend.module_names if forced is None else forced
 
 
-#: the register-fed kernel's entry points: (format, output, NVFP4 byte-table decode) -> sig
-_DIRECT = {("fp8", "bf16", False): GEMV_QD_FP8, ("fp8", "f32", False): GEMV_QD_FP8_F32,
-           ("fp8", "swiglu", False): GEMV_QD_FP8_SWIGLU,
-           ("nvfp4", "bf16", False): GEMV_QD_NVFP4, ("nvfp4", "f32", False): GEMV_QD_NVFP4_F32,
-           ("nvfp4", "swiglu", False): GEMV_QD_NVFP4_SWIGLU,
-           ("nvfp4", "bf16", True): GEMV_QD_NVFP4_LUT,
-           ("nvfp4", "f32", True): GEMV_QD_NVFP4_LUT_F32,
-           ("nvfp4", "swiglu", True): GEMV_QD_NVFP4_LUT_SWIGLU}
+#: the register-fed kernel's entry points: (format, output, loop) -> sig; the loop is 'tile'
+#: (one block per tile), 'pipe' (pipelined, any grid) or NVFP4's 'lut' (pipelined, byte tables)
+_DIRECT = {("fp8", "bf16", "tile"): GEMV_QD_FP8, ("fp8", "f32", "tile"): GEMV_QD_FP8_F32,
+           ("fp8", "swiglu", "tile"): GEMV_QD_FP8_SWIGLU,
+           ("fp8", "bf16", "pipe"): GEMV_QD_FP8_PIPE, ("fp8", "f32", "pipe"): GEMV_QD_FP8_PIPE_F32,
+           ("fp8", "swiglu", "pipe"): GEMV_QD_FP8_PIPE_SWIGLU,
+           ("nvfp4", "bf16", "pipe"): GEMV_QD_NVFP4, ("nvfp4", "f32", "pipe"): GEMV_QD_NVFP4_F32,
+           ("nvfp4", "swiglu", "pipe"): GEMV_QD_NVFP4_SWIGLU,
+           ("nvfp4", "bf16", "tile"): GEMV_QD_NVFP4_TILE,
+           ("nvfp4", "f32", "tile"): GEMV_QD_NVFP4_TILE_F32,
+           ("nvfp4", "swiglu", "tile"): GEMV_QD_NVFP4_TILE_SWIGLU,
+           ("nvfp4", "bf16", "lut"): GEMV_QD_NVFP4_LUT,
+           ("nvfp4", "f32", "lut"): GEMV_QD_NVFP4_LUT_F32,
+           ("nvfp4", "swiglu", "lut"): GEMV_QD_NVFP4_LUT_SWIGLU}
+
+
+def direct_loop(kc: KernelCache, w: "Fp8Weight | Nvfp4Weight") -> str:
+    """Which loop of the register-fed kernel runs `w`: 'tile' (gemv_direct_tile, one block
+    per tile: FP8's default, gpu18 timed it 20-25% ahead), 'pipe' (gemv_direct: NVFP4's
+    default, 7-11% ahead with its cheaper decode; the one-wave grid needs it) or 'lut' (NVFP4
+    on the byte-table decode, ATLAS_QUANT_E2M1_LUT=1). ATLAS_QUANT_TILE_LOOP=1 / 0 forces
+    tile / pipe for both formats (the A/B)."""
+    fmt, routes = _fmt(w), kc.routes
+    if fmt == "nvfp4" and routes.quant_e2m1_lut:
+        return "lut"
+    if routes.quant_persistent or routes.quant_blocks_per_sm is not None:
+        return "pipe"
+    if routes.quant_tile_loop is not None:
+        return "tile" if routes.quant_tile_loop else "pipe"
+    return "tile" if fmt == "fp8" else "pipe"
 
 
 def direct_sig(kc: KernelCache, w: "Fp8Weight | Nvfp4Weight", out: str) -> KernelSig:
-    """The register-fed entry point for `out` ('bf16', 'f32', 'swiglu'): NVFP4 on the
-    bit-move decode, or the byte tables where the route switch (ATLAS_QUANT_E2M1_LUT) asks."""
-    fmt = _fmt(w)
-    return _DIRECT[fmt, out, fmt == "nvfp4" and kc.routes.quant_e2m1_lut]
+    """The register-fed entry point for `out` ('bf16', 'f32', 'swiglu') on `direct_loop`."""
+    return _DIRECT[_fmt(w), out, direct_loop(kc, w)]
 
 
 def _args(w: "Fp8Weight | Nvfp4Weight", y: DevicePtr, m: int) -> tuple:

@@ -25,6 +25,17 @@ what it asked for each time, and importing Atlas never depends on the environmen
   ATLAS_QUANT_BLOCKS_PER_SM=1 | 2: that one-wave grid (implies ATLAS_QUANT_PERSISTENT=1)
   with this many blocks per SM for every product (unset: the rule, the fewest tiles on the
   busiest SM), for sweeps on the device.
+* ATLAS_QUANT_TILE_LOOP=1 / 0: the twin's products on its one-block-per-tile loop
+  (gemv_quant_direct.cu gemv_direct_tile, the session-6 loop) / on its pipelined loop
+  (gemv_direct) for both formats; unset, FP8 on the tile loop (gpu18, 2026-12-02 04:36: 20-25%
+  faster for FP8 at every Qwen3-8B shape) and NVFP4 on the pipelined one (7-11% faster on
+  qkv / o / down with its cheaper decode). The one-wave grid and the byte-table decode run
+  pipelined whatever this says.
+* ATLAS_QUANT_STAGED=1 / 0: the twin's products staged through shared memory by bulk copies
+  (gemv_quant_direct.cu gemv_staged, entry points gemv_qs_*: one block of 16 warps per SM,
+  ~200 KiB of its weights in flight from before the PDL wait) wherever the weight meets its
+  preconditions (ops/matmul_quant_mma.staged_supports) / never; unset, the launch builder's
+  per-format rule (ops/matmul_quant_mma.uses_staged: off for both until timed on the device).
 * ATLAS_DECODE_GEMM=0: decode batches never on the Hopper skinny wgmma GEMM
   (gemm_decode_sm90); they take the batched GEMV / GEMM routes as before it existed.
 * ATLAS_DECODE_GEMM_MIN_M=N / ATLAS_DECODE_GEMM_MAX_M=N: the row range routed to it
@@ -231,6 +242,8 @@ class KernelRoutes:
     quant_e2m1_lut: bool = False
     quant_persistent: bool = False
     quant_blocks_per_sm: int | None = None
+    quant_staged: bool | None = None
+    quant_tile_loop: bool | None = None
     decode_gemm: bool = True
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
     decode_gemm_max_m: int = DEFAULT_DECODE_GEMM_MAX_M
@@ -298,6 +311,8 @@ class KernelRoutes:
                    quant_e2m1_lut=env_switch(env, "ATLAS_QUANT_E2M1_LUT", False),
                    quant_persistent=env_switch(env, "ATLAS_QUANT_PERSISTENT", False),
                    quant_blocks_per_sm=int(per_sm) if per_sm else None,
+                   quant_staged=_env_tristate(env, "ATLAS_QUANT_STAGED"),
+                   quant_tile_loop=_env_tristate(env, "ATLAS_QUANT_TILE_LOOP"),
                    decode_gemm=env_switch(env, "ATLAS_DECODE_GEMM", True),
                    decode_gemm_min_m=_env_count(env, "ATLAS_DECODE_GEMM_MIN_M",
                                                 DEFAULT_DECODE_GEMM_MIN_M),

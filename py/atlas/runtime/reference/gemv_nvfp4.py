@@ -22,7 +22,9 @@ from ..gpu import Dim3
 from ..kernel_abi import (DEQUANT_NVFP4, GEMV_MMA_NVFP4, GEMV_MMA_NVFP4_F32,
                           GEMV_MMA_NVFP4_SMALL, GEMV_NVFP4, GEMV_NVFP4_SINGLE, GEMV_QD_NVFP4,
                           GEMV_QD_NVFP4_F32, GEMV_QD_NVFP4_LUT, GEMV_QD_NVFP4_LUT_F32,
-                          GEMV_QD_NVFP4_LUT_SWIGLU, GEMV_QD_NVFP4_SWIGLU, GEMV_SILU_NVFP4,
+                          GEMV_QD_NVFP4_LUT_SWIGLU, GEMV_QD_NVFP4_SWIGLU, GEMV_QD_NVFP4_TILE,
+                          GEMV_QD_NVFP4_TILE_F32, GEMV_QD_NVFP4_TILE_SWIGLU, GEMV_QS_NVFP4,
+                          GEMV_QS_NVFP4_F32, GEMV_QS_NVFP4_SWIGLU, GEMV_SILU_NVFP4,
                           GEMV_SILU_NVFP4_SINGLE)
 from . import HostMemory, reference
 from .silu_mul import swiglu_rows
@@ -53,6 +55,8 @@ def _linear(mem: HostMemory, xf: np.ndarray, w: int, scale: int, row_scale: int,
 @reference(GEMV_MMA_NVFP4)  # gemv_mma_quant.cu: the same product for 1..64 rows
 @reference(GEMV_MMA_NVFP4_SMALL)
 @reference(GEMV_QD_NVFP4)  # gemv_quant_direct.cu: the same product for 1..8 rows
+@reference(GEMV_QS_NVFP4)  # ... staged through shared memory
+@reference(GEMV_QD_NVFP4_TILE)  # ... on the other loop
 @reference(GEMV_QD_NVFP4_LUT)  # ... on its byte-table decode
 def gemv_nvfp4_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int,
                     row_scale: int, y: int, m: int, n: int, k: int) -> None:
@@ -62,6 +66,8 @@ def gemv_nvfp4_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, sc
 
 @reference(GEMV_MMA_NVFP4_F32)
 @reference(GEMV_QD_NVFP4_F32)
+@reference(GEMV_QS_NVFP4_F32)
+@reference(GEMV_QD_NVFP4_TILE_F32)
 @reference(GEMV_QD_NVFP4_LUT_F32)
 def gemv_nvfp4_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int,
                    row_scale: int, y: int, m: int, n: int, k: int) -> None:
@@ -72,6 +78,8 @@ def gemv_nvfp4_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, sca
 
 
 @reference(GEMV_QD_NVFP4_SWIGLU)
+@reference(GEMV_QS_NVFP4_SWIGLU)
+@reference(GEMV_QD_NVFP4_TILE_SWIGLU)
 @reference(GEMV_QD_NVFP4_LUT_SWIGLU)
 def gemv_nvfp4_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
                            scale: int, row_scale: int, y: int, m: int, n: int, k: int) -> None:
