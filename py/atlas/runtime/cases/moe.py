@@ -344,10 +344,10 @@ def decode_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: n
                       reference_abs_tol=ACT_REFERENCE_TOL, graph=graph)
 
 
-def down_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.ndarray
-              ) -> KernelCase:
+def down_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.ndarray,
+              routes: KernelRoutes | None = None) -> KernelCase:
     """moe_down_sum alone from a given act: one rounding per expert and one at the end, so
-    it is held to the tight reference tolerance."""
+    it is held to the tight reference tolerance. `routes`: as decode_case's."""
     tokens = len(ids)
     _, w_d = expert_weights(rng, shape)
     inputs = {"act": random_bf16(rng, (tokens, shape.top_k, shape.inter)), "w_down": w_d,
@@ -355,7 +355,7 @@ def down_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.
               "topk_weights": _routing_weights(rng, tokens, shape.top_k)}
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        moe.decode_down(KernelCache(backend), stream, p["act"], p["w_down"],
+        moe.decode_down(KernelCache(backend, routes), stream, p["act"], p["w_down"],
                         p["topk_ids"], p["topk_weights"], p["out"], tokens, shape)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -530,7 +530,45 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
                           "session-6 launches)", q35, random_ids(rng, 8, 8, 8), routes=old),
               down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm leaf t2 h2048 i768 k8 (session-6 "
                                     "launches)", leaf, random_ids(rng, 2, 8, 8), routes=old)]
-    return fused + cases
+    return fused + cases + _down_gemv_cases(rng, leaf, q35)
+
+
+def _down_gemv_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeShape
+                     ) -> list[KernelCase]:
+    """The GEMV-shaped down kernels (moe_down_gemv_*) at every batch (their default is batch
+    1 only): each chunk count a thread holds (1..3, and 4 in two batches), ids of another
+    rank and out of range, a partial shared chunk, both full-size shapes; and the row-group
+    kernel at batch 1 (ATLAS_MOE_DOWN_GEMV=0)."""
+    gemv = KernelRoutes(moe_down_gemv_max_m=8)
+    two = moe.MoeShape(experts=8, top_k=2, hidden=512, inter=512)       # 128 chunks a row
+    six = moe.MoeShape(experts=8, top_k=6, hidden=256, inter=512)       # 384: two a thread
+    # 20 routed + 2 shared slots of 64 chunks (the second shared slot's 16 live: columns 512
+    # .. 639) = 1,408 chunks a row: batches of 4 a thread, the second partial
+    long = moe.MoeShape(experts=24, top_k=20, hidden=128, inter=512, shared_inter=640)
+    bad = random_ids(rng, 3, 8, 6)
+    bad[0, 1] = -1  # another rank's expert
+    bad[2, 5] = 8   # out of range
+    return [
+        down_add_rmsnorm_case(rng, "moe_down_gemv_add_rmsnorm leaf t1 h2048 i768 k8", leaf,
+                              random_ids(rng, 1, 8, 8), routes=gemv),
+        down_add_rmsnorm_case(rng, "moe_down_gemv_add_rmsnorm_offset shared t1 h2048 i512 k8 "
+                              "(qwen3.5-35b-a3b)", q35, random_ids(rng, 1, 8, 8), True,
+                              routes=gemv),
+        down_add_rmsnorm_case(rng, "moe_down_gemv_add_rmsnorm shared t8 h2048 i512 k8 "
+                              "(qwen3.5-35b-a3b)", q35, random_ids(rng, 8, 8, 8), routes=gemv),
+        down_case(rng, "moe_down_gemv_sum t2 e8 k2 h512 i512 (one chunk a thread)", two,
+                  random_ids(rng, 2, 8, 2), routes=gemv),
+        down_case(rng, "moe_down_gemv_sum t3 e8 k6 h256 i512 invalid ids", six, bad,
+                  routes=gemv),
+        down_add_rmsnorm_case(rng, "moe_down_gemv_add_rmsnorm shared t2 e24 k20 i512 shared 640 "
+                              "(two batches)", long, random_ids(rng, 2, 24, 20), routes=gemv),
+        decode_case(rng, "moe_decode leaf t1 h2048 i768 k8 (down gemv)", leaf,
+                    random_ids(rng, 1, 8, 8), routes=gemv),
+        decode_case(rng, "moe_decode leaf shared t1 h2048 i512 k8 (qwen3.5-35b-a3b, down gemv)",
+                    q35, random_ids(rng, 1, 8, 8), routes=gemv),
+        down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm leaf t1 h2048 i768 k8 (row groups)",
+                              leaf, random_ids(rng, 1, 8, 8),
+                              routes=KernelRoutes(moe_down_gemv=False))]
 
 
 # ---- grouped path -------------------------------------------------------------------------
