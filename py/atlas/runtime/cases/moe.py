@@ -274,7 +274,12 @@ def _gate_cases(rng: np.random.Generator) -> list[KernelCase]:
                       *leaf(2, 256), 8, shared_gate=_exact_gate(rng, 1, 1, 2048, 1 / 64, 1)[1][0]),
             gate_case("moe_gate_topk softmax shared x3 t8 e8 h128 k3",
                       *_exact_gate(rng, 8, 8, 128), 3,
-                      shared_gate=_exact_gate(rng, 1, 1, 128)[1][0], shared_slots=3)]
+                      shared_gate=_exact_gate(rng, 1, 1, 128)[1][0], shared_slots=3),
+            # batch 1 (the one-token GEMV loop) at the flagship's shape and a run-time hidden
+            gate_case("moe_gate_topk softmax shared t1 e256 h2048 k8 (qwen3.5-35b-a3b)",
+                      *leaf(1, 256), 8, shared_gate=_exact_gate(rng, 1, 1, 2048, 1 / 64, 1)[1][0]),
+            gate_case("moe_gate_topk sigmoid t1 e64 h320 k6",
+                      *_exact_gate(rng, 1, 64, 320), 6, True)]
 
 
 @kernel_cases("moe_router")
