@@ -1243,31 +1243,36 @@ quantized_8b() {
 
 # helper moe (session 8): the GEMV-shaped batch-1 down kernels (moe_down_gemv_*, switch
 # ATLAS_MOE_DOWN_GEMV) and the gate/up GEMV's two-chunk blocks (128 threads at hidden 2048,
-# ATLAS_MOE_GATE_UP_GEMV_THREADS=256 is the session-7 width): every decode expert check case,
-# then Qwen3-30B-A3B and Qwen3.5-35B-A3B full size (synthetic weights) b1 / b8 tok/s with the
-# defaults (_new), each switch back alone (30B) and both back (_old), and Qwen3-30B-A3B's b1
-# per-kernel profile with PDL off (each row the kernel's own time) and on, new and old.
+# ATLAS_MOE_GATE_UP_GEMV_THREADS=256 is the session-7 width): every decode expert and router
+# check case, then Qwen3-30B-A3B and Qwen3.5-35B-A3B full size (synthetic weights) tok/s with
+# the defaults (_new), each switch back alone (30B) and both back (_old); batch 8 with the
+# down GEMV at every batch (_gemv8: ATLAS_MOE_DOWN_GEMV_MAX_M=8); batch 1 with the next
+# norm left to the next qkv GEMV (_normgemv: ATLAS_MOE_DOWN_NORM=0 ATLAS_NORM_GEMV=1); and
+# Qwen3-30B-A3B's b1 per-kernel profile with PDL off (each row the kernel's own time) and
+# on, new and old (~6 minutes).
 stage_moe_s8_ab() {
-  local rc=0 name tag
+  local rc=0 name tag pdl
   local -a old=(ATLAS_MOE_DOWN_GEMV=0 ATLAS_MOE_GATE_UP_GEMV_THREADS=256)
-  "$PY" tools/gpu/check_kernels.py -k moe_decode -k moe_down \
+  "$PY" tools/gpu/check_kernels.py -k moe_decode -k moe_down -k moe_gate_topk \
     --out "$RESULTS/gpu_check_moe_s8-$STAMP.json" || rc=1
   for name in qwen3-30b-a3b qwen3_5-35b-a3b; do
     "$PY" tools/make_fixtures.py --config "$name" --out "$CKPT/$name-synthetic" --config-only \
       || return 1
   done
-  moe_s8_bench() {  # tag config [env...]
-    local tag="$1" name="$2"
-    shift 2
-    env "$@" "$PY" tools/gpu/bench_moe.py --config "$name" --batches 1,8 --prompt 512 \
+  moe_s8_bench() {  # tag config batches [env...]
+    local tag="$1" name="$2" batches="$3"
+    shift 3
+    env "$@" "$PY" tools/gpu/bench_moe.py --config "$name" --batches "$batches" --prompt 512 \
       --new 128 --prefill 512 --hf none --out "$RESULTS/moe_s8_${name}_$tag.json"
   }
-  moe_s8_bench new qwen3-30b-a3b || rc=1
-  moe_s8_bench old qwen3-30b-a3b "${old[@]}" || rc=1
-  moe_s8_bench down0 qwen3-30b-a3b ATLAS_MOE_DOWN_GEMV=0 || rc=1
-  moe_s8_bench threads256 qwen3-30b-a3b ATLAS_MOE_GATE_UP_GEMV_THREADS=256 || rc=1
-  moe_s8_bench new qwen3_5-35b-a3b || rc=1
-  moe_s8_bench old qwen3_5-35b-a3b "${old[@]}" || rc=1
+  for name in qwen3-30b-a3b qwen3_5-35b-a3b; do
+    moe_s8_bench new "$name" 1,8 || rc=1
+    moe_s8_bench old "$name" 1,8 "${old[@]}" || rc=1
+    moe_s8_bench gemv8 "$name" 8 ATLAS_MOE_DOWN_GEMV_MAX_M=8 || rc=1
+  done
+  moe_s8_bench down0 qwen3-30b-a3b 1 ATLAS_MOE_DOWN_GEMV=0 || rc=1
+  moe_s8_bench threads256 qwen3-30b-a3b 1 ATLAS_MOE_GATE_UP_GEMV_THREADS=256 || rc=1
+  moe_s8_bench normgemv qwen3-30b-a3b 1 ATLAS_MOE_DOWN_NORM=0 ATLAS_NORM_GEMV=1 || rc=1
   for tag in new old; do
     if [ "$tag" = old ]; then set -- "${old[@]}"; else set --; fi
     for pdl in 0 1; do
