@@ -17,7 +17,8 @@
 //
 // Where the leaf defines ATLAS_MOE_EXPERTS and ATLAS_MOE_TOPK, launches with exactly those
 // shapes run an instantiation with both as compile-time constants (the per-lane register
-// array sized to the experts, the rounds unrolled); other shapes take the general one.
+// array sized to the experts, the rounds unrolled); other shapes take the general one, its
+// per-lane arrays sized by tier (up to 128, 256, 512 experts).
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
 
@@ -139,8 +140,17 @@ __device__ __forceinline__ void route_row(const float* logits, const float* bias
     return;
   }
 #endif
-  route_token<kMaxPerLane, 0, kSigmoid, kFromL2>(logits, bias, topk_ids, topk_weights, experts,
-                                                 top_k, renormalize != 0, scale);
+  // the per-lane arrays sized to the expert count's tier (every candidate scan of the k
+  // rounds, the softmax and the logit loads cover only slots that can hold an expert)
+  if (experts <= 4 * 32)
+    route_token<4, 0, kSigmoid, kFromL2>(logits, bias, topk_ids, topk_weights, experts, top_k,
+                                         renormalize != 0, scale);
+  else if (experts <= 8 * 32)
+    route_token<8, 0, kSigmoid, kFromL2>(logits, bias, topk_ids, topk_weights, experts, top_k,
+                                         renormalize != 0, scale);
+  else
+    route_token<kMaxPerLane, 0, kSigmoid, kFromL2>(logits, bias, topk_ids, topk_weights,
+                                                   experts, top_k, renormalize != 0, scale);
 }
 
 template <bool kSigmoid>

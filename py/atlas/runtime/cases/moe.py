@@ -279,7 +279,9 @@ def _gate_cases(rng: np.random.Generator) -> list[KernelCase]:
             gate_case("moe_gate_topk softmax shared t1 e256 h2048 k8 (qwen3.5-35b-a3b)",
                       *leaf(1, 256), 8, shared_gate=_exact_gate(rng, 1, 1, 2048, 1 / 64, 1)[1][0]),
             gate_case("moe_gate_topk sigmoid t1 e64 h320 k6",
-                      *_exact_gate(rng, 1, 64, 320), 6, True)]
+                      *_exact_gate(rng, 1, 64, 320), 6, True),
+            gate_case("moe_gate_topk softmax t2 e384 h256 k10", *_exact_gate(rng, 2, 384, 256),
+                      10)]
 
 
 @kernel_cases("moe_router")
@@ -293,7 +295,12 @@ def router_cases(rng: np.random.Generator) -> list[KernelCase]:
                          renormalize=False),
              router_case("moe_topk softmax e60 k4 scale 2.5", _bf16_logits(rng, 9, 60), 4,
                          scale=2.5),
-             router_case("moe_topk softmax all tied e64 k6", np.zeros((3, 64), np.float32), 6)]
+             router_case("moe_topk softmax all tied e64 k6", np.zeros((3, 64), np.float32), 6),
+             # each per-lane tier of the general path just past its boundary, and the widest
+             router_case("moe_topk softmax e129 k8", _bf16_logits(rng, 3, 129), 8),
+             router_case("moe_topk softmax e257 k8", _bf16_logits(rng, 3, 257), 8),
+             router_case("moe_topk softmax e512 k10 (qwen3-next)", _bf16_logits(rng, 4, 512),
+                         10)]
     # ties at the k-th place: logits on a coarse grid, many equal values per row
     coarse = np.round(rng.uniform(-2, 2, (6, 32)) * 2) / 2
     cases.append(router_case("moe_topk softmax coarse ties e32 k5", coarse, 5))
