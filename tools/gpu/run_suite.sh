@@ -1253,8 +1253,13 @@ quantized_8b() {
 stage_moe_s8_ab() {
   local rc=0 name tag pdl
   local -a old=(ATLAS_MOE_DOWN_GEMV=0 ATLAS_MOE_GATE_UP_GEMV_THREADS=256)
-  "$PY" tools/gpu/check_kernels.py -k moe_decode -k moe_down -k moe_gate_topk \
+  "$PY" tools/gpu/check_kernels.py -k moe_decode -k moe_down -k moe_gate_topk -k moe_topk \
     --out "$RESULTS/gpu_check_moe_s8-$STAMP.json" || rc=1
+  # the kernel table's router and decode expert rows (gate/up + down), new and old
+  "$PY" tools/gpu/bench_kernels.py -k moe_router -k moe_decode_experts \
+    --out-dir "$RESULTS/moe_s8_table_new" || rc=1
+  env "${old[@]}" "$PY" tools/gpu/bench_kernels.py -k moe_decode_experts \
+    --out-dir "$RESULTS/moe_s8_table_old" || rc=1
   for name in qwen3-30b-a3b qwen3_5-35b-a3b; do
     "$PY" tools/make_fixtures.py --config "$name" --out "$CKPT/$name-synthetic" --config-only \
       || return 1
