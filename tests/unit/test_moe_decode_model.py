@@ -177,17 +177,21 @@ def check_down_model(shape: moe.MoeShape, tokens: int, model, rng: np.random.Gen
 
 
 def model_down_gemv(act: np.ndarray, w: np.ndarray, ids: np.ndarray, weights: np.ndarray,
-                    top_k: int, sh_down: np.ndarray | None
+                    top_k: int, sh_down: np.ndarray | None, sm_count: int, tiles: int
                     ) -> tuple[np.ndarray, dict[tuple[int, int, int], int]]:
     """moe_down_gemv_*: out [tokens, hidden] (float64) and how often each (row, slot, chunk)
-    was loaded. Thread t of block (bx, token) takes chunks t + 256 (kU b + u) of the row's
-    slots x kc, for the block's DOWN_GEMV_ROWS rows; a warp's 32 chunks are one group of one
-    slot, its sums land in part[group][r]; thread (r, j) adds slot j's groups in order."""
+    was loaded. Block (bx, token) takes rows [bx rows, (bx + 1) rows) (ops.moe.down_gemv_rows)
+    in tiles of DOWN_GEMV_ROWS, unit q = (tile q // batches, batch q % batches); thread t
+    takes chunks t + 256 (kU b + u) of the row's slots x kc for the tile's rows; a warp's 32
+    chunks are one group of one slot, its sums land in part[group][r]; after a tile's last
+    batch thread (r, j) adds slot j's groups in order and thread r writes row r."""
     tokens, slots, inter = act.shape
     experts, hidden, _ = w.shape
-    kc, rows_per_block, threads = inter // 8, moe.DOWN_GEMV_ROWS, moe.DECODE_THREADS
+    kc, tile, threads = inter // 8, moe.DOWN_GEMV_ROWS, moe.DECODE_THREADS
     n = slots * kc
     assert kc % 32 == 0 and n // 32 <= moe.DOWN_GEMV_MAX_GROUPS
+    rows_per_block = moe.down_gemv_rows(tokens, hidden, sm_count, tiles)
+    assert rows_per_block % tile == 0
     k_u = min(4, -(-n // threads))
     batches = -(-n // (k_u * threads))
     sh_kc = sh_down.shape[1] // 8 if sh_down is not None else 0
@@ -207,13 +211,16 @@ def model_down_gemv(act: np.ndarray, w: np.ndarray, ids: np.ndarray, weights: np
 
     for t in range(tokens):
         for bx in range(-(-hidden // rows_per_block)):
-            row0 = bx * rows_per_block
-            rows = min(rows_per_block, hidden - row0)
-            part = np.full((moe.DOWN_GEMV_MAX_GROUPS, rows_per_block), np.nan)
-            for b in range(batches):
+            first = bx * rows_per_block
+            end = min(hidden, first + rows_per_block)
+            units = -(-(end - first) // tile) * batches
+            part = np.full((moe.DOWN_GEMV_MAX_GROUPS, tile), np.nan)
+            for q in range(units):
+                b, row0 = q % batches, first + (q // batches) * tile
+                rows = min(tile, end - row0)
                 for warp in range(WARPS):
                     for u in range(k_u):
-                        sums = np.zeros(rows_per_block)
+                        sums = np.zeros(tile)
                         slots_seen = set()
                         for lane in range(32):
                             i = warp * 32 + lane + threads * (k_u * b + u)
@@ -229,36 +236,53 @@ def model_down_gemv(act: np.ndarray, w: np.ndarray, ids: np.ndarray, weights: np
                                 sums[r] += float(mat[row0 + r, 8 * col:8 * col + 8]
                                                  @ act[t, j, 8 * c:8 * c + 8])
                         assert len(slots_seen) <= 1, "a warp's chunks span two slots"
-                        g = warp + WARPS * (k_u * b + u)
+                        g = (k_u * b + u) * WARPS + warp
                         if 32 * g < n:
                             assert np.isnan(part[g]).all(), "a group written twice"
                             part[g] = sums
-            per_slot = kc // 32
-            for r in range(rows):
-                y = [sum(part[j * per_slot + q, r] for q in range(per_slot)) for j in range(slots)]
-                assert not np.isnan(y).any(), "a group of the row was never written"
-                total = 0.0
-                for j in range(top_k):
-                    if 0 <= ids[t, j] < experts:
-                        total += float(weights[t, j]) * _bf(y[j])
-                if slots > top_k:
-                    total = _bf(total) + _bf(float(weights[t, top_k]) * _bf(sum(y[top_k:])))
-                assert np.isnan(out[t, row0 + r]), "two blocks wrote one row"
-                out[t, row0 + r] = total
+                if b + 1 < batches:
+                    continue
+                per_slot = kc // 32
+                for r in range(rows):
+                    y = [sum(part[j * per_slot + k, r] for k in range(per_slot))
+                         for j in range(slots)]
+                    assert not np.isnan(y).any(), "a group of the row was never written"
+                    total = 0.0
+                    for j in range(top_k):
+                        if 0 <= ids[t, j] < experts:
+                            total += float(weights[t, j]) * _bf(y[j])
+                    if slots > top_k:
+                        total = _bf(total) + _bf(float(weights[t, top_k]) * _bf(sum(y[top_k:])))
+                    assert np.isnan(out[t, row0 + r]), "two blocks wrote one row"
+                    out[t, row0 + r] = total
+                part[:] = np.nan  # the next tile's groups
     return out, loads
 
 
-@pytest.mark.parametrize("experts,top_k,hidden,inter,shared_inter,tokens", [
-    (8, 8, 8, 768, 0, 2),        # Qwen3-30B-A3B's row: 768 chunks, 3 a thread
-    (6, 2, 12, 256, 0, 1),       # 64 chunks: warps 2..7 idle
-    (6, 3, 8, 512, 640, 2),      # two shared slots, the second's 16 chunks of 64 live
-    (24, 20, 4, 512, 0, 1),      # 1,280 chunks: two batches of 4 a thread
+@pytest.mark.parametrize("experts,top_k,hidden,inter,shared_inter,tokens,sm_count,tiles", [
+    (8, 8, 8, 768, 0, 2, 1, 1),      # Qwen3-30B-A3B's row: 768 chunks, 3 a thread
+    (8, 8, 24, 768, 0, 1, 1, 0),     # one wave of 2 blocks: 3 tiles a block
+    (6, 2, 12, 256, 0, 1, 4, 0),     # 64 chunks: warps 2..7 idle; a tile a block
+    (6, 3, 20, 512, 640, 2, 1, 2),   # two shared slots (the second's 16 of 64 chunks live),
+                                     # blocks of 2 tiles, the last block 1
+    (24, 20, 8, 512, 0, 1, 1, 0),    # 1,280 chunks: two batches of 4 a thread, 2 tiles
 ])
 def test_down_gemv_kernel_model_matches_the_oracle(experts: int, top_k: int, hidden: int,
-                                                   inter: int, shared_inter: int,
-                                                   tokens: int) -> None:
+                                                   inter: int, shared_inter: int, tokens: int,
+                                                   sm_count: int, tiles: int) -> None:
     check_down_model(moe.MoeShape(experts, top_k, hidden, inter, shared_inter), tokens,
-                     model_down_gemv, np.random.default_rng(hidden + inter + top_k))
+                     lambda *a: model_down_gemv(*a, sm_count, tiles),
+                     np.random.default_rng(hidden + inter + top_k))
+
+
+def test_down_gemv_blocks_fill_one_wave() -> None:
+    """ops.moe.down_gemv_rows: Qwen3-30B-A3B / Qwen3.5-35B-A3B at batch 1 on 132 SMs, 512
+    tiles over 264 block slots: 2 tiles a block (256 blocks); batch 8: 16 (32 blocks a token);
+    ATLAS_MOE_DOWN_GEMV_TILES=1: a block a tile; never more tiles than the row has."""
+    assert moe.down_gemv_rows(1, 2048, 132) == 8
+    assert moe.down_gemv_rows(8, 2048, 132) == 64
+    assert moe.down_gemv_rows(1, 2048, 132, tiles=1) == 4
+    assert moe.down_gemv_rows(1, 16, 1) == 8 and moe.down_gemv_rows(1, 16, 1, tiles=9) == 16
 
 
 # ---- gate/up ---------------------------------------------------------------------------------

@@ -155,13 +155,21 @@ def test_decode_path_is_two_launches_over_the_selected_experts() -> None:
 
 def test_batch_one_takes_the_gemv_shaped_expert_kernels() -> None:
     """Batch 1 of Qwen3-30B-A3B: gate/up on the single-token GEMV entry, 384 x 8 blocks of
-    128 threads (two chunks of a row each); down on the GEMV-shaped kernel, 512 blocks of 4
-    rows. ATLAS_MOE_DOWN_GEMV=0: the row-group kernel, 256 blocks of 8 rows (two a SM on 128
-    of the 132), where whole groups gave 205 blocks of 10 rows."""
+    128 threads (two chunks of a row each); down on the GEMV-shaped kernel, 256 blocks of two
+    4-row tiles (ATLAS_MOE_DOWN_GEMV_TILES=1: 512 of one). ATLAS_MOE_DOWN_GEMV=0: the
+    row-group kernel, 256 blocks of 8 rows (two a SM on 128 of the 132), where whole groups
+    gave 205 blocks of 10 rows."""
     got = _launches(moe.experts, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 1, QWEN3_30B,
                     moe.MoeScratch(act=0x1000))
     assert got == [("moe_gate_up_gemv_bf16_single", (384, 8, 1), (128, 1, 1)),
-                   ("moe_down_gemv_sum_bf16", (512, 1, 1), (256, 1, 1))]
+                   ("moe_down_gemv_sum_bf16", (256, 1, 1), (256, 1, 1))]
+    mock = MockGpuBackend()
+    one = KernelRoutes.from_env({"ATLAS_MOE_DOWN_GEMV_TILES": "1"})
+    moe.experts(KernelCache(mock, one), 0, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 1,
+                QWEN3_30B, moe.MoeScratch(act=0x1000))
+    down = mock.drain_launches()[1]
+    assert (down.func, tuple(down.grid)) == ("moe_down_gemv_sum_bf16", (512, 1, 1))
+    assert down.args["rows_per_block"] == 4  # one tile
     mock = MockGpuBackend()
     old = KernelRoutes.from_env({"ATLAS_MOE_DOWN_GEMV": "0"})
     moe.experts(KernelCache(mock, old), 0, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 1,
@@ -307,7 +315,7 @@ def test_bias_needs_sigmoid_scoring() -> None:
 
 def test_heavy_cases_exist_for_the_leaf_shapes() -> None:
     heavy = module_cases(MODULES, 0, keep=moe_cases.is_heavy)
-    assert len(heavy) == 14
+    assert len(heavy) == 15
 
 
 def _constant(stem: str, name: str) -> int:

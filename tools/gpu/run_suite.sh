@@ -1245,7 +1245,8 @@ quantized_8b() {
 # ATLAS_MOE_DOWN_GEMV) and the gate/up GEMV's two-chunk blocks (128 threads at hidden 2048,
 # ATLAS_MOE_GATE_UP_GEMV_THREADS=256 is the session-7 width): every decode expert and router
 # check case, then Qwen3-30B-A3B and Qwen3.5-35B-A3B full size (synthetic weights) tok/s with
-# the defaults (_new), each switch back alone (30B) and both back (_old); batch 8 with the
+# the defaults (_new), each switch back alone (30B) and both back (_old), the down GEMV a
+# tile a block (_tiles1: ATLAS_MOE_DOWN_GEMV_TILES=1, two waves); batch 8 with the
 # down GEMV at every batch (_gemv8: ATLAS_MOE_DOWN_GEMV_MAX_M=8); batch 1 with the next
 # norm left to the next qkv GEMV (_normgemv: ATLAS_MOE_DOWN_NORM=0 ATLAS_NORM_GEMV=1); and
 # Qwen3-30B-A3B's b1 per-kernel profile with PDL off (each row the kernel's own time) and
@@ -1276,6 +1277,7 @@ stage_moe_s8_ab() {
     moe_s8_bench gemv8 "$name" 8 ATLAS_MOE_DOWN_GEMV_MAX_M=8 || rc=1
   done
   moe_s8_bench down0 qwen3-30b-a3b 1 ATLAS_MOE_DOWN_GEMV=0 || rc=1
+  moe_s8_bench tiles1 qwen3-30b-a3b 1 ATLAS_MOE_DOWN_GEMV_TILES=1 || rc=1
   moe_s8_bench threads256 qwen3-30b-a3b 1 ATLAS_MOE_GATE_UP_GEMV_THREADS=256 || rc=1
   moe_s8_bench normgemv qwen3-30b-a3b 1 ATLAS_MOE_DOWN_NORM=0 ATLAS_NORM_GEMV=1 || rc=1
   for tag in new old; do

@@ -777,32 +777,41 @@ struct GemvSmem {
 };
 
 // kU: chunks of a row a thread holds at once (ceil(n / 256), at most 4: longer rows take
-// batches of 4 one after the other, the next batch requested before this one's reduction).
+// batches of 4 one after the other). The block's rows [bx a.rows, (bx + 1) a.rows) go in
+// tiles of kGemvRows, one unit (tile, batch) at a time: the next unit's weights (the next
+// batch, or the next tile's first) are requested right after this unit's products, before
+// its reduction, the slot sums and the rows' writes, so a block of several tiles keeps its
+// loads in flight from one tile to the next (one wave of blocks, one prologue each).
 template <int kU, bool kFinish, bool kOffset>
 __device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm) {
   using atlas::gemv::pow2_at_least;
   constexpr int V = pow2_at_least(kU * kGemvRows);  // reduce-scatter width (u r at u R + r)
   const int lane = threadIdx.x & 31, token = blockIdx.y;
   const int slots = a.top_k + a.shared.slots, kc = a.inter / 8, n = slots * kc;
-  const int row0 = blockIdx.x * kGemvRows, rows = min(kGemvRows, a.hidden - row0);
+  const int first = blockIdx.x * a.rows, end = min(a.hidden, first + a.rows);
   const int batches = (n + kU * kThreads - 1) / (kU * kThreads);
+  const int units = (end - first + kGemvRows - 1) / kGemvRows * batches;
   int32_t* ids = sm.ids;
   float* weights = sm.weights;
-  if (a.rows != kGemvRows) __trap();  // ops/moe.py passes DOWN_GEMV_ROWS
+  if (a.rows % kGemvRows != 0) __trap();  // ops/moe.py passes whole tiles
   if (static_cast<int>(threadIdx.x) < slots) {
     ids[threadIdx.x] = __ldcg(a.topk_ids + static_cast<size_t>(token) * slots + threadIdx.x);
     weights[threadIdx.x] = __ldcg(a.topk_weights + static_cast<size_t>(token) * slots + threadIdx.x);
   }
   __syncthreads();
+  // unit q: tile q / batches (rows row0(q) .. + tile_rows(q)), batch q % batches
+  auto row0 = [&](int q) { return first + (q / batches) * kGemvRows; };
+  auto tile_rows = [&](int q) { return min(kGemvRows, end - row0(q)); };
   GemvChunk ch[kU];
   uint4 wv[kU][kGemvRows];
-  load_gemv_batch<true>(a, ids, 0, n, kc, row0, rows, ch, wv);
+  load_gemv_batch<true>(a, ids, 0, n, kc, first, tile_rows(0), ch, wv);
   atlas::pdl_enter();
-  float resid = 0.f;  // thread r's residual value of row row0 + r
-  if (kFinish && static_cast<int>(threadIdx.x) < rows)
-    resid = atlas::bf16_to_f32(a.out[static_cast<size_t>(token) * a.hidden + row0 + threadIdx.x]);
   const uint4* act = reinterpret_cast<const uint4*>(a.act) + static_cast<size_t>(token) * n;
-  for (int b = 0; b < batches; ++b) {
+  float resid = 0.f;  // kFinish: thread r's residual value of row r of the current tile
+  for (int q = 0; q < units; ++q) {
+    const int b = q % batches, r0 = row0(q), rows = tile_rows(q);
+    if (kFinish && b == 0 && static_cast<int>(threadIdx.x) < rows)
+      resid = atlas::bf16_to_f32(a.out[static_cast<size_t>(token) * a.hidden + r0 + threadIdx.x]);
     uint4 xv[kU];
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
@@ -817,29 +826,32 @@ __device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm) {
 #pragma unroll
       for (int r = 0; r < kGemvRows; ++r)
         if (ch[u].live && r < rows) acc[u * kGemvRows + r] = dot8(wv[u][r], xv[u], 0.f);
-    const int g0 = (kU * b) * kWarps + (threadIdx.x >> 5);  // group of (b, u = 0)
-    if (b + 1 < batches) load_gemv_batch<false>(a, ids, b + 1, n, kc, row0, rows, ch, wv);
+    if (q + 1 < units)
+      load_gemv_batch<false>(a, ids, (q + 1) % batches, n, kc, row0(q + 1), tile_rows(q + 1),
+                             ch, wv);
     const float s = atlas::gemv::warp_reduce_scatter<V>(acc, lane);
     constexpr int kLanesPerValue = 32 / V;
     const int v = lane / kLanesPerValue, u = v / kGemvRows, r = v % kGemvRows;
-    const int g = g0 + u * kWarps;
+    const int g = (kU * b + u) * kWarps + (threadIdx.x >> 5);  // the warp's chunk group
     if (lane % kLanesPerValue == 0 && v < kU * kGemvRows && 32 * g < n) sm.part[g][r] = s;
+    if (b + 1 < batches) continue;
+    __syncthreads();  // the tile's groups are complete
+    const int per_slot = kc / 32;  // warp groups of one slot's row
+    for (int i = threadIdx.x; i < kGemvRows * slots; i += kThreads) {
+      const int rr = i / slots, j = i - rr * slots;
+      float y = 0.f;
+      for (int k = 0; k < per_slot; ++k) y += sm.part[j * per_slot + k][rr];
+      sm.ys[rr][j] = y;
+    }
+    __syncthreads();  // ys complete; part free for the next tile
+    if (static_cast<int>(threadIdx.x) < rows)
+      write_row<kFinish>(a, ids, weights, sm.ys[threadIdx.x], slots, token, r0 + threadIdx.x,
+                         resid);
   }
-  __syncthreads();
-  const int per_slot = kc / 32;  // warp groups of one slot's row
-  for (int i = threadIdx.x; i < kGemvRows * slots; i += kThreads) {
-    const int r = i / slots, j = i - r * slots;
-    float y = 0.f;
-    for (int q = 0; q < per_slot; ++q) y += sm.part[j * per_slot + q][r];
-    sm.ys[r][j] = y;
-  }
-  __syncthreads();
-  if (static_cast<int>(threadIdx.x) < rows)
-    write_row<kFinish>(a, ids, weights, sm.ys[threadIdx.x], slots, token, row0 + threadIdx.x, resid);
   if constexpr (kFinish) finish_norm<kOffset>(a, token);
 }
 
-// grid (ceil(hidden / kGemvRows), tokens); kU by the row's chunks per thread.
+// grid (ceil(hidden / rows_per_block), tokens); kU by the row's chunks per thread.
 template <bool kFinish, bool kOffset>
 __device__ __forceinline__ void down_gemv_dispatch(const DownArgs& a) {
   __shared__ GemvSmem sm;
@@ -957,8 +969,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
 }
 
 // The down GEMV twins of the three down entry points (down_gemv_block): the same arguments,
-// grid (ceil(hidden / DOWN_GEMV_ROWS), tokens), rows_per_block = DOWN_GEMV_ROWS, no dynamic
-// shared memory; slots x inter / 8 a multiple of 32 chunks (ops/moe.py down_uses_gemv).
+// grid (ceil(hidden / rows_per_block), tokens), rows_per_block a multiple of DOWN_GEMV_ROWS
+// (ops/moe.py down_gemv_rows), no dynamic shared memory; slots x inter / 8 a multiple of 32
+// chunks (ops/moe.py down_uses_gemv).
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
     moe_down_gemv_sum_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
                            const int32_t* topk_ids, const float* topk_weights,

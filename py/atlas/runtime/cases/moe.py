@@ -549,9 +549,14 @@ def _down_gemv_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeS
                      ) -> list[KernelCase]:
     """The GEMV-shaped down kernels (moe_down_gemv_*) at every batch (their default is batch
     1 only): each chunk count a thread holds (1..3, and 4 in two batches), ids of another
-    rank and out of range, a partial shared chunk, both full-size shapes; and the row-group
-    kernel at batch 1 (ATLAS_MOE_DOWN_GEMV=0)."""
+    rank and out of range, a partial shared chunk, both full-size shapes, blocks of one tile,
+    of the one-wave rule's and of 3 with a partial last block; and the row-group kernel at
+    batch 1 (ATLAS_MOE_DOWN_GEMV=0)."""
     gemv = KernelRoutes(moe_down_gemv_max_m=8)
+
+    def tiles(n: int) -> KernelRoutes:  # n tiles of 4 rows a block
+        return KernelRoutes(moe_down_gemv_max_m=8, moe_down_gemv_tiles=n)
+
     two = moe.MoeShape(experts=8, top_k=2, hidden=512, inter=512)       # 128 chunks a row
     six = moe.MoeShape(experts=8, top_k=6, hidden=256, inter=512)       # 384: two a thread
     # 20 routed + 2 shared slots of 64 chunks (the second shared slot's 16 live: columns 512
@@ -573,7 +578,13 @@ def _down_gemv_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeS
         down_case(rng, "moe_down_gemv_sum t3 e8 k6 h256 i512 invalid ids", six, bad,
                   routes=gemv),
         down_add_rmsnorm_case(rng, "moe_down_gemv_add_rmsnorm shared t2 e24 k20 i512 shared 640 "
-                              "(two batches)", long, random_ids(rng, 2, 24, 20), routes=gemv),
+                              "(two batches, two tiles a block)", long,
+                              random_ids(rng, 2, 24, 20), routes=tiles(2)),
+        down_add_rmsnorm_case(rng, "moe_down_gemv_add_rmsnorm leaf t1 h2048 i768 k8 (a tile a "
+                              "block)", leaf, random_ids(rng, 1, 8, 8), routes=tiles(1)),
+        down_add_rmsnorm_case(rng, "moe_down_gemv_add_rmsnorm_offset shared t2 h2048 i512 k8 "
+                              "(3 tiles a block, the last 2)", q35, random_ids(rng, 2, 8, 8),
+                              True, routes=tiles(3)),
         decode_case(rng, "moe_decode leaf t1 h2048 i768 k8 (down gemv)", leaf,
                     random_ids(rng, 1, 8, 8), routes=gemv),
         decode_case(rng, "moe_decode leaf shared t1 h2048 i512 k8 (qwen3.5-35b-a3b, down gemv)",

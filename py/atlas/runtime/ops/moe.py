@@ -26,8 +26,9 @@ block group holds `down_rows_per_group` output rows of one token for all their s
 lane), sums each row's slots in shared memory, and requests the next group's weights before
 that reduction; every block takes the same rows, one wave of the SMs (`down_rows`). At
 batch 1 (ATLAS_MOE_DOWN_GEMV, `down_uses_gemv`) the down launch is GEMV-shaped instead
-(moe_down_gemv_*): DOWN_GEMV_ROWS output rows a block, each thread all its chunks of the
-block's rows (the rows' slots concatenated) in flight at once, one DRAM round trip a block.
+(moe_down_gemv_*): tiles of DOWN_GEMV_ROWS output rows, each thread all its chunks of a
+tile's rows (the rows' slots concatenated) in flight at once, one DRAM round trip a tile,
+the next tile's requested before the current one is reduced (`down_gemv_rows`).
 It reads the token's routing before its PDL wait (the router's output, two launches back:
 the gate/up launch between waits for it before letting the down launch start), so its first
 weights stream while gate/up still runs; gate/up's act rows are staged in shared memory
@@ -465,13 +466,27 @@ def down_uses_gemv(kc: KernelCache, tokens: int, shape: MoeShape) -> bool:
             and shape.slots * shape.inter // 256 <= DOWN_GEMV_MAX_GROUPS)
 
 
+def down_gemv_rows(tokens: int, hidden: int, sm_count: int, tiles: int = 0) -> int:
+    """Output rows a block of the GEMV-shaped down kernels takes: `tiles` tiles of
+    DOWN_GEMV_ROWS (ATLAS_MOE_DOWN_GEMV_TILES), or by default as many as bring the grid
+    (tokens x row blocks) to one wave of DOWN_BLOCKS_PER_SM blocks an SM: a block requests its
+    next tile's weights before it reduces the current one, so one prologue (the routing read,
+    the first requests) serves all of them. Batch 1 of Qwen3-30B-A3B: 2 tiles (256 blocks of 8
+    rows) where a tile a block is 512 blocks, two waves of 2 an SM."""
+    all_tiles = -(-hidden // DOWN_GEMV_ROWS)
+    if not tiles:
+        tiles = -(-tokens * all_tiles // (DOWN_BLOCKS_PER_SM * sm_count))
+    return DOWN_GEMV_ROWS * max(1, min(all_tiles, tiles))
+
+
 def _down_launch(kc: KernelCache, tokens: int, shape: MoeShape, sigs: tuple[KernelSig, KernelSig]
                  ) -> tuple[KernelLaunch, tuple[int, int, int], int, int]:
     """(launch, grid, rows per block, dynamic shared bytes) of a decode down launch: the
     GEMV-shaped kernel (sigs[1]) where `down_uses_gemv`, else the row-group one (sigs[0])."""
     if down_uses_gemv(kc, tokens, shape):
-        return (kc.get(sigs[1]), (-(-shape.hidden // DOWN_GEMV_ROWS), tokens, 1),
-                DOWN_GEMV_ROWS, 0)
+        rows = down_gemv_rows(tokens, shape.hidden, kc.facts.sm_count,
+                              kc.routes.moe_down_gemv_tiles)
+        return kc.get(sigs[1]), (-(-shape.hidden // rows), tokens, 1), rows, 0
     rows = down_rows(shape.slots, tokens, shape.hidden, shape.inter, kc.facts.sm_count,
                      kc.routes.moe_down_wave)
     smem = down_smem(shape.slots, shape.inter)

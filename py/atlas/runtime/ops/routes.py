@@ -92,6 +92,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (moe_down_gemv_*: 4 output rows a block, every thread all its chunks of the block's rows in
   flight at once, the dense GEMV's scheme) where the shape allows it (inter a multiple of 256);
   ATLAS_MOE_DOWN_GEMV_MAX_M=N: the largest decode batch that takes the twin (default 1).
+  ATLAS_MOE_DOWN_GEMV_TILES=N: its blocks take N tiles of 4 rows each, one after the other
+  (1: a block a tile, two waves at batch 1 of Qwen3-30B-A3B); unset or 0, as many as bring the
+  grid to one wave of 2 blocks an SM (ops/moe.py down_gemv_rows).
 * ATLAS_MOE_DOWN_NORM=0: the fused decode MoE block's down launch writes its sum into delta
   and leaves the residual add + next RMSNorm to the next layer (an add_rmsnorm launch, or with
   ATLAS_NORM_GEMV=1 the next qkv GEMV's fused norm, whose every block normalizes the row
@@ -209,6 +212,7 @@ class KernelRoutes:
     moe_down_wave: bool = True
     moe_down_gemv: bool = True
     moe_down_gemv_max_m: int = 1
+    moe_down_gemv_tiles: int = 0
     moe_down_norm: bool = True
     gdn_fused: bool = True
     gdn_chunk_tc: bool = True
@@ -279,6 +283,7 @@ class KernelRoutes:
                    moe_down_wave=env_switch(env, "ATLAS_MOE_DOWN_WAVE", True),
                    moe_down_gemv=env_switch(env, "ATLAS_MOE_DOWN_GEMV", True),
                    moe_down_gemv_max_m=_env_count(env, "ATLAS_MOE_DOWN_GEMV_MAX_M", 1),
+                   moe_down_gemv_tiles=_env_count(env, "ATLAS_MOE_DOWN_GEMV_TILES", 0),
                    moe_down_norm=env_switch(env, "ATLAS_MOE_DOWN_NORM", True),
                    gdn_fused=env_switch(env, "ATLAS_GDN_FUSED", True),
                    gdn_chunk_tc=env_switch(env, "ATLAS_GDN_CHUNK_TC", True),
