@@ -9,9 +9,8 @@ GATE_UP_GROUP_PAIRS to a block, led by ranks 0, 4, ...; the others' blocks exit)
 groups of a block
 (ops.moe.gate_up_groups_per_block), zeros for ids outside [0, experts) and past the shared
 expert's width: every (pair, column) written exactly once, one weight stream per distinct
-expert. The bulk-copy paths (down_bulk, gate_up_bulk): each stage's copies (offsets, sizes,
-the byte count its barrier waits for) into a ring that holds nothing else, the products read
-from it, the ring refilled as the kernels do. Checked against the float64 oracles of
+expert. The GEMV-shaped twins: down_gemv's chunk spans (a warp's in one slot), groups and
+slot sums; gate_up_gemv's loop cover and pairs. Checked against the float64 oracles of
 cases/moe.py. There is no GPU in CI:
 tools/gpu/check_kernels.py checks the hardware."""
 
@@ -25,11 +24,11 @@ import pytest
 from atlas.core.numerics import bf16_bits_to_f32
 from atlas.runtime.cases import moe as moe_cases
 from atlas.runtime.cases.gemv import random_bf16
-from atlas.runtime.ops import matmul, moe
+from atlas.runtime.mock import MockGpuBackend
+from atlas.runtime.ops import KernelCache, moe
+from atlas.runtime.ops.routes import KernelRoutes
 
 WARPS = moe.DECODE_ROWS_PER_BLOCK
-#: chunks a row each GEMV thread has in flight (gemv_core.cuh kUnroll)
-GEMV_UNROLL = 2
 
 
 def _bf(v: float) -> float:
@@ -177,7 +176,125 @@ def check_down_model(shape: moe.MoeShape, tokens: int, model, rng: np.random.Gen
     np.testing.assert_allclose(out, want, rtol=1e-9, atol=1e-9)
 
 
-# ---- down: the bulk-copy path ---------------------------------------------------------------
+def model_down_gemv(act: np.ndarray, w: np.ndarray, ids: np.ndarray, weights: np.ndarray,
+                    top_k: int, sh_down: np.ndarray | None, sm_count: int, tiles: int
+                    ) -> tuple[np.ndarray, dict[tuple[int, int, int], int]]:
+    """moe_down_gemv_*: out [tokens, hidden] (float64) and how often each (row, slot, chunk)
+    was loaded. Block (bx, token) takes rows [bx rows, (bx + 1) rows) (ops.moe.down_gemv_rows)
+    in tiles of DOWN_GEMV_ROWS, unit q = (tile q // batches, batch q % batches); thread t
+    takes chunks t + 256 (kU b + u) of the row's slots x kc for the tile's rows; a warp's 32
+    chunks are one group of one slot, its sums land in part[group][r]; after a tile's last
+    batch thread (r, j) adds slot j's groups in order and thread r writes row r."""
+    tokens, slots, inter = act.shape
+    experts, hidden, _ = w.shape
+    kc, tile, threads = inter // 8, moe.DOWN_GEMV_ROWS, moe.DECODE_THREADS
+    n = slots * kc
+    assert kc % 32 == 0 and n // 32 <= moe.DOWN_GEMV_MAX_GROUPS
+    rows_per_block = moe.down_gemv_rows(tokens, hidden, sm_count, tiles)
+    assert rows_per_block % tile == 0
+    k_u = min(4, -(-n // threads))
+    batches = -(-n // (k_u * threads))
+    sh_kc = sh_down.shape[1] // 8 if sh_down is not None else 0
+    loads: dict[tuple[int, int, int], int] = {}
+    out = np.full((tokens, hidden), np.nan)
+
+    def chunk(ids_t: np.ndarray, i: int) -> tuple[np.ndarray | None, int, int]:
+        """down_gemv_chunk: (the weight matrix whose rows hold it or None, slot, column chunk)."""
+        if i >= n:
+            return None, -1, -1
+        j, c = divmod(i, kc)
+        if j >= top_k:
+            col = (j - top_k) * kc + c
+            return (sh_down, j, col) if col < sh_kc else (None, j, c)
+        e = int(ids_t[j])
+        return (w[e], j, c) if 0 <= e < experts else (None, j, c)
+
+    for t in range(tokens):
+        for bx in range(-(-hidden // rows_per_block)):
+            first = bx * rows_per_block
+            end = min(hidden, first + rows_per_block)
+            units = -(-(end - first) // tile) * batches
+            part = np.full((moe.DOWN_GEMV_MAX_GROUPS, tile), np.nan)
+            for q in range(units):
+                b, row0 = q % batches, first + (q // batches) * tile
+                rows = min(tile, end - row0)
+                for warp in range(WARPS):
+                    for u in range(k_u):
+                        sums = np.zeros(tile)
+                        slots_seen = set()
+                        for lane in range(32):
+                            i = warp * 32 + lane + threads * (k_u * b + u)
+                            mat, j, col = chunk(ids[t], i)
+                            if i < n:
+                                slots_seen.add(j)
+                            if mat is None:
+                                continue
+                            c = i - j * kc  # the act chunk: the slot's own column chunk
+                            for r in range(rows):
+                                key = (row0 + r, j, c)
+                                loads[key] = loads.get(key, 0) + 1
+                                sums[r] += float(mat[row0 + r, 8 * col:8 * col + 8]
+                                                 @ act[t, j, 8 * c:8 * c + 8])
+                        assert len(slots_seen) <= 1, "a warp's chunks span two slots"
+                        g = (k_u * b + u) * WARPS + warp
+                        if 32 * g < n:
+                            assert np.isnan(part[g]).all(), "a group written twice"
+                            part[g] = sums
+                if b + 1 < batches:
+                    continue
+                per_slot = kc // 32
+                for r in range(rows):
+                    y = [sum(part[j * per_slot + k, r] for k in range(per_slot))
+                         for j in range(slots)]
+                    assert not np.isnan(y).any(), "a group of the row was never written"
+                    total = 0.0
+                    for j in range(top_k):
+                        if 0 <= ids[t, j] < experts:
+                            total += float(weights[t, j]) * _bf(y[j])
+                    if slots > top_k:
+                        total = _bf(total) + _bf(float(weights[t, top_k]) * _bf(sum(y[top_k:])))
+                    assert np.isnan(out[t, row0 + r]), "two blocks wrote one row"
+                    out[t, row0 + r] = total
+                part[:] = np.nan  # the next tile's groups
+    return out, loads
+
+
+@pytest.mark.parametrize("experts,top_k,hidden,inter,shared_inter,tokens,sm_count,tiles", [
+    (8, 8, 8, 768, 0, 2, 1, 1),      # Qwen3-30B-A3B's row: 768 chunks, 3 a thread
+    (8, 8, 24, 768, 0, 1, 1, 0),     # one wave of 2 blocks: 3 tiles a block
+    (6, 2, 12, 256, 0, 1, 4, 0),     # 64 chunks: warps 2..7 idle; a tile a block
+    (6, 3, 20, 512, 640, 2, 1, 2),   # two shared slots (the second's 16 of 64 chunks live),
+                                     # blocks of 2 tiles, the last block 1
+    (24, 20, 8, 512, 0, 1, 1, 0),    # 1,280 chunks: two batches of 4 a thread, 2 tiles
+])
+def test_down_gemv_kernel_model_matches_the_oracle(experts: int, top_k: int, hidden: int,
+                                                   inter: int, shared_inter: int, tokens: int,
+                                                   sm_count: int, tiles: int) -> None:
+    check_down_model(moe.MoeShape(experts, top_k, hidden, inter, shared_inter), tokens,
+                     lambda *a: model_down_gemv(*a, sm_count, tiles),
+                     np.random.default_rng(hidden + inter + top_k))
+
+
+def test_down_gemv_blocks_fill_one_wave() -> None:
+    """ops.moe.down_gemv_rows: Qwen3-30B-A3B / Qwen3.5-35B-A3B at batch 1 on 132 SMs, 512
+    tiles over 264 block slots: 2 tiles a block (256 blocks); batch 8: 16 (32 blocks a token);
+    ATLAS_MOE_DOWN_GEMV_TILES=1: a block a tile; never more tiles than the row has."""
+    assert moe.down_gemv_rows(1, 2048, 132) == 8
+    assert moe.down_gemv_rows(8, 2048, 132) == 64
+    assert moe.down_gemv_rows(1, 2048, 132, tiles=1) == 4
+    assert moe.down_gemv_rows(1, 16, 1) == 8 and moe.down_gemv_rows(1, 16, 1, tiles=9) == 16
+
+
+# ---- gate/up ---------------------------------------------------------------------------------
+def pair_key(flat: np.ndarray, q: int, slots: int, top_k: int, experts: int) -> int:
+    """moe_decode.cu pair_key: the expert pair q reads (its routed id, experts + c for the
+    shared expert's chunk c, -1 - q for an id outside [0, experts): never shared)."""
+    j = q % slots
+    if j >= top_k:
+        return experts + (j - top_k)
+    return int(flat[q]) if 0 <= flat[q] < experts else -1 - q
+
+
 def model_gate_up(x: np.ndarray, w: np.ndarray, ids: np.ndarray, top_k: int,
                   sh_gate_up: np.ndarray | None, sm_count: int
                   ) -> tuple[np.ndarray, dict[tuple[int, int], int], int]:
@@ -198,10 +315,7 @@ def model_gate_up(x: np.ndarray, w: np.ndarray, ids: np.ndarray, top_k: int,
     streamed = 0
 
     def key(q: int) -> int:
-        j = q % slots
-        if j >= top_k:
-            return experts + (j - top_k)
-        return int(flat[q]) if 0 <= flat[q] < experts else -1 - q
+        return pair_key(flat, q, slots, top_k, experts)
 
     group = 1 if tokens == 1 else moe.GATE_UP_GROUP_PAIRS
     for p in range(n):
@@ -283,14 +397,14 @@ def test_gate_up_kernel_model_matches_the_oracle(experts: int, top_k: int, inter
                          top_k, inter, shared_inter, tokens, repeat)
 
 
-def gemv_chunk_cover(hidden: int) -> np.ndarray:
-    """How often gate_up_gemv_block's loop (threads = gemv_threads(hidden), kUnroll chunks a
-    row per thread and iteration) touches each 16-byte chunk of a row."""
-    kc, threads = hidden // 8, matmul.gemv_threads(hidden)
+def gemv_chunk_cover(hidden: int, threads: int) -> np.ndarray:
+    """How often gate_up_gemv_block's loop (`threads` threads, kUnroll chunks a row per
+    thread and iteration) touches each 16-byte chunk of a row."""
+    kc = hidden // 8
     cover = np.zeros(kc, np.int64)
     for t in range(threads):
-        for c0 in range(t, kc, GEMV_UNROLL * threads):
-            for u in range(GEMV_UNROLL):
+        for c0 in range(t, kc, moe.GATE_UP_GEMV_UNROLL * threads):
+            for u in range(moe.GATE_UP_GEMV_UNROLL):
                 c = c0 + u * threads
                 if c >= kc:
                     break
@@ -313,10 +427,7 @@ def model_gate_up_gemv(x: np.ndarray, w: np.ndarray, ids: np.ndarray, top_k: int
     streamed = 0
 
     def key(q: int) -> int:
-        j = q % slots
-        if j >= top_k:
-            return experts + (j - top_k)
-        return int(flat[q]) if 0 <= flat[q] < experts else -1 - q
+        return pair_key(flat, q, slots, top_k, experts)
 
     group = moe.GATE_UP_GROUP_PAIRS
     for y in range(n):
@@ -360,13 +471,20 @@ def model_gate_up_gemv(x: np.ndarray, w: np.ndarray, ids: np.ndarray, top_k: int
     return act.reshape(tokens, slots, inter), writes, streamed
 
 
-@pytest.mark.parametrize("hidden", [32, 2048, 4160, 24])
-def test_gate_up_gemv_reads_every_chunk_once(hidden: int) -> None:
-    """Every 16-byte chunk of a weight row exactly once, at every row length (a partial
-    second unroll slot at 4,160: 520 chunks over 256 threads; 3 chunks on 32 threads)."""
-    assert (gemv_chunk_cover(hidden) == 1).all()
+@pytest.mark.parametrize("hidden,threads", [(32, None), (2048, None), (4160, None), (24, None),
+                                            (2048, 256), (8192, None), (2048, 32)])
+def test_gate_up_gemv_reads_every_chunk_once(hidden: int, threads: int | None) -> None:
+    """Every 16-byte chunk of a weight row exactly once, at every row length and block width
+    (the rule's: 128 threads at 2,048, two chunks each; 256 at 4,160 with a partial second
+    unroll slot, and at 8,192 looping twice; 3 chunks on 32 threads; the session-7 256 at
+    2,048, one chunk each; 32 threads at 2,048: eight iterations)."""
+    env = {"ATLAS_MOE_GATE_UP_GEMV_THREADS": str(threads)} if threads else {}
+    kc = KernelCache(MockGpuBackend(), KernelRoutes.from_env(env))
+    width = moe.gate_up_gemv_threads(kc, hidden)
+    assert width == (threads or {2048: 128, 4160: 256, 8192: 256}.get(hidden, 32))
+    assert (gemv_chunk_cover(hidden, width) == 1).all()
     core = Path(__file__).resolve().parents[2] / "kernels/hopper/common/gemv_core.cuh"
-    assert f"constexpr int kUnroll = {GEMV_UNROLL};" in core.read_text()
+    assert f"constexpr int kUnroll = {moe.GATE_UP_GEMV_UNROLL};" in core.read_text()
 
 
 @pytest.mark.parametrize("experts,top_k,inter,shared_inter,tokens,repeat", [

@@ -138,8 +138,9 @@ def test_decode_path_is_two_launches_over_the_selected_experts() -> None:
     moe.experts(KernelCache(mock, wide), 0, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 3,
                 QWEN3_30B, scratch)
     gate_up = mock.drain_launches()[0]
-    # the GEMV-shaped batch entry: 2 columns a block (384 blocks a pair), 256 threads
-    assert (gate_up.func, tuple(gate_up.grid)) == ("moe_gate_up_gemv_bf16", (384, 24, 1))
+    # the GEMV-shaped batch entry: 2 columns a block (384 blocks a pair), 128 threads
+    assert (gate_up.func, tuple(gate_up.grid), tuple(gate_up.block)) == (
+        "moe_gate_up_gemv_bf16", (384, 24, 1), (128, 1, 1))
     # ATLAS_MOE_GATE_UP_GEMV=0 / ATLAS_MOE_DOWN_WAVE=0: the session-6 launches (gate/up 9
     # column groups a block, 96 groups x 24 pairs over 2 x 132 blocks; down 5 groups of 5
     # rows a block)
@@ -152,17 +153,55 @@ def test_decode_path_is_two_launches_over_the_selected_experts() -> None:
                    ("moe_down_sum_bf16", (82, 3, 1), (256, 1, 1))]
 
 
-def test_batch_one_fills_one_wave_with_equal_blocks() -> None:
+def test_batch_one_takes_the_gemv_shaped_expert_kernels() -> None:
     """Batch 1 of Qwen3-30B-A3B: gate/up on the single-token GEMV entry, 384 x 8 blocks of
-    256 threads; down 256 blocks of 8 rows (two a SM on 128 of the 132),
-    where whole groups gave 205 blocks of 10 rows."""
+    128 threads (two chunks of a row each); down on the GEMV-shaped kernel, 256 blocks of two
+    4-row tiles (ATLAS_MOE_DOWN_GEMV_TILES=1: 512 of one). ATLAS_MOE_DOWN_GEMV=0: the
+    row-group kernel, 256 blocks of 8 rows (two a SM on 128 of the 132), where whole groups
+    gave 205 blocks of 10 rows."""
     got = _launches(moe.experts, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 1, QWEN3_30B,
                     moe.MoeScratch(act=0x1000))
-    assert got == [("moe_gate_up_gemv_bf16_single", (384, 8, 1), (256, 1, 1)),
-                   ("moe_down_sum_bf16", (256, 1, 1), (256, 1, 1))]
+    assert got == [("moe_gate_up_gemv_bf16_single", (384, 8, 1), (128, 1, 1)),
+                   ("moe_down_gemv_sum_bf16", (256, 1, 1), (256, 1, 1))]
+    mock = MockGpuBackend()
+    one = KernelRoutes.from_env({"ATLAS_MOE_DOWN_GEMV_TILES": "1"})
+    moe.experts(KernelCache(mock, one), 0, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 1,
+                QWEN3_30B, moe.MoeScratch(act=0x1000))
+    down = mock.drain_launches()[1]
+    assert (down.func, tuple(down.grid)) == ("moe_down_gemv_sum_bf16", (512, 1, 1))
+    assert down.args["rows_per_block"] == 4  # one tile
+    mock = MockGpuBackend()
+    old = KernelRoutes.from_env({"ATLAS_MOE_DOWN_GEMV": "0"})
+    moe.experts(KernelCache(mock, old), 0, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 1,
+                QWEN3_30B, moe.MoeScratch(act=0x1000))
+    assert [(r.func, tuple(r.grid)) for r in mock.drain_launches()][1] == (
+        "moe_down_sum_bf16", (256, 1, 1))
     assert moe.down_rows(8, 1, 2048, 768, 132, wave=False) == 10
     # Qwen3.5-35B-A3B at batch 8 (9 slots): 63 rows a block, 33 blocks a token
     assert moe.down_rows(9, 8, 2048, 512, 132) == 63
+
+
+@pytest.mark.parametrize("value", ["48", "512", "0x80"])
+def test_gate_up_threads_switch_refuses_bad_widths(value: str) -> None:
+    with pytest.raises(ValueError, match="ATLAS_MOE_GATE_UP_GEMV_THREADS"):
+        KernelRoutes.from_env({"ATLAS_MOE_GATE_UP_GEMV_THREADS": value})
+
+
+@pytest.mark.parametrize("tokens,inter,env,gemv", [
+    (1, 512, {}, True),             # Qwen3.5-35B-A3B's experts
+    (2, 768, {}, False),            # batch 2: the row-group kernel unless MAX_M says more
+    (2, 768, {"ATLAS_MOE_DOWN_GEMV_MAX_M": "8"}, True),
+    (1, 96, {}, False),             # 12 chunks a row: a warp's span would cross slots
+    (1, 768, {"ATLAS_MOE_DOWN_GEMV": "0"}, False),
+])
+def test_down_gemv_rule(tokens: int, inter: int, env: dict, gemv: bool) -> None:
+    kc = KernelCache(MockGpuBackend(), KernelRoutes.from_env(env))
+    assert moe.down_uses_gemv(kc, tokens, moe.MoeShape(16, 8, 256, inter)) is gemv
+    # 32 slots of 8,192 columns: 1,024 groups of 32 chunks fit; 8,448 do not
+    assert moe.down_uses_gemv(KernelCache(MockGpuBackend()), 1,
+                              moe.MoeShape(32, 32, 256, 8192)) is True
+    assert moe.down_uses_gemv(KernelCache(MockGpuBackend()), 1,
+                              moe.MoeShape(32, 32, 256, 8448)) is False
 
 
 def test_grouped_path_grid_is_sized_for_the_worst_case() -> None:
@@ -276,7 +315,7 @@ def test_bias_needs_sigmoid_scoring() -> None:
 
 def test_heavy_cases_exist_for_the_leaf_shapes() -> None:
     heavy = module_cases(MODULES, 0, keep=moe_cases.is_heavy)
-    assert len(heavy) == 10
+    assert len(heavy) == 15
 
 
 def _constant(stem: str, name: str) -> int:
@@ -304,6 +343,8 @@ def test_launch_constants_match_the_kernels() -> None:
     assert max(tiles.values()) == _constant("moe_decode", "kMaxDownItems")
     assert moe.ROUTER_MAX_TOP_K == _constant("moe_decode", "kMaxSlots")
     assert moe.GATE_UP_GROUP_PAIRS == _constant("moe_decode", "kGroupPairs")
+    assert moe.DOWN_GEMV_ROWS == _constant("moe_decode", "kGemvRows")
+    assert moe.DOWN_GEMV_MAX_GROUPS == _constant("moe_decode", "kGemvMaxGroups")
     # the GEMV-shaped gate/up block: the gate and up rows of its columns are the GEMV's rows
     assert 2 * moe.GATE_UP_GEMV_COLS == matmul.GEMV_ROWS_PER_BLOCK
     # a group's items (rows x slots) fit the kernel's shared array for every slot count and

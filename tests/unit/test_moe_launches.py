@@ -72,6 +72,27 @@ def test_decode_graph_routes_on_the_device(name, layers):
     assert "moe_shared_add_bf16" not in names  # tiny-qwen2-moe's shared expert: in the slots
 
 
+@pytest.mark.parametrize("norm_gemv, qkv", [("0", ["add_rmsnorm_bf16", QKV]),
+                                             ("1", ["gemv_add_rmsnorm_bf16_single"])])
+def test_down_without_the_fused_norm_leaves_it_to_the_next_layer(monkeypatch, norm_gemv, qkv):
+    """ATLAS_MOE_DOWN_NORM=0: the MoE down launch writes delta (moe_down_sum_bf16) and the
+    next layer adds and normalizes: its own add_rmsnorm launch, or inside the qkv GEMV with
+    ATLAS_NORM_GEMV=1."""
+    monkeypatch.setenv("ATLAS_MOE_DOWN_NORM", "0")
+    monkeypatch.setenv("ATLAS_NORM_GEMV", norm_gemv)
+    runner = _runner("tiny-qwen3-moe")
+    dev = runner.backend
+    dev.drain_launches()
+    dev.graph_launches.clear()
+    runner.execute([SeqChunk(7, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3, 4, 5]))])
+    (replay,) = dev.graph_launches
+    names = [r.func for r in replay.graph]
+    at = names.index("moe_down_sum_bf16")
+    assert names[at - 3:at] == ["add_rmsnorm_bf16", *ROUTE_AND_GATE_UP]
+    assert names[at + 1:at + 1 + len(qkv)] == qkv
+    assert FUSED_NORM not in names
+
+
 def test_prefill_takes_the_grouped_path():
     runner = _runner("tiny-qwen2-moe")
     dev = runner.backend

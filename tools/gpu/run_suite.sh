@@ -1380,6 +1380,56 @@ stage_b1lat() {
   return $rc
 }
 
+# helper moe (session 8): the GEMV-shaped batch-1 down kernels (moe_down_gemv_*, switch
+# ATLAS_MOE_DOWN_GEMV) and the gate/up GEMV's two-chunk blocks (128 threads at hidden 2048,
+# ATLAS_MOE_GATE_UP_GEMV_THREADS=256 is the session-7 width): every decode expert and router
+# check case, then Qwen3-30B-A3B and Qwen3.5-35B-A3B full size (synthetic weights) tok/s with
+# the defaults (_new), each switch back alone (30B) and both back (_old), the down GEMV a
+# tile a block (_tiles1: ATLAS_MOE_DOWN_GEMV_TILES=1, two waves); batch 8 with the
+# down GEMV at every batch (_gemv8: ATLAS_MOE_DOWN_GEMV_MAX_M=8); batch 1 with the next
+# norm left to the next qkv GEMV (_normgemv: ATLAS_MOE_DOWN_NORM=0 ATLAS_NORM_GEMV=1); and
+# Qwen3-30B-A3B's b1 per-kernel profile with PDL off (each row the kernel's own time) and
+# on, new and old (~6 minutes).
+stage_moe_s8_ab() {
+  local rc=0 name tag pdl
+  local -a old=(ATLAS_MOE_DOWN_GEMV=0 ATLAS_MOE_GATE_UP_GEMV_THREADS=256)
+  "$PY" tools/gpu/check_kernels.py -k moe_decode -k moe_down -k moe_gate_topk -k moe_topk \
+    --out "$RESULTS/gpu_check_moe_s8-$STAMP.json" || rc=1
+  # the kernel table's router and decode expert rows (gate/up + down), new and old
+  "$PY" tools/gpu/bench_kernels.py -k moe_router -k moe_decode_experts \
+    --out-dir "$RESULTS/moe_s8_table_new" || rc=1
+  env "${old[@]}" "$PY" tools/gpu/bench_kernels.py -k moe_decode_experts \
+    --out-dir "$RESULTS/moe_s8_table_old" || rc=1
+  for name in qwen3-30b-a3b qwen3_5-35b-a3b; do
+    "$PY" tools/make_fixtures.py --config "$name" --out "$CKPT/$name-synthetic" --config-only \
+      || return 1
+  done
+  moe_s8_bench() {  # tag config batches [env...]
+    local tag="$1" name="$2" batches="$3"
+    shift 3
+    env "$@" "$PY" tools/gpu/bench_moe.py --config "$name" --batches "$batches" --prompt 512 \
+      --new 128 --prefill 512 --hf none --out "$RESULTS/moe_s8_${name}_$tag.json"
+  }
+  for name in qwen3-30b-a3b qwen3_5-35b-a3b; do
+    moe_s8_bench new "$name" 1,8 || rc=1
+    moe_s8_bench old "$name" 1,8 "${old[@]}" || rc=1
+    moe_s8_bench gemv8 "$name" 8 ATLAS_MOE_DOWN_GEMV_MAX_M=8 || rc=1
+  done
+  moe_s8_bench down0 qwen3-30b-a3b 1 ATLAS_MOE_DOWN_GEMV=0 || rc=1
+  moe_s8_bench tiles1 qwen3-30b-a3b 1 ATLAS_MOE_DOWN_GEMV_TILES=1 || rc=1
+  moe_s8_bench threads256 qwen3-30b-a3b 1 ATLAS_MOE_GATE_UP_GEMV_THREADS=256 || rc=1
+  moe_s8_bench normgemv qwen3-30b-a3b 1 ATLAS_MOE_DOWN_NORM=0 ATLAS_NORM_GEMV=1 || rc=1
+  for tag in new old; do
+    if [ "$tag" = old ]; then set -- "${old[@]}"; else set --; fi
+    for pdl in 0 1; do
+      env "$@" ATLAS_PDL=$pdl "$PY" tools/gpu/profile_decode.py \
+        --model "$CKPT/qwen3-30b-a3b-synthetic" --synthetic-seed 0 \
+        --out "$RESULTS/moe_s8_profile_qwen3-30b-a3b_pdl${pdl}_$tag.json" || rc=1
+    done
+  done
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity decode_bench
         qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
@@ -1392,7 +1442,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         startup quant_kernels gemv_prefetch_ab norm_gemv_ab decode_attn throughput_b64_profile
         throughput_mixed_step decode_gemm_wide_ab headline batch1_ab thru_ab moe_b1_profile
         quant_ab moe_quant_bench thru_b64 spec_profile spec_ring_ab persistent_ab persistent_sweep
-        attn_trace verify_attn attn64 attn64_flagship b1lat decode_gemm_tma)
+        attn_trace verify_attn attn64 attn64_flagship b1lat decode_gemm_tma moe_s8_ab)
 
 # ---- runner -------------------------------------------------------------------------------
 

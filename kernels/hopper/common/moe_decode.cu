@@ -43,6 +43,9 @@
 //   atomicInc on counters[t], which wraps back to zero for the next launch or graph replay)
 //   reads the token's updated residual row from L2 and normalizes it. This replaces the
 //   add_rmsnorm launch after a decode MoE block.
+// moe_down_gemv_{sum,add_rmsnorm,add_rmsnorm_offset}_bf16 (the default at batch 1): the same
+//   three results from a GEMV-shaped launch, 4 output rows a block, every thread all its
+//   chunks of the block's rows in flight at once (see down_gemv_block).
 // An id outside [0, experts) gives act = 0 and is skipped in the sum.
 //
 // Where the leaf defines ATLAS_MOE_EXPERTS (an MoE leaf) with ATLAS_HIDDEN, gate/up launches
@@ -701,6 +704,166 @@ __device__ __forceinline__ void down_dispatch(const DownArgs& a) {
   }
 }
 
+
+// ---- down as a GEMV (the default at batch 1; ATLAS_MOE_DOWN_GEMV=0: down_block above) -------
+// Block (bx, t): output rows [kGemvRows bx, kGemvRows (bx + 1)) of token t. A row's work is
+// the concatenation of its slots' weight rows, n = slots x inter / 8 16-byte chunks (chunk
+// i = j kc + c: column chunk c of slot j's row); thread t takes chunks t + 256 u of every row
+// of the block, kU of them at once, so each thread has kU x kGemvRows loads in flight and the
+// block one DRAM round trip for all of its rows (the dense GEMV's scheme: no row groups
+// pipelined behind each other, no act staging; the grid is many short blocks, ops/moe.py
+// down_uses_gemv). kc is a multiple of 32 (ops/moe.py checks), so the 32 chunks of a warp
+// lie in one slot: each warp's (chunk batch, row) sums are one value of one slot, reduced
+// with the GEMV's reduce-scatter into part[g][r] (g = chunk / 32, the warp-wide chunk group),
+// then thread (r, j) adds slot j's groups in order and write_row forms the weighted sum: a
+// fixed order everywhere, bit-reproducible. The routing is read before the PDL wait (as
+// down_block: the gate/up launch between waits for the router before it lets this one
+// start), so the weights are requested before it; act (L2) and the residual after it.
+constexpr int kGemvRows = 4;          // ops/moe.py DOWN_GEMV_ROWS
+constexpr int kGemvMaxGroups = 1024;  // ops/moe.py DOWN_GEMV_MAX_GROUPS: slots x kc / 32
+
+// Chunk i of a block's rows: the address of row 0's chunk (row r's: + r stride), or live
+// false (past the row's n chunks, an id outside [0, experts), past the shared expert's width).
+struct GemvChunk {
+  const uint4* w;
+  size_t stride;
+  bool live;
+};
+
+__device__ __forceinline__ GemvChunk down_gemv_chunk(const DownArgs& a, const int32_t* ids,
+                                                     int i, int n, int kc) {
+  if (i >= n) return GemvChunk{nullptr, 0, false};
+  const int j = i / kc, c = i - j * kc;
+  if (j >= a.top_k) {  // shared chunk j - top_k: columns [(j - top_k) inter, ...) of its rows
+    const int sh_kc = a.shared.inter / 8, col = (j - a.top_k) * kc + c;
+    return GemvChunk{reinterpret_cast<const uint4*>(a.shared.w_down) + col,
+                     static_cast<size_t>(sh_kc), col < sh_kc};
+  }
+  const int e = ids[j];
+  if (!valid_expert(e, a.experts)) return GemvChunk{nullptr, 0, false};
+  return GemvChunk{reinterpret_cast<const uint4*>(a.w) +
+                       static_cast<size_t>(e) * a.hidden * kc + c,
+                   static_cast<size_t>(kc), true};
+}
+
+// Batch b's chunks (t + 256 (kU b + u)) of rows row0 .. row0 + rows - 1 (dead ones: zeros).
+template <bool kBeforeWait, int kU>
+__device__ __forceinline__ void load_gemv_batch(const DownArgs& a, const int32_t* ids, int b,
+                                                int n, int kc, int row0, int rows,
+                                                GemvChunk (&ch)[kU],
+                                                uint4 (&wv)[kU][kGemvRows]) {
+#pragma unroll
+  for (int u = 0; u < kU; ++u) {
+    ch[u] = down_gemv_chunk(a, ids, threadIdx.x + kThreads * (kU * b + u), n, kc);
+#pragma unroll
+    for (int r = 0; r < kGemvRows; ++r) {
+      if (!ch[u].live || r >= rows) {
+        wv[u][r] = make_uint4(0u, 0u, 0u, 0u);
+        continue;
+      }
+      const uint4* p = ch[u].w + (row0 + r) * ch[u].stride;
+      wv[u][r] = kBeforeWait ? atlas::ld_prefetch(p) : atlas::ld_stream(p);
+    }
+  }
+}
+
+// The block's shared memory, declared once by the entry point (a __noinline__ function's
+// own __shared__ arrays are allocated per instantiation, side by side).
+struct GemvSmem {
+  int32_t ids[kMaxSlots];
+  float weights[kMaxSlots];
+  float part[kGemvMaxGroups][kGemvRows];  // group g's sum for row r
+  float ys[kGemvRows][kMaxSlots];         // slot j's product for row r
+};
+
+// kU: chunks of a row a thread holds at once (ceil(n / 256), at most 4: longer rows take
+// batches of 4 one after the other). The block's rows [bx a.rows, (bx + 1) a.rows) go in
+// tiles of kGemvRows, one unit (tile, batch) at a time: the next unit's weights (the next
+// batch, or the next tile's first) are requested right after this unit's products, before
+// its reduction, the slot sums and the rows' writes, so a block of several tiles keeps its
+// loads in flight from one tile to the next (one wave of blocks, one prologue each).
+template <int kU, bool kFinish, bool kOffset>
+__device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm) {
+  using atlas::gemv::pow2_at_least;
+  constexpr int V = pow2_at_least(kU * kGemvRows);  // reduce-scatter width (u r at u R + r)
+  const int lane = threadIdx.x & 31, token = blockIdx.y;
+  const int slots = a.top_k + a.shared.slots, kc = a.inter / 8, n = slots * kc;
+  const int first = blockIdx.x * a.rows, end = min(a.hidden, first + a.rows);
+  const int batches = (n + kU * kThreads - 1) / (kU * kThreads);
+  const int units = (end - first + kGemvRows - 1) / kGemvRows * batches;
+  int32_t* ids = sm.ids;
+  float* weights = sm.weights;
+  if (a.rows % kGemvRows != 0) __trap();  // ops/moe.py passes whole tiles
+  if (static_cast<int>(threadIdx.x) < slots) {
+    ids[threadIdx.x] = __ldcg(a.topk_ids + static_cast<size_t>(token) * slots + threadIdx.x);
+    weights[threadIdx.x] = __ldcg(a.topk_weights + static_cast<size_t>(token) * slots + threadIdx.x);
+  }
+  __syncthreads();
+  // unit q: tile q / batches (rows row0(q) .. + tile_rows(q)), batch q % batches
+  auto row0 = [&](int q) { return first + (q / batches) * kGemvRows; };
+  auto tile_rows = [&](int q) { return min(kGemvRows, end - row0(q)); };
+  GemvChunk ch[kU];
+  uint4 wv[kU][kGemvRows];
+  load_gemv_batch<true>(a, ids, 0, n, kc, first, tile_rows(0), ch, wv);
+  atlas::pdl_enter();
+  const uint4* act = reinterpret_cast<const uint4*>(a.act) + static_cast<size_t>(token) * n;
+  float resid = 0.f;  // kFinish: thread r's residual value of row r of the current tile
+  for (int q = 0; q < units; ++q) {
+    const int b = q % batches, r0 = row0(q), rows = tile_rows(q);
+    if (kFinish && b == 0 && static_cast<int>(threadIdx.x) < rows)
+      resid = atlas::bf16_to_f32(a.out[static_cast<size_t>(token) * a.hidden + r0 + threadIdx.x]);
+    uint4 xv[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int i = threadIdx.x + kThreads * (kU * b + u);
+      if (ch[u].live) xv[u] = __ldcg(act + i);
+    }
+    float acc[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) acc[v] = 0.f;
+#pragma unroll
+    for (int u = 0; u < kU; ++u)
+#pragma unroll
+      for (int r = 0; r < kGemvRows; ++r)
+        if (ch[u].live && r < rows) acc[u * kGemvRows + r] = dot8(wv[u][r], xv[u], 0.f);
+    if (q + 1 < units)
+      load_gemv_batch<false>(a, ids, (q + 1) % batches, n, kc, row0(q + 1), tile_rows(q + 1),
+                             ch, wv);
+    const float s = atlas::gemv::warp_reduce_scatter<V>(acc, lane);
+    constexpr int kLanesPerValue = 32 / V;
+    const int v = lane / kLanesPerValue, u = v / kGemvRows, r = v % kGemvRows;
+    const int g = (kU * b + u) * kWarps + (threadIdx.x >> 5);  // the warp's chunk group
+    if (lane % kLanesPerValue == 0 && v < kU * kGemvRows && 32 * g < n) sm.part[g][r] = s;
+    if (b + 1 < batches) continue;
+    __syncthreads();  // the tile's groups are complete
+    const int per_slot = kc / 32;  // warp groups of one slot's row
+    for (int i = threadIdx.x; i < kGemvRows * slots; i += kThreads) {
+      const int rr = i / slots, j = i - rr * slots;
+      float y = 0.f;
+      for (int k = 0; k < per_slot; ++k) y += sm.part[j * per_slot + k][rr];
+      sm.ys[rr][j] = y;
+    }
+    __syncthreads();  // ys complete; part free for the next tile
+    if (static_cast<int>(threadIdx.x) < rows)
+      write_row<kFinish>(a, ids, weights, sm.ys[threadIdx.x], slots, token, r0 + threadIdx.x,
+                         resid);
+  }
+  if constexpr (kFinish) finish_norm<kOffset>(a, token);
+}
+
+// grid (ceil(hidden / rows_per_block), tokens); kU by the row's chunks per thread.
+template <bool kFinish, bool kOffset>
+__device__ __forceinline__ void down_gemv_dispatch(const DownArgs& a) {
+  __shared__ GemvSmem sm;
+  const int n = (a.top_k + a.shared.slots) * (a.inter / 8);
+  switch ((n + kThreads - 1) / kThreads) {
+    case 1: down_gemv_block<1, kFinish, kOffset>(a, sm); break;
+    case 2: down_gemv_block<2, kFinish, kOffset>(a, sm); break;
+    case 3: down_gemv_block<3, kFinish, kOffset>(a, sm); break;
+    default: down_gemv_block<4, kFinish, kOffset>(a, sm); break;
+  }
+}
+
 }  // namespace
 
 // At least 2 blocks per SM (at most 128 registers). No spills on sm_90a or sm_121.
@@ -803,6 +966,55 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                       counters, tokens, top_k, hidden, inter, experts,
                                       rows_per_block, shared_down, shared_slots, shared_inter,
                                       eps));
+}
+
+// The down GEMV twins of the three down entry points (down_gemv_block): the same arguments,
+// grid (ceil(hidden / rows_per_block), tokens), rows_per_block a multiple of DOWN_GEMV_ROWS
+// (ops/moe.py down_gemv_rows), no dynamic shared memory; slots x inter / 8 a multiple of 32
+// chunks (ops/moe.py down_uses_gemv).
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    moe_down_gemv_sum_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
+                           const int32_t* topk_ids, const float* topk_weights,
+                           __nv_bfloat16* out, uint32_t tokens, uint32_t top_k, uint32_t hidden,
+                           uint32_t inter, uint32_t experts, uint32_t rows_per_block,
+                           const __nv_bfloat16* shared_down, uint32_t shared_slots,
+                           uint32_t shared_inter) {
+  down_gemv_dispatch<false, false>(down_args(act, w_down, topk_ids, topk_weights, out, nullptr,
+                                             nullptr, nullptr, tokens, top_k, hidden, inter,
+                                             experts, rows_per_block, shared_down, shared_slots,
+                                             shared_inter, 0.f));
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    moe_down_gemv_add_rmsnorm_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
+                                   const int32_t* topk_ids, const float* topk_weights,
+                                   __nv_bfloat16* residual, const __nv_bfloat16* w,
+                                   __nv_bfloat16* normed, uint32_t* counters, uint32_t tokens,
+                                   uint32_t top_k, uint32_t hidden, uint32_t inter,
+                                   uint32_t experts, uint32_t rows_per_block,
+                                   const __nv_bfloat16* shared_down, uint32_t shared_slots,
+                                   uint32_t shared_inter, float eps) {
+  down_gemv_dispatch<true, false>(down_args(act, w_down, topk_ids, topk_weights, residual, w,
+                                            normed, counters, tokens, top_k, hidden, inter,
+                                            experts, rows_per_block, shared_down, shared_slots,
+                                            shared_inter, eps));
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    moe_down_gemv_add_rmsnorm_offset_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
+                                          const int32_t* topk_ids, const float* topk_weights,
+                                          __nv_bfloat16* residual, const __nv_bfloat16* w,
+                                          __nv_bfloat16* normed, uint32_t* counters,
+                                          uint32_t tokens, uint32_t top_k, uint32_t hidden,
+                                          uint32_t inter, uint32_t experts,
+                                          uint32_t rows_per_block,
+                                          const __nv_bfloat16* shared_down,
+                                          uint32_t shared_slots, uint32_t shared_inter,
+                                          float eps) {
+  down_gemv_dispatch<true, true>(down_args(act, w_down, topk_ids, topk_weights, residual, w,
+                                           normed, counters, tokens, top_k, hidden, inter,
+                                           experts, rows_per_block, shared_down, shared_slots,
+                                           shared_inter, eps));
 }
 
 // The gate/up GEMV (see gate_up_gemv): grid (ceil(inter / 2), tokens * slots), ops/moe.py

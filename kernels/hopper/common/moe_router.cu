@@ -17,7 +17,8 @@
 //
 // Where the leaf defines ATLAS_MOE_EXPERTS and ATLAS_MOE_TOPK, launches with exactly those
 // shapes run an instantiation with both as compile-time constants (the per-lane register
-// array sized to the experts, the rounds unrolled); other shapes take the general one.
+// array sized to the experts, the rounds unrolled); other shapes take the general one, its
+// per-lane arrays sized by tier (up to 128, 256, 512 experts).
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
 
@@ -139,8 +140,17 @@ __device__ __forceinline__ void route_row(const float* logits, const float* bias
     return;
   }
 #endif
-  route_token<kMaxPerLane, 0, kSigmoid, kFromL2>(logits, bias, topk_ids, topk_weights, experts,
-                                                 top_k, renormalize != 0, scale);
+  // the per-lane arrays sized to the expert count's tier (every candidate scan of the k
+  // rounds, the softmax and the logit loads cover only slots that can hold an expert)
+  if (experts <= 4 * 32)
+    route_token<4, 0, kSigmoid, kFromL2>(logits, bias, topk_ids, topk_weights, experts, top_k,
+                                         renormalize != 0, scale);
+  else if (experts <= 8 * 32)
+    route_token<8, 0, kSigmoid, kFromL2>(logits, bias, topk_ids, topk_weights, experts, top_k,
+                                         renormalize != 0, scale);
+  else
+    route_token<kMaxPerLane, 0, kSigmoid, kFromL2>(logits, bias, topk_ids, topk_weights,
+                                                   experts, top_k, renormalize != 0, scale);
 }
 
 template <bool kSigmoid>
@@ -184,16 +194,18 @@ __device__ __forceinline__ void load_gate_batch(const uint4* wr, int c0, int kc,
 // staged by the block after the PDL wait) and every token's chunk is read whether or not the
 // token exists (token clamped), so no read waits behind a predicate: loads from global memory
 // inside the token loop were issued one dependent L2 round trip at a time (2026-12-01: the
-// router at 11-17 us per layer at batch 1, 30 us at batch 8). kHidden: 0 = run-time hidden.
-template <int kHidden>
+// router at 11-17 us per layer at batch 1, 30 us at batch 8). kHidden: 0 = run-time hidden;
+// kTokens: the most tokens (1 for a batch-1 launch: one x chunk read and unpacked per weight
+// chunk, where the general loop reads and unpacks 8, 7 of them for no token).
+template <int kHidden, int kTokens>
 __device__ __forceinline__ void gate_row(const uint4* xs, const uint4* wr,
                                          uint4 (&wv)[kGateBatch], float* out, int stride,
                                          int tokens, int hidden_arg) {
   const int hidden = kHidden > 0 ? kHidden : hidden_arg;
   const int lane = threadIdx.x & 31, kc = hidden / 8;
-  float acc[kGateMaxTokens];
+  float acc[kTokens];
 #pragma unroll
-  for (int t = 0; t < kGateMaxTokens; ++t) acc[t] = 0.f;
+  for (int t = 0; t < kTokens; ++t) acc[t] = 0.f;
   for (int c0 = lane; c0 < kc; c0 += 32 * kGateBatch) {
     if (c0 != lane) load_gate_batch<false>(wr, c0, kc, wv);
 #pragma unroll
@@ -203,7 +215,7 @@ __device__ __forceinline__ void gate_row(const uint4* xs, const uint4* wr,
       float wf[8];
       atlas::unpack_bf16x8(wv[i], wf);
 #pragma unroll
-      for (int t = 0; t < kGateMaxTokens; ++t) {
+      for (int t = 0; t < kTokens; ++t) {
         float xf[8];
         atlas::unpack_bf16x8(xs[min(t, tokens - 1) * kc + c], xf);
         if (t < tokens) {
@@ -214,7 +226,7 @@ __device__ __forceinline__ void gate_row(const uint4* xs, const uint4* wr,
     }
   }
 #pragma unroll
-  for (int t = 0; t < kGateMaxTokens; ++t) {
+  for (int t = 0; t < kTokens; ++t) {
     if (t < tokens) {
       const float v = atlas::round_bf16(atlas::warp_sum(acc[t]));
       if (lane == 0) out[static_cast<size_t>(t) * stride] = v;
@@ -262,11 +274,16 @@ __device__ __forceinline__ void gate_route(const GateArgs& a) {
     float* out = shared_row ? a.shared_logits : a.logits + e;
     const int stride = shared_row ? 1 : static_cast<int>(a.experts);
 #if defined(ATLAS_HIDDEN)
-    if (hidden == ATLAS_HIDDEN)
-      gate_row<ATLAS_HIDDEN>(xs, wr, wv, out, stride, tokens, hidden);
+    if (hidden == ATLAS_HIDDEN && tokens == 1)
+      gate_row<ATLAS_HIDDEN, 1>(xs, wr, wv, out, stride, tokens, hidden);
+    else if (hidden == ATLAS_HIDDEN)
+      gate_row<ATLAS_HIDDEN, kGateMaxTokens>(xs, wr, wv, out, stride, tokens, hidden);
     else
 #endif
-      gate_row<0>(xs, wr, wv, out, stride, tokens, hidden);
+    if (tokens == 1)
+      gate_row<0, 1>(xs, wr, wv, out, stride, tokens, hidden);
+    else
+      gate_row<0, kGateMaxTokens>(xs, wr, wv, out, stride, tokens, hidden);
   }
   __shared__ bool last;
   __threadfence();  // this block's logits, before its ticket

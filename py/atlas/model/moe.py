@@ -168,7 +168,8 @@ class MoeMlp:
                 then_norm: NextNorm | None) -> bool:
         """Three launches: the router (gate GEMV + top-k, the shared expert's gate as one
         more row), gate/up and down over the routed slots and the
-        shared expert's slots, the down launch also doing `then_norm` when given."""
+        shared expert's slots, the down launch also doing `then_norm` when given (unless
+        ATLAS_MOE_DOWN_NORM=0: then into delta, the next layer adds and normalizes)."""
         sh, bf = self.shape, self.bufs
         shared = None
         if self.shared is not None:
@@ -178,7 +179,7 @@ class MoeMlp:
                           bf.router_counter, t, sh, self.routing, shared, bf.shared_gate)
         sh = self._local(kc, s, t, sh)
         finish = None
-        if then_norm is not None:
+        if then_norm is not None and kc.routes.moe_down_norm:
             # the experts' input (normed) is read by the gate/up launch, before the down
             # launch overwrites it with the next layer's input
             finish = moe_ops.AddRmsNorm(b.resid, then_norm.weight, b.normed, bf.counters,

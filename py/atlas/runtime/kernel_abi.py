@@ -16,6 +16,8 @@ must take exactly these parameters, in this order. Layouts (all row-major, conti
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from .gpu import KernelSig
@@ -533,7 +535,7 @@ MOE_GATE_UP_SILU = S("moe_decode", "moe_gate_up_silu_bf16",
                      "inter:u32 experts:u32 shared_gate_up:ptr shared_slots:u32 "
                      "shared_inter:u32")
 # The same act from a GEMV-shaped launch (the default; ops.moe.gate_up_uses_gemv): grid
-# (ceil(inter / 2), tokens * slots), ops.matmul.gemv_threads(hidden) threads, no dynamic
+# (ceil(inter / 2), tokens * slots), ops.moe.gate_up_gemv_threads(hidden) threads, no dynamic
 # shared memory; a block computes two columns of one expert for up to 4 pairs routed to it.
 # _single: tokens == 1 only (fewer registers).
 MOE_GATE_UP_GEMV = S("moe_decode", "moe_gate_up_gemv_bf16",
@@ -569,6 +571,16 @@ MOE_DOWN_ADD_RMSNORM_OFFSET = S("moe_decode", "moe_down_add_rmsnorm_offset_bf16"
                                 "w:ptr normed:ptr counters:ptr tokens:u32 top_k:u32 hidden:u32 "
                                 "inter:u32 experts:u32 rows_per_block:u32 shared_down:ptr "
                                 "shared_slots:u32 shared_inter:u32 eps:f32")
+# The same three down products as one GEMV-shaped launch each (the default at batch 1;
+# ops.moe.down_uses_gemv): the same arguments with rows_per_block a multiple of
+# ops.moe.DOWN_GEMV_ROWS (ops.moe.down_gemv_rows: tiles of that many rows, one after the
+# other), grid (ceil(hidden / rows_per_block), tokens), 256 threads, no dynamic shared memory;
+# (top_k + shared_slots) x inter / 8 chunks a row, inter a multiple of 256. The routing is
+# read before the PDL wait, as MOE_DOWN_SUM's.
+MOE_DOWN_GEMV_SUM = replace(MOE_DOWN_SUM, func="moe_down_gemv_sum_bf16")
+MOE_DOWN_GEMV_ADD_RMSNORM = replace(MOE_DOWN_ADD_RMSNORM, func="moe_down_gemv_add_rmsnorm_bf16")
+MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET = replace(MOE_DOWN_ADD_RMSNORM_OFFSET,
+                                           func="moe_down_gemv_add_rmsnorm_offset_bf16")
 # Decode (1..8 tokens) over quantized experts (kernels/<hw>/common/moe_decode_quant.cu,
 # ops/moe_quant.py): every expert's rows stacked in one matrix (gate_up [experts * 2 inter,
 # hidden], expert e's gate rows then up rows; down [experts * hidden, inter]), FP8 E4M3 codes

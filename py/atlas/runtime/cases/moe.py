@@ -274,7 +274,14 @@ def _gate_cases(rng: np.random.Generator) -> list[KernelCase]:
                       *leaf(2, 256), 8, shared_gate=_exact_gate(rng, 1, 1, 2048, 1 / 64, 1)[1][0]),
             gate_case("moe_gate_topk softmax shared x3 t8 e8 h128 k3",
                       *_exact_gate(rng, 8, 8, 128), 3,
-                      shared_gate=_exact_gate(rng, 1, 1, 128)[1][0], shared_slots=3)]
+                      shared_gate=_exact_gate(rng, 1, 1, 128)[1][0], shared_slots=3),
+            # batch 1 (the one-token GEMV loop) at the flagship's shape and a run-time hidden
+            gate_case("moe_gate_topk softmax shared t1 e256 h2048 k8 (qwen3.5-35b-a3b)",
+                      *leaf(1, 256), 8, shared_gate=_exact_gate(rng, 1, 1, 2048, 1 / 64, 1)[1][0]),
+            gate_case("moe_gate_topk sigmoid t1 e64 h320 k6",
+                      *_exact_gate(rng, 1, 64, 320), 6, True),
+            gate_case("moe_gate_topk softmax t2 e384 h256 k10", *_exact_gate(rng, 2, 384, 256),
+                      10)]
 
 
 @kernel_cases("moe_router")
@@ -288,7 +295,12 @@ def router_cases(rng: np.random.Generator) -> list[KernelCase]:
                          renormalize=False),
              router_case("moe_topk softmax e60 k4 scale 2.5", _bf16_logits(rng, 9, 60), 4,
                          scale=2.5),
-             router_case("moe_topk softmax all tied e64 k6", np.zeros((3, 64), np.float32), 6)]
+             router_case("moe_topk softmax all tied e64 k6", np.zeros((3, 64), np.float32), 6),
+             # each per-lane tier of the general path just past its boundary, and the widest
+             router_case("moe_topk softmax e129 k8", _bf16_logits(rng, 3, 129), 8),
+             router_case("moe_topk softmax e257 k8", _bf16_logits(rng, 3, 257), 8),
+             router_case("moe_topk softmax e512 k10 (qwen3-next)", _bf16_logits(rng, 4, 512),
+                         10)]
     # ties at the k-th place: logits on a coarse grid, many equal values per row
     coarse = np.round(rng.uniform(-2, 2, (6, 32)) * 2) / 2
     cases.append(router_case("moe_topk softmax coarse ties e32 k5", coarse, 5))
@@ -344,10 +356,10 @@ def decode_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: n
                       reference_abs_tol=ACT_REFERENCE_TOL, graph=graph)
 
 
-def down_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.ndarray
-              ) -> KernelCase:
+def down_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.ndarray,
+              routes: KernelRoutes | None = None) -> KernelCase:
     """moe_down_sum alone from a given act: one rounding per expert and one at the end, so
-    it is held to the tight reference tolerance."""
+    it is held to the tight reference tolerance. `routes`: as decode_case's."""
     tokens = len(ids)
     _, w_d = expert_weights(rng, shape)
     inputs = {"act": random_bf16(rng, (tokens, shape.top_k, shape.inter)), "w_down": w_d,
@@ -355,7 +367,7 @@ def down_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.
               "topk_weights": _routing_weights(rng, tokens, shape.top_k)}
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        moe.decode_down(KernelCache(backend), stream, p["act"], p["w_down"],
+        moe.decode_down(KernelCache(backend, routes), stream, p["act"], p["w_down"],
                         p["topk_ids"], p["topk_weights"], p["out"], tokens, shape)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -530,7 +542,56 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
                           "session-6 launches)", q35, random_ids(rng, 8, 8, 8), routes=old),
               down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm leaf t2 h2048 i768 k8 (session-6 "
                                     "launches)", leaf, random_ids(rng, 2, 8, 8), routes=old)]
-    return fused + cases
+    return fused + cases + _down_gemv_cases(rng, leaf, q35)
+
+
+def _down_gemv_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeShape
+                     ) -> list[KernelCase]:
+    """The GEMV-shaped down kernels (moe_down_gemv_*) at every batch (their default is batch
+    1 only): each chunk count a thread holds (1..3, and 4 in two batches), ids of another
+    rank and out of range, a partial shared chunk, both full-size shapes, blocks of one tile,
+    of the one-wave rule's and of 3 with a partial last block; and the row-group kernel at
+    batch 1 (ATLAS_MOE_DOWN_GEMV=0)."""
+    gemv = KernelRoutes(moe_down_gemv_max_m=8)
+
+    def tiles(n: int) -> KernelRoutes:  # n tiles of 4 rows a block
+        return KernelRoutes(moe_down_gemv_max_m=8, moe_down_gemv_tiles=n)
+
+    two = moe.MoeShape(experts=8, top_k=2, hidden=512, inter=512)       # 128 chunks a row
+    six = moe.MoeShape(experts=8, top_k=6, hidden=256, inter=512)       # 384: two a thread
+    # 20 routed + 2 shared slots of 64 chunks (the second shared slot's 16 live: columns 512
+    # .. 639) = 1,408 chunks a row: batches of 4 a thread, the second partial
+    long = moe.MoeShape(experts=24, top_k=20, hidden=128, inter=512, shared_inter=640)
+    bad = random_ids(rng, 3, 8, 6)
+    bad[0, 1] = -1  # another rank's expert
+    bad[2, 5] = 8   # out of range
+    return [
+        down_add_rmsnorm_case(rng, "moe_down_gemv_add_rmsnorm leaf t1 h2048 i768 k8", leaf,
+                              random_ids(rng, 1, 8, 8), routes=gemv),
+        down_add_rmsnorm_case(rng, "moe_down_gemv_add_rmsnorm_offset shared t1 h2048 i512 k8 "
+                              "(qwen3.5-35b-a3b)", q35, random_ids(rng, 1, 8, 8), True,
+                              routes=gemv),
+        down_add_rmsnorm_case(rng, "moe_down_gemv_add_rmsnorm shared t8 h2048 i512 k8 "
+                              "(qwen3.5-35b-a3b)", q35, random_ids(rng, 8, 8, 8), routes=gemv),
+        down_case(rng, "moe_down_gemv_sum t2 e8 k2 h512 i512 (one chunk a thread)", two,
+                  random_ids(rng, 2, 8, 2), routes=gemv),
+        down_case(rng, "moe_down_gemv_sum t3 e8 k6 h256 i512 invalid ids", six, bad,
+                  routes=gemv),
+        down_add_rmsnorm_case(rng, "moe_down_gemv_add_rmsnorm shared t2 e24 k20 i512 shared 640 "
+                              "(two batches, two tiles a block)", long,
+                              random_ids(rng, 2, 24, 20), routes=tiles(2)),
+        down_add_rmsnorm_case(rng, "moe_down_gemv_add_rmsnorm leaf t1 h2048 i768 k8 (a tile a "
+                              "block)", leaf, random_ids(rng, 1, 8, 8), routes=tiles(1)),
+        down_add_rmsnorm_case(rng, "moe_down_gemv_add_rmsnorm_offset shared t2 h2048 i512 k8 "
+                              "(3 tiles a block, the last 2)", q35, random_ids(rng, 2, 8, 8),
+                              True, routes=tiles(3)),
+        decode_case(rng, "moe_decode leaf t1 h2048 i768 k8 (down gemv)", leaf,
+                    random_ids(rng, 1, 8, 8), routes=gemv),
+        decode_case(rng, "moe_decode leaf shared t1 h2048 i512 k8 (qwen3.5-35b-a3b, down gemv)",
+                    q35, random_ids(rng, 1, 8, 8), routes=gemv),
+        down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm leaf t1 h2048 i768 k8 (row groups)",
+                              leaf, random_ids(rng, 1, 8, 8),
+                              routes=KernelRoutes(moe_down_gemv=False))]
 
 
 # ---- grouped path -------------------------------------------------------------------------

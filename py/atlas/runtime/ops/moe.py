@@ -24,7 +24,11 @@ atomics, bit-reproducible). The down launch spreads (row, slot) items over every
 block group holds `down_rows_per_group` output rows of one token for all their slots
 (neighbouring warps stream different experts' rows, 14..16 16-byte loads in flight per
 lane), sums each row's slots in shared memory, and requests the next group's weights before
-that reduction; every block takes the same rows, one wave of the SMs (`down_rows`).
+that reduction; every block takes the same rows, one wave of the SMs (`down_rows`). At
+batch 1 (ATLAS_MOE_DOWN_GEMV, `down_uses_gemv`) the down launch is GEMV-shaped instead
+(moe_down_gemv_*): tiles of DOWN_GEMV_ROWS output rows, each thread all its chunks of a
+tile's rows (the rows' slots concatenated) in flight at once, one DRAM round trip a tile,
+the next tile's requested before the current one is reduced (`down_gemv_rows`).
 It reads the token's routing before its PDL wait (the router's output, two launches back:
 the gate/up launch between waits for it before letting the down launch start), so its first
 weights stream while gate/up still runs; gate/up's act rows are staged in shared memory
@@ -62,14 +66,15 @@ from dataclasses import dataclass
 
 from ..gpu import DevicePtr, KernelLaunch, KernelSig, Stream
 from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE_UP_GEMV,
-                          MOE_GATE_UP_GEMV_SINGLE,
+                          MOE_GATE_UP_GEMV_SINGLE, MOE_DOWN_GEMV_ADD_RMSNORM,
+                          MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_SUM,
                           MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_TOPK_SIGMOID,
                           MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_SILU,
                           MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90, MOE_GROUPED_GATE_UP,
                           MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
 from . import KernelCache
 from ._preconditions import require_aligned, require_multiple
-from .matmul import gemv_threads
+from .matmul import GEMV_MAX_THREADS
 
 #: rows of one grouped-GEMM M-tile (moe_grouped.cu kTileM)
 MOE_TILE_M = 64
@@ -95,6 +100,9 @@ GATE_UP_GROUP_PAIRS = 4
 #: columns of one expert a block of the GEMV-shaped gate/up kernel computes (its gate and
 #: up rows: the dense GEMV's GEMV_ROWS_PER_BLOCK rows, moe_decode.cu gate_up_gemv)
 GATE_UP_GEMV_COLS = 2
+#: 16-byte chunks of each weight row a GEMV-shaped gate/up thread loads at once
+#: (gemv_core.cuh kUnroll): its blocks get enough threads for this many chunks each
+GATE_UP_GEMV_UNROLL = 2
 #: the down decode kernel's (row, slot) items per warp in one group, by the row's chunk
 #: steps ceil(inter / 256) (moe_decode.cu DownTile: x its chunks per item = 14..16 16-byte
 #: loads in flight per lane); longer rows take DOWN_TILE_ITEMS_LONG
@@ -103,6 +111,12 @@ DOWN_TILE_ITEMS_LONG = 3
 #: the down decode kernel's blocks resident per SM (at most 128 registers, 256 threads): its
 #: grid is sized to about one wave of them, each block taking as many row groups as that needs
 DOWN_BLOCKS_PER_SM = 2
+#: output rows of one block of the GEMV-shaped down kernels (moe_decode.cu kGemvRows): every
+#: thread holds its chunks of all of them at once (a row of 8 slots x 768: 3 chunks a row)
+DOWN_GEMV_ROWS = 4
+#: the most 32-chunk groups of a row they sum in shared memory (kGemvMaxGroups): slots x
+#: inter / 256
+DOWN_GEMV_MAX_GROUPS = 1024
 #: the decode kernels' dynamic shared memory (gate/up: every token's x; down: the token's act
 #: rows, slots x inter bf16) may not exceed this
 DOWN_MAX_SMEM = 200 * 1024
@@ -335,13 +349,23 @@ def decode_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: Dev
     if gate_up_uses_gemv(kc, tokens):
         sig = MOE_GATE_UP_GEMV_SINGLE if tokens == 1 else MOE_GATE_UP_GEMV
         kc.get(sig)(stream, (-(-shape.inter // GATE_UP_GEMV_COLS), pairs, 1),
-                    gemv_threads(shape.hidden), 0, *args)
+                    gate_up_gemv_threads(kc, shape.hidden), 0, *args)
         return
     groups = -(-shape.inter // DECODE_ROWS_PER_BLOCK)
     per_block = gate_up_groups_per_block(tokens, shape.slots, shape.inter, kc.facts.sm_count)
     smem = gate_up_smem(tokens, shape.hidden)
     kc.get_with_shared(MOE_GATE_UP_SILU, smem)(
         stream, (-(-groups // per_block), pairs, 1), DECODE_THREADS, smem, *args)
+
+
+def gate_up_gemv_threads(kc: KernelCache, hidden: int) -> int:
+    """Threads of a GEMV-shaped gate/up block: ATLAS_MOE_GATE_UP_GEMV_THREADS, else enough
+    warps for GATE_UP_GEMV_UNROLL chunks of a row each (32..256). At hidden 2048 that is 128
+    threads with 8 loads in flight each (4 rows x 2 chunks) where gemv_threads' 256 had 4:
+    the same 16 KB a block, twice the blocks (and bytes in flight) an SM, half the waves."""
+    if kc.routes.moe_gate_up_gemv_threads:
+        return kc.routes.moe_gate_up_gemv_threads
+    return min(GEMV_MAX_THREADS, max(32, -(-hidden // (8 * GATE_UP_GEMV_UNROLL * 32)) * 32))
 
 
 def gate_up_groups_per_block(tokens: int, slots: int, inter: int, sm_count: int) -> int:
@@ -432,6 +456,44 @@ class AddRmsNorm:
     offset: bool = False
 
 
+def down_uses_gemv(kc: KernelCache, tokens: int, shape: MoeShape) -> bool:
+    """Whether a decode down launch of `tokens` takes the GEMV-shaped kernels: switched on
+    (ATLAS_MOE_DOWN_GEMV), at most ATLAS_MOE_DOWN_GEMV_MAX_M tokens (default 1), and a shape
+    whose 32-chunk warp spans each lie in one slot (inter a multiple of 256) with at most
+    DOWN_GEMV_MAX_GROUPS of them a row."""
+    r = kc.routes
+    return (r.moe_down_gemv and tokens <= r.moe_down_gemv_max_m and shape.inter % 256 == 0
+            and shape.slots * shape.inter // 256 <= DOWN_GEMV_MAX_GROUPS)
+
+
+def down_gemv_rows(tokens: int, hidden: int, sm_count: int, tiles: int = 0) -> int:
+    """Output rows a block of the GEMV-shaped down kernels takes: `tiles` tiles of
+    DOWN_GEMV_ROWS (ATLAS_MOE_DOWN_GEMV_TILES), or by default as many as bring the grid
+    (tokens x row blocks) to one wave of DOWN_BLOCKS_PER_SM blocks an SM: a block requests its
+    next tile's weights before it reduces the current one, so one prologue (the routing read,
+    the first requests) serves all of them. Batch 1 of Qwen3-30B-A3B: 2 tiles (256 blocks of 8
+    rows) where a tile a block is 512 blocks, two waves of 2 an SM."""
+    all_tiles = -(-hidden // DOWN_GEMV_ROWS)
+    if not tiles:
+        tiles = -(-tokens * all_tiles // (DOWN_BLOCKS_PER_SM * sm_count))
+    return DOWN_GEMV_ROWS * max(1, min(all_tiles, tiles))
+
+
+def _down_launch(kc: KernelCache, tokens: int, shape: MoeShape, sigs: tuple[KernelSig, KernelSig]
+                 ) -> tuple[KernelLaunch, tuple[int, int, int], int, int]:
+    """(launch, grid, rows per block, dynamic shared bytes) of a decode down launch: the
+    GEMV-shaped kernel (sigs[1]) where `down_uses_gemv`, else the row-group one (sigs[0])."""
+    if down_uses_gemv(kc, tokens, shape):
+        rows = down_gemv_rows(tokens, shape.hidden, kc.facts.sm_count,
+                              kc.routes.moe_down_gemv_tiles)
+        return kc.get(sigs[1]), (-(-shape.hidden // rows), tokens, 1), rows, 0
+    rows = down_rows(shape.slots, tokens, shape.hidden, shape.inter, kc.facts.sm_count,
+                     kc.routes.moe_down_wave)
+    smem = down_smem(shape.slots, shape.inter)
+    return (kc.get_with_shared(sigs[0], smem), (-(-shape.hidden // rows), tokens, 1), rows,
+            smem)
+
+
 def decode_down(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DevicePtr,
                 topk_ids: DevicePtr, topk_weights: DevicePtr, out: DevicePtr, tokens: int,
                 shape: MoeShape, shared: SharedExpertWeights | None = None) -> None:
@@ -439,13 +501,10 @@ def decode_down(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DeviceP
     the gated shared expert's)."""
     _check_weights("moe_down_sum", act, w_down)
     sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "down")
-    rows = down_rows(shape.slots, tokens, shape.hidden, shape.inter, kc.facts.sm_count,
-                     kc.routes.moe_down_wave)
-    smem = down_smem(shape.slots, shape.inter)
-    kc.get_with_shared(MOE_DOWN_SUM, smem)(
-        stream, (-(-shape.hidden // rows), tokens, 1), DECODE_THREADS, smem, act, w_down,
-        topk_ids, topk_weights, out, tokens, shape.top_k, shape.hidden, shape.inter,
-        shape.experts, rows, sh_ptr, n_shared, sh_inter)
+    launch, grid, rows, smem = _down_launch(kc, tokens, shape, (MOE_DOWN_SUM, MOE_DOWN_GEMV_SUM))
+    launch(stream, grid, DECODE_THREADS, smem, act, w_down, topk_ids, topk_weights, out, tokens,
+           shape.top_k, shape.hidden, shape.inter, shape.experts, rows, sh_ptr, n_shared,
+           sh_inter)
 
 
 def decode_down_add_rmsnorm(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DevicePtr,
@@ -456,15 +515,12 @@ def decode_down_add_rmsnorm(kc: KernelCache, stream: Stream, act: DevicePtr, w_d
     _check_weights("moe_down_add_rmsnorm", act, w_down, norm.residual, norm.weight, norm.out)
     require_aligned("moe_down_add_rmsnorm", "counters", norm.counters, 4)
     sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "down")
-    rows = down_rows(shape.slots, tokens, shape.hidden, shape.inter, kc.facts.sm_count,
-                     kc.routes.moe_down_wave)
-    smem = down_smem(shape.slots, shape.inter)
-    sig = MOE_DOWN_ADD_RMSNORM_OFFSET if norm.offset else MOE_DOWN_ADD_RMSNORM
-    kc.get_with_shared(sig, smem)(
-        stream, (-(-shape.hidden // rows), tokens, 1), DECODE_THREADS, smem, act, w_down,
-        topk_ids, topk_weights, norm.residual, norm.weight, norm.out, norm.counters, tokens,
-        shape.top_k, shape.hidden, shape.inter, shape.experts, rows, sh_ptr, n_shared,
-        sh_inter, norm.eps)
+    sigs = ((MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET) if norm.offset
+            else (MOE_DOWN_ADD_RMSNORM, MOE_DOWN_GEMV_ADD_RMSNORM))
+    launch, grid, rows, smem = _down_launch(kc, tokens, shape, sigs)
+    launch(stream, grid, DECODE_THREADS, smem, act, w_down, topk_ids, topk_weights,
+           norm.residual, norm.weight, norm.out, norm.counters, tokens, shape.top_k,
+           shape.hidden, shape.inter, shape.experts, rows, sh_ptr, n_shared, sh_inter, norm.eps)
 
 
 # ---- experts: grouped ---------------------------------------------------------------------

@@ -118,10 +118,27 @@ what it asked for each time, and importing Atlas never depends on the environmen
   the dense single-row GEMV's loading scheme, two columns of one expert a block) at batch 1;
   ATLAS_MOE_GATE_UP_GEMV_MAX_M=N: the largest decode batch that takes the GEMV-shaped kernel
   (default 1: its batch entry keeps fewer bytes in flight per SM than the column loop).
+  ATLAS_MOE_GATE_UP_GEMV_THREADS=N: the GEMV-shaped gate/up blocks' threads (a multiple of
+  32, 32..256); unset, enough for two 16-byte chunks of a row each (ops/moe.py
+  gate_up_gemv_threads: 128 at hidden 2048, so a thread keeps 8 loads in flight and twice the
+  blocks fit an SM); 256 is the session-7 launch (gemv_threads: one chunk a thread at 2048).
 * ATLAS_MOE_DOWN_WAVE=0: the decode MoE down launch sized as in session 6 (whole row groups
   a block, ops/moe.py down_rows_grouped) instead of equal blocks filling one wave of every SM
   (ops/moe.py down_rows: at batch 1 of Qwen3-30B-A3B 205 blocks, some SMs with one, others
   with two, became 256 blocks of 8 rows).
+* ATLAS_MOE_DOWN_GEMV=0: the decode MoE down launch on the row-group kernel above
+  (moe_down_sum_bf16 / moe_down_add_rmsnorm[_offset]_bf16) instead of its GEMV-shaped twin
+  (moe_down_gemv_*: 4 output rows a block, every thread all its chunks of the block's rows in
+  flight at once, the dense GEMV's scheme) where the shape allows it (inter a multiple of 256);
+  ATLAS_MOE_DOWN_GEMV_MAX_M=N: the largest decode batch that takes the twin (default 1).
+  ATLAS_MOE_DOWN_GEMV_TILES=N: its blocks take N tiles of 4 rows each, one after the other
+  (1: a block a tile, two waves at batch 1 of Qwen3-30B-A3B); unset or 0, as many as bring the
+  grid to one wave of 2 blocks an SM (ops/moe.py down_gemv_rows).
+* ATLAS_MOE_DOWN_NORM=0: the fused decode MoE block's down launch writes its sum into delta
+  and leaves the residual add + next RMSNorm to the next layer (an add_rmsnorm launch, or with
+  ATLAS_NORM_GEMV=1 the next qkv GEMV's fused norm, whose every block normalizes the row
+  itself) instead of its last block per token normalizing after a ticket: the A/B of that
+  serial tail (the default keeps it).
 * ATLAS_MOE_FUSED_DECODE=0: a decode MoE layer as separate launches (router GEMV, top-k,
   routed experts, the shared expert's SwiGLU / gate / add, then add_rmsnorm), not the
   three-launch fused path (model/moe.py): the A/B of the fusion, the same values.
@@ -234,7 +251,12 @@ class KernelRoutes:
     moe_fused_decode: bool = True
     moe_gate_up_gemv: bool = True
     moe_gate_up_gemv_max_m: int = 1
+    moe_gate_up_gemv_threads: int = 0
     moe_down_wave: bool = True
+    moe_down_gemv: bool = True
+    moe_down_gemv_max_m: int = 1
+    moe_down_gemv_tiles: int = 0
+    moe_down_norm: bool = True
     gdn_fused: bool = True
     gdn_chunk_tc: bool = True
     quant_mma: bool = True
@@ -294,6 +316,10 @@ class KernelRoutes:
         per_sm = env.get("ATLAS_QUANT_BLOCKS_PER_SM", "").strip()
         if per_sm not in ("", "1", "2"):
             raise ValueError(f"ATLAS_QUANT_BLOCKS_PER_SM={per_sm!r} must be 1, 2 or unset")
+        gate_up_threads = _env_count(env, "ATLAS_MOE_GATE_UP_GEMV_THREADS", 0)
+        if gate_up_threads and (gate_up_threads % 32 or not 32 <= gate_up_threads <= 256):
+            raise ValueError(f"ATLAS_MOE_GATE_UP_GEMV_THREADS={gate_up_threads} must be a "
+                             f"multiple of 32 in 32..256 or unset")
         return cls(gemm_sm90=env_switch(env, "ATLAS_GEMM_SM90", True),
                    batched_gemv=env_switch(env, "ATLAS_BATCHED_GEMV", True),
                    batched_gemv_min_m=_env_count(env, "ATLAS_BATCHED_GEMV_MIN_M",
@@ -303,7 +329,12 @@ class KernelRoutes:
                    moe_fused_decode=env_switch(env, "ATLAS_MOE_FUSED_DECODE", True),
                    moe_gate_up_gemv=env_switch(env, "ATLAS_MOE_GATE_UP_GEMV", True),
                    moe_gate_up_gemv_max_m=_env_count(env, "ATLAS_MOE_GATE_UP_GEMV_MAX_M", 1),
+                   moe_gate_up_gemv_threads=gate_up_threads,
                    moe_down_wave=env_switch(env, "ATLAS_MOE_DOWN_WAVE", True),
+                   moe_down_gemv=env_switch(env, "ATLAS_MOE_DOWN_GEMV", True),
+                   moe_down_gemv_max_m=_env_count(env, "ATLAS_MOE_DOWN_GEMV_MAX_M", 1),
+                   moe_down_gemv_tiles=_env_count(env, "ATLAS_MOE_DOWN_GEMV_TILES", 0),
+                   moe_down_norm=env_switch(env, "ATLAS_MOE_DOWN_NORM", True),
                    gdn_fused=env_switch(env, "ATLAS_GDN_FUSED", True),
                    gdn_chunk_tc=env_switch(env, "ATLAS_GDN_CHUNK_TC", True),
                    quant_mma=env_switch(env, "ATLAS_QUANT_MMA", True),

@@ -28,7 +28,8 @@ import numpy as np
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
 from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE_UP_GEMV,
-                          MOE_GATE_UP_GEMV_SINGLE,
+                          MOE_GATE_UP_GEMV_SINGLE, MOE_DOWN_GEMV_ADD_RMSNORM,
+                          MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_SUM,
                           MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_TOPK_SIGMOID,
                           MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_SILU,
                           MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90, MOE_GROUPED_GATE_UP,
@@ -269,6 +270,7 @@ def _down_sum(mem: HostMemory, act: int, w_down: int, topk_ids: int, topk_weight
 
 
 @reference(MOE_DOWN_SUM)
+@reference(MOE_DOWN_GEMV_SUM)
 def moe_down_sum_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w_down: int,
                       topk_ids: int, topk_weights: int, out: int, tokens: int, top_k: int,
                       hidden: int, inter: int, experts: int, rows_per_block: int,
@@ -295,6 +297,7 @@ def _down_add_rmsnorm(mem: HostMemory, act: int, w_down: int, topk_ids: int, top
 
 
 @reference(MOE_DOWN_ADD_RMSNORM)
+@reference(MOE_DOWN_GEMV_ADD_RMSNORM)
 def moe_down_add_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w_down: int,
                               topk_ids: int, topk_weights: int, residual: int, w: int,
                               normed: int, counters: int, tokens: int, top_k: int, hidden: int,
@@ -306,6 +309,7 @@ def moe_down_add_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int
 
 
 @reference(MOE_DOWN_ADD_RMSNORM_OFFSET)
+@reference(MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET)
 def moe_down_add_rmsnorm_offset_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int,
                                      w_down: int, topk_ids: int, topk_weights: int,
                                      residual: int, w: int, normed: int, counters: int,
