@@ -101,9 +101,10 @@ def _leading_yes(flags: list[bool]) -> int:
     return n
 
 
-def kernel_model(x: dict[str, np.ndarray], g, num_splits: int) -> np.ndarray:
-    """out [rows, hq, D] as attention_verify.cu computes it, block by block, in float32
-    (the tensor cores' sums as numpy's; P rounded to bf16 for the PV product)."""
+def kernel_model(x: dict[str, np.ndarray], g, num_splits: int, window: int) -> np.ndarray:
+    """out [rows, hq, D] as attention_verify.cu computes it, block by block (each serving
+    the pieces that start in its window of rows, skipping the rows it accounts for), in
+    float32 (the tensor cores' sums as numpy's; P rounded to bf16 for the PV product)."""
     lens, tables = x["kv_lens"], x["block_tables"]
     rows_total, hq, d = x["q"].shape
     group, bs = hq // g.hkv, g.block_size
@@ -114,13 +115,25 @@ def kernel_model(x: dict[str, np.ndarray], g, num_splits: int) -> np.ndarray:
     parts: dict[tuple[int, int, int], tuple[np.float32, np.float32, np.ndarray]] = {}
     scale_log2 = np.float32(g.scale) * np.float32(1.4426950408889634)
     merges = []
-    for kvh in range(g.hkv):
-        for r0 in range(rows_total):
+    cap = min(av.VERIFY_MAX_STEP_ROWS, av.VERIFY_MAX_ROWS // group)
+    blocks_z = -(-rows_total // window)
+    span = -(-rows_total // blocks_z)                       # the kernel's window
+    starts = []                                             # piece starts the blocks serve
+    for z in range(blocks_z):
+        r0, stop = z * span, min(z * span + span, rows_total)
+        while r0 < stop:
             back = _leading_yes([_continues(lens, tables, r0 - i, bs) for i in range(32)])
             fwd = _leading_yes([_continues(lens, tables, r0 + 1 + i, bs) for i in range(32)])
-            cap = min(av.VERIFY_MAX_STEP_ROWS, av.VERIFY_MAX_ROWS // group)
             if back % cap:
+                start = r0 - back % cap
+                r0 = min(start + cap, r0 + fwd + 1)
                 continue
+            starts.append(r0)
+            r0 += min(cap, fwd + 1)
+    assert len(set(starts)) == len(starts)                  # each piece served once
+    for kvh in range(g.hkv):
+        for r0 in starts:
+            fwd = _leading_yes([_continues(lens, tables, r0 + 1 + i, bs) for i in range(32)])
             n = min(cap, fwd + 1)
             rule = [av.verify_split_rule(int(lens[r0 + j]), num_splits) for j in range(n)]
             used = max(a for _, a in rule)
@@ -207,9 +220,10 @@ def kernel_model(x: dict[str, np.ndarray], g, num_splits: int) -> np.ndarray:
 def test_kernel_model_meets_the_case_tolerance(shape) -> None:
     """Every row written exactly once, within the case's tolerance of the float64 oracle."""
     case = case_defs.verify_case(np.random.default_rng(11), *shape)
-    _, g, _, num_splits, _ = shape
+    g, seqs, num_splits = shape[1], shape[2], shape[3]
+    window = shape[5] if len(shape) > 5 else 1 + max(d for _, d in seqs)
     expected = case.oracle(case.inputs)["out"]
-    got = kernel_model(case.inputs, g, num_splits)
+    got = kernel_model(case.inputs, g, num_splits, window)
     assert not np.isnan(got).any()
     atol, rtol = case.outputs["out"].tol
     assert (np.abs(got - expected) <= atol + rtol * np.abs(expected)).all()
@@ -222,12 +236,12 @@ def test_a_rows_bits_do_not_depend_on_the_other_rows_of_its_step() -> None:
     g = case_defs.Geometry(32, 8, 128, 16)
     for history, splits in ((509, 33), (573, 9), (60, 2)):
         case = case_defs.verify_case(np.random.default_rng(3), "x", g, [(history, 3)], splits)
-        whole = kernel_model(case.inputs, g, splits)
+        whole = kernel_model(case.inputs, g, splits, 4)
         for rows in ([0], [1, 2], [3], [2, 3]):
             x = dict(case.inputs)
             for name in ("kv_lens", "block_tables", "q"):
                 x[name] = case.inputs[name][rows]
-            got = kernel_model(x, g, splits)
+            got = kernel_model(x, g, splits, len(rows))
             assert np.array_equal(got, whole[rows]), (history, rows)
 
 
@@ -253,7 +267,10 @@ def test_launch_geometry() -> None:
     kc = KernelCache(dev, KernelRoutes.from_env({}))
     ptrs = [dev.alloc(1 << 12) for _ in range(9)]
     av.decode_attention_verify(kc, 0, *ptrs, 8, 32, 8, 128, 16, 40, 33, 128 ** -0.5)
-    (rec,) = dev.drain_launches()
+    av.decode_attention_verify(kc, 0, *ptrs, 8, 32, 8, 128, 16, 40, 33, 128 ** -0.5,
+                               rows_per_block=3)
+    rec, windowed = dev.drain_launches()
+    assert windowed.grid == (33, 8, 3)   # ceil(8 / 3) windows
     assert (rec.module, rec.func) == ("attention_verify", "decode_attn_verify_bf16")
     assert rec.grid == (33, 8, 8) and rec.block == (128, 1, 1)
     assert rec.shared == av.verify_smem_bytes(128)
@@ -307,8 +324,8 @@ def test_verification_steps_take_the_verification_kernel(monkeypatch) -> None:
     assert names.count("qk_norm_rope_kv_bf16") == layers
     attn = [r for r in graph if r.func.startswith("decode_attn")]
     assert [r.func for r in attn] == ["decode_attn_verify_bf16"] * layers
-    # one sequence's 4 rows: batch 1's split count
-    assert all(r.grid == (runner.limits.decode_splits(1, kv_heads), kv_heads, 4) for r in attn)
+    # one sequence's 4 rows: batch 1's split count, one window of 4 rows
+    assert all(r.grid == (runner.limits.decode_splits(1, kv_heads), kv_heads, 1) for r in attn)
 
 
 def test_the_switch_restores_one_row_a_sequence(monkeypatch) -> None:

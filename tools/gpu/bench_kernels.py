@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import functools
 import importlib.util
 import json
 import math
@@ -895,8 +896,9 @@ def verify_attention_case(env: Env, s: Any) -> Case:
         st["out"] = torch.empty((rows, hq, d), dtype=torch.bfloat16, device=env.device)
         return st
 
-    launch = attention.decode_attention if s.rows_apart else \
-        attention_verify.decode_attention_verify
+    # the model's launches: rows apart on decode attention, or one window a sequence
+    launch = (attention.decode_attention if s.rows_apart else
+              functools.partial(attention_verify.decode_attention_verify, rows_per_block=per))
 
     def ours(st: Set, stream: Stream) -> None:
         launch(env.kc, stream, env.ptr(st["q"]), env.ptr(st["k_pool"]), env.ptr(st["v_pool"]),

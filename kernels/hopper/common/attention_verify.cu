@@ -16,8 +16,10 @@
 // was written in this step by the earlier row, into a block its sequence owns alone (the KV
 // cache copies shared blocks before writing), so no other sequence's table names it. A run
 // of such rows (found by 32 lanes at once, one load round) is cut into pieces of
-// cap = min(kMaxStepRows, 64 / G) rows; the block of a piece's first row does the work, the
-// blocks of the other rows exit. gdn_decode.cu groups a verification's rows the same way.
+// cap = min(kMaxStepRows, 64 / G) rows. Grid z cuts the rows into windows (the model's: a
+// sequence's K + 1 rows); a block serves the pieces that start in its window, one after the
+// other, and skips the rest of a piece that started before it. gdn_decode.cu groups a
+// verification's rows the same way.
 //
 // Splits. Row j's keys are cut by its own kv_len L_j and the grid's num_splits S alone:
 // chunk_j = ceil(max(ceil(L_j / S), 1) / 64) * 64 keys (whole 64-key tiles), split s
@@ -47,7 +49,7 @@
 // with nothing to do exit there without waiting (the blocks of row 0's split 0 always wait,
 // so the next kernel never starts before the one before this has completed).
 //
-// Launch (ops/attention_verify.py): grid (num_splits, hkv, num_rows), 128 threads, dynamic
+// Launch (ops/attention_verify.py): grid (num_splits, hkv, windows), 128 threads, dynamic
 // shared memory VerifyTile<D>::kSmemBytes. counters u32 [num_rows, hkv], zero before the
 // launch and left zero. Preconditions: head_dim 64, 128 or 256; hq / hkv <= 64; a run of one
 // sequence's rows is at most 32 rows (the engine's are K + 1 <= 8) and its rows' block-table
@@ -119,17 +121,19 @@ __device__ __forceinline__ int leading_yes(unsigned mask) {
   return mask == 0xffffffffu ? 32 : __ffs(~mask) - 1;
 }
 
+// The piece starting at row r0, if r0 starts one (this block's split and kv head). Returns
+// the rows from r0 on it accounts for (>= 1): the piece's, or the rest of the piece r0 is in.
 template <int D>
-__device__ __forceinline__ void decode_attn_verify(
+__device__ __forceinline__ int verify_piece(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
     const __nv_bfloat16* __restrict__ v_cache, const int* block_tables, const int* kv_lens,
-    float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out, int num_rows,
-    int hq, int hkv, int block_size, int max_blocks, int num_splits, float scale,
-    __nv_bfloat16* smem) {
+    float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out, int r0,
+    int num_rows, int hq, int hkv, int block_size, int max_blocks, int num_splits,
+    float scale, __nv_bfloat16* smem) {
   using T = VerifyTile<D>;
   constexpr int RT = T::kRowsPerThread;
   constexpr int CH = T::kChunks;
-  const int split = blockIdx.x, kvh = blockIdx.y, r0 = blockIdx.z;
+  const int split = blockIdx.x, kvh = blockIdx.y;
   const int group = hq / hkv;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, c = lane & 3;
@@ -162,7 +166,7 @@ __device__ __forceinline__ void decode_attn_verify(
       const int len = len0 + j, chunk = row_chunk(len, num_splits);
       most = max(most, (len + chunk - 1) / chunk);
     }
-    if (split >= most) return;
+    if (split >= most) return 1;
   }
   // Tile 0's table entries requested now, beside the run search's loads, where r0's own
   // chunking says the split starts (the union starts there unless the piece's rows take
@@ -184,7 +188,10 @@ __device__ __forceinline__ void decode_attn_verify(
     }
   }
   __syncthreads();
-  if (s_back % cap != 0) return;  // not a piece's first row: another block serves it
+  if (s_back % cap != 0) {  // not a piece's first row: the block of that row serves it
+    const int start = r0 - s_back % cap;
+    return min(start + cap, r0 + s_fwd + 1) - r0;
+  }
   const int n = min(cap, s_fwd + 1);  // step rows of this piece
   if (tid < n) {
     const int len = kv_lens[r0 + tid], chunk = row_chunk(len, num_splits);
@@ -203,7 +210,7 @@ __device__ __forceinline__ void decode_attn_verify(
     splits_used = max(splits_used, s_act[j]);
   }
   // a split no row has keys in writes nothing (split 0 still writes the zeros of keyless rows)
-  if (split > 0 && split >= splits_used) return;
+  if (split > 0 && split >= splits_used) return n;
   const int n_tiles = lo_u < hi_u ? (hi_u - lo_u + kBKV - 1) / kBKV : 0;
   const int rows = n * group;
   const int mt_count = rows <= 16 ? 1 : rows <= 32 ? 2 : 4;
@@ -389,7 +396,7 @@ __device__ __forceinline__ void decode_attn_verify(
       }
     }
   }
-  if (splits_used <= 1) return;
+  if (splits_used <= 1) return n;
 
   // The last of the piece's active splits to finish merges the rows that have several.
   __syncthreads();
@@ -400,7 +407,7 @@ __device__ __forceinline__ void decode_attn_verify(
     s_last = is_last;
   }
   __syncthreads();
-  if (!s_last) return;
+  if (!s_last) return n;
   // Each row's split weights l_s 2^(m_s - max) once (threads < rows) into the ring (free now:
   // [rows][num_splits] f32 for the weights and as much for the l's, then the sums; at most
   // 32.25 KiB) with their
@@ -484,6 +491,28 @@ __device__ __forceinline__ void decode_attn_verify(
           make_uint2(atlas::pack_bf16x2(acc[k].x / total, acc[k].y / total),
                      atlas::pack_bf16x2(acc[k].z / total, acc[k].w / total));
     }
+  }
+  return n;
+}
+
+// The pieces starting in this block's window of rows (ceil(num_rows / gridDim.z): the launch
+// sizes the grid by the step's rows per sequence, so a verification's rows are one window
+// and no block exists only to find it starts no piece), one after the other. A piece may run
+// past the window's end; the next window's block skips its rest.
+template <int D>
+__device__ __forceinline__ void decode_attn_verify(
+    const __nv_bfloat16* q, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
+    const int* block_tables, const int* kv_lens, float* part_o, float* part_ml,
+    unsigned* counters, __nv_bfloat16* out, int num_rows, int hq, int hkv, int block_size,
+    int max_blocks, int num_splits, float scale, __nv_bfloat16* smem) {
+  const int window = (num_rows + static_cast<int>(gridDim.z) - 1) / static_cast<int>(gridDim.z);
+  const int first = static_cast<int>(blockIdx.z) * window;
+  const int stop = min(first + window, num_rows);
+  for (int r0 = first; r0 < stop;) {
+    __syncthreads();  // the piece before is done with the shared memory
+    r0 += verify_piece<D>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
+                          counters, out, r0, num_rows, hq, hkv, block_size, max_blocks,
+                          num_splits, scale, smem);
   }
 }
 

@@ -524,7 +524,8 @@ class DenseDecoderModel:
             attention_verify.decode_attention_verify(
                 kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables, b.kv_lens, b.part_o,
                 b.part_ml, b.attn_counters, b.attn, rows, d.heads, d.kv_heads, d.head_dim,
-                self.block_size, self.max_blocks, plan.num_splits, self.scale)
+                self.block_size, self.max_blocks, plan.num_splits, self.scale,
+                rows_per_block=plan.step_keys)
         elif rows:
             attention.decode_attention(kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables,
                                        b.kv_lens, b.part_o, b.part_ml, b.attn_counters, b.attn,

@@ -48,10 +48,11 @@ def step_rows(seqs: list[Seq]) -> tuple[list[int], list[int]]:
 
 
 def verify_case(rng: np.random.Generator, name: str, g: Geometry, seqs: list[Seq],
-                num_splits: int, share_prefix: bool = False) -> KernelCase:
+                num_splits: int, share_prefix: bool = False, window: int = 0) -> KernelCase:
     """The rows of `seqs` on a num_splits grid. `share_prefix`: every sequence's first
     block-table entry is the first sequence's (their first keys are its keys: a prefix-cache
-    hit), which must not make their rows one run."""
+    hit), which must not make their rows one run. `window`: the launch's rows per block
+    (default: the most rows of one sequence, as the model launches it)."""
     owner, lens = step_rows(seqs)
     rows = len(lens)
     inputs = paged_cache(rng, [h + d + 1 for h, d in seqs], g)
@@ -65,6 +66,7 @@ def verify_case(rng: np.random.Generator, name: str, g: Geometry, seqs: list[Seq
     inputs["part_o"] = np.full((rows, g.hq, num_splits, g.head_dim), np.nan, np.float32)
     inputs["part_ml"] = np.full((rows, g.hq, num_splits, 2), np.nan, np.float32)
     max_blocks = tables.shape[1]
+    window = window or 1 + max(d for _, d in seqs)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         for _ in range(2):
@@ -72,7 +74,7 @@ def verify_case(rng: np.random.Generator, name: str, g: Geometry, seqs: list[Seq
                                     p["v_cache"], p["block_tables"], p["kv_lens"],
                                     p["part_o"], p["part_ml"], p["counters"], p["out"], rows,
                                     g.hq, g.hkv, g.head_dim, g.block_size, max_blocks,
-                                    num_splits, g.scale)
+                                    num_splits, g.scale, rows_per_block=window)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         q = bf16_bits_to_f32(x["q"]).astype(np.float64)
@@ -100,7 +102,7 @@ def verify_case(rng: np.random.Generator, name: str, g: Geometry, seqs: list[Seq
                       reference_abs_tol=p_tol, graph=True)
 
 
-#: (name, geometry, sequences, num_splits, share_prefix)
+#: (name, geometry, sequences, num_splits, share_prefix[, window])
 VERIFY_SHAPES = [
     # Qwen3-8B batch 1, K = 3 at 512 keys on batch 1's 33 splits: one m16 tile (4 x 4 rows),
     # 8 active 64-key splits merged by the last
@@ -134,6 +136,12 @@ VERIFY_SHAPES = [
     # padding rows after the step (kv_len 1 each, one block), K = 1, group 3
     ("verify D128 gqa3 b1 K1 padding splits2", Geometry(6, 2, 128, 16),
      [(45, 1), (0, 0), (0, 0)], 2, False),
+    # windows that cut pieces: one row a block, and 3 rows a block over 5- and 3-row pieces
+    # beside plain rows (pieces start mid-window, run past its end, windows of plain rows)
+    ("verify D128 gqa4 b4 mixed splits9 window1", Geometry(32, 8, 128, 16),
+     [(574, 2), (1000, 0), (1001, 4), (63, 1)], 9, False, 1),
+    ("verify D128 gqa4 b5 mixed splits6 window3", Geometry(32, 8, 128, 16),
+     [(200, 4), (80, 0), (81, 0), (300, 2), (17, 0)], 6, False, 3),
 ]
 
 

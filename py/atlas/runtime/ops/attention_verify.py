@@ -85,7 +85,7 @@ def decode_attention_verify(kc: KernelCache, stream: Stream, q: DevicePtr, k_cac
                             part_o: DevicePtr, part_ml: DevicePtr, counters: DevicePtr,
                             out: DevicePtr, num_rows: int, hq: int, hkv: int, head_dim: int,
                             block_size: int, max_blocks: int, num_splits: int,
-                            scale: float) -> None:
+                            scale: float, rows_per_block: int = 1) -> None:
     """out [num_rows, hq, D] = each row's decode attention over its own kv_len keys, the
     K/V of consecutive rows of one sequence read once (a verification step's rows; q from
     qk_norm_rope_kv, which appended every row's key first).
@@ -101,16 +101,23 @@ def decode_attention_verify(kc: KernelCache, stream: Stream, q: DevicePtr, k_cac
 
     kv_lens and block_tables are read before the kernel's programmatic-dependency wait (q
     and the caches after it): no kernel may write them (the runner's come from the step's
-    host upload)."""
+    host upload).
+
+    `rows_per_block`: the rows of each block's window (the grid has ceil(num_rows /
+    rows_per_block) of them); a block serves the pieces that start in its window. The model
+    passes a sequence's rows in the step (K + 1), so a verification is one block per (split,
+    kv head) and no block exists only to find that its row starts no piece (gpu19: one block
+    per row spent 35.4 us a call on such blocks). Any value is correct."""
     if not fits(hq, hkv, head_dim):
         raise ValueError(f"decode_attention_verify: head_dim={head_dim} (needs one of "
                          f"{VERIFY_HEAD_DIMS}), hq={hq} and hkv={hkv} (a group of at most "
                          f"{VERIFY_MAX_ROWS})")
     if num_rows < 1 or not 1 <= num_splits <= VERIFY_MAX_SPLITS or max_blocks < 1 \
-            or block_size < 1:
-        raise ValueError(f"decode_attention_verify: need num_rows, max_blocks, block_size >= 1 "
-                         f"and 1 <= num_splits <= {VERIFY_MAX_SPLITS}, got {num_rows}, "
-                         f"{max_blocks}, {block_size}, {num_splits}")
+            or block_size < 1 or rows_per_block < 1:
+        raise ValueError(f"decode_attention_verify: need num_rows, max_blocks, block_size, "
+                         f"rows_per_block >= 1 and 1 <= num_splits <= {VERIFY_MAX_SPLITS}, got "
+                         f"{num_rows}, {max_blocks}, {block_size}, {rows_per_block}, "
+                         f"{num_splits}")
     # cp.async moves q and K/V 16 bytes at a time; the merge reads part_o as float4 and
     # part_ml as float2, and stores 4 bf16 at once
     for name, ptr, align in (("q", q, 16), ("k_cache", k_cache, 16), ("v_cache", v_cache, 16),
@@ -120,6 +127,7 @@ def decode_attention_verify(kc: KernelCache, stream: Stream, q: DevicePtr, k_cac
             raise ValueError(f"decode_attention_verify: {name} pointer {ptr:#x} is not "
                              f"{align}-byte aligned")
     launch = kc.get_with_shared(DECODE_ATTN_VERIFY, verify_smem_bytes(max(VERIFY_HEAD_DIMS)))
-    launch(stream, (num_splits, hkv, num_rows), VERIFY_THREADS, verify_smem_bytes(head_dim),
+    launch(stream, (num_splits, hkv, -(-num_rows // rows_per_block)), VERIFY_THREADS,
+           verify_smem_bytes(head_dim),
            q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out,
            num_rows, hq, hkv, head_dim, block_size, max_blocks, num_splits, scale)
