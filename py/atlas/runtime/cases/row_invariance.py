@@ -115,20 +115,24 @@ def verification_case(rng: np.random.Generator, name: str, g: Geometry, history:
                 p["slots"] + 4 * r, p["row_tables"] + 4 * max_blocks * r, p["kv_lens"] + 4 * r,
                 p["part_o"], p["part_ml"], p["counters"], p["out_plain"] + out_bytes * r, 1, hq,
                 hkv, d, g.block_size, max_blocks, num_splits, g.scale, EPS)
-        # the verification step: every row's K/V appended, then one decode row per position
+        # the verification step: every row's K/V appended, then one decode row per position;
+        # both launches keep the batch-1 kernels (long=False): 8 rows of one sequence would
+        # otherwise reach the batched tensor-core route (attention_long.uses_long counts rows
+        # as sequences), whose rope-fused entry appends each row's own key only and whose sums
+        # are not the batch-1 kernels' bits
         rope.qk_norm_rope_kv(kc, stream, p["qkv"], p["q"], p["k_verify"], p["v_verify"],
                              p["q_norm_w"], p["k_norm_w"], p["cos_sin"], p["positions"],
                              p["slots"], rows, hq, hkv, d, g.block_size, EPS)
         attention.decode_attention(kc, stream, p["q"], p["k_verify"], p["v_verify"],
                                    p["row_tables"], p["kv_lens"], p["part_o"], p["part_ml"],
                                    p["counters"], p["out_verify"], rows, hq, hkv, d,
-                                   g.block_size, max_blocks, num_splits, g.scale)
+                                   g.block_size, max_blocks, num_splits, g.scale, long=False)
         # and in one rope-fused launch (after a kernel that writes none of its inputs)
         attention.decode_attention_rope(
             kc, stream, p["qkv"], p["k_fused"], p["v_fused"], p["q_norm_w"], p["k_norm_w"],
             p["cos_sin"], p["positions"], p["slots"], p["row_tables"], p["kv_lens"],
             p["part_o"], p["part_ml"], p["counters"], p["out_fused"], rows, hq, hkv, d,
-            g.block_size, max_blocks, num_splits, g.scale, EPS)
+            g.block_size, max_blocks, num_splits, g.scale, EPS, long=False)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         row = bf16_bits_to_f32(x["qkv"]).astype(np.float64)
