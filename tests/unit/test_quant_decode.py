@@ -347,6 +347,11 @@ def _direct_mock() -> HopperQuantMock:
     return HopperQuantMock(QUANT_MODULES + ("gemv_quant_direct",))
 
 
+#: the register-fed kernel's own loops (its staged variant has tests of its own,
+#: test_quant_staged.py)
+REGISTER_FED = KernelRoutes(quant_staged=False)
+
+
 @pytest.mark.parametrize("fmt", ["fp8", "nvfp4"])
 @pytest.mark.parametrize("m", [1, 5, 8])
 def test_small_batches_take_the_register_fed_kernel_where_loaded(fmt: str, m: int) -> None:
@@ -354,7 +359,7 @@ def test_small_batches_take_the_register_fed_kernel_where_loaded(fmt: str, m: in
     n, k = 4100, 1024
     w = _weights(dev, n, k)[fmt]
     x, y = dev.alloc(m * k * 2), dev.alloc(m * n * 2)
-    QuantLinear(w).linear(KernelCache(dev), 0, x, y, m)
+    QuantLinear(w).linear(KernelCache(dev, REGISTER_FED), 0, x, y, m)
     (rec,) = dev.drain_launches()
     assert (rec.module, rec.func) == ("gemv_quant_direct", f"gemv_qd_{fmt}_bf16")
     assert rec.grid[0] == -(-n // 16) and rec.block[0] == 256 and rec.shared == 0
@@ -403,7 +408,7 @@ def test_register_fed_launches_take_the_persistent_grid_where_switched_on(
         env: dict[str, str], product: str, grid: int) -> None:
     """Qwen3-8B's qkv (6,144 rows: 384 tiles), gate_up + SwiGLU (12,288 features: 1,536
     tiles) and a vocabulary-like f32 product (a quantized LM head, 20,000 rows: 1,250)."""
-    routes = KernelRoutes.from_env(env)
+    routes = KernelRoutes.from_env({**env, "ATLAS_QUANT_STAGED": "0"})
     assert routes.quant_persistent is (env.get("ATLAS_QUANT_PERSISTENT") == "1")
     with pytest.raises(ValueError, match="ATLAS_QUANT_BLOCKS_PER_SM"):
         KernelRoutes.from_env({"ATLAS_QUANT_BLOCKS_PER_SM": "4"})
@@ -437,7 +442,7 @@ def test_the_lut_switch_takes_the_byte_table_entry_points_for_nvfp4_only(product
     """ATLAS_QUANT_E2M1_LUT=1 (the A/B of the NVFP4 decode): every register-fed NVFP4 launch
     names the byte-table entry point, same geometry and arguments; FP8 keeps its own."""
     assert KernelRoutes.from_env({}).quant_e2m1_lut is False
-    routes = KernelRoutes.from_env({"ATLAS_QUANT_E2M1_LUT": "1"})
+    routes = KernelRoutes.from_env({"ATLAS_QUANT_E2M1_LUT": "1", "ATLAS_QUANT_STAGED": "0"})
     assert routes.quant_e2m1_lut is True
     dev = _direct_mock()
     n, k, m = 96, 256, 3
@@ -475,9 +480,9 @@ def test_gate_up_swiglu_launch_geometry(fmt: str) -> None:
     inter, k, m = 1001, 1024, 3
     w = _weights(dev, 2 * inter, k)[fmt]
     lin = QuantLinear(w)
-    assert lin.fuses_swiglu(KernelCache(dev), m)
+    assert lin.fuses_swiglu(KernelCache(dev, REGISTER_FED), m)
     x, act = dev.alloc(m * k * 2), dev.alloc(m * inter * 2)
-    lin.linear_swiglu(KernelCache(dev), 0, x, act, m)
+    lin.linear_swiglu(KernelCache(dev, REGISTER_FED), 0, x, act, m)
     (rec,) = dev.drain_launches()
     assert (rec.module, rec.func) == ("gemv_quant_direct", f"gemv_qd_{fmt}_swiglu_bf16")
     assert rec.grid[0] == -(-inter // 8) and rec.block[0] == 256 and rec.shared == 0
@@ -504,11 +509,11 @@ def test_a_quantized_dense_mlp_runs_two_launches_at_decode() -> None:
                    QuantLinear(_weights(dev, h, inter)["fp8"]))
     bufs = {name: dev.alloc(9 * 2 * inter * 2) for name in ("normed", "gate_up", "act", "delta")}
     b = SimpleNamespace(w_scratch=0, **bufs)
-    assert mlp.forward(KernelCache(dev), 0, b, 1) is False
+    assert mlp.forward(KernelCache(dev, REGISTER_FED), 0, b, 1) is False
     gate_up, down = dev.drain_launches()
     assert gate_up.func == "gemv_qd_fp8_swiglu_bf16" and gate_up.args["y"] == bufs["act"]
     assert down.func == "gemv_qd_fp8_bf16" and down.args["x"] == bufs["act"]
     assert down.args["y"] == bufs["delta"]
-    mlp.forward(KernelCache(dev), 0, b, 9)
+    mlp.forward(KernelCache(dev, REGISTER_FED), 0, b, 9)
     assert [r.func for r in dev.drain_launches()] == ["gemv_mma_fp8_bf16", "silu_mul_bf16",
                                                       "gemv_mma_fp8_bf16"]

@@ -163,8 +163,8 @@ def test_each_format_takes_its_measured_loop(env: dict[str, str], fmt: str, func
     and the byte-table decode have the pipelined loop only."""
     dev = _direct_mock()
     w, x = _weight(dev, fmt, 6144, 4096), dev.alloc(4096 * 2)
-    QuantLinear(w).linear(KernelCache(dev, KernelRoutes.from_env(env)), 0, x,
-                          dev.alloc(6144 * 2), 1)
+    routes = KernelRoutes.from_env({**env, "ATLAS_QUANT_STAGED": "0"})
+    QuantLinear(w).linear(KernelCache(dev, routes), 0, x, dev.alloc(6144 * 2), 1)
     (rec,) = dev.drain_launches()
     assert (rec.func, rec.grid[0], rec.block[0]) == (func, grid, 256)
     with pytest.raises(ValueError, match="ATLAS_QUANT_TILE_LOOP"):
