@@ -131,6 +131,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (moe_down_gemv_*: 4 output rows a block, every thread all its chunks of the block's rows in
   flight at once, the dense GEMV's scheme) where the shape allows it (inter a multiple of 256);
   ATLAS_MOE_DOWN_GEMV_MAX_M=N: the largest decode batch that takes the twin (default 1).
+  Measured (gpu19, 2026-12-02): Qwen3-30B-A3B b1 315.0 tok/s with this and the two-chunk
+  gate/up blocks below vs 301.5 with both back (ATLAS_MOE_DOWN_GEMV=0
+  ATLAS_MOE_GATE_UP_GEMV_THREADS=256); b8 798.0 vs 797.7 (b8 takes neither).
   ATLAS_MOE_DOWN_GEMV_TILES=N: its blocks take N tiles of 4 rows each, one after the other
   (1: a block a tile, two waves at batch 1 of Qwen3-30B-A3B); unset or 0, as many as bring the
   grid to one wave of 2 blocks an SM (ops/moe.py down_gemv_rows).
