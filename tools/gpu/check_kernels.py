@@ -229,6 +229,8 @@ def graph_check(device: GpuBackend, cases: list[KernelCase], set_name: str) -> R
     picked: list[KernelCase] = []
     modules: set[str] = set()
     for case in cases:
+        if not case.capturable:
+            continue
         if case.module not in modules and len(modules) < GRAPH_MODULES:
             modules.add(case.module)
             picked.append(case)

@@ -62,6 +62,10 @@ class KernelCase:
     #: also captured into the device check's CUDA graph (tools/gpu/check_kernels.py), for
     #: kernels whose launches must replay: state they leave (counters) or buffers they swap
     graph: bool = False
+    #: False where run() synchronizes or captures a graph itself (launches that must see an
+    #: earlier launch finished, graph-replay cases): the device check's graph capture then
+    #: never picks the case, which would invalidate the capture
+    capturable: bool = True
     #: pairs of outputs (same dtype and shape) that must hold the same bits on every
     #: backend: two launch paths specified to compute identical values (a row of a
     #: many-row launch and the one-row launch of that row, a fused kernel and its parts)

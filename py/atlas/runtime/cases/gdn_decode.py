@@ -187,7 +187,8 @@ def _graph_case(rng: np.random.Generator, lay: Layer) -> KernelCase:
     mask = defined_rows(inputs["conv_state"].shape, inputs["state_slots"], [tokens], [0])
     return KernelCase(f"gdn_decode_graph_{tokens}_tokens", "gdn_decode", inputs,
                       _outputs(lay, inputs, tokens), run, oracle,
-                      compare_mask={"conv_state": mask}, reference_abs_tol=REFERENCE_ABS_TOL)
+                      compare_mask={"conv_state": mask}, reference_abs_tol=REFERENCE_ABS_TOL,
+                      capturable=False)
 
 
 def _run_case(rng: np.random.Generator, name: str, lay: Layer,
