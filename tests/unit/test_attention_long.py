@@ -5,7 +5,6 @@ is tools/gpu/check_kernels.py over the same cases."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +20,7 @@ from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, attention, attention_long
 from atlas.runtime.ops.routes import DEFAULT_DECODE_ATTN_LONG_MIN_KEYS, KernelRoutes
 # the elementwise kernels' check that a .cu file declares exactly its module's ABI entries
+from test_gemm_decode_sm90 import _constant as _kernel_constant
 from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
 
 SOURCE = Path(__file__).resolve().parents[2] / "kernels/hopper/common/attention_long.cu"
@@ -95,8 +95,7 @@ def test_cuda_entry_points_declare_exactly_the_abi() -> None:
 
 
 def _constant(name: str) -> int:
-    (value,) = re.findall(rf"constexpr int {name} = (\d+);", SOURCE.read_text())
-    return int(value)
+    return _kernel_constant(name, SOURCE)
 
 
 def test_launch_constants_match_the_kernel() -> None:
