@@ -269,10 +269,10 @@ class _OccupancyMock(_TmaDecodeMock):
 def test_occupancy_switch_asks_the_device_once_per_shape() -> None:
     dev = _OccupancyMock()
     x, w, y = dev.alloc(64 * 4096 * 2), dev.alloc(4096 * 4096 * 2), dev.alloc(64 * 4096 * 2)
-    plain = KernelCache(dev)
+    plain = KernelCache(dev, KernelRoutes.from_env({"ATLAS_DECODE_GEMM_OCCUPANCY": "0"}))
     matmul_decode.decode_gemm(plain, 0, x, w, y, 64, 4096, 4096)
     assert dev.drain_launches()[0].func == "gemm_decode_tma_bf16_split4" and not dev.asked
-    kc = KernelCache(dev, KernelRoutes.from_env({"ATLAS_DECODE_GEMM_OCCUPANCY": "1"}))
+    kc = KernelCache(dev)  # the default counts the driver's resident blocks
     for _ in range(2):
         matmul_decode.decode_gemm(kc, 0, x, w, y, 64, 4096, 4096)
     assert [r.func for r in dev.drain_launches()] == ["gemm_decode_tma_bf16_split2"] * 2

@@ -197,7 +197,7 @@ def resident_blocks(kc: KernelCache, m: int, out_f32: bool, swiglu: bool, tma: b
     """The blocks of each split's entry point the device holds at once at this launch shape
     (KernelCache.resident_blocks: the driver's cluster occupancy, asked once per shape), for
     decode_split; None where the backend has no such model (no device) or the routes do not
-    ask (KernelRoutes.decode_gemm_occupancy, ATLAS_DECODE_GEMM_OCCUPANCY=1)."""
+    ask (KernelRoutes.decode_gemm_occupancy; ATLAS_DECODE_GEMM_OCCUPANCY=0 turns it off)."""
     if not kc.routes.decode_gemm_occupancy:
         return None
     cols = decode_cols(m)

@@ -54,10 +54,12 @@ what it asked for each time, and importing Atlas never depends on the environmen
   thread issuing 16-byte copies into the ring: the session-7 kernel) instead of the TMA one
   (gemm_decode_tma: one producer thread, tensor maps, a ring with every slot in flight); the
   same products, splits and block shapes, bit for bit.
-* ATLAS_DECODE_GEMM_OCCUPANCY=1: the decode GEMM's split rule counts, split by split, the
-  blocks the driver says the device holds at once (cuOccupancyMaxActiveClusters: a cluster's
-  blocks must share a GPC) instead of sm_count x blocks per SM; off until measured
-  (tools/gpu/decode_gemm_occupancy.py prints both).
+* ATLAS_DECODE_GEMM_OCCUPANCY=0: the decode GEMM's split rule assumes sm_count x blocks per SM
+  for every split, instead of counting, split by split, the blocks the driver says the device
+  holds at once (cuOccupancyMaxActiveClusters: a cluster's blocks must share a GPC; the H200
+  holds 62 four-block clusters, 248 blocks, not 264, so the modelled rule's split-4 grids of
+  256 blocks ran in two waves: Qwen3-8B b64 step 9.987 -> 9.543 ms with the count, gpu21;
+  tools/gpu/decode_gemm_occupancy.py prints both).
 * ATLAS_DECODE_GEMM_L2_TILES=N: k-tiles (64 columns) of its weight rows each decode GEMM
   block keeps prefetched into L2 ahead of its shared-memory ring, from before its PDL wait
   (default DEFAULT_DECODE_GEMM_L2_TILES = 0: none, the session-6 kernel; see there why).
@@ -279,7 +281,7 @@ class KernelRoutes:
     decode_gemm_swiglu: bool = True
     decode_gemm_l2_tiles: int = DEFAULT_DECODE_GEMM_L2_TILES
     decode_gemm_tma: bool = True
-    decode_gemm_occupancy: bool = False
+    decode_gemm_occupancy: bool = True
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_long_min_batch: int = DEFAULT_DECODE_ATTN_LONG_MIN_BATCH
@@ -360,7 +362,7 @@ class KernelRoutes:
                    decode_gemm_l2_tiles=_env_count(env, "ATLAS_DECODE_GEMM_L2_TILES",
                                                    DEFAULT_DECODE_GEMM_L2_TILES),
                    decode_gemm_tma=env_switch(env, "ATLAS_DECODE_GEMM_TMA", True),
-                   decode_gemm_occupancy=env_switch(env, "ATLAS_DECODE_GEMM_OCCUPANCY", False),
+                   decode_gemm_occupancy=env_switch(env, "ATLAS_DECODE_GEMM_OCCUPANCY", True),
                    decode_attn_long=env_switch(env, "ATLAS_DECODE_ATTN_LONG", True),
                    decode_attn_long_min_keys=_env_count(env, "ATLAS_DECODE_ATTN_LONG_MIN_KEYS",
                                                         DEFAULT_DECODE_ATTN_LONG_MIN_KEYS),
