@@ -113,11 +113,12 @@ def test_launch_constants_match_the_kernel() -> None:
 
 @pytest.mark.parametrize("d, rope, nbytes, per_sm", [
     (64, False, 48 * 1024, 2), (128, False, 96 * 1024, 2), (256, False, 192 * 1024 + 8448, 1),
-    (64, True, 48 * 1024 + 2304 + 256, 2), (128, True, 96 * 1024 + 4352 + 512, 2)])
+    (64, True, 48 * 1024 + 2304 + 768, 2), (128, True, 96 * 1024 + 4352 + 1536, 2)])
 def test_shared_memory(d: int, rope: bool, nbytes: int, per_sm: int) -> None:
     """3 stages of K and V [64][D] bf16 (and at D 256 or with rope the [16][D + 8] bf16 Q
-    tile, with rope the step's k and v rows); the warps' merge (o [4][16][D], m and l [4][16]
-    f32) fits in the ring; the blocks of an SM fit."""
+    tile, with rope the stage: the step's k and v rows and the two norm weights, D bf16
+    each, and the cos/sin row, D f32); the warps' merge (o [4][16][D], m and l [4][16] f32)
+    fits in the ring; the blocks of an SM fit."""
     assert attention_long.long_smem_bytes(d, rope) == nbytes
     assert attention_long.long_blocks_per_sm(d) == per_sm
     assert (4 * 16 * d + 2 * 4 * 16) * 4 <= 3 * 2 * 64 * d * 2
@@ -254,11 +255,14 @@ def _rope_launch(env: dict[str, str] | None, num_seqs: int, splits: int, max_blo
                   ("decode_attn_combine_bf16", (1, 32, 8))]),
     (7, 5, None, [("decode_attn_rope_bf16", (5, 8, 7))]),
     (64, 1, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "0"}, [("decode_attn_rope_bf16", (1, 8, 64))]),
+    # the A/B of RopeEarly: the entry that waits for the qkv projection first
+    (64, 1, {"ATLAS_DECODE_ATTN_LONG_EARLY": "0"},
+     [("decode_attn_long_rope_wait_bf16", (1, 8, 64))]),
 ])
 def test_rope_batches_route_to_the_long_rope_entry(num_seqs, splits, env, want) -> None:
     launches = _rope_launch(env, num_seqs, splits)
     assert [(r.func, r.grid) for r in launches] == want
-    if want[0][0] == "decode_attn_long_rope_bf16":
+    if want[0][0].startswith("decode_attn_long_rope"):
         first = launches[0]
         assert first.shared == attention_long.long_smem_bytes(128, rope=True)
         assert first.args["out"] and first.args["eps"] == pytest.approx(1e-6)

@@ -175,11 +175,11 @@ def test_table_sweeps_the_issue_sizes() -> None:
         *((f"{name} b{b} hist1536 batched", False)
           for name in ("qwen3-8b", "qwen3.5-35b-a3b") for b in (8, 64))}
     # the batched rows (issue 15's tensor-core decode attention): batch 8 and 64 at 512 ..
-    # 16,384 keys, D 128 and D 256
+    # 16,384 keys and batch 32 at 2,048, D 128 and D 256
     batched = {(s.batch, s.history, s.head_dim) for s in shapes
                if s.family is Family.DECODE_ATTENTION and s.label.endswith(" batched")}
     assert batched == {(b, h, d) for b in (8, 64) for h in (512, 1536, 2048, 16384)
-                       for d in (128, 256)}
+                       for d in (128, 256)} | {(32, 2048, 128), (32, 2048, 256)}
     assert {(s.batch, s.history) for s in shapes if s.family is Family.DECODE_ATTENTION} >= {
         (8, 16384), (8, 32768)}  # issue 15's long-context decode
     # every length on the wgmma kernel; issue 15's long prompts on it alone

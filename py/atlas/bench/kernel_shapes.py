@@ -843,11 +843,12 @@ class TableScale:
     #: batch-1 row and the rows-apart path): (batch, history, drafts)
     verify_decode: tuple[tuple[int, int, int], ...] = ((1, 512, 3), (8, 512, 3), (1, 4096, 3))
     #: batched decode attention (issue 15: the tensor-core kernel at batch 8 and 64 and any
-    #: context, routes.decode_attn_long_min_batch): (batch, history) pairs for
-    #: BATCHED_DECODE_HEADS, labelled "batched", as decode_attention routes them
+    #: context, routes.decode_attn_long_min_batch; batch 32 at 2,048: D 256's two-split
+    #: grid): (batch, history) pairs for BATCHED_DECODE_HEADS, labelled "batched", as
+    #: decode_attention routes them
     batched_decode: tuple[tuple[int, int], ...] = (
-        (8, 512), (8, 1536), (8, 2048), (8, 16384), (64, 512), (64, 1536), (64, 2048),
-        (64, 16384))
+        (8, 512), (8, 1536), (8, 2048), (8, 16384), (32, 2048), (64, 512), (64, 1536),
+        (64, 2048), (64, 16384))
 
 
 def _linears(dims: ModelDims) -> list[tuple[str, int, int]]:

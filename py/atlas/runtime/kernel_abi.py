@@ -405,12 +405,16 @@ DECODE_ATTN_LONG_D256 = S("attention_long", "decode_attn_long_d256_bf16", _DECOD
 # DECODE_ATTN_LONG with qk_norm_rope_kv_bf16 done by its blocks (one token per sequence, the
 # classic qkv layout, head_dim 64 or 128): q from the qkv rows, the step's k and v appended
 # at the row's slot (none for slot < 0) and substituted for that cache row
-DECODE_ATTN_LONG_ROPE = S(
-    "attention_long", "decode_attn_long_rope_bf16",
+_DECODE_LONG_ROPE = (
     "qkv:ptr k_cache:ptr v_cache:ptr q_norm_w:ptr k_norm_w:ptr cos_sin:ptr positions:ptr "
     "slots:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr out:ptr num_seqs:u32 "
     "hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 num_splits:u32 scale:f32 "
     "eps:f32")
+# (everything but the qkv rows requested before its PDL wait: attention_long.cu RopeEarly)
+DECODE_ATTN_LONG_ROPE = S("attention_long", "decode_attn_long_rope_bf16", _DECODE_LONG_ROPE)
+# the same waiting for the qkv projection on entry (ATLAS_DECODE_ATTN_LONG_EARLY=0)
+DECODE_ATTN_LONG_ROPE_WAIT = S("attention_long", "decode_attn_long_rope_wait_bf16",
+                               _DECODE_LONG_ROPE)
 
 # verification rows (a speculating sequence's K + 1 consecutive rows) on tensor cores, each
 # sequence's K/V read once for all its rows (kernels/hopper/common/attention_verify.cu, hopper

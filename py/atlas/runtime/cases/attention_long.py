@@ -85,7 +85,7 @@ LONG_DECODE_SHAPES = [
 
 
 def long_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
-                   num_splits: int, **kw: bool) -> KernelCase:
+                   num_splits: int, **kw: bool | str) -> KernelCase:
     """cases/attention_rope.decode_rope_case on the rope-fused entry (decode_attn_long_rope:
     q/k norm, RoPE and the K/V append done by the attention blocks), the output's tolerance
     widened by the bf16 probability rounding bound (its V includes the appended rows)."""
@@ -117,6 +117,11 @@ LONG_ROPE_SHAPES = [
      {"normed": False}),
     # every row of the MMA tile a head
     ("long_rope D128 gqa16 splits1", Geometry(16, 1, 128, 16), [400], 1, {}),
+    # the entry that waits for the qkv projection first (ATLAS_DECODE_ATTN_LONG_EARLY=0)
+    ("long_rope_wait D128 gqa4 splits1", Geometry(32, 8, 128, 16), [1536, 90, 1], 1,
+     {"twin": "long_wait"}),
+    ("long_rope_wait D64 gqa3 no-norm bs7 pad", Geometry(9, 3, 64, 7), [200, 64, 97], 3,
+     {"normed": False, "pad_last": True, "twin": "long_wait"}),
 ]
 
 

@@ -69,6 +69,11 @@ what it asked for each time, and importing Atlas never depends on the environmen
   ATLAS_DECODE_ATTN_LONG_MIN_BATCH=N: the fewest sequences of a launch that take it at any
   context, with its wave-filling split count (default DEFAULT_DECODE_ATTN_LONG_MIN_BATCH; 0:
   never by batch, the session-7 routing: such batches on decode_attn_rope / decode_attn).
+* ATLAS_DECODE_ATTN_LONG_EARLY=0: the rope-fused tensor-core decode attention waits for the
+  qkv projection on entry and norms and rotates its q heads from global memory
+  (decode_attn_long_rope_wait_bf16, session 8's kernel), instead of requesting its first K/V
+  tiles, block-table entries and rope constants before that wait and the qkv rows in one
+  trip after it (decode_attn_long_rope_bf16; attention_long.cu RopeEarly).
 * ATLAS_DECODE_ATTN_LATENCY=0: decode attention as at the start of session 6 (the A/B of
   its latency paths): never the clustered kernels (the splits' partials always merge through
   global memory and the last split's ticket, splits of 32 keys and more), and the rope-fused
@@ -285,6 +290,7 @@ class KernelRoutes:
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_long_min_batch: int = DEFAULT_DECODE_ATTN_LONG_MIN_BATCH
+    decode_attn_long_early: bool = True
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
     decode_attn_split_major: bool = False
@@ -369,6 +375,7 @@ class KernelRoutes:
                    decode_attn_long_min_batch=_env_count(
                        env, "ATLAS_DECODE_ATTN_LONG_MIN_BATCH",
                        DEFAULT_DECODE_ATTN_LONG_MIN_BATCH),
+                   decode_attn_long_early=env_switch(env, "ATLAS_DECODE_ATTN_LONG_EARLY", True),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
                    decode_attn_ahead=env_switch(env, "ATLAS_DECODE_ATTN_AHEAD", True),
                    decode_attn_split_major=env_switch(env, "ATLAS_DECODE_ATTN_SPLIT_MAJOR",
