@@ -25,7 +25,8 @@
 // The warps' (m, l, o) merge through shared memory (the ring, reused) into the split's
 // normalized partial, written exactly as decode_attn_bf16 writes it; a launch of ONE split
 // (num_splits == 1: large batches, ops/attention_long.py long_launch_splits) writes the
-// normalized bf16 output instead and no combine runs after it.
+// normalized bf16 output instead and no combine runs after it; a launch of more given the
+// split counters merges its partials in its last block (SplitMerge), no combine either.
 //
 // Head dims: 64 and 128 keep Q as A fragments in registers (two blocks per SM: 48 / 96 KiB
 // rings); 256 (Qwen3.5's gated attention) keeps Q in a swizzled [16][256] shared tile read
@@ -36,6 +37,8 @@
 // (num_splits, hkv, num_seqs), 128 threads, dynamic shared memory
 // ops/attention_long.py long_smem_bytes(D). Preconditions: head_dim 64, 128 or 256,
 // hq / hkv <= 16, q 16-byte aligned.
+#include <cuda/atomic>
+
 #include "atlas_common.cuh"
 #include "attention_tile.cuh"
 #include "mma_util.cuh"
@@ -101,13 +104,94 @@ struct LongTile {
   static_assert(kThreads % kChunks == 0, "a thread copies the same chunk of each of its rows");
 };
 
+// SplitMerge: a launch of several splits given `counters` (u32, zero before the launch, one
+// per (sequence, kv head)) merges its partials itself instead of a combine launch after it
+// (ATLAS_DECODE_ATTN_LONG_MERGE=0: the combine). Each active split, after writing its
+// partials, takes a ticket; the block drawing the last of `active` (every other split has
+// written) resets the counter for the next launch (a graph replays it as is) and writes the
+// group's normalized output: per head the split weights w_s = l_s e^(m_s - M) against the
+// heads' max M (a warp per head, its lanes over the splits, then a butterfly), then each
+// thread 4 elements as sum_s w_s o_s / sum_s w_s, every split's (m, l) and o loads
+// independent (one L2 trip; other blocks wrote them: read through L2, never a stale L1
+// line). The ticket is one acq_rel read-modify-write at device scope: it releases this
+// block's partial stores (ordered before thread 0 by the barrier) and acquires those of
+// every earlier ticket holder, passed to the block's threads by the barrier after it.
+template <int D>
+__device__ __forceinline__ void merge_splits_if_last(const float* part_o, const float* part_ml,
+                                                     unsigned* counter, __nv_bfloat16* out,
+                                                     int row0, int group, int num_splits,
+                                                     int active, float* scratch) {
+  __shared__ int is_last;
+  __syncthreads();  // the block's partial stores precede the ticket; the ring is free
+  if (threadIdx.x == 0) {
+    cuda::atomic_ref<unsigned, cuda::thread_scope_device> ticket(*counter);
+    const bool last = ticket.fetch_add(1u, cuda::memory_order_acq_rel) ==
+                      static_cast<unsigned>(active - 1);
+    if (last) ticket.store(0u, cuda::memory_order_relaxed);
+    is_last = last;
+  }
+  __syncthreads();
+  if (!is_last) return;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float* top = scratch;               // [kMaxGroup]: each head's max m over the splits
+  float* total = scratch + kMaxGroup;  // [kMaxGroup]: sum_s w_s
+  for (int r = warp; r < group; r += kWarps) {
+    const float2* ml = reinterpret_cast<const float2*>(part_ml) +
+                       static_cast<size_t>(row0 + r) * num_splits;
+    float m = -INFINITY, l = 0.f;  // this lane's splits, online
+    for (int s = lane; s < active; s += 32) {
+      const float2 e = __ldcg(ml + s);  // an active split's m is finite
+      const float mx = fmaxf(m, e.x);
+      l = l * expf(m - mx) + e.y * expf(e.x - mx);
+      m = mx;
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+      const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
+      const float l2 = __shfl_xor_sync(0xffffffffu, l, off);
+      const float mx = fmaxf(m, m2);
+      if (mx != -INFINITY) l = l * expf(m - mx) + l2 * expf(m2 - mx);
+      m = mx;
+    }
+    if (lane == 0) {
+      top[r] = m;
+      total[r] = l;  // active >= 1: l >= 1
+    }
+  }
+  __syncthreads();
+  constexpr int kQuads = D / 4;
+  for (int idx = threadIdx.x; idx < group * kQuads; idx += kThreads) {
+    const int r = idx / kQuads, d = (idx % kQuads) * 4;
+    const size_t row = static_cast<size_t>(row0 + r);
+    const float2* ml = reinterpret_cast<const float2*>(part_ml) + row * num_splits;
+    const float* o = part_o + row * num_splits * D + d;
+    const float m = top[r];
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 8
+    for (int s = 0; s < active; ++s) {
+      const float2 e = __ldcg(ml + s);
+      const float4 v = __ldcg(reinterpret_cast<const float4*>(o + static_cast<size_t>(s) * D));
+      const float w = e.y * expf(e.x - m);
+      acc.x = fmaf(w, v.x, acc.x);
+      acc.y = fmaf(w, v.y, acc.y);
+      acc.z = fmaf(w, v.z, acc.z);
+      acc.w = fmaf(w, v.w, acc.w);
+    }
+    const float t = total[r];
+    *reinterpret_cast<uint2*>(out + row * D + d) =
+        make_uint2(atlas::pack_bf16x2(acc.x / t, acc.y / t),
+                   atlas::pack_bf16x2(acc.z / t, acc.w / t));
+  }
+}
+
 // q: [seqs, hq, D] (plain entry points; the rope variants read rope.qkv instead).
 template <int D, RopeMode M = RopeMode::kNone>
 __device__ __forceinline__ void decode_attn_long(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
     const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
     const int* __restrict__ kv_lens, float* __restrict__ part_o, float* __restrict__ part_ml,
-    __nv_bfloat16* __restrict__ out, int hq, int hkv, int block_size, int max_blocks,
+    unsigned* __restrict__ counters, __nv_bfloat16* __restrict__ out, int hq, int hkv,
+    int block_size, int max_blocks,
     int num_splits, float scale, __nv_bfloat16* smem, const LongRope& rope = LongRope{}) {
   constexpr bool kRope = M != RopeMode::kNone, kEarly = M == RopeMode::kEarly;
   using T = LongTile<D, kRope>;
@@ -142,10 +226,11 @@ __device__ __forceinline__ void decode_attn_long(
   const int chunk = max((kv_len + num_splits - 1) / num_splits, kMinKeysPerSplit);
   const int begin = split * chunk;
   if (begin >= kv_len) {
-    // An inactive split: the combine never reads its partials. A one-split launch has no
-    // combine: a sequence without keys gets zeros (what the combine writes for it).
+    // An inactive split: no merge reads its partials. Without a combine (one split, or
+    // SplitMerge) a sequence without keys gets zeros (what the combine writes for it) from
+    // its first split.
     if constexpr (kEarly) atlas::pdl_enter();  // nothing is written before the wait
-    if (num_splits == 1)
+    if (num_splits == 1 || (counters != nullptr && split == 0))
       for (int idx = tid; idx < group * D; idx += kThreads)
         out[(static_cast<size_t>(b) * hq + h0) * D + idx] = __float2bfloat16_rn(0.f);
     return;
@@ -434,6 +519,10 @@ __device__ __forceinline__ void decode_attn_long(
       part_ml[out_row * 2 + 1] = total;
     }
   }
+  if (num_splits > 1 && counters != nullptr)
+    merge_splits_if_last<D>(part_o, part_ml, counters + static_cast<size_t>(b) * hkv + kvh, out,
+                            b * hq + h0, group, num_splits, (kv_len + chunk - 1) / chunk,
+                            reinterpret_cast<float*>(smem));
 }
 
 }  // namespace
@@ -443,18 +532,18 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
     decode_attn_long_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
                           const __nv_bfloat16* v_cache, const int* block_tables,
                           const int* kv_lens, float* part_o, float* part_ml,
-                          __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq, uint32_t hkv,
-                          uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
-                          uint32_t num_splits, float scale) {
+                          unsigned* counters, __nv_bfloat16* out, uint32_t num_seqs,
+                          uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+                          uint32_t max_blocks, uint32_t num_splits, float scale) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_enter();  // q, kv_lens, the tables and the cache come from earlier work
   const int ns = static_cast<int>(num_splits);
   if (head_dim == 128)
-    decode_attn_long<128>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, out,
-                          hq, hkv, block_size, max_blocks, ns, scale, long_smem);
+    decode_attn_long<128>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
+                          counters, out, hq, hkv, block_size, max_blocks, ns, scale, long_smem);
   else if (head_dim == 64)
-    decode_attn_long<64>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, out,
-                         hq, hkv, block_size, max_blocks, ns, scale, long_smem);
+    decode_attn_long<64>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
+                         counters, out, hq, hkv, block_size, max_blocks, ns, scale, long_smem);
   else
     __trap();  // ops/attention_long.py long_kernel_for
 }
@@ -465,15 +554,16 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     decode_attn_long_d256_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
                                const __nv_bfloat16* v_cache, const int* block_tables,
                                const int* kv_lens, float* part_o, float* part_ml,
-                               __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
-                               uint32_t hkv, uint32_t head_dim, uint32_t block_size,
-                               uint32_t max_blocks, uint32_t num_splits, float scale) {
+                               unsigned* counters, __nv_bfloat16* out, uint32_t num_seqs,
+                               uint32_t hq, uint32_t hkv, uint32_t head_dim,
+                               uint32_t block_size, uint32_t max_blocks, uint32_t num_splits,
+                               float scale) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_enter();  // q, kv_lens, the tables and the cache come from earlier work
   if (head_dim != 256) __trap();  // ops/attention_long.py long_kernel_for
-  decode_attn_long<256>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, out, hq,
-                        hkv, block_size, max_blocks, static_cast<int>(num_splits), scale,
-                        long_smem);
+  decode_attn_long<256>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters,
+                        out, hq, hkv, block_size, max_blocks, static_cast<int>(num_splits),
+                        scale, long_smem);
 }
 
 // Batched decode of one token per sequence with the q/k norm, RoPE and K/V append of
@@ -485,18 +575,20 @@ __device__ __forceinline__ void decode_attn_long_rope_entry(
     const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
     const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
     const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
-    float* part_o, float* part_ml, __nv_bfloat16* out, uint32_t hq, uint32_t hkv,
-    uint32_t head_dim, uint32_t block_size, uint32_t max_blocks, uint32_t num_splits,
-    float scale, float eps, __nv_bfloat16* smem) {
+    float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out, uint32_t hq,
+    uint32_t hkv, uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
+    uint32_t num_splits, float scale, float eps, __nv_bfloat16* smem) {
   if constexpr (M == RopeMode::kWait) atlas::pdl_enter();  // kEarly: decode_attn_long waits
   const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
   const int ns = static_cast<int>(num_splits);
   if (head_dim == 128)
     decode_attn_long<128, M>(nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
-                             out, hq, hkv, block_size, max_blocks, ns, scale, smem, rope);
+                             counters, out, hq, hkv, block_size, max_blocks, ns, scale, smem,
+                             rope);
   else if (head_dim == 64)
     decode_attn_long<64, M>(nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
-                            out, hq, hkv, block_size, max_blocks, ns, scale, smem, rope);
+                            counters, out, hq, hkv, block_size, max_blocks, ns, scale, smem,
+                            rope);
   else
     __trap();  // ops/attention_long.py LONG_ROPE_HEAD_DIMS
 }
@@ -519,15 +611,15 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                const __nv_bfloat16* k_norm_w, const float* cos_sin,
                                const int* positions, const int* slots, const int* block_tables,
                                const int* kv_lens, float* part_o, float* part_ml,
-                               __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
-                               uint32_t hkv, uint32_t head_dim, uint32_t block_size,
-                               uint32_t max_blocks, uint32_t num_splits, float scale,
-                               float eps) {
+                               unsigned* counters, __nv_bfloat16* out, uint32_t num_seqs,
+                               uint32_t hq, uint32_t hkv, uint32_t head_dim,
+                               uint32_t block_size, uint32_t max_blocks, uint32_t num_splits,
+                               float scale, float eps) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   decode_attn_long_rope_entry<RopeMode::kEarly>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
-      kv_lens, part_o, part_ml, out, hq, hkv, head_dim, block_size, max_blocks, num_splits,
-      scale, eps, long_smem);
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, long_smem);
 }
 
 // The A/B of RopeEarly (ATLAS_DECODE_ATTN_LONG_EARLY=0): waits for the qkv projection on
@@ -538,14 +630,14 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                     const __nv_bfloat16* k_norm_w, const float* cos_sin,
                                     const int* positions, const int* slots,
                                     const int* block_tables, const int* kv_lens,
-                                    float* part_o, float* part_ml, __nv_bfloat16* out,
-                                    uint32_t num_seqs, uint32_t hq, uint32_t hkv,
-                                    uint32_t head_dim, uint32_t block_size,
+                                    float* part_o, float* part_ml, unsigned* counters,
+                                    __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
+                                    uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                                     uint32_t max_blocks, uint32_t num_splits, float scale,
                                     float eps) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   decode_attn_long_rope_entry<RopeMode::kWait>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
-      kv_lens, part_o, part_ml, out, hq, hkv, head_dim, block_size, max_blocks, num_splits,
-      scale, eps, long_smem);
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, long_smem);
 }

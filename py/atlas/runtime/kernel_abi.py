@@ -397,9 +397,11 @@ DECODE_ATTN_COMBINE = S(
 # dynamic shared memory (ops/attention_long.py); decode_attn_combine_bf16 merges them. A
 # one-split launch (num_splits 1) writes out (bf16, normalized) instead: no combine follows.
 # head_dim 64 or 128 on DECODE_ATTN_LONG, 256 on DECODE_ATTN_LONG_D256.
+# counters (u32 [seqs, hkv] zeroed, or 0): a launch of several splits merges its partials in
+# its last block (attention_long.cu SplitMerge) instead of DECODE_ATTN_COMBINE after it
 _DECODE_LONG = ("q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part_o:ptr "
-                "part_ml:ptr out:ptr num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 "
-                "max_blocks:u32 num_splits:u32 scale:f32")
+                "part_ml:ptr counters:ptr out:ptr num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 "
+                "block_size:u32 max_blocks:u32 num_splits:u32 scale:f32")
 DECODE_ATTN_LONG = S("attention_long", "decode_attn_long_bf16", _DECODE_LONG)
 DECODE_ATTN_LONG_D256 = S("attention_long", "decode_attn_long_d256_bf16", _DECODE_LONG)
 # DECODE_ATTN_LONG with qk_norm_rope_kv_bf16 done by its blocks (one token per sequence, the
@@ -407,9 +409,9 @@ DECODE_ATTN_LONG_D256 = S("attention_long", "decode_attn_long_d256_bf16", _DECOD
 # at the row's slot (none for slot < 0) and substituted for that cache row
 _DECODE_LONG_ROPE = (
     "qkv:ptr k_cache:ptr v_cache:ptr q_norm_w:ptr k_norm_w:ptr cos_sin:ptr positions:ptr "
-    "slots:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr out:ptr num_seqs:u32 "
-    "hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 num_splits:u32 scale:f32 "
-    "eps:f32")
+    "slots:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr counters:ptr out:ptr "
+    "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 num_splits:u32 "
+    "scale:f32 eps:f32")
 # (everything but the qkv rows requested before its PDL wait: attention_long.cu RopeEarly)
 DECODE_ATTN_LONG_ROPE = S("attention_long", "decode_attn_long_rope_bf16", _DECODE_LONG_ROPE)
 # the same waiting for the qkv projection on entry (ATLAS_DECODE_ATTN_LONG_EARLY=0)

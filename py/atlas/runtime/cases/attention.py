@@ -162,7 +162,9 @@ DECODE_TWINS = {"ahead1": {"decode_attn_ahead": False},  # *_ahead1_bf16 (unclus
                 "split_major": {"decode_attn_split_major": True},  # *_splitmajor_bf16
                 "pull": {"decode_attn_b1_chain": False},  # *_cluster_pull_bf16
                 # decode_attn_long_rope_wait_bf16 (attention_long)
-                "long_wait": {"decode_attn_long_early": False}}
+                "long_wait": {"decode_attn_long_early": False},
+                # the combine launch after decode_attn_long* (attention_long)
+                "long_combine": {"decode_attn_long_merge": False}}
 
 
 def case_routes(twin: str) -> KernelRoutes:

@@ -25,7 +25,8 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
 from . import KernelCache
 from .routes import KernelRoutes
 from .attention_long import (LONG_ROPE_HEAD_DIMS, decode_attention_long,
-                             decode_attention_long_rope, long_launch_splits, uses_long)
+                             decode_attention_long_rope, long_launch_splits, merges_splits,
+                             uses_long)
 from .attention_sm90 import prefill_attention_sm90, uses_sm90
 
 #: head dimensions the kernels are compiled for
@@ -246,8 +247,8 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
                        block_size, max_blocks, num_splits, scale, *extra)
         return
     decode_attention_long(kc, stream, q, k_cache, v_cache, block_tables, kv_lens, part_o,
-                          part_ml, out, num_seqs, hq, hkv, head_dim, block_size, max_blocks,
-                          num_splits, scale)
+                          part_ml, counters, out, num_seqs, hq, hkv, head_dim, block_size,
+                          max_blocks, num_splits, scale)
     _combine(kc, stream, part_o, part_ml, kv_lens, out, num_seqs, hq, head_dim, num_splits)
 
 
@@ -255,9 +256,9 @@ def _combine(kc: KernelCache, stream: Stream, part_o: DevicePtr, part_ml: Device
              kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hq: int, head_dim: int,
              num_splits: int) -> None:
     """The merge after the long kernel's partials: none after one split (the kernel wrote
-    out), else one block per (q head, sequence), attention.cu's merge with a group of one
-    head."""
-    if num_splits == 1:
+    out) or where the kernel merged them (`attention_long.merges_splits`), else one block
+    per (q head, sequence), attention.cu's merge with a group of one head."""
+    if num_splits == 1 or merges_splits(kc, num_splits):
         return
     kc.get(DECODE_ATTN_COMBINE)(stream, (1, hq, num_seqs), ATTN_THREADS, 0, part_o, part_ml,
                                 kv_lens, out, num_seqs, hq, head_dim, num_splits)
@@ -343,8 +344,8 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
     if long:
         decode_attention_long_rope(kc, stream, qkv, k_cache, v_cache, q_norm_w, k_norm_w,
                                    cos_sin, positions, slots, block_tables, kv_lens, part_o,
-                                   part_ml, out, num_seqs, hq, hkv, head_dim, block_size,
-                                   max_blocks, num_splits, scale, eps)
+                                   part_ml, counters, out, num_seqs, hq, hkv, head_dim,
+                                   block_size, max_blocks, num_splits, scale, eps)
         _combine(kc, stream, part_o, part_ml, kv_lens, out, num_seqs, hq, head_dim, num_splits)
         return
     clustered = decode_clustered(num_splits, kc.routes)

@@ -152,14 +152,24 @@ def long_launch_splits(kc: KernelCache, num_seqs: int, hkv: int, head_dim: int,
                               min_split_keys=LONG_TILE_KEYS)
 
 
+def merges_splits(kc: KernelCache, num_splits: int) -> bool:
+    """Whether a launch of num_splits merges its partials itself (attention_long.cu
+    SplitMerge: the last split of each (sequence, kv head) by the split counters' tickets)
+    rather than the combine launch after it: several splits, routes.decode_attn_long_merge."""
+    return num_splits > 1 and kc.routes.decode_attn_long_merge
+
+
 def decode_attention_long(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: DevicePtr,
                           v_cache: DevicePtr, block_tables: DevicePtr, kv_lens: DevicePtr,
-                          part_o: DevicePtr, part_ml: DevicePtr, out: DevicePtr, num_seqs: int,
-                          hq: int, hkv: int, head_dim: int, block_size: int, max_blocks: int,
-                          num_splits: int, scale: float) -> None:
-    """The split-K partials of decode_attention on the long kernel, or with num_splits 1
-    the output itself (the caller validated the shared arguments and runs the combine
-    after a launch of more splits)."""
+                          part_o: DevicePtr, part_ml: DevicePtr, counters: DevicePtr,
+                          out: DevicePtr, num_seqs: int, hq: int, hkv: int, head_dim: int,
+                          block_size: int, max_blocks: int, num_splits: int,
+                          scale: float) -> None:
+    """The split-K partials of decode_attention on the long kernel and, where
+    `merges_splits`, their merge into out by the kernel's last split (counters: u32
+    [num_seqs, hkv] at least, zero, left zero), or with num_splits 1 the output itself (the
+    caller validated the shared arguments and runs the combine after a launch of more
+    splits that does not merge)."""
     if head_dim not in LONG_HEAD_DIMS or hq // hkv > LONG_MAX_GROUP:
         raise ValueError(f"decode_attention_long: head_dim={head_dim} (needs one of "
                          f"{LONG_HEAD_DIMS}) and group {hq // hkv} (needs <= {LONG_MAX_GROUP})")
@@ -167,22 +177,24 @@ def decode_attention_long(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache
         raise ValueError(f"decode_attention_long: q pointer {q:#x} is not 16-byte aligned")
     launch = _launch_long(kc, long_kernel_for(head_dim), head_dim, False)
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim), q,
-           k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, out, num_seqs, hq, hkv,
-           head_dim, block_size, max_blocks, num_splits, scale)
+           k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
+           counters if merges_splits(kc, num_splits) else 0, out, num_seqs, hq, hkv, head_dim,
+           block_size, max_blocks, num_splits, scale)
 
 
 def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
                                k_cache: DevicePtr, v_cache: DevicePtr, q_norm_w: DevicePtr,
                                k_norm_w: DevicePtr, cos_sin: DevicePtr, positions: DevicePtr,
                                slots: DevicePtr, block_tables: DevicePtr, kv_lens: DevicePtr,
-                               part_o: DevicePtr, part_ml: DevicePtr, out: DevicePtr,
-                               num_seqs: int, hq: int, hkv: int, head_dim: int,
+                               part_o: DevicePtr, part_ml: DevicePtr, counters: DevicePtr,
+                               out: DevicePtr, num_seqs: int, hq: int, hkv: int, head_dim: int,
                                block_size: int, max_blocks: int, num_splits: int, scale: float,
                                eps: float) -> None:
     """decode_attention_long with rope.qk_norm_rope_kv done by its blocks: one token per
     sequence (qkv [num_seqs, (hq + 2 hkv) D], the classic layout), the step's k and v
     appended at each row's slot (none at slot < 0) and used for that key (the caller
-    validated the shared arguments and runs the combine after a launch of more splits).
+    validated the shared arguments and runs the combine after a launch of more splits that
+    does not merge: `merges_splits`, counters as decode_attention_long's).
     The kernel requests everything but the qkv rows before its PDL wait (attention_long.cu
     RopeEarly: launch it right after the qkv projection, as decode_attention_rope says);
     routes.decode_attn_long_early False: the entry that waits first."""
@@ -198,5 +210,5 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
     launch = _launch_long(kc, sig, head_dim, True)
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim, True),
            qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
-           kv_lens, part_o, part_ml, out, num_seqs, hq, hkv, head_dim, block_size, max_blocks,
-           num_splits, scale, eps)
+           kv_lens, part_o, part_ml, counters if merges_splits(kc, num_splits) else 0, out,
+           num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits, scale, eps)

@@ -74,6 +74,10 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (decode_attn_long_rope_wait_bf16, session 8's kernel), instead of requesting its first K/V
   tiles, block-table entries and rope constants before that wait and the qkv rows in one
   trip after it (decode_attn_long_rope_bf16; attention_long.cu RopeEarly).
+* ATLAS_DECODE_ATTN_LONG_MERGE=0: a tensor-core decode attention launch of several splits
+  (batch 8 .. 16 at D 128, Qwen3.5's D 256 below batch 64, long contexts) writes its partials
+  and decode_attn_combine_bf16 merges them in a second launch, instead of its last split
+  merging them (attention_long.cu SplitMerge, the split counters' tickets).
 * ATLAS_DECODE_ATTN_LATENCY=0: decode attention as at the start of session 6 (the A/B of
   its latency paths): never the clustered kernels (the splits' partials always merge through
   global memory and the last split's ticket, splits of 32 keys and more), and the rope-fused
@@ -291,6 +295,7 @@ class KernelRoutes:
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_long_min_batch: int = DEFAULT_DECODE_ATTN_LONG_MIN_BATCH
     decode_attn_long_early: bool = True
+    decode_attn_long_merge: bool = True
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
     decode_attn_split_major: bool = False
@@ -376,6 +381,7 @@ class KernelRoutes:
                        env, "ATLAS_DECODE_ATTN_LONG_MIN_BATCH",
                        DEFAULT_DECODE_ATTN_LONG_MIN_BATCH),
                    decode_attn_long_early=env_switch(env, "ATLAS_DECODE_ATTN_LONG_EARLY", True),
+                   decode_attn_long_merge=env_switch(env, "ATLAS_DECODE_ATTN_LONG_MERGE", True),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
                    decode_attn_ahead=env_switch(env, "ATLAS_DECODE_ATTN_AHEAD", True),
                    decode_attn_split_major=env_switch(env, "ATLAS_DECODE_ATTN_SPLIT_MAJOR",

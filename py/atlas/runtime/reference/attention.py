@@ -228,16 +228,20 @@ def decode_partials_bf16(mem: HostMemory, q: int, k_cache: int, v_cache: int,
 @reference(DECODE_ATTN_LONG_D256)
 def decode_attn_long_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: int,
                           v_cache: int, block_tables: int, kv_lens: int, part_o: int,
-                          part_ml: int, out: int, num_seqs: int, hq: int, hkv: int,
-                          head_dim: int, block_size: int, max_blocks: int, num_splits: int,
-                          scale: float) -> None:
-    """The long kernel's whole output: the active splits' partials, or with one split the
-    normalized output instead (that one partial; zeros for a sequence without keys: what
-    the combine would write) and no partials."""
+                          part_ml: int, counters: int, out: int, num_seqs: int, hq: int,
+                          hkv: int, head_dim: int, block_size: int, max_blocks: int,
+                          num_splits: int, scale: float) -> None:
+    """The long kernel's whole output: the active splits' partials, and given counters
+    their merge into out (the last split's, SplitMerge; counters are left as they are,
+    zero), or with one split the normalized output instead (that one partial; zeros for a
+    sequence without keys: what the combine would write) and no partials."""
     if num_splits > 1:
         decode_partials_bf16(mem, q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
                              num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits,
                              scale)
+        if counters:
+            decode_attn_combine_bf16(mem, grid, block, part_o, part_ml, kv_lens, out, num_seqs,
+                                     hq, head_dim, num_splits)
         return
     o = np.zeros((num_seqs, hq, head_dim), dtype=np.float32)
     for b, (po, _) in enumerate(_sequence_partials(
@@ -253,9 +257,10 @@ def decode_attn_long_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_ca
 def decode_attn_long_rope_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: int, k_cache: int,
                                v_cache: int, q_norm_w: int, k_norm_w: int, cos_sin: int,
                                positions: int, slots: int, block_tables: int, kv_lens: int,
-                               part_o: int, part_ml: int, out: int, num_seqs: int, hq: int,
-                               hkv: int, head_dim: int, block_size: int, max_blocks: int,
-                               num_splits: int, scale: float, eps: float) -> None:
+                               part_o: int, part_ml: int, counters: int, out: int,
+                               num_seqs: int, hq: int, hkv: int, head_dim: int,
+                               block_size: int, max_blocks: int, num_splits: int, scale: float,
+                               eps: float) -> None:
     """qk_norm_rope_kv (q into scratch, k and v into the caches at the slots), then the long
     kernel over the caches."""
     chained = WithScratch(mem, num_seqs * hq * head_dim * 2)
@@ -263,8 +268,8 @@ def decode_attn_long_rope_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: in
                          q_norm_w, k_norm_w, cos_sin, positions, slots, num_seqs, hq, hkv,
                          head_dim, block_size, eps)
     decode_attn_long_bf16(chained, grid, block, WithScratch.ADDRESS, k_cache, v_cache,
-                          block_tables, kv_lens, part_o, part_ml, out, num_seqs, hq, hkv,
-                          head_dim, block_size, max_blocks, num_splits, scale)
+                          block_tables, kv_lens, part_o, part_ml, counters, out, num_seqs, hq,
+                          hkv, head_dim, block_size, max_blocks, num_splits, scale)
 
 
 @reference(DECODE_ATTN_COMBINE)
