@@ -309,21 +309,43 @@ __device__ __forceinline__ void decode_attn_long(
   uint32_t qf[kQRegSteps][4];
   if constexpr (kEarly) {
     // RopeEarly: the qkv rows in one trip (the group's q heads into their Q rows, the step's
-    // k and v into the stage where this split substitutes that key), then each warp norms
-    // and rotates rows in place (rope_core.cuh: qk_norm_rope_kv's bits)
+    // k and v into the stage where this split substitutes that key; every load of a thread
+    // in flight before its first store, and none in the cp.async groups, so the ring's first
+    // tiles may still be landing), then each warp norms and rotates rows in place
+    // (rope_core.cuh: qk_norm_rope_kv's bits)
     atlas::pdl_wait();  // the qkv rows come from the projection just before
     atlas::pdl_launch_dependents();
     const size_t pitch = static_cast<size_t>(hq + 2 * hkv) * D;
     const __nv_bfloat16* row = rope.qkv + static_cast<size_t>(b) * pitch;
-    const int rows = group + (sub ? 2 : 0);
-    for (int i = tid; i < rows * T::kChunks; i += kThreads) {
+    const int total = (group + (sub ? 2 : 0)) * T::kChunks;  // 16-byte chunks: q, k, v rows
+    constexpr int kLoads = ((kMaxGroup + 2) * T::kChunks + kThreads - 1) / kThreads;
+    auto chunk_of = [&](int i, const uint4*& src, uint4*& dst) {
       const int r = i / T::kChunks, col = (i % T::kChunks) * 8;
       const int head = r < group ? h0 + r : hq + (r - group) * hkv + kvh;  // q, k, v heads
-      __nv_bfloat16* dst = r < group ? sq + r * T::kQPitch : r == group ? stage_k : stage_v;
-      atlas::cp_async_16(dst + col, row + static_cast<size_t>(head) * D + col, true);
+      __nv_bfloat16* to = r < group ? sq + r * T::kQPitch : r == group ? stage_k : stage_v;
+      src = reinterpret_cast<const uint4*>(row + static_cast<size_t>(head) * D + col);
+      dst = reinterpret_cast<uint4*>(to + col);
+    };
+    uint4 raw[kLoads];
+    const uint4* src;
+    uint4* dst;
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int i = tid + u * kThreads;
+      if (i < total) {
+        chunk_of(i, src, dst);
+        raw[u] = __ldcg(src);
+      }
     }
-    atlas::cp_async_commit();
-    atlas::cp_async_wait<0>();  // (and the ring's first tiles, requested before the wait)
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int i = tid + u * kThreads;
+      if (i < total) {
+        chunk_of(i, src, dst);
+        *dst = raw[u];
+      }
+    }
+    atlas::cp_async_wait<kStages - 2>();  // tile 0's group: the cos/sin row, norm weights
     __syncthreads();
     const bool normed = rope.q_norm_w != nullptr;
     for (int it = warp; it < group + (sub ? 1 : 0); it += kWarps) {  // warp-uniform
