@@ -278,7 +278,8 @@ __device__ __forceinline__ void decode_attn_long(
   if constexpr (kEarly) {
     // RopeEarly: the constants join tile 0's copy group; the Q rows past the group zeroed
     const float* cs = rope.cos_sin + static_cast<size_t>(position) * D;
-    for (int i = tid; i < D / 4; i += kThreads) atlas::cp_async_16(stage_cs + 4 * i, cs + 4 * i, true);
+    for (int i = tid; i < D / 4; i += kThreads)
+      atlas::cp_async_16(stage_cs + 4 * i, cs + 4 * i, true);
     if (rope.q_norm_w != nullptr)
       for (int i = tid; i < T::kChunks; i += kThreads) {
         atlas::cp_async_16(stage_qw + 8 * i, rope.q_norm_w + 8 * i, true);

@@ -11,8 +11,10 @@ where the kernel writes the output itself (a sequence without keys gets zeros) a
 combine runs. Launches of several splits merge their partials in their last split by
 default (SplitMerge: the tickets must leave the counters zero, and a sequence without keys
 gets zeros); `twin="long_combine"` cases take the combine launch instead
-(ATLAS_DECODE_ATTN_LONG_MERGE=0). Every case launches twice. The rope-fused entry (decode_attn_long_rope) runs cases/attention_rope.py's
-cases: the step's k and v appended at the slot and substituted for that key, padding rows.
+(ATLAS_DECODE_ATTN_LONG_MERGE=0). Every case launches twice. The rope-fused entry
+(decode_attn_long_rope) runs cases/attention_rope.py's cases: the step's k and v appended at
+the slot and substituted for that key, padding rows; `long_rope_wait` cases its A/B twin
+that waits first (ATLAS_DECODE_ATTN_LONG_EARLY=0).
 The kernel rounds each probability to bf16 for the PV product (cases/attention_sm90.py's
 bound: 2^-9 max|v| per output), added to the partials' and the output's tolerances.
 """
