@@ -1428,6 +1428,36 @@ stage_moe_s8_ab() {
   return $rc
 }
 
+# Batched decode attention inside the step (session 9, helper "attn"): the check cases of the
+# tensor-core kernel (rope entry before / after its PDL wait, the in-kernel split merge and
+# their A/B twins), the kernel rows of the batched regime (Qwen3-8B b64 x 1,536 plain and
+# rope-fused, batch 8 / 32 x 2,048 for D 128 and D 256) with the session-9 defaults and with
+# both switches off (ATLAS_DECODE_ATTN_LONG_EARLY=0: the rope entry waits on entry;
+# ATLAS_DECODE_ATTN_LONG_MERGE=0: the combine launch after multi-split launches), then
+# Qwen3-8B and Qwen3-0.6B decode at 64 x 1,536 (synthetic weights) PDL on and off, default and
+# EARLY=0: the attention row in the step against the kernel row alone. ~4 minutes.
+stage_attn_s9() {
+  local rc=0 cfg="$RESULTS/attn_s9_cfg" name pdl rows
+  rows=(-k "b64 hist1536" -k "hist2048 batched" -k "b8 hist2048 latency")
+  "$PY" tools/gpu/check_kernels.py -k long --out "$RESULTS/gpu_check_attn_s9-$STAMP.json" || rc=1
+  "$PY" tools/gpu/bench_kernels.py "${rows[@]}" --out-dir "$RESULTS/attn_s9" || rc=1
+  ATLAS_DECODE_ATTN_LONG_EARLY=0 ATLAS_DECODE_ATTN_LONG_MERGE=0 "$PY" tools/gpu/bench_kernels.py \
+    "${rows[@]}" --out-dir "$RESULTS/attn_s9_off" || rc=1
+  for name in qwen3-8b qwen3-0.6b; do
+    "$PY" -c "import sys; sys.path[:0] = ['tools', 'tools/gpu']; from pathlib import Path; \
+from bench_moe import synthetic_model_dir; \
+print(synthetic_model_dir(sys.argv[2], Path(sys.argv[1])))" "$cfg" "$name" || return 1
+    for pdl in 1 0; do
+      ATLAS_PDL=$pdl "$PY" tools/gpu/profile_decode.py --model "$cfg/$name" --synthetic-seed 0 \
+        --batch 64 --context 1536 --out "$RESULTS/attn_s9_${name}_pdl$pdl.json" || rc=1
+      ATLAS_PDL=$pdl ATLAS_DECODE_ATTN_LONG_EARLY=0 "$PY" tools/gpu/profile_decode.py \
+        --model "$cfg/$name" --synthetic-seed 0 --batch 64 --context 1536 \
+        --out "$RESULTS/attn_s9_${name}_pdl${pdl}_early0.json" || rc=1
+    done
+  done
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity decode_bench
         qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
@@ -1440,7 +1470,8 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         startup quant_kernels gemv_prefetch_ab norm_gemv_ab decode_attn throughput_b64_profile
         throughput_mixed_step decode_gemm_wide_ab headline batch1_ab thru_ab moe_b1_profile
         quant_ab moe_quant_bench thru_b64 spec_profile spec_ring_ab persistent_ab persistent_sweep
-        attn_trace verify_attn attn64 attn64_flagship b1lat decode_gemm_tma moe_s8_ab)
+        attn_trace verify_attn attn64 attn64_flagship b1lat decode_gemm_tma moe_s8_ab
+        attn_s9)
 
 # ---- runner -------------------------------------------------------------------------------
 
