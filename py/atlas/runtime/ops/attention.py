@@ -217,11 +217,12 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
     Where `attention_long.uses_long` says so for num_seqs rows and block tables of
     max_blocks * block_size keys (long contexts, or batches of
     routes.decode_attn_long_min_batch rows and more), the tensor-core kernel writes the
-    partials and the combine kernel merges them, on `attention_long.long_launch_splits`
-    splits (at most max(num_splits, max_splits), max_splits being what the partial buffers
-    hold a row: one for most large batches, and then the kernel writes out itself and no
-    combine runs); `long` forces (True, on num_splits splits as given) or avoids (False)
-    that.
+    partials and its last split of each (sequence, kv head) merges them through the same
+    counters (`attention_long.merges_splits`; ATLAS_DECODE_ATTN_LONG_MERGE=0: the combine
+    kernel after it), on `attention_long.long_launch_splits` splits (at most
+    max(num_splits, max_splits), max_splits being what the partial buffers hold a row: one
+    for most large batches, and then the kernel writes out itself from its one split);
+    `long` forces (True, on num_splits splits as given) or avoids (False) that.
     `trace` (u64 [blocks of decode_grid, TRACE_WORDS], zeroed): the clustered kernel's
     phase-traced twin (tools/gpu/trace_decode_attn.py); only where the clustered kernel runs.
     """
@@ -321,8 +322,8 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
     tensor-core kernel's rope-fused entry runs instead (head_dim 64 / 128, others keep this
     kernel: one row per sequence, see rope_fusable; it waits for the qkv projection on
     entry) on
-    `attention_long.long_launch_splits` splits (as decode_attention: max_splits), then the
-    combine where more than one.
+    `attention_long.long_launch_splits` splits (as decode_attention: max_splits; several
+    merged as decode_attention's).
     """
     _check_decode("decode_attention_rope", hq, hkv, head_dim, block_size, num_seqs, num_splits,
                   max_blocks, part_o, part_ml, counters, out)
