@@ -294,6 +294,23 @@ def test_routing_rule(backend, env, hq, hkv, d, keys, uses) -> None:
     assert av.uses_verify(kc, hq, hkv, d, keys) is uses
 
 
+@pytest.mark.parametrize("env, seqs, uses", [
+    ({}, 1, True),
+    ({}, 2, False),        # a batch verifies rows apart (gpu20: b8 35.05 us vs 17.49)
+    ({"ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH": "8"}, 8, True),
+    ({"ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH": "8"}, 9, False),
+    ({"ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH": "0"}, 1, False),
+])
+def test_the_kernel_serves_verifications_of_at_most_the_switchs_sequences(env, seqs, uses):
+    kc = KernelCache(_HopperMock(), KernelRoutes.from_env(env))
+    assert av.uses_verify(kc, 32, 8, 128, 4, seqs) is uses
+
+
+def test_a_malformed_batch_switch_is_named() -> None:
+    with pytest.raises(ValueError, match="ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH"):
+        KernelRoutes.from_env({"ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH": "two"})
+
+
 def _speculating_runner(monkeypatch, backend: str, env: dict[str, str]):
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -325,6 +342,41 @@ def test_verification_steps_take_the_verification_kernel(monkeypatch) -> None:
     assert [r.func for r in attn] == ["decode_attn_verify_bf16"] * layers
     # one sequence's 4 rows: batch 1's split count, one window of 4 rows
     assert all(r.grid == (runner.limits.decode_splits(1, kv_heads), kv_heads, 1) for r in attn)
+
+
+def _verification_graph_of_two(runner):
+    """The graph replay of a verification of two sequences, 4 rows each (bucket 8)."""
+    dev = runner.backend
+    dev.drain_launches()
+    dev.graph_launches.clear()
+    runner.execute([SeqChunk(2, [3, 4, 5, 6], 5, [0], GREEDY, num_draft=3,
+                             history=PenaltyHistory([1, 2, 3, 4, 5])),
+                    SeqChunk(3, [7, 8, 9, 10], 5, [1], GREEDY, num_draft=3,
+                             history=PenaltyHistory([1, 2, 3, 4, 5]))])
+    runner.release(2)
+    runner.release(3)
+    (replay,) = dev.graph_launches
+    return replay.graph
+
+
+@pytest.mark.parametrize("env, kernel", [({}, False),
+                                         ({"ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH": "2"}, True)])
+def test_a_batch_of_verifications_attends_rows_apart_by_default(monkeypatch, env, kernel):
+    runner = _speculating_runner(monkeypatch, "mock", env)
+    kv_heads, layers = runner.model.dims.kv_heads, runner.cfg.num_hidden_layers
+    assert runner.verify_kernel and runner.invariant_rows == 0
+    attn = [r for r in _verification_graph_of_two(runner) if r.func.startswith("decode_attn")]
+    assert len(attn) == layers
+    if kernel:   # two sequences' 8 rows: batch 2's split count, two windows of 4 rows
+        assert {r.func for r in attn} == {"decode_attn_verify_bf16"}
+        assert all(r.grid == (runner.limits.decode_splits(2, kv_heads), kv_heads, 2)
+                   for r in attn)
+    else:        # 8 rows, each a sequence of its own: the 8-row decode split count
+        assert "decode_attn_verify_bf16" not in {r.func for r in attn}
+        assert runner.verify_splits(8) == runner.decode_splits(8)
+    # one sequence stays on the kernel either way
+    assert [r.func for r in _verification_graph(runner) if r.func.startswith("decode_attn")] \
+        == ["decode_attn_verify_bf16"] * layers
 
 
 def test_the_switch_restores_one_row_a_sequence(monkeypatch) -> None:

@@ -332,17 +332,18 @@ class DenseDecoderModel:
                                            self.max_blocks * self.block_size, plan.num_seqs,
                                            plan.step_keys))
 
-    def verifies_on_kernel(self, step_keys: int) -> bool:
-        """Whether a verification step (up to `step_keys` > 1 rows per sequence) attends on
-        the verification kernel (ops/attention_verify: each sequence's K/V read once for all
-        its rows) after qk_norm_rope_kv: bf16 caches, not the rope-fused route, and
-        `attention_verify.uses_verify`. Its rows are then not bit for bit the plain decode
-        kernel's (the runner's invariant_rows is 0)."""
+    def verifies_on_kernel(self, step_keys: int, rows: int) -> bool:
+        """Whether a verification step of `rows` rows (up to `step_keys` > 1 per sequence)
+        attends on the verification kernel (ops/attention_verify: each sequence's K/V read
+        once for all its rows) after qk_norm_rope_kv: bf16 caches, not the rope-fused route,
+        and `attention_verify.uses_verify` for the fewest sequences the rows can be. Its
+        rows are then not bit for bit the plain decode kernel's (the runner's invariant_rows
+        is 0)."""
         d = self.dims
-        plan = AttentionPlan(decode=True, num_seqs=step_keys, step_keys=step_keys)
+        plan = AttentionPlan(decode=True, num_seqs=rows, step_keys=step_keys)
         return (not any(lw.kv_scales for lw in self.layers) and not self._rope_fused(plan)
                 and attention_verify.uses_verify(self.kc, d.heads, d.kv_heads, d.head_dim,
-                                                 step_keys))
+                                                 step_keys, -(-rows // step_keys)))
 
     def forward(self, s: Stream, b: StepBuffers, n_tokens: int, plan: AttentionPlan,
                 n_sample: int) -> None:
@@ -519,7 +520,7 @@ class DenseDecoderModel:
         # prefill kernel (whose 128-query tiles would run each decode row's keys through
         # 128 mostly empty query rows, once per query head)
         rows = plan.num_seqs if plan.decode else plan.decode_rows
-        if plan.decode and self.verifies_on_kernel(plan.step_keys):
+        if plan.decode and self.verifies_on_kernel(plan.step_keys, rows):
             # a verification step: each sequence's rows share one read of its K/V
             attention_verify.decode_attention_verify(
                 kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables, b.kv_lens, b.part_o,

@@ -111,6 +111,11 @@ what it asked for each time, and importing Atlas never depends on the environmen
   of the verification kernel (attention_verify: one read of a sequence's K/V for all its
   rows, ops/attention_verify.uses_verify). With it the runner is not row-invariant against
   plain decode steps (runner.invariant_rows is 0).
+  ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH=N: the most sequences a verification step may verify
+  for its attention to take the verification kernel (default DEFAULT_VERIFY_MAX_BATCH = 1);
+  larger steps run rows apart. Measured (gpu20, kernel table, Qwen3-8B K = 3 at 512 keys):
+  batch 8 35.05 us on the kernel vs 17.49 rows apart; batch 1 20.19 vs 20.86, at 4,096 keys
+  34.27 vs 66.82. 64 restores the session-8 routing (every verification on the kernel).
 * ATLAS_PREFILL_ATTN_SM90=0: prefill attention never on the Hopper wgmma kernel
   (attention_sm90, head_dim 128 and 256), always on prefill_attn_bf16.
 * ATLAS_PREFILL_ATTN_QREG=1: head_dim-128 prefill attention on the wgmma kernel's Q-in-
@@ -167,6 +172,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   memory, ops/matmul.gemv_ring_plan). ATLAS_GEMV_RING_SINGLE=1: one row on the ring kernel
   too (off by default: the single-row kernel ran at ~90% of copy on Qwen3-8B).
   ATLAS_GEMV_RING_STAGES=2|3: the ring's tiles per thread (unset: the plan's rule).
+  ATLAS_GEMV_RING_XREGS=0: the ring kernel reads x through L1 for every tile, and its plan
+  aims at 2 stages (the session-8 kernel), instead of holding up to 4 rows' x in registers
+  where a 4-row group is one tile, on 3 stages (ops/matmul.ring_holds_x: the same sums).
 * ATLAS_NORM_GEMV=1: batch-1 decode fuses each add + RMSNorm before a bf16 GEMV into that
   GEMV (gemv_add_rmsnorm_bf16_single, which prefetches its weights before the PDL wait like
   the plain single-row GEMV), without the residual-carrying GEMVs of ATLAS_FUSED_NORM=1.
@@ -215,6 +223,9 @@ DEFAULT_DECODE_ATTN_LONG_MIN_KEYS = 16384
 #: context (ops/attention_long.py says why; below 8, batch 1's latency kernels and the
 #: row-invariant verification steps keep the CUDA-core kernels)
 DEFAULT_DECODE_ATTN_LONG_MIN_BATCH = 8
+#: verification steps of at most this many sequences attend on the verification kernel,
+#: larger ones rows apart (ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH; the module docstring says why)
+DEFAULT_VERIFY_MAX_BATCH = 1
 #: KiB of the next weight phase a persistent decode block prefetches into L2 before a barrier:
 #: all of a Qwen3-0.6B phase's slice (<= 64 KB), ~8.4 MB over 132 SMs at most (L2: 50 MB)
 DEFAULT_PERSISTENT_PREFETCH_KB = 64
@@ -291,6 +302,7 @@ class KernelRoutes:
     decode_attn_b1_chain: bool = True
     decode_attn_fused_verify: bool = False
     decode_attn_verify: bool = True
+    decode_attn_verify_max_batch: int = DEFAULT_VERIFY_MAX_BATCH
     prefill_attn_sm90: bool = True
     prefill_attn_qreg: bool = False
     fused_norm: bool | None = None
@@ -299,6 +311,7 @@ class KernelRoutes:
     gemv_ring: bool = True
     gemv_ring_single: bool = False
     gemv_ring_stages: int | None = None
+    gemv_ring_xregs: bool = True
     persistent_decode: bool = False
     persistent_prefetch_kb: int = DEFAULT_PERSISTENT_PREFETCH_KB
     persistent_stage: bool = True
@@ -377,6 +390,8 @@ class KernelRoutes:
                    decode_attn_fused_verify=env_switch(env, "ATLAS_DECODE_ATTN_FUSED_VERIFY",
                                                        False),
                    decode_attn_verify=env_switch(env, "ATLAS_DECODE_ATTN_VERIFY", True),
+                   decode_attn_verify_max_batch=_env_count(
+                       env, "ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH", DEFAULT_VERIFY_MAX_BATCH),
                    prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", True),
                    prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
                    fused_norm=_env_tristate(env, "ATLAS_FUSED_NORM"),
@@ -385,6 +400,7 @@ class KernelRoutes:
                    gemv_ring=env_switch(env, "ATLAS_GEMV_RING", True),
                    gemv_ring_single=env_switch(env, "ATLAS_GEMV_RING_SINGLE", False),
                    gemv_ring_stages=int(ring_stages) if ring_stages else None,
+                   gemv_ring_xregs=env_switch(env, "ATLAS_GEMV_RING_XREGS", True),
                    persistent_decode=env_switch(env, "ATLAS_PERSISTENT_DECODE", False),
                    persistent_prefetch_kb=_env_count(env, "ATLAS_PERSISTENT_PREFETCH_KB",
                                                      DEFAULT_PERSISTENT_PREFETCH_KB),
