@@ -80,6 +80,20 @@ def test_split_rule_is_whole_tiles_from_the_rows_own_length() -> None:
             assert (active - 1) * chunk < n <= active * chunk
 
 
+def test_a_minimum_chunk_takes_fewer_longer_splits_at_short_contexts_only() -> None:
+    assert av.verify_split_rule(512, 33, 128) == (128, 4)
+    assert av.verify_split_rule(512, 33, 256) == (256, 2)
+    assert av.verify_split_rule(1, 33, 256) == (256, 1)
+    assert av.verify_split_rule(4096, 33, 128) == (128, 32)   # already 2 tiles a split
+    for n in range(1, 3000, 37):
+        for s in (1, 2, 9, 33):
+            for least in (128, 192, 256):
+                chunk, active = av.verify_split_rule(n, s, least)
+                assert chunk % 64 == 0 and chunk >= least and 1 <= active <= s
+                assert (active - 1) * chunk < n <= active * chunk
+                assert chunk == max(av.verify_split_rule(n, s)[0], least)
+
+
 # ---- a numpy model of the kernel ------------------------------------------------------
 
 def _continues(lens: np.ndarray, tables: np.ndarray, row: int, bs: int) -> bool:
@@ -100,7 +114,8 @@ def _leading_yes(flags: list[bool]) -> int:
     return n
 
 
-def kernel_model(x: dict[str, np.ndarray], g, num_splits: int, window: int) -> np.ndarray:
+def kernel_model(x: dict[str, np.ndarray], g, num_splits: int, window: int,
+                 min_chunk: int = 64) -> np.ndarray:
     """out [rows, hq, D] as attention_verify.cu computes it, block by block (each serving
     the pieces that start in its window of rows, skipping the rows it accounts for), in
     float32 (the tensor cores' sums as numpy's; P rounded to bf16 for the PV product)."""
@@ -134,10 +149,11 @@ def kernel_model(x: dict[str, np.ndarray], g, num_splits: int, window: int) -> n
         for r0 in starts:
             fwd = _leading_yes([_continues(lens, tables, r0 + 1 + i, bs) for i in range(32)])
             n = min(cap, fwd + 1)
-            rule = [av.verify_split_rule(int(lens[r0 + j]), num_splits) for j in range(n)]
+            rule = [av.verify_split_rule(int(lens[r0 + j]), num_splits, min_chunk)
+                    for j in range(n)]
             used = max(a for _, a in rule)
             # the kernel's first exit: splits past any a piece from r0 could use
-            most = max(av.verify_split_rule(int(lens[r0]) + j, num_splits)[1]
+            most = max(av.verify_split_rule(int(lens[r0]) + j, num_splits, min_chunk)[1]
                        for j in range(cap))
             assert used <= most
             for split in range(num_splits):
@@ -220,9 +236,10 @@ def test_kernel_model_meets_the_case_tolerance(shape) -> None:
     """Every row written exactly once, within the case's tolerance of the float64 oracle."""
     case = case_defs.verify_case(np.random.default_rng(11), *shape)
     g, seqs, num_splits = shape[1], shape[2], shape[3]
-    window = shape[5] if len(shape) > 5 else 1 + max(d for _, d in seqs)
+    window = shape[5] if len(shape) > 5 and shape[5] else 1 + max(d for _, d in seqs)
+    min_chunk = shape[6] if len(shape) > 6 else 64
     expected = case.oracle(case.inputs)["out"]
-    got = kernel_model(case.inputs, g, num_splits, window)
+    got = kernel_model(case.inputs, g, num_splits, window, min_chunk)
     assert not np.isnan(got).any()
     atol, rtol = case.outputs["out"].tol
     assert (np.abs(got - expected) <= atol + rtol * np.abs(expected)).all()
@@ -278,6 +295,25 @@ def test_launch_geometry() -> None:
         av.decode_attention_verify(kc, 0, *ptrs, 8, 32, 8, 96, 16, 40, 33, 0.1)
     with pytest.raises(ValueError, match="group of at most 64"):
         av.decode_attention_verify(kc, 0, *ptrs, 8, 128, 1, 128, 16, 40, 33, 0.1)
+    assert rec.args["min_chunk"] == windowed.args["min_chunk"] == 64
+    av.decode_attention_verify(kc, 0, *ptrs, 8, 32, 8, 128, 16, 40, 33, 0.1, min_chunk=256)
+    (rec,) = dev.drain_launches()
+    assert rec.args["min_chunk"] == 256
+    for bad in (0, 96, 32):
+        with pytest.raises(ValueError, match="min_chunk"):
+            av.decode_attention_verify(kc, 0, *ptrs, 8, 32, 8, 128, 16, 40, 33, 0.1,
+                                       min_chunk=bad)
+
+
+@pytest.mark.parametrize("value, ok", [("128", True), ("256", True), ("64", True),
+                                       ("96", False), ("0", False), ("x", False)])
+def test_the_min_keys_switch_takes_whole_tiles(value, ok) -> None:
+    env = {"ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS": value}
+    if ok:
+        assert KernelRoutes.from_env(env).decode_attn_verify_min_keys == int(value)
+    else:
+        with pytest.raises(ValueError, match="ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS"):
+            KernelRoutes.from_env(env)
 
 
 @pytest.mark.parametrize("backend, env, hq, hkv, d, keys, uses", [
@@ -340,8 +376,16 @@ def test_verification_steps_take_the_verification_kernel(monkeypatch) -> None:
     assert names.count("qk_norm_rope_kv_bf16") == layers
     attn = [r for r in graph if r.func.startswith("decode_attn")]
     assert [r.func for r in attn] == ["decode_attn_verify_bf16"] * layers
-    # one sequence's 4 rows: batch 1's split count, one window of 4 rows
+    # one sequence's 4 rows: batch 1's split count, one window of 4 rows, one-tile splits
     assert all(r.grid == (runner.limits.decode_splits(1, kv_heads), kv_heads, 1) for r in attn)
+    assert {r.args["min_chunk"] for r in attn} == {64}
+
+
+def test_the_model_launches_the_switchs_minimum_chunk(monkeypatch) -> None:
+    runner = _speculating_runner(monkeypatch, "mock", {"ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS": "256"})
+    attn = [r for r in _verification_graph(runner) if r.func == "decode_attn_verify_bf16"]
+    assert len(attn) == runner.cfg.num_hidden_layers
+    assert {r.args["min_chunk"] for r in attn} == {256}
 
 
 def _verification_graph_of_two(runner):

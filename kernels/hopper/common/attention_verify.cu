@@ -21,9 +21,12 @@
 // other, and skips the rest of a piece that started before it. gdn_decode.cu groups a
 // verification's rows the same way.
 //
-// Splits. Row j's keys are cut by its own kv_len L_j and the grid's num_splits S alone:
-// chunk_j = ceil(max(ceil(L_j / S), 1) / 64) * 64 keys (whole 64-key tiles), split s
-// covers [s chunk_j, min((s + 1) chunk_j, L_j)). A block loads the union of its rows' ranges
+// Splits. Row j's keys are cut by its own kv_len L_j, the grid's num_splits S and the
+// launch's min_chunk C (a multiple of 64) alone: chunk_j = max(ceil(max(ceil(L_j / S), 1) /
+// 64) * 64, C) keys (whole 64-key tiles, at least C: a short context's rows then take a few
+// splits of several tiles, pipelined through the ring, and merge fewer partials, instead of
+// many one-tile splits; ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS), split s covers [s chunk_j,
+// min((s + 1) chunk_j, L_j)). A block loads the union of its rows' ranges
 // in 64-key tiles at absolute positions (multiples of 64), so a row's arithmetic (which keys
 // sit in which lane, the online softmax's order over tiles, its partials) does not depend on
 // the other rows of its piece: tiles outside a row's range are fully masked and leave its
@@ -50,8 +53,8 @@
 // so the next kernel never starts before the one before this has completed).
 //
 // Launch (ops/attention_verify.py): grid (num_splits, hkv, windows), 128 threads, dynamic
-// shared memory VerifyTile<D>::kSmemBytes. counters u32 [num_rows, hkv], zero before the
-// launch and left zero. Preconditions: head_dim 64, 128 or 256; hq / hkv <= 64; a run of one
+// shared memory VerifyTile<D>::kSmemBytes, min_chunk a positive multiple of 64 (else a trap).
+// counters u32 [num_rows, hkv], zero before the launch and left zero. Preconditions: head_dim 64, 128 or 256; hq / hkv <= 64; a run of one
 // sequence's rows is at most 32 rows (the engine's are K + 1 <= 8) and its rows' block-table
 // rows are equal (the runner gives each the sequence's table; the block reads its first's).
 #include "atlas_common.cuh"
@@ -111,9 +114,9 @@ __device__ __forceinline__ bool continues_run(const int* kv_lens, const int* blo
 }
 
 // Keys per split of a row of `len` keys (ops/attention_verify.py verify_split_rule): its
-// share of num_splits in whole tiles.
-__device__ __forceinline__ int row_chunk(int len, int num_splits) {
-  return (max((len + num_splits - 1) / num_splits, 1) + kBKV - 1) / kBKV * kBKV;
+// share of num_splits in whole tiles, at least min_chunk.
+__device__ __forceinline__ int row_chunk(int len, int num_splits, int min_chunk) {
+  return max((max((len + num_splits - 1) / num_splits, 1) + kBKV - 1) / kBKV * kBKV, min_chunk);
 }
 
 // Trailing ones of a ballot: how many consecutive lanes from lane 0 said yes.
@@ -129,7 +132,7 @@ __device__ __forceinline__ int verify_piece(
     const __nv_bfloat16* __restrict__ v_cache, const int* block_tables, const int* kv_lens,
     float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out, int r0,
     int num_rows, int hq, int hkv, int block_size, int max_blocks, int num_splits,
-    float scale, __nv_bfloat16* smem) {
+    int min_chunk, float scale, __nv_bfloat16* smem) {
   using T = VerifyTile<D>;
   constexpr int RT = T::kRowsPerThread;
   constexpr int CH = T::kChunks;
@@ -163,7 +166,7 @@ __device__ __forceinline__ int verify_piece(
   if (split > 0) {
     int most = 0;
     for (int j = 0; j < cap; ++j) {
-      const int len = len0 + j, chunk = row_chunk(len, num_splits);
+      const int len = len0 + j, chunk = row_chunk(len, num_splits, min_chunk);
       most = max(most, (len + chunk - 1) / chunk);
     }
     if (split >= most) return 1;
@@ -171,7 +174,7 @@ __device__ __forceinline__ int verify_piece(
   // Tile 0's table entries requested now, beside the run search's loads, where r0's own
   // chunking says the split starts (the union starts there unless the piece's rows take
   // different chunk sizes; then they are requested again below).
-  const int guess_lo = split * row_chunk(len0, num_splits);
+  const int guess_lo = split * row_chunk(len0, num_splits, min_chunk);
   int page[RT];
   lookup_from(guess_lo, reach, 0, page);
 
@@ -194,7 +197,7 @@ __device__ __forceinline__ int verify_piece(
   }
   const int n = min(cap, s_fwd + 1);  // step rows of this piece
   if (tid < n) {
-    const int len = kv_lens[r0 + tid], chunk = row_chunk(len, num_splits);
+    const int len = kv_lens[r0 + tid], chunk = row_chunk(len, num_splits, min_chunk);
     const int lo = split * chunk;
     s_lo[tid] = lo;
     s_hi[tid] = lo < len ? min(lo + chunk, len) : lo;
@@ -504,7 +507,7 @@ __device__ __forceinline__ void decode_attn_verify(
     const __nv_bfloat16* q, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
     const int* block_tables, const int* kv_lens, float* part_o, float* part_ml,
     unsigned* counters, __nv_bfloat16* out, int num_rows, int hq, int hkv, int block_size,
-    int max_blocks, int num_splits, float scale, __nv_bfloat16* smem) {
+    int max_blocks, int num_splits, int min_chunk, float scale, __nv_bfloat16* smem) {
   const int window = (num_rows + static_cast<int>(gridDim.z) - 1) / static_cast<int>(gridDim.z);
   const int first = static_cast<int>(blockIdx.z) * window;
   const int stop = min(first + window, num_rows);
@@ -512,7 +515,7 @@ __device__ __forceinline__ void decode_attn_verify(
     __syncthreads();  // the piece before is done with the shared memory
     r0 += verify_piece<D>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
                           counters, out, r0, num_rows, hq, hkv, block_size, max_blocks,
-                          num_splits, scale, smem);
+                          num_splits, min_chunk, scale, smem);
   }
 }
 
@@ -524,21 +527,24 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
                             const int* kv_lens, float* part_o, float* part_ml,
                             unsigned* counters, __nv_bfloat16* out, uint32_t num_rows,
                             uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
-                            uint32_t max_blocks, uint32_t num_splits, float scale) {
+                            uint32_t max_blocks, uint32_t num_splits, float scale,
+                            uint32_t min_chunk) {
   extern __shared__ __align__(128) __nv_bfloat16 verify_smem[];
   // the PDL wait is inside, after the run search (decode_attn_verify says why that is sound)
   const int nr = static_cast<int>(num_rows), ns = static_cast<int>(num_splits);
+  const int mc = static_cast<int>(min_chunk);
+  if (mc < kBKV || mc % kBKV != 0) __trap();  // ops/attention_verify.py: whole tiles
   if (head_dim == 128)
     decode_attn_verify<128>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
-                            counters, out, nr, hq, hkv, block_size, max_blocks, ns, scale,
+                            counters, out, nr, hq, hkv, block_size, max_blocks, ns, mc, scale,
                             verify_smem);
   else if (head_dim == 64)
     decode_attn_verify<64>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
-                           counters, out, nr, hq, hkv, block_size, max_blocks, ns, scale,
+                           counters, out, nr, hq, hkv, block_size, max_blocks, ns, mc, scale,
                            verify_smem);
   else if (head_dim == 256)
     decode_attn_verify<256>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
-                            counters, out, nr, hq, hkv, block_size, max_blocks, ns, scale,
+                            counters, out, nr, hq, hkv, block_size, max_blocks, ns, mc, scale,
                             verify_smem);
   else
     __trap();  // ops/attention_verify.py VERIFY_HEAD_DIMS

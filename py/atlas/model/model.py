@@ -526,7 +526,7 @@ class DenseDecoderModel:
                 kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables, b.kv_lens, b.part_o,
                 b.part_ml, b.attn_counters, b.attn, rows, d.heads, d.kv_heads, d.head_dim,
                 self.block_size, self.max_blocks, plan.num_splits, self.scale,
-                rows_per_block=plan.step_keys)
+                rows_per_block=plan.step_keys, min_chunk=kc.routes.decode_attn_verify_min_keys)
         elif rows:
             attention.decode_attention(kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables,
                                        b.kv_lens, b.part_o, b.part_ml, b.attn_counters, b.attn,

@@ -423,7 +423,7 @@ DECODE_ATTN_VERIFY = S(
     "attention_verify", "decode_attn_verify_bf16",
     "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr "
     "counters:ptr out:ptr num_rows:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 "
-    "max_blocks:u32 num_splits:u32 scale:f32")
+    "max_blocks:u32 num_splits:u32 scale:f32 min_chunk:u32")
 
 # --- quantized KV cache: FP8 (E4M3) and NVFP4 (kv_quant.cu, attention_kvq.cu) -----------------
 # Pools as the bf16 cache with quantized rows: FP8, one E4M3 code byte per element; NVFP4, a

@@ -28,7 +28,7 @@ from ...core.numerics import bf16_bits_to_f32
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache
-from ..ops.attention_verify import decode_attention_verify
+from ..ops.attention_verify import VERIFY_TILE_KEYS, decode_attention_verify
 from .attention import ATTN_TOL, Geometry, _softmax_rows, paged_cache
 from .attention_sm90 import probability_rounding_tol
 from .gemv import random_bf16
@@ -48,11 +48,13 @@ def step_rows(seqs: list[Seq]) -> tuple[list[int], list[int]]:
 
 
 def verify_case(rng: np.random.Generator, name: str, g: Geometry, seqs: list[Seq],
-                num_splits: int, share_prefix: bool = False, window: int = 0) -> KernelCase:
+                num_splits: int, share_prefix: bool = False, window: int = 0,
+                min_chunk: int = VERIFY_TILE_KEYS) -> KernelCase:
     """The rows of `seqs` on a num_splits grid. `share_prefix`: every sequence's first
     block-table entry is the first sequence's (their first keys are its keys: a prefix-cache
     hit), which must not make their rows one run. `window`: the launch's rows per block
-    (default: the most rows of one sequence, as the model launches it)."""
+    (default: the most rows of one sequence, as the model launches it). `min_chunk`: the
+    fewest keys a split takes (ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS)."""
     owner, lens = step_rows(seqs)
     rows = len(lens)
     inputs = paged_cache(rng, [h + d + 1 for h, d in seqs], g)
@@ -74,7 +76,8 @@ def verify_case(rng: np.random.Generator, name: str, g: Geometry, seqs: list[Seq
                                     p["v_cache"], p["block_tables"], p["kv_lens"],
                                     p["part_o"], p["part_ml"], p["counters"], p["out"], rows,
                                     g.hq, g.hkv, g.head_dim, g.block_size, max_blocks,
-                                    num_splits, g.scale, rows_per_block=window)
+                                    num_splits, g.scale, rows_per_block=window,
+                                    min_chunk=min_chunk)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         q = bf16_bits_to_f32(x["q"]).astype(np.float64)
@@ -102,7 +105,7 @@ def verify_case(rng: np.random.Generator, name: str, g: Geometry, seqs: list[Seq
                       reference_abs_tol=p_tol, graph=True)
 
 
-#: (name, geometry, sequences, num_splits, share_prefix[, window])
+#: (name, geometry, sequences, num_splits, share_prefix[, window[, min_chunk]])
 VERIFY_SHAPES = [
     # Qwen3-8B batch 1, K = 3 at 512 keys on batch 1's 33 splits: one m16 tile (4 x 4 rows),
     # 8 active 64-key splits merged by the last
@@ -142,6 +145,23 @@ VERIFY_SHAPES = [
      [(574, 2), (1000, 0), (1001, 4), (63, 1)], 9, False, 1),
     ("verify D128 gqa4 b5 mixed splits6 window3", Geometry(32, 8, 128, 16),
      [(200, 4), (80, 0), (81, 0), (300, 2), (17, 0)], 6, False, 3),
+    # splits of at least 2 and 4 tiles (ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS=128 / 256): Qwen3-8B
+    # K = 3 at 512 keys in 4 two-tile / 2 four-tile splits, at 4,096 keys (256: 16 splits
+    # of 4 tiles instead of 32 of 2), a row of 511 keys and its next of 512 in one piece
+    # (chunks of 256 leave the first's second split 255 keys), and the mixed batch whose
+    # rows take chunks of 128 and of 192 keys in one piece (9 splits, min 128)
+    ("verify D128 gqa4 b1 K3 ctx512 splits33 min128", Geometry(32, 8, 128, 16), [(509, 3)],
+     33, False, 0, 128),
+    ("verify D128 gqa4 b1 K3 ctx512 splits33 min256", Geometry(32, 8, 128, 16), [(509, 3)],
+     33, False, 0, 256),
+    ("verify D128 gqa4 b1 K3 ctx4096 splits33 min256", Geometry(32, 8, 128, 16), [(4093, 3)],
+     33, False, 0, 256),
+    ("verify D128 gqa4 b1 K3 ctx511 splits19 min256", Geometry(32, 8, 128, 16), [(510, 3)],
+     19, False, 0, 256),
+    ("verify D128 gqa4 b4 mixed splits9 min128", Geometry(32, 8, 128, 16),
+     [(574, 2), (1000, 0), (1001, 4), (63, 1)], 9, False, 0, 128),
+    ("verify D256 gqa8 b4 K3 splits8 min128", Geometry(16, 2, 256, 16),
+     [(1, 3), (2000, 3), (64, 3), (127, 0)], 8, False, 0, 128),
 ]
 
 

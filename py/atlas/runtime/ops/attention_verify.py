@@ -49,13 +49,15 @@ def verify_smem_bytes(head_dim: int) -> int:
     return 2 * head_dim * (VERIFY_MAX_ROWS + verify_stages(head_dim) * 2 * VERIFY_TILE_KEYS)
 
 
-def verify_split_rule(kv_len: int, num_splits: int) -> tuple[int, int]:
+def verify_split_rule(kv_len: int, num_splits: int,
+                      min_chunk: int = VERIFY_TILE_KEYS) -> tuple[int, int]:
     """(keys per split, active splits) of one row: ceil(kv_len / num_splits) rounded up to
-    whole VERIFY_TILE_KEYS tiles; split i covers [i * chunk, min((i + 1) * chunk, kv_len)).
-    A row with one active split is written by split 0 directly, with more its partials are
-    merged (in split order) by the last of its piece's active splits."""
+    whole VERIFY_TILE_KEYS tiles, at least `min_chunk` (a multiple of them); split i covers
+    [i * chunk, min((i + 1) * chunk, kv_len)). A row with one active split is written by
+    split 0 directly, with more its partials are merged (in split order) by the last of its
+    piece's active splits."""
     per = max(-(-kv_len // num_splits), 1)
-    chunk = -(-per // VERIFY_TILE_KEYS) * VERIFY_TILE_KEYS
+    chunk = max(-(-per // VERIFY_TILE_KEYS) * VERIFY_TILE_KEYS, min_chunk)
     return chunk, -(-kv_len // chunk)
 
 
@@ -90,7 +92,8 @@ def decode_attention_verify(kc: KernelCache, stream: Stream, q: DevicePtr, k_cac
                             part_o: DevicePtr, part_ml: DevicePtr, counters: DevicePtr,
                             out: DevicePtr, num_rows: int, hq: int, hkv: int, head_dim: int,
                             block_size: int, max_blocks: int, num_splits: int,
-                            scale: float, rows_per_block: int = 1) -> None:
+                            scale: float, rows_per_block: int = 1,
+                            min_chunk: int = VERIFY_TILE_KEYS) -> None:
     """out [num_rows, hq, D] = each row's decode attention over its own kv_len keys, the
     K/V of consecutive rows of one sequence read once (a verification step's rows; q from
     qk_norm_rope_kv, which appended every row's key first).
@@ -112,11 +115,19 @@ def decode_attention_verify(kc: KernelCache, stream: Stream, q: DevicePtr, k_cac
     rows_per_block) of them); a block serves the pieces that start in its window. The model
     passes a sequence's rows in the step (K + 1), so a verification is one block per (split,
     kv head) and no block exists only to find that its row starts no piece (gpu19: one block
-    per row spent 35.4 us a call on such blocks). Any value is correct."""
+    per row spent 35.4 us a call on such blocks). Any value is correct.
+
+    `min_chunk`: the fewest keys a row's split takes (`verify_split_rule`; a positive
+    multiple of VERIFY_TILE_KEYS, ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS): above one tile, a
+    short context's rows take fewer splits of several tiles each (the ring keeps two in
+    flight) and the merge reads fewer partials."""
     if not fits(hq, hkv, head_dim):
         raise ValueError(f"decode_attention_verify: head_dim={head_dim} (needs one of "
                          f"{VERIFY_HEAD_DIMS}), hq={hq} and hkv={hkv} (a group of at most "
                          f"{VERIFY_MAX_ROWS})")
+    if min_chunk < VERIFY_TILE_KEYS or min_chunk % VERIFY_TILE_KEYS:
+        raise ValueError(f"decode_attention_verify: min_chunk={min_chunk} must be a positive "
+                         f"multiple of {VERIFY_TILE_KEYS} keys")
     if num_rows < 1 or not 1 <= num_splits <= VERIFY_MAX_SPLITS or max_blocks < 1 \
             or block_size < 1 or rows_per_block < 1:
         raise ValueError(f"decode_attention_verify: need num_rows, max_blocks, block_size, "
@@ -135,4 +146,4 @@ def decode_attention_verify(kc: KernelCache, stream: Stream, q: DevicePtr, k_cac
     launch(stream, (num_splits, hkv, -(-num_rows // rows_per_block)), VERIFY_THREADS,
            verify_smem_bytes(head_dim),
            q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out,
-           num_rows, hq, hkv, head_dim, block_size, max_blocks, num_splits, scale)
+           num_rows, hq, hkv, head_dim, block_size, max_blocks, num_splits, scale, min_chunk)

@@ -116,6 +116,10 @@ what it asked for each time, and importing Atlas never depends on the environmen
   larger steps run rows apart. Measured (gpu20, kernel table, Qwen3-8B K = 3 at 512 keys):
   batch 8 35.05 us on the kernel vs 17.49 rows apart; batch 1 20.19 vs 20.86, at 4,096 keys
   34.27 vs 66.82. 64 restores the session-8 routing (every verification on the kernel).
+  ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS=N: the fewest keys a split of the verification kernel
+  takes (a multiple of 64; default 64, the session-8 rule: at 512 keys 8 one-tile splits
+  merged by the last); 128 / 256: 4 / 2 splits of 2 / 4 tiles (ops/attention_verify.
+  verify_split_rule), for the A/B of its fixed cost at short contexts.
 * ATLAS_PREFILL_ATTN_SM90=0: prefill attention never on the Hopper wgmma kernel
   (attention_sm90, head_dim 128 and 256), always on prefill_attn_bf16.
 * ATLAS_PREFILL_ATTN_QREG=1: head_dim-128 prefill attention on the wgmma kernel's Q-in-
@@ -303,6 +307,7 @@ class KernelRoutes:
     decode_attn_fused_verify: bool = False
     decode_attn_verify: bool = True
     decode_attn_verify_max_batch: int = DEFAULT_VERIFY_MAX_BATCH
+    decode_attn_verify_min_keys: int = 64
     prefill_attn_sm90: bool = True
     prefill_attn_qreg: bool = False
     fused_norm: bool | None = None
@@ -340,6 +345,10 @@ class KernelRoutes:
         if gate_up_threads and (gate_up_threads % 32 or not 32 <= gate_up_threads <= 256):
             raise ValueError(f"ATLAS_MOE_GATE_UP_GEMV_THREADS={gate_up_threads} must be a "
                              f"multiple of 32 in 32..256 or unset")
+        verify_min_keys = _env_count(env, "ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS", 64)
+        if verify_min_keys < 64 or verify_min_keys % 64:
+            raise ValueError(f"ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS={verify_min_keys} must be a "
+                             f"positive multiple of 64")
         return cls(gemm_sm90=env_switch(env, "ATLAS_GEMM_SM90", True),
                    batched_gemv=env_switch(env, "ATLAS_BATCHED_GEMV", True),
                    batched_gemv_min_m=_env_count(env, "ATLAS_BATCHED_GEMV_MIN_M",
@@ -392,6 +401,7 @@ class KernelRoutes:
                    decode_attn_verify=env_switch(env, "ATLAS_DECODE_ATTN_VERIFY", True),
                    decode_attn_verify_max_batch=_env_count(
                        env, "ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH", DEFAULT_VERIFY_MAX_BATCH),
+                   decode_attn_verify_min_keys=verify_min_keys,
                    prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", True),
                    prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
                    fused_norm=_env_tristate(env, "ATLAS_FUSED_NORM"),

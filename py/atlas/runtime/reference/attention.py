@@ -332,8 +332,13 @@ reference(DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR)(
 reference(DECODE_ATTN_CLUSTER_PULL)(partial(decode_attn_bf16, rule=decode_cluster_rule))
 reference(DECODE_ATTN_ROPE_CLUSTER_PULL)(partial(decode_attn_rope_bf16, rule=decode_cluster_rule))
 reference(DECODE_ATTN_ROPE_WAIT)(decode_attn_rope_bf16)
-# verification rows: decode of each row on its own split rule
-reference(DECODE_ATTN_VERIFY)(partial(decode_attn_bf16, rule=verify_split_rule))
+# verification rows: decode of each row on its own split rule (at least min_chunk keys a split)
+@reference(DECODE_ATTN_VERIFY)
+def decode_attn_verify_bf16(mem: HostMemory, grid: Dim3, block: Dim3, *values: int | float
+                            ) -> None:
+    *args, min_chunk = values
+    decode_attn_bf16(mem, grid, block, *args,
+                     rule=partial(verify_split_rule, min_chunk=int(min_chunk)))
 # the A/B twins of the loop's prefetch: the same specifications
 reference(DECODE_ATTN_AHEAD1)(decode_attn_bf16)
 reference(DECODE_ATTN_ROPE_AHEAD1)(decode_attn_rope_bf16)
