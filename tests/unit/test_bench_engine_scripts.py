@@ -70,6 +70,12 @@ def test_profile_decode_compares_a_verification_step_with_a_plain_one(tmp_path):
     verify = res["verify"]
     assert verify["k"] == 2 and verify["rows"] == 3
     assert verify["gpu_ms"] > 0 and verify["wall_ms"] > 0
+    # the verification step's host phases, each timed on every timed step
+    phases = verify["host_phases_us"]
+    assert set(phases) == {"schedule", "commit", "launch", "collect", "upload_inputs",
+                           "sampler_prepare"}
+    assert all(us > 0 for us in phases.values())
+    assert phases["launch"] > phases["upload_inputs"]
     assert res["gpu_ms"] > 0 and res["async_wall_ms"] > 0
     # per-kernel rows come from CUPTI: none on the host backend
     assert verify["kernels"] == [] and res["kernels"] == []
