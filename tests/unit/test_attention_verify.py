@@ -423,6 +423,68 @@ def test_a_batch_of_verifications_attends_rows_apart_by_default(monkeypatch, env
         == ["decode_attn_verify_bf16"] * layers
 
 
+def test_the_rope_switch_folds_qk_norm_rope_kv_into_the_verification_kernel(monkeypatch):
+    runner = _speculating_runner(monkeypatch, "mock", {"ATLAS_DECODE_ATTN_VERIFY_ROPE": "1"})
+    layers, d = runner.cfg.num_hidden_layers, runner.model.dims
+    graph = _verification_graph(runner)
+    names = [r.func for r in graph]
+    assert "qk_norm_rope_kv_bf16" not in names
+    fused = [r for r in graph if r.func.startswith("decode_attn")]
+    assert [r.func for r in fused] == ["decode_attn_verify_rope_bf16"] * layers
+    b = runner.bufs
+    assert all((r.args["qkv"], r.args["q"], r.args["positions"], r.args["slots"]) ==
+               (b.qkv, b.q, b.positions, b.slots) for r in fused)
+    assert {(r.args["eps"], r.args["min_chunk"]) for r in fused} == {(d.eps, 64)}
+    # plain decode steps keep their rope-fused decode kernel
+    dev = runner.backend
+    dev.drain_launches()
+    dev.graph_launches.clear()
+    runner.execute([SeqChunk(5, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3, 4, 5]))])
+    (replay,) = dev.graph_launches
+    assert "decode_attn_verify_rope_bf16" not in [r.func for r in replay.graph]
+
+
+@pytest.mark.parametrize("q_pitch, rotary, offset, fits", [
+    (128, 128, False, True), (256, 128, False, False), (128, 64, False, False),
+    (128, 128, True, False)])
+def test_the_rope_entry_takes_the_classic_layout_only(q_pitch, rotary, offset, fits) -> None:
+    assert av.rope_fits(32, 8, 128, q_pitch, rotary, offset) is fits
+
+
+def test_rope_launch_arguments_and_checks() -> None:
+    dev = _HopperMock()
+    kc = KernelCache(dev, KernelRoutes.from_env({}))
+    p = [dev.alloc(1 << 12) for _ in range(15)]
+    av.decode_attention_verify_rope(kc, 0, *p, 8, 32, 8, 128, 16, 40, 33, 0.1, 1e-6,
+                                    rows_per_block=4, min_chunk=128)
+    (rec,) = dev.drain_launches()
+    assert (rec.func, rec.grid, rec.shared) == ("decode_attn_verify_rope_bf16", (33, 8, 2),
+                                                av.verify_smem_bytes(128))
+    assert (rec.args["qkv"], rec.args["q"], rec.args["out"]) == (p[0], p[1], p[14])
+    assert (rec.args["min_chunk"], rec.args["eps"]) == (128, 1e-6)
+    with pytest.raises(ValueError, match="decode_attention_verify_rope: qkv pointer"):
+        av.decode_attention_verify_rope(kc, 0, p[0] + 8, *p[1:], 8, 32, 8, 128, 16, 40, 33,
+                                        0.1, 1e-6)
+
+
+def test_oracle_speculation_on_the_rope_entry_changes_no_token(monkeypatch) -> None:
+    """Host backend, the rope entry's reference: greedy output with the oracle drafting
+    equals the plain output."""
+    runner = _speculating_runner(monkeypatch, "host", {"ATLAS_DECODE_ATTN_VERIFY_ROPE": "1"})
+    assert runner.model._verify_rope_fused()
+
+    def generate(speculator=None):
+        engine = LLMEngine(runner, max_prefill_tokens=32, speculator=speculator)
+        return [c.token_ids for c in engine.generate(reqs)]
+
+    reqs = [EngineRequest(p, GREEDY, 12) for p in ([5, 9, 200, 17, 5, 9], [44, 45, 46])]
+    plain = generate()
+    spec = Speculator(OracleDrafter({tuple(r.prompt_ids): t for r, t in zip(reqs, plain)},
+                                    0.7, runner.vocab_size, seed=5), 3)
+    assert generate(spec) == plain
+    assert 0 < spec.accepted < spec.drafted
+
+
 def test_the_switch_restores_one_row_a_sequence(monkeypatch) -> None:
     runner = _speculating_runner(monkeypatch, "mock", {"ATLAS_DECODE_ATTN_VERIFY": "0"})
     names = [r.func for r in _verification_graph(runner)]

@@ -120,6 +120,10 @@ what it asked for each time, and importing Atlas never depends on the environmen
   takes (a multiple of 64; default 64, the session-8 rule: at 512 keys 8 one-tile splits
   merged by the last); 128 / 256: 4 / 2 splits of 2 / 4 tiles (ops/attention_verify.
   verify_split_rule), for the A/B of its fixed cost at short contexts.
+  ATLAS_DECODE_ATTN_VERIFY_ROPE=1: those verification steps on the kernel's rope entry point
+  (decode_attn_verify_rope_bf16: its blocks do qk_norm_rope_kv's q/k norm, RoPE and K/V
+  append themselves, one launch a layer instead of two, the same bits) where the layout is
+  the classic one (ops/attention_verify.rope_fits). Off by default until measured.
 * ATLAS_PREFILL_ATTN_SM90=0: prefill attention never on the Hopper wgmma kernel
   (attention_sm90, head_dim 128 and 256), always on prefill_attn_bf16.
 * ATLAS_PREFILL_ATTN_QREG=1: head_dim-128 prefill attention on the wgmma kernel's Q-in-
@@ -308,6 +312,7 @@ class KernelRoutes:
     decode_attn_verify: bool = True
     decode_attn_verify_max_batch: int = DEFAULT_VERIFY_MAX_BATCH
     decode_attn_verify_min_keys: int = 64
+    decode_attn_verify_rope: bool = False
     prefill_attn_sm90: bool = True
     prefill_attn_qreg: bool = False
     fused_norm: bool | None = None
@@ -402,6 +407,8 @@ class KernelRoutes:
                    decode_attn_verify_max_batch=_env_count(
                        env, "ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH", DEFAULT_VERIFY_MAX_BATCH),
                    decode_attn_verify_min_keys=verify_min_keys,
+                   decode_attn_verify_rope=env_switch(env, "ATLAS_DECODE_ATTN_VERIFY_ROPE",
+                                                      False),
                    prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", True),
                    prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
                    fused_norm=_env_tristate(env, "ATLAS_FUSED_NORM"),
