@@ -292,9 +292,11 @@ __device__ __forceinline__ int verify_piece(
     const size_t pitch = static_cast<size_t>(hq + 2 * hkv) * D;
     // the step's keys in this block's tiles: the run's rows from its first in the step
     // (s_back rows before r0) append keys first, first + 1, ... (one each, at kv_len - 1)
+    // (none where no row has keys here: lo_u is then past every key, hi_u 0)
     const int run0 = r0 - s_back, first = kv_lens[run0] - 1;
+    const int key_lo = lo_u < hi_u ? max(first, lo_u) : hi_u;
     const int key_hi = min(first + s_back + n, hi_u);
-    for (int p = max(first, lo_u) + warp; p < key_hi; p += kWarps) {  // warp-uniform
+    for (int p = key_lo + warp; p < key_hi; p += kWarps) {  // warp-uniform
       const int row = run0 + (p - first), slot = rope.slots[row];
       if (slot < 0) continue;  // padding: the cache as it is
       const size_t at =
