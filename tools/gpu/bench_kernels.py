@@ -495,7 +495,7 @@ def linear_case(env: Env, s: Any) -> Case:
     elif s.gemv == "ring" and (plan := matmul.gemv_ring_plan(
             n, k, kc.facts.sm_count, kc.facts.shared_memory_per_sm,
             kc.routes.gemv_ring_stages,
-            x_regs=kc.routes.gemv_ring_xregs and matmul.ring_holds_x(m, k))) is not None:
+            x_regs=kc.routes.gemv_ring_xregs and matmul.ring_holds_x(m))) is not None:
         note = (f"ours: gemv_ring (ops.matmul.gemv, forced), {plan.grid} blocks of "
                 f"{plan.threads}, {plan.stages} stages"
                 f"{', x in registers' if plan.x_regs else ''}")

@@ -63,8 +63,8 @@ GEMV_SILU_SINGLE = S("gemv", "gemv_silu_bf16_single",
 # the same products for 1..8 rows with the weights streamed through a per-thread cp.async
 # ring in dynamic shared memory (gemv_ring.cuh), bit for bit GEMV's / GEMV_SILU's sums:
 # `stages` tiles per thread (2..3, ops/matmul.py gemv_ring_plan), `x_regs` 1: up to 4 rows'
-# x held in registers where a group is one tile (ops/matmul.py ring_holds_x). The default for
-# 2..8 rows (ATLAS_GEMV_RING=0: GEMV, GEMV_F32OUT, GEMV_SILU)
+# x held in registers (ops/matmul.py ring_holds_x). The default for 2..8 rows
+# (ATLAS_GEMV_RING=0: GEMV, GEMV_F32OUT, GEMV_SILU)
 GEMV_RING = S("gemv", "gemv_ring_bf16",
               "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32 x_regs:u32")
 GEMV_RING_F32OUT = S("gemv", "gemv_ring_bf16_f32",

@@ -114,20 +114,23 @@ GEMV_SHAPES = [
 
 
 #: (m, n, k, out_f32, stages, x_regs) on the ring kernel (gemv_ring.cuh), H200 plan: Qwen3-8B's
-#: qkv at K = 3's 4 rows (264 blocks, ~6 groups a block, one tile each: x in registers, 3
+#: qkv at K = 3's 4 rows (264 blocks, ~6 groups a block, one tile each: x in registers once, 3
 #: stages; and with x through L1, 2 stages, the session-8 kernel); its down projection (3
-#: tiles a group, ~4 groups a block: x through L1); an LM-head-like ragged n with f32 logits
-#: (5,003 groups on 528 blocks of 128 threads: ~10 a block through 3 slots, the partial-sum
-#: buffers alternating, x in registers); a ragged k (3 tiles a group, the last 226 chunks
-#: wide) on 3 stages; k = 192 (threads past the row's 24 chunks) with x in registers and
-#: through L1; k = 1000 in registers (a one-tile group whose second chunks are all past the
-#: row end); fewer groups than blocks; one row, and 8
+#: tiles a group, ~4 groups a block: each tile's x into registers before its wait; and through
+#: L1); an LM-head-like ragged n with f32 logits (5,003 groups on 528 blocks of 128 threads:
+#: ~10 a block through 3 slots, the partial-sum buffers alternating, x in registers); a ragged
+#: k (3 tiles a group, the last 226 chunks wide) on 3 stages, 5 rows (x through L1) and 2 rows
+#: (x in registers, the last tile's second chunks past the row end); k = 192 (threads past the
+#: row's 24 chunks) with x in registers and through L1; k = 1000 in registers (a one-tile group
+#: whose second chunks are all past the row end); fewer groups than blocks; one row, and 8
 GEMV_RING_SHAPES = [
     (4, 6144, 4096, False, None, True),
     (4, 6144, 4096, False, None, False),
     (4, 4096, 12288, False, None, True),
+    (4, 4096, 12288, False, None, False),
     (3, 20011, 1024, True, 3, True),
     (5, 1000, 10000, False, 3, True),
+    (2, 1000, 10000, False, 3, True),
     (7, 1001, 192, False, 2, True),
     (3, 1001, 192, False, 2, True),
     (4, 257, 1000, True, None, True),
@@ -229,8 +232,9 @@ GEMV_PREFETCH_SILU_SHAPES = [(1024, 3072), (1000, 10000)]
 
 #: (m, n, k) of the m-row SwiGLU down projection on the ring and the register-tiled kernels:
 #: Qwen3-0.6B's at K = 3's 4 rows (k <= FUSED_SILU_MAX_K: fused), 7 rows with a ragged n and
-#: the partial last warp of k = 1000
-GEMV_SILU_RING_SHAPES = [(4, 1024, 3072), (7, 257, 1000)]
+#: the partial last warp of k = 1000, and 3 rows over 3 tiles a group (the ring's x, computed
+#: from gate_up, into registers tile by tile)
+GEMV_SILU_RING_SHAPES = [(4, 1024, 3072), (7, 257, 1000), (3, 130, 10000)]
 
 
 @kernel_cases("gemv")

@@ -207,8 +207,9 @@ RING_WARPS_PER_SM = 16
 RING_STAGE_BYTES_PER_THREAD = 2 * GEMV_ROWS_PER_BLOCK * 16
 RING_MIN_STAGES, RING_MAX_STAGES = 2, 3
 RING_TARGET_BYTES = 64 * 1024
-#: most rows whose x the ring kernel holds in registers (gemv_ring.cuh kXRegMaxRows), where a
-#: 4-row group is one tile (k <= 2 x 8 x threads: Qwen3-8B's qkv, o_proj, gate_up); such a
+#: most rows whose x the ring kernel holds in registers (gemv_ring.cuh kXRegMaxRows: loaded
+#: once where a 4-row group is one tile, k <= 2 x 8 x threads, as Qwen3-8B's qkv, o_proj and
+#: gate_up; else each tile's before the wait for its weights, as down at k = 12,288); such a
 #: product needs no L1 for x, so its ring aims at 3 stages of a 256-thread block (96 KB: two
 #: 32 KB tiles in flight while one is multiplied, 192 KB a SM): the K = 3 verification's
 #: 4-row GEMVs ran at 28.6 us a call against 25.3 for the single-row kernel, whose 4+ blocks
@@ -235,11 +236,11 @@ class RingPlan:
     x_regs: bool = False
 
 
-def ring_holds_x(m: int, k: int) -> bool:
-    """Whether the ring kernel may hold the x rows of an m-row product in registers: at most
-    RING_XREG_MAX_M rows, and a 4-row group one tile of gemv_threads(k) threads (every tile
-    of a block then multiplies the same x chunks)."""
-    return m <= RING_XREG_MAX_M and k // 8 <= 2 * gemv_threads(k)
+def ring_holds_x(m: int) -> bool:
+    """Whether the ring kernel holds the x rows of an m-row product in registers (at most
+    RING_XREG_MAX_M rows): loaded once where a 4-row group is one tile (every tile of a block
+    then multiplies the same x chunks), else each tile's before its weights' wait."""
+    return m <= RING_XREG_MAX_M
 
 
 def gemv_ring_plan(n: int, k: int, sm_count: int, shared_per_sm: int,
@@ -275,7 +276,7 @@ def _ring_plan(kc: KernelCache, m: int, n: int, k: int, single: bool) -> RingPla
         return None
     return gemv_ring_plan(n, k, kc.facts.sm_count, kc.facts.shared_memory_per_sm,
                           routes.gemv_ring_stages,
-                          x_regs=routes.gemv_ring_xregs and ring_holds_x(m, k))
+                          x_regs=routes.gemv_ring_xregs and ring_holds_x(m))
 
 
 def gemv_ring(kc: KernelCache, stream: Stream, sig: KernelSig, plan: RingPlan, x: DevicePtr,

@@ -182,7 +182,8 @@ what it asked for each time, and importing Atlas never depends on the environmen
   ATLAS_GEMV_RING_STAGES=2|3: the ring's tiles per thread (unset: the plan's rule).
   ATLAS_GEMV_RING_XREGS=0: the ring kernel reads x through L1 for every tile, and its plan
   aims at 2 stages (the session-8 kernel), instead of holding up to 4 rows' x in registers
-  where a 4-row group is one tile, on 3 stages (ops/matmul.ring_holds_x: the same sums).
+  (loaded once where a 4-row group is one tile, else each tile's before its weights' wait),
+  on 3 stages (ops/matmul.ring_holds_x: the same sums).
 * ATLAS_NORM_GEMV=1: batch-1 decode fuses each add + RMSNorm before a bf16 GEMV into that
   GEMV (gemv_add_rmsnorm_bf16_single, which prefetches its weights before the PDL wait like
   the plain single-row GEMV), without the residual-carrying GEMVs of ATLAS_FUSED_NORM=1.
