@@ -1458,6 +1458,43 @@ print(synthetic_model_dir(sys.argv[2], Path(sys.argv[1])))" "$cfg" "$name" || re
   return $rc
 }
 
+# Session 9, helper "spec" (issue 13: 2x at batch 1). Qwen3-8B from synthetic weights (config
+# only), K = 3, 512-token context. Checks: the ring GEMV (x in registers and through L1), the
+# verification kernel (incl. its min128/min256 split cases) and its rope entry point (bit for
+# bit its unfused twin). Kernel rows: the 4-row ring GEMVs with x in registers (default) and
+# ATLAS_GEMV_RING_XREGS=0, beside the single-row kernel ("b1 tiled"); the verification
+# attention rows at splits of >= 64 (default) and 256 keys. Profiles (PDL off: rows add up):
+# the K = 3 verification step vs a plain one, default, ATLAS_DECODE_ATTN_VERIFY_ROPE=1 (one
+# launch a layer), MIN_KEYS=256 and XREGS=0. Then bench_spec at batch 1 and 8 (oracle p = 0.7,
+# K = 3; PDL on).
+stage_spec_s9() {
+  local rc=0 cfg="$CKPT/qwen3-8b-synthetic" sel=() p v
+  "$PY" tools/make_fixtures.py --config qwen3-8b --out "$cfg" --config-only || return 1
+  "$PY" tools/gpu/check_kernels.py -k "gemv ring" -k "gemv_silu ring" -k "row invariance gemv" \
+    -k "verify D" -k "verify rope" --out "$RESULTS/gpu_check_spec_s9-$STAMP.json" || rc=1
+  for p in qkv o_proj gate_up down; do
+    sel+=(-k "qwen3-8b $p b4 ring" -k "qwen3-8b $p b1 tiled")
+  done
+  "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS/spec_s9_ring" "${sel[@]}" || rc=1
+  ATLAS_GEMV_RING_XREGS=0 "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS/spec_s9_ring_xl1" \
+    "${sel[@]}" || rc=1
+  for v in 64 256; do
+    ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS=$v "$PY" tools/gpu/bench_kernels.py \
+      --out-dir "$RESULTS/spec_s9_verify_min$v" -k "qwen3-8b b1 hist512 K3 verify" \
+      -k "qwen3-8b b1 hist4096 K3 verify" || rc=1
+  done
+  for v in default ATLAS_DECODE_ATTN_VERIFY_ROPE=1 ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS=256 \
+      ATLAS_GEMV_RING_XREGS=0; do
+    env ATLAS_PDL=0 $([ "$v" = default ] || echo "$v") "$PY" tools/gpu/profile_decode.py \
+      --model "$cfg" --synthetic-seed 0 --batch 1 --context 512 --verify 3 \
+      --out "$RESULTS/spec_s9_profile_${v//=/_}.json" || rc=1
+  done
+  "$PY" tools/gpu/bench_spec.py --model "$cfg" --synthetic-seed 0 --batches 1,8 --max-k 3 \
+    --k 3 --accept 0.7 --new 128 --steps 20 --no-fused-baseline \
+    --out "$RESULTS/spec_s9_bench_spec.json" || rc=1
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity decode_bench
         qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
@@ -1471,7 +1508,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         throughput_mixed_step decode_gemm_wide_ab headline batch1_ab thru_ab moe_b1_profile
         quant_ab moe_quant_bench thru_b64 spec_profile spec_ring_ab persistent_ab persistent_sweep
         attn_trace verify_attn attn64 attn64_flagship b1lat decode_gemm_tma moe_s8_ab
-        attn_s9)
+        attn_s9 spec_s9)
 
 # ---- runner -------------------------------------------------------------------------------
 

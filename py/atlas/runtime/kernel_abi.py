@@ -62,12 +62,15 @@ GEMV_SILU_SINGLE = S("gemv", "gemv_silu_bf16_single",
                      "gate_up:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 # the same products for 1..8 rows with the weights streamed through a per-thread cp.async
 # ring in dynamic shared memory (gemv_ring.cuh), bit for bit GEMV's / GEMV_SILU's sums:
-# `stages` tiles per thread (2..3, ops/matmul.py gemv_ring_plan). The default for 2..8 rows
+# `stages` tiles per thread (2..3, ops/matmul.py gemv_ring_plan), `x_regs` 1: up to 4 rows'
+# x held in registers (ops/matmul.py ring_holds_x). The default for 2..8 rows
 # (ATLAS_GEMV_RING=0: GEMV, GEMV_F32OUT, GEMV_SILU)
-GEMV_RING = S("gemv", "gemv_ring_bf16", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32")
-GEMV_RING_F32OUT = S("gemv", "gemv_ring_bf16_f32", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32")
+GEMV_RING = S("gemv", "gemv_ring_bf16",
+              "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32 x_regs:u32")
+GEMV_RING_F32OUT = S("gemv", "gemv_ring_bf16_f32",
+                     "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32 x_regs:u32")
 GEMV_RING_SILU = S("gemv", "gemv_ring_silu_bf16",
-                   "gate_up:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32")
+                   "gate_up:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32 x_regs:u32")
 # the prefetching single-row kernels (opt-in, ATLAS_GEMV_PREFETCH=1): the same products as
 # GEMV_SINGLE / GEMV_SINGLE_F32OUT / GEMV_SILU_SINGLE, weights staged in shared memory
 GEMV_PREFETCH_SINGLE = S("gemv", "gemv_prefetch_bf16_single",
@@ -426,7 +429,15 @@ DECODE_ATTN_VERIFY = S(
     "attention_verify", "decode_attn_verify_bf16",
     "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr "
     "counters:ptr out:ptr num_rows:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 "
-    "max_blocks:u32 num_splits:u32 scale:f32")
+    "max_blocks:u32 num_splits:u32 scale:f32 min_chunk:u32")
+# the same with qk_norm_rope_kv_bf16's work done by its blocks (q staged in `q`; opt-in,
+# ATLAS_DECODE_ATTN_VERIFY_ROPE=1)
+DECODE_ATTN_VERIFY_ROPE = S(
+    "attention_verify", "decode_attn_verify_rope_bf16",
+    "qkv:ptr q:ptr k_cache:ptr v_cache:ptr q_norm_w:ptr k_norm_w:ptr cos_sin:ptr "
+    "positions:ptr slots:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr "
+    "counters:ptr out:ptr num_rows:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 "
+    "max_blocks:u32 num_splits:u32 scale:f32 min_chunk:u32 eps:f32")
 
 # --- quantized KV cache: FP8 (E4M3) and NVFP4 (kv_quant.cu, attention_kvq.cu) -----------------
 # Pools as the bf16 cache with quantized rows: FP8, one E4M3 code byte per element; NVFP4, a

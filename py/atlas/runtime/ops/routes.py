@@ -120,6 +120,19 @@ what it asked for each time, and importing Atlas never depends on the environmen
   of the verification kernel (attention_verify: one read of a sequence's K/V for all its
   rows, ops/attention_verify.uses_verify). With it the runner is not row-invariant against
   plain decode steps (runner.invariant_rows is 0).
+  ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH=N: the most sequences a verification step may verify
+  for its attention to take the verification kernel (default DEFAULT_VERIFY_MAX_BATCH = 1);
+  larger steps run rows apart. Measured (gpu20, kernel table, Qwen3-8B K = 3 at 512 keys):
+  batch 8 35.05 us on the kernel vs 17.49 rows apart; batch 1 20.19 vs 20.86, at 4,096 keys
+  34.27 vs 66.82. 64 restores the session-8 routing (every verification on the kernel).
+  ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS=N: the fewest keys a split of the verification kernel
+  takes (a multiple of 64; default 64, the session-8 rule: at 512 keys 8 one-tile splits
+  merged by the last); 128 / 256: 4 / 2 splits of 2 / 4 tiles (ops/attention_verify.
+  verify_split_rule), for the A/B of its fixed cost at short contexts.
+  ATLAS_DECODE_ATTN_VERIFY_ROPE=1: those verification steps on the kernel's rope entry point
+  (decode_attn_verify_rope_bf16: its blocks do qk_norm_rope_kv's q/k norm, RoPE and K/V
+  append themselves, one launch a layer instead of two, the same bits) where the layout is
+  the classic one (ops/attention_verify.rope_fits). Off by default until measured.
 * ATLAS_PREFILL_ATTN_SM90=0: prefill attention never on the Hopper wgmma kernel
   (attention_sm90, head_dim 128 and 256), always on prefill_attn_bf16.
 * ATLAS_PREFILL_ATTN_QREG=1: head_dim-128 prefill attention on the wgmma kernel's Q-in-
@@ -176,6 +189,10 @@ what it asked for each time, and importing Atlas never depends on the environmen
   memory, ops/matmul.gemv_ring_plan). ATLAS_GEMV_RING_SINGLE=1: one row on the ring kernel
   too (off by default: the single-row kernel ran at ~90% of copy on Qwen3-8B).
   ATLAS_GEMV_RING_STAGES=2|3: the ring's tiles per thread (unset: the plan's rule).
+  ATLAS_GEMV_RING_XREGS=0: the ring kernel reads x through L1 for every tile, and its plan
+  aims at 2 stages (the session-8 kernel), instead of holding up to 4 rows' x in registers
+  (loaded once where a 4-row group is one tile, else each tile's before its weights' wait),
+  on 3 stages (ops/matmul.ring_holds_x: the same sums).
 * ATLAS_NORM_GEMV=1: batch-1 decode fuses each add + RMSNorm before a bf16 GEMV into that
   GEMV (gemv_add_rmsnorm_bf16_single, which prefetches its weights before the PDL wait like
   the plain single-row GEMV), without the residual-carrying GEMVs of ATLAS_FUSED_NORM=1.
@@ -224,6 +241,9 @@ DEFAULT_DECODE_ATTN_LONG_MIN_KEYS = 16384
 #: context (ops/attention_long.py says why; below 8, batch 1's latency kernels and the
 #: row-invariant verification steps keep the CUDA-core kernels)
 DEFAULT_DECODE_ATTN_LONG_MIN_BATCH = 8
+#: verification steps of at most this many sequences attend on the verification kernel,
+#: larger ones rows apart (ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH; the module docstring says why)
+DEFAULT_VERIFY_MAX_BATCH = 1
 #: KiB of the next weight phase a persistent decode block prefetches into L2 before a barrier:
 #: all of a Qwen3-0.6B phase's slice (<= 64 KB), ~8.4 MB over 132 SMs at most (L2: 50 MB)
 DEFAULT_PERSISTENT_PREFETCH_KB = 64
@@ -302,6 +322,9 @@ class KernelRoutes:
     decode_attn_b1_chain: bool = True
     decode_attn_fused_verify: bool = False
     decode_attn_verify: bool = True
+    decode_attn_verify_max_batch: int = DEFAULT_VERIFY_MAX_BATCH
+    decode_attn_verify_min_keys: int = 64
+    decode_attn_verify_rope: bool = False
     prefill_attn_sm90: bool = True
     prefill_attn_qreg: bool = False
     fused_norm: bool | None = None
@@ -310,6 +333,7 @@ class KernelRoutes:
     gemv_ring: bool = True
     gemv_ring_single: bool = False
     gemv_ring_stages: int | None = None
+    gemv_ring_xregs: bool = True
     persistent_decode: bool = False
     persistent_prefetch_kb: int = DEFAULT_PERSISTENT_PREFETCH_KB
     persistent_stage: bool = True
@@ -338,6 +362,10 @@ class KernelRoutes:
         if gate_up_threads and (gate_up_threads % 32 or not 32 <= gate_up_threads <= 256):
             raise ValueError(f"ATLAS_MOE_GATE_UP_GEMV_THREADS={gate_up_threads} must be a "
                              f"multiple of 32 in 32..256 or unset")
+        verify_min_keys = _env_count(env, "ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS", 64)
+        if verify_min_keys < 64 or verify_min_keys % 64:
+            raise ValueError(f"ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS={verify_min_keys} must be a "
+                             f"positive multiple of 64")
         return cls(gemm_sm90=env_switch(env, "ATLAS_GEMM_SM90", True),
                    batched_gemv=env_switch(env, "ATLAS_BATCHED_GEMV", True),
                    batched_gemv_min_m=_env_count(env, "ATLAS_BATCHED_GEMV_MIN_M",
@@ -390,6 +418,11 @@ class KernelRoutes:
                    decode_attn_fused_verify=env_switch(env, "ATLAS_DECODE_ATTN_FUSED_VERIFY",
                                                        False),
                    decode_attn_verify=env_switch(env, "ATLAS_DECODE_ATTN_VERIFY", True),
+                   decode_attn_verify_max_batch=_env_count(
+                       env, "ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH", DEFAULT_VERIFY_MAX_BATCH),
+                   decode_attn_verify_min_keys=verify_min_keys,
+                   decode_attn_verify_rope=env_switch(env, "ATLAS_DECODE_ATTN_VERIFY_ROPE",
+                                                      False),
                    prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", True),
                    prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
                    fused_norm=_env_tristate(env, "ATLAS_FUSED_NORM"),
@@ -398,6 +431,7 @@ class KernelRoutes:
                    gemv_ring=env_switch(env, "ATLAS_GEMV_RING", True),
                    gemv_ring_single=env_switch(env, "ATLAS_GEMV_RING_SINGLE", False),
                    gemv_ring_stages=int(ring_stages) if ring_stages else None,
+                   gemv_ring_xregs=env_switch(env, "ATLAS_GEMV_RING_XREGS", True),
                    persistent_decode=env_switch(env, "ATLAS_PERSISTENT_DECODE", False),
                    persistent_prefetch_kb=_env_count(env, "ATLAS_PERSISTENT_PREFETCH_KB",
                                                      DEFAULT_PERSISTENT_PREFETCH_KB),
