@@ -8,7 +8,10 @@ layer's five phases ends on it and as the barrier after it opens
 (ops/decode_persistent.TRACE_SLOTS_PER_LAYER). Prints, per phase and averaged over layers
 and launches, block 0's own work (from the previous barrier's opening to its phase end) and
 the wait for the slowest block plus the barrier (phase end to the barrier's opening), and
-the kernel's total. A benchmark script: it asserts nothing.
+the kernel's total. Under the readiness-count schedule (the default; ATLAS_PERSISTENT_FLAGS=0
+takes the barriers) "the barrier opens" is where block 0's wait for the next phase's input
+returned (at once where block 0 has no rows of that phase). A benchmark script: it asserts
+nothing.
 """
 
 from __future__ import annotations
@@ -77,8 +80,10 @@ def main() -> int:
     wait = (marks[..., 1] - marks[..., 0]).mean(axis=(0, 1)) / 1e3
     total_us = float(np.median(totals))
     span_us = float(np.median(t[:, -1] - t[:, 0])) / 1e3
+    schedule = "readiness counts" if model.kc.routes.persistent_flags else "barriers"
     print(f"{a.model.name}: {layers} layers, context {a.prompt + 8}, kernel {total_us:.1f} us "
-          f"(block 0 start to end {span_us:.1f} us, {span_us / layers:.2f} us a layer)")
+          f"(block 0 start to end {span_us:.1f} us, {span_us / layers:.2f} us a layer; "
+          f"{schedule}, ATLAS_PERSISTENT_FLAGS)")
     print(f"{'phase':<14} {'block 0 us':>10} {'wait+barrier us':>16}")
     for name, w, b_ in zip(PHASES, work, wait):
         print(f"{name:<14} {w:>10.2f} {b_:>16.2f}")
@@ -86,7 +91,7 @@ def main() -> int:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(json.dumps({
             "model": str(a.model), "layers": layers, "context": a.prompt + 8,
-            "kernel_us": total_us, "block0_span_us": span_us,
+            "kernel_us": total_us, "block0_span_us": span_us, "schedule": schedule,
             "phases": {n: {"block0_us": float(w), "wait_barrier_us": float(b_)}
                        for n, w, b_ in zip(PHASES, work, wait)}}, indent=2))
     return 0

@@ -29,6 +29,19 @@
 // GEMVs accumulate in f32 and round once to bf16, RMSNorm rounds like rmsnorm.cu, attention
 // uses decode_split_rule's splits (the `splits` argument) and merges like attention.cu.
 //
+// Schedule (the `schedule` argument, ATLAS_PERSISTENT_FLAGS): 1 (default) orders the phases
+// by per-layer readiness counts instead of device-wide barriers: a block that wrote rows of a
+// phase adds one arrival to that phase's count (qkv: one count per head tile of D rows, the
+// others one count a layer), and a block waits only for what it reads, only when it has
+// something to do: an attention item for its q head's tile (and the group's k and v tiles
+// when it holds the step's own key), o_proj for every head merged, gate/up for every o_proj
+// block, down for every gate/up block, the next qkv for every down block. Blocks with no rows
+// of a phase neither wait nor read its input. Why: gpu17 measured 2.4-3.6 us at each of the
+// five barriers a layer (14.5 of 33.6 us); a barrier waits for all 132 blocks, the
+// slowest of them included, where an attention item needs the ~4 blocks of its head's rows.
+// The counts start at zero each launch: the last block to finish (an exit ticket) zeroes
+// them. 0: the device-wide barriers below after every phase (the session-7 schedule).
+//
 // Barrier: sync's first 8 bytes are a 64-bit arrival count that only ever grows (one
 // arrival per block per barrier; it never wraps). A block releases its writes
 // (__threadfence), adds its arrival without waiting for it (red) and polls the count with
@@ -53,8 +66,12 @@ constexpr int kUnroll = 4;
 // polls of a barrier's generation word (each an L2 round trip, ~0.5 us) before it gives up:
 // several seconds, where no barrier of a healthy step waits a millisecond
 constexpr unsigned kBarrierMaxPolls = 1u << 24;
-// sync words: the 64-bit arrival count, then (a cache line on) the split tickets
+// sync words: the 64-bit arrival count, then (a cache line on) the split tickets, then (the
+// next cache line) the exit ticket, then (a line on) the readiness counts of the counter
+// schedule, kTileCounts(hq, hkv) + kEdgeCounts a layer (ops/decode_persistent.sync_words)
 constexpr int kTicketWord = 32;
+// a layer's counts after its qkv head tiles: heads merged, o_proj / gate_up / down blocks done
+enum EdgeCount { kAttnDone, kODone, kGateUpDone, kDownDone, kEdgeCounts };
 
 // The per-layer device pointer table (u64 [layers, kLayerPtrs]; ops/decode_persistent.py
 // LAYER_POINTERS names the same order).
@@ -82,6 +99,16 @@ struct Step {
   unsigned target;  // thread 0's next barrier target, low 32 bits (grid_barrier)
   unsigned long long* trace;
   const int* table;
+  int schedule;     // 1: readiness counts, 0: device-wide barriers (file header)
+  unsigned* exit_ticket;
+  unsigned* counts;  // layer 0's readiness counts; a layer's are kTiles + kEdgeCounts words on
+  int tiles;        // qkv head tiles a layer: hq + 2 hkv
+  // this block's part of the counter schedule (set once; in shared memory, not registers):
+  // whether it has rows of qkv / of o_proj and down (n = hidden) / of gate/up, and the
+  // blocks that have rows of o_proj (= of down) and of gate/up
+  bool qkv_rows, h_rows, gu_rows;
+  unsigned h_blocks, gu_blocks;
+  int layer;  // the layer being run (attention items read it here, not from a register)
 };
 
 __device__ __forceinline__ void st_relaxed(unsigned* p, unsigned v) {
@@ -123,6 +150,49 @@ __device__ void grid_barrier(unsigned* sync, unsigned& target) {
     if (polls == 0) asm volatile("trap;");
   }
   __syncthreads();
+}
+
+// Counter schedule (file header). A block's arrival on readiness count `p` once every
+// thread's writes of the phase are done: released like a barrier arrival.
+// (n consecutive counts: a qkv block's rows may span head tiles.)
+__device__ __forceinline__ void arrive(unsigned* p, int n = 1) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    for (int i = 0; i < n; ++i)
+      asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;\n" ::"l"(p + i) : "memory");
+  }
+}
+
+// Thread 0 polls count `p` (acquire) until `want` blocks arrived, then the block barrier
+// passes what it acquired to every thread; a count that never gets there traps.
+__device__ __forceinline__ void poll_count(const unsigned* p, unsigned want) {
+  unsigned polls = kBarrierMaxPolls;
+  while (ld_acquire(p) < want && --polls) {
+  }
+  if (polls == 0) asm volatile("trap;");
+}
+
+__device__ __forceinline__ void wait_count(const unsigned* p, unsigned want) {
+  if (threadIdx.x == 0) poll_count(p, want);
+  __syncthreads();
+}
+
+// Blocks with rows of an n-row phase (block_rows gives ceil(n / grid) a block).
+__device__ __forceinline__ unsigned row_blocks(int n) {
+  const int per = (n + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
+  return static_cast<unsigned>((n + per - 1) / per);
+}
+
+// Blocks with rows of qkv head tile t (rows [t D, (t + 1) D) of n).
+__device__ __forceinline__ unsigned tile_blocks(int t, int D, int n) {
+  const int per = (n + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
+  return static_cast<unsigned>(((t + 1) * D - 1) / per - (t * D) / per + 1);
+}
+
+// Layer `layer`'s readiness count i (a head tile, or st.tiles + an EdgeCount).
+__device__ __forceinline__ unsigned* count_of(const Step& st, int layer, int i) {
+  return st.counts + static_cast<size_t>(layer) * (st.tiles + kEdgeCounts) + i;
 }
 
 // Block 0's timeline for tools/gpu/persistent_trace.py (trace != null): %globaltimer (ns)
@@ -403,7 +473,43 @@ struct AttnSmem {
   int last;
 };
 
-// One (q head, split) item of decode attention; see the file header.
+// Counter schedule: before an attention item waits for its tiles, L1 is asked for what no
+// phase of this launch writes and the item reads first: the cos/sin row, the q/k norm weights
+// and its first round's K/V rows (block-table entries looked up here), so the chain after
+// the wait starts from L1 rather than from L2 round trips.
+template <int D, int kKeysInFlight>
+__device__ __noinline__ void prefetch_item_l1(const Step& st, const uint64_t* lp, int g,
+                                                 int k0, int k1, int newkey) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (warp == 0 && lane < 16) {  // 128-byte lines: cos/sin D floats (lanes 0-7), each norm D bf16
+    const int line = lane < 8 ? lane : (lane - 8) % 4;
+    const char* base =
+        lane < 8 ? reinterpret_cast<const char*>(st.cos_sin + static_cast<size_t>(st.pos) * D)
+                 : reinterpret_cast<const char*>(lp[lane < 12 ? kQNorm : kKNorm]);
+    if (line * 128 < (lane < 8 ? D * 4 : D * 2) && base != nullptr)
+      asm volatile("prefetch.global.L1 [%0];\n" ::"l"(base + line * 128));
+  }
+  const char* k_cache = reinterpret_cast<const char*>(lp[kKCache]);
+  const char* v_cache = reinterpret_cast<const char*>(lp[kVCache]);
+#pragma unroll
+  for (int u = 0; u < kKeysInFlight; ++u) {
+    const int key = k0 + warp + u * kWarps;
+    if (key >= k1 || key == newkey) continue;
+    const int blk = __ldg(st.table + key / st.block_size), off = key % st.block_size;
+    const size_t row = ((static_cast<size_t>(blk) * st.hkv + g) * st.block_size + off) * D * 2;
+    // the row's 128-byte lines: lanes split over K and V
+    const int line = lane >> 1;
+    if (line * 128 < D * 2)
+      asm volatile("prefetch.global.L1 [%0];\n" ::"l"(((lane & 1) ? v_cache : k_cache) + row +
+                                                      line * 128));
+  }
+}
+
+// One (q head, split) item of decode attention; see the file header. Counter schedule: the
+// item waits for its q head's tile of layer `layer` (and the group's k and v tiles where it
+// holds the step's own key), stamps the trace's "barrier after qkv opens" when it is the
+// block's first, and the block that writes the head's output adds its arrival to the heads
+// merged.
 template <int D>
 __device__ void attention_item(const Step& st, int h, int s, const uint64_t* lp, AttnSmem<D>& sm) {
   constexpr int E = D / 32;  // dims per lane of q, K and V
@@ -425,6 +531,20 @@ __device__ void attention_item(const Step& st, int h, int s, const uint64_t* lp,
   bf16* v_cache = reinterpret_cast<bf16*>(lp[kVCache]);
   const float* cosv = st.cos_sin + static_cast<size_t>(st.pos) * D;
   const bool normed = q_norm != nullptr;
+  if (st.schedule) {
+    prefetch_item_l1<D, kKeysInFlight>(st, lp, g, k0, k1, newkey);
+    if (threadIdx.x == 0) {
+      const int qkv_n = st.tiles * D;
+      const unsigned* c = count_of(st, st.layer, 0);
+      poll_count(c + h, tile_blocks(h, D, qkv_n));
+      if (has_new) {
+        poll_count(c + st.hq + g, tile_blocks(st.hq + g, D, qkv_n));
+        poll_count(c + st.hq + st.hkv + g, tile_blocks(st.hq + st.hkv + g, D, qkv_n));
+      }
+    }
+    __syncthreads();
+    if (h * st.splits + s == static_cast<int>(blockIdx.x)) trace_mark(st, 2 + 10 * st.layer);
+  }
   // the raw head warp w stages: q head h, then the new key's k and v heads of group g
   const int head_off = warp == 0 ? h * D : (st.hq + (warp - 1) * st.hkv + g) * D;
   if (warp < 3 && (warp == 0 || has_new)) {
@@ -514,7 +634,11 @@ __device__ void attention_item(const Step& st, int h, int s, const uint64_t* lp,
     }
   }
   if (active == 1) {
-    __syncthreads();
+    if (st.schedule) {
+      arrive(count_of(st, st.layer, st.tiles + kAttnDone));
+    } else {
+      __syncthreads();
+    }
     return;
   }
   if (threadIdx.x == 0) {
@@ -544,6 +668,7 @@ __device__ void attention_item(const Step& st, int h, int s, const uint64_t* lp,
       }
       st.attn[h * D + d] = atlas::f32_to_bf16(num / den);
     }
+    if (st.schedule) arrive(count_of(st, st.layer, st.tiles + kAttnDone));
   }
   __syncthreads();
 }
@@ -600,26 +725,52 @@ __device__ __forceinline__ WPhase layer_phase(const Step& st, const uint64_t* lp
   }
 }
 
+// Whether this block owns rows of an n-row phase.
+__device__ __forceinline__ bool has_rows(int n) {
+  int r0, r1;
+  block_rows(n, r0, r1);
+  return r1 > r0;
+}
+
+// Counter schedule: this block's qkv rows are written; one arrival on each head tile they
+// touch.
+__device__ __forceinline__ void arrive_tiles(const Step& st, int layer, int qkv_n) {
+  int r0, r1;
+  block_rows(qkv_n, r0, r1);
+  arrive(count_of(st, layer, r0 / st.D), (r1 - 1) / st.D - r0 / st.D + 1);
+}
+
+// The layers (file header). Barrier schedule: a device-wide barrier after every phase but
+// the last. Counter schedule: a block with rows of a phase waits for the counts of what it
+// reads, computes, and adds its arrival; one without skips the phase. Trace slots keep their
+// meaning: "the barrier after phase i opens" is where the next phase's wait returned.
 __device__ void run_layers(Step& st, int num_layers, bf16* xs, char* attn_smem,
                            float* red, Ring& ring) {
+  // the step's scalars are read from shared memory (Step) where used: registers are at the
+  // kernel's bound
   unsigned parity = 0;
-  const int q_width = st.hq * st.D;
-  bf16* qkv = st.qkv;
-  bf16* resid = st.resid;
-  bf16* act = st.act;
-  const unsigned pf = st.prefetch_bytes;
   for (int layer = 0; layer < num_layers; ++layer) {
     const uint64_t* lp = st.layers + static_cast<size_t>(layer) * kLayerPtrs;
     const bool more = layer + 1 < num_layers;
+    if (threadIdx.x == 0) st.layer = layer;  // read after the phase's block barriers
     // 1. input norm + qkv (buffer 0); then buffer 0 takes gate/up
     if (!more) atlas::pdl_launch_dependents();
     prefetch_kv(st, lp);
-    norm_to_shared(st.resid, ptr_of(lp, kInNorm), xs, st.hidden, st.eps, red);
-    run_phase<false>(ring, parity, 0, layer_phase(st, lp, kQkvW), xs, red,
-                     [&](int r, float y, float) { qkv[r] = atlas::f32_to_bf16(y); });
-    issue_phase(ring, 0, layer_phase(st, lp, kGateUpW), pf);
+    if (st.schedule && layer > 0) {
+      if (st.qkv_rows) wait_count(count_of(st, layer - 1, st.tiles + kDownDone), st.h_blocks);
+      trace_mark(st, 10 * layer);
+    }
+    if (!st.schedule || st.qkv_rows) {
+      norm_to_shared(st.resid, ptr_of(lp, kInNorm), xs, st.hidden, st.eps, red);
+      run_phase<false>(ring, parity, 0, layer_phase(st, lp, kQkvW), xs, red,
+                       [&](int r, float y, float) { st.qkv[r] = atlas::f32_to_bf16(y); });
+      if (st.schedule) arrive_tiles(st, layer, st.tiles * st.D);
+    }
+    issue_phase(ring, 0, layer_phase(st, lp, kGateUpW), st.prefetch_bytes);
     trace_mark(st, 1 + 10 * layer);
-    grid_barrier(st.sync, st.target);
+    // counter schedule: a block with no keyed item stamps it here, the first one after its
+    // wait (attention_item)
+    if (!st.schedule) grid_barrier(st.sync, st.target);
     trace_mark(st, 2 + 10 * layer);
     // 2. attention
     switch (st.D) {
@@ -628,38 +779,77 @@ __device__ void run_layers(Step& st, int num_layers, bf16* xs, char* attn_smem,
       default: attention_phase<256>(st, lp, attn_smem); break;
     }
     trace_mark(st, 3 + 10 * layer);
-    grid_barrier(st.sync, st.target);
+    if (!st.schedule) {
+      grid_barrier(st.sync, st.target);
+    } else if (st.h_rows) {
+      wait_count(count_of(st, layer, st.tiles + kAttnDone), static_cast<unsigned>(st.hq));
+    }
     trace_mark(st, 4 + 10 * layer);
     // 3. o_proj + residual (buffer 1); then buffer 1 takes down
-    stage_row(st.attn, xs, q_width);
-    run_phase<false>(ring, parity, 1, layer_phase(st, lp, kOW), xs, red,
-                     [&](int r, float y, float) { add_to_resid(resid, r, y); });
-    issue_phase(ring, 1, layer_phase(st, lp, kDownW), pf);
+    if (!st.schedule || st.h_rows) {
+      stage_row(st.attn, xs, st.hq * st.D);
+      run_phase<false>(ring, parity, 1, layer_phase(st, lp, kOW), xs, red,
+                       [&](int r, float y, float) { add_to_resid(st.resid, r, y); });
+      if (st.schedule) arrive(count_of(st, layer, st.tiles + kODone));
+    }
+    issue_phase(ring, 1, layer_phase(st, lp, kDownW), st.prefetch_bytes);
     trace_mark(st, 5 + 10 * layer);
-    grid_barrier(st.sync, st.target);
+    if (!st.schedule) {
+      grid_barrier(st.sync, st.target);
+    } else if (st.gu_rows) {
+      wait_count(count_of(st, layer, st.tiles + kODone), st.h_blocks);
+    }
     trace_mark(st, 6 + 10 * layer);
     // 4. post norm + gate/up + SwiGLU (buffer 0); then buffer 0 takes the next qkv
-    norm_to_shared(st.resid, ptr_of(lp, kPostNorm), xs, st.hidden, st.eps, red);
-    run_phase<true>(ring, parity, 0, layer_phase(st, lp, kGateUpW), xs, red,
-                    [&](int r, float g, float u) {
-                      act[r] = atlas::f32_to_bf16(
-                          atlas::swiglu_f32(atlas::round_bf16(g), atlas::round_bf16(u)));
-                    });
-    if (more) issue_phase(ring, 0, layer_phase(st, lp + kLayerPtrs, kQkvW), pf);
+    if (!st.schedule || st.gu_rows) {
+      norm_to_shared(st.resid, ptr_of(lp, kPostNorm), xs, st.hidden, st.eps, red);
+      run_phase<true>(ring, parity, 0, layer_phase(st, lp, kGateUpW), xs, red,
+                      [&](int r, float g, float u) {
+                        st.act[r] = atlas::f32_to_bf16(
+                            atlas::swiglu_f32(atlas::round_bf16(g), atlas::round_bf16(u)));
+                      });
+      if (st.schedule) arrive(count_of(st, layer, st.tiles + kGateUpDone));
+    }
+    if (more) issue_phase(ring, 0, layer_phase(st, lp + kLayerPtrs, kQkvW), st.prefetch_bytes);
     trace_mark(st, 7 + 10 * layer);
-    grid_barrier(st.sync, st.target);
+    if (!st.schedule) {
+      grid_barrier(st.sync, st.target);
+    } else if (st.h_rows) {
+      wait_count(count_of(st, layer, st.tiles + kGateUpDone), st.gu_blocks);
+    }
     trace_mark(st, 8 + 10 * layer);
     // 5. down + residual (buffer 1); then buffer 1 takes the next o_proj
-    stage_row(st.act, xs, st.inter);
-    run_phase<false>(ring, parity, 1, layer_phase(st, lp, kDownW), xs, red,
-                     [&](int r, float y, float) { add_to_resid(resid, r, y); });
+    if (!st.schedule || st.h_rows) {
+      stage_row(st.act, xs, st.inter);
+      run_phase<false>(ring, parity, 1, layer_phase(st, lp, kDownW), xs, red,
+                       [&](int r, float y, float) { add_to_resid(st.resid, r, y); });
+      if (st.schedule) arrive(count_of(st, layer, st.tiles + kDownDone));
+    }
     trace_mark(st, 9 + 10 * layer);
     if (more) {
-      issue_phase(ring, 1, layer_phase(st, lp + kLayerPtrs, kOW), pf);
-      grid_barrier(st.sync, st.target);
+      issue_phase(ring, 1, layer_phase(st, lp + kLayerPtrs, kOW), st.prefetch_bytes);
+      if (!st.schedule) grid_barrier(st.sync, st.target);
     }
-    trace_mark(st, 10 + 10 * layer);
+    if (!st.schedule || !more) trace_mark(st, 10 + 10 * layer);
   }
+}
+
+// Counter schedule: the last block to finish (a ticket) zeroes every readiness count and
+// the ticket for the next launch. Its ticket's atomic read every other block's, each taken
+// after that block's last arrival and poll (fence on both sides): no count moves after.
+__device__ __noinline__ void reset_counts(const Step& st, int num_layers) {
+  __shared__ int last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    last = atomicAdd(st.exit_ticket, 1u) == gridDim.x - 1;
+    __threadfence();
+  }
+  __syncthreads();
+  if (!last) return;
+  const int n = num_layers * (st.tiles + kEdgeCounts);
+  for (int i = threadIdx.x; i < n; i += kThreads) st.counts[i] = 0u;
+  if (threadIdx.x == 0) *st.exit_ticket = 0u;
 }
 
 }  // namespace
@@ -673,7 +863,7 @@ decode_persistent_bf16(const uint64_t* __restrict__ layers, bf16* resid, bf16* q
                        uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t inter,
                        uint32_t block_size, uint32_t splits, uint32_t prefetch_bytes,
                        uint32_t stage0, uint32_t stage1, float scale, float eps,
-                       unsigned long long* trace) {
+                       unsigned long long* trace, uint32_t schedule) {
   extern __shared__ __align__(128) char smem[];
   __shared__ float red[2 * kWarps];
   __shared__ Ring ring;
@@ -701,6 +891,16 @@ decode_persistent_bf16(const uint64_t* __restrict__ layers, bf16* resid, bf16* q
     st.eps = eps;
     st.table = block_tables;
     st.trace = trace;
+    st.schedule = static_cast<int>(schedule);
+    st.tiles = static_cast<int>(hq + 2 * hkv);
+    // the exit ticket a cache line past the split tickets, the counts a line past it
+    st.exit_ticket = sync + (kTicketWord + hq + 31) / 32 * 32;
+    st.counts = st.exit_ticket + 32;
+    st.qkv_rows = has_rows(st.tiles * st.D);
+    st.h_rows = has_rows(st.hidden);  // o_proj and down: both n = hidden
+    st.gu_rows = has_rows(st.inter);
+    st.h_blocks = row_blocks(st.hidden);
+    st.gu_blocks = row_blocks(st.inter);
     atlas::bulk::init_barrier(&ring.bar[0], 1);
     atlas::bulk::init_barrier(&ring.bar[1], 1);
     atlas::bulk::fence_barrier_init();
@@ -737,4 +937,5 @@ decode_persistent_bf16(const uint64_t* __restrict__ layers, bf16* resid, bf16* q
   __syncthreads();
   trace_mark(st, 0);
   run_layers(st, static_cast<int>(num_layers), xs, attn_smem, red, ring);
+  if (schedule) reset_counts(st, static_cast<int>(num_layers));
 }
