@@ -109,6 +109,7 @@ struct Step {
   bool qkv_rows, h_rows, gu_rows;
   unsigned h_blocks, gu_blocks;
   int layer;  // the layer being run (attention items read it here, not from a register)
+  int trace_slots;  // a block's row of the trace: 1 + 10 num_layers
 };
 
 __device__ __forceinline__ void st_relaxed(unsigned* p, unsigned v) {
@@ -195,14 +196,16 @@ __device__ __forceinline__ unsigned* count_of(const Step& st, int layer, int i) 
   return st.counts + static_cast<size_t>(layer) * (st.tiles + kEdgeCounts) + i;
 }
 
-// Block 0's timeline for tools/gpu/persistent_trace.py (trace != null): %globaltimer (ns)
-// at the kernel's start (slot 0), then per layer as each of its five phases ends on this
-// block (slot 1 + 10 layer + 2 i) and as the barrier after it opens (the next slot).
+// Every block's timeline for tools/gpu/persistent_trace.py (trace != null; row blockIdx.x of
+// trace_slots): %globaltimer (ns) at the kernel's start (slot 0), then per layer as each of
+// its five phases ends on the block (slot 1 + 10 layer + 2 i) and as the barrier after it
+// opens, or the wait for the next phase's input returns (the next slot). Every block's, so
+// a wait splits into the slowest producer's lateness and the signal's own latency.
 __device__ __forceinline__ void trace_mark(const Step& st, int slot) {
-  if (st.trace != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {
+  if (st.trace != nullptr && threadIdx.x == 0) {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
-    st.trace[slot] = t;
+    st.trace[static_cast<size_t>(blockIdx.x) * st.trace_slots + slot] = t;
   }
 }
 
@@ -891,6 +894,7 @@ decode_persistent_bf16(const uint64_t* __restrict__ layers, bf16* resid, bf16* q
     st.eps = eps;
     st.table = block_tables;
     st.trace = trace;
+    st.trace_slots = 1 + 10 * static_cast<int>(num_layers);
     st.schedule = static_cast<int>(schedule);
     st.tiles = static_cast<int>(hq + 2 * hkv);
     // the exit ticket a cache line past the split tickets, the counts a line past it

@@ -681,7 +681,7 @@ FILL_NORMAL = S("fill_random", "fill_normal_bf16",
 # no effect on the values). prefetch_bytes,
 # stage0, stage1: how weights are fetched ahead (ops/decode_persistent.py stage_plan; no
 # effect on the values); trace: null, or u64
-# [1 + 10 num_layers] that block 0's phase timeline is written to (tools/gpu/
+# [grid, 1 + 10 num_layers] that each block's phase timeline is written to (tools/gpu/
 # persistent_trace.py). The rest as
 # DECODE_ATTN_ROPE (row 0 of block_tables).
 DECODE_PERSISTENT = S("decode_persistent", "decode_persistent_bf16",

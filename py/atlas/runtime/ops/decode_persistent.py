@@ -4,9 +4,10 @@ One launch runs every transformer layer of a one-sequence decode step of a dense
 model: grid = the device's SM count with one 512-thread block per SM (the kernel's launch
 bounds allow no second one, so every block is resident and its waits cannot deadlock),
 phases ordered by per-layer readiness counts (a block waits for the blocks that wrote what
-it reads) or, with ATLAS_PERSISTENT_FLAGS=0, by device-wide barriers (the .cu header). Its inputs that
-stay fixed for the model's life, the per-layer weight / norm / cache pointers and the
-barrier words, live in `PersistentTables`, built once at load time by `build_tables`.
+it reads) or, with ATLAS_PERSISTENT_FLAGS=0, by device-wide barriers (the .cu header). Its
+inputs that stay fixed for the model's life, the per-layer weight / norm / cache pointers and
+the barrier and count words, live in `PersistentTables`, built once at load time by
+`build_tables`.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from .attention import HEAD_DIMS
 #: decode_persistent.cu kThreads / kWarps
 PERSISTENT_THREADS = 512
 PERSISTENT_WARPS = PERSISTENT_THREADS // 32
-#: slots of a trace a layer: as each of its five phases ends on block 0, and as the barrier
-#: after it opens (ns, %globaltimer); slot 0 is the kernel's start
+#: slots of a block's trace row a layer: as each of its five phases ends on the block, and as
+#: the barrier after it opens (ns, %globaltimer); slot 0 is the kernel's start
 TRACE_SLOTS_PER_LAYER = 10
 #: decode_persistent.cu kTicketWord: the u32 word of `sync` where the split tickets start
 TICKET_WORD = 32
@@ -173,6 +174,12 @@ def check_shapes(hidden: int, hq: int, hkv: int, head_dim: int, inter: int) -> s
     return None
 
 
+def persistent_grid(kc: KernelCache) -> int:
+    """The kernel's grid: one block per SM (every block resident); fewer only where
+    ATLAS_PERSISTENT_BLOCKS asks."""
+    return min(kc.routes.persistent_blocks or kc.facts.sm_count, kc.facts.sm_count)
+
+
 def decode_persistent(kc: KernelCache, stream: Stream, tables: PersistentTables,
                       resid: DevicePtr, qkv: DevicePtr, attn: DevicePtr, act: DevicePtr,
                       part_o: DevicePtr, part_ml: DevicePtr, cos_sin: DevicePtr,
@@ -183,8 +190,9 @@ def decode_persistent(kc: KernelCache, stream: Stream, tables: PersistentTables,
     """resid (bf16 [hidden], the embedded token) becomes the residual stream after every
     layer; the step's K/V are appended to each layer's caches. One sequence (row 0 of
     block_tables / kv_lens / positions / slots); part_o / part_ml hold max_splits slots a
-    head (the decode step's partial buffers). `trace`: 0, or u64 [1 + 10 num_layers] for
-    block 0's phase timeline (TRACE_SLOTS_PER_LAYER a layer; tools/gpu/persistent_trace.py)."""
+    head (the decode step's partial buffers). `trace`: 0, or u64 [persistent_grid(kc),
+    1 + 10 num_layers] for each block's phase timeline (TRACE_SLOTS_PER_LAYER a layer;
+    tools/gpu/persistent_trace.py)."""
     reason = check_shapes(hidden, hq, hkv, head_dim, inter)
     if reason:
         raise ValueError(f"decode_persistent: {reason}")
@@ -192,8 +200,7 @@ def decode_persistent(kc: KernelCache, stream: Stream, tables: PersistentTables,
     for name, ptr in (("resid", resid), ("qkv", qkv), ("attn", attn), ("act", act),
                       ("part_o", part_o), ("cos_sin", cos_sin)):
         require_aligned("decode_persistent", name, ptr, 16)
-    # one block per SM (every block resident); fewer only where ATLAS_PERSISTENT_BLOCKS asks
-    grid = min(kc.routes.persistent_blocks or kc.facts.sm_count, kc.facts.sm_count)
+    grid = persistent_grid(kc)
     splits = min(kc.routes.persistent_splits, max_splits) or persistent_splits(grid, hq,
                                                                                max_splits)
     base = base_shared_bytes(hidden, hq, head_dim, inter)
