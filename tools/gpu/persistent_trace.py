@@ -42,11 +42,13 @@ def main() -> int:
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--backend", default="cuda", help="host: a smoke run (no timeline)")
+    ap.add_argument("--synthetic-seed", type=int,
+                    help="generate the weights on the device (--model holds only config.json)")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     os.environ["ATLAS_PERSISTENT_DECODE"] = "1"
     runner = load_runner(a.model, backend=a.backend, max_seq_len=a.prompt + 64, max_batch_size=1,
-                         max_prefill_tokens=max(a.prompt, 256))
+                         max_prefill_tokens=max(a.prompt, 256), synthetic_seed=a.synthetic_seed)
     model, b, dev, s = runner.model, runner.bufs, runner.backend, runner.stream
     if model.persistent is None:
         print(f"{a.model}: the persistent kernel does not cover this model", file=sys.stderr)
