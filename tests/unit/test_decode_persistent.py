@@ -160,3 +160,23 @@ def test_every_head_tile_waits_for_exactly_the_blocks_that_write_it(grid, hq, hk
             arrivals[t] += 1
     assert arrivals == [decode_persistent.tile_blocks(t, d, n, grid) for t in range(len(arrivals))]
     assert min(arrivals) >= 1
+
+
+@pytest.mark.parametrize("env,schedule", [({}, 1), ({"ATLAS_PERSISTENT_FLAGS": "0"}, 0),
+                                          ({"ATLAS_PERSISTENT_FLAGS": "1"}, 1)])
+def test_the_launch_takes_the_schedule_the_switch_asks_for(env, schedule):
+    """ATLAS_PERSISTENT_FLAGS=0 restores the device-wide barriers (schedule 0); unset, the
+    readiness counts (1). One block per SM either way."""
+    from atlas.runtime.mock import MockGpuBackend
+    from atlas.runtime.ops.routes import KernelRoutes
+
+    mock = MockGpuBackend()
+    kc = KernelCache(mock, KernelRoutes.from_env(env))
+    tables = PersistentTables(mock.alloc(80), mock.alloc(4096), 1)
+    ptr = mock.alloc(1 << 16)
+    decode_persistent.decode_persistent(
+        kc, 0, tables, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, 1024, 16, 8, 128,
+        3072, 16, 33, 0.088, 1e-6)
+    (launch,) = mock.drain_launches()
+    assert launch.args["schedule"] == schedule
+    assert launch.grid == (mock.device_facts().sm_count, 1, 1)
