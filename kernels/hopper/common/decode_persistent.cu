@@ -44,7 +44,7 @@
 //
 // Barrier: sync's first 8 bytes are a 64-bit arrival count that only ever grows (one
 // arrival per block per barrier; it never wraps). A block releases its writes
-// (__threadfence), adds its arrival without waiting for it (red) and polls the count with
+// (release_fence), adds its arrival without waiting for it (red) and polls the count with
 // acquire loads until it reaches its target, the next multiple of the grid size: no
 // arrival waits on a round trip, and no reset (a launch's count starts at a multiple of
 // the grid, the same every launch on one sync buffer). The split tickets (u32, q head h's
@@ -121,6 +121,23 @@ struct Step {
   bool own;
 };
 
+// The release half of a signal: this thread's (and, after a block barrier, the block's)
+// writes ordered before what it writes next. fence.acq_rel, not __threadfence's fence.sc:
+// in SASS MEMBAR.ALL.GPU instead of MEMBAR.SC.GPU (nvcc 13.0, sm_90a); release is all a
+// message needs, and this fence sits on every phase's critical path.
+__device__ __forceinline__ void release_fence() {
+  asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+}
+
+// An atomic add with acquire and release semantics (a ticket: what the block wrote before
+// it is released with it, what the earlier takers released is acquired).
+__device__ __forceinline__ unsigned atom_add_acq_rel(unsigned* p, unsigned v) {
+  unsigned old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;\n"
+               : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
+
 __device__ __forceinline__ void st_relaxed(unsigned* p, unsigned v) {
   asm volatile("st.relaxed.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
@@ -150,7 +167,7 @@ __device__ void grid_barrier(unsigned* sync, unsigned& target) {
   __syncthreads();
   if (threadIdx.x == 0) {
     target += gridDim.x;
-    __threadfence();  // this block's writes before its arrival
+    release_fence();  // this block's writes before its arrival
     asm volatile("red.relaxed.gpu.global.add.u64 [%0], 1;\n" ::"l"(sync) : "memory");
     // a barrier that cannot open (a block that never became resident) traps: a launch
     // error instead of a hung device
@@ -168,7 +185,7 @@ __device__ void grid_barrier(unsigned* sync, unsigned& target) {
 __device__ __forceinline__ void arrive(unsigned* p, int n = 1) {
   __syncthreads();
   if (threadIdx.x == 0) {
-    __threadfence();
+    release_fence();
     for (int i = 0; i < n; ++i)
       asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;\n" ::"l"(p + i) : "memory");
   }
@@ -489,38 +506,6 @@ struct AttnSmem {
   int last;
 };
 
-// Counter schedule: before an attention item waits for its tiles, L1 is asked for what no
-// phase of this launch writes and the item reads first: the cos/sin row, the q/k norm weights
-// and its first round's K/V rows (block-table entries looked up here), so the chain after
-// the wait starts from L1 rather than from L2 round trips.
-template <int D, int kKeysInFlight>
-__device__ __noinline__ void prefetch_item_l1(const Step& st, const uint64_t* lp, int g,
-                                                 int k0, int k1, int newkey) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (warp == 0 && lane < 16) {  // 128-byte lines: cos/sin D floats (lanes 0-7), each norm D bf16
-    const int line = lane < 8 ? lane : (lane - 8) % 4;
-    const char* base =
-        lane < 8 ? reinterpret_cast<const char*>(st.cos_sin + static_cast<size_t>(st.pos) * D)
-                 : reinterpret_cast<const char*>(lp[lane < 12 ? kQNorm : kKNorm]);
-    if (line * 128 < (lane < 8 ? D * 4 : D * 2) && base != nullptr)
-      asm volatile("prefetch.global.L1 [%0];\n" ::"l"(base + line * 128));
-  }
-  const char* k_cache = reinterpret_cast<const char*>(lp[kKCache]);
-  const char* v_cache = reinterpret_cast<const char*>(lp[kVCache]);
-#pragma unroll
-  for (int u = 0; u < kKeysInFlight; ++u) {
-    const int key = k0 + warp + u * kWarps;
-    if (key >= k1 || key == newkey) continue;
-    const int blk = __ldg(st.table + key / st.block_size), off = key % st.block_size;
-    const size_t row = ((static_cast<size_t>(blk) * st.hkv + g) * st.block_size + off) * D * 2;
-    // the row's 128-byte lines: lanes split over K and V
-    const int line = lane >> 1;
-    if (line * 128 < D * 2)
-      asm volatile("prefetch.global.L1 [%0];\n" ::"l"(((lane & 1) ? v_cache : k_cache) + row +
-                                                      line * 128));
-  }
-}
-
 // One (q head, split) item of decode attention; see the file header. Counter schedule: the
 // item waits for its q head's tile of layer `layer` (and the group's k and v tiles where it
 // holds the step's own key), stamps the trace's "barrier after qkv opens" when it is the
@@ -548,7 +533,6 @@ __device__ void attention_item(const Step& st, int h, int s, const uint64_t* lp,
   const float* cosv = st.cos_sin + static_cast<size_t>(st.pos) * D;
   const bool normed = q_norm != nullptr;
   if (st.schedule) {
-    prefetch_item_l1<D, kKeysInFlight>(st, lp, g, k0, k1, newkey);
     if (threadIdx.x == 0) {
       const int qkv_n = st.tiles * D;
       const unsigned* c = count_of(st, st.layer, 0);
@@ -663,11 +647,9 @@ __device__ void attention_item(const Step& st, int h, int s, const uint64_t* lp,
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    __threadfence();
-    const unsigned ticket = atomicAdd(st.sync + kTicketWord + h, 1u);
+    const unsigned ticket = atom_add_acq_rel(st.sync + kTicketWord + h, 1u);
     sm.last = ticket == static_cast<unsigned>(active - 1);
     if (sm.last) st_relaxed(st.sync + kTicketWord + h, 0u);  // released by the next barrier
-    __threadfence();
   }
   __syncthreads();
   if (sm.last) {
@@ -870,14 +852,12 @@ __device__ void run_layers(Step& st, int num_layers, bf16* xs, char* attn_smem,
 
 // Counter schedule: the last block to finish (a ticket) zeroes every readiness count and
 // the ticket for the next launch. Its ticket's atomic read every other block's, each taken
-// after that block's last arrival and poll (fence on both sides): no count moves after.
+// after that block's last arrival and poll (acquire and release): no count moves after.
 __device__ __noinline__ void reset_counts(const Step& st, int num_layers) {
   __shared__ int last;
   __syncthreads();
   if (threadIdx.x == 0) {
-    __threadfence();
-    last = atomicAdd(st.exit_ticket, 1u) == gridDim.x - 1;
-    __threadfence();
+    last = atom_add_acq_rel(st.exit_ticket, 1u) == gridDim.x - 1;
   }
   __syncthreads();
   if (!last) return;
