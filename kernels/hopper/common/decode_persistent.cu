@@ -672,11 +672,17 @@ __device__ void attention_item(const Step& st, int h, int s, const uint64_t* lp,
 }
 
 // Ask L2 for the cached K and V rows this block's attention items will read (their cache
-// blocks of the item's kv head: block_size rows of D, contiguous), issued as a layer starts
-// so the DRAM reads overlap its norm, qkv projection and barrier. The item split mirrors
-// attention_item; the step's own row is not there yet and is not needed.
+// blocks of the item's kv head: block_size rows of D, contiguous), so the DRAM reads overlap
+// the phases before the attention. The item split mirrors attention_item; the step's own
+// row is not there yet and is not needed. Issued two phases ahead, before the wait for the
+// previous layer's gate/up (layer 0's after the PDL wait: the block table may be the
+// previous kernel's), by warps 1 and on: each request waits for its block-table entry, and
+// thread 0 must be free to poll (at the layer's start, the session-7 place, the table trip
+// held up the input norm's block barrier).
 // (Not inlined: its loop state would push the inlined kernel past its 128 registers.)
 __device__ __noinline__ void prefetch_kv(const Step& st, const uint64_t* lp) {
+  const int first = static_cast<int>(threadIdx.x) - 32;
+  if (first < 0) return;
   const int kv_len = st.kv_len, D = st.D, bs = st.block_size;
   const int chunk = max((kv_len + st.splits - 1) / st.splits, 32);
   const int active = (kv_len + chunk - 1) / chunk;
@@ -688,7 +694,7 @@ __device__ __noinline__ void prefetch_kv(const Step& st, const uint64_t* lp) {
     if (s >= active) continue;
     const int g = h / (st.hq / st.hkv);
     const int b0 = s * chunk / bs, b1 = (min(kv_len - 1, (s + 1) * chunk) - 1) / bs;
-    for (int i = threadIdx.x; i < 2 * (b1 - b0 + 1); i += kThreads) {
+    for (int i = first; i < 2 * (b1 - b0 + 1); i += kThreads - 32) {
       const int blk = __ldg(st.table + b0 + i / 2);
       const char* p = ((i & 1) ? v_cache : k_cache) + (static_cast<size_t>(blk) * st.hkv + g) * seg;
       asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(seg) : "memory");
@@ -769,7 +775,6 @@ __device__ void run_layers(Step& st, int num_layers, bf16* xs, char* attn_smem,
     if (threadIdx.x == 0) st.layer = layer;  // read after the phase's block barriers
     // 1. input norm + qkv (buffer 0); then buffer 0 takes gate/up
     if (!more) atlas::pdl_launch_dependents();
-    prefetch_kv(st, lp);
     if (st.schedule && layer > 0) {
       if (st.qkv_rows) wait_count(count_of(st, layer - 1, st.tiles + kDownDone), st.h_blocks);
       trace_mark(st, 10 * layer);
@@ -825,7 +830,12 @@ __device__ void run_layers(Step& st, int num_layers, bf16* xs, char* attn_smem,
                       });
       if (st.schedule) arrive(count_of(st, layer, st.tiles + kGateUpDone));
     }
-    if (more) issue_phase(ring, 0, layer_phase(st, lp + kLayerPtrs, kQkvW), st.prefetch_bytes);
+    if (more) {
+      issue_phase(ring, 0, layer_phase(st, lp + kLayerPtrs, kQkvW), st.prefetch_bytes);
+      // the next layer's K/V rows and norm weights, while this block waits
+      prefetch_kv(st, lp + kLayerPtrs);
+      prefetch_norms(st, lp + kLayerPtrs, true);
+    }
     trace_mark(st, 7 + 10 * layer);
     if (!st.schedule) {
       grid_barrier(st.sync, st.target);
@@ -834,7 +844,6 @@ __device__ void run_layers(Step& st, int num_layers, bf16* xs, char* attn_smem,
     }
     trace_mark(st, 8 + 10 * layer);
     // 5. down + residual (buffer 1); then buffer 1 takes the next o_proj
-    if (more) prefetch_norms(st, lp + kLayerPtrs, true);  // the next layer's norms
     if (!st.schedule || st.h_rows) {
       stage_row(st.act, xs, st.inter);
       run_phase<false>(ring, parity, 1, layer_phase(st, lp, kDownW), xs, red,
@@ -965,6 +974,7 @@ decode_persistent_bf16(const uint64_t* __restrict__ layers, bf16* resid, bf16* q
       own_resid[i] = __bfloat162float(__ldcg(resid + r0 + i));
   }
   __syncthreads();
+  prefetch_kv(st, layers);
   trace_mark(st, 0);
   run_layers(st, static_cast<int>(num_layers), xs, attn_smem, red, ring);
   if (schedule) reset_counts(st, static_cast<int>(num_layers));
