@@ -135,6 +135,7 @@ def test_the_sync_layout_mirrors_the_kernel():
     sizes the buffer by; the exit ticket and the counts sit past the split tickets."""
     src = SOURCE.read_text()
     assert f"constexpr int kTicketWord = {decode_persistent.TICKET_WORD};" in src
+    assert f"constexpr int kTableSlots = {decode_persistent.TABLE_SLOTS};" in src
     (names,) = re.findall(r"enum EdgeCount \{([^}]*)\}", src)
     assert len([n for n in names.split(",") if n.strip()]) - 1 == decode_persistent.EDGE_COUNTS
     for hq in (1, 16, 32, 40, 64):

@@ -495,6 +495,12 @@ __device__ __forceinline__ void unpack_dims(const typename Dims<E>::T& v, float 
   }
 }
 
+// Block-table entries of an attention split kept in shared memory (read before the item's
+// wait or the key loop; the table is no phase's output), so a round of K/V loads is one L2
+// trip, not a table trip then a K/V trip: 64 entries cover a split of ~1,000 keys at block
+// size 16; a longer split reads the table from global memory.
+constexpr int kTableSlots = 64;
+
 // Attention scratch in shared memory (after the x row).
 template <int D>
 struct AttnSmem {
@@ -503,6 +509,7 @@ struct AttnSmem {
   float q[D];
   float m[kWarps], l[kWarps];
   float acc[kWarps][D];
+  int blocks[kTableSlots];  // the split's block-table entries (when they fit)
   int last;
 };
 
@@ -532,6 +539,11 @@ __device__ void attention_item(const Step& st, int h, int s, const uint64_t* lp,
   bf16* v_cache = reinterpret_cast<bf16*>(lp[kVCache]);
   const float* cosv = st.cos_sin + static_cast<size_t>(st.pos) * D;
   const bool normed = q_norm != nullptr;
+  const int tb0 = k0 / st.block_size, tbn = (k1 - 1) / st.block_size - tb0 + 1;
+  const bool cached = tbn <= kTableSlots;
+  if (cached) {
+    for (int i = threadIdx.x; i < tbn; i += kThreads) sm.blocks[i] = __ldg(st.table + tb0 + i);
+  }
   if (st.schedule) {
     if (threadIdx.x == 0) {
       const int qkv_n = st.tiles * D;
@@ -597,7 +609,9 @@ __device__ void attention_item(const Step& st, int h, int s, const uint64_t* lp,
         kr[u] = *reinterpret_cast<const Raw*>(sm.qkn[1] + lane * E);
         vr[u] = *reinterpret_cast<const Raw*>(sm.stage[2] + lane * E);
       } else {  // earlier positions: never written by this kernel, the read-only path
-        const int blk = __ldg(st.table + key / st.block_size), off = key % st.block_size;
+        const int blk = cached ? sm.blocks[key / st.block_size - tb0]
+                               : __ldg(st.table + key / st.block_size);
+        const int off = key % st.block_size;
         const size_t row = ((static_cast<size_t>(blk) * st.hkv + g) * st.block_size + off) * D;
         kr[u] = __ldg(reinterpret_cast<const Raw*>(k_cache + row + lane * E));
         vr[u] = __ldg(reinterpret_cast<const Raw*>(v_cache + row + lane * E));

@@ -30,6 +30,9 @@ PERSISTENT_WARPS = PERSISTENT_THREADS // 32
 TRACE_SLOTS_PER_LAYER = 10
 #: decode_persistent.cu kTicketWord: the u32 word of `sync` where the split tickets start
 TICKET_WORD = 32
+#: decode_persistent.cu kTableSlots: an attention split's block-table entries kept in shared
+#: memory
+TABLE_SLOTS = 64
 #: decode_persistent.cu EdgeCount: a layer's readiness counts after its qkv head tiles (heads
 #: merged, o_proj / gate_up / down blocks done)
 EDGE_COUNTS = 4
@@ -124,9 +127,9 @@ def base_shared_bytes(hidden: int, hq: int, head_dim: int, inter: int) -> int:
     """Dynamic shared memory before the weight buffers (decode_persistent.cu's layout, each
     part 128-byte aligned): the widest GEMV input row (bf16), then the attention scratch
     (AttnSmem<D>: 5 bf16 heads, the f32 query, each warp's m, l and head accumulator, the
-    merge flag)."""
+    split's block-table entries, the merge flag)."""
     attn = 5 * 2 * head_dim + 4 * head_dim + 8 * PERSISTENT_WARPS \
-        + 4 * PERSISTENT_WARPS * head_dim + 4
+        + 4 * PERSISTENT_WARPS * head_dim + 4 * TABLE_SLOTS + 4
     return _align(2 * max(hidden, hq * head_dim, inter)) + _align(attn)
 
 
