@@ -1180,10 +1180,12 @@ stage_decode_gemm_tma() {
 }
 
 # The persistent batch-1 decode kernel (ATLAS_PERSISTENT_DECODE=1, decode_persistent.cu): its
-# check cases, tiny-model parity with transformers through it, Qwen3-0.6B batch-1 decode
-# default vs persistent vs persistent without weight staging (bench_decode, same machine,
-# back to back), the persistent profile and block 0's phase timeline. Each command under a
-# timeout: a device-wide barrier that never opens would hang the process, never the suite.
+# check cases (both schedules), tiny-model parity with transformers through it, Qwen3-0.6B
+# batch-1 decode default vs persistent (readiness counts) vs persistent with device-wide
+# barriers (ATLAS_PERSISTENT_FLAGS=0; bench_decode, same machine, back to back), the
+# persistent profile and every block's phase timeline under both schedules. Each command under
+# a timeout: a wait that never returns traps after ~2^24 polls, and a hung process never
+# hangs the suite.
 stage_persistent_ab() {
   local rc=0 label
   make_checkpoint qwen3-0.6b weights || return 1
@@ -1192,18 +1194,19 @@ stage_persistent_ab() {
   ATLAS_PERSISTENT_DECODE=1 timeout 180 "$PY" tools/gpu/model_parity.py --backend cuda \
     --model tests/fixtures/tiny-qwen3 --model tests/fixtures/tiny-llama \
     --out "$RESULTS/parity_tiny_persistent.json" || rc=1
-  # default | persistent | persistent with every weight phase streamed (no shared-memory
-  # staging: the A/B of ATLAS_PERSISTENT_STAGE)
-  for label in default persistent stream; do
+  for label in default persistent barriers; do
     env ATLAS_PERSISTENT_DECODE="$([ "$label" = default ] && echo 0 || echo 1)" \
-      ATLAS_PERSISTENT_STAGE="$([ "$label" = stream ] && echo 0 || echo 1)" \
+      ATLAS_PERSISTENT_FLAGS="$([ "$label" = barriers ] && echo 0 || echo 1)" \
       timeout 240 "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-0.6b" --hf none \
       --batches 1 --out "$RESULTS/bench_decode_qwen3-0.6b_persistent_$label.json" || rc=1
   done
   ATLAS_PERSISTENT_DECODE=1 timeout 180 "$PY" tools/gpu/profile_decode.py \
     --model "$CKPT/qwen3-0.6b" --out "$RESULTS/profile_decode_qwen3-0.6b_persistent.json" || rc=1
-  timeout 180 "$PY" tools/gpu/persistent_trace.py --model "$CKPT/qwen3-0.6b" \
-    --out "$RESULTS/persistent_trace_qwen3-0.6b.json" || rc=1
+  for label in 1 0; do
+    ATLAS_PERSISTENT_FLAGS=$label timeout 180 "$PY" tools/gpu/persistent_trace.py \
+      --model "$CKPT/qwen3-0.6b" --out "$RESULTS/persistent_trace_qwen3-0.6b_flags$label.json" \
+      || rc=1
+  done
   return $rc
 }
 
@@ -1214,7 +1217,7 @@ stage_persistent_ab() {
 stage_persistent_sweep() {
   local rc=0 knob
   make_checkpoint qwen3-0.6b weights || return 1
-  for knob in ATLAS_PERSISTENT_BLOCKS=66 ATLAS_PERSISTENT_BLOCKS=100 \
+  for knob in ATLAS_PERSISTENT_BLOCKS=66 ATLAS_PERSISTENT_BLOCKS=100 ATLAS_PERSISTENT_STAGE=0 \
       ATLAS_PERSISTENT_PREFETCH_KB=0 ATLAS_PERSISTENT_SPLITS=4 ATLAS_PERSISTENT_SPLITS=16; do
     env ATLAS_PERSISTENT_DECODE=1 "$knob" timeout 240 "$PY" tools/gpu/bench_decode.py \
       --model "$CKPT/qwen3-0.6b" --hf none --batches 1 \

@@ -690,12 +690,15 @@ FILL_NORMAL = S("fill_random", "fill_normal_bf16",
 # layers: u64 [num_layers, 10] = in_norm, qkv_w, q_norm (0: none), k_norm, k_cache, v_cache,
 # o_w, post_norm, gate_up_w, down_w (ops/decode_persistent.LAYER_POINTERS). resid bf16
 # [hidden] in place; qkv, attn, act: the step's scratch rows; part_o / part_ml: decode
-# attention's partials with `splits` slots a head (decode_split_rule); sync u32 [32 + hq]:
-# zero at allocation; a 64-bit barrier arrival count that only grows (the same grid every
-# launch on it), then at word 32 the q heads' split tickets, left zero. prefetch_bytes,
+# attention's partials with `splits` slots a head (decode_split_rule); sync u32
+# [ops/decode_persistent.sync_words]: zero at allocation; a 64-bit barrier arrival count that
+# only grows (the same grid every launch on it), then at word 32 the q heads' split tickets,
+# then an exit ticket and per-layer readiness counts (schedule 1), all left zero. schedule:
+# 1 orders the phases by those counts, 0 by device-wide barriers (ATLAS_PERSISTENT_FLAGS;
+# no effect on the values). prefetch_bytes,
 # stage0, stage1: how weights are fetched ahead (ops/decode_persistent.py stage_plan; no
 # effect on the values); trace: null, or u64
-# [1 + 10 num_layers] that block 0's phase timeline is written to (tools/gpu/
+# [grid, 1 + 10 num_layers] that each block's phase timeline is written to (tools/gpu/
 # persistent_trace.py). The rest as
 # DECODE_ATTN_ROPE (row 0 of block_tables).
 DECODE_PERSISTENT = S("decode_persistent", "decode_persistent_bf16",
@@ -703,4 +706,4 @@ DECODE_PERSISTENT = S("decode_persistent", "decode_persistent_bf16",
                       "sync:ptr cos_sin:ptr positions:ptr slots:ptr block_tables:ptr "
                       "kv_lens:ptr num_layers:u32 hidden:u32 hq:u32 hkv:u32 head_dim:u32 "
                       "inter:u32 block_size:u32 splits:u32 prefetch_bytes:u32 stage0:u32 "
-                      "stage1:u32 scale:f32 eps:f32 trace:ptr")
+                      "stage1:u32 scale:f32 eps:f32 trace:ptr schedule:u32")

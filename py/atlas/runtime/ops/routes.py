@@ -208,6 +208,10 @@ what it asked for each time, and importing Atlas never depends on the environmen
   ATLAS_PERSISTENT_BLOCKS=N: its grid (default 0: one block per SM; fewer for sweeps of the
   barrier cost against the blocks streaming weights); ATLAS_PERSISTENT_SPLITS=N: its key
   splits a q head (default 0: SM count / q heads; at most the step's partial buffers).
+  ATLAS_PERSISTENT_FLAGS=0: its phases separated by device-wide barriers (five a layer,
+  the session-7 schedule: 2.4-3.6 us each at gpu17) instead of per-layer readiness counts
+  (a block waits only for the blocks that wrote what it reads: an attention item for its
+  head's qkv rows, and only when it has rows of the phase); not measured yet.
 """
 
 from __future__ import annotations
@@ -339,6 +343,7 @@ class KernelRoutes:
     persistent_stage: bool = True
     persistent_blocks: int = 0
     persistent_splits: int = 0
+    persistent_flags: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "KernelRoutes":
@@ -437,4 +442,5 @@ class KernelRoutes:
                                                      DEFAULT_PERSISTENT_PREFETCH_KB),
                    persistent_stage=env_switch(env, "ATLAS_PERSISTENT_STAGE", True),
                    persistent_blocks=_env_count(env, "ATLAS_PERSISTENT_BLOCKS", 0),
-                   persistent_splits=_env_count(env, "ATLAS_PERSISTENT_SPLITS", 0))
+                   persistent_splits=_env_count(env, "ATLAS_PERSISTENT_SPLITS", 0),
+                   persistent_flags=env_switch(env, "ATLAS_PERSISTENT_FLAGS", True))
