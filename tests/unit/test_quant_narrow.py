@@ -115,6 +115,20 @@ def test_unset_takes_the_per_format_default_and_zero_neither() -> None:
         assert matmul_quant_mma.direct_loop(KernelCache(dev, off), w) in ("tile", "pipe")
 
 
+def test_a_forced_tile_loop_overrides_a_narrow_default_not_the_narrow_switch(monkeypatch) -> None:
+    """ATLAS_QUANT_TILE_LOOP=1 / 0 picks the tile / wide pipelined loop over a format's narrow
+    default; ATLAS_QUANT_NARROW set picks its loop whatever ATLAS_QUANT_TILE_LOOP says."""
+    monkeypatch.setattr(matmul_quant_mma, "NARROW_BY_DEFAULT", {"fp8": 1, "nvfp4": 2})
+    dev = _mock()
+    w = _weight(dev, "nvfp4", 64, 512)
+    loop = matmul_quant_mma.direct_loop
+    assert loop(KernelCache(dev, KernelRoutes()), w) == "n2"
+    assert loop(KernelCache(dev, KernelRoutes(quant_tile_loop=True)), w) == "tile"
+    assert loop(KernelCache(dev, KernelRoutes(quant_tile_loop=False)), w) == "pipe"
+    assert loop(KernelCache(dev, KernelRoutes(quant_tile_loop=True, quant_narrow=1)), w) == "n1"
+    assert loop(KernelCache(dev, KernelRoutes(quant_narrow=0)), w) == "pipe"
+
+
 def test_cases_forcing_a_loop_keep_the_narrow_loops_off(monkeypatch) -> None:
     """A case named for the tile / pipelined loop runs it even under ATLAS_QUANT_NARROW."""
     monkeypatch.setenv("ATLAS_QUANT_NARROW", "1")

@@ -32,7 +32,8 @@ DequantFn = Callable[[dict[str, np.ndarray]], np.ndarray]
 def case_routes(direct: bool, e2m1_lut: bool, staged: bool, tile_loop: bool | None,
                 narrow: int | None) -> KernelRoutes:
     """The environment's routes with a case's forced choices: a forced `tile_loop` (and no
-    `narrow`) keeps the narrow loops off, so the case runs the loop its name says."""
+    `narrow`) keeps the narrow loops off, even under ATLAS_QUANT_NARROW, so the case runs
+    the loop its name says."""
     base = KernelRoutes.from_env()
     if narrow is None and tile_loop is not None:
         narrow = 0

@@ -259,8 +259,11 @@ NARROW_BY_DEFAULT: dict[str, int] = {}
 
 def narrow_loop(kc: KernelCache, fmt: str) -> str | None:
     """The narrow loop ('n1' / 'n2') a format's products take, or None: the route switch
-    (ATLAS_QUANT_NARROW), else NARROW_BY_DEFAULT."""
+    (ATLAS_QUANT_NARROW); unset, NARROW_BY_DEFAULT unless ATLAS_QUANT_TILE_LOOP forces the
+    tile or the wide pipelined loop."""
     forced = kc.routes.quant_narrow
+    if forced is None and kc.routes.quant_tile_loop is not None:
+        return None
     steps = NARROW_BY_DEFAULT.get(fmt, 0) if forced is None else forced
     return f"n{steps}" if steps else None
 

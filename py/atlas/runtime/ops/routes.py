@@ -40,8 +40,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
 * ATLAS_QUANT_NARROW=1 | 2 | 0: the twin's pipelined loop on narrow load batches with more
   blocks per SM (gemv_quant_direct.cu gemv_qd_*_n1_*: one step a batch, four blocks of 8 warps
   an SM; _n2_: two steps, three blocks) / never; unset, the launch builder's per-format rule
-  (ops/matmul_quant_mma.NARROW_BY_DEFAULT). Overrides ATLAS_QUANT_TILE_LOOP; the byte-table
-  decode and the staged variant take precedence over it.
+  (ops/matmul_quant_mma.NARROW_BY_DEFAULT) unless ATLAS_QUANT_TILE_LOOP is set. Set, it
+  overrides ATLAS_QUANT_TILE_LOOP; the byte-table decode and the staged variant take
+  precedence over it.
 * ATLAS_DECODE_GEMM=0: decode batches never on the Hopper skinny wgmma GEMM
   (gemm_decode_sm90); they take the batched GEMV / GEMM routes as before it existed.
 * ATLAS_DECODE_GEMM_MIN_M=N / ATLAS_DECODE_GEMM_MAX_M=N: the row range routed to it
