@@ -394,19 +394,29 @@ def test_quantized_gemv_bytes_are_the_formats() -> None:
         {(f, b, False) for f in ("fp8-block", "nvfp4") for b in (1, 8, 32)}
         | {(f, b, True) for f in ("fp8-block", "nvfp4") for b in (1, 8)})
     # the gate_up GEMV ending with the SwiGLU: Qwen3-8B's fused [gate | up], half the output
-    swiglu = [s for s in table if s.swiglu]
+    swiglu = [s for s in table if s.swiglu and not s.narrow]
     assert {(s.fmt, s.m, s.n, s.k) for s in swiglu} == {
         (f, b, 24576, 4096) for f in ("fp8-block", "nvfp4") for b in (1, 8)}
     assert swiglu[0].bytes_moved() == swiglu[0].weight_bytes() + 2 * (4096 + 12288)
     assert {(s.n, s.k) for s in table if s.ring} == qwen3_8b  # the A/B rows
     # the quantized LM head: Qwen3-8B's vocabulary, f32 logits written
-    logits = [s for s in table if s.logits]
+    logits = [s for s in table if s.logits and not s.narrow]
     assert {(s.fmt, s.m, s.n, s.k) for s in logits} == {
         (f, b, 151936, 4096) for f in ("fp8-block", "nvfp4") for b in (1, 8)}
     head = logits[-1]
     assert head.bytes_moved() == head.weight_bytes() + head.m * (2 * 4096 + 4 * 151936)
     # batch 1 of Qwen3-8B and of the other published widths, hidden 2,048 .. 8,192
     assert {s.k for s in table if s.m == 1 and not s.ring} >= {2048, 4096, 5120, 8192}
+    # the narrow loops' A/B rows (ATLAS_QUANT_NARROW=1 / 2): Qwen3-8B at batch 1, both
+    # formats, the four projections, gate_up + SwiGLU and the LM head
+    narrow = [s for s in table if s.narrow]
+    assert {(s.fmt, s.narrow, s.m) for s in narrow} == {
+        (f, nw, 1) for f in ("fp8-block", "nvfp4") for nw in (1, 2)}
+    assert {(s.n, s.k) for s in narrow if not s.swiglu and not s.logits} == qwen3_8b
+    assert {(s.fmt, s.narrow) for s in narrow if s.swiglu} == {(s.fmt, s.narrow) for s in narrow}
+    assert {(s.fmt, s.narrow, s.n) for s in narrow if s.logits} == {
+        (s.fmt, s.narrow, 151936) for s in narrow}
+    assert all(s.label.endswith(f" n{s.narrow}") for s in narrow)
     assert len({s.label for s in table}) == len(table)
 
 

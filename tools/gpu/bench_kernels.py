@@ -623,11 +623,15 @@ def quant_linear_case(env: Env, s: Any) -> Case:
         return Nvfp4Weight(env.ptr(st["codes"]), env.ptr(st["scale"]), env.ptr(st["rows"]),
                            n, k)
 
-    # a ring row forces the shared-memory ring kernel, a lut row the NVFP4 byte-table decode
+    # a ring row forces the shared-memory ring kernel, a lut row the NVFP4 byte-table decode,
+    # an n1 / n2 row the register-fed kernel's narrow loop (never its staged variant)
     kc = (KernelCache(env.backend, dataclasses.replace(env.kc.routes, quant_direct=False))
           if s.ring else
           KernelCache(env.backend, dataclasses.replace(env.kc.routes, quant_e2m1_lut=True))
-          if s.lut else env.kc)
+          if s.lut else
+          KernelCache(env.backend, dataclasses.replace(env.kc.routes, quant_narrow=s.narrow,
+                                                       quant_staged=False))
+          if s.narrow else env.kc)
 
     def ours(st: Set, stream: Stream) -> None:
         lin = matmul_quant.QuantLinear(weight(st))

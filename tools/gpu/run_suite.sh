@@ -1498,6 +1498,31 @@ stage_spec_s9() {
   return $rc
 }
 
+# helper quant (session 9), the narrow loops of the register-fed quantized GEMV (~4 minutes):
+# their GPU check cases (gemv_qd_{fp8,nvfp4}_n{1,2}: 38 cases vs float64), Qwen3-8B's batch-1
+# kernel-table rows (the four projections, gate_up + SwiGLU, both formats: default loop, n1,
+# n2; the NVFP4 LM head), then Qwen3-8B decode tok/s at batches 1 / 8 (synthetic weights) for
+# NVFP4 (+ LM head) and FP8-block with ATLAS_QUANT_NARROW=0 / 1 / 2 (0 = today's loops).
+stage_quant_narrow() {
+  local rc=0 p f q nw sel=()
+  "$PY" tools/gpu/check_kernels.py -k gemv_qd_nvfp4_n -k gemv_qd_fp8_n \
+    --out "$RESULTS/gpu_check_quant_narrow-$STAMP.json" || rc=1
+  for p in qkv o_proj gate_up down gate_up+swiglu; do
+    for f in fp8-block nvfp4; do sel+=(-k "qwen3-8b $p b1 $f"); done
+  done
+  sel+=(-k "qwen3-8b lm_head b1 nvfp4")
+  "$PY" tools/gpu/bench_kernels.py "${sel[@]}" --out-dir "$RESULTS/quant_narrow" || rc=1
+  for q in "nvfp4 --lm-head" fp8-block; do
+    for nw in 0 1 2; do
+      # shellcheck disable=SC2086  # q holds the format and its flag
+      ATLAS_QUANT_NARROW=$nw "$PY" tools/gpu/bench_moe.py --config qwen3-8b --quant $q \
+        --batches 1,8 --new 128 --prefill 512 --hf none \
+        --out "$RESULTS/quant_narrow_${q%% *}_n$nw.json" || rc=1
+    done
+  done
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity decode_bench
         qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
@@ -1511,7 +1536,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         throughput_mixed_step decode_gemm_wide_ab headline batch1_ab thru_ab moe_b1_profile
         quant_ab moe_quant_bench thru_b64 spec_profile spec_ring_ab persistent_ab persistent_sweep
         attn_trace verify_attn attn64 attn64_flagship b1lat decode_gemm_tma moe_s8_ab
-        attn_s9 spec_s9)
+        attn_s9 spec_s9 quant_narrow)
 
 # ---- runner -------------------------------------------------------------------------------
 

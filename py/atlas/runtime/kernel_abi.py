@@ -224,6 +224,24 @@ GEMV_QD_NVFP4_LUT = S("gemv_quant_direct", "gemv_qd_nvfp4_lut_bf16", "x:ptr w:pt
 GEMV_QD_NVFP4_LUT_F32 = S("gemv_quant_direct", "gemv_qd_nvfp4_lut_f32", "x:ptr w:ptr " + _NVFP4)
 GEMV_QD_NVFP4_LUT_SWIGLU = S("gemv_quant_direct", "gemv_qd_nvfp4_lut_swiglu_bf16",
                              "x:ptr w:ptr " + _NVFP4)
+# ... on the pipelined loop with narrower load batches and more blocks per SM
+# (ATLAS_QUANT_NARROW=1: one step a batch, four blocks; =2: two steps, three blocks)
+GEMV_QD_FP8_N1 = S("gemv_quant_direct", "gemv_qd_fp8_n1_bf16", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_QD_FP8_N1_F32 = S("gemv_quant_direct", "gemv_qd_fp8_n1_f32", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_QD_FP8_N1_SWIGLU = S("gemv_quant_direct", "gemv_qd_fp8_n1_swiglu_bf16",
+                          "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_QD_NVFP4_N1 = S("gemv_quant_direct", "gemv_qd_nvfp4_n1_bf16", "x:ptr w:ptr " + _NVFP4)
+GEMV_QD_NVFP4_N1_F32 = S("gemv_quant_direct", "gemv_qd_nvfp4_n1_f32", "x:ptr w:ptr " + _NVFP4)
+GEMV_QD_NVFP4_N1_SWIGLU = S("gemv_quant_direct", "gemv_qd_nvfp4_n1_swiglu_bf16",
+                            "x:ptr w:ptr " + _NVFP4)
+GEMV_QD_FP8_N2 = S("gemv_quant_direct", "gemv_qd_fp8_n2_bf16", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_QD_FP8_N2_F32 = S("gemv_quant_direct", "gemv_qd_fp8_n2_f32", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_QD_FP8_N2_SWIGLU = S("gemv_quant_direct", "gemv_qd_fp8_n2_swiglu_bf16",
+                          "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_QD_NVFP4_N2 = S("gemv_quant_direct", "gemv_qd_nvfp4_n2_bf16", "x:ptr w:ptr " + _NVFP4)
+GEMV_QD_NVFP4_N2_F32 = S("gemv_quant_direct", "gemv_qd_nvfp4_n2_f32", "x:ptr w:ptr " + _NVFP4)
+GEMV_QD_NVFP4_N2_SWIGLU = S("gemv_quant_direct", "gemv_qd_nvfp4_n2_swiglu_bf16",
+                            "x:ptr w:ptr " + _NVFP4)
 # ... the same products staged through shared memory by bulk copies (ATLAS_QUANT_STAGED=1):
 # one block of 16 warps per SM, ops/matmul_quant_mma.STAGED_SHARED bytes of dynamic shared
 # memory

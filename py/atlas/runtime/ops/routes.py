@@ -22,8 +22,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   share of the 16-row tiles (ops/matmul_quant_mma.direct_blocks) instead of one block per
   tile. Off by default: gpu16 (2026-12-02 02:49) timed NVFP4 gate_up (byte-table rows)
   28.49 us persistent vs 26.09 one block per tile, the other rows were lost.
-  ATLAS_QUANT_BLOCKS_PER_SM=1 | 2: that one-wave grid (implies ATLAS_QUANT_PERSISTENT=1)
-  with this many blocks per SM for every product (unset: the rule, the fewest tiles on the
+  ATLAS_QUANT_BLOCKS_PER_SM=1..4: that one-wave grid (implies ATLAS_QUANT_PERSISTENT=1)
+  with this many blocks per SM for every product (at most the loop's occupancy: 2, or 4 / 3
+  on the narrow loops) (unset: the rule, the fewest tiles on the
   busiest SM), for sweeps on the device.
 * ATLAS_QUANT_TILE_LOOP=1 / 0: the twin's products on its one-block-per-tile loop
   (gemv_quant_direct.cu gemv_direct_tile, the session-6 loop) / on its pipelined loop
@@ -36,6 +37,12 @@ what it asked for each time, and importing Atlas never depends on the environmen
   ~200 KiB of its weights in flight from before the PDL wait) wherever the weight meets its
   preconditions (ops/matmul_quant_mma.staged_supports) / never; unset, the launch builder's
   per-format rule (ops/matmul_quant_mma.uses_staged: off for both until timed on the device).
+* ATLAS_QUANT_NARROW=1 | 2 | 0: the twin's pipelined loop on narrow load batches with more
+  blocks per SM (gemv_quant_direct.cu gemv_qd_*_n1_*: one step a batch, four blocks of 8 warps
+  an SM; _n2_: two steps, three blocks) / never; unset, the launch builder's per-format rule
+  (ops/matmul_quant_mma.NARROW_BY_DEFAULT) unless ATLAS_QUANT_TILE_LOOP is set. Set, it
+  overrides ATLAS_QUANT_TILE_LOOP; the byte-table decode and the staged variant take
+  precedence over it.
 * ATLAS_DECODE_GEMM=0: decode batches never on the Hopper skinny wgmma GEMM
   (gemm_decode_sm90); they take the batched GEMV / GEMM routes as before it existed.
 * ATLAS_DECODE_GEMM_MIN_M=N / ATLAS_DECODE_GEMM_MAX_M=N: the row range routed to it
@@ -306,6 +313,7 @@ class KernelRoutes:
     quant_blocks_per_sm: int | None = None
     quant_staged: bool | None = None
     quant_tile_loop: bool | None = None
+    quant_narrow: int | None = None
     decode_gemm: bool = True
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
     decode_gemm_max_m: int = DEFAULT_DECODE_GEMM_MAX_M
@@ -361,8 +369,11 @@ class KernelRoutes:
             raise ValueError(f"ATLAS_DECODE_GEMM_SPLIT={split!r} must be one of "
                              f"{DECODE_GEMM_SPLITS} or unset")
         per_sm = env.get("ATLAS_QUANT_BLOCKS_PER_SM", "").strip()
-        if per_sm not in ("", "1", "2"):
-            raise ValueError(f"ATLAS_QUANT_BLOCKS_PER_SM={per_sm!r} must be 1, 2 or unset")
+        if per_sm not in ("", "1", "2", "3", "4"):
+            raise ValueError(f"ATLAS_QUANT_BLOCKS_PER_SM={per_sm!r} must be 1..4 or unset")
+        narrow = env.get("ATLAS_QUANT_NARROW", "").strip()
+        if narrow not in ("", "0", "1", "2"):
+            raise ValueError(f"ATLAS_QUANT_NARROW={narrow!r} must be 0, 1, 2 or unset")
         gate_up_threads = _env_count(env, "ATLAS_MOE_GATE_UP_GEMV_THREADS", 0)
         if gate_up_threads and (gate_up_threads % 32 or not 32 <= gate_up_threads <= 256):
             raise ValueError(f"ATLAS_MOE_GATE_UP_GEMV_THREADS={gate_up_threads} must be a "
@@ -395,6 +406,7 @@ class KernelRoutes:
                    quant_blocks_per_sm=int(per_sm) if per_sm else None,
                    quant_staged=_env_tristate(env, "ATLAS_QUANT_STAGED"),
                    quant_tile_loop=_env_tristate(env, "ATLAS_QUANT_TILE_LOOP"),
+                   quant_narrow=int(narrow) if narrow else None,
                    decode_gemm=env_switch(env, "ATLAS_DECODE_GEMM", True),
                    decode_gemm_min_m=_env_count(env, "ATLAS_DECODE_GEMM_MIN_M",
                                                 DEFAULT_DECODE_GEMM_MIN_M),
