@@ -1,6 +1,6 @@
 """The launch sequence of the mixture-of-experts layers, recorded by MockGpuBackend: a decode
 step is one graph replay whose MoE layers are three launches (router, gate/up (batch 1: the
-single-token GEMV entry), down + the next residual add and RMSNorm; a shared expert rides along
+tiled single-token GEMV entry), down + the next residual add and RMSNorm; a shared expert rides along
 as more slots of the same launches), with no host sync on routing; a prefill chunk runs the
 grouped path with the shared expert's own launches after it."""
 
@@ -14,7 +14,7 @@ from atlas.model.load import load_runner
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
-ROUTE_AND_GATE_UP = ["moe_gate_topk_softmax_bf16", "moe_gate_up_gemv_bf16_single"]
+ROUTE_AND_GATE_UP = ["moe_gate_topk_softmax_bf16", "moe_gate_up_gemv_tiles_bf16"]
 FUSED_NORM = "moe_down_add_rmsnorm_bf16"
 
 

@@ -232,23 +232,14 @@ using GemvPartials = float[atlas::gemv::kMaxThreads / 32][atlas::gemv::kMaxAcc];
 
 using GemvTile = uint4[atlas::gemv::kUnroll][atlas::gemv::kRowsPerBlock];
 
-// kFirstLoaded: *first holds the first tile (chunk threadIdx.x on), requested by the caller;
-// else the block requests it (first: null).
-template <int M, bool kFirstLoaded>
-__device__ __forceinline__ void gate_up_gemv_block(const uint4* __restrict__ x, const int* tok,
-                                                   const int* pairs,
-                                                   const uint4* const (&wrow)[4],
-                                                   GemvTile* first, int width, int kc,
-                                                   __nv_bfloat16* __restrict__ act, int inter,
-                                                   int col0, GemvPartials& partial) {
+// acc[m * kRowsPerBlock + r] += the products of weight row r (`wrow`) with x row tok[m] over
+// the whole row, kUnroll chunks a thread in flight. kFirstLoaded: `wv` already holds the
+// first tile (chunk threadIdx.x on), requested by the caller; else it is requested here.
+template <int M, bool kFirstLoaded, int V>
+__device__ __forceinline__ void gate_up_products(const uint4* __restrict__ x, const int* tok,
+                                                 const uint4* const (&wrow)[4], GemvTile& wv,
+                                                 int kc, float (&acc)[V]) {
   using namespace atlas::gemv;
-  constexpr int V = pow2_at_least(M) * kRowsPerBlock;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float acc[V];
-#pragma unroll
-  for (int i = 0; i < V; ++i) acc[i] = 0.f;
-  GemvTile own;
-  GemvTile& wv = kFirstLoaded ? *first : own;
   for (int c0 = threadIdx.x; c0 < kc; c0 += kUnroll * blockDim.x) {
     if (!kFirstLoaded || c0 != static_cast<int>(threadIdx.x)) load_weight_tile(wv, wrow, c0, kc);
 #pragma unroll
@@ -269,6 +260,18 @@ __device__ __forceinline__ void gate_up_gemv_block(const uint4* __restrict__ x, 
       }
     }
   }
+}
+
+// The block's sums of `acc` (gate_up_products'): the GEMV's reduce-scatter into `partial`,
+// one barrier, then warp 0's fixed-order sum over warps and act[pairs[m]][col0 + r] =
+// bf16(bf16(silu(bf16(g))) * bf16(u)) (0 for columns col0 + width on). `partial` may be
+// written again by the block only after its next barrier.
+template <int M, int V>
+__device__ __forceinline__ void gate_up_store(float (&acc)[V], const int* pairs, int width,
+                                              __nv_bfloat16* __restrict__ act, int inter,
+                                              int col0, GemvPartials& partial) {
+  using namespace atlas::gemv;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const float v = warp_reduce_scatter<V>(acc, lane);
   constexpr int kLanesPerValue = 32 / V;
   if ((lane & (kLanesPerValue - 1)) == 0) partial[warp][lane >> log2_exact(kLanesPerValue)] = v;
@@ -284,6 +287,25 @@ __device__ __forceinline__ void gate_up_gemv_block(const uint4* __restrict__ x, 
     const float y = r < width ? atlas::swiglu_f32(g, u) : 0.f;
     act[static_cast<size_t>(pairs[m]) * inter + col0 + r] = atlas::f32_to_bf16(y);
   }
+}
+
+// kFirstLoaded: *first holds the first tile (chunk threadIdx.x on), requested by the caller;
+// else the block requests it (first: null).
+template <int M, bool kFirstLoaded>
+__device__ __forceinline__ void gate_up_gemv_block(const uint4* __restrict__ x, const int* tok,
+                                                   const int* pairs,
+                                                   const uint4* const (&wrow)[4],
+                                                   GemvTile* first, int width, int kc,
+                                                   __nv_bfloat16* __restrict__ act, int inter,
+                                                   int col0, GemvPartials& partial) {
+  constexpr int V = atlas::gemv::pow2_at_least(M) * atlas::gemv::kRowsPerBlock;
+  float acc[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) acc[i] = 0.f;
+  GemvTile own;
+  GemvTile& wv = kFirstLoaded ? *first : own;
+  gate_up_products<M, kFirstLoaded>(x, tok, wrow, wv, kc, acc);
+  gate_up_store<M>(acc, pairs, width, act, inter, col0, partial);
 }
 
 // The four weight rows of columns col0, col0 + 1 of `key` (pair_key's: an expert, the shared
@@ -388,6 +410,58 @@ __device__ __forceinline__ void gate_up_gemv_single(const __nv_bfloat16* x,
   }
   __syncthreads();
   gate_up_gemv_finish<true>(x, pl, rows, &wv, kc, act, inter, col0, partial);
+}
+
+// moe_gate_up_gemv_tiles_bf16 (batch 1, the default: ops/moe.py gate_up_tiles), block
+// (bx, y): slot p = (y + top_k) mod slots as in _single (the shared expert's slots first, their
+// first tile requested before the PDL wait), its column pairs t of [bx tiles, (bx + 1) tiles)
+// (columns 2 t, 2 t + 1) one after the other: pair t + 1's first weight tile is requested right
+// after pair t's products, before their reduction and store, so the block's loads stay in
+// flight from pair to pair and one prologue (the wait, the routing read: a dependent L2 round
+// trip before any routed weight is requested) serves `tiles` pairs. The grid is one wave
+// (ops/moe.py: the driver's resident blocks), where _single's 2-column blocks run ~3 waves
+// each paying that prologue. `partial` alternates by pair parity: one barrier a pair (a warp
+// writes a buffer again only after the next pair's barrier, which warp 0 reaches after it has
+// read the buffer). A pair with no rows (an id outside [0, experts), columns past the shared
+// expert's width) stores zeros through the same path.
+__device__ __forceinline__ void gate_up_gemv_tiles(const __nv_bfloat16* x,
+                                                   const __nv_bfloat16* w_gate_up,
+                                                   const int32_t* topk_ids, __nv_bfloat16* act,
+                                                   int top_k, int hidden, int inter, int experts,
+                                                   const SharedExpert& sh, int tiles) {
+  const int slots = top_k + sh.slots, p = (static_cast<int>(blockIdx.y) + top_k) % slots;
+  const int kc = hidden / 8, col_pairs = (inter + 1) / 2;
+  const int t0 = static_cast<int>(blockIdx.x) * tiles, t_end = min(col_pairs, t0 + tiles);
+  __shared__ GemvPartials partial[2];
+  GemvTile wv;
+  int key = experts + (p - top_k);  // the shared expert's chunk (p >= top_k)
+  auto rows_of = [&](int t) { return gate_up_rows(key, 2 * t, w_gate_up, sh, kc, inter, experts); };
+  if (p >= top_k && t0 < t_end) {  // weights only, before the wait
+    const GateUpRows rows = rows_of(t0);
+    if (rows.width > 0) atlas::gemv::load_weight_tile<true>(wv, rows.row, threadIdx.x, kc);
+  }
+  // pdl_wait before pdl_launch_dependents: the down launch after this one reads the routing
+  // before its own wait (see the header)
+  atlas::pdl_enter();
+  if (static_cast<int>(blockIdx.y) >= slots || t0 >= t_end) return;
+  if (p < top_k) {  // the router's output: read from L2, as every decode kernel reads it
+    const int e = __ldcg(topk_ids + p);
+    key = valid_expert(e, experts) ? e : -1 - p;
+    const GateUpRows rows = rows_of(t0);
+    if (rows.width > 0) atlas::gemv::load_weight_tile(wv, rows.row, threadIdx.x, kc);
+  }
+  const int pair[1] = {p}, tok[1] = {0};
+  const uint4* xv = reinterpret_cast<const uint4*>(x);
+  for (int t = t0; t < t_end; ++t) {
+    const GateUpRows rows = rows_of(t);
+    float acc[atlas::gemv::kRowsPerBlock] = {};
+    if (rows.width > 0) gate_up_products<1, true>(xv, tok, rows.row, wv, kc, acc);
+    if (t + 1 < t_end) {  // the next pair's first tile, before this pair's reduction
+      const GateUpRows next = rows_of(t + 1);
+      if (next.width > 0) atlas::gemv::load_weight_tile(wv, next.row, threadIdx.x, kc);
+    }
+    gate_up_store<1>(acc, pair, rows.width, act, inter, 2 * t, partial[t & 1]);
+  }
 }
 
 // moe_gate_up_gemv_bf16, block (bx, p): columns 2 bx, 2 bx + 1 of pair p's expert (its key,
@@ -1033,6 +1107,23 @@ extern "C" __global__ void __launch_bounds__(atlas::gemv::kMaxThreads, 4)
                       static_cast<int>(hidden), static_cast<int>(inter), static_cast<int>(experts),
                       SharedExpert{shared_gate_up, nullptr, static_cast<int>(shared_slots),
                                    static_cast<int>(shared_inter)});
+}
+
+// The tiled batch-1 entry (gate_up_gemv_tiles): grid (ceil(ceil(inter / 2) / tiles), slots),
+// ops/moe.py gate_up_gemv_threads(hidden) threads, no dynamic shared memory; 64 registers as
+// _single, 2 KB of shared memory (8 blocks of 128 threads an SM).
+extern "C" __global__ void __launch_bounds__(atlas::gemv::kMaxThreads, 4)
+    moe_gate_up_gemv_tiles_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w_gate_up,
+                                const int32_t* topk_ids, __nv_bfloat16* act, uint32_t tokens,
+                                uint32_t top_k, uint32_t hidden, uint32_t inter,
+                                uint32_t experts, const __nv_bfloat16* shared_gate_up,
+                                uint32_t shared_slots, uint32_t shared_inter, uint32_t tiles) {
+  if (tokens != 1 || tiles == 0) __trap();  // ops/moe.py picks it for batch 1 only
+  gate_up_gemv_tiles(x, w_gate_up, topk_ids, act, static_cast<int>(top_k),
+                     static_cast<int>(hidden), static_cast<int>(inter), static_cast<int>(experts),
+                     SharedExpert{shared_gate_up, nullptr, static_cast<int>(shared_slots),
+                                  static_cast<int>(shared_inter)},
+                     static_cast<int>(tiles));
 }
 
 extern "C" __global__ void __launch_bounds__(atlas::gemv::kMaxThreads, 3)

@@ -546,6 +546,12 @@ MOE_GATE_UP_GEMV_SINGLE = S("moe_decode", "moe_gate_up_gemv_bf16_single",
                             "x:ptr w_gate_up:ptr topk_ids:ptr act:ptr tokens:u32 top_k:u32 "
                             "hidden:u32 inter:u32 experts:u32 shared_gate_up:ptr "
                             "shared_slots:u32 shared_inter:u32")
+# The batch-1 default (ops.moe.gate_up_tiles): the same act, grid (ceil(ceil(inter / 2) /
+# tiles), slots), a block taking `tiles` column pairs of one slot one after the other.
+MOE_GATE_UP_GEMV_TILES = S("moe_decode", "moe_gate_up_gemv_tiles_bf16",
+                           "x:ptr w_gate_up:ptr topk_ids:ptr act:ptr tokens:u32 top_k:u32 "
+                           "hidden:u32 inter:u32 experts:u32 shared_gate_up:ptr "
+                           "shared_slots:u32 shared_inter:u32 tiles:u32")
 # out bf16 [tokens, hidden] = bf16(sum_j topk_weights[t, j] * bf16(act[t, j] . w_down[e_j]));
 # with shared slots: bf16(that sum) + bf16(topk_weights[t, top_k] * bf16(shared act .
 # shared_down)) (transformers' bf16 op boundaries); a block covers rows_per_block rows of one

@@ -542,7 +542,47 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
                           "session-6 launches)", q35, random_ids(rng, 8, 8, 8), routes=old),
               down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm leaf t2 h2048 i768 k8 (session-6 "
                                     "launches)", leaf, random_ids(rng, 2, 8, 8), routes=old)]
-    return fused + cases + _down_gemv_cases(rng, leaf, q35)
+    return fused + cases + _down_gemv_cases(rng, leaf, q35) + _tiled_gate_up_cases(rng, leaf,
+                                                                                   q35)
+
+
+def _tiled_gate_up_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeShape
+                         ) -> list[KernelCase]:
+    """The tiled batch-1 gate/up (moe_gate_up_gemv_tiles_bf16, the default at batch 1; the
+    untiled cases above take the one-wave rule): blocks of one pair, of a partial last block,
+    of a whole slot; ids of another rank and out of range (zeros through the pair loop), a
+    partial shared chunk, rows longer than one pass of the block's threads (a partial second
+    pass), both full-size shapes; and the two-column entry (ATLAS_MOE_GATE_UP_TILED=0)."""
+    def tiles(n: int) -> KernelRoutes:
+        return KernelRoutes(moe_gate_up_tiles=n)
+
+    leaf_ids = random_ids(rng, 1, 8, 8)
+    leaf_ids[0, 2], leaf_ids[0, 6] = -1, 8
+    many = moe.MoeShape(experts=40, top_k=28, hidden=64, inter=1008, shared_inter=1040)
+    many_ids = rng.permutation(40)[None, :28].astype(np.int32)
+    many_ids[0, 0] = -1
+    long_rows = moe.MoeShape(experts=4, top_k=2, hidden=4160, inter=64)  # 520 chunks a row
+    small = moe.MoeShape(experts=16, top_k=4, hidden=256, inter=96)
+    return [
+        decode_case(rng, "moe_gate_up tiled t1 leaf 5 pairs a block (partial last), ids -1 "
+                    "and 8", leaf, leaf_ids, routes=tiles(5)),
+        decode_case(rng, "moe_gate_up tiled t1 leaf 1 pair a block", leaf,
+                    random_ids(rng, 1, 8, 8), routes=tiles(1)),
+        decode_case(rng, "moe_gate_up tiled t1 e16 k4 i96 a whole slot a block", small,
+                    random_ids(rng, 1, 16, 4), routes=tiles(1000)),
+        decode_case(rng, "moe_gate_up tiled t1 e40 k28 i1008 shared 1040 7 pairs a block",
+                    many, many_ids, routes=tiles(7)),
+        decode_case(rng, "moe_gate_up tiled t1 h4160 (two passes a row) 3 pairs a block",
+                    long_rows, random_ids(rng, 1, 4, 2), routes=tiles(3)),
+        decode_case(rng, "moe_gate_up tiled t1 leaf h2048 i512 k8 shared 512 (qwen3.5-35b-a3b) "
+                    "2 pairs a block", q35, random_ids(rng, 1, 8, 8), routes=tiles(2)),
+        decode_case(rng, "moe_gate_up tiled t1 leaf top-k = experts, reversed", leaf,
+                    np.arange(8, dtype=np.int32)[None, ::-1].copy()),
+        decode_case(rng, "moe_gate_up two-column t1 leaf (ATLAS_MOE_GATE_UP_TILED=0)", leaf,
+                    random_ids(rng, 1, 8, 8), routes=KernelRoutes(moe_gate_up_tiled=False)),
+        decode_case(rng, "moe_gate_up two-column t1 shared 1040 (ATLAS_MOE_GATE_UP_TILED=0)",
+                    many, many_ids, routes=KernelRoutes(moe_gate_up_tiled=False)),
+    ]
 
 
 def _down_gemv_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeShape

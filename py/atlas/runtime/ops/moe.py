@@ -15,7 +15,9 @@ Contract (row-major, contiguous; reference/moe.py is the executable specificatio
 
 Paths (`experts`): up to DECODE_MAX_TOKENS tokens take two launches that read only the
 selected experts' weights (gate/up into act [tokens, top_k, inter]: moe_gate_up_gemv_bf16
-[_single], two columns of one expert a block with the dense GEMV's loading scheme, or with
+[_single], two columns of one expert a block with the dense GEMV's loading scheme (at batch 1
+moe_gate_up_gemv_tiles_bf16: a block takes several such column pairs of its slot, the next
+pair's weights requested before the current pair's reduction, one wave), or with
 ATLAS_MOE_GATE_UP_GEMV=0 the column-loop moe_gate_up_silu_bf16; in both the pairs routed to
 one expert go GATE_UP_GROUP_PAIRS to a block, so a batch reads each selected expert once per
 4 tokens that chose it; then
@@ -66,7 +68,8 @@ from dataclasses import dataclass
 
 from ..gpu import DevicePtr, KernelLaunch, KernelSig, Stream
 from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE_UP_GEMV,
-                          MOE_GATE_UP_GEMV_SINGLE, MOE_DOWN_GEMV_ADD_RMSNORM,
+                          MOE_GATE_UP_GEMV_SINGLE, MOE_GATE_UP_GEMV_TILES,
+                          MOE_DOWN_GEMV_ADD_RMSNORM,
                           MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_SUM,
                           MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_TOPK_SIGMOID,
                           MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_SILU,
@@ -103,6 +106,11 @@ GATE_UP_GEMV_COLS = 2
 #: 16-byte chunks of each weight row a GEMV-shaped gate/up thread loads at once
 #: (gemv_core.cuh kUnroll): its blocks get enough threads for this many chunks each
 GATE_UP_GEMV_UNROLL = 2
+#: the tiled batch-1 gate/up kernel's registers per thread (moe_decode.cu: the launch bounds
+#: of 4 blocks of 256 threads): with the register file of 64 K, its blocks an SM where the
+#: backend has no device to ask (`gate_up_tiles`)
+GATE_UP_TILES_REGS = 64
+SM_REGISTERS = 64 * 1024
 #: the down decode kernel's (row, slot) items per warp in one group, by the row's chunk
 #: steps ceil(inter / 256) (moe_decode.cu DownTile: x its chunks per item = 14..16 16-byte
 #: loads in flight per lane); longer rows take DOWN_TILE_ITEMS_LONG
@@ -347,9 +355,15 @@ def decode_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: Dev
             shape.experts, sh_ptr, n_shared, sh_inter)
     pairs = tokens * shape.slots
     if gate_up_uses_gemv(kc, tokens):
+        threads = gate_up_gemv_threads(kc, shape.hidden)
+        cols = -(-shape.inter // GATE_UP_GEMV_COLS)
+        if tokens == 1 and kc.routes.moe_gate_up_tiled:
+            tiles = gate_up_tiles(kc, shape, threads)
+            kc.get(MOE_GATE_UP_GEMV_TILES)(stream, (-(-cols // tiles), pairs, 1), threads, 0,
+                                           *args, tiles)
+            return
         sig = MOE_GATE_UP_GEMV_SINGLE if tokens == 1 else MOE_GATE_UP_GEMV
-        kc.get(sig)(stream, (-(-shape.inter // GATE_UP_GEMV_COLS), pairs, 1),
-                    gate_up_gemv_threads(kc, shape.hidden), 0, *args)
+        kc.get(sig)(stream, (cols, pairs, 1), threads, 0, *args)
         return
     groups = -(-shape.inter // DECODE_ROWS_PER_BLOCK)
     per_block = gate_up_groups_per_block(tokens, shape.slots, shape.inter, kc.facts.sm_count)
@@ -366,6 +380,22 @@ def gate_up_gemv_threads(kc: KernelCache, hidden: int) -> int:
     if kc.routes.moe_gate_up_gemv_threads:
         return kc.routes.moe_gate_up_gemv_threads
     return min(GEMV_MAX_THREADS, max(32, -(-hidden // (8 * GATE_UP_GEMV_UNROLL * 32)) * 32))
+
+
+def gate_up_tiles(kc: KernelCache, shape: MoeShape, threads: int) -> int:
+    """Column pairs a block of the tiled batch-1 gate/up kernel takes, one after the other:
+    ATLAS_MOE_GATE_UP_TILES=N, or by default as many as bring the grid (slots x pair blocks)
+    into one wave of the blocks the device holds at once (the driver's occupancy; without a
+    device, the register file's share, 8 blocks of 128 threads an SM). Qwen3-30B-A3B: 3
+    pairs, 128 x 8 blocks, where 384 x 8 two-column blocks ran ~3 waves, each block paying
+    the routing read before its first weight request."""
+    col_pairs = -(-shape.inter // GATE_UP_GEMV_COLS)
+    if kc.routes.moe_gate_up_tiles:
+        return min(col_pairs, kc.routes.moe_gate_up_tiles)
+    resident = kc.resident_blocks(kc.get(MOE_GATE_UP_GEMV_TILES).handle, threads, 0, 1)
+    if resident is None:
+        resident = kc.facts.sm_count * (SM_REGISTERS // (GATE_UP_TILES_REGS * threads))
+    return max(1, min(col_pairs, -(-shape.slots * col_pairs // max(1, resident))))
 
 
 def gate_up_groups_per_block(tokens: int, slots: int, inter: int, sm_count: int) -> int:

@@ -28,7 +28,8 @@ import numpy as np
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
 from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE_UP_GEMV,
-                          MOE_GATE_UP_GEMV_SINGLE, MOE_DOWN_GEMV_ADD_RMSNORM,
+                          MOE_GATE_UP_GEMV_SINGLE, MOE_GATE_UP_GEMV_TILES,
+                          MOE_DOWN_GEMV_ADD_RMSNORM,
                           MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_SUM,
                           MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_TOPK_SIGMOID,
                           MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_SILU,
@@ -245,6 +246,20 @@ def moe_gate_up_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_ga
         out[:, top_k:] = full.reshape(tokens, shared_slots, inter)
     mem.view(act, np.uint16, tokens * slots * inter)[:] = f32_to_bf16_bits(
         out.astype(np.float32)).reshape(-1)
+
+
+@reference(MOE_GATE_UP_GEMV_TILES)
+def moe_gate_up_gemv_tiles_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int,
+                                w_gate_up: int, topk_ids: int, act: int, tokens: int,
+                                top_k: int, hidden: int, inter: int, experts: int,
+                                shared_gate_up: int, shared_slots: int, shared_inter: int,
+                                tiles: int) -> None:
+    """The tiled batch-1 entry: the same act; the kernel traps on what it refuses."""
+    if tokens != 1 or tiles < 1:
+        raise ValueError(f"moe_gate_up_gemv_tiles_bf16: tokens={tokens}, tiles={tiles} "
+                         f"(batch 1 and at least one column pair a block only)")
+    moe_gate_up_silu_bf16(mem, grid, block, x, w_gate_up, topk_ids, act, tokens, top_k, hidden,
+                          inter, experts, shared_gate_up, shared_slots, shared_inter)
 
 
 def _down_sum(mem: HostMemory, act: int, w_down: int, topk_ids: int, topk_weights: int,
