@@ -368,11 +368,13 @@ def test_bias_needs_sigmoid_scoring() -> None:
 
 def test_heavy_cases_exist_for_the_leaf_shapes() -> None:
     heavy = module_cases(MODULES, 0, keep=moe_cases.is_heavy)
-    assert len(heavy) == 20
+    assert len(heavy) == 21
 
 
 def _constant(stem: str, name: str) -> int:
-    source = (Path(__file__).resolve().parents[2] / "kernels/hopper/common" / f"{stem}.cu")
+    """A `constexpr int` of kernels/hopper/common/<stem>.cu (or <stem> itself: a header)."""
+    source = (Path(__file__).resolve().parents[2] / "kernels/hopper/common"
+              / (stem if "." in stem else f"{stem}.cu"))
     (value,) = re.findall(rf"constexpr int {name} = (\d+);", source.read_text())
     return int(value)
 
@@ -434,4 +436,56 @@ def test_down_grid_is_about_one_wave() -> None:
     with pytest.raises(ValueError, match="shared memory"):
         moe.down_smem(32, 14336)
     assert moe.ROUTER_TOKENS_PER_BLOCK == _constant("moe_router", "kWarpsPerBlock")
-    assert moe.ROUTER_MAX_EXPERTS == 32 * _constant("moe_router", "kMaxPerLane")
+    assert moe.ROUTER_MAX_EXPERTS == 32 * _constant("moe_route.cuh", "kMaxPerLane")
+    assert moe.ROUTE_IN_EXPERTS_MAX_EXPERTS == 32 * _constant("moe_decode", "kRouteMaxTier")
+
+
+@pytest.mark.parametrize("env,tokens,shape,routes", [
+    ({}, 1, QWEN3_30B, True),
+    ({}, 1, moe.MoeShape(256, 8, 2048, 512, 512), True),   # the flagship, its shared expert
+    ({"ATLAS_MOE_ROUTE_IN_EXPERTS": "0"}, 1, QWEN3_30B, False),
+    ({}, 2, QWEN3_30B, False),                              # batch 1 only
+    ({}, 1, moe.MoeShape(512, 10, 2048, 512), False),       # more experts than the tier holds
+    ({}, 1, moe.MoeShape(16, 4, 256, 96), False),           # down not GEMV-shaped
+    ({"ATLAS_MOE_GATE_UP_TILED": "0"}, 1, QWEN3_30B, False),
+    ({"ATLAS_MOE_DOWN_GEMV": "0"}, 1, QWEN3_30B, False),
+])
+def test_routes_in_experts_rule(env: dict, tokens: int, shape: moe.MoeShape,
+                                routes: bool) -> None:
+    kc = KernelCache(MockGpuBackend(), KernelRoutes.from_env(env))
+    assert moe.routes_in_experts(kc, tokens, shape) is routes
+
+
+def test_routing_inside_the_expert_launches() -> None:
+    """Batch 1 of Qwen3-30B-A3B routing inside the expert launches: the router's gate GEMV
+    alone (16 blocks of 8 rows), the tiled gate/up and the down GEMV twins reading the
+    logits, the router's rule passed through (sigmoid with a bias here); a launch the rule
+    refuses raises instead of routing from topk_ids nobody wrote."""
+    mock = MockGpuBackend()
+    kc = KernelCache(mock)
+    moe.gate_logits(kc, 0, 0x100, 0x200, 0x300, 1, QWEN3_30B)
+    route = moe.LogitRoute(0x300, 0, moe.Routing("sigmoid", False, 2.5, 0x900))
+    norm = moe.AddRmsNorm(0x400, 0x500, 0x600, 0x700, 1e-6)
+    moe.experts(kc, 0, 0x2000, 0x3000, 0x4000, 0, 0, 0x7000, 1, QWEN3_30B,
+                moe.MoeScratch(act=0x1000), then_norm=norm, route=route)
+    got = mock.drain_launches()
+    assert [(r.func, tuple(r.grid), tuple(r.block)) for r in got] == [
+        ("moe_gate_logits_bf16", (16, 1, 1), (256, 1, 1)),
+        ("moe_gate_up_gemv_tiles_route_bf16", (128, 8, 1), (128, 1, 1)),
+        ("moe_down_gemv_route_add_rmsnorm_bf16", (256, 1, 1), (256, 1, 1))]
+    assert got[1].args["logits"] == 0x300 and got[1].args["bias"] == 0x900
+    assert got[1].args["sigmoid"] == 1 and got[1].args["tiles"] == 3
+    down = got[2].args
+    assert (down["logits"], down["bias"], down["residual"], down["counters"]) == (
+        0x300, 0x900, 0x400, 0x700)
+    assert (down["renormalize"], down["scale"], down["sigmoid"], down["rows_per_block"]) == (
+        0, 2.5, 1, 8)
+    moe.decode_down(kc, 0, 0x1000, 0x4000, 0, 0, 0x7000, 1, QWEN3_30B, route=route)
+    assert mock.drain_launches()[0].func == "moe_down_gemv_route_sum_bf16"
+    off = KernelCache(MockGpuBackend(), KernelRoutes.from_env({"ATLAS_MOE_ROUTE_IN_EXPERTS": "0"}))
+    with pytest.raises(ValueError, match="routes_in_experts"):
+        moe.experts(off, 0, 0x2000, 0x3000, 0x4000, 0, 0, 0x7000, 1, QWEN3_30B,
+                    moe.MoeScratch(act=0x1000), route=route)
+    with pytest.raises(ValueError, match="routes_in_experts"):
+        moe.experts(kc, 0, 0x2000, 0x3000, 0x4000, 0, 0, 0x7000, 2, QWEN3_30B,
+                    moe.MoeScratch(act=0x1000), route=route)

@@ -57,6 +57,7 @@
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
 #include "gemv_core.cuh"
+#include "moe_route.cuh"
 
 namespace {
 
@@ -87,7 +88,47 @@ struct SharedExpert {
   int slots, inter;
 };
 
+// Where the batch-1 expert kernels route from the logits themselves (ops/moe.py
+// routes_in_experts: the router launch then writes only the logits, moe_gate_logits_bf16):
+// the router's inputs past its logits. The logits are the router's output: gate/up reads them
+// after its PDL wait, down before its own (two launches back, as the routing it otherwise
+// reads; see moe_down_gemv_*).
+struct LogitRouting {
+  const float* logits;         // f32 [tokens, experts]
+  const float* bias;           // sigmoid scoring's e_score_correction_bias (or null)
+  const float* shared_logits;  // f32 [tokens]: the shared expert's gate logit
+  uint32_t renormalize;
+  float scale;
+  uint32_t sigmoid;
+};
+
+// One warp: token `token`'s routing (ids, weights [slots]: moe_route.cuh route_slots, the
+// router's own code, so the same bits) into shared memory; at most kRouteMaxTier x 32 experts
+// (ops/moe.py ROUTE_IN_EXPERTS_MAX_EXPERTS: more would spill under gate/up's 64 registers).
+// Not inlined (its arguments scalars, so no stack frame): its per-lane arrays get registers
+// of their own, not a share of the caller's (inlined into gate/up it spilled).
+constexpr int kRouteMaxTier = 8;
+__device__ __noinline__ void route_token_slots(const float* logits, const float* bias,
+                                               const float* shared_logit, int32_t* ids,
+                                               float* weights, int experts, int top_k,
+                                               int shared_slots, uint32_t renormalize,
+                                               float scale, uint32_t sigmoid) {
+  if (experts > 32 * kRouteMaxTier) __trap();
+  atlas::moe::route_slots<true, kRouteMaxTier>(logits, bias, shared_logit, ids, weights,
+                                               experts, top_k, shared_slots, renormalize, scale,
+                                               sigmoid != 0);
+}
+
+__device__ __forceinline__ void route_from_logits(const LogitRouting& r, int token, int32_t* ids,
+                                                  float* weights, int experts, int top_k,
+                                                  int shared_slots) {
+  route_token_slots(r.logits + static_cast<size_t>(token) * experts, r.bias,
+                    r.shared_logits + token, ids, weights, experts, top_k, shared_slots,
+                    r.renormalize, r.scale, r.sigmoid);
+}
+
 // ---- gate/up ------------------------------------------------------------------------------
+constexpr int kMaxSlots = 32;  // ops/moe.py ROUTER_MAX_TOP_K
 constexpr int kMaxPairs = 8 * 32;  // DECODE_MAX_TOKENS x ROUTER_MAX_TOP_K (ops/moe.py)
 static_assert(kMaxPairs == kThreads, "gate/up ranks a pair with one thread per pair");
 // at batch 2..8, the most pairs of one expert a gate/up block computes (one weight read)
@@ -424,11 +465,15 @@ __device__ __forceinline__ void gate_up_gemv_single(const __nv_bfloat16* x,
 // writes a buffer again only after the next pair's barrier, which warp 0 reaches after it has
 // read the buffer). A pair with no rows (an id outside [0, experts), columns past the shared
 // expert's width) stores zeros through the same path.
+// kRoute (moe_gate_up_gemv_tiles_route_bf16): a routed slot's expert comes from the logits
+// (`route`; warp 0 routes the token after the wait) instead of topk_ids.
+template <bool kRoute>
 __device__ __forceinline__ void gate_up_gemv_tiles(const __nv_bfloat16* x,
                                                    const __nv_bfloat16* w_gate_up,
                                                    const int32_t* topk_ids, __nv_bfloat16* act,
                                                    int top_k, int hidden, int inter, int experts,
-                                                   const SharedExpert& sh, int tiles) {
+                                                   const SharedExpert& sh, int tiles,
+                                                   const LogitRouting& route) {
   const int slots = top_k + sh.slots, p = (static_cast<int>(blockIdx.y) + top_k) % slots;
   const int kc = hidden / 8, col_pairs = (inter + 1) / 2;
   const int t0 = static_cast<int>(blockIdx.x) * tiles, t_end = min(col_pairs, t0 + tiles);
@@ -445,7 +490,16 @@ __device__ __forceinline__ void gate_up_gemv_tiles(const __nv_bfloat16* x,
   atlas::pdl_enter();
   if (static_cast<int>(blockIdx.y) >= slots || t0 >= t_end) return;
   if (p < top_k) {  // the router's output: read from L2, as every decode kernel reads it
-    const int e = __ldcg(topk_ids + p);
+    int e;
+    if constexpr (kRoute) {
+      __shared__ int32_t ids[kMaxSlots];
+      __shared__ float weights[kMaxSlots];
+      if (threadIdx.x < 32) route_from_logits(route, 0, ids, weights, experts, top_k, 0);
+      __syncthreads();
+      e = ids[p];
+    } else {
+      e = __ldcg(topk_ids + p);
+    }
     key = valid_expert(e, experts) ? e : -1 - p;
     const GateUpRows rows = rows_of(t0);
     if (rows.width > 0) atlas::gemv::load_weight_tile(wv, rows.row, threadIdx.x, kc);
@@ -507,7 +561,6 @@ __device__ __forceinline__ void gate_up_gemv_batch(const __nv_bfloat16* x,
 // their slots) and a lane holds kBatch 16-byte chunks of each of its kItems items at once:
 // kItems x kBatch = 16..24 loads in flight per lane, chosen by the row's chunk steps
 // ceil(inter / 256) (DownTile; ops/moe.py down_tile mirrors it).
-constexpr int kMaxSlots = 32;       // ops/moe.py ROUTER_MAX_TOP_K
 constexpr int kMaxDownItems = 8;    // DownTile<1 or 3>::kItems
 template <int kSteps> struct DownTile { static constexpr int kItems = 3, kBatch = 5; };
 template <> struct DownTile<1> { static constexpr int kItems = 8, kBatch = 1; };
@@ -856,8 +909,11 @@ struct GemvSmem {
 // batch, or the next tile's first) are requested right after this unit's products, before
 // its reduction, the slot sums and the rows' writes, so a block of several tiles keeps its
 // loads in flight from one tile to the next (one wave of blocks, one prologue each).
-template <int kU, bool kFinish, bool kOffset>
-__device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm) {
+// kRoute (moe_down_gemv_route_*): the token's routing from the logits (`route`, warp 0,
+// before the wait as the topk reads it replaces) instead of topk_ids / topk_weights.
+template <int kU, bool kFinish, bool kOffset, bool kRoute>
+__device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm,
+                                             const LogitRouting route) {
   using atlas::gemv::pow2_at_least;
   constexpr int V = pow2_at_least(kU * kGemvRows);  // reduce-scatter width (u r at u R + r)
   const int lane = threadIdx.x & 31, token = blockIdx.y;
@@ -868,7 +924,10 @@ __device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm) {
   int32_t* ids = sm.ids;
   float* weights = sm.weights;
   if (a.rows % kGemvRows != 0) __trap();  // ops/moe.py passes whole tiles
-  if (static_cast<int>(threadIdx.x) < slots) {
+  if constexpr (kRoute) {
+    if (threadIdx.x < 32)
+      route_from_logits(route, token, ids, weights, a.experts, a.top_k, a.shared.slots);
+  } else if (static_cast<int>(threadIdx.x) < slots) {
     ids[threadIdx.x] = __ldcg(a.topk_ids + static_cast<size_t>(token) * slots + threadIdx.x);
     weights[threadIdx.x] = __ldcg(a.topk_weights + static_cast<size_t>(token) * slots + threadIdx.x);
   }
@@ -926,15 +985,16 @@ __device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm) {
 }
 
 // grid (ceil(hidden / rows_per_block), tokens); kU by the row's chunks per thread.
-template <bool kFinish, bool kOffset>
-__device__ __forceinline__ void down_gemv_dispatch(const DownArgs& a) {
+template <bool kFinish, bool kOffset, bool kRoute = false>
+__device__ __forceinline__ void down_gemv_dispatch(const DownArgs& a,
+                                                   const LogitRouting& route = LogitRouting{}) {
   __shared__ GemvSmem sm;
   const int n = (a.top_k + a.shared.slots) * (a.inter / 8);
   switch ((n + kThreads - 1) / kThreads) {
-    case 1: down_gemv_block<1, kFinish, kOffset>(a, sm); break;
-    case 2: down_gemv_block<2, kFinish, kOffset>(a, sm); break;
-    case 3: down_gemv_block<3, kFinish, kOffset>(a, sm); break;
-    default: down_gemv_block<4, kFinish, kOffset>(a, sm); break;
+    case 1: down_gemv_block<1, kFinish, kOffset, kRoute>(a, sm, route); break;
+    case 2: down_gemv_block<2, kFinish, kOffset, kRoute>(a, sm, route); break;
+    case 3: down_gemv_block<3, kFinish, kOffset, kRoute>(a, sm, route); break;
+    default: down_gemv_block<4, kFinish, kOffset, kRoute>(a, sm, route); break;
   }
 }
 
@@ -1091,6 +1151,55 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                            shared_inter, eps));
 }
 
+// The down GEMV twins routing from the logits (LogitRouting; ops/moe.py routes_in_experts):
+// the same arguments with the router's logits, shared logits, bias and weight rule in place of
+// topk_ids / topk_weights, read before the PDL wait (the router is two launches back).
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    moe_down_gemv_route_sum_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
+                                 const float* logits, const float* shared_logits,
+                                 const float* bias, __nv_bfloat16* out, uint32_t tokens,
+                                 uint32_t top_k, uint32_t hidden, uint32_t inter,
+                                 uint32_t experts, uint32_t rows_per_block,
+                                 const __nv_bfloat16* shared_down, uint32_t shared_slots,
+                                 uint32_t shared_inter, uint32_t renormalize, float scale,
+                                 uint32_t sigmoid) {
+  down_gemv_dispatch<false, false, true>(
+      down_args(act, w_down, nullptr, nullptr, out, nullptr, nullptr, nullptr, tokens, top_k,
+                hidden, inter, experts, rows_per_block, shared_down, shared_slots, shared_inter,
+                0.f),
+      LogitRouting{logits, bias, shared_logits, renormalize, scale, sigmoid});
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    moe_down_gemv_route_add_rmsnorm_bf16(
+        const __nv_bfloat16* act, const __nv_bfloat16* w_down, const float* logits,
+        const float* shared_logits, const float* bias, __nv_bfloat16* residual,
+        const __nv_bfloat16* w, __nv_bfloat16* normed, uint32_t* counters, uint32_t tokens,
+        uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts,
+        uint32_t rows_per_block, const __nv_bfloat16* shared_down, uint32_t shared_slots,
+        uint32_t shared_inter, float eps, uint32_t renormalize, float scale, uint32_t sigmoid) {
+  down_gemv_dispatch<true, false, true>(
+      down_args(act, w_down, nullptr, nullptr, residual, w, normed, counters, tokens, top_k,
+                hidden, inter, experts, rows_per_block, shared_down, shared_slots, shared_inter,
+                eps),
+      LogitRouting{logits, bias, shared_logits, renormalize, scale, sigmoid});
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    moe_down_gemv_route_add_rmsnorm_offset_bf16(
+        const __nv_bfloat16* act, const __nv_bfloat16* w_down, const float* logits,
+        const float* shared_logits, const float* bias, __nv_bfloat16* residual,
+        const __nv_bfloat16* w, __nv_bfloat16* normed, uint32_t* counters, uint32_t tokens,
+        uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts,
+        uint32_t rows_per_block, const __nv_bfloat16* shared_down, uint32_t shared_slots,
+        uint32_t shared_inter, float eps, uint32_t renormalize, float scale, uint32_t sigmoid) {
+  down_gemv_dispatch<true, true, true>(
+      down_args(act, w_down, nullptr, nullptr, residual, w, normed, counters, tokens, top_k,
+                hidden, inter, experts, rows_per_block, shared_down, shared_slots, shared_inter,
+                eps),
+      LogitRouting{logits, bias, shared_logits, renormalize, scale, sigmoid});
+}
+
 // The gate/up GEMV (see gate_up_gemv): grid (ceil(inter / 2), tokens * slots), ops/moe.py
 // gemv_threads(hidden) threads, no dynamic shared memory. _single: one token, 4 blocks per
 // SM (64 registers). The batch entry holds 4 pairs' accumulators: 3 blocks per SM (80
@@ -1119,11 +1228,31 @@ extern "C" __global__ void __launch_bounds__(atlas::gemv::kMaxThreads, 4)
                                 uint32_t experts, const __nv_bfloat16* shared_gate_up,
                                 uint32_t shared_slots, uint32_t shared_inter, uint32_t tiles) {
   if (tokens != 1 || tiles == 0) __trap();  // ops/moe.py picks it for batch 1 only
-  gate_up_gemv_tiles(x, w_gate_up, topk_ids, act, static_cast<int>(top_k),
-                     static_cast<int>(hidden), static_cast<int>(inter), static_cast<int>(experts),
-                     SharedExpert{shared_gate_up, nullptr, static_cast<int>(shared_slots),
-                                  static_cast<int>(shared_inter)},
-                     static_cast<int>(tiles));
+  gate_up_gemv_tiles<false>(x, w_gate_up, topk_ids, act, static_cast<int>(top_k),
+                            static_cast<int>(hidden), static_cast<int>(inter),
+                            static_cast<int>(experts),
+                            SharedExpert{shared_gate_up, nullptr, static_cast<int>(shared_slots),
+                                         static_cast<int>(shared_inter)},
+                            static_cast<int>(tiles), LogitRouting{});
+}
+
+// The same, routing from the logits (LogitRouting; top-k ids only, so no renormalize / scale).
+extern "C" __global__ void __launch_bounds__(atlas::gemv::kMaxThreads, 4)
+    moe_gate_up_gemv_tiles_route_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w_gate_up,
+                                      const float* logits, const float* bias,
+                                      __nv_bfloat16* act, uint32_t tokens, uint32_t top_k,
+                                      uint32_t hidden, uint32_t inter, uint32_t experts,
+                                      const __nv_bfloat16* shared_gate_up,
+                                      uint32_t shared_slots, uint32_t shared_inter,
+                                      uint32_t tiles, uint32_t sigmoid) {
+  if (tokens != 1 || tiles == 0) __trap();  // ops/moe.py picks it for batch 1 only
+  gate_up_gemv_tiles<true>(x, w_gate_up, nullptr, act, static_cast<int>(top_k),
+                           static_cast<int>(hidden), static_cast<int>(inter),
+                           static_cast<int>(experts),
+                           SharedExpert{shared_gate_up, nullptr, static_cast<int>(shared_slots),
+                                        static_cast<int>(shared_inter)},
+                           static_cast<int>(tiles),
+                           LogitRouting{logits, bias, nullptr, 0, 1.f, sigmoid});
 }
 
 extern "C" __global__ void __launch_bounds__(atlas::gemv::kMaxThreads, 3)
