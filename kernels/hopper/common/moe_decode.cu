@@ -46,6 +46,10 @@
 // moe_down_gemv_{sum,add_rmsnorm,add_rmsnorm_offset}_bf16 (the default at batch 1): the same
 //   three results from a GEMV-shaped launch, 4 output rows a block, every thread all its
 //   chunks of the block's rows in flight at once (see down_gemv_block).
+// moe_gate_up_gemv_tiles_bf16 (the default at batch 1): the gate/up GEMV with several column
+//   pairs of one slot a block, one wave (see gate_up_gemv_tiles).
+// moe_gate_up_gemv_tiles_route_bf16, moe_down_gemv_route_*: the batch-1 pair routing from the
+//   router's logits themselves (LogitRouting; ops/moe.py routes_in_experts).
 // An id outside [0, experts) gives act = 0 and is skipped in the sum.
 //
 // Where the leaf defines ATLAS_MOE_EXPERTS (an MoE leaf) with ATLAS_HIDDEN, gate/up launches
@@ -117,6 +121,20 @@ __device__ __noinline__ void route_token_slots(const float* logits, const float*
   atlas::moe::route_slots<true, kRouteMaxTier>(logits, bias, shared_logit, ids, weights,
                                                experts, top_k, shared_slots, renormalize, scale,
                                                sigmoid != 0);
+}
+
+// Warp 0 of a gate/up block: the (only) token's top_k ids alone (no weights: gate/up needs
+// none), not inlined (its arguments scalars) so its arrays do not share gate/up's registers.
+__device__ __noinline__ void route_token_ids(const float* logits, const float* bias,
+                                             int32_t* ids, int experts, int top_k,
+                                             uint32_t sigmoid) {
+  if (experts > 32 * kRouteMaxTier) __trap();
+  atlas::moe::route_ids<true, kRouteMaxTier>(logits, bias, ids, experts, top_k, sigmoid != 0);
+}
+
+__device__ __forceinline__ void route_ids_from_logits(const LogitRouting& r, int32_t* ids,
+                                                      int experts, int top_k) {
+  route_token_ids(r.logits, r.bias, ids, experts, top_k, r.sigmoid);
 }
 
 __device__ __forceinline__ void route_from_logits(const LogitRouting& r, int token, int32_t* ids,
@@ -493,8 +511,7 @@ __device__ __forceinline__ void gate_up_gemv_tiles(const __nv_bfloat16* x,
     int e;
     if constexpr (kRoute) {
       __shared__ int32_t ids[kMaxSlots];
-      __shared__ float weights[kMaxSlots];
-      if (threadIdx.x < 32) route_from_logits(route, 0, ids, weights, experts, top_k, 0);
+      if (threadIdx.x < 32) route_ids_from_logits(route, ids, experts, top_k);
       __syncthreads();
       e = ids[p];
     } else {

@@ -25,8 +25,9 @@ constexpr uint32_t kNoExpert = 0xffffffffu;
 
 // kPerLane: register slots per lane (experts <= 32 kPerLane); kTopK: 0 = run-time top_k.
 // kFromL2: the logits were written by other blocks of this launch (the fused router), so they
-// are read from L2 (ld.global.cg), never from a possibly stale L1 line.
-template <int kPerLane, int kTopK, bool kSigmoid, bool kFromL2 = false>
+// are read from L2 (ld.global.cg), never from a possibly stale L1 line. kWeights false: the
+// ids only (topk_weights unused): no softmax, no scores kept, fewer registers.
+template <int kPerLane, int kTopK, bool kSigmoid, bool kFromL2 = false, bool kWeights = true>
 __device__ __forceinline__ void route_token(const float* __restrict__ logits,
                                             const float* __restrict__ bias,
                                             int32_t* __restrict__ topk_ids,
@@ -52,7 +53,7 @@ __device__ __forceinline__ void route_token(const float* __restrict__ logits,
     }
   }
   float total = 1.f;
-  if (!kSigmoid) {  // softmax numerators and their sum over every expert
+  if (!kSigmoid && kWeights) {  // softmax numerators and their sum over every expert
     const float row_max = atlas::warp_max(local_max);
     float sum = 0.f;
 #pragma unroll
@@ -89,7 +90,7 @@ __device__ __forceinline__ void route_token(const float* __restrict__ logits,
     const uint32_t top = __reduce_max_sync(0xffffffffu, best != kNoExpert ? best_ord : 0u);
     const uint32_t winner =
         __reduce_min_sync(0xffffffffu, best != kNoExpert && best_ord == top ? best : kNoExpert);
-    const float s = __shfl_sync(0xffffffffu, best_score, winner & 31);
+    const float s = kWeights ? __shfl_sync(0xffffffffu, best_score, winner & 31) : 0.f;
     if (winner != kNoExpert && (winner & 31) == static_cast<uint32_t>(lane))
       taken |= 1u << (winner >> 5);
     if (lane == r) {
@@ -98,20 +99,19 @@ __device__ __forceinline__ void route_token(const float* __restrict__ logits,
     }
   }
 
+  if (lane < top_k) topk_ids[lane] = mine == kNoExpert ? -1 : static_cast<int32_t>(mine);
+  if constexpr (!kWeights) return;
   // probabilities (softmax) or sigmoid scores of the chosen experts, then renormalize
   float w = lane < top_k && mine != kNoExpert ? mine_score / total : 0.f;
   if (renormalize) w = w / (atlas::warp_sum(w) + kRenormEps);
-  if (lane < top_k) {
-    topk_ids[lane] = mine == kNoExpert ? -1 : static_cast<int32_t>(mine);
-    topk_weights[lane] = w * scale;
-  }
+  if (lane < top_k) topk_weights[lane] = w * scale;
 }
 
 // Route one token (its logits row at `logits`) with the leaf's compile-time shape where the
 // launch has it, else the general instantiation. kMaxTier: the largest per-lane array
 // instantiated (experts <= 32 kMaxTier; the expert kernels' 8: 256 experts within their
 // register budgets, ops/moe.py ROUTE_IN_EXPERTS_MAX_EXPERTS).
-template <bool kSigmoid, bool kFromL2, int kMaxTier = kMaxPerLane>
+template <bool kSigmoid, bool kFromL2, int kMaxTier = kMaxPerLane, bool kWeights = true>
 __device__ __forceinline__ void route_row(const float* logits, const float* bias,
                                           int32_t* topk_ids, float* topk_weights,
                                           uint32_t experts, uint32_t top_k, uint32_t renormalize,
@@ -119,7 +119,7 @@ __device__ __forceinline__ void route_row(const float* logits, const float* bias
 #if defined(ATLAS_MOE_EXPERTS) && defined(ATLAS_MOE_TOPK)
   static_assert(ATLAS_MOE_EXPERTS <= 32 * kMaxPerLane && ATLAS_MOE_TOPK <= 32, "leaf shape");
   if (experts == ATLAS_MOE_EXPERTS && top_k == ATLAS_MOE_TOPK) {
-    route_token<(ATLAS_MOE_EXPERTS + 31) / 32, ATLAS_MOE_TOPK, kSigmoid, kFromL2>(
+    route_token<(ATLAS_MOE_EXPERTS + 31) / 32, ATLAS_MOE_TOPK, kSigmoid, kFromL2, kWeights>(
         logits, bias, topk_ids, topk_weights, ATLAS_MOE_EXPERTS, ATLAS_MOE_TOPK,
         renormalize != 0, scale);
     return;
@@ -128,14 +128,15 @@ __device__ __forceinline__ void route_row(const float* logits, const float* bias
   // the per-lane arrays sized to the expert count's tier (every candidate scan of the k
   // rounds, the softmax and the logit loads cover only slots that can hold an expert)
   if (experts <= 4 * 32)
-    route_token<4, 0, kSigmoid, kFromL2>(logits, bias, topk_ids, topk_weights, experts, top_k,
-                                         renormalize != 0, scale);
+    route_token<4, 0, kSigmoid, kFromL2, kWeights>(logits, bias, topk_ids, topk_weights,
+                                                   experts, top_k, renormalize != 0, scale);
   else if (kMaxTier <= 8 || experts <= 8 * 32)
-    route_token<8, 0, kSigmoid, kFromL2>(logits, bias, topk_ids, topk_weights, experts, top_k,
-                                         renormalize != 0, scale);
+    route_token<8, 0, kSigmoid, kFromL2, kWeights>(logits, bias, topk_ids, topk_weights,
+                                                   experts, top_k, renormalize != 0, scale);
   else
-    route_token<kMaxTier, 0, kSigmoid, kFromL2>(logits, bias, topk_ids, topk_weights,
-                                                experts, top_k, renormalize != 0, scale);
+    route_token<kMaxTier, 0, kSigmoid, kFromL2, kWeights>(logits, bias, topk_ids,
+                                                          topk_weights, experts, top_k,
+                                                          renormalize != 0, scale);
 }
 
 // One warp: the routing of the token whose logits row is `logits` into ids / weights [slots]:
@@ -161,6 +162,18 @@ __device__ __forceinline__ void route_slots(const float* logits, const float* bi
     ids[top_k + lane] = static_cast<int32_t>(experts) + lane;
     weights[top_k + lane] = atlas::round_bf16(1.f / (1.f + expf(-g)));
   }
+}
+
+// One warp: the top_k expert ids alone of the token whose logits row is `logits` (route_row's
+// selection, no weights) into ids[0, top_k).
+template <bool kFromL2, int kMaxTier = kMaxPerLane>
+__device__ __forceinline__ void route_ids(const float* logits, const float* bias, int32_t* ids,
+                                          uint32_t experts, uint32_t top_k, bool sigmoid) {
+  if (sigmoid)
+    route_row<true, kFromL2, kMaxTier, false>(logits, bias, ids, nullptr, experts, top_k, 0, 1.f);
+  else
+    route_row<false, kFromL2, kMaxTier, false>(logits, bias, ids, nullptr, experts, top_k, 0,
+                                               1.f);
 }
 
 }  // namespace atlas::moe

@@ -19,6 +19,10 @@
 // shapes run an instantiation with both as compile-time constants (the per-lane register
 // array sized to the experts, the rounds unrolled); other shapes take the general one, its
 // per-lane arrays sized by tier (up to 128, 256, 512 experts).
+//
+// moe_gate_logits_bf16: the fused router's gate GEMV alone (no ticket, no top-k) for batch-1
+// MoE blocks whose expert launches route from the logits (moe_decode.cu LogitRouting). The
+// top-k code lives in moe_route.cuh, shared with them.
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
 #include "moe_route.cuh"
