@@ -111,6 +111,28 @@ _QWEN3_30B_A3B = {**_QWEN3_MOE, "hidden_size": 2048, "intermediate_size": 6144,
                   "max_window_layers": 48, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
                   "tie_word_embeddings": False}
 
+def _qwen3_dense(hidden: int, inter: int, layers: int, heads: int, tied: bool) -> dict[str, Any]:
+    """A published dense Qwen3 config: 8 KV heads of dim 128, the 151,936-token vocabulary."""
+    return {**_QWEN3, "hidden_size": hidden, "intermediate_size": inter,
+            "num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": 8,
+            "head_dim": 128, "vocab_size": 151936, "max_position_embeddings": 40960,
+            "max_window_layers": layers, "rms_norm_eps": 1e-6, "rope_theta": 1000000,
+            "tie_word_embeddings": tied}
+
+
+def _llama3_dense(hidden: int, inter: int, layers: int, heads: int, head_dim: int, tied: bool,
+                  factor: float) -> dict[str, Any]:
+    """A published Llama 3.1 / 3.2 config: 8 KV heads, llama3 rope scaling of `factor` over
+    8,192 original positions, the 128,256-token vocabulary."""
+    return {**_LLAMA, "hidden_size": hidden, "intermediate_size": inter,
+            "num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": 8,
+            "head_dim": head_dim, "vocab_size": 128256, "max_position_embeddings": 131072,
+            "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "bos_token_id": 128000,
+            "eos_token_id": 128001, "tie_word_embeddings": tied,
+            "rope_scaling": {"rope_type": "llama3", "factor": factor, "low_freq_factor": 1.0,
+                             "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}}
+
+
 # Tiny shapes are chosen so each fixture directory stays under 2 MB while every matrix
 # dimension differs from the others where the architecture allows (a transposed weight
 # cannot pass by accident) and head_dim is one the attention kernels support (64, 128).
@@ -174,6 +196,15 @@ CONFIGS: dict[str, dict[str, Any]] = {
                  "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
                  "max_position_embeddings": 40960, "max_window_layers": 36,
                  "rms_norm_eps": 1e-6, "rope_theta": 1000000, "tie_word_embeddings": False},
+    # Further published dense configs (synthetic weights only), for issue 15's batch-1 bar on
+    # "every other dense shape from 1B parameters up": Qwen3-1.7B / 4B / 14B and Llama 3.2-1B
+    # (head_dim 64) / 3.2-3B / 3.1-8B (llama3 rope scaling, 128,256-token vocabulary).
+    "qwen3-1.7b": _qwen3_dense(2048, 6144, 28, 16, tied=True),
+    "qwen3-4b": _qwen3_dense(2560, 9728, 36, 32, tied=True),
+    "qwen3-14b": _qwen3_dense(5120, 17408, 40, 40, tied=False),
+    "llama-3.2-1b": _llama3_dense(2048, 8192, 16, 32, 64, tied=True, factor=32.0),
+    "llama-3.2-3b": _llama3_dense(3072, 8192, 28, 24, 128, tied=True, factor=32.0),
+    "llama-3.1-8b": _llama3_dense(4096, 14336, 32, 32, 128, tied=False, factor=8.0),
 }
 
 
