@@ -498,3 +498,38 @@ def test_gate_up_gemv_model_matches_the_oracle(experts: int, top_k: int, inter: 
                                                repeat: bool) -> None:
     _check_gate_up_model(model_gate_up_gemv, inter * tokens + 7, experts, top_k, inter,
                          shared_inter, tokens, repeat)
+
+
+@pytest.mark.parametrize("inter,shared_inter,tiles", [
+    (768, 0, 0),      # Qwen3-30B-A3B's leaf, the one-wave rule: 3 pairs a block
+    (768, 0, 5),      # a partial last block (384 = 76 x 5 + 4)
+    (96, 0, 1000),    # a whole slot a block
+    (512, 512, 2),    # Qwen3.5-35B-A3B: 9 slots, the shared one first
+    (48, 80, 7),      # a shared expert of 2 chunks, the second partial (zeros past 80)
+])
+def test_tiled_gate_up_writes_every_column_once(inter: int, shared_inter: int,
+                                                tiles: int) -> None:
+    """moe_gate_up_gemv_tiles_bf16's index math over the launch builder's grid: block (bx, y)
+    serves slot (y + top_k) mod slots, column pairs [bx tiles, min(bx tiles + tiles, pairs)),
+    each pair writing columns 2 t and 2 t + 1 below inter: every (slot, column) exactly once,
+    and no block past the pairs."""
+    shape = moe.MoeShape(16, 4, 256, inter, shared_inter)
+    mock = MockGpuBackend()
+    env = {"ATLAS_MOE_GATE_UP_TILES": str(tiles)} if tiles else {}
+    shared = moe.SharedExpertWeights(0x6000, 0x7000, 0x8000) if shared_inter else None
+    moe.decode_gate_up(KernelCache(mock, KernelRoutes.from_env(env)), 0, 0x2000, 0x3000,
+                       0x4000, 0x5000, 1, shape, shared)
+    (launch,) = mock.drain_launches()
+    n_tiles, (gx, gy, _) = launch.args["tiles"], launch.grid
+    pairs = -(-inter // moe.GATE_UP_GEMV_COLS)
+    writes = np.zeros((shape.slots, inter), np.int64)
+    for y in range(gy):
+        p = (y + shape.top_k) % shape.slots
+        for bx in range(gx):
+            t0 = bx * n_tiles
+            assert t0 < pairs  # every block has work
+            for t in range(t0, min(pairs, t0 + n_tiles)):
+                for r in range(moe.GATE_UP_GEMV_COLS):
+                    if 2 * t + r < inter:
+                        writes[p, 2 * t + r] += 1
+    assert gy == shape.slots and (writes == 1).all()

@@ -154,15 +154,23 @@ def test_decode_path_is_two_launches_over_the_selected_experts() -> None:
 
 
 def test_batch_one_takes_the_gemv_shaped_expert_kernels() -> None:
-    """Batch 1 of Qwen3-30B-A3B: gate/up on the single-token GEMV entry, 384 x 8 blocks of
-    128 threads (two chunks of a row each); down on the GEMV-shaped kernel, 256 blocks of two
-    4-row tiles (ATLAS_MOE_DOWN_GEMV_TILES=1: 512 of one). ATLAS_MOE_DOWN_GEMV=0: the
-    row-group kernel, 256 blocks of 8 rows (two a SM on 128 of the 132), where whole groups
-    gave 205 blocks of 10 rows."""
+    """Batch 1 of Qwen3-30B-A3B: gate/up on the tiled single-token GEMV entry, 3 column
+    pairs a block (8 slots x 384 pairs over 132 SMs x 8 blocks of 128 threads: 128 x 8 blocks,
+    one wave), ATLAS_MOE_GATE_UP_TILED=0: the two-column entry, 384 x 8 blocks; down on the
+    GEMV-shaped kernel, 256 blocks of two 4-row tiles (ATLAS_MOE_DOWN_GEMV_TILES=1: 512 of
+    one). ATLAS_MOE_DOWN_GEMV=0: the row-group kernel, 256 blocks of 8 rows (two a SM on 128
+    of the 132), where whole groups gave 205 blocks of 10 rows."""
     got = _launches(moe.experts, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 1, QWEN3_30B,
                     moe.MoeScratch(act=0x1000))
-    assert got == [("moe_gate_up_gemv_bf16_single", (384, 8, 1), (128, 1, 1)),
+    assert got == [("moe_gate_up_gemv_tiles_bf16", (128, 8, 1), (128, 1, 1)),
                    ("moe_down_gemv_sum_bf16", (256, 1, 1), (256, 1, 1))]
+    mock = MockGpuBackend()
+    untiled = KernelRoutes.from_env({"ATLAS_MOE_GATE_UP_TILED": "0"})
+    moe.experts(KernelCache(mock, untiled), 0, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000,
+                1, QWEN3_30B, moe.MoeScratch(act=0x1000))
+    gate_up = mock.drain_launches()[0]
+    assert (gate_up.func, tuple(gate_up.grid), tuple(gate_up.block)) == (
+        "moe_gate_up_gemv_bf16_single", (384, 8, 1), (128, 1, 1))
     mock = MockGpuBackend()
     one = KernelRoutes.from_env({"ATLAS_MOE_DOWN_GEMV_TILES": "1"})
     moe.experts(KernelCache(mock, one), 0, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 1,
@@ -179,6 +187,51 @@ def test_batch_one_takes_the_gemv_shaped_expert_kernels() -> None:
     assert moe.down_rows(8, 1, 2048, 768, 132, wave=False) == 10
     # Qwen3.5-35B-A3B at batch 8 (9 slots): 63 rows a block, 33 blocks a token
     assert moe.down_rows(9, 8, 2048, 512, 132) == 63
+
+
+class _Resident(MockGpuBackend):
+    """A mock whose device holds `blocks` blocks of any launch at once."""
+
+    def __init__(self, blocks: int) -> None:
+        super().__init__()
+        self.blocks = blocks
+
+    def resident_blocks(self, handle, block: int, shared_mem: int, cluster: int) -> int:
+        return self.blocks
+
+
+@pytest.mark.parametrize("backend,env,shape,tiles,grid", [
+    # no device to ask: 132 SMs x 8 blocks of 128 threads; the flagship's 9 slots of 256
+    # pairs: 3 a block, 86 x 9 blocks (the last block of a slot one pair)
+    (MockGpuBackend(), {}, moe.MoeShape(256, 8, 2048, 512, 512), 3, (86, 9, 1)),
+    # the driver's count wins: 3,072 pairs over 512 resident blocks: 6 a block
+    (_Resident(512), {}, QWEN3_30B, 6, (64, 8, 1)),
+    # more resident blocks than pairs: one pair a block
+    (_Resident(100_000), {}, QWEN3_30B, 1, (384, 8, 1)),
+    # ATLAS_MOE_GATE_UP_TILES=N: N pairs a block, at most all of a slot's
+    (MockGpuBackend(), {"ATLAS_MOE_GATE_UP_TILES": "5"}, QWEN3_30B, 5, (77, 8, 1)),
+    (MockGpuBackend(), {"ATLAS_MOE_GATE_UP_TILES": "1000"}, QWEN3_30B, 384, (1, 8, 1)),
+])
+def test_tiled_gate_up_grid(backend: MockGpuBackend, env: dict, shape: moe.MoeShape,
+                            tiles: int, grid: tuple[int, int, int]) -> None:
+    kc = KernelCache(backend, KernelRoutes.from_env(env))
+    moe.decode_gate_up(kc, 0, 0x2000, 0x3000, 0x4000, 0x5000, 1, shape,
+                       moe.SharedExpertWeights(0x6000, 0x7000, 0x8000) if shape.shared_inter
+                       else None)
+    (launch,) = backend.drain_launches()
+    assert (launch.func, tuple(launch.grid), launch.args["tiles"]) == (
+        "moe_gate_up_gemv_tiles_bf16", grid, tiles)
+
+
+def test_tiled_gate_up_reference_refuses_what_the_kernel_traps_on() -> None:
+    """The kernel traps on batches of more than one token and on zero pairs a block; the host
+    reference raises instead of computing what the GPU would not."""
+    with pytest.raises(ValueError, match="tiles=0"):
+        moe_ref.moe_gate_up_gemv_tiles_bf16(None, (1, 1, 1), (128, 1, 1), 0, 0, 0, 0, 1,
+                                            2, 16, 16, 4, 0, 0, 0, 0)
+    with pytest.raises(ValueError, match="tokens=2"):
+        moe_ref.moe_gate_up_gemv_tiles_bf16(None, (1, 1, 1), (128, 1, 1), 0, 0, 0, 0, 2,
+                                            2, 16, 16, 4, 0, 0, 0, 1)
 
 
 @pytest.mark.parametrize("value", ["48", "512", "0x80"])
@@ -315,11 +368,13 @@ def test_bias_needs_sigmoid_scoring() -> None:
 
 def test_heavy_cases_exist_for_the_leaf_shapes() -> None:
     heavy = module_cases(MODULES, 0, keep=moe_cases.is_heavy)
-    assert len(heavy) == 15
+    assert len(heavy) == 21
 
 
 def _constant(stem: str, name: str) -> int:
-    source = (Path(__file__).resolve().parents[2] / "kernels/hopper/common" / f"{stem}.cu")
+    """A `constexpr int` of kernels/hopper/common/<stem>.cu (or <stem> itself: a header)."""
+    source = (Path(__file__).resolve().parents[2] / "kernels/hopper/common"
+              / (stem if "." in stem else f"{stem}.cu"))
     (value,) = re.findall(rf"constexpr int {name} = (\d+);", source.read_text())
     return int(value)
 
@@ -381,4 +436,56 @@ def test_down_grid_is_about_one_wave() -> None:
     with pytest.raises(ValueError, match="shared memory"):
         moe.down_smem(32, 14336)
     assert moe.ROUTER_TOKENS_PER_BLOCK == _constant("moe_router", "kWarpsPerBlock")
-    assert moe.ROUTER_MAX_EXPERTS == 32 * _constant("moe_router", "kMaxPerLane")
+    assert moe.ROUTER_MAX_EXPERTS == 32 * _constant("moe_route.cuh", "kMaxPerLane")
+    assert moe.ROUTE_IN_EXPERTS_MAX_EXPERTS == 32 * _constant("moe_decode", "kRouteMaxTier")
+
+
+@pytest.mark.parametrize("env,tokens,shape,routes", [
+    ({}, 1, QWEN3_30B, True),
+    ({}, 1, moe.MoeShape(256, 8, 2048, 512, 512), True),   # the flagship, its shared expert
+    ({"ATLAS_MOE_ROUTE_IN_EXPERTS": "0"}, 1, QWEN3_30B, False),
+    ({}, 2, QWEN3_30B, False),                              # batch 1 only
+    ({}, 1, moe.MoeShape(512, 10, 2048, 512), False),       # more experts than the tier holds
+    ({}, 1, moe.MoeShape(16, 4, 256, 96), False),           # down not GEMV-shaped
+    ({"ATLAS_MOE_GATE_UP_TILED": "0"}, 1, QWEN3_30B, False),
+    ({"ATLAS_MOE_DOWN_GEMV": "0"}, 1, QWEN3_30B, False),
+])
+def test_routes_in_experts_rule(env: dict, tokens: int, shape: moe.MoeShape,
+                                routes: bool) -> None:
+    kc = KernelCache(MockGpuBackend(), KernelRoutes.from_env(env))
+    assert moe.routes_in_experts(kc, tokens, shape) is routes
+
+
+def test_routing_inside_the_expert_launches() -> None:
+    """Batch 1 of Qwen3-30B-A3B routing inside the expert launches: the router's gate GEMV
+    alone (16 blocks of 8 rows), the tiled gate/up and the down GEMV twins reading the
+    logits, the router's rule passed through (sigmoid with a bias here); a launch the rule
+    refuses raises instead of routing from topk_ids nobody wrote."""
+    mock = MockGpuBackend()
+    kc = KernelCache(mock)
+    moe.gate_logits(kc, 0, 0x100, 0x200, 0x300, 1, QWEN3_30B)
+    route = moe.LogitRoute(0x300, 0, moe.Routing("sigmoid", False, 2.5, 0x900))
+    norm = moe.AddRmsNorm(0x400, 0x500, 0x600, 0x700, 1e-6)
+    moe.experts(kc, 0, 0x2000, 0x3000, 0x4000, 0, 0, 0x7000, 1, QWEN3_30B,
+                moe.MoeScratch(act=0x1000), then_norm=norm, route=route)
+    got = mock.drain_launches()
+    assert [(r.func, tuple(r.grid), tuple(r.block)) for r in got] == [
+        ("moe_gate_logits_bf16", (16, 1, 1), (256, 1, 1)),
+        ("moe_gate_up_gemv_tiles_route_bf16", (128, 8, 1), (128, 1, 1)),
+        ("moe_down_gemv_route_add_rmsnorm_bf16", (256, 1, 1), (256, 1, 1))]
+    assert got[1].args["logits"] == 0x300 and got[1].args["bias"] == 0x900
+    assert got[1].args["sigmoid"] == 1 and got[1].args["tiles"] == 3
+    down = got[2].args
+    assert (down["logits"], down["bias"], down["residual"], down["counters"]) == (
+        0x300, 0x900, 0x400, 0x700)
+    assert (down["renormalize"], down["scale"], down["sigmoid"], down["rows_per_block"]) == (
+        0, 2.5, 1, 8)
+    moe.decode_down(kc, 0, 0x1000, 0x4000, 0, 0, 0x7000, 1, QWEN3_30B, route=route)
+    assert mock.drain_launches()[0].func == "moe_down_gemv_route_sum_bf16"
+    off = KernelCache(MockGpuBackend(), KernelRoutes.from_env({"ATLAS_MOE_ROUTE_IN_EXPERTS": "0"}))
+    with pytest.raises(ValueError, match="routes_in_experts"):
+        moe.experts(off, 0, 0x2000, 0x3000, 0x4000, 0, 0, 0x7000, 1, QWEN3_30B,
+                    moe.MoeScratch(act=0x1000), route=route)
+    with pytest.raises(ValueError, match="routes_in_experts"):
+        moe.experts(kc, 0, 0x2000, 0x3000, 0x4000, 0, 0, 0x7000, 2, QWEN3_30B,
+                    moe.MoeScratch(act=0x1000), route=route)

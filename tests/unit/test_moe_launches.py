@@ -1,8 +1,9 @@
 """The launch sequence of the mixture-of-experts layers, recorded by MockGpuBackend: a decode
 step is one graph replay whose MoE layers are three launches (router, gate/up (batch 1: the
-single-token GEMV entry), down + the next residual add and RMSNorm; a shared expert rides along
-as more slots of the same launches), with no host sync on routing; a prefill chunk runs the
-grouped path with the shared expert's own launches after it."""
+tiled single-token GEMV entry), down + the next residual add and RMSNorm; a shared expert
+rides along as more slots of the same launches), with no host sync on routing; a prefill
+chunk runs the grouped path with the shared expert's own launches after it. At batch 1 with
+inter a multiple of 256 the expert launches route from the router's logits themselves."""
 
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from atlas.model.load import load_runner
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
-ROUTE_AND_GATE_UP = ["moe_gate_topk_softmax_bf16", "moe_gate_up_gemv_bf16_single"]
+ROUTE_AND_GATE_UP = ["moe_gate_topk_softmax_bf16", "moe_gate_up_gemv_tiles_bf16"]
 FUSED_NORM = "moe_down_add_rmsnorm_bf16"
 
 
@@ -108,3 +109,43 @@ def test_prefill_takes_the_grouped_path():
         "moe_grouped_down_bf16", "moe_combine_bf16",
         "gemm_bf16_skinny", "silu_mul_bf16", "gemm_bf16_skinny",  # shared expert SwiGLU
         "gemm_bf16_f32_skinny", "moe_shared_add_bf16"]
+
+
+@pytest.mark.parametrize("env,tokens,names", [
+    ({}, 1, ["moe_gate_logits_bf16", "moe_gate_up_gemv_tiles_route_bf16",
+             "moe_down_gemv_route_add_rmsnorm_offset_bf16"]),
+    ({"ATLAS_MOE_ROUTE_IN_EXPERTS": "0"}, 1,
+     ["moe_gate_topk_softmax_bf16", "moe_gate_up_gemv_tiles_bf16",
+      "moe_down_gemv_add_rmsnorm_offset_bf16"]),
+    ({}, 2, ["moe_gate_topk_softmax_bf16", "moe_gate_up_silu_bf16",
+             "moe_down_add_rmsnorm_offset_bf16"]),
+])
+def test_batch_one_moe_block_routes_inside_its_expert_launches(env, tokens, names):
+    """The flagship's MoE block (256 experts, a shared expert, offset norm) at batch 1: the
+    router writes only the logits and gate/up and down route from them (the router's logits
+    and shared logit buffers passed through); ATLAS_MOE_ROUTE_IN_EXPERTS=0 and batch 2 keep the
+    router's top-k."""
+    from types import SimpleNamespace
+
+    from atlas.model.model import NextNorm
+    from atlas.model.moe import MoeBuffers, MoeMlp, SharedExpert
+    from atlas.runtime.mock import MockGpuBackend
+    from atlas.runtime.ops import KernelCache
+    from atlas.runtime.ops import moe as moe_ops
+    from atlas.runtime.ops.routes import KernelRoutes
+
+    shape = moe_ops.MoeShape(256, 8, 2048, 512, 512)
+    bufs = MoeBuffers(0x10000, 0x20000, 0x30000, moe_ops.MoeScratch(act=0x40000), 0x50000,
+                      shared_out=0x60000, shared_gate=0x70000)
+    mlp = MoeMlp(shape, moe_ops.Routing(), 0x1000, 0x2000, 0x3000, bufs,
+                 SharedExpert(0x4000, 0x5000, 0x6000, 512))
+    mock = MockGpuBackend()
+    kc = KernelCache(mock, KernelRoutes.from_env(env))
+    b = SimpleNamespace(normed=0x80000, delta=0x90000, resid=0xa0000)
+    assert mlp.forward(kc, 0, b, tokens, NextNorm(0xb000, 1e-6, True)) is True
+    launches = mock.drain_launches()
+    assert [r.func for r in launches] == names
+    if names[0] == "moe_gate_logits_bf16":
+        assert launches[0].args["shared_logits"] == bufs.shared_gate
+        assert launches[2].args["logits"] == bufs.logits
+        assert launches[2].args["shared_logits"] == bufs.shared_gate

@@ -46,6 +46,10 @@
 // moe_down_gemv_{sum,add_rmsnorm,add_rmsnorm_offset}_bf16 (the default at batch 1): the same
 //   three results from a GEMV-shaped launch, 4 output rows a block, every thread all its
 //   chunks of the block's rows in flight at once (see down_gemv_block).
+// moe_gate_up_gemv_tiles_bf16 (the default at batch 1): the gate/up GEMV with several column
+//   pairs of one slot a block, one wave (see gate_up_gemv_tiles).
+// moe_gate_up_gemv_tiles_route_bf16, moe_down_gemv_route_*: the batch-1 pair routing from the
+//   router's logits themselves (LogitRouting; ops/moe.py routes_in_experts).
 // An id outside [0, experts) gives act = 0 and is skipped in the sum.
 //
 // Where the leaf defines ATLAS_MOE_EXPERTS (an MoE leaf) with ATLAS_HIDDEN, gate/up launches
@@ -57,6 +61,7 @@
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
 #include "gemv_core.cuh"
+#include "moe_route.cuh"
 
 namespace {
 
@@ -87,7 +92,61 @@ struct SharedExpert {
   int slots, inter;
 };
 
+// Where the batch-1 expert kernels route from the logits themselves (ops/moe.py
+// routes_in_experts: the router launch then writes only the logits, moe_gate_logits_bf16):
+// the router's inputs past its logits. The logits are the router's output: gate/up reads them
+// after its PDL wait, down before its own (two launches back, as the routing it otherwise
+// reads; see moe_down_gemv_*).
+struct LogitRouting {
+  const float* logits;         // f32 [tokens, experts]
+  const float* bias;           // sigmoid scoring's e_score_correction_bias (or null)
+  const float* shared_logits;  // f32 [tokens]: the shared expert's gate logit
+  uint32_t renormalize;
+  float scale;
+  uint32_t sigmoid;
+};
+
+// One warp: token `token`'s routing (ids, weights [slots]: moe_route.cuh route_slots, the
+// router's own code, so the same bits) into shared memory; at most kRouteMaxTier x 32 experts
+// (ops/moe.py ROUTE_IN_EXPERTS_MAX_EXPERTS: more would spill under gate/up's 64 registers).
+// Not inlined (its arguments scalars, so no stack frame): its per-lane arrays get registers
+// of their own, not a share of the caller's (inlined into gate/up it spilled).
+constexpr int kRouteMaxTier = 8;
+__device__ __noinline__ void route_token_slots(const float* logits, const float* bias,
+                                               const float* shared_logit, int32_t* ids,
+                                               float* weights, int experts, int top_k,
+                                               int shared_slots, uint32_t renormalize,
+                                               float scale, uint32_t sigmoid) {
+  if (experts > 32 * kRouteMaxTier) __trap();
+  atlas::moe::route_slots<true, kRouteMaxTier>(logits, bias, shared_logit, ids, weights,
+                                               experts, top_k, shared_slots, renormalize, scale,
+                                               sigmoid != 0);
+}
+
+// Warp 0 of a gate/up block: the (only) token's top_k ids alone (no weights: gate/up needs
+// none), not inlined (its arguments scalars) so its arrays do not share gate/up's registers.
+__device__ __noinline__ void route_token_ids(const float* logits, const float* bias,
+                                             int32_t* ids, int experts, int top_k,
+                                             uint32_t sigmoid) {
+  if (experts > 32 * kRouteMaxTier) __trap();
+  atlas::moe::route_ids<true, kRouteMaxTier>(logits, bias, ids, experts, top_k, sigmoid != 0);
+}
+
+__device__ __forceinline__ void route_ids_from_logits(const LogitRouting& r, int32_t* ids,
+                                                      int experts, int top_k) {
+  route_token_ids(r.logits, r.bias, ids, experts, top_k, r.sigmoid);
+}
+
+__device__ __forceinline__ void route_from_logits(const LogitRouting& r, int token, int32_t* ids,
+                                                  float* weights, int experts, int top_k,
+                                                  int shared_slots) {
+  route_token_slots(r.logits + static_cast<size_t>(token) * experts, r.bias,
+                    r.shared_logits + token, ids, weights, experts, top_k, shared_slots,
+                    r.renormalize, r.scale, r.sigmoid);
+}
+
 // ---- gate/up ------------------------------------------------------------------------------
+constexpr int kMaxSlots = 32;  // ops/moe.py ROUTER_MAX_TOP_K
 constexpr int kMaxPairs = 8 * 32;  // DECODE_MAX_TOKENS x ROUTER_MAX_TOP_K (ops/moe.py)
 static_assert(kMaxPairs == kThreads, "gate/up ranks a pair with one thread per pair");
 // at batch 2..8, the most pairs of one expert a gate/up block computes (one weight read)
@@ -232,23 +291,14 @@ using GemvPartials = float[atlas::gemv::kMaxThreads / 32][atlas::gemv::kMaxAcc];
 
 using GemvTile = uint4[atlas::gemv::kUnroll][atlas::gemv::kRowsPerBlock];
 
-// kFirstLoaded: *first holds the first tile (chunk threadIdx.x on), requested by the caller;
-// else the block requests it (first: null).
-template <int M, bool kFirstLoaded>
-__device__ __forceinline__ void gate_up_gemv_block(const uint4* __restrict__ x, const int* tok,
-                                                   const int* pairs,
-                                                   const uint4* const (&wrow)[4],
-                                                   GemvTile* first, int width, int kc,
-                                                   __nv_bfloat16* __restrict__ act, int inter,
-                                                   int col0, GemvPartials& partial) {
+// acc[m * kRowsPerBlock + r] += the products of weight row r (`wrow`) with x row tok[m] over
+// the whole row, kUnroll chunks a thread in flight. kFirstLoaded: `wv` already holds the
+// first tile (chunk threadIdx.x on), requested by the caller; else it is requested here.
+template <int M, bool kFirstLoaded, int V>
+__device__ __forceinline__ void gate_up_products(const uint4* __restrict__ x, const int* tok,
+                                                 const uint4* const (&wrow)[4], GemvTile& wv,
+                                                 int kc, float (&acc)[V]) {
   using namespace atlas::gemv;
-  constexpr int V = pow2_at_least(M) * kRowsPerBlock;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float acc[V];
-#pragma unroll
-  for (int i = 0; i < V; ++i) acc[i] = 0.f;
-  GemvTile own;
-  GemvTile& wv = kFirstLoaded ? *first : own;
   for (int c0 = threadIdx.x; c0 < kc; c0 += kUnroll * blockDim.x) {
     if (!kFirstLoaded || c0 != static_cast<int>(threadIdx.x)) load_weight_tile(wv, wrow, c0, kc);
 #pragma unroll
@@ -269,6 +319,18 @@ __device__ __forceinline__ void gate_up_gemv_block(const uint4* __restrict__ x, 
       }
     }
   }
+}
+
+// The block's sums of `acc` (gate_up_products'): the GEMV's reduce-scatter into `partial`,
+// one barrier, then warp 0's fixed-order sum over warps and act[pairs[m]][col0 + r] =
+// bf16(bf16(silu(bf16(g))) * bf16(u)) (0 for columns col0 + width on). `partial` may be
+// written again by the block only after its next barrier.
+template <int M, int V>
+__device__ __forceinline__ void gate_up_store(float (&acc)[V], const int* pairs, int width,
+                                              __nv_bfloat16* __restrict__ act, int inter,
+                                              int col0, GemvPartials& partial) {
+  using namespace atlas::gemv;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const float v = warp_reduce_scatter<V>(acc, lane);
   constexpr int kLanesPerValue = 32 / V;
   if ((lane & (kLanesPerValue - 1)) == 0) partial[warp][lane >> log2_exact(kLanesPerValue)] = v;
@@ -284,6 +346,25 @@ __device__ __forceinline__ void gate_up_gemv_block(const uint4* __restrict__ x, 
     const float y = r < width ? atlas::swiglu_f32(g, u) : 0.f;
     act[static_cast<size_t>(pairs[m]) * inter + col0 + r] = atlas::f32_to_bf16(y);
   }
+}
+
+// kFirstLoaded: *first holds the first tile (chunk threadIdx.x on), requested by the caller;
+// else the block requests it (first: null).
+template <int M, bool kFirstLoaded>
+__device__ __forceinline__ void gate_up_gemv_block(const uint4* __restrict__ x, const int* tok,
+                                                   const int* pairs,
+                                                   const uint4* const (&wrow)[4],
+                                                   GemvTile* first, int width, int kc,
+                                                   __nv_bfloat16* __restrict__ act, int inter,
+                                                   int col0, GemvPartials& partial) {
+  constexpr int V = atlas::gemv::pow2_at_least(M) * atlas::gemv::kRowsPerBlock;
+  float acc[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) acc[i] = 0.f;
+  GemvTile own;
+  GemvTile& wv = kFirstLoaded ? *first : own;
+  gate_up_products<M, kFirstLoaded>(x, tok, wrow, wv, kc, acc);
+  gate_up_store<M>(acc, pairs, width, act, inter, col0, partial);
 }
 
 // The four weight rows of columns col0, col0 + 1 of `key` (pair_key's: an expert, the shared
@@ -390,6 +471,70 @@ __device__ __forceinline__ void gate_up_gemv_single(const __nv_bfloat16* x,
   gate_up_gemv_finish<true>(x, pl, rows, &wv, kc, act, inter, col0, partial);
 }
 
+// moe_gate_up_gemv_tiles_bf16 (batch 1, the default: ops/moe.py gate_up_tiles), block
+// (bx, y): slot p = (y + top_k) mod slots as in _single (the shared expert's slots first, their
+// first tile requested before the PDL wait), its column pairs t of [bx tiles, (bx + 1) tiles)
+// (columns 2 t, 2 t + 1) one after the other: pair t + 1's first weight tile is requested right
+// after pair t's products, before their reduction and store, so the block's loads stay in
+// flight from pair to pair and one prologue (the wait, the routing read: a dependent L2 round
+// trip before any routed weight is requested) serves `tiles` pairs. The grid is one wave
+// (ops/moe.py: the driver's resident blocks), where _single's 2-column blocks run ~3 waves
+// each paying that prologue. `partial` alternates by pair parity: one barrier a pair (a warp
+// writes a buffer again only after the next pair's barrier, which warp 0 reaches after it has
+// read the buffer). A pair with no rows (an id outside [0, experts), columns past the shared
+// expert's width) stores zeros through the same path.
+// kRoute (moe_gate_up_gemv_tiles_route_bf16): a routed slot's expert comes from the logits
+// (`route`; warp 0 routes the token after the wait) instead of topk_ids.
+template <bool kRoute>
+__device__ __forceinline__ void gate_up_gemv_tiles(const __nv_bfloat16* x,
+                                                   const __nv_bfloat16* w_gate_up,
+                                                   const int32_t* topk_ids, __nv_bfloat16* act,
+                                                   int top_k, int hidden, int inter, int experts,
+                                                   const SharedExpert& sh, int tiles,
+                                                   const LogitRouting& route) {
+  const int slots = top_k + sh.slots, p = (static_cast<int>(blockIdx.y) + top_k) % slots;
+  const int kc = hidden / 8, col_pairs = (inter + 1) / 2;
+  const int t0 = static_cast<int>(blockIdx.x) * tiles, t_end = min(col_pairs, t0 + tiles);
+  __shared__ GemvPartials partial[2];
+  GemvTile wv;
+  int key = experts + (p - top_k);  // the shared expert's chunk (p >= top_k)
+  auto rows_of = [&](int t) { return gate_up_rows(key, 2 * t, w_gate_up, sh, kc, inter, experts); };
+  if (p >= top_k && t0 < t_end) {  // weights only, before the wait
+    const GateUpRows rows = rows_of(t0);
+    if (rows.width > 0) atlas::gemv::load_weight_tile<true>(wv, rows.row, threadIdx.x, kc);
+  }
+  // pdl_wait before pdl_launch_dependents: the down launch after this one reads the routing
+  // before its own wait (see the header)
+  atlas::pdl_enter();
+  if (static_cast<int>(blockIdx.y) >= slots || t0 >= t_end) return;
+  if (p < top_k) {  // the router's output: read from L2, as every decode kernel reads it
+    int e;
+    if constexpr (kRoute) {
+      __shared__ int32_t ids[kMaxSlots];
+      if (threadIdx.x < 32) route_ids_from_logits(route, ids, experts, top_k);
+      __syncthreads();
+      e = ids[p];
+    } else {
+      e = __ldcg(topk_ids + p);
+    }
+    key = valid_expert(e, experts) ? e : -1 - p;
+    const GateUpRows rows = rows_of(t0);
+    if (rows.width > 0) atlas::gemv::load_weight_tile(wv, rows.row, threadIdx.x, kc);
+  }
+  const int pair[1] = {p}, tok[1] = {0};
+  const uint4* xv = reinterpret_cast<const uint4*>(x);
+  for (int t = t0; t < t_end; ++t) {
+    const GateUpRows rows = rows_of(t);
+    float acc[atlas::gemv::kRowsPerBlock] = {};
+    if (rows.width > 0) gate_up_products<1, true>(xv, tok, rows.row, wv, kc, acc);
+    if (t + 1 < t_end) {  // the next pair's first tile, before this pair's reduction
+      const GateUpRows next = rows_of(t + 1);
+      if (next.width > 0) atlas::gemv::load_weight_tile(wv, next.row, threadIdx.x, kc);
+    }
+    gate_up_store<1>(acc, pair, rows.width, act, inter, 2 * t, partial[t & 1]);
+  }
+}
+
 // moe_gate_up_gemv_bf16, block (bx, p): columns 2 bx, 2 bx + 1 of pair p's expert (its key,
 // pair_key) if p leads that expert's pairs (rank 0, kGroupPairs, ... among the pairs with
 // its key), for p and the next pairs with the same key, one weight read for all of them;
@@ -433,7 +578,6 @@ __device__ __forceinline__ void gate_up_gemv_batch(const __nv_bfloat16* x,
 // their slots) and a lane holds kBatch 16-byte chunks of each of its kItems items at once:
 // kItems x kBatch = 16..24 loads in flight per lane, chosen by the row's chunk steps
 // ceil(inter / 256) (DownTile; ops/moe.py down_tile mirrors it).
-constexpr int kMaxSlots = 32;       // ops/moe.py ROUTER_MAX_TOP_K
 constexpr int kMaxDownItems = 8;    // DownTile<1 or 3>::kItems
 template <int kSteps> struct DownTile { static constexpr int kItems = 3, kBatch = 5; };
 template <> struct DownTile<1> { static constexpr int kItems = 8, kBatch = 1; };
@@ -782,8 +926,11 @@ struct GemvSmem {
 // batch, or the next tile's first) are requested right after this unit's products, before
 // its reduction, the slot sums and the rows' writes, so a block of several tiles keeps its
 // loads in flight from one tile to the next (one wave of blocks, one prologue each).
-template <int kU, bool kFinish, bool kOffset>
-__device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm) {
+// kRoute (moe_down_gemv_route_*): the token's routing from the logits (`route`, warp 0,
+// before the wait as the topk reads it replaces) instead of topk_ids / topk_weights.
+template <int kU, bool kFinish, bool kOffset, bool kRoute>
+__device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm,
+                                             const LogitRouting route) {
   using atlas::gemv::pow2_at_least;
   constexpr int V = pow2_at_least(kU * kGemvRows);  // reduce-scatter width (u r at u R + r)
   const int lane = threadIdx.x & 31, token = blockIdx.y;
@@ -794,7 +941,10 @@ __device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm) {
   int32_t* ids = sm.ids;
   float* weights = sm.weights;
   if (a.rows % kGemvRows != 0) __trap();  // ops/moe.py passes whole tiles
-  if (static_cast<int>(threadIdx.x) < slots) {
+  if constexpr (kRoute) {
+    if (threadIdx.x < 32)
+      route_from_logits(route, token, ids, weights, a.experts, a.top_k, a.shared.slots);
+  } else if (static_cast<int>(threadIdx.x) < slots) {
     ids[threadIdx.x] = __ldcg(a.topk_ids + static_cast<size_t>(token) * slots + threadIdx.x);
     weights[threadIdx.x] = __ldcg(a.topk_weights + static_cast<size_t>(token) * slots + threadIdx.x);
   }
@@ -852,15 +1002,16 @@ __device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm) {
 }
 
 // grid (ceil(hidden / rows_per_block), tokens); kU by the row's chunks per thread.
-template <bool kFinish, bool kOffset>
-__device__ __forceinline__ void down_gemv_dispatch(const DownArgs& a) {
+template <bool kFinish, bool kOffset, bool kRoute = false>
+__device__ __forceinline__ void down_gemv_dispatch(const DownArgs& a,
+                                                   const LogitRouting& route = LogitRouting{}) {
   __shared__ GemvSmem sm;
   const int n = (a.top_k + a.shared.slots) * (a.inter / 8);
   switch ((n + kThreads - 1) / kThreads) {
-    case 1: down_gemv_block<1, kFinish, kOffset>(a, sm); break;
-    case 2: down_gemv_block<2, kFinish, kOffset>(a, sm); break;
-    case 3: down_gemv_block<3, kFinish, kOffset>(a, sm); break;
-    default: down_gemv_block<4, kFinish, kOffset>(a, sm); break;
+    case 1: down_gemv_block<1, kFinish, kOffset, kRoute>(a, sm, route); break;
+    case 2: down_gemv_block<2, kFinish, kOffset, kRoute>(a, sm, route); break;
+    case 3: down_gemv_block<3, kFinish, kOffset, kRoute>(a, sm, route); break;
+    default: down_gemv_block<4, kFinish, kOffset, kRoute>(a, sm, route); break;
   }
 }
 
@@ -1017,6 +1168,55 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                            shared_inter, eps));
 }
 
+// The down GEMV twins routing from the logits (LogitRouting; ops/moe.py routes_in_experts):
+// the same arguments with the router's logits, shared logits, bias and weight rule in place of
+// topk_ids / topk_weights, read before the PDL wait (the router is two launches back).
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    moe_down_gemv_route_sum_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
+                                 const float* logits, const float* shared_logits,
+                                 const float* bias, __nv_bfloat16* out, uint32_t tokens,
+                                 uint32_t top_k, uint32_t hidden, uint32_t inter,
+                                 uint32_t experts, uint32_t rows_per_block,
+                                 const __nv_bfloat16* shared_down, uint32_t shared_slots,
+                                 uint32_t shared_inter, uint32_t renormalize, float scale,
+                                 uint32_t sigmoid) {
+  down_gemv_dispatch<false, false, true>(
+      down_args(act, w_down, nullptr, nullptr, out, nullptr, nullptr, nullptr, tokens, top_k,
+                hidden, inter, experts, rows_per_block, shared_down, shared_slots, shared_inter,
+                0.f),
+      LogitRouting{logits, bias, shared_logits, renormalize, scale, sigmoid});
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    moe_down_gemv_route_add_rmsnorm_bf16(
+        const __nv_bfloat16* act, const __nv_bfloat16* w_down, const float* logits,
+        const float* shared_logits, const float* bias, __nv_bfloat16* residual,
+        const __nv_bfloat16* w, __nv_bfloat16* normed, uint32_t* counters, uint32_t tokens,
+        uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts,
+        uint32_t rows_per_block, const __nv_bfloat16* shared_down, uint32_t shared_slots,
+        uint32_t shared_inter, float eps, uint32_t renormalize, float scale, uint32_t sigmoid) {
+  down_gemv_dispatch<true, false, true>(
+      down_args(act, w_down, nullptr, nullptr, residual, w, normed, counters, tokens, top_k,
+                hidden, inter, experts, rows_per_block, shared_down, shared_slots, shared_inter,
+                eps),
+      LogitRouting{logits, bias, shared_logits, renormalize, scale, sigmoid});
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    moe_down_gemv_route_add_rmsnorm_offset_bf16(
+        const __nv_bfloat16* act, const __nv_bfloat16* w_down, const float* logits,
+        const float* shared_logits, const float* bias, __nv_bfloat16* residual,
+        const __nv_bfloat16* w, __nv_bfloat16* normed, uint32_t* counters, uint32_t tokens,
+        uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts,
+        uint32_t rows_per_block, const __nv_bfloat16* shared_down, uint32_t shared_slots,
+        uint32_t shared_inter, float eps, uint32_t renormalize, float scale, uint32_t sigmoid) {
+  down_gemv_dispatch<true, true, true>(
+      down_args(act, w_down, nullptr, nullptr, residual, w, normed, counters, tokens, top_k,
+                hidden, inter, experts, rows_per_block, shared_down, shared_slots, shared_inter,
+                eps),
+      LogitRouting{logits, bias, shared_logits, renormalize, scale, sigmoid});
+}
+
 // The gate/up GEMV (see gate_up_gemv): grid (ceil(inter / 2), tokens * slots), ops/moe.py
 // gemv_threads(hidden) threads, no dynamic shared memory. _single: one token, 4 blocks per
 // SM (64 registers). The batch entry holds 4 pairs' accumulators: 3 blocks per SM (80
@@ -1033,6 +1233,43 @@ extern "C" __global__ void __launch_bounds__(atlas::gemv::kMaxThreads, 4)
                       static_cast<int>(hidden), static_cast<int>(inter), static_cast<int>(experts),
                       SharedExpert{shared_gate_up, nullptr, static_cast<int>(shared_slots),
                                    static_cast<int>(shared_inter)});
+}
+
+// The tiled batch-1 entry (gate_up_gemv_tiles): grid (ceil(ceil(inter / 2) / tiles), slots),
+// ops/moe.py gate_up_gemv_threads(hidden) threads, no dynamic shared memory; 64 registers as
+// _single, 2 KB of shared memory (8 blocks of 128 threads an SM).
+extern "C" __global__ void __launch_bounds__(atlas::gemv::kMaxThreads, 4)
+    moe_gate_up_gemv_tiles_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w_gate_up,
+                                const int32_t* topk_ids, __nv_bfloat16* act, uint32_t tokens,
+                                uint32_t top_k, uint32_t hidden, uint32_t inter,
+                                uint32_t experts, const __nv_bfloat16* shared_gate_up,
+                                uint32_t shared_slots, uint32_t shared_inter, uint32_t tiles) {
+  if (tokens != 1 || tiles == 0) __trap();  // ops/moe.py picks it for batch 1 only
+  gate_up_gemv_tiles<false>(x, w_gate_up, topk_ids, act, static_cast<int>(top_k),
+                            static_cast<int>(hidden), static_cast<int>(inter),
+                            static_cast<int>(experts),
+                            SharedExpert{shared_gate_up, nullptr, static_cast<int>(shared_slots),
+                                         static_cast<int>(shared_inter)},
+                            static_cast<int>(tiles), LogitRouting{});
+}
+
+// The same, routing from the logits (LogitRouting; top-k ids only, so no renormalize / scale).
+extern "C" __global__ void __launch_bounds__(atlas::gemv::kMaxThreads, 4)
+    moe_gate_up_gemv_tiles_route_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w_gate_up,
+                                      const float* logits, const float* bias,
+                                      __nv_bfloat16* act, uint32_t tokens, uint32_t top_k,
+                                      uint32_t hidden, uint32_t inter, uint32_t experts,
+                                      const __nv_bfloat16* shared_gate_up,
+                                      uint32_t shared_slots, uint32_t shared_inter,
+                                      uint32_t tiles, uint32_t sigmoid) {
+  if (tokens != 1 || tiles == 0) __trap();  // ops/moe.py picks it for batch 1 only
+  gate_up_gemv_tiles<true>(x, w_gate_up, nullptr, act, static_cast<int>(top_k),
+                           static_cast<int>(hidden), static_cast<int>(inter),
+                           static_cast<int>(experts),
+                           SharedExpert{shared_gate_up, nullptr, static_cast<int>(shared_slots),
+                                        static_cast<int>(shared_inter)},
+                           static_cast<int>(tiles),
+                           LogitRouting{logits, bias, nullptr, 0, 1.f, sigmoid});
 }
 
 extern "C" __global__ void __launch_bounds__(atlas::gemv::kMaxThreads, 3)

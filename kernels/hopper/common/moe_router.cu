@@ -19,139 +19,19 @@
 // shapes run an instantiation with both as compile-time constants (the per-lane register
 // array sized to the experts, the rounds unrolled); other shapes take the general one, its
 // per-lane arrays sized by tier (up to 128, 256, 512 experts).
+//
+// moe_gate_logits_bf16: the fused router's gate GEMV alone (no ticket, no top-k) for batch-1
+// MoE blocks whose expert launches route from the logits (moe_decode.cu LogitRouting). The
+// top-k code lives in moe_route.cuh, shared with them.
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
+#include "moe_route.cuh"
 
 namespace {
 
-constexpr int kMaxPerLane = 16;  // ops/moe.py ROUTER_MAX_EXPERTS / 32
 constexpr int kWarpsPerBlock = 4;  // ops/moe.py ROUTER_TOKENS_PER_BLOCK
-constexpr float kRenormEps = 1e-20f;
-
-// Selection keys as unsigned integers in the same order: a larger float gives a larger key,
-// -0 and +0 are equal, and NaN sorts below every number (where numpy's argsort, the
-// reference, puts it). One u32 per candidate lets a warp find its best with redux.sync.
-__device__ __forceinline__ uint32_t order_key(float k) {
-  if (k != k) return 0u;
-  if (k == 0.f) return 0x80000000u;
-  const uint32_t u = __float_as_uint(k);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
-constexpr uint32_t kNoExpert = 0xffffffffu;
-
-// kPerLane: register slots per lane (experts <= 32 kPerLane); kTopK: 0 = run-time top_k.
-// kFromL2: the logits were written by other blocks of this launch (the fused router), so they
-// are read from L2 (ld.global.cg), never from a possibly stale L1 line.
-template <int kPerLane, int kTopK, bool kSigmoid, bool kFromL2 = false>
-__device__ __forceinline__ void route_token(const float* __restrict__ logits,
-                                            const float* __restrict__ bias,
-                                            int32_t* __restrict__ topk_ids,
-                                            float* __restrict__ topk_weights, int experts,
-                                            int top_k_arg, bool renormalize, float scale) {
-  const int top_k = kTopK > 0 ? kTopK : top_k_arg;
-  const int lane = threadIdx.x & 31;
-  float key[kPerLane], score[kPerLane];
-  uint32_t taken = 0;  // bit j: expert lane + 32 j is chosen or does not exist
-  float local_max = -INFINITY;
-#pragma unroll
-  for (int j = 0; j < kPerLane; ++j) {
-    const int e = lane + 32 * j;
-    const bool live = e < experts;
-    const float x = live ? (kFromL2 ? __ldcg(logits + e) : logits[e]) : 0.f;
-    if (!live) taken |= 1u << j;
-    if (kSigmoid) {
-      score[j] = 1.f / (1.f + expf(-x));
-      key[j] = score[j] + (bias != nullptr && live ? bias[e] : 0.f);
-    } else {
-      key[j] = score[j] = x;
-      if (live) local_max = fmaxf(local_max, x);
-    }
-  }
-  float total = 1.f;
-  if (!kSigmoid) {  // softmax numerators and their sum over every expert
-    const float row_max = atlas::warp_max(local_max);
-    float sum = 0.f;
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-      score[j] = (taken >> j) & 1u ? 0.f : expf(key[j] - row_max);
-      sum += score[j];
-    }
-    total = atlas::warp_sum(sum);
-  }
-
-  uint32_t ord[kPerLane];
-#pragma unroll
-  for (int j = 0; j < kPerLane; ++j) ord[j] = order_key(key[j]);
-
-  // k rounds; each: every lane's best remaining candidate (largest key, then its lower
-  // expert), the warp's largest key by one redux.sync and, among the lanes holding it, the
-  // lowest expert by another (torch.topk's order), the winner's score by one shuffle. The
-  // dependent chain is two reductions and a shuffle a round, not a 5-level butterfly of
-  // (key, expert, score) triples.
-  uint32_t mine = kNoExpert;
-  float mine_score = 0.f;
-#pragma unroll(kTopK > 0 ? kTopK : 1)
-  for (int r = 0; r < top_k; ++r) {
-    uint32_t best_ord = 0u, best = kNoExpert;
-    float best_score = 0.f;
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-      if (!((taken >> j) & 1u) && (best == kNoExpert || ord[j] > best_ord)) {
-        best_ord = ord[j];
-        best = lane + 32 * j;
-        best_score = score[j];
-      }
-    }
-    const uint32_t top = __reduce_max_sync(0xffffffffu, best != kNoExpert ? best_ord : 0u);
-    const uint32_t winner =
-        __reduce_min_sync(0xffffffffu, best != kNoExpert && best_ord == top ? best : kNoExpert);
-    const float s = __shfl_sync(0xffffffffu, best_score, winner & 31);
-    if (winner != kNoExpert && (winner & 31) == static_cast<uint32_t>(lane))
-      taken |= 1u << (winner >> 5);
-    if (lane == r) {
-      mine = winner;
-      mine_score = s;
-    }
-  }
-
-  // probabilities (softmax) or sigmoid scores of the chosen experts, then renormalize
-  float w = lane < top_k && mine != kNoExpert ? mine_score / total : 0.f;
-  if (renormalize) w = w / (atlas::warp_sum(w) + kRenormEps);
-  if (lane < top_k) {
-    topk_ids[lane] = mine == kNoExpert ? -1 : static_cast<int32_t>(mine);
-    topk_weights[lane] = w * scale;
-  }
-}
-
-// Route one token (its logits row at `logits`) with the leaf's compile-time shape where the
-// launch has it, else the general instantiation.
-template <bool kSigmoid, bool kFromL2>
-__device__ __forceinline__ void route_row(const float* logits, const float* bias,
-                                          int32_t* topk_ids, float* topk_weights,
-                                          uint32_t experts, uint32_t top_k, uint32_t renormalize,
-                                          float scale) {
-#if defined(ATLAS_MOE_EXPERTS) && defined(ATLAS_MOE_TOPK)
-  static_assert(ATLAS_MOE_EXPERTS <= 32 * kMaxPerLane && ATLAS_MOE_TOPK <= 32, "leaf shape");
-  if (experts == ATLAS_MOE_EXPERTS && top_k == ATLAS_MOE_TOPK) {
-    route_token<(ATLAS_MOE_EXPERTS + 31) / 32, ATLAS_MOE_TOPK, kSigmoid, kFromL2>(
-        logits, bias, topk_ids, topk_weights, ATLAS_MOE_EXPERTS, ATLAS_MOE_TOPK,
-        renormalize != 0, scale);
-    return;
-  }
-#endif
-  // the per-lane arrays sized to the expert count's tier (every candidate scan of the k
-  // rounds, the softmax and the logit loads cover only slots that can hold an expert)
-  if (experts <= 4 * 32)
-    route_token<4, 0, kSigmoid, kFromL2>(logits, bias, topk_ids, topk_weights, experts, top_k,
-                                         renormalize != 0, scale);
-  else if (experts <= 8 * 32)
-    route_token<8, 0, kSigmoid, kFromL2>(logits, bias, topk_ids, topk_weights, experts, top_k,
-                                         renormalize != 0, scale);
-  else
-    route_token<kMaxPerLane, 0, kSigmoid, kFromL2>(logits, bias, topk_ids, topk_weights,
-                                                   experts, top_k, renormalize != 0, scale);
-}
+using atlas::moe::route_row;
+using atlas::moe::route_slots;
 
 template <bool kSigmoid>
 __device__ __forceinline__ void route(const float* logits, const float* bias, int32_t* topk_ids,
@@ -254,7 +134,9 @@ struct GateArgs {
 // every token. The last block to finish (a ticket from atomicInc on *counter, which wraps back
 // to zero) routes every token, one warp per token, and fills its shared slots: ids experts +
 // c, weights bf16(sigmoid(shared logit)) (transformers' F.sigmoid of the bf16 gate output).
-template <bool kSigmoid>
+// kRoute false (moe_gate_logits_bf16): the logits only, no ticket; the batch-1 expert kernels
+// route from them (ops/moe.py routes_in_experts).
+template <bool kSigmoid, bool kRoute = true>
 __device__ __forceinline__ void gate_route(const GateArgs& a) {
   const int e = blockIdx.x * kGateWarps + (threadIdx.x >> 5);
   const int tokens = static_cast<int>(a.tokens), hidden = static_cast<int>(a.hidden);
@@ -285,6 +167,7 @@ __device__ __forceinline__ void gate_route(const GateArgs& a) {
     else
       gate_row<0, kGateMaxTokens>(xs, wr, wv, out, stride, tokens, hidden);
   }
+  if constexpr (!kRoute) return;
   __shared__ bool last;
   __threadfence();  // this block's logits, before its ticket
   __syncthreads();
@@ -292,18 +175,13 @@ __device__ __forceinline__ void gate_route(const GateArgs& a) {
   __syncthreads();
   if (!last) return;
   __threadfence();
-  const int token = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int token = threadIdx.x >> 5;
   if (token >= tokens) return;
   const size_t slots = a.top_k + a.shared_slots;
-  int32_t* ids = a.topk_ids + token * slots;
-  float* weights = a.topk_weights + token * slots;
-  route_row<kSigmoid, true>(a.logits + static_cast<size_t>(token) * a.experts, a.bias, ids,
-                            weights, a.experts, a.top_k, a.renormalize, a.scale);
-  if (lane < static_cast<int>(a.shared_slots)) {
-    const float g = __ldcg(a.shared_logits + token);
-    ids[a.top_k + lane] = static_cast<int32_t>(a.experts) + lane;
-    weights[a.top_k + lane] = atlas::round_bf16(1.f / (1.f + expf(-g)));
-  }
+  route_slots<true>(a.logits + static_cast<size_t>(token) * a.experts, a.bias,
+                    a.shared_logits + token, a.topk_ids + token * slots,
+                    a.topk_weights + token * slots, a.experts, a.top_k, a.shared_slots,
+                    a.renormalize, a.scale, kSigmoid);
 }
 
 }  // namespace
@@ -346,4 +224,16 @@ extern "C" __global__ void __launch_bounds__(32 * kGateWarps, 1)
   gate_route<true>(GateArgs{x, w_gate, shared_gate, bias, logits, shared_logits, topk_ids,
                             topk_weights, counter, tokens, experts, hidden, top_k, shared_slots,
                             renormalize, scale});
+}
+
+// The gate GEMV alone (gate_route<.., false>): logits f32 [tokens, experts] and the shared
+// expert's logit, the same values as the routers above; grid and shared memory as theirs.
+extern "C" __global__ void __launch_bounds__(32 * kGateWarps, 1)
+    moe_gate_logits_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w_gate,
+                         const __nv_bfloat16* shared_gate, float* logits, float* shared_logits,
+                         uint32_t tokens, uint32_t experts, uint32_t hidden,
+                         uint32_t shared_slots) {
+  gate_route<false, false>(GateArgs{x, w_gate, shared_gate, nullptr, logits, shared_logits,
+                                    nullptr, nullptr, nullptr, tokens, experts, hidden, 0,
+                                    shared_slots, 0, 1.f});
 }

@@ -169,14 +169,24 @@ class MoeMlp:
         """Three launches: the router (gate GEMV + top-k, the shared expert's gate as one
         more row), gate/up and down over the routed slots and the
         shared expert's slots, the down launch also doing `then_norm` when given (unless
-        ATLAS_MOE_DOWN_NORM=0: then into delta, the next layer adds and normalizes)."""
+        ATLAS_MOE_DOWN_NORM=0: then into delta, the next layer adds and normalizes). At
+        batch 1 (ops.moe.routes_in_experts) the router writes only the logits and the two
+        expert launches take the top-k of them themselves."""
         sh, bf = self.shape, self.bufs
         shared = None
         if self.shared is not None:
             shared = moe_ops.SharedExpertWeights(self.shared.gate_up, self.shared.down,
                                                  self.shared.gate)
-        moe_ops.gate_topk(kc, s, b.normed, self.router, bf.logits, bf.topk_ids, bf.topk_weights,
-                          bf.router_counter, t, sh, self.routing, shared, bf.shared_gate)
+        route = None
+        if self.ep is None and moe_ops.routes_in_experts(kc, t, sh):
+            # the router writes only the logits; gate/up and down each take the top-k of them
+            moe_ops.gate_logits(kc, s, b.normed, self.router, bf.logits, t, sh, shared,
+                                bf.shared_gate)
+            route = moe_ops.LogitRoute(bf.logits, bf.shared_gate if shared else 0, self.routing)
+        else:
+            moe_ops.gate_topk(kc, s, b.normed, self.router, bf.logits, bf.topk_ids,
+                              bf.topk_weights, bf.router_counter, t, sh, self.routing, shared,
+                              bf.shared_gate)
         sh = self._local(kc, s, t, sh)
         finish = None
         if then_norm is not None and kc.routes.moe_down_norm:
@@ -185,7 +195,7 @@ class MoeMlp:
             finish = moe_ops.AddRmsNorm(b.resid, then_norm.weight, b.normed, bf.counters,
                                         then_norm.eps, then_norm.offset)
         moe_ops.experts(kc, s, b.normed, self.gate_up, self.down, bf.topk_ids, bf.topk_weights,
-                        b.delta, t, sh, bf.scratch, then_norm=finish, shared=shared)
+                        b.delta, t, sh, bf.scratch, then_norm=finish, shared=shared, route=route)
         return finish is not None
 
     def _local(self, kc: KernelCache, s: Stream, t: int, sh: moe_ops.MoeShape

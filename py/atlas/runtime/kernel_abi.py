@@ -555,6 +555,12 @@ MOE_GATE_TOPK_SIGMOID = S("moe_router", "moe_gate_topk_sigmoid_bf16",
                           "shared_logits:ptr topk_ids:ptr topk_weights:ptr counter:ptr "
                           "tokens:u32 experts:u32 hidden:u32 top_k:u32 shared_slots:u32 "
                           "renormalize:u32 scale:f32")
+# The same router's gate GEMV alone (logits and the shared expert's logit, no top-k, no
+# counter): at batch 1 the expert kernels route from the logits themselves
+# (ops.moe.routes_in_experts: moe_gate_up_gemv_tiles_route_bf16, moe_down_gemv_route_*).
+MOE_GATE_LOGITS = S("moe_router", "moe_gate_logits_bf16",
+                    "x:ptr w_gate:ptr shared_gate:ptr logits:ptr shared_logits:ptr tokens:u32 "
+                    "experts:u32 hidden:u32 shared_slots:u32")
 # Decode (1..8 tokens), one launch per projection over all selected experts. Weights:
 # w_gate_up bf16 [experts, 2 inter, hidden] (gate rows, then up rows), w_down bf16
 # [experts, hidden, inter]. act bf16 [tokens, top_k, inter] = swiglu of the selected
@@ -581,6 +587,12 @@ MOE_GATE_UP_GEMV_SINGLE = S("moe_decode", "moe_gate_up_gemv_bf16_single",
                             "x:ptr w_gate_up:ptr topk_ids:ptr act:ptr tokens:u32 top_k:u32 "
                             "hidden:u32 inter:u32 experts:u32 shared_gate_up:ptr "
                             "shared_slots:u32 shared_inter:u32")
+# The batch-1 default (ops.moe.gate_up_tiles): the same act, grid (ceil(ceil(inter / 2) /
+# tiles), slots), a block taking `tiles` column pairs of one slot one after the other.
+MOE_GATE_UP_GEMV_TILES = S("moe_decode", "moe_gate_up_gemv_tiles_bf16",
+                           "x:ptr w_gate_up:ptr topk_ids:ptr act:ptr tokens:u32 top_k:u32 "
+                           "hidden:u32 inter:u32 experts:u32 shared_gate_up:ptr "
+                           "shared_slots:u32 shared_inter:u32 tiles:u32")
 # out bf16 [tokens, hidden] = bf16(sum_j topk_weights[t, j] * bf16(act[t, j] . w_down[e_j]));
 # with shared slots: bf16(that sum) + bf16(topk_weights[t, top_k] * bf16(shared act .
 # shared_down)) (transformers' bf16 op boundaries); a block covers rows_per_block rows of one
@@ -616,6 +628,30 @@ MOE_DOWN_GEMV_SUM = replace(MOE_DOWN_SUM, func="moe_down_gemv_sum_bf16")
 MOE_DOWN_GEMV_ADD_RMSNORM = replace(MOE_DOWN_ADD_RMSNORM, func="moe_down_gemv_add_rmsnorm_bf16")
 MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET = replace(MOE_DOWN_ADD_RMSNORM_OFFSET,
                                            func="moe_down_gemv_add_rmsnorm_offset_bf16")
+# The batch-1 tiled gate/up and the down GEMVs routing from the router's logits (what
+# moe_gate_topk_* would write, computed by each block with its code: the same bits) in place
+# of topk_ids / topk_weights: logits f32 [tokens, experts], shared_logits f32 [tokens], bias
+# (sigmoid scoring's, or 0), sigmoid 0 / 1, renormalize and scale as the router's; at most
+# ops.moe.ROUTE_IN_EXPERTS_MAX_EXPERTS experts. The down twins read them before their PDL wait
+# (the router is two launches back).
+MOE_GATE_UP_GEMV_TILES_ROUTE = S(
+    "moe_decode", "moe_gate_up_gemv_tiles_route_bf16",
+    "x:ptr w_gate_up:ptr logits:ptr bias:ptr act:ptr tokens:u32 top_k:u32 hidden:u32 "
+    "inter:u32 experts:u32 shared_gate_up:ptr shared_slots:u32 shared_inter:u32 tiles:u32 "
+    "sigmoid:u32")
+MOE_DOWN_GEMV_ROUTE_SUM = S(
+    "moe_decode", "moe_down_gemv_route_sum_bf16",
+    "act:ptr w_down:ptr logits:ptr shared_logits:ptr bias:ptr out:ptr tokens:u32 top_k:u32 "
+    "hidden:u32 inter:u32 experts:u32 rows_per_block:u32 shared_down:ptr shared_slots:u32 "
+    "shared_inter:u32 renormalize:u32 scale:f32 sigmoid:u32")
+MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM = S(
+    "moe_decode", "moe_down_gemv_route_add_rmsnorm_bf16",
+    "act:ptr w_down:ptr logits:ptr shared_logits:ptr bias:ptr residual:ptr w:ptr normed:ptr "
+    "counters:ptr tokens:u32 top_k:u32 hidden:u32 inter:u32 experts:u32 rows_per_block:u32 "
+    "shared_down:ptr shared_slots:u32 shared_inter:u32 eps:f32 renormalize:u32 scale:f32 "
+    "sigmoid:u32")
+MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM_OFFSET = replace(
+    MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM, func="moe_down_gemv_route_add_rmsnorm_offset_bf16")
 # Decode (1..8 tokens) over quantized experts (kernels/<hw>/common/moe_decode_quant.cu,
 # ops/moe_quant.py): every expert's rows stacked in one matrix (gate_up [experts * 2 inter,
 # hidden], expert e's gate rows then up rows; down [experts * hidden, inter]), FP8 E4M3 codes

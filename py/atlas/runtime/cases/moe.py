@@ -542,7 +542,154 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
                           "session-6 launches)", q35, random_ids(rng, 8, 8, 8), routes=old),
               down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm leaf t2 h2048 i768 k8 (session-6 "
                                     "launches)", leaf, random_ids(rng, 2, 8, 8), routes=old)]
-    return fused + cases + _down_gemv_cases(rng, leaf, q35)
+    return (fused + cases + _down_gemv_cases(rng, leaf, q35)
+            + _tiled_gate_up_cases(rng, leaf, q35) + _route_in_experts_cases(rng))
+
+
+def route_in_experts_case(rng: np.random.Generator, name: str, shape: moe.MoeShape,
+                          gate: tuple[np.ndarray, np.ndarray], sigmoid: bool = False,
+                          bias: np.ndarray | None = None, renormalize: bool = True,
+                          scale: float = 1.0, norm: str = "", heavy: bool = False
+                          ) -> KernelCase:
+    """A batch-1 MoE block routing inside its expert launches (ops/moe.py routes_in_experts):
+    moe_gate_logits_bf16 (the logits, the shared expert's logit), then the tiled gate/up and
+    the GEMV-shaped down each taking the top-k of the logits (moe_*_route_*), against the
+    float64 router and expert oracles. gate: bits of x [1, hidden] and w_gate [experts,
+    hidden] (exact grids: the top-k cannot flip on a rounding difference). norm "": the sum
+    into out; "plain" / "offset": the fused residual add + RMSNorm."""
+    x, w_gate = gate
+    k, eps = shape.top_k, 1e-6
+    w_gu, w_d = expert_weights(rng, shape)
+    inputs = {"x": x, "w_gate": w_gate, "w_gate_up": w_gu, "w_down": w_d}
+    outputs = {"logits": OutputSpec(DType.FP32, (1, shape.experts), bf16_valued=True),
+               "act": OutputSpec(DType.BF16, (1, shape.slots, shape.inter))}
+    if bias is not None:
+        inputs["bias"] = bias.astype(np.float32)
+    if shape.shared_inter:
+        h, w = shape.hidden, shape.shared_inter
+        inputs |= {"sh_gate": _exact_gate(rng, 1, 1, h, 1 / 64, 1)[1][0],
+                   "sh_gate_up": random_bf16(rng, (2 * w, h), h ** -0.5),
+                   "sh_down": random_bf16(rng, (h, w), w ** -0.5)}
+        outputs["shared_logits"] = OutputSpec(DType.FP32, (1,), bf16_valued=True)
+    spec = OutputSpec(DType.BF16, (1, shape.hidden))
+    if norm:
+        inputs |= {"residual": random_bf16(rng, (1, shape.hidden), 3.0),
+                   "norm_w": random_bf16(rng, (shape.hidden,), 1.0),
+                   "counters": np.zeros(1, np.int32)}
+        outputs |= {"residual": spec, "normed": spec, "counters": OutputSpec(DType.I32, (1,))}
+    else:
+        outputs["out"] = spec
+    routing_rule = ("sigmoid" if sigmoid else "softmax", renormalize, scale)
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        kc = KernelCache(backend, KernelRoutes())
+        shared = (moe.SharedExpertWeights(p["sh_gate_up"], p["sh_down"], p["sh_gate"])
+                  if shape.shared_inter else None)
+        moe.gate_logits(kc, stream, p["x"], p["w_gate"], p["logits"], 1, shape, shared,
+                        p.get("shared_logits", 0))
+        route = moe.LogitRoute(p["logits"], p.get("shared_logits", 0),
+                               moe.Routing(*routing_rule, p.get("bias", 0)))
+        then = (moe.AddRmsNorm(p["residual"], p["norm_w"], p["normed"], p["counters"], eps,
+                               norm == "offset") if norm else None)
+        moe.experts(kc, stream, p["x"], p["w_gate_up"], p["w_down"], 0, 0, p.get("out", 0), 1,
+                    shape, moe.MoeScratch(act=p["act"]), then_norm=then, shared=shared,
+                    route=route)
+
+    def oracle(inp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        xs = _f64(inp["x"])
+        logits = _bf16(xs @ _f64(inp["w_gate"]).T)
+        r = oracle_router(logits, k, sigmoid, inp.get("bias"), renormalize, scale)
+        e = oracle_experts(xs, _f64(inp["w_gate_up"]), _f64(inp["w_down"]), r["topk_ids"],
+                           r["topk_weights"])
+        got = {"logits": logits, "act": e["act"]}
+        delta = e["out"]
+        if shape.shared_inter:
+            g = _bf16(xs @ _f64(inp["sh_gate"]))
+            sh = oracle_shared(xs, _f64(inp["sh_gate_up"]), _f64(inp["sh_down"]),
+                               _bf16(1 / (1 + np.exp(-g))), delta, shape.inter)
+            got |= {"shared_logits": g, "act": np.concatenate([e["act"], sh["act"]], axis=1)}
+            delta = sh["out"]
+        if not norm:
+            return got | {"out": delta}
+        rn = oracle_add_rmsnorm(_f64(inp["residual"]), delta, _f64(inp["norm_w"]), eps,
+                                norm == "offset")
+        return got | {"residual": rn["residual"], "normed": rn["normed"],
+                      "counters": np.zeros(1)}
+
+    label = f"moe_route_in_experts{' leaf' if heavy else ''} {name}"
+    return KernelCase(label, "moe_decode", inputs, outputs, run, oracle,
+                      reference_abs_tol=ACT_REFERENCE_TOL)
+
+
+def _route_in_experts_cases(rng: np.random.Generator) -> list[KernelCase]:
+    """Routing inside the batch-1 expert launches: softmax with and without a fused norm,
+    exact ties at the k-th place and an all-tied row (lower index first), sigmoid with a bias
+    and a scale, no renormalization, top-k = experts, 256 experts (the wider per-lane tier),
+    a shared expert (its logit, its slot's weight) with the offset norm, and the flagship's
+    per-expert shape (heavy: GPU only)."""
+    def gate(e: int, h: int, step: float = 1 / 16, span: int = 2
+             ) -> tuple[np.ndarray, np.ndarray]:
+        return _exact_gate(rng, 1, e, h, step, span)
+
+    small = moe.MoeShape(16, 4, 256, 256)
+    zero_gate = (gate(16, 256)[0], np.zeros((16, 256), np.uint16))
+    return [
+        route_in_experts_case(rng, "softmax t1 e16 k4 h256 i256", small, gate(16, 256)),
+        route_in_experts_case(rng, "softmax ties + add_rmsnorm t1 e60 k5 h128 i256",
+                              moe.MoeShape(60, 5, 128, 256), gate(60, 128, 1 / 4, 1), norm="plain"),
+        route_in_experts_case(rng, "softmax all tied t1 e16 k4", small, zero_gate),
+        route_in_experts_case(rng, "sigmoid bias scale 2.5 no renorm t1 e32 k6 h128 i256",
+                              moe.MoeShape(32, 6, 128, 256), gate(32, 128), True,
+                              bf16_bits_to_f32(random_bf16(rng, (32,), 0.5)), False, 2.5),
+        route_in_experts_case(rng, "softmax k=e=8 t1 h128 i256", moe.MoeShape(8, 8, 128, 256),
+                              gate(8, 128), norm="plain"),
+        route_in_experts_case(rng, "softmax t1 e256 k8 h64 i256", moe.MoeShape(256, 8, 64, 256),
+                              gate(256, 64)),
+        route_in_experts_case(rng, "shared offset norm t1 e16 k4 h256 i256 shared 384",
+                              moe.MoeShape(16, 4, 256, 256, 384), gate(16, 256),
+                              norm="offset"),
+        route_in_experts_case(rng, "shared offset norm t1 e32 k8 h2048 i512 shared 512 "
+                              "(qwen3.5-35b-a3b)", moe.MoeShape(32, 8, 2048, 512, 512),
+                              gate(32, 2048, 1 / 64, 1), norm="offset", heavy=True)]
+
+
+def _tiled_gate_up_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeShape
+                         ) -> list[KernelCase]:
+    """The tiled batch-1 gate/up (moe_gate_up_gemv_tiles_bf16, the default at batch 1; the
+    untiled cases above take the one-wave rule): blocks of one pair, of a partial last block,
+    of a whole slot; ids of another rank and out of range (zeros through the pair loop), a
+    partial shared chunk, rows longer than one pass of the block's threads (a partial second
+    pass), both full-size shapes; and the two-column entry (ATLAS_MOE_GATE_UP_TILED=0)."""
+    def tiles(n: int) -> KernelRoutes:
+        return KernelRoutes(moe_gate_up_tiles=n)
+
+    leaf_ids = random_ids(rng, 1, 8, 8)
+    leaf_ids[0, 2], leaf_ids[0, 6] = -1, 8
+    many = moe.MoeShape(experts=40, top_k=28, hidden=64, inter=1008, shared_inter=1040)
+    many_ids = rng.permutation(40)[None, :28].astype(np.int32)
+    many_ids[0, 0] = -1
+    long_rows = moe.MoeShape(experts=4, top_k=2, hidden=4160, inter=64)  # 520 chunks a row
+    small = moe.MoeShape(experts=16, top_k=4, hidden=256, inter=96)
+    return [
+        decode_case(rng, "moe_gate_up tiled t1 leaf 5 pairs a block (partial last), ids -1 "
+                    "and 8", leaf, leaf_ids, routes=tiles(5)),
+        decode_case(rng, "moe_gate_up tiled t1 leaf 1 pair a block", leaf,
+                    random_ids(rng, 1, 8, 8), routes=tiles(1)),
+        decode_case(rng, "moe_gate_up tiled t1 e16 k4 i96 a whole slot a block", small,
+                    random_ids(rng, 1, 16, 4), routes=tiles(1000)),
+        decode_case(rng, "moe_gate_up tiled t1 e40 k28 i1008 shared 1040 7 pairs a block",
+                    many, many_ids, routes=tiles(7)),
+        decode_case(rng, "moe_gate_up tiled t1 h4160 (two passes a row) 3 pairs a block",
+                    long_rows, random_ids(rng, 1, 4, 2), routes=tiles(3)),
+        decode_case(rng, "moe_gate_up tiled t1 leaf h2048 i512 k8 shared 512 (qwen3.5-35b-a3b) "
+                    "2 pairs a block", q35, random_ids(rng, 1, 8, 8), routes=tiles(2)),
+        decode_case(rng, "moe_gate_up tiled t1 leaf top-k = experts, reversed", leaf,
+                    np.arange(8, dtype=np.int32)[None, ::-1].copy()),
+        decode_case(rng, "moe_gate_up two-column t1 leaf (ATLAS_MOE_GATE_UP_TILED=0)", leaf,
+                    random_ids(rng, 1, 8, 8), routes=KernelRoutes(moe_gate_up_tiled=False)),
+        decode_case(rng, "moe_gate_up two-column t1 shared 1040 (ATLAS_MOE_GATE_UP_TILED=0)",
+                    many, many_ids, routes=KernelRoutes(moe_gate_up_tiled=False)),
+    ]
 
 
 def _down_gemv_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeShape

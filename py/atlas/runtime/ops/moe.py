@@ -15,7 +15,9 @@ Contract (row-major, contiguous; reference/moe.py is the executable specificatio
 
 Paths (`experts`): up to DECODE_MAX_TOKENS tokens take two launches that read only the
 selected experts' weights (gate/up into act [tokens, top_k, inter]: moe_gate_up_gemv_bf16
-[_single], two columns of one expert a block with the dense GEMV's loading scheme, or with
+[_single], two columns of one expert a block with the dense GEMV's loading scheme (at batch 1
+moe_gate_up_gemv_tiles_bf16: a block takes several such column pairs of its slot, the next
+pair's weights requested before the current pair's reduction, one wave), or with
 ATLAS_MOE_GATE_UP_GEMV=0 the column-loop moe_gate_up_silu_bf16; in both the pairs routed to
 one expert go GATE_UP_GROUP_PAIRS to a block, so a batch reads each selected expert once per
 4 tokens that chose it; then
@@ -66,7 +68,10 @@ from dataclasses import dataclass
 
 from ..gpu import DevicePtr, KernelLaunch, KernelSig, Stream
 from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE_UP_GEMV,
-                          MOE_GATE_UP_GEMV_SINGLE, MOE_DOWN_GEMV_ADD_RMSNORM,
+                          MOE_GATE_UP_GEMV_SINGLE, MOE_GATE_UP_GEMV_TILES,
+                          MOE_GATE_UP_GEMV_TILES_ROUTE, MOE_DOWN_GEMV_ROUTE_SUM,
+                          MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM, MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM_OFFSET,
+                          MOE_GATE_LOGITS, MOE_DOWN_GEMV_ADD_RMSNORM,
                           MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_SUM,
                           MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_TOPK_SIGMOID,
                           MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_SILU,
@@ -103,6 +108,11 @@ GATE_UP_GEMV_COLS = 2
 #: 16-byte chunks of each weight row a GEMV-shaped gate/up thread loads at once
 #: (gemv_core.cuh kUnroll): its blocks get enough threads for this many chunks each
 GATE_UP_GEMV_UNROLL = 2
+#: the tiled batch-1 gate/up kernel's registers per thread (moe_decode.cu: the launch bounds
+#: of 4 blocks of 256 threads): with the register file of 64 K, its blocks an SM where the
+#: backend has no device to ask (`gate_up_tiles`)
+GATE_UP_TILES_REGS = 64
+SM_REGISTERS = 64 * 1024
 #: the down decode kernel's (row, slot) items per warp in one group, by the row's chunk
 #: steps ceil(inter / 256) (moe_decode.cu DownTile: x its chunks per item = 14..16 16-byte
 #: loads in flight per lane); longer rows take DOWN_TILE_ITEMS_LONG
@@ -129,6 +139,10 @@ ROUTER_TOKENS_PER_BLOCK = 4
 ROUTER_GATE_THREADS = 256
 #: its dynamic shared memory (x staged by every block, tokens x hidden bf16) may not exceed this
 ROUTER_GATE_MAX_SMEM = 200 * 1024
+#: the batch-1 expert kernels that route from the logits themselves (`routes_in_experts`)
+#: keep a token's scores in one warp's registers within their budgets: up to this many
+#: experts (moe_decode.cu kRouteMaxTier x 32)
+ROUTE_IN_EXPERTS_MAX_EXPERTS = 256
 #: the align kernel counts experts in shared memory; one warp per expert
 ALIGN_MAX_EXPERTS = 1024
 ALIGN_EXPERTS_PER_BLOCK = 8
@@ -218,6 +232,22 @@ class Routing:
                              f"{self.scoring!r}")
         if self.bias and self.scoring != "sigmoid":
             raise ValueError("moe routing: a score-correction bias needs sigmoid scoring")
+
+
+@dataclass(frozen=True, slots=True)
+class LogitRoute:
+    """The router's logits (f32 [tokens, experts]), its shared-expert logits (f32 [tokens],
+    or 0) and its rule, for the batch-1 expert launches that route from them themselves
+    (`routes_in_experts`: the router launch then writes only these, `gate_logits`)."""
+
+    logits: DevicePtr
+    shared_logits: DevicePtr
+    routing: Routing
+
+    def args(self) -> tuple[int, float, int]:
+        """(renormalize, scale, sigmoid) kernel arguments."""
+        r = self.routing
+        return int(r.renormalize), float(r.scale), int(r.scoring == "sigmoid")
 
 
 def max_tiles(slots: int, experts: int) -> int:
@@ -327,6 +357,37 @@ def gate_topk_smem(tokens: int, hidden: int) -> int:
     return nbytes
 
 
+def gate_logits(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr,
+                logits: DevicePtr, tokens: int, shape: MoeShape,
+                shared: SharedExpertWeights | None = None, shared_logits: DevicePtr = 0) -> None:
+    """gate_topk's logits (and shared_logits) alone, no top-k: for `routes_in_experts`."""
+    shape.validate()
+    shared_gate, n_shared, _ = _shared_args(shape, shared, "gate")
+    if n_shared:
+        require_aligned("moe_gate_logits", "shared_logits", shared_logits, 4)
+    if not 1 <= tokens <= DECODE_MAX_TOKENS:
+        raise ValueError(f"moe_gate_logits: {tokens} tokens; it takes 1..{DECODE_MAX_TOKENS}")
+    require_aligned("moe_gate_logits", "x", x, 16)
+    require_aligned("moe_gate_logits", "w_gate", w_gate, 16)
+    rows = shape.experts + (1 if n_shared else 0)
+    smem = gate_topk_smem(tokens, shape.hidden)
+    kc.get_with_shared(MOE_GATE_LOGITS, smem)(
+        stream, -(-rows // (ROUTER_GATE_THREADS // 32)), ROUTER_GATE_THREADS, smem, x, w_gate,
+        shared_gate, logits, shared_logits, tokens, shape.experts, shape.hidden, n_shared)
+
+
+def routes_in_experts(kc: KernelCache, tokens: int, shape: MoeShape) -> bool:
+    """Whether a decode step's MoE block routes inside its expert launches (the router launch
+    writing only the logits, `gate_logits`; gate/up and down each computing the top-k from
+    them, the router's code in every block) instead of the router's last block: switched on
+    (ATLAS_MOE_ROUTE_IN_EXPERTS), batch 1 on the tiled gate/up and the GEMV-shaped down, at
+    most ROUTE_IN_EXPERTS_MAX_EXPERTS experts."""
+    return (kc.routes.moe_route_in_experts and tokens == 1
+            and shape.experts <= ROUTE_IN_EXPERTS_MAX_EXPERTS
+            and gate_up_uses_gemv(kc, tokens) and kc.routes.moe_gate_up_tiled
+            and down_uses_gemv(kc, tokens, shape))
+
+
 # ---- experts: decode ----------------------------------------------------------------------
 def _check_weights(name: str, *ptrs: DevicePtr) -> None:
     for i, p in enumerate(ptrs):
@@ -335,9 +396,11 @@ def _check_weights(name: str, *ptrs: DevicePtr) -> None:
 
 def decode_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: DevicePtr,
                    topk_ids: DevicePtr, act: DevicePtr, tokens: int, shape: MoeShape,
-                   shared: SharedExpertWeights | None = None) -> None:
+                   shared: SharedExpertWeights | None = None,
+                   route: LogitRoute | None = None) -> None:
     """act [tokens, slots, inter] = swiglu of each selected expert's gate/up products (and
-    of the shared expert's column chunks)."""
+    of the shared expert's column chunks); with `route` (where `routes_in_experts`) the
+    experts are the top-k of route.logits, topk_ids unused."""
     _check_weights("moe_gate_up_silu", x, w_gate_up)
     if not 1 <= tokens <= DECODE_MAX_TOKENS:  # the kernel keeps every pair's id in shared memory
         raise ValueError(f"moe_gate_up_silu: {tokens} tokens; the decode kernel takes "
@@ -346,10 +409,25 @@ def decode_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: Dev
     args = (x, w_gate_up, topk_ids, act, tokens, shape.top_k, shape.hidden, shape.inter,
             shape.experts, sh_ptr, n_shared, sh_inter)
     pairs = tokens * shape.slots
+    if route is not None:
+        _require_routes_in_experts(kc, tokens, shape)
     if gate_up_uses_gemv(kc, tokens):
+        threads = gate_up_gemv_threads(kc, shape.hidden)
+        cols = -(-shape.inter // GATE_UP_GEMV_COLS)
+        if route is not None:
+            tiles = gate_up_tiles(kc, shape, threads, MOE_GATE_UP_GEMV_TILES_ROUTE)
+            kc.get(MOE_GATE_UP_GEMV_TILES_ROUTE)(
+                stream, (-(-cols // tiles), pairs, 1), threads, 0, x, w_gate_up, route.logits,
+                route.routing.bias, act, tokens, shape.top_k, shape.hidden, shape.inter,
+                shape.experts, sh_ptr, n_shared, sh_inter, tiles, route.args()[2])
+            return
+        if tokens == 1 and kc.routes.moe_gate_up_tiled:
+            tiles = gate_up_tiles(kc, shape, threads)
+            kc.get(MOE_GATE_UP_GEMV_TILES)(stream, (-(-cols // tiles), pairs, 1), threads, 0,
+                                           *args, tiles)
+            return
         sig = MOE_GATE_UP_GEMV_SINGLE if tokens == 1 else MOE_GATE_UP_GEMV
-        kc.get(sig)(stream, (-(-shape.inter // GATE_UP_GEMV_COLS), pairs, 1),
-                    gate_up_gemv_threads(kc, shape.hidden), 0, *args)
+        kc.get(sig)(stream, (cols, pairs, 1), threads, 0, *args)
         return
     groups = -(-shape.inter // DECODE_ROWS_PER_BLOCK)
     per_block = gate_up_groups_per_block(tokens, shape.slots, shape.inter, kc.facts.sm_count)
@@ -366,6 +444,31 @@ def gate_up_gemv_threads(kc: KernelCache, hidden: int) -> int:
     if kc.routes.moe_gate_up_gemv_threads:
         return kc.routes.moe_gate_up_gemv_threads
     return min(GEMV_MAX_THREADS, max(32, -(-hidden // (8 * GATE_UP_GEMV_UNROLL * 32)) * 32))
+
+
+def _require_routes_in_experts(kc: KernelCache, tokens: int, shape: MoeShape) -> None:
+    if not routes_in_experts(kc, tokens, shape):
+        raise ValueError(f"moe: routing inside the expert launches takes batch 1 on the tiled "
+                         f"gate/up and GEMV-shaped down with at most "
+                         f"{ROUTE_IN_EXPERTS_MAX_EXPERTS} experts (routes_in_experts), not "
+                         f"{tokens} tokens of {shape.experts} experts under these routes")
+
+
+def gate_up_tiles(kc: KernelCache, shape: MoeShape, threads: int,
+                  sig: KernelSig = MOE_GATE_UP_GEMV_TILES) -> int:
+    """Column pairs a block of the tiled batch-1 gate/up kernel takes, one after the other:
+    ATLAS_MOE_GATE_UP_TILES=N, or by default as many as bring the grid (slots x pair blocks)
+    into one wave of the blocks the device holds at once (the driver's occupancy; without a
+    device, the register file's share, 8 blocks of 128 threads an SM). Qwen3-30B-A3B: 3
+    pairs, 128 x 8 blocks, where 384 x 8 two-column blocks ran ~3 waves, each block paying
+    the routing read before its first weight request."""
+    col_pairs = -(-shape.inter // GATE_UP_GEMV_COLS)
+    if kc.routes.moe_gate_up_tiles:
+        return min(col_pairs, kc.routes.moe_gate_up_tiles)
+    resident = kc.resident_blocks(kc.get(sig).handle, threads, 0, 1)
+    if resident is None:
+        resident = kc.facts.sm_count * (SM_REGISTERS // (GATE_UP_TILES_REGS * threads))
+    return max(1, min(col_pairs, -(-shape.slots * col_pairs // max(1, resident))))
 
 
 def gate_up_groups_per_block(tokens: int, slots: int, inter: int, sm_count: int) -> int:
@@ -494,13 +597,29 @@ def _down_launch(kc: KernelCache, tokens: int, shape: MoeShape, sigs: tuple[Kern
             smem)
 
 
+def _down_route_launch(kc: KernelCache, tokens: int, shape: MoeShape, sig: KernelSig
+                       ) -> tuple[KernelLaunch, tuple[int, int, int], int]:
+    """(launch, grid, rows per block) of a down launch routing from the logits: the
+    GEMV-shaped kernel's geometry."""
+    _require_routes_in_experts(kc, tokens, shape)
+    rows = down_gemv_rows(tokens, shape.hidden, kc.facts.sm_count, kc.routes.moe_down_gemv_tiles)
+    return kc.get(sig), (-(-shape.hidden // rows), tokens, 1), rows
+
+
 def decode_down(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DevicePtr,
                 topk_ids: DevicePtr, topk_weights: DevicePtr, out: DevicePtr, tokens: int,
-                shape: MoeShape, shared: SharedExpertWeights | None = None) -> None:
+                shape: MoeShape, shared: SharedExpertWeights | None = None,
+                route: LogitRoute | None = None) -> None:
     """out [tokens, hidden] = the weighted sum over k of each expert's down product (plus
-    the gated shared expert's)."""
+    the gated shared expert's); with `route`, over the routing of route.logits."""
     _check_weights("moe_down_sum", act, w_down)
     sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "down")
+    if route is not None:
+        launch, grid, rows = _down_route_launch(kc, tokens, shape, MOE_DOWN_GEMV_ROUTE_SUM)
+        launch(stream, grid, DECODE_THREADS, 0, act, w_down, route.logits, route.shared_logits,
+               route.routing.bias, out, tokens, shape.top_k, shape.hidden, shape.inter,
+               shape.experts, rows, sh_ptr, n_shared, sh_inter, *route.args())
+        return
     launch, grid, rows, smem = _down_launch(kc, tokens, shape, (MOE_DOWN_SUM, MOE_DOWN_GEMV_SUM))
     launch(stream, grid, DECODE_THREADS, smem, act, w_down, topk_ids, topk_weights, out, tokens,
            shape.top_k, shape.hidden, shape.inter, shape.experts, rows, sh_ptr, n_shared,
@@ -510,11 +629,21 @@ def decode_down(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DeviceP
 def decode_down_add_rmsnorm(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DevicePtr,
                             topk_ids: DevicePtr, topk_weights: DevicePtr, norm: AddRmsNorm,
                             tokens: int, shape: MoeShape,
-                            shared: SharedExpertWeights | None = None) -> None:
+                            shared: SharedExpertWeights | None = None,
+                            route: LogitRoute | None = None) -> None:
     """norm.residual += the weighted sum (as decode_down), then norm.out = the RMSNorm."""
     _check_weights("moe_down_add_rmsnorm", act, w_down, norm.residual, norm.weight, norm.out)
     require_aligned("moe_down_add_rmsnorm", "counters", norm.counters, 4)
     sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "down")
+    if route is not None:
+        launch, grid, rows = _down_route_launch(
+            kc, tokens, shape, MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM_OFFSET if norm.offset
+            else MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM)
+        launch(stream, grid, DECODE_THREADS, 0, act, w_down, route.logits, route.shared_logits,
+               route.routing.bias, norm.residual, norm.weight, norm.out, norm.counters, tokens,
+               shape.top_k, shape.hidden, shape.inter, shape.experts, rows, sh_ptr, n_shared,
+               sh_inter, norm.eps, *route.args())
+        return
     sigs = ((MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET) if norm.offset
             else (MOE_DOWN_ADD_RMSNORM, MOE_DOWN_GEMV_ADD_RMSNORM))
     launch, grid, rows, smem = _down_launch(kc, tokens, shape, sigs)
@@ -597,13 +726,15 @@ def uses_decode_kernels(tokens: int) -> bool:
 def experts(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: DevicePtr,
             w_down: DevicePtr, topk_ids: DevicePtr, topk_weights: DevicePtr, out: DevicePtr,
             tokens: int, shape: MoeShape, scratch: MoeScratch, sm90: bool | None = None,
-            then_norm: AddRmsNorm | None = None, shared: SharedExpertWeights | None = None
-            ) -> None:
+            then_norm: AddRmsNorm | None = None, shared: SharedExpertWeights | None = None,
+            route: LogitRoute | None = None) -> None:
     """out [tokens, hidden] = the routed experts' weighted sum (see the module docstring);
     `sm90` as for `grouped_gate_up`. Decode batches only: with `then_norm` the sum goes
     into then_norm.residual and then_norm.out gets the RMSNorm (`out` is not written); with
     `shared` (and shape.shared_inter) the gated shared expert is added in the same launches
-    (topk_ids/weights rows of shape.slots, as gate_topk writes them)."""
+    (topk_ids/weights rows of shape.slots, as gate_topk writes them); with `route` (batch
+    1 where `routes_in_experts`) both launches route from route.logits (`gate_logits`'), not
+    from topk_ids / topk_weights."""
     shape.validate()
     if not tokens:
         return
@@ -611,14 +742,18 @@ def experts(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: DevicePtr,
         raise ValueError(f"moe experts: {tokens} tokens exceed the scratch's "
                          f"{scratch.max_tokens}")
     if uses_decode_kernels(tokens):
-        decode_gate_up(kc, stream, x, w_gate_up, topk_ids, scratch.act, tokens, shape, shared)
+        decode_gate_up(kc, stream, x, w_gate_up, topk_ids, scratch.act, tokens, shape, shared,
+                       route)
         if then_norm is None:
             decode_down(kc, stream, scratch.act, w_down, topk_ids, topk_weights, out, tokens,
-                        shape, shared)
+                        shape, shared, route)
         else:
             decode_down_add_rmsnorm(kc, stream, scratch.act, w_down, topk_ids, topk_weights,
-                                    then_norm, tokens, shape, shared)
+                                    then_norm, tokens, shape, shared, route)
         return
+    if route is not None:
+        raise ValueError(f"moe experts: routing inside the expert launches is batch 1 only, "
+                         f"not {tokens} tokens")
     if then_norm is not None or shared is not None or shape.shared_inter:
         raise ValueError(f"moe experts: the fused residual add + RMSNorm and the folded "
                          f"shared expert are decode-path launches (<= {DECODE_MAX_TOKENS} "

@@ -28,13 +28,16 @@ import numpy as np
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
 from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE_UP_GEMV,
-                          MOE_GATE_UP_GEMV_SINGLE, MOE_DOWN_GEMV_ADD_RMSNORM,
+                          MOE_GATE_UP_GEMV_SINGLE, MOE_GATE_UP_GEMV_TILES,
+                          MOE_GATE_UP_GEMV_TILES_ROUTE, MOE_DOWN_GEMV_ROUTE_SUM,
+                          MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM, MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM_OFFSET,
+                          MOE_GATE_LOGITS, MOE_DOWN_GEMV_ADD_RMSNORM,
                           MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_SUM,
                           MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_TOPK_SIGMOID,
                           MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_SILU,
                           MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90, MOE_GROUPED_GATE_UP,
                           MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
-from ..ops.moe import MOE_TILE_M
+from ..ops.moe import MOE_TILE_M, ROUTE_IN_EXPERTS_MAX_EXPERTS
 from . import HostMemory, reference, widened_f64
 from .rmsnorm import rms_norm_bf16, rms_norm_offset_bf16
 
@@ -121,21 +124,44 @@ def _gate_route(mem: HostMemory, x: int, w_gate: int, shared_gate: int, bias: in
     """The fused router: logits, the top-k into rows of top_k + shared_slots, and the shared
     expert's slots (id experts + c, weight bf16(sigmoid(bf16(x . shared_gate))))."""
     _gate_logits(mem, x, w_gate, logits, tokens, experts, hidden)
+    if shared_slots:
+        _gate_logits(mem, x, shared_gate, shared_logits, tokens, 1, hidden)
+    ids, w = _route_logits(mem, logits, shared_logits, bias, tokens, experts, top_k,
+                           shared_slots, renormalize, scale, sigmoid)
+    slots = top_k + shared_slots
+    mem.view(topk_ids, np.int32, tokens * slots)[:] = ids.reshape(-1)
+    mem.view(topk_weights, np.float32, tokens * slots)[:] = w.reshape(-1)
+
+
+def _route_logits(mem: HostMemory, logits: int, shared_logits: int, bias: int, tokens: int,
+                  experts: int, top_k: int, shared_slots: int, renormalize: int, scale: float,
+                  sigmoid: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(ids i32, weights f32) [tokens, top_k + shared_slots] from the logits at `logits`:
+    the top-k, then the shared expert's slots (id experts + c, weight
+    bf16(sigmoid(shared logit)))."""
     lg = mem.view(logits, np.float32, tokens * experts).reshape(tokens, experts)
     if sigmoid:
         b = mem.view(bias, np.float32, experts) if bias else None
         ids, w = topk_sigmoid(lg, b, top_k, bool(renormalize), scale)
     else:
         ids, w = topk_softmax(lg, top_k, bool(renormalize), scale)
-    slots = top_k + shared_slots
-    ids_rows = mem.view(topk_ids, np.int32, tokens * slots).reshape(tokens, slots)
-    w_rows = mem.view(topk_weights, np.float32, tokens * slots).reshape(tokens, slots)
-    ids_rows[:, :top_k], w_rows[:, :top_k] = ids, w
+    if not shared_slots:
+        return ids, w
+    g = mem.view(shared_logits, np.float32, tokens)
+    sh_ids = np.broadcast_to(experts + np.arange(shared_slots, dtype=np.int32),
+                             (tokens, shared_slots))
+    sh_w = np.broadcast_to(_bf16(sigmoid_scores(g))[:, None].astype(np.float32),
+                           (tokens, shared_slots))
+    return np.concatenate([ids, sh_ids], axis=1), np.concatenate([w, sh_w], axis=1)
+
+
+@reference(MOE_GATE_LOGITS)
+def moe_gate_logits_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_gate: int,
+                         shared_gate: int, logits: int, shared_logits: int, tokens: int,
+                         experts: int, hidden: int, shared_slots: int) -> None:
+    _gate_logits(mem, x, w_gate, logits, tokens, experts, hidden)
     if shared_slots:
         _gate_logits(mem, x, shared_gate, shared_logits, tokens, 1, hidden)
-        g = mem.view(shared_logits, np.float32, tokens)
-        ids_rows[:, top_k:] = experts + np.arange(shared_slots, dtype=np.int32)
-        w_rows[:, top_k:] = _bf16(sigmoid_scores(g))[:, None].astype(np.float32)
 
 
 @reference(MOE_GATE_TOPK_SOFTMAX)
@@ -230,10 +256,19 @@ def moe_gate_up_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_ga
                           topk_ids: int, act: int, tokens: int, top_k: int, hidden: int,
                           inter: int, experts: int, shared_gate_up: int, shared_slots: int,
                           shared_inter: int) -> None:
+    ids = mem.view(topk_ids, np.int32, tokens * (top_k + shared_slots)).reshape(tokens, -1)
+    _gate_up(mem, x, w_gate_up, ids, act, tokens, top_k, hidden, inter, experts,
+             shared_gate_up, shared_slots, shared_inter)
+
+
+def _gate_up(mem: HostMemory, x: int, w_gate_up: int, ids: np.ndarray, act: int, tokens: int,
+             top_k: int, hidden: int, inter: int, experts: int, shared_gate_up: int,
+             shared_slots: int, shared_inter: int) -> None:
+    """act [tokens, slots, inter] of the decode gate/up kernels for the routed ids
+    [tokens, >= top_k] (their first top_k columns) and the shared expert's slots."""
     w = ExpertWeights(mem, w_gate_up, 0, experts, hidden, inter)
     xs = _act_in(mem, x, tokens, hidden)
     slots = top_k + shared_slots
-    ids = mem.view(topk_ids, np.int32, tokens * slots).reshape(tokens, slots)
     out = np.zeros((tokens, slots, inter))
     out[:, :top_k] = expert_act(np.repeat(xs, top_k, axis=0), ids[:, :top_k].reshape(-1),
                                 w.gate_up, inter).reshape(tokens, top_k, inter)
@@ -247,16 +282,57 @@ def moe_gate_up_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_ga
         out.astype(np.float32)).reshape(-1)
 
 
-def _down_sum(mem: HostMemory, act: int, w_down: int, topk_ids: int, topk_weights: int,
+@reference(MOE_GATE_UP_GEMV_TILES)
+def moe_gate_up_gemv_tiles_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int,
+                                w_gate_up: int, topk_ids: int, act: int, tokens: int,
+                                top_k: int, hidden: int, inter: int, experts: int,
+                                shared_gate_up: int, shared_slots: int, shared_inter: int,
+                                tiles: int) -> None:
+    """The tiled batch-1 entry: the same act; the kernel traps on what it refuses."""
+    if tokens != 1 or tiles < 1:
+        raise ValueError(f"moe_gate_up_gemv_tiles_bf16: tokens={tokens}, tiles={tiles} "
+                         f"(batch 1 and at least one column pair a block only)")
+    moe_gate_up_silu_bf16(mem, grid, block, x, w_gate_up, topk_ids, act, tokens, top_k, hidden,
+                          inter, experts, shared_gate_up, shared_slots, shared_inter)
+
+
+@reference(MOE_GATE_UP_GEMV_TILES_ROUTE)
+def moe_gate_up_gemv_tiles_route_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int,
+                                      w_gate_up: int, logits: int, bias: int, act: int,
+                                      tokens: int, top_k: int, hidden: int, inter: int,
+                                      experts: int, shared_gate_up: int, shared_slots: int,
+                                      shared_inter: int, tiles: int, sigmoid: int) -> None:
+    """The tiled entry with the routed slots' experts from the logits' top-k."""
+    _check_route_in_experts("moe_gate_up_gemv_tiles_route_bf16", tokens, experts)
+    ids, _ = _route_logits(mem, logits, 0, bias, tokens, experts, top_k, 0, 0, 1.0,
+                           bool(sigmoid))
+    _gate_up(mem, x, w_gate_up, ids, act, tokens, top_k, hidden, inter, experts,
+             shared_gate_up, shared_slots, shared_inter)
+
+
+def _check_route_in_experts(name: str, tokens: int, experts: int) -> None:
+    """What the routing expert kernels trap on: batch 1 only, at most 256 experts."""
+    if tokens != 1 or experts > ROUTE_IN_EXPERTS_MAX_EXPERTS:
+        raise ValueError(f"{name}: tokens={tokens}, experts={experts} (batch 1 and at most "
+                         f"{ROUTE_IN_EXPERTS_MAX_EXPERTS} experts only)")
+
+
+def _routing_in(mem: HostMemory, topk_ids: int, topk_weights: int, tokens: int, slots: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, weights) [tokens, slots] as the router left them at the two addresses."""
+    return (mem.view(topk_ids, np.int32, tokens * slots).reshape(tokens, slots),
+            mem.view(topk_weights, np.float32, tokens * slots).reshape(tokens, slots))
+
+
+def _down_sum(mem: HostMemory, act: int, w_down: int, ids: np.ndarray, weights: np.ndarray,
               tokens: int, top_k: int, hidden: int, inter: int, experts: int, shared_down: int,
               shared_slots: int, shared_inter: int) -> np.ndarray:
-    """bf16 bits [tokens, hidden] of the decode down kernels' weighted sum: the routed
-    slots', then with a shared expert bf16(that) + bf16(gate weight * bf16(shared product))
-    (transformers' `expert_output + sigmoid(gate) * shared_expert(x)` in bf16)."""
+    """bf16 bits [tokens, hidden] of the decode down kernels' weighted sum over the routing
+    (ids, weights [tokens, slots]): the routed slots', then with a shared expert bf16(that) +
+    bf16(gate weight * bf16(shared product)) (transformers' `expert_output + sigmoid(gate) *
+    shared_expert(x)` in bf16)."""
     w = ExpertWeights(mem, 0, w_down, experts, hidden, inter)
     slots = top_k + shared_slots
-    ids = mem.view(topk_ids, np.int32, tokens * slots).reshape(tokens, slots)
-    weights = mem.view(topk_weights, np.float32, tokens * slots).reshape(tokens, slots)
     a = _act_in(mem, act, tokens * slots, inter).reshape(tokens, slots, inter)
     y = expert_down(a[:, :top_k].reshape(-1, inter), ids[:, :top_k].reshape(-1), w.down)
     routed = weighted_sum(y.reshape(tokens, top_k, hidden), ids[:, :top_k],
@@ -275,19 +351,36 @@ def moe_down_sum_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w_down
                       topk_ids: int, topk_weights: int, out: int, tokens: int, top_k: int,
                       hidden: int, inter: int, experts: int, rows_per_block: int,
                       shared_down: int, shared_slots: int, shared_inter: int) -> None:
+    ids, weights = _routing_in(mem, topk_ids, topk_weights, tokens, top_k + shared_slots)
     mem.view(out, np.uint16, tokens * hidden)[:] = _down_sum(
-        mem, act, w_down, topk_ids, topk_weights, tokens, top_k, hidden, inter, experts,
-        shared_down, shared_slots, shared_inter).reshape(-1)
+        mem, act, w_down, ids, weights, tokens, top_k, hidden, inter, experts, shared_down,
+        shared_slots, shared_inter).reshape(-1)
 
 
-def _down_add_rmsnorm(mem: HostMemory, act: int, w_down: int, topk_ids: int, topk_weights: int,
-                      residual: int, w: int, normed: int, tokens: int, top_k: int, hidden: int,
-                      inter: int, experts: int, shared: tuple[int, int, int], eps: float,
+@reference(MOE_DOWN_GEMV_ROUTE_SUM)
+def moe_down_gemv_route_sum_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int,
+                                 w_down: int, logits: int, shared_logits: int, bias: int,
+                                 out: int, tokens: int, top_k: int, hidden: int, inter: int,
+                                 experts: int, rows_per_block: int, shared_down: int,
+                                 shared_slots: int, shared_inter: int, renormalize: int,
+                                 scale: float, sigmoid: int) -> None:
+    _check_route_in_experts("moe_down_gemv_route_sum_bf16", tokens, experts)
+    ids, weights = _route_logits(mem, logits, shared_logits, bias, tokens, experts, top_k,
+                                 shared_slots, renormalize, scale, bool(sigmoid))
+    mem.view(out, np.uint16, tokens * hidden)[:] = _down_sum(
+        mem, act, w_down, ids, weights, tokens, top_k, hidden, inter, experts, shared_down,
+        shared_slots, shared_inter).reshape(-1)
+
+
+def _down_add_rmsnorm(mem: HostMemory, act: int, w_down: int,
+                      routing: tuple[np.ndarray, np.ndarray], residual: int, w: int,
+                      normed: int, tokens: int, top_k: int, hidden: int, inter: int,
+                      experts: int, shared: tuple[int, int, int], eps: float,
                       offset: bool) -> None:
     """residual = bf16(residual + sum), normed = add_rmsnorm's norm of it; the counters are
     the device's bookkeeping (zero before and after) and are not touched here."""
-    s = bf16_bits_to_f32(_down_sum(mem, act, w_down, topk_ids, topk_weights, tokens, top_k,
-                                   hidden, inter, experts, *shared))
+    s = bf16_bits_to_f32(_down_sum(mem, act, w_down, *routing, tokens, top_k, hidden, inter,
+                                   experts, *shared))
     resid = mem.view(residual, np.uint16, tokens * hidden).reshape(tokens, hidden)
     resid[:] = f32_to_bf16_bits(bf16_bits_to_f32(resid) + s)
     wf = bf16_bits_to_f32(mem.view(w, np.uint16, hidden))
@@ -303,9 +396,10 @@ def moe_down_add_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int
                               normed: int, counters: int, tokens: int, top_k: int, hidden: int,
                               inter: int, experts: int, rows_per_block: int, shared_down: int,
                               shared_slots: int, shared_inter: int, eps: float) -> None:
-    _down_add_rmsnorm(mem, act, w_down, topk_ids, topk_weights, residual, w, normed, tokens,
-                      top_k, hidden, inter, experts, (shared_down, shared_slots, shared_inter),
-                      eps, offset=False)
+    _down_add_rmsnorm(mem, act, w_down,
+                      _routing_in(mem, topk_ids, topk_weights, tokens, top_k + shared_slots),
+                      residual, w, normed, tokens, top_k, hidden, inter, experts,
+                      (shared_down, shared_slots, shared_inter), eps, offset=False)
 
 
 @reference(MOE_DOWN_ADD_RMSNORM_OFFSET)
@@ -317,9 +411,52 @@ def moe_down_add_rmsnorm_offset_bf16(mem: HostMemory, grid: Dim3, block: Dim3, a
                                      experts: int, rows_per_block: int, shared_down: int,
                                      shared_slots: int, shared_inter: int, eps: float
                                      ) -> None:
-    _down_add_rmsnorm(mem, act, w_down, topk_ids, topk_weights, residual, w, normed, tokens,
-                      top_k, hidden, inter, experts, (shared_down, shared_slots, shared_inter),
-                      eps, offset=True)
+    _down_add_rmsnorm(mem, act, w_down,
+                      _routing_in(mem, topk_ids, topk_weights, tokens, top_k + shared_slots),
+                      residual, w, normed, tokens, top_k, hidden, inter, experts,
+                      (shared_down, shared_slots, shared_inter), eps, offset=True)
+
+
+@reference(MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM)
+def moe_down_gemv_route_add_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int,
+                                         w_down: int, logits: int, shared_logits: int,
+                                         bias: int, residual: int, w: int, normed: int,
+                                         counters: int, tokens: int, top_k: int, hidden: int,
+                                         inter: int, experts: int, rows_per_block: int,
+                                         shared_down: int, shared_slots: int,
+                                         shared_inter: int, eps: float, renormalize: int,
+                                         scale: float, sigmoid: int) -> None:
+    _down_route_add_rmsnorm(mem, act, w_down, logits, shared_logits, bias, residual, w, normed,
+                            tokens, top_k, hidden, inter, experts,
+                            (shared_down, shared_slots, shared_inter), eps,
+                            (renormalize, scale, sigmoid), offset=False)
+
+
+@reference(MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM_OFFSET)
+def moe_down_gemv_route_add_rmsnorm_offset_bf16(
+        mem: HostMemory, grid: Dim3, block: Dim3, act: int, w_down: int, logits: int,
+        shared_logits: int, bias: int, residual: int, w: int, normed: int, counters: int,
+        tokens: int, top_k: int, hidden: int, inter: int, experts: int, rows_per_block: int,
+        shared_down: int, shared_slots: int, shared_inter: int, eps: float, renormalize: int,
+        scale: float, sigmoid: int) -> None:
+    _down_route_add_rmsnorm(mem, act, w_down, logits, shared_logits, bias, residual, w, normed,
+                            tokens, top_k, hidden, inter, experts,
+                            (shared_down, shared_slots, shared_inter), eps,
+                            (renormalize, scale, sigmoid), offset=True)
+
+
+def _down_route_add_rmsnorm(mem: HostMemory, act: int, w_down: int, logits: int,
+                            shared_logits: int, bias: int, residual: int, w: int, normed: int,
+                            tokens: int, top_k: int, hidden: int, inter: int, experts: int,
+                            shared: tuple[int, int, int], eps: float,
+                            rule: tuple[int, float, int], offset: bool) -> None:
+    """_down_add_rmsnorm over the routing of the logits (rule: renormalize, scale, sigmoid)."""
+    _check_route_in_experts("moe_down_gemv_route_add_rmsnorm", tokens, experts)
+    renormalize, scale, sigmoid = rule
+    routing = _route_logits(mem, logits, shared_logits, bias, tokens, experts, top_k,
+                            shared[1], renormalize, scale, bool(sigmoid))
+    _down_add_rmsnorm(mem, act, w_down, routing, residual, w, normed, tokens, top_k, hidden,
+                      inter, experts, shared, eps, offset)
 
 
 # ---- grouped path -------------------------------------------------------------------------
