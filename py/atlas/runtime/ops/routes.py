@@ -76,15 +76,16 @@ what it asked for each time, and importing Atlas never depends on the environmen
   ATLAS_DECODE_ATTN_LONG_MIN_BATCH=N: the fewest sequences of a launch that take it at any
   context, with its wave-filling split count (default DEFAULT_DECODE_ATTN_LONG_MIN_BATCH; 0:
   never by batch, the session-7 routing: such batches on decode_attn_rope / decode_attn).
-* ATLAS_DECODE_ATTN_LONG_EARLY=0: the rope-fused tensor-core decode attention waits for the
-  qkv projection on entry and norms and rotates its q heads from global memory
-  (decode_attn_long_rope_wait_bf16, session 8's kernel), instead of requesting its first K/V
-  tiles, block-table entries and rope constants before that wait and the qkv rows in one
-  trip after it (decode_attn_long_rope_bf16; attention_long.cu RopeEarly).
-* ATLAS_DECODE_ATTN_LONG_MERGE=0: a tensor-core decode attention launch of several splits
-  (batch 8 .. 16 at D 128, Qwen3.5's D 256 below batch 64, long contexts) writes its partials
-  and decode_attn_combine_bf16 merges them in a second launch, instead of its last split
-  merging them (attention_long.cu SplitMerge, the split counters' tickets).
+* ATLAS_DECODE_ATTN_LONG_EARLY=1: the rope-fused tensor-core decode attention requests its
+  first K/V tiles, block-table entries and rope constants before its PDL wait and the qkv
+  rows in one trip after it (decode_attn_long_rope_bf16; attention_long.cu RopeEarly),
+  instead of waiting for the qkv projection on entry (decode_attn_long_rope_wait_bf16,
+  session 8's kernel, the default: gpu22 measured Qwen3-8B b64 x 1,536 at 9.829 ms a step
+  with it against 9.511 without, the attention row 147.4 us against 138.7).
+* ATLAS_DECODE_ATTN_LONG_MERGE=1: a tensor-core decode attention launch of several splits
+  (batch 8 .. 16 at D 128, Qwen3.5's D 256 below batch 64, long contexts) merges its partials
+  in its last split (attention_long.cu SplitMerge, the split counters' tickets) instead of
+  the decode_attn_combine_bf16 launch after it (the default; the merge is unmeasured).
 * ATLAS_DECODE_ATTN_LATENCY=0: decode attention as at the start of session 6 (the A/B of
   its latency paths): never the clustered kernels (the splits' partials always merge through
   global memory and the last split's ticket, splits of 32 keys and more), and the rope-fused
@@ -342,8 +343,8 @@ class KernelRoutes:
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_long_min_batch: int = DEFAULT_DECODE_ATTN_LONG_MIN_BATCH
-    decode_attn_long_early: bool = True
-    decode_attn_long_merge: bool = True
+    decode_attn_long_early: bool = False
+    decode_attn_long_merge: bool = False
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
     decode_attn_split_major: bool = False
@@ -444,8 +445,10 @@ class KernelRoutes:
                    decode_attn_long_min_batch=_env_count(
                        env, "ATLAS_DECODE_ATTN_LONG_MIN_BATCH",
                        DEFAULT_DECODE_ATTN_LONG_MIN_BATCH),
-                   decode_attn_long_early=env_switch(env, "ATLAS_DECODE_ATTN_LONG_EARLY", True),
-                   decode_attn_long_merge=env_switch(env, "ATLAS_DECODE_ATTN_LONG_MERGE", True),
+                   decode_attn_long_early=env_switch(env, "ATLAS_DECODE_ATTN_LONG_EARLY",
+                                                     False),
+                   decode_attn_long_merge=env_switch(env, "ATLAS_DECODE_ATTN_LONG_MERGE",
+                                                     False),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
                    decode_attn_ahead=env_switch(env, "ATLAS_DECODE_ATTN_AHEAD", True),
                    decode_attn_split_major=env_switch(env, "ATLAS_DECODE_ATTN_SPLIT_MAJOR",
