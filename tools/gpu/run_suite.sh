@@ -1434,18 +1434,18 @@ stage_moe_s8_ab() {
 # Batched decode attention inside the step (session 9, helper "attn"): the check cases of the
 # tensor-core kernel (rope entry before / after its PDL wait, the in-kernel split merge and
 # their A/B twins), the kernel rows of the batched regime (Qwen3-8B b64 x 1,536 plain and
-# rope-fused, batch 8 / 32 x 2,048 for D 128 and D 256) with the session-9 defaults and with
-# both switches off (ATLAS_DECODE_ATTN_LONG_EARLY=0: the rope entry waits on entry;
-# ATLAS_DECODE_ATTN_LONG_MERGE=0: the combine launch after multi-split launches), then
-# Qwen3-8B and Qwen3-0.6B decode at 64 x 1,536 (synthetic weights) PDL on and off, default and
-# EARLY=0: the attention row in the step against the kernel row alone. ~4 minutes.
+# rope-fused, batch 8 / 32 x 2,048 for D 128 and D 256) with the defaults and with both
+# opt-ins on (ATLAS_DECODE_ATTN_LONG_EARLY=1: the rope entry reads before its PDL wait;
+# ATLAS_DECODE_ATTN_LONG_MERGE=1: multi-split launches merge in their last split, no combine
+# launch), then Qwen3-8B and Qwen3-0.6B decode at 64 x 1,536 (synthetic weights) PDL on and
+# off, default and EARLY=1: the attention row in the step against the kernel row alone.
 stage_attn_s9() {
   local rc=0 cfg="$RESULTS/attn_s9_cfg" name pdl rows
   rows=(-k "b64 hist1536" -k "hist2048 batched" -k "b8 hist2048 latency")
   "$PY" tools/gpu/check_kernels.py -k long --out "$RESULTS/gpu_check_attn_s9-$STAMP.json" || rc=1
   "$PY" tools/gpu/bench_kernels.py "${rows[@]}" --out-dir "$RESULTS/attn_s9" || rc=1
-  ATLAS_DECODE_ATTN_LONG_EARLY=0 ATLAS_DECODE_ATTN_LONG_MERGE=0 "$PY" tools/gpu/bench_kernels.py \
-    "${rows[@]}" --out-dir "$RESULTS/attn_s9_off" || rc=1
+  ATLAS_DECODE_ATTN_LONG_EARLY=1 ATLAS_DECODE_ATTN_LONG_MERGE=1 "$PY" tools/gpu/bench_kernels.py \
+    "${rows[@]}" --out-dir "$RESULTS/attn_s9_on" || rc=1
   for name in qwen3-8b qwen3-0.6b; do
     "$PY" -c "import sys; sys.path[:0] = ['tools', 'tools/gpu']; from pathlib import Path; \
 from bench_moe import synthetic_model_dir; \
@@ -1453,9 +1453,9 @@ print(synthetic_model_dir(sys.argv[2], Path(sys.argv[1])))" "$cfg" "$name" || re
     for pdl in 1 0; do
       ATLAS_PDL=$pdl "$PY" tools/gpu/profile_decode.py --model "$cfg/$name" --synthetic-seed 0 \
         --batch 64 --context 1536 --out "$RESULTS/attn_s9_${name}_pdl$pdl.json" || rc=1
-      ATLAS_PDL=$pdl ATLAS_DECODE_ATTN_LONG_EARLY=0 "$PY" tools/gpu/profile_decode.py \
+      ATLAS_PDL=$pdl ATLAS_DECODE_ATTN_LONG_EARLY=1 "$PY" tools/gpu/profile_decode.py \
         --model "$cfg/$name" --synthetic-seed 0 --batch 64 --context 1536 \
-        --out "$RESULTS/attn_s9_${name}_pdl${pdl}_early0.json" || rc=1
+        --out "$RESULTS/attn_s9_${name}_pdl${pdl}_early1.json" || rc=1
     done
   done
   return $rc
@@ -1464,11 +1464,11 @@ print(synthetic_model_dir(sys.argv[2], Path(sys.argv[1])))" "$cfg" "$name" || re
 # Session 9, helper "spec" (issue 13: 2x at batch 1). Qwen3-8B from synthetic weights (config
 # only), K = 3, 512-token context. Checks: the ring GEMV (x in registers and through L1), the
 # verification kernel (incl. its min128/min256 split cases) and its rope entry point (bit for
-# bit its unfused twin). Kernel rows: the 4-row ring GEMVs with x in registers (default) and
-# ATLAS_GEMV_RING_XREGS=0, beside the single-row kernel ("b1 tiled"); the verification
+# bit its unfused twin). Kernel rows: the 4-row ring GEMVs with x through L1 (default) and
+# ATLAS_GEMV_RING_XREGS=1, beside the single-row kernel ("b1 tiled"); the verification
 # attention rows at splits of >= 64 (default) and 256 keys. Profiles (PDL off: rows add up):
 # the K = 3 verification step vs a plain one, default, ATLAS_DECODE_ATTN_VERIFY_ROPE=1 (one
-# launch a layer), MIN_KEYS=256 and XREGS=0. Then bench_spec at batch 1 and 8 (oracle p = 0.7,
+# launch a layer), MIN_KEYS=256 and XREGS=1. Then bench_spec at batch 1 and 8 (oracle p = 0.7,
 # K = 3; PDL on).
 stage_spec_s9() {
   local rc=0 cfg="$CKPT/qwen3-8b-synthetic" sel=() p v
@@ -1479,7 +1479,7 @@ stage_spec_s9() {
     sel+=(-k "qwen3-8b $p b4 ring" -k "qwen3-8b $p b1 tiled")
   done
   "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS/spec_s9_ring" "${sel[@]}" || rc=1
-  ATLAS_GEMV_RING_XREGS=0 "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS/spec_s9_ring_xl1" \
+  ATLAS_GEMV_RING_XREGS=1 "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS/spec_s9_ring_xregs" \
     "${sel[@]}" || rc=1
   for v in 64 256; do
     ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS=$v "$PY" tools/gpu/bench_kernels.py \
@@ -1487,7 +1487,7 @@ stage_spec_s9() {
       -k "qwen3-8b b1 hist4096 K3 verify" || rc=1
   done
   for v in default ATLAS_DECODE_ATTN_VERIFY_ROPE=1 ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS=256 \
-      ATLAS_GEMV_RING_XREGS=0; do
+      ATLAS_GEMV_RING_XREGS=1; do
     env ATLAS_PDL=0 $([ "$v" = default ] || echo "$v") "$PY" tools/gpu/profile_decode.py \
       --model "$cfg" --synthetic-seed 0 --batch 1 --context 512 --verify 3 \
       --out "$RESULTS/spec_s9_profile_${v//=/_}.json" || rc=1

@@ -485,8 +485,8 @@ __device__ __forceinline__ int verify_piece(
   // Each row's split weights l_s 2^(m_s - max) once (threads < rows) into the ring (free now:
   // [rows][num_splits] f32 for the weights and as much for the l's, then the sums; at most
   // 32.25 KiB) with their
-  // sum; then each thread merges kItems float4 column groups at once over the splits, the
-  // loads of kAtOnce splits of them all in flight together. L2 reads (__ldcg): the
+  // sum; then each thread merges kItems float4 column groups at once over the splits, every
+  // load of a round independent of the others (in flight together). L2 reads (__ldcg): the
   // partials come from other blocks of this launch.
   float* sw = reinterpret_cast<float*>(ring);
   float* sl2 = sw + kMaxRows * num_splits;
@@ -520,7 +520,7 @@ __device__ __forceinline__ int verify_piece(
     s_total[tid] = total;
   }
   __syncthreads();
-  constexpr int kGroups = D / 4, kItems = 4, kAtOnce = 8;
+  constexpr int kGroups = D / 4, kItems = 4;
   const float4 zero4 = make_float4(0.f, 0.f, 0.f, 0.f);
   for (int base = tid; base < rows * kGroups; base += kItems * kThreads) {
     int act[kItems], wi[kItems];
@@ -538,28 +538,21 @@ __device__ __forceinline__ int verify_piece(
       wi[k] = i * num_splits;
       acc[k] = zero4;
     }
-    // kAtOnce splits' partials of every item requested before the first is used (one L2
-    // round trip per kAtOnce splits: 8 one-tile splits at 512 keys are one), then summed in
-    // split order
-    for (int s0 = 0; s0 < splits_used; s0 += kAtOnce) {
-      float4 v[kAtOnce][kItems];
+#pragma unroll 2
+    for (int sp = 0; sp < splits_used; ++sp) {
+      float4 v[kItems];
 #pragma unroll
-      for (int u = 0; u < kAtOnce; ++u)
+      for (int k = 0; k < kItems; ++k)
+        v[k] = sp < act[k] ? __ldcg(po[k] + static_cast<size_t>(sp) * kGroups) : zero4;
 #pragma unroll
-        for (int k = 0; k < kItems; ++k)
-          v[u][k] = s0 + u < act[k] ? __ldcg(po[k] + static_cast<size_t>(s0 + u) * kGroups)
-                                    : zero4;
-#pragma unroll
-      for (int u = 0; u < kAtOnce; ++u)
-#pragma unroll
-        for (int k = 0; k < kItems; ++k)
-          if (s0 + u < act[k]) {
-            const float w = sw[wi[k] + s0 + u];
-            acc[k].x = fmaf(w, v[u][k].x, acc[k].x);
-            acc[k].y = fmaf(w, v[u][k].y, acc[k].y);
-            acc[k].z = fmaf(w, v[u][k].z, acc[k].z);
-            acc[k].w = fmaf(w, v[u][k].w, acc[k].w);
-          }
+      for (int k = 0; k < kItems; ++k)
+        if (sp < act[k]) {
+          const float w = sw[wi[k] + sp];
+          acc[k].x = fmaf(w, v[k].x, acc[k].x);
+          acc[k].y = fmaf(w, v[k].y, acc[k].y);
+          acc[k].z = fmaf(w, v[k].z, acc[k].z);
+          acc[k].w = fmaf(w, v[k].w, acc[k].w);
+        }
     }
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {

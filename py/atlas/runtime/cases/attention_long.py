@@ -8,13 +8,14 @@ keys, a 1-key sequence beside long ones, every group size up to the 16 rows of t
 (1, 2, 3, 4, 8, 16), D 64, 128 and 256 (the D-256 entry point, Q in shared memory), block
 sizes 7, 16 and 32 (pages that straddle tiles), and one-split launches (large batches),
 where the kernel writes the output itself (a sequence without keys gets zeros) and no
-combine runs. Launches of several splits merge their partials in their last split by
-default (SplitMerge: the tickets must leave the counters zero, and a sequence without keys
-gets zeros); `twin="long_combine"` cases take the combine launch instead
-(ATLAS_DECODE_ATTN_LONG_MERGE=0). Every case launches twice. The rope-fused entry
-(decode_attn_long_rope) runs cases/attention_rope.py's cases: the step's k and v appended at
-the slot and substituted for that key, padding rows; `long_rope_wait` cases its A/B twin
-that waits first (ATLAS_DECODE_ATTN_LONG_EARLY=0).
+combine runs. Launches of several splits write partials the combine launch merges; the
+`twin="long_merge"` cases merge them in their last split instead (SplitMerge, opt-in
+ATLAS_DECODE_ATTN_LONG_MERGE=1: the tickets must leave the counters zero, and a sequence
+without keys gets zeros). Every case launches twice. The rope-fused entry
+(decode_attn_long_rope_wait by default) runs cases/attention_rope.py's cases: the step's k
+and v appended at the slot and substituted for that key, padding rows; the `long_rope_early`
+cases its opt-in twin that reads everything but the qkv rows before its PDL wait
+(decode_attn_long_rope, ATLAS_DECODE_ATTN_LONG_EARLY=1), one of them merging its splits.
 The kernel rounds each probability to bf16 for the PV product (cases/attention_sm90.py's
 bound: 2^-9 max|v| per output), added to the partials' and the output's tolerances.
 """
@@ -90,17 +91,17 @@ LONG_DECODE_SHAPES = [
     ("long D128 gqa4 bs16 splits1 direct", Geometry(32, 8, 128, 16), [1536, 70, 1, 0], 1),
     ("long D256 gqa8 bs16 splits1 direct", Geometry(16, 2, 256, 16), [1100, 0, 33], 1),
     ("long D64 gqa2 bs16 splits1 direct", Geometry(4, 2, 64, 16), [640, 15], 1),
-    # merged by the last split: a sequence without keys (zeros from its first split) beside
-    # batch 8's 4 splits of 512 keys and 3 of them active
-    ("long D128 gqa4 bs16 splits4 merge empty", Geometry(32, 8, 128, 16), [2048, 0, 700, 1],
-     4),
 ]
 
-#: (name, geometry, kv_lens, num_splits) on the combine launch (twin "long_combine":
-#: ATLAS_DECODE_ATTN_LONG_MERGE=0), D 128 and D 256
-LONG_COMBINE_SHAPES = [
-    ("long D128 gqa4 bs16 splits4 combine", Geometry(32, 8, 128, 16), [2048, 0, 700], 4),
-    ("long D256 gqa8 bs16 splits8 combine", Geometry(16, 2, 256, 16), [2048, 300], 8),
+#: (name, geometry, kv_lens, num_splits) merged by the kernel's last split (twin
+#: "long_merge": ATLAS_DECODE_ATTN_LONG_MERGE=1), D 128 and D 256: a sequence without keys
+#: (zeros from its first split) beside batch 8's 4 splits of 512 keys, 3 of them active;
+#: 33 splits (the ticket's weights over two lane rounds)
+LONG_MERGE_SHAPES = [
+    ("long D128 gqa4 bs16 splits4 merge empty", Geometry(32, 8, 128, 16), [2048, 0, 700, 1],
+     4),
+    ("long D256 gqa8 bs16 splits8 merge", Geometry(16, 2, 256, 16), [2048, 300], 8),
+    ("long D128 gqa8 bs16 splits33 merge", Geometry(32, 4, 128, 16), [2048, 33], 33),
 ]
 
 
@@ -137,18 +138,21 @@ LONG_ROPE_SHAPES = [
      {"normed": False}),
     # every row of the MMA tile a head
     ("long_rope D128 gqa16 splits1", Geometry(16, 1, 128, 16), [400], 1, {}),
-    # the entry that waits for the qkv projection first (ATLAS_DECODE_ATTN_LONG_EARLY=0)
-    ("long_rope_wait D128 gqa4 splits1", Geometry(32, 8, 128, 16), [1536, 90, 1], 1,
-     {"twin": "long_wait"}),
-    ("long_rope_wait D64 gqa3 no-norm bs7 pad", Geometry(9, 3, 64, 7), [200, 64, 97], 3,
-     {"normed": False, "pad_last": True, "twin": "long_wait"}),
+    # the opt-in entry reading before its PDL wait (ATLAS_DECODE_ATTN_LONG_EARLY=1), one
+    # launch merging its splits itself (ATLAS_DECODE_ATTN_LONG_MERGE=1 too)
+    ("long_rope_early D128 gqa4 splits1", Geometry(32, 8, 128, 16), [1536, 90, 1], 1,
+     {"twin": "long_early"}),
+    ("long_rope_early D64 gqa3 no-norm bs7 pad", Geometry(9, 3, 64, 7), [200, 64, 97], 3,
+     {"normed": False, "pad_last": True, "twin": "long_early"}),
+    ("long_rope_early D128 gqa4 splits4 pad merge", Geometry(32, 8, 128, 16),
+     [2048, 129, 65, 300], 4, {"pad_last": True, "twin": "long_early_merge"}),
 ]
 
 
 @kernel_cases("attention_long")
 def long_decode_cases(rng: np.random.Generator) -> list[KernelCase]:
     return ([long_decode_case(rng, *shape) for shape in LONG_DECODE_SHAPES]
-            + [long_decode_case(rng, *shape, twin="long_combine")
-               for shape in LONG_COMBINE_SHAPES]
+            + [long_decode_case(rng, *shape, twin="long_merge")
+               for shape in LONG_MERGE_SHAPES]
             + [long_rope_case(rng, name, g, lens, splits, **kw)
                for name, g, lens, splits, kw in LONG_ROPE_SHAPES])

@@ -252,7 +252,10 @@ def verify_rope_case(rng: np.random.Generator, name: str, g: Geometry, seqs: lis
                 "v_cache": vc, "counters": np.zeros((rows, g.hkv))}
 
     atol, rtol = ATTN_TOL
-    p_tol = probability_rounding_tol(inputs["v_cache"])
+    # the rows attend the cache's values and the step's own v (qkv's v heads, up to 3.0:
+    # gpu22 put one output of the ctx1 case 0.0034 from the oracle, under 2^-9 x 3)
+    p_tol = probability_rounding_tol(np.concatenate(
+        [inputs["v_cache"].ravel(), inputs["qkv"][:, (g.hq + g.hkv) * d:].ravel()]))
     cache_shape = inputs["k_cache"].shape
     owned = ~np.isnan(bf16_bits_to_f32(inputs["k_cache"]))
     out_spec = OutputSpec(DType.BF16, (rows, g.hq, d), (atol + p_tol, rtol))

@@ -33,10 +33,14 @@ from .rope_kv import EPS, cos_sin_table, head_norm, rb, rotate
 #: moves the next residual by its weight row's share)
 RESID_TOL = (3e-2, 3e-2)
 CACHE_TOL = (2e-2, 2e-2)
-#: the device's distance from the host reference beyond the check script's 2 bf16 ulps: the
-#: f32 sums (GEMVs, norms, softmax) round intermediate rows (qkv, attention, SwiGLU) to bf16
-#: across a boundary now and then, and each such ulp reaches the residual (and the next
-#: layer's K/V) scaled by a weight: ~1e-4 each, a few of them a layer
+#: the device's distance from the host reference beyond the check script's 2 bf16 ulps, a
+#: layer (the case allows this times its layers): the f32 sums (GEMVs, norms, softmax) round
+#: intermediate rows (qkv, attention, SwiGLU) to bf16 across a boundary now and then, and
+#: each such ulp reaches the residual (and the next layer's K/V) scaled by a weight and
+#: carries on through the later layers. gpu22 (seed 1796201994): the 3-layer D256 case
+#: 0.03125 from the reference on 27/512 residual rows, over one layer's 2^-7; a numpy
+#: transliteration of the kernel's summation order (tests/unit/test_decode_persistent_
+#: emulation.py) is 0.03125 from it too at seeds 2 and 4 of that shape, within 3 x 2^-7
 PERSISTENT_REFERENCE_ABS_TOL = 2.0 ** -7
 
 
@@ -154,7 +158,7 @@ def persistent_case(rng: np.random.Generator, name: str, hidden: int, g: Geometr
             outputs[f"{c}{i}"] = OutputSpec(DType.BF16, k0.shape, CACHE_TOL)
             mask[f"{c}{i}"] = owned
     return KernelCase(name, "decode_persistent", inputs, outputs, run, oracle, mask,
-                      reference_abs_tol=PERSISTENT_REFERENCE_ABS_TOL)
+                      reference_abs_tol=PERSISTENT_REFERENCE_ABS_TOL * layers)
 
 
 @kernel_cases("decode_persistent")

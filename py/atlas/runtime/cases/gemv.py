@@ -39,7 +39,7 @@ def prefetching_gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr
 
 
 def gemv_cache(backend: GpuBackend, ring: bool, stages: int | None = None,
-               x_regs: bool = True) -> KernelCache:
+               x_regs: bool = False) -> KernelCache:
     """A kernel cache whose m-row GEMVs take the ring kernel (`ring`, one row too, with
     `stages` tiles a thread; None: the plan's rule; x in registers where `x_regs` and
     matmul.ring_holds_x allow) or the register-tiled gemv_bf16 whatever ATLAS_GEMV_RING and
@@ -114,29 +114,29 @@ GEMV_SHAPES = [
 
 
 #: (m, n, k, out_f32, stages, x_regs) on the ring kernel (gemv_ring.cuh), H200 plan: Qwen3-8B's
-#: qkv at K = 3's 4 rows (264 blocks, ~6 groups a block, one tile each: x in registers once, 3
-#: stages; and with x through L1, 2 stages, the session-8 kernel); its down projection (3
-#: tiles a group, ~4 groups a block: each tile's x into registers before its wait; and through
-#: L1); an LM-head-like ragged n with f32 logits (5,003 groups on 528 blocks of 128 threads:
-#: ~10 a block through 3 slots, the partial-sum buffers alternating, x in registers); a ragged
-#: k (3 tiles a group, the last 226 chunks wide) on 3 stages, 5 rows (x through L1) and 2 rows
-#: (x in registers, the last tile's second chunks past the row end); k = 192 (threads past the
-#: row's 24 chunks) with x in registers and through L1; k = 1000 in registers (a one-tile group
-#: whose second chunks are all past the row end); fewer groups than blocks; one row, and 8
+#: qkv at K = 3's 4 rows (264 blocks, ~6 groups a block, one tile each, 2 stages); its down
+#: projection (3 tiles a group, ~4 groups a block); an LM-head-like ragged n with f32 logits
+#: (5,003 groups on 528 blocks of 128 threads: ~10 a block through 3 slots, the partial-sum
+#: buffers alternating); a ragged k (3 tiles a group, the last 226 chunks wide) on 3 stages;
+#: k = 192 (threads past the row's 24 chunks); fewer groups than blocks; one row, and 8. Then
+#: x in registers (ATLAS_GEMV_RING_XREGS=1, "xregs"): qkv (loaded once, 3 stages), down (each
+#: tile's before its wait), the ragged k at 2 rows (the last tile's second chunks past the row
+#: end), k = 192 at 3 rows, and k = 1000 (a one-tile group whose second chunks are all past
+#: the row end)
 GEMV_RING_SHAPES = [
-    (4, 6144, 4096, False, None, True),
     (4, 6144, 4096, False, None, False),
-    (4, 4096, 12288, False, None, True),
     (4, 4096, 12288, False, None, False),
-    (3, 20011, 1024, True, 3, True),
-    (5, 1000, 10000, False, 3, True),
+    (3, 20011, 1024, True, 3, False),
+    (5, 1000, 10000, False, 3, False),
+    (7, 1001, 192, False, 2, False),
+    (2, 33, 2048, True, None, False),
+    (1, 4099, 4096, False, 3, False),
+    (8, 961, 576, True, None, False),
+    (4, 6144, 4096, False, None, True),
+    (4, 4096, 12288, False, None, True),
     (2, 1000, 10000, False, 3, True),
-    (7, 1001, 192, False, 2, True),
     (3, 1001, 192, False, 2, True),
     (4, 257, 1000, True, None, True),
-    (2, 33, 2048, True, None, True),
-    (1, 4099, 4096, False, 3, True),
-    (8, 961, 576, True, None, True),
 ]
 
 
@@ -158,7 +158,7 @@ def gemv_cases(rng: np.random.Generator) -> list[KernelCase]:
                          f32, tiled_gemv)
              for m, n, k, f32 in GEMV_SHAPES]
     cases += [linear_case(rng, f"gemv ring{s or ''} m{m} n{n} k{k}{' f32' if f32 else ''}"
-                               f"{'' if regs else ' xl1'}", "gemv", m, n, k, f32,
+                               f"{' xregs' if regs else ''}", "gemv", m, n, k, f32,
                           partial(ring_gemv, s, regs))
               for m, n, k, f32, s, regs in GEMV_RING_SHAPES]
     cases += [linear_case(rng, f"gemv prefetch m1 n{n} k{k}{' f32' if f32 else ''}", "gemv", 1,
@@ -248,9 +248,9 @@ def gemv_silu_cases(rng: np.random.Generator) -> list[KernelCase]:
               for n, k in GEMV_PREFETCH_SILU_SHAPES]
     # 2..8 rows on each of the m-row kernels, whichever ATLAS_GEMV_RING picks (the ring's x
     # in registers where it may, and through L1)
-    for ring, regs in ((True, True), (True, False), (False, True)):
+    for ring, regs in ((True, False), (True, True), (False, False)):
         cases += [silu_linear_case(rng, f"gemv_silu {'ring' if ring else 'tiled'} m{m} n{n} "
-                                   f"k{k}{'' if regs else ' xl1'}", m, n, k,
+                                   f"k{k}{' xregs' if regs else ''}", m, n, k,
                                    cache=partial(gemv_cache, ring=ring, x_regs=regs))
                   for m, n, k in GEMV_SILU_RING_SHAPES]
     # beyond the GEMV: silu_mul into the caller's scratch, then the GEMM

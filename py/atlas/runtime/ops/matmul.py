@@ -213,8 +213,8 @@ RING_TARGET_BYTES = 64 * 1024
 #: product needs no L1 for x, so its ring aims at 3 stages of a 256-thread block (96 KB: two
 #: 32 KB tiles in flight while one is multiplied, 192 KB a SM): the K = 3 verification's
 #: 4-row GEMVs ran at 28.6 us a call against 25.3 for the single-row kernel, whose 4+ blocks
-#: an SM keep 128 KB in flight (gpu20); 2 stages keep 64 KB (ATLAS_GEMV_RING_XREGS=0 or
-#: ATLAS_GEMV_RING_STAGES=2 restore that)
+#: an SM keep 128 KB in flight (gpu20); 2 stages keep 64 KB. Opt-in (ATLAS_GEMV_RING_XREGS=1):
+#: gpu22 timed the 4-row calls at 30.43 us with it, slower than without
 RING_XREG_MAX_M = 4
 RING_XREG_TARGET_BYTES = 96 * 1024
 #: shared memory an SM keeps per ring block beyond its ring: the kernel's static partial sums

@@ -76,15 +76,16 @@ what it asked for each time, and importing Atlas never depends on the environmen
   ATLAS_DECODE_ATTN_LONG_MIN_BATCH=N: the fewest sequences of a launch that take it at any
   context, with its wave-filling split count (default DEFAULT_DECODE_ATTN_LONG_MIN_BATCH; 0:
   never by batch, the session-7 routing: such batches on decode_attn_rope / decode_attn).
-* ATLAS_DECODE_ATTN_LONG_EARLY=0: the rope-fused tensor-core decode attention waits for the
-  qkv projection on entry and norms and rotates its q heads from global memory
-  (decode_attn_long_rope_wait_bf16, session 8's kernel), instead of requesting its first K/V
-  tiles, block-table entries and rope constants before that wait and the qkv rows in one
-  trip after it (decode_attn_long_rope_bf16; attention_long.cu RopeEarly).
-* ATLAS_DECODE_ATTN_LONG_MERGE=0: a tensor-core decode attention launch of several splits
-  (batch 8 .. 16 at D 128, Qwen3.5's D 256 below batch 64, long contexts) writes its partials
-  and decode_attn_combine_bf16 merges them in a second launch, instead of its last split
-  merging them (attention_long.cu SplitMerge, the split counters' tickets).
+* ATLAS_DECODE_ATTN_LONG_EARLY=1: the rope-fused tensor-core decode attention requests its
+  first K/V tiles, block-table entries and rope constants before its PDL wait and the qkv
+  rows in one trip after it (decode_attn_long_rope_bf16; attention_long.cu RopeEarly),
+  instead of waiting for the qkv projection on entry (decode_attn_long_rope_wait_bf16,
+  session 8's kernel, the default: gpu22 measured Qwen3-8B b64 x 1,536 at 9.829 ms a step
+  with it against 9.511 without, the attention row 147.4 us against 138.7).
+* ATLAS_DECODE_ATTN_LONG_MERGE=1: a tensor-core decode attention launch of several splits
+  (batch 8 .. 16 at D 128, Qwen3.5's D 256 below batch 64, long contexts) merges its partials
+  in its last split (attention_long.cu SplitMerge, the split counters' tickets) instead of
+  the decode_attn_combine_bf16 launch after it (the default; the merge is unmeasured).
 * ATLAS_DECODE_ATTN_LATENCY=0: decode attention as at the start of session 6 (the A/B of
   its latency paths): never the clustered kernels (the splits' partials always merge through
   global memory and the last split's ticket, splits of 32 keys and more), and the rope-fused
@@ -209,10 +210,12 @@ what it asked for each time, and importing Atlas never depends on the environmen
   memory, ops/matmul.gemv_ring_plan). ATLAS_GEMV_RING_SINGLE=1: one row on the ring kernel
   too (off by default: the single-row kernel ran at ~90% of copy on Qwen3-8B).
   ATLAS_GEMV_RING_STAGES=2|3: the ring's tiles per thread (unset: the plan's rule).
-  ATLAS_GEMV_RING_XREGS=0: the ring kernel reads x through L1 for every tile, and its plan
-  aims at 2 stages (the session-8 kernel), instead of holding up to 4 rows' x in registers
-  (loaded once where a 4-row group is one tile, else each tile's before its weights' wait),
-  on 3 stages (ops/matmul.ring_holds_x: the same sums).
+  ATLAS_GEMV_RING_XREGS=1: the ring kernel holds up to 4 rows' x in registers (loaded once
+  where a 4-row group is one tile, else each tile's before its weights' wait) and its plan
+  aims at 3 stages (ops/matmul.ring_holds_x: the same sums), instead of reading x through L1
+  for every tile on 2 stages (the session-8 kernel, the default). Measured (gpu22,
+  2026-12-02, Qwen3-8B K = 3 profile, PDL off): 30.43 us a 4-row call with it vs 28.6 without
+  (gpu20): off by default.
 * ATLAS_NORM_GEMV=1: batch-1 decode fuses each add + RMSNorm before a bf16 GEMV into that
   GEMV (gemv_add_rmsnorm_bf16_single, which prefetches its weights before the PDL wait like
   the plain single-row GEMV), without the residual-carrying GEMVs of ATLAS_FUSED_NORM=1.
@@ -231,7 +234,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   ATLAS_PERSISTENT_FLAGS=0: its phases separated by device-wide barriers (five a layer,
   the session-7 schedule: 2.4-3.6 us each at gpu17) instead of per-layer readiness counts
   (a block waits only for the blocks that wrote what it reads: an attention item for its
-  head's qkv rows, and only when it has rows of the phase); not measured yet.
+  head's qkv rows, and only when it has rows of the phase). Measured (gpu22, 2026-12-02,
+  bench_moe synthetic Qwen3-0.6B batch 1): counts 979.3 tok/s, barriers 915.4 (+7%), the
+  per-op default 1,026.4 (so ATLAS_PERSISTENT_DECODE stays off).
 """
 
 from __future__ import annotations
@@ -342,8 +347,8 @@ class KernelRoutes:
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_long_min_batch: int = DEFAULT_DECODE_ATTN_LONG_MIN_BATCH
-    decode_attn_long_early: bool = True
-    decode_attn_long_merge: bool = True
+    decode_attn_long_early: bool = False
+    decode_attn_long_merge: bool = False
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
     decode_attn_split_major: bool = False
@@ -361,7 +366,7 @@ class KernelRoutes:
     gemv_ring: bool = True
     gemv_ring_single: bool = False
     gemv_ring_stages: int | None = None
-    gemv_ring_xregs: bool = True
+    gemv_ring_xregs: bool = False
     persistent_decode: bool = False
     persistent_prefetch_kb: int = DEFAULT_PERSISTENT_PREFETCH_KB
     persistent_stage: bool = True
@@ -444,8 +449,10 @@ class KernelRoutes:
                    decode_attn_long_min_batch=_env_count(
                        env, "ATLAS_DECODE_ATTN_LONG_MIN_BATCH",
                        DEFAULT_DECODE_ATTN_LONG_MIN_BATCH),
-                   decode_attn_long_early=env_switch(env, "ATLAS_DECODE_ATTN_LONG_EARLY", True),
-                   decode_attn_long_merge=env_switch(env, "ATLAS_DECODE_ATTN_LONG_MERGE", True),
+                   decode_attn_long_early=env_switch(env, "ATLAS_DECODE_ATTN_LONG_EARLY",
+                                                     False),
+                   decode_attn_long_merge=env_switch(env, "ATLAS_DECODE_ATTN_LONG_MERGE",
+                                                     False),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
                    decode_attn_ahead=env_switch(env, "ATLAS_DECODE_ATTN_AHEAD", True),
                    decode_attn_split_major=env_switch(env, "ATLAS_DECODE_ATTN_SPLIT_MAJOR",
@@ -467,7 +474,7 @@ class KernelRoutes:
                    gemv_ring=env_switch(env, "ATLAS_GEMV_RING", True),
                    gemv_ring_single=env_switch(env, "ATLAS_GEMV_RING_SINGLE", False),
                    gemv_ring_stages=int(ring_stages) if ring_stages else None,
-                   gemv_ring_xregs=env_switch(env, "ATLAS_GEMV_RING_XREGS", True),
+                   gemv_ring_xregs=env_switch(env, "ATLAS_GEMV_RING_XREGS", False),
                    persistent_decode=env_switch(env, "ATLAS_PERSISTENT_DECODE", False),
                    persistent_prefetch_kb=_env_count(env, "ATLAS_PERSISTENT_PREFETCH_KB",
                                                      DEFAULT_PERSISTENT_PREFETCH_KB),
