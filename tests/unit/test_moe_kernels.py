@@ -478,8 +478,8 @@ def test_routing_inside_the_expert_launches() -> None:
     down = got[2].args
     assert (down["logits"], down["bias"], down["residual"], down["counters"]) == (
         0x300, 0x900, 0x400, 0x700)
-    assert (down["renormalize"], down["scale"], down["sigmoid"], down["rows_per_block"]) == (
-        0, 2.5, 1, 8)
+    assert (down["renormalize"], down["scale"], down["sigmoid"], down["rows_per_block"],
+            down["offset"]) == (0, 2.5, 1, 8, 0)
     moe.decode_down(kc, 0, 0x1000, 0x4000, 0, 0, 0x7000, 1, QWEN3_30B, route=route)
     assert mock.drain_launches()[0].func == "moe_down_gemv_route_sum_bf16"
     off = KernelCache(MockGpuBackend(), KernelRoutes.from_env({"ATLAS_MOE_ROUTE_IN_EXPERTS": "0"}))

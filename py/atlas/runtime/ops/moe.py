@@ -70,7 +70,7 @@ from ..gpu import DevicePtr, KernelLaunch, KernelSig, Stream
 from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE_UP_GEMV,
                           MOE_GATE_UP_GEMV_SINGLE, MOE_GATE_UP_GEMV_TILES,
                           MOE_GATE_UP_GEMV_TILES_ROUTE, MOE_DOWN_GEMV_ROUTE_SUM,
-                          MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM, MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM_OFFSET,
+                          MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM,
                           MOE_GATE_LOGITS, MOE_DOWN_GEMV_ADD_RMSNORM,
                           MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_SUM,
                           MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_TOPK_SIGMOID,
@@ -636,13 +636,12 @@ def decode_down_add_rmsnorm(kc: KernelCache, stream: Stream, act: DevicePtr, w_d
     require_aligned("moe_down_add_rmsnorm", "counters", norm.counters, 4)
     sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "down")
     if route is not None:
-        launch, grid, rows = _down_route_launch(
-            kc, tokens, shape, MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM_OFFSET if norm.offset
-            else MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM)
+        launch, grid, rows = _down_route_launch(kc, tokens, shape,
+                                                MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM)
         launch(stream, grid, DECODE_THREADS, 0, act, w_down, route.logits, route.shared_logits,
                route.routing.bias, norm.residual, norm.weight, norm.out, norm.counters, tokens,
                shape.top_k, shape.hidden, shape.inter, shape.experts, rows, sh_ptr, n_shared,
-               sh_inter, norm.eps, *route.args())
+               sh_inter, norm.eps, *route.args(), int(norm.offset))
         return
     sigs = ((MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET) if norm.offset
             else (MOE_DOWN_ADD_RMSNORM, MOE_DOWN_GEMV_ADD_RMSNORM))
