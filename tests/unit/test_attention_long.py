@@ -113,11 +113,12 @@ def test_launch_constants_match_the_kernel() -> None:
 
 @pytest.mark.parametrize("d, rope, nbytes, per_sm", [
     (64, False, 48 * 1024, 2), (128, False, 96 * 1024, 2), (256, False, 192 * 1024 + 8448, 1),
-    (64, True, 48 * 1024 + 2304 + 256, 2), (128, True, 96 * 1024 + 4352 + 512, 2)])
+    (64, True, 48 * 1024 + 2304 + 768, 2), (128, True, 96 * 1024 + 4352 + 1536, 2)])
 def test_shared_memory(d: int, rope: bool, nbytes: int, per_sm: int) -> None:
     """3 stages of K and V [64][D] bf16 (and at D 256 or with rope the [16][D + 8] bf16 Q
-    tile, with rope the step's k and v rows); the warps' merge (o [4][16][D], m and l [4][16]
-    f32) fits in the ring; the blocks of an SM fit."""
+    tile, with rope the stage: the step's k and v rows and the two norm weights, D bf16
+    each, and the cos/sin row, D f32); the warps' merge (o [4][16][D], m and l [4][16] f32)
+    fits in the ring; the blocks of an SM fit."""
     assert attention_long.long_smem_bytes(d, rope) == nbytes
     assert attention_long.long_blocks_per_sm(d) == per_sm
     assert (4 * 16 * d + 2 * 4 * 16) * 4 <= 3 * 2 * 64 * d * 2
@@ -152,15 +153,20 @@ def _launch(dev: MockGpuBackend, max_blocks: int, hq: int = 32, hkv: int = 8, d:
     return dev.drain_launches()
 
 
-def test_long_tables_take_the_long_kernel_then_the_combine() -> None:
+def test_long_tables_take_the_long_kernel_merging_its_splits() -> None:
+    """The kernel merges its 7 splits itself (the counters passed, no combine);
+    ATLAS_DECODE_ATTN_LONG_MERGE=0: no counters, the combine launch after it."""
     dev = _HopperMock()
-    partials, combine = _launch(dev, max_blocks=1024)  # 16,384 keys
+    (partials,) = _launch(dev, max_blocks=1024)  # 16,384 keys
     assert (partials.module, partials.func) == ("attention_long", "decode_attn_long_bf16")
     assert partials.grid == (7, 8, 4) and partials.block == (128, 1, 1)
     assert partials.shared == attention_long.long_smem_bytes(128)
     assert partials.args["num_splits"] == 7 and partials.args["max_blocks"] == 1024
-    assert combine.func == "decode_attn_combine_bf16"
+    assert partials.args["counters"] and partials.args["out"]
     assert dev.opt_ins == [("decode_attn_long_bf16", attention_long.long_smem_bytes(128))]
+    partials, combine = _launch(dev, max_blocks=1024, env={"ATLAS_DECODE_ATTN_LONG_MERGE": "0"})
+    assert partials.args["counters"] == 0
+    assert combine.func == "decode_attn_combine_bf16" and combine.args["num_splits"] == 7
 
 
 @pytest.mark.parametrize("max_blocks, hq, hkv, d, env, func", [
@@ -188,12 +194,15 @@ def test_no_module_no_long_kernel_and_forcing_checks_the_geometry() -> None:
 @pytest.mark.parametrize("num_seqs, hq, hkv, d, splits, env, want", [
     # Qwen3-8B batch 64 (the throughput step) at an 8,192-key engine: one split, no combine
     (64, 32, 8, 128, 1, None, [("decode_attn_long_bf16", (1, 8, 64))]),
-    # batch 8: the model's 5 (2x SMs for the CUDA-core kernel) -> 4 (256 of 264 slots)
-    (8, 32, 8, 128, 5, None, [("decode_attn_long_bf16", (4, 8, 8)),
-                              ("decode_attn_combine_bf16", (1, 32, 8))]),
+    # batch 8: the model's 5 (2x SMs for the CUDA-core kernel) -> 4 (256 of 264 slots),
+    # merged by the last split; with ATLAS_DECODE_ATTN_LONG_MERGE=0 by the combine
+    (8, 32, 8, 128, 5, None, [("decode_attn_long_bf16", (4, 8, 8))]),
+    (8, 32, 8, 128, 5, {"ATLAS_DECODE_ATTN_LONG_MERGE": "0"},
+     [("decode_attn_long_bf16", (4, 8, 8)), ("decode_attn_combine_bf16", (1, 32, 8))]),
     # Qwen3.5-35B-A3B's D 256 at batch 8: 17 -> 8 (128 blocks of 132 one-per-SM slots)
-    (8, 16, 2, 256, 17, None, [("decode_attn_long_d256_bf16", (8, 2, 8)),
-                               ("decode_attn_combine_bf16", (1, 16, 8))]),
+    (8, 16, 2, 256, 17, None, [("decode_attn_long_d256_bf16", (8, 2, 8))]),
+    (8, 16, 2, 256, 17, {"ATLAS_DECODE_ATTN_LONG_MERGE": "0"},
+     [("decode_attn_long_d256_bf16", (8, 2, 8)), ("decode_attn_combine_bf16", (1, 16, 8))]),
     # below the batch rule: batch 1's kernels, num_splits as given
     (7, 32, 8, 128, 5, None, [("decode_attn_bf16", (5, 8, 7))]),
     # the switch back to the session-7 routing
@@ -219,7 +228,7 @@ def test_batched_splits_may_use_the_buffers_capacity() -> None:
     dev = _HopperMock()
     kc = KernelCache(dev)
     ptrs = [dev.alloc(1 << 12) for _ in range(9)]
-    for max_splits, want in ((33, [(2, 8, 48), (1, 32, 48)]), (0, [(1, 8, 48)])):
+    for max_splits, want in ((33, [(2, 8, 48)]), (0, [(1, 8, 48)])):
         attention.decode_attention(kc, 0, *ptrs, 48, 32, 8, 128, 16, 512, 1, 0.088,
                                    max_splits=max_splits)
         assert [r.grid for r in dev.drain_launches()] == want
@@ -250,18 +259,24 @@ def _rope_launch(env: dict[str, str] | None, num_seqs: int, splits: int, max_blo
 
 @pytest.mark.parametrize("num_seqs, splits, env, want", [
     (64, 1, None, [("decode_attn_long_rope_bf16", (1, 8, 64))]),
-    (8, 5, None, [("decode_attn_long_rope_bf16", (4, 8, 8)),
-                  ("decode_attn_combine_bf16", (1, 32, 8))]),
+    (8, 5, None, [("decode_attn_long_rope_bf16", (4, 8, 8))]),
+    (8, 5, {"ATLAS_DECODE_ATTN_LONG_MERGE": "0"}, [("decode_attn_long_rope_bf16", (4, 8, 8)),
+                                                   ("decode_attn_combine_bf16", (1, 32, 8))]),
     (7, 5, None, [("decode_attn_rope_bf16", (5, 8, 7))]),
     (64, 1, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "0"}, [("decode_attn_rope_bf16", (1, 8, 64))]),
+    # the A/B of RopeEarly: the entry that waits for the qkv projection first
+    (64, 1, {"ATLAS_DECODE_ATTN_LONG_EARLY": "0"},
+     [("decode_attn_long_rope_wait_bf16", (1, 8, 64))]),
 ])
 def test_rope_batches_route_to_the_long_rope_entry(num_seqs, splits, env, want) -> None:
     launches = _rope_launch(env, num_seqs, splits)
     assert [(r.func, r.grid) for r in launches] == want
-    if want[0][0] == "decode_attn_long_rope_bf16":
+    if want[0][0].startswith("decode_attn_long_rope"):
         first = launches[0]
         assert first.shared == attention_long.long_smem_bytes(128, rope=True)
         assert first.args["out"] and first.args["eps"] == pytest.approx(1e-6)
+        # the split counters where the kernel merges several splits itself
+        assert bool(first.args["counters"]) == (len(want) == 1 and want[0][1][0] > 1)
 
 
 def test_rope_at_d256_keeps_the_cuda_core_kernel() -> None:
@@ -277,19 +292,20 @@ def test_rope_at_d256_keeps_the_cuda_core_kernel() -> None:
 def test_rope_long_context_batch_one_keeps_the_models_splits() -> None:
     """A long-context engine (16,384-key tables) at batch 1 takes the rope entry on the
     model's split count (the row-invariant steps need exactly it)."""
-    (partials, combine) = _rope_launch(None, 1, 30, max_blocks=1024)
+    (partials,) = _rope_launch(None, 1, 30, max_blocks=1024)
     assert (partials.func, partials.grid) == ("decode_attn_long_rope_bf16", (30, 8, 1))
-    assert combine.args["num_splits"] == 30
+    assert partials.args["num_splits"] == 30 and partials.args["counters"]
 
 
 def test_one_split_launches_write_the_output() -> None:
-    """The kernel's `out` argument is decode_attention's; the combine follows only launches
-    of more than one split (forced launches keep num_splits as given)."""
+    """The kernel's `out` argument is decode_attention's; a one-split launch gets no
+    counters (nothing to merge), a forced launch keeps num_splits as given."""
     dev = _HopperMock()
     (one,) = _launch(dev, 64, long=True, splits=1)
     assert one.func == "decode_attn_long_bf16" and one.args["num_splits"] == 1
     assert one.args["out"] and one.args["out"] != one.args["part_o"]
-    partials, _ = _launch(dev, 64, long=True, num_seqs=64, splits=3)
+    assert one.args["counters"] == 0
+    (partials,) = _launch(dev, 64, long=True, num_seqs=64, splits=3)
     assert partials.args["num_splits"] == 3
 
 

@@ -80,6 +80,20 @@ def test_split_rule_is_whole_tiles_from_the_rows_own_length() -> None:
             assert (active - 1) * chunk < n <= active * chunk
 
 
+def test_a_minimum_chunk_takes_fewer_longer_splits_at_short_contexts_only() -> None:
+    assert av.verify_split_rule(512, 33, 128) == (128, 4)
+    assert av.verify_split_rule(512, 33, 256) == (256, 2)
+    assert av.verify_split_rule(1, 33, 256) == (256, 1)
+    assert av.verify_split_rule(4096, 33, 128) == (128, 32)   # already 2 tiles a split
+    for n in range(1, 3000, 37):
+        for s in (1, 2, 9, 33):
+            for least in (128, 192, 256):
+                chunk, active = av.verify_split_rule(n, s, least)
+                assert chunk % 64 == 0 and chunk >= least and 1 <= active <= s
+                assert (active - 1) * chunk < n <= active * chunk
+                assert chunk == max(av.verify_split_rule(n, s)[0], least)
+
+
 # ---- a numpy model of the kernel ------------------------------------------------------
 
 def _continues(lens: np.ndarray, tables: np.ndarray, row: int, bs: int) -> bool:
@@ -100,7 +114,8 @@ def _leading_yes(flags: list[bool]) -> int:
     return n
 
 
-def kernel_model(x: dict[str, np.ndarray], g, num_splits: int, window: int) -> np.ndarray:
+def kernel_model(x: dict[str, np.ndarray], g, num_splits: int, window: int,
+                 min_chunk: int = 64) -> np.ndarray:
     """out [rows, hq, D] as attention_verify.cu computes it, block by block (each serving
     the pieces that start in its window of rows, skipping the rows it accounts for), in
     float32 (the tensor cores' sums as numpy's; P rounded to bf16 for the PV product)."""
@@ -134,10 +149,11 @@ def kernel_model(x: dict[str, np.ndarray], g, num_splits: int, window: int) -> n
         for r0 in starts:
             fwd = _leading_yes([_continues(lens, tables, r0 + 1 + i, bs) for i in range(32)])
             n = min(cap, fwd + 1)
-            rule = [av.verify_split_rule(int(lens[r0 + j]), num_splits) for j in range(n)]
+            rule = [av.verify_split_rule(int(lens[r0 + j]), num_splits, min_chunk)
+                    for j in range(n)]
             used = max(a for _, a in rule)
             # the kernel's first exit: splits past any a piece from r0 could use
-            most = max(av.verify_split_rule(int(lens[r0]) + j, num_splits)[1]
+            most = max(av.verify_split_rule(int(lens[r0]) + j, num_splits, min_chunk)[1]
                        for j in range(cap))
             assert used <= most
             for split in range(num_splits):
@@ -220,9 +236,10 @@ def test_kernel_model_meets_the_case_tolerance(shape) -> None:
     """Every row written exactly once, within the case's tolerance of the float64 oracle."""
     case = case_defs.verify_case(np.random.default_rng(11), *shape)
     g, seqs, num_splits = shape[1], shape[2], shape[3]
-    window = shape[5] if len(shape) > 5 else 1 + max(d for _, d in seqs)
+    window = shape[5] if len(shape) > 5 and shape[5] else 1 + max(d for _, d in seqs)
+    min_chunk = shape[6] if len(shape) > 6 else 64
     expected = case.oracle(case.inputs)["out"]
-    got = kernel_model(case.inputs, g, num_splits, window)
+    got = kernel_model(case.inputs, g, num_splits, window, min_chunk)
     assert not np.isnan(got).any()
     atol, rtol = case.outputs["out"].tol
     assert (np.abs(got - expected) <= atol + rtol * np.abs(expected)).all()
@@ -278,6 +295,25 @@ def test_launch_geometry() -> None:
         av.decode_attention_verify(kc, 0, *ptrs, 8, 32, 8, 96, 16, 40, 33, 0.1)
     with pytest.raises(ValueError, match="group of at most 64"):
         av.decode_attention_verify(kc, 0, *ptrs, 8, 128, 1, 128, 16, 40, 33, 0.1)
+    assert rec.args["min_chunk"] == windowed.args["min_chunk"] == 64
+    av.decode_attention_verify(kc, 0, *ptrs, 8, 32, 8, 128, 16, 40, 33, 0.1, min_chunk=256)
+    (rec,) = dev.drain_launches()
+    assert rec.args["min_chunk"] == 256
+    for bad in (0, 96, 32):
+        with pytest.raises(ValueError, match="min_chunk"):
+            av.decode_attention_verify(kc, 0, *ptrs, 8, 32, 8, 128, 16, 40, 33, 0.1,
+                                       min_chunk=bad)
+
+
+@pytest.mark.parametrize("value, ok", [("128", True), ("256", True), ("64", True),
+                                       ("96", False), ("0", False), ("x", False)])
+def test_the_min_keys_switch_takes_whole_tiles(value, ok) -> None:
+    env = {"ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS": value}
+    if ok:
+        assert KernelRoutes.from_env(env).decode_attn_verify_min_keys == int(value)
+    else:
+        with pytest.raises(ValueError, match="ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS"):
+            KernelRoutes.from_env(env)
 
 
 @pytest.mark.parametrize("backend, env, hq, hkv, d, keys, uses", [
@@ -292,6 +328,23 @@ def test_launch_geometry() -> None:
 def test_routing_rule(backend, env, hq, hkv, d, keys, uses) -> None:
     kc = KernelCache(backend(), KernelRoutes.from_env(env))
     assert av.uses_verify(kc, hq, hkv, d, keys) is uses
+
+
+@pytest.mark.parametrize("env, seqs, uses", [
+    ({}, 1, True),
+    ({}, 2, False),        # a batch verifies rows apart (gpu20: b8 35.05 us vs 17.49)
+    ({"ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH": "8"}, 8, True),
+    ({"ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH": "8"}, 9, False),
+    ({"ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH": "0"}, 1, False),
+])
+def test_the_kernel_serves_verifications_of_at_most_the_switchs_sequences(env, seqs, uses):
+    kc = KernelCache(_HopperMock(), KernelRoutes.from_env(env))
+    assert av.uses_verify(kc, 32, 8, 128, 4, seqs) is uses
+
+
+def test_a_malformed_batch_switch_is_named() -> None:
+    with pytest.raises(ValueError, match="ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH"):
+        KernelRoutes.from_env({"ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH": "two"})
 
 
 def _speculating_runner(monkeypatch, backend: str, env: dict[str, str]):
@@ -323,8 +376,113 @@ def test_verification_steps_take_the_verification_kernel(monkeypatch) -> None:
     assert names.count("qk_norm_rope_kv_bf16") == layers
     attn = [r for r in graph if r.func.startswith("decode_attn")]
     assert [r.func for r in attn] == ["decode_attn_verify_bf16"] * layers
-    # one sequence's 4 rows: batch 1's split count, one window of 4 rows
+    # one sequence's 4 rows: batch 1's split count, one window of 4 rows, one-tile splits
     assert all(r.grid == (runner.limits.decode_splits(1, kv_heads), kv_heads, 1) for r in attn)
+    assert {r.args["min_chunk"] for r in attn} == {64}
+
+
+def test_the_model_launches_the_switchs_minimum_chunk(monkeypatch) -> None:
+    runner = _speculating_runner(monkeypatch, "mock", {"ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS": "256"})
+    attn = [r for r in _verification_graph(runner) if r.func == "decode_attn_verify_bf16"]
+    assert len(attn) == runner.cfg.num_hidden_layers
+    assert {r.args["min_chunk"] for r in attn} == {256}
+
+
+def _verification_graph_of_two(runner):
+    """The graph replay of a verification of two sequences, 4 rows each (bucket 8)."""
+    dev = runner.backend
+    dev.drain_launches()
+    dev.graph_launches.clear()
+    runner.execute([SeqChunk(2, [3, 4, 5, 6], 5, [0], GREEDY, num_draft=3,
+                             history=PenaltyHistory([1, 2, 3, 4, 5])),
+                    SeqChunk(3, [7, 8, 9, 10], 5, [1], GREEDY, num_draft=3,
+                             history=PenaltyHistory([1, 2, 3, 4, 5]))])
+    runner.release(2)
+    runner.release(3)
+    (replay,) = dev.graph_launches
+    return replay.graph
+
+
+@pytest.mark.parametrize("env, kernel", [({}, False),
+                                         ({"ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH": "2"}, True)])
+def test_a_batch_of_verifications_attends_rows_apart_by_default(monkeypatch, env, kernel):
+    runner = _speculating_runner(monkeypatch, "mock", env)
+    kv_heads, layers = runner.model.dims.kv_heads, runner.cfg.num_hidden_layers
+    assert runner.verify_kernel and runner.invariant_rows == 0
+    attn = [r for r in _verification_graph_of_two(runner) if r.func.startswith("decode_attn")]
+    assert len(attn) == layers
+    if kernel:   # two sequences' 8 rows: batch 2's split count, two windows of 4 rows
+        assert {r.func for r in attn} == {"decode_attn_verify_bf16"}
+        assert all(r.grid == (runner.limits.decode_splits(2, kv_heads), kv_heads, 2)
+                   for r in attn)
+    else:        # 8 rows, each a sequence of its own: the 8-row decode split count
+        assert "decode_attn_verify_bf16" not in {r.func for r in attn}
+        assert runner.verify_splits(8) == runner.decode_splits(8)
+    # one sequence stays on the kernel either way
+    assert [r.func for r in _verification_graph(runner) if r.func.startswith("decode_attn")] \
+        == ["decode_attn_verify_bf16"] * layers
+
+
+def test_the_rope_switch_folds_qk_norm_rope_kv_into_the_verification_kernel(monkeypatch):
+    runner = _speculating_runner(monkeypatch, "mock", {"ATLAS_DECODE_ATTN_VERIFY_ROPE": "1"})
+    layers, d = runner.cfg.num_hidden_layers, runner.model.dims
+    graph = _verification_graph(runner)
+    names = [r.func for r in graph]
+    assert "qk_norm_rope_kv_bf16" not in names
+    fused = [r for r in graph if r.func.startswith("decode_attn")]
+    assert [r.func for r in fused] == ["decode_attn_verify_rope_bf16"] * layers
+    b = runner.bufs
+    assert all((r.args["qkv"], r.args["q"], r.args["positions"], r.args["slots"]) ==
+               (b.qkv, b.q, b.positions, b.slots) for r in fused)
+    assert {(r.args["eps"], r.args["min_chunk"]) for r in fused} == {(d.eps, 64)}
+    # plain decode steps keep their rope-fused decode kernel
+    dev = runner.backend
+    dev.drain_launches()
+    dev.graph_launches.clear()
+    runner.execute([SeqChunk(5, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3, 4, 5]))])
+    (replay,) = dev.graph_launches
+    assert "decode_attn_verify_rope_bf16" not in [r.func for r in replay.graph]
+
+
+@pytest.mark.parametrize("q_pitch, rotary, offset, fits", [
+    (128, 128, False, True), (256, 128, False, False), (128, 64, False, False),
+    (128, 128, True, False)])
+def test_the_rope_entry_takes_the_classic_layout_only(q_pitch, rotary, offset, fits) -> None:
+    assert av.rope_fits(32, 8, 128, q_pitch, rotary, offset) is fits
+
+
+def test_rope_launch_arguments_and_checks() -> None:
+    dev = _HopperMock()
+    kc = KernelCache(dev, KernelRoutes.from_env({}))
+    p = [dev.alloc(1 << 12) for _ in range(15)]
+    av.decode_attention_verify_rope(kc, 0, *p, 8, 32, 8, 128, 16, 40, 33, 0.1, 1e-6,
+                                    rows_per_block=4, min_chunk=128)
+    (rec,) = dev.drain_launches()
+    assert (rec.func, rec.grid, rec.shared) == ("decode_attn_verify_rope_bf16", (33, 8, 2),
+                                                av.verify_smem_bytes(128))
+    assert (rec.args["qkv"], rec.args["q"], rec.args["out"]) == (p[0], p[1], p[14])
+    assert (rec.args["min_chunk"], rec.args["eps"]) == (128, 1e-6)
+    with pytest.raises(ValueError, match="decode_attention_verify_rope: qkv pointer"):
+        av.decode_attention_verify_rope(kc, 0, p[0] + 8, *p[1:], 8, 32, 8, 128, 16, 40, 33,
+                                        0.1, 1e-6)
+
+
+def test_oracle_speculation_on_the_rope_entry_changes_no_token(monkeypatch) -> None:
+    """Host backend, the rope entry's reference: greedy output with the oracle drafting
+    equals the plain output."""
+    runner = _speculating_runner(monkeypatch, "host", {"ATLAS_DECODE_ATTN_VERIFY_ROPE": "1"})
+    assert runner.model._verify_rope_fused()
+
+    def generate(speculator=None):
+        engine = LLMEngine(runner, max_prefill_tokens=32, speculator=speculator)
+        return [c.token_ids for c in engine.generate(reqs)]
+
+    reqs = [EngineRequest(p, GREEDY, 12) for p in ([5, 9, 200, 17, 5, 9], [44, 45, 46])]
+    plain = generate()
+    spec = Speculator(OracleDrafter({tuple(r.prompt_ids): t for r, t in zip(reqs, plain)},
+                                    0.7, runner.vocab_size, seed=5), 3)
+    assert generate(spec) == plain
+    assert 0 < spec.accepted < spec.drafted
 
 
 def test_the_switch_restores_one_row_a_sequence(monkeypatch) -> None:

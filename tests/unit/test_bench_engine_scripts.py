@@ -53,11 +53,29 @@ def test_bench_spec_step_cost_only_skips_the_oracle_passes(tmp_path):
     assert "throughput" not in res and "fused_plain_tok_s" not in res
 
 
+def test_bench_spec_runs_on_synthetic_weights_from_a_config_alone(tmp_path):
+    """--synthetic-seed: the model directory holds only config.json (the device makes the
+    weights), as bench_moe.synthetic_model_dir writes it for full-size configs."""
+    cfg = tmp_path / "cfg"
+    cfg.mkdir()
+    (cfg / "config.json").write_text((FIXTURE / "config.json").read_text())
+    res = run("bench_spec.py", tmp_path / "spec.json", "--batches", "1", "--prompt", "16",
+              "--new", "12", "--steps", "2", "--max-k", "1", "--k", "1", "--step-cost-only",
+              "--no-fused-baseline", "--synthetic-seed", "0", model=cfg)
+    assert res["step_cost"]["1"]["k1_ratio"] > 0
+
+
 def test_profile_decode_compares_a_verification_step_with_a_plain_one(tmp_path):
     res = run("profile_decode.py", tmp_path / "profile.json", "--context", "16", "--verify", "2")
     verify = res["verify"]
     assert verify["k"] == 2 and verify["rows"] == 3
     assert verify["gpu_ms"] > 0 and verify["wall_ms"] > 0
+    # the verification step's host phases, each timed on every timed step
+    phases = verify["host_phases_us"]
+    assert set(phases) == {"schedule", "commit", "launch", "collect", "upload_inputs",
+                           "sampler_prepare"}
+    assert all(us > 0 for us in phases.values())
+    assert phases["launch"] > phases["upload_inputs"]
     assert res["gpu_ms"] > 0 and res["async_wall_ms"] > 0
     # per-kernel rows come from CUPTI: none on the host backend
     assert verify["kernels"] == [] and res["kernels"] == []

@@ -175,11 +175,11 @@ def test_table_sweeps_the_issue_sizes() -> None:
         *((f"{name} b{b} hist1536 batched", False)
           for name in ("qwen3-8b", "qwen3.5-35b-a3b") for b in (8, 64))}
     # the batched rows (issue 15's tensor-core decode attention): batch 8 and 64 at 512 ..
-    # 16,384 keys, D 128 and D 256
+    # 16,384 keys and batch 32 at 2,048, D 128 and D 256
     batched = {(s.batch, s.history, s.head_dim) for s in shapes
                if s.family is Family.DECODE_ATTENTION and s.label.endswith(" batched")}
     assert batched == {(b, h, d) for b in (8, 64) for h in (512, 1536, 2048, 16384)
-                       for d in (128, 256)}
+                       for d in (128, 256)} | {(32, 2048, 128), (32, 2048, 256)}
     assert {(s.batch, s.history) for s in shapes if s.family is Family.DECODE_ATTENTION} >= {
         (8, 16384), (8, 32768)}  # issue 15's long-context decode
     # every length on the wgmma kernel; issue 15's long prompts on it alone
@@ -394,19 +394,29 @@ def test_quantized_gemv_bytes_are_the_formats() -> None:
         {(f, b, False) for f in ("fp8-block", "nvfp4") for b in (1, 8, 32)}
         | {(f, b, True) for f in ("fp8-block", "nvfp4") for b in (1, 8)})
     # the gate_up GEMV ending with the SwiGLU: Qwen3-8B's fused [gate | up], half the output
-    swiglu = [s for s in table if s.swiglu]
+    swiglu = [s for s in table if s.swiglu and not s.narrow]
     assert {(s.fmt, s.m, s.n, s.k) for s in swiglu} == {
         (f, b, 24576, 4096) for f in ("fp8-block", "nvfp4") for b in (1, 8)}
     assert swiglu[0].bytes_moved() == swiglu[0].weight_bytes() + 2 * (4096 + 12288)
     assert {(s.n, s.k) for s in table if s.ring} == qwen3_8b  # the A/B rows
     # the quantized LM head: Qwen3-8B's vocabulary, f32 logits written
-    logits = [s for s in table if s.logits]
+    logits = [s for s in table if s.logits and not s.narrow]
     assert {(s.fmt, s.m, s.n, s.k) for s in logits} == {
         (f, b, 151936, 4096) for f in ("fp8-block", "nvfp4") for b in (1, 8)}
     head = logits[-1]
     assert head.bytes_moved() == head.weight_bytes() + head.m * (2 * 4096 + 4 * 151936)
     # batch 1 of Qwen3-8B and of the other published widths, hidden 2,048 .. 8,192
     assert {s.k for s in table if s.m == 1 and not s.ring} >= {2048, 4096, 5120, 8192}
+    # the narrow loops' A/B rows (ATLAS_QUANT_NARROW=1 / 2): Qwen3-8B at batch 1, both
+    # formats, the four projections, gate_up + SwiGLU and the LM head
+    narrow = [s for s in table if s.narrow]
+    assert {(s.fmt, s.narrow, s.m) for s in narrow} == {
+        (f, nw, 1) for f in ("fp8-block", "nvfp4") for nw in (1, 2)}
+    assert {(s.n, s.k) for s in narrow if not s.swiglu and not s.logits} == qwen3_8b
+    assert {(s.fmt, s.narrow) for s in narrow if s.swiglu} == {(s.fmt, s.narrow) for s in narrow}
+    assert {(s.fmt, s.narrow, s.n) for s in narrow if s.logits} == {
+        (s.fmt, s.narrow, 151936) for s in narrow}
+    assert all(s.label.endswith(f" n{s.narrow}") for s in narrow)
     assert len({s.label for s in table}) == len(table)
 
 

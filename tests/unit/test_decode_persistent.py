@@ -2,6 +2,7 @@
 backend (its reference is the per-op references composed): the same tokens and logits as the
 per-op path, and the models and steps it must leave to that path."""
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from atlas.runtime.ops.decode_persistent import PersistentTables, build_tables
 from atlas.runtime.ops.matmul_quant import Bf16Linear
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+SOURCE = (Path(__file__).resolve().parents[2] / "kernels" / "hopper" / "common"
+          / "decode_persistent.cu")
 
 
 def _runner(name: str, monkeypatch, persistent: bool):
@@ -93,7 +96,7 @@ def test_build_tables_and_the_launch_builder_refuse_what_the_kernel_cannot_do():
     row = dict(in_norm=256, qkv_w=512, q_norm=0, k_norm=0, k_cache=768, v_cache=1024,
                o_w=1280, post_norm=1536, gate_up_w=1792, down_w=0)
     with pytest.raises(ValueError, match="layer 0 lacks"):
-        build_tables(dev, [row], 4)
+        build_tables(dev, [row], 4, 2)
     tables = PersistentTables(dev.alloc(80), dev.alloc(24), 1)
     ptr = dev.alloc(4096)
     for head_dim, inter, message in ((96, 64, "head_dim=96"), (64, 60, "inter=60")):
@@ -125,3 +128,56 @@ def test_stage_plan_stages_what_fits_shared_memory():
     # half the blocks (ATLAS_PERSISTENT_BLOCKS=66): twice the rows a block; the 188 KB gate/up
     # slice (which holds qkv's 126 KB too) leaves no room for o's or down's
     assert plan(1024, 16, 8, 128, 3072, grid=66) == (47 * 4096, 0)
+
+
+def test_the_sync_layout_mirrors_the_kernel():
+    """decode_persistent.cu's ticket word and its per-layer edge counts are what sync_words
+    sizes the buffer by; the exit ticket and the counts sit past the split tickets."""
+    src = SOURCE.read_text()
+    assert f"constexpr int kTicketWord = {decode_persistent.TICKET_WORD};" in src
+    assert f"constexpr int kTableSlots = {decode_persistent.TABLE_SLOTS};" in src
+    (names,) = re.findall(r"enum EdgeCount \{([^}]*)\}", src)
+    assert len([n for n in names.split(",") if n.strip()]) - 1 == decode_persistent.EDGE_COUNTS
+    for hq in (1, 16, 32, 40, 64):
+        exit_word = decode_persistent.exit_word(hq)
+        assert exit_word >= decode_persistent.TICKET_WORD + hq and exit_word % 32 == 0
+        assert decode_persistent.sync_words(28, hq, 8) == exit_word + 32 + 28 * (hq + 16 + 4)
+
+
+@pytest.mark.parametrize("grid", [1, 3, 7, 132, 200, 1000])
+@pytest.mark.parametrize("hq,hkv,d", [(16, 8, 128), (32, 8, 64), (16, 2, 256), (6, 2, 128)])
+def test_every_head_tile_waits_for_exactly_the_blocks_that_write_it(grid, hq, hkv, d):
+    """The counter schedule's bookkeeping: an attention item waits on its head tile's count
+    for tile_blocks arrivals; the blocks that arrive on it (arrive_tiles) are exactly that
+    many, every tile has one, and they are the blocks holding its rows."""
+    n = (hq + 2 * hkv) * d
+    per = -(-n // grid)
+    arrivals = [0] * (hq + 2 * hkv)
+    for blk in range(grid):
+        rows = range(min(n, blk * per), min(n, blk * per + per))
+        touched = decode_persistent.tiles_touched(blk, d, n, grid)
+        assert set(touched) == {r // d for r in rows}
+        for t in touched:
+            arrivals[t] += 1
+    assert arrivals == [decode_persistent.tile_blocks(t, d, n, grid) for t in range(len(arrivals))]
+    assert min(arrivals) >= 1
+
+
+@pytest.mark.parametrize("env,schedule", [({}, 1), ({"ATLAS_PERSISTENT_FLAGS": "0"}, 0),
+                                          ({"ATLAS_PERSISTENT_FLAGS": "1"}, 1)])
+def test_the_launch_takes_the_schedule_the_switch_asks_for(env, schedule):
+    """ATLAS_PERSISTENT_FLAGS=0 restores the device-wide barriers (schedule 0); unset, the
+    readiness counts (1). One block per SM either way."""
+    from atlas.runtime.mock import MockGpuBackend
+    from atlas.runtime.ops.routes import KernelRoutes
+
+    mock = MockGpuBackend()
+    kc = KernelCache(mock, KernelRoutes.from_env(env))
+    tables = PersistentTables(mock.alloc(80), mock.alloc(4096), 1)
+    ptr = mock.alloc(1 << 16)
+    decode_persistent.decode_persistent(
+        kc, 0, tables, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, 1024, 16, 8, 128,
+        3072, 16, 33, 0.088, 1e-6)
+    (launch,) = mock.drain_launches()
+    assert launch.args["schedule"] == schedule
+    assert launch.grid == (mock.device_facts().sm_count, 1, 1)

@@ -411,7 +411,7 @@ def test_register_fed_launches_take_the_persistent_grid_where_switched_on(
     routes = KernelRoutes.from_env({**env, "ATLAS_QUANT_STAGED": "0"})
     assert routes.quant_persistent is (env.get("ATLAS_QUANT_PERSISTENT") == "1")
     with pytest.raises(ValueError, match="ATLAS_QUANT_BLOCKS_PER_SM"):
-        KernelRoutes.from_env({"ATLAS_QUANT_BLOCKS_PER_SM": "4"})
+        KernelRoutes.from_env({"ATLAS_QUANT_BLOCKS_PER_SM": "5"})
     dev = _direct_mock()
     kc, k = KernelCache(dev, routes), 4096
     n = {"linear": 6144, "swiglu": 2 * 12288, "logits": 20000}[product]

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from atlas.core.quant import Fp8ScaleMap
 from atlas.runtime.cases.gemv_fp8 import fp8_linear_case
 from atlas.runtime.cases.gemv_nvfp4 import nvfp4_linear_case
 from atlas.runtime.cases.gemv_quant_direct import (STAGED_LOGITS_SHAPES, STAGED_SHAPES,
@@ -21,10 +20,10 @@ from atlas.runtime.host import HostBackend
 from atlas.runtime.kernel_check import check
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, matmul_quant_mma
-from atlas.runtime.ops.matmul_nvfp4 import Nvfp4Weight
-from atlas.runtime.ops.matmul_quant import Fp8Weight, QuantLinear
+from atlas.runtime.ops.matmul_quant import QuantLinear
 from atlas.runtime.ops.routes import KernelRoutes
-from tests.unit.quant_support import QUANT_MODULES, HopperQuantMock, run_product
+from tests.unit.quant_support import (QUANT_MODULES, HopperQuantMock, direct_weight,
+                                     routed_funcs, run_product)
 
 KERNEL = (Path(__file__).parents[2] / "kernels" / "hopper" / "common" /
           "gemv_quant_direct.cu").read_text()
@@ -42,11 +41,7 @@ def _direct_mock() -> HopperQuantMock:
 
 
 def _weight(dev: MockGpuBackend, fmt: str, n: int, k: int, misalign: int = 0):
-    if fmt == "fp8":
-        smap = Fp8ScaleMap.block(n, k)
-        return Fp8Weight(dev.alloc(n * k), dev.alloc(4 * int(np.prod(smap.shape))), n, k, smap)
-    return Nvfp4Weight(dev.alloc(n * k // 2), dev.alloc(n * k // 16 + 16) + misalign,
-                       dev.alloc(4 * n), n, k)
+    return direct_weight(dev, fmt, n, k, misalign)
 
 
 def test_the_launch_builder_mirrors_the_kernel_constants() -> None:
@@ -138,13 +133,8 @@ def test_the_staged_device_cases_route_to_the_staged_entry_points(product: str,
                                                                   shapes: list) -> None:
     """Every shape of the staged check cases (check_kernels -k gemv_qd_staged) launches a
     gemv_qs_* entry point: its weight meets staged_supports, so none falls back unnoticed."""
-    for layout, m, n, k in shapes:
-        dev, fmt = _direct_mock(), "nvfp4" if layout == "nvfp4" else "fp8"
-        w = _weight(dev, fmt, 2 * n if product == "swiglu" else n, k)
-        kc, x = KernelCache(dev, STAGED), dev.alloc(m * k * 2)
-        run_product(kc, w, x, product, m)
-        (rec,) = dev.drain_launches()
-        assert rec.func.startswith(f"gemv_qs_{fmt}_"), (layout, m, n, k, rec.func)
+    for fmt, func in routed_funcs(STAGED, product, shapes):
+        assert func.startswith(f"gemv_qs_{fmt}_"), func
 
 
 @pytest.mark.parametrize("env, fmt, func, grid", [

@@ -494,9 +494,11 @@ def linear_case(env: Env, s: Any) -> Case:
         note = "ours: gemv_mma (ops.matmul_batched.batched_gemv, forced)"
     elif s.gemv == "ring" and (plan := matmul.gemv_ring_plan(
             n, k, kc.facts.sm_count, kc.facts.shared_memory_per_sm,
-            kc.routes.gemv_ring_stages)) is not None:
+            kc.routes.gemv_ring_stages,
+            x_regs=kc.routes.gemv_ring_xregs and matmul.ring_holds_x(m))) is not None:
         note = (f"ours: gemv_ring (ops.matmul.gemv, forced), {plan.grid} blocks of "
-                f"{plan.threads}, {plan.stages} stages")
+                f"{plan.threads}, {plan.stages} stages"
+                f"{', x in registers' if plan.x_regs else ''}")
     elif s.gemv:
         note = "ours: the register-tiled gemv_bf16 (ops.matmul.gemv, ATLAS_GEMV_RING=0)"
     else:
@@ -621,11 +623,15 @@ def quant_linear_case(env: Env, s: Any) -> Case:
         return Nvfp4Weight(env.ptr(st["codes"]), env.ptr(st["scale"]), env.ptr(st["rows"]),
                            n, k)
 
-    # a ring row forces the shared-memory ring kernel, a lut row the NVFP4 byte-table decode
+    # a ring row forces the shared-memory ring kernel, a lut row the NVFP4 byte-table decode,
+    # an n1 / n2 row the register-fed kernel's narrow loop (never its staged variant)
     kc = (KernelCache(env.backend, dataclasses.replace(env.kc.routes, quant_direct=False))
           if s.ring else
           KernelCache(env.backend, dataclasses.replace(env.kc.routes, quant_e2m1_lut=True))
-          if s.lut else env.kc)
+          if s.lut else
+          KernelCache(env.backend, dataclasses.replace(env.kc.routes, quant_narrow=s.narrow,
+                                                       quant_staged=False))
+          if s.narrow else env.kc)
 
     def ours(st: Set, stream: Stream) -> None:
         lin = matmul_quant.QuantLinear(weight(st))
@@ -896,9 +902,12 @@ def verify_attention_case(env: Env, s: Any) -> Case:
         st["out"] = torch.empty((rows, hq, d), dtype=torch.bfloat16, device=env.device)
         return st
 
-    # the model's launches: rows apart on decode attention, or one window a sequence
+    # the model's launches: rows apart on decode attention, or one window a sequence with
+    # the routes' fewest keys a split (ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS)
+    min_chunk = env.kc.routes.decode_attn_verify_min_keys
     launch = (attention.decode_attention if s.rows_apart else
-              functools.partial(attention_verify.decode_attention_verify, rows_per_block=per))
+              functools.partial(attention_verify.decode_attention_verify, rows_per_block=per,
+                                min_chunk=min_chunk))
 
     def ours(st: Set, stream: Stream) -> None:
         launch(env.kc, stream, env.ptr(st["q"]), env.ptr(st["k_pool"]), env.ptr(st["v_pool"]),
@@ -918,7 +927,8 @@ def verify_attention_case(env: Env, s: Any) -> Case:
         return o.view(b, hkv, per, group, d).permute(0, 2, 1, 3, 4).reshape(rows, hq, d)
 
     kernel = ("decode attention, each row a sequence (ATLAS_DECODE_ATTN_VERIFY=0)"
-              if s.rows_apart else "decode_attn_verify (each sequence's K/V read once)")
+              if s.rows_apart else f"decode_attn_verify (each sequence's K/V read once, "
+              f"splits of >= {min_chunk} keys)")
     return Case(s, make, ours, [
         Variant("F.sdpa(attn_mask), rows x folded q heads per kv head, contiguous K/V", masked,
                 "PyTorch reads one contiguous K/V per sequence; ours reads the paged cache",

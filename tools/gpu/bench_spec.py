@@ -213,6 +213,9 @@ def main() -> int:
                     "switches off for row invariance)")
     ap.add_argument("--step-cost-only", action="store_true",
                     help="measure the step-cost table only (no tok/s passes)")
+    ap.add_argument("--synthetic-seed", type=int,
+                    help="generate the weights on the device (--model holds only config.json, "
+                    "e.g. bench_moe.synthetic_model_dir's): no checkpoint, no tokenizer")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     from atlas.model.load import load_runner
@@ -222,7 +225,8 @@ def main() -> int:
     sizes = dict(backend=a.backend, max_batch_size=max(batches),
                  max_seq_len=a.prompt + max(a.steps + 16, a.new) + max_k + 64,
                  max_prefill_tokens=max(2048, max(batches) * (max_k + 1)),
-                 gpu_memory_utilization=0.85, fast_load=True, progress=None)
+                 gpu_memory_utilization=0.85, fast_load=True, progress=None,
+                 synthetic_seed=a.synthetic_seed)
     rng = np.random.default_rng(a.seed)
     rates = [float(x) for x in a.accept.split(",")]
     result: dict = {"model": str(a.model), "date": time.strftime("%Y-%m-%d"),

@@ -198,12 +198,18 @@ def main() -> int:
               "kernel_busy_ms": kernel_total / 1e3, "kernels": rows}
     if k:
         rows_v = a.batch * (k + 1)
+        phases: dict[str, list[float]] = {}
         verify = {"k": k, "rows": rows_v,
-                  "wall_ms": verify_wall_ms(runner, a.batch, a.context, prompts, k, tokens),
+                  "wall_ms": verify_wall_ms(runner, a.batch, a.context, prompts, k, tokens,
+                                            phases),
                   **graph_profile(runner, runner.verify_graphs[
                       next(b for b in runner.verify_buckets if b >= rows_v)])}
+        verify["host_phases_us"] = phase_medians_us(phases)
         print(f"\n== verification step, K = {k}: {rows_v} rows")
         print_rows(verify["kernels"], verify["kernel_busy_ms"] * 1e3)
+        print("host phases of a verification step (median us a call; collect includes the "
+              "wait for the device): " + ", ".join(
+                  f"{name} {us:.1f}" for name, us in verify["host_phases_us"].items()))
         print_comparison(plain, verify, k, a.batch)
         result["verify"] = verify
     if a.out:
@@ -230,17 +236,65 @@ def step_tokens(batch: int, context: int, prefill_budget: int) -> int:
     return prefill_steps + 5 + TIMED_STEPS + 9
 
 
-def median_step_ms(core) -> float:
-    """Median wall time of TIMED_STEPS `EngineCore.step` calls after 5 untimed ones."""
+def median_step_ms(core, phases: dict[str, list[float]] | None = None) -> float:
+    """Median wall time of TIMED_STEPS `EngineCore.step` calls after 5 untimed ones;
+    `phases` (when given) collects the timed steps' host phases (`HOST_PHASES`)."""
     for _ in range(5):
         core.step()
     walls = []
+    timers = PhaseTimers(core) if phases is not None else None
     for _ in range(TIMED_STEPS):
         t0 = time.perf_counter()
         core.step()
         walls.append(time.perf_counter() - t0)
+    if timers is not None:
+        phases.update(timers.finish())
     stop_all(core)
     return statistics.median(walls) * 1e3
+
+
+#: (name, object path from the core, method) of the host phases of an engine step that
+#: `PhaseTimers` times: the scheduler's plan and commit, the runner's launch (inputs packed
+#: and uploaded, the graph launched) and its collect (waiting for the device, reading the
+#: ids), and inside the launch the step's input packing and the sampler's row upload
+HOST_PHASES = (("schedule", "scheduler", "schedule"), ("commit", "scheduler", "commit"),
+               ("launch", "executor", "launch"), ("collect", "executor", "collect"),
+               ("upload_inputs", "executor", "_upload_inputs"),
+               ("sampler_prepare", "executor.sampler", "prepare"))
+
+
+class PhaseTimers:
+    """Wall time of each `HOST_PHASES` method call on one core's objects while installed
+    (instance attributes shadowing the methods; `finish` removes them): where a
+    verification step's host time on the critical path goes (issue 13 item 4)."""
+
+    def __init__(self, core) -> None:
+        self.times: dict[str, list[float]] = {name: [] for name, _, _ in HOST_PHASES}
+        self._installed: list[tuple[object, str]] = []
+        for name, path, method in HOST_PHASES:
+            obj = core
+            for part in path.split("."):
+                obj = getattr(obj, part)
+            self._wrap(obj, method, self.times[name])
+
+    def _wrap(self, obj: object, method: str, sink: list[float]) -> None:
+        inner = getattr(obj, method)
+
+        def timed(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                sink.append(time.perf_counter() - t0)
+
+        setattr(obj, method, timed)
+        self._installed.append((obj, method))
+
+    def finish(self) -> dict[str, list[float]]:
+        """Remove the timers; the times per phase (seconds, one per call)."""
+        for obj, method in self._installed:
+            delattr(obj, method)
+        return self.times
 
 
 def step_wall_ms(runner, batch: int, context: int, prompts: list[list[int]],
@@ -253,14 +307,19 @@ def step_wall_ms(runner, batch: int, context: int, prompts: list[list[int]],
 
 
 def verify_wall_ms(runner, batch: int, context: int, prompts: list[list[int]], k: int,
-                   tokens: int) -> float:
+                   tokens: int, phases: dict[str, list[float]] | None = None) -> float:
     """Median wall time of one `EngineCore.step` verifying K drafts per sequence, every one
     rejected (so each step verifies K again): synchronous, as every verification step is
-    (the next step's drafts follow the accepted tokens)."""
+    (the next step's drafts follow the accepted tokens). `phases`: its host phases."""
     spec = Speculator(rejected_drafts(prompts, tokens, runner.vocab_size), k)
     return median_step_ms(start_decoding(runner, batch, context, tokens,
                                          np.random.default_rng(0), prompts=prompts,
-                                         speculator=spec))
+                                         speculator=spec), phases)
+
+
+def phase_medians_us(phases: dict[str, list[float]]) -> dict[str, float]:
+    """Median us per call of each host phase (0 for a phase never called)."""
+    return {name: 1e6 * statistics.median(t) if t else 0.0 for name, t in phases.items()}
 
 
 if __name__ == "__main__":

@@ -1180,10 +1180,12 @@ stage_decode_gemm_tma() {
 }
 
 # The persistent batch-1 decode kernel (ATLAS_PERSISTENT_DECODE=1, decode_persistent.cu): its
-# check cases, tiny-model parity with transformers through it, Qwen3-0.6B batch-1 decode
-# default vs persistent vs persistent without weight staging (bench_decode, same machine,
-# back to back), the persistent profile and block 0's phase timeline. Each command under a
-# timeout: a device-wide barrier that never opens would hang the process, never the suite.
+# check cases (both schedules), tiny-model parity with transformers through it, Qwen3-0.6B
+# batch-1 decode default vs persistent (readiness counts) vs persistent with device-wide
+# barriers (ATLAS_PERSISTENT_FLAGS=0; bench_decode, same machine, back to back), the
+# persistent profile and every block's phase timeline under both schedules. Each command under
+# a timeout: a wait that never returns traps after ~2^24 polls, and a hung process never
+# hangs the suite.
 stage_persistent_ab() {
   local rc=0 label
   make_checkpoint qwen3-0.6b weights || return 1
@@ -1192,18 +1194,19 @@ stage_persistent_ab() {
   ATLAS_PERSISTENT_DECODE=1 timeout 180 "$PY" tools/gpu/model_parity.py --backend cuda \
     --model tests/fixtures/tiny-qwen3 --model tests/fixtures/tiny-llama \
     --out "$RESULTS/parity_tiny_persistent.json" || rc=1
-  # default | persistent | persistent with every weight phase streamed (no shared-memory
-  # staging: the A/B of ATLAS_PERSISTENT_STAGE)
-  for label in default persistent stream; do
+  for label in default persistent barriers; do
     env ATLAS_PERSISTENT_DECODE="$([ "$label" = default ] && echo 0 || echo 1)" \
-      ATLAS_PERSISTENT_STAGE="$([ "$label" = stream ] && echo 0 || echo 1)" \
+      ATLAS_PERSISTENT_FLAGS="$([ "$label" = barriers ] && echo 0 || echo 1)" \
       timeout 240 "$PY" tools/gpu/bench_decode.py --model "$CKPT/qwen3-0.6b" --hf none \
       --batches 1 --out "$RESULTS/bench_decode_qwen3-0.6b_persistent_$label.json" || rc=1
   done
   ATLAS_PERSISTENT_DECODE=1 timeout 180 "$PY" tools/gpu/profile_decode.py \
     --model "$CKPT/qwen3-0.6b" --out "$RESULTS/profile_decode_qwen3-0.6b_persistent.json" || rc=1
-  timeout 180 "$PY" tools/gpu/persistent_trace.py --model "$CKPT/qwen3-0.6b" \
-    --out "$RESULTS/persistent_trace_qwen3-0.6b.json" || rc=1
+  for label in 1 0; do
+    ATLAS_PERSISTENT_FLAGS=$label timeout 180 "$PY" tools/gpu/persistent_trace.py \
+      --model "$CKPT/qwen3-0.6b" --out "$RESULTS/persistent_trace_qwen3-0.6b_flags$label.json" \
+      || rc=1
+  done
   return $rc
 }
 
@@ -1214,7 +1217,7 @@ stage_persistent_ab() {
 stage_persistent_sweep() {
   local rc=0 knob
   make_checkpoint qwen3-0.6b weights || return 1
-  for knob in ATLAS_PERSISTENT_BLOCKS=66 ATLAS_PERSISTENT_BLOCKS=100 \
+  for knob in ATLAS_PERSISTENT_BLOCKS=66 ATLAS_PERSISTENT_BLOCKS=100 ATLAS_PERSISTENT_STAGE=0 \
       ATLAS_PERSISTENT_PREFETCH_KB=0 ATLAS_PERSISTENT_SPLITS=4 ATLAS_PERSISTENT_SPLITS=16; do
     env ATLAS_PERSISTENT_DECODE=1 "$knob" timeout 240 "$PY" tools/gpu/bench_decode.py \
       --model "$CKPT/qwen3-0.6b" --hf none --batches 1 \
@@ -1428,6 +1431,98 @@ stage_moe_s8_ab() {
   return $rc
 }
 
+# Batched decode attention inside the step (session 9, helper "attn"): the check cases of the
+# tensor-core kernel (rope entry before / after its PDL wait, the in-kernel split merge and
+# their A/B twins), the kernel rows of the batched regime (Qwen3-8B b64 x 1,536 plain and
+# rope-fused, batch 8 / 32 x 2,048 for D 128 and D 256) with the session-9 defaults and with
+# both switches off (ATLAS_DECODE_ATTN_LONG_EARLY=0: the rope entry waits on entry;
+# ATLAS_DECODE_ATTN_LONG_MERGE=0: the combine launch after multi-split launches), then
+# Qwen3-8B and Qwen3-0.6B decode at 64 x 1,536 (synthetic weights) PDL on and off, default and
+# EARLY=0: the attention row in the step against the kernel row alone. ~4 minutes.
+stage_attn_s9() {
+  local rc=0 cfg="$RESULTS/attn_s9_cfg" name pdl rows
+  rows=(-k "b64 hist1536" -k "hist2048 batched" -k "b8 hist2048 latency")
+  "$PY" tools/gpu/check_kernels.py -k long --out "$RESULTS/gpu_check_attn_s9-$STAMP.json" || rc=1
+  "$PY" tools/gpu/bench_kernels.py "${rows[@]}" --out-dir "$RESULTS/attn_s9" || rc=1
+  ATLAS_DECODE_ATTN_LONG_EARLY=0 ATLAS_DECODE_ATTN_LONG_MERGE=0 "$PY" tools/gpu/bench_kernels.py \
+    "${rows[@]}" --out-dir "$RESULTS/attn_s9_off" || rc=1
+  for name in qwen3-8b qwen3-0.6b; do
+    "$PY" -c "import sys; sys.path[:0] = ['tools', 'tools/gpu']; from pathlib import Path; \
+from bench_moe import synthetic_model_dir; \
+print(synthetic_model_dir(sys.argv[2], Path(sys.argv[1])))" "$cfg" "$name" || return 1
+    for pdl in 1 0; do
+      ATLAS_PDL=$pdl "$PY" tools/gpu/profile_decode.py --model "$cfg/$name" --synthetic-seed 0 \
+        --batch 64 --context 1536 --out "$RESULTS/attn_s9_${name}_pdl$pdl.json" || rc=1
+      ATLAS_PDL=$pdl ATLAS_DECODE_ATTN_LONG_EARLY=0 "$PY" tools/gpu/profile_decode.py \
+        --model "$cfg/$name" --synthetic-seed 0 --batch 64 --context 1536 \
+        --out "$RESULTS/attn_s9_${name}_pdl${pdl}_early0.json" || rc=1
+    done
+  done
+  return $rc
+}
+
+# Session 9, helper "spec" (issue 13: 2x at batch 1). Qwen3-8B from synthetic weights (config
+# only), K = 3, 512-token context. Checks: the ring GEMV (x in registers and through L1), the
+# verification kernel (incl. its min128/min256 split cases) and its rope entry point (bit for
+# bit its unfused twin). Kernel rows: the 4-row ring GEMVs with x in registers (default) and
+# ATLAS_GEMV_RING_XREGS=0, beside the single-row kernel ("b1 tiled"); the verification
+# attention rows at splits of >= 64 (default) and 256 keys. Profiles (PDL off: rows add up):
+# the K = 3 verification step vs a plain one, default, ATLAS_DECODE_ATTN_VERIFY_ROPE=1 (one
+# launch a layer), MIN_KEYS=256 and XREGS=0. Then bench_spec at batch 1 and 8 (oracle p = 0.7,
+# K = 3; PDL on).
+stage_spec_s9() {
+  local rc=0 cfg="$CKPT/qwen3-8b-synthetic" sel=() p v
+  "$PY" tools/make_fixtures.py --config qwen3-8b --out "$cfg" --config-only || return 1
+  "$PY" tools/gpu/check_kernels.py -k "gemv ring" -k "gemv_silu ring" -k "row invariance gemv" \
+    -k "verify D" -k "verify rope" --out "$RESULTS/gpu_check_spec_s9-$STAMP.json" || rc=1
+  for p in qkv o_proj gate_up down; do
+    sel+=(-k "qwen3-8b $p b4 ring" -k "qwen3-8b $p b1 tiled")
+  done
+  "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS/spec_s9_ring" "${sel[@]}" || rc=1
+  ATLAS_GEMV_RING_XREGS=0 "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS/spec_s9_ring_xl1" \
+    "${sel[@]}" || rc=1
+  for v in 64 256; do
+    ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS=$v "$PY" tools/gpu/bench_kernels.py \
+      --out-dir "$RESULTS/spec_s9_verify_min$v" -k "qwen3-8b b1 hist512 K3 verify" \
+      -k "qwen3-8b b1 hist4096 K3 verify" || rc=1
+  done
+  for v in default ATLAS_DECODE_ATTN_VERIFY_ROPE=1 ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS=256 \
+      ATLAS_GEMV_RING_XREGS=0; do
+    env ATLAS_PDL=0 $([ "$v" = default ] || echo "$v") "$PY" tools/gpu/profile_decode.py \
+      --model "$cfg" --synthetic-seed 0 --batch 1 --context 512 --verify 3 \
+      --out "$RESULTS/spec_s9_profile_${v//=/_}.json" || rc=1
+  done
+  "$PY" tools/gpu/bench_spec.py --model "$cfg" --synthetic-seed 0 --batches 1,8 --max-k 3 \
+    --k 3 --accept 0.7 --new 128 --steps 20 --no-fused-baseline \
+    --out "$RESULTS/spec_s9_bench_spec.json" || rc=1
+  return $rc
+}
+
+# helper quant (session 9), the narrow loops of the register-fed quantized GEMV (~4 minutes):
+# their GPU check cases (gemv_qd_{fp8,nvfp4}_n{1,2}: 38 cases vs float64), Qwen3-8B's batch-1
+# kernel-table rows (the four projections, gate_up + SwiGLU, both formats: default loop, n1,
+# n2; the NVFP4 LM head), then Qwen3-8B decode tok/s at batches 1 / 8 (synthetic weights) for
+# NVFP4 (+ LM head) and FP8-block with ATLAS_QUANT_NARROW=0 / 1 / 2 (0 = today's loops).
+stage_quant_narrow() {
+  local rc=0 p f q nw sel=()
+  "$PY" tools/gpu/check_kernels.py -k gemv_qd_nvfp4_n -k gemv_qd_fp8_n \
+    --out "$RESULTS/gpu_check_quant_narrow-$STAMP.json" || rc=1
+  for p in qkv o_proj gate_up down gate_up+swiglu; do
+    for f in fp8-block nvfp4; do sel+=(-k "qwen3-8b $p b1 $f"); done
+  done
+  sel+=(-k "qwen3-8b lm_head b1 nvfp4")
+  "$PY" tools/gpu/bench_kernels.py "${sel[@]}" --out-dir "$RESULTS/quant_narrow" || rc=1
+  for q in "nvfp4 --lm-head" fp8-block; do
+    for nw in 0 1 2; do
+      # shellcheck disable=SC2086  # q holds the format and its flag
+      ATLAS_QUANT_NARROW=$nw "$PY" tools/gpu/bench_moe.py --config qwen3-8b --quant $q \
+        --batches 1,8 --new 128 --prefill 512 --hf none \
+        --out "$RESULTS/quant_narrow_${q%% *}_n$nw.json" || rc=1
+    done
+  done
+  return $rc
+}
+
 # Session 9's batch-1 MoE A/B (helper moe): every MoE decode check case (the tiled gate/up,
 # routing inside the expert launches, ties, zero-token ids, top-k = experts), then batch-1
 # decode of both full-size synthetic models: old (the defaults, session 8's launches), noroute
@@ -1473,7 +1568,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         throughput_mixed_step decode_gemm_wide_ab headline batch1_ab thru_ab moe_b1_profile
         quant_ab moe_quant_bench thru_b64 spec_profile spec_ring_ab persistent_ab persistent_sweep
         attn_trace verify_attn attn64 attn64_flagship b1lat decode_gemm_tma moe_s8_ab
-        moe_s9_ab)
+        attn_s9 spec_s9 quant_narrow moe_s9_ab)
 
 # ---- runner -------------------------------------------------------------------------------
 

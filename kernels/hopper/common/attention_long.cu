@@ -25,7 +25,8 @@
 // The warps' (m, l, o) merge through shared memory (the ring, reused) into the split's
 // normalized partial, written exactly as decode_attn_bf16 writes it; a launch of ONE split
 // (num_splits == 1: large batches, ops/attention_long.py long_launch_splits) writes the
-// normalized bf16 output instead and no combine runs after it.
+// normalized bf16 output instead and no combine runs after it; a launch of more given the
+// split counters merges its partials in its last block (SplitMerge), no combine either.
 //
 // Head dims: 64 and 128 keep Q as A fragments in registers (two blocks per SM: 48 / 96 KiB
 // rings); 256 (Qwen3.5's gated attention) keeps Q in a swizzled [16][256] shared tile read
@@ -36,6 +37,8 @@
 // (num_splits, hkv, num_seqs), 128 threads, dynamic shared memory
 // ops/attention_long.py long_smem_bytes(D). Preconditions: head_dim 64, 128 or 256,
 // hq / hkv <= 16, q 16-byte aligned.
+#include <cuda/atomic>
+
 #include "atlas_common.cuh"
 #include "attention_tile.cuh"
 #include "mma_util.cuh"
@@ -67,6 +70,14 @@ struct LongRope {
   float eps;
 };
 
+// Where the rope-fused entry waits for the qkv projection (programmatic dependent launch).
+// kWait (decode_attn_long_rope_wait_bf16, ATLAS_DECODE_ATTN_LONG_EARLY=0): on entry, then
+// each warp norms and rotates its rows straight from global memory (a few dependent trips
+// per row). kEarly (decode_attn_long_rope_bf16): everything but the qkv rows before the
+// wait (RopeEarly says why that is sound), the qkv rows in one trip after it, normed and
+// rotated in shared memory. kNone: the plain entries (q from a buffer, no append).
+enum class RopeMode { kNone, kWait, kEarly };
+
 template <int D, bool kRope = false>
 struct LongTile {
   static constexpr int kChunks = D / 8;                        // 16-byte chunks per row
@@ -80,8 +91,9 @@ struct LongTile {
   static constexpr bool kQShared = D > 128 || kRope;
   static constexpr int kQPitch = D + 8;
   static constexpr int kQBytes = kQShared ? kMaxGroup * kQPitch * 2 : 0;
-  // the rope variant's new k and v rows (bf16, linear) after the Q tile
-  static constexpr int kStageBytes = kRope ? 2 * D * 2 : 0;
+  // the rope variants' stage after the Q tile (RopeStage): the step's k and v rows and the
+  // q and k norm weights (bf16), then the position's cos/sin row (f32)
+  static constexpr int kStageBytes = kRope ? 4 * D * 2 + D * 4 : 0;
   static constexpr int kBlocksPerSm = D > 128 ? 1 : 2;  // attention_long.py long_blocks_per_sm
   // the warps' partials after the loop: o [kWarps][16][D], m and l [kWarps][16], f32
   static constexpr int kMergeBytes = (kWarps * kMaxGroup * D + 2 * kWarps * kMaxGroup) * 4;
@@ -92,17 +104,100 @@ struct LongTile {
   static_assert(kThreads % kChunks == 0, "a thread copies the same chunk of each of its rows");
 };
 
-// q: [seqs, hq, D] (plain entry points; the rope variant reads rope.qkv instead).
-template <int D, bool kRope = false>
+// SplitMerge: a launch of several splits given `counters` (u32, zero before the launch, one
+// per (sequence, kv head)) merges its partials itself instead of a combine launch after it
+// (ATLAS_DECODE_ATTN_LONG_MERGE=0: the combine). Each active split, after writing its
+// partials, takes a ticket; the block drawing the last of `active` (every other split has
+// written) resets the counter for the next launch (a graph replays it as is) and writes the
+// group's normalized output: per head the split weights w_s = l_s e^(m_s - M) against the
+// heads' max M (a warp per head, its lanes over the splits, then a butterfly), then each
+// thread 4 elements as sum_s w_s o_s / sum_s w_s, every split's (m, l) and o loads
+// independent (one L2 trip; other blocks wrote them: read through L2, never a stale L1
+// line). The ticket is one acq_rel read-modify-write at device scope: it releases this
+// block's partial stores (ordered before thread 0 by the barrier) and acquires those of
+// every earlier ticket holder, passed to the block's threads by the barrier after it.
+template <int D>
+__device__ __forceinline__ void merge_splits_if_last(const float* part_o, const float* part_ml,
+                                                     unsigned* counter, __nv_bfloat16* out,
+                                                     int row0, int group, int num_splits,
+                                                     int active, float* scratch) {
+  __shared__ int is_last;
+  __syncthreads();  // the block's partial stores precede the ticket; the ring is free
+  if (threadIdx.x == 0) {
+    cuda::atomic_ref<unsigned, cuda::thread_scope_device> ticket(*counter);
+    const bool last = ticket.fetch_add(1u, cuda::memory_order_acq_rel) ==
+                      static_cast<unsigned>(active - 1);
+    if (last) ticket.store(0u, cuda::memory_order_relaxed);
+    is_last = last;
+  }
+  __syncthreads();
+  if (!is_last) return;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float* top = scratch;               // [kMaxGroup]: each head's max m over the splits
+  float* total = scratch + kMaxGroup;  // [kMaxGroup]: sum_s w_s
+  for (int r = warp; r < group; r += kWarps) {
+    const float2* ml = reinterpret_cast<const float2*>(part_ml) +
+                       static_cast<size_t>(row0 + r) * num_splits;
+    float m = -INFINITY, l = 0.f;  // this lane's splits, online
+    for (int s = lane; s < active; s += 32) {
+      const float2 e = __ldcg(ml + s);  // an active split's m is finite
+      const float mx = fmaxf(m, e.x);
+      l = l * expf(m - mx) + e.y * expf(e.x - mx);
+      m = mx;
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+      const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
+      const float l2 = __shfl_xor_sync(0xffffffffu, l, off);
+      const float mx = fmaxf(m, m2);
+      if (mx != -INFINITY) l = l * expf(m - mx) + l2 * expf(m2 - mx);
+      m = mx;
+    }
+    if (lane == 0) {
+      top[r] = m;
+      total[r] = l;  // active >= 1: l >= 1
+    }
+  }
+  __syncthreads();
+  constexpr int kQuads = D / 4;
+  for (int idx = threadIdx.x; idx < group * kQuads; idx += kThreads) {
+    const int r = idx / kQuads, d = (idx % kQuads) * 4;
+    const size_t row = static_cast<size_t>(row0 + r);
+    const float2* ml = reinterpret_cast<const float2*>(part_ml) + row * num_splits;
+    const float* o = part_o + row * num_splits * D + d;
+    const float m = top[r];
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 8
+    for (int s = 0; s < active; ++s) {
+      const float2 e = __ldcg(ml + s);
+      const float4 v = __ldcg(reinterpret_cast<const float4*>(o + static_cast<size_t>(s) * D));
+      const float w = e.y * expf(e.x - m);
+      acc.x = fmaf(w, v.x, acc.x);
+      acc.y = fmaf(w, v.y, acc.y);
+      acc.z = fmaf(w, v.z, acc.z);
+      acc.w = fmaf(w, v.w, acc.w);
+    }
+    const float t = total[r];
+    *reinterpret_cast<uint2*>(out + row * D + d) =
+        make_uint2(atlas::pack_bf16x2(acc.x / t, acc.y / t),
+                   atlas::pack_bf16x2(acc.z / t, acc.w / t));
+  }
+}
+
+// q: [seqs, hq, D] (plain entry points; the rope variants read rope.qkv instead).
+template <int D, RopeMode M = RopeMode::kNone>
 __device__ __forceinline__ void decode_attn_long(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
     const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
     const int* __restrict__ kv_lens, float* __restrict__ part_o, float* __restrict__ part_ml,
-    __nv_bfloat16* __restrict__ out, int hq, int hkv, int block_size, int max_blocks,
+    unsigned* __restrict__ counters, __nv_bfloat16* __restrict__ out, int hq, int hkv,
+    int block_size, int max_blocks,
     int num_splits, float scale, __nv_bfloat16* smem, const LongRope& rope = LongRope{}) {
+  constexpr bool kRope = M != RopeMode::kNone, kEarly = M == RopeMode::kEarly;
   using T = LongTile<D, kRope>;
   const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
-  const int kv_len = kv_lens[b];
+  // before the wait (kEarly) through L2 (__ldcg): ptxas sinks read-only-path loads below it
+  const int kv_len = kEarly ? __ldcg(kv_lens + b) : kv_lens[b];
   const int group = hq / hkv, h0 = kvh * group;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int* table = block_tables + static_cast<size_t>(b) * max_blocks;
@@ -119,7 +214,8 @@ __device__ __forceinline__ void decode_attn_long(
 #pragma unroll
     for (int j = 0; j < R; ++j) {
       const int p = base + row0 + j * kRowStep;
-      page[j] = p < table_keys ? table[pages.page(p)] : 0;
+      const int* entry = table + pages.page(p);
+      page[j] = p < table_keys ? (kEarly ? __ldcg(entry) : *entry) : 0;
     }
   };
   // A one-split launch (large batches) starts at key 0 whatever kv_len is: its first tile's
@@ -130,9 +226,11 @@ __device__ __forceinline__ void decode_attn_long(
   const int chunk = max((kv_len + num_splits - 1) / num_splits, kMinKeysPerSplit);
   const int begin = split * chunk;
   if (begin >= kv_len) {
-    // An inactive split: the combine never reads its partials. A one-split launch has no
-    // combine: a sequence without keys gets zeros (what the combine writes for it).
-    if (num_splits == 1)
+    // An inactive split: no merge reads its partials. Without a combine (one split, or
+    // SplitMerge) a sequence without keys gets zeros (what the combine writes for it) from
+    // its first split.
+    if constexpr (kEarly) atlas::pdl_enter();  // nothing is written before the wait
+    if (num_splits == 1 || (counters != nullptr && split == 0))
       for (int idx = tid; idx < group * D; idx += kThreads)
         out[(static_cast<size_t>(b) * hq + h0) * D + idx] = __float2bfloat16_rn(0.f);
     return;
@@ -145,8 +243,8 @@ __device__ __forceinline__ void decode_attn_long(
   // copied: `skip`); a padding row (slot < 0) attends the cache as it is
   int slot = -1, position = 0;
   if constexpr (kRope) {
-    slot = rope.slots[b];
-    position = rope.positions[b];
+    slot = kEarly ? __ldcg(rope.slots + b) : rope.slots[b];
+    position = kEarly ? __ldcg(rope.positions + b) : rope.positions[b];
   }
   const bool sub = kRope && slot >= 0 && kv_len - 1 < end;  // kv_len - 1 >= begin: active
   const int skip = sub ? kv_len - 1 : -1;
@@ -169,6 +267,29 @@ __device__ __forceinline__ void decode_attn_long(
     }
   };
 
+  // Q as a [kMaxGroup][kQPitch] tile after the ring (kQShared), then the rope variants'
+  // stage: the step's k and v rows, the q and k norm weights, the cos/sin row
+  __nv_bfloat16* sq = smem + T::kRingBytes / 2;
+  __nv_bfloat16* stage_k = sq + kMaxGroup * T::kQPitch;
+  __nv_bfloat16* stage_v = stage_k + D;
+  __nv_bfloat16* stage_qw = stage_v + D;
+  __nv_bfloat16* stage_kw = stage_qw + D;
+  float* stage_cs = reinterpret_cast<float*>(stage_kw + D);
+  if constexpr (kEarly) {
+    // RopeEarly: the constants join tile 0's copy group; the Q rows past the group zeroed
+    const float* cs = rope.cos_sin + static_cast<size_t>(position) * D;
+    for (int i = tid; i < D / 4; i += kThreads)
+      atlas::cp_async_16(stage_cs + 4 * i, cs + 4 * i, true);
+    if (rope.q_norm_w != nullptr)
+      for (int i = tid; i < T::kChunks; i += kThreads) {
+        atlas::cp_async_16(stage_qw + 8 * i, rope.q_norm_w + 8 * i, true);
+        atlas::cp_async_16(stage_kw + 8 * i, rope.k_norm_w + 8 * i, true);
+      }
+    for (int idx = group * T::kChunks + tid; idx < kMaxGroup * T::kChunks; idx += kThreads)
+      *reinterpret_cast<uint4*>(sq + (idx / T::kChunks) * T::kQPitch + (idx % T::kChunks) * 8) =
+          make_uint4(0u, 0u, 0u, 0u);
+  }
+
   // Prologue: tiles 0..kStages-2 in flight (commit group i = tile i), the next tile's table
   // entries requested.
 #pragma unroll
@@ -187,13 +308,60 @@ __device__ __forceinline__ void decode_attn_long(
   // every warp after the loop's first barrier), one ldmatrix per k-step.
   constexpr int kQRegSteps = T::kQShared ? 1 : D / 16;
   uint32_t qf[kQRegSteps][4];
-  __nv_bfloat16* sq = smem + T::kRingBytes / 2;
-  __nv_bfloat16* stage_k = sq + kMaxGroup * T::kQPitch;  // rope: the step's k and v rows
-  __nv_bfloat16* stage_v = stage_k + D;
-  if constexpr (kRope) {
+  if constexpr (kEarly) {
+    // RopeEarly: the qkv rows in one trip (the group's q heads into their Q rows, the step's
+    // k and v into the stage where this split substitutes that key; every load of a thread
+    // in flight before its first store, and none in the cp.async groups, so the ring's first
+    // tiles may still be landing), then each warp norms and rotates rows in place
+    // (rope_core.cuh: qk_norm_rope_kv's bits)
+    atlas::pdl_wait();  // the qkv rows come from the projection just before
+    atlas::pdl_launch_dependents();
+    const size_t pitch = static_cast<size_t>(hq + 2 * hkv) * D;
+    const __nv_bfloat16* row = rope.qkv + static_cast<size_t>(b) * pitch;
+    const int total = (group + (sub ? 2 : 0)) * T::kChunks;  // 16-byte chunks: q, k, v rows
+    constexpr int kLoads = ((kMaxGroup + 2) * T::kChunks + kThreads - 1) / kThreads;
+    auto chunk_of = [&](int i, const uint4*& src, uint4*& dst) {
+      const int r = i / T::kChunks, col = (i % T::kChunks) * 8;
+      const int head = r < group ? h0 + r : hq + (r - group) * hkv + kvh;  // q, k, v heads
+      __nv_bfloat16* to = r < group ? sq + r * T::kQPitch : r == group ? stage_k : stage_v;
+      src = reinterpret_cast<const uint4*>(row + static_cast<size_t>(head) * D + col);
+      dst = reinterpret_cast<uint4*>(to + col);
+    };
+    uint4 raw[kLoads];
+    const uint4* src;
+    uint4* dst;
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int i = tid + u * kThreads;
+      if (i < total) {
+        chunk_of(i, src, dst);
+        raw[u] = __ldcg(src);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int i = tid + u * kThreads;
+      if (i < total) {
+        chunk_of(i, src, dst);
+        *dst = raw[u];
+      }
+    }
+    atlas::cp_async_wait<kStages - 2>();  // tile 0's group: the cos/sin row, norm weights
+    __syncthreads();
+    const bool normed = rope.q_norm_w != nullptr;
+    for (int it = warp; it < group + (sub ? 1 : 0); it += kWarps) {  // warp-uniform
+      const bool is_k = it == group;
+      __nv_bfloat16* x = is_k ? stage_k : sq + it * T::kQPitch;
+      const auto w = atlas::rope::load_norm_w<false>(is_k ? stage_kw : stage_qw, normed, D, D,
+                                                     lane);
+      atlas::rope::norm_rope_row<false>(x, x, w, normed, false, stage_cs, D, D, rope.eps,
+                                        lane);
+    }
+    __syncthreads();  // Q and the stage are complete
+  } else if constexpr (kRope) {
     // rope_core.cuh (qk_norm_rope_kv's bits): one warp per q head of the group into its Q
     // row (rows past G zero), then the split holding the step's key norms and rotates k and
-    // copies v into the stage, and appends both to the cache at the row's slot
+    // copies v into the stage
     const size_t pitch = static_cast<size_t>(hq + 2 * hkv) * D;
     const __nv_bfloat16* row = rope.qkv + static_cast<size_t>(b) * pitch;
     const float* cosv = rope.cos_sin + static_cast<size_t>(position) * D;
@@ -216,14 +384,6 @@ __device__ __forceinline__ void decode_attn_long(
       }
     }
     __syncthreads();  // the stage is complete
-    if (sub) {
-      const size_t at = ((static_cast<size_t>(slot / block_size) * hkv + kvh) * block_size +
-                         slot % block_size) * D;
-      for (int i = tid; i < T::kChunks; i += kThreads) {
-        reinterpret_cast<uint4*>(rope.k_cache + at)[i] = reinterpret_cast<const uint4*>(stage_k)[i];
-        reinterpret_cast<uint4*>(rope.v_cache + at)[i] = reinterpret_cast<const uint4*>(stage_v)[i];
-      }
-    }
   } else if constexpr (T::kQShared) {
     const __nv_bfloat16* q_rows = q + (static_cast<size_t>(b) * hq + h0) * D;
     for (int idx = tid; idx < kMaxGroup * T::kChunks; idx += kThreads) {
@@ -243,6 +403,14 @@ __device__ __forceinline__ void decode_attn_long(
         const int row = g + 8 * (i & 1), col = 16 * kk + 2 * c + 8 * (i >> 1);
         qf[kk][i] = row < group ? __ldg(q0 + (row * D + col) / 2) : 0u;
       }
+  }
+  if (sub) {  // the step's k and v appended to the cache at the row's slot
+    const size_t at = ((static_cast<size_t>(slot / block_size) * hkv + kvh) * block_size +
+                       slot % block_size) * D;
+    for (int i = tid; i < T::kChunks; i += kThreads) {
+      reinterpret_cast<uint4*>(rope.k_cache + at)[i] = reinterpret_cast<const uint4*>(stage_k)[i];
+      reinterpret_cast<uint4*>(rope.v_cache + at)[i] = reinterpret_cast<const uint4*>(stage_v)[i];
+    }
   }
 
   const float scale_log2 = scale * atlas::kAttnLog2e;
@@ -374,6 +542,10 @@ __device__ __forceinline__ void decode_attn_long(
       part_ml[out_row * 2 + 1] = total;
     }
   }
+  if (num_splits > 1 && counters != nullptr)
+    merge_splits_if_last<D>(part_o, part_ml, counters + static_cast<size_t>(b) * hkv + kvh, out,
+                            b * hq + h0, group, num_splits, (kv_len + chunk - 1) / chunk,
+                            reinterpret_cast<float*>(smem));
 }
 
 }  // namespace
@@ -383,18 +555,18 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
     decode_attn_long_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
                           const __nv_bfloat16* v_cache, const int* block_tables,
                           const int* kv_lens, float* part_o, float* part_ml,
-                          __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq, uint32_t hkv,
-                          uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
-                          uint32_t num_splits, float scale) {
+                          unsigned* counters, __nv_bfloat16* out, uint32_t num_seqs,
+                          uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+                          uint32_t max_blocks, uint32_t num_splits, float scale) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_enter();  // q, kv_lens, the tables and the cache come from earlier work
   const int ns = static_cast<int>(num_splits);
   if (head_dim == 128)
-    decode_attn_long<128>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, out,
-                          hq, hkv, block_size, max_blocks, ns, scale, long_smem);
+    decode_attn_long<128>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
+                          counters, out, hq, hkv, block_size, max_blocks, ns, scale, long_smem);
   else if (head_dim == 64)
-    decode_attn_long<64>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, out,
-                         hq, hkv, block_size, max_blocks, ns, scale, long_smem);
+    decode_attn_long<64>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
+                         counters, out, hq, hkv, block_size, max_blocks, ns, scale, long_smem);
   else
     __trap();  // ops/attention_long.py long_kernel_for
 }
@@ -405,43 +577,90 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     decode_attn_long_d256_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
                                const __nv_bfloat16* v_cache, const int* block_tables,
                                const int* kv_lens, float* part_o, float* part_ml,
-                               __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
-                               uint32_t hkv, uint32_t head_dim, uint32_t block_size,
-                               uint32_t max_blocks, uint32_t num_splits, float scale) {
+                               unsigned* counters, __nv_bfloat16* out, uint32_t num_seqs,
+                               uint32_t hq, uint32_t hkv, uint32_t head_dim,
+                               uint32_t block_size, uint32_t max_blocks, uint32_t num_splits,
+                               float scale) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_enter();  // q, kv_lens, the tables and the cache come from earlier work
   if (head_dim != 256) __trap();  // ops/attention_long.py long_kernel_for
-  decode_attn_long<256>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, out, hq,
-                        hkv, block_size, max_blocks, static_cast<int>(num_splits), scale,
-                        long_smem);
+  decode_attn_long<256>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters,
+                        out, hq, hkv, block_size, max_blocks, static_cast<int>(num_splits),
+                        scale, long_smem);
 }
 
 // Batched decode of one token per sequence with the q/k norm, RoPE and K/V append of
 // qk_norm_rope_kv_bf16 done by the blocks (D 64 / 128, the classic qkv layout: full rotation,
-// plain or no norm weights; ops/attention.py decode_attention_rope). Waits for the qkv
-// projection on entry (no reads before it).
+// plain or no norm weights; ops/attention.py decode_attention_rope), one instance per
+// RopeMode: the entry waits where the mode says.
+template <RopeMode M>
+__device__ __forceinline__ void decode_attn_long_rope_entry(
+    const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+    const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
+    const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
+    float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out, uint32_t hq,
+    uint32_t hkv, uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
+    uint32_t num_splits, float scale, float eps, __nv_bfloat16* smem) {
+  if constexpr (M == RopeMode::kWait) atlas::pdl_enter();  // kEarly: decode_attn_long waits
+  const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
+  const int ns = static_cast<int>(num_splits);
+  if (head_dim == 128)
+    decode_attn_long<128, M>(nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
+                             counters, out, hq, hkv, block_size, max_blocks, ns, scale, smem,
+                             rope);
+  else if (head_dim == 64)
+    decode_attn_long<64, M>(nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
+                            counters, out, hq, hkv, block_size, max_blocks, ns, scale, smem,
+                            rope);
+  else
+    __trap();  // ops/attention_long.py LONG_ROPE_HEAD_DIMS
+}
+
+// RopeEarly (the default, decode_attn_long_rope_bf16): before griddepcontrol.wait the block
+// reads kv_len, the row's position and slot, its block-table entries, the cos/sin row and the
+// norm weights, and requests its first kStages - 1 tiles of cached K/V rows: everything but
+// the qkv rows. The only kernel that may still be running then is the one launched just
+// before this (every kernel waits before it lets its dependents start), and the model
+// launches this right after the layer's qkv projection (model.py _attention_after_qkv), which
+// writes only the qkv rows; the step inputs come from copies ahead of the step, cos_sin and
+// the weights from the load, and every cached row this reads was written by an earlier
+// launch of this layer: the step's own key (the row's slot) is never copied from the cache
+// (`skip`), the block substitutes it from the qkv row. attention.cu's RopedQ rests on the
+// same argument (its decode_attn_rope_bf16 has the same place in the model). Nothing is
+// written before the wait.
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
     decode_attn_long_rope_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
                                __nv_bfloat16* v_cache, const __nv_bfloat16* q_norm_w,
                                const __nv_bfloat16* k_norm_w, const float* cos_sin,
                                const int* positions, const int* slots, const int* block_tables,
                                const int* kv_lens, float* part_o, float* part_ml,
-                               __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
-                               uint32_t hkv, uint32_t head_dim, uint32_t block_size,
-                               uint32_t max_blocks, uint32_t num_splits, float scale,
-                               float eps) {
+                               unsigned* counters, __nv_bfloat16* out, uint32_t num_seqs,
+                               uint32_t hq, uint32_t hkv, uint32_t head_dim,
+                               uint32_t block_size, uint32_t max_blocks, uint32_t num_splits,
+                               float scale, float eps) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  atlas::pdl_enter();  // the qkv rows come from the projection just before
-  const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
-  const int ns = static_cast<int>(num_splits);
-  if (head_dim == 128)
-    decode_attn_long<128, true>(nullptr, k_cache, v_cache, block_tables, kv_lens, part_o,
-                                part_ml, out, hq, hkv, block_size, max_blocks, ns, scale,
-                                long_smem, rope);
-  else if (head_dim == 64)
-    decode_attn_long<64, true>(nullptr, k_cache, v_cache, block_tables, kv_lens, part_o,
-                               part_ml, out, hq, hkv, block_size, max_blocks, ns, scale,
-                               long_smem, rope);
-  else
-    __trap();  // ops/attention_long.py LONG_ROPE_HEAD_DIMS
+  decode_attn_long_rope_entry<RopeMode::kEarly>(
+      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, long_smem);
+}
+
+// The A/B of RopeEarly (ATLAS_DECODE_ATTN_LONG_EARLY=0): waits for the qkv projection on
+// entry, no reads before it, and norms and rotates each row from global memory.
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_long_rope_wait_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
+                                    __nv_bfloat16* v_cache, const __nv_bfloat16* q_norm_w,
+                                    const __nv_bfloat16* k_norm_w, const float* cos_sin,
+                                    const int* positions, const int* slots,
+                                    const int* block_tables, const int* kv_lens,
+                                    float* part_o, float* part_ml, unsigned* counters,
+                                    __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
+                                    uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+                                    uint32_t max_blocks, uint32_t num_splits, float scale,
+                                    float eps) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  decode_attn_long_rope_entry<RopeMode::kWait>(
+      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, long_smem);
 }

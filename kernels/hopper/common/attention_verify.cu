@@ -21,9 +21,12 @@
 // other, and skips the rest of a piece that started before it. gdn_decode.cu groups a
 // verification's rows the same way.
 //
-// Splits. Row j's keys are cut by its own kv_len L_j and the grid's num_splits S alone:
-// chunk_j = ceil(max(ceil(L_j / S), 1) / 64) * 64 keys (whole 64-key tiles), split s
-// covers [s chunk_j, min((s + 1) chunk_j, L_j)). A block loads the union of its rows' ranges
+// Splits. Row j's keys are cut by its own kv_len L_j, the grid's num_splits S and the
+// launch's min_chunk C (a multiple of 64) alone: chunk_j = max(ceil(max(ceil(L_j / S), 1) /
+// 64) * 64, C) keys (whole 64-key tiles, at least C: a short context's rows then take a few
+// splits of several tiles, pipelined through the ring, and merge fewer partials, instead of
+// many one-tile splits; ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS), split s covers [s chunk_j,
+// min((s + 1) chunk_j, L_j)). A block loads the union of its rows' ranges
 // in 64-key tiles at absolute positions (multiples of 64), so a row's arithmetic (which keys
 // sit in which lane, the online softmax's order over tiles, its partials) does not depend on
 // the other rows of its piece: tiles outside a row's range are fully masked and leave its
@@ -50,13 +53,26 @@
 // so the next kernel never starts before the one before this has completed).
 //
 // Launch (ops/attention_verify.py): grid (num_splits, hkv, windows), 128 threads, dynamic
-// shared memory VerifyTile<D>::kSmemBytes. counters u32 [num_rows, hkv], zero before the
-// launch and left zero. Preconditions: head_dim 64, 128 or 256; hq / hkv <= 64; a run of one
-// sequence's rows is at most 32 rows (the engine's are K + 1 <= 8) and its rows' block-table
-// rows are equal (the runner gives each the sequence's table; the block reads its first's).
+// shared memory VerifyTile<D>::kSmemBytes, min_chunk a positive multiple of 64 (else a trap).
+// counters u32 [num_rows, hkv], zero before the launch and left zero. Preconditions:
+// head_dim 64, 128 or 256; hq / hkv <= 64; a run of one sequence's rows is at most 32 rows
+// (the engine's are K + 1 <= 8) and its rows' block-table rows are equal (the runner gives
+// each the sequence's table; the block reads its first's).
+//
+// decode_attn_verify_rope_bf16 (ATLAS_DECODE_ATTN_VERIFY_ROPE=1) is the same attention with
+// qk_norm_rope_kv_bf16 done by the blocks (VerifyRope): after the PDL wait every working block
+// norms and rotates the q rows of its piece (its kv head's q heads) into the q buffer and the
+// step's keys that fall in its tiles (the run's rows, from the first row of the sequence in
+// the step on: consecutive positions kv_len - 1) into the caches at their rows' slots, with
+// rope_core.cuh's code (qk_norm_rope_kv's bits); several blocks may write the same q row or
+// key, always the same bits. Then a fence and a barrier, and the block reads its Q tile and
+// K/V tiles as the plain entry does (cp.async through L2, after its own writes). Every key
+// the step appends is written: row j's key lies in row j's last split, whose block is working.
+// A padding row (slot < 0) appends nothing and attends the cache as it is.
 #include "atlas_common.cuh"
 #include "attention_tile.cuh"
 #include "mma_util.cuh"
+#include "rope_core.cuh"
 
 namespace {
 
@@ -66,6 +82,22 @@ constexpr int kBKV = 64;          // keys per tile (VERIFY_TILE_KEYS)
 constexpr int kMaxRows = 64;      // tile rows of a block: four m16 tiles (VERIFY_MAX_ROWS)
 constexpr int kMaxStepRows = 8;   // rows of one sequence a block serves (VERIFY_MAX_STEP_ROWS)
 constexpr float kNoKey = -INFINITY;
+
+// The q/k norm, RoPE and K/V append of qk_norm_rope_kv_bf16 done by the blocks
+// (decode_attn_verify_rope_bf16): ops/rope.py's launch arguments and the q buffer the blocks
+// stage their Q rows in. Null qkv: the plain entry point.
+struct VerifyRope {
+  const __nv_bfloat16* qkv = nullptr;  // [rows, (hq + 2 hkv) D]: q heads, k heads, v heads
+  __nv_bfloat16* q = nullptr;          // [rows, hq, D]: the normed, rotated q (also read as Q)
+  __nv_bfloat16* k_cache = nullptr;
+  __nv_bfloat16* v_cache = nullptr;
+  const __nv_bfloat16* q_norm_w = nullptr;  // null: no q/k norm
+  const __nv_bfloat16* k_norm_w = nullptr;
+  const float* cos_sin = nullptr;  // [positions, D]: cos of the D / 2 frequencies, then sin
+  const int* positions = nullptr;
+  const int* slots = nullptr;  // < 0: a padding row (appends nothing)
+  float eps = 0.f;
+};
 
 template <int D>
 struct VerifyTile {
@@ -111,9 +143,9 @@ __device__ __forceinline__ bool continues_run(const int* kv_lens, const int* blo
 }
 
 // Keys per split of a row of `len` keys (ops/attention_verify.py verify_split_rule): its
-// share of num_splits in whole tiles.
-__device__ __forceinline__ int row_chunk(int len, int num_splits) {
-  return (max((len + num_splits - 1) / num_splits, 1) + kBKV - 1) / kBKV * kBKV;
+// share of num_splits in whole tiles, at least min_chunk.
+__device__ __forceinline__ int row_chunk(int len, int num_splits, int min_chunk) {
+  return max((max((len + num_splits - 1) / num_splits, 1) + kBKV - 1) / kBKV * kBKV, min_chunk);
 }
 
 // Trailing ones of a ballot: how many consecutive lanes from lane 0 said yes.
@@ -123,13 +155,13 @@ __device__ __forceinline__ int leading_yes(unsigned mask) {
 
 // The piece starting at row r0, if r0 starts one (this block's split and kv head). Returns
 // the rows from r0 on it accounts for (>= 1): the piece's, or the rest of the piece r0 is in.
-template <int D>
+template <int D, bool kRope>
 __device__ __forceinline__ int verify_piece(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
     const __nv_bfloat16* __restrict__ v_cache, const int* block_tables, const int* kv_lens,
     float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out, int r0,
     int num_rows, int hq, int hkv, int block_size, int max_blocks, int num_splits,
-    float scale, __nv_bfloat16* smem) {
+    int min_chunk, float scale, __nv_bfloat16* smem, const VerifyRope& rope) {
   using T = VerifyTile<D>;
   constexpr int RT = T::kRowsPerThread;
   constexpr int CH = T::kChunks;
@@ -163,7 +195,7 @@ __device__ __forceinline__ int verify_piece(
   if (split > 0) {
     int most = 0;
     for (int j = 0; j < cap; ++j) {
-      const int len = len0 + j, chunk = row_chunk(len, num_splits);
+      const int len = len0 + j, chunk = row_chunk(len, num_splits, min_chunk);
       most = max(most, (len + chunk - 1) / chunk);
     }
     if (split >= most) return 1;
@@ -171,7 +203,7 @@ __device__ __forceinline__ int verify_piece(
   // Tile 0's table entries requested now, beside the run search's loads, where r0's own
   // chunking says the split starts (the union starts there unless the piece's rows take
   // different chunk sizes; then they are requested again below).
-  const int guess_lo = split * row_chunk(len0, num_splits);
+  const int guess_lo = split * row_chunk(len0, num_splits, min_chunk);
   int page[RT];
   lookup_from(guess_lo, reach, 0, page);
 
@@ -194,7 +226,7 @@ __device__ __forceinline__ int verify_piece(
   }
   const int n = min(cap, s_fwd + 1);  // step rows of this piece
   if (tid < n) {
-    const int len = kv_lens[r0 + tid], chunk = row_chunk(len, num_splits);
+    const int len = kv_lens[r0 + tid], chunk = row_chunk(len, num_splits, min_chunk);
     const int lo = split * chunk;
     s_lo[tid] = lo;
     s_hi[tid] = lo < len ? min(lo + chunk, len) : lo;
@@ -251,7 +283,49 @@ __device__ __forceinline__ int verify_piece(
       asm volatile("prefetch.global.L2 [%0];" :: "l"(v_cache + row * D + ch * 8));
     }
   }
-  atlas::pdl_enter();
+  if constexpr (kRope) {
+    // the norm weights (never written by a kernel) before the wait
+    const bool normed = rope.q_norm_w != nullptr;
+    const auto wq = atlas::rope::load_norm_w<false>(rope.q_norm_w, normed, D, D, lane);
+    const auto wk = atlas::rope::load_norm_w<false>(rope.k_norm_w, normed, D, D, lane);
+    atlas::pdl_enter();
+    const size_t pitch = static_cast<size_t>(hq + 2 * hkv) * D;
+    // the step's keys in this block's tiles: the run's rows from its first in the step
+    // (s_back rows before r0) append keys first, first + 1, ... (one each, at kv_len - 1)
+    // (none where no row has keys here: lo_u is then past every key, hi_u 0)
+    const int run0 = r0 - s_back, first = kv_lens[run0] - 1;
+    const int key_lo = lo_u < hi_u ? max(first, lo_u) : hi_u;
+    const int key_hi = min(first + s_back + n, hi_u);
+    for (int p = key_lo + warp; p < key_hi; p += kWarps) {  // warp-uniform
+      const int row = run0 + (p - first), slot = rope.slots[row];
+      if (slot < 0) continue;  // padding: the cache as it is
+      const size_t at =
+          ((static_cast<size_t>(slot / block_size) * hkv + kvh) * block_size + slot % block_size) *
+          D;
+      const __nv_bfloat16* src = rope.qkv + static_cast<size_t>(row) * pitch;
+      atlas::rope::norm_rope_row<false>(src + static_cast<size_t>(hq + kvh) * D,
+                                        rope.k_cache + at, wk, normed, false,
+                                        rope.cos_sin + static_cast<size_t>(rope.positions[row]) * D,
+                                        D, D, rope.eps, lane);
+      const uint4* v_src =
+          reinterpret_cast<const uint4*>(src + static_cast<size_t>(hq + hkv + kvh) * D);
+      for (int i = lane; i < CH; i += 32)
+        reinterpret_cast<uint4*>(rope.v_cache + at)[i] = v_src[i];
+    }
+    // the piece's q rows of this kv head's heads
+    for (int i = warp; i < rows; i += kWarps) {  // warp-uniform
+      const int row = r0 + i / group, h = kvh * group + i % group;
+      atlas::rope::norm_rope_row<false>(
+          rope.qkv + static_cast<size_t>(row) * pitch + static_cast<size_t>(h) * D,
+          rope.q + (static_cast<size_t>(row) * hq + h) * D, wq, normed, false,
+          rope.cos_sin + static_cast<size_t>(rope.positions[row]) * D, D, D, rope.eps, lane);
+    }
+    // the block's copies below read them from L2 (cp.async.cg): stores performed there first
+    __threadfence();
+    __syncthreads();
+  } else {
+    atlas::pdl_enter();
+  }
   // Prologue: Q (zero rows past R) with tile 0 in commit group 0, tiles up to kStages - 2
   // in flight, the next tile's table entries requested.
   for (int idx = tid; idx < mt_count * 16 * CH; idx += kThreads) {
@@ -411,8 +485,8 @@ __device__ __forceinline__ int verify_piece(
   // Each row's split weights l_s 2^(m_s - max) once (threads < rows) into the ring (free now:
   // [rows][num_splits] f32 for the weights and as much for the l's, then the sums; at most
   // 32.25 KiB) with their
-  // sum; then each thread merges kItems float4 column groups at once over the splits, every
-  // load of a round independent of the others (in flight together). L2 reads (__ldcg): the
+  // sum; then each thread merges kItems float4 column groups at once over the splits, the
+  // loads of kAtOnce splits of them all in flight together. L2 reads (__ldcg): the
   // partials come from other blocks of this launch.
   float* sw = reinterpret_cast<float*>(ring);
   float* sl2 = sw + kMaxRows * num_splits;
@@ -446,7 +520,7 @@ __device__ __forceinline__ int verify_piece(
     s_total[tid] = total;
   }
   __syncthreads();
-  constexpr int kGroups = D / 4, kItems = 4;
+  constexpr int kGroups = D / 4, kItems = 4, kAtOnce = 8;
   const float4 zero4 = make_float4(0.f, 0.f, 0.f, 0.f);
   for (int base = tid; base < rows * kGroups; base += kItems * kThreads) {
     int act[kItems], wi[kItems];
@@ -464,21 +538,28 @@ __device__ __forceinline__ int verify_piece(
       wi[k] = i * num_splits;
       acc[k] = zero4;
     }
-#pragma unroll 2
-    for (int sp = 0; sp < splits_used; ++sp) {
-      float4 v[kItems];
+    // kAtOnce splits' partials of every item requested before the first is used (one L2
+    // round trip per kAtOnce splits: 8 one-tile splits at 512 keys are one), then summed in
+    // split order
+    for (int s0 = 0; s0 < splits_used; s0 += kAtOnce) {
+      float4 v[kAtOnce][kItems];
 #pragma unroll
-      for (int k = 0; k < kItems; ++k)
-        v[k] = sp < act[k] ? __ldcg(po[k] + static_cast<size_t>(sp) * kGroups) : zero4;
+      for (int u = 0; u < kAtOnce; ++u)
 #pragma unroll
-      for (int k = 0; k < kItems; ++k)
-        if (sp < act[k]) {
-          const float w = sw[wi[k] + sp];
-          acc[k].x = fmaf(w, v[k].x, acc[k].x);
-          acc[k].y = fmaf(w, v[k].y, acc[k].y);
-          acc[k].z = fmaf(w, v[k].z, acc[k].z);
-          acc[k].w = fmaf(w, v[k].w, acc[k].w);
-        }
+        for (int k = 0; k < kItems; ++k)
+          v[u][k] = s0 + u < act[k] ? __ldcg(po[k] + static_cast<size_t>(s0 + u) * kGroups)
+                                    : zero4;
+#pragma unroll
+      for (int u = 0; u < kAtOnce; ++u)
+#pragma unroll
+        for (int k = 0; k < kItems; ++k)
+          if (s0 + u < act[k]) {
+            const float w = sw[wi[k] + s0 + u];
+            acc[k].x = fmaf(w, v[u][k].x, acc[k].x);
+            acc[k].y = fmaf(w, v[u][k].y, acc[k].y);
+            acc[k].z = fmaf(w, v[u][k].z, acc[k].z);
+            acc[k].w = fmaf(w, v[u][k].w, acc[k].w);
+          }
     }
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
@@ -499,20 +580,21 @@ __device__ __forceinline__ int verify_piece(
 // sizes the grid by the step's rows per sequence, so a verification's rows are one window
 // and no block exists only to find it starts no piece), one after the other. A piece may run
 // past the window's end; the next window's block skips its rest.
-template <int D>
+template <int D, bool kRope = false>
 __device__ __forceinline__ void decode_attn_verify(
     const __nv_bfloat16* q, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
     const int* block_tables, const int* kv_lens, float* part_o, float* part_ml,
     unsigned* counters, __nv_bfloat16* out, int num_rows, int hq, int hkv, int block_size,
-    int max_blocks, int num_splits, float scale, __nv_bfloat16* smem) {
+    int max_blocks, int num_splits, int min_chunk, float scale, __nv_bfloat16* smem,
+    const VerifyRope& rope = VerifyRope{}) {
   const int window = (num_rows + static_cast<int>(gridDim.z) - 1) / static_cast<int>(gridDim.z);
   const int first = static_cast<int>(blockIdx.z) * window;
   const int stop = min(first + window, num_rows);
   for (int r0 = first; r0 < stop;) {
     __syncthreads();  // the piece before is done with the shared memory
-    r0 += verify_piece<D>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
-                          counters, out, r0, num_rows, hq, hkv, block_size, max_blocks,
-                          num_splits, scale, smem);
+    r0 += verify_piece<D, kRope>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
+                                 counters, out, r0, num_rows, hq, hkv, block_size, max_blocks,
+                                 num_splits, min_chunk, scale, smem, rope);
   }
 }
 
@@ -524,22 +606,61 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
                             const int* kv_lens, float* part_o, float* part_ml,
                             unsigned* counters, __nv_bfloat16* out, uint32_t num_rows,
                             uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
-                            uint32_t max_blocks, uint32_t num_splits, float scale) {
+                            uint32_t max_blocks, uint32_t num_splits, float scale,
+                            uint32_t min_chunk) {
   extern __shared__ __align__(128) __nv_bfloat16 verify_smem[];
   // the PDL wait is inside, after the run search (decode_attn_verify says why that is sound)
   const int nr = static_cast<int>(num_rows), ns = static_cast<int>(num_splits);
+  const int mc = static_cast<int>(min_chunk);
+  if (mc < kBKV || mc % kBKV != 0) __trap();  // ops/attention_verify.py: whole tiles
   if (head_dim == 128)
     decode_attn_verify<128>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
-                            counters, out, nr, hq, hkv, block_size, max_blocks, ns, scale,
+                            counters, out, nr, hq, hkv, block_size, max_blocks, ns, mc, scale,
                             verify_smem);
   else if (head_dim == 64)
     decode_attn_verify<64>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
-                           counters, out, nr, hq, hkv, block_size, max_blocks, ns, scale,
+                           counters, out, nr, hq, hkv, block_size, max_blocks, ns, mc, scale,
                            verify_smem);
   else if (head_dim == 256)
     decode_attn_verify<256>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
-                            counters, out, nr, hq, hkv, block_size, max_blocks, ns, scale,
+                            counters, out, nr, hq, hkv, block_size, max_blocks, ns, mc, scale,
                             verify_smem);
+  else
+    __trap();  // ops/attention_verify.py VERIFY_HEAD_DIMS
+}
+
+// The same with qk_norm_rope_kv_bf16 done by the blocks (VerifyRope; the file's header): D 64,
+// 128 or 256, the classic qkv layout (full rotation, plain or no norm weights; ops/
+// attention_verify.py verify_rope_fits). q is the buffer the blocks stage the rotated q in.
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+    decode_attn_verify_rope_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* q,
+                                 __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+                                 const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w,
+                                 const float* cos_sin, const int* positions, const int* slots,
+                                 const int* block_tables, const int* kv_lens, float* part_o,
+                                 float* part_ml, unsigned* counters, __nv_bfloat16* out,
+                                 uint32_t num_rows, uint32_t hq, uint32_t hkv,
+                                 uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
+                                 uint32_t num_splits, float scale, uint32_t min_chunk,
+                                 float eps) {
+  extern __shared__ __align__(128) __nv_bfloat16 verify_smem[];
+  const int nr = static_cast<int>(num_rows), ns = static_cast<int>(num_splits);
+  const int mc = static_cast<int>(min_chunk);
+  if (mc < kBKV || mc % kBKV != 0) __trap();  // ops/attention_verify.py: whole tiles
+  const VerifyRope rope{qkv, q, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions,
+                        slots, eps};
+  if (head_dim == 128)
+    decode_attn_verify<128, true>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
+                                  counters, out, nr, hq, hkv, block_size, max_blocks, ns, mc,
+                                  scale, verify_smem, rope);
+  else if (head_dim == 64)
+    decode_attn_verify<64, true>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
+                                 counters, out, nr, hq, hkv, block_size, max_blocks, ns, mc,
+                                 scale, verify_smem, rope);
+  else if (head_dim == 256)
+    decode_attn_verify<256, true>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
+                                  counters, out, nr, hq, hkv, block_size, max_blocks, ns, mc,
+                                  scale, verify_smem, rope);
   else
     __trap();  // ops/attention_verify.py VERIFY_HEAD_DIMS
 }

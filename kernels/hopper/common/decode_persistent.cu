@@ -29,9 +29,22 @@
 // GEMVs accumulate in f32 and round once to bf16, RMSNorm rounds like rmsnorm.cu, attention
 // uses decode_split_rule's splits (the `splits` argument) and merges like attention.cu.
 //
+// Schedule (the `schedule` argument, ATLAS_PERSISTENT_FLAGS): 1 (default) orders the phases
+// by per-layer readiness counts instead of device-wide barriers: a block that wrote rows of a
+// phase adds one arrival to that phase's count (qkv: one count per head tile of D rows, the
+// others one count a layer), and a block waits only for what it reads, only when it has
+// something to do: an attention item for its q head's tile (and the group's k and v tiles
+// when it holds the step's own key), o_proj for every head merged, gate/up for every o_proj
+// block, down for every gate/up block, the next qkv for every down block. Blocks with no rows
+// of a phase neither wait nor read its input. Why: gpu17 measured 2.4-3.6 us at each of the
+// five barriers a layer (14.5 of 33.6 us); a barrier waits for all 132 blocks, the
+// slowest of them included, where an attention item needs the ~4 blocks of its head's rows.
+// The counts start at zero each launch: the last block to finish (an exit ticket) zeroes
+// them. 0: the device-wide barriers below after every phase (the session-7 schedule).
+//
 // Barrier: sync's first 8 bytes are a 64-bit arrival count that only ever grows (one
 // arrival per block per barrier; it never wraps). A block releases its writes
-// (__threadfence), adds its arrival without waiting for it (red) and polls the count with
+// (release_fence), adds its arrival without waiting for it (red) and polls the count with
 // acquire loads until it reaches its target, the next multiple of the grid size: no
 // arrival waits on a round trip, and no reset (a launch's count starts at a multiple of
 // the grid, the same every launch on one sync buffer). The split tickets (u32, q head h's
@@ -53,8 +66,18 @@ constexpr int kUnroll = 4;
 // polls of a barrier's generation word (each an L2 round trip, ~0.5 us) before it gives up:
 // several seconds, where no barrier of a healthy step waits a millisecond
 constexpr unsigned kBarrierMaxPolls = 1u << 24;
-// sync words: the 64-bit arrival count, then (a cache line on) the split tickets
+// sync words: the 64-bit arrival count, then (a cache line on) the split tickets, then (the
+// next cache line) the exit ticket, then (a line on) the readiness counts of the counter
+// schedule, kTileCounts(hq, hkv) + kEdgeCounts a layer (ops/decode_persistent.sync_words)
 constexpr int kTicketWord = 32;
+// a layer's counts after its qkv head tiles: heads merged, o_proj / gate_up / down blocks done
+enum EdgeCount { kAttnDone, kODone, kGateUpDone, kDownDone, kEdgeCounts };
+// The residual rows a block owns (its o_proj and down rows: n = hidden, and no other block
+// writes them during a launch) are kept in shared memory too, up to this many, so the
+// residual add after those GEMVs reads them there rather than making an L2 round trip on the
+// phase's critical path (gpu17: o_proj and down 2.3 and 2.1 us on block 0 for 8 rows from
+// staged weights). A block owning more rows (a grid far below the SM count) reads L2.
+constexpr int kOwnRows = 64;
 
 // The per-layer device pointer table (u64 [layers, kLayerPtrs]; ops/decode_persistent.py
 // LAYER_POINTERS names the same order).
@@ -82,7 +105,38 @@ struct Step {
   unsigned target;  // thread 0's next barrier target, low 32 bits (grid_barrier)
   unsigned long long* trace;
   const int* table;
+  int schedule;     // 1: readiness counts, 0: device-wide barriers (file header)
+  unsigned* exit_ticket;
+  unsigned* counts;  // layer 0's readiness counts; a layer's are kTiles + kEdgeCounts words on
+  int tiles;        // qkv head tiles a layer: hq + 2 hkv
+  // this block's part of the counter schedule (set once; in shared memory, not registers):
+  // whether it has rows of qkv / of o_proj and down (n = hidden) / of gate/up, and the
+  // blocks that have rows of o_proj (= of down) and of gate/up
+  bool qkv_rows, h_rows, gu_rows;
+  unsigned h_blocks, gu_blocks;
+  int layer;  // the layer being run (attention items read it here, not from a register)
+  int trace_slots;  // a block's row of the trace: 1 + 10 num_layers
+  float* own_resid;  // this block's residual rows (kOwnRows) from own_r0 on, when `own`
+  int own_r0;
+  bool own;
 };
+
+// The release half of a signal: this thread's (and, after a block barrier, the block's)
+// writes ordered before what it writes next. fence.acq_rel, not __threadfence's fence.sc:
+// in SASS MEMBAR.ALL.GPU instead of MEMBAR.SC.GPU (nvcc 13.0, sm_90a); release is all a
+// message needs, and this fence sits on every phase's critical path.
+__device__ __forceinline__ void release_fence() {
+  asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+}
+
+// An atomic add with acquire and release semantics (a ticket: what the block wrote before
+// it is released with it, what the earlier takers released is acquired).
+__device__ __forceinline__ unsigned atom_add_acq_rel(unsigned* p, unsigned v) {
+  unsigned old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;\n"
+               : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
 
 __device__ __forceinline__ void st_relaxed(unsigned* p, unsigned v) {
   asm volatile("st.relaxed.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
@@ -113,7 +167,7 @@ __device__ void grid_barrier(unsigned* sync, unsigned& target) {
   __syncthreads();
   if (threadIdx.x == 0) {
     target += gridDim.x;
-    __threadfence();  // this block's writes before its arrival
+    release_fence();  // this block's writes before its arrival
     asm volatile("red.relaxed.gpu.global.add.u64 [%0], 1;\n" ::"l"(sync) : "memory");
     // a barrier that cannot open (a block that never became resident) traps: a launch
     // error instead of a hung device
@@ -125,14 +179,59 @@ __device__ void grid_barrier(unsigned* sync, unsigned& target) {
   __syncthreads();
 }
 
-// Block 0's timeline for tools/gpu/persistent_trace.py (trace != null): %globaltimer (ns)
-// at the kernel's start (slot 0), then per layer as each of its five phases ends on this
-// block (slot 1 + 10 layer + 2 i) and as the barrier after it opens (the next slot).
+// Counter schedule (file header). A block's arrival on readiness count `p` once every
+// thread's writes of the phase are done: released like a barrier arrival.
+// (n consecutive counts: a qkv block's rows may span head tiles.)
+__device__ __forceinline__ void arrive(unsigned* p, int n = 1) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    release_fence();
+    for (int i = 0; i < n; ++i)
+      asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;\n" ::"l"(p + i) : "memory");
+  }
+}
+
+// Thread 0 polls count `p` (acquire) until `want` blocks arrived, then the block barrier
+// passes what it acquired to every thread; a count that never gets there traps.
+__device__ __forceinline__ void poll_count(const unsigned* p, unsigned want) {
+  unsigned polls = kBarrierMaxPolls;
+  while (ld_acquire(p) < want && --polls) {
+  }
+  if (polls == 0) asm volatile("trap;");
+}
+
+__device__ __forceinline__ void wait_count(const unsigned* p, unsigned want) {
+  if (threadIdx.x == 0) poll_count(p, want);
+  __syncthreads();
+}
+
+// Blocks with rows of an n-row phase (block_rows gives ceil(n / grid) a block).
+__device__ __forceinline__ unsigned row_blocks(int n) {
+  const int per = (n + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
+  return static_cast<unsigned>((n + per - 1) / per);
+}
+
+// Blocks with rows of qkv head tile t (rows [t D, (t + 1) D) of n).
+__device__ __forceinline__ unsigned tile_blocks(int t, int D, int n) {
+  const int per = (n + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
+  return static_cast<unsigned>(((t + 1) * D - 1) / per - (t * D) / per + 1);
+}
+
+// Layer `layer`'s readiness count i (a head tile, or st.tiles + an EdgeCount).
+__device__ __forceinline__ unsigned* count_of(const Step& st, int layer, int i) {
+  return st.counts + static_cast<size_t>(layer) * (st.tiles + kEdgeCounts) + i;
+}
+
+// Every block's timeline for tools/gpu/persistent_trace.py (trace != null; row blockIdx.x of
+// trace_slots): %globaltimer (ns) at the kernel's start (slot 0), then per layer as each of
+// its five phases ends on the block (slot 1 + 10 layer + 2 i) and as the barrier after it
+// opens, or the wait for the next phase's input returns (the next slot). Every block's, so
+// a wait splits into the slowest producer's lateness and the signal's own latency.
 __device__ __forceinline__ void trace_mark(const Step& st, int slot) {
-  if (st.trace != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {
+  if (st.trace != nullptr && threadIdx.x == 0) {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
-    st.trace[slot] = t;
+    st.trace[static_cast<size_t>(blockIdx.x) * st.trace_slots + slot] = t;
   }
 }
 
@@ -364,9 +463,13 @@ __device__ void stage_row(const bf16* src, bf16* xs, int n) {
   __syncthreads();
 }
 
-__device__ __forceinline__ void add_to_resid(bf16* resid, int r, float y) {
-  const float h = __bfloat162float(__ldcg(resid + r));
-  resid[r] = atlas::f32_to_bf16(h + atlas::round_bf16(y));
+// resid[r] = bf16(resid[r] + bf16(y)) for a row r this block owns (kOwnRows).
+__device__ __forceinline__ void add_to_resid(const Step& st, int r, float y) {
+  float* own = st.own ? st.own_resid + (r - st.own_r0) : nullptr;
+  const float h = own != nullptr ? *own : __bfloat162float(__ldcg(st.resid + r));
+  const bf16 v = atlas::f32_to_bf16(h + atlas::round_bf16(y));
+  if (own != nullptr) *own = __bfloat162float(v);
+  st.resid[r] = v;
 }
 
 // E consecutive bf16 (E = 2, 4, 8: one 4-, 8- or 16-byte access): a lane's dims of a K or V
@@ -392,6 +495,12 @@ __device__ __forceinline__ void unpack_dims(const typename Dims<E>::T& v, float 
   }
 }
 
+// Block-table entries of an attention split kept in shared memory (read before the item's
+// wait or the key loop; the table is no phase's output), so a round of K/V loads is one L2
+// trip, not a table trip then a K/V trip: 64 entries cover a split of ~1,000 keys at block
+// size 16; a longer split reads the table from global memory.
+constexpr int kTableSlots = 64;
+
 // Attention scratch in shared memory (after the x row).
 template <int D>
 struct AttnSmem {
@@ -400,10 +509,15 @@ struct AttnSmem {
   float q[D];
   float m[kWarps], l[kWarps];
   float acc[kWarps][D];
+  int blocks[kTableSlots];  // the split's block-table entries (when they fit)
   int last;
 };
 
-// One (q head, split) item of decode attention; see the file header.
+// One (q head, split) item of decode attention; see the file header. Counter schedule: the
+// item waits for its q head's tile of layer `layer` (and the group's k and v tiles where it
+// holds the step's own key), stamps the trace's "barrier after qkv opens" when it is the
+// block's first, and the block that writes the head's output adds its arrival to the heads
+// merged.
 template <int D>
 __device__ void attention_item(const Step& st, int h, int s, const uint64_t* lp, AttnSmem<D>& sm) {
   constexpr int E = D / 32;  // dims per lane of q, K and V
@@ -425,9 +539,36 @@ __device__ void attention_item(const Step& st, int h, int s, const uint64_t* lp,
   bf16* v_cache = reinterpret_cast<bf16*>(lp[kVCache]);
   const float* cosv = st.cos_sin + static_cast<size_t>(st.pos) * D;
   const bool normed = q_norm != nullptr;
+  const int tb0 = k0 / st.block_size, tbn = (k1 - 1) / st.block_size - tb0 + 1;
+  const bool cached = tbn <= kTableSlots;
+  if (cached) {
+    for (int i = threadIdx.x; i < tbn; i += kThreads) sm.blocks[i] = __ldg(st.table + tb0 + i);
+  }
+  if (st.schedule) {
+    if (threadIdx.x == 0) {
+      const int qkv_n = st.tiles * D;
+      const unsigned* c = count_of(st, st.layer, 0);
+      poll_count(c + h, tile_blocks(h, D, qkv_n));
+      if (has_new) {
+        poll_count(c + st.hq + g, tile_blocks(st.hq + g, D, qkv_n));
+        poll_count(c + st.hq + st.hkv + g, tile_blocks(st.hq + st.hkv + g, D, qkv_n));
+      }
+    }
+    __syncthreads();
+    if (h * st.splits + s == static_cast<int>(blockIdx.x)) trace_mark(st, 2 + 10 * st.layer);
+  }
   // the raw head warp w stages: q head h, then the new key's k and v heads of group g
   const int head_off = warp == 0 ? h * D : (st.hq + (warp - 1) * st.hkv + g) * D;
   if (warp < 3 && (warp == 0 || has_new)) {
+    // the position's cos/sin row and the norm weights (no phase writes them) are asked of L1
+    // with the head, not after it: one L2 trip before the rotation instead of three in a row
+    if (warp < 2 && lane < 12) {  // 128-byte lines: cos/sin D floats, the norm D bf16
+      const char* line = lane < 8 ? reinterpret_cast<const char*>(cosv) + lane * 128
+                                  : reinterpret_cast<const char*>(warp == 0 ? q_norm : k_norm) +
+                                        (lane - 8) * 128;
+      if ((lane < 8 ? lane * 128 < D * 4 : normed && (lane - 8) * 128 < D * 2))
+        asm volatile("prefetch.global.L1 [%0];\n" ::"l"(line));
+    }
     for (int i = lane; i < D; i += 32) sm.stage[warp][i] = __ldcg(qkv + head_off + i);
     __syncwarp();
     if (warp < 2) {
@@ -468,7 +609,9 @@ __device__ void attention_item(const Step& st, int h, int s, const uint64_t* lp,
         kr[u] = *reinterpret_cast<const Raw*>(sm.qkn[1] + lane * E);
         vr[u] = *reinterpret_cast<const Raw*>(sm.stage[2] + lane * E);
       } else {  // earlier positions: never written by this kernel, the read-only path
-        const int blk = __ldg(st.table + key / st.block_size), off = key % st.block_size;
+        const int blk = cached ? sm.blocks[key / st.block_size - tb0]
+                               : __ldg(st.table + key / st.block_size);
+        const int off = key % st.block_size;
         const size_t row = ((static_cast<size_t>(blk) * st.hkv + g) * st.block_size + off) * D;
         kr[u] = __ldg(reinterpret_cast<const Raw*>(k_cache + row + lane * E));
         vr[u] = __ldg(reinterpret_cast<const Raw*>(v_cache + row + lane * E));
@@ -514,7 +657,11 @@ __device__ void attention_item(const Step& st, int h, int s, const uint64_t* lp,
     }
   }
   if (active == 1) {
-    __syncthreads();
+    if (st.schedule) {
+      arrive(count_of(st, st.layer, st.tiles + kAttnDone));
+    } else {
+      __syncthreads();
+    }
     return;
   }
   if (threadIdx.x == 0) {
@@ -523,11 +670,9 @@ __device__ void attention_item(const Step& st, int h, int s, const uint64_t* lp,
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    __threadfence();
-    const unsigned ticket = atomicAdd(st.sync + kTicketWord + h, 1u);
+    const unsigned ticket = atom_add_acq_rel(st.sync + kTicketWord + h, 1u);
     sm.last = ticket == static_cast<unsigned>(active - 1);
     if (sm.last) st_relaxed(st.sync + kTicketWord + h, 0u);  // released by the next barrier
-    __threadfence();
   }
   __syncthreads();
   if (sm.last) {
@@ -544,16 +689,23 @@ __device__ void attention_item(const Step& st, int h, int s, const uint64_t* lp,
       }
       st.attn[h * D + d] = atlas::f32_to_bf16(num / den);
     }
+    if (st.schedule) arrive(count_of(st, st.layer, st.tiles + kAttnDone));
   }
   __syncthreads();
 }
 
 // Ask L2 for the cached K and V rows this block's attention items will read (their cache
-// blocks of the item's kv head: block_size rows of D, contiguous), issued as a layer starts
-// so the DRAM reads overlap its norm, qkv projection and barrier. The item split mirrors
-// attention_item; the step's own row is not there yet and is not needed.
+// blocks of the item's kv head: block_size rows of D, contiguous), so the DRAM reads overlap
+// the phases before the attention. The item split mirrors attention_item; the step's own
+// row is not there yet and is not needed. Issued two phases ahead, before the wait for the
+// previous layer's gate/up (layer 0's after the PDL wait: the block table may be the
+// previous kernel's), by warps 1 and on: each request waits for its block-table entry, and
+// thread 0 must be free to poll (at the layer's start, the session-7 place, the table trip
+// held up the input norm's block barrier).
 // (Not inlined: its loop state would push the inlined kernel past its 128 registers.)
 __device__ __noinline__ void prefetch_kv(const Step& st, const uint64_t* lp) {
+  const int first = static_cast<int>(threadIdx.x) - 32;
+  if (first < 0) return;
   const int kv_len = st.kv_len, D = st.D, bs = st.block_size;
   const int chunk = max((kv_len + st.splits - 1) / st.splits, 32);
   const int active = (kv_len + chunk - 1) / chunk;
@@ -565,7 +717,7 @@ __device__ __noinline__ void prefetch_kv(const Step& st, const uint64_t* lp) {
     if (s >= active) continue;
     const int g = h / (st.hq / st.hkv);
     const int b0 = s * chunk / bs, b1 = (min(kv_len - 1, (s + 1) * chunk) - 1) / bs;
-    for (int i = threadIdx.x; i < 2 * (b1 - b0 + 1); i += kThreads) {
+    for (int i = first; i < 2 * (b1 - b0 + 1); i += kThreads - 32) {
       const int blk = __ldg(st.table + b0 + i / 2);
       const char* p = ((i & 1) ? v_cache : k_cache) + (static_cast<size_t>(blk) * st.hkv + g) * seg;
       asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(seg) : "memory");
@@ -600,26 +752,67 @@ __device__ __forceinline__ WPhase layer_phase(const Step& st, const uint64_t* lp
   }
 }
 
+// Ask L2 for a layer's norm weights a phase or two before a norm reads them: the input norm
+// and the q/k norms (kInNorm, kQNorm, kKNorm) or the post-attention norm (kPostNorm). A
+// step streams every layer's weights through L2 (Qwen3-0.6B: 30 MB a layer, 1.2 GB a step),
+// so a norm weight read as the norm starts is a DRAM miss on the phase's critical path, where
+// the residual row it is read with is an L2 hit. Block 0's first threads, one vector each
+// (every block reads the same lines from L2 after).
+__device__ __noinline__ void prefetch_norms(const Step& st, const uint64_t* lp, bool input) {
+  if (blockIdx.x != 0 || threadIdx.x >= (input ? 3u : 1u)) return;
+  const int which = input ? (threadIdx.x == 0 ? kInNorm : threadIdx.x == 1 ? kQNorm : kKNorm)
+                          : kPostNorm;
+  const char* p = reinterpret_cast<const char*>(lp[which]);
+  const unsigned bytes = (which == kInNorm || which == kPostNorm ? st.hidden : st.D) * 2u;
+  if (p != nullptr)
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
+}
+
+// Whether this block owns rows of an n-row phase.
+__device__ __forceinline__ bool has_rows(int n) {
+  int r0, r1;
+  block_rows(n, r0, r1);
+  return r1 > r0;
+}
+
+// Counter schedule: this block's qkv rows are written; one arrival on each head tile they
+// touch.
+__device__ __forceinline__ void arrive_tiles(const Step& st, int layer, int qkv_n) {
+  int r0, r1;
+  block_rows(qkv_n, r0, r1);
+  arrive(count_of(st, layer, r0 / st.D), (r1 - 1) / st.D - r0 / st.D + 1);
+}
+
+// The layers (file header). Barrier schedule: a device-wide barrier after every phase but
+// the last. Counter schedule: a block with rows of a phase waits for the counts of what it
+// reads, computes, and adds its arrival; one without skips the phase. Trace slots keep their
+// meaning: "the barrier after phase i opens" is where the next phase's wait returned.
 __device__ void run_layers(Step& st, int num_layers, bf16* xs, char* attn_smem,
                            float* red, Ring& ring) {
+  // the step's scalars are read from shared memory (Step) where used: registers are at the
+  // kernel's bound
   unsigned parity = 0;
-  const int q_width = st.hq * st.D;
-  bf16* qkv = st.qkv;
-  bf16* resid = st.resid;
-  bf16* act = st.act;
-  const unsigned pf = st.prefetch_bytes;
   for (int layer = 0; layer < num_layers; ++layer) {
     const uint64_t* lp = st.layers + static_cast<size_t>(layer) * kLayerPtrs;
     const bool more = layer + 1 < num_layers;
+    if (threadIdx.x == 0) st.layer = layer;  // read after the phase's block barriers
     // 1. input norm + qkv (buffer 0); then buffer 0 takes gate/up
     if (!more) atlas::pdl_launch_dependents();
-    prefetch_kv(st, lp);
-    norm_to_shared(st.resid, ptr_of(lp, kInNorm), xs, st.hidden, st.eps, red);
-    run_phase<false>(ring, parity, 0, layer_phase(st, lp, kQkvW), xs, red,
-                     [&](int r, float y, float) { qkv[r] = atlas::f32_to_bf16(y); });
-    issue_phase(ring, 0, layer_phase(st, lp, kGateUpW), pf);
+    if (st.schedule && layer > 0) {
+      if (st.qkv_rows) wait_count(count_of(st, layer - 1, st.tiles + kDownDone), st.h_blocks);
+      trace_mark(st, 10 * layer);
+    }
+    if (!st.schedule || st.qkv_rows) {
+      norm_to_shared(st.resid, ptr_of(lp, kInNorm), xs, st.hidden, st.eps, red);
+      run_phase<false>(ring, parity, 0, layer_phase(st, lp, kQkvW), xs, red,
+                       [&](int r, float y, float) { st.qkv[r] = atlas::f32_to_bf16(y); });
+      if (st.schedule) arrive_tiles(st, layer, st.tiles * st.D);
+    }
+    issue_phase(ring, 0, layer_phase(st, lp, kGateUpW), st.prefetch_bytes);
     trace_mark(st, 1 + 10 * layer);
-    grid_barrier(st.sync, st.target);
+    // counter schedule: a block with no keyed item stamps it here, the first one after its
+    // wait (attention_item)
+    if (!st.schedule) grid_barrier(st.sync, st.target);
     trace_mark(st, 2 + 10 * layer);
     // 2. attention
     switch (st.D) {
@@ -628,38 +821,81 @@ __device__ void run_layers(Step& st, int num_layers, bf16* xs, char* attn_smem,
       default: attention_phase<256>(st, lp, attn_smem); break;
     }
     trace_mark(st, 3 + 10 * layer);
-    grid_barrier(st.sync, st.target);
+    if (!st.schedule) {
+      grid_barrier(st.sync, st.target);
+    } else if (st.h_rows) {
+      wait_count(count_of(st, layer, st.tiles + kAttnDone), static_cast<unsigned>(st.hq));
+    }
     trace_mark(st, 4 + 10 * layer);
     // 3. o_proj + residual (buffer 1); then buffer 1 takes down
-    stage_row(st.attn, xs, q_width);
-    run_phase<false>(ring, parity, 1, layer_phase(st, lp, kOW), xs, red,
-                     [&](int r, float y, float) { add_to_resid(resid, r, y); });
-    issue_phase(ring, 1, layer_phase(st, lp, kDownW), pf);
+    prefetch_norms(st, lp, false);  // this layer's post norm, read two phases on
+    if (!st.schedule || st.h_rows) {
+      stage_row(st.attn, xs, st.hq * st.D);
+      run_phase<false>(ring, parity, 1, layer_phase(st, lp, kOW), xs, red,
+                       [&](int r, float y, float) { add_to_resid(st, r, y); });
+      if (st.schedule) arrive(count_of(st, layer, st.tiles + kODone));
+    }
+    issue_phase(ring, 1, layer_phase(st, lp, kDownW), st.prefetch_bytes);
     trace_mark(st, 5 + 10 * layer);
-    grid_barrier(st.sync, st.target);
+    if (!st.schedule) {
+      grid_barrier(st.sync, st.target);
+    } else if (st.gu_rows) {
+      wait_count(count_of(st, layer, st.tiles + kODone), st.h_blocks);
+    }
     trace_mark(st, 6 + 10 * layer);
     // 4. post norm + gate/up + SwiGLU (buffer 0); then buffer 0 takes the next qkv
-    norm_to_shared(st.resid, ptr_of(lp, kPostNorm), xs, st.hidden, st.eps, red);
-    run_phase<true>(ring, parity, 0, layer_phase(st, lp, kGateUpW), xs, red,
-                    [&](int r, float g, float u) {
-                      act[r] = atlas::f32_to_bf16(
-                          atlas::swiglu_f32(atlas::round_bf16(g), atlas::round_bf16(u)));
-                    });
-    if (more) issue_phase(ring, 0, layer_phase(st, lp + kLayerPtrs, kQkvW), pf);
+    if (!st.schedule || st.gu_rows) {
+      norm_to_shared(st.resid, ptr_of(lp, kPostNorm), xs, st.hidden, st.eps, red);
+      run_phase<true>(ring, parity, 0, layer_phase(st, lp, kGateUpW), xs, red,
+                      [&](int r, float g, float u) {
+                        st.act[r] = atlas::f32_to_bf16(
+                            atlas::swiglu_f32(atlas::round_bf16(g), atlas::round_bf16(u)));
+                      });
+      if (st.schedule) arrive(count_of(st, layer, st.tiles + kGateUpDone));
+    }
+    if (more) {
+      issue_phase(ring, 0, layer_phase(st, lp + kLayerPtrs, kQkvW), st.prefetch_bytes);
+      // the next layer's K/V rows and norm weights, while this block waits
+      prefetch_kv(st, lp + kLayerPtrs);
+      prefetch_norms(st, lp + kLayerPtrs, true);
+    }
     trace_mark(st, 7 + 10 * layer);
-    grid_barrier(st.sync, st.target);
+    if (!st.schedule) {
+      grid_barrier(st.sync, st.target);
+    } else if (st.h_rows) {
+      wait_count(count_of(st, layer, st.tiles + kGateUpDone), st.gu_blocks);
+    }
     trace_mark(st, 8 + 10 * layer);
     // 5. down + residual (buffer 1); then buffer 1 takes the next o_proj
-    stage_row(st.act, xs, st.inter);
-    run_phase<false>(ring, parity, 1, layer_phase(st, lp, kDownW), xs, red,
-                     [&](int r, float y, float) { add_to_resid(resid, r, y); });
+    if (!st.schedule || st.h_rows) {
+      stage_row(st.act, xs, st.inter);
+      run_phase<false>(ring, parity, 1, layer_phase(st, lp, kDownW), xs, red,
+                       [&](int r, float y, float) { add_to_resid(st, r, y); });
+      if (st.schedule) arrive(count_of(st, layer, st.tiles + kDownDone));
+    }
     trace_mark(st, 9 + 10 * layer);
     if (more) {
-      issue_phase(ring, 1, layer_phase(st, lp + kLayerPtrs, kOW), pf);
-      grid_barrier(st.sync, st.target);
+      issue_phase(ring, 1, layer_phase(st, lp + kLayerPtrs, kOW), st.prefetch_bytes);
+      if (!st.schedule) grid_barrier(st.sync, st.target);
     }
-    trace_mark(st, 10 + 10 * layer);
+    if (!st.schedule || !more) trace_mark(st, 10 + 10 * layer);
   }
+}
+
+// Counter schedule: the last block to finish (a ticket) zeroes every readiness count and
+// the ticket for the next launch. Its ticket's atomic read every other block's, each taken
+// after that block's last arrival and poll (acquire and release): no count moves after.
+__device__ __noinline__ void reset_counts(const Step& st, int num_layers) {
+  __shared__ int last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atom_add_acq_rel(st.exit_ticket, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  const int n = num_layers * (st.tiles + kEdgeCounts);
+  for (int i = threadIdx.x; i < n; i += kThreads) st.counts[i] = 0u;
+  if (threadIdx.x == 0) *st.exit_ticket = 0u;
 }
 
 }  // namespace
@@ -673,10 +909,11 @@ decode_persistent_bf16(const uint64_t* __restrict__ layers, bf16* resid, bf16* q
                        uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t inter,
                        uint32_t block_size, uint32_t splits, uint32_t prefetch_bytes,
                        uint32_t stage0, uint32_t stage1, float scale, float eps,
-                       unsigned long long* trace) {
+                       unsigned long long* trace, uint32_t schedule) {
   extern __shared__ __align__(128) char smem[];
   __shared__ float red[2 * kWarps];
   __shared__ Ring ring;
+  __shared__ float own_resid[kOwnRows];
   // the step's scalars live in shared memory, not in registers across every phase
   __shared__ Step st;
   if (threadIdx.x == 0) {
@@ -701,6 +938,22 @@ decode_persistent_bf16(const uint64_t* __restrict__ layers, bf16* resid, bf16* q
     st.eps = eps;
     st.table = block_tables;
     st.trace = trace;
+    st.trace_slots = 1 + 10 * static_cast<int>(num_layers);
+    int r0, r1;
+    block_rows(static_cast<int>(hidden), r0, r1);
+    st.own_resid = own_resid;
+    st.own_r0 = r0;
+    st.own = r1 - r0 <= kOwnRows;
+    st.schedule = static_cast<int>(schedule);
+    st.tiles = static_cast<int>(hq + 2 * hkv);
+    // the exit ticket a cache line past the split tickets, the counts a line past it
+    st.exit_ticket = sync + (kTicketWord + hq + 31) / 32 * 32;
+    st.counts = st.exit_ticket + 32;
+    st.qkv_rows = has_rows(st.tiles * st.D);
+    st.h_rows = has_rows(st.hidden);  // o_proj and down: both n = hidden
+    st.gu_rows = has_rows(st.inter);
+    st.h_blocks = row_blocks(st.hidden);
+    st.gu_blocks = row_blocks(st.inter);
     atlas::bulk::init_barrier(&ring.bar[0], 1);
     atlas::bulk::init_barrier(&ring.bar[1], 1);
     atlas::bulk::fence_barrier_init();
@@ -725,6 +978,8 @@ decode_persistent_bf16(const uint64_t* __restrict__ layers, bf16* resid, bf16* q
   // (weights and the pointer table: no kernel writes them)
   issue_phase(ring, 0, layer_phase(st, layers, kQkvW), prefetch_bytes);
   issue_phase(ring, 1, layer_phase(st, layers, kOW), prefetch_bytes);
+  prefetch_norms(st, layers, true);
+  prefetch_norms(st, layers, false);
   atlas::pdl_wait();
   if (threadIdx.x == 0) {
     st.pos = __ldg(positions);
@@ -735,6 +990,15 @@ decode_persistent_bf16(const uint64_t* __restrict__ layers, bf16* resid, bf16* q
     st.target = first_target(sync);
   }
   __syncthreads();
+  if (st.own) {  // the rows as the kernel before this one left them
+    int r0, r1;
+    block_rows(st.hidden, r0, r1);
+    for (int i = threadIdx.x; i < r1 - r0; i += kThreads)
+      own_resid[i] = __bfloat162float(__ldcg(resid + r0 + i));
+  }
+  __syncthreads();
+  prefetch_kv(st, layers);
   trace_mark(st, 0);
   run_layers(st, static_cast<int>(num_layers), xs, attn_smem, red, ring);
+  if (schedule) reset_counts(st, static_cast<int>(num_layers));
 }

@@ -117,7 +117,8 @@ struct Fp8 {
   }
 
   // acc += the step's MMAs times s(row, step) (decoded pairs are the values times 2^-112;
-  // the scale is taken times 2^56 here and the sum times 2^56 at the end)
+  // the scale is taken times 2^56 here and the sum times 2^56 at the end); one chain either way
+  template <bool kOneChain>
   __device__ __forceinline__ void step(const Frag& f, const uint4 (&xv)[4], float (&acc)[4]) const {
     float part[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
@@ -160,7 +161,10 @@ struct Nvfp4 {
   // acc += the step's MMAs: per scale group h (words 2 h, 2 h + 1 of each row) the codes
   // decoded by bit moves into pairs (v_i, v_{i + 4}) times the group scale (exact bf16, see
   // quant_decode.cuh e2m1x8_scaled_pairs), x permuted into the same pairs; the MMAs
-  // accumulate sum x * e2m1 * s / kE2m1PairScale, out_scale restores the factor.
+  // accumulate sum x * e2m1 * s / kE2m1PairScale, out_scale restores the factor. kOneChain
+  // (the narrow loops: more warps hide the MMA latency) puts every MMA on acc, four registers
+  // and four adds a step fewer.
+  template <bool kOneChain>
   __device__ __forceinline__ void step(const Frag& f, const uint4 (&xv)[4], float (&acc)[4]) const {
     if constexpr (kLut) {
       step_lut(f, xv, acc);
@@ -180,11 +184,13 @@ struct Nvfp4 {
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj) {  // MMA k slots (2c, 2c + 1) | (2c + 8, 2c + 9)
         const uint32_t a[4] = {pa[2 * jj], pb[2 * jj], pa[2 * jj + 1], pb[2 * jj + 1]};
-        atlas::mma_bf16_16816(w < 2 ? acc : part, a, px[2 * jj], px[2 * jj + 1]);
+        atlas::mma_bf16_16816(w < 2 || kOneChain ? acc : part, a, px[2 * jj], px[2 * jj + 1]);
       }
     }
+    if constexpr (!kOneChain) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) acc[i] += part[i];
+      for (int i = 0; i < 4; ++i) acc[i] += part[i];
+    }
   }
 
   // The byte-table decode: per group, tables of the E2M1 magnitudes times the group scale
@@ -251,13 +257,13 @@ __device__ __forceinline__ TileRows tile_rows(const uint8_t* w, int tile, int g,
 // kPreWait: issued before the PDL wait, as plain loads (ptxas sinks every read-only-path
 // load below griddepcontrol.wait, atlas_common.cuh ld_prefetch); the weights and scales are
 // memory no kernel writes.
-template <bool kPreWait, class F, bool kSwiglu>
-__device__ __forceinline__ void load_batch(Frag (&f)[kSteps], const F& fmt, const uint8_t* w,
+template <bool kPreWait, class F, bool kSwiglu, int kS>
+__device__ __forceinline__ void load_batch(Frag (&f)[kS], const F& fmt, const uint8_t* w,
                                            int tile, int s0, int last, int g, int c, int n,
                                            int k) {
   const TileRows t = tile_rows<F, kSwiglu>(w, tile, g, c, n, k);
 #pragma unroll
-  for (int u = 0; u < kSteps; ++u) {
+  for (int u = 0; u < kS; ++u) {
     const int s = s0 + u;
     if (s < last) {
       f[u].wa = kPreWait ? atlas::ld_prefetch(t.wa + 4 * s) : atlas::ld_stream(t.wa + 4 * s);
@@ -266,6 +272,12 @@ __device__ __forceinline__ void load_batch(Frag (&f)[kSteps], const F& fmt, cons
     }
   }
 }
+
+// Whether a load batch is issued before the PDL wait, as a type (a generic lambda's argument).
+template <bool kPreWait>
+struct Pre {
+  static constexpr bool value = kPreWait;
+};
 
 // A position in a warp's sequence of load batches: batch b (steps first + kSteps b ..) of
 // the block's tile `tile`. Every warp of a block walks the same sequence (batches per tile =
@@ -342,24 +354,24 @@ __device__ __forceinline__ void store_tile(const float (&partial)[kW][4][32], fl
 }
 
 // acc += the steps s0 .. of a batch (those before `last`) from their fragments f and x.
-template <class F>
-__device__ __forceinline__ void decode_batch(const F& fmt, const Frag (&f)[kSteps],
+template <class F, int kS>
+__device__ __forceinline__ void decode_batch(const F& fmt, const Frag (&f)[kS],
                                              const uint4* xrow, int s0, int last, int c,
                                              float (&acc)[4]) {
-  if (s0 + kSteps <= last) {  // a whole batch: no per-step branches, loads scheduled freely
+  if (s0 + kS <= last) {  // a whole batch: no per-step branches, loads scheduled freely
 #pragma unroll
-    for (int u = 0; u < kSteps; ++u) {
+    for (int u = 0; u < kS; ++u) {
       uint4 xv[4];
       load_x<F>(xrow, s0 + u, c, xv);
-      fmt.step(f[u], xv, acc);
+      fmt.template step<(kS == 1)>(f[u], xv, acc);
     }
   } else {
 #pragma unroll
-    for (int u = 0; u < kSteps - 1; ++u) {
+    for (int u = 0; u < kS - 1; ++u) {
       if (s0 + u < last) {
         uint4 xv[4];
         load_x<F>(xrow, s0 + u, c, xv);
-        fmt.step(f[u], xv, acc);
+        fmt.template step<(kS == 1)>(f[u], xv, acc);
       }
     }
   }
@@ -386,14 +398,14 @@ __device__ __forceinline__ void gemv_direct_tile(const __nv_bfloat16* __restrict
   const int steps = k / F::kStepK;
   const int first = steps * warp / kWarps, last = steps * (warp + 1) / kWarps;
   Frag cur[kSteps], nxt[kSteps];
-  load_batch<false, F, kSwiglu>(cur, fmt, w, tile, first, last, g, c, n, k);
+  load_batch<false, F, kSwiglu, kSteps>(cur, fmt, w, tile, first, last, g, c, n, k);
   atlas::pdl_enter();
   const uint4* xrow =
       reinterpret_cast<const uint4*>(x) + static_cast<size_t>(min(g, m - 1)) * (k / 8);
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   for (int s0 = first; s0 < last; s0 += kSteps) {
     if (s0 + kSteps < last)
-      load_batch<false, F, kSwiglu>(nxt, fmt, w, tile, s0 + kSteps, last, g, c, n, k);
+      load_batch<false, F, kSwiglu, kSteps>(nxt, fmt, w, tile, s0 + kSteps, last, g, c, n, k);
     decode_batch(fmt, cur, xrow, s0, last, c, acc);
 #pragma unroll
     for (int u = 0; u < kSteps; ++u) cur[u] = nxt[u];
@@ -415,7 +427,7 @@ __device__ __forceinline__ void gemv_direct_tile(const __nv_bfloat16* __restrict
 // batch's data before the one after could be requested). The sequence runs across tile
 // boundaries (the next tile's first batch is in flight while the block reduces a tile); the
 // very first batch is issued before the PDL wait.
-template <class F, Out kOut>
+template <class F, Out kOut, int kS>
 __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
                                             const uint8_t* __restrict__ w, const F fmt,
                                             void* __restrict__ y, int m, int n, int k) {
@@ -428,19 +440,24 @@ __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
   const int tiles = kSwiglu ? ((n >> 1) + 7) / 8 : (n + kRows - 1) / kRows;
   const int steps = k / F::kStepK;
   const int first = steps * warp / kWarps, last = steps * (warp + 1) / kWarps;
-  const int per_tile = ((steps + kWarps - 1) / kWarps + kSteps - 1) / kSteps;
+  const int per_tile = ((steps + kWarps - 1) / kWarps + kS - 1) / kS;
 
-  Frag fa[kSteps], fb[kSteps];
+  // the narrow loops (batches of fewer than kSteps steps) request both buffers before the PDL
+  // wait, as many bytes as the wide loop's one batch
+  constexpr bool kTwoAhead = kS < kSteps;
+  Frag fa[kS], fb[kS];
   Cursor at{static_cast<int>(blockIdx.x), 0};  // the next batch to decode
   // request the batch after `at` into f (none past the block's last tile)
-  auto load_next = [&](Frag (&f)[kSteps]) {
+  // (`pre`: Pre<true> for plain loads issued before the PDL wait)
+  auto load_next = [&](Frag (&f)[kS], auto pre) {
     Cursor ahead = at;
     ahead.next(per_tile);
     if (ahead.tile < tiles)
-      load_batch<false, F, kSwiglu>(f, fmt, w, ahead.tile, first + kSteps * ahead.b, last, g,
-                                    c, n, k);
+      load_batch<decltype(pre)::value, F, kSwiglu, kS>(f, fmt, w, ahead.tile,
+                                                       first + kS * ahead.b, last, g, c, n, k);
   };
-  load_batch<true, F, kSwiglu>(fa, fmt, w, at.tile, first, last, g, c, n, k);
+  load_batch<true, F, kSwiglu, kS>(fa, fmt, w, at.tile, first, last, g, c, n, k);
+  if constexpr (kTwoAhead) load_next(fb, Pre<true>{});
   atlas::pdl_enter();
   const uint4* xrow =
       reinterpret_cast<const uint4*>(x) + static_cast<size_t>(min(g, m - 1)) * (k / 8);
@@ -448,8 +465,8 @@ __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
   float scale_a = 0.f, scale_b = 0.f;  // epilogue thread t's output scales for the tile
 
   // Decode batch `at` from f into acc; after a tile's last batch, reduce and store the tile.
-  auto consume = [&](const Frag (&f)[kSteps]) {
-    const int tile = at.tile, s0 = first + kSteps * at.b;
+  auto consume = [&](const Frag (&f)[kS]) {
+    const int tile = at.tile, s0 = first + kS * at.b;
     if (at.b == 0) tile_out_scales<kOut>(fmt, tile, t, m, n, scale_a, scale_b);
     decode_batch(fmt, f, xrow, s0, last, c, acc);
     at.next(per_tile);
@@ -466,13 +483,18 @@ __device__ __forceinline__ void gemv_direct(const __nv_bfloat16* __restrict__ x,
     store_tile<kOut>(partial, scale_a, scale_b, y, tile, t, m, n);
   };
 
-  // fa holds batch `at` (requested): fb takes the one after it, then fa the one after that
+  // fa holds batch `at` (requested): fb takes the one after it, then fa the one after that;
+  // (kTwoAhead) fb holds the one after `at` already, each buffer is refilled once decoded
   while (at.tile < tiles) {
-    load_next(fb);
+    if constexpr (!kTwoAhead) load_next(fb, Pre<false>{});
     consume(fa);
     if (at.tile >= tiles) break;
-    load_next(fa);
+    load_next(fa, Pre<false>{});
     consume(fb);
+    if constexpr (kTwoAhead) {
+      if (at.tile >= tiles) break;
+      load_next(fb, Pre<false>{});
+    }
   }
 }
 
@@ -656,7 +678,7 @@ __device__ __forceinline__ void gemv_staged(const __nv_bfloat16* __restrict__ x,
         const uint32_t hi = *reinterpret_cast<const uint16_t*>(sc + (g + 8) * kScaleRow);
         f[j].sa = *reinterpret_cast<const uint16_t*>(sc + g * kScaleRow) | hi << 16;
       }
-      fmt.step(f[j], xv[j], acc);
+      fmt.template step<false>(f[j], xv[j], acc);
     }
     const bool tile_done = at.chunk == chunks - 1;
     float (&partial)[kStagedWarps][4][32] = partials[at.ti & 1];
@@ -700,7 +722,7 @@ __device__ __forceinline__ void gemv_staged(const __nv_bfloat16* __restrict__ x,
 
 // Which loop an entry point runs: gemv_direct_tile (one block per tile), gemv_direct
 // (pipelined, any grid) or gemv_staged.
-enum class Loop { kTile, kPipe, kStaged };
+enum class Loop { kTile, kPipe, kNarrow1, kNarrow2, kStaged };
 
 template <Loop kLoop, Out kOut, class F>
 __device__ __forceinline__ void run_gemv(const __nv_bfloat16* x, const uint8_t* w, const F& fmt,
@@ -710,7 +732,11 @@ __device__ __forceinline__ void run_gemv(const __nv_bfloat16* x, const uint8_t* 
   if constexpr (kLoop == Loop::kTile)
     gemv_direct_tile<F, kOut>(x, w, fmt, y, mi, ni, ki);
   else if constexpr (kLoop == Loop::kPipe)
-    gemv_direct<F, kOut>(x, w, fmt, y, mi, ni, ki);
+    gemv_direct<F, kOut, kSteps>(x, w, fmt, y, mi, ni, ki);
+  else if constexpr (kLoop == Loop::kNarrow1)
+    gemv_direct<F, kOut, 1>(x, w, fmt, y, mi, ni, ki);
+  else if constexpr (kLoop == Loop::kNarrow2)
+    gemv_direct<F, kOut, 2>(x, w, fmt, y, mi, ni, ki);
   else
     gemv_staged<F, kOut>(x, w, fmt, y, mi, ni, ki);
 }
@@ -768,3 +794,26 @@ ATLAS_QD_FP8_ENTRY(gemv_qs_fp8_swiglu_bf16, kStaged, kSwiglu, kStagedWarps * 32,
 ATLAS_QD_NVFP4_ENTRY(gemv_qs_nvfp4_bf16, kStaged, kBf16, false, kStagedWarps * 32, 1)
 ATLAS_QD_NVFP4_ENTRY(gemv_qs_nvfp4_f32, kStaged, kF32, false, kStagedWarps * 32, 1)
 ATLAS_QD_NVFP4_ENTRY(gemv_qs_nvfp4_swiglu_bf16, kStaged, kSwiglu, false, kStagedWarps * 32, 1)
+
+// The pipelined loop on narrower batches, for more blocks per SM (ATLAS_QUANT_NARROW=1 / 2):
+// n1 one step a batch under 64 registers (four blocks, 32 warps an SM; NVFP4's MMAs on one
+// accumulator chain), n2 two steps under 80 (three blocks, 24 warps; NVFP4 spills 8 bytes in
+// its bf16 / f32 entry points, once per batch's loads, none in the decode). Both request
+// their two batches before the PDL wait (gemv_direct kTwoAhead). Why: every variant timed so far (tile, pipe, staged, byte
+// tables) ran 16 warps an SM and NVFP4 streamed at 35-50% of copy on all of them, FP8 at up
+// to 83% with about as many instructions per weight *value*: NVFP4 issues ~190 instructions
+// per KiB of a warp's weights, all but a few dependent chains (decode -> MMA), and 4 warps a
+// scheduler leave most issue slots empty (~1.3 instructions a cycle an SM measured). More
+// resident warps hide those chains, and one wave then holds Qwen3-8B's qkv (384 tiles).
+ATLAS_QD_FP8_ENTRY(gemv_qd_fp8_n1_bf16, kNarrow1, kBf16, kWarps * 32, 4)
+ATLAS_QD_FP8_ENTRY(gemv_qd_fp8_n1_f32, kNarrow1, kF32, kWarps * 32, 4)
+ATLAS_QD_FP8_ENTRY(gemv_qd_fp8_n1_swiglu_bf16, kNarrow1, kSwiglu, kWarps * 32, 4)
+ATLAS_QD_NVFP4_ENTRY(gemv_qd_nvfp4_n1_bf16, kNarrow1, kBf16, false, kWarps * 32, 4)
+ATLAS_QD_NVFP4_ENTRY(gemv_qd_nvfp4_n1_f32, kNarrow1, kF32, false, kWarps * 32, 4)
+ATLAS_QD_NVFP4_ENTRY(gemv_qd_nvfp4_n1_swiglu_bf16, kNarrow1, kSwiglu, false, kWarps * 32, 4)
+ATLAS_QD_FP8_ENTRY(gemv_qd_fp8_n2_bf16, kNarrow2, kBf16, kWarps * 32, 3)
+ATLAS_QD_FP8_ENTRY(gemv_qd_fp8_n2_f32, kNarrow2, kF32, kWarps * 32, 3)
+ATLAS_QD_FP8_ENTRY(gemv_qd_fp8_n2_swiglu_bf16, kNarrow2, kSwiglu, kWarps * 32, 3)
+ATLAS_QD_NVFP4_ENTRY(gemv_qd_nvfp4_n2_bf16, kNarrow2, kBf16, false, kWarps * 32, 3)
+ATLAS_QD_NVFP4_ENTRY(gemv_qd_nvfp4_n2_f32, kNarrow2, kF32, false, kWarps * 32, 3)
+ATLAS_QD_NVFP4_ENTRY(gemv_qd_nvfp4_n2_swiglu_bf16, kNarrow2, kSwiglu, false, kWarps * 32, 3)

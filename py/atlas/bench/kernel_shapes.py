@@ -400,7 +400,8 @@ class QuantLinear:
     forced onto the tensor-core GEMV's shared-memory ring kernel (gemv_mma_quant), the A/B
     of its register-fed twin (gemv_quant_direct) that batches of 1..8 rows take. `lut`: the
     twin's NVFP4 entry points on the byte-table decode (ATLAS_QUANT_E2M1_LUT=1), the A/B of
-    its bit-move decode. `swiglu`:
+    its bit-move decode. `narrow` 1 / 2: the twin's narrow pipelined loops
+    (ATLAS_QUANT_NARROW: one / two steps a load batch, four / three blocks an SM). `swiglu`:
     w is a fused [gate | up] weight and the output the SwiGLU activation [m, n / 2] (the
     gate_up GEMV that ends with it). `logits`: f32 outputs (a quantized LM head, `atlas
     models quantize --lm-head`: the vocabulary-sized product)."""
@@ -412,6 +413,7 @@ class QuantLinear:
     fmt: str
     ring: bool = False
     lut: bool = False
+    narrow: int = 0
     swiglu: bool = False
     logits: bool = False
     quick: bool = False
@@ -436,6 +438,7 @@ class QuantLinear:
 
     def describe(self) -> str:
         extra = ((" ring" if self.ring else "") + (" lut" if self.lut else "")
+                 + (f" n{self.narrow}" if self.narrow else "")
                  + (" +swiglu" if self.swiglu else "") + (" f32" if self.logits else ""))
         return f"m={self.m} n={self.n} k={self.k} {self.fmt}{extra}"
 
@@ -843,11 +846,12 @@ class TableScale:
     #: batch-1 row and the rows-apart path): (batch, history, drafts)
     verify_decode: tuple[tuple[int, int, int], ...] = ((1, 512, 3), (8, 512, 3), (1, 4096, 3))
     #: batched decode attention (issue 15: the tensor-core kernel at batch 8 and 64 and any
-    #: context, routes.decode_attn_long_min_batch): (batch, history) pairs for
-    #: BATCHED_DECODE_HEADS, labelled "batched", as decode_attention routes them
+    #: context, routes.decode_attn_long_min_batch; batch 32 at 2,048: D 256's two-split
+    #: grid): (batch, history) pairs for BATCHED_DECODE_HEADS, labelled "batched", as
+    #: decode_attention routes them
     batched_decode: tuple[tuple[int, int], ...] = (
-        (8, 512), (8, 1536), (8, 2048), (8, 16384), (64, 512), (64, 1536), (64, 2048),
-        (64, 16384))
+        (8, 512), (8, 1536), (8, 2048), (8, 16384), (32, 2048), (64, 512), (64, 1536),
+        (64, 2048), (64, 16384))
 
 
 def _linears(dims: ModelDims) -> list[tuple[str, int, int]]:
@@ -1019,6 +1023,17 @@ def table_shapes(m: ModelDims = QWEN3_8B,
         if fmt == "fp8-block" or m.hidden % 128 == 0:
             shapes += [QuantLinear(label=f"{m.name} lm_head b{b} {fmt}", m=b, n=m.vocab,
                                    k=m.hidden, fmt=fmt, logits=True) for b in (1, 8)]
+        # the narrow pipelined loops at batch 1 (ATLAS_QUANT_NARROW=1 / 2, the A/B of the
+        # format's default loop): the four projections, gate_up + SwiGLU and the LM head
+        if fmt == "fp8-block" or m.hidden % 128 == 0:
+            for nw in (1, 2):
+                shapes += [QuantLinear(label=f"{m.name} {name} b1 {fmt} n{nw}", m=1, n=n, k=k,
+                                       fmt=fmt, narrow=nw) for name, n, k in _linears(m)]
+                shapes += [QuantLinear(label=f"{m.name} gate_up+swiglu b1 {fmt} n{nw}", m=1,
+                                       n=2 * m.intermediate, k=m.hidden, fmt=fmt, narrow=nw,
+                                       swiglu=True),
+                           QuantLinear(label=f"{m.name} lm_head b1 {fmt} n{nw}", m=1,
+                                       n=m.vocab, k=m.hidden, fmt=fmt, narrow=nw, logits=True)]
     # the NVFP4 byte-table decode at batch 1 (A/B of the bit moves): the four projections
     # and gate_up ending with the SwiGLU
     shapes += [QuantLinear(label=f"{m.name} {name} b1 nvfp4 lut", m=1, n=n, k=k, fmt="nvfp4",

@@ -347,7 +347,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
             _log.info("%s: ATLAS_PERSISTENT_DECODE=1 does not cover this model; decode "
                       "keeps the per-op kernels", model_dir)
         else:
-            persistent = build_tables(dev, rows, dims.heads)
+            persistent = build_tables(dev, rows, dims.heads, dims.kv_heads)
     model = DenseDecoderModel(dims, kc, ptr["embed"], ptr["final_norm"], lm_head, layers,
                               arena["cos_sin"], limits.block_size, kv.max_blocks_per_seq, tp,
                               kv_stage, persistent)

@@ -332,17 +332,27 @@ class DenseDecoderModel:
                                            self.max_blocks * self.block_size, plan.num_seqs,
                                            plan.step_keys))
 
-    def verifies_on_kernel(self, step_keys: int) -> bool:
-        """Whether a verification step (up to `step_keys` > 1 rows per sequence) attends on
-        the verification kernel (ops/attention_verify: each sequence's K/V read once for all
-        its rows) after qk_norm_rope_kv: bf16 caches, not the rope-fused route, and
-        `attention_verify.uses_verify`. Its rows are then not bit for bit the plain decode
-        kernel's (the runner's invariant_rows is 0)."""
+    def verifies_on_kernel(self, step_keys: int, rows: int) -> bool:
+        """Whether a verification step of `rows` rows (up to `step_keys` > 1 per sequence)
+        attends on the verification kernel (ops/attention_verify: each sequence's K/V read
+        once for all its rows) after qk_norm_rope_kv: bf16 caches, not the rope-fused route,
+        and `attention_verify.uses_verify` for the fewest sequences the rows can be. Its
+        rows are then not bit for bit the plain decode kernel's (the runner's invariant_rows
+        is 0)."""
         d = self.dims
-        plan = AttentionPlan(decode=True, num_seqs=step_keys, step_keys=step_keys)
+        plan = AttentionPlan(decode=True, num_seqs=rows, step_keys=step_keys)
         return (not any(lw.kv_scales for lw in self.layers) and not self._rope_fused(plan)
                 and attention_verify.uses_verify(self.kc, d.heads, d.kv_heads, d.head_dim,
-                                                 step_keys))
+                                                 step_keys, -(-rows // step_keys)))
+
+    def _verify_rope_fused(self) -> bool:
+        """Whether a verification step on the verification kernel takes its rope entry point
+        (ATLAS_DECODE_ATTN_VERIFY_ROPE=1 and the classic qkv layout: attention_verify.
+        rope_fits): qk_norm_rope_kv's work done by its blocks, one launch instead of two."""
+        d = self.dims
+        return self.kc.routes.decode_attn_verify_rope and attention_verify.rope_fits(
+            d.heads, d.kv_heads, d.head_dim, d.q_pitch, d.rotary_dim or d.head_dim,
+            bool(d.norm_offset))
 
     def forward(self, s: Stream, b: StepBuffers, n_tokens: int, plan: AttentionPlan,
                 n_sample: int) -> None:
@@ -510,28 +520,40 @@ class DenseDecoderModel:
                 max_splits=plan.split_capacity)
             self._output_projection(s, b, lw, t, res)
             return
-        rope.qk_norm_rope_kv(kc, s, b.qkv, b.q, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm,
-                             self.cos_sin, b.positions, b.slots, t, d.heads, d.kv_heads,
-                             d.head_dim, self.block_size, d.eps, q_pitch=d.q_pitch,
-                             rotary_dim=rotary_dim, norm_offset=d.norm_offset)
         # decode rows: split-K, the last split of each row merges (one launch); a prefill-
         # shaped step's leading one-token rows too, the prompt chunks after them on the
         # prefill kernel (whose 128-query tiles would run each decode row's keys through
         # 128 mostly empty query rows, once per query head)
         rows = plan.num_seqs if plan.decode else plan.decode_rows
-        if plan.decode and self.verifies_on_kernel(plan.step_keys):
-            # a verification step: each sequence's rows share one read of its K/V
-            attention_verify.decode_attention_verify(
-                kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables, b.kv_lens, b.part_o,
-                b.part_ml, b.attn_counters, b.attn, rows, d.heads, d.kv_heads, d.head_dim,
-                self.block_size, self.max_blocks, plan.num_splits, self.scale,
-                rows_per_block=plan.step_keys)
-        elif rows:
-            attention.decode_attention(kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables,
-                                       b.kv_lens, b.part_o, b.part_ml, b.attn_counters, b.attn,
-                                       rows, d.heads, d.kv_heads, d.head_dim,
-                                       self.block_size, self.max_blocks, plan.num_splits,
-                                       self.scale, max_splits=plan.split_capacity)
+        verify = plan.decode and self.verifies_on_kernel(plan.step_keys, rows)
+        # a verification step: each sequence's rows share one read of its K/V
+        verify_launch = dict(rows_per_block=plan.step_keys,
+                             min_chunk=kc.routes.decode_attn_verify_min_keys)
+        if verify and self._verify_rope_fused():  # with q/k norm, RoPE and K/V append
+            attention_verify.decode_attention_verify_rope(
+                kc, s, b.qkv, b.q, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm, self.cos_sin,
+                b.positions, b.slots, b.block_tables, b.kv_lens, b.part_o, b.part_ml,
+                b.attn_counters, b.attn, rows, d.heads, d.kv_heads, d.head_dim,
+                self.block_size, self.max_blocks, plan.num_splits, self.scale, d.eps,
+                **verify_launch)
+        else:
+            rope.qk_norm_rope_kv(kc, s, b.qkv, b.q, lw.k_cache, lw.v_cache, lw.q_norm,
+                                 lw.k_norm, self.cos_sin, b.positions, b.slots, t, d.heads,
+                                 d.kv_heads, d.head_dim, self.block_size, d.eps,
+                                 q_pitch=d.q_pitch, rotary_dim=rotary_dim,
+                                 norm_offset=d.norm_offset)
+            if verify:
+                attention_verify.decode_attention_verify(
+                    kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables, b.kv_lens, b.part_o,
+                    b.part_ml, b.attn_counters, b.attn, rows, d.heads, d.kv_heads, d.head_dim,
+                    self.block_size, self.max_blocks, plan.num_splits, self.scale,
+                    **verify_launch)
+            elif rows:
+                attention.decode_attention(kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables,
+                                           b.kv_lens, b.part_o, b.part_ml, b.attn_counters,
+                                           b.attn, rows, d.heads, d.kv_heads, d.head_dim,
+                                           self.block_size, self.max_blocks, plan.num_splits,
+                                           self.scale, max_splits=plan.split_capacity)
         if rows < plan.num_seqs:  # per-sequence inputs of the chunks after the decode rows
             attention.prefill_attention(kc, s, b.q, lw.k_cache, lw.v_cache,
                                         b.block_tables + 4 * rows * self.max_blocks,

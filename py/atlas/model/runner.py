@@ -302,10 +302,11 @@ class ModelRunner:
         #: experts (whose expert kernels route by row count), where the single-row norm
         #: fusions are not switched off, and where a plain step runs the persistent decode
         #: kernel (ATLAS_PERSISTENT_DECODE=1: its own GEMV sums, not the per-op kernels')
-        #: verification steps attend on the verification kernel (each sequence's K/V read
-        #: once for all its rows; ATLAS_DECODE_ATTN_VERIFY=0: on decode attention, one row
-        #: a sequence), whose rows are not the plain decode kernel's bit for bit
-        self.verify_kernel = model.verifies_on_kernel(1 + limits.num_draft_tokens)
+        #: verification steps of one sequence attend on the verification kernel (each
+        #: sequence's K/V read once for all its rows; ATLAS_DECODE_ATTN_VERIFY=0: on decode
+        #: attention, one row a sequence; `verifies_on_kernel` says which larger steps do),
+        #: whose rows are not the plain decode kernel's bit for bit
+        self.verify_kernel = self.verifies_on_kernel(1 + limits.num_draft_tokens)
         self.invariant_rows = (row_invariant_rows(model.kc) if limits.num_draft_tokens
                                and cfg.moe is None
                                and model.kc.routes.fused_norm is False
@@ -684,12 +685,18 @@ class ModelRunner:
         kv_heads = self.model.dims.kv_heads
         return self.limits.decode_splits(1 if rows <= self.invariant_rows else rows, kv_heads)
 
+    def verifies_on_kernel(self, rows: int) -> bool:
+        """Whether a verification step of `rows` rows (graph bucket) attends on the
+        verification kernel (model.verifies_on_kernel at K + 1 rows a sequence)."""
+        return (self.max_num_draft_tokens > 0
+                and self.model.verifies_on_kernel(1 + self.max_num_draft_tokens, rows))
+
     def verify_splits(self, rows: int) -> int:
         """Decode attention's split count in a verification step of `rows` rows: on the
         verification kernel, whose blocks serve a sequence's rows together, the occupancy
         rule's for the fewest sequences the rows can be (rows / (K + 1): batch 1's count for
         one sequence's K + 1 rows); else `decode_splits`."""
-        if not self.verify_kernel:
+        if not self.verifies_on_kernel(rows):
             return self.decode_splits(rows)
         seqs = -(-rows // (1 + self.max_num_draft_tokens))
         return self.limits.decode_splits(seqs, self.model.dims.kv_heads)

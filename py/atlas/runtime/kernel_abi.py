@@ -62,12 +62,15 @@ GEMV_SILU_SINGLE = S("gemv", "gemv_silu_bf16_single",
                      "gate_up:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 # the same products for 1..8 rows with the weights streamed through a per-thread cp.async
 # ring in dynamic shared memory (gemv_ring.cuh), bit for bit GEMV's / GEMV_SILU's sums:
-# `stages` tiles per thread (2..3, ops/matmul.py gemv_ring_plan). The default for 2..8 rows
+# `stages` tiles per thread (2..3, ops/matmul.py gemv_ring_plan), `x_regs` 1: up to 4 rows'
+# x held in registers (ops/matmul.py ring_holds_x). The default for 2..8 rows
 # (ATLAS_GEMV_RING=0: GEMV, GEMV_F32OUT, GEMV_SILU)
-GEMV_RING = S("gemv", "gemv_ring_bf16", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32")
-GEMV_RING_F32OUT = S("gemv", "gemv_ring_bf16_f32", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32")
+GEMV_RING = S("gemv", "gemv_ring_bf16",
+              "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32 x_regs:u32")
+GEMV_RING_F32OUT = S("gemv", "gemv_ring_bf16_f32",
+                     "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32 x_regs:u32")
 GEMV_RING_SILU = S("gemv", "gemv_ring_silu_bf16",
-                   "gate_up:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32")
+                   "gate_up:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32 x_regs:u32")
 # the prefetching single-row kernels (opt-in, ATLAS_GEMV_PREFETCH=1): the same products as
 # GEMV_SINGLE / GEMV_SINGLE_F32OUT / GEMV_SILU_SINGLE, weights staged in shared memory
 GEMV_PREFETCH_SINGLE = S("gemv", "gemv_prefetch_bf16_single",
@@ -221,6 +224,24 @@ GEMV_QD_NVFP4_LUT = S("gemv_quant_direct", "gemv_qd_nvfp4_lut_bf16", "x:ptr w:pt
 GEMV_QD_NVFP4_LUT_F32 = S("gemv_quant_direct", "gemv_qd_nvfp4_lut_f32", "x:ptr w:ptr " + _NVFP4)
 GEMV_QD_NVFP4_LUT_SWIGLU = S("gemv_quant_direct", "gemv_qd_nvfp4_lut_swiglu_bf16",
                              "x:ptr w:ptr " + _NVFP4)
+# ... on the pipelined loop with narrower load batches and more blocks per SM
+# (ATLAS_QUANT_NARROW=1: one step a batch, four blocks; =2: two steps, three blocks)
+GEMV_QD_FP8_N1 = S("gemv_quant_direct", "gemv_qd_fp8_n1_bf16", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_QD_FP8_N1_F32 = S("gemv_quant_direct", "gemv_qd_fp8_n1_f32", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_QD_FP8_N1_SWIGLU = S("gemv_quant_direct", "gemv_qd_fp8_n1_swiglu_bf16",
+                          "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_QD_NVFP4_N1 = S("gemv_quant_direct", "gemv_qd_nvfp4_n1_bf16", "x:ptr w:ptr " + _NVFP4)
+GEMV_QD_NVFP4_N1_F32 = S("gemv_quant_direct", "gemv_qd_nvfp4_n1_f32", "x:ptr w:ptr " + _NVFP4)
+GEMV_QD_NVFP4_N1_SWIGLU = S("gemv_quant_direct", "gemv_qd_nvfp4_n1_swiglu_bf16",
+                            "x:ptr w:ptr " + _NVFP4)
+GEMV_QD_FP8_N2 = S("gemv_quant_direct", "gemv_qd_fp8_n2_bf16", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_QD_FP8_N2_F32 = S("gemv_quant_direct", "gemv_qd_fp8_n2_f32", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_QD_FP8_N2_SWIGLU = S("gemv_quant_direct", "gemv_qd_fp8_n2_swiglu_bf16",
+                          "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_QD_NVFP4_N2 = S("gemv_quant_direct", "gemv_qd_nvfp4_n2_bf16", "x:ptr w:ptr " + _NVFP4)
+GEMV_QD_NVFP4_N2_F32 = S("gemv_quant_direct", "gemv_qd_nvfp4_n2_f32", "x:ptr w:ptr " + _NVFP4)
+GEMV_QD_NVFP4_N2_SWIGLU = S("gemv_quant_direct", "gemv_qd_nvfp4_n2_swiglu_bf16",
+                            "x:ptr w:ptr " + _NVFP4)
 # ... the same products staged through shared memory by bulk copies (ATLAS_QUANT_STAGED=1):
 # one block of 16 warps per SM, ops/matmul_quant_mma.STAGED_SHARED bytes of dynamic shared
 # memory
@@ -397,20 +418,26 @@ DECODE_ATTN_COMBINE = S(
 # dynamic shared memory (ops/attention_long.py); decode_attn_combine_bf16 merges them. A
 # one-split launch (num_splits 1) writes out (bf16, normalized) instead: no combine follows.
 # head_dim 64 or 128 on DECODE_ATTN_LONG, 256 on DECODE_ATTN_LONG_D256.
+# counters (u32 [seqs, hkv] zeroed, or 0): a launch of several splits merges its partials in
+# its last block (attention_long.cu SplitMerge) instead of DECODE_ATTN_COMBINE after it
 _DECODE_LONG = ("q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part_o:ptr "
-                "part_ml:ptr out:ptr num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 "
-                "max_blocks:u32 num_splits:u32 scale:f32")
+                "part_ml:ptr counters:ptr out:ptr num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 "
+                "block_size:u32 max_blocks:u32 num_splits:u32 scale:f32")
 DECODE_ATTN_LONG = S("attention_long", "decode_attn_long_bf16", _DECODE_LONG)
 DECODE_ATTN_LONG_D256 = S("attention_long", "decode_attn_long_d256_bf16", _DECODE_LONG)
 # DECODE_ATTN_LONG with qk_norm_rope_kv_bf16 done by its blocks (one token per sequence, the
 # classic qkv layout, head_dim 64 or 128): q from the qkv rows, the step's k and v appended
 # at the row's slot (none for slot < 0) and substituted for that cache row
-DECODE_ATTN_LONG_ROPE = S(
-    "attention_long", "decode_attn_long_rope_bf16",
+_DECODE_LONG_ROPE = (
     "qkv:ptr k_cache:ptr v_cache:ptr q_norm_w:ptr k_norm_w:ptr cos_sin:ptr positions:ptr "
-    "slots:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr out:ptr num_seqs:u32 "
-    "hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 num_splits:u32 scale:f32 "
-    "eps:f32")
+    "slots:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr counters:ptr out:ptr "
+    "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 num_splits:u32 "
+    "scale:f32 eps:f32")
+# (everything but the qkv rows requested before its PDL wait: attention_long.cu RopeEarly)
+DECODE_ATTN_LONG_ROPE = S("attention_long", "decode_attn_long_rope_bf16", _DECODE_LONG_ROPE)
+# the same waiting for the qkv projection on entry (ATLAS_DECODE_ATTN_LONG_EARLY=0)
+DECODE_ATTN_LONG_ROPE_WAIT = S("attention_long", "decode_attn_long_rope_wait_bf16",
+                               _DECODE_LONG_ROPE)
 
 # verification rows (a speculating sequence's K + 1 consecutive rows) on tensor cores, each
 # sequence's K/V read once for all its rows (kernels/hopper/common/attention_verify.cu, hopper
@@ -420,7 +447,15 @@ DECODE_ATTN_VERIFY = S(
     "attention_verify", "decode_attn_verify_bf16",
     "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr "
     "counters:ptr out:ptr num_rows:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 "
-    "max_blocks:u32 num_splits:u32 scale:f32")
+    "max_blocks:u32 num_splits:u32 scale:f32 min_chunk:u32")
+# the same with qk_norm_rope_kv_bf16's work done by its blocks (q staged in `q`; opt-in,
+# ATLAS_DECODE_ATTN_VERIFY_ROPE=1)
+DECODE_ATTN_VERIFY_ROPE = S(
+    "attention_verify", "decode_attn_verify_rope_bf16",
+    "qkv:ptr q:ptr k_cache:ptr v_cache:ptr q_norm_w:ptr k_norm_w:ptr cos_sin:ptr "
+    "positions:ptr slots:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr "
+    "counters:ptr out:ptr num_rows:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 "
+    "max_blocks:u32 num_splits:u32 scale:f32 min_chunk:u32 eps:f32")
 
 # --- quantized KV cache: FP8 (E4M3) and NVFP4 (kv_quant.cu, attention_kvq.cu) -----------------
 # Pools as the bf16 cache with quantized rows: FP8, one E4M3 code byte per element; NVFP4, a
@@ -707,12 +742,15 @@ FILL_NORMAL = S("fill_random", "fill_normal_bf16",
 # layers: u64 [num_layers, 10] = in_norm, qkv_w, q_norm (0: none), k_norm, k_cache, v_cache,
 # o_w, post_norm, gate_up_w, down_w (ops/decode_persistent.LAYER_POINTERS). resid bf16
 # [hidden] in place; qkv, attn, act: the step's scratch rows; part_o / part_ml: decode
-# attention's partials with `splits` slots a head (decode_split_rule); sync u32 [32 + hq]:
-# zero at allocation; a 64-bit barrier arrival count that only grows (the same grid every
-# launch on it), then at word 32 the q heads' split tickets, left zero. prefetch_bytes,
+# attention's partials with `splits` slots a head (decode_split_rule); sync u32
+# [ops/decode_persistent.sync_words]: zero at allocation; a 64-bit barrier arrival count that
+# only grows (the same grid every launch on it), then at word 32 the q heads' split tickets,
+# then an exit ticket and per-layer readiness counts (schedule 1), all left zero. schedule:
+# 1 orders the phases by those counts, 0 by device-wide barriers (ATLAS_PERSISTENT_FLAGS;
+# no effect on the values). prefetch_bytes,
 # stage0, stage1: how weights are fetched ahead (ops/decode_persistent.py stage_plan; no
 # effect on the values); trace: null, or u64
-# [1 + 10 num_layers] that block 0's phase timeline is written to (tools/gpu/
+# [grid, 1 + 10 num_layers] that each block's phase timeline is written to (tools/gpu/
 # persistent_trace.py). The rest as
 # DECODE_ATTN_ROPE (row 0 of block_tables).
 DECODE_PERSISTENT = S("decode_persistent", "decode_persistent_bf16",
@@ -720,4 +758,4 @@ DECODE_PERSISTENT = S("decode_persistent", "decode_persistent_bf16",
                       "sync:ptr cos_sin:ptr positions:ptr slots:ptr block_tables:ptr "
                       "kv_lens:ptr num_layers:u32 hidden:u32 hq:u32 hkv:u32 head_dim:u32 "
                       "inter:u32 block_size:u32 splits:u32 prefetch_bytes:u32 stage0:u32 "
-                      "stage1:u32 scale:f32 eps:f32 trace:ptr")
+                      "stage1:u32 scale:f32 eps:f32 trace:ptr schedule:u32")

@@ -160,7 +160,11 @@ def prefill_cases(rng: np.random.Generator) -> list[KernelCase]:
 #: the route that picks each (ops/routes.py); every twin computes the same
 DECODE_TWINS = {"ahead1": {"decode_attn_ahead": False},  # *_ahead1_bf16 (unclustered)
                 "split_major": {"decode_attn_split_major": True},  # *_splitmajor_bf16
-                "pull": {"decode_attn_b1_chain": False}}  # *_cluster_pull_bf16
+                "pull": {"decode_attn_b1_chain": False},  # *_cluster_pull_bf16
+                # decode_attn_long_rope_wait_bf16 (attention_long)
+                "long_wait": {"decode_attn_long_early": False},
+                # the combine launch after decode_attn_long* (attention_long)
+                "long_combine": {"decode_attn_long_merge": False}}
 
 
 def case_routes(twin: str) -> KernelRoutes:

@@ -8,8 +8,13 @@ keys, a 1-key sequence beside long ones, every group size up to the 16 rows of t
 (1, 2, 3, 4, 8, 16), D 64, 128 and 256 (the D-256 entry point, Q in shared memory), block
 sizes 7, 16 and 32 (pages that straddle tiles), and one-split launches (large batches),
 where the kernel writes the output itself (a sequence without keys gets zeros) and no
-combine runs. The rope-fused entry (decode_attn_long_rope) runs cases/attention_rope.py's
-cases: the step's k and v appended at the slot and substituted for that key, padding rows.
+combine runs. Launches of several splits merge their partials in their last split by
+default (SplitMerge: the tickets must leave the counters zero, and a sequence without keys
+gets zeros); `twin="long_combine"` cases take the combine launch instead
+(ATLAS_DECODE_ATTN_LONG_MERGE=0). Every case launches twice. The rope-fused entry
+(decode_attn_long_rope) runs cases/attention_rope.py's cases: the step's k and v appended at
+the slot and substituted for that key, padding rows; `long_rope_wait` cases its A/B twin
+that waits first (ATLAS_DECODE_ATTN_LONG_EARLY=0).
 The kernel rounds each probability to bf16 for the PV product (cases/attention_sm90.py's
 bound: 2^-9 max|v| per output), added to the partials' and the output's tolerances.
 """
@@ -23,15 +28,17 @@ import numpy as np
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, attention
-from .attention import Geometry, decode_case
+from .attention import Geometry, case_routes, decode_case
 from .attention_rope import decode_rope_case
 from .attention_sm90 import probability_rounding_tol
 
 
 def long_decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
-                     num_splits: int) -> KernelCase:
-    """cases/attention.decode_case launched with `long=True`, the partials' and the
-    output's tolerances widened by the bf16 probability rounding bound."""
+                     num_splits: int, twin: str = "") -> KernelCase:
+    """cases/attention.decode_case launched with `long=True` (twice: the second launch
+    finds the split counters the first left), the partials' and the output's tolerances
+    widened by the bf16 probability rounding bound; `twin`: the routes of
+    cases/attention.DECODE_TWINS[twin]."""
     case = decode_case(rng, name, g, kv_lens, num_splits, attention.decode_split_rule)
     num_seqs, max_blocks = len(kv_lens), case.inputs["block_tables"].shape[1]
     p_tol = probability_rounding_tol(case.inputs["v_cache"])
@@ -42,11 +49,13 @@ def long_decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
         outputs[out] = OutputSpec(spec.dtype, spec.shape, (atol + p_tol, rtol))
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        attention.decode_attention(KernelCache(backend), stream, p["q"], p["k_cache"],
-                                   p["v_cache"], p["block_tables"], p["kv_lens"], p["part_o"],
-                                   p["part_ml"], p["counters"], p["out"], num_seqs, g.hq,
-                                   g.hkv, g.head_dim, g.block_size, max_blocks, num_splits,
-                                   g.scale, long=True)
+        for _ in range(2):
+            attention.decode_attention(KernelCache(backend, case_routes(twin)), stream, p["q"],
+                                       p["k_cache"], p["v_cache"], p["block_tables"],
+                                       p["kv_lens"], p["part_o"], p["part_ml"], p["counters"],
+                                       p["out"], num_seqs, g.hq, g.hkv, g.head_dim,
+                                       g.block_size, max_blocks, num_splits, g.scale,
+                                       long=True)
 
     return dataclasses.replace(case, module="attention_long", run=run, outputs=outputs,
                                reference_abs_tol=case.reference_abs_tol + p_tol)
@@ -81,11 +90,22 @@ LONG_DECODE_SHAPES = [
     ("long D128 gqa4 bs16 splits1 direct", Geometry(32, 8, 128, 16), [1536, 70, 1, 0], 1),
     ("long D256 gqa8 bs16 splits1 direct", Geometry(16, 2, 256, 16), [1100, 0, 33], 1),
     ("long D64 gqa2 bs16 splits1 direct", Geometry(4, 2, 64, 16), [640, 15], 1),
+    # merged by the last split: a sequence without keys (zeros from its first split) beside
+    # batch 8's 4 splits of 512 keys and 3 of them active
+    ("long D128 gqa4 bs16 splits4 merge empty", Geometry(32, 8, 128, 16), [2048, 0, 700, 1],
+     4),
+]
+
+#: (name, geometry, kv_lens, num_splits) on the combine launch (twin "long_combine":
+#: ATLAS_DECODE_ATTN_LONG_MERGE=0), D 128 and D 256
+LONG_COMBINE_SHAPES = [
+    ("long D128 gqa4 bs16 splits4 combine", Geometry(32, 8, 128, 16), [2048, 0, 700], 4),
+    ("long D256 gqa8 bs16 splits8 combine", Geometry(16, 2, 256, 16), [2048, 300], 8),
 ]
 
 
 def long_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
-                   num_splits: int, **kw: bool) -> KernelCase:
+                   num_splits: int, **kw: bool | str) -> KernelCase:
     """cases/attention_rope.decode_rope_case on the rope-fused entry (decode_attn_long_rope:
     q/k norm, RoPE and the K/V append done by the attention blocks), the output's tolerance
     widened by the bf16 probability rounding bound (its V includes the appended rows)."""
@@ -117,11 +137,18 @@ LONG_ROPE_SHAPES = [
      {"normed": False}),
     # every row of the MMA tile a head
     ("long_rope D128 gqa16 splits1", Geometry(16, 1, 128, 16), [400], 1, {}),
+    # the entry that waits for the qkv projection first (ATLAS_DECODE_ATTN_LONG_EARLY=0)
+    ("long_rope_wait D128 gqa4 splits1", Geometry(32, 8, 128, 16), [1536, 90, 1], 1,
+     {"twin": "long_wait"}),
+    ("long_rope_wait D64 gqa3 no-norm bs7 pad", Geometry(9, 3, 64, 7), [200, 64, 97], 3,
+     {"normed": False, "pad_last": True, "twin": "long_wait"}),
 ]
 
 
 @kernel_cases("attention_long")
 def long_decode_cases(rng: np.random.Generator) -> list[KernelCase]:
     return ([long_decode_case(rng, *shape) for shape in LONG_DECODE_SHAPES]
+            + [long_decode_case(rng, *shape, twin="long_combine")
+               for shape in LONG_COMBINE_SHAPES]
             + [long_rope_case(rng, name, g, lens, splits, **kw)
                for name, g, lens, splits, kw in LONG_ROPE_SHAPES])

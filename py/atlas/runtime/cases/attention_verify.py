@@ -24,14 +24,16 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.dtype import DType
-from ...core.numerics import bf16_bits_to_f32
+from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
-from ..ops import KernelCache
-from ..ops.attention_verify import decode_attention_verify
+from ..ops import KernelCache, rope
+from ..ops.attention_verify import (VERIFY_TILE_KEYS, decode_attention_verify,
+                                    decode_attention_verify_rope)
 from .attention import ATTN_TOL, Geometry, _softmax_rows, paged_cache
 from .attention_sm90 import probability_rounding_tol
 from .gemv import random_bf16
+from .rope_kv import EPS, cos_sin_table, head_norm, rb, rotate
 
 #: a sequence of a step: (history keys before its first row, drafts); drafts 0 is a plain row
 Seq = tuple[int, int]
@@ -48,11 +50,13 @@ def step_rows(seqs: list[Seq]) -> tuple[list[int], list[int]]:
 
 
 def verify_case(rng: np.random.Generator, name: str, g: Geometry, seqs: list[Seq],
-                num_splits: int, share_prefix: bool = False, window: int = 0) -> KernelCase:
+                num_splits: int, share_prefix: bool = False, window: int = 0,
+                min_chunk: int = VERIFY_TILE_KEYS) -> KernelCase:
     """The rows of `seqs` on a num_splits grid. `share_prefix`: every sequence's first
     block-table entry is the first sequence's (their first keys are its keys: a prefix-cache
     hit), which must not make their rows one run. `window`: the launch's rows per block
-    (default: the most rows of one sequence, as the model launches it)."""
+    (default: the most rows of one sequence, as the model launches it). `min_chunk`: the
+    fewest keys a split takes (ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS)."""
     owner, lens = step_rows(seqs)
     rows = len(lens)
     inputs = paged_cache(rng, [h + d + 1 for h, d in seqs], g)
@@ -74,7 +78,8 @@ def verify_case(rng: np.random.Generator, name: str, g: Geometry, seqs: list[Seq
                                     p["v_cache"], p["block_tables"], p["kv_lens"],
                                     p["part_o"], p["part_ml"], p["counters"], p["out"], rows,
                                     g.hq, g.hkv, g.head_dim, g.block_size, max_blocks,
-                                    num_splits, g.scale, rows_per_block=window)
+                                    num_splits, g.scale, rows_per_block=window,
+                                    min_chunk=min_chunk)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         q = bf16_bits_to_f32(x["q"]).astype(np.float64)
@@ -102,7 +107,7 @@ def verify_case(rng: np.random.Generator, name: str, g: Geometry, seqs: list[Seq
                       reference_abs_tol=p_tol, graph=True)
 
 
-#: (name, geometry, sequences, num_splits, share_prefix[, window])
+#: (name, geometry, sequences, num_splits, share_prefix[, window[, min_chunk]])
 VERIFY_SHAPES = [
     # Qwen3-8B batch 1, K = 3 at 512 keys on batch 1's 33 splits: one m16 tile (4 x 4 rows),
     # 8 active 64-key splits merged by the last
@@ -142,9 +147,150 @@ VERIFY_SHAPES = [
      [(574, 2), (1000, 0), (1001, 4), (63, 1)], 9, False, 1),
     ("verify D128 gqa4 b5 mixed splits6 window3", Geometry(32, 8, 128, 16),
      [(200, 4), (80, 0), (81, 0), (300, 2), (17, 0)], 6, False, 3),
+    # splits of at least 2 and 4 tiles (ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS=128 / 256): Qwen3-8B
+    # K = 3 at 512 keys in 4 two-tile / 2 four-tile splits, at 4,096 keys (256: 16 splits
+    # of 4 tiles instead of 32 of 2), a row of 511 keys and its next of 512 in one piece
+    # (chunks of 256 leave the first's second split 255 keys), and the mixed batch whose
+    # rows take chunks of 128 and of 192 keys in one piece (9 splits, min 128)
+    ("verify D128 gqa4 b1 K3 ctx512 splits33 min128", Geometry(32, 8, 128, 16), [(509, 3)],
+     33, False, 0, 128),
+    ("verify D128 gqa4 b1 K3 ctx512 splits33 min256", Geometry(32, 8, 128, 16), [(509, 3)],
+     33, False, 0, 256),
+    ("verify D128 gqa4 b1 K3 ctx4096 splits33 min256", Geometry(32, 8, 128, 16), [(4093, 3)],
+     33, False, 0, 256),
+    ("verify D128 gqa4 b1 K3 ctx511 splits19 min256", Geometry(32, 8, 128, 16), [(510, 3)],
+     19, False, 0, 256),
+    ("verify D128 gqa4 b4 mixed splits9 min128", Geometry(32, 8, 128, 16),
+     [(574, 2), (1000, 0), (1001, 4), (63, 1)], 9, False, 0, 128),
+    ("verify D256 gqa8 b4 K3 splits8 min128", Geometry(16, 2, 256, 16),
+     [(1, 3), (2000, 3), (64, 3), (127, 0)], 8, False, 0, 128),
 ]
 
 
 @kernel_cases("attention_verify")
 def verify_cases(rng: np.random.Generator) -> list[KernelCase]:
     return [verify_case(rng, *shape) for shape in VERIFY_SHAPES]
+
+
+
+# ---- the rope entry point (decode_attn_verify_rope_bf16) ------------------------------------
+def verify_rope_case(rng: np.random.Generator, name: str, g: Geometry, seqs: list[Seq],
+                     num_splits: int, normed: bool = True, pad: int = 0,
+                     min_chunk: int = VERIFY_TILE_KEYS) -> KernelCase:
+    """The rows of `seqs` from their qkv rows: the kernel norms and rotates q into the q
+    buffer and each row's k (and its v) into the caches at its slot, then attends; the last
+    `pad` sequences are padding rows (slot -1: no append, the cache as it is). Launched
+    twice (the tickets reset, the same rows rewritten), then its unfused twin
+    (qk_norm_rope_kv, then decode_attention_verify) into `out_unfused` and `q_unfused`: the
+    same bits. The float64 oracle norms and rotates (cases/rope_kv.py's roundings), appends
+    and attends each row over its own keys."""
+    owner, lens = step_rows(seqs)
+    rows, d = len(lens), g.head_dim
+    inputs = paged_cache(rng, [h + k + 1 for h, k in seqs], g)
+    tables = inputs.pop("block_tables")
+    inputs["block_tables"] = tables[owner]
+    inputs["kv_lens"] = np.asarray(lens, np.int32)
+    slots = np.array([tables[o, (n - 1) // g.block_size] * g.block_size + (n - 1) % g.block_size
+                      for o, n in zip(owner, lens)], np.int32)
+    slots[[r for r, o in enumerate(owner) if o >= len(seqs) - pad]] = -1
+    inputs.update(qkv=random_bf16(rng, (rows, (g.hq + 2 * g.hkv) * d), 3.0),
+                  cos_sin=cos_sin_table(d, max(lens)), slots=slots,
+                  positions=np.asarray(lens, np.int32) - 1,
+                  counters=np.zeros((rows, g.hkv), np.int32))
+    if normed:
+        for w in ("q_norm_w", "k_norm_w"):
+            inputs[w] = f32_to_bf16_bits(rng.uniform(0.5, 1.5, d).astype(np.float32))
+    inputs["part_o"] = np.full((rows, g.hq, num_splits, d), np.nan, np.float32)
+    inputs["part_ml"] = np.full((rows, g.hq, num_splits, 2), np.nan, np.float32)
+    max_blocks = tables.shape[1]
+    window = 1 + max(k for _, k in seqs)
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        kc = KernelCache(backend)
+        geometry = (rows, g.hq, g.hkv, d, g.block_size, max_blocks, num_splits, g.scale)
+        for _ in range(2):
+            decode_attention_verify_rope(
+                kc, stream, p["qkv"], p["q"], p["k_cache"], p["v_cache"], p.get("q_norm_w", 0),
+                p.get("k_norm_w", 0), p["cos_sin"], p["positions"], p["slots"],
+                p["block_tables"], p["kv_lens"], p["part_o"], p["part_ml"], p["counters"],
+                p["out"], *geometry, EPS, rows_per_block=window, min_chunk=min_chunk)
+        rope.qk_norm_rope_kv(kc, stream, p["qkv"], p["q_unfused"], p["k_cache"], p["v_cache"],
+                             p.get("q_norm_w", 0), p.get("k_norm_w", 0), p["cos_sin"],
+                             p["positions"], p["slots"], rows, g.hq, g.hkv, d, g.block_size,
+                             EPS)
+        decode_attention_verify(kc, stream, p["q_unfused"], p["k_cache"], p["v_cache"],
+                                p["block_tables"], p["kv_lens"], p["part_o"], p["part_ml"],
+                                p["counters"], p["out_unfused"], *geometry,
+                                rows_per_block=window, min_chunk=min_chunk)
+
+    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        qkv = bf16_bits_to_f32(x["qkv"]).astype(np.float64)
+        q = qkv[:, :g.hq * d].reshape(rows, g.hq, d)
+        k = qkv[:, g.hq * d:(g.hq + g.hkv) * d].reshape(rows, g.hkv, d)
+        v = qkv[:, (g.hq + g.hkv) * d:].reshape(rows, g.hkv, d)
+        if normed:
+            q = head_norm(q, bf16_bits_to_f32(x["q_norm_w"]).astype(np.float64))
+            k = head_norm(k, bf16_bits_to_f32(x["k_norm_w"]).astype(np.float64))
+        table = x["cos_sin"][x["positions"]].astype(np.float64)
+        cos, sin = rb(table[:, None, :d // 2]), rb(table[:, None, d // 2:])
+        q, k = rb(rotate(q, cos, sin)), rb(rotate(k, cos, sin))  # stored as bf16
+        kc = bf16_bits_to_f32(x["k_cache"]).astype(np.float64)
+        vc = bf16_bits_to_f32(x["v_cache"]).astype(np.float64)
+        for r, slot in enumerate(x["slots"]):
+            if slot >= 0:
+                kc[slot // g.block_size, :, slot % g.block_size] = k[r]
+                vc[slot // g.block_size, :, slot % g.block_size] = v[r]
+        out = np.zeros_like(q)
+        group = g.hq // g.hkv
+        for r, n in enumerate(lens):
+            pos = np.arange(n)
+            blocks = x["block_tables"][r][pos // g.block_size]
+            keys, vals = kc[blocks, :, pos % g.block_size], vc[blocks, :, pos % g.block_size]
+            s = np.einsum("kgd,nkd->kgn", q[r].reshape(g.hkv, group, d), keys) * g.scale
+            out[r] = np.einsum("kgn,nkd->kgd", _softmax_rows(s), vals).reshape(g.hq, d)
+        return {"out": out, "out_unfused": out, "q": q, "q_unfused": q, "k_cache": kc,
+                "v_cache": vc, "counters": np.zeros((rows, g.hkv))}
+
+    atol, rtol = ATTN_TOL
+    p_tol = probability_rounding_tol(inputs["v_cache"])
+    cache_shape = inputs["k_cache"].shape
+    owned = ~np.isnan(bf16_bits_to_f32(inputs["k_cache"]))
+    out_spec = OutputSpec(DType.BF16, (rows, g.hq, d), (atol + p_tol, rtol))
+    outputs = {"out": out_spec, "out_unfused": out_spec,
+               "q": OutputSpec(DType.BF16, (rows, g.hq, d)),
+               "q_unfused": OutputSpec(DType.BF16, (rows, g.hq, d)),
+               "k_cache": OutputSpec(DType.BF16, cache_shape),
+               "v_cache": OutputSpec(DType.BF16, cache_shape, tol=(0.0, 0.0)),
+               "counters": OutputSpec(DType.I32, (rows, g.hkv))}
+    return KernelCase(name, "attention_verify", inputs, outputs, run, oracle,
+                      {"k_cache": owned, "v_cache": owned}, reference_abs_tol=p_tol,
+                      same_bits=(("out", "out_unfused"), ("q", "q_unfused")))
+
+
+#: (name, geometry, sequences, num_splits[, normed, pad, min_chunk]) of the rope entry point
+VERIFY_ROPE_SHAPES = [
+    # Qwen3-8B batch 1, K = 3 at 512 keys (the step's 4 keys in the last one-tile split)
+    ("verify rope D128 gqa4 b1 K3 ctx512 splits33", Geometry(32, 8, 128, 16), [(509, 3)], 33),
+    # the 4 keys across a split boundary (rows of 511..514 keys: 64-key splits 7 and 8) and
+    # a block boundary; first tokens (keys 1..4: one split)
+    ("verify rope D128 gqa4 b1 K3 ctx511 splits33", Geometry(32, 8, 128, 16), [(510, 3)], 33),
+    ("verify rope D128 gqa4 b1 K3 ctx1 splits33", Geometry(32, 8, 128, 16), [(0, 3)], 33),
+    # batch 4 mixed with a plain row, 9 splits; splits of >= 256 keys (the keys in the last
+    # tile of a 4-tile split)
+    ("verify rope D128 gqa4 b4 mixed splits9", Geometry(32, 8, 128, 16),
+     [(574, 2), (1000, 0), (1001, 4), (63, 1)], 9),
+    ("verify rope D128 gqa4 b1 K3 ctx1000 splits33 min256", Geometry(32, 8, 128, 16),
+     [(997, 3)], 33, True, 0, 256),
+    # group 16 at K = 7: two pieces of 4 rows, the second's blocks write the first's keys too
+    ("verify rope D64 gqa16 b1 K7 splits5", Geometry(16, 1, 64, 32), [(333, 7)], 5),
+    # no q/k norm (Llama), D 64, group 3, odd block size; padding rows after the step
+    ("verify rope D64 gqa3 no-norm bs7 pad", Geometry(9, 3, 64, 7),
+     [(40, 2), (0, 0), (0, 0)], 4, False, 2),
+    # D 256 (2-stage ring), group 8, batch 2
+    ("verify rope D256 gqa8 b2 K3 splits8", Geometry(16, 2, 256, 16), [(2000, 3), (64, 3)], 8),
+]
+
+
+@kernel_cases("attention_verify")
+def verify_rope_cases(rng: np.random.Generator) -> list[KernelCase]:
+    return [verify_rope_case(rng, *shape) for shape in VERIFY_ROPE_SHAPES]

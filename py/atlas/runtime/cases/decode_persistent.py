@@ -5,11 +5,15 @@ and the residual add, the post norm, gate/up + SwiGLU, down and the residual add
 bf16 roundings the per-op kernels make).
 
 The case launches twice from the same residual row: the second launch must start its
-barriers from the count the first left and find the split tickets reset, and rewrite the
-same cache rows and residual; the tickets must be zero after it.
+barriers from the count the first left and find the split tickets (and, under the counter
+schedule, the exit ticket and readiness counts) reset, and rewrite the same cache rows and
+residual; all of those words must be zero after it. Each shape runs under both schedules
+(readiness counts, the default, and device-wide barriers: ATLAS_PERSISTENT_FLAGS).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
@@ -19,6 +23,7 @@ from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, decode_persistent
 from ..ops.decode_persistent import LAYER_POINTERS, PersistentTables
+from ..ops.routes import KernelRoutes
 from .attention import Geometry, paged_cache
 from .gemv import random_bf16
 from .rope_kv import EPS, cos_sin_table, head_norm, rb, rotate
@@ -45,8 +50,10 @@ def _norm(x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def persistent_case(rng: np.random.Generator, name: str, hidden: int, g: Geometry, inter: int,
-                    layers: int, kv_len: int, normed: bool, max_splits: int = 33) -> KernelCase:
-    """`layers` layers of one sequence decoding its token at position kv_len - 1."""
+                    layers: int, kv_len: int, normed: bool, max_splits: int = 33,
+                    flags: bool = True) -> KernelCase:
+    """`layers` layers of one sequence decoding its token at position kv_len - 1, the
+    phases ordered by readiness counts (`flags`) or by device-wide barriers."""
     d, hq, hkv = g.head_dim, g.hq, g.hkv
     qkv_n, q_width = (hq + 2 * hkv) * d, hq * d
     inputs = paged_cache(rng, [kv_len], g)
@@ -75,7 +82,8 @@ def persistent_case(rng: np.random.Generator, name: str, hidden: int, g: Geometr
             inputs[f"{nname}{i}"] = f32_to_bf16_bits(
                 rng.uniform(0.5, 1.5, width).astype(np.float32))
     inputs["resid"] = inputs["resid_in"].copy()
-    inputs["sync"] = np.zeros(decode_persistent.TICKET_WORD + hq, np.int32)
+    words = decode_persistent.sync_words(layers, hq, hkv)
+    inputs["sync"] = np.zeros(words, np.int32)
     # The layer pointer table of each (backend, buffer set), uploaded by the first run (the
     # device check's warm-up, outside any capture) and reused by later ones: a run inside a
     # graph capture may neither allocate nor synchronize. Freed with the process.
@@ -89,10 +97,11 @@ def persistent_case(rng: np.random.Generator, name: str, hidden: int, g: Geometr
         if ptrs is None:
             ptrs = uploaded[key] = backend.upload(table)
         tabs = PersistentTables(ptrs, p["sync"], layers)
+        kc = KernelCache(backend, replace(KernelRoutes.from_env(), persistent_flags=flags))
         for _ in range(2):
             backend.copy_d2d(p["resid"], p["resid_in"], 2 * hidden, stream)
             decode_persistent.decode_persistent(
-                KernelCache(backend), stream, tabs, p["resid"], p["qkv"], p["attn"], p["act"],
+                kc, stream, tabs, p["resid"], p["qkv"], p["attn"], p["act"],
                 p["part_o"], p["part_ml"], p["cos_sin"], p["positions"], p["slots"],
                 p["block_tables"], p["kv_lens"], hidden, hq, hkv, d, inter, g.block_size,
                 max_splits, g.scale, EPS)
@@ -132,14 +141,14 @@ def persistent_case(rng: np.random.Generator, name: str, hidden: int, g: Geometr
             r = rb(r + rb(_bf(x[f"down_w{i}"]) @ act))
             out[f"k_cache{i}"], out[f"v_cache{i}"] = kc, vc
         out["resid"] = r
-        out["sync"] = np.zeros(decode_persistent.TICKET_WORD + hq)  # tickets: compared
+        out["sync"] = np.zeros(words)  # tickets and readiness counts: compared
         return out
 
     outputs = {"resid": OutputSpec(DType.BF16, (hidden,), RESID_TOL),
-               "sync": OutputSpec(DType.I32, (decode_persistent.TICKET_WORD + hq,))}
-    # the barrier count grows on the device (by the grid, per barrier); the tickets return to 0
-    tickets = decode_persistent.TICKET_WORD
-    mask = {"sync": np.arange(tickets + hq) >= tickets}
+               "sync": OutputSpec(DType.I32, (words,))}
+    # the barrier count grows on the device (by the grid, per barrier); the tickets and the
+    # readiness counts return to 0
+    mask = {"sync": np.arange(words) >= decode_persistent.TICKET_WORD}
     for i in range(layers):
         for c in ("k_cache", "v_cache"):
             outputs[f"{c}{i}"] = OutputSpec(DType.BF16, k0.shape, CACHE_TOL)
@@ -150,17 +159,21 @@ def persistent_case(rng: np.random.Generator, name: str, hidden: int, g: Geometr
 
 @kernel_cases("decode_persistent")
 def persistent_cases(rng: np.random.Generator) -> list[KernelCase]:
+    return [case for flags in (True, False) for case in _shapes(rng, flags)]
+
+
+def _shapes(rng: np.random.Generator, flags: bool) -> list[KernelCase]:
+    def case(name: str, *args, **kwargs) -> KernelCase:
+        return persistent_case(rng, f"persistent {name}{'' if flags else ' barriers'}", *args,
+                               flags=flags, **kwargs)
+
     return [
         # Qwen3-0.6B's widths (q/k norm, group of 2, D 128), 2 layers at context 300
-        persistent_case(rng, "persistent qwen3-0.6b x2 ctx300", 1024, Geometry(16, 8, 128, 16),
-                        3072, 2, 300, normed=True),
+        case("qwen3-0.6b x2 ctx300", 1024, Geometry(16, 8, 128, 16), 3072, 2, 300, normed=True),
         # the first token of a sequence (one key, one split) at the same widths
-        persistent_case(rng, "persistent qwen3-0.6b x1 ctx1", 1024, Geometry(16, 8, 128, 16),
-                        3072, 1, 1, normed=True),
+        case("qwen3-0.6b x1 ctx1", 1024, Geometry(16, 8, 128, 16), 3072, 1, 1, normed=True),
         # a Llama-3.2-1B-like layer (no q/k norm, group of 4, D 64), odd block size
-        persistent_case(rng, "persistent llama-1b x1 ctx77 bs7", 2048, Geometry(32, 8, 64, 7),
-                        8192, 1, 77, normed=False),
+        case("llama-1b x1 ctx77 bs7", 2048, Geometry(32, 8, 64, 7), 8192, 1, 77, normed=False),
         # D 256, a group of 8 (Qwen3-Next-like heads), 3 layers, context 530
-        persistent_case(rng, "persistent D256 gqa8 x3 ctx530", 512, Geometry(16, 2, 256, 16),
-                        1024, 3, 530, normed=True),
+        case("D256 gqa8 x3 ctx530", 512, Geometry(16, 2, 256, 16), 1024, 3, 530, normed=True),
     ]

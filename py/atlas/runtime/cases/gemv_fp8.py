@@ -31,12 +31,13 @@ def random_fp8(rng: np.random.Generator, n: int, k: int, layout: str
 def fp8_linear_case(rng: np.random.Generator, layout: str, m: int, n: int, k: int,
                     silu: bool = False, mma: bool = False, direct: bool = False,
                     logits: bool = False, staged: bool = False,
-                    tile_loop: bool | None = None) -> KernelCase:
+                    tile_loop: bool | None = None, narrow: int | None = None) -> KernelCase:
     """`mma`: the tensor-core GEMV (module gemv_mma_quant; `direct`: its register-fed
     kernel, module gemv_quant_direct, `staged` its shared-memory-staged variant, `tile_loop`
-    False its pipelined loop), else the CUDA-core route; `logits`: f32 outputs."""
+    False its pipelined loop, `narrow` 1 / 2 its narrow pipelined loops), else the CUDA-core
+    route; `logits`: f32 outputs."""
     codes, scales, smap = random_fp8(rng, n, k, layout)
-    loop = "_pipe" if tile_loop is False else ""
+    loop = f"_n{narrow}" if narrow else "_pipe" if tile_loop is False else ""
     kind, module = ((f"gemv_qd{'_staged' if staged else ''}_fp8{loop}", "gemv_quant_direct")
                     if direct or staged else
                     ("gemv_mma_fp8", "gemv_mma_quant") if mma else ("gemv_fp8", "gemv_fp8"))
@@ -45,7 +46,8 @@ def fp8_linear_case(rng: np.random.Generator, layout: str, m: int, n: int, k: in
         rng, f"{kind}{tag} {layout} m{m} n{n} k{k}", module, m, n, k, silu,
         {"w": codes, "s": scales.reshape(-1)}, lambda p: Fp8Weight(p["w"], p["s"], n, k, smap),
         lambda v: dequantize_fp8(v["w"], v["s"].reshape(smap.shape), smap),
-        mma or direct or staged, direct or staged, logits, staged=staged, tile_loop=tile_loop)
+        mma or direct or staged, direct or staged, logits, staged=staged, tile_loop=tile_loop,
+        narrow=narrow)
 
 
 def dequant_case(rng: np.random.Generator, n: int, k: int) -> KernelCase:

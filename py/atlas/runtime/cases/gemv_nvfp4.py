@@ -35,13 +35,15 @@ def random_nvfp4(rng: np.random.Generator, n: int, k: int, parts: int = 1
 def nvfp4_linear_case(rng: np.random.Generator, m: int, n: int, k: int, silu: bool = False,
                       parts: int = 1, mma: bool = False, direct: bool = False,
                       logits: bool = False, e2m1_lut: bool = False,
-                      staged: bool = False, tile_loop: bool | None = None) -> KernelCase:
+                      staged: bool = False, tile_loop: bool | None = None,
+                      narrow: int | None = None) -> KernelCase:
     """`mma`: the tensor-core GEMV (module gemv_mma_quant; `direct`: its register-fed
     kernel, module gemv_quant_direct, `e2m1_lut` on its byte-table decode, `staged` its
-    shared-memory-staged variant, `tile_loop` True its one-block-per-tile loop), else the
-    CUDA-core route; `logits`: f32 outputs."""
+    shared-memory-staged variant, `tile_loop` True its one-block-per-tile loop, `narrow` 1 / 2
+    its narrow pipelined loops), else the CUDA-core route; `logits`: f32 outputs."""
     packed, s_codes, row = random_nvfp4(rng, n, k, parts)
-    variant = "_lut" if e2m1_lut else "_tile" if tile_loop else ""
+    variant = ("_lut" if e2m1_lut else f"_n{narrow}" if narrow else "_tile" if tile_loop
+               else "")
     direct_kind = "gemv_qd_staged_nvfp4" if staged else f"gemv_qd_nvfp4{variant}"
     kind, module = ((direct_kind, "gemv_quant_direct") if direct or staged else
                     ("gemv_mma_nvfp4", "gemv_mma_quant") if mma else ("gemv_nvfp4", "gemv_nvfp4"))
@@ -51,7 +53,7 @@ def nvfp4_linear_case(rng: np.random.Generator, m: int, n: int, k: int, silu: bo
         silu, {"w": packed, "s": s_codes, "g": row},
         lambda p: Nvfp4Weight(p["w"], p["s"], p["g"], n, k),
         lambda v: dequantize_nvfp4(v["w"], v["s"], v["g"]), mma or direct or staged,
-        direct or staged, logits, e2m1_lut, staged, tile_loop)
+        direct or staged, logits, e2m1_lut, staged, tile_loop, narrow)
 
 
 def dequant_nvfp4_case(rng: np.random.Generator, n: int, k: int) -> KernelCase:

@@ -11,8 +11,6 @@ next tile's loads in flight during a tile's reduction (ops/matmul_quant_mma.dire
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from ...core.dtype import DType
@@ -23,12 +21,11 @@ from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, matmul_quant
 from ..ops.matmul_nvfp4 import Nvfp4Weight
 from ..ops.matmul_quant import Fp8Weight
-from ..ops.routes import KernelRoutes
 from .gemv import random_bf16, swiglu_oracle
 from .gemv_fp8 import fp8_linear_case, random_fp8
 from .gemv_mma_quant import tensor_core_cases
 from .gemv_nvfp4 import nvfp4_linear_case, random_nvfp4
-from .quant_linear import quant_linear_case
+from .quant_linear import case_routes, quant_linear_case
 
 #: the SwiGLU of a product whose bf16 gate / up may round one ulp (2^-8 relative) away from
 #: the exactly rounded sum's (tensor-core accumulation order): the output moves by at most
@@ -39,11 +36,12 @@ SWIGLU_REL_TOL = 2.0 ** -6
 
 def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
                 e2m1_lut: bool = False, staged: bool = False,
-                tile_loop: bool | None = None) -> KernelCase:
+                tile_loop: bool | None = None, narrow: int | None = None) -> KernelCase:
     """act = swiglu(x @ dequant(w).T) for a fused [gate | up] weight w [2 inter, k] through
     `matmul_quant.linear_swiglu_quant` (forced onto gemv_quant_direct; `e2m1_lut`: its NVFP4
     byte-table entry point; `staged`: its shared-memory-staged variant; `tile_loop`: forces
-    the tile / pipelined loop, None the format's default), against float64:
+    the tile / pipelined loop, None the format's default; `narrow` 1 / 2: a narrow pipelined
+    loop), against float64:
     the product rounded to bf16, then silu_mul's rounding (swiglu_oracle)."""
     n = 2 * inter
     if fmt == "nvfp4":
@@ -70,9 +68,7 @@ def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
     def product(v: dict[str, np.ndarray]) -> np.ndarray:
         return bf16_bits_to_f32(v["x"]).astype(np.float64) @ dequant(v).T
 
-    routes = dataclasses.replace(KernelRoutes.from_env(), quant_direct=True,
-                                 quant_e2m1_lut=e2m1_lut, quant_staged=staged,
-                                 quant_tile_loop=tile_loop)
+    routes = case_routes(True, e2m1_lut, staged, tile_loop, narrow)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         matmul_quant.linear_swiglu_quant(KernelCache(backend, routes), stream, p["x"],
@@ -83,7 +79,7 @@ def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
         return {"act": swiglu_oracle(gate_up)}
 
     big = float(np.abs(product(inputs)).max())
-    loop = {None: "", True: "_tile", False: "_pipe"}[tile_loop]
+    loop = f"_n{narrow}" if narrow else {None: "", True: "_tile", False: "_pipe"}[tile_loop]
     return KernelCase(f"gemv_qd{'_staged' if staged else ''}_"
                       f"{'nvfp4' if fmt == 'nvfp4' else 'fp8'}{'_lut' if e2m1_lut else ''}{loop}"
                       "_swiglu "
@@ -112,7 +108,7 @@ LOOPING_SWIGLU_SHAPES = [("nvfp4", 3, 2201, 640), ("block", 1, 4500, 1024)]
 
 
 def nvfp4_every_scale_case(rng: np.random.Generator, m: int, n: int, k: int,
-                           staged: bool = False) -> KernelCase:
+                           staged: bool = False, narrow: int | None = None) -> KernelCase:
     """The NVFP4 decode at the ends of its range: group scale codes cycling through every
     non-NaN E4M3 code (zero, negative zero, subnormals, 448, negatives) under random codes,
     so the scaled bf16 pairs (group scale * 2^119, e2m1 * 2^-126 with 0.5 a subnormal) and
@@ -122,11 +118,13 @@ def nvfp4_every_scale_case(rng: np.random.Generator, m: int, n: int, k: int,
     s_codes = codes[rng.permutation(n * (k // 16)) % codes.size].reshape(n, k // 16)
     row = np.full(n, 1.0 / (448.0 * 6.0 * k ** 0.5), np.float32)
     return quant_linear_case(
-        rng, f"gemv_qd{'_staged' if staged else ''}_nvfp4 every-scale m{m} n{n} k{k}",
+        rng, f"gemv_qd{'_staged' if staged else ''}_nvfp4{f'_n{narrow}' if narrow else ''} "
+        f"every-scale m{m} n{n} k{k}",
         "gemv_quant_direct", m, n, k, False,
         {"w": packed, "s": s_codes, "g": row},
         lambda p: Nvfp4Weight(p["w"], p["s"], p["g"], n, k),
-        lambda v: dequantize_nvfp4(v["w"], v["s"], v["g"]), mma=True, direct=True, staged=staged)
+        lambda v: dequantize_nvfp4(v["w"], v["s"], v["g"]), mma=True, direct=True, staged=staged,
+        narrow=narrow)
 
 
 @kernel_cases("gemv_quant_direct")
@@ -152,7 +150,7 @@ def gemv_quant_direct_cases(rng: np.random.Generator) -> list[KernelCase]:
         ("block", 1, 12288, 4096), ("nvfp4", 1, 4096, 4096), ("block", 3, 200, 1024),
         ("channel", 8, 77, 448), ("tensor", 2, 64, 64), ("nvfp4", 5, 203, 1408),
         ("nvfp4", 8, 96, 128), ("block", 6, 1000, 2048), *LOOPING_SWIGLU_SHAPES)]
-    return cases + other_loop_cases(rng) + staged_cases(rng)
+    return cases + other_loop_cases(rng) + staged_cases(rng) + narrow_cases(rng)
 
 
 def other_loop_cases(rng: np.random.Generator) -> list[KernelCase]:
@@ -203,3 +201,37 @@ def staged_cases(rng: np.random.Generator) -> list[KernelCase]:
     cases += [swiglu_case(rng, fmt, m, inter, k, staged=True)
               for fmt, m, inter, k in STAGED_SWIGLU_SHAPES]
     return cases + [nvfp4_every_scale_case(rng, 1, 4096, 4096, staged=True)]
+
+
+
+#: the narrow loops' shapes (ATLAS_QUANT_NARROW=1 / 2): Qwen3-8B's qkv / o / down (a warp's
+#: 4 / 12 steps: several batches a tile), ragged rows, K over the warps in uneven step counts
+#: (odd counts: a partial last batch on n2), batch rows up to 8; ((format, m, n, k)), NVFP4
+#: weights in 1-3 parts (row-scale segments)
+NARROW_SHAPES = [("nvfp4", 1, 6144, 4096), ("nvfp4", 1, 4096, 4096), ("nvfp4", 1, 4096, 12288),
+                 ("nvfp4", 3, 1001, 5120), ("nvfp4", 8, 515, 1536), ("nvfp4", 5, 33, 128),
+                 ("block", 1, 6144, 4096), ("block", 1, 4096, 12288), ("block", 3, 1001, 5120),
+                 ("channel", 4, 259, 2048), ("tensor", 8, 33, 64), ("block", 6, 130, 1344)]
+#: f32 logits: a vocabulary-like n (1,250 tiles) at batch 1, a ragged one at 5 rows
+NARROW_LOGITS_SHAPES = [("nvfp4", 1, 20000, 1024), ("block", 5, 1001, 2048)]
+#: gate_up + SwiGLU ((format, m, inter, k)): Qwen3-8B's, ragged features, FP8 blocks of 128
+#: rows straddling the gate / up boundary (inter 200)
+NARROW_SWIGLU_SHAPES = [("nvfp4", 1, 12288, 4096), ("block", 1, 12288, 4096),
+                        ("nvfp4", 5, 203, 1408), ("block", 3, 200, 1024)]
+
+
+def narrow_cases(rng: np.random.Generator) -> list[KernelCase]:
+    """Both formats on the narrow pipelined loops (one / two steps a load batch, four / three
+    blocks an SM): the NARROW_* shapes and NVFP4's extreme scales, each loop."""
+    cases: list[KernelCase] = []
+    for narrow in (1, 2):
+        cases += [nvfp4_linear_case(rng, m, n, k, parts=1 + n % 3, direct=True, logits=logits,
+                                    narrow=narrow)
+                  if fmt == "nvfp4" else
+                  fp8_linear_case(rng, fmt, m, n, k, direct=True, logits=logits, narrow=narrow)
+                  for shapes, logits in ((NARROW_SHAPES, False), (NARROW_LOGITS_SHAPES, True))
+                  for fmt, m, n, k in shapes]
+        cases += [swiglu_case(rng, fmt, m, inter, k, narrow=narrow)
+                  for fmt, m, inter, k in NARROW_SWIGLU_SHAPES]
+        cases.append(nvfp4_every_scale_case(rng, 1, 4096, 4096, narrow=narrow))
+    return cases

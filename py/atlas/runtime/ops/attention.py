@@ -25,7 +25,8 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
 from . import KernelCache
 from .routes import KernelRoutes
 from .attention_long import (LONG_ROPE_HEAD_DIMS, decode_attention_long,
-                             decode_attention_long_rope, long_launch_splits, uses_long)
+                             decode_attention_long_rope, long_launch_splits, merges_splits,
+                             uses_long)
 from .attention_sm90 import prefill_attention_sm90, uses_sm90
 
 #: head dimensions the kernels are compiled for
@@ -216,11 +217,12 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
     Where `attention_long.uses_long` says so for num_seqs rows and block tables of
     max_blocks * block_size keys (long contexts, or batches of
     routes.decode_attn_long_min_batch rows and more), the tensor-core kernel writes the
-    partials and the combine kernel merges them, on `attention_long.long_launch_splits`
-    splits (at most max(num_splits, max_splits), max_splits being what the partial buffers
-    hold a row: one for most large batches, and then the kernel writes out itself and no
-    combine runs); `long` forces (True, on num_splits splits as given) or avoids (False)
-    that.
+    partials and its last split of each (sequence, kv head) merges them through the same
+    counters (`attention_long.merges_splits`; ATLAS_DECODE_ATTN_LONG_MERGE=0: the combine
+    kernel after it), on `attention_long.long_launch_splits` splits (at most
+    max(num_splits, max_splits), max_splits being what the partial buffers hold a row: one
+    for most large batches, and then the kernel writes out itself from its one split);
+    `long` forces (True, on num_splits splits as given) or avoids (False) that.
     `trace` (u64 [blocks of decode_grid, TRACE_WORDS], zeroed): the clustered kernel's
     phase-traced twin (tools/gpu/trace_decode_attn.py); only where the clustered kernel runs.
     """
@@ -246,8 +248,8 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
                        block_size, max_blocks, num_splits, scale, *extra)
         return
     decode_attention_long(kc, stream, q, k_cache, v_cache, block_tables, kv_lens, part_o,
-                          part_ml, out, num_seqs, hq, hkv, head_dim, block_size, max_blocks,
-                          num_splits, scale)
+                          part_ml, counters, out, num_seqs, hq, hkv, head_dim, block_size,
+                          max_blocks, num_splits, scale)
     _combine(kc, stream, part_o, part_ml, kv_lens, out, num_seqs, hq, head_dim, num_splits)
 
 
@@ -255,9 +257,9 @@ def _combine(kc: KernelCache, stream: Stream, part_o: DevicePtr, part_ml: Device
              kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hq: int, head_dim: int,
              num_splits: int) -> None:
     """The merge after the long kernel's partials: none after one split (the kernel wrote
-    out), else one block per (q head, sequence), attention.cu's merge with a group of one
-    head."""
-    if num_splits == 1:
+    out) or where the kernel merged them (`attention_long.merges_splits`), else one block
+    per (q head, sequence), attention.cu's merge with a group of one head."""
+    if num_splits == 1 or merges_splits(kc, num_splits):
         return
     kc.get(DECODE_ATTN_COMBINE)(stream, (1, hq, num_seqs), ATTN_THREADS, 0, part_o, part_ml,
                                 kv_lens, out, num_seqs, hq, head_dim, num_splits)
@@ -320,8 +322,8 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
     tensor-core kernel's rope-fused entry runs instead (head_dim 64 / 128, others keep this
     kernel: one row per sequence, see rope_fusable; it waits for the qkv projection on
     entry) on
-    `attention_long.long_launch_splits` splits (as decode_attention: max_splits), then the
-    combine where more than one.
+    `attention_long.long_launch_splits` splits (as decode_attention: max_splits; several
+    merged as decode_attention's).
     """
     _check_decode("decode_attention_rope", hq, hkv, head_dim, block_size, num_seqs, num_splits,
                   max_blocks, part_o, part_ml, counters, out)
@@ -343,8 +345,8 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
     if long:
         decode_attention_long_rope(kc, stream, qkv, k_cache, v_cache, q_norm_w, k_norm_w,
                                    cos_sin, positions, slots, block_tables, kv_lens, part_o,
-                                   part_ml, out, num_seqs, hq, hkv, head_dim, block_size,
-                                   max_blocks, num_splits, scale, eps)
+                                   part_ml, counters, out, num_seqs, hq, hkv, head_dim,
+                                   block_size, max_blocks, num_splits, scale, eps)
         _combine(kc, stream, part_o, part_ml, kv_lens, out, num_seqs, hq, head_dim, num_splits)
         return
     clustered = decode_clustered(num_splits, kc.routes)

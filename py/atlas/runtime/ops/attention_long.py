@@ -30,7 +30,8 @@ model's split count follows for long-context engines.
 from __future__ import annotations
 
 from ..gpu import DevicePtr, KernelSig, Stream
-from ..kernel_abi import DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_ROPE
+from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_ROPE,
+                          DECODE_ATTN_LONG_ROPE_WAIT)
 from . import KernelCache
 from .routes import KernelRoutes
 
@@ -69,11 +70,12 @@ def long_blocks_per_sm(head_dim: int) -> int:
 def long_smem_bytes(head_dim: int, rope: bool = False) -> int:
     """Dynamic shared memory of a launch: the ring of LONG_STAGES x (K and V) [64][D] bf16
     tiles (the warps' merge reuses it); at D 256 and with `rope` the [16][D + 8] bf16 Q tile
-    after it (rows 16 bytes apart past D: conflict-free ldmatrix); with `rope` the step's k
-    and v rows (2 x D bf16) after that."""
+    after it (rows 16 bytes apart past D: conflict-free ldmatrix); with `rope` the stage
+    after that: the step's k and v rows and the q and k norm weights (4 x D bf16) and the
+    position's cos/sin row (D f32)."""
     ring = LONG_STAGES * 2 * LONG_TILE_KEYS * head_dim * 2
     q_tile = LONG_MAX_GROUP * (head_dim + 8) * 2 if head_dim > 128 or rope else 0
-    return ring + q_tile + (2 * head_dim * 2 if rope else 0)
+    return ring + q_tile + (4 * head_dim * 2 + head_dim * 4 if rope else 0)
 
 
 def long_kernel_for(head_dim: int) -> KernelSig:
@@ -150,14 +152,24 @@ def long_launch_splits(kc: KernelCache, num_seqs: int, hkv: int, head_dim: int,
                               min_split_keys=LONG_TILE_KEYS)
 
 
+def merges_splits(kc: KernelCache, num_splits: int) -> bool:
+    """Whether a launch of num_splits merges its partials itself (attention_long.cu
+    SplitMerge: the last split of each (sequence, kv head) by the split counters' tickets)
+    rather than the combine launch after it: several splits, routes.decode_attn_long_merge."""
+    return num_splits > 1 and kc.routes.decode_attn_long_merge
+
+
 def decode_attention_long(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: DevicePtr,
                           v_cache: DevicePtr, block_tables: DevicePtr, kv_lens: DevicePtr,
-                          part_o: DevicePtr, part_ml: DevicePtr, out: DevicePtr, num_seqs: int,
-                          hq: int, hkv: int, head_dim: int, block_size: int, max_blocks: int,
-                          num_splits: int, scale: float) -> None:
-    """The split-K partials of decode_attention on the long kernel, or with num_splits 1
-    the output itself (the caller validated the shared arguments and runs the combine
-    after a launch of more splits)."""
+                          part_o: DevicePtr, part_ml: DevicePtr, counters: DevicePtr,
+                          out: DevicePtr, num_seqs: int, hq: int, hkv: int, head_dim: int,
+                          block_size: int, max_blocks: int, num_splits: int,
+                          scale: float) -> None:
+    """The split-K partials of decode_attention on the long kernel and, where
+    `merges_splits`, their merge into out by the kernel's last split (counters: u32
+    [num_seqs, hkv] at least, zero, left zero), or with num_splits 1 the output itself (the
+    caller validated the shared arguments and runs the combine after a launch of more
+    splits that does not merge)."""
     if head_dim not in LONG_HEAD_DIMS or hq // hkv > LONG_MAX_GROUP:
         raise ValueError(f"decode_attention_long: head_dim={head_dim} (needs one of "
                          f"{LONG_HEAD_DIMS}) and group {hq // hkv} (needs <= {LONG_MAX_GROUP})")
@@ -165,22 +177,27 @@ def decode_attention_long(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache
         raise ValueError(f"decode_attention_long: q pointer {q:#x} is not 16-byte aligned")
     launch = _launch_long(kc, long_kernel_for(head_dim), head_dim, False)
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim), q,
-           k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, out, num_seqs, hq, hkv,
-           head_dim, block_size, max_blocks, num_splits, scale)
+           k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
+           counters if merges_splits(kc, num_splits) else 0, out, num_seqs, hq, hkv, head_dim,
+           block_size, max_blocks, num_splits, scale)
 
 
 def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
                                k_cache: DevicePtr, v_cache: DevicePtr, q_norm_w: DevicePtr,
                                k_norm_w: DevicePtr, cos_sin: DevicePtr, positions: DevicePtr,
                                slots: DevicePtr, block_tables: DevicePtr, kv_lens: DevicePtr,
-                               part_o: DevicePtr, part_ml: DevicePtr, out: DevicePtr,
-                               num_seqs: int, hq: int, hkv: int, head_dim: int,
+                               part_o: DevicePtr, part_ml: DevicePtr, counters: DevicePtr,
+                               out: DevicePtr, num_seqs: int, hq: int, hkv: int, head_dim: int,
                                block_size: int, max_blocks: int, num_splits: int, scale: float,
                                eps: float) -> None:
     """decode_attention_long with rope.qk_norm_rope_kv done by its blocks: one token per
     sequence (qkv [num_seqs, (hq + 2 hkv) D], the classic layout), the step's k and v
     appended at each row's slot (none at slot < 0) and used for that key (the caller
-    validated the shared arguments and runs the combine after a launch of more splits)."""
+    validated the shared arguments and runs the combine after a launch of more splits that
+    does not merge: `merges_splits`, counters as decode_attention_long's).
+    The kernel requests everything but the qkv rows before its PDL wait (attention_long.cu
+    RopeEarly: launch it right after the qkv projection, as decode_attention_rope says);
+    routes.decode_attn_long_early False: the entry that waits first."""
     if head_dim not in LONG_ROPE_HEAD_DIMS or hq // hkv > LONG_MAX_GROUP:
         raise ValueError(f"decode_attention_long_rope: head_dim={head_dim} (needs one of "
                          f"{LONG_ROPE_HEAD_DIMS}) and group {hq // hkv} (needs <= "
@@ -188,8 +205,10 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
     if qkv % 16:  # v rows are copied 16 bytes at a time
         raise ValueError(f"decode_attention_long_rope: qkv pointer {qkv:#x} is not 16-byte "
                          "aligned")
-    launch = _launch_long(kc, DECODE_ATTN_LONG_ROPE, head_dim, True)
+    sig = (DECODE_ATTN_LONG_ROPE if kc.routes.decode_attn_long_early
+           else DECODE_ATTN_LONG_ROPE_WAIT)
+    launch = _launch_long(kc, sig, head_dim, True)
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim, True),
            qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
-           kv_lens, part_o, part_ml, out, num_seqs, hq, hkv, head_dim, block_size, max_blocks,
-           num_splits, scale, eps)
+           kv_lens, part_o, part_ml, counters if merges_splits(kc, num_splits) else 0, out,
+           num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits, scale, eps)

@@ -12,12 +12,15 @@ it as well, so a verification step of mixed sequences is one launch.
 `verify_split_rule` is its split rule (whole 64-key tiles, from a row's own kv_len); it
 merges its own partials (the last active split of a piece takes the ticket), so nothing
 follows it. `uses_verify` is the routing rule of the model's verification steps.
+`decode_attention_verify_rope` is its entry point that also does qk_norm_rope_kv's work (the
+q/k norm, RoPE and K/V append) in its blocks, one launch instead of two (opt-in,
+ATLAS_DECODE_ATTN_VERIFY_ROPE=1; `rope_fits` says which layouts it takes).
 """
 
 from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import DECODE_ATTN_VERIFY
+from ..kernel_abi import DECODE_ATTN_VERIFY, DECODE_ATTN_VERIFY_ROPE
 from . import KernelCache
 
 #: head dimensions it is compiled for
@@ -49,13 +52,15 @@ def verify_smem_bytes(head_dim: int) -> int:
     return 2 * head_dim * (VERIFY_MAX_ROWS + verify_stages(head_dim) * 2 * VERIFY_TILE_KEYS)
 
 
-def verify_split_rule(kv_len: int, num_splits: int) -> tuple[int, int]:
+def verify_split_rule(kv_len: int, num_splits: int,
+                      min_chunk: int = VERIFY_TILE_KEYS) -> tuple[int, int]:
     """(keys per split, active splits) of one row: ceil(kv_len / num_splits) rounded up to
-    whole VERIFY_TILE_KEYS tiles; split i covers [i * chunk, min((i + 1) * chunk, kv_len)).
-    A row with one active split is written by split 0 directly, with more its partials are
-    merged (in split order) by the last of its piece's active splits."""
+    whole VERIFY_TILE_KEYS tiles, at least `min_chunk` (a multiple of them); split i covers
+    [i * chunk, min((i + 1) * chunk, kv_len)). A row with one active split is written by
+    split 0 directly, with more its partials are merged (in split order) by the last of its
+    piece's active splits."""
     per = max(-(-kv_len // num_splits), 1)
-    chunk = -(-per // VERIFY_TILE_KEYS) * VERIFY_TILE_KEYS
+    chunk = max(-(-per // VERIFY_TILE_KEYS) * VERIFY_TILE_KEYS, min_chunk)
     return chunk, -(-kv_len // chunk)
 
 
@@ -71,13 +76,54 @@ def fits(hq: int, hkv: int, head_dim: int) -> bool:
         hq // hkv <= VERIFY_MAX_ROWS
 
 
-def uses_verify(kc: KernelCache, hq: int, hkv: int, head_dim: int, step_keys: int) -> bool:
-    """The routing rule of a verification step's attention (up to `step_keys` rows of one
-    sequence, after qk_norm_rope_kv appended their K/V): switched on
-    (ATLAS_DECODE_ATTN_VERIFY), loaded, a head geometry the kernel takes, and runs its
-    neighbour search sees whole (VERIFY_MAX_RUN)."""
-    return (kc.routes.decode_attn_verify and fits(hq, hkv, head_dim)
-            and 1 < step_keys <= VERIFY_MAX_RUN and available(kc))
+def uses_verify(kc: KernelCache, hq: int, hkv: int, head_dim: int, step_keys: int,
+                num_seqs: int = 1) -> bool:
+    """The routing rule of a verification step's attention (up to `step_keys` rows of each
+    of `num_seqs` sequences, after qk_norm_rope_kv appended their K/V): switched on
+    (ATLAS_DECODE_ATTN_VERIFY), at most ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH sequences (a
+    batch of them runs faster rows apart: gpu20, batch 8 at 512 keys 35.05 us vs 17.49),
+    loaded, a head geometry the kernel takes, and runs its neighbour search sees whole
+    (VERIFY_MAX_RUN)."""
+    routes = kc.routes
+    return (routes.decode_attn_verify and num_seqs <= routes.decode_attn_verify_max_batch
+            and fits(hq, hkv, head_dim) and 1 < step_keys <= VERIFY_MAX_RUN
+            and available(kc))
+
+
+def rope_fits(hq: int, hkv: int, head_dim: int, q_pitch: int, rotary_dim: int,
+              norm_offset: bool) -> bool:
+    """The layouts decode_attention_verify_rope takes: `fits`, and qk_norm_rope_kv_bf16's
+    classic qkv row (q heads head_dim apart, the whole head rotated, plain or no norm
+    weights; the gated-attention form runs qk_norm_rope_kv_partial_bf16 first instead)."""
+    return (fits(hq, hkv, head_dim) and q_pitch == head_dim and rotary_dim == head_dim
+            and not norm_offset)
+
+
+def _check_launch(name: str, aligned: tuple[tuple[str, DevicePtr, int], ...],
+                  part_o: DevicePtr, part_ml: DevicePtr, counters: DevicePtr, out: DevicePtr,
+                  num_rows: int, hq: int, hkv: int, head_dim: int, block_size: int,
+                  max_blocks: int, num_splits: int, rows_per_block: int,
+                  min_chunk: int) -> None:
+    """The preconditions of both entry points (ValueError naming `name`): `aligned` are the
+    entry point's own (pointer name, value, alignment) pairs."""
+    if not fits(hq, hkv, head_dim):
+        raise ValueError(f"{name}: head_dim={head_dim} (needs one of "
+                         f"{VERIFY_HEAD_DIMS}), hq={hq} and hkv={hkv} (a group of at most "
+                         f"{VERIFY_MAX_ROWS})")
+    if min_chunk < VERIFY_TILE_KEYS or min_chunk % VERIFY_TILE_KEYS:
+        raise ValueError(f"{name}: min_chunk={min_chunk} must be a positive multiple of "
+                         f"{VERIFY_TILE_KEYS} keys")
+    if num_rows < 1 or not 1 <= num_splits <= VERIFY_MAX_SPLITS or max_blocks < 1 \
+            or block_size < 1 or rows_per_block < 1:
+        raise ValueError(f"{name}: need num_rows, max_blocks, block_size, rows_per_block >= 1 "
+                         f"and 1 <= num_splits <= {VERIFY_MAX_SPLITS}, got {num_rows}, "
+                         f"{max_blocks}, {block_size}, {rows_per_block}, {num_splits}")
+    # cp.async moves q and K/V 16 bytes at a time; the merge reads part_o as float4 and
+    # part_ml as float2, and stores 4 bf16 at once
+    for what, ptr, align in aligned + (("part_o", part_o, 16), ("part_ml", part_ml, 8),
+                                       ("counters", counters, 4), ("out", out, 8)):
+        if ptr % align:
+            raise ValueError(f"{name}: {what} pointer {ptr:#x} is not {align}-byte aligned")
 
 
 def decode_attention_verify(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: DevicePtr,
@@ -85,7 +131,8 @@ def decode_attention_verify(kc: KernelCache, stream: Stream, q: DevicePtr, k_cac
                             part_o: DevicePtr, part_ml: DevicePtr, counters: DevicePtr,
                             out: DevicePtr, num_rows: int, hq: int, hkv: int, head_dim: int,
                             block_size: int, max_blocks: int, num_splits: int,
-                            scale: float, rows_per_block: int = 1) -> None:
+                            scale: float, rows_per_block: int = 1,
+                            min_chunk: int = VERIFY_TILE_KEYS) -> None:
     """out [num_rows, hq, D] = each row's decode attention over its own kv_len keys, the
     K/V of consecutive rows of one sequence read once (a verification step's rows; q from
     qk_norm_rope_kv, which appended every row's key first).
@@ -107,27 +154,47 @@ def decode_attention_verify(kc: KernelCache, stream: Stream, q: DevicePtr, k_cac
     rows_per_block) of them); a block serves the pieces that start in its window. The model
     passes a sequence's rows in the step (K + 1), so a verification is one block per (split,
     kv head) and no block exists only to find that its row starts no piece (gpu19: one block
-    per row spent 35.4 us a call on such blocks). Any value is correct."""
-    if not fits(hq, hkv, head_dim):
-        raise ValueError(f"decode_attention_verify: head_dim={head_dim} (needs one of "
-                         f"{VERIFY_HEAD_DIMS}), hq={hq} and hkv={hkv} (a group of at most "
-                         f"{VERIFY_MAX_ROWS})")
-    if num_rows < 1 or not 1 <= num_splits <= VERIFY_MAX_SPLITS or max_blocks < 1 \
-            or block_size < 1 or rows_per_block < 1:
-        raise ValueError(f"decode_attention_verify: need num_rows, max_blocks, block_size, "
-                         f"rows_per_block >= 1 and 1 <= num_splits <= {VERIFY_MAX_SPLITS}, got "
-                         f"{num_rows}, {max_blocks}, {block_size}, {rows_per_block}, "
-                         f"{num_splits}")
-    # cp.async moves q and K/V 16 bytes at a time; the merge reads part_o as float4 and
-    # part_ml as float2, and stores 4 bf16 at once
-    for name, ptr, align in (("q", q, 16), ("k_cache", k_cache, 16), ("v_cache", v_cache, 16),
-                             ("part_o", part_o, 16), ("part_ml", part_ml, 8),
-                             ("counters", counters, 4), ("out", out, 8)):
-        if ptr % align:
-            raise ValueError(f"decode_attention_verify: {name} pointer {ptr:#x} is not "
-                             f"{align}-byte aligned")
+    per row spent 35.4 us a call on such blocks). Any value is correct.
+
+    `min_chunk`: the fewest keys a row's split takes (`verify_split_rule`; a positive
+    multiple of VERIFY_TILE_KEYS, ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS): above one tile, a
+    short context's rows take fewer splits of several tiles each (the ring keeps two in
+    flight) and the merge reads fewer partials."""
+    _check_launch("decode_attention_verify", (("q", q, 16), ("k_cache", k_cache, 16),
+                                              ("v_cache", v_cache, 16)),
+                  part_o, part_ml, counters, out, num_rows, hq, hkv, head_dim, block_size,
+                  max_blocks, num_splits, rows_per_block, min_chunk)
     launch = kc.get_with_shared(DECODE_ATTN_VERIFY, verify_smem_bytes(max(VERIFY_HEAD_DIMS)))
     launch(stream, (num_splits, hkv, -(-num_rows // rows_per_block)), VERIFY_THREADS,
            verify_smem_bytes(head_dim),
            q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out,
-           num_rows, hq, hkv, head_dim, block_size, max_blocks, num_splits, scale)
+           num_rows, hq, hkv, head_dim, block_size, max_blocks, num_splits, scale, min_chunk)
+
+
+def decode_attention_verify_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, q: DevicePtr,
+                                 k_cache: DevicePtr, v_cache: DevicePtr, q_norm_w: DevicePtr,
+                                 k_norm_w: DevicePtr, cos_sin: DevicePtr, positions: DevicePtr,
+                                 slots: DevicePtr, block_tables: DevicePtr, kv_lens: DevicePtr,
+                                 part_o: DevicePtr, part_ml: DevicePtr, counters: DevicePtr,
+                                 out: DevicePtr, num_rows: int, hq: int, hkv: int,
+                                 head_dim: int, block_size: int, max_blocks: int,
+                                 num_splits: int, scale: float, eps: float,
+                                 rows_per_block: int = 1,
+                                 min_chunk: int = VERIFY_TILE_KEYS) -> None:
+    """rope.qk_norm_rope_kv (qkv [num_rows, (hq + 2 hkv) D], the classic layout: `rope_fits`;
+    null norm weights: no q/k norm; slots < 0 append nothing) then `decode_attention_verify`,
+    in one launch, with the same bits: the blocks norm and rotate their q rows into `q` and
+    the step's keys their tiles hold into the caches themselves (attention_verify.cu). q is
+    written as qk_norm_rope_kv writes it. Arguments otherwise as decode_attention_verify's."""
+    _check_launch("decode_attention_verify_rope", (("qkv", qkv, 16), ("q", q, 16),
+                                                   ("k_cache", k_cache, 16),
+                                                   ("v_cache", v_cache, 16)),
+                  part_o, part_ml, counters, out, num_rows, hq, hkv, head_dim, block_size,
+                  max_blocks, num_splits, rows_per_block, min_chunk)
+    launch = kc.get_with_shared(DECODE_ATTN_VERIFY_ROPE,
+                                verify_smem_bytes(max(VERIFY_HEAD_DIMS)))
+    launch(stream, (num_splits, hkv, -(-num_rows // rows_per_block)), VERIFY_THREADS,
+           verify_smem_bytes(head_dim),
+           qkv, q, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots,
+           block_tables, kv_lens, part_o, part_ml, counters, out, num_rows, hq, hkv, head_dim,
+           block_size, max_blocks, num_splits, scale, min_chunk, eps)

@@ -28,10 +28,14 @@ from typing import TYPE_CHECKING
 from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (GEMV_MMA_FP8, GEMV_MMA_FP8_F32, GEMV_MMA_FP8_SMALL, GEMV_MMA_NVFP4,
                           GEMV_MMA_NVFP4_F32, GEMV_MMA_NVFP4_SMALL, GEMV_QD_FP8,
-                          GEMV_QD_FP8_F32, GEMV_QD_FP8_PIPE, GEMV_QD_FP8_PIPE_F32,
+                          GEMV_QD_FP8_F32, GEMV_QD_FP8_N1, GEMV_QD_FP8_N1_F32,
+                          GEMV_QD_FP8_N1_SWIGLU, GEMV_QD_FP8_N2, GEMV_QD_FP8_N2_F32,
+                          GEMV_QD_FP8_N2_SWIGLU, GEMV_QD_FP8_PIPE, GEMV_QD_FP8_PIPE_F32,
                           GEMV_QD_FP8_PIPE_SWIGLU, GEMV_QD_FP8_SWIGLU, GEMV_QD_NVFP4,
                           GEMV_QD_NVFP4_F32, GEMV_QD_NVFP4_LUT, GEMV_QD_NVFP4_LUT_F32,
-                          GEMV_QD_NVFP4_LUT_SWIGLU, GEMV_QD_NVFP4_SWIGLU, GEMV_QD_NVFP4_TILE,
+                          GEMV_QD_NVFP4_LUT_SWIGLU, GEMV_QD_NVFP4_N1, GEMV_QD_NVFP4_N1_F32,
+                          GEMV_QD_NVFP4_N1_SWIGLU, GEMV_QD_NVFP4_N2, GEMV_QD_NVFP4_N2_F32,
+                          GEMV_QD_NVFP4_N2_SWIGLU, GEMV_QD_NVFP4_SWIGLU, GEMV_QD_NVFP4_TILE,
                           GEMV_QD_NVFP4_TILE_F32, GEMV_QD_NVFP4_TILE_SWIGLU, GEMV_QS_FP8,
                           GEMV_QS_FP8_F32, GEMV_QS_FP8_SWIGLU, GEMV_QS_NVFP4, GEMV_QS_NVFP4_F32,
                           GEMV_QS_NVFP4_SWIGLU)
@@ -109,10 +113,14 @@ DIRECT_STEP_K = {"fp8": 64, "nvfp4": 128}
 #: blocks of the register-fed kernel one SM holds (its __launch_bounds__ minimum: 128
 #: registers x 256 threads, two blocks fill the register file)
 DIRECT_BLOCKS_PER_SM = 2
+#: ... on each loop: the narrow pipelined loops (ATLAS_QUANT_NARROW) fit 64 / 80 registers,
+#: four / three blocks an SM
+LOOP_BLOCKS_PER_SM = {"tile": DIRECT_BLOCKS_PER_SM, "pipe": DIRECT_BLOCKS_PER_SM,
+                      "lut": DIRECT_BLOCKS_PER_SM, "n1": 4, "n2": 3}
 
 
 def direct_blocks(tiles: int, sm_count: int, persistent: bool,
-                  per_sm: int | None = None) -> int:
+                  per_sm: int | None = None, most_per_sm: int = DIRECT_BLOCKS_PER_SM) -> int:
     """Grid of the register-fed kernel for `tiles` tiles (16 weight rows, or 8 SwiGLU
     features, each; a block loops over tiles blockIdx.x, + gridDim.x, ...).
 
@@ -123,16 +131,15 @@ def direct_blocks(tiles: int, sm_count: int, persistent: bool,
     thus takes 132 blocks of <= 3 tiles (2.91 on average), its o / down 256 blocks of one
     tile, gate_up 264 blocks of <= 6 (5.82). `per_sm` (1 or 2) forces that many blocks per
     SM instead (ATLAS_QUANT_BLOCKS_PER_SM, a device sweep: one block per SM has 8 warps'
-    loads in flight, two 16)."""
+    loads in flight, two 16). `most_per_sm`: the loop's occupancy (LOOP_BLOCKS_PER_SM)."""
     if not persistent or tiles <= 0:
         return max(tiles, 1)
     if per_sm is not None:
-        if not 1 <= per_sm <= DIRECT_BLOCKS_PER_SM:
-            raise ValueError(f"direct_blocks: per_sm={per_sm} must be in "
-                             f"1..{DIRECT_BLOCKS_PER_SM}")
+        if not 1 <= per_sm <= most_per_sm:
+            raise ValueError(f"direct_blocks: per_sm={per_sm} must be in 1..{most_per_sm}")
         return min(tiles, sm_count * per_sm)
     best_load, best_grid = 0, 0
-    for blocks in range(DIRECT_BLOCKS_PER_SM, 0, -1):
+    for blocks in range(most_per_sm, 0, -1):
         grid = min(tiles, sm_count * blocks)
         load = busiest_sm_tiles(tiles, grid, sm_count)
         if not best_grid or load < best_load:
@@ -196,7 +203,8 @@ def _launch_direct(kc: KernelCache, stream: Stream, w: "Fp8Weight | Nvfp4Weight"
     per_sm = kc.routes.quant_blocks_per_sm
     loop = direct_loop(kc, w)
     grid = tiles if loop == "tile" else direct_blocks(
-        tiles, kc.facts.sm_count, kc.routes.quant_persistent or per_sm is not None, per_sm)
+        tiles, kc.facts.sm_count, kc.routes.quant_persistent or per_sm is not None, per_sm,
+        LOOP_BLOCKS_PER_SM[loop])
     kc.get(direct_sig(kc, w, out))(stream, grid, DIRECT_THREADS, 0, x, *_args(w, y, m))
 
 
@@ -233,18 +241,46 @@ _DIRECT = {("fp8", "bf16", "tile"): GEMV_QD_FP8, ("fp8", "f32", "tile"): GEMV_QD
            ("nvfp4", "swiglu", "tile"): GEMV_QD_NVFP4_TILE_SWIGLU,
            ("nvfp4", "bf16", "lut"): GEMV_QD_NVFP4_LUT,
            ("nvfp4", "f32", "lut"): GEMV_QD_NVFP4_LUT_F32,
-           ("nvfp4", "swiglu", "lut"): GEMV_QD_NVFP4_LUT_SWIGLU}
+           ("nvfp4", "swiglu", "lut"): GEMV_QD_NVFP4_LUT_SWIGLU,
+           ("fp8", "bf16", "n1"): GEMV_QD_FP8_N1, ("fp8", "f32", "n1"): GEMV_QD_FP8_N1_F32,
+           ("fp8", "swiglu", "n1"): GEMV_QD_FP8_N1_SWIGLU,
+           ("fp8", "bf16", "n2"): GEMV_QD_FP8_N2, ("fp8", "f32", "n2"): GEMV_QD_FP8_N2_F32,
+           ("fp8", "swiglu", "n2"): GEMV_QD_FP8_N2_SWIGLU,
+           ("nvfp4", "bf16", "n1"): GEMV_QD_NVFP4_N1, ("nvfp4", "f32", "n1"): GEMV_QD_NVFP4_N1_F32,
+           ("nvfp4", "swiglu", "n1"): GEMV_QD_NVFP4_N1_SWIGLU,
+           ("nvfp4", "bf16", "n2"): GEMV_QD_NVFP4_N2, ("nvfp4", "f32", "n2"): GEMV_QD_NVFP4_N2_F32,
+           ("nvfp4", "swiglu", "n2"): GEMV_QD_NVFP4_N2_SWIGLU}
+
+#: formats whose register-fed products take a narrow pipelined loop by default, and which
+#: (1: one step a batch, four blocks an SM; 2: two steps, three blocks); ATLAS_QUANT_NARROW
+#: overrides it for both formats (0: neither)
+NARROW_BY_DEFAULT: dict[str, int] = {}
+
+
+def narrow_loop(kc: KernelCache, fmt: str) -> str | None:
+    """The narrow loop ('n1' / 'n2') a format's products take, or None: the route switch
+    (ATLAS_QUANT_NARROW); unset, NARROW_BY_DEFAULT unless ATLAS_QUANT_TILE_LOOP forces the
+    tile or the wide pipelined loop."""
+    forced = kc.routes.quant_narrow
+    if forced is None and kc.routes.quant_tile_loop is not None:
+        return None
+    steps = NARROW_BY_DEFAULT.get(fmt, 0) if forced is None else forced
+    return f"n{steps}" if steps else None
 
 
 def direct_loop(kc: KernelCache, w: "Fp8Weight | Nvfp4Weight") -> str:
     """Which loop of the register-fed kernel runs `w`: 'tile' (gemv_direct_tile, one block
     per tile: FP8's default, gpu18 timed it 20-25% ahead), 'pipe' (gemv_direct: NVFP4's
-    default, 7-11% ahead with its cheaper decode; the one-wave grid needs it) or 'lut' (NVFP4
-    on the byte-table decode, ATLAS_QUANT_E2M1_LUT=1). ATLAS_QUANT_TILE_LOOP=1 / 0 forces
-    tile / pipe for both formats (the A/B)."""
+    default, 7-11% ahead with its cheaper decode; the one-wave grid needs it), 'lut' (NVFP4
+    on the byte-table decode, ATLAS_QUANT_E2M1_LUT=1) or 'n1' / 'n2' (gemv_direct on narrow
+    batches, more blocks per SM: `narrow_loop`). ATLAS_QUANT_TILE_LOOP=1 / 0 forces tile /
+    pipe for both formats (the A/B) where no narrow loop is chosen."""
     fmt, routes = _fmt(w), kc.routes
     if fmt == "nvfp4" and routes.quant_e2m1_lut:
         return "lut"
+    narrow = narrow_loop(kc, fmt)
+    if narrow is not None:
+        return narrow
     if routes.quant_persistent or routes.quant_blocks_per_sm is not None:
         return "pipe"
     if routes.quant_tile_loop is not None:

@@ -22,8 +22,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   share of the 16-row tiles (ops/matmul_quant_mma.direct_blocks) instead of one block per
   tile. Off by default: gpu16 (2026-12-02 02:49) timed NVFP4 gate_up (byte-table rows)
   28.49 us persistent vs 26.09 one block per tile, the other rows were lost.
-  ATLAS_QUANT_BLOCKS_PER_SM=1 | 2: that one-wave grid (implies ATLAS_QUANT_PERSISTENT=1)
-  with this many blocks per SM for every product (unset: the rule, the fewest tiles on the
+  ATLAS_QUANT_BLOCKS_PER_SM=1..4: that one-wave grid (implies ATLAS_QUANT_PERSISTENT=1)
+  with this many blocks per SM for every product (at most the loop's occupancy: 2, or 4 / 3
+  on the narrow loops) (unset: the rule, the fewest tiles on the
   busiest SM), for sweeps on the device.
 * ATLAS_QUANT_TILE_LOOP=1 / 0: the twin's products on its one-block-per-tile loop
   (gemv_quant_direct.cu gemv_direct_tile, the session-6 loop) / on its pipelined loop
@@ -36,6 +37,12 @@ what it asked for each time, and importing Atlas never depends on the environmen
   ~200 KiB of its weights in flight from before the PDL wait) wherever the weight meets its
   preconditions (ops/matmul_quant_mma.staged_supports) / never; unset, the launch builder's
   per-format rule (ops/matmul_quant_mma.uses_staged: off for both until timed on the device).
+* ATLAS_QUANT_NARROW=1 | 2 | 0: the twin's pipelined loop on narrow load batches with more
+  blocks per SM (gemv_quant_direct.cu gemv_qd_*_n1_*: one step a batch, four blocks of 8 warps
+  an SM; _n2_: two steps, three blocks) / never; unset, the launch builder's per-format rule
+  (ops/matmul_quant_mma.NARROW_BY_DEFAULT) unless ATLAS_QUANT_TILE_LOOP is set. Set, it
+  overrides ATLAS_QUANT_TILE_LOOP; the byte-table decode and the staged variant take
+  precedence over it.
 * ATLAS_DECODE_GEMM=0: decode batches never on the Hopper skinny wgmma GEMM
   (gemm_decode_sm90); they take the batched GEMV / GEMM routes as before it existed.
 * ATLAS_DECODE_GEMM_MIN_M=N / ATLAS_DECODE_GEMM_MAX_M=N: the row range routed to it
@@ -69,6 +76,15 @@ what it asked for each time, and importing Atlas never depends on the environmen
   ATLAS_DECODE_ATTN_LONG_MIN_BATCH=N: the fewest sequences of a launch that take it at any
   context, with its wave-filling split count (default DEFAULT_DECODE_ATTN_LONG_MIN_BATCH; 0:
   never by batch, the session-7 routing: such batches on decode_attn_rope / decode_attn).
+* ATLAS_DECODE_ATTN_LONG_EARLY=0: the rope-fused tensor-core decode attention waits for the
+  qkv projection on entry and norms and rotates its q heads from global memory
+  (decode_attn_long_rope_wait_bf16, session 8's kernel), instead of requesting its first K/V
+  tiles, block-table entries and rope constants before that wait and the qkv rows in one
+  trip after it (decode_attn_long_rope_bf16; attention_long.cu RopeEarly).
+* ATLAS_DECODE_ATTN_LONG_MERGE=0: a tensor-core decode attention launch of several splits
+  (batch 8 .. 16 at D 128, Qwen3.5's D 256 below batch 64, long contexts) writes its partials
+  and decode_attn_combine_bf16 merges them in a second launch, instead of its last split
+  merging them (attention_long.cu SplitMerge, the split counters' tickets).
 * ATLAS_DECODE_ATTN_LATENCY=0: decode attention as at the start of session 6 (the A/B of
   its latency paths): never the clustered kernels (the splits' partials always merge through
   global memory and the last split's ticket, splits of 32 keys and more), and the rope-fused
@@ -111,6 +127,19 @@ what it asked for each time, and importing Atlas never depends on the environmen
   of the verification kernel (attention_verify: one read of a sequence's K/V for all its
   rows, ops/attention_verify.uses_verify). With it the runner is not row-invariant against
   plain decode steps (runner.invariant_rows is 0).
+  ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH=N: the most sequences a verification step may verify
+  for its attention to take the verification kernel (default DEFAULT_VERIFY_MAX_BATCH = 1);
+  larger steps run rows apart. Measured (gpu20, kernel table, Qwen3-8B K = 3 at 512 keys):
+  batch 8 35.05 us on the kernel vs 17.49 rows apart; batch 1 20.19 vs 20.86, at 4,096 keys
+  34.27 vs 66.82. 64 restores the session-8 routing (every verification on the kernel).
+  ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS=N: the fewest keys a split of the verification kernel
+  takes (a multiple of 64; default 64, the session-8 rule: at 512 keys 8 one-tile splits
+  merged by the last); 128 / 256: 4 / 2 splits of 2 / 4 tiles (ops/attention_verify.
+  verify_split_rule), for the A/B of its fixed cost at short contexts.
+  ATLAS_DECODE_ATTN_VERIFY_ROPE=1: those verification steps on the kernel's rope entry point
+  (decode_attn_verify_rope_bf16: its blocks do qk_norm_rope_kv's q/k norm, RoPE and K/V
+  append themselves, one launch a layer instead of two, the same bits) where the layout is
+  the classic one (ops/attention_verify.rope_fits). Off by default until measured.
 * ATLAS_PREFILL_ATTN_SM90=0: prefill attention never on the Hopper wgmma kernel
   (attention_sm90, head_dim 128 and 256), always on prefill_attn_bf16.
 * ATLAS_PREFILL_ATTN_QREG=1: head_dim-128 prefill attention on the wgmma kernel's Q-in-
@@ -183,6 +212,10 @@ what it asked for each time, and importing Atlas never depends on the environmen
   memory, ops/matmul.gemv_ring_plan). ATLAS_GEMV_RING_SINGLE=1: one row on the ring kernel
   too (off by default: the single-row kernel ran at ~90% of copy on Qwen3-8B).
   ATLAS_GEMV_RING_STAGES=2|3: the ring's tiles per thread (unset: the plan's rule).
+  ATLAS_GEMV_RING_XREGS=0: the ring kernel reads x through L1 for every tile, and its plan
+  aims at 2 stages (the session-8 kernel), instead of holding up to 4 rows' x in registers
+  (loaded once where a 4-row group is one tile, else each tile's before its weights' wait),
+  on 3 stages (ops/matmul.ring_holds_x: the same sums).
 * ATLAS_NORM_GEMV=1: batch-1 decode fuses each add + RMSNorm before a bf16 GEMV into that
   GEMV (gemv_add_rmsnorm_bf16_single, which prefetches its weights before the PDL wait like
   the plain single-row GEMV), without the residual-carrying GEMVs of ATLAS_FUSED_NORM=1.
@@ -198,6 +231,10 @@ what it asked for each time, and importing Atlas never depends on the environmen
   ATLAS_PERSISTENT_BLOCKS=N: its grid (default 0: one block per SM; fewer for sweeps of the
   barrier cost against the blocks streaming weights); ATLAS_PERSISTENT_SPLITS=N: its key
   splits a q head (default 0: SM count / q heads; at most the step's partial buffers).
+  ATLAS_PERSISTENT_FLAGS=0: its phases separated by device-wide barriers (five a layer,
+  the session-7 schedule: 2.4-3.6 us each at gpu17) instead of per-layer readiness counts
+  (a block waits only for the blocks that wrote what it reads: an attention item for its
+  head's qkv rows, and only when it has rows of the phase); not measured yet.
 """
 
 from __future__ import annotations
@@ -231,6 +268,9 @@ DEFAULT_DECODE_ATTN_LONG_MIN_KEYS = 16384
 #: context (ops/attention_long.py says why; below 8, batch 1's latency kernels and the
 #: row-invariant verification steps keep the CUDA-core kernels)
 DEFAULT_DECODE_ATTN_LONG_MIN_BATCH = 8
+#: verification steps of at most this many sequences attend on the verification kernel,
+#: larger ones rows apart (ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH; the module docstring says why)
+DEFAULT_VERIFY_MAX_BATCH = 1
 #: KiB of the next weight phase a persistent decode block prefetches into L2 before a barrier:
 #: all of a Qwen3-0.6B phase's slice (<= 64 KB), ~8.4 MB over 132 SMs at most (L2: 50 MB)
 DEFAULT_PERSISTENT_PREFETCH_KB = 64
@@ -292,6 +332,7 @@ class KernelRoutes:
     quant_blocks_per_sm: int | None = None
     quant_staged: bool | None = None
     quant_tile_loop: bool | None = None
+    quant_narrow: int | None = None
     decode_gemm: bool = True
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
     decode_gemm_max_m: int = DEFAULT_DECODE_GEMM_MAX_M
@@ -304,12 +345,17 @@ class KernelRoutes:
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_long_min_batch: int = DEFAULT_DECODE_ATTN_LONG_MIN_BATCH
+    decode_attn_long_early: bool = True
+    decode_attn_long_merge: bool = True
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
     decode_attn_split_major: bool = False
     decode_attn_b1_chain: bool = True
     decode_attn_fused_verify: bool = False
     decode_attn_verify: bool = True
+    decode_attn_verify_max_batch: int = DEFAULT_VERIFY_MAX_BATCH
+    decode_attn_verify_min_keys: int = 64
+    decode_attn_verify_rope: bool = False
     prefill_attn_sm90: bool = True
     prefill_attn_qreg: bool = False
     fused_norm: bool | None = None
@@ -318,11 +364,13 @@ class KernelRoutes:
     gemv_ring: bool = True
     gemv_ring_single: bool = False
     gemv_ring_stages: int | None = None
+    gemv_ring_xregs: bool = True
     persistent_decode: bool = False
     persistent_prefetch_kb: int = DEFAULT_PERSISTENT_PREFETCH_KB
     persistent_stage: bool = True
     persistent_blocks: int = 0
     persistent_splits: int = 0
+    persistent_flags: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "KernelRoutes":
@@ -340,12 +388,19 @@ class KernelRoutes:
             raise ValueError(f"ATLAS_DECODE_GEMM_SPLIT={split!r} must be one of "
                              f"{DECODE_GEMM_SPLITS} or unset")
         per_sm = env.get("ATLAS_QUANT_BLOCKS_PER_SM", "").strip()
-        if per_sm not in ("", "1", "2"):
-            raise ValueError(f"ATLAS_QUANT_BLOCKS_PER_SM={per_sm!r} must be 1, 2 or unset")
+        if per_sm not in ("", "1", "2", "3", "4"):
+            raise ValueError(f"ATLAS_QUANT_BLOCKS_PER_SM={per_sm!r} must be 1..4 or unset")
+        narrow = env.get("ATLAS_QUANT_NARROW", "").strip()
+        if narrow not in ("", "0", "1", "2"):
+            raise ValueError(f"ATLAS_QUANT_NARROW={narrow!r} must be 0, 1, 2 or unset")
         gate_up_threads = _env_count(env, "ATLAS_MOE_GATE_UP_GEMV_THREADS", 0)
         if gate_up_threads and (gate_up_threads % 32 or not 32 <= gate_up_threads <= 256):
             raise ValueError(f"ATLAS_MOE_GATE_UP_GEMV_THREADS={gate_up_threads} must be a "
                              f"multiple of 32 in 32..256 or unset")
+        verify_min_keys = _env_count(env, "ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS", 64)
+        if verify_min_keys < 64 or verify_min_keys % 64:
+            raise ValueError(f"ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS={verify_min_keys} must be a "
+                             f"positive multiple of 64")
         return cls(gemm_sm90=env_switch(env, "ATLAS_GEMM_SM90", True),
                    batched_gemv=env_switch(env, "ATLAS_BATCHED_GEMV", True),
                    batched_gemv_min_m=_env_count(env, "ATLAS_BATCHED_GEMV_MIN_M",
@@ -373,6 +428,7 @@ class KernelRoutes:
                    quant_blocks_per_sm=int(per_sm) if per_sm else None,
                    quant_staged=_env_tristate(env, "ATLAS_QUANT_STAGED"),
                    quant_tile_loop=_env_tristate(env, "ATLAS_QUANT_TILE_LOOP"),
+                   quant_narrow=int(narrow) if narrow else None,
                    decode_gemm=env_switch(env, "ATLAS_DECODE_GEMM", True),
                    decode_gemm_min_m=_env_count(env, "ATLAS_DECODE_GEMM_MIN_M",
                                                 DEFAULT_DECODE_GEMM_MIN_M),
@@ -391,6 +447,8 @@ class KernelRoutes:
                    decode_attn_long_min_batch=_env_count(
                        env, "ATLAS_DECODE_ATTN_LONG_MIN_BATCH",
                        DEFAULT_DECODE_ATTN_LONG_MIN_BATCH),
+                   decode_attn_long_early=env_switch(env, "ATLAS_DECODE_ATTN_LONG_EARLY", True),
+                   decode_attn_long_merge=env_switch(env, "ATLAS_DECODE_ATTN_LONG_MERGE", True),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
                    decode_attn_ahead=env_switch(env, "ATLAS_DECODE_ATTN_AHEAD", True),
                    decode_attn_split_major=env_switch(env, "ATLAS_DECODE_ATTN_SPLIT_MAJOR",
@@ -399,6 +457,11 @@ class KernelRoutes:
                    decode_attn_fused_verify=env_switch(env, "ATLAS_DECODE_ATTN_FUSED_VERIFY",
                                                        False),
                    decode_attn_verify=env_switch(env, "ATLAS_DECODE_ATTN_VERIFY", True),
+                   decode_attn_verify_max_batch=_env_count(
+                       env, "ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH", DEFAULT_VERIFY_MAX_BATCH),
+                   decode_attn_verify_min_keys=verify_min_keys,
+                   decode_attn_verify_rope=env_switch(env, "ATLAS_DECODE_ATTN_VERIFY_ROPE",
+                                                      False),
                    prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", True),
                    prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
                    fused_norm=_env_tristate(env, "ATLAS_FUSED_NORM"),
@@ -407,9 +470,11 @@ class KernelRoutes:
                    gemv_ring=env_switch(env, "ATLAS_GEMV_RING", True),
                    gemv_ring_single=env_switch(env, "ATLAS_GEMV_RING_SINGLE", False),
                    gemv_ring_stages=int(ring_stages) if ring_stages else None,
+                   gemv_ring_xregs=env_switch(env, "ATLAS_GEMV_RING_XREGS", True),
                    persistent_decode=env_switch(env, "ATLAS_PERSISTENT_DECODE", False),
                    persistent_prefetch_kb=_env_count(env, "ATLAS_PERSISTENT_PREFETCH_KB",
                                                      DEFAULT_PERSISTENT_PREFETCH_KB),
                    persistent_stage=env_switch(env, "ATLAS_PERSISTENT_STAGE", True),
                    persistent_blocks=_env_count(env, "ATLAS_PERSISTENT_BLOCKS", 0),
-                   persistent_splits=_env_count(env, "ATLAS_PERSISTENT_SPLITS", 0))
+                   persistent_splits=_env_count(env, "ATLAS_PERSISTENT_SPLITS", 0),
+                   persistent_flags=env_switch(env, "ATLAS_PERSISTENT_FLAGS", True))

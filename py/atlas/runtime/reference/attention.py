@@ -46,12 +46,13 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_CLUSTER_PULL, DECODE_ATTN_CLUSTER_SPLIT_MAJOR,
                           DECODE_ATTN_CLUSTER_TRACE,
                           DECODE_ATTN_COMBINE, DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256,
-                          DECODE_ATTN_LONG_ROPE, DECODE_ATTN_ROPE,
+                          DECODE_ATTN_LONG_ROPE, DECODE_ATTN_LONG_ROPE_WAIT, DECODE_ATTN_ROPE,
                           DECODE_ATTN_ROPE_AHEAD1, DECODE_ATTN_ROPE_CLUSTER,
                           DECODE_ATTN_ROPE_CLUSTER_PULL,
                           DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR,
                           DECODE_ATTN_ROPE_CLUSTER_TRACE, DECODE_ATTN_ROPE_TRACE,
-                          DECODE_ATTN_ROPE_WAIT, DECODE_ATTN_VERIFY, PREFILL_ATTN,
+                          DECODE_ATTN_ROPE_WAIT, DECODE_ATTN_VERIFY,
+                          DECODE_ATTN_VERIFY_ROPE, PREFILL_ATTN,
                           PREFILL_ATTN_SM90, PREFILL_ATTN_SM90_QREG)
 from ..ops.attention import decode_cluster_rule, decode_split_rule
 from ..ops.attention_verify import verify_split_rule
@@ -228,16 +229,20 @@ def decode_partials_bf16(mem: HostMemory, q: int, k_cache: int, v_cache: int,
 @reference(DECODE_ATTN_LONG_D256)
 def decode_attn_long_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: int,
                           v_cache: int, block_tables: int, kv_lens: int, part_o: int,
-                          part_ml: int, out: int, num_seqs: int, hq: int, hkv: int,
-                          head_dim: int, block_size: int, max_blocks: int, num_splits: int,
-                          scale: float) -> None:
-    """The long kernel's whole output: the active splits' partials, or with one split the
-    normalized output instead (that one partial; zeros for a sequence without keys: what
-    the combine would write) and no partials."""
+                          part_ml: int, counters: int, out: int, num_seqs: int, hq: int,
+                          hkv: int, head_dim: int, block_size: int, max_blocks: int,
+                          num_splits: int, scale: float) -> None:
+    """The long kernel's whole output: the active splits' partials, and given counters
+    their merge into out (the last split's, SplitMerge; counters are left as they are,
+    zero), or with one split the normalized output instead (that one partial; zeros for a
+    sequence without keys: what the combine would write) and no partials."""
     if num_splits > 1:
         decode_partials_bf16(mem, q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
                              num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits,
                              scale)
+        if counters:
+            decode_attn_combine_bf16(mem, grid, block, part_o, part_ml, kv_lens, out, num_seqs,
+                                     hq, head_dim, num_splits)
         return
     o = np.zeros((num_seqs, hq, head_dim), dtype=np.float32)
     for b, (po, _) in enumerate(_sequence_partials(
@@ -249,12 +254,14 @@ def decode_attn_long_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_ca
 
 
 @reference(DECODE_ATTN_LONG_ROPE)
+@reference(DECODE_ATTN_LONG_ROPE_WAIT)
 def decode_attn_long_rope_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: int, k_cache: int,
                                v_cache: int, q_norm_w: int, k_norm_w: int, cos_sin: int,
                                positions: int, slots: int, block_tables: int, kv_lens: int,
-                               part_o: int, part_ml: int, out: int, num_seqs: int, hq: int,
-                               hkv: int, head_dim: int, block_size: int, max_blocks: int,
-                               num_splits: int, scale: float, eps: float) -> None:
+                               part_o: int, part_ml: int, counters: int, out: int,
+                               num_seqs: int, hq: int, hkv: int, head_dim: int,
+                               block_size: int, max_blocks: int, num_splits: int, scale: float,
+                               eps: float) -> None:
     """qk_norm_rope_kv (q into scratch, k and v into the caches at the slots), then the long
     kernel over the caches."""
     chained = WithScratch(mem, num_seqs * hq * head_dim * 2)
@@ -262,8 +269,8 @@ def decode_attn_long_rope_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: in
                          q_norm_w, k_norm_w, cos_sin, positions, slots, num_seqs, hq, hkv,
                          head_dim, block_size, eps)
     decode_attn_long_bf16(chained, grid, block, WithScratch.ADDRESS, k_cache, v_cache,
-                          block_tables, kv_lens, part_o, part_ml, out, num_seqs, hq, hkv,
-                          head_dim, block_size, max_blocks, num_splits, scale)
+                          block_tables, kv_lens, part_o, part_ml, counters, out, num_seqs, hq,
+                          hkv, head_dim, block_size, max_blocks, num_splits, scale)
 
 
 @reference(DECODE_ATTN_COMBINE)
@@ -332,8 +339,38 @@ reference(DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR)(
 reference(DECODE_ATTN_CLUSTER_PULL)(partial(decode_attn_bf16, rule=decode_cluster_rule))
 reference(DECODE_ATTN_ROPE_CLUSTER_PULL)(partial(decode_attn_rope_bf16, rule=decode_cluster_rule))
 reference(DECODE_ATTN_ROPE_WAIT)(decode_attn_rope_bf16)
-# verification rows: decode of each row on its own split rule
-reference(DECODE_ATTN_VERIFY)(partial(decode_attn_bf16, rule=verify_split_rule))
+
+
+# verification rows: decode of each row on its own split rule (at least min_chunk keys a split)
+@reference(DECODE_ATTN_VERIFY)
+def decode_attn_verify_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: int,
+                            v_cache: int, block_tables: int, kv_lens: int, part_o: int,
+                            part_ml: int, counters: int, out: int, num_rows: int, hq: int,
+                            hkv: int, head_dim: int, block_size: int, max_blocks: int,
+                            num_splits: int, scale: float, min_chunk: int) -> None:
+    decode_attn_bf16(mem, grid, block, q, k_cache, v_cache, block_tables, kv_lens, part_o,
+                     part_ml, counters, out, num_rows, hq, hkv, head_dim, block_size,
+                     max_blocks, num_splits, scale,
+                     rule=partial(verify_split_rule, min_chunk=int(min_chunk)))
+
+
+# the same with qk_norm_rope_kv's work first (q written to the q buffer, as the kernel does)
+@reference(DECODE_ATTN_VERIFY_ROPE)
+def decode_attn_verify_rope_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: int, q: int,
+                                 k_cache: int, v_cache: int, q_norm_w: int, k_norm_w: int,
+                                 cos_sin: int, positions: int, slots: int, block_tables: int,
+                                 kv_lens: int, part_o: int, part_ml: int, counters: int,
+                                 out: int, num_rows: int, hq: int, hkv: int, head_dim: int,
+                                 block_size: int, max_blocks: int, num_splits: int,
+                                 scale: float, min_chunk: int, eps: float) -> None:
+    qk_norm_rope_kv_bf16(mem, grid, block, qkv, q, k_cache, v_cache, q_norm_w, k_norm_w,
+                         cos_sin, positions, slots, num_rows, hq, hkv, head_dim, block_size,
+                         eps)
+    decode_attn_verify_bf16(mem, grid, block, q, k_cache, v_cache, block_tables, kv_lens,
+                            part_o, part_ml, counters, out, num_rows, hq, hkv, head_dim,
+                            block_size, max_blocks, num_splits, scale, min_chunk)
+
+
 # the A/B twins of the loop's prefetch: the same specifications
 reference(DECODE_ATTN_AHEAD1)(decode_attn_bf16)
 reference(DECODE_ATTN_ROPE_AHEAD1)(decode_attn_rope_bf16)

@@ -11,7 +11,8 @@ sequence of the step (every step a reference of its own module):
     resid  = bf16(resid + gemv(act, down_w))
 The CUDA kernel sums in f32 in its own order (GEMVs, norms, softmax): it agrees to f32
 rounding of those sums, not bit for bit. `sync` is left as it is (the device's barrier
-count grows; its split tickets stay zero). A trace buffer (block 0's timeline on the
+count grows; its split tickets, exit ticket and readiness counts stay zero), and `schedule`
+(how the device orders its phases) changes no value. A trace buffer (block 0's timeline on the
 device) is not written here.
 """
 
@@ -46,7 +47,7 @@ def decode_persistent_bf16(mem: HostMemory, grid: Dim3, block: Dim3, layers: int
                            kv_lens: int, num_layers: int, hidden: int, hq: int, hkv: int,
                            head_dim: int, inter: int, block_size: int, splits: int,
                            prefetch_bytes: int, stage0: int, stage1: int, scale: float,
-                           eps: float, trace: int) -> None:
+                           eps: float, trace: int, schedule: int) -> None:
     table = mem.view(layers, np.uint64, num_layers * len(LAYER_POINTERS)).reshape(
         num_layers, len(LAYER_POINTERS))
     qkv_n, q_width = (hq + 2 * hkv) * head_dim, hq * head_dim

@@ -19,11 +19,13 @@ import numpy as np
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, fp8_e4m3_to_f32
 from ...core.quant import Fp8ScaleMap
 from ..gpu import Dim3
-from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_SINGLE, GEMV_MMA_FP8,
-                          GEMV_MMA_FP8_F32, GEMV_MMA_FP8_SMALL, GEMV_QD_FP8, GEMV_QD_FP8_F32,
-                          GEMV_QD_FP8_PIPE, GEMV_QD_FP8_PIPE_F32, GEMV_QD_FP8_PIPE_SWIGLU,
-                          GEMV_QD_FP8_SWIGLU, GEMV_QS_FP8, GEMV_QS_FP8_F32, GEMV_QS_FP8_SWIGLU,
-                          GEMV_SILU_FP8, GEMV_SILU_FP8_SINGLE)
+from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_SINGLE, GEMV_MMA_FP8, GEMV_MMA_FP8_F32,
+                          GEMV_MMA_FP8_SMALL, GEMV_QD_FP8, GEMV_QD_FP8_F32, GEMV_QD_FP8_N1,
+                          GEMV_QD_FP8_N1_F32, GEMV_QD_FP8_N1_SWIGLU, GEMV_QD_FP8_N2,
+                          GEMV_QD_FP8_N2_F32, GEMV_QD_FP8_N2_SWIGLU, GEMV_QD_FP8_PIPE,
+                          GEMV_QD_FP8_PIPE_F32, GEMV_QD_FP8_PIPE_SWIGLU, GEMV_QD_FP8_SWIGLU,
+                          GEMV_QS_FP8, GEMV_QS_FP8_F32, GEMV_QS_FP8_SWIGLU, GEMV_SILU_FP8,
+                          GEMV_SILU_FP8_SINGLE)
 from . import HostMemory, reference
 from .silu_mul import swiglu_rows
 
@@ -61,6 +63,8 @@ def _linear(mem: HostMemory, xf: np.ndarray, w: int, scale: int, y: int, m: int,
 @reference(GEMV_MMA_FP8_SMALL)
 @reference(GEMV_QD_FP8)  # gemv_quant_direct.cu: the same product for 1..8 rows
 @reference(GEMV_QS_FP8)  # ... staged through shared memory
+@reference(GEMV_QD_FP8_N1)  # ... on the narrow pipelined loops
+@reference(GEMV_QD_FP8_N2)
 @reference(GEMV_QD_FP8_PIPE)  # ... on the other loop
 def gemv_fp8_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int, y: int,
                   m: int, n: int, k: int, row_shift: int, row_stride: int, col_shift: int,
@@ -72,6 +76,8 @@ def gemv_fp8_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scal
 @reference(GEMV_MMA_FP8_F32)
 @reference(GEMV_QD_FP8_F32)
 @reference(GEMV_QS_FP8_F32)
+@reference(GEMV_QD_FP8_N1_F32)
+@reference(GEMV_QD_FP8_N2_F32)
 @reference(GEMV_QD_FP8_PIPE_F32)
 def gemv_fp8_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int, y: int,
                  m: int, n: int, k: int, row_shift: int, row_stride: int, col_shift: int,
@@ -84,6 +90,8 @@ def gemv_fp8_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale
 
 @reference(GEMV_QD_FP8_SWIGLU)
 @reference(GEMV_QS_FP8_SWIGLU)
+@reference(GEMV_QD_FP8_N1_SWIGLU)
+@reference(GEMV_QD_FP8_N2_SWIGLU)
 @reference(GEMV_QD_FP8_PIPE_SWIGLU)
 def gemv_fp8_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int,
                          y: int, m: int, n: int, k: int, row_shift: int, row_stride: int,

@@ -19,13 +19,14 @@ from ...core.numerics import (bf16_bits_to_f32, e2m1_to_f32, f32_to_bf16_bits,
                               fp8_e4m3_to_f32, unpack_e2m1)
 from ...core.quant import NVFP4_GROUP, dequantize_nvfp4
 from ..gpu import Dim3
-from ..kernel_abi import (DEQUANT_NVFP4, GEMV_MMA_NVFP4, GEMV_MMA_NVFP4_F32,
-                          GEMV_MMA_NVFP4_SMALL, GEMV_NVFP4, GEMV_NVFP4_SINGLE, GEMV_QD_NVFP4,
-                          GEMV_QD_NVFP4_F32, GEMV_QD_NVFP4_LUT, GEMV_QD_NVFP4_LUT_F32,
-                          GEMV_QD_NVFP4_LUT_SWIGLU, GEMV_QD_NVFP4_SWIGLU, GEMV_QD_NVFP4_TILE,
-                          GEMV_QD_NVFP4_TILE_F32, GEMV_QD_NVFP4_TILE_SWIGLU, GEMV_QS_NVFP4,
-                          GEMV_QS_NVFP4_F32, GEMV_QS_NVFP4_SWIGLU, GEMV_SILU_NVFP4,
-                          GEMV_SILU_NVFP4_SINGLE)
+from ..kernel_abi import (DEQUANT_NVFP4, GEMV_MMA_NVFP4, GEMV_MMA_NVFP4_F32, GEMV_MMA_NVFP4_SMALL,
+                          GEMV_NVFP4, GEMV_NVFP4_SINGLE, GEMV_QD_NVFP4, GEMV_QD_NVFP4_F32,
+                          GEMV_QD_NVFP4_LUT, GEMV_QD_NVFP4_LUT_F32, GEMV_QD_NVFP4_LUT_SWIGLU,
+                          GEMV_QD_NVFP4_N1, GEMV_QD_NVFP4_N1_F32, GEMV_QD_NVFP4_N1_SWIGLU,
+                          GEMV_QD_NVFP4_N2, GEMV_QD_NVFP4_N2_F32, GEMV_QD_NVFP4_N2_SWIGLU,
+                          GEMV_QD_NVFP4_SWIGLU, GEMV_QD_NVFP4_TILE, GEMV_QD_NVFP4_TILE_F32,
+                          GEMV_QD_NVFP4_TILE_SWIGLU, GEMV_QS_NVFP4, GEMV_QS_NVFP4_F32,
+                          GEMV_QS_NVFP4_SWIGLU, GEMV_SILU_NVFP4, GEMV_SILU_NVFP4_SINGLE)
 from . import HostMemory, reference
 from .silu_mul import swiglu_rows
 
@@ -56,6 +57,8 @@ def _linear(mem: HostMemory, xf: np.ndarray, w: int, scale: int, row_scale: int,
 @reference(GEMV_MMA_NVFP4_SMALL)
 @reference(GEMV_QD_NVFP4)  # gemv_quant_direct.cu: the same product for 1..8 rows
 @reference(GEMV_QS_NVFP4)  # ... staged through shared memory
+@reference(GEMV_QD_NVFP4_N1)  # ... on the narrow pipelined loops
+@reference(GEMV_QD_NVFP4_N2)
 @reference(GEMV_QD_NVFP4_TILE)  # ... on the other loop
 @reference(GEMV_QD_NVFP4_LUT)  # ... on its byte-table decode
 def gemv_nvfp4_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int,
@@ -67,6 +70,8 @@ def gemv_nvfp4_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, sc
 @reference(GEMV_MMA_NVFP4_F32)
 @reference(GEMV_QD_NVFP4_F32)
 @reference(GEMV_QS_NVFP4_F32)
+@reference(GEMV_QD_NVFP4_N1_F32)
+@reference(GEMV_QD_NVFP4_N2_F32)
 @reference(GEMV_QD_NVFP4_TILE_F32)
 @reference(GEMV_QD_NVFP4_LUT_F32)
 def gemv_nvfp4_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int,
@@ -79,6 +84,8 @@ def gemv_nvfp4_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, sca
 
 @reference(GEMV_QD_NVFP4_SWIGLU)
 @reference(GEMV_QS_NVFP4_SWIGLU)
+@reference(GEMV_QD_NVFP4_N1_SWIGLU)
+@reference(GEMV_QD_NVFP4_N2_SWIGLU)
 @reference(GEMV_QD_NVFP4_TILE_SWIGLU)
 @reference(GEMV_QD_NVFP4_LUT_SWIGLU)
 def gemv_nvfp4_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
