@@ -515,7 +515,8 @@ def test_tiled_gate_up_writes_every_column_once(inter: int, shared_inter: int,
     and no block past the pairs."""
     shape = moe.MoeShape(16, 4, 256, inter, shared_inter)
     mock = MockGpuBackend()
-    env = {"ATLAS_MOE_GATE_UP_TILES": str(tiles)} if tiles else {}
+    env = {"ATLAS_MOE_GATE_UP_TILED": "1"} | ({"ATLAS_MOE_GATE_UP_TILES": str(tiles)}
+                                             if tiles else {})
     shared = moe.SharedExpertWeights(0x6000, 0x7000, 0x8000) if shared_inter else None
     moe.decode_gate_up(KernelCache(mock, KernelRoutes.from_env(env)), 0, 0x2000, 0x3000,
                        0x4000, 0x5000, 1, shape, shared)

@@ -154,23 +154,24 @@ def test_decode_path_is_two_launches_over_the_selected_experts() -> None:
 
 
 def test_batch_one_takes_the_gemv_shaped_expert_kernels() -> None:
-    """Batch 1 of Qwen3-30B-A3B: gate/up on the tiled single-token GEMV entry, 3 column
-    pairs a block (8 slots x 384 pairs over 132 SMs x 8 blocks of 128 threads: 128 x 8 blocks,
-    one wave), ATLAS_MOE_GATE_UP_TILED=0: the two-column entry, 384 x 8 blocks; down on the
+    """Batch 1 of Qwen3-30B-A3B: gate/up on the two-column single-token GEMV entry, 384 x 8
+    blocks of 128 threads; ATLAS_MOE_GATE_UP_TILED=1: the tiled entry, 3 column pairs a block
+    (8 slots x 384 pairs over 132 SMs x 8 blocks of 128 threads: 128 x 8 blocks, one wave);
+    down on the
     GEMV-shaped kernel, 256 blocks of two 4-row tiles (ATLAS_MOE_DOWN_GEMV_TILES=1: 512 of
     one). ATLAS_MOE_DOWN_GEMV=0: the row-group kernel, 256 blocks of 8 rows (two a SM on 128
     of the 132), where whole groups gave 205 blocks of 10 rows."""
     got = _launches(moe.experts, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 1, QWEN3_30B,
                     moe.MoeScratch(act=0x1000))
-    assert got == [("moe_gate_up_gemv_tiles_bf16", (128, 8, 1), (128, 1, 1)),
+    assert got == [("moe_gate_up_gemv_bf16_single", (384, 8, 1), (128, 1, 1)),
                    ("moe_down_gemv_sum_bf16", (256, 1, 1), (256, 1, 1))]
     mock = MockGpuBackend()
-    untiled = KernelRoutes.from_env({"ATLAS_MOE_GATE_UP_TILED": "0"})
-    moe.experts(KernelCache(mock, untiled), 0, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000,
+    tiled = KernelRoutes.from_env({"ATLAS_MOE_GATE_UP_TILED": "1"})
+    moe.experts(KernelCache(mock, tiled), 0, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000,
                 1, QWEN3_30B, moe.MoeScratch(act=0x1000))
     gate_up = mock.drain_launches()[0]
     assert (gate_up.func, tuple(gate_up.grid), tuple(gate_up.block)) == (
-        "moe_gate_up_gemv_bf16_single", (384, 8, 1), (128, 1, 1))
+        "moe_gate_up_gemv_tiles_bf16", (128, 8, 1), (128, 1, 1))
     mock = MockGpuBackend()
     one = KernelRoutes.from_env({"ATLAS_MOE_DOWN_GEMV_TILES": "1"})
     moe.experts(KernelCache(mock, one), 0, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 1,
@@ -214,7 +215,7 @@ class _Resident(MockGpuBackend):
 ])
 def test_tiled_gate_up_grid(backend: MockGpuBackend, env: dict, shape: moe.MoeShape,
                             tiles: int, grid: tuple[int, int, int]) -> None:
-    kc = KernelCache(backend, KernelRoutes.from_env(env))
+    kc = KernelCache(backend, KernelRoutes.from_env({"ATLAS_MOE_GATE_UP_TILED": "1"} | env))
     moe.decode_gate_up(kc, 0, 0x2000, 0x3000, 0x4000, 0x5000, 1, shape,
                        moe.SharedExpertWeights(0x6000, 0x7000, 0x8000) if shape.shared_inter
                        else None)
@@ -440,15 +441,18 @@ def test_down_grid_is_about_one_wave() -> None:
     assert moe.ROUTE_IN_EXPERTS_MAX_EXPERTS == 32 * _constant("moe_decode", "kRouteMaxTier")
 
 
+ROUTE_IN = {"ATLAS_MOE_ROUTE_IN_EXPERTS": "1", "ATLAS_MOE_GATE_UP_TILED": "1"}
+
+
 @pytest.mark.parametrize("env,tokens,shape,routes", [
-    ({}, 1, QWEN3_30B, True),
-    ({}, 1, moe.MoeShape(256, 8, 2048, 512, 512), True),   # the flagship, its shared expert
-    ({"ATLAS_MOE_ROUTE_IN_EXPERTS": "0"}, 1, QWEN3_30B, False),
-    ({}, 2, QWEN3_30B, False),                              # batch 1 only
-    ({}, 1, moe.MoeShape(512, 10, 2048, 512), False),       # more experts than the tier holds
-    ({}, 1, moe.MoeShape(16, 4, 256, 96), False),           # down not GEMV-shaped
-    ({"ATLAS_MOE_GATE_UP_TILED": "0"}, 1, QWEN3_30B, False),
-    ({"ATLAS_MOE_DOWN_GEMV": "0"}, 1, QWEN3_30B, False),
+    ({}, 1, QWEN3_30B, False),                              # off by default (no gain measured)
+    (ROUTE_IN, 1, QWEN3_30B, True),
+    (ROUTE_IN, 1, moe.MoeShape(256, 8, 2048, 512, 512), True),  # the flagship, shared expert
+    ({"ATLAS_MOE_ROUTE_IN_EXPERTS": "1"}, 1, QWEN3_30B, False),  # needs the tiled gate/up
+    (ROUTE_IN, 2, QWEN3_30B, False),                        # batch 1 only
+    (ROUTE_IN, 1, moe.MoeShape(512, 10, 2048, 512), False),  # more experts than the tier holds
+    (ROUTE_IN, 1, moe.MoeShape(16, 4, 256, 96), False),     # down not GEMV-shaped
+    (ROUTE_IN | {"ATLAS_MOE_DOWN_GEMV": "0"}, 1, QWEN3_30B, False),
 ])
 def test_routes_in_experts_rule(env: dict, tokens: int, shape: moe.MoeShape,
                                 routes: bool) -> None:
@@ -462,7 +466,7 @@ def test_routing_inside_the_expert_launches() -> None:
     logits, the router's rule passed through (sigmoid with a bias here); a launch the rule
     refuses raises instead of routing from topk_ids nobody wrote."""
     mock = MockGpuBackend()
-    kc = KernelCache(mock)
+    kc = KernelCache(mock, KernelRoutes.from_env(ROUTE_IN))
     moe.gate_logits(kc, 0, 0x100, 0x200, 0x300, 1, QWEN3_30B)
     route = moe.LogitRoute(0x300, 0, moe.Routing("sigmoid", False, 2.5, 0x900))
     norm = moe.AddRmsNorm(0x400, 0x500, 0x600, 0x700, 1e-6)
@@ -478,11 +482,11 @@ def test_routing_inside_the_expert_launches() -> None:
     down = got[2].args
     assert (down["logits"], down["bias"], down["residual"], down["counters"]) == (
         0x300, 0x900, 0x400, 0x700)
-    assert (down["renormalize"], down["scale"], down["sigmoid"], down["rows_per_block"]) == (
-        0, 2.5, 1, 8)
+    assert (down["renormalize"], down["scale"], down["sigmoid"], down["rows_per_block"],
+            down["offset"]) == (0, 2.5, 1, 8, 0)
     moe.decode_down(kc, 0, 0x1000, 0x4000, 0, 0, 0x7000, 1, QWEN3_30B, route=route)
     assert mock.drain_launches()[0].func == "moe_down_gemv_route_sum_bf16"
-    off = KernelCache(MockGpuBackend(), KernelRoutes.from_env({"ATLAS_MOE_ROUTE_IN_EXPERTS": "0"}))
+    off = KernelCache(MockGpuBackend())  # the defaults: off
     with pytest.raises(ValueError, match="routes_in_experts"):
         moe.experts(off, 0, 0x2000, 0x3000, 0x4000, 0, 0, 0x7000, 1, QWEN3_30B,
                     moe.MoeScratch(act=0x1000), route=route)

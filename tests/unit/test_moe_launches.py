@@ -1,9 +1,10 @@
 """The launch sequence of the mixture-of-experts layers, recorded by MockGpuBackend: a decode
 step is one graph replay whose MoE layers are three launches (router, gate/up (batch 1: the
-tiled single-token GEMV entry), down + the next residual add and RMSNorm; a shared expert
+single-token GEMV entry), down + the next residual add and RMSNorm; a shared expert
 rides along as more slots of the same launches), with no host sync on routing; a prefill
-chunk runs the grouped path with the shared expert's own launches after it. At batch 1 with
-inter a multiple of 256 the expert launches route from the router's logits themselves."""
+chunk runs the grouped path with the shared expert's own launches after it. Opt-in
+(ATLAS_MOE_ROUTE_IN_EXPERTS=1 ATLAS_MOE_GATE_UP_TILED=1), batch 1 with inter a multiple of 256:
+the expert launches route from the router's logits themselves."""
 
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from atlas.model.load import load_runner
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
-ROUTE_AND_GATE_UP = ["moe_gate_topk_softmax_bf16", "moe_gate_up_gemv_tiles_bf16"]
+ROUTE_AND_GATE_UP = ["moe_gate_topk_softmax_bf16", "moe_gate_up_gemv_bf16_single"]
 FUSED_NORM = "moe_down_add_rmsnorm_bf16"
 
 
@@ -111,20 +112,25 @@ def test_prefill_takes_the_grouped_path():
         "gemm_bf16_f32_skinny", "moe_shared_add_bf16"]
 
 
+ROUTE_IN = {"ATLAS_MOE_ROUTE_IN_EXPERTS": "1", "ATLAS_MOE_GATE_UP_TILED": "1"}
+
+
 @pytest.mark.parametrize("env,tokens,names", [
-    ({}, 1, ["moe_gate_logits_bf16", "moe_gate_up_gemv_tiles_route_bf16",
-             "moe_down_gemv_route_add_rmsnorm_offset_bf16"]),
-    ({"ATLAS_MOE_ROUTE_IN_EXPERTS": "0"}, 1,
+    (ROUTE_IN, 1, ["moe_gate_logits_bf16", "moe_gate_up_gemv_tiles_route_bf16",
+                   "moe_down_gemv_route_add_rmsnorm_bf16"]),
+    ({"ATLAS_MOE_GATE_UP_TILED": "1"}, 1,
      ["moe_gate_topk_softmax_bf16", "moe_gate_up_gemv_tiles_bf16",
       "moe_down_gemv_add_rmsnorm_offset_bf16"]),
-    ({}, 2, ["moe_gate_topk_softmax_bf16", "moe_gate_up_silu_bf16",
-             "moe_down_add_rmsnorm_offset_bf16"]),
+    ({}, 1, ["moe_gate_topk_softmax_bf16", "moe_gate_up_gemv_bf16_single",
+             "moe_down_gemv_add_rmsnorm_offset_bf16"]),
+    (ROUTE_IN, 2, ["moe_gate_topk_softmax_bf16", "moe_gate_up_silu_bf16",
+                   "moe_down_add_rmsnorm_offset_bf16"]),
 ])
 def test_batch_one_moe_block_routes_inside_its_expert_launches(env, tokens, names):
-    """The flagship's MoE block (256 experts, a shared expert, offset norm) at batch 1: the
-    router writes only the logits and gate/up and down route from them (the router's logits
-    and shared logit buffers passed through); ATLAS_MOE_ROUTE_IN_EXPERTS=0 and batch 2 keep the
-    router's top-k."""
+    """The flagship's MoE block (256 experts, a shared expert, offset norm) at batch 1 with
+    routing inside the expert launches switched on: the router writes only the logits and
+    gate/up and down route from them (the router's logits and shared logit buffers passed
+    through); the tiled gate/up alone, the defaults and batch 2 keep the router's top-k."""
     from types import SimpleNamespace
 
     from atlas.model.model import NextNorm
@@ -149,3 +155,4 @@ def test_batch_one_moe_block_routes_inside_its_expert_launches(env, tokens, name
         assert launches[0].args["shared_logits"] == bufs.shared_gate
         assert launches[2].args["logits"] == bufs.logits
         assert launches[2].args["shared_logits"] == bufs.shared_gate
+        assert launches[2].args["offset"] == 1

@@ -1525,32 +1525,33 @@ stage_quant_narrow() {
 
 # Session 9's batch-1 MoE A/B (helper moe): every MoE decode check case (the tiled gate/up,
 # routing inside the expert launches, ties, zero-token ids, top-k = experts), then batch-1
-# decode of both full-size synthetic models: new (defaults), noroute
-# (ATLAS_MOE_ROUTE_IN_EXPERTS=0: the router's top-k), old (that and ATLAS_MOE_GATE_UP_TILED=0:
-# session 8's launches); per-kernel profiles with PDL off (new, old) and on (new).
+# decode of both full-size synthetic models: old (the defaults, session 8's launches), noroute
+# (ATLAS_MOE_GATE_UP_TILED=1: the tiled gate/up alone), new (that and
+# ATLAS_MOE_ROUTE_IN_EXPERTS=1; gpu22: no gain over old); per-kernel profiles with PDL off
+# (new, old) and on (new).
 stage_moe_s9_ab() {
   local rc=0 name cfg
-  local -a noroute=(ATLAS_MOE_ROUTE_IN_EXPERTS=0) old=(ATLAS_MOE_ROUTE_IN_EXPERTS=0
-                                                        ATLAS_MOE_GATE_UP_TILED=0)
+  local -a noroute=(ATLAS_MOE_GATE_UP_TILED=1) new=(ATLAS_MOE_GATE_UP_TILED=1
+                                                     ATLAS_MOE_ROUTE_IN_EXPERTS=1)
   "$PY" tools/gpu/check_kernels.py -k moe_gate_up -k moe_route_in_experts -k moe_decode \
     -k moe_down -k moe_gate_topk -k moe_topk --out "$RESULTS/gpu_check_moe_s9-$STAMP.json" || rc=1
   for name in qwen3-30b-a3b qwen3_5-35b-a3b; do
     cfg="$CKPT/$name-synthetic"
     "$PY" tools/make_fixtures.py --config "$name" --out "$cfg" --config-only || return 1
-    "$PY" tools/gpu/bench_moe.py --config "$name" --batches 1 --prompt 512 --new 128 \
-      --prefill 512 --hf none --out "$RESULTS/moe_s9_${name}_new.json" || rc=1
+    env "${new[@]}" "$PY" tools/gpu/bench_moe.py --config "$name" --batches 1 --prompt 512 \
+      --new 128 --prefill 512 --hf none --out "$RESULTS/moe_s9_${name}_new.json" || rc=1
     env "${noroute[@]}" "$PY" tools/gpu/bench_moe.py --config "$name" --batches 1 --prompt 512 \
       --new 128 --prefill 512 --hf none --out "$RESULTS/moe_s9_${name}_noroute.json" || rc=1
-    env "${old[@]}" "$PY" tools/gpu/bench_moe.py --config "$name" --batches 1 --prompt 512 \
+    "$PY" tools/gpu/bench_moe.py --config "$name" --batches 1 --prompt 512 \
       --new 128 --prefill 512 --hf none --out "$RESULTS/moe_s9_${name}_old.json" || rc=1
-    ATLAS_PDL=0 "$PY" tools/gpu/profile_decode.py --model "$cfg" --synthetic-seed 0 \
-      --out "$RESULTS/moe_s9_profile_${name}_pdl0_new.json" || rc=1
+    env "${new[@]}" ATLAS_PDL=0 "$PY" tools/gpu/profile_decode.py --model "$cfg" \
+      --synthetic-seed 0 --out "$RESULTS/moe_s9_profile_${name}_pdl0_new.json" || rc=1
   done
   cfg="$CKPT/qwen3-30b-a3b-synthetic"
-  env "${old[@]}" ATLAS_PDL=0 "$PY" tools/gpu/profile_decode.py --model "$cfg" \
+  ATLAS_PDL=0 "$PY" tools/gpu/profile_decode.py --model "$cfg" \
     --synthetic-seed 0 --out "$RESULTS/moe_s9_profile_qwen3-30b-a3b_pdl0_old.json" || rc=1
-  ATLAS_PDL=1 "$PY" tools/gpu/profile_decode.py --model "$cfg" --synthetic-seed 0 \
-    --out "$RESULTS/moe_s9_profile_qwen3-30b-a3b_pdl1_new.json" || rc=1
+  env "${new[@]}" ATLAS_PDL=1 "$PY" tools/gpu/profile_decode.py --model "$cfg" \
+    --synthetic-seed 0 --out "$RESULTS/moe_s9_profile_qwen3-30b-a3b_pdl1_new.json" || rc=1
   return $rc
 }
 

@@ -1002,10 +1002,9 @@ __device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm,
 }
 
 // grid (ceil(hidden / rows_per_block), tokens); kU by the row's chunks per thread.
-template <bool kFinish, bool kOffset, bool kRoute = false>
-__device__ __forceinline__ void down_gemv_dispatch(const DownArgs& a,
-                                                   const LogitRouting& route = LogitRouting{}) {
-  __shared__ GemvSmem sm;
+template <bool kFinish, bool kOffset, bool kRoute>
+__device__ __forceinline__ void down_gemv_run(const DownArgs& a, GemvSmem& sm,
+                                              const LogitRouting& route) {
   const int n = (a.top_k + a.shared.slots) * (a.inter / 8);
   switch ((n + kThreads - 1) / kThreads) {
     case 1: down_gemv_block<1, kFinish, kOffset, kRoute>(a, sm, route); break;
@@ -1013,6 +1012,13 @@ __device__ __forceinline__ void down_gemv_dispatch(const DownArgs& a,
     case 3: down_gemv_block<3, kFinish, kOffset, kRoute>(a, sm, route); break;
     default: down_gemv_block<4, kFinish, kOffset, kRoute>(a, sm, route); break;
   }
+}
+
+template <bool kFinish, bool kOffset, bool kRoute = false>
+__device__ __forceinline__ void down_gemv_dispatch(const DownArgs& a,
+                                                   const LogitRouting& route = LogitRouting{}) {
+  __shared__ GemvSmem sm;
+  down_gemv_run<kFinish, kOffset, kRoute>(a, sm, route);
 }
 
 }  // namespace
@@ -1187,6 +1193,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
       LogitRouting{logits, bias, shared_logits, renormalize, scale, sigmoid});
 }
 
+// offset: the (1 + w) RMSNorm weights (moe_down_gemv_add_rmsnorm_offset_bf16's), a run-time
+// choice between the two instantiations.
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
     moe_down_gemv_route_add_rmsnorm_bf16(
         const __nv_bfloat16* act, const __nv_bfloat16* w_down, const float* logits,
@@ -1194,27 +1202,17 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
         const __nv_bfloat16* w, __nv_bfloat16* normed, uint32_t* counters, uint32_t tokens,
         uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts,
         uint32_t rows_per_block, const __nv_bfloat16* shared_down, uint32_t shared_slots,
-        uint32_t shared_inter, float eps, uint32_t renormalize, float scale, uint32_t sigmoid) {
-  down_gemv_dispatch<true, false, true>(
-      down_args(act, w_down, nullptr, nullptr, residual, w, normed, counters, tokens, top_k,
-                hidden, inter, experts, rows_per_block, shared_down, shared_slots, shared_inter,
-                eps),
-      LogitRouting{logits, bias, shared_logits, renormalize, scale, sigmoid});
-}
-
-extern "C" __global__ void __launch_bounds__(kThreads, 2)
-    moe_down_gemv_route_add_rmsnorm_offset_bf16(
-        const __nv_bfloat16* act, const __nv_bfloat16* w_down, const float* logits,
-        const float* shared_logits, const float* bias, __nv_bfloat16* residual,
-        const __nv_bfloat16* w, __nv_bfloat16* normed, uint32_t* counters, uint32_t tokens,
-        uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts,
-        uint32_t rows_per_block, const __nv_bfloat16* shared_down, uint32_t shared_slots,
-        uint32_t shared_inter, float eps, uint32_t renormalize, float scale, uint32_t sigmoid) {
-  down_gemv_dispatch<true, true, true>(
-      down_args(act, w_down, nullptr, nullptr, residual, w, normed, counters, tokens, top_k,
-                hidden, inter, experts, rows_per_block, shared_down, shared_slots, shared_inter,
-                eps),
-      LogitRouting{logits, bias, shared_logits, renormalize, scale, sigmoid});
+        uint32_t shared_inter, float eps, uint32_t renormalize, float scale, uint32_t sigmoid,
+        uint32_t offset) {
+  const DownArgs a = down_args(act, w_down, nullptr, nullptr, residual, w, normed, counters,
+                               tokens, top_k, hidden, inter, experts, rows_per_block,
+                               shared_down, shared_slots, shared_inter, eps);
+  const LogitRouting route{logits, bias, shared_logits, renormalize, scale, sigmoid};
+  __shared__ GemvSmem sm;  // one allocation for both instantiations
+  if (offset)
+    down_gemv_run<true, true, true>(a, sm, route);
+  else
+    down_gemv_run<true, false, true>(a, sm, route);
 }
 
 // The gate/up GEMV (see gate_up_gemv): grid (ceil(inter / 2), tokens * slots), ops/moe.py

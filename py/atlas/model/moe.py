@@ -12,7 +12,9 @@ top-k, the shared expert's gate as one more row), gate/up and down, where the sh
 is more slots of the same launches (its columns in chunks of the routed width, weighted by
 bf16(sigmoid(gate))); the down launch also does the residual add and the next RMSNorm
 (`then_norm`: resid += the block's output, normed = the next norm), so the layer after it
-starts from `normed` with no add_rmsnorm launch between. Prefill chunks (and decode steps
+starts from `normed` with no add_rmsnorm launch between (with ATLAS_MOE_ROUTE_IN_EXPERTS=1 at
+batch 1 the router writes only the logits and the expert launches route from them). Prefill
+chunks (and decode steps
 with ATLAS_MOE_FUSED_DECODE=0) take the separate launches: router GEMV/GEMM, top-k, the
 experts, the shared expert's own SwiGLU, gate and add, and the model's add_rmsnorm.
 
@@ -169,9 +171,9 @@ class MoeMlp:
         """Three launches: the router (gate GEMV + top-k, the shared expert's gate as one
         more row), gate/up and down over the routed slots and the
         shared expert's slots, the down launch also doing `then_norm` when given (unless
-        ATLAS_MOE_DOWN_NORM=0: then into delta, the next layer adds and normalizes). At
-        batch 1 (ops.moe.routes_in_experts) the router writes only the logits and the two
-        expert launches take the top-k of them themselves."""
+        ATLAS_MOE_DOWN_NORM=0: then into delta, the next layer adds and normalizes). Where
+        ops.moe.routes_in_experts (opt-in, batch 1) the router writes only the logits and the
+        two expert launches take the top-k of them themselves."""
         sh, bf = self.shape, self.bufs
         shared = None
         if self.shared is not None:

@@ -633,7 +633,7 @@ MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET = replace(MOE_DOWN_ADD_RMSNORM_OFFSET,
 # of topk_ids / topk_weights: logits f32 [tokens, experts], shared_logits f32 [tokens], bias
 # (sigmoid scoring's, or 0), sigmoid 0 / 1, renormalize and scale as the router's; at most
 # ops.moe.ROUTE_IN_EXPERTS_MAX_EXPERTS experts. The down twins read them before their PDL wait
-# (the router is two launches back).
+# (the router is two launches back); the add_rmsnorm one takes the offset norm by `offset`.
 MOE_GATE_UP_GEMV_TILES_ROUTE = S(
     "moe_decode", "moe_gate_up_gemv_tiles_route_bf16",
     "x:ptr w_gate_up:ptr logits:ptr bias:ptr act:ptr tokens:u32 top_k:u32 hidden:u32 "
@@ -649,9 +649,7 @@ MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM = S(
     "act:ptr w_down:ptr logits:ptr shared_logits:ptr bias:ptr residual:ptr w:ptr normed:ptr "
     "counters:ptr tokens:u32 top_k:u32 hidden:u32 inter:u32 experts:u32 rows_per_block:u32 "
     "shared_down:ptr shared_slots:u32 shared_inter:u32 eps:f32 renormalize:u32 scale:f32 "
-    "sigmoid:u32")
-MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM_OFFSET = replace(
-    MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM, func="moe_down_gemv_route_add_rmsnorm_offset_bf16")
+    "sigmoid:u32 offset:u32")
 # Decode (1..8 tokens) over quantized experts (kernels/<hw>/common/moe_decode_quant.cu,
 # ops/moe_quant.py): every expert's rows stacked in one matrix (gate_up [experts * 2 inter,
 # hidden], expert e's gate rows then up rows; down [experts * hidden, inter]), FP8 E4M3 codes

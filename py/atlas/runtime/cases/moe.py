@@ -582,7 +582,7 @@ def route_in_experts_case(rng: np.random.Generator, name: str, shape: moe.MoeSha
     routing_rule = ("sigmoid" if sigmoid else "softmax", renormalize, scale)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        kc = KernelCache(backend, KernelRoutes())
+        kc = KernelCache(backend, KernelRoutes(moe_gate_up_tiled=True, moe_route_in_experts=True))
         shared = (moe.SharedExpertWeights(p["sh_gate_up"], p["sh_down"], p["sh_gate"])
                   if shape.shared_inter else None)
         moe.gate_logits(kc, stream, p["x"], p["w_gate"], p["logits"], 1, shape, shared,
@@ -655,13 +655,13 @@ def _route_in_experts_cases(rng: np.random.Generator) -> list[KernelCase]:
 
 def _tiled_gate_up_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeShape
                          ) -> list[KernelCase]:
-    """The tiled batch-1 gate/up (moe_gate_up_gemv_tiles_bf16, the default at batch 1; the
-    untiled cases above take the one-wave rule): blocks of one pair, of a partial last block,
+    """The tiled batch-1 gate/up (moe_gate_up_gemv_tiles_bf16, ATLAS_MOE_GATE_UP_TILED=1):
+    the one-wave rule, blocks of one pair, of a partial last block,
     of a whole slot; ids of another rank and out of range (zeros through the pair loop), a
     partial shared chunk, rows longer than one pass of the block's threads (a partial second
     pass), both full-size shapes; and the two-column entry (ATLAS_MOE_GATE_UP_TILED=0)."""
     def tiles(n: int) -> KernelRoutes:
-        return KernelRoutes(moe_gate_up_tiles=n)
+        return KernelRoutes(moe_gate_up_tiled=True, moe_gate_up_tiles=n)
 
     leaf_ids = random_ids(rng, 1, 8, 8)
     leaf_ids[0, 2], leaf_ids[0, 6] = -1, 8
@@ -683,8 +683,8 @@ def _tiled_gate_up_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.
                     long_rows, random_ids(rng, 1, 4, 2), routes=tiles(3)),
         decode_case(rng, "moe_gate_up tiled t1 leaf h2048 i512 k8 shared 512 (qwen3.5-35b-a3b) "
                     "2 pairs a block", q35, random_ids(rng, 1, 8, 8), routes=tiles(2)),
-        decode_case(rng, "moe_gate_up tiled t1 leaf top-k = experts, reversed", leaf,
-                    np.arange(8, dtype=np.int32)[None, ::-1].copy()),
+        decode_case(rng, "moe_gate_up tiled t1 leaf top-k = experts, reversed (one wave)",
+                    leaf, np.arange(8, dtype=np.int32)[None, ::-1].copy(), routes=tiles(0)),
         decode_case(rng, "moe_gate_up two-column t1 leaf (ATLAS_MOE_GATE_UP_TILED=0)", leaf,
                     random_ids(rng, 1, 8, 8), routes=KernelRoutes(moe_gate_up_tiled=False)),
         decode_case(rng, "moe_gate_up two-column t1 shared 1040 (ATLAS_MOE_GATE_UP_TILED=0)",

@@ -16,8 +16,9 @@ Contract (row-major, contiguous; reference/moe.py is the executable specificatio
 Paths (`experts`): up to DECODE_MAX_TOKENS tokens take two launches that read only the
 selected experts' weights (gate/up into act [tokens, top_k, inter]: moe_gate_up_gemv_bf16
 [_single], two columns of one expert a block with the dense GEMV's loading scheme (at batch 1
-moe_gate_up_gemv_tiles_bf16: a block takes several such column pairs of its slot, the next
-pair's weights requested before the current pair's reduction, one wave), or with
+with ATLAS_MOE_GATE_UP_TILED=1 moe_gate_up_gemv_tiles_bf16: a block takes several such column
+pairs of its slot, the next pair's weights requested before the current pair's reduction,
+one wave), or with
 ATLAS_MOE_GATE_UP_GEMV=0 the column-loop moe_gate_up_silu_bf16; in both the pairs routed to
 one expert go GATE_UP_GROUP_PAIRS to a block, so a batch reads each selected expert once per
 4 tokens that chose it; then
@@ -70,7 +71,7 @@ from ..gpu import DevicePtr, KernelLaunch, KernelSig, Stream
 from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE_UP_GEMV,
                           MOE_GATE_UP_GEMV_SINGLE, MOE_GATE_UP_GEMV_TILES,
                           MOE_GATE_UP_GEMV_TILES_ROUTE, MOE_DOWN_GEMV_ROUTE_SUM,
-                          MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM, MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM_OFFSET,
+                          MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM,
                           MOE_GATE_LOGITS, MOE_DOWN_GEMV_ADD_RMSNORM,
                           MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_SUM,
                           MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_TOPK_SIGMOID,
@@ -380,8 +381,9 @@ def routes_in_experts(kc: KernelCache, tokens: int, shape: MoeShape) -> bool:
     """Whether a decode step's MoE block routes inside its expert launches (the router launch
     writing only the logits, `gate_logits`; gate/up and down each computing the top-k from
     them, the router's code in every block) instead of the router's last block: switched on
-    (ATLAS_MOE_ROUTE_IN_EXPERTS), batch 1 on the tiled gate/up and the GEMV-shaped down, at
-    most ROUTE_IN_EXPERTS_MAX_EXPERTS experts."""
+    (ATLAS_MOE_ROUTE_IN_EXPERTS=1; off by default, no gain measured), batch 1 on the tiled
+    gate/up (ATLAS_MOE_GATE_UP_TILED=1) and the GEMV-shaped down, at most
+    ROUTE_IN_EXPERTS_MAX_EXPERTS experts."""
     return (kc.routes.moe_route_in_experts and tokens == 1
             and shape.experts <= ROUTE_IN_EXPERTS_MAX_EXPERTS
             and gate_up_uses_gemv(kc, tokens) and kc.routes.moe_gate_up_tiled
@@ -456,7 +458,8 @@ def _require_routes_in_experts(kc: KernelCache, tokens: int, shape: MoeShape) ->
 
 def gate_up_tiles(kc: KernelCache, shape: MoeShape, threads: int,
                   sig: KernelSig = MOE_GATE_UP_GEMV_TILES) -> int:
-    """Column pairs a block of the tiled batch-1 gate/up kernel takes, one after the other:
+    """Column pairs a block of the tiled batch-1 gate/up kernel (ATLAS_MOE_GATE_UP_TILED=1)
+    takes, one after the other:
     ATLAS_MOE_GATE_UP_TILES=N, or by default as many as bring the grid (slots x pair blocks)
     into one wave of the blocks the device holds at once (the driver's occupancy; without a
     device, the register file's share, 8 blocks of 128 threads an SM). Qwen3-30B-A3B: 3
@@ -636,13 +639,12 @@ def decode_down_add_rmsnorm(kc: KernelCache, stream: Stream, act: DevicePtr, w_d
     require_aligned("moe_down_add_rmsnorm", "counters", norm.counters, 4)
     sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "down")
     if route is not None:
-        launch, grid, rows = _down_route_launch(
-            kc, tokens, shape, MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM_OFFSET if norm.offset
-            else MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM)
+        launch, grid, rows = _down_route_launch(kc, tokens, shape,
+                                                MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM)
         launch(stream, grid, DECODE_THREADS, 0, act, w_down, route.logits, route.shared_logits,
                route.routing.bias, norm.residual, norm.weight, norm.out, norm.counters, tokens,
                shape.top_k, shape.hidden, shape.inter, shape.experts, rows, sh_ptr, n_shared,
-               sh_inter, norm.eps, *route.args())
+               sh_inter, norm.eps, *route.args(), int(norm.offset))
         return
     sigs = ((MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET) if norm.offset
             else (MOE_DOWN_ADD_RMSNORM, MOE_DOWN_GEMV_ADD_RMSNORM))

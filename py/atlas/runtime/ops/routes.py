@@ -156,19 +156,22 @@ what it asked for each time, and importing Atlas never depends on the environmen
   32, 32..256); unset, enough for two 16-byte chunks of a row each (ops/moe.py
   gate_up_gemv_threads: 128 at hidden 2048, so a thread keeps 8 loads in flight and twice the
   blocks fit an SM); 256 is the session-7 launch (gemv_threads: one chunk a thread at 2048).
-* ATLAS_MOE_GATE_UP_TILED=0: the batch-1 decode MoE gate/up on moe_gate_up_gemv_bf16_single
-  (two columns of one slot a block: 384 x 8 blocks at Qwen3-30B-A3B, ~3 waves, each block
-  reading its routing before its first weight request) instead of the tiled entry
+* ATLAS_MOE_GATE_UP_TILED=1: the batch-1 decode MoE gate/up on the tiled entry
   (moe_gate_up_gemv_tiles_bf16: a block takes several column pairs of its slot one after the
   other, the next pair's weights requested before the current pair's reduction, the grid one
-  wave of the device's resident blocks). ATLAS_MOE_GATE_UP_TILES=N: N column pairs a block
-  (unset or 0: the one-wave rule, ops/moe.py gate_up_tiles).
-* ATLAS_MOE_ROUTE_IN_EXPERTS=0: a batch-1 decode MoE block routes in the router launch's last
-  block (a ticket, then one warp's top-k into topk_ids / topk_weights, read by gate/up and
-  down) instead of the router launch writing only the logits (moe_gate_logits_bf16) and the
-  tiled gate/up (after its wait) and the GEMV-shaped down (before its wait) each computing
-  the top-k from them with the router's code (ops/moe.py routes_in_experts; at most 256
-  experts, not under expert parallelism, which rewrites topk_ids between the launches).
+  wave of the device's resident blocks) instead of moe_gate_up_gemv_bf16_single (two columns
+  of one slot a block: 384 x 8 blocks at Qwen3-30B-A3B, ~3 waves, each block reading its
+  routing before its first weight request). ATLAS_MOE_GATE_UP_TILES=N: N column pairs a block
+  (unset or 0: the one-wave rule, ops/moe.py gate_up_tiles). Off by default: measured (gpu22,
+  2026-12-02, with ATLAS_MOE_ROUTE_IN_EXPERTS=1) Qwen3-30B-A3B b1 312.5 tok/s vs 314.3 with
+  both off, Qwen3.5-35B-A3B 394.4 vs 393.3: no gain (no per-kernel profile yet).
+* ATLAS_MOE_ROUTE_IN_EXPERTS=1 (with ATLAS_MOE_GATE_UP_TILED=1): a batch-1 decode MoE block's
+  router launch writes only the logits (moe_gate_logits_bf16) and the tiled gate/up (after
+  its wait) and the GEMV-shaped down (before its wait) each compute the top-k from them with
+  the router's code (ops/moe.py routes_in_experts; at most 256 experts, not under expert
+  parallelism, which rewrites topk_ids between the launches), instead of the router's last
+  block (a ticket, then one warp's top-k into topk_ids / topk_weights). Off by default: see
+  ATLAS_MOE_GATE_UP_TILED (measured together, no gain).
 * ATLAS_MOE_DOWN_WAVE=0: the decode MoE down launch sized as in session 6 (whole row groups
   a block, ops/moe.py down_rows_grouped) instead of equal blocks filling one wave of every SM
   (ops/moe.py down_rows: at batch 1 of Qwen3-30B-A3B 205 blocks, some SMs with one, others
@@ -317,9 +320,9 @@ class KernelRoutes:
     moe_gate_up_gemv: bool = True
     moe_gate_up_gemv_max_m: int = 1
     moe_gate_up_gemv_threads: int = 0
-    moe_gate_up_tiled: bool = True
+    moe_gate_up_tiled: bool = False
     moe_gate_up_tiles: int = 0
-    moe_route_in_experts: bool = True
+    moe_route_in_experts: bool = False
     moe_down_wave: bool = True
     moe_down_gemv: bool = True
     moe_down_gemv_max_m: int = 1
@@ -413,9 +416,9 @@ class KernelRoutes:
                    moe_gate_up_gemv=env_switch(env, "ATLAS_MOE_GATE_UP_GEMV", True),
                    moe_gate_up_gemv_max_m=_env_count(env, "ATLAS_MOE_GATE_UP_GEMV_MAX_M", 1),
                    moe_gate_up_gemv_threads=gate_up_threads,
-                   moe_gate_up_tiled=env_switch(env, "ATLAS_MOE_GATE_UP_TILED", True),
+                   moe_gate_up_tiled=env_switch(env, "ATLAS_MOE_GATE_UP_TILED", False),
                    moe_gate_up_tiles=_env_count(env, "ATLAS_MOE_GATE_UP_TILES", 0),
-                   moe_route_in_experts=env_switch(env, "ATLAS_MOE_ROUTE_IN_EXPERTS", True),
+                   moe_route_in_experts=env_switch(env, "ATLAS_MOE_ROUTE_IN_EXPERTS", False),
                    moe_down_wave=env_switch(env, "ATLAS_MOE_DOWN_WAVE", True),
                    moe_down_gemv=env_switch(env, "ATLAS_MOE_DOWN_GEMV", True),
                    moe_down_gemv_max_m=_env_count(env, "ATLAS_MOE_DOWN_GEMV_MAX_M", 1),

@@ -30,7 +30,7 @@ from ..gpu import Dim3
 from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE_UP_GEMV,
                           MOE_GATE_UP_GEMV_SINGLE, MOE_GATE_UP_GEMV_TILES,
                           MOE_GATE_UP_GEMV_TILES_ROUTE, MOE_DOWN_GEMV_ROUTE_SUM,
-                          MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM, MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM_OFFSET,
+                          MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM,
                           MOE_GATE_LOGITS, MOE_DOWN_GEMV_ADD_RMSNORM,
                           MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_SUM,
                           MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_TOPK_SIGMOID,
@@ -425,38 +425,14 @@ def moe_down_gemv_route_add_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim
                                          inter: int, experts: int, rows_per_block: int,
                                          shared_down: int, shared_slots: int,
                                          shared_inter: int, eps: float, renormalize: int,
-                                         scale: float, sigmoid: int) -> None:
-    _down_route_add_rmsnorm(mem, act, w_down, logits, shared_logits, bias, residual, w, normed,
-                            tokens, top_k, hidden, inter, experts,
-                            (shared_down, shared_slots, shared_inter), eps,
-                            (renormalize, scale, sigmoid), offset=False)
-
-
-@reference(MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM_OFFSET)
-def moe_down_gemv_route_add_rmsnorm_offset_bf16(
-        mem: HostMemory, grid: Dim3, block: Dim3, act: int, w_down: int, logits: int,
-        shared_logits: int, bias: int, residual: int, w: int, normed: int, counters: int,
-        tokens: int, top_k: int, hidden: int, inter: int, experts: int, rows_per_block: int,
-        shared_down: int, shared_slots: int, shared_inter: int, eps: float, renormalize: int,
-        scale: float, sigmoid: int) -> None:
-    _down_route_add_rmsnorm(mem, act, w_down, logits, shared_logits, bias, residual, w, normed,
-                            tokens, top_k, hidden, inter, experts,
-                            (shared_down, shared_slots, shared_inter), eps,
-                            (renormalize, scale, sigmoid), offset=True)
-
-
-def _down_route_add_rmsnorm(mem: HostMemory, act: int, w_down: int, logits: int,
-                            shared_logits: int, bias: int, residual: int, w: int, normed: int,
-                            tokens: int, top_k: int, hidden: int, inter: int, experts: int,
-                            shared: tuple[int, int, int], eps: float,
-                            rule: tuple[int, float, int], offset: bool) -> None:
-    """_down_add_rmsnorm over the routing of the logits (rule: renormalize, scale, sigmoid)."""
-    _check_route_in_experts("moe_down_gemv_route_add_rmsnorm", tokens, experts)
-    renormalize, scale, sigmoid = rule
+                                         scale: float, sigmoid: int, offset: int) -> None:
+    """_down_add_rmsnorm over the routing of the logits."""
+    _check_route_in_experts("moe_down_gemv_route_add_rmsnorm_bf16", tokens, experts)
     routing = _route_logits(mem, logits, shared_logits, bias, tokens, experts, top_k,
-                            shared[1], renormalize, scale, bool(sigmoid))
+                            shared_slots, renormalize, scale, bool(sigmoid))
     _down_add_rmsnorm(mem, act, w_down, routing, residual, w, normed, tokens, top_k, hidden,
-                      inter, experts, shared, eps, offset)
+                      inter, experts, (shared_down, shared_slots, shared_inter), eps,
+                      bool(offset))
 
 
 # ---- grouped path -------------------------------------------------------------------------
