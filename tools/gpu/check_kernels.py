@@ -321,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
                     "(default bench/results/gpu_check-<date>-<commit>.json)")
     ap.add_argument("-k", dest="select", action="append", default=[],
                     help="only cases whose name contains this text (repeatable: any of them)")
+    ap.add_argument("-m", dest="modules", action="append",
+                    help="only cases of this kernel module (repeatable; default: all)")
     ap.add_argument("-x", dest="exclude", action="append", default=[],
                     help="skip cases whose name contains this text (repeatable)")
     ap.add_argument("--backend", choices=("cuda", "host"), default="cuda",
@@ -328,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     seed = args.seed if args.seed is not None else int(time.time()) % 2**31
-    cases = [c for c in all_cases(seed)
+    cases = [c for c in all_cases(seed, args.modules)
              if (not args.select or any(k in c.name for k in args.select))
              and not any(x in c.name for x in args.exclude)]
     duplicates = sorted({c.name for c in cases if [d.name for d in cases].count(c.name) > 1})

@@ -170,24 +170,22 @@ def check(backend: GpuBackend, case: KernelCase) -> CaseResult:
     return compare(case, got, case.oracle(case.inputs))
 
 
-def module_cases(modules: Iterable[str], seed: int,
+def module_cases(modules: Iterable[str] | None, seed: int,
                  keep: Callable[[KernelCase], bool] | None = None) -> list[KernelCase]:
-    """The registered cases of `modules` (their case modules imported by the caller), from
-    one generator seeded with `seed`; `keep` drops cases (every factory still draws its
-    inputs, so the others do not change). The host-reference tests' parametrization."""
-    wanted = set(modules)
+    """The registered cases of `modules` (every module when None; their case modules imported
+    by the caller), from one generator seeded with `seed`; `keep` drops cases (every factory
+    still draws its inputs, so the others do not change). Only the named modules' factories
+    run: the whole registry's inputs take minutes and gigabytes to build."""
+    wanted = None if modules is None else set(modules)
     rng = np.random.default_rng(seed)
     return [case for key, factory in sorted(CASE_FACTORIES.items())
-            if key.split(":")[0] in wanted for case in factory(rng)
+            if wanted is None or key.split(":")[0] in wanted for case in factory(rng)
             if keep is None or keep(case)]
 
 
-def all_cases(seed: int = 0) -> list[KernelCase]:
-    """Every registered case (imports the case modules first), with fresh random inputs."""
+def all_cases(seed: int = 0, modules: Iterable[str] | None = None) -> list[KernelCase]:
+    """The registered cases (imports the case modules first) of `modules`, or of every
+    module, with fresh random inputs."""
     from . import cases  # noqa: F401  (registers factories)
 
-    rng = np.random.default_rng(seed)
-    out: list[KernelCase] = []
-    for _, factory in sorted(CASE_FACTORIES.items()):
-        out.extend(factory(rng))
-    return out
+    return module_cases(modules, seed)
