@@ -53,6 +53,23 @@ def test_lookalike_tags_are_content(step):
     assert split("a <thin b </think", step) == ("a <thin b </think", "")
 
 
+@pytest.mark.parametrize("step", STEPS)
+def test_a_constrained_answer_keeps_marker_text_as_content(step):
+    """Structured output: a JSON string may hold the marker text (a random model drew the
+    `<think>` token there, and the rest of the answer vanished into reasoning: CI, session
+    10); once the constrained answer starts, nothing in it is a marker."""
+    answer = '{"location": "Paris<think> rain</think>", "unit": "celsius"}'
+    assert split(answer, step, verbatim_answer=True) == (answer, "")
+    assert split(answer, step, verbatim_answer=True, emit_reasoning=False) == (answer, "")
+    # a reasoning block before the answer (thinking on) is still split off
+    assert split("<think>plan</think>\n" + answer, step, verbatim_answer=True) == (
+        answer, "plan")
+    assert split("plan</think>" + answer, step, verbatim_answer=True,
+                 starts_in_thinking=True) == (answer, "plan")
+    # without a grammar the markers still switch channels anywhere
+    assert split(answer, step) == ('{"location": "Paris", "unit": "celsius"}', "rain")
+
+
 def test_prompt_opens_thinking_only_when_unclosed():
     assert prompt_opens_thinking("<|im_start|>assistant\n<think>\n")
     assert not prompt_opens_thinking("<|im_start|>assistant\n<think>\n\n</think>\n\n")

@@ -133,6 +133,7 @@ class Generation:
                           else "prompt")
         self.max_tokens = min(spec.max_tokens or limit, limit - n)
         self.outcome = Outcome(prompt_tokens=n)
+        self.grammar = self._grammar()
         self.stream = self._make_stream()
         self.request = self._make_request()
 
@@ -153,7 +154,8 @@ class Generation:
         if spec.messages is not None and tok.token_id(THINK_OPEN) is not None:
             reasoning = ReasoningParser(
                 starts_in_thinking=prompt_opens_thinking(self.prompt.text[-256:]),
-                emit_reasoning=thinking_enabled(spec, self.ctx))
+                emit_reasoning=thinking_enabled(spec, self.ctx),
+                verbatim_answer=self.grammar is not None)
         tools = None
         if spec.tools and spec.tool_choice.mode != "none" and self.ctx.options.tool_parser:
             schemas = {t["function"]["name"]: t["function"]["parameters"] for t in spec.tools}
@@ -171,7 +173,7 @@ class Generation:
         return EngineRequest(self.prompt.ids, self.spec.sampling, self.max_tokens,
                              stop_token_ids=self._stop_ids(),
                              deadline=self.started + timeout if timeout else None,
-                             thinking=self._thinking_budget(), grammar=self._grammar(),
+                             thinking=self._thinking_budget(), grammar=self.grammar,
                              logprobs=self.spec.logprobs)
 
     def _grammar(self) -> GrammarRequest | None:
