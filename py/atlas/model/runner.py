@@ -48,6 +48,7 @@ from ..core.dtype import DType
 from ..core.sampling import GREEDY
 from ..runtime.buffers import BufferArena
 from ..runtime.gpu import H200_FACTS, DevicePtr, EventHandle, GpuBackend, GraphHandle
+from ..runtime.kernel_abi import SAMPLE_ROW
 from ..runtime.kv_cache import PagedKvCache
 from ..runtime.ops import KernelCache, argmax, embedding, matmul
 from ..runtime.ops.matmul import GEMV_MAX_M, linear_route
@@ -119,9 +120,10 @@ class RunnerLimits:
 
 def step_layout(limits: RunnerLimits) -> StepLayout:
     """The per-step input layout: a step has up to max_tokens tokens, and up to
-    max_sample_rows attention rows (a decode-shaped verification step has one per token)."""
+    max_sample_rows attention rows (a decode-shaped verification step has one per token),
+    each sampled under a sampler row record uploaded with the rest (Sampler.stage_rows)."""
     return StepLayout(limits.max_tokens, limits.max_sample_rows, limits.max_blocks,
-                      limits.max_sample_rows)
+                      limits.max_sample_rows, SAMPLE_ROW.itemsize // 4)
 
 
 @dataclass(slots=True)
@@ -138,6 +140,8 @@ class LaunchedStep:
     #: the pinned buffer the sampled ids are copied into, and the event after that copy
     host_ids: np.ndarray
     done: EventHandle | None   # None: an empty step
+    #: the runner's count of launched steps when this one was (1 for its first)
+    number: int = 0
 
 
 @dataclass
@@ -267,6 +271,8 @@ class ModelRunner:
                                      "q", "attn", "gate_up", "act", "sample_hidden", "logits",
                                      "part_o", "part_ml", "attn_counters", "w_scratch") + lin})
         self.host_i32 = backend.alloc_host_pinned(4 * lay.total).view(np.int32)
+        # the sampler's row records ride in the step inputs' upload
+        sampler.stage_rows(i32 + 4 * lay.sample_params, self.host_i32[lay.sample_params:])
         #: two pinned buffers for the sampled ids, alternating between launched steps (one
         #: is read while the next step's copy may already be queued into the other), and
         #: the event recorded after each step's copy
@@ -281,6 +287,7 @@ class ModelRunner:
         #: are rewritten for the next step only after it
         self._inputs_done = backend.create_event()
         self._inputs_pending = False
+        self._launched = 0  # steps launched (LaunchedStep.number of the latest)
         #: sampled row of each sequence in the last launched step (its carried token's source)
         self._sample_row: dict[int, int] = {}
         #: an MTP pass's gather rows, then its drafted ids
@@ -347,6 +354,7 @@ class ModelRunner:
         if not steps:
             return LaunchedStep(steps, [], None, [], host_ids, None)
         self._parity ^= 1
+        self._launched += 1
         if self._inputs_pending:
             self.backend.event_synchronize(self._inputs_done)  # pinned inputs free again
         for st in steps:
@@ -366,7 +374,7 @@ class ModelRunner:
             self.sampler.queue_logprobs(len(rows), logprobs, self.stream)
         self.backend.record_event(done, self.stream)
         self._sample_row = {st.seq_id: j for j, (st, _) in enumerate(rows)}
-        return LaunchedStep(steps, rows, logprobs, verifying, host_ids, done)
+        return LaunchedStep(steps, rows, logprobs, verifying, host_ids, done, self._launched)
 
     def collect(self, launched: LaunchedStep) -> list[StepResult]:
         """Wait for a launched step and return the sampled token per chunk (None where
@@ -378,6 +386,10 @@ class ModelRunner:
             return []
         assert launched.done is not None
         self.backend.event_synchronize(launched.done)
+        if launched.number == self._launched:
+            # the device has passed everything queued so far, the input copies included:
+            # the next launch (a synchronous engine's) rewrites them without another wait
+            self._inputs_pending = False
         logprobs = launched.logprobs
         ids = launched.host_ids[:len(rows)].tolist()
         out: list[StepResult] = [None] * len(steps)
@@ -447,12 +459,12 @@ class ModelRunner:
                                               self.block_size, pad_to=bucket, per_row=per_row)
         owners = row_owners(steps, per_row=per_row)
         self._pack_state_slots(steps, owners, max(len(owners), bucket), per_row)
-        self._upload_inputs(owners, n_rows=max(len(owners), bucket))
-        self._carry_tokens(steps)
         pad = n_sample - len(rows)
         self.sampler.prepare([self._slot_of[st.seq_id] for st, _ in rows] + [self.pad_slot] * pad,
                              [st.sampling for st, _ in rows] + [GREEDY] * pad,
                              [st.rng_position + i for st, i in rows] + [0] * pad, self.stream)
+        self._upload_inputs(owners, n_rows=max(len(owners), bucket))
+        self._carry_tokens(steps)
         masked = any(st.token_mask is not None for st, _ in rows)
         if bucket and not masked:
             self._upload_token_masks([st for st, _ in rows])
@@ -660,8 +672,9 @@ class ModelRunner:
                             self.stream)
 
     def _upload_inputs(self, owners: Sequence[SeqChunk], n_rows: int) -> None:
-        """Copy the packed step inputs, and the block-table rows whose contents changed
-        (row i lists the blocks of `owners[i]`).
+        """Copy the packed step inputs (the sampler's row records with them: prepare them
+        first), and the block-table rows whose contents changed (row i lists the blocks of
+        `owners[i]`).
 
         A row is rewritten only when a different sequence occupies it or its sequence
         grew a block, so steady decode uploads a row once every block_size tokens.
@@ -725,8 +738,8 @@ class ModelRunner:
             self.host_i32[self.layout.slots + i] = -1
             self.host_i32[self.layout.state_slots + i] = self.pad_slot
             self.host_i32[self.layout.state_out + i] = self.pad_slot
-        self._upload_inputs([], bs)
         self.sampler.prepare([self.pad_slot] * bs, [GREEDY] * bs, [0] * bs)
+        self._upload_inputs([], bs)
         plan = AttentionPlan(decode=True, num_seqs=bs,
                              num_splits=self.verify_splits(bs) if verify
                              else self.decode_splits(bs),

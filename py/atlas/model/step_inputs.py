@@ -1,9 +1,10 @@
 """Packing one step's host-side inputs into the layout the device buffers expect.
 
-The per-step int32 inputs live in one region (ids | positions | slots | cu_q | kv_lens |
-sample_rows | state_slots | state_out), so a step costs one host-to-device copy; block
-tables are kept by the paged KV cache, which re-uploads only rows that changed. Pure numpy;
-no device access.
+The per-step 4-byte inputs live in one region (ids | positions | slots | cu_q | kv_lens |
+sample_rows | state_slots | state_out | sampler row records), so a step costs one
+host-to-device copy (the sampler writes its row records into their part: `sample_params`);
+block tables are kept by the paged KV cache, which re-uploads only rows that changed. Pure
+numpy; no device access.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ class StepLayout:
     #: sampled rows per step beyond one per sequence (speculative verification samples
     #: num_draft + 1 rows of one sequence); at least max_seqs
     max_sample_rows: int = 0
+    #: 4-byte words of the sampler's record of one sampled row (kernel_abi.SAMPLE_ROW),
+    #: `sample_capacity` of them at `sample_params`; 0: the sampler uploads its own
+    record_words: int = 0
 
     @property
     def sample_capacity(self) -> int:
@@ -68,8 +72,14 @@ class StepLayout:
         return self.state_slots + self.max_seqs
 
     @property
+    def sample_params(self) -> int:
+        """The sampler's row records (record_words each), 64-byte aligned like any struct
+        array the kernels read."""
+        return -(-(self.state_out + self.max_seqs) // 16) * 16
+
+    @property
     def total(self) -> int:
-        return self.state_out + self.max_seqs
+        return self.sample_params + self.sample_capacity * self.record_words
 
 
 class StepError(ValueError):

@@ -65,6 +65,8 @@ class Sampler:
         self.scratch = self.backend.alloc(scratch_bytes)
         self.counters = self._zeroed(counter_bytes)             # u32 [max_batch]
         self._rows_np = backend.alloc_host_pinned(SAMPLE_ROW.itemsize * max_batch).view(SAMPLE_ROW)
+        #: the row records live in a caller's step inputs, copied with them (`stage_rows`)
+        self._rows_staged = False
         self._seeds_np = np.zeros(max_slots, dtype=np.uint64)
         #: each slot's last row record (step 0) and the params it was built from: a step's
         #: rows are gathered from these, and only rows whose params changed are rebuilt
@@ -98,6 +100,21 @@ class Sampler:
             self._logprob_buffers = (self.top_n, self.out_logprob, self.top_ids,
                                      self.top_logprobs)
             self._top_n_np = backend.alloc_host_pinned(4 * max_batch).view(np.int32)
+
+    def stage_rows(self, device: DevicePtr, host: np.ndarray) -> None:
+        """Keep the row records in `device` and the pinned `host` words (max_batch records
+        each, part of the caller's per-step inputs): `prepare` then only writes `host`, and
+        the caller's own upload carries them, one host-to-device copy a step where there
+        were two. Call before capturing any graph (graphs hold the records' address)."""
+        words = SAMPLE_ROW.itemsize // 4 * self.max_batch
+        if host.dtype.itemsize != 4 or host.size != words or not host.flags.c_contiguous:
+            raise ValueError(f"sampler.stage_rows: host must be {words} contiguous 4-byte "
+                             f"words, got {host.size} of {host.dtype}")
+        self.backend.free(self.row_params)
+        self.row_params = device
+        self._rows_np = host.view(SAMPLE_ROW)
+        self._row_words = host.view(np.uint32).reshape(self.max_batch, _ROW_WORDS)
+        self._rows_staged = True
 
     def _zeroed(self, nbytes: int) -> DevicePtr:
         ptr = self.backend.alloc(nbytes)
@@ -153,7 +170,8 @@ class Sampler:
                 steps: Sequence[int], stream: Stream | None = None) -> None:
         """Upload this step's row records: row i samples for `slots[i]` under `params[i]`,
         `steps[i]` being how many tokens that sequence has generated (the RNG counter, which
-        the caller owns so that it survives the slot)."""
+        the caller owns so that it survives the slot). Staged rows (`stage_rows`) are only
+        written: the caller uploads them with its step inputs before the launches."""
         n = len(slots)
         if not len(params) == len(steps) == n:
             raise ValueError(f"sampler.prepare: {n} slots, {len(params)} params, "
@@ -170,7 +188,8 @@ class Sampler:
         words = self._row_words[:n]
         np.take(self._slot_words, np.fromiter(slots, np.int64, n), axis=0, out=words)
         words[:, _STEP_WORD] = np.fromiter(steps, np.int64, n) & 0xFFFFFFFF
-        self.backend.copy_h2d(self.row_params, self._rows_np[:n], stream)
+        if not self._rows_staged:
+            self.backend.copy_h2d(self.row_params, self._rows_np[:n], stream)
 
     def _set_slot_row(self, slot: int, p: SamplingParams) -> None:
         """The row record of `slot` under `p` (its seed from `assign`; step 0)."""
@@ -264,7 +283,8 @@ class Sampler:
 
     def close(self) -> None:
         """Free the device buffers (the sampler is unusable afterwards)."""
-        for ptr in (self.counts, self.prompt_mask, self.row_params, self.out_ids, self.scratch,
+        own_rows = None if self._rows_staged else self.row_params
+        for ptr in (self.counts, self.prompt_mask, own_rows, self.out_ids, self.scratch,
                     self.counters, self.token_bitmask, self.mask_rows,
                     *self._logprob_buffers):
             if ptr is not None:
