@@ -16,7 +16,8 @@ CudaBackend would make, each costing microseconds there):
 
 Verification steps carry K drafts for every sequence, all rejected (each step verifies K
 again: tools/gpu/engine_decode.rejected_drafts); plain steps run ahead (async scheduling)
-as the server runs them. Times are medians of per-call wall times (perf_counter) over
+as the server runs them. Times are medians of per-call thread CPU times (the host work
+itself, less disturbed by other processes on a shared machine) over
 --steps steps; the numbers move with the machine's load: compare runs made back to back.
 Asserts nothing about speed.
 """
@@ -90,11 +91,11 @@ class StepMeter:
             outer = phase in COUNTED and self._phase is None
             if outer:
                 self._phase = phase
-            t0 = time.perf_counter()
+            t0 = time.thread_time()
             try:
                 return fn(*args, **kwargs)
             finally:
-                self.times[phase].append(time.perf_counter() - t0)
+                self.times[phase].append(time.thread_time() - t0)
                 if outer:
                     self._phase = None
         return timed
@@ -158,7 +159,7 @@ def main() -> int:
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path, seed = model_dir(a, Path(tmp))
-        runner = load_runner(path, backend="mock", max_seq_len=a.context + a.steps + 48,
+        runner = load_runner(path, backend="mock", max_seq_len=a.context + a.steps + 24 + a.k,
                              max_batch_size=a.batch, max_prefill_tokens=max(a.context, 64),
                              num_draft_tokens=a.k, synthetic_seed=seed, progress=None)
     cols = ("schedule", "launch", "pack", "upload", "prepare", "collect", "commit")

@@ -362,7 +362,7 @@ class ModelRunner:
         rows = [(st, i) for st in steps if st.sample for i in range(st.num_draft + 1)]
         verifying = [st for st in steps if st.num_draft] if self.state_pools else []
         self._copy_snapshots(steps, restore=True)
-        want_logprobs = self._prepare_logprobs([st for st, _ in rows])
+        want_logprobs = self._prepare_logprobs(steps, rows)
         n_tokens, n_sample = self._forward(steps, rows)
         self._copy_snapshots(steps, restore=False)
         if self.mtp is not None and self.draft_with_mtp:
@@ -465,9 +465,9 @@ class ModelRunner:
                              [st.rng_position + i for st, i in rows] + [0] * pad, self.stream)
         self._upload_inputs(owners, n_rows=max(len(owners), bucket))
         self._carry_tokens(steps)
-        masked = any(st.token_mask is not None for st, _ in rows)
+        masked = any(st.token_mask is not None for st in steps if st.sample)
         if bucket and not masked:
-            self._upload_token_masks([st for st, _ in rows])
+            self._upload_token_masks(rows, masked)
             self._mark_inputs_sent()
             self.backend.launch_graph(graphs[bucket], self.stream)
             return n_tokens, n_sample
@@ -487,7 +487,7 @@ class ModelRunner:
                                      num_splits=self.decode_splits(ones) if ones else 1,
                                      decode_rows=ones, split_capacity=self.split_capacity)
             self.model.forward(self.stream, self.bufs, n_tokens, plan, n_sample)
-        self._upload_token_masks([st for st, _ in rows])
+        self._upload_token_masks(rows, masked)
         self._mark_inputs_sent()
         if n_sample:
             self.sampler.enqueue(self.stream, self.bufs.logits, n_sample)
@@ -594,30 +594,33 @@ class ModelRunner:
         return next((b for b in (self.verify_buckets if verify else self.buckets)
                      if b >= rows), 0)
 
-    def _upload_token_masks(self, row_chunks: Sequence[SeqChunk]) -> None:
-        """Grammar masks of this step's sampling rows (row j samples for row_chunks[j]),
-        filled into the sampler's pinned rows; rows without one sample unmasked."""
-        fills = [st.token_mask for st in row_chunks]
+    def _upload_token_masks(self, rows: Sequence[tuple[SeqChunk, int]], masked: bool) -> None:
+        """Grammar masks of this step's sampling rows (row j samples for rows[j]'s chunk;
+        `masked`: whether any has a mask), filled into the sampler's pinned rows; rows
+        without one sample unmasked."""
         if self.sampler.token_bitmask is None:
-            if any(fills):
+            if masked:
                 raise RuntimeError("a chunk carries a grammar mask, but the sampler was built "
                                    "without token_masks")
             return
-        if not any(fills) and not self._masked_last:
+        if not masked and not self._masked_last:
             return  # the device's mask rows already say "none"
-        self._masked_last = any(fills)
+        self._masked_last = masked
+        fills = [st.token_mask for st, _ in rows]
         for row, fill in enumerate(fills):
             if fill is not None:
                 fill(self.sampler.host_bitmask, row)
         self.sampler.upload_token_masks([f is not None for f in fills], self.stream)
 
-    def _prepare_logprobs(self, row_chunks: Sequence[SeqChunk]) -> bool:
-        """Tell the sampler which rows report logprobs (row j samples for row_chunks[j]);
-        True when any does. Rows that ask nothing cost the logprobs launch nothing."""
-        want = [st.logprobs if not st.num_draft else -1 for st in row_chunks]
-        asked = any(n >= 0 for n in want)
+    def _prepare_logprobs(self, steps: Sequence[SeqChunk],
+                          rows: Sequence[tuple[SeqChunk, int]]) -> bool:
+        """Tell the sampler which rows report logprobs (row j samples for rows[j]'s chunk;
+        a verification's rows report none); True when any does. Rows that ask nothing cost
+        the logprobs launch nothing."""
+        asked = any(st.logprobs >= 0 for st in steps if st.sample and not st.num_draft)
         if self.sampler.max_logprobs and (asked or self._logprobs_last):
-            self.sampler.prepare_logprobs(want, self.stream)
+            self.sampler.prepare_logprobs([st.logprobs if not st.num_draft else -1
+                                           for st, _ in rows], self.stream)
         elif asked:
             raise RuntimeError("a chunk asks for logprobs, but the sampler was built without "
                                "max_logprobs")

@@ -9,6 +9,7 @@ numpy; no device access.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -165,15 +166,30 @@ def pack_step(buf: np.ndarray, layout: StepLayout, chunks: Sequence[SeqChunk], b
         kv_lens.append(1)
         cu_q.append(len(ids))
         sample_rows.append(len(ids) - 1)
-    if len(sample_rows) > layout.sample_capacity:
-        raise StepError(f"{len(sample_rows)} sampled rows in one step exceed "
-                        f"{layout.sample_capacity}; size the runner for the draft count")
-    for offset, values in ((layout.ids, ids), (layout.positions, pos), (layout.slots, slots),
-                           (layout.cu_q, cu_q), (layout.kv_lens, kv_lens),
-                           (layout.sample_rows, sample_rows)):
-        buf[offset:offset + len(values)] = values
     n_sample = len(sample_rows)
+    if n_sample > layout.sample_capacity:
+        raise StepError(f"{n_sample} sampled rows in one step exceed "
+                        f"{layout.sample_capacity}; size the runner for the draft count")
+    if per_row:  # a graph's step: one store through the index of its row count
+        buf[_row_step_index(layout, n_seqs)] = ids + pos + slots + cu_q + kv_lens + sample_rows
+    else:
+        for offset, values in ((layout.ids, ids), (layout.positions, pos),
+                               (layout.slots, slots), (layout.cu_q, cu_q),
+                               (layout.kv_lens, kv_lens), (layout.sample_rows, sample_rows)):
+            buf[offset:offset + len(values)] = values
     return n_tokens, n_sample, 1 if per_row else max(lens, default=1)
+
+
+@functools.lru_cache(maxsize=None)
+def _row_step_index(layout: StepLayout, rows: int) -> np.ndarray:
+    """Where the fields of a decode-shaped step of `rows` rows (`pack_step`'s per_row form:
+    as many tokens, kv_lens and sampled rows, rows + 1 cu_q entries) go in the input region,
+    in the order ids, positions, slots, cu_q, kv_lens, sample_rows: the step's inputs are
+    stored with one numpy call instead of six (a graph replay's host work is mostly such
+    per-call overhead). One index per row count, at most sample_capacity of them."""
+    return np.concatenate([np.arange(offset, offset + n) for offset, n in (
+        (layout.ids, rows), (layout.positions, rows), (layout.slots, rows),
+        (layout.cu_q, rows + 1), (layout.kv_lens, rows), (layout.sample_rows, rows))])
 
 
 def row_owners(chunks: Sequence[SeqChunk], per_row: bool) -> list[SeqChunk]:

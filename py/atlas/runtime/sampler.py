@@ -75,6 +75,9 @@ class Sampler:
         self._slot_words = self._slot_rows.view(np.uint32).reshape(max_slots, _ROW_WORDS)
         self._row_words = self._rows_np.view(np.uint32).reshape(max_batch, _ROW_WORDS)
         self._slot_params: list[SamplingParams | None] = [None] * max_slots
+        #: the slots whose records the host rows hold (the last `prepare`'s, until a
+        #: slot's record changes): a step of the same slots rewrites only the step words
+        self._gathered: list[int] | None = None
         # Seeds for requests that bring none: fresh per sequence, reproducible per sampler seed.
         self._seed_rng = np.random.default_rng(seed)
         self.mask_words = sampling.bitmask_words(vocab)
@@ -115,6 +118,7 @@ class Sampler:
         self._rows_np = host.view(SAMPLE_ROW)
         self._row_words = host.view(np.uint32).reshape(self.max_batch, _ROW_WORDS)
         self._rows_staged = True
+        self._gathered = None
 
     def _zeroed(self, nbytes: int) -> DevicePtr:
         ptr = self.backend.alloc(nbytes)
@@ -186,7 +190,9 @@ class Sampler:
             if p is not self._slot_params[slot]:
                 self._set_slot_row(slot, p)
         words = self._row_words[:n]
-        np.take(self._slot_words, np.fromiter(slots, np.int64, n), axis=0, out=words)
+        if self._gathered != slots:  # else the rows hold these slots' records already
+            np.take(self._slot_words, np.fromiter(slots, np.int64, n), axis=0, out=words)
+            self._gathered = list(slots)
         words[:, _STEP_WORD] = np.fromiter(steps, np.int64, n) & 0xFFFFFFFF
         if not self._rows_staged:
             self.backend.copy_h2d(self.row_params, self._rows_np[:n], stream)
@@ -199,6 +205,7 @@ class Sampler:
                                  p.effective_repetition_penalty, p.presence_penalty,
                                  p.frequency_penalty, 0)
         self._slot_params[slot] = p
+        self._gathered = None
 
     def upload_token_masks(self, constrained: Sequence[bool], stream: Stream | None = None,
                            ) -> None:
