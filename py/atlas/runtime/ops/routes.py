@@ -240,6 +240,10 @@ what it asked for each time, and importing Atlas never depends on the environmen
   head's qkv rows, and only when it has rows of the phase). Measured (gpu22, 2026-12-02,
   bench_moe synthetic Qwen3-0.6B batch 1): counts 979.3 tok/s, barriers 915.4 (+7%), the
   per-op default 1,026.4 (so ATLAS_PERSISTENT_DECODE stays off).
+* ATLAS_VERIFY_GRAPH_COPIES=0: a verification step uploads its inputs and reads its sampled
+  ids back by copies of their own around the graph (the session-9 launch: copy, event, graph,
+  copy, event) instead of copies captured in the verification graph (graph, event): the A/B
+  of the host time a synchronous verification step puts between two device steps.
 """
 
 from __future__ import annotations
@@ -376,6 +380,7 @@ class KernelRoutes:
     persistent_blocks: int = 0
     persistent_splits: int = 0
     persistent_flags: bool = True
+    verify_graph_copies: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "KernelRoutes":
@@ -484,4 +489,5 @@ class KernelRoutes:
                    persistent_stage=env_switch(env, "ATLAS_PERSISTENT_STAGE", True),
                    persistent_blocks=_env_count(env, "ATLAS_PERSISTENT_BLOCKS", 0),
                    persistent_splits=_env_count(env, "ATLAS_PERSISTENT_SPLITS", 0),
-                   persistent_flags=env_switch(env, "ATLAS_PERSISTENT_FLAGS", True))
+                   persistent_flags=env_switch(env, "ATLAS_PERSISTENT_FLAGS", True),
+                   verify_graph_copies=env_switch(env, "ATLAS_VERIFY_GRAPH_COPIES", True))
