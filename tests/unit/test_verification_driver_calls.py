@@ -12,6 +12,8 @@ import pytest
 from atlas.core.sampling import GREEDY
 from atlas.model.batch import PenaltyHistory, SeqChunk
 from atlas.model.load import load_runner
+from atlas.runtime.gpu import GpuError
+from atlas.runtime.mock import MockGpuBackend
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
 PROMPT = [5, 9, 200, 17, 5]
@@ -61,6 +63,24 @@ def test_copies_around_the_verification_graph_when_switched_off(monkeypatch):
     monkeypatch.setenv("ATLAS_VERIFY_GRAPH_COPIES", "0")
     runner = mock_runner()
     assert not runner.verify_graph_copies
+    prime(runner)
+    assert driver_calls(runner, [verification()]) == Counter(
+        copy_h2d=1, launch_graph=1, copy_d2h=1, record_event=2, event_synchronize=1)
+
+
+def test_verification_graphs_copy_around_them_where_capture_refuses_copies(monkeypatch):
+    """A driver that refused the copies inside a captured graph costs the speed-up, not
+    the runner: the graphs are captured without them and the copies go around."""
+    plain_copy = MockGpuBackend.copy_h2d
+
+    def refusing(self, dst, src, stream=None):
+        if stream is not None and self._captures.get(stream) is not None:
+            raise GpuError("cuMemcpyHtoDAsync: operation not permitted when stream is capturing")
+        plain_copy(self, dst, src, stream)
+
+    monkeypatch.setattr(MockGpuBackend, "copy_h2d", refusing)
+    runner = mock_runner()
+    assert not runner.verify_graph_copies and 4 in runner.verify_graphs
     prime(runner)
     assert driver_calls(runner, [verification()]) == Counter(
         copy_h2d=1, launch_graph=1, copy_d2h=1, record_event=2, event_synchronize=1)

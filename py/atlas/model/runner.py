@@ -38,6 +38,7 @@ accepted prefix's slot, so no rejected draft is ever recomputed.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -50,7 +51,8 @@ from ..core.target import KernelTarget
 from ..core.dtype import DType
 from ..core.sampling import GREEDY
 from ..runtime.buffers import BufferArena
-from ..runtime.gpu import H200_FACTS, DevicePtr, EventHandle, GpuBackend, GraphHandle
+from ..runtime.gpu import (H200_FACTS, DevicePtr, EventHandle, GpuBackend, GpuError,
+                           GraphHandle)
 from ..runtime.kernel_abi import SAMPLE_ROW
 from ..runtime.kv_cache import PagedKvCache
 from ..runtime.ops import KernelCache, argmax, embedding, matmul
@@ -64,6 +66,8 @@ from .mtp import MtpProposer
 from .state_pools import RecurrentStatePools, StateSlotMap
 from .step_inputs import (StepLayout, decode_buckets, decode_splits, leading_decode_rows,
                           pack_step, row_owners, verification_buckets)
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -789,19 +793,42 @@ class ModelRunner:
         self.sampler.enqueue(self.stream, self.bufs.logits, bs)
         self.backend.synchronize(self.stream)
         copies = verify and self.verify_graph_copies
-        self.backend.begin_capture(self.stream)
-        if copies:
-            self.backend.copy_h2d(self.bufs.ids, self.host_i32, self.stream)
-        self.model.forward(self.stream, self.bufs, bs, plan, bs)
-        # replayed only for steps without a grammar mask (`_forward`): no mask launch
-        self.sampler.enqueue(self.stream, self.bufs.logits, bs, masked=False)
-        if copies:
-            self.backend.copy_d2h(self._graph_ids[:bs], self.sampler.out_ids, self.stream)
-        graphs[bs] = self.backend.end_capture(self.stream)
+        try:
+            graphs[bs] = self._record_step(bs, plan, copies)
+        except GpuError as exc:
+            if not copies or self.verify_graphs:
+                raise
+            # the first verification graph: no other holds the copies yet
+            _log.warning("a verification graph with its input and ids copies inside failed "
+                         "to capture (%s); copying around the graphs instead", exc)
+            self.verify_graph_copies = False
+            graphs[bs] = self._record_step(bs, plan, False)
         if self.sampler.token_bitmask is not None:
             self.backend.begin_capture(self.stream)
             self.model.forward(self.stream, self.bufs, bs, plan, bs)
             forward_graphs[bs] = self.backend.end_capture(self.stream)
+
+    def _record_step(self, bs: int, plan: AttentionPlan, copies: bool) -> GraphHandle:
+        """Capture the forward and sampling of a `bs`-row decode-shaped step (`copies`: the
+        upload of the step inputs before them and the sampled ids' copy into `_graph_ids`
+        after them); a failed capture leaves the stream out of capture mode."""
+        s = self.stream
+        self.backend.begin_capture(s)
+        try:
+            if copies:
+                self.backend.copy_h2d(self.bufs.ids, self.host_i32, s)
+            self.model.forward(s, self.bufs, bs, plan, bs)
+            # replayed only for steps without a grammar mask (`_forward`): no mask launch
+            self.sampler.enqueue(s, self.bufs.logits, bs, masked=False)
+            if copies:
+                self.backend.copy_d2h(self._graph_ids[:bs], self.sampler.out_ids, s)
+        except GpuError:
+            try:
+                self.backend.end_capture(s)
+            except GpuError:
+                pass  # the capture was invalidated: ending it is all that was left to do
+            raise
+        return self.backend.end_capture(s)
 
 
 def _token_logprobs(token: int, logprobs: tuple[np.ndarray, np.ndarray, np.ndarray],
