@@ -9,6 +9,7 @@ import pytest
 
 from atlas.core.sampling import GREEDY, SamplingParams
 from atlas.runtime.host import HostBackend
+from atlas.runtime.kernel_abi import SAMPLE_ROW
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache
 from atlas.runtime.sampler import Sampler
@@ -252,3 +253,34 @@ def test_prepare_and_assign_reject_bad_inputs() -> None:
     mock = MockGpuBackend()
     with pytest.raises(ValueError, match="exceeds"):  # sample_f32 handles 128 blocks a row
         Sampler(mock, KernelCache(mock), 1, 1, 128 * 4096 + 1)
+
+
+def test_staged_rows_live_in_the_callers_inputs_and_follow_every_change() -> None:
+    """`stage_rows`: prepare writes the row records into the caller's pinned words (the
+    runner's step inputs, uploaded in one copy) and copies nothing itself; a step of the
+    same slots rewrites only the step words, and a slot's new record (a new sequence's seed
+    and params) still reaches its row. close() leaves the caller's buffer alone."""
+    mock = MockGpuBackend()
+    s = Sampler(mock, KernelCache(mock), 4, 2, 1000)
+    words = SAMPLE_ROW.itemsize // 4
+    with pytest.raises(ValueError, match="stage_rows"):
+        s.stage_rows(mock.alloc(4 * words), np.zeros(words, np.int32))
+    device = mock.alloc(4 * 4 * words)
+    host = mock.alloc_host_pinned(4 * 4 * words).view(np.int32)
+    s.stage_rows(device, host)
+    rows = host.view(SAMPLE_ROW)
+    hot, cool = SamplingParams(temperature=0.5, seed=3), SamplingParams(temperature=0.25, seed=9)
+    s.assign(0, [1], GREEDY)
+    s.assign(1, [1], hot)
+    copies = mock.op_counts["copy_h2d"]
+    s.prepare([0, 1, 1], [GREEDY, hot, hot], [5, 9, 10])
+    assert rows["slot"][:3].tolist() == [0, 1, 1] and rows["step"][:3].tolist() == [5, 9, 10]
+    s.prepare([0, 1, 1], [GREEDY, hot, hot], [6, 10, 11])
+    assert rows["step"][:3].tolist() == [6, 10, 11] and rows["temperature"][1] == 0.5
+    s.assign(1, [1], cool)  # another sequence takes slot 1
+    s.prepare([0, 1, 1], [GREEDY, cool, cool], [6, 0, 1])
+    assert rows["temperature"][1:3].tolist() == [0.25, 0.25]
+    assert rows["seed_lo"][1:3].tolist() == [9, 9] and rows["step"][:3].tolist() == [6, 0, 1]
+    assert mock.op_counts["copy_h2d"] == copies and s.row_params == device
+    s.close()
+    assert device in mock.live_allocations
