@@ -145,6 +145,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (attention_sm90, head_dim 128 and 256), always on prefill_attn_bf16.
 * ATLAS_PREFILL_ATTN_QREG=1: head_dim-128 prefill attention on the wgmma kernel's Q-in-
   registers entry point (prefill_attn_sm90_qreg_bf16); off by default until measured.
+* ATLAS_PREFILL_ATTN_WIDE=1: head_dim-128 prefill attention on the wgmma kernel's 128-key
+  tile entry point (prefill_attn_sm90_wide_bf16: a 3-stage ring of 32 KiB tiles, half the
+  per-tile barriers and ring work a key); off by default until measured.
 * ATLAS_MOE_SM90=0: the MoE grouped GEMMs on the mma.sync kernels (moe_grouped), never the
   Hopper wgmma ones (moe_grouped_sm90).
 * ATLAS_MOE_GATE_UP_GEMV=0: the decode MoE gate/up projection on the session-6 column-loop
@@ -363,6 +366,7 @@ class KernelRoutes:
     decode_attn_verify_rope: bool = False
     prefill_attn_sm90: bool = True
     prefill_attn_qreg: bool = False
+    prefill_attn_wide: bool = False
     fused_norm: bool | None = None
     gemv_prefetch: bool = False
     norm_gemv: bool = False
@@ -471,6 +475,7 @@ class KernelRoutes:
                                                       False),
                    prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", True),
                    prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
+                   prefill_attn_wide=env_switch(env, "ATLAS_PREFILL_ATTN_WIDE", False),
                    fused_norm=_env_tristate(env, "ATLAS_FUSED_NORM"),
                    gemv_prefetch=env_switch(env, "ATLAS_GEMV_PREFETCH", False),
                    norm_gemv=env_switch(env, "ATLAS_NORM_GEMV", False),
