@@ -443,6 +443,9 @@ DECODE_ATTN_LONG_ROPE = S("attention_long", "decode_attn_long_rope_bf16", _DECOD
 # the same waiting for the qkv projection on entry (ATLAS_DECODE_ATTN_LONG_EARLY=0)
 DECODE_ATTN_LONG_ROPE_WAIT = S("attention_long", "decode_attn_long_rope_wait_bf16",
                                _DECODE_LONG_ROPE)
+# waiting on entry, then the one-trip qkv prologue of the first (ATLAS_DECODE_ATTN_LONG_LATE=1)
+DECODE_ATTN_LONG_ROPE_LATE = S("attention_long", "decode_attn_long_rope_late_bf16",
+                               _DECODE_LONG_ROPE)
 
 # verification rows (a speculating sequence's K + 1 consecutive rows) on tensor cores, each
 # sequence's K/V read once for all its rows (kernels/hopper/common/attention_verify.cu, hopper

@@ -82,6 +82,10 @@ what it asked for each time, and importing Atlas never depends on the environmen
   instead of waiting for the qkv projection on entry (decode_attn_long_rope_wait_bf16,
   session 8's kernel, the default: gpu22 measured Qwen3-8B b64 x 1,536 at 9.829 ms a step
   with it against 9.511 without, the attention row 147.4 us against 138.7).
+  ATLAS_DECODE_ATTN_LONG_LATE=1 (unless EARLY): the waiting entry's data path replaced by
+  the early one's one-trip qkv prologue, all after the wait (decode_attn_long_rope_late_bf16:
+  gpu24 timed the waiting entry at 122.9 us a call in the step, PDL off, against 104.0 for
+  the early one alone); off by default until measured.
 * ATLAS_DECODE_ATTN_LONG_MERGE=1: a tensor-core decode attention launch of several splits
   (batch 8 .. 16 at D 128, Qwen3.5's D 256 below batch 64, long contexts) merges its partials
   in its last split (attention_long.cu SplitMerge, the split counters' tickets) instead of
@@ -354,6 +358,7 @@ class KernelRoutes:
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_long_min_batch: int = DEFAULT_DECODE_ATTN_LONG_MIN_BATCH
     decode_attn_long_early: bool = False
+    decode_attn_long_late: bool = False
     decode_attn_long_merge: bool = False
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
@@ -458,6 +463,8 @@ class KernelRoutes:
                        DEFAULT_DECODE_ATTN_LONG_MIN_BATCH),
                    decode_attn_long_early=env_switch(env, "ATLAS_DECODE_ATTN_LONG_EARLY",
                                                      False),
+                   decode_attn_long_late=env_switch(env, "ATLAS_DECODE_ATTN_LONG_LATE",
+                                                    False),
                    decode_attn_long_merge=env_switch(env, "ATLAS_DECODE_ATTN_LONG_MERGE",
                                                      False),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
