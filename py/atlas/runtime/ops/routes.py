@@ -79,8 +79,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
 * ATLAS_DECODE_ATTN_LONG_EARLY=1: the rope-fused tensor-core decode attention requests its
   first K/V tiles, block-table entries and rope constants before its PDL wait and the qkv
   rows in one trip after it (decode_attn_long_rope_bf16; attention_long.cu RopeEarly),
-  instead of waiting for the qkv projection on entry (session 8's kernel: gpu22 measured Qwen3-8B b64 x 1,536 at 9.829 ms a step
-  with it against 9.511 without, the attention row 147.4 us against 138.7).
+  instead of waiting for the qkv projection on entry (session 8's kernel: gpu22 measured
+  Qwen3-8B b64 x 1,536 at 9.829 ms a step with it against 9.511 without, the attention row
+  147.4 us against 138.7).
   Unless EARLY, the entry waits on entry and then runs the early one's one-trip qkv
   prologue (decode_attn_long_rope_late_bf16, the default since session 10: gpu24 timed the
   waiting entry's per-warp prologue from global memory at 122.9 us a call in the step, PDL
