@@ -8,8 +8,9 @@ cp.async ring of 16 KiB tiles (64 keys at D = 128, 32 at D = 256). Head_dim 128 
 more entry points (`variant`): 128-key tiles in a 3-stage ring ("wide",
 routes.prefill_attn_wide, the default) and the opt-in Q in registers ("qreg",
 routes.prefill_attn_qreg, on 64-key tiles). `ops.attention.prefill_attention` takes it
-where `uses_sm90` says so (ATLAS_PREFILL_ATTN_SM90=0 turns the route off); its speed against prefill_attn_bf16 and PyTorch SDPA is the kernel table's
-`T... sm90` rows (tools/gpu/run_suite.sh issue15_table).
+where `uses_sm90` says so (ATLAS_PREFILL_ATTN_SM90=0 turns the route off); its speed
+against prefill_attn_bf16 and PyTorch SDPA is the kernel table's `T... sm90` rows
+(tools/gpu/run_suite.sh issue15_table).
 """
 
 from __future__ import annotations
