@@ -144,14 +144,17 @@ def test_route_is_on_by_default_and_off_by_switch() -> None:
     assert _launch(_Sm90Mock(), env={"ATLAS_PREFILL_ATTN_SM90": "0"}).func == "prefill_attn_bf16"
     on: dict[str, str] = {}
     record = _launch(_Sm90Mock(), env=on)
-    assert (record.module, record.func) == ("attention_sm90", "prefill_attn_sm90_bf16")
+    assert (record.module, record.func) == ("attention_sm90", "prefill_attn_sm90_wide_bf16")
     assert record.grid == (32, 3, 2) and record.block == (256, 1, 1)  # 300 queries: 3 x 128
-    assert record.shared == attention_sm90.prefill_sm90_smem(128) == 164864
+    assert record.shared == attention_sm90.prefill_sm90_smem(128, "wide") == 230400
+    narrow = _launch(_Sm90Mock(), env={"ATLAS_PREFILL_ATTN_WIDE": "0"})
+    assert narrow.func == "prefill_attn_sm90_bf16"
+    assert narrow.shared == attention_sm90.prefill_sm90_smem(128) == 164864
     d256 = _launch(_Sm90Mock(), head_dim=256, env=on)
     assert d256.func == "prefill_attn_sm90_bf16" and d256.shared == 197632
     assert _launch(_Sm90Mock(), head_dim=64, env=on).func == "prefill_attn_bf16"
     assert _launch(MockGpuBackend(), env=on).func == "prefill_attn_bf16"
-    assert _launch(_Sm90Mock(), sm90=True).func == "prefill_attn_sm90_bf16"
+    assert _launch(_Sm90Mock(), sm90=True).func == "prefill_attn_sm90_wide_bf16"
     with pytest.raises(ValueError, match="head_dim=64"):
         _launch(_Sm90Mock(), head_dim=64, sm90=True)
 
@@ -167,32 +170,48 @@ def test_the_mma_sync_cases_stay_on_their_kernel_where_wgmma_is_loaded() -> None
     assert record.func == "prefill_attn_bf16"
 
 
-def test_q_in_registers_entry_point_is_an_opt_in_for_head_dim_128() -> None:
-    qreg = {"ATLAS_PREFILL_ATTN_QREG": "1"}
-    record = _launch(_Sm90Mock(), env=qreg)
-    assert record.func == "prefill_attn_sm90_qreg_bf16" and record.shared == 164864
-    assert _launch(_Sm90Mock(), head_dim=256, env=qreg).func == "prefill_attn_sm90_bf16"
-    assert _launch(_Sm90Mock(), env={**qreg, "ATLAS_PREFILL_ATTN_SM90": "0"}).func == \
+@pytest.mark.parametrize("variant, switch, shared", [
+    ("qreg", "ATLAS_PREFILL_ATTN_QREG", 164864), ("wide", "ATLAS_PREFILL_ATTN_WIDE", 230400)])
+def test_head_dim_128_entry_points_follow_their_switches(variant, switch, shared) -> None:
+    env = {switch: "1"}
+    record = _launch(_Sm90Mock(), env=env)
+    assert record.func == f"prefill_attn_sm90_{variant}_bf16" and record.shared == shared
+    assert _launch(_Sm90Mock(), head_dim=256, env=env).func == "prefill_attn_sm90_bf16"
+    assert _launch(_Sm90Mock(), env={**env, "ATLAS_PREFILL_ATTN_SM90": "0"}).func == \
         "prefill_attn_bf16"
-    assert {c.name for c in CASES if c.name.endswith(" qreg")} == {
-        f"{name} qreg" for name, *_ in case_defs.SM90_QREG_SHAPES}
-    assert all(g.head_dim == 128 for _, g, _, _ in case_defs.SM90_QREG_SHAPES)
+    assert {c.name for c in CASES if c.name.endswith(f" {variant}")} == {
+        f"{name} {variant}" for name, *_ in case_defs.SM90_VARIANT_SHAPES}
+    assert all(g.head_dim == 128 for _, g, _, _ in case_defs.SM90_VARIANT_SHAPES)
+
+
+def test_the_q_in_registers_opt_in_wins_over_the_default_wide_tiles() -> None:
+    env = {"ATLAS_PREFILL_ATTN_QREG": "1", "ATLAS_PREFILL_ATTN_WIDE": "1"}
+    assert _launch(_Sm90Mock(), env=env).func == "prefill_attn_sm90_qreg_bf16"
 
 
 def test_kernel_table_restates_the_head_dims() -> None:
     assert kernel_shapes.SM90_PREFILL_HEAD_DIMS == attention_sm90.PREFILL_SM90_HEAD_DIMS
-    assert kernel_shapes.SM90_QREG_HEAD_DIM == attention_sm90.PREFILL_SM90_QREG_HEAD_DIM
+    assert kernel_shapes.SM90_VARIANT_HEAD_DIM == attention_sm90.PREFILL_SM90_VARIANT_HEAD_DIM
+    assert set(kernel_shapes.SM90_VARIANTS) == set(attention_sm90.PREFILL_SM90_ENTRIES) - {""}
+    assert case_defs.SM90_VARIANTS == kernel_shapes.SM90_VARIANTS
     labels = {s.label for s in kernel_shapes.table_shapes()
               if isinstance(s, kernel_shapes.PrefillAttention) and s.sm90}
     assert {"qwen3-8b T32768 sm90", "qwen3.5-35b-a3b T1024 sm90",
-            "qwen3-8b T32768 sm90 qreg"} <= labels
+            "qwen3-8b T32768 sm90 qreg", "qwen3-8b T32768 sm90 wide"} <= labels
 
 
 def test_shared_memory_fits_one_block_per_sm() -> None:
-    """Q [128][D] + 4 stages of a 16 KiB K and V tile + 1 KiB alignment <= 227 KiB."""
+    """Q [128][D] + 4 stages of a 16 KiB K and V tile (3 of 32 KiB: "wide") + 1 KiB
+    alignment <= 227 KiB."""
     for d in attention_sm90.PREFILL_SM90_HEAD_DIMS:
         assert attention_sm90.prefill_sm90_smem(d) <= 227 * 1024
         assert (8192 // d) * d * 2 == attention_sm90.PREFILL_SM90_TILE_BYTES
+    assert attention_sm90.prefill_sm90_smem(128, "wide") <= 227 * 1024
+    assert 128 * 128 * 2 == attention_sm90.PREFILL_SM90_WIDE_TILE_BYTES
+
+
+#: (head_dim, keys of a K/V tile): Sm90Geometry's kBKV, and its kWide tile at head_dim 128
+KEY_TILES = [(128, 64), (256, 32), (128, 128)]
 
 
 # ---- index math --------------------------------------------------------------------------
@@ -233,21 +252,21 @@ def _thread_copies(d: int, rows: int) -> np.ndarray:
     return _tile_chunk(r, (tid % chunks)[:, None], rows).ravel()
 
 
-@pytest.mark.parametrize("d", [128, 256])
-def test_copies_cover_the_tiles_once(d: int) -> None:
-    for rows in (128, 8192 // d):  # the Q tile, a K or V tile
+@pytest.mark.parametrize("d, keys", KEY_TILES)
+def test_copies_cover_the_tiles_once(d: int, keys: int) -> None:
+    for rows in (128, keys):  # the Q tile, a K or V tile
         assert sorted(_thread_copies(d, rows)) == list(range(0, rows * d * 2, 16))
 
 
-@pytest.mark.parametrize("d", [128, 256])
-def test_k_major_descriptors_read_q_and_k_slices(d: int) -> None:
+@pytest.mark.parametrize("d, keys", KEY_TILES)
+def test_k_major_descriptors_read_q_and_k_slices(d: int, keys: int) -> None:
     """k16 slice kk of a [rows][D] tile: slab kk / 4, start + 32 (kk % 4) bytes (+ 64
     rows for the second warpgroup's Q rows); row r, element e of the slice at (r // 8) *
     1024 + (r % 8) * 128 + 2 e, swizzled."""
-    for rows, row0 in ((128, 0), (128, 64), (8192 // d, 0)):
+    for rows, row0, n in ((128, 0, 64), (128, 64, 64), (keys, 0, keys)):
+        # a warpgroup's Q rows, or every key of the tile
         vals = np.arange(rows * d, dtype=float).reshape(rows, d)
         smem = _written_tile(vals)
-        n = 64 if rows == 128 else rows  # a warpgroup's Q rows, or every key of the tile
         r, e = np.meshgrid(np.arange(n), np.arange(16), indexing="ij")
         for kk in range(d // 16):
             start = (kk >> 2) * rows * 128 + row0 * 128 + 32 * (kk & 3)
@@ -255,13 +274,12 @@ def test_k_major_descriptors_read_q_and_k_slices(d: int) -> None:
             np.testing.assert_array_equal(got, vals[row0 + r, 16 * kk + e])
 
 
-@pytest.mark.parametrize("d", [128, 256])
-def test_n_major_descriptor_reads_v_slices(d: int) -> None:
+@pytest.mark.parametrize("d, keys", KEY_TILES)
+def test_n_major_descriptor_reads_v_slices(d: int, keys: int) -> None:
     """B N-major, 128-byte swizzle (PTX ISA canonical layout ((8, 8, m), (8, k)) :
     ((1, 8, LBO), (64, SBO)) elements): element (k, n) of key slice kt in d-slab dh at
     start + (k // 8) * 1024 + (k % 8) * 128 + 2 n, swizzled, start = dh * slab + 2048 kt.
     It must be V[key 16 kt + k][d 64 dh + n]."""
-    keys = 8192 // d
     vals = np.arange(keys * d, dtype=float).reshape(keys, d)
     smem = _written_tile(vals)
     k, n = np.meshgrid(np.arange(16), np.arange(64), indexing="ij")
@@ -280,13 +298,12 @@ def _acc_coords(n: int):
     return (16 * q + lane // 4 + 8 * ((j // 2) % 2), 8 * (j // 4) + 2 * (lane % 4) + j % 2)
 
 
-@pytest.mark.parametrize("d", [128, 256])
-def test_s_accumulators_become_p_fragments_and_o_accumulators(d: int) -> None:
+@pytest.mark.parametrize("d, keys", KEY_TILES)
+def test_s_accumulators_become_p_fragments_and_o_accumulators(d: int, keys: int) -> None:
     """S (m64n{keys} accumulators, keys = 8192 / D) -> P A fragments (pairs s[8kt + 2i],
     s[8kt + 2i + 1] as mma.m16n8k16 A registers a_i of the thread's warp) -> O += P V per
     d-slab (m64n64) -> the stored element (row g + 8 (j / 2 % 2), col 64 dh + 8 (j / 4) +
     2c + j % 2)."""
-    keys = 8192 // d
     rng = np.random.default_rng(3)
     p, v = rng.standard_normal((64, keys)), rng.standard_normal((keys, d))
     rows, cols = _acc_coords(keys)

@@ -766,9 +766,10 @@ def prefill_attention_case(env: Env, s: Any) -> Case:
         st["out"] = torch.empty((t_, hq, d), dtype=torch.bfloat16, device=env.device)
         return st
 
-    # the Q-in-registers rows: the same launch builder with its route on
-    kc = (KernelCache(env.kc.backend, dataclasses.replace(env.kc.routes, prefill_attn_qreg=True))
-          if s.qreg else env.kc)
+    # the A/B entry points' rows: the same launch builder with the variant's route on
+    kc = (KernelCache(env.kc.backend, dataclasses.replace(
+        env.kc.routes, prefill_attn_qreg=s.variant == "qreg",
+        prefill_attn_wide=s.variant == "wide")) if s.variant else env.kc)
 
     def ours(st: Set, stream: Stream) -> None:
         attention.prefill_attention(kc, stream, env.ptr(st["q"]), env.ptr(st["k_pool"]),
@@ -798,7 +799,7 @@ def prefill_attention_case(env: Env, s: Any) -> Case:
                  Variant("repeat_kv + F.sdpa(is_causal) (transformers)", repeated, paged_note,
                          sdpa_repeated)],
                 lambda o, t, r: [("out", o["out"], r[0].transpose(0, 1))], outputs=("out",),
-                note=("ours: prefill_attn_sm90_qreg (Q in registers, forced)" if s.qreg else
+                note=(f"ours: prefill_attn_sm90_{s.variant} (forced)" if s.variant else
                       "ours: prefill_attn_sm90 (ops.attention_sm90, forced)" if s.sm90 else
                       "ours: prefill_attn_bf16 (mma.sync, forced)"))
 

@@ -27,7 +27,8 @@
 //
 // Ring: tile t + 2's copies are issued at the top of iteration t, into the slot tile t - 2
 // used; its last reader (PV_{t-2}) completed in iteration t - 1 before this iteration's
-// barrier. Both warpgroups run every tile of the block (the first one's rows see nothing of
+// barrier. (The "wide" entry at head_dim 128: 128-key tiles of 32 KiB in 3 slots, tile t + 1
+// issued at the top of iteration t into that same slot.) Both warpgroups run every tile of the block (the first one's rows see nothing of
 // a last tile past their diagonal: probabilities 0), so no wgmma sits in a thread-dependent
 // branch, which ptxas would serialize.
 //
@@ -45,13 +46,17 @@ namespace {
 constexpr int kWarpgroups = 2;
 constexpr int kThreads = 128 * kWarpgroups;    // ops/attention_sm90.py PREFILL_SM90_THREADS
 constexpr int kBQ = 64 * kWarpgroups;          // queries per block (PREFILL_SM90_QUERY_TILE)
-constexpr int kStages = 4;                     // K/V ring: prefetch distance 2 + PV in flight
 constexpr int kAlign = 1024;                   // the 128-byte swizzle's atom
 constexpr int kSlabRowBytes = 128;             // a d-slab row: 64 bf16
 
-template <int D>
+// kWide (head_dim 128 only, prefill_attn_sm90_wide_bf16): 128-key tiles in a 3-stage ring
+// (prefetch distance 1 + PV in flight; 225 KiB with Q), so the per-tile barrier, ring
+// bookkeeping and wgmma issue cost half as much per key and S is one m64n128 product.
+template <int D, bool kWide = false>
 struct Sm90Geometry {
-  static constexpr int kBKV = 8192 / D;                        // keys per K/V tile
+  static constexpr int kBKV = (kWide ? 16384 : 8192) / D;      // keys per K/V tile
+  static constexpr int kStages = kWide ? 3 : 4;                // K/V ring slots
+  static constexpr int kAhead = kStages - 2;                   // tiles in flight past this one
   static constexpr int kSlabs = D / 64;                        // 64-wide d-slabs of a row
   static constexpr int kChunks = D / 8;                        // 16-byte chunks of a row
   static constexpr int kQSlabBytes = kBQ * kSlabRowBytes;
@@ -86,15 +91,15 @@ __device__ __forceinline__ void fence_frag(uint32_t (&a)[N][1][4]) {
     for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[i][0][e])::"memory");
 }
 
-template <int D, bool kQRegs>
+template <int D, bool kQRegs, bool kWide = false>
 __device__ __forceinline__ void prefill_attn_sm90(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
     const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
     const int* __restrict__ cu_q, const int* __restrict__ kv_lens,
     __nv_bfloat16* __restrict__ out, int hq, int hkv, int block_size, int max_blocks,
     float scale, uint8_t* smem_raw) {
-  using G = Sm90Geometry<D>;
-  constexpr int kBKV = G::kBKV, R = G::kKVRows;
+  using G = Sm90Geometry<D, kWide>;
+  constexpr int kBKV = G::kBKV, R = G::kKVRows, kStages = G::kStages, kAhead = G::kAhead;
   const int b = blockIdx.z, h = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * kBQ;
   const int seq_start = cu_q[b], q_len = cu_q[b + 1] - seq_start;
   if (q0 >= q_len) return;  // uniform per block: this tile is past the sequence's chunk
@@ -154,18 +159,18 @@ __device__ __forceinline__ void prefill_attn_sm90(
     }
   };
 
-  // Prologue: group 0 = Q and tile 0, group 1 = tile 1 (commit group i holds tile i), tile
-  // 2's table entries requested.
+  // Prologue: group 0 = Q and tile 0, group i < kAhead = tile i (commit group i holds tile
+  // i), tile kAhead's table entries requested.
   int page[R];
-  lookup(0, page);
-  issue(0, page);
-  atlas::cp_async_commit();
-  if (1 < n_tiles) {
-    lookup(1, page);
-    issue(1, page);
+#pragma unroll
+  for (int t = 0; t < kAhead; ++t) {
+    if (t == 0 || t < n_tiles) {
+      lookup(t, page);
+      issue(t, page);
+    }
+    atlas::cp_async_commit();
   }
-  atlas::cp_async_commit();
-  if (2 < n_tiles) lookup(2, page);
+  if (kAhead < n_tiles) lookup(kAhead, page);
 
   // This thread's two query rows (g and g + 8 of its warp's 16) and the last key each may
   // see; rows past the chunk get kv_len - 1 (finite, never stored).
@@ -257,21 +262,27 @@ __device__ __forceinline__ void prefill_attn_sm90(
       atlas::online_softmax_tile<kBKV / 8, true>(s, t * kBKV + 2 * c, limit, scale_log2,
                                                  m_run, l_run, corr);
     if (pv_in_flight) pv_done();
+    // Past the first tiles of a long row the running max rarely moves: a warp whose rows
+    // all keep theirs (correction exactly 1) skips the rescale, which leaves the same bits.
+    if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
 #pragma unroll
-    for (int dh = 0; dh < G::kSlabs; ++dh)
+      for (int dh = 0; dh < G::kSlabs; ++dh)
 #pragma unroll
-      for (int j = 0; j < 32; ++j) o[dh][j] *= corr[(j >> 1) & 1];
+        for (int j = 0; j < 32; ++j) o[dh][j] *= corr[(j >> 1) & 1];
+    }
 #pragma unroll
     for (int kt = 0; kt < G::kSlices; ++kt) atlas::prob_fragments<1>(s, kt, pf[kt]);
   };
-  // Top of iteration t: tile t landed everywhere, tile t + 2's copies issued.
+  // Top of iteration t: tile t landed everywhere, tile t + kAhead's copies issued into the
+  // slot of tile t + kAhead - kStages = t - 2, whose last reader PV_{t-2} completed in
+  // iteration t - 1, before this barrier.
   auto next_tile = [&](int t) {
-    atlas::cp_async_wait<1>();   // tile t (and Q) landed for this thread
-    atlas::fence_proxy_async();  // visible to wgmma
-    __syncthreads();             // ... for every thread; PV_{t-2} done in both warpgroups
-    if (t + 2 < n_tiles) {
-      issue(t + 2, page);
-      if (t + 3 < n_tiles) lookup(t + 3, page);
+    atlas::cp_async_wait<kAhead - 1>();  // tile t (and Q) landed for this thread
+    atlas::fence_proxy_async();          // visible to wgmma
+    __syncthreads();  // ... for every thread; PV_{t-2} done in both warpgroups
+    if (t + kAhead < n_tiles) {
+      issue(t + kAhead, page);
+      if (t + kAhead + 1 < n_tiles) lookup(t + kAhead + 1, page);
     }
     atlas::cp_async_commit();
   };
@@ -349,4 +360,19 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   if (head_dim != 128) __trap();  // ops/attention_sm90.py PREFILL_SM90_QREG_HEAD_DIM
   prefill_attn_sm90<128, true>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq, hkv,
                                block_size, max_blocks, scale, sm90_smem);
+}
+
+// The same at head_dim 128 on 128-key tiles in a 3-stage ring (Sm90Geometry's kWide): the
+// A/B of ops/attention_sm90 (ATLAS_PREFILL_ATTN_WIDE).
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+    prefill_attn_sm90_wide_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
+                                const __nv_bfloat16* v_cache, const int* block_tables,
+                                const int* cu_q, const int* kv_lens, __nv_bfloat16* out,
+                                uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim,
+                                uint32_t block_size, uint32_t max_blocks, float scale) {
+  extern __shared__ __align__(16) uint8_t sm90_smem[];
+  atlas::pdl_enter();
+  if (head_dim != 128) __trap();  // ops/attention_sm90.py PREFILL_SM90_WIDE_HEAD_DIM
+  prefill_attn_sm90<128, false, true>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out,
+                                      hq, hkv, block_size, max_blocks, scale, sm90_smem);
 }

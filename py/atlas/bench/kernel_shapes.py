@@ -33,8 +33,10 @@ LONG_CONTEXT_KEYS = 16384
 #: head dims of the wgmma prefill attention (runtime/ops/attention_sm90.PREFILL_SM90_HEAD_DIMS;
 #: restated, held equal by tests/unit/test_attention_sm90.py)
 SM90_PREFILL_HEAD_DIMS = (128, 256)
-#: (ops/attention_sm90.PREFILL_SM90_QREG_HEAD_DIM, restated likewise)
-SM90_QREG_HEAD_DIM = 128
+#: the head dim of its A/B entry points (ops/attention_sm90.PREFILL_SM90_VARIANT_HEAD_DIM,
+#: restated likewise) and their names (its PREFILL_SM90_ENTRIES' keys)
+SM90_VARIANT_HEAD_DIM = 128
+SM90_VARIANTS = ("qreg", "wide")
 
 
 class Family(enum.Enum):
@@ -481,7 +483,8 @@ class RopeKv:
 class PrefillAttention:
     """Causal attention of one sequence of `seq` new tokens over its own keys (GQA); `sm90`
     runs the Hopper wgmma kernel (ops.attention_sm90, head_dim 128 or 256), else
-    prefill_attn_bf16; `qreg` its Q-in-registers entry point (head_dim 128)."""
+    prefill_attn_bf16; `variant` one of its head_dim-128 A/B entry points (SM90_VARIANTS:
+    Q in registers, 128-key tiles)."""
 
     label: str
     seq: int
@@ -489,7 +492,7 @@ class PrefillAttention:
     kv_heads: int
     head_dim: int
     sm90: bool = False
-    qreg: bool = False
+    variant: str = ""
     quick: bool = False
 
     @property
@@ -1072,11 +1075,11 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                                     kv_heads=m.kv_heads, head_dim=m.head_dim, sm90=True,
                                     quick=t == mid_seq)
                    for t in (*scale.attention_seqs, *scale.long_prefill)]
-    if m.head_dim == SM90_QREG_HEAD_DIM:  # the A/B of the Q-in-registers entry point
-        shapes += [PrefillAttention(label=f"{m.name} T{t} sm90 qreg", seq=t, heads=m.heads,
+    if m.head_dim == SM90_VARIANT_HEAD_DIM:  # the A/Bs of its other entry points
+        shapes += [PrefillAttention(label=f"{m.name} T{t} sm90 {v}", seq=t, heads=m.heads,
                                     kv_heads=m.kv_heads, head_dim=m.head_dim, sm90=True,
-                                    qreg=True)
-                   for t in (scale.attention_seqs[-1], *scale.long_prefill)]
+                                    variant=v)
+                   for v in SM90_VARIANTS for t in (scale.attention_seqs[-1], *scale.long_prefill)]
     shapes += [DecodeAttention(label=f"{m.name} b{b} hist{h}", batch=b, history=h,
                                heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim,
                                quick=h == mid_hist)

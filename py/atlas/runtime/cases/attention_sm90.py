@@ -8,7 +8,7 @@ inside the first or the second warpgroup's 64 rows of a 128-query block and span
 several blocks, histories ending inside a key tile and spanning many (tiles below the
 diagonal run unmasked), block sizes 7 and 16 (pages that straddle the key tiles), MHA and
 GQA 2, 4, 6 and 8, head_dim 256 (Qwen3.5 / Qwen3-Next full attention); some head_dim-128
-shapes again on the Q-in-registers entry point (`qreg`).
+shapes again on each A/B entry point (`qreg`: Q in registers, `wide`: 128-key tiles).
 
 The kernel rounds each probability to bf16 before the PV product (as FlashAttention and
 PyTorch's SDPA do) while the row sum is summed from the f32 probabilities, so an output
@@ -40,15 +40,16 @@ def probability_rounding_tol(v_cache: np.ndarray) -> float:
 
 
 def sm90_prefill_case(rng: np.random.Generator, name: str, g: Geometry, q_lens: list[int],
-                      kv_lens: list[int], qreg: bool = False) -> KernelCase:
-    """cases/attention.prefill_case launched with `sm90=True` (on the Q-in-registers entry
-    point with `qreg`), tolerances widened by the bf16 probability rounding bound."""
-    case = prefill_case(rng, name + (" qreg" if qreg else ""), g, q_lens, kv_lens)
+                      kv_lens: list[int], variant: str = "") -> KernelCase:
+    """cases/attention.prefill_case launched with `sm90=True` (on the A/B entry point
+    `variant` where given), tolerances widened by the bf16 probability rounding bound."""
+    case = prefill_case(rng, name + (f" {variant}" if variant else ""), g, q_lens, kv_lens)
     num_seqs, max_blocks = len(q_lens), case.inputs["block_tables"].shape[1]
     p_tol = probability_rounding_tol(case.inputs["v_cache"])
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        routes = dataclasses.replace(KernelRoutes.from_env(), prefill_attn_qreg=qreg)
+        routes = dataclasses.replace(KernelRoutes.from_env(), prefill_attn_qreg=variant == "qreg",
+                                     prefill_attn_wide=variant == "wide")
         attention.prefill_attention(
             KernelCache(backend, routes), stream, p["q"], p["k_cache"], p["v_cache"],
             p["block_tables"], p["cu_q"], p["kv_lens"], p["out"], num_seqs, g.hq, g.hkv,
@@ -76,13 +77,15 @@ SM90_PREFILL_SHAPES = [
 ]
 
 
-#: the shapes run again on the Q-in-registers entry point (head_dim 128)
-SM90_QREG_SHAPES = [shape for shape in SM90_PREFILL_SHAPES if shape[0] in (
+#: the shapes run again on each A/B entry point (head_dim 128)
+SM90_VARIANT_SHAPES = [shape for shape in SM90_PREFILL_SHAPES if shape[0] in (
     "prefill sm90 gqa4 bs16 mixed", "prefill sm90 mha bs7 three tiles",
-    "prefill sm90 gqa6 bs16 two blocks offset")]
+    "prefill sm90 gqa2 bs16 deep history", "prefill sm90 gqa6 bs16 two blocks offset")]
+SM90_VARIANTS = ("qreg", "wide")
 
 
 @kernel_cases("attention_sm90")
 def sm90_prefill_cases(rng: np.random.Generator) -> list[KernelCase]:
     return ([sm90_prefill_case(rng, *shape) for shape in SM90_PREFILL_SHAPES]
-            + [sm90_prefill_case(rng, *shape, qreg=True) for shape in SM90_QREG_SHAPES])
+            + [sm90_prefill_case(rng, *shape, variant=v) for v in SM90_VARIANTS
+               for shape in SM90_VARIANT_SHAPES])

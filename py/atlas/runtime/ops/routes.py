@@ -79,9 +79,14 @@ what it asked for each time, and importing Atlas never depends on the environmen
 * ATLAS_DECODE_ATTN_LONG_EARLY=1: the rope-fused tensor-core decode attention requests its
   first K/V tiles, block-table entries and rope constants before its PDL wait and the qkv
   rows in one trip after it (decode_attn_long_rope_bf16; attention_long.cu RopeEarly),
-  instead of waiting for the qkv projection on entry (decode_attn_long_rope_wait_bf16,
-  session 8's kernel, the default: gpu22 measured Qwen3-8B b64 x 1,536 at 9.829 ms a step
-  with it against 9.511 without, the attention row 147.4 us against 138.7).
+  instead of waiting for the qkv projection on entry (session 8's kernel: gpu22 measured
+  Qwen3-8B b64 x 1,536 at 9.829 ms a step with it against 9.511 without, the attention row
+  147.4 us against 138.7).
+  Unless EARLY, the entry waits on entry and then runs the early one's one-trip qkv
+  prologue (decode_attn_long_rope_late_bf16, the default since session 10: gpu24 timed the
+  waiting entry's per-warp prologue from global memory at 122.9 us a call in the step, PDL
+  off, against 104.0 for the early entry alone); ATLAS_DECODE_ATTN_LONG_LATE=0 restores that
+  waiting entry (decode_attn_long_rope_wait_bf16).
 * ATLAS_DECODE_ATTN_LONG_MERGE=1: a tensor-core decode attention launch of several splits
   (batch 8 .. 16 at D 128, Qwen3.5's D 256 below batch 64, long contexts) merges its partials
   in its last split (attention_long.cu SplitMerge, the split counters' tickets) instead of
@@ -145,6 +150,10 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (attention_sm90, head_dim 128 and 256), always on prefill_attn_bf16.
 * ATLAS_PREFILL_ATTN_QREG=1: head_dim-128 prefill attention on the wgmma kernel's Q-in-
   registers entry point (prefill_attn_sm90_qreg_bf16); off by default until measured.
+* ATLAS_PREFILL_ATTN_WIDE=0: head_dim-128 prefill attention on the wgmma kernel's 64-key
+  tiles (prefill_attn_sm90_bf16, 4-stage ring) instead of its 128-key tile entry point
+  (prefill_attn_sm90_wide_bf16: a 3-stage ring of 32 KiB tiles, half the per-tile barriers
+  and ring work a key; the default since session 10).
 * ATLAS_MOE_SM90=0: the MoE grouped GEMMs on the mma.sync kernels (moe_grouped), never the
   Hopper wgmma ones (moe_grouped_sm90).
 * ATLAS_MOE_GATE_UP_GEMV=0: the decode MoE gate/up projection on the session-6 column-loop
@@ -355,6 +364,7 @@ class KernelRoutes:
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_long_min_batch: int = DEFAULT_DECODE_ATTN_LONG_MIN_BATCH
     decode_attn_long_early: bool = False
+    decode_attn_long_late: bool = True
     decode_attn_long_merge: bool = False
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
@@ -367,6 +377,7 @@ class KernelRoutes:
     decode_attn_verify_rope: bool = False
     prefill_attn_sm90: bool = True
     prefill_attn_qreg: bool = False
+    prefill_attn_wide: bool = True
     fused_norm: bool | None = None
     gemv_prefetch: bool = False
     norm_gemv: bool = False
@@ -459,6 +470,8 @@ class KernelRoutes:
                        DEFAULT_DECODE_ATTN_LONG_MIN_BATCH),
                    decode_attn_long_early=env_switch(env, "ATLAS_DECODE_ATTN_LONG_EARLY",
                                                      False),
+                   decode_attn_long_late=env_switch(env, "ATLAS_DECODE_ATTN_LONG_LATE",
+                                                    True),
                    decode_attn_long_merge=env_switch(env, "ATLAS_DECODE_ATTN_LONG_MERGE",
                                                      False),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
@@ -476,6 +489,7 @@ class KernelRoutes:
                                                       False),
                    prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", True),
                    prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
+                   prefill_attn_wide=env_switch(env, "ATLAS_PREFILL_ATTN_WIDE", True),
                    fused_norm=_env_tristate(env, "ATLAS_FUSED_NORM"),
                    gemv_prefetch=env_switch(env, "ATLAS_GEMV_PREFETCH", False),
                    norm_gemv=env_switch(env, "ATLAS_NORM_GEMV", False),

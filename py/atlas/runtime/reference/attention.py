@@ -46,14 +46,16 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_CLUSTER_PULL, DECODE_ATTN_CLUSTER_SPLIT_MAJOR,
                           DECODE_ATTN_CLUSTER_TRACE,
                           DECODE_ATTN_COMBINE, DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256,
-                          DECODE_ATTN_LONG_ROPE, DECODE_ATTN_LONG_ROPE_WAIT, DECODE_ATTN_ROPE,
+                          DECODE_ATTN_LONG_ROPE, DECODE_ATTN_LONG_ROPE_LATE,
+                          DECODE_ATTN_LONG_ROPE_WAIT, DECODE_ATTN_ROPE,
                           DECODE_ATTN_ROPE_AHEAD1, DECODE_ATTN_ROPE_CLUSTER,
                           DECODE_ATTN_ROPE_CLUSTER_PULL,
                           DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR,
                           DECODE_ATTN_ROPE_CLUSTER_TRACE, DECODE_ATTN_ROPE_TRACE,
                           DECODE_ATTN_ROPE_WAIT, DECODE_ATTN_VERIFY,
                           DECODE_ATTN_VERIFY_ROPE, PREFILL_ATTN,
-                          PREFILL_ATTN_SM90, PREFILL_ATTN_SM90_QREG)
+                          PREFILL_ATTN_SM90, PREFILL_ATTN_SM90_QREG,
+                          PREFILL_ATTN_SM90_WIDE)
 from ..ops.attention import decode_cluster_rule, decode_split_rule
 from ..ops.attention_verify import verify_split_rule
 from . import HostMemory, WithScratch, reference
@@ -129,6 +131,7 @@ def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.
 @reference(PREFILL_ATTN)
 @reference(PREFILL_ATTN_SM90)
 @reference(PREFILL_ATTN_SM90_QREG)
+@reference(PREFILL_ATTN_SM90_WIDE)
 def prefill_attn_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: int,
                       v_cache: int, block_tables: int, cu_q: int, kv_lens: int, out: int,
                       num_seqs: int, hq: int, hkv: int, head_dim: int, block_size: int,
@@ -255,6 +258,7 @@ def decode_attn_long_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_ca
 
 @reference(DECODE_ATTN_LONG_ROPE)
 @reference(DECODE_ATTN_LONG_ROPE_WAIT)
+@reference(DECODE_ATTN_LONG_ROPE_LATE)
 def decode_attn_long_rope_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: int, k_cache: int,
                                v_cache: int, q_norm_w: int, k_norm_w: int, cos_sin: int,
                                positions: int, slots: int, block_tables: int, kv_lens: int,
