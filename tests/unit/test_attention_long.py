@@ -260,17 +260,17 @@ def _rope_launch(env: dict[str, str] | None, num_seqs: int, splits: int, max_blo
 
 
 @pytest.mark.parametrize("num_seqs, splits, env, want", [
-    (64, 1, None, [("decode_attn_long_rope_late_bf16", (1, 8, 64))]),
-    (8, 5, None, [("decode_attn_long_rope_late_bf16", (4, 8, 8)),
+    (64, 1, None, [("decode_attn_long_rope_wait_bf16", (1, 8, 64))]),
+    (8, 5, None, [("decode_attn_long_rope_wait_bf16", (4, 8, 8)),
                   ("decode_attn_combine_bf16", (1, 32, 8))]),
-    (8, 5, {"ATLAS_DECODE_ATTN_LONG_MERGE": "1"}, [("decode_attn_long_rope_late_bf16", (4, 8, 8))]),
+    (8, 5, {"ATLAS_DECODE_ATTN_LONG_MERGE": "1"}, [("decode_attn_long_rope_wait_bf16", (4, 8, 8))]),
     (7, 5, None, [("decode_attn_rope_bf16", (5, 8, 7))]),
     (64, 1, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "0"}, [("decode_attn_rope_bf16", (1, 8, 64))]),
     # the opt-in RopeEarly entry (reads before its PDL wait)
     (64, 1, {"ATLAS_DECODE_ATTN_LONG_EARLY": "1"}, [("decode_attn_long_rope_bf16", (1, 8, 64))]),
-    # session 8's entry: waiting on entry, its per-warp prologue from global memory
-    (64, 1, {"ATLAS_DECODE_ATTN_LONG_LATE": "0"},
-     [("decode_attn_long_rope_wait_bf16", (1, 8, 64))]),
+    # the opt-in entry waiting first with the early one's one-trip prologue
+    (64, 1, {"ATLAS_DECODE_ATTN_LONG_LATE": "1"},
+     [("decode_attn_long_rope_late_bf16", (1, 8, 64))]),
 ])
 def test_rope_batches_route_to_the_long_rope_entry(num_seqs, splits, env, want) -> None:
     launches = _rope_launch(env, num_seqs, splits)
@@ -297,7 +297,7 @@ def test_rope_long_context_batch_one_keeps_the_models_splits() -> None:
     """A long-context engine (16,384-key tables) at batch 1 takes the rope entry on the
     model's split count (the row-invariant steps need exactly it)."""
     (partials, combine) = _rope_launch(None, 1, 30, max_blocks=1024)
-    assert (partials.func, partials.grid) == ("decode_attn_long_rope_late_bf16", (30, 8, 1))
+    assert (partials.func, partials.grid) == ("decode_attn_long_rope_wait_bf16", (30, 8, 1))
     assert combine.args["num_splits"] == 30 and partials.args["counters"] == 0
 
 

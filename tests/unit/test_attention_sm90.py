@@ -144,17 +144,17 @@ def test_route_is_on_by_default_and_off_by_switch() -> None:
     assert _launch(_Sm90Mock(), env={"ATLAS_PREFILL_ATTN_SM90": "0"}).func == "prefill_attn_bf16"
     on: dict[str, str] = {}
     record = _launch(_Sm90Mock(), env=on)
-    assert (record.module, record.func) == ("attention_sm90", "prefill_attn_sm90_wide_bf16")
+    assert (record.module, record.func) == ("attention_sm90", "prefill_attn_sm90_bf16")
     assert record.grid == (32, 3, 2) and record.block == (256, 1, 1)  # 300 queries: 3 x 128
-    assert record.shared == attention_sm90.prefill_sm90_smem(128, "wide") == 230400
-    narrow = _launch(_Sm90Mock(), env={"ATLAS_PREFILL_ATTN_WIDE": "0"})
-    assert narrow.func == "prefill_attn_sm90_bf16"
-    assert narrow.shared == attention_sm90.prefill_sm90_smem(128) == 164864
+    assert record.shared == attention_sm90.prefill_sm90_smem(128) == 164864
+    wide = _launch(_Sm90Mock(), env={"ATLAS_PREFILL_ATTN_WIDE": "1"})
+    assert wide.func == "prefill_attn_sm90_wide_bf16"
+    assert wide.shared == attention_sm90.prefill_sm90_smem(128, "wide") == 230400
     d256 = _launch(_Sm90Mock(), head_dim=256, env=on)
     assert d256.func == "prefill_attn_sm90_bf16" and d256.shared == 197632
     assert _launch(_Sm90Mock(), head_dim=64, env=on).func == "prefill_attn_bf16"
     assert _launch(MockGpuBackend(), env=on).func == "prefill_attn_bf16"
-    assert _launch(_Sm90Mock(), sm90=True).func == "prefill_attn_sm90_wide_bf16"
+    assert _launch(_Sm90Mock(), sm90=True).func == "prefill_attn_sm90_bf16"
     with pytest.raises(ValueError, match="head_dim=64"):
         _launch(_Sm90Mock(), head_dim=64, sm90=True)
 
@@ -184,7 +184,7 @@ def test_head_dim_128_entry_points_follow_their_switches(variant, switch, shared
     assert all(g.head_dim == 128 for _, g, _, _ in case_defs.SM90_VARIANT_SHAPES)
 
 
-def test_the_q_in_registers_opt_in_wins_over_the_default_wide_tiles() -> None:
+def test_the_q_in_registers_opt_in_wins_over_the_wide_tiles() -> None:
     env = {"ATLAS_PREFILL_ATTN_QREG": "1", "ATLAS_PREFILL_ATTN_WIDE": "1"}
     assert _launch(_Sm90Mock(), env=env).func == "prefill_attn_sm90_qreg_bf16"
 

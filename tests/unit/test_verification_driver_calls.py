@@ -1,8 +1,8 @@
 """The driver calls a step's launch and collect make (each costs microseconds of host time
 on the CUDA backend). A verification step is synchronous, so all of them sit between two
-device steps: its graph uploads the inputs and copies the sampled ids back itself
-(ATLAS_VERIFY_GRAPH_COPIES=0: copies around the graph, as before), and the sampler's row
-records ride in the step inputs' one upload. A regression here shows as a count."""
+device steps: with ATLAS_VERIFY_GRAPH_COPIES=1 its graph uploads the inputs and copies the
+sampled ids back itself (by default, copies around the graph, as before), and the sampler's
+row records ride in the step inputs' one upload. A regression here shows as a count."""
 
 from collections import Counter
 from pathlib import Path
@@ -47,7 +47,14 @@ def prime(runner, seq_id: int = 1) -> None:
     runner.execute([verification(seq_id)])   # its rows' block tables uploaded once
 
 
-def test_a_verification_launch_is_the_graph_and_one_event():
+@pytest.fixture
+def graph_copies(monkeypatch):
+    """The opt-in: the verification graphs hold their copies (off by default until the
+    H200 has run them)."""
+    monkeypatch.setenv("ATLAS_VERIFY_GRAPH_COPIES", "1")
+
+
+def test_a_verification_launch_is_the_graph_and_one_event(graph_copies):
     runner = mock_runner()
     assert runner.verify_graph_copies
     prime(runner)
@@ -59,8 +66,7 @@ def test_a_verification_launch_is_the_graph_and_one_event():
         copy_h2d=1, launch_graph=1, copy_d2h=1, record_event=2, event_synchronize=1)
 
 
-def test_copies_around_the_verification_graph_when_switched_off(monkeypatch):
-    monkeypatch.setenv("ATLAS_VERIFY_GRAPH_COPIES", "0")
+def test_copies_around_the_verification_graph_by_default():
     runner = mock_runner()
     assert not runner.verify_graph_copies
     prime(runner)
@@ -68,7 +74,8 @@ def test_copies_around_the_verification_graph_when_switched_off(monkeypatch):
         copy_h2d=1, launch_graph=1, copy_d2h=1, record_event=2, event_synchronize=1)
 
 
-def test_verification_graphs_copy_around_them_where_capture_refuses_copies(monkeypatch):
+def test_verification_graphs_copy_around_them_where_capture_refuses_copies(monkeypatch,
+                                                                          graph_copies):
     """A driver that refused the copies inside a captured graph costs the speed-up, not
     the runner: the graphs are captured without them and the copies go around."""
     plain_copy = MockGpuBackend.copy_h2d
@@ -86,7 +93,7 @@ def test_verification_graphs_copy_around_them_where_capture_refuses_copies(monke
         copy_h2d=1, launch_graph=1, copy_d2h=1, record_event=2, event_synchronize=1)
 
 
-def test_a_verification_cannot_carry_a_token_into_its_graph():
+def test_a_verification_cannot_carry_a_token_into_its_graph(graph_copies):
     runner = mock_runner()
     prime(runner)
     carried = SeqChunk(2, [3], 0, [2], GREEDY, carried=True, history=PenaltyHistory([3]))
@@ -96,8 +103,10 @@ def test_a_verification_cannot_carry_a_token_into_its_graph():
 
 @pytest.fixture(scope="module")
 def host_runner():
-    return load_runner(FIXTURE, backend="host", max_seq_len=32, max_batch_size=2,
-                       max_prefill_tokens=16, num_draft_tokens=3, progress=None)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ATLAS_VERIFY_GRAPH_COPIES", "1")
+        return load_runner(FIXTURE, backend="host", max_seq_len=32, max_batch_size=2,
+                           max_prefill_tokens=16, num_draft_tokens=3, progress=None)
 
 
 def test_a_verification_given_up_still_reads_its_own_tokens(host_runner):
