@@ -262,9 +262,10 @@ __device__ __forceinline__ void prefill_attn_sm90(
       atlas::online_softmax_tile<kBKV / 8, true>(s, t * kBKV + 2 * c, limit, scale_log2,
                                                  m_run, l_run, corr);
     if (pv_in_flight) pv_done();
-    // Past the first tiles of a long row the running max rarely moves: a warp whose rows
-    // all keep theirs (correction exactly 1) skips the rescale, which leaves the same bits.
-    if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
+    // kWide: past the first tiles of a long row the running max rarely moves, so a warp
+    // whose rows all keep theirs (correction exactly 1) skips the rescale, which leaves the
+    // same bits (the 64-key entries rescale every tile, as measured).
+    if (!kWide || __any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
 #pragma unroll
       for (int dh = 0; dh < G::kSlabs; ++dh)
 #pragma unroll
