@@ -185,3 +185,48 @@ def test_host_decode_is_bit_identical_with_the_switch_on(monkeypatch) -> None:
     assert got_tokens == want_tokens
     np.testing.assert_array_equal(got, want)
     assert not np.array_equal(got[0], got[-1])
+
+
+def _kernel_requests(bytes0: int, bytes1: int, seqs: int, keyed: list[int]
+                     ) -> list[tuple[int, int, int]]:
+    """(region, offset, bytes) of every request decode_attn.cuh L2Prefetch issues, its
+    arithmetic restated: per sequence z a 16-byte-rounded part of the concatenation, cut
+    into 16 KiB pieces dealt round-robin to that row's `keyed[z]` blocks, thread-major."""
+    piece, threads = 16384, 128
+    total = bytes0 + bytes1
+    part = (-(-total // seqs) + 15) & ~15
+    out = []
+    for z in range(seqs):
+        lo, hi = min(total, z * part), min(total, z * part + part)
+        count = keyed[z]
+        for index in range(count):
+            for t in range(threads):
+                at = lo + (index + count * t) * piece
+                while at < hi:
+                    end = min(hi, at + piece)
+                    if at < bytes0:
+                        out.append((0, at, min(end, bytes0) - at))
+                    if end > bytes0:
+                        frm = max(at, bytes0)
+                        out.append((1, frm - bytes0, end - frm))
+                    at += count * threads * piece
+    return out
+
+
+@pytest.mark.parametrize("bytes0,bytes1,seqs,keyed", [
+    (4 * MIB, 12 * MIB + 48, 1, [64]),        # a 0.6B-like layer, 8 slots x 8 splits
+    (1_048_592, 40_000, 1, [64]),             # the check case's regions
+    (300_000, 65_536, 1, [8]),                 # the first token: split 0 of 8 slots
+    (1_000_016, 48_000, 3, [128, 64, 8]),      # three rows, different keyed blocks
+    (30 * MIB, 0, 2, [64, 8]),                 # one region
+    (16, 16, 4, [8, 8, 8, 8])])                # parts smaller than a row's share
+def test_the_kernels_requests_cover_the_regions_once(bytes0, bytes1, seqs, keyed) -> None:
+    reqs = _kernel_requests(bytes0, bytes1, seqs, keyed)
+    for region, size in ((0, bytes0), (1, bytes1)):
+        spans = sorted((off, n) for r, off, n in reqs if r == region)
+        assert all(off % 16 == 0 and 0 < n <= 16384 and n % 16 == 0 for off, n in spans)
+        at = 0
+        for off, n in spans:  # no gap, no overlap
+            assert off == at
+            at += n
+        assert at == size

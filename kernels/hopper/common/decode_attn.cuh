@@ -306,31 +306,27 @@ struct NoL2Prefetch {
 
 // Regions: 16-byte aligned addresses, byte counts multiples of 16 (0: none; the launch
 // builder checks). The regions, as one concatenated range, are cut into gridDim.z equal
-// parts (one per sequence of the launch), and a sequence's part into `count` equal shares
-// of the blocks that reach the issue point (plan: this block's is `index`); each thread of a
-// block then requests pieces of kL2Piece bytes of its block's share.
+// parts (one per sequence of the launch), and a sequence's part into pieces of kL2Piece
+// bytes dealt round-robin to the `count` blocks that reach the issue point (plan_l2: this
+// block is `index`), thread-major within a block: every SM's first requests (its TMA unit
+// serves them in order) are the part's first pieces, the weights the next kernel reads.
 struct L2Prefetch {
   const char* ptr0;
   uint32_t bytes0;
   const char* ptr1;
   uint32_t bytes1;
-  unsigned long long lo = 0, hi = 0;  // this block's share of the concatenation
+  unsigned long long lo = 0, hi = 0;  // this sequence's part of the concatenation
+  int first = 0, stride = 1;          // this block's pieces: first, first + stride, ...
 
   static constexpr unsigned kL2Piece = 16384;  // bytes a request (decode_persistent.cu's)
 
-  __device__ __forceinline__ static unsigned long long share(unsigned long long total,
-                                                             unsigned long long parts) {
-    return ((total + parts - 1) / parts + 15) & ~15ull;  // a multiple of 16
-  }
-
   __device__ __forceinline__ void plan_l2(int index, int count) {
     const unsigned long long total = static_cast<unsigned long long>(bytes0) + bytes1;
-    const unsigned long long per_seq = share(total, gridDim.z);
-    const unsigned long long seq_lo = min(total, blockIdx.z * per_seq);
-    const unsigned long long seq_hi = min(total, seq_lo + per_seq);
-    const unsigned long long per = share(seq_hi - seq_lo, static_cast<unsigned>(count));
-    lo = min(seq_hi, seq_lo + static_cast<unsigned>(index) * per);
-    hi = min(seq_hi, lo + per);
+    const unsigned long long part = ((total + gridDim.z - 1) / gridDim.z + 15) & ~15ull;
+    lo = min(total, blockIdx.z * part);
+    hi = min(total, lo + part);
+    first = index;
+    stride = count;
   }
 
   __device__ __forceinline__ static void request(const char* p, unsigned long long bytes) {
@@ -340,8 +336,10 @@ struct L2Prefetch {
 
   // Every thread of the block: its pieces of [lo, hi), each split where region 0 ends.
   __device__ __forceinline__ void issue_l2() const {
-    for (unsigned long long at = lo + threadIdx.x * static_cast<unsigned long long>(kL2Piece);
-         at < hi; at += static_cast<unsigned long long>(kThreads) * kL2Piece) {
+    const unsigned long long step = static_cast<unsigned long long>(stride) * kThreads * kL2Piece;
+    for (unsigned long long at = lo + (first + static_cast<unsigned long long>(stride) *
+                                               threadIdx.x) * kL2Piece;
+         at < hi; at += step) {
       const unsigned long long end = min(hi, at + kL2Piece);
       if (at < bytes0) request(ptr0 + at, min(end, static_cast<unsigned long long>(bytes0)) - at);
       if (end > bytes0) {
