@@ -230,3 +230,20 @@ def test_the_kernels_requests_cover_the_regions_once(bytes0, bytes1, seqs, keyed
             assert off == at
             at += n
         assert at == size
+
+
+def test_quantized_weights_are_their_codes_then_their_scales() -> None:
+    from atlas.core.quant import Fp8ScaleMap
+    from atlas.runtime.ops.matmul_nvfp4 import Nvfp4Weight
+    from atlas.runtime.ops.matmul_quant import Fp8Weight, QuantLinear
+
+    fp8 = Fp8Weight(0x10000, 0x90000, 256, 384, Fp8ScaleMap.block(256, 384))
+    # 256 x 384 one-byte codes, then 2 x 3 f32 block scales
+    assert QuantLinear(fp8).l2_regions() == ((0x10000, 256 * 384), (0x90000, 4 * 2 * 3))
+    assert Fp8Weight(0x10000, 0x90000, 8, 64, Fp8ScaleMap.tensor()).l2_regions()[1] == (
+        0x90000, 4)
+    nv = Nvfp4Weight(0x10000, 0x80000, 0x90000, 64, 128)
+    # 4-bit codes, an E4M3 scale per 16 values, an f32 scale per row
+    assert QuantLinear(nv).l2_regions() == ((0x10000, 64 * 64), (0x80000, 64 * 8),
+                                            (0x90000, 4 * 64))
+    assert sum(n for _, n in nv.l2_regions()) == nv.nbytes
