@@ -679,8 +679,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 // and the first kStages - 1 tiles' cp.async copies (kv_lens, the block tables and cached rows
 // of earlier steps: nothing the qkv projection before this launch writes, the argument of
 // decode_attn.cuh RopedQ; the tiles' rows of this step's keys are copied stale and
-// overwritten) and the norm weights go out first; only the qkv rows, positions' cos/sin rows
-// and slots are read after it.
+// overwritten), the rows' positions and slots (host step inputs) and the norm weights go out
+// first; only the qkv rows and the positions' cos/sin rows are read after it.
 //
 // Why (gpu22, Qwen3-8B b1 K = 3 at 512 keys, PDL off): decode_attn_verify_bf16 took 39.6 us a
 // call where the plain step's clustered kernel takes 18.6: it waits before its first K/V
@@ -751,8 +751,10 @@ __device__ __forceinline__ int cluster_piece(const VerifyRope& rope, const int* 
   const int g = lane >> 2, c = lane & 3;
   const atlas::PageMap pages(block_size);
   __shared__ int s_back, s_fwd;
-  __shared__ int s_keep[kMaxStepRows];  // staged key j substitutes the cached row
-  __shared__ int s_keys[2];              // the staged keys' positions [s_keys[0], s_keys[1])
+  __shared__ int s_keys[2];  // the staged keys' positions [s_keys[0], s_keys[1])
+  // the piece's rows' positions, and each staged key's row's position and slot (< 0: a
+  // padding row's key, which the cache keeps), read before the wait (host step inputs)
+  __shared__ int s_qpos[kMaxStepRows], s_kpos[kMaxStepRows], s_kslot[kMaxStepRows];
   const int cap = min(kMaxStepRows, kMaxRows / group);
   const int* table = block_tables + static_cast<size_t>(r0) * max_blocks;
   const int ch = tid % CH, row0 = tid / CH;
@@ -802,9 +804,16 @@ __device__ __forceinline__ int cluster_piece(const VerifyRope& rope, const int* 
   const int first = len0 - back - 1;
   const int key_lo = max(first, lo), key_hi = min(first + back + n, hi);
   if (key_hi - key_lo > kMaxStepRows) __trap();  // a run longer than the staging holds
-  if (tid == 0) {  // read in the loop after its first barrier
+  if (tid == 0) {  // read after the barrier behind the wait
     s_keys[0] = key_lo;
     s_keys[1] = key_hi;
+  }
+  if (tid < n) {
+    s_qpos[tid] = __ldcg(rope.positions + r0 + tid);
+  } else if (tid >= kMaxStepRows && tid - kMaxStepRows < key_hi - key_lo) {
+    const int j = tid - kMaxStepRows, row = r0 - back + (key_lo + j - first);
+    s_kpos[j] = __ldcg(rope.positions + row);
+    s_kslot[j] = __ldcg(rope.slots + row);
   }
 
   __nv_bfloat16* sq = smem;
@@ -840,6 +849,7 @@ __device__ __forceinline__ int cluster_piece(const VerifyRope& rope, const int* 
   const auto wq = atlas::rope::load_norm_w<false>(rope.q_norm_w, normed, D, D, lane);
   const auto wk = atlas::rope::load_norm_w<false>(rope.k_norm_w, normed, D, D, lane);
   atlas::pdl_enter();
+  __syncthreads();  // the positions and slots above
 
   const size_t pitch = static_cast<size_t>(hq + 2 * hkv) * D;
   if (n_tiles > 0) {  // block-uniform: a block without keys needs no q
@@ -853,19 +863,17 @@ __device__ __forceinline__ int cluster_piece(const VerifyRope& rope, const int* 
       const int row = r0 + i / group, h = kvh * group + i % group;
       atlas::rope::norm_rope_row<false>(
           rope.qkv + static_cast<size_t>(row) * pitch + static_cast<size_t>(h) * D, dst, wq,
-          normed, false, rope.cos_sin + static_cast<size_t>(__ldcg(rope.positions + row)) * D,
-          D, D, rope.eps, lane);
+          normed, false, rope.cos_sin + static_cast<size_t>(s_qpos[i / group]) * D, D, D,
+          rope.eps, lane);
     }
     // the step's keys in the range: normed and rotated into the staging area, appended
     for (int j = warp; j < key_hi - key_lo; j += kWarps) {  // warp-uniform
-      const int row = r0 - back + (key_lo + j - first), slot = __ldcg(rope.slots + row);
-      if (lane == 0) s_keep[j] = slot >= 0;
+      const int row = r0 - back + (key_lo + j - first), slot = s_kslot[j];
       if (slot < 0) continue;  // padding: the cache as it is
       const __nv_bfloat16* src = rope.qkv + static_cast<size_t>(row) * pitch;
       atlas::rope::norm_rope_row<false>(
           src + static_cast<size_t>(hq + kvh) * D, stage_k + j * D, wk, normed, false,
-          rope.cos_sin + static_cast<size_t>(__ldcg(rope.positions + row)) * D, D, D, rope.eps,
-          lane);
+          rope.cos_sin + static_cast<size_t>(s_kpos[j]) * D, D, D, rope.eps, lane);
       const uint4* v_src =
           reinterpret_cast<const uint4*>(src + static_cast<size_t>(hq + hkv + kvh) * D);
       for (int i = lane; i < CH; i += 32) reinterpret_cast<uint4*>(stage_v + j * D)[i] = v_src[i];
@@ -916,7 +924,7 @@ __device__ __forceinline__ int cluster_piece(const VerifyRope& rope, const int* 
       const uint4* from_v = from_k + S::kStageElems / 8;
       for (int idx = tid; idx < (sub_hi - sub_lo) * CH; idx += kThreads) {
         const int j = sub_lo - s_keys[0] + idx / CH, cq = idx % CH;
-        if (!s_keep[j]) continue;
+        if (s_kslot[j] < 0) continue;
         const int dst = atlas::swizzle_offset<CH>(sub_lo - t_lo + idx / CH, cq);
         *reinterpret_cast<uint4*>(sk + dst) = from_k[j * CH + cq];
         *reinterpret_cast<uint4*>(sv + dst) = from_v[j * CH + cq];
