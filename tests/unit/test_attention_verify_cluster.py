@@ -17,17 +17,16 @@ from atlas.engine.llm_engine import LLMEngine
 from atlas.engine.request import EngineRequest
 from atlas.engine.speculative import OracleDrafter, Speculator
 from atlas.model.batch import PenaltyHistory, SeqChunk
-from atlas.model.load import load_runner
 from atlas.runtime.cases import attention_verify as case_defs
 from atlas.runtime.host import HostBackend
 from atlas.runtime.kernel_check import check
-from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, attention_verify as av
 from atlas.runtime.ops.routes import KernelRoutes
+# the verification kernel's tests' mock device and speculating runner (tiny-qwen3, K = 3)
+from test_attention_verify import _HopperMock, _speculating_runner
 from test_gemm_decode_sm90 import _constant as _kernel_constant
 
 SOURCE = Path(__file__).resolve().parents[2] / "kernels/hopper/common/attention_verify.cu"
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
 CASES = case_defs.verify_cluster_cases(np.random.default_rng(7))
 
 
@@ -84,21 +83,6 @@ def test_a_clusters_blocks_cover_each_rows_keys_once(history, drafts) -> None:
         assert len(range(max(a, history), min(b, lens[-1]))) <= av.VERIFY_MAX_STEP_ROWS
 
 
-class _HopperMock(MockGpuBackend):
-    """A mock device whose loaded PTX set has attention and attention_verify."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.opt_ins: list[tuple[str, int]] = []
-
-    @property
-    def module_names(self) -> list[str]:
-        return ["attention", "attention_verify"]
-
-    def set_max_dynamic_shared(self, handle, nbytes: int) -> None:
-        self.opt_ins.append((handle.func, nbytes))
-
-
 def test_launch_arguments_and_checks() -> None:
     dev = _HopperMock()
     kc = KernelCache(dev, KernelRoutes.from_env({}))
@@ -132,15 +116,6 @@ def test_launch_arguments_and_checks() -> None:
 def test_the_switch(env, keys, uses) -> None:
     kc = KernelCache(_HopperMock(), KernelRoutes.from_env(env))
     assert av.uses_cluster(kc, keys) is uses
-
-
-def _speculating_runner(monkeypatch, backend: str, env: dict[str, str]):
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    cls = MockGpuBackend if backend == "mock" else HostBackend
-    monkeypatch.setattr(cls, "module_names", property(lambda self: ["attention_verify"]))
-    return load_runner(FIXTURE, backend=backend, max_seq_len=64, max_batch_size=4,
-                       max_prefill_tokens=32, num_draft_tokens=3, batch_invariant=False)
 
 
 def test_verification_steps_take_the_clustered_entry(monkeypatch) -> None:

@@ -155,6 +155,81 @@ __device__ __forceinline__ int leading_yes(unsigned mask) {
   return mask == 0xffffffffu ? 32 : __ffs(~mask) - 1;
 }
 
+// The tile steps of the clustered entry (cluster_piece). verify_piece inlines the same code
+// (written before these): calling them changes its PTX (operand order, a mask constant), so
+// it keeps its own until the clustered entry is measured against it.
+//
+// S = Q K^T for the 16 rows of m-tile mt of the swizzled Q tile and the 16 keys at k0 of a
+// K tile: s[j] is the keys' n-tile j (ldmatrix, two mma.m16n8k16 per 16 dims).
+template <int D>
+__device__ __forceinline__ void tile_scores(const __nv_bfloat16* sq, const __nv_bfloat16* sk,
+                                            int mt, int k0, int lane, float (&s)[2][4]) {
+  constexpr int CH = D / 8;
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[j][e] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t qa[4], kb[4];
+    atlas::ldmatrix_x4(qa, sq + atlas::swizzle_offset<CH>(mt * 16 + (lane & 15),
+                                                          2 * kk + (lane >> 4)));
+    // matrices: (keys 0-7, d lo), (keys 0-7, d hi), (keys 8-15, d lo), (keys 8-15, d hi)
+    const int kr = k0 + (lane & 7) + ((lane >> 4) << 3);
+    atlas::ldmatrix_x4(kb, sk + atlas::swizzle_offset<CH>(kr, 2 * kk + ((lane >> 3) & 1)));
+    atlas::mma_bf16_16816(s[0], qa, kb[0], kb[1]);
+    atlas::mma_bf16_16816(s[1], qa, kb[2], kb[3]);
+  }
+}
+
+// Those scores' online softmax (keys key0 + ..., this lane's 2c included, masked past last:
+// attention_tile.cuh), o rescaled, and O += P V over the V tile's 16 keys at k0 with P as one
+// bf16 per probability.
+template <int D>
+__device__ __forceinline__ void tile_softmax_pv(float (&s)[2][4], int key0, const int (&last)[2],
+                                                float scale_log2, float (&m_run)[2],
+                                                float (&l_run)[2], float (&o)[D / 8][4],
+                                                const __nv_bfloat16* sv, int k0, int lane) {
+  float corr[2];
+  atlas::online_softmax_tile(s, key0, last, scale_log2, m_run, l_run, corr);
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[j][e] *= corr[e >> 1];
+  uint32_t pf[1][4];
+  atlas::prob_fragments<1>(s, 0, pf);
+  atlas::pv_slice_mma<D, 1, false>(o, pf, sv, k0, lane);
+}
+
+// A warp's partials after the loop into shared memory: lane rows g and g + 8 of its m-tile,
+// columns j * 8 + 2c + e of so [kWarps][16][D], m and l (summed over the quad first: each lane
+// saw its own key columns) into sm and sl [kWarps][16].
+template <int D>
+__device__ __forceinline__ void stash_tile_partials(const float (&o)[D / 8][4],
+                                                    const float (&m_run)[2],
+                                                    const float (&l_run)[2], float* so,
+                                                    float* sm, float* sl) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, c = lane & 3;
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    float l = l_run[hh];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int rl = g + 8 * hh;
+    float* dst = so + (warp * 16 + rl) * D + 2 * c;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      dst[j * 8] = o[j][2 * hh];
+      dst[j * 8 + 1] = o[j][2 * hh + 1];
+    }
+    if (c == 0) {
+      sm[warp * 16 + rl] = m_run[hh];
+      sl[warp * 16 + rl] = l;
+    }
+  }
+}
+
 // The piece starting at row r0, if r0 starts one (this block's split and kv head). Returns
 // the rows from r0 on it accounts for (>= 1): the piece's, or the rest of the piece r0 is in.
 template <int D, bool kRope>
@@ -934,29 +1009,8 @@ __device__ __forceinline__ int cluster_piece(const VerifyRope& rope, const int* 
     for (int sub = 0; sub < mt_count; ++sub) {
       const int k0 = slice * 16 * mt_count + sub * 16;  // the 16 keys, within the tile
       float s[2][4];
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[j][e] = 0.f;
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        uint32_t qa[4], kb[4];
-        atlas::ldmatrix_x4(qa, sq + atlas::swizzle_offset<CH>(mt * 16 + (lane & 15),
-                                                              2 * kk + (lane >> 4)));
-        const int kr = k0 + (lane & 7) + ((lane >> 4) << 3);
-        atlas::ldmatrix_x4(kb, sk + atlas::swizzle_offset<CH>(kr, 2 * kk + ((lane >> 3) & 1)));
-        atlas::mma_bf16_16816(s[0], qa, kb[0], kb[1]);
-        atlas::mma_bf16_16816(s[1], qa, kb[2], kb[3]);
-      }
-      float corr[2];
-      atlas::online_softmax_tile(s, t_lo + k0 + 2 * c, last, scale_log2, m_run, l_run, corr);
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) o[j][e] *= corr[e >> 1];
-      uint32_t pf[1][4];
-      atlas::prob_fragments<1>(s, 0, pf);
-      atlas::pv_slice_mma<D, 1, false>(o, pf, sv, k0, lane);
+      tile_scores<D>(sq, sk, mt, k0, lane, s);
+      tile_softmax_pv<D>(s, t_lo + k0 + 2 * c, last, scale_log2, m_run, l_run, o, sv, k0, lane);
     }
   }
   atlas::cp_async_wait<0>();  // only empty groups remain; none may outlive the ring
@@ -969,23 +1023,7 @@ __device__ __forceinline__ int cluster_piece(const VerifyRope& rope, const int* 
   float* sl = sm + kMaxRows;
   float* bm = sl + kMaxRows;                   // [kMaxRows]
   float* bl = bm + kMaxRows;
-#pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    float l = l_run[hh];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int rl = g + 8 * hh;
-    float* dst = so + (warp * 16 + rl) * D + 2 * c;
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-      dst[j * 8] = o[j][2 * hh];
-      dst[j * 8 + 1] = o[j][2 * hh + 1];
-    }
-    if (c == 0) {
-      sm[warp * 16 + rl] = m_run[hh];
-      sl[warp * 16 + rl] = l;
-    }
-  }
+  stash_tile_partials<D>(o, m_run, l_run, so, sm, sl);
   __syncthreads();
   const int slices = kWarps / mt_count;
   for (int idx = tid; idx < rows * D; idx += kThreads) {
