@@ -343,7 +343,8 @@ PREFILL_ATTN_SM90_QREG = S(
     "attention_sm90", "prefill_attn_sm90_qreg_bf16",
     "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr cu_q:ptr kv_lens:ptr out:ptr "
     "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 scale:f32")
-# the same at head_dim 128 on 128-key tiles in a 3-stage ring (ATLAS_PREFILL_ATTN_WIDE)
+# the same at head_dim 128 on 128-key tiles in a 3-stage ring (the default at D = 128;
+# ATLAS_PREFILL_ATTN_WIDE=0 takes PREFILL_ATTN_SM90)
 PREFILL_ATTN_SM90_WIDE = S(
     "attention_sm90", "prefill_attn_sm90_wide_bf16",
     "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr cu_q:ptr kv_lens:ptr out:ptr "
@@ -449,9 +450,6 @@ DECODE_ATTN_LONG_ROPE = S("attention_long", "decode_attn_long_rope_bf16", _DECOD
 # the same waiting for the qkv projection on entry (ATLAS_DECODE_ATTN_LONG_EARLY=0)
 DECODE_ATTN_LONG_ROPE_WAIT = S("attention_long", "decode_attn_long_rope_wait_bf16",
                                _DECODE_LONG_ROPE)
-# waiting on entry, then the one-trip qkv prologue of the first (ATLAS_DECODE_ATTN_LONG_LATE=1)
-DECODE_ATTN_LONG_ROPE_LATE = S("attention_long", "decode_attn_long_rope_late_bf16",
-                               _DECODE_LONG_ROPE)
 
 # verification rows (a speculating sequence's K + 1 consecutive rows) on tensor cores, each
 # sequence's K/V read once for all its rows (kernels/hopper/common/attention_verify.cu, hopper
@@ -470,6 +468,13 @@ DECODE_ATTN_VERIFY_ROPE = S(
     "positions:ptr slots:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr "
     "counters:ptr out:ptr num_rows:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 "
     "max_blocks:u32 num_splits:u32 scale:f32 min_chunk:u32 eps:f32")
+# the same work with a sequence's rows served per kv head by one thread-block cluster that
+# merges on chip: no partial buffers, no split count (opt-in, ATLAS_DECODE_ATTN_VERIFY_CLUSTER=1)
+DECODE_ATTN_VERIFY_CLUSTER = S(
+    "attention_verify", "decode_attn_verify_cluster_bf16",
+    "qkv:ptr k_cache:ptr v_cache:ptr q_norm_w:ptr k_norm_w:ptr cos_sin:ptr positions:ptr "
+    "slots:ptr block_tables:ptr kv_lens:ptr out:ptr num_rows:u32 hq:u32 hkv:u32 head_dim:u32 "
+    "block_size:u32 max_blocks:u32 scale:f32 eps:f32")
 
 # --- quantized KV cache: FP8 (E4M3) and NVFP4 (kv_quant.cu, attention_kvq.cu) -----------------
 # Pools as the bf16 cache with quantized rows: FP8, one E4M3 code byte per element; NVFP4, a
