@@ -14,7 +14,7 @@ constants mirror the kernel's; only sm_90a sets build the module (`available`).
 
 The TMA kernel can also split K without clusters (KernelRoutes.decode_gemm_ticket,
 ATLAS_DECODE_GEMM_TICKET=1; `ticket_split`): any split 2..8, each block writes its f32
-partial to a workspace (KernelCache.workspace, TICKET_WORKSPACE) and the last block of a tile
+partial to a workspace (KernelCache.workspace, TICKET_WORKSPACE; a u32 ticket counter a tile beside it) and the last block of a tile
 to take its ticket sums the partials in rank order, so a split need not fit clusters into a
 GPC and the rule can fill the device's resident blocks in one wave.
 
@@ -201,21 +201,18 @@ def decode_split(m: int, n: int, k: int, sm_count: int = H200_FACTS.sm_count,
     return best
 
 
-#: the split workspace's most bytes (KernelCache.workspace "decode_gemm_ticket"): a tile's
-#: counter (u32) and its split's f32 partials, [split][m][64 G] (ticket_split keeps every launch
-#: within it: 2 x 64 x 24,576 x 4 = 12.6 MB for Qwen3-8B gate_up at b64, split 2; and the
-#: partials pass through L2, 50 MB on an H200)
+#: the split workspace's most bytes (KernelCache.workspace "decode_gemm_partials"): the
+#: tiles' f32 partials, [split][m][64 G] a tile (ticket_split keeps every launch within it:
+#: 2 x 64 x 24,576 x 4 = 12.6 MB for Qwen3-8B gate_up at b64, split 2; the partials pass
+#: through L2, 50 MB on an H200). The tickets, one u32 a tile, are a buffer of their own
+#: ("decode_gemm_tickets"): every launch finds them zero at the same place, whatever its
+#: tiles and partials.
 TICKET_WORKSPACE = 32 << 20
-#: the counters' bytes are rounded up to this, so the partials start 16-byte aligned (float4)
-_TICKET_ALIGN = 256
 
 
 def ticket_workspace_bytes(m: int, n: int, groups: int, split: int) -> int:
-    """The split workspace of a ticket launch: one u32 counter a tile (rounded up to
-    _TICKET_ALIGN bytes), then the tiles' [split][m][64 G] f32 partials."""
-    tiles = -(-n // (DECODE_ROWS * groups))
-    counters = -(-tiles * 4 // _TICKET_ALIGN) * _TICKET_ALIGN
-    return counters + tiles * split * m * DECODE_ROWS * groups * 4
+    """The f32 partials of a ticket launch: [split][m][64 G] for each of its tiles."""
+    return -(-n // (DECODE_ROWS * groups)) * split * m * DECODE_ROWS * groups * 4
 
 
 def ticket_split(m: int, n: int, k: int, sm_count: int = H200_FACTS.sm_count,
@@ -346,9 +343,9 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
         wmap = kc.tensor_map(w, n, k, rows // 2 if swiglu else rows)
         xmap = kc.tensor_map(x, m, k, cols)
         if ticket and split > 1:
-            tickets = kc.workspace("decode_gemm_ticket",
-                                   ticket_workspace_bytes(m, n, groups, split))
-            partials = tickets + ticket_workspace_bytes(m, n, groups, 0)  # past the counters
+            partials = kc.workspace("decode_gemm_partials",
+                                    ticket_workspace_bytes(m, n, groups, split))
+            tickets = kc.workspace("decode_gemm_tickets", 4 * -(-n // rows))
             sig, extra = ticket_entry_point(out_f32, swiglu), (split, partials, tickets)
         else:
             sig, extra = entry_point(split, out_f32, swiglu, tma), ()
