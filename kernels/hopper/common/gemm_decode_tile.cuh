@@ -64,6 +64,7 @@ __device__ __forceinline__ int gate_up_row(int r, int pair0, int inter) {
 // kSplit of the TMA kernel's *_ticket entry points: the split is a launch parameter, the
 // blocks of a tile meet through global memory (store_tile_ticket), not in a cluster.
 constexpr int kTicketSplit = 0;
+constexpr int kMaxTicketSplit = 8;  // ops/matmul_decode.py DECODE_GEMM_TICKET_SPLITS
 
 // Where store_tile_ticket's sum reads the S partials of its tile: rank p's [m][row_pitch] f32
 // rows at tile_ws + p rank_floats of the split workspace, except its own (`rank`), read from
@@ -95,18 +96,28 @@ __device__ __forceinline__ void sum_store_quads(float* part, void* y, int n, int
   const bool vec = width % 4 == 0;
   auto whole4 = [&](int mi, int r, float (&v)[4]) {
     if constexpr (kSplit == kTicketSplit) {
+      // every rank's load issued before the first add (L2 round trips overlap), then the
+      // sums in rank order
+      float4 t[kMaxTicketSplit];
+#pragma unroll
+      for (int p = 0; p < kMaxTicketSplit; ++p) {
+        if (p < ticket.split) {
+          t[p] = p == ticket.rank
+                     ? *reinterpret_cast<const float4*>(part + mi * kPitch + r)
+                     : __ldcg(reinterpret_cast<const float4*>(
+                           ticket.tile_ws + p * ticket.rank_floats + mi * ticket.row_pitch + r));
+        }
+      }
 #pragma unroll
       for (int i = 0; i < 4; ++i) v[i] = 0.f;
-      for (int p = 0; p < ticket.split; ++p) {
-        const float4 t =
-            p == ticket.rank
-                ? *reinterpret_cast<const float4*>(part + mi * kPitch + r)
-                : __ldcg(reinterpret_cast<const float4*>(ticket.tile_ws + p * ticket.rank_floats +
-                                                         mi * ticket.row_pitch + r));
-        v[0] += t.x;
-        v[1] += t.y;
-        v[2] += t.z;
-        v[3] += t.w;
+#pragma unroll
+      for (int p = 0; p < kMaxTicketSplit; ++p) {
+        if (p < ticket.split) {
+          v[0] += t[p].x;
+          v[1] += t[p].y;
+          v[2] += t[p].z;
+          v[3] += t[p].w;
+        }
       }
     } else if constexpr (kSplit > 1) {
       cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
@@ -130,7 +141,9 @@ __device__ __forceinline__ void sum_store_quads(float* part, void* y, int n, int
     }
   };
   const int total = (mi1 - mi0) * kQuads;
-#pragma unroll 2
+  // a ticket's last block sums its tile alone, from L2: more quads a thread in flight
+  constexpr int kUnroll = kSplit == kTicketSplit ? 4 : 2;
+#pragma unroll kUnroll
   for (int e = active ? static_cast<int>(threadIdx.x) : total; e < total; e += kThreads) {
     const int mi = mi0 + e / kQuads, r = (e % kQuads) * 4, col = row0 + r;
     if (col >= width) continue;
