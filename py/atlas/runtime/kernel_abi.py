@@ -472,6 +472,13 @@ DECODE_ATTN_VERIFY_ROPE = S(
     "positions:ptr slots:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr "
     "counters:ptr out:ptr num_rows:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 "
     "max_blocks:u32 num_splits:u32 scale:f32 min_chunk:u32 eps:f32")
+# the same work with a sequence's rows served per kv head by one thread-block cluster that
+# merges on chip: no partial buffers, no split count (opt-in, ATLAS_DECODE_ATTN_VERIFY_CLUSTER=1)
+DECODE_ATTN_VERIFY_CLUSTER = S(
+    "attention_verify", "decode_attn_verify_cluster_bf16",
+    "qkv:ptr k_cache:ptr v_cache:ptr q_norm_w:ptr k_norm_w:ptr cos_sin:ptr positions:ptr "
+    "slots:ptr block_tables:ptr kv_lens:ptr out:ptr num_rows:u32 hq:u32 hkv:u32 head_dim:u32 "
+    "block_size:u32 max_blocks:u32 scale:f32 eps:f32")
 
 # --- quantized KV cache: FP8 (E4M3) and NVFP4 (kv_quant.cu, attention_kvq.cu) -----------------
 # Pools as the bf16 cache with quantized rows: FP8, one E4M3 code byte per element; NVFP4, a
