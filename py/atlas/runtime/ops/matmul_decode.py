@@ -14,9 +14,10 @@ constants mirror the kernel's; only sm_90a sets build the module (`available`).
 
 The TMA kernel can also split K without clusters (KernelRoutes.decode_gemm_ticket,
 ATLAS_DECODE_GEMM_TICKET=1; `ticket_split`): any split 2..8, each block writes its f32
-partial to a workspace (KernelCache.workspace, TICKET_WORKSPACE; a u32 ticket counter a tile beside it) and the last block of a tile
-to take its ticket sums the partials in rank order, so a split need not fit clusters into a
-GPC and the rule can fill the device's resident blocks in one wave.
+partial to a workspace (KernelCache.workspace, TICKET_WORKSPACE; a u32 ticket counter a tile
+beside it) and the last block of a tile to take its ticket sums the partials in rank order,
+so a split need not fit clusters into a GPC and the rule can fill the device's resident
+blocks in one wave.
 
 Two kernels compute it, bit for bit alike: gemm_decode_tma (the default where the set has it,
 KernelRoutes.decode_gemm_tma / ATLAS_DECODE_GEMM_TMA=0) streams the operands with TMA
