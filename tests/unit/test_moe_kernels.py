@@ -311,6 +311,25 @@ def test_router_geometry_and_sigmoid_launch() -> None:
     assert got == [("moe_topk_sigmoid_f32", (3, 1, 1), (128, 1, 1))]
 
 
+@pytest.mark.parametrize("env,func,grid,block", [
+    ({}, "moe_gate_topk_softmax_bf16", (33, 1, 1), (256, 1, 1)),
+    ({"ATLAS_MOE_ROUTER_CLUSTER": "1"}, "moe_gate_topk_cluster_softmax_bf16", (8, 1, 1),
+     (512, 1, 1)),
+])
+def test_clustered_router_switch(env: dict, func: str, grid: tuple, block: tuple) -> None:
+    """ATLAS_MOE_ROUTER_CLUSTER=1 takes the one-cluster router (8 blocks of 16 warps whatever
+    the expert count: Qwen3.5-35B-A3B's 256 experts + shared gate here), off by default."""
+    mock = MockGpuBackend()
+    shape = moe.MoeShape(256, 8, 2048, 512, shared_inter=512)
+    moe.gate_topk(KernelCache(mock, KernelRoutes.from_env(env)), 0, 0x1000, 0x2000, 0x3000,
+                  0x4000, 0x5000, 0x6000, 1, shape, moe.Routing(),
+                  moe.SharedExpertWeights(0x7000, 0x8000, 0x9000), 0xa000)
+    got = [(r.func, tuple(r.grid), tuple(r.block)) for r in mock.drain_launches()]
+    assert got == [(func, grid, block)]
+    assert moe.ROUTER_CLUSTER_BLOCKS == _constant("moe_router", "kClusterBlocks")
+    assert moe.ROUTER_CLUSTER_THREADS == 32 * _constant("moe_router", "kClusterWarps")
+
+
 @pytest.mark.parametrize("shape,match", [
     (moe.MoeShape(8, 9, 64, 64), "top_k"),
     (moe.MoeShape(1024, 8, 64, 64), "experts"),

@@ -563,6 +563,12 @@ MOE_GATE_TOPK_SIGMOID = S("moe_router", "moe_gate_topk_sigmoid_bf16",
                           "shared_logits:ptr topk_ids:ptr topk_weights:ptr counter:ptr "
                           "tokens:u32 experts:u32 hidden:u32 top_k:u32 shared_slots:u32 "
                           "renormalize:u32 scale:f32")
+# The same router as one thread-block cluster (ATLAS_MOE_ROUTER_CLUSTER=1): the logits meet in
+# rank 0's shared memory, no ticket (the counter is unused); the same arguments and outputs.
+MOE_GATE_TOPK_CLUSTER_SOFTMAX = replace(MOE_GATE_TOPK_SOFTMAX,
+                                        func="moe_gate_topk_cluster_softmax_bf16")
+MOE_GATE_TOPK_CLUSTER_SIGMOID = replace(MOE_GATE_TOPK_SIGMOID,
+                                        func="moe_gate_topk_cluster_sigmoid_bf16")
 # The same router's gate GEMV alone (logits and the shared expert's logit, no top-k, no
 # counter): at batch 1 the expert kernels route from the logits themselves
 # (ops.moe.routes_in_experts: moe_gate_up_gemv_tiles_route_bf16, moe_down_gemv_route_*).

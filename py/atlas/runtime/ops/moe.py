@@ -76,6 +76,7 @@ from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE
                           MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_SUM,
                           MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_TOPK_SIGMOID,
                           MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_SILU,
+                          MOE_GATE_TOPK_CLUSTER_SIGMOID, MOE_GATE_TOPK_CLUSTER_SOFTMAX,
                           MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90, MOE_GROUPED_GATE_UP,
                           MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
 from . import KernelCache
@@ -140,6 +141,11 @@ ROUTER_TOKENS_PER_BLOCK = 4
 ROUTER_GATE_THREADS = 256
 #: its dynamic shared memory (x staged by every block, tokens x hidden bf16) may not exceed this
 ROUTER_GATE_MAX_SMEM = 200 * 1024
+#: the clustered router (ATLAS_MOE_ROUTER_CLUSTER=1, `router_uses_cluster`): one cluster of
+#: this many blocks (moe_router.cu kClusterBlocks, the portable cluster size) of
+#: ROUTER_CLUSTER_THREADS threads (kClusterWarps warps), every warp a gate row at a time
+ROUTER_CLUSTER_BLOCKS = 8
+ROUTER_CLUSTER_THREADS = 512
 #: the batch-1 expert kernels that route from the logits themselves (`routes_in_experts`)
 #: keep a token's scores in one warp's registers within their budgets: up to this many
 #: experts (moe_decode.cu kRouteMaxTier x 32)
@@ -334,19 +340,29 @@ def gate_topk(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr,
     require_aligned("moe_gate_topk", "w_gate", w_gate, 16)
     require_aligned("moe_gate_topk", "counter", counter, 4)
     rows = shape.experts + (1 if n_shared else 0)  # the shared gate: one more row
-    grid = -(-rows // (ROUTER_GATE_THREADS // 32))
     smem = gate_topk_smem(tokens, shape.hidden)
     renorm, scale = int(routing.renormalize), float(routing.scale)
-    if routing.scoring == "softmax":
-        kc.get_with_shared(MOE_GATE_TOPK_SOFTMAX, smem)(
-            stream, grid, ROUTER_GATE_THREADS, smem, x, w_gate, shared_gate, logits,
-            shared_logits, topk_ids, topk_weights, counter, tokens, shape.experts, shape.hidden,
-            shape.top_k, n_shared, renorm, scale)
+    softmax = routing.scoring == "softmax"
+    if router_uses_cluster(kc):
+        sig = MOE_GATE_TOPK_CLUSTER_SOFTMAX if softmax else MOE_GATE_TOPK_CLUSTER_SIGMOID
+        grid, threads = ROUTER_CLUSTER_BLOCKS, ROUTER_CLUSTER_THREADS
     else:
-        kc.get_with_shared(MOE_GATE_TOPK_SIGMOID, smem)(
-            stream, grid, ROUTER_GATE_THREADS, smem, x, w_gate, shared_gate, routing.bias,
-            logits, shared_logits, topk_ids, topk_weights, counter, tokens, shape.experts,
-            shape.hidden, shape.top_k, n_shared, renorm, scale)
+        sig = MOE_GATE_TOPK_SOFTMAX if softmax else MOE_GATE_TOPK_SIGMOID
+        grid, threads = -(-rows // (ROUTER_GATE_THREADS // 32)), ROUTER_GATE_THREADS
+    bias = () if softmax else (routing.bias,)
+    kc.get_with_shared(sig, smem)(
+        stream, grid, threads, smem, x, w_gate, shared_gate, *bias, logits, shared_logits,
+        topk_ids, topk_weights, counter, tokens, shape.experts, shape.hidden, shape.top_k,
+        n_shared, renorm, scale)
+
+
+def router_uses_cluster(kc: KernelCache) -> bool:
+    """Whether the fused decode router runs as one thread-block cluster (switched on:
+    ATLAS_MOE_ROUTER_CLUSTER=1): the same outputs as the ticketed grid, with the logits
+    gathered on chip instead of read back from L2 by a last block (moe_router.cu
+    gate_route_cluster). Its grid is ROUTER_CLUSTER_BLOCKS blocks whatever the expert count:
+    every warp takes rows experts / (8 x 16 warps) rows apart."""
+    return kc.routes.moe_router_cluster
 
 
 def gate_topk_smem(tokens: int, hidden: int) -> int:

@@ -182,6 +182,12 @@ what it asked for each time, and importing Atlas never depends on the environmen
   parallelism, which rewrites topk_ids between the launches), instead of the router's last
   block (a ticket, then one warp's top-k into topk_ids / topk_weights). Off by default: see
   ATLAS_MOE_GATE_UP_TILED (measured together, no gain).
+* ATLAS_MOE_ROUTER_CLUSTER=1: the fused decode router as one thread-block cluster
+  (moe_gate_topk_cluster_*_bf16: 8 blocks of 16 warps, the logits gathered in rank 0's shared
+  memory by distributed-shared-memory stores and one cluster barrier, rank 0 routing from
+  there) instead of a grid of 8-warp blocks whose last one (a fence, a ticket atomic) reads
+  the logits back from L2 (gpu24: 5.53 us a call at Qwen3-30B-A3B b1, PDL off, for a 0.5 MB
+  GEMV). The same outputs. Off by default until measured (built in session 11).
 * ATLAS_MOE_DOWN_WAVE=0: the decode MoE down launch sized as in session 6 (whole row groups
   a block, ops/moe.py down_rows_grouped) instead of equal blocks filling one wave of every SM
   (ops/moe.py down_rows: at batch 1 of Qwen3-30B-A3B 205 blocks, some SMs with one, others
@@ -339,6 +345,7 @@ class KernelRoutes:
     moe_gate_up_tiled: bool = False
     moe_gate_up_tiles: int = 0
     moe_route_in_experts: bool = False
+    moe_router_cluster: bool = False
     moe_down_wave: bool = True
     moe_down_gemv: bool = True
     moe_down_gemv_max_m: int = 1
@@ -438,6 +445,7 @@ class KernelRoutes:
                    moe_gate_up_tiled=env_switch(env, "ATLAS_MOE_GATE_UP_TILED", False),
                    moe_gate_up_tiles=_env_count(env, "ATLAS_MOE_GATE_UP_TILES", 0),
                    moe_route_in_experts=env_switch(env, "ATLAS_MOE_ROUTE_IN_EXPERTS", False),
+                   moe_router_cluster=env_switch(env, "ATLAS_MOE_ROUTER_CLUSTER", False),
                    moe_down_wave=env_switch(env, "ATLAS_MOE_DOWN_WAVE", True),
                    moe_down_gemv=env_switch(env, "ATLAS_MOE_DOWN_GEMV", True),
                    moe_down_gemv_max_m=_env_count(env, "ATLAS_MOE_DOWN_GEMV_MAX_M", 1),

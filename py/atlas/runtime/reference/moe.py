@@ -35,6 +35,7 @@ from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE
                           MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_SUM,
                           MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_TOPK_SIGMOID,
                           MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_SILU,
+                          MOE_GATE_TOPK_CLUSTER_SIGMOID, MOE_GATE_TOPK_CLUSTER_SOFTMAX,
                           MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90, MOE_GROUPED_GATE_UP,
                           MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
 from ..ops.moe import MOE_TILE_M, ROUTE_IN_EXPERTS_MAX_EXPERTS
@@ -165,6 +166,7 @@ def moe_gate_logits_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_gat
 
 
 @reference(MOE_GATE_TOPK_SOFTMAX)
+@reference(MOE_GATE_TOPK_CLUSTER_SOFTMAX)
 def moe_gate_topk_softmax_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_gate: int,
                                shared_gate: int, logits: int, shared_logits: int, topk_ids: int,
                                topk_weights: int, counter: int, tokens: int, experts: int,
@@ -175,6 +177,7 @@ def moe_gate_topk_softmax_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int,
 
 
 @reference(MOE_GATE_TOPK_SIGMOID)
+@reference(MOE_GATE_TOPK_CLUSTER_SIGMOID)
 def moe_gate_topk_sigmoid_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_gate: int,
                                shared_gate: int, bias: int, logits: int, shared_logits: int,
                                topk_ids: int, topk_weights: int, counter: int, tokens: int,
