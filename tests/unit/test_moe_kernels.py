@@ -270,6 +270,35 @@ def test_down_gemv_rule(tokens: int, inter: int, env: dict, gemv: bool) -> None:
                               moe.MoeShape(32, 32, 256, 8448)) is False
 
 
+@pytest.mark.parametrize("tokens,env,func,grid", [
+    (1, {}, "moe_down_gemv_add_rmsnorm_bf16", (256, 1, 1)),       # one wave of 8-row blocks
+    (1, {"ATLAS_MOE_DOWN_SHORT": "2"}, "moe_down_short_add_rmsnorm_bf16", (1024, 1, 1)),
+    (1, {"ATLAS_MOE_DOWN_SHORT": "1"}, "moe_down_short_add_rmsnorm_bf16", (2048, 1, 1)),
+    (3, {"ATLAS_MOE_DOWN_SHORT": "2", "ATLAS_MOE_DOWN_GEMV_MAX_M": "8"},
+     "moe_down_short_add_rmsnorm_bf16", (1024, 3, 1)),
+    (2, {"ATLAS_MOE_DOWN_SHORT": "2"}, "moe_down_add_rmsnorm_bf16", (128, 2, 1)),  # no GEMV
+    (1, {"ATLAS_MOE_DOWN_SHORT": "2", "ATLAS_MOE_DOWN_GEMV": "0"}, "moe_down_add_rmsnorm_bf16",
+     (256, 1, 1)),
+])
+def test_down_short_switch(tokens: int, env: dict, func: str, grid: tuple) -> None:
+    """ATLAS_MOE_DOWN_SHORT=R takes the short-block down kernel (one tile of R rows a block)
+    wherever the GEMV-shaped one would run, and nowhere else; the rows argument is R."""
+    mock = MockGpuBackend()
+    norm = moe.AddRmsNorm(0x5000, 0x6000, 0x7000, 0x8000, 1e-6)
+    moe.decode_down_add_rmsnorm(KernelCache(mock, KernelRoutes.from_env(env)), 0, 0x1000,
+                                0x2000, 0x3000, 0x4000, norm, tokens, QWEN3_30B)
+    (got,) = mock.drain_launches()
+    assert (got.func, tuple(got.grid)) == (func, grid)
+    if "short" in func:
+        assert 2048 // grid[0] == int(env["ATLAS_MOE_DOWN_SHORT"])
+
+
+@pytest.mark.parametrize("value", ["3", "4", "x"])
+def test_down_short_switch_refuses_other_heights(value: str) -> None:
+    with pytest.raises(ValueError, match="ATLAS_MOE_DOWN_SHORT"):
+        KernelRoutes.from_env({"ATLAS_MOE_DOWN_SHORT": value})
+
+
 def test_grouped_path_grid_is_sized_for_the_worst_case() -> None:
     layout = moe.scratch_layout(QWEN3_30B, 256)
     assert layout.act == 2 * (32 + 128) * 64 * 768 and layout.y == 2 * 2048 * 2048

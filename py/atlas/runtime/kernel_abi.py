@@ -642,6 +642,12 @@ MOE_DOWN_GEMV_SUM = replace(MOE_DOWN_SUM, func="moe_down_gemv_sum_bf16")
 MOE_DOWN_GEMV_ADD_RMSNORM = replace(MOE_DOWN_ADD_RMSNORM, func="moe_down_gemv_add_rmsnorm_bf16")
 MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET = replace(MOE_DOWN_ADD_RMSNORM_OFFSET,
                                            func="moe_down_gemv_add_rmsnorm_offset_bf16")
+# The down GEMV in short blocks (ATLAS_MOE_DOWN_SHORT=1 | 2: one tile of rows_per_block = 1 or
+# 2 output rows a block, grid hidden / rows_per_block): the same arguments and results.
+MOE_DOWN_SHORT_SUM = replace(MOE_DOWN_SUM, func="moe_down_short_sum_bf16")
+MOE_DOWN_SHORT_ADD_RMSNORM = replace(MOE_DOWN_ADD_RMSNORM, func="moe_down_short_add_rmsnorm_bf16")
+MOE_DOWN_SHORT_ADD_RMSNORM_OFFSET = replace(MOE_DOWN_ADD_RMSNORM_OFFSET,
+                                            func="moe_down_short_add_rmsnorm_offset_bf16")
 # The batch-1 tiled gate/up and the down GEMVs routing from the router's logits (what
 # moe_gate_topk_* would write, computed by each block with its code: the same bits) in place
 # of topk_ids / topk_weights: logits f32 [tokens, experts], shared_logits f32 [tokens], bias

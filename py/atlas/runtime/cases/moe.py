@@ -780,7 +780,41 @@ def _down_gemv_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeS
                     q35, random_ids(rng, 1, 8, 8), routes=gemv),
         down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm leaf t1 h2048 i768 k8 (row groups)",
                               leaf, random_ids(rng, 1, 8, 8),
-                              routes=KernelRoutes(moe_down_gemv=False))]
+                              routes=KernelRoutes(moe_down_gemv=False))
+    ] + _down_short_cases(rng, leaf, q35, long, six, bad)
+
+
+def _down_short_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeShape,
+                      long: moe.MoeShape, six: moe.MoeShape, bad: np.ndarray
+                      ) -> list[KernelCase]:
+    """The short-block down kernels (ATLAS_MOE_DOWN_SHORT=1 | 2, forced at every batch): both
+    tile heights, both full-size shapes (the leaf's and Qwen3.5-35B-A3B's offset norm with a
+    shared expert), 4 chunks a thread in two batches with a partial shared chunk, ids of
+    another rank and out of range, every token routed to the same experts, the sum entry,
+    and gate/up + down together."""
+    def short(rows: int) -> KernelRoutes:
+        return KernelRoutes(moe_down_gemv_max_m=8, moe_down_short=rows)
+
+    same = np.repeat(random_ids(rng, 1, 8, 8), 4, axis=0)
+    return [
+        down_add_rmsnorm_case(rng, "moe_down_short_add_rmsnorm leaf t1 h2048 i768 k8 (2 rows a "
+                              "block)", leaf, random_ids(rng, 1, 8, 8), routes=short(2)),
+        down_add_rmsnorm_case(rng, "moe_down_short_add_rmsnorm leaf t1 h2048 i768 k8 (1 row a "
+                              "block)", leaf, random_ids(rng, 1, 8, 8), routes=short(1)),
+        down_add_rmsnorm_case(rng, "moe_down_short_add_rmsnorm_offset shared t1 h2048 i512 k8 "
+                              "(qwen3.5-35b-a3b)", q35, random_ids(rng, 1, 8, 8), True,
+                              routes=short(2)),
+        down_add_rmsnorm_case(rng, "moe_down_short_add_rmsnorm shared t2 e24 k20 i512 shared 640 "
+                              "(two batches)", long, random_ids(rng, 2, 24, 20), routes=short(1)),
+        down_add_rmsnorm_case(rng, "moe_down_short_add_rmsnorm all tokens alike t4 e8 k8 h2048 "
+                              "i512", moe.MoeShape(8, 8, 2048, 512), same, routes=short(2)),
+        down_case(rng, "moe_down_short_sum t3 e8 k6 h256 i512 invalid ids", six, bad,
+                  routes=short(2)),
+        down_case(rng, "moe_down_short_sum t2 e8 k8 h256 i256 (top-k = experts)",
+                  moe.MoeShape(8, 8, 256, 256), np.tile(np.arange(8, dtype=np.int32), (2, 1)),
+                  routes=short(1)),
+        decode_case(rng, "moe_decode leaf t1 h2048 i768 k8 (down short 2)", leaf,
+                    random_ids(rng, 1, 8, 8), routes=short(2))]
 
 
 # ---- grouped path -------------------------------------------------------------------------

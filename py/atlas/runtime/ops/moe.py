@@ -77,6 +77,8 @@ from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE
                           MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_TOPK_SIGMOID,
                           MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_SILU,
                           MOE_GATE_TOPK_CLUSTER_SIGMOID, MOE_GATE_TOPK_CLUSTER_SOFTMAX,
+                          MOE_DOWN_SHORT_SUM, MOE_DOWN_SHORT_ADD_RMSNORM,
+                          MOE_DOWN_SHORT_ADD_RMSNORM_OFFSET,
                           MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90, MOE_GROUPED_GATE_UP,
                           MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
 from . import KernelCache
@@ -601,10 +603,23 @@ def down_gemv_rows(tokens: int, hidden: int, sm_count: int, tiles: int = 0) -> i
     return DOWN_GEMV_ROWS * max(1, min(all_tiles, tiles))
 
 
-def _down_launch(kc: KernelCache, tokens: int, shape: MoeShape, sigs: tuple[KernelSig, KernelSig]
+def down_short_rows(kc: KernelCache, tokens: int, shape: MoeShape) -> int:
+    """Output rows a block of the short-block down kernels (moe_down_short_*) takes, or 0
+    where they do not run: ATLAS_MOE_DOWN_SHORT (1 or 2) wherever the GEMV-shaped down kernel
+    would run (`down_uses_gemv`); one tile a block, grid hidden / rows (moe_decode.cu
+    down_short_run says why)."""
+    return kc.routes.moe_down_short if down_uses_gemv(kc, tokens, shape) else 0
+
+
+def _down_launch(kc: KernelCache, tokens: int, shape: MoeShape,
+                 sigs: tuple[KernelSig, KernelSig, KernelSig]
                  ) -> tuple[KernelLaunch, tuple[int, int, int], int, int]:
     """(launch, grid, rows per block, dynamic shared bytes) of a decode down launch: the
-    GEMV-shaped kernel (sigs[1]) where `down_uses_gemv`, else the row-group one (sigs[0])."""
+    short-block kernel (sigs[2]) where `down_short_rows`, the GEMV-shaped kernel (sigs[1])
+    where `down_uses_gemv`, else the row-group one (sigs[0])."""
+    short = down_short_rows(kc, tokens, shape)
+    if short:
+        return kc.get(sigs[2]), (-(-shape.hidden // short), tokens, 1), short, 0
     if down_uses_gemv(kc, tokens, shape):
         rows = down_gemv_rows(tokens, shape.hidden, kc.facts.sm_count,
                               kc.routes.moe_down_gemv_tiles)
@@ -639,7 +654,8 @@ def decode_down(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DeviceP
                route.routing.bias, out, tokens, shape.top_k, shape.hidden, shape.inter,
                shape.experts, rows, sh_ptr, n_shared, sh_inter, *route.args())
         return
-    launch, grid, rows, smem = _down_launch(kc, tokens, shape, (MOE_DOWN_SUM, MOE_DOWN_GEMV_SUM))
+    launch, grid, rows, smem = _down_launch(kc, tokens, shape,
+                                            (MOE_DOWN_SUM, MOE_DOWN_GEMV_SUM, MOE_DOWN_SHORT_SUM))
     launch(stream, grid, DECODE_THREADS, smem, act, w_down, topk_ids, topk_weights, out, tokens,
            shape.top_k, shape.hidden, shape.inter, shape.experts, rows, sh_ptr, n_shared,
            sh_inter)
@@ -662,8 +678,9 @@ def decode_down_add_rmsnorm(kc: KernelCache, stream: Stream, act: DevicePtr, w_d
                shape.top_k, shape.hidden, shape.inter, shape.experts, rows, sh_ptr, n_shared,
                sh_inter, norm.eps, *route.args(), int(norm.offset))
         return
-    sigs = ((MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET) if norm.offset
-            else (MOE_DOWN_ADD_RMSNORM, MOE_DOWN_GEMV_ADD_RMSNORM))
+    sigs = ((MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET,
+             MOE_DOWN_SHORT_ADD_RMSNORM_OFFSET) if norm.offset
+            else (MOE_DOWN_ADD_RMSNORM, MOE_DOWN_GEMV_ADD_RMSNORM, MOE_DOWN_SHORT_ADD_RMSNORM))
     launch, grid, rows, smem = _down_launch(kc, tokens, shape, sigs)
     launch(stream, grid, DECODE_THREADS, smem, act, w_down, topk_ids, topk_weights,
            norm.residual, norm.weight, norm.out, norm.counters, tokens, shape.top_k,

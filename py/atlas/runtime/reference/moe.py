@@ -36,6 +36,8 @@ from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE
                           MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_TOPK_SIGMOID,
                           MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_SILU,
                           MOE_GATE_TOPK_CLUSTER_SIGMOID, MOE_GATE_TOPK_CLUSTER_SOFTMAX,
+                          MOE_DOWN_SHORT_SUM, MOE_DOWN_SHORT_ADD_RMSNORM,
+                          MOE_DOWN_SHORT_ADD_RMSNORM_OFFSET,
                           MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90, MOE_GROUPED_GATE_UP,
                           MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
 from ..ops.moe import MOE_TILE_M, ROUTE_IN_EXPERTS_MAX_EXPERTS
@@ -350,6 +352,7 @@ def _down_sum(mem: HostMemory, act: int, w_down: int, ids: np.ndarray, weights: 
 
 @reference(MOE_DOWN_SUM)
 @reference(MOE_DOWN_GEMV_SUM)
+@reference(MOE_DOWN_SHORT_SUM)
 def moe_down_sum_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w_down: int,
                       topk_ids: int, topk_weights: int, out: int, tokens: int, top_k: int,
                       hidden: int, inter: int, experts: int, rows_per_block: int,
@@ -394,6 +397,7 @@ def _down_add_rmsnorm(mem: HostMemory, act: int, w_down: int,
 
 @reference(MOE_DOWN_ADD_RMSNORM)
 @reference(MOE_DOWN_GEMV_ADD_RMSNORM)
+@reference(MOE_DOWN_SHORT_ADD_RMSNORM)
 def moe_down_add_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w_down: int,
                               topk_ids: int, topk_weights: int, residual: int, w: int,
                               normed: int, counters: int, tokens: int, top_k: int, hidden: int,
@@ -407,6 +411,7 @@ def moe_down_add_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int
 
 @reference(MOE_DOWN_ADD_RMSNORM_OFFSET)
 @reference(MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET)
+@reference(MOE_DOWN_SHORT_ADD_RMSNORM_OFFSET)
 def moe_down_add_rmsnorm_offset_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int,
                                      w_down: int, topk_ids: int, topk_weights: int,
                                      residual: int, w: int, normed: int, counters: int,
