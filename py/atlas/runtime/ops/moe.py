@@ -31,7 +31,8 @@ that reduction; every block takes the same rows, one wave of the SMs (`down_rows
 batch 1 (ATLAS_MOE_DOWN_GEMV, `down_uses_gemv`) the down launch is GEMV-shaped instead
 (moe_down_gemv_*): tiles of DOWN_GEMV_ROWS output rows, each thread all its chunks of a
 tile's rows (the rows' slots concatenated) in flight at once, one DRAM round trip a tile,
-the next tile's requested before the current one is reduced (`down_gemv_rows`).
+the next tile's requested before the current one is reduced (`down_gemv_rows`); with
+ATLAS_MOE_DOWN_SHORT=1 | 2 one tile of that many rows a block (`down_short_rows`).
 It reads the token's routing before its PDL wait (the router's output, two launches back:
 the gate/up launch between waits for it before letting the down launch start), so its first
 weights stream while gate/up still runs; gate/up's act rows are staged in shared memory
@@ -39,7 +40,9 @@ weights stream while gate/up still runs; gate/up's act rows are staged in shared
 `AddRmsNorm`, the same launch (moe_down_add_rmsnorm_*) adds the sum into the residual stream
 and the last block of each token applies the next RMSNorm, so a decode layer needs no
 separate add_rmsnorm launch after its MoE block. A decode step routes in one launch too
-(`gate_topk`: the gate GEMV's rows spread over blocks, the last block does the top-k).
+(`gate_topk`: the gate GEMV's rows spread over blocks, the last block does the top-k; with
+ATLAS_MOE_ROUTER_CLUSTER=1 one thread-block cluster gathering the logits on chip,
+`router_uses_cluster`).
 
 Shared expert (Qwen2-MoE, Qwen3-Next, Qwen3.5-MoE), decode path: `MoeShape.shared_inter`
 folds it into the same three launches as `shared_slots` = ceil(shared_inter / inter) more
