@@ -268,9 +268,6 @@ def _rope_launch(env: dict[str, str] | None, num_seqs: int, splits: int, max_blo
     (64, 1, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "0"}, [("decode_attn_rope_bf16", (1, 8, 64))]),
     # the opt-in RopeEarly entry (reads before its PDL wait)
     (64, 1, {"ATLAS_DECODE_ATTN_LONG_EARLY": "1"}, [("decode_attn_long_rope_bf16", (1, 8, 64))]),
-    # the opt-in entry waiting first with the early one's one-trip prologue
-    (64, 1, {"ATLAS_DECODE_ATTN_LONG_LATE": "1"},
-     [("decode_attn_long_rope_late_bf16", (1, 8, 64))]),
 ])
 def test_rope_batches_route_to_the_long_rope_entry(num_seqs, splits, env, want) -> None:
     launches = _rope_launch(env, num_seqs, splits)

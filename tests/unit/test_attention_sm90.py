@@ -143,18 +143,18 @@ def _launch(dev: MockGpuBackend, head_dim: int = 128, env: dict[str, str] | None
 def test_route_is_on_by_default_and_off_by_switch() -> None:
     assert _launch(_Sm90Mock(), env={"ATLAS_PREFILL_ATTN_SM90": "0"}).func == "prefill_attn_bf16"
     on: dict[str, str] = {}
-    record = _launch(_Sm90Mock(), env=on)
-    assert (record.module, record.func) == ("attention_sm90", "prefill_attn_sm90_bf16")
-    assert record.grid == (32, 3, 2) and record.block == (256, 1, 1)  # 300 queries: 3 x 128
-    assert record.shared == attention_sm90.prefill_sm90_smem(128) == 164864
-    wide = _launch(_Sm90Mock(), env={"ATLAS_PREFILL_ATTN_WIDE": "1"})
-    assert wide.func == "prefill_attn_sm90_wide_bf16"
+    wide = _launch(_Sm90Mock(), env=on)  # head_dim 128: the 128-key tiles by default
+    assert (wide.module, wide.func) == ("attention_sm90", "prefill_attn_sm90_wide_bf16")
+    assert wide.grid == (32, 3, 2) and wide.block == (256, 1, 1)  # 300 queries: 3 x 128
     assert wide.shared == attention_sm90.prefill_sm90_smem(128, "wide") == 230400
+    record = _launch(_Sm90Mock(), env={"ATLAS_PREFILL_ATTN_WIDE": "0"})
+    assert record.func == "prefill_attn_sm90_bf16" and record.grid == (32, 3, 2)
+    assert record.shared == attention_sm90.prefill_sm90_smem(128) == 164864
     d256 = _launch(_Sm90Mock(), head_dim=256, env=on)
     assert d256.func == "prefill_attn_sm90_bf16" and d256.shared == 197632
     assert _launch(_Sm90Mock(), head_dim=64, env=on).func == "prefill_attn_bf16"
     assert _launch(MockGpuBackend(), env=on).func == "prefill_attn_bf16"
-    assert _launch(_Sm90Mock(), sm90=True).func == "prefill_attn_sm90_bf16"
+    assert _launch(_Sm90Mock(), sm90=True).func == "prefill_attn_sm90_wide_bf16"
     with pytest.raises(ValueError, match="head_dim=64"):
         _launch(_Sm90Mock(), head_dim=64, sm90=True)
 

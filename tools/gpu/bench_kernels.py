@@ -766,10 +766,11 @@ def prefill_attention_case(env: Env, s: Any) -> Case:
         st["out"] = torch.empty((t_, hq, d), dtype=torch.bfloat16, device=env.device)
         return st
 
-    # the A/B entry points' rows: the same launch builder with the variant's route on
+    # every wgmma row names its entry point: the plain row the 64-key tiles, the A/B rows
+    # the same launch builder with their variant's route on
     kc = (KernelCache(env.kc.backend, dataclasses.replace(
         env.kc.routes, prefill_attn_qreg=s.variant == "qreg",
-        prefill_attn_wide=s.variant == "wide")) if s.variant else env.kc)
+        prefill_attn_wide=s.variant == "wide")) if s.sm90 else env.kc)
 
     def ours(st: Set, stream: Stream) -> None:
         attention.prefill_attention(kc, stream, env.ptr(st["q"]), env.ptr(st["k_pool"]),

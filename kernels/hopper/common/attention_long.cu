@@ -75,11 +75,10 @@ struct LongRope {
 // each warp norms and rotates its rows straight from global memory (a few dependent trips
 // per row). kEarly (decode_attn_long_rope_bf16): everything but the qkv rows before the
 // wait (RopeEarly says why that is sound), the qkv rows in one trip after it, normed and
-// rotated in shared memory. kLate (decode_attn_long_rope_late_bf16, ATLAS_DECODE_ATTN_LONG_LATE=1):
-// kEarly's one-trip path, all of it after a wait on entry (nothing overlaps the kernel before,
-// whose GEMM the early reads slowed at batch 64, gpu22; only the serial per-warp prologue of
-// kWait goes). kNone: the plain entries (q from a buffer, no append).
-enum class RopeMode { kNone, kWait, kEarly, kLate };
+// rotated in shared memory. kNone: the plain entries (q from a buffer, no append).
+// (A kEarly path behind a wait on entry lost to kWait in the batch-64 step: gpu26, 157.8 vs
+// 139.6 us a call with PDL, 10.14 vs 9.58 ms a step.)
+enum class RopeMode { kNone, kWait, kEarly };
 
 template <int D, bool kRope = false>
 struct LongTile {
@@ -196,10 +195,8 @@ __device__ __forceinline__ void decode_attn_long(
     unsigned* __restrict__ counters, __nv_bfloat16* __restrict__ out, int hq, int hkv,
     int block_size, int max_blocks,
     int num_splits, float scale, __nv_bfloat16* smem, const LongRope& rope = LongRope{}) {
-  // kLate runs kEarly's path after its entry's wait (the waits and reads below then wait on
-  // nothing)
   constexpr bool kRope = M != RopeMode::kNone;
-  constexpr bool kEarly = M == RopeMode::kEarly || M == RopeMode::kLate;
+  constexpr bool kEarly = M == RopeMode::kEarly;
   using T = LongTile<D, kRope>;
   const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
   // before the wait (kEarly) through L2 (__ldcg): ptxas sinks read-only-path loads below it
@@ -666,27 +663,6 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                     float eps) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   decode_attn_long_rope_entry<RopeMode::kWait>(
-      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
-      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, long_smem);
-}
-
-// The A/B of the one-trip prologue without reads before the wait (ATLAS_DECODE_ATTN_LONG_LATE=1):
-// waits on entry like decode_attn_long_rope_wait_bf16, then loads the group's qkv rows in one
-// trip and norms and rotates them in shared memory like decode_attn_long_rope_bf16.
-extern "C" __global__ void __launch_bounds__(kThreads, 2)
-    decode_attn_long_rope_late_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
-                                    __nv_bfloat16* v_cache, const __nv_bfloat16* q_norm_w,
-                                    const __nv_bfloat16* k_norm_w, const float* cos_sin,
-                                    const int* positions, const int* slots,
-                                    const int* block_tables, const int* kv_lens,
-                                    float* part_o, float* part_ml, unsigned* counters,
-                                    __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
-                                    uint32_t hkv, uint32_t head_dim, uint32_t block_size,
-                                    uint32_t max_blocks, uint32_t num_splits, float scale,
-                                    float eps) {
-  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  decode_attn_long_rope_entry<RopeMode::kLate>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
       num_splits, scale, eps, long_smem);

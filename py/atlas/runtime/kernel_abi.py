@@ -343,7 +343,8 @@ PREFILL_ATTN_SM90_QREG = S(
     "attention_sm90", "prefill_attn_sm90_qreg_bf16",
     "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr cu_q:ptr kv_lens:ptr out:ptr "
     "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 scale:f32")
-# the same at head_dim 128 on 128-key tiles in a 3-stage ring (ATLAS_PREFILL_ATTN_WIDE)
+# the same at head_dim 128 on 128-key tiles in a 3-stage ring (the default at D = 128;
+# ATLAS_PREFILL_ATTN_WIDE=0 takes PREFILL_ATTN_SM90)
 PREFILL_ATTN_SM90_WIDE = S(
     "attention_sm90", "prefill_attn_sm90_wide_bf16",
     "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr cu_q:ptr kv_lens:ptr out:ptr "
@@ -442,9 +443,6 @@ _DECODE_LONG_ROPE = (
 DECODE_ATTN_LONG_ROPE = S("attention_long", "decode_attn_long_rope_bf16", _DECODE_LONG_ROPE)
 # the same waiting for the qkv projection on entry (ATLAS_DECODE_ATTN_LONG_EARLY=0)
 DECODE_ATTN_LONG_ROPE_WAIT = S("attention_long", "decode_attn_long_rope_wait_bf16",
-                               _DECODE_LONG_ROPE)
-# waiting on entry, then the one-trip qkv prologue of the first (ATLAS_DECODE_ATTN_LONG_LATE=1)
-DECODE_ATTN_LONG_ROPE_LATE = S("attention_long", "decode_attn_long_rope_late_bf16",
                                _DECODE_LONG_ROPE)
 
 # verification rows (a speculating sequence's K + 1 consecutive rows) on tensor cores, each

@@ -165,8 +165,6 @@ DECODE_TWINS = {"ahead1": {"decode_attn_ahead": False},  # *_ahead1_bf16 (unclus
                 # wait), the split merge in the kernel instead of the combine launch, both
                 "long_early": {"decode_attn_long_early": True},
                 "long_merge": {"decode_attn_long_merge": True},
-                # waiting on entry, then the early entry's one-trip prologue
-                "long_late": {"decode_attn_long_late": True},
                 "long_early_merge": {"decode_attn_long_early": True,
                                      "decode_attn_long_merge": True}}
 

@@ -146,11 +146,6 @@ LONG_ROPE_SHAPES = [
      {"normed": False, "pad_last": True, "twin": "long_early"}),
     ("long_rope_early D128 gqa4 splits4 pad merge", Geometry(32, 8, 128, 16),
      [2048, 129, 65, 300], 4, {"pad_last": True, "twin": "long_early_merge"}),
-    # the opt-in entry waiting first, then the one-trip prologue (ATLAS_DECODE_ATTN_LONG_LATE=1)
-    ("long_rope_late D128 gqa4 splits1", Geometry(32, 8, 128, 16), [1536, 90, 1], 1,
-     {"twin": "long_late"}),
-    ("long_rope_late D64 gqa3 no-norm bs7 pad", Geometry(9, 3, 64, 7), [200, 64, 97], 3,
-     {"normed": False, "pad_last": True, "twin": "long_late"}),
 ]
 
 

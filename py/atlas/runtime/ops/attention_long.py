@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_ROPE,
-                          DECODE_ATTN_LONG_ROPE_LATE, DECODE_ATTN_LONG_ROPE_WAIT)
+                          DECODE_ATTN_LONG_ROPE_WAIT)
 from . import KernelCache
 from .routes import KernelRoutes
 
@@ -197,8 +197,7 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
     does not merge: `merges_splits`, counters as decode_attention_long's).
     The kernel requests everything but the qkv rows before its PDL wait (attention_long.cu
     RopeEarly: launch it right after the qkv projection, as decode_attention_rope says);
-    routes.decode_attn_long_early False: the entry that waits first, with
-    routes.decode_attn_long_late its one-trip prologue after that wait."""
+    routes.decode_attn_long_early False: the entry that waits first."""
     if head_dim not in LONG_ROPE_HEAD_DIMS or hq // hkv > LONG_MAX_GROUP:
         raise ValueError(f"decode_attention_long_rope: head_dim={head_dim} (needs one of "
                          f"{LONG_ROPE_HEAD_DIMS}) and group {hq // hkv} (needs <= "
@@ -207,9 +206,7 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
         raise ValueError(f"decode_attention_long_rope: qkv pointer {qkv:#x} is not 16-byte "
                          "aligned")
     routes = kc.routes
-    sig = (DECODE_ATTN_LONG_ROPE if routes.decode_attn_long_early else
-           DECODE_ATTN_LONG_ROPE_LATE if routes.decode_attn_long_late else
-           DECODE_ATTN_LONG_ROPE_WAIT)
+    sig = DECODE_ATTN_LONG_ROPE if routes.decode_attn_long_early else DECODE_ATTN_LONG_ROPE_WAIT
     launch = _launch_long(kc, sig, head_dim, True)
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim, True),
            qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,

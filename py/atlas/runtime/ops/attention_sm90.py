@@ -5,8 +5,9 @@ warpgroups per (q head, 128-query tile from the end, sequence); S = Q K^T and O 
 wgmma from 128-byte-swizzled shared tiles (P from registers, one bf16 per probability),
 the PV product of one K/V tile overlapping the softmax of the next, K/V through a 4-stage
 cp.async ring of 16 KiB tiles (64 keys at D = 128, 32 at D = 256). Head_dim 128 has two
-more entry points (`variant`), both opt-in: 128-key tiles in a 3-stage ring ("wide",
-routes.prefill_attn_wide) and Q in registers ("qreg", routes.prefill_attn_qreg, on 64-key
+more entry points (`variant`): 128-key tiles in a 3-stage ring ("wide",
+routes.prefill_attn_wide, the default at D = 128 since gpu26: ATLAS_PREFILL_ATTN_WIDE=0 takes
+the 64-key tiles) and the opt-in Q in registers ("qreg", routes.prefill_attn_qreg, on 64-key
 tiles, which wins where both are set). `ops.attention.prefill_attention` takes it
 where `uses_sm90` says so (ATLAS_PREFILL_ATTN_SM90=0 turns the route off); its speed
 against prefill_attn_bf16 and PyTorch SDPA is the kernel table's `T... sm90` rows

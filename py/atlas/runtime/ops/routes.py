@@ -82,11 +82,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   instead of waiting for the qkv projection on entry (session 8's kernel: gpu22 measured
   Qwen3-8B b64 x 1,536 at 9.829 ms a step with it against 9.511 without, the attention row
   147.4 us against 138.7).
-  ATLAS_DECODE_ATTN_LONG_LATE=1 (unless EARLY): the waiting entry (the default,
-  decode_attn_long_rope_wait_bf16) with the early one's one-trip qkv prologue after its wait
-  instead of its per-warp prologue from global memory (decode_attn_long_rope_late_bf16: gpu24
-  timed the waiting entry at 122.9 us a call in the step, PDL off, against 104.0 for the early
-  entry alone). Off by default until measured (built in session 10, no device time left).
 * ATLAS_DECODE_ATTN_LONG_MERGE=1: a tensor-core decode attention launch of several splits
   (batch 8 .. 16 at D 128, Qwen3.5's D 256 below batch 64, long contexts) merges its partials
   in its last split (attention_long.cu SplitMerge, the split counters' tickets) instead of
@@ -150,11 +145,11 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (attention_sm90, head_dim 128 and 256), always on prefill_attn_bf16.
 * ATLAS_PREFILL_ATTN_QREG=1: head_dim-128 prefill attention on the wgmma kernel's Q-in-
   registers entry point (prefill_attn_sm90_qreg_bf16); off by default until measured.
-* ATLAS_PREFILL_ATTN_WIDE=1: head_dim-128 prefill attention on the wgmma kernel's 128-key
-  tile entry point (prefill_attn_sm90_wide_bf16: a 3-stage ring of 32 KiB tiles, half the
-  per-tile barriers and ring work a key) instead of its 64-key tiles (prefill_attn_sm90_bf16,
-  4-stage ring, the default). Off by default until measured (built in session 10, no device
-  time left).
+* ATLAS_PREFILL_ATTN_WIDE=0: head_dim-128 prefill attention on the wgmma kernel's 64-key
+  tiles (prefill_attn_sm90_bf16, 4-stage ring) instead of its 128-key tile entry point
+  (prefill_attn_sm90_wide_bf16: a 3-stage ring of 32 KiB tiles, half the per-tile barriers
+  and ring work a key; the default since the H200 measured a 32,000-token Qwen3-8B prefill
+  at 18,450 vs 17,571 tok/s, 56.2% vs 53.7% of the matmul peak, gpu26 2026-12-02).
 * ATLAS_MOE_SM90=0: the MoE grouped GEMMs on the mma.sync kernels (moe_grouped), never the
   Hopper wgmma ones (moe_grouped_sm90).
 * ATLAS_MOE_GATE_UP_GEMV=0: the decode MoE gate/up projection on the session-6 column-loop
@@ -267,8 +262,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   captured in the verification graph (its launch: graph, event) instead of copies of their
   own around it (copy, event, graph, copy, event; the default): the A/B of the host time a
   synchronous verification step puts between two device steps (tools/profile_verify_host.py:
-  5 driver calls a launch fewer on the mock backend). Off by default until it has run on the
-  H200 (session 10 had no device time left for it).
+  5 driver calls a launch fewer on the mock backend). Off by default: the H200 measured no
+  gain (gpu26, Qwen3-8B b1 K = 3, PDL off: host on the critical path 0.210 vs 0.201 ms,
+  verification 1.271x vs 1.275x a plain step, bench_spec 370.0 vs 370.1 tok/s).
 """
 
 from __future__ import annotations
@@ -382,7 +378,6 @@ class KernelRoutes:
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_long_min_batch: int = DEFAULT_DECODE_ATTN_LONG_MIN_BATCH
     decode_attn_long_early: bool = False
-    decode_attn_long_late: bool = False
     decode_attn_long_merge: bool = False
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
@@ -395,7 +390,7 @@ class KernelRoutes:
     decode_attn_verify_rope: bool = False
     prefill_attn_sm90: bool = True
     prefill_attn_qreg: bool = False
-    prefill_attn_wide: bool = False
+    prefill_attn_wide: bool = True
     fused_norm: bool | None = None
     gemv_prefetch: bool = False
     norm_gemv: bool = False
@@ -493,8 +488,6 @@ class KernelRoutes:
                        DEFAULT_DECODE_ATTN_LONG_MIN_BATCH),
                    decode_attn_long_early=env_switch(env, "ATLAS_DECODE_ATTN_LONG_EARLY",
                                                      False),
-                   decode_attn_long_late=env_switch(env, "ATLAS_DECODE_ATTN_LONG_LATE",
-                                                    False),
                    decode_attn_long_merge=env_switch(env, "ATLAS_DECODE_ATTN_LONG_MERGE",
                                                      False),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
@@ -512,7 +505,7 @@ class KernelRoutes:
                                                       False),
                    prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", True),
                    prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
-                   prefill_attn_wide=env_switch(env, "ATLAS_PREFILL_ATTN_WIDE", False),
+                   prefill_attn_wide=env_switch(env, "ATLAS_PREFILL_ATTN_WIDE", True),
                    fused_norm=_env_tristate(env, "ATLAS_FUSED_NORM"),
                    gemv_prefetch=env_switch(env, "ATLAS_GEMV_PREFETCH", False),
                    norm_gemv=env_switch(env, "ATLAS_NORM_GEMV", False),
