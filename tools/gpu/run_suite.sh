@@ -1615,6 +1615,26 @@ stage_moe_s11_ab() {
   return $rc
 }
 
+# Session 11's clustered verification attention (ATLAS_DECODE_ATTN_VERIFY_CLUSTER=1,
+# attention_verify.cu decode_attn_verify_cluster_bf16): its check cases, then Qwen3-8B batch 1
+# K = 3 (synthetic weights) with and without it: the verification step's per-kernel profile
+# (PDL off: the attention row vs decode_attn_verify_bf16's ~39.6 us) and bench_spec's tok/s.
+stage_s11_verify() {
+  local rc=0 cfg="$CKPT/qwen3-8b-synthetic" v
+  "$PY" tools/make_fixtures.py --config qwen3-8b --out "$cfg" --config-only || return 1
+  "$PY" tools/gpu/check_kernels.py -k "verify cluster" \
+    --out "$RESULTS/gpu_check_s11_verify-$STAMP.json" || rc=1
+  for v in default ATLAS_DECODE_ATTN_VERIFY_CLUSTER=1; do
+    env ATLAS_PDL=0 $([ "$v" = default ] || echo "$v") "$PY" tools/gpu/profile_decode.py \
+      --model "$cfg" --synthetic-seed 0 --batch 1 --context 512 --verify 3 \
+      --out "$RESULTS/s11_verify_${v//=/_}.json" || rc=1
+    env $([ "$v" = default ] || echo "$v") "$PY" tools/gpu/bench_spec.py --model "$cfg" \
+      --synthetic-seed 0 --batches 1 --max-k 3 --k 3 --accept 0.7 --new 128 --steps 20 \
+      --no-fused-baseline --out "$RESULTS/s11_spec_${v//=/_}.json" || rc=1
+  done
+  return $rc
+}
+
 STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_parity decode_bench
         qwen3_0_6b qwen3_5 flagship_parity flagship_bench flagship_bench_unfused
         flagship_profile_b8 flagship_profile_prefill moe_ab_unfused qwen3_8b decode_bench_nopdl
@@ -1628,7 +1648,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         throughput_mixed_step decode_gemm_wide_ab headline batch1_ab thru_ab moe_b1_profile
         quant_ab moe_quant_bench thru_b64 spec_profile spec_ring_ab persistent_ab persistent_sweep
         attn_trace verify_attn attn64 attn64_flagship b1lat decode_gemm_tma moe_s8_ab
-        attn_s9 spec_s9 quant_narrow moe_s9_ab s10_ab moe_s11_ab)
+        attn_s9 spec_s9 quant_narrow moe_s9_ab s10_ab s11_verify moe_s11_ab)
 
 # ---- runner -------------------------------------------------------------------------------
 

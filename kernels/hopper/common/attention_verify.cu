@@ -69,6 +69,8 @@
 // K/V tiles as the plain entry does (cp.async through L2, after its own writes). Every key
 // the step appends is written: row j's key lies in row j's last split, whose block is working.
 // A padding row (slot < 0) appends nothing and attends the cache as it is.
+#include <cooperative_groups.h>
+
 #include "atlas_common.cuh"
 #include "attention_tile.cuh"
 #include "mma_util.cuh"
@@ -151,6 +153,81 @@ __device__ __forceinline__ int row_chunk(int len, int num_splits, int min_chunk)
 // Trailing ones of a ballot: how many consecutive lanes from lane 0 said yes.
 __device__ __forceinline__ int leading_yes(unsigned mask) {
   return mask == 0xffffffffu ? 32 : __ffs(~mask) - 1;
+}
+
+// The tile steps of the clustered entry (cluster_piece). verify_piece inlines the same code
+// (written before these): calling them changes its PTX (operand order, a mask constant), so
+// it keeps its own until the clustered entry is measured against it.
+//
+// S = Q K^T for the 16 rows of m-tile mt of the swizzled Q tile and the 16 keys at k0 of a
+// K tile: s[j] is the keys' n-tile j (ldmatrix, two mma.m16n8k16 per 16 dims).
+template <int D>
+__device__ __forceinline__ void tile_scores(const __nv_bfloat16* sq, const __nv_bfloat16* sk,
+                                            int mt, int k0, int lane, float (&s)[2][4]) {
+  constexpr int CH = D / 8;
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[j][e] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t qa[4], kb[4];
+    atlas::ldmatrix_x4(qa, sq + atlas::swizzle_offset<CH>(mt * 16 + (lane & 15),
+                                                          2 * kk + (lane >> 4)));
+    // matrices: (keys 0-7, d lo), (keys 0-7, d hi), (keys 8-15, d lo), (keys 8-15, d hi)
+    const int kr = k0 + (lane & 7) + ((lane >> 4) << 3);
+    atlas::ldmatrix_x4(kb, sk + atlas::swizzle_offset<CH>(kr, 2 * kk + ((lane >> 3) & 1)));
+    atlas::mma_bf16_16816(s[0], qa, kb[0], kb[1]);
+    atlas::mma_bf16_16816(s[1], qa, kb[2], kb[3]);
+  }
+}
+
+// Those scores' online softmax (keys key0 + ..., this lane's 2c included, masked past last:
+// attention_tile.cuh), o rescaled, and O += P V over the V tile's 16 keys at k0 with P as one
+// bf16 per probability.
+template <int D>
+__device__ __forceinline__ void tile_softmax_pv(float (&s)[2][4], int key0, const int (&last)[2],
+                                                float scale_log2, float (&m_run)[2],
+                                                float (&l_run)[2], float (&o)[D / 8][4],
+                                                const __nv_bfloat16* sv, int k0, int lane) {
+  float corr[2];
+  atlas::online_softmax_tile(s, key0, last, scale_log2, m_run, l_run, corr);
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[j][e] *= corr[e >> 1];
+  uint32_t pf[1][4];
+  atlas::prob_fragments<1>(s, 0, pf);
+  atlas::pv_slice_mma<D, 1, false>(o, pf, sv, k0, lane);
+}
+
+// A warp's partials after the loop into shared memory: lane rows g and g + 8 of its m-tile,
+// columns j * 8 + 2c + e of so [kWarps][16][D], m and l (summed over the quad first: each lane
+// saw its own key columns) into sm and sl [kWarps][16].
+template <int D>
+__device__ __forceinline__ void stash_tile_partials(const float (&o)[D / 8][4],
+                                                    const float (&m_run)[2],
+                                                    const float (&l_run)[2], float* so,
+                                                    float* sm, float* sl) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, c = lane & 3;
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    float l = l_run[hh];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int rl = g + 8 * hh;
+    float* dst = so + (warp * 16 + rl) * D + 2 * c;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      dst[j * 8] = o[j][2 * hh];
+      dst[j * 8 + 1] = o[j][2 * hh + 1];
+    }
+    if (c == 0) {
+      sm[warp * 16 + rl] = m_run[hh];
+      sl[warp * 16 + rl] = l;
+    }
+  }
 }
 
 // The piece starting at row r0, if r0 starts one (this block's split and kv head). Returns
@@ -654,6 +731,402 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     decode_attn_verify<256, true>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
                                   counters, out, nr, hq, hkv, block_size, max_blocks, ns, mc,
                                   scale, verify_smem, rope);
+  else
+    __trap();  // ops/attention_verify.py VERIFY_HEAD_DIMS
+}
+
+// ---- the clustered entry (decode_attn_verify_cluster_bf16, ATLAS_DECODE_ATTN_VERIFY_CLUSTER)
+// The plain batch-1 step's machinery for a verification step: a sequence's T rows (its last
+// token and K drafts) are one piece, as above, served for each kv head by ONE thread-block
+// cluster of kClusterBlocks blocks, block b taking keys [b chunk, (b + 1) chunk) of the
+// piece's keys (chunk = ceil(L / kClusterBlocks), L the piece's last row's kv_len; tiles of
+// 64 keys from the block's first key, not absolute ones), and the blocks' partials merged
+// through distributed shared memory (no partials in global memory, no ticket, no L2
+// re-read). Row j of the piece (kv_len L - n + 1 + j) masks the keys past its own.
+//
+// With qk_norm_rope_kv's work (VerifyRope): the block norms and rotates its piece's q rows
+// (its kv head's q heads) straight into its Q tile, and the step's keys in its range (the
+// run's rows from the first in the step: at most kMaxStepRows of them) into a staging area,
+// appends them to the caches (one block a key: the ranges partition the keys; a later piece
+// of the same run recomputes the same bits) and substitutes them into its K/V tiles once
+// those have landed. So no block reads another block's cache write, and the K/V history can
+// be requested before the PDL wait: the run search, the split range, the block-table entries
+// and the first kStages - 1 tiles' cp.async copies (kv_lens, the block tables and cached rows
+// of earlier steps: nothing the qkv projection before this launch writes, the argument of
+// decode_attn.cuh RopedQ; the tiles' rows of this step's keys are copied stale and
+// overwritten), the rows' positions and slots (host step inputs) and the norm weights go out
+// first; only the qkv rows and the positions' cos/sin rows are read after it.
+//
+// Why (gpu22, Qwen3-8B b1 K = 3 at 512 keys, PDL off): decode_attn_verify_bf16 took 39.6 us a
+// call where the plain step's clustered kernel takes 18.6: it waits before its first K/V
+// request (only an L2 prefetch of tile 0 goes out before), writes every split's partial to
+// global memory and merges them in the last block after an acq_rel ticket (two more
+// dependent L2 trips and a gpu-scope release), and needs qk_norm_rope_kv_bf16 launched
+// before it (2.8 us and a launch). Its rope entry moved that work inside but kept the rest
+// and staged q through global memory (44.2 us).
+//
+// Launch (ops/attention_verify.py decode_attention_verify_cluster): grid (kClusterBlocks,
+// hkv, windows), clusters of kClusterBlocks along x, 128 threads, dynamic shared memory
+// ClusterSmem<D>::kBytes. Preconditions as decode_attn_verify_rope_bf16's, and a run of one
+// sequence's rows is at most kMaxStepRows rows (else a trap).
+namespace {
+
+constexpr int kClusterBlocks = 8;  // VERIFY_CLUSTER_BLOCKS (the portable cluster size)
+
+// A q row's destination in the swizzled Q tile: element i of tile row `row` (norm_rope_row's
+// dst), so the rotated q goes from registers to where ldmatrix reads it.
+template <int CH>
+struct SwizzledRow {
+  __nv_bfloat16* tile;
+  int row;
+  __device__ __forceinline__ __nv_bfloat16& operator[](int i) const {
+    return tile[atlas::swizzle_offset<CH>(row, i >> 3) + (i & 7)];
+  }
+};
+
+// The clustered entry's shared memory: VerifyTile's Q tile and ring, then the staging of the
+// step's keys (k then v, kMaxStepRows rows each). After the loop the ring holds the warps'
+// partial o [kWarps][16][D] and the block's merged o [kMaxRows][D] (f32), the Q tile the
+// warps' and the block's m and l (what the cluster peers read).
+template <int D>
+struct ClusterSmem {
+  using T = VerifyTile<D>;
+  static constexpr int kStageElems = kMaxStepRows * D;
+  static constexpr int kBytes = T::kSmemBytes + 2 * kStageElems * 2;  // VERIFY_CLUSTER_SMEM
+  static_assert(kWarps * 16 == kMaxRows, "the warps' partial rows and the block's rows");
+  static_assert(2 * kMaxRows * D * 4 <= T::kRingBytes, "both o's fit the ring");
+  static_assert(4 * kMaxRows * 4 <= T::kQElems * 2, "the m's and l's fit the Q tile");
+  static_assert(kBytes <= 227 * 1024, "fits one block's shared memory");
+};
+
+// Keys per block of a piece whose last row holds `len` keys.
+__device__ __forceinline__ int cluster_chunk(int len) {
+  return max((len + kClusterBlocks - 1) / kClusterBlocks, 1);
+}
+
+// The piece starting at row r0 (a row of this block's window [.., stop)), if r0 starts one:
+// attended by this cluster (this block: its rank's keys), written to out. Returns the rows
+// from r0 on it accounts for (>= 1), as verify_piece. Every block of the cluster runs the
+// same pieces in the same order (they depend on kv_lens and the block tables only).
+template <int D>
+__device__ __forceinline__ int cluster_piece(const VerifyRope& rope, const int* block_tables,
+                                             const int* kv_lens, __nv_bfloat16* out, int r0,
+                                             int stop, int num_rows, int hq, int hkv,
+                                             int block_size, int max_blocks, float scale,
+                                             __nv_bfloat16* smem) {
+  using T = VerifyTile<D>;
+  using S = ClusterSmem<D>;
+  constexpr int RT = T::kRowsPerThread;
+  constexpr int CH = T::kChunks;
+  constexpr int kRowStep = kThreads / CH;
+  const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank()), kvh = blockIdx.y;
+  const int group = hq / hkv;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, c = lane & 3;
+  const atlas::PageMap pages(block_size);
+  __shared__ int s_back, s_fwd;
+  __shared__ int s_keys[2];  // the staged keys' positions [s_keys[0], s_keys[1])
+  // the piece's rows' positions, and each staged key's row's position and slot (< 0: a
+  // padding row's key, which the cache keeps), read before the wait (host step inputs)
+  __shared__ int s_qpos[kMaxStepRows], s_kpos[kMaxStepRows], s_kslot[kMaxStepRows];
+  const int cap = min(kMaxStepRows, kMaxRows / group);
+  const int* table = block_tables + static_cast<size_t>(r0) * max_blocks;
+  const int ch = tid % CH, row0 = tid / CH;
+  // Block-table entries of tile `tile` of keys [base, end): this thread's rows (0 past end).
+  auto lookup = [&](int base, int end, int tile, int (&page)[RT]) {
+#pragma unroll
+    for (int j = 0; j < RT; ++j) {
+      const int p = base + tile * kBKV + row0 + j * kRowStep;
+      page[j] = p < end ? __ldcg(table + pages.page(p)) : 0;
+    }
+  };
+
+  // Tile 0's entries requested beside the run search, guessing the piece is the window's
+  // rows from r0 (a verification: the sequence's rows); looked up again if not.
+  const int len0 = __ldcg(kv_lens + r0);
+  const int guess_len = min(len0 + min(cap, max(stop - r0, 1)) - 1, max_blocks * block_size);
+  const int guess_lo = rank * cluster_chunk(guess_len);
+  const int guess_hi = min(guess_lo + cluster_chunk(guess_len), guess_len);
+  int page[RT];
+  lookup(guess_lo, guess_hi, 0, page);
+  if (warp == 0) {
+    const unsigned back = __ballot_sync(
+        0xffffffffu, continues_run(kv_lens, block_tables, r0 - lane, num_rows, max_blocks, pages));
+    const unsigned fwd = __ballot_sync(
+        0xffffffffu,
+        continues_run(kv_lens, block_tables, r0 + 1 + lane, num_rows, max_blocks, pages));
+    if (lane == 0) {
+      s_back = leading_yes(back);
+      s_fwd = leading_yes(fwd);
+    }
+  }
+  __syncthreads();
+  const int back = s_back;
+  if (back % cap != 0) {  // not a piece's first row: the cluster of that row serves it
+    const int start = r0 - back % cap;
+    return min(start + cap, r0 + s_fwd + 1) - r0;
+  }
+  const int n = min(cap, s_fwd + 1);  // step rows of this piece: kv_lens len0 .. len0 + n - 1
+  const int len = len0 + n - 1, chunk = cluster_chunk(len);
+  const int lo = rank * chunk, hi = min(lo + chunk, len);  // hi <= lo: no keys here
+  const int n_tiles = hi > lo ? (hi - lo + kBKV - 1) / kBKV : 0;
+  const int rows = n * group;
+  const int mt_count = rows <= 16 ? 1 : rows <= 32 ? 2 : 4;
+  if (lo != guess_lo || hi > guess_hi) lookup(lo, hi, 0, page);
+  // the step's keys in [lo, hi): the run's rows from its first in the step (back rows before
+  // r0) append keys first, first + 1, ... (one each, at kv_len - 1)
+  const int first = len0 - back - 1;
+  const int key_lo = max(first, lo), key_hi = min(first + back + n, hi);
+  if (key_hi - key_lo > kMaxStepRows) __trap();  // a run longer than the staging holds
+  if (tid == 0) {  // read after the barrier behind the wait
+    s_keys[0] = key_lo;
+    s_keys[1] = key_hi;
+  }
+  if (tid < n) {
+    s_qpos[tid] = __ldcg(rope.positions + r0 + tid);
+  } else if (tid >= kMaxStepRows && tid - kMaxStepRows < key_hi - key_lo) {
+    const int j = tid - kMaxStepRows, row = r0 - back + (key_lo + j - first);
+    s_kpos[j] = __ldcg(rope.positions + row);
+    s_kslot[j] = __ldcg(rope.slots + row);
+  }
+
+  __nv_bfloat16* sq = smem;
+  __nv_bfloat16* ring = smem + T::kQElems;
+  __nv_bfloat16* stage_k = ring + T::kStages * T::kStageElems;
+  __nv_bfloat16* stage_v = stage_k + S::kStageElems;
+  auto issue = [&](int tile, const int (&pg)[RT]) {
+    __nv_bfloat16* sk = ring + (tile % T::kStages) * T::kStageElems;
+    __nv_bfloat16* sv = sk + T::kTileElems;
+#pragma unroll
+    for (int j = 0; j < RT; ++j) {
+      const int rr = row0 + j * kRowStep, p = lo + tile * kBKV + rr;
+      const bool ok = p < hi;
+      const size_t row = (static_cast<size_t>(pg[j]) * hkv + kvh) * block_size + pages.row(p);
+      const size_t off = ok ? row * D + ch * 8 : 0;
+      const int dst = atlas::swizzle_offset<CH>(rr, ch);
+      atlas::cp_async_16(sk + dst, rope.k_cache + off, ok);
+      atlas::cp_async_16(sv + dst, rope.v_cache + off, ok);
+    }
+  };
+  // Before the wait: the first kStages - 1 tiles' copies, the next tile's entries, the norm
+  // weights (see the section's header for why each may be read now).
+#pragma unroll
+  for (int t = 0; t < T::kStages - 1; ++t) {
+    if (t < n_tiles) {
+      if (t > 0) lookup(lo, hi, t, page);
+      issue(t, page);
+    }
+    atlas::cp_async_commit();
+  }
+  if (T::kStages - 1 < n_tiles) lookup(lo, hi, T::kStages - 1, page);
+  const bool normed = rope.q_norm_w != nullptr;
+  const auto wq = atlas::rope::load_norm_w<false>(rope.q_norm_w, normed, D, D, lane);
+  const auto wk = atlas::rope::load_norm_w<false>(rope.k_norm_w, normed, D, D, lane);
+  atlas::pdl_enter();
+  __syncthreads();  // the positions and slots above
+
+  const size_t pitch = static_cast<size_t>(hq + 2 * hkv) * D;
+  if (n_tiles > 0) {  // block-uniform: a block without keys needs no q
+    // the piece's q rows of this kv head's heads into the Q tile (zeros past them)
+    for (int i = warp; i < mt_count * 16; i += kWarps) {  // warp-uniform
+      const SwizzledRow<CH> dst{sq, i};
+      if (i >= rows) {
+        for (int e = lane; e < D; e += 32) dst[e] = atlas::f32_to_bf16(0.f);
+        continue;
+      }
+      const int row = r0 + i / group, h = kvh * group + i % group;
+      atlas::rope::norm_rope_row<false>(
+          rope.qkv + static_cast<size_t>(row) * pitch + static_cast<size_t>(h) * D, dst, wq,
+          normed, false, rope.cos_sin + static_cast<size_t>(s_qpos[i / group]) * D, D, D,
+          rope.eps, lane);
+    }
+    // the step's keys in the range: normed and rotated into the staging area, appended
+    for (int j = warp; j < key_hi - key_lo; j += kWarps) {  // warp-uniform
+      const int row = r0 - back + (key_lo + j - first), slot = s_kslot[j];
+      if (slot < 0) continue;  // padding: the cache as it is
+      const __nv_bfloat16* src = rope.qkv + static_cast<size_t>(row) * pitch;
+      atlas::rope::norm_rope_row<false>(
+          src + static_cast<size_t>(hq + kvh) * D, stage_k + j * D, wk, normed, false,
+          rope.cos_sin + static_cast<size_t>(s_kpos[j]) * D, D, D, rope.eps, lane);
+      const uint4* v_src =
+          reinterpret_cast<const uint4*>(src + static_cast<size_t>(hq + hkv + kvh) * D);
+      for (int i = lane; i < CH; i += 32) reinterpret_cast<uint4*>(stage_v + j * D)[i] = v_src[i];
+      __syncwarp();
+      const size_t at =
+          ((static_cast<size_t>(slot / block_size) * hkv + kvh) * block_size + slot % block_size) *
+          D;
+      for (int i = lane; i < CH; i += 32) {
+        reinterpret_cast<uint4*>(rope.k_cache + at)[i] =
+            reinterpret_cast<const uint4*>(stage_k + j * D)[i];
+        reinterpret_cast<uint4*>(rope.v_cache + at)[i] =
+            reinterpret_cast<const uint4*>(stage_v + j * D)[i];
+      }
+    }
+  }
+  __syncthreads();  // the Q tile and the staged keys
+
+  const int mt = warp % mt_count, slice = warp / mt_count;
+  int last[2];  // row i of the tile sees keys < len0 + i / group of this block's range
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int i = mt * 16 + g + 8 * hh;
+    last[hh] = i < rows ? min(hi, len0 + i / group) - 1 : -1;
+  }
+  const float scale_log2 = scale * atlas::kAttnLog2e;
+  float o[D / 8][4];
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[j][e] = 0.f;
+  float m_run[2] = {kNoKey, kNoKey}, l_run[2] = {0.f, 0.f};
+
+  for (int t = 0; t < n_tiles; ++t) {
+    atlas::cp_async_wait<T::kStages - 2>();  // tile t landed: this thread's copies
+    __syncthreads();  // ... every thread's; and every warp is done with tile t - 1's slot
+    if (t + T::kStages - 1 < n_tiles) {
+      issue(t + T::kStages - 1, page);
+      if (t + T::kStages < n_tiles) lookup(lo, hi, t + T::kStages, page);
+    }
+    atlas::cp_async_commit();
+    __nv_bfloat16* sk = ring + (t % T::kStages) * T::kStageElems;
+    __nv_bfloat16* sv = sk + T::kTileElems;
+    const int t_lo = lo + t * kBKV;
+    // (the key range from shared memory: registers are short at D = 256)
+    const int sub_lo = max(s_keys[0], t_lo), sub_hi = min(s_keys[1], t_lo + kBKV);
+    if (sub_lo < sub_hi) {  // block-uniform: the step's keys in this tile, over the copies
+      const uint4* from_k = reinterpret_cast<const uint4*>(ring + T::kStages * T::kStageElems);
+      const uint4* from_v = from_k + S::kStageElems / 8;
+      for (int idx = tid; idx < (sub_hi - sub_lo) * CH; idx += kThreads) {
+        const int j = sub_lo - s_keys[0] + idx / CH, cq = idx % CH;
+        if (s_kslot[j] < 0) continue;
+        const int dst = atlas::swizzle_offset<CH>(sub_lo - t_lo + idx / CH, cq);
+        *reinterpret_cast<uint4*>(sk + dst) = from_k[j * CH + cq];
+        *reinterpret_cast<uint4*>(sv + dst) = from_v[j * CH + cq];
+      }
+      __syncthreads();
+    }
+    for (int sub = 0; sub < mt_count; ++sub) {
+      const int k0 = slice * 16 * mt_count + sub * 16;  // the 16 keys, within the tile
+      float s[2][4];
+      tile_scores<D>(sq, sk, mt, k0, lane, s);
+      tile_softmax_pv<D>(s, t_lo + k0 + 2 * c, last, scale_log2, m_run, l_run, o, sv, k0, lane);
+    }
+  }
+  atlas::cp_async_wait<0>();  // only empty groups remain; none may outlive the ring
+  __syncthreads();            // every warp is done with the ring and the Q tile
+
+  // The warps' partials, then the block's per row (o normalized; m -inf, l 0 without keys).
+  float* so = reinterpret_cast<float*>(ring);  // [kWarps][16][D]
+  float* bo = so + kMaxRows * D;               // [kMaxRows][D]
+  float* sm = reinterpret_cast<float*>(sq);    // [kWarps][16]
+  float* sl = sm + kMaxRows;
+  float* bm = sl + kMaxRows;                   // [kMaxRows]
+  float* bl = bm + kMaxRows;
+  stash_tile_partials<D>(o, m_run, l_run, so, sm, sl);
+  __syncthreads();
+  const int slices = kWarps / mt_count;
+  for (int idx = tid; idx < rows * D; idx += kThreads) {
+    const int i = idx / D, d = idx % D, m_tile = i / 16, rl = i % 16;
+    float mx = kNoKey;
+    for (int w = 0; w < slices; ++w) mx = fmaxf(mx, sm[(m_tile + w * mt_count) * 16 + rl]);
+    float total = 0.f, acc = 0.f;
+    if (mx != kNoKey) {
+      for (int w = 0; w < slices; ++w) {
+        const int at = (m_tile + w * mt_count) * 16 + rl;
+        const float wt = exp2f(sm[at] - mx);
+        total += sl[at] * wt;
+        acc += so[at * D + d] * wt;
+      }
+    }
+    bo[i * D + d] = mx != kNoKey ? acc / total : 0.f;
+    if (d == 0) {
+      bm[i] = mx;
+      bl[i] = total;
+    }
+  }
+
+  // The cluster's merge: block `rank` takes 1 / kClusterBlocks of the piece's rows x D
+  // elements, each over the kClusterBlocks blocks' partials (weights l 2^(m - top); a block
+  // without keys for the row weighs 0), all loads of an element issued before the first use
+  // (one distributed-shared-memory trip); the second barrier keeps every block's partials
+  // alive until its peers have read them.
+  cluster.sync();
+  const int total_elems = rows * D, per = (total_elems + kClusterBlocks - 1) / kClusterBlocks;
+  const int e_end = min((rank + 1) * per, total_elems);
+  for (int e = rank * per + tid; e < e_end; e += kThreads) {
+    const int i = e / D, d = e % D;
+    float pm[kClusterBlocks], pl[kClusterBlocks], po[kClusterBlocks];
+#pragma unroll
+    for (int r = 0; r < kClusterBlocks; ++r) {
+      pm[r] = *cluster.map_shared_rank(bm + i, r);
+      pl[r] = *cluster.map_shared_rank(bl + i, r);
+      po[r] = *cluster.map_shared_rank(bo + i * D + d, r);
+    }
+    float top = kNoKey;
+#pragma unroll
+    for (int r = 0; r < kClusterBlocks; ++r) top = fmaxf(top, pm[r]);
+    float total = 0.f, acc = 0.f;
+    if (top != kNoKey) {  // else no keys at all: zeros, as a plain decode row
+#pragma unroll
+      for (int r = 0; r < kClusterBlocks; ++r) {
+        const float w = pl[r] * exp2f(pm[r] - top);  // 0 for a block without keys
+        total += w;
+        acc = fmaf(w, po[r], acc);
+      }
+    }
+    const size_t orow = static_cast<size_t>(r0 + i / group) * hq + kvh * group + i % group;
+    out[orow * D + d] = atlas::f32_to_bf16(top != kNoKey ? acc / total : 0.f);
+  }
+  cluster.sync();
+  return n;
+}
+
+template <int D>
+__device__ __forceinline__ void decode_attn_verify_cluster(
+    const VerifyRope& rope, const int* block_tables, const int* kv_lens, __nv_bfloat16* out,
+    int num_rows, int hq, int hkv, int block_size, int max_blocks, float scale,
+    __nv_bfloat16* smem) {
+  const int window = (num_rows + static_cast<int>(gridDim.z) - 1) / static_cast<int>(gridDim.z);
+  const int first = static_cast<int>(blockIdx.z) * window;
+  const int stop = min(first + window, num_rows);
+  for (int r0 = first; r0 < stop;) {
+    __syncthreads();  // the piece before is done with the shared memory
+    r0 += cluster_piece<D>(rope, block_tables, kv_lens, out, r0, stop, num_rows, hq, hkv,
+                           block_size, max_blocks, scale, smem);
+  }
+}
+
+}  // namespace
+
+// qk_norm_rope_kv_bf16 and the verification attention of a step's rows in one launch, each
+// piece of a sequence's rows served by a cluster per kv head (the section above). D 64, 128
+// or 256, the classic qkv layout (ops/attention_verify.py rope_fits); no partial buffers.
+extern "C" __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThreads, 1)
+    decode_attn_verify_cluster_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
+                                    __nv_bfloat16* v_cache, const __nv_bfloat16* q_norm_w,
+                                    const __nv_bfloat16* k_norm_w, const float* cos_sin,
+                                    const int* positions, const int* slots,
+                                    const int* block_tables, const int* kv_lens,
+                                    __nv_bfloat16* out, uint32_t num_rows, uint32_t hq,
+                                    uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+                                    uint32_t max_blocks, float scale, float eps) {
+  extern __shared__ __align__(128) __nv_bfloat16 verify_smem[];
+  if (gridDim.x != kClusterBlocks) __trap();  // ops/attention_verify.py: one cluster a piece
+  const VerifyRope rope{qkv, nullptr, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions,
+                        slots, eps};
+  const int nr = static_cast<int>(num_rows), bs = static_cast<int>(block_size);
+  const int mb = static_cast<int>(max_blocks), h = static_cast<int>(hq);
+  const int hk = static_cast<int>(hkv);
+  if (head_dim == 128)
+    decode_attn_verify_cluster<128>(rope, block_tables, kv_lens, out, nr, h, hk, bs, mb, scale,
+                                    verify_smem);
+  else if (head_dim == 64)
+    decode_attn_verify_cluster<64>(rope, block_tables, kv_lens, out, nr, h, hk, bs, mb, scale,
+                                   verify_smem);
+  else if (head_dim == 256)
+    decode_attn_verify_cluster<256>(rope, block_tables, kv_lens, out, nr, h, hk, bs, mb, scale,
+                                    verify_smem);
   else
     __trap();  // ops/attention_verify.py VERIFY_HEAD_DIMS
 }

@@ -45,9 +45,10 @@ __device__ __forceinline__ HeadNormW<kPartial> load_norm_w(const __nv_bfloat16* 
 
 // dst = rope(norm(src)) for one head of D elements (norm only when `normed`); cosv points at
 // the position's row of cos_sin (rot floats: cos of the rot/2 frequencies, then sin).
-// Called by the whole warp.
-template <bool kPartial>
-__device__ __forceinline__ void norm_rope_row(const __nv_bfloat16* src, __nv_bfloat16* dst,
+// Called by the whole warp. Dst: a pointer, or anything indexed like one (attention_verify.cu
+// writes q rows straight into a swizzled tensor-core tile).
+template <bool kPartial, class Dst = __nv_bfloat16*>
+__device__ __forceinline__ void norm_rope_row(const __nv_bfloat16* src, Dst dst,
                                               const HeadNormW<kPartial>& w, bool normed,
                                               bool offset, const float* cosv, int D, int rot,
                                               float eps, int lane) {

@@ -345,14 +345,24 @@ class DenseDecoderModel:
                 and attention_verify.uses_verify(self.kc, d.heads, d.kv_heads, d.head_dim,
                                                  step_keys, -(-rows // step_keys)))
 
+    def _verify_layout_fits(self) -> bool:
+        """Whether the model's qkv layout is the classic one the verification kernel's
+        fused entry points take (attention_verify.rope_fits)."""
+        d = self.dims
+        return attention_verify.rope_fits(d.heads, d.kv_heads, d.head_dim, d.q_pitch,
+                                          d.rotary_dim or d.head_dim, bool(d.norm_offset))
+
     def _verify_rope_fused(self) -> bool:
         """Whether a verification step on the verification kernel takes its rope entry point
         (ATLAS_DECODE_ATTN_VERIFY_ROPE=1 and the classic qkv layout: attention_verify.
         rope_fits): qk_norm_rope_kv's work done by its blocks, one launch instead of two."""
-        d = self.dims
-        return self.kc.routes.decode_attn_verify_rope and attention_verify.rope_fits(
-            d.heads, d.kv_heads, d.head_dim, d.q_pitch, d.rotary_dim or d.head_dim,
-            bool(d.norm_offset))
+        return self.kc.routes.decode_attn_verify_rope and self._verify_layout_fits()
+
+    def _verify_clustered(self, step_keys: int) -> bool:
+        """Whether a verification step on the verification kernel takes its clustered entry
+        point (attention_verify.uses_cluster: ATLAS_DECODE_ATTN_VERIFY_CLUSTER=1; and the
+        classic qkv layout): the rope entry's work, a cluster per kv head merging on chip."""
+        return attention_verify.uses_cluster(self.kc, step_keys) and self._verify_layout_fits()
 
     def forward(self, s: Stream, b: StepBuffers, n_tokens: int, plan: AttentionPlan,
                 n_sample: int) -> None:
@@ -529,7 +539,13 @@ class DenseDecoderModel:
         # a verification step: each sequence's rows share one read of its K/V
         verify_launch = dict(rows_per_block=plan.step_keys,
                              min_chunk=kc.routes.decode_attn_verify_min_keys)
-        if verify and self._verify_rope_fused():  # with q/k norm, RoPE and K/V append
+        if verify and self._verify_clustered(plan.step_keys):  # fused, a cluster a kv head
+            attention_verify.decode_attention_verify_cluster(
+                kc, s, b.qkv, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm, self.cos_sin,
+                b.positions, b.slots, b.block_tables, b.kv_lens, b.attn, rows, d.heads,
+                d.kv_heads, d.head_dim, self.block_size, self.max_blocks, self.scale, d.eps,
+                rows_per_block=plan.step_keys)
+        elif verify and self._verify_rope_fused():  # with q/k norm, RoPE and K/V append
             attention_verify.decode_attention_verify_rope(
                 kc, s, b.qkv, b.q, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm, self.cos_sin,
                 b.positions, b.slots, b.block_tables, b.kv_lens, b.part_o, b.part_ml,

@@ -164,6 +164,16 @@ GEMM_DECODE_TMA_SWIGLU_SPLIT4 = S("gemm_decode_tma", "gemm_decode_tma_swiglu_bf1
                                   _DECODE_TMA)
 GEMM_DECODE_TMA_SWIGLU_SPLIT8 = S("gemm_decode_tma", "gemm_decode_tma_swiglu_bf16_split8",
                                   _DECODE_TMA)
+# the same products split over `split` (2..8) blocks a tile without a cluster: each block
+# writes its f32 partial to ws (ceil(n / (64 G)) * split * m * 64 G floats at least), the last
+# to take its tile's ticket (tickets: one u32 a tile, zero between launches) sums them in
+# rank order and stores; grid ceil(n / (64 G)) * split (ops/matmul_decode.py ticket_split)
+_DECODE_TMA_TICKET = _DECODE_TMA + " split:u32 ws:ptr tickets:ptr"
+GEMM_DECODE_TMA_TICKET = S("gemm_decode_tma", "gemm_decode_tma_bf16_ticket", _DECODE_TMA_TICKET)
+GEMM_DECODE_TMA_F32OUT_TICKET = S("gemm_decode_tma", "gemm_decode_tma_bf16_f32_ticket",
+                                  _DECODE_TMA_TICKET)
+GEMM_DECODE_TMA_SWIGLU_TICKET = S("gemm_decode_tma", "gemm_decode_tma_swiglu_bf16_ticket",
+                                  _DECODE_TMA_TICKET)
 # FP8 E4M3 weights [N, K] (one byte each) with f32 scales under the index map
 # scale[(n >> row_shift) * row_stride + (k >> col_shift) * col_stride] (block, per-channel or
 # per-tensor layouts; ops/matmul_quant.py builds the map), dequantized in registers.
@@ -462,6 +472,13 @@ DECODE_ATTN_VERIFY_ROPE = S(
     "positions:ptr slots:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr "
     "counters:ptr out:ptr num_rows:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 "
     "max_blocks:u32 num_splits:u32 scale:f32 min_chunk:u32 eps:f32")
+# the same work with a sequence's rows served per kv head by one thread-block cluster that
+# merges on chip: no partial buffers, no split count (opt-in, ATLAS_DECODE_ATTN_VERIFY_CLUSTER=1)
+DECODE_ATTN_VERIFY_CLUSTER = S(
+    "attention_verify", "decode_attn_verify_cluster_bf16",
+    "qkv:ptr k_cache:ptr v_cache:ptr q_norm_w:ptr k_norm_w:ptr cos_sin:ptr positions:ptr "
+    "slots:ptr block_tables:ptr kv_lens:ptr out:ptr num_rows:u32 hq:u32 hkv:u32 head_dim:u32 "
+    "block_size:u32 max_blocks:u32 scale:f32 eps:f32")
 
 # --- quantized KV cache: FP8 (E4M3) and NVFP4 (kv_quant.cu, attention_kvq.cu) -----------------
 # Pools as the bf16 cache with quantized rows: FP8, one E4M3 code byte per element; NVFP4, a

@@ -21,6 +21,8 @@ product (cases/attention_sm90.probability_rounding_tol), added to the output tol
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ...core.dtype import DType
@@ -29,6 +31,7 @@ from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, rope
 from ..ops.attention_verify import (VERIFY_TILE_KEYS, decode_attention_verify,
+                                    decode_attention_verify_cluster,
                                     decode_attention_verify_rope)
 from .attention import ATTN_TOL, Geometry, _softmax_rows, paged_cache
 from .attention_sm90 import probability_rounding_tol
@@ -174,16 +177,12 @@ def verify_cases(rng: np.random.Generator) -> list[KernelCase]:
 
 
 # ---- the rope entry point (decode_attn_verify_rope_bf16) ------------------------------------
-def verify_rope_case(rng: np.random.Generator, name: str, g: Geometry, seqs: list[Seq],
-                     num_splits: int, normed: bool = True, pad: int = 0,
-                     min_chunk: int = VERIFY_TILE_KEYS) -> KernelCase:
-    """The rows of `seqs` from their qkv rows: the kernel norms and rotates q into the q
-    buffer and each row's k (and its v) into the caches at its slot, then attends; the last
-    `pad` sequences are padding rows (slot -1: no append, the cache as it is). Launched
-    twice (the tickets reset, the same rows rewritten), then its unfused twin
-    (qk_norm_rope_kv, then decode_attention_verify) into `out_unfused` and `q_unfused`: the
-    same bits. The float64 oracle norms and rotates (cases/rope_kv.py's roundings), appends
-    and attends each row over its own keys."""
+def _rope_step(rng: np.random.Generator, g: Geometry, seqs: list[Seq], normed: bool, pad: int
+               ) -> tuple[dict[str, np.ndarray], list[int], Any, float]:
+    """A step of `seqs` fed from qkv rows (the last `pad` sequences padding rows, slot -1: no
+    append, the cache as it is): (inputs, kv_lens, oracle, the probability rounding's
+    tolerance). The float64 oracle norms and rotates (cases/rope_kv.py's roundings), appends
+    and attends each row over its own keys; it returns out, q and the caches."""
     owner, lens = step_rows(seqs)
     rows, d = len(lens), g.head_dim
     inputs = paged_cache(rng, [h + k + 1 for h, k in seqs], g)
@@ -195,33 +194,10 @@ def verify_rope_case(rng: np.random.Generator, name: str, g: Geometry, seqs: lis
     slots[[r for r, o in enumerate(owner) if o >= len(seqs) - pad]] = -1
     inputs.update(qkv=random_bf16(rng, (rows, (g.hq + 2 * g.hkv) * d), 3.0),
                   cos_sin=cos_sin_table(d, max(lens)), slots=slots,
-                  positions=np.asarray(lens, np.int32) - 1,
-                  counters=np.zeros((rows, g.hkv), np.int32))
+                  positions=np.asarray(lens, np.int32) - 1)
     if normed:
         for w in ("q_norm_w", "k_norm_w"):
             inputs[w] = f32_to_bf16_bits(rng.uniform(0.5, 1.5, d).astype(np.float32))
-    inputs["part_o"] = np.full((rows, g.hq, num_splits, d), np.nan, np.float32)
-    inputs["part_ml"] = np.full((rows, g.hq, num_splits, 2), np.nan, np.float32)
-    max_blocks = tables.shape[1]
-    window = 1 + max(k for _, k in seqs)
-
-    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        kc = KernelCache(backend)
-        geometry = (rows, g.hq, g.hkv, d, g.block_size, max_blocks, num_splits, g.scale)
-        for _ in range(2):
-            decode_attention_verify_rope(
-                kc, stream, p["qkv"], p["q"], p["k_cache"], p["v_cache"], p.get("q_norm_w", 0),
-                p.get("k_norm_w", 0), p["cos_sin"], p["positions"], p["slots"],
-                p["block_tables"], p["kv_lens"], p["part_o"], p["part_ml"], p["counters"],
-                p["out"], *geometry, EPS, rows_per_block=window, min_chunk=min_chunk)
-        rope.qk_norm_rope_kv(kc, stream, p["qkv"], p["q_unfused"], p["k_cache"], p["v_cache"],
-                             p.get("q_norm_w", 0), p.get("k_norm_w", 0), p["cos_sin"],
-                             p["positions"], p["slots"], rows, g.hq, g.hkv, d, g.block_size,
-                             EPS)
-        decode_attention_verify(kc, stream, p["q_unfused"], p["k_cache"], p["v_cache"],
-                                p["block_tables"], p["kv_lens"], p["part_o"], p["part_ml"],
-                                p["counters"], p["out_unfused"], *geometry,
-                                rows_per_block=window, min_chunk=min_chunk)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         qkv = bf16_bits_to_f32(x["qkv"]).astype(np.float64)
@@ -248,25 +224,74 @@ def verify_rope_case(rng: np.random.Generator, name: str, g: Geometry, seqs: lis
             keys, vals = kc[blocks, :, pos % g.block_size], vc[blocks, :, pos % g.block_size]
             s = np.einsum("kgd,nkd->kgn", q[r].reshape(g.hkv, group, d), keys) * g.scale
             out[r] = np.einsum("kgn,nkd->kgd", _softmax_rows(s), vals).reshape(g.hq, d)
-        return {"out": out, "out_unfused": out, "q": q, "q_unfused": q, "k_cache": kc,
-                "v_cache": vc, "counters": np.zeros((rows, g.hkv))}
+        return {"out": out, "q": q, "k_cache": kc, "v_cache": vc}
 
-    atol, rtol = ATTN_TOL
     # the rows attend the cache's values and the step's own v (qkv's v heads, up to 3.0:
     # gpu22 put one output of the ctx1 case 0.0034 from the oracle, under 2^-9 x 3)
     p_tol = probability_rounding_tol(np.concatenate(
         [inputs["v_cache"].ravel(), inputs["qkv"][:, (g.hq + g.hkv) * d:].ravel()]))
+    return inputs, lens, oracle, p_tol
+
+
+def _cache_outputs(inputs: dict[str, np.ndarray]) -> tuple[dict[str, OutputSpec],
+                                                           dict[str, np.ndarray]]:
+    """The caches as outputs (v bit for bit) and the slots they are compared on: those some
+    sequence owns (the rest are NaN, never written)."""
     cache_shape = inputs["k_cache"].shape
     owned = ~np.isnan(bf16_bits_to_f32(inputs["k_cache"]))
+    return ({"k_cache": OutputSpec(DType.BF16, cache_shape),
+             "v_cache": OutputSpec(DType.BF16, cache_shape, tol=(0.0, 0.0))},
+            {"k_cache": owned, "v_cache": owned})
+
+
+def verify_rope_case(rng: np.random.Generator, name: str, g: Geometry, seqs: list[Seq],
+                     num_splits: int, normed: bool = True, pad: int = 0,
+                     min_chunk: int = VERIFY_TILE_KEYS) -> KernelCase:
+    """The rows of `seqs` from their qkv rows (`_rope_step`): the kernel norms and rotates q
+    into the q buffer and each row's k (and its v) into the caches at its slot, then attends.
+    Launched twice (the tickets reset, the same rows rewritten), then its unfused twin
+    (qk_norm_rope_kv, then decode_attention_verify) into `out_unfused` and `q_unfused`: the
+    same bits."""
+    inputs, lens, step_oracle, p_tol = _rope_step(rng, g, seqs, normed, pad)
+    rows, d = len(lens), g.head_dim
+    inputs["counters"] = np.zeros((rows, g.hkv), np.int32)
+    inputs["part_o"] = np.full((rows, g.hq, num_splits, d), np.nan, np.float32)
+    inputs["part_ml"] = np.full((rows, g.hq, num_splits, 2), np.nan, np.float32)
+    max_blocks = inputs["block_tables"].shape[1]
+    window = 1 + max(k for _, k in seqs)
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        kc = KernelCache(backend)
+        geometry = (rows, g.hq, g.hkv, d, g.block_size, max_blocks, num_splits, g.scale)
+        for _ in range(2):
+            decode_attention_verify_rope(
+                kc, stream, p["qkv"], p["q"], p["k_cache"], p["v_cache"], p.get("q_norm_w", 0),
+                p.get("k_norm_w", 0), p["cos_sin"], p["positions"], p["slots"],
+                p["block_tables"], p["kv_lens"], p["part_o"], p["part_ml"], p["counters"],
+                p["out"], *geometry, EPS, rows_per_block=window, min_chunk=min_chunk)
+        rope.qk_norm_rope_kv(kc, stream, p["qkv"], p["q_unfused"], p["k_cache"], p["v_cache"],
+                             p.get("q_norm_w", 0), p.get("k_norm_w", 0), p["cos_sin"],
+                             p["positions"], p["slots"], rows, g.hq, g.hkv, d, g.block_size,
+                             EPS)
+        decode_attention_verify(kc, stream, p["q_unfused"], p["k_cache"], p["v_cache"],
+                                p["block_tables"], p["kv_lens"], p["part_o"], p["part_ml"],
+                                p["counters"], p["out_unfused"], *geometry,
+                                rows_per_block=window, min_chunk=min_chunk)
+
+    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        want = step_oracle(x)
+        return {**want, "out_unfused": want["out"], "q_unfused": want["q"],
+                "counters": np.zeros((rows, g.hkv))}
+
+    atol, rtol = ATTN_TOL
     out_spec = OutputSpec(DType.BF16, (rows, g.hq, d), (atol + p_tol, rtol))
+    caches, owned = _cache_outputs(inputs)
     outputs = {"out": out_spec, "out_unfused": out_spec,
                "q": OutputSpec(DType.BF16, (rows, g.hq, d)),
                "q_unfused": OutputSpec(DType.BF16, (rows, g.hq, d)),
-               "k_cache": OutputSpec(DType.BF16, cache_shape),
-               "v_cache": OutputSpec(DType.BF16, cache_shape, tol=(0.0, 0.0)),
-               "counters": OutputSpec(DType.I32, (rows, g.hkv))}
-    return KernelCase(name, "attention_verify", inputs, outputs, run, oracle,
-                      {"k_cache": owned, "v_cache": owned}, reference_abs_tol=p_tol,
+               **caches, "counters": OutputSpec(DType.I32, (rows, g.hkv))}
+    return KernelCase(name, "attention_verify", inputs, outputs, run, oracle, owned,
+                      reference_abs_tol=p_tol,
                       same_bits=(("out", "out_unfused"), ("q", "q_unfused")))
 
 
@@ -297,3 +322,74 @@ VERIFY_ROPE_SHAPES = [
 @kernel_cases("attention_verify")
 def verify_rope_cases(rng: np.random.Generator) -> list[KernelCase]:
     return [verify_rope_case(rng, *shape) for shape in VERIFY_ROPE_SHAPES]
+
+
+# ---- the clustered entry point (decode_attn_verify_cluster_bf16) ----------------------------
+def verify_cluster_case(rng: np.random.Generator, name: str, g: Geometry, seqs: list[Seq],
+                        normed: bool = True, pad: int = 0, window: int = 0) -> KernelCase:
+    """The rows of `seqs` from their qkv rows (`_rope_step`) on the clustered entry: each
+    row's k and v appended at its slot, each row attending its own keys, one cluster per
+    (kv head, piece). Launched twice (the same rows rewritten: a second launch reads the
+    keys the first appended, and must compute the same). `window`: rows per cluster
+    (default: the most rows of one sequence, as the model launches it)."""
+    inputs, lens, step_oracle, p_tol = _rope_step(rng, g, seqs, normed, pad)
+    rows, d = len(lens), g.head_dim
+    max_blocks = inputs["block_tables"].shape[1]
+    window = window or 1 + max(k for _, k in seqs)
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        kc = KernelCache(backend)
+        for _ in range(2):
+            decode_attention_verify_cluster(
+                kc, stream, p["qkv"], p["k_cache"], p["v_cache"], p.get("q_norm_w", 0),
+                p.get("k_norm_w", 0), p["cos_sin"], p["positions"], p["slots"],
+                p["block_tables"], p["kv_lens"], p["out"], rows, g.hq, g.hkv, d, g.block_size,
+                max_blocks, g.scale, EPS, rows_per_block=window)
+
+    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        want = step_oracle(x)
+        return {"out": want["out"], "k_cache": want["k_cache"], "v_cache": want["v_cache"]}
+
+    atol, rtol = ATTN_TOL
+    caches, owned = _cache_outputs(inputs)
+    outputs = {"out": OutputSpec(DType.BF16, (rows, g.hq, d), (atol + p_tol, rtol)), **caches}
+    return KernelCase(name, "attention_verify", inputs, outputs, run, oracle, owned,
+                      reference_abs_tol=p_tol)
+
+
+#: (name, geometry, sequences[, normed, pad, window]) of the clustered entry point: K = 1..4
+#: at the contexts that put the step's keys at a block's start, end and across blocks
+#: (ceil(L / 8) keys a block), one to several 64-key tiles a block; GQA 4 and 8, D 128 and 256
+VERIFY_CLUSTER_SHAPES = [
+    # Qwen3-8B batch 1, K = 3 at 512 keys (515 keys: 65 a block, two tiles each)
+    ("verify cluster D128 gqa4 b1 K3 ctx512", Geometry(32, 8, 128, 16), [(512, 3)]),
+    # K = 1..4 at 1, 63, 64, 65 keys of history (the step's keys in one or two blocks)
+    ("verify cluster D128 gqa4 b1 K1 ctx1", Geometry(32, 8, 128, 16), [(1, 1)]),
+    ("verify cluster D128 gqa4 b1 K2 ctx63", Geometry(32, 8, 128, 16), [(63, 2)]),
+    ("verify cluster D128 gqa4 b1 K3 ctx64", Geometry(32, 8, 128, 16), [(64, 3)]),
+    ("verify cluster D128 gqa4 b1 K4 ctx65", Geometry(32, 8, 128, 16), [(65, 4)]),
+    # no history at all (row 0 of the step sees only its own key); 2,000 keys (4 tiles a block)
+    ("verify cluster D128 gqa4 b1 K3 ctx0", Geometry(32, 8, 128, 16), [(0, 3)]),
+    ("verify cluster D128 gqa4 b1 K3 ctx2000", Geometry(32, 8, 128, 16), [(2000, 3)]),
+    # GQA 8 (32 tile rows: two m16 tiles), Qwen3.5's D 256 (2-stage ring) at 512 and 2,000
+    ("verify cluster D128 gqa8 b1 K3 ctx512", Geometry(32, 4, 128, 16), [(512, 3)]),
+    ("verify cluster D256 gqa8 b1 K3 ctx512", Geometry(16, 2, 256, 16), [(512, 3)]),
+    ("verify cluster D256 gqa4 b1 K4 ctx2000", Geometry(16, 4, 256, 16), [(2000, 4)]),
+    ("verify cluster D256 gqa8 b1 K1 ctx63", Geometry(16, 2, 256, 16), [(63, 1)]),
+    # no q/k norm, D 64, odd block size, padding rows after the step (a window of 3 rows of
+    # the sequence, then 2 padding rows: pieces of one row each, in the next window)
+    ("verify cluster D64 gqa3 no-norm bs7 pad", Geometry(9, 3, 64, 7),
+     [(40, 2), (0, 0), (0, 0)], False, 2),
+    # batch 4 mixed with a plain row (several pieces a window, a run across windows)
+    ("verify cluster D128 gqa4 b4 mixed", Geometry(32, 8, 128, 16),
+     [(574, 2), (1000, 0), (1001, 4), (63, 1)]),
+    ("verify cluster D128 gqa4 b4 mixed window3", Geometry(32, 8, 128, 16),
+     [(574, 2), (1000, 0), (1001, 4), (63, 1)], True, 0, 3),
+    # group 16 at K = 7: two pieces of 4 rows, the second's blocks write the first's keys too
+    ("verify cluster D64 gqa16 b1 K7", Geometry(16, 1, 64, 32), [(333, 7)]),
+]
+
+
+@kernel_cases("attention_verify")
+def verify_cluster_cases(rng: np.random.Generator) -> list[KernelCase]:
+    return [verify_cluster_case(rng, *shape) for shape in VERIFY_CLUSTER_SHAPES]

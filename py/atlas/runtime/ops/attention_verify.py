@@ -15,12 +15,17 @@ follows it. `uses_verify` is the routing rule of the model's verification steps.
 `decode_attention_verify_rope` is its entry point that also does qk_norm_rope_kv's work (the
 q/k norm, RoPE and K/V append) in its blocks, one launch instead of two (opt-in,
 ATLAS_DECODE_ATTN_VERIFY_ROPE=1; `rope_fits` says which layouts it takes).
+`decode_attention_verify_cluster` does the same work the way the plain batch-1 step's
+clustered kernel does: one thread-block cluster per (kv head, sequence) whose blocks merge on
+chip, the K/V history requested before the PDL wait (opt-in, ATLAS_DECODE_ATTN_VERIFY_CLUSTER=1;
+`uses_cluster` is its routing rule).
 """
 
 from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import DECODE_ATTN_VERIFY, DECODE_ATTN_VERIFY_ROPE
+from ..kernel_abi import (DECODE_ATTN_VERIFY, DECODE_ATTN_VERIFY_CLUSTER,
+                          DECODE_ATTN_VERIFY_ROPE)
 from . import KernelCache
 
 #: head dimensions it is compiled for
@@ -35,6 +40,9 @@ VERIFY_MAX_ROWS = 64
 VERIFY_MAX_STEP_ROWS = 8
 #: the longest run of one sequence's rows the kernel's neighbour search sees (32 lanes)
 VERIFY_MAX_RUN = 32
+#: blocks of a cluster of the clustered entry (attention_verify.cu kClusterBlocks): the
+#: splits of every piece, each ceil(L / VERIFY_CLUSTER_BLOCKS) keys of its L
+VERIFY_CLUSTER_BLOCKS = 8
 #: most splits: the merge keeps the rows' split weights and l's, 2 x [VERIFY_MAX_ROWS][splits]
 #: f32, and their sums in the ring (32.25 KiB at 64, the D = 64 ring is 48; decode_splits
 #: never asks for more)
@@ -50,6 +58,12 @@ def verify_smem_bytes(head_dim: int) -> int:
     """Dynamic shared memory (VerifyTile::kSmemBytes): the Q tile of VERIFY_MAX_ROWS rows and
     the ring of K and V [64][D] bf16 tiles (the warps' merge reuses the ring)."""
     return 2 * head_dim * (VERIFY_MAX_ROWS + verify_stages(head_dim) * 2 * VERIFY_TILE_KEYS)
+
+
+def verify_cluster_smem_bytes(head_dim: int) -> int:
+    """Dynamic shared memory of the clustered entry (ClusterSmem::kBytes): verify_smem_bytes
+    and the staging of the step's keys (k and v rows of VERIFY_MAX_STEP_ROWS keys, bf16)."""
+    return verify_smem_bytes(head_dim) + 2 * VERIFY_MAX_STEP_ROWS * head_dim * 2
 
 
 def verify_split_rule(kv_len: int, num_splits: int,
@@ -88,6 +102,13 @@ def uses_verify(kc: KernelCache, hq: int, hkv: int, head_dim: int, step_keys: in
     return (routes.decode_attn_verify and num_seqs <= routes.decode_attn_verify_max_batch
             and fits(hq, hkv, head_dim) and 1 < step_keys <= VERIFY_MAX_RUN
             and available(kc))
+
+
+def uses_cluster(kc: KernelCache, step_keys: int) -> bool:
+    """Whether a verification step on the kernel (`uses_verify`) with the classic layout
+    (`rope_fits`) takes the clustered entry: ATLAS_DECODE_ATTN_VERIFY_CLUSTER=1 and a
+    sequence's rows within its key staging (VERIFY_MAX_STEP_ROWS)."""
+    return kc.routes.decode_attn_verify_cluster and step_keys <= VERIFY_MAX_STEP_ROWS
 
 
 def rope_fits(hq: int, hkv: int, head_dim: int, q_pitch: int, rotary_dim: int,
@@ -198,3 +219,47 @@ def decode_attention_verify_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr
            qkv, q, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots,
            block_tables, kv_lens, part_o, part_ml, counters, out, num_rows, hq, hkv, head_dim,
            block_size, max_blocks, num_splits, scale, min_chunk, eps)
+
+
+def decode_attention_verify_cluster(kc: KernelCache, stream: Stream, qkv: DevicePtr,
+                                    k_cache: DevicePtr, v_cache: DevicePtr, q_norm_w: DevicePtr,
+                                    k_norm_w: DevicePtr, cos_sin: DevicePtr,
+                                    positions: DevicePtr, slots: DevicePtr,
+                                    block_tables: DevicePtr, kv_lens: DevicePtr, out: DevicePtr,
+                                    num_rows: int, hq: int, hkv: int, head_dim: int,
+                                    block_size: int, max_blocks: int, scale: float, eps: float,
+                                    rows_per_block: int = 1) -> None:
+    """What decode_attention_verify_rope computes (qk_norm_rope_kv's append of every row's
+    k and v, then each row's attention over its own kv_len keys; q is not written), in one
+    launch of thread-block clusters: each piece of a sequence's rows is served per kv head by
+    VERIFY_CLUSTER_BLOCKS blocks, block b attending keys [b chunk, (b + 1) chunk) (chunk =
+    ceil(L / VERIFY_CLUSTER_BLOCKS) of the piece's L) for all its rows, merged through
+    distributed shared memory. No partial buffers, no split count, no ticket: nothing to
+    zero. Within float rounding of the unfused path, not bit for bit (its own chunking).
+
+    Runs of one sequence's rows (attention_verify.cu's neighbour search) must be at most
+    VERIFY_MAX_STEP_ROWS rows (the kernel traps otherwise; the model's are K + 1, `uses_cluster`).
+    Read before the kernel's PDL wait: kv_lens, block_tables and the cached rows of earlier
+    positions (and the norm weights), as decode_attention_rope does: launch it right after
+    the qkv projection. `rows_per_block`: the rows of each cluster's window, as
+    decode_attention_verify's."""
+    name = "decode_attention_verify_cluster"
+    if not fits(hq, hkv, head_dim):
+        raise ValueError(f"{name}: head_dim={head_dim} (needs one of {VERIFY_HEAD_DIMS}), "
+                         f"hq={hq} and hkv={hkv} (a group of at most {VERIFY_MAX_ROWS})")
+    if num_rows < 1 or max_blocks < 1 or block_size < 1 or rows_per_block < 1:
+        raise ValueError(f"{name}: need num_rows, max_blocks, block_size, rows_per_block >= 1, "
+                         f"got {num_rows}, {max_blocks}, {block_size}, {rows_per_block}")
+    if bool(q_norm_w) != bool(k_norm_w):
+        raise ValueError(f"{name}: q_norm_w and k_norm_w must both be set or both be 0")
+    # the v heads of qkv and the cache rows move 16 bytes at a time, cos/sin as floats
+    for what, ptr, align in (("qkv", qkv, 16), ("k_cache", k_cache, 16),
+                             ("v_cache", v_cache, 16), ("cos_sin", cos_sin, 4)):
+        if ptr % align:
+            raise ValueError(f"{name}: {what} pointer {ptr:#x} is not {align}-byte aligned")
+    launch = kc.get_with_shared(DECODE_ATTN_VERIFY_CLUSTER,
+                                verify_cluster_smem_bytes(max(VERIFY_HEAD_DIMS)))
+    launch(stream, (VERIFY_CLUSTER_BLOCKS, hkv, -(-num_rows // rows_per_block)), VERIFY_THREADS,
+           verify_cluster_smem_bytes(head_dim),
+           qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+           kv_lens, out, num_rows, hq, hkv, head_dim, block_size, max_blocks, scale, eps)

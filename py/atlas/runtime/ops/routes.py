@@ -67,6 +67,14 @@ what it asked for each time, and importing Atlas never depends on the environmen
   holds 62 four-block clusters, 248 blocks, not 264, so the modelled rule's split-4 grids of
   256 blocks ran in two waves: Qwen3-8B b64 step 9.987 -> 9.543 ms with the count, gpu21;
   tools/gpu/decode_gemm_occupancy.py prints both).
+* ATLAS_DECODE_GEMM_TICKET=1: the TMA decode GEMM's split-K products on its ticket entry
+  points (gemm_decode_tma_*_ticket) instead of the cluster ones: a split's blocks need no
+  cluster (any split 2..8, placed anywhere), each writes its f32 partial to a workspace and the
+  last of a tile to take its ticket sums them in rank order (the cluster kernel's bits for the
+  same split); the split is the wave-fill rule's over every split (ops/matmul_decode.
+  ticket_split: Qwen3-8B o_proj / down at b64, 32 two-warpgroup tiles, x 4 = 128 blocks in one
+  wave of 132, where the cluster rule has split 2 = 64 blocks: split 4 clusters hold only 120).
+  Off by default until measured (session 11).
 * ATLAS_DECODE_GEMM_L2_TILES=N: k-tiles (64 columns) of its weight rows each decode GEMM
   block keeps prefetched into L2 ahead of its shared-memory ring, from before its PDL wait
   (default DEFAULT_DECODE_GEMM_L2_TILES = 0: none, the session-6 kernel; see there why).
@@ -141,6 +149,13 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (decode_attn_verify_rope_bf16: its blocks do qk_norm_rope_kv's q/k norm, RoPE and K/V
   append themselves, one launch a layer instead of two, the same bits) where the layout is
   the classic one (ops/attention_verify.rope_fits). Off by default until measured.
+  ATLAS_DECODE_ATTN_VERIFY_CLUSTER=1: those verification steps (the classic layout) on the
+  kernel's clustered entry point instead (decode_attn_verify_cluster_bf16, taking precedence
+  over ATLAS_DECODE_ATTN_VERIFY_ROPE): the plain batch-1 step's machinery for a sequence's
+  rows, one thread-block cluster per kv head merging its 8 blocks' partials on chip, the
+  K/V history requested before the PDL wait, qk_norm_rope_kv's work done by the blocks
+  (attention_verify.cu says why decode_attn_verify_bf16 costs 2x the plain step's
+  attention). Off by default until measured (built in session 11).
 * ATLAS_PREFILL_ATTN_SM90=0: prefill attention never on the Hopper wgmma kernel
   (attention_sm90, head_dim 128 and 256), always on prefill_attn_bf16.
 * ATLAS_PREFILL_ATTN_QREG=1: head_dim-128 prefill attention on the wgmma kernel's Q-in-
@@ -306,6 +321,8 @@ DEFAULT_VERIFY_MAX_BATCH = 1
 DEFAULT_PERSISTENT_PREFETCH_KB = 64
 #: the cluster splits gemm_decode_sm90 is compiled for
 DECODE_GEMM_SPLITS = (1, 2, 4, 8)
+#: the splits the TMA decode GEMM's ticket entry points take (a parameter: no cluster)
+DECODE_GEMM_TICKET_SPLITS = tuple(range(1, 9))
 #: the ring depths the ring GEMV takes (gemv_ring.cuh: 2..kRingMaxStages)
 GEMV_RING_STAGES = (2, 3)
 
@@ -374,6 +391,7 @@ class KernelRoutes:
     decode_gemm_l2_tiles: int = DEFAULT_DECODE_GEMM_L2_TILES
     decode_gemm_tma: bool = True
     decode_gemm_occupancy: bool = True
+    decode_gemm_ticket: bool = False
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_long_min_batch: int = DEFAULT_DECODE_ATTN_LONG_MIN_BATCH
@@ -388,6 +406,7 @@ class KernelRoutes:
     decode_attn_verify_max_batch: int = DEFAULT_VERIFY_MAX_BATCH
     decode_attn_verify_min_keys: int = 64
     decode_attn_verify_rope: bool = False
+    decode_attn_verify_cluster: bool = False
     prefill_attn_sm90: bool = True
     prefill_attn_qreg: bool = False
     prefill_attn_wide: bool = True
@@ -480,6 +499,7 @@ class KernelRoutes:
                                                    DEFAULT_DECODE_GEMM_L2_TILES),
                    decode_gemm_tma=env_switch(env, "ATLAS_DECODE_GEMM_TMA", True),
                    decode_gemm_occupancy=env_switch(env, "ATLAS_DECODE_GEMM_OCCUPANCY", True),
+                   decode_gemm_ticket=env_switch(env, "ATLAS_DECODE_GEMM_TICKET", False),
                    decode_attn_long=env_switch(env, "ATLAS_DECODE_ATTN_LONG", True),
                    decode_attn_long_min_keys=_env_count(env, "ATLAS_DECODE_ATTN_LONG_MIN_KEYS",
                                                         DEFAULT_DECODE_ATTN_LONG_MIN_KEYS),
@@ -503,6 +523,8 @@ class KernelRoutes:
                    decode_attn_verify_min_keys=verify_min_keys,
                    decode_attn_verify_rope=env_switch(env, "ATLAS_DECODE_ATTN_VERIFY_ROPE",
                                                       False),
+                   decode_attn_verify_cluster=env_switch(
+                       env, "ATLAS_DECODE_ATTN_VERIFY_CLUSTER", False),
                    prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", True),
                    prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
                    prefill_attn_wide=env_switch(env, "ATLAS_PREFILL_ATTN_WIDE", True),

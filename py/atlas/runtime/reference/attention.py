@@ -28,6 +28,9 @@ Specification (all arithmetic float32 on bf16-widened inputs):
 * verification decode (decode_attn_verify_bf16): every row is decode over its own kv_len
   and block-table row with ops.attention_verify.verify_split_rule (whole 64-key tiles); the
   kernel's partials (m in log2 units, only rows of several splits) are its scratch.
+* its clustered entry (decode_attn_verify_cluster_bf16): qk_norm_rope_kv's reference (q into
+  a private buffer), then every row over its own keys as one partial (the long kernel's
+  one-split specification): the cluster's partials never leave the chip.
 * the twins without the loop's L2 prefetch (*_ahead1_bf16): their kernel's specification.
 * the phase-traced twins (*_trace_bf16): their untraced kernel's specification; the trace
   buffer is the device's clock readings, which the host leaves untouched.
@@ -53,7 +56,7 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR,
                           DECODE_ATTN_ROPE_CLUSTER_TRACE, DECODE_ATTN_ROPE_TRACE,
                           DECODE_ATTN_ROPE_WAIT, DECODE_ATTN_VERIFY,
-                          DECODE_ATTN_VERIFY_ROPE, PREFILL_ATTN,
+                          DECODE_ATTN_VERIFY_CLUSTER, DECODE_ATTN_VERIFY_ROPE, PREFILL_ATTN,
                           PREFILL_ATTN_SM90, PREFILL_ATTN_SM90_QREG,
                           PREFILL_ATTN_SM90_WIDE)
 from ..ops.attention import decode_cluster_rule, decode_split_rule
@@ -372,6 +375,21 @@ def decode_attn_verify_rope_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: 
     decode_attn_verify_bf16(mem, grid, block, q, k_cache, v_cache, block_tables, kv_lens,
                             part_o, part_ml, counters, out, num_rows, hq, hkv, head_dim,
                             block_size, max_blocks, num_splits, scale, min_chunk)
+
+
+# the clustered entry: the same append, then each row over its own keys in one partial (its
+# blocks' partials merge on chip: nothing else is written; q is not)
+@reference(DECODE_ATTN_VERIFY_CLUSTER)
+def decode_attn_verify_cluster_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: int,
+                                    k_cache: int, v_cache: int, q_norm_w: int, k_norm_w: int,
+                                    cos_sin: int, positions: int, slots: int,
+                                    block_tables: int, kv_lens: int, out: int, num_rows: int,
+                                    hq: int, hkv: int, head_dim: int, block_size: int,
+                                    max_blocks: int, scale: float, eps: float) -> None:
+    decode_attn_long_rope_bf16(mem, grid, block, qkv, k_cache, v_cache, q_norm_w, k_norm_w,
+                               cos_sin, positions, slots, block_tables, kv_lens, 0, 0, 0, out,
+                               num_rows, hq, hkv, head_dim, block_size, max_blocks, 1, scale,
+                               eps)
 
 
 # the A/B twins of the loop's prefetch: the same specifications
