@@ -270,6 +270,35 @@ def test_down_gemv_rule(tokens: int, inter: int, env: dict, gemv: bool) -> None:
                               moe.MoeShape(32, 32, 256, 8448)) is False
 
 
+@pytest.mark.parametrize("tokens,env,func,grid", [
+    (1, {}, "moe_down_gemv_add_rmsnorm_bf16", (256, 1, 1)),       # one wave of 8-row blocks
+    (1, {"ATLAS_MOE_DOWN_SHORT": "2"}, "moe_down_short_add_rmsnorm_bf16", (1024, 1, 1)),
+    (1, {"ATLAS_MOE_DOWN_SHORT": "1"}, "moe_down_short_add_rmsnorm_bf16", (2048, 1, 1)),
+    (3, {"ATLAS_MOE_DOWN_SHORT": "2", "ATLAS_MOE_DOWN_GEMV_MAX_M": "8"},
+     "moe_down_short_add_rmsnorm_bf16", (1024, 3, 1)),
+    (2, {"ATLAS_MOE_DOWN_SHORT": "2"}, "moe_down_add_rmsnorm_bf16", (128, 2, 1)),  # no GEMV
+    (1, {"ATLAS_MOE_DOWN_SHORT": "2", "ATLAS_MOE_DOWN_GEMV": "0"}, "moe_down_add_rmsnorm_bf16",
+     (256, 1, 1)),
+])
+def test_down_short_switch(tokens: int, env: dict, func: str, grid: tuple) -> None:
+    """ATLAS_MOE_DOWN_SHORT=R takes the short-block down kernel (one tile of R rows a block)
+    wherever the GEMV-shaped one would run, and nowhere else; the rows argument is R."""
+    mock = MockGpuBackend()
+    norm = moe.AddRmsNorm(0x5000, 0x6000, 0x7000, 0x8000, 1e-6)
+    moe.decode_down_add_rmsnorm(KernelCache(mock, KernelRoutes.from_env(env)), 0, 0x1000,
+                                0x2000, 0x3000, 0x4000, norm, tokens, QWEN3_30B)
+    (got,) = mock.drain_launches()
+    assert (got.func, tuple(got.grid)) == (func, grid)
+    if "short" in func:
+        assert 2048 // grid[0] == int(env["ATLAS_MOE_DOWN_SHORT"])
+
+
+@pytest.mark.parametrize("value", ["3", "4", "x"])
+def test_down_short_switch_refuses_other_heights(value: str) -> None:
+    with pytest.raises(ValueError, match="ATLAS_MOE_DOWN_SHORT"):
+        KernelRoutes.from_env({"ATLAS_MOE_DOWN_SHORT": value})
+
+
 def test_grouped_path_grid_is_sized_for_the_worst_case() -> None:
     layout = moe.scratch_layout(QWEN3_30B, 256)
     assert layout.act == 2 * (32 + 128) * 64 * 768 and layout.y == 2 * 2048 * 2048
@@ -309,6 +338,25 @@ def test_grouped_gemms_take_wgmma_where_the_module_is_loaded() -> None:
 def test_router_geometry_and_sigmoid_launch() -> None:
     got = _launches(moe.topk, 0x100, 0x200, 0x300, 9, 128, 8, moe.Routing("sigmoid", bias=0x600))
     assert got == [("moe_topk_sigmoid_f32", (3, 1, 1), (128, 1, 1))]
+
+
+@pytest.mark.parametrize("env,func,grid,block", [
+    ({}, "moe_gate_topk_softmax_bf16", (33, 1, 1), (256, 1, 1)),
+    ({"ATLAS_MOE_ROUTER_CLUSTER": "1"}, "moe_gate_topk_cluster_softmax_bf16", (8, 1, 1),
+     (512, 1, 1)),
+])
+def test_clustered_router_switch(env: dict, func: str, grid: tuple, block: tuple) -> None:
+    """ATLAS_MOE_ROUTER_CLUSTER=1 takes the one-cluster router (8 blocks of 16 warps whatever
+    the expert count: Qwen3.5-35B-A3B's 256 experts + shared gate here), off by default."""
+    mock = MockGpuBackend()
+    shape = moe.MoeShape(256, 8, 2048, 512, shared_inter=512)
+    moe.gate_topk(KernelCache(mock, KernelRoutes.from_env(env)), 0, 0x1000, 0x2000, 0x3000,
+                  0x4000, 0x5000, 0x6000, 1, shape, moe.Routing(),
+                  moe.SharedExpertWeights(0x7000, 0x8000, 0x9000), 0xa000)
+    got = [(r.func, tuple(r.grid), tuple(r.block)) for r in mock.drain_launches()]
+    assert got == [(func, grid, block)]
+    assert moe.ROUTER_CLUSTER_BLOCKS == _constant("moe_router", "kClusterBlocks")
+    assert moe.ROUTER_CLUSTER_THREADS == 32 * _constant("moe_router", "kClusterWarps")
 
 
 @pytest.mark.parametrize("shape,match", [
@@ -380,7 +428,7 @@ def test_bias_needs_sigmoid_scoring() -> None:
 
 
 def test_heavy_cases_exist_for_the_leaf_shapes() -> None:
-    assert len(HEAVY_NAMES) == len(set(HEAVY_NAMES)) == 21
+    assert len(HEAVY_NAMES) == len(set(HEAVY_NAMES)) == 24
 
 
 def _constant(stem: str, name: str) -> int:

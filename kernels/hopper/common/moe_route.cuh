@@ -143,7 +143,7 @@ __device__ __forceinline__ void route_row(const float* logits, const float* bias
 // the top_k routed slots (softmax or, `sigmoid`, sigmoid scoring with `bias`), then the
 // shared expert's slots: ids experts + c, weights bf16(sigmoid(*shared_logit)) (transformers'
 // F.sigmoid of the bf16 gate output). kFromL2: the logits were written by this launch's
-// other blocks (ld.global.cg).
+// other blocks (ld.global.cg); else plain (generic) loads, e.g. from shared memory.
 template <bool kFromL2, int kMaxTier = kMaxPerLane>
 __device__ __forceinline__ void route_slots(const float* logits, const float* bias,
                                             const float* shared_logit, int32_t* ids,
@@ -158,7 +158,7 @@ __device__ __forceinline__ void route_slots(const float* logits, const float* bi
                                         renormalize, scale);
   const int lane = threadIdx.x & 31;
   if (lane < static_cast<int>(shared_slots)) {
-    const float g = __ldcg(shared_logit);
+    const float g = kFromL2 ? __ldcg(shared_logit) : *shared_logit;
     ids[top_k + lane] = static_cast<int32_t>(experts) + lane;
     weights[top_k + lane] = atlas::round_bf16(1.f / (1.f + expf(-g)));
   }
