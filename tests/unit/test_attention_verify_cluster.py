@@ -45,14 +45,20 @@ def test_constants_match_the_kernel() -> None:
 
 def cluster_model(lens: list[int]) -> list[list[tuple[int, int]]]:
     """attention_verify.cu cluster_piece's key ranges for a piece whose rows hold `lens`
-    keys: per row, the (first, end) each of the cluster's blocks attends for it."""
-    blocks = av.VERIFY_CLUSTER_BLOCKS
-    chunk = max(-(-lens[-1] // blocks), 1)
-    return [[(b * chunk, min((b + 1) * chunk, n)) for b in range(blocks)] for n in lens]
+    keys: per row, the (first, end) each of the cluster's blocks attends for it, by the
+    row's own kv_len alone (cluster_chunk: whole 64-key tiles), so that a row's partition
+    and sums are the same whichever rows share its step."""
+    blocks, tile = av.VERIFY_CLUSTER_BLOCKS, av.VERIFY_TILE_KEYS
+    ranges = []
+    for n in lens:
+        chunk = tile * max(-(-n // (blocks * tile)), 1)
+        ranges.append([(b * chunk, min((b + 1) * chunk, n)) for b in range(blocks)])
+    return ranges
 
 
 @pytest.mark.parametrize("history, drafts", [(0, 3), (1, 1), (63, 2), (64, 3), (65, 4),
-                                             (512, 3), (2000, 3), (16380, 7)])
+                                             (509, 3), (512, 3), (1021, 3), (2000, 3),
+                                             (16380, 7)])
 def test_a_clusters_blocks_cover_each_rows_keys_once(history, drafts) -> None:
     """Row j of a piece sees keys < history + j + 1: its blocks' ranges (those not empty)
     cover exactly those, each once, and the merge of their partials (weights l 2^(m - top),
@@ -78,9 +84,15 @@ def test_a_clusters_blocks_cover_each_rows_keys_once(history, drafts) -> None:
         got = (w * np.array([o for _, _, o in parts])).sum() / w.sum()
         want = np.exp(scores[:n] - scores[:n].max())
         assert np.isclose(got, (want * values[:n]).sum() / want.sum(), rtol=1e-12)
-    # the step's keys a block stages (positions history .. history + drafts) fit its staging
-    for a, b in cluster_model(lens)[-1]:
-        assert len(range(max(a, history), min(b, lens[-1]))) <= av.VERIFY_MAX_STEP_ROWS
+    # each block loads the union of its rows' ranges from an absolute tile; the step's keys
+    # it stages (positions history .. history + drafts in that union) fit its staging
+    for block in zip(*cluster_model(lens)):
+        used = [(a, b) for a, b in block if a < b]
+        if not used:
+            continue
+        lo, hi = min(a for a, _ in used), max(b for _, b in used)
+        assert lo % av.VERIFY_TILE_KEYS == 0
+        assert len(range(max(lo, history), min(hi, lens[-1]))) <= av.VERIFY_MAX_STEP_ROWS
 
 
 def test_launch_arguments_and_checks() -> None:

@@ -182,14 +182,21 @@ __device__ __forceinline__ void tile_scores(const __nv_bfloat16* sq, const __nv_
   }
 }
 
-// Those scores' online softmax (keys key0 + ..., this lane's 2c included, masked past last:
-// attention_tile.cuh), o rescaled, and O += P V over the V tile's 16 keys at k0 with P as one
-// bf16 per probability.
+// Those scores' online softmax (keys key0 + ..., this lane's 2c included, masked outside
+// [first, last]: before first here, past last in attention_tile.cuh), o rescaled, and O += P V
+// over the V tile's 16 keys at k0 with P as one bf16 per probability. A fully masked key
+// leaves the row's m, l and o exactly as they were (corr 1, p 0).
 template <int D>
-__device__ __forceinline__ void tile_softmax_pv(float (&s)[2][4], int key0, const int (&last)[2],
-                                                float scale_log2, float (&m_run)[2],
-                                                float (&l_run)[2], float (&o)[D / 8][4],
-                                                const __nv_bfloat16* sv, int k0, int lane) {
+__device__ __forceinline__ void tile_softmax_pv(float (&s)[2][4], int key0, const int (&first)[2],
+                                                const int (&last)[2], float scale_log2,
+                                                float (&m_run)[2], float (&l_run)[2],
+                                                float (&o)[D / 8][4], const __nv_bfloat16* sv,
+                                                int k0, int lane) {
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (key0 + 8 * j + (e & 1) < first[e >> 1]) s[j][e] = kNoKey;
   float corr[2];
   atlas::online_softmax_tile(s, key0, last, scale_log2, m_run, l_run, corr);
 #pragma unroll
@@ -738,17 +745,19 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 // ---- the clustered entry (decode_attn_verify_cluster_bf16, ATLAS_DECODE_ATTN_VERIFY_CLUSTER)
 // The plain batch-1 step's machinery for a verification step: a sequence's T rows (its last
 // token and K drafts) are one piece, as above, served for each kv head by ONE thread-block
-// cluster of kClusterBlocks blocks, block b taking keys [b chunk, (b + 1) chunk) of the
-// piece's keys (chunk = ceil(L / kClusterBlocks), L the piece's last row's kv_len; tiles of
-// 64 keys from the block's first key, not absolute ones), and the blocks' partials merged
-// through distributed shared memory (no partials in global memory, no ticket, no L2
-// re-read). Row j of the piece (kv_len L - n + 1 + j) masks the keys past its own.
+// cluster of kClusterBlocks blocks, block b taking keys [b chunk_j, (b + 1) chunk_j) of each
+// row j (chunk_j = cluster_chunk(L_j): whole 64-key tiles by the row's own kv_len L_j; the
+// block loads the union of its rows' ranges in tiles at absolute positions and masks each
+// row to its own), and the blocks' partials merged through distributed shared memory in rank
+// order (no partials in global memory, no ticket, no L2 re-read). So a row's bits do not
+// depend on the other rows of its piece (with the same m-tile count, as verify_piece).
 //
 // With qk_norm_rope_kv's work (VerifyRope): the block norms and rotates its piece's q rows
 // (its kv head's q heads) straight into its Q tile, and the step's keys in its range (the
 // run's rows from the first in the step: at most kMaxStepRows of them) into a staging area,
-// appends them to the caches (one block a key: the ranges partition the keys; a later piece
-// of the same run recomputes the same bits) and substitutes them into its K/V tiles once
+// appends them to the caches (one block a key, or two where the rows' chunks differ, and a
+// later piece of the same run: each computes the same bits) and substitutes them into its
+// K/V tiles once
 // those have landed. So no block reads another block's cache write, and the K/V history can
 // be requested before the PDL wait: the run search, the split range, the block-table entries
 // and the first kStages - 1 tiles' cp.async copies (kv_lens, the block tables and cached rows
@@ -799,9 +808,15 @@ struct ClusterSmem {
   static_assert(kBytes <= 227 * 1024, "fits one block's shared memory");
 };
 
-// Keys per block of a piece whose last row holds `len` keys.
+// Keys per block of a row holding `len` keys: its share of the kClusterBlocks blocks in whole
+// 64-key tiles (ops/attention_verify.py VERIFY_CLUSTER_BLOCKS). A function of the row's own
+// kv_len alone, in whole tiles at absolute positions, so that a row's partition of its keys
+// (and every sum over it) does not depend on the other rows of its step: the same row (the
+// same token at the same position) gives the same bits whichever row of a verification step
+// it is, which speculative decoding's acceptance needs (a piece-wide chunk made row j of a
+// step and row 0 of the step after differ in the last bits: bench_spec acceptance 0.03, gpu27).
 __device__ __forceinline__ int cluster_chunk(int len) {
-  return max((len + kClusterBlocks - 1) / kClusterBlocks, 1);
+  return kBKV * max((len + kClusterBlocks * kBKV - 1) / (kClusterBlocks * kBKV), 1);
 }
 
 // The piece starting at row r0 (a row of this block's window [.., stop)), if r0 starts one:
@@ -868,8 +883,19 @@ __device__ __forceinline__ int cluster_piece(const VerifyRope& rope, const int* 
     return min(start + cap, r0 + s_fwd + 1) - r0;
   }
   const int n = min(cap, s_fwd + 1);  // step rows of this piece: kv_lens len0 .. len0 + n - 1
-  const int len = len0 + n - 1, chunk = cluster_chunk(len);
-  const int lo = rank * chunk, hi = min(lo + chunk, len);  // hi <= lo: no keys here
+  // this block's keys: the union [lo, hi) of its rows' ranges (row j: [rank chunk_j,
+  // min((rank + 1) chunk_j, len_j)), chunk_j = cluster_chunk(len_j); the rows' chunks differ
+  // by at most a tile), tiles from lo (a multiple of 64); lo = hi = 0: no keys here
+  int lo = 0x7fffffff, hi = 0;
+  for (int j = 0; j < n; ++j) {
+    const int len_j = len0 + j, chunk_j = cluster_chunk(len_j);
+    const int lo_j = rank * chunk_j, hi_j = min(lo_j + chunk_j, len_j);
+    if (lo_j < hi_j) {
+      lo = min(lo, lo_j);
+      hi = max(hi, hi_j);
+    }
+  }
+  if (hi == 0) lo = 0;
   const int n_tiles = hi > lo ? (hi - lo + kBKV - 1) / kBKV : 0;
   const int rows = n * group;
   const int mt_count = rows <= 16 ? 1 : rows <= 32 ? 2 : 4;
@@ -967,11 +993,13 @@ __device__ __forceinline__ int cluster_piece(const VerifyRope& rope, const int* 
   __syncthreads();  // the Q tile and the staged keys
 
   const int mt = warp % mt_count, slice = warp / mt_count;
-  int last[2];  // row i of the tile sees keys < len0 + i / group of this block's range
+  int key_first[2], last[2];  // row i of the tile (step row i / group): its own keys here
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
     const int i = mt * 16 + g + 8 * hh;
-    last[hh] = i < rows ? min(hi, len0 + i / group) - 1 : -1;
+    const int len_i = len0 + i / group, chunk_i = cluster_chunk(len_i);
+    key_first[hh] = i < rows ? rank * chunk_i : 0x7fffffff;
+    last[hh] = i < rows ? min(rank * chunk_i + chunk_i, len_i) - 1 : -1;
   }
   const float scale_log2 = scale * atlas::kAttnLog2e;
   float o[D / 8][4];
@@ -1010,7 +1038,8 @@ __device__ __forceinline__ int cluster_piece(const VerifyRope& rope, const int* 
       const int k0 = slice * 16 * mt_count + sub * 16;  // the 16 keys, within the tile
       float s[2][4];
       tile_scores<D>(sq, sk, mt, k0, lane, s);
-      tile_softmax_pv<D>(s, t_lo + k0 + 2 * c, last, scale_log2, m_run, l_run, o, sv, k0, lane);
+      tile_softmax_pv<D>(s, t_lo + k0 + 2 * c, key_first, last, scale_log2, m_run, l_run, o, sv,
+                         k0, lane);
     }
   }
   atlas::cp_async_wait<0>();  // only empty groups remain; none may outlive the ring

@@ -326,42 +326,62 @@ def verify_rope_cases(rng: np.random.Generator) -> list[KernelCase]:
 
 # ---- the clustered entry point (decode_attn_verify_cluster_bf16) ----------------------------
 def verify_cluster_case(rng: np.random.Generator, name: str, g: Geometry, seqs: list[Seq],
-                        normed: bool = True, pad: int = 0, window: int = 0) -> KernelCase:
+                        normed: bool = True, pad: int = 0, window: int = 0,
+                        split_at: int = 0) -> KernelCase:
     """The rows of `seqs` from their qkv rows (`_rope_step`) on the clustered entry: each
     row's k and v appended at its slot, each row attending its own keys, one cluster per
     (kv head, piece). Launched twice (the same rows rewritten: a second launch reads the
     keys the first appended, and must compute the same). `window`: rows per cluster
-    (default: the most rows of one sequence, as the model launches it)."""
+    (default: the most rows of one sequence, as the model launches it). `split_at` > 0 (one
+    sequence): then rows [0, split_at) and [split_at, rows) launched apart into out_split,
+    which must hold out's bits: a row computes the same whichever rows share its step (a
+    speculative step's row j and the step after's row 0 at that position; the pieces' last
+    rows take other key partitions than the whole step's)."""
     inputs, lens, step_oracle, p_tol = _rope_step(rng, g, seqs, normed, pad)
     rows, d = len(lens), g.head_dim
     max_blocks = inputs["block_tables"].shape[1]
     window = window or 1 + max(k for _, k in seqs)
+    if split_at and (len(seqs) != 1 or not 0 < split_at < rows):
+        raise ValueError(f"{name}: split_at={split_at} needs one sequence of more rows")
+
+    def launch(kc: KernelCache, stream: Stream, p: dict[str, DevicePtr], out: DevicePtr,
+               first: int, count: int, rows_per_block: int) -> None:
+        qkv_row, i32 = (g.hq + 2 * g.hkv) * d * 2, 4
+        decode_attention_verify_cluster(
+            kc, stream, p["qkv"] + first * qkv_row, p["k_cache"], p["v_cache"],
+            p.get("q_norm_w", 0), p.get("k_norm_w", 0), p["cos_sin"],
+            p["positions"] + first * i32, p["slots"] + first * i32,
+            p["block_tables"] + first * max_blocks * i32, p["kv_lens"] + first * i32,
+            out + first * g.hq * d * 2, count, g.hq, g.hkv, d, g.block_size, max_blocks,
+            g.scale, EPS, rows_per_block=rows_per_block)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = KernelCache(backend)
         for _ in range(2):
-            decode_attention_verify_cluster(
-                kc, stream, p["qkv"], p["k_cache"], p["v_cache"], p.get("q_norm_w", 0),
-                p.get("k_norm_w", 0), p["cos_sin"], p["positions"], p["slots"],
-                p["block_tables"], p["kv_lens"], p["out"], rows, g.hq, g.hkv, d, g.block_size,
-                max_blocks, g.scale, EPS, rows_per_block=window)
+            launch(kc, stream, p, p["out"], 0, rows, window)
+        if split_at:
+            launch(kc, stream, p, p["out_split"], 0, split_at, split_at)
+            launch(kc, stream, p, p["out_split"], split_at, rows - split_at, rows - split_at)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         want = step_oracle(x)
-        return {"out": want["out"], "k_cache": want["k_cache"], "v_cache": want["v_cache"]}
+        return {"out": want["out"], "out_split": want["out"], "k_cache": want["k_cache"],
+                "v_cache": want["v_cache"]}
 
     atol, rtol = ATTN_TOL
     caches, owned = _cache_outputs(inputs)
-    outputs = {"out": OutputSpec(DType.BF16, (rows, g.hq, d), (atol + p_tol, rtol)), **caches}
+    out_spec = OutputSpec(DType.BF16, (rows, g.hq, d), (atol + p_tol, rtol))
+    outputs = {"out": out_spec, **({"out_split": out_spec} if split_at else {}), **caches}
     return KernelCase(name, "attention_verify", inputs, outputs, run, oracle, owned,
-                      reference_abs_tol=p_tol)
+                      reference_abs_tol=p_tol,
+                      same_bits=(("out", "out_split"),) if split_at else ())
 
 
-#: (name, geometry, sequences[, normed, pad, window]) of the clustered entry point: K = 1..4
+#: (name, geometry, sequences[, normed, pad, window, split_at]) of the clustered entry: K = 1..4
 #: at the contexts that put the step's keys at a block's start, end and across blocks
-#: (ceil(L / 8) keys a block), one to several 64-key tiles a block; GQA 4 and 8, D 128 and 256
+#: (64 ceil(L / 512) keys a block), one to several 64-key tiles a block; GQA 4 and 8, D 128, 256
 VERIFY_CLUSTER_SHAPES = [
-    # Qwen3-8B batch 1, K = 3 at 512 keys (515 keys: 65 a block, two tiles each)
+    # Qwen3-8B batch 1, K = 3 at 512 keys (513..516 keys: 128 a block, two tiles, blocks 0-4)
     ("verify cluster D128 gqa4 b1 K3 ctx512", Geometry(32, 8, 128, 16), [(512, 3)]),
     # K = 1..4 at 1, 63, 64, 65 keys of history (the step's keys in one or two blocks)
     ("verify cluster D128 gqa4 b1 K1 ctx1", Geometry(32, 8, 128, 16), [(1, 1)]),
@@ -387,6 +407,15 @@ VERIFY_CLUSTER_SHAPES = [
      [(574, 2), (1000, 0), (1001, 4), (63, 1)], True, 0, 3),
     # group 16 at K = 7: two pieces of 4 rows, the second's blocks write the first's keys too
     ("verify cluster D64 gqa16 b1 K7", Geometry(16, 1, 64, 32), [(333, 7)]),
+    # row invariance (out_split: the step launched as two steps must give the same bits),
+    # where the step's rows straddle a change of the key partition (a multiple of 512 keys):
+    # rows at 510..513 keys split 3 + 1, 1022..1025 split 2 + 2, D 256 at 1534..1537
+    ("verify cluster D128 gqa4 b1 K3 ctx509 split3", Geometry(32, 8, 128, 16), [(509, 3)],
+     True, 0, 0, 3),
+    ("verify cluster D128 gqa4 b1 K3 ctx1021 split2", Geometry(32, 8, 128, 16), [(1021, 3)],
+     True, 0, 0, 2),
+    ("verify cluster D256 gqa4 b1 K3 ctx1533 split1", Geometry(16, 4, 256, 16), [(1533, 3)],
+     True, 0, 0, 1),
 ]
 
 

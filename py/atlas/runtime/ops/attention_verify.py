@@ -41,7 +41,7 @@ VERIFY_MAX_STEP_ROWS = 8
 #: the longest run of one sequence's rows the kernel's neighbour search sees (32 lanes)
 VERIFY_MAX_RUN = 32
 #: blocks of a cluster of the clustered entry (attention_verify.cu kClusterBlocks): the
-#: splits of every piece, each ceil(L / VERIFY_CLUSTER_BLOCKS) keys of its L
+#: splits of every row, each 64 ceil(L / (64 VERIFY_CLUSTER_BLOCKS)) keys of the row's L
 VERIFY_CLUSTER_BLOCKS = 8
 #: most splits: the merge keeps the rows' split weights and l's, 2 x [VERIFY_MAX_ROWS][splits]
 #: f32, and their sums in the ring (32.25 KiB at 64, the D = 64 ring is 48; decode_splits
@@ -232,10 +232,12 @@ def decode_attention_verify_cluster(kc: KernelCache, stream: Stream, qkv: Device
     """What decode_attention_verify_rope computes (qk_norm_rope_kv's append of every row's
     k and v, then each row's attention over its own kv_len keys; q is not written), in one
     launch of thread-block clusters: each piece of a sequence's rows is served per kv head by
-    VERIFY_CLUSTER_BLOCKS blocks, block b attending keys [b chunk, (b + 1) chunk) (chunk =
-    ceil(L / VERIFY_CLUSTER_BLOCKS) of the piece's L) for all its rows, merged through
-    distributed shared memory. No partial buffers, no split count, no ticket: nothing to
-    zero. Within float rounding of the unfused path, not bit for bit (its own chunking).
+    VERIFY_CLUSTER_BLOCKS blocks, block b attending keys [b chunk, (b + 1) chunk) of each row
+    (chunk = 64 ceil(L / (64 VERIFY_CLUSTER_BLOCKS)) of the row's own L: whole tiles at
+    absolute positions), merged through distributed shared memory in block order. No partial
+    buffers, no split count, no ticket: nothing to zero. Within float rounding of the unfused
+    path, not bit for bit (its own chunking); a row's bits do not depend on the other rows of
+    its step (with the same m16 tile count), which speculative decoding's acceptance needs.
 
     Runs of one sequence's rows (attention_verify.cu's neighbour search) must be at most
     VERIFY_MAX_STEP_ROWS rows (the kernel traps otherwise; the model's are K + 1, `uses_cluster`).
