@@ -62,6 +62,7 @@ def test_cases_cover_splits_batches_shapes_and_epilogues() -> None:
     (64, 640, 4096, 2, 8),      # 5 tiles: the largest split, 8
     (64, 640, 1024, 2, 4),      # 16 k-tiles keep at least 4 a block
     (9, 151936, 4096, 1, 1),    # the LM head: nine full waves alone
+    (64, 151936, 4096, 2, 1),   # even split 1's partials would exceed the workspace: it has none
 ])
 def test_ticket_split_fills_one_wave(m, n, k, groups, split) -> None:
     assert matmul_decode.ticket_split(m, n, k, SM_COUNT, groups=groups) == split

@@ -227,8 +227,8 @@ def ticket_split(m: int, n: int, k: int, sm_count: int = H200_FACTS.sm_count,
     warpgroup blocks (264) o_proj's 64 tiles x 4 = 256, qkv's 96 x 2. From a wave up, the
     fullest waves (gate_up's 192 two-warpgroup tiles x 2 = 384 blocks, 2.9 waves of 132).
     `forced` (ATLAS_DECODE_GEMM_SPLIT) overrides it."""
-    splits = tuple(s for s in DECODE_GEMM_TICKET_SPLITS
-                   if ticket_workspace_bytes(m, n, groups, s) <= TICKET_WORKSPACE)
+    splits = tuple(s for s in DECODE_GEMM_TICKET_SPLITS  # split 1: the plain entry, no partials
+                   if s == 1 or ticket_workspace_bytes(m, n, groups, s) <= TICKET_WORKSPACE)
     return decode_split(m, n, k, sm_count, forced, groups,
                         splits=DECODE_GEMM_TICKET_SPLITS if forced is not None else splits)
 

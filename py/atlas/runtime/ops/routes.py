@@ -74,7 +74,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   same split); the split is the wave-fill rule's over every split (ops/matmul_decode.
   ticket_split: Qwen3-8B o_proj / down at b64, 32 two-warpgroup tiles, x 4 = 128 blocks in one
   wave of 132, where the cluster rule has split 2 = 64 blocks: split 4 clusters hold only 120).
-  Off by default until measured (session 11).
+  Off: slower on the H200 (gpu27, kernel table, Qwen3-8B b64: o_proj 15.62 vs 14.00 us, down
+  32.07 vs 31.18, qkv at the same split 19.92 vs 16.79, gate_up+SwiGLU 63.25 vs 56.47: the
+  last block's sum of the partials from L2 costs more than the fuller wave gains).
 * ATLAS_DECODE_GEMM_L2_TILES=N: k-tiles (64 columns) of its weight rows each decode GEMM
   block keeps prefetched into L2 ahead of its shared-memory ring, from before its PDL wait
   (default DEFAULT_DECODE_GEMM_L2_TILES = 0: none, the session-6 kernel; see there why).
@@ -197,7 +199,8 @@ what it asked for each time, and importing Atlas never depends on the environmen
   memory by distributed-shared-memory stores and one cluster barrier, rank 0 routing from
   there) instead of a grid of 8-warp blocks whose last one (a fence, a ticket atomic) reads
   the logits back from L2 (gpu24: 5.53 us a call at Qwen3-30B-A3B b1, PDL off, for a 0.5 MB
-  GEMV). The same outputs. Off by default until measured (built in session 11).
+  GEMV). The same outputs. Off: slower (gpu27, Qwen3-30B-A3B b1, PDL off: 6.82 vs 5.49 us a
+  call; step 3.627 vs 3.574 ms).
 * ATLAS_MOE_DOWN_WAVE=0: the decode MoE down launch sized as in session 6 (whole row groups
   a block, ops/moe.py down_rows_grouped) instead of equal blocks filling one wave of every SM
   (ops/moe.py down_rows: at batch 1 of Qwen3-30B-A3B 205 blocks, some SMs with one, others
@@ -219,7 +222,8 @@ what it asked for each time, and importing Atlas never depends on the environmen
   where the default is one wave of 256 blocks of 8 rows; the last block's norm weights come
   with its residual reads). Why: session 4's 1,024 blocks of 2 rows ran the 25 MB in 11.10
   us, every later one-wave down kernel 14.9-17.2 (moe_decode.cu down_short_run). Unset or 0:
-  the one-wave kernel. Off by default until measured (built in session 11).
+  the one-wave kernel. Off: slower (gpu27, Qwen3-30B-A3B b1, PDL off: step 3.739 ms with 2,
+  4.062 with 1, against 3.574 for the one-wave kernel).
 * ATLAS_MOE_DOWN_NORM=0: the fused decode MoE block's down launch writes its sum into delta
   and leaves the residual add + next RMSNorm to the next layer (an add_rmsnorm launch, or with
   ATLAS_NORM_GEMV=1 the next qkv GEMV's fused norm, whose every block normalizes the row
@@ -286,8 +290,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   expert; at most two regions, in that order, ops/l2_prefetch.py) while its serial chain
   leaves DRAM idle (decode_attn_rope_cluster_l2pf_bf16, the same results), so o_proj's GEMV
   reads L2. ATLAS_ATTN_L2_PREFETCH_MB=N: the budget of those regions in MiB (unset or 0:
-  DEFAULT_ATTN_L2_PREFETCH_FRACTION of the device's L2), for sweeps. Off by default until
-  measured (built in session 11).
+  DEFAULT_ATTN_L2_PREFETCH_FRACTION of the device's L2), for sweeps. Off: slower (gpu27,
+  PDL on, GPU per step: Qwen3-0.6B b1 0.993 vs 0.959 ms, Qwen3-8B b1 4.736 vs 4.640; with the
+  MoE opt-ins, Qwen3-30B-A3B 3.352 vs 3.134).
 """
 
 from __future__ import annotations
