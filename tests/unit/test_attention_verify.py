@@ -348,6 +348,9 @@ def test_a_malformed_batch_switch_is_named() -> None:
 
 
 def _speculating_runner(monkeypatch, backend: str, env: dict[str, str]):
+    """A speculating runner on the unclustered verification entries unless `env` says
+    otherwise (the clustered default is test_attention_verify_cluster.py's)."""
+    env = {"ATLAS_DECODE_ATTN_VERIFY_CLUSTER": "0", **env}
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     cls = MockGpuBackend if backend == "mock" else HostBackend

@@ -119,7 +119,7 @@ def test_launch_arguments_and_checks() -> None:
 
 
 @pytest.mark.parametrize("env, keys, uses", [
-    ({}, 4, False),                                              # off by default
+    ({}, 4, True),                                               # on by default
     ({"ATLAS_DECODE_ATTN_VERIFY_CLUSTER": "1"}, 4, True),
     ({"ATLAS_DECODE_ATTN_VERIFY_CLUSTER": "1"}, 8, True),
     ({"ATLAS_DECODE_ATTN_VERIFY_CLUSTER": "1"}, 9, False),       # past the key staging

@@ -369,8 +369,9 @@ class DenseDecoderModel:
 
     def _verify_clustered(self, step_keys: int) -> bool:
         """Whether a verification step on the verification kernel takes its clustered entry
-        point (attention_verify.uses_cluster: ATLAS_DECODE_ATTN_VERIFY_CLUSTER=1; and the
-        classic qkv layout): the rope entry's work, a cluster per kv head merging on chip."""
+        point (attention_verify.uses_cluster: the default, ATLAS_DECODE_ATTN_VERIFY_CLUSTER=0
+        turns it off; and the classic qkv layout): the rope entry's work, a cluster per kv
+        head merging on chip."""
         return attention_verify.uses_cluster(self.kc, step_keys) and self._verify_layout_fits()
 
     def forward(self, s: Stream, b: StepBuffers, n_tokens: int, plan: AttentionPlan,

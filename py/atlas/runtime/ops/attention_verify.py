@@ -17,8 +17,8 @@ q/k norm, RoPE and K/V append) in its blocks, one launch instead of two (opt-in,
 ATLAS_DECODE_ATTN_VERIFY_ROPE=1; `rope_fits` says which layouts it takes).
 `decode_attention_verify_cluster` does the same work the way the plain batch-1 step's
 clustered kernel does: one thread-block cluster per (kv head, sequence) whose blocks merge on
-chip, the K/V history requested before the PDL wait (opt-in, ATLAS_DECODE_ATTN_VERIFY_CLUSTER=1;
-`uses_cluster` is its routing rule).
+chip, the K/V history requested before the PDL wait (the default since gpu28;
+ATLAS_DECODE_ATTN_VERIFY_CLUSTER=0 turns it off; `uses_cluster` is its routing rule).
 """
 
 from __future__ import annotations
@@ -106,8 +106,9 @@ def uses_verify(kc: KernelCache, hq: int, hkv: int, head_dim: int, step_keys: in
 
 def uses_cluster(kc: KernelCache, step_keys: int) -> bool:
     """Whether a verification step on the kernel (`uses_verify`) with the classic layout
-    (`rope_fits`) takes the clustered entry: ATLAS_DECODE_ATTN_VERIFY_CLUSTER=1 and a
-    sequence's rows within its key staging (VERIFY_MAX_STEP_ROWS)."""
+    (`rope_fits`) takes the clustered entry: routes.decode_attn_verify_cluster (on unless
+    ATLAS_DECODE_ATTN_VERIFY_CLUSTER=0) and a sequence's rows within its key staging
+    (VERIFY_MAX_STEP_ROWS)."""
     return kc.routes.decode_attn_verify_cluster and step_keys <= VERIFY_MAX_STEP_ROWS
 
 

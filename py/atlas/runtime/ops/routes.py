@@ -151,13 +151,17 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (decode_attn_verify_rope_bf16: its blocks do qk_norm_rope_kv's q/k norm, RoPE and K/V
   append themselves, one launch a layer instead of two, the same bits) where the layout is
   the classic one (ops/attention_verify.rope_fits). Off by default until measured.
-  ATLAS_DECODE_ATTN_VERIFY_CLUSTER=1: those verification steps (the classic layout) on the
-  kernel's clustered entry point instead (decode_attn_verify_cluster_bf16, taking precedence
-  over ATLAS_DECODE_ATTN_VERIFY_ROPE): the plain batch-1 step's machinery for a sequence's
-  rows, one thread-block cluster per kv head merging its 8 blocks' partials on chip, the
-  K/V history requested before the PDL wait, qk_norm_rope_kv's work done by the blocks
-  (attention_verify.cu says why decode_attn_verify_bf16 costs 2x the plain step's
-  attention). Off by default until measured (built in session 11).
+  ATLAS_DECODE_ATTN_VERIFY_CLUSTER=0: those verification steps (the classic layout) on
+  decode_attn_verify_bf16 after qk_norm_rope_kv_bf16 (or the rope entry above) instead of
+  the kernel's clustered entry point (decode_attn_verify_cluster_bf16, the default, taking
+  precedence over ATLAS_DECODE_ATTN_VERIFY_ROPE): the plain batch-1 step's machinery for a
+  sequence's rows, one thread-block cluster per kv head merging its blocks' partials on
+  chip, each row's keys split by its own kv_len (a row's bits do not depend on the rows
+  beside it), the K/V history requested before the PDL wait, qk_norm_rope_kv's work done
+  by the blocks (attention_verify.cu says why decode_attn_verify_bf16 costs 2x the plain
+  step's attention). Measured (gpu28, 2026-12-02, Qwen3-8B b1 K = 3 ctx 512): 26.48 us a
+  call against 38.19 + 2.82, the verification step 1.164x a plain one (1.271x), bench_spec
+  at p = 0.7 430.6 tok/s = 2.02x plain against 1.82x, the output equal to the reference.
 * ATLAS_PREFILL_ATTN_SM90=0: prefill attention never on the Hopper wgmma kernel
   (attention_sm90, head_dim 128 and 256), always on prefill_attn_bf16.
 * ATLAS_PREFILL_ATTN_QREG=1: head_dim-128 prefill attention on the wgmma kernel's Q-in-
@@ -422,7 +426,7 @@ class KernelRoutes:
     decode_attn_verify_max_batch: int = DEFAULT_VERIFY_MAX_BATCH
     decode_attn_verify_min_keys: int = 64
     decode_attn_verify_rope: bool = False
-    decode_attn_verify_cluster: bool = False
+    decode_attn_verify_cluster: bool = True
     prefill_attn_sm90: bool = True
     prefill_attn_qreg: bool = False
     prefill_attn_wide: bool = True
@@ -542,7 +546,7 @@ class KernelRoutes:
                    decode_attn_verify_rope=env_switch(env, "ATLAS_DECODE_ATTN_VERIFY_ROPE",
                                                       False),
                    decode_attn_verify_cluster=env_switch(
-                       env, "ATLAS_DECODE_ATTN_VERIFY_CLUSTER", False),
+                       env, "ATLAS_DECODE_ATTN_VERIFY_CLUSTER", True),
                    prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", True),
                    prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
                    prefill_attn_wide=env_switch(env, "ATLAS_PREFILL_ATTN_WIDE", True),
