@@ -170,7 +170,8 @@ def test_long_tables_take_the_long_kernel_then_the_combine() -> None:
 
 
 @pytest.mark.parametrize("max_blocks, hq, hkv, d, env, func", [
-    (1023, 32, 8, 128, None, "decode_attn_bf16"),              # 16,368 keys: below the rule
+    (1023, 32, 8, 128, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "0"},
+     "decode_attn_bf16"),                                      # 16,368 keys: below the rule
     (4096, 16, 2, 256, None, "decode_attn_long_d256_bf16"),    # D 256: its own entry point
     (4096, 34, 2, 128, None, "decode_attn_bf16"),              # group 17 > 16 rows
     (4096, 32, 2, 64, None, "decode_attn_long_bf16"),          # group 16, D 64
@@ -206,7 +207,7 @@ def test_no_module_no_long_kernel_and_forcing_checks_the_geometry() -> None:
     (8, 16, 2, 256, 17, {"ATLAS_DECODE_ATTN_LONG_MERGE": "1"},
      [("decode_attn_long_d256_bf16", (8, 2, 8))]),
     # below the batch rule: batch 1's kernels, num_splits as given
-    (7, 32, 8, 128, 5, None, [("decode_attn_bf16", (5, 8, 7))]),
+    (1, 32, 8, 128, 5, None, [("decode_attn_bf16", (5, 8, 1))]),
     # the switch back to the session-7 routing
     (64, 32, 8, 128, 1, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "0"},
      [("decode_attn_bf16", (1, 8, 64))]),
@@ -243,9 +244,9 @@ def test_rope_fuses_into_the_long_kernel_one_key_a_sequence() -> None:
     assert all(attention.rope_fusable(kc, 32, 8, 128, 128, 128, False, 8192, n)
                for n in (1, 7, 8, 64))
     assert not attention.rope_fusable(kc, 32, 8, 128, 128, 128, False, 8192, 8, step_keys=4)
-    assert attention.rope_fusable(kc, 32, 8, 128, 128, 128, False, 8192, 7, step_keys=4)
-    assert not attention.rope_fusable(kc, 16, 2, 256, 256, 256, False, 8192, 8)
-    assert attention.rope_fusable(kc, 16, 2, 256, 256, 256, False, 8192, 4)
+    assert attention.rope_fusable(kc, 32, 8, 128, 128, 128, False, 8192, 1, step_keys=4)
+    assert not attention.rope_fusable(kc, 16, 2, 256, 256, 256, False, 8192, 2)
+    assert attention.rope_fusable(kc, 16, 2, 256, 256, 256, False, 8192, 1)
     assert not attention.rope_fusable(kc, 32, 8, 128, 128, 64, False, 8192, 64)  # partial
 
 
@@ -264,7 +265,7 @@ def _rope_launch(env: dict[str, str] | None, num_seqs: int, splits: int, max_blo
     (8, 5, None, [("decode_attn_long_rope_wait_bf16", (4, 8, 8)),
                   ("decode_attn_combine_bf16", (1, 32, 8))]),
     (8, 5, {"ATLAS_DECODE_ATTN_LONG_MERGE": "1"}, [("decode_attn_long_rope_wait_bf16", (4, 8, 8))]),
-    (7, 5, None, [("decode_attn_rope_bf16", (5, 8, 7))]),
+    (1, 5, None, [("decode_attn_rope_bf16", (5, 8, 1))]),
     (64, 1, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "0"}, [("decode_attn_rope_bf16", (1, 8, 64))]),
     # the opt-in RopeEarly entry (reads before its PDL wait)
     (64, 1, {"ATLAS_DECODE_ATTN_LONG_EARLY": "1"}, [("decode_attn_long_rope_bf16", (1, 8, 64))]),

@@ -11,14 +11,19 @@ for either of two reasons:
 * long contexts: the engine's block tables reach at least
   `KernelRoutes.decode_attn_long_min_keys` keys (a graph's grid is fixed at capture, so the
   choice follows the longest context the launch can see, not the live kv_len), at any batch;
-* batches: at least `KernelRoutes.decode_attn_long_min_batch` sequences (default 8, 0: never
+* batches: at least `KernelRoutes.decode_attn_long_min_batch` sequences (default 2, 0: never
   by batch), at any context. There the CUDA-core kernels hold too few bytes in flight per
   SM (one 4-head block per (split, kv head, sequence) with a register double buffer: gpu17's
   Qwen3-8B batch 64 x 1,536 keys at 58% of copy; Qwen3.5's D-256 heads at batch 8 on the
   clustered kernel 0.27x SDPA), while this kernel keeps two 32 KiB tiles of K/V in flight per
-  block and serves the whole group from one read of them. Rows of up to 7 sequences (batch
-  1's latency path, and the row-invariant verification steps of model/runner.py, which need
-  batch 1's kernel and split count) stay on the CUDA-core kernels.
+  block and serves the whole group from one read of them. At batches 2 and 4 the clustered
+  kernel's grid (about 2 x num_sms blocks of one chain each, in clusters of 8) ran in
+  several waves: gpu32 (2026-12-02, GPU per step, PDL on) measured Qwen3-8B batch 4 x 1,536
+  keys 6.807 ms a step on it against 5.665 on this kernel, batch 2 x 512 5.551 against 4.803,
+  Qwen3-0.6B batch 4 x 1,536 2.644 against 1.974, Qwen3-30B-A3B batch 4 x 1,536 9.160
+  against 7.322 (the default moved from 8 to 2 sequences). Batch 1's latency path (and
+  the row-invariant verification steps of model/runner.py, which need batch 1's kernel and
+  split count) stays on the CUDA-core kernels.
 
 The split count of a batched launch is `long_launch_splits`: the fewest splits whose blocks
 fill the GPU's slots for this kernel (num_sms x `long_blocks_per_sm`) in whole waves,

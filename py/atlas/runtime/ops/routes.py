@@ -327,9 +327,9 @@ DEFAULT_DECODE_GEMM_L2_TILES = 0
 #: (ops/attention_long.LONG_CONTEXT_KEYS, restated here: routes import no ops module)
 DEFAULT_DECODE_ATTN_LONG_MIN_KEYS = 16384
 #: decode launches of this many sequences or more take the long-context kernel at any
-#: context (ops/attention_long.py says why; below 8, batch 1's latency kernels and the
-#: row-invariant verification steps keep the CUDA-core kernels)
-DEFAULT_DECODE_ATTN_LONG_MIN_BATCH = 8
+#: context (ops/attention_long.py says why; batch 1 keeps the CUDA-core latency kernels:
+#: gpu32 measured batches 2 and 4 11-25% faster a step on the long kernel)
+DEFAULT_DECODE_ATTN_LONG_MIN_BATCH = 2
 #: verification steps of at most this many sequences attend on the verification kernel,
 #: larger ones rows apart (ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH; the module docstring says why)
 DEFAULT_VERIFY_MAX_BATCH = 1
