@@ -127,8 +127,9 @@ def test_launch_arguments_and_checks() -> None:
 ])
 def test_tile_slots_cover_the_longest_piece(hq, hkv, step_rows, slots) -> None:
     """One cluster a (kv head, m16 tile of a piece): the kernel's piece is at most
-    min(8, 64 / group) rows, and slot t serves tile t of it."""
+    min(8, 64 / group) rows, and slot t serves tile t of it; or one slot (tiles in turn)."""
     assert av.cluster_tile_slots(hq, hkv, step_rows) == slots
+    assert av.cluster_tile_slots(hq, hkv, step_rows, side_by_side=False) == 1
 
 
 def test_a_two_tile_step_launches_a_cluster_per_tile() -> None:
@@ -144,6 +145,12 @@ def test_a_two_tile_step_launches_a_cluster_per_tile() -> None:
     whole, windows = dev.drain_launches()
     assert whole.grid == (av.VERIFY_CLUSTER_BLOCKS, 2 * 8, 2)
     assert windows.grid == (av.VERIFY_CLUSTER_BLOCKS, 2 * 8, 5)
+    # ATLAS_DECODE_ATTN_VERIFY_TILE_CLUSTERS=0: one cluster a kv head serves both tiles
+    kc = KernelCache(dev, KernelRoutes.from_env({"ATLAS_DECODE_ATTN_VERIFY_TILE_CLUSTERS": "0"}))
+    av.decode_attention_verify_cluster(kc, 0, *p, 10, 32, 8, 128, 16, 40, 0.1, 1e-6,
+                                       rows_per_block=5)
+    (in_turn,) = dev.drain_launches()
+    assert in_turn.grid == (av.VERIFY_CLUSTER_BLOCKS, 8, 2)
     with pytest.raises(ValueError, match="step_rows >= 0"):
         av.decode_attention_verify_cluster(kc, 0, *p, 10, 32, 8, 128, 16, 40, 0.1, 1e-6,
                                            step_rows=-1)

@@ -781,12 +781,14 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 // and staged q through global memory (44.2 us).
 //
 // Launch (ops/attention_verify.py decode_attention_verify_cluster): grid (kClusterBlocks,
-// hkv x slots, windows), clusters of kClusterBlocks along x, y = kv head + hkv x tile slot
-// (cluster_tile_slots: the m16 tiles of the longest piece; slot t serves tile t of each of
-// its window's pieces, a piece of fewer tiles is skipped before the PDL wait: slot 0 always
-// waits), 128 threads, dynamic shared memory ClusterSmem<D>::kBytes. Preconditions as
-// decode_attn_verify_rope_bf16's, a run of one sequence's rows is at most kMaxStepRows rows
-// and a piece at most slots m16 tiles (else a trap).
+// hkv x slots, windows), clusters of kClusterBlocks along x, y = kv head + hkv x tile slot:
+// slot t serves tiles t, t + slots, ... of each of its window's pieces, one after the other
+// (ops/attention_verify.py cluster_tile_slots: by default a slot a tile of the longest piece,
+// the tiles side by side; ATLAS_DECODE_ATTN_VERIFY_TILE_CLUSTERS=0: one slot, the tiles in
+// turn, each reading the K/V again from L2); a piece of fewer tiles is skipped before the PDL
+// wait (slot 0 always waits). 128 threads, dynamic shared memory ClusterSmem<D>::kBytes.
+// Preconditions as decode_attn_verify_rope_bf16's, and a run of one sequence's rows is at
+// most kMaxStepRows rows (else a trap).
 namespace {
 
 constexpr int kClusterBlocks = 8;  // VERIFY_CLUSTER_BLOCKS (the portable cluster size)
@@ -831,16 +833,16 @@ __device__ __forceinline__ int cluster_chunk(int len) {
 
 // The piece starting at row r0 (a row of this block's window [.., stop)), if r0 starts one:
 // its m16 tile mt (tile rows [16 mt, 16 mt + 16) of its step rows x q heads; none if the
-// piece has fewer, out of `slots` a piece may have) attended by this cluster (this block: its
-// rank's keys), written to out. Returns the rows from r0 on it accounts for (>= 1), as
-// verify_piece. Every block of the cluster runs the same pieces in the same order (they
-// depend on kv_lens and the block tables only).
+// piece has fewer) attended by this cluster (this block: its rank's keys), written to out.
+// Returns the rows from r0 on it accounts for (>= 1), as verify_piece; where r0 starts a
+// piece, *tile_out (if not null) gets its tile rows. Every block of the cluster runs the
+// same pieces in the same order (they depend on kv_lens and the block tables only).
 template <int D>
 __device__ __forceinline__ int cluster_piece(const VerifyRope& rope, const int* block_tables,
                                              const int* kv_lens, __nv_bfloat16* out, int r0,
                                              int stop, int num_rows, int hq, int hkv,
                                              int block_size, int max_blocks, float scale,
-                                             int mt, int slots, __nv_bfloat16* smem) {
+                                             int mt, int* tile_out, __nv_bfloat16* smem) {
   using T = VerifyTile<D>;
   using S = ClusterSmem<D>;
   constexpr int RT = T::kRowsPerThread;
@@ -897,7 +899,7 @@ __device__ __forceinline__ int cluster_piece(const VerifyRope& rope, const int* 
   }
   const int n = min(cap, s_fwd + 1);  // step rows of this piece: kv_lens len0 .. len0 + n - 1
   const int rows = n * group;  // the piece's tile rows (step row i / group, head i % group)
-  if (rows > slots * 16) __trap();  // more m16 tiles than the launch has clusters a piece
+  if (tile_out != nullptr) *tile_out = rows;
   const int t0 = mt * 16;      // this cluster's m16 tile: tile rows [t0, t0 + 16)
   if (t0 >= rows) return n;    // the piece has fewer tiles (cluster-uniform)
   // this block's keys: the union [lo, hi) of its rows' ranges (row j: [rank chunk_j,
@@ -1135,10 +1137,21 @@ __device__ __forceinline__ void decode_attn_verify_cluster(
   const int stop = min(first + window, num_rows);
   // grid y: kv head fastest, then this cluster's m16 tile of every piece (of `slots`)
   const int slots = static_cast<int>(gridDim.y) / hkv, mt0 = static_cast<int>(blockIdx.y) / hkv;
+  __shared__ int s_tile_rows;  // the piece's tile rows (thread 0 writes, after a barrier)
   for (int r0 = first; r0 < stop;) {
-    __syncthreads();  // the piece before is done with the shared memory
-    r0 += cluster_piece<D>(rope, block_tables, kv_lens, out, r0, stop, num_rows, hq, hkv,
-                           block_size, max_blocks, scale, mt0, slots, smem);
+    int advance = 1;
+    // tiles mt0, mt0 + slots, ... of the piece at r0 (one tile when the launch has a slot a
+    // tile: ops/attention_verify.py cluster_tile_slots)
+    for (int mt = mt0;; mt += slots) {
+      __syncthreads();  // the tile before is done with the shared memory
+      if (threadIdx.x == 0) s_tile_rows = 0;
+      advance = cluster_piece<D>(rope, block_tables, kv_lens, out, r0, stop, num_rows, hq,
+                                 hkv, block_size, max_blocks, scale, mt,
+                                 threadIdx.x == 0 ? &s_tile_rows : nullptr, smem);
+      __syncthreads();
+      if ((mt + slots) * 16 >= s_tile_rows) break;
+    }
+    r0 += advance;
   }
 }
 

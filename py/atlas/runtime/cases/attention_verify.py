@@ -331,7 +331,7 @@ PER_ROW = (-1,)
 
 def verify_cluster_case(rng: np.random.Generator, name: str, g: Geometry, seqs: list[Seq],
                         normed: bool = True, pad: int = 0, window: int = 0,
-                        cuts: tuple[int, ...] = ()) -> KernelCase:
+                        cuts: tuple[int, ...] = (), slot_rows: int = 0) -> KernelCase:
     """The rows of `seqs` from their qkv rows (`_rope_step`) on the clustered entry: each
     row's k and v appended at its slot, each row attending its own keys, one cluster per
     (kv head, piece, m16 tile). Launched twice (the same rows rewritten: a second launch
@@ -342,7 +342,10 @@ def verify_cluster_case(rng: np.random.Generator, name: str, g: Geometry, seqs: 
     the same whichever rows share its step and however many m16 tiles the step's rows x q
     heads fill (a speculative step's row j and the step after's row 0 at that position, a
     K = 4 step of Qwen3-8B, two tiles, and a plain decode row of the same kernel, one; the
-    pieces' last rows take other key partitions than the whole step's)."""
+    pieces' last rows take other key partitions than the whole step's). `slot_rows` > 0:
+    the launches' tile slots sized for pieces of that many rows (ops/attention_verify.
+    cluster_tile_slots), fewer than the step's: a cluster then serves several of a piece's
+    tiles in turn (as under ATLAS_DECODE_ATTN_VERIFY_TILE_CLUSTERS=0 with one slot)."""
     inputs, lens, step_oracle, p_tol = _rope_step(rng, g, seqs, normed, pad)
     rows, d = len(lens), g.head_dim
     max_blocks = inputs["block_tables"].shape[1]
@@ -363,7 +366,8 @@ def verify_cluster_case(rng: np.random.Generator, name: str, g: Geometry, seqs: 
             p["positions"] + first * i32, p["slots"] + first * i32,
             p["block_tables"] + first * max_blocks * i32, p["kv_lens"] + first * i32,
             out + first * g.hq * d * 2, count, g.hq, g.hkv, d, g.block_size, max_blocks,
-            g.scale, EPS, rows_per_block=rows_per_block, step_rows=min(step_rows, count))
+            g.scale, EPS, rows_per_block=rows_per_block,
+            step_rows=min(slot_rows or step_rows, count))
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = KernelCache(backend)
@@ -387,7 +391,8 @@ def verify_cluster_case(rng: np.random.Generator, name: str, g: Geometry, seqs: 
                       same_bits=(("out", "out_split"),) if cuts else ())
 
 
-#: (name, geometry, sequences[, normed, pad, window, cuts]) of the clustered entry: K = 1..4
+#: (name, geometry, sequences[, normed, pad, window, cuts, slot_rows]) of the clustered entry:
+#: K = 1..4
 #: at the contexts that put the step's keys at a block's start, end and across blocks
 #: (64 ceil(L / 512) keys a block), one to several 64-key tiles a block; GQA 4 and 8, D 128, 256
 VERIFY_CLUSTER_SHAPES = [
@@ -446,6 +451,17 @@ VERIFY_CLUSTER_SHAPES = [
     # group 16 at K = 7: two pieces of four tiles (4 rows x 16 heads) vs 8 one-tile steps
     ("verify cluster D64 gqa16 b1 K7 ctx333 per-row", Geometry(16, 1, 64, 32), [(333, 7)],
      True, 0, 0, PER_ROW),
+    # tiles in turn: one slot (K = 4 of Qwen3-8B, two tiles on one cluster a kv head; group
+    # 16's pieces of four), two slots for group 8's four tiles (tiles 0, 2 and 1, 3), and a
+    # mixed batch whose five-row piece's second tile follows its first
+    ("verify cluster D128 gqa4 b1 K4 ctx509 per-row in-turn", Geometry(32, 8, 128, 16),
+     [(509, 4)], True, 0, 0, PER_ROW, 1),
+    ("verify cluster D128 gqa8 b1 K7 ctx1020 per-row slots2", Geometry(32, 4, 128, 16),
+     [(1020, 7)], True, 0, 0, PER_ROW, 3),
+    ("verify cluster D64 gqa16 b1 K7 ctx333 per-row in-turn", Geometry(16, 1, 64, 32),
+     [(333, 7)], True, 0, 0, PER_ROW, 1),
+    ("verify cluster D128 gqa4 b4 mixed window3 in-turn", Geometry(32, 8, 128, 16),
+     [(574, 2), (1000, 0), (1001, 4), (63, 1)], True, 0, 3, (), 1),
 ]
 
 

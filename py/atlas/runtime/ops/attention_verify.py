@@ -116,13 +116,16 @@ def uses_cluster(kc: KernelCache, step_keys: int) -> bool:
     return kc.routes.decode_attn_verify_cluster and step_keys <= VERIFY_MAX_STEP_ROWS
 
 
-def cluster_tile_slots(hq: int, hkv: int, step_rows: int) -> int:
-    """Clusters per (kv head, window) of the clustered entry: the m16 tiles of the longest
-    piece a launch holds, `step_rows` rows of one sequence (at most the kernel's piece cap,
-    min(VERIFY_MAX_STEP_ROWS, VERIFY_MAX_ROWS / group)) times the group's q heads. Cluster
-    slot t serves tile t of every piece (the kernel traps on a piece of more tiles), so a
-    row computes what it computes in a one-tile step: the same bits in every step (K = 3
-    and K = 4 of Qwen3-8B: 16 and 20 tile rows, one and two tiles)."""
+def cluster_tile_slots(hq: int, hkv: int, step_rows: int, side_by_side: bool = True) -> int:
+    """Clusters per (kv head, window) of the clustered entry (`side_by_side`,
+    routes.decode_attn_verify_tile_clusters): the m16 tiles of the longest piece a launch
+    holds, `step_rows` rows of one sequence (at most the kernel's piece cap,
+    min(VERIFY_MAX_STEP_ROWS, VERIFY_MAX_ROWS / group)) times the group's q heads; else 1.
+    Cluster slot t serves tiles t, t + slots, ... of every piece in turn, each with one
+    tile's arithmetic, so a row computes what it computes in a one-tile step: the same bits
+    in every step (K = 3 and K = 4 of Qwen3-8B: 16 and 20 tile rows, one and two tiles)."""
+    if not side_by_side:
+        return 1
     group = hq // hkv
     rows = min(step_rows, VERIFY_MAX_STEP_ROWS, VERIFY_MAX_ROWS // group) * group
     return -(-rows // VERIFY_MMA_ROWS)
@@ -259,7 +262,8 @@ def decode_attention_verify_cluster(kc: KernelCache, stream: Stream, qkv: Device
     (`cluster_tile_slots` per kv head and window) whose warps each take the same 16 keys of
     every 64-key tile, so a row's key partition, online softmax and merge orders are a
     one-tile step's whatever the tile count of its step (a plain row's: the same kernel on
-    a run of one row).
+    a run of one row). A piece's tiles run side by side, or in turn on one cluster per kv
+    head under ATLAS_DECODE_ATTN_VERIFY_TILE_CLUSTERS=0.
 
     Runs of one sequence's rows (attention_verify.cu's neighbour search) must be at most
     VERIFY_MAX_STEP_ROWS rows (the kernel traps otherwise; the model's are K + 1, `uses_cluster`).
@@ -267,8 +271,8 @@ def decode_attention_verify_cluster(kc: KernelCache, stream: Stream, qkv: Device
     positions (and the norm weights), as decode_attention_rope does: launch it right after
     the qkv projection. `rows_per_block`: the rows of each cluster's window, as
     decode_attention_verify's. `step_rows`: the most rows of one sequence in the launch
-    (0: rows_per_block, the model's launch, whose window is a sequence's K + 1 rows); it
-    sizes the tile slots, and a longer run of one sequence's rows traps."""
+    (0: rows_per_block, the model's launch, whose window is a sequence's K + 1 rows): it
+    sizes the tile slots (a longer piece's extra tiles run in turn, correct but slower)."""
     name = "decode_attention_verify_cluster"
     if not fits(hq, hkv, head_dim):
         raise ValueError(f"{name}: head_dim={head_dim} (needs one of {VERIFY_HEAD_DIMS}), "
@@ -286,7 +290,8 @@ def decode_attention_verify_cluster(kc: KernelCache, stream: Stream, qkv: Device
             raise ValueError(f"{name}: {what} pointer {ptr:#x} is not {align}-byte aligned")
     launch = kc.get_with_shared(DECODE_ATTN_VERIFY_CLUSTER,
                                 verify_cluster_smem_bytes(max(VERIFY_HEAD_DIMS)))
-    tile_slots = cluster_tile_slots(hq, hkv, step_rows or rows_per_block)
+    tile_slots = cluster_tile_slots(hq, hkv, step_rows or rows_per_block,
+                                    kc.routes.decode_attn_verify_tile_clusters)
     launch(stream, (VERIFY_CLUSTER_BLOCKS, hkv * tile_slots, -(-num_rows // rows_per_block)),
            VERIFY_THREADS, verify_cluster_smem_bytes(head_dim),
            qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
