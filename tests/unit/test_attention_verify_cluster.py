@@ -118,6 +118,44 @@ def test_launch_arguments_and_checks() -> None:
                                            40, 0.1, 1e-6)
 
 
+@pytest.mark.parametrize("hq, hkv, step_rows, slots", [
+    (32, 8, 1, 1), (32, 8, 4, 1),    # Qwen3-8B: a plain row, K = 3 (16 tile rows)
+    (32, 8, 5, 2), (32, 8, 8, 2),    # K = 4 (20 tile rows) and K = 7 (32): two tiles
+    (32, 4, 2, 1), (32, 4, 3, 2), (32, 4, 5, 3), (32, 4, 8, 4),   # group 8: up to four
+    (16, 1, 8, 4),                   # group 16: a piece is 4 rows (64 tile rows), not 8
+    (64, 1, 1, 4), (4, 4, 8, 1),     # group 64: one row, four tiles; MHA: 8 rows, one
+])
+def test_tile_slots_cover_the_longest_piece(hq, hkv, step_rows, slots) -> None:
+    """One cluster a (kv head, m16 tile of a piece): the kernel's piece is at most
+    min(8, 64 / group) rows, and slot t serves tile t of it; or one slot (tiles in turn)."""
+    assert av.cluster_tile_slots(hq, hkv, step_rows) == slots
+    assert av.cluster_tile_slots(hq, hkv, step_rows, side_by_side=False) == 1
+
+
+def test_a_two_tile_step_launches_a_cluster_per_tile() -> None:
+    """Qwen3-8B's K = 4 step (5 rows x 4 q heads: 20 tile rows): two clusters per kv head,
+    kv head fastest along y, so the second tile's rows take the one-tile arithmetic too."""
+    dev = _HopperMock()
+    kc = KernelCache(dev, KernelRoutes.from_env({}))
+    p = [dev.alloc(1 << 12) for _ in range(11)]
+    av.decode_attention_verify_cluster(kc, 0, *p, 10, 32, 8, 128, 16, 40, 0.1, 1e-6,
+                                       rows_per_block=5)
+    av.decode_attention_verify_cluster(kc, 0, *p, 10, 32, 8, 128, 16, 40, 0.1, 1e-6,
+                                       rows_per_block=2, step_rows=5)
+    whole, windows = dev.drain_launches()
+    assert whole.grid == (av.VERIFY_CLUSTER_BLOCKS, 2 * 8, 2)
+    assert windows.grid == (av.VERIFY_CLUSTER_BLOCKS, 2 * 8, 5)
+    # ATLAS_DECODE_ATTN_VERIFY_TILE_CLUSTERS=0: one cluster a kv head serves both tiles
+    kc = KernelCache(dev, KernelRoutes.from_env({"ATLAS_DECODE_ATTN_VERIFY_TILE_CLUSTERS": "0"}))
+    av.decode_attention_verify_cluster(kc, 0, *p, 10, 32, 8, 128, 16, 40, 0.1, 1e-6,
+                                       rows_per_block=5)
+    (in_turn,) = dev.drain_launches()
+    assert in_turn.grid == (av.VERIFY_CLUSTER_BLOCKS, 8, 2)
+    with pytest.raises(ValueError, match="step_rows >= 0"):
+        av.decode_attention_verify_cluster(kc, 0, *p, 10, 32, 8, 128, 16, 40, 0.1, 1e-6,
+                                           step_rows=-1)
+
+
 @pytest.mark.parametrize("env, keys, uses", [
     ({}, 4, True),                                               # on by default
     ({"ATLAS_DECODE_ATTN_VERIFY_CLUSTER": "1"}, 4, True),

@@ -45,6 +45,27 @@ def test_bench_spec_reports_step_costs_and_oracle_passes(tmp_path):
         assert 0 < row["passes"][0]["token_acceptance"] < 1
 
 
+def test_bench_spec_pools_each_pass_over_several_prompt_sets(tmp_path):
+    """--prompts N: every tok/s pass decodes N sets of random prompts in turn, and its
+    tokens and acceptance counts are the sets' pooled (N times one set's tokens here: each
+    sequence decodes `new` tokens whatever its prompt)."""
+    args = ("--batches", "1", "--prompt", "16", "--new", "12", "--steps", "2", "--max-k",
+            "2", "--k", "2", "--accept", "0.5,1", "--no-fused-baseline")
+    one = run("bench_spec.py", tmp_path / "one.json", *args)["throughput"]["1"]
+    res = run("bench_spec.py", tmp_path / "three.json", *args, "--prompts", "3")
+    three = res["throughput"]["1"]
+    assert res["prompts"] == three["prompts"] == 3 and one["prompts"] == 1
+    assert [p["tokens"] for p in three["passes"]] == [3 * p["tokens"] for p in one["passes"]]
+    for p in three["passes"]:
+        assert p["same_as_plain"] == p["same_as_reference"] == 1.0
+        assert p["tok_s"] > 0 and p["verify_steps"] > 0
+    perfect = three["passes"][2]   # every draft of every set accepted
+    assert perfect["token_acceptance"] == perfect["draft_acceptance"] == 1.0
+    # pooled counts: more verification steps than one set's, a rate strictly inside (0, 1)
+    assert three["passes"][0]["verify_steps"] > one["passes"][0]["verify_steps"]
+    assert 0 < three["passes"][0]["token_acceptance"] < 1
+
+
 def test_bench_spec_step_cost_only_skips_the_oracle_passes(tmp_path):
     res = run("bench_spec.py", tmp_path / "spec.json", "--batches", "1", "--prompt", "16",
               "--new", "12", "--steps", "2", "--max-k", "2", "--k", "2", "--step-cost-only",

@@ -11,7 +11,10 @@ tiny fixture and small sizes runs it on a CPU as a smoke test).
    probability 0.7 given the ones before it were, so a verification of K = 3 drafts emits
    1 + p + p^2 + p^3 = 2.53 tokens on average; the fraction of drafts accepted is then
    (p + p^2 + p^3) / 3 = 0.51). Each rate runs with fixed K and with the policy (K per
-   step from the step-cost table and the measured acceptance, up to max-k).
+   step from the step-cost table and the measured acceptance, up to max-k). `--prompts N`
+   runs each batch's passes over N sets of random prompts, one set after another, and pools
+   their tokens, time and acceptance counts: one batch-1 sequence's few hundred tokens
+   measure the acceptance to +-0.03 (gpu30: 0.67-0.68 for a nominal 0.7).
 
 The oracle drafts a greedy reference. A verification of up to `runner.invariant_rows` rows
 computes each row bit for bit as the plain decode step at its position does
@@ -98,15 +101,19 @@ def run_to_end(core: EngineCore, num: int) -> tuple[list[list[int]], float, int]
     return outputs, time.perf_counter() - t0, generated
 
 
-def measured(spec: Speculator) -> dict:
-    """What a pass's speculator saw: per-token acceptance (accepted / (accepted +
-    rejections), the rate an oracle at p should show), the fraction of drafts accepted,
-    tokens emitted per verification step and drafts per verification step."""
-    steps = max(spec.verify_steps, 1)
-    return {"token_acceptance": spec.accepted / max(spec.accepted + spec.rejections, 1),
-            "draft_acceptance": spec.accepted / max(spec.drafted, 1),
-            "tokens_per_step": 1 + spec.accepted / steps,
-            "drafts_per_step": spec.drafted / steps, "verify_steps": spec.verify_steps}
+def measured(*specs: Speculator) -> dict:
+    """What a pass's speculators saw, their counts pooled: per-token acceptance (accepted /
+    (accepted + rejections), the rate an oracle at p should show), the fraction of drafts
+    accepted, tokens emitted per verification step and drafts per verification step."""
+    accepted = sum(s.accepted for s in specs)
+    rejections = sum(s.rejections for s in specs)
+    drafted = sum(s.drafted for s in specs)
+    verify_steps = sum(s.verify_steps for s in specs)
+    steps = max(verify_steps, 1)
+    return {"token_acceptance": accepted / max(accepted + rejections, 1),
+            "draft_acceptance": accepted / max(drafted, 1),
+            "tokens_per_step": 1 + accepted / steps,
+            "drafts_per_step": drafted / steps, "verify_steps": verify_steps}
 
 
 def _rate(row: dict, key: str) -> str:
@@ -115,46 +122,66 @@ def _rate(row: dict, key: str) -> str:
     return f"{row[key]:.2f}" if row["verify_steps"] else "-"
 
 
-def plain_tok_s(runner, batch: int, prompt_len: int, new: int,
-                rng: np.random.Generator) -> float:
-    """Greedy tok/s of `batch` sequences decoding `new` tokens without speculation."""
-    core = start_decoding(runner, batch, prompt_len, new, rng)
-    _, dt, n = run_to_end(core, batch)
-    return n / dt
+def plain_tok_s(runner, batch: int, prompt_len: int, new: int, rng: np.random.Generator,
+                prompts: int = 1) -> float:
+    """Greedy tok/s of `batch` sequences decoding `new` tokens without speculation, pooled
+    over `prompts` sets of random prompts run one after another."""
+    tokens, seconds = 0, 0.0
+    for _ in range(prompts):
+        _, dt, n = run_to_end(start_decoding(runner, batch, prompt_len, new, rng), batch)
+        tokens, seconds = tokens + n, seconds + dt
+    return tokens / seconds
+
+
+def run_sets(runner, b: int, prompt_len: int, new: int, rng: np.random.Generator,
+             sets: list[list[list[int]]], speculators: list[Speculator | None]
+             ) -> tuple[list[list[int]], float, int]:
+    """Each set of `b` prompts decoded to the end in turn (set i under speculators[i]):
+    (outputs of every set's sequences, in order; seconds and tokens summed over the sets)."""
+    outputs: list[list[int]] = []
+    seconds, tokens = 0.0, 0
+    for prompts, spec in zip(sets, speculators):
+        got, dt, n = run_to_end(start_decoding(runner, b, prompt_len, new, rng, prompts=prompts,
+                                               speculator=spec), b)
+        outputs += got
+        seconds, tokens = seconds + dt, tokens + n
+    return outputs, seconds, tokens
 
 
 def throughput(runner, batches: list[int], k: int, max_k: int, rates: list[float],
                prompt_len: int, new: int, rng: np.random.Generator,
-               step_cost: dict[int, list[float]]) -> dict:
+               step_cost: dict[int, list[float]], num_prompts: int = 1) -> dict:
     """Per batch: plain greedy tok/s, then the oracle at each rate with K fixed and with
-    the policy. The oracle's reference is the plain output where the K = k verification
-    rows are invariant; elsewhere it is the greedy output of verification steps of the same
-    shape (every draft rejected): position q's token then comes from the same kernels in
-    the reference and in the measured pass, whichever row of its step computes it, so the
-    acceptance is the requested one except where the batch's shape changes (sequences
-    ending at different steps, fewer drafts near max_tokens)."""
+    the policy, each over `num_prompts` sets of random prompts (run one after another;
+    tokens, time and acceptance counts pooled). The oracle's reference is the plain output
+    where the K = k verification rows are invariant; elsewhere it is the greedy output of
+    verification steps of the same shape (every draft rejected): position q's token then
+    comes from the same kernels in the reference and in the measured pass, whichever row of
+    its step computes it, so the acceptance is the requested one except where the batch's
+    shape changes (sequences ending at different steps, fewer drafts near max_tokens)."""
     out: dict = {}
     for b in batches:
-        prompts = random_prompts(runner, b, prompt_len, rng)
-        core = start_decoding(runner, b, prompt_len, new, rng, prompts=prompts)
-        plain, dt, n = run_to_end(core, b)
-        row: dict = {"plain_tok_s": n / dt, "passes": [],
+        sets = [random_prompts(runner, b, prompt_len, rng) for _ in range(num_prompts)]
+        plain, dt, n = run_sets(runner, b, prompt_len, new, rng, sets, [None] * num_prompts)
+        row: dict = {"plain_tok_s": n / dt, "passes": [], "prompts": num_prompts,
                      "reference": "plain" if b * (k + 1) <= runner.invariant_rows
                      else f"K={k} rows"}
         reference = plain
         if row["reference"] != "plain":
-            spec = Speculator(rejected_drafts(prompts, new + k, runner.vocab_size), k)
-            reference, _, _ = run_to_end(start_decoding(runner, b, prompt_len, new, rng,
-                                                        prompts=prompts, speculator=spec), b)
-        known = {tuple(p): r for p, r in zip(prompts, reference)}
+            rejecting = [Speculator(rejected_drafts(p, new + k, runner.vocab_size), k)
+                         for p in sets]
+            reference, _, _ = run_sets(runner, b, prompt_len, new, rng, sets, rejecting)
+        seqs = [tuple(p) for prompts in sets for p in prompts]
+        known = dict(zip(seqs, reference))
         for rate in rates:
             for policy in (False, True):
-                oracle = OracleDrafter(known, rate, runner.vocab_size, seed=len(row["passes"]))
-                spec = (Speculator(oracle, max_k, step_cost=step_cost) if policy
-                        else Speculator(oracle, k))
-                core = start_decoding(runner, b, prompt_len, new, rng, prompts=prompts,
-                                      speculator=spec)
-                got, dt, n = run_to_end(core, b)
+                first_seed = len(row["passes"]) * num_prompts
+                specs = []
+                for i in range(num_prompts):
+                    oracle = OracleDrafter(known, rate, runner.vocab_size, seed=first_seed + i)
+                    specs.append(Speculator(oracle, max_k, step_cost=step_cost) if policy
+                                 else Speculator(oracle, k))
+                got, dt, n = run_sets(runner, b, prompt_len, new, rng, sets, specs)
                 cost = step_cost.get(b, [])
                 row["passes"].append({
                     "token_rate": rate, "k": "policy" if policy else k,
@@ -163,9 +190,10 @@ def throughput(runner, batches: list[int], k: int, max_k: int, rates: list[float
                     "model_speedup": (expected_tokens(k, rate) / cost[k - 1]
                                       if not policy and len(cost) >= k else None),
                     "tok_s": n / dt, "speedup": n / dt / row["plain_tok_s"],
-                    **measured(spec),
-                    "same_as_plain": sum(g == p for g, p in zip(got, plain)) / b,
-                    "same_as_reference": sum(g == r for g, r in zip(got, reference)) / b})
+                    "tokens": n, **measured(*specs),
+                    "same_as_plain": sum(g == p for g, p in zip(got, plain)) / len(seqs),
+                    "same_as_reference": sum(g == r for g, r in zip(got, reference))
+                    / len(seqs)})
         out[b] = row
     return out
 
@@ -204,6 +232,9 @@ def main() -> int:
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--new", type=int, default=256)
     ap.add_argument("--steps", type=int, default=30, help="timed steps per step-cost cell")
+    ap.add_argument("--prompts", type=int, default=1,
+                    help="sets of random prompts each tok/s pass runs, one after another "
+                    "(tokens, time and acceptance counts pooled)")
     ap.add_argument("--mtp", action="store_true",
                     help="also draft with the checkpoint's MTP head (Qwen3.5 / Qwen3-Next)")
     ap.add_argument("--seed", type=int, default=0)
@@ -218,6 +249,8 @@ def main() -> int:
                     "e.g. bench_moe.synthetic_model_dir's): no checkpoint, no tokenizer")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
+    if a.prompts < 1:
+        ap.error("--prompts must be >= 1")
     from atlas.model.load import load_runner
 
     batches = [int(x) for x in a.batches.split(",")]
@@ -231,10 +264,11 @@ def main() -> int:
     rates = [float(x) for x in a.accept.split(",")]
     result: dict = {"model": str(a.model), "date": time.strftime("%Y-%m-%d"),
                     "commit": os.environ.get("ATLAS_COMMIT", "unknown"), "k": a.k,
-                    "token_rates": rates, "prompt": a.prompt, "new": a.new}
+                    "token_rates": rates, "prompt": a.prompt, "new": a.new,
+                    "prompts": a.prompts}
     if a.fused_baseline:   # its memory goes back before the speculating runner loads
         base = load_runner(a.model, **sizes)
-        result["fused_plain_tok_s"] = {b: plain_tok_s(base, b, a.prompt, a.new, rng)
+        result["fused_plain_tok_s"] = {b: plain_tok_s(base, b, a.prompt, a.new, rng, a.prompts)
                                        for b in batches}
         base.backend.close()
     runner = load_runner(a.model, **sizes, num_draft_tokens=max_k, mtp=a.mtp)
@@ -244,7 +278,7 @@ def main() -> int:
                  for b, row in result["step_cost"].items()}
     if not a.step_cost_only:
         result["throughput"] = throughput(runner, batches, a.k, a.max_k, rates, a.prompt,
-                                          a.new, rng, step_cost)
+                                          a.new, rng, step_cost, a.prompts)
     result["invariant_rows"] = runner.invariant_rows
     print(f"\n== {a.model.name}: verification step cost vs a plain decode step")
     print(f"{'batch':>5} {'plain ms':>9} " + " ".join(f"{f'K={k}':>13}"
@@ -261,15 +295,16 @@ def main() -> int:
           "rows, and the reference is the plain output; else the reference is the output of "
           "verification steps of K rows with every draft rejected; acc/tok: measured "
           "per-token acceptance; tok/step: tokens per verification; model: step-cost "
-          "table's speedup at p; =ref / =plain: sequences equal to the reference / plain)")
+          "table's speedup at p; =ref / =plain: sequences equal to the reference / plain; "
+          f"each pass pooled over {a.prompts} set(s) of random prompts)")
     fused = result.get("fused_plain_tok_s", {})
     if fused:
         print("plain tok/s of a runner without speculation (single-row fusions on): "
               + ", ".join(f"batch {b} {t:.1f}" for b, t in fused.items())
               + "; 'vs fused' divides by it")
     print(f"{'batch':>5} {'p':>5} {'K':>6} {'exact':>5} {'oracle of':>9} {'plain':>9} "
-          f"{'spec':>9} {'speedup':>8} {'vs fused':>8} {'model':>6} {'acc/tok':>7} "
-          f"{'tok/step':>8} {'=ref':>5} {'=plain':>6}")
+          f"{'spec':>9} {'speedup':>8} {'acc/tok':>7} {'vs fused':>8} {'model':>6} "
+          f"{'tok/step':>8} {'tokens':>7} {'=ref':>5} {'=plain':>6}")
     for b, row in result["throughput"].items():
         for p in row["passes"]:
             model = f"{p['model_speedup']:.2f}x" if p["model_speedup"] else "-"
@@ -277,9 +312,9 @@ def main() -> int:
             print(f"{b:>5} {p['token_rate']:>5.2f} {p['k']:>6} "
                   f"{'yes' if p['exact'] else 'no':>5} {row['reference']:>9} "
                   f"{row['plain_tok_s']:>9.1f} {p['tok_s']:>9.1f} {p['speedup']:>7.2f}x "
-                  f"{vs_fused:>8} {model:>6} {_rate(p, 'token_acceptance'):>7} "
-                  f"{_rate(p, 'tokens_per_step'):>8} {p['same_as_reference']:>5.2f} "
-                  f"{p['same_as_plain']:>6.2f}")
+                  f"{_rate(p, 'token_acceptance'):>7} {vs_fused:>8} {model:>6} "
+                  f"{_rate(p, 'tokens_per_step'):>8} {p['tokens']:>7} "
+                  f"{p['same_as_reference']:>5.2f} {p['same_as_plain']:>6.2f}")
     if a.mtp:
         result["mtp"] = mtp_throughput(runner, batches, a.k, a.prompt, a.new, rng,
                                        {b: row["plain_tok_s"]

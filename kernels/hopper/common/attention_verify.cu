@@ -744,13 +744,19 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 
 // ---- the clustered entry (decode_attn_verify_cluster_bf16, ATLAS_DECODE_ATTN_VERIFY_CLUSTER)
 // The plain batch-1 step's machinery for a verification step: a sequence's T rows (its last
-// token and K drafts) are one piece, as above, served for each kv head by ONE thread-block
-// cluster of kClusterBlocks blocks, block b taking keys [b chunk_j, (b + 1) chunk_j) of each
-// row j (chunk_j = cluster_chunk(L_j): whole 64-key tiles by the row's own kv_len L_j; the
-// block loads the union of its rows' ranges in tiles at absolute positions and masks each
-// row to its own), and the blocks' partials merged through distributed shared memory in rank
-// order (no partials in global memory, no ticket, no L2 re-read). So a row's bits do not
-// depend on the other rows of its piece (with the same m-tile count, as verify_piece).
+// token and K drafts) are one piece, as above, whose T x G tile rows are cut into m16 tiles;
+// each tile is served for each kv head by ONE thread-block cluster of kClusterBlocks blocks,
+// block b taking keys [b chunk_j, (b + 1) chunk_j) of each row j (chunk_j = cluster_chunk(L_j):
+// whole 64-key tiles by the row's own kv_len L_j; the block loads the union of its piece's
+// rows' ranges in tiles at absolute positions and masks each row to its own), and the blocks'
+// partials merged through distributed shared memory in rank order (no partials in global
+// memory, no ticket, no L2 re-read). A block's warp w takes keys [16 w, 16 w + 16) of every
+// tile for the tile's 16 rows and the warps merge in warp order, so a row's arithmetic (its
+// key partition over blocks and warps, its online softmax's order, both merges' orders)
+// depends on its own kv_len alone: its bits do not depend on the other rows of its step, nor
+// on the step's tile count (verify_piece's do: its warps split each tile by the piece's m16
+// tile count, so Qwen3-8B's K = 4, 20 tile rows, left K = 3's 16-row bits: gpu30, the
+// K policy's acceptance 0.32 for 0.7). A plain row (a run of one) takes the same arithmetic.
 //
 // With qk_norm_rope_kv's work (VerifyRope): the block norms and rotates its piece's q rows
 // (its kv head's q heads) straight into its Q tile, and the step's keys in its range (the
@@ -775,9 +781,14 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 // and staged q through global memory (44.2 us).
 //
 // Launch (ops/attention_verify.py decode_attention_verify_cluster): grid (kClusterBlocks,
-// hkv, windows), clusters of kClusterBlocks along x, 128 threads, dynamic shared memory
-// ClusterSmem<D>::kBytes. Preconditions as decode_attn_verify_rope_bf16's, and a run of one
-// sequence's rows is at most kMaxStepRows rows (else a trap).
+// hkv x slots, windows), clusters of kClusterBlocks along x, y = kv head + hkv x tile slot:
+// slot t serves tiles t, t + slots, ... of each of its window's pieces, one after the other
+// (ops/attention_verify.py cluster_tile_slots: by default a slot a tile of the longest piece,
+// the tiles side by side; ATLAS_DECODE_ATTN_VERIFY_TILE_CLUSTERS=0: one slot, the tiles in
+// turn, each reading the K/V again from L2); a piece of fewer tiles is skipped before the PDL
+// wait (slot 0 always waits). 128 threads, dynamic shared memory ClusterSmem<D>::kBytes.
+// Preconditions as decode_attn_verify_rope_bf16's, and a run of one sequence's rows is at
+// most kMaxStepRows rows (else a trap).
 namespace {
 
 constexpr int kClusterBlocks = 8;  // VERIFY_CLUSTER_BLOCKS (the portable cluster size)
@@ -795,8 +806,9 @@ struct SwizzledRow {
 
 // The clustered entry's shared memory: VerifyTile's Q tile and ring, then the staging of the
 // step's keys (k then v, kMaxStepRows rows each). After the loop the ring holds the warps'
-// partial o [kWarps][16][D] and the block's merged o [kMaxRows][D] (f32), the Q tile the
-// warps' and the block's m and l (what the cluster peers read).
+// partial o [kWarps][16][D] and the block's merged o [16][D] (f32; the area holds kMaxRows),
+// the Q tile (its first 16 rows used) the warps' and the block's m and l (what the cluster
+// peers read).
 template <int D>
 struct ClusterSmem {
   using T = VerifyTile<D>;
@@ -820,22 +832,25 @@ __device__ __forceinline__ int cluster_chunk(int len) {
 }
 
 // The piece starting at row r0 (a row of this block's window [.., stop)), if r0 starts one:
-// attended by this cluster (this block: its rank's keys), written to out. Returns the rows
-// from r0 on it accounts for (>= 1), as verify_piece. Every block of the cluster runs the
+// its m16 tile mt (tile rows [16 mt, 16 mt + 16) of its step rows x q heads; none if the
+// piece has fewer) attended by this cluster (this block: its rank's keys), written to out.
+// Returns the rows from r0 on it accounts for (>= 1), as verify_piece; where r0 starts a
+// piece, *tile_out (if not null) gets its tile rows. Every block of the cluster runs the
 // same pieces in the same order (they depend on kv_lens and the block tables only).
 template <int D>
 __device__ __forceinline__ int cluster_piece(const VerifyRope& rope, const int* block_tables,
                                              const int* kv_lens, __nv_bfloat16* out, int r0,
                                              int stop, int num_rows, int hq, int hkv,
                                              int block_size, int max_blocks, float scale,
-                                             __nv_bfloat16* smem) {
+                                             int mt, int* tile_out, __nv_bfloat16* smem) {
   using T = VerifyTile<D>;
   using S = ClusterSmem<D>;
   constexpr int RT = T::kRowsPerThread;
   constexpr int CH = T::kChunks;
   constexpr int kRowStep = kThreads / CH;
   const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-  const int rank = static_cast<int>(cluster.block_rank()), kvh = blockIdx.y;
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int kvh = static_cast<int>(blockIdx.y) % hkv;
   const int group = hq / hkv;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, c = lane & 3;
@@ -883,6 +898,10 @@ __device__ __forceinline__ int cluster_piece(const VerifyRope& rope, const int* 
     return min(start + cap, r0 + s_fwd + 1) - r0;
   }
   const int n = min(cap, s_fwd + 1);  // step rows of this piece: kv_lens len0 .. len0 + n - 1
+  const int rows = n * group;  // the piece's tile rows (step row i / group, head i % group)
+  if (tile_out != nullptr) *tile_out = rows;
+  const int t0 = mt * 16;      // this cluster's m16 tile: tile rows [t0, t0 + 16)
+  if (t0 >= rows) return n;    // the piece has fewer tiles (cluster-uniform)
   // this block's keys: the union [lo, hi) of its rows' ranges (row j: [rank chunk_j,
   // min((rank + 1) chunk_j, len_j)), chunk_j = cluster_chunk(len_j); the rows' chunks differ
   // by at most a tile), tiles from lo (a multiple of 64); lo = hi = 0: no keys here
@@ -897,8 +916,7 @@ __device__ __forceinline__ int cluster_piece(const VerifyRope& rope, const int* 
   }
   if (hi == 0) lo = 0;
   const int n_tiles = hi > lo ? (hi - lo + kBKV - 1) / kBKV : 0;
-  const int rows = n * group;
-  const int mt_count = rows <= 16 ? 1 : rows <= 32 ? 2 : 4;
+  const int mrows = min(16, rows - t0);  // this tile's rows that hold a (step row, head)
   if (lo != guess_lo || hi > guess_hi) lookup(lo, hi, 0, page);
   // the step's keys in [lo, hi): the run's rows from its first in the step (back rows before
   // r0) append keys first, first + 1, ... (one each, at kv_len - 1)
@@ -954,18 +972,18 @@ __device__ __forceinline__ int cluster_piece(const VerifyRope& rope, const int* 
 
   const size_t pitch = static_cast<size_t>(hq + 2 * hkv) * D;
   if (n_tiles > 0) {  // block-uniform: a block without keys needs no q
-    // the piece's q rows of this kv head's heads into the Q tile (zeros past them)
-    for (int i = warp; i < mt_count * 16; i += kWarps) {  // warp-uniform
+    // this tile's q rows (piece tile rows t0 + i) into the Q tile (zeros past the piece's)
+    for (int i = warp; i < 16; i += kWarps) {  // warp-uniform
       const SwizzledRow<CH> dst{sq, i};
-      if (i >= rows) {
+      if (i >= mrows) {
         for (int e = lane; e < D; e += 32) dst[e] = atlas::f32_to_bf16(0.f);
         continue;
       }
-      const int row = r0 + i / group, h = kvh * group + i % group;
+      const int row = r0 + (t0 + i) / group, h = kvh * group + (t0 + i) % group;
       atlas::rope::norm_rope_row<false>(
           rope.qkv + static_cast<size_t>(row) * pitch + static_cast<size_t>(h) * D, dst, wq,
-          normed, false, rope.cos_sin + static_cast<size_t>(s_qpos[i / group]) * D, D, D,
-          rope.eps, lane);
+          normed, false, rope.cos_sin + static_cast<size_t>(s_qpos[(t0 + i) / group]) * D, D,
+          D, rope.eps, lane);
     }
     // the step's keys in the range: normed and rotated into the staging area, appended
     for (int j = warp; j < key_hi - key_lo; j += kWarps) {  // warp-uniform
@@ -992,14 +1010,14 @@ __device__ __forceinline__ int cluster_piece(const VerifyRope& rope, const int* 
   }
   __syncthreads();  // the Q tile and the staged keys
 
-  const int mt = warp % mt_count, slice = warp / mt_count;
-  int key_first[2], last[2];  // row i of the tile (step row i / group): its own keys here
+  // warp w: keys [16 w, 16 w + 16) of every tile, for the tile's 16 rows
+  int key_first[2], last[2];  // tile row i (step row (t0 + i) / group): its own keys here
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
-    const int i = mt * 16 + g + 8 * hh;
-    const int len_i = len0 + i / group, chunk_i = cluster_chunk(len_i);
-    key_first[hh] = i < rows ? rank * chunk_i : 0x7fffffff;
-    last[hh] = i < rows ? min(rank * chunk_i + chunk_i, len_i) - 1 : -1;
+    const int i = g + 8 * hh;
+    const int len_i = len0 + (t0 + i) / group, chunk_i = cluster_chunk(len_i);
+    key_first[hh] = i < mrows ? rank * chunk_i : 0x7fffffff;
+    last[hh] = i < mrows ? min(rank * chunk_i + chunk_i, len_i) - 1 : -1;
   }
   const float scale_log2 = scale * atlas::kAttnLog2e;
   float o[D / 8][4];
@@ -1034,13 +1052,11 @@ __device__ __forceinline__ int cluster_piece(const VerifyRope& rope, const int* 
       }
       __syncthreads();
     }
-    for (int sub = 0; sub < mt_count; ++sub) {
-      const int k0 = slice * 16 * mt_count + sub * 16;  // the 16 keys, within the tile
-      float s[2][4];
-      tile_scores<D>(sq, sk, mt, k0, lane, s);
-      tile_softmax_pv<D>(s, t_lo + k0 + 2 * c, key_first, last, scale_log2, m_run, l_run, o, sv,
-                         k0, lane);
-    }
+    const int k0 = warp * 16;  // the warp's 16 keys, within the tile
+    float s[2][4];
+    tile_scores<D>(sq, sk, 0, k0, lane, s);
+    tile_softmax_pv<D>(s, t_lo + k0 + 2 * c, key_first, last, scale_log2, m_run, l_run, o, sv,
+                       k0, lane);
   }
   atlas::cp_async_wait<0>();  // only empty groups remain; none may outlive the ring
   __syncthreads();            // every warp is done with the ring and the Q tile
@@ -1054,15 +1070,14 @@ __device__ __forceinline__ int cluster_piece(const VerifyRope& rope, const int* 
   float* bl = bm + kMaxRows;
   stash_tile_partials<D>(o, m_run, l_run, so, sm, sl);
   __syncthreads();
-  const int slices = kWarps / mt_count;
-  for (int idx = tid; idx < rows * D; idx += kThreads) {
-    const int i = idx / D, d = idx % D, m_tile = i / 16, rl = i % 16;
+  for (int idx = tid; idx < mrows * D; idx += kThreads) {
+    const int i = idx / D, d = idx % D;
     float mx = kNoKey;
-    for (int w = 0; w < slices; ++w) mx = fmaxf(mx, sm[(m_tile + w * mt_count) * 16 + rl]);
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, sm[w * 16 + i]);
     float total = 0.f, acc = 0.f;
     if (mx != kNoKey) {
-      for (int w = 0; w < slices; ++w) {
-        const int at = (m_tile + w * mt_count) * 16 + rl;
+      for (int w = 0; w < kWarps; ++w) {  // in key order, whatever the step's tile count
+        const int at = w * 16 + i;
         const float wt = exp2f(sm[at] - mx);
         total += sl[at] * wt;
         acc += so[at * D + d] * wt;
@@ -1081,7 +1096,7 @@ __device__ __forceinline__ int cluster_piece(const VerifyRope& rope, const int* 
   // (one distributed-shared-memory trip); the second barrier keeps every block's partials
   // alive until its peers have read them.
   cluster.sync();
-  const int total_elems = rows * D, per = (total_elems + kClusterBlocks - 1) / kClusterBlocks;
+  const int total_elems = mrows * D, per = (total_elems + kClusterBlocks - 1) / kClusterBlocks;
   const int e_end = min((rank + 1) * per, total_elems);
   for (int e = rank * per + tid; e < e_end; e += kThreads) {
     const int i = e / D, d = e % D;
@@ -1104,7 +1119,8 @@ __device__ __forceinline__ int cluster_piece(const VerifyRope& rope, const int* 
         acc = fmaf(w, po[r], acc);
       }
     }
-    const size_t orow = static_cast<size_t>(r0 + i / group) * hq + kvh * group + i % group;
+    const size_t orow =
+        static_cast<size_t>(r0 + (t0 + i) / group) * hq + kvh * group + (t0 + i) % group;
     out[orow * D + d] = atlas::f32_to_bf16(top != kNoKey ? acc / total : 0.f);
   }
   cluster.sync();
@@ -1119,10 +1135,23 @@ __device__ __forceinline__ void decode_attn_verify_cluster(
   const int window = (num_rows + static_cast<int>(gridDim.z) - 1) / static_cast<int>(gridDim.z);
   const int first = static_cast<int>(blockIdx.z) * window;
   const int stop = min(first + window, num_rows);
+  // grid y: kv head fastest, then this cluster's m16 tile of every piece (of `slots`)
+  const int slots = static_cast<int>(gridDim.y) / hkv, mt0 = static_cast<int>(blockIdx.y) / hkv;
+  __shared__ int s_tile_rows;  // the piece's tile rows (thread 0 writes, after a barrier)
   for (int r0 = first; r0 < stop;) {
-    __syncthreads();  // the piece before is done with the shared memory
-    r0 += cluster_piece<D>(rope, block_tables, kv_lens, out, r0, stop, num_rows, hq, hkv,
-                           block_size, max_blocks, scale, smem);
+    int advance = 1;
+    // tiles mt0, mt0 + slots, ... of the piece at r0 (one tile when the launch has a slot a
+    // tile: ops/attention_verify.py cluster_tile_slots)
+    for (int mt = mt0;; mt += slots) {
+      __syncthreads();  // the tile before is done with the shared memory
+      if (threadIdx.x == 0) s_tile_rows = 0;
+      advance = cluster_piece<D>(rope, block_tables, kv_lens, out, r0, stop, num_rows, hq,
+                                 hkv, block_size, max_blocks, scale, mt,
+                                 threadIdx.x == 0 ? &s_tile_rows : nullptr, smem);
+      __syncthreads();
+      if ((mt + slots) * 16 >= s_tile_rows) break;
+    }
+    r0 += advance;
   }
 }
 

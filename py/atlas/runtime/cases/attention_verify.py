@@ -325,27 +325,40 @@ def verify_rope_cases(rng: np.random.Generator) -> list[KernelCase]:
 
 
 # ---- the clustered entry point (decode_attn_verify_cluster_bf16) ----------------------------
+#: `cuts` of verify_cluster_case: every row launched as a step of its own
+PER_ROW = (-1,)
+
+
 def verify_cluster_case(rng: np.random.Generator, name: str, g: Geometry, seqs: list[Seq],
                         normed: bool = True, pad: int = 0, window: int = 0,
-                        split_at: int = 0) -> KernelCase:
+                        cuts: tuple[int, ...] = (), slot_rows: int = 0) -> KernelCase:
     """The rows of `seqs` from their qkv rows (`_rope_step`) on the clustered entry: each
     row's k and v appended at its slot, each row attending its own keys, one cluster per
-    (kv head, piece). Launched twice (the same rows rewritten: a second launch reads the
-    keys the first appended, and must compute the same). `window`: rows per cluster
-    (default: the most rows of one sequence, as the model launches it). `split_at` > 0 (one
-    sequence): then rows [0, split_at) and [split_at, rows) launched apart into out_split,
-    which must hold out's bits: a row computes the same whichever rows share its step (a
-    speculative step's row j and the step after's row 0 at that position; the pieces' last
-    rows take other key partitions than the whole step's)."""
+    (kv head, piece, m16 tile). Launched twice (the same rows rewritten: a second launch
+    reads the keys the first appended, and must compute the same). `window`: rows per
+    cluster (default: the most rows of one sequence, as the model launches it). `cuts` (one
+    sequence; PER_ROW: every row): then the step launched again as the steps [0, c1),
+    [c1, c2), ..., [c_last, rows) into out_split, which must hold out's bits: a row computes
+    the same whichever rows share its step and however many m16 tiles the step's rows x q
+    heads fill (a speculative step's row j and the step after's row 0 at that position, a
+    K = 4 step of Qwen3-8B, two tiles, and a plain decode row of the same kernel, one; the
+    pieces' last rows take other key partitions than the whole step's). `slot_rows` > 0:
+    the launches' tile slots sized for pieces of that many rows (ops/attention_verify.
+    cluster_tile_slots), fewer than the step's: a cluster then serves several of a piece's
+    tiles in turn (as under ATLAS_DECODE_ATTN_VERIFY_TILE_CLUSTERS=0 with one slot)."""
     inputs, lens, step_oracle, p_tol = _rope_step(rng, g, seqs, normed, pad)
     rows, d = len(lens), g.head_dim
     max_blocks = inputs["block_tables"].shape[1]
-    window = window or 1 + max(k for _, k in seqs)
-    if split_at and (len(seqs) != 1 or not 0 < split_at < rows):
-        raise ValueError(f"{name}: split_at={split_at} needs one sequence of more rows")
+    step_rows = 1 + max(k for _, k in seqs)
+    window = window or step_rows
+    cuts = tuple(range(1, rows)) if cuts == PER_ROW else cuts
+    if cuts and (len(seqs) != 1 or list(cuts) != sorted(set(cuts))
+                 or not 0 < cuts[0] <= cuts[-1] < rows):
+        raise ValueError(f"{name}: cuts={cuts} need one sequence of more rows, increasing")
 
     def launch(kc: KernelCache, stream: Stream, p: dict[str, DevicePtr], out: DevicePtr,
                first: int, count: int, rows_per_block: int) -> None:
+        """Rows [first, first + count) as one launch (a sequence's rows at most step_rows)."""
         qkv_row, i32 = (g.hq + 2 * g.hkv) * d * 2, 4
         decode_attention_verify_cluster(
             kc, stream, p["qkv"] + first * qkv_row, p["k_cache"], p["v_cache"],
@@ -353,15 +366,16 @@ def verify_cluster_case(rng: np.random.Generator, name: str, g: Geometry, seqs: 
             p["positions"] + first * i32, p["slots"] + first * i32,
             p["block_tables"] + first * max_blocks * i32, p["kv_lens"] + first * i32,
             out + first * g.hq * d * 2, count, g.hq, g.hkv, d, g.block_size, max_blocks,
-            g.scale, EPS, rows_per_block=rows_per_block)
+            g.scale, EPS, rows_per_block=rows_per_block,
+            step_rows=min(slot_rows or step_rows, count))
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = KernelCache(backend)
         for _ in range(2):
             launch(kc, stream, p, p["out"], 0, rows, window)
-        if split_at:
-            launch(kc, stream, p, p["out_split"], 0, split_at, split_at)
-            launch(kc, stream, p, p["out_split"], split_at, rows - split_at, rows - split_at)
+        bounds = (0, *cuts, rows) if cuts else ()
+        for first, stop in zip(bounds, bounds[1:]):
+            launch(kc, stream, p, p["out_split"], first, stop - first, stop - first)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         want = step_oracle(x)
@@ -371,13 +385,14 @@ def verify_cluster_case(rng: np.random.Generator, name: str, g: Geometry, seqs: 
     atol, rtol = ATTN_TOL
     caches, owned = _cache_outputs(inputs)
     out_spec = OutputSpec(DType.BF16, (rows, g.hq, d), (atol + p_tol, rtol))
-    outputs = {"out": out_spec, **({"out_split": out_spec} if split_at else {}), **caches}
+    outputs = {"out": out_spec, **({"out_split": out_spec} if cuts else {}), **caches}
     return KernelCase(name, "attention_verify", inputs, outputs, run, oracle, owned,
                       reference_abs_tol=p_tol,
-                      same_bits=(("out", "out_split"),) if split_at else ())
+                      same_bits=(("out", "out_split"),) if cuts else ())
 
 
-#: (name, geometry, sequences[, normed, pad, window, split_at]) of the clustered entry: K = 1..4
+#: (name, geometry, sequences[, normed, pad, window, cuts, slot_rows]) of the clustered entry:
+#: K = 1..4
 #: at the contexts that put the step's keys at a block's start, end and across blocks
 #: (64 ceil(L / 512) keys a block), one to several 64-key tiles a block; GQA 4 and 8, D 128, 256
 VERIFY_CLUSTER_SHAPES = [
@@ -411,11 +426,42 @@ VERIFY_CLUSTER_SHAPES = [
     # where the step's rows straddle a change of the key partition (a multiple of 512 keys):
     # rows at 510..513 keys split 3 + 1, 1022..1025 split 2 + 2, D 256 at 1534..1537
     ("verify cluster D128 gqa4 b1 K3 ctx509 split3", Geometry(32, 8, 128, 16), [(509, 3)],
-     True, 0, 0, 3),
+     True, 0, 0, (3,)),
     ("verify cluster D128 gqa4 b1 K3 ctx1021 split2", Geometry(32, 8, 128, 16), [(1021, 3)],
-     True, 0, 0, 2),
+     True, 0, 0, (2,)),
     ("verify cluster D256 gqa4 b1 K3 ctx1533 split1", Geometry(16, 4, 256, 16), [(1533, 3)],
-     True, 0, 0, 1),
+     True, 0, 0, (1,)),
+    # tile-count invariance: every row of a K-draft step equals, bit for bit, the same row
+    # launched alone (a plain decode row of this kernel: one m16 tile up to group 16), for
+    # K = 1..7 on Qwen3-8B's heads (group 4: 8..32 tile rows, one or two tiles) and on group
+    # 8 (16..64: one to four tiles), at contexts whose rows cross a change of the key
+    # partition (multiples of 512 keys) or start a block's range (multiples of 64)
+    *((f"verify cluster D128 gqa4 b1 K{k} ctx{h} per-row", Geometry(32, 8, 128, 16),
+       [(h, k)], True, 0, 0, PER_ROW)
+      for k, h in ((1, 511), (2, 100), (3, 1022), (4, 509), (5, 64), (6, 1530), (7, 1020))),
+    *((f"verify cluster D128 gqa8 b1 K{k} ctx{h} per-row", Geometry(32, 4, 128, 16),
+       [(h, k)], True, 0, 0, PER_ROW)
+      for k, h in ((1, 0), (2, 511), (3, 1021), (4, 63), (5, 2044), (6, 300), (7, 508))),
+    # Qwen3-8B's K = 4 step (two tiles) cut as K = 3 + a plain row (one tile each), and
+    # Qwen3.5's heads (D 256, group 8) at K = 4: 40 tile rows, three tiles, per row
+    ("verify cluster D128 gqa4 b1 K4 ctx1020 split4", Geometry(32, 8, 128, 16), [(1020, 4)],
+     True, 0, 0, (4,)),
+    ("verify cluster D256 gqa8 b1 K4 ctx1530 per-row", Geometry(16, 2, 256, 16), [(1530, 4)],
+     True, 0, 0, PER_ROW),
+    # group 16 at K = 7: two pieces of four tiles (4 rows x 16 heads) vs 8 one-tile steps
+    ("verify cluster D64 gqa16 b1 K7 ctx333 per-row", Geometry(16, 1, 64, 32), [(333, 7)],
+     True, 0, 0, PER_ROW),
+    # tiles in turn: one slot (K = 4 of Qwen3-8B, two tiles on one cluster a kv head; group
+    # 16's pieces of four), two slots for group 8's four tiles (tiles 0, 2 and 1, 3), and a
+    # mixed batch whose five-row piece's second tile follows its first
+    ("verify cluster D128 gqa4 b1 K4 ctx509 per-row in-turn", Geometry(32, 8, 128, 16),
+     [(509, 4)], True, 0, 0, PER_ROW, 1),
+    ("verify cluster D128 gqa8 b1 K7 ctx1020 per-row slots2", Geometry(32, 4, 128, 16),
+     [(1020, 7)], True, 0, 0, PER_ROW, 3),
+    ("verify cluster D64 gqa16 b1 K7 ctx333 per-row in-turn", Geometry(16, 1, 64, 32),
+     [(333, 7)], True, 0, 0, PER_ROW, 1),
+    ("verify cluster D128 gqa4 b4 mixed window3 in-turn", Geometry(32, 8, 128, 16),
+     [(574, 2), (1000, 0), (1001, 4), (63, 1)], True, 0, 3, (), 1),
 ]
 
 

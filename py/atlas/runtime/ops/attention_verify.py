@@ -43,6 +43,10 @@ VERIFY_MAX_RUN = 32
 #: blocks of a cluster of the clustered entry (attention_verify.cu kClusterBlocks): the
 #: splits of every row, each 64 ceil(L / (64 VERIFY_CLUSTER_BLOCKS)) keys of the row's L
 VERIFY_CLUSTER_BLOCKS = 8
+#: tile rows of an m16 tile: the clustered entry serves each m16 tile of a piece's rows with a
+#: cluster of its own, so a row's arithmetic is that of a one-tile step whatever the step's
+#: tile count
+VERIFY_MMA_ROWS = 16
 #: most splits: the merge keeps the rows' split weights and l's, 2 x [VERIFY_MAX_ROWS][splits]
 #: f32, and their sums in the ring (32.25 KiB at 64, the D = 64 ring is 48; decode_splits
 #: never asks for more)
@@ -110,6 +114,21 @@ def uses_cluster(kc: KernelCache, step_keys: int) -> bool:
     ATLAS_DECODE_ATTN_VERIFY_CLUSTER=0) and a sequence's rows within its key staging
     (VERIFY_MAX_STEP_ROWS)."""
     return kc.routes.decode_attn_verify_cluster and step_keys <= VERIFY_MAX_STEP_ROWS
+
+
+def cluster_tile_slots(hq: int, hkv: int, step_rows: int, side_by_side: bool = True) -> int:
+    """Clusters per (kv head, window) of the clustered entry (`side_by_side`,
+    routes.decode_attn_verify_tile_clusters): the m16 tiles of the longest piece a launch
+    holds, `step_rows` rows of one sequence (at most the kernel's piece cap,
+    min(VERIFY_MAX_STEP_ROWS, VERIFY_MAX_ROWS / group)) times the group's q heads; else 1.
+    Cluster slot t serves tiles t, t + slots, ... of every piece in turn, each with one
+    tile's arithmetic, so a row computes what it computes in a one-tile step: the same bits
+    in every step (K = 3 and K = 4 of Qwen3-8B: 16 and 20 tile rows, one and two tiles)."""
+    if not side_by_side:
+        return 1
+    group = hq // hkv
+    rows = min(step_rows, VERIFY_MAX_STEP_ROWS, VERIFY_MAX_ROWS // group) * group
+    return -(-rows // VERIFY_MMA_ROWS)
 
 
 def rope_fits(hq: int, hkv: int, head_dim: int, q_pitch: int, rotary_dim: int,
@@ -229,7 +248,7 @@ def decode_attention_verify_cluster(kc: KernelCache, stream: Stream, qkv: Device
                                     block_tables: DevicePtr, kv_lens: DevicePtr, out: DevicePtr,
                                     num_rows: int, hq: int, hkv: int, head_dim: int,
                                     block_size: int, max_blocks: int, scale: float, eps: float,
-                                    rows_per_block: int = 1) -> None:
+                                    rows_per_block: int = 1, step_rows: int = 0) -> None:
     """What decode_attention_verify_rope computes (qk_norm_rope_kv's append of every row's
     k and v, then each row's attention over its own kv_len keys; q is not written), in one
     launch of thread-block clusters: each piece of a sequence's rows is served per kv head by
@@ -237,22 +256,31 @@ def decode_attention_verify_cluster(kc: KernelCache, stream: Stream, qkv: Device
     (chunk = 64 ceil(L / (64 VERIFY_CLUSTER_BLOCKS)) of the row's own L: whole tiles at
     absolute positions), merged through distributed shared memory in block order. No partial
     buffers, no split count, no ticket: nothing to zero. Within float rounding of the unfused
-    path, not bit for bit (its own chunking); a row's bits do not depend on the other rows of
-    its step (with the same m16 tile count), which speculative decoding's acceptance needs.
+    path, not bit for bit (its own chunking, tensor-core sums); a row's bits do not depend on
+    the other rows of its step, which speculative decoding's acceptance needs: a piece's
+    (row, q head) pairs are cut into m16 tiles, each served by a cluster of its own
+    (`cluster_tile_slots` per kv head and window) whose warps each take the same 16 keys of
+    every 64-key tile, so a row's key partition, online softmax and merge orders are a
+    one-tile step's whatever the tile count of its step (a plain row's: the same kernel on
+    a run of one row). A piece's tiles run side by side, or in turn on one cluster per kv
+    head under ATLAS_DECODE_ATTN_VERIFY_TILE_CLUSTERS=0.
 
     Runs of one sequence's rows (attention_verify.cu's neighbour search) must be at most
     VERIFY_MAX_STEP_ROWS rows (the kernel traps otherwise; the model's are K + 1, `uses_cluster`).
     Read before the kernel's PDL wait: kv_lens, block_tables and the cached rows of earlier
     positions (and the norm weights), as decode_attention_rope does: launch it right after
     the qkv projection. `rows_per_block`: the rows of each cluster's window, as
-    decode_attention_verify's."""
+    decode_attention_verify's. `step_rows`: the most rows of one sequence in the launch
+    (0: rows_per_block, the model's launch, whose window is a sequence's K + 1 rows): it
+    sizes the tile slots (a longer piece's extra tiles run in turn, correct but slower)."""
     name = "decode_attention_verify_cluster"
     if not fits(hq, hkv, head_dim):
         raise ValueError(f"{name}: head_dim={head_dim} (needs one of {VERIFY_HEAD_DIMS}), "
                          f"hq={hq} and hkv={hkv} (a group of at most {VERIFY_MAX_ROWS})")
-    if num_rows < 1 or max_blocks < 1 or block_size < 1 or rows_per_block < 1:
-        raise ValueError(f"{name}: need num_rows, max_blocks, block_size, rows_per_block >= 1, "
-                         f"got {num_rows}, {max_blocks}, {block_size}, {rows_per_block}")
+    if num_rows < 1 or max_blocks < 1 or block_size < 1 or rows_per_block < 1 or step_rows < 0:
+        raise ValueError(f"{name}: need num_rows, max_blocks, block_size, rows_per_block >= 1 "
+                         f"and step_rows >= 0, got {num_rows}, {max_blocks}, {block_size}, "
+                         f"{rows_per_block}, {step_rows}")
     if bool(q_norm_w) != bool(k_norm_w):
         raise ValueError(f"{name}: q_norm_w and k_norm_w must both be set or both be 0")
     # the v heads of qkv and the cache rows move 16 bytes at a time, cos/sin as floats
@@ -262,7 +290,9 @@ def decode_attention_verify_cluster(kc: KernelCache, stream: Stream, qkv: Device
             raise ValueError(f"{name}: {what} pointer {ptr:#x} is not {align}-byte aligned")
     launch = kc.get_with_shared(DECODE_ATTN_VERIFY_CLUSTER,
                                 verify_cluster_smem_bytes(max(VERIFY_HEAD_DIMS)))
-    launch(stream, (VERIFY_CLUSTER_BLOCKS, hkv, -(-num_rows // rows_per_block)), VERIFY_THREADS,
-           verify_cluster_smem_bytes(head_dim),
+    tile_slots = cluster_tile_slots(hq, hkv, step_rows or rows_per_block,
+                                    kc.routes.decode_attn_verify_tile_clusters)
+    launch(stream, (VERIFY_CLUSTER_BLOCKS, hkv * tile_slots, -(-num_rows // rows_per_block)),
+           VERIFY_THREADS, verify_cluster_smem_bytes(head_dim),
            qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
            kv_lens, out, num_rows, hq, hkv, head_dim, block_size, max_blocks, scale, eps)

@@ -162,6 +162,12 @@ what it asked for each time, and importing Atlas never depends on the environmen
   step's attention). Measured (gpu28, 2026-12-02, Qwen3-8B b1 K = 3 ctx 512): 26.48 us a
   call against 38.19 + 2.82, the verification step 1.164x a plain one (1.271x), bench_spec
   at p = 0.7 430.6 tok/s = 2.02x plain against 1.82x, the output equal to the reference.
+  ATLAS_DECODE_ATTN_VERIFY_TILE_CLUSTERS=0: the clustered entry's m16 tiles of a piece (a
+  sequence's rows x q heads: Qwen3-8B's K = 4 has two) served in turn by one cluster per kv
+  head, each tile reading the K/V again from L2, instead of side by side by a cluster each
+  (the default, ops/attention_verify.cluster_tile_slots). Both give every row a one-tile
+  step's bits (session 12: before, a two-tile step's warps split the keys otherwise, and the
+  K policy's K = 4 steps left the K = 3 reference: gpu30 acceptance 0.32 for 0.7). Unmeasured.
 * ATLAS_PREFILL_ATTN_SM90=0: prefill attention never on the Hopper wgmma kernel
   (attention_sm90, head_dim 128 and 256), always on prefill_attn_bf16.
 * ATLAS_PREFILL_ATTN_QREG=1: head_dim-128 prefill attention on the wgmma kernel's Q-in-
@@ -427,6 +433,7 @@ class KernelRoutes:
     decode_attn_verify_min_keys: int = 64
     decode_attn_verify_rope: bool = False
     decode_attn_verify_cluster: bool = True
+    decode_attn_verify_tile_clusters: bool = True
     prefill_attn_sm90: bool = True
     prefill_attn_qreg: bool = False
     prefill_attn_wide: bool = True
@@ -547,6 +554,8 @@ class KernelRoutes:
                                                       False),
                    decode_attn_verify_cluster=env_switch(
                        env, "ATLAS_DECODE_ATTN_VERIFY_CLUSTER", True),
+                   decode_attn_verify_tile_clusters=env_switch(
+                       env, "ATLAS_DECODE_ATTN_VERIFY_TILE_CLUSTERS", True),
                    prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", True),
                    prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
                    prefill_attn_wide=env_switch(env, "ATLAS_PREFILL_ATTN_WIDE", True),
