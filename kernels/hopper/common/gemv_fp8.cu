@@ -114,9 +114,15 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
 }
 
 // m == 1 on the hardware E4M3 convert (see the top of this file): the batch-1 route of
-// ops/matmul_quant.uses_core_single. Launch bounds: 64 registers or fewer, so eight 4-warp
-// blocks (k <= 4096: 32 warps, 128 KiB of weights in flight) or four 8-warp ones fit an SM.
-extern "C" __global__ void __launch_bounds__(kMaxThreads, 4)
+// ops/matmul_quant.uses_core_single. Launch bounds: 64 registers or fewer on sm_90a, so eight
+// 4-warp blocks (k <= 4096: 32 warps, 128 KiB of weights in flight) or four 8-warp ones fit
+// an SM; sm_121 (gb10) spills under 64 (92 bytes): 80 there, three 8-warp blocks.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+constexpr int kCvtBlocksPerSm = 3;
+#else
+constexpr int kCvtBlocksPerSm = 4;
+#endif
+extern "C" __global__ void __launch_bounds__(kMaxThreads, kCvtBlocksPerSm)
     gemv_fp8_cvt_bf16_single(const __nv_bfloat16* x, const uint8_t* w, ATLAS_FP8_ARGS) {
   if (m != 1) __trap();
   gemv_rows<1, false>(plain_x(x, k), ATLAS_FP8_CVT_FMT, w, y, n, k, partial_sums);
