@@ -446,7 +446,7 @@ class QuantLinear:
 
     def describe(self) -> str:
         extra = ((" ring" if self.ring else "") + (" lut" if self.lut else "")
-                 + (f" n{self.narrow}" if self.narrow else "")
+                 + (f" n{self.narrow}" if self.narrow else "") + (" tc" if self.tc else "")
                  + (" +swiglu" if self.swiglu else "") + (" f32" if self.logits else ""))
         return f"m={self.m} n={self.n} k={self.k} {self.fmt}{extra}"
 

@@ -34,10 +34,10 @@ def fp8_linear_case(rng: np.random.Generator, layout: str, m: int, n: int, k: in
                     tile_loop: bool | None = None, narrow: int | None = None,
                     core: bool = False) -> KernelCase:
     """`core` (m = 1): the CUDA-core GEMV decoding by the hardware convert
-    (gemv_fp8_cvt_bf16_single, routes.quant_fp8_core); `mma`: the tensor-core GEMV (module gemv_mma_quant; `direct`: its register-fed
-    kernel, module gemv_quant_direct, `staged` its shared-memory-staged variant, `tile_loop`
-    False its pipelined loop, `narrow` 1 / 2 its narrow pipelined loops), else the CUDA-core
-    route; `logits`: f32 outputs."""
+    (gemv_fp8_cvt_bf16_single, routes.quant_fp8_core); `mma`: the tensor-core GEMV (module
+    gemv_mma_quant; `direct`: its register-fed kernel, module gemv_quant_direct, `staged` its
+    shared-memory-staged variant, `tile_loop` False its pipelined loop, `narrow` 1 / 2 its
+    narrow pipelined loops), else the CUDA-core route; `logits`: f32 outputs."""
     codes, scales, smap = random_fp8(rng, n, k, layout)
     loop = f"_n{narrow}" if narrow else "_pipe" if tile_loop is False else ""
     kind, module = ((f"gemv_qd{'_staged' if staged else ''}_fp8{loop}", "gemv_quant_direct")
