@@ -237,7 +237,7 @@ def _weights(dev: MockGpuBackend, n: int, k: int) -> dict[str, object]:
 @pytest.mark.parametrize("m, func", [(1, "_small"), (8, "_small"), (9, ""), (64, "")])
 def test_decode_batches_take_the_tensor_core_gemv(fmt: str, m: int, func: str) -> None:
     dev = _quant_mock()
-    kc = KernelCache(dev)
+    kc = KernelCache(dev, KernelRoutes(quant_fp8_core=False))
     n, k = 4100, 1024
     w = _weights(dev, n, k)[fmt]
     x, y = dev.alloc(m * k * 2), dev.alloc(m * n * 2)
@@ -273,6 +273,28 @@ def test_cuda_core_down_projection_fuses_swiglu_only_for_short_rows(k: int, func
     QuantLinear(w).linear_silu(KernelCache(dev), 0, dev.alloc(2 * k * 2), dev.alloc(512), 1,
                                act_scratch=dev.alloc(k * 2))
     assert [r.func for r in dev.drain_launches()] == funcs
+
+
+@pytest.mark.parametrize("k, threads", [(4096, 128), (12288, 256), (1536, 64)])
+def test_one_fp8_row_takes_the_convert_gemv_by_default(k: int, threads: int) -> None:
+    """Batch 1 (qkv, o_proj, down) on gemv_fp8_cvt_bf16_single: 4 rows a block, two 16-byte
+    chunks of each row per thread (256 threads at most); ATLAS_QUANT_FP8_CORE=0, more rows,
+    NVFP4 and a forced tensor-core product keep the tensor-core GEMV."""
+    dev = _quant_mock()
+    n = 4100
+    weights = _weights(dev, n, k)
+    x, y = dev.alloc(2 * 8 * k), dev.alloc(2 * 8 * n)
+    matmul_quant.linear_quant(KernelCache(dev), 0, x, weights["fp8"], y, 1)
+    (rec,) = dev.drain_launches()
+    assert (rec.module, rec.func) == ("gemv_fp8", "gemv_fp8_cvt_bf16_single")
+    assert rec.grid[0] == -(-n // 4) and rec.block[0] == threads and rec.shared == 0
+    assert (rec.args["x"], rec.args["y"], rec.args["m"], rec.args["k"]) == (x, y, 1, k)
+    others = [(KernelRoutes(quant_fp8_core=False), "fp8", 1, None),
+              (KernelRoutes(), "fp8", 2, None), (KernelRoutes(), "nvfp4", 1, None),
+              (KernelRoutes(quant_fp8_core=True), "fp8", 1, True)]
+    for routes, fmt, m, mma in others:
+        matmul_quant.linear_quant(KernelCache(dev, routes), 0, x, weights[fmt], y, m, mma=mma)
+        assert [r.module for r in dev.drain_launches()] == ["gemv_mma_quant"]
 
 
 @pytest.mark.parametrize("case", ["prefill", "switched off", "k % 64", "narrow blocks", "gb10"])
@@ -348,8 +370,8 @@ def _direct_mock() -> HopperQuantMock:
 
 
 #: the register-fed kernel's own loops (its staged variant has tests of its own,
-#: test_quant_staged.py)
-REGISTER_FED = KernelRoutes(quant_staged=False)
+#: test_quant_staged.py), for one FP8 row too (not the convert GEMV)
+REGISTER_FED = KernelRoutes(quant_staged=False, quant_fp8_core=False)
 
 
 @pytest.mark.parametrize("fmt", ["fp8", "nvfp4"])
@@ -514,6 +536,9 @@ def test_a_quantized_dense_mlp_runs_two_launches_at_decode() -> None:
     assert gate_up.func == "gemv_qd_fp8_swiglu_bf16" and gate_up.args["y"] == bufs["act"]
     assert down.func == "gemv_qd_fp8_bf16" and down.args["x"] == bufs["act"]
     assert down.args["y"] == bufs["delta"]
+    mlp.forward(KernelCache(dev, KernelRoutes(quant_staged=False)), 0, b, 1)  # the default:
+    assert [r.func for r in dev.drain_launches()] == ["gemv_qd_fp8_swiglu_bf16",  # down on
+                                                      "gemv_fp8_cvt_bf16_single"]  # the convert
     mlp.forward(KernelCache(dev, REGISTER_FED), 0, b, 9)
     assert [r.func for r in dev.drain_launches()] == ["gemv_mma_fp8_bf16", "silu_mul_bf16",
                                                       "gemv_mma_fp8_bf16"]

@@ -578,8 +578,11 @@ E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -
 SCALED_MM_TOL = 6e-2
 
 
-def quant_route(kc: KernelCache, w: Any, m: int) -> str:
-    """The kernel QuantLinear runs an m-row product on (matmul_quant's dispatch)."""
+def quant_route(kc: KernelCache, w: Any, m: int, plain: bool = True) -> str:
+    """The kernel QuantLinear runs an m-row product on (matmul_quant's dispatch); `plain`:
+    a bf16 product (not the SwiGLU-ending gate_up, not f32 logits)."""
+    if plain and matmul_quant.uses_core_single(kc, w, m):
+        return "gemv_fp8_cvt_bf16_single (CUDA cores, hardware E4M3 convert)"
     if matmul_quant.uses_mma(kc, w, m):
         if matmul_quant_mma.uses_direct(kc, w, m):
             if matmul_quant_mma.uses_staged(kc, w):
@@ -632,9 +635,12 @@ def quant_linear_case(env: Env, s: Any) -> Case:
                            n, k)
 
     # a ring row forces the shared-memory ring kernel, a lut row the NVFP4 byte-table decode,
-    # an n1 / n2 row the register-fed kernel's narrow loop (never its staged variant)
+    # an n1 / n2 row the register-fed kernel's narrow loop (never its staged variant), a tc
+    # row one FP8 row on the tensor-core route, never the convert GEMV
     kc = (KernelCache(env.backend, dataclasses.replace(env.kc.routes, quant_direct=False))
           if s.ring else
+          KernelCache(env.backend, dataclasses.replace(env.kc.routes, quant_fp8_core=False))
+          if s.tc else
           KernelCache(env.backend, dataclasses.replace(env.kc.routes, quant_e2m1_lut=True))
           if s.lut else
           KernelCache(env.backend, dataclasses.replace(env.kc.routes, quant_narrow=s.narrow,
@@ -685,9 +691,11 @@ def quant_linear_case(env: Env, s: Any) -> Case:
                                     tol=SCALED_MM_TOL))
         except (RuntimeError, NotImplementedError, TypeError) as exc:
             note = f"torch._scaled_mm does not run at m={m}: {str(exc).splitlines()[0][:120]}"
-    route = (quant_route(kc, probe, m).replace("gemv_quant_direct", "gemv_quant_direct gate_up"
-                                               " + SwiGLU") if s.swiglu
-             else quant_route(kc, probe, m)) + (", E2M1 byte tables" if s.lut else "") + (
+    plain = not s.swiglu and not s.logits
+    route = (quant_route(kc, probe, m, plain).replace("gemv_quant_direct",
+                                                      "gemv_quant_direct gate_up + SwiGLU")
+             if s.swiglu else quant_route(kc, probe, m, plain)) + (
+        ", E2M1 byte tables" if s.lut else "") + (
         ", f32 logits" if s.logits else "")
     return Case(s, make, ours, variants, lambda o, t, r: [("y", o["y"], r)], outputs=("y",),
                 note=note or f"ours: {route} (QuantLinear, m={m})")

@@ -1523,6 +1523,25 @@ stage_quant_narrow() {
   return $rc
 }
 
+# helper quant (session 12), batch-1 FP8 on the CUDA-core convert GEMV (gemv_fp8_cvt_bf16_single,
+# ATLAS_QUANT_FP8_CORE; ~4 minutes): its GPU check cases (gemv_fp8_cvt: 7 cases vs float64),
+# Qwen3-8B's batch-1 FP8 kernel-table rows (qkv, o_proj, gate_up, down: the default = convert
+# GEMV, ` tc` = the tensor-core route), then Qwen3-8B FP8-block decode tok/s at batches 1 / 8
+# with ATLAS_QUANT_FP8_CORE=1 / 0.
+stage_quant_core() {
+  local rc=0 p on sel=(-k "b1 fp8-block tc")
+  "$PY" tools/gpu/check_kernels.py -k gemv_fp8_cvt \
+    --out "$RESULTS/gpu_check_quant_core-$STAMP.json" || rc=1
+  for p in qkv o_proj gate_up down; do sel+=(-k "qwen3-8b $p b1 fp8-block m=1"); done
+  "$PY" tools/gpu/bench_kernels.py "${sel[@]}" --out-dir "$RESULTS/quant_core" || rc=1
+  for on in 1 0; do
+    ATLAS_QUANT_FP8_CORE=$on "$PY" tools/gpu/bench_moe.py --config qwen3-8b --quant fp8-block \
+      --batches 1,8 --new 128 --prefill 512 --hf none \
+      --out "$RESULTS/quant_core_fp8_core$on.json" || rc=1
+  done
+  return $rc
+}
+
 # Session 9's batch-1 MoE A/B (helper moe): every MoE decode check case (the tiled gate/up,
 # routing inside the expert launches, ties, zero-token ids, top-k = experts), then batch-1
 # decode of both full-size synthetic models: old (the defaults, session 8's launches), noroute
@@ -1648,7 +1667,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         throughput_mixed_step decode_gemm_wide_ab headline batch1_ab thru_ab moe_b1_profile
         quant_ab moe_quant_bench thru_b64 spec_profile spec_ring_ab persistent_ab persistent_sweep
         attn_trace verify_attn attn64 attn64_flagship b1lat decode_gemm_tma moe_s8_ab
-        attn_s9 spec_s9 quant_narrow moe_s9_ab s10_ab s11_verify moe_s11_ab)
+        attn_s9 spec_s9 quant_narrow moe_s9_ab s10_ab s11_verify moe_s11_ab quant_core)
 
 # ---- runner -------------------------------------------------------------------------------
 

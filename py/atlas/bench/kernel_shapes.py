@@ -406,7 +406,9 @@ class QuantLinear:
     of its register-fed twin (gemv_quant_direct) that batches of 1..8 rows take. `lut`: the
     twin's NVFP4 entry points on the byte-table decode (ATLAS_QUANT_E2M1_LUT=1), the A/B of
     its bit-move decode. `narrow` 1 / 2: the twin's narrow pipelined loops
-    (ATLAS_QUANT_NARROW: one / two steps a load batch, four / three blocks an SM). `swiglu`:
+    (ATLAS_QUANT_NARROW: one / two steps a load batch, four / three blocks an SM). `tc`: an
+    FP8 row of one batch row kept on the tensor-core route (ATLAS_QUANT_FP8_CORE=0), the A/B
+    of the CUDA-core convert GEMV the plain b1 rows take by default. `swiglu`:
     w is a fused [gate | up] weight and the output the SwiGLU activation [m, n / 2] (the
     gate_up GEMV that ends with it). `logits`: f32 outputs (a quantized LM head, `atlas
     models quantize --lm-head`: the vocabulary-sized product)."""
@@ -419,6 +421,7 @@ class QuantLinear:
     ring: bool = False
     lut: bool = False
     narrow: int = 0
+    tc: bool = False
     swiglu: bool = False
     logits: bool = False
     quick: bool = False
@@ -443,7 +446,7 @@ class QuantLinear:
 
     def describe(self) -> str:
         extra = ((" ring" if self.ring else "") + (" lut" if self.lut else "")
-                 + (f" n{self.narrow}" if self.narrow else "")
+                 + (f" n{self.narrow}" if self.narrow else "") + (" tc" if self.tc else "")
                  + (" +swiglu" if self.swiglu else "") + (" f32" if self.logits else ""))
         return f"m={self.m} n={self.n} k={self.k} {self.fmt}{extra}"
 
@@ -1053,6 +1056,10 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                                        swiglu=True),
                            QuantLinear(label=f"{m.name} lm_head b1 {fmt} n{nw}", m=1,
                                        n=m.vocab, k=m.hidden, fmt=fmt, narrow=nw, logits=True)]
+    # FP8 at batch 1 on the tensor-core route (ATLAS_QUANT_FP8_CORE=0: the A/B of the
+    # convert GEMV that the plain b1 rows above take)
+    shapes += [QuantLinear(label=f"{m.name} {name} b1 fp8-block tc", m=1, n=n, k=k,
+                           fmt="fp8-block", tc=True) for name, n, k in _linears(m)]
     # the NVFP4 byte-table decode at batch 1 (A/B of the bit moves): the four projections
     # and gate_up ending with the SwiGLU
     shapes += [QuantLinear(label=f"{m.name} {name} b1 nvfp4 lut", m=1, n=n, k=k, fmt="nvfp4",

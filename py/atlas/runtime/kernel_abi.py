@@ -181,6 +181,8 @@ _FP8_SCALE = ("scale:ptr y:ptr m:u32 n:u32 k:u32 row_shift:u32 row_stride:u32 co
               "col_stride:u32")
 GEMV_FP8 = S("gemv_fp8", "gemv_fp8_bf16", "x:ptr w:ptr " + _FP8_SCALE)
 GEMV_FP8_SINGLE = S("gemv_fp8", "gemv_fp8_bf16_single", "x:ptr w:ptr " + _FP8_SCALE)
+# ... m == 1 decoded by the hardware E4M3 convert (the batch-1 route, ATLAS_QUANT_FP8_CORE)
+GEMV_FP8_CVT_SINGLE = S("gemv_fp8", "gemv_fp8_cvt_bf16_single", "x:ptr w:ptr " + _FP8_SCALE)
 GEMV_SILU_FP8 = S("gemv_fp8", "gemv_silu_fp8_bf16", "gate_up:ptr w:ptr " + _FP8_SCALE)
 GEMV_SILU_FP8_SINGLE = S("gemv_fp8", "gemv_silu_fp8_bf16_single",
                          "gate_up:ptr w:ptr " + _FP8_SCALE)

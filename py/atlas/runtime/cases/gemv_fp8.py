@@ -31,23 +31,26 @@ def random_fp8(rng: np.random.Generator, n: int, k: int, layout: str
 def fp8_linear_case(rng: np.random.Generator, layout: str, m: int, n: int, k: int,
                     silu: bool = False, mma: bool = False, direct: bool = False,
                     logits: bool = False, staged: bool = False,
-                    tile_loop: bool | None = None, narrow: int | None = None) -> KernelCase:
-    """`mma`: the tensor-core GEMV (module gemv_mma_quant; `direct`: its register-fed
-    kernel, module gemv_quant_direct, `staged` its shared-memory-staged variant, `tile_loop`
-    False its pipelined loop, `narrow` 1 / 2 its narrow pipelined loops), else the CUDA-core
-    route; `logits`: f32 outputs."""
+                    tile_loop: bool | None = None, narrow: int | None = None,
+                    core: bool = False) -> KernelCase:
+    """`core` (m = 1): the CUDA-core GEMV decoding by the hardware convert
+    (gemv_fp8_cvt_bf16_single, routes.quant_fp8_core); `mma`: the tensor-core GEMV (module
+    gemv_mma_quant; `direct`: its register-fed kernel, module gemv_quant_direct, `staged` its
+    shared-memory-staged variant, `tile_loop` False its pipelined loop, `narrow` 1 / 2 its
+    narrow pipelined loops), else the CUDA-core route; `logits`: f32 outputs."""
     codes, scales, smap = random_fp8(rng, n, k, layout)
     loop = f"_n{narrow}" if narrow else "_pipe" if tile_loop is False else ""
     kind, module = ((f"gemv_qd{'_staged' if staged else ''}_fp8{loop}", "gemv_quant_direct")
                     if direct or staged else
-                    ("gemv_mma_fp8", "gemv_mma_quant") if mma else ("gemv_fp8", "gemv_fp8"))
+                    ("gemv_mma_fp8", "gemv_mma_quant") if mma else
+                    ("gemv_fp8_cvt", "gemv_fp8") if core else ("gemv_fp8", "gemv_fp8"))
     tag = "_silu" if silu else "_f32" if logits else ""
     return quant_linear_case(
         rng, f"{kind}{tag} {layout} m{m} n{n} k{k}", module, m, n, k, silu,
         {"w": codes, "s": scales.reshape(-1)}, lambda p: Fp8Weight(p["w"], p["s"], n, k, smap),
         lambda v: dequantize_fp8(v["w"], v["s"].reshape(smap.shape), smap),
         mma or direct or staged, direct or staged, logits, staged=staged, tile_loop=tile_loop,
-        narrow=narrow)
+        narrow=narrow, fp8_core=core)
 
 
 def dequant_case(rng: np.random.Generator, n: int, k: int) -> KernelCase:
@@ -64,6 +67,13 @@ def dequant_case(rng: np.random.Generator, n: int, k: int) -> KernelCase:
                       {"w": codes, "s": scales.reshape(-1)},
                       {"out": OutputSpec(DType.BF16, (n, k))}, run, oracle)
 
+
+#: (layout, n, k) of the batch-1 convert GEMV's cases: Qwen3-8B's qkv, o_proj and down (k =
+#: 12288: 256 threads, a second pass over K with half of them idle), ragged N with a K
+#: ending inside a 128-column block, one 32-thread block (k = 512), the other layouts
+FP8_CORE_SHAPES = [("block", 6144, 4096), ("block", 4096, 4096), ("block", 4096, 12288),
+                   ("block", 1001, 1040), ("block", 67, 512), ("channel", 515, 3072),
+                   ("tensor", 130, 2048)]
 
 #: (layout, m, n, k): Qwen3-8B and -0.6B projection widths, ragged N, a K that ends inside a
 #: 128-column scale block (k = 1040), N not a multiple of the 128-row blocks, every M
@@ -82,4 +92,6 @@ def gemv_fp8_cases(rng: np.random.Generator) -> list[KernelCase]:
               fp8_linear_case(rng, "block", 40, 256, 1024),  # dequantize + GEMM
               fp8_linear_case(rng, "channel", 48, 384, 1024, silu=True),
               dequant_case(rng, 300, 1040)]
+    cases += [fp8_linear_case(rng, layout, 1, n, k, core=True)
+              for layout, n, k in FP8_CORE_SHAPES]
     return cases

@@ -30,16 +30,17 @@ DequantFn = Callable[[dict[str, np.ndarray]], np.ndarray]
 
 
 def case_routes(direct: bool, e2m1_lut: bool, staged: bool, tile_loop: bool | None,
-                narrow: int | None) -> KernelRoutes:
+                narrow: int | None, fp8_core: bool = False) -> KernelRoutes:
     """The environment's routes with a case's forced choices: a forced `tile_loop` (and no
     `narrow`) keeps the narrow loops off, even under ATLAS_QUANT_NARROW, so the case runs
-    the loop its name says."""
+    the loop its name says; `fp8_core` forces the batch-1 FP8 convert GEMV on (else off)."""
     base = KernelRoutes.from_env()
     if narrow is None and tile_loop is not None:
         narrow = 0
     return dataclasses.replace(base, quant_direct=direct, quant_e2m1_lut=e2m1_lut,
                                quant_staged=staged, quant_tile_loop=tile_loop,
-                               quant_narrow=base.quant_narrow if narrow is None else narrow)
+                               quant_narrow=base.quant_narrow if narrow is None else narrow,
+                               quant_fp8_core=fp8_core)
 
 
 def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, n: int,
@@ -47,8 +48,10 @@ def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, 
                       weight: WeightFn, dequant: DequantFn, mma: bool = False,
                       direct: bool = False, logits: bool = False,
                       e2m1_lut: bool = False, staged: bool = False,
-                      tile_loop: bool | None = None, narrow: int | None = None) -> KernelCase:
-    """`logits`: f32 outputs (a quantized LM head: `QuantLinear.linear(out_f32=True)`, the
+                      tile_loop: bool | None = None, narrow: int | None = None,
+                      fp8_core: bool = False) -> KernelCase:
+    """`fp8_core`: one FP8 row on the CUDA-core convert GEMV (routes.quant_fp8_core);
+    `logits`: f32 outputs (a quantized LM head: `QuantLinear.linear(out_f32=True)`, the
     tensor-core GEMVs' `_f32` entry points, any m); `e2m1_lut`: the register-fed kernel's
     NVFP4 byte-table entry points (routes.quant_e2m1_lut); `narrow` 1 / 2: its narrow
     pipelined loops (routes.quant_narrow; None with a forced `tile_loop`: neither)."""
@@ -62,7 +65,7 @@ def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, 
     if silu and not matmul_quant.silu_fused(wbytes, n, k, m, mma):
         inputs["act"] = np.zeros((m, k), np.uint16)
 
-    routes = case_routes(direct, e2m1_lut, staged, tile_loop, narrow)
+    routes = case_routes(direct, e2m1_lut, staged, tile_loop, narrow, fp8_core)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = KernelCache(backend, routes)

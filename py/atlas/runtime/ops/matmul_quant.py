@@ -23,8 +23,8 @@ import numpy as np
 
 from ...core.quant import Fp8ScaleMap
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_SINGLE, GEMV_SILU_FP8,
-                          GEMV_SILU_FP8_SINGLE)
+from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_CVT_SINGLE, GEMV_FP8_SINGLE,
+                          GEMV_SILU_FP8, GEMV_SILU_FP8_SINGLE)
 from . import KernelCache, matmul_quant_mma
 from .l2_prefetch import Region
 from .activation import silu_mul
@@ -76,9 +76,34 @@ class Fp8Weight:
         matmul_quant_mma.gemv_mma(kc, stream, x, self, y, m)
 
 
-def gemv_fp8_threads(k: int) -> int:
-    """Threads per block: one 16-value chunk of each row per thread, up to 256."""
-    return min(GEMV_MAX_THREADS, max(32, -(-(k // 16) // 32) * 32))
+def gemv_fp8_threads(k: int, chunks_per_thread: int = 1) -> int:
+    """Threads per block: `chunks_per_thread` 16-value chunks of each row per thread (the
+    batch-1 convert entry point takes 2: gemv_core's kUnroll, every load slot used, and
+    smaller blocks, more of them per SM), up to 256."""
+    chunks = -(-(k // 16) // chunks_per_thread)
+    return min(GEMV_MAX_THREADS, max(32, -(-chunks // 32) * 32))
+
+
+#: whether FP8 products of one row take the CUDA-core GEMV on the hardware E4M3 convert
+#: (`uses_core_single`) unless ATLAS_QUANT_FP8_CORE says otherwise. On by estimate, not yet
+#: timed (gemv_fp8.cu's header: ~3 instructions a weight, 0.5 of them integer, in the bf16
+#: GEMV's mould at ~85% of copy; the tensor-core twin measured 57-66% on Qwen3-8B's qkv / o
+#: / down at gpu19); the lead's A/B decides.
+FP8_CORE_BY_DEFAULT = True
+
+
+def uses_core_single(kc: KernelCache, w: "QuantWeight", m: int) -> bool:
+    """Whether an m-row product of w runs gemv_fp8_cvt_bf16_single: one row, an FP8 weight
+    (any scale layout: the CUDA-core GEMV's preconditions are the weight's own), then the
+    route switch (ATLAS_QUANT_FP8_CORE), unset FP8_CORE_BY_DEFAULT. The [gate | up] product
+    that ends with its SwiGLU keeps the tensor-core kernel (`fuses_swiglu`): that fusion
+    saves a launch this GEMV cannot."""
+    if m != 1 or not isinstance(w, Fp8Weight):
+        return False
+    if GEMV_FP8_CVT_SINGLE.module not in kc.backend.module_names:
+        return False
+    forced = kc.routes.quant_fp8_core
+    return FP8_CORE_BY_DEFAULT if forced is None else forced
 
 
 def _check_rows(name: str, m: int) -> None:
@@ -87,9 +112,17 @@ def _check_rows(name: str, m: int) -> None:
 
 
 def gemv_fp8(kc: KernelCache, stream: Stream, x: DevicePtr, w: Fp8Weight, y: DevicePtr,
-             m: int, single: bool | None = None) -> None:
-    """y[m, n] = x[m, k] @ dequant(w).T for 1 <= m <= 8 (bf16 x and y)."""
+             m: int, single: bool | None = None, cvt: bool = False) -> None:
+    """y[m, n] = x[m, k] @ dequant(w).T for 1 <= m <= 8 (bf16 x and y); `cvt` (m == 1): the
+    entry point decoding E4M3 by the hardware convert, two chunks a row per thread."""
     _check_rows("gemv_fp8", m)
+    if cvt:
+        if m != 1:
+            raise ValueError(f"gemv_fp8: the convert entry point takes m=1, got m={m}")
+        kc.get(GEMV_FP8_CVT_SINGLE)(stream, -(-w.n // GEMV_ROWS_PER_BLOCK),
+                                    gemv_fp8_threads(w.k, 2), 0, x, w.codes, w.scales, y, m,
+                                    w.n, w.k, *w.map_args)
+        return
     single = m == 1 if single is None else single
     sig = GEMV_FP8_SINGLE if single else GEMV_FP8
     kc.get(sig)(stream, -(-w.n // GEMV_ROWS_PER_BLOCK), gemv_fp8_threads(w.k), 0, x, w.codes,
@@ -181,9 +214,13 @@ def linear_swiglu_quant(kc: KernelCache, stream: Stream, x: DevicePtr, w: QuantW
 
 def linear_quant(kc: KernelCache, stream: Stream, x: DevicePtr, w: QuantWeight, y: DevicePtr,
                  m: int, scratch: DevicePtr | None = None, mma: bool | None = None) -> None:
-    """y = x @ dequant(w).T for any m: the tensor-core GEMV (`uses_mma`; `mma` True / False
-    forces it on / off), else GEMV passes (`gemv_passes`), else dequantize into `scratch`
-    (bf16 [n, k], graph-stable) and the bf16 GEMM."""
+    """y = x @ dequant(w).T for any m: one FP8 row on the convert GEMV (`uses_core_single`,
+    unless `mma` is True), the tensor-core GEMV (`uses_mma`; `mma` True / False forces it on
+    / off), else GEMV passes (`gemv_passes`), else dequantize into `scratch` (bf16 [n, k],
+    graph-stable) and the bf16 GEMM."""
+    if mma is not True and uses_core_single(kc, w, m):
+        gemv_fp8(kc, stream, x, w, y, m, cvt=True)
+        return
     if uses_mma(kc, w, m) if mma is None else mma:
         w.mma(kc, stream, x, y, m)
         return

@@ -43,6 +43,11 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (ops/matmul_quant_mma.NARROW_BY_DEFAULT) unless ATLAS_QUANT_TILE_LOOP is set. Set, it
   overrides ATLAS_QUANT_TILE_LOOP; the byte-table decode and the staged variant take
   precedence over it.
+* ATLAS_QUANT_FP8_CORE=1 / 0: FP8 products of one row (qkv, o_proj, down; not the gate_up
+  that ends with its SwiGLU) on the CUDA-core GEMV decoding E4M3 by the hardware convert
+  (gemv_fp8.cu gemv_fp8_cvt_bf16_single: the bf16 GEMV's mould, ~3 instructions a weight,
+  none of them on the integer pipe) / on the tensor-core route; unset, the launch builder's
+  rule (ops/matmul_quant.FP8_CORE_BY_DEFAULT). The A/B of issue 12's batch-1 FP8 GEMVs.
 * ATLAS_DECODE_GEMM=0: decode batches never on the Hopper skinny wgmma GEMM
   (gemm_decode_sm90); they take the batched GEMV / GEMM routes as before it existed.
 * ATLAS_DECODE_GEMM_MIN_M=N / ATLAS_DECODE_GEMM_MAX_M=N: the row range routed to it
@@ -408,6 +413,7 @@ class KernelRoutes:
     quant_staged: bool | None = None
     quant_tile_loop: bool | None = None
     quant_narrow: int | None = None
+    quant_fp8_core: bool | None = None
     decode_gemm: bool = True
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
     decode_gemm_max_m: int = DEFAULT_DECODE_GEMM_MAX_M
@@ -516,6 +522,7 @@ class KernelRoutes:
                    quant_staged=_env_tristate(env, "ATLAS_QUANT_STAGED"),
                    quant_tile_loop=_env_tristate(env, "ATLAS_QUANT_TILE_LOOP"),
                    quant_narrow=int(narrow) if narrow else None,
+                   quant_fp8_core=_env_tristate(env, "ATLAS_QUANT_FP8_CORE"),
                    decode_gemm=env_switch(env, "ATLAS_DECODE_GEMM", True),
                    decode_gemm_min_m=_env_count(env, "ATLAS_DECODE_GEMM_MIN_M",
                                                 DEFAULT_DECODE_GEMM_MIN_M),

@@ -19,13 +19,13 @@ import numpy as np
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, fp8_e4m3_to_f32
 from ...core.quant import Fp8ScaleMap
 from ..gpu import Dim3
-from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_SINGLE, GEMV_MMA_FP8, GEMV_MMA_FP8_F32,
-                          GEMV_MMA_FP8_SMALL, GEMV_QD_FP8, GEMV_QD_FP8_F32, GEMV_QD_FP8_N1,
-                          GEMV_QD_FP8_N1_F32, GEMV_QD_FP8_N1_SWIGLU, GEMV_QD_FP8_N2,
-                          GEMV_QD_FP8_N2_F32, GEMV_QD_FP8_N2_SWIGLU, GEMV_QD_FP8_PIPE,
-                          GEMV_QD_FP8_PIPE_F32, GEMV_QD_FP8_PIPE_SWIGLU, GEMV_QD_FP8_SWIGLU,
-                          GEMV_QS_FP8, GEMV_QS_FP8_F32, GEMV_QS_FP8_SWIGLU, GEMV_SILU_FP8,
-                          GEMV_SILU_FP8_SINGLE)
+from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_CVT_SINGLE, GEMV_FP8_SINGLE,
+                          GEMV_MMA_FP8, GEMV_MMA_FP8_F32, GEMV_MMA_FP8_SMALL, GEMV_QD_FP8,
+                          GEMV_QD_FP8_F32, GEMV_QD_FP8_N1, GEMV_QD_FP8_N1_F32,
+                          GEMV_QD_FP8_N1_SWIGLU, GEMV_QD_FP8_N2, GEMV_QD_FP8_N2_F32,
+                          GEMV_QD_FP8_N2_SWIGLU, GEMV_QD_FP8_PIPE, GEMV_QD_FP8_PIPE_F32,
+                          GEMV_QD_FP8_PIPE_SWIGLU, GEMV_QD_FP8_SWIGLU, GEMV_QS_FP8,
+                          GEMV_QS_FP8_F32, GEMV_QS_FP8_SWIGLU, GEMV_SILU_FP8, GEMV_SILU_FP8_SINGLE)
 from . import HostMemory, reference
 from .silu_mul import swiglu_rows
 
@@ -59,6 +59,7 @@ def _linear(mem: HostMemory, xf: np.ndarray, w: int, scale: int, y: int, m: int,
 
 @reference(GEMV_FP8)
 @reference(GEMV_FP8_SINGLE)
+@reference(GEMV_FP8_CVT_SINGLE)  # ... decoded by the hardware convert (exact either way)
 @reference(GEMV_MMA_FP8)  # gemv_mma_quant.cu: the same product for 1..64 rows
 @reference(GEMV_MMA_FP8_SMALL)
 @reference(GEMV_QD_FP8)  # gemv_quant_direct.cu: the same product for 1..8 rows
