@@ -1556,27 +1556,16 @@ stage_moe_s9_ab() {
 }
 
 # Session 10's paths (first run at gpu26, session 11): checks and A/Bs against the default in
-# the same run. Qwen3-8B from synthetic weights.
+# the same run.
 # * ATLAS_PREFILL_ATTN_WIDE=0: the 64-key tiles in the wgmma prefill attention instead of the
-#   128-key default (gpu26: 32k prefill 53.7% vs 56.2% of the matmul peak, bar 55%);
-# * ATLAS_VERIFY_GRAPH_COPIES=1: a verification graph holding its own input and ids copies
-#   (the host phases line of profile_decode --verify; gpu26: no gain).
+#   128-key default (gpu26: 32k prefill 53.7% vs 56.2% of the matmul peak, bar 55%).
 stage_s10_ab() {
-  local rc=0 cfg="$CKPT/qwen3-8b-synthetic" v
-  "$PY" tools/make_fixtures.py --config qwen3-8b --out "$cfg" --config-only || return 1
+  local rc=0 v
   "$PY" tools/gpu/check_kernels.py -m attention_sm90 -m attention_long \
     --out "$RESULTS/gpu_check_s10-$STAMP.json" || rc=1
   for v in default ATLAS_PREFILL_ATTN_WIDE=0; do
     env $([ "$v" = default ] || echo "$v") "$PY" tools/gpu/bench_long_context.py \
       --config qwen3-8b --contexts "" --out "$RESULTS/s10_prefill32k_${v//=/_}.json" || rc=1
-  done
-  for v in default ATLAS_VERIFY_GRAPH_COPIES=1; do
-    env ATLAS_PDL=0 $([ "$v" = default ] || echo "$v") "$PY" tools/gpu/profile_decode.py \
-      --model "$cfg" --synthetic-seed 0 --batch 1 --context 512 --verify 3 \
-      --out "$RESULTS/s10_verify_${v//=/_}.json" || rc=1
-    env $([ "$v" = default ] || echo "$v") "$PY" tools/gpu/bench_spec.py --model "$cfg" \
-      --synthetic-seed 0 --batches 1 --max-k 3 --k 3 --accept 0.7 --new 128 --steps 20 \
-      --no-fused-baseline --out "$RESULTS/s10_spec_${v//=/_}.json" || rc=1
   done
   return $rc
 }

@@ -281,13 +281,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   head's qkv rows, and only when it has rows of the phase). Measured (gpu22, 2026-12-02,
   bench_moe synthetic Qwen3-0.6B batch 1): counts 979.3 tok/s, barriers 915.4 (+7%), the
   per-op default 1,026.4 (so ATLAS_PERSISTENT_DECODE stays off).
-* ATLAS_VERIFY_GRAPH_COPIES=1: a verification step's input upload and sampled-ids readback
-  captured in the verification graph (its launch: graph, event) instead of copies of their
-  own around it (copy, event, graph, copy, event; the default): the A/B of the host time a
-  synchronous verification step puts between two device steps (tools/profile_verify_host.py:
-  5 driver calls a launch fewer on the mock backend). Off by default: the H200 measured no
-  gain (gpu26, Qwen3-8B b1 K = 3, PDL off: host on the critical path 0.210 vs 0.201 ms,
-  verification 1.271x vs 1.275x a plain step, bench_spec 370.0 vs 370.1 tok/s).
 * ATLAS_ATTN_L2_PREFETCH=1: the batch-1..4 rope-fused clustered decode attention on its twin
   that, after its PDL wait, asks L2 for the weights the next kernels stream (o_proj's, then
   the post-attention block's first: a dense MLP's gate_up / down, a MoE router / shared
@@ -443,7 +436,6 @@ class KernelRoutes:
     persistent_blocks: int = 0
     persistent_splits: int = 0
     persistent_flags: bool = True
-    verify_graph_copies: bool = False
     attn_l2_prefetch: bool = False
     attn_l2_prefetch_mb: int = 0
 
@@ -564,6 +556,5 @@ class KernelRoutes:
                    persistent_blocks=_env_count(env, "ATLAS_PERSISTENT_BLOCKS", 0),
                    persistent_splits=_env_count(env, "ATLAS_PERSISTENT_SPLITS", 0),
                    persistent_flags=env_switch(env, "ATLAS_PERSISTENT_FLAGS", True),
-                   verify_graph_copies=env_switch(env, "ATLAS_VERIFY_GRAPH_COPIES", False),
                    attn_l2_prefetch=env_switch(env, "ATLAS_ATTN_L2_PREFETCH", False),
                    attn_l2_prefetch_mb=_env_count(env, "ATLAS_ATTN_L2_PREFETCH_MB", 0))
