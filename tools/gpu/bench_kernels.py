@@ -502,11 +502,9 @@ def linear_case(env: Env, s: Any) -> Case:
         note = "ours: gemv_mma (ops.matmul_batched.batched_gemv, forced)"
     elif s.gemv == "ring" and (plan := matmul.gemv_ring_plan(
             n, k, kc.facts.sm_count, kc.facts.shared_memory_per_sm,
-            kc.routes.gemv_ring_stages,
-            x_regs=kc.routes.gemv_ring_xregs and matmul.ring_holds_x(m))) is not None:
+            kc.routes.gemv_ring_stages)) is not None:
         note = (f"ours: gemv_ring (ops.matmul.gemv, forced), {plan.grid} blocks of "
-                f"{plan.threads}, {plan.stages} stages"
-                f"{', x in registers' if plan.x_regs else ''}")
+                f"{plan.threads}, {plan.stages} stages")
     elif s.gemv:
         note = "ours: the register-tiled gemv_bf16 (ops.matmul.gemv, ATLAS_GEMV_RING=0)"
     else:

@@ -1462,14 +1462,13 @@ print(synthetic_model_dir(sys.argv[2], Path(sys.argv[1])))" "$cfg" "$name" || re
 }
 
 # Session 9, helper "spec" (issue 13: 2x at batch 1). Qwen3-8B from synthetic weights (config
-# only), K = 3, 512-token context. Checks: the ring GEMV (x in registers and through L1), the
-# verification kernel (incl. its min128/min256 split cases) and its rope entry point (bit for
-# bit its unfused twin). Kernel rows: the 4-row ring GEMVs with x through L1 (default) and
-# ATLAS_GEMV_RING_XREGS=1, beside the single-row kernel ("b1 tiled"); the verification
+# only), K = 3, 512-token context. Checks: the ring GEMV, the verification kernel (incl. its
+# min128/min256 split cases) and its rope entry point (bit for bit its unfused twin). Kernel
+# rows: the 4-row ring GEMVs beside the single-row kernel ("b1 tiled"); the verification
 # attention rows at splits of >= 64 (default) and 256 keys. Profiles (PDL off: rows add up):
 # the K = 3 verification step vs a plain one, default, ATLAS_DECODE_ATTN_VERIFY_ROPE=1 (one
-# launch a layer), MIN_KEYS=256 and XREGS=1. Then bench_spec at batch 1 and 8 (oracle p = 0.7,
-# K = 3; PDL on).
+# launch a layer) and MIN_KEYS=256. Then bench_spec at batch 1 and 8 (oracle p = 0.7, K = 3;
+# PDL on).
 stage_spec_s9() {
   local rc=0 cfg="$CKPT/qwen3-8b-synthetic" sel=() p v
   "$PY" tools/make_fixtures.py --config qwen3-8b --out "$cfg" --config-only || return 1
@@ -1479,15 +1478,12 @@ stage_spec_s9() {
     sel+=(-k "qwen3-8b $p b4 ring" -k "qwen3-8b $p b1 tiled")
   done
   "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS/spec_s9_ring" "${sel[@]}" || rc=1
-  ATLAS_GEMV_RING_XREGS=1 "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS/spec_s9_ring_xregs" \
-    "${sel[@]}" || rc=1
   for v in 64 256; do
     ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS=$v "$PY" tools/gpu/bench_kernels.py \
       --out-dir "$RESULTS/spec_s9_verify_min$v" -k "qwen3-8b b1 hist512 K3 verify" \
       -k "qwen3-8b b1 hist4096 K3 verify" || rc=1
   done
-  for v in default ATLAS_DECODE_ATTN_VERIFY_ROPE=1 ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS=256 \
-      ATLAS_GEMV_RING_XREGS=1; do
+  for v in default ATLAS_DECODE_ATTN_VERIFY_ROPE=1 ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS=256; do
     env ATLAS_PDL=0 $([ "$v" = default ] || echo "$v") "$PY" tools/gpu/profile_decode.py \
       --model "$cfg" --synthetic-seed 0 --batch 1 --context 512 --verify 3 \
       --out "$RESULTS/spec_s9_profile_${v//=/_}.json" || rc=1

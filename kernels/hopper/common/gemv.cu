@@ -336,20 +336,19 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
 // registers (two 256-thread blocks per SM, more of narrower ones), whose rings fit the SM.
 extern "C" __global__ void __launch_bounds__(kMaxThreads, 2)
     gemv_ring_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, uint32_t m,
-                   uint32_t n, uint32_t k, uint32_t stages, uint32_t x_regs) {
-  gemv_ring_any_m<false>(plain_x(x, k), w, y, m, n, k, stages, x_regs, staged_x, ring_partials);
+                   uint32_t n, uint32_t k, uint32_t stages) {
+  gemv_ring_any_m<false>(plain_x(x, k), w, y, m, n, k, stages, staged_x, ring_partials);
 }
 
 extern "C" __global__ void __launch_bounds__(kMaxThreads, 2)
     gemv_ring_bf16_f32(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, uint32_t m,
-                       uint32_t n, uint32_t k, uint32_t stages, uint32_t x_regs) {
-  gemv_ring_any_m<true>(plain_x(x, k), w, y, m, n, k, stages, x_regs, staged_x, ring_partials);
+                       uint32_t n, uint32_t k, uint32_t stages) {
+  gemv_ring_any_m<true>(plain_x(x, k), w, y, m, n, k, stages, staged_x, ring_partials);
 }
 
 // The down projection with its SwiGLU computed on load (gemv_silu_bf16's x).
 extern "C" __global__ void __launch_bounds__(kMaxThreads, 2)
     gemv_ring_silu_bf16(const __nv_bfloat16* gate_up, const __nv_bfloat16* w, __nv_bfloat16* y,
-                        uint32_t m, uint32_t n, uint32_t k, uint32_t stages, uint32_t x_regs) {
-  gemv_ring_any_m<false>(swiglu_x(gate_up, k), w, y, m, n, k, stages, x_regs, staged_x,
-                         ring_partials);
+                        uint32_t m, uint32_t n, uint32_t k, uint32_t stages) {
+  gemv_ring_any_m<false>(swiglu_x(gate_up, k), w, y, m, n, k, stages, staged_x, ring_partials);
 }

@@ -62,15 +62,13 @@ GEMV_SILU_SINGLE = S("gemv", "gemv_silu_bf16_single",
                      "gate_up:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 # the same products for 1..8 rows with the weights streamed through a per-thread cp.async
 # ring in dynamic shared memory (gemv_ring.cuh), bit for bit GEMV's / GEMV_SILU's sums:
-# `stages` tiles per thread (2..3, ops/matmul.py gemv_ring_plan), `x_regs` 1: up to 4 rows'
-# x held in registers (ops/matmul.py ring_holds_x). The default for 2..8 rows
+# `stages` tiles per thread (2..3, ops/matmul.py gemv_ring_plan). The default for 2..8 rows
 # (ATLAS_GEMV_RING=0: GEMV, GEMV_F32OUT, GEMV_SILU)
-GEMV_RING = S("gemv", "gemv_ring_bf16",
-              "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32 x_regs:u32")
+GEMV_RING = S("gemv", "gemv_ring_bf16", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32")
 GEMV_RING_F32OUT = S("gemv", "gemv_ring_bf16_f32",
-                     "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32 x_regs:u32")
+                     "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32")
 GEMV_RING_SILU = S("gemv", "gemv_ring_silu_bf16",
-                   "gate_up:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32 x_regs:u32")
+                   "gate_up:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32")
 # the prefetching single-row kernels (opt-in, ATLAS_GEMV_PREFETCH=1): the same products as
 # GEMV_SINGLE / GEMV_SINGLE_F32OUT / GEMV_SILU_SINGLE, weights staged in shared memory
 GEMV_PREFETCH_SINGLE = S("gemv", "gemv_prefetch_bf16_single",

@@ -207,16 +207,6 @@ RING_WARPS_PER_SM = 16
 RING_STAGE_BYTES_PER_THREAD = 2 * GEMV_ROWS_PER_BLOCK * 16
 RING_MIN_STAGES, RING_MAX_STAGES = 2, 3
 RING_TARGET_BYTES = 64 * 1024
-#: most rows whose x the ring kernel holds in registers (gemv_ring.cuh kXRegMaxRows: loaded
-#: once where a 4-row group is one tile, k <= 2 x 8 x threads, as Qwen3-8B's qkv, o_proj and
-#: gate_up; else each tile's before the wait for its weights, as down at k = 12,288); such a
-#: product needs no L1 for x, so its ring aims at 3 stages of a 256-thread block (96 KB: two
-#: 32 KB tiles in flight while one is multiplied, 192 KB a SM): the K = 3 verification's
-#: 4-row GEMVs ran at 28.6 us a call against 25.3 for the single-row kernel, whose 4+ blocks
-#: an SM keep 128 KB in flight (gpu20); 2 stages keep 64 KB. Opt-in (ATLAS_GEMV_RING_XREGS=1):
-#: gpu22 timed the 4-row calls at 30.43 us with it, slower than without
-RING_XREG_MAX_M = 4
-RING_XREG_TARGET_BYTES = 96 * 1024
 #: shared memory an SM keeps per ring block beyond its ring: the kernel's static partial sums
 #: (2 KiB) and the 1 KiB the driver reserves per block
 RING_BLOCK_OVERHEAD = 3 * 1024
@@ -232,51 +222,38 @@ class RingPlan:
     threads: int
     stages: int
     shared: int
-    #: the kernel holds the rows' x in registers (`ring_holds_x`)
-    x_regs: bool = False
-
-
-def ring_holds_x(m: int) -> bool:
-    """Whether the ring kernel holds the x rows of an m-row product in registers (at most
-    RING_XREG_MAX_M rows): loaded once where a 4-row group is one tile (every tile of a block
-    then multiplies the same x chunks), else each tile's before its weights' wait."""
-    return m <= RING_XREG_MAX_M
 
 
 def gemv_ring_plan(n: int, k: int, sm_count: int, shared_per_sm: int,
-                   stages: int | None = None, x_regs: bool = False) -> RingPlan | None:
+                   stages: int | None = None) -> RingPlan | None:
     """The ring GEMV's geometry for an [n, k] weight: the general GEMV's threads (the sums'
     order depends on them), RING_WARPS_PER_SM warps' worth of blocks per SM (fewer where
     there are fewer 4-row groups), and `stages` tiles a thread (None: as many as
-    RING_TARGET_BYTES holds, RING_XREG_TARGET_BYTES where the kernel holds x in registers,
-    `x_regs`: see `ring_holds_x`; within RING_MIN_STAGES..RING_MAX_STAGES), never more than
-    those blocks' rings fit an SM together; None where not even RING_MIN_STAGES do (a GB10's
-    100 KiB SMs): the register-tiled kernel runs the product there."""
+    RING_TARGET_BYTES holds, within RING_MIN_STAGES..RING_MAX_STAGES), never more than those
+    blocks' rings fit an SM together; None where not even RING_MIN_STAGES do (a GB10's 100 KiB
+    SMs): the register-tiled kernel runs the product there."""
     threads = gemv_threads(k)
     per_sm = RING_WARPS_PER_SM * 32 // threads
     stage_bytes = threads * RING_STAGE_BYTES_PER_THREAD
     fit = (shared_per_sm // per_sm - RING_BLOCK_OVERHEAD) // stage_bytes
     if stages is None:
-        target = RING_XREG_TARGET_BYTES if x_regs else RING_TARGET_BYTES
-        stages = max(RING_MIN_STAGES, min(RING_MAX_STAGES, target // stage_bytes))
+        stages = max(RING_MIN_STAGES, min(RING_MAX_STAGES, RING_TARGET_BYTES // stage_bytes))
     stages = min(stages, fit, RING_MAX_STAGES)
     if stages < RING_MIN_STAGES:
         return None
     grid = min(-(-n // GEMV_ROWS_PER_BLOCK), sm_count * per_sm)
-    return RingPlan(grid, threads, stages, stages * stage_bytes, x_regs)
+    return RingPlan(grid, threads, stages, stages * stage_bytes)
 
 
-def _ring_plan(kc: KernelCache, m: int, n: int, k: int, single: bool) -> RingPlan | None:
-    """The plan of an m-row product the ring GEMV runs, or None where it does not: 2..8 rows
-    unless ATLAS_GEMV_RING=0, one row only under ATLAS_GEMV_RING_SINGLE=1, and only where
-    the device's shared memory holds its ring (`gemv_ring_plan`); x in registers where
-    `ring_holds_x` and ATLAS_GEMV_RING_XREGS allow it."""
+def _ring_plan(kc: KernelCache, n: int, k: int, single: bool) -> RingPlan | None:
+    """The plan of a product the ring GEMV runs, or None where it does not: 2..8 rows unless
+    ATLAS_GEMV_RING=0, one row only under ATLAS_GEMV_RING_SINGLE=1, and only where the
+    device's shared memory holds its ring (`gemv_ring_plan`)."""
     routes = kc.routes
     if not (routes.gemv_ring_single if single else routes.gemv_ring):
         return None
     return gemv_ring_plan(n, k, kc.facts.sm_count, kc.facts.shared_memory_per_sm,
-                          routes.gemv_ring_stages,
-                          x_regs=routes.gemv_ring_xregs and ring_holds_x(m))
+                          routes.gemv_ring_stages)
 
 
 def gemv_ring(kc: KernelCache, stream: Stream, sig: KernelSig, plan: RingPlan, x: DevicePtr,
@@ -284,7 +261,7 @@ def gemv_ring(kc: KernelCache, stream: Stream, sig: KernelSig, plan: RingPlan, x
     """Launch the ring entry `sig` (GEMV_RING, GEMV_RING_F32OUT or GEMV_RING_SILU; x is
     gate_up for the last) on `plan`."""
     kc.get_with_shared(sig, plan.shared)(stream, plan.grid, plan.threads, plan.shared,
-                                         x, w, y, m, n, k, plan.stages, int(plan.x_regs))
+                                         x, w, y, m, n, k, plan.stages)
 
 
 def _launch_single(kc: KernelCache, stream: Stream, sig: KernelSig, prefetching: KernelSig,
@@ -308,7 +285,7 @@ def gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DeviceP
     if single is None:
         single = m == 1
     _check_gemv("gemv", x, w, y, m, n, k, single)
-    ring = _ring_plan(kc, m, n, k, single)
+    ring = _ring_plan(kc, n, k, single)
     if ring is not None:
         gemv_ring(kc, stream, GEMV_RING_F32OUT if out_f32 else GEMV_RING, ring, x, w, y, m, n,
                   k)
@@ -376,7 +353,7 @@ def gemv_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr,
     if single is None:
         single = m == 1
     _check_gemv("gemv_silu", gate_up, w, y, m, n, k, single)
-    ring = _ring_plan(kc, m, n, k, single)
+    ring = _ring_plan(kc, n, k, single)
     if ring is not None:
         gemv_ring(kc, stream, GEMV_RING_SILU, ring, gate_up, w, y, m, n, k)
         return

@@ -254,12 +254,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   memory, ops/matmul.gemv_ring_plan). ATLAS_GEMV_RING_SINGLE=1: one row on the ring kernel
   too (off by default: the single-row kernel ran at ~90% of copy on Qwen3-8B).
   ATLAS_GEMV_RING_STAGES=2|3: the ring's tiles per thread (unset: the plan's rule).
-  ATLAS_GEMV_RING_XREGS=1: the ring kernel holds up to 4 rows' x in registers (loaded once
-  where a 4-row group is one tile, else each tile's before its weights' wait) and its plan
-  aims at 3 stages (ops/matmul.ring_holds_x: the same sums), instead of reading x through L1
-  for every tile on 2 stages (the session-8 kernel, the default). Measured (gpu22,
-  2026-12-02, Qwen3-8B K = 3 profile, PDL off): 30.43 us a 4-row call with it vs 28.6 without
-  (gpu20): off by default.
 * ATLAS_NORM_GEMV=1: batch-1 decode fuses each add + RMSNorm before a bf16 GEMV into that
   GEMV (gemv_add_rmsnorm_bf16_single, which prefetches its weights before the PDL wait like
   the plain single-row GEMV), without the residual-carrying GEMVs of ATLAS_FUSED_NORM=1.
@@ -429,7 +423,6 @@ class KernelRoutes:
     gemv_ring: bool = True
     gemv_ring_single: bool = False
     gemv_ring_stages: int | None = None
-    gemv_ring_xregs: bool = False
     persistent_decode: bool = False
     persistent_prefetch_kb: int = DEFAULT_PERSISTENT_PREFETCH_KB
     persistent_stage: bool = True
@@ -548,7 +541,6 @@ class KernelRoutes:
                    gemv_ring=env_switch(env, "ATLAS_GEMV_RING", True),
                    gemv_ring_single=env_switch(env, "ATLAS_GEMV_RING_SINGLE", False),
                    gemv_ring_stages=int(ring_stages) if ring_stages else None,
-                   gemv_ring_xregs=env_switch(env, "ATLAS_GEMV_RING_XREGS", False),
                    persistent_decode=env_switch(env, "ATLAS_PERSISTENT_DECODE", False),
                    persistent_prefetch_kb=_env_count(env, "ATLAS_PERSISTENT_PREFETCH_KB",
                                                      DEFAULT_PERSISTENT_PREFETCH_KB),

@@ -82,23 +82,22 @@ def gemv_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, gate_up: int, w: in
     linear_bf16(chained, WithScratch.ADDRESS, w, y, m, n, k, out_f32=False)
 
 
-# the ring entry points (gemv_ring.cuh): the same products; `stages` is launch geometry and
-# `x_regs` where the kernel keeps x (the same values, the same sums)
+# the ring entry points (gemv_ring.cuh): the same products; `stages` is launch geometry
 @reference(GEMV_RING)
 def gemv_ring_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int, m: int,
-                   n: int, k: int, stages: int, x_regs: int) -> None:
+                   n: int, k: int, stages: int) -> None:
     gemv_bf16(mem, grid, block, x, w, y, m, n, k)
 
 
 @reference(GEMV_RING_F32OUT)
 def gemv_ring_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int,
-                       m: int, n: int, k: int, stages: int, x_regs: int) -> None:
+                       m: int, n: int, k: int, stages: int) -> None:
     gemv_bf16_f32(mem, grid, block, x, w, y, m, n, k)
 
 
 @reference(GEMV_RING_SILU)
 def gemv_ring_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, gate_up: int, w: int,
-                        y: int, m: int, n: int, k: int, stages: int, x_regs: int) -> None:
+                        y: int, m: int, n: int, k: int, stages: int) -> None:
     gemv_silu_bf16(mem, grid, block, gate_up, w, y, m, n, k)
 
 
