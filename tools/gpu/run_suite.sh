@@ -1432,19 +1432,18 @@ stage_moe_s8_ab() {
 }
 
 # Batched decode attention inside the step (session 9, helper "attn"): the check cases of the
-# tensor-core kernel (rope entry before / after its PDL wait, the in-kernel split merge and
-# their A/B twins), the kernel rows of the batched regime (Qwen3-8B b64 x 1,536 plain and
-# rope-fused, batch 8 / 32 x 2,048 for D 128 and D 256) with the defaults and with both
-# opt-ins on (ATLAS_DECODE_ATTN_LONG_EARLY=1: the rope entry reads before its PDL wait;
-# ATLAS_DECODE_ATTN_LONG_MERGE=1: multi-split launches merge in their last split, no combine
-# launch), then Qwen3-8B and Qwen3-0.6B decode at 64 x 1,536 (synthetic weights) PDL on and
-# off, default and EARLY=1: the attention row in the step against the kernel row alone.
+# tensor-core kernel (the rope entry, the in-kernel split merge and its A/B twin), the kernel
+# rows of the batched regime (Qwen3-8B b64 x 1,536 plain and rope-fused, batch 8 / 32 x 2,048
+# for D 128 and D 256) with the defaults and with the opt-in on (ATLAS_DECODE_ATTN_LONG_MERGE=1:
+# multi-split launches merge in their last split, no combine launch), then Qwen3-8B and
+# Qwen3-0.6B decode at 64 x 1,536 (synthetic weights) PDL on and off: the attention row in the
+# step against the kernel row alone.
 stage_attn_s9() {
   local rc=0 cfg="$RESULTS/attn_s9_cfg" name pdl rows
   rows=(-k "b64 hist1536" -k "hist2048 batched" -k "b8 hist2048 latency")
   "$PY" tools/gpu/check_kernels.py -k long --out "$RESULTS/gpu_check_attn_s9-$STAMP.json" || rc=1
   "$PY" tools/gpu/bench_kernels.py "${rows[@]}" --out-dir "$RESULTS/attn_s9" || rc=1
-  ATLAS_DECODE_ATTN_LONG_EARLY=1 ATLAS_DECODE_ATTN_LONG_MERGE=1 "$PY" tools/gpu/bench_kernels.py \
+  ATLAS_DECODE_ATTN_LONG_MERGE=1 "$PY" tools/gpu/bench_kernels.py \
     "${rows[@]}" --out-dir "$RESULTS/attn_s9_on" || rc=1
   for name in qwen3-8b qwen3-0.6b; do
     "$PY" -c "import sys; sys.path[:0] = ['tools', 'tools/gpu']; from pathlib import Path; \
@@ -1453,9 +1452,6 @@ print(synthetic_model_dir(sys.argv[2], Path(sys.argv[1])))" "$cfg" "$name" || re
     for pdl in 1 0; do
       ATLAS_PDL=$pdl "$PY" tools/gpu/profile_decode.py --model "$cfg/$name" --synthetic-seed 0 \
         --batch 64 --context 1536 --out "$RESULTS/attn_s9_${name}_pdl$pdl.json" || rc=1
-      ATLAS_PDL=$pdl ATLAS_DECODE_ATTN_LONG_EARLY=1 "$PY" tools/gpu/profile_decode.py \
-        --model "$cfg/$name" --synthetic-seed 0 --batch 64 --context 1536 \
-        --out "$RESULTS/attn_s9_${name}_pdl${pdl}_early1.json" || rc=1
     done
   done
   return $rc

@@ -453,9 +453,7 @@ _DECODE_LONG_ROPE = (
     "slots:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr counters:ptr out:ptr "
     "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 num_splits:u32 "
     "scale:f32 eps:f32")
-# (everything but the qkv rows requested before its PDL wait: attention_long.cu RopeEarly)
-DECODE_ATTN_LONG_ROPE = S("attention_long", "decode_attn_long_rope_bf16", _DECODE_LONG_ROPE)
-# the same waiting for the qkv projection on entry (ATLAS_DECODE_ATTN_LONG_EARLY=0)
+# (waiting for the qkv projection on entry)
 DECODE_ATTN_LONG_ROPE_WAIT = S("attention_long", "decode_attn_long_rope_wait_bf16",
                                _DECODE_LONG_ROPE)
 

@@ -86,12 +86,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   ATLAS_DECODE_ATTN_LONG_MIN_BATCH=N: the fewest sequences of a launch that take it at any
   context, with its wave-filling split count (default DEFAULT_DECODE_ATTN_LONG_MIN_BATCH; 0:
   never by batch, the session-7 routing: such batches on decode_attn_rope / decode_attn).
-* ATLAS_DECODE_ATTN_LONG_EARLY=1: the rope-fused tensor-core decode attention requests its
-  first K/V tiles, block-table entries and rope constants before its PDL wait and the qkv
-  rows in one trip after it (decode_attn_long_rope_bf16; attention_long.cu RopeEarly),
-  instead of waiting for the qkv projection on entry (session 8's kernel: gpu22 measured
-  Qwen3-8B b64 x 1,536 at 9.829 ms a step with it against 9.511 without, the attention row
-  147.4 us against 138.7).
 * ATLAS_DECODE_ATTN_LONG_MERGE=1: a tensor-core decode attention launch of several splits
   (batch 8 .. 16 at D 128, Qwen3.5's D 256 below batch 64, long contexts) merges its partials
   in its last split (attention_long.cu SplitMerge, the split counters' tickets) instead of
@@ -402,7 +396,6 @@ class KernelRoutes:
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_long_min_batch: int = DEFAULT_DECODE_ATTN_LONG_MIN_BATCH
-    decode_attn_long_early: bool = False
     decode_attn_long_merge: bool = False
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
@@ -513,8 +506,6 @@ class KernelRoutes:
                    decode_attn_long_min_batch=_env_count(
                        env, "ATLAS_DECODE_ATTN_LONG_MIN_BATCH",
                        DEFAULT_DECODE_ATTN_LONG_MIN_BATCH),
-                   decode_attn_long_early=env_switch(env, "ATLAS_DECODE_ATTN_LONG_EARLY",
-                                                     False),
                    decode_attn_long_merge=env_switch(env, "ATLAS_DECODE_ATTN_LONG_MERGE",
                                                      False),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
