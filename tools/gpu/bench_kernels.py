@@ -437,26 +437,19 @@ def gate_up_swiglu_case(env: Env, s: Any, kc: KernelCache) -> Case:
 
 def decode_gemm_note(kc: KernelCache, m: int, n: int, k: int, wide: bool,
                      out_f32: bool = False, swiglu: bool = False) -> str:
-    """Which decode GEMM kernel a row runs, its block shape, split (cluster or ticket) and
-    ring."""
+    """Which decode GEMM kernel a row runs, its block shape, cluster split and ring."""
     tma = matmul_decode.uses_tma(kc)
     groups = matmul_decode.decode_groups(m, wide, tma)
-    if matmul_decode.uses_ticket(kc, tma):
-        split = matmul_decode.ticket_split(m, n, k, kc.facts.sm_count,
-                                           kc.routes.decode_gemm_split, groups)
-        kind = "ticket"
-    else:
-        resident = matmul_decode.resident_blocks(kc, m, out_f32, swiglu, tma, groups)
-        split = matmul_decode.decode_split(m, n, k, kc.facts.sm_count,
-                                           kc.routes.decode_gemm_split, groups, resident)
-        kind = "cluster"
+    resident = matmul_decode.resident_blocks(kc, m, out_f32, swiglu, tma, groups)
+    split = matmul_decode.decode_split(m, n, k, kc.facts.sm_count, kc.routes.decode_gemm_split,
+                                       groups, resident)
     cols = matmul_decode.decode_cols(m)
     stages = (matmul_decode.ring_stages(cols, groups, matmul_decode.TMA_MAX_STAGES) if tma
               else matmul_decode.ring_stages(cols, groups))
     ring = (f"TMA ring of {stages} stages" if tma else f"cp.async ring of {stages} stages, "
             f"L2 window {kc.routes.decode_gemm_l2_tiles} k-tiles")
     return (f"{'gemm_decode_tma' if tma else 'gemm_decode_sm90'}, {groups} warpgroup(s) a "
-            f"block, {kind} split {split}, {ring}")
+            f"block, cluster split {split}, {ring}")
 
 
 def linear_case(env: Env, s: Any) -> Case:
@@ -467,8 +460,7 @@ def linear_case(env: Env, s: Any) -> Case:
     routes = env.kc.routes
     if s.decode_sm90:  # the row's decode GEMM kernel and block shape, whichever op runs it
         routes = replace(routes, decode_gemm_tma=routes.decode_gemm_tma and not s.cpasync,
-                         decode_gemm_wide=s.wide,
-                         decode_gemm_ticket=routes.decode_gemm_ticket or s.ticket)
+                         decode_gemm_wide=s.wide)
     if s.gemv:
         routes = replace(routes, gemv_ring=s.gemv == "ring", gemv_ring_single=s.gemv == "ring")
     kc = env.kc if routes == env.kc.routes else KernelCache(env.kc.backend, routes=routes)

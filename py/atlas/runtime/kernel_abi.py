@@ -162,16 +162,6 @@ GEMM_DECODE_TMA_SWIGLU_SPLIT4 = S("gemm_decode_tma", "gemm_decode_tma_swiglu_bf1
                                   _DECODE_TMA)
 GEMM_DECODE_TMA_SWIGLU_SPLIT8 = S("gemm_decode_tma", "gemm_decode_tma_swiglu_bf16_split8",
                                   _DECODE_TMA)
-# the same products split over `split` (2..8) blocks a tile without a cluster: each block
-# writes its f32 partial to ws (ceil(n / (64 G)) * split * m * 64 G floats at least), the last
-# to take its tile's ticket (tickets: one u32 a tile, zero between launches) sums them in
-# rank order and stores; grid ceil(n / (64 G)) * split (ops/matmul_decode.py ticket_split)
-_DECODE_TMA_TICKET = _DECODE_TMA + " split:u32 ws:ptr tickets:ptr"
-GEMM_DECODE_TMA_TICKET = S("gemm_decode_tma", "gemm_decode_tma_bf16_ticket", _DECODE_TMA_TICKET)
-GEMM_DECODE_TMA_F32OUT_TICKET = S("gemm_decode_tma", "gemm_decode_tma_bf16_f32_ticket",
-                                  _DECODE_TMA_TICKET)
-GEMM_DECODE_TMA_SWIGLU_TICKET = S("gemm_decode_tma", "gemm_decode_tma_swiglu_bf16_ticket",
-                                  _DECODE_TMA_TICKET)
 # FP8 E4M3 weights [N, K] (one byte each) with f32 scales under the index map
 # scale[(n >> row_shift) * row_stride + (k >> col_shift) * col_stride] (block, per-channel or
 # per-tensor layouts; ops/matmul_quant.py builds the map), dequantized in registers.

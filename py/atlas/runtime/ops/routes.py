@@ -67,16 +67,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   holds 62 four-block clusters, 248 blocks, not 264, so the modelled rule's split-4 grids of
   256 blocks ran in two waves: Qwen3-8B b64 step 9.987 -> 9.543 ms with the count, gpu21;
   tools/gpu/decode_gemm_occupancy.py prints both).
-* ATLAS_DECODE_GEMM_TICKET=1: the TMA decode GEMM's split-K products on its ticket entry
-  points (gemm_decode_tma_*_ticket) instead of the cluster ones: a split's blocks need no
-  cluster (any split 2..8, placed anywhere), each writes its f32 partial to a workspace and the
-  last of a tile to take its ticket sums them in rank order (the cluster kernel's bits for the
-  same split); the split is the wave-fill rule's over every split (ops/matmul_decode.
-  ticket_split: Qwen3-8B o_proj / down at b64, 32 two-warpgroup tiles, x 4 = 128 blocks in one
-  wave of 132, where the cluster rule has split 2 = 64 blocks: split 4 clusters hold only 120).
-  Off: slower on the H200 (gpu27, kernel table, Qwen3-8B b64: o_proj 15.62 vs 14.00 us, down
-  32.07 vs 31.18, qkv at the same split 19.92 vs 16.79, gate_up+SwiGLU 63.25 vs 56.47: the
-  last block's sum of the partials from L2 costs more than the fuller wave gains).
 * ATLAS_DECODE_GEMM_L2_TILES=N: k-tiles (64 columns) of its weight rows each decode GEMM
   block keeps prefetched into L2 ahead of its shared-memory ring, from before its PDL wait
   (default DEFAULT_DECODE_GEMM_L2_TILES = 0: none, the session-6 kernel; see there why).
@@ -322,8 +312,6 @@ DEFAULT_PERSISTENT_PREFETCH_KB = 64
 DEFAULT_ATTN_L2_PREFETCH_FRACTION = 0.6
 #: the cluster splits gemm_decode_sm90 is compiled for
 DECODE_GEMM_SPLITS = (1, 2, 4, 8)
-#: the splits the TMA decode GEMM's ticket entry points take (a parameter: no cluster)
-DECODE_GEMM_TICKET_SPLITS = tuple(range(1, 9))
 #: the ring depths the ring GEMV takes (gemv_ring.cuh: 2..kRingMaxStages)
 GEMV_RING_STAGES = (2, 3)
 
@@ -392,7 +380,6 @@ class KernelRoutes:
     decode_gemm_l2_tiles: int = DEFAULT_DECODE_GEMM_L2_TILES
     decode_gemm_tma: bool = True
     decode_gemm_occupancy: bool = True
-    decode_gemm_ticket: bool = False
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_long_min_batch: int = DEFAULT_DECODE_ATTN_LONG_MIN_BATCH
@@ -499,7 +486,6 @@ class KernelRoutes:
                                                    DEFAULT_DECODE_GEMM_L2_TILES),
                    decode_gemm_tma=env_switch(env, "ATLAS_DECODE_GEMM_TMA", True),
                    decode_gemm_occupancy=env_switch(env, "ATLAS_DECODE_GEMM_OCCUPANCY", True),
-                   decode_gemm_ticket=env_switch(env, "ATLAS_DECODE_GEMM_TICKET", False),
                    decode_attn_long=env_switch(env, "ATLAS_DECODE_ATTN_LONG", True),
                    decode_attn_long_min_keys=_env_count(env, "ATLAS_DECODE_ATTN_LONG_MIN_KEYS",
                                                         DEFAULT_DECODE_ATTN_LONG_MIN_KEYS),

@@ -26,8 +26,6 @@ from ..kernel_abi import (GEMM_DECODE_TMA, GEMM_DECODE_TMA_F32OUT,
                           GEMM_DECODE_TMA_SPLIT4, GEMM_DECODE_TMA_SPLIT8, GEMM_DECODE_TMA_SWIGLU,
                           GEMM_DECODE_TMA_SWIGLU_SPLIT2, GEMM_DECODE_TMA_SWIGLU_SPLIT4,
                           GEMM_DECODE_TMA_SWIGLU_SPLIT8)
-from ..kernel_abi import (GEMM_DECODE_TMA_F32OUT_TICKET, GEMM_DECODE_TMA_SWIGLU_TICKET,
-                          GEMM_DECODE_TMA_TICKET)
 from . import HostMemory, reference
 from .gemv import gemv_swiglu_bf16_single, linear_bf16
 
@@ -105,28 +103,4 @@ def gemm_decode_tma_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w
 def gemm_decode_tma_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
                                 act: int, m: int, n: int, k: int, wmap: bytes,
                                 xmap: bytes) -> None:
-    gemv_swiglu_bf16_single(mem, grid, block, x, w, act, m, n, k)
-
-
-# The ticket entries: the same products again; the split workspace and its counters only say
-# where the kernel's blocks meet (the counters end every launch at zero, as they started).
-@reference(GEMM_DECODE_TMA_TICKET)
-def gemm_decode_tma_bf16_ticket(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
-                                y: int, m: int, n: int, k: int, wmap: bytes, xmap: bytes,
-                                split: int, ws: int, tickets: int) -> None:
-    linear_bf16(mem, x, w, y, m, n, k, out_f32=False)
-
-
-@reference(GEMM_DECODE_TMA_F32OUT_TICKET)
-def gemm_decode_tma_bf16_f32_ticket(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
-                                    y: int, m: int, n: int, k: int, wmap: bytes, xmap: bytes,
-                                    split: int, ws: int, tickets: int) -> None:
-    linear_bf16(mem, x, w, y, m, n, k, out_f32=True)
-
-
-@reference(GEMM_DECODE_TMA_SWIGLU_TICKET)
-def gemm_decode_tma_swiglu_bf16_ticket(mem: HostMemory, grid: Dim3, block: Dim3, x: int,
-                                       w: int, act: int, m: int, n: int, k: int, wmap: bytes,
-                                       xmap: bytes, split: int, ws: int,
-                                       tickets: int) -> None:
     gemv_swiglu_bf16_single(mem, grid, block, x, w, act, m, n, k)
