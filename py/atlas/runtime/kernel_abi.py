@@ -412,12 +412,6 @@ DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR = S("attention_twins",
 DECODE_ATTN_CLUSTER_PULL = S("attention_twins", "decode_attn_cluster_pull_bf16", _DECODE)
 DECODE_ATTN_ROPE_CLUSTER_PULL = S("attention_twins", "decode_attn_rope_cluster_pull_bf16",
                                   _DECODE_ROPE)
-# DECODE_ATTN_ROPE_CLUSTER that, after its PDL wait, requests two byte regions (the next
-# kernels' weights; 16-byte aligned, bytes multiples of 16, 0 bytes: none) into L2 while its
-# serial chain leaves DRAM idle: the same results (ops/routes ATLAS_ATTN_L2_PREFETCH=1,
-# ops/l2_prefetch.py plans the regions), in the twins' module
-DECODE_ATTN_ROPE_CLUSTER_L2PF = S("attention_twins", "decode_attn_rope_cluster_l2pf_bf16",
-                                  _DECODE_ROPE + " pf0:ptr pf0_bytes:u32 pf1:ptr pf1_bytes:u32")
 # merges the partials of DECODE_ATTN_LONG (decode_attn_bf16 merges its own in its last split)
 DECODE_ATTN_COMBINE = S(
     "attention", "decode_attn_combine_bf16",

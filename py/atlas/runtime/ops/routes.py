@@ -259,15 +259,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   head's qkv rows, and only when it has rows of the phase). Measured (gpu22, 2026-12-02,
   bench_moe synthetic Qwen3-0.6B batch 1): counts 979.3 tok/s, barriers 915.4 (+7%), the
   per-op default 1,026.4 (so ATLAS_PERSISTENT_DECODE stays off).
-* ATLAS_ATTN_L2_PREFETCH=1: the batch-1..4 rope-fused clustered decode attention on its twin
-  that, after its PDL wait, asks L2 for the weights the next kernels stream (o_proj's, then
-  the post-attention block's first: a dense MLP's gate_up / down, a MoE router / shared
-  expert; at most two regions, in that order, ops/l2_prefetch.py) while its serial chain
-  leaves DRAM idle (decode_attn_rope_cluster_l2pf_bf16, the same results), so o_proj's GEMV
-  reads L2. ATLAS_ATTN_L2_PREFETCH_MB=N: the budget of those regions in MiB (unset or 0:
-  DEFAULT_ATTN_L2_PREFETCH_FRACTION of the device's L2), for sweeps. Off: slower (gpu27,
-  PDL on, GPU per step: Qwen3-0.6B b1 0.993 vs 0.959 ms, Qwen3-8B b1 4.736 vs 4.640; with the
-  MoE opt-ins, Qwen3-30B-A3B 3.352 vs 3.134).
 """
 
 from __future__ import annotations
@@ -307,9 +298,6 @@ DEFAULT_VERIFY_MAX_BATCH = 1
 #: KiB of the next weight phase a persistent decode block prefetches into L2 before a barrier:
 #: all of a Qwen3-0.6B phase's slice (<= 64 KB), ~8.4 MB over 132 SMs at most (L2: 50 MB)
 DEFAULT_PERSISTENT_PREFETCH_KB = 64
-#: the share of the device's L2 the attention's weight prefetch may fill (ATLAS_ATTN_L2_PREFETCH;
-#: the rest keeps the step's K/V, activations and the GEMV's own streaming)
-DEFAULT_ATTN_L2_PREFETCH_FRACTION = 0.6
 #: the cluster splits gemm_decode_sm90 is compiled for
 DECODE_GEMM_SPLITS = (1, 2, 4, 8)
 #: the ring depths the ring GEMV takes (gemv_ring.cuh: 2..kRingMaxStages)
@@ -409,8 +397,6 @@ class KernelRoutes:
     persistent_blocks: int = 0
     persistent_splits: int = 0
     persistent_flags: bool = True
-    attn_l2_prefetch: bool = False
-    attn_l2_prefetch_mb: int = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "KernelRoutes":
@@ -524,6 +510,4 @@ class KernelRoutes:
                    persistent_stage=env_switch(env, "ATLAS_PERSISTENT_STAGE", True),
                    persistent_blocks=_env_count(env, "ATLAS_PERSISTENT_BLOCKS", 0),
                    persistent_splits=_env_count(env, "ATLAS_PERSISTENT_SPLITS", 0),
-                   persistent_flags=env_switch(env, "ATLAS_PERSISTENT_FLAGS", True),
-                   attn_l2_prefetch=env_switch(env, "ATLAS_ATTN_L2_PREFETCH", False),
-                   attn_l2_prefetch_mb=_env_count(env, "ATLAS_ATTN_L2_PREFETCH_MB", 0))
+                   persistent_flags=env_switch(env, "ATLAS_PERSISTENT_FLAGS", True))
