@@ -401,8 +401,8 @@ def swiglu_linear_case(env: Env, s: Any) -> Case:
 
 def gate_up_swiglu_case(env: Env, s: Any, kc: KernelCache) -> Case:
     """The gate_up projection ending with its SwiGLU (matmul.linear_swiglu where
-    fuses_gate_up_swiglu allows: one row on the prefetching GEMV, decode batches on the
-    decode GEMM's SwiGLU entries; else the GEMV/GEMM then silu_mul) against matmul, then
+    fuses_gate_up_swiglu allows: decode batches on the decode GEMM's SwiGLU entries; else
+    the GEMV/GEMM then silu_mul) against matmul, then
     F.silu(g) * u. `kc`: the row's routes (its decode GEMM kernel and block shape)."""
     torch, F = env.torch, env.torch.nn.functional
     m, n, k = s.m, s.n, s.k

@@ -252,19 +252,7 @@ dense_decode_with() {
   return $rc
 }
 
-# The single-row GEMVs' pre-wait weight prefetch (gemv_prefetch.cuh, opt-in) A/B: decode with
-# it on (ATLAS_GEMV_PREFETCH=1; decode_bench is the default "off" side), then the dense GEMV
-# rows of Qwen3-0.6B and Qwen3-8B (b1, b32, lm_head, down+swiglu, gate_up+swiglu) against
-# PyTorch, with it on.
-stage_gemv_prefetch_ab() {
-  local rc=0
-  dense_decode_with prefetch ATLAS_GEMV_PREFETCH=1 || rc=1
-  ATLAS_GEMV_PREFETCH=1 "$PY" tools/gpu/bench_kernels.py -k "decode_gemv qwen3-0.6b" \
-    -k "decode_gemv qwen3-8b" --out-dir "$RESULTS" || rc=1
-  return $rc
-}
-
-# The add + RMSNorm fused into the prefetching GEMV after it (ATLAS_NORM_GEMV=1: 5 launches a
+# The add + RMSNorm fused into the single-row GEMV after it (ATLAS_NORM_GEMV=1: 5 launches a
 # layer instead of 7) against the default (decode_bench / profile), with its profile.
 stage_norm_gemv_ab() { dense_decode_with norm_gemv profile ATLAS_NORM_GEMV=1; }
 
@@ -927,9 +915,8 @@ stage_headline() {
 
 # The batch-1 paths new this session against the session-start ones, in one short stage
 # (each row a separate process, same tree; labels name the switches, `default` is the tree as
-# committed): the prefetching single-row GEMV (ATLAS_GEMV_PREFETCH=1, opt-in), the
-# session-start decode attention (ATLAS_DECODE_ATTN_LATENCY=0), the MoE bulk-copy rings and
-# router-fused norm (opt-in), and the flagship at its defaults.
+# committed): the session-start decode attention (ATLAS_DECODE_ATTN_LATENCY=0), the MoE
+# bulk-copy rings and router-fused norm (opt-in), and the flagship at its defaults.
 stage_batch1_ab() {
   local rc=0 name
   for name in qwen3-0.6b qwen3-8b; do make_checkpoint "$name" weights || return 1; done
@@ -945,7 +932,6 @@ stage_batch1_ab() {
   }
   ab_decode default qwen3-0.6b 1
   ab_decode attn0 qwen3-0.6b 1 ATLAS_DECODE_ATTN_LATENCY=0
-  ab_decode prefetch1 qwen3-0.6b 1 ATLAS_GEMV_PREFETCH=1
   ab_decode default qwen3-8b 1,64
   ab_decode attn0 qwen3-8b 1 ATLAS_DECODE_ATTN_LATENCY=0
   ab_moe default qwen3-30b-a3b 1,8
@@ -1625,7 +1611,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         spec_bench_hybrid quant_bench moe_full quant_profile quant_profile_nvfp4 quant_lm_head
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
-        startup quant_kernels gemv_prefetch_ab norm_gemv_ab decode_attn throughput_b64_profile
+        startup quant_kernels norm_gemv_ab decode_attn throughput_b64_profile
         throughput_mixed_step decode_gemm_wide_ab headline batch1_ab thru_ab moe_b1_profile
         quant_ab moe_quant_bench thru_b64 spec_profile spec_ring_ab persistent_ab persistent_sweep
         attn_trace verify_attn attn64 attn64_flagship b1lat decode_gemm_tma moe_s8_ab

@@ -69,18 +69,6 @@ GEMV_RING_F32OUT = S("gemv", "gemv_ring_bf16_f32",
                      "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32")
 GEMV_RING_SILU = S("gemv", "gemv_ring_silu_bf16",
                    "gate_up:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32")
-# the prefetching single-row kernels (opt-in, ATLAS_GEMV_PREFETCH=1): the same products as
-# GEMV_SINGLE / GEMV_SINGLE_F32OUT / GEMV_SILU_SINGLE, weights staged in shared memory
-GEMV_PREFETCH_SINGLE = S("gemv", "gemv_prefetch_bf16_single",
-                         "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
-GEMV_PREFETCH_SINGLE_F32OUT = S("gemv", "gemv_prefetch_bf16_f32_single",
-                                "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
-GEMV_PREFETCH_SILU_SINGLE = S("gemv", "gemv_prefetch_silu_bf16_single",
-                              "gate_up:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
-# the MLP gate_up projection ending with its SwiGLU, one row: w is [gate | up] [n = 2 I, k],
-# act[j] = bf16(bf16(silu(gate_j)) * up_j) for j < I of the bf16 products: GEMV_SINGLE into
-# gate_up followed by SILU_MUL, bit for bit
-GEMV_SWIGLU_SINGLE = S("gemv", "gemv_swiglu_bf16_single", "x:ptr w:ptr act:ptr m:u32 n:u32 k:u32")
 # ADD_RMSNORM (or ADD_RMSNORM_OFFSET when offset != 0) fused into the GEMV that consumes its
 # output, one row: resid_out = h = bf16(resid + delta) (h = resid when delta is null; not
 # stored when resid_out is null; resid_out must not alias resid), y = RMSNorm(h) @ w.T

@@ -222,9 +222,8 @@ class Bf16Linear:
 
     def fuses_swiglu(self, kc: KernelCache, m: int) -> bool:
         """Whether, as a fused [gate | up] weight, an m-row product ends with the SwiGLU
-        (`matmul.fuses_gate_up_swiglu`: decode batches on the decode GEMM, batch 1 on the
-        prefetching GEMV); otherwise gate_up ends in memory and the down GEMV may fuse the
-        SwiGLU instead."""
+        (`matmul.fuses_gate_up_swiglu`: decode batches on the decode GEMM); otherwise gate_up
+        ends in memory and the down GEMV may fuse the SwiGLU instead."""
         return fuses_gate_up_swiglu(kc, m, self.n, self.k)
 
     def linear_swiglu(self, kc: KernelCache, stream: Stream, x: DevicePtr, act: DevicePtr,

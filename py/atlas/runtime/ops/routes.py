@@ -229,9 +229,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   normalizes qkv's / gate_up's input from their partial sums of squares) and fuses the other
   add + RMSNorms before a GEMV into its x load (gemv_add_rmsnorm_bf16_single). Unset or 0:
   neither (add_rmsnorm, then the GEMV: the fastest measured on the H200, 2026-12-01).
-* ATLAS_GEMV_PREFETCH=1: single-row bf16 GEMVs on the kernels that prefetch their weights
-  into shared memory before the PDL wait (gemv_prefetch_*), and batch-1 gate_up ending with
-  its SwiGLU (gemv_swiglu_bf16_single). Off by default: measured slower (gpu13, 2026-12-02).
 * ATLAS_GEMV_RING=0: bf16 products of 2..8 rows (a speculative verification, decode batches
   of 2..8) on the register-tiled GEMV (gemv_bf16, gemv_bf16_f32, gemv_silu_bf16) instead of
   its cp.async-ring twins (gemv_ring_*: the same sums, weights in flight through shared
@@ -386,7 +383,6 @@ class KernelRoutes:
     prefill_attn_qreg: bool = False
     prefill_attn_wide: bool = True
     fused_norm: bool | None = None
-    gemv_prefetch: bool = False
     norm_gemv: bool = False
     gemv_ring: bool = True
     gemv_ring_single: bool = False
@@ -499,7 +495,6 @@ class KernelRoutes:
                    prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
                    prefill_attn_wide=env_switch(env, "ATLAS_PREFILL_ATTN_WIDE", True),
                    fused_norm=_env_tristate(env, "ATLAS_FUSED_NORM"),
-                   gemv_prefetch=env_switch(env, "ATLAS_GEMV_PREFETCH", False),
                    norm_gemv=env_switch(env, "ATLAS_NORM_GEMV", False),
                    gemv_ring=env_switch(env, "ATLAS_GEMV_RING", True),
                    gemv_ring_single=env_switch(env, "ATLAS_GEMV_RING_SINGLE", False),
