@@ -267,8 +267,6 @@ def _rope_launch(env: dict[str, str] | None, num_seqs: int, splits: int, max_blo
     (8, 5, {"ATLAS_DECODE_ATTN_LONG_MERGE": "1"}, [("decode_attn_long_rope_wait_bf16", (4, 8, 8))]),
     (1, 5, None, [("decode_attn_rope_bf16", (5, 8, 1))]),
     (64, 1, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "0"}, [("decode_attn_rope_bf16", (1, 8, 64))]),
-    # the opt-in RopeEarly entry (reads before its PDL wait)
-    (64, 1, {"ATLAS_DECODE_ATTN_LONG_EARLY": "1"}, [("decode_attn_long_rope_bf16", (1, 8, 64))]),
 ])
 def test_rope_batches_route_to_the_long_rope_entry(num_seqs, splits, env, want) -> None:
     launches = _rope_launch(env, num_seqs, splits)

@@ -17,10 +17,6 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
 DEFAULT_LAYER = ["add_rmsnorm_bf16", "gemv_bf16_single", "decode_attn_rope_bf16",
                  "gemv_bf16_single", "add_rmsnorm_bf16", "gemv_bf16_single",
                  "gemv_silu_bf16_single"]
-#: ATLAS_GEMV_PREFETCH=1: the prefetching GEMVs, gate_up ending with the SwiGLU
-PREFETCH_LAYER = ["add_rmsnorm_bf16", "gemv_prefetch_bf16_single", "decode_attn_rope_bf16",
-                  "gemv_prefetch_bf16_single", "add_rmsnorm_bf16", "gemv_swiglu_bf16_single",
-                  "gemv_prefetch_bf16_single"]
 #: ATLAS_FUSED_NORM=1, 5 launches a layer: o_proj and down add into the residual stream
 #: themselves, the RMSNorms before qkv and gate_up run inside those GEMVs; the first layer's
 #: norm has no residual epilogue before it (the embedding wrote the stream): the add+norm
@@ -204,16 +200,6 @@ def test_norm_gemv_decode_graph_fuses_each_add_norm_into_the_gemv_after_it(monke
     assert names[:1 + n * layers] == ["embedding_bf16", *NORM_GEMV_LAYER * layers]
     assert names[1 + n * layers:] == ["add_rmsnorm_bf16", "embedding_bf16",
                                       "gemv_bf16_f32_single", *GRAPH_SAMPLER]
-
-
-def test_prefetch_decode_graph_runs_the_prefetching_gemvs(monkeypatch):
-    names, layers = _decode_step_launches(monkeypatch, "ATLAS_GEMV_PREFETCH")
-    n = len(PREFETCH_LAYER)
-    assert names[1:1 + n * layers] == ["rmsnorm_bf16", *PREFETCH_LAYER[1:]] + PREFETCH_LAYER * (
-        layers - 1)
-    assert names[1 + n * layers:] == ["add_rmsnorm_bf16", "embedding_bf16",
-                                      "gemv_prefetch_bf16_f32_single", *GRAPH_SAMPLER]
-
 
 
 def test_persistent_decode_graph_runs_the_layers_in_one_launch(monkeypatch):

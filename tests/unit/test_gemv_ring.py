@@ -44,23 +44,6 @@ def test_ring_plan(n, k, stages, want) -> None:
     assert matmul.gemv_ring_plan(n, k, SMS, SHARED, stages) == want
 
 
-@pytest.mark.parametrize("m,holds", [(1, True), (4, True), (5, False), (8, False)])
-def test_x_is_held_in_registers_up_to_4_rows(m, holds):
-    assert matmul.ring_holds_x(m) is holds
-
-
-def test_x_in_registers_aims_at_three_stages_where_two_blocks_fit_them() -> None:
-    # Qwen3-8B qkv: 3 stages of 32 KiB (the x of 4 rows needs no L1)
-    assert matmul.gemv_ring_plan(6144, 4096, SMS, SHARED, x_regs=True) == matmul.RingPlan(
-        2 * SMS, 256, 3, 96 * 1024, True)
-    # an explicit depth wins (ATLAS_GEMV_RING_STAGES=2)
-    assert matmul.gemv_ring_plan(6144, 4096, SMS, SHARED, 2, x_regs=True) == matmul.RingPlan(
-        2 * SMS, 256, 2, 64 * 1024, True)
-    # an SM that holds two blocks' 2 stages but not 3 keeps 2
-    assert matmul.gemv_ring_plan(6144, 4096, SMS, 170 * 1024, x_regs=True) == matmul.RingPlan(
-        2 * SMS, 256, 2, 64 * 1024, True)
-
-
 def test_without_room_for_two_rings_the_register_tiled_kernel_runs_the_product() -> None:
     # a GB10's 100 KiB SMs: two 256-thread blocks hold one 32 KiB stage each at k = 4,096,
     # four 128-thread blocks one 16 KiB stage each at k = 1,024
@@ -79,22 +62,11 @@ def test_without_room_for_two_rings_the_register_tiled_kernel_runs_the_product()
 
 @pytest.mark.parametrize("m", range(2, matmul.GEMV_MAX_M + 1))
 def test_m_rows_take_the_ring_kernel_by_default(m) -> None:
-    # x through L1 on 2 stages (x in registers is opt-in: gpu22 timed it slower)
     (rec,) = launches(KernelRoutes(), matmul.linear, 0x1000, 0x2000, 0x3000, m, 6144, 4096)
     assert (rec.func, rec.grid, rec.block, rec.shared) == (
         "gemv_ring_bf16", (2 * SMS, 1, 1), (256, 1, 1), 64 * 1024)
-    assert [rec.args[a] for a in ("x", "w", "y", "m", "n", "k", "stages", "x_regs")] == [
-        0x1000, 0x2000, 0x3000, m, 6144, 4096, 2, 0]
-
-
-def test_the_x_register_switch_holds_up_to_4_rows_on_3_stages() -> None:
-    on = KernelRoutes.from_env({"ATLAS_GEMV_RING_XREGS": "1"})
-    for k in (4096, 12288):   # qkv (one tile a group) and down (3 tiles a group)
-        (rec,) = launches(on, matmul.linear, 0x1000, 0x2000, 0x3000, 4, 6144, k)
-        assert (rec.func, rec.shared, rec.args["stages"], rec.args["x_regs"]) == (
-            "gemv_ring_bf16", 96 * 1024, 3, 1)
-    (rec,) = launches(on, matmul.linear, 0x1000, 0x2000, 0x3000, 5, 6144, 4096)
-    assert (rec.shared, rec.args["stages"], rec.args["x_regs"]) == (64 * 1024, 2, 0)
+    assert [rec.args[a] for a in ("x", "w", "y", "m", "n", "k", "stages")] == [
+        0x1000, 0x2000, 0x3000, m, 6144, 4096, 2]
 
 
 def test_the_lm_head_and_the_down_projection_take_their_ring_twins() -> None:
@@ -218,3 +190,18 @@ def ring_order(n: int, k: int, plan: matmul.RingPlan) -> dict[tuple[int, int], l
 def test_the_ring_accumulates_each_threads_chunks_in_the_tiled_kernels_order(n, k, sms, stages):
     plan = matmul.gemv_ring_plan(n, k, sms, SHARED, stages)
     assert ring_order(n, k, plan) == tiled_order(n, k, plan.threads)
+
+
+def test_one_row_takes_the_single_row_kernels() -> None:
+    """One row: the 4-row-block single-row kernels (no dynamic shared memory), the SwiGLU
+    fused into down's x load up to FUSED_SILU_MAX_K and silu_mul before the GEMV past it;
+    gate_up never ends with its SwiGLU on the GEMV (only the decode GEMM's batches do)."""
+    mock = MockGpuBackend()
+    kc = KernelCache(mock, routes=KernelRoutes())
+    matmul.gemv(kc, 0, 0x1000, 0x2000, 0x3000, 1, 6144, 1024)
+    matmul.linear_silu(kc, 0, 0x1000, 0x2000, 0x3000, 1, 1024, 3072)
+    matmul.linear_silu(kc, 0, 0x1000, 0x2000, 0x3000, 1, 4096, 12288, scratch=0x9000)
+    assert [(r.func, r.grid[0], r.block[0], r.shared) for r in mock.drain_launches()] == [
+        ("gemv_bf16_single", 1536, 128, 0), ("gemv_silu_bf16_single", 256, 256, 0),
+        ("silu_mul_bf16", 1, 256, 0), ("gemv_bf16_single", 1024, 256, 0)]
+    assert not matmul.fuses_gate_up_swiglu(kc, 1, 6144, 1024)

@@ -401,8 +401,8 @@ def swiglu_linear_case(env: Env, s: Any) -> Case:
 
 def gate_up_swiglu_case(env: Env, s: Any, kc: KernelCache) -> Case:
     """The gate_up projection ending with its SwiGLU (matmul.linear_swiglu where
-    fuses_gate_up_swiglu allows: one row on the prefetching GEMV, decode batches on the
-    decode GEMM's SwiGLU entries; else the GEMV/GEMM then silu_mul) against matmul, then
+    fuses_gate_up_swiglu allows: decode batches on the decode GEMM's SwiGLU entries; else
+    the GEMV/GEMM then silu_mul) against matmul, then
     F.silu(g) * u. `kc`: the row's routes (its decode GEMM kernel and block shape)."""
     torch, F = env.torch, env.torch.nn.functional
     m, n, k = s.m, s.n, s.k
@@ -437,26 +437,19 @@ def gate_up_swiglu_case(env: Env, s: Any, kc: KernelCache) -> Case:
 
 def decode_gemm_note(kc: KernelCache, m: int, n: int, k: int, wide: bool,
                      out_f32: bool = False, swiglu: bool = False) -> str:
-    """Which decode GEMM kernel a row runs, its block shape, split (cluster or ticket) and
-    ring."""
+    """Which decode GEMM kernel a row runs, its block shape, cluster split and ring."""
     tma = matmul_decode.uses_tma(kc)
     groups = matmul_decode.decode_groups(m, wide, tma)
-    if matmul_decode.uses_ticket(kc, tma):
-        split = matmul_decode.ticket_split(m, n, k, kc.facts.sm_count,
-                                           kc.routes.decode_gemm_split, groups)
-        kind = "ticket"
-    else:
-        resident = matmul_decode.resident_blocks(kc, m, out_f32, swiglu, tma, groups)
-        split = matmul_decode.decode_split(m, n, k, kc.facts.sm_count,
-                                           kc.routes.decode_gemm_split, groups, resident)
-        kind = "cluster"
+    resident = matmul_decode.resident_blocks(kc, m, out_f32, swiglu, tma, groups)
+    split = matmul_decode.decode_split(m, n, k, kc.facts.sm_count, kc.routes.decode_gemm_split,
+                                       groups, resident)
     cols = matmul_decode.decode_cols(m)
     stages = (matmul_decode.ring_stages(cols, groups, matmul_decode.TMA_MAX_STAGES) if tma
               else matmul_decode.ring_stages(cols, groups))
     ring = (f"TMA ring of {stages} stages" if tma else f"cp.async ring of {stages} stages, "
             f"L2 window {kc.routes.decode_gemm_l2_tiles} k-tiles")
     return (f"{'gemm_decode_tma' if tma else 'gemm_decode_sm90'}, {groups} warpgroup(s) a "
-            f"block, {kind} split {split}, {ring}")
+            f"block, cluster split {split}, {ring}")
 
 
 def linear_case(env: Env, s: Any) -> Case:
@@ -467,8 +460,7 @@ def linear_case(env: Env, s: Any) -> Case:
     routes = env.kc.routes
     if s.decode_sm90:  # the row's decode GEMM kernel and block shape, whichever op runs it
         routes = replace(routes, decode_gemm_tma=routes.decode_gemm_tma and not s.cpasync,
-                         decode_gemm_wide=s.wide,
-                         decode_gemm_ticket=routes.decode_gemm_ticket or s.ticket)
+                         decode_gemm_wide=s.wide)
     if s.gemv:
         routes = replace(routes, gemv_ring=s.gemv == "ring", gemv_ring_single=s.gemv == "ring")
     kc = env.kc if routes == env.kc.routes else KernelCache(env.kc.backend, routes=routes)
@@ -502,11 +494,9 @@ def linear_case(env: Env, s: Any) -> Case:
         note = "ours: gemv_mma (ops.matmul_batched.batched_gemv, forced)"
     elif s.gemv == "ring" and (plan := matmul.gemv_ring_plan(
             n, k, kc.facts.sm_count, kc.facts.shared_memory_per_sm,
-            kc.routes.gemv_ring_stages,
-            x_regs=kc.routes.gemv_ring_xregs and matmul.ring_holds_x(m))) is not None:
+            kc.routes.gemv_ring_stages)) is not None:
         note = (f"ours: gemv_ring (ops.matmul.gemv, forced), {plan.grid} blocks of "
-                f"{plan.threads}, {plan.stages} stages"
-                f"{', x in registers' if plan.x_regs else ''}")
+                f"{plan.threads}, {plan.stages} stages")
     elif s.gemv:
         note = "ours: the register-tiled gemv_bf16 (ops.matmul.gemv, ATLAS_GEMV_RING=0)"
     else:
@@ -969,8 +959,8 @@ def decode_attention_rope_case(env: Env, s: Any) -> Case:
         attention.decode_partial_rule(hist, splits, routes)[1]
     if attention_long.uses_long(env.kc, hq, hkv, d, nb * bs, b):  # as decode_attention_rope
         splits = attention_long.long_launch_splits(env.kc, b, hkv, d, nb * bs, splits)
-        kernel, partials = "decode_attn_long_rope_bf16", attention.decode_split_rule(hist,
-                                                                                     splits)[1]
+        kernel, partials = ("decode_attn_long_rope_wait_bf16",
+                            attention.decode_split_rule(hist, splits)[1])
     inv_freq = ROPE_THETA ** (-torch.arange(0, half, device=env.device).double() / half)
     pos_angles = torch.arange(hist, device=env.device).double()[:, None] * inv_freq[None, :]
     cos_sin = torch.cat([pos_angles.cos(), pos_angles.sin()], dim=1).float().contiguous()

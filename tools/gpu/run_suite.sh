@@ -252,19 +252,7 @@ dense_decode_with() {
   return $rc
 }
 
-# The single-row GEMVs' pre-wait weight prefetch (gemv_prefetch.cuh, opt-in) A/B: decode with
-# it on (ATLAS_GEMV_PREFETCH=1; decode_bench is the default "off" side), then the dense GEMV
-# rows of Qwen3-0.6B and Qwen3-8B (b1, b32, lm_head, down+swiglu, gate_up+swiglu) against
-# PyTorch, with it on.
-stage_gemv_prefetch_ab() {
-  local rc=0
-  dense_decode_with prefetch ATLAS_GEMV_PREFETCH=1 || rc=1
-  ATLAS_GEMV_PREFETCH=1 "$PY" tools/gpu/bench_kernels.py -k "decode_gemv qwen3-0.6b" \
-    -k "decode_gemv qwen3-8b" --out-dir "$RESULTS" || rc=1
-  return $rc
-}
-
-# The add + RMSNorm fused into the prefetching GEMV after it (ATLAS_NORM_GEMV=1: 5 launches a
+# The add + RMSNorm fused into the single-row GEMV after it (ATLAS_NORM_GEMV=1: 5 launches a
 # layer instead of 7) against the default (decode_bench / profile), with its profile.
 stage_norm_gemv_ab() { dense_decode_with norm_gemv profile ATLAS_NORM_GEMV=1; }
 
@@ -927,9 +915,8 @@ stage_headline() {
 
 # The batch-1 paths new this session against the session-start ones, in one short stage
 # (each row a separate process, same tree; labels name the switches, `default` is the tree as
-# committed): the prefetching single-row GEMV (ATLAS_GEMV_PREFETCH=1, opt-in), the
-# session-start decode attention (ATLAS_DECODE_ATTN_LATENCY=0), the MoE bulk-copy rings and
-# router-fused norm (opt-in), and the flagship at its defaults.
+# committed): the session-start decode attention (ATLAS_DECODE_ATTN_LATENCY=0), the MoE
+# bulk-copy rings and router-fused norm (opt-in), and the flagship at its defaults.
 stage_batch1_ab() {
   local rc=0 name
   for name in qwen3-0.6b qwen3-8b; do make_checkpoint "$name" weights || return 1; done
@@ -945,7 +932,6 @@ stage_batch1_ab() {
   }
   ab_decode default qwen3-0.6b 1
   ab_decode attn0 qwen3-0.6b 1 ATLAS_DECODE_ATTN_LATENCY=0
-  ab_decode prefetch1 qwen3-0.6b 1 ATLAS_GEMV_PREFETCH=1
   ab_decode default qwen3-8b 1,64
   ab_decode attn0 qwen3-8b 1 ATLAS_DECODE_ATTN_LATENCY=0
   ab_moe default qwen3-30b-a3b 1,8
@@ -1432,19 +1418,18 @@ stage_moe_s8_ab() {
 }
 
 # Batched decode attention inside the step (session 9, helper "attn"): the check cases of the
-# tensor-core kernel (rope entry before / after its PDL wait, the in-kernel split merge and
-# their A/B twins), the kernel rows of the batched regime (Qwen3-8B b64 x 1,536 plain and
-# rope-fused, batch 8 / 32 x 2,048 for D 128 and D 256) with the defaults and with both
-# opt-ins on (ATLAS_DECODE_ATTN_LONG_EARLY=1: the rope entry reads before its PDL wait;
-# ATLAS_DECODE_ATTN_LONG_MERGE=1: multi-split launches merge in their last split, no combine
-# launch), then Qwen3-8B and Qwen3-0.6B decode at 64 x 1,536 (synthetic weights) PDL on and
-# off, default and EARLY=1: the attention row in the step against the kernel row alone.
+# tensor-core kernel (the rope entry, the in-kernel split merge and its A/B twin), the kernel
+# rows of the batched regime (Qwen3-8B b64 x 1,536 plain and rope-fused, batch 8 / 32 x 2,048
+# for D 128 and D 256) with the defaults and with the opt-in on (ATLAS_DECODE_ATTN_LONG_MERGE=1:
+# multi-split launches merge in their last split, no combine launch), then Qwen3-8B and
+# Qwen3-0.6B decode at 64 x 1,536 (synthetic weights) PDL on and off: the attention row in the
+# step against the kernel row alone.
 stage_attn_s9() {
   local rc=0 cfg="$RESULTS/attn_s9_cfg" name pdl rows
   rows=(-k "b64 hist1536" -k "hist2048 batched" -k "b8 hist2048 latency")
   "$PY" tools/gpu/check_kernels.py -k long --out "$RESULTS/gpu_check_attn_s9-$STAMP.json" || rc=1
   "$PY" tools/gpu/bench_kernels.py "${rows[@]}" --out-dir "$RESULTS/attn_s9" || rc=1
-  ATLAS_DECODE_ATTN_LONG_EARLY=1 ATLAS_DECODE_ATTN_LONG_MERGE=1 "$PY" tools/gpu/bench_kernels.py \
+  ATLAS_DECODE_ATTN_LONG_MERGE=1 "$PY" tools/gpu/bench_kernels.py \
     "${rows[@]}" --out-dir "$RESULTS/attn_s9_on" || rc=1
   for name in qwen3-8b qwen3-0.6b; do
     "$PY" -c "import sys; sys.path[:0] = ['tools', 'tools/gpu']; from pathlib import Path; \
@@ -1453,23 +1438,19 @@ print(synthetic_model_dir(sys.argv[2], Path(sys.argv[1])))" "$cfg" "$name" || re
     for pdl in 1 0; do
       ATLAS_PDL=$pdl "$PY" tools/gpu/profile_decode.py --model "$cfg/$name" --synthetic-seed 0 \
         --batch 64 --context 1536 --out "$RESULTS/attn_s9_${name}_pdl$pdl.json" || rc=1
-      ATLAS_PDL=$pdl ATLAS_DECODE_ATTN_LONG_EARLY=1 "$PY" tools/gpu/profile_decode.py \
-        --model "$cfg/$name" --synthetic-seed 0 --batch 64 --context 1536 \
-        --out "$RESULTS/attn_s9_${name}_pdl${pdl}_early1.json" || rc=1
     done
   done
   return $rc
 }
 
 # Session 9, helper "spec" (issue 13: 2x at batch 1). Qwen3-8B from synthetic weights (config
-# only), K = 3, 512-token context. Checks: the ring GEMV (x in registers and through L1), the
-# verification kernel (incl. its min128/min256 split cases) and its rope entry point (bit for
-# bit its unfused twin). Kernel rows: the 4-row ring GEMVs with x through L1 (default) and
-# ATLAS_GEMV_RING_XREGS=1, beside the single-row kernel ("b1 tiled"); the verification
+# only), K = 3, 512-token context. Checks: the ring GEMV, the verification kernel (incl. its
+# min128/min256 split cases) and its rope entry point (bit for bit its unfused twin). Kernel
+# rows: the 4-row ring GEMVs beside the single-row kernel ("b1 tiled"); the verification
 # attention rows at splits of >= 64 (default) and 256 keys. Profiles (PDL off: rows add up):
 # the K = 3 verification step vs a plain one, default, ATLAS_DECODE_ATTN_VERIFY_ROPE=1 (one
-# launch a layer), MIN_KEYS=256 and XREGS=1. Then bench_spec at batch 1 and 8 (oracle p = 0.7,
-# K = 3; PDL on).
+# launch a layer) and MIN_KEYS=256. Then bench_spec at batch 1 and 8 (oracle p = 0.7, K = 3;
+# PDL on).
 stage_spec_s9() {
   local rc=0 cfg="$CKPT/qwen3-8b-synthetic" sel=() p v
   "$PY" tools/make_fixtures.py --config qwen3-8b --out "$cfg" --config-only || return 1
@@ -1479,15 +1460,12 @@ stage_spec_s9() {
     sel+=(-k "qwen3-8b $p b4 ring" -k "qwen3-8b $p b1 tiled")
   done
   "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS/spec_s9_ring" "${sel[@]}" || rc=1
-  ATLAS_GEMV_RING_XREGS=1 "$PY" tools/gpu/bench_kernels.py --out-dir "$RESULTS/spec_s9_ring_xregs" \
-    "${sel[@]}" || rc=1
   for v in 64 256; do
     ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS=$v "$PY" tools/gpu/bench_kernels.py \
       --out-dir "$RESULTS/spec_s9_verify_min$v" -k "qwen3-8b b1 hist512 K3 verify" \
       -k "qwen3-8b b1 hist4096 K3 verify" || rc=1
   done
-  for v in default ATLAS_DECODE_ATTN_VERIFY_ROPE=1 ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS=256 \
-      ATLAS_GEMV_RING_XREGS=1; do
+  for v in default ATLAS_DECODE_ATTN_VERIFY_ROPE=1 ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS=256; do
     env ATLAS_PDL=0 $([ "$v" = default ] || echo "$v") "$PY" tools/gpu/profile_decode.py \
       --model "$cfg" --synthetic-seed 0 --batch 1 --context 512 --verify 3 \
       --out "$RESULTS/spec_s9_profile_${v//=/_}.json" || rc=1
@@ -1575,27 +1553,16 @@ stage_moe_s9_ab() {
 }
 
 # Session 10's paths (first run at gpu26, session 11): checks and A/Bs against the default in
-# the same run. Qwen3-8B from synthetic weights.
+# the same run.
 # * ATLAS_PREFILL_ATTN_WIDE=0: the 64-key tiles in the wgmma prefill attention instead of the
-#   128-key default (gpu26: 32k prefill 53.7% vs 56.2% of the matmul peak, bar 55%);
-# * ATLAS_VERIFY_GRAPH_COPIES=1: a verification graph holding its own input and ids copies
-#   (the host phases line of profile_decode --verify; gpu26: no gain).
+#   128-key default (gpu26: 32k prefill 53.7% vs 56.2% of the matmul peak, bar 55%).
 stage_s10_ab() {
-  local rc=0 cfg="$CKPT/qwen3-8b-synthetic" v
-  "$PY" tools/make_fixtures.py --config qwen3-8b --out "$cfg" --config-only || return 1
+  local rc=0 v
   "$PY" tools/gpu/check_kernels.py -m attention_sm90 -m attention_long \
     --out "$RESULTS/gpu_check_s10-$STAMP.json" || rc=1
   for v in default ATLAS_PREFILL_ATTN_WIDE=0; do
     env $([ "$v" = default ] || echo "$v") "$PY" tools/gpu/bench_long_context.py \
       --config qwen3-8b --contexts "" --out "$RESULTS/s10_prefill32k_${v//=/_}.json" || rc=1
-  done
-  for v in default ATLAS_VERIFY_GRAPH_COPIES=1; do
-    env ATLAS_PDL=0 $([ "$v" = default ] || echo "$v") "$PY" tools/gpu/profile_decode.py \
-      --model "$cfg" --synthetic-seed 0 --batch 1 --context 512 --verify 3 \
-      --out "$RESULTS/s10_verify_${v//=/_}.json" || rc=1
-    env $([ "$v" = default ] || echo "$v") "$PY" tools/gpu/bench_spec.py --model "$cfg" \
-      --synthetic-seed 0 --batches 1 --max-k 3 --k 3 --accept 0.7 --new 128 --steps 20 \
-      --no-fused-baseline --out "$RESULTS/s10_spec_${v//=/_}.json" || rc=1
   done
   return $rc
 }
@@ -1663,7 +1630,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         spec_bench_hybrid quant_bench moe_full quant_profile quant_profile_nvfp4 quant_lm_head
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
         allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
-        startup quant_kernels gemv_prefetch_ab norm_gemv_ab decode_attn throughput_b64_profile
+        startup quant_kernels norm_gemv_ab decode_attn throughput_b64_profile
         throughput_mixed_step decode_gemm_wide_ab headline batch1_ab thru_ab moe_b1_profile
         quant_ab moe_quant_bench thru_b64 spec_profile spec_ring_ab persistent_ab persistent_sweep
         attn_trace verify_attn attn64 attn64_flagship b1lat decode_gemm_tma moe_s8_ab

@@ -70,16 +70,6 @@ struct LongRope {
   float eps;
 };
 
-// Where the rope-fused entry waits for the qkv projection (programmatic dependent launch).
-// kWait (decode_attn_long_rope_wait_bf16, ATLAS_DECODE_ATTN_LONG_EARLY=0): on entry, then
-// each warp norms and rotates its rows straight from global memory (a few dependent trips
-// per row). kEarly (decode_attn_long_rope_bf16): everything but the qkv rows before the
-// wait (RopeEarly says why that is sound), the qkv rows in one trip after it, normed and
-// rotated in shared memory. kNone: the plain entries (q from a buffer, no append).
-// (A kEarly path behind a wait on entry lost to kWait in the batch-64 step: gpu26, 157.8 vs
-// 139.6 us a call with PDL, 10.14 vs 9.58 ms a step.)
-enum class RopeMode { kNone, kWait, kEarly };
-
 template <int D, bool kRope = false>
 struct LongTile {
   static constexpr int kChunks = D / 8;                        // 16-byte chunks per row
@@ -93,8 +83,10 @@ struct LongTile {
   static constexpr bool kQShared = D > 128 || kRope;
   static constexpr int kQPitch = D + 8;
   static constexpr int kQBytes = kQShared ? kMaxGroup * kQPitch * 2 : 0;
-  // the rope variants' stage after the Q tile (RopeStage): the step's k and v rows and the
-  // q and k norm weights (bf16), then the position's cos/sin row (f32)
+  // the rope variant's stage after the Q tile: the step's k and v rows (bf16), then room
+  // for two more bf16 rows and an f32 one that only session 9's pre-wait entry (removed in
+  // session 12) used: kept, with ops/attention_long.py long_smem_bytes, so that the launch
+  // does not change until a smaller one is measured
   static constexpr int kStageBytes = kRope ? 4 * D * 2 + D * 4 : 0;
   static constexpr int kBlocksPerSm = D > 128 ? 1 : 2;  // attention_long.py long_blocks_per_sm
   // the warps' partials after the loop: o [kWarps][16][D], m and l [kWarps][16], f32
@@ -187,7 +179,11 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
 }
 
 // q: [seqs, hq, D] (plain entry points; the rope variants read rope.qkv instead).
-template <int D, RopeMode M = RopeMode::kNone>
+// kRope: the rope-fused entry (decode_attn_long_rope_wait_bf16), which waits for the qkv
+// projection on entry, then each warp norms and rotates its rows straight from global memory.
+// (Session 9's entry that read everything but the qkv rows before the PDL wait lost to it in
+// the batch-64 step, gpu22: 9.829 vs 9.511 ms, and was removed in session 12.)
+template <int D, bool kRope = false>
 __device__ __forceinline__ void decode_attn_long(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
     const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
@@ -195,12 +191,9 @@ __device__ __forceinline__ void decode_attn_long(
     unsigned* __restrict__ counters, __nv_bfloat16* __restrict__ out, int hq, int hkv,
     int block_size, int max_blocks,
     int num_splits, float scale, __nv_bfloat16* smem, const LongRope& rope = LongRope{}) {
-  constexpr bool kRope = M != RopeMode::kNone;
-  constexpr bool kEarly = M == RopeMode::kEarly;
   using T = LongTile<D, kRope>;
   const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
-  // before the wait (kEarly) through L2 (__ldcg): ptxas sinks read-only-path loads below it
-  const int kv_len = kEarly ? __ldcg(kv_lens + b) : kv_lens[b];
+  const int kv_len = kv_lens[b];
   const int group = hq / hkv, h0 = kvh * group;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int* table = block_tables + static_cast<size_t>(b) * max_blocks;
@@ -218,7 +211,7 @@ __device__ __forceinline__ void decode_attn_long(
     for (int j = 0; j < R; ++j) {
       const int p = base + row0 + j * kRowStep;
       const int* entry = table + pages.page(p);
-      page[j] = p < table_keys ? (kEarly ? __ldcg(entry) : *entry) : 0;
+      page[j] = p < table_keys ? *entry : 0;
     }
   };
   // A one-split launch (large batches) starts at key 0 whatever kv_len is: its first tile's
@@ -232,7 +225,6 @@ __device__ __forceinline__ void decode_attn_long(
     // An inactive split: no merge reads its partials. Without a combine (one split, or
     // SplitMerge) a sequence without keys gets zeros (what the combine writes for it) from
     // its first split.
-    if constexpr (kEarly) atlas::pdl_enter();  // nothing is written before the wait
     if (num_splits == 1 || (counters != nullptr && split == 0))
       for (int idx = tid; idx < group * D; idx += kThreads)
         out[(static_cast<size_t>(b) * hq + h0) * D + idx] = __float2bfloat16_rn(0.f);
@@ -246,8 +238,8 @@ __device__ __forceinline__ void decode_attn_long(
   // copied: `skip`); a padding row (slot < 0) attends the cache as it is
   int slot = -1, position = 0;
   if constexpr (kRope) {
-    slot = kEarly ? __ldcg(rope.slots + b) : rope.slots[b];
-    position = kEarly ? __ldcg(rope.positions + b) : rope.positions[b];
+    slot = rope.slots[b];
+    position = rope.positions[b];
   }
   const bool sub = kRope && slot >= 0 && kv_len - 1 < end;  // kv_len - 1 >= begin: active
   const int skip = sub ? kv_len - 1 : -1;
@@ -270,28 +262,11 @@ __device__ __forceinline__ void decode_attn_long(
     }
   };
 
-  // Q as a [kMaxGroup][kQPitch] tile after the ring (kQShared), then the rope variants'
-  // stage: the step's k and v rows, the q and k norm weights, the cos/sin row
+  // Q as a [kMaxGroup][kQPitch] tile after the ring (kQShared), then the rope variant's
+  // stage: the step's k and v rows
   __nv_bfloat16* sq = smem + T::kRingBytes / 2;
   __nv_bfloat16* stage_k = sq + kMaxGroup * T::kQPitch;
   __nv_bfloat16* stage_v = stage_k + D;
-  __nv_bfloat16* stage_qw = stage_v + D;
-  __nv_bfloat16* stage_kw = stage_qw + D;
-  float* stage_cs = reinterpret_cast<float*>(stage_kw + D);
-  if constexpr (kEarly) {
-    // RopeEarly: the constants join tile 0's copy group; the Q rows past the group zeroed
-    const float* cs = rope.cos_sin + static_cast<size_t>(position) * D;
-    for (int i = tid; i < D / 4; i += kThreads)
-      atlas::cp_async_16(stage_cs + 4 * i, cs + 4 * i, true);
-    if (rope.q_norm_w != nullptr)
-      for (int i = tid; i < T::kChunks; i += kThreads) {
-        atlas::cp_async_16(stage_qw + 8 * i, rope.q_norm_w + 8 * i, true);
-        atlas::cp_async_16(stage_kw + 8 * i, rope.k_norm_w + 8 * i, true);
-      }
-    for (int idx = group * T::kChunks + tid; idx < kMaxGroup * T::kChunks; idx += kThreads)
-      *reinterpret_cast<uint4*>(sq + (idx / T::kChunks) * T::kQPitch + (idx % T::kChunks) * 8) =
-          make_uint4(0u, 0u, 0u, 0u);
-  }
 
   // Prologue: tiles 0..kStages-2 in flight (commit group i = tile i), the next tile's table
   // entries requested.
@@ -311,57 +286,7 @@ __device__ __forceinline__ void decode_attn_long(
   // every warp after the loop's first barrier), one ldmatrix per k-step.
   constexpr int kQRegSteps = T::kQShared ? 1 : D / 16;
   uint32_t qf[kQRegSteps][4];
-  if constexpr (kEarly) {
-    // RopeEarly: the qkv rows in one trip (the group's q heads into their Q rows, the step's
-    // k and v into the stage where this split substitutes that key; every load of a thread
-    // in flight before its first store, and none in the cp.async groups, so the ring's first
-    // tiles may still be landing), then each warp norms and rotates rows in place
-    // (rope_core.cuh: qk_norm_rope_kv's bits)
-    atlas::pdl_wait();  // the qkv rows come from the projection just before
-    atlas::pdl_launch_dependents();
-    const size_t pitch = static_cast<size_t>(hq + 2 * hkv) * D;
-    const __nv_bfloat16* row = rope.qkv + static_cast<size_t>(b) * pitch;
-    const int total = (group + (sub ? 2 : 0)) * T::kChunks;  // 16-byte chunks: q, k, v rows
-    constexpr int kLoads = ((kMaxGroup + 2) * T::kChunks + kThreads - 1) / kThreads;
-    auto chunk_of = [&](int i, const uint4*& src, uint4*& dst) {
-      const int r = i / T::kChunks, col = (i % T::kChunks) * 8;
-      const int head = r < group ? h0 + r : hq + (r - group) * hkv + kvh;  // q, k, v heads
-      __nv_bfloat16* to = r < group ? sq + r * T::kQPitch : r == group ? stage_k : stage_v;
-      src = reinterpret_cast<const uint4*>(row + static_cast<size_t>(head) * D + col);
-      dst = reinterpret_cast<uint4*>(to + col);
-    };
-    uint4 raw[kLoads];
-    const uint4* src;
-    uint4* dst;
-#pragma unroll
-    for (int u = 0; u < kLoads; ++u) {
-      const int i = tid + u * kThreads;
-      if (i < total) {
-        chunk_of(i, src, dst);
-        raw[u] = __ldcg(src);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kLoads; ++u) {
-      const int i = tid + u * kThreads;
-      if (i < total) {
-        chunk_of(i, src, dst);
-        *dst = raw[u];
-      }
-    }
-    atlas::cp_async_wait<kStages - 2>();  // tile 0's group: the cos/sin row, norm weights
-    __syncthreads();
-    const bool normed = rope.q_norm_w != nullptr;
-    for (int it = warp; it < group + (sub ? 1 : 0); it += kWarps) {  // warp-uniform
-      const bool is_k = it == group;
-      __nv_bfloat16* x = is_k ? stage_k : sq + it * T::kQPitch;
-      const auto w = atlas::rope::load_norm_w<false>(is_k ? stage_kw : stage_qw, normed, D, D,
-                                                     lane);
-      atlas::rope::norm_rope_row<false>(x, x, w, normed, false, stage_cs, D, D, rope.eps,
-                                        lane);
-    }
-    __syncthreads();  // Q and the stage are complete
-  } else if constexpr (kRope) {
+  if constexpr (kRope) {
     // rope_core.cuh (qk_norm_rope_kv's bits): one warp per q head of the group into its Q
     // row (rows past G zero), then the split holding the step's key norms and rotates k and
     // copies v into the stage
@@ -594,62 +519,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 
 // Batched decode of one token per sequence with the q/k norm, RoPE and K/V append of
 // qk_norm_rope_kv_bf16 done by the blocks (D 64 / 128, the classic qkv layout: full rotation,
-// plain or no norm weights; ops/attention.py decode_attention_rope), one instance per
-// RopeMode: the entry waits where the mode says.
-template <RopeMode M>
-__device__ __forceinline__ void decode_attn_long_rope_entry(
-    const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
-    const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
-    const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
-    float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out, uint32_t hq,
-    uint32_t hkv, uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
-    uint32_t num_splits, float scale, float eps, __nv_bfloat16* smem) {
-  if constexpr (M != RopeMode::kEarly) atlas::pdl_enter();  // kEarly: decode_attn_long waits
-  const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
-  const int ns = static_cast<int>(num_splits);
-  if (head_dim == 128)
-    decode_attn_long<128, M>(nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
-                             counters, out, hq, hkv, block_size, max_blocks, ns, scale, smem,
-                             rope);
-  else if (head_dim == 64)
-    decode_attn_long<64, M>(nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
-                            counters, out, hq, hkv, block_size, max_blocks, ns, scale, smem,
-                            rope);
-  else
-    __trap();  // ops/attention_long.py LONG_ROPE_HEAD_DIMS
-}
-
-// RopeEarly (the default, decode_attn_long_rope_bf16): before griddepcontrol.wait the block
-// reads kv_len, the row's position and slot, its block-table entries, the cos/sin row and the
-// norm weights, and requests its first kStages - 1 tiles of cached K/V rows: everything but
-// the qkv rows. The only kernel that may still be running then is the one launched just
-// before this (every kernel waits before it lets its dependents start), and the model
-// launches this right after the layer's qkv projection (model.py _attention_after_qkv), which
-// writes only the qkv rows; the step inputs come from copies ahead of the step, cos_sin and
-// the weights from the load, and every cached row this reads was written by an earlier
-// launch of this layer: the step's own key (the row's slot) is never copied from the cache
-// (`skip`), the block substitutes it from the qkv row. attention.cu's RopedQ rests on the
-// same argument (its decode_attn_rope_bf16 has the same place in the model). Nothing is
-// written before the wait.
-extern "C" __global__ void __launch_bounds__(kThreads, 2)
-    decode_attn_long_rope_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
-                               __nv_bfloat16* v_cache, const __nv_bfloat16* q_norm_w,
-                               const __nv_bfloat16* k_norm_w, const float* cos_sin,
-                               const int* positions, const int* slots, const int* block_tables,
-                               const int* kv_lens, float* part_o, float* part_ml,
-                               unsigned* counters, __nv_bfloat16* out, uint32_t num_seqs,
-                               uint32_t hq, uint32_t hkv, uint32_t head_dim,
-                               uint32_t block_size, uint32_t max_blocks, uint32_t num_splits,
-                               float scale, float eps) {
-  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  decode_attn_long_rope_entry<RopeMode::kEarly>(
-      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
-      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, long_smem);
-}
-
-// The A/B of RopeEarly (ATLAS_DECODE_ATTN_LONG_EARLY=0): waits for the qkv projection on
-// entry, no reads before it, and norms and rotates each row from global memory.
+// plain or no norm weights; ops/attention.py decode_attention_rope): waits for the qkv
+// projection on entry, no reads before it, and norms and rotates each row from global memory.
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
     decode_attn_long_rope_wait_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
                                     __nv_bfloat16* v_cache, const __nv_bfloat16* q_norm_w,
@@ -662,8 +533,17 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                     uint32_t max_blocks, uint32_t num_splits, float scale,
                                     float eps) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  decode_attn_long_rope_entry<RopeMode::kWait>(
-      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
-      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, long_smem);
+  atlas::pdl_enter();
+  const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
+  const int ns = static_cast<int>(num_splits);
+  if (head_dim == 128)
+    decode_attn_long<128, true>(nullptr, k_cache, v_cache, block_tables, kv_lens, part_o,
+                                part_ml, counters, out, hq, hkv, block_size, max_blocks, ns,
+                                scale, long_smem, rope);
+  else if (head_dim == 64)
+    decode_attn_long<64, true>(nullptr, k_cache, v_cache, block_tables, kv_lens, part_o,
+                               part_ml, counters, out, hq, hkv, block_size, max_blocks, ns,
+                               scale, long_smem, rope);
+  else
+    __trap();  // ops/attention_long.py LONG_ROPE_HEAD_DIMS
 }

@@ -161,26 +161,3 @@ extern "C" __global__ void __cluster_dims__(kClusterSplits, 1, 1) __launch_bound
                                             block_size, max_blocks, num_splits, scale, eps,
                                             &mine);
 }
-
-// decode_attn_rope_cluster_bf16 that, after its PDL wait, requests up to two regions of the
-// next kernels' weights into L2 (decode_attn.cuh L2Prefetch; pf*_bytes 0: none), while its
-// serial chain leaves DRAM idle: the A/B of that prefetch (ops/routes
-// ATLAS_ATTN_L2_PREFETCH=1). The same results, the same launch rules.
-extern "C" __global__ void __cluster_dims__(kClusterSplits, 1, 1) __launch_bounds__(kThreads, 2)
-    decode_attn_rope_cluster_l2pf_bf16(
-        const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
-        const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
-        const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
-        float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
-        uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
-        uint32_t max_blocks, uint32_t num_splits, float scale, float eps, const void* pf0,
-        uint32_t pf0_bytes, const void* pf1, uint32_t pf1_bytes) {
-  __shared__ atlas::PushScratch mine;
-  const L2Prefetch l2{static_cast<const char*>(pf0), pf0_bytes, static_cast<const char*>(pf1),
-                      pf1_bytes};
-  decode_attn_roped<true, true, 1, NoTrace>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
-                                            positions, slots, block_tables, kv_lens, part_o,
-                                            part_ml, counters, out, hq, hkv, head_dim,
-                                            block_size, max_blocks, num_splits, scale, eps,
-                                            &mine, nullptr, l2);
-}

@@ -290,66 +290,6 @@ struct TableAhead {
   }
 };
 
-// ---- weights into L2 while the batch-1 chain runs (the *_l2pf_bf16 entries) -------------
-// After its PDL wait the rope-fused clustered kernel runs a serial chain (the qkv row, q/k
-// norm, RoPE, the append, QK, softmax, PV, the cluster merge: ~6-8 us at batch 1) with its
-// K/V already loaded, so DRAM idles while the weights the next kernels stream (o_proj, then
-// the MLP's) wait for their turn. L2Prefetch asks L2 for up to two byte regions of those
-// (ops/l2_prefetch.py plans them: in launch order, within a budget below the L2's size) with
-// cp.async.bulk.prefetch.L2 (no registers, no completion to wait for), after the block's own
-// post-wait loads are issued (RopedQ::prepare), so the next GEMV reads L2 instead of DRAM.
-// NoL2Prefetch (the engine's default entries) compiles to nothing.
-struct NoL2Prefetch {
-  __device__ __forceinline__ void plan_l2(int, int) {}
-  __device__ __forceinline__ void issue_l2() const {}
-};
-
-// Regions: 16-byte aligned addresses, byte counts multiples of 16 (0: none; the launch
-// builder checks). The regions, as one concatenated range, are cut into gridDim.z equal
-// parts (one per sequence of the launch), and a sequence's part into pieces of kL2Piece
-// bytes dealt round-robin to the `count` blocks that reach the issue point (plan_l2: this
-// block is `index`), thread-major within a block: every SM's first requests (its TMA unit
-// serves them in order) are the part's first pieces, the weights the next kernel reads.
-struct L2Prefetch {
-  const char* ptr0;
-  uint32_t bytes0;
-  const char* ptr1;
-  uint32_t bytes1;
-  unsigned long long lo = 0, hi = 0;  // this sequence's part of the concatenation
-  int first = 0, stride = 1;          // this block's pieces: first, first + stride, ...
-
-  static constexpr unsigned kL2Piece = 16384;  // bytes a request (decode_persistent.cu's)
-
-  __device__ __forceinline__ void plan_l2(int index, int count) {
-    const unsigned long long total = static_cast<unsigned long long>(bytes0) + bytes1;
-    const unsigned long long part = ((total + gridDim.z - 1) / gridDim.z + 15) & ~15ull;
-    lo = min(total, blockIdx.z * part);
-    hi = min(total, lo + part);
-    first = index;
-    stride = count;
-  }
-
-  __device__ __forceinline__ static void request(const char* p, unsigned long long bytes) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p),
-                 "r"(static_cast<unsigned>(bytes)) : "memory");
-  }
-
-  // Every thread of the block: its pieces of [lo, hi), each split where region 0 ends.
-  __device__ __forceinline__ void issue_l2() const {
-    const unsigned long long step = static_cast<unsigned long long>(stride) * kThreads * kL2Piece;
-    for (unsigned long long at = lo + (first + static_cast<unsigned long long>(stride) *
-                                               threadIdx.x) * kL2Piece;
-         at < hi; at += step) {
-      const unsigned long long end = min(hi, at + kL2Piece);
-      if (at < bytes0) request(ptr0 + at, min(end, static_cast<unsigned long long>(bytes0)) - at);
-      if (end > bytes0) {
-        const unsigned long long from = max(at, static_cast<unsigned long long>(bytes0));
-        request(ptr1 + (from - bytes0), end - from);
-      }
-    }
-  }
-};
-
 // ---- where a decode pass gets q, and the step's new key -----------------------------------
 // CachedQ (decode_attn_bf16): q [seqs, hq, D] and the cache row of every key, this step's
 // included, were written by the rope kernel before this one, so the kernel waits first.
@@ -358,8 +298,6 @@ struct CachedQ {
   static constexpr bool kNewKey = false;
   static constexpr bool kReadsBeforeWait = false;
   __device__ __forceinline__ void early() {}
-  __device__ __forceinline__ void plan_l2(int, int) {}
-  __device__ __forceinline__ void issue_l2() const {}
   __device__ __forceinline__ void bind(int, int, int, const int*, int) {}
   __device__ __forceinline__ void stage_constants() const {}
   template <int D>
@@ -417,10 +355,8 @@ struct RopeStage {
 // between them.
 // Nothing is written before the wait. kEarly false (decode_attn_rope_wait_bf16, the A/B of
 // all this: ops/routes ATLAS_DECODE_ATTN_LATENCY=0): the entry waits first, as every other.
-// Pf: the L2 prefetch (a base, so the default's empty NoL2Prefetch changes no layout and no
-// code): plan_l2 / issue_l2, which prepare calls once the block's qkv loads are issued.
-template <bool kEarly, class Pf = NoL2Prefetch>
-struct RopedQ : Pf {
+template <bool kEarly>
+struct RopedQ {
   const __nv_bfloat16* qkv;  // [seqs, (hq + 2 hkv) D]
   __nv_bfloat16* k_cache;
   __nv_bfloat16* v_cache;
@@ -528,7 +464,6 @@ struct RopedQ : Pf {
 #pragma unroll
     for (int u = 0; u < kLoads; ++u)
       if (segment_chunk<D>(threadIdx.x + u * kThreads, total, hs, src, dst)) raw[u] = __ldcg(src);
-    this->issue_l2();  // while the segments are in flight: DRAM idles from here to the exit
 #pragma unroll
     for (int u = 0; u < kLoads; ++u)
       if (segment_chunk<D>(threadIdx.x + u * kThreads, total, hs, src, dst)) *dst = raw[u];
@@ -1031,8 +966,6 @@ __device__ __forceinline__ void decode_attn(
   if (kv_len == 0) {  // no keys: zeros, from the first split's block
     if (split == 0) {
       if constexpr (Q::kReadsBeforeWait) atlas::pdl_enter();
-      qs.plan_l2(hs.slot, static_cast<int>(gridDim.y));  // the row's L2 share, if any
-      qs.issue_l2();
       for (int idx = threadIdx.x; idx < hs.count * D; idx += kThreads)
         out[(static_cast<size_t>(blockIdx.z) * hq + hs.h0) * D + idx] = atlas::f32_to_bf16(0.f);
     }
@@ -1110,8 +1043,6 @@ __device__ __forceinline__ void decode_attn(
   }
 
   if (begin < kv_len) {  // block-uniform
-    // the blocks with keys (split < active of every slot) share the row's L2 prefetch
-    qs.plan_l2(hs.slot * active + split, static_cast<int>(gridDim.y) * active);
 #define ATLAS_DECODE_PASS(G)                                                                 \
   case G:                                                                                    \
     decode_attn_pass<D, G, kCluster, kAhead, kPre>(hs, begin, end, kv, whole, ahead, qs,    \
@@ -1238,9 +1169,8 @@ __device__ __forceinline__ void decode_attn_cached(
 
 // decode_attn_rope_bf16 and its clustered twin: no wait on entry (kEarly), decode_attn reads
 // what RopedQ lists before it waits for the qkv row; decode_attn_rope_wait_bf16 waits first.
-// l2 (Pf L2Prefetch: the *_l2pf_bf16 entries): weights to request into L2 after the wait.
 template <bool kCluster, bool kEarly, int kAhead, class T, bool kSplitMajor = false,
-          class Part = atlas::ClusterPart, class Pf = NoL2Prefetch>
+          class Part = atlas::ClusterPart>
 __device__ __forceinline__ void decode_attn_roped(
     const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
     const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
@@ -1248,17 +1178,16 @@ __device__ __forceinline__ void decode_attn_roped(
     float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out, uint32_t hq,
     uint32_t hkv, uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
     uint32_t num_splits, float scale, float eps, Part* mine,
-    unsigned long long* trace = nullptr, Pf l2 = Pf{}) {
+    unsigned long long* trace = nullptr) {
   __shared__ __align__(16) RopeStage stage;
   const T tr = entry_trace<T>(trace);
   if constexpr (!kEarly) {
     atlas::pdl_enter();  // everything comes from earlier work
     tr.mark(kTraceWaited);
   }
-  const RopedQ<kEarly, Pf> qs{l2, qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
-                              positions, slots, &stage, static_cast<int>(hq),
-                              static_cast<int>(hkv), static_cast<int>(head_dim),
-                              static_cast<int>(block_size), eps};
+  const RopedQ<kEarly> qs{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions,
+                          slots, &stage, static_cast<int>(hq), static_cast<int>(hkv),
+                          static_cast<int>(head_dim), static_cast<int>(block_size), eps};
   decode_attn_any_dim<kCluster, kAhead, kSplitMajor>(
       qs, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq, hkv,
       head_dim, block_size, max_blocks, num_splits, scale, block_scratch(mine),

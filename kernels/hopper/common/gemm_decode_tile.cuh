@@ -61,65 +61,22 @@ __device__ __forceinline__ int gate_up_row(int r, int pair0, int inter) {
   return j >= inter ? -1 : r < ROWS / 2 ? j : inter + j;
 }
 
-// kSplit of the TMA kernel's *_ticket entry points: the split is a launch parameter, the
-// blocks of a tile meet through global memory (store_tile_ticket), not in a cluster.
-constexpr int kTicketSplit = 0;
-constexpr int kMaxTicketSplit = 8;  // ops/matmul_decode.py DECODE_GEMM_TICKET_SPLITS
-
-// Where store_tile_ticket's sum reads the S partials of its tile: rank p's [m][row_pitch] f32
-// rows at tile_ws + p rank_floats of the split workspace, except its own (`rank`), read from
-// its shared-memory partial tile. sum_store_quads of the other splits takes none.
-struct TicketParts {
-  const float* tile_ws;
-  size_t rank_floats;
-  int row_pitch;
-  int split;
-  int rank;
-};
-struct NoTicketParts {};
-
 // The sum-and-store half of store_tile four output columns a thread: each rank's partial is
 // read with one 16-byte (distributed) shared-memory load per quad instead of four 4-byte ones,
 // and each quad is stored with one 8-byte (bf16) or 16-byte (f32) store where the output row's
 // width is a multiple of 4 (every quad then is aligned; else element by element). The sums are
 // store_tile's scalar ones element for element (0 + p0 + p1 + ... in rank order for a split,
 // the partial itself without one), so the bits are the same. Threads with `active` false only
-// skip the loop. kSplit = kTicketSplit: the partials are `ticket`'s (global memory, L2 loads).
-template <int kSplit, bool kF32Out, bool kSwiglu, int kThreads, int kOutRows, int kPitch,
-          class Ticket = NoTicketParts>
+// skip the loop.
+template <int kSplit, bool kF32Out, bool kSwiglu, int kThreads, int kOutRows, int kPitch>
 __device__ __forceinline__ void sum_store_quads(float* part, void* y, int n, int row0, int mi0,
-                                                int mi1, bool active,
-                                                const Ticket& ticket = {}) {
+                                                int mi1, bool active) {
   constexpr int kQuads = kOutRows / 4;  // quads of a batch row
   static_assert(kOutRows % 4 == 0 && kPitch % 4 == 0, "quads stay 16-byte aligned");
   const int width = kSwiglu ? n / 2 : n;  // output columns of a row
   const bool vec = width % 4 == 0;
   auto whole4 = [&](int mi, int r, float (&v)[4]) {
-    if constexpr (kSplit == kTicketSplit) {
-      // every rank's load issued before the first add (L2 round trips overlap), then the
-      // sums in rank order
-      float4 t[kMaxTicketSplit];
-#pragma unroll
-      for (int p = 0; p < kMaxTicketSplit; ++p) {
-        if (p < ticket.split) {
-          t[p] = p == ticket.rank
-                     ? *reinterpret_cast<const float4*>(part + mi * kPitch + r)
-                     : __ldcg(reinterpret_cast<const float4*>(
-                           ticket.tile_ws + p * ticket.rank_floats + mi * ticket.row_pitch + r));
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < 4; ++i) v[i] = 0.f;
-#pragma unroll
-      for (int p = 0; p < kMaxTicketSplit; ++p) {
-        if (p < ticket.split) {
-          v[0] += t[p].x;
-          v[1] += t[p].y;
-          v[2] += t[p].z;
-          v[3] += t[p].w;
-        }
-      }
-    } else if constexpr (kSplit > 1) {
+    if constexpr (kSplit > 1) {
       cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
 #pragma unroll
       for (int i = 0; i < 4; ++i) v[i] = 0.f;
@@ -141,9 +98,7 @@ __device__ __forceinline__ void sum_store_quads(float* part, void* y, int n, int
     }
   };
   const int total = (mi1 - mi0) * kQuads;
-  // a ticket's last block sums its tile alone, from L2: more quads a thread in flight
-  constexpr int kUnroll = kSplit == kTicketSplit ? 4 : 2;
-#pragma unroll kUnroll
+#pragma unroll 2
   for (int e = active ? static_cast<int>(threadIdx.x) : total; e < total; e += kThreads) {
     const int mi = mi0 + e / kQuads, r = (e % kQuads) * 4, col = row0 + r;
     if (col >= width) continue;
@@ -182,26 +137,6 @@ __device__ __forceinline__ void sum_store_quads(float* part, void* y, int n, int
   }
 }
 
-// The accumulators of the consumer threads (threads [0, 128 G); kProducer: a producer warp
-// past them writes nothing) scattered into the [batch row][weight row] f32 partial tile `part`
-// (row pitch partial_pitch(G)): d[j] of lane l in warp q is weight row 16q + l/4 + 8 ((j/2) %
-// 2), batch row 8 (j/4) + 2 (l%4) + j%2 (warp q of the block is warp q % 4 of warpgroup q / 4,
-// whose rows start at 64 (q / 4)).
-template <int kCols, int kGroups, bool kProducer>
-__device__ __forceinline__ void scatter_partial(const float (&acc)[kCols / 2], float* part) {
-  constexpr int kThreads = kGroupThreads * kGroups, kPitch = partial_pitch(kGroups);
-  const int tid = static_cast<int>(threadIdx.x);
-  if (!kProducer || tid < kThreads) {
-    const int lane = tid & 31, q = tid >> 5;
-#pragma unroll
-    for (int j = 0; j < kCols / 2; ++j) {
-      const int r = 16 * q + (lane >> 2) + 8 * ((j >> 1) & 1);
-      const int c = 8 * (j >> 2) + 2 * (lane & 3) + (j & 1);
-      part[c * kPitch + r] = acc[j];
-    }
-  }
-}
-
 // The block's output tile from its consumer threads' accumulators (threads [0, 128 G): the
 // warpgroups; kProducer: the block has a producer warp past them, which only joins the
 // barriers; kQuads: the sums are read and stored four columns a thread, sum_store_quads).
@@ -210,8 +145,9 @@ __device__ __forceinline__ void scatter_partial(const float (&acc)[kCols / 2], f
 // block's first output column (kSwiglu: first gate/up pair), `rank` its cluster rank. Every
 // thread of every block of the cluster must call it.
 //
-// The accumulators are scattered into the [batch row][weight row] partial tile
-// (scatter_partial). Then rank r
+// The accumulators are scattered into the [batch row][weight row] partial tile: d[j] of lane l
+// in warp q is weight row 16q + l/4 + 8 ((j/2) % 2), batch row 8 (j/4) + 2 (l%4) + j%2 (warp q
+// of the block is warp q % 4 of warpgroup q / 4, whose rows start at 64 (q / 4)). Then rank r
 // sums batch rows [m r / S, m (r + 1) / S) over the S partials (distributed shared memory,
 // ranks in fixed order 0..S-1: bit-reproducible) and writes them, coalesced along n; a last
 // cluster barrier keeps every partial alive until all ranks have read it.
@@ -225,7 +161,15 @@ __device__ __forceinline__ void store_tile(float (&acc)[kCols / 2], float* part,
   static_assert(!(kSwiglu && kF32Out), "the activation is bf16");
   const int inter = n / 2;  // activation width (kSwiglu)
   const int tid = static_cast<int>(threadIdx.x);
-  scatter_partial<kCols, kGroups, kProducer>(acc, part);
+  if (!kProducer || tid < kThreads) {
+    const int lane = tid & 31, q = tid >> 5;
+#pragma unroll
+    for (int j = 0; j < kCols / 2; ++j) {
+      const int r = 16 * q + (lane >> 2) + 8 * ((j >> 1) & 1);
+      const int c = 8 * (j >> 2) + 2 * (lane & 3) + (j & 1);
+      part[c * kPitch + r] = acc[j];
+    }
+  }
 
   if constexpr (kSplit > 1) {
     cooperative_groups::this_cluster().sync();  // every rank's partial is written and visible
@@ -275,57 +219,6 @@ __device__ __forceinline__ void store_tile(float (&acc)[kCols / 2], float* part,
     }
   }
   if constexpr (kSplit > 1) cooperative_groups::this_cluster().sync();  // partials live on
-}
-
-// store_tile for a split of K over S = `split` independent blocks a tile (no cluster: any S,
-// the blocks placed wherever the device has room) that meet through global memory: the TMA
-// kernel's *_ticket entry points. Each block scatters its partial tile (scatter_partial),
-// writes its batch rows [0, m) to its slot of the split workspace `ws` (tile t's S partials
-// at ws + t S m kRows, rank r's m x kRows f32 at + r m kRows), fences, and takes a ticket from
-// tickets[tile]; the block that draws the last one (S - 1) sums the S partials in rank order
-// 0..S-1 (0 + p0 + p1 + ..., its own from shared memory: the cluster kernel's sums, so the
-// same bits for the same S) and stores (or SwiGLUs) the whole tile, and sets the counter back
-// to zero for the next launch (a graph replays with the counters as it found them). The
-// others return. Every thread of the block calls it, after the caller synchronized the block
-// past its last wgmma and copy and made its PDL wait (the previous launch, whose last blocks
-// zeroed the counters, has completed); ws and tickets are ops/matmul_decode.py's split
-// workspace (zeroed when allocated). S >= 2 (the launch builder runs S = 1 unticketed).
-template <int kCols, bool kF32Out, int kGroups, bool kSwiglu>
-__device__ __forceinline__ void store_tile_ticket(const float (&acc)[kCols / 2], float* part,
-                                                  void* y, int m, int n, int row0, int tile,
-                                                  int rank, int split, float* ws,
-                                                  unsigned* tickets) {
-  constexpr int kThreads = kGroupThreads * kGroups, kRows = kGroupRows * kGroups;
-  constexpr int kPitch = partial_pitch(kGroups);
-  constexpr int kOutRows = kSwiglu ? kRows / 2 : kRows;  // output columns of a block
-  constexpr int kRowQuads = kRows / 4;                    // 16-byte quads of a partial row
-  static_assert(!(kSwiglu && kF32Out), "the activation is bf16");
-  __shared__ unsigned last;  // this block drew its tile's last ticket
-  const int tid = static_cast<int>(threadIdx.x);
-  scatter_partial<kCols, kGroups, true>(acc, part);
-  __syncthreads();
-  const size_t rank_floats = static_cast<size_t>(m) * kRows;
-  float* tile_ws = ws + static_cast<size_t>(tile) * split * rank_floats;
-  float* mine = tile_ws + rank * rank_floats;
-  // to L2 only (.cg): the tile's last block, on another SM, reads them back from there
-  for (int e = tid; e < m * kRowQuads; e += static_cast<int>(blockDim.x)) {
-    const int mi = e / kRowQuads, r = (e % kRowQuads) * 4;
-    __stcg(reinterpret_cast<float4*>(mine + mi * kRows + r),
-           *reinterpret_cast<const float4*>(part + mi * kPitch + r));
-  }
-  __threadfence();  // this thread's part is visible device-wide before the ticket is taken
-  __syncthreads();
-  if (tid == 0) {
-    const unsigned ticket = atomicAdd(&tickets[tile], 1u);
-    last = ticket == static_cast<unsigned>(split - 1);
-    if (last) tickets[tile] = 0u;  // every rank has arrived: no other block touches it
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();  // the other ranks' parts (fenced before their tickets) are read after this
-  sum_store_quads<kTicketSplit, kF32Out, kSwiglu, kThreads, kOutRows, kPitch>(
-      part, y, n, row0, 0, m, tid < kThreads, TicketParts{tile_ws, rank_floats, kRows, split,
-                                                           rank});
 }
 
 }  // namespace atlas::decode_gemm

@@ -70,19 +70,11 @@ constexpr bool pair_fits(int cols) {
 static_assert(pair_fits(16) && pair_fits(32) && pair_fits(64) && pair_fits(128),
               "two N <= 128 blocks fit an SM");
 
-// The *_ticket entries' split of K (kSplit = kTicketSplit): `split` blocks a tile, meeting
-// in the workspace `ws` by the counters `tickets` (store_tile_ticket); the others pass none.
-struct TicketSplit {
-  int split;
-  float* ws;
-  unsigned* tickets;
-};
-
 template <int kCols, int kSplit, bool kF32Out, int kGroups, bool kSwiglu>
 __device__ __forceinline__ void gemm_decode_tma(const TensorMap& wmap, const TensorMap& xmap,
                                                 void* __restrict__ y, int m, int n, int k,
                                                 uint8_t* smem_raw, uint64_t* full,
-                                                uint64_t* empty, const TicketSplit& ticket) {
+                                                uint64_t* empty) {
   constexpr int kThreads = kGroupThreads * kGroups, kRows = kGroupRows * kGroups;
   constexpr int kStages = ring_stages(kCols, kGroups, kMaxStages);
   constexpr int kStage = stage_bytes(kCols, kGroups);
@@ -99,13 +91,12 @@ __device__ __forceinline__ void gemm_decode_tma(const TensorMap& wmap, const Ten
   const uint32_t smem = (raw + kAlign - 1) & ~uint32_t(kAlign - 1);
   float* part = reinterpret_cast<float*>(smem_raw + (smem - raw));  // the epilogue's tile
 
-  const int split = kSplit == kTicketSplit ? ticket.split : kSplit;
-  const int tile = static_cast<int>(blockIdx.x) / split;
-  const int rank = static_cast<int>(blockIdx.x) % split;  // == the cluster rank
+  const int tile = static_cast<int>(blockIdx.x) / kSplit;
+  const int rank = static_cast<int>(blockIdx.x) % kSplit;  // == the cluster rank
   const int row0 = tile * kOutRows;  // first output column (kSwiglu: first gate/up pair)
   const int k_tiles = (k + BK - 1) / BK;
-  const int kt0 = k_tiles * rank / split;
-  const int count = k_tiles * (rank + 1) / split - kt0;  // k-tiles of this block
+  const int kt0 = k_tiles * rank / kSplit;
+  const int count = k_tiles * (rank + 1) / kSplit - kt0;  // k-tiles of this block
   const int tid = static_cast<int>(threadIdx.x);
 
   if (tid == 0) {
@@ -176,36 +167,30 @@ __device__ __forceinline__ void gemm_decode_tma(const TensorMap& wmap, const Ten
   }
   __syncthreads();  // every wgmma retired and every copy landed (each full phase was awaited)
 
-  if constexpr (kSplit == kTicketSplit) {
-    store_tile_ticket<kCols, kF32Out, kGroups, kSwiglu>(acc, part, y, m, n, row0, tile, rank,
-                                                        split, ticket.ws, ticket.tickets);
-  } else {
-    store_tile<kCols, kSplit, kF32Out, kGroups, kSwiglu, true, true>(acc, part, y, m, n, row0,
-                                                                    rank);
-  }
+  store_tile<kCols, kSplit, kF32Out, kGroups, kSwiglu, true, true>(acc, part, y, m, n, row0,
+                                                                  rank);
 }
 
 // N = the batch rounded up to a wgmma width (the TMA box covers any N for either block shape).
 template <int kSplit, bool kF32Out, int kGroups, bool kSwiglu>
 __device__ __forceinline__ void dispatch_cols(const TensorMap& wmap, const TensorMap& xmap,
                                               void* y, int m, int n, int k, uint8_t* smem,
-                                              uint64_t* full, uint64_t* empty,
-                                              const TicketSplit& ticket) {
+                                              uint64_t* full, uint64_t* empty) {
   if (m <= 16)
     gemm_decode_tma<16, kSplit, kF32Out, kGroups, kSwiglu>(wmap, xmap, y, m, n, k, smem, full,
-                                                          empty, ticket);
+                                                          empty);
   else if (m <= 32)
     gemm_decode_tma<32, kSplit, kF32Out, kGroups, kSwiglu>(wmap, xmap, y, m, n, k, smem, full,
-                                                          empty, ticket);
+                                                          empty);
   else if (m <= 64)
     gemm_decode_tma<64, kSplit, kF32Out, kGroups, kSwiglu>(wmap, xmap, y, m, n, k, smem, full,
-                                                          empty, ticket);
+                                                          empty);
   else if (m <= 128)
     gemm_decode_tma<128, kSplit, kF32Out, kGroups, kSwiglu>(wmap, xmap, y, m, n, k, smem, full,
-                                                           empty, ticket);
+                                                           empty);
   else if (m <= kMaxCols)
     gemm_decode_tma<kMaxCols, kSplit, kF32Out, kGroups, kSwiglu>(wmap, xmap, y, m, n, k, smem,
-                                                                full, empty, ticket);
+                                                                full, empty);
   else
     __trap();  // ops/matmul_decode.py checks 1 <= m <= 256
 }
@@ -213,17 +198,16 @@ __device__ __forceinline__ void dispatch_cols(const TensorMap& wmap, const Tenso
 // The block's consumer warpgroups ((blockDim.x - 32) / 128) select the block shape.
 template <int kSplit, bool kF32Out, bool kSwiglu = false>
 __device__ __forceinline__ void dispatch(const TensorMap& wmap, const TensorMap& xmap, void* y,
-                                         uint32_t m, uint32_t n, uint32_t k,
-                                         const TicketSplit& ticket = {1, nullptr, nullptr}) {
+                                         uint32_t m, uint32_t n, uint32_t k) {
   extern __shared__ __align__(16) uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full[kMaxStages], empty[kMaxStages];
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
   if (blockDim.x == kGroupThreads * kMaxGroups + kProducerThreads)
     dispatch_cols<kSplit, kF32Out, kMaxGroups, kSwiglu>(wmap, xmap, y, mi, ni, ki, smem_raw,
-                                                        full, empty, ticket);
+                                                        full, empty);
   else if (blockDim.x == kGroupThreads + kProducerThreads)
     dispatch_cols<kSplit, kF32Out, 1, kSwiglu>(wmap, xmap, y, mi, ni, ki, smem_raw, full,
-                                               empty, ticket);
+                                               empty);
   else
     __trap();  // ops/matmul_decode.py launches 160 or 288 threads
 }
@@ -318,32 +302,4 @@ extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kMaxThrea
         void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
         const __grid_constant__ TensorMap xmap) {
   dispatch<8, false, true>(wmap, xmap, y, m, n, k);
-}
-
-// The same products split over `split` (2..8) independent blocks a tile that sum their
-// partials through the split workspace (store_tile_ticket): no cluster, so the launch builder
-// picks any split that fills the device's resident blocks in one wave (ops/matmul_decode.py
-// ticket_split); the same bits as the *_split{2,4,8} entries for the same split. ws: at least
-// ceil(n / (64 G)) * split * m * 64 G floats; tickets: ceil(n / (64 G)) u32, zero.
-extern "C" __global__ void __launch_bounds__(kMaxThreads)
-    gemm_decode_tma_bf16_ticket(const __nv_bfloat16* x, const __nv_bfloat16* w,
-        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
-        const __grid_constant__ TensorMap xmap, uint32_t split, float* ws, unsigned* tickets) {
-  dispatch<kTicketSplit, false>(wmap, xmap, y, m, n, k,
-                                {static_cast<int>(split), ws, tickets});
-}
-
-extern "C" __global__ void __launch_bounds__(kMaxThreads)
-    gemm_decode_tma_bf16_f32_ticket(const __nv_bfloat16* x, const __nv_bfloat16* w,
-        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
-        const __grid_constant__ TensorMap xmap, uint32_t split, float* ws, unsigned* tickets) {
-  dispatch<kTicketSplit, true>(wmap, xmap, y, m, n, k, {static_cast<int>(split), ws, tickets});
-}
-
-extern "C" __global__ void __launch_bounds__(kMaxThreads)
-    gemm_decode_tma_swiglu_bf16_ticket(const __nv_bfloat16* x, const __nv_bfloat16* w,
-        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
-        const __grid_constant__ TensorMap xmap, uint32_t split, float* ws, unsigned* tickets) {
-  dispatch<kTicketSplit, false, true>(wmap, xmap, y, m, n, k,
-                                      {static_cast<int>(split), ws, tickets});
 }

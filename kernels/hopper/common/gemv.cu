@@ -31,13 +31,8 @@
 // through a per-thread cp.async ring in shared memory (gemv_ring.cuh: the bytes in flight no
 // longer depend on the registers the m-row FMAs take), bit for bit gemv_bf16's sums; ops/
 // matmul.py sends 2..8 rows to them unless ATLAS_GEMV_RING=0.
-// The gemv_prefetch_* entry points (and gemv_swiglu_bf16_single) instead run
-// gemv_prefetch.cuh (weights bulk-copied into shared memory before the PDL wait), in the
-// same summation order; its launch plan is ops/matmul.py gemv_prefetch_plan. They are
-// opt-in (ATLAS_GEMV_PREFETCH=1): measured slower than these on the H200 (gpu13).
 // Preconditions: k % 8 == 0, x (or gate_up) and w 16-byte aligned.
 #include "gemv_core.cuh"
-#include "gemv_prefetch.cuh"
 #include "gemv_ring.cuh"
 
 namespace {
@@ -45,8 +40,7 @@ namespace {
 using namespace atlas::gemv;
 
 __shared__ float partial_sums[kMaxThreads / 32][kMaxAcc];  // [warp][m * 4 + r]
-extern __shared__ uint4 staged_x[];  // NormX: the normalized row; the prefetching kernels' x + ring
-__shared__ PrefetchShared prefetch_shared;
+extern __shared__ uint4 staged_x[];  // NormX: the normalized row; the ring kernels' ring
 // the ring kernels' (gemv_ring.cuh) partial sums, two buffers alternating by group parity
 __shared__ float ring_partials[2][kMaxThreads / 32][kMaxAcc];
 // SsqNormX's block sum: its own scratch, since warps that finish the main loop early write
@@ -292,64 +286,25 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
   gemv_rows<1, false>(xload, Bf16W{}, w, y, n, k, partial_sums);
 }
 
-// ---- opt-in (ATLAS_GEMV_PREFETCH=1): the prefetching single-row kernels -------------------
-// gemv_prefetch.cuh: 1-4 blocks per SM whose weight slices are bulk-copied into shared memory
-// before the PDL wait (dynamic shared memory: x and the weight ring, ops/matmul.py
-// gemv_prefetch_plan); the same sums as gemv_bf16_single's, bit for bit.
-extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
-    gemv_prefetch_bf16_single(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
-                              uint32_t m, uint32_t n, uint32_t k) {
-  if (m != 1) __trap();
-  gemv_prefetch_rows<false>(plain_x(x, k), w, y, n, k, staged_x, prefetch_shared);
-}
-
-extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
-    gemv_prefetch_bf16_f32_single(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y,
-                                  uint32_t m, uint32_t n, uint32_t k) {
-  if (m != 1) __trap();
-  gemv_prefetch_rows<true>(plain_x(x, k), w, y, n, k, staged_x, prefetch_shared);
-}
-
-// The SwiGLU computed once per block into the x stage (a block owns a contiguous row range).
-extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
-    gemv_prefetch_silu_bf16_single(const __nv_bfloat16* gate_up, const __nv_bfloat16* w,
-                                   __nv_bfloat16* y, uint32_t m, uint32_t n, uint32_t k) {
-  if (m != 1) __trap();
-  gemv_prefetch_rows<false>(swiglu_x(gate_up, k), w, y, n, k, staged_x, prefetch_shared);
-}
-
-// The MLP's gate_up projection ending with its SwiGLU, one row: w is [gate | up] [2 I, k],
-// act[j] = bf16(bf16(silu(gate_j)) * up_j) for j < I = n / 2, exactly gemv_bf16_single into
-// gate_up followed by silu_mul_bf16 (each block's groups take gate and up rows in pairs,
-// gemv_prefetch.cuh GroupRows::kSwiglu), so the down projection reads a plain x.
-extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
-    gemv_swiglu_bf16_single(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* act,
-                            uint32_t m, uint32_t n, uint32_t k) {
-  if (m != 1 || (n & 1u) != 0u) __trap();
-  gemv_prefetch_rows<false, PlainX, GroupRows::kSwiglu>(plain_x(x, k), w, act, n, k, staged_x,
-                                                        prefetch_shared);
-}
-
 // ---- the m-row products on the cp.async ring (gemv_ring.cuh; ATLAS_GEMV_RING=0 routes m > 1
 // back to gemv_bf16 / gemv_bf16_f32 / gemv_silu_bf16). Dynamic shared memory: the ring,
 // stages * kSlotsPerTile * 16 bytes per thread (ops/matmul.py gemv_ring_plan); <= 128
 // registers (two 256-thread blocks per SM, more of narrower ones), whose rings fit the SM.
 extern "C" __global__ void __launch_bounds__(kMaxThreads, 2)
     gemv_ring_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, uint32_t m,
-                   uint32_t n, uint32_t k, uint32_t stages, uint32_t x_regs) {
-  gemv_ring_any_m<false>(plain_x(x, k), w, y, m, n, k, stages, x_regs, staged_x, ring_partials);
+                   uint32_t n, uint32_t k, uint32_t stages) {
+  gemv_ring_any_m<false>(plain_x(x, k), w, y, m, n, k, stages, staged_x, ring_partials);
 }
 
 extern "C" __global__ void __launch_bounds__(kMaxThreads, 2)
     gemv_ring_bf16_f32(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, uint32_t m,
-                       uint32_t n, uint32_t k, uint32_t stages, uint32_t x_regs) {
-  gemv_ring_any_m<true>(plain_x(x, k), w, y, m, n, k, stages, x_regs, staged_x, ring_partials);
+                       uint32_t n, uint32_t k, uint32_t stages) {
+  gemv_ring_any_m<true>(plain_x(x, k), w, y, m, n, k, stages, staged_x, ring_partials);
 }
 
 // The down projection with its SwiGLU computed on load (gemv_silu_bf16's x).
 extern "C" __global__ void __launch_bounds__(kMaxThreads, 2)
     gemv_ring_silu_bf16(const __nv_bfloat16* gate_up, const __nv_bfloat16* w, __nv_bfloat16* y,
-                        uint32_t m, uint32_t n, uint32_t k, uint32_t stages, uint32_t x_regs) {
-  gemv_ring_any_m<false>(swiglu_x(gate_up, k), w, y, m, n, k, stages, x_regs, staged_x,
-                         ring_partials);
+                        uint32_t m, uint32_t n, uint32_t k, uint32_t stages) {
+  gemv_ring_any_m<false>(swiglu_x(gate_up, k), w, y, m, n, k, stages, staged_x, ring_partials);
 }

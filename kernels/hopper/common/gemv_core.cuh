@@ -14,7 +14,7 @@
 // (1, or 2 for NVFP4's 16-value groups) and each group's dot product is multiplied by its
 // scale before accumulation.
 // An x policy (`XLoad`) loads 8 values of row m at x chunk c (plain, or SwiGLU computed on
-// the fly from gate_up; `raw` gives them packed, as gemv_prefetch.cuh stages them); its
+// the fly from gate_up; `raw` gives them packed); its
 // `prepare()` runs once per block after the PDL wait, before the
 // first x load (a policy that stages x, such as gemv.cu's fused RMSNorm, computes it there).
 // An output policy (`Out`) stores the block's reduced sums: `StoreY` writes y; gemv.cu's
@@ -66,7 +66,6 @@ __device__ __forceinline__ float warp_reduce_scatter(float (&a)[V], int lane) {
 
 // ---- x load policies: chunk c (8 bf16) of row m of the GEMV's input, widened to f32 ----
 struct PlainX {  // x [m, k] bf16
-  static constexpr bool kBlockStaged = false;  // gemv_prefetch.cuh: per-thread `raw` staging
   const uint4* x;
   int kc;  // 16-byte chunks per row
   __device__ __forceinline__ void prepare() const {}
@@ -79,7 +78,6 @@ struct PlainX {  // x [m, k] bf16
 };
 
 struct SwigluX {  // x = bf16(bf16(silu(gate)) * up), gate_up [m, 2k] = [gate | up] bf16
-  static constexpr bool kBlockStaged = false;
   const uint4* gate_up;
   int kc;
   __device__ __forceinline__ void prepare() const {}

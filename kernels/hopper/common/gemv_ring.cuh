@@ -20,18 +20,6 @@
 // barrier is the group's reduction, whose partial sums alternate between two buffers by group
 // parity so that the next group's writes never race warp 0's reads of this one.
 //
-// x in registers (kXRegs, up to kXRegMaxRows rows; the launch's `x_regs`, which
-// ATLAS_GEMV_RING_XREGS=0 clears). Where a group is one tile (k <= kUnroll * 8 * threads:
-// Qwen3-8B's qkv, o_proj and gate_up at k = 4,096) a thread multiplies the same x chunks (t and
-// t + T of each row) in every tile of the block: they are read once, after the PDL wait, into
-// registers (M x kUnroll x 4 words: 32 at M = 4) instead of once per tile through L1 (at M = 4
-// the x reloads were 8 of a tile's 16 loads and 64 of its ~450 instructions). Where a group is
-// several tiles (the down projection, k = 12,288: 3 tiles, whose 96 KB of 4-row x L1 does not
-// hold) a tile's x chunks are requested into the registers before the wait for its weights,
-// so their L2 round trip overlaps the DRAM one instead of following it. Either way L1 need not
-// hold x (a 3-stage ring leaves it ~28 KiB). The values and their order are the same: the sums
-// do not change.
-//
 // The sums are gemv_rows' exactly: thread t of a group's block takes chunks t + j T in the
 // same order with the same FMA chain per (m, row), then the same butterfly and fixed-order
 // warp sum. The first `stages - 1` tiles are requested before the PDL wait (weights are never
@@ -47,7 +35,6 @@ namespace atlas::gemv {
 
 constexpr int kRingMaxStages = 3;                       // ops/matmul.py RING_MAX_STAGES
 constexpr int kSlotsPerTile = kUnroll * kRowsPerBlock;  // 16-byte slots a thread owns per stage
-constexpr int kXRegMaxRows = 4;  // most x rows held in registers (ops/matmul.py RING_XREG_MAX_M)
 
 // Wait until tile t (committed `stages - 1` groups before the newest) has landed.
 __device__ __forceinline__ void ring_wait(int stages) {
@@ -58,7 +45,7 @@ __device__ __forceinline__ void ring_wait(int stages) {
     atlas::cp_async_wait<2>();
 }
 
-template <int M, bool kF32Out, bool kXRegs, class XLoad>
+template <int M, bool kF32Out, class XLoad>
 __device__ __forceinline__ void gemv_ring_rows(XLoad xload, const __nv_bfloat16* w, void* y,
                                                int n, int k, int stages, uint4* ring,
                                                float (*partial)[kMaxThreads / 32][kMaxAcc]) {
@@ -108,20 +95,6 @@ __device__ __forceinline__ void gemv_ring_rows(XLoad xload, const __nv_bfloat16*
   for (int t = 0; t < stages - 1; ++t) issue();
   atlas::pdl_enter();
   xload.prepare();
-  // kXRegs: the x chunks a tile of iteration `iter` multiplies (chunk iter P + tid + u T of
-  // each row; zeros past the row end, never used: the loop breaks there), in registers
-  static_assert(!kXRegs || M <= kXRegMaxRows, "x rows held in registers");
-  uint4 xr[kXRegs ? kUnroll : 1][kXRegs ? M : 1];
-  auto load_x = [&](int iter) {
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int c = iter * per_iter + tid + u * threads;
-#pragma unroll
-      for (int m = 0; m < M; ++m)
-        xr[u][m] = c < kc ? xload.raw(m, c) : make_uint4(0u, 0u, 0u, 0u);
-    }
-  };
-  if constexpr (kXRegs) load_x(0);
 
   float acc[V];
 #pragma unroll
@@ -131,10 +104,6 @@ __device__ __forceinline__ void gemv_ring_rows(XLoad xload, const __nv_bfloat16*
   int it = 0, j = 0, row0 = block * kRowsPerBlock, q = 0;
   for (int t = 0; t < tiles; ++t) {
     issue();
-    // a group of several tiles: this tile's x requested before waiting for its weights (one
-    // tile a group: the x loaded above serves every tile)
-    if constexpr (kXRegs)
-      if (iters > 1 && t > 0) load_x(it);
     ring_wait(stages);
     const int c0 = it * per_iter + tid;
     const uint4* slot = mine + q * stage_stride;
@@ -153,10 +122,7 @@ __device__ __forceinline__ void gemv_ring_rows(XLoad xload, const __nv_bfloat16*
 #pragma unroll
         for (int r = 0; r < kRowsPerBlock; ++r) dot[r] = acc[m * kRowsPerBlock + r];
         float xf[8];
-        if constexpr (kXRegs)
-          atlas::unpack_bf16x8(xr[u][m], xf);
-        else
-          xload.load(m, c, xf);
+        xload.load(m, c, xf);
 #pragma unroll
         for (int r = 0; r < kRowsPerBlock; ++r)
 #pragma unroll
@@ -186,39 +152,23 @@ __device__ __forceinline__ void gemv_ring_rows(XLoad xload, const __nv_bfloat16*
   atlas::cp_async_wait<0>();  // only empty groups remain; leave nothing in flight
 }
 
-// Row count M, with x in registers where `regs` says so and M allows it.
-template <int M, bool kF32Out, class XLoad>
-__device__ __forceinline__ void gemv_ring_m(bool regs, XLoad xload, const __nv_bfloat16* w,
-                                            void* y, int n, int k, int stages, uint4* ring,
-                                            float (*partial)[kMaxThreads / 32][kMaxAcc]) {
-  if constexpr (M <= kXRegMaxRows) {
-    if (regs) {
-      gemv_ring_rows<M, kF32Out, true>(xload, w, y, n, k, stages, ring, partial);
-      return;
-    }
-  }
-  gemv_ring_rows<M, kF32Out, false>(xload, w, y, n, k, stages, ring, partial);
-}
-
-// One instantiation per row count, chosen at run time (the rows of the step); x in registers
-// where `x_regs` allows it.
+// One instantiation per row count, chosen at run time (the rows of the step).
 template <bool kF32Out, class XLoad>
 __device__ __forceinline__ void gemv_ring_any_m(XLoad xload, const __nv_bfloat16* w, void* y,
                                                 uint32_t m, uint32_t n, uint32_t k,
-                                                uint32_t stages, uint32_t x_regs, uint4* ring,
+                                                uint32_t stages, uint4* ring,
                                                 float (*partial)[kMaxThreads / 32][kMaxAcc]) {
   if (stages < 2 || stages > kRingMaxStages) __trap();  // ops/matmul.py gemv_ring_plan
-  const int s = static_cast<int>(stages), nn = static_cast<int>(n), kk = static_cast<int>(k);
-  const bool regs = x_regs != 0u;
+  const int s = static_cast<int>(stages);
   switch (m) {
-    case 1: gemv_ring_m<1, kF32Out>(regs, xload, w, y, nn, kk, s, ring, partial); break;
-    case 2: gemv_ring_m<2, kF32Out>(regs, xload, w, y, nn, kk, s, ring, partial); break;
-    case 3: gemv_ring_m<3, kF32Out>(regs, xload, w, y, nn, kk, s, ring, partial); break;
-    case 4: gemv_ring_m<4, kF32Out>(regs, xload, w, y, nn, kk, s, ring, partial); break;
-    case 5: gemv_ring_m<5, kF32Out>(regs, xload, w, y, nn, kk, s, ring, partial); break;
-    case 6: gemv_ring_m<6, kF32Out>(regs, xload, w, y, nn, kk, s, ring, partial); break;
-    case 7: gemv_ring_m<7, kF32Out>(regs, xload, w, y, nn, kk, s, ring, partial); break;
-    case 8: gemv_ring_m<8, kF32Out>(regs, xload, w, y, nn, kk, s, ring, partial); break;
+    case 1: gemv_ring_rows<1, kF32Out>(xload, w, y, n, k, s, ring, partial); break;
+    case 2: gemv_ring_rows<2, kF32Out>(xload, w, y, n, k, s, ring, partial); break;
+    case 3: gemv_ring_rows<3, kF32Out>(xload, w, y, n, k, s, ring, partial); break;
+    case 4: gemv_ring_rows<4, kF32Out>(xload, w, y, n, k, s, ring, partial); break;
+    case 5: gemv_ring_rows<5, kF32Out>(xload, w, y, n, k, s, ring, partial); break;
+    case 6: gemv_ring_rows<6, kF32Out>(xload, w, y, n, k, s, ring, partial); break;
+    case 7: gemv_ring_rows<7, kF32Out>(xload, w, y, n, k, s, ring, partial); break;
+    case 8: gemv_ring_rows<8, kF32Out>(xload, w, y, n, k, s, ring, partial); break;
     default: __trap();  // ops/matmul.py routes m > 8 elsewhere
   }
 }

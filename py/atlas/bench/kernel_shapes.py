@@ -324,9 +324,7 @@ class Linear:
     too) / its register-tiled one (ATLAS_GEMV_RING's A/B; the single-row kernel at m = 1).
     `cpasync`: a decode_sm90 row on the decode GEMM's cp.async kernel (gemm_decode_sm90,
     ATLAS_DECODE_GEMM_TMA=0's A/B); the other decode_sm90 rows run the routes' kernel (the
-    TMA one, gemm_decode_tma, where the set has it). `ticket`: a decode_sm90 row with its split
-    of K on the TMA kernel's ticket entry points (ATLAS_DECODE_GEMM_TICKET=1's A/B: no
-    clusters, the split of ops.matmul_decode.ticket_split)."""
+    TMA one, gemm_decode_tma, where the set has it)."""
 
     label: str
     m: int
@@ -341,7 +339,6 @@ class Linear:
     ends_swiglu: bool = False
     wide: bool = False
     cpasync: bool = False
-    ticket: bool = False
     quick: bool = False
 
     @property
@@ -830,8 +827,6 @@ class TableScale:
     #: the skinny GEMM's two-warpgroup rows: where x's L2 re-reads weigh (17 rows and up;
     #: the TMA kernel takes two warpgroups at 16 rows too, and by default from 33)
     decode_gemm_wide_batches: tuple[int, ...] = (16, 32, 64, 128, 256)
-    #: the skinny GEMM's rows with the ticket split (no clusters) beside the cluster ones
-    decode_gemm_ticket_batches: tuple[int, ...] = (16, 64, 128)
     prefill_tokens: int = 2048
     attention_seqs: tuple[int, ...] = (256, 1024, 4096)
     histories: tuple[int, ...] = (512, 4096, 16384)
@@ -1014,17 +1009,6 @@ def table_shapes(m: ModelDims = QWEN3_8B,
             shapes.append(Linear(label=f"{m.name} gate_up+swiglu b{b} wide", m=b,
                                  n=2 * m.intermediate, k=m.hidden, ends_swiglu=True,
                                  decode_sm90=True, wide=True))
-    # the layer's products with the ticket split of K, both block shapes, gate_up also ending
-    # with its SwiGLU (ATLAS_DECODE_GEMM_TICKET=1's A/B against the rows above)
-    for b in scale.decode_gemm_ticket_batches:
-        for wide in (False, True):
-            tag = " wide" if wide else ""
-            shapes += [Linear(label=f"{m.name} {name} b{b}{tag} ticket", m=b, n=n, k=k,
-                              decode_sm90=True, wide=wide, ticket=True)
-                       for name, n, k in _linears(m)]
-            shapes.append(Linear(label=f"{m.name} gate_up+swiglu b{b}{tag} ticket", m=b,
-                                 n=2 * m.intermediate, k=m.hidden, ends_swiglu=True,
-                                 decode_sm90=True, wide=wide, ticket=True))
     for fmt in ("fp8-block", "nvfp4"):
         shapes += [QuantLinear(label=f"{m.name} {name} b{b} {fmt}", m=b, n=n, k=k, fmt=fmt,
                                quick=b == scale.quant_batches[0] and name in ("qkv", "gate_up"))

@@ -26,7 +26,6 @@ from ..runtime.ops import KernelCache
 from ..runtime.ops import (attention, attention_verify, decode_persistent, embedding, gating,
                            kv_quant, matmul, norm, rope)
 from ..runtime.ops.decode_persistent import PersistentTables
-from ..runtime.ops.l2_prefetch import Region
 from ..runtime.ops.matmul_quant import Bf16Linear, LinearWeight
 from .gated_deltanet import GatedDeltaNetWeights, gated_deltanet
 
@@ -104,11 +103,6 @@ class MlpBlock(Protocol):
     def forward(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
                 then_norm: NextNorm | None = None) -> bool: ...
 
-    def l2_regions(self) -> tuple[Region, ...]:
-        """The weights its first launches read, in their order (what the attention before
-        it may ask L2 for: ops/l2_prefetch.py); none a step cannot know (routed experts)."""
-        ...
-
 
 def swiglu(kc: KernelCache, s: Stream, b: "StepBuffers", w_gate_up: DevicePtr,
            w_down: DevicePtr, out: DevicePtr, t: int, hidden: int, inter: int) -> None:
@@ -131,9 +125,6 @@ class DenseMlp:
                 then_norm: NextNorm | None = None) -> bool:
         self.project(kc, s, b, t, b.delta)
         return False
-
-    def l2_regions(self) -> tuple[Region, ...]:
-        return self.gate_up.l2_regions() + self.down.l2_regions()
 
     def project(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
                 out: DevicePtr) -> None:
@@ -531,15 +522,13 @@ class DenseDecoderModel:
         if self._rope_fused(plan):
             assert t == plan.num_seqs  # one token per row
             # q/k norm, RoPE, KV append and split-K attention in one launch (each row's
-            # blocks compute the keys earlier rows of its sequence append: verification);
-            # it may ask L2 for the weights the launches after it read, in their order
+            # blocks compute the keys earlier rows of its sequence append: verification)
             attention.decode_attention_rope(
                 kc, s, b.qkv, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm, self.cos_sin,
                 b.positions, b.slots, b.block_tables, b.kv_lens, b.part_o, b.part_ml,
                 b.attn_counters, b.attn, plan.num_seqs, d.heads, d.kv_heads, d.head_dim,
                 self.block_size, self.max_blocks, plan.num_splits, self.scale, d.eps,
-                max_splits=plan.split_capacity,
-                l2_regions=lw.o.l2_regions() + lw.mlp.l2_regions())
+                max_splits=plan.split_capacity)
             self._output_projection(s, b, lw, t, res)
             return
         # decode rows: split-K, the last split of each row merges (one launch); a prefill-

@@ -39,7 +39,6 @@ from ..core.dtype import DType
 from ..runtime.buffers import BufferArena
 from ..runtime.gpu import DevicePtr, GpuBackend, Stream
 from ..runtime.ops import KernelCache, matmul
-from ..runtime.ops.l2_prefetch import Region
 from ..runtime.ops.matmul_quant import Bf16Linear
 from ..runtime.ops import moe as moe_ops
 from ..runtime.ops.moe_shared import shared_add
@@ -148,15 +147,6 @@ class MoeMlp:
             return False
         return self._forward(kc, s, b, t, then_norm)
 
-    def l2_regions(self) -> tuple[Region, ...]:
-        """The router, then the shared expert's gate/up and down (the routed experts are
-        known only once the router has run)."""
-        shared: tuple[Region, ...] = ()
-        if self.shared is not None:
-            se, h = self.shared, self.shape.hidden
-            shared = ((se.gate_up, 2 * 2 * se.inter * h), (se.down, 2 * h * se.inter))
-        return (router_region(self.router, self.shape),) + shared
-
     def _forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
                  then_norm: NextNorm | None) -> bool:
         if moe_ops.uses_decode_kernels(t) and kc.routes.moe_fused_decode:
@@ -218,11 +208,6 @@ class MoeMlp:
 
     def _router_logits(self, kc: KernelCache, s: Stream, x: DevicePtr, t: int) -> None:
         router_logits(kc, s, x, self.router, self.bufs.logits, t, self.shape)
-
-
-def router_region(router: DevicePtr, shape: moe_ops.MoeShape) -> Region:
-    """The bf16 router weight [experts, hidden] as an (address, bytes) region."""
-    return router, 2 * shape.experts * shape.hidden
 
 
 def router_logits(kc: KernelCache, s: Stream, x: DevicePtr, router: DevicePtr,

@@ -26,14 +26,12 @@ from ..core.config import ModelConfig
 from ..runtime.gpu import DevicePtr, Stream
 from ..runtime.ops import KernelCache, matmul
 from ..runtime.ops import moe as moe_ops
-from ..runtime.ops.l2_prefetch import Region
 from ..runtime.ops.matmul_quant import LinearWeight
 from ..runtime.ops.moe_quant import (QuantExperts, check_pair, decode_experts, folds_shared,
                                      prefill_scratch_bytes)
 from ..runtime.ops.moe_shared import shared_add
 from .model import DenseMlp, NextNorm, StepBuffers, swiglu
-from .moe import (GATE_PAD_ROWS, MoeBuffers, moe_shape, router_logits, router_region,
-                  routing_for)
+from .moe import GATE_PAD_ROWS, MoeBuffers, moe_shape, router_logits, routing_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,12 +65,6 @@ class QuantMoeMlp:
         if folds_shared(self.shape) and not self.shared_gate:
             raise ValueError("QuantMoeMlp: a folded shared expert needs its gate")
         check_pair(self.gate_up, self.down, self.shape)
-
-    def l2_regions(self) -> tuple[Region, ...]:
-        """The router, then a separate shared expert's weights (a folded one is among the
-        expert matrices, read by slot like the routed experts)."""
-        shared = self.shared.mlp.l2_regions() if self.shared is not None else ()
-        return (router_region(self.router, self.shape),) + shared
 
     def forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
                 then_norm: NextNorm | None = None) -> bool:

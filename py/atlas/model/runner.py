@@ -7,9 +7,7 @@ with its own context length and block-table row, so a verification of K drafts f
 sequences is a decode step of B * (K + 1) rows, reading the weights once. Per-step inputs
 (the sampler's row records among them) are written into graph-stable device buffers first
 (one host-to-device copy, plus the block-table rows that changed), and only the sampled
-token ids come back. A verification step, which the engine always waits for (the next
-drafts follow its tokens), has those two copies captured in its graph: its launch is the
-graph launch and an event, the least host time between two device steps.
+token ids come back.
 
 A step is `launch`ed (inputs uploaded, work queued, the sampled ids' copy to the host
 queued) and later `collect`ed (wait for it, read the ids): between the two the engine plans
@@ -38,7 +36,6 @@ accepted prefix's slot, so no rejected draft is ever recomputed.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -51,8 +48,7 @@ from ..core.target import KernelTarget
 from ..core.dtype import DType
 from ..core.sampling import GREEDY
 from ..runtime.buffers import BufferArena
-from ..runtime.gpu import (H200_FACTS, DevicePtr, EventHandle, GpuBackend, GpuError,
-                           GraphHandle)
+from ..runtime.gpu import H200_FACTS, DevicePtr, EventHandle, GpuBackend, GraphHandle
 from ..runtime.kernel_abi import SAMPLE_ROW
 from ..runtime.kv_cache import PagedKvCache
 from ..runtime.ops import KernelCache, argmax, embedding, matmul
@@ -66,8 +62,6 @@ from .mtp import MtpProposer
 from .state_pools import RecurrentStatePools, StateSlotMap
 from .step_inputs import (StepLayout, decode_buckets, decode_splits, leading_decode_rows,
                           pack_step, row_owners, verification_buckets)
-
-_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,12 +289,6 @@ class ModelRunner:
         self._inputs_done = backend.create_event()
         self._inputs_pending = False
         self._launched = 0  # steps launched (LaunchedStep.number of the latest)
-        #: verification graphs upload their inputs and copy their sampled ids back inside
-        #: the graph (KernelRoutes.verify_graph_copies), the ids into this pinned buffer;
-        #: the launched step whose graph wrote it, until collected
-        self.verify_graph_copies = model.kc.routes.verify_graph_copies
-        self._graph_ids = backend.alloc_host_pinned(4 * limits.max_sample_rows).view(np.int32)
-        self._graph_ids_step: LaunchedStep | None = None
         #: sampled row of each sequence in the last launched step (its carried token's source)
         self._sample_row: dict[int, int] = {}
         #: an MTP pass's gather rows, then its drafted ids
@@ -370,37 +358,24 @@ class ModelRunner:
         self._launched += 1
         if self._inputs_pending:
             self.backend.event_synchronize(self._inputs_done)  # pinned inputs free again
-        stale = self._graph_ids_step
-        if stale is not None:
-            # a verification launched and not collected (the engine gave it up): its graph
-            # read the inputs and wrote the ids buffer the next one rewrites
-            assert stale.done is not None
-            self.backend.event_synchronize(stale.done)
-            stale.host_ids = stale.host_ids.copy()
-            self._graph_ids_step = None
         for st in steps:
             self._ensure_slot(st)
         rows = [(st, i) for st in steps if st.sample for i in range(st.num_draft + 1)]
         verifying = [st for st in steps if st.num_draft] if self.state_pools else []
         self._copy_snapshots(steps, restore=True)
         want_logprobs = self._prepare_logprobs(steps, rows)
-        n_tokens, n_sample, copies_in_graph = self._forward(steps, rows)
+        n_tokens, n_sample = self._forward(steps, rows)
         self._copy_snapshots(steps, restore=False)
         if self.mtp is not None and self.draft_with_mtp:
             self.mtp.save_hidden(self.stream, self.bufs, n_tokens, normed_final=n_sample > 0)
-        if copies_in_graph:
-            host_ids = self._graph_ids
-        elif rows:
+        if rows:
             self.backend.copy_d2h(host_ids[:len(rows)], self.sampler.out_ids, self.stream)
         logprobs = self._host_logprobs[parity] if want_logprobs else None
         if logprobs is not None:
             self.sampler.queue_logprobs(len(rows), logprobs, self.stream)
         self.backend.record_event(done, self.stream)
         self._sample_row = {st.seq_id: j for j, (st, _) in enumerate(rows)}
-        launched = LaunchedStep(steps, rows, logprobs, verifying, host_ids, done, self._launched)
-        if copies_in_graph:
-            self._graph_ids_step = launched
-        return launched
+        return LaunchedStep(steps, rows, logprobs, verifying, host_ids, done, self._launched)
 
     def collect(self, launched: LaunchedStep) -> list[StepResult]:
         """Wait for a launched step and return the sampled token per chunk (None where
@@ -416,7 +391,6 @@ class ModelRunner:
             # the device has passed everything queued so far, the input copies included:
             # the next launch (a synchronous engine's) rewrites them without another wait
             self._inputs_pending = False
-            self._graph_ids_step = None
         logprobs = launched.logprobs
         ids = launched.host_ids[:len(rows)].tolist()
         out: list[StepResult] = [None] * len(steps)
@@ -470,25 +444,16 @@ class ModelRunner:
 
     # ---- internals ---------------------------------------------------------------------
     def _forward(self, steps: Sequence[SeqChunk],
-                 rows: Sequence[tuple[SeqChunk, int]]) -> tuple[int, int, bool]:
+                 rows: Sequence[tuple[SeqChunk, int]]) -> tuple[int, int]:
         """Upload the step's inputs and enqueue its forward and sampling: the captured graph
         of its row count when it is decode-shaped, else eagerly. `rows` are the sampled
         rows in order: (chunk, i) draws at the chunk's RNG position + i. Returns the rows
-        run and sampled (graph padding included), and whether the graph itself uploads the
-        inputs and copies the sampled ids into `_graph_ids` (a verification graph's,
-        `verify_graph_copies`: a synchronous step's host time is two driver calls fewer).
-        A hybrid model's verification is decode-shaped even without a graph (its
-        recurrent state is kept per token)."""
+        run and sampled (graph padding included). A hybrid model's verification is
+        decode-shaped even without a graph (its recurrent state is kept per token)."""
         shape = self._decode_shape(steps)
         bucket = self._graph_bucket(shape)
         verify = shape is not None and shape[1]
         per_row = bucket > 0 or (verify and self.has_recurrent_state)
-        masked = any(st.token_mask is not None for st in steps if st.sample)
-        copies_in_graph = bool(bucket and verify and not masked and self.verify_graph_copies)
-        if copies_in_graph and any(st.carried for st in steps):
-            raise RuntimeError("a verification graph uploads its step's inputs itself, over "
-                               "a carried token (the engine never runs ahead of a "
-                               "verification step)")
         graphs, forward_graphs = ((self.verify_graphs, self.verify_forward_graphs) if verify
                                   else (self.graphs, self.forward_graphs))
         n_tokens, n_sample, max_q = pack_step(self.host_i32, self.layout, steps,
@@ -499,14 +464,14 @@ class ModelRunner:
         self.sampler.prepare([self._slot_of[st.seq_id] for st, _ in rows] + [self.pad_slot] * pad,
                              [st.sampling for st, _ in rows] + [GREEDY] * pad,
                              [st.rng_position + i for st, i in rows] + [0] * pad, self.stream)
-        self._upload_inputs(owners, n_rows=max(len(owners), bucket), inputs=not copies_in_graph)
+        self._upload_inputs(owners, n_rows=max(len(owners), bucket))
         self._carry_tokens(steps)
+        masked = any(st.token_mask is not None for st in steps if st.sample)
         if bucket and not masked:
             self._upload_token_masks(rows, masked)
-            if not copies_in_graph:  # else the next launch waits for the step (stale)
-                self._mark_inputs_sent()
+            self._mark_inputs_sent()
             self.backend.launch_graph(graphs[bucket], self.stream)
-            return n_tokens, n_sample, copies_in_graph
+            return n_tokens, n_sample
         # the forward is enqueued first: the host fills the grammar masks while the device
         # runs it, and the sampler (queued after the mask upload) waits for both
         if bucket:
@@ -527,7 +492,7 @@ class ModelRunner:
         self._mark_inputs_sent()
         if n_sample:
             self.sampler.enqueue(self.stream, self.bufs.logits, n_sample)
-        return n_tokens, n_sample, False
+        return n_tokens, n_sample
 
     def _mark_inputs_sent(self) -> None:
         """Every pinned input of the step is queued for the device: the event after the
@@ -710,17 +675,15 @@ class ModelRunner:
         self.sampler.assign(slot, st.history.prompt_ids, st.sampling, st.history.drawn_counts,
                             self.stream)
 
-    def _upload_inputs(self, owners: Sequence[SeqChunk], n_rows: int,
-                       inputs: bool = True) -> None:
+    def _upload_inputs(self, owners: Sequence[SeqChunk], n_rows: int) -> None:
         """Copy the packed step inputs (the sampler's row records with them: prepare them
-        first; `inputs=False`: the step's graph copies them), and the block-table rows
-        whose contents changed (row i lists the blocks of `owners[i]`).
+        first), and the block-table rows whose contents changed (row i lists the blocks of
+        `owners[i]`).
 
         A row is rewritten only when a different sequence occupies it or its sequence
         grew a block, so steady decode uploads a row once every block_size tokens.
         """
-        if inputs:
-            self.backend.copy_h2d(self.bufs.ids, self.host_i32, self.stream)
+        self.backend.copy_h2d(self.bufs.ids, self.host_i32, self.stream)
         for row in range(n_rows):
             if row < len(owners):
                 st = owners[row]
@@ -792,43 +755,15 @@ class ModelRunner:
         self.model.forward(self.stream, self.bufs, bs, plan, bs)
         self.sampler.enqueue(self.stream, self.bufs.logits, bs)
         self.backend.synchronize(self.stream)
-        copies = verify and self.verify_graph_copies
-        try:
-            graphs[bs] = self._record_step(bs, plan, copies)
-        except GpuError as exc:
-            if not copies or self.verify_graphs:
-                raise
-            # the first verification graph: no other holds the copies yet
-            _log.warning("a verification graph with its input and ids copies inside failed "
-                         "to capture (%s); copying around the graphs instead", exc)
-            self.verify_graph_copies = False
-            graphs[bs] = self._record_step(bs, plan, False)
+        self.backend.begin_capture(self.stream)
+        self.model.forward(self.stream, self.bufs, bs, plan, bs)
+        # replayed only for steps without a grammar mask (`_forward`): no mask launch
+        self.sampler.enqueue(self.stream, self.bufs.logits, bs, masked=False)
+        graphs[bs] = self.backend.end_capture(self.stream)
         if self.sampler.token_bitmask is not None:
             self.backend.begin_capture(self.stream)
             self.model.forward(self.stream, self.bufs, bs, plan, bs)
             forward_graphs[bs] = self.backend.end_capture(self.stream)
-
-    def _record_step(self, bs: int, plan: AttentionPlan, copies: bool) -> GraphHandle:
-        """Capture the forward and sampling of a `bs`-row decode-shaped step (`copies`: the
-        upload of the step inputs before them and the sampled ids' copy into `_graph_ids`
-        after them); a failed capture leaves the stream out of capture mode."""
-        s = self.stream
-        self.backend.begin_capture(s)
-        try:
-            if copies:
-                self.backend.copy_h2d(self.bufs.ids, self.host_i32, s)
-            self.model.forward(s, self.bufs, bs, plan, bs)
-            # replayed only for steps without a grammar mask (`_forward`): no mask launch
-            self.sampler.enqueue(s, self.bufs.logits, bs, masked=False)
-            if copies:
-                self.backend.copy_d2h(self._graph_ids[:bs], self.sampler.out_ids, s)
-        except GpuError:
-            try:
-                self.backend.end_capture(s)
-            except GpuError:
-                pass  # the capture was invalidated: ending it is all that was left to do
-            raise
-        return self.backend.end_capture(s)
 
 
 def _token_logprobs(token: int, logprobs: tuple[np.ndarray, np.ndarray, np.ndarray],

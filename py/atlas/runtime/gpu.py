@@ -254,11 +254,11 @@ class GpuBackend(abc.ABC):
 
     def prefer_shared_memory(self, handle: KernelHandle) -> None:
         """Ask that SMs running `handle` be configured with the most shared memory (the least
-        L1): CUDA's carveout preference. A kernel whose blocks must fit on an SM beside the
-        previous and next kernels' under PDL (the prefetching GEMVs: two of them hold up to
-        2 x 104 KiB) needs the whole configuration; left to choose, the driver may pick one
-        that holds just this kernel's blocks, and the next kernel then waits for the SM to
-        drain. Backends without that hardware choice ignore it.
+        L1): CUDA's carveout preference. A kernel whose blocks take most of an SM's shared
+        memory (the long-context attention's two ~100 KiB blocks, the persistent decode
+        kernel) needs the whole configuration; left to choose, the driver may pick one that
+        holds fewer of them, or none beside the previous kernel's under PDL. Backends
+        without that hardware choice ignore it.
         """
         return None
 

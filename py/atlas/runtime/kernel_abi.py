@@ -62,27 +62,13 @@ GEMV_SILU_SINGLE = S("gemv", "gemv_silu_bf16_single",
                      "gate_up:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 # the same products for 1..8 rows with the weights streamed through a per-thread cp.async
 # ring in dynamic shared memory (gemv_ring.cuh), bit for bit GEMV's / GEMV_SILU's sums:
-# `stages` tiles per thread (2..3, ops/matmul.py gemv_ring_plan), `x_regs` 1: up to 4 rows'
-# x held in registers (ops/matmul.py ring_holds_x). The default for 2..8 rows
+# `stages` tiles per thread (2..3, ops/matmul.py gemv_ring_plan). The default for 2..8 rows
 # (ATLAS_GEMV_RING=0: GEMV, GEMV_F32OUT, GEMV_SILU)
-GEMV_RING = S("gemv", "gemv_ring_bf16",
-              "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32 x_regs:u32")
+GEMV_RING = S("gemv", "gemv_ring_bf16", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32")
 GEMV_RING_F32OUT = S("gemv", "gemv_ring_bf16_f32",
-                     "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32 x_regs:u32")
+                     "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32")
 GEMV_RING_SILU = S("gemv", "gemv_ring_silu_bf16",
-                   "gate_up:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32 x_regs:u32")
-# the prefetching single-row kernels (opt-in, ATLAS_GEMV_PREFETCH=1): the same products as
-# GEMV_SINGLE / GEMV_SINGLE_F32OUT / GEMV_SILU_SINGLE, weights staged in shared memory
-GEMV_PREFETCH_SINGLE = S("gemv", "gemv_prefetch_bf16_single",
-                         "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
-GEMV_PREFETCH_SINGLE_F32OUT = S("gemv", "gemv_prefetch_bf16_f32_single",
-                                "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
-GEMV_PREFETCH_SILU_SINGLE = S("gemv", "gemv_prefetch_silu_bf16_single",
-                              "gate_up:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
-# the MLP gate_up projection ending with its SwiGLU, one row: w is [gate | up] [n = 2 I, k],
-# act[j] = bf16(bf16(silu(gate_j)) * up_j) for j < I of the bf16 products: GEMV_SINGLE into
-# gate_up followed by SILU_MUL, bit for bit
-GEMV_SWIGLU_SINGLE = S("gemv", "gemv_swiglu_bf16_single", "x:ptr w:ptr act:ptr m:u32 n:u32 k:u32")
+                   "gate_up:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32")
 # ADD_RMSNORM (or ADD_RMSNORM_OFFSET when offset != 0) fused into the GEMV that consumes its
 # output, one row: resid_out = h = bf16(resid + delta) (h = resid when delta is null; not
 # stored when resid_out is null; resid_out must not alias resid), y = RMSNorm(h) @ w.T
@@ -164,16 +150,6 @@ GEMM_DECODE_TMA_SWIGLU_SPLIT4 = S("gemm_decode_tma", "gemm_decode_tma_swiglu_bf1
                                   _DECODE_TMA)
 GEMM_DECODE_TMA_SWIGLU_SPLIT8 = S("gemm_decode_tma", "gemm_decode_tma_swiglu_bf16_split8",
                                   _DECODE_TMA)
-# the same products split over `split` (2..8) blocks a tile without a cluster: each block
-# writes its f32 partial to ws (ceil(n / (64 G)) * split * m * 64 G floats at least), the last
-# to take its tile's ticket (tickets: one u32 a tile, zero between launches) sums them in
-# rank order and stores; grid ceil(n / (64 G)) * split (ops/matmul_decode.py ticket_split)
-_DECODE_TMA_TICKET = _DECODE_TMA + " split:u32 ws:ptr tickets:ptr"
-GEMM_DECODE_TMA_TICKET = S("gemm_decode_tma", "gemm_decode_tma_bf16_ticket", _DECODE_TMA_TICKET)
-GEMM_DECODE_TMA_F32OUT_TICKET = S("gemm_decode_tma", "gemm_decode_tma_bf16_f32_ticket",
-                                  _DECODE_TMA_TICKET)
-GEMM_DECODE_TMA_SWIGLU_TICKET = S("gemm_decode_tma", "gemm_decode_tma_swiglu_bf16_ticket",
-                                  _DECODE_TMA_TICKET)
 # FP8 E4M3 weights [N, K] (one byte each) with f32 scales under the index map
 # scale[(n >> row_shift) * row_stride + (k >> col_shift) * col_stride] (block, per-channel or
 # per-tensor layouts; ops/matmul_quant.py builds the map), dequantized in registers.
@@ -426,12 +402,6 @@ DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR = S("attention_twins",
 DECODE_ATTN_CLUSTER_PULL = S("attention_twins", "decode_attn_cluster_pull_bf16", _DECODE)
 DECODE_ATTN_ROPE_CLUSTER_PULL = S("attention_twins", "decode_attn_rope_cluster_pull_bf16",
                                   _DECODE_ROPE)
-# DECODE_ATTN_ROPE_CLUSTER that, after its PDL wait, requests two byte regions (the next
-# kernels' weights; 16-byte aligned, bytes multiples of 16, 0 bytes: none) into L2 while its
-# serial chain leaves DRAM idle: the same results (ops/routes ATLAS_ATTN_L2_PREFETCH=1,
-# ops/l2_prefetch.py plans the regions), in the twins' module
-DECODE_ATTN_ROPE_CLUSTER_L2PF = S("attention_twins", "decode_attn_rope_cluster_l2pf_bf16",
-                                  _DECODE_ROPE + " pf0:ptr pf0_bytes:u32 pf1:ptr pf1_bytes:u32")
 # merges the partials of DECODE_ATTN_LONG (decode_attn_bf16 merges its own in its last split)
 DECODE_ATTN_COMBINE = S(
     "attention", "decode_attn_combine_bf16",
@@ -457,9 +427,7 @@ _DECODE_LONG_ROPE = (
     "slots:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr counters:ptr out:ptr "
     "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 num_splits:u32 "
     "scale:f32 eps:f32")
-# (everything but the qkv rows requested before its PDL wait: attention_long.cu RopeEarly)
-DECODE_ATTN_LONG_ROPE = S("attention_long", "decode_attn_long_rope_bf16", _DECODE_LONG_ROPE)
-# the same waiting for the qkv projection on entry (ATLAS_DECODE_ATTN_LONG_EARLY=0)
+# (waiting for the qkv projection on entry)
 DECODE_ATTN_LONG_ROPE_WAIT = S("attention_long", "decode_attn_long_rope_wait_bf16",
                                _DECODE_LONG_ROPE)
 

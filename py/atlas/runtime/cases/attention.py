@@ -161,12 +161,9 @@ def prefill_cases(rng: np.random.Generator) -> list[KernelCase]:
 DECODE_TWINS = {"ahead1": {"decode_attn_ahead": False},  # *_ahead1_bf16 (unclustered)
                 "split_major": {"decode_attn_split_major": True},  # *_splitmajor_bf16
                 "pull": {"decode_attn_b1_chain": False},  # *_cluster_pull_bf16
-                # attention_long's opt-ins: decode_attn_long_rope_bf16 (reads before its PDL
-                # wait), the split merge in the kernel instead of the combine launch, both
-                "long_early": {"decode_attn_long_early": True},
-                "long_merge": {"decode_attn_long_merge": True},
-                "long_early_merge": {"decode_attn_long_early": True,
-                                     "decode_attn_long_merge": True}}
+                # attention_long's opt-in: the split merge in the kernel instead of the
+                # combine launch
+                "long_merge": {"decode_attn_long_merge": True}}
 
 
 def case_routes(twin: str) -> KernelRoutes:

@@ -12,10 +12,9 @@ combine runs. Launches of several splits write partials the combine launch merge
 `twin="long_merge"` cases merge them in their last split instead (SplitMerge, opt-in
 ATLAS_DECODE_ATTN_LONG_MERGE=1: the tickets must leave the counters zero, and a sequence
 without keys gets zeros). Every case launches twice. The rope-fused entry
-(decode_attn_long_rope_wait by default) runs cases/attention_rope.py's cases: the step's k
-and v appended at the slot and substituted for that key, padding rows; the `long_rope_early`
-cases its opt-in twin that reads everything but the qkv rows before its PDL wait
-(decode_attn_long_rope, ATLAS_DECODE_ATTN_LONG_EARLY=1), one of them merging its splits.
+(decode_attn_long_rope_wait) runs cases/attention_rope.py's cases: the step's k and v
+appended at the slot and substituted for that key, padding rows, one launch merging its
+splits.
 The kernel rounds each probability to bf16 for the PV product (cases/attention_sm90.py's
 bound: 2^-9 max|v| per output), added to the partials' and the output's tolerances.
 """
@@ -138,14 +137,9 @@ LONG_ROPE_SHAPES = [
      {"normed": False}),
     # every row of the MMA tile a head
     ("long_rope D128 gqa16 splits1", Geometry(16, 1, 128, 16), [400], 1, {}),
-    # the opt-in entry reading before its PDL wait (ATLAS_DECODE_ATTN_LONG_EARLY=1), one
-    # launch merging its splits itself (ATLAS_DECODE_ATTN_LONG_MERGE=1 too)
-    ("long_rope_early D128 gqa4 splits1", Geometry(32, 8, 128, 16), [1536, 90, 1], 1,
-     {"twin": "long_early"}),
-    ("long_rope_early D64 gqa3 no-norm bs7 pad", Geometry(9, 3, 64, 7), [200, 64, 97], 3,
-     {"normed": False, "pad_last": True, "twin": "long_early"}),
-    ("long_rope_early D128 gqa4 splits4 pad merge", Geometry(32, 8, 128, 16),
-     [2048, 129, 65, 300], 4, {"pad_last": True, "twin": "long_early_merge"}),
+    # a launch merging its splits itself (ATLAS_DECODE_ATTN_LONG_MERGE=1)
+    ("long_rope D128 gqa4 splits4 pad merge", Geometry(32, 8, 128, 16), [2048, 129, 65, 300],
+     4, {"pad_last": True, "twin": "long_merge"}),
 ]
 
 

@@ -11,8 +11,6 @@ same cache rows.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from ...core.dtype import DType
@@ -28,15 +26,13 @@ from .rope_kv import EPS, cos_sin_table, head_norm, rb, rotate
 def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
                      num_splits: int, normed: bool = True, pad_last: bool = False,
                      graph: bool = False, traced: bool = False, twin: str = "",
-                     long: bool | None = None, l2pf: tuple[int, ...] = ()) -> KernelCase:
+                     long: bool | None = None) -> KernelCase:
     """One token per sequence at position kv_len - 1; `pad_last`: the last sequence's slot
     is -1 (a graph's padding row); `graph`: also in the device check's graph capture;
     `traced`: the phase-traced twin (attention_twins.cu), which must compute the same;
     `twin`: another twin of that module (cases/attention.py DECODE_TWINS), the same too;
     `long`: decode_attention_rope's `long` (True: the tensor-core kernel's rope entry on
-    num_splits splits, module attention_long); `l2pf`: byte sizes of weight-like buffers the
-    launches after the plain ones ask L2 for (ATLAS_ATTN_L2_PREFETCH=1: the clustered
-    kernel's L2-prefetching twin) into `out_l2pf`, which must hold the plain launch's bits."""
+    num_splits splits, module attention_long)."""
     num_seqs, d = len(kv_lens), g.head_dim
     inputs = paged_cache(rng, kv_lens, g)
     tables = inputs["block_tables"]
@@ -55,28 +51,19 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
     inputs["part_o"] = np.zeros(splits_shape + (d,), np.float32)  # scratch, not compared
     inputs["part_ml"] = np.zeros(splits_shape + (2,), np.float32)
     max_blocks = tables.shape[1]
-    for i, nbytes in enumerate(l2pf):  # what the twin prefetches: read by nothing else
-        inputs[f"l2pf_{i}"] = rng.integers(0, 256, nbytes, dtype=np.uint8)
     if traced:  # the stamps are clock readings: an input buffer, never compared
         grid = attention.decode_grid(num_splits, g.hq, g.hkv, num_seqs)
         inputs["trace"] = np.zeros((int(np.prod(grid)), attention.TRACE_WORDS), np.int64)
 
-    def launch(kc: KernelCache, stream: Stream, p: dict[str, DevicePtr], out: str,
-               regions: tuple[tuple[int, int], ...] = ()) -> None:
-        attention.decode_attention_rope(
-            kc, stream, p["qkv"], p["k_cache"], p["v_cache"], p.get("q_norm_w", 0),
-            p.get("k_norm_w", 0), p["cos_sin"], p["positions"], p["slots"], p["block_tables"],
-            p["kv_lens"], p["part_o"], p["part_ml"], p["counters"], p[out], num_seqs, g.hq,
-            g.hkv, d, g.block_size, max_blocks, num_splits, g.scale, EPS,
-            trace=p.get("trace", 0), long=long, l2_regions=regions)
-
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         for _ in range(2):
-            launch(KernelCache(backend, case_routes(twin)), stream, p, "out")
-        if l2pf:  # then the prefetching twin, over the caches the plain launches left
-            kc = KernelCache(backend, replace(case_routes(twin), attn_l2_prefetch=True))
-            launch(kc, stream, p, "out_l2pf",
-                   tuple((p[f"l2pf_{i}"], n) for i, n in enumerate(l2pf)))
+            attention.decode_attention_rope(
+                KernelCache(backend, case_routes(twin)), stream, p["qkv"], p["k_cache"],
+                p["v_cache"],
+                p.get("q_norm_w", 0), p.get("k_norm_w", 0), p["cos_sin"], p["positions"],
+                p["slots"], p["block_tables"], p["kv_lens"], p["part_o"], p["part_ml"],
+                p["counters"], p["out"], num_seqs, g.hq, g.hkv, d, g.block_size, max_blocks,
+                num_splits, g.scale, EPS, trace=p.get("trace", 0), long=long)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         row = bf16_bits_to_f32(x["qkv"]).astype(np.float64)
@@ -105,8 +92,8 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
                 s = keys[:, kvh] @ q[b, h] * g.scale
                 e = np.exp(s - s.max())
                 out[b, h] = e @ vals[:, kvh] / e.sum()
-        got = {"out": out, "k_cache": kc, "v_cache": vc, "counters": np.zeros((num_seqs, g.hq))}
-        return got | ({"out_l2pf": out} if l2pf else {})
+        return {"out": out, "k_cache": kc, "v_cache": vc,
+                "counters": np.zeros((num_seqs, g.hq))}
 
     cache_shape = inputs["k_cache"].shape
     owned = ~np.isnan(bf16_bits_to_f32(inputs["k_cache"]))
@@ -114,13 +101,10 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
                "k_cache": OutputSpec(DType.BF16, cache_shape),
                "v_cache": OutputSpec(DType.BF16, cache_shape, tol=(0.0, 0.0)),
                "counters": OutputSpec(DType.I32, (num_seqs, g.hq))}
-    if l2pf:
-        outputs["out_l2pf"] = outputs["out"]
     module = ("attention_long" if long else
-              "attention_twins" if traced or twin or l2pf else "attention")
+              "attention_twins" if traced or twin else "attention")
     return KernelCase(name, module, inputs, outputs, run, oracle,
-                      {"k_cache": owned, "v_cache": owned}, graph=graph,
-                      same_bits=(("out", "out_l2pf"),) if l2pf else ())
+                      {"k_cache": owned, "v_cache": owned}, graph=graph)
 
 
 @kernel_cases("attention")
@@ -182,28 +166,4 @@ def decode_rope_cases(rng: np.random.Generator) -> list[KernelCase]:
         # cluster, the first token
         decode_rope_case(rng, "decode_rope D128 gqa4 splits33 clusters pull", qwen3_8b,
                          [1500, 700, 512, 1], 33, twin="pull"),
-    ]
-
-
-@kernel_cases("attention_twins")
-def decode_rope_l2pf_cases(rng: np.random.Generator) -> list[KernelCase]:
-    """The clustered kernel's L2-prefetching twin (ATLAS_ATTN_L2_PREFETCH=1) beside the plain
-    kernel, the same bits: regions that split unevenly over the blocks with keys (16-byte
-    granules; a size not a multiple of 16 trimmed by the planner), a third region the
-    kernel has no slot for, several rows (the regions cut per row first)."""
-    qwen3_06b, qwen3_8b = Geometry(16, 8, 128, 16), Geometry(32, 8, 128, 16)
-    return [
-        # Qwen3-0.6B batch 1 at 512 keys: 8 clusters' blocks with keys share the regions
-        decode_rope_case(rng, "decode_rope l2pf D128 gqa2 ctx512 splits32", qwen3_06b, [512],
-                         32, graph=True, l2pf=(1_048_592, 40_000)),
-        # the first token (only split 0 of each slot has keys), three regions
-        decode_rope_case(rng, "decode_rope l2pf D128 gqa2 ctx1 splits32", qwen3_06b, [1], 32,
-                         l2pf=(300_008, 65_536, 4_096)),
-        # three rows past one cluster, a padding row
-        decode_rope_case(rng, "decode_rope l2pf D128 gqa4 splits33 clusters pad", qwen3_8b,
-                         [1500, 700, 64], 33, pad_last=True, l2pf=(1_000_016, 48_000)),
-        # D 64, no norm, a one-granule second region
-        decode_rope_case(rng, "decode_rope l2pf D64 gqa3 splits8 no-norm",
-                         Geometry(9, 3, 64, 16), [100, 600, 1], 8, normed=False,
-                         l2pf=(123_456, 16)),
     ]

@@ -26,34 +26,18 @@ Launcher = Callable[[KernelCache, Stream, DevicePtr, DevicePtr, DevicePtr, int, 
                     None]
 
 
-def prefetch_cache(backend: GpuBackend) -> KernelCache:
-    """A kernel cache whose single-row GEMVs take the prefetching entry points (as under
-    ATLAS_GEMV_PREFETCH=1): their cases check them whatever the default route is."""
-    return KernelCache(backend, routes=replace(KernelRoutes.from_env(), gemv_prefetch=True))
-
-
-def prefetching_gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr,
-                     y: DevicePtr, m: int, n: int, k: int, out_f32: bool) -> None:
-    """`matmul.gemv` through `prefetch_cache` (a `Launcher`)."""
-    matmul.gemv(prefetch_cache(kc.backend), stream, x, w, y, m, n, k, out_f32)
-
-
-def gemv_cache(backend: GpuBackend, ring: bool, stages: int | None = None,
-               x_regs: bool = False) -> KernelCache:
+def gemv_cache(backend: GpuBackend, ring: bool, stages: int | None = None) -> KernelCache:
     """A kernel cache whose m-row GEMVs take the ring kernel (`ring`, one row too, with
-    `stages` tiles a thread; None: the plan's rule; x in registers where `x_regs` and
-    matmul.ring_holds_x allow) or the register-tiled gemv_bf16 whatever ATLAS_GEMV_RING and
-    ATLAS_GEMV_RING_XREGS say: each path's cases check it under every setting."""
+    `stages` tiles a thread; None: the plan's rule) or the register-tiled gemv_bf16 whatever
+    ATLAS_GEMV_RING says: each path's cases check it under every setting."""
     return KernelCache(backend, routes=replace(KernelRoutes.from_env(), gemv_ring=ring,
-                                               gemv_ring_single=ring, gemv_ring_stages=stages,
-                                               gemv_ring_xregs=x_regs))
+                                               gemv_ring_single=ring, gemv_ring_stages=stages))
 
 
-def ring_gemv(stages: int | None, x_regs: bool, kc: KernelCache, stream: Stream, x: DevicePtr,
-              w: DevicePtr, y: DevicePtr, m: int, n: int, k: int, out_f32: bool) -> None:
-    """`matmul.gemv` on the ring kernel with `stages` and `x_regs` (a `Launcher` once
-    bound)."""
-    matmul.gemv(gemv_cache(kc.backend, True, stages, x_regs), stream, x, w, y, m, n, k, out_f32,
+def ring_gemv(stages: int | None, kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr,
+              y: DevicePtr, m: int, n: int, k: int, out_f32: bool) -> None:
+    """`matmul.gemv` on the ring kernel with `stages` (a `Launcher` once bound)."""
+    matmul.gemv(gemv_cache(kc.backend, True, stages), stream, x, w, y, m, n, k, out_f32,
                 single=False)
 
 
@@ -113,43 +97,22 @@ GEMV_SHAPES = [
 ]
 
 
-#: (m, n, k, out_f32, stages, x_regs) on the ring kernel (gemv_ring.cuh), H200 plan: Qwen3-8B's
-#: qkv at K = 3's 4 rows (264 blocks, ~6 groups a block, one tile each, 2 stages); its down
-#: projection (3 tiles a group, ~4 groups a block); an LM-head-like ragged n with f32 logits
-#: (5,003 groups on 528 blocks of 128 threads: ~10 a block through 3 slots, the partial-sum
-#: buffers alternating); a ragged k (3 tiles a group, the last 226 chunks wide) on 3 stages;
-#: k = 192 (threads past the row's 24 chunks); fewer groups than blocks; one row, and 8. Then
-#: x in registers (ATLAS_GEMV_RING_XREGS=1, "xregs"): qkv (loaded once, 3 stages), down (each
-#: tile's before its wait), the ragged k at 2 rows (the last tile's second chunks past the row
-#: end), k = 192 at 3 rows, and k = 1000 (a one-tile group whose second chunks are all past
-#: the row end)
+#: (m, n, k, out_f32, stages) on the ring kernel (gemv_ring.cuh), H200 plan: Qwen3-8B's qkv at
+#: K = 3's 4 rows (264 blocks, ~6 groups a block, one tile each, 2 stages); its down projection
+#: (3 tiles a group, ~4 groups a block); an LM-head-like ragged n with f32 logits (5,003 groups
+#: on 528 blocks of 128 threads: ~10 a block through 3 slots, the partial-sum buffers
+#: alternating); a ragged k (3 tiles a group, the last 226 chunks wide) on 3 stages; k = 192
+#: (threads past the row's 24 chunks); fewer groups than blocks; one row, and 8
 GEMV_RING_SHAPES = [
-    (4, 6144, 4096, False, None, False),
-    (4, 4096, 12288, False, None, False),
-    (3, 20011, 1024, True, 3, False),
-    (5, 1000, 10000, False, 3, False),
-    (7, 1001, 192, False, 2, False),
-    (2, 33, 2048, True, None, False),
-    (1, 4099, 4096, False, 3, False),
-    (8, 961, 576, True, None, False),
-    (4, 6144, 4096, False, None, True),
-    (4, 4096, 12288, False, None, True),
-    (2, 1000, 10000, False, 3, True),
-    (3, 1001, 192, False, 2, True),
-    (4, 257, 1000, True, None, True),
+    (4, 6144, 4096, False, None),
+    (4, 4096, 12288, False, None),
+    (3, 20011, 1024, True, 3),
+    (5, 1000, 10000, False, 3),
+    (7, 1001, 192, False, 2),
+    (2, 33, 2048, True, None),
+    (1, 4099, 4096, False, 3),
+    (8, 961, 576, True, None),
 ]
-
-
-#: (n, k, out_f32) of one row on the prefetching kernel (gemv_prefetch.cuh), on an H200's
-#: plan: Qwen3-0.6B's qkv (4 blocks a SM, the whole slice prefetched); k = 4096 (Qwen3-8B
-#: o_proj: 2 k-tiles a group, 16 tiles through 6 slots); a ragged LM-head-like n (16 tiles
-#: through 6 slots: the slots' phases flip twice); a small-k one streaming on 2 blocks a SM
-#: (19 tiles through 6); a ragged k (5 k-tiles, the last 226 chunks wide, 10 through 5);
-#: whole rows of an odd width (k / 8 = 125: one copy per tile, a 1-row last group); a grid
-#: of 2; and a k whose x leaves no room for two tiles (the general kernel with m = 1)
-GEMV_PREFETCH_SHAPES = [(4096, 1024, False), (4096, 4096, False), (8003, 2048, True),
-                        (20011, 1024, True), (1000, 10000, False), (5, 1000, False),
-                        (6, 64, True), (8, 40000, False)]
 
 
 @kernel_cases("gemv")
@@ -157,13 +120,9 @@ def gemv_cases(rng: np.random.Generator) -> list[KernelCase]:
     cases = [linear_case(rng, f"gemv m{m} n{n} k{k}{' f32' if f32 else ''}", "gemv", m, n, k,
                          f32, tiled_gemv)
              for m, n, k, f32 in GEMV_SHAPES]
-    cases += [linear_case(rng, f"gemv ring{s or ''} m{m} n{n} k{k}{' f32' if f32 else ''}"
-                               f"{' xregs' if regs else ''}", "gemv", m, n, k, f32,
-                          partial(ring_gemv, s, regs))
-              for m, n, k, f32, s, regs in GEMV_RING_SHAPES]
-    cases += [linear_case(rng, f"gemv prefetch m1 n{n} k{k}{' f32' if f32 else ''}", "gemv", 1,
-                          n, k, f32, prefetching_gemv)
-              for n, k, f32 in GEMV_PREFETCH_SHAPES]
+    cases += [linear_case(rng, f"gemv ring{s or ''} m{m} n{n} k{k}{' f32' if f32 else ''}",
+                          "gemv", m, n, k, f32, partial(ring_gemv, s))
+              for m, n, k, f32, s in GEMV_RING_SHAPES]
     # the general entry point with one row (linear sends m=1 to the single-row kernel)
     general = partial(matmul.gemv, single=False)
     cases += [linear_case(rng, f"gemv general m1 n{n} k{k}{' f32' if f32 else ''}", "gemv", 1,
@@ -225,15 +184,11 @@ def silu_linear_case(rng: np.random.Generator, name: str, m: int, n: int, k: int
 #: ragged N, a K of 1000 (125 chunks: a partial last warp) and K = 128 (16 chunks)
 GEMV_SILU_SHAPES = [(1, 1024, 3072), (1, 576, 1536), (2, 130, 1000), (5, 257, 2048),
                     (8, 64, 4096), (3, 33, 128)]
-#: (n, k) of one row through the prefetching kernel (`silu_linear_case` with prefetch):
-#: Qwen3-0.6B's down (whole slices) and a ring with k past FUSED_SILU_MAX_K
-GEMV_PREFETCH_SILU_SHAPES = [(1024, 3072), (1000, 10000)]
 
 
 #: (m, n, k) of the m-row SwiGLU down projection on the ring and the register-tiled kernels:
 #: Qwen3-0.6B's at K = 3's 4 rows (k <= FUSED_SILU_MAX_K: fused), 7 rows with a ragged n and
-#: the partial last warp of k = 1000, and 3 rows over 3 tiles a group (the ring's x, computed
-#: from gate_up, into registers tile by tile)
+#: the partial last warp of k = 1000, and 3 rows over 3 tiles a group
 GEMV_SILU_RING_SHAPES = [(4, 1024, 3072), (7, 257, 1000), (3, 130, 10000)]
 
 
@@ -243,56 +198,11 @@ def gemv_silu_cases(rng: np.random.Generator) -> list[KernelCase]:
              for m, n, k in GEMV_SILU_SHAPES]
     cases.append(silu_linear_case(rng, "gemv_silu general m1 n300 k576", 1, 300, 576,
                                   single=False))
-    cases += [silu_linear_case(rng, f"gemv_silu prefetch m1 n{n} k{k}", 1, n, k,
-                               cache=prefetch_cache)
-              for n, k in GEMV_PREFETCH_SILU_SHAPES]
-    # 2..8 rows on each of the m-row kernels, whichever ATLAS_GEMV_RING picks (the ring's x
-    # in registers where it may, and through L1)
-    for ring, regs in ((True, False), (True, True), (False, False)):
+    # 2..8 rows on each of the m-row kernels, whichever ATLAS_GEMV_RING picks
+    for ring in (True, False):
         cases += [silu_linear_case(rng, f"gemv_silu {'ring' if ring else 'tiled'} m{m} n{n} "
-                                   f"k{k}{' xregs' if regs else ''}", m, n, k,
-                                   cache=partial(gemv_cache, ring=ring, x_regs=regs))
+                                   f"k{k}", m, n, k, cache=partial(gemv_cache, ring=ring))
                   for m, n, k in GEMV_SILU_RING_SHAPES]
     # beyond the GEMV: silu_mul into the caller's scratch, then the GEMM
     cases.append(silu_linear_case(rng, "linear_silu fallback m12 n256 k1024", 12, 256, 1024))
     return cases
-
-
-
-# ---- gate_up projection ending with its SwiGLU --------------------------------------------
-def swiglu_gate_up_case(rng: np.random.Generator, n: int, k: int) -> KernelCase:
-    """act = swiglu(x @ [gate | up].T) for one row through `gemv_swiglu` and, where silu_mul
-    takes I = n / 2 (a multiple of 8), its unfused twin (the single-row GEMV into gate_up,
-    then silu_mul) into `act_unfused`: equal bit for bit on the device. The oracle is the
-    float64 product rounded to bf16, then the float64 SwiGLU of those values."""
-    inputs = {"x": random_bf16(rng, (1, k)), "w": random_bf16(rng, (n, k), 4.0 * k ** -0.5)}
-    outputs = {"act": OutputSpec(DType.BF16, (1, n // 2))}
-    twin = (n // 2) % 8 == 0
-    if twin:
-        inputs["gate_up"] = np.zeros((1, n), np.uint16)
-        outputs["act" + UNFUSED] = OutputSpec(DType.BF16, (1, n // 2))
-
-    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        kc = KernelCache(backend)
-        matmul.gemv_swiglu(kc, stream, p["x"], p["w"], p["act"], n, k)
-        if twin:
-            matmul.gemv(kc, stream, p["x"], p["w"], p["gate_up"], 1, n, k)
-            activation.silu_mul(kc, stream, p["gate_up"], p["act" + UNFUSED], 1, n // 2)
-
-    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        gate_up = linear_oracle(x)["y"]
-        act = swiglu_oracle(f32_to_bf16_bits(gate_up.astype(np.float32)))
-        return {"act": act, "act" + UNFUSED: act}
-
-    return KernelCase(f"gemv_swiglu m1 n{n} k{k}", "gemv", inputs, outputs, run, oracle)
-
-
-#: (n, k) on an H200's plan: Qwen3-0.6B's gate_up (4 blocks a SM, whole slices), a ring with
-#: 2 k-tiles a group (ragged: some blocks 4 groups, some 3), and whole rows of an odd width
-#: (k / 8 = 125) with an odd I = 77 (the last group one gate and one up row; no twin)
-GEMV_SWIGLU_SHAPES = [(6144, 1024), (4000, 4096), (154, 1000)]
-
-
-@kernel_cases("gemv")
-def gemv_swiglu_cases(rng: np.random.Generator) -> list[KernelCase]:
-    return [swiglu_gate_up_case(rng, n, k) for n, k in GEMV_SWIGLU_SHAPES]

@@ -24,7 +24,6 @@ class KernelCache:
         self._most_shared: set[KernelSig] = set()
         self._tensor_maps: dict[tuple[int, int, int, int], bytes] = {}
         self._resident: dict[tuple[str, str, int, int, int], int | None] = {}
-        self._workspaces: dict[str, tuple[DevicePtr, int]] = {}
 
     def get(self, sig: KernelSig) -> KernelLaunch:
         launch = self._launches.get(sig)
@@ -70,17 +69,3 @@ class KernelCache:
             self._resident[key] = self.backend.resident_blocks(handle, block, shared_mem,
                                                                cluster)
         return self._resident[key]
-
-    def workspace(self, name: str, nbytes: int) -> DevicePtr:
-        """Device memory of at least `nbytes` a launch builder's kernels share between their
-        launches (split-K partials, ticket counters), zeroed when allocated and kept for the
-        cache's life: one fixed address for every launch, so a captured graph may hold it.
-        A larger request than the buffer `name` has allocates a larger one, zeroed (never
-        inside a capture: the runner's eager warm-up of each graph's step asks first); the
-        smaller one stays allocated, as graphs captured before may still use it."""
-        held = self._workspaces.get(name)
-        if held is None or held[1] < nbytes:
-            ptr = self.backend.alloc(nbytes)
-            self.backend.memset(ptr, 0, nbytes)
-            held = self._workspaces[name] = (ptr, nbytes)
-        return held[0]

@@ -19,7 +19,7 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_CLUSTER_PULL, DECODE_ATTN_CLUSTER_SPLIT_MAJOR,
                           DECODE_ATTN_CLUSTER_TRACE, DECODE_ATTN_COMBINE, DECODE_ATTN_ROPE,
                           DECODE_ATTN_ROPE_AHEAD1, DECODE_ATTN_ROPE_CLUSTER,
-                          DECODE_ATTN_ROPE_CLUSTER_L2PF, DECODE_ATTN_ROPE_CLUSTER_PULL,
+                          DECODE_ATTN_ROPE_CLUSTER_PULL,
                           DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR,
                           DECODE_ATTN_ROPE_CLUSTER_TRACE, DECODE_ATTN_ROPE_TRACE,
                           DECODE_ATTN_ROPE_WAIT, PREFILL_ATTN)
@@ -29,7 +29,6 @@ from .attention_long import (LONG_ROPE_HEAD_DIMS, decode_attention_long,
                              decode_attention_long_rope, long_launch_splits, merges_splits,
                              uses_long)
 from .attention_sm90 import prefill_attention_sm90, uses_sm90
-from .l2_prefetch import Region, kernel_args, l2_prefetch_budget, plan_l2_regions
 
 #: head dimensions the kernels are compiled for
 HEAD_DIMS = (64, 128, 256)
@@ -301,7 +300,7 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
                           num_seqs: int, hq: int, hkv: int, head_dim: int, block_size: int,
                           max_blocks: int, num_splits: int, scale: float, eps: float,
                           trace: DevicePtr = 0, long: bool | None = None,
-                          max_splits: int = 0, l2_regions: tuple[Region, ...] = ()) -> None:
+                          max_splits: int = 0) -> None:
     """`rope.qk_norm_rope_kv` of one token per row (qkv [num_seqs, (hq + 2 hkv) D],
     classic layout: full rotation, plain or no q/k norm weights) and `decode_attention` in
     one launch: each block norms and rotates its slice's q heads itself, and the block whose
@@ -326,12 +325,6 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
     entry) on
     `attention_long.long_launch_splits` splits (as decode_attention: max_splits; several
     merged as decode_attention's).
-
-    `l2_regions`: (address, bytes) of the weights the next kernels read, in their order
-    (the model: o_proj's, then the post-attention block's). Under ATLAS_ATTN_L2_PREFETCH=1,
-    where the default clustered kernel runs, its twin asks L2 for them after its PDL wait
-    (`l2_prefetch.plan_l2_regions` within `l2_prefetch.l2_prefetch_budget`); the same
-    values. Elsewhere they are ignored.
     """
     _check_decode("decode_attention_rope", hq, hkv, head_dim, block_size, num_seqs, num_splits,
                   max_blocks, part_o, part_ml, counters, out)
@@ -362,16 +355,12 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
                   or not kc.routes.decode_attn_b1_chain):
         raise ValueError("decode_attention_rope: the waiting kernel (ATLAS_DECODE_ATTN_LATENCY=0), "
                          "the split-major and the pull-merge ones have no traced twin")
-    extra: tuple[int, ...] = (trace,) if trace else ()
     if trace:
         kernel = DECODE_ATTN_ROPE_CLUSTER_TRACE if clustered else DECODE_ATTN_ROPE_TRACE
     else:
         kernel = decode_kernel(kc.routes, num_splits, rope=True)
-        planned = (plan_l2_regions(l2_regions, l2_prefetch_budget(kc))
-                   if kernel == DECODE_ATTN_ROPE_CLUSTER and kc.routes.attn_l2_prefetch else ())
-        if planned:
-            kernel, extra = DECODE_ATTN_ROPE_CLUSTER_L2PF, kernel_args(planned)
     grid = _decode_grid(num_splits, hq, hkv, num_seqs, clustered)
+    extra = (trace,) if trace else ()
     kc.get(kernel)(stream, grid, ATTN_THREADS, 0, qkv,
                    k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots,
                    block_tables, kv_lens, part_o, part_ml, counters, out, num_seqs, hq, hkv,

@@ -12,7 +12,7 @@ tile whenever the 128x128 tile would leave SMs idle (SM count from the device:
 KernelCache.facts). The kernel-path switches (ATLAS_GEMM_SM90, ATLAS_BATCHED_GEMV,
 ATLAS_DECODE_GEMM, ...) are KernelCache.routes (ops/routes.py).
 `linear_swiglu` is a [gate | up] projection ending with its SwiGLU (decode batches on the
-decode GEMM; one row on the prefetching GEMV), where `fuses_gate_up_swiglu` allows.
+decode GEMM), where `fuses_gate_up_swiglu` allows.
 `linear_silu` is the MLP down projection with the SwiGLU activation fused into the GEMV's x
 load (one launch and no activation buffer for decode batches of up to 8); for more rows it
 runs silu_mul into a caller-provided scratch buffer, then `linear`. `gemv_add_rmsnorm` is the
@@ -31,12 +31,10 @@ from dataclasses import dataclass
 from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GEMM_SM90,
                           GEMM_SM90_F32OUT, GEMV, GEMV_ADD_RMSNORM_SINGLE, GEMV_F32OUT,
-                          GEMV_PREFETCH_SILU_SINGLE, GEMV_PREFETCH_SINGLE,
-                          GEMV_PREFETCH_SINGLE_F32OUT, GEMV_RING, GEMV_RING_F32OUT,
-                          GEMV_RING_SILU,
+                          GEMV_RING, GEMV_RING_F32OUT, GEMV_RING_SILU,
                           GEMV_RESIDUAL_SINGLE, GEMV_RMSNORM_SINGLE, GEMV_SILU,
                           GEMV_SILU_RESIDUAL_SINGLE, GEMV_SILU_SINGLE, GEMV_SINGLE,
-                          GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE)
+                          GEMV_SINGLE_F32OUT)
 from . import KernelCache
 from .activation import silu_mul
 from .matmul_batched import BATCHED_MAX_M, batched_gemv
@@ -93,108 +91,6 @@ def _check_gemv(name: str, x: DevicePtr, w: DevicePtr, y: DevicePtr, m: int, n: 
         raise ValueError(f"{name}: the single-row kernel needs m=1, got m={m}")
 
 
-#: shared memory (x + weight ring) a prefetching single-row GEMV block may take: one block
-#: per SM, and two GEMVs overlapping under PDL (the next one prefetching while this one
-#: computes) still fit in an H200 SM's 228 KiB with their 0.5 KiB of statics
-PREFETCH_SHARED = 104 * 1024
-#: ring slots (mbarriers) of a prefetching block at most (gemv_prefetch.cuh kMaxStages)
-PREFETCH_MAX_STAGES = 32
-
-
-@dataclass(frozen=True)
-class PrefetchPlan:
-    """Launch geometry of the prefetching single-row GEMV (gemv_prefetch.cuh): `grid` blocks
-    of `threads`, each with `shared` bytes of dynamic shared memory holding x and `stages`
-    weight tiles of `tile_bytes` (4 rows x min(threads, k / 8) 16-byte chunks); a block owns
-    `tiles` tiles at most, all prefetched before the PDL wait when stages == tiles."""
-
-    grid: int
-    threads: int
-    shared: int
-    stages: int
-    tiles: int
-    tile_bytes: int
-
-
-def prefetch_budget(kc: KernelCache) -> int:
-    """Dynamic shared memory per prefetching block on this device: PREFETCH_SHARED, or less
-    where two such blocks (plus 4 KiB of statics and reserve) do not fit one SM."""
-    facts = kc.facts
-    return min(PREFETCH_SHARED, (facts.shared_memory_per_sm - 4096) // 2,
-               facts.shared_memory_per_block - 1024)
-
-
-#: blocks per SM a prefetching GEMV may use, most first (see `gemv_prefetch_plan`)
-PREFETCH_BLOCKS_PER_SM = (4, 2, 1)
-#: a streaming plan (ring smaller than the slice) with more than one block per SM keeps at
-#: least this many tiles in flight per block
-PREFETCH_MIN_STREAM_STAGES = 4
-
-
-def _prefetch_geometry(n: int, k: int, blocks: int, budget: int) -> PrefetchPlan | None:
-    chunks = k // 8
-    threads = gemv_threads(k)
-    tile_w = min(threads, chunks)
-    tile_bytes = GEMV_ROWS_PER_BLOCK * tile_w * 16
-    x_bytes = -(-chunks // 8) * 8 * 16
-    groups = -(-n // GEMV_ROWS_PER_BLOCK)
-    grid = min(groups, blocks)
-    tiles = -(-groups // grid) * -(-chunks // threads)
-    stages = min(PREFETCH_MAX_STAGES, tiles, (budget - x_bytes) // tile_bytes)
-    if stages < min(2, tiles):
-        return None
-    return PrefetchPlan(grid, threads, x_bytes + stages * tile_bytes, stages, tiles, tile_bytes)
-
-
-def gemv_prefetch_plan(n: int, k: int, sm_count: int, budget: int) -> PrefetchPlan | None:
-    """The geometry `gemv_prefetch.cuh` runs an [n, k] single-row product at, or None when
-    x and two tiles do not fit `budget` (then the general GEMV runs it).
-
-    Blocks own balanced contiguous ranges of 4-row groups; the ring is as deep as the
-    block's share of `budget` allows, but no deeper than its tiles. A block works through
-    its tiles one after the other (the sums' order is the general kernel's, for row
-    invariance), each a short dependent chain, so the slice is spread over as many blocks
-    per SM (4, 2, 1) as keep it whole in shared memory (Qwen3-0.6B: every projection) or,
-    where it must stream, keep PREFETCH_MIN_STREAM_STAGES tiles in flight per block; else one
-    block per SM with the whole budget (Qwen3-8B)."""
-    for per_sm in PREFETCH_BLOCKS_PER_SM:
-        plan = _prefetch_geometry(n, k, sm_count * per_sm, budget // per_sm)
-        if plan is None:
-            continue
-        if per_sm == 1 or plan.stages == plan.tiles or plan.stages >= PREFETCH_MIN_STREAM_STAGES:
-            return plan
-    return None
-
-
-def launch_prefetching(kc: KernelCache, stream: Stream, sig: KernelSig, n: int, k: int,
-                       *args: object) -> None:
-    """Launch the prefetching entry `sig` for an [n, k] weight with its plan (`args` are
-    the kernel's arguments): opted in to the device's budget, on SMs configured with the most
-    shared memory (the next GEMV's blocks prefetch beside this one's). Raises when x and
-    two tiles do not fit the budget."""
-    budget = prefetch_budget(kc)
-    plan = gemv_prefetch_plan(n, k, kc.facts.sm_count, budget)
-    if plan is None:
-        raise ValueError(f"{sig.func}: k={k} leaves no room for the weight ring in {budget} "
-                         f"bytes of shared memory")
-    kc.get_with_shared(sig, budget, most_shared=True)(stream, plan.grid, plan.threads,
-                                                      plan.shared, *args)
-
-
-def prefetches(kc: KernelCache, n: int, k: int) -> bool:
-    """Whether a single-row [n, k] product runs on a prefetching entry point: only under
-    ATLAS_GEMV_PREFETCH=1, and where x and two tiles fit the budget. Off by default: measured
-    on the H200 (gpu13, 2026-12-02) batch-1 decode fell from 219.8 to 128.1 tok/s on
-    Qwen3-8B and from ~1,070 to 875 on Qwen3-0.6B with it on. A block works through its tiles
-    one after the other (the row-invariant summation order), a chain of ~600-1,000 cycles a
-    16 KiB tile (shuffles, a barrier, the refill's proxy fence and address math, the output
-    sums) against the ~900 one SM has per tile at copy bandwidth; and at 0.6B shapes the
-    4-row-block kernel, 8 blocks resident per SM, already requests all of its weights before
-    the wait."""
-    return (kc.routes.gemv_prefetch
-            and gemv_prefetch_plan(n, k, kc.facts.sm_count, prefetch_budget(kc)) is not None)
-
-
 #: ring GEMV (gemv_ring.cuh): warps per SM (its __launch_bounds__(256, 2), <= 128 registers a
 #: thread: 2 blocks of 256 threads, 4 of 128, ...), the bytes a thread's stage holds (kUnroll =
 #: 2 chunks of each of the 4 rows), the depths it takes, and the ring bytes per block the plan
@@ -207,16 +103,6 @@ RING_WARPS_PER_SM = 16
 RING_STAGE_BYTES_PER_THREAD = 2 * GEMV_ROWS_PER_BLOCK * 16
 RING_MIN_STAGES, RING_MAX_STAGES = 2, 3
 RING_TARGET_BYTES = 64 * 1024
-#: most rows whose x the ring kernel holds in registers (gemv_ring.cuh kXRegMaxRows: loaded
-#: once where a 4-row group is one tile, k <= 2 x 8 x threads, as Qwen3-8B's qkv, o_proj and
-#: gate_up; else each tile's before the wait for its weights, as down at k = 12,288); such a
-#: product needs no L1 for x, so its ring aims at 3 stages of a 256-thread block (96 KB: two
-#: 32 KB tiles in flight while one is multiplied, 192 KB a SM): the K = 3 verification's
-#: 4-row GEMVs ran at 28.6 us a call against 25.3 for the single-row kernel, whose 4+ blocks
-#: an SM keep 128 KB in flight (gpu20); 2 stages keep 64 KB. Opt-in (ATLAS_GEMV_RING_XREGS=1):
-#: gpu22 timed the 4-row calls at 30.43 us with it, slower than without
-RING_XREG_MAX_M = 4
-RING_XREG_TARGET_BYTES = 96 * 1024
 #: shared memory an SM keeps per ring block beyond its ring: the kernel's static partial sums
 #: (2 KiB) and the 1 KiB the driver reserves per block
 RING_BLOCK_OVERHEAD = 3 * 1024
@@ -232,51 +118,38 @@ class RingPlan:
     threads: int
     stages: int
     shared: int
-    #: the kernel holds the rows' x in registers (`ring_holds_x`)
-    x_regs: bool = False
-
-
-def ring_holds_x(m: int) -> bool:
-    """Whether the ring kernel holds the x rows of an m-row product in registers (at most
-    RING_XREG_MAX_M rows): loaded once where a 4-row group is one tile (every tile of a block
-    then multiplies the same x chunks), else each tile's before its weights' wait."""
-    return m <= RING_XREG_MAX_M
 
 
 def gemv_ring_plan(n: int, k: int, sm_count: int, shared_per_sm: int,
-                   stages: int | None = None, x_regs: bool = False) -> RingPlan | None:
+                   stages: int | None = None) -> RingPlan | None:
     """The ring GEMV's geometry for an [n, k] weight: the general GEMV's threads (the sums'
     order depends on them), RING_WARPS_PER_SM warps' worth of blocks per SM (fewer where
     there are fewer 4-row groups), and `stages` tiles a thread (None: as many as
-    RING_TARGET_BYTES holds, RING_XREG_TARGET_BYTES where the kernel holds x in registers,
-    `x_regs`: see `ring_holds_x`; within RING_MIN_STAGES..RING_MAX_STAGES), never more than
-    those blocks' rings fit an SM together; None where not even RING_MIN_STAGES do (a GB10's
-    100 KiB SMs): the register-tiled kernel runs the product there."""
+    RING_TARGET_BYTES holds, within RING_MIN_STAGES..RING_MAX_STAGES), never more than those
+    blocks' rings fit an SM together; None where not even RING_MIN_STAGES do (a GB10's 100 KiB
+    SMs): the register-tiled kernel runs the product there."""
     threads = gemv_threads(k)
     per_sm = RING_WARPS_PER_SM * 32 // threads
     stage_bytes = threads * RING_STAGE_BYTES_PER_THREAD
     fit = (shared_per_sm // per_sm - RING_BLOCK_OVERHEAD) // stage_bytes
     if stages is None:
-        target = RING_XREG_TARGET_BYTES if x_regs else RING_TARGET_BYTES
-        stages = max(RING_MIN_STAGES, min(RING_MAX_STAGES, target // stage_bytes))
+        stages = max(RING_MIN_STAGES, min(RING_MAX_STAGES, RING_TARGET_BYTES // stage_bytes))
     stages = min(stages, fit, RING_MAX_STAGES)
     if stages < RING_MIN_STAGES:
         return None
     grid = min(-(-n // GEMV_ROWS_PER_BLOCK), sm_count * per_sm)
-    return RingPlan(grid, threads, stages, stages * stage_bytes, x_regs)
+    return RingPlan(grid, threads, stages, stages * stage_bytes)
 
 
-def _ring_plan(kc: KernelCache, m: int, n: int, k: int, single: bool) -> RingPlan | None:
-    """The plan of an m-row product the ring GEMV runs, or None where it does not: 2..8 rows
-    unless ATLAS_GEMV_RING=0, one row only under ATLAS_GEMV_RING_SINGLE=1, and only where
-    the device's shared memory holds its ring (`gemv_ring_plan`); x in registers where
-    `ring_holds_x` and ATLAS_GEMV_RING_XREGS allow it."""
+def _ring_plan(kc: KernelCache, n: int, k: int, single: bool) -> RingPlan | None:
+    """The plan of a product the ring GEMV runs, or None where it does not: 2..8 rows unless
+    ATLAS_GEMV_RING=0, one row only under ATLAS_GEMV_RING_SINGLE=1, and only where the
+    device's shared memory holds its ring (`gemv_ring_plan`)."""
     routes = kc.routes
     if not (routes.gemv_ring_single if single else routes.gemv_ring):
         return None
     return gemv_ring_plan(n, k, kc.facts.sm_count, kc.facts.shared_memory_per_sm,
-                          routes.gemv_ring_stages,
-                          x_regs=routes.gemv_ring_xregs and ring_holds_x(m))
+                          routes.gemv_ring_stages)
 
 
 def gemv_ring(kc: KernelCache, stream: Stream, sig: KernelSig, plan: RingPlan, x: DevicePtr,
@@ -284,15 +157,12 @@ def gemv_ring(kc: KernelCache, stream: Stream, sig: KernelSig, plan: RingPlan, x
     """Launch the ring entry `sig` (GEMV_RING, GEMV_RING_F32OUT or GEMV_RING_SILU; x is
     gate_up for the last) on `plan`."""
     kc.get_with_shared(sig, plan.shared)(stream, plan.grid, plan.threads, plan.shared,
-                                         x, w, y, m, n, k, plan.stages, int(plan.x_regs))
+                                         x, w, y, m, n, k, plan.stages)
 
 
-def _launch_single(kc: KernelCache, stream: Stream, sig: KernelSig, prefetching: KernelSig,
-                   x: DevicePtr, w: DevicePtr, y: DevicePtr, n: int, k: int) -> None:
-    """One row on the single-row entry `sig`, or on its prefetching twin where `prefetches`."""
-    if prefetches(kc, n, k):
-        launch_prefetching(kc, stream, prefetching, n, k, x, w, y, 1, n, k)
-        return
+def _launch_single(kc: KernelCache, stream: Stream, sig: KernelSig, x: DevicePtr,
+                   w: DevicePtr, y: DevicePtr, n: int, k: int) -> None:
+    """One row on the single-row entry `sig`."""
     kc.get(sig)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 0, x, w, y, 1, n, k)
 
 
@@ -300,23 +170,22 @@ def gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DeviceP
          n: int, k: int, out_f32: bool = False, single: bool | None = None) -> None:
     """y = x @ w.T for 1 <= m <= 8 rows; every weight byte is read once.
 
-    `single` forces (True) or avoids (False) the m == 1 entry point (its prefetching twin
-    under ATLAS_GEMV_PREFETCH=1: `prefetches`); None uses it for m == 1. The other products
+    `single` forces (True) or avoids (False) the m == 1 entry point; None uses it for
+    m == 1. The other products
     run on the ring GEMV (`gemv_ring`; ATLAS_GEMV_RING=0: the register-tiled gemv_bf16), as
     does the single-row one under ATLAS_GEMV_RING_SINGLE=1: the same sums either way.
     """
     if single is None:
         single = m == 1
     _check_gemv("gemv", x, w, y, m, n, k, single)
-    ring = _ring_plan(kc, m, n, k, single)
+    ring = _ring_plan(kc, n, k, single)
     if ring is not None:
         gemv_ring(kc, stream, GEMV_RING_F32OUT if out_f32 else GEMV_RING, ring, x, w, y, m, n,
                   k)
         return
     if single:
-        _launch_single(kc, stream, GEMV_SINGLE_F32OUT if out_f32 else GEMV_SINGLE,
-                       GEMV_PREFETCH_SINGLE_F32OUT if out_f32 else GEMV_PREFETCH_SINGLE,
-                       x, w, y, n, k)
+        _launch_single(kc, stream, GEMV_SINGLE_F32OUT if out_f32 else GEMV_SINGLE, x, w, y, n,
+                       k)
         return
     grid = -(-n // GEMV_ROWS_PER_BLOCK)
     kc.get(GEMV_F32OUT if out_f32 else GEMV)(stream, grid, gemv_threads(k), 0, x, w, y, m, n, k)
@@ -324,46 +193,20 @@ def gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DeviceP
 
 def fuses_gate_up_swiglu(kc: KernelCache, m: int, n: int, k: int) -> bool:
     """Whether an m-row bf16 [gate | up] product [n, k] ends with its SwiGLU
-    (`linear_swiglu`; the down projection then reads the activation), n even, on either of:
-
-    * the decode GEMM (9..256 rows by default) under ATLAS_DECODE_GEMM_SWIGLU (on by
-      default): the silu_mul launch after it, its PDL wait and its round trips through the
-      [m, n] gate_up buffer leave the step (the H200 profile at batch 64 put silu_mul at
-      25.2 us a layer with its wait, for 3 MB of data);
-    * one row on the prefetching GEMV, with neither norm fusion asked for (ATLAS_FUSED_NORM=1
-      / ATLAS_NORM_GEMV=1 run gate_up with the norm in its x load instead, and the carried
-      residual keeps down's SwiGLU). Then silu_mul's work leaves the critical path: the down
-      GEMV's blocks each computed the whole activation after their PDL wait (~1.5 us at
-      Qwen3-8B's k = 12,288)."""
-    if n % 2:
-        return False
-    route = linear_route(kc, m, n)
-    if route == "gemm_decode_sm90":
-        return kc.routes.decode_gemm_swiglu
-    return (m == 1 and kc.routes.gemv_prefetch
-            and route == "gemv" and not fuses_norm(kc, m, n, k)
-            and not carries_residual(kc, m, n)
-            and gemv_prefetch_plan(n, k, kc.facts.sm_count, prefetch_budget(kc)) is not None)
+    (`linear_swiglu`; the down projection then reads the activation), n even: on the decode
+    GEMM (9..256 rows by default) under ATLAS_DECODE_GEMM_SWIGLU (on by default), where the
+    silu_mul launch after it, its PDL wait and its round trips through the [m, n] gate_up
+    buffer leave the step (the H200 profile at batch 64 put silu_mul at 25.2 us a layer with
+    its wait, for 3 MB of data)."""
+    return (n % 2 == 0 and linear_route(kc, m, n) == "gemm_decode_sm90"
+            and kc.routes.decode_gemm_swiglu)
 
 
 def linear_swiglu(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, act: DevicePtr,
                   m: int, n: int, k: int) -> None:
     """act[m, n / 2] = swiglu(x @ w.T) for a bf16 [gate | up] weight w [n, k] in one launch,
-    on the route `fuses_gate_up_swiglu` allows (which must hold)."""
-    if linear_route(kc, m, n) == "gemm_decode_sm90":
-        decode_gemm(kc, stream, x, w, act, m, n, k, swiglu=True)
-        return
-    gemv_swiglu(kc, stream, x, w, act, n, k)
-
-
-def gemv_swiglu(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, act: DevicePtr,
-                n: int, k: int) -> None:
-    """One row: act[n / 2] = bf16(bf16(silu(gate)) * up) of [gate | up] = x @ w.T (bf16 w
-    [n, k], n even): `gemv` into gate_up then silu_mul, bit for bit, in one launch."""
-    _check_gemv("gemv_swiglu", x, w, act, 1, n, k, True)
-    if n % 2:
-        raise ValueError(f"gemv_swiglu: n={n} must be even ([gate | up] halves)")
-    launch_prefetching(kc, stream, GEMV_SWIGLU_SINGLE, n, k, x, w, act, 1, n, k)
+    on the decode GEMM (`fuses_gate_up_swiglu` must hold)."""
+    decode_gemm(kc, stream, x, w, act, m, n, k, swiglu=True)
 
 
 def gemv_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr, y: DevicePtr,
@@ -376,13 +219,12 @@ def gemv_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr,
     if single is None:
         single = m == 1
     _check_gemv("gemv_silu", gate_up, w, y, m, n, k, single)
-    ring = _ring_plan(kc, m, n, k, single)
+    ring = _ring_plan(kc, n, k, single)
     if ring is not None:
         gemv_ring(kc, stream, GEMV_RING_SILU, ring, gate_up, w, y, m, n, k)
         return
     if single:
-        _launch_single(kc, stream, GEMV_SILU_SINGLE, GEMV_PREFETCH_SILU_SINGLE, gate_up, w, y,
-                       n, k)
+        _launch_single(kc, stream, GEMV_SILU_SINGLE, gate_up, w, y, n, k)
         return
     grid = -(-n // GEMV_ROWS_PER_BLOCK)
     kc.get(GEMV_SILU)(stream, grid, gemv_threads(k), 0, gate_up, w, y, m, n, k)
@@ -549,15 +391,13 @@ def linear_route(kc: KernelCache, m: int, n: int) -> str:
 #: Largest k the fused SwiGLU GEMV is used for at 2..8 rows. Measured on the H200 (batch-1
 #: decode graph, 2026-11-30, with the 4-row-block kernel): k=3072 (Qwen3-0.6B) 4.58 us fused vs
 #: 3.95 + 1.62 us unfused; k=12288 (Qwen3-8B) 30.97 us fused vs 24.7 + 1.6 us unfused: each of
-#: its n / 4 blocks recomputed the whole activation. One row always fuses: the prefetching
-#: kernel computes the activation once per SM (gemv_prefetch.cuh).
+#: its n / 4 blocks recomputed the whole activation.
 FUSED_SILU_MAX_K = 4096
 
 
 def fuses_silu(kc: KernelCache, m: int, n: int, k: int) -> bool:
     """Whether `linear_silu` runs an m-row down projection [n, k] as one fused GEMV."""
-    return linear_route(kc, m, n) == "gemv" and (
-        (m == 1 and prefetches(kc, n, k)) or k <= FUSED_SILU_MAX_K)
+    return linear_route(kc, m, n) == "gemv" and k <= FUSED_SILU_MAX_K
 
 
 def linear_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr,

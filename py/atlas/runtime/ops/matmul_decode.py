@@ -12,13 +12,6 @@ with the SwiGLU (`swiglu=True`: each block loads matching gate and up rows and w
 activation, so no silu_mul launch follows; KernelRoutes.decode_gemm_swiglu). The geometry
 constants mirror the kernel's; only sm_90a sets build the module (`available`).
 
-The TMA kernel can also split K without clusters (KernelRoutes.decode_gemm_ticket,
-ATLAS_DECODE_GEMM_TICKET=1; `ticket_split`): any split 2..8, each block writes its f32
-partial to a workspace (KernelCache.workspace, TICKET_WORKSPACE; a u32 ticket counter a tile
-beside it) and the last block of a tile to take its ticket sums the partials in rank order,
-so a split need not fit clusters into a GPC and the rule can fill the device's resident
-blocks in one wave.
-
 Two kernels compute it, bit for bit alike: gemm_decode_tma (the default where the set has it,
 KernelRoutes.decode_gemm_tma / ATLAS_DECODE_GEMM_TMA=0) streams the operands with TMA
 tensor copies issued by one producer warp (128 G + 32 threads) through a ring of up to
@@ -44,11 +37,9 @@ from ..kernel_abi import (GEMM_DECODE_TMA, GEMM_DECODE_TMA_F32OUT,
                           GEMM_DECODE_TMA_SPLIT4, GEMM_DECODE_TMA_SPLIT8, GEMM_DECODE_TMA_SWIGLU,
                           GEMM_DECODE_TMA_SWIGLU_SPLIT2, GEMM_DECODE_TMA_SWIGLU_SPLIT4,
                           GEMM_DECODE_TMA_SWIGLU_SPLIT8)
-from ..kernel_abi import (GEMM_DECODE_TMA_F32OUT_TICKET, GEMM_DECODE_TMA_SWIGLU_TICKET,
-                          GEMM_DECODE_TMA_TICKET)
 from . import KernelCache
 from ._preconditions import require_aligned, require_multiple
-from .routes import DECODE_GEMM_SPLITS, DECODE_GEMM_TICKET_SPLITS
+from .routes import DECODE_GEMM_SPLITS
 
 #: largest batch: the widest wgmma N (gemm_decode_sm90.cu kMaxCols)
 DECODE_MAX_M = 256
@@ -165,8 +156,7 @@ SPLIT_FILL_GAIN = 0.05
 
 def decode_split(m: int, n: int, k: int, sm_count: int = H200_FACTS.sm_count,
                  forced: int | None = None, groups: int = 1,
-                 resident: Mapping[int, int] | None = None,
-                 splits: tuple[int, ...] = DECODE_GEMM_SPLITS) -> int:
+                 resident: Mapping[int, int] | None = None) -> int:
     """Blocks per cluster that split K (each of DECODE_GEMM_SPLITS keeps at least
     MIN_SPLIT_K_TILES k-tiles per block). Under a wave of tiles, ceil(n / (64 groups)), the
     largest split whose grid still runs in one wave (sm_count x blocks_per_sm): a narrow
@@ -180,18 +170,18 @@ def decode_split(m: int, n: int, k: int, sm_count: int = H200_FACTS.sm_count,
     `resident`: the blocks the device holds at once for each split, as the driver computes
     them (`resident_blocks`; a cluster's blocks must share a GPC), replacing the modelled
     slots split by split; a split the device cannot hold a cluster of is never chosen.
-    `splits`: the candidates (the cluster entry points'; `ticket_split` passes its own).
     """
     if forced is not None:
-        if forced not in splits:
-            raise ValueError(f"decode_gemm: split {forced} is not one of {splits}")
+        if forced not in DECODE_GEMM_SPLITS:
+            raise ValueError(f"decode_gemm: split {forced} is not one of {DECODE_GEMM_SPLITS}")
         return forced
     tiles = -(-n // (DECODE_ROWS * groups))
     k_tiles = -(-k // 64)
     modelled = sm_count * blocks_per_sm(decode_cols(m), groups)
-    slots = {s: modelled if resident is None else resident.get(s, modelled) for s in splits}
-    splits = tuple(s for s in splits if s == 1
-                   or (k_tiles >= MIN_SPLIT_K_TILES * s and slots[s] >= s))
+    slots = {s: modelled if resident is None else resident.get(s, modelled)
+             for s in DECODE_GEMM_SPLITS}
+    splits = [s for s in DECODE_GEMM_SPLITS if s == 1
+              or (k_tiles >= MIN_SPLIT_K_TILES * s and slots[s] >= s)]
     if tiles < slots[1]:
         return max(s for s in splits if tiles * s <= slots[s])
     best = 1
@@ -200,51 +190,6 @@ def decode_split(m: int, n: int, k: int, sm_count: int = H200_FACTS.sm_count,
                 >= wave_fill(tiles * best, slots[best]) + SPLIT_FILL_GAIN):
             best = split
     return best
-
-
-#: the split workspace's most bytes (KernelCache.workspace "decode_gemm_partials"): the
-#: tiles' f32 partials, [split][m][64 G] a tile (ticket_split keeps every launch within it:
-#: 2 x 64 x 24,576 x 4 = 12.6 MB for Qwen3-8B gate_up at b64, split 2; the partials pass
-#: through L2, 50 MB on an H200). The tickets, one u32 a tile, are a buffer of their own
-#: ("decode_gemm_tickets"): every launch finds them zero at the same place, whatever its
-#: tiles and partials.
-TICKET_WORKSPACE = 32 << 20
-
-
-def ticket_workspace_bytes(m: int, n: int, groups: int, split: int) -> int:
-    """The f32 partials of a ticket launch: [split][m][64 G] for each of its tiles."""
-    return -(-n // (DECODE_ROWS * groups)) * split * m * DECODE_ROWS * groups * 4
-
-
-def ticket_split(m: int, n: int, k: int, sm_count: int = H200_FACTS.sm_count,
-                 forced: int | None = None, groups: int = 1) -> int:
-    """The split of K over independent blocks (the TMA kernel's ticket entry points): the
-    wave-fill rule of `decode_split` over every split 1..8 whose workspace fits
-    TICKET_WORKSPACE, with the modelled slots sm_count x blocks_per_sm (exact without
-    clusters: the driver holds 264 / 132 unclustered blocks, gpu21 occ.log). Under a wave of
-    tiles the largest split that still runs in one wave: Qwen3-8B b64 on two-warpgroup blocks
-    (132 slots) takes o_proj / down's 32 tiles x 4 = 128 blocks, qkv's 48 x 2 = 96; on one-
-    warpgroup blocks (264) o_proj's 64 tiles x 4 = 256, qkv's 96 x 2. From a wave up, the
-    fullest waves (gate_up's 192 two-warpgroup tiles x 2 = 384 blocks, 2.9 waves of 132).
-    `forced` (ATLAS_DECODE_GEMM_SPLIT) overrides it."""
-    splits = tuple(s for s in DECODE_GEMM_TICKET_SPLITS  # split 1: the plain entry, no partials
-                   if s == 1 or ticket_workspace_bytes(m, n, groups, s) <= TICKET_WORKSPACE)
-    return decode_split(m, n, k, sm_count, forced, groups,
-                        splits=DECODE_GEMM_TICKET_SPLITS if forced is not None else splits)
-
-
-def ticket_entry_point(out_f32: bool = False, swiglu: bool = False) -> KernelSig:
-    """The TMA kernel's ticket entry point of a launch (f32 logits or the SwiGLU epilogue)."""
-    if swiglu:
-        return GEMM_DECODE_TMA_SWIGLU_TICKET
-    return GEMM_DECODE_TMA_F32OUT_TICKET if out_f32 else GEMM_DECODE_TMA_TICKET
-
-
-def uses_ticket(kc: KernelCache, tma: bool, ticket: bool | None = None) -> bool:
-    """Whether a decode_gemm launch splits K on the ticket entry points: `ticket` when given
-    (a check case or benchmark forcing one), else the routes' decode_gemm_ticket; only the TMA
-    kernel has them."""
-    return tma and (kc.routes.decode_gemm_ticket if ticket is None else ticket)
 
 
 def resident_blocks(kc: KernelCache, m: int, out_f32: bool, swiglu: bool, tma: bool,
@@ -296,7 +241,7 @@ def entry_point(split: int, out_f32: bool = False, swiglu: bool = False,
 def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr,
                 m: int, n: int, k: int, out_f32: bool = False, split: int | None = None,
                 wide: bool | None = None, swiglu: bool = False,
-                tma: bool | None = None, ticket: bool | None = None) -> None:
+                tma: bool | None = None) -> None:
     """y = x @ w.T for 1 <= m <= 256 rows (bf16 in; bf16, or for logits the bf16-rounded
     value as f32, out); every weight byte is read once. With `swiglu`, w is a fused
     [gate | up] weight [n, k] (n even) and y the activation [m, n / 2]: the unfused product,
@@ -313,12 +258,8 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
     kernel's blocks keep the routes' decode_gemm_l2_tiles k-tiles of their weight rows
     prefetched into L2 ahead of the ring, from before the PDL wait (ATLAS_DECODE_GEMM_L2_TILES);
     the TMA kernel's ring holds its weight rows' next tiles in flight itself.
-    `ticket` (None: `uses_ticket`) splits K on the TMA kernel's ticket entry points instead of
-    clusters: `split` may then be any of 1..8 (None: `ticket_split`); a split of 1 runs the
-    plain entry point, the others share the cache's split workspace.
     """
     tma = uses_tma(kc, tma)
-    ticket = uses_ticket(kc, tma, ticket)
     cols = decode_cols(m)
     groups = decode_groups(m, kc.routes.decode_gemm_wide if wide is None else wide, tma)
     if n < 1:
@@ -330,29 +271,19 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
     require_aligned("decode_gemm", "x", x, 16)
     require_aligned("decode_gemm", "w", w, 16)
     require_aligned("decode_gemm", "y", y, 4 if out_f32 else 2)
-    splits = DECODE_GEMM_TICKET_SPLITS if ticket else DECODE_GEMM_SPLITS
-    if split is None and ticket:
-        split = ticket_split(m, n, k, kc.facts.sm_count, kc.routes.decode_gemm_split, groups)
-    elif split is None:
+    if split is None:
         split = decode_split(m, n, k, kc.facts.sm_count, kc.routes.decode_gemm_split, groups,
                              resident_blocks(kc, m, out_f32, swiglu, tma, groups))
-    elif split not in splits:
-        raise ValueError(f"decode_gemm: split {split} is not one of {splits}")
+    elif split not in DECODE_GEMM_SPLITS:
+        raise ValueError(f"decode_gemm: split {split} is not one of {DECODE_GEMM_SPLITS}")
     grid = -(-n // (DECODE_ROWS * groups)) * split
     if tma:
         rows = DECODE_ROWS * groups  # a SwiGLU stage's weight tile is two half boxes
         wmap = kc.tensor_map(w, n, k, rows // 2 if swiglu else rows)
         xmap = kc.tensor_map(x, m, k, cols)
-        if ticket and split > 1:
-            partials = kc.workspace("decode_gemm_partials",
-                                    ticket_workspace_bytes(m, n, groups, split))
-            tickets = kc.workspace("decode_gemm_tickets", 4 * -(-n // rows))
-            sig, extra = ticket_entry_point(out_f32, swiglu), (split, partials, tickets)
-        else:
-            sig, extra = entry_point(split, out_f32, swiglu, tma), ()
-        launch = kc.get_with_shared(sig, TMA_MAX_SHARED)
+        launch = kc.get_with_shared(entry_point(split, out_f32, swiglu, tma), TMA_MAX_SHARED)
         launch(stream, grid, DECODE_THREADS * groups + TMA_PRODUCER_THREADS,
-               smem_bytes(cols, groups, TMA_MAX_STAGES), x, w, y, m, n, k, wmap, xmap, *extra)
+               smem_bytes(cols, groups, TMA_MAX_STAGES), x, w, y, m, n, k, wmap, xmap)
         return
     launch = kc.get_with_shared(entry_point(split, out_f32, swiglu), DECODE_MAX_SHARED)
     launch(stream, grid, DECODE_THREADS * groups, smem_bytes(cols, groups), x, w, y, m, n, k,

@@ -14,7 +14,6 @@ from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (DEQUANT_NVFP4, GEMV_NVFP4, GEMV_NVFP4_SINGLE, GEMV_SILU_NVFP4,
                           GEMV_SILU_NVFP4_SINGLE)
 from . import KernelCache, matmul_quant_mma
-from .l2_prefetch import Region
 from .matmul import GEMV_MAX_M, GEMV_MAX_THREADS, GEMV_ROWS_PER_BLOCK
 
 #: values per 16-byte chunk of packed codes (one chunk per thread per row)
@@ -43,11 +42,6 @@ class Nvfp4Weight:
     @property
     def nbytes(self) -> int:
         return self.n * self.k // 2 + self.n * self.k // 16 + 4 * self.n
-
-    def l2_regions(self) -> tuple[Region, ...]:
-        """The codes, the group scales, the row scales: what a GEMV pass reads."""
-        return ((self.codes, self.n * self.k // 2), (self.scales, self.n * self.k // 16),
-                (self.row_scales, 4 * self.n))
 
     def gemv(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
              silu: bool = False) -> None:

@@ -26,7 +26,6 @@ from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_CVT_SINGLE, GEMV_FP8_SINGLE,
                           GEMV_SILU_FP8, GEMV_SILU_FP8_SINGLE)
 from . import KernelCache, matmul_quant_mma
-from .l2_prefetch import Region
 from .activation import silu_mul
 from .matmul import (FUSED_SILU_MAX_K, GEMV_MAX_M, GEMV_MAX_THREADS, GEMV_ROWS_PER_BLOCK,
                      fuses_gate_up_swiglu, linear, linear_silu, linear_swiglu)
@@ -60,10 +59,6 @@ class Fp8Weight:
     def nbytes(self) -> int:
         shape = self.smap.shape
         return self.n * self.k + 4 * (int(np.prod(shape)) if shape else 1)
-
-    def l2_regions(self) -> tuple[Region, ...]:
-        """The codes, then the scales: what a GEMV pass reads (nbytes in all)."""
-        return (self.codes, self.n * self.k), (self.scales, self.nbytes - self.n * self.k)
 
     def gemv(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
              silu: bool = False) -> None:
@@ -155,8 +150,6 @@ class QuantWeight(Protocol):
 
     @property
     def nbytes(self) -> int: ...  # codes and scales: what one GEMV pass streams
-
-    def l2_regions(self) -> tuple[Region, ...]: ...  # those buffers: (address, bytes)
 
     def gemv(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
              silu: bool = False) -> None: ...
@@ -261,18 +254,13 @@ class Bf16Linear:
     n: int
     k: int
 
-    def l2_regions(self) -> tuple[Region, ...]:
-        """The device memory a product reads from the weight (ops/l2_prefetch.py)."""
-        return ((self.ptr, 2 * self.n * self.k),)
-
     def scratch_bytes(self, m: int) -> int:
         return 0
 
     def fuses_swiglu(self, kc: KernelCache, m: int) -> bool:
         """Whether, as a fused [gate | up] weight, an m-row product ends with the SwiGLU
-        (`matmul.fuses_gate_up_swiglu`: decode batches on the decode GEMM, batch 1 on the
-        prefetching GEMV); otherwise gate_up ends in memory and the down GEMV may fuse the
-        SwiGLU instead."""
+        (`matmul.fuses_gate_up_swiglu`: decode batches on the decode GEMM); otherwise gate_up
+        ends in memory and the down GEMV may fuse the SwiGLU instead."""
         return fuses_gate_up_swiglu(kc, m, self.n, self.k)
 
     def linear_swiglu(self, kc: KernelCache, stream: Stream, x: DevicePtr, act: DevicePtr,
@@ -304,10 +292,6 @@ class QuantLinear:
     @property
     def k(self) -> int:
         return self.w.k
-
-    def l2_regions(self) -> tuple[Region, ...]:
-        """The device memory a product reads from the weight: its codes and scales."""
-        return self.w.l2_regions()
 
     def scratch_bytes(self, m: int) -> int:
         return 0 if gemv_passes(self.w.nbytes, self.n, self.k, m) else 2 * self.n * self.k

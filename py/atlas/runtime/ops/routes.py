@@ -72,16 +72,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   holds 62 four-block clusters, 248 blocks, not 264, so the modelled rule's split-4 grids of
   256 blocks ran in two waves: Qwen3-8B b64 step 9.987 -> 9.543 ms with the count, gpu21;
   tools/gpu/decode_gemm_occupancy.py prints both).
-* ATLAS_DECODE_GEMM_TICKET=1: the TMA decode GEMM's split-K products on its ticket entry
-  points (gemm_decode_tma_*_ticket) instead of the cluster ones: a split's blocks need no
-  cluster (any split 2..8, placed anywhere), each writes its f32 partial to a workspace and the
-  last of a tile to take its ticket sums them in rank order (the cluster kernel's bits for the
-  same split); the split is the wave-fill rule's over every split (ops/matmul_decode.
-  ticket_split: Qwen3-8B o_proj / down at b64, 32 two-warpgroup tiles, x 4 = 128 blocks in one
-  wave of 132, where the cluster rule has split 2 = 64 blocks: split 4 clusters hold only 120).
-  Off: slower on the H200 (gpu27, kernel table, Qwen3-8B b64: o_proj 15.62 vs 14.00 us, down
-  32.07 vs 31.18, qkv at the same split 19.92 vs 16.79, gate_up+SwiGLU 63.25 vs 56.47: the
-  last block's sum of the partials from L2 costs more than the fuller wave gains).
 * ATLAS_DECODE_GEMM_L2_TILES=N: k-tiles (64 columns) of its weight rows each decode GEMM
   block keeps prefetched into L2 ahead of its shared-memory ring, from before its PDL wait
   (default DEFAULT_DECODE_GEMM_L2_TILES = 0: none, the session-6 kernel; see there why).
@@ -91,12 +81,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   ATLAS_DECODE_ATTN_LONG_MIN_BATCH=N: the fewest sequences of a launch that take it at any
   context, with its wave-filling split count (default DEFAULT_DECODE_ATTN_LONG_MIN_BATCH; 0:
   never by batch, the session-7 routing: such batches on decode_attn_rope / decode_attn).
-* ATLAS_DECODE_ATTN_LONG_EARLY=1: the rope-fused tensor-core decode attention requests its
-  first K/V tiles, block-table entries and rope constants before its PDL wait and the qkv
-  rows in one trip after it (decode_attn_long_rope_bf16; attention_long.cu RopeEarly),
-  instead of waiting for the qkv projection on entry (session 8's kernel: gpu22 measured
-  Qwen3-8B b64 x 1,536 at 9.829 ms a step with it against 9.511 without, the attention row
-  147.4 us against 138.7).
 * ATLAS_DECODE_ATTN_LONG_MERGE=1: a tensor-core decode attention launch of several splits
   (batch 8 .. 16 at D 128, Qwen3.5's D 256 below batch 64, long contexts) merges its partials
   in its last split (attention_long.cu SplitMerge, the split counters' tickets) instead of
@@ -256,21 +240,12 @@ what it asked for each time, and importing Atlas never depends on the environmen
   normalizes qkv's / gate_up's input from their partial sums of squares) and fuses the other
   add + RMSNorms before a GEMV into its x load (gemv_add_rmsnorm_bf16_single). Unset or 0:
   neither (add_rmsnorm, then the GEMV: the fastest measured on the H200, 2026-12-01).
-* ATLAS_GEMV_PREFETCH=1: single-row bf16 GEMVs on the kernels that prefetch their weights
-  into shared memory before the PDL wait (gemv_prefetch_*), and batch-1 gate_up ending with
-  its SwiGLU (gemv_swiglu_bf16_single). Off by default: measured slower (gpu13, 2026-12-02).
 * ATLAS_GEMV_RING=0: bf16 products of 2..8 rows (a speculative verification, decode batches
   of 2..8) on the register-tiled GEMV (gemv_bf16, gemv_bf16_f32, gemv_silu_bf16) instead of
   its cp.async-ring twins (gemv_ring_*: the same sums, weights in flight through shared
   memory, ops/matmul.gemv_ring_plan). ATLAS_GEMV_RING_SINGLE=1: one row on the ring kernel
   too (off by default: the single-row kernel ran at ~90% of copy on Qwen3-8B).
   ATLAS_GEMV_RING_STAGES=2|3: the ring's tiles per thread (unset: the plan's rule).
-  ATLAS_GEMV_RING_XREGS=1: the ring kernel holds up to 4 rows' x in registers (loaded once
-  where a 4-row group is one tile, else each tile's before its weights' wait) and its plan
-  aims at 3 stages (ops/matmul.ring_holds_x: the same sums), instead of reading x through L1
-  for every tile on 2 stages (the session-8 kernel, the default). Measured (gpu22,
-  2026-12-02, Qwen3-8B K = 3 profile, PDL off): 30.43 us a 4-row call with it vs 28.6 without
-  (gpu20): off by default.
 * ATLAS_NORM_GEMV=1: batch-1 decode fuses each add + RMSNorm before a bf16 GEMV into that
   GEMV (gemv_add_rmsnorm_bf16_single, which prefetches its weights before the PDL wait like
   the plain single-row GEMV), without the residual-carrying GEMVs of ATLAS_FUSED_NORM=1.
@@ -292,22 +267,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   head's qkv rows, and only when it has rows of the phase). Measured (gpu22, 2026-12-02,
   bench_moe synthetic Qwen3-0.6B batch 1): counts 979.3 tok/s, barriers 915.4 (+7%), the
   per-op default 1,026.4 (so ATLAS_PERSISTENT_DECODE stays off).
-* ATLAS_VERIFY_GRAPH_COPIES=1: a verification step's input upload and sampled-ids readback
-  captured in the verification graph (its launch: graph, event) instead of copies of their
-  own around it (copy, event, graph, copy, event; the default): the A/B of the host time a
-  synchronous verification step puts between two device steps (tools/profile_verify_host.py:
-  5 driver calls a launch fewer on the mock backend). Off by default: the H200 measured no
-  gain (gpu26, Qwen3-8B b1 K = 3, PDL off: host on the critical path 0.210 vs 0.201 ms,
-  verification 1.271x vs 1.275x a plain step, bench_spec 370.0 vs 370.1 tok/s).
-* ATLAS_ATTN_L2_PREFETCH=1: the batch-1..4 rope-fused clustered decode attention on its twin
-  that, after its PDL wait, asks L2 for the weights the next kernels stream (o_proj's, then
-  the post-attention block's first: a dense MLP's gate_up / down, a MoE router / shared
-  expert; at most two regions, in that order, ops/l2_prefetch.py) while its serial chain
-  leaves DRAM idle (decode_attn_rope_cluster_l2pf_bf16, the same results), so o_proj's GEMV
-  reads L2. ATLAS_ATTN_L2_PREFETCH_MB=N: the budget of those regions in MiB (unset or 0:
-  DEFAULT_ATTN_L2_PREFETCH_FRACTION of the device's L2), for sweeps. Off: slower (gpu27,
-  PDL on, GPU per step: Qwen3-0.6B b1 0.993 vs 0.959 ms, Qwen3-8B b1 4.736 vs 4.640; with the
-  MoE opt-ins, Qwen3-30B-A3B 3.352 vs 3.134).
 """
 
 from __future__ import annotations
@@ -347,13 +306,8 @@ DEFAULT_VERIFY_MAX_BATCH = 1
 #: KiB of the next weight phase a persistent decode block prefetches into L2 before a barrier:
 #: all of a Qwen3-0.6B phase's slice (<= 64 KB), ~8.4 MB over 132 SMs at most (L2: 50 MB)
 DEFAULT_PERSISTENT_PREFETCH_KB = 64
-#: the share of the device's L2 the attention's weight prefetch may fill (ATLAS_ATTN_L2_PREFETCH;
-#: the rest keeps the step's K/V, activations and the GEMV's own streaming)
-DEFAULT_ATTN_L2_PREFETCH_FRACTION = 0.6
 #: the cluster splits gemm_decode_sm90 is compiled for
 DECODE_GEMM_SPLITS = (1, 2, 4, 8)
-#: the splits the TMA decode GEMM's ticket entry points take (a parameter: no cluster)
-DECODE_GEMM_TICKET_SPLITS = tuple(range(1, 9))
 #: the ring depths the ring GEMV takes (gemv_ring.cuh: 2..kRingMaxStages)
 GEMV_RING_STAGES = (2, 3)
 
@@ -423,11 +377,9 @@ class KernelRoutes:
     decode_gemm_l2_tiles: int = DEFAULT_DECODE_GEMM_L2_TILES
     decode_gemm_tma: bool = True
     decode_gemm_occupancy: bool = True
-    decode_gemm_ticket: bool = False
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_long_min_batch: int = DEFAULT_DECODE_ATTN_LONG_MIN_BATCH
-    decode_attn_long_early: bool = False
     decode_attn_long_merge: bool = False
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
@@ -444,21 +396,16 @@ class KernelRoutes:
     prefill_attn_qreg: bool = False
     prefill_attn_wide: bool = True
     fused_norm: bool | None = None
-    gemv_prefetch: bool = False
     norm_gemv: bool = False
     gemv_ring: bool = True
     gemv_ring_single: bool = False
     gemv_ring_stages: int | None = None
-    gemv_ring_xregs: bool = False
     persistent_decode: bool = False
     persistent_prefetch_kb: int = DEFAULT_PERSISTENT_PREFETCH_KB
     persistent_stage: bool = True
     persistent_blocks: int = 0
     persistent_splits: int = 0
     persistent_flags: bool = True
-    verify_graph_copies: bool = False
-    attn_l2_prefetch: bool = False
-    attn_l2_prefetch_mb: int = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "KernelRoutes":
@@ -535,15 +482,12 @@ class KernelRoutes:
                                                    DEFAULT_DECODE_GEMM_L2_TILES),
                    decode_gemm_tma=env_switch(env, "ATLAS_DECODE_GEMM_TMA", True),
                    decode_gemm_occupancy=env_switch(env, "ATLAS_DECODE_GEMM_OCCUPANCY", True),
-                   decode_gemm_ticket=env_switch(env, "ATLAS_DECODE_GEMM_TICKET", False),
                    decode_attn_long=env_switch(env, "ATLAS_DECODE_ATTN_LONG", True),
                    decode_attn_long_min_keys=_env_count(env, "ATLAS_DECODE_ATTN_LONG_MIN_KEYS",
                                                         DEFAULT_DECODE_ATTN_LONG_MIN_KEYS),
                    decode_attn_long_min_batch=_env_count(
                        env, "ATLAS_DECODE_ATTN_LONG_MIN_BATCH",
                        DEFAULT_DECODE_ATTN_LONG_MIN_BATCH),
-                   decode_attn_long_early=env_switch(env, "ATLAS_DECODE_ATTN_LONG_EARLY",
-                                                     False),
                    decode_attn_long_merge=env_switch(env, "ATLAS_DECODE_ATTN_LONG_MERGE",
                                                      False),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
@@ -567,19 +511,14 @@ class KernelRoutes:
                    prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
                    prefill_attn_wide=env_switch(env, "ATLAS_PREFILL_ATTN_WIDE", True),
                    fused_norm=_env_tristate(env, "ATLAS_FUSED_NORM"),
-                   gemv_prefetch=env_switch(env, "ATLAS_GEMV_PREFETCH", False),
                    norm_gemv=env_switch(env, "ATLAS_NORM_GEMV", False),
                    gemv_ring=env_switch(env, "ATLAS_GEMV_RING", True),
                    gemv_ring_single=env_switch(env, "ATLAS_GEMV_RING_SINGLE", False),
                    gemv_ring_stages=int(ring_stages) if ring_stages else None,
-                   gemv_ring_xregs=env_switch(env, "ATLAS_GEMV_RING_XREGS", False),
                    persistent_decode=env_switch(env, "ATLAS_PERSISTENT_DECODE", False),
                    persistent_prefetch_kb=_env_count(env, "ATLAS_PERSISTENT_PREFETCH_KB",
                                                      DEFAULT_PERSISTENT_PREFETCH_KB),
                    persistent_stage=env_switch(env, "ATLAS_PERSISTENT_STAGE", True),
                    persistent_blocks=_env_count(env, "ATLAS_PERSISTENT_BLOCKS", 0),
                    persistent_splits=_env_count(env, "ATLAS_PERSISTENT_SPLITS", 0),
-                   persistent_flags=env_switch(env, "ATLAS_PERSISTENT_FLAGS", True),
-                   verify_graph_copies=env_switch(env, "ATLAS_VERIFY_GRAPH_COPIES", False),
-                   attn_l2_prefetch=env_switch(env, "ATLAS_ATTN_L2_PREFETCH", False),
-                   attn_l2_prefetch_mb=_env_count(env, "ATLAS_ATTN_L2_PREFETCH_MB", 0))
+                   persistent_flags=env_switch(env, "ATLAS_PERSISTENT_FLAGS", True))

@@ -49,10 +49,9 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_CLUSTER_PULL, DECODE_ATTN_CLUSTER_SPLIT_MAJOR,
                           DECODE_ATTN_CLUSTER_TRACE,
                           DECODE_ATTN_COMBINE, DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256,
-                          DECODE_ATTN_LONG_ROPE,
                           DECODE_ATTN_LONG_ROPE_WAIT, DECODE_ATTN_ROPE,
                           DECODE_ATTN_ROPE_AHEAD1, DECODE_ATTN_ROPE_CLUSTER,
-                          DECODE_ATTN_ROPE_CLUSTER_L2PF, DECODE_ATTN_ROPE_CLUSTER_PULL,
+                          DECODE_ATTN_ROPE_CLUSTER_PULL,
                           DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR,
                           DECODE_ATTN_ROPE_CLUSTER_TRACE, DECODE_ATTN_ROPE_TRACE,
                           DECODE_ATTN_ROPE_WAIT, DECODE_ATTN_VERIFY,
@@ -259,7 +258,6 @@ def decode_attn_long_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_ca
     mem.view(out, np.uint16, num_seqs * hq * head_dim)[:] = f32_to_bf16_bits(o).reshape(-1)
 
 
-@reference(DECODE_ATTN_LONG_ROPE)
 @reference(DECODE_ATTN_LONG_ROPE_WAIT)
 def decode_attn_long_rope_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: int, k_cache: int,
                                v_cache: int, q_norm_w: int, k_norm_w: int, cos_sin: int,
@@ -345,22 +343,6 @@ reference(DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR)(
 reference(DECODE_ATTN_CLUSTER_PULL)(partial(decode_attn_bf16, rule=decode_cluster_rule))
 reference(DECODE_ATTN_ROPE_CLUSTER_PULL)(partial(decode_attn_rope_bf16, rule=decode_cluster_rule))
 reference(DECODE_ATTN_ROPE_WAIT)(decode_attn_rope_bf16)
-
-
-@reference(DECODE_ATTN_ROPE_CLUSTER_L2PF)
-def decode_attn_rope_cluster_l2pf_bf16(
-        mem: HostMemory, grid: Dim3, block: Dim3, qkv: int, k_cache: int, v_cache: int,
-        q_norm_w: int, k_norm_w: int, cos_sin: int, positions: int, slots: int,
-        block_tables: int, kv_lens: int, part_o: int, part_ml: int, counters: int, out: int,
-        num_seqs: int, hq: int, hkv: int, head_dim: int, block_size: int, max_blocks: int,
-        num_splits: int, scale: float, eps: float, pf0: int, pf0_bytes: int, pf1: int,
-        pf1_bytes: int) -> None:
-    """The clustered rope-fused kernel's specification: its L2 prefetch of the regions
-    pf0 / pf1 (the next kernels' weights) changes no value."""
-    decode_attn_rope_bf16(mem, grid, block, qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
-                          positions, slots, block_tables, kv_lens, part_o, part_ml, counters,
-                          out, num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits,
-                          scale, eps, decode_cluster_rule)
 
 
 # verification rows: decode of each row on its own split rule (at least min_chunk keys a split)

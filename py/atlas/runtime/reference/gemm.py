@@ -4,8 +4,7 @@ Every variant (mma.sync 128x128 and skinny 64x32, wgmma 128x256, the decode wgmm
 or without its cluster split of K) computes y = x @ w.T with
 float32 accumulation and one rounding at the output; tiling changes only the summation order.
 The decode GEMM's SwiGLU entries (gate_up ending with its activation) are specified as what
-they replace: the product into a scratch [gate | up] row, then silu_mul_bf16 (gemv.py's
-gemv_swiglu_bf16_single, the same specification for one row).
+they replace: the product into a scratch [gate | up] row, then silu_mul_bf16 (`swiglu_bf16`).
 """
 
 from __future__ import annotations
@@ -26,10 +25,17 @@ from ..kernel_abi import (GEMM_DECODE_TMA, GEMM_DECODE_TMA_F32OUT,
                           GEMM_DECODE_TMA_SPLIT4, GEMM_DECODE_TMA_SPLIT8, GEMM_DECODE_TMA_SWIGLU,
                           GEMM_DECODE_TMA_SWIGLU_SPLIT2, GEMM_DECODE_TMA_SWIGLU_SPLIT4,
                           GEMM_DECODE_TMA_SWIGLU_SPLIT8)
-from ..kernel_abi import (GEMM_DECODE_TMA_F32OUT_TICKET, GEMM_DECODE_TMA_SWIGLU_TICKET,
-                          GEMM_DECODE_TMA_TICKET)
-from . import HostMemory, reference
-from .gemv import gemv_swiglu_bf16_single, linear_bf16
+from . import HostMemory, WithScratch, reference
+from .gemv import linear_bf16
+from .silu_mul import silu_mul_bf16
+
+
+def swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, act: int, m: int,
+                n: int, k: int) -> None:
+    """act [m, n / 2] = silu_mul of the bf16 product x @ w.T = [gate | up] [m, n]."""
+    chained = WithScratch(mem, m * n * 2)
+    linear_bf16(chained, x, w, WithScratch.ADDRESS, m, n, k, out_f32=False)
+    silu_mul_bf16(chained, grid, block, WithScratch.ADDRESS, act, m, n // 2)
 
 
 @reference(GEMM)
@@ -75,7 +81,7 @@ def gemm_decode_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: in
 @reference(GEMM_DECODE_SM90_SWIGLU_SPLIT8)
 def gemm_decode_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, act: int,
                             m: int, n: int, k: int, l2_tiles: int) -> None:
-    gemv_swiglu_bf16_single(mem, grid, block, x, w, act, m, n, k)
+    swiglu_bf16(mem, grid, block, x, w, act, m, n, k)
 
 
 # The TMA decode GEMM: the same products; its tensor maps only say how the kernel reads x
@@ -105,28 +111,4 @@ def gemm_decode_tma_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w
 def gemm_decode_tma_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
                                 act: int, m: int, n: int, k: int, wmap: bytes,
                                 xmap: bytes) -> None:
-    gemv_swiglu_bf16_single(mem, grid, block, x, w, act, m, n, k)
-
-
-# The ticket entries: the same products again; the split workspace and its counters only say
-# where the kernel's blocks meet (the counters end every launch at zero, as they started).
-@reference(GEMM_DECODE_TMA_TICKET)
-def gemm_decode_tma_bf16_ticket(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
-                                y: int, m: int, n: int, k: int, wmap: bytes, xmap: bytes,
-                                split: int, ws: int, tickets: int) -> None:
-    linear_bf16(mem, x, w, y, m, n, k, out_f32=False)
-
-
-@reference(GEMM_DECODE_TMA_F32OUT_TICKET)
-def gemm_decode_tma_bf16_f32_ticket(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
-                                    y: int, m: int, n: int, k: int, wmap: bytes, xmap: bytes,
-                                    split: int, ws: int, tickets: int) -> None:
-    linear_bf16(mem, x, w, y, m, n, k, out_f32=True)
-
-
-@reference(GEMM_DECODE_TMA_SWIGLU_TICKET)
-def gemm_decode_tma_swiglu_bf16_ticket(mem: HostMemory, grid: Dim3, block: Dim3, x: int,
-                                       w: int, act: int, m: int, n: int, k: int, wmap: bytes,
-                                       xmap: bytes, split: int, ws: int,
-                                       tickets: int) -> None:
-    gemv_swiglu_bf16_single(mem, grid, block, x, w, act, m, n, k)
+    swiglu_bf16(mem, grid, block, x, w, act, m, n, k)

@@ -11,9 +11,7 @@ float32 in their own order and agree to well under one bf16 ulp, not bit for bit
 function specifies the GEMM kernels.
 
 The fused down projection (gemv_silu_*) is specified as what it replaces: silu_mul_bf16's
-reference into a scratch buffer, then the GEMV above on that buffer (and the gate_up
-projection ending with the SwiGLU, gemv_swiglu_bf16_single, as the GEMV into a scratch
-gate_up row, then silu_mul_bf16); the fused residual add
+reference into a scratch buffer, then the GEMV above on that buffer; the fused residual add
 + RMSNorm (gemv_add_rmsnorm_bf16_single) likewise as the add + norm of rmsnorm.py's
 specification into a scratch row, then the GEMV. The residual-stream pair is specified
 the same way: gemv_[silu_]residual_bf16_single is the GEMV into a scratch row, then
@@ -31,9 +29,8 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
 from ..kernel_abi import (GEMV, GEMV_ADD_RMSNORM_SINGLE, GEMV_F32OUT, GEMV_RESIDUAL_SINGLE,
                           GEMV_RING, GEMV_RING_F32OUT, GEMV_RING_SILU, GEMV_RMSNORM_SINGLE,
-                          GEMV_SILU, GEMV_SILU_RESIDUAL_SINGLE, GEMV_PREFETCH_SILU_SINGLE,
-                          GEMV_PREFETCH_SINGLE, GEMV_PREFETCH_SINGLE_F32OUT, GEMV_SILU_SINGLE,
-                          GEMV_SINGLE, GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE)
+                          GEMV_SILU, GEMV_SILU_RESIDUAL_SINGLE, GEMV_SILU_SINGLE, GEMV_SINGLE,
+                          GEMV_SINGLE_F32OUT)
 from . import HostMemory, WithScratch, reference, widened_f64
 from .rmsnorm import rms_norm_bf16, rms_norm_offset_bf16
 from .silu_mul import silu_mul_bf16
@@ -58,7 +55,6 @@ def linear_bf16(mem: HostMemory, x: int, w: int, y: int, m: int, n: int, k: int,
 
 @reference(GEMV)
 @reference(GEMV_SINGLE)
-@reference(GEMV_PREFETCH_SINGLE)
 def gemv_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int, m: int,
               n: int, k: int) -> None:
     linear_bf16(mem, x, w, y, m, n, k, out_f32=False)
@@ -66,7 +62,6 @@ def gemv_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int, 
 
 @reference(GEMV_F32OUT)
 @reference(GEMV_SINGLE_F32OUT)
-@reference(GEMV_PREFETCH_SINGLE_F32OUT)
 def gemv_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int, m: int,
                   n: int, k: int) -> None:
     linear_bf16(mem, x, w, y, m, n, k, out_f32=True)
@@ -74,7 +69,6 @@ def gemv_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: i
 
 @reference(GEMV_SILU)
 @reference(GEMV_SILU_SINGLE)
-@reference(GEMV_PREFETCH_SILU_SINGLE)
 def gemv_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, gate_up: int, w: int, y: int,
                    m: int, n: int, k: int) -> None:
     chained = WithScratch(mem, m * k * 2)
@@ -82,32 +76,23 @@ def gemv_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, gate_up: int, w: in
     linear_bf16(chained, WithScratch.ADDRESS, w, y, m, n, k, out_f32=False)
 
 
-# the ring entry points (gemv_ring.cuh): the same products; `stages` is launch geometry and
-# `x_regs` where the kernel keeps x (the same values, the same sums)
+# the ring entry points (gemv_ring.cuh): the same products; `stages` is launch geometry
 @reference(GEMV_RING)
 def gemv_ring_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int, m: int,
-                   n: int, k: int, stages: int, x_regs: int) -> None:
+                   n: int, k: int, stages: int) -> None:
     gemv_bf16(mem, grid, block, x, w, y, m, n, k)
 
 
 @reference(GEMV_RING_F32OUT)
 def gemv_ring_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int,
-                       m: int, n: int, k: int, stages: int, x_regs: int) -> None:
+                       m: int, n: int, k: int, stages: int) -> None:
     gemv_bf16_f32(mem, grid, block, x, w, y, m, n, k)
 
 
 @reference(GEMV_RING_SILU)
 def gemv_ring_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, gate_up: int, w: int,
-                        y: int, m: int, n: int, k: int, stages: int, x_regs: int) -> None:
+                        y: int, m: int, n: int, k: int, stages: int) -> None:
     gemv_silu_bf16(mem, grid, block, gate_up, w, y, m, n, k)
-
-
-@reference(GEMV_SWIGLU_SINGLE)
-def gemv_swiglu_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, act: int,
-                            m: int, n: int, k: int) -> None:
-    chained = WithScratch(mem, m * n * 2)
-    linear_bf16(chained, x, w, WithScratch.ADDRESS, m, n, k, out_f32=False)
-    silu_mul_bf16(chained, grid, block, WithScratch.ADDRESS, act, m, n // 2)
 
 
 @reference(GEMV_ADD_RMSNORM_SINGLE)
