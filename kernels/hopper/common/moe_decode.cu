@@ -603,11 +603,11 @@ struct DownArgs {
 // of the token has updated in place) into `normed`: the add_rmsnorm kernel's numerics, the
 // sum of squares in a different order. The ticket counter wraps to zero for the next launch.
 // The first pass keeps up to kNormCached chunks a thread (hidden 4,096 at 256 threads) in
-// registers, so only longer rows are read from L2 twice. kEarlyW: the last block requests
-// those chunks' norm weights with its residual reads (one L2 round trip for both), not after
-// the block sum (a second dependent round trip on the launch's serial tail).
+// registers, so only longer rows are read from L2 twice. The last block requests those
+// chunks' norm weights with its residual reads (one L2 round trip for both), not after the
+// block sum (a second dependent round trip on the launch's serial tail).
 constexpr int kNormCached = 2;
-template <bool kOffset, bool kEarlyW = false>
+template <bool kOffset>
 __device__ __forceinline__ void finish_norm(const DownArgs& a, int token) {
   __shared__ bool last;
   __shared__ float scratch[kWarps];
@@ -627,7 +627,7 @@ __device__ __forceinline__ void finish_norm(const DownArgs& a, int token) {
   for (int k = 0; k < kNormCached; ++k) {
     const int v = threadIdx.x + k * stride;
     if (v < nvec) cached[k] = __ldcg(rv + v);
-    if (kEarlyW && v < nvec) cached_w[k] = __ldg(wv + v);
+    if (v < nvec) cached_w[k] = __ldg(wv + v);
   }
   float sumsq = 0.f;
   auto add_squares = [&](const uint4& q) {
@@ -655,7 +655,7 @@ __device__ __forceinline__ void finish_norm(const DownArgs& a, int token) {
 #pragma unroll
   for (int k = 0; k < kNormCached; ++k) {
     const int v = threadIdx.x + k * stride;
-    if (v < nvec) normalize(v, cached[k], kEarlyW ? cached_w[k] : __ldg(wv + v));
+    if (v < nvec) normalize(v, cached[k], cached_w[k]);
   }
   for (int v = cached_end + threadIdx.x; v < nvec; v += stride)
     normalize(v, __ldcg(rv + v), __ldg(wv + v));
@@ -932,22 +932,19 @@ struct GemvSmem {
 // loads in flight from one tile to the next (one wave of blocks, one prologue each).
 // kRoute (moe_down_gemv_route_*): the token's routing from the logits (`route`, warp 0,
 // before the wait as the topk reads it replaces) instead of topk_ids / topk_weights.
-// kRows: the tile's rows (kGemvRows; the short-block entries' 1 or 2, see down_short_run);
-// kEarlyNormW: finish_norm's kEarlyW.
-template <int kU, bool kFinish, bool kOffset, bool kRoute, int kRows = kGemvRows,
-          bool kEarlyNormW = false>
+template <int kU, bool kFinish, bool kOffset, bool kRoute>
 __device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm,
                                              const LogitRouting route) {
   using atlas::gemv::pow2_at_least;
-  constexpr int V = pow2_at_least(kU * kRows);  // reduce-scatter width (u r at u R + r)
+  constexpr int V = pow2_at_least(kU * kGemvRows);  // reduce-scatter width (u r at u R + r)
   const int lane = threadIdx.x & 31, token = blockIdx.y;
   const int slots = a.top_k + a.shared.slots, kc = a.inter / 8, n = slots * kc;
   const int first = blockIdx.x * a.rows, end = min(a.hidden, first + a.rows);
   const int batches = (n + kU * kThreads - 1) / (kU * kThreads);
-  const int units = (end - first + kRows - 1) / kRows * batches;
+  const int units = (end - first + kGemvRows - 1) / kGemvRows * batches;
   int32_t* ids = sm.ids;
   float* weights = sm.weights;
-  if (a.rows % kRows != 0) __trap();  // ops/moe.py passes whole tiles
+  if (a.rows % kGemvRows != 0) __trap();  // ops/moe.py passes whole tiles
   if constexpr (kRoute) {
     if (threadIdx.x < 32)
       route_from_logits(route, token, ids, weights, a.experts, a.top_k, a.shared.slots);
@@ -957,10 +954,10 @@ __device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm,
   }
   __syncthreads();
   // unit q: tile q / batches (rows row0(q) .. + tile_rows(q)), batch q % batches
-  auto row0 = [&](int q) { return first + (q / batches) * kRows; };
-  auto tile_rows = [&](int q) { return min(kRows, end - row0(q)); };
+  auto row0 = [&](int q) { return first + (q / batches) * kGemvRows; };
+  auto tile_rows = [&](int q) { return min(kGemvRows, end - row0(q)); };
   GemvChunk ch[kU];
-  uint4 wv[kU][kRows];
+  uint4 wv[kU][kGemvRows];
   load_gemv_batch<true>(a, ids, 0, n, kc, first, tile_rows(0), ch, wv);
   atlas::pdl_enter();
   const uint4* act = reinterpret_cast<const uint4*>(a.act) + static_cast<size_t>(token) * n;
@@ -981,20 +978,20 @@ __device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm,
 #pragma unroll
     for (int u = 0; u < kU; ++u)
 #pragma unroll
-      for (int r = 0; r < kRows; ++r)
-        if (ch[u].live && r < rows) acc[u * kRows + r] = dot8(wv[u][r], xv[u], 0.f);
+      for (int r = 0; r < kGemvRows; ++r)
+        if (ch[u].live && r < rows) acc[u * kGemvRows + r] = dot8(wv[u][r], xv[u], 0.f);
     if (q + 1 < units)
       load_gemv_batch<false>(a, ids, (q + 1) % batches, n, kc, row0(q + 1), tile_rows(q + 1),
                              ch, wv);
     const float s = atlas::gemv::warp_reduce_scatter<V>(acc, lane);
     constexpr int kLanesPerValue = 32 / V;
-    const int v = lane / kLanesPerValue, u = v / kRows, r = v % kRows;
+    const int v = lane / kLanesPerValue, u = v / kGemvRows, r = v % kGemvRows;
     const int g = (kU * b + u) * kWarps + (threadIdx.x >> 5);  // the warp's chunk group
-    if (lane % kLanesPerValue == 0 && v < kU * kRows && 32 * g < n) sm.part[g][r] = s;
+    if (lane % kLanesPerValue == 0 && v < kU * kGemvRows && 32 * g < n) sm.part[g][r] = s;
     if (b + 1 < batches) continue;
     __syncthreads();  // the tile's groups are complete
     const int per_slot = kc / 32;  // warp groups of one slot's row
-    for (int i = threadIdx.x; i < kRows * slots; i += kThreads) {
+    for (int i = threadIdx.x; i < kGemvRows * slots; i += kThreads) {
       const int rr = i / slots, j = i - rr * slots;
       float y = 0.f;
       for (int k = 0; k < per_slot; ++k) y += sm.part[j * per_slot + k][rr];
@@ -1005,7 +1002,7 @@ __device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm,
       write_row<kFinish>(a, ids, weights, sm.ys[threadIdx.x], slots, token, r0 + threadIdx.x,
                          resid);
   }
-  if constexpr (kFinish) finish_norm<kOffset, kEarlyNormW>(a, token);
+  if constexpr (kFinish) finish_norm<kOffset>(a, token);
 }
 
 // grid (ceil(hidden / rows_per_block), tokens); kU by the row's chunks per thread.
@@ -1019,43 +1016,6 @@ __device__ __forceinline__ void down_gemv_run(const DownArgs& a, GemvSmem& sm,
     case 3: down_gemv_block<3, kFinish, kOffset, kRoute>(a, sm, route); break;
     default: down_gemv_block<4, kFinish, kOffset, kRoute>(a, sm, route); break;
   }
-}
-
-// ---- down in short blocks (ATLAS_MOE_DOWN_SHORT=1 | 2) -----------------------------------
-// The GEMV-shaped down kernel with ONE tile of kRows = a.rows (1 or 2) output rows a block:
-// grid hidden / kRows (1,024 blocks of 2 rows at Qwen3-30B-A3B batch 1) instead of one wave
-// of 2-tile blocks (256 x 8 rows). Why: every measured down kernel that ran as one wave of
-// long blocks (session 5's row-group passes, session 6's bulk-copy rings, session 8's
-// one-wave GEMV: 14.89 us at gpu24 for 25 MB) was slower than session 4's 1,024 blocks of
-// 2 rows with nothing before the wait (11.10 us), as the dense GEMV's many short blocks are
-// faster than its one-block-an-SM prefetching twin (gpu13). Many short blocks keep the
-// rows the GPU streams at any moment a compact, advancing window of each expert's matrix, a
-// block's serial work (routing read, reduction, barriers, ticket) overlaps other resident
-// blocks' loads, and the hardware starts the next block the moment one ends. Each block
-// still requests its tile before the PDL wait, and the last one's norm weights come with its
-// residual reads (finish_norm<.., true>). More blocks an SM than the one-wave kernel: at most
-// 80 registers (launch bounds 3 x 256).
-template <bool kFinish, bool kOffset, int kRows>
-__device__ __forceinline__ void down_short_rows(const DownArgs& a, GemvSmem& sm) {
-  const int n = (a.top_k + a.shared.slots) * (a.inter / 8);
-  const LogitRouting none{};
-  switch ((n + kThreads - 1) / kThreads) {
-    case 1: down_gemv_block<1, kFinish, kOffset, false, kRows, true>(a, sm, none); break;
-    case 2: down_gemv_block<2, kFinish, kOffset, false, kRows, true>(a, sm, none); break;
-    case 3: down_gemv_block<3, kFinish, kOffset, false, kRows, true>(a, sm, none); break;
-    default: down_gemv_block<4, kFinish, kOffset, false, kRows, true>(a, sm, none); break;
-  }
-}
-
-template <bool kFinish, bool kOffset>
-__device__ __forceinline__ void down_short_run(const DownArgs& a) {
-  __shared__ GemvSmem sm;
-  if (a.rows == 1)
-    down_short_rows<kFinish, kOffset, 1>(a, sm);
-  else if (a.rows == 2)
-    down_short_rows<kFinish, kOffset, 2>(a, sm);
-  else
-    __trap();  // ops/moe.py down_short_rows: 1 or 2
 }
 
 template <bool kFinish, bool kOffset, bool kRoute = false>
@@ -1216,54 +1176,6 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                            normed, counters, tokens, top_k, hidden, inter,
                                            experts, rows_per_block, shared_down, shared_slots,
                                            shared_inter, eps));
-}
-
-// The short-block twins of the three down GEMV entries (down_short_run): the same arguments,
-// rows_per_block 1 or 2 (one tile a block), grid (hidden / rows_per_block, tokens).
-extern "C" __global__ void __launch_bounds__(kThreads, 3)
-    moe_down_short_sum_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
-                            const int32_t* topk_ids, const float* topk_weights,
-                            __nv_bfloat16* out, uint32_t tokens, uint32_t top_k,
-                            uint32_t hidden, uint32_t inter, uint32_t experts,
-                            uint32_t rows_per_block, const __nv_bfloat16* shared_down,
-                            uint32_t shared_slots, uint32_t shared_inter) {
-  down_short_run<false, false>(down_args(act, w_down, topk_ids, topk_weights, out, nullptr,
-                                         nullptr, nullptr, tokens, top_k, hidden, inter, experts,
-                                         rows_per_block, shared_down, shared_slots,
-                                         shared_inter, 0.f));
-}
-
-extern "C" __global__ void __launch_bounds__(kThreads, 3)
-    moe_down_short_add_rmsnorm_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
-                                    const int32_t* topk_ids, const float* topk_weights,
-                                    __nv_bfloat16* residual, const __nv_bfloat16* w,
-                                    __nv_bfloat16* normed, uint32_t* counters, uint32_t tokens,
-                                    uint32_t top_k, uint32_t hidden, uint32_t inter,
-                                    uint32_t experts, uint32_t rows_per_block,
-                                    const __nv_bfloat16* shared_down, uint32_t shared_slots,
-                                    uint32_t shared_inter, float eps) {
-  down_short_run<true, false>(down_args(act, w_down, topk_ids, topk_weights, residual, w, normed,
-                                        counters, tokens, top_k, hidden, inter, experts,
-                                        rows_per_block, shared_down, shared_slots, shared_inter,
-                                        eps));
-}
-
-extern "C" __global__ void __launch_bounds__(kThreads, 3)
-    moe_down_short_add_rmsnorm_offset_bf16(const __nv_bfloat16* act,
-                                           const __nv_bfloat16* w_down,
-                                           const int32_t* topk_ids, const float* topk_weights,
-                                           __nv_bfloat16* residual, const __nv_bfloat16* w,
-                                           __nv_bfloat16* normed, uint32_t* counters,
-                                           uint32_t tokens, uint32_t top_k, uint32_t hidden,
-                                           uint32_t inter, uint32_t experts,
-                                           uint32_t rows_per_block,
-                                           const __nv_bfloat16* shared_down,
-                                           uint32_t shared_slots, uint32_t shared_inter,
-                                           float eps) {
-  down_short_run<true, true>(down_args(act, w_down, topk_ids, topk_weights, residual, w, normed,
-                                       counters, tokens, top_k, hidden, inter, experts,
-                                       rows_per_block, shared_down, shared_slots, shared_inter,
-                                       eps));
 }
 
 // The down GEMV twins routing from the logits (LogitRouting; ops/moe.py routes_in_experts):

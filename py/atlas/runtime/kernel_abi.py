@@ -584,12 +584,6 @@ MOE_GATE_TOPK_SIGMOID = S("moe_router", "moe_gate_topk_sigmoid_bf16",
                           "shared_logits:ptr topk_ids:ptr topk_weights:ptr counter:ptr "
                           "tokens:u32 experts:u32 hidden:u32 top_k:u32 shared_slots:u32 "
                           "renormalize:u32 scale:f32")
-# The same router as one thread-block cluster (ATLAS_MOE_ROUTER_CLUSTER=1): the logits meet in
-# rank 0's shared memory, no ticket (the counter is unused); the same arguments and outputs.
-MOE_GATE_TOPK_CLUSTER_SOFTMAX = replace(MOE_GATE_TOPK_SOFTMAX,
-                                        func="moe_gate_topk_cluster_softmax_bf16")
-MOE_GATE_TOPK_CLUSTER_SIGMOID = replace(MOE_GATE_TOPK_SIGMOID,
-                                        func="moe_gate_topk_cluster_sigmoid_bf16")
 # The same router's gate GEMV alone (logits and the shared expert's logit, no top-k, no
 # counter): at batch 1 the expert kernels route from the logits themselves
 # (ops.moe.routes_in_experts: moe_gate_up_gemv_tiles_route_bf16, moe_down_gemv_route_*).
@@ -663,12 +657,6 @@ MOE_DOWN_GEMV_SUM = replace(MOE_DOWN_SUM, func="moe_down_gemv_sum_bf16")
 MOE_DOWN_GEMV_ADD_RMSNORM = replace(MOE_DOWN_ADD_RMSNORM, func="moe_down_gemv_add_rmsnorm_bf16")
 MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET = replace(MOE_DOWN_ADD_RMSNORM_OFFSET,
                                            func="moe_down_gemv_add_rmsnorm_offset_bf16")
-# The down GEMV in short blocks (ATLAS_MOE_DOWN_SHORT=1 | 2: one tile of rows_per_block = 1 or
-# 2 output rows a block, grid hidden / rows_per_block): the same arguments and results.
-MOE_DOWN_SHORT_SUM = replace(MOE_DOWN_SUM, func="moe_down_short_sum_bf16")
-MOE_DOWN_SHORT_ADD_RMSNORM = replace(MOE_DOWN_ADD_RMSNORM, func="moe_down_short_add_rmsnorm_bf16")
-MOE_DOWN_SHORT_ADD_RMSNORM_OFFSET = replace(MOE_DOWN_ADD_RMSNORM_OFFSET,
-                                            func="moe_down_short_add_rmsnorm_offset_bf16")
 # The batch-1 tiled gate/up and the down GEMVs routing from the router's logits (what
 # moe_gate_topk_* would write, computed by each block with its code: the same bits) in place
 # of topk_ids / topk_weights: logits f32 [tokens, experts], shared_logits f32 [tokens], bias
