@@ -177,22 +177,20 @@ def check_down_model(shape: moe.MoeShape, tokens: int, model, rng: np.random.Gen
 
 
 def model_down_gemv(act: np.ndarray, w: np.ndarray, ids: np.ndarray, weights: np.ndarray,
-                    top_k: int, sh_down: np.ndarray | None, sm_count: int, tiles: int,
-                    short_rows: int = 0
+                    top_k: int, sh_down: np.ndarray | None, sm_count: int, tiles: int
                     ) -> tuple[np.ndarray, dict[tuple[int, int, int], int]]:
     """moe_down_gemv_*: out [tokens, hidden] (float64) and how often each (row, slot, chunk)
     was loaded. Block (bx, token) takes rows [bx rows, (bx + 1) rows) (ops.moe.down_gemv_rows)
-    in tiles of DOWN_GEMV_ROWS (the short-block twins, `short_rows`: one tile of that many
-    rows a block), unit q = (tile q // batches, batch q % batches); thread t
+    in tiles of DOWN_GEMV_ROWS, unit q = (tile q // batches, batch q % batches); thread t
     takes chunks t + 256 (kU b + u) of the row's slots x kc for the tile's rows; a warp's 32
     chunks are one group of one slot, its sums land in part[group][r]; after a tile's last
     batch thread (r, j) adds slot j's groups in order and thread r writes row r."""
     tokens, slots, inter = act.shape
     experts, hidden, _ = w.shape
-    kc, tile, threads = inter // 8, short_rows or moe.DOWN_GEMV_ROWS, moe.DECODE_THREADS
+    kc, tile, threads = inter // 8, moe.DOWN_GEMV_ROWS, moe.DECODE_THREADS
     n = slots * kc
     assert kc % 32 == 0 and n // 32 <= moe.DOWN_GEMV_MAX_GROUPS
-    rows_per_block = short_rows or moe.down_gemv_rows(tokens, hidden, sm_count, tiles)
+    rows_per_block = moe.down_gemv_rows(tokens, hidden, sm_count, tiles)
     assert rows_per_block % tile == 0
     k_u = min(4, -(-n // threads))
     batches = -(-n // (k_u * threads))
@@ -275,22 +273,6 @@ def test_down_gemv_kernel_model_matches_the_oracle(experts: int, top_k: int, hid
     check_down_model(moe.MoeShape(experts, top_k, hidden, inter, shared_inter), tokens,
                      lambda *a: model_down_gemv(*a, sm_count, tiles),
                      np.random.default_rng(hidden + inter + top_k))
-
-
-@pytest.mark.parametrize("experts,top_k,hidden,inter,shared_inter,tokens,rows", [
-    (8, 8, 8, 768, 0, 2, 2),         # Qwen3-30B-A3B's row, ATLAS_MOE_DOWN_SHORT=2
-    (8, 8, 6, 768, 0, 1, 1),         # one row a block
-    (6, 3, 10, 512, 640, 2, 2),      # two shared slots, the second partial
-    (24, 20, 4, 512, 0, 1, 1),       # two batches of 4 chunks a thread
-])
-def test_down_short_kernel_model_matches_the_oracle(experts: int, top_k: int, hidden: int,
-                                                    inter: int, shared_inter: int, tokens: int,
-                                                    rows: int) -> None:
-    """The short-block twins (moe_down_short_*): the GEMV's index math with one tile of
-    `rows` rows a block reads every chunk once and sums like the oracle."""
-    check_down_model(moe.MoeShape(experts, top_k, hidden, inter, shared_inter), tokens,
-                     lambda *a: model_down_gemv(*a, 1, 0, short_rows=rows),
-                     np.random.default_rng(hidden + inter + top_k + rows))
 
 
 def test_down_gemv_blocks_fill_one_wave() -> None:

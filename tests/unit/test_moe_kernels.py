@@ -165,6 +165,27 @@ def test_decode_path_is_two_launches_over_the_selected_experts() -> None:
                    ("moe_down_sum_bf16", (82, 3, 1), (256, 1, 1))]
 
 
+@pytest.mark.parametrize("tokens,env,want", [
+    (1, {"ATLAS_MOE_GATE_UP_L2": "1", "ATLAS_MOE_DOWN_L2": "1"},
+     ["moe_gate_up_gemv_l2_bf16_single", "moe_down_gemv_l2_sum_bf16"]),
+    (1, {"ATLAS_MOE_GATE_UP_L2": "1", "ATLAS_MOE_GATE_UP_TILED": "1"},
+     ["moe_gate_up_gemv_tiles_bf16", "moe_down_gemv_sum_bf16"]),
+    (2, {"ATLAS_MOE_GATE_UP_L2": "1", "ATLAS_MOE_DOWN_L2": "1"},
+     ["moe_gate_up_silu_bf16", "moe_down_sum_bf16"]),
+])
+def test_l2_switches(tokens: int, env: dict, want: list[str]) -> None:
+    """ATLAS_MOE_GATE_UP_L2=1 / ATLAS_MOE_DOWN_L2=1 take the L2 twins at batch 1, in the
+    geometry of the kernels they replace, and nowhere else (the tiled gate/up, batch 2)."""
+    mock = MockGpuBackend()
+    moe.experts(KernelCache(mock, KernelRoutes.from_env(env)), 0, 0x2000, 0x3000, 0x4000,
+                0x5000, 0x6000, 0x7000, tokens, QWEN3_30B, moe.MoeScratch(act=0x1000))
+    got = mock.drain_launches()
+    assert [r.func for r in got] == want
+    if tokens == 1 and "_l2_" in want[0]:
+        assert [(tuple(r.grid), tuple(r.block)) for r in got] == [((384, 8, 1), (128, 1, 1)),
+                                                                   ((256, 1, 1), (256, 1, 1))]
+
+
 def test_batch_one_takes_the_gemv_shaped_expert_kernels() -> None:
     """Batch 1 of Qwen3-30B-A3B: gate/up on the two-column single-token GEMV entry, 384 x 8
     blocks of 128 threads; ATLAS_MOE_GATE_UP_TILED=1: the tiled entry, 3 column pairs a block
@@ -272,31 +293,29 @@ def test_down_gemv_rule(tokens: int, inter: int, env: dict, gemv: bool) -> None:
 
 @pytest.mark.parametrize("tokens,env,func,grid", [
     (1, {}, "moe_down_gemv_add_rmsnorm_bf16", (256, 1, 1)),       # one wave of 8-row blocks
-    (1, {"ATLAS_MOE_DOWN_SHORT": "2"}, "moe_down_short_add_rmsnorm_bf16", (1024, 1, 1)),
-    (1, {"ATLAS_MOE_DOWN_SHORT": "1"}, "moe_down_short_add_rmsnorm_bf16", (2048, 1, 1)),
-    (3, {"ATLAS_MOE_DOWN_SHORT": "2", "ATLAS_MOE_DOWN_GEMV_MAX_M": "8"},
-     "moe_down_short_add_rmsnorm_bf16", (1024, 3, 1)),
-    (2, {"ATLAS_MOE_DOWN_SHORT": "2"}, "moe_down_add_rmsnorm_bf16", (128, 2, 1)),  # no GEMV
-    (1, {"ATLAS_MOE_DOWN_SHORT": "2", "ATLAS_MOE_DOWN_GEMV": "0"}, "moe_down_add_rmsnorm_bf16",
+    (2, {}, "moe_down_add_rmsnorm_bf16", (128, 2, 1)),            # no GEMV past batch 1
+    (1, {"ATLAS_MOE_DOWN_GEMV": "0"}, "moe_down_add_rmsnorm_bf16", (256, 1, 1)),
+    (1, {"ATLAS_MOE_DOWN_L2": "1"}, "moe_down_gemv_l2_add_rmsnorm_bf16", (256, 1, 1)),
+    (2, {"ATLAS_MOE_DOWN_L2": "1"}, "moe_down_add_rmsnorm_bf16", (128, 2, 1)),
+    (1, {"ATLAS_MOE_DOWN_L2": "1", "ATLAS_MOE_DOWN_GEMV": "0"}, "moe_down_add_rmsnorm_bf16",
      (256, 1, 1)),
 ])
-def test_down_short_switch(tokens: int, env: dict, func: str, grid: tuple) -> None:
-    """ATLAS_MOE_DOWN_SHORT=R takes the short-block down kernel (one tile of R rows a block)
-    wherever the GEMV-shaped one would run, and nowhere else; the rows argument is R."""
+@pytest.mark.parametrize("offset", [False, True])
+def test_down_kernel_choice(tokens: int, env: dict, func: str, grid: tuple,
+                            offset: bool) -> None:
+    """The fused down + add_rmsnorm launch takes the GEMV-shaped kernel at batch 1 (one wave
+    of 8-row blocks; with ATLAS_MOE_DOWN_L2=1 its L2 twin, told the norm's kind by its last
+    argument) and the row-group kernel past it or when switched off."""
     mock = MockGpuBackend()
-    norm = moe.AddRmsNorm(0x5000, 0x6000, 0x7000, 0x8000, 1e-6)
+    norm = moe.AddRmsNorm(0x5000, 0x6000, 0x7000, 0x8000, 1e-6, offset)
     moe.decode_down_add_rmsnorm(KernelCache(mock, KernelRoutes.from_env(env)), 0, 0x1000,
                                 0x2000, 0x3000, 0x4000, norm, tokens, QWEN3_30B)
     (got,) = mock.drain_launches()
+    if offset and "_l2_" not in func:
+        func = func.replace("_rmsnorm_bf16", "_rmsnorm_offset_bf16")
     assert (got.func, tuple(got.grid)) == (func, grid)
-    if "short" in func:
-        assert 2048 // grid[0] == int(env["ATLAS_MOE_DOWN_SHORT"])
-
-
-@pytest.mark.parametrize("value", ["3", "4", "x"])
-def test_down_short_switch_refuses_other_heights(value: str) -> None:
-    with pytest.raises(ValueError, match="ATLAS_MOE_DOWN_SHORT"):
-        KernelRoutes.from_env({"ATLAS_MOE_DOWN_SHORT": value})
+    if "_l2_" in func:
+        assert got.args["offset"] == int(offset)
 
 
 def test_grouped_path_grid_is_sized_for_the_worst_case() -> None:
@@ -340,23 +359,15 @@ def test_router_geometry_and_sigmoid_launch() -> None:
     assert got == [("moe_topk_sigmoid_f32", (3, 1, 1), (128, 1, 1))]
 
 
-@pytest.mark.parametrize("env,func,grid,block", [
-    ({}, "moe_gate_topk_softmax_bf16", (33, 1, 1), (256, 1, 1)),
-    ({"ATLAS_MOE_ROUTER_CLUSTER": "1"}, "moe_gate_topk_cluster_softmax_bf16", (8, 1, 1),
-     (512, 1, 1)),
-])
-def test_clustered_router_switch(env: dict, func: str, grid: tuple, block: tuple) -> None:
-    """ATLAS_MOE_ROUTER_CLUSTER=1 takes the one-cluster router (8 blocks of 16 warps whatever
-    the expert count: Qwen3.5-35B-A3B's 256 experts + shared gate here), off by default."""
+def test_fused_router_grid() -> None:
+    """The fused router: a warp a gate row, 8 a block: Qwen3.5-35B-A3B's 256 experts + the
+    shared gate take 33 blocks of 256 threads."""
     mock = MockGpuBackend()
     shape = moe.MoeShape(256, 8, 2048, 512, shared_inter=512)
-    moe.gate_topk(KernelCache(mock, KernelRoutes.from_env(env)), 0, 0x1000, 0x2000, 0x3000,
-                  0x4000, 0x5000, 0x6000, 1, shape, moe.Routing(),
-                  moe.SharedExpertWeights(0x7000, 0x8000, 0x9000), 0xa000)
+    moe.gate_topk(KernelCache(mock), 0, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 1,
+                  shape, moe.Routing(), moe.SharedExpertWeights(0x7000, 0x8000, 0x9000), 0xa000)
     got = [(r.func, tuple(r.grid), tuple(r.block)) for r in mock.drain_launches()]
-    assert got == [(func, grid, block)]
-    assert moe.ROUTER_CLUSTER_BLOCKS == _constant("moe_router", "kClusterBlocks")
-    assert moe.ROUTER_CLUSTER_THREADS == 32 * _constant("moe_router", "kClusterWarps")
+    assert got == [("moe_gate_topk_softmax_bf16", (33, 1, 1), (256, 1, 1))]
 
 
 @pytest.mark.parametrize("shape,match", [
@@ -428,7 +439,7 @@ def test_bias_needs_sigmoid_scoring() -> None:
 
 
 def test_heavy_cases_exist_for_the_leaf_shapes() -> None:
-    assert len(HEAVY_NAMES) == len(set(HEAVY_NAMES)) == 24
+    assert len(HEAVY_NAMES) == len(set(HEAVY_NAMES)) == 23
 
 
 def _constant(stem: str, name: str) -> int:

@@ -50,6 +50,8 @@
 //   pairs of one slot a block, one wave (see gate_up_gemv_tiles).
 // moe_gate_up_gemv_tiles_route_bf16, moe_down_gemv_route_*: the batch-1 pair routing from the
 //   router's logits themselves (LogitRouting; ops/moe.py routes_in_experts).
+// moe_gate_up_gemv_l2_bf16_single, moe_down_gemv_l2_*: the batch-1 twins that ask L2 for
+// more of their weight rows sooner (cp.async.bulk.prefetch.L2; ATLAS_MOE_GATE_UP_L2 / _DOWN_L2).
 // An id outside [0, experts) gives act = 0 and is skipped in the sum.
 //
 // Where the leaf defines ATLAS_MOE_EXPERTS (an MoE leaf) with ATLAS_HIDDEN, gate/up launches
@@ -436,6 +438,14 @@ __device__ __forceinline__ void gate_up_gemv_finish(const __nv_bfloat16* x, cons
 // p = (y + top_k) mod slots, so the shared expert's slots come first: they need no routing
 // and request their first tile before the PDL wait (under PDL they stream while the router
 // runs); the routed slots read their id after it.
+// kL2 (moe_gate_up_gemv_l2_bf16_single, ATLAS_MOE_GATE_UP_L2=1): after the wait, the blocks
+// of row y = 0 (the shared expert's first chunk, else routed slot 0) read every routed id
+// and ask L2 for their own column pair's gate rows and up rows in every routed slot (one
+// cp.async.bulk.prefetch.L2 each: the two rows of a pair are contiguous), so the whole
+// routed gate/up stream is requested from DRAM as soon as the routing is known, not wave by
+// wave as the routed blocks get an SM (at Qwen3.5-35B-A3B 2,304 blocks, about 2 waves):
+// a later wave's block then finds its rows in L2 or on their way.
+template <bool kL2>
 __device__ __forceinline__ void gate_up_gemv_single(const __nv_bfloat16* x,
                                                     const __nv_bfloat16* w_gate_up,
                                                     const int32_t* topk_ids,
@@ -456,6 +466,17 @@ __device__ __forceinline__ void gate_up_gemv_single(const __nv_bfloat16* x,
   // before its own wait (see the header)
   atlas::pdl_enter();
   if (static_cast<int>(blockIdx.y) >= slots) return;
+  if (kL2 && blockIdx.y == 0 && static_cast<int>(threadIdx.x) < 2 * top_k && col0 < inter) {
+    const int j = threadIdx.x >> 1, e = __ldcg(topk_ids + j);  // thread (j, gate | up)
+    if (valid_expert(e, experts)) {
+      const __nv_bfloat16* r =
+          w_gate_up + (static_cast<size_t>(e) * 2 * inter + (threadIdx.x & 1) * inter + col0) *
+                          hidden;
+      const unsigned bytes = static_cast<unsigned>(min(2, inter - col0) * hidden * 2);
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(r), "r"(bytes)
+                   : "memory");
+    }
+  }
   if (p < top_k) {  // the router's output: read from L2, as every decode kernel reads it
     const int e = __ldcg(topk_ids + p);
     rows = gate_up_rows(valid_expert(e, experts) ? e : -1 - p, col0, w_gate_up, sh, kc, inter,
@@ -597,17 +618,19 @@ struct DownArgs {
   SharedExpert shared;           // slots past top_k: the shared expert's chunks (w_down)
   int tokens, top_k, hidden, inter, experts, rows;
   float eps;
+  bool l2_rows;  // moe_down_gemv_l2_*: down_gemv_block asks L2 for its later rows (l2_rows)
 };
 
 // The last block of a token to finish normalizes that token's residual row (which every block
 // of the token has updated in place) into `normed`: the add_rmsnorm kernel's numerics, the
 // sum of squares in a different order. The ticket counter wraps to zero for the next launch.
 // The first pass keeps up to kNormCached chunks a thread (hidden 4,096 at 256 threads) in
-// registers, so only longer rows are read from L2 twice. kEarlyW: the last block requests
-// those chunks' norm weights with its residual reads (one L2 round trip for both), not after
-// the block sum (a second dependent round trip on the launch's serial tail).
+// registers, so only longer rows are read from L2 twice. kEarlyW (the GEMV-shaped kernels):
+// the last block requests those chunks' norm weights with its residual reads (one L2 round
+// trip for both), not after the block sum (a second dependent round trip on the launch's
+// serial tail); the row-group kernel keeps the late read (its kSteps 2 tile spilled with it).
 constexpr int kNormCached = 2;
-template <bool kOffset, bool kEarlyW = false>
+template <bool kOffset, bool kEarlyW>
 __device__ __forceinline__ void finish_norm(const DownArgs& a, int token) {
   __shared__ bool last;
   __shared__ float scratch[kWarps];
@@ -823,7 +846,7 @@ __device__ __noinline__ void down_block(const DownArgs a) {
     if (g + 1 < groups) load_resid(row0 + rpg);
     __syncthreads();  // ys is the next group's
   }
-  if constexpr (kFinish) finish_norm<kOffset>(a, token);
+  if constexpr (kFinish) finish_norm<kOffset, false>(a, token);
 }
 
 __device__ __forceinline__ DownArgs down_args(
@@ -831,12 +854,13 @@ __device__ __forceinline__ DownArgs down_args(
     const float* topk_weights, __nv_bfloat16* out, const __nv_bfloat16* norm_w,
     __nv_bfloat16* normed, uint32_t* counters, uint32_t tokens, uint32_t top_k, uint32_t hidden,
     uint32_t inter, uint32_t experts, uint32_t rows, const __nv_bfloat16* shared_down,
-    uint32_t shared_slots, uint32_t shared_inter, float eps) {
+    uint32_t shared_slots, uint32_t shared_inter, float eps, bool l2_rows = false) {
   return DownArgs{act, w, topk_ids, topk_weights, out, norm_w, normed, counters,
                   SharedExpert{nullptr, shared_down, static_cast<int>(shared_slots),
                                static_cast<int>(shared_inter)},
                   static_cast<int>(tokens), static_cast<int>(top_k), static_cast<int>(hidden),
-                  static_cast<int>(inter), static_cast<int>(experts), static_cast<int>(rows), eps};
+                  static_cast<int>(inter), static_cast<int>(experts), static_cast<int>(rows), eps,
+                  l2_rows};
 }
 
 // grid (ceil(hidden / rows), tokens): blockIdx.y is a token; the tile for the row's chunk
@@ -915,6 +939,27 @@ __device__ __forceinline__ void load_gemv_batch(const DownArgs& a, const int32_t
   }
 }
 
+// moe_down_gemv_l2_* (ATLAS_MOE_DOWN_L2=1), before the PDL wait: one
+// cp.async.bulk.prefetch.L2 per (slot, row) of rows [from, end) (the row's kc chunks of a
+// routed expert, the shared chunk's live part), thread i taking item i, so every weight row
+// of the block is requested from DRAM at once: the tiles after the first are then L2 reads
+// when their turn comes, not a DRAM round trip after the previous tile's products. A row is
+// slots x 1 KB at Qwen3.5-35B-A3B, 72 items a block of 8 rows (the first 4 already in
+// registers: 36). No registers, nothing to wait for; weights only (as the first tile's loads).
+__device__ __forceinline__ void l2_rows(const DownArgs& a, const int32_t* ids, int from,
+                                        int end, int kc) {
+  const int slots = a.top_k + a.shared.slots, rows = end - from;
+  for (int i = threadIdx.x; i < slots * rows; i += kThreads) {
+    const int j = i / rows, row = from + (i - j * rows);
+    const GemvChunk c = down_gemv_chunk(a, ids, j * kc, slots * kc, kc);  // the slot's chunk 0
+    if (!c.live) continue;
+    const int chunks = j < a.top_k ? kc : min(kc, a.shared.inter / 8 - (j - a.top_k) * kc);
+    const uint4* p = c.w + static_cast<size_t>(row) * c.stride;
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(16 * chunks)
+                 : "memory");
+  }
+}
+
 // The block's shared memory, declared once by the entry point (a __noinline__ function's
 // own __shared__ arrays are allocated per instantiation, side by side).
 struct GemvSmem {
@@ -932,22 +977,19 @@ struct GemvSmem {
 // loads in flight from one tile to the next (one wave of blocks, one prologue each).
 // kRoute (moe_down_gemv_route_*): the token's routing from the logits (`route`, warp 0,
 // before the wait as the topk reads it replaces) instead of topk_ids / topk_weights.
-// kRows: the tile's rows (kGemvRows; the short-block entries' 1 or 2, see down_short_run);
-// kEarlyNormW: finish_norm's kEarlyW.
-template <int kU, bool kFinish, bool kOffset, bool kRoute, int kRows = kGemvRows,
-          bool kEarlyNormW = false>
+template <int kU, bool kFinish, bool kOffset, bool kRoute>
 __device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm,
                                              const LogitRouting route) {
   using atlas::gemv::pow2_at_least;
-  constexpr int V = pow2_at_least(kU * kRows);  // reduce-scatter width (u r at u R + r)
+  constexpr int V = pow2_at_least(kU * kGemvRows);  // reduce-scatter width (u r at u R + r)
   const int lane = threadIdx.x & 31, token = blockIdx.y;
   const int slots = a.top_k + a.shared.slots, kc = a.inter / 8, n = slots * kc;
   const int first = blockIdx.x * a.rows, end = min(a.hidden, first + a.rows);
   const int batches = (n + kU * kThreads - 1) / (kU * kThreads);
-  const int units = (end - first + kRows - 1) / kRows * batches;
+  const int units = (end - first + kGemvRows - 1) / kGemvRows * batches;
   int32_t* ids = sm.ids;
   float* weights = sm.weights;
-  if (a.rows % kRows != 0) __trap();  // ops/moe.py passes whole tiles
+  if (a.rows % kGemvRows != 0) __trap();  // ops/moe.py passes whole tiles
   if constexpr (kRoute) {
     if (threadIdx.x < 32)
       route_from_logits(route, token, ids, weights, a.experts, a.top_k, a.shared.slots);
@@ -957,11 +999,20 @@ __device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm,
   }
   __syncthreads();
   // unit q: tile q / batches (rows row0(q) .. + tile_rows(q)), batch q % batches
-  auto row0 = [&](int q) { return first + (q / batches) * kRows; };
-  auto tile_rows = [&](int q) { return min(kRows, end - row0(q)); };
+  auto row0 = [&](int q) { return first + (q / batches) * kGemvRows; };
+  auto tile_rows = [&](int q) { return min(kGemvRows, end - row0(q)); };
   GemvChunk ch[kU];
-  uint4 wv[kU][kRows];
+  uint4 wv[kU][kGemvRows];
   load_gemv_batch<true>(a, ids, 0, n, kc, first, tile_rows(0), ch, wv);
+  // the rows past the first tile (all of them when a row takes several batches); with the
+  // fused norm, block 0 also asks for the norm weight (a weight), which the last block reads
+  // on the launch's serial tail
+  if (a.l2_rows) {
+    l2_rows(a, ids, batches == 1 ? row0(batches) : first, end, kc);
+    if (kFinish && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == kThreads - 1)
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(a.norm_w),
+                   "r"(2 * a.hidden) : "memory");
+  }
   atlas::pdl_enter();
   const uint4* act = reinterpret_cast<const uint4*>(a.act) + static_cast<size_t>(token) * n;
   float resid = 0.f;  // kFinish: thread r's residual value of row r of the current tile
@@ -981,20 +1032,20 @@ __device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm,
 #pragma unroll
     for (int u = 0; u < kU; ++u)
 #pragma unroll
-      for (int r = 0; r < kRows; ++r)
-        if (ch[u].live && r < rows) acc[u * kRows + r] = dot8(wv[u][r], xv[u], 0.f);
+      for (int r = 0; r < kGemvRows; ++r)
+        if (ch[u].live && r < rows) acc[u * kGemvRows + r] = dot8(wv[u][r], xv[u], 0.f);
     if (q + 1 < units)
       load_gemv_batch<false>(a, ids, (q + 1) % batches, n, kc, row0(q + 1), tile_rows(q + 1),
                              ch, wv);
     const float s = atlas::gemv::warp_reduce_scatter<V>(acc, lane);
     constexpr int kLanesPerValue = 32 / V;
-    const int v = lane / kLanesPerValue, u = v / kRows, r = v % kRows;
+    const int v = lane / kLanesPerValue, u = v / kGemvRows, r = v % kGemvRows;
     const int g = (kU * b + u) * kWarps + (threadIdx.x >> 5);  // the warp's chunk group
-    if (lane % kLanesPerValue == 0 && v < kU * kRows && 32 * g < n) sm.part[g][r] = s;
+    if (lane % kLanesPerValue == 0 && v < kU * kGemvRows && 32 * g < n) sm.part[g][r] = s;
     if (b + 1 < batches) continue;
     __syncthreads();  // the tile's groups are complete
     const int per_slot = kc / 32;  // warp groups of one slot's row
-    for (int i = threadIdx.x; i < kRows * slots; i += kThreads) {
+    for (int i = threadIdx.x; i < kGemvRows * slots; i += kThreads) {
       const int rr = i / slots, j = i - rr * slots;
       float y = 0.f;
       for (int k = 0; k < per_slot; ++k) y += sm.part[j * per_slot + k][rr];
@@ -1005,7 +1056,7 @@ __device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm,
       write_row<kFinish>(a, ids, weights, sm.ys[threadIdx.x], slots, token, r0 + threadIdx.x,
                          resid);
   }
-  if constexpr (kFinish) finish_norm<kOffset, kEarlyNormW>(a, token);
+  if constexpr (kFinish) finish_norm<kOffset, true>(a, token);
 }
 
 // grid (ceil(hidden / rows_per_block), tokens); kU by the row's chunks per thread.
@@ -1019,43 +1070,6 @@ __device__ __forceinline__ void down_gemv_run(const DownArgs& a, GemvSmem& sm,
     case 3: down_gemv_block<3, kFinish, kOffset, kRoute>(a, sm, route); break;
     default: down_gemv_block<4, kFinish, kOffset, kRoute>(a, sm, route); break;
   }
-}
-
-// ---- down in short blocks (ATLAS_MOE_DOWN_SHORT=1 | 2) -----------------------------------
-// The GEMV-shaped down kernel with ONE tile of kRows = a.rows (1 or 2) output rows a block:
-// grid hidden / kRows (1,024 blocks of 2 rows at Qwen3-30B-A3B batch 1) instead of one wave
-// of 2-tile blocks (256 x 8 rows). Why: every measured down kernel that ran as one wave of
-// long blocks (session 5's row-group passes, session 6's bulk-copy rings, session 8's
-// one-wave GEMV: 14.89 us at gpu24 for 25 MB) was slower than session 4's 1,024 blocks of
-// 2 rows with nothing before the wait (11.10 us), as the dense GEMV's many short blocks are
-// faster than its one-block-an-SM prefetching twin (gpu13). Many short blocks keep the
-// rows the GPU streams at any moment a compact, advancing window of each expert's matrix, a
-// block's serial work (routing read, reduction, barriers, ticket) overlaps other resident
-// blocks' loads, and the hardware starts the next block the moment one ends. Each block
-// still requests its tile before the PDL wait, and the last one's norm weights come with its
-// residual reads (finish_norm<.., true>). More blocks an SM than the one-wave kernel: at most
-// 80 registers (launch bounds 3 x 256).
-template <bool kFinish, bool kOffset, int kRows>
-__device__ __forceinline__ void down_short_rows(const DownArgs& a, GemvSmem& sm) {
-  const int n = (a.top_k + a.shared.slots) * (a.inter / 8);
-  const LogitRouting none{};
-  switch ((n + kThreads - 1) / kThreads) {
-    case 1: down_gemv_block<1, kFinish, kOffset, false, kRows, true>(a, sm, none); break;
-    case 2: down_gemv_block<2, kFinish, kOffset, false, kRows, true>(a, sm, none); break;
-    case 3: down_gemv_block<3, kFinish, kOffset, false, kRows, true>(a, sm, none); break;
-    default: down_gemv_block<4, kFinish, kOffset, false, kRows, true>(a, sm, none); break;
-  }
-}
-
-template <bool kFinish, bool kOffset>
-__device__ __forceinline__ void down_short_run(const DownArgs& a) {
-  __shared__ GemvSmem sm;
-  if (a.rows == 1)
-    down_short_rows<kFinish, kOffset, 1>(a, sm);
-  else if (a.rows == 2)
-    down_short_rows<kFinish, kOffset, 2>(a, sm);
-  else
-    __trap();  // ops/moe.py down_short_rows: 1 or 2
 }
 
 template <bool kFinish, bool kOffset, bool kRoute = false>
@@ -1218,52 +1232,40 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                            shared_inter, eps));
 }
 
-// The short-block twins of the three down GEMV entries (down_short_run): the same arguments,
-// rows_per_block 1 or 2 (one tile a block), grid (hidden / rows_per_block, tokens).
-extern "C" __global__ void __launch_bounds__(kThreads, 3)
-    moe_down_short_sum_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
-                            const int32_t* topk_ids, const float* topk_weights,
-                            __nv_bfloat16* out, uint32_t tokens, uint32_t top_k,
-                            uint32_t hidden, uint32_t inter, uint32_t experts,
-                            uint32_t rows_per_block, const __nv_bfloat16* shared_down,
-                            uint32_t shared_slots, uint32_t shared_inter) {
-  down_short_run<false, false>(down_args(act, w_down, topk_ids, topk_weights, out, nullptr,
-                                         nullptr, nullptr, tokens, top_k, hidden, inter, experts,
-                                         rows_per_block, shared_down, shared_slots,
-                                         shared_inter, 0.f));
+// The down GEMV's L2 twins (ATLAS_MOE_DOWN_L2=1, ops/moe.py down_l2): the same arguments and
+// results; each block asks L2 for its rows past the first tile before the PDL wait (l2_rows).
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    moe_down_gemv_l2_sum_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
+                              const int32_t* topk_ids, const float* topk_weights,
+                              __nv_bfloat16* out, uint32_t tokens, uint32_t top_k,
+                              uint32_t hidden, uint32_t inter, uint32_t experts,
+                              uint32_t rows_per_block, const __nv_bfloat16* shared_down,
+                              uint32_t shared_slots, uint32_t shared_inter) {
+  down_gemv_dispatch<false, false>(down_args(act, w_down, topk_ids, topk_weights, out, nullptr,
+                                             nullptr, nullptr, tokens, top_k, hidden, inter,
+                                             experts, rows_per_block, shared_down, shared_slots,
+                                             shared_inter, 0.f, true));
 }
 
-extern "C" __global__ void __launch_bounds__(kThreads, 3)
-    moe_down_short_add_rmsnorm_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
-                                    const int32_t* topk_ids, const float* topk_weights,
-                                    __nv_bfloat16* residual, const __nv_bfloat16* w,
-                                    __nv_bfloat16* normed, uint32_t* counters, uint32_t tokens,
-                                    uint32_t top_k, uint32_t hidden, uint32_t inter,
-                                    uint32_t experts, uint32_t rows_per_block,
-                                    const __nv_bfloat16* shared_down, uint32_t shared_slots,
-                                    uint32_t shared_inter, float eps) {
-  down_short_run<true, false>(down_args(act, w_down, topk_ids, topk_weights, residual, w, normed,
-                                        counters, tokens, top_k, hidden, inter, experts,
-                                        rows_per_block, shared_down, shared_slots, shared_inter,
-                                        eps));
-}
-
-extern "C" __global__ void __launch_bounds__(kThreads, 3)
-    moe_down_short_add_rmsnorm_offset_bf16(const __nv_bfloat16* act,
-                                           const __nv_bfloat16* w_down,
-                                           const int32_t* topk_ids, const float* topk_weights,
-                                           __nv_bfloat16* residual, const __nv_bfloat16* w,
-                                           __nv_bfloat16* normed, uint32_t* counters,
-                                           uint32_t tokens, uint32_t top_k, uint32_t hidden,
-                                           uint32_t inter, uint32_t experts,
-                                           uint32_t rows_per_block,
-                                           const __nv_bfloat16* shared_down,
-                                           uint32_t shared_slots, uint32_t shared_inter,
-                                           float eps) {
-  down_short_run<true, true>(down_args(act, w_down, topk_ids, topk_weights, residual, w, normed,
-                                       counters, tokens, top_k, hidden, inter, experts,
-                                       rows_per_block, shared_down, shared_slots, shared_inter,
-                                       eps));
+// offset: the (1 + w) RMSNorm weights (moe_down_gemv_add_rmsnorm_offset_bf16's), a run-time
+// choice between the two instantiations, as in moe_down_gemv_route_add_rmsnorm_bf16.
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    moe_down_gemv_l2_add_rmsnorm_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
+                                      const int32_t* topk_ids, const float* topk_weights,
+                                      __nv_bfloat16* residual, const __nv_bfloat16* w,
+                                      __nv_bfloat16* normed, uint32_t* counters,
+                                      uint32_t tokens, uint32_t top_k, uint32_t hidden,
+                                      uint32_t inter, uint32_t experts, uint32_t rows_per_block,
+                                      const __nv_bfloat16* shared_down, uint32_t shared_slots,
+                                      uint32_t shared_inter, float eps, uint32_t offset) {
+  const DownArgs a = down_args(act, w_down, topk_ids, topk_weights, residual, w, normed,
+                               counters, tokens, top_k, hidden, inter, experts, rows_per_block,
+                               shared_down, shared_slots, shared_inter, eps, true);
+  __shared__ GemvSmem sm;  // one allocation for both instantiations
+  if (offset)
+    down_gemv_run<true, true, false>(a, sm, LogitRouting{});
+  else
+    down_gemv_run<true, false, false>(a, sm, LogitRouting{});
 }
 
 // The down GEMV twins routing from the logits (LogitRouting; ops/moe.py routes_in_experts):
@@ -1319,10 +1321,28 @@ extern "C" __global__ void __launch_bounds__(atlas::gemv::kMaxThreads, 4)
                                  uint32_t experts, const __nv_bfloat16* shared_gate_up,
                                  uint32_t shared_slots, uint32_t shared_inter) {
   if (tokens != 1) __trap();  // ops/moe.py picks it for batch 1 only
-  gate_up_gemv_single(x, w_gate_up, topk_ids, act, static_cast<int>(top_k),
-                      static_cast<int>(hidden), static_cast<int>(inter), static_cast<int>(experts),
-                      SharedExpert{shared_gate_up, nullptr, static_cast<int>(shared_slots),
-                                   static_cast<int>(shared_inter)});
+  gate_up_gemv_single<false>(x, w_gate_up, topk_ids, act, static_cast<int>(top_k),
+                             static_cast<int>(hidden), static_cast<int>(inter),
+                             static_cast<int>(experts),
+                             SharedExpert{shared_gate_up, nullptr, static_cast<int>(shared_slots),
+                                          static_cast<int>(shared_inter)});
+}
+
+// Its L2 twin (ATLAS_MOE_GATE_UP_L2=1; gate_up_gemv_single<true>): the same arguments,
+// geometry and results.
+extern "C" __global__ void __launch_bounds__(atlas::gemv::kMaxThreads, 4)
+    moe_gate_up_gemv_l2_bf16_single(const __nv_bfloat16* x, const __nv_bfloat16* w_gate_up,
+                                    const int32_t* topk_ids, __nv_bfloat16* act,
+                                    uint32_t tokens, uint32_t top_k, uint32_t hidden,
+                                    uint32_t inter, uint32_t experts,
+                                    const __nv_bfloat16* shared_gate_up, uint32_t shared_slots,
+                                    uint32_t shared_inter) {
+  if (tokens != 1) __trap();  // ops/moe.py picks it for batch 1 only
+  gate_up_gemv_single<true>(x, w_gate_up, topk_ids, act, static_cast<int>(top_k),
+                            static_cast<int>(hidden), static_cast<int>(inter),
+                            static_cast<int>(experts),
+                            SharedExpert{shared_gate_up, nullptr, static_cast<int>(shared_slots),
+                                         static_cast<int>(shared_inter)});
 }
 
 // The tiled batch-1 entry (gate_up_gemv_tiles): grid (ceil(ceil(inter / 2) / tiles), slots),

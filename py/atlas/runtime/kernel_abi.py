@@ -554,12 +554,6 @@ MOE_GATE_TOPK_SIGMOID = S("moe_router", "moe_gate_topk_sigmoid_bf16",
                           "shared_logits:ptr topk_ids:ptr topk_weights:ptr counter:ptr "
                           "tokens:u32 experts:u32 hidden:u32 top_k:u32 shared_slots:u32 "
                           "renormalize:u32 scale:f32")
-# The same router as one thread-block cluster (ATLAS_MOE_ROUTER_CLUSTER=1): the logits meet in
-# rank 0's shared memory, no ticket (the counter is unused); the same arguments and outputs.
-MOE_GATE_TOPK_CLUSTER_SOFTMAX = replace(MOE_GATE_TOPK_SOFTMAX,
-                                        func="moe_gate_topk_cluster_softmax_bf16")
-MOE_GATE_TOPK_CLUSTER_SIGMOID = replace(MOE_GATE_TOPK_SIGMOID,
-                                        func="moe_gate_topk_cluster_sigmoid_bf16")
 # The same router's gate GEMV alone (logits and the shared expert's logit, no top-k, no
 # counter): at batch 1 the expert kernels route from the logits themselves
 # (ops.moe.routes_in_experts: moe_gate_up_gemv_tiles_route_bf16, moe_down_gemv_route_*).
@@ -592,6 +586,10 @@ MOE_GATE_UP_GEMV_SINGLE = S("moe_decode", "moe_gate_up_gemv_bf16_single",
                             "x:ptr w_gate_up:ptr topk_ids:ptr act:ptr tokens:u32 top_k:u32 "
                             "hidden:u32 inter:u32 experts:u32 shared_gate_up:ptr "
                             "shared_slots:u32 shared_inter:u32")
+# _single's L2 twin (ATLAS_MOE_GATE_UP_L2=1, ops.moe.gate_up_l2): the same arguments, geometry
+# and act; row y = 0's blocks ask L2 for their column pair of every routed expert after the wait
+MOE_GATE_UP_GEMV_L2_SINGLE = replace(MOE_GATE_UP_GEMV_SINGLE,
+                                     func="moe_gate_up_gemv_l2_bf16_single")
 # The batch-1 default (ops.moe.gate_up_tiles): the same act, grid (ceil(ceil(inter / 2) /
 # tiles), slots), a block taking `tiles` column pairs of one slot one after the other.
 MOE_GATE_UP_GEMV_TILES = S("moe_decode", "moe_gate_up_gemv_tiles_bf16",
@@ -633,12 +631,15 @@ MOE_DOWN_GEMV_SUM = replace(MOE_DOWN_SUM, func="moe_down_gemv_sum_bf16")
 MOE_DOWN_GEMV_ADD_RMSNORM = replace(MOE_DOWN_ADD_RMSNORM, func="moe_down_gemv_add_rmsnorm_bf16")
 MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET = replace(MOE_DOWN_ADD_RMSNORM_OFFSET,
                                            func="moe_down_gemv_add_rmsnorm_offset_bf16")
-# The down GEMV in short blocks (ATLAS_MOE_DOWN_SHORT=1 | 2: one tile of rows_per_block = 1 or
-# 2 output rows a block, grid hidden / rows_per_block): the same arguments and results.
-MOE_DOWN_SHORT_SUM = replace(MOE_DOWN_SUM, func="moe_down_short_sum_bf16")
-MOE_DOWN_SHORT_ADD_RMSNORM = replace(MOE_DOWN_ADD_RMSNORM, func="moe_down_short_add_rmsnorm_bf16")
-MOE_DOWN_SHORT_ADD_RMSNORM_OFFSET = replace(MOE_DOWN_ADD_RMSNORM_OFFSET,
-                                            func="moe_down_short_add_rmsnorm_offset_bf16")
+# The down GEMV's L2 twins (ATLAS_MOE_DOWN_L2=1, ops.moe.down_l2): the same geometry and
+# results; each block asks L2 (cp.async.bulk.prefetch.L2) for its rows past the first tile
+# before its PDL wait. The add_rmsnorm one takes the offset norm by `offset`.
+MOE_DOWN_GEMV_L2_SUM = replace(MOE_DOWN_SUM, func="moe_down_gemv_l2_sum_bf16")
+MOE_DOWN_GEMV_L2_ADD_RMSNORM = S("moe_decode", "moe_down_gemv_l2_add_rmsnorm_bf16",
+                                 "act:ptr w_down:ptr topk_ids:ptr topk_weights:ptr residual:ptr "
+                                 "w:ptr normed:ptr counters:ptr tokens:u32 top_k:u32 hidden:u32 "
+                                 "inter:u32 experts:u32 rows_per_block:u32 shared_down:ptr "
+                                 "shared_slots:u32 shared_inter:u32 eps:f32 offset:u32")
 # The batch-1 tiled gate/up and the down GEMVs routing from the router's logits (what
 # moe_gate_topk_* would write, computed by each block with its code: the same bits) in place
 # of topk_ids / topk_weights: logits f32 [tokens, experts], shared_logits f32 [tokens], bias

@@ -284,46 +284,7 @@ def _gate_cases(rng: np.random.Generator) -> list[KernelCase]:
             gate_case("moe_gate_topk sigmoid t1 e64 h320 k6",
                       *_exact_gate(rng, 1, 64, 320), 6, True),
             gate_case("moe_gate_topk softmax t2 e384 h256 k10", *_exact_gate(rng, 2, 384, 256),
-                      10)] + _cluster_gate_cases(rng)
-
-
-def _cluster_gate_cases(rng: np.random.Generator) -> list[KernelCase]:
-    """The clustered router (ATLAS_MOE_ROUTER_CLUSTER=1, forced here): 1 and 8 tokens of the
-    leaf shape, 256 experts + a shared gate (257 rows: one warp's third row, L2-prefetched),
-    exact ties, sigmoid with a bias, every token routed alike (identical x rows), top-k = all
-    experts, 512 experts (4 rows a warp: a second round of its two register buffers), a
-    run-time hidden longer than one batch of a row (3,072: two batches) and shorter (320)."""
-    on = KernelRoutes(moe_router_cluster=True)
-
-    def exact(t: int, e: int, h: int = 2048) -> tuple[np.ndarray, np.ndarray]:
-        return _exact_gate(rng, t, e, h, 1 / 64, 1)
-
-    same_x, same_w = exact(1, 128)
-    bias = bf16_bits_to_f32(random_bf16(rng, (64,), 0.5))
-    shared = exact(1, 1)[1][0]
-    return [gate_case("moe_gate_topk cluster softmax leaf t1 e128 h2048 k8", *exact(1, 128), 8,
-                      routes=on),
-            gate_case("moe_gate_topk cluster softmax leaf t8 e128 h2048 k8", *exact(8, 128), 8,
-                      routes=on),
-            gate_case("moe_gate_topk cluster softmax shared t1 e256 h2048 k8 (qwen3.5-35b-a3b)",
-                      *exact(1, 256), 8, shared_gate=shared, routes=on),
-            gate_case("moe_gate_topk cluster softmax shared t3 e256 h2048 k8", *exact(3, 256), 8,
-                      shared_gate=shared, routes=on),
-            gate_case("moe_gate_topk cluster softmax exact ties t5 e60 h512 k4",
-                      *_exact_gate(rng, 5, 60, 512), 4, routes=on),
-            gate_case("moe_gate_topk cluster sigmoid bias t4 e64 h256 k6 scale 2.5",
-                      *_exact_gate(rng, 4, 64, 256), 6, True, bias, True, 2.5, routes=on),
-            gate_case("moe_gate_topk cluster softmax all tokens alike t8 e128 k8",
-                      np.repeat(same_x, 8, axis=0), same_w, 8, routes=on),
-            gate_case("moe_gate_topk cluster softmax k=e=16 no renorm t2 h128",
-                      *_exact_gate(rng, 2, 16, 128), 16, renormalize=False, routes=on),
-            gate_case("moe_gate_topk cluster softmax t2 e512 h256 k10",
-                      *_exact_gate(rng, 2, 512, 256), 10, routes=on),
-            gate_case("moe_gate_topk cluster sigmoid t1 e64 h3072 k6 (two batches a row)",
-                      *exact(1, 64, 3072), 6, True, routes=on),
-            gate_case("moe_gate_topk cluster softmax shared x3 t8 e8 h320 k3",
-                      *_exact_gate(rng, 8, 8, 320), 3,
-                      shared_gate=_exact_gate(rng, 1, 1, 320)[1][0], shared_slots=3, routes=on)]
+                      10)]
 
 
 @kernel_cases("moe_router")
@@ -731,7 +692,27 @@ def _tiled_gate_up_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.
                     random_ids(rng, 1, 8, 8), routes=KernelRoutes(moe_gate_up_tiled=False)),
         decode_case(rng, "moe_gate_up two-column t1 shared 1040 (ATLAS_MOE_GATE_UP_TILED=0)",
                     many, many_ids, routes=KernelRoutes(moe_gate_up_tiled=False)),
-    ]
+    ] + _gate_up_l2_cases(rng, leaf, q35, leaf_ids, many, many_ids)
+
+
+def _gate_up_l2_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeShape,
+                      leaf_ids: np.ndarray, many: moe.MoeShape, many_ids: np.ndarray
+                      ) -> list[KernelCase]:
+    """The two-column gate/up's L2 twin (moe_gate_up_gemv_l2_bf16_single,
+    ATLAS_MOE_GATE_UP_L2=1): Qwen3.5-35B-A3B's shape (the shared expert's blocks prefetch),
+    the leaf's (no shared expert: routed slot 0's blocks do) with ids of another rank and out
+    of range (not prefetched), 28 routed slots (56 prefetching threads a block) with a
+    partial shared chunk; and gate/up + down with both L2 twins."""
+    on = KernelRoutes(moe_gate_up_tiled=False, moe_gate_up_l2=True)
+    return [
+        decode_case(rng, "moe_gate_up l2 t1 shared h2048 i512 k8 (qwen3.5-35b-a3b)", q35,
+                    random_ids(rng, 1, 8, 8), routes=on),
+        decode_case(rng, "moe_gate_up l2 t1 leaf ids -1 and 8", leaf, leaf_ids, routes=on),
+        decode_case(rng, "moe_gate_up l2 t1 shared 1040 k28 i1008", many, many_ids, routes=on),
+        decode_case(rng, "moe_decode shared t1 h2048 i512 k8 (qwen3.5-35b-a3b, gate_up l2 + "
+                    "down l2)", q35, random_ids(rng, 1, 8, 8),
+                    routes=KernelRoutes(moe_gate_up_tiled=False, moe_gate_up_l2=True,
+                                        moe_down_l2=True))]
 
 
 def _down_gemv_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeShape
@@ -781,40 +762,36 @@ def _down_gemv_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeS
         down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm leaf t1 h2048 i768 k8 (row groups)",
                               leaf, random_ids(rng, 1, 8, 8),
                               routes=KernelRoutes(moe_down_gemv=False))
-    ] + _down_short_cases(rng, leaf, q35, long, six, bad)
+    ] + _down_l2_cases(rng, leaf, q35, long, six, bad)
 
 
-def _down_short_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeShape,
-                      long: moe.MoeShape, six: moe.MoeShape, bad: np.ndarray
-                      ) -> list[KernelCase]:
-    """The short-block down kernels (ATLAS_MOE_DOWN_SHORT=1 | 2, forced at every batch): both
-    tile heights, both full-size shapes (the leaf's and Qwen3.5-35B-A3B's offset norm with a
-    shared expert), 4 chunks a thread in two batches with a partial shared chunk, ids of
-    another rank and out of range, every token routed to the same experts, the sum entry,
-    and gate/up + down together."""
-    def short(rows: int) -> KernelRoutes:
-        return KernelRoutes(moe_down_gemv_max_m=8, moe_down_short=rows)
+def _down_l2_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeShape,
+                   long: moe.MoeShape, six: moe.MoeShape, bad: np.ndarray
+                   ) -> list[KernelCase]:
+    """The down GEMV's L2 twins (moe_down_gemv_l2_*, ATLAS_MOE_DOWN_L2=1, forced at every
+    batch): both norm kinds of the one entry at both full-size shapes, rows of two batches a
+    thread (every row prefetched, the first tile too) with a partial shared chunk, ids of
+    another rank and out of range (no prefetch for them), a partial last block, the sum entry,
+    and gate/up + down together at Qwen3.5-35B-A3B's shape."""
+    def l2(tiles: int = 0) -> KernelRoutes:
+        return KernelRoutes(moe_down_gemv_max_m=8, moe_down_gemv_tiles=tiles, moe_down_l2=True)
 
-    same = np.repeat(random_ids(rng, 1, 8, 8), 4, axis=0)
     return [
-        down_add_rmsnorm_case(rng, "moe_down_short_add_rmsnorm leaf t1 h2048 i768 k8 (2 rows a "
-                              "block)", leaf, random_ids(rng, 1, 8, 8), routes=short(2)),
-        down_add_rmsnorm_case(rng, "moe_down_short_add_rmsnorm leaf t1 h2048 i768 k8 (1 row a "
-                              "block)", leaf, random_ids(rng, 1, 8, 8), routes=short(1)),
-        down_add_rmsnorm_case(rng, "moe_down_short_add_rmsnorm_offset shared t1 h2048 i512 k8 "
+        down_add_rmsnorm_case(rng, "moe_down_gemv_l2_add_rmsnorm_offset shared t1 h2048 i512 k8 "
                               "(qwen3.5-35b-a3b)", q35, random_ids(rng, 1, 8, 8), True,
-                              routes=short(2)),
-        down_add_rmsnorm_case(rng, "moe_down_short_add_rmsnorm shared t2 e24 k20 i512 shared 640 "
-                              "(two batches)", long, random_ids(rng, 2, 24, 20), routes=short(1)),
-        down_add_rmsnorm_case(rng, "moe_down_short_add_rmsnorm all tokens alike t4 e8 k8 h2048 "
-                              "i512", moe.MoeShape(8, 8, 2048, 512), same, routes=short(2)),
-        down_case(rng, "moe_down_short_sum t3 e8 k6 h256 i512 invalid ids", six, bad,
-                  routes=short(2)),
-        down_case(rng, "moe_down_short_sum t2 e8 k8 h256 i256 (top-k = experts)",
-                  moe.MoeShape(8, 8, 256, 256), np.tile(np.arange(8, dtype=np.int32), (2, 1)),
-                  routes=short(1)),
-        decode_case(rng, "moe_decode leaf t1 h2048 i768 k8 (down short 2)", leaf,
-                    random_ids(rng, 1, 8, 8), routes=short(2))]
+                              routes=l2()),
+        down_add_rmsnorm_case(rng, "moe_down_gemv_l2_add_rmsnorm leaf t1 h2048 i768 k8", leaf,
+                              random_ids(rng, 1, 8, 8), routes=l2()),
+        down_add_rmsnorm_case(rng, "moe_down_gemv_l2_add_rmsnorm shared t2 e24 k20 i512 shared "
+                              "640 (two batches, two tiles a block)", long,
+                              random_ids(rng, 2, 24, 20), routes=l2(2)),
+        down_add_rmsnorm_case(rng, "moe_down_gemv_l2_add_rmsnorm_offset shared t2 h2048 i512 k8 "
+                              "(3 tiles a block, the last 2)", q35, random_ids(rng, 2, 8, 8),
+                              True, routes=l2(3)),
+        down_case(rng, "moe_down_gemv_l2_sum t3 e8 k6 h256 i512 invalid ids", six, bad,
+                  routes=l2()),
+        decode_case(rng, "moe_decode shared t1 h2048 i512 k8 (qwen3.5-35b-a3b, down gemv l2)",
+                    q35, random_ids(rng, 1, 8, 8), routes=l2())]
 
 
 # ---- grouped path -------------------------------------------------------------------------

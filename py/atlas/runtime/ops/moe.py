@@ -18,7 +18,9 @@ selected experts' weights (gate/up into act [tokens, top_k, inter]: moe_gate_up_
 [_single], two columns of one expert a block with the dense GEMV's loading scheme (at batch 1
 with ATLAS_MOE_GATE_UP_TILED=1 moe_gate_up_gemv_tiles_bf16: a block takes several such column
 pairs of its slot, the next pair's weights requested before the current pair's reduction,
-one wave), or with
+one wave; with ATLAS_MOE_GATE_UP_L2=1 moe_gate_up_gemv_l2_bf16_single: the blocks of the
+first slot row ask L2 for their column pair of every routed expert once the routing is
+known), or with
 ATLAS_MOE_GATE_UP_GEMV=0 the column-loop moe_gate_up_silu_bf16; in both the pairs routed to
 one expert go GATE_UP_GROUP_PAIRS to a block, so a batch reads each selected expert once per
 4 tokens that chose it; then
@@ -32,7 +34,8 @@ batch 1 (ATLAS_MOE_DOWN_GEMV, `down_uses_gemv`) the down launch is GEMV-shaped i
 (moe_down_gemv_*): tiles of DOWN_GEMV_ROWS output rows, each thread all its chunks of a
 tile's rows (the rows' slots concatenated) in flight at once, one DRAM round trip a tile,
 the next tile's requested before the current one is reduced (`down_gemv_rows`); with
-ATLAS_MOE_DOWN_SHORT=1 | 2 one tile of that many rows a block (`down_short_rows`).
+ATLAS_MOE_DOWN_L2=1 (`down_l2`) every block also asks L2 for its later tiles before its PDL
+wait.
 It reads the token's routing before its PDL wait (the router's output, two launches back:
 the gate/up launch between waits for it before letting the down launch start), so its first
 weights stream while gate/up still runs; gate/up's act rows are staged in shared memory
@@ -40,9 +43,7 @@ weights stream while gate/up still runs; gate/up's act rows are staged in shared
 `AddRmsNorm`, the same launch (moe_down_add_rmsnorm_*) adds the sum into the residual stream
 and the last block of each token applies the next RMSNorm, so a decode layer needs no
 separate add_rmsnorm launch after its MoE block. A decode step routes in one launch too
-(`gate_topk`: the gate GEMV's rows spread over blocks, the last block does the top-k; with
-ATLAS_MOE_ROUTER_CLUSTER=1 one thread-block cluster gathering the logits on chip,
-`router_uses_cluster`).
+(`gate_topk`: the gate GEMV's rows spread over blocks, the last block does the top-k).
 
 Shared expert (Qwen2-MoE, Qwen3-Next, Qwen3.5-MoE), decode path: `MoeShape.shared_inter`
 folds it into the same three launches as `shared_slots` = ceil(shared_inter / inter) more
@@ -73,15 +74,14 @@ from dataclasses import dataclass
 from ..gpu import DevicePtr, KernelLaunch, KernelSig, Stream
 from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE_UP_GEMV,
                           MOE_GATE_UP_GEMV_SINGLE, MOE_GATE_UP_GEMV_TILES,
+                          MOE_GATE_UP_GEMV_L2_SINGLE,
                           MOE_GATE_UP_GEMV_TILES_ROUTE, MOE_DOWN_GEMV_ROUTE_SUM,
-                          MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM,
+                          MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM, MOE_DOWN_GEMV_L2_SUM,
+                          MOE_DOWN_GEMV_L2_ADD_RMSNORM,
                           MOE_GATE_LOGITS, MOE_DOWN_GEMV_ADD_RMSNORM,
                           MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_SUM,
                           MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_TOPK_SIGMOID,
                           MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_SILU,
-                          MOE_GATE_TOPK_CLUSTER_SIGMOID, MOE_GATE_TOPK_CLUSTER_SOFTMAX,
-                          MOE_DOWN_SHORT_SUM, MOE_DOWN_SHORT_ADD_RMSNORM,
-                          MOE_DOWN_SHORT_ADD_RMSNORM_OFFSET,
                           MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90, MOE_GROUPED_GATE_UP,
                           MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
 from . import KernelCache
@@ -146,11 +146,6 @@ ROUTER_TOKENS_PER_BLOCK = 4
 ROUTER_GATE_THREADS = 256
 #: its dynamic shared memory (x staged by every block, tokens x hidden bf16) may not exceed this
 ROUTER_GATE_MAX_SMEM = 200 * 1024
-#: the clustered router (ATLAS_MOE_ROUTER_CLUSTER=1, `router_uses_cluster`): one cluster of
-#: this many blocks (moe_router.cu kClusterBlocks, the portable cluster size) of
-#: ROUTER_CLUSTER_THREADS threads (kClusterWarps warps), every warp a gate row at a time
-ROUTER_CLUSTER_BLOCKS = 8
-ROUTER_CLUSTER_THREADS = 512
 #: the batch-1 expert kernels that route from the logits themselves (`routes_in_experts`)
 #: keep a token's scores in one warp's registers within their budgets: up to this many
 #: experts (moe_decode.cu kRouteMaxTier x 32)
@@ -348,26 +343,12 @@ def gate_topk(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr,
     smem = gate_topk_smem(tokens, shape.hidden)
     renorm, scale = int(routing.renormalize), float(routing.scale)
     softmax = routing.scoring == "softmax"
-    if router_uses_cluster(kc):
-        sig = MOE_GATE_TOPK_CLUSTER_SOFTMAX if softmax else MOE_GATE_TOPK_CLUSTER_SIGMOID
-        grid, threads = ROUTER_CLUSTER_BLOCKS, ROUTER_CLUSTER_THREADS
-    else:
-        sig = MOE_GATE_TOPK_SOFTMAX if softmax else MOE_GATE_TOPK_SIGMOID
-        grid, threads = -(-rows // (ROUTER_GATE_THREADS // 32)), ROUTER_GATE_THREADS
+    sig = MOE_GATE_TOPK_SOFTMAX if softmax else MOE_GATE_TOPK_SIGMOID
     bias = () if softmax else (routing.bias,)
     kc.get_with_shared(sig, smem)(
-        stream, grid, threads, smem, x, w_gate, shared_gate, *bias, logits, shared_logits,
-        topk_ids, topk_weights, counter, tokens, shape.experts, shape.hidden, shape.top_k,
-        n_shared, renorm, scale)
-
-
-def router_uses_cluster(kc: KernelCache) -> bool:
-    """Whether the fused decode router runs as one thread-block cluster (switched on:
-    ATLAS_MOE_ROUTER_CLUSTER=1): the same outputs as the ticketed grid, with the logits
-    gathered on chip instead of read back from L2 by a last block (moe_router.cu
-    gate_route_cluster). Its grid is ROUTER_CLUSTER_BLOCKS blocks whatever the expert count:
-    every warp takes rows experts / (8 x 16 warps) rows apart."""
-    return kc.routes.moe_router_cluster
+        stream, -(-rows // (ROUTER_GATE_THREADS // 32)), ROUTER_GATE_THREADS, smem, x, w_gate,
+        shared_gate, *bias, logits, shared_logits, topk_ids, topk_weights, counter, tokens,
+        shape.experts, shape.hidden, shape.top_k, n_shared, renorm, scale)
 
 
 def gate_topk_smem(tokens: int, hidden: int) -> int:
@@ -449,7 +430,10 @@ def decode_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: Dev
             kc.get(MOE_GATE_UP_GEMV_TILES)(stream, (-(-cols // tiles), pairs, 1), threads, 0,
                                            *args, tiles)
             return
-        sig = MOE_GATE_UP_GEMV_SINGLE if tokens == 1 else MOE_GATE_UP_GEMV
+        sig = MOE_GATE_UP_GEMV
+        if tokens == 1:
+            l2 = kc.routes.moe_gate_up_l2
+            sig = MOE_GATE_UP_GEMV_L2_SINGLE if l2 else MOE_GATE_UP_GEMV_SINGLE
         kc.get(sig)(stream, (cols, pairs, 1), threads, 0, *args)
         return
     groups = -(-shape.inter // DECODE_ROWS_PER_BLOCK)
@@ -593,6 +577,14 @@ def down_uses_gemv(kc: KernelCache, tokens: int, shape: MoeShape) -> bool:
             and shape.slots * shape.inter // 256 <= DOWN_GEMV_MAX_GROUPS)
 
 
+def down_l2(kc: KernelCache, tokens: int, shape: MoeShape) -> bool:
+    """Whether a decode down launch takes the GEMV-shaped kernel's L2 twin (moe_down_gemv_l2_*:
+    switched on, ATLAS_MOE_DOWN_L2=1, wherever `down_uses_gemv`): every block asks L2 for its
+    rows past the first tile (cp.async.bulk.prefetch.L2, one a slot's row) before its PDL wait,
+    so those tiles stream from DRAM with the first instead of after its products."""
+    return kc.routes.moe_down_l2 and down_uses_gemv(kc, tokens, shape)
+
+
 def down_gemv_rows(tokens: int, hidden: int, sm_count: int, tiles: int = 0) -> int:
     """Output rows a block of the GEMV-shaped down kernels takes: `tiles` tiles of
     DOWN_GEMV_ROWS (ATLAS_MOE_DOWN_GEMV_TILES), or by default as many as bring the grid
@@ -606,23 +598,11 @@ def down_gemv_rows(tokens: int, hidden: int, sm_count: int, tiles: int = 0) -> i
     return DOWN_GEMV_ROWS * max(1, min(all_tiles, tiles))
 
 
-def down_short_rows(kc: KernelCache, tokens: int, shape: MoeShape) -> int:
-    """Output rows a block of the short-block down kernels (moe_down_short_*) takes, or 0
-    where they do not run: ATLAS_MOE_DOWN_SHORT (1 or 2) wherever the GEMV-shaped down kernel
-    would run (`down_uses_gemv`); one tile a block, grid hidden / rows (moe_decode.cu
-    down_short_run says why)."""
-    return kc.routes.moe_down_short if down_uses_gemv(kc, tokens, shape) else 0
-
-
 def _down_launch(kc: KernelCache, tokens: int, shape: MoeShape,
-                 sigs: tuple[KernelSig, KernelSig, KernelSig]
+                 sigs: tuple[KernelSig, KernelSig]
                  ) -> tuple[KernelLaunch, tuple[int, int, int], int, int]:
     """(launch, grid, rows per block, dynamic shared bytes) of a decode down launch: the
-    short-block kernel (sigs[2]) where `down_short_rows`, the GEMV-shaped kernel (sigs[1])
-    where `down_uses_gemv`, else the row-group one (sigs[0])."""
-    short = down_short_rows(kc, tokens, shape)
-    if short:
-        return kc.get(sigs[2]), (-(-shape.hidden // short), tokens, 1), short, 0
+    GEMV-shaped kernel (sigs[1]) where `down_uses_gemv`, else the row-group one (sigs[0])."""
     if down_uses_gemv(kc, tokens, shape):
         rows = down_gemv_rows(tokens, shape.hidden, kc.facts.sm_count,
                               kc.routes.moe_down_gemv_tiles)
@@ -657,8 +637,8 @@ def decode_down(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DeviceP
                route.routing.bias, out, tokens, shape.top_k, shape.hidden, shape.inter,
                shape.experts, rows, sh_ptr, n_shared, sh_inter, *route.args())
         return
-    launch, grid, rows, smem = _down_launch(kc, tokens, shape,
-                                            (MOE_DOWN_SUM, MOE_DOWN_GEMV_SUM, MOE_DOWN_SHORT_SUM))
+    gemv = MOE_DOWN_GEMV_L2_SUM if down_l2(kc, tokens, shape) else MOE_DOWN_GEMV_SUM
+    launch, grid, rows, smem = _down_launch(kc, tokens, shape, (MOE_DOWN_SUM, gemv))
     launch(stream, grid, DECODE_THREADS, smem, act, w_down, topk_ids, topk_weights, out, tokens,
            shape.top_k, shape.hidden, shape.inter, shape.experts, rows, sh_ptr, n_shared,
            sh_inter)
@@ -681,13 +661,16 @@ def decode_down_add_rmsnorm(kc: KernelCache, stream: Stream, act: DevicePtr, w_d
                shape.top_k, shape.hidden, shape.inter, shape.experts, rows, sh_ptr, n_shared,
                sh_inter, norm.eps, *route.args(), int(norm.offset))
         return
-    sigs = ((MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET,
-             MOE_DOWN_SHORT_ADD_RMSNORM_OFFSET) if norm.offset
-            else (MOE_DOWN_ADD_RMSNORM, MOE_DOWN_GEMV_ADD_RMSNORM, MOE_DOWN_SHORT_ADD_RMSNORM))
+    sigs = ((MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET) if norm.offset
+            else (MOE_DOWN_ADD_RMSNORM, MOE_DOWN_GEMV_ADD_RMSNORM))
+    offset: tuple[int, ...] = ()  # the L2 twin takes the norm's kind as an argument
+    if down_l2(kc, tokens, shape):
+        sigs, offset = (sigs[0], MOE_DOWN_GEMV_L2_ADD_RMSNORM), (int(norm.offset),)
     launch, grid, rows, smem = _down_launch(kc, tokens, shape, sigs)
     launch(stream, grid, DECODE_THREADS, smem, act, w_down, topk_ids, topk_weights,
            norm.residual, norm.weight, norm.out, norm.counters, tokens, shape.top_k,
-           shape.hidden, shape.inter, shape.experts, rows, sh_ptr, n_shared, sh_inter, norm.eps)
+           shape.hidden, shape.inter, shape.experts, rows, sh_ptr, n_shared, sh_inter, norm.eps,
+           *offset)
 
 
 # ---- experts: grouped ---------------------------------------------------------------------

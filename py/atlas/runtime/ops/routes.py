@@ -193,13 +193,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   parallelism, which rewrites topk_ids between the launches), instead of the router's last
   block (a ticket, then one warp's top-k into topk_ids / topk_weights). Off by default: see
   ATLAS_MOE_GATE_UP_TILED (measured together, no gain).
-* ATLAS_MOE_ROUTER_CLUSTER=1: the fused decode router as one thread-block cluster
-  (moe_gate_topk_cluster_*_bf16: 8 blocks of 16 warps, the logits gathered in rank 0's shared
-  memory by distributed-shared-memory stores and one cluster barrier, rank 0 routing from
-  there) instead of a grid of 8-warp blocks whose last one (a fence, a ticket atomic) reads
-  the logits back from L2 (gpu24: 5.53 us a call at Qwen3-30B-A3B b1, PDL off, for a 0.5 MB
-  GEMV). The same outputs. Off: slower (gpu27, Qwen3-30B-A3B b1, PDL off: 6.82 vs 5.49 us a
-  call; step 3.627 vs 3.574 ms).
 * ATLAS_MOE_DOWN_WAVE=0: the decode MoE down launch sized as in session 6 (whole row groups
   a block, ops/moe.py down_rows_grouped) instead of equal blocks filling one wave of every SM
   (ops/moe.py down_rows: at batch 1 of Qwen3-30B-A3B 205 blocks, some SMs with one, others
@@ -215,14 +208,19 @@ what it asked for each time, and importing Atlas never depends on the environmen
   ATLAS_MOE_DOWN_GEMV_TILES=N: its blocks take N tiles of 4 rows each, one after the other
   (1: a block a tile, two waves at batch 1 of Qwen3-30B-A3B); unset or 0, as many as bring the
   grid to one wave of 2 blocks an SM (ops/moe.py down_gemv_rows).
-* ATLAS_MOE_DOWN_SHORT=1 | 2: where the GEMV-shaped down kernel runs (ATLAS_MOE_DOWN_GEMV,
-  batch 1 by default), its short-block twin instead (moe_down_short_*: one tile of this many
-  output rows a block, grid hidden / rows: 1,024 blocks at Qwen3-30B-A3B batch 1 with 2,
-  where the default is one wave of 256 blocks of 8 rows; the last block's norm weights come
-  with its residual reads). Why: session 4's 1,024 blocks of 2 rows ran the 25 MB in 11.10
-  us, every later one-wave down kernel 14.9-17.2 (moe_decode.cu down_short_run). Unset or 0:
-  the one-wave kernel. Off: slower (gpu27, Qwen3-30B-A3B b1, PDL off: step 3.739 ms with 2,
-  4.062 with 1, against 3.574 for the one-wave kernel).
+* ATLAS_MOE_DOWN_L2=1: where the GEMV-shaped down kernel runs (batch 1), its L2 twin
+  (moe_down_gemv_l2_*: each block asks L2 for all its weight rows past the first tile with
+  cp.async.bulk.prefetch.L2 before its PDL wait, so the second tile of every block streams
+  from DRAM together with the first, not a DRAM round trip after the first tile's products;
+  with the fused norm, the norm weight too, read by the last block on the serial tail).
+  The same results. Off by default: unmeasured at merge (session 12).
+* ATLAS_MOE_GATE_UP_L2=1: at batch 1 on the two-column gate/up GEMV (moe_gate_up_gemv_bf16_
+  single: not under ATLAS_MOE_GATE_UP_TILED=1), its L2 twin (moe_gate_up_gemv_l2_bf16_single):
+  after the PDL wait the blocks of the first slot row (the shared expert's, else routed slot
+  0) read every routed id and ask L2 for their column pair's gate and up rows in every routed
+  slot, so the routed experts' 2 x inter x hidden rows are all requested from DRAM when the
+  routing is known, not as the routed blocks' waves get SMs. The same results. Off by
+  default: unmeasured at merge (session 12).
 * ATLAS_MOE_DOWN_NORM=0: the fused decode MoE block's down launch writes its sum into delta
   and leaves the residual add + next RMSNorm to the next layer (an add_rmsnorm launch, or with
   ATLAS_NORM_GEMV=1 the next qkv GEMV's fused norm, whose every block normalizes the row
@@ -350,13 +348,13 @@ class KernelRoutes:
     moe_gate_up_tiled: bool = False
     moe_gate_up_tiles: int = 0
     moe_route_in_experts: bool = False
-    moe_router_cluster: bool = False
     moe_down_wave: bool = True
     moe_down_gemv: bool = True
     moe_down_gemv_max_m: int = 1
     moe_down_gemv_tiles: int = 0
     moe_down_norm: bool = True
-    moe_down_short: int = 0
+    moe_down_l2: bool = False
+    moe_gate_up_l2: bool = False
     gdn_fused: bool = True
     gdn_chunk_tc: bool = True
     quant_mma: bool = True
@@ -428,9 +426,6 @@ class KernelRoutes:
         narrow = env.get("ATLAS_QUANT_NARROW", "").strip()
         if narrow not in ("", "0", "1", "2"):
             raise ValueError(f"ATLAS_QUANT_NARROW={narrow!r} must be 0, 1, 2 or unset")
-        short = env.get("ATLAS_MOE_DOWN_SHORT", "").strip()
-        if short not in ("", "0", "1", "2"):
-            raise ValueError(f"ATLAS_MOE_DOWN_SHORT={short!r} must be 0, 1, 2 or unset")
         gate_up_threads = _env_count(env, "ATLAS_MOE_GATE_UP_GEMV_THREADS", 0)
         if gate_up_threads and (gate_up_threads % 32 or not 32 <= gate_up_threads <= 256):
             raise ValueError(f"ATLAS_MOE_GATE_UP_GEMV_THREADS={gate_up_threads} must be a "
@@ -452,13 +447,13 @@ class KernelRoutes:
                    moe_gate_up_tiled=env_switch(env, "ATLAS_MOE_GATE_UP_TILED", False),
                    moe_gate_up_tiles=_env_count(env, "ATLAS_MOE_GATE_UP_TILES", 0),
                    moe_route_in_experts=env_switch(env, "ATLAS_MOE_ROUTE_IN_EXPERTS", False),
-                   moe_router_cluster=env_switch(env, "ATLAS_MOE_ROUTER_CLUSTER", False),
                    moe_down_wave=env_switch(env, "ATLAS_MOE_DOWN_WAVE", True),
                    moe_down_gemv=env_switch(env, "ATLAS_MOE_DOWN_GEMV", True),
                    moe_down_gemv_max_m=_env_count(env, "ATLAS_MOE_DOWN_GEMV_MAX_M", 1),
                    moe_down_gemv_tiles=_env_count(env, "ATLAS_MOE_DOWN_GEMV_TILES", 0),
                    moe_down_norm=env_switch(env, "ATLAS_MOE_DOWN_NORM", True),
-                   moe_down_short=int(short) if short else 0,
+                   moe_down_l2=env_switch(env, "ATLAS_MOE_DOWN_L2", False),
+                   moe_gate_up_l2=env_switch(env, "ATLAS_MOE_GATE_UP_L2", False),
                    gdn_fused=env_switch(env, "ATLAS_GDN_FUSED", True),
                    gdn_chunk_tc=env_switch(env, "ATLAS_GDN_CHUNK_TC", True),
                    quant_mma=env_switch(env, "ATLAS_QUANT_MMA", True),

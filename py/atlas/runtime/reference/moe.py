@@ -29,15 +29,14 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
 from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE_UP_GEMV,
                           MOE_GATE_UP_GEMV_SINGLE, MOE_GATE_UP_GEMV_TILES,
+                          MOE_GATE_UP_GEMV_L2_SINGLE,
                           MOE_GATE_UP_GEMV_TILES_ROUTE, MOE_DOWN_GEMV_ROUTE_SUM,
-                          MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM,
+                          MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM, MOE_DOWN_GEMV_L2_SUM,
+                          MOE_DOWN_GEMV_L2_ADD_RMSNORM,
                           MOE_GATE_LOGITS, MOE_DOWN_GEMV_ADD_RMSNORM,
                           MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_SUM,
                           MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_TOPK_SIGMOID,
                           MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_SILU,
-                          MOE_GATE_TOPK_CLUSTER_SIGMOID, MOE_GATE_TOPK_CLUSTER_SOFTMAX,
-                          MOE_DOWN_SHORT_SUM, MOE_DOWN_SHORT_ADD_RMSNORM,
-                          MOE_DOWN_SHORT_ADD_RMSNORM_OFFSET,
                           MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90, MOE_GROUPED_GATE_UP,
                           MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
 from ..ops.moe import MOE_TILE_M, ROUTE_IN_EXPERTS_MAX_EXPERTS
@@ -168,7 +167,6 @@ def moe_gate_logits_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_gat
 
 
 @reference(MOE_GATE_TOPK_SOFTMAX)
-@reference(MOE_GATE_TOPK_CLUSTER_SOFTMAX)
 def moe_gate_topk_softmax_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_gate: int,
                                shared_gate: int, logits: int, shared_logits: int, topk_ids: int,
                                topk_weights: int, counter: int, tokens: int, experts: int,
@@ -179,7 +177,6 @@ def moe_gate_topk_softmax_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int,
 
 
 @reference(MOE_GATE_TOPK_SIGMOID)
-@reference(MOE_GATE_TOPK_CLUSTER_SIGMOID)
 def moe_gate_topk_sigmoid_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_gate: int,
                                shared_gate: int, bias: int, logits: int, shared_logits: int,
                                topk_ids: int, topk_weights: int, counter: int, tokens: int,
@@ -257,6 +254,7 @@ def _act_in(mem: HostMemory, ptr: int, rows: int, inter: int) -> np.ndarray:
 @reference(MOE_GATE_UP_SILU)
 @reference(MOE_GATE_UP_GEMV)
 @reference(MOE_GATE_UP_GEMV_SINGLE)
+@reference(MOE_GATE_UP_GEMV_L2_SINGLE)
 def moe_gate_up_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_gate_up: int,
                           topk_ids: int, act: int, tokens: int, top_k: int, hidden: int,
                           inter: int, experts: int, shared_gate_up: int, shared_slots: int,
@@ -352,7 +350,7 @@ def _down_sum(mem: HostMemory, act: int, w_down: int, ids: np.ndarray, weights: 
 
 @reference(MOE_DOWN_SUM)
 @reference(MOE_DOWN_GEMV_SUM)
-@reference(MOE_DOWN_SHORT_SUM)
+@reference(MOE_DOWN_GEMV_L2_SUM)
 def moe_down_sum_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w_down: int,
                       topk_ids: int, topk_weights: int, out: int, tokens: int, top_k: int,
                       hidden: int, inter: int, experts: int, rows_per_block: int,
@@ -397,7 +395,6 @@ def _down_add_rmsnorm(mem: HostMemory, act: int, w_down: int,
 
 @reference(MOE_DOWN_ADD_RMSNORM)
 @reference(MOE_DOWN_GEMV_ADD_RMSNORM)
-@reference(MOE_DOWN_SHORT_ADD_RMSNORM)
 def moe_down_add_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w_down: int,
                               topk_ids: int, topk_weights: int, residual: int, w: int,
                               normed: int, counters: int, tokens: int, top_k: int, hidden: int,
@@ -411,7 +408,6 @@ def moe_down_add_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int
 
 @reference(MOE_DOWN_ADD_RMSNORM_OFFSET)
 @reference(MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET)
-@reference(MOE_DOWN_SHORT_ADD_RMSNORM_OFFSET)
 def moe_down_add_rmsnorm_offset_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int,
                                      w_down: int, topk_ids: int, topk_weights: int,
                                      residual: int, w: int, normed: int, counters: int,
@@ -423,6 +419,20 @@ def moe_down_add_rmsnorm_offset_bf16(mem: HostMemory, grid: Dim3, block: Dim3, a
                       _routing_in(mem, topk_ids, topk_weights, tokens, top_k + shared_slots),
                       residual, w, normed, tokens, top_k, hidden, inter, experts,
                       (shared_down, shared_slots, shared_inter), eps, offset=True)
+
+
+@reference(MOE_DOWN_GEMV_L2_ADD_RMSNORM)
+def moe_down_gemv_l2_add_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int,
+                                      w_down: int, topk_ids: int, topk_weights: int,
+                                      residual: int, w: int, normed: int, counters: int,
+                                      tokens: int, top_k: int, hidden: int, inter: int,
+                                      experts: int, rows_per_block: int, shared_down: int,
+                                      shared_slots: int, shared_inter: int, eps: float,
+                                      offset: int) -> None:
+    _down_add_rmsnorm(mem, act, w_down,
+                      _routing_in(mem, topk_ids, topk_weights, tokens, top_k + shared_slots),
+                      residual, w, normed, tokens, top_k, hidden, inter, experts,
+                      (shared_down, shared_slots, shared_inter), eps, offset=bool(offset))
 
 
 @reference(MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM)
