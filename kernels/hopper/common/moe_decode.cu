@@ -50,8 +50,6 @@
 //   pairs of one slot a block, one wave (see gate_up_gemv_tiles).
 // moe_gate_up_gemv_tiles_route_bf16, moe_down_gemv_route_*: the batch-1 pair routing from the
 //   router's logits themselves (LogitRouting; ops/moe.py routes_in_experts).
-// moe_gate_up_gemv_l2_bf16_single, moe_down_gemv_l2_*: the batch-1 twins that ask L2 for
-// more of their weight rows sooner (cp.async.bulk.prefetch.L2; ATLAS_MOE_GATE_UP_L2 / _DOWN_L2).
 // An id outside [0, experts) gives act = 0 and is skipped in the sum.
 //
 // Where the leaf defines ATLAS_MOE_EXPERTS (an MoE leaf) with ATLAS_HIDDEN, gate/up launches
