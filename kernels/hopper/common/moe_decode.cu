@@ -1002,15 +1002,8 @@ __device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm,
   GemvChunk ch[kU];
   uint4 wv[kU][kGemvRows];
   load_gemv_batch<true>(a, ids, 0, n, kc, first, tile_rows(0), ch, wv);
-  // the rows past the first tile (all of them when a row takes several batches); with the
-  // fused norm, block 0 also asks for the norm weight (a weight), which the last block reads
-  // on the launch's serial tail
-  if (a.l2_rows) {
-    l2_rows(a, ids, batches == 1 ? row0(batches) : first, end, kc);
-    if (kFinish && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == kThreads - 1)
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(a.norm_w),
-                   "r"(2 * a.hidden) : "memory");
-  }
+  // the rows past the first tile (all of them when a row takes several batches)
+  if (a.l2_rows) l2_rows(a, ids, batches == 1 ? row0(batches) : first, end, kc);
   atlas::pdl_enter();
   const uint4* act = reinterpret_cast<const uint4*>(a.act) + static_cast<size_t>(token) * n;
   float resid = 0.f;  // kFinish: thread r's residual value of row r of the current tile

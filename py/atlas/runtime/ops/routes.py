@@ -211,8 +211,7 @@ what it asked for each time, and importing Atlas never depends on the environmen
 * ATLAS_MOE_DOWN_L2=1: where the GEMV-shaped down kernel runs (batch 1), its L2 twin
   (moe_down_gemv_l2_*: each block asks L2 for all its weight rows past the first tile with
   cp.async.bulk.prefetch.L2 before its PDL wait, so the second tile of every block streams
-  from DRAM together with the first, not a DRAM round trip after the first tile's products;
-  with the fused norm, the norm weight too, read by the last block on the serial tail).
+  from DRAM together with the first, not a DRAM round trip after the first tile's products).
   The same results. Off by default: unmeasured at merge (session 12).
 * ATLAS_MOE_GATE_UP_L2=1: at batch 1 on the two-column gate/up GEMV (moe_gate_up_gemv_bf16_
   single: not under ATLAS_MOE_GATE_UP_TILED=1), its L2 twin (moe_gate_up_gemv_l2_bf16_single):
