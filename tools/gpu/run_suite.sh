@@ -1567,40 +1567,6 @@ stage_s10_ab() {
   return $rc
 }
 
-# Session 12's MoE L2 twins (helper moe35): their checks, then Qwen3.5-35B-A3B batch 1 per
-# variant the per-kernel profile with PDL off (each row its own time) and on (the step), and
-# Qwen3-30B-A3B PDL off for the default and both twins; then bench_moe b1/b8 of both models,
-# default vs both twins:
-# * ATLAS_MOE_DOWN_L2=1: the down GEMV's blocks ask L2 for their later tiles before the wait;
-# * ATLAS_MOE_GATE_UP_L2=1: the first slot row's gate/up blocks ask L2 for every routed
-#   expert's rows once the routing is known.
-stage_moe_s12_l2() {
-  local rc=0 name cfg v pdl both="ATLAS_MOE_DOWN_L2=1 ATLAS_MOE_GATE_UP_L2=1"
-  "$PY" tools/gpu/check_kernels.py -k moe_down_gemv -k "down gemv" -k "moe_gate_up l2" \
-    -k "gate_up l2" --out "$RESULTS/gpu_check_moe_s12-$STAMP.json" || rc=1
-  for name in qwen3-30b-a3b qwen3_5-35b-a3b; do
-    "$PY" tools/make_fixtures.py --config "$name" --out "$CKPT/$name-synthetic" --config-only \
-      || return 1
-  done
-  profile() {  # name pdl variant
-    env ATLAS_PDL="$2" $([ "$3" = default ] || echo "$3") "$PY" tools/gpu/profile_decode.py \
-      --model "$CKPT/$1-synthetic" --synthetic-seed 0 --batch 1 --context 512 \
-      --out "$RESULTS/moe_s12_$1_pdl$2_$(echo "${3// /_}" | tr = _).json"
-  }
-  for v in default ATLAS_MOE_DOWN_L2=1 ATLAS_MOE_GATE_UP_L2=1 "$both"; do
-    for pdl in 0 1; do profile qwen3_5-35b-a3b "$pdl" "$v" || rc=1; done
-  done
-  for v in default "$both"; do
-    profile qwen3-30b-a3b 0 "$v" || rc=1
-    for name in qwen3-30b-a3b qwen3_5-35b-a3b; do
-      env $([ "$v" = default ] || echo "$v") "$PY" tools/gpu/bench_moe.py --config "$name" \
-        --batches 1,8 --prompt 512 --new 128 --prefill 512 --hf none \
-        --out "$RESULTS/moe_s12_${name}_bench_$(echo "${v// /_}" | tr = _).json" || rc=1
-    done
-  done
-  return $rc
-}
-
 # Session 11's clustered verification attention (ATLAS_DECODE_ATTN_VERIFY_CLUSTER=1,
 # attention_verify.cu decode_attn_verify_cluster_bf16): its check cases, then Qwen3-8B batch 1
 # K = 3 (synthetic weights) with and without it: the verification step's per-kernel profile
@@ -1634,7 +1600,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         throughput_mixed_step decode_gemm_wide_ab headline batch1_ab thru_ab moe_b1_profile
         quant_ab moe_quant_bench thru_b64 spec_profile spec_ring_ab persistent_ab persistent_sweep
         attn_trace verify_attn attn64 attn64_flagship b1lat decode_gemm_tma moe_s8_ab
-        attn_s9 spec_s9 quant_narrow moe_s9_ab s10_ab s11_verify quant_core moe_s12_l2)
+        attn_s9 spec_s9 quant_narrow moe_s9_ab s10_ab s11_verify quant_core)
 
 # ---- runner -------------------------------------------------------------------------------
 

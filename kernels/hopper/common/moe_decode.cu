@@ -436,14 +436,6 @@ __device__ __forceinline__ void gate_up_gemv_finish(const __nv_bfloat16* x, cons
 // p = (y + top_k) mod slots, so the shared expert's slots come first: they need no routing
 // and request their first tile before the PDL wait (under PDL they stream while the router
 // runs); the routed slots read their id after it.
-// kL2 (moe_gate_up_gemv_l2_bf16_single, ATLAS_MOE_GATE_UP_L2=1): after the wait, the blocks
-// of row y = 0 (the shared expert's first chunk, else routed slot 0) read every routed id
-// and ask L2 for their own column pair's gate rows and up rows in every routed slot (one
-// cp.async.bulk.prefetch.L2 each: the two rows of a pair are contiguous), so the whole
-// routed gate/up stream is requested from DRAM as soon as the routing is known, not wave by
-// wave as the routed blocks get an SM (at Qwen3.5-35B-A3B 2,304 blocks, about 2 waves):
-// a later wave's block then finds its rows in L2 or on their way.
-template <bool kL2>
 __device__ __forceinline__ void gate_up_gemv_single(const __nv_bfloat16* x,
                                                     const __nv_bfloat16* w_gate_up,
                                                     const int32_t* topk_ids,
@@ -464,17 +456,6 @@ __device__ __forceinline__ void gate_up_gemv_single(const __nv_bfloat16* x,
   // before its own wait (see the header)
   atlas::pdl_enter();
   if (static_cast<int>(blockIdx.y) >= slots) return;
-  if (kL2 && blockIdx.y == 0 && static_cast<int>(threadIdx.x) < 2 * top_k && col0 < inter) {
-    const int j = threadIdx.x >> 1, e = __ldcg(topk_ids + j);  // thread (j, gate | up)
-    if (valid_expert(e, experts)) {
-      const __nv_bfloat16* r =
-          w_gate_up + (static_cast<size_t>(e) * 2 * inter + (threadIdx.x & 1) * inter + col0) *
-                          hidden;
-      const unsigned bytes = static_cast<unsigned>(min(2, inter - col0) * hidden * 2);
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(r), "r"(bytes)
-                   : "memory");
-    }
-  }
   if (p < top_k) {  // the router's output: read from L2, as every decode kernel reads it
     const int e = __ldcg(topk_ids + p);
     rows = gate_up_rows(valid_expert(e, experts) ? e : -1 - p, col0, w_gate_up, sh, kc, inter,
@@ -623,12 +604,11 @@ struct DownArgs {
 // of the token has updated in place) into `normed`: the add_rmsnorm kernel's numerics, the
 // sum of squares in a different order. The ticket counter wraps to zero for the next launch.
 // The first pass keeps up to kNormCached chunks a thread (hidden 4,096 at 256 threads) in
-// registers, so only longer rows are read from L2 twice. kEarlyW (the GEMV-shaped kernels):
-// the last block requests those chunks' norm weights with its residual reads (one L2 round
-// trip for both), not after the block sum (a second dependent round trip on the launch's
-// serial tail); the row-group kernel keeps the late read (its kSteps 2 tile spilled with it).
+// registers, so only longer rows are read from L2 twice. The last block requests those
+// chunks' norm weights with its residual reads (one L2 round trip for both), not after the
+// block sum (a second dependent round trip on the launch's serial tail).
 constexpr int kNormCached = 2;
-template <bool kOffset, bool kEarlyW>
+template <bool kOffset>
 __device__ __forceinline__ void finish_norm(const DownArgs& a, int token) {
   __shared__ bool last;
   __shared__ float scratch[kWarps];
@@ -648,7 +628,7 @@ __device__ __forceinline__ void finish_norm(const DownArgs& a, int token) {
   for (int k = 0; k < kNormCached; ++k) {
     const int v = threadIdx.x + k * stride;
     if (v < nvec) cached[k] = __ldcg(rv + v);
-    if (kEarlyW && v < nvec) cached_w[k] = __ldg(wv + v);
+    if (v < nvec) cached_w[k] = __ldg(wv + v);
   }
   float sumsq = 0.f;
   auto add_squares = [&](const uint4& q) {
@@ -676,7 +656,7 @@ __device__ __forceinline__ void finish_norm(const DownArgs& a, int token) {
 #pragma unroll
   for (int k = 0; k < kNormCached; ++k) {
     const int v = threadIdx.x + k * stride;
-    if (v < nvec) normalize(v, cached[k], kEarlyW ? cached_w[k] : __ldg(wv + v));
+    if (v < nvec) normalize(v, cached[k], cached_w[k]);
   }
   for (int v = cached_end + threadIdx.x; v < nvec; v += stride)
     normalize(v, __ldcg(rv + v), __ldg(wv + v));
@@ -844,7 +824,7 @@ __device__ __noinline__ void down_block(const DownArgs a) {
     if (g + 1 < groups) load_resid(row0 + rpg);
     __syncthreads();  // ys is the next group's
   }
-  if constexpr (kFinish) finish_norm<kOffset, false>(a, token);
+  if constexpr (kFinish) finish_norm<kOffset>(a, token);
 }
 
 __device__ __forceinline__ DownArgs down_args(
@@ -1047,7 +1027,7 @@ __device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm,
       write_row<kFinish>(a, ids, weights, sm.ys[threadIdx.x], slots, token, r0 + threadIdx.x,
                          resid);
   }
-  if constexpr (kFinish) finish_norm<kOffset, true>(a, token);
+  if constexpr (kFinish) finish_norm<kOffset>(a, token);
 }
 
 // grid (ceil(hidden / rows_per_block), tokens); kU by the row's chunks per thread.
@@ -1312,28 +1292,10 @@ extern "C" __global__ void __launch_bounds__(atlas::gemv::kMaxThreads, 4)
                                  uint32_t experts, const __nv_bfloat16* shared_gate_up,
                                  uint32_t shared_slots, uint32_t shared_inter) {
   if (tokens != 1) __trap();  // ops/moe.py picks it for batch 1 only
-  gate_up_gemv_single<false>(x, w_gate_up, topk_ids, act, static_cast<int>(top_k),
-                             static_cast<int>(hidden), static_cast<int>(inter),
-                             static_cast<int>(experts),
-                             SharedExpert{shared_gate_up, nullptr, static_cast<int>(shared_slots),
-                                          static_cast<int>(shared_inter)});
-}
-
-// Its L2 twin (ATLAS_MOE_GATE_UP_L2=1; gate_up_gemv_single<true>): the same arguments,
-// geometry and results.
-extern "C" __global__ void __launch_bounds__(atlas::gemv::kMaxThreads, 4)
-    moe_gate_up_gemv_l2_bf16_single(const __nv_bfloat16* x, const __nv_bfloat16* w_gate_up,
-                                    const int32_t* topk_ids, __nv_bfloat16* act,
-                                    uint32_t tokens, uint32_t top_k, uint32_t hidden,
-                                    uint32_t inter, uint32_t experts,
-                                    const __nv_bfloat16* shared_gate_up, uint32_t shared_slots,
-                                    uint32_t shared_inter) {
-  if (tokens != 1) __trap();  // ops/moe.py picks it for batch 1 only
-  gate_up_gemv_single<true>(x, w_gate_up, topk_ids, act, static_cast<int>(top_k),
-                            static_cast<int>(hidden), static_cast<int>(inter),
-                            static_cast<int>(experts),
-                            SharedExpert{shared_gate_up, nullptr, static_cast<int>(shared_slots),
-                                         static_cast<int>(shared_inter)});
+  gate_up_gemv_single(x, w_gate_up, topk_ids, act, static_cast<int>(top_k),
+                      static_cast<int>(hidden), static_cast<int>(inter), static_cast<int>(experts),
+                      SharedExpert{shared_gate_up, nullptr, static_cast<int>(shared_slots),
+                                   static_cast<int>(shared_inter)});
 }
 
 // The tiled batch-1 entry (gate_up_gemv_tiles): grid (ceil(ceil(inter / 2) / tiles), slots),

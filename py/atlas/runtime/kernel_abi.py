@@ -586,10 +586,6 @@ MOE_GATE_UP_GEMV_SINGLE = S("moe_decode", "moe_gate_up_gemv_bf16_single",
                             "x:ptr w_gate_up:ptr topk_ids:ptr act:ptr tokens:u32 top_k:u32 "
                             "hidden:u32 inter:u32 experts:u32 shared_gate_up:ptr "
                             "shared_slots:u32 shared_inter:u32")
-# _single's L2 twin (ATLAS_MOE_GATE_UP_L2=1, ops.moe.gate_up_l2): the same arguments, geometry
-# and act; row y = 0's blocks ask L2 for their column pair of every routed expert after the wait
-MOE_GATE_UP_GEMV_L2_SINGLE = replace(MOE_GATE_UP_GEMV_SINGLE,
-                                     func="moe_gate_up_gemv_l2_bf16_single")
 # The batch-1 default (ops.moe.gate_up_tiles): the same act, grid (ceil(ceil(inter / 2) /
 # tiles), slots), a block taking `tiles` column pairs of one slot one after the other.
 MOE_GATE_UP_GEMV_TILES = S("moe_decode", "moe_gate_up_gemv_tiles_bf16",

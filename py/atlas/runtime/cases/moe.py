@@ -692,27 +692,7 @@ def _tiled_gate_up_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.
                     random_ids(rng, 1, 8, 8), routes=KernelRoutes(moe_gate_up_tiled=False)),
         decode_case(rng, "moe_gate_up two-column t1 shared 1040 (ATLAS_MOE_GATE_UP_TILED=0)",
                     many, many_ids, routes=KernelRoutes(moe_gate_up_tiled=False)),
-    ] + _gate_up_l2_cases(rng, leaf, q35, leaf_ids, many, many_ids)
-
-
-def _gate_up_l2_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeShape,
-                      leaf_ids: np.ndarray, many: moe.MoeShape, many_ids: np.ndarray
-                      ) -> list[KernelCase]:
-    """The two-column gate/up's L2 twin (moe_gate_up_gemv_l2_bf16_single,
-    ATLAS_MOE_GATE_UP_L2=1): Qwen3.5-35B-A3B's shape (the shared expert's blocks prefetch),
-    the leaf's (no shared expert: routed slot 0's blocks do) with ids of another rank and out
-    of range (not prefetched), 28 routed slots (56 prefetching threads a block) with a
-    partial shared chunk; and gate/up + down with both L2 twins."""
-    on = KernelRoutes(moe_gate_up_tiled=False, moe_gate_up_l2=True)
-    return [
-        decode_case(rng, "moe_gate_up l2 t1 shared h2048 i512 k8 (qwen3.5-35b-a3b)", q35,
-                    random_ids(rng, 1, 8, 8), routes=on),
-        decode_case(rng, "moe_gate_up l2 t1 leaf ids -1 and 8", leaf, leaf_ids, routes=on),
-        decode_case(rng, "moe_gate_up l2 t1 shared 1040 k28 i1008", many, many_ids, routes=on),
-        decode_case(rng, "moe_decode shared t1 h2048 i512 k8 (qwen3.5-35b-a3b, gate_up l2 + "
-                    "down l2)", q35, random_ids(rng, 1, 8, 8),
-                    routes=KernelRoutes(moe_gate_up_tiled=False, moe_gate_up_l2=True,
-                                        moe_down_l2=True))]
+    ]
 
 
 def _down_gemv_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeShape

@@ -18,9 +18,7 @@ selected experts' weights (gate/up into act [tokens, top_k, inter]: moe_gate_up_
 [_single], two columns of one expert a block with the dense GEMV's loading scheme (at batch 1
 with ATLAS_MOE_GATE_UP_TILED=1 moe_gate_up_gemv_tiles_bf16: a block takes several such column
 pairs of its slot, the next pair's weights requested before the current pair's reduction,
-one wave; with ATLAS_MOE_GATE_UP_L2=1 moe_gate_up_gemv_l2_bf16_single: the blocks of the
-first slot row ask L2 for their column pair of every routed expert once the routing is
-known), or with
+one wave), or with
 ATLAS_MOE_GATE_UP_GEMV=0 the column-loop moe_gate_up_silu_bf16; in both the pairs routed to
 one expert go GATE_UP_GROUP_PAIRS to a block, so a batch reads each selected expert once per
 4 tokens that chose it; then
@@ -74,7 +72,6 @@ from dataclasses import dataclass
 from ..gpu import DevicePtr, KernelLaunch, KernelSig, Stream
 from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE_UP_GEMV,
                           MOE_GATE_UP_GEMV_SINGLE, MOE_GATE_UP_GEMV_TILES,
-                          MOE_GATE_UP_GEMV_L2_SINGLE,
                           MOE_GATE_UP_GEMV_TILES_ROUTE, MOE_DOWN_GEMV_ROUTE_SUM,
                           MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM, MOE_DOWN_GEMV_L2_SUM,
                           MOE_DOWN_GEMV_L2_ADD_RMSNORM,
@@ -346,9 +343,9 @@ def gate_topk(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr,
     sig = MOE_GATE_TOPK_SOFTMAX if softmax else MOE_GATE_TOPK_SIGMOID
     bias = () if softmax else (routing.bias,)
     kc.get_with_shared(sig, smem)(
-        stream, -(-rows // (ROUTER_GATE_THREADS // 32)), ROUTER_GATE_THREADS, smem, x, w_gate,
-        shared_gate, *bias, logits, shared_logits, topk_ids, topk_weights, counter, tokens,
-        shape.experts, shape.hidden, shape.top_k, n_shared, renorm, scale)
+        stream, -(-rows // (ROUTER_GATE_THREADS // 32)), ROUTER_GATE_THREADS, smem, x, w_gate, shared_gate, *bias, logits, shared_logits,
+        topk_ids, topk_weights, counter, tokens, shape.experts, shape.hidden, shape.top_k,
+        n_shared, renorm, scale)
 
 
 def gate_topk_smem(tokens: int, hidden: int) -> int:
@@ -430,10 +427,7 @@ def decode_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: Dev
             kc.get(MOE_GATE_UP_GEMV_TILES)(stream, (-(-cols // tiles), pairs, 1), threads, 0,
                                            *args, tiles)
             return
-        sig = MOE_GATE_UP_GEMV
-        if tokens == 1:
-            l2 = kc.routes.moe_gate_up_l2
-            sig = MOE_GATE_UP_GEMV_L2_SINGLE if l2 else MOE_GATE_UP_GEMV_SINGLE
+        sig = MOE_GATE_UP_GEMV_SINGLE if tokens == 1 else MOE_GATE_UP_GEMV
         kc.get(sig)(stream, (cols, pairs, 1), threads, 0, *args)
         return
     groups = -(-shape.inter // DECODE_ROWS_PER_BLOCK)

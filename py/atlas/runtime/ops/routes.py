@@ -213,13 +213,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   cp.async.bulk.prefetch.L2 before its PDL wait, so the second tile of every block streams
   from DRAM together with the first, not a DRAM round trip after the first tile's products).
   The same results. Off by default: unmeasured at merge (session 12).
-* ATLAS_MOE_GATE_UP_L2=1: at batch 1 on the two-column gate/up GEMV (moe_gate_up_gemv_bf16_
-  single: not under ATLAS_MOE_GATE_UP_TILED=1), its L2 twin (moe_gate_up_gemv_l2_bf16_single):
-  after the PDL wait the blocks of the first slot row (the shared expert's, else routed slot
-  0) read every routed id and ask L2 for their column pair's gate and up rows in every routed
-  slot, so the routed experts' 2 x inter x hidden rows are all requested from DRAM when the
-  routing is known, not as the routed blocks' waves get SMs. The same results. Off by
-  default: unmeasured at merge (session 12).
 * ATLAS_MOE_DOWN_NORM=0: the fused decode MoE block's down launch writes its sum into delta
   and leaves the residual add + next RMSNorm to the next layer (an add_rmsnorm launch, or with
   ATLAS_NORM_GEMV=1 the next qkv GEMV's fused norm, whose every block normalizes the row
@@ -353,7 +346,6 @@ class KernelRoutes:
     moe_down_gemv_tiles: int = 0
     moe_down_norm: bool = True
     moe_down_l2: bool = False
-    moe_gate_up_l2: bool = False
     gdn_fused: bool = True
     gdn_chunk_tc: bool = True
     quant_mma: bool = True
@@ -452,7 +444,6 @@ class KernelRoutes:
                    moe_down_gemv_tiles=_env_count(env, "ATLAS_MOE_DOWN_GEMV_TILES", 0),
                    moe_down_norm=env_switch(env, "ATLAS_MOE_DOWN_NORM", True),
                    moe_down_l2=env_switch(env, "ATLAS_MOE_DOWN_L2", False),
-                   moe_gate_up_l2=env_switch(env, "ATLAS_MOE_GATE_UP_L2", False),
                    gdn_fused=env_switch(env, "ATLAS_GDN_FUSED", True),
                    gdn_chunk_tc=env_switch(env, "ATLAS_GDN_CHUNK_TC", True),
                    quant_mma=env_switch(env, "ATLAS_QUANT_MMA", True),

@@ -29,7 +29,6 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
 from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE_UP_GEMV,
                           MOE_GATE_UP_GEMV_SINGLE, MOE_GATE_UP_GEMV_TILES,
-                          MOE_GATE_UP_GEMV_L2_SINGLE,
                           MOE_GATE_UP_GEMV_TILES_ROUTE, MOE_DOWN_GEMV_ROUTE_SUM,
                           MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM, MOE_DOWN_GEMV_L2_SUM,
                           MOE_DOWN_GEMV_L2_ADD_RMSNORM,
@@ -254,7 +253,6 @@ def _act_in(mem: HostMemory, ptr: int, rows: int, inter: int) -> np.ndarray:
 @reference(MOE_GATE_UP_SILU)
 @reference(MOE_GATE_UP_GEMV)
 @reference(MOE_GATE_UP_GEMV_SINGLE)
-@reference(MOE_GATE_UP_GEMV_L2_SINGLE)
 def moe_gate_up_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_gate_up: int,
                           topk_ids: int, act: int, tokens: int, top_k: int, hidden: int,
                           inter: int, experts: int, shared_gate_up: int, shared_slots: int,
