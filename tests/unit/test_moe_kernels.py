@@ -274,27 +274,16 @@ def test_down_gemv_rule(tokens: int, inter: int, env: dict, gemv: bool) -> None:
     (1, {}, "moe_down_gemv_add_rmsnorm_bf16", (256, 1, 1)),       # one wave of 8-row blocks
     (2, {}, "moe_down_add_rmsnorm_bf16", (128, 2, 1)),            # no GEMV past batch 1
     (1, {"ATLAS_MOE_DOWN_GEMV": "0"}, "moe_down_add_rmsnorm_bf16", (256, 1, 1)),
-    (1, {"ATLAS_MOE_DOWN_L2": "1"}, "moe_down_gemv_l2_add_rmsnorm_bf16", (256, 1, 1)),
-    (2, {"ATLAS_MOE_DOWN_L2": "1"}, "moe_down_add_rmsnorm_bf16", (128, 2, 1)),
-    (1, {"ATLAS_MOE_DOWN_L2": "1", "ATLAS_MOE_DOWN_GEMV": "0"}, "moe_down_add_rmsnorm_bf16",
-     (256, 1, 1)),
 ])
-@pytest.mark.parametrize("offset", [False, True])
-def test_down_kernel_choice(tokens: int, env: dict, func: str, grid: tuple,
-                            offset: bool) -> None:
+def test_down_kernel_choice(tokens: int, env: dict, func: str, grid: tuple) -> None:
     """The fused down + add_rmsnorm launch takes the GEMV-shaped kernel at batch 1 (one wave
-    of 8-row blocks; with ATLAS_MOE_DOWN_L2=1 its L2 twin, told the norm's kind by its last
-    argument) and the row-group kernel past it or when switched off."""
+    of 8-row blocks) and the row-group kernel past it or when switched off."""
     mock = MockGpuBackend()
-    norm = moe.AddRmsNorm(0x5000, 0x6000, 0x7000, 0x8000, 1e-6, offset)
+    norm = moe.AddRmsNorm(0x5000, 0x6000, 0x7000, 0x8000, 1e-6)
     moe.decode_down_add_rmsnorm(KernelCache(mock, KernelRoutes.from_env(env)), 0, 0x1000,
                                 0x2000, 0x3000, 0x4000, norm, tokens, QWEN3_30B)
     (got,) = mock.drain_launches()
-    if offset and "_l2_" not in func:
-        func = func.replace("_rmsnorm_bf16", "_rmsnorm_offset_bf16")
     assert (got.func, tuple(got.grid)) == (func, grid)
-    if "_l2_" in func:
-        assert got.args["offset"] == int(offset)
 
 
 def test_grouped_path_grid_is_sized_for_the_worst_case() -> None:

@@ -597,7 +597,6 @@ struct DownArgs {
   SharedExpert shared;           // slots past top_k: the shared expert's chunks (w_down)
   int tokens, top_k, hidden, inter, experts, rows;
   float eps;
-  bool l2_rows;  // moe_down_gemv_l2_*: down_gemv_block asks L2 for its later rows (l2_rows)
 };
 
 // The last block of a token to finish normalizes that token's residual row (which every block
@@ -832,13 +831,12 @@ __device__ __forceinline__ DownArgs down_args(
     const float* topk_weights, __nv_bfloat16* out, const __nv_bfloat16* norm_w,
     __nv_bfloat16* normed, uint32_t* counters, uint32_t tokens, uint32_t top_k, uint32_t hidden,
     uint32_t inter, uint32_t experts, uint32_t rows, const __nv_bfloat16* shared_down,
-    uint32_t shared_slots, uint32_t shared_inter, float eps, bool l2_rows = false) {
+    uint32_t shared_slots, uint32_t shared_inter, float eps) {
   return DownArgs{act, w, topk_ids, topk_weights, out, norm_w, normed, counters,
                   SharedExpert{nullptr, shared_down, static_cast<int>(shared_slots),
                                static_cast<int>(shared_inter)},
                   static_cast<int>(tokens), static_cast<int>(top_k), static_cast<int>(hidden),
-                  static_cast<int>(inter), static_cast<int>(experts), static_cast<int>(rows), eps,
-                  l2_rows};
+                  static_cast<int>(inter), static_cast<int>(experts), static_cast<int>(rows), eps};
 }
 
 // grid (ceil(hidden / rows), tokens): blockIdx.y is a token; the tile for the row's chunk
@@ -917,27 +915,6 @@ __device__ __forceinline__ void load_gemv_batch(const DownArgs& a, const int32_t
   }
 }
 
-// moe_down_gemv_l2_* (ATLAS_MOE_DOWN_L2=1), before the PDL wait: one
-// cp.async.bulk.prefetch.L2 per (slot, row) of rows [from, end) (the row's kc chunks of a
-// routed expert, the shared chunk's live part), thread i taking item i, so every weight row
-// of the block is requested from DRAM at once: the tiles after the first are then L2 reads
-// when their turn comes, not a DRAM round trip after the previous tile's products. A row is
-// slots x 1 KB at Qwen3.5-35B-A3B, 72 items a block of 8 rows (the first 4 already in
-// registers: 36). No registers, nothing to wait for; weights only (as the first tile's loads).
-__device__ __forceinline__ void l2_rows(const DownArgs& a, const int32_t* ids, int from,
-                                        int end, int kc) {
-  const int slots = a.top_k + a.shared.slots, rows = end - from;
-  for (int i = threadIdx.x; i < slots * rows; i += kThreads) {
-    const int j = i / rows, row = from + (i - j * rows);
-    const GemvChunk c = down_gemv_chunk(a, ids, j * kc, slots * kc, kc);  // the slot's chunk 0
-    if (!c.live) continue;
-    const int chunks = j < a.top_k ? kc : min(kc, a.shared.inter / 8 - (j - a.top_k) * kc);
-    const uint4* p = c.w + static_cast<size_t>(row) * c.stride;
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(16 * chunks)
-                 : "memory");
-  }
-}
-
 // The block's shared memory, declared once by the entry point (a __noinline__ function's
 // own __shared__ arrays are allocated per instantiation, side by side).
 struct GemvSmem {
@@ -982,8 +959,6 @@ __device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm,
   GemvChunk ch[kU];
   uint4 wv[kU][kGemvRows];
   load_gemv_batch<true>(a, ids, 0, n, kc, first, tile_rows(0), ch, wv);
-  // the rows past the first tile (all of them when a row takes several batches)
-  if (a.l2_rows) l2_rows(a, ids, batches == 1 ? row0(batches) : first, end, kc);
   atlas::pdl_enter();
   const uint4* act = reinterpret_cast<const uint4*>(a.act) + static_cast<size_t>(token) * n;
   float resid = 0.f;  // kFinish: thread r's residual value of row r of the current tile
@@ -1201,42 +1176,6 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                            normed, counters, tokens, top_k, hidden, inter,
                                            experts, rows_per_block, shared_down, shared_slots,
                                            shared_inter, eps));
-}
-
-// The down GEMV's L2 twins (ATLAS_MOE_DOWN_L2=1, ops/moe.py down_l2): the same arguments and
-// results; each block asks L2 for its rows past the first tile before the PDL wait (l2_rows).
-extern "C" __global__ void __launch_bounds__(kThreads, 2)
-    moe_down_gemv_l2_sum_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
-                              const int32_t* topk_ids, const float* topk_weights,
-                              __nv_bfloat16* out, uint32_t tokens, uint32_t top_k,
-                              uint32_t hidden, uint32_t inter, uint32_t experts,
-                              uint32_t rows_per_block, const __nv_bfloat16* shared_down,
-                              uint32_t shared_slots, uint32_t shared_inter) {
-  down_gemv_dispatch<false, false>(down_args(act, w_down, topk_ids, topk_weights, out, nullptr,
-                                             nullptr, nullptr, tokens, top_k, hidden, inter,
-                                             experts, rows_per_block, shared_down, shared_slots,
-                                             shared_inter, 0.f, true));
-}
-
-// offset: the (1 + w) RMSNorm weights (moe_down_gemv_add_rmsnorm_offset_bf16's), a run-time
-// choice between the two instantiations, as in moe_down_gemv_route_add_rmsnorm_bf16.
-extern "C" __global__ void __launch_bounds__(kThreads, 2)
-    moe_down_gemv_l2_add_rmsnorm_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
-                                      const int32_t* topk_ids, const float* topk_weights,
-                                      __nv_bfloat16* residual, const __nv_bfloat16* w,
-                                      __nv_bfloat16* normed, uint32_t* counters,
-                                      uint32_t tokens, uint32_t top_k, uint32_t hidden,
-                                      uint32_t inter, uint32_t experts, uint32_t rows_per_block,
-                                      const __nv_bfloat16* shared_down, uint32_t shared_slots,
-                                      uint32_t shared_inter, float eps, uint32_t offset) {
-  const DownArgs a = down_args(act, w_down, topk_ids, topk_weights, residual, w, normed,
-                               counters, tokens, top_k, hidden, inter, experts, rows_per_block,
-                               shared_down, shared_slots, shared_inter, eps, true);
-  __shared__ GemvSmem sm;  // one allocation for both instantiations
-  if (offset)
-    down_gemv_run<true, true, false>(a, sm, LogitRouting{});
-  else
-    down_gemv_run<true, false, false>(a, sm, LogitRouting{});
 }
 
 // The down GEMV twins routing from the logits (LogitRouting; ops/moe.py routes_in_experts):

@@ -627,15 +627,6 @@ MOE_DOWN_GEMV_SUM = replace(MOE_DOWN_SUM, func="moe_down_gemv_sum_bf16")
 MOE_DOWN_GEMV_ADD_RMSNORM = replace(MOE_DOWN_ADD_RMSNORM, func="moe_down_gemv_add_rmsnorm_bf16")
 MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET = replace(MOE_DOWN_ADD_RMSNORM_OFFSET,
                                            func="moe_down_gemv_add_rmsnorm_offset_bf16")
-# The down GEMV's L2 twins (ATLAS_MOE_DOWN_L2=1, ops.moe.down_l2): the same geometry and
-# results; each block asks L2 (cp.async.bulk.prefetch.L2) for its rows past the first tile
-# before its PDL wait. The add_rmsnorm one takes the offset norm by `offset`.
-MOE_DOWN_GEMV_L2_SUM = replace(MOE_DOWN_SUM, func="moe_down_gemv_l2_sum_bf16")
-MOE_DOWN_GEMV_L2_ADD_RMSNORM = S("moe_decode", "moe_down_gemv_l2_add_rmsnorm_bf16",
-                                 "act:ptr w_down:ptr topk_ids:ptr topk_weights:ptr residual:ptr "
-                                 "w:ptr normed:ptr counters:ptr tokens:u32 top_k:u32 hidden:u32 "
-                                 "inter:u32 experts:u32 rows_per_block:u32 shared_down:ptr "
-                                 "shared_slots:u32 shared_inter:u32 eps:f32 offset:u32")
 # The batch-1 tiled gate/up and the down GEMVs routing from the router's logits (what
 # moe_gate_topk_* would write, computed by each block with its code: the same bits) in place
 # of topk_ids / topk_weights: logits f32 [tokens, experts], shared_logits f32 [tokens], bias

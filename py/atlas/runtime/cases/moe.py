@@ -287,7 +287,6 @@ def _gate_cases(rng: np.random.Generator) -> list[KernelCase]:
                       10)]
 
 
-@kernel_cases("moe_router")
 def router_cases(rng: np.random.Generator) -> list[KernelCase]:
     cases = [router_case("moe_topk softmax t5 e128 k8", _bf16_logits(rng, 5, 128), 8),
              router_case("moe_topk softmax leaf t7 e128 k8 (qwen3-30b-a3b)",
@@ -742,36 +741,7 @@ def _down_gemv_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeS
         down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm leaf t1 h2048 i768 k8 (row groups)",
                               leaf, random_ids(rng, 1, 8, 8),
                               routes=KernelRoutes(moe_down_gemv=False))
-    ] + _down_l2_cases(rng, leaf, q35, long, six, bad)
-
-
-def _down_l2_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeShape,
-                   long: moe.MoeShape, six: moe.MoeShape, bad: np.ndarray
-                   ) -> list[KernelCase]:
-    """The down GEMV's L2 twins (moe_down_gemv_l2_*, ATLAS_MOE_DOWN_L2=1, forced at every
-    batch): both norm kinds of the one entry at both full-size shapes, rows of two batches a
-    thread (every row prefetched, the first tile too) with a partial shared chunk, ids of
-    another rank and out of range (no prefetch for them), a partial last block, the sum entry,
-    and gate/up + down together at Qwen3.5-35B-A3B's shape."""
-    def l2(tiles: int = 0) -> KernelRoutes:
-        return KernelRoutes(moe_down_gemv_max_m=8, moe_down_gemv_tiles=tiles, moe_down_l2=True)
-
-    return [
-        down_add_rmsnorm_case(rng, "moe_down_gemv_l2_add_rmsnorm_offset shared t1 h2048 i512 k8 "
-                              "(qwen3.5-35b-a3b)", q35, random_ids(rng, 1, 8, 8), True,
-                              routes=l2()),
-        down_add_rmsnorm_case(rng, "moe_down_gemv_l2_add_rmsnorm leaf t1 h2048 i768 k8", leaf,
-                              random_ids(rng, 1, 8, 8), routes=l2()),
-        down_add_rmsnorm_case(rng, "moe_down_gemv_l2_add_rmsnorm shared t2 e24 k20 i512 shared "
-                              "640 (two batches, two tiles a block)", long,
-                              random_ids(rng, 2, 24, 20), routes=l2(2)),
-        down_add_rmsnorm_case(rng, "moe_down_gemv_l2_add_rmsnorm_offset shared t2 h2048 i512 k8 "
-                              "(3 tiles a block, the last 2)", q35, random_ids(rng, 2, 8, 8),
-                              True, routes=l2(3)),
-        down_case(rng, "moe_down_gemv_l2_sum t3 e8 k6 h256 i512 invalid ids", six, bad,
-                  routes=l2()),
-        decode_case(rng, "moe_decode shared t1 h2048 i512 k8 (qwen3.5-35b-a3b, down gemv l2)",
-                    q35, random_ids(rng, 1, 8, 8), routes=l2())]
+    ]
 
 
 # ---- grouped path -------------------------------------------------------------------------

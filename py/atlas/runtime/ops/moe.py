@@ -31,9 +31,7 @@ that reduction; every block takes the same rows, one wave of the SMs (`down_rows
 batch 1 (ATLAS_MOE_DOWN_GEMV, `down_uses_gemv`) the down launch is GEMV-shaped instead
 (moe_down_gemv_*): tiles of DOWN_GEMV_ROWS output rows, each thread all its chunks of a
 tile's rows (the rows' slots concatenated) in flight at once, one DRAM round trip a tile,
-the next tile's requested before the current one is reduced (`down_gemv_rows`); with
-ATLAS_MOE_DOWN_L2=1 (`down_l2`) every block also asks L2 for its later tiles before its PDL
-wait.
+the next tile's requested before the current one is reduced (`down_gemv_rows`).
 It reads the token's routing before its PDL wait (the router's output, two launches back:
 the gate/up launch between waits for it before letting the down launch start), so its first
 weights stream while gate/up still runs; gate/up's act rows are staged in shared memory
@@ -73,8 +71,7 @@ from ..gpu import DevicePtr, KernelLaunch, KernelSig, Stream
 from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE_UP_GEMV,
                           MOE_GATE_UP_GEMV_SINGLE, MOE_GATE_UP_GEMV_TILES,
                           MOE_GATE_UP_GEMV_TILES_ROUTE, MOE_DOWN_GEMV_ROUTE_SUM,
-                          MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM, MOE_DOWN_GEMV_L2_SUM,
-                          MOE_DOWN_GEMV_L2_ADD_RMSNORM,
+                          MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM,
                           MOE_GATE_LOGITS, MOE_DOWN_GEMV_ADD_RMSNORM,
                           MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_SUM,
                           MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_TOPK_SIGMOID,
@@ -571,14 +568,6 @@ def down_uses_gemv(kc: KernelCache, tokens: int, shape: MoeShape) -> bool:
             and shape.slots * shape.inter // 256 <= DOWN_GEMV_MAX_GROUPS)
 
 
-def down_l2(kc: KernelCache, tokens: int, shape: MoeShape) -> bool:
-    """Whether a decode down launch takes the GEMV-shaped kernel's L2 twin (moe_down_gemv_l2_*:
-    switched on, ATLAS_MOE_DOWN_L2=1, wherever `down_uses_gemv`): every block asks L2 for its
-    rows past the first tile (cp.async.bulk.prefetch.L2, one a slot's row) before its PDL wait,
-    so those tiles stream from DRAM with the first instead of after its products."""
-    return kc.routes.moe_down_l2 and down_uses_gemv(kc, tokens, shape)
-
-
 def down_gemv_rows(tokens: int, hidden: int, sm_count: int, tiles: int = 0) -> int:
     """Output rows a block of the GEMV-shaped down kernels takes: `tiles` tiles of
     DOWN_GEMV_ROWS (ATLAS_MOE_DOWN_GEMV_TILES), or by default as many as bring the grid
@@ -631,8 +620,8 @@ def decode_down(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DeviceP
                route.routing.bias, out, tokens, shape.top_k, shape.hidden, shape.inter,
                shape.experts, rows, sh_ptr, n_shared, sh_inter, *route.args())
         return
-    gemv = MOE_DOWN_GEMV_L2_SUM if down_l2(kc, tokens, shape) else MOE_DOWN_GEMV_SUM
-    launch, grid, rows, smem = _down_launch(kc, tokens, shape, (MOE_DOWN_SUM, gemv))
+    launch, grid, rows, smem = _down_launch(kc, tokens, shape,
+                                            (MOE_DOWN_SUM, MOE_DOWN_GEMV_SUM))
     launch(stream, grid, DECODE_THREADS, smem, act, w_down, topk_ids, topk_weights, out, tokens,
            shape.top_k, shape.hidden, shape.inter, shape.experts, rows, sh_ptr, n_shared,
            sh_inter)
@@ -657,14 +646,10 @@ def decode_down_add_rmsnorm(kc: KernelCache, stream: Stream, act: DevicePtr, w_d
         return
     sigs = ((MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET) if norm.offset
             else (MOE_DOWN_ADD_RMSNORM, MOE_DOWN_GEMV_ADD_RMSNORM))
-    offset: tuple[int, ...] = ()  # the L2 twin takes the norm's kind as an argument
-    if down_l2(kc, tokens, shape):
-        sigs, offset = (sigs[0], MOE_DOWN_GEMV_L2_ADD_RMSNORM), (int(norm.offset),)
     launch, grid, rows, smem = _down_launch(kc, tokens, shape, sigs)
     launch(stream, grid, DECODE_THREADS, smem, act, w_down, topk_ids, topk_weights,
            norm.residual, norm.weight, norm.out, norm.counters, tokens, shape.top_k,
-           shape.hidden, shape.inter, shape.experts, rows, sh_ptr, n_shared, sh_inter, norm.eps,
-           *offset)
+           shape.hidden, shape.inter, shape.experts, rows, sh_ptr, n_shared, sh_inter, norm.eps)
 
 
 # ---- experts: grouped ---------------------------------------------------------------------

@@ -208,11 +208,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   ATLAS_MOE_DOWN_GEMV_TILES=N: its blocks take N tiles of 4 rows each, one after the other
   (1: a block a tile, two waves at batch 1 of Qwen3-30B-A3B); unset or 0, as many as bring the
   grid to one wave of 2 blocks an SM (ops/moe.py down_gemv_rows).
-* ATLAS_MOE_DOWN_L2=1: where the GEMV-shaped down kernel runs (batch 1), its L2 twin
-  (moe_down_gemv_l2_*: each block asks L2 for all its weight rows past the first tile with
-  cp.async.bulk.prefetch.L2 before its PDL wait, so the second tile of every block streams
-  from DRAM together with the first, not a DRAM round trip after the first tile's products).
-  The same results. Off by default: unmeasured at merge (session 12).
 * ATLAS_MOE_DOWN_NORM=0: the fused decode MoE block's down launch writes its sum into delta
   and leaves the residual add + next RMSNorm to the next layer (an add_rmsnorm launch, or with
   ATLAS_NORM_GEMV=1 the next qkv GEMV's fused norm, whose every block normalizes the row
@@ -345,7 +340,6 @@ class KernelRoutes:
     moe_down_gemv_max_m: int = 1
     moe_down_gemv_tiles: int = 0
     moe_down_norm: bool = True
-    moe_down_l2: bool = False
     gdn_fused: bool = True
     gdn_chunk_tc: bool = True
     quant_mma: bool = True
@@ -443,7 +437,6 @@ class KernelRoutes:
                    moe_down_gemv_max_m=_env_count(env, "ATLAS_MOE_DOWN_GEMV_MAX_M", 1),
                    moe_down_gemv_tiles=_env_count(env, "ATLAS_MOE_DOWN_GEMV_TILES", 0),
                    moe_down_norm=env_switch(env, "ATLAS_MOE_DOWN_NORM", True),
-                   moe_down_l2=env_switch(env, "ATLAS_MOE_DOWN_L2", False),
                    gdn_fused=env_switch(env, "ATLAS_GDN_FUSED", True),
                    gdn_chunk_tc=env_switch(env, "ATLAS_GDN_CHUNK_TC", True),
                    quant_mma=env_switch(env, "ATLAS_QUANT_MMA", True),

@@ -30,8 +30,7 @@ from ..gpu import Dim3
 from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE_UP_GEMV,
                           MOE_GATE_UP_GEMV_SINGLE, MOE_GATE_UP_GEMV_TILES,
                           MOE_GATE_UP_GEMV_TILES_ROUTE, MOE_DOWN_GEMV_ROUTE_SUM,
-                          MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM, MOE_DOWN_GEMV_L2_SUM,
-                          MOE_DOWN_GEMV_L2_ADD_RMSNORM,
+                          MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM,
                           MOE_GATE_LOGITS, MOE_DOWN_GEMV_ADD_RMSNORM,
                           MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_SUM,
                           MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_TOPK_SIGMOID,
@@ -348,7 +347,6 @@ def _down_sum(mem: HostMemory, act: int, w_down: int, ids: np.ndarray, weights: 
 
 @reference(MOE_DOWN_SUM)
 @reference(MOE_DOWN_GEMV_SUM)
-@reference(MOE_DOWN_GEMV_L2_SUM)
 def moe_down_sum_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w_down: int,
                       topk_ids: int, topk_weights: int, out: int, tokens: int, top_k: int,
                       hidden: int, inter: int, experts: int, rows_per_block: int,
@@ -417,20 +415,6 @@ def moe_down_add_rmsnorm_offset_bf16(mem: HostMemory, grid: Dim3, block: Dim3, a
                       _routing_in(mem, topk_ids, topk_weights, tokens, top_k + shared_slots),
                       residual, w, normed, tokens, top_k, hidden, inter, experts,
                       (shared_down, shared_slots, shared_inter), eps, offset=True)
-
-
-@reference(MOE_DOWN_GEMV_L2_ADD_RMSNORM)
-def moe_down_gemv_l2_add_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int,
-                                      w_down: int, topk_ids: int, topk_weights: int,
-                                      residual: int, w: int, normed: int, counters: int,
-                                      tokens: int, top_k: int, hidden: int, inter: int,
-                                      experts: int, rows_per_block: int, shared_down: int,
-                                      shared_slots: int, shared_inter: int, eps: float,
-                                      offset: int) -> None:
-    _down_add_rmsnorm(mem, act, w_down,
-                      _routing_in(mem, topk_ids, topk_weights, tokens, top_k + shared_slots),
-                      residual, w, normed, tokens, top_k, hidden, inter, experts,
-                      (shared_down, shared_slots, shared_inter), eps, offset=bool(offset))
 
 
 @reference(MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM)
