@@ -603,11 +603,12 @@ struct DownArgs {
 // of the token has updated in place) into `normed`: the add_rmsnorm kernel's numerics, the
 // sum of squares in a different order. The ticket counter wraps to zero for the next launch.
 // The first pass keeps up to kNormCached chunks a thread (hidden 4,096 at 256 threads) in
-// registers, so only longer rows are read from L2 twice. The last block requests those
-// chunks' norm weights with its residual reads (one L2 round trip for both), not after the
-// block sum (a second dependent round trip on the launch's serial tail).
+// registers, so only longer rows are read from L2 twice. kEarlyW (the GEMV-shaped kernels):
+// the last block requests those chunks' norm weights with its residual reads (one L2 round
+// trip for both), not after the block sum (a second dependent round trip on the launch's
+// serial tail); the row-group kernels keep the late read (early, their kSteps 2 tile spilled).
 constexpr int kNormCached = 2;
-template <bool kOffset>
+template <bool kOffset, bool kEarlyW>
 __device__ __forceinline__ void finish_norm(const DownArgs& a, int token) {
   __shared__ bool last;
   __shared__ float scratch[kWarps];
@@ -627,7 +628,7 @@ __device__ __forceinline__ void finish_norm(const DownArgs& a, int token) {
   for (int k = 0; k < kNormCached; ++k) {
     const int v = threadIdx.x + k * stride;
     if (v < nvec) cached[k] = __ldcg(rv + v);
-    if (v < nvec) cached_w[k] = __ldg(wv + v);
+    if (kEarlyW && v < nvec) cached_w[k] = __ldg(wv + v);
   }
   float sumsq = 0.f;
   auto add_squares = [&](const uint4& q) {
@@ -655,7 +656,7 @@ __device__ __forceinline__ void finish_norm(const DownArgs& a, int token) {
 #pragma unroll
   for (int k = 0; k < kNormCached; ++k) {
     const int v = threadIdx.x + k * stride;
-    if (v < nvec) normalize(v, cached[k], cached_w[k]);
+    if (v < nvec) normalize(v, cached[k], kEarlyW ? cached_w[k] : __ldg(wv + v));
   }
   for (int v = cached_end + threadIdx.x; v < nvec; v += stride)
     normalize(v, __ldcg(rv + v), __ldg(wv + v));
@@ -823,7 +824,7 @@ __device__ __noinline__ void down_block(const DownArgs a) {
     if (g + 1 < groups) load_resid(row0 + rpg);
     __syncthreads();  // ys is the next group's
   }
-  if constexpr (kFinish) finish_norm<kOffset>(a, token);
+  if constexpr (kFinish) finish_norm<kOffset, false>(a, token);
 }
 
 __device__ __forceinline__ DownArgs down_args(
@@ -1002,7 +1003,7 @@ __device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm,
       write_row<kFinish>(a, ids, weights, sm.ys[threadIdx.x], slots, token, r0 + threadIdx.x,
                          resid);
   }
-  if constexpr (kFinish) finish_norm<kOffset>(a, token);
+  if constexpr (kFinish) finish_norm<kOffset, true>(a, token);
 }
 
 // grid (ceil(hidden / rows_per_block), tokens); kU by the row's chunks per thread.

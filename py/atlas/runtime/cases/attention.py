@@ -168,8 +168,10 @@ DECODE_TWINS = {"ahead1": {"decode_attn_ahead": False},  # *_ahead1_bf16 (unclus
 
 def case_routes(twin: str) -> KernelRoutes:
     """The routes of a decode case's launches: the environment's, switched to `twin`
-    (DECODE_TWINS; "" for none)."""
-    routes = KernelRoutes.from_env()
+    (DECODE_TWINS; "" for none), with no batch routing to the tensor-core kernel (these
+    cases check the CUDA-core kernels, whose numerics their references mirror, at several
+    sequences; the tensor-core kernel has cases of its own, cases/attention_long.py)."""
+    routes = replace(KernelRoutes.from_env(), decode_attn_long_min_batch=0)
     return replace(routes, **DECODE_TWINS[twin]) if twin else routes
 
 

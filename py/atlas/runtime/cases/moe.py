@@ -287,6 +287,7 @@ def _gate_cases(rng: np.random.Generator) -> list[KernelCase]:
                       10)]
 
 
+@kernel_cases("moe_router")
 def router_cases(rng: np.random.Generator) -> list[KernelCase]:
     cases = [router_case("moe_topk softmax t5 e128 k8", _bf16_logits(rng, 5, 128), 8),
              router_case("moe_topk softmax leaf t7 e128 k8 (qwen3-30b-a3b)",
