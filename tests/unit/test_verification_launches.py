@@ -128,3 +128,32 @@ def test_a_hybrid_verifies_in_a_graph_through_the_decode_kernel():
     slots, outs = i32[lay.state_slots:lay.state_slots + 4], i32[lay.state_out:lay.state_out + 4]
     assert len(set(slots)) == 1 and slots[0] not in outs and len(set(outs)) == 4
     hybrid.release(2)
+
+
+def test_a_row_invariant_runner_keeps_batch_one_attention_at_every_row_count(monkeypatch):
+    """Up to invariant_rows rows a step must compute what batch 1 computes, so its decode
+    attention never takes the tensor-core kernel's batch routing (ATLAS_DECODE_ATTN_LONG_MIN
+    _BATCH, 2 by default): every launch of the speculating runner's captured steps passes
+    long=False there, and a runner without speculation leaves the routing to the batch."""
+    seen: list[tuple[int, object]] = []
+    real = attention.decode_attention_rope
+
+    def spy(*args, **kwargs):
+        seen.append((args[16], kwargs.get("long")))  # num_seqs, long
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(attention, "decode_attention_rope", spy)
+    spec = load_runner(FIXTURE, backend="mock", max_seq_len=64, max_batch_size=4,
+                       max_prefill_tokens=32, num_draft_tokens=3, batch_invariant=False)
+    assert spec.invariant_rows >= 4 and spec.row_invariant(2) and not spec.row_invariant(0)
+    spec.execute([SeqChunk(i, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3, 4, 5]))
+                  for i in (1, 2)])
+    assert (2, False) in seen
+    assert all(long is False for rows, long in seen if rows <= spec.invariant_rows)
+    seen.clear()
+    plain = load_runner(FIXTURE, backend="mock", max_seq_len=64, max_batch_size=4,
+                        max_prefill_tokens=32)
+    assert plain.invariant_rows == 0
+    plain.execute([SeqChunk(i, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3, 4, 5]))
+                   for i in (1, 2)])
+    assert seen and all(long is None for _, long in seen)

@@ -261,6 +261,10 @@ class AttentionPlan:
     #: the partial buffers' splits a row (b.part_o): the tensor-core kernel's launch may take
     #: up to this many (ops/attention_long.long_launch_splits); 0: num_splits
     split_capacity: int = 0
+    #: decode rows attend on batch 1's CUDA-core kernels whatever their count (never the
+    #: tensor-core kernel's batch routing): a row-invariant runner's steps (runner.py), whose
+    #: rows must compute what a batch-1 step computes
+    row_invariant: bool = False
 
 
 def persistent_pointers(dims: Dims, layers: list[LayerWeights], tensor_parallel: bool
@@ -528,7 +532,7 @@ class DenseDecoderModel:
                 b.positions, b.slots, b.block_tables, b.kv_lens, b.part_o, b.part_ml,
                 b.attn_counters, b.attn, plan.num_seqs, d.heads, d.kv_heads, d.head_dim,
                 self.block_size, self.max_blocks, plan.num_splits, self.scale, d.eps,
-                max_splits=plan.split_capacity)
+                max_splits=plan.split_capacity, long=False if plan.row_invariant else None)
             self._output_projection(s, b, lw, t, res)
             return
         # decode rows: split-K, the last split of each row merges (one launch); a prefill-
@@ -570,7 +574,8 @@ class DenseDecoderModel:
                                            b.kv_lens, b.part_o, b.part_ml, b.attn_counters,
                                            b.attn, rows, d.heads, d.kv_heads, d.head_dim,
                                            self.block_size, self.max_blocks, plan.num_splits,
-                                           self.scale, max_splits=plan.split_capacity)
+                                           self.scale, max_splits=plan.split_capacity,
+                                           long=False if plan.row_invariant else None)
         if rows < plan.num_seqs:  # per-sequence inputs of the chunks after the decode rows
             attention.prefill_attention(kc, s, b.q, lw.k_cache, lw.v_cache,
                                         b.block_tables + 4 * rows * self.max_blocks,

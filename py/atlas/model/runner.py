@@ -481,12 +481,14 @@ class ModelRunner:
                 plan = AttentionPlan(decode=True, num_seqs=n_tokens,
                                      num_splits=self.verify_splits(n_tokens),
                                      step_keys=1 + self.max_num_draft_tokens,
-                                     split_capacity=self.split_capacity)
+                                     split_capacity=self.split_capacity,
+                                     row_invariant=self.row_invariant(n_tokens))
             else:
                 ones = leading_decode_rows(steps)
                 plan = AttentionPlan(decode=False, num_seqs=len(steps), max_q_len=max_q,
                                      num_splits=self.decode_splits(ones) if ones else 1,
-                                     decode_rows=ones, split_capacity=self.split_capacity)
+                                     decode_rows=ones, split_capacity=self.split_capacity,
+                                     row_invariant=self.row_invariant(ones))
             self.model.forward(self.stream, self.bufs, n_tokens, plan, n_sample)
         self._upload_token_masks(rows, masked)
         self._mark_inputs_sent()
@@ -695,6 +697,12 @@ class ModelRunner:
                 self._row_state[row] = state
         self.kv.upload_block_tables(self.stream)
 
+    def row_invariant(self, rows: int) -> bool:
+        """Whether a step of `rows` decode rows keeps batch 1's attention kernels (and split
+        count, `decode_splits`): up to `invariant_rows` rows, so each row computes what a
+        batch-1 step computes."""
+        return 0 < rows <= self.invariant_rows
+
     def decode_splits(self, rows: int) -> int:
         """Decode attention's split count in the captured step of `rows` rows: batch 1's up
         to `invariant_rows` (a row's chunking then depends on its context length only), the
@@ -748,7 +756,8 @@ class ModelRunner:
                              num_splits=self.verify_splits(bs) if verify
                              else self.decode_splits(bs),
                              step_keys=1 + self.max_num_draft_tokens if verify else 1,
-                             split_capacity=self.split_capacity)
+                             split_capacity=self.split_capacity,
+                             row_invariant=self.row_invariant(bs))
         graphs, forward_graphs = ((self.verify_graphs, self.verify_forward_graphs) if verify
                                   else (self.graphs, self.forward_graphs))
         # Warm-up outside capture resolves every kernel before the graph is recorded.
