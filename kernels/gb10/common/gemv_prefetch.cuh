@@ -1,1 +1,0 @@
-../../hopper/common/gemv_prefetch.cuh
