@@ -340,9 +340,9 @@ def gate_topk(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr,
     sig = MOE_GATE_TOPK_SOFTMAX if softmax else MOE_GATE_TOPK_SIGMOID
     bias = () if softmax else (routing.bias,)
     kc.get_with_shared(sig, smem)(
-        stream, -(-rows // (ROUTER_GATE_THREADS // 32)), ROUTER_GATE_THREADS, smem, x, w_gate, shared_gate, *bias, logits, shared_logits,
-        topk_ids, topk_weights, counter, tokens, shape.experts, shape.hidden, shape.top_k,
-        n_shared, renorm, scale)
+        stream, -(-rows // (ROUTER_GATE_THREADS // 32)), ROUTER_GATE_THREADS, smem, x, w_gate,
+        shared_gate, *bias, logits, shared_logits, topk_ids, topk_weights, counter, tokens,
+        shape.experts, shape.hidden, shape.top_k, n_shared, renorm, scale)
 
 
 def gate_topk_smem(tokens: int, hidden: int) -> int:
