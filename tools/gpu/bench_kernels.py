@@ -1793,7 +1793,8 @@ def select_shapes(args: argparse.Namespace) -> list[Any]:
                                                                           (3, 90, 2)),
                                                            batched_decode=((8, 100),)),
                                 (TINY_MOE,), (TINY_MOE_ROUTER,), hybrid=TINY_HYBRID,
-                                quant_widths=(), latency_heads=TINY_LATENCY_HEADS,
+                                quant_widths=(), decode_gemm_widths=(),
+                                latency_heads=TINY_LATENCY_HEADS,
                                 batched_heads=TINY_LATENCY_HEADS)
     else:
         shapes = ks.table_shapes()

@@ -172,8 +172,9 @@ def decode_split(m: int, n: int, k: int, sm_count: int = H200_FACTS.sm_count,
                  resident: Mapping[int, int] | None = None,
                  splits: tuple[int, ...] = DECODE_GEMM_SPLITS) -> int:
     """Blocks per cluster that split K, one of `splits` (the kernel's candidates,
-    `rule_splits`; each beyond 1 keeps at least MIN_SPLIT_K_TILES k-tiles per block). Under a wave of tiles, ceil(n / (64 groups)), the
-    largest split whose grid still runs in one wave (sm_count x blocks_per_sm): a narrow
+    `rule_splits`; each beyond 1 keeps at least MIN_SPLIT_K_TILES k-tiles per block). Under a
+    wave of tiles, ceil(n / (64 groups)), the largest split whose grid still runs in one wave
+    (sm_count x blocks_per_sm): a narrow
     projection (Qwen3-8B o_proj, n = 4096: 64 one-warpgroup tiles) gets 4 x 64 = 256 blocks
     on an H200's 264 slots. From a wave up, the split whose waves are fullest (`wave_fill`,
     by SPLIT_FILL_GAIN or more over a smaller one): gate_up's 384 tiles are 1.45 waves of
@@ -289,8 +290,9 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
 
     Preconditions: n >= 1, k a positive multiple of 8, x and w 16-byte aligned, y aligned to its
     element; the module must be loaded (`available`). `split` forces the cluster split (None:
-    `launch_split`: the routes' override, else the rule), `wide` two-warpgroup blocks (None: the routes'
-    decode_gemm_wide, whose None is the kernel's default), `tma` the kernel (None: `uses_tma`).
+    `launch_split`: the routes' override, else the rule), `wide` two-warpgroup blocks (None:
+    the routes' decode_gemm_wide, whose None is the kernel's default), `tma` the kernel (None:
+    `uses_tma`).
     Launched with ceil(n / (64 G)) * split blocks (G = `decode_groups`; a SwiGLU block's 64 G
     weight rows are 32 G gate/up pairs, so the grid is the same) of 128 G threads (+
     TMA_PRODUCER_THREADS on the TMA kernel) and `smem_bytes(decode_cols(m), G, stages)` of
