@@ -175,9 +175,10 @@ def decode_split(m: int, n: int, k: int, sm_count: int = H200_FACTS.sm_count,
     `rule_splits`; each beyond 1 keeps at least MIN_SPLIT_K_TILES k-tiles per block). Under a
     wave of tiles, ceil(n / (64 groups)), the largest split whose grid still runs in one wave
     (sm_count x blocks_per_sm): a narrow projection (Qwen3-8B o_proj, n = 4096: 64
-    one-warpgroup tiles) gets 4 x 64 = 256 blocks on an H200's 264 modelled slots. From a wave up, the split whose waves are fullest (`wave_fill`,
-    by SPLIT_FILL_GAIN or more over a smaller one): gate_up's 384 tiles are 1.45 waves of
-    264 (the second one 45% full), split 2 makes 768 blocks, 2.9 waves (97%); the LM head's
+    one-warpgroup tiles) gets 4 x 64 = 256 blocks on an H200's 264 modelled slots. From a
+    wave up, the split whose waves are fullest (`wave_fill`, by SPLIT_FILL_GAIN or more over
+    a smaller one): gate_up's 384 tiles are 1.45 waves of 264 (the second one 45% full),
+    split 2 makes 768 blocks, 2.9 waves (97%); the LM head's
     2,374 tiles fill 9 waves alone. (Measured PDL on, H200, b64: the unsplit gate_up at
     65 us, 3.1 TB/s, the LM head's nine waves at 3.84 TB/s.) `forced`
     (KernelRoutes.decode_gemm_split, ATLAS_DECODE_GEMM_SPLIT) overrides the rule for A/B runs.
