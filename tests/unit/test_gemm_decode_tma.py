@@ -25,7 +25,7 @@ from atlas.runtime.kernel_abi import GEMM_DECODE_TMA
 from atlas.runtime.kernel_check import check
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, matmul, matmul_decode
-from atlas.runtime.ops.routes import KernelRoutes
+from atlas.runtime.ops.routes import DECODE_GEMM_SPLITS, DECODE_GEMM_TMA_SPLITS, KernelRoutes
 from test_gemm_decode_sm90 import _constant as _kernel_constant
 from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
 
@@ -46,13 +46,17 @@ def test_cases_cover_widths_splits_shapes_and_edges() -> None:
     assert {matmul_decode.decode_cols(m) for m, *_ in shapes} == set(matmul_decode.DECODE_COLS)
     assert any(m % 2 for m, *_ in shapes) and {1, 255, 256} <= {m for m, *_ in shapes}
     assert any(n % 64 for _, n, *_ in shapes) and any(k % 64 for _, _, k, *_ in shapes)
-    assert {s for *_, s, _, _ in shapes} >= {1, 2, 4, 8, None}
+    assert {s for *_, s, _, _ in shapes} >= {1, 2, 3, 4, 5, 6, 7, 8, None}
+    assert {s for *_, s, _, g in shapes if g} >= {1, 2, 3, 4, 5, 8}  # SwiGLU entries too
     for wide in (False, True):
         for swiglu in (False, True):
             assert any(w == wide and g == swiglu for *_, w, g in shapes)
     # two warpgroups at N = 16 (the cp.async kernel runs one there)
     assert any(w and m <= 16 for m, *_, w, _ in shapes)
-    assert all(c.same_bits for c in CASES) and len(CASES) >= 15  # the host runs these
+    # every case at a split both kernels have compares their bits; the others the oracle's
+    for case, shape in zip(CASES, (s for s in shapes if s[0] * s[1] * s[2] <= 2 ** 21)):
+        assert bool(case.same_bits) == (shape[4] in (None, 1, 2, 4, 8)), case.name
+    assert len(CASES) >= 15 and any(not c.same_bits for c in CASES)  # the host runs these
 
 
 def test_cuda_entry_points_declare_exactly_the_abi() -> None:
@@ -71,8 +75,9 @@ def test_launch_constants_match_the_kernel() -> None:
     assert matmul_decode.DECODE_SOLO_BUDGET == _constant("kSoloBudget")
     assert _constant("kMaxThreads") == 2 * 128 + 32  # every entry's __launch_bounds__
     text = SOURCE.read_text()
-    for split in (2, 4, 8):
+    for split in range(2, 9):  # every portable cluster size (DECODE_GEMM_TMA_SPLITS)
         assert text.count(f"__cluster_dims__({split}, 1, 1)") == 3  # bf16, f32, SwiGLU
+    assert DECODE_GEMM_TMA_SPLITS == tuple(range(1, 9))
     # 160 or 288 threads select the block shape
     assert "kGroupThreads * kMaxGroups + kProducerThreads" in text
     assert "kGroupThreads + kProducerThreads" in text
@@ -280,6 +285,53 @@ def test_occupancy_switch_asks_the_device_once_per_shape() -> None:
     smem = matmul_decode.smem_bytes(64, 2, matmul_decode.TMA_MAX_STAGES)
     assert sorted(a[3] for a in dev.asked) == [1, 2, 4, 8]  # once per split, then kept
     assert all(a[1:3] == (288, smem) for a in dev.asked)
+
+
+# H200-like residency of two-warpgroup blocks (one an SM): clusters of 4 and 8 leave SMs idle
+_ONE_PER_SM = {1: 132, 2: 132, 3: 129, 4: 124, 5: 120, 6: 126, 7: 119, 8: 120}
+
+
+@pytest.mark.parametrize("m, n, k, groups, resident, powers, every", [
+    (64, 4096, 4096, 2, _ONE_PER_SM, 2, 3),      # Qwen3-8B o_proj: 32 tiles, 64 -> 96 blocks
+    (64, 4096, 12288, 2, _ONE_PER_SM, 2, 3),     # Qwen3-8B down
+    (64, 6144, 4096, 2, _ONE_PER_SM, 2, 2),      # qkv: 48 tiles x 3 = 144 exceed a wave
+    (64, 2560, 4096, 2, _ONE_PER_SM, 4, 6),      # Qwen3-4B o_proj: 20 tiles, 80 -> 120
+    (64, 2048, 4096, 2, _ONE_PER_SM, 4, 7),      # Qwen3-30B-A3B o_proj: 16 tiles, 64 -> 112
+    (64, 24576, 4096, 2, _ONE_PER_SM, 2, 2),     # gate_up: split 2's 2.9 waves stay fullest
+    (64, 4096, 640, 2, _ONE_PER_SM, 2, 2),       # 10 k-tiles: 3 would leave < 4 a block
+])
+def test_split_rule_over_every_cluster_size(m, n, k, groups, resident, powers, every) -> None:
+    """The same rule over the powers of two and over every cluster size 1..8."""
+    for splits, want in ((DECODE_GEMM_SPLITS, powers), (DECODE_GEMM_TMA_SPLITS, every)):
+        assert matmul_decode.decode_split(m, n, k, 132, None, groups, resident, splits) == want
+
+
+def test_any_split_switch_reaches_the_odd_clusters_on_the_tma_kernel_only() -> None:
+    """ATLAS_DECODE_GEMM_ANY_SPLIT=1: the TMA kernel's rule asks the driver about, and picks
+    among, clusters of 1..8; the cp.async kernel keeps the powers of two, and a forced split
+    it lacks is refused."""
+    m, n, k = 64, 4096, 4096
+    for env, func, grid, asked in (
+            ({}, "gemm_decode_tma_bf16_split2", 64, [1, 2, 4, 8]),
+            ({"ATLAS_DECODE_GEMM_ANY_SPLIT": "1"}, "gemm_decode_tma_bf16_split3", 96,
+             list(range(1, 9))),
+            ({"ATLAS_DECODE_GEMM_ANY_SPLIT": "1", "ATLAS_DECODE_GEMM_TMA": "0"},
+             "gemm_decode_sm90_bf16_split2", 64, [1, 2, 4, 8]),
+            ({"ATLAS_DECODE_GEMM_SPLIT": "5"}, "gemm_decode_tma_bf16_split5", 160, [])):
+        dev = _OccupancyMock()
+        x, w, y = dev.alloc(m * k * 2), dev.alloc(n * k * 2), dev.alloc(m * n * 2)
+        wide = {"ATLAS_DECODE_GEMM_WIDE": "1"}  # two warpgroups on both kernels
+        matmul_decode.decode_gemm(KernelCache(dev, KernelRoutes.from_env({**env, **wide})), 0,
+                                  x, w, y, m, n, k)
+        (record,) = dev.drain_launches()
+        assert (record.func, record.grid[0]) == (func, grid), env
+        assert sorted(a[3] for a in dev.asked) == asked, env
+    assert not KernelRoutes.from_env({}).decode_gemm_any_split
+    dev = _OccupancyMock()
+    kc = KernelCache(dev, KernelRoutes.from_env({"ATLAS_DECODE_GEMM_SPLIT": "3"}))
+    x, w, y = dev.alloc(m * k * 2), dev.alloc(n * k * 2), dev.alloc(m * n * 2)
+    with pytest.raises(ValueError, match="split 3 is not one of"):
+        matmul_decode.decode_gemm(kc, 0, x, w, y, m, n, k, tma=False)
 
 
 @pytest.mark.parametrize("m, wide, tma, groups", [

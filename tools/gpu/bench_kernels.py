@@ -440,9 +440,7 @@ def decode_gemm_note(kc: KernelCache, m: int, n: int, k: int, wide: bool,
     """Which decode GEMM kernel a row runs, its block shape, cluster split and ring."""
     tma = matmul_decode.uses_tma(kc)
     groups = matmul_decode.decode_groups(m, wide, tma)
-    resident = matmul_decode.resident_blocks(kc, m, out_f32, swiglu, tma, groups)
-    split = matmul_decode.decode_split(m, n, k, kc.facts.sm_count, kc.routes.decode_gemm_split,
-                                       groups, resident)
+    split = matmul_decode.launch_split(kc, m, n, k, out_f32, swiglu, tma, groups)
     cols = matmul_decode.decode_cols(m)
     stages = (matmul_decode.ring_stages(cols, groups, matmul_decode.TMA_MAX_STAGES) if tma
               else matmul_decode.ring_stages(cols, groups))
@@ -1795,7 +1793,8 @@ def select_shapes(args: argparse.Namespace) -> list[Any]:
                                                                           (3, 90, 2)),
                                                            batched_decode=((8, 100),)),
                                 (TINY_MOE,), (TINY_MOE_ROUTER,), hybrid=TINY_HYBRID,
-                                quant_widths=(), latency_heads=TINY_LATENCY_HEADS,
+                                quant_widths=(), decode_gemm_widths=(),
+                                latency_heads=TINY_LATENCY_HEADS,
                                 batched_heads=TINY_LATENCY_HEADS)
     else:
         shapes = ks.table_shapes()

@@ -29,7 +29,12 @@
 // Split-K, grid and ring sizes as in gemm_decode_sm90.cu: entry points *_split{2,4,8} are
 // compiled for clusters of S blocks (rank = blockIdx.x % S, tile = blockIdx.x / S, rank r takes
 // k-tiles [K r / S, K (r + 1) / S)); one-warpgroup blocks with N <= 128 get a ring of at most
-// kPairBudget bytes (two blocks per SM), the others kSoloBudget (one per SM).
+// kPairBudget bytes (two blocks per SM), the others kSoloBudget (one per SM). This kernel also
+// has *_split{3,5,6,7} (every portable cluster size; the cp.async kernel has only the powers of
+// two): a narrow projection's tiles x S can then come close to the resident blocks instead of
+// half of them -- Qwen3-8B o_proj / down at m = 64 are 32 two-warpgroup tiles, whose split 4
+// (128 blocks) exceeds the 124 the H200 holds in clusters of 4 one block an SM, so split 2
+// streams on 64 of 132 SMs; split 3 streams on 96 (ops/matmul_decode.py decode_split).
 //
 // PDL: the producer issues the first ring's weight copies before griddepcontrol.wait (no
 // kernel writes weights); x is copied and y written only after it.
@@ -247,6 +252,20 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kMaxThrea
   dispatch<2, true>(wmap, xmap, y, m, n, k);
 }
 
+extern "C" __global__ void __cluster_dims__(3, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_bf16_split3(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<3, false>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(3, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_bf16_f32_split3(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<3, true>(wmap, xmap, y, m, n, k);
+}
+
 extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_tma_bf16_split4(const __nv_bfloat16* x, const __nv_bfloat16* w,
         void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
@@ -259,6 +278,48 @@ extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kMaxThrea
         void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
         const __grid_constant__ TensorMap xmap) {
   dispatch<4, true>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(5, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_bf16_split5(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<5, false>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(5, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_bf16_f32_split5(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<5, true>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(6, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_bf16_split6(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<6, false>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(6, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_bf16_f32_split6(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<6, true>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(7, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_bf16_split7(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<7, false>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(7, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_bf16_f32_split7(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<7, true>(wmap, xmap, y, m, n, k);
 }
 
 extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kMaxThreads)
@@ -290,11 +351,39 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kMaxThrea
   dispatch<2, false, true>(wmap, xmap, y, m, n, k);
 }
 
+extern "C" __global__ void __cluster_dims__(3, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_swiglu_bf16_split3(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<3, false, true>(wmap, xmap, y, m, n, k);
+}
+
 extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_tma_swiglu_bf16_split4(const __nv_bfloat16* x, const __nv_bfloat16* w,
         void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
         const __grid_constant__ TensorMap xmap) {
   dispatch<4, false, true>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(5, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_swiglu_bf16_split5(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<5, false, true>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(6, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_swiglu_bf16_split6(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<6, false, true>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(7, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_swiglu_bf16_split7(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<7, false, true>(wmap, xmap, y, m, n, k);
 }
 
 extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kMaxThreads)

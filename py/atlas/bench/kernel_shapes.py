@@ -138,6 +138,22 @@ QWEN3_0_6B = ModelDims("qwen3-0.6b", hidden=1024, heads=16, kv_heads=8, head_dim
                        intermediate=3072, vocab=151936)
 SMOLLM2_135M = ModelDims("smollm2-135m", hidden=576, heads=9, kv_heads=3, head_dim=64,
                          intermediate=1536, vocab=49152)
+#: the published widths of the decode GEMM rows at 16 and 64 rows ("... dgemm", one filter
+#: for all), with the projections each runs there (issue 15: every dense Qwen3 width, and
+#: Qwen3-30B-A3B's attention, whose experts take the MoE kernels): the narrow ones are where
+#: the split rule's choice weighs
+DECODE_GEMM_WIDTHS: tuple[tuple[ModelDims, tuple[str, ...]], ...] = (
+    (QWEN3_8B, ("qkv", "o_proj", "gate_up", "down")),
+    (QWEN3_0_6B, ("qkv", "o_proj", "gate_up", "down")),
+    (QUANT_WIDTHS[0], ("qkv", "o_proj", "gate_up", "down")),  # qwen3-1.7b
+    (ModelDims("qwen3-4b", hidden=2560, heads=32, kv_heads=8, head_dim=128,
+               intermediate=9728, vocab=151936), ("qkv", "o_proj", "gate_up", "down")),
+    (QUANT_WIDTHS[1], ("qkv", "o_proj", "gate_up", "down")),  # qwen3-14b
+    (ModelDims("qwen3-32b", hidden=5120, heads=64, kv_heads=8, head_dim=128,
+               intermediate=25600, vocab=151936), ("qkv", "o_proj", "gate_up", "down")),
+    (ModelDims("qwen3-30b-a3b", hidden=2048, heads=32, kv_heads=4, head_dim=128,
+               intermediate=768, vocab=151936), ("qkv", "o_proj")),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -924,6 +940,8 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                  moe_routers: tuple[MoeDims, ...] = (MINIMAX_M2_ROUTER,),
                  hybrid: HybridDims | None = QWEN3_5_35B,
                  quant_widths: tuple[ModelDims, ...] = QUANT_WIDTHS,
+                 decode_gemm_widths: tuple[tuple[ModelDims, tuple[str, ...]], ...] = (
+                     DECODE_GEMM_WIDTHS),
                  latency_heads: tuple[AttentionHeads, ...] = DECODE_LATENCY_HEADS,
                  batched_heads: tuple[AttentionHeads, ...] = BATCHED_DECODE_HEADS
                  ) -> list[KernelShape]:
@@ -931,7 +949,8 @@ def table_shapes(m: ModelDims = QWEN3_8B,
 
     `m` gives every family's shapes; `small_models` add batch-1 GEMVs of small models (the
     embedded default among them), where launch and fill costs weigh most; `quant_widths`
-    batch-1 quantized GEMVs of other dense widths; `latency_heads` the short-context decode
+    batch-1 quantized GEMVs of other dense widths; `decode_gemm_widths` the decode GEMM at
+    other widths (16 and 64 rows, the default block shape); `latency_heads` the short-context decode
     attention rows (scale.latency_decode) of each head geometry, `batched_heads` the
     batched ones (scale.batched_decode, attention alone). The middle entry
     of each sweep is the quick one.
@@ -1009,6 +1028,12 @@ def table_shapes(m: ModelDims = QWEN3_8B,
             shapes.append(Linear(label=f"{m.name} gate_up+swiglu b{b} wide", m=b,
                                  n=2 * m.intermediate, k=m.hidden, ends_swiglu=True,
                                  decode_sm90=True, wide=True))
+    # the decode GEMM at other widths, each batch on the TMA kernel's default block shape
+    # (two warpgroups from 33 rows) and the split rule (ATLAS_DECODE_GEMM_ANY_SPLIT's A/B)
+    shapes += [Linear(label=f"{dims.name} {name} b{b} dgemm", m=b, n=n, k=k, decode_sm90=True,
+                      wide=b > 32)
+               for dims, names in decode_gemm_widths for b in (16, 64)
+               for name, n, k in _linears(dims) if name in names]
     for fmt in ("fp8-block", "nvfp4"):
         shapes += [QuantLinear(label=f"{m.name} {name} b{b} {fmt}", m=b, n=n, k=k, fmt=fmt,
                                quick=b == scale.quant_batches[0] and name in ("qkv", "gate_up"))

@@ -150,6 +150,28 @@ GEMM_DECODE_TMA_SWIGLU_SPLIT4 = S("gemm_decode_tma", "gemm_decode_tma_swiglu_bf1
                                   _DECODE_TMA)
 GEMM_DECODE_TMA_SWIGLU_SPLIT8 = S("gemm_decode_tma", "gemm_decode_tma_swiglu_bf16_split8",
                                   _DECODE_TMA)
+# ... and at the cluster sizes between the powers of two (the TMA kernel only: a narrow
+# projection's tiles x S then come closer to the blocks the device holds)
+GEMM_DECODE_TMA_SPLIT3 = S("gemm_decode_tma", "gemm_decode_tma_bf16_split3", _DECODE_TMA)
+GEMM_DECODE_TMA_F32OUT_SPLIT3 = S("gemm_decode_tma", "gemm_decode_tma_bf16_f32_split3",
+                                  _DECODE_TMA)
+GEMM_DECODE_TMA_SWIGLU_SPLIT3 = S("gemm_decode_tma", "gemm_decode_tma_swiglu_bf16_split3",
+                                  _DECODE_TMA)
+GEMM_DECODE_TMA_SPLIT5 = S("gemm_decode_tma", "gemm_decode_tma_bf16_split5", _DECODE_TMA)
+GEMM_DECODE_TMA_F32OUT_SPLIT5 = S("gemm_decode_tma", "gemm_decode_tma_bf16_f32_split5",
+                                  _DECODE_TMA)
+GEMM_DECODE_TMA_SWIGLU_SPLIT5 = S("gemm_decode_tma", "gemm_decode_tma_swiglu_bf16_split5",
+                                  _DECODE_TMA)
+GEMM_DECODE_TMA_SPLIT6 = S("gemm_decode_tma", "gemm_decode_tma_bf16_split6", _DECODE_TMA)
+GEMM_DECODE_TMA_F32OUT_SPLIT6 = S("gemm_decode_tma", "gemm_decode_tma_bf16_f32_split6",
+                                  _DECODE_TMA)
+GEMM_DECODE_TMA_SWIGLU_SPLIT6 = S("gemm_decode_tma", "gemm_decode_tma_swiglu_bf16_split6",
+                                  _DECODE_TMA)
+GEMM_DECODE_TMA_SPLIT7 = S("gemm_decode_tma", "gemm_decode_tma_bf16_split7", _DECODE_TMA)
+GEMM_DECODE_TMA_F32OUT_SPLIT7 = S("gemm_decode_tma", "gemm_decode_tma_bf16_f32_split7",
+                                  _DECODE_TMA)
+GEMM_DECODE_TMA_SWIGLU_SPLIT7 = S("gemm_decode_tma", "gemm_decode_tma_swiglu_bf16_split7",
+                                  _DECODE_TMA)
 # FP8 E4M3 weights [N, K] (one byte each) with f32 scales under the index map
 # scale[(n >> row_shift) * row_stride + (k >> col_shift) * col_stride] (block, per-channel or
 # per-tensor layouts; ops/matmul_quant.py builds the map), dequantized in registers.

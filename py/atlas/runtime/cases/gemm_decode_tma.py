@@ -5,8 +5,10 @@ the ring, f32 logits, every split incl. ranks without k-tiles or batch rows, the
 slices, two-warpgroup blocks, the SwiGLU entries), each run through both kernels: the TMA
 kernel's output against the float64 oracle, and against the cp.async kernel's (same split,
 same block shape) bit for bit -- the two differ only in how bytes reach shared memory. Plus
-what only the TMA kernel allows: two-warpgroup blocks at N = 16, and boxes whose rows run
-past both m and n while k ends inside a box.
+what only the TMA kernel allows: two-warpgroup blocks at N = 16, boxes whose rows run
+past both m and n while k ends inside a box, and the clusters of 3, 5, 6 and 7 (against the
+oracle alone: the cp.async kernel has only the powers of two), at edge shapes and at the
+narrow projections the split rule gives them with ATLAS_DECODE_GEMM_ANY_SPLIT=1.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from ...core.numerics import f32_to_bf16_bits
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, matmul_decode
+from ..ops.routes import DECODE_GEMM_SPLITS
 from .gemm_decode_sm90 import (GEMM_DECODE_SHAPES, GEMM_DECODE_SWIGLU_SHAPES,
                                GEMM_DECODE_WIDE_SHAPES)
 from .gemv import TENSOR_CORE_K_TOL, linear_oracle, random_bf16, swiglu_oracle
@@ -34,6 +37,26 @@ GEMM_DECODE_TMA_SHAPES = [
     (255, 130, 72, False, 1, True),     # N 256, the last x row, k = 1.125 k-tiles
 ]
 
+#: the same fields at the cluster sizes only the TMA kernel has: ranks of unequal k-tiles and
+#: batch rows, ranks with none of either, and the narrow projections those splits are for
+GEMM_DECODE_TMA_ODD_SHAPES = [
+    (37, 200, 256, False, 3, True),     # k-tiles 4 = 1 + 1 + 2, rows 12 + 12 + 13, n past a tile
+    (5, 72, 520, True, 5, False),       # f32, k-tiles 9 = 1 + 2 + 2 + 2 + 2, one row a rank
+    (20, 130, 384, False, 6, True),     # one k-tile a rank, N 32 on two warpgroups
+    (3, 64, 256, False, 7, False),      # 4 k-tiles and 3 rows over 7 ranks: ranks own neither
+    (129, 96, 1024, True, 3, True),     # N 256 in a cluster of 3
+    (64, 4096, 4096, False, 3, True),   # Qwen3-8B o_proj at 64 rows: 96 blocks
+    (64, 4096, 12288, False, 3, True),  # Qwen3-8B down at 64 rows
+    (16, 4096, 4096, False, 3, False),  # Qwen3-8B o_proj at 16 rows: 192 blocks
+    (64, 2560, 4096, False, 6, True),   # Qwen3-4B o_proj: 20 tiles x 6
+    (32, 2048, 4096, False, 7, True),   # Qwen3-30B-A3B o_proj: 16 tiles x 7
+]
+#: (m, I, k, split, wide) SwiGLU entries at those cluster sizes
+GEMM_DECODE_TMA_ODD_SWIGLU_SHAPES = [
+    (64, 96, 640, 3, True),             # k-tiles 10 = 3 + 3 + 4, I past the tile's pairs
+    (9, 40, 1024, 5, False),            # N 16 on one warpgroup, I below a tile
+]
+
 
 def _split(kc: KernelCache, m: int, n: int, k: int, split: int | None,
            groups: int) -> int:
@@ -48,18 +71,22 @@ def gemm_decode_tma_case(rng: np.random.Generator, m: int, n: int, k: int, f32: 
                          split: int | None, wide: bool = False,
                          swiglu: bool = False) -> KernelCase:
     """y (act with `swiglu`, n = 2 I) through the TMA kernel, and the same through the
-    cp.async kernel at the same split and warpgroups: the oracle for both, same bits."""
+    cp.async kernel at the same split and warpgroups where it has that split: the oracle for
+    both, same bits."""
     scale = (4.0 if swiglu else 1.0) * k ** -0.5  # SwiGLU gates reach the SiLU's curve
     inputs = {"x": random_bf16(rng, (m, k)), "w": random_bf16(rng, (n, k), scale)}
     name = "act" if swiglu else "y"
     cols = n // 2 if swiglu else n
     spec = OutputSpec(DType.FP32 if f32 else DType.BF16, (m, cols), bf16_valued=f32)
     groups = matmul_decode.decode_groups(m, wide, tma=True)
+    # (output, kernel): the cp.async kernel beside the TMA one where it has the split
+    runs = [(name, True)] + ([(name + CPASYNC, False)]
+                             if split is None or split in DECODE_GEMM_SPLITS else [])
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = KernelCache(backend)
         s = _split(kc, m, n, k, split, groups)
-        for out, tma in ((name, True), (name + CPASYNC, False)):
+        for out, tma in runs:
             matmul_decode.decode_gemm(kc, stream, p["x"], p["w"], p[out], m, n, k, f32,
                                       split=s, wide=groups == 2, swiglu=swiglu, tma=tma)
 
@@ -67,14 +94,14 @@ def gemm_decode_tma_case(rng: np.random.Generator, m: int, n: int, k: int, f32: 
         y = linear_oracle(x)["y"]
         if swiglu:
             y = swiglu_oracle(f32_to_bf16_bits(y.astype(np.float32)))
-        return {name: y, name + CPASYNC: y}
+        return {out: y for out, _ in runs}
 
     label = ("wide " if wide else "") + ("auto" if split is None else f"split{split}")
     kind = f"swiglu {label} m{m} i{n // 2}" if swiglu else f"{label} m{m} n{n}"
     return KernelCase(f"gemm_decode_tma {kind} k{k}{' f32' if f32 else ''}",
-                      "gemm_decode_tma", inputs, {name: spec, name + CPASYNC: spec}, run,
+                      "gemm_decode_tma", inputs, {out: spec for out, _ in runs}, run,
                       oracle, reference_abs_tol=TENSOR_CORE_K_TOL * k,
-                      same_bits=((name, name + CPASYNC),))
+                      same_bits=((name, name + CPASYNC),) if len(runs) == 2 else ())
 
 
 def tma_case_shapes() -> list[tuple[int, int, int, bool, int | None, bool, bool]]:
@@ -83,7 +110,10 @@ def tma_case_shapes() -> list[tuple[int, int, int, bool, int | None, bool, bool]
             + [(*shape, True, False) for shape in GEMM_DECODE_WIDE_SHAPES]
             + [(m, 2 * i, k, False, split, wide, True)
                for m, i, k, split, wide in GEMM_DECODE_SWIGLU_SHAPES]
-            + [(*shape, False) for shape in GEMM_DECODE_TMA_SHAPES])
+            + [(*shape, False) for shape in GEMM_DECODE_TMA_SHAPES]
+            + [(*shape, False) for shape in GEMM_DECODE_TMA_ODD_SHAPES]
+            + [(m, 2 * i, k, False, split, wide, True)
+               for m, i, k, split, wide in GEMM_DECODE_TMA_ODD_SWIGLU_SHAPES])
 
 
 @kernel_cases("gemm_decode_tma")

@@ -6,11 +6,12 @@ wgmma's M = 64 operand (64 outputs per warpgroup) and the batch its N (m rounded
 warpgroup, or two that share each x tile between 128 weight rows (`decode_groups`: every
 block re-reads x from L2, so one-warpgroup blocks move twice the weight bytes from L2 at 64
 rows, two-warpgroup blocks 1.5 times). Projections with too few tiles to fill the device
-split K over a thread-block cluster of 2, 4 or 8 blocks that sum their partials through
-distributed shared memory (`decode_split`). A fused [gate | up] weight can end its product
-with the SwiGLU (`swiglu=True`: each block loads matching gate and up rows and writes their
-activation, so no silu_mul launch follows; KernelRoutes.decode_gemm_swiglu). The geometry
-constants mirror the kernel's; only sm_90a sets build the module (`available`).
+split K over a thread-block cluster of 2, 4 or 8 blocks (the TMA kernel: any of 2..8) that
+sum their partials through distributed shared memory (`decode_split`). A fused [gate | up]
+weight can end its product with the SwiGLU (`swiglu=True`: each block loads matching gate
+and up rows and writes their activation, so no silu_mul launch follows;
+KernelRoutes.decode_gemm_swiglu). The geometry constants mirror the kernel's; only sm_90a
+sets build the module (`available`).
 
 Two kernels compute it, bit for bit alike: gemm_decode_tma (the default where the set has it,
 KernelRoutes.decode_gemm_tma / ATLAS_DECODE_GEMM_TMA=0) streams the operands with TMA
@@ -32,14 +33,19 @@ from ..kernel_abi import (GEMM_DECODE_SM90, GEMM_DECODE_SM90_F32OUT,
                           GEMM_DECODE_SM90_SWIGLU, GEMM_DECODE_SM90_SWIGLU_SPLIT2,
                           GEMM_DECODE_SM90_SWIGLU_SPLIT4, GEMM_DECODE_SM90_SWIGLU_SPLIT8)
 from ..kernel_abi import (GEMM_DECODE_TMA, GEMM_DECODE_TMA_F32OUT,
-                          GEMM_DECODE_TMA_F32OUT_SPLIT2, GEMM_DECODE_TMA_F32OUT_SPLIT4,
+                          GEMM_DECODE_TMA_F32OUT_SPLIT2, GEMM_DECODE_TMA_F32OUT_SPLIT3,
+                          GEMM_DECODE_TMA_F32OUT_SPLIT4, GEMM_DECODE_TMA_F32OUT_SPLIT5,
+                          GEMM_DECODE_TMA_F32OUT_SPLIT6, GEMM_DECODE_TMA_F32OUT_SPLIT7,
                           GEMM_DECODE_TMA_F32OUT_SPLIT8, GEMM_DECODE_TMA_SPLIT2,
-                          GEMM_DECODE_TMA_SPLIT4, GEMM_DECODE_TMA_SPLIT8, GEMM_DECODE_TMA_SWIGLU,
-                          GEMM_DECODE_TMA_SWIGLU_SPLIT2, GEMM_DECODE_TMA_SWIGLU_SPLIT4,
-                          GEMM_DECODE_TMA_SWIGLU_SPLIT8)
+                          GEMM_DECODE_TMA_SPLIT3, GEMM_DECODE_TMA_SPLIT4, GEMM_DECODE_TMA_SPLIT5,
+                          GEMM_DECODE_TMA_SPLIT6, GEMM_DECODE_TMA_SPLIT7, GEMM_DECODE_TMA_SPLIT8,
+                          GEMM_DECODE_TMA_SWIGLU, GEMM_DECODE_TMA_SWIGLU_SPLIT2,
+                          GEMM_DECODE_TMA_SWIGLU_SPLIT3, GEMM_DECODE_TMA_SWIGLU_SPLIT4,
+                          GEMM_DECODE_TMA_SWIGLU_SPLIT5, GEMM_DECODE_TMA_SWIGLU_SPLIT6,
+                          GEMM_DECODE_TMA_SWIGLU_SPLIT7, GEMM_DECODE_TMA_SWIGLU_SPLIT8)
 from . import KernelCache
 from ._preconditions import require_aligned, require_multiple
-from .routes import DECODE_GEMM_SPLITS
+from .routes import DECODE_GEMM_SPLITS, DECODE_GEMM_TMA_SPLITS
 
 #: largest batch: the widest wgmma N (gemm_decode_sm90.cu kMaxCols)
 DECODE_MAX_M = 256
@@ -80,15 +86,22 @@ _SWIGLU_SIGS: dict[int, KernelSig] = {
     4: GEMM_DECODE_SM90_SWIGLU_SPLIT4, 8: GEMM_DECODE_SM90_SWIGLU_SPLIT8,
 }
 #: the TMA kernel's entries, keyed as _SIGS and _SWIGLU_SIGS
+#: (every cluster size 1..8: DECODE_GEMM_TMA_SPLITS)
 _TMA_SIGS: dict[tuple[int, bool], KernelSig] = {
     (1, False): GEMM_DECODE_TMA, (1, True): GEMM_DECODE_TMA_F32OUT,
     (2, False): GEMM_DECODE_TMA_SPLIT2, (2, True): GEMM_DECODE_TMA_F32OUT_SPLIT2,
+    (3, False): GEMM_DECODE_TMA_SPLIT3, (3, True): GEMM_DECODE_TMA_F32OUT_SPLIT3,
     (4, False): GEMM_DECODE_TMA_SPLIT4, (4, True): GEMM_DECODE_TMA_F32OUT_SPLIT4,
+    (5, False): GEMM_DECODE_TMA_SPLIT5, (5, True): GEMM_DECODE_TMA_F32OUT_SPLIT5,
+    (6, False): GEMM_DECODE_TMA_SPLIT6, (6, True): GEMM_DECODE_TMA_F32OUT_SPLIT6,
+    (7, False): GEMM_DECODE_TMA_SPLIT7, (7, True): GEMM_DECODE_TMA_F32OUT_SPLIT7,
     (8, False): GEMM_DECODE_TMA_SPLIT8, (8, True): GEMM_DECODE_TMA_F32OUT_SPLIT8,
 }
 _TMA_SWIGLU_SIGS: dict[int, KernelSig] = {
     1: GEMM_DECODE_TMA_SWIGLU, 2: GEMM_DECODE_TMA_SWIGLU_SPLIT2,
-    4: GEMM_DECODE_TMA_SWIGLU_SPLIT4, 8: GEMM_DECODE_TMA_SWIGLU_SPLIT8,
+    3: GEMM_DECODE_TMA_SWIGLU_SPLIT3, 4: GEMM_DECODE_TMA_SWIGLU_SPLIT4,
+    5: GEMM_DECODE_TMA_SWIGLU_SPLIT5, 6: GEMM_DECODE_TMA_SWIGLU_SPLIT6,
+    7: GEMM_DECODE_TMA_SWIGLU_SPLIT7, 8: GEMM_DECODE_TMA_SWIGLU_SPLIT8,
 }
 
 
@@ -156,55 +169,71 @@ SPLIT_FILL_GAIN = 0.05
 
 def decode_split(m: int, n: int, k: int, sm_count: int = H200_FACTS.sm_count,
                  forced: int | None = None, groups: int = 1,
-                 resident: Mapping[int, int] | None = None) -> int:
-    """Blocks per cluster that split K (each of DECODE_GEMM_SPLITS keeps at least
-    MIN_SPLIT_K_TILES k-tiles per block). Under a wave of tiles, ceil(n / (64 groups)), the
-    largest split whose grid still runs in one wave (sm_count x blocks_per_sm): a narrow
-    projection (Qwen3-8B o_proj, n = 4096: 64 one-warpgroup tiles) gets 4 x 64 = 256 blocks
-    on an H200's 264 slots. From a wave up, the split whose waves are fullest (`wave_fill`,
-    by SPLIT_FILL_GAIN or more over a smaller one): gate_up's 384 tiles are 1.45 waves of
-    264 (the second one 45% full), split 2 makes 768 blocks, 2.9 waves (97%); the LM head's
+                 resident: Mapping[int, int] | None = None,
+                 splits: tuple[int, ...] = DECODE_GEMM_SPLITS) -> int:
+    """Blocks per cluster that split K, one of `splits` (the kernel's candidates,
+    `rule_splits`; each beyond 1 keeps at least MIN_SPLIT_K_TILES k-tiles per block). Under a
+    wave of tiles, ceil(n / (64 groups)), the largest split whose grid still runs in one wave
+    (sm_count x blocks_per_sm): a narrow projection (Qwen3-8B o_proj, n = 4096: 64
+    one-warpgroup tiles) gets 4 x 64 = 256 blocks on an H200's 264 modelled slots. From a
+    wave up, the split whose waves are fullest (`wave_fill`, by SPLIT_FILL_GAIN or more over
+    a smaller one): gate_up's 384 tiles are 1.45 waves of 264 (the second one 45% full),
+    split 2 makes 768 blocks, 2.9 waves (97%); the LM head's
     2,374 tiles fill 9 waves alone. (Measured PDL on, H200, b64: the unsplit gate_up at
     65 us, 3.1 TB/s, the LM head's nine waves at 3.84 TB/s.) `forced`
     (KernelRoutes.decode_gemm_split, ATLAS_DECODE_GEMM_SPLIT) overrides the rule for A/B runs.
     `resident`: the blocks the device holds at once for each split, as the driver computes
     them (`resident_blocks`; a cluster's blocks must share a GPC), replacing the modelled
     slots split by split; a split the device cannot hold a cluster of is never chosen.
+    With every cluster size a candidate (the TMA kernel, ATLAS_DECODE_GEMM_ANY_SPLIT=1) the
+    same rule reaches grids between the powers of two: Qwen3-8B o_proj / down at m = 64 (32
+    two-warpgroup tiles, one block an SM; 124 blocks resident in clusters of 4) get split 3,
+    96 blocks, where the powers of two give split 2, 64 blocks on 132 SMs.
     """
     if forced is not None:
-        if forced not in DECODE_GEMM_SPLITS:
-            raise ValueError(f"decode_gemm: split {forced} is not one of {DECODE_GEMM_SPLITS}")
+        if forced not in DECODE_GEMM_TMA_SPLITS:
+            raise ValueError(f"decode_gemm: split {forced} is not one of "
+                             f"{DECODE_GEMM_TMA_SPLITS}")
         return forced
     tiles = -(-n // (DECODE_ROWS * groups))
     k_tiles = -(-k // 64)
     modelled = sm_count * blocks_per_sm(decode_cols(m), groups)
-    slots = {s: modelled if resident is None else resident.get(s, modelled)
-             for s in DECODE_GEMM_SPLITS}
-    splits = [s for s in DECODE_GEMM_SPLITS if s == 1
-              or (k_tiles >= MIN_SPLIT_K_TILES * s and slots[s] >= s)]
+    slots = {s: modelled if resident is None else resident.get(s, modelled) for s in splits}
+    fitting = [s for s in splits if s == 1
+               or (k_tiles >= MIN_SPLIT_K_TILES * s and slots[s] >= s)]
     if tiles < slots[1]:
-        return max(s for s in splits if tiles * s <= slots[s])
+        return max(s for s in fitting if tiles * s <= slots[s])
     best = 1
-    for split in splits:
+    for split in fitting:
         if (wave_fill(tiles * split, slots[split])
                 >= wave_fill(tiles * best, slots[best]) + SPLIT_FILL_GAIN):
             best = split
     return best
 
 
+def rule_splits(kc: KernelCache, tma: bool) -> tuple[int, ...]:
+    """The splits decode_split chooses among: every cluster size 1..8 on the TMA kernel where
+    the routes ask (KernelRoutes.decode_gemm_any_split, ATLAS_DECODE_GEMM_ANY_SPLIT=1), else
+    the powers of two both kernels have."""
+    if tma and kc.routes.decode_gemm_any_split:
+        return DECODE_GEMM_TMA_SPLITS
+    return DECODE_GEMM_SPLITS
+
+
 def resident_blocks(kc: KernelCache, m: int, out_f32: bool, swiglu: bool, tma: bool,
                     groups: int) -> dict[int, int] | None:
-    """The blocks of each split's entry point the device holds at once at this launch shape
-    (KernelCache.resident_blocks: the driver's cluster occupancy, asked once per shape), for
-    decode_split; None where the backend has no such model (no device) or the routes do not
-    ask (KernelRoutes.decode_gemm_occupancy; ATLAS_DECODE_GEMM_OCCUPANCY=0 turns it off)."""
+    """The blocks of each candidate split's entry point (`rule_splits`) the device holds at
+    once at this launch shape (KernelCache.resident_blocks: the driver's cluster occupancy,
+    asked once per shape), for decode_split; None where the backend has no such model (no
+    device) or the routes do not ask (KernelRoutes.decode_gemm_occupancy;
+    ATLAS_DECODE_GEMM_OCCUPANCY=0 turns it off)."""
     if not kc.routes.decode_gemm_occupancy:
         return None
     cols = decode_cols(m)
     stages = TMA_MAX_STAGES if tma else DECODE_MAX_STAGES
     threads = DECODE_THREADS * groups + (TMA_PRODUCER_THREADS if tma else 0)
     out = {}
-    for split in DECODE_GEMM_SPLITS:
+    for split in rule_splits(kc, tma):
         launch = kc.get_with_shared(entry_point(split, out_f32, swiglu, tma),
                                     TMA_MAX_SHARED if tma else DECODE_MAX_SHARED)
         blocks = kc.resident_blocks(launch.handle, threads, smem_bytes(cols, groups, stages),
@@ -213,6 +242,18 @@ def resident_blocks(kc: KernelCache, m: int, out_f32: bool, swiglu: bool, tma: b
             return None
         out[split] = blocks
     return out
+
+
+def launch_split(kc: KernelCache, m: int, n: int, k: int, out_f32: bool, swiglu: bool,
+                 tma: bool, groups: int) -> int:
+    """The split a decode_gemm launch runs when the caller forces none: the routes' forced
+    one (ATLAS_DECODE_GEMM_SPLIT), else decode_split over `rule_splits` with the device's
+    resident blocks (not asked for when the routes force one)."""
+    forced = kc.routes.decode_gemm_split
+    resident = None if forced is not None else resident_blocks(kc, m, out_f32, swiglu, tma,
+                                                               groups)
+    return decode_split(m, n, k, kc.facts.sm_count, forced, groups, resident,
+                        rule_splits(kc, tma))
 
 
 def available(kc: KernelCache) -> bool:
@@ -249,8 +290,9 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
 
     Preconditions: n >= 1, k a positive multiple of 8, x and w 16-byte aligned, y aligned to its
     element; the module must be loaded (`available`). `split` forces the cluster split (None:
-    `decode_split` with the routes' override), `wide` two-warpgroup blocks (None: the routes'
-    decode_gemm_wide, whose None is the kernel's default), `tma` the kernel (None: `uses_tma`).
+    `launch_split`: the routes' override, else the rule), `wide` two-warpgroup blocks (None:
+    the routes' decode_gemm_wide, whose None is the kernel's default), `tma` the kernel (None:
+    `uses_tma`).
     Launched with ceil(n / (64 G)) * split blocks (G = `decode_groups`; a SwiGLU block's 64 G
     weight rows are 32 G gate/up pairs, so the grid is the same) of 128 G threads (+
     TMA_PRODUCER_THREADS on the TMA kernel) and `smem_bytes(decode_cols(m), G, stages)` of
@@ -272,10 +314,11 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
     require_aligned("decode_gemm", "w", w, 16)
     require_aligned("decode_gemm", "y", y, 4 if out_f32 else 2)
     if split is None:
-        split = decode_split(m, n, k, kc.facts.sm_count, kc.routes.decode_gemm_split, groups,
-                             resident_blocks(kc, m, out_f32, swiglu, tma, groups))
-    elif split not in DECODE_GEMM_SPLITS:
-        raise ValueError(f"decode_gemm: split {split} is not one of {DECODE_GEMM_SPLITS}")
+        split = launch_split(kc, m, n, k, out_f32, swiglu, tma, groups)
+    compiled = DECODE_GEMM_TMA_SPLITS if tma else DECODE_GEMM_SPLITS
+    if split not in compiled:
+        raise ValueError(f"decode_gemm: split {split} is not one of {compiled} "
+                         f"({'gemm_decode_tma' if tma else 'gemm_decode_sm90'})")
     grid = -(-n // (DECODE_ROWS * groups)) * split
     if tma:
         rows = DECODE_ROWS * groups  # a SwiGLU stage's weight tile is two half boxes

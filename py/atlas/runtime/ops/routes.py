@@ -52,8 +52,14 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (gemm_decode_sm90); they take the batched GEMV / GEMM routes as before it existed.
 * ATLAS_DECODE_GEMM_MIN_M=N / ATLAS_DECODE_GEMM_MAX_M=N: the row range routed to it
   (defaults DEFAULT_DECODE_GEMM_MIN_M..DEFAULT_DECODE_GEMM_MAX_M).
-* ATLAS_DECODE_GEMM_SPLIT=1|2|4|8: its cluster split of K for every product (unset: the
-  launch builder's occupancy rule, ops/matmul_decode.decode_split).
+* ATLAS_DECODE_GEMM_SPLIT=1..8: its cluster split of K for every product (unset: the
+  launch builder's occupancy rule, ops/matmul_decode.decode_split; 3, 5, 6 and 7 only on the
+  TMA kernel).
+* ATLAS_DECODE_GEMM_ANY_SPLIT=1: the split rule of the TMA decode GEMM picks among every
+  cluster size 1..8 (DECODE_GEMM_TMA_SPLITS) instead of the powers of two: Qwen3-8B o_proj /
+  down at 64 rows are 32 two-warpgroup tiles, split 4 does not fit the H200's clusters of 4
+  (124 blocks), so split 2 streams on 64 of 132 SMs; split 3 on 96. Off by default until the
+  A/B (kernel table rows "... split3", the b64 step) is measured.
 * ATLAS_DECODE_GEMM_WIDE=1 / 0: its batches of 17 rows and more on two-warpgroup blocks (128
   weight rows sharing each x tile: 1.5x the weight bytes through L2 at 64 rows instead of
   2x, and 112 KB of weights in flight per SM instead of 64) / on one-warpgroup blocks.
@@ -293,6 +299,8 @@ DEFAULT_VERIFY_MAX_BATCH = 1
 DEFAULT_PERSISTENT_PREFETCH_KB = 64
 #: the cluster splits gemm_decode_sm90 is compiled for
 DECODE_GEMM_SPLITS = (1, 2, 4, 8)
+#: the cluster splits gemm_decode_tma is compiled for: every portable cluster size
+DECODE_GEMM_TMA_SPLITS = (1, 2, 3, 4, 5, 6, 7, 8)
 #: the ring depths the ring GEMV takes (gemv_ring.cuh: 2..kRingMaxStages)
 GEMV_RING_STAGES = (2, 3)
 
@@ -360,6 +368,7 @@ class KernelRoutes:
     decode_gemm_l2_tiles: int = DEFAULT_DECODE_GEMM_L2_TILES
     decode_gemm_tma: bool = True
     decode_gemm_occupancy: bool = True
+    decode_gemm_any_split: bool = False
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_long_min_batch: int = DEFAULT_DECODE_ATTN_LONG_MIN_BATCH
@@ -402,9 +411,9 @@ class KernelRoutes:
             raise ValueError(f"ATLAS_GEMV_RING_STAGES={ring_stages!r} must be one of "
                              f"{GEMV_RING_STAGES} or unset")
         split = env.get("ATLAS_DECODE_GEMM_SPLIT", "").strip()
-        if split and split not in {str(s) for s in DECODE_GEMM_SPLITS}:
+        if split and split not in {str(s) for s in DECODE_GEMM_TMA_SPLITS}:
             raise ValueError(f"ATLAS_DECODE_GEMM_SPLIT={split!r} must be one of "
-                             f"{DECODE_GEMM_SPLITS} or unset")
+                             f"{DECODE_GEMM_TMA_SPLITS} or unset")
         per_sm = env.get("ATLAS_QUANT_BLOCKS_PER_SM", "").strip()
         if per_sm not in ("", "1", "2", "3", "4"):
             raise ValueError(f"ATLAS_QUANT_BLOCKS_PER_SM={per_sm!r} must be 1..4 or unset")
@@ -460,6 +469,7 @@ class KernelRoutes:
                                                    DEFAULT_DECODE_GEMM_L2_TILES),
                    decode_gemm_tma=env_switch(env, "ATLAS_DECODE_GEMM_TMA", True),
                    decode_gemm_occupancy=env_switch(env, "ATLAS_DECODE_GEMM_OCCUPANCY", True),
+                   decode_gemm_any_split=env_switch(env, "ATLAS_DECODE_GEMM_ANY_SPLIT", False),
                    decode_attn_long=env_switch(env, "ATLAS_DECODE_ATTN_LONG", True),
                    decode_attn_long_min_keys=_env_count(env, "ATLAS_DECODE_ATTN_LONG_MIN_KEYS",
                                                         DEFAULT_DECODE_ATTN_LONG_MIN_KEYS),

@@ -20,11 +20,16 @@ from ..kernel_abi import (GEMM_DECODE_SM90, GEMM_DECODE_SM90_F32OUT,
                           GEMM_DECODE_SM90_SWIGLU_SPLIT4, GEMM_DECODE_SM90_SWIGLU_SPLIT8,
                           GEMV_MMA, GEMV_MMA_F32OUT)
 from ..kernel_abi import (GEMM_DECODE_TMA, GEMM_DECODE_TMA_F32OUT,
-                          GEMM_DECODE_TMA_F32OUT_SPLIT2, GEMM_DECODE_TMA_F32OUT_SPLIT4,
+                          GEMM_DECODE_TMA_F32OUT_SPLIT2, GEMM_DECODE_TMA_F32OUT_SPLIT3,
+                          GEMM_DECODE_TMA_F32OUT_SPLIT4, GEMM_DECODE_TMA_F32OUT_SPLIT5,
+                          GEMM_DECODE_TMA_F32OUT_SPLIT6, GEMM_DECODE_TMA_F32OUT_SPLIT7,
                           GEMM_DECODE_TMA_F32OUT_SPLIT8, GEMM_DECODE_TMA_SPLIT2,
-                          GEMM_DECODE_TMA_SPLIT4, GEMM_DECODE_TMA_SPLIT8, GEMM_DECODE_TMA_SWIGLU,
-                          GEMM_DECODE_TMA_SWIGLU_SPLIT2, GEMM_DECODE_TMA_SWIGLU_SPLIT4,
-                          GEMM_DECODE_TMA_SWIGLU_SPLIT8)
+                          GEMM_DECODE_TMA_SPLIT3, GEMM_DECODE_TMA_SPLIT4, GEMM_DECODE_TMA_SPLIT5,
+                          GEMM_DECODE_TMA_SPLIT6, GEMM_DECODE_TMA_SPLIT7, GEMM_DECODE_TMA_SPLIT8,
+                          GEMM_DECODE_TMA_SWIGLU, GEMM_DECODE_TMA_SWIGLU_SPLIT2,
+                          GEMM_DECODE_TMA_SWIGLU_SPLIT3, GEMM_DECODE_TMA_SWIGLU_SPLIT4,
+                          GEMM_DECODE_TMA_SWIGLU_SPLIT5, GEMM_DECODE_TMA_SWIGLU_SPLIT6,
+                          GEMM_DECODE_TMA_SWIGLU_SPLIT7, GEMM_DECODE_TMA_SWIGLU_SPLIT8)
 from . import HostMemory, WithScratch, reference
 from .gemv import linear_bf16
 from .silu_mul import silu_mul_bf16
@@ -88,7 +93,11 @@ def gemm_decode_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w:
 # and w, which the reference reads through their pointers.
 @reference(GEMM_DECODE_TMA)
 @reference(GEMM_DECODE_TMA_SPLIT2)
+@reference(GEMM_DECODE_TMA_SPLIT3)
 @reference(GEMM_DECODE_TMA_SPLIT4)
+@reference(GEMM_DECODE_TMA_SPLIT5)
+@reference(GEMM_DECODE_TMA_SPLIT6)
+@reference(GEMM_DECODE_TMA_SPLIT7)
 @reference(GEMM_DECODE_TMA_SPLIT8)
 def gemm_decode_tma_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int,
                          m: int, n: int, k: int, wmap: bytes, xmap: bytes) -> None:
@@ -97,7 +106,11 @@ def gemm_decode_tma_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: in
 
 @reference(GEMM_DECODE_TMA_F32OUT)
 @reference(GEMM_DECODE_TMA_F32OUT_SPLIT2)
+@reference(GEMM_DECODE_TMA_F32OUT_SPLIT3)
 @reference(GEMM_DECODE_TMA_F32OUT_SPLIT4)
+@reference(GEMM_DECODE_TMA_F32OUT_SPLIT5)
+@reference(GEMM_DECODE_TMA_F32OUT_SPLIT6)
+@reference(GEMM_DECODE_TMA_F32OUT_SPLIT7)
 @reference(GEMM_DECODE_TMA_F32OUT_SPLIT8)
 def gemm_decode_tma_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int,
                              m: int, n: int, k: int, wmap: bytes, xmap: bytes) -> None:
@@ -106,7 +119,11 @@ def gemm_decode_tma_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w
 
 @reference(GEMM_DECODE_TMA_SWIGLU)
 @reference(GEMM_DECODE_TMA_SWIGLU_SPLIT2)
+@reference(GEMM_DECODE_TMA_SWIGLU_SPLIT3)
 @reference(GEMM_DECODE_TMA_SWIGLU_SPLIT4)
+@reference(GEMM_DECODE_TMA_SWIGLU_SPLIT5)
+@reference(GEMM_DECODE_TMA_SWIGLU_SPLIT6)
+@reference(GEMM_DECODE_TMA_SWIGLU_SPLIT7)
 @reference(GEMM_DECODE_TMA_SWIGLU_SPLIT8)
 def gemm_decode_tma_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
                                 act: int, m: int, n: int, k: int, wmap: bytes,
