@@ -13,7 +13,9 @@ is more slots of the same launches (its columns in chunks of the routed width, w
 bf16(sigmoid(gate))); the down launch also does the residual add and the next RMSNorm
 (`then_norm`: resid += the block's output, normed = the next norm), so the layer after it
 starts from `normed` with no add_rmsnorm launch between (with ATLAS_MOE_ROUTE_IN_EXPERTS=1 at
-batch 1 the router writes only the logits and the expert launches route from them). Prefill
+batch 1 the router writes only the logits and the expert launches route from them). With
+ATLAS_MOE_ROUTER_NORM=1 the router launch also does the add + RMSNorm before the block
+(`fuses_input_norm`, ops.moe.RouterNorm), so no add_rmsnorm launch precedes it either. Prefill
 chunks (and decode steps
 with ATLAS_MOE_FUSED_DECODE=0) take the separate launches: router GEMV/GEMM, top-k, the
 experts, the shared expert's own SwiGLU, gate and add, and the model's add_rmsnorm.
