@@ -430,6 +430,9 @@ _DECODE_LONG_ROPE = (
 # (waiting for the qkv projection on entry)
 DECODE_ATTN_LONG_ROPE_WAIT = S("attention_long", "decode_attn_long_rope_wait_bf16",
                                _DECODE_LONG_ROPE)
+# (the same, its prologue's reads in two trips: ATLAS_DECODE_ATTN_LONG_STAGED=1)
+DECODE_ATTN_LONG_ROPE_STAGED = S("attention_long", "decode_attn_long_rope_staged_bf16",
+                                 _DECODE_LONG_ROPE)
 
 # verification rows (a speculating sequence's K + 1 consecutive rows) on tensor cores, each
 # sequence's K/V read once for all its rows (kernels/hopper/common/attention_verify.cu, hopper

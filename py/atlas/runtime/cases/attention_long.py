@@ -14,7 +14,8 @@ ATLAS_DECODE_ATTN_LONG_MERGE=1: the tickets must leave the counters zero, and a 
 without keys gets zeros). Every case launches twice. The rope-fused entry
 (decode_attn_long_rope_wait) runs cases/attention_rope.py's cases: the step's k and v
 appended at the slot and substituted for that key, padding rows, one launch merging its
-splits.
+splits; its staged twin (decode_attn_long_rope_staged, ATLAS_DECODE_ATTN_LONG_STAGED=1: the
+prologue's reads reordered) runs every one of them again (`twin="long_staged"`).
 The kernel rounds each probability to bf16 for the PV product (cases/attention_sm90.py's
 bound: 2^-9 max|v| per output), added to the partials' and the output's tolerances.
 """
@@ -143,10 +144,18 @@ LONG_ROPE_SHAPES = [
 ]
 
 
+#: LONG_ROPE_SHAPES on the staged prologue's entry (decode_attn_long_rope_staged,
+#: ATLAS_DECODE_ATTN_LONG_STAGED=1: the same outputs), merging where the case merges
+LONG_ROPE_STAGED_SHAPES = [
+    (f"{name} staged", g, lens, splits,
+     {**kw, "twin": "long_staged_merge" if kw.get("twin") == "long_merge" else "long_staged"})
+    for name, g, lens, splits, kw in LONG_ROPE_SHAPES]
+
+
 @kernel_cases("attention_long")
 def long_decode_cases(rng: np.random.Generator) -> list[KernelCase]:
     return ([long_decode_case(rng, *shape) for shape in LONG_DECODE_SHAPES]
             + [long_decode_case(rng, *shape, twin="long_merge")
                for shape in LONG_MERGE_SHAPES]
             + [long_rope_case(rng, name, g, lens, splits, **kw)
-               for name, g, lens, splits, kw in LONG_ROPE_SHAPES])
+               for name, g, lens, splits, kw in LONG_ROPE_SHAPES + LONG_ROPE_STAGED_SHAPES])
