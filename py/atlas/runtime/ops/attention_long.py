@@ -89,6 +89,13 @@ def long_kernel_for(head_dim: int) -> KernelSig:
     return DECODE_ATTN_LONG_D256 if head_dim == 256 else DECODE_ATTN_LONG
 
 
+def long_rope_kernel_for(routes: KernelRoutes) -> KernelSig:
+    """The rope-fused entry point the routes select: the staged prologue's
+    (routes.decode_attn_long_staged) or the waiting one's (the default)."""
+    return (DECODE_ATTN_LONG_ROPE_STAGED if routes.decode_attn_long_staged
+            else DECODE_ATTN_LONG_ROPE_WAIT)
+
+
 def _launch_long(kc: KernelCache, sig: KernelSig, head_dim: int, rope: bool):
     """The launcher of `sig` with its dynamic shared memory opted in (once per signature:
     the largest head dim it takes) on the carveout with the most shared memory (two 96-101
@@ -211,9 +218,7 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
     if qkv % 16:  # v rows are copied 16 bytes at a time
         raise ValueError(f"decode_attention_long_rope: qkv pointer {qkv:#x} is not 16-byte "
                          "aligned")
-    sig = (DECODE_ATTN_LONG_ROPE_STAGED if kc.routes.decode_attn_long_staged
-           else DECODE_ATTN_LONG_ROPE_WAIT)
-    launch = _launch_long(kc, sig, head_dim, True)
+    launch = _launch_long(kc, long_rope_kernel_for(kc.routes), head_dim, True)
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim, True),
            qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
            kv_lens, part_o, part_ml, counters if merges_splits(kc, num_splits) else 0, out,
