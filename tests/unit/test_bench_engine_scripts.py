@@ -100,6 +100,13 @@ def test_profile_decode_compares_a_verification_step_with_a_plain_one(tmp_path):
     assert res["gpu_ms"] > 0 and res["async_wall_ms"] > 0
     # per-kernel rows come from CUPTI: none on the host backend
     assert verify["kernels"] == [] and res["kernels"] == []
+    # the graph's keys: the prompt and every token decoded before the profile, not --context
+    keys = res["attention_keys"]
+    assert keys["kv_lens_min"] > 16 + 50 and keys["kv_lens_max"] == keys["kv_lens_min"]
+    tiny = json.loads((FIXTURE / "config.json").read_text())
+    per_key = (tiny["num_key_value_heads"] * tiny.get("head_dim", tiny["hidden_size"]
+                                                      // tiny["num_attention_heads"]) * 2 * 2)
+    assert keys["kv_bytes_per_layer"] == keys["kv_lens_min"] * per_key
 
 
 def test_bench_spec_drafts_with_the_mtp_head(tmp_path):

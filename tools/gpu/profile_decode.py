@@ -10,7 +10,12 @@ GPU time per step, and host time per step.
   with async scheduling on (the default: the host plans, launches and commits while the
   GPU runs the step before), where wall - GPU is the host time left on the critical path.
 * Per kernel: CUPTI kernel records collected by torch.profiler over a few replays, grouped
-  by kernel name, with the bytes each GEMV must move turned into GB/s. With programmatic
+  by kernel name, with the bytes each GEMV must move turned into GB/s.
+* Attention keys: the replays read the last step's inputs, whose kv_lens are not --context:
+  the prompts prefill one after another, so at --batch 64 --context 1536 the sequences hold
+  about 1,590..1,660 keys. The graph's kv_lens, the K/V bytes a layer's attention reads for
+  them and each decode-attention row's rate over those bytes are printed, so the rows compare
+  with the kernel table's (whose rows read exactly `history` keys). With programmatic
   dependent launch (the default) consecutive kernels overlap and each record includes the
   time a kernel waited for its predecessor; ATLAS_PDL=0 gives a breakdown that adds up.
 * --verify K: the runner is built to speculate with K drafts (as `--speculative ...
@@ -96,6 +101,20 @@ def graph_profile(runner, graph) -> dict:
             dev.synchronize(stream)
         rows, kernel_total = kernel_rows(prof, prof_reps)
     return {"gpu_ms": gpu_ms, "kernel_busy_ms": kernel_total / 1e3, "kernels": rows}
+
+
+def attention_keys(runner, batch: int, rows: list[dict]) -> dict:
+    """The kv_lens of the decode graph's rows (its last step's inputs), the K/V bytes one
+    layer's attention reads for them (every key of every kv head, K and V, in the pool's
+    dtype) and each decode-attention row's GB/s over those bytes."""
+    lens = runner.backend.download(runner.bufs.kv_lens, np.int32, batch)
+    cfg = runner.kv.cfg
+    layer_bytes = float(lens.sum()) * cfg.bytes_per_token / cfg.num_layers
+    rates = {r["kernel"]: layer_bytes / r["us_per_call"] / 1e3 for r in rows
+             if r["kernel"].startswith("decode_attn") and "combine" not in r["kernel"]}
+    return {"kv_lens_mean": float(lens.mean()), "kv_lens_min": int(lens.min()),
+            "kv_lens_max": int(lens.max()), "kv_bytes_per_layer": layer_bytes,
+            "attention_gb_s": rates}
 
 
 def kernel_family(name: str) -> str:
@@ -193,9 +212,14 @@ def main() -> int:
         print("kernels overlap (programmatic dependent launch): a kernel's time includes its "
               "wait on the one before, so the rows do not add up to the step")
     print_rows(rows, kernel_total)
+    keys = attention_keys(runner, a.batch, rows)
+    print(f"attention keys (the graph's kv_lens): mean {keys['kv_lens_mean']:.0f}, "
+              f"{keys['kv_lens_min']}..{keys['kv_lens_max']}; K/V a layer "
+              f"{keys['kv_bytes_per_layer'] / 1e6:.1f} MB; " + ", ".join(
+                  f"{name} {rate:.0f} GB/s" for name, rate in keys["attention_gb_s"].items()))
     result = {"model": a.model.name, "batch": a.batch, "context": a.context,
               "wall_ms": wall_ms, "async_wall_ms": async_wall_ms, "gpu_ms": gpu_ms,
-              "kernel_busy_ms": kernel_total / 1e3, "kernels": rows}
+              "kernel_busy_ms": kernel_total / 1e3, "kernels": rows, "attention_keys": keys}
     if k:
         rows_v = a.batch * (k + 1)
         phases: dict[str, list[float]] = {}

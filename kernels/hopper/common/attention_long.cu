@@ -56,8 +56,8 @@ constexpr int kSmemPerSm = 228 * 1024;  // H100/H200 shared memory per SM
 constexpr float kLn2 = 0.6931471805599453f;
 
 // The q/k norm, RoPE and K/V append of qk_norm_rope_kv_bf16 done by the attention blocks
-// (decode_attn_long_rope_bf16, batched decode of one token per sequence): the pointers of
-// ops/rope.py's launch. Unused (null) by the plain entry points.
+// (decode_attn_long_rope_wait_bf16 and _staged_bf16, batched decode of one token per
+// sequence): the pointers of ops/rope.py's launch. Unused (null) by the plain entry points.
 struct LongRope {
   const __nv_bfloat16* qkv;  // [seqs, (hq + 2 hkv) D]: q heads, k heads, v heads
   __nv_bfloat16* k_cache;
@@ -83,10 +83,9 @@ struct LongTile {
   static constexpr bool kQShared = D > 128 || kRope;
   static constexpr int kQPitch = D + 8;
   static constexpr int kQBytes = kQShared ? kMaxGroup * kQPitch * 2 : 0;
-  // the rope variant's stage after the Q tile: the step's k and v rows (bf16), then room
-  // for two more bf16 rows and an f32 one that only session 9's pre-wait entry (removed in
-  // session 12) used: kept, with ops/attention_long.py long_smem_bytes, so that the launch
-  // does not change until a smaller one is measured
+  // the rope variants' stage after the Q tile: the step's k and v rows, then the q and k
+  // norm weights (bf16) and the position's cos/sin row (f32), which only the staged entry
+  // fills (ops/attention_long.py long_smem_bytes: one launch size for both)
   static constexpr int kStageBytes = kRope ? 4 * D * 2 + D * 4 : 0;
   static constexpr int kBlocksPerSm = D > 128 ? 1 : 2;  // attention_long.py long_blocks_per_sm
   // the warps' partials after the loop: o [kWarps][16][D], m and l [kWarps][16], f32
@@ -179,11 +178,19 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
 }
 
 // q: [seqs, hq, D] (plain entry points; the rope variants read rope.qkv instead).
-// kRope: the rope-fused entry (decode_attn_long_rope_wait_bf16), which waits for the qkv
-// projection on entry, then each warp norms and rotates its rows straight from global memory.
-// (Session 9's entry that read everything but the qkv rows before the PDL wait lost to it in
-// the batch-64 step, gpu22: 9.829 vs 9.511 ms, and was removed in session 12.)
-template <int D, bool kRope = false>
+// kRope: the rope-fused entries, which wait for the qkv projection on entry. Without kStaged
+// (decode_attn_long_rope_wait_bf16) each warp norms and rotates its rows straight from global
+// memory after the tiles are requested, a chain of dependent trips: kv_len, then the row's
+// slot and position (the copies wait for the slot: the step's key is never copied), then a
+// q row, then (the warp that also takes the k row) a second one, with at most two tiles in
+// flight meanwhile. kStaged (decode_attn_long_rope_staged_bf16, ATLAS_DECODE_ATTN_LONG_STAGED
+// =1; RopeStaged): the same arithmetic on the same values, with the prologue's reads in two
+// trips. (Session 9's entry that read everything but the qkv rows before the PDL wait lost to
+// the waiting one in the batch-64 step, gpu22: 9.829 vs 9.511 ms, and was removed in session
+// 12.)
+// kL2Ahead (decode_attn_long_rope_ahead_bf16, ATLAS_DECODE_ATTN_LONG_L2_AHEAD=1, with kStaged):
+// L2Ahead, one more tile of K/V in flight per block without ring space.
+template <int D, bool kRope = false, bool kStaged = false, bool kL2Ahead = false>
 __device__ __forceinline__ void decode_attn_long(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
     const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
@@ -191,9 +198,19 @@ __device__ __forceinline__ void decode_attn_long(
     unsigned* __restrict__ counters, __nv_bfloat16* __restrict__ out, int hq, int hkv,
     int block_size, int max_blocks,
     int num_splits, float scale, __nv_bfloat16* smem, const LongRope& rope = LongRope{}) {
+  static_assert(kRope || !kStaged, "the staged prologue is the rope entry's");
   using T = LongTile<D, kRope>;
   const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
   const int kv_len = kv_lens[b];
+  // rope: the split holding the step's key (kv_len - 1) of a row with a slot computes that
+  // key's k and v, appends them to the cache and substitutes them for the cache row (never
+  // copied: `skip`); a padding row (slot < 0) attends the cache as it is. kStaged: requested
+  // with kv_len (one trip)
+  int slot = -1, position = 0;
+  if constexpr (kStaged) {
+    slot = rope.slots[b];
+    position = rope.positions[b];
+  }
   const int group = hq / hkv, h0 = kvh * group;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int* table = block_tables + static_cast<size_t>(b) * max_blocks;
@@ -233,11 +250,7 @@ __device__ __forceinline__ void decode_attn_long(
   const int end = min(begin + chunk, kv_len);
   const int n_tiles = (end - begin + kBKV - 1) / kBKV;
   const int g = lane >> 2, c = lane & 3;
-  // rope: the split holding the step's key (kv_len - 1) of a row with a slot computes that
-  // key's k and v, appends them to the cache and substitutes them for the cache row (never
-  // copied: `skip`); a padding row (slot < 0) attends the cache as it is
-  int slot = -1, position = 0;
-  if constexpr (kRope) {
+  if constexpr (kRope && !kStaged) {
     slot = rope.slots[b];
     position = rope.positions[b];
   }
@@ -267,9 +280,63 @@ __device__ __forceinline__ void decode_attn_long(
   __nv_bfloat16* sq = smem + T::kRingBytes / 2;
   __nv_bfloat16* stage_k = sq + kMaxGroup * T::kQPitch;
   __nv_bfloat16* stage_v = stage_k + D;
+  __nv_bfloat16* stage_qw = stage_v + D;  // kStaged: the q and k norm weights (bf16), then
+  __nv_bfloat16* stage_kw = stage_qw + D;  // the position's cos/sin row (f32)
+  float* stage_cs = reinterpret_cast<float*>(stage_kw + D);
+
+  // RopeStaged: the group's q rows, the step's k and v rows (where this split substitutes
+  // that key), the norm weights and the position's cos/sin row requested together, into
+  // registers here and into Q and the stage after the first tiles are requested
+  constexpr int kRowLoads = ((kMaxGroup + 2) * T::kChunks + kThreads - 1) / kThreads;
+  const int staged_rows = group + (sub ? 2 : 0);  // q heads, then k and v
+  uint4 raw[kStaged ? kRowLoads : 1];
+  uint4 consts = make_uint4(0u, 0u, 0u, 0u);
+  if constexpr (kStaged) {
+    const __nv_bfloat16* row = rope.qkv + static_cast<size_t>(b) * (hq + 2 * hkv) * D;
+#pragma unroll
+    for (int i = 0; i < kRowLoads; ++i) {
+      const int idx = tid + i * kThreads, r = idx / T::kChunks;
+      const int head = r < group ? h0 + r : r == group ? hq + kvh : hq + hkv + kvh;
+      raw[i] = idx < staged_rows * T::kChunks
+                   ? __ldcg(reinterpret_cast<const uint4*>(row + static_cast<size_t>(head) * D) +
+                            idx % T::kChunks)
+                   : make_uint4(0u, 0u, 0u, 0u);
+    }
+    // threads [0, 2 kChunks): q then k norm weight chunks; the next D / 4: cos/sin
+    if (tid < 2 * T::kChunks) {
+      if (rope.q_norm_w != nullptr)  // normed: both weights (as below)
+        consts = __ldg(tid < T::kChunks
+                           ? reinterpret_cast<const uint4*>(rope.q_norm_w) + tid
+                           : reinterpret_cast<const uint4*>(rope.k_norm_w) + tid - T::kChunks);
+    } else if (tid < 2 * T::kChunks + D / 4) {
+      consts = __ldg(reinterpret_cast<const uint4*>(rope.cos_sin +
+                                                    static_cast<size_t>(position) * D) +
+                     tid - 2 * T::kChunks);
+    }
+  }
+
+  // L2Ahead: the ring holds kStages - 1 tiles in flight a block (64 KB at D 128, ~17 MB on an
+  // H200 at two blocks an SM: a few microseconds of HBM time, near what its loaded latency
+  // needs, gpu24's 92% of copy alone); the tile after those is also requested into L2
+  // (prefetch.global.L2, one request per 128-byte line: no registers, no ring space) an
+  // iteration before its copies, which then hit L2. Its table entries (`page_pf`) are
+  // requested an iteration before that, as `page`'s are.
+  int page_pf[kL2Ahead ? R : 1];
+  auto prefetch = [&](int tile, const int (&pg)[R]) {
+    if (ch % 8 != 0) return;  // a line is 8 chunks: 2 lines a row at D 128, one at D 64
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+      const int p = begin + tile * kBKV + row0 + j * kRowStep;
+      if (p >= end) continue;
+      const size_t off =
+          ((static_cast<size_t>(pg[j]) * hkv + kvh) * block_size + pages.row(p)) * D + ch * 8;
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(k_cache + off));
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(v_cache + off));
+    }
+  };
 
   // Prologue: tiles 0..kStages-2 in flight (commit group i = tile i), the next tile's table
-  // entries requested.
+  // entries requested (and with L2Ahead the one after it).
 #pragma unroll
   for (int t = 0; t < kStages - 1; ++t) {
     if (t < n_tiles) {
@@ -279,6 +346,8 @@ __device__ __forceinline__ void decode_attn_long(
     atlas::cp_async_commit();
   }
   if (kStages - 1 < n_tiles) lookup(kStages - 1, page);
+  if constexpr (kL2Ahead)
+    if (kStages < n_tiles) lookup(kStages, page_pf);
 
   // Q as A fragments (rows = the group's heads, zero past G): a0 [g][2c..] a1 [g+8][2c..]
   // a2 [g][2c+8..] a3 [g+8][2c+8..] of each 16-column k-step. D <= 128: in registers,
@@ -286,7 +355,36 @@ __device__ __forceinline__ void decode_attn_long(
   // every warp after the loop's first barrier), one ldmatrix per k-step.
   constexpr int kQRegSteps = T::kQShared ? 1 : D / 16;
   uint32_t qf[kQRegSteps][4];
-  if constexpr (kRope) {
+  if constexpr (kStaged) {
+    // RopeStaged: the rows into Q and the stage (rows past G zero), then each warp norms and
+    // rotates its rows in place (the same rope_core.cuh calls on the same values as below:
+    // the same bits), reading only shared memory
+#pragma unroll
+    for (int i = 0; i < kRowLoads; ++i) {
+      const int idx = tid + i * kThreads, r = idx / T::kChunks, col = (idx % T::kChunks) * 8;
+      if (idx >= staged_rows * T::kChunks) break;
+      __nv_bfloat16* dst = r < group ? sq + r * T::kQPitch : r == group ? stage_k : stage_v;
+      *reinterpret_cast<uint4*>(dst + col) = raw[i];
+    }
+    for (int idx = group * T::kChunks + tid; idx < kMaxGroup * T::kChunks; idx += kThreads)
+      *reinterpret_cast<uint4*>(sq + (idx / T::kChunks) * T::kQPitch + (idx % T::kChunks) * 8) =
+          make_uint4(0u, 0u, 0u, 0u);
+    if (tid < 2 * T::kChunks)
+      reinterpret_cast<uint4*>(stage_qw)[tid] = consts;
+    else if (tid < 2 * T::kChunks + D / 4)
+      reinterpret_cast<uint4*>(stage_cs)[tid - 2 * T::kChunks] = consts;
+    __syncthreads();
+    const bool normed = rope.q_norm_w != nullptr;
+    for (int it = warp; it < group + (sub ? 1 : 0); it += kWarps) {  // warp-uniform
+      const bool is_k = it == group;
+      __nv_bfloat16* x = is_k ? stage_k : sq + it * T::kQPitch;
+      const auto w = atlas::rope::load_norm_w<false>(is_k ? stage_kw : stage_qw, normed, D, D,
+                                                     lane);
+      atlas::rope::norm_rope_row<false>(x, x, w, normed, false, stage_cs, D, D, rope.eps,
+                                        lane);
+    }
+    __syncthreads();  // Q and the stage are complete
+  } else if constexpr (kRope) {
     // rope_core.cuh (qk_norm_rope_kv's bits): one warp per q head of the group into its Q
     // row (rows past G zero), then the split holding the step's key norms and rotates k and
     // copies v into the stage
@@ -355,7 +453,16 @@ __device__ __forceinline__ void decode_attn_long(
     __syncthreads();  // ... every thread's; and every warp is done with tile t - 1's slot
     if (t + kStages - 1 < n_tiles) {
       issue(t + kStages - 1, page);
-      if (t + kStages < n_tiles) lookup(t + kStages, page);
+      if constexpr (kL2Ahead) {
+        if (t + kStages < n_tiles) {  // its entries came an iteration ago: `page`'s next
+          prefetch(t + kStages, page_pf);
+#pragma unroll
+          for (int j = 0; j < R; ++j) page[j] = page_pf[j];
+          if (t + kStages + 1 < n_tiles) lookup(t + kStages + 1, page_pf);
+        }
+      } else if (t + kStages < n_tiles) {
+        lookup(t + kStages, page);
+      }
     }
     atlas::cp_async_commit();
     __nv_bfloat16* sk = smem + (t % kStages) * T::kStageElems;
@@ -517,6 +624,30 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
                         scale, long_smem);
 }
 
+// The rope-fused entries' body (after the entry's wait): kStaged selects the prologue,
+// kL2Ahead the L2 requests a tile past the ring.
+template <bool kStaged, bool kL2Ahead = false>
+__device__ __forceinline__ void decode_attn_long_rope_entry(
+    const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+    const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
+    const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
+    float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out, uint32_t hq,
+    uint32_t hkv, uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
+    uint32_t num_splits, float scale, float eps, __nv_bfloat16* smem) {
+  const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
+  const int ns = static_cast<int>(num_splits);
+  if (head_dim == 128)
+    decode_attn_long<128, true, kStaged, kL2Ahead>(nullptr, k_cache, v_cache, block_tables, kv_lens,
+                                         part_o, part_ml, counters, out, hq, hkv, block_size,
+                                         max_blocks, ns, scale, smem, rope);
+  else if (head_dim == 64)
+    decode_attn_long<64, true, kStaged, kL2Ahead>(nullptr, k_cache, v_cache, block_tables, kv_lens,
+                                        part_o, part_ml, counters, out, hq, hkv, block_size,
+                                        max_blocks, ns, scale, smem, rope);
+  else
+    __trap();  // ops/attention_long.py LONG_ROPE_HEAD_DIMS
+}
+
 // Batched decode of one token per sequence with the q/k norm, RoPE and K/V append of
 // qk_norm_rope_kv_bf16 done by the blocks (D 64 / 128, the classic qkv layout: full rotation,
 // plain or no norm weights; ops/attention.py decode_attention_rope): waits for the qkv
@@ -534,16 +665,57 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                     float eps) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_enter();
-  const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
-  const int ns = static_cast<int>(num_splits);
-  if (head_dim == 128)
-    decode_attn_long<128, true>(nullptr, k_cache, v_cache, block_tables, kv_lens, part_o,
-                                part_ml, counters, out, hq, hkv, block_size, max_blocks, ns,
-                                scale, long_smem, rope);
-  else if (head_dim == 64)
-    decode_attn_long<64, true>(nullptr, k_cache, v_cache, block_tables, kv_lens, part_o,
-                               part_ml, counters, out, hq, hkv, block_size, max_blocks, ns,
-                               scale, long_smem, rope);
-  else
-    __trap();  // ops/attention_long.py LONG_ROPE_HEAD_DIMS
+  decode_attn_long_rope_entry<false>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
+                                     positions, slots, block_tables, kv_lens, part_o, part_ml,
+                                     counters, out, hq, hkv, head_dim, block_size, max_blocks,
+                                     num_splits, scale, eps, long_smem);
+}
+
+// RopeStaged (ATLAS_DECODE_ATTN_LONG_STAGED=1): decode_attn_long_rope_wait_bf16 with the
+// prologue's reads in two trips after the same wait on entry: kv_len, the row's slot and
+// position (and a one-split launch's first table entries) in the first; the first tiles, the
+// group's q rows and the step's k and v rows, the norm weights and the position's cos/sin row
+// in the second (16-byte loads into registers, then into Q and the stage); the norms and
+// rotations then read only shared memory. The outputs are the waiting entry's bits (the same
+// rope_core.cuh arithmetic on the same values, the same loop).
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_long_rope_staged_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
+                                      __nv_bfloat16* v_cache, const __nv_bfloat16* q_norm_w,
+                                      const __nv_bfloat16* k_norm_w, const float* cos_sin,
+                                      const int* positions, const int* slots,
+                                      const int* block_tables, const int* kv_lens,
+                                      float* part_o, float* part_ml, unsigned* counters,
+                                      __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
+                                      uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+                                      uint32_t max_blocks, uint32_t num_splits, float scale,
+                                      float eps) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  atlas::pdl_enter();
+  decode_attn_long_rope_entry<true>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
+                                    positions, slots, block_tables, kv_lens, part_o, part_ml,
+                                    counters, out, hq, hkv, head_dim, block_size, max_blocks,
+                                    num_splits, scale, eps, long_smem);
+}
+
+// L2Ahead (ATLAS_DECODE_ATTN_LONG_L2_AHEAD=1): decode_attn_long_rope_staged_bf16 that also
+// requests each tile's K/V rows into L2 an iteration before its copies (three tiles of K/V in
+// flight a block instead of two). The same outputs: only the requests' timing changes.
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_long_rope_ahead_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
+                                     __nv_bfloat16* v_cache, const __nv_bfloat16* q_norm_w,
+                                     const __nv_bfloat16* k_norm_w, const float* cos_sin,
+                                     const int* positions, const int* slots,
+                                     const int* block_tables, const int* kv_lens,
+                                     float* part_o, float* part_ml, unsigned* counters,
+                                     __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
+                                     uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+                                     uint32_t max_blocks, uint32_t num_splits, float scale,
+                                     float eps) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  atlas::pdl_enter();
+  decode_attn_long_rope_entry<true, true>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
+                                          positions, slots, block_tables, kv_lens, part_o,
+                                          part_ml, counters, out, hq, hkv, head_dim,
+                                          block_size, max_blocks, num_splits, scale, eps,
+                                          long_smem);
 }

@@ -163,7 +163,15 @@ DECODE_TWINS = {"ahead1": {"decode_attn_ahead": False},  # *_ahead1_bf16 (unclus
                 "pull": {"decode_attn_b1_chain": False},  # *_cluster_pull_bf16
                 # attention_long's opt-in: the split merge in the kernel instead of the
                 # combine launch
-                "long_merge": {"decode_attn_long_merge": True}}
+                "long_merge": {"decode_attn_long_merge": True},
+                # and its rope entry's staged prologue (alone and with the merge)
+                "long_staged": {"decode_attn_long_staged": True},
+                "long_staged_merge": {"decode_attn_long_staged": True,
+                                      "decode_attn_long_merge": True},
+                # and its L2 requests a tile past the ring
+                "long_ahead": {"decode_attn_long_l2_ahead": True},
+                "long_ahead_merge": {"decode_attn_long_l2_ahead": True,
+                                     "decode_attn_long_merge": True}}
 
 
 def case_routes(twin: str) -> KernelRoutes:

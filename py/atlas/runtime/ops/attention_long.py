@@ -35,15 +35,16 @@ model's split count follows for long-context engines.
 from __future__ import annotations
 
 from ..gpu import DevicePtr, KernelSig, Stream
-from ..kernel_abi import DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_ROPE_WAIT
+from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_ROPE_AHEAD,
+                          DECODE_ATTN_LONG_ROPE_STAGED, DECODE_ATTN_LONG_ROPE_WAIT)
 from . import KernelCache
 from .routes import KernelRoutes
 
 #: head dimensions the long kernel is compiled for: 64 and 128 on DECODE_ATTN_LONG (Q in
 #: registers, two blocks per SM), 256 on DECODE_ATTN_LONG_D256 (Q in shared memory, one)
 LONG_HEAD_DIMS = (64, 128, 256)
-#: head dimensions of the rope-fused entry point (DECODE_ATTN_LONG_ROPE_WAIT: Q in shared memory,
-#: two blocks per SM)
+#: head dimensions of the rope-fused entry points (DECODE_ATTN_LONG_ROPE_WAIT and its staged
+#: twin: Q in shared memory, two blocks per SM)
 LONG_ROPE_HEAD_DIMS = (64, 128)
 #: q heads per kv head it serves: the 16 rows of one mma.m16n8k16 A tile
 LONG_MAX_GROUP = 16
@@ -75,9 +76,9 @@ def long_smem_bytes(head_dim: int, rope: bool = False) -> int:
     """Dynamic shared memory of a launch: the ring of LONG_STAGES x (K and V) [64][D] bf16
     tiles (the warps' merge reuses it); at D 256 and with `rope` the [16][D + 8] bf16 Q tile
     after it (rows 16 bytes apart past D: conflict-free ldmatrix); with `rope` the stage
-    after that: the step's k and v rows (2 x D bf16), then 2 x D bf16 and D f32 that only
-    session 9's pre-wait entry used (removed in session 12; kept so the launch is unchanged,
-    attention_long.cu LongTile::kStageBytes)."""
+    after that: the step's k and v rows (2 x D bf16), then the q and k norm weights (2 x D
+    bf16) and the position's cos/sin row (D f32), which only the staged entry fills
+    (attention_long.cu LongTile::kStageBytes; one launch size for both rope entries)."""
     ring = LONG_STAGES * 2 * LONG_TILE_KEYS * head_dim * 2
     q_tile = LONG_MAX_GROUP * (head_dim + 8) * 2 if head_dim > 128 or rope else 0
     return ring + q_tile + (4 * head_dim * 2 + head_dim * 4 if rope else 0)
@@ -86,6 +87,16 @@ def long_smem_bytes(head_dim: int, rope: bool = False) -> int:
 def long_kernel_for(head_dim: int) -> KernelSig:
     """The entry point of a head dim (one of LONG_HEAD_DIMS)."""
     return DECODE_ATTN_LONG_D256 if head_dim == 256 else DECODE_ATTN_LONG
+
+
+def long_rope_kernel_for(routes: KernelRoutes) -> KernelSig:
+    """The rope-fused entry point the routes select: the staged prologue's with the L2
+    requests a tile past the ring (routes.decode_attn_long_l2_ahead), the staged prologue's
+    (routes.decode_attn_long_staged) or the waiting one's (the default)."""
+    if routes.decode_attn_long_l2_ahead:
+        return DECODE_ATTN_LONG_ROPE_AHEAD
+    return (DECODE_ATTN_LONG_ROPE_STAGED if routes.decode_attn_long_staged
+            else DECODE_ATTN_LONG_ROPE_WAIT)
 
 
 def _launch_long(kc: KernelCache, sig: KernelSig, head_dim: int, rope: bool):
@@ -199,7 +210,10 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
     sequence (qkv [num_seqs, (hq + 2 hkv) D], the classic layout), the step's k and v
     appended at each row's slot (none at slot < 0) and used for that key (the caller
     validated the shared arguments and runs the combine after a launch of more splits that
-    does not merge: `merges_splits`, counters as decode_attention_long's)."""
+    does not merge: `merges_splits`, counters as decode_attention_long's). With
+    routes.decode_attn_long_staged on decode_attn_long_rope_staged_bf16 (the same outputs,
+    the prologue's reads in two trips; it loads the norm weights and the cos/sin row 16
+    bytes at a time, which ops.attention.decode_attention_rope's checks allow)."""
     if head_dim not in LONG_ROPE_HEAD_DIMS or hq // hkv > LONG_MAX_GROUP:
         raise ValueError(f"decode_attention_long_rope: head_dim={head_dim} (needs one of "
                          f"{LONG_ROPE_HEAD_DIMS}) and group {hq // hkv} (needs <= "
@@ -207,7 +221,7 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
     if qkv % 16:  # v rows are copied 16 bytes at a time
         raise ValueError(f"decode_attention_long_rope: qkv pointer {qkv:#x} is not 16-byte "
                          "aligned")
-    launch = _launch_long(kc, DECODE_ATTN_LONG_ROPE_WAIT, head_dim, True)
+    launch = _launch_long(kc, long_rope_kernel_for(kc.routes), head_dim, True)
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim, True),
            qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
            kv_lens, part_o, part_ml, counters if merges_splits(kc, num_splits) else 0, out,

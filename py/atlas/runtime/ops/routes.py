@@ -91,6 +91,13 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (batch 8 .. 16 at D 128, Qwen3.5's D 256 below batch 64, long contexts) merges its partials
   in its last split (attention_long.cu SplitMerge, the split counters' tickets) instead of
   the decode_attn_combine_bf16 launch after it (the default; the merge is unmeasured).
+* ATLAS_DECODE_ATTN_LONG_STAGED=1: the rope-fused tensor-core decode attention (batches) on
+  decode_attn_long_rope_staged_bf16 (the prologue's reads in two trips, the norms and
+  rotations from shared memory; the same bits) instead of decode_attn_long_rope_wait_bf16
+  (each warp's rows from global memory, four dependent trips before the loop; unmeasured).
+* ATLAS_DECODE_ATTN_LONG_L2_AHEAD=1: that staged entry also requesting each K/V tile into L2
+  an iteration before its copies (decode_attn_long_rope_ahead_bf16: three tiles in flight a
+  block instead of the ring's two; the same bits; implies the staged prologue; unmeasured).
 * ATLAS_DECODE_ATTN_LATENCY=0: decode attention as at the start of session 6 (the A/B of
   its latency paths): never the clustered kernels (the splits' partials always merge through
   global memory and the last split's ticket, splits of 32 keys and more), and the rope-fused
@@ -380,6 +387,8 @@ class KernelRoutes:
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_long_min_batch: int = DEFAULT_DECODE_ATTN_LONG_MIN_BATCH
     decode_attn_long_merge: bool = False
+    decode_attn_long_staged: bool = False
+    decode_attn_long_l2_ahead: bool = False
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
     decode_attn_split_major: bool = False
@@ -486,6 +495,10 @@ class KernelRoutes:
                        DEFAULT_DECODE_ATTN_LONG_MIN_BATCH),
                    decode_attn_long_merge=env_switch(env, "ATLAS_DECODE_ATTN_LONG_MERGE",
                                                      False),
+                   decode_attn_long_staged=env_switch(env, "ATLAS_DECODE_ATTN_LONG_STAGED",
+                                                      False),
+                   decode_attn_long_l2_ahead=env_switch(env, "ATLAS_DECODE_ATTN_LONG_L2_AHEAD",
+                                                        False),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
                    decode_attn_ahead=env_switch(env, "ATLAS_DECODE_ATTN_AHEAD", True),
                    decode_attn_split_major=env_switch(env, "ATLAS_DECODE_ATTN_SPLIT_MAJOR",
