@@ -193,8 +193,8 @@ def test_a_model_leaf_needs_its_model_toml(tmp_path: Path) -> None:
 
 
 def test_real_tree_model_leaves() -> None:
-    """The shipped tree: one size leaf specializes (qwen3-30b-a3b: the MoE kernels' shapes as
-    compile-time constants), every other model directory runs on its hardware's baseline
+    """The shipped tree: two size leaves specialize (qwen3-30b-a3b and qwen3.5-35b-a3b: the MoE
+    kernels' shapes as compile-time constants), every other model directory runs on its hardware's baseline
     leaf, and the exact hidden size picks its MODEL.toml."""
     repo = Path(__file__).absolute().parents[2]
 
@@ -210,6 +210,9 @@ def test_real_tree_model_leaves() -> None:
     assert pick("qwen3", 4096, "gb10") == ("qwen3", "gb10/common/bf16")
     assert pick("qwen3_moe", 2048) == ("qwen3-30b-a3b", "hopper/qwen3-30b-a3b/bf16")
     assert pick("qwen3_moe", 4096) == ("qwen3", "hopper/common/bf16")
+    assert pick("qwen3_5_moe", 2048) == ("qwen3.5-35b-a3b", "hopper/qwen3.5-35b-a3b/bf16")
+    assert pick("qwen3_5_moe", 3072) == ("qwen3_5", "hopper/common/bf16")
     assert list_targets(repo) == [KernelTarget("gb10", "common", "bf16"),
                                   KernelTarget("hopper", "common", "bf16"),
-                                  KernelTarget("hopper", "qwen3-30b-a3b", "bf16")]
+                                  KernelTarget("hopper", "qwen3-30b-a3b", "bf16"),
+                                  KernelTarget("hopper", "qwen3.5-35b-a3b", "bf16")]

@@ -37,7 +37,8 @@ def test_wheel_ships_ptx_sets_with_model_behavior(tmp_path: Path) -> None:
         names = [n for n in zf.namelist() if n.startswith("atlas/kernels/ptxsets/")]
         assert sorted(names) == ["atlas/kernels/ptxsets/gb10__common__bf16.ptxset.json",
                                  "atlas/kernels/ptxsets/hopper__common__bf16.ptxset.json",
-                                 "atlas/kernels/ptxsets/hopper__qwen3-30b-a3b__bf16.ptxset.json"]
+                                 "atlas/kernels/ptxsets/hopper__qwen3-30b-a3b__bf16.ptxset.json",
+                                 "atlas/kernels/ptxsets/hopper__qwen3.5-35b-a3b__bf16.ptxset.json"]
         zf.extractall(tmp_path / "site", members=names)
     packaged = tmp_path / "site" / "atlas" / "kernels" / "ptxsets"
     # installed: no checkout beside the package, so the packaged sets are the ones found
