@@ -25,7 +25,7 @@ from ...core.quant import Fp8ScaleMap
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_CVT_SINGLE, GEMV_FP8_SINGLE,
                           GEMV_SILU_FP8, GEMV_SILU_FP8_SINGLE)
-from . import KernelCache, matmul_quant_mma
+from . import KernelCache, matmul_nvfp4, matmul_quant_mma
 from .activation import silu_mul
 from .matmul import (FUSED_SILU_MAX_K, GEMV_MAX_M, GEMV_MAX_THREADS, GEMV_ROWS_PER_BLOCK,
                      fuses_gate_up_swiglu, linear, linear_silu, linear_swiglu)
@@ -191,10 +191,11 @@ def silu_fused(weight_bytes: int, n: int, k: int, m: int, mma: bool) -> bool:
 
 def fuses_swiglu(kc: KernelCache, w: QuantWeight, m: int) -> bool:
     """Whether an m-row product with the fused [gate | up] weight w can end with its SwiGLU
-    in the GEMV (`linear_swiglu_quant`): the register-fed tensor-core kernel takes it (1..8
-    rows, loaded, switched on) and n splits in halves."""
-    return (w.n % 2 == 0 and uses_mma(kc, w, m)
-            and matmul_quant_mma.uses_direct(kc, w, m))
+    in the GEMV (`linear_swiglu_quant`): n splits in halves, and one NVFP4 row on the
+    half-precision-FMA GEMV (`matmul_nvfp4.uses_h2`) or the register-fed tensor-core kernel
+    (1..8 rows, loaded, switched on) takes it."""
+    return w.n % 2 == 0 and (matmul_nvfp4.uses_h2(kc, w, m) or (
+        uses_mma(kc, w, m) and matmul_quant_mma.uses_direct(kc, w, m)))
 
 
 def linear_swiglu_quant(kc: KernelCache, stream: Stream, x: DevicePtr, w: QuantWeight,
@@ -202,17 +203,24 @@ def linear_swiglu_quant(kc: KernelCache, stream: Stream, x: DevicePtr, w: QuantW
     """act[m, n / 2] = bf16(bf16(silu(gate)) * up) of [gate | up] = x @ dequant(w).T, in one
     launch: the same values as `linear_quant` then silu_mul. Callers route by
     `fuses_swiglu`; the launch builder checks the kernel's own preconditions."""
+    if matmul_nvfp4.uses_h2(kc, w, m):
+        matmul_nvfp4.gemv_h2(kc, stream, x, w, act, "swiglu")
+        return
     matmul_quant_mma.gemv_direct_swiglu(kc, stream, x, w, act, m)
 
 
 def linear_quant(kc: KernelCache, stream: Stream, x: DevicePtr, w: QuantWeight, y: DevicePtr,
                  m: int, scratch: DevicePtr | None = None, mma: bool | None = None) -> None:
     """y = x @ dequant(w).T for any m: one FP8 row on the convert GEMV (`uses_core_single`,
-    unless `mma` is True), the tensor-core GEMV (`uses_mma`; `mma` True / False forces it on
+    unless `mma` is True), one NVFP4 row on the half-precision-FMA GEMV (`matmul_nvfp4.
+    uses_h2`, likewise), the tensor-core GEMV (`uses_mma`; `mma` True / False forces it on
     / off), else GEMV passes (`gemv_passes`), else dequantize into `scratch` (bf16 [n, k],
     graph-stable) and the bf16 GEMM."""
     if mma is not True and uses_core_single(kc, w, m):
         gemv_fp8(kc, stream, x, w, y, m, cvt=True)
+        return
+    if mma is not True and matmul_nvfp4.uses_h2(kc, w, m):
+        matmul_nvfp4.gemv_h2(kc, stream, x, w, y)
         return
     if uses_mma(kc, w, m) if mma is None else mma:
         w.mma(kc, stream, x, y, m)
@@ -309,9 +317,12 @@ class QuantLinear:
     def linear(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
                out_f32: bool = False, w_scratch: DevicePtr | None = None) -> None:
         """y = x @ dequant(w).T; `out_f32`: f32 logits of a quantized LM head (the bf16-
-        rounded sums widened, any m, on the tensor-core GEMVs: never a bf16 copy of the
-        vocabulary-sized weight)."""
+        rounded sums widened, any m, on the tensor-core GEMVs or, one NVFP4 row, the
+        half-precision-FMA GEMV: never a bf16 copy of the vocabulary-sized weight)."""
         if out_f32:
+            if matmul_nvfp4.uses_h2(kc, self.w, m):
+                matmul_nvfp4.gemv_h2(kc, stream, x, self.w, y, "f32")
+                return
             matmul_quant_mma.gemv_logits(kc, stream, x, self.w, y, m)
             return
         linear_quant(kc, stream, x, self.w, y, m, w_scratch)
