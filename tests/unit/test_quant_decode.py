@@ -282,7 +282,7 @@ def _weights(dev: MockGpuBackend, n: int, k: int) -> dict[str, object]:
 @pytest.mark.parametrize("m, func", [(1, "_small"), (8, "_small"), (9, ""), (64, "")])
 def test_decode_batches_take_the_tensor_core_gemv(fmt: str, m: int, func: str) -> None:
     dev = _quant_mock()
-    kc = KernelCache(dev, KernelRoutes(quant_fp8_core=False))
+    kc = KernelCache(dev, KernelRoutes(quant_fp8_core=False, quant_nvfp4_h2=False))
     n, k = 4100, 1024
     w = _weights(dev, n, k)[fmt]
     x, y = dev.alloc(m * k * 2), dev.alloc(m * n * 2)
@@ -335,7 +335,8 @@ def test_one_fp8_row_takes_the_convert_gemv_by_default(k: int, threads: int) -> 
     assert rec.grid[0] == -(-n // 4) and rec.block[0] == threads and rec.shared == 0
     assert (rec.args["x"], rec.args["y"], rec.args["m"], rec.args["k"]) == (x, y, 1, k)
     others = [(KernelRoutes(quant_fp8_core=False), "fp8", 1, None),
-              (KernelRoutes(), "fp8", 2, None), (KernelRoutes(), "nvfp4", 1, None),
+              (KernelRoutes(), "fp8", 2, None),
+              (KernelRoutes(quant_nvfp4_h2=False), "nvfp4", 1, None),
               (KernelRoutes(quant_fp8_core=True), "fp8", 1, True)]
     for routes, fmt, m, mma in others:
         matmul_quant.linear_quant(KernelCache(dev, routes), 0, x, weights[fmt], y, m, mma=mma)
@@ -416,7 +417,7 @@ def _direct_mock() -> HopperQuantMock:
 
 #: the register-fed kernel's own loops (its staged variant has tests of its own,
 #: test_quant_staged.py), for one FP8 row too (not the convert GEMV)
-REGISTER_FED = KernelRoutes(quant_staged=False, quant_fp8_core=False)
+REGISTER_FED = KernelRoutes(quant_staged=False, quant_fp8_core=False, quant_nvfp4_h2=False)
 
 
 @pytest.mark.parametrize("fmt", ["fp8", "nvfp4"])
@@ -475,7 +476,7 @@ def test_register_fed_launches_take_the_persistent_grid_where_switched_on(
         env: dict[str, str], product: str, grid: int) -> None:
     """Qwen3-8B's qkv (6,144 rows: 384 tiles), gate_up + SwiGLU (12,288 features: 1,536
     tiles) and a vocabulary-like f32 product (a quantized LM head, 20,000 rows: 1,250)."""
-    routes = KernelRoutes.from_env({**env, "ATLAS_QUANT_STAGED": "0"})
+    routes = KernelRoutes.from_env({**env, "ATLAS_QUANT_STAGED": "0", "ATLAS_QUANT_NVFP4_H2": "0"})
     assert routes.quant_persistent is (env.get("ATLAS_QUANT_PERSISTENT") == "1")
     with pytest.raises(ValueError, match="ATLAS_QUANT_BLOCKS_PER_SM"):
         KernelRoutes.from_env({"ATLAS_QUANT_BLOCKS_PER_SM": "5"})

@@ -21,12 +21,11 @@ from .matmul import GEMV_MAX_M, GEMV_MAX_THREADS, GEMV_ROWS_PER_BLOCK
 CHUNK_VALUES = 32
 
 #: whether NVFP4 products of one row take the half-precision-FMA GEMV (`uses_h2`) unless
-#: ATLAS_QUANT_NVFP4_H2 says otherwise. Off until timed: by estimate it is the faster route
-#: (gemv_nvfp4.cu's gemv_nvfp4_h2: ~2.75 issue slots a weight against the 3.9 a weight the
-#: SMs can issue at copy bandwidth; the tensor-core route streamed 35-50% of copy at gpu21),
-#: but no device has run it yet; the lead's A/B decides (turning it on moves the batch-1
-#: NVFP4 routes the launch tests pin to the tensor-core kernels).
-H2_BY_DEFAULT = False
+#: ATLAS_QUANT_NVFP4_H2 says otherwise. On by estimate, not yet timed (gemv_nvfp4.cu's
+#: gemv_nvfp4_h2: ~2.75 issue slots a weight against the 3.9 a weight the SMs can issue at
+#: copy bandwidth, in the bf16 GEMV's mould; the tensor-core route streamed 35-50% of copy
+#: at gpu21); ATLAS_QUANT_NVFP4_H2=0 restores the tensor-core route, the lead's A/B decides.
+H2_BY_DEFAULT = True
 
 #: the half-precision-FMA GEMV's entry points by output: y bf16, f32 logits, SwiGLU act
 _H2 = {"bf16": GEMV_NVFP4_H2, "f32": GEMV_NVFP4_H2_F32, "swiglu": GEMV_NVFP4_H2_SWIGLU}
