@@ -92,6 +92,10 @@ def test_a_forced_tensor_core_product_and_an_odd_gate_up_are_not_taken() -> None
     assert not QuantLinear(odd).fuses_swiglu(kc, 1)
     with pytest.raises(ValueError, match="even n"):
         matmul_nvfp4.gemv_h2(kc, 0, dev.alloc(2048), odd, dev.alloc(512), "swiglu")
+    with pytest.raises(ValueError, match="x"):
+        matmul_nvfp4.gemv_h2(kc, 0, dev.alloc(2048) + 8, w, dev.alloc(512))
+    with pytest.raises(ValueError, match="y"):
+        matmul_nvfp4.gemv_h2(kc, 0, dev.alloc(2048), w, dev.alloc(1024) + 2, "f32")
 
 
 @pytest.mark.parametrize("case", [
