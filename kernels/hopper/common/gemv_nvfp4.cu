@@ -247,8 +247,15 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
 // [1, n / 2], two features a block). Launch: grid ceil(n / 4) (SwiGLU ceil(n / 4) too: two
 // features of n / 2), block min(256, roundup32(ceil(k / 64))); k % 32 == 0, x and w
 // 16-byte aligned, scale 2-byte aligned; SwiGLU: n even.
+// Launch bounds: 85 registers or fewer on sm_90a (80 used, no spills: twelve 2-warp blocks
+// an SM at k = 4,096); sm_121 (gb10) spills under 85 (44+ bytes): 128 there.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+constexpr int kH2BlocksPerSm = 2;
+#else
+constexpr int kH2BlocksPerSm = 3;
+#endif
 #define ATLAS_NVFP4_H2_ENTRY(name, out)                                                    \
-  extern "C" __global__ void __launch_bounds__(kMaxThreads, 3)                              \
+  extern "C" __global__ void __launch_bounds__(kMaxThreads, kH2BlocksPerSm)                 \
       name(const __nv_bfloat16* x, const uint8_t* w, const uint8_t* scale,                 \
            const float* row_scale, void* y, uint32_t m, uint32_t n, uint32_t k) {           \
     if (m != 1) __trap();                                                                   \
