@@ -98,10 +98,6 @@ __device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t b) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
-__device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-
 // A group scale pair (E4M3 codes of chunk c's two groups) of a row: a plain (volatile) load
 // before the PDL wait (ptxas sinks read-only-path loads below it), __ldg after.
 template <bool kPreWait>
@@ -175,7 +171,7 @@ __device__ __forceinline__ void gemv_nvfp4_h2(const __nv_bfloat16* __restrict__ 
       for (int i = 0; i < 4; ++i) {
         const uint4 b = __ldg(xv + 4 * c + i);
 #pragma unroll
-        for (int j = 0; j < 4; ++j) xh[4 * i + j] = bf16x2_to_f16x2(word_of(b, j));
+        for (int j = 0; j < 4; ++j) xh[4 * i + j] = bf16x2_to_f16x2(atlas::quant::word(b, j));
       }
 #pragma unroll
       for (int r = 0; r < kRowsPerBlock; ++r) {
@@ -187,7 +183,7 @@ __device__ __forceinline__ void gemv_nvfp4_h2(const __nv_bfloat16* __restrict__ 
 #pragma unroll
           for (int ww = 0; ww < 2; ++ww) {
             uint32_t p[4];
-            atlas::quant::e2m1x8_to_f16x2(word_of(wv[u][r], 2 * g + ww), lut_lo, lut_hi, p);
+            atlas::quant::e2m1x8_to_f16x2(atlas::quant::word(wv[u][r], 2 * g + ww), lut_lo, lut_hi, p);
 #pragma unroll
             for (int i = 0; i < 4; ++i)
               h = __hfma2(*reinterpret_cast<const __half2*>(&p[i]),
