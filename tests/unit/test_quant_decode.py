@@ -34,9 +34,15 @@ HEADER = (COMMON / "quant_decode.cuh").read_text()
 U32 = np.uint64(0xFFFFFFFF)
 
 
-def _hex(pattern: str) -> list[int]:
-    """The hex constants the pattern's groups capture in the header, in order."""
-    found = re.findall(pattern, HEADER)
+def _body(signature: str) -> str:
+    """The header's text of one function, from `signature` to its closing brace."""
+    body = HEADER[HEADER.index(signature):]
+    return body[:body.index("\n}")]
+
+
+def _hex(pattern: str, text: str = HEADER) -> list[int]:
+    """The hex constants the pattern's groups capture in `text` (the header), in order."""
+    found = re.findall(pattern, text)
     return [int(v, 16) for m in found for v in (m if isinstance(m, tuple) else (m,))]
 
 
@@ -81,10 +87,11 @@ def _lut(s_pair: int) -> tuple[int, int, int, int]:
 def _e2m1x8(q: np.ndarray, lut: tuple[int, int, int, int]) -> np.ndarray:
     """e2m1x8_to_bf16x2 on every word of q: [len(q), 8] bf16 bit patterns."""
     hi03, hi47, lo03, lo47 = lut
-    (idx_mask,) = _hex(r"const uint32_t idx = q & (0x[0-9A-Fa-f]+)u")
-    sign_hi, sign_lo = _hex(r"half \? (0x[0-9A-Fa-f]+)u : (0x[0-9A-Fa-f]+)u\)")
-    (sign_bits,) = _hex(r"\^ \(sg & (0x[0-9A-Fa-f]+)u\)")
-    p_even, p_odd = _hex(r"= prmt\(lo, hs, (0x[0-9A-Fa-f]+)u\)")
+    body = _body("void e2m1x8_to_bf16x2(")
+    (idx_mask,) = _hex(r"const uint32_t idx = q & (0x[0-9A-Fa-f]+)u", body)
+    sign_hi, sign_lo = _hex(r"half \? (0x[0-9A-Fa-f]+)u : (0x[0-9A-Fa-f]+)u\)", body)
+    (sign_bits,) = _hex(r"\^ \(sg & (0x[0-9A-Fa-f]+)u\)", body)
+    p_even, p_odd = _hex(r"= prmt\(lo, hs, (0x[0-9A-Fa-f]+)u\)", body)
     q = q.astype(np.uint64)
     idx, q4 = q & np.uint64(idx_mask), (q << np.uint64(4)) & U32
     out = []
@@ -116,6 +123,44 @@ def test_e2m1_lookup_gives_exact_scaled_bf16_for_every_code(scale_code: int) -> 
     np.testing.assert_array_equal(got, want)  # bit-exact, signed zeros included
     exact = E2M1_LUT.astype(np.float64) * s
     assert np.array_equal(np.unique(exact), np.unique(_f64(want)))
+
+
+def _e2m1x8_half(q: np.ndarray) -> np.ndarray:
+    """e2m1x8_to_f16x2 on every word of q: [len(q), 8] f16 bit patterns, its table (the
+    static_assert's values of kE2m1HalfLo / Hi), masks and selectors read from the header."""
+    table_lo, table_hi = _hex(r"kE2m1HalfLo == (0x[0-9A-Fa-f]+)u && kE2m1HalfHi == "
+                              r"(0x[0-9A-Fa-f]+)u")
+    body = _body("void e2m1x8_to_f16x2(")
+    (idx_mask,) = _hex(r"const uint32_t idx = q & (0x[0-9A-Fa-f]+)u", body)
+    sign_hi, sign_lo = _hex(r"half \? (0x[0-9A-Fa-f]+)u : (0x[0-9A-Fa-f]+)u\)", body)
+    (sign_bits,) = _hex(r"\^ \(sg & (0x[0-9A-Fa-f]+)u\)", body)
+    p_even, p_odd = _hex(r"= prmt\(hb, 0u, (0x[0-9A-Fa-f]+)u\)", body)
+    q = q.astype(np.uint64)
+    idx, q4 = q & np.uint64(idx_mask), (q << np.uint64(4)) & U32
+    out = []
+    for half in range(2):
+        sg = _prmt(q4, q, sign_hi if half else sign_lo)
+        hb = _prmt(table_lo, table_hi, idx >> np.uint64(16) if half else idx)
+        hb ^= sg & np.uint64(sign_bits)
+        for p in (_prmt(hb, 0, p_even), _prmt(hb, 0, p_odd)):
+            out += [p & np.uint64(0xFFFF), p >> np.uint64(16)]
+    return np.stack(out, axis=1).astype(np.uint16)
+
+
+def test_e2m1_half_lookup_gives_exact_f16_for_every_code() -> None:
+    """The half-precision-FMA GEMV's decode (gemv_nvfp4.cu gemv_nvfp4_h2): every E2M1 code in
+    every position of a word gives the f16 of e2m1 * 2^kE2m1HalfExp exactly, signed zeros
+    included, in x's pair order (v0, v1) .. (v6, v7)."""
+    (exp,) = [int(v) for v in re.findall(r"constexpr int kE2m1HalfExp = (-?\d+);", HEADER)]
+    rng = np.random.default_rng(7)
+    low = np.arange(1 << 16, dtype=np.uint64)
+    noise = rng.integers(0, 1 << 16, low.size).astype(np.uint64)
+    q = np.concatenate([low | (noise << np.uint64(16)), (low << np.uint64(16)) | noise])
+    got = _e2m1x8_half(q)
+    codes = np.stack([(q >> np.uint64(4 * j)) & np.uint64(0xF) for j in range(8)], axis=1)
+    want = (E2M1_LUT[codes.astype(np.uint8)].astype(np.float64) * 2.0 ** exp).astype(np.float16)
+    np.testing.assert_array_equal(got, want.view(np.uint16))
+    assert float(np.abs(want.astype(np.float64)).min(initial=1.0, where=want != 0)) >= 2.0 ** -14
 
 
 def _f64(bits: np.ndarray) -> np.ndarray:
@@ -237,7 +282,7 @@ def _weights(dev: MockGpuBackend, n: int, k: int) -> dict[str, object]:
 @pytest.mark.parametrize("m, func", [(1, "_small"), (8, "_small"), (9, ""), (64, "")])
 def test_decode_batches_take_the_tensor_core_gemv(fmt: str, m: int, func: str) -> None:
     dev = _quant_mock()
-    kc = KernelCache(dev, KernelRoutes(quant_fp8_core=False))
+    kc = KernelCache(dev, KernelRoutes(quant_fp8_core=False, quant_nvfp4_h2=False))
     n, k = 4100, 1024
     w = _weights(dev, n, k)[fmt]
     x, y = dev.alloc(m * k * 2), dev.alloc(m * n * 2)
@@ -290,11 +335,30 @@ def test_one_fp8_row_takes_the_convert_gemv_by_default(k: int, threads: int) -> 
     assert rec.grid[0] == -(-n // 4) and rec.block[0] == threads and rec.shared == 0
     assert (rec.args["x"], rec.args["y"], rec.args["m"], rec.args["k"]) == (x, y, 1, k)
     others = [(KernelRoutes(quant_fp8_core=False), "fp8", 1, None),
-              (KernelRoutes(), "fp8", 2, None), (KernelRoutes(), "nvfp4", 1, None),
+              (KernelRoutes(), "fp8", 2, None),
+              (KernelRoutes(quant_nvfp4_h2=False), "nvfp4", 1, None),
               (KernelRoutes(quant_fp8_core=True), "fp8", 1, True)]
     for routes, fmt, m, mma in others:
         matmul_quant.linear_quant(KernelCache(dev, routes), 0, x, weights[fmt], y, m, mma=mma)
         assert [r.module for r in dev.drain_launches()] == ["gemv_mma_quant"]
+
+
+@pytest.mark.parametrize("chunks, k, threads", [("4", 4096, 64), ("4", 12288, 192),
+                                                ("1", 4096, 256), ("", 4096, 128)])
+def test_the_convert_gemv_takes_the_routes_chunks_per_thread(chunks: str, k: int,
+                                                             threads: int) -> None:
+    """ATLAS_QUANT_FP8_CORE_CHUNKS: 16-byte chunks of each row per thread (unset: 2), the
+    block size following (256 threads at most)."""
+    dev = _quant_mock()
+    routes = KernelRoutes.from_env({"ATLAS_QUANT_FP8_CORE_CHUNKS": chunks})
+    w = _weights(dev, 6144, k)["fp8"]
+    matmul_quant.linear_quant(KernelCache(dev, routes), 0, dev.alloc(2 * k), w,
+                              dev.alloc(2 * 6144), 1)
+    (rec,) = dev.drain_launches()
+    assert rec.func == "gemv_fp8_cvt_bf16_single" and rec.block[0] == threads
+    assert rec.grid[0] == 6144 // 4
+    with pytest.raises(ValueError, match="ATLAS_QUANT_FP8_CORE_CHUNKS"):
+        KernelRoutes.from_env({"ATLAS_QUANT_FP8_CORE_CHUNKS": "four"})
 
 
 @pytest.mark.parametrize("case", ["prefill", "switched off", "k % 64", "narrow blocks", "gb10"])
@@ -371,7 +435,7 @@ def _direct_mock() -> HopperQuantMock:
 
 #: the register-fed kernel's own loops (its staged variant has tests of its own,
 #: test_quant_staged.py), for one FP8 row too (not the convert GEMV)
-REGISTER_FED = KernelRoutes(quant_staged=False, quant_fp8_core=False)
+REGISTER_FED = KernelRoutes(quant_staged=False, quant_fp8_core=False, quant_nvfp4_h2=False)
 
 
 @pytest.mark.parametrize("fmt", ["fp8", "nvfp4"])
@@ -430,7 +494,7 @@ def test_register_fed_launches_take_the_persistent_grid_where_switched_on(
         env: dict[str, str], product: str, grid: int) -> None:
     """Qwen3-8B's qkv (6,144 rows: 384 tiles), gate_up + SwiGLU (12,288 features: 1,536
     tiles) and a vocabulary-like f32 product (a quantized LM head, 20,000 rows: 1,250)."""
-    routes = KernelRoutes.from_env({**env, "ATLAS_QUANT_STAGED": "0"})
+    routes = KernelRoutes.from_env({**env, "ATLAS_QUANT_STAGED": "0", "ATLAS_QUANT_NVFP4_H2": "0"})
     assert routes.quant_persistent is (env.get("ATLAS_QUANT_PERSISTENT") == "1")
     with pytest.raises(ValueError, match="ATLAS_QUANT_BLOCKS_PER_SM"):
         KernelRoutes.from_env({"ATLAS_QUANT_BLOCKS_PER_SM": "5"})

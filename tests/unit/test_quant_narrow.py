@@ -86,7 +86,7 @@ def test_the_persistent_grid_counts_the_loops_occupancy(env: dict[str, str], gri
     """Qwen3-8B's qkv (384 tiles) on the one-wave grid: four (n1) or three (n2) blocks an SM
     hold every tile at once (384 <= 396), the wide loops' two need 132 blocks of <= 3."""
     dev = _mock()
-    routes = KernelRoutes.from_env({**env, "ATLAS_QUANT_STAGED": "0"})
+    routes = KernelRoutes.from_env({**env, "ATLAS_QUANT_STAGED": "0", "ATLAS_QUANT_NVFP4_H2": "0"})
     w, x = _weight(dev, "nvfp4", 6144, 4096), dev.alloc(4096 * 2)
     QuantLinear(w).linear(KernelCache(dev, routes), 0, x, dev.alloc(6144 * 2), 1)
     (rec,) = dev.drain_launches()
@@ -96,7 +96,8 @@ def test_the_persistent_grid_counts_the_loops_occupancy(env: dict[str, str], gri
 def test_blocks_per_sm_past_the_loops_occupancy_is_an_error() -> None:
     """Three blocks an SM exist on n1 / n2 only: on the wide pipelined loop it is refused."""
     dev = _mock()
-    routes = KernelRoutes.from_env({"ATLAS_QUANT_BLOCKS_PER_SM": "3", "ATLAS_QUANT_STAGED": "0"})
+    routes = KernelRoutes.from_env({"ATLAS_QUANT_BLOCKS_PER_SM": "3", "ATLAS_QUANT_STAGED": "0",
+                                    "ATLAS_QUANT_NVFP4_H2": "0"})
     w = _weight(dev, "nvfp4", 6144, 4096)
     with pytest.raises(ValueError, match="per_sm=3"):
         QuantLinear(w).linear(KernelCache(dev, routes), 0, dev.alloc(4096 * 2),

@@ -27,7 +27,8 @@ from tests.unit.quant_support import (QUANT_MODULES, HopperQuantMock, direct_wei
 
 KERNEL = (Path(__file__).parents[2] / "kernels" / "hopper" / "common" /
           "gemv_quant_direct.cu").read_text()
-STAGED = KernelRoutes(quant_staged=True, quant_fp8_core=False)  # one FP8 row too
+STAGED = KernelRoutes(quant_staged=True, quant_fp8_core=False,  # one FP8 / NVFP4 row too
+                      quant_nvfp4_h2=False)
 
 
 def _constant(name: str) -> int:
@@ -104,7 +105,8 @@ def test_products_the_staged_variant_cannot_take_stay_where_they_were(case: str)
     dev = _direct_mock()
     k, m = 384 if case == "nvfp4 k % 256" else 512, 9 if case == "m9" else 1
     w = _weight(dev, "nvfp4", 64, k, misalign=8 if case == "nvfp4 scales" else 0)
-    kc = KernelCache(dev, KernelRoutes(quant_staged=False) if case == "off" else STAGED)
+    kc = KernelCache(dev, KernelRoutes(quant_staged=False, quant_nvfp4_h2=False) if case == "off"
+                        else STAGED)
     QuantLinear(w).linear(kc, 0, dev.alloc(m * k * 2), dev.alloc(m * 64 * 2), m)
     (rec,) = dev.drain_launches()
     assert rec.func == ("gemv_mma_nvfp4_bf16" if case == "m9" else "gemv_qd_nvfp4_bf16")
@@ -153,7 +155,7 @@ def test_each_format_takes_its_measured_loop(env: dict[str, str], fmt: str, func
     and the byte-table decode have the pipelined loop only."""
     dev = _direct_mock()
     w, x = _weight(dev, fmt, 6144, 4096), dev.alloc(4096 * 2)
-    routes = KernelRoutes.from_env({**env, "ATLAS_QUANT_STAGED": "0",
+    routes = KernelRoutes.from_env({**env, "ATLAS_QUANT_STAGED": "0", "ATLAS_QUANT_NVFP4_H2": "0",
                                    "ATLAS_QUANT_FP8_CORE": "0"})
     QuantLinear(w).linear(KernelCache(dev, routes), 0, x, dev.alloc(6144 * 2), 1)
     (rec,) = dev.drain_launches()

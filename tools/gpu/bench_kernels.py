@@ -56,8 +56,8 @@ from atlas.runtime.kernel_abi import SAMPLE_ROW  # noqa: E402
 from atlas.runtime.ops import (KernelCache, activation, attention,  # noqa: E402
                                attention_long, attention_verify, embedding,
                                gating, linear_attention, matmul, matmul_batched,
-                               matmul_decode, matmul_quant, matmul_quant_mma, moe, norm,
-                               rope, sampling)
+                               matmul_decode, matmul_nvfp4, matmul_quant, matmul_quant_mma,
+                               moe, norm, rope, sampling)
 from atlas.runtime.ops.matmul_nvfp4 import Nvfp4Weight  # noqa: E402
 from atlas.runtime.ops.matmul_quant import Fp8Weight  # noqa: E402
 from check_kernels import git_commit, load_sources, nvidia_driver_version  # noqa: E402
@@ -571,6 +571,8 @@ def quant_route(kc: KernelCache, w: Any, m: int, plain: bool = True) -> str:
     a bf16 product (not the SwiGLU-ending gate_up, not f32 logits)."""
     if plain and matmul_quant.uses_core_single(kc, w, m):
         return "gemv_fp8_cvt_bf16_single (CUDA cores, hardware E4M3 convert)"
+    if matmul_nvfp4.uses_h2(kc, w, m):
+        return "gemv_nvfp4_h2 (CUDA cores, f16 decode, HFMA2)"
     if matmul_quant.uses_mma(kc, w, m):
         if matmul_quant_mma.uses_direct(kc, w, m):
             if matmul_quant_mma.uses_staged(kc, w):
@@ -624,16 +626,19 @@ def quant_linear_case(env: Env, s: Any) -> Case:
 
     # a ring row forces the shared-memory ring kernel, a lut row the NVFP4 byte-table decode,
     # an n1 / n2 row the register-fed kernel's narrow loop (never its staged variant), a tc
-    # row one FP8 row on the tensor-core route, never the convert GEMV
-    kc = (KernelCache(env.backend, dataclasses.replace(env.kc.routes, quant_direct=False))
+    # row one FP8 row on the tensor-core route, never the convert GEMV, an h2 row one NVFP4
+    # row on the half-precision-FMA GEMV; the others one NVFP4 row on the tensor-core route
+    # whatever ATLAS_QUANT_NVFP4_H2 says (the h2 rows are its A/B)
+    routes = dataclasses.replace(env.kc.routes, quant_nvfp4_h2=s.h2)
+    kc = (KernelCache(env.backend, dataclasses.replace(routes, quant_direct=False))
           if s.ring else
-          KernelCache(env.backend, dataclasses.replace(env.kc.routes, quant_fp8_core=False))
+          KernelCache(env.backend, dataclasses.replace(routes, quant_fp8_core=False))
           if s.tc else
-          KernelCache(env.backend, dataclasses.replace(env.kc.routes, quant_e2m1_lut=True))
+          KernelCache(env.backend, dataclasses.replace(routes, quant_e2m1_lut=True))
           if s.lut else
-          KernelCache(env.backend, dataclasses.replace(env.kc.routes, quant_narrow=s.narrow,
+          KernelCache(env.backend, dataclasses.replace(routes, quant_narrow=s.narrow,
                                                        quant_staged=False))
-          if s.narrow else env.kc)
+          if s.narrow else KernelCache(env.backend, routes))
 
     def ours(st: Set, stream: Stream) -> None:
         lin = matmul_quant.QuantLinear(weight(st))

@@ -81,10 +81,6 @@ __host__ __device__ constexpr int ring_stages(int btiles, int xrows) {
                        (kWarps * stage_bytes<F>(btiles, xrows)));
 }
 
-__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-
 __device__ __forceinline__ void cp_async_8(void* dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(atlas::smem_addr(dst)),
                "l"(src) : "memory");

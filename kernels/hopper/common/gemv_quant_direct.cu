@@ -75,10 +75,6 @@ constexpr int kSteps = 4;   // steps per lane per load batch (two batches in fli
 // of a fused [gate | up] product, bf16 [m, n / 2].
 enum class Out { kBf16, kF32, kSwiglu };
 
-__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-
 // What one lane loads for one step: its 16 bytes of rows g and g + 8, and their scales.
 struct Frag {
   uint4 wa, wb;

@@ -9,6 +9,11 @@
 
 namespace atlas::quant {
 
+// 32-bit word i (0..3) of a 16-byte load (i a compile-time index after unrolling)
+__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
   uint32_t d;
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
@@ -164,6 +169,63 @@ __device__ __forceinline__ void e4m3x2_to_bf16_pairs(uint32_t codes, uint32_t& s
       " cvt.rn.f16x2.e4m3x2 h, c;\n mov.b32 {h0, h1}, h;\n cvt.f32.f16 f0, h0;\n"
       " cvt.f32.f16 f1, h1;\n cvt.rn.bf16x2.f32 %0, f0, f0;\n cvt.rn.bf16x2.f32 %1, f1, f1;\n}"
       : "=r"(s0), "=r"(s1) : "r"(codes));
+}
+
+// ---- E2M1 to f16 pairs for packed half-precision FMAs (gemv_nvfp4.cu's batch-1 GEMV) ----
+// An E2M1 magnitude has one mantissa bit, so its f16 (times any power of two in f16's normal
+// range) is zero below the high byte: one PRMT looks up four high bytes in an 8-byte table,
+// and the zero low bytes come from the table's entry 0 (code 0 is +0). The table holds the
+// magnitudes times 2^kE2m1HalfExp: a group of 16 products x * e2m1 * 2^-6 then sums below
+// 16 * 6 * 2^-6 * 65504 < 2^15 for every finite f16 x (no overflow), and products stay f16
+// normals down to |x| = 2^-7 (below, f16 subnormals: absolute error 2^-25, far under the
+// group's larger products).
+constexpr int kE2m1HalfExp = -6;
+// what the f16 products are short of: multiply the sums by it
+constexpr float kE2m1HalfScale = 0x1p6f;
+static_assert(kE2m1HalfExp == -6, "kE2m1HalfScale is 2^-kE2m1HalfExp");
+
+// f16 high byte of E2M1 magnitude i (0..7) times 2^kE2m1HalfExp: value 2^E (1 + m / 2) with
+// E = e - 1 (e = i >> 1 >= 1; 0.5 = 2^-1 for i = 1), field E + kE2m1HalfExp + 15 at byte bits
+// 2..6, m at bit 1
+__host__ __device__ constexpr uint32_t e2m1_half_hi(int i) {
+  return i == 0 ? 0u
+       : i == 1 ? static_cast<uint32_t>(-1 + kE2m1HalfExp + 15) << 2
+                : (static_cast<uint32_t>((i >> 1) - 1 + kE2m1HalfExp + 15) << 2) |
+                      (static_cast<uint32_t>(i & 1) << 1);
+}
+constexpr uint32_t kE2m1HalfLo = e2m1_half_hi(0) | e2m1_half_hi(1) << 8 |
+                                 e2m1_half_hi(2) << 16 | e2m1_half_hi(3) << 24;
+constexpr uint32_t kE2m1HalfHi = e2m1_half_hi(4) | e2m1_half_hi(5) << 8 |
+                                 e2m1_half_hi(6) << 16 | e2m1_half_hi(7) << 24;
+static_assert(kE2m1HalfLo == 0x26242000u && kE2m1HalfHi == 0x2E2C2A28u, "f16 2^-6 x E2M1");
+
+// Eight E2M1 codes (q, value j in bits 4j..4j+3) -> four f16 pairs (v0, v1) (v2, v3) (v4, v5)
+// (v6, v7) of e2m1 * 2^kE2m1HalfExp, exactly, in x's own pair order. Per four values: one
+// table PRMT (four high bytes), one sign PRMT (sign-replicate mode: byte j 0xFF where code j
+// is negative) and one LOP3 giving each high byte its sign, two PRMTs placing the bytes over
+// zero low bytes; plus three for the word: 13 instructions for 8 values, all integer-pipe.
+__device__ __forceinline__ void e2m1x8_to_f16x2(uint32_t q, uint32_t lo, uint32_t hi,
+                                                uint32_t (&p)[4]) {
+  const uint32_t idx = q & 0x77777777u;  // magnitudes; selector bit 3 (replicate) clear
+  const uint32_t q4 = q << 4;             // byte msbs of q4 / q: signs of even / odd codes
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const uint32_t sg = prmt(q4, q, half ? 0xFBEAu : 0xD9C8u);
+    const uint32_t hb = prmt(lo, hi, half ? idx >> 16 : idx) ^ (sg & 0x80808080u);
+    p[2 * half] = prmt(hb, 0u, 0x1404u);      // (0, hb0, 0, hb1): f16 pair (v, v + 1)
+    p[2 * half + 1] = prmt(hb, 0u, 0x3424u);  // (0, hb2, 0, hb3)
+  }
+}
+
+// Two E4M3 codes (bits 0..15) -> their exact f32 values (hardware convert to an f16 pair,
+// exact, widened).
+__device__ __forceinline__ void e4m3x2_to_f32(uint32_t codes, float& f0, float& f1) {
+  uint32_t h;
+  asm("{\n .reg .b16 c;\n cvt.u16.u32 c, %1;\n cvt.rn.f16x2.e4m3x2 %0, c;\n}"
+      : "=r"(h) : "r"(codes));
+  const __half2 hh = *reinterpret_cast<const __half2*>(&h);
+  f0 = __low2float(hh);
+  f1 = __high2float(hh);
 }
 
 }  // namespace atlas::quant

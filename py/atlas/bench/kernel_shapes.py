@@ -421,7 +421,9 @@ class QuantLinear:
     its bit-move decode. `narrow` 1 / 2: the twin's narrow pipelined loops
     (ATLAS_QUANT_NARROW: one / two steps a load batch, four / three blocks an SM). `tc`: an
     FP8 row of one batch row kept on the tensor-core route (ATLAS_QUANT_FP8_CORE=0), the A/B
-    of the CUDA-core convert GEMV the plain b1 rows take by default. `swiglu`:
+    of the CUDA-core convert GEMV the plain b1 rows take by default. `h2`: an NVFP4 row of
+    one batch row on the CUDA-core half-precision-FMA GEMV (ATLAS_QUANT_NVFP4_H2=1,
+    gemv_nvfp4_h2_*), the A/B of the tensor-core route the plain b1 rows take. `swiglu`:
     w is a fused [gate | up] weight and the output the SwiGLU activation [m, n / 2] (the
     gate_up GEMV that ends with it). `logits`: f32 outputs (a quantized LM head, `atlas
     models quantize --lm-head`: the vocabulary-sized product)."""
@@ -435,6 +437,7 @@ class QuantLinear:
     lut: bool = False
     narrow: int = 0
     tc: bool = False
+    h2: bool = False
     swiglu: bool = False
     logits: bool = False
     quick: bool = False
@@ -1077,6 +1080,14 @@ def table_shapes(m: ModelDims = QWEN3_8B,
         shapes.append(QuantLinear(label=f"{m.name} gate_up+swiglu b1 nvfp4 lut", m=1,
                                   n=2 * m.intermediate, k=m.hidden, fmt="nvfp4", lut=True,
                                   swiglu=True))
+    # NVFP4 at batch 1 on the half-precision-FMA GEMV (ATLAS_QUANT_NVFP4_H2=1, the A/B of the
+    # tensor-core rows above): the four projections, gate_up ending with the SwiGLU, the LM head
+    shapes += [QuantLinear(label=f"{m.name} {name} b1 nvfp4 h2", m=1, n=n, k=k, fmt="nvfp4",
+                           h2=True) for name, n, k in _linears(m)]
+    shapes += [QuantLinear(label=f"{m.name} gate_up+swiglu b1 nvfp4 h2", m=1,
+                           n=2 * m.intermediate, k=m.hidden, fmt="nvfp4", h2=True, swiglu=True),
+               QuantLinear(label=f"{m.name} lm_head b1 nvfp4 h2", m=1, n=m.vocab, k=m.hidden,
+                           fmt="nvfp4", h2=True, logits=True)]
     shapes += [NormLinear(label=f"{dims.name} {name} b1{' carried' if carried else ''}", n=n,
                           k=k, carried=carried,
                           quick=dims is small_models[0] if small_models else False)

@@ -195,6 +195,12 @@ GEMV_NVFP4_SINGLE = S("gemv_nvfp4", "gemv_nvfp4_bf16_single", "x:ptr w:ptr " + _
 GEMV_SILU_NVFP4 = S("gemv_nvfp4", "gemv_silu_nvfp4_bf16", "gate_up:ptr w:ptr " + _NVFP4)
 GEMV_SILU_NVFP4_SINGLE = S("gemv_nvfp4", "gemv_silu_nvfp4_bf16_single",
                            "gate_up:ptr w:ptr " + _NVFP4)
+# ... m == 1 on packed half-precision FMAs (ATLAS_QUANT_NVFP4_H2): y bf16, f32 logits (the
+# bf16-rounded sums widened), and the fused [gate | up] product ending with its SwiGLU (y the
+# activation [1, n / 2])
+GEMV_NVFP4_H2 = S("gemv_nvfp4", "gemv_nvfp4_h2_bf16", "x:ptr w:ptr " + _NVFP4)
+GEMV_NVFP4_H2_F32 = S("gemv_nvfp4", "gemv_nvfp4_h2_f32", "x:ptr w:ptr " + _NVFP4)
+GEMV_NVFP4_H2_SWIGLU = S("gemv_nvfp4", "gemv_nvfp4_h2_swiglu_bf16", "x:ptr w:ptr " + _NVFP4)
 DEQUANT_NVFP4 = S("gemv_nvfp4", "dequant_nvfp4_bf16",
                   "w:ptr scale:ptr row_scale:ptr w_out:ptr n:u32 k:u32")
 # the same FP8 / NVFP4 products on tensor cores for decode batches of 1..64 rows

@@ -36,12 +36,14 @@ SWIGLU_REL_TOL = 2.0 ** -6
 
 def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
                 e2m1_lut: bool = False, staged: bool = False,
-                tile_loop: bool | None = None, narrow: int | None = None) -> KernelCase:
+                tile_loop: bool | None = None, narrow: int | None = None,
+                h2: bool = False) -> KernelCase:
     """act = swiglu(x @ dequant(w).T) for a fused [gate | up] weight w [2 inter, k] through
     `matmul_quant.linear_swiglu_quant` (forced onto gemv_quant_direct; `e2m1_lut`: its NVFP4
     byte-table entry point; `staged`: its shared-memory-staged variant; `tile_loop`: forces
     the tile / pipelined loop, None the format's default; `narrow` 1 / 2: a narrow pipelined
-    loop), against float64:
+    loop; `h2`, NVFP4 at m = 1: gemv_nvfp4.cu's half-precision-FMA GEMV instead), against
+    float64:
     the product rounded to bf16, then silu_mul's rounding (swiglu_oracle)."""
     n = 2 * inter
     if fmt == "nvfp4":
@@ -68,7 +70,7 @@ def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
     def product(v: dict[str, np.ndarray]) -> np.ndarray:
         return bf16_bits_to_f32(v["x"]).astype(np.float64) @ dequant(v).T
 
-    routes = case_routes(True, e2m1_lut, staged, tile_loop, narrow)
+    routes = case_routes(True, e2m1_lut, staged, tile_loop, narrow, h2=h2)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         matmul_quant.linear_swiglu_quant(KernelCache(backend, routes), stream, p["x"],
@@ -80,11 +82,12 @@ def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
 
     big = float(np.abs(product(inputs)).max())
     loop = f"_n{narrow}" if narrow else {None: "", True: "_tile", False: "_pipe"}[tile_loop]
-    return KernelCase(f"gemv_qd{'_staged' if staged else ''}_"
-                      f"{'nvfp4' if fmt == 'nvfp4' else 'fp8'}{'_lut' if e2m1_lut else ''}{loop}"
-                      "_swiglu "
-                      f"{'' if fmt == 'nvfp4' else fmt + ' '}m{m} inter{inter} k{k}",
-                      "gemv_quant_direct", inputs, {"act": OutputSpec(DType.BF16, (m, inter))},
+    kind = "gemv_nvfp4_h2" if h2 else (
+        f"gemv_qd{'_staged' if staged else ''}_"
+        f"{'nvfp4' if fmt == 'nvfp4' else 'fp8'}{'_lut' if e2m1_lut else ''}{loop}")
+    return KernelCase(f"{kind}_swiglu {'' if fmt == 'nvfp4' else fmt + ' '}m{m} inter{inter} "
+                      f"k{k}", "gemv_nvfp4" if h2 else "gemv_quant_direct", inputs,
+                      {"act": OutputSpec(DType.BF16, (m, inter))},
                       run, oracle, reference_abs_tol=SWIGLU_REL_TOL * big * big)
 
 #: (layout, m, n, k)
@@ -108,7 +111,8 @@ LOOPING_SWIGLU_SHAPES = [("nvfp4", 3, 2201, 640), ("block", 1, 4500, 1024)]
 
 
 def nvfp4_every_scale_case(rng: np.random.Generator, m: int, n: int, k: int,
-                           staged: bool = False, narrow: int | None = None) -> KernelCase:
+                           staged: bool = False, narrow: int | None = None,
+                           h2: bool = False) -> KernelCase:
     """The NVFP4 decode at the ends of its range: group scale codes cycling through every
     non-NaN E4M3 code (zero, negative zero, subnormals, 448, negatives) under random codes,
     so the scaled bf16 pairs (group scale * 2^119, e2m1 * 2^-126 with 0.5 a subnormal) and
@@ -117,14 +121,15 @@ def nvfp4_every_scale_case(rng: np.random.Generator, m: int, n: int, k: int,
     codes = np.array([c for c in range(256) if c & 0x7F != 0x7F], np.uint8)
     s_codes = codes[rng.permutation(n * (k // 16)) % codes.size].reshape(n, k // 16)
     row = np.full(n, 1.0 / (448.0 * 6.0 * k ** 0.5), np.float32)
+    kind = "gemv_nvfp4_h2" if h2 else (
+        f"gemv_qd{'_staged' if staged else ''}_nvfp4{f'_n{narrow}' if narrow else ''}")
     return quant_linear_case(
-        rng, f"gemv_qd{'_staged' if staged else ''}_nvfp4{f'_n{narrow}' if narrow else ''} "
-        f"every-scale m{m} n{n} k{k}",
-        "gemv_quant_direct", m, n, k, False,
+        rng, f"{kind} every-scale m{m} n{n} k{k}",
+        "gemv_nvfp4" if h2 else "gemv_quant_direct", m, n, k, False,
         {"w": packed, "s": s_codes, "g": row},
         lambda p: Nvfp4Weight(p["w"], p["s"], p["g"], n, k),
-        lambda v: dequantize_nvfp4(v["w"], v["s"], v["g"]), mma=True, direct=True, staged=staged,
-        narrow=narrow)
+        lambda v: dequantize_nvfp4(v["w"], v["s"], v["g"]), mma=not h2, direct=not h2,
+        staged=staged, narrow=narrow, h2=h2)
 
 
 @kernel_cases("gemv_quant_direct")
@@ -235,3 +240,26 @@ def narrow_cases(rng: np.random.Generator) -> list[KernelCase]:
                   for fmt, m, inter, k in NARROW_SWIGLU_SHAPES]
         cases.append(nvfp4_every_scale_case(rng, 1, 4096, 4096, narrow=narrow))
     return cases
+
+
+#: the batch-1 half-precision-FMA GEMV's shapes ((n, k, parts)): Qwen3-8B's qkv (3 row-scale
+#: parts), o and down (k 12,288: 192 threads, two chunks each), ragged n (a last block with
+#: rows past n), a K whose chunks leave a thread's second chunk (and some threads) idle
+#: (k 1,056 = 33 chunks), the smallest K (one chunk), one chunk pair a thread exactly (k
+#: 16,384: 256 threads) and a second pass of the loop over part of the threads (k 20,512)
+H2_SHAPES = [(6144, 4096, 3), (4096, 4096, 1), (4096, 12288, 1), (1001, 1056, 2),
+             (130, 32, 1), (259, 2048, 2), (33, 16384, 1), (40, 20512, 1)]
+
+
+@kernel_cases("gemv_nvfp4")
+def gemv_nvfp4_h2_cases(rng: np.random.Generator) -> list[KernelCase]:
+    """gemv_nvfp4_h2_*: the shapes above, f32 logits (a vocabulary-like n and a ragged one),
+    the extreme group scales (every E4M3 code), gate_up + SwiGLU (Qwen3-8B's, ragged
+    features, an odd feature count: a block's second feature past the end)."""
+    cases = [nvfp4_linear_case(rng, 1, n, k, parts=parts, h2=True) for n, k, parts in H2_SHAPES]
+    cases += [nvfp4_linear_case(rng, 1, 20000, 1024, logits=True, h2=True),
+              nvfp4_linear_case(rng, 1, 301, 4096, parts=2, logits=True, h2=True),
+              nvfp4_every_scale_case(rng, 1, 4096, 4096, h2=True),
+              nvfp4_every_scale_case(rng, 1, 130, 1408, h2=True)]
+    return cases + [swiglu_case(rng, "nvfp4", 1, inter, k, h2=True)
+                    for inter, k in ((12288, 4096), (203, 1408), (77, 4096), (1, 64))]

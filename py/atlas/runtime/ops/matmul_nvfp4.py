@@ -11,13 +11,57 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import (DEQUANT_NVFP4, GEMV_NVFP4, GEMV_NVFP4_SINGLE, GEMV_SILU_NVFP4,
+from ..kernel_abi import (DEQUANT_NVFP4, GEMV_NVFP4, GEMV_NVFP4_H2, GEMV_NVFP4_H2_F32,
+                          GEMV_NVFP4_H2_SWIGLU, GEMV_NVFP4_SINGLE, GEMV_SILU_NVFP4,
                           GEMV_SILU_NVFP4_SINGLE)
 from . import KernelCache, matmul_quant_mma
+from ._preconditions import require_aligned, warp_threads
 from .matmul import GEMV_MAX_M, GEMV_MAX_THREADS, GEMV_ROWS_PER_BLOCK
 
 #: values per 16-byte chunk of packed codes (one chunk per thread per row)
 CHUNK_VALUES = 32
+
+#: whether NVFP4 products of one row take the half-precision-FMA GEMV (`uses_h2`) unless
+#: ATLAS_QUANT_NVFP4_H2 says otherwise. On by estimate, not yet timed (gemv_nvfp4.cu's
+#: gemv_nvfp4_h2: ~2.75 issue slots a weight against the 3.9 a weight the SMs can issue at
+#: copy bandwidth, in the bf16 GEMV's mould; the tensor-core route streamed 35-50% of copy
+#: at gpu21); ATLAS_QUANT_NVFP4_H2=0 restores the tensor-core route, the lead's A/B decides.
+H2_BY_DEFAULT = True
+
+#: the half-precision-FMA GEMV's entry points by output: y bf16, f32 logits, SwiGLU act
+_H2 = {"bf16": GEMV_NVFP4_H2, "f32": GEMV_NVFP4_H2_F32, "swiglu": GEMV_NVFP4_H2_SWIGLU}
+
+
+def uses_h2(kc: KernelCache, w: object, m: int) -> bool:
+    """Whether an m-row product of w runs on gemv_nvfp4_h2_*: one row of an NVFP4 weight
+    (its preconditions are the weight's own), then the route switch (ATLAS_QUANT_NVFP4_H2
+    forces it on / off), else H2_BY_DEFAULT where the loaded set has the module (every
+    target builds it; reference backends load none and keep the tensor-core route)."""
+    if m != 1 or not isinstance(w, Nvfp4Weight):
+        return False
+    forced = kc.routes.quant_nvfp4_h2
+    if forced is not None:
+        return forced
+    return H2_BY_DEFAULT and GEMV_NVFP4_H2.module in kc.backend.module_names
+
+
+def h2_threads(k: int) -> int:
+    """Threads per block: two 32-value chunks of each row per thread (gemv_core's kUnroll,
+    every load slot used; small blocks, many of them per SM), up to 256."""
+    return warp_threads(-(-(k // CHUNK_VALUES) // 2), GEMV_MAX_THREADS)
+
+
+def gemv_h2(kc: KernelCache, stream: Stream, x: DevicePtr, w: "Nvfp4Weight", y: DevicePtr,
+            out: str = "bf16") -> None:
+    """One row on gemv_nvfp4_h2_*: y [1, n] bf16 (`out` 'bf16'), f32 logits ('f32'), or the
+    SwiGLU activation [1, n / 2] of the fused [gate | up] weight ('swiglu', n even)."""
+    if out == "swiglu" and w.n % 2:
+        raise ValueError(f"gemv_h2: the SwiGLU output needs an even n, got [{w.n}, {w.k}]")
+    require_aligned("gemv_h2", "x", x, 16)  # 16-byte x loads; the weight checked itself
+    require_aligned("gemv_h2", "y", y, 4 if out == "f32" else 2)
+    blocks = -(-w.n // GEMV_ROWS_PER_BLOCK)  # SwiGLU: two features of n / 2 a block, the same
+    kc.get(_H2[out])(stream, blocks, h2_threads(w.k), 0, x, w.codes, w.scales, w.row_scales,
+                     y, 1, w.n, w.k)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from ...core.quant import Fp8ScaleMap
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_CVT_SINGLE, GEMV_FP8_SINGLE,
                           GEMV_SILU_FP8, GEMV_SILU_FP8_SINGLE)
-from . import KernelCache, matmul_quant_mma
+from . import KernelCache, matmul_nvfp4, matmul_quant_mma
 from .activation import silu_mul
 from .matmul import (FUSED_SILU_MAX_K, GEMV_MAX_M, GEMV_MAX_THREADS, GEMV_ROWS_PER_BLOCK,
                      fuses_gate_up_swiglu, linear, linear_silu, linear_swiglu)
@@ -87,6 +87,13 @@ def gemv_fp8_threads(k: int, chunks_per_thread: int = 1) -> int:
 FP8_CORE_BY_DEFAULT = True
 
 
+#: 16-byte chunks of each row per thread of that GEMV (gemv_fp8_threads), unless
+#: ATLAS_QUANT_FP8_CORE_CHUNKS says otherwise: 2 (gemv_core's kUnroll, one pass per thread
+#: at k <= 8,192); 4 halves the blocks (two passes a thread) so a qkv-sized grid fits one
+#: wave. Not yet timed against each other.
+FP8_CORE_CHUNKS = 2
+
+
 def uses_core_single(kc: KernelCache, w: "QuantWeight", m: int) -> bool:
     """Whether an m-row product of w runs gemv_fp8_cvt_bf16_single: one row, an FP8 weight
     (any scale layout: the CUDA-core GEMV's preconditions are the weight's own), then the
@@ -109,14 +116,16 @@ def _check_rows(name: str, m: int) -> None:
 def gemv_fp8(kc: KernelCache, stream: Stream, x: DevicePtr, w: Fp8Weight, y: DevicePtr,
              m: int, single: bool | None = None, cvt: bool = False) -> None:
     """y[m, n] = x[m, k] @ dequant(w).T for 1 <= m <= 8 (bf16 x and y); `cvt` (m == 1): the
-    entry point decoding E4M3 by the hardware convert, two chunks a row per thread."""
+    entry point decoding E4M3 by the hardware convert, FP8_CORE_CHUNKS (or the route's)
+    chunks a row per thread."""
     _check_rows("gemv_fp8", m)
     if cvt:
         if m != 1:
             raise ValueError(f"gemv_fp8: the convert entry point takes m=1, got m={m}")
+        chunks = kc.routes.quant_fp8_core_chunks or FP8_CORE_CHUNKS
         kc.get(GEMV_FP8_CVT_SINGLE)(stream, -(-w.n // GEMV_ROWS_PER_BLOCK),
-                                    gemv_fp8_threads(w.k, 2), 0, x, w.codes, w.scales, y, m,
-                                    w.n, w.k, *w.map_args)
+                                    gemv_fp8_threads(w.k, chunks), 0, x, w.codes, w.scales, y,
+                                    m, w.n, w.k, *w.map_args)
         return
     single = m == 1 if single is None else single
     sig = GEMV_FP8_SINGLE if single else GEMV_FP8
@@ -191,10 +200,11 @@ def silu_fused(weight_bytes: int, n: int, k: int, m: int, mma: bool) -> bool:
 
 def fuses_swiglu(kc: KernelCache, w: QuantWeight, m: int) -> bool:
     """Whether an m-row product with the fused [gate | up] weight w can end with its SwiGLU
-    in the GEMV (`linear_swiglu_quant`): the register-fed tensor-core kernel takes it (1..8
-    rows, loaded, switched on) and n splits in halves."""
-    return (w.n % 2 == 0 and uses_mma(kc, w, m)
-            and matmul_quant_mma.uses_direct(kc, w, m))
+    in the GEMV (`linear_swiglu_quant`): n splits in halves, and one NVFP4 row on the
+    half-precision-FMA GEMV (`matmul_nvfp4.uses_h2`) or the register-fed tensor-core kernel
+    (1..8 rows, loaded, switched on) takes it."""
+    return w.n % 2 == 0 and (matmul_nvfp4.uses_h2(kc, w, m) or (
+        uses_mma(kc, w, m) and matmul_quant_mma.uses_direct(kc, w, m)))
 
 
 def linear_swiglu_quant(kc: KernelCache, stream: Stream, x: DevicePtr, w: QuantWeight,
@@ -202,17 +212,24 @@ def linear_swiglu_quant(kc: KernelCache, stream: Stream, x: DevicePtr, w: QuantW
     """act[m, n / 2] = bf16(bf16(silu(gate)) * up) of [gate | up] = x @ dequant(w).T, in one
     launch: the same values as `linear_quant` then silu_mul. Callers route by
     `fuses_swiglu`; the launch builder checks the kernel's own preconditions."""
+    if matmul_nvfp4.uses_h2(kc, w, m):
+        matmul_nvfp4.gemv_h2(kc, stream, x, w, act, "swiglu")
+        return
     matmul_quant_mma.gemv_direct_swiglu(kc, stream, x, w, act, m)
 
 
 def linear_quant(kc: KernelCache, stream: Stream, x: DevicePtr, w: QuantWeight, y: DevicePtr,
                  m: int, scratch: DevicePtr | None = None, mma: bool | None = None) -> None:
     """y = x @ dequant(w).T for any m: one FP8 row on the convert GEMV (`uses_core_single`,
-    unless `mma` is True), the tensor-core GEMV (`uses_mma`; `mma` True / False forces it on
+    unless `mma` is True), one NVFP4 row on the half-precision-FMA GEMV (`matmul_nvfp4.
+    uses_h2`, likewise), the tensor-core GEMV (`uses_mma`; `mma` True / False forces it on
     / off), else GEMV passes (`gemv_passes`), else dequantize into `scratch` (bf16 [n, k],
     graph-stable) and the bf16 GEMM."""
     if mma is not True and uses_core_single(kc, w, m):
         gemv_fp8(kc, stream, x, w, y, m, cvt=True)
+        return
+    if mma is not True and matmul_nvfp4.uses_h2(kc, w, m):
+        matmul_nvfp4.gemv_h2(kc, stream, x, w, y)
         return
     if uses_mma(kc, w, m) if mma is None else mma:
         w.mma(kc, stream, x, y, m)
@@ -309,9 +326,12 @@ class QuantLinear:
     def linear(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
                out_f32: bool = False, w_scratch: DevicePtr | None = None) -> None:
         """y = x @ dequant(w).T; `out_f32`: f32 logits of a quantized LM head (the bf16-
-        rounded sums widened, any m, on the tensor-core GEMVs: never a bf16 copy of the
-        vocabulary-sized weight)."""
+        rounded sums widened, any m, on the tensor-core GEMVs or, one NVFP4 row, the
+        half-precision-FMA GEMV: never a bf16 copy of the vocabulary-sized weight)."""
         if out_f32:
+            if matmul_nvfp4.uses_h2(kc, self.w, m):
+                matmul_nvfp4.gemv_h2(kc, stream, x, self.w, y, "f32")
+                return
             matmul_quant_mma.gemv_logits(kc, stream, x, self.w, y, m)
             return
         linear_quant(kc, stream, x, self.w, y, m, w_scratch)

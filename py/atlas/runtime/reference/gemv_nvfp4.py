@@ -1,7 +1,8 @@
 """Reference for the NVFP4-weight GEMV kernels (kernels/hopper/common/gemv_nvfp4.cu).
 
 `gemv_mma_nvfp4_bf16[_small]` (gemv_mma_quant.cu, tensor cores, 1..64 rows) and
-`gemv_qd_nvfp4_bf16` (gemv_quant_direct.cu, tensor cores, 1..8 rows) share this
+`gemv_qd_nvfp4_bf16` (gemv_quant_direct.cu, tensor cores, 1..8 rows) and
+`gemv_nvfp4_h2_*` (one row, f16 products summed per 16-value group, then f32) share this
 specification.
 
 Specification: y = bf16(sum_k x[m, k] * e2m1(q[n, k]) * e4m3(s[n, k / 16]) * g[n]), the exact
@@ -20,7 +21,8 @@ from ...core.numerics import (bf16_bits_to_f32, e2m1_to_f32, f32_to_bf16_bits,
 from ...core.quant import NVFP4_GROUP, dequantize_nvfp4
 from ..gpu import Dim3
 from ..kernel_abi import (DEQUANT_NVFP4, GEMV_MMA_NVFP4, GEMV_MMA_NVFP4_F32, GEMV_MMA_NVFP4_SMALL,
-                          GEMV_NVFP4, GEMV_NVFP4_SINGLE, GEMV_QD_NVFP4, GEMV_QD_NVFP4_F32,
+                          GEMV_NVFP4, GEMV_NVFP4_H2, GEMV_NVFP4_H2_F32, GEMV_NVFP4_H2_SWIGLU,
+                          GEMV_NVFP4_SINGLE, GEMV_QD_NVFP4, GEMV_QD_NVFP4_F32,
                           GEMV_QD_NVFP4_LUT, GEMV_QD_NVFP4_LUT_F32, GEMV_QD_NVFP4_LUT_SWIGLU,
                           GEMV_QD_NVFP4_N1, GEMV_QD_NVFP4_N1_F32, GEMV_QD_NVFP4_N1_SWIGLU,
                           GEMV_QD_NVFP4_N2, GEMV_QD_NVFP4_N2_F32, GEMV_QD_NVFP4_N2_SWIGLU,
@@ -61,6 +63,7 @@ def _linear(mem: HostMemory, xf: np.ndarray, w: int, scale: int, row_scale: int,
 @reference(GEMV_QD_NVFP4_N2)
 @reference(GEMV_QD_NVFP4_TILE)  # ... on the other loop
 @reference(GEMV_QD_NVFP4_LUT)  # ... on its byte-table decode
+@reference(GEMV_NVFP4_H2)  # gemv_nvfp4.cu: one row on packed half-precision FMAs
 def gemv_nvfp4_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int,
                     row_scale: int, y: int, m: int, n: int, k: int) -> None:
     xf = bf16_bits_to_f32(mem.view(x, np.uint16, m * k)).reshape(m, k).astype(np.float64)
@@ -74,6 +77,7 @@ def gemv_nvfp4_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, sc
 @reference(GEMV_QD_NVFP4_N2_F32)
 @reference(GEMV_QD_NVFP4_TILE_F32)
 @reference(GEMV_QD_NVFP4_LUT_F32)
+@reference(GEMV_NVFP4_H2_F32)
 def gemv_nvfp4_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int,
                    row_scale: int, y: int, m: int, n: int, k: int) -> None:
     """y f32 [m, n]: the bf16-rounded product widened (a quantized LM head's logits)."""
@@ -88,6 +92,7 @@ def gemv_nvfp4_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, sca
 @reference(GEMV_QD_NVFP4_N2_SWIGLU)
 @reference(GEMV_QD_NVFP4_TILE_SWIGLU)
 @reference(GEMV_QD_NVFP4_LUT_SWIGLU)
+@reference(GEMV_NVFP4_H2_SWIGLU)
 def gemv_nvfp4_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
                            scale: int, row_scale: int, y: int, m: int, n: int, k: int) -> None:
     """y [m, n / 2] = silu_mul of the [gate | up] product's bf16 output."""

@@ -1,0 +1,114 @@
+"""The batch-1 NVFP4 GEMV on packed half-precision FMAs (gemv_nvfp4.cu gemv_nvfp4_h2_*):
+its route switch (ATLAS_QUANT_NVFP4_H2), the three products a decode step routes to it
+(qkv / o / down, the gate_up that ends with its SwiGLU, a quantized LM head's logits) with
+their launch geometry on a mock Hopper device, the products it must leave alone, and its
+check cases end to end on the host backend against float64. (Its decode's bits are checked
+in test_quant_decode.py.)"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from atlas.runtime.cases.gemv_nvfp4 import nvfp4_linear_case
+from atlas.runtime.cases.gemv_quant_direct import nvfp4_every_scale_case, swiglu_case
+from atlas.runtime.host import HostBackend
+from atlas.runtime.kernel_check import check
+from atlas.runtime.ops import KernelCache, matmul_nvfp4, matmul_quant
+from atlas.runtime.ops.matmul_quant import QuantLinear
+from atlas.runtime.ops.routes import KernelRoutes
+from tests.unit.quant_support import QUANT_MODULES, HopperQuantMock, direct_weight
+
+H2 = KernelRoutes(quant_nvfp4_h2=True)
+
+
+def _mock() -> HopperQuantMock:
+    return HopperQuantMock(QUANT_MODULES + ("gemv_quant_direct",))
+
+
+def test_the_switch_parses_and_defaults_to_the_launch_builders_rule() -> None:
+    assert KernelRoutes.from_env({}).quant_nvfp4_h2 is None
+    assert KernelRoutes.from_env({"ATLAS_QUANT_NVFP4_H2": "1"}).quant_nvfp4_h2 is True
+    assert KernelRoutes.from_env({"ATLAS_QUANT_NVFP4_H2": "0"}).quant_nvfp4_h2 is False
+    dev = _mock()
+    w = direct_weight(dev, "nvfp4", 256, 1024)
+    assert matmul_nvfp4.uses_h2(KernelCache(dev), w, 1) is matmul_nvfp4.H2_BY_DEFAULT
+    assert not matmul_nvfp4.uses_h2(KernelCache(HostBackend()), w, 1)  # no module loaded
+
+
+@pytest.mark.parametrize("k, threads", [(4096, 64), (12288, 192), (1056, 32), (32768, 256)])
+def test_one_row_launches_four_rows_a_block_two_chunks_a_thread(k: int, threads: int) -> None:
+    dev = _mock()
+    n = 4101  # a last block with rows past n
+    w = direct_weight(dev, "nvfp4", n, k)
+    x, y = dev.alloc(2 * k), dev.alloc(4 * n)
+    QuantLinear(w).linear(KernelCache(dev, H2), 0, x, y, 1)
+    (rec,) = dev.drain_launches()
+    assert (rec.module, rec.func) == ("gemv_nvfp4", "gemv_nvfp4_h2_bf16")
+    assert rec.grid[0] == -(-n // 4) and rec.block[0] == threads and rec.shared == 0
+    assert (rec.args["x"], rec.args["w"], rec.args["scale"], rec.args["row_scale"]) == (
+        x, w.codes, w.scales, w.row_scales)
+    assert (rec.args["y"], rec.args["m"], rec.args["n"], rec.args["k"]) == (y, 1, n, k)
+
+
+def test_logits_and_the_gate_up_swiglu_take_their_entry_points() -> None:
+    dev = _mock()
+    kc = KernelCache(dev, H2)
+    head = QuantLinear(direct_weight(dev, "nvfp4", 151936, 4096))
+    logits = dev.alloc(4 * 151936)
+    head.linear(kc, 0, dev.alloc(2 * 4096), logits, 1, out_f32=True)
+    (rec,) = dev.drain_launches()
+    assert rec.func == "gemv_nvfp4_h2_f32" and rec.grid[0] == 151936 // 4
+    assert rec.args["y"] == logits
+    gate_up = QuantLinear(direct_weight(dev, "nvfp4", 2 * 12289, 4096))  # odd feature count
+    assert gate_up.fuses_swiglu(kc, 1)
+    act = dev.alloc(2 * 12289)
+    gate_up.linear_swiglu(kc, 0, dev.alloc(2 * 4096), act, 1)
+    (rec,) = dev.drain_launches()
+    assert rec.func == "gemv_nvfp4_h2_swiglu_bf16" and rec.args["y"] == act
+    assert rec.grid[0] == -(-12289 // 2) and rec.args["n"] == 2 * 12289  # two features a block
+
+
+@pytest.mark.parametrize("routes, m, fmt", [(KernelRoutes(quant_nvfp4_h2=False), 1, "nvfp4"),
+                                            (H2, 2, "nvfp4"), (H2, 8, "nvfp4"),
+                                            (KernelRoutes(quant_nvfp4_h2=True,
+                                                          quant_fp8_core=False), 1, "fp8")])
+def test_other_products_keep_the_tensor_core_gemv(routes: KernelRoutes, m: int,
+                                                   fmt: str) -> None:
+    dev = _mock()
+    w = direct_weight(dev, fmt, 256, 1024)
+    QuantLinear(w).linear(KernelCache(dev, routes), 0, dev.alloc(2 * m * 1024),
+                          dev.alloc(2 * m * 256), m)
+    assert [r.module for r in dev.drain_launches()] == ["gemv_quant_direct"]
+
+
+def test_a_forced_tensor_core_product_and_an_odd_gate_up_are_not_taken() -> None:
+    dev = _mock()
+    kc = KernelCache(dev, H2)
+    w = direct_weight(dev, "nvfp4", 256, 1024)
+    matmul_quant.linear_quant(kc, 0, dev.alloc(2048), w, dev.alloc(512), 1, mma=True)
+    assert [r.module for r in dev.drain_launches()] == ["gemv_quant_direct"]
+    odd = direct_weight(dev, "nvfp4", 257, 1024)
+    assert not QuantLinear(odd).fuses_swiglu(kc, 1)
+    with pytest.raises(ValueError, match="even n"):
+        matmul_nvfp4.gemv_h2(kc, 0, dev.alloc(2048), odd, dev.alloc(512), "swiglu")
+    with pytest.raises(ValueError, match="x"):
+        matmul_nvfp4.gemv_h2(kc, 0, dev.alloc(2048) + 8, w, dev.alloc(512))
+    with pytest.raises(ValueError, match="y"):
+        matmul_nvfp4.gemv_h2(kc, 0, dev.alloc(2048), w, dev.alloc(1024) + 2, "f32")
+
+
+@pytest.mark.parametrize("case", [
+    lambda rng: nvfp4_linear_case(rng, 1, 1001, 1056, parts=2, h2=True),
+    lambda rng: nvfp4_linear_case(rng, 1, 40, 20512, h2=True),
+    lambda rng: nvfp4_linear_case(rng, 1, 301, 2048, parts=2, logits=True, h2=True),
+    lambda rng: nvfp4_every_scale_case(rng, 1, 130, 1408, h2=True),
+    lambda rng: swiglu_case(rng, "nvfp4", 1, 203, 1408, h2=True)])
+def test_check_cases_route_to_the_h2_gemv_and_match_float64(case) -> None:
+    """Each case forces the route its name says (ATLAS_QUANT_NVFP4_H2 aside) and, on the
+    host backend (the reference kernels), matches the float64 oracle."""
+    c = case(np.random.default_rng(3))
+    assert c.name.startswith("gemv_nvfp4_h2") and c.module == "gemv_nvfp4"
+    assert c.reference_abs_tol > 0.0
+    result = check(HostBackend(), c)
+    assert result.passed, result.detail
