@@ -107,15 +107,17 @@ def test_qwen3_next_renormalizes_by_default_and_keeps_dense_layers():
     assert plan.buffers["l0.in_proj"] == 2 * 2048 * (8192 + 4096 + 64)
 
 
-@pytest.mark.parametrize("model_type, model", [("qwen3_5_moe", "qwen3_5"),
-                                               ("qwen3_next", "qwen3")])
-def test_hybrid_moe_model_types_have_a_kernel_leaf(model_type, model):
-    """Both select a family leaf on the GPU (the common/ Gated-DeltaNet and MoE kernels) and
-    its behavior: Qwen3.5's for qwen3_5_moe, Qwen3's (hermes tools) for qwen3_next."""
+@pytest.mark.parametrize("model_type, model, leaf", [
+    ("qwen3_5_moe", "qwen3.5-35b-a3b", "qwen3.5-35b-a3b"),
+    ("qwen3_next", "qwen3", "common")])
+def test_hybrid_moe_model_types_have_a_kernel_leaf(model_type, model, leaf):
+    """Both select a leaf on the GPU and its behavior: qwen3_5_moe at hidden 2048 its size leaf
+    (the router and expert shapes compiled in), qwen3_next the family leaf (the common/
+    Gated-DeltaNet and MoE kernels) with Qwen3's behavior (hermes tools)."""
     from pathlib import Path
 
     from atlas.kernels.tree import select_model
 
     repo = Path(__file__).resolve().parents[2]
     served = select_model(repo, "hopper", model_type, 2048, "bf16")
-    assert served.model == model and served.target.model == "common"
+    assert served.model == model and served.target.model == leaf
