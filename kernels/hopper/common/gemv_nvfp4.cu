@@ -88,7 +88,7 @@ __shared__ float partial_sums[kMaxThreads / 32][kMaxAcc];  // [warp][m * 4 + r]
 // max in [2^15, 2^16), rescaling the thread's f32 sums by 2^-(rise) (exact), and while
 // e > 0 the thread's x are multiplied by 2^-e (exact) before the f16 conversion; its sums
 // are multiplied by 2^e (exact) before the block reduction. e = 0 for |x| < 2^16: the
-// bits are the unguarded kernel's. With e > 0 only x below 2^-22 of the chunk's max
+// bits are the unguarded kernel's. With e > 0 only x below 2^-22 of the thread's largest
 // (|x| 2^-e < 2^-7: f16-subnormal products, absolute error 2^(e-25)) lose bits.
 enum class H2Out { kBf16, kF32, kSwiglu };
 
