@@ -2,21 +2,29 @@
 its route switch (ATLAS_QUANT_NVFP4_H2), the three products a decode step routes to it
 (qkv / o / down, the gate_up that ends with its SwiGLU, a quantized LM head's logits) with
 their launch geometry on a mock Hopper device, the products it must leave alone, and its
-check cases end to end on the host backend against float64. (Its decode's bits are checked
-in test_quant_decode.py.)"""
+check cases end to end on the host backend against float64, and the emulation of its range
+guard (reference/gemv_nvfp4.h2_product: large x scaled before the f16 conversion). (Its
+decode's bits are checked in test_quant_decode.py.)"""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from atlas.core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
+from atlas.core.quant import dequantize_nvfp4
 from atlas.runtime.cases.gemv_nvfp4 import nvfp4_linear_case
-from atlas.runtime.cases.gemv_quant_direct import nvfp4_every_scale_case, swiglu_case
+from atlas.runtime.cases.gemv_quant_direct import (H2_SPIKES_EXTREME, H2_SPIKES_LOGITS,
+                                                   H2_SPIKES_LOOP, H2_SPIKES_OFF,
+                                                   H2_SPIKES_SWIGLU, nvfp4_every_scale_case,
+                                                   swiglu_case)
+from atlas.runtime.cases.quant_linear import with_spikes
 from atlas.runtime.host import HostBackend
 from atlas.runtime.kernel_check import check
 from atlas.runtime.ops import KernelCache, matmul_nvfp4, matmul_quant
 from atlas.runtime.ops.matmul_quant import QuantLinear
 from atlas.runtime.ops.routes import KernelRoutes
+from atlas.runtime.reference.gemv_nvfp4 import h2_guard_exponents, h2_product
 from tests.unit.quant_support import QUANT_MODULES, HopperQuantMock, direct_weight
 
 H2 = KernelRoutes(quant_nvfp4_h2=True)
@@ -103,7 +111,13 @@ def test_a_forced_tensor_core_product_and_an_odd_gate_up_are_not_taken() -> None
     lambda rng: nvfp4_linear_case(rng, 1, 40, 20512, h2=True),
     lambda rng: nvfp4_linear_case(rng, 1, 301, 2048, parts=2, logits=True, h2=True),
     lambda rng: nvfp4_every_scale_case(rng, 1, 130, 1408, h2=True),
-    lambda rng: swiglu_case(rng, "nvfp4", 1, 203, 1408, h2=True)])
+    lambda rng: swiglu_case(rng, "nvfp4", 1, 203, 1408, h2=True),
+    lambda rng: nvfp4_linear_case(rng, 1, 259, 4096, h2=True, x_spikes=H2_SPIKES_OFF),
+    lambda rng: nvfp4_linear_case(rng, 1, 40, 20512, h2=True, x_spikes=H2_SPIKES_LOOP),
+    lambda rng: nvfp4_linear_case(rng, 1, 64, 4096, logits=True, h2=True,
+                                  x_spikes=H2_SPIKES_LOGITS),
+    lambda rng: nvfp4_linear_case(rng, 1, 130, 1408, h2=True, x_spikes=H2_SPIKES_EXTREME),
+    lambda rng: swiglu_case(rng, "nvfp4", 1, 203, 1408, h2=True, x_spikes=H2_SPIKES_SWIGLU)])
 def test_check_cases_route_to_the_h2_gemv_and_match_float64(case) -> None:
     """Each case forces the route its name says (ATLAS_QUANT_NVFP4_H2 aside) and, on the
     host backend (the reference kernels), matches the float64 oracle."""
@@ -112,3 +126,47 @@ def test_check_cases_route_to_the_h2_gemv_and_match_float64(case) -> None:
     assert c.reference_abs_tol > 0.0
     result = check(HostBackend(), c)
     assert result.passed, result.detail
+
+
+def _bf16(values: list[float]) -> np.ndarray:
+    return f32_to_bf16_bits(np.array(values, np.float32))
+
+
+def test_the_guard_exponent_puts_each_threads_largest_x_below_2_16() -> None:
+    """e = 0 below 2^16 (bf16's 65,280 included), then the exponent putting the chunk max in
+    [2^15, 2^16), per thread (chunk c on thread c % threads), raised, never lowered."""
+    x = np.zeros((6, 32), np.float32)
+    x[0, 5], x[1, 0], x[2, 31], x[3, 7], x[4, 1], x[5, 2] = (
+        1e5, 65280.0, -3.0, -3e9, 3.38e38, 65536.0)
+    e = h2_guard_exponents(f32_to_bf16_bits(x.reshape(-1)), threads=3)
+    # threads 0: chunks 0, 3; 1: 1, 4; 2: 2, 5
+    assert e.tolist() == [1, 0, 0, 16, 112, 1]
+    assert (np.ldexp(np.abs(bf16_bits_to_f32(_bf16([1e5, 3e9, 3.38e38]))),
+                     -np.array([1, 16, 112])) < 2 ** 16).all()
+
+
+@pytest.mark.parametrize("spikes, k", [(H2_SPIKES_LOOP, 20512), (H2_SPIKES_EXTREME, 1408),
+                                       (H2_SPIKES_LOGITS, 4096), (H2_SPIKES_OFF, 4096)])
+def test_the_guard_keeps_massive_activations_finite_and_ordinary_bits_unchanged(
+        spikes: dict[int, float], k: int) -> None:
+    """Unguarded, an x of 2^16 or more overflows its f16 conversion (inf or NaN outputs);
+    guarded, the outputs are finite and within the check's tolerance of float64; below
+    2^16 the guard changes no bit."""
+    rng = np.random.default_rng(5)
+    n = 96
+    packed = rng.integers(0, 256, (n, k // 2), dtype=np.uint8)
+    s_codes = rng.integers(0x20, 0x48, (n, k // 16), dtype=np.uint8)
+    g = np.full(n, 1.0 / k, np.float32)
+    x = with_spikes(f32_to_bf16_bits(rng.uniform(-1, 1, (1, k)).astype(np.float32)),
+                    spikes)[0]
+    threads = min(256, -(-k // 2048) * 32)  # the launch's: roundup32(ceil(k / 64))
+    guarded = h2_product(x, packed, s_codes, g, threads)
+    plain = h2_product(x, packed, s_codes, g, threads, guard=False)
+    exact = bf16_bits_to_f32(x).astype(np.float64) @ dequantize_nvfp4(packed, s_codes, g).T
+    assert np.isfinite(guarded).all()
+    rms = float(np.sqrt(np.mean(exact * exact)))
+    assert np.abs(guarded - exact).max() <= 2.0 ** -8 * rms
+    if max(abs(v) for v in spikes.values()) < 2 ** 16:
+        assert guarded.tobytes() == plain.tobytes()
+    else:
+        assert not np.isfinite(plain).all()

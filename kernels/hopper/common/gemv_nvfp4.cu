@@ -77,8 +77,19 @@ __shared__ float partial_sums[kMaxThreads / 32][kMaxAcc];  // [warp][m * 4 + r]
 // E4M3 scale (exact f32) added to the row's f32 sum, groups in K order within a thread;
 // threads and warps are reduced as gemv_core.cuh does; the row's global scale times
 // kE2m1HalfScale multiplies the total, rounded once. f16 products and sums carry 11
-// significant bits (~2^-12 relative per rounding, well under a bf16 output ulp); x must be
-// finite in f16 (|x| < 65504), which decode activations are.
+// significant bits (~2^-12 relative per rounding, well under a bf16 output ulp).
+// Range guard (any finite bf16 x): f16 holds |x| < 65,504 where bf16 goes to 3.4e38, and
+// "massive activations" (thousands and more in the down projection's input of Qwen2/3-class
+// models) must not turn a token to inf. With the 2^-6 table a lane's 8 products sum below
+// 0.75 max|x| < 65,504 for every |x| < 2^16 (bf16's largest below is 65,280), so only x at
+// or above 2^16 overflows, in its f16 conversion. Each chunk's 32 x take a max |x| (15
+// packed bf16 max-abs and 4 ops: ~0.15 issue slots a weight, shared by the 4 rows); a
+// chunk with |x| >= 2^16 raises the thread's exponent e (from 0) to the one putting that
+// max in [2^15, 2^16), rescaling the thread's f32 sums by 2^-(rise) (exact), and while
+// e > 0 the thread's x are multiplied by 2^-e (exact) before the f16 conversion; its sums
+// are multiplied by 2^e (exact) before the block reduction. e = 0 for |x| < 2^16: the
+// bits are the unguarded kernel's. With e > 0 only x below 2^-22 of the thread's largest
+// (|x| 2^-e < 2^-7: f16-subnormal products, absolute error 2^(e-25)) lose bits.
 enum class H2Out { kBf16, kF32, kSwiglu };
 
 // Weight row of block row r: rows 4 b + r, or (SwiGLU) gate rows of features 2 b, 2 b + 1
@@ -92,10 +103,57 @@ __device__ __forceinline__ int h2_row(int r, int n) {
   return min(static_cast<int>(blockIdx.x) * kRowsPerBlock + r, n - 1);
 }
 
-// bf16 pair (x0 low, x1 high) -> f16 pair, exact for |x| in f16's normal range
-__device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t b) {
-  const __half2 h = __floats2half2_rn(__uint_as_float(b << 16), __uint_as_float(b & 0xffff0000u));
+// bf16 pair (x0 low, x1 high) times `down` (kScaled; a power of two) -> f16 pair, exact
+// for |x down| in f16's normal range
+template <bool kScaled>
+__device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t b, float down) {
+  float x0 = __uint_as_float(b << 16), x1 = __uint_as_float(b & 0xffff0000u);
+  if constexpr (kScaled) x0 *= down, x1 *= down;
+  const __half2 h = __floats2half2_rn(x0, x1);
   return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// A chunk's 32 x (bf16) -> f16 pairs (x0, x1) .. (x30, x31), times `down` when kScaled
+template <bool kScaled>
+__device__ __forceinline__ void h2_x_pairs(const uint4 (&xb)[4], float down,
+                                           uint32_t (&xh)[16]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      xh[4 * i + j] = bf16x2_to_f16x2<kScaled>(atlas::quant::word(xb[i], j), down);
+}
+
+// bf16 bits of 2^16: the smallest |x| whose f16 conversion could overflow (the range guard)
+constexpr uint32_t kH2BigX = 0x4780u;
+
+// The largest |x| bits (bf16, sign clear) of a chunk's 32 x: a tree of packed max-abs
+// (NaN dropped where the other operand is a number: a NaN x still poisons its sums)
+__device__ __forceinline__ uint32_t h2_max_abs_bits(const uint4 (&xb)[4]) {
+  uint32_t m[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    uint32_t a, b;
+    asm("max.xorsign.abs.bf16x2 %0, %1, %2;" : "=r"(a) : "r"(xb[i].x), "r"(xb[i].y));
+    asm("max.xorsign.abs.bf16x2 %0, %1, %2;" : "=r"(b) : "r"(xb[i].z), "r"(xb[i].w));
+    asm("max.xorsign.abs.bf16x2 %0, %1, %2;" : "=r"(m[i]) : "r"(a), "r"(b));
+  }
+  asm("max.xorsign.abs.bf16x2 %0, %1, %2;" : "=r"(m[0]) : "r"(m[0]), "r"(m[1]));
+  asm("max.xorsign.abs.bf16x2 %0, %1, %2;" : "=r"(m[2]) : "r"(m[2]), "r"(m[3]));
+  asm("max.xorsign.abs.bf16x2 %0, %1, %2;" : "=r"(m[0]) : "r"(m[0]), "r"(m[2]));
+  return max(m[0] & 0x7fffu, (m[0] >> 16) & 0x7fffu);
+}
+
+// The range guard's rise (cold): the exponent putting a chunk max |x| >= 2^16 (bits `top`)
+// in [2^15, 2^16), taken when above the thread's `e`, whose f32 sums follow it down
+template <int R>
+__device__ __forceinline__ void h2_raise(uint32_t top, int& e, float (&acc)[R]) {
+  const int need = static_cast<int>(top >> 7) - 142;  // bf16 exponent field - 127 - 15
+  if (need <= e) return;
+  const float f = __uint_as_float(static_cast<uint32_t>(127 + e - need) << 23);
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] *= f;
+  e = need;
 }
 
 // A group scale pair (E4M3 codes of chunk c's two groups) of a row: a plain (volatile) load
@@ -155,6 +213,7 @@ __device__ __forceinline__ void gemv_nvfp4_h2(const __nv_bfloat16* __restrict__ 
   float acc[kRowsPerBlock];
 #pragma unroll
   for (int r = 0; r < kRowsPerBlock; ++r) acc[r] = 0.f;
+  int e = 0;  // the range guard's exponent: x scaled by 2^-e, sums short of 2^e
   const uint32_t lut_lo = atlas::quant::kE2m1HalfLo, lut_hi = atlas::quant::kE2m1HalfHi;
   const uint4* xv = reinterpret_cast<const uint4*>(x);
   for (int c0 = threadIdx.x; c0 < kc; c0 += kUnroll * blockDim.x) {
@@ -166,13 +225,16 @@ __device__ __forceinline__ void gemv_nvfp4_h2(const __nv_bfloat16* __restrict__ 
     for (int u = 0; u < kUnroll; ++u) {
       const int c = c0 + u * blockDim.x;
       if (c >= kc) break;
+      uint4 xb[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) xb[i] = __ldg(xv + 4 * c + i);
+      const uint32_t top = h2_max_abs_bits(xb);
+      if (top >= kH2BigX) h2_raise(top, e, acc);
       uint32_t xh[16];  // f16 pairs (x0, x1) .. (x30, x31) of the chunk
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const uint4 b = __ldg(xv + 4 * c + i);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) xh[4 * i + j] = bf16x2_to_f16x2(atlas::quant::word(b, j));
-      }
+      if (e == 0)
+        h2_x_pairs<false>(xb, 1.f, xh);
+      else
+        h2_x_pairs<true>(xb, __uint_as_float(static_cast<uint32_t>(127 - e) << 23), xh);
 #pragma unroll
       for (int r = 0; r < kRowsPerBlock; ++r) {
         float s[2];
@@ -195,6 +257,11 @@ __device__ __forceinline__ void gemv_nvfp4_h2(const __nv_bfloat16* __restrict__ 
     }
   }
 
+  if (e != 0) {  // the range guard's 2^e, exact
+    const float f = __uint_as_float(static_cast<uint32_t>(127 + e) << 23);
+#pragma unroll
+    for (int r = 0; r < kRowsPerBlock; ++r) acc[r] *= f;
+  }
   // as gemv_core.cuh gemv_rows: lane l of each warp ends with the warp's sum of row l >> 3
   const float v = warp_reduce_scatter<kRowsPerBlock>(acc, lane);
   if ((lane & 7) == 0) partial_sums[warp][lane >> 3] = v;

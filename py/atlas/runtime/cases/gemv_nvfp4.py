@@ -5,6 +5,8 @@ dequantize kernel and the dequantize + GEMM path for more rows."""
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import numpy as np
 
 from ...core.dtype import DType
@@ -13,7 +15,7 @@ from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache
 from ..ops.matmul_nvfp4 import Nvfp4Weight
-from .quant_linear import quant_linear_case
+from .quant_linear import quant_linear_case, spikes_tag
 
 
 def random_nvfp4(rng: np.random.Generator, n: int, k: int, parts: int = 1
@@ -36,12 +38,14 @@ def nvfp4_linear_case(rng: np.random.Generator, m: int, n: int, k: int, silu: bo
                       parts: int = 1, mma: bool = False, direct: bool = False,
                       logits: bool = False, e2m1_lut: bool = False,
                       staged: bool = False, tile_loop: bool | None = None,
-                      narrow: int | None = None, h2: bool = False) -> KernelCase:
+                      narrow: int | None = None, h2: bool = False,
+                      x_spikes: Mapping[int, float] | None = None) -> KernelCase:
     """`mma`: the tensor-core GEMV (module gemv_mma_quant; `direct`: its register-fed
     kernel, module gemv_quant_direct, `e2m1_lut` on its byte-table decode, `staged` its
     shared-memory-staged variant, `tile_loop` True its one-block-per-tile loop, `narrow` 1 / 2
     its narrow pipelined loops), else the CUDA-core route (`h2`, m = 1: its half-precision-FMA
-    GEMV, gemv_nvfp4_h2_*; else the f32 one); `logits`: f32 outputs."""
+    GEMV, gemv_nvfp4_h2_*; else the f32 one); `logits`: f32 outputs; `x_spikes`: x columns
+    set to large values (quant_linear.with_spikes; named by the largest)."""
     packed, s_codes, row = random_nvfp4(rng, n, k, parts)
     variant = ("_lut" if e2m1_lut else f"_n{narrow}" if narrow else "_tile" if tile_loop
                else "")
@@ -51,11 +55,12 @@ def nvfp4_linear_case(rng: np.random.Generator, m: int, n: int, k: int, silu: bo
                     ("gemv_nvfp4_h2" if h2 else "gemv_nvfp4", "gemv_nvfp4"))
     tag = "_silu" if silu else "_f32" if logits else ""
     return quant_linear_case(
-        rng, f"{kind}{tag} m{m} n{n} k{k} parts{parts}", module, m, n, k,
+        rng, f"{kind}{tag} m{m} n{n} k{k} parts{parts}{spikes_tag(x_spikes)}", module, m, n, k,
         silu, {"w": packed, "s": s_codes, "g": row},
         lambda p: Nvfp4Weight(p["w"], p["s"], p["g"], n, k),
         lambda v: dequantize_nvfp4(v["w"], v["s"], v["g"]), mma or direct or staged,
-        direct or staged, logits, e2m1_lut, staged, tile_loop, narrow, h2=h2)
+        direct or staged, logits, e2m1_lut, staged, tile_loop, narrow, h2=h2,
+        x_spikes=x_spikes)
 
 
 def dequant_nvfp4_case(rng: np.random.Generator, n: int, k: int) -> KernelCase:

@@ -11,6 +11,8 @@ next tile's loads in flight during a tile's reduction (ops/matmul_quant_mma.dire
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import numpy as np
 
 from ...core.dtype import DType
@@ -25,7 +27,7 @@ from .gemv import random_bf16, swiglu_oracle
 from .gemv_fp8 import fp8_linear_case, random_fp8
 from .gemv_mma_quant import tensor_core_cases
 from .gemv_nvfp4 import nvfp4_linear_case, random_nvfp4
-from .quant_linear import case_routes, quant_linear_case
+from .quant_linear import case_routes, quant_linear_case, spikes_tag, with_spikes
 
 #: the SwiGLU of a product whose bf16 gate / up may round one ulp (2^-8 relative) away from
 #: the exactly rounded sum's (tensor-core accumulation order): the output moves by at most
@@ -37,13 +39,13 @@ SWIGLU_REL_TOL = 2.0 ** -6
 def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
                 e2m1_lut: bool = False, staged: bool = False,
                 tile_loop: bool | None = None, narrow: int | None = None,
-                h2: bool = False) -> KernelCase:
+                h2: bool = False, x_spikes: Mapping[int, float] | None = None) -> KernelCase:
     """act = swiglu(x @ dequant(w).T) for a fused [gate | up] weight w [2 inter, k] through
     `matmul_quant.linear_swiglu_quant` (forced onto gemv_quant_direct; `e2m1_lut`: its NVFP4
     byte-table entry point; `staged`: its shared-memory-staged variant; `tile_loop`: forces
     the tile / pipelined loop, None the format's default; `narrow` 1 / 2: a narrow pipelined
-    loop; `h2`, NVFP4 at m = 1: gemv_nvfp4.cu's half-precision-FMA GEMV instead), against
-    float64:
+    loop; `h2`, NVFP4 at m = 1: gemv_nvfp4.cu's half-precision-FMA GEMV instead; `x_spikes`:
+    x columns set to large values, quant_linear.with_spikes), against float64:
     the product rounded to bf16, then silu_mul's rounding (swiglu_oracle)."""
     n = 2 * inter
     if fmt == "nvfp4":
@@ -65,7 +67,7 @@ def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
         def dequant(v: dict[str, np.ndarray]) -> np.ndarray:
             return dequantize_fp8(v["w"], v["s"].reshape(smap.shape), smap)
 
-    inputs = {"x": random_bf16(rng, (m, k)), **weights}
+    inputs = {"x": with_spikes(random_bf16(rng, (m, k)), x_spikes), **weights}
 
     def product(v: dict[str, np.ndarray]) -> np.ndarray:
         return bf16_bits_to_f32(v["x"]).astype(np.float64) @ dequant(v).T
@@ -86,8 +88,8 @@ def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
         f"gemv_qd{'_staged' if staged else ''}_"
         f"{'nvfp4' if fmt == 'nvfp4' else 'fp8'}{'_lut' if e2m1_lut else ''}{loop}")
     return KernelCase(f"{kind}_swiglu {'' if fmt == 'nvfp4' else fmt + ' '}m{m} inter{inter} "
-                      f"k{k}", "gemv_nvfp4" if h2 else "gemv_quant_direct", inputs,
-                      {"act": OutputSpec(DType.BF16, (m, inter))},
+                      f"k{k}{spikes_tag(x_spikes)}", "gemv_nvfp4" if h2 else "gemv_quant_direct",
+                      inputs, {"act": OutputSpec(DType.BF16, (m, inter))},
                       run, oracle, reference_abs_tol=SWIGLU_REL_TOL * big * big)
 
 #: (layout, m, n, k)
@@ -251,15 +253,38 @@ H2_SHAPES = [(6144, 4096, 3), (4096, 4096, 1), (4096, 12288, 1), (1001, 1056, 2)
              (130, 32, 1), (259, 2048, 2), (33, 16384, 1), (40, 20512, 1)]
 
 
+#: the half-precision-FMA GEMV's range guard (gemv_nvfp4.cu): x columns -> values. Under 2^16
+#: (5,000, 60,000 and bf16's largest below, 65,280) the guard stays off (exponent 0: lane
+#: sums up to 0.75 x 65,280 in f16, the unguarded bits); from 2^16 on it scales x. At k
+#: 20,512 (256 threads, chunk c on thread c % 256, 641 chunks) thread 5 meets 10^5 in its
+#: first chunk (exponent 1), -7e4 in its second (kept) and 3e9 in its third, the loop's
+#: second pass (rise to 17, its sums rescaled); thread 9 starts at -2.5e6 and carries its
+#: exponent into an ordinary chunk; the logits meet exactly 2^16; bf16's largest finite
+#: (3.39e38 rounds to it) the top exponent.
+H2_SPIKES_OFF = {100: 5000.0, 1234: -60000.0, 3000: 65280.0, 3001: -5000.0}
+H2_SPIKES_LOOP = {32 * 5 + 3: 1e5, 32 * 261 + 10: -7e4, 32 * 517 + 31: 3e9, 32 * 9: -2.5e6,
+                  4000: 60000.0}
+H2_SPIKES_LOGITS = {7: 2e5, 2048: -1e7, 4095: 65536.0}
+H2_SPIKES_SWIGLU = {0: 1e5, 700: -3e5, 1407: 5000.0}
+H2_SPIKES_EXTREME = {500: 3.38e38, 501: -1e30, 1000: 65000.0}
+
+
 @kernel_cases("gemv_nvfp4")
 def gemv_nvfp4_h2_cases(rng: np.random.Generator) -> list[KernelCase]:
     """gemv_nvfp4_h2_*: the shapes above, f32 logits (a vocabulary-like n and a ragged one),
     the extreme group scales (every E4M3 code), gate_up + SwiGLU (Qwen3-8B's, ragged
-    features, an odd feature count: a block's second feature past the end)."""
+    features, an odd feature count: a block's second feature past the end), and x with
+    massive activations (H2_SPIKES_*: the range guard off and on, each entry point)."""
     cases = [nvfp4_linear_case(rng, 1, n, k, parts=parts, h2=True) for n, k, parts in H2_SHAPES]
     cases += [nvfp4_linear_case(rng, 1, 20000, 1024, logits=True, h2=True),
               nvfp4_linear_case(rng, 1, 301, 4096, parts=2, logits=True, h2=True),
               nvfp4_every_scale_case(rng, 1, 4096, 4096, h2=True),
               nvfp4_every_scale_case(rng, 1, 130, 1408, h2=True)]
-    return cases + [swiglu_case(rng, "nvfp4", 1, inter, k, h2=True)
-                    for inter, k in ((12288, 4096), (203, 1408), (77, 4096), (1, 64))]
+    cases += [swiglu_case(rng, "nvfp4", 1, inter, k, h2=True)
+              for inter, k in ((12288, 4096), (203, 1408), (77, 4096), (1, 64))]
+    return cases + [
+        nvfp4_linear_case(rng, 1, 4096, 4096, h2=True, x_spikes=H2_SPIKES_OFF),
+        nvfp4_linear_case(rng, 1, 259, 20512, parts=2, h2=True, x_spikes=H2_SPIKES_LOOP),
+        nvfp4_linear_case(rng, 1, 301, 4096, logits=True, h2=True, x_spikes=H2_SPIKES_LOGITS),
+        nvfp4_linear_case(rng, 1, 130, 1408, h2=True, x_spikes=H2_SPIKES_EXTREME),
+        swiglu_case(rng, "nvfp4", 1, 203, 1408, h2=True, x_spikes=H2_SPIKES_SWIGLU)]

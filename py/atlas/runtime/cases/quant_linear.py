@@ -11,12 +11,12 @@ streams, so the case predicts the route the launch builder takes."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 
 from ...core.dtype import DType
-from ...core.numerics import bf16_bits_to_f32, round_bf16
+from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec
 from ..ops import KernelCache, matmul_quant
@@ -35,6 +35,23 @@ H2_REF_REL_TOL = 2.0 ** -8
 WeightFn = Callable[[dict[str, DevicePtr]], matmul_quant.QuantWeight]
 #: the exact float64 [n, k] weight from the case's host inputs
 DequantFn = Callable[[dict[str, np.ndarray]], np.ndarray]
+
+
+def with_spikes(x: np.ndarray, spikes: Mapping[int, float] | None) -> np.ndarray:
+    """x (bf16 bits [m, k]) with column i of every row set to bf16(v) for each i: v of
+    `spikes`: the "massive activations" of real decode inputs (thousands and beyond) that
+    uniform random x never has."""
+    if not spikes:
+        return x
+    x = x.copy()
+    for i, v in spikes.items():
+        x[:, i] = f32_to_bf16_bits(np.array([v], np.float32))[0]
+    return x
+
+
+def spikes_tag(spikes: Mapping[int, float] | None) -> str:
+    """A case name's mark of `with_spikes` x: its largest magnitude."""
+    return f" x-max{max(abs(v) for v in spikes.values()):.0e}" if spikes else ""
 
 
 def case_routes(direct: bool, e2m1_lut: bool, staged: bool, tile_loop: bool | None,
@@ -58,16 +75,18 @@ def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, 
                       direct: bool = False, logits: bool = False,
                       e2m1_lut: bool = False, staged: bool = False,
                       tile_loop: bool | None = None, narrow: int | None = None,
-                      fp8_core: bool = False, h2: bool = False) -> KernelCase:
+                      fp8_core: bool = False, h2: bool = False,
+                      x_spikes: Mapping[int, float] | None = None) -> KernelCase:
     """`fp8_core`: one FP8 row on the CUDA-core convert GEMV (routes.quant_fp8_core); `h2`:
     one NVFP4 row on the half-precision-FMA GEMV (routes.quant_nvfp4_h2, logits included);
     `logits`: f32 outputs (a quantized LM head: `QuantLinear.linear(out_f32=True)`, the
     tensor-core GEMVs' `_f32` entry points, any m); `e2m1_lut`: the register-fed kernel's
     NVFP4 byte-table entry points (routes.quant_e2m1_lut); `narrow` 1 / 2: its narrow
-    pipelined loops (routes.quant_narrow; None with a forced `tile_loop`: neither)."""
+    pipelined loops (routes.quant_narrow; None with a forced `tile_loop`: neither);
+    `x_spikes`: x columns set to large values (`with_spikes`)."""
     x_name = "gate_up" if silu else "x"
-    inputs = {x_name: random_bf16(rng, (m, 2 * k if silu else k), 4.0 if silu else 1.0),
-              **weight_inputs}
+    x = random_bf16(rng, (m, 2 * k if silu else k), 4.0 if silu else 1.0)
+    inputs = {x_name: with_spikes(x, x_spikes), **weight_inputs}
     wbytes = sum(a.nbytes for a in weight_inputs.values())
     gemm = not mma and not logits and not matmul_quant.gemv_passes(wbytes, n, k, m)
     if gemm:
