@@ -131,19 +131,6 @@ __device__ __forceinline__ unsigned verify_ticket(unsigned* counter) {
   return old;
 }
 
-// Row `row` continues row - 1's run: one more key, and the same block for row - 1's newest
-// key (written this step by row - 1, in a block only its sequence holds).
-__device__ __forceinline__ bool continues_run(const int* kv_lens, const int* block_tables,
-                                              int row, int num_rows, int max_blocks,
-                                              const atlas::PageMap& pages) {
-  if (row <= 0 || row >= num_rows) return false;
-  const int prev = kv_lens[row - 1];
-  if (prev < 1 || kv_lens[row] != prev + 1) return false;
-  const int pg = pages.page(prev - 1);
-  return block_tables[static_cast<size_t>(row) * max_blocks + pg] ==
-         block_tables[static_cast<size_t>(row - 1) * max_blocks + pg];
-}
-
 // Keys per split of a row of `len` keys (ops/attention_verify.py verify_split_rule): its
 // share of num_splits in whole tiles, at least min_chunk.
 __device__ __forceinline__ int row_chunk(int len, int num_splits, int min_chunk) {
@@ -294,10 +281,12 @@ __device__ __forceinline__ int verify_piece(
   // The run around row r0: rows before it in its sequence's run (back), rows after (fwd).
   if (warp == 0) {
     const unsigned back = __ballot_sync(
-        0xffffffffu, continues_run(kv_lens, block_tables, r0 - lane, num_rows, max_blocks, pages));
+        0xffffffffu,
+        atlas::continues_run(kv_lens, block_tables, r0 - lane, num_rows, max_blocks, pages));
     const unsigned fwd = __ballot_sync(
         0xffffffffu,
-        continues_run(kv_lens, block_tables, r0 + 1 + lane, num_rows, max_blocks, pages));
+        atlas::continues_run(kv_lens, block_tables, r0 + 1 + lane, num_rows, max_blocks,
+                             pages));
     if (lane == 0) {
       s_back = leading_yes(back);
       s_fwd = leading_yes(fwd);
@@ -882,10 +871,12 @@ __device__ __forceinline__ int cluster_piece(const VerifyRope& rope, const int* 
   lookup(guess_lo, guess_hi, 0, page);
   if (warp == 0) {
     const unsigned back = __ballot_sync(
-        0xffffffffu, continues_run(kv_lens, block_tables, r0 - lane, num_rows, max_blocks, pages));
+        0xffffffffu,
+        atlas::continues_run(kv_lens, block_tables, r0 - lane, num_rows, max_blocks, pages));
     const unsigned fwd = __ballot_sync(
         0xffffffffu,
-        continues_run(kv_lens, block_tables, r0 + 1 + lane, num_rows, max_blocks, pages));
+        atlas::continues_run(kv_lens, block_tables, r0 + 1 + lane, num_rows, max_blocks,
+                             pages));
     if (lane == 0) {
       s_back = leading_yes(back);
       s_fwd = leading_yes(fwd);
