@@ -206,8 +206,13 @@ def test_no_module_no_long_kernel_and_forcing_checks_the_geometry() -> None:
      [("decode_attn_long_d256_bf16", (8, 2, 8)), ("decode_attn_combine_bf16", (1, 16, 8))]),
     (8, 16, 2, 256, 17, {"ATLAS_DECODE_ATTN_LONG_MERGE": "1"},
      [("decode_attn_long_d256_bf16", (8, 2, 8))]),
-    # below the batch rule: batch 1's kernels, num_splits as given
-    (1, 32, 8, 128, 5, None, [("decode_attn_bf16", (5, 8, 1))]),
+    # batch 1 too (session 13's default, min batch 1): 8 kv heads fill no wave, so the most
+    # splits the 512 keys and the given count allow
+    (1, 32, 8, 128, 5, None,
+     [("decode_attn_long_bf16", (5, 8, 1)), ("decode_attn_combine_bf16", (1, 32, 1))]),
+    # below the batch rule (session 12's min batch 2): batch 1's kernels, num_splits as given
+    (1, 32, 8, 128, 5, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "2"},
+     [("decode_attn_bf16", (5, 8, 1))]),
     # the switch back to the session-7 routing
     (64, 32, 8, 128, 1, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "0"},
      [("decode_attn_bf16", (1, 8, 64))]),
@@ -244,10 +249,15 @@ def test_rope_fuses_into_the_long_kernel_one_key_a_sequence() -> None:
     assert all(attention.rope_fusable(kc, 32, 8, 128, 128, 128, False, 8192, n)
                for n in (1, 7, 8, 64))
     assert not attention.rope_fusable(kc, 32, 8, 128, 128, 128, False, 8192, 8, step_keys=4)
-    assert attention.rope_fusable(kc, 32, 8, 128, 128, 128, False, 8192, 1, step_keys=4)
+    assert not attention.rope_fusable(kc, 32, 8, 128, 128, 128, False, 8192, 1, step_keys=4)
     assert not attention.rope_fusable(kc, 16, 2, 256, 256, 256, False, 8192, 2)
-    assert attention.rope_fusable(kc, 16, 2, 256, 256, 256, False, 8192, 1)
+    assert not attention.rope_fusable(kc, 16, 2, 256, 256, 256, False, 8192, 1)
     assert not attention.rope_fusable(kc, 32, 8, 128, 128, 64, False, 8192, 64)  # partial
+    # batch 1 on the CUDA-core kernels (min batch 2): its rope-fused kernel takes both
+    old = KernelCache(_HopperMock(), KernelRoutes.from_env(
+        {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "2"}))
+    assert attention.rope_fusable(old, 32, 8, 128, 128, 128, False, 8192, 1, step_keys=4)
+    assert attention.rope_fusable(old, 16, 2, 256, 256, 256, False, 8192, 1)
 
 
 def _rope_launch(env: dict[str, str] | None, num_seqs: int, splits: int, max_blocks: int = 512,
@@ -275,7 +285,9 @@ def _rope_launch(env: dict[str, str] | None, num_seqs: int, splits: int, max_blo
      [("decode_attn_long_rope_ahead_bf16", (1, 8, 64))]),
     (8, 5, {"ATLAS_DECODE_ATTN_LONG_L2_AHEAD": "1", "ATLAS_DECODE_ATTN_LONG_STAGED": "1"},
      [("decode_attn_long_rope_ahead_bf16", (4, 8, 8)), ("decode_attn_combine_bf16", (1, 32, 8))]),
-    (1, 5, None, [("decode_attn_rope_bf16", (5, 8, 1))]),
+    (1, 5, None, [("decode_attn_long_rope_wait_bf16", (5, 8, 1)),
+                  ("decode_attn_combine_bf16", (1, 32, 1))]),
+    (1, 5, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "2"}, [("decode_attn_rope_bf16", (5, 8, 1))]),
     (64, 1, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "0"}, [("decode_attn_rope_bf16", (1, 8, 64))]),
 ])
 def test_rope_batches_route_to_the_long_rope_entry(num_seqs, splits, env, want) -> None:

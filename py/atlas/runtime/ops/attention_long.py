@@ -21,9 +21,11 @@ for either of two reasons:
   several waves: gpu32 (2026-12-02, GPU per step, PDL on) measured Qwen3-8B batch 4 x 1,536
   keys 6.807 ms a step on it against 5.665 on this kernel, batch 2 x 512 5.551 against 4.803,
   Qwen3-0.6B batch 4 x 1,536 2.644 against 1.974, Qwen3-30B-A3B batch 4 x 1,536 9.160
-  against 7.322 (the default moved from 8 to 2 sequences). Batch 1's latency path (and
-  the row-invariant verification steps of model/runner.py, which need batch 1's kernel and
-  split count) stays on the CUDA-core kernels.
+  against 7.322 (the default moved from 8 to 2 sequences). Batch 1 followed in session 13
+  (gpu34: Qwen3-8B x 512 / 1,536 keys 4.629 -> 4.472 / 4.952 -> 4.553 ms a step, Qwen3-0.6B
+  x 512 0.957 -> 0.876), with a speculating runner's verification rows on this kernel's
+  verification entry (ops/attention_verify.decode_attention_long_verify); the row-invariant
+  steps of model/runner.py (AttentionPlan.row_invariant) keep the CUDA-core kernels.
 
 The split count of a batched launch is `long_launch_splits`: the fewest splits whose blocks
 fill the GPU's slots for this kernel (num_sms x `long_blocks_per_sm`) in whole waves,
