@@ -40,7 +40,7 @@ from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_ROPE_AHEAD,
                           DECODE_ATTN_LONG_ROPE_STAGED, DECODE_ATTN_LONG_ROPE_WAIT)
 from . import KernelCache
-from .routes import KernelRoutes
+from .routes import DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS, KernelRoutes
 
 #: head dimensions the long kernel is compiled for: 64 and 128 on DECODE_ATTN_LONG (Q in
 #: registers, two blocks per SM), 256 on DECODE_ATTN_LONG_D256 (Q in shared memory, one)
@@ -170,11 +170,16 @@ def long_launch_splits(kc: KernelCache, num_seqs: int, hkv: int, head_dim: int,
                               min_split_keys=LONG_TILE_KEYS)
 
 
-def merges_splits(kc: KernelCache, num_splits: int) -> bool:
-    """Whether a launch of num_splits merges its partials itself (attention_long.cu
-    SplitMerge: the last split of each (sequence, kv head) by the split counters' tickets)
-    rather than the combine launch after it: several splits, routes.decode_attn_long_merge."""
-    return num_splits > 1 and kc.routes.decode_attn_long_merge
+def merges_splits(kc: KernelCache, num_splits: int, num_seqs: int) -> bool:
+    """Whether a launch of num_splits for num_seqs sequences merges its partials itself
+    (attention_long.cu SplitMerge: the last split of each (sequence, kv head) by the split
+    counters' tickets) rather than the combine launch after it: several splits, and
+    routes.decode_attn_long_merge, or where unset at most
+    routes.DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS sequences (batch 1's latency chain)."""
+    if num_splits <= 1:
+        return False
+    forced = kc.routes.decode_attn_long_merge
+    return num_seqs <= DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS if forced is None else forced
 
 
 def decode_attention_long(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: DevicePtr,
@@ -196,7 +201,7 @@ def decode_attention_long(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache
     launch = _launch_long(kc, long_kernel_for(head_dim), head_dim, False)
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim), q,
            k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
-           counters if merges_splits(kc, num_splits) else 0, out, num_seqs, hq, hkv, head_dim,
+           counters if merges_splits(kc, num_splits, num_seqs) else 0, out, num_seqs, hq, hkv, head_dim,
            block_size, max_blocks, num_splits, scale)
 
 
@@ -226,5 +231,5 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
     launch = _launch_long(kc, long_rope_kernel_for(kc.routes), head_dim, True)
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim, True),
            qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
-           kv_lens, part_o, part_ml, counters if merges_splits(kc, num_splits) else 0, out,
+           kv_lens, part_o, part_ml, counters if merges_splits(kc, num_splits, num_seqs) else 0, out,
            num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits, scale, eps)

@@ -95,10 +95,14 @@ what it asked for each time, and importing Atlas never depends on the environmen
   ATLAS_DECODE_ATTN_LONG_MIN_BATCH=N: the fewest sequences of a launch that take it at any
   context, with its wave-filling split count (default DEFAULT_DECODE_ATTN_LONG_MIN_BATCH; 0:
   never by batch, the session-7 routing: such batches on decode_attn_rope / decode_attn).
-* ATLAS_DECODE_ATTN_LONG_MERGE=1: a tensor-core decode attention launch of several splits
-  (batch 8 .. 16 at D 128, Qwen3.5's D 256 below batch 64, long contexts) merges its partials
-  in its last split (attention_long.cu SplitMerge, the split counters' tickets) instead of
-  the decode_attn_combine_bf16 launch after it (the default; the merge is unmeasured).
+* ATLAS_DECODE_ATTN_LONG_MERGE=1 / 0: a tensor-core decode attention launch of several splits
+  merges its partials in its last split (attention_long.cu SplitMerge, the split counters'
+  tickets) / in the decode_attn_combine_bf16 launch after it, at every batch; unset, the
+  last split merges at launches of up to DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS sequences
+  (batch 1: the combine was a launch of its own in the latency chain, gpu37 PDL off 3.61 us
+  a layer on Qwen3-0.6B x 512, 5.90 on Qwen3-8B x 1,536, beside the kernel's 7.94 / 8.97;
+  unmeasured merged) and the combine runs after larger ones (batch 8 .. 16 at D 128,
+  Qwen3.5's D 256 below batch 64, long contexts: their merge is unmeasured).
 * ATLAS_DECODE_ATTN_LONG_STAGED=1: the rope-fused tensor-core decode attention (batches) on
   decode_attn_long_rope_staged_bf16 (the prologue's reads in two trips, the norms and
   rotations from shared memory; the same bits) instead of decode_attn_long_rope_wait_bf16
@@ -322,6 +326,9 @@ DEFAULT_DECODE_ATTN_LONG_MIN_KEYS = 16384
 #: Qwen3-0.6B x 512 -8.5%, Qwen3.5-35B-A3B -1.7%: every batch since session 13, with a
 #: speculating runner's verification rows on the same kernel, DEFAULT_VERIFY_LONG)
 DEFAULT_DECODE_ATTN_LONG_MIN_BATCH = 1
+#: tensor-core decode launches of at most this many sequences merge their splits in their
+#: last split instead of a combine launch (ATLAS_DECODE_ATTN_LONG_MERGE unset)
+DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS = 1
 #: a verification step's rows on the tensor-core kernel's verification entry where it fits
 #: (ATLAS_DECODE_ATTN_VERIFY_LONG; ops/attention_verify.uses_long_verify)
 DEFAULT_VERIFY_LONG = True
@@ -409,7 +416,7 @@ class KernelRoutes:
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_long_min_batch: int = DEFAULT_DECODE_ATTN_LONG_MIN_BATCH
-    decode_attn_long_merge: bool = False
+    decode_attn_long_merge: bool | None = None
     decode_attn_long_staged: bool = False
     decode_attn_long_l2_ahead: bool = False
     decode_attn_latency: bool = True
@@ -519,8 +526,7 @@ class KernelRoutes:
                    decode_attn_long_min_batch=_env_count(
                        env, "ATLAS_DECODE_ATTN_LONG_MIN_BATCH",
                        DEFAULT_DECODE_ATTN_LONG_MIN_BATCH),
-                   decode_attn_long_merge=env_switch(env, "ATLAS_DECODE_ATTN_LONG_MERGE",
-                                                     False),
+                   decode_attn_long_merge=_env_tristate(env, "ATLAS_DECODE_ATTN_LONG_MERGE"),
                    decode_attn_long_staged=env_switch(env, "ATLAS_DECODE_ATTN_LONG_STAGED",
                                                       False),
                    decode_attn_long_l2_ahead=env_switch(env, "ATLAS_DECODE_ATTN_LONG_L2_AHEAD",
