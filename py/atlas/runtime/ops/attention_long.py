@@ -199,10 +199,10 @@ def decode_attention_long(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache
     if q % 16:  # Q rows are read 16 bytes at a time (D 256's shared tile)
         raise ValueError(f"decode_attention_long: q pointer {q:#x} is not 16-byte aligned")
     launch = _launch_long(kc, long_kernel_for(head_dim), head_dim, False)
+    tickets = counters if merges_splits(kc, num_splits, num_seqs) else 0
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim), q,
-           k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
-           counters if merges_splits(kc, num_splits, num_seqs) else 0, out, num_seqs, hq, hkv, head_dim,
-           block_size, max_blocks, num_splits, scale)
+           k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, tickets, out, num_seqs, hq,
+           hkv, head_dim, block_size, max_blocks, num_splits, scale)
 
 
 def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
@@ -229,7 +229,8 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
         raise ValueError(f"decode_attention_long_rope: qkv pointer {qkv:#x} is not 16-byte "
                          "aligned")
     launch = _launch_long(kc, long_rope_kernel_for(kc.routes), head_dim, True)
+    tickets = counters if merges_splits(kc, num_splits, num_seqs) else 0
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim, True),
            qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
-           kv_lens, part_o, part_ml, counters if merges_splits(kc, num_splits, num_seqs) else 0, out,
-           num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits, scale, eps)
+           kv_lens, part_o, part_ml, tickets, out, num_seqs, hq, hkv, head_dim, block_size,
+           max_blocks, num_splits, scale, eps)
