@@ -597,11 +597,14 @@ class DenseDecoderModel:
                 splits = attention_long.long_launch_splits(
                     kc, 1, d.kv_heads, d.head_dim, self.max_blocks * self.block_size,
                     plan.num_splits, plan.split_capacity)
+                # windows of one piece's rows at most: a sequence of more rows (K = 4 at
+                # group 4: 4 + 1) has its pieces served side by side, not in turn
+                piece = attention_long.LONG_MAX_GROUP // (d.heads // d.kv_heads)
                 attention_verify.decode_attention_long_verify(
                     kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables, b.kv_lens, b.part_o,
                     b.part_ml, b.attn_counters, b.attn, rows, d.heads, d.kv_heads, d.head_dim,
                     self.block_size, self.max_blocks, splits, self.scale,
-                    rows_per_block=plan.step_keys)
+                    rows_per_block=min(plan.step_keys, piece))
             elif verify:
                 attention_verify.decode_attention_verify(
                     kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables, b.kv_lens, b.part_o,
