@@ -197,8 +197,8 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
 // L2Ahead, one more tile of K/V in flight per block without ring space.
 // kVerify (decode_attn_long_verify_bf16, D <= 128): the block serves a verification piece,
 // `piece_rows` consecutive rows of one sequence from step row `first_row`, as tile rows i =
-// (step row first_row + i / G, q head i % G), each masked to its own kv_len; the split rule
-// follows the piece's last (longest) row, whose table every row shares.
+// (step row first_row + i / G, q head i % G), each masked to its own split of its own
+// kv_len (verify_row_chunk); every row shares the first row's table.
 template <int D, bool kRope = false, bool kStaged = false, bool kL2Ahead = false,
           bool kVerify = false>
 __device__ __forceinline__ void decode_attn_long(
@@ -255,8 +255,25 @@ __device__ __forceinline__ void decode_attn_long(
   int page[R];
   if (num_splits == 1) lookup_at(0, page);
 
-  const int chunk = max((kv_len + num_splits - 1) / num_splits, kMinKeysPerSplit);
-  const int begin = split * chunk;
+  // kVerify: each row's own split of whole 64-key tiles (attention_tile.cuh
+  // verify_row_chunk), the block's range their union (tiles at absolute positions), its
+  // active splits those of any row (`active`: the tickets)
+  int chunk = max((kv_len + num_splits - 1) / num_splits, kMinKeysPerSplit);
+  int begin = split * chunk, span_end = min(begin + chunk, kv_len);
+  int active = (kv_len + chunk - 1) / chunk;
+  if constexpr (kVerify) {
+    begin = kv_len;  // no row with keys here: inactive
+    span_end = 0;
+    active = 0;
+    for (int r = 0; r < piece_rows; ++r) {
+      const int len = kv_lens[first_row + r], c = atlas::verify_row_chunk(len, num_splits, kBKV);
+      active = max(active, (len + c - 1) / c);
+      if (split * c < len) {
+        begin = min(begin, split * c);
+        span_end = max(span_end, min(split * c + c, len));
+      }
+    }
+  }
   if (begin >= kv_len) {
     // An inactive split: no merge reads its partials. Without a combine (one split, or
     // SplitMerge) a sequence without keys gets zeros (what the combine writes for it) from
@@ -266,7 +283,7 @@ __device__ __forceinline__ void decode_attn_long(
         out[out_row(idx / D) * D + idx % D] = __float2bfloat16_rn(0.f);
     return;
   }
-  const int end = min(begin + chunk, kv_len);
+  const int end = span_end;
   const int n_tiles = (end - begin + kBKV - 1) / kBKV;
   const int g = lane >> 2, c = lane & 3;
   if constexpr (kRope && !kStaged) {
@@ -470,11 +487,16 @@ __device__ __forceinline__ void decode_attn_long(
 
   const float scale_log2 = scale * atlas::kAttnLog2e;
   int last[2] = {end - 1, end - 1};  // both rows see every key of the split
-  if constexpr (kVerify)  // ... of their own kv_len (a fully masked tile leaves a row as it was)
+  int first[2] = {begin, begin};
+  if constexpr (kVerify)  // ... of their own split (a fully masked tile leaves a row as it was)
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
       const int row = g + 8 * hh;
-      if (row < n_rows) last[hh] = min(end, kv_lens[first_row + row / group]) - 1;
+      if (row >= n_rows) continue;
+      const int len = kv_lens[first_row + row / group];
+      const int c = atlas::verify_row_chunk(len, num_splits, kBKV);
+      first[hh] = split * c;
+      last[hh] = min(split * c + c, len) - 1;
     }
   float o[D / 8][4];
 #pragma unroll
@@ -547,6 +569,15 @@ __device__ __forceinline__ void decode_attn_long(
 
     // Mask keys past the split; online softmax per row (attention_tile.cuh).
     float corr[2];
+    if constexpr (kVerify)  // keys before the row's split (past it: `last`)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            if (begin + t * kBKV + warp * 16 + 2 * c + j * 8 + e < first[hh])
+              s[j][2 * hh + e] = -INFINITY;
     atlas::online_softmax_tile(s, begin + t * kBKV + warp * 16 + 2 * c, last, scale_log2,
                                m_run, l_run, corr);
 #pragma unroll
@@ -614,10 +645,13 @@ __device__ __forceinline__ void decode_attn_long(
       part_ml[part_row * 2 + 1] = total;
     }
   }
-  const int active = (kv_len + chunk - 1) / chunk;
   if (num_splits > 1 && counters != nullptr) {
     auto row_active = [&](int r) {
-      if constexpr (kVerify) return (kv_lens[first_row + r / group] + chunk - 1) / chunk;
+      if constexpr (kVerify) {
+        const int len = kv_lens[first_row + r / group];
+        const int c = atlas::verify_row_chunk(len, num_splits, kBKV);
+        return (len + c - 1) / c;
+      }
       return active;
     };
     merge_splits_if_last<D>(part_o, part_ml, counters + static_cast<size_t>(b) * hkv + kvh, out,
@@ -655,9 +689,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
 // that start in its window, a piece being up to 16 / G rows of one sequence's run
 // (attention_tile.cuh continues_run: lane r of one ballot says whether row r continues row
 // r - 1; num_rows <= 32) as the rows of the plain entry's one m16 tile, so the sequence's K/V
-// are read once for its rows (Qwen3-8B at K = 3: 4 rows x 4 heads, the whole tile). The
-// splits follow the piece's last row (decode_attn_long's rule); each row's partials are
-// merged over its own active splits by the piece's last split (SplitMerge: counters u32
+// are read once for its rows (Qwen3-8B at K = 3: 4 rows x 4 heads, the whole tile). Each
+// row's keys are split by its own kv_len (verify_row_chunk: whole tiles at absolute
+// positions, the block's range the union of its rows'), so a row's bits do not depend on its
+// piece; each row's partials are merged over its own active splits by the piece's last split
+// (SplitMerge: counters u32
 // [num_rows, hkv], zero, left zero; required when num_splits > 1). The run search reads
 // kv_lens and the tables only (the host's step upload) before the PDL wait; a window
 // without a piece start exits there (window 0 always has row 0's, and its split 0 waits).

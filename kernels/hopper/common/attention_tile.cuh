@@ -40,6 +40,16 @@ __device__ __forceinline__ bool continues_run(const int* kv_lens, const int* blo
          block_tables[static_cast<size_t>(row - 1) * max_blocks + pg];
 }
 
+// Keys per split of a verification row of `len` keys (ops/attention_verify.py
+// verify_split_rule): its share of num_splits in whole 64-key tiles, at least min_chunk. A
+// row's partition then depends on its own kv_len only: the same keys, tiles (at absolute
+// positions) and sums whichever row of whichever step it is (speculative acceptance needs it).
+__device__ __forceinline__ int verify_row_chunk(int len, int num_splits, int min_chunk) {
+  constexpr int kTile = 64;
+  return max((max((len + num_splits - 1) / num_splits, 1) + kTile - 1) / kTile * kTile,
+             min_chunk);
+}
+
 // One tile of the online softmax, f32 in log2 units: scores of keys key0 + 8 j + e (key0
 // includes this lane's 2c) past last[hh] become -inf, the rest count scaled by scale_log2;
 // each row's running max m_run and sum l_run (this lane's columns only: reduce l over the

@@ -131,11 +131,6 @@ __device__ __forceinline__ unsigned verify_ticket(unsigned* counter) {
   return old;
 }
 
-// Keys per split of a row of `len` keys (ops/attention_verify.py verify_split_rule): its
-// share of num_splits in whole tiles, at least min_chunk.
-__device__ __forceinline__ int row_chunk(int len, int num_splits, int min_chunk) {
-  return max((max((len + num_splits - 1) / num_splits, 1) + kBKV - 1) / kBKV * kBKV, min_chunk);
-}
 
 // Trailing ones of a ballot: how many consecutive lanes from lane 0 said yes.
 __device__ __forceinline__ int leading_yes(unsigned mask) {
@@ -266,7 +261,7 @@ __device__ __forceinline__ int verify_piece(
   if (split > 0) {
     int most = 0;
     for (int j = 0; j < cap; ++j) {
-      const int len = len0 + j, chunk = row_chunk(len, num_splits, min_chunk);
+      const int len = len0 + j, chunk = atlas::verify_row_chunk(len, num_splits, min_chunk);
       most = max(most, (len + chunk - 1) / chunk);
     }
     if (split >= most) return 1;
@@ -274,7 +269,7 @@ __device__ __forceinline__ int verify_piece(
   // Tile 0's table entries requested now, beside the run search's loads, where r0's own
   // chunking says the split starts (the union starts there unless the piece's rows take
   // different chunk sizes; then they are requested again below).
-  const int guess_lo = split * row_chunk(len0, num_splits, min_chunk);
+  const int guess_lo = split * atlas::verify_row_chunk(len0, num_splits, min_chunk);
   int page[RT];
   lookup_from(guess_lo, reach, 0, page);
 
@@ -299,7 +294,7 @@ __device__ __forceinline__ int verify_piece(
   }
   const int n = min(cap, s_fwd + 1);  // step rows of this piece
   if (tid < n) {
-    const int len = kv_lens[r0 + tid], chunk = row_chunk(len, num_splits, min_chunk);
+    const int len = kv_lens[r0 + tid], chunk = atlas::verify_row_chunk(len, num_splits, min_chunk);
     const int lo = split * chunk;
     s_lo[tid] = lo;
     s_hi[tid] = lo < len ? min(lo + chunk, len) : lo;

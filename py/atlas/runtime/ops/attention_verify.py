@@ -26,8 +26,10 @@ sequence's rows x its kv head's q heads are the one m16 tile that kernel serves 
 row's group with (Qwen3-8B at K = 3: 4 x 4), so a verification costs about a plain step's
 attention. It takes precedence over the entries above where `uses_long_verify` says so (the
 default since session 13, when batch 1 moved to that kernel: ATLAS_DECODE_ATTN_VERIFY_LONG=0
-restores them). Its rows follow the split count of their sequence's longest row, so they are
-not a plain row's bits (nor were the clustered entry's: the runner's invariant_rows is 0).
+restores them). A row's keys are cut by `verify_split_rule` from its own kv_len (whole tiles
+at absolute positions), so it computes the same bits as row j of one step and row 0 of the
+next (the oracle's rejecting reference needs it); not a plain row's bits (nor were the
+clustered entry's: the runner's invariant_rows is 0).
 """
 
 from __future__ import annotations
@@ -332,11 +334,13 @@ def decode_attention_long_verify(kc: KernelCache, stream: Stream, q: DevicePtr,
     """What decode_attention_verify computes (q from qk_norm_rope_kv, which appended every
     row's key), on the tensor-core split-K kernel: runs of one sequence's rows (the
     verification kernel's rule) cut into pieces of 16 / group rows, each piece's rows x the
-    kv head's q heads one m16 tile, its K/V read once. Split s of a piece covers keys [s c,
-    (s + 1) c) with c = max(ceil(L / num_splits), 32) for the piece's last row's L
-    (attention_long.cu's rule); each row is masked to its own kv_len and merged over its own
-    active splits by the piece's last split to take a ticket (counters u32 [num_rows, hkv],
-    zero before the launch and left zero); a one-split launch writes out directly.
+    kv head's q heads one m16 tile, its K/V read once. Each row's keys are split by
+    `verify_split_rule` (min_chunk one tile) from its own kv_len, split s of a piece's block
+    loading the union of its rows' split-s ranges in 64-key tiles at absolute positions and
+    masking each row to its own range, so a row's bits depend on its own kv_len, not on its
+    piece; each row is merged over its own active splits by the piece's last split to take a
+    ticket (counters u32 [num_rows, hkv], zero before the launch and left zero); a one-split
+    launch writes out directly.
     Buffers as decode_attention_verify's (part_o / part_ml [num_rows, hq, num_splits, ...]).
 
     kv_lens and block_tables are read before the kernel's programmatic-dependency wait (the
