@@ -206,8 +206,15 @@ def test_no_module_no_long_kernel_and_forcing_checks_the_geometry() -> None:
      [("decode_attn_long_d256_bf16", (8, 2, 8)), ("decode_attn_combine_bf16", (1, 16, 8))]),
     (8, 16, 2, 256, 17, {"ATLAS_DECODE_ATTN_LONG_MERGE": "1"},
      [("decode_attn_long_d256_bf16", (8, 2, 8))]),
-    # below the batch rule: batch 1's kernels, num_splits as given
-    (1, 32, 8, 128, 5, None, [("decode_attn_bf16", (5, 8, 1))]),
+    # batch 1 too (session 13's default, min batch 1): 8 kv heads fill no wave, so the most
+    # splits the 512 keys and the given count allow, merged by the last split (no combine
+    # launch in batch 1's latency chain) unless the merge switch is off
+    (1, 32, 8, 128, 5, None, [("decode_attn_long_bf16", (5, 8, 1))]),
+    (1, 32, 8, 128, 5, {"ATLAS_DECODE_ATTN_LONG_MERGE": "0"},
+     [("decode_attn_long_bf16", (5, 8, 1)), ("decode_attn_combine_bf16", (1, 32, 1))]),
+    # below the batch rule (session 12's min batch 2): batch 1's kernels, num_splits as given
+    (1, 32, 8, 128, 5, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "2"},
+     [("decode_attn_bf16", (5, 8, 1))]),
     # the switch back to the session-7 routing
     (64, 32, 8, 128, 1, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "0"},
      [("decode_attn_bf16", (1, 8, 64))]),
@@ -244,10 +251,15 @@ def test_rope_fuses_into_the_long_kernel_one_key_a_sequence() -> None:
     assert all(attention.rope_fusable(kc, 32, 8, 128, 128, 128, False, 8192, n)
                for n in (1, 7, 8, 64))
     assert not attention.rope_fusable(kc, 32, 8, 128, 128, 128, False, 8192, 8, step_keys=4)
-    assert attention.rope_fusable(kc, 32, 8, 128, 128, 128, False, 8192, 1, step_keys=4)
+    assert not attention.rope_fusable(kc, 32, 8, 128, 128, 128, False, 8192, 1, step_keys=4)
     assert not attention.rope_fusable(kc, 16, 2, 256, 256, 256, False, 8192, 2)
-    assert attention.rope_fusable(kc, 16, 2, 256, 256, 256, False, 8192, 1)
+    assert not attention.rope_fusable(kc, 16, 2, 256, 256, 256, False, 8192, 1)
     assert not attention.rope_fusable(kc, 32, 8, 128, 128, 64, False, 8192, 64)  # partial
+    # batch 1 on the CUDA-core kernels (min batch 2): its rope-fused kernel takes both
+    old = KernelCache(_HopperMock(), KernelRoutes.from_env(
+        {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "2"}))
+    assert attention.rope_fusable(old, 32, 8, 128, 128, 128, False, 8192, 1, step_keys=4)
+    assert attention.rope_fusable(old, 16, 2, 256, 256, 256, False, 8192, 1)
 
 
 def _rope_launch(env: dict[str, str] | None, num_seqs: int, splits: int, max_blocks: int = 512,
@@ -275,7 +287,8 @@ def _rope_launch(env: dict[str, str] | None, num_seqs: int, splits: int, max_blo
      [("decode_attn_long_rope_ahead_bf16", (1, 8, 64))]),
     (8, 5, {"ATLAS_DECODE_ATTN_LONG_L2_AHEAD": "1", "ATLAS_DECODE_ATTN_LONG_STAGED": "1"},
      [("decode_attn_long_rope_ahead_bf16", (4, 8, 8)), ("decode_attn_combine_bf16", (1, 32, 8))]),
-    (1, 5, None, [("decode_attn_rope_bf16", (5, 8, 1))]),
+    (1, 5, None, [("decode_attn_long_rope_wait_bf16", (5, 8, 1))]),   # merged by its last split
+    (1, 5, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "2"}, [("decode_attn_rope_bf16", (5, 8, 1))]),
     (64, 1, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "0"}, [("decode_attn_rope_bf16", (1, 8, 64))]),
 ])
 def test_rope_batches_route_to_the_long_rope_entry(num_seqs, splits, env, want) -> None:
@@ -301,9 +314,13 @@ def test_rope_at_d256_keeps_the_cuda_core_kernel() -> None:
 
 def test_rope_long_context_batch_one_keeps_the_models_splits() -> None:
     """A long-context engine (16,384-key tables) at batch 1 takes the rope entry on the
-    model's split count (the row-invariant steps need exactly it)."""
-    (partials, combine) = _rope_launch(None, 1, 30, max_blocks=1024)
-    assert (partials.func, partials.grid) == ("decode_attn_long_rope_wait_bf16", (30, 8, 1))
+    model's split count (the wave-filling count is the same 30 there), its last split
+    merging (batch 1's default); with the merge off, the combine after it."""
+    (merged,) = _rope_launch(None, 1, 30, max_blocks=1024)
+    assert (merged.func, merged.grid) == ("decode_attn_long_rope_wait_bf16", (30, 8, 1))
+    assert merged.args["counters"] != 0
+    (partials, combine) = _rope_launch({"ATLAS_DECODE_ATTN_LONG_MERGE": "0"}, 1, 30,
+                                       max_blocks=1024)
     assert combine.args["num_splits"] == 30 and partials.args["counters"] == 0
 
 

@@ -219,6 +219,24 @@ def mtp_throughput(runner, batches: list[int], k: int, prompt_len: int, new: int
     return out
 
 
+def attention_routes(runner, k: int) -> str:
+    """Which attention a batch-1 plain step and a batch-1 verification of k drafts take (the
+    A/B of ATLAS_DECODE_ATTN_LONG_MIN_BATCH and ATLAS_DECODE_ATTN_VERIFY_LONG)."""
+    from atlas.runtime.ops import attention_long, attention_verify
+
+    model, d = runner.model, runner.model.dims
+    plain = ("tensor-core" if attention_long.uses_long(
+        model.kc, d.heads, d.kv_heads, d.head_dim, model.max_blocks * model.block_size)
+        else "CUDA-core")
+    if not runner.verifies_on_kernel(k + 1):
+        verify = "rows apart"
+    elif attention_verify.uses_long_verify(model.kc, d.heads, d.kv_heads, d.head_dim, k + 1):
+        verify = "tensor-core verify entry"
+    else:
+        verify = "verification kernel"
+    return f"b1 plain {plain}, b1 K={k} verification {verify}"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", type=Path, required=True)
@@ -280,7 +298,9 @@ def main() -> int:
         result["throughput"] = throughput(runner, batches, a.k, a.max_k, rates, a.prompt,
                                           a.new, rng, step_cost, a.prompts)
     result["invariant_rows"] = runner.invariant_rows
-    print(f"\n== {a.model.name}: verification step cost vs a plain decode step")
+    result["attention"] = attention_routes(runner, a.k)
+    print(f"\n== {a.model.name}: verification step cost vs a plain decode step "
+          f"(attention: {result['attention']})")
     print(f"{'batch':>5} {'plain ms':>9} " + " ".join(f"{f'K={k}':>13}"
                                                     for k in range(1, a.max_k + 1)))
     for b, row in result["step_cost"].items():

@@ -25,6 +25,31 @@ struct PageMap {
   __device__ __forceinline__ int row(int p) const { return pow2 ? p & (size - 1) : p % size; }
 };
 
+// Verification steps (attention_verify.cu, attention_long.cu's verify entry): row `row`
+// continues row - 1's run of one sequence's rows: one more key, and the same block for row -
+// 1's newest key (written this step by row - 1, in a block only its sequence holds: the KV
+// cache copies shared blocks before writing, so no other sequence's table names it).
+__device__ __forceinline__ bool continues_run(const int* kv_lens, const int* block_tables,
+                                              int row, int num_rows, int max_blocks,
+                                              const PageMap& pages) {
+  if (row <= 0 || row >= num_rows) return false;
+  const int prev = kv_lens[row - 1];
+  if (prev < 1 || kv_lens[row] != prev + 1) return false;
+  const int pg = pages.page(prev - 1);
+  return block_tables[static_cast<size_t>(row) * max_blocks + pg] ==
+         block_tables[static_cast<size_t>(row - 1) * max_blocks + pg];
+}
+
+// Keys per split of a verification row of `len` keys (ops/attention_verify.py
+// verify_split_rule): its share of num_splits in whole 64-key tiles, at least min_chunk. A
+// row's partition then depends on its own kv_len only: the same keys, tiles (at absolute
+// positions) and sums whichever row of whichever step it is (speculative acceptance needs it).
+__device__ __forceinline__ int verify_row_chunk(int len, int num_splits, int min_chunk) {
+  constexpr int kTile = 64;
+  return max((max((len + num_splits - 1) / num_splits, 1) + kTile - 1) / kTile * kTile,
+             min_chunk);
+}
+
 // One tile of the online softmax, f32 in log2 units: scores of keys key0 + 8 j + e (key0
 // includes this lane's 2c) past last[hh] become -inf, the rest count scaled by scale_log2;
 // each row's running max m_run and sum l_run (this lane's columns only: reduce l over the

@@ -131,24 +131,6 @@ __device__ __forceinline__ unsigned verify_ticket(unsigned* counter) {
   return old;
 }
 
-// Row `row` continues row - 1's run: one more key, and the same block for row - 1's newest
-// key (written this step by row - 1, in a block only its sequence holds).
-__device__ __forceinline__ bool continues_run(const int* kv_lens, const int* block_tables,
-                                              int row, int num_rows, int max_blocks,
-                                              const atlas::PageMap& pages) {
-  if (row <= 0 || row >= num_rows) return false;
-  const int prev = kv_lens[row - 1];
-  if (prev < 1 || kv_lens[row] != prev + 1) return false;
-  const int pg = pages.page(prev - 1);
-  return block_tables[static_cast<size_t>(row) * max_blocks + pg] ==
-         block_tables[static_cast<size_t>(row - 1) * max_blocks + pg];
-}
-
-// Keys per split of a row of `len` keys (ops/attention_verify.py verify_split_rule): its
-// share of num_splits in whole tiles, at least min_chunk.
-__device__ __forceinline__ int row_chunk(int len, int num_splits, int min_chunk) {
-  return max((max((len + num_splits - 1) / num_splits, 1) + kBKV - 1) / kBKV * kBKV, min_chunk);
-}
 
 // Trailing ones of a ballot: how many consecutive lanes from lane 0 said yes.
 __device__ __forceinline__ int leading_yes(unsigned mask) {
@@ -279,7 +261,7 @@ __device__ __forceinline__ int verify_piece(
   if (split > 0) {
     int most = 0;
     for (int j = 0; j < cap; ++j) {
-      const int len = len0 + j, chunk = row_chunk(len, num_splits, min_chunk);
+      const int len = len0 + j, chunk = atlas::verify_row_chunk(len, num_splits, min_chunk);
       most = max(most, (len + chunk - 1) / chunk);
     }
     if (split >= most) return 1;
@@ -287,17 +269,19 @@ __device__ __forceinline__ int verify_piece(
   // Tile 0's table entries requested now, beside the run search's loads, where r0's own
   // chunking says the split starts (the union starts there unless the piece's rows take
   // different chunk sizes; then they are requested again below).
-  const int guess_lo = split * row_chunk(len0, num_splits, min_chunk);
+  const int guess_lo = split * atlas::verify_row_chunk(len0, num_splits, min_chunk);
   int page[RT];
   lookup_from(guess_lo, reach, 0, page);
 
   // The run around row r0: rows before it in its sequence's run (back), rows after (fwd).
   if (warp == 0) {
     const unsigned back = __ballot_sync(
-        0xffffffffu, continues_run(kv_lens, block_tables, r0 - lane, num_rows, max_blocks, pages));
+        0xffffffffu,
+        atlas::continues_run(kv_lens, block_tables, r0 - lane, num_rows, max_blocks, pages));
     const unsigned fwd = __ballot_sync(
         0xffffffffu,
-        continues_run(kv_lens, block_tables, r0 + 1 + lane, num_rows, max_blocks, pages));
+        atlas::continues_run(kv_lens, block_tables, r0 + 1 + lane, num_rows, max_blocks,
+                             pages));
     if (lane == 0) {
       s_back = leading_yes(back);
       s_fwd = leading_yes(fwd);
@@ -310,7 +294,7 @@ __device__ __forceinline__ int verify_piece(
   }
   const int n = min(cap, s_fwd + 1);  // step rows of this piece
   if (tid < n) {
-    const int len = kv_lens[r0 + tid], chunk = row_chunk(len, num_splits, min_chunk);
+    const int len = kv_lens[r0 + tid], chunk = atlas::verify_row_chunk(len, num_splits, min_chunk);
     const int lo = split * chunk;
     s_lo[tid] = lo;
     s_hi[tid] = lo < len ? min(lo + chunk, len) : lo;
@@ -882,10 +866,12 @@ __device__ __forceinline__ int cluster_piece(const VerifyRope& rope, const int* 
   lookup(guess_lo, guess_hi, 0, page);
   if (warp == 0) {
     const unsigned back = __ballot_sync(
-        0xffffffffu, continues_run(kv_lens, block_tables, r0 - lane, num_rows, max_blocks, pages));
+        0xffffffffu,
+        atlas::continues_run(kv_lens, block_tables, r0 - lane, num_rows, max_blocks, pages));
     const unsigned fwd = __ballot_sync(
         0xffffffffu,
-        continues_run(kv_lens, block_tables, r0 + 1 + lane, num_rows, max_blocks, pages));
+        atlas::continues_run(kv_lens, block_tables, r0 + 1 + lane, num_rows, max_blocks,
+                             pages));
     if (lane == 0) {
       s_back = leading_yes(back);
       s_fwd = leading_yes(fwd);

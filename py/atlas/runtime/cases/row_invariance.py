@@ -104,7 +104,9 @@ def verification_case(rng: np.random.Generator, name: str, g: Geometry, history:
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = KernelCache(backend)
-        for r in range(rows):   # plain decode: one batch-1 rope-fused step per position
+        # plain decode: one batch-1 rope-fused step per position, on the CUDA-core kernel a
+        # row-invariant runner's batch-1 steps keep (AttentionPlan.row_invariant)
+        for r in range(rows):
             # the kernel reads cached rows before its PDL wait (attention.cu RopedQ: the model
             # launches it after the qkv projection), so the step before, which wrote the key
             # this one reads, must have finished
@@ -114,7 +116,7 @@ def verification_case(rng: np.random.Generator, name: str, g: Geometry, history:
                 p["q_norm_w"], p["k_norm_w"], p["cos_sin"], p["positions"] + 4 * r,
                 p["slots"] + 4 * r, p["row_tables"] + 4 * max_blocks * r, p["kv_lens"] + 4 * r,
                 p["part_o"], p["part_ml"], p["counters"], p["out_plain"] + out_bytes * r, 1, hq,
-                hkv, d, g.block_size, max_blocks, num_splits, g.scale, EPS)
+                hkv, d, g.block_size, max_blocks, num_splits, g.scale, EPS, long=False)
         # the verification step: every row's K/V appended, then one decode row per position;
         # both launches keep the batch-1 kernels (long=False): 8 rows of one sequence would
         # otherwise reach the batched tensor-core route (attention_long.uses_long counts rows

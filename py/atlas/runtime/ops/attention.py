@@ -219,8 +219,8 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
     max_blocks * block_size keys (long contexts, or batches of
     routes.decode_attn_long_min_batch rows and more), the tensor-core kernel writes the
     partials and its last split of each (sequence, kv head) merges them through the same
-    counters (`attention_long.merges_splits`; ATLAS_DECODE_ATTN_LONG_MERGE=0: the combine
-    kernel after it), on `attention_long.long_launch_splits` splits (at most
+    counters where `attention_long.merges_splits` says so (batch 1; else the combine kernel
+    after it), on `attention_long.long_launch_splits` splits (at most
     max(num_splits, max_splits), max_splits being what the partial buffers hold a row: one
     for most large batches, and then the kernel writes out itself from its one split);
     `long` forces (True, on num_splits splits as given) or avoids (False) that.
@@ -260,7 +260,7 @@ def _combine(kc: KernelCache, stream: Stream, part_o: DevicePtr, part_ml: Device
     """The merge after the long kernel's partials: none after one split (the kernel wrote
     out) or where the kernel merged them (`attention_long.merges_splits`), else one block
     per (q head, sequence), attention.cu's merge with a group of one head."""
-    if num_splits == 1 or merges_splits(kc, num_splits):
+    if num_splits == 1 or merges_splits(kc, num_splits, num_seqs):
         return
     kc.get(DECODE_ATTN_COMBINE)(stream, (1, hq, num_seqs), ATTN_THREADS, 0, part_o, part_ml,
                                 kv_lens, out, num_seqs, hq, head_dim, num_splits)

@@ -21,9 +21,11 @@ for either of two reasons:
   several waves: gpu32 (2026-12-02, GPU per step, PDL on) measured Qwen3-8B batch 4 x 1,536
   keys 6.807 ms a step on it against 5.665 on this kernel, batch 2 x 512 5.551 against 4.803,
   Qwen3-0.6B batch 4 x 1,536 2.644 against 1.974, Qwen3-30B-A3B batch 4 x 1,536 9.160
-  against 7.322 (the default moved from 8 to 2 sequences). Batch 1's latency path (and
-  the row-invariant verification steps of model/runner.py, which need batch 1's kernel and
-  split count) stays on the CUDA-core kernels.
+  against 7.322 (the default moved from 8 to 2 sequences). Batch 1 followed in session 13
+  (gpu34: Qwen3-8B x 512 / 1,536 keys 4.629 -> 4.472 / 4.952 -> 4.553 ms a step, Qwen3-0.6B
+  x 512 0.957 -> 0.876), with a speculating runner's verification rows on this kernel's
+  verification entry (ops/attention_verify.decode_attention_long_verify); the row-invariant
+  steps of model/runner.py (AttentionPlan.row_invariant) keep the CUDA-core kernels.
 
 The split count of a batched launch is `long_launch_splits`: the fewest splits whose blocks
 fill the GPU's slots for this kernel (num_sms x `long_blocks_per_sm`) in whole waves,
@@ -38,7 +40,7 @@ from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_ROPE_AHEAD,
                           DECODE_ATTN_LONG_ROPE_STAGED, DECODE_ATTN_LONG_ROPE_WAIT)
 from . import KernelCache
-from .routes import KernelRoutes
+from .routes import DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS, KernelRoutes
 
 #: head dimensions the long kernel is compiled for: 64 and 128 on DECODE_ATTN_LONG (Q in
 #: registers, two blocks per SM), 256 on DECODE_ATTN_LONG_D256 (Q in shared memory, one)
@@ -168,11 +170,16 @@ def long_launch_splits(kc: KernelCache, num_seqs: int, hkv: int, head_dim: int,
                               min_split_keys=LONG_TILE_KEYS)
 
 
-def merges_splits(kc: KernelCache, num_splits: int) -> bool:
-    """Whether a launch of num_splits merges its partials itself (attention_long.cu
-    SplitMerge: the last split of each (sequence, kv head) by the split counters' tickets)
-    rather than the combine launch after it: several splits, routes.decode_attn_long_merge."""
-    return num_splits > 1 and kc.routes.decode_attn_long_merge
+def merges_splits(kc: KernelCache, num_splits: int, num_seqs: int) -> bool:
+    """Whether a launch of num_splits for num_seqs sequences merges its partials itself
+    (attention_long.cu SplitMerge: the last split of each (sequence, kv head) by the split
+    counters' tickets) rather than the combine launch after it: several splits, and
+    routes.decode_attn_long_merge, or where unset at most
+    routes.DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS sequences (batch 1's latency chain)."""
+    if num_splits <= 1:
+        return False
+    forced = kc.routes.decode_attn_long_merge
+    return num_seqs <= DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS if forced is None else forced
 
 
 def decode_attention_long(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: DevicePtr,
@@ -192,10 +199,10 @@ def decode_attention_long(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache
     if q % 16:  # Q rows are read 16 bytes at a time (D 256's shared tile)
         raise ValueError(f"decode_attention_long: q pointer {q:#x} is not 16-byte aligned")
     launch = _launch_long(kc, long_kernel_for(head_dim), head_dim, False)
+    tickets = counters if merges_splits(kc, num_splits, num_seqs) else 0
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim), q,
-           k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
-           counters if merges_splits(kc, num_splits) else 0, out, num_seqs, hq, hkv, head_dim,
-           block_size, max_blocks, num_splits, scale)
+           k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, tickets, out, num_seqs, hq,
+           hkv, head_dim, block_size, max_blocks, num_splits, scale)
 
 
 def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
@@ -222,7 +229,8 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
         raise ValueError(f"decode_attention_long_rope: qkv pointer {qkv:#x} is not 16-byte "
                          "aligned")
     launch = _launch_long(kc, long_rope_kernel_for(kc.routes), head_dim, True)
+    tickets = counters if merges_splits(kc, num_splits, num_seqs) else 0
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim, True),
            qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
-           kv_lens, part_o, part_ml, counters if merges_splits(kc, num_splits) else 0, out,
-           num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits, scale, eps)
+           kv_lens, part_o, part_ml, tickets, out, num_seqs, hq, hkv, head_dim, block_size,
+           max_blocks, num_splits, scale, eps)

@@ -95,10 +95,14 @@ what it asked for each time, and importing Atlas never depends on the environmen
   ATLAS_DECODE_ATTN_LONG_MIN_BATCH=N: the fewest sequences of a launch that take it at any
   context, with its wave-filling split count (default DEFAULT_DECODE_ATTN_LONG_MIN_BATCH; 0:
   never by batch, the session-7 routing: such batches on decode_attn_rope / decode_attn).
-* ATLAS_DECODE_ATTN_LONG_MERGE=1: a tensor-core decode attention launch of several splits
-  (batch 8 .. 16 at D 128, Qwen3.5's D 256 below batch 64, long contexts) merges its partials
-  in its last split (attention_long.cu SplitMerge, the split counters' tickets) instead of
-  the decode_attn_combine_bf16 launch after it (the default; the merge is unmeasured).
+* ATLAS_DECODE_ATTN_LONG_MERGE=1 / 0: a tensor-core decode attention launch of several splits
+  merges its partials in its last split (attention_long.cu SplitMerge, the split counters'
+  tickets) / in the decode_attn_combine_bf16 launch after it, at every batch; unset, the
+  last split merges at launches of up to DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS sequences
+  (batch 1: the combine was a launch of its own in the latency chain, gpu37 PDL off 3.61 us
+  a layer on Qwen3-0.6B x 512, 5.90 on Qwen3-8B x 1,536, beside the kernel's 7.94 / 8.97;
+  unmeasured merged) and the combine runs after larger ones (batch 8 .. 16 at D 128,
+  Qwen3.5's D 256 below batch 64, long contexts: their merge is unmeasured).
 * ATLAS_DECODE_ATTN_LONG_STAGED=1: the rope-fused tensor-core decode attention (batches) on
   decode_attn_long_rope_staged_bf16 (the prologue's reads in two trips, the norms and
   rotations from shared memory; the same bits) instead of decode_attn_long_rope_wait_bf16
@@ -178,6 +182,14 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (the default, ops/attention_verify.cluster_tile_slots). Both give every row a one-tile
   step's bits (session 12: before, a two-tile step's warps split the keys otherwise, and the
   K policy's K = 4 steps left the K = 3 reference: gpu30 acceptance 0.32 for 0.7). Unmeasured.
+  ATLAS_DECODE_ATTN_VERIFY_LONG=0: those verification steps on the verification kernel's
+  entries above instead of the tensor-core split-K kernel's verification entry
+  (decode_attn_long_verify_bf16 after qk_norm_rope_kv_bf16, the default where it fits:
+  ops/attention_verify.uses_long_verify), which serves a sequence's K + 1 rows x its kv
+  head's q heads as the one m16 tile of the plain steps' kernel (Qwen3-8B K = 3: 4 x 4),
+  so a verification costs about a plain batch-1 step's attention plus the rope launch
+  instead of the clustered entry's 25.6 us (18.4 for a plain step, gpu34): the A/B of
+  keeping speculation at 2x with batch 1 on the tensor-core kernel. Unmeasured.
 * ATLAS_PREFILL_ATTN_SM90=0: prefill attention never on the Hopper wgmma kernel
   (attention_sm90, head_dim 128 and 256), always on prefill_attn_bf16.
 * ATLAS_PREFILL_ATTN_QREG=1: head_dim-128 prefill attention on the wgmma kernel's Q-in-
@@ -309,9 +321,17 @@ DEFAULT_DECODE_GEMM_L2_TILES = 0
 #: (ops/attention_long.LONG_CONTEXT_KEYS, restated here: routes import no ops module)
 DEFAULT_DECODE_ATTN_LONG_MIN_KEYS = 16384
 #: decode launches of this many sequences or more take the long-context kernel at any
-#: context (ops/attention_long.py says why; batch 1 keeps the CUDA-core latency kernels:
-#: gpu32 measured batches 2 and 4 11-25% faster a step on the long kernel)
-DEFAULT_DECODE_ATTN_LONG_MIN_BATCH = 2
+#: context (ops/attention_long.py says why: gpu32 measured batches 2 and 4 11-25% faster a
+#: step on the long kernel; gpu34 batch 1, Qwen3-8B x 512 / 1,536 keys -3.4% / -8.1%,
+#: Qwen3-0.6B x 512 -8.5%, Qwen3.5-35B-A3B -1.7%: every batch since session 13, with a
+#: speculating runner's verification rows on the same kernel, DEFAULT_VERIFY_LONG)
+DEFAULT_DECODE_ATTN_LONG_MIN_BATCH = 1
+#: tensor-core decode launches of at most this many sequences merge their splits in their
+#: last split instead of a combine launch (ATLAS_DECODE_ATTN_LONG_MERGE unset)
+DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS = 1
+#: a verification step's rows on the tensor-core kernel's verification entry where it fits
+#: (ATLAS_DECODE_ATTN_VERIFY_LONG; ops/attention_verify.uses_long_verify)
+DEFAULT_VERIFY_LONG = True
 #: verification steps of at most this many sequences attend on the verification kernel,
 #: larger ones rows apart (ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH; the module docstring says why)
 DEFAULT_VERIFY_MAX_BATCH = 1
@@ -396,7 +416,7 @@ class KernelRoutes:
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_long_min_batch: int = DEFAULT_DECODE_ATTN_LONG_MIN_BATCH
-    decode_attn_long_merge: bool = False
+    decode_attn_long_merge: bool | None = None
     decode_attn_long_staged: bool = False
     decode_attn_long_l2_ahead: bool = False
     decode_attn_latency: bool = True
@@ -410,6 +430,7 @@ class KernelRoutes:
     decode_attn_verify_rope: bool = False
     decode_attn_verify_cluster: bool = True
     decode_attn_verify_tile_clusters: bool = True
+    decode_attn_verify_long: bool = DEFAULT_VERIFY_LONG
     prefill_attn_sm90: bool = True
     prefill_attn_qreg: bool = False
     prefill_attn_wide: bool = True
@@ -505,8 +526,7 @@ class KernelRoutes:
                    decode_attn_long_min_batch=_env_count(
                        env, "ATLAS_DECODE_ATTN_LONG_MIN_BATCH",
                        DEFAULT_DECODE_ATTN_LONG_MIN_BATCH),
-                   decode_attn_long_merge=env_switch(env, "ATLAS_DECODE_ATTN_LONG_MERGE",
-                                                     False),
+                   decode_attn_long_merge=_env_tristate(env, "ATLAS_DECODE_ATTN_LONG_MERGE"),
                    decode_attn_long_staged=env_switch(env, "ATLAS_DECODE_ATTN_LONG_STAGED",
                                                       False),
                    decode_attn_long_l2_ahead=env_switch(env, "ATLAS_DECODE_ATTN_LONG_L2_AHEAD",
@@ -528,6 +548,8 @@ class KernelRoutes:
                        env, "ATLAS_DECODE_ATTN_VERIFY_CLUSTER", True),
                    decode_attn_verify_tile_clusters=env_switch(
                        env, "ATLAS_DECODE_ATTN_VERIFY_TILE_CLUSTERS", True),
+                   decode_attn_verify_long=env_switch(env, "ATLAS_DECODE_ATTN_VERIFY_LONG",
+                                                      DEFAULT_VERIFY_LONG),
                    prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", True),
                    prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
                    prefill_attn_wide=env_switch(env, "ATLAS_PREFILL_ATTN_WIDE", True),
