@@ -273,21 +273,22 @@ def _rope_launch(env: dict[str, str] | None, num_seqs: int, splits: int, max_blo
 
 
 @pytest.mark.parametrize("num_seqs, splits, env, want", [
-    (64, 1, None, [("decode_attn_long_rope_wait_bf16", (1, 8, 64))]),
-    (8, 5, None, [("decode_attn_long_rope_wait_bf16", (4, 8, 8)),
+    (64, 1, None, [("decode_attn_long_rope_staged_bf16", (1, 8, 64))]),
+    (8, 5, None, [("decode_attn_long_rope_staged_bf16", (4, 8, 8)),
                   ("decode_attn_combine_bf16", (1, 32, 8))]),
-    (8, 5, {"ATLAS_DECODE_ATTN_LONG_MERGE": "1"}, [("decode_attn_long_rope_wait_bf16", (4, 8, 8))]),
-    # the staged prologue's twin: the same grid, shared memory and arguments
-    (64, 1, {"ATLAS_DECODE_ATTN_LONG_STAGED": "1"},
-     [("decode_attn_long_rope_staged_bf16", (1, 8, 64))]),
-    (8, 5, {"ATLAS_DECODE_ATTN_LONG_STAGED": "1", "ATLAS_DECODE_ATTN_LONG_MERGE": "1"},
+    (8, 5, {"ATLAS_DECODE_ATTN_LONG_MERGE": "1"},
      [("decode_attn_long_rope_staged_bf16", (4, 8, 8))]),
+    # the waiting prologue's twin: the same grid, shared memory and arguments
+    (64, 1, {"ATLAS_DECODE_ATTN_LONG_STAGED": "0"},
+     [("decode_attn_long_rope_wait_bf16", (1, 8, 64))]),
+    (8, 5, {"ATLAS_DECODE_ATTN_LONG_STAGED": "0", "ATLAS_DECODE_ATTN_LONG_MERGE": "1"},
+     [("decode_attn_long_rope_wait_bf16", (4, 8, 8))]),
     # and its L2-ahead twin (with or without the staged switch)
     (64, 1, {"ATLAS_DECODE_ATTN_LONG_L2_AHEAD": "1"},
      [("decode_attn_long_rope_ahead_bf16", (1, 8, 64))]),
     (8, 5, {"ATLAS_DECODE_ATTN_LONG_L2_AHEAD": "1", "ATLAS_DECODE_ATTN_LONG_STAGED": "1"},
      [("decode_attn_long_rope_ahead_bf16", (4, 8, 8)), ("decode_attn_combine_bf16", (1, 32, 8))]),
-    (1, 5, None, [("decode_attn_long_rope_wait_bf16", (5, 8, 1))]),   # merged by its last split
+    (1, 5, None, [("decode_attn_long_rope_staged_bf16", (5, 8, 1))]),  # merged by its last split
     (1, 5, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "2"}, [("decode_attn_rope_bf16", (5, 8, 1))]),
     (64, 1, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "0"}, [("decode_attn_rope_bf16", (1, 8, 64))]),
 ])
@@ -317,7 +318,7 @@ def test_rope_long_context_batch_one_keeps_the_models_splits() -> None:
     model's split count (the wave-filling count is the same 30 there), its last split
     merging (batch 1's default); with the merge off, the combine after it."""
     (merged,) = _rope_launch(None, 1, 30, max_blocks=1024)
-    assert (merged.func, merged.grid) == ("decode_attn_long_rope_wait_bf16", (30, 8, 1))
+    assert (merged.func, merged.grid) == ("decode_attn_long_rope_staged_bf16", (30, 8, 1))
     assert merged.args["counters"] != 0
     (partials, combine) = _rope_launch({"ATLAS_DECODE_ATTN_LONG_MERGE": "0"}, 1, 30,
                                        max_blocks=1024)

@@ -597,7 +597,7 @@ def test_batch_one_verifies_on_the_tensor_core_kernel_it_decodes_on(monkeypatch)
     runner.release(5)
     (replay,) = dev.graph_launches
     plain = [r.func for r in replay.graph if r.func.startswith("decode_attn")]
-    assert plain[:1] == ["decode_attn_long_rope_wait_bf16"]   # the plain step's kernel
+    assert plain[:1] == ["decode_attn_long_rope_staged_bf16"]   # the plain step's kernel
     assert "decode_attn_long_verify_bf16" not in plain
 
 

@@ -94,7 +94,7 @@ def long_kernel_for(head_dim: int) -> KernelSig:
 def long_rope_kernel_for(routes: KernelRoutes) -> KernelSig:
     """The rope-fused entry point the routes select: the staged prologue's with the L2
     requests a tile past the ring (routes.decode_attn_long_l2_ahead), the staged prologue's
-    (routes.decode_attn_long_staged) or the waiting one's (the default)."""
+    (routes.decode_attn_long_staged, the default) or the waiting one's."""
     if routes.decode_attn_long_l2_ahead:
         return DECODE_ATTN_LONG_ROPE_AHEAD
     return (DECODE_ATTN_LONG_ROPE_STAGED if routes.decode_attn_long_staged

@@ -103,10 +103,12 @@ what it asked for each time, and importing Atlas never depends on the environmen
   a layer on Qwen3-0.6B x 512, 5.90 on Qwen3-8B x 1,536, beside the kernel's 7.94 / 8.97;
   unmeasured merged) and the combine runs after larger ones (batch 8 .. 16 at D 128,
   Qwen3.5's D 256 below batch 64, long contexts: their merge is unmeasured).
-* ATLAS_DECODE_ATTN_LONG_STAGED=1: the rope-fused tensor-core decode attention (batches) on
-  decode_attn_long_rope_staged_bf16 (the prologue's reads in two trips, the norms and
-  rotations from shared memory; the same bits) instead of decode_attn_long_rope_wait_bf16
-  (each warp's rows from global memory, four dependent trips before the loop; unmeasured).
+* ATLAS_DECODE_ATTN_LONG_STAGED=0: the rope-fused tensor-core decode attention on
+  decode_attn_long_rope_wait_bf16 (each warp's rows from global memory, four dependent trips
+  before the loop) instead of decode_attn_long_rope_staged_bf16 (the prologue's reads in two
+  trips, the norms and rotations from shared memory; the same bits). Measured (gpu39,
+  2026-12-03, Qwen3-8B batch 64 x 1,536, PDL on): staged 9.430 ms a step vs 9.503, kernel
+  row 102.34 vs 104.34 us.
 * ATLAS_DECODE_ATTN_LONG_L2_AHEAD=1: that staged entry also requesting each K/V tile into L2
   an iteration before its copies (decode_attn_long_rope_ahead_bf16: three tiles in flight a
   block instead of the ring's two; the same bits; implies the staged prologue; unmeasured).
@@ -417,7 +419,7 @@ class KernelRoutes:
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_long_min_batch: int = DEFAULT_DECODE_ATTN_LONG_MIN_BATCH
     decode_attn_long_merge: bool | None = None
-    decode_attn_long_staged: bool = False
+    decode_attn_long_staged: bool = True
     decode_attn_long_l2_ahead: bool = False
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
@@ -528,7 +530,7 @@ class KernelRoutes:
                        DEFAULT_DECODE_ATTN_LONG_MIN_BATCH),
                    decode_attn_long_merge=_env_tristate(env, "ATLAS_DECODE_ATTN_LONG_MERGE"),
                    decode_attn_long_staged=env_switch(env, "ATLAS_DECODE_ATTN_LONG_STAGED",
-                                                      False),
+                                                      True),
                    decode_attn_long_l2_ahead=env_switch(env, "ATLAS_DECODE_ATTN_LONG_L2_AHEAD",
                                                         False),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
