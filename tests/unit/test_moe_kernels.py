@@ -305,6 +305,8 @@ def test_down_bulk_plan() -> None:
     assert plan(8, moe.MoeShape(4, 4, 256, 4096), 132, H200_SMEM) == 6
     assert plan(1, moe.MoeShape(32, 32, 256, 4096), 132, H200_SMEM) == 0
     assert plan(1, moe.MoeShape(8, 2, 64, 16), 132, H200_SMEM) == 1  # fewer rows than SMs
+    assert plan(1, QWEN3_30B, 132, H200_SMEM, rows=8) == 8       # ATLAS_MOE_DOWN_BULK_ROWS
+    assert plan(1, QWEN3_30B, 132, H200_SMEM, rows=64) == 17     # capped by shared memory
     for shape in (QWEN3_30B, QWEN35, moe.MoeShape(24, 20, 128, 512, 640)):
         for tokens in range(1, 9):
             rows = plan(tokens, shape, 132, H200_SMEM)
@@ -326,6 +328,8 @@ def test_down_bulk_plan() -> None:
      (128, 2, 1)),
     (2, {"ATLAS_MOE_DOWN_BULK": "1", "ATLAS_MOE_DOWN_GEMV_MAX_M": "2"}, QWEN3_30B, False,
      "moe_down_bulk_add_rmsnorm_bf16", (121, 2, 1)),
+    (1, {"ATLAS_MOE_DOWN_BULK": "1", "ATLAS_MOE_DOWN_BULK_ROWS": "8"}, QWEN3_30B, False,
+     "moe_down_bulk_add_rmsnorm_bf16", (256, 1, 1)),                # two blocks an SM
     # slots too wide for one row in shared memory: the GEMV twin
     (1, {"ATLAS_MOE_DOWN_BULK": "1"}, moe.MoeShape(32, 32, 256, 4096), False,
      "moe_down_gemv_add_rmsnorm_bf16", (64, 1, 1)),
@@ -343,7 +347,8 @@ def test_down_bulk_kernel_choice(tokens: int, env: dict, shape: moe.MoeShape, of
     assert (got.func, tuple(got.grid), tuple(got.block)) == (func, grid, (256, 1, 1))
     if "bulk" in func:
         rows = got.args["rows_per_block"]
-        assert rows == moe.down_bulk_plan(tokens, shape, 132, H200_SMEM)
+        assert rows == moe.down_bulk_plan(tokens, shape, 132, H200_SMEM,
+                                          int(env.get("ATLAS_MOE_DOWN_BULK_ROWS", 0)))
         assert got.shared == moe.down_bulk_smem(shape.slots, shape.inter, rows)
 
 
@@ -509,7 +514,7 @@ def test_bias_needs_sigmoid_scoring() -> None:
 
 
 def test_heavy_cases_exist_for_the_leaf_shapes() -> None:
-    assert len(HEAVY_NAMES) == len(set(HEAVY_NAMES)) == 26
+    assert len(HEAVY_NAMES) == len(set(HEAVY_NAMES)) == 27
 
 
 def _constant(stem: str, name: str) -> int:

@@ -1045,11 +1045,11 @@ __device__ __forceinline__ void down_gemv_dispatch(const DownArgs& a,
 // DRAM streams from the first request to the last byte; ops/moe.py down_bulk_plan sizes
 // rows to one block an SM within its shared memory (Qwen3-30B-A3B: 16 rows, 8 x 24 KB =
 // 192 KB a block, 128 blocks). After the wait the token's act rows are staged in shared
-// memory; then warp w takes rows w, w + 8, ... of slot 0, 1, ... as each slot's bytes land:
-// lane l the dot products of chunks l + 32 i in order, a butterfly (warp_sum), y[row][slot] in
-// shared memory; then thread r forms row r with write_row (the slot order, transformers'
-// roundings) and the fused norm's last block finishes as above. Every sum has one fixed
-// order: bit-reproducible run to run.
+// memory; then warp w takes rows w, w + 8, ... of each slot in the order the slots' bytes
+// land: lane l the dot products of chunks l + 32 i in order, a butterfly (warp_sum),
+// y[row][slot] in shared memory; then thread r forms row r with write_row (the slot order,
+// transformers' roundings) and the fused norm's last block finishes as above. Every sum has
+// one fixed order whatever the arrival order: bit-reproducible run to run.
 constexpr unsigned kBulkPiece = 16384;  // bytes of one bulk copy (a slot's span in pieces)
 
 // Thread j's part: slot j's rows of the block into `dst` ([rows][kc] chunks), completing on
@@ -1085,6 +1085,19 @@ __device__ __forceinline__ void down_bulk_issue(const DownArgs& a, int j, int e,
                                 static_cast<unsigned>(width) * 16u, bar);
 }
 
+// Whether the barrier's phase 0 has completed, without waiting (mbarrier.test_wait: the
+// polling loop below asks every pending slot in turn).
+__device__ __forceinline__ bool bulk_landed(uint64_t* bar) {
+  uint32_t done;
+  asm volatile(
+      "{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], 0;\n"
+      " selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(atlas::bulk::shared_addr(bar))
+      : "memory");
+  return done != 0;
+}
+
 // Dynamic shared memory (ops/moe.py down_bulk_smem): weights [slots][a.rows][kc] chunks, act
 // [slots][kc] chunks, y [a.rows][slots] float32.
 template <bool kFinish, bool kOffset>
@@ -1117,10 +1130,25 @@ __device__ __forceinline__ void down_bulk_block(const DownArgs& a) {
                                        static_cast<size_t>(token) * slots * kc, slots * kc);
   __syncthreads();  // act staged
   const int sh_kc = a.shared.inter / 8;
-  for (int j = 0; j < slots; ++j) {
-    const int n = j < a.top_k ? (valid_expert(ids[j], a.experts) ? kc : 0)
-                              : max(0, min(kc, sh_kc - (j - a.top_k) * kc));
-    if (n > 0) atlas::bulk::wait_parity(&bar[j], 0);
+  auto live_chunks = [&](int j) {  // chunks of slot j's rows copied (0: nothing to wait for)
+    return j < a.top_k ? (valid_expert(ids[j], a.experts) ? kc : 0)
+                       : max(0, min(kc, sh_kc - (j - a.top_k) * kc));
+  };
+  // the slots in the order their bytes land: lane 0 polls, the warp follows its pick (so the
+  // butterfly below stays warp-uniform); the order changes no sum (one y per (row, slot))
+  uint32_t pending = slots == 32 ? ~0u : (1u << slots) - 1u;
+  while (pending != 0) {
+    int j = -1;
+    if (lane == 0)
+      for (uint32_t m = pending; m != 0 && j < 0; m &= m - 1) {
+        const int k = __ffs(m) - 1;
+        if (live_chunks(k) == 0 || bulk_landed(&bar[k])) j = k;
+      }
+    j = __shfl_sync(0xffffffffu, j, 0);
+    if (j < 0) continue;
+    pending &= ~(1u << j);
+    const int n = live_chunks(j);
+    if (n > 0) atlas::bulk::wait_parity(&bar[j], 0);  // complete: each lane's own acquire
     const uint4* wj = w_s + static_cast<size_t>(j) * a.rows * kc;
     const uint4* xj = act_s + j * kc;
     for (int r = warp; r < rows; r += kWarps) {

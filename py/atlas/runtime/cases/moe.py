@@ -850,7 +850,8 @@ def _down_bulk_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeS
     out of range, a shared expert whose second chunk is partial (a copy a row of its live
     width), rows of fewer than 32 chunks and of several a lane, an odd small shape whose last
     block is partial, rows a block cut by shared memory rather than the wave (two waves),
-    and the whole decode block (gate/up then the bulk down)."""
+    blocks of 8 rows (ATLAS_MOE_DOWN_BULK_ROWS=8, two an SM) and the whole decode block
+    (gate/up then the bulk down)."""
     bulk = KernelRoutes(moe_down_bulk=True, moe_down_gemv_max_m=8)
     six = moe.MoeShape(experts=8, top_k=6, hidden=256, inter=512)
     bad = random_ids(rng, 3, 8, 6)
@@ -886,6 +887,9 @@ def _down_bulk_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeS
                   random_ids(rng, 3, 6, 2), routes=bulk),
         down_case(rng, "moe_down_bulk_sum t8 e4 k4 h256 i4096 (rows by shared memory)", wide,
                   random_ids(rng, 8, 4, 4), routes=bulk),
+        down_add_rmsnorm_case(rng, "moe_down_bulk_add_rmsnorm leaf t1 h2048 i768 k8 (8 rows a "
+                              "block)", leaf, random_ids(rng, 1, 8, 8),
+                              routes=KernelRoutes(moe_down_bulk=True, moe_down_bulk_rows=8)),
         decode_case(rng, "moe_decode leaf t1 h2048 i768 k8 (down bulk)", leaf,
                     random_ids(rng, 1, 8, 8), routes=bulk),
         decode_case(rng, "moe_decode leaf shared t1 h2048 i512 k8 (qwen3.5-35b-a3b, down bulk)",

@@ -637,18 +637,19 @@ def down_bulk_smem(slots: int, inter: int, rows: int) -> int:
     return 2 * slots * inter * (rows + 1) + 4 * rows * slots
 
 
-def down_bulk_plan(tokens: int, shape: MoeShape, sm_count: int, smem_per_block: int) -> int:
-    """Output rows a block of the bulk down kernels takes: as many as bring the grid (tokens
-    x row blocks) to one block an SM, at most what fits the opt-in shared memory
-    (`down_bulk_smem`); 0 where not even one row does (slots x inter too wide). Batch 1 of
-    Qwen3-30B-A3B: 16 rows, 128 blocks of 192 KB of weights; Qwen3.5-35B-A3B (9 slots of
-    512): 16 rows, 144 KB."""
+def down_bulk_plan(tokens: int, shape: MoeShape, sm_count: int, smem_per_block: int,
+                   rows: int = 0) -> int:
+    """Output rows a block of the bulk down kernels takes: `rows` (ATLAS_MOE_DOWN_BULK_ROWS)
+    or by default as many as bring the grid (tokens x row blocks) to one block an SM, at
+    most what fits the opt-in shared memory (`down_bulk_smem`); 0 where not even one row
+    does (slots x inter too wide). Batch 1 of Qwen3-30B-A3B: 16 rows, 128 blocks of 192 KB
+    of weights; Qwen3.5-35B-A3B (9 slots of 512): 16 rows, 144 KB."""
     budget = smem_per_block - DOWN_BULK_STATIC_SMEM
     fit = (budget - down_bulk_smem(shape.slots, shape.inter, 0)) // (
         down_bulk_smem(shape.slots, shape.inter, 1) - down_bulk_smem(shape.slots, shape.inter, 0))
     if fit < 1:
         return 0
-    wave = -(-shape.hidden // max(1, sm_count // max(1, tokens)))
+    wave = rows or -(-shape.hidden // max(1, sm_count // max(1, tokens)))
     return min(shape.hidden, wave, fit)
 
 
@@ -669,7 +670,8 @@ def _down_launch(kc: KernelCache, tokens: int, shape: MoeShape,
     bulk-copy kernel (sigs[2]) where `down_uses_bulk`, the GEMV-shaped one (sigs[1]) where
     `down_uses_gemv`, else the row-group one (sigs[0])."""
     if down_uses_bulk(kc, tokens, shape):
-        rows = down_bulk_plan(tokens, shape, kc.facts.sm_count, kc.facts.shared_memory_per_block)
+        rows = down_bulk_plan(tokens, shape, kc.facts.sm_count, kc.facts.shared_memory_per_block,
+                              kc.routes.moe_down_bulk_rows)
         smem = down_bulk_smem(shape.slots, shape.inter, rows)
         return (kc.get_with_shared(sigs[2], smem, most_shared=True),
                 (-(-shape.hidden // rows), tokens, 1), rows, smem)
