@@ -46,6 +46,9 @@
 // moe_down_gemv_{sum,add_rmsnorm,add_rmsnorm_offset}_bf16 (the default at batch 1): the same
 //   three results from a GEMV-shaped launch, 4 output rows a block, every thread all its
 //   chunks of the block's rows in flight at once (see down_gemv_block).
+// moe_down_bulk_{sum,add_rmsnorm,add_rmsnorm_offset}_bf16 (ATLAS_MOE_DOWN_BULK=1, off by
+//   default): the same three results, each block's weight rows of every slot requested at
+//   once by cp.async.bulk into shared memory before the PDL wait (see down_bulk_block).
 // moe_gate_up_gemv_tiles_bf16 (the default at batch 1): the gate/up GEMV with several column
 //   pairs of one slot a block, one wave (see gate_up_gemv_tiles).
 // moe_gate_up_gemv_tiles_route_bf16, moe_down_gemv_route_*: the batch-1 pair routing from the
