@@ -461,10 +461,6 @@ DECODE_ATTN_LONG_ROPE_WAIT = S("attention_long", "decode_attn_long_rope_wait_bf1
 # (the same, its prologue's reads in two trips: ATLAS_DECODE_ATTN_LONG_STAGED=1)
 DECODE_ATTN_LONG_ROPE_STAGED = S("attention_long", "decode_attn_long_rope_staged_bf16",
                                  _DECODE_LONG_ROPE)
-# (the staged one with each K/V tile requested into L2 an iteration ahead:
-# ATLAS_DECODE_ATTN_LONG_L2_AHEAD=1)
-DECODE_ATTN_LONG_ROPE_AHEAD = S("attention_long", "decode_attn_long_rope_ahead_bf16",
-                                _DECODE_LONG_ROPE)
 
 # verification rows (a speculating sequence's K + 1 consecutive rows) on tensor cores, each
 # sequence's K/V read once for all its rows (kernels/hopper/common/attention_verify.cu, hopper

@@ -167,11 +167,7 @@ DECODE_TWINS = {"ahead1": {"decode_attn_ahead": False},  # *_ahead1_bf16 (unclus
                 # and its rope entry's staged prologue (alone and with the merge)
                 "long_staged": {"decode_attn_long_staged": True},
                 "long_staged_merge": {"decode_attn_long_staged": True,
-                                      "decode_attn_long_merge": True},
-                # and its L2 requests a tile past the ring
-                "long_ahead": {"decode_attn_long_l2_ahead": True},
-                "long_ahead_merge": {"decode_attn_long_l2_ahead": True,
-                                     "decode_attn_long_merge": True}}
+                                      "decode_attn_long_merge": True}}
 
 
 def case_routes(twin: str) -> KernelRoutes:

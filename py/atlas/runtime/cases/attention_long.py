@@ -145,13 +145,11 @@ LONG_ROPE_SHAPES = [
 
 
 #: LONG_ROPE_SHAPES on the staged prologue's entry (decode_attn_long_rope_staged,
-#: ATLAS_DECODE_ATTN_LONG_STAGED=1) and on its L2-ahead twin (decode_attn_long_rope_ahead,
-#: ATLAS_DECODE_ATTN_LONG_L2_AHEAD=1; splits of 1 to 24 tiles: none past the ring, a few, many),
-#: the same outputs, merging where the case merges
-LONG_ROPE_TWIN_SHAPES = [
-    (f"{name} {twin}", g, lens, splits,
-     {**kw, "twin": f"long_{twin}_merge" if kw.get("twin") == "long_merge" else f"long_{twin}"})
-    for twin in ("staged", "ahead") for name, g, lens, splits, kw in LONG_ROPE_SHAPES]
+#: ATLAS_DECODE_ATTN_LONG_STAGED=1: the same outputs), merging where the case merges
+LONG_ROPE_STAGED_SHAPES = [
+    (f"{name} staged", g, lens, splits,
+     {**kw, "twin": "long_staged_merge" if kw.get("twin") == "long_merge" else "long_staged"})
+    for name, g, lens, splits, kw in LONG_ROPE_SHAPES]
 
 
 @kernel_cases("attention_long")
@@ -160,4 +158,4 @@ def long_decode_cases(rng: np.random.Generator) -> list[KernelCase]:
             + [long_decode_case(rng, *shape, twin="long_merge")
                for shape in LONG_MERGE_SHAPES]
             + [long_rope_case(rng, name, g, lens, splits, **kw)
-               for name, g, lens, splits, kw in LONG_ROPE_SHAPES + LONG_ROPE_TWIN_SHAPES])
+               for name, g, lens, splits, kw in LONG_ROPE_SHAPES + LONG_ROPE_STAGED_SHAPES])

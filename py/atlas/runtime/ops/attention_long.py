@@ -37,8 +37,8 @@ model's split count follows for long-context engines.
 from __future__ import annotations
 
 from ..gpu import DevicePtr, KernelSig, Stream
-from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_ROPE_AHEAD,
-                          DECODE_ATTN_LONG_ROPE_STAGED, DECODE_ATTN_LONG_ROPE_WAIT)
+from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_ROPE_STAGED,
+                          DECODE_ATTN_LONG_ROPE_WAIT)
 from . import KernelCache
 from .routes import DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS, KernelRoutes
 
@@ -92,11 +92,8 @@ def long_kernel_for(head_dim: int) -> KernelSig:
 
 
 def long_rope_kernel_for(routes: KernelRoutes) -> KernelSig:
-    """The rope-fused entry point the routes select: the staged prologue's with the L2
-    requests a tile past the ring (routes.decode_attn_long_l2_ahead), the staged prologue's
+    """The rope-fused entry point the routes select: the staged prologue's
     (routes.decode_attn_long_staged, the default) or the waiting one's."""
-    if routes.decode_attn_long_l2_ahead:
-        return DECODE_ATTN_LONG_ROPE_AHEAD
     return (DECODE_ATTN_LONG_ROPE_STAGED if routes.decode_attn_long_staged
             else DECODE_ATTN_LONG_ROPE_WAIT)
 

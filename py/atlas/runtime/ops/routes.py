@@ -109,9 +109,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   trips, the norms and rotations from shared memory; the same bits). Measured (gpu39,
   2026-12-03, Qwen3-8B batch 64 x 1,536, PDL on): staged 9.430 ms a step vs 9.503, kernel
   row 102.34 vs 104.34 us.
-* ATLAS_DECODE_ATTN_LONG_L2_AHEAD=1: that staged entry also requesting each K/V tile into L2
-  an iteration before its copies (decode_attn_long_rope_ahead_bf16: three tiles in flight a
-  block instead of the ring's two; the same bits; implies the staged prologue; unmeasured).
 * ATLAS_DECODE_ATTN_LATENCY=0: decode attention as at the start of session 6 (the A/B of
   its latency paths): never the clustered kernels (the splits' partials always merge through
   global memory and the last split's ticket, splits of 32 keys and more), and the rope-fused
@@ -420,7 +417,6 @@ class KernelRoutes:
     decode_attn_long_min_batch: int = DEFAULT_DECODE_ATTN_LONG_MIN_BATCH
     decode_attn_long_merge: bool | None = None
     decode_attn_long_staged: bool = True
-    decode_attn_long_l2_ahead: bool = False
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
     decode_attn_split_major: bool = False
@@ -531,8 +527,6 @@ class KernelRoutes:
                    decode_attn_long_merge=_env_tristate(env, "ATLAS_DECODE_ATTN_LONG_MERGE"),
                    decode_attn_long_staged=env_switch(env, "ATLAS_DECODE_ATTN_LONG_STAGED",
                                                       True),
-                   decode_attn_long_l2_ahead=env_switch(env, "ATLAS_DECODE_ATTN_LONG_L2_AHEAD",
-                                                        False),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
                    decode_attn_ahead=env_switch(env, "ATLAS_DECODE_ATTN_AHEAD", True),
                    decode_attn_split_major=env_switch(env, "ATLAS_DECODE_ATTN_SPLIT_MAJOR",
