@@ -48,9 +48,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (gemv_fp8.cu gemv_fp8_cvt_bf16_single: the bf16 GEMV's mould, ~3 instructions a weight,
   none of them on the integer pipe) / on the tensor-core route; unset, the launch builder's
   rule (ops/matmul_quant.FP8_CORE_BY_DEFAULT). The A/B of issue 12's batch-1 FP8 GEMVs.
-* ATLAS_QUANT_FP8_CORE_CHUNKS=N: that GEMV's 16-byte chunks of each row per thread (unset:
-  ops/matmul_quant.FP8_CORE_CHUNKS, 2). 4 halves its blocks (64 threads at k = 4,096), so
-  Qwen3-8B's qkv (1,536 blocks) fits one wave of 16 blocks an SM instead of 1.45 of 8.
 * ATLAS_QUANT_NVFP4_H2=1 / 0: NVFP4 products of one row (qkv, o_proj, down, the gate_up that
   ends with its SwiGLU, a quantized LM head) on the CUDA-core GEMV with packed half-precision
   FMAs (gemv_nvfp4.cu gemv_nvfp4_h2_*: exact f16 decode, ~2.75 instructions a weight) / on
@@ -400,7 +397,6 @@ class KernelRoutes:
     quant_tile_loop: bool | None = None
     quant_narrow: int | None = None
     quant_fp8_core: bool | None = None
-    quant_fp8_core_chunks: int = 0
     quant_nvfp4_h2: bool | None = None
     decode_gemm: bool = True
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
@@ -503,7 +499,6 @@ class KernelRoutes:
                    quant_tile_loop=_env_tristate(env, "ATLAS_QUANT_TILE_LOOP"),
                    quant_narrow=int(narrow) if narrow else None,
                    quant_fp8_core=_env_tristate(env, "ATLAS_QUANT_FP8_CORE"),
-                   quant_fp8_core_chunks=_env_count(env, "ATLAS_QUANT_FP8_CORE_CHUNKS", 0),
                    quant_nvfp4_h2=_env_tristate(env, "ATLAS_QUANT_NVFP4_H2"),
                    decode_gemm=env_switch(env, "ATLAS_DECODE_GEMM", True),
                    decode_gemm_min_m=_env_count(env, "ATLAS_DECODE_GEMM_MIN_M",
