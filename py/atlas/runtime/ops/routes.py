@@ -222,12 +222,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   parallelism, which rewrites topk_ids between the launches), instead of the router's last
   block (a ticket, then one warp's top-k into topk_ids / topk_weights). Off by default: see
   ATLAS_MOE_GATE_UP_TILED (measured together, no gain).
-* ATLAS_MOE_ROUTER_NORM=1: a decode MoE block's router launch also does the residual add +
-  RMSNorm before it (moe_gate_topk_add_rmsnorm_bf16, ops/moe.py RouterNorm: every router
-  block normalizes the 2 * hidden-byte row itself, the last one writes the residual back)
-  instead of an add_rmsnorm launch first: one launch and its dependent round trips less per
-  MoE layer. Off by default until measured (s13, unmeasured; not with
-  ATLAS_MOE_ROUTE_IN_EXPERTS=1, whose router writes only the logits).
 * ATLAS_MOE_DOWN_WAVE=0: the decode MoE down launch sized as in session 6 (whole row groups
   a block, ops/moe.py down_rows_grouped) instead of equal blocks filling one wave of every SM
   (ops/moe.py down_rows: at batch 1 of Qwen3-30B-A3B 205 blocks, some SMs with one, others
@@ -380,7 +374,6 @@ class KernelRoutes:
     moe_gate_up_tiled: bool = False
     moe_gate_up_tiles: int = 0
     moe_route_in_experts: bool = False
-    moe_router_norm: bool = False
     moe_down_wave: bool = True
     moe_down_gemv: bool = True
     moe_down_gemv_max_m: int = 1
@@ -482,7 +475,6 @@ class KernelRoutes:
                    moe_gate_up_tiled=env_switch(env, "ATLAS_MOE_GATE_UP_TILED", False),
                    moe_gate_up_tiles=_env_count(env, "ATLAS_MOE_GATE_UP_TILES", 0),
                    moe_route_in_experts=env_switch(env, "ATLAS_MOE_ROUTE_IN_EXPERTS", False),
-                   moe_router_norm=env_switch(env, "ATLAS_MOE_ROUTER_NORM", False),
                    moe_down_wave=env_switch(env, "ATLAS_MOE_DOWN_WAVE", True),
                    moe_down_gemv=env_switch(env, "ATLAS_MOE_DOWN_GEMV", True),
                    moe_down_gemv_max_m=_env_count(env, "ATLAS_MOE_DOWN_GEMV_MAX_M", 1),
