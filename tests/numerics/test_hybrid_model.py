@@ -115,37 +115,6 @@ def test_fused_decode_step_equals_the_three_kernels(monkeypatch):
         np.testing.assert_array_equal(a, b)
 
 
-def _pair_decode_logits(model: Path, steps: int) -> list[np.ndarray]:
-    """Logits of two sequences prefilled together, then `steps` decode steps of both (a
-    batch-2 decode graph)."""
-    r = load_runner(model, backend="host", max_seq_len=64, max_batch_size=2,
-                    max_prefill_tokens=64)
-    prompts = [PROMPT[:5], PROMPT[7:14]]
-    toks = r.execute([SeqChunk(i + 1, p, 0, [i], GREEDY, history=PenaltyHistory(p))
-                      for i, p in enumerate(prompts)])
-    logits = [r.read_logits(2)]
-    for step in range(steps):
-        toks = r.execute([SeqChunk(i + 1, [t], len(p) + step, [i], GREEDY)
-                          for i, (t, p) in enumerate(zip(toks, prompts))])
-        logits.append(r.read_logits(2))
-    return logits
-
-
-def test_router_launch_with_the_add_rmsnorm_equals_the_separate_launches(monkeypatch):
-    """ATLAS_MOE_ROUTER_NORM=1: a decode MoE block's router launch does the residual add +
-    RMSNorm before it (moe_gate_topk_add_rmsnorm_bf16) instead of an add_rmsnorm launch. Its
-    specification is the two launches' composition, so on the host the logits of batch-2
-    decode steps (every layer of tiny-qwen3_5_moe sparse, (1 + w) norms, a shared expert)
-    agree bit for bit."""
-    model = FIXTURES / "tiny-qwen3_5_moe"
-    monkeypatch.setenv("ATLAS_MOE_ROUTER_NORM", "1")
-    fused = _pair_decode_logits(model, 4)
-    monkeypatch.setenv("ATLAS_MOE_ROUTER_NORM", "0")
-    separate = _pair_decode_logits(model, 4)
-    for a, b in zip(fused, separate):
-        np.testing.assert_array_equal(a, b)
-
-
 def test_state_slot_usage_follows_sequences_and_releases(runner):
     """What /metrics reports as atlas_state_slots_in_use / _total: a slot per live sequence
     out of max_batch_size; released sequences give theirs back."""

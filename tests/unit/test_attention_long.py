@@ -283,11 +283,6 @@ def _rope_launch(env: dict[str, str] | None, num_seqs: int, splits: int, max_blo
      [("decode_attn_long_rope_wait_bf16", (1, 8, 64))]),
     (8, 5, {"ATLAS_DECODE_ATTN_LONG_STAGED": "0", "ATLAS_DECODE_ATTN_LONG_MERGE": "1"},
      [("decode_attn_long_rope_wait_bf16", (4, 8, 8))]),
-    # and its L2-ahead twin (with or without the staged switch)
-    (64, 1, {"ATLAS_DECODE_ATTN_LONG_L2_AHEAD": "1"},
-     [("decode_attn_long_rope_ahead_bf16", (1, 8, 64))]),
-    (8, 5, {"ATLAS_DECODE_ATTN_LONG_L2_AHEAD": "1", "ATLAS_DECODE_ATTN_LONG_STAGED": "1"},
-     [("decode_attn_long_rope_ahead_bf16", (4, 8, 8)), ("decode_attn_combine_bf16", (1, 32, 8))]),
     (1, 5, None, [("decode_attn_long_rope_staged_bf16", (5, 8, 1))]),  # merged by its last split
     (1, 5, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "2"}, [("decode_attn_rope_bf16", (5, 8, 1))]),
     (64, 1, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "0"}, [("decode_attn_rope_bf16", (1, 8, 64))]),

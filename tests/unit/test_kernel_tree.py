@@ -194,8 +194,8 @@ def test_a_model_leaf_needs_its_model_toml(tmp_path: Path) -> None:
 
 def test_real_tree_model_leaves() -> None:
     """The shipped tree: two size leaves specialize (qwen3-30b-a3b and qwen3.5-35b-a3b: the MoE
-    kernels' shapes as compile-time constants), every other model directory runs on its hardware's baseline
-    leaf, and the exact hidden size picks its MODEL.toml."""
+    kernels' shapes as compile-time constants), every other model directory runs on its
+    hardware's baseline leaf, and the exact hidden size picks its MODEL.toml."""
     repo = Path(__file__).absolute().parents[2]
 
     def pick(model_type: str, hidden: int, hw: str = "hopper") -> tuple[str, str]:

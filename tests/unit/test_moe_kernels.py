@@ -474,29 +474,6 @@ def test_decode_launch_geometry_with_a_shared_expert() -> None:
     assert got == [("moe_gate_topk_softmax_bf16", (33, 1, 1), (256, 1, 1))]
 
 
-def test_router_with_the_add_rmsnorm_launch() -> None:
-    """RouterNorm: the router's grid, with x and the updated residual rows in shared memory
-    (4 bytes a token and hidden unit), the launch's scalars; taken only when switched on
-    (ATLAS_MOE_ROUTER_NORM) and when both rows fit."""
-    mock = MockGpuBackend()
-    shape = moe.MoeShape(256, 8, 2048, 512, shared_inter=512)
-    norm = moe.RouterNorm(0x1000, 0x2000, 0x3000, 1e-6, offset=True)
-    moe.gate_topk(KernelCache(mock), 0, 0x4000, 0x5000, 0x6000, 0x7000, 0x8000, 0x9000, 3,
-                  shape, moe.Routing(), moe.SharedExpertWeights(0, 0, 0xa000), 0xb000, norm)
-    (r,) = mock.drain_launches()
-    assert (r.func, tuple(r.grid), tuple(r.block), r.shared) == (
-        "moe_gate_topk_add_rmsnorm_bf16", (33, 1, 1), (256, 1, 1), 4 * 3 * 2048)
-    a = r.args
-    assert (a["residual"], a["delta"], a["norm_w"], a["normed"]) == (0x1000, 0x2000, 0x3000,
-                                                                     0x4000)  # normed: x
-    assert (a["sigmoid"], a["offset"], a["tokens"]) == (0, 1, 3)
-    on = KernelCache(mock, KernelRoutes(moe_router_norm=True))
-    assert moe.router_fuses_norm(on, 8, shape)
-    assert not moe.router_fuses_norm(on, 9, shape)  # not a decode batch
-    assert not moe.router_fuses_norm(on, 8, moe.MoeShape(256, 8, 8192, 512))  # 256 KB > 200
-    assert not moe.router_fuses_norm(KernelCache(mock, KernelRoutes()), 1, shape)
-
-
 def test_router_shared_memory_is_every_token_x() -> None:
     assert moe.gate_topk_smem(8, 2048) == 2 * 8 * 2048
     with pytest.raises(ValueError, match="shared memory"):

@@ -74,24 +74,6 @@ def test_decode_graph_routes_on_the_device(name, layers):
     assert "moe_shared_add_bf16" not in names  # tiny-qwen2-moe's shared expert: in the slots
 
 
-def test_router_launch_takes_the_add_rmsnorm_before_it(monkeypatch):
-    """ATLAS_MOE_ROUTER_NORM=1: the decode MoE block's router launch does the residual add +
-    RMSNorm before it (moe_gate_topk_add_rmsnorm_bf16), so no add_rmsnorm launch precedes
-    it; the dense layer keeps its own."""
-    monkeypatch.setenv("ATLAS_MOE_ROUTER_NORM", "1")
-    runner = _runner("tiny-qwen3-moe")
-    dev = runner.backend
-    dev.drain_launches()
-    dev.graph_launches.clear()
-    runner.execute([SeqChunk(7, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3, 4, 5]))])
-    (replay,) = dev.graph_launches
-    names = [r.func for r in replay.graph]
-    sparse = ["moe_gate_topk_add_rmsnorm_bf16", "moe_gate_up_gemv_bf16_single", FUSED_NORM]
-    body = [["rmsnorm_bf16", QKV, *ATTENTION, *sparse], [QKV, *ATTENTION, *DENSE]]
-    body_names = [n for layer in body for n in layer]
-    assert names[:1 + len(body_names)] == ["embedding_bf16", *body_names]
-
-
 @pytest.mark.parametrize("norm_gemv, qkv", [("0", ["add_rmsnorm_bf16", QKV]),
                                              ("1", ["gemv_add_rmsnorm_bf16_single"])])
 def test_down_without_the_fused_norm_leaves_it_to_the_next_layer(monkeypatch, norm_gemv, qkv):

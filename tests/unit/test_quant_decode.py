@@ -343,24 +343,6 @@ def test_one_fp8_row_takes_the_convert_gemv_by_default(k: int, threads: int) -> 
         assert [r.module for r in dev.drain_launches()] == ["gemv_mma_quant"]
 
 
-@pytest.mark.parametrize("chunks, k, threads", [("4", 4096, 64), ("4", 12288, 192),
-                                                ("1", 4096, 256), ("", 4096, 128)])
-def test_the_convert_gemv_takes_the_routes_chunks_per_thread(chunks: str, k: int,
-                                                             threads: int) -> None:
-    """ATLAS_QUANT_FP8_CORE_CHUNKS: 16-byte chunks of each row per thread (unset: 2), the
-    block size following (256 threads at most)."""
-    dev = _quant_mock()
-    routes = KernelRoutes.from_env({"ATLAS_QUANT_FP8_CORE_CHUNKS": chunks})
-    w = _weights(dev, 6144, k)["fp8"]
-    matmul_quant.linear_quant(KernelCache(dev, routes), 0, dev.alloc(2 * k), w,
-                              dev.alloc(2 * 6144), 1)
-    (rec,) = dev.drain_launches()
-    assert rec.func == "gemv_fp8_cvt_bf16_single" and rec.block[0] == threads
-    assert rec.grid[0] == 6144 // 4
-    with pytest.raises(ValueError, match="ATLAS_QUANT_FP8_CORE_CHUNKS"):
-        KernelRoutes.from_env({"ATLAS_QUANT_FP8_CORE_CHUNKS": "four"})
-
-
 @pytest.mark.parametrize("case", ["prefill", "switched off", "k % 64", "narrow blocks", "gb10"])
 def test_other_products_keep_their_routes(case: str) -> None:
     dev = MockGpuBackend() if case == "gb10" else _quant_mock()

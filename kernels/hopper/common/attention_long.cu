@@ -193,14 +193,11 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
 // trips. (Session 9's entry that read everything but the qkv rows before the PDL wait lost to
 // the waiting one in the batch-64 step, gpu22: 9.829 vs 9.511 ms, and was removed in session
 // 12.)
-// kL2Ahead (decode_attn_long_rope_ahead_bf16, ATLAS_DECODE_ATTN_LONG_L2_AHEAD=1, with kStaged):
-// L2Ahead, one more tile of K/V in flight per block without ring space.
 // kVerify (decode_attn_long_verify_bf16, D <= 128): the block serves a verification piece,
 // `piece_rows` consecutive rows of one sequence from step row `first_row`, as tile rows i =
 // (step row first_row + i / G, q head i % G), each masked to its own split of its own
 // kv_len (verify_row_chunk); every row shares the first row's table.
-template <int D, bool kRope = false, bool kStaged = false, bool kL2Ahead = false,
-          bool kVerify = false>
+template <int D, bool kRope = false, bool kStaged = false, bool kVerify = false>
 __device__ __forceinline__ void decode_attn_long(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
     const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
@@ -351,28 +348,8 @@ __device__ __forceinline__ void decode_attn_long(
     }
   }
 
-  // L2Ahead: the ring holds kStages - 1 tiles in flight a block (64 KB at D 128, ~17 MB on an
-  // H200 at two blocks an SM: a few microseconds of HBM time, near what its loaded latency
-  // needs, gpu24's 92% of copy alone); the tile after those is also requested into L2
-  // (prefetch.global.L2, one request per 128-byte line: no registers, no ring space) an
-  // iteration before its copies, which then hit L2. Its table entries (`page_pf`) are
-  // requested an iteration before that, as `page`'s are.
-  int page_pf[kL2Ahead ? R : 1];
-  auto prefetch = [&](int tile, const int (&pg)[R]) {
-    if (ch % 8 != 0) return;  // a line is 8 chunks: 2 lines a row at D 128, one at D 64
-#pragma unroll
-    for (int j = 0; j < R; ++j) {
-      const int p = begin + tile * kBKV + row0 + j * kRowStep;
-      if (p >= end) continue;
-      const size_t off =
-          ((static_cast<size_t>(pg[j]) * hkv + kvh) * block_size + pages.row(p)) * D + ch * 8;
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(k_cache + off));
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(v_cache + off));
-    }
-  };
-
   // Prologue: tiles 0..kStages-2 in flight (commit group i = tile i), the next tile's table
-  // entries requested (and with L2Ahead the one after it).
+  // entries requested.
 #pragma unroll
   for (int t = 0; t < kStages - 1; ++t) {
     if (t < n_tiles) {
@@ -382,8 +359,6 @@ __device__ __forceinline__ void decode_attn_long(
     atlas::cp_async_commit();
   }
   if (kStages - 1 < n_tiles) lookup(kStages - 1, page);
-  if constexpr (kL2Ahead)
-    if (kStages < n_tiles) lookup(kStages, page_pf);
 
   // Q as A fragments (rows = the group's heads, zero past G): a0 [g][2c..] a1 [g+8][2c..]
   // a2 [g][2c+8..] a3 [g+8][2c+8..] of each 16-column k-step. D <= 128: in registers,
@@ -510,16 +485,7 @@ __device__ __forceinline__ void decode_attn_long(
     __syncthreads();  // ... every thread's; and every warp is done with tile t - 1's slot
     if (t + kStages - 1 < n_tiles) {
       issue(t + kStages - 1, page);
-      if constexpr (kL2Ahead) {
-        if (t + kStages < n_tiles) {  // its entries came an iteration ago: `page`'s next
-          prefetch(t + kStages, page_pf);
-#pragma unroll
-          for (int j = 0; j < R; ++j) page[j] = page_pf[j];
-          if (t + kStages + 1 < n_tiles) lookup(t + kStages + 1, page_pf);
-        }
-      } else if (t + kStages < n_tiles) {
-        lookup(t + kStages, page);
-      }
+      if (t + kStages < n_tiles) lookup(t + kStages, page);
     }
     atlas::cp_async_commit();
     __nv_bfloat16* sk = smem + (t % kStages) * T::kStageElems;
@@ -729,11 +695,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
     const int n = later ? __ffs(later) : rows - r0;  // rows up to the next piece's start
     __syncthreads();  // the previous piece's merge is done with the ring
     if (head_dim == 128)
-      decode_attn_long<128, false, false, false, true>(
+      decode_attn_long<128, false, false, true>(
           q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq, hkv,
           block_size, max_blocks, num_splits, scale, long_smem, LongRope{}, r0, n);
     else if (head_dim == 64)
-      decode_attn_long<64, false, false, false, true>(
+      decode_attn_long<64, false, false, true>(
           q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq, hkv,
           block_size, max_blocks, num_splits, scale, long_smem, LongRope{}, r0, n);
     else
@@ -759,9 +725,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
                         scale, long_smem);
 }
 
-// The rope-fused entries' body (after the entry's wait): kStaged selects the prologue,
-// kL2Ahead the L2 requests a tile past the ring.
-template <bool kStaged, bool kL2Ahead = false>
+// The rope-fused entries' body (after the entry's wait): kStaged selects the prologue.
+template <bool kStaged>
 __device__ __forceinline__ void decode_attn_long_rope_entry(
     const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
     const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
@@ -772,11 +737,11 @@ __device__ __forceinline__ void decode_attn_long_rope_entry(
   const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
   const int ns = static_cast<int>(num_splits);
   if (head_dim == 128)
-    decode_attn_long<128, true, kStaged, kL2Ahead>(nullptr, k_cache, v_cache, block_tables, kv_lens,
+    decode_attn_long<128, true, kStaged>(nullptr, k_cache, v_cache, block_tables, kv_lens,
                                          part_o, part_ml, counters, out, hq, hkv, block_size,
                                          max_blocks, ns, scale, smem, rope);
   else if (head_dim == 64)
-    decode_attn_long<64, true, kStaged, kL2Ahead>(nullptr, k_cache, v_cache, block_tables, kv_lens,
+    decode_attn_long<64, true, kStaged>(nullptr, k_cache, v_cache, block_tables, kv_lens,
                                         part_o, part_ml, counters, out, hq, hkv, block_size,
                                         max_blocks, ns, scale, smem, rope);
   else
@@ -830,27 +795,4 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                     positions, slots, block_tables, kv_lens, part_o, part_ml,
                                     counters, out, hq, hkv, head_dim, block_size, max_blocks,
                                     num_splits, scale, eps, long_smem);
-}
-
-// L2Ahead (ATLAS_DECODE_ATTN_LONG_L2_AHEAD=1): decode_attn_long_rope_staged_bf16 that also
-// requests each tile's K/V rows into L2 an iteration before its copies (three tiles of K/V in
-// flight a block instead of two). The same outputs: only the requests' timing changes.
-extern "C" __global__ void __launch_bounds__(kThreads, 2)
-    decode_attn_long_rope_ahead_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
-                                     __nv_bfloat16* v_cache, const __nv_bfloat16* q_norm_w,
-                                     const __nv_bfloat16* k_norm_w, const float* cos_sin,
-                                     const int* positions, const int* slots,
-                                     const int* block_tables, const int* kv_lens,
-                                     float* part_o, float* part_ml, unsigned* counters,
-                                     __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
-                                     uint32_t hkv, uint32_t head_dim, uint32_t block_size,
-                                     uint32_t max_blocks, uint32_t num_splits, float scale,
-                                     float eps) {
-  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  atlas::pdl_enter();
-  decode_attn_long_rope_entry<true, true>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
-                                          positions, slots, block_tables, kv_lens, part_o,
-                                          part_ml, counters, out, hq, hkv, head_dim,
-                                          block_size, max_blocks, num_splits, scale, eps,
-                                          long_smem);
 }

@@ -127,80 +127,7 @@ struct GateArgs {
   uint32_t* counter;
   uint32_t tokens, experts, hidden, top_k, shared_slots, renormalize;
   float scale;
-  // moe_gate_topk_add_rmsnorm_bf16 only (the add + RMSNorm before the router, gate_norm_x)
-  __nv_bfloat16* residual = nullptr;     // [tokens, hidden], += delta (by the last block)
-  const __nv_bfloat16* delta = nullptr;  // [tokens, hidden]
-  const __nv_bfloat16* norm_w = nullptr; // [hidden]
-  __nv_bfloat16* normed = nullptr;       // [tokens, hidden]: x, written by block 0
-  float eps = 0.f;
-  bool offset = false;                   // (1 + w) weights (Qwen3.5 / Qwen3-Next)
 };
-
-// The add + RMSNorm before the router, done by every block of the router itself (the launch
-// it replaces, add_rmsnorm_bf16, was one more dependent launch and L2 round trip per layer):
-// h = bf16(residual + delta) into `hs`, x = RMSNorm(h) * w (add_rmsnorm's numerics,
-// rmsnorm.cu; (1 + w) with a.offset) into `xs`, both [tokens][hidden / 8] in shared memory.
-// The sum of squares is the same fixed-order block sum in every block, so every block routes
-// on the same x, and block 0's copy (written to a.normed for gate/up) is that x too. The
-// residual is NOT written here: the other blocks still read it; the last block writes `hs`
-// back (gate_route). Every load of residual and delta is issued before the first is used
-// (the kernels before wrote them: L2, ld.global.cg).
-__device__ __forceinline__ void gate_norm_x(const GateArgs& a, uint4* xs, uint4* hs) {
-  constexpr int kUnroll = 8;
-  const int kc = static_cast<int>(a.hidden) / 8, n = static_cast<int>(a.tokens) * kc;
-  const int nt = static_cast<int>(blockDim.x);
-  const uint4* rv = reinterpret_cast<const uint4*>(a.residual);
-  const uint4* dv = reinterpret_cast<const uint4*>(a.delta);
-  for (int base = threadIdx.x; base < n; base += kUnroll * nt) {
-    uint4 r[kUnroll], d[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int i = base + u * nt;
-      if (i < n) {
-        r[u] = __ldcg(rv + i);
-        d[u] = __ldcg(dv + i);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int i = base + u * nt;
-      if (i >= n) continue;
-      float v[8], dd[8];
-      atlas::unpack_bf16x8(r[u], v);
-      atlas::unpack_bf16x8(d[u], dd);
-#pragma unroll
-      for (int k = 0; k < 8; ++k) v[k] += dd[k];
-      hs[i] = atlas::pack_bf16x8(v);  // bf16(residual + delta)
-    }
-  }
-  __syncthreads();
-  __shared__ float scratch[kGateWarps];
-  const uint4* wv = reinterpret_cast<const uint4*>(a.norm_w);
-  uint4* out = reinterpret_cast<uint4*>(a.normed);
-  for (int t = 0; t < static_cast<int>(a.tokens); ++t) {
-    float sumsq = 0.f;
-    for (int v = threadIdx.x; v < kc; v += nt) {
-      float h[8];
-      atlas::unpack_bf16x8(hs[t * kc + v], h);
-#pragma unroll
-      for (int k = 0; k < 8; ++k) sumsq = fmaf(h[k], h[k], sumsq);
-    }
-    const float total = atlas::block_sum(sumsq, scratch);
-    const float inv_rms = rsqrtf(total / static_cast<float>(a.hidden) + a.eps);
-    for (int v = threadIdx.x; v < kc; v += nt) {
-      float h[8], wf[8], y[8];
-      atlas::unpack_bf16x8(hs[t * kc + v], h);
-      atlas::unpack_bf16x8(__ldg(wv + v), wf);
-#pragma unroll
-      for (int k = 0; k < 8; ++k)
-        y[k] = a.offset ? (h[k] * inv_rms) * (1.f + wf[k])
-                        : wf[k] * atlas::round_bf16(h[k] * inv_rms);
-      const uint4 q = atlas::pack_bf16x8(y);
-      xs[t * kc + v] = q;
-      if (blockIdx.x == 0) out[t * kc + v] = q;
-    }
-  }
-}
 
 // Grid ceil((experts + 1 if shared) / kGateWarps) blocks of kGateWarps warps; warp w of block
 // b computes the logits of row kGateWarps b + w (row `experts`: the shared expert's gate) for
@@ -208,10 +135,8 @@ __device__ __forceinline__ void gate_norm_x(const GateArgs& a, uint4* xs, uint4*
 // to zero) routes every token, one warp per token, and fills its shared slots: ids experts +
 // c, weights bf16(sigmoid(shared logit)) (transformers' F.sigmoid of the bf16 gate output).
 // kRoute false (moe_gate_logits_bf16): the logits only, no ticket; the batch-1 expert kernels
-// route from them (ops/moe.py routes_in_experts). kNorm (moe_gate_topk_add_rmsnorm_bf16): x is
-// not an input but RMSNorm(residual += delta), computed by every block (gate_norm_x), the
-// updated residual written by the last block.
-template <bool kSigmoid, bool kRoute = true, bool kNorm = false>
+// route from them (ops/moe.py routes_in_experts).
+template <bool kSigmoid, bool kRoute = true>
 __device__ __forceinline__ void gate_route(const GateArgs& a) {
   const int e = blockIdx.x * kGateWarps + (threadIdx.x >> 5);
   const int tokens = static_cast<int>(a.tokens), hidden = static_cast<int>(a.hidden);
@@ -223,19 +148,9 @@ __device__ __forceinline__ void gate_route(const GateArgs& a) {
   // DRAM round trip overlaps the previous kernel
   uint4 wv[kGateBatch];
   if (has_row) load_gate_batch<true>(wr, threadIdx.x & 31, hidden / 8, wv);
-  if constexpr (kNorm) {  // the norm weight (a weight) into L1, as rmsnorm.cu does
-    const uint4* nw = reinterpret_cast<const uint4*>(a.norm_w);
-    for (int v = threadIdx.x; v < hidden / 8; v += static_cast<int>(blockDim.x))
-      asm volatile("prefetch.global.L1 [%0];\n" ::"l"(nw + v) : "memory");
-  }
   atlas::pdl_enter();
-  // [tokens][hidden / 8] x, then (kNorm) h = the updated residual (ops/moe.py gate_topk_smem)
-  extern __shared__ uint4 xs[];
-  uint4* hs = xs + tokens * (hidden / 8);
-  if constexpr (kNorm)
-    gate_norm_x(a, xs, hs);
-  else
-    atlas::stage_to_shared<8>(xs, reinterpret_cast<const uint4*>(a.x), tokens * (hidden / 8));
+  extern __shared__ uint4 xs[];  // [tokens][hidden / 8] x (ops/moe.py gate_topk_smem)
+  atlas::stage_to_shared<8>(xs, reinterpret_cast<const uint4*>(a.x), tokens * (hidden / 8));
   __syncthreads();
   if (has_row) {
     float* out = shared_row ? a.shared_logits : a.logits + e;
@@ -260,11 +175,6 @@ __device__ __forceinline__ void gate_route(const GateArgs& a) {
   __syncthreads();
   if (!last) return;
   __threadfence();
-  if constexpr (kNorm) {  // every block has read the residual: write it back
-    uint4* rv = reinterpret_cast<uint4*>(a.residual);
-    for (int i = threadIdx.x; i < tokens * (hidden / 8); i += static_cast<int>(blockDim.x))
-      rv[i] = hs[i];
-  }
   const int token = threadIdx.x >> 5;
   if (token >= tokens) return;
   const size_t slots = a.top_k + a.shared_slots;
@@ -326,27 +236,4 @@ extern "C" __global__ void __launch_bounds__(32 * kGateWarps, 1)
   gate_route<false, false>(GateArgs{x, w_gate, shared_gate, nullptr, logits, shared_logits,
                                     nullptr, nullptr, nullptr, tokens, experts, hidden, 0,
                                     shared_slots, 0, 1.f});
-}
-
-// The decode router with the add + RMSNorm before it (gate_route<.., kNorm>): residual +=
-// delta (in place), normed = RMSNorm(residual) * norm_w ((1 + norm_w) with `offset`), then
-// moe_gate_topk_{softmax,sigmoid}_bf16 on normed (`sigmoid` picks the scoring; bias is read
-// only by sigmoid). Replaces the add_rmsnorm launch before a decode MoE block (ops/moe.py
-// RouterNorm). Grid as theirs; 4 * tokens * hidden bytes of dynamic shared memory (x and h).
-extern "C" __global__ void __launch_bounds__(32 * kGateWarps, 1)
-    moe_gate_topk_add_rmsnorm_bf16(__nv_bfloat16* residual, const __nv_bfloat16* delta,
-                                   const __nv_bfloat16* norm_w, __nv_bfloat16* normed,
-                                   const __nv_bfloat16* w_gate, const __nv_bfloat16* shared_gate,
-                                   const float* bias, float* logits, float* shared_logits,
-                                   int32_t* topk_ids, float* topk_weights, uint32_t* counter,
-                                   uint32_t tokens, uint32_t experts, uint32_t hidden,
-                                   uint32_t top_k, uint32_t shared_slots, uint32_t renormalize,
-                                   float scale, uint32_t sigmoid, uint32_t offset, float eps) {
-  const GateArgs a{normed, w_gate, shared_gate, bias, logits, shared_logits, topk_ids,
-                   topk_weights, counter, tokens, experts, hidden, top_k, shared_slots,
-                   renormalize, scale, residual, delta, norm_w, normed, eps, offset != 0};
-  if (sigmoid)
-    gate_route<true, true, true>(a);
-  else
-    gate_route<false, true, true>(a);
 }

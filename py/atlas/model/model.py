@@ -95,29 +95,13 @@ class NextNorm:
     offset: bool
 
 
-@dataclass(frozen=True, slots=True)
-class InputNorm:
-    """The residual add + RMSNorm before a layer's MLP (residual += delta in place, normed =
-    RMSNorm(residual) * weight), for an MLP block that fuses it into its first launch."""
-
-    residual: DevicePtr
-    weight: DevicePtr
-    eps: float
-    offset: bool
-
-
 class MlpBlock(Protocol):
     """A layer's MLP: reads the step's `normed` rows and writes its `delta` rows. Given
     `then_norm` it may instead finish the residual add + norm itself (resid += its output,
-    normed = the norm of resid) and return True; False means delta holds its output.
-    `in_norm` (only where `fuses_input_norm` says so): the add + norm that makes `normed`
-    has not run yet and the block's first launch does it."""
-
-    def fuses_input_norm(self, kc: KernelCache, t: int) -> bool: ...
+    normed = the norm of resid) and return True; False means delta holds its output."""
 
     def forward(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
-                then_norm: NextNorm | None = None, in_norm: InputNorm | None = None
-                ) -> bool: ...
+                then_norm: NextNorm | None = None) -> bool: ...
 
 
 def swiglu(kc: KernelCache, s: Stream, b: "StepBuffers", w_gate_up: DevicePtr,
@@ -137,12 +121,8 @@ class DenseMlp:
     gate_up: LinearWeight
     down: LinearWeight
 
-    def fuses_input_norm(self, kc: KernelCache, t: int) -> bool:
-        return False  # the model fuses the norm into gate_up itself (_norm_linear)
-
     def forward(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
-                then_norm: NextNorm | None = None, in_norm: InputNorm | None = None
-                ) -> bool:
+                then_norm: NextNorm | None = None) -> bool:
         self.project(kc, s, b, t, b.delta)
         return False
 
@@ -424,16 +404,10 @@ class DenseDecoderModel:
                 self._norm_linear(s, b, res, lw.post_norm, lw.mlp.gate_up, b.gate_up, t)
                 self._down_proj(s, b, res, lw.mlp, t)
             else:
-                # the block may do the add + norm before it in its router launch, and finish
-                # the next add + norm itself, in place on b.resid
-                in_norm = None
-                if res.pending and not res.normed and lw.mlp.fuses_input_norm(kc, t):
-                    in_norm = InputNorm(res.cur, lw.post_norm, d.eps, d.norm_offset)
-                    res.pending, res.ssq = False, False
-                else:
-                    self._norm(s, b, res, lw.post_norm, t)
+                # the block may finish the next add + norm itself, in place on b.resid
+                self._norm(s, b, res, lw.post_norm, t)
                 then_norm = self._norm_after(i) if res.cur == b.resid else None
-                res.normed = lw.mlp.forward(kc, s, b, t, then_norm, in_norm)
+                res.normed = lw.mlp.forward(kc, s, b, t, then_norm)
                 res.pending = not res.normed
                 res.ssq = False  # a fused next norm rewrote cur
             if self.tp is not None:  # row-parallel down: sum the ranks' partials

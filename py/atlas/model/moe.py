@@ -13,9 +13,7 @@ is more slots of the same launches (its columns in chunks of the routed width, w
 bf16(sigmoid(gate))); the down launch also does the residual add and the next RMSNorm
 (`then_norm`: resid += the block's output, normed = the next norm), so the layer after it
 starts from `normed` with no add_rmsnorm launch between (with ATLAS_MOE_ROUTE_IN_EXPERTS=1 at
-batch 1 the router writes only the logits and the expert launches route from them). With
-ATLAS_MOE_ROUTER_NORM=1 the router launch also does the add + RMSNorm before the block
-(`fuses_input_norm`, ops.moe.RouterNorm), so no add_rmsnorm launch precedes it either. Prefill
+batch 1 the router writes only the logits and the expert launches route from them). Prefill
 chunks (and decode steps
 with ATLAS_MOE_FUSED_DECODE=0) take the separate launches: router GEMV/GEMM, top-k, the
 experts, the shared expert's own SwiGLU, gate and add, and the model's add_rmsnorm.
@@ -45,7 +43,7 @@ from ..runtime.ops.matmul_quant import Bf16Linear
 from ..runtime.ops import moe as moe_ops
 from ..runtime.ops.moe_shared import shared_add
 from .loaders.moe import SHARED_GATE_ROWS
-from .model import DenseMlp, InputNorm, MlpBlock, NextNorm, StepBuffers, swiglu
+from .model import DenseMlp, MlpBlock, NextNorm, StepBuffers, swiglu
 
 if TYPE_CHECKING:
     from .expert_parallel import ExpertShard
@@ -141,27 +139,18 @@ class MoeMlp:
     #: expert parallelism (expert_parallel.py): this rank's block of experts; None: all
     ep: "ExpertShard | None" = None
 
-    def fuses_input_norm(self, kc: KernelCache, t: int) -> bool:
-        """Whether a step of `t` rows takes the add + RMSNorm before the block into its
-        router launch (ops.moe.RouterNorm): the fused decode path with its top-k router
-        (not under expert parallelism, not routing in the expert launches)."""
-        return (self.ep is None and moe_ops.uses_decode_kernels(t)
-                and kc.routes.moe_fused_decode and not moe_ops.routes_in_experts(kc, t, self.shape)
-                and moe_ops.router_fuses_norm(kc, t, self.shape))
-
     def forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
-                then_norm: NextNorm | None = None, in_norm: InputNorm | None = None
-                ) -> bool:
+                then_norm: NextNorm | None = None) -> bool:
         if self.ep is not None:  # the output is a partial sum until `combine`: no fused norm
-            self._forward(kc, s, b, t, None, None)
+            self._forward(kc, s, b, t, None)
             self.ep.combine(s, b.delta, t, self.shape.hidden)
             return False
-        return self._forward(kc, s, b, t, then_norm, in_norm)
+        return self._forward(kc, s, b, t, then_norm)
 
     def _forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
-                 then_norm: NextNorm | None, in_norm: InputNorm | None) -> bool:
+                 then_norm: NextNorm | None) -> bool:
         if moe_ops.uses_decode_kernels(t) and kc.routes.moe_fused_decode:
-            return self._decode(kc, s, b, t, then_norm, in_norm)
+            return self._decode(kc, s, b, t, then_norm)
         sh, bf = self.shape.routed_only, self.bufs
         self._router_logits(kc, s, b.normed, t)
         moe_ops.topk(kc, s, bf.logits, bf.topk_ids, bf.topk_weights, t, sh.experts, sh.top_k,
@@ -178,14 +167,13 @@ class MoeMlp:
         return False
 
     def _decode(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
-                then_norm: NextNorm | None, in_norm: InputNorm | None) -> bool:
+                then_norm: NextNorm | None) -> bool:
         """Three launches: the router (gate GEMV + top-k, the shared expert's gate as one
         more row), gate/up and down over the routed slots and the
         shared expert's slots, the down launch also doing `then_norm` when given (unless
         ATLAS_MOE_DOWN_NORM=0: then into delta, the next layer adds and normalizes). Where
         ops.moe.routes_in_experts (opt-in, batch 1) the router writes only the logits and the
-        two expert launches take the top-k of them themselves. `in_norm`
-        (fuses_input_norm): the router launch first does the add + RMSNorm into normed."""
+        two expert launches take the top-k of them themselves."""
         sh, bf = self.shape, self.bufs
         shared = None
         if self.shared is not None:
@@ -198,13 +186,9 @@ class MoeMlp:
                                 bf.shared_gate)
             route = moe_ops.LogitRoute(bf.logits, bf.shared_gate if shared else 0, self.routing)
         else:
-            norm = None
-            if in_norm is not None:
-                norm = moe_ops.RouterNorm(in_norm.residual, b.delta, in_norm.weight,
-                                          in_norm.eps, in_norm.offset)
             moe_ops.gate_topk(kc, s, b.normed, self.router, bf.logits, bf.topk_ids,
                               bf.topk_weights, bf.router_counter, t, sh, self.routing, shared,
-                              bf.shared_gate, norm)
+                              bf.shared_gate)
         sh = self._local(kc, s, t, sh)
         finish = None
         if then_norm is not None and kc.routes.moe_down_norm:

@@ -30,7 +30,7 @@ from ..runtime.ops.matmul_quant import LinearWeight
 from ..runtime.ops.moe_quant import (QuantExperts, check_pair, decode_experts, folds_shared,
                                      prefill_scratch_bytes)
 from ..runtime.ops.moe_shared import shared_add
-from .model import DenseMlp, InputNorm, NextNorm, StepBuffers, swiglu
+from .model import DenseMlp, NextNorm, StepBuffers, swiglu
 from .moe import GATE_PAD_ROWS, MoeBuffers, moe_shape, router_logits, routing_for
 
 
@@ -66,12 +66,8 @@ class QuantMoeMlp:
             raise ValueError("QuantMoeMlp: a folded shared expert needs its gate")
         check_pair(self.gate_up, self.down, self.shape)
 
-    def fuses_input_norm(self, kc: KernelCache, t: int) -> bool:
-        return False  # not measured on the quantized experts' launches
-
     def forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
-                then_norm: NextNorm | None = None, in_norm: InputNorm | None = None
-                ) -> bool:
+                then_norm: NextNorm | None = None) -> bool:
         sh, bf = self.shape, self.bufs
         folded = folds_shared(sh)
         finish = None

@@ -461,10 +461,6 @@ DECODE_ATTN_LONG_ROPE_WAIT = S("attention_long", "decode_attn_long_rope_wait_bf1
 # (the same, its prologue's reads in two trips: ATLAS_DECODE_ATTN_LONG_STAGED=1)
 DECODE_ATTN_LONG_ROPE_STAGED = S("attention_long", "decode_attn_long_rope_staged_bf16",
                                  _DECODE_LONG_ROPE)
-# (the staged one with each K/V tile requested into L2 an iteration ahead:
-# ATLAS_DECODE_ATTN_LONG_L2_AHEAD=1)
-DECODE_ATTN_LONG_ROPE_AHEAD = S("attention_long", "decode_attn_long_rope_ahead_bf16",
-                                _DECODE_LONG_ROPE)
 
 # verification rows (a speculating sequence's K + 1 consecutive rows) on tensor cores, each
 # sequence's K/V read once for all its rows (kernels/hopper/common/attention_verify.cu, hopper
@@ -597,17 +593,6 @@ MOE_GATE_TOPK_SIGMOID = S("moe_router", "moe_gate_topk_sigmoid_bf16",
                           "shared_logits:ptr topk_ids:ptr topk_weights:ptr counter:ptr "
                           "tokens:u32 experts:u32 hidden:u32 top_k:u32 shared_slots:u32 "
                           "renormalize:u32 scale:f32")
-# The same router with the residual add + RMSNorm before it folded in (ops.moe.RouterNorm):
-# residual bf16 [tokens, hidden] = bf16(residual + delta) (in place), normed = add_rmsnorm's
-# norm of it with norm_w ((1 + norm_w) with offset != 0), then the router above on normed
-# (softmax, or sigmoid scoring with bias where sigmoid != 0); 4 * tokens * hidden bytes of
-# dynamic shared memory.
-MOE_GATE_TOPK_ADD_RMSNORM = S("moe_router", "moe_gate_topk_add_rmsnorm_bf16",
-                              "residual:ptr delta:ptr norm_w:ptr normed:ptr w_gate:ptr "
-                              "shared_gate:ptr bias:ptr logits:ptr shared_logits:ptr "
-                              "topk_ids:ptr topk_weights:ptr counter:ptr tokens:u32 "
-                              "experts:u32 hidden:u32 top_k:u32 shared_slots:u32 "
-                              "renormalize:u32 scale:f32 sigmoid:u32 offset:u32 eps:f32")
 # The same router's gate GEMV alone (logits and the shared expert's logit, no top-k, no
 # counter): at batch 1 the expert kernels route from the logits themselves
 # (ops.moe.routes_in_experts: moe_gate_up_gemv_tiles_route_bf16, moe_down_gemv_route_*).

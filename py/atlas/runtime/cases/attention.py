@@ -164,14 +164,11 @@ DECODE_TWINS = {"ahead1": {"decode_attn_ahead": False},  # *_ahead1_bf16 (unclus
                 # attention_long's opt-in: the split merge in the kernel instead of the
                 # combine launch
                 "long_merge": {"decode_attn_long_merge": True},
-                # and its rope entry's staged prologue (alone and with the merge)
-                "long_staged": {"decode_attn_long_staged": True},
-                "long_staged_merge": {"decode_attn_long_staged": True,
-                                      "decode_attn_long_merge": True},
-                # and its L2 requests a tile past the ring
-                "long_ahead": {"decode_attn_long_l2_ahead": True},
-                "long_ahead_merge": {"decode_attn_long_l2_ahead": True,
-                                     "decode_attn_long_merge": True}}
+                # and its rope entry's waiting prologue (ATLAS_DECODE_ATTN_LONG_STAGED=0;
+                # the staged one is the default), alone and with the merge
+                "long_wait": {"decode_attn_long_staged": False},
+                "long_wait_merge": {"decode_attn_long_staged": False,
+                                    "decode_attn_long_merge": True}}
 
 
 def case_routes(twin: str) -> KernelRoutes:

@@ -12,10 +12,10 @@ combine runs. Launches of several splits write partials the combine launch merge
 `twin="long_merge"` cases merge them in their last split instead (SplitMerge, opt-in
 ATLAS_DECODE_ATTN_LONG_MERGE=1: the tickets must leave the counters zero, and a sequence
 without keys gets zeros). Every case launches twice. The rope-fused entry
-(decode_attn_long_rope_wait) runs cases/attention_rope.py's cases: the step's k and v
-appended at the slot and substituted for that key, padding rows, one launch merging its
-splits; its staged twin (decode_attn_long_rope_staged, ATLAS_DECODE_ATTN_LONG_STAGED=1: the
-prologue's reads reordered) runs every one of them again (`twin="long_staged"`).
+(decode_attn_long_rope_staged, the default) runs cases/attention_rope.py's cases: the step's
+k and v appended at the slot and substituted for that key, padding rows, one launch merging
+its splits; its waiting twin (decode_attn_long_rope_wait, ATLAS_DECODE_ATTN_LONG_STAGED=0:
+the prologue's reads in dependent trips) runs every one of them again (`twin="long_wait"`).
 The kernel rounds each probability to bf16 for the PV product (cases/attention_sm90.py's
 bound: 2^-9 max|v| per output), added to the partials' and the output's tolerances.
 """
@@ -144,14 +144,12 @@ LONG_ROPE_SHAPES = [
 ]
 
 
-#: LONG_ROPE_SHAPES on the staged prologue's entry (decode_attn_long_rope_staged,
-#: ATLAS_DECODE_ATTN_LONG_STAGED=1) and on its L2-ahead twin (decode_attn_long_rope_ahead,
-#: ATLAS_DECODE_ATTN_LONG_L2_AHEAD=1; splits of 1 to 24 tiles: none past the ring, a few, many),
-#: the same outputs, merging where the case merges
-LONG_ROPE_TWIN_SHAPES = [
-    (f"{name} {twin}", g, lens, splits,
-     {**kw, "twin": f"long_{twin}_merge" if kw.get("twin") == "long_merge" else f"long_{twin}"})
-    for twin in ("staged", "ahead") for name, g, lens, splits, kw in LONG_ROPE_SHAPES]
+#: LONG_ROPE_SHAPES on the waiting prologue's entry (decode_attn_long_rope_wait,
+#: ATLAS_DECODE_ATTN_LONG_STAGED=0: the same outputs), merging where the case merges
+LONG_ROPE_WAIT_SHAPES = [
+    (f"{name} wait", g, lens, splits,
+     {**kw, "twin": "long_wait_merge" if kw.get("twin") == "long_merge" else "long_wait"})
+    for name, g, lens, splits, kw in LONG_ROPE_SHAPES]
 
 
 @kernel_cases("attention_long")
@@ -160,4 +158,4 @@ def long_decode_cases(rng: np.random.Generator) -> list[KernelCase]:
             + [long_decode_case(rng, *shape, twin="long_merge")
                for shape in LONG_MERGE_SHAPES]
             + [long_rope_case(rng, name, g, lens, splits, **kw)
-               for name, g, lens, splits, kw in LONG_ROPE_SHAPES + LONG_ROPE_TWIN_SHAPES])
+               for name, g, lens, splits, kw in LONG_ROPE_SHAPES + LONG_ROPE_WAIT_SHAPES])

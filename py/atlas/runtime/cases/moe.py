@@ -11,8 +11,6 @@ compiles in as constants (cases named "... leaf ...").
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ...core.dtype import DType
@@ -191,39 +189,20 @@ def _bf16_logits(rng: np.random.Generator, tokens: int, experts: int, scale: flo
     return bf16_bits_to_f32(random_bf16(rng, (tokens, experts), scale))
 
 
-@dataclass(frozen=True)
-class GateNorm:
-    """The add + RMSNorm a router launch does first (ops.moe.RouterNorm): bf16 bits
-    residual and delta [tokens, hidden], norm weight [hidden]."""
-
-    residual: np.ndarray
-    delta: np.ndarray
-    weight: np.ndarray
-    eps: float = 1e-6
-    offset: bool = False
-
-
-def gate_case(name: str, x: np.ndarray | None, w_gate: np.ndarray, top_k: int,
-              sigmoid: bool = False, bias: np.ndarray | None = None, renormalize: bool = True,
-              scale: float = 1.0, shared_gate: np.ndarray | None = None, shared_slots: int = 1,
-              routes: KernelRoutes | None = None, norm: GateNorm | None = None) -> KernelCase:
+def gate_case(name: str, x: np.ndarray, w_gate: np.ndarray, top_k: int, sigmoid: bool = False,
+              bias: np.ndarray | None = None, renormalize: bool = True, scale: float = 1.0,
+              shared_gate: np.ndarray | None = None, shared_slots: int = 1,
+              routes: KernelRoutes | None = None) -> KernelCase:
     """The fused decode router (gate GEMV + top-k) on bf16 bits x [tokens, hidden] and
     w_gate [experts, hidden], launched twice over one counter (the second launch routes
     only if the first left it at zero, as a graph replay needs); with `shared_gate` (bits
     [hidden]) a shared expert's `shared_slots` slots follow each token's top-k. `routes`:
-    the launch builder's paths (None: the environment's). With `norm` (x None) the launch
-    does the add + RMSNorm first (moe_gate_topk_add_rmsnorm_bf16): each launch on its own
-    copy of the residual, both checked with the normed rows (x) it leaves."""
-    tokens, hidden = x.shape if norm is None else norm.residual.shape
+    the launch builder's paths (None: the environment's)."""
+    tokens, hidden = x.shape
     experts = len(w_gate)
     m = shared_slots if shared_gate is not None else 0
     shape = moe.MoeShape(experts, top_k, hidden, 16, shared_inter=16 * m)
-    inputs = {"w_gate": w_gate, "counter": np.zeros(1, np.int32)}
-    if norm is None:
-        inputs["x"] = x
-    else:
-        inputs |= {"residual": norm.residual, "residual2": norm.residual.copy(),
-                   "delta": norm.delta, "norm_w": norm.weight}
+    inputs = {"x": x, "w_gate": w_gate, "counter": np.zeros(1, np.int32)}
     if bias is not None:
         inputs["bias"] = bias.astype(np.float32)
     outputs = {"counter": OutputSpec(DType.I32, (1,))}
@@ -234,38 +213,23 @@ def gate_case(name: str, x: np.ndarray | None, w_gate: np.ndarray, top_k: int,
         outputs |= {"logits" + sfx: OutputSpec(DType.FP32, (tokens, experts), bf16_valued=True),
                     "topk_ids" + sfx: OutputSpec(DType.I32, (tokens, top_k + m)),
                     "topk_weights" + sfx: OutputSpec(DType.FP32, (tokens, top_k + m))}
-        if norm is not None:
-            outputs |= {name + sfx: OutputSpec(DType.BF16, (tokens, hidden))
-                        for name in ("residual", "normed")}
     scoring = "sigmoid" if sigmoid else "softmax"
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         routing = moe.Routing(scoring, renormalize, scale, p.get("bias", 0))
         shared = moe.SharedExpertWeights(0, 0, p["shared_gate"]) if m else None
         for sfx in ("", "2"):
-            fused = None
-            if norm is not None:
-                fused = moe.RouterNorm(p["residual" + sfx], p["delta"], p["norm_w"], norm.eps,
-                                       norm.offset)
-            moe.gate_topk(KernelCache(backend, routes), stream,
-                          p["x" if norm is None else "normed" + sfx], p["w_gate"],
+            moe.gate_topk(KernelCache(backend, routes), stream, p["x"], p["w_gate"],
                           p["logits" + sfx],
                           p["topk_ids" + sfx], p["topk_weights" + sfx], p["counter"], tokens,
-                          shape, routing, shared, p.get("shared_logits", 0), fused)
+                          shape, routing, shared, p.get("shared_logits", 0))
 
     def oracle(inp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        out = {"counter": np.zeros(1)}
-        if norm is None:
-            xs = _f64(inp["x"])
-        else:
-            r = oracle_add_rmsnorm(_f64(inp["residual"]), _f64(inp["delta"]),
-                                   _f64(inp["norm_w"]), norm.eps, norm.offset)
-            xs = r["normed"]
-            out |= {"residual": r["residual"], "residual2": r["residual"], "normed": xs,
-                    "normed2": xs}
+        xs = _f64(inp["x"])
         logits = _bf16(xs @ _f64(inp["w_gate"]).T)
         r = oracle_router(logits, top_k, sigmoid, inp.get("bias"), renormalize, scale)
         ids, w = r["topk_ids"], r["topk_weights"]
+        out = {"counter": np.zeros(1)}
         if m:
             g = _bf16(xs @ _f64(inp["shared_gate"]))
             out["shared_logits"] = g
@@ -323,66 +287,6 @@ def _gate_cases(rng: np.random.Generator) -> list[KernelCase]:
                       10)]
 
 
-def _unit_norm(rng: np.random.Generator, tokens: int, hidden: int, offset: bool) -> GateNorm:
-    """An add + RMSNorm whose output is exact: residual + delta = +-1 everywhere (delta in
-    -0.5..0.5 by halves), so mean(h^2) = 1 and, with eps 0, inv_rms = 1 (up to rsqrtf's
-    error, which the bf16 rounding of x absorbs); weights whose scale (w, or 1 + w) is 0.5,
-    1 or 2. x = +-scale then, so the gate's sums are exact as in _exact_gate and ties stay
-    ties: the ids are compared exactly with no rounding flip possible."""
-    h = rng.choice(np.array([-1.0, 1.0], np.float32), (tokens, hidden))
-    delta = rng.integers(-1, 2, (tokens, hidden)).astype(np.float32) / 2
-    scale = rng.choice(np.array([0.5, 1.0, 2.0], np.float32), hidden)
-    w = scale - 1 if offset else scale
-    return GateNorm(f32_to_bf16_bits(h - delta), f32_to_bf16_bits(delta), f32_to_bf16_bits(w),
-                    0.0, offset)
-
-
-def _random_norm(rng: np.random.Generator, tokens: int, hidden: int, offset: bool) -> GateNorm:
-    """A typical add + RMSNorm (residual ~ 3, delta ~ 1, eps 1e-6): x is not exact, so an
-    ulp of x may differ from the float64 oracle's; at these sizes that moves a bf16 logit
-    across a rounding boundary at the k-th place too rarely to matter (as gate_case's random
-    case)."""
-    w = random_bf16(rng, (hidden,), 0.2) if offset else f32_to_bf16_bits(
-        rng.uniform(0.5, 1.5, hidden).astype(np.float32))
-    return GateNorm(random_bf16(rng, (tokens, hidden), 3.0), random_bf16(rng, (tokens, hidden)),
-                    w, 1e-6, offset)
-
-
-def _gate_norm_cases(rng: np.random.Generator) -> list[KernelCase]:
-    """The router with the add + RMSNorm before it (moe_gate_topk_add_rmsnorm_bf16): the
-    Qwen3.5-35B-A3B shape ((1 + w) weights, shared expert) at 1 and 8 tokens, Qwen3-30B-A3B's,
-    sigmoid scoring with a bias at a hidden below one vector a thread, and a hidden of more
-    than one vector a thread (4096)."""
-    def w_gate(e: int, h: int) -> np.ndarray:
-        return _exact_gate(rng, 1, e, h, 1 / 64, 1)[1]
-
-    def sh_gate(h: int) -> np.ndarray:
-        return _exact_gate(rng, 1, 1, h, 1 / 64, 1)[1][0]
-
-    bias = bf16_bits_to_f32(random_bf16(rng, (64,), 0.5))
-    name = "moe_gate_topk_add_rmsnorm"
-    return [gate_case(f"{name} offset shared t1 e256 h2048 k8 exact (qwen3.5-35b-a3b)", None,
-                      w_gate(256, 2048), 8, shared_gate=sh_gate(2048),
-                      norm=_unit_norm(rng, 1, 2048, True)),
-            gate_case(f"{name} offset shared t8 e256 h2048 k8 exact (qwen3.5-35b-a3b)", None,
-                      w_gate(256, 2048), 8, shared_gate=sh_gate(2048),
-                      norm=_unit_norm(rng, 8, 2048, True)),
-            gate_case(f"{name} offset shared t1 e256 h2048 k8 random (qwen3.5-35b-a3b)", None,
-                      random_bf16(rng, (256, 2048), 0.05), 8,
-                      shared_gate=random_bf16(rng, (2048,), 0.05),
-                      norm=_random_norm(rng, 1, 2048, True)),
-            gate_case(f"{name} t1 e128 h2048 k8 exact (qwen3-30b-a3b)", None,
-                      w_gate(128, 2048), 8, norm=_unit_norm(rng, 1, 2048, False)),
-            gate_case(f"{name} t3 e128 h2048 k8 random (qwen3-30b-a3b)", None,
-                      random_bf16(rng, (128, 2048), 0.05), 8,
-                      norm=_random_norm(rng, 3, 2048, False)),
-            gate_case(f"{name} sigmoid bias t4 e64 h320 k6 scale 2.5 exact", None,
-                      w_gate(64, 320), 6, True, bias, True, 2.5,
-                      norm=_unit_norm(rng, 4, 320, False)),
-            gate_case(f"{name} t2 e60 h4096 k4 exact", None, w_gate(60, 4096), 4,
-                      norm=_unit_norm(rng, 2, 4096, True))]
-
-
 @kernel_cases("moe_router")
 def router_cases(rng: np.random.Generator) -> list[KernelCase]:
     cases = [router_case("moe_topk softmax t5 e128 k8", _bf16_logits(rng, 5, 128), 8),
@@ -415,7 +319,7 @@ def router_cases(rng: np.random.Generator) -> list[KernelCase]:
     tied[0] = -200.0
     cases.append(router_case("moe_topk sigmoid ties + underflow e48 k6", tied, 6, True,
                              np.repeat(np.array([0.0, 0.25], np.float32), 24), True))
-    return cases + _gate_cases(rng) + _gate_norm_cases(rng)
+    return cases + _gate_cases(rng)
 
 
 # ---- decode experts -----------------------------------------------------------------------

@@ -37,8 +37,8 @@ model's split count follows for long-context engines.
 from __future__ import annotations
 
 from ..gpu import DevicePtr, KernelSig, Stream
-from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_ROPE_AHEAD,
-                          DECODE_ATTN_LONG_ROPE_STAGED, DECODE_ATTN_LONG_ROPE_WAIT)
+from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_ROPE_STAGED,
+                          DECODE_ATTN_LONG_ROPE_WAIT)
 from . import KernelCache
 from .routes import DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS, KernelRoutes
 
@@ -92,11 +92,8 @@ def long_kernel_for(head_dim: int) -> KernelSig:
 
 
 def long_rope_kernel_for(routes: KernelRoutes) -> KernelSig:
-    """The rope-fused entry point the routes select: the staged prologue's with the L2
-    requests a tile past the ring (routes.decode_attn_long_l2_ahead), the staged prologue's
+    """The rope-fused entry point the routes select: the staged prologue's
     (routes.decode_attn_long_staged, the default) or the waiting one's."""
-    if routes.decode_attn_long_l2_ahead:
-        return DECODE_ATTN_LONG_ROPE_AHEAD
     return (DECODE_ATTN_LONG_ROPE_STAGED if routes.decode_attn_long_staged
             else DECODE_ATTN_LONG_ROPE_WAIT)
 
@@ -217,10 +214,11 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
     sequence (qkv [num_seqs, (hq + 2 hkv) D], the classic layout), the step's k and v
     appended at each row's slot (none at slot < 0) and used for that key (the caller
     validated the shared arguments and runs the combine after a launch of more splits that
-    does not merge: `merges_splits`, counters as decode_attention_long's). With
-    routes.decode_attn_long_staged on decode_attn_long_rope_staged_bf16 (the same outputs,
-    the prologue's reads in two trips; it loads the norm weights and the cos/sin row 16
-    bytes at a time, which ops.attention.decode_attention_rope's checks allow)."""
+    does not merge: `merges_splits`, counters as decode_attention_long's). On
+    decode_attn_long_rope_staged_bf16 (routes.decode_attn_long_staged, the default: the
+    prologue's reads in two trips; it loads the norm weights and the cos/sin row 16 bytes at
+    a time, which ops.attention.decode_attention_rope's checks allow), else on the waiting
+    entry (the same outputs)."""
     if head_dim not in LONG_ROPE_HEAD_DIMS or hq // hkv > LONG_MAX_GROUP:
         raise ValueError(f"decode_attention_long_rope: head_dim={head_dim} (needs one of "
                          f"{LONG_ROPE_HEAD_DIMS}) and group {hq // hkv} (needs <= "

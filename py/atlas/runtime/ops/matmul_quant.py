@@ -87,13 +87,6 @@ def gemv_fp8_threads(k: int, chunks_per_thread: int = 1) -> int:
 FP8_CORE_BY_DEFAULT = True
 
 
-#: 16-byte chunks of each row per thread of that GEMV (gemv_fp8_threads), unless
-#: ATLAS_QUANT_FP8_CORE_CHUNKS says otherwise: 2 (gemv_core's kUnroll, one pass per thread
-#: at k <= 8,192); 4 halves the blocks (two passes a thread) so a qkv-sized grid fits one
-#: wave. Not yet timed against each other.
-FP8_CORE_CHUNKS = 2
-
-
 def uses_core_single(kc: KernelCache, w: "QuantWeight", m: int) -> bool:
     """Whether an m-row product of w runs gemv_fp8_cvt_bf16_single: one row, an FP8 weight
     (any scale layout: the CUDA-core GEMV's preconditions are the weight's own), then the
@@ -116,16 +109,14 @@ def _check_rows(name: str, m: int) -> None:
 def gemv_fp8(kc: KernelCache, stream: Stream, x: DevicePtr, w: Fp8Weight, y: DevicePtr,
              m: int, single: bool | None = None, cvt: bool = False) -> None:
     """y[m, n] = x[m, k] @ dequant(w).T for 1 <= m <= 8 (bf16 x and y); `cvt` (m == 1): the
-    entry point decoding E4M3 by the hardware convert, FP8_CORE_CHUNKS (or the route's)
-    chunks a row per thread."""
+    entry point decoding E4M3 by the hardware convert, two chunks a row per thread."""
     _check_rows("gemv_fp8", m)
     if cvt:
         if m != 1:
             raise ValueError(f"gemv_fp8: the convert entry point takes m=1, got m={m}")
-        chunks = kc.routes.quant_fp8_core_chunks or FP8_CORE_CHUNKS
         kc.get(GEMV_FP8_CVT_SINGLE)(stream, -(-w.n // GEMV_ROWS_PER_BLOCK),
-                                    gemv_fp8_threads(w.k, chunks), 0, x, w.codes, w.scales, y,
-                                    m, w.n, w.k, *w.map_args)
+                                    gemv_fp8_threads(w.k, 2), 0, x, w.codes, w.scales, y, m,
+                                    w.n, w.k, *w.map_args)
         return
     single = m == 1 if single is None else single
     sig = GEMV_FP8_SINGLE if single else GEMV_FP8

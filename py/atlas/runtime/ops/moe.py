@@ -77,8 +77,7 @@ from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE
                           MOE_GATE_UP_GEMV_SINGLE, MOE_GATE_UP_GEMV_TILES,
                           MOE_GATE_UP_GEMV_TILES_ROUTE, MOE_DOWN_GEMV_ROUTE_SUM,
                           MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM,
-                          MOE_GATE_LOGITS, MOE_GATE_TOPK_ADD_RMSNORM,
-                          MOE_DOWN_GEMV_ADD_RMSNORM,
+                          MOE_GATE_LOGITS, MOE_DOWN_GEMV_ADD_RMSNORM,
                           MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_SUM,
                           MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_TOPK_SIGMOID,
                           MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_SILU,
@@ -324,41 +323,14 @@ def topk(kc: KernelCache, stream: Stream, logits: DevicePtr, topk_ids: DevicePtr
                                  topk_weights, tokens, experts, top_k, renorm, scale)
 
 
-@dataclass(frozen=True, slots=True)
-class RouterNorm:
-    """The residual add + RMSNorm before a decode MoE block, fused into its router launch
-    (moe_gate_topk_add_rmsnorm_bf16): residual = bf16(residual + delta) in place, x =
-    RMSNorm(residual) * weight ((1 + weight) with `offset`), add_rmsnorm's numerics; the
-    router then routes on x and leaves it at gate_topk's `x` for the expert launches. Every
-    router block computes the norm itself (the row is 2 * hidden bytes from L2), so the
-    add_rmsnorm launch and its dependent round trips before the router go away."""
-
-    residual: DevicePtr
-    delta: DevicePtr
-    weight: DevicePtr
-    eps: float
-    offset: bool = False
-
-
-def router_fuses_norm(kc: KernelCache, tokens: int, shape: MoeShape) -> bool:
-    """Whether a decode router launch of `tokens` may take the add + RMSNorm before it
-    (RouterNorm): switched on (ATLAS_MOE_ROUTER_NORM=1; off by default until measured on
-    the H200), 1..DECODE_MAX_TOKENS tokens, and x and the updated residual both fit the
-    router's shared memory."""
-    return (kc.routes.moe_router_norm and 1 <= tokens <= DECODE_MAX_TOKENS
-            and 4 * tokens * shape.hidden <= ROUTER_GATE_MAX_SMEM)
-
-
 def gate_topk(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr,
               logits: DevicePtr, topk_ids: DevicePtr, topk_weights: DevicePtr,
               counter: DevicePtr, tokens: int, shape: MoeShape, routing: Routing = Routing(),
-              shared: SharedExpertWeights | None = None, shared_logits: DevicePtr = 0,
-              norm: RouterNorm | None = None) -> None:
+              shared: SharedExpertWeights | None = None, shared_logits: DevicePtr = 0) -> None:
     """The decode router in one launch: logits f32 [tokens, experts] = bf16(x . w_gate)
     (what the f32-output linear writes), then `topk` of them into rows of shape.slots;
     with a shared expert, shared_logits f32 [tokens] = its gate logit and its slots get the
-    weight bf16(sigmoid(logit)). counter: one u32, zero. With `norm`, x is an output: the
-    launch first does the add + RMSNorm (RouterNorm) and writes its result there."""
+    weight bf16(sigmoid(logit)). counter: one u32, zero."""
     shape.validate()
     shared_gate, n_shared, _ = _shared_args(shape, shared, "gate")
     if n_shared:
@@ -370,33 +342,20 @@ def gate_topk(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr,
     require_aligned("moe_gate_topk", "w_gate", w_gate, 16)
     require_aligned("moe_gate_topk", "counter", counter, 4)
     rows = shape.experts + (1 if n_shared else 0)  # the shared gate: one more row
-    grid = -(-rows // (ROUTER_GATE_THREADS // 32))
+    smem = gate_topk_smem(tokens, shape.hidden)
     renorm, scale = int(routing.renormalize), float(routing.scale)
     softmax = routing.scoring == "softmax"
-    if norm is not None:
-        for name, p in (("residual", norm.residual), ("delta", norm.delta),
-                        ("norm weight", norm.weight)):
-            require_aligned("moe_gate_topk_add_rmsnorm", name, p, 16)
-        smem = gate_topk_smem(tokens, shape.hidden, norm=True)
-        kc.get_with_shared(MOE_GATE_TOPK_ADD_RMSNORM, smem)(
-            stream, grid, ROUTER_GATE_THREADS, smem, norm.residual, norm.delta, norm.weight, x,
-            w_gate, shared_gate, 0 if softmax else routing.bias, logits, shared_logits,
-            topk_ids, topk_weights, counter, tokens, shape.experts, shape.hidden, shape.top_k,
-            n_shared, renorm, scale, int(not softmax), int(norm.offset), float(norm.eps))
-        return
-    smem = gate_topk_smem(tokens, shape.hidden)
     sig = MOE_GATE_TOPK_SOFTMAX if softmax else MOE_GATE_TOPK_SIGMOID
     bias = () if softmax else (routing.bias,)
     kc.get_with_shared(sig, smem)(
-        stream, grid, ROUTER_GATE_THREADS, smem, x, w_gate, shared_gate, *bias, logits,
-        shared_logits, topk_ids, topk_weights, counter, tokens, shape.experts, shape.hidden,
-        shape.top_k, n_shared, renorm, scale)
+        stream, -(-rows // (ROUTER_GATE_THREADS // 32)), ROUTER_GATE_THREADS, smem, x, w_gate,
+        shared_gate, *bias, logits, shared_logits, topk_ids, topk_weights, counter, tokens,
+        shape.experts, shape.hidden, shape.top_k, n_shared, renorm, scale)
 
 
-def gate_topk_smem(tokens: int, hidden: int, norm: bool = False) -> int:
-    """Dynamic shared memory of the fused router: x (bf16 rows, staged by every block); with
-    `norm` (RouterNorm) also the updated residual rows beside them."""
-    nbytes = (4 if norm else 2) * tokens * hidden
+def gate_topk_smem(tokens: int, hidden: int) -> int:
+    """Dynamic shared memory of the fused router: x (bf16 rows, staged by every block)."""
+    nbytes = 2 * tokens * hidden
     if nbytes > ROUTER_GATE_MAX_SMEM:
         raise ValueError(f"moe_gate_topk: {tokens} x hidden {hidden} of x ({nbytes} bytes) "
                          f"exceed its {ROUTER_GATE_MAX_SMEM} bytes of shared memory")

@@ -48,9 +48,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (gemv_fp8.cu gemv_fp8_cvt_bf16_single: the bf16 GEMV's mould, ~3 instructions a weight,
   none of them on the integer pipe) / on the tensor-core route; unset, the launch builder's
   rule (ops/matmul_quant.FP8_CORE_BY_DEFAULT). The A/B of issue 12's batch-1 FP8 GEMVs.
-* ATLAS_QUANT_FP8_CORE_CHUNKS=N: that GEMV's 16-byte chunks of each row per thread (unset:
-  ops/matmul_quant.FP8_CORE_CHUNKS, 2). 4 halves its blocks (64 threads at k = 4,096), so
-  Qwen3-8B's qkv (1,536 blocks) fits one wave of 16 blocks an SM instead of 1.45 of 8.
 * ATLAS_QUANT_NVFP4_H2=1 / 0: NVFP4 products of one row (qkv, o_proj, down, the gate_up that
   ends with its SwiGLU, a quantized LM head) on the CUDA-core GEMV with packed half-precision
   FMAs (gemv_nvfp4.cu gemv_nvfp4_h2_*: exact f16 decode, ~2.75 instructions a weight) / on
@@ -109,9 +106,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   trips, the norms and rotations from shared memory; the same bits). Measured (gpu39,
   2026-12-03, Qwen3-8B batch 64 x 1,536, PDL on): staged 9.430 ms a step vs 9.503, kernel
   row 102.34 vs 104.34 us.
-* ATLAS_DECODE_ATTN_LONG_L2_AHEAD=1: that staged entry also requesting each K/V tile into L2
-  an iteration before its copies (decode_attn_long_rope_ahead_bf16: three tiles in flight a
-  block instead of the ring's two; the same bits; implies the staged prologue; unmeasured).
 * ATLAS_DECODE_ATTN_LATENCY=0: decode attention as at the start of session 6 (the A/B of
   its latency paths): never the clustered kernels (the splits' partials always merge through
   global memory and the last split's ticket, splits of 32 keys and more), and the rope-fused
@@ -228,12 +222,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   parallelism, which rewrites topk_ids between the launches), instead of the router's last
   block (a ticket, then one warp's top-k into topk_ids / topk_weights). Off by default: see
   ATLAS_MOE_GATE_UP_TILED (measured together, no gain).
-* ATLAS_MOE_ROUTER_NORM=1: a decode MoE block's router launch also does the residual add +
-  RMSNorm before it (moe_gate_topk_add_rmsnorm_bf16, ops/moe.py RouterNorm: every router
-  block normalizes the 2 * hidden-byte row itself, the last one writes the residual back)
-  instead of an add_rmsnorm launch first: one launch and its dependent round trips less per
-  MoE layer. Off by default until measured (s13, unmeasured; not with
-  ATLAS_MOE_ROUTE_IN_EXPERTS=1, whose router writes only the logits).
 * ATLAS_MOE_DOWN_WAVE=0: the decode MoE down launch sized as in session 6 (whole row groups
   a block, ops/moe.py down_rows_grouped) instead of equal blocks filling one wave of every SM
   (ops/moe.py down_rows: at batch 1 of Qwen3-30B-A3B 205 blocks, some SMs with one, others
@@ -393,7 +381,6 @@ class KernelRoutes:
     moe_gate_up_tiled: bool = False
     moe_gate_up_tiles: int = 0
     moe_route_in_experts: bool = False
-    moe_router_norm: bool = False
     moe_down_wave: bool = True
     moe_down_gemv: bool = True
     moe_down_gemv_max_m: int = 1
@@ -412,7 +399,6 @@ class KernelRoutes:
     quant_tile_loop: bool | None = None
     quant_narrow: int | None = None
     quant_fp8_core: bool | None = None
-    quant_fp8_core_chunks: int = 0
     quant_nvfp4_h2: bool | None = None
     decode_gemm: bool = True
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
@@ -429,7 +415,6 @@ class KernelRoutes:
     decode_attn_long_min_batch: int = DEFAULT_DECODE_ATTN_LONG_MIN_BATCH
     decode_attn_long_merge: bool | None = None
     decode_attn_long_staged: bool = True
-    decode_attn_long_l2_ahead: bool = False
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
     decode_attn_split_major: bool = False
@@ -499,7 +484,6 @@ class KernelRoutes:
                    moe_gate_up_tiled=env_switch(env, "ATLAS_MOE_GATE_UP_TILED", False),
                    moe_gate_up_tiles=_env_count(env, "ATLAS_MOE_GATE_UP_TILES", 0),
                    moe_route_in_experts=env_switch(env, "ATLAS_MOE_ROUTE_IN_EXPERTS", False),
-                   moe_router_norm=env_switch(env, "ATLAS_MOE_ROUTER_NORM", False),
                    moe_down_wave=env_switch(env, "ATLAS_MOE_DOWN_WAVE", True),
                    moe_down_gemv=env_switch(env, "ATLAS_MOE_DOWN_GEMV", True),
                    moe_down_gemv_max_m=_env_count(env, "ATLAS_MOE_DOWN_GEMV_MAX_M", 1),
@@ -518,7 +502,6 @@ class KernelRoutes:
                    quant_tile_loop=_env_tristate(env, "ATLAS_QUANT_TILE_LOOP"),
                    quant_narrow=int(narrow) if narrow else None,
                    quant_fp8_core=_env_tristate(env, "ATLAS_QUANT_FP8_CORE"),
-                   quant_fp8_core_chunks=_env_count(env, "ATLAS_QUANT_FP8_CORE_CHUNKS", 0),
                    quant_nvfp4_h2=_env_tristate(env, "ATLAS_QUANT_NVFP4_H2"),
                    decode_gemm=env_switch(env, "ATLAS_DECODE_GEMM", True),
                    decode_gemm_min_m=_env_count(env, "ATLAS_DECODE_GEMM_MIN_M",
@@ -542,8 +525,6 @@ class KernelRoutes:
                    decode_attn_long_merge=_env_tristate(env, "ATLAS_DECODE_ATTN_LONG_MERGE"),
                    decode_attn_long_staged=env_switch(env, "ATLAS_DECODE_ATTN_LONG_STAGED",
                                                       True),
-                   decode_attn_long_l2_ahead=env_switch(env, "ATLAS_DECODE_ATTN_LONG_L2_AHEAD",
-                                                        False),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
                    decode_attn_ahead=env_switch(env, "ATLAS_DECODE_ATTN_AHEAD", True),
                    decode_attn_split_major=env_switch(env, "ATLAS_DECODE_ATTN_SPLIT_MAJOR",

@@ -31,7 +31,7 @@ from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE
                           MOE_GATE_UP_GEMV_SINGLE, MOE_GATE_UP_GEMV_TILES,
                           MOE_GATE_UP_GEMV_TILES_ROUTE, MOE_DOWN_GEMV_ROUTE_SUM,
                           MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM,
-                          MOE_GATE_LOGITS, MOE_GATE_TOPK_ADD_RMSNORM,
+                          MOE_GATE_LOGITS,
                           MOE_DOWN_GEMV_ADD_RMSNORM, MOE_DOWN_BULK_ADD_RMSNORM,
                           MOE_DOWN_BULK_ADD_RMSNORM_OFFSET, MOE_DOWN_BULK_SUM,
                           MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_SUM,
@@ -185,27 +185,6 @@ def moe_gate_topk_sigmoid_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int,
     _gate_route(mem, x, w_gate, shared_gate, bias, logits, shared_logits, topk_ids,
                 topk_weights, tokens, experts, hidden, top_k, shared_slots, renormalize, scale,
                 True)
-
-
-@reference(MOE_GATE_TOPK_ADD_RMSNORM)
-def moe_gate_topk_add_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, residual: int,
-                                   delta: int, norm_w: int, normed: int, w_gate: int,
-                                   shared_gate: int, bias: int, logits: int, shared_logits: int,
-                                   topk_ids: int, topk_weights: int, counter: int, tokens: int,
-                                   experts: int, hidden: int, top_k: int, shared_slots: int,
-                                   renormalize: int, scale: float, sigmoid: int, offset: int,
-                                   eps: float) -> None:
-    """add_rmsnorm (residual += delta, normed = its norm), then the fused router on normed."""
-    resid = mem.view(residual, np.uint16, tokens * hidden)
-    resid[:] = f32_to_bf16_bits(bf16_bits_to_f32(resid)
-                                + bf16_bits_to_f32(mem.view(delta, np.uint16, tokens * hidden)))
-    wf = bf16_bits_to_f32(mem.view(norm_w, np.uint16, hidden))
-    norm = rms_norm_offset_bf16 if offset else rms_norm_bf16
-    mem.view(normed, np.uint16, tokens * hidden)[:] = norm(
-        bf16_bits_to_f32(resid).reshape(tokens, hidden), wf, eps).reshape(-1)
-    _gate_route(mem, normed, w_gate, shared_gate, bias if sigmoid else 0, logits, shared_logits,
-                topk_ids, topk_weights, tokens, experts, hidden, top_k, shared_slots,
-                renormalize, scale, bool(sigmoid))
 
 
 # ---- expert products ----------------------------------------------------------------------
