@@ -16,7 +16,6 @@ tools/gpu/check_kernels.py checks the hardware."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
@@ -284,112 +283,6 @@ def test_down_gemv_blocks_fill_one_wave() -> None:
     assert moe.down_gemv_rows(8, 2048, 132) == 64
     assert moe.down_gemv_rows(1, 2048, 132, tiles=1) == 4
     assert moe.down_gemv_rows(1, 16, 1) == 8 and moe.down_gemv_rows(1, 16, 1, tiles=9) == 16
-
-
-def _bulk_piece() -> int:
-    """moe_decode.cu kBulkPiece: the bytes of one bulk copy."""
-    source = Path(__file__).resolve().parents[2] / "kernels/hopper/common/moe_decode.cu"
-    (value,) = re.findall(r"constexpr unsigned kBulkPiece = (\d+);", source.read_text())
-    return int(value)
-
-
-def model_down_bulk(act: np.ndarray, w: np.ndarray, ids: np.ndarray, weights: np.ndarray,
-                    top_k: int, sh_down: np.ndarray | None, sm_count: int, smem: int
-                    ) -> tuple[np.ndarray, dict[tuple[int, int, int], int]]:
-    """moe_down_bulk_*: block (bx, token) takes rows [bx rows, (bx + 1) rows)
-    (ops.moe.down_bulk_plan); thread j copies slot j's rows of the block into shared memory
-    ([slots][rows][kc] chunks): a routed expert's span in kBulkPiece pieces, a shared chunk a
-    copy a row of its live width, nothing for a dead slot; warp w then takes rows w, w + 8, ...
-    of each slot, lane l chunks l + 32 i of the slot's live ones; thread r writes row r in
-    slot order. Every shared-memory chunk read must have been copied (NaN otherwise)."""
-    tokens, slots, inter = act.shape
-    experts, hidden, _ = w.shape
-    kc, piece = inter // 8, _bulk_piece()
-    shared_inter = sh_down.shape[1] if sh_down is not None else 0
-    shape = moe.MoeShape(experts, top_k, hidden, inter, shared_inter)
-    rpb = moe.down_bulk_plan(tokens, shape, sm_count, smem)
-    assert rpb >= 1
-    assert moe.down_bulk_smem(slots, inter, rpb) + moe.DOWN_BULK_STATIC_SMEM <= smem
-    # the kernel's layout of its dynamic shared memory, in bytes: weights, act, y
-    assert 16 * slots * rpb * kc + 16 * slots * kc + 4 * rpb * slots == moe.down_bulk_smem(
-        slots, inter, rpb)
-    sh_kc = shared_inter // 8
-    w_chunks = w.reshape(-1, 8)
-    sh_chunks = sh_down.reshape(-1, 8) if sh_down is not None else None
-    loads: dict[tuple[int, int, int], int] = {}
-    out = np.full((tokens, hidden), np.nan)
-    for t in range(tokens):
-        for bx in range(-(-hidden // rpb)):
-            first = bx * rpb
-            rows = min(rpb, hidden - first)
-            w_s = np.full((slots * rpb * kc, 8), np.nan)
-            for j in range(slots):  # thread j's copies
-                dst0 = j * rpb * kc
-                if j < top_k:
-                    e = int(ids[t, j])
-                    if not 0 <= e < experts:
-                        continue
-                    src0, nbytes = (e * hidden + first) * kc, rows * kc * 16
-                    for off in range(0, nbytes, piece):
-                        size = min(piece, nbytes - off)
-                        assert size % 16 == 0 and size > 0
-                        for ch in range(off // 16, (off + size) // 16):
-                            s_idx = src0 + ch
-                            assert s_idx < (e + 1) * hidden * kc, "past the expert's rows"
-                            key = (s_idx // kc % hidden, j, s_idx % kc)
-                            loads[key] = loads.get(key, 0) + 1
-                            assert np.isnan(w_s[dst0 + ch]).all(), "a chunk copied twice"
-                            w_s[dst0 + ch] = w_chunks[s_idx]
-                    continue
-                c = j - top_k
-                width = max(0, min(kc, sh_kc - c * kc))
-                for r in range(rows if width else 0):
-                    src = (first + r) * sh_kc + c * kc
-                    for ch in range(width):
-                        key = (first + r, j, ch)
-                        loads[key] = loads.get(key, 0) + 1
-                        w_s[dst0 + r * kc + ch] = sh_chunks[src + ch]
-            ys = np.full((rows, slots), np.nan)
-            for j in range(slots):
-                if j < top_k:
-                    n = kc if 0 <= ids[t, j] < experts else 0
-                else:
-                    n = max(0, min(kc, sh_kc - (j - top_k) * kc))
-                for warp in range(WARPS):
-                    for r in range(warp, rows, WARPS):
-                        acc = 0.0
-                        for lane in range(32):
-                            for cc in range(lane, n, 32):
-                                acc += float(w_s[j * rpb * kc + r * kc + cc]
-                                             @ act[t, j, 8 * cc:8 * cc + 8])
-                        ys[r, j] = acc
-            for r in range(rows):
-                y = ys[r]
-                total = 0.0
-                for j in range(top_k):
-                    if 0 <= ids[t, j] < experts:
-                        total += float(weights[t, j]) * _bf(y[j])
-                if slots > top_k:
-                    total = _bf(total) + _bf(float(weights[t, top_k]) * _bf(sum(y[top_k:])))
-                assert np.isnan(out[t, first + r]), "two blocks wrote one row"
-                out[t, first + r] = total
-    return out, loads
-
-
-@pytest.mark.parametrize("experts,top_k,hidden,inter,shared_inter,tokens,sm_count,smem", [
-    (8, 8, 40, 768, 0, 1, 3, 227 * 1024),       # Qwen3-30B-A3B's row, 14 rows a block: a
-                                                # slot's 21 KB span in two pieces
-    (6, 3, 20, 512, 640, 2, 4, 227 * 1024),     # two shared slots (the second's 16 of 64
-                                                # chunks live): a copy a row; 10 rows a block
-    (12, 3, 34, 48, 80, 3, 9, 227 * 1024),      # 6 chunks a row; blocks of 12, 12 and 10 rows
-    (4, 4, 24, 4096, 0, 2, 1, 150 * 1024),      # rows cut by shared memory (3 of the wave's 24)
-])
-def test_down_bulk_kernel_model_matches_the_oracle(experts: int, top_k: int, hidden: int,
-                                                   inter: int, shared_inter: int, tokens: int,
-                                                   sm_count: int, smem: int) -> None:
-    check_down_model(moe.MoeShape(experts, top_k, hidden, inter, shared_inter), tokens,
-                     lambda *a: model_down_bulk(*a, sm_count, smem),
-                     np.random.default_rng(hidden + inter + top_k + 1))
 
 
 # ---- gate/up ---------------------------------------------------------------------------------

@@ -46,9 +46,6 @@
 // moe_down_gemv_{sum,add_rmsnorm,add_rmsnorm_offset}_bf16 (the default at batch 1): the same
 //   three results from a GEMV-shaped launch, 4 output rows a block, every thread all its
 //   chunks of the block's rows in flight at once (see down_gemv_block).
-// moe_down_bulk_{sum,add_rmsnorm,add_rmsnorm_offset}_bf16 (ATLAS_MOE_DOWN_BULK=1, off by
-//   default): the same three results, each block's weight rows of every slot requested at
-//   once by cp.async.bulk into shared memory before the PDL wait (see down_bulk_block).
 // moe_gate_up_gemv_tiles_bf16 (the default at batch 1): the gate/up GEMV with several column
 //   pairs of one slot a block, one wave (see gate_up_gemv_tiles).
 // moe_gate_up_gemv_tiles_route_bf16, moe_down_gemv_route_*: the batch-1 pair routing from the
@@ -63,7 +60,6 @@
 // norm weight and normed 16-byte aligned.
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
-#include "bulk_copy.cuh"
 #include "gemv_core.cuh"
 #include "moe_route.cuh"
 
@@ -1030,192 +1026,7 @@ __device__ __forceinline__ void down_gemv_dispatch(const DownArgs& a,
   down_gemv_run<kFinish, kOffset, kRoute>(a, sm, route);
 }
 
-// ---- down by bulk copies (ATLAS_MOE_DOWN_BULK=1; off by default until measured) ----------
-// Why: the GEMV-shaped down (above) runs one wave of 2 blocks an SM, each a few tiles long,
-// and every tile is bulk-synchronous: a thread requests its 12 chunks, waits for the slowest
-// of the block's 3,072 loads, multiplies, reduces through two barriers, and only the next
-// tile's request keeps DRAM busy meanwhile. All 256 blocks issue together, so they finish
-// tile 0 together near the end of its DRAM burst and request tile 1 together: at batch 1 the
-// launch is two round trips of ~12.6 MB at a ~2 us loaded latency plus the ticket tail, not
-// a stream (Qwen3-30B-A3B: 25.2 MB in 14.76 us, 1.7 TB/s, where gate/up's 3,072 short
-// blocks at random phases stream 50.3 MB at 3.2 TB/s).
-// Here block (bx, t) takes rows [bx rows, (bx + 1) rows) of token t for every slot, and
-// thread j < slots requests slot j's weight rows of the block, all of them, with
-// cp.async.bulk into shared memory (atlas::bulk; a routed expert's rows are one contiguous
-// span, the shared expert's chunk a copy a row) on barrier bar[j], right after reading the
-// routing and before the PDL wait (as down_gemv_block: the router is two launches back). So
-// the whole launch's weights are requested at once, no register holds a load in flight, and
-// DRAM streams from the first request to the last byte; ops/moe.py down_bulk_plan sizes
-// rows to one block an SM within its shared memory (Qwen3-30B-A3B: 16 rows, 8 x 24 KB =
-// 192 KB a block, 128 blocks). After the wait the token's act rows are staged in shared
-// memory; then warp w takes rows w, w + 8, ... of each slot in the order the slots' bytes
-// land: lane l the dot products of chunks l + 32 i in order, a butterfly (warp_sum),
-// y[row][slot] in shared memory; then thread r forms row r with write_row (the slot order,
-// transformers' roundings) and the fused norm's last block finishes as above. Every sum has
-// one fixed order whatever the arrival order: bit-reproducible run to run.
-constexpr unsigned kBulkPiece = 16384;  // bytes of one bulk copy (a slot's span in pieces)
-
-// Thread j's part: slot j's rows of the block into `dst` ([rows][kc] chunks), completing on
-// `bar` (one arrival with the byte count; zero bytes for a dead slot: the phase completes).
-__device__ __forceinline__ void down_bulk_issue(const DownArgs& a, int j, int e, int first,
-                                                int rows, int kc, uint4* dst, uint64_t* bar) {
-  if (j < a.top_k) {
-    if (!valid_expert(e, a.experts)) {
-      atlas::bulk::arrive(bar);
-      return;
-    }
-    const char* src = reinterpret_cast<const char*>(
-        reinterpret_cast<const uint4*>(a.w) + (static_cast<size_t>(e) * a.hidden + first) * kc);
-    const unsigned bytes = static_cast<unsigned>(rows * kc) * 16u;
-    atlas::bulk::expect_bytes(bar, bytes);
-    for (unsigned off = 0; off < bytes; off += kBulkPiece)
-      atlas::bulk::copy_to_shared(reinterpret_cast<char*>(dst) + off, src + off,
-                                  min(kBulkPiece, bytes - off), bar);
-    return;
-  }
-  // shared chunk c: columns [c inter, c inter + width) of the shared expert's rows
-  const int sh_kc = a.shared.inter / 8, c = j - a.top_k;
-  const int width = max(0, min(kc, sh_kc - c * kc));
-  if (width == 0) {
-    atlas::bulk::arrive(bar);
-    return;
-  }
-  atlas::bulk::expect_bytes(bar, static_cast<unsigned>(rows * width) * 16u);
-  const uint4* src = reinterpret_cast<const uint4*>(a.shared.w_down) +
-                     static_cast<size_t>(first) * sh_kc + c * kc;
-  for (int r = 0; r < rows; ++r)
-    atlas::bulk::copy_to_shared(dst + r * kc, src + static_cast<size_t>(r) * sh_kc,
-                                static_cast<unsigned>(width) * 16u, bar);
-}
-
-// Whether the barrier's phase 0 has completed, without waiting (mbarrier.test_wait: the
-// polling loop below asks every pending slot in turn).
-__device__ __forceinline__ bool bulk_landed(uint64_t* bar) {
-  uint32_t done;
-  asm volatile(
-      "{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], 0;\n"
-      " selp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(atlas::bulk::shared_addr(bar))
-      : "memory");
-  return done != 0;
-}
-
-// Dynamic shared memory (ops/moe.py down_bulk_smem): weights [slots][a.rows][kc] chunks, act
-// [slots][kc] chunks, y [a.rows][slots] float32.
-template <bool kFinish, bool kOffset>
-__device__ __forceinline__ void down_bulk_block(const DownArgs& a) {
-  extern __shared__ uint4 bulk_s[];
-  __shared__ uint64_t bar[kMaxSlots];
-  __shared__ int32_t ids[kMaxSlots];
-  __shared__ float weights[kMaxSlots];
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, token = blockIdx.y;
-  const int slots = a.top_k + a.shared.slots, kc = a.inter / 8;
-  const int first = blockIdx.x * a.rows, rows = min(a.rows, a.hidden - first);
-  uint4* w_s = bulk_s;
-  uint4* act_s = w_s + static_cast<size_t>(slots) * a.rows * kc;
-  float* ys = reinterpret_cast<float*>(act_s + slots * kc);
-  if (tid < slots) {
-    const int e = __ldcg(a.topk_ids + static_cast<size_t>(token) * slots + tid);
-    ids[tid] = e;
-    weights[tid] = __ldcg(a.topk_weights + static_cast<size_t>(token) * slots + tid);
-    atlas::bulk::init_barrier(&bar[tid], 1);
-    atlas::bulk::fence_barrier_init();
-    down_bulk_issue(a, tid, e, first, rows, kc, w_s + static_cast<size_t>(tid) * a.rows * kc,
-                    &bar[tid]);
-  }
-  __syncthreads();  // the barriers initialised, the routing visible
-  atlas::pdl_enter();
-  float resid = 0.f;  // kFinish: thread r's residual value of row r
-  if (kFinish && tid < rows)
-    resid = atlas::bf16_to_f32(a.out[static_cast<size_t>(token) * a.hidden + first + tid]);
-  atlas::stage_to_shared<3>(act_s, reinterpret_cast<const uint4*>(a.act) +
-                                       static_cast<size_t>(token) * slots * kc, slots * kc);
-  __syncthreads();  // act staged
-  const int sh_kc = a.shared.inter / 8;
-  auto live_chunks = [&](int j) {  // chunks of slot j's rows copied (0: nothing to wait for)
-    return j < a.top_k ? (valid_expert(ids[j], a.experts) ? kc : 0)
-                       : max(0, min(kc, sh_kc - (j - a.top_k) * kc));
-  };
-  // the slots in the order their bytes land: lane 0 polls, the warp follows its pick (so the
-  // butterfly below stays warp-uniform); the order changes no sum (one y per (row, slot))
-  uint32_t pending = slots == 32 ? ~0u : (1u << slots) - 1u;
-  while (pending != 0) {
-    int j = -1;
-    if (lane == 0)
-      for (uint32_t m = pending; m != 0 && j < 0; m &= m - 1) {
-        const int k = __ffs(m) - 1;
-        if (live_chunks(k) == 0 || bulk_landed(&bar[k])) j = k;
-      }
-    j = __shfl_sync(0xffffffffu, j, 0);
-    if (j < 0) continue;
-    pending &= ~(1u << j);
-    const int n = live_chunks(j);
-    if (n > 0) atlas::bulk::wait_parity(&bar[j], 0);  // complete: each lane's own acquire
-    const uint4* wj = w_s + static_cast<size_t>(j) * a.rows * kc;
-    const uint4* xj = act_s + j * kc;
-    for (int r = warp; r < rows; r += kWarps) {
-      float acc = 0.f;
-      for (int c = lane; c < n; c += 32) acc = dot8(wj[r * kc + c], xj[c], acc);
-      acc = atlas::warp_sum(acc);
-      if (lane == 0) ys[r * slots + j] = acc;
-    }
-  }
-  __syncthreads();  // every y written (and warp 0 has waited on every slot's bytes)
-  if (tid < rows)
-    write_row<kFinish>(a, ids, weights, ys + tid * slots, slots, token, first + tid, resid);
-  if constexpr (kFinish) finish_norm<kOffset, true>(a, token);
-}
-
 }  // namespace
-
-// The bulk-copy twins of the three down entry points (down_bulk_block): the same arguments,
-// grid (ceil(hidden / rows_per_block), tokens), 256 threads, ops/moe.py down_bulk_smem bytes
-// of dynamic shared memory.
-extern "C" __global__ void __launch_bounds__(kThreads, 1)
-    moe_down_bulk_sum_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
-                           const int32_t* topk_ids, const float* topk_weights,
-                           __nv_bfloat16* out, uint32_t tokens, uint32_t top_k, uint32_t hidden,
-                           uint32_t inter, uint32_t experts, uint32_t rows_per_block,
-                           const __nv_bfloat16* shared_down, uint32_t shared_slots,
-                           uint32_t shared_inter) {
-  down_bulk_block<false, false>(down_args(act, w_down, topk_ids, topk_weights, out, nullptr,
-                                          nullptr, nullptr, tokens, top_k, hidden, inter,
-                                          experts, rows_per_block, shared_down, shared_slots,
-                                          shared_inter, 0.f));
-}
-
-extern "C" __global__ void __launch_bounds__(kThreads, 1)
-    moe_down_bulk_add_rmsnorm_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
-                                   const int32_t* topk_ids, const float* topk_weights,
-                                   __nv_bfloat16* residual, const __nv_bfloat16* w,
-                                   __nv_bfloat16* normed, uint32_t* counters, uint32_t tokens,
-                                   uint32_t top_k, uint32_t hidden, uint32_t inter,
-                                   uint32_t experts, uint32_t rows_per_block,
-                                   const __nv_bfloat16* shared_down, uint32_t shared_slots,
-                                   uint32_t shared_inter, float eps) {
-  down_bulk_block<true, false>(down_args(act, w_down, topk_ids, topk_weights, residual, w,
-                                         normed, counters, tokens, top_k, hidden, inter,
-                                         experts, rows_per_block, shared_down, shared_slots,
-                                         shared_inter, eps));
-}
-
-extern "C" __global__ void __launch_bounds__(kThreads, 1)
-    moe_down_bulk_add_rmsnorm_offset_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
-                                          const int32_t* topk_ids, const float* topk_weights,
-                                          __nv_bfloat16* residual, const __nv_bfloat16* w,
-                                          __nv_bfloat16* normed, uint32_t* counters,
-                                          uint32_t tokens, uint32_t top_k, uint32_t hidden,
-                                          uint32_t inter, uint32_t experts,
-                                          uint32_t rows_per_block,
-                                          const __nv_bfloat16* shared_down,
-                                          uint32_t shared_slots, uint32_t shared_inter,
-                                          float eps) {
-  down_bulk_block<true, true>(down_args(act, w_down, topk_ids, topk_weights, residual, w,
-                                        normed, counters, tokens, top_k, hidden, inter,
-                                        experts, rows_per_block, shared_down, shared_slots,
-                                        shared_inter, eps));
-}
 
 // At least 2 blocks per SM (at most 128 registers). No spills on sm_90a or sm_121.
 extern "C" __global__ void __launch_bounds__(kThreads, 2)

@@ -666,14 +666,6 @@ MOE_DOWN_GEMV_SUM = replace(MOE_DOWN_SUM, func="moe_down_gemv_sum_bf16")
 MOE_DOWN_GEMV_ADD_RMSNORM = replace(MOE_DOWN_ADD_RMSNORM, func="moe_down_gemv_add_rmsnorm_bf16")
 MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET = replace(MOE_DOWN_ADD_RMSNORM_OFFSET,
                                            func="moe_down_gemv_add_rmsnorm_offset_bf16")
-# ... and as one bulk-copy launch each (ATLAS_MOE_DOWN_BULK=1; ops.moe.down_uses_bulk): the
-# same arguments, grid (ceil(hidden / rows_per_block), tokens), 256 threads, dynamic shared
-# memory ops.moe.down_bulk_smem (every slot's weight rows of the block, the act rows, the
-# per-(row, slot) products)
-MOE_DOWN_BULK_SUM = replace(MOE_DOWN_SUM, func="moe_down_bulk_sum_bf16")
-MOE_DOWN_BULK_ADD_RMSNORM = replace(MOE_DOWN_ADD_RMSNORM, func="moe_down_bulk_add_rmsnorm_bf16")
-MOE_DOWN_BULK_ADD_RMSNORM_OFFSET = replace(MOE_DOWN_ADD_RMSNORM_OFFSET,
-                                           func="moe_down_bulk_add_rmsnorm_offset_bf16")
 # The batch-1 tiled gate/up and the down GEMVs routing from the router's logits (what
 # moe_gate_topk_* would write, computed by each block with its code: the same bits) in place
 # of topk_ids / topk_weights: logits f32 [tokens, experts], shared_logits f32 [tokens], bias

@@ -546,8 +546,7 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
               down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm leaf t2 h2048 i768 k8 (session-6 "
                                     "launches)", leaf, random_ids(rng, 2, 8, 8), routes=old)]
     return (fused + cases + _down_gemv_cases(rng, leaf, q35)
-            + _tiled_gate_up_cases(rng, leaf, q35) + _route_in_experts_cases(rng)
-            + _down_bulk_cases(rng, leaf, q35))
+            + _tiled_gate_up_cases(rng, leaf, q35) + _route_in_experts_cases(rng))
 
 
 def route_in_experts_case(rng: np.random.Generator, name: str, shape: moe.MoeShape,
@@ -743,61 +742,6 @@ def _down_gemv_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeS
         down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm leaf t1 h2048 i768 k8 (row groups)",
                               leaf, random_ids(rng, 1, 8, 8),
                               routes=KernelRoutes(moe_down_gemv=False))
-    ]
-
-
-def _down_bulk_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeShape
-                     ) -> list[KernelCase]:
-    """The bulk-copy down kernels (moe_down_bulk_*, ATLAS_MOE_DOWN_BULK=1) at every batch
-    (their default would be batch 1 only): both full-size forms (Qwen3-30B-A3B's plain norm,
-    Qwen3.5-35B-A3B's shared expert and offset norm) at batch 1 and 8, ids of another rank and
-    out of range, a shared expert whose second chunk is partial (a copy a row of its live
-    width), rows of fewer than 32 chunks and of several a lane, an odd small shape whose last
-    block is partial, rows a block cut by shared memory rather than the wave (two waves),
-    blocks of 8 rows (ATLAS_MOE_DOWN_BULK_ROWS=8, two an SM) and the whole decode block
-    (gate/up then the bulk down)."""
-    bulk = KernelRoutes(moe_down_bulk=True, moe_down_gemv_max_m=8)
-    six = moe.MoeShape(experts=8, top_k=6, hidden=256, inter=512)
-    bad = random_ids(rng, 3, 8, 6)
-    bad[0, 1] = -1  # another rank's expert
-    bad[2, 5] = 8   # out of range
-    long = moe.MoeShape(experts=24, top_k=20, hidden=128, inter=512, shared_inter=640)
-    # hidden 272 over 132 SMs: 3 rows a block, the last block 2; 6 chunks a row (inter 48)
-    odd = moe.MoeShape(experts=12, top_k=3, hidden=272, inter=48, shared_inter=80)
-    # 4 slots x inter 4096 = 32 KB a row: 6 rows fit a block, where the wave asks 16 at t8
-    wide = moe.MoeShape(experts=4, top_k=4, hidden=256, inter=4096)
-    return [
-        down_add_rmsnorm_case(rng, "moe_down_bulk_add_rmsnorm leaf t1 h2048 i768 k8", leaf,
-                              random_ids(rng, 1, 8, 8), routes=bulk),
-        down_add_rmsnorm_case(rng, "moe_down_bulk_add_rmsnorm_offset shared t1 h2048 i512 k8 "
-                              "(qwen3.5-35b-a3b)", q35, random_ids(rng, 1, 8, 8), True,
-                              routes=bulk),
-        down_add_rmsnorm_case(rng, "moe_down_bulk_add_rmsnorm shared t8 h2048 i512 k8 "
-                              "(qwen3.5-35b-a3b)", q35, random_ids(rng, 8, 8, 8), routes=bulk),
-        down_add_rmsnorm_case(rng, "moe_down_bulk_add_rmsnorm leaf t2 h2048 i768 k8", leaf,
-                              random_ids(rng, 2, 8, 8), routes=bulk),
-        down_case(rng, "moe_down_bulk_sum leaf t1 h2048 i768 k8", leaf, random_ids(rng, 1, 8, 8),
-                  routes=bulk),
-        down_case(rng, "moe_down_bulk_sum t3 e8 k6 h256 i512 invalid ids", six, bad,
-                  routes=bulk),
-        down_add_rmsnorm_case(rng, "moe_down_bulk_add_rmsnorm shared t2 e24 k20 i512 shared 640 "
-                              "(partial shared chunk)", long, random_ids(rng, 2, 24, 20),
-                              routes=bulk),
-        down_add_rmsnorm_case(rng, "moe_down_bulk_add_rmsnorm_offset shared t3 e12 k3 h272 i48 "
-                              "shared 80 (odd, partial last block)", odd,
-                              random_ids(rng, 3, 12, 3), True, routes=bulk),
-        down_case(rng, "moe_down_bulk_sum t3 e6 k2 h72 i1552 (long rows)",
-                  moe.MoeShape(experts=6, top_k=2, hidden=72, inter=1552),
-                  random_ids(rng, 3, 6, 2), routes=bulk),
-        down_case(rng, "moe_down_bulk_sum t8 e4 k4 h256 i4096 (rows by shared memory)", wide,
-                  random_ids(rng, 8, 4, 4), routes=bulk),
-        down_add_rmsnorm_case(rng, "moe_down_bulk_add_rmsnorm leaf t1 h2048 i768 k8 (8 rows a "
-                              "block)", leaf, random_ids(rng, 1, 8, 8),
-                              routes=KernelRoutes(moe_down_bulk=True, moe_down_bulk_rows=8)),
-        decode_case(rng, "moe_decode leaf t1 h2048 i768 k8 (down bulk)", leaf,
-                    random_ids(rng, 1, 8, 8), routes=bulk),
-        decode_case(rng, "moe_decode leaf shared t1 h2048 i512 k8 (qwen3.5-35b-a3b, down bulk)",
-                    q35, random_ids(rng, 1, 8, 8), routes=bulk),
     ]
 
 

@@ -32,9 +32,6 @@ batch 1 (ATLAS_MOE_DOWN_GEMV, `down_uses_gemv`) the down launch is GEMV-shaped i
 (moe_down_gemv_*): tiles of DOWN_GEMV_ROWS output rows, each thread all its chunks of a
 tile's rows (the rows' slots concatenated) in flight at once, one DRAM round trip a tile,
 the next tile's requested before the current one is reduced (`down_gemv_rows`).
-With ATLAS_MOE_DOWN_BULK=1 (`down_uses_bulk`; off by default until measured) those batches
-take moe_down_bulk_* instead: one block an SM, each requesting every slot's weight rows of
-its block at once by cp.async.bulk into shared memory before its PDL wait (`down_bulk_plan`).
 It reads the token's routing before its PDL wait (the router's output, two launches back:
 the gate/up launch between waits for it before letting the down launch start), so its first
 weights stream while gate/up still runs; gate/up's act rows are staged in shared memory
@@ -72,8 +69,6 @@ from dataclasses import dataclass
 
 from ..gpu import DevicePtr, KernelLaunch, KernelSig, Stream
 from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE_UP_GEMV,
-                          MOE_DOWN_BULK_ADD_RMSNORM, MOE_DOWN_BULK_ADD_RMSNORM_OFFSET,
-                          MOE_DOWN_BULK_SUM,
                           MOE_GATE_UP_GEMV_SINGLE, MOE_GATE_UP_GEMV_TILES,
                           MOE_GATE_UP_GEMV_TILES_ROUTE, MOE_DOWN_GEMV_ROUTE_SUM,
                           MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM,
@@ -133,9 +128,6 @@ DOWN_GEMV_ROWS = 4
 #: the most 32-chunk groups of a row they sum in shared memory (kGemvMaxGroups): slots x
 #: inter / 256
 DOWN_GEMV_MAX_GROUPS = 1024
-#: the bulk-copy down kernels' static shared memory (barriers, routing: moe_decode.cu
-#: down_bulk_block; ptxas: 560 bytes), kept out of their dynamic budget
-DOWN_BULK_STATIC_SMEM = 1024
 #: the decode kernels' dynamic shared memory (gate/up: every token's x; down: the token's act
 #: rows, slots x inter bf16) may not exceed this
 DOWN_MAX_SMEM = 200 * 1024
@@ -589,51 +581,11 @@ def down_gemv_rows(tokens: int, hidden: int, sm_count: int, tiles: int = 0) -> i
     return DOWN_GEMV_ROWS * max(1, min(all_tiles, tiles))
 
 
-def down_bulk_smem(slots: int, inter: int, rows: int) -> int:
-    """Dynamic shared memory of the bulk down kernels at `rows` rows a block: every slot's
-    weight rows of the block and the token's act rows (bf16), and the float32 product of
-    each (row, slot)."""
-    return 2 * slots * inter * (rows + 1) + 4 * rows * slots
-
-
-def down_bulk_plan(tokens: int, shape: MoeShape, sm_count: int, smem_per_block: int,
-                   rows: int = 0) -> int:
-    """Output rows a block of the bulk down kernels takes: `rows` (ATLAS_MOE_DOWN_BULK_ROWS)
-    or by default as many as bring the grid (tokens x row blocks) to one block an SM, at
-    most what fits the opt-in shared memory (`down_bulk_smem`); 0 where not even one row
-    does (slots x inter too wide). Batch 1 of Qwen3-30B-A3B: 16 rows, 128 blocks of 192 KB
-    of weights; Qwen3.5-35B-A3B (9 slots of 512): 16 rows, 144 KB."""
-    budget = smem_per_block - DOWN_BULK_STATIC_SMEM
-    fit = (budget - down_bulk_smem(shape.slots, shape.inter, 0)) // (
-        down_bulk_smem(shape.slots, shape.inter, 1) - down_bulk_smem(shape.slots, shape.inter, 0))
-    if fit < 1:
-        return 0
-    wave = rows or -(-shape.hidden // max(1, sm_count // max(1, tokens)))
-    return min(shape.hidden, wave, fit)
-
-
-def down_uses_bulk(kc: KernelCache, tokens: int, shape: MoeShape) -> bool:
-    """Whether a decode down launch of `tokens` takes the bulk-copy kernels (moe_down_bulk_*):
-    switched on (ATLAS_MOE_DOWN_BULK=1; off by default until measured), at most
-    ATLAS_MOE_DOWN_GEMV_MAX_M tokens (the GEMV twin's batches, default 1), and at least one
-    row of every slot fitting the block's shared memory (`down_bulk_plan`)."""
-    return (kc.routes.moe_down_bulk and tokens <= kc.routes.moe_down_gemv_max_m
-            and down_bulk_plan(tokens, shape, kc.facts.sm_count,
-                               kc.facts.shared_memory_per_block) > 0)
-
-
 def _down_launch(kc: KernelCache, tokens: int, shape: MoeShape,
-                 sigs: tuple[KernelSig, KernelSig, KernelSig]
+                 sigs: tuple[KernelSig, KernelSig]
                  ) -> tuple[KernelLaunch, tuple[int, int, int], int, int]:
     """(launch, grid, rows per block, dynamic shared bytes) of a decode down launch: the
-    bulk-copy kernel (sigs[2]) where `down_uses_bulk`, the GEMV-shaped one (sigs[1]) where
-    `down_uses_gemv`, else the row-group one (sigs[0])."""
-    if down_uses_bulk(kc, tokens, shape):
-        rows = down_bulk_plan(tokens, shape, kc.facts.sm_count, kc.facts.shared_memory_per_block,
-                              kc.routes.moe_down_bulk_rows)
-        smem = down_bulk_smem(shape.slots, shape.inter, rows)
-        return (kc.get_with_shared(sigs[2], smem, most_shared=True),
-                (-(-shape.hidden // rows), tokens, 1), rows, smem)
+    GEMV-shaped kernel (sigs[1]) where `down_uses_gemv`, else the row-group one (sigs[0])."""
     if down_uses_gemv(kc, tokens, shape):
         rows = down_gemv_rows(tokens, shape.hidden, kc.facts.sm_count,
                               kc.routes.moe_down_gemv_tiles)
@@ -669,8 +621,7 @@ def decode_down(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DeviceP
                shape.experts, rows, sh_ptr, n_shared, sh_inter, *route.args())
         return
     launch, grid, rows, smem = _down_launch(kc, tokens, shape,
-                                            (MOE_DOWN_SUM, MOE_DOWN_GEMV_SUM,
-                                             MOE_DOWN_BULK_SUM))
+                                            (MOE_DOWN_SUM, MOE_DOWN_GEMV_SUM))
     launch(stream, grid, DECODE_THREADS, smem, act, w_down, topk_ids, topk_weights, out, tokens,
            shape.top_k, shape.hidden, shape.inter, shape.experts, rows, sh_ptr, n_shared,
            sh_inter)
@@ -693,9 +644,8 @@ def decode_down_add_rmsnorm(kc: KernelCache, stream: Stream, act: DevicePtr, w_d
                shape.top_k, shape.hidden, shape.inter, shape.experts, rows, sh_ptr, n_shared,
                sh_inter, norm.eps, *route.args(), int(norm.offset))
         return
-    sigs = ((MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET,
-             MOE_DOWN_BULK_ADD_RMSNORM_OFFSET) if norm.offset
-            else (MOE_DOWN_ADD_RMSNORM, MOE_DOWN_GEMV_ADD_RMSNORM, MOE_DOWN_BULK_ADD_RMSNORM))
+    sigs = ((MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET) if norm.offset
+            else (MOE_DOWN_ADD_RMSNORM, MOE_DOWN_GEMV_ADD_RMSNORM))
     launch, grid, rows, smem = _down_launch(kc, tokens, shape, sigs)
     launch(stream, grid, DECODE_THREADS, smem, act, w_down, topk_ids, topk_weights,
            norm.residual, norm.weight, norm.out, norm.counters, tokens, shape.top_k,

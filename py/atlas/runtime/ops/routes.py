@@ -237,13 +237,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   ATLAS_MOE_DOWN_GEMV_TILES=N: its blocks take N tiles of 4 rows each, one after the other
   (1: a block a tile, two waves at batch 1 of Qwen3-30B-A3B); unset or 0, as many as bring the
   grid to one wave of 2 blocks an SM (ops/moe.py down_gemv_rows).
-* ATLAS_MOE_DOWN_BULK=1: the decode MoE down launch (the batches the GEMV-shaped twin takes,
-  ATLAS_MOE_DOWN_GEMV_MAX_M) on moe_down_bulk_*: each block requests all of its slots' weight
-  rows at once with cp.async.bulk into shared memory before the PDL wait, one block an SM
-  (ops/moe.py down_uses_bulk, down_bulk_plan), so DRAM streams the whole launch instead of
-  the GEMV twin's bulk-synchronous tiles. Off by default until measured on the H200.
-  ATLAS_MOE_DOWN_BULK_ROWS=N: N output rows a block (at most what fits its shared memory;
-  unset or 0: one block an SM), e.g. 8 for two blocks an SM at Qwen3-30B-A3B.
 * ATLAS_MOE_DOWN_NORM=0: the fused decode MoE block's down launch writes its sum into delta
   and leaves the residual add + next RMSNorm to the next layer (an add_rmsnorm launch, or with
   ATLAS_NORM_GEMV=1 the next qkv GEMV's fused norm, whose every block normalizes the row
@@ -385,8 +378,6 @@ class KernelRoutes:
     moe_down_gemv: bool = True
     moe_down_gemv_max_m: int = 1
     moe_down_gemv_tiles: int = 0
-    moe_down_bulk: bool = False
-    moe_down_bulk_rows: int = 0
     moe_down_norm: bool = True
     gdn_fused: bool = True
     gdn_chunk_tc: bool = True
@@ -488,8 +479,6 @@ class KernelRoutes:
                    moe_down_gemv=env_switch(env, "ATLAS_MOE_DOWN_GEMV", True),
                    moe_down_gemv_max_m=_env_count(env, "ATLAS_MOE_DOWN_GEMV_MAX_M", 1),
                    moe_down_gemv_tiles=_env_count(env, "ATLAS_MOE_DOWN_GEMV_TILES", 0),
-                   moe_down_bulk=env_switch(env, "ATLAS_MOE_DOWN_BULK", False),
-                   moe_down_bulk_rows=_env_count(env, "ATLAS_MOE_DOWN_BULK_ROWS", 0),
                    moe_down_norm=env_switch(env, "ATLAS_MOE_DOWN_NORM", True),
                    gdn_fused=env_switch(env, "ATLAS_GDN_FUSED", True),
                    gdn_chunk_tc=env_switch(env, "ATLAS_GDN_CHUNK_TC", True),

@@ -31,9 +31,7 @@ from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE
                           MOE_GATE_UP_GEMV_SINGLE, MOE_GATE_UP_GEMV_TILES,
                           MOE_GATE_UP_GEMV_TILES_ROUTE, MOE_DOWN_GEMV_ROUTE_SUM,
                           MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM,
-                          MOE_GATE_LOGITS,
-                          MOE_DOWN_GEMV_ADD_RMSNORM, MOE_DOWN_BULK_ADD_RMSNORM,
-                          MOE_DOWN_BULK_ADD_RMSNORM_OFFSET, MOE_DOWN_BULK_SUM,
+                          MOE_GATE_LOGITS, MOE_DOWN_GEMV_ADD_RMSNORM,
                           MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_SUM,
                           MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_TOPK_SIGMOID,
                           MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_SILU,
@@ -349,7 +347,6 @@ def _down_sum(mem: HostMemory, act: int, w_down: int, ids: np.ndarray, weights: 
 
 @reference(MOE_DOWN_SUM)
 @reference(MOE_DOWN_GEMV_SUM)
-@reference(MOE_DOWN_BULK_SUM)
 def moe_down_sum_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w_down: int,
                       topk_ids: int, topk_weights: int, out: int, tokens: int, top_k: int,
                       hidden: int, inter: int, experts: int, rows_per_block: int,
@@ -394,7 +391,6 @@ def _down_add_rmsnorm(mem: HostMemory, act: int, w_down: int,
 
 @reference(MOE_DOWN_ADD_RMSNORM)
 @reference(MOE_DOWN_GEMV_ADD_RMSNORM)
-@reference(MOE_DOWN_BULK_ADD_RMSNORM)
 def moe_down_add_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w_down: int,
                               topk_ids: int, topk_weights: int, residual: int, w: int,
                               normed: int, counters: int, tokens: int, top_k: int, hidden: int,
@@ -408,7 +404,6 @@ def moe_down_add_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int
 
 @reference(MOE_DOWN_ADD_RMSNORM_OFFSET)
 @reference(MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET)
-@reference(MOE_DOWN_BULK_ADD_RMSNORM_OFFSET)
 def moe_down_add_rmsnorm_offset_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int,
                                      w_down: int, topk_ids: int, topk_weights: int,
                                      residual: int, w: int, normed: int, counters: int,
