@@ -23,7 +23,7 @@ from atlas.runtime.cases import attention_verify as case_defs
 from atlas.runtime.host import HostBackend
 from atlas.runtime.kernel_check import check
 from atlas.runtime.mock import MockGpuBackend
-from atlas.runtime.ops import KernelCache, attention_verify as av
+from atlas.runtime.ops import KernelCache, attention_long, attention_verify as av
 from atlas.runtime.ops.routes import KernelRoutes
 # the elementwise kernels' check that a .cu file declares exactly its module's ABI entries
 from test_gemm_decode_sm90 import _constant as _kernel_constant
@@ -31,8 +31,7 @@ from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _de
 
 SOURCE = Path(__file__).resolve().parents[2] / "kernels/hopper/common/attention_verify.cu"
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
-CASES = (case_defs.verify_cases(np.random.default_rng(7))
-         + case_defs.long_verify_cases(np.random.default_rng(8)))
+CASES = case_defs.verify_cases(np.random.default_rng(7))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -515,52 +514,9 @@ def test_oracle_speculation_on_the_verification_kernel_changes_no_token(monkeypa
     assert 0 < spec.accepted < spec.drafted
 
 
-# ---- the tensor-core split-K kernel's verification entry (decode_attn_long_verify_bf16) ----
-
-class _LongHopperMock(_HopperMock):
-    """A mock device whose loaded PTX set also has attention_long."""
-
-    @property
-    def module_names(self) -> list[str]:
-        return ["attention", "attention_verify", "attention_long"]
-
-
-@pytest.mark.parametrize("env, hq, hkv, d, rows, uses", [
-    ({}, 32, 8, 128, 4, True),                                  # Qwen3-8B, K = 3
-    ({}, 16, 8, 128, 8, True),                                  # Qwen3-0.6B, K = 7
-    ({}, 32, 8, 64, 32, True),
-    ({}, 32, 8, 128, 33, False),                                # past one ballot
-    ({}, 16, 2, 256, 4, False),                                 # Qwen3.5's D 256
-    ({}, 32, 1, 128, 4, False),                                 # a group of 32
-    ({"ATLAS_DECODE_ATTN_VERIFY_LONG": "0"}, 32, 8, 128, 4, False),
-])
-def test_long_verify_routing_rule(env, hq, hkv, d, rows, uses) -> None:
-    kc = KernelCache(_LongHopperMock(), KernelRoutes.from_env(env))
-    assert av.uses_long_verify(kc, hq, hkv, d, rows) is uses
-    assert not av.uses_long_verify(KernelCache(_HopperMock()), hq, hkv, d, rows)  # not loaded
-
-
-def test_long_verify_launch_arguments_and_checks() -> None:
-    dev = _LongHopperMock()
-    kc = KernelCache(dev, KernelRoutes.from_env({}))
-    p = [dev.alloc(1 << 12) for _ in range(9)]
-    av.decode_attention_long_verify(kc, 0, *p, 5, 32, 8, 128, 16, 40, 30, 0.1, rows_per_block=5)
-    av.decode_attention_long_verify(kc, 0, *p, 5, 32, 8, 128, 16, 40, 30, 0.1, rows_per_block=2)
-    rec, windowed = dev.drain_launches()
-    assert (rec.module, rec.func) == ("attention_long", "decode_attn_long_verify_bf16")
-    assert rec.grid == (30, 8, 1) and windowed.grid == (30, 8, 3) and rec.block == (128, 1, 1)
-    assert rec.args["num_rows"] == 5 and rec.args["rows_per_block"] == 5
-    assert rec.shared == av.attention_long.long_smem_bytes(128)
-    with pytest.raises(ValueError, match="head_dim=256"):
-        av.decode_attention_long_verify(kc, 0, *p, 5, 16, 2, 256, 16, 40, 30, 0.1)
-    with pytest.raises(ValueError, match="num_rows <= 32"):
-        av.decode_attention_long_verify(kc, 0, *p, 33, 32, 8, 128, 16, 40, 30, 0.1)
-    with pytest.raises(ValueError, match="merges through counters"):
-        av.decode_attention_long_verify(kc, 0, *p[:7], 0, p[8], 5, 32, 8, 128, 16, 40, 30, 0.1)
-    with pytest.raises(ValueError, match="k_cache pointer"):
-        av.decode_attention_long_verify(kc, 0, p[0], p[1] + 8, *p[2:], 5, 32, 8, 128, 16, 40,
-                                        30, 0.1)
-
+# ---- batch 1 decodes on the tensor-core split-K kernel, its verifications stay here ------
+# (the tensor-core kernel's verification entry, session 13, measured slower and was removed:
+# docs/kernels.md "Removed paths")
 
 def _long_speculating_runner(monkeypatch, backend: str, env: dict[str, str]):
     """A speculating runner whose loaded set has attention_long and attention_verify."""
@@ -573,23 +529,21 @@ def _long_speculating_runner(monkeypatch, backend: str, env: dict[str, str]):
                        max_prefill_tokens=32, num_draft_tokens=3, batch_invariant=False)
 
 
-def test_batch_one_verifies_on_the_tensor_core_kernel_it_decodes_on(monkeypatch) -> None:
+def test_batch_one_verifies_on_the_verification_kernel_beside_tensor_core_decode(
+        monkeypatch) -> None:
     """Batch 1 decodes on the tensor-core kernel (min batch 1), and a verification of one
-    sequence's 4 rows attends on its verification entry after qk_norm_rope_kv: one window,
-    the plain batch-1 launch's split count, the runner claiming no row invariance."""
+    sequence's 4 rows attends on the verification kernel's clustered entry (qk_norm_rope_kv's
+    work in its blocks, one window of the 4 rows), nothing on attention_long."""
     runner = _long_speculating_runner(monkeypatch, "mock", {})
     d, layers = runner.model.dims, runner.cfg.num_hidden_layers
     assert runner.verify_kernel and runner.invariant_rows == 0
     graph = _verification_graph(runner)
-    assert [r.func for r in graph].count("qk_norm_rope_kv_bf16") == layers
+    assert "qk_norm_rope_kv_bf16" not in [r.func for r in graph]
+    assert not [r.func for r in graph if r.module == "attention_long"]
     attn = [r for r in graph if r.func.startswith("decode_attn")]
-    assert [r.func for r in attn] == ["decode_attn_long_verify_bf16"] * layers
-    model = runner.model
-    splits = av.attention_long.long_launch_splits(
-        model.kc, 1, d.kv_heads, d.head_dim, model.max_blocks * model.block_size,
-        runner.verify_splits(4), runner.split_capacity)
-    assert {(r.grid, r.args["rows_per_block"], r.args["counters"]) for r in attn} == {
-        ((splits, d.kv_heads, 1), 4, runner.bufs.attn_counters)}
+    assert [r.func for r in attn] == ["decode_attn_verify_cluster_bf16"] * layers
+    slots = av.cluster_tile_slots(d.heads, d.kv_heads, 4)
+    assert {r.grid for r in attn} == {(av.VERIFY_CLUSTER_BLOCKS, d.kv_heads * slots, 1)}
     dev = runner.backend
     dev.drain_launches()
     dev.graph_launches.clear()
@@ -598,26 +552,29 @@ def test_batch_one_verifies_on_the_tensor_core_kernel_it_decodes_on(monkeypatch)
     (replay,) = dev.graph_launches
     plain = [r.func for r in replay.graph if r.func.startswith("decode_attn")]
     assert plain[:1] == ["decode_attn_long_rope_staged_bf16"]   # the plain step's kernel
-    assert "decode_attn_long_verify_bf16" not in plain
+    assert "decode_attn_verify_cluster_bf16" not in plain
 
 
 @pytest.mark.parametrize("env, kernel", [
-    ({"ATLAS_DECODE_ATTN_VERIFY_LONG": "0"}, "decode_attn_verify_cluster_bf16"),
-    ({"ATLAS_DECODE_ATTN_VERIFY_LONG": "0", "ATLAS_DECODE_ATTN_VERIFY_CLUSTER": "0"},
-     "decode_attn_verify_bf16"),
+    ({}, "decode_attn_verify_cluster_bf16"),
+    ({"ATLAS_DECODE_ATTN_VERIFY_CLUSTER": "0"}, "decode_attn_verify_bf16"),
 ])
-def test_the_long_verify_switch_restores_the_verification_kernel(monkeypatch, env, kernel):
+def test_verifications_beside_tensor_core_decode_take_the_verification_kernel(
+        monkeypatch, env, kernel) -> None:
     runner = _long_speculating_runner(monkeypatch, "mock", env)
     attn = [r.func for r in _verification_graph(runner) if r.func.startswith("decode_attn")]
     assert attn == [kernel] * runner.cfg.num_hidden_layers
 
 
-def test_oracle_speculation_on_the_long_verify_entry_changes_no_token(monkeypatch) -> None:
-    """Host backend, the entry's reference: greedy output with the oracle drafting equals the
-    plain output (plain steps on the tensor-core kernel too)."""
+def test_oracle_speculation_beside_tensor_core_decode_changes_no_token(monkeypatch) -> None:
+    """Host backend, the kernels' references: greedy output with the oracle drafting equals
+    the plain output, plain steps on the tensor-core kernel and verifications on the
+    verification kernel."""
     runner = _long_speculating_runner(monkeypatch, "host", {})
-    d = runner.model.dims
-    assert av.uses_long_verify(runner.model.kc, d.heads, d.kv_heads, d.head_dim, 4)
+    model, d = runner.model, runner.model.dims
+    assert av.uses_verify(model.kc, d.heads, d.kv_heads, d.head_dim, 4)
+    assert attention_long.uses_long(model.kc, d.heads, d.kv_heads, d.head_dim,
+                                    model.max_blocks * model.block_size)
 
     def generate(speculator=None):
         engine = LLMEngine(runner, max_prefill_tokens=32, speculator=speculator)

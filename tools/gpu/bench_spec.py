@@ -221,19 +221,14 @@ def mtp_throughput(runner, batches: list[int], k: int, prompt_len: int, new: int
 
 def attention_routes(runner, k: int) -> str:
     """Which attention a batch-1 plain step and a batch-1 verification of k drafts take (the
-    A/B of ATLAS_DECODE_ATTN_LONG_MIN_BATCH and ATLAS_DECODE_ATTN_VERIFY_LONG)."""
-    from atlas.runtime.ops import attention_long, attention_verify
+    A/B of ATLAS_DECODE_ATTN_LONG_MIN_BATCH)."""
+    from atlas.runtime.ops import attention_long
 
     model, d = runner.model, runner.model.dims
     plain = ("tensor-core" if attention_long.uses_long(
         model.kc, d.heads, d.kv_heads, d.head_dim, model.max_blocks * model.block_size)
         else "CUDA-core")
-    if not runner.verifies_on_kernel(k + 1):
-        verify = "rows apart"
-    elif attention_verify.uses_long_verify(model.kc, d.heads, d.kv_heads, d.head_dim, k + 1):
-        verify = "tensor-core verify entry"
-    else:
-        verify = "verification kernel"
+    verify = "verification kernel" if runner.verifies_on_kernel(k + 1) else "rows apart"
     return f"b1 plain {plain}, b1 K={k} verification {verify}"
 
 

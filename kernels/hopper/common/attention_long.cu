@@ -109,15 +109,14 @@ struct LongTile {
 // line). The ticket is one acq_rel read-modify-write at device scope: it releases this
 // block's partial stores (ordered before thread 0 by the barrier) and acquires those of
 // every earlier ticket holder, passed to the block's threads by the barrier after it.
-// `row_of(r)` is the output row (sequence row x hq + q head) of the block's tile row r <
-// `rows` and `active_of(r)` its active splits: the group's heads of one sequence (row0 + r,
-// `active` each) in the plain entries, a verification piece's (step row, q head) pairs with
-// each row's own active splits in decode_attn_long_verify_bf16; `active` counts the tickets.
-template <int D, typename RowOf, typename ActiveOf>
+// `row_of(r)` is the output row (sequence row x hq + q head) of the group's head r < `group`:
+// the caller's own callable, so each decode_attn_long instantiation gets its own merge and
+// `is_last` (an int first row shares them across the entries of one D and changes their code).
+template <int D, typename RowOf>
 __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const float* part_ml,
                                                      unsigned* counter, __nv_bfloat16* out,
-                                                     RowOf row_of, ActiveOf active_of, int rows,
-                                                     int num_splits, int active, float* scratch) {
+                                                     RowOf row_of, int group, int num_splits,
+                                                     int active, float* scratch) {
   __shared__ int is_last;
   __syncthreads();  // the block's partial stores precede the ticket; the ring is free
   if (threadIdx.x == 0) {
@@ -132,11 +131,10 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float* top = scratch;               // [kMaxGroup]: each head's max m over the splits
   float* total = scratch + kMaxGroup;  // [kMaxGroup]: sum_s w_s
-  for (int r = warp; r < rows; r += kWarps) {
+  for (int r = warp; r < group; r += kWarps) {
     const float2* ml = reinterpret_cast<const float2*>(part_ml) + row_of(r) * num_splits;
-    const int row_active = active_of(r);
     float m = -INFINITY, l = 0.f;  // this lane's splits, online
-    for (int s = lane; s < row_active; s += 32) {
+    for (int s = lane; s < active; s += 32) {
       const float2 e = __ldcg(ml + s);  // an active split's m is finite
       const float mx = fmaxf(m, e.x);
       l = l * expf(m - mx) + e.y * expf(e.x - mx);
@@ -157,16 +155,15 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
   }
   __syncthreads();
   constexpr int kQuads = D / 4;
-  for (int idx = threadIdx.x; idx < rows * kQuads; idx += kThreads) {
+  for (int idx = threadIdx.x; idx < group * kQuads; idx += kThreads) {
     const int r = idx / kQuads, d = (idx % kQuads) * 4;
     const size_t row = row_of(r);
-    const int row_active = active_of(r);
     const float2* ml = reinterpret_cast<const float2*>(part_ml) + row * num_splits;
     const float* o = part_o + row * num_splits * D + d;
     const float m = top[r];
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll 8
-    for (int s = 0; s < row_active; ++s) {
+    for (int s = 0; s < active; ++s) {
       const float2 e = __ldcg(ml + s);
       const float4 v = __ldcg(reinterpret_cast<const float4*>(o + static_cast<size_t>(s) * D));
       const float w = e.y * expf(e.x - m);
@@ -193,24 +190,18 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
 // trips. (Session 9's entry that read everything but the qkv rows before the PDL wait lost to
 // the waiting one in the batch-64 step, gpu22: 9.829 vs 9.511 ms, and was removed in session
 // 12.)
-// kVerify (decode_attn_long_verify_bf16, D <= 128): the block serves a verification piece,
-// `piece_rows` consecutive rows of one sequence from step row `first_row`, as tile rows i =
-// (step row first_row + i / G, q head i % G), each masked to its own split of its own
-// kv_len (verify_row_chunk); every row shares the first row's table.
-template <int D, bool kRope = false, bool kStaged = false, bool kVerify = false>
+template <int D, bool kRope = false, bool kStaged = false>
 __device__ __forceinline__ void decode_attn_long(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
     const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
     const int* __restrict__ kv_lens, float* __restrict__ part_o, float* __restrict__ part_ml,
     unsigned* __restrict__ counters, __nv_bfloat16* __restrict__ out, int hq, int hkv,
     int block_size, int max_blocks,
-    int num_splits, float scale, __nv_bfloat16* smem, const LongRope& rope = LongRope{},
-    int first_row = 0, int piece_rows = 1) {
+    int num_splits, float scale, __nv_bfloat16* smem, const LongRope& rope = LongRope{}) {
   static_assert(kRope || !kStaged, "the staged prologue is the rope entry's");
   using T = LongTile<D, kRope>;
-  static_assert(!kVerify || (!kRope && !T::kQShared), "verification: Q in registers");
-  const int split = blockIdx.x, kvh = blockIdx.y, b = kVerify ? first_row : blockIdx.z;
-  const int kv_len = kv_lens[kVerify ? first_row + piece_rows - 1 : b];
+  const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
+  const int kv_len = kv_lens[b];
   // rope: the split holding the step's key (kv_len - 1) of a row with a slot computes that
   // key's k and v, appends them to the cache and substitutes them for the cache row (never
   // copied: `skip`); a padding row (slot < 0) attends the cache as it is. kStaged: requested
@@ -221,11 +212,8 @@ __device__ __forceinline__ void decode_attn_long(
     position = rope.positions[b];
   }
   const int group = hq / hkv, h0 = kvh * group;
-  const int n_rows = kVerify ? piece_rows * group : group;  // tile rows in use
-  // the output row (step row x hq + q head) of tile row i
+  // the output row (sequence row x hq + q head) of tile row i
   auto out_row = [&](int i) -> size_t {
-    if constexpr (kVerify)
-      return static_cast<size_t>(first_row + i / group) * hq + h0 + i % group;
     return static_cast<size_t>(b) * hq + h0 + i;
   };
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -252,35 +240,18 @@ __device__ __forceinline__ void decode_attn_long(
   int page[R];
   if (num_splits == 1) lookup_at(0, page);
 
-  // kVerify: each row's own split of whole 64-key tiles (attention_tile.cuh
-  // verify_row_chunk), the block's range their union (tiles at absolute positions), its
-  // active splits those of any row (`active`: the tickets)
-  int chunk = max((kv_len + num_splits - 1) / num_splits, kMinKeysPerSplit);
-  int begin = split * chunk, span_end = min(begin + chunk, kv_len);
-  int active = (kv_len + chunk - 1) / chunk;
-  if constexpr (kVerify) {
-    begin = kv_len;  // no row with keys here: inactive
-    span_end = 0;
-    active = 0;
-    for (int r = 0; r < piece_rows; ++r) {
-      const int len = kv_lens[first_row + r], c = atlas::verify_row_chunk(len, num_splits, kBKV);
-      active = max(active, (len + c - 1) / c);
-      if (split * c < len) {
-        begin = min(begin, split * c);
-        span_end = max(span_end, min(split * c + c, len));
-      }
-    }
-  }
+  const int chunk = max((kv_len + num_splits - 1) / num_splits, kMinKeysPerSplit);
+  const int begin = split * chunk, end = min(begin + chunk, kv_len);
+  const int active = (kv_len + chunk - 1) / chunk;  // the splits with keys: the tickets
   if (begin >= kv_len) {
     // An inactive split: no merge reads its partials. Without a combine (one split, or
     // SplitMerge) a sequence without keys gets zeros (what the combine writes for it) from
     // its first split.
     if (num_splits == 1 || (counters != nullptr && split == 0))
-      for (int idx = tid; idx < n_rows * D; idx += kThreads)
+      for (int idx = tid; idx < group * D; idx += kThreads)
         out[out_row(idx / D) * D + idx % D] = __float2bfloat16_rn(0.f);
     return;
   }
-  const int end = span_end;
   const int n_tiles = (end - begin + kBKV - 1) / kBKV;
   const int g = lane >> 2, c = lane & 3;
   if constexpr (kRope && !kStaged) {
@@ -430,16 +401,6 @@ __device__ __forceinline__ void decode_attn_long(
                           : make_uint4(0u, 0u, 0u, 0u);
       *reinterpret_cast<uint4*>(sq + row * T::kQPitch + qc * 8) = v;
     }
-  } else if constexpr (kVerify) {
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int row = g + 8 * (i & 1), col = 16 * kk + 2 * c + 8 * (i >> 1);
-        qf[kk][i] = row < n_rows
-                        ? __ldg(reinterpret_cast<const uint32_t*>(q + out_row(row) * D + col))
-                        : 0u;
-      }
   } else {
     const __nv_bfloat16* q_rows = q + (static_cast<size_t>(b) * hq + h0) * D;
     const uint32_t* q0 = reinterpret_cast<const uint32_t*>(q_rows);
@@ -461,18 +422,7 @@ __device__ __forceinline__ void decode_attn_long(
   }
 
   const float scale_log2 = scale * atlas::kAttnLog2e;
-  int last[2] = {end - 1, end - 1};  // both rows see every key of the split
-  int first[2] = {begin, begin};
-  if constexpr (kVerify)  // ... of their own split (a fully masked tile leaves a row as it was)
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      const int row = g + 8 * hh;
-      if (row >= n_rows) continue;
-      const int len = kv_lens[first_row + row / group];
-      const int c = atlas::verify_row_chunk(len, num_splits, kBKV);
-      first[hh] = split * c;
-      last[hh] = min(split * c + c, len) - 1;
-    }
+  const int last[2] = {end - 1, end - 1};  // both rows see every key of the split
   float o[D / 8][4];
 #pragma unroll
   for (int j = 0; j < D / 8; ++j)
@@ -535,15 +485,6 @@ __device__ __forceinline__ void decode_attn_long(
 
     // Mask keys past the split; online softmax per row (attention_tile.cuh).
     float corr[2];
-    if constexpr (kVerify)  // keys before the row's split (past it: `last`)
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-        for (int j = 0; j < 2; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e)
-            if (begin + t * kBKV + warp * 16 + 2 * c + j * 8 + e < first[hh])
-              s[j][2 * hh + e] = -INFINITY;
     atlas::online_softmax_tile(s, begin + t * kBKV + warp * 16 + 2 * c, last, scale_log2,
                                m_run, l_run, corr);
 #pragma unroll
@@ -571,7 +512,7 @@ __device__ __forceinline__ void decode_attn_long(
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
     const int row = g + 8 * hh;
-    if (row >= n_rows) continue;
+    if (row >= group) continue;
     float* dst = so + (warp * kMaxGroup + row) * D + 2 * c;
 #pragma unroll
     for (int j = 0; j < D / 8; ++j) {
@@ -584,7 +525,7 @@ __device__ __forceinline__ void decode_attn_long(
     }
   }
   __syncthreads();
-  for (int idx = tid; idx < n_rows * D; idx += kThreads) {
+  for (int idx = tid; idx < group * D; idx += kThreads) {
     const int row = idx / D, d = idx % D;
     float mx = -INFINITY;
 #pragma unroll
@@ -597,9 +538,7 @@ __device__ __forceinline__ void decode_attn_long(
       total += sl[w * kMaxGroup + row] * wt;
       acc += so[(w * kMaxGroup + row) * D + d] * wt;
     }
-    // an active split has >= 1 key: total >= 1 (a verification row may have none in the
-    // piece's last split: its merge never reads that split, nothing is written)
-    if (kVerify && total == 0.f) continue;
+    // an active split has >= 1 key: total >= 1
     if (num_splits == 1) {  // the whole answer: no combine follows a one-split launch
       out[out_row(row) * D + d] = __float2bfloat16_rn(acc / total);
       continue;
@@ -611,19 +550,9 @@ __device__ __forceinline__ void decode_attn_long(
       part_ml[part_row * 2 + 1] = total;
     }
   }
-  if (num_splits > 1 && counters != nullptr) {
-    auto row_active = [&](int r) {
-      if constexpr (kVerify) {
-        const int len = kv_lens[first_row + r / group];
-        const int c = atlas::verify_row_chunk(len, num_splits, kBKV);
-        return (len + c - 1) / c;
-      }
-      return active;
-    };
+  if (num_splits > 1 && counters != nullptr)
     merge_splits_if_last<D>(part_o, part_ml, counters + static_cast<size_t>(b) * hkv + kvh, out,
-                            out_row, row_active, n_rows, num_splits, active,
-                            reinterpret_cast<float*>(smem));
-  }
+                            out_row, group, num_splits, active, reinterpret_cast<float*>(smem));
 }
 
 }  // namespace
@@ -647,64 +576,6 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                          counters, out, hq, hkv, block_size, max_blocks, ns, scale, long_smem);
   else
     __trap();  // ops/attention_long.py long_kernel_for
-}
-
-// Verification steps (a speculating sequence's K + 1 consecutive rows, ops/attention_verify.py
-// decode_attention_long_verify; D 64 / 128) with q from qk_norm_rope_kv (every row's key
-// appended): one block per (split, kv head, window of rows_per_block rows) serves the pieces
-// that start in its window, a piece being up to 16 / G rows of one sequence's run
-// (attention_tile.cuh continues_run: lane r of one ballot says whether row r continues row
-// r - 1; num_rows <= 32) as the rows of the plain entry's one m16 tile, so the sequence's K/V
-// are read once for its rows (Qwen3-8B at K = 3: 4 rows x 4 heads, the whole tile). Each
-// row's keys are split by its own kv_len (verify_row_chunk: whole tiles at absolute
-// positions, the block's range the union of its rows'), so a row's bits do not depend on its
-// piece; each row's partials are merged over its own active splits by the piece's last split
-// (SplitMerge: counters u32
-// [num_rows, hkv], zero, left zero; required when num_splits > 1). The run search reads
-// kv_lens and the tables only (the host's step upload) before the PDL wait; a window
-// without a piece start exits there (window 0 always has row 0's, and its split 0 waits).
-extern "C" __global__ void __launch_bounds__(kThreads, 2)
-    decode_attn_long_verify_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
-                                 const __nv_bfloat16* v_cache, const int* block_tables,
-                                 const int* kv_lens, float* part_o, float* part_ml,
-                                 unsigned* counters, __nv_bfloat16* out, uint32_t num_rows,
-                                 uint32_t hq, uint32_t hkv, uint32_t head_dim,
-                                 uint32_t block_size, uint32_t max_blocks, uint32_t num_splits,
-                                 float scale, uint32_t rows_per_block) {
-  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  const int rows = static_cast<int>(num_rows), cap = kMaxGroup / static_cast<int>(hq / hkv);
-  const atlas::PageMap pages(static_cast<int>(block_size));
-  const unsigned cont = __ballot_sync(
-      0xffffffffu, atlas::continues_run(kv_lens, block_tables, static_cast<int>(threadIdx.x & 31),
-                                        rows, static_cast<int>(max_blocks), pages));
-  unsigned starts = 0u;  // row r starts a piece: a run's first row, or cap rows after a start
-  for (int r = 0, at = 0; r < rows; ++r) {
-    at = (cont >> r) & 1u ? at + 1 : 0;
-    if (at % cap == 0) starts |= 1u << r;
-  }
-  const int w0 = static_cast<int>(blockIdx.z * rows_per_block);
-  const int w1 = min(w0 + static_cast<int>(rows_per_block), rows);
-  const unsigned window = w1 > w0 ? ((w1 - w0 == 32 ? 0u : 1u << (w1 - w0)) - 1u) << w0 : 0u;
-  unsigned mine = starts & window;
-  if (mine == 0u) return;
-  atlas::pdl_enter();  // q and the cache (qk_norm_rope_kv's appends) come from earlier work
-  while (mine != 0u) {
-    const int r0 = __ffs(mine) - 1;
-    mine &= mine - 1u;
-    const unsigned later = r0 == 31 ? 0u : starts >> (r0 + 1);
-    const int n = later ? __ffs(later) : rows - r0;  // rows up to the next piece's start
-    __syncthreads();  // the previous piece's merge is done with the ring
-    if (head_dim == 128)
-      decode_attn_long<128, false, false, true>(
-          q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq, hkv,
-          block_size, max_blocks, num_splits, scale, long_smem, LongRope{}, r0, n);
-    else if (head_dim == 64)
-      decode_attn_long<64, false, false, true>(
-          q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq, hkv,
-          block_size, max_blocks, num_splits, scale, long_smem, LongRope{}, r0, n);
-    else
-      __trap();  // ops/attention_verify.py LONG_VERIFY_HEAD_DIMS
-  }
 }
 
 // D = 256 (Qwen3.5's gated attention): one block per SM (a 192 KiB ring, 2 tiles x 64 KiB in

@@ -25,10 +25,10 @@ struct PageMap {
   __device__ __forceinline__ int row(int p) const { return pow2 ? p & (size - 1) : p % size; }
 };
 
-// Verification steps (attention_verify.cu, attention_long.cu's verify entry): row `row`
-// continues row - 1's run of one sequence's rows: one more key, and the same block for row -
-// 1's newest key (written this step by row - 1, in a block only its sequence holds: the KV
-// cache copies shared blocks before writing, so no other sequence's table names it).
+// Verification steps (attention_verify.cu): row `row` continues row - 1's run of one
+// sequence's rows: one more key, and the same block for row - 1's newest key (written this
+// step by row - 1, in a block only its sequence holds: the KV cache copies shared blocks
+// before writing, so no other sequence's table names it).
 __device__ __forceinline__ bool continues_run(const int* kv_lens, const int* block_tables,
                                               int row, int num_rows, int max_blocks,
                                               const PageMap& pages) {

@@ -23,8 +23,8 @@ from ..core.config import LinearAttentionConfig, ModelConfig
 from ..core.dtype import DType
 from ..runtime.gpu import DevicePtr, Stream
 from ..runtime.ops import KernelCache
-from ..runtime.ops import (attention, attention_long, attention_verify, decode_persistent,
-                           embedding, gating, kv_quant, matmul, norm, rope)
+from ..runtime.ops import (attention, attention_verify, decode_persistent, embedding, gating,
+                           kv_quant, matmul, norm, rope)
 from ..runtime.ops.decode_persistent import PersistentTables
 from ..runtime.ops.matmul_quant import Bf16Linear, LinearWeight
 from .gated_deltanet import GatedDeltaNetWeights, gated_deltanet
@@ -541,20 +541,16 @@ class DenseDecoderModel:
         # 128 mostly empty query rows, once per query head)
         rows = plan.num_seqs if plan.decode else plan.decode_rows
         verify = plan.decode and self.verifies_on_kernel(plan.step_keys, rows)
-        # a verification step: each sequence's rows share one read of its K/V, on the
-        # tensor-core kernel the plain steps take where it fits, else the verification kernel
-        long_verify = verify and attention_verify.uses_long_verify(kc, d.heads, d.kv_heads,
-                                                                   d.head_dim, rows)
+        # a verification step: each sequence's rows share one read of its K/V
         verify_launch = dict(rows_per_block=plan.step_keys,
                              min_chunk=kc.routes.decode_attn_verify_min_keys)
-        fused_verify = verify and not long_verify  # the verification kernel's fused entries
-        if fused_verify and self._verify_clustered(plan.step_keys):  # a cluster a kv head
+        if verify and self._verify_clustered(plan.step_keys):  # fused, a cluster a kv head
             attention_verify.decode_attention_verify_cluster(
                 kc, s, b.qkv, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm, self.cos_sin,
                 b.positions, b.slots, b.block_tables, b.kv_lens, b.attn, rows, d.heads,
                 d.kv_heads, d.head_dim, self.block_size, self.max_blocks, self.scale, d.eps,
                 rows_per_block=plan.step_keys)
-        elif fused_verify and self._verify_rope_fused():  # q/k norm, RoPE and K/V append
+        elif verify and self._verify_rope_fused():  # with q/k norm, RoPE and K/V append
             attention_verify.decode_attention_verify_rope(
                 kc, s, b.qkv, b.q, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm, self.cos_sin,
                 b.positions, b.slots, b.block_tables, b.kv_lens, b.part_o, b.part_ml,
@@ -567,19 +563,7 @@ class DenseDecoderModel:
                                  d.kv_heads, d.head_dim, self.block_size, d.eps,
                                  q_pitch=d.q_pitch, rotary_dim=rotary_dim,
                                  norm_offset=d.norm_offset)
-            if long_verify:  # on the plain batch-1 step's split count
-                splits = attention_long.long_launch_splits(
-                    kc, 1, d.kv_heads, d.head_dim, self.max_blocks * self.block_size,
-                    plan.num_splits, plan.split_capacity)
-                # windows of one piece's rows at most: a sequence of more rows (K = 4 at
-                # group 4: 4 + 1) has its pieces served side by side, not in turn
-                piece = attention_long.LONG_MAX_GROUP // (d.heads // d.kv_heads)
-                attention_verify.decode_attention_long_verify(
-                    kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables, b.kv_lens, b.part_o,
-                    b.part_ml, b.attn_counters, b.attn, rows, d.heads, d.kv_heads, d.head_dim,
-                    self.block_size, self.max_blocks, splits, self.scale,
-                    rows_per_block=min(plan.step_keys, piece))
-            elif verify:
+            if verify:
                 attention_verify.decode_attention_verify(
                     kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables, b.kv_lens, b.part_o,
                     b.part_ml, b.attn_counters, b.attn, rows, d.heads, d.kv_heads, d.head_dim,

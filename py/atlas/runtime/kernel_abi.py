@@ -487,14 +487,6 @@ DECODE_ATTN_VERIFY_CLUSTER = S(
     "slots:ptr block_tables:ptr kv_lens:ptr out:ptr num_rows:u32 hq:u32 hkv:u32 head_dim:u32 "
     "block_size:u32 max_blocks:u32 scale:f32 eps:f32")
 
-# verification rows on the tensor-core split-K kernel (attention_long.cu, head_dim 64 / 128):
-# pieces of up to 16 / G rows of one sequence's run as the rows of one m16 tile, each row's
-# partials merged over its own active splits by the piece's last split (counters required
-# with several splits); num_rows <= 32 (ops/attention_verify.decode_attention_long_verify)
-DECODE_ATTN_LONG_VERIFY = S("attention_long", "decode_attn_long_verify_bf16",
-                            _DECODE_LONG.replace("num_seqs:u32", "num_rows:u32")
-                            + " rows_per_block:u32")
-
 # --- quantized KV cache: FP8 (E4M3) and NVFP4 (kv_quant.cu, attention_kvq.cu) -----------------
 # Pools as the bf16 cache with quantized rows: FP8, one E4M3 code byte per element; NVFP4, a
 # row (block, kv head, offset) of head_dim / 2 bytes of E2M1 nibbles (element 2i low) then

@@ -30,8 +30,8 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, rope
-from ..ops.attention_verify import (VERIFY_TILE_KEYS, decode_attention_long_verify,
-                                    decode_attention_verify, decode_attention_verify_cluster,
+from ..ops.attention_verify import (VERIFY_TILE_KEYS, decode_attention_verify,
+                                    decode_attention_verify_cluster,
                                     decode_attention_verify_rope)
 from .attention import ATTN_TOL, Geometry, _softmax_rows, paged_cache
 from .attention_sm90 import probability_rounding_tol
@@ -54,17 +54,12 @@ def step_rows(seqs: list[Seq]) -> tuple[list[int], list[int]]:
 
 def verify_case(rng: np.random.Generator, name: str, g: Geometry, seqs: list[Seq],
                 num_splits: int, share_prefix: bool = False, window: int = 0,
-                min_chunk: int = VERIFY_TILE_KEYS, long: bool = False,
-                per_row: bool = False) -> KernelCase:
+                min_chunk: int = VERIFY_TILE_KEYS) -> KernelCase:
     """The rows of `seqs` on a num_splits grid. `share_prefix`: every sequence's first
     block-table entry is the first sequence's (their first keys are its keys: a prefix-cache
     hit), which must not make their rows one run. `window`: the launch's rows per block
     (default: the most rows of one sequence, as the model launches it). `min_chunk`: the
-    fewest keys a split takes (ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS). `long`: on the
-    tensor-core split-K kernel's verification entry (decode_attention_long_verify; min_chunk
-    unused) instead; `per_row` (with `long`): then every row launched alone into out_split,
-    which must hold out's bits (a token's row computes the same as row j of one step and row
-    0 of the next: speculation's acceptance needs it)."""
+    fewest keys a split takes (ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS)."""
     owner, lens = step_rows(seqs)
     rows = len(lens)
     inputs = paged_cache(rng, [h + d + 1 for h, d in seqs], g)
@@ -80,26 +75,7 @@ def verify_case(rng: np.random.Generator, name: str, g: Geometry, seqs: list[Seq
     max_blocks = tables.shape[1]
     window = window or 1 + max(d for _, d in seqs)
 
-    def long_launch(kc: KernelCache, stream: Stream, p: dict[str, DevicePtr], out: DevicePtr,
-                    first: int, count: int) -> None:
-        """Rows [first, first + count) as one launch of the long kernel's entry."""
-        i32, split_rows = 4, g.hq * num_splits
-        decode_attention_long_verify(
-            kc, stream, p["q"] + first * g.hq * g.head_dim * 2, p["k_cache"], p["v_cache"],
-            p["block_tables"] + first * max_blocks * i32, p["kv_lens"] + first * i32,
-            p["part_o"] + first * split_rows * g.head_dim * 4,
-            p["part_ml"] + first * split_rows * 8, p["counters"] + first * g.hkv * i32,
-            out + first * g.hq * g.head_dim * 2, count, g.hq, g.hkv, g.head_dim, g.block_size,
-            max_blocks, num_splits, g.scale, rows_per_block=min(window, count))
-
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        if long:
-            kc = KernelCache(backend)
-            for _ in range(2):
-                long_launch(kc, stream, p, p["out"], 0, rows)
-            for r in range(rows if per_row else 0):
-                long_launch(kc, stream, p, p["out_split"], r, 1)
-            return
         for _ in range(2):
             decode_attention_verify(KernelCache(backend), stream, p["q"], p["k_cache"],
                                     p["v_cache"], p["block_tables"], p["kv_lens"],
@@ -124,16 +100,14 @@ def verify_case(rng: np.random.Generator, name: str, g: Geometry, seqs: list[Seq
             qg = q[r].reshape(g.hkv, group, g.head_dim)
             s = np.einsum("kgd,nkd->kgn", qg, k) * g.scale       # [hkv, group, n]
             out[r] = np.einsum("kgn,nkd->kgd", _softmax_rows(s), v).reshape(g.hq, g.head_dim)
-        return {"out": out, "out_split": out, "counters": np.zeros((rows, g.hkv))}
+        return {"out": out, "counters": np.zeros((rows, g.hkv))}
 
     atol, rtol = ATTN_TOL
     p_tol = probability_rounding_tol(inputs["v_cache"])
-    out_spec = OutputSpec(DType.BF16, (rows, g.hq, g.head_dim), (atol + p_tol, rtol))
-    outputs = {"out": out_spec, "counters": OutputSpec(DType.I32, (rows, g.hkv)),
-               **({"out_split": out_spec} if per_row else {})}
-    return KernelCase(name, "attention_long" if long else "attention_verify", inputs, outputs,
-                      run, oracle, reference_abs_tol=p_tol, graph=not per_row,
-                      same_bits=(("out", "out_split"),) if per_row else ())
+    outputs = {"out": OutputSpec(DType.BF16, (rows, g.hq, g.head_dim), (atol + p_tol, rtol)),
+               "counters": OutputSpec(DType.I32, (rows, g.hkv))}
+    return KernelCase(name, "attention_verify", inputs, outputs, run, oracle,
+                      reference_abs_tol=p_tol, graph=True)
 
 
 #: (name, geometry, sequences, num_splits, share_prefix[, window[, min_chunk]])
@@ -199,59 +173,6 @@ VERIFY_SHAPES = [
 @kernel_cases("attention_verify")
 def verify_cases(rng: np.random.Generator) -> list[KernelCase]:
     return [verify_case(rng, *shape) for shape in VERIFY_SHAPES]
-
-
-#: (name, geometry, sequences, num_splits[, share_prefix, window, per_row]) of the tensor-core
-#: split-K kernel's verification entry: pieces of 16 / group rows, each row on its own split
-#: rule (verify_split_rule: whole 64-key tiles) within its piece's union, merged over its own
-#: active splits; `per_row`: each row launched alone must give the step's bits
-LONG_VERIFY_SHAPES = [
-    # Qwen3-8B batch 1, K = 3 at 512 keys on batch 1's 30 splits (one wave at two blocks an
-    # SM): one piece, the whole m16 tile, 8 one-tile splits (the 4 keys in the last)
-    ("verify long D128 gqa4 b1 K3 ctx512 splits30", Geometry(32, 8, 128, 16), [(509, 3)], 30),
-    # rows of 511..514 keys: the first has no key in the piece's last active split
-    ("verify long D128 gqa4 b1 K3 ctx511 splits30", Geometry(32, 8, 128, 16), [(510, 3)], 30),
-    # rows of 1,919..1,922 keys on 30 splits: 64- and 128-key splits in one piece (the block's
-    # range the union, each row masked to its own); every row alone gives the same bits
-    ("verify long D128 gqa4 b1 K3 ctx1919 splits30 per-row", Geometry(32, 8, 128, 16),
-     [(1918, 3)], 30, False, 0, True),
-    ("verify long D128 gqa4 b1 K4 ctx1536 splits30 per-row", Geometry(32, 8, 128, 16),
-     [(1533, 4)], 30, False, 0, True),
-    ("verify long D64 gqa2 b1 K7 ctx4000 splits33 per-row", Geometry(16, 8, 64, 16),
-     [(3993, 7)], 33, False, 0, True),
-    # first tokens (one active split, merged by itself); one split (out written directly)
-    ("verify long D128 gqa4 b1 K3 ctx1 splits30", Geometry(32, 8, 128, 16), [(0, 3)], 30),
-    ("verify long D128 gqa4 b1 K3 ctx700 splits1", Geometry(32, 8, 128, 16), [(700, 3)], 1),
-    # K = 4 at 1,536 keys (chunks of 52 keys, not whole tiles): pieces of 4 and 1 rows, both
-    # in the block's window; 4,096 keys
-    ("verify long D128 gqa4 b1 K4 ctx1536 splits30", Geometry(32, 8, 128, 16), [(1533, 4)], 30),
-    ("verify long D128 gqa4 b1 K3 ctx4096 splits33", Geometry(32, 8, 128, 16), [(4093, 3)], 33),
-    # Qwen3-0.6B's heads (group 2, D 128) at K = 3 and K = 7 (8 rows: the whole tile)
-    ("verify long D128 gqa2 b1 K3 ctx512 splits33", Geometry(16, 8, 128, 16), [(509, 3)], 33),
-    ("verify long D128 gqa2 b1 K7 ctx900 splits33", Geometry(16, 8, 128, 16), [(893, 7)], 33),
-    # D 64, group 8 (two rows a piece), odd block size
-    ("verify long D64 gqa8 b1 K3 bs7 splits5", Geometry(16, 2, 64, 7), [(300, 3)], 5),
-    # batch 4 mixed with a plain row (runs found by the ballot, a 5-row run cut 4 + 1, windows
-    # holding several pieces), and one row a block
-    ("verify long D128 gqa4 b4 mixed splits9", Geometry(32, 8, 128, 16),
-     [(574, 2), (1000, 0), (1001, 4), (63, 1)], 9),
-    ("verify long D128 gqa4 b4 mixed splits9 window1", Geometry(32, 8, 128, 16),
-     [(574, 2), (1000, 0), (1001, 4), (63, 1)], 9, False, 1),
-    # prefix-cache hit: consecutive kv_lens on a shared first block are three runs
-    ("verify long D128 gqa2 b3 shared prefix splits4", Geometry(16, 8, 128, 16),
-     [(40, 0), (41, 0), (42, 2)], 4, True),
-    # graph padding rows after the step (kv_len 1 each), group 3
-    ("verify long D128 gqa3 b1 K1 padding splits2", Geometry(6, 2, 128, 16),
-     [(45, 1), (0, 0), (0, 0)], 2),
-]
-
-
-@kernel_cases("attention_long")
-def long_verify_cases(rng: np.random.Generator) -> list[KernelCase]:
-    return [verify_case(rng, *shape[:5], window=shape[5] if len(shape) > 5 else 0, long=True,
-                        per_row=len(shape) > 6 and bool(shape[6]))
-            for shape in LONG_VERIFY_SHAPES]
-
 
 
 # ---- the rope entry point (decode_attn_verify_rope_bf16) ------------------------------------

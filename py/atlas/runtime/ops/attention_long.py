@@ -23,9 +23,10 @@ for either of two reasons:
   Qwen3-0.6B batch 4 x 1,536 2.644 against 1.974, Qwen3-30B-A3B batch 4 x 1,536 9.160
   against 7.322 (the default moved from 8 to 2 sequences). Batch 1 followed in session 13
   (gpu34: Qwen3-8B x 512 / 1,536 keys 4.629 -> 4.472 / 4.952 -> 4.553 ms a step, Qwen3-0.6B
-  x 512 0.957 -> 0.876), with a speculating runner's verification rows on this kernel's
-  verification entry (ops/attention_verify.decode_attention_long_verify); the row-invariant
-  steps of model/runner.py (AttentionPlan.row_invariant) keep the CUDA-core kernels.
+  x 512 0.957 -> 0.876); a speculating runner's verification steps stay on the
+  verification kernel (ops/attention_verify.py; this kernel's verification entry measured
+  slower and was removed in session 14) and the row-invariant steps of model/runner.py
+  (AttentionPlan.row_invariant) keep the CUDA-core kernels.
 
 The split count of a batched launch is `long_launch_splits`: the fewest splits whose blocks
 fill the GPU's slots for this kernel (num_sms x `long_blocks_per_sm`) in whole waves,

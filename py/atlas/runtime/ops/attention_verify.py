@@ -19,26 +19,14 @@ ATLAS_DECODE_ATTN_VERIFY_ROPE=1; `rope_fits` says which layouts it takes).
 clustered kernel does: one thread-block cluster per (kv head, sequence) whose blocks merge on
 chip, the K/V history requested before the PDL wait (the default since gpu28;
 ATLAS_DECODE_ATTN_VERIFY_CLUSTER=0 turns it off; `uses_cluster` is its routing rule).
-
-`decode_attention_long_verify` attends the rows on the tensor-core split-K kernel the plain
-steps take (attention_long.cu decode_attn_long_verify_bf16, after qk_norm_rope_kv): a
-sequence's rows x its kv head's q heads are the one m16 tile that kernel serves a plain
-row's group with (Qwen3-8B at K = 3: 4 x 4), so a verification costs about a plain step's
-attention. It takes precedence over the entries above where `uses_long_verify` says so (the
-default since session 13, when batch 1 moved to that kernel: ATLAS_DECODE_ATTN_VERIFY_LONG=0
-restores them). A row's keys are cut by `verify_split_rule` from its own kv_len (whole tiles
-at absolute positions), so it computes the same bits as row j of one step and row 0 of the
-next (the oracle's rejecting reference needs it); not a plain row's bits (nor were the
-clustered entry's: the runner's invariant_rows is 0).
 """
 
 from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import (DECODE_ATTN_LONG_VERIFY, DECODE_ATTN_VERIFY,
-                          DECODE_ATTN_VERIFY_CLUSTER, DECODE_ATTN_VERIFY_ROPE)
+from ..kernel_abi import (DECODE_ATTN_VERIFY, DECODE_ATTN_VERIFY_CLUSTER,
+                          DECODE_ATTN_VERIFY_ROPE)
 from . import KernelCache
-from . import attention_long
 
 #: head dimensions it is compiled for
 VERIFY_HEAD_DIMS = (64, 128, 256)
@@ -63,10 +51,6 @@ VERIFY_MMA_ROWS = 16
 #: f32, and their sums in the ring (32.25 KiB at 64, the D = 64 ring is 48; decode_splits
 #: never asks for more)
 VERIFY_MAX_SPLITS = 64
-#: head dimensions of the tensor-core kernel's verification entry (Q in registers)
-LONG_VERIFY_HEAD_DIMS = (64, 128)
-#: most rows of one launch of it: one ballot finds the step's runs
-LONG_VERIFY_MAX_ROWS = 32
 
 
 def verify_stages(head_dim: int) -> int:
@@ -122,17 +106,6 @@ def uses_verify(kc: KernelCache, hq: int, hkv: int, head_dim: int, step_keys: in
     return (routes.decode_attn_verify and num_seqs <= routes.decode_attn_verify_max_batch
             and fits(hq, hkv, head_dim) and 1 < step_keys <= VERIFY_MAX_RUN
             and available(kc))
-
-
-def uses_long_verify(kc: KernelCache, hq: int, hkv: int, head_dim: int, rows: int) -> bool:
-    """Whether a verification step of `rows` rows on the kernel (`uses_verify`) attends on
-    the tensor-core kernel's verification entry instead: routes.decode_attn_verify_long, that
-    kernel loaded, a head dim it has the entry for, a group of one m16 tile's rows at most
-    (a piece is 16 / group rows: a sequence of more rows takes several pieces, each reading
-    the K/V again from L2), and at most LONG_VERIFY_MAX_ROWS rows."""
-    return (kc.routes.decode_attn_verify_long and attention_long.available(kc)
-            and head_dim in LONG_VERIFY_HEAD_DIMS and hkv >= 1 and hq % hkv == 0
-            and hq // hkv <= attention_long.LONG_MAX_GROUP and 1 <= rows <= LONG_VERIFY_MAX_ROWS)
 
 
 def uses_cluster(kc: KernelCache, step_keys: int) -> bool:
@@ -323,53 +296,3 @@ def decode_attention_verify_cluster(kc: KernelCache, stream: Stream, qkv: Device
            VERIFY_THREADS, verify_cluster_smem_bytes(head_dim),
            qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
            kv_lens, out, num_rows, hq, hkv, head_dim, block_size, max_blocks, scale, eps)
-
-
-def decode_attention_long_verify(kc: KernelCache, stream: Stream, q: DevicePtr,
-                                 k_cache: DevicePtr, v_cache: DevicePtr, block_tables: DevicePtr,
-                                 kv_lens: DevicePtr, part_o: DevicePtr, part_ml: DevicePtr,
-                                 counters: DevicePtr, out: DevicePtr, num_rows: int, hq: int,
-                                 hkv: int, head_dim: int, block_size: int, max_blocks: int,
-                                 num_splits: int, scale: float, rows_per_block: int = 1) -> None:
-    """What decode_attention_verify computes (q from qk_norm_rope_kv, which appended every
-    row's key), on the tensor-core split-K kernel: runs of one sequence's rows (the
-    verification kernel's rule) cut into pieces of 16 / group rows, each piece's rows x the
-    kv head's q heads one m16 tile, its K/V read once. Each row's keys are split by
-    `verify_split_rule` (min_chunk one tile) from its own kv_len, split s of a piece's block
-    loading the union of its rows' split-s ranges in 64-key tiles at absolute positions and
-    masking each row to its own range, so a row's bits depend on its own kv_len, not on its
-    piece; each row is merged over its own active splits by the piece's last split to take a
-    ticket (counters u32 [num_rows, hkv], zero before the launch and left zero); a one-split
-    launch writes out directly.
-    Buffers as decode_attention_verify's (part_o / part_ml [num_rows, hq, num_splits, ...]).
-
-    kv_lens and block_tables are read before the kernel's programmatic-dependency wait (the
-    runner's come from the step's host upload). `rows_per_block`: the rows of each block's
-    window (the grid has ceil(num_rows / rows_per_block)); a block serves the pieces that
-    start in its window; the model passes a sequence's K + 1. Any value is correct."""
-    name = "decode_attention_long_verify"
-    group = hq // hkv if hkv >= 1 else 0
-    if (head_dim not in LONG_VERIFY_HEAD_DIMS or hkv < 1 or hq % hkv
-            or group > attention_long.LONG_MAX_GROUP):
-        raise ValueError(f"{name}: head_dim={head_dim} (needs one of {LONG_VERIFY_HEAD_DIMS}), "
-                         f"hq={hq} and hkv={hkv} (a group of at most "
-                         f"{attention_long.LONG_MAX_GROUP})")
-    if (not 1 <= num_rows <= LONG_VERIFY_MAX_ROWS or num_splits < 1 or max_blocks < 1
-            or block_size < 1 or rows_per_block < 1):
-        raise ValueError(f"{name}: need 1 <= num_rows <= {LONG_VERIFY_MAX_ROWS} and num_splits, "
-                         f"max_blocks, block_size, rows_per_block >= 1, got {num_rows}, "
-                         f"{num_splits}, {max_blocks}, {block_size}, {rows_per_block}")
-    if num_splits > 1 and not counters:
-        raise ValueError(f"{name}: a launch of {num_splits} splits merges through counters")
-    for what, ptr, align in (("q", q, 4), ("k_cache", k_cache, 16), ("v_cache", v_cache, 16),
-                             ("part_o", part_o, 16), ("part_ml", part_ml, 8),
-                             ("counters", counters, 4), ("out", out, 8)):
-        if ptr % align:
-            raise ValueError(f"{name}: {what} pointer {ptr:#x} is not {align}-byte aligned")
-    smem = attention_long.long_smem_bytes(head_dim)
-    launch = kc.get_with_shared(DECODE_ATTN_LONG_VERIFY, attention_long.long_smem_bytes(128),
-                                most_shared=True)
-    launch(stream, (num_splits, hkv, -(-num_rows // rows_per_block)),
-           attention_long.LONG_THREADS, smem, q, k_cache, v_cache, block_tables, kv_lens,
-           part_o, part_ml, counters, out, num_rows, hq, hkv, head_dim, block_size, max_blocks,
-           num_splits, scale, rows_per_block)

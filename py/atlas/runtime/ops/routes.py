@@ -178,14 +178,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (the default, ops/attention_verify.cluster_tile_slots). Both give every row a one-tile
   step's bits (session 12: before, a two-tile step's warps split the keys otherwise, and the
   K policy's K = 4 steps left the K = 3 reference: gpu30 acceptance 0.32 for 0.7). Unmeasured.
-  ATLAS_DECODE_ATTN_VERIFY_LONG=0: those verification steps on the verification kernel's
-  entries above instead of the tensor-core split-K kernel's verification entry
-  (decode_attn_long_verify_bf16 after qk_norm_rope_kv_bf16, the default where it fits:
-  ops/attention_verify.uses_long_verify), which serves a sequence's K + 1 rows x its kv
-  head's q heads as the one m16 tile of the plain steps' kernel (Qwen3-8B K = 3: 4 x 4),
-  so a verification costs about a plain batch-1 step's attention plus the rope launch
-  instead of the clustered entry's 25.6 us (18.4 for a plain step, gpu34): the A/B of
-  keeping speculation at 2x with batch 1 on the tensor-core kernel. Unmeasured.
 * ATLAS_PREFILL_ATTN_SM90=0: prefill attention never on the Hopper wgmma kernel
   (attention_sm90, head_dim 128 and 256), always on prefill_attn_bf16.
 * ATLAS_PREFILL_ATTN_QREG=1: head_dim-128 prefill attention on the wgmma kernel's Q-in-
@@ -313,15 +305,13 @@ DEFAULT_DECODE_ATTN_LONG_MIN_KEYS = 16384
 #: decode launches of this many sequences or more take the long-context kernel at any
 #: context (ops/attention_long.py says why: gpu32 measured batches 2 and 4 11-25% faster a
 #: step on the long kernel; gpu34 batch 1, Qwen3-8B x 512 / 1,536 keys -3.4% / -8.1%,
-#: Qwen3-0.6B x 512 -8.5%, Qwen3.5-35B-A3B -1.7%: every batch since session 13, with a
-#: speculating runner's verification rows on the same kernel, DEFAULT_VERIFY_LONG)
+#: Qwen3-0.6B x 512 -8.5%, Qwen3.5-35B-A3B -1.7%: every batch since session 13; a
+#: speculating runner's verification steps stay on the verification kernel, docs/kernels.md
+#: "Removed paths")
 DEFAULT_DECODE_ATTN_LONG_MIN_BATCH = 1
 #: tensor-core decode launches of at most this many sequences merge their splits in their
 #: last split instead of a combine launch (ATLAS_DECODE_ATTN_LONG_MERGE unset)
 DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS = 1
-#: a verification step's rows on the tensor-core kernel's verification entry where it fits
-#: (ATLAS_DECODE_ATTN_VERIFY_LONG; ops/attention_verify.uses_long_verify)
-DEFAULT_VERIFY_LONG = True
 #: verification steps of at most this many sequences attend on the verification kernel,
 #: larger ones rows apart (ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH; the module docstring says why)
 DEFAULT_VERIFY_MAX_BATCH = 1
@@ -417,7 +407,6 @@ class KernelRoutes:
     decode_attn_verify_rope: bool = False
     decode_attn_verify_cluster: bool = True
     decode_attn_verify_tile_clusters: bool = True
-    decode_attn_verify_long: bool = DEFAULT_VERIFY_LONG
     prefill_attn_sm90: bool = True
     prefill_attn_qreg: bool = False
     prefill_attn_wide: bool = True
@@ -531,8 +520,6 @@ class KernelRoutes:
                        env, "ATLAS_DECODE_ATTN_VERIFY_CLUSTER", True),
                    decode_attn_verify_tile_clusters=env_switch(
                        env, "ATLAS_DECODE_ATTN_VERIFY_TILE_CLUSTERS", True),
-                   decode_attn_verify_long=env_switch(env, "ATLAS_DECODE_ATTN_VERIFY_LONG",
-                                                      DEFAULT_VERIFY_LONG),
                    prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", True),
                    prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
                    prefill_attn_wide=env_switch(env, "ATLAS_PREFILL_ATTN_WIDE", True),

@@ -31,10 +31,6 @@ Specification (all arithmetic float32 on bf16-widened inputs):
 * its clustered entry (decode_attn_verify_cluster_bf16): qk_norm_rope_kv's reference (q into
   a private buffer), then every row over its own keys as one partial (the long kernel's
   one-split specification): the cluster's partials never leave the chip.
-* the long kernel's verification entry (decode_attn_long_verify_bf16): every row over its own
-  kv_len and block-table row as one partial (the one-split specification); its split
-  partials (cut by its piece's longest row) and their merge are its scratch, within float
-  rounding of it.
 * the twins without the loop's L2 prefetch (*_ahead1_bf16): their kernel's specification.
 * the phase-traced twins (*_trace_bf16): their untraced kernel's specification; the trace
   buffer is the device's clock readings, which the host leaves untouched.
@@ -54,7 +50,7 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_CLUSTER_TRACE,
                           DECODE_ATTN_COMBINE, DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256,
                           DECODE_ATTN_LONG_ROPE_STAGED,
-                          DECODE_ATTN_LONG_ROPE_WAIT, DECODE_ATTN_LONG_VERIFY,
+                          DECODE_ATTN_LONG_ROPE_WAIT,
                           DECODE_ATTN_ROPE,
                           DECODE_ATTN_ROPE_AHEAD1, DECODE_ATTN_ROPE_CLUSTER,
                           DECODE_ATTN_ROPE_CLUSTER_PULL,
@@ -395,17 +391,6 @@ def decode_attn_verify_cluster_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qk
                                cos_sin, positions, slots, block_tables, kv_lens, 0, 0, 0, out,
                                num_rows, hq, hkv, head_dim, block_size, max_blocks, 1, scale,
                                eps)
-
-
-# the long kernel's verification entry: each row over its own keys in one partial
-@reference(DECODE_ATTN_LONG_VERIFY)
-def decode_attn_long_verify_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: int,
-                                 v_cache: int, block_tables: int, kv_lens: int, part_o: int,
-                                 part_ml: int, counters: int, out: int, num_rows: int, hq: int,
-                                 hkv: int, head_dim: int, block_size: int, max_blocks: int,
-                                 num_splits: int, scale: float, rows_per_block: int) -> None:
-    decode_attn_long_bf16(mem, grid, block, q, k_cache, v_cache, block_tables, kv_lens, 0, 0, 0,
-                          out, num_rows, hq, hkv, head_dim, block_size, max_blocks, 1, scale)
 
 
 # the A/B twins of the loop's prefetch: the same specifications
