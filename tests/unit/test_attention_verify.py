@@ -359,6 +359,21 @@ def _speculating_runner(monkeypatch, backend: str, env: dict[str, str]):
                        max_prefill_tokens=32, num_draft_tokens=3, batch_invariant=False)
 
 
+def _assert_oracle_speculation_changes_no_token(runner) -> None:
+    """Greedy output of two prompts with the oracle drafting (K = 3, acceptance 0.7) equals
+    the plain output, and the drafts were neither all accepted nor all rejected."""
+    def generate(speculator=None):
+        engine = LLMEngine(runner, max_prefill_tokens=32, speculator=speculator)
+        return [c.token_ids for c in engine.generate(reqs)]
+
+    reqs = [EngineRequest(p, GREEDY, 12) for p in ([5, 9, 200, 17, 5, 9], [44, 45, 46])]
+    plain = generate()
+    spec = Speculator(OracleDrafter({tuple(r.prompt_ids): t for r, t in zip(reqs, plain)},
+                                    0.7, runner.vocab_size, seed=5), 3)
+    assert generate(spec) == plain
+    assert 0 < spec.accepted < spec.drafted
+
+
 def _verification_graph(runner):
     dev = runner.backend
     dev.drain_launches()
@@ -475,17 +490,7 @@ def test_oracle_speculation_on_the_rope_entry_changes_no_token(monkeypatch) -> N
     equals the plain output."""
     runner = _speculating_runner(monkeypatch, "host", {"ATLAS_DECODE_ATTN_VERIFY_ROPE": "1"})
     assert runner.model._verify_rope_fused()
-
-    def generate(speculator=None):
-        engine = LLMEngine(runner, max_prefill_tokens=32, speculator=speculator)
-        return [c.token_ids for c in engine.generate(reqs)]
-
-    reqs = [EngineRequest(p, GREEDY, 12) for p in ([5, 9, 200, 17, 5, 9], [44, 45, 46])]
-    plain = generate()
-    spec = Speculator(OracleDrafter({tuple(r.prompt_ids): t for r, t in zip(reqs, plain)},
-                                    0.7, runner.vocab_size, seed=5), 3)
-    assert generate(spec) == plain
-    assert 0 < spec.accepted < spec.drafted
+    _assert_oracle_speculation_changes_no_token(runner)
 
 
 def test_the_switch_restores_one_row_a_sequence(monkeypatch) -> None:
@@ -501,17 +506,7 @@ def test_oracle_speculation_on_the_verification_kernel_changes_no_token(monkeypa
     the plain output (the rows' attention is each row's decode attention)."""
     runner = _speculating_runner(monkeypatch, "host", {})
     assert runner.verify_kernel
-
-    def generate(speculator=None):
-        engine = LLMEngine(runner, max_prefill_tokens=32, speculator=speculator)
-        return [c.token_ids for c in engine.generate(reqs)]
-
-    reqs = [EngineRequest(p, GREEDY, 12) for p in ([5, 9, 200, 17, 5, 9], [44, 45, 46])]
-    plain = generate()
-    spec = Speculator(OracleDrafter({tuple(r.prompt_ids): t for r, t in zip(reqs, plain)},
-                                    0.7, runner.vocab_size, seed=5), 3)
-    assert generate(spec) == plain
-    assert 0 < spec.accepted < spec.drafted
+    _assert_oracle_speculation_changes_no_token(runner)
 
 
 # ---- batch 1 decodes on the tensor-core split-K kernel, its verifications stay here ------
@@ -575,14 +570,4 @@ def test_oracle_speculation_beside_tensor_core_decode_changes_no_token(monkeypat
     assert av.uses_verify(model.kc, d.heads, d.kv_heads, d.head_dim, 4)
     assert attention_long.uses_long(model.kc, d.heads, d.kv_heads, d.head_dim,
                                     model.max_blocks * model.block_size)
-
-    def generate(speculator=None):
-        engine = LLMEngine(runner, max_prefill_tokens=32, speculator=speculator)
-        return [c.token_ids for c in engine.generate(reqs)]
-
-    reqs = [EngineRequest(p, GREEDY, 12) for p in ([5, 9, 200, 17, 5, 9], [44, 45, 46])]
-    plain = generate()
-    spec = Speculator(OracleDrafter({tuple(r.prompt_ids): t for r, t in zip(reqs, plain)},
-                                    0.7, runner.vocab_size, seed=5), 3)
-    assert generate(spec) == plain
-    assert 0 < spec.accepted < spec.drafted
+    _assert_oracle_speculation_changes_no_token(runner)
