@@ -103,36 +103,6 @@ def test_gemv_threads_cover_k() -> None:
         32, 96, 128, 256, 256]
 
 
-def test_gemv_chunks_switch_halves_the_single_row_blocks(monkeypatch) -> None:
-    """ATLAS_GEMV_CHUNKS=2: single-row blocks of two chunks a thread (k <= 2,048 halves them),
-    batched rows keep gemv_threads' one chunk (the ring plan's sums depend on it)."""
-    assert [matmul.gemv_threads(k, 2) for k in (64, 1024, 2048, 4096, 12288)] == [
-        32, 64, 128, 256, 256]
-    with pytest.raises(ValueError, match="ATLAS_GEMV_CHUNKS"):
-        KernelRoutes.from_env({"ATLAS_GEMV_CHUNKS": "3"})
-    routes = KernelRoutes.from_env({"ATLAS_GEMV_CHUNKS": "2"})
-    mock = MockGpuBackend()
-    kc = KernelCache(mock, routes=routes)
-    matmul.linear(kc, 0, 0x1000, 0x2000, 0x3000, 1, 4096, 1024)
-    matmul.linear(kc, 0, 0x1000, 0x2000, 0x3000, 4, 4096, 1024)
-    single, ring = mock.drain_launches()
-    assert (single.func, single.block) == ("gemv_bf16_single", (64, 1, 1))
-    assert ring.block == (128, 1, 1)
-
-
-SINGLE_ROW = [c for c in CASES if c.module == "gemv" and (
-    " m1 " in c.name or c.name.startswith(("gemv_residual", "gemv_add_rmsnorm", "gemv_rmsnorm")))]
-
-
-@pytest.mark.parametrize("case", SINGLE_ROW, ids=[c.name for c in SINGLE_ROW])
-def test_single_row_references_hold_with_two_chunks_a_thread(monkeypatch, backend: HostBackend,
-                                                            case) -> None:
-    """The single-row kernels' references at half the threads still match the oracle."""
-    monkeypatch.setenv("ATLAS_GEMV_CHUNKS", "2")
-    result = check(backend, case)
-    assert result.passed, result.detail
-
-
 def test_f32_output_selects_the_f32_entry_points() -> None:
     (rec,) = _launches(matmul.linear, 0x1000, 0x2000, 0x3000, 1, 151936, 1024, out_f32=True)
     assert rec.func == "gemv_bf16_f32_single"

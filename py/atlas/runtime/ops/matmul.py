@@ -72,19 +72,10 @@ def _check_aligned(name: str, ptr: DevicePtr, align: int) -> None:
         raise ValueError(f"{name} pointer {ptr:#x} is not {align}-byte aligned")
 
 
-def gemv_threads(k: int, chunks_per_thread: int = 1) -> int:
-    """Threads per GEMV block: `chunks_per_thread` 16-byte chunks of each row per thread
-    (rounded up to whole warps), up to 256."""
-    chunks = -(-(k // 8) // chunks_per_thread)
+def gemv_threads(k: int) -> int:
+    """Threads per GEMV block: one 16-byte chunk of each row per thread, up to 256."""
+    chunks = k // 8
     return min(GEMV_MAX_THREADS, max(32, -(-chunks // 32) * 32))
-
-
-def single_threads(kc: KernelCache, k: int) -> int:
-    """Threads of a single-row GEMV block (the `_single` entries and the fused-norm /
-    residual ones): gemv_threads with the routes' chunks a thread (ATLAS_GEMV_CHUNKS: 2 puts
-    both of gemv_core's kUnroll chunks of a row to work at k <= 2,048, where one chunk a
-    thread leaves half of them idle, 4 loads in flight a thread instead of 8)."""
-    return gemv_threads(k, kc.routes.gemv_chunks)
 
 
 def _check_gemv(name: str, x: DevicePtr, w: DevicePtr, y: DevicePtr, m: int, n: int, k: int,
@@ -172,8 +163,7 @@ def gemv_ring(kc: KernelCache, stream: Stream, sig: KernelSig, plan: RingPlan, x
 def _launch_single(kc: KernelCache, stream: Stream, sig: KernelSig, x: DevicePtr,
                    w: DevicePtr, y: DevicePtr, n: int, k: int) -> None:
     """One row on the single-row entry `sig`."""
-    kc.get(sig)(stream, -(-n // GEMV_ROWS_PER_BLOCK), single_threads(kc, k), 0, x, w, y, 1, n,
-                k)
+    kc.get(sig)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 0, x, w, y, 1, n, k)
 
 
 def gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr, m: int,
@@ -277,8 +267,7 @@ def gemv_add_rmsnorm(kc: KernelCache, stream: Stream, resid: DevicePtr, delta: D
         raise ValueError("gemv_add_rmsnorm: resid_out must not alias resid")
     for name, ptr in (("delta", delta), ("norm_w", norm_w), ("resid_out", resid_out)):
         _check_aligned(f"gemv_add_rmsnorm {name}", ptr, 16)
-    kc.get(GEMV_ADD_RMSNORM_SINGLE)(stream, -(-n // GEMV_ROWS_PER_BLOCK), single_threads(kc, k),
-                                    2 * k,
+    kc.get(GEMV_ADD_RMSNORM_SINGLE)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 2 * k,
                                     resid, delta, norm_w, resid_out, w, y, n, k, eps,
                                     int(offset))
 
@@ -307,8 +296,7 @@ def gemv_residual(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr,
     _check_gemv("gemv_residual", x, w, resid, 1, n, k, True)
     _check_aligned("gemv_residual ssq", ssq, 4)
     sig = GEMV_SILU_RESIDUAL_SINGLE if silu else GEMV_RESIDUAL_SINGLE
-    kc.get(sig)(stream, -(-n // GEMV_ROWS_PER_BLOCK), single_threads(kc, k), 0, x, w, resid, ssq,
-                n, k)
+    kc.get(sig)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 0, x, w, resid, ssq, n, k)
 
 
 def gemv_rmsnorm(kc: KernelCache, stream: Stream, resid: DevicePtr, ssq: DevicePtr,
@@ -319,8 +307,7 @@ def gemv_rmsnorm(kc: KernelCache, stream: Stream, resid: DevicePtr, ssq: DeviceP
     _check_gemv("gemv_rmsnorm", resid, w, y, 1, n, k, True)
     _check_aligned("gemv_rmsnorm norm_w", norm_w, 16)
     _check_aligned("gemv_rmsnorm ssq", ssq, 4)
-    kc.get(GEMV_RMSNORM_SINGLE)(stream, -(-n // GEMV_ROWS_PER_BLOCK), single_threads(kc, k), 0,
-                                resid,
+    kc.get(GEMV_RMSNORM_SINGLE)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 0, resid,
                                 ssq, norm_w, w, y, n, k, eps, int(offset))
 
 

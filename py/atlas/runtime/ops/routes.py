@@ -252,11 +252,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   memory, ops/matmul.gemv_ring_plan). ATLAS_GEMV_RING_SINGLE=1: one row on the ring kernel
   too (off by default: the single-row kernel ran at ~90% of copy on Qwen3-8B).
   ATLAS_GEMV_RING_STAGES=2|3: the ring's tiles per thread (unset: the plan's rule).
-* ATLAS_GEMV_CHUNKS=2: the single-row bf16 GEMVs (plain, fused-norm, residual-carrying)
-  launch with two 16-byte chunks of each row a thread (ops/matmul.single_threads: 128
-  threads at k = 2,048, 64 at 1,024) instead of one, so a thread keeps 8 loads in flight and
-  twice the blocks fit an SM (the MoE gate/up GEMV's session-8 change). Unset or 1: one chunk
-  a thread up to 256 threads. Unmeasured on the dense GEMV: A/B before a default.
 * ATLAS_NORM_GEMV=1: batch-1 decode fuses each add + RMSNorm before a bf16 GEMV into that
   GEMV (gemv_add_rmsnorm_bf16_single, which prefetches its weights before the PDL wait like
   the plain single-row GEMV), without the residual-carrying GEMVs of ATLAS_FUSED_NORM=1.
@@ -366,7 +361,6 @@ class KernelRoutes:
     moe_gate_up_gemv: bool = True
     moe_gate_up_gemv_max_m: int = 1
     moe_gate_up_gemv_threads: int = 0
-    gemv_chunks: int = 1
     moe_gate_up_tiled: bool = False
     moe_gate_up_tiles: int = 0
     moe_route_in_experts: bool = False
@@ -453,9 +447,6 @@ class KernelRoutes:
         if gate_up_threads and (gate_up_threads % 32 or not 32 <= gate_up_threads <= 256):
             raise ValueError(f"ATLAS_MOE_GATE_UP_GEMV_THREADS={gate_up_threads} must be a "
                              f"multiple of 32 in 32..256 or unset")
-        gemv_chunks = _env_count(env, "ATLAS_GEMV_CHUNKS", 1)
-        if gemv_chunks not in (1, 2):
-            raise ValueError(f"ATLAS_GEMV_CHUNKS={gemv_chunks} must be 1, 2 or unset")
         verify_min_keys = _env_count(env, "ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS", 64)
         if verify_min_keys < 64 or verify_min_keys % 64:
             raise ValueError(f"ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS={verify_min_keys} must be a "
@@ -470,7 +461,6 @@ class KernelRoutes:
                    moe_gate_up_gemv=env_switch(env, "ATLAS_MOE_GATE_UP_GEMV", True),
                    moe_gate_up_gemv_max_m=_env_count(env, "ATLAS_MOE_GATE_UP_GEMV_MAX_M", 1),
                    moe_gate_up_gemv_threads=gate_up_threads,
-                   gemv_chunks=gemv_chunks,
                    moe_gate_up_tiled=env_switch(env, "ATLAS_MOE_GATE_UP_TILED", False),
                    moe_gate_up_tiles=_env_count(env, "ATLAS_MOE_GATE_UP_TILES", 0),
                    moe_route_in_experts=env_switch(env, "ATLAS_MOE_ROUTE_IN_EXPERTS", False),
