@@ -281,13 +281,17 @@ class DecodeGemmTuner:
                       sum(e.tune_ms for e in mine), len(table.entries))
         return tuner
 
+    def entry(self, module: str, key: TuneKey) -> TuneEntry | None:
+        """The table's entry of `key` on `module` for this device and build."""
+        prefix = self._prefix.get(module)
+        return None if prefix is None else self.table.get(f"{prefix}|{key.text()}")
+
     def lookup(self, module: str, key: TuneKey) -> Pick | None:
-        """The tuned pick of `key` on `module`, None when it was never tuned here."""
+        """The tuned pick of `key` on `module`, None when it was never tuned here (kept per
+        process after the first lookup: decode_gemm asks on every launch)."""
         pick = self._picks.get((module, key))
-        if pick is None and module in self._prefix:
-            entry = self.table.get(f"{self._prefix[module]}|{key.text()}")
-            if entry is not None:
-                pick = self._picks[module, key] = entry.pick
+        if pick is None and (entry := self.entry(module, key)) is not None:
+            pick = self._picks[module, key] = entry.pick
         return pick
 
     def can_tune(self, module: str, key: TuneKey) -> bool:

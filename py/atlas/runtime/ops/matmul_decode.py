@@ -330,12 +330,14 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
     if split not in compiled:
         raise ValueError(f"decode_gemm: split {split} is not one of {compiled} "
                          f"({'gemm_decode_tma' if tma else 'gemm_decode_sm90'})")
-    _launch(kc, stream, x, w, y, m, n, k, out_f32, swiglu, tma, (split, groups))
+    launch_pick(kc, stream, x, w, y, m, n, k, out_f32, swiglu, tma, (split, groups))
 
 
-def _launch(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr, m: int,
-            n: int, k: int, out_f32: bool, swiglu: bool, tma: bool, pick: Pick) -> None:
-    """One decode GEMM launch of a checked product at `pick` = (split, warpgroups)."""
+def launch_pick(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr,
+                m: int, n: int, k: int, out_f32: bool, swiglu: bool, tma: bool,
+                pick: Pick) -> None:
+    """One decode GEMM launch at `pick` = (split, warpgroups), of a product decode_gemm has
+    checked (the tuner's candidates; tools that time a pick)."""
     split, groups = pick
     cols = decode_cols(m)
     grid = -(-n // (DECODE_ROWS * groups)) * split
@@ -409,7 +411,7 @@ def tuned_pick(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: D
         return model
 
     def launch(candidate: Pick, on: Stream) -> None:
-        _launch(kc, on, x, w, y, m, n, k, out_f32, swiglu, tma, candidate)
+        launch_pick(kc, on, x, w, y, m, n, k, out_f32, swiglu, tma, candidate)
 
     return tuner.tune(module, key, tune_candidates(kc, m, k, out_f32, swiglu, tma), model,
                       stream, launch)
