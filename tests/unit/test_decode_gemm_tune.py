@@ -12,6 +12,7 @@ import json
 import logging
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from atlas.runtime.gpu import EventHandle, GpuError, Stream
@@ -289,3 +290,45 @@ def test_the_table_loads_once_per_process_and_logs_a_summary(table_path, caplog)
     assert first.decode_tune.table is second.decode_tune.table
     (line,) = [r.getMessage() for r in caplog.records]
     assert "1 keys for this device" in line and "14 ms" in line and "2 in the file" in line
+
+
+def test_tuned_check_cases_pass_on_the_host_at_the_models_pick() -> None:
+    """The device check's tuned cases (cases/decode_gemm_tune.py; on the H200 every candidate
+    writes the output first) hold their oracle on the host references."""
+    from atlas.runtime.cases import decode_gemm_tune as tuned_cases
+    from atlas.runtime.kernel_check import check
+
+    cases = tuned_cases.gemm_decode_tuned_cases(np.random.default_rng(5))
+    assert len(cases) == len(tuned_cases.TUNED_SHAPES)
+    assert all(c.name.startswith("gemm_decode_tma tuned") and not c.capturable for c in cases)
+    for case in cases:
+        result = check(HostBackend(), case)
+        assert result.passed, (case.name, result.detail)
+
+
+def test_the_device_tool_prints_model_and_tuned_picks(monkeypatch, capsys) -> None:
+    """tools/gpu/tune_decode_gemm.py's flow on the timed mock: split 3 of two warpgroups
+    costs half of every other pick, so every plain product's pick changes and the SwiGLU's
+    (other entry points) stays."""
+    import importlib
+    import sys
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "tools" / "gpu"))
+    tool = importlib.import_module("tune_decode_gemm")
+
+    class Device(_TimedMock):
+        def __init__(self, modules: dict[str, bytes]) -> None:
+            super().__init__({("gemm_decode_tma_bf16_split3", 288): 50.0})
+
+        def device_info(self) -> dict[str, str]:
+            return {"name": "mock"}
+
+    monkeypatch.setattr(tool, "CudaBackend", Device)
+    monkeypatch.setattr(tool, "decode_modules", dict)
+    monkeypatch.setattr(sys, "argv", ["tune_decode_gemm.py", "-k", "qwen3-8b", "--rows",
+                                      "16,64"])
+    assert tool.main() == 0
+    out = capsys.readouterr().out
+    assert "| qwen3-8b o_proj | 64 | (4, 2) | 100.00 | (3, 2) | 50.00 | 2.000 |" in out
+    assert "| qwen3-8b gate_up+swiglu | 16 | (2, 1) | 100.00 | (2, 1) | 100.00 | 1.000 |" in out
+    assert "6 of 8 picks changed" in out

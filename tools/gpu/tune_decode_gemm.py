@@ -8,7 +8,7 @@ SwiGLU) at 16, 32, 64 and 128 rows:
 * the model's pick (matmul_decode.launch_split at decode_groups' default: what
   ATLAS_DECODE_GEMM_TUNE=0 launches) and the tuner's (matmul_decode.tuned_pick, timing every
   candidate as the engine does at startup: the call's own operands, back to back, into a
-  fresh table unless --table names one);
+  fresh in-memory table unless --table names a file to read and extend);
 * both picks timed again the kernel table's way, cold: a CUDA graph of launches cycling
   through copies of the weight until 256 MiB pass between two reads of one copy, median of
   replays between events (the tuner's own numbers, read warm from L2 where the weight fits,
@@ -26,7 +26,6 @@ import argparse
 import itertools
 import json
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +39,8 @@ from atlas.runtime.cuda import CudaBackend  # noqa: E402
 from atlas.runtime.kernel_abi import GEMM_DECODE_SM90, GEMM_DECODE_TMA  # noqa: E402
 from atlas.runtime.ops import KernelCache, decode_gemm_tune as tune  # noqa: E402
 from atlas.runtime.ops import matmul_decode as md  # noqa: E402
-from atlas.runtime.ops.decode_gemm_tune import DecodeGemmTuner, Pick, TuneKey  # noqa: E402
+from atlas.runtime.ops.decode_gemm_tune import (DecodeGemmTuner, Pick, TuneKey,  # noqa: E402
+                                                TuneTable)
 
 #: the Llama widths beside the kernel table's Qwen3 ones (DECODE_GEMM_WIDTHS)
 LLAMA_WIDTHS = (
@@ -125,7 +125,7 @@ def main() -> int:
     t_start = time.perf_counter()
     backend = CudaBackend(modules=decode_modules())
     kc = KernelCache(backend)
-    table = args.table or Path(tempfile.mkdtemp(prefix="decode_gemm_tune-")) / "tune.json"
+    table = TuneTable(None) if args.table is None else TuneTable.load(args.table)
     kc.decode_tune = DecodeGemmTuner.open(backend, kc.facts, kc.routes, table)
     if kc.decode_tune is None or not md.tunes(kc):
         raise SystemExit("the tuner is off: unset ATLAS_DECODE_GEMM_TUNE, _SPLIT and _WIDE")
@@ -135,7 +135,7 @@ def main() -> int:
     events = [backend.create_event() for _ in range(2 * COLD_REPS)]
     print(f"device: {backend.device_info()}\nkernel: "
           f"{'gemm_decode_tma' if tma else 'gemm_decode_sm90'}; {len(picked)} projections x "
-          f"m {rows_m}; table {table}", flush=True)
+          f"m {rows_m}; table {args.table or 'fresh, in memory'}", flush=True)
     results = []
     for p in picked:
         wbytes = p.n * p.k * 2

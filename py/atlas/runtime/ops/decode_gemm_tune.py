@@ -260,18 +260,21 @@ class DecodeGemmTuner:
 
     @classmethod
     def open(cls, backend: GpuBackend, facts: DeviceFacts, routes: KernelRoutes,
-             path: Path | None = None) -> "DecodeGemmTuner | None":
+             table: TuneTable | None = None) -> "DecodeGemmTuner | None":
         """The tuner of a KernelCache: None under ATLAS_DECODE_GEMM_TUNE=0 or on a backend
         that loaded neither decode GEMM module (no digest: the host and mock backends, sets
-        without sm_90a). Loads the table at `path` (default `cache_path()`) once per process
-        and logs what it holds for this device."""
+        without sm_90a). `table` None: the file at `cache_path()`, loaded once per process,
+        with a log line of what it holds for this device (tools and checks that tune afresh
+        pass their own)."""
         if not routes.decode_gemm_tune:
             return None
         digests = {sig.module: digest for sig in (GEMM_DECODE_TMA, GEMM_DECODE_SM90)
                    if (digest := backend.module_digest(sig.module)) is not None}
         if not digests:
             return None
-        table, loaded = shared_table(cache_path() if path is None else path)
+        loaded = False
+        if table is None:
+            table, loaded = shared_table(cache_path())
         tuner = cls(backend, facts, table, digests)
         if loaded:
             mine = [e for key, e in table.entries.items()
