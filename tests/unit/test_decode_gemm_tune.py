@@ -90,7 +90,10 @@ def test_table_round_trip_and_merge_with_other_writers(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"schema": 99, "entries": {}}',
                                   '{"schema": 1, "entries": []}',
-                                  '{"schema": 1, "entries": {"a": {"split": 1}}}'])
+                                  '{"schema": 1, "entries": {"a": {"split": 1}}}',
+                                  '{"schema": 1, "entries": {"a": {"split": 3.0, "groups": 2, '
+                                  '"us": 1, "model_split": 2, "model_groups": 2, '
+                                  '"model_us": 1, "tune_ms": 1}}}'])
 def test_a_corrupt_table_is_ignored_with_one_line_and_replaced(tmp_path: Path, text: str,
                                                                caplog) -> None:
     path = tmp_path / "tune.json"
@@ -332,3 +335,35 @@ def test_the_device_tool_prints_model_and_tuned_picks(monkeypatch, capsys) -> No
     assert "| qwen3-8b o_proj | 64 | (4, 2) | 100.00 | (3, 2) | 50.00 | 2.000 |" in out
     assert "| qwen3-8b gate_up+swiglu | 16 | (2, 1) | 100.00 | (2, 1) | 100.00 | 1.000 |" in out
     assert "6 of 8 picks changed" in out
+
+
+def test_candidates_the_device_cannot_hold_are_not_timed(table_path) -> None:
+    class FewClusters(_TimedMock):  # no cluster of 5 or more fits
+        def resident_blocks(self, handle, block, shared_mem, cluster) -> int:
+            return 4 if cluster >= 5 else 132
+
+    dev = FewClusters()
+    x, w, y = _operands(dev, *_O_PROJ)
+    matmul_decode.decode_gemm(KernelCache(dev), 0, x, w, y, *_O_PROJ)
+    timed = {(r.func, r.block[0]) for g in dev.graph_launches for r in g.graph}
+    assert {func for func, _ in timed} == {"gemm_decode_tma_bf16"} | {
+        f"gemm_decode_tma_bf16_split{s}" for s in (2, 3, 4)}
+    assert len(timed) == 8
+
+
+def test_a_failing_occupancy_query_keeps_the_model(table_path, caplog) -> None:
+    class NoQuery(_TimedMock):
+        calls = 0
+
+        def resident_blocks(self, handle, block, shared_mem, cluster) -> int | None:
+            NoQuery.calls += 1
+            if NoQuery.calls > 8:  # the model's own queries (powers of two) succeed
+                raise GpuError("cuOccupancyMaxActiveClusters failed")
+            return 132
+
+    dev = NoQuery()
+    x, w, y = _operands(dev, *_O_PROJ)
+    with caplog.at_level(logging.WARNING, logger=tune.__name__):
+        matmul_decode.decode_gemm(KernelCache(dev), 0, x, w, y, *_O_PROJ)
+    assert dev.drain_launches()[-1].func == "gemm_decode_tma_bf16_split4"
+    assert any("failed" in r.getMessage() for r in caplog.records)

@@ -172,9 +172,12 @@ def _read_entries(path: Path) -> dict[str, TuneEntry]:
     if not isinstance(entries, dict):
         raise ValueError("its 'entries' is not an object")
     try:
-        return {str(key): TuneEntry(**value) for key, value in entries.items()}
+        out = {str(key): TuneEntry(**value) for key, value in entries.items()}
     except TypeError as exc:
         raise ValueError(f"a malformed entry ({exc})") from None
+    if not all(type(e.split) is int and type(e.groups) is int for e in out.values()):
+        raise ValueError("an entry's split or groups is not an integer")
+    return out
 
 
 class TuneTable:

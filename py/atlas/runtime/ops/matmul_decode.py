@@ -29,7 +29,7 @@ choice inside a graph capture of a shape never launched eagerly.
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Iterator, Mapping
 
 from ..gpu import H200_FACTS, DevicePtr, KernelSig, Stream
 from ..kernel_abi import (GEMM_DECODE_SM90, GEMM_DECODE_SM90_F32OUT,
@@ -374,12 +374,13 @@ def valid_picks(m: int, k: int, tma: bool) -> list[Pick]:
 
 
 def tune_candidates(kc: KernelCache, m: int, k: int, out_f32: bool, swiglu: bool,
-                    tma: bool) -> list[Pick]:
+                    tma: bool) -> Iterator[Pick]:
     """The `valid_picks` the device can run: a split whose cluster the device cannot hold at
-    this shape (KernelCache.resident_blocks below the split) would fail to launch."""
+    this shape (KernelCache.resident_blocks below the split) would fail to launch. Lazy: a
+    device error asking the driver surfaces inside the tuner's timing, which then keeps the
+    model's pick (DecodeGemmTuner.tune)."""
     cols = decode_cols(m)
     stages = TMA_MAX_STAGES if tma else DECODE_MAX_STAGES
-    out = []
     for split, groups in valid_picks(m, k, tma):
         launch = kc.get_with_shared(entry_point(split, out_f32, swiglu, tma),
                                     TMA_MAX_SHARED if tma else DECODE_MAX_SHARED)
@@ -387,8 +388,7 @@ def tune_candidates(kc: KernelCache, m: int, k: int, out_f32: bool, swiglu: bool
         blocks = kc.resident_blocks(launch.handle, threads, smem_bytes(cols, groups, stages),
                                     split)
         if blocks is None or blocks >= split:
-            out.append((split, groups))
-    return out
+            yield split, groups
 
 
 def tuned_pick(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr,
