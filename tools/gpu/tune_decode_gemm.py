@@ -16,8 +16,8 @@ SwiGLU) at 16, 32, 64 and 128 rows:
 Ratio = model us / tuned us (above 1: the tuner's pick is faster). Routes switches apply
 (ATLAS_DECODE_GEMM_TMA=0 tunes the cp.async kernel; ANY_SPLIT / OCCUPANCY change the model).
 
-    python3 tools/gpu/tune_decode_gemm.py [-k FILTER] [--rows 16,32,64,128] [--out FILE.json]
-        [--table FILE.json]
+    python3 tools/gpu/tune_decode_gemm.py [-k FILTER] [--rows 16,32,64,128] [--plain]
+        [--out FILE.json] [--table FILE.json]
 """
 
 from __future__ import annotations
@@ -70,8 +70,10 @@ class Projection:
     swiglu: bool
 
 
-def projections() -> list[Projection]:
-    """The published widths' decode GEMM products, in the kernel table's order, then Llama's."""
+def projections(plain: bool = False) -> list[Projection]:
+    """The published widths' decode GEMM products, in the kernel table's order, then Llama's;
+    `plain`: each gate_up also without its SwiGLU (the kernel table's "... gate_up ... dgemm"
+    rows)."""
     out = []
     widths = [(d, names) for d, names in DECODE_GEMM_WIDTHS]
     widths += [(d, ("qkv", "o_proj", "gate_up", "down")) for d in LLAMA_WIDTHS]
@@ -80,8 +82,12 @@ def projections() -> list[Projection]:
                  "o_proj": (dims.hidden, dims.attn_out, False),
                  "gate_up": (2 * dims.intermediate, dims.hidden, True),
                  "down": (dims.hidden, dims.intermediate, False)}
-        out += [Projection(dims.name, "gate_up+swiglu" if name == "gate_up" else name,
-                           *every[name]) for name in names]
+        for name in names:
+            n, k, swiglu = every[name]
+            out.append(Projection(dims.name, "gate_up+swiglu" if swiglu else name, n, k,
+                                  swiglu))
+            if swiglu and plain:
+                out.append(Projection(dims.name, name, n, k, False))
     return out
 
 
@@ -115,12 +121,14 @@ def main() -> int:
     ap.add_argument("-k", dest="select", action="append",
                     help="only rows whose 'model projection' contains this (repeatable)")
     ap.add_argument("--rows", default="16,32,64,128", help="batch rows (m) per projection")
+    ap.add_argument("--plain", action="store_true", help="also each gate_up without its "
+                    "SwiGLU epilogue (the kernel table's rows)")
     ap.add_argument("--table", type=Path, help="tune into this table file (default: a fresh "
                     "temporary one, so every key is timed)")
     ap.add_argument("--out", type=Path, help="write the rows as JSON here too")
     args = ap.parse_args()
     rows_m = [int(v) for v in args.rows.split(",")]
-    picked = [p for p in projections() if not args.select
+    picked = [p for p in projections(args.plain) if not args.select
               or any(s in f"{p.model} {p.name}" for s in args.select)]
     t_start = time.perf_counter()
     backend = CudaBackend(modules=decode_modules())

@@ -327,6 +327,9 @@ class DecodeGemmTuner:
         finally:
             backend.record_event(done, self._stream)
             backend.stream_wait_event(stream, done)
+        if not times:  # the device holds no candidate's cluster: nothing was measured
+            self._failed.add((module, key))
+            return model
         pick = choose(times, model)
         entry = TuneEntry(pick[0], pick[1], round(times[pick], 3), model[0], model[1],
                           round(times.get(model, float("nan")), 3),
