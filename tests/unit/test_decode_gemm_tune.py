@@ -367,3 +367,30 @@ def test_a_failing_occupancy_query_keeps_the_model(table_path, caplog) -> None:
         matmul_decode.decode_gemm(KernelCache(dev), 0, x, w, y, *_O_PROJ)
     assert dev.drain_launches()[-1].func == "gemm_decode_tma_bf16_split4"
     assert any("failed" in r.getMessage() for r in caplog.records)
+
+
+def test_cuda_backend_digests_its_modules_and_asks_the_driver_about_capture(
+        monkeypatch) -> None:
+    import enum
+    import hashlib
+
+    from atlas.runtime import cuda
+    from test_backends import FakeDriver, FakeResult
+
+    class Status(enum.IntEnum):
+        CU_STREAM_CAPTURE_STATUS_NONE = 0
+        CU_STREAM_CAPTURE_STATUS_ACTIVE = 1
+
+    drv = FakeDriver({})
+    answer = [FakeResult.CUDA_SUCCESS, Status.CU_STREAM_CAPTURE_STATUS_NONE]
+    drv.CUstreamCaptureStatus = Status
+    drv.cuStreamIsCapturing = lambda stream: tuple(answer)
+    monkeypatch.setattr(cuda, "_load_driver", lambda: drv)
+    be = cuda.CudaBackend(modules={"toy": b"ptx"})
+    assert be.module_digest("toy") == hashlib.sha256(b"ptx\0").hexdigest()  # as loaded
+    assert be.module_digest("other") is None
+    assert not be.is_capturing(0)
+    answer[1] = Status.CU_STREAM_CAPTURE_STATUS_ACTIVE
+    assert be.is_capturing(0)
+    answer[:] = [FakeResult.CUDA_ERROR_INVALID_VALUE, None]  # refused: never synchronize
+    assert be.is_capturing(0)
