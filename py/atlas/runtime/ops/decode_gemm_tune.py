@@ -85,9 +85,14 @@ class TuneKey:
                 f"swiglu={int(self.swiglu)} tma={int(self.tma)}")
 
 
+def build_prefix(gpu: str, sm_count: int, digest: str) -> str:
+    """What every key of one device and module build starts with."""
+    return f"{gpu}|{sm_count}|{digest}|"
+
+
 def table_key(gpu: str, sm_count: int, digest: str, key: TuneKey) -> str:
     """The full key of one entry: device, SM count, module build, launch key."""
-    return f"{gpu}|{sm_count}|{digest}|{key.text()}"
+    return build_prefix(gpu, sm_count, digest) + key.text()
 
 
 def choose(times: Mapping[Pick, float], model: Pick, gain: float = TUNE_GAIN,
@@ -254,7 +259,7 @@ class DecodeGemmTuner:
                  digests: Mapping[str, str]) -> None:
         self.backend = backend
         self.table = table
-        self._prefix = {module: f"{facts.name}|{facts.sm_count}|{digest}"
+        self._prefix = {module: build_prefix(facts.name, facts.sm_count, digest)
                         for module, digest in digests.items()}
         self._picks: dict[tuple[str, TuneKey], Pick] = {}
         self._failed: set[tuple[str, TuneKey]] = set()
@@ -281,7 +286,7 @@ class DecodeGemmTuner:
         tuner = cls(backend, facts, table, digests)
         if loaded:
             mine = [e for key, e in table.entries.items()
-                    if any(key.startswith(p + "|") for p in tuner._prefix.values())]
+                    if any(key.startswith(p) for p in tuner._prefix.values())]
             _log.info("decode GEMM tune table %s: %d keys for this device and build (tuned "
                       "in %.0f ms in all), %d in the file", table.path, len(mine),
                       sum(e.tune_ms for e in mine), len(table.entries))
@@ -290,7 +295,7 @@ class DecodeGemmTuner:
     def entry(self, module: str, key: TuneKey) -> TuneEntry | None:
         """The table's entry of `key` on `module` for this device and build."""
         prefix = self._prefix.get(module)
-        return None if prefix is None else self.table.get(f"{prefix}|{key.text()}")
+        return None if prefix is None else self.table.get(prefix + key.text())
 
     def lookup(self, module: str, key: TuneKey) -> Pick | None:
         """The tuned pick of `key` on `module`, None when it was never tuned here (kept per
@@ -334,7 +339,7 @@ class DecodeGemmTuner:
         entry = TuneEntry(pick[0], pick[1], round(times[pick], 3), model[0], model[1],
                           round(times.get(model, float("nan")), 3),
                           round((time.perf_counter() - start) * 1e3, 1))
-        self.table.put(f"{self._prefix[module]}|{key.text()}", entry)
+        self.table.put(self._prefix[module] + key.text(), entry)
         self._picks[module, key] = pick
         _log.debug("decode GEMM tuned %s: split %d x %d warpgroup(s) %.2f us, model's split "
                    "%d x %d %.2f us (%d candidates, %.1f ms)", key.text(), *pick, entry.us,
