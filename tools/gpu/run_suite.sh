@@ -1132,13 +1132,15 @@ stage_attn_trace() {
 # kernels and both block shapes (labels "... bB", "... bB wide", "... cp.async"; GB/s and %
 # of copy vs torch.mm), the b64 rows again at each forced cluster split (results/tma_splitS:
 # the split rule's data) and with the rule counting the driver's resident blocks
-# (ATLAS_DECODE_GEMM_OCCUPANCY=1, results/tma_occupancy), then Qwen3-8B decode at batch 64
+# (ATLAS_DECODE_GEMM_OCCUPANCY=1, results/tma_occupancy), the tuner's picks against the
+# model's per published shape (tune_decode_gemm.py), then Qwen3-8B decode at batch 64
 # and its PDL-off per-kernel profile at a 1,536-token context, TMA on and off. Each command
 # under a timeout (the kernel traps a ring wait that never ends; this bounds the rest).
 stage_decode_gemm_tma() {
   local rc=0 name tma split sel=() b64=()
   timeout 180 "$PY" tools/gpu/decode_gemm_occupancy.py \
     --out "$RESULTS/decode_gemm_occupancy.json" || rc=1
+  timeout 180 "$PY" tools/gpu/tune_decode_gemm.py --out "$RESULTS/decode_gemm_tune.json" || rc=1
   timeout 400 "$PY" tools/gpu/check_kernels.py -k gemm_decode \
     --out "$RESULTS/gpu_check_decode_gemm.json" || rc=1
   for name in qkv o_proj gate_up down; do

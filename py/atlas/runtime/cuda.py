@@ -22,6 +22,7 @@ that off, for A/B measurements.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import struct
 import threading
@@ -253,6 +254,7 @@ class CudaBackend(GpuBackend):
         self._facts: DeviceFacts | None = None
         self._modules: dict[str, Any] = {}
         self._pdl_entries: dict[str, frozenset[str]] = {}
+        self._digests: dict[str, str] = {}
         self._kernels: dict[tuple[str, str], KernelHandle] = {}
         self._streams: dict[int, Any] = {0: drv.CUstream(0)}
         self._events: list[Any] = []
@@ -443,7 +445,7 @@ class CudaBackend(GpuBackend):
             if name in self._modules:
                 raise GpuError(f"PTX module {name!r} is already loaded")
 
-        def load(item: tuple[str, bytes | str]) -> tuple[str, Any, frozenset[str]]:
+        def load(item: tuple[str, bytes | str]) -> tuple[str, Any, frozenset[str], str]:
             name, ptx = item
             self._ok(self._drv.cuCtxSetCurrent(self._ctx), "cuCtxSetCurrent")
             image = ptx.encode() if isinstance(ptx, str) else bytes(ptx)
@@ -454,11 +456,11 @@ class CudaBackend(GpuBackend):
             if err:  # no cubin, or one the device cannot run: JIT-compile the PTX
                 module = self._ok(self._drv.cuModuleLoadData(image),
                                   f"cuModuleLoadData(module {name!r})")
-            return name, module, pdl_entries(image)
+            return name, module, pdl_entries(image), hashlib.sha256(image).hexdigest()
 
         items = sorted(modules.items())
         workers = min(len(items), os.cpu_count() or 1, 32)
-        loaded: list[tuple[str, Any, frozenset[str]]] = []
+        loaded: list[tuple[str, Any, frozenset[str], str]] = []
         errors: list[tuple[str, BaseException]] = []
         with ThreadPoolExecutor(max_workers=max(workers, 1)) as pool:
             futures = [(name, pool.submit(load, (name, ptx))) for name, ptx in items]
@@ -468,16 +470,21 @@ class CudaBackend(GpuBackend):
                 except BaseException as exc:  # collected; re-raised below after cleanup
                     errors.append((name, exc))
         if errors:
-            for _, module, _ in loaded:
+            for _, module, _, _ in loaded:
                 self._drv.cuModuleUnload(module)
             raise errors[0][1]
-        for name, module, entries in loaded:
+        for name, module, entries, digest in loaded:
             self._modules[name] = module
             self._pdl_entries[name] = entries
+            self._digests[name] = digest
 
     @property
     def module_names(self) -> list[str]:
         return sorted(self._modules)
+
+    def module_digest(self, module: str) -> str | None:
+        """sha256 of the PTX image the module was loaded from (GpuBackend.module_digest)."""
+        return self._digests.get(module)
 
     def kernel(self, module: str, func: str) -> KernelHandle:
         handle = self._kernels.get((module, func))
@@ -639,6 +646,15 @@ class CudaBackend(GpuBackend):
         self._graphs.add(g)
         return GraphHandle(g)
 
+    def is_capturing(self, stream: Stream) -> bool:
+        """cuStreamIsCapturing: whether `stream` is capturing (or its capture was
+        invalidated); a query the driver refuses (the legacy stream while another stream
+        captures globally) answers True, the answer that keeps callers from synchronizing."""
+        self._bound()
+        err, status = self._drv.cuStreamIsCapturing(self._cu_stream(stream))
+        return bool(err) or (status
+                             != self._drv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE)
+
     def launch_graph(self, graph: GraphHandle, stream: Stream) -> None:
         self._bound()
         g: _Graph = graph.native
@@ -720,6 +736,7 @@ class CudaBackend(GpuBackend):
         self._streams = {0: self._streams[0]}
         self._modules.clear()
         self._pdl_entries.clear()
+        self._digests.clear()
         self._kernels.clear()
         attempt(drv.cuDevicePrimaryCtxRelease(self._dev), "cuDevicePrimaryCtxRelease")
         if failures:

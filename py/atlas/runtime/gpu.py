@@ -245,6 +245,13 @@ class GpuBackend(abc.ABC):
         (references, mocks) load none, so they take the paths every target has."""
         return []
 
+    def module_digest(self, module: str) -> str | None:
+        """The sha256 (hex) of the compiled module `module` as loaded, None where it is not
+        loaded or the backend loads none: what keys measurements of that code (a launch
+        builder's tuning table, ops/decode_gemm_tune.py) so a rebuilt kernel is measured
+        again. Backends without a device return None, and so never tune."""
+        return None
+
     def set_max_dynamic_shared(self, handle: KernelHandle, nbytes: int) -> None:
         """Let `handle` launch with up to `nbytes` of dynamic shared memory.
 
@@ -301,6 +308,12 @@ class GpuBackend(abc.ABC):
     # ---- graphs -------------------------------------------------------------------
     @property
     def supports_graphs(self) -> bool:
+        return False
+
+    def is_capturing(self, stream: Stream) -> bool:
+        """Whether work issued on `stream` is being captured into a graph now: a launch
+        builder that would synchronize (time candidates between events) must not then.
+        Backends that never tune answer False (nothing that synchronizes asks them)."""
         return False
 
     def begin_capture(self, stream: Stream) -> None:

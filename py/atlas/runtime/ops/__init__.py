@@ -7,13 +7,16 @@ they never assemble raw argument lists themselves.
 from __future__ import annotations
 
 from ..gpu import DevicePtr, GpuBackend, KernelHandle, KernelLaunch, KernelSig
+from .decode_gemm_tune import DecodeGemmTuner
 from .routes import KernelRoutes
 
 
 class KernelCache:
     """Per-backend cache of resolved kernels (one `backend.kernel` lookup per signature), with
     what the launch builders size and route by: the device's facts (SM count, shared memory)
-    and the kernel-path switches, both fixed when the cache is built (with the runner)."""
+    and the kernel-path switches, both fixed when the cache is built (with the runner); and
+    the decode GEMM's tuning table (`decode_tune`, ops/decode_gemm_tune.py; None where the
+    backend cannot time kernels or ATLAS_DECODE_GEMM_TUNE=0), loaded here."""
 
     def __init__(self, backend: GpuBackend, routes: KernelRoutes | None = None) -> None:
         self.backend = backend
@@ -24,6 +27,7 @@ class KernelCache:
         self._most_shared: set[KernelSig] = set()
         self._tensor_maps: dict[tuple[int, int, int, int], bytes] = {}
         self._resident: dict[tuple[str, str, int, int, int], int | None] = {}
+        self.decode_tune = DecodeGemmTuner.open(backend, self.facts, self.routes)
 
     def get(self, sig: KernelSig) -> KernelLaunch:
         launch = self._launches.get(sig)

@@ -19,11 +19,17 @@ tensor copies issued by one producer warp (128 G + 32 threads) through a ring of
 TMA_MAX_STAGES slots, all in flight; gemm_decode_sm90 has every thread issue 16-byte
 cp.async copies. Their tensor maps (w's and x's) come from KernelCache.tensor_map: encoded
 once per buffer, shape and box, never per step.
+
+On a device the split and block shape are measured rather than modelled (ATLAS_DECODE_GEMM_TUNE,
+on by default): the first eager launch of each launch shape times every candidate (`tuned_pick`,
+ops/decode_gemm_tune.py) and the fastest is kept, by device and kernel build, in a file; the
+model (`launch_split`, `decode_groups`) stays the baseline a candidate must beat by 4%, and the
+choice inside a graph capture of a shape never launched eagerly.
 """
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Iterator, Mapping
 
 from ..gpu import H200_FACTS, DevicePtr, KernelSig, Stream
 from ..kernel_abi import (GEMM_DECODE_SM90, GEMM_DECODE_SM90_F32OUT,
@@ -45,6 +51,7 @@ from ..kernel_abi import (GEMM_DECODE_TMA, GEMM_DECODE_TMA_F32OUT,
                           GEMM_DECODE_TMA_SWIGLU_SPLIT7, GEMM_DECODE_TMA_SWIGLU_SPLIT8)
 from . import KernelCache
 from ._preconditions import require_aligned, require_multiple
+from .decode_gemm_tune import Pick, TuneKey
 from .routes import DECODE_GEMM_SPLITS, DECODE_GEMM_TMA_SPLITS
 
 #: largest batch: the widest wgmma N (gemm_decode_sm90.cu kMaxCols)
@@ -289,10 +296,11 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
     then silu_mul, bit for bit (the same split's sums), in one launch.
 
     Preconditions: n >= 1, k a positive multiple of 8, x and w 16-byte aligned, y aligned to its
-    element; the module must be loaded (`available`). `split` forces the cluster split (None:
-    `launch_split`: the routes' override, else the rule), `wide` two-warpgroup blocks (None:
-    the routes' decode_gemm_wide, whose None is the kernel's default), `tma` the kernel (None:
-    `uses_tma`).
+    element; the module must be loaded (`available`). `split` forces the cluster split, `wide`
+    two-warpgroup blocks, `tma` the kernel (None: `uses_tma`). With neither split nor wide
+    forced, a cache that `tunes` gives both (`tuned_pick`); otherwise split None is
+    `launch_split` (the routes' override, else the rule) and wide None the routes'
+    decode_gemm_wide, whose None is the kernel's default.
     Launched with ceil(n / (64 G)) * split blocks (G = `decode_groups`; a SwiGLU block's 64 G
     weight rows are 32 G gate/up pairs, so the grid is the same) of 128 G threads (+
     TMA_PRODUCER_THREADS on the TMA kernel) and `smem_bytes(decode_cols(m), G, stages)` of
@@ -302,8 +310,7 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
     the TMA kernel's ring holds its weight rows' next tiles in flight itself.
     """
     tma = uses_tma(kc, tma)
-    cols = decode_cols(m)
-    groups = decode_groups(m, kc.routes.decode_gemm_wide if wide is None else wide, tma)
+    decode_cols(m)  # m in range
     if n < 1:
         raise ValueError(f"decode_gemm: n={n} must be positive")
     if swiglu and (n % 2 or out_f32):
@@ -313,12 +320,26 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
     require_aligned("decode_gemm", "x", x, 16)
     require_aligned("decode_gemm", "w", w, 16)
     require_aligned("decode_gemm", "y", y, 4 if out_f32 else 2)
-    if split is None:
-        split = launch_split(kc, m, n, k, out_f32, swiglu, tma, groups)
+    if split is None and wide is None and tunes(kc):
+        split, groups = tuned_pick(kc, stream, x, w, y, m, n, k, out_f32, swiglu, tma)
+    else:
+        groups = decode_groups(m, kc.routes.decode_gemm_wide if wide is None else wide, tma)
+        if split is None:
+            split = launch_split(kc, m, n, k, out_f32, swiglu, tma, groups)
     compiled = DECODE_GEMM_TMA_SPLITS if tma else DECODE_GEMM_SPLITS
     if split not in compiled:
         raise ValueError(f"decode_gemm: split {split} is not one of {compiled} "
                          f"({'gemm_decode_tma' if tma else 'gemm_decode_sm90'})")
+    launch_pick(kc, stream, x, w, y, m, n, k, out_f32, swiglu, tma, (split, groups))
+
+
+def launch_pick(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr,
+                m: int, n: int, k: int, out_f32: bool, swiglu: bool, tma: bool,
+                pick: Pick) -> None:
+    """One decode GEMM launch at `pick` = (split, warpgroups), of a product decode_gemm has
+    checked (the tuner's candidates; tools that time a pick)."""
+    split, groups = pick
+    cols = decode_cols(m)
     grid = -(-n // (DECODE_ROWS * groups)) * split
     if tma:
         rows = DECODE_ROWS * groups  # a SwiGLU stage's weight tile is two half boxes
@@ -331,3 +352,66 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
     launch = kc.get_with_shared(entry_point(split, out_f32, swiglu), DECODE_MAX_SHARED)
     launch(stream, grid, DECODE_THREADS * groups, smem_bytes(cols, groups), x, w, y, m, n, k,
            kc.routes.decode_gemm_l2_tiles)
+
+
+def tunes(kc: KernelCache) -> bool:
+    """Whether decode_gemm takes its split and block shape from the tuning table: the cache
+    has one (a device, ATLAS_DECODE_GEMM_TUNE not 0) and the routes force neither
+    (ATLAS_DECODE_GEMM_SPLIT, ATLAS_DECODE_GEMM_WIDE keep their A/B meaning)."""
+    return (kc.decode_tune is not None and kc.routes.decode_gemm_split is None
+            and kc.routes.decode_gemm_wide is None)
+
+
+def valid_picks(m: int, k: int, tma: bool) -> list[Pick]:
+    """Every (split, warpgroups) a product may launch with, by the kernel alone: the compiled
+    splits that keep MIN_SPLIT_K_TILES k-tiles a block, times the block shapes decode_groups
+    allows at this width (the cp.async kernel has no two-warpgroup blocks under N = 32)."""
+    k_tiles = -(-k // 64)
+    splits = [s for s in (DECODE_GEMM_TMA_SPLITS if tma else DECODE_GEMM_SPLITS)
+              if s == 1 or k_tiles >= MIN_SPLIT_K_TILES * s]
+    groups = sorted({decode_groups(m, False, tma), decode_groups(m, True, tma)})
+    return [(s, g) for s in splits for g in groups]
+
+
+def tune_candidates(kc: KernelCache, m: int, k: int, out_f32: bool, swiglu: bool,
+                    tma: bool) -> Iterator[Pick]:
+    """The `valid_picks` the device can run: a split whose cluster the device cannot hold at
+    this shape (KernelCache.resident_blocks below the split) would fail to launch. Lazy: a
+    device error asking the driver surfaces inside the tuner's timing, which then keeps the
+    model's pick (DecodeGemmTuner.tune)."""
+    cols = decode_cols(m)
+    stages = TMA_MAX_STAGES if tma else DECODE_MAX_STAGES
+    for split, groups in valid_picks(m, k, tma):
+        launch = kc.get_with_shared(entry_point(split, out_f32, swiglu, tma),
+                                    TMA_MAX_SHARED if tma else DECODE_MAX_SHARED)
+        threads = DECODE_THREADS * groups + (TMA_PRODUCER_THREADS if tma else 0)
+        blocks = kc.resident_blocks(launch.handle, threads, smem_bytes(cols, groups, stages),
+                                    split)
+        if blocks is None or blocks >= split:
+            yield split, groups
+
+
+def tuned_pick(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr,
+               m: int, n: int, k: int, out_f32: bool, swiglu: bool, tma: bool) -> Pick:
+    """The (split, warpgroups) of a launch that `tunes`: the table's pick for its TuneKey;
+    on a miss, the model's pick (`launch_split` at decode_groups' default) while `stream` is
+    being captured, else every `tune_candidates` pick timed now with the call's own x, w and
+    y (each launch overwrites y; the caller's launch after them writes it last) and the
+    fastest kept (decode_gemm_tune.choose)."""
+    tuner = kc.decode_tune
+    assert tuner is not None
+    module = (GEMM_DECODE_TMA if tma else GEMM_DECODE_SM90).module
+    key = TuneKey(decode_cols(m), n, k, out_f32, swiglu, tma)
+    pick = tuner.lookup(module, key)
+    if pick is not None and pick in valid_picks(m, k, tma):
+        return pick
+    groups = decode_groups(m, None, tma)
+    model = (launch_split(kc, m, n, k, out_f32, swiglu, tma, groups), groups)
+    if not tuner.can_tune(module, key) or kc.backend.is_capturing(stream):
+        return model
+
+    def launch(candidate: Pick, on: Stream) -> None:
+        launch_pick(kc, on, x, w, y, m, n, k, out_f32, swiglu, tma, candidate)
+
+    return tuner.tune(module, key, tune_candidates(kc, m, k, out_f32, swiglu, tma), model,
+                      stream, launch)

@@ -83,6 +83,14 @@ what it asked for each time, and importing Atlas never depends on the environmen
   holds 62 four-block clusters, 248 blocks, not 264, so the modelled rule's split-4 grids of
   256 blocks ran in two waves: Qwen3-8B b64 step 9.987 -> 9.543 ms with the count, gpu21;
   tools/gpu/decode_gemm_occupancy.py prints both).
+* ATLAS_DECODE_GEMM_TUNE=0: the decode GEMM's split and warpgroups a block come from the
+  model (decode_split over the driver's occupancy, decode_groups) for every launch shape, as
+  before session 15, instead of from measuring: on a device (the CUDA backend), the first
+  eager launch of a shape (wgmma width, n, k, output, epilogue, kernel) that neither argument
+  nor ATLAS_DECODE_GEMM_SPLIT / _WIDE forces times every candidate with the call's own
+  operands and keeps the fastest (ops/decode_gemm_tune.py: the model's pick unless one is 4%
+  faster), remembered in $ATLAS_TUNE_CACHE (default ~/.cache/atlas/decode_gemm_tune.json) per
+  GPU, SM count and PTX module. A shape first met inside a graph capture runs the model's pick.
 * ATLAS_DECODE_GEMM_L2_TILES=N: k-tiles (64 columns) of its weight rows each decode GEMM
   block keeps prefetched into L2 ahead of its shared-memory ring, from before its PDL wait
   (default DEFAULT_DECODE_GEMM_L2_TILES = 0: none, the session-6 kernel; see there why).
@@ -391,6 +399,7 @@ class KernelRoutes:
     decode_gemm_tma: bool = True
     decode_gemm_occupancy: bool = True
     decode_gemm_any_split: bool = False
+    decode_gemm_tune: bool = True
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_long_min_batch: int = DEFAULT_DECODE_ATTN_LONG_MIN_BATCH
@@ -494,6 +503,7 @@ class KernelRoutes:
                    decode_gemm_tma=env_switch(env, "ATLAS_DECODE_GEMM_TMA", True),
                    decode_gemm_occupancy=env_switch(env, "ATLAS_DECODE_GEMM_OCCUPANCY", True),
                    decode_gemm_any_split=env_switch(env, "ATLAS_DECODE_GEMM_ANY_SPLIT", False),
+                   decode_gemm_tune=env_switch(env, "ATLAS_DECODE_GEMM_TUNE", True),
                    decode_attn_long=env_switch(env, "ATLAS_DECODE_ATTN_LONG", True),
                    decode_attn_long_min_keys=_env_count(env, "ATLAS_DECODE_ATTN_LONG_MIN_KEYS",
                                                         DEFAULT_DECODE_ATTN_LONG_MIN_KEYS),
