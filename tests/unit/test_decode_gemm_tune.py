@@ -394,3 +394,32 @@ def test_cuda_backend_digests_its_modules_and_asks_the_driver_about_capture(
     assert be.is_capturing(0)
     answer[:] = [FakeResult.CUDA_ERROR_INVALID_VALUE, None]  # refused: never synchronize
     assert be.is_capturing(0)
+
+
+def test_timed_launches_cycle_through_cold_weight_copies_then_free_them(table_path) -> None:
+    """A weight under ROTATE_BYTES is timed through scratch copies of its size, so every timed
+    launch reads its weight from DRAM as a step does; the scratch is freed after tuning, and a
+    device that cannot hold it times on the weight alone."""
+    dev = _TimedMock()
+    kc = KernelCache(dev)
+    x, w, y = _operands(dev, *_O_PROJ)
+    wbytes = 4096 * 4096 * 2
+    copies = tune.rotation_copies(wbytes, tune.ROTATE_BYTES, tune.MAX_COPIES)
+    assert copies == 8  # 32 MiB a copy: 256 MiB between two reads of one
+    freed: list[int] = []
+    free = dev.free
+    dev.free = lambda ptr: (freed.append(ptr), free(ptr))[1]  # type: ignore[method-assign]
+    matmul_decode.decode_gemm(kc, 5, x, w, y, *_O_PROJ)
+    graph = dev.graph_launches[0].graph
+    read = [r.args["w"] for r in graph]
+    assert len(read) >= copies and read[copies:] == read[:len(read) - copies]  # cyclic
+    (pool,) = freed
+    assert set(read) == {w} | {pool + i * wbytes for i in range(copies - 1)}
+    assert dev.drain_launches()[-1].args["w"] == w  # the real launch reads the real weight
+
+    def no_room(nbytes: int) -> int:
+        raise GpuError("out of memory")
+
+    dev.alloc = no_room  # type: ignore[method-assign]
+    assert matmul_decode.cold_weights(KernelCache(dev), w, wbytes) == (0, [w])
+    assert matmul_decode.cold_weights(kc, w, 1 << 30) == (0, [w])  # one copy is enough

@@ -32,15 +32,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "py"))
 
-from atlas.bench.kernel_shapes import (DECODE_GEMM_WIDTHS, ModelDims,  # noqa: E402
-                                       rotation_copies)
+from atlas.bench.kernel_shapes import DECODE_GEMM_WIDTHS, ModelDims  # noqa: E402
 from atlas.kernels.registry import load_registry  # noqa: E402
 from atlas.runtime.cuda import CudaBackend  # noqa: E402
 from atlas.runtime.kernel_abi import GEMM_DECODE_SM90, GEMM_DECODE_TMA  # noqa: E402
 from atlas.runtime.ops import KernelCache, decode_gemm_tune as tune  # noqa: E402
 from atlas.runtime.ops import matmul_decode as md  # noqa: E402
-from atlas.runtime.ops.decode_gemm_tune import (DecodeGemmTuner, Pick, TuneKey,  # noqa: E402
-                                                TuneTable)
+from atlas.runtime.ops.decode_gemm_tune import (MAX_COPIES, ROTATE_BYTES,  # noqa: E402
+                                                DecodeGemmTuner, Pick, TuneKey, TuneTable,
+                                                rotation_copies)
 
 #: the Llama widths beside the kernel table's Qwen3 ones (DECODE_GEMM_WIDTHS)
 LLAMA_WIDTHS = (
@@ -51,9 +51,6 @@ LLAMA_WIDTHS = (
     ModelDims("llama-3.1-8b", hidden=4096, heads=32, kv_heads=8, head_dim=128,
               intermediate=14336, vocab=128256),
 )
-#: bytes of weights that pass between two reads of one copy in the cold timing (past L2)
-ROTATE_BYTES = 256 << 20
-MAX_COPIES = 64
 #: launches a cold timing graph holds at least, and its timed replays
 COLD_LAUNCHES = 20
 COLD_REPS = 5

@@ -21,6 +21,8 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Protocol
 
+from ..runtime.ops.decode_gemm_tune import rotation_copies  # noqa: F401 (the tools' import)
+
 BF16 = 2
 F32 = 4
 I32 = 4
@@ -1220,15 +1222,6 @@ def achieved(shape: KernelShape, us: float, ceilings: Ceilings) -> Achieved:
     rate = shape.bytes_moved() / us / 1e3
     return Achieved(rate, "GB/s", rate * 1e9 / ceilings.copy_bytes_per_s,
                     floor_us(shape, ceilings))
-
-
-def rotation_copies(set_bytes: int, rotate_bytes: int, max_copies: int) -> int:
-    """Input sets to cycle through so that `rotate_bytes` pass between two uses of one set
-    (past the L2 cache), but never more than `max_copies`."""
-    if set_bytes <= 0 or rotate_bytes <= 0 or max_copies < 1:
-        raise ValueError(f"need positive sizes, got set={set_bytes} rotate={rotate_bytes} "
-                         f"max={max_copies}")
-    return max(1, min(max_copies, -(-rotate_bytes // set_bytes)))
 
 
 def speedup_summary(speedups: Iterable[float]) -> dict[str, float]:
