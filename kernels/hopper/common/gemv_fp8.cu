@@ -13,7 +13,8 @@
 // f32 subnormals, exact since no kernel here flushes them); 2^120 is folded into the scale.
 // Three integer ops a value, no pressure on the conversion units.
 //
-// The `_cvt` entry point (batch 1: ops/matmul_quant.uses_core_single, ATLAS_QUANT_FP8_CORE)
+// The `_cvt` entry point (batch 1 where the `_h2` ones below, on packed half-precision FMAs,
+// are switched off: ops/matmul_quant.uses_core_single, ATLAS_QUANT_FP8_CORE)
 // decodes with the hardware convert instead: cvt.rn.f16x2.e4m3x2 turns two codes into an
 // exact f16 pair (one F2FP), each half widens exactly to f32 (HADD2.F32, FMA pipe): 1.5
 // instructions a value, none on the half-rate integer pipe. Why: at copy bandwidth an SM
