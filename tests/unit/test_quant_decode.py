@@ -282,7 +282,8 @@ def _weights(dev: MockGpuBackend, n: int, k: int) -> dict[str, object]:
 @pytest.mark.parametrize("m, func", [(1, "_small"), (8, "_small"), (9, ""), (64, "")])
 def test_decode_batches_take_the_tensor_core_gemv(fmt: str, m: int, func: str) -> None:
     dev = _quant_mock()
-    kc = KernelCache(dev, KernelRoutes(quant_fp8_core=False, quant_nvfp4_h2=False))
+    kc = KernelCache(dev, KernelRoutes(quant_fp8_core=False, quant_nvfp4_h2=False,
+                                       quant_fp8_h2=False))
     n, k = 4100, 1024
     w = _weights(dev, n, k)[fmt]
     x, y = dev.alloc(m * k * 2), dev.alloc(m * n * 2)
@@ -322,19 +323,21 @@ def test_cuda_core_down_projection_fuses_swiglu_only_for_short_rows(k: int, func
 
 @pytest.mark.parametrize("k, threads", [(4096, 128), (12288, 256), (1536, 64)])
 def test_one_fp8_row_takes_the_convert_gemv_by_default(k: int, threads: int) -> None:
-    """Batch 1 (qkv, o_proj, down) on gemv_fp8_cvt_bf16_single: 4 rows a block, two 16-byte
-    chunks of each row per thread (256 threads at most); ATLAS_QUANT_FP8_CORE=0, more rows,
-    NVFP4 and a forced tensor-core product keep the tensor-core GEMV."""
+    """Batch 1 (qkv, o_proj, down) without the half-precision-FMA GEMV (ATLAS_QUANT_FP8_H2=0)
+    on gemv_fp8_cvt_bf16_single: 4 rows a block, two 16-byte chunks of each row per thread
+    (256 threads at most); ATLAS_QUANT_FP8_CORE=0, more rows, NVFP4 and a forced tensor-core
+    product keep the tensor-core GEMV."""
     dev = _quant_mock()
     n = 4100
     weights = _weights(dev, n, k)
     x, y = dev.alloc(2 * 8 * k), dev.alloc(2 * 8 * n)
-    matmul_quant.linear_quant(KernelCache(dev), 0, x, weights["fp8"], y, 1)
+    matmul_quant.linear_quant(KernelCache(dev, KernelRoutes(quant_fp8_h2=False)), 0, x,
+                              weights["fp8"], y, 1)
     (rec,) = dev.drain_launches()
     assert (rec.module, rec.func) == ("gemv_fp8", "gemv_fp8_cvt_bf16_single")
     assert rec.grid[0] == -(-n // 4) and rec.block[0] == threads and rec.shared == 0
     assert (rec.args["x"], rec.args["y"], rec.args["m"], rec.args["k"]) == (x, y, 1, k)
-    others = [(KernelRoutes(quant_fp8_core=False), "fp8", 1, None),
+    others = [(KernelRoutes(quant_fp8_core=False, quant_fp8_h2=False), "fp8", 1, None),
               (KernelRoutes(), "fp8", 2, None),
               (KernelRoutes(quant_nvfp4_h2=False), "nvfp4", 1, None),
               (KernelRoutes(quant_fp8_core=True), "fp8", 1, True)]
@@ -417,7 +420,8 @@ def _direct_mock() -> HopperQuantMock:
 
 #: the register-fed kernel's own loops (its staged variant has tests of its own,
 #: test_quant_staged.py), for one FP8 row too (not the convert GEMV)
-REGISTER_FED = KernelRoutes(quant_staged=False, quant_fp8_core=False, quant_nvfp4_h2=False)
+REGISTER_FED = KernelRoutes(quant_staged=False, quant_fp8_core=False, quant_nvfp4_h2=False,
+                            quant_fp8_h2=False)
 
 
 @pytest.mark.parametrize("fmt", ["fp8", "nvfp4"])
@@ -560,7 +564,8 @@ def test_gate_up_swiglu_launch_geometry(fmt: str) -> None:
 @pytest.mark.parametrize("case", ["m9", "ring", "odd n", "not loaded", "bf16"])
 def test_gate_up_keeps_silu_mul_where_the_swiglu_cannot_fuse(case: str) -> None:
     dev = _quant_mock() if case == "not loaded" else _direct_mock()
-    routes = KernelRoutes(quant_direct=False if case == "ring" else None)
+    # the tensor-core kernels' conditions: one FP8 row's half-precision-FMA GEMV switched off
+    routes = KernelRoutes(quant_direct=False if case == "ring" else None, quant_fp8_h2=False)
     n = 2 * 64 + (1 if case == "odd n" else 0)
     m = 9 if case == "m9" else 2 if case == "bf16" else 1  # bf16 fuses one row only
     lin = (Bf16Linear(dev.alloc(n * 256 * 2), n, 256) if case == "bf16"
@@ -583,8 +588,8 @@ def test_a_quantized_dense_mlp_runs_two_launches_at_decode() -> None:
     assert down.func == "gemv_qd_fp8_bf16" and down.args["x"] == bufs["act"]
     assert down.args["y"] == bufs["delta"]
     mlp.forward(KernelCache(dev, KernelRoutes(quant_staged=False)), 0, b, 1)  # the default:
-    assert [r.func for r in dev.drain_launches()] == ["gemv_qd_fp8_swiglu_bf16",  # down on
-                                                      "gemv_fp8_cvt_bf16_single"]  # the convert
+    assert [r.func for r in dev.drain_launches()] == ["gemv_fp8_h2_swiglu_bf16",  # both on the
+                                                      "gemv_fp8_h2_bf16"]  # half-precision FMAs
     mlp.forward(KernelCache(dev, REGISTER_FED), 0, b, 9)
     assert [r.func for r in dev.drain_launches()] == ["gemv_mma_fp8_bf16", "silu_mul_bf16",
                                                       "gemv_mma_fp8_bf16"]

@@ -24,7 +24,8 @@ from atlas.runtime.kernel_check import check
 from atlas.runtime.ops import KernelCache, matmul_nvfp4, matmul_quant
 from atlas.runtime.ops.matmul_quant import QuantLinear
 from atlas.runtime.ops.routes import KernelRoutes
-from atlas.runtime.reference.gemv_nvfp4 import h2_guard_exponents, h2_product
+from atlas.runtime.reference.gemv_h2 import h2_guard_exponents
+from atlas.runtime.reference.gemv_nvfp4 import h2_product
 from tests.unit.quant_support import QUANT_MODULES, HopperQuantMock, direct_weight
 
 H2 = KernelRoutes(quant_nvfp4_h2=True)
@@ -80,7 +81,8 @@ def test_logits_and_the_gate_up_swiglu_take_their_entry_points() -> None:
 @pytest.mark.parametrize("routes, m, fmt", [(KernelRoutes(quant_nvfp4_h2=False), 1, "nvfp4"),
                                             (H2, 2, "nvfp4"), (H2, 8, "nvfp4"),
                                             (KernelRoutes(quant_nvfp4_h2=True,
-                                                          quant_fp8_core=False), 1, "fp8")])
+                                                          quant_fp8_core=False,
+                                                          quant_fp8_h2=False), 1, "fp8")])
 def test_other_products_keep_the_tensor_core_gemv(routes: KernelRoutes, m: int,
                                                    fmt: str) -> None:
     dev = _mock()
@@ -138,7 +140,7 @@ def test_the_guard_exponent_puts_each_threads_largest_x_below_2_16() -> None:
     x = np.zeros((6, 32), np.float32)
     x[0, 5], x[1, 0], x[2, 31], x[3, 7], x[4, 1], x[5, 2] = (
         1e5, 65280.0, -3.0, -3e9, 3.38e38, 65536.0)
-    e = h2_guard_exponents(f32_to_bf16_bits(x.reshape(-1)), threads=3)
+    e = h2_guard_exponents(f32_to_bf16_bits(x.reshape(-1)), threads=3, chunk=32, guard_exp=16)
     # threads 0: chunks 0, 3; 1: 1, 4; 2: 2, 5
     assert e.tolist() == [1, 0, 0, 16, 112, 1]
     assert (np.ldexp(np.abs(bf16_bits_to_f32(_bf16([1e5, 3e9, 3.38e38]))),

@@ -28,7 +28,7 @@ from tests.unit.quant_support import (QUANT_MODULES, HopperQuantMock, direct_wei
 KERNEL = (Path(__file__).parents[2] / "kernels" / "hopper" / "common" /
           "gemv_quant_direct.cu").read_text()
 STAGED = KernelRoutes(quant_staged=True, quant_fp8_core=False,  # one FP8 / NVFP4 row too
-                      quant_nvfp4_h2=False)
+                      quant_nvfp4_h2=False, quant_fp8_h2=False)
 
 
 def _constant(name: str) -> int:
@@ -156,7 +156,7 @@ def test_each_format_takes_its_measured_loop(env: dict[str, str], fmt: str, func
     dev = _direct_mock()
     w, x = _weight(dev, fmt, 6144, 4096), dev.alloc(4096 * 2)
     routes = KernelRoutes.from_env({**env, "ATLAS_QUANT_STAGED": "0", "ATLAS_QUANT_NVFP4_H2": "0",
-                                   "ATLAS_QUANT_FP8_CORE": "0"})
+                                   "ATLAS_QUANT_FP8_CORE": "0", "ATLAS_QUANT_FP8_H2": "0"})
     QuantLinear(w).linear(KernelCache(dev, routes), 0, x, dev.alloc(6144 * 2), 1)
     (rec,) = dev.drain_launches()
     assert (rec.func, rec.grid[0], rec.block[0]) == (func, grid, 256)

@@ -569,6 +569,8 @@ SCALED_MM_TOL = 6e-2
 def quant_route(kc: KernelCache, w: Any, m: int, plain: bool = True) -> str:
     """The kernel QuantLinear runs an m-row product on (matmul_quant's dispatch); `plain`:
     a bf16 product (not the SwiGLU-ending gate_up, not f32 logits)."""
+    if matmul_quant.uses_fp8_h2(kc, w, m):
+        return "gemv_fp8_h2 (CUDA cores, E4M3 convert to f16, HFMA2)"
     if plain and matmul_quant.uses_core_single(kc, w, m):
         return "gemv_fp8_cvt_bf16_single (CUDA cores, hardware E4M3 convert)"
     if matmul_nvfp4.uses_h2(kc, w, m):
@@ -627,9 +629,10 @@ def quant_linear_case(env: Env, s: Any) -> Case:
     # a ring row forces the shared-memory ring kernel, a lut row the NVFP4 byte-table decode,
     # an n1 / n2 row the register-fed kernel's narrow loop (never its staged variant), a tc
     # row one FP8 row on the tensor-core route, never the convert GEMV, an h2 row one NVFP4
-    # row on the half-precision-FMA GEMV; the others one NVFP4 row on the tensor-core route
-    # whatever ATLAS_QUANT_NVFP4_H2 says (the h2 rows are its A/B)
-    routes = dataclasses.replace(env.kc.routes, quant_nvfp4_h2=s.h2)
+    # row on the half-precision-FMA GEMV (NVFP4 or FP8); the others one NVFP4 row on the
+    # tensor-core route, one FP8 row on the convert GEMV / tensor-core kernels, whatever
+    # ATLAS_QUANT_NVFP4_H2 / ATLAS_QUANT_FP8_H2 say (the h2 rows are their A/B)
+    routes = dataclasses.replace(env.kc.routes, quant_nvfp4_h2=s.h2, quant_fp8_h2=s.h2)
     kc = (KernelCache(env.backend, dataclasses.replace(routes, quant_direct=False))
           if s.ring else
           KernelCache(env.backend, dataclasses.replace(routes, quant_fp8_core=False))

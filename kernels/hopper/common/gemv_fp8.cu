@@ -13,7 +13,8 @@
 // f32 subnormals, exact since no kernel here flushes them); 2^120 is folded into the scale.
 // Three integer ops a value, no pressure on the conversion units.
 //
-// The `_cvt` entry point (batch 1: ops/matmul_quant.uses_core_single, ATLAS_QUANT_FP8_CORE)
+// The `_cvt` entry point (batch 1 where the `_h2` ones below, on packed half-precision FMAs,
+// are switched off: ops/matmul_quant.uses_core_single, ATLAS_QUANT_FP8_CORE)
 // decodes with the hardware convert instead: cvt.rn.f16x2.e4m3x2 turns two codes into an
 // exact f16 pair (one F2FP), each half widens exactly to f32 (HADD2.F32, FMA pipe): 1.5
 // instructions a value, none on the half-rate integer pipe. Why: at copy bandwidth an SM
@@ -35,6 +36,7 @@
 #include <cuda_fp16.h>
 
 #include "gemv_core.cuh"
+#include "gemv_h2.cuh"
 
 namespace {
 
@@ -47,12 +49,18 @@ __device__ __forceinline__ void e4m3x4_scaled_down(uint32_t w, float* f) {
   f[3] = __uint_as_float(((w >> 4) & 0x07f00000u) | (w & 0x80000000u));
 }
 
-// Four E4M3 codes -> their exact f32 values: two hardware converts to f16 pairs, widened.
-__device__ __forceinline__ void e4m3x4_cvt(uint32_t w, float* f) {
-  uint32_t lo, hi;
+// Four E4M3 codes (code i in bits 8i..8i+7) -> their exact f16 pairs (v0, v1), (v2, v3):
+// two hardware converts.
+__device__ __forceinline__ void e4m3x4_to_f16x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
   asm("{\n .reg .b16 a, b;\n mov.b32 {a, b}, %2;\n cvt.rn.f16x2.e4m3x2 %0, a;\n"
       " cvt.rn.f16x2.e4m3x2 %1, b;\n}"
       : "=r"(lo), "=r"(hi) : "r"(w));
+}
+
+// Four E4M3 codes -> their exact f32 values: two hardware converts to f16 pairs, widened.
+__device__ __forceinline__ void e4m3x4_cvt(uint32_t w, float* f) {
+  uint32_t lo, hi;
+  e4m3x4_to_f16x2(w, lo, hi);
   const __half2 l = *reinterpret_cast<const __half2*>(&lo);
   const __half2 h = *reinterpret_cast<const __half2*>(&hi);
   f[0] = __low2float(l);
@@ -93,6 +101,54 @@ struct Fp8W {
 
 __shared__ float partial_sums[kMaxThreads / 32][kMaxAcc];  // [warp][m * 4 + r]
 
+// ---- batch 1 on packed half-precision FMAs (the `_h2` entry points, gemv_h2.cuh) -------
+// Why: the convert route above widens every value to f32 for one FFMA each (1.5 + 1 issue
+// slots a value before the x and scale work) and streamed at 52-68% of copy (Qwen3-8B qkv
+// 10.42 us for 25.2 MB, gate_up 34.65 us for 100.7 MB: ~3.1 TB/s at best). Here per 16-weight
+// chunk and row: 8 converts (cvt.rn.f16x2.e4m3x2: exact f16 pairs (v0, v1) (v2, v3) .., x's
+// own pair order), 8 HFMA2 (two products each), 2 widenings + 1 FADD + 1 FFMA by the chunk's
+// scale, the scale's load; shared by the block's 4 rows: the x pairs' f16 conversion (3 a
+// pair), the max |x| of the range guard and the scale's column index. ~23 a row's chunk, 1.5
+// a weight (byte) against the 7.8 a byte the SMs issue at copy bandwidth.
+// Numerics (gemv_h2.cuh): E4M3 values (4 significant bits, |v| <= 448, subnormals down to
+// 2^-9) are exact f16; each HFMA2 rounds the 12-bit product plus the lane's running sum once,
+// so a chunk's two f16 lanes are off their exact sums by at most 2^-11 (|s1| + .. + |s8|)
+// each, <= 2^-8 sum_chunk |x_i v_i| for the chunk (random signs: ~2^-11 x sqrt(8 / 3) of its
+// products' RMS), plus 2^(e - 25) a step where a running sum or x 2^-e falls below f16's
+// normals (|x 2^-e| < 2^-14: x rounded to a multiple of 2^-24, <= 448 x 2^(e - 25) a
+// product); the chunk's f32 widening, sum and scale multiply add 2^-24 relative.
+// Range guard at 2^4: a lane sums 8 products of |v| <= 448, below 8 x 448 x 16 = 57,344 <
+// 65,504 for every |x| < 16 (f16 products overflow only beyond |x| ~146, a lane's sum from
+// 18.3); chunks whose x reach 16 raise the thread's exponent (max |x| 2^-e in [8, 16)).
+// x under 16 everywhere (RMS-normed inputs mostly are) keeps the unguarded bits; with e > 0
+// only x below 2^-17 of the thread's largest lose bits (f16 subnormals).
+struct Fp8H2 {  // w [n, k] E4M3 bytes, 16 values a chunk, one scale a chunk (Fp8W's map)
+  static constexpr int kVals = 16;
+  static constexpr int kGroups = 1;
+  static constexpr int kGuardExp = 4;
+  static constexpr int kPairs = 2;  // f16 pairs a word of 4 codes
+  using Scales = float;
+  using Row = const float*;         // the row's scales: scale + (row >> row_shift) * row_stride
+  const float* scale;
+  uint32_t row_shift, row_stride, col_shift, col_stride;
+  __device__ __forceinline__ Row row(int r, int) const {
+    return scale + (static_cast<uint32_t>(r) >> row_shift) * row_stride;
+  }
+  template <bool kPreWait>
+  __device__ __forceinline__ Scales load(Row p, int c) const {
+    const float* at = p + ((static_cast<uint32_t>(c) << 4) >> col_shift) * col_stride;
+    if constexpr (kPreWait)
+      return *reinterpret_cast<const volatile float*>(at);
+    else
+      return __ldg(at);
+  }
+  __device__ __forceinline__ void scales(Scales v, float (&s)[1]) const { s[0] = v; }
+  __device__ __forceinline__ void decode(uint32_t q, uint32_t (&p)[kPairs]) const {
+    e4m3x4_to_f16x2(q, p[0], p[1]);
+  }
+  __device__ __forceinline__ float out_scale(int) const { return 1.f; }
+};
+
 }  // namespace
 
 #define ATLAS_FP8_ARGS                                                                   \
@@ -127,6 +183,32 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads, kCvtBlocksPerSm)
   if (m != 1) __trap();
   gemv_rows<1, false>(plain_x(x, k), ATLAS_FP8_CVT_FMT, w, y, n, k, partial_sums);
 }
+
+// m == 1 on packed half-precision FMAs (gemv_h2.cuh, Fp8H2; ops/matmul_quant.uses_fp8_h2,
+// ATLAS_QUANT_FP8_H2): y bf16, y f32 (a quantized LM head's logits: the bf16-rounded sums
+// widened), and the fused [gate | up] weight's product ending with its SwiGLU (y = act
+// [1, n / 2], two features a block). Launch: grid ceil(n / 4) (SwiGLU too), block min(256,
+// roundup32(ceil(k / 32))); k % 16 == 0, x and w 16-byte aligned; SwiGLU: n even.
+// Launch bounds: 64 registers or fewer on sm_90a (no spills: eight 4-warp blocks an SM at
+// k = 4,096, as the convert entry point); sm_121 (gb10) 85 (80 used, no spills).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+constexpr int kFp8H2BlocksPerSm = 3;
+#else
+constexpr int kFp8H2BlocksPerSm = 4;
+#endif
+#define ATLAS_FP8_H2_ENTRY(name, out)                                                      \
+  extern "C" __global__ void __launch_bounds__(kMaxThreads, kFp8H2BlocksPerSm)              \
+      name(const __nv_bfloat16* x, const uint8_t* w, const float* scale, void* y,          \
+           uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift, uint32_t row_stride,    \
+           uint32_t col_shift, uint32_t col_stride) {                                      \
+    if (m != 1) __trap();                                                                  \
+    gemv_h2<Fp8H2, H2Out::out>(x, w, Fp8H2{scale, row_shift, row_stride, col_shift,         \
+                                            col_stride},                                    \
+                               y, static_cast<int>(n), static_cast<int>(k), partial_sums); \
+  }
+ATLAS_FP8_H2_ENTRY(gemv_fp8_h2_bf16, kBf16)
+ATLAS_FP8_H2_ENTRY(gemv_fp8_h2_f32, kF32)
+ATLAS_FP8_H2_ENTRY(gemv_fp8_h2_swiglu_bf16, kSwiglu)
 
 // The MLP down projection with SwiGLU fused into the x load (gate_up [m, 2k] = [gate | up]).
 extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)

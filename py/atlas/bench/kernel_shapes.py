@@ -423,9 +423,10 @@ class QuantLinear:
     its bit-move decode. `narrow` 1 / 2: the twin's narrow pipelined loops
     (ATLAS_QUANT_NARROW: one / two steps a load batch, four / three blocks an SM). `tc`: an
     FP8 row of one batch row kept on the tensor-core route (ATLAS_QUANT_FP8_CORE=0), the A/B
-    of the CUDA-core convert GEMV the plain b1 rows take by default. `h2`: an NVFP4 row of
-    one batch row on the CUDA-core half-precision-FMA GEMV (ATLAS_QUANT_NVFP4_H2=1,
-    gemv_nvfp4_h2_*), the A/B of the tensor-core route the plain b1 rows take. `swiglu`:
+    of the CUDA-core convert GEMV the plain b1 rows take by default. `h2`: a row of one batch
+    row on the CUDA-core half-precision-FMA GEMV (NVFP4: ATLAS_QUANT_NVFP4_H2=1,
+    gemv_nvfp4_h2_*; FP8: ATLAS_QUANT_FP8_H2=1, gemv_fp8_h2_*), the A/B of the routes the
+    plain b1 rows take (the h2 GEMV forced off there). `swiglu`:
     w is a fused [gate | up] weight and the output the SwiGLU activation [m, n / 2] (the
     gate_up GEMV that ends with it). `logits`: f32 outputs (a quantized LM head, `atlas
     models quantize --lm-head`: the vocabulary-sized product)."""
@@ -1090,6 +1091,16 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                            n=2 * m.intermediate, k=m.hidden, fmt="nvfp4", h2=True, swiglu=True),
                QuantLinear(label=f"{m.name} lm_head b1 nvfp4 h2", m=1, n=m.vocab, k=m.hidden,
                            fmt="nvfp4", h2=True, logits=True)]
+    # FP8 at batch 1 on the half-precision-FMA GEMV (ATLAS_QUANT_FP8_H2=1, the A/B of the
+    # convert / tensor-core rows above): the four projections, gate_up ending with the SwiGLU,
+    # the LM head
+    shapes += [QuantLinear(label=f"{m.name} {name} b1 fp8-block h2", m=1, n=n, k=k,
+                           fmt="fp8-block", h2=True) for name, n, k in _linears(m)]
+    shapes += [QuantLinear(label=f"{m.name} gate_up+swiglu b1 fp8-block h2", m=1,
+                           n=2 * m.intermediate, k=m.hidden, fmt="fp8-block", h2=True,
+                           swiglu=True),
+               QuantLinear(label=f"{m.name} lm_head b1 fp8-block h2", m=1, n=m.vocab,
+                           k=m.hidden, fmt="fp8-block", h2=True, logits=True)]
     shapes += [NormLinear(label=f"{dims.name} {name} b1{' carried' if carried else ''}", n=n,
                           k=k, carried=carried,
                           quick=dims is small_models[0] if small_models else False)

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from typing import Mapping
+
 from ...core.dtype import DType
 from ...core.quant import Fp8ScaleMap, dequantize_fp8
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, matmul_quant
 from ..ops.matmul_quant import Fp8Weight
-from .quant_linear import quant_linear_case
+from .quant_linear import quant_linear_case, spikes_tag
 
 
 def random_fp8(rng: np.random.Generator, n: int, k: int, layout: str
@@ -32,9 +34,12 @@ def fp8_linear_case(rng: np.random.Generator, layout: str, m: int, n: int, k: in
                     silu: bool = False, mma: bool = False, direct: bool = False,
                     logits: bool = False, staged: bool = False,
                     tile_loop: bool | None = None, narrow: int | None = None,
-                    core: bool = False) -> KernelCase:
+                    core: bool = False, h2: bool = False,
+                    x_spikes: Mapping[int, float] | None = None) -> KernelCase:
     """`core` (m = 1): the CUDA-core GEMV decoding by the hardware convert
-    (gemv_fp8_cvt_bf16_single, routes.quant_fp8_core); `mma`: the tensor-core GEMV (module
+    (gemv_fp8_cvt_bf16_single, routes.quant_fp8_core); `h2` (m = 1): the half-precision-FMA
+    GEMV (gemv_fp8_h2_*, routes.quant_fp8_h2; `x_spikes`: x columns set to large or tiny
+    values, quant_linear.with_spikes); `mma`: the tensor-core GEMV (module
     gemv_mma_quant; `direct`: its register-fed kernel, module gemv_quant_direct, `staged` its
     shared-memory-staged variant, `tile_loop` False its pipelined loop, `narrow` 1 / 2 its
     narrow pipelined loops), else the CUDA-core route; `logits`: f32 outputs."""
@@ -43,14 +48,15 @@ def fp8_linear_case(rng: np.random.Generator, layout: str, m: int, n: int, k: in
     kind, module = ((f"gemv_qd{'_staged' if staged else ''}_fp8{loop}", "gemv_quant_direct")
                     if direct or staged else
                     ("gemv_mma_fp8", "gemv_mma_quant") if mma else
-                    ("gemv_fp8_cvt", "gemv_fp8") if core else ("gemv_fp8", "gemv_fp8"))
+                    ("gemv_fp8_cvt", "gemv_fp8") if core else
+                    ("gemv_fp8 h2", "gemv_fp8") if h2 else ("gemv_fp8", "gemv_fp8"))
     tag = "_silu" if silu else "_f32" if logits else ""
     return quant_linear_case(
-        rng, f"{kind}{tag} {layout} m{m} n{n} k{k}", module, m, n, k, silu,
+        rng, f"{kind}{tag} {layout} m{m} n{n} k{k}{spikes_tag(x_spikes)}", module, m, n, k, silu,
         {"w": codes, "s": scales.reshape(-1)}, lambda p: Fp8Weight(p["w"], p["s"], n, k, smap),
         lambda v: dequantize_fp8(v["w"], v["s"].reshape(smap.shape), smap),
         mma or direct or staged, direct or staged, logits, staged=staged, tile_loop=tile_loop,
-        narrow=narrow, fp8_core=core)
+        narrow=narrow, fp8_core=core, fp8_h2=h2, x_spikes=x_spikes)
 
 
 def dequant_case(rng: np.random.Generator, n: int, k: int) -> KernelCase:

@@ -19,7 +19,7 @@ from ...core.dtype import DType
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from ...core.quant import dequantize_fp8, dequantize_nvfp4
 from ..gpu import DevicePtr, GpuBackend, Stream
-from ..kernel_check import KernelCase, OutputSpec, kernel_cases
+from ..kernel_check import DEFAULT_TOL, KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, matmul_quant
 from ..ops.matmul_nvfp4 import Nvfp4Weight
 from ..ops.matmul_quant import Fp8Weight
@@ -27,7 +27,8 @@ from .gemv import random_bf16, swiglu_oracle
 from .gemv_fp8 import fp8_linear_case, random_fp8
 from .gemv_mma_quant import tensor_core_cases
 from .gemv_nvfp4 import nvfp4_linear_case, random_nvfp4
-from .quant_linear import case_routes, quant_linear_case, spikes_tag, with_spikes
+from .quant_linear import (H2_REF_REL_TOL, case_routes, quant_linear_case, spikes_tag,
+                           with_spikes)
 
 #: the SwiGLU of a product whose bf16 gate / up may round one ulp (2^-8 relative) away from
 #: the exactly rounded sum's (tensor-core accumulation order): the output moves by at most
@@ -44,7 +45,8 @@ def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
     `matmul_quant.linear_swiglu_quant` (forced onto gemv_quant_direct; `e2m1_lut`: its NVFP4
     byte-table entry point; `staged`: its shared-memory-staged variant; `tile_loop`: forces
     the tile / pipelined loop, None the format's default; `narrow` 1 / 2: a narrow pipelined
-    loop; `h2`, NVFP4 at m = 1: gemv_nvfp4.cu's half-precision-FMA GEMV instead; `x_spikes`:
+    loop; `h2`, m = 1: the format's half-precision-FMA GEMV instead (gemv_nvfp4.cu /
+    gemv_fp8.cu gemv_*_h2_swiglu_bf16); `x_spikes`:
     x columns set to large values, quant_linear.with_spikes), against float64:
     the product rounded to bf16, then silu_mul's rounding (swiglu_oracle)."""
     n = 2 * inter
@@ -72,7 +74,9 @@ def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
     def product(v: dict[str, np.ndarray]) -> np.ndarray:
         return bf16_bits_to_f32(v["x"]).astype(np.float64) @ dequant(v).T
 
-    routes = case_routes(True, e2m1_lut, staged, tile_loop, narrow, h2=h2)
+    nvfp4 = fmt == "nvfp4"
+    routes = case_routes(True, e2m1_lut, staged, tile_loop, narrow, h2=h2 and nvfp4,
+                         fp8_h2=h2 and not nvfp4)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         matmul_quant.linear_swiglu_quant(KernelCache(backend, routes), stream, p["x"],
@@ -82,14 +86,22 @@ def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
         gate_up = f32_to_bf16_bits(round_bf16(product(v).astype(np.float32)))
         return {"act": swiglu_oracle(gate_up)}
 
-    big = float(np.abs(product(inputs)).max())
+    gate_up = product(inputs)
+    big = float(np.abs(gate_up).max())
+    act = OutputSpec(DType.BF16, (m, inter))
+    if h2 and not nvfp4:  # FP8's f16 sums: gate and up within 2^-8 of their RMS (as
+        # quant_linear's H2_REF_REL_TOL), moving the act by up to 2.2 big times that
+        atol, rtol = DEFAULT_TOL[DType.BF16]
+        rms = float(np.sqrt(np.mean(gate_up * gate_up)))
+        act.tol = (max(atol, 2.2 * H2_REF_REL_TOL * big * rms), rtol)
     loop = f"_n{narrow}" if narrow else {None: "", True: "_tile", False: "_pipe"}[tile_loop]
-    kind = "gemv_nvfp4_h2" if h2 else (
+    kind = ("gemv_nvfp4_h2" if nvfp4 else "gemv_fp8 h2") if h2 else (
         f"gemv_qd{'_staged' if staged else ''}_"
-        f"{'nvfp4' if fmt == 'nvfp4' else 'fp8'}{'_lut' if e2m1_lut else ''}{loop}")
-    return KernelCase(f"{kind}_swiglu {'' if fmt == 'nvfp4' else fmt + ' '}m{m} inter{inter} "
-                      f"k{k}{spikes_tag(x_spikes)}", "gemv_nvfp4" if h2 else "gemv_quant_direct",
-                      inputs, {"act": OutputSpec(DType.BF16, (m, inter))},
+        f"{'nvfp4' if nvfp4 else 'fp8'}{'_lut' if e2m1_lut else ''}{loop}")
+    module = ("gemv_nvfp4" if nvfp4 else "gemv_fp8") if h2 else "gemv_quant_direct"
+    return KernelCase(f"{kind}_swiglu {'' if nvfp4 else fmt + ' '}m{m} inter{inter} "
+                      f"k{k}{spikes_tag(x_spikes)}", module,
+                      inputs, {"act": act},
                       run, oracle, reference_abs_tol=SWIGLU_REL_TOL * big * big)
 
 #: (layout, m, n, k)
@@ -288,3 +300,55 @@ def gemv_nvfp4_h2_cases(rng: np.random.Generator) -> list[KernelCase]:
         nvfp4_linear_case(rng, 1, 301, 4096, logits=True, h2=True, x_spikes=H2_SPIKES_LOGITS),
         nvfp4_linear_case(rng, 1, 130, 1408, h2=True, x_spikes=H2_SPIKES_EXTREME),
         swiglu_case(rng, "nvfp4", 1, 203, 1408, h2=True, x_spikes=H2_SPIKES_SWIGLU)]
+
+
+#: the FP8 half-precision-FMA GEMV's shapes ((layout, n, k)): Qwen3-8B's qkv, o and down (k
+#: 12,288: 256 threads, a second pass over K on half of them), ragged odd n with a K ending
+#: inside a 128-column block (k 1,040 = 65 chunks: a thread's second chunk, and some threads,
+#: idle), K not a multiple of the block's stride (k 20,496 = 1,281 chunks over 256 threads
+#: two at a time: a third pass on one thread), the smallest K (one chunk), the other layouts
+FP8_H2_SHAPES = [("block", 6144, 4096), ("block", 4096, 4096), ("block", 4096, 12288),
+                 ("block", 1001, 1040), ("block", 259, 20496), ("block", 67, 16),
+                 ("channel", 515, 3072), ("tensor", 130, 2048)]
+
+#: the FP8 kernel's range guard (gemv_fp8.cu Fp8H2: from |x| >= 16 on): x columns -> values.
+#: Below 16 (15.94, bf16's largest) the guard stays off; 16 exactly raises it; 200-300 (past
+#: where a single f16 product of 448 overflows, ~146). At k 20,496 (256 threads, chunk c of
+#: 16 values on thread c % 256) thread 5 meets 10^5 in its first chunk, -7e4 in its second
+#: (kept) and 3e9 in its third (the loop's second pass: its sums rescaled); thread 9 starts
+#: at -2.5e6 and carries its exponent into ordinary chunks; bf16's largest finite (3.39e38)
+#: the top exponent.
+FP8_H2_SPIKES_OFF = {100: 15.9375, 1234: -15.0, 3000: 12.5, 3001: -7.0}
+FP8_H2_SPIKES_MID = {5: 200.0, 2000: -300.0, 4095: 16.0, 1000: 150.0}
+FP8_H2_SPIKES_LOOP = {16 * 5 + 3: 1e5, 16 * 261 + 10: -7e4, 16 * 517 + 15: 3e9, 16 * 9: -2.5e6,
+                      4000: 250.0}
+FP8_H2_SPIKES_LOGITS = {7: 2e5, 2048: -1e7, 4095: 65536.0}
+FP8_H2_SPIKES_SWIGLU = {0: 1e5, 700: -3e5, 1407: 500.0}
+FP8_H2_SPIKES_EXTREME = {500: 3.38e38, 501: -1e30, 1000: 65000.0}
+#: tiny x: every third column of the first 2,048 at 2^-16 .. 2^-26 (f16 subnormals from
+#: 2^-14 down: the conversion and the products round to multiples of 2^-24), signs mixed
+FP8_H2_TINY = {i: (-1.0) ** i * 2.0 ** -(16 + i % 11) for i in range(0, 2048, 3)}
+
+
+@kernel_cases("gemv_fp8")
+def gemv_fp8_h2_cases(rng: np.random.Generator) -> list[KernelCase]:
+    """gemv_fp8_h2_*: the shapes above, f32 logits (a vocabulary-like n and a ragged one),
+    gate_up + SwiGLU (Qwen3-8B's, an odd feature count: a block's second feature past the
+    end, 128-row blocks straddling gate and up, each layout), x with massive activations
+    (FP8_H2_SPIKES_*: the range guard off and on, each entry point) and tiny x."""
+    cases = [fp8_linear_case(rng, layout, 1, n, k, h2=True) for layout, n, k in FP8_H2_SHAPES]
+    cases += [fp8_linear_case(rng, "block", 1, 20000, 1024, logits=True, h2=True),
+              fp8_linear_case(rng, "channel", 1, 301, 4096, logits=True, h2=True)]
+    cases += [swiglu_case(rng, layout, 1, inter, k, h2=True)
+              for layout, inter, k in (("block", 12288, 4096), ("block", 203, 1408),
+                                       ("block", 200, 1024), ("channel", 77, 4096),
+                                       ("tensor", 1, 64))]
+    return cases + [
+        fp8_linear_case(rng, "block", 1, 4096, 4096, h2=True, x_spikes=FP8_H2_SPIKES_OFF),
+        fp8_linear_case(rng, "block", 1, 1001, 4096, h2=True, x_spikes=FP8_H2_SPIKES_MID),
+        fp8_linear_case(rng, "block", 1, 259, 20496, h2=True, x_spikes=FP8_H2_SPIKES_LOOP),
+        fp8_linear_case(rng, "channel", 1, 301, 4096, logits=True, h2=True,
+                        x_spikes=FP8_H2_SPIKES_LOGITS),
+        fp8_linear_case(rng, "block", 1, 130, 1408, h2=True, x_spikes=FP8_H2_SPIKES_EXTREME),
+        fp8_linear_case(rng, "block", 1, 259, 4096, h2=True, x_spikes=FP8_H2_TINY),
+        swiglu_case(rng, "block", 1, 203, 1408, h2=True, x_spikes=FP8_H2_SPIKES_SWIGLU)]

@@ -18,17 +18,17 @@ import numpy as np
 from ...core.dtype import DType
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from ..gpu import DevicePtr, GpuBackend, Stream
-from ..kernel_check import KernelCase, OutputSpec
+from ..kernel_check import DEFAULT_TOL, KernelCase, OutputSpec
 from ..ops import KernelCache, matmul_quant
 from ..ops.routes import KernelRoutes
 from .gemv import TENSOR_CORE_K_TOL, random_bf16, swiglu_oracle
 
-#: reference distance of the half-precision-FMA GEMV (gemv_nvfp4.cu gemv_nvfp4_h2), relative
-#: to the outputs' RMS: each HFMA2 rounds a 16-value group's running half-sum to f16 (half an
-#: ulp, 2^-11 relative, ~2^-11 x sqrt(12) of the products' RMS over a group's 8 steps), so
-#: over k / 16 random-signed groups the error's RMS is ~2^-11 x sqrt(12 / 16) ~ 2^-11 of the
-#: outputs' RMS; 2^-8 is ~9 of those, and a single wrong code (~2 k^-1/2 of the RMS, 3e-2
-#: at k = 4,096) stays well outside it
+#: reference distance of the half-precision-FMA GEMV (gemv_h2.cuh: gemv_nvfp4_h2_*,
+#: gemv_fp8_h2_*), relative to the outputs' RMS: each HFMA2 rounds a 16-value group's running
+#: half-sum to f16 (half an ulp, 2^-11 relative, ~2^-11 x sqrt(12) of the products' RMS over
+#: a group's 8 steps), so over k / 16 random-signed groups the error's RMS is ~2^-11 x
+#: sqrt(12 / 16) ~ 2^-11 of the outputs' RMS; 2^-8 is ~9 of those, and a single wrong code
+#: (~2 k^-1/2 of the RMS, 3e-2 at k = 4,096) stays well outside it
 H2_REF_REL_TOL = 2.0 ** -8
 
 #: the device weight from the case's buffers (p: name -> device pointer)
@@ -50,23 +50,29 @@ def with_spikes(x: np.ndarray, spikes: Mapping[int, float] | None) -> np.ndarray
 
 
 def spikes_tag(spikes: Mapping[int, float] | None) -> str:
-    """A case name's mark of `with_spikes` x: its largest magnitude."""
-    return f" x-max{max(abs(v) for v in spikes.values()):.0e}" if spikes else ""
+    """A case name's mark of `with_spikes` x: its largest magnitude (x-max), or, where every
+    set value is below 1 (tiny x), that largest one (x-tiny)."""
+    if not spikes:
+        return ""
+    top = max(abs(v) for v in spikes.values())
+    return f" x-{'max' if top >= 1.0 else 'tiny'}{top:.0e}"
 
 
 def case_routes(direct: bool, e2m1_lut: bool, staged: bool, tile_loop: bool | None,
-                narrow: int | None, fp8_core: bool = False, h2: bool = False) -> KernelRoutes:
+                narrow: int | None, fp8_core: bool = False, h2: bool = False,
+                fp8_h2: bool = False) -> KernelRoutes:
     """The environment's routes with a case's forced choices: a forced `tile_loop` (and no
     `narrow`) keeps the narrow loops off, even under ATLAS_QUANT_NARROW, so the case runs
     the loop its name says; `fp8_core` forces the batch-1 FP8 convert GEMV on (else off),
-    `h2` the batch-1 NVFP4 half-precision-FMA GEMV (else off)."""
+    `h2` / `fp8_h2` the batch-1 NVFP4 / FP8 half-precision-FMA GEMV (else off)."""
     base = KernelRoutes.from_env()
     if narrow is None and tile_loop is not None:
         narrow = 0
     return dataclasses.replace(base, quant_direct=direct, quant_e2m1_lut=e2m1_lut,
                                quant_staged=staged, quant_tile_loop=tile_loop,
                                quant_narrow=base.quant_narrow if narrow is None else narrow,
-                               quant_fp8_core=fp8_core, quant_nvfp4_h2=h2)
+                               quant_fp8_core=fp8_core, quant_nvfp4_h2=h2,
+                               quant_fp8_h2=fp8_h2)
 
 
 def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, n: int,
@@ -75,10 +81,11 @@ def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, 
                       direct: bool = False, logits: bool = False,
                       e2m1_lut: bool = False, staged: bool = False,
                       tile_loop: bool | None = None, narrow: int | None = None,
-                      fp8_core: bool = False, h2: bool = False,
+                      fp8_core: bool = False, h2: bool = False, fp8_h2: bool = False,
                       x_spikes: Mapping[int, float] | None = None) -> KernelCase:
-    """`fp8_core`: one FP8 row on the CUDA-core convert GEMV (routes.quant_fp8_core); `h2`:
-    one NVFP4 row on the half-precision-FMA GEMV (routes.quant_nvfp4_h2, logits included);
+    """`fp8_core`: one FP8 row on the CUDA-core convert GEMV (routes.quant_fp8_core); `h2` /
+    `fp8_h2`: one NVFP4 / FP8 row on the half-precision-FMA GEMV (routes.quant_nvfp4_h2 /
+    quant_fp8_h2, logits included);
     `logits`: f32 outputs (a quantized LM head: `QuantLinear.linear(out_f32=True)`, the
     tensor-core GEMVs' `_f32` entry points, any m); `e2m1_lut`: the register-fed kernel's
     NVFP4 byte-table entry points (routes.quant_e2m1_lut); `narrow` 1 / 2: its narrow
@@ -94,7 +101,7 @@ def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, 
     if silu and not matmul_quant.silu_fused(wbytes, n, k, m, mma):
         inputs["act"] = np.zeros((m, k), np.uint16)
 
-    routes = case_routes(direct, e2m1_lut, staged, tile_loop, narrow, fp8_core, h2)
+    routes = case_routes(direct, e2m1_lut, staged, tile_loop, narrow, fp8_core, h2, fp8_h2)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = KernelCache(backend, routes)
@@ -118,7 +125,11 @@ def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, 
     out = (OutputSpec(DType.FP32, (m, n), bf16_valued=True) if logits
            else OutputSpec(DType.BF16, (m, n)))
     ref_tol = TENSOR_CORE_K_TOL * k if gemm or mma or logits else 0.0
-    if h2:
+    if h2 or fp8_h2:
         y = oracle(inputs)["y"]
         ref_tol = max(ref_tol, H2_REF_REL_TOL * float(np.sqrt(np.mean(y * y))))
+    if fp8_h2:  # FP8's guard scales x from 16 on: a massive x's product then sets the f16
+        # rounding step of its chunk for every output, whose error is RMS-relative too
+        atol, rtol = DEFAULT_TOL[out.precision]
+        out.tol = (max(atol, ref_tol), rtol)
     return KernelCase(name, module, inputs, {"y": out}, run, oracle, reference_abs_tol=ref_tol)

@@ -15,8 +15,8 @@ from ..kernel_abi import (DEQUANT_NVFP4, GEMV_NVFP4, GEMV_NVFP4_H2, GEMV_NVFP4_H
                           GEMV_NVFP4_H2_SWIGLU, GEMV_NVFP4_SINGLE, GEMV_SILU_NVFP4,
                           GEMV_SILU_NVFP4_SINGLE)
 from . import KernelCache, matmul_quant_mma
-from ._preconditions import require_aligned, warp_threads
 from .matmul import GEMV_MAX_M, GEMV_MAX_THREADS, GEMV_ROWS_PER_BLOCK
+from .matmul_h2 import H2Out, launch_h2
 
 #: values per 16-byte chunk of packed codes (one chunk per thread per row)
 CHUNK_VALUES = 32
@@ -45,23 +45,12 @@ def uses_h2(kc: KernelCache, w: object, m: int) -> bool:
     return H2_BY_DEFAULT and GEMV_NVFP4_H2.module in kc.backend.module_names
 
 
-def h2_threads(k: int) -> int:
-    """Threads per block: two 32-value chunks of each row per thread (gemv_core's kUnroll,
-    every load slot used; small blocks, many of them per SM), up to 256."""
-    return warp_threads(-(-(k // CHUNK_VALUES) // 2), GEMV_MAX_THREADS)
-
-
 def gemv_h2(kc: KernelCache, stream: Stream, x: DevicePtr, w: "Nvfp4Weight", y: DevicePtr,
-            out: str = "bf16") -> None:
+            out: H2Out = "bf16") -> None:
     """One row on gemv_nvfp4_h2_*: y [1, n] bf16 (`out` 'bf16'), f32 logits ('f32'), or the
     SwiGLU activation [1, n / 2] of the fused [gate | up] weight ('swiglu', n even)."""
-    if out == "swiglu" and w.n % 2:
-        raise ValueError(f"gemv_h2: the SwiGLU output needs an even n, got [{w.n}, {w.k}]")
-    require_aligned("gemv_h2", "x", x, 16)  # 16-byte x loads; the weight checked itself
-    require_aligned("gemv_h2", "y", y, 4 if out == "f32" else 2)
-    blocks = -(-w.n // GEMV_ROWS_PER_BLOCK)  # SwiGLU: two features of n / 2 a block, the same
-    kc.get(_H2[out])(stream, blocks, h2_threads(w.k), 0, x, w.codes, w.scales, w.row_scales,
-                     y, 1, w.n, w.k)
+    launch_h2(kc, stream, _H2, out, x, y, w.n, w.k, CHUNK_VALUES,
+              (w.codes, w.scales, w.row_scales))
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,11 @@ caller owns and run the bf16 `linear` on it. The CUDA-core GEMV passes have the 
 SwiGLU fusion as the bf16 GEMV; the tensor-core route runs silu_mul first, except where its
 register-fed kernel computes the gate_up product and ends it with the SwiGLU instead
 (`fuses_swiglu`: the model then runs the down projection on the activation directly).
+One row of either format takes the CUDA-core GEMV on packed half-precision FMAs
+(`uses_h2`: gemv_h2.cuh, its plain, logits and SwiGLU outputs) unless its switch is off.
 `QuantLinear` wraps any format behind the interface of `Bf16Linear`, so model layers never
-see the format; its f32 output (a quantized LM head's logits) is the tensor-core GEMVs'.
+see the format; its f32 output (a quantized LM head's logits) is the tensor-core GEMVs' or,
+one row, the half-precision-FMA GEMV's.
 """
 
 from __future__ import annotations
@@ -23,12 +26,14 @@ import numpy as np
 
 from ...core.quant import Fp8ScaleMap
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_CVT_SINGLE, GEMV_FP8_SINGLE,
-                          GEMV_SILU_FP8, GEMV_SILU_FP8_SINGLE)
+from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_CVT_SINGLE, GEMV_FP8_H2,
+                          GEMV_FP8_H2_F32, GEMV_FP8_H2_SWIGLU, GEMV_FP8_SINGLE, GEMV_SILU_FP8,
+                          GEMV_SILU_FP8_SINGLE)
 from . import KernelCache, matmul_nvfp4, matmul_quant_mma
 from .activation import silu_mul
 from .matmul import (FUSED_SILU_MAX_K, GEMV_MAX_M, GEMV_MAX_THREADS, GEMV_ROWS_PER_BLOCK,
                      fuses_gate_up_swiglu, linear, linear_silu, linear_swiglu)
+from .matmul_h2 import H2Out, launch_h2
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,10 +92,57 @@ def gemv_fp8_threads(k: int, chunks_per_thread: int = 1) -> int:
 FP8_CORE_BY_DEFAULT = True
 
 
+#: whether FP8 products of one row take the half-precision-FMA GEMV (`uses_fp8_h2`) unless
+#: ATLAS_QUANT_FP8_H2 says otherwise. On by estimate, not yet timed (gemv_fp8.cu Fp8H2: ~1.5
+#: issue slots a weight where the convert GEMV spends ~3 and streamed 52-68% of copy; the
+#: NVFP4 twin of the kernel went from 35-50% to 47-75%); ATLAS_QUANT_FP8_H2=0 restores the
+#: convert / tensor-core routes, the lead's A/B decides.
+FP8_H2_BY_DEFAULT = True
+
+#: the FP8 half-precision-FMA GEMV's entry points by output
+_FP8_H2 = {"bf16": GEMV_FP8_H2, "f32": GEMV_FP8_H2_F32, "swiglu": GEMV_FP8_H2_SWIGLU}
+
+
+def uses_fp8_h2(kc: KernelCache, w: object, m: int) -> bool:
+    """Whether an m-row product of w runs on gemv_fp8_h2_*: one row of an FP8 weight (any
+    scale layout: its preconditions are the weight's own), then the route switch
+    (ATLAS_QUANT_FP8_H2 forces it on / off), else FP8_H2_BY_DEFAULT where the loaded set has
+    the module (every target builds it; reference backends load none)."""
+    if m != 1 or not isinstance(w, Fp8Weight):
+        return False
+    forced = kc.routes.quant_fp8_h2
+    if forced is not None:
+        return forced
+    return FP8_H2_BY_DEFAULT and GEMV_FP8_H2.module in kc.backend.module_names
+
+
+def gemv_fp8_h2(kc: KernelCache, stream: Stream, x: DevicePtr, w: Fp8Weight, y: DevicePtr,
+                out: H2Out = "bf16") -> None:
+    """One row on gemv_fp8_h2_*: y [1, n] bf16 (`out` 'bf16'), f32 logits ('f32'), or the
+    SwiGLU activation [1, n / 2] of the fused [gate | up] weight ('swiglu', n even)."""
+    launch_h2(kc, stream, _FP8_H2, out, x, y, w.n, w.k, 16, (w.codes, w.scales), w.map_args)
+
+
+def uses_h2(kc: KernelCache, w: object, m: int) -> bool:
+    """Whether an m-row product of w runs on the half-precision-FMA GEMV of its format
+    (NVFP4: `matmul_nvfp4.uses_h2`, FP8: `uses_fp8_h2`)."""
+    return matmul_nvfp4.uses_h2(kc, w, m) or uses_fp8_h2(kc, w, m)
+
+
+def gemv_h2(kc: KernelCache, stream: Stream, x: DevicePtr, w: "QuantWeight", y: DevicePtr,
+            out: H2Out = "bf16") -> None:
+    """One row of w (NVFP4 or FP8, `uses_h2`) on its format's half-precision-FMA GEMV."""
+    if isinstance(w, Fp8Weight):
+        gemv_fp8_h2(kc, stream, x, w, y, out)
+    else:
+        matmul_nvfp4.gemv_h2(kc, stream, x, w, y, out)
+
+
 def uses_core_single(kc: KernelCache, w: "QuantWeight", m: int) -> bool:
     """Whether an m-row product of w runs gemv_fp8_cvt_bf16_single: one row, an FP8 weight
     (any scale layout: the CUDA-core GEMV's preconditions are the weight's own), then the
-    route switch (ATLAS_QUANT_FP8_CORE), unset FP8_CORE_BY_DEFAULT. The [gate | up] product
+    route switch (ATLAS_QUANT_FP8_CORE), unset FP8_CORE_BY_DEFAULT; consulted where the
+    half-precision-FMA GEMV does not take the row (`uses_fp8_h2`). The [gate | up] product
     that ends with its SwiGLU keeps the tensor-core kernel (`fuses_swiglu`): that fusion
     saves a launch this GEMV cannot."""
     if m != 1 or not isinstance(w, Fp8Weight):
@@ -191,10 +243,10 @@ def silu_fused(weight_bytes: int, n: int, k: int, m: int, mma: bool) -> bool:
 
 def fuses_swiglu(kc: KernelCache, w: QuantWeight, m: int) -> bool:
     """Whether an m-row product with the fused [gate | up] weight w can end with its SwiGLU
-    in the GEMV (`linear_swiglu_quant`): n splits in halves, and one NVFP4 row on the
-    half-precision-FMA GEMV (`matmul_nvfp4.uses_h2`) or the register-fed tensor-core kernel
-    (1..8 rows, loaded, switched on) takes it."""
-    return w.n % 2 == 0 and (matmul_nvfp4.uses_h2(kc, w, m) or (
+    in the GEMV (`linear_swiglu_quant`): n splits in halves, and one row on the
+    half-precision-FMA GEMV (`uses_h2`) or the register-fed tensor-core kernel (1..8 rows,
+    loaded, switched on) takes it."""
+    return w.n % 2 == 0 and (uses_h2(kc, w, m) or (
         uses_mma(kc, w, m) and matmul_quant_mma.uses_direct(kc, w, m)))
 
 
@@ -203,24 +255,24 @@ def linear_swiglu_quant(kc: KernelCache, stream: Stream, x: DevicePtr, w: QuantW
     """act[m, n / 2] = bf16(bf16(silu(gate)) * up) of [gate | up] = x @ dequant(w).T, in one
     launch: the same values as `linear_quant` then silu_mul. Callers route by
     `fuses_swiglu`; the launch builder checks the kernel's own preconditions."""
-    if matmul_nvfp4.uses_h2(kc, w, m):
-        matmul_nvfp4.gemv_h2(kc, stream, x, w, act, "swiglu")
+    if uses_h2(kc, w, m):
+        gemv_h2(kc, stream, x, w, act, "swiglu")
         return
     matmul_quant_mma.gemv_direct_swiglu(kc, stream, x, w, act, m)
 
 
 def linear_quant(kc: KernelCache, stream: Stream, x: DevicePtr, w: QuantWeight, y: DevicePtr,
                  m: int, scratch: DevicePtr | None = None, mma: bool | None = None) -> None:
-    """y = x @ dequant(w).T for any m: one FP8 row on the convert GEMV (`uses_core_single`,
-    unless `mma` is True), one NVFP4 row on the half-precision-FMA GEMV (`matmul_nvfp4.
-    uses_h2`, likewise), the tensor-core GEMV (`uses_mma`; `mma` True / False forces it on
-    / off), else GEMV passes (`gemv_passes`), else dequantize into `scratch` (bf16 [n, k],
+    """y = x @ dequant(w).T for any m: one row on the half-precision-FMA GEMV (`uses_h2`,
+    unless `mma` is True), else one FP8 row on the convert GEMV (`uses_core_single`,
+    likewise), the tensor-core GEMV (`uses_mma`; `mma` True / False forces it on / off),
+    else GEMV passes (`gemv_passes`), else dequantize into `scratch` (bf16 [n, k],
     graph-stable) and the bf16 GEMM."""
+    if mma is not True and uses_h2(kc, w, m):
+        gemv_h2(kc, stream, x, w, y)
+        return
     if mma is not True and uses_core_single(kc, w, m):
         gemv_fp8(kc, stream, x, w, y, m, cvt=True)
-        return
-    if mma is not True and matmul_nvfp4.uses_h2(kc, w, m):
-        matmul_nvfp4.gemv_h2(kc, stream, x, w, y)
         return
     if uses_mma(kc, w, m) if mma is None else mma:
         w.mma(kc, stream, x, y, m)
@@ -317,11 +369,11 @@ class QuantLinear:
     def linear(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
                out_f32: bool = False, w_scratch: DevicePtr | None = None) -> None:
         """y = x @ dequant(w).T; `out_f32`: f32 logits of a quantized LM head (the bf16-
-        rounded sums widened, any m, on the tensor-core GEMVs or, one NVFP4 row, the
+        rounded sums widened, any m, on the tensor-core GEMVs or, one row, the
         half-precision-FMA GEMV: never a bf16 copy of the vocabulary-sized weight)."""
         if out_f32:
-            if matmul_nvfp4.uses_h2(kc, self.w, m):
-                matmul_nvfp4.gemv_h2(kc, stream, x, self.w, y, "f32")
+            if uses_h2(kc, self.w, m):
+                gemv_h2(kc, stream, x, self.w, y, "f32")
                 return
             matmul_quant_mma.gemv_logits(kc, stream, x, self.w, y, m)
             return

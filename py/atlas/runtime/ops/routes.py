@@ -53,6 +53,13 @@ what it asked for each time, and importing Atlas never depends on the environmen
   FMAs (gemv_nvfp4.cu gemv_nvfp4_h2_*: exact f16 decode, ~2.75 instructions a weight) / on
   the tensor-core route; unset, the launch builder's rule (ops/matmul_nvfp4.H2_BY_DEFAULT).
   The A/B of issue 12's batch-1 NVFP4 GEMVs.
+* ATLAS_QUANT_FP8_H2=1 / 0: FP8 products of one row (qkv, o_proj, down, the gate_up that ends
+  with its SwiGLU, a quantized LM head) on the CUDA-core GEMV with packed half-precision FMAs
+  (gemv_fp8.cu gemv_fp8_h2_*: the NVFP4 kernel's loop (gemv_h2.cuh) on the hardware E4M3
+  convert, ~1.5 instructions a weight, its range guard from |x| >= 16) / on the routes
+  without it (ATLAS_QUANT_FP8_CORE's convert GEMV, the tensor-core gate_up + SwiGLU and
+  logits); unset, the launch builder's rule (ops/matmul_quant.FP8_H2_BY_DEFAULT). The A/B of
+  issue 12's batch-1 FP8 GEMVs (Qwen3-8B FP8 block-scaled batch 1 at 1.46x bf16, goal 1.75x).
 * ATLAS_DECODE_GEMM=0: decode batches never on the Hopper skinny wgmma GEMM
   (gemm_decode_sm90); they take the batched GEMV / GEMM routes as before it existed.
 * ATLAS_DECODE_GEMM_MIN_M=N / ATLAS_DECODE_GEMM_MAX_M=N: the row range routed to it
@@ -389,6 +396,7 @@ class KernelRoutes:
     quant_narrow: int | None = None
     quant_fp8_core: bool | None = None
     quant_nvfp4_h2: bool | None = None
+    quant_fp8_h2: bool | None = None
     decode_gemm: bool = True
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
     decode_gemm_max_m: int = DEFAULT_DECODE_GEMM_MAX_M
@@ -490,6 +498,7 @@ class KernelRoutes:
                    quant_narrow=int(narrow) if narrow else None,
                    quant_fp8_core=_env_tristate(env, "ATLAS_QUANT_FP8_CORE"),
                    quant_nvfp4_h2=_env_tristate(env, "ATLAS_QUANT_NVFP4_H2"),
+                   quant_fp8_h2=_env_tristate(env, "ATLAS_QUANT_FP8_H2"),
                    decode_gemm=env_switch(env, "ATLAS_DECODE_GEMM", True),
                    decode_gemm_min_m=_env_count(env, "ATLAS_DECODE_GEMM_MIN_M",
                                                 DEFAULT_DECODE_GEMM_MIN_M),

@@ -3,7 +3,9 @@
 `gemv_mma_fp8_bf16[_small]` (gemv_mma_quant.cu, tensor cores, 1..64 rows) and
 `gemv_qd_fp8_bf16` (gemv_quant_direct.cu, tensor cores, 1..8 rows) share this
 specification; their f32 accumulation is the tensor cores' (cases/gemv_mma_quant.py states
-the tolerance).
+the tolerance). `gemv_fp8_h2_*` (one row, f16 products summed per 16-value chunk, then f32)
+is emulated (`h2_product`, reference/gemv_h2.py: its f16 roundings and range guard), so the
+host checks see what its f16 arithmetic does to large and tiny x.
 
 Specification: y = bf16(sum_k x[m, k] * e4m3(q[n, k]) * s(n, k)), the exact sum rounded once,
 where s is the scale index map of `atlas.core.quant.Fp8ScaleMap`. The CUDA kernel accumulates
@@ -19,7 +21,8 @@ import numpy as np
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, fp8_e4m3_to_f32
 from ...core.quant import Fp8ScaleMap
 from ..gpu import Dim3
-from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_CVT_SINGLE, GEMV_FP8_SINGLE,
+from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_CVT_SINGLE, GEMV_FP8_H2,
+                          GEMV_FP8_H2_F32, GEMV_FP8_H2_SWIGLU, GEMV_FP8_SINGLE,
                           GEMV_MMA_FP8, GEMV_MMA_FP8_F32, GEMV_MMA_FP8_SMALL, GEMV_QD_FP8,
                           GEMV_QD_FP8_F32, GEMV_QD_FP8_N1, GEMV_QD_FP8_N1_F32,
                           GEMV_QD_FP8_N1_SWIGLU, GEMV_QD_FP8_N2, GEMV_QD_FP8_N2_F32,
@@ -27,6 +30,7 @@ from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_CVT_SINGLE, GEMV_FP8_S
                           GEMV_QD_FP8_PIPE_SWIGLU, GEMV_QD_FP8_SWIGLU, GEMV_QS_FP8,
                           GEMV_QS_FP8_F32, GEMV_QS_FP8_SWIGLU, GEMV_SILU_FP8, GEMV_SILU_FP8_SINGLE)
 from . import HostMemory, reference
+from .gemv_h2 import h2_emulate
 from .silu_mul import swiglu_rows
 
 
@@ -102,6 +106,68 @@ def gemv_fp8_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: in
     gate_up = _product_bits(mem, xf, w, scale, n, k, (row_shift, row_stride, col_shift,
                                                       col_stride))
     mem.view(y, np.uint16, m * (n // 2))[:] = swiglu_rows(gate_up, n // 2).reshape(-1)
+
+
+#: the half-precision-FMA entry points' range guard: |x| from 2^4 on is scaled (gemv_fp8.cu
+#: Fp8H2: a lane's 8 products of |v| <= 448 stay below f16's 65,504 for |x| < 16)
+H2_GUARD_EXP = 4
+#: values a 16-byte chunk of codes (one scale a chunk)
+H2_CHUNK = 16
+
+
+def h2_product(x_bits: np.ndarray, codes: np.ndarray, scale: np.ndarray, smap: Fp8ScaleMap,
+               threads: int, guard: bool = True) -> np.ndarray:
+    """float32 [n] of gemv_fp8_h2 for one row x (bf16 bits [k]) on `threads` threads a block
+    (reference/gemv_h2.h2_emulate): the f16 weights are the E4M3 values, each 16-value
+    chunk's scale s(n, 16 c) of the map (flat float32 `scale`), no row factor."""
+    n, k = codes.shape
+    rows = (np.arange(n, dtype=np.int64) >> smap.row_shift) * smap.row_stride
+    cols = ((np.arange(k // H2_CHUNK, dtype=np.int64) * H2_CHUNK) >> smap.col_shift) \
+        * smap.col_stride
+    chunk_scales = scale.reshape(-1)[rows[:, None] + cols[None, :]].astype(np.float64)
+
+    def weights(r: slice) -> np.ndarray:
+        return fp8_e4m3_to_f32(codes[r]).astype(np.float64)
+
+    return h2_emulate(x_bits, weights, chunk_scales, np.ones(n), threads, H2_CHUNK,
+                      H2_GUARD_EXP, guard)
+
+
+def _h2_bits(mem: HostMemory, block: Dim3, x: int, w: int, scale: int, n: int, k: int,
+             shifts: tuple[int, int, int, int]) -> np.ndarray:
+    """bf16 bits [n] of gemv_fp8_h2's product (h2_product) for the one row at x."""
+    smap, count = _scale_map(n, k, *shifts)
+    return f32_to_bf16_bits(h2_product(mem.view(x, np.uint16, k),
+                                       mem.view(w, np.uint8, n * k).reshape(n, k),
+                                       mem.view(scale, np.float32, count), smap, block[0]))
+
+
+@reference(GEMV_FP8_H2)  # gemv_fp8.cu: one row on packed half-precision FMAs
+def gemv_fp8_h2_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int,
+                     y: int, m: int, n: int, k: int, row_shift: int, row_stride: int,
+                     col_shift: int, col_stride: int) -> None:
+    shifts = (row_shift, row_stride, col_shift, col_stride)
+    mem.view(y, np.uint16, n)[:] = _h2_bits(mem, block, x, w, scale, n, k, shifts)
+
+
+@reference(GEMV_FP8_H2_F32)
+def gemv_fp8_h2_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int,
+                    y: int, m: int, n: int, k: int, row_shift: int, row_stride: int,
+                    col_shift: int, col_stride: int) -> None:
+    """y f32 [n]: the bf16-rounded product widened (a quantized LM head's logits)."""
+    shifts = (row_shift, row_stride, col_shift, col_stride)
+    bits = _h2_bits(mem, block, x, w, scale, n, k, shifts)
+    mem.view(y, np.float32, n)[:] = bf16_bits_to_f32(bits)
+
+
+@reference(GEMV_FP8_H2_SWIGLU)
+def gemv_fp8_h2_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
+                            scale: int, y: int, m: int, n: int, k: int, row_shift: int,
+                            row_stride: int, col_shift: int, col_stride: int) -> None:
+    """y [n / 2] = silu_mul of the [gate | up] product's bf16 output."""
+    shifts = (row_shift, row_stride, col_shift, col_stride)
+    gate_up = _h2_bits(mem, block, x, w, scale, n, k, shifts)
+    mem.view(y, np.uint16, n // 2)[:] = swiglu_rows(gate_up[None, :], n // 2).reshape(-1)
 
 
 @reference(GEMV_SILU_FP8)

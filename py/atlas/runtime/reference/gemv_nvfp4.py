@@ -3,8 +3,9 @@
 `gemv_mma_nvfp4_bf16[_small]` (gemv_mma_quant.cu, tensor cores, 1..64 rows) and
 `gemv_qd_nvfp4_bf16` (gemv_quant_direct.cu, tensor cores, 1..8 rows) and
 `gemv_nvfp4_h2_*` (one row, f16 products summed per 16-value group, then f32) share this
-specification; the last is emulated (`h2_product`: its f16 group sums and range guard, the
-rest in float64), so the host checks see what its f16 arithmetic does to large x.
+specification; the last is emulated (`h2_product`, reference/gemv_h2.py: its f16 group sums
+and range guard, the rest in float64), so the host checks see what its f16 arithmetic does
+to large x.
 
 Specification: y = bf16(sum_k x[m, k] * e2m1(q[n, k]) * e4m3(s[n, k / 16]) * g[n]), the exact
 sum rounded once (`atlas.core.quant.dequantize_nvfp4`). The CUDA kernel accumulates in
@@ -31,6 +32,7 @@ from ..kernel_abi import (DEQUANT_NVFP4, GEMV_MMA_NVFP4, GEMV_MMA_NVFP4_F32, GEM
                           GEMV_QD_NVFP4_TILE_SWIGLU, GEMV_QS_NVFP4, GEMV_QS_NVFP4_F32,
                           GEMV_QS_NVFP4_SWIGLU, GEMV_SILU_NVFP4, GEMV_SILU_NVFP4_SINGLE)
 from . import HostMemory, reference
+from .gemv_h2 import h2_emulate
 from .silu_mul import swiglu_rows
 
 
@@ -99,57 +101,21 @@ def gemv_nvfp4_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: 
     mem.view(y, np.uint16, m * (n // 2))[:] = swiglu_rows(gate_up, n // 2).reshape(-1)
 
 
-#: bf16 bits of 2^16 (gemv_nvfp4.cu kH2BigX): from this |x| on the range guard scales x
-H2_BIG_X = 0x4780
-#: rows emulated at a time (bounds the f16 / float64 temporaries)
-_H2_ROW_BLOCK = 1024
-
-
-def h2_guard_exponents(x_bits: np.ndarray, threads: int) -> np.ndarray:
-    """The range guard's exponent e [k / 32] each 32-value chunk of x (bf16 bits [k]) is
-    converted under (x times 2^-e to f16, the sums times 2^e): thread c % `threads` takes
-    chunks c, c + threads, ... in order, and a chunk whose max |x| (NaN aside) is 2^16 or
-    more raises its thread's e (from 0, never lowered) to the one putting that max in
-    [2^15, 2^16)."""
-    mag = (x_bits.reshape(-1, 32) & 0x7FFF).astype(np.int64)
-    top = np.where(mag > 0x7F80, 0, mag).max(axis=1)  # NaN dropped, as the packed max does
-    need = np.where(top >= H2_BIG_X, (top >> 7) - 142, 0)
-    kc = need.size
-    per_thread = np.zeros(-(-kc // threads) * threads, np.int64)
-    per_thread[:kc] = need
-    return np.maximum.accumulate(per_thread.reshape(-1, threads), axis=0).reshape(-1)[:kc]
+#: the NVFP4 entry points' range guard: |x| from 2^16 on is scaled (gemv_nvfp4.cu Nvfp4H2)
+H2_GUARD_EXP = 16
 
 
 def h2_product(x_bits: np.ndarray, packed: np.ndarray, s_codes: np.ndarray,
                row_scale: np.ndarray, threads: int, guard: bool = True) -> np.ndarray:
     """float32 [n] of gemv_nvfp4_h2 for one row x (bf16 bits [k]) on `threads` threads a
-    block: x times 2^-e (h2_guard_exponents; 0 everywhere without `guard`) rounded to f16,
-    per 16-value group two f16 lanes (the even and the odd values) each summing its 8
-    products x e2m1 2^-6 in K order with one f16 rounding a step (a fused multiply-add),
-    widened and added in float32, times the group's E4M3 scale and 2^e; the groups summed in
-    float64 (the kernel's f32 order differs by far less than its f16 roundings), times the
-    float32 g[n] 2^6, rounded to float32."""
-    k = x_bits.size
-    e = h2_guard_exponents(x_bits, threads) if guard else np.zeros(k // 32, np.int64)
-    xs = bf16_bits_to_f32(x_bits) * np.repeat(np.ldexp(np.float32(1), -e), 32)
-    with np.errstate(over="ignore"):
-        x16 = xs.astype(np.float32).astype(np.float16).astype(np.float64).reshape(-1, 8, 2)
-    back = np.repeat(np.ldexp(1.0, e), 2)  # each chunk's 2^e, per group
-    out = np.empty(packed.shape[0], np.float64)
-    for r0 in range(0, packed.shape[0], _H2_ROW_BLOCK):
-        rows = slice(r0, r0 + _H2_ROW_BLOCK)
-        w = (e2m1_to_f32(unpack_e2m1(packed[rows])).astype(np.float64) / 64.0)
-        w = w.reshape(w.shape[0], -1, 8, 2)
-        h = np.zeros((w.shape[0], w.shape[1], 2), np.float16)
-        with np.errstate(over="ignore", invalid="ignore"):
-            for i in range(8):
-                h = (w[:, :, i, :] * x16[:, i, :] + h).astype(np.float16)
-            group = h[..., 0].astype(np.float32) + h[..., 1].astype(np.float32)
-            s = fp8_e4m3_to_f32(s_codes[rows]).astype(np.float64)
-            out[rows] = (group.astype(np.float64) * s * back).sum(axis=1)
+    block (reference/gemv_h2.h2_emulate): the f16 weights are e2m1 x 2^-6, the group scales
+    the E4M3 ones, the row's factor the float32 g[n] 2^6."""
+    def weights(rows: slice) -> np.ndarray:
+        return e2m1_to_f32(unpack_e2m1(packed[rows])).astype(np.float64) / 64.0
+
     g = (row_scale.astype(np.float32) * np.float32(64.0)).astype(np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        return (out * g).astype(np.float32)
+    return h2_emulate(x_bits, weights, fp8_e4m3_to_f32(s_codes).astype(np.float64), g,
+                      threads, 2 * NVFP4_GROUP, H2_GUARD_EXP, guard)
 
 
 def _h2_bits(mem: HostMemory, block: Dim3, x: int, w: int, scale: int, row_scale: int,

@@ -1,0 +1,1 @@
+../../hopper/common/gemv_h2.cuh

@@ -1,0 +1,248 @@
+// The batch-1 decode GEMV on packed half-precision FMAs, shared by the quantized weight
+// formats whose values are exact f16 (NVFP4: gemv_nvfp4.cu, FP8 E4M3: gemv_fp8.cu):
+// y[n] = sum_k x[k] * w[n, k] for one bf16 row x, w streamed from HBM exactly once.
+//
+// Why: the f32 GEMVs (gemv_core.cuh) spend one FFMA a weight after a decode and a widening
+// to f32; on 4- and 8-bit weights that is more issue slots a byte than the SMs have at copy
+// bandwidth (132 SMs x 4 schedulers x 1.98 GHz = 3.3e13 lane-instructions/s against 4.26e12
+// bytes/s: 7.8 a byte, everything included), and they streamed at 35-68% of copy. Here a
+// weight word decodes straight to f16 pairs (the format's `decode`: NVFP4 by byte-table
+// PRMTs, E4M3 by the hardware convert), x is converted to f16 pairs once per chunk (shared
+// by the block's 4 rows), and one HFMA2 takes two products. The bf16 GEMV's mould otherwise:
+// 4 rows a block, two 16-byte chunks of each row a thread in flight, weights requested
+// before the PDL wait, many small blocks.
+//
+// Summation order: a chunk's values split into 16-value scale groups (NVFP4: two, FP8: one);
+// within a group a half2 accumulator takes the products of pairs (v0, v1) .. (v14, v15) in
+// order (lane 0 the even values, lane 1 the odd ones), each HFMA2 rounding once to f16; the
+// two lanes are widened and added in f32, times the group's scale (exact f32) added to the
+// row's f32 sum, groups in K order within a thread; threads and warps are reduced as
+// gemv_core.cuh does; the format's row scale multiplies the total, rounded once.
+// Error: each of a lane's 8 steps rounds once (u = 2^-11 relative; 2^-25 absolute below f16's
+// normals, 2^-14), so a lane is off its exact sum by at most 2^-11 (|s1| + .. + |s8|) <=
+// 2^-8 sum |products| of the group; random signs make it ~2^-11 of the products' RMS.
+//
+// Range guard (any finite bf16 x): f16 holds |x| < 65,504 where bf16 goes to 3.4e38, and
+// "massive activations" (thousands and more in the down projection's input of Qwen2/3-class
+// models) must not turn a token to inf. A format bounds its weights so that a lane's 8
+// products sum below 65,504 for every |x| < 2^kGuardExp (NVFP4: 2^16, FP8: 2^4). Each
+// chunk's x take a max |x| (packed bf16 max-abs, shared by the 4 rows); a chunk with |x| >=
+// 2^kGuardExp raises the thread's exponent e (from 0) to the one putting that max in
+// [2^(kGuardExp - 1), 2^kGuardExp), rescaling the thread's f32 sums by 2^-(rise) (exact),
+// and while e > 0 the thread's x are multiplied by 2^-e (exact) before the f16 conversion;
+// its sums are multiplied by 2^e (exact) before the block reduction. e = 0 for |x| below the
+// threshold: the bits are the unguarded kernel's. With e > 0 only x below 2^-(kGuardExp +
+// 13) of the thread's largest (|x| 2^-e < 2^-14: f16 subnormals, absolute error 2^(e-25))
+// lose bits.
+//
+// A format (policy `F`) gives: kVals (values a 16-byte weight chunk), kGroups (16-value
+// scale groups a chunk), kGuardExp, kPairs (f16 pairs a 32-bit weight word decodes to), a
+// `Row` (its per-row scale addressing: row(n_index)), `Scales` (a chunk's scales as loaded:
+// load<kPreWait>(row, chunk), zero past the row end) widened by scales(), decode(word) and
+// out_scale(row) (the factor of a row's total, read before the PDL wait).
+// Launch: grid ceil(n / 4) (SwiGLU too: two features of n / 2 a block), block min(256,
+// roundup32(ceil(chunks a row / 2))); x and w 16-byte aligned; SwiGLU: n even.
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include "gemv_core.cuh"
+#include "quant_decode.cuh"
+
+namespace atlas::gemv {
+
+enum class H2Out { kBf16, kF32, kSwiglu };
+
+// Weight row of block row r: rows 4 b + r, or (SwiGLU) gate rows of features 2 b, 2 b + 1
+// for r = 0, 1 and their up rows for r = 2, 3; clamped (never stored past the end).
+template <H2Out kOut>
+__device__ __forceinline__ int h2_row(int r, int n) {
+  if constexpr (kOut == H2Out::kSwiglu) {
+    const int inter = n >> 1, j = min(static_cast<int>(blockIdx.x) * 2 + (r & 1), inter - 1);
+    return r < 2 ? j : inter + j;
+  }
+  return min(static_cast<int>(blockIdx.x) * kRowsPerBlock + r, n - 1);
+}
+
+// bf16 pair (x0 low, x1 high) times `down` (kScaled; a power of two) -> f16 pair, exact
+// for |x down| in f16's normal range
+template <bool kScaled>
+__device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t b, float down) {
+  float x0 = __uint_as_float(b << 16), x1 = __uint_as_float(b & 0xffff0000u);
+  if constexpr (kScaled) x0 *= down, x1 *= down;
+  const __half2 h = __floats2half2_rn(x0, x1);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// A chunk's x (kQuads x 8 bf16) -> f16 pairs (x0, x1), (x2, x3), .., times `down` when
+// kScaled
+template <bool kScaled, int kQuads>
+__device__ __forceinline__ void h2_x_pairs(const uint4 (&xb)[kQuads], float down,
+                                           uint32_t (&xh)[4 * kQuads]) {
+#pragma unroll
+  for (int i = 0; i < kQuads; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      xh[4 * i + j] = bf16x2_to_f16x2<kScaled>(atlas::quant::word(xb[i], j), down);
+}
+
+// The largest |x| bits (bf16, sign clear) of a chunk's x: a tree of packed max-abs (NaN
+// dropped where the other operand is a number: a NaN x still poisons its sums)
+template <int kQuads>
+__device__ __forceinline__ uint32_t h2_max_abs_bits(const uint4 (&xb)[kQuads]) {
+  static_assert(kQuads >= 1 && (kQuads & (kQuads - 1)) == 0, "a power of two of x quads");
+  uint32_t m[kQuads];
+#pragma unroll
+  for (int i = 0; i < kQuads; ++i) {
+    uint32_t a, b;
+    asm("max.xorsign.abs.bf16x2 %0, %1, %2;" : "=r"(a) : "r"(xb[i].x), "r"(xb[i].y));
+    asm("max.xorsign.abs.bf16x2 %0, %1, %2;" : "=r"(b) : "r"(xb[i].z), "r"(xb[i].w));
+    asm("max.xorsign.abs.bf16x2 %0, %1, %2;" : "=r"(m[i]) : "r"(a), "r"(b));
+  }
+#pragma unroll
+  for (int s = 1; s < kQuads; s *= 2)
+#pragma unroll
+    for (int i = 0; i < kQuads; i += 2 * s)
+      asm("max.xorsign.abs.bf16x2 %0, %1, %2;" : "=r"(m[i]) : "r"(m[i]), "r"(m[i + s]));
+  return max(m[0] & 0x7fffu, (m[0] >> 16) & 0x7fffu);
+}
+
+// bf16 bits of 2^kGuardExp: the smallest |x| the range guard scales
+template <int kGuardExp>
+constexpr uint32_t kH2BigX = static_cast<uint32_t>(127 + kGuardExp) << 7;
+
+// The range guard's rise (cold): the exponent putting a chunk max |x| >= 2^kGuardExp (bits
+// `top`) in [2^(kGuardExp - 1), 2^kGuardExp), taken when above the thread's `e`, whose f32
+// sums follow it down
+template <int kGuardExp, int R>
+__device__ __forceinline__ void h2_raise(uint32_t top, int& e, float (&acc)[R]) {
+  const int need = static_cast<int>(top >> 7) - (126 + kGuardExp);  // exponent - (kGuardExp - 1)
+  if (need <= e) return;
+  const float f = __uint_as_float(static_cast<uint32_t>(127 + e - need) << 23);
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] *= f;
+  e = need;
+}
+
+// The scales of kUnroll chunks of each row from chunk c0 (zero past the row end); kPreWait:
+// plain (volatile) loads before the PDL wait (ptxas sinks read-only-path loads below it).
+template <bool kPreWait, class F>
+__device__ __forceinline__ void h2_load_scales(const F& fmt,
+                                               typename F::Scales (&sv)[kUnroll][kRowsPerBlock],
+                                               const typename F::Row (&srow)[kRowsPerBlock],
+                                               int c0, int kc) {
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int c = c0 + u * static_cast<int>(blockDim.x);
+#pragma unroll
+    for (int r = 0; r < kRowsPerBlock; ++r)
+      sv[u][r] = c >= kc ? typename F::Scales{0} : fmt.template load<kPreWait>(srow[r], c);
+  }
+}
+
+template <class F, H2Out kOut>
+__device__ __forceinline__ void gemv_h2(const __nv_bfloat16* __restrict__ x,
+                                        const uint8_t* __restrict__ w, const F& fmt,
+                                        void* __restrict__ y, int n, int k,
+                                        float (*partial)[kMaxAcc]) {
+  constexpr int kQuads = F::kVals / 8;                   // 16-byte x loads a chunk
+  constexpr int kWordsPerGroup = 4 / F::kGroups;         // weight words a 16-value group
+  static_assert(F::kPairs * kWordsPerGroup == 8, "a scale group is 16 values: 8 pairs");
+  const int kc = k >> log2_exact(F::kVals);  // chunks a row
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const uint4* wrow[kRowsPerBlock];
+  typename F::Row srow[kRowsPerBlock];
+#pragma unroll
+  for (int r = 0; r < kRowsPerBlock; ++r) {
+    const int row = h2_row<kOut>(r, n);
+    wrow[r] = reinterpret_cast<const uint4*>(w) + static_cast<size_t>(row) * kc;
+    srow[r] = fmt.row(row, kc);
+  }
+  // weights and scales are memory no kernel writes: the first tile (and the finishing
+  // threads' row scales) are requested before the wait
+  uint4 wv[kUnroll][kRowsPerBlock];
+  typename F::Scales sv[kUnroll][kRowsPerBlock];
+  load_weight_tile<true>(wv, wrow, threadIdx.x, kc);
+  h2_load_scales<true>(fmt, sv, srow, threadIdx.x, kc);
+  const int t = threadIdx.x;
+  const float out_scale = t < kRowsPerBlock ? fmt.out_scale(h2_row<kOut>(t, n)) : 0.f;
+  atlas::pdl_enter();
+
+  float acc[kRowsPerBlock];
+#pragma unroll
+  for (int r = 0; r < kRowsPerBlock; ++r) acc[r] = 0.f;
+  int e = 0;  // the range guard's exponent: x scaled by 2^-e, sums short of 2^e
+  const uint4* xv = reinterpret_cast<const uint4*>(x);
+  for (int c0 = threadIdx.x; c0 < kc; c0 += kUnroll * blockDim.x) {
+    if (c0 != static_cast<int>(threadIdx.x)) {
+      load_weight_tile(wv, wrow, c0, kc);
+      h2_load_scales<false>(fmt, sv, srow, c0, kc);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int c = c0 + u * blockDim.x;
+      if (c >= kc) break;
+      uint4 xb[kQuads];
+#pragma unroll
+      for (int i = 0; i < kQuads; ++i) xb[i] = __ldg(xv + kQuads * c + i);
+      const uint32_t top = h2_max_abs_bits(xb);
+      if (top >= kH2BigX<F::kGuardExp>) h2_raise<F::kGuardExp>(top, e, acc);
+      uint32_t xh[4 * kQuads];  // f16 pairs (x0, x1), (x2, x3), .. of the chunk
+      if (e == 0)
+        h2_x_pairs<false>(xb, 1.f, xh);
+      else
+        h2_x_pairs<true>(xb, __uint_as_float(static_cast<uint32_t>(127 - e) << 23), xh);
+#pragma unroll
+      for (int r = 0; r < kRowsPerBlock; ++r) {
+        float s[F::kGroups];
+        fmt.scales(sv[u][r], s);
+#pragma unroll
+        for (int g = 0; g < F::kGroups; ++g) {
+          __half2 h = __float2half2_rn(0.f);
+#pragma unroll
+          for (int ww = 0; ww < kWordsPerGroup; ++ww) {
+            uint32_t p[F::kPairs];
+            fmt.decode(atlas::quant::word(wv[u][r], kWordsPerGroup * g + ww), p);
+#pragma unroll
+            for (int i = 0; i < F::kPairs; ++i)
+              h = __hfma2(*reinterpret_cast<const __half2*>(&p[i]),
+                          *reinterpret_cast<const __half2*>(&xh[8 * g + F::kPairs * ww + i]),
+                          h);
+          }
+          acc[r] = fmaf(__low2float(h) + __high2float(h), s[g], acc[r]);
+        }
+      }
+    }
+  }
+
+  if (e != 0) {  // the range guard's 2^e, exact
+    const float f = __uint_as_float(static_cast<uint32_t>(127 + e) << 23);
+#pragma unroll
+    for (int r = 0; r < kRowsPerBlock; ++r) acc[r] *= f;
+  }
+  // as gemv_core.cuh gemv_rows: lane l of each warp ends with the warp's sum of row l >> 3
+  const float v = warp_reduce_scatter<kRowsPerBlock>(acc, lane);
+  if ((lane & 7) == 0) partial[warp][lane >> 3] = v;
+  __syncthreads();
+  if (t >= 32) return;
+  float sum = 0.f;
+  if (t < kRowsPerBlock)
+    for (int i = 0; i < static_cast<int>(blockDim.x >> 5); ++i) sum += partial[i][t];
+  sum *= out_scale;
+  if constexpr (kOut == H2Out::kSwiglu) {  // lanes 0, 1: gate of features 2 b + t; 2, 3: up
+    const float up = __shfl_down_sync(0xffffffffu, sum, 2);
+    const int inter = n >> 1, j = static_cast<int>(blockIdx.x) * 2 + t;
+    if (t < 2 && j < inter)
+      static_cast<__nv_bfloat16*>(y)[j] = atlas::f32_to_bf16(
+          atlas::swiglu_f32(atlas::round_bf16(sum), atlas::round_bf16(up)));
+  } else {
+    const int row = static_cast<int>(blockIdx.x) * kRowsPerBlock + t;
+    if (t >= kRowsPerBlock || row >= n) return;
+    if constexpr (kOut == H2Out::kF32)  // logits: the bf16-rounded value, widened
+      static_cast<float*>(y)[row] = atlas::round_bf16(sum);
+    else
+      static_cast<__nv_bfloat16*>(y)[row] = atlas::f32_to_bf16(sum);
+  }
+}
+
+}  // namespace atlas::gemv

@@ -1,0 +1,40 @@
+"""Launch builder of the batch-1 decode GEMV on packed half-precision FMAs
+(kernels/hopper/common/gemv_h2.cuh): one launch shape for every weight format the kernel
+takes (NVFP4: `matmul_nvfp4.gemv_h2`, FP8: `matmul_quant.gemv_fp8_h2`) and its three outputs.
+A block owns 4 weight rows (SwiGLU: the gate and up rows of two features), each thread two
+16-byte chunks of each row at a time."""
+
+from __future__ import annotations
+
+from typing import Literal, Mapping
+
+from ..gpu import DevicePtr, KernelSig, Stream
+from . import KernelCache
+from ._preconditions import require_aligned, warp_threads
+from .matmul import GEMV_MAX_THREADS, GEMV_ROWS_PER_BLOCK
+
+#: what an entry point writes: y [1, n] bf16, f32 logits [1, n] (the bf16-rounded sums
+#: widened: a quantized LM head), or the SwiGLU activation [1, n / 2] of a fused [gate | up]
+H2Out = Literal["bf16", "f32", "swiglu"]
+
+
+def h2_threads(chunks: int) -> int:
+    """Threads per block for rows of `chunks` 16-byte weight chunks: two chunks of each row
+    per thread (gemv_core's kUnroll, every load slot used; small blocks, many of them per
+    SM), up to 256."""
+    return warp_threads(-(-chunks // 2), GEMV_MAX_THREADS)
+
+
+def launch_h2(kc: KernelCache, stream: Stream, sigs: Mapping[str, KernelSig], out: H2Out,
+              x: DevicePtr, y: DevicePtr, n: int, k: int, chunk_values: int,
+              weight: tuple[DevicePtr, ...], tail: tuple[int, ...] = ()) -> None:
+    """One row on the format's entry point for `out` (`sigs`: output -> signature), whose
+    arguments are x, the `weight` pointers, y, m = 1, n, k, then `tail` (the format's other
+    scalars). The weight checked its own preconditions (k, alignment) when it was built."""
+    sig = sigs[out]
+    if out == "swiglu" and n % 2:
+        raise ValueError(f"{sig.func}: the SwiGLU output needs an even n, got [{n}, {k}]")
+    require_aligned(sig.func, "x", x, 16)  # 16-byte x loads
+    require_aligned(sig.func, "y", y, 4 if out == "f32" else 2)
+    blocks = -(-n // GEMV_ROWS_PER_BLOCK)  # SwiGLU: two features of n / 2 a block, the same
+    kc.get(sig)(stream, blocks, h2_threads(k // chunk_values), 0, x, *weight, y, 1, n, k, *tail)
