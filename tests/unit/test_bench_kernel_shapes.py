@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from atlas.bench import kernel_shapes as ks
+from atlas.core.cold_reads import rotation_copies
 from atlas.bench.kernel_shapes import (QWEN3_0_6B, QWEN3_8B, SMOLLM2_135M, Ceilings,
                                        DecodeAttention, Embedding, Family, Linear, Norm,
                                        PrefillAttention, RopeKv, Sampling, SiluMul)
@@ -135,11 +136,11 @@ def test_compute_bound_rate_is_in_tflops() -> None:
 
 
 def test_rotation_copies_pass_the_cache_within_the_cap() -> None:
-    assert ks.rotation_copies(50_352_128, 256 << 20, 64) == 6   # 5.33 sets -> 6
-    assert ks.rotation_copies(1 << 30, 256 << 20, 64) == 1
-    assert ks.rotation_copies(8 << 10, 256 << 20, 64) == 64
+    assert rotation_copies(50_352_128, 256 << 20, 64) == 6   # 5.33 sets -> 6
+    assert rotation_copies(1 << 30, 256 << 20, 64) == 1
+    assert rotation_copies(8 << 10, 256 << 20, 64) == 64
     with pytest.raises(ValueError):
-        ks.rotation_copies(0, 256 << 20, 64)
+        rotation_copies(0, 256 << 20, 64)
 
 
 def test_speedup_summary() -> None:

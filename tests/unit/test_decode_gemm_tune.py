@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from atlas.core.cold_reads import rotation_copies
 from atlas.runtime.gpu import EventHandle, GpuError, Stream
 from atlas.runtime.host import HostBackend
 from atlas.runtime.mock import MockGpuBackend
@@ -404,7 +405,7 @@ def test_timed_launches_cycle_through_cold_weight_copies_then_free_them(table_pa
     kc = KernelCache(dev)
     x, w, y = _operands(dev, *_O_PROJ)
     wbytes = 4096 * 4096 * 2
-    copies = tune.rotation_copies(wbytes, tune.ROTATE_BYTES, tune.MAX_COPIES)
+    copies = rotation_copies(wbytes, tune.ROTATE_BYTES, tune.MAX_COPIES)
     assert copies == 8  # 32 MiB a copy: 256 MiB between two reads of one
     freed: list[int] = []
     free = dev.free

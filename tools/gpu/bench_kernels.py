@@ -49,6 +49,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "py"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from atlas.core.cold_reads import rotation_copies  # noqa: E402
 from atlas.core.quant import Fp8ScaleMap  # noqa: E402
 from atlas.model.step_inputs import decode_splits  # noqa: E402
 from atlas.runtime.gpu import DevicePtr, GpuBackend, Stream  # noqa: E402
@@ -1636,7 +1637,7 @@ def run_case(env: Env, shape: Any, ceilings: Any, repeats: int, l2_bytes: int,
     case = None
     try:
         case = BUILDERS[shape.family](env, shape)
-        copies = ks.rotation_copies(shape.bytes_moved(), ROTATE_BYTES, max_copies)
+        copies = rotation_copies(shape.bytes_moved(), ROTATE_BYTES, max_copies)
         case.sets = [case.make_set() for _ in range(copies)]
         timer = time_cuda if env.cuda else time_host
         errors = [check(env, case, v) for v in case.variants]

@@ -38,9 +38,9 @@ from atlas.runtime.cuda import CudaBackend  # noqa: E402
 from atlas.runtime.kernel_abi import GEMM_DECODE_SM90, GEMM_DECODE_TMA  # noqa: E402
 from atlas.runtime.ops import KernelCache, decode_gemm_tune as tune  # noqa: E402
 from atlas.runtime.ops import matmul_decode as md  # noqa: E402
+from atlas.core.cold_reads import rotation_copies  # noqa: E402
 from atlas.runtime.ops.decode_gemm_tune import (MAX_COPIES, ROTATE_BYTES,  # noqa: E402
-                                                DecodeGemmTuner, Pick, TuneKey, TuneTable,
-                                                rotation_copies)
+                                                DecodeGemmTuner, Pick, TuneKey, TuneTable)
 
 #: the Llama widths beside the kernel table's Qwen3 ones (DECODE_GEMM_WIDTHS)
 LLAMA_WIDTHS = (

@@ -21,8 +21,6 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Protocol
 
-from ..runtime.ops.decode_gemm_tune import rotation_copies  # noqa: F401 (the tools' import)
-
 BF16 = 2
 F32 = 4
 I32 = 4

@@ -115,15 +115,6 @@ def choose(times: Mapping[Pick, float], model: Pick, gain: float = TUNE_GAIN,
     return min(pick for pick, t in times.items() if t <= best * (1.0 + tie))
 
 
-def rotation_copies(set_bytes: int, rotate_bytes: int, max_copies: int) -> int:
-    """Input sets to cycle through so that `rotate_bytes` pass between two uses of one set
-    (past the L2 cache), but never more than `max_copies`."""
-    if set_bytes <= 0 or rotate_bytes <= 0 or max_copies < 1:
-        raise ValueError(f"need positive sizes, got set={set_bytes} rotate={rotate_bytes} "
-                         f"max={max_copies}")
-    return max(1, min(max_copies, -(-rotate_bytes // set_bytes)))
-
-
 def time_picks(backend: GpuBackend, stream: Stream, picks: Iterable[Pick], launch: LaunchFn,
                events: list[EventHandle], warmup: int = WARMUP_LAUNCHES,
                iters: int = LAUNCHES_PER_REP, reps: int = TIMED_REPS) -> dict[Pick, float]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import itertools
 from typing import Iterator, Mapping
 
+from ...core.cold_reads import rotation_copies
 from ..gpu import H200_FACTS, DevicePtr, GpuError, KernelSig, Stream
 from ..kernel_abi import (GEMM_DECODE_SM90, GEMM_DECODE_SM90_F32OUT,
                           GEMM_DECODE_SM90_F32OUT_SPLIT2, GEMM_DECODE_SM90_F32OUT_SPLIT4,
@@ -52,8 +53,7 @@ from ..kernel_abi import (GEMM_DECODE_TMA, GEMM_DECODE_TMA_F32OUT,
                           GEMM_DECODE_TMA_SWIGLU_SPLIT7, GEMM_DECODE_TMA_SWIGLU_SPLIT8)
 from . import KernelCache
 from ._preconditions import require_aligned, require_multiple
-from .decode_gemm_tune import (LAUNCHES_PER_REP, MAX_COPIES, ROTATE_BYTES, Pick, TuneKey,
-                               rotation_copies)
+from .decode_gemm_tune import LAUNCHES_PER_REP, MAX_COPIES, ROTATE_BYTES, Pick, TuneKey
 from .routes import DECODE_GEMM_SPLITS, DECODE_GEMM_TMA_SPLITS
 
 #: largest batch: the widest wgmma N (gemm_decode_sm90.cu kMaxCols)
