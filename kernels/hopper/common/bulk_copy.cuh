@@ -27,6 +27,12 @@
 
 namespace atlas::bulk {
 
+// A CUtensorMap as a kernel parameter (`const __grid_constant__ TensorMap`): 128 opaque bytes,
+// 64-byte aligned (the driver header's definition, without it; GpuBackend.tensor_map_2d).
+struct alignas(64) TensorMap {
+  uint64_t opaque[16];
+};
+
 __device__ __forceinline__ uint32_t shared_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }

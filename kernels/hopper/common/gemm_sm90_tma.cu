@@ -1,0 +1,163 @@
+// The prefill wgmma GEMM with its operands streamed by the TMA unit and a warp-specialized
+// block: c[m, n] = sum_k a[m, k] * w[n, k] (bf16 in, f32 accumulate, bf16 or bf16-valued f32
+// out), sm_90a. The same contract, tile (128 x 256 x 64), raster and epilogue as
+// gemm_sm90.cu (read its header first; gemm_sm90_tile.cuh holds what they share), and the
+// same wgmma sequence over K in each warpgroup, so both kernels produce the same bits; only
+// how bytes reach shared memory and how the block waits for them differ.
+//
+// Why: gemm_sm90 runs at 67-75% of the H200's bf16 peak where cuBLAS runs at 83-88% (kernel
+// table 2026-11-30). There every thread issues 16-byte cp.async copies (24 a k-tile), the
+// whole block meets at a barrier every k-tile, and a slot is refilled only two tiles after
+// its wgmmas were issued. Here one producer thread issues two TMA copies a k-tile
+// (cp.async.bulk.tensor.2d: the [128][64] A box and the [256][64] W box, written 128-byte
+// swizzled exactly as the wgmma descriptors read them, rows past m or n and columns past k
+// zero-filled by the unit) completing on the slot's "full" mbarrier; each consumer
+// warpgroup waits on it, issues its four m64n256k16 wgmmas, and once the previous tile's
+// wgmmas have retired (wgmma.wait_group 1) releases that tile's slot on its "empty"
+// mbarrier. No consumer thread spends an instruction on copies, no block barrier sits in
+// the loop, and the producer refills a slot the moment both warpgroups are done with it:
+// STAGES - 1 tiles are in flight while one is multiplied.
+//
+// Block: two consumer warpgroups (threads [0, 256): warpgroup g owns tile rows [64g, 64g +
+// 64) and all 256 columns, 128 f32 accumulators a thread) and one producer warp (threads
+// [256, 288): its first lane issues every copy, the others only keep the PDL contract).
+// 288 threads at one block an SM leave 224 registers a thread, which the consumers' 128
+// accumulators fit without setmaxnreg (a producer warpgroup would cap them at 168).
+// Ring: STAGES = 4 slots of 48 KiB ([128][64] A then [256][64] W, bf16; 5 would exceed the
+// 227 KiB a block may have), each base 1024-byte aligned (the swizzle atom).
+//
+// Operands come from two tensor maps the host encodes (ops/matmul.py, KernelCache.tensor_map:
+// once per weight, once per activation buffer and row count): amap over a [m][k] with a
+// [128][64] box, wmap over w [n][k] with a [256][64] box, both bf16, 128-byte swizzle, zero
+// fill. a and w themselves are parameters only for the host reference (kernel_abi.py).
+//
+// PDL: the producer issues the first ring's W copies before griddepcontrol.wait (no kernel
+// writes weights); a is copied and c written only after it.
+//
+// Grid: 1-D, ceil(m / 128) * ceil(n / 256) blocks (tile_origin's raster), 288 threads,
+// dynamic shared memory SMEM_BYTES (ops/matmul.py GEMM_SM90_TMA_SMEM). Preconditions: m >= 1,
+// n and k multiples of 16, a and w 16-byte aligned.
+#include "atlas_common.cuh"
+#include "bulk_copy.cuh"
+#include "gemm_sm90_tile.cuh"
+#include "mma_util.cuh"
+#include "wgmma_util.cuh"
+
+namespace {
+
+using namespace atlas::prefill_gemm;  // tile geometry, tile_origin, store_tile
+using atlas::bulk::TensorMap;
+
+constexpr int STAGES = 4;
+constexpr int kProducerThreads = 32;  // one warp; ops/matmul.py GEMM_SM90_TMA_THREADS
+constexpr int THREADS = kConsumerThreads + kProducerThreads;
+constexpr int SMEM_BYTES = STAGES * kStageBytes + kAlign;  // + slack to align the base
+constexpr int kBarrierBytes = 2 * STAGES * 8;                // the static full/empty mbarriers
+// A slot that waits this long (~2 s at 1.98 GHz; a tile lands in microseconds, a PDL wait
+// behind a prefill kernel lasts milliseconds) never fills: trap, do not hang.
+constexpr long long kHangCycles = 4000000000LL;
+static_assert(SMEM_BYTES + kBarrierBytes <= 227 * 1024, "sm_90 allows 227 KiB per block");
+static_assert(STAGES >= 2, "a slot fills while another is multiplied");
+static_assert(BK == 64, "atlas::wgmma_k64_tile issues the wgmmas of 64-column k-tiles");
+
+template <bool kF32Out>
+__device__ __forceinline__ void gemm_sm90_tma_tile(const TensorMap& amap, const TensorMap& wmap,
+                                                   void* __restrict__ c, int m, int n, int k) {
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES];
+  const uint32_t smem = (atlas::smem_addr(smem_raw) + kAlign - 1) & ~uint32_t(kAlign - 1);
+
+  int bm, bn;
+  tile_origin(blockIdx.x, m, n, bm, bn);
+  const int k_tiles = (k + BK - 1) / BK;
+  const unsigned tid = threadIdx.x;
+
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      atlas::bulk::init_barrier(&full[s], 1);
+      atlas::bulk::init_barrier(&empty[s], kConsumerThreads / 32);  // one arrival a warp
+    }
+    atlas::bulk::fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (tid >= kConsumerThreads) {  // the producer warp
+    if (tid == kConsumerThreads) {
+      atlas::bulk::prefetch_map(&wmap);
+      atlas::bulk::prefetch_map(&amap);
+      auto load_w = [&](int s, int kt) {
+        atlas::bulk::copy_tile_2d(smem + s * kStageBytes + kStageA, &wmap, kt * BK, bn,
+                                  &full[s]);
+      };
+      auto load_a = [&](int s, int kt) {
+        atlas::bulk::copy_tile_2d(smem + s * kStageBytes, &amap, kt * BK, bm, &full[s]);
+      };
+      // the first ring's weights before the PDL wait (one arrival announces the whole
+      // stage, so each slot's phase completes only once its A tile has landed too)
+      const int first = k_tiles < STAGES ? k_tiles : STAGES;
+      for (int i = 0; i < first; ++i) {
+        atlas::bulk::expect_bytes(&full[i], kStageBytes);
+        load_w(i, i);
+      }
+      atlas::pdl_enter();
+      for (int i = 0; i < first; ++i) load_a(i, i);
+      for (int i = STAGES; i < k_tiles; ++i) {
+        const int s = i % STAGES;
+        atlas::bulk::wait_parity_or_trap(&empty[s], (i / STAGES - 1) & 1, kHangCycles);
+        atlas::bulk::expect_bytes(&full[s], kStageBytes);
+        load_w(s, i);
+        load_a(s, i);
+      }
+    } else {
+      atlas::pdl_enter();
+    }
+    return;  // every copy is awaited by the consumers, whose block keeps the ring alive
+  }
+
+  // the consumer warpgroups
+  atlas::pdl_enter();
+  float acc[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) acc[i] = 0.f;
+
+  const uint32_t a_off = (tid / kGroupThreads) * 64 * BK * 2;  // this warpgroup's 64 A rows
+  // do-while (k >= 16: at least one k-tile): a `for` gives the zero-trip path its own zeroed
+  // accumulators joining before wgmma.wait_group 0, and ptxas then serializes every wgmma
+  // (C7515, nvcc 13.0)
+  int kt = 0;
+  do {
+    const int s = kt % STAGES;
+    atlas::bulk::wait_parity_or_trap(&full[s], (kt / STAGES) & 1, kHangCycles);
+    const uint32_t stage = smem + s * kStageBytes;
+    // four k16 wgmmas, then wait until only they are in flight: tile kt - 1's are done
+    atlas::wgmma_k64_tile(acc, atlas::smem_desc(stage + a_off),
+                          atlas::smem_desc(stage + kStageA));
+    // wgmma.wait_group is warpgroup-collective: once it returns, tile kt - 1's operands are
+    // read for every lane, so one lane a warp releases the slot (8 arrivals, not 256)
+    if (kt > 0 && (tid & 31) == 0) atlas::bulk::arrive(&empty[(kt - 1) % STAGES]);
+  } while (++kt < k_tiles);
+  atlas::wgmma_wait<0>();
+  atlas::fence_acc(acc);
+
+  store_tile<kF32Out>(acc, c, m, n, bm, bn, tid);
+}
+
+}  // namespace
+
+// a and w are the host reference's operands (kernel_abi.py); the kernel reads them through
+// amap and wmap.
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+    gemm_sm90_tma_bf16(const __nv_bfloat16* a, const __nv_bfloat16* w, __nv_bfloat16* c,
+                       uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap amap,
+                       const __grid_constant__ TensorMap wmap) {
+  gemm_sm90_tma_tile<false>(amap, wmap, c, m, n, k);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+    gemm_sm90_tma_bf16_f32(const __nv_bfloat16* a, const __nv_bfloat16* w, float* c,
+                           uint32_t m, uint32_t n, uint32_t k,
+                           const __grid_constant__ TensorMap amap,
+                           const __grid_constant__ TensorMap wmap) {
+  gemm_sm90_tma_tile<true>(amap, wmap, c, m, n, k);
+}
