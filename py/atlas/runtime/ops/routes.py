@@ -5,6 +5,11 @@ that builds two runners under different settings (a benchmark comparing paths, a
 what it asked for each time, and importing Atlas never depends on the environment.
 
 * ATLAS_GEMM_SM90=0: every GEMM on the mma.sync kernel, never the Hopper wgmma one.
+* ATLAS_GEMM_TMA=0: the Hopper wgmma prefill GEMM on its cp.async kernel (gemm_sm90, every
+  thread issuing 16-byte copies, a block barrier every k-tile: the session-5 kernel) instead
+  of its warp-specialized TMA twin (gemm_sm90_tma: one producer thread, tensor maps, full /
+  empty mbarriers, no block barrier in the loop); the same tiles and wgmma sequence, bit for
+  bit. On by default pending the H200 A/B (kernel table "prefill 2048" rows).
 * ATLAS_BATCHED_GEMV=0: decode batches of more than GEMV rows on the skinny GEMM, never on
   the tensor-core batched GEMV (gemv_mma).
 * ATLAS_BATCHED_GEMV_MIN_M=N: fewest rows routed to the batched GEMV (default
@@ -361,6 +366,7 @@ class KernelRoutes:
     """Which kernel paths the launch builders may take (defaults: every path on)."""
 
     gemm_sm90: bool = True
+    gemm_tma: bool = True
     batched_gemv: bool = True
     batched_gemv_min_m: int = DEFAULT_BATCHED_GEMV_MIN_M
     gemv_mma_wide: bool | None = None
@@ -461,6 +467,7 @@ class KernelRoutes:
             raise ValueError(f"ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS={verify_min_keys} must be a "
                              f"positive multiple of 64")
         return cls(gemm_sm90=env_switch(env, "ATLAS_GEMM_SM90", True),
+                   gemm_tma=env_switch(env, "ATLAS_GEMM_TMA", True),
                    batched_gemv=env_switch(env, "ATLAS_BATCHED_GEMV", True),
                    batched_gemv_min_m=_env_count(env, "ATLAS_BATCHED_GEMV_MIN_M",
                                                  DEFAULT_BATCHED_GEMV_MIN_M),
