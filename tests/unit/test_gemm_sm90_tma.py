@@ -41,6 +41,12 @@ def test_cases_cover_the_tile_edges_and_compare_both_kernels() -> None:
     assert any(-(-k // 64) < 4 for _, _, k, _ in shapes)    # fewer k-tiles than the ring
     assert any(-(-k // 64) > 8 * 4 for _, _, k, _ in shapes)  # many laps of it
     assert {c.module for c in CASES} == {"gemm_sm90_tma"}
+    # every shape one block a tile and in clusters of two; an odd m-tile count (a pad block
+    # wholly past m) and a last n-tile of at most 128 columns (a W half wholly past n)
+    assert len(CASES) == 2 * len(shapes)
+    assert sum("cluster2" in c.name for c in CASES) == len(shapes)
+    assert any(-(-m // 128) % 2 for m, *_ in shapes)
+    assert any(0 < n % 256 <= 128 for _, n, *_ in shapes)
     assert all(c.same_bits == (("y", "y_cpasync"),) for c in CASES)
     assert all(c.name.startswith("gemm_sm90_tma ") for c in CASES)  # -k gemm_sm90_tma
 
@@ -136,6 +142,25 @@ def test_prefill_goes_to_the_tma_twin_with_its_maps(m, n, k, f32, func) -> None:
     assert dev.opt_ins == [(func, matmul.GEMM_SM90_TMA_SMEM)]
 
 
+@pytest.mark.parametrize("m, n, f32, func, grid", [
+    (2048, 6144, False, "gemm_sm90_tma_cluster2_bf16", 16 * 24),
+    (2048 + 65, 4096, False, "gemm_sm90_tma_cluster2_bf16", 18 * 16),  # 17 m-tiles + a pad
+    (1, 528, True, "gemm_sm90_tma_cluster2_bf16_f32", 2 * 3),
+])
+def test_multicast_clusters_pair_m_tiles_and_halve_the_weight_box(m, n, f32, func,
+                                                                   grid) -> None:
+    dev = _TmaMock()
+    kc = KernelCache(dev, KernelRoutes.from_env({"ATLAS_GEMM_TMA_MULTICAST": "1"}))
+    a, w, c = dev.alloc(m * 4096 * 2), dev.alloc(n * 4096 * 2), dev.alloc(m * n * 4)
+    matmul.gemm(kc, 0, a, w, c, m, n, 4096, f32, sm90=True)
+    (record,) = dev.drain_launches()
+    assert (record.module, record.func) == ("gemm_sm90_tma", func)
+    assert record.grid == (grid, 1, 1) and grid % 2 == 0 and record.block == (288, 1, 1)
+    assert _fields(record.args["amap"]) == (a, m, 4096, 128, 64)
+    assert _fields(record.args["wmap"]) == (w, n, 4096, 128, 64)
+    assert "__cluster_dims__(2, 1, 1)" in SOURCE.read_text()
+
+
 def test_switch_absence_and_forcing_choose_the_cp_async_kernel() -> None:
     def launched(env: dict[str, str], dev: MockGpuBackend, **kw) -> tuple[str, int]:
         kc = KernelCache(dev, KernelRoutes.from_env(env))
@@ -144,7 +169,7 @@ def test_switch_absence_and_forcing_choose_the_cp_async_kernel() -> None:
         (record,) = dev.drain_launches()
         return record.func, record.block[0]
 
-    assert KernelRoutes.from_env({}).gemm_tma
+    assert KernelRoutes.from_env({}).gemm_tma and not KernelRoutes.from_env({}).gemm_tma_multicast
     assert launched({}, _TmaMock()) == ("gemm_sm90_tma_bf16", 288)
     assert launched({"ATLAS_GEMM_TMA": "0"}, _TmaMock()) == ("gemm_sm90_bf16", 256)
     assert launched({}, _TmaMock(), tma=False) == ("gemm_sm90_bf16", 256)

@@ -23,9 +23,15 @@ static_assert(kStageA % kAlign == 0 && kStageBytes % kAlign == 0, "stage bases s
 
 // The c tile of tile index `t` (blockIdx.x): GROUP_M m-tiles form a group, walked m-fastest
 // (column-major inside a group), so the blocks resident together share A row panels and W
-// column panels in L2. Writes the tile's first row and column.
+// column panels in L2. Writes the tile's first row and column. kPairM = 2: the m-tiles are
+// counted up to an even number (the grid's last row tile may lie wholly past m), so blocks
+// 2i and 2i + 1 (a cluster of 2) get m-tiles 2j and 2j + 1 of the same n-tile (GROUP_M and
+// every group's m-tiles are even).
+template <int kPairM = 1>
 __device__ __forceinline__ void tile_origin(unsigned t, int m, int n, int& bm, int& bn) {
-  const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN;
+  static_assert(GROUP_M % kPairM == 0, "a raster group holds whole pairs");
+  const int tiles_m = ((m + BM - 1) / BM + kPairM - 1) / kPairM * kPairM;
+  const int tiles_n = (n + BN - 1) / BN;
   const int per_group = GROUP_M * tiles_n;
   const int group = t / per_group, first_m = group * GROUP_M;  // unsigned t: as blockIdx.x
   const int group_m = min(tiles_m - first_m, GROUP_M);

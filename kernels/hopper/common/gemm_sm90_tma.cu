@@ -60,43 +60,86 @@ static_assert(SMEM_BYTES + kBarrierBytes <= 227 * 1024, "sm_90 allows 227 KiB pe
 static_assert(STAGES >= 2, "a slot fills while another is multiplied");
 static_assert(BK == 64, "atlas::wgmma_k64_tile issues the wgmmas of 64-column k-tiles");
 
-template <bool kF32Out>
+// The halves of a cluster barrier (every thread of both blocks that has not exited).
+__device__ __forceinline__ void cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
+}
+
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  return rank;
+}
+
+// kCluster = 1: one block, one [256][64] W box a k-tile. kCluster = 2: the blocks of m-tiles
+// 2j and 2j + 1 of one n-tile form a cluster; rank r copies W rows [bn + 128 r, +128) into
+// both blocks at once (multicast), so each block reads 32 KB a k-tile from L2 instead of 48,
+// and a slot is refilled only once the consumers of both blocks have released it.
+template <bool kF32Out, int kCluster>
 __device__ __forceinline__ void gemm_sm90_tma_tile(const TensorMap& amap, const TensorMap& wmap,
                                                    void* __restrict__ c, int m, int n, int k) {
+  static_assert(kCluster == 1 || kCluster == 2, "a cluster pairs two m-tiles at most");
+  constexpr int kWRows = BN / kCluster;      // W rows of one block's copy (its box)
+  constexpr int kWBytes = kWRows * BK * 2;
+  static_assert(kWBytes % kAlign == 0, "each W part starts on a swizzle atom");
   extern __shared__ __align__(16) uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES];
   const uint32_t smem = (atlas::smem_addr(smem_raw) + kAlign - 1) & ~uint32_t(kAlign - 1);
 
   int bm, bn;
-  tile_origin(blockIdx.x, m, n, bm, bn);
+  tile_origin<kCluster>(blockIdx.x, m, n, bm, bn);
   const int k_tiles = (k + BK - 1) / BK;
   const unsigned tid = threadIdx.x;
+  const uint32_t rank = kCluster == 1 ? 0 : cluster_rank();
+  // Boxes wholly past the matrix are not copied (the pad block of an odd m-tile count, a W
+  // part past n): what they would hold feeds only rows and columns the epilogue drops. The
+  // stage's byte count is what the copies into this block bring.
+  const bool copies_a = bm < m, copies_w = bn + static_cast<int>(rank) * kWRows < n;
+  int stage_bytes = copies_a ? kStageA : 0;
+#pragma unroll
+  for (int r = 0; r < kCluster; ++r) stage_bytes += bn + r * kWRows < n ? kWBytes : 0;
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       atlas::bulk::init_barrier(&full[s], 1);
-      atlas::bulk::init_barrier(&empty[s], kConsumerThreads / 32);  // one arrival a warp
+      // one arrival a consumer warp of each block the slot's copies fill
+      atlas::bulk::init_barrier(&empty[s], kCluster * kConsumerThreads / 32);
     }
     atlas::bulk::fence_barrier_init();
   }
-  __syncthreads();
+  if constexpr (kCluster == 1) {
+    __syncthreads();
+  } else {  // the peer's copies and arrivals find this block's barriers initialised
+    cluster_arrive();
+    cluster_wait();
+  }
 
   if (tid >= kConsumerThreads) {  // the producer warp
     if (tid == kConsumerThreads) {
       atlas::bulk::prefetch_map(&wmap);
       atlas::bulk::prefetch_map(&amap);
       auto load_w = [&](int s, int kt) {
-        atlas::bulk::copy_tile_2d(smem + s * kStageBytes + kStageA, &wmap, kt * BK, bn,
-                                  &full[s]);
+        if (!copies_w) return;
+        const uint32_t dst = smem + s * kStageBytes + kStageA + rank * kWBytes;
+        const int row = bn + static_cast<int>(rank) * kWRows;
+        if constexpr (kCluster == 1)
+          atlas::bulk::copy_tile_2d(dst, &wmap, kt * BK, row, &full[s]);
+        else
+          atlas::bulk::copy_tile_2d_multicast(dst, &wmap, kt * BK, row, &full[s],
+                                              (1u << kCluster) - 1);
       };
       auto load_a = [&](int s, int kt) {
-        atlas::bulk::copy_tile_2d(smem + s * kStageBytes, &amap, kt * BK, bm, &full[s]);
+        if (copies_a)
+          atlas::bulk::copy_tile_2d(smem + s * kStageBytes, &amap, kt * BK, bm, &full[s]);
       };
       // the first ring's weights before the PDL wait (one arrival announces the whole
       // stage, so each slot's phase completes only once its A tile has landed too)
       const int first = k_tiles < STAGES ? k_tiles : STAGES;
       for (int i = 0; i < first; ++i) {
-        atlas::bulk::expect_bytes(&full[i], kStageBytes);
+        atlas::bulk::expect_bytes(&full[i], stage_bytes);
         load_w(i, i);
       }
       atlas::pdl_enter();
@@ -104,12 +147,16 @@ __device__ __forceinline__ void gemm_sm90_tma_tile(const TensorMap& amap, const 
       for (int i = STAGES; i < k_tiles; ++i) {
         const int s = i % STAGES;
         atlas::bulk::wait_parity_or_trap(&empty[s], (i / STAGES - 1) & 1, kHangCycles);
-        atlas::bulk::expect_bytes(&full[s], kStageBytes);
+        atlas::bulk::expect_bytes(&full[s], stage_bytes);
         load_w(s, i);
         load_a(s, i);
       }
     } else {
       atlas::pdl_enter();
+    }
+    if constexpr (kCluster > 1) {  // the closing cluster barrier counts every live thread
+      cluster_arrive();
+      cluster_wait();
     }
     return;  // every copy is awaited by the consumers, whose block keeps the ring alive
   }
@@ -133,13 +180,25 @@ __device__ __forceinline__ void gemm_sm90_tma_tile(const TensorMap& amap, const 
     atlas::wgmma_k64_tile(acc, atlas::smem_desc(stage + a_off),
                           atlas::smem_desc(stage + kStageA));
     // wgmma.wait_group is warpgroup-collective: once it returns, tile kt - 1's operands are
-    // read for every lane, so one lane a warp releases the slot (8 arrivals, not 256)
-    if (kt > 0 && (tid & 31) == 0) atlas::bulk::arrive(&empty[(kt - 1) % STAGES]);
+    // read for every lane, so one lane a warp releases the slot in each block that fills it
+    if (kt > 0 && (tid & 31) == 0) {
+      if constexpr (kCluster == 1) {
+        atlas::bulk::arrive(&empty[(kt - 1) % STAGES]);
+      } else {
+#pragma unroll
+        for (int r = 0; r < kCluster; ++r)
+          atlas::bulk::arrive_cluster(&empty[(kt - 1) % STAGES], r);
+      }
+    }
   } while (++kt < k_tiles);
   atlas::wgmma_wait<0>();
   atlas::fence_acc(acc);
 
+  // kCluster 2: the peer's consumers arrive on this block's empty barriers until their loop
+  // ends, so neither block exits before both have passed this arrive (waited after the store)
+  if constexpr (kCluster > 1) cluster_arrive();
   store_tile<kF32Out>(acc, c, m, n, bm, bn, tid);
+  if constexpr (kCluster > 1) cluster_wait();
 }
 
 }  // namespace
@@ -151,7 +210,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90_tma_bf16(const __nv_bfloat16* a, const __nv_bfloat16* w, __nv_bfloat16* c,
                        uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap amap,
                        const __grid_constant__ TensorMap wmap) {
-  gemm_sm90_tma_tile<false>(amap, wmap, c, m, n, k);
+  gemm_sm90_tma_tile<false, 1>(amap, wmap, c, m, n, k);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
@@ -159,5 +218,23 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
                            uint32_t m, uint32_t n, uint32_t k,
                            const __grid_constant__ TensorMap amap,
                            const __grid_constant__ TensorMap wmap) {
-  gemm_sm90_tma_tile<true>(amap, wmap, c, m, n, k);
+  gemm_sm90_tma_tile<true, 1>(amap, wmap, c, m, n, k);
+}
+
+// Clusters of two m-tiles sharing each W tile by multicast: wmap in [128][64] boxes, a grid of
+// ceil(m / 256) * 2 * ceil(n / 256) blocks.
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(THREADS, 1)
+    gemm_sm90_tma_cluster2_bf16(const __nv_bfloat16* a, const __nv_bfloat16* w,
+                                __nv_bfloat16* c, uint32_t m, uint32_t n, uint32_t k,
+                                const __grid_constant__ TensorMap amap,
+                                const __grid_constant__ TensorMap wmap) {
+  gemm_sm90_tma_tile<false, 2>(amap, wmap, c, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(THREADS, 1)
+    gemm_sm90_tma_cluster2_bf16_f32(const __nv_bfloat16* a, const __nv_bfloat16* w, float* c,
+                                    uint32_t m, uint32_t n, uint32_t k,
+                                    const __grid_constant__ TensorMap amap,
+                                    const __grid_constant__ TensorMap wmap) {
+  gemm_sm90_tma_tile<true, 2>(amap, wmap, c, m, n, k);
 }

@@ -281,6 +281,11 @@ GEMM_SM90_F32OUT = S("gemm_sm90", "gemm_sm90_bf16_f32", "a:ptr w:ptr c:ptr m:u32
 _GEMM_SM90_TMA = "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32 amap:tmap wmap:tmap"
 GEMM_SM90_TMA = S("gemm_sm90_tma", "gemm_sm90_tma_bf16", _GEMM_SM90_TMA)
 GEMM_SM90_TMA_F32OUT = S("gemm_sm90_tma", "gemm_sm90_tma_bf16_f32", _GEMM_SM90_TMA)
+# ... in clusters of two m-tiles sharing each W tile by multicast: wmap in [128][64] boxes, a
+# grid of ceil(m / 256) * 2 * ceil(n / 256) blocks (KernelRoutes.gemm_tma_multicast)
+GEMM_SM90_TMA_CLUSTER2 = S("gemm_sm90_tma", "gemm_sm90_tma_cluster2_bf16", _GEMM_SM90_TMA)
+GEMM_SM90_TMA_CLUSTER2_F32OUT = S("gemm_sm90_tma", "gemm_sm90_tma_cluster2_bf16_f32",
+                                  _GEMM_SM90_TMA)
 
 # --- rotary embedding + per-head q/k RMSNorm + paged KV append -----------------------------
 QK_NORM_ROPE_KV = S(

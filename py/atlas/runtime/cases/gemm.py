@@ -9,7 +9,10 @@ the prefill GEMM family of tools/gpu/bench_kernels.py compares the full shapes w
 Its TMA twin (module gemm_sm90_tma) runs its own shapes -- m one short of a tile, one past
 it and 2,048 + 65, n past a column tile, k ending inside a k-tile, shorter than the ring and
 many laps of it, f32 output -- each through both kernels: against the float64 oracle, and
-against gemm_sm90's output bit for bit (the same wgmma sequence over K).
+against gemm_sm90's output bit for bit (the same wgmma sequence over K). Each shape runs
+twice: one block a tile, and in clusters of two m-tiles sharing W by multicast ("cluster2":
+an odd m-tile count pads the grid with a block wholly past m, and a W half wholly past n is
+not copied at n = 16 and n = 528).
 """
 
 from __future__ import annotations
@@ -91,10 +94,10 @@ GEMM_SM90_TMA_SHAPES = [
 CPASYNC = "_cpasync"
 
 
-def gemm_sm90_tma_case(rng: np.random.Generator, m: int, n: int, k: int,
-                       f32: bool) -> KernelCase:
-    """y through the TMA twin and y_cpasync through gemm_sm90, both forced whatever the
-    routes say: the oracle for both, and the same bits."""
+def gemm_sm90_tma_case(rng: np.random.Generator, m: int, n: int, k: int, f32: bool,
+                       multicast: bool) -> KernelCase:
+    """y through the TMA twin (in clusters of two with `multicast`) and y_cpasync through
+    gemm_sm90, both forced whatever the routes say: the oracle for both, and the same bits."""
     inputs = {"x": random_bf16(rng, (m, k)), "w": random_bf16(rng, (n, k), k ** -0.5)}
     spec = OutputSpec(DType.FP32 if f32 else DType.BF16, (m, n), bf16_valued=f32)
     runs = (("y", True), ("y" + CPASYNC, False))
@@ -102,17 +105,20 @@ def gemm_sm90_tma_case(rng: np.random.Generator, m: int, n: int, k: int,
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = KernelCache(backend)
         for out, tma in runs:
-            matmul.gemm(kc, stream, p["x"], p["w"], p[out], m, n, k, f32, sm90=True, tma=tma)
+            matmul.gemm(kc, stream, p["x"], p["w"], p[out], m, n, k, f32, sm90=True, tma=tma,
+                        multicast=multicast)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         y = linear_oracle(x)["y"]
         return {out: y for out, _ in runs}
 
-    return KernelCase(f"gemm_sm90_tma m{m} n{n} k{k}{' f32' if f32 else ''}", "gemm_sm90_tma",
-                      inputs, {out: spec for out, _ in runs}, run, oracle,
+    label = "cluster2 " if multicast else ""
+    return KernelCase(f"gemm_sm90_tma {label}m{m} n{n} k{k}{' f32' if f32 else ''}",
+                      "gemm_sm90_tma", inputs, {out: spec for out, _ in runs}, run, oracle,
                       reference_abs_tol=TENSOR_CORE_K_TOL * k, same_bits=(("y", "y" + CPASYNC),))
 
 
 @kernel_cases("gemm_sm90_tma")
 def gemm_sm90_tma_cases(rng: np.random.Generator) -> list[KernelCase]:
-    return [gemm_sm90_tma_case(rng, *shape) for shape in GEMM_SM90_TMA_SHAPES]
+    return [gemm_sm90_tma_case(rng, *shape, multicast)
+            for multicast in (False, True) for shape in GEMM_SM90_TMA_SHAPES]

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 
 from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GEMM_SM90,
-                          GEMM_SM90_F32OUT, GEMM_SM90_TMA, GEMM_SM90_TMA_F32OUT, GEMV,
+                          GEMM_SM90_F32OUT, GEMM_SM90_TMA, GEMM_SM90_TMA_CLUSTER2,
+                          GEMM_SM90_TMA_CLUSTER2_F32OUT, GEMM_SM90_TMA_F32OUT, GEMV,
                           GEMV_ADD_RMSNORM_SINGLE, GEMV_F32OUT,
                           GEMV_RING, GEMV_RING_F32OUT, GEMV_RING_SILU,
                           GEMV_RESIDUAL_SINGLE, GEMV_RMSNORM_SINGLE, GEMV_SILU,
@@ -337,16 +338,21 @@ def gemm_uses_tma(kc: KernelCache) -> bool:
 
 
 def _launch_sm90(kc: KernelCache, stream: Stream, a: DevicePtr, w: DevicePtr, c: DevicePtr,
-                 m: int, n: int, k: int, out_f32: bool, tma: bool) -> None:
+                 m: int, n: int, k: int, out_f32: bool, tma: bool, multicast: bool) -> None:
     """One 128x256-tile wgmma launch: the TMA twin with its tensor maps over a (in [128][64]
-    boxes, per buffer and row count) and w (in [256][64] boxes, once per weight), encoded once
-    and kept by KernelCache.tensor_map, or the cp.async kernel."""
+    boxes, per buffer and row count) and w (in [256][64] boxes, once per weight; [128][64]
+    halves with `multicast`, whose clusters of two m-tiles pad the grid to an even count),
+    encoded once and kept by KernelCache.tensor_map, or the cp.async kernel."""
     blocks = _blocks(m, n, GEMM_SM90_TILE)
     if tma:
+        if multicast:
+            blocks = -(-m // (2 * GEMM_SM90_TILE[0])) * 2 * -(-n // GEMM_SM90_TILE[1])
+            sig = GEMM_SM90_TMA_CLUSTER2_F32OUT if out_f32 else GEMM_SM90_TMA_CLUSTER2
+        else:
+            sig = GEMM_SM90_TMA_F32OUT if out_f32 else GEMM_SM90_TMA
         amap = kc.tensor_map(a, m, k, GEMM_SM90_TILE[0])
-        wmap = kc.tensor_map(w, n, k, GEMM_SM90_TILE[1])
-        launch = kc.get_with_shared(GEMM_SM90_TMA_F32OUT if out_f32 else GEMM_SM90_TMA,
-                                    GEMM_SM90_TMA_SMEM)
+        wmap = kc.tensor_map(w, n, k, GEMM_SM90_TILE[1] // (2 if multicast else 1))
+        launch = kc.get_with_shared(sig, GEMM_SM90_TMA_SMEM)
         launch(stream, blocks, GEMM_SM90_TMA_THREADS, GEMM_SM90_TMA_SMEM, a, w, c, m, n, k,
                amap, wmap)
         return
@@ -356,12 +362,14 @@ def _launch_sm90(kc: KernelCache, stream: Stream, a: DevicePtr, w: DevicePtr, c:
 
 def gemm(kc: KernelCache, stream: Stream, a: DevicePtr, w: DevicePtr, c: DevicePtr, m: int,
          n: int, k: int, out_f32: bool = False, skinny: bool | None = None,
-         sm90: bool | None = None, tma: bool | None = None) -> None:
+         sm90: bool | None = None, tma: bool | None = None,
+         multicast: bool | None = None) -> None:
     """c = a @ w.T on tensor cores; any m >= 1, n and k multiples of 16.
 
     `sm90` forces (True) or avoids (False) the wgmma kernel; None applies `gemm_uses_sm90`
     unless `skinny` is given. `tma` picks the wgmma kernel's twin: True its TMA one, False
-    the cp.async one, None `gemm_uses_tma`. `skinny` forces the mma.sync tile (None: the
+    the cp.async one, None `gemm_uses_tma`; `multicast` the TMA twin's clusters of two
+    (None: KernelRoutes.gemm_tma_multicast). `skinny` forces the mma.sync tile (None: the
     64x32 tile when 128x128 tiles would not give every SM of the device a block).
     """
     if m < 1 or n < 16 or k < 16 or n % 16 or k % 16:
@@ -374,7 +382,8 @@ def gemm(kc: KernelCache, stream: Stream, a: DevicePtr, w: DevicePtr, c: DeviceP
         sm90 = skinny is None and gemm_uses_sm90(kc, m, n)
     if sm90:
         _launch_sm90(kc, stream, a, w, c, m, n, k, out_f32,
-                     gemm_uses_tma(kc) if tma is None else tma)
+                     gemm_uses_tma(kc) if tma is None else tma,
+                     kc.routes.gemm_tma_multicast if multicast is None else multicast)
         return
     if skinny is None:
         skinny = _blocks(m, n, GEMM_TILE) < kc.facts.sm_count

@@ -10,6 +10,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   of its warp-specialized TMA twin (gemm_sm90_tma: one producer thread, tensor maps, full /
   empty mbarriers, no block barrier in the loop); the same tiles and wgmma sequence, bit for
   bit. On by default pending the H200 A/B (kernel table "prefill 2048" rows).
+  ATLAS_GEMM_TMA_MULTICAST=1: the TMA twin in clusters of two m-tiles whose W tile each
+  block copies half of into both (gemm_sm90_tma_cluster2_*: 32 KB of L2 reads a k-tile a
+  block instead of 48; the same bits). Off by default until measured.
 * ATLAS_BATCHED_GEMV=0: decode batches of more than GEMV rows on the skinny GEMM, never on
   the tensor-core batched GEMV (gemv_mma).
 * ATLAS_BATCHED_GEMV_MIN_M=N: fewest rows routed to the batched GEMV (default
@@ -367,6 +370,7 @@ class KernelRoutes:
 
     gemm_sm90: bool = True
     gemm_tma: bool = True
+    gemm_tma_multicast: bool = False
     batched_gemv: bool = True
     batched_gemv_min_m: int = DEFAULT_BATCHED_GEMV_MIN_M
     gemv_mma_wide: bool | None = None
@@ -468,6 +472,7 @@ class KernelRoutes:
                              f"positive multiple of 64")
         return cls(gemm_sm90=env_switch(env, "ATLAS_GEMM_SM90", True),
                    gemm_tma=env_switch(env, "ATLAS_GEMM_TMA", True),
+                   gemm_tma_multicast=env_switch(env, "ATLAS_GEMM_TMA_MULTICAST", False),
                    batched_gemv=env_switch(env, "ATLAS_BATCHED_GEMV", True),
                    batched_gemv_min_m=_env_count(env, "ATLAS_BATCHED_GEMV_MIN_M",
                                                  DEFAULT_BATCHED_GEMV_MIN_M),
