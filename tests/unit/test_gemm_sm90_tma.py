@@ -192,3 +192,28 @@ def test_activation_maps_follow_the_row_count() -> None:
         matmul.gemm(kc, 0, a, w, c, m, 6144, 4096)
     assert dev.encoded == [(a, 2048, 4096, 128), (w, 6144, 4096, 256), (a, 4096, 4096, 128)]
     assert len(dev.drain_launches()) == 3
+
+
+@pytest.mark.parametrize("tiles_m, tiles_n", [(1, 1), (17, 16), (16, 24), (9, 3), (2, 5)])
+def test_cluster_raster_pairs_share_an_n_tile_and_cover_every_tile(tiles_m: int,
+                                                                   tiles_n: int) -> None:
+    """tile_origin<2> (gemm_sm90_tile.cuh) modelled: the m-tiles counted up to an even
+    number, blocks 2i and 2i + 1 (one cluster) get the same n-tile and two m-tiles, and every
+    real tile is some block's exactly once (the pad m-tile only past m)."""
+    group_m_tiles, pair = 8, 2
+    padded = -(-tiles_m // pair) * pair
+    per_group = group_m_tiles * tiles_n
+    seen = np.zeros((padded, tiles_n), dtype=np.int64)
+    origin = []
+    for t in range(padded * tiles_n):
+        first_m = t // per_group * group_m_tiles
+        group_m = min(padded - first_m, group_m_tiles)
+        in_group = t % per_group
+        origin.append((first_m + in_group % group_m, in_group // group_m))
+        seen[origin[-1]] += 1
+    assert (seen == 1).all()
+    for t in range(0, len(origin), 2):
+        (m0, n0), (m1, n1) = origin[t], origin[t + 1]
+        assert n0 == n1 and m1 == m0 + 1
+    assert "const int tiles_m = ((m + BM - 1) / BM + kPairM - 1) / kPairM * kPairM;" in \
+        TILE.read_text()
