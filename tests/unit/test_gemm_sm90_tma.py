@@ -43,8 +43,12 @@ def test_cases_cover_the_tile_edges_and_compare_both_kernels() -> None:
     assert {c.module for c in CASES} == {"gemm_sm90_tma"}
     # every shape one block a tile and in clusters of two; an odd m-tile count (a pad block
     # wholly past m) and a last n-tile of at most 128 columns (a W half wholly past n)
-    assert len(CASES) == 2 * len(shapes)
-    assert sum("cluster2" in c.name for c in CASES) == len(shapes)
+    persistent = case_defs.GEMM_SM90_TMA_PERSISTENT_SHAPES
+    assert len(CASES) == 2 * (len(shapes) + len(persistent))
+    assert sum("cluster2" in c.name for c in CASES) == len(shapes) + len(persistent)
+    # the persistent grid with more tiles than an H200 holds blocks (several tiles a block)
+    assert sum("persistent" in c.name for c in CASES) == 2 * len(persistent)
+    assert any(-(-m // 128) * -(-n // 256) > 2 * 132 for m, n, *_ in persistent)
     assert any(-(-m // 128) % 2 for m, *_ in shapes)
     assert any(0 < n % 256 <= 128 for _, n, *_ in shapes)
     assert all(c.same_bits == (("y", "y_cpasync"),) for c in CASES)
@@ -161,6 +165,36 @@ def test_multicast_clusters_pair_m_tiles_and_halve_the_weight_box(m, n, f32, fun
     assert "__cluster_dims__(2, 1, 1)" in SOURCE.read_text()
 
 
+@pytest.mark.parametrize("tiles, persistent, resident, cluster, grid", [
+    (384, False, 132, 1, 384),    # one block a tile
+    (384, True, 132, 1, 132),     # the resident blocks, each looping
+    (384, True, None, 1, 132),    # no driver to ask: one an SM
+    (96, True, 132, 1, 96),       # fewer tiles than blocks
+    (288, True, 128, 2, 128),     # clusters: the driver's count (whole clusters)
+    (288, True, None, 2, 132),
+    (2, True, 132, 2, 2),
+])
+def test_persistent_grid(tiles, persistent, resident, cluster, grid) -> None:
+    assert matmul.tma_grid(tiles, persistent, resident, 132, cluster) == grid
+    assert grid % cluster == 0
+
+
+def test_persistent_launch_asks_the_driver_for_the_resident_blocks() -> None:
+    class Resident(_TmaMock):
+        def resident_blocks(self, handle, block, shared_mem, cluster) -> int:
+            self.asked = (handle.func, block, shared_mem, cluster)
+            return 130
+
+    dev = Resident()
+    env = {"ATLAS_GEMM_TMA_PERSISTENT": "1", "ATLAS_GEMM_TMA_MULTICAST": "1"}
+    kc = KernelCache(dev, KernelRoutes.from_env(env))
+    a, w, c = dev.alloc(2048 * 4096 * 2), dev.alloc(6144 * 4096 * 2), dev.alloc(1 << 26)
+    matmul.linear(kc, 0, a, w, c, 2048, 6144, 4096)
+    (record,) = dev.drain_launches()
+    assert record.func == "gemm_sm90_tma_cluster2_bf16" and record.grid == (130, 1, 1)
+    assert dev.asked == ("gemm_sm90_tma_cluster2_bf16", 288, matmul.GEMM_SM90_TMA_SMEM, 2)
+
+
 def test_switch_absence_and_forcing_choose_the_cp_async_kernel() -> None:
     def launched(env: dict[str, str], dev: MockGpuBackend, **kw) -> tuple[str, int]:
         kc = KernelCache(dev, KernelRoutes.from_env(env))
@@ -169,7 +203,8 @@ def test_switch_absence_and_forcing_choose_the_cp_async_kernel() -> None:
         (record,) = dev.drain_launches()
         return record.func, record.block[0]
 
-    assert KernelRoutes.from_env({}).gemm_tma and not KernelRoutes.from_env({}).gemm_tma_multicast
+    routes = KernelRoutes.from_env({})
+    assert routes.gemm_tma and not routes.gemm_tma_multicast and not routes.gemm_tma_persistent
     assert launched({}, _TmaMock()) == ("gemm_sm90_tma_bf16", 288)
     assert launched({"ATLAS_GEMM_TMA": "0"}, _TmaMock()) == ("gemm_sm90_bf16", 256)
     assert launched({}, _TmaMock(), tma=False) == ("gemm_sm90_bf16", 256)

@@ -40,6 +40,13 @@ __device__ __forceinline__ void tile_origin(unsigned t, int m, int n, int& bm, i
   bn = (in_group / group_m) * BN;
 }
 
+// Tiles of the grid tile_origin<kPairM> maps (m-tiles counted up to a multiple of kPairM).
+template <int kPairM = 1>
+__device__ __forceinline__ unsigned tile_count(int m, int n) {
+  return static_cast<unsigned>(((m + BM - 1) / BM + kPairM - 1) / kPairM * kPairM) *
+         static_cast<unsigned>((n + BN - 1) / BN);
+}
+
 // Store warpgroup `wg`'s 64 x 256 accumulators (wgmma m64n256 fragment of thread
 // `tid` = threadIdx.x in [0, 256), unsigned as threadIdx.x) of the tile at (bm, bn), masked to m x n: bf16, or
 // bf16-rounded values widened to f32 (transformers' bf16 LM head).

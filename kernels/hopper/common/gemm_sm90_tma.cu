@@ -74,33 +74,50 @@ __device__ __forceinline__ uint32_t cluster_rank() {
   return rank;
 }
 
+// What one tile's copies bring into a block: its origin, whether its A box and this rank's
+// W part are copied (a box wholly past the matrix is not: the pad tile of an odd m-tile count,
+// a W half past n; what it would hold feeds only rows and columns the epilogue drops), and
+// the bytes a stage of it receives (its A box and every rank's W part that is copied).
+template <int kCluster>
+struct TileCopies {
+  static constexpr int kWRows = BN / kCluster;  // W rows of one block's copy (its box)
+  static constexpr int kWBytes = kWRows * BK * 2;
+  int bm, bn, stage_bytes;
+  bool copies_a, copies_w;
+
+  __device__ __forceinline__ TileCopies(unsigned t, int m, int n, uint32_t rank) {
+    tile_origin<kCluster>(t, m, n, bm, bn);
+    copies_a = bm < m;
+    copies_w = bn + static_cast<int>(rank) * kWRows < n;
+    stage_bytes = copies_a ? kStageA : 0;
+#pragma unroll
+    for (int r = 0; r < kCluster; ++r) stage_bytes += bn + r * kWRows < n ? kWBytes : 0;
+  }
+};
+
 // kCluster = 1: one block, one [256][64] W box a k-tile. kCluster = 2: the blocks of m-tiles
 // 2j and 2j + 1 of one n-tile form a cluster; rank r copies W rows [bn + 128 r, +128) into
 // both blocks at once (multicast), so each block reads 32 KB a k-tile from L2 instead of 48,
 // and a slot is refilled only once the consumers of both blocks have released it.
+// Block b takes tiles b, b + gridDim.x, ... (a grid of one block a tile: one each; a
+// persistent grid of the resident blocks: several, the ring running on from tile to tile, so
+// the producer fills the next tile's first stages while the consumers store this one). With
+// clusters gridDim.x is even, so both blocks of a cluster take the two tiles of a pair.
 template <bool kF32Out, int kCluster>
-__device__ __forceinline__ void gemm_sm90_tma_tile(const TensorMap& amap, const TensorMap& wmap,
-                                                   void* __restrict__ c, int m, int n, int k) {
+__device__ __forceinline__ void gemm_sm90_tma_tiles(const TensorMap& amap,
+                                                    const TensorMap& wmap,
+                                                    void* __restrict__ c, int m, int n, int k) {
   static_assert(kCluster == 1 || kCluster == 2, "a cluster pairs two m-tiles at most");
-  constexpr int kWRows = BN / kCluster;      // W rows of one block's copy (its box)
-  constexpr int kWBytes = kWRows * BK * 2;
-  static_assert(kWBytes % kAlign == 0, "each W part starts on a swizzle atom");
+  using Copies = TileCopies<kCluster>;
+  static_assert(Copies::kWBytes % kAlign == 0, "each W part starts on a swizzle atom");
   extern __shared__ __align__(16) uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES];
   const uint32_t smem = (atlas::smem_addr(smem_raw) + kAlign - 1) & ~uint32_t(kAlign - 1);
 
-  int bm, bn;
-  tile_origin<kCluster>(blockIdx.x, m, n, bm, bn);
+  const unsigned tiles = tile_count<kCluster>(m, n);
   const int k_tiles = (k + BK - 1) / BK;
   const unsigned tid = threadIdx.x;
   const uint32_t rank = kCluster == 1 ? 0 : cluster_rank();
-  // Boxes wholly past the matrix are not copied (the pad block of an odd m-tile count, a W
-  // part past n): what they would hold feeds only rows and columns the epilogue drops. The
-  // stage's byte count is what the copies into this block bring.
-  const bool copies_a = bm < m, copies_w = bn + static_cast<int>(rank) * kWRows < n;
-  int stage_bytes = copies_a ? kStageA : 0;
-#pragma unroll
-  for (int r = 0; r < kCluster; ++r) stage_bytes += bn + r * kWRows < n ? kWBytes : 0;
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -121,10 +138,12 @@ __device__ __forceinline__ void gemm_sm90_tma_tile(const TensorMap& amap, const 
     if (tid == kConsumerThreads) {
       atlas::bulk::prefetch_map(&wmap);
       atlas::bulk::prefetch_map(&amap);
+      unsigned t = blockIdx.x;  // < tiles: the grid has at most one block a tile
+      Copies tile(t, m, n, rank);
       auto load_w = [&](int s, int kt) {
-        if (!copies_w) return;
-        const uint32_t dst = smem + s * kStageBytes + kStageA + rank * kWBytes;
-        const int row = bn + static_cast<int>(rank) * kWRows;
+        if (!tile.copies_w) return;
+        const uint32_t dst = smem + s * kStageBytes + kStageA + rank * Copies::kWBytes;
+        const int row = tile.bn + static_cast<int>(rank) * Copies::kWRows;
         if constexpr (kCluster == 1)
           atlas::bulk::copy_tile_2d(dst, &wmap, kt * BK, row, &full[s]);
         else
@@ -132,24 +151,34 @@ __device__ __forceinline__ void gemm_sm90_tma_tile(const TensorMap& amap, const 
                                               (1u << kCluster) - 1);
       };
       auto load_a = [&](int s, int kt) {
-        if (copies_a)
-          atlas::bulk::copy_tile_2d(smem + s * kStageBytes, &amap, kt * BK, bm, &full[s]);
+        if (tile.copies_a)
+          atlas::bulk::copy_tile_2d(smem + s * kStageBytes, &amap, kt * BK, tile.bm, &full[s]);
       };
-      // the first ring's weights before the PDL wait (one arrival announces the whole
-      // stage, so each slot's phase completes only once its A tile has landed too)
+      // the first tile's first ring of weights before the PDL wait (one arrival announces the
+      // whole stage, so each slot's phase completes only once its A tile has landed too)
       const int first = k_tiles < STAGES ? k_tiles : STAGES;
       for (int i = 0; i < first; ++i) {
-        atlas::bulk::expect_bytes(&full[i], stage_bytes);
+        atlas::bulk::expect_bytes(&full[i], tile.stage_bytes);
         load_w(i, i);
       }
       atlas::pdl_enter();
       for (int i = 0; i < first; ++i) load_a(i, i);
-      for (int i = STAGES; i < k_tiles; ++i) {
-        const int s = i % STAGES;
-        atlas::bulk::wait_parity_or_trap(&empty[s], (i / STAGES - 1) & 1, kHangCycles);
-        atlas::bulk::expect_bytes(&full[s], stage_bytes);
-        load_w(s, i);
-        load_a(s, i);
+      // then fill after fill (`fill` counts them over every tile of this block) as the
+      // consumers release the slots
+      int kt = first;
+      for (unsigned fill = first;; ++fill, ++kt) {
+        if (kt == k_tiles) {
+          t += gridDim.x;
+          if (t >= tiles) break;
+          tile = Copies(t, m, n, rank);
+          kt = 0;
+        }
+        const int s = fill % STAGES;
+        if (fill >= STAGES)
+          atlas::bulk::wait_parity_or_trap(&empty[s], (fill / STAGES - 1) & 1, kHangCycles);
+        atlas::bulk::expect_bytes(&full[s], tile.stage_bytes);
+        load_w(s, kt);
+        load_a(s, kt);
       }
     } else {
       atlas::pdl_enter();
@@ -163,42 +192,50 @@ __device__ __forceinline__ void gemm_sm90_tma_tile(const TensorMap& amap, const 
 
   // the consumer warpgroups
   atlas::pdl_enter();
-  float acc[128];
+  // one lane a warp releases slot `fill % STAGES` in each block that fills it
+  auto release = [&](unsigned fill) {
+    if ((tid & 31) != 0) return;
+    if constexpr (kCluster == 1) {
+      atlas::bulk::arrive(&empty[fill % STAGES]);
+    } else {
 #pragma unroll
-  for (int i = 0; i < 128; ++i) acc[i] = 0.f;
-
-  const uint32_t a_off = (tid / kGroupThreads) * 64 * BK * 2;  // this warpgroup's 64 A rows
-  // do-while (k >= 16: at least one k-tile): a `for` gives the zero-trip path its own zeroed
-  // accumulators joining before wgmma.wait_group 0, and ptxas then serializes every wgmma
-  // (C7515, nvcc 13.0)
-  int kt = 0;
-  do {
-    const int s = kt % STAGES;
-    atlas::bulk::wait_parity_or_trap(&full[s], (kt / STAGES) & 1, kHangCycles);
-    const uint32_t stage = smem + s * kStageBytes;
-    // four k16 wgmmas, then wait until only they are in flight: tile kt - 1's are done
-    atlas::wgmma_k64_tile(acc, atlas::smem_desc(stage + a_off),
-                          atlas::smem_desc(stage + kStageA));
-    // wgmma.wait_group is warpgroup-collective: once it returns, tile kt - 1's operands are
-    // read for every lane, so one lane a warp releases the slot in each block that fills it
-    if (kt > 0 && (tid & 31) == 0) {
-      if constexpr (kCluster == 1) {
-        atlas::bulk::arrive(&empty[(kt - 1) % STAGES]);
-      } else {
-#pragma unroll
-        for (int r = 0; r < kCluster; ++r)
-          atlas::bulk::arrive_cluster(&empty[(kt - 1) % STAGES], r);
-      }
+      for (int r = 0; r < kCluster; ++r) atlas::bulk::arrive_cluster(&empty[fill % STAGES], r);
     }
-  } while (++kt < k_tiles);
-  atlas::wgmma_wait<0>();
-  atlas::fence_acc(acc);
-
-  // kCluster 2: the peer's consumers arrive on this block's empty barriers until their loop
-  // ends, so neither block exits before both have passed this arrive (waited after the store)
-  if constexpr (kCluster > 1) cluster_arrive();
-  store_tile<kF32Out>(acc, c, m, n, bm, bn, tid);
-  if constexpr (kCluster > 1) cluster_wait();
+  };
+  const uint32_t a_off = (tid / kGroupThreads) * 64 * BK * 2;  // this warpgroup's 64 A rows
+  unsigned fill = 0;
+  for (unsigned t = blockIdx.x; t < tiles; t += gridDim.x) {
+    int bm, bn;
+    tile_origin<kCluster>(t, m, n, bm, bn);
+    float acc[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) acc[i] = 0.f;
+    // do-while (k >= 16: at least one k-tile): a `for` gives the zero-trip path its own
+    // zeroed accumulators joining before wgmma.wait_group 0, and ptxas then serializes every
+    // wgmma (C7515, nvcc 13.0)
+    int kt = 0;
+    do {
+      const int s = fill % STAGES;
+      atlas::bulk::wait_parity_or_trap(&full[s], (fill / STAGES) & 1, kHangCycles);
+      const uint32_t stage = smem + s * kStageBytes;
+      // four k16 wgmmas, then wait until only they are in flight: the previous fill's are
+      // done (wgmma.wait_group is warpgroup-collective: its operands are read for every lane)
+      atlas::wgmma_k64_tile(acc, atlas::smem_desc(stage + a_off),
+                            atlas::smem_desc(stage + kStageA));
+      if (kt > 0) release(fill - 1);
+      ++fill;
+    } while (++kt < k_tiles);
+    atlas::wgmma_wait<0>();
+    atlas::fence_acc(acc);
+    release(fill - 1);  // before the store: the producer fills the next tile's stages meanwhile
+    store_tile<kF32Out>(acc, c, m, n, bm, bn, tid);
+  }
+  // kCluster 2: the peer's consumers arrive on this block's empty barriers until their last
+  // tile's loop ends, so neither block exits before both have passed this barrier
+  if constexpr (kCluster > 1) {
+    cluster_arrive();
+    cluster_wait();
+  }
 }
 
 }  // namespace
@@ -210,7 +247,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90_tma_bf16(const __nv_bfloat16* a, const __nv_bfloat16* w, __nv_bfloat16* c,
                        uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap amap,
                        const __grid_constant__ TensorMap wmap) {
-  gemm_sm90_tma_tile<false, 1>(amap, wmap, c, m, n, k);
+  gemm_sm90_tma_tiles<false, 1>(amap, wmap, c, m, n, k);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
@@ -218,7 +255,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
                            uint32_t m, uint32_t n, uint32_t k,
                            const __grid_constant__ TensorMap amap,
                            const __grid_constant__ TensorMap wmap) {
-  gemm_sm90_tma_tile<true, 1>(amap, wmap, c, m, n, k);
+  gemm_sm90_tma_tiles<true, 1>(amap, wmap, c, m, n, k);
 }
 
 // Clusters of two m-tiles sharing each W tile by multicast: wmap in [128][64] boxes, a grid of
@@ -228,7 +265,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(THREADS, 
                                 __nv_bfloat16* c, uint32_t m, uint32_t n, uint32_t k,
                                 const __grid_constant__ TensorMap amap,
                                 const __grid_constant__ TensorMap wmap) {
-  gemm_sm90_tma_tile<false, 2>(amap, wmap, c, m, n, k);
+  gemm_sm90_tma_tiles<false, 2>(amap, wmap, c, m, n, k);
 }
 
 extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(THREADS, 1)
@@ -236,5 +273,5 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(THREADS, 
                                     uint32_t m, uint32_t n, uint32_t k,
                                     const __grid_constant__ TensorMap amap,
                                     const __grid_constant__ TensorMap wmap) {
-  gemm_sm90_tma_tile<true, 2>(amap, wmap, c, m, n, k);
+  gemm_sm90_tma_tiles<true, 2>(amap, wmap, c, m, n, k);
 }

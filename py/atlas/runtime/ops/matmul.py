@@ -337,23 +337,41 @@ def gemm_uses_tma(kc: KernelCache) -> bool:
     return kc.routes.gemm_tma and GEMM_SM90_TMA.module in kc.backend.module_names
 
 
+def tma_grid(tiles: int, persistent: bool, resident: int | None, sm_count: int,
+             cluster: int) -> int:
+    """Blocks of a TMA-twin launch of `tiles` tiles (a multiple of `cluster`): one a tile, or
+    `persistent`ly at most the blocks the device holds at once (`resident`, the driver's count
+    for this launch shape; None: one an SM), whole clusters, each block looping over tiles
+    gridDim.x apart."""
+    if not persistent:
+        return tiles
+    slots = sm_count if resident is None else resident
+    return max(cluster, min(tiles, slots // cluster * cluster))
+
+
 def _launch_sm90(kc: KernelCache, stream: Stream, a: DevicePtr, w: DevicePtr, c: DevicePtr,
                  m: int, n: int, k: int, out_f32: bool, tma: bool, multicast: bool) -> None:
     """One 128x256-tile wgmma launch: the TMA twin with its tensor maps over a (in [128][64]
     boxes, per buffer and row count) and w (in [256][64] boxes, once per weight; [128][64]
     halves with `multicast`, whose clusters of two m-tiles pad the grid to an even count),
-    encoded once and kept by KernelCache.tensor_map, or the cp.async kernel."""
+    encoded once and kept by KernelCache.tensor_map, on `tma_grid` blocks
+    (KernelRoutes.gemm_tma_persistent); or the cp.async kernel."""
     blocks = _blocks(m, n, GEMM_SM90_TILE)
     if tma:
+        cluster = 2 if multicast else 1
         if multicast:
             blocks = -(-m // (2 * GEMM_SM90_TILE[0])) * 2 * -(-n // GEMM_SM90_TILE[1])
             sig = GEMM_SM90_TMA_CLUSTER2_F32OUT if out_f32 else GEMM_SM90_TMA_CLUSTER2
         else:
             sig = GEMM_SM90_TMA_F32OUT if out_f32 else GEMM_SM90_TMA
         amap = kc.tensor_map(a, m, k, GEMM_SM90_TILE[0])
-        wmap = kc.tensor_map(w, n, k, GEMM_SM90_TILE[1] // (2 if multicast else 1))
+        wmap = kc.tensor_map(w, n, k, GEMM_SM90_TILE[1] // cluster)
         launch = kc.get_with_shared(sig, GEMM_SM90_TMA_SMEM)
-        launch(stream, blocks, GEMM_SM90_TMA_THREADS, GEMM_SM90_TMA_SMEM, a, w, c, m, n, k,
+        persistent = kc.routes.gemm_tma_persistent
+        resident = (kc.resident_blocks(launch.handle, GEMM_SM90_TMA_THREADS, GEMM_SM90_TMA_SMEM,
+                                       cluster) if persistent else None)
+        grid = tma_grid(blocks, persistent, resident, kc.facts.sm_count, cluster)
+        launch(stream, grid, GEMM_SM90_TMA_THREADS, GEMM_SM90_TMA_SMEM, a, w, c, m, n, k,
                amap, wmap)
         return
     launch = kc.get_with_shared(GEMM_SM90_F32OUT if out_f32 else GEMM_SM90, GEMM_SM90_SMEM)

@@ -13,6 +13,10 @@ what it asked for each time, and importing Atlas never depends on the environmen
   ATLAS_GEMM_TMA_MULTICAST=1: the TMA twin in clusters of two m-tiles whose W tile each
   block copies half of into both (gemm_sm90_tma_cluster2_*: 32 KB of L2 reads a k-tile a
   block instead of 48; the same bits). Off by default until measured.
+  ATLAS_GEMM_TMA_PERSISTENT=1: the TMA twin on a persistent grid (the blocks the device
+  holds at once, each looping over tiles gridDim.x apart in the raster order; its producer
+  fills the next tile's stages while the consumers store the last one) instead of one block
+  a tile; with or without the multicast clusters. Off by default until measured.
 * ATLAS_BATCHED_GEMV=0: decode batches of more than GEMV rows on the skinny GEMM, never on
   the tensor-core batched GEMV (gemv_mma).
 * ATLAS_BATCHED_GEMV_MIN_M=N: fewest rows routed to the batched GEMV (default
@@ -371,6 +375,7 @@ class KernelRoutes:
     gemm_sm90: bool = True
     gemm_tma: bool = True
     gemm_tma_multicast: bool = False
+    gemm_tma_persistent: bool = False
     batched_gemv: bool = True
     batched_gemv_min_m: int = DEFAULT_BATCHED_GEMV_MIN_M
     gemv_mma_wide: bool | None = None
@@ -473,6 +478,7 @@ class KernelRoutes:
         return cls(gemm_sm90=env_switch(env, "ATLAS_GEMM_SM90", True),
                    gemm_tma=env_switch(env, "ATLAS_GEMM_TMA", True),
                    gemm_tma_multicast=env_switch(env, "ATLAS_GEMM_TMA_MULTICAST", False),
+                   gemm_tma_persistent=env_switch(env, "ATLAS_GEMM_TMA_PERSISTENT", False),
                    batched_gemv=env_switch(env, "ATLAS_BATCHED_GEMV", True),
                    batched_gemv_min_m=_env_count(env, "ATLAS_BATCHED_GEMV_MIN_M",
                                                  DEFAULT_BATCHED_GEMV_MIN_M),
