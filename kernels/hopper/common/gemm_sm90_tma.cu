@@ -31,10 +31,28 @@
 // [128][64] box, wmap over w [n][k] with a [256][64] box, both bf16, 128-byte swizzle, zero
 // fill. a and w themselves are parameters only for the host reference (kernel_abi.py).
 //
+// Clusters (the *_cluster2 entries, ATLAS_GEMM_TMA_MULTICAST=1): the blocks of m-tiles 2j
+// and 2j + 1 of one n-tile form a cluster of two and share the W tile: rank r copies W rows
+// [bn + 128 r, +128) (wmap's box is then [128][64]) into both blocks' slots with one
+// multicast copy, so a block reads 32 KB a k-tile from L2 instead of 48 (a 128 x 256 tile
+// at the H200's peak asks ~9 TB/s of L2 over 132 SMs otherwise). Each block's full barrier
+// counts the bytes of its A box and of both W halves, whichever block's copy brings them;
+// its empty barrier counts the consumer warps of both blocks (each releases the slot in both:
+// the peer's producer writes into it too). An odd m-tile count pads the grid with a tile
+// wholly past m, whose A box is not copied (nor a W half wholly past n): what they would
+// hold feeds only rows and columns the epilogue drops.
+//
+// Tiles: block b takes tiles b, b + gridDim.x, ... of the raster (gridDim.x even with
+// clusters, so a cluster's blocks take the two tiles of a pair). The host launches one block
+// a tile, or with ATLAS_GEMM_TMA_PERSISTENT=1 the blocks the device holds at once: the ring
+// then runs on from tile to tile (`fill` counts the stages over all of a block's tiles), and
+// the consumers release a tile's last slot before its epilogue, so the producer fills the
+// next tile's stages while they store.
+//
 // PDL: the producer issues the first ring's W copies before griddepcontrol.wait (no kernel
 // writes weights); a is copied and c written only after it.
 //
-// Grid: 1-D, ceil(m / 128) * ceil(n / 256) blocks (tile_origin's raster), 288 threads,
+// Grid: 1-D, tile_count<1 or 2>(m, n) blocks or fewer (ops/matmul.py tma_grid), 288 threads,
 // dynamic shared memory SMEM_BYTES (ops/matmul.py GEMM_SM90_TMA_SMEM). Preconditions: m >= 1,
 // n and k multiples of 16, a and w 16-byte aligned.
 #include "atlas_common.cuh"
