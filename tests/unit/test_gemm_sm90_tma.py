@@ -217,6 +217,18 @@ def test_switch_absence_and_forcing_choose_the_cp_async_kernel() -> None:
     assert matmul.linear_route(kc, 2048, 6144) == "gemm_sm90"
 
 
+def test_each_kernels_cases_launch_that_kernel_whatever_the_routes() -> None:
+    """On a set with both modules (the twin on by default), gemm_sm90's cases still run
+    gemm_sm90 and the twin's run the twin beside it."""
+    for factory, funcs in ((case_defs.gemm_sm90_cases, {"gemm_sm90_bf16"}),
+                           (case_defs.gemm_sm90_tma_cases,
+                            {"gemm_sm90_tma_bf16", "gemm_sm90_bf16"})):
+        case = factory(np.random.default_rng(0))[0]
+        dev = _TmaMock()
+        case.run(dev, 0, {name: dev.alloc(1 << 20) for name in (*case.inputs, *case.outputs)})
+        assert {r.func for r in dev.drain_launches()} == funcs
+
+
 def test_activation_maps_follow_the_row_count() -> None:
     """A prefill chunk's row count is part of a's map (its zero fill starts at row m): a new
     m encodes a new map for the same buffer, the weight's is reused."""
