@@ -499,7 +499,12 @@ def linear_case(env: Env, s: Any) -> Case:
     elif s.gemv:
         note = "ours: the register-tiled gemv_bf16 (ops.matmul.gemv, ATLAS_GEMV_RING=0)"
     else:
-        note = f"ours: {matmul.linear_route(env.kc, m, n)} (ops.matmul.linear's choice for m={m})"
+        route = matmul.linear_route(env.kc, m, n)
+        if route == "gemm_sm90_tma" and env.kc.routes.gemm_tma_multicast:
+            route += " in clusters of 2 (W multicast)"
+        if route.startswith("gemm_sm90_tma") and env.kc.routes.gemm_tma_persistent:
+            route += ", persistent grid"
+        note = f"ours: {route} (ops.matmul.linear's choice for m={m})"
     return Case(s, make, ours, [variant], lambda o, t, r: [("y", o["y"], r)], outputs=("y",),
                 note=note)
 

@@ -27,6 +27,12 @@
 
 namespace atlas::bulk {
 
+// A CUtensorMap as a kernel parameter (`const __grid_constant__ TensorMap`): 128 opaque bytes,
+// 64-byte aligned (the driver header's definition, without it; GpuBackend.tensor_map_2d).
+struct alignas(64) TensorMap {
+  uint64_t opaque[16];
+};
+
 __device__ __forceinline__ uint32_t shared_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
@@ -79,6 +85,20 @@ __device__ __forceinline__ void copy_tile_2d(uint32_t dst, const void* map, int 
       : "memory");
 }
 
+// copy_tile_2d into every block of the cluster named in `cta_mask` (bit r: rank r): the box
+// lands at shared offset `dst` of each, and each one's mbarrier at `bar`'s offset counts its
+// bytes. All of them must have initialised that mbarrier (a cluster barrier after the init).
+__device__ __forceinline__ void copy_tile_2d_multicast(uint32_t dst, const void* map, int c0,
+                                                       int c1, uint64_t* bar,
+                                                       uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(shared_addr(bar)),
+      "h"(cta_mask)
+      : "memory");
+}
+
 // Fetch a tensor map into the TMA unit's descriptor cache ahead of its first copy.
 __device__ __forceinline__ void prefetch_map(const void* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
@@ -87,6 +107,16 @@ __device__ __forceinline__ void prefetch_map(const void* map) {
 // The calling thread's plain arrival on `bar` (a consumer releasing a buffer).
 __device__ __forceinline__ void arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(shared_addr(bar)) : "memory");
+}
+
+// The calling thread's plain arrival on the mbarrier at `bar`'s offset in cluster block
+// `rank` (a consumer releasing a buffer that rank's copies fill; release at cluster scope).
+__device__ __forceinline__ void arrive_cluster(uint64_t* bar, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote)
+               : "r"(shared_addr(bar)), "r"(rank));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote)
+               : "memory");
 }
 
 // Whether the barrier's phase `parity` has completed (its bytes have all landed); the

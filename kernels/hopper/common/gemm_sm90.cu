@@ -31,19 +31,18 @@
 // (column-major inside a group) so that the blocks resident together share A row panels and
 // W column panels in L2. Dynamic shared memory: SMEM_BYTES (ops/matmul.py GEMM_SM90_SMEM).
 #include "atlas_common.cuh"
+#include "gemm_sm90_tile.cuh"
 #include "mma_util.cuh"
 #include "wgmma_util.cuh"
 
 namespace {
 
-constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4, THREADS = 256, GROUP_M = 8;
+using namespace atlas::prefill_gemm;  // tile geometry, tile_origin, store_tile
+
+constexpr int STAGES = 4, THREADS = kConsumerThreads;
 constexpr int kChunks = BK / 8;                  // 16-byte chunks per tile row (8 = 128 bytes)
-constexpr int kStageA = BM * BK * 2;             // bytes
-constexpr int kStageBytes = kStageA + BN * BK * 2;
-constexpr int kAlign = 1024;                     // 128-byte swizzle atom
 constexpr int SMEM_BYTES = STAGES * kStageBytes + kAlign;  // + slack to align the base
 static_assert(kChunks == 8, "the 128-byte swizzle needs 128-byte tile rows");
-static_assert(kStageA % kAlign == 0 && kStageBytes % kAlign == 0, "stage bases stay aligned");
 static_assert((BM + BN) * kChunks % THREADS == 0, "copies divide evenly over the threads");
 static_assert(STAGES >= 3, "prefetch distance STAGES - 2 must be at least 1");
 static_assert(BK == 64, "atlas::wgmma_k64_tile issues the wgmmas of 64-column k-tiles");
@@ -62,13 +61,8 @@ __device__ __forceinline__ void gemm_sm90_tile(const __nv_bfloat16* __restrict__
   extern __shared__ uint8_t smem_raw[];
   const uint32_t smem = (atlas::smem_addr(smem_raw) + kAlign - 1) & ~uint32_t(kAlign - 1);
 
-  // tile of this block: GROUP_M m-tiles share a group, walked m-fastest
-  const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN;
-  const int per_group = GROUP_M * tiles_n;
-  const int group = blockIdx.x / per_group, first_m = group * GROUP_M;
-  const int group_m = min(tiles_m - first_m, GROUP_M);
-  const int in_group = blockIdx.x % per_group;
-  const int bm = (first_m + in_group % group_m) * BM, bn = (in_group / group_m) * BN;
+  int bm, bn;
+  tile_origin(blockIdx.x, m, n, bm, bn);
   const int k_tiles = (k + BK - 1) / BK;
 
   auto stage_a = [&](int s) { return smem + s * kStageBytes; };
@@ -111,24 +105,7 @@ __device__ __forceinline__ void gemm_sm90_tile(const __nv_bfloat16* __restrict__
   atlas::fence_acc(acc);
   atlas::cp_async_wait<0>();  // no copy may outlive the block (only empty groups remain)
 
-  const int lane = threadIdx.x & 31, warp_in_wg = (threadIdx.x >> 5) & 3;
-  const int row_base = bm + wg * 64 + warp_in_wg * 16 + (lane >> 2);
-  const int col_base = bn + (lane & 3) * 2;
-#pragma unroll
-  for (int j = 0; j < 128; j += 2) {
-    const int col = col_base + (j >> 2) * 8;
-    const int row = row_base + ((j >> 1) & 1) * 8;
-    if (col >= n || row >= m) continue;  // n % 16 == 0: col < n implies col + 1 < n
-    const size_t at = static_cast<size_t>(row) * n + col;
-    if constexpr (kF32Out) {
-      // logits: bf16-rounded values, widened (transformers' bf16 LM head)
-      *reinterpret_cast<float2*>(static_cast<float*>(c) + at) =
-          make_float2(atlas::round_bf16(acc[j]), atlas::round_bf16(acc[j + 1]));
-    } else {
-      *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(c) + at) =
-          __floats2bfloat162_rn(acc[j], acc[j + 1]);
-    }
-  }
+  store_tile<kF32Out>(acc, c, m, n, bm, bn, threadIdx.x);
 }
 
 }  // namespace

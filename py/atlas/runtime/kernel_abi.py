@@ -279,6 +279,19 @@ GEMV_QS_NVFP4_SWIGLU = S("gemv_quant_direct", "gemv_qs_nvfp4_swiglu_bf16",
 # only): 128x256 tiles for prefill, launched with GEMM_SM90_SMEM bytes of dynamic shared memory
 GEMM_SM90 = S("gemm_sm90", "gemm_sm90_bf16", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 GEMM_SM90_F32OUT = S("gemm_sm90", "gemm_sm90_bf16_f32", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
+# ... and with the operands streamed by the TMA unit (kernels/hopper/common/gemm_sm90_tma.cu,
+# sm_90a only; the same tiles and bits): amap / wmap are tensor maps over a [m][k] in
+# [128][64] boxes and w [n][k] in [256][64] boxes (ops/matmul.py); the kernel reads a and w
+# only through them, the host reference through a and w. 288 threads (a producer warp past
+# the two warpgroups), GEMM_SM90_TMA_SMEM bytes of dynamic shared memory
+_GEMM_SM90_TMA = "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32 amap:tmap wmap:tmap"
+GEMM_SM90_TMA = S("gemm_sm90_tma", "gemm_sm90_tma_bf16", _GEMM_SM90_TMA)
+GEMM_SM90_TMA_F32OUT = S("gemm_sm90_tma", "gemm_sm90_tma_bf16_f32", _GEMM_SM90_TMA)
+# ... in clusters of two m-tiles sharing each W tile by multicast: wmap in [128][64] boxes, a
+# grid of ceil(m / 256) * 2 * ceil(n / 256) blocks (KernelRoutes.gemm_tma_multicast)
+GEMM_SM90_TMA_CLUSTER2 = S("gemm_sm90_tma", "gemm_sm90_tma_cluster2_bf16", _GEMM_SM90_TMA)
+GEMM_SM90_TMA_CLUSTER2_F32OUT = S("gemm_sm90_tma", "gemm_sm90_tma_cluster2_bf16_f32",
+                                  _GEMM_SM90_TMA)
 
 # --- rotary embedding + per-head q/k RMSNorm + paged KV append -----------------------------
 QK_NORM_ROPE_KV = S(

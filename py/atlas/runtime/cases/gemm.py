@@ -6,17 +6,29 @@ more than GROUP_M = 8 row tiles (a partial raster group), N = 16 * odd (a 256-co
 mostly masked), K ending in a partial 64-column tile or shorter than the pipeline, and the
 Qwen3 projections at a few rows (Qwen3-8B's with fewer columns, to keep the host tests fast;
 the prefill GEMM family of tools/gpu/bench_kernels.py compares the full shapes with PyTorch).
+Its TMA twin (module gemm_sm90_tma) runs its own shapes -- m one short of a tile, one past
+it and 2,048 + 65, n past a column tile, k ending inside a k-tile, shorter than the ring and
+many laps of it, f32 output -- each through both kernels: against the float64 oracle, and
+against gemm_sm90's output bit for bit (the same wgmma sequence over K). Each shape runs
+twice: one block a tile, and in clusters of two m-tiles sharing W by multicast ("cluster2":
+an odd m-tile count pads the grid with a block wholly past m, and a W half wholly past n is
+not copied at n = 16 and n = 528); a few also on the persistent grid, whose blocks run
+several tiles through one ring when the tiles outnumber the device's blocks.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
 
-from ..kernel_check import KernelCase, kernel_cases
-from ..ops import matmul
-from .gemv import linear_case
+from ...core.dtype import DType
+from ..gpu import DevicePtr, GpuBackend, Stream
+from ..kernel_check import KernelCase, OutputSpec, kernel_cases
+from ..ops import KernelCache, matmul
+from ..ops.routes import KernelRoutes
+from .gemv import TENSOR_CORE_K_TOL, linear_case, linear_oracle, random_bf16
 
 #: (m, n, k, out_f32, skinny): skinny=None lets the dispatch rule choose
 GEMM_SHAPES = [
@@ -63,7 +75,67 @@ def gemm_cases(rng: np.random.Generator) -> list[KernelCase]:
 
 @kernel_cases("gemm_sm90")
 def gemm_sm90_cases(rng: np.random.Generator) -> list[KernelCase]:
-    launch = partial(matmul.gemm, sm90=True)
+    # the cp.async kernel whatever the routes say (the TMA twin's cases are its own)
+    launch = partial(matmul.gemm, sm90=True, tma=False)
     return [linear_case(rng, f"gemm_sm90 m{m} n{n} k{k}{' f32' if f32 else ''}", "gemm_sm90",
                         m, n, k, f32, launch, tensor_core=True)
             for m, n, k, f32 in GEMM_SM90_SHAPES]
+
+
+#: (m, n, k, out_f32) for gemm_sm90_tma (each also through gemm_sm90, same bits)
+GEMM_SM90_TMA_SHAPES = [
+    (1, 256, 64, False),        # one row: 127 zero-filled A box rows; one exact n and k tile
+    (127, 144, 208, False),     # a row short of a tile, n = 16 * 9, k = 3.25 k-tiles < the ring
+    (129, 528, 80, True),       # row 129 alone in its tile, 3 column tiles (the last 1/16 full)
+    (2113, 528, 1040, False),   # 2,048 + 65 rows: raster groups of 8, 8, 1; 17 k-tiles, k % 64 16
+    (130, 16, 16, False),       # smallest n and k: a 256-row W box of 16 rows, one k-tile
+    (256, 768, 4096, False),    # exact tiles, 64 k-tiles: 16 laps of the 4-slot ring
+    (200, 1536, 4096, True),    # Qwen3-8B's k with f32 output
+    (9, 512, 12288, False),     # Qwen3-8B down's k (192 k-tiles)
+]
+#: (m, n, k, out_f32) also run on the persistent grid: more tiles than an H200 holds blocks
+#: (272, 288 in pairs: two or three tiles a block, the ring running on across them), and
+#: edges where the grid is the tile count
+GEMM_SM90_TMA_PERSISTENT_SHAPES = [
+    (2048 + 65, 4096, 208, False),  # 17 x 16 tiles, 3.25 k-tiles a tile (fewer than the ring)
+    (1100, 4096, 528, True),        # 9 x 16 tiles, f32, k % 64 = 16 over 9 k-tiles
+    (129, 528, 80, False),          # 2 x 3 tiles
+    (1, 16, 16, False),             # one row, one column tile of 16
+]
+
+#: gemm_sm90's output beside its TMA twin's
+CPASYNC = "_cpasync"
+
+
+def gemm_sm90_tma_case(rng: np.random.Generator, m: int, n: int, k: int, f32: bool,
+                       multicast: bool, persistent: bool = False) -> KernelCase:
+    """y through the TMA twin (in clusters of two with `multicast`, on the persistent grid
+    with `persistent`) and y_cpasync through gemm_sm90, both forced whatever the routes say:
+    the oracle for both, and the same bits."""
+    inputs = {"x": random_bf16(rng, (m, k)), "w": random_bf16(rng, (n, k), k ** -0.5)}
+    spec = OutputSpec(DType.FP32 if f32 else DType.BF16, (m, n), bf16_valued=f32)
+    runs = (("y", True), ("y" + CPASYNC, False))
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        kc = KernelCache(backend, replace(KernelRoutes.from_env(),
+                                          gemm_tma_persistent=persistent))
+        for out, tma in runs:
+            matmul.gemm(kc, stream, p["x"], p["w"], p[out], m, n, k, f32, sm90=True, tma=tma,
+                        multicast=multicast)
+
+    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        y = linear_oracle(x)["y"]
+        return {out: y for out, _ in runs}
+
+    label = ("persistent " if persistent else "") + ("cluster2 " if multicast else "")
+    return KernelCase(f"gemm_sm90_tma {label}m{m} n{n} k{k}{' f32' if f32 else ''}",
+                      "gemm_sm90_tma", inputs, {out: spec for out, _ in runs}, run, oracle,
+                      reference_abs_tol=TENSOR_CORE_K_TOL * k, same_bits=(("y", "y" + CPASYNC),))
+
+
+@kernel_cases("gemm_sm90_tma")
+def gemm_sm90_tma_cases(rng: np.random.Generator) -> list[KernelCase]:
+    return ([gemm_sm90_tma_case(rng, *shape, multicast)
+             for multicast in (False, True) for shape in GEMM_SM90_TMA_SHAPES]
+            + [gemm_sm90_tma_case(rng, *shape, multicast, persistent=True)
+               for multicast in (False, True) for shape in GEMM_SM90_TMA_PERSISTENT_SHAPES])

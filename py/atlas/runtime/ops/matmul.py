@@ -6,7 +6,8 @@ cp.async-ring kernel `gemv_ring`, ATLAS_GEMV_RING=0 the register-tiled one); dec
 in the routes' decode-GEMM range (9..256 rows by default) take the Hopper skinny wgmma GEMM
 (gemm_decode_sm90) where the PTX set has it, else up to BATCHED_MAX_M rows the tensor-core
 batched GEMV (gemv_mma) where the PTX set has it; more rows go to the tensor-core GEMM: the
-Hopper wgmma kernel (gemm_sm90) where the loaded PTX set has it and its 128x256 tiles give at
+Hopper wgmma kernel (gemm_sm90; its TMA twin gemm_sm90_tma where the set has that, unless
+ATLAS_GEMM_TMA=0) where the loaded PTX set has it and its 128x256 tiles give at
 least GEMM_SM90_MIN_BLOCKS blocks (prefill), else the mma.sync kernel, with the skinny 64x32
 tile whenever the 128x128 tile would leave SMs idle (SM count from the device:
 KernelCache.facts). The kernel-path switches (ATLAS_GEMM_SM90, ATLAS_BATCHED_GEMV,
@@ -30,7 +31,9 @@ from dataclasses import dataclass
 
 from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GEMM_SM90,
-                          GEMM_SM90_F32OUT, GEMV, GEMV_ADD_RMSNORM_SINGLE, GEMV_F32OUT,
+                          GEMM_SM90_F32OUT, GEMM_SM90_TMA, GEMM_SM90_TMA_CLUSTER2,
+                          GEMM_SM90_TMA_CLUSTER2_F32OUT, GEMM_SM90_TMA_F32OUT, GEMV,
+                          GEMV_ADD_RMSNORM_SINGLE, GEMV_F32OUT,
                           GEMV_RING, GEMV_RING_F32OUT, GEMV_RING_SILU,
                           GEMV_RESIDUAL_SINGLE, GEMV_RMSNORM_SINGLE, GEMV_SILU,
                           GEMV_SILU_RESIDUAL_SINGLE, GEMV_SILU_SINGLE, GEMV_SINGLE,
@@ -56,6 +59,10 @@ GEMM_SKINNY_TILE = (64, 32, 128)
 #: [128][64] A and a [256][64] W bf16 tile, plus 1 KiB to align the base (gemm_sm90.cu)
 GEMM_SM90_TILE = (128, 256, 256)
 GEMM_SM90_SMEM = 4 * (128 + 256) * 64 * 2 + 1024
+#: its TMA twin (gemm_sm90_tma.cu): the same tile and ring (its mbarriers are static shared
+#: memory), one producer warp past the two warpgroups (kProducerThreads)
+GEMM_SM90_TMA_THREADS = GEMM_SM90_TILE[2] + 32
+GEMM_SM90_TMA_SMEM = GEMM_SM90_SMEM
 
 
 def gemm_sm90_min_blocks(sm_count: int) -> int:
@@ -323,14 +330,65 @@ def gemm_uses_sm90(kc: KernelCache, m: int, n: int) -> bool:
             and GEMM_SM90.module in kc.backend.module_names)
 
 
+def gemm_uses_tma(kc: KernelCache) -> bool:
+    """Whether a product on the wgmma kernel runs on its TMA twin (gemm_sm90_tma: the same
+    tiles and bits, operands streamed by one producer thread): switched on
+    (ATLAS_GEMM_TMA, on by default) and the module loaded (sm_90a PTX sets only)."""
+    return kc.routes.gemm_tma and GEMM_SM90_TMA.module in kc.backend.module_names
+
+
+def tma_grid(tiles: int, persistent: bool, resident: int | None, sm_count: int,
+             cluster: int) -> int:
+    """Blocks of a TMA-twin launch of `tiles` tiles (a multiple of `cluster`): one a tile, or
+    `persistent`ly at most the blocks the device holds at once (`resident`, the driver's count
+    for this launch shape; None: one an SM), whole clusters, each block looping over tiles
+    gridDim.x apart."""
+    if not persistent:
+        return tiles
+    slots = sm_count if resident is None else resident
+    return max(cluster, min(tiles, slots // cluster * cluster))
+
+
+def _launch_sm90(kc: KernelCache, stream: Stream, a: DevicePtr, w: DevicePtr, c: DevicePtr,
+                 m: int, n: int, k: int, out_f32: bool, tma: bool, multicast: bool) -> None:
+    """One 128x256-tile wgmma launch: the TMA twin with its tensor maps over a (in [128][64]
+    boxes, per buffer and row count) and w (in [256][64] boxes, once per weight; [128][64]
+    halves with `multicast`, whose clusters of two m-tiles pad the grid to an even count),
+    encoded once and kept by KernelCache.tensor_map, on `tma_grid` blocks
+    (KernelRoutes.gemm_tma_persistent); or the cp.async kernel."""
+    blocks = _blocks(m, n, GEMM_SM90_TILE)
+    if tma:
+        cluster = 2 if multicast else 1
+        if multicast:
+            blocks = -(-m // (2 * GEMM_SM90_TILE[0])) * 2 * -(-n // GEMM_SM90_TILE[1])
+            sig = GEMM_SM90_TMA_CLUSTER2_F32OUT if out_f32 else GEMM_SM90_TMA_CLUSTER2
+        else:
+            sig = GEMM_SM90_TMA_F32OUT if out_f32 else GEMM_SM90_TMA
+        amap = kc.tensor_map(a, m, k, GEMM_SM90_TILE[0])
+        wmap = kc.tensor_map(w, n, k, GEMM_SM90_TILE[1] // cluster)
+        launch = kc.get_with_shared(sig, GEMM_SM90_TMA_SMEM)
+        persistent = kc.routes.gemm_tma_persistent
+        resident = (kc.resident_blocks(launch.handle, GEMM_SM90_TMA_THREADS, GEMM_SM90_TMA_SMEM,
+                                       cluster) if persistent else None)
+        grid = tma_grid(blocks, persistent, resident, kc.facts.sm_count, cluster)
+        launch(stream, grid, GEMM_SM90_TMA_THREADS, GEMM_SM90_TMA_SMEM, a, w, c, m, n, k,
+               amap, wmap)
+        return
+    launch = kc.get_with_shared(GEMM_SM90_F32OUT if out_f32 else GEMM_SM90, GEMM_SM90_SMEM)
+    launch(stream, blocks, GEMM_SM90_TILE[2], GEMM_SM90_SMEM, a, w, c, m, n, k)
+
+
 def gemm(kc: KernelCache, stream: Stream, a: DevicePtr, w: DevicePtr, c: DevicePtr, m: int,
          n: int, k: int, out_f32: bool = False, skinny: bool | None = None,
-         sm90: bool | None = None) -> None:
+         sm90: bool | None = None, tma: bool | None = None,
+         multicast: bool | None = None) -> None:
     """c = a @ w.T on tensor cores; any m >= 1, n and k multiples of 16.
 
     `sm90` forces (True) or avoids (False) the wgmma kernel; None applies `gemm_uses_sm90`
-    unless `skinny` is given. `skinny` forces the mma.sync tile (None: the 64x32 tile when
-    128x128 tiles would not give every SM of the device a block).
+    unless `skinny` is given. `tma` picks the wgmma kernel's twin: True its TMA one, False
+    the cp.async one, None `gemm_uses_tma`; `multicast` the TMA twin's clusters of two
+    (None: KernelRoutes.gemm_tma_multicast). `skinny` forces the mma.sync tile (None: the
+    64x32 tile when 128x128 tiles would not give every SM of the device a block).
     """
     if m < 1 or n < 16 or k < 16 or n % 16 or k % 16:
         raise ValueError(f"gemm: need m >= 1 and n, k positive multiples of 16, got "
@@ -341,9 +399,9 @@ def gemm(kc: KernelCache, stream: Stream, a: DevicePtr, w: DevicePtr, c: DeviceP
     if sm90 is None:
         sm90 = skinny is None and gemm_uses_sm90(kc, m, n)
     if sm90:
-        launch = kc.get_with_shared(GEMM_SM90_F32OUT if out_f32 else GEMM_SM90, GEMM_SM90_SMEM)
-        launch(stream, _blocks(m, n, GEMM_SM90_TILE), GEMM_SM90_TILE[2], GEMM_SM90_SMEM,
-               a, w, c, m, n, k)
+        _launch_sm90(kc, stream, a, w, c, m, n, k, out_f32,
+                     gemm_uses_tma(kc) if tma is None else tma,
+                     kc.routes.gemm_tma_multicast if multicast is None else multicast)
         return
     if skinny is None:
         skinny = _blocks(m, n, GEMM_TILE) < kc.facts.sm_count
@@ -368,13 +426,14 @@ def linear(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: Devic
     elif route == "gemv_mma":
         batched_gemv(kc, stream, x, w, y, m, n, k, out_f32)
     else:
-        gemm(kc, stream, x, w, y, m, n, k, out_f32, sm90=route == "gemm_sm90")
+        gemm(kc, stream, x, w, y, m, n, k, out_f32,
+             sm90=route in ("gemm_sm90", "gemm_sm90_tma"), tma=route == "gemm_sm90_tma")
 
 
 def linear_route(kc: KernelCache, m: int, n: int) -> str:
     """The module `linear` runs an m-row product with n outputs on: "gemv",
-    "gemm_decode_sm90", "gemv_mma", "gemm_sm90" or "gemm" (the dispatch rule in one place, for
-    the benchmarks' labels too)."""
+    "gemm_decode_sm90", "gemv_mma", "gemm_sm90_tma", "gemm_sm90" or "gemm" (the dispatch rule
+    in one place, for the benchmarks' labels too)."""
     routes = kc.routes
     if (routes.decode_gemm and routes.decode_gemm_min_m <= m <= routes.decode_gemm_max_m
             and m <= DECODE_MAX_M and decode_available(kc)):
@@ -385,7 +444,9 @@ def linear_route(kc: KernelCache, m: int, n: int) -> str:
         return "gemv"
     if batched:
         return "gemv_mma"
-    return "gemm_sm90" if gemm_uses_sm90(kc, m, n) else "gemm"
+    if not gemm_uses_sm90(kc, m, n):
+        return "gemm"
+    return "gemm_sm90_tma" if gemm_uses_tma(kc) else "gemm_sm90"
 
 
 #: Largest k the fused SwiGLU GEMV is used for at 2..8 rows. Measured on the H200 (batch-1

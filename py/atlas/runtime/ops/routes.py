@@ -5,6 +5,18 @@ that builds two runners under different settings (a benchmark comparing paths, a
 what it asked for each time, and importing Atlas never depends on the environment.
 
 * ATLAS_GEMM_SM90=0: every GEMM on the mma.sync kernel, never the Hopper wgmma one.
+* ATLAS_GEMM_TMA=0: the Hopper wgmma prefill GEMM on its cp.async kernel (gemm_sm90, every
+  thread issuing 16-byte copies, a block barrier every k-tile: the session-5 kernel) instead
+  of its warp-specialized TMA twin (gemm_sm90_tma: one producer thread, tensor maps, full /
+  empty mbarriers, no block barrier in the loop); the same tiles and wgmma sequence, bit for
+  bit. On by default pending the H200 A/B (kernel table "prefill 2048" rows).
+  ATLAS_GEMM_TMA_MULTICAST=1: the TMA twin in clusters of two m-tiles whose W tile each
+  block copies half of into both (gemm_sm90_tma_cluster2_*: 32 KB of L2 reads a k-tile a
+  block instead of 48; the same bits). Off by default until measured.
+  ATLAS_GEMM_TMA_PERSISTENT=1: the TMA twin on a persistent grid (the blocks the device
+  holds at once, each looping over tiles gridDim.x apart in the raster order; its producer
+  fills the next tile's stages while the consumers store the last one) instead of one block
+  a tile; with or without the multicast clusters. Off by default until measured.
 * ATLAS_BATCHED_GEMV=0: decode batches of more than GEMV rows on the skinny GEMM, never on
   the tensor-core batched GEMV (gemv_mma).
 * ATLAS_BATCHED_GEMV_MIN_M=N: fewest rows routed to the batched GEMV (default
@@ -368,6 +380,9 @@ class KernelRoutes:
     """Which kernel paths the launch builders may take (defaults: every path on)."""
 
     gemm_sm90: bool = True
+    gemm_tma: bool = True
+    gemm_tma_multicast: bool = False
+    gemm_tma_persistent: bool = False
     batched_gemv: bool = True
     batched_gemv_min_m: int = DEFAULT_BATCHED_GEMV_MIN_M
     gemv_mma_wide: bool | None = None
@@ -469,6 +484,9 @@ class KernelRoutes:
             raise ValueError(f"ATLAS_DECODE_ATTN_VERIFY_MIN_KEYS={verify_min_keys} must be a "
                              f"positive multiple of 64")
         return cls(gemm_sm90=env_switch(env, "ATLAS_GEMM_SM90", True),
+                   gemm_tma=env_switch(env, "ATLAS_GEMM_TMA", True),
+                   gemm_tma_multicast=env_switch(env, "ATLAS_GEMM_TMA_MULTICAST", False),
+                   gemm_tma_persistent=env_switch(env, "ATLAS_GEMM_TMA_PERSISTENT", False),
                    batched_gemv=env_switch(env, "ATLAS_BATCHED_GEMV", True),
                    batched_gemv_min_m=_env_count(env, "ATLAS_BATCHED_GEMV_MIN_M",
                                                  DEFAULT_BATCHED_GEMV_MIN_M),

@@ -1,7 +1,7 @@
 """Reference for the tensor-core GEMM kernels: the same specification as the GEMV.
 
-Every variant (mma.sync 128x128 and skinny 64x32, wgmma 128x256, the decode wgmma GEMM with
-or without its cluster split of K) computes y = x @ w.T with
+Every variant (mma.sync 128x128 and skinny 64x32, wgmma 128x256 fed by cp.async or TMA, the
+decode wgmma GEMM with or without its cluster split of K) computes y = x @ w.T with
 float32 accumulation and one rounding at the output; tiling changes only the summation order.
 The decode GEMM's SwiGLU entries (gate_up ending with its activation) are specified as what
 they replace: the product into a scratch [gate | up] row, then silu_mul_bf16 (`swiglu_bf16`).
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from ..gpu import Dim3
 from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GEMM_SM90,
-                          GEMM_SM90_F32OUT)
+                          GEMM_SM90_F32OUT, GEMM_SM90_TMA, GEMM_SM90_TMA_CLUSTER2,
+                          GEMM_SM90_TMA_CLUSTER2_F32OUT, GEMM_SM90_TMA_F32OUT)
 from ..kernel_abi import (GEMM_DECODE_SM90, GEMM_DECODE_SM90_F32OUT,
                           GEMM_DECODE_SM90_F32OUT_SPLIT2, GEMM_DECODE_SM90_F32OUT_SPLIT4,
                           GEMM_DECODE_SM90_F32OUT_SPLIT8, GEMM_DECODE_SM90_SPLIT2,
@@ -58,6 +59,22 @@ def gemm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: int, 
 @reference(GEMV_MMA_F32OUT)
 def gemm_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: int, m: int,
                   n: int, k: int) -> None:
+    linear_bf16(mem, a, w, c, m, n, k, out_f32=True)
+
+
+# The TMA prefill GEMM: gemm_sm90's products; its tensor maps only say how the kernel reads
+# a and w, which the reference reads through their pointers.
+@reference(GEMM_SM90_TMA)
+@reference(GEMM_SM90_TMA_CLUSTER2)
+def gemm_tma_bf16(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: int, m: int,
+                  n: int, k: int, amap: bytes, wmap: bytes) -> None:
+    linear_bf16(mem, a, w, c, m, n, k, out_f32=False)
+
+
+@reference(GEMM_SM90_TMA_F32OUT)
+@reference(GEMM_SM90_TMA_CLUSTER2_F32OUT)
+def gemm_tma_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: int, m: int,
+                      n: int, k: int, amap: bytes, wmap: bytes) -> None:
     linear_bf16(mem, a, w, c, m, n, k, out_f32=True)
 
 
