@@ -12,22 +12,22 @@ from atlas.model.load import load_runner
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
 
 #: batch-1 decode by default (the fastest measured), 7 launches a layer: add + RMSNorm, qkv,
-#: attention with q/k norm + RoPE + KV append inside, o_proj, add + RMSNorm, gate_up, down
-#: with SwiGLU inside; the first layer's norm has nothing to add
+#: attention with q/k norm + RoPE + KV append inside, o_proj, add + RMSNorm, gate_up ending
+#: with its SwiGLU (ATLAS_GEMV_SWIGLU), down; the first layer's norm has nothing to add
 DEFAULT_LAYER = ["add_rmsnorm_bf16", "gemv_bf16_single", "decode_attn_rope_bf16",
-                 "gemv_bf16_single", "add_rmsnorm_bf16", "gemv_bf16_single",
-                 "gemv_silu_bf16_single"]
+                 "gemv_bf16_single", "add_rmsnorm_bf16", "gemv_swiglu_bf16_single",
+                 "gemv_bf16_single"]
 #: ATLAS_FUSED_NORM=1, 5 launches a layer: o_proj and down add into the residual stream
 #: themselves, the RMSNorms before qkv and gate_up run inside those GEMVs; the first layer's
 #: norm has no residual epilogue before it (the embedding wrote the stream): the add+norm
 #: GEMV's form
 DECODE_LAYER = ["gemv_rmsnorm_bf16_single", "decode_attn_rope_bf16", "gemv_residual_bf16_single",
-                "gemv_rmsnorm_bf16_single", "gemv_silu_residual_bf16_single"]
+                "gemv_rmsnorm_swiglu_bf16_single", "gemv_residual_bf16_single"]
 FIRST_NORM = "gemv_add_rmsnorm_bf16_single"
 #: ATLAS_NORM_GEMV=1, 5 launches a layer: the add + RMSNorms before qkv and gate_up run inside
 #: those GEMVs (which switch residual buffers); o_proj and down write delta
-NORM_GEMV_LAYER = [FIRST_NORM, "decode_attn_rope_bf16", "gemv_bf16_single", FIRST_NORM,
-                   "gemv_silu_bf16_single"]
+NORM_GEMV_LAYER = [FIRST_NORM, "decode_attn_rope_bf16", "gemv_bf16_single",
+                   "gemv_add_rmsnorm_swiglu_bf16_single", "gemv_bf16_single"]
 
 
 @pytest.fixture(scope="module")
@@ -120,8 +120,8 @@ def test_the_gemvs_carry_the_residual_stream_in_place(fused):
     (first,) = [r.args for r in replay.graph if r.func == FIRST_NORM]
     assert (first["resid"], first["delta"], first["resid_out"]) == (bufs.resid, 0, 0)
     carried = [r for r in replay.graph
-               if r.func in ("gemv_residual_bf16_single", "gemv_silu_residual_bf16_single",
-                             "gemv_rmsnorm_bf16_single")]
+               if r.func in ("gemv_residual_bf16_single", "gemv_rmsnorm_bf16_single",
+                             "gemv_rmsnorm_swiglu_bf16_single")]
     assert len(carried) == 4 * runner.cfg.num_hidden_layers - 1
     for r in carried:
         assert (r.args["resid"], r.args["ssq"]) == (bufs.resid, bufs.resid_ssq)

@@ -195,7 +195,8 @@ def test_the_ring_accumulates_each_threads_chunks_in_the_tiled_kernels_order(n, 
 def test_one_row_takes_the_single_row_kernels() -> None:
     """One row: the 4-row-block single-row kernels (no dynamic shared memory), the SwiGLU
     fused into down's x load up to FUSED_SILU_MAX_K and silu_mul before the GEMV past it;
-    gate_up never ends with its SwiGLU on the GEMV (only the decode GEMM's batches do)."""
+    gate_up ends with its SwiGLU on the single-row GEMV unless ATLAS_GEMV_SWIGLU=0 or the
+    ring kernel takes one row (ATLAS_GEMV_RING_SINGLE=1)."""
     mock = MockGpuBackend()
     kc = KernelCache(mock, routes=KernelRoutes())
     matmul.gemv(kc, 0, 0x1000, 0x2000, 0x3000, 1, 6144, 1024)
@@ -204,4 +205,6 @@ def test_one_row_takes_the_single_row_kernels() -> None:
     assert [(r.func, r.grid[0], r.block[0], r.shared) for r in mock.drain_launches()] == [
         ("gemv_bf16_single", 1536, 128, 0), ("gemv_silu_bf16_single", 256, 256, 0),
         ("silu_mul_bf16", 1, 256, 0), ("gemv_bf16_single", 1024, 256, 0)]
-    assert not matmul.fuses_gate_up_swiglu(kc, 1, 6144, 1024)
+    assert matmul.fuses_gate_up_swiglu(kc, 1, 6144, 1024)
+    for routes in (KernelRoutes(gemv_swiglu=False), KernelRoutes(gemv_ring_single=True)):
+        assert not matmul.fuses_gate_up_swiglu(KernelCache(mock, routes=routes), 1, 6144, 1024)

@@ -48,7 +48,7 @@ QKV = "gemv_bf16_single"
 ATTENTION = ["decode_attn_rope_bf16", "gemv_bf16_single"]
 #: the input add_rmsnorm is its own launch
 SPARSE = ["add_rmsnorm_bf16"] + ROUTE_AND_GATE_UP + [FUSED_NORM]
-DENSE = ["add_rmsnorm_bf16", "gemv_bf16_single", "gemv_silu_bf16_single"]
+DENSE = ["add_rmsnorm_bf16", "gemv_swiglu_bf16_single", "gemv_bf16_single"]
 
 
 @pytest.mark.parametrize("name, layers", [

@@ -25,6 +25,13 @@
 //   at once: deterministic, one L2 trip), then x = RMSNorm(h) * w computed per chunk on
 //   load, like SwigluX.
 //
+// At batch 1 the MLP's gate_up product can instead end with its SwiGLU (gemv_core.cuh
+// `StoreSwiglu`: a block owns two gate rows and their two up rows and writes two features of
+// the activation), with each of the x loads above (gemv_swiglu_bf16_single,
+// gemv_rmsnorm_swiglu_bf16_single, gemv_add_rmsnorm_swiglu_bf16_single): the silu_mul launch
+// (or the down GEMV's per-block recomputation of the whole activation, SwigluX) leaves the
+// step, and the down projection is a plain GEMV over act. Bit for bit the GEMV, then silu_mul.
+//
 // The streaming, accumulation and reduction are gemv_core.cuh's, with the bf16 weight format.
 // Launch (ops/matmul.py): grid = ceil(n / 4), block = min(256, roundup32(k / 8)) threads.
 // The gemv_ring_* entry points run the same products for 1..8 rows with the weights streamed
@@ -160,6 +167,8 @@ struct AddResidual {
   float* ssq;
   float old = 0.f;  // lane t < kRowsPerBlock: resid[row0 + t], read before the main loop
 
+  __device__ __forceinline__ static int row(int r, int n) { return consecutive_row(r, n); }
+
   __device__ __forceinline__ void prepare(int row0, int n) {
     if (threadIdx.x < kRowsPerBlock && row0 + static_cast<int>(threadIdx.x) < n)
       old = atlas::bf16_to_f32(resid[row0 + threadIdx.x]);
@@ -185,6 +194,34 @@ template <bool kF32Out, class XLoad>
 __device__ __forceinline__ void gemv(XLoad xload, const __nv_bfloat16* w, void* y, uint32_t m,
                                      uint32_t n, uint32_t k) {
   gemv_any_m<kF32Out>(xload, Bf16W{}, w, y, m, n, k, partial_sums);
+}
+
+// One row through NormX (the add + RMSNorm staged by every block), stored by `Out`.
+template <class Out>
+__device__ __forceinline__ void add_rmsnorm_gemv(const __nv_bfloat16* resid,
+                                                 const __nv_bfloat16* delta,
+                                                 const __nv_bfloat16* norm_w,
+                                                 __nv_bfloat16* resid_out,
+                                                 const __nv_bfloat16* w, __nv_bfloat16* y,
+                                                 uint32_t n, uint32_t k, float eps,
+                                                 uint32_t offset) {
+  const NormX xload{reinterpret_cast<const uint4*>(resid), reinterpret_cast<const uint4*>(delta),
+                    reinterpret_cast<const uint4*>(norm_w), reinterpret_cast<uint4*>(resid_out),
+                    static_cast<int>(k >> 3), eps, offset != 0};
+  gemv_rows<1, false>(xload, Bf16W{}, w, y, n, k, partial_sums, Out{});
+}
+
+// One row through SsqNormX (the norm from the residual epilogue's partials), stored by `Out`.
+template <class Out>
+__device__ __forceinline__ void rmsnorm_gemv(const __nv_bfloat16* resid, const float* ssq,
+                                             const __nv_bfloat16* norm_w,
+                                             const __nv_bfloat16* w, __nv_bfloat16* y,
+                                             uint32_t n, uint32_t k, float eps,
+                                             uint32_t offset) {
+  SsqNormX xload{reinterpret_cast<const uint4*>(resid), ssq,
+                 reinterpret_cast<const uint4*>(norm_w), static_cast<int>(k >> 3), eps,
+                 offset != 0};
+  gemv_rows<1, false>(xload, Bf16W{}, w, y, n, k, partial_sums, Out{});
 }
 
 }  // namespace
@@ -249,10 +286,7 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads, kNormGemvMinBlocks)
                                  const __nv_bfloat16* norm_w, __nv_bfloat16* resid_out,
                                  const __nv_bfloat16* w, __nv_bfloat16* y, uint32_t n,
                                  uint32_t k, float eps, uint32_t offset) {
-  const NormX xload{reinterpret_cast<const uint4*>(resid), reinterpret_cast<const uint4*>(delta),
-                    reinterpret_cast<const uint4*>(norm_w), reinterpret_cast<uint4*>(resid_out),
-                    static_cast<int>(k >> 3), eps, offset != 0};
-  gemv_rows<1, false>(xload, Bf16W{}, w, y, n, k, partial_sums);
+  add_rmsnorm_gemv<StoreY>(resid, delta, norm_w, resid_out, w, y, n, k, eps, offset);
 }
 
 // The residual epilogue (AddResidual) for the projections that end a sublayer: y = x @ w.T
@@ -280,10 +314,33 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
                              const __nv_bfloat16* norm_w, const __nv_bfloat16* w,
                              __nv_bfloat16* y, uint32_t n, uint32_t k, float eps,
                              uint32_t offset) {
-  SsqNormX xload{reinterpret_cast<const uint4*>(resid), ssq,
-                 reinterpret_cast<const uint4*>(norm_w), static_cast<int>(k >> 3), eps,
-                 offset != 0};
-  gemv_rows<1, false>(xload, Bf16W{}, w, y, n, k, partial_sums);
+  rmsnorm_gemv<StoreY>(resid, ssq, norm_w, w, y, n, k, eps, offset);
+}
+
+// ---- batch 1's gate_up ending with its SwiGLU (StoreSwiglu): act [1, n / 2] = swiglu(x @
+// w.T) for the fused [gate | up] weight w [n, k], n even; grid ceil(n / 4), the threads of
+// the GEMV with the same x load. The x loads: plain, SsqNormX, NormX (as the three above).
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
+    gemv_swiglu_bf16_single(const __nv_bfloat16* x, const __nv_bfloat16* w,
+                            __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k) {
+  if (m != 1) __trap();
+  gemv_rows<1, false>(plain_x(x, k), Bf16W{}, w, act, n, k, partial_sums, StoreSwiglu{});
+}
+
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
+    gemv_rmsnorm_swiglu_bf16_single(const __nv_bfloat16* resid, const float* ssq,
+                                    const __nv_bfloat16* norm_w, const __nv_bfloat16* w,
+                                    __nv_bfloat16* act, uint32_t n, uint32_t k, float eps,
+                                    uint32_t offset) {
+  rmsnorm_gemv<StoreSwiglu>(resid, ssq, norm_w, w, act, n, k, eps, offset);
+}
+
+extern "C" __global__ void __launch_bounds__(kMaxThreads, kNormGemvMinBlocks)
+    gemv_add_rmsnorm_swiglu_bf16_single(const __nv_bfloat16* resid, const __nv_bfloat16* delta,
+                                        const __nv_bfloat16* norm_w, __nv_bfloat16* resid_out,
+                                        const __nv_bfloat16* w, __nv_bfloat16* act, uint32_t n,
+                                        uint32_t k, float eps, uint32_t offset) {
+  add_rmsnorm_gemv<StoreSwiglu>(resid, delta, norm_w, resid_out, w, act, n, k, eps, offset);
 }
 
 // ---- the m-row products on the cp.async ring (gemv_ring.cuh; ATLAS_GEMV_RING=0 routes m > 1

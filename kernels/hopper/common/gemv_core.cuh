@@ -1,7 +1,8 @@
 // The decode GEMV's machinery, shared by every weight format: y[m, n] = sum_k x[m, k] *
 // w[n, k] for 1 <= m <= 8 rows of x, w streamed from HBM exactly once.
 //
-// A block owns kRowsPerBlock consecutive weight rows and spreads K over its threads, one
+// A block owns kRowsPerBlock weight rows (consecutive ones unless the output policy maps
+// them otherwise, below) and spreads K over its threads, one
 // 16-byte weight chunk per thread per row, kUnroll chunks per row in flight before the
 // first use (atlas::ld_stream: weights are never re-read). x is small and
 // re-read by every block through L1/L2. Each thread keeps M x kRowsPerBlock f32
@@ -18,8 +19,15 @@
 // `prepare()` runs once per block after the PDL wait, before the
 // first x load (a policy that stages x, such as gemv.cu's fused RMSNorm, computes it there).
 // An output policy (`Out`) stores the block's reduced sums: `StoreY` writes y; gemv.cu's
-// residual epilogue adds them to the residual stream instead. Its `prepare(row0, n)` also
-// runs after the PDL wait, so what it reads (the residual rows) arrives under the main loop.
+// residual epilogue adds them to the residual stream instead; `StoreSwiglu` ends a fused
+// [gate | up] product with its SwiGLU. Its `prepare(row0, n)` also runs after the PDL wait,
+// so what it reads (the residual rows) arrives under the main loop. It also says which
+// weight rows the block owns (`Out::row(r, n)`, the weight row of block row r): 4 consecutive
+// rows (`consecutive_row`), or StoreSwiglu's two gate rows and their two up rows. A row's sum
+// does not depend on which block row holds it (every thread's FMA chain is the same, and
+// the warp and block reductions combine the same lanes and warps in the same order for
+// every value: floating-point addition commutes), so a remapped row gets the bits the
+// plain mapping would give it.
 #pragma once
 
 #include "atlas_common.cuh"
@@ -111,8 +119,16 @@ struct Bf16W {  // w [n, k] bf16: 8 values a chunk, no scale
 
 // ---- output policies: what the block does with its reduced sums --------------------------
 // `finish` is called by every lane of warp 0 (an output policy may shuffle); lane t < M x
-// kRowsPerBlock holds the sum of output (m, row0 + r), t = m * kRowsPerBlock + r.
+// kRowsPerBlock holds the sum of output (m, Out::row(r, n)), t = m * kRowsPerBlock + r.
+
+// The plain mapping: block b owns weight rows 4 b .. 4 b + 3; rows past n re-read row n - 1
+// (never stored).
+__device__ __forceinline__ int consecutive_row(int r, int n) {
+  return min(static_cast<int>(blockIdx.x) * kRowsPerBlock + r, n - 1);
+}
+
 struct StoreY {
+  __device__ __forceinline__ static int row(int r, int n) { return consecutive_row(r, n); }
   __device__ __forceinline__ void prepare(int, int) {}
   template <int M, bool kF32Out>
   __device__ __forceinline__ void finish(void* y, float sum, int t, int row0, int n) const {
@@ -126,6 +142,31 @@ struct StoreY {
       static_cast<__nv_bfloat16*>(y)[at] = atlas::f32_to_bf16(sum);
   }
 };
+
+// A fused [gate | up] weight [n, k] (n = 2 I) ending with its SwiGLU, one x row: block b owns
+// the gate rows of features 2 b, 2 b + 1 (block rows 0, 1) and their up rows I + 2 b,
+// I + 2 b + 1 (rows 2, 3), and writes act[2 b + t] = bf16(swiglu(bf16(gate), bf16(up))),
+// t = 0, 1: the plain GEMV's bf16 outputs (the same sums, see above) through silu_mul_bf16's
+// arithmetic (atlas::swiglu_f32), so act is bit for bit the GEMV followed by silu_mul. Grid
+// ceil(I / 2) = ceil(n / 4); n even. An odd I leaves the last block's feature 2 b + 1 past
+// the end: its rows re-read feature I - 1's and it is not stored.
+struct StoreSwiglu {
+  __device__ __forceinline__ static int row(int r, int n) {
+    const int inter = n >> 1, j = min(static_cast<int>(blockIdx.x) * 2 + (r & 1), inter - 1);
+    return r < 2 ? j : inter + j;
+  }
+  __device__ __forceinline__ void prepare(int, int) {}
+  template <int M, bool kF32Out>
+  __device__ __forceinline__ void finish(void* act, float sum, int t, int, int n) const {
+    static_assert(M == 1 && !kF32Out, "the SwiGLU epilogue is single-row bf16");
+    const float up = __shfl_down_sync(0xffffffffu, sum, 2);  // lanes 0, 1: gate; 2, 3: up
+    const int j = static_cast<int>(blockIdx.x) * 2 + t;
+    if (t < 2 && j < (n >> 1))
+      static_cast<__nv_bfloat16*>(act)[j] = atlas::f32_to_bf16(
+          atlas::swiglu_f32(atlas::round_bf16(sum), atlas::round_bf16(up)));
+  }
+};
+static_assert(kRowsPerBlock == 4, "StoreSwiglu maps two (gate, up) row pairs to a block");
 
 // kUnroll chunks of each of the block's rows, starting at chunk c0 (zeros past the row end).
 // kPreWait: the tile requested before the PDL wait, through atlas::ld_prefetch (ptxas sinks
@@ -157,8 +198,8 @@ __device__ __forceinline__ void gemv_rows(XLoad xload, W fmt, const void* __rest
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const uint4* wrow[kRowsPerBlock];
 #pragma unroll
-  for (int r = 0; r < kRowsPerBlock; ++r)  // rows past n re-read row n-1; never stored
-    wrow[r] = reinterpret_cast<const uint4*>(w) + static_cast<size_t>(min(row0 + r, n - 1)) * kc;
+  for (int r = 0; r < kRowsPerBlock; ++r)  // the output policy's rows (clamped; never stored)
+    wrow[r] = reinterpret_cast<const uint4*>(w) + static_cast<size_t>(Out::row(r, n)) * kc;
 
   float acc[V];
 #pragma unroll
@@ -184,7 +225,7 @@ __device__ __forceinline__ void gemv_rows(XLoad xload, W fmt, const void* __rest
 #pragma unroll
       for (int r = 0; r < kRowsPerBlock; ++r) {
         fmt.widen(wv[u][r], 0, wf[r]);
-        fmt.chunk_scales(min(row0 + r, n - 1), c, sc[r]);
+        fmt.chunk_scales(Out::row(r, n), c, sc[r]);
       }
 #pragma unroll
       for (int g = 0; g < W::kGroups; ++g) {

@@ -131,7 +131,8 @@ class DenseMlp:
         """out = the MLP of the step's `normed` rows (a quantized MoE layer's shared expert
         writes beside the routed experts' delta)."""
         if self.gate_up.fuses_swiglu(kc, t):
-            # a quantized decode step: the gate_up GEMV ends with the SwiGLU (no silu_mul)
+            # gate_up ends with the SwiGLU (no silu_mul): a quantized decode step, bf16 on the
+            # decode GEMM or the batch-1 GEMV
             self.gate_up.linear_swiglu(kc, s, b.normed, b.act, t)
             self.down.linear(kc, s, b.act, out, t, w_scratch=b.w_scratch)
             return
@@ -396,13 +397,13 @@ class DenseDecoderModel:
                 assert lw.qkv is not None
                 self._norm_linear(s, b, res, lw.in_norm, lw.qkv, b.qkv, t)
                 self._attention_after_qkv(s, b, lw, t, plan, res)
-            if isinstance(lw.mlp, DenseMlp) and lw.mlp.gate_up.fuses_swiglu(kc, t):
-                self._norm(s, b, res, lw.post_norm, t)
-                lw.mlp.forward(kc, s, b, t)
-                res.pending = True
-            elif isinstance(lw.mlp, DenseMlp):
-                self._norm_linear(s, b, res, lw.post_norm, lw.mlp.gate_up, b.gate_up, t)
-                self._down_proj(s, b, res, lw.mlp, t)
+            if isinstance(lw.mlp, DenseMlp):
+                # gate_up ends with its SwiGLU into act where the weight's route allows (a
+                # quantized decode step, bf16 on the decode GEMM or the batch-1 GEMV)
+                swiglu = lw.mlp.gate_up.fuses_swiglu(kc, t)
+                self._norm_linear(s, b, res, lw.post_norm, lw.mlp.gate_up,
+                                  b.act if swiglu else b.gate_up, t, swiglu)
+                self._down_proj(s, b, res, lw.mlp, t, swiglu)
             else:
                 # the block may finish the next add + norm itself, in place on b.resid
                 self._norm(s, b, res, lw.post_norm, t)
@@ -450,24 +451,29 @@ class DenseDecoderModel:
         res.pending = False
 
     def _norm_linear(self, s: Stream, b: StepBuffers, res: Residual, w: DevicePtr,
-                     proj: LinearWeight, out: DevicePtr, t: int) -> None:
+                     proj: LinearWeight, out: DevicePtr, t: int, swiglu: bool = False) -> None:
         """out = proj(RMSNorm(resid (+= pending delta)) * w): one fused GEMV where
         `matmul.fuses_norm` allows (the summed residual then lives in the other buffer),
-        else the norm into `normed` and the projection."""
+        else the norm into `normed` and the projection. With `swiglu` (proj.fuses_swiglu),
+        proj is a [gate | up] weight and out its activation: every route's launch ends with
+        the SwiGLU."""
         d, kc = self.dims, self.kc
         if (res.ssq and not (res.pending or res.normed) and isinstance(proj, Bf16Linear)
                 and matmul.carries_residual(kc, t, proj.n)):
             matmul.gemv_rmsnorm(kc, s, res.cur, b.resid_ssq, w, proj.ptr, out, proj.n, proj.k,
-                                d.eps, d.norm_offset)
+                                d.eps, d.norm_offset, swiglu=swiglu)
             return
         if res.normed or not (res.alt and isinstance(proj, Bf16Linear)
                               and matmul.fuses_norm(kc, t, proj.n, proj.k)):
             self._norm(s, b, res, w, t)
-            proj.linear(kc, s, b.normed, out, t, w_scratch=b.w_scratch)
+            if swiglu:
+                proj.linear_swiglu(kc, s, b.normed, out, t)
+            else:
+                proj.linear(kc, s, b.normed, out, t, w_scratch=b.w_scratch)
             return
         matmul.gemv_add_rmsnorm(kc, s, res.cur, b.delta if res.pending else 0, w,
                                 res.alt if res.pending else 0, proj.ptr, out, proj.n, proj.k,
-                                d.eps, d.norm_offset)
+                                d.eps, d.norm_offset, swiglu=swiglu)
         if res.pending:
             res.cur, res.alt = res.alt, res.cur
             res.ssq = False
@@ -479,17 +485,25 @@ class DenseDecoderModel:
                 and isinstance(proj, Bf16Linear) and matmul.carries_residual(self.kc, t, proj.n))
 
     def _down_proj(self, s: Stream, b: StepBuffers, res: Residual, mlp: DenseMlp,
-                   t: int) -> None:
+                   t: int, swiglu: bool = False) -> None:
         """The dense MLP's down projection after gate_up: into the residual (epilogue) or
-        into delta."""
-        down = mlp.down
+        into delta; its input is act where gate_up ended with the SwiGLU (`swiglu`), else
+        the SwiGLU of gate_up."""
+        down, kc = mlp.down, self.kc
         if self._carries(res, down, t):
             assert isinstance(down, Bf16Linear)
-            matmul.linear_silu_residual(self.kc, s, b.gate_up, down.ptr, res.cur, b.resid_ssq,
-                                        down.n, down.k, b.act)
+            if swiglu:
+                matmul.gemv_residual(kc, s, b.act, down.ptr, res.cur, b.resid_ssq, down.n,
+                                     down.k)
+            else:
+                matmul.linear_silu_residual(kc, s, b.gate_up, down.ptr, res.cur, b.resid_ssq,
+                                            down.n, down.k, b.act)
             res.ssq = True
             return
-        mlp.down_proj(self.kc, s, b, t)
+        if swiglu:
+            down.linear(kc, s, b.act, b.delta, t, w_scratch=b.w_scratch)
+        else:
+            mlp.down_proj(kc, s, b, t)
         res.pending = True
 
     def _norm_after(self, i: int) -> NextNorm | None:

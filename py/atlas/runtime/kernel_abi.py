@@ -87,6 +87,17 @@ GEMV_SILU_RESIDUAL_SINGLE = S("gemv", "gemv_silu_residual_bf16_single",
 GEMV_RMSNORM_SINGLE = S("gemv", "gemv_rmsnorm_bf16_single",
                         "resid:ptr ssq:ptr norm_w:ptr w:ptr y:ptr n:u32 k:u32 eps:f32 "
                         "offset:u32")
+# batch 1's fused [gate | up] product [n, k] ending with its SwiGLU (one row, n even): act
+# [1, n / 2] = SILU_MUL of the product's [gate | up] output, bit for bit GEMV_SINGLE followed
+# by SILU_MUL; with GEMV_SINGLE's, GEMV_RMSNORM_SINGLE's and GEMV_ADD_RMSNORM_SINGLE's x
+GEMV_SWIGLU_SINGLE = S("gemv", "gemv_swiglu_bf16_single",
+                       "x:ptr w:ptr act:ptr m:u32 n:u32 k:u32")
+GEMV_RMSNORM_SWIGLU_SINGLE = S("gemv", "gemv_rmsnorm_swiglu_bf16_single",
+                               "resid:ptr ssq:ptr norm_w:ptr w:ptr act:ptr n:u32 k:u32 "
+                               "eps:f32 offset:u32")
+GEMV_ADD_RMSNORM_SWIGLU_SINGLE = S("gemv", "gemv_add_rmsnorm_swiglu_bf16_single",
+                                   "resid:ptr delta:ptr norm_w:ptr resid_out:ptr w:ptr act:ptr "
+                                   "n:u32 k:u32 eps:f32 offset:u32")
 GEMM = S("gemm", "gemm_bf16", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 GEMM_F32OUT = S("gemm", "gemm_bf16_f32", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 # the same products with a 64x32 tile, for few rows (decode batches > 8): more blocks

@@ -12,8 +12,9 @@ least GEMM_SM90_MIN_BLOCKS blocks (prefill), else the mma.sync kernel, with the 
 tile whenever the 128x128 tile would leave SMs idle (SM count from the device:
 KernelCache.facts). The kernel-path switches (ATLAS_GEMM_SM90, ATLAS_BATCHED_GEMV,
 ATLAS_DECODE_GEMM, ...) are KernelCache.routes (ops/routes.py).
-`linear_swiglu` is a [gate | up] projection ending with its SwiGLU (decode batches on the
-decode GEMM), where `fuses_gate_up_swiglu` allows.
+`linear_swiglu` is a [gate | up] projection ending with its SwiGLU (one row on the GEMV,
+`gemv_swiglu`; decode batches on the decode GEMM), where `fuses_gate_up_swiglu` allows; the
+fused-norm GEMVs below take `swiglu=True` for the same ending.
 `linear_silu` is the MLP down projection with the SwiGLU activation fused into the GEMV's x
 load (one launch and no activation buffer for decode batches of up to 8); for more rows it
 runs silu_mul into a caller-provided scratch buffer, then `linear`. `gemv_add_rmsnorm` is the
@@ -33,11 +34,12 @@ from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GEMM_SM90,
                           GEMM_SM90_F32OUT, GEMM_SM90_TMA, GEMM_SM90_TMA_CLUSTER2,
                           GEMM_SM90_TMA_CLUSTER2_F32OUT, GEMM_SM90_TMA_F32OUT, GEMV,
-                          GEMV_ADD_RMSNORM_SINGLE, GEMV_F32OUT,
-                          GEMV_RING, GEMV_RING_F32OUT, GEMV_RING_SILU,
-                          GEMV_RESIDUAL_SINGLE, GEMV_RMSNORM_SINGLE, GEMV_SILU,
+                          GEMV_ADD_RMSNORM_SINGLE, GEMV_ADD_RMSNORM_SWIGLU_SINGLE,
+                          GEMV_F32OUT, GEMV_RING, GEMV_RING_F32OUT, GEMV_RING_SILU,
+                          GEMV_RESIDUAL_SINGLE, GEMV_RMSNORM_SINGLE,
+                          GEMV_RMSNORM_SWIGLU_SINGLE, GEMV_SILU,
                           GEMV_SILU_RESIDUAL_SINGLE, GEMV_SILU_SINGLE, GEMV_SINGLE,
-                          GEMV_SINGLE_F32OUT)
+                          GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE)
 from . import KernelCache
 from .activation import silu_mul
 from .matmul_batched import BATCHED_MAX_M, batched_gemv
@@ -200,20 +202,49 @@ def gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DeviceP
 
 def fuses_gate_up_swiglu(kc: KernelCache, m: int, n: int, k: int) -> bool:
     """Whether an m-row bf16 [gate | up] product [n, k] ends with its SwiGLU
-    (`linear_swiglu`; the down projection then reads the activation), n even: on the decode
-    GEMM (9..256 rows by default) under ATLAS_DECODE_GEMM_SWIGLU (on by default), where the
-    silu_mul launch after it, its PDL wait and its round trips through the [m, n] gate_up
-    buffer leave the step (the H200 profile at batch 64 put silu_mul at 25.2 us a layer with
-    its wait, for 3 MB of data)."""
-    return (n % 2 == 0 and linear_route(kc, m, n) == "gemm_decode_sm90"
-            and kc.routes.decode_gemm_swiglu)
+    (`linear_swiglu`; the down projection then reads the activation), n even:
+    * on the decode GEMM (9..256 rows by default) under ATLAS_DECODE_GEMM_SWIGLU (on by
+      default), where the silu_mul launch after it, its PDL wait and its round trips through
+      the [m, n] gate_up buffer leave the step (the H200 profile at batch 64 put silu_mul at
+      25.2 us a layer with its wait, for 3 MB of data);
+    * one row on the single-row GEMV (not the ring kernel) under ATLAS_GEMV_SWIGLU (on by
+      default, `gemv_swiglu`): the silu_mul launch (past FUSED_SILU_MAX_K) or the down GEMV's
+      recomputation of the whole activation in every block (up to it) leaves batch-1 decode.
+      Unmeasured: the A/B is tools/gpu/profile_decode.py with ATLAS_GEMV_SWIGLU=0."""
+    if n % 2:
+        return False
+    route = linear_route(kc, m, n)
+    if route == "gemm_decode_sm90":
+        return kc.routes.decode_gemm_swiglu
+    return (m == 1 and route == "gemv" and kc.routes.gemv_swiglu
+            and _ring_plan(kc, n, k, True) is None)
 
 
 def linear_swiglu(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, act: DevicePtr,
                   m: int, n: int, k: int) -> None:
     """act[m, n / 2] = swiglu(x @ w.T) for a bf16 [gate | up] weight w [n, k] in one launch,
-    on the decode GEMM (`fuses_gate_up_swiglu` must hold)."""
+    on the single-row GEMV or the decode GEMM (`fuses_gate_up_swiglu` must hold)."""
+    if linear_route(kc, m, n) == "gemv":
+        gemv_swiglu(kc, stream, x, w, act, m, n, k)
+        return
     decode_gemm(kc, stream, x, w, act, m, n, k, swiglu=True)
+
+
+def _check_swiglu(name: str, n: int) -> None:
+    """A [gate | up] product splits its n outputs in halves."""
+    if n % 2:
+        raise ValueError(f"{name}: a [gate | up] weight needs an even n, got n={n}")
+
+
+def gemv_swiglu(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, act: DevicePtr,
+                m: int, n: int, k: int) -> None:
+    """One row: act[1, n / 2] = swiglu(x @ w.T) for a bf16 [gate | up] weight w [n, k] (n
+    even), bit for bit the single-row `gemv` into [gate | up] followed by silu_mul. Its
+    blocks each own two gate rows and their up rows (gemv.cu gemv_swiglu_bf16_single): the
+    grid and threads of the plain GEMV."""
+    _check_gemv("gemv_swiglu", x, w, act, m, n, k, True)
+    _check_swiglu("gemv_swiglu", n)
+    _launch_single(kc, stream, GEMV_SWIGLU_SINGLE, x, w, act, n, k)
 
 
 def gemv_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr, y: DevicePtr,
@@ -260,23 +291,27 @@ def fuses_norm(kc: KernelCache, m: int, n: int, k: int) -> bool:
 
 def gemv_add_rmsnorm(kc: KernelCache, stream: Stream, resid: DevicePtr, delta: DevicePtr,
                      norm_w: DevicePtr, resid_out: DevicePtr, w: DevicePtr, y: DevicePtr,
-                     n: int, k: int, eps: float, offset: bool = False) -> None:
+                     n: int, k: int, eps: float, offset: bool = False,
+                     swiglu: bool = False) -> None:
     """One row: h = bf16(resid + delta) into resid_out, y = RMSNorm(h) * norm_w @ w.T (with
     `offset`, * (1 + norm_w)): add_rmsnorm followed by the single-row GEMV, in one launch.
+    With `swiglu`, w is a [gate | up] weight and y its activation [1, n / 2] (`gemv_swiglu`).
 
     delta = 0: no add (h = resid); resid_out = 0: h is not stored. resid_out must be another
     buffer than resid: the kernel's blocks read resid while its first block writes h.
     """
     _check_gemv("gemv_add_rmsnorm", resid, w, y, 1, n, k, True)
+    if swiglu:
+        _check_swiglu("gemv_add_rmsnorm", n)
     if k > NORM_GEMV_MAX_K:
         raise ValueError(f"gemv_add_rmsnorm: k={k} exceeds {NORM_GEMV_MAX_K} (shared memory)")
     if resid_out and resid_out == resid:
         raise ValueError("gemv_add_rmsnorm: resid_out must not alias resid")
     for name, ptr in (("delta", delta), ("norm_w", norm_w), ("resid_out", resid_out)):
         _check_aligned(f"gemv_add_rmsnorm {name}", ptr, 16)
-    kc.get(GEMV_ADD_RMSNORM_SINGLE)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 2 * k,
-                                    resid, delta, norm_w, resid_out, w, y, n, k, eps,
-                                    int(offset))
+    sig = GEMV_ADD_RMSNORM_SWIGLU_SINGLE if swiglu else GEMV_ADD_RMSNORM_SINGLE
+    kc.get(sig)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 2 * k,
+                resid, delta, norm_w, resid_out, w, y, n, k, eps, int(offset))
 
 
 def ssq_partials(width: int) -> int:
@@ -308,14 +343,18 @@ def gemv_residual(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr,
 
 def gemv_rmsnorm(kc: KernelCache, stream: Stream, resid: DevicePtr, ssq: DevicePtr,
                  norm_w: DevicePtr, w: DevicePtr, y: DevicePtr, n: int, k: int, eps: float,
-                 offset: bool = False) -> None:
+                 offset: bool = False, swiglu: bool = False) -> None:
     """One row: y = RMSNorm(resid) * norm_w @ w.T (with `offset`, * (1 + norm_w)), where
-    ssq holds resid's ceil(k / 4) partial sums of squares from `gemv_residual`."""
+    ssq holds resid's ceil(k / 4) partial sums of squares from `gemv_residual`. With
+    `swiglu`, w is a [gate | up] weight and y its activation [1, n / 2] (`gemv_swiglu`)."""
     _check_gemv("gemv_rmsnorm", resid, w, y, 1, n, k, True)
     _check_aligned("gemv_rmsnorm norm_w", norm_w, 16)
     _check_aligned("gemv_rmsnorm ssq", ssq, 4)
-    kc.get(GEMV_RMSNORM_SINGLE)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 0, resid,
-                                ssq, norm_w, w, y, n, k, eps, int(offset))
+    if swiglu:
+        _check_swiglu("gemv_rmsnorm", n)
+    sig = GEMV_RMSNORM_SWIGLU_SINGLE if swiglu else GEMV_RMSNORM_SINGLE
+    kc.get(sig)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 0, resid, ssq,
+                norm_w, w, y, n, k, eps, int(offset))
 
 
 def _blocks(m: int, n: int, tile: tuple[int, int, int]) -> int:

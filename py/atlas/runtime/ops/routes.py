@@ -279,6 +279,12 @@ what it asked for each time, and importing Atlas never depends on the environmen
   memory, ops/matmul.gemv_ring_plan). ATLAS_GEMV_RING_SINGLE=1: one row on the ring kernel
   too (off by default: the single-row kernel ran at ~90% of copy on Qwen3-8B).
   ATLAS_GEMV_RING_STAGES=2|3: the ring's tiles per thread (unset: the plan's rule).
+* ATLAS_GEMV_SWIGLU=0: batch-1 decode of a bf16 dense MLP runs gate_up into [gate | up],
+  then the SwiGLU in the down GEMV's x load (up to ops/matmul.FUSED_SILU_MAX_K) or silu_mul
+  and a plain down GEMV, instead of a gate_up GEMV that ends with its SwiGLU (gemv.cu
+  gemv_*swiglu_bf16_single, with whichever x load the step's norm route takes: bit for bit
+  the same activation) and a plain down GEMV. On by default, unmeasured: the A/B is
+  tools/gpu/profile_decode.py --batch 1 with and without ATLAS_GEMV_SWIGLU=0.
 * ATLAS_NORM_GEMV=1: batch-1 decode fuses each add + RMSNorm before a bf16 GEMV into that
   GEMV (gemv_add_rmsnorm_bf16_single, which prefetches its weights before the PDL wait like
   the plain single-row GEMV), without the residual-carrying GEMVs of ATLAS_FUSED_NORM=1.
@@ -447,6 +453,7 @@ class KernelRoutes:
     gemv_ring: bool = True
     gemv_ring_single: bool = False
     gemv_ring_stages: int | None = None
+    gemv_swiglu: bool = True
     persistent_decode: bool = False
     persistent_prefetch_kb: int = DEFAULT_PERSISTENT_PREFETCH_KB
     persistent_stage: bool = True
@@ -565,6 +572,7 @@ class KernelRoutes:
                    gemv_ring=env_switch(env, "ATLAS_GEMV_RING", True),
                    gemv_ring_single=env_switch(env, "ATLAS_GEMV_RING_SINGLE", False),
                    gemv_ring_stages=int(ring_stages) if ring_stages else None,
+                   gemv_swiglu=env_switch(env, "ATLAS_GEMV_SWIGLU", True),
                    persistent_decode=env_switch(env, "ATLAS_PERSISTENT_DECODE", False),
                    persistent_prefetch_kb=_env_count(env, "ATLAS_PERSISTENT_PREFETCH_KB",
                                                      DEFAULT_PERSISTENT_PREFETCH_KB),

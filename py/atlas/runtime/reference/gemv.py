@@ -18,7 +18,10 @@ the same way: gemv_[silu_]residual_bf16_single is the GEMV into a scratch row, t
 rmsnorm.py's residual add in place, plus the partial sums of squares (exact, rounded once
 to f32); gemv_rmsnorm_bf16_single is rmsnorm.py's norm of resid, then the GEMV (its ssq
 input is a precondition, the partials of resid, which the CUDA kernel reads instead of
-resid's squares: the two agree to f32 rounding of the sum).
+resid's squares: the two agree to f32 rounding of the sum). The batch-1 gate_up products
+that end with their SwiGLU (gemv_[add_]rmsnorm_swiglu_bf16_single, gemv_swiglu_bf16_single)
+are specified as their plain twin into a scratch row [n], then silu_mul_bf16's reference
+into act [n / 2]: the CUDA kernels give the twin's bits (gemv_core.cuh StoreSwiglu).
 """
 
 from __future__ import annotations
@@ -27,13 +30,14 @@ import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
-from ..kernel_abi import (GEMV, GEMV_ADD_RMSNORM_SINGLE, GEMV_F32OUT, GEMV_RESIDUAL_SINGLE,
-                          GEMV_RING, GEMV_RING_F32OUT, GEMV_RING_SILU, GEMV_RMSNORM_SINGLE,
+from ..kernel_abi import (GEMV, GEMV_ADD_RMSNORM_SINGLE, GEMV_ADD_RMSNORM_SWIGLU_SINGLE,
+                          GEMV_F32OUT, GEMV_RESIDUAL_SINGLE, GEMV_RING, GEMV_RING_F32OUT,
+                          GEMV_RING_SILU, GEMV_RMSNORM_SINGLE, GEMV_RMSNORM_SWIGLU_SINGLE,
                           GEMV_SILU, GEMV_SILU_RESIDUAL_SINGLE, GEMV_SILU_SINGLE, GEMV_SINGLE,
-                          GEMV_SINGLE_F32OUT)
+                          GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE)
 from . import HostMemory, WithScratch, reference, widened_f64
 from .rmsnorm import rms_norm_bf16, rms_norm_offset_bf16
-from .silu_mul import silu_mul_bf16
+from .silu_mul import silu_mul_bf16, swiglu_rows
 
 
 def product_bits(mem: HostMemory, x_bits: np.ndarray, w: int, n: int, k: int) -> np.ndarray:
@@ -95,20 +99,34 @@ def gemv_ring_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, gate_up: int, 
     gemv_silu_bf16(mem, grid, block, gate_up, w, y, m, n, k)
 
 
-@reference(GEMV_ADD_RMSNORM_SINGLE)
-def gemv_add_rmsnorm_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, resid: int,
-                                 delta: int, norm_w: int, resid_out: int, w: int, y: int,
-                                 n: int, k: int, eps: float, offset: int) -> None:
+def swiglu_product(mem: HostMemory, x_bits: np.ndarray, w: int, act: int, n: int,
+                   k: int) -> None:
+    """act [n / 2] = silu_mul of the bf16 product x @ w.T [n] (w a [gate | up] weight)."""
+    if n % 2:
+        raise ValueError(f"a [gate | up] product needs an even n, got {n}")
+    mem.view(act, np.uint16, n // 2)[:] = swiglu_rows(product_bits(mem, x_bits, w, n, k),
+                                                      n // 2).reshape(-1)
+
+
+def add_rmsnorm_row(mem: HostMemory, resid: int, delta: int, norm_w: int, resid_out: int,
+                    k: int, eps: float, offset: int) -> np.ndarray:
+    """bf16 bits [k] of RMSNorm(h) * norm_w (or * (1 + norm_w)), h = bf16(resid + delta)
+    (resid when delta is null), stored to resid_out unless it is null."""
     h = mem.view(resid, np.uint16, k).copy()
     if delta:  # null: no residual add
         h = f32_to_bf16_bits(bf16_bits_to_f32(h) + bf16_bits_to_f32(mem.view(delta, np.uint16, k)))
     if resid_out:
         mem.view(resid_out, np.uint16, k)[:] = h
     norm = rms_norm_offset_bf16 if offset else rms_norm_bf16
-    chained = WithScratch(mem, k * 2)
-    chained.view(WithScratch.ADDRESS, np.uint16, k)[:] = norm(
-        bf16_bits_to_f32(h), bf16_bits_to_f32(mem.view(norm_w, np.uint16, k)), eps)
-    linear_bf16(chained, WithScratch.ADDRESS, w, y, 1, n, k, out_f32=False)
+    return norm(bf16_bits_to_f32(h), bf16_bits_to_f32(mem.view(norm_w, np.uint16, k)), eps)
+
+
+@reference(GEMV_ADD_RMSNORM_SINGLE)
+def gemv_add_rmsnorm_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, resid: int,
+                                 delta: int, norm_w: int, resid_out: int, w: int, y: int,
+                                 n: int, k: int, eps: float, offset: int) -> None:
+    x_bits = add_rmsnorm_row(mem, resid, delta, norm_w, resid_out, k, eps, offset)
+    mem.view(y, np.uint16, n)[:] = product_bits(mem, x_bits, w, n, k)
 
 
 #: outputs of one residual-epilogue block (gemv.cu kRowsPerBlock), one ssq partial each
@@ -148,3 +166,26 @@ def gemv_rmsnorm_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, resid: in
                              norm_w: int, w: int, y: int, n: int, k: int, eps: float,
                              offset: int) -> None:
     gemv_add_rmsnorm_bf16_single(mem, grid, block, resid, 0, norm_w, 0, w, y, n, k, eps, offset)
+
+
+@reference(GEMV_SWIGLU_SINGLE)
+def gemv_swiglu_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
+                            act: int, m: int, n: int, k: int) -> None:
+    swiglu_product(mem, mem.view(x, np.uint16, k), w, act, n, k)
+
+
+@reference(GEMV_ADD_RMSNORM_SWIGLU_SINGLE)
+def gemv_add_rmsnorm_swiglu_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, resid: int,
+                                        delta: int, norm_w: int, resid_out: int, w: int,
+                                        act: int, n: int, k: int, eps: float,
+                                        offset: int) -> None:
+    x_bits = add_rmsnorm_row(mem, resid, delta, norm_w, resid_out, k, eps, offset)
+    swiglu_product(mem, x_bits, w, act, n, k)
+
+
+@reference(GEMV_RMSNORM_SWIGLU_SINGLE)
+def gemv_rmsnorm_swiglu_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, resid: int,
+                                    ssq: int, norm_w: int, w: int, act: int, n: int, k: int,
+                                    eps: float, offset: int) -> None:
+    gemv_add_rmsnorm_swiglu_bf16_single(mem, grid, block, resid, 0, norm_w, 0, w, act, n, k,
+                                        eps, offset)
