@@ -47,11 +47,14 @@ def _runner(monkeypatch, backend: str, name: str, env: dict[str, str], swiglu: s
 
 
 def _decode_graph(runner):
-    """The launch records of one batch-1 decode step (one graph replay)."""
+    """The launch records of one batch-1 decode step (one graph replay) after a 5-token
+    prefill (a hybrid model's recurrent state starts at position 0)."""
     dev = runner.backend
+    prompt = [1, 2, 3, 4, 5]
+    runner.execute([SeqChunk(7, prompt, 0, [0], GREEDY, history=PenaltyHistory(prompt))])
     dev.drain_launches()
     dev.graph_launches.clear()
-    runner.execute([SeqChunk(7, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3, 4, 5]))])
+    runner.execute([SeqChunk(7, [3], 5, [0], GREEDY, rng_position=1)])
     (replay,) = dev.graph_launches
     runner.release(7)
     return replay.graph

@@ -160,6 +160,37 @@ struct SsqNormX {
   }
 };
 
+// x = the sigmoid output gate of gated full attention applied on load (Qwen3.5 / Qwen3-Next
+// o_proj): x[i] = bf16(attn[i] * bf16(sigmoid(gate[h * head_pitch + d]))), i = h * D + d, in
+// attn_gate.cu's numerics, so the product is sigmoid_gate_mul_bf16 then the GEMV bit for
+// bit and the gate's launch leaves the step. A chunk of 8 lies in one head (D % 8 == 0).
+// One row (m == 1).
+struct AttnGateX {
+  const uint4* attn;
+  const uint4* gate;  // the gate of head 0 (16-byte aligned), heads head_pitch / 8 chunks apart
+  int head_chunks;    // D / 8
+  int pitch_chunks;   // head_pitch / 8
+
+  __device__ __forceinline__ void prepare() const {}
+
+  __device__ __forceinline__ void load(int, int c, float (&xf)[8]) const {
+    const int h = c / head_chunks;
+    float g[8];
+    atlas::unpack_bf16x8(__ldg(attn + c), xf);
+    atlas::unpack_bf16x8(__ldg(gate + h * pitch_chunks + (c - h * head_chunks)), g);
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      xf[e] = atlas::round_bf16(xf[e] * atlas::round_bf16(1.f / (1.f + expf(-g[e]))));
+  }
+};
+
+__device__ __forceinline__ AttnGateX attn_gate_x(const __nv_bfloat16* attn,
+                                                 const __nv_bfloat16* gate, uint32_t head_dim,
+                                                 uint32_t head_pitch) {
+  return {reinterpret_cast<const uint4*>(attn), reinterpret_cast<const uint4*>(gate),
+          static_cast<int>(head_dim >> 3), static_cast<int>(head_pitch >> 3)};
+}
+
 // resid[row] = bf16(resid[row] + bf16(y[row])) for the block's rows, in place, and
 // ssq[blockIdx.x] = the sum of their squares (f32, rows past n count 0). One row (M == 1).
 struct AddResidual {
@@ -315,6 +346,29 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
                              __nv_bfloat16* y, uint32_t n, uint32_t k, float eps,
                              uint32_t offset) {
   rmsnorm_gemv<StoreY>(resid, ssq, norm_w, w, y, n, k, eps, offset);
+}
+
+// ---- batch 1's o_proj of gated full attention with the output gate on load (AttnGateX):
+// y = (attn * sigmoid(gate)) @ w.T, the gate of head h at gate + h * head_pitch (the qkv
+// row); plain, and with the residual epilogue (gemv_residual_bf16_single's). head_dim and
+// head_pitch multiples of 8, gate 16-byte aligned, k = heads * head_dim. The IEEE division
+// of the sigmoid: 1 block/SM bound, as gemv_silu_* (ptxas caps registers around its
+// slow-path call otherwise).
+extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
+    gemv_attn_gate_bf16_single(const __nv_bfloat16* attn, const __nv_bfloat16* gate,
+                               const __nv_bfloat16* w, __nv_bfloat16* y, uint32_t n,
+                               uint32_t k, uint32_t head_dim, uint32_t head_pitch) {
+  gemv_rows<1, false>(attn_gate_x(attn, gate, head_dim, head_pitch), Bf16W{}, w, y, n, k,
+                      partial_sums);
+}
+
+extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
+    gemv_attn_gate_residual_bf16_single(const __nv_bfloat16* attn, const __nv_bfloat16* gate,
+                                        const __nv_bfloat16* w, __nv_bfloat16* resid,
+                                        float* ssq, uint32_t n, uint32_t k, uint32_t head_dim,
+                                        uint32_t head_pitch) {
+  gemv_rows<1, false>(attn_gate_x(attn, gate, head_dim, head_pitch), Bf16W{}, w, nullptr, n, k,
+                      partial_sums, AddResidual{resid, ssq});
 }
 
 // ---- batch 1's gate_up ending with its SwiGLU (StoreSwiglu): act [1, n / 2] = swiglu(x @

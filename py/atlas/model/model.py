@@ -530,9 +530,6 @@ class DenseDecoderModel:
         d, kc = self.dims, self.kc
         if lw.kv_scales:
             self._attention_quantized(s, b, lw, t, plan)
-            if d.gated_attn:  # the gate of head h follows its query in the qkv row
-                gating.sigmoid_gate_mul(kc, s, b.attn, b.qkv + 2 * d.head_dim, b.attn, t,
-                                        d.heads, d.head_dim, d.qkv_width, d.q_pitch)
             self._output_projection(s, b, lw, t, res)
             return
         assert lw.o is not None
@@ -597,9 +594,6 @@ class DenseDecoderModel:
                                         plan.num_seqs - rows, d.heads, d.kv_heads, d.head_dim,
                                         self.block_size, self.max_blocks, self.scale,
                                         plan.max_q_len)
-        if d.gated_attn:  # the gate of head h follows its query in the qkv row
-            gating.sigmoid_gate_mul(kc, s, b.attn, b.qkv + 2 * d.head_dim, b.attn, t, d.heads,
-                                    d.head_dim, d.qkv_width, d.q_pitch)
         self._output_projection(s, b, lw, t, res)
 
     def _attention_quantized(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
@@ -633,15 +627,30 @@ class DenseDecoderModel:
     def _output_projection(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
                            res: Residual | None = None) -> None:
         """delta = o_proj(attn) (summed over the ranks when tensor-parallel; `res` marks it
-        pending), or where `_carries` allows res.cur += o_proj(attn) in place."""
-        o = lw.o
+        pending), or where `_carries` allows res.cur += o_proj(attn) in place. Gated full
+        attention (hybrid families) first multiplies attn by its sigmoid output gate, whose
+        head h follows its query in the qkv row: inside the bf16 o_proj GEMV's x load where
+        `matmul.fuses_attn_gate` allows, else a sigmoid_gate_mul launch in place."""
+        o, d, kc = lw.o, self.dims, self.kc
         assert o is not None
+        gate = None
+        if d.gated_attn:
+            if isinstance(o, Bf16Linear) and matmul.fuses_attn_gate(kc, t, o.n, o.k):
+                gate = matmul.AttnGate(b.qkv + 2 * d.head_dim, d.head_dim, d.q_pitch)
+            else:
+                gating.sigmoid_gate_mul(kc, s, b.attn, b.qkv + 2 * d.head_dim, b.attn, t,
+                                        d.heads, d.head_dim, d.qkv_width, d.q_pitch)
         if self._carries(res, o, t):
             assert res is not None and isinstance(o, Bf16Linear)
-            matmul.gemv_residual(self.kc, s, b.attn, o.ptr, res.cur, b.resid_ssq, o.n, o.k)
+            matmul.gemv_residual(kc, s, b.attn, o.ptr, res.cur, b.resid_ssq, o.n, o.k,
+                                 gate=gate)
             res.ssq = True
             return
-        o.linear(self.kc, s, b.attn, b.delta, t, w_scratch=b.w_scratch)
+        if gate is not None:
+            assert isinstance(o, Bf16Linear)
+            matmul.gemv_attn_gate(kc, s, b.attn, gate, o.ptr, b.delta, o.n, o.k)
+        else:
+            o.linear(kc, s, b.attn, b.delta, t, w_scratch=b.w_scratch)
         if self.tp is not None:  # row-parallel o_proj: sum the ranks' partials
             self.tp.reduce_delta(s, b.delta, t, self.dims.hidden)
         if res is not None:

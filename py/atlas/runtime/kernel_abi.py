@@ -87,6 +87,14 @@ GEMV_SILU_RESIDUAL_SINGLE = S("gemv", "gemv_silu_residual_bf16_single",
 GEMV_RMSNORM_SINGLE = S("gemv", "gemv_rmsnorm_bf16_single",
                         "resid:ptr ssq:ptr norm_w:ptr w:ptr y:ptr n:u32 k:u32 eps:f32 "
                         "offset:u32")
+# batch 1's o_proj of gated full attention with ATTN_GATE applied to x on load (one row):
+# x[h * head_dim + d] = ATTN_GATE's output for the gate of head h at gate + h * head_pitch,
+# then GEMV_SINGLE's product (y) or GEMV_RESIDUAL_SINGLE's epilogue (resid, ssq)
+GEMV_ATTN_GATE_SINGLE = S("gemv", "gemv_attn_gate_bf16_single",
+                          "x:ptr gate:ptr w:ptr y:ptr n:u32 k:u32 head_dim:u32 head_pitch:u32")
+GEMV_ATTN_GATE_RESIDUAL_SINGLE = S("gemv", "gemv_attn_gate_residual_bf16_single",
+                                   "x:ptr gate:ptr w:ptr resid:ptr ssq:ptr n:u32 k:u32 "
+                                   "head_dim:u32 head_pitch:u32")
 # batch 1's fused [gate | up] product [n, k] ending with its SwiGLU (one row, n even): act
 # [1, n / 2] = SILU_MUL of the product's [gate | up] output, bit for bit GEMV_SINGLE followed
 # by SILU_MUL; with GEMV_SINGLE's, GEMV_RMSNORM_SINGLE's and GEMV_ADD_RMSNORM_SINGLE's x

@@ -22,7 +22,10 @@ residual add + RMSNorm fused into the x load of the single-row GEMV that consume
 (`fuses_norm` says when the model may use it). At batch 1 the residual stream can instead
 ride on the GEMVs: `gemv_residual` (o_proj, down: the output added to the residual in place,
 with partial sums of squares) and `gemv_rmsnorm` (qkv, gate_up: the norm from those partials,
-computed on load), where `carries_residual` allows. The geometry constants
+computed on load), where `carries_residual` allows. The o_proj of gated full attention
+(hybrid families) can take the sigmoid output gate in its x load at batch 1
+(`gemv_attn_gate`, `gemv_residual(gate=...)`) where `fuses_attn_gate` allows. The geometry
+constants
 here mirror the compile-time constants of kernels/hopper/common/{gemv,gemm,gemm_sm90}.cu.
 """
 
@@ -35,6 +38,7 @@ from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GE
                           GEMM_SM90_F32OUT, GEMM_SM90_TMA, GEMM_SM90_TMA_CLUSTER2,
                           GEMM_SM90_TMA_CLUSTER2_F32OUT, GEMM_SM90_TMA_F32OUT, GEMV,
                           GEMV_ADD_RMSNORM_SINGLE, GEMV_ADD_RMSNORM_SWIGLU_SINGLE,
+                          GEMV_ATTN_GATE_RESIDUAL_SINGLE, GEMV_ATTN_GATE_SINGLE,
                           GEMV_F32OUT, GEMV_RING, GEMV_RING_F32OUT, GEMV_RING_SILU,
                           GEMV_RESIDUAL_SINGLE, GEMV_RMSNORM_SINGLE,
                           GEMV_RMSNORM_SWIGLU_SINGLE, GEMV_SILU,
@@ -330,15 +334,63 @@ def carries_residual(kc: KernelCache, m: int, n: int) -> bool:
     return m == 1 and kc.routes.fused_norm is True and linear_route(kc, m, n) == "gemv"
 
 
+@dataclass(frozen=True)
+class AttnGate:
+    """The sigmoid output gate of gated full attention, for the o_proj GEMV's x load: the
+    gate of head h (head_dim values) at `ptr` + h * head_pitch elements (in the qkv row)."""
+
+    ptr: DevicePtr
+    head_dim: int
+    head_pitch: int
+
+
+def _check_attn_gate(name: str, gate: AttnGate, k: int) -> None:
+    """The gated x load reads whole 16-byte chunks of one head's gate."""
+    if gate.head_dim % 8 or gate.head_pitch % 8 or gate.head_pitch < gate.head_dim or (
+            k % gate.head_dim):
+        raise ValueError(f"{name}: need head_dim and head_pitch multiples of 8 and k = heads x "
+                         f"head_dim, got head_dim={gate.head_dim} "
+                         f"head_pitch={gate.head_pitch} k={k}")
+    _check_aligned(f"{name} gate", gate.ptr, 16)
+
+
+def fuses_attn_gate(kc: KernelCache, m: int, n: int, k: int) -> bool:
+    """Whether an m-row o_proj [n, k] of gated full attention takes the output gate in its
+    x load (`gemv_attn_gate`, `gemv_residual(gate=...)`) instead of after a
+    sigmoid_gate_mul launch: one row on the single-row GEMV (not the ring kernel) under
+    ATLAS_GEMV_ATTN_GATE (on by default, unmeasured: the A/B is tools/gpu/profile_decode.py
+    --batch 1 on a hybrid model with ATLAS_GEMV_ATTN_GATE=0)."""
+    return (m == 1 and kc.routes.gemv_attn_gate and linear_route(kc, m, n) == "gemv"
+            and _ring_plan(kc, n, k, True) is None)
+
+
+def gemv_attn_gate(kc: KernelCache, stream: Stream, x: DevicePtr, gate: AttnGate,
+                   w: DevicePtr, y: DevicePtr, n: int, k: int) -> None:
+    """One row: y = (x * sigmoid(gate)) @ w.T per head, bit for bit sigmoid_gate_mul then
+    the single-row `gemv` (the gate's bf16 roundings, attn_gate.cu's)."""
+    _check_gemv("gemv_attn_gate", x, w, y, 1, n, k, True)
+    _check_attn_gate("gemv_attn_gate", gate, k)
+    kc.get(GEMV_ATTN_GATE_SINGLE)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 0, x,
+                                  gate.ptr, w, y, n, k, gate.head_dim, gate.head_pitch)
+
+
 def gemv_residual(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr,
-                  resid: DevicePtr, ssq: DevicePtr, n: int, k: int, silu: bool = False) -> None:
+                  resid: DevicePtr, ssq: DevicePtr, n: int, k: int, silu: bool = False,
+                  gate: AttnGate | None = None) -> None:
     """One row: resid = bf16(resid + bf16(x @ w.T)) in place, ssq = its ceil(n / 4) partial
     sums of squares (f32). With `silu`, x is gate_up [1, 2k] and the product's input its
-    SwiGLU, as in `gemv_silu`."""
+    SwiGLU, as in `gemv_silu`; with `gate`, x * sigmoid(gate), as in `gemv_attn_gate`."""
     _check_gemv("gemv_residual", x, w, resid, 1, n, k, True)
     _check_aligned("gemv_residual ssq", ssq, 4)
-    sig = GEMV_SILU_RESIDUAL_SINGLE if silu else GEMV_RESIDUAL_SINGLE
-    kc.get(sig)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 0, x, w, resid, ssq, n, k)
+    launch = kc.get(GEMV_SILU_RESIDUAL_SINGLE if silu else GEMV_RESIDUAL_SINGLE)
+    args: tuple[int, ...] = (x, w, resid, ssq, n, k)
+    if gate is not None:
+        if silu:
+            raise ValueError("gemv_residual: the SwiGLU and the attention gate are two x loads")
+        _check_attn_gate("gemv_residual", gate, k)
+        launch = kc.get(GEMV_ATTN_GATE_RESIDUAL_SINGLE)
+        args = (x, gate.ptr, w, resid, ssq, n, k, gate.head_dim, gate.head_pitch)
+    launch(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 0, *args)
 
 
 def gemv_rmsnorm(kc: KernelCache, stream: Stream, resid: DevicePtr, ssq: DevicePtr,

@@ -285,6 +285,11 @@ what it asked for each time, and importing Atlas never depends on the environmen
   gemv_*swiglu_bf16_single, with whichever x load the step's norm route takes: bit for bit
   the same activation) and a plain down GEMV. On by default, unmeasured: the A/B is
   tools/gpu/profile_decode.py --batch 1 with and without ATLAS_GEMV_SWIGLU=0.
+* ATLAS_GEMV_ATTN_GATE=0: batch-1 decode of gated full attention (Qwen3.5, Qwen3-Next) runs
+  sigmoid_gate_mul, then the bf16 o_proj GEMV, instead of the o_proj GEMV computing the gate
+  on its x load (gemv.cu gemv_attn_gate[_residual]_bf16_single: the same bits, one launch
+  fewer a full-attention layer). On by default, unmeasured: the A/B is
+  tools/gpu/profile_decode.py --batch 1 on a hybrid model with and without the switch.
 * ATLAS_NORM_GEMV=1: batch-1 decode fuses each add + RMSNorm before a bf16 GEMV into that
   GEMV (gemv_add_rmsnorm_bf16_single, which prefetches its weights before the PDL wait like
   the plain single-row GEMV), without the residual-carrying GEMVs of ATLAS_FUSED_NORM=1.
@@ -454,6 +459,7 @@ class KernelRoutes:
     gemv_ring_single: bool = False
     gemv_ring_stages: int | None = None
     gemv_swiglu: bool = True
+    gemv_attn_gate: bool = True
     persistent_decode: bool = False
     persistent_prefetch_kb: int = DEFAULT_PERSISTENT_PREFETCH_KB
     persistent_stage: bool = True
@@ -573,6 +579,7 @@ class KernelRoutes:
                    gemv_ring_single=env_switch(env, "ATLAS_GEMV_RING_SINGLE", False),
                    gemv_ring_stages=int(ring_stages) if ring_stages else None,
                    gemv_swiglu=env_switch(env, "ATLAS_GEMV_SWIGLU", True),
+                   gemv_attn_gate=env_switch(env, "ATLAS_GEMV_ATTN_GATE", True),
                    persistent_decode=env_switch(env, "ATLAS_PERSISTENT_DECODE", False),
                    persistent_prefetch_kb=_env_count(env, "ATLAS_PERSISTENT_PREFETCH_KB",
                                                      DEFAULT_PERSISTENT_PREFETCH_KB),

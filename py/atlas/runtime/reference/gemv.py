@@ -21,7 +21,9 @@ input is a precondition, the partials of resid, which the CUDA kernel reads inst
 resid's squares: the two agree to f32 rounding of the sum). The batch-1 gate_up products
 that end with their SwiGLU (gemv_[add_]rmsnorm_swiglu_bf16_single, gemv_swiglu_bf16_single)
 are specified as their plain twin into a scratch row [n], then silu_mul_bf16's reference
-into act [n / 2]: the CUDA kernels give the twin's bits (gemv_core.cuh StoreSwiglu).
+into act [n / 2]: the CUDA kernels give the twin's bits (gemv_core.cuh StoreSwiglu). The
+o_proj GEMVs with the attention output gate on load (gemv_attn_gate_[residual_]bf16_single)
+are attn_gate.py's sigmoid_gate_mul into a scratch row, then the plain (or residual) GEMV.
 """
 
 from __future__ import annotations
@@ -31,11 +33,13 @@ import numpy as np
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
 from ..kernel_abi import (GEMV, GEMV_ADD_RMSNORM_SINGLE, GEMV_ADD_RMSNORM_SWIGLU_SINGLE,
-                          GEMV_F32OUT, GEMV_RESIDUAL_SINGLE, GEMV_RING, GEMV_RING_F32OUT,
+                          GEMV_ATTN_GATE_RESIDUAL_SINGLE, GEMV_ATTN_GATE_SINGLE, GEMV_F32OUT,
+                          GEMV_RESIDUAL_SINGLE, GEMV_RING, GEMV_RING_F32OUT,
                           GEMV_RING_SILU, GEMV_RMSNORM_SINGLE, GEMV_RMSNORM_SWIGLU_SINGLE,
                           GEMV_SILU, GEMV_SILU_RESIDUAL_SINGLE, GEMV_SILU_SINGLE, GEMV_SINGLE,
                           GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE)
 from . import HostMemory, WithScratch, reference, widened_f64
+from .attn_gate import sigmoid_gate_mul_bf16
 from .rmsnorm import rms_norm_bf16, rms_norm_offset_bf16
 from .silu_mul import silu_mul_bf16, swiglu_rows
 
@@ -189,3 +193,28 @@ def gemv_rmsnorm_swiglu_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, re
                                     eps: float, offset: int) -> None:
     gemv_add_rmsnorm_swiglu_bf16_single(mem, grid, block, resid, 0, norm_w, 0, w, act, n, k,
                                         eps, offset)
+
+
+def gated_row(mem: HostMemory, x: int, gate: int, k: int, head_dim: int,
+              head_pitch: int) -> np.ndarray:
+    """bf16 bits [k] of sigmoid_gate_mul_bf16 over one row of k = heads * head_dim."""
+    gated = WithScratch(mem, k * 2)
+    sigmoid_gate_mul_bf16(gated, (1, 1, 1), (1, 1, 1), x, gate, WithScratch.ADDRESS, 1,
+                          k // head_dim, head_dim, 0, head_pitch)
+    return gated.view(WithScratch.ADDRESS, np.uint16, k).copy()
+
+
+@reference(GEMV_ATTN_GATE_SINGLE)
+def gemv_attn_gate_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, x: int, gate: int,
+                               w: int, y: int, n: int, k: int, head_dim: int,
+                               head_pitch: int) -> None:
+    x_bits = gated_row(mem, x, gate, k, head_dim, head_pitch)
+    mem.view(y, np.uint16, n)[:] = product_bits(mem, x_bits, w, n, k)
+
+
+@reference(GEMV_ATTN_GATE_RESIDUAL_SINGLE)
+def gemv_attn_gate_residual_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, x: int,
+                                        gate: int, w: int, resid: int, ssq: int, n: int,
+                                        k: int, head_dim: int, head_pitch: int) -> None:
+    x_bits = gated_row(mem, x, gate, k, head_dim, head_pitch)
+    add_residual(mem, product_bits(mem, x_bits, w, n, k), resid, ssq)
