@@ -349,25 +349,25 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
 }
 
 // ---- batch 1's o_proj of gated full attention with the output gate on load (AttnGateX):
-// y = (attn * sigmoid(gate)) @ w.T, the gate of head h at gate + h * head_pitch (the qkv
-// row); plain, and with the residual epilogue (gemv_residual_bf16_single's). head_dim and
+// y = (x * sigmoid(gate)) @ w.T, x the attention output, the gate of head h at gate + h *
+// head_pitch (the qkv row); plain, and with the residual epilogue (gemv_residual's). head_dim and
 // head_pitch multiples of 8, gate 16-byte aligned, k = heads * head_dim. The IEEE division
 // of the sigmoid: 1 block/SM bound, as gemv_silu_* (ptxas caps registers around its
 // slow-path call otherwise).
 extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
-    gemv_attn_gate_bf16_single(const __nv_bfloat16* attn, const __nv_bfloat16* gate,
+    gemv_attn_gate_bf16_single(const __nv_bfloat16* x, const __nv_bfloat16* gate,
                                const __nv_bfloat16* w, __nv_bfloat16* y, uint32_t n,
                                uint32_t k, uint32_t head_dim, uint32_t head_pitch) {
-  gemv_rows<1, false>(attn_gate_x(attn, gate, head_dim, head_pitch), Bf16W{}, w, y, n, k,
+  gemv_rows<1, false>(attn_gate_x(x, gate, head_dim, head_pitch), Bf16W{}, w, y, n, k,
                       partial_sums);
 }
 
 extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
-    gemv_attn_gate_residual_bf16_single(const __nv_bfloat16* attn, const __nv_bfloat16* gate,
+    gemv_attn_gate_residual_bf16_single(const __nv_bfloat16* x, const __nv_bfloat16* gate,
                                         const __nv_bfloat16* w, __nv_bfloat16* resid,
                                         float* ssq, uint32_t n, uint32_t k, uint32_t head_dim,
                                         uint32_t head_pitch) {
-  gemv_rows<1, false>(attn_gate_x(attn, gate, head_dim, head_pitch), Bf16W{}, w, nullptr, n, k,
+  gemv_rows<1, false>(attn_gate_x(x, gate, head_dim, head_pitch), Bf16W{}, w, nullptr, n, k,
                       partial_sums, AddResidual{resid, ssq});
 }
 
