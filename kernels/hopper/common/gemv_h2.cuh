@@ -46,6 +46,8 @@
 
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include "gemv_core.cuh"
 #include "quant_decode.cuh"
 
@@ -53,16 +55,11 @@ namespace atlas::gemv {
 
 enum class H2Out { kBf16, kF32, kSwiglu };
 
-// Weight row of block row r: rows 4 b + r, or (SwiGLU) gate rows of features 2 b, 2 b + 1
-// for r = 0, 1 and their up rows for r = 2, 3; clamped (never stored past the end).
+// The output's gemv_core.cuh policy: the weight row of block row r (`row`: rows 4 b + r, or
+// for the SwiGLU the gate rows of features 2 b, 2 b + 1 and their up rows; clamped, never
+// stored past the end) and the store of the block's sums (`finish`)
 template <H2Out kOut>
-__device__ __forceinline__ int h2_row(int r, int n) {
-  if constexpr (kOut == H2Out::kSwiglu) {
-    const int inter = n >> 1, j = min(static_cast<int>(blockIdx.x) * 2 + (r & 1), inter - 1);
-    return r < 2 ? j : inter + j;
-  }
-  return min(static_cast<int>(blockIdx.x) * kRowsPerBlock + r, n - 1);
-}
+using H2Store = std::conditional_t<kOut == H2Out::kSwiglu, StoreSwiglu, StoreY>;
 
 // bf16 pair (x0 low, x1 high) times `down` (kScaled; a power of two) -> f16 pair, exact
 // for |x down| in f16's normal range
@@ -154,7 +151,7 @@ __device__ __forceinline__ void gemv_h2(const __nv_bfloat16* __restrict__ x,
   typename F::Row srow[kRowsPerBlock];
 #pragma unroll
   for (int r = 0; r < kRowsPerBlock; ++r) {
-    const int row = h2_row<kOut>(r, n);
+    const int row = H2Store<kOut>::row(r, n);
     wrow[r] = reinterpret_cast<const uint4*>(w) + static_cast<size_t>(row) * kc;
     srow[r] = fmt.row(row, kc);
   }
@@ -165,7 +162,7 @@ __device__ __forceinline__ void gemv_h2(const __nv_bfloat16* __restrict__ x,
   load_weight_tile<true>(wv, wrow, threadIdx.x, kc);
   h2_load_scales<true>(fmt, sv, srow, threadIdx.x, kc);
   const int t = threadIdx.x;
-  const float out_scale = t < kRowsPerBlock ? fmt.out_scale(h2_row<kOut>(t, n)) : 0.f;
+  const float out_scale = t < kRowsPerBlock ? fmt.out_scale(H2Store<kOut>::row(t, n)) : 0.f;
   atlas::pdl_enter();
 
   float acc[kRowsPerBlock];
@@ -229,20 +226,8 @@ __device__ __forceinline__ void gemv_h2(const __nv_bfloat16* __restrict__ x,
   if (t < kRowsPerBlock)
     for (int i = 0; i < static_cast<int>(blockDim.x >> 5); ++i) sum += partial[i][t];
   sum *= out_scale;
-  if constexpr (kOut == H2Out::kSwiglu) {  // lanes 0, 1: gate of features 2 b + t; 2, 3: up
-    const float up = __shfl_down_sync(0xffffffffu, sum, 2);
-    const int inter = n >> 1, j = static_cast<int>(blockIdx.x) * 2 + t;
-    if (t < 2 && j < inter)
-      static_cast<__nv_bfloat16*>(y)[j] = atlas::f32_to_bf16(
-          atlas::swiglu_f32(atlas::round_bf16(sum), atlas::round_bf16(up)));
-  } else {
-    const int row = static_cast<int>(blockIdx.x) * kRowsPerBlock + t;
-    if (t >= kRowsPerBlock || row >= n) return;
-    if constexpr (kOut == H2Out::kF32)  // logits: the bf16-rounded value, widened
-      static_cast<float*>(y)[row] = atlas::round_bf16(sum);
-    else
-      static_cast<__nv_bfloat16*>(y)[row] = atlas::f32_to_bf16(sum);
-  }
+  H2Store<kOut>{}.template finish<1, kOut == H2Out::kF32>(
+      y, sum, t, static_cast<int>(blockIdx.x) * kRowsPerBlock, n);
 }
 
 }  // namespace atlas::gemv
