@@ -483,8 +483,10 @@ def test_swiglu_preconditions(n: int, f32: bool, match: str) -> None:
     ({}, 64, True), ({}, 9, True), ({}, 256, True),
     ({"ATLAS_DECODE_GEMM_SWIGLU": "0"}, 64, False),   # the A/B switch: silu_mul again
     ({"ATLAS_DECODE_GEMM": "0"}, 64, False),          # gemv_mma / GEMM routes: unfused
-    ({}, 257, False), ({}, 1, False)])
+    ({}, 257, False), ({"ATLAS_GEMV_SWIGLU": "0"}, 1, False)])
 def test_gate_up_ends_with_the_swiglu_on_the_decode_gemm(env, m, fused) -> None:
+    """Decode rows 9..256 end gate_up with the SwiGLU on the decode GEMM (one row takes the
+    single-row GEMV's SwiGLU entry instead: tests/unit/test_gemv_swiglu.py)."""
     from atlas.runtime.ops.matmul_quant import Bf16Linear
 
     dev = _Sm90DecodeMock()
